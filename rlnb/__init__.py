@@ -1,0 +1,73 @@
+"""rlnb: drive RL / fine-tuning training sessions from a notebook.
+
+One API for a remote Together training session and an in-process torch backend::
+
+    import rlnb
+    session = rlnb.connect("local", optimizer="muon")
+    op = session.forward_backward([rlnb.samples.cross_entropy(tokens)])
+    session.optim_step(rlnb.MuonParams(learning_rate=0.02))
+    op.result().loss
+    session.history.df
+"""
+
+from rlnb import samples, wire
+from rlnb._exceptions import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    ConflictError,
+    InternalServerError,
+    InvalidParams,
+    NotFoundError,
+    OperationFailed,
+    OperationTimeout,
+    PermissionDeniedError,
+    RateLimitError,
+    RlnbError,
+    SessionClosed,
+    UnprocessableEntityError,
+)
+from rlnb.history import History, Record
+from rlnb.operation import Operation
+from rlnb.params import AdamParams, MuonParams
+from rlnb.session import Session, connect
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "APIConnectionError",
+    "APIError",
+    "APIStatusError",
+    "APITimeoutError",
+    "AdamParams",
+    "AuthenticationError",
+    "BadRequestError",
+    "ConflictError",
+    "History",
+    "InternalServerError",
+    "InvalidParams",
+    "MuonParams",
+    "NotFoundError",
+    "Operation",
+    "OperationFailed",
+    "OperationTimeout",
+    "PermissionDeniedError",
+    "RateLimitError",
+    "Record",
+    "RlnbError",
+    "Session",
+    "SessionClosed",
+    "UnprocessableEntityError",
+    "connect",
+    "samples",
+    "wire",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type):
+        _obj.__module__ = "rlnb"
+del _name, _obj

@@ -1,0 +1,156 @@
+"""Optimizer configs for ``optim-step``: ``AdamParams`` and ``MuonParams``.
+
+They reuse the field definitions (and bounds) of ``rlnb.wire`` and add what a notebook needs:
+unknown fields rejected, a ``ValueError`` that names the field, the value and the allowed range,
+``request_body()`` (the exact JSON sent) and ``resolved()`` (the values the local backend uses).
+
+Unset is not zero: ``grad_clip_norm=0`` turns clipping *off*, while an unset ``grad_clip_norm``
+means the session default 1.0. Unset fields are therefore omitted from the body, never sent as 0.
+
+Defaults the local backend applies to unset fields (``resolved()``):
+
+============  ==================  ========================================================
+optimizer     field               default
+============  ==================  ========================================================
+Adam          learning_rate       1e-4
+Adam          beta1, beta2        0.9, 0.95
+Adam          eps                 1e-8
+Adam          weight_decay        0.1
+Adam          grad_clip_norm      1.0 (0 = off)
+Muon          learning_rate       0.02 (spectral-norm units, "original" scaling)
+Muon          momentum            0.95 (Nesterov)
+Muon          newton_schulz_steps 5
+Muon          weight_decay        0
+Muon          grad_clip_norm      1.0 (0 = off)
+Muon.adam     (non-matrix params) the Adam defaults above
+============  ==================  ========================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import ConfigDict, ValidationError
+
+from rlnb import wire
+from rlnb._exceptions import InvalidParams
+
+ADAM_DEFAULTS: dict[str, float] = {
+    "learning_rate": 1e-4,
+    "beta1": 0.9,
+    "beta2": 0.95,
+    "eps": 1e-8,
+    "weight_decay": 0.1,
+    "grad_clip_norm": 1.0,
+}
+MUON_DEFAULTS: dict[str, float | int] = {
+    "learning_rate": 0.02,
+    "momentum": 0.95,
+    "newton_schulz_steps": 5,
+    "weight_decay": 0.0,
+    "grad_clip_norm": 1.0,
+}
+
+
+def _allowed(model: type[wire._Model], loc: tuple[Any, ...], err_type: str) -> str:
+    """Describe a field's allowed values from its own metadata, so the rule lives in one place."""
+    if err_type == "extra_forbidden":
+        return f"unknown field; allowed fields are {', '.join(model.model_fields)}"
+    field = model.model_fields.get(str(loc[0])) if loc else None
+    if field is not None and len(loc) > 1 and field.annotation is not None:
+        sub = next((a for a in getattr(field.annotation, "__args__", ()) if isinstance(a, type)), None)
+        if sub is not None and issubclass(sub, wire._Model):
+            return _allowed(sub, loc[1:], err_type)
+    if field is None:
+        return err_type
+    bounds = []
+    for arg in getattr(field.annotation, "__args__", ()):
+        for meta in getattr(arg, "__metadata__", ()):
+            bounds.extend(getattr(meta, "metadata", [meta]))
+    lo = next((f">= {m.ge}" for m in bounds if isinstance(m, Ge)), None) or next(
+        (f"> {m.gt}" for m in bounds if isinstance(m, Gt)), None
+    )
+    hi = next((f"<= {m.le}" for m in bounds if isinstance(m, Le)), None) or next(
+        (f"< {m.lt}" for m in bounds if isinstance(m, Lt)), None
+    )
+    kind = (
+        "an integer (not a bool or float)"
+        if field.annotation is not None and "int" in str(field.annotation)
+        else "a finite number"
+    )
+    rng = " and ".join(b for b in (lo, hi) if b)
+    return f"must be {kind}" + (f", {rng}" if rng else "") + "; or unset for the default"
+
+
+class _Params:
+    """Mixin: friendly errors, exact request body, resolved values."""
+
+    _body_key: ClassVar[str]
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)  # type: ignore[call-arg]
+        except ValidationError as exc:
+            model = type(self)
+            errors = [
+                (".".join(str(p) for p in e["loc"]), e.get("input"), _allowed(model, e["loc"], e["type"]))
+                for e in exc.errors()
+            ]
+            raise InvalidParams(model.__name__, errors) from None
+
+    def request_body(self) -> dict[str, Any]:
+        """The exact optim-step JSON body, unset fields omitted."""
+        return {self._body_key: self.to_json_dict()}  # type: ignore[attr-defined]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Any:
+        """Inverse of ``request_body()`` (also accepts the inner object)."""
+        inner = data.get(cls._body_key, data) if isinstance(data, dict) else data
+        return cls(**inner)
+
+
+class AdamParams(_Params, wire.AdamParams):
+    """AdamW hyperparameters for one optim-step; unset fields use the session defaults."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    _body_key: ClassVar[str] = "adam_params"
+
+    def resolved(self) -> dict[str, float]:
+        """Every field's effective value on the local backend (defaults filled in)."""
+        return {**ADAM_DEFAULTS, **self.model_dump(exclude_unset=True)}
+
+
+class MuonParams(_Params, wire.MuonParams):
+    """Muon hyperparameters for the 2-D hidden matrices, and ``adam`` for every other parameter."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    _body_key: ClassVar[str] = "muon_params"
+    adam: AdamParams | None = None  # type: ignore[assignment]
+
+    def __init__(self, **data: Any) -> None:
+        adam = data.get("adam")
+        if isinstance(adam, dict):
+            try:
+                data["adam"] = AdamParams(**adam)
+            except InvalidParams as exc:
+                raise InvalidParams("MuonParams.adam", exc.errors) from None
+        super().__init__(**data)
+
+    def resolved(self) -> dict[str, Any]:
+        """Every field's effective value on the local backend; ``adam`` resolved the same way."""
+        own = self.model_dump(exclude_unset=True, exclude={"adam"})
+        adam = self.adam.resolved() if self.adam is not None else dict(ADAM_DEFAULTS)
+        return {**MUON_DEFAULTS, **own, "adam": adam}
+
+
+OptimizerParams = AdamParams | MuonParams
+
+
+def resolve(kind: str, body: wire.OptimStepBody) -> dict[str, Any]:
+    """Resolved hyperparameters of an optim-step body for a session whose optimizer is ``kind``."""
+    if kind == "adam":
+        given = body.adam_params.model_dump(exclude_unset=True) if body.adam_params else {}
+        return AdamParams(**given).resolved()
+    given = body.muon_params.model_dump(exclude_unset=True) if body.muon_params else {}
+    return MuonParams(**given).resolved()

@@ -1,0 +1,149 @@
+"""AdamParams / MuonParams: every field, every bound, round trips, exact JSON bodies."""
+
+import math
+
+import pytest
+
+import rlnb
+from rlnb import wire
+from rlnb.params import ADAM_DEFAULTS, MUON_DEFAULTS
+
+# (field, good values, bad values, words the message must contain)
+ADAM_FIELDS = [
+    ("learning_rate", [1e-6, 3.0], [0, -1e-4, math.nan, math.inf], "> 0"),
+    ("beta1", [0.0, 0.9, 0.999], [1.0, -0.1, 1.5, math.nan], ">= 0 and < 1"),
+    ("beta2", [0.0, 0.95], [1, -0.01, math.inf], ">= 0 and < 1"),
+    ("eps", [1e-12, 1e-8], [0, -1e-8, math.nan], "> 0"),
+    ("weight_decay", [0, 0.1, 2.0], [-0.1, math.inf], ">= 0"),
+    ("grad_clip_norm", [0, 1.0, 10], [-1, math.nan], ">= 0"),
+]
+MUON_FIELDS = [
+    ("learning_rate", [0.02], [0, -0.02, math.nan], "> 0"),
+    ("momentum", [0.0, 0.95], [1.0, -0.5, math.inf], ">= 0 and < 1"),
+    ("newton_schulz_steps", [1, 5, 20], [0, 21, 5.0, True, "5"], ">= 1 and <= 20"),
+    ("weight_decay", [0, 0.01], [-1e-3], ">= 0"),
+    ("grad_clip_norm", [0, 10], [-2], ">= 0"),
+]
+
+
+@pytest.mark.parametrize("cls,fields", [(rlnb.AdamParams, ADAM_FIELDS), (rlnb.MuonParams, MUON_FIELDS)])
+def test_every_field_and_bound(cls, fields):
+    for name, good, bad, words in fields:
+        for value in good:
+            assert getattr(cls(**{name: value}), name) == value
+        for value in bad:
+            with pytest.raises(rlnb.InvalidParams) as info:
+                cls(**{name: value})
+            msg = str(info.value)
+            assert isinstance(info.value, ValueError)
+            assert f"{cls.__name__}.{name} = {value!r}" in msg, msg
+            assert words in msg, msg
+            assert info.value.errors[0][0] == name
+
+
+def test_unknown_field_rejected_with_the_allowed_names():
+    with pytest.raises(rlnb.InvalidParams, match="lr = 0.1 is invalid: unknown field; allowed fields are learning_rate"):
+        rlnb.AdamParams(lr=0.1)
+    with pytest.raises(ValueError, match="betas"):
+        rlnb.MuonParams(betas=(0.9, 0.95))
+
+
+def test_nested_adam_errors_name_the_full_path():
+    with pytest.raises(rlnb.InvalidParams, match=r"MuonParams.adam.beta1 = 2 is invalid: .*>= 0 and < 1"):
+        rlnb.MuonParams(adam={"beta1": 2})
+
+
+def test_assignment_is_validated_too():
+    p = rlnb.AdamParams()
+    with pytest.raises(ValueError, match="learning_rate"):
+        p.learning_rate = -1.0
+
+
+def test_several_errors_reported_together():
+    with pytest.raises(rlnb.InvalidParams) as info:
+        rlnb.AdamParams(beta1=2, eps=0)
+    assert [e[0] for e in info.value.errors] == ["beta1", "eps"]
+
+
+def test_request_body_matches_the_reference_adam_example():
+    p = rlnb.AdamParams(
+        learning_rate=0.0001, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, grad_clip_norm=10
+    )
+    assert p.request_body() == {
+        "adam_params": {
+            "learning_rate": 0.0001,
+            "beta1": 0.9,
+            "beta2": 0.95,
+            "eps": 1e-8,
+            "weight_decay": 0.1,
+            "grad_clip_norm": 10,
+        }
+    }
+
+
+def test_request_body_matches_the_reference_muon_example():
+    adam = {"learning_rate": 0.0001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "grad_clip_norm": 10}
+    body = {
+        "muon_params": {
+            "learning_rate": 0.02,
+            "momentum": 0.95,
+            "newton_schulz_steps": 5,
+            "weight_decay": 0,
+            "grad_clip_norm": 10,
+            "adam": adam,
+        }
+    }
+    p = rlnb.MuonParams.from_dict(body)
+    assert p.request_body() == body
+    assert isinstance(p.adam, rlnb.AdamParams)
+    assert p.request_body()["muon_params"]["newton_schulz_steps"] == 5
+    assert isinstance(p.request_body()["muon_params"]["newton_schulz_steps"], int)
+
+
+def test_unset_fields_are_omitted_and_zero_is_kept():
+    assert rlnb.AdamParams().request_body() == {"adam_params": {}}
+    assert rlnb.AdamParams(grad_clip_norm=0).request_body() == {"adam_params": {"grad_clip_norm": 0}}
+    assert rlnb.MuonParams(learning_rate=0.01).request_body() == {"muon_params": {"learning_rate": 0.01}}
+
+
+@pytest.mark.parametrize(
+    "p",
+    [
+        rlnb.AdamParams(),
+        rlnb.AdamParams(learning_rate=3e-4, grad_clip_norm=0),
+        rlnb.MuonParams(momentum=0.9, newton_schulz_steps=3, adam=rlnb.AdamParams(eps=1e-10)),
+    ],
+)
+def test_round_trip(p):
+    again = type(p).from_dict(p.request_body())
+    assert again == p
+    assert again.request_body() == p.request_body()
+    assert type(p).from_dict(p.request_body()[p._body_key]) == p
+
+
+def test_body_parses_as_the_wire_optim_step_body():
+    p = rlnb.MuonParams(learning_rate=0.01, adam={"learning_rate": 1e-3})
+    body = wire.OptimStepBody.model_validate(p.request_body())
+    assert body.muon_params.adam.learning_rate == 1e-3
+    assert body.to_json_dict() == p.request_body()
+
+
+def test_resolved_fills_documented_defaults():
+    assert rlnb.AdamParams().resolved() == ADAM_DEFAULTS
+    assert ADAM_DEFAULTS == {
+        "learning_rate": 1e-4, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "grad_clip_norm": 1.0
+    }
+    assert MUON_DEFAULTS == {
+        "learning_rate": 0.02, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.0, "grad_clip_norm": 1.0
+    }
+    r = rlnb.MuonParams(learning_rate=0.05, adam={"learning_rate": 3e-4}).resolved()
+    assert r["learning_rate"] == 0.05 and r["momentum"] == 0.95 and r["newton_schulz_steps"] == 5
+    assert r["adam"] == {**ADAM_DEFAULTS, "learning_rate": 3e-4}
+    assert rlnb.AdamParams(grad_clip_norm=0).resolved()["grad_clip_norm"] == 0
+
+
+def test_server_side_wire_model_enforces_the_same_bounds():
+    with pytest.raises(ValueError, match="beta1"):
+        wire.OptimStepBody.model_validate({"adam_params": {"beta1": 1.0}})
+    with pytest.raises(ValueError, match="newton_schulz_steps"):
+        wire.OptimStepBody.model_validate({"muon_params": {"newton_schulz_steps": 2.5}})

@@ -1,0 +1,113 @@
+"""The wire models: int64 encoding, enums, lenient responses, strict requests."""
+
+import pytest
+
+from rlnb import wire
+
+
+def test_int64_accepts_strings_and_ints_and_emits_strings():
+    assert wire.OptimStepResult(step="42").step == 42
+    assert wire.OptimStepResult(step=42).to_json_dict() == {"step": "42"}
+    assert wire.EncodedText(tokens=["1", 2]).tokens == [1, 2]
+    with pytest.raises(ValueError):
+        wire.OptimStepResult(step=True)
+    with pytest.raises(ValueError):
+        wire.OptimStepResult(step="4.5")
+    with pytest.raises(ValueError):
+        wire.OptimStepResult(step=2**63)
+
+
+def test_operation_envelopes_from_the_reference():
+    env = wire.Operation[wire.OptimStepResult].model_validate(
+        {"id": "550e8400", "status": "TRAINING_OPERATION_STATUS_COMPLETED", "output": {"step": "42"}}
+    )
+    assert env.output.step == 42
+    failed = wire.Operation[wire.OptimStepResult].model_validate(
+        {
+            "id": "x",
+            "status": "TRAINING_OPERATION_STATUS_FAILED",
+            "error": {"code": "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS", "message": "loss is NaN"},
+        }
+    )
+    assert failed.error.code == "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS" and failed.output is None
+    sample = wire.Operation[wire.SampleOutput].model_validate(
+        {
+            "id": "c3d4",
+            "status": "TRAINING_OPERATION_STATUS_COMPLETED",
+            "output": {
+                "results": [
+                    {
+                        "policy_segments": [{"start_token": 0, "version": 42}],
+                        "sequences": [
+                            {
+                                "tokens": ["1012", "318", "151645"],
+                                "logprobs": [-0.5, -1.2, -0.3],
+                                "stop_reason": "STOP_REASON_STOP",
+                                "prompt_cache_hit_tokens": 0,
+                            }
+                        ],
+                    }
+                ]
+            },
+        }
+    )
+    assert sample.output.results[0].sequences[0].tokens == [1012, 318, 151645]
+
+
+def test_responses_keep_unknown_fields():
+    r = wire.WeightsSyncResult.model_validate({"weights_version": "3", "new_field": 1})
+    assert r.weights_version == 3 and r.model_extra == {"new_field": 1}
+
+
+def test_requests_reject_bad_enums_and_tensors():
+    with pytest.raises(ValueError, match="weight_sync_type"):
+        wire.WeightsSyncBody.model_validate({"weight_sync_type": "SOON"})
+    with pytest.raises(ValueError, match="dtype"):
+        wire.TensorData.model_validate({"data": [1], "dtype": "float64"})
+    with pytest.raises(ValueError, match="shape"):
+        wire.TensorData.model_validate({"data": [1, 2], "dtype": "int64", "shape": [3]})
+    with pytest.raises(ValueError, match="sparse"):
+        wire.TensorData.model_validate({"data": [1], "dtype": "int64", "sparse_col_indices": [0]})
+    with pytest.raises(ValueError, match="topk_prompt_logprobs"):
+        wire.SampleBody.model_validate({"model_inputs": [], "topk_prompt_logprobs": 21})
+    with pytest.raises(ValueError, match="beta"):
+        wire.LossConfig.model_validate({"type": "LOSS_TYPE_DRO", "dro_params": {}})
+
+
+def test_reference_forward_backward_body_parses_and_round_trips():
+    body = {
+        "samples": [
+            {
+                "model_input": {"chunks": [{"encoded_text": {"tokens": [123, 456, 789]}}]},
+                "loss_fn_inputs": {
+                    "target_tokens": {"data": [456, 789, 1011], "dtype": "int64"},
+                    "logprobs": {"data": [0.0, -1.1, -0.4], "dtype": "float32"},
+                    "advantages": {"data": [0.0, 0.5, 0.5], "dtype": "float32"},
+                    "mask": {"data": [0, 1, 1], "dtype": "int64"},
+                },
+            }
+        ],
+        "loss": {
+            "type": "LOSS_TYPE_GRPO",
+            "grpo_params": {
+                "clip_low_threshold": 0.8,
+                "clip_high_threshold": 1.2,
+                "beta": 0.0,
+                "agg_type": "GRPO_LOSS_AGGREGATION_TYPE_FIXED_HORIZON",
+                "ratio_type": "GRPO_LOSS_RATIO_TYPE_TOKEN",
+            },
+        },
+        "forward_only": False,
+        "return_loss_fn_outputs": False,
+    }
+    parsed = wire.ForwardBackwardBody.model_validate(body)
+    assert parsed.samples[0].model_input.tokens == [123, 456, 789]
+    out = parsed.to_json_dict()
+    assert out["loss"] == body["loss"]
+    assert out["samples"][0]["model_input"]["chunks"][0]["encoded_text"]["tokens"] == ["123", "456", "789"]
+    assert out["samples"][0]["loss_fn_inputs"]["mask"]["data"] == [0, 1, 1]
+
+
+def test_every_kind_has_request_and_result_types():
+    assert set(wire.REQUEST_TYPES) == set(wire.RESULT_TYPES)
+    assert set(wire.OperationKind.__args__) == set(wire.RESULT_TYPES)
