@@ -1,0 +1,72 @@
+"""Build wire ``Sample``s from plain token lists.
+
+The API's position convention: ``model_input = (prompt + response)[:-1]`` and slot ``i`` of every
+loss tensor describes the token predicted at position ``i``, i.e. ``(prompt + response)[i + 1]``.
+These helpers do that shift so notebook code can think in whole sequences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rlnb import wire
+
+
+def _tensor(data: Sequence[float], dtype: wire.TensorDType) -> wire.TensorData:
+    return wire.TensorData(data=list(data), dtype=dtype)
+
+
+def cross_entropy(tokens: Sequence[int], weights: Sequence[float] | None = None) -> wire.Sample:
+    """A supervised sample: predict every token of ``tokens`` from the ones before it.
+
+    ``weights`` (optional) has one entry per token of ``tokens``: how much predicting that token
+    counts (e.g. ``[0] * len(prompt) + [1] * len(answer)``). ``weights[0]`` is unused, since the
+    first token is never predicted. Fractional weights are honoured.
+    """
+    tokens = [int(t) for t in tokens]
+    if len(tokens) < 2:
+        raise ValueError(f"tokens needs at least 2 entries (one input, one target), got {len(tokens)}")
+    if weights is None:
+        weights = [1.0] * len(tokens)
+    if len(weights) != len(tokens):
+        raise ValueError(f"weights has {len(weights)} entries; it needs one per token ({len(tokens)})")
+    return wire.Sample(
+        model_input=wire.ModelInput.from_tokens(tokens[:-1]),
+        loss_fn_inputs={"target_tokens": _tensor(tokens[1:], "int64"), "weights": _tensor(weights[1:], "float32")},
+    )
+
+
+def policy(
+    prompt_tokens: Sequence[int],
+    completion_tokens: Sequence[int],
+    sampler_logprobs: Sequence[float],
+    advantage: float | Sequence[float],
+    reference_logprobs: Sequence[float] | None = None,
+) -> wire.Sample:
+    """A policy-gradient sample (GRPO, PPO, importance sampling, ...) for one sampled completion.
+
+    ``sampler_logprobs`` are the sampler's log-probs of the completion tokens (``sample`` returns
+    them); ``advantage`` is one number for the whole completion or one per completion token.
+    Prompt positions are masked out of the loss.
+    """
+    prompt, completion = [int(t) for t in prompt_tokens], [int(t) for t in completion_tokens]
+    if not prompt or not completion:
+        raise ValueError("prompt_tokens and completion_tokens must both be non-empty")
+    n, pad = len(completion), len(prompt) - 1
+    if len(sampler_logprobs) != n:
+        raise ValueError(f"sampler_logprobs has {len(sampler_logprobs)} entries for {n} completion tokens")
+    adv = [float(advantage)] * n if isinstance(advantage, int | float) else [float(a) for a in advantage]
+    if len(adv) != n:
+        raise ValueError(f"advantage has {len(adv)} entries for {n} completion tokens")
+    tokens = prompt + completion
+    inputs = {
+        "target_tokens": _tensor(tokens[1:], "int64"),
+        "logprobs": _tensor([0.0] * pad + list(sampler_logprobs), "float32"),
+        "advantages": _tensor([0.0] * pad + adv, "float32"),
+        "mask": _tensor([0] * pad + [1] * n, "int64"),
+    }
+    if reference_logprobs is not None:
+        if len(reference_logprobs) != n:
+            raise ValueError(f"reference_logprobs has {len(reference_logprobs)} entries for {n} completion tokens")
+        inputs["reference_logprobs"] = _tensor([0.0] * pad + list(reference_logprobs), "float32")
+    return wire.Sample(model_input=wire.ModelInput.from_tokens(tokens[:-1]), loss_fn_inputs=inputs)

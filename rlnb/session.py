@@ -1,0 +1,213 @@
+"""``Session``: the notebook's handle on one training session, local or remote.
+
+Every method submits one operation and returns an ``Operation`` at once — it never waits — so a
+forward-backward and the optim-step after it pipeline. Inputs are checked here, before anything is
+sent. Every operation is recorded in ``session.history``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from rlnb import wire
+from rlnb._exceptions import SessionClosed
+from rlnb.backends import Backend
+from rlnb.history import History
+from rlnb.operation import Operation
+from rlnb.params import AdamParams, MuonParams, OptimizerParams
+
+LOSS_NAMES: dict[str, str] = {
+    "cross_entropy": "LOSS_TYPE_CROSS_ENTROPY",
+    "grpo": "LOSS_TYPE_GRPO",
+    "importance_sampling": "LOSS_TYPE_IMPORTANCE_SAMPLING",
+    "ppo": "LOSS_TYPE_PPO",
+    "cispo": "LOSS_TYPE_CISPO",
+    "dro": "LOSS_TYPE_DRO",
+    "dppo": "LOSS_TYPE_DPPO",
+}
+"""Short loss names accepted by ``forward_backward`` (as the SDK accepts ``"ppo"``)."""
+
+SYNC_NAMES: dict[str, str] = {
+    "synchronous": "WEIGHT_SYNC_TYPE_SYNCHRONOUS",
+    "background_publish": "WEIGHT_SYNC_TYPE_BACKGROUND_PUBLISH",
+    "pipeline": "WEIGHT_SYNC_TYPE_PIPELINE",
+}
+
+
+def loss_config(loss: str | wire.LossConfig | dict[str, Any], params: dict[str, Any] | None = None) -> wire.LossConfig:
+    """A ``LossConfig`` from a short name (``"grpo"``), a wire type string, a dict or a model."""
+    if isinstance(loss, wire.LossConfig):
+        return loss
+    if isinstance(loss, dict):
+        return wire.LossConfig.model_validate(loss)
+    loss_type = LOSS_NAMES.get(loss, loss)
+    if loss_type not in wire.LOSS_PARAMS_FIELD:
+        raise ValueError(f"loss must be one of {', '.join(LOSS_NAMES)} (or a LossConfig), got {loss!r}")
+    field = wire.LOSS_PARAMS_FIELD[loss_type]
+    if params and field is None:
+        raise ValueError(f"{loss_type} takes no params, got {params!r}")
+    config: dict[str, Any] = {"type": loss_type}
+    if field is not None and (params or loss_type == "LOSS_TYPE_DRO"):
+        config[field] = params or {}
+    return wire.LossConfig.model_validate(config)
+
+
+class Session:
+    """One training session. Build it with ``rlnb.connect(...)``.
+
+    ``history`` records every operation; ``step`` is the session's optimizer-step count.
+    """
+
+    def __init__(self, backend: Backend, history: History | None = None):
+        self.backend = backend
+        self.history = history if history is not None else History()
+        self.optimizer = backend.optimizer
+        self._steps_submitted = int(backend.session().step)
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def id(self) -> str:
+        return self.info().id
+
+    @property
+    def step(self) -> int:
+        """Completed optimizer steps (``Session.step`` in the API)."""
+        return int(self.backend.session().step)
+
+    def info(self) -> wire.Session:
+        """The session object, as the API's GET returns it."""
+        return self.backend.session()
+
+    def close(self) -> None:
+        """Stop the session. Operations not yet finished end FAILED (SESSION_NOT_ACTIVE)."""
+        self._closed = True
+        self.backend.close()
+
+    # -- operations ------------------------------------------------------------------------------
+
+    def _submit(self, kind: str, body: wire._Model | None, params: dict[str, Any] | None = None) -> Operation[Any]:
+        if self._closed:
+            raise SessionClosed(f"session {self.id} is closed")
+        with self._lock:  # one order for the step counter, the history and the backend queue
+            step = self._steps_submitted
+            if kind == "optim-step":
+                self._steps_submitted += 1
+            op: Operation[Any] = Operation(kind)
+            rec = self.history.new(kind, step, params, at=op.submitted_at)
+            op._on_update = lambda env, at: self.history.update(rec, env, at)
+            self.backend.submit(kind, body, op._update)
+        return op
+
+    def forward_backward(
+        self,
+        samples: Sequence[wire.Sample | dict[str, Any]],
+        loss: str | wire.LossConfig | dict[str, Any] = "cross_entropy",
+        loss_params: dict[str, Any] | None = None,
+        *,
+        forward_only: bool = False,
+        return_loss_fn_outputs: bool = False,
+    ) -> Operation[wire.ForwardBackwardResult]:
+        """Compute the loss over ``samples`` and accumulate gradients (until the next optim-step).
+
+        ``samples`` are wire ``Sample``s (or dicts), e.g. from ``rlnb.samples.cross_entropy`` /
+        ``rlnb.samples.policy``. ``loss`` is a short name (``"grpo"``), a wire type or a LossConfig;
+        ``loss_params`` fills the loss's params object (``{"beta": 0.1}``).
+        """
+        body = wire.ForwardBackwardBody(
+            samples=[s if isinstance(s, wire.Sample) else wire.Sample.model_validate(s) for s in samples],
+            loss=loss_config(loss, loss_params),
+            forward_only=forward_only or None,
+            return_loss_fn_outputs=return_loss_fn_outputs or None,
+        )
+        return self._submit("forward-backward", body)
+
+    def optim_step(self, params: OptimizerParams | dict[str, Any] | None = None) -> Operation[wire.OptimStepResult]:
+        """Apply the accumulated gradients with ``params`` (``AdamParams`` or ``MuonParams``, matching
+        the session's optimizer; unset fields use the session defaults). Does not publish weights to
+        the sampler — call ``weights_sync()`` for that."""
+        expected = AdamParams if self.optimizer == "adam" else MuonParams
+        if params is None:
+            params = expected()
+        elif isinstance(params, dict):
+            params = expected.from_dict(params)
+        if not isinstance(params, expected):
+            raise TypeError(
+                f"this session's optimizer is {self.optimizer}: pass {expected.__name__}, not {type(params).__name__} "
+                "(the optimizer is fixed when the session is created)"
+            )
+        body = wire.OptimStepBody.model_validate(params.request_body())
+        return self._submit("optim-step", body, params=params.model_dump(exclude_unset=True))
+
+    def weights_sync(self, sync_type: str = "synchronous") -> Operation[wire.WeightsSyncResult]:
+        """Publish the trainer's current weights to the sampler; returns the new ``weights_version``."""
+        sync = SYNC_NAMES.get(sync_type, sync_type)
+        return self._submit("weights-sync", wire.WeightsSyncBody(weight_sync_type=sync))  # type: ignore[arg-type]
+
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]] | Sequence[int],
+        num_samples: int = 1,
+        max_tokens: int | None = None,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = -1,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+        *,
+        prompt_logprobs: bool = False,
+        topk_prompt_logprobs: int = 0,
+    ) -> Operation[wire.SampleOutput]:
+        """Generate ``num_samples`` completions per prompt from the sampler's weights (the version
+        last published by ``weights_sync``). ``prompts`` is a list of token lists (or one list)."""
+        if prompts and isinstance(prompts[0], int):
+            prompts = [prompts]  # type: ignore[list-item]
+        body = wire.SampleBody(
+            model_inputs=[wire.ModelInput.from_tokens(list(p)) for p in prompts],  # type: ignore[arg-type]
+            num_samples=num_samples,
+            sampling_params=wire.SamplingParams(
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=top_k,
+                stop=list(stop) if stop else None,
+                seed=seed,
+            ),
+            prompt_logprobs=prompt_logprobs or None,
+            topk_prompt_logprobs=topk_prompt_logprobs or None,
+        )
+        return self._submit("sample", body)
+
+    def save_training_checkpoint(self) -> Operation[wire.TrainingCheckpointResult]:
+        """Save weights, optimizer state and step, to resume or fork from later."""
+        return self._submit("training-checkpoint", None)
+
+    def save_inference_checkpoint(self) -> Operation[wire.InferenceCheckpointResult]:
+        """Save the current weights for serving or download."""
+        return self._submit("inference-checkpoint", None)
+
+
+def connect(
+    target: str = "local", *, optimizer: str = "adam", history: History | None = None, **options: Any
+) -> Session:
+    """Open a training session.
+
+    ``connect("local", optimizer="adam" | "muon", model="tiny" | nn.Module, seed=0, device="auto")``
+    runs it in this process on torch (see ``rlnb.backends.local.LocalBackend`` for every option).
+    """
+    if target == "local":
+        from rlnb.backends.local import LocalBackend
+
+        return Session(LocalBackend(optimizer, **options), history)  # type: ignore[arg-type]
+    raise ValueError(f"unknown target {target!r}: use 'local'")
