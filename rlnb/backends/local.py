@@ -204,6 +204,9 @@ class LocalBackend:
             if job.kind == "_barrier":
                 job.body.set()
                 continue
+            if self._closed:  # stopped while this waited in the queue: it never runs
+                self._finish(job, error=("SESSION_NOT_ACTIVE", "the session was stopped before this ran"))
+                continue
             job.env = job.env.model_copy(update={"status": "TRAINING_OPERATION_STATUS_RUNNING"})
             job.listener(job.env)
             try:
@@ -218,11 +221,6 @@ class LocalBackend:
                 self._finish(job, error=("INTERNAL_ERROR", f"{type(exc).__name__}: {exc}"))
             else:
                 self._finish(job, output=output)
-        # Whatever is still queued after close() never ran.
-        while not self._queue.empty():
-            job = self._queue.get_nowait()
-            if job is not None and job.kind != "_barrier":
-                self._finish(job, error=("SESSION_NOT_ACTIVE", "the session was stopped before this ran"))
 
     def _finish(self, job: _Job, output: Any = None, error: tuple[str, str] | None = None) -> None:
         if error is not None:
