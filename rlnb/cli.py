@@ -1,6 +1,7 @@
 """``rlnb`` command line: a thin layer over the public API.
 
-    rlnb demo [--optimizer adam|muon] [--steps N] [--out DIR]   the RL loop on the in-process backend
+rlnb demo [--optimizer adam|muon] [--steps N] [--out DIR]   the RL loop on the in-process backend
+rlnb serve [--host 127.0.0.1] [--port 8000] [--token TOKEN]  a Together-compatible local server
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ def demo(
         k = max(1, min(5, len(rewards) // 4))
         first, last = rewards[:k].mean(), rewards[-k:].mean()
         print(f"mean reward: first {k} steps {first:.3f} -> last {k} steps {last:.3f}")
-    print(f"wrote {out / 'history.csv'}, {out / 'rewards.csv'}, {out / 'demo.png'} in {time.perf_counter() - start:.0f}s")
+    print(
+        f"wrote {out / 'history.csv'}, {out / 'rewards.csv'}, {out / 'demo.png'} in {time.perf_counter() - start:.0f}s"
+    )
     return 0
 
 
@@ -70,7 +73,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_demo.add_argument("--out", default="rlnb-demo", help="folder for history.csv, rewards.csv and demo.png")
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda")
+    p_serve = sub.add_parser("serve", help="serve the Together RL API on the in-process backend")
+    p_serve.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
+    p_serve.add_argument("--port", type=int, default=8000)
+    p_serve.add_argument("--token", default=None, help="require this bearer token (default: no auth)")
+    p_serve.add_argument("--device", default="auto")
+    p_serve.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
+    p_serve.add_argument("--checkpoint-dir", default=None)
+    p_serve.add_argument("--fail-rate", type=float, default=0.0, help="fault injection: fraction of answers lost")
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        from rlnb.server import serve
+
+        print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
+        serve(
+            args.host,
+            args.port,
+            token=args.token,
+            device=args.device,
+            op_delay=args.op_delay,
+            checkpoint_dir=args.checkpoint_dir,
+            fail_rate=args.fail_rate,
+        )
+        return 0
     if args.command == "demo":
         if args.steps < 1:
             parser.error(f"--steps must be >= 1, got {args.steps}")

@@ -33,6 +33,7 @@ from rlnb import params as params_mod
 from rlnb import wire
 from rlnb.backends import Listener, OptimizerKind
 from rlnb.backends import losses as losses_mod
+from rlnb.backends.lora import LoraSettings, adapter_state_dict, apply_lora, merged_state_dict
 from rlnb.backends.model import SIZES, build_model
 from rlnb.backends.optim import NonFiniteGradient, TrainerOptimizer
 
@@ -87,6 +88,8 @@ class LocalBackend:
         eos_token_id: a token that ends a sampled sequence (``STOP_REASON_STOP``).
         decode: maps token ids to text for ``stop`` strings; default: bytes for ids < 256.
         op_delay: extra seconds each operation takes (simulates remote compute in benchmarks).
+        lora: ``None``/``False`` trains all weights; ``True`` or a LoRA config dict (rank, alpha,
+            dropout, seed, train_unembed) freezes them and trains adapters on the linear layers.
     """
 
     def __init__(
@@ -107,6 +110,7 @@ class LocalBackend:
         session_id: str | None = None,
         base_model: str | None = None,
         model_resources_id: str = "local",
+        lora: bool | dict[str, Any] | None = None,
     ):
         if optimizer not in ("adam", "muon"):
             raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
@@ -116,12 +120,18 @@ class LocalBackend:
         if isinstance(model, str):
             if model not in SIZES:
                 raise ValueError(f"model must be one of {sorted(SIZES)} or an nn.Module, got {model!r}")
-            self.base_model = base_model or f"rlnb/tiny-transformer-{model}"
+            self.base_model = base_model or f"rlnb/{model}"
             model = build_model(model, seed)
         else:
             self.base_model = base_model or f"custom/{type(model).__name__}"
         self.trainer = model.to(self.device).train()
         self.vocab_size, self.block_size = _probe(self.trainer, self.device)
+        self.lora = LoraSettings.from_config(lora) if lora else None
+        if self.lora is not None:
+            heads = [
+                m for m in self.trainer.modules() if isinstance(m, nn.Linear) and m.out_features == self.vocab_size
+            ]
+            self.lora_layers = apply_lora(self.trainer, self.lora, head=heads[-1] if heads else None)
         self.sampler = copy.deepcopy(self.trainer).eval().requires_grad_(False)
         self.optim = TrainerOptimizer(self.trainer, optimizer, self.vocab_size, muon_scaling=muon_scaling)
         self.num_generator_replicas = num_generator_replicas
@@ -142,6 +152,8 @@ class LocalBackend:
             created_at=created,
             updated_at=created,
         )
+        if self.lora is not None:
+            self._info.lora_config = wire.LoraConfig(**vars(self.lora))
         self._checkpoints: dict[str, Path] = {}
         if resume_from is not None:
             self._resume(Path(resume_from), load_optimizer)
@@ -494,8 +506,15 @@ class LocalBackend:
     def _op_inference_checkpoint(self, body: None) -> wire.InferenceCheckpointResult:
         ckpt = wire.InferenceCheckpoint(id=f"ckpt-infer-{uuid.uuid4().hex[:12]}", step=self.step, created_at=_now())
         path = self._checkpoint_path(ckpt.id)
+        adapter = adapter_state_dict(self.trainer) if self.lora is not None else None
         torch.save(
-            {"type": "inference", "model": self.trainer.state_dict(), "step": self.step, "base_model": self.base_model},
+            {
+                "type": "inference",
+                "model": merged_state_dict(self.trainer),
+                "adapter": adapter,
+                "step": self.step,
+                "base_model": self.base_model,
+            },
             path,
         )
         self._checkpoints[ckpt.id] = path
@@ -510,6 +529,8 @@ class LocalBackend:
 
     def _resume(self, path: Path, load_optimizer: bool) -> None:
         state = torch.load(path, map_location=self.device, weights_only=True)
+        if state["type"] != "training" and self.lora is not None:
+            raise ValueError("a LoRA session resumes from a training checkpoint, not an inference checkpoint")
         self.trainer.load_state_dict(state["model"])
         self.sampler.load_state_dict(state["model"])
         if state["type"] != "training":
