@@ -1,0 +1,315 @@
+"""`rlnb serve` over real HTTP on loopback: the R-new paths, errors, idempotency, caps, checkpoints, LoRA."""
+
+import time
+import uuid
+
+import httpx
+import pytest
+import torch
+
+from rlnb import samples, wire
+
+
+_clients: list[httpx.Client] = []
+
+
+def api(url: str, token: str | None = None) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    client = httpx.Client(base_url=url + "/v1/rl", headers=headers, timeout=30)
+    _clients.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _close_clients():
+    yield
+    while _clients:
+        _clients.pop().close()
+
+
+def new_session(c: httpx.Client, **resource) -> tuple[str, str]:
+    resource.setdefault("base_model", "rlnb/tiny")
+    r = c.post("/model-resources", json=resource)
+    assert r.status_code == 200, r.text
+    rid = r.json()["id"]
+    s = c.post("/training-sessions", json={"model_resources_id": rid})
+    assert s.status_code == 200, s.text
+    return rid, s.json()["id"]
+
+
+def submit(c: httpx.Client, sid: str, kind: str, body: dict | None = None, key: str | None = None) -> dict:
+    r = c.post(
+        f"/training-sessions/{sid}/operations/{kind}",
+        json=body or {},
+        headers={"Idempotency-Key": key or str(uuid.uuid4())},
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def wait(c: httpx.Client, sid: str, kind: str, op_id: str) -> dict:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        env = c.get(f"/training-sessions/{sid}/operations/{kind}/{op_id}").json()
+        if env["status"] in wire.TERMINAL_STATUSES:
+            return env
+        time.sleep(0.01)
+    raise AssertionError(f"{kind} {op_id} did not finish")
+
+
+CE = wire.ForwardBackwardBody(
+    samples=[samples.cross_entropy(list(b"hello server"))], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
+).to_json_dict()
+
+
+def test_auth_off_and_on(server, auth_server):
+    assert api(server).get("/supported-models").status_code == 200
+    for token in (None, "wrong-token"):
+        r = api(auth_server, token).get("/supported-models")
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert r.json()["error"]["type"] == "authentication_error"
+    assert api(auth_server, "secret-token").get("/supported-models").status_code == 200
+    assert httpx.get(auth_server + "/health").status_code == 200
+    assert httpx.get(auth_server + "/openapi.json").status_code == 200
+
+
+def test_openapi_lists_every_r_new_path(server):
+    paths = httpx.get(server + "/openapi.json").json()["paths"]
+    for kind in wire.REQUEST_TYPES:
+        assert f"/v1/rl/training-sessions/{{session_id}}/operations/{kind}" in paths
+        assert f"/v1/rl/training-sessions/{{session_id}}/operations/{kind}/{{operation_id}}" in paths
+    for p in [
+        "/v1/rl/supported-models",
+        "/v1/rl/model-resources",
+        "/v1/rl/model-resources/estimate-cost",
+        "/v1/rl/model-resources/{model_resources_id}/extend-expiry",
+        "/v1/rl/checkpoints/{checkpoint_id}/download",
+        "/v1/rl/training-sessions/{session_id}/stop",
+    ]:
+        assert p in paths
+
+
+@pytest.mark.parametrize(
+    "path,body,param",
+    [
+        ("/model-resources", {}, "base_model"),
+        ("/model-resources", {"base_model": "gpt-9"}, "base_model"),
+        ("/model-resources", {"base_model": "rlnb/tiny", "inactive_timeout": 5}, "inactive_timeout"),
+        (
+            "/model-resources",
+            {"base_model": "rlnb/tiny", "optimizer_config": {"adam": {}, "muon": {}}},
+            "optimizer_config",
+        ),
+        ("/training-sessions", {}, "model_resources_id"),
+    ],
+)
+def test_bad_bodies_are_400_naming_the_field(server, path, body, param):
+    r = api(server).post(path, json=body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == param and err["type"] == "invalid_request_error" and err["message"]
+
+
+def test_bad_operation_bodies_are_400_naming_the_field(server):
+    c = api(server)
+    _, sid = new_session(c)
+    cases = [
+        ("optim-step", {"adam_params": {"beta1": 1.5}}, "adam_params.beta1"),
+        ("optim-step", {"muon_params": {"newton_schulz_steps": 0}}, "muon_params.newton_schulz_steps"),
+        ("weights-sync", {"weight_sync_type": "LATER"}, "weight_sync_type"),
+        ("sample", {"model_inputs": [], "topk_prompt_logprobs": 50}, "topk_prompt_logprobs"),
+        ("forward-backward", {"samples": []}, "loss"),
+    ]
+    for kind, body, param in cases:
+        r = c.post(f"/training-sessions/{sid}/operations/{kind}", json=body, headers={"Idempotency-Key": "k"})
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, (kind, r.text)
+    r = c.post(f"/training-sessions/{sid}/operations/optim-step", json={})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "Idempotency-Key"
+
+
+def test_unknown_ids_are_404(server):
+    c = api(server)
+    _, sid = new_session(c)
+    fb = submit(c, sid, "forward-backward", CE)
+    for path in [
+        "/training-sessions/nope",
+        "/model-resources/nope",
+        "/checkpoints/nope",
+        f"/training-sessions/{sid}/operations/forward-backward/nope",
+        f"/training-sessions/{sid}/operations/optim-step/{fb['id']}",  # an id of another kind
+        "/training-sessions/nope/operations/sample/x",
+    ]:
+        r = c.get(path)
+        assert r.status_code == 404 and r.json()["error"]["type"] == "not_found", path
+    assert (
+        c.post("/training-sessions/nope/operations/optim-step", json={}, headers={"Idempotency-Key": "k"}).status_code
+        == 404
+    )
+
+
+def test_idempotency_key_returns_the_original_operation_and_runs_it_once(server):
+    c = api(server)
+    _, sid = new_session(c)
+    submit(c, sid, "forward-backward", CE)
+    first = submit(c, sid, "optim-step", {"adam_params": {"learning_rate": 1e-3}}, key="same-key")
+    again = submit(c, sid, "optim-step", {"adam_params": {"learning_rate": 1e-3}}, key="same-key")
+    assert first["id"] == again["id"]
+    assert wait(c, sid, "optim-step", first["id"])["output"]["step"] == "1"
+    assert submit(c, sid, "optim-step", {}, key="same-key")["id"] == first["id"]
+    assert c.get(f"/training-sessions/{sid}").json()["step"] == "1"
+    r = c.post(
+        f"/training-sessions/{sid}/operations/weights-sync",
+        json={"weight_sync_type": "WEIGHT_SYNC_TYPE_PIPELINE"},
+        headers={"Idempotency-Key": "same-key"},
+    )
+    assert r.status_code == 409 and r.json()["error"]["param"] == "Idempotency-Key"
+
+
+def test_full_loop_over_http(server):
+    c = api(server)
+    _, sid = new_session(c, optimizer_config={"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_ORIGINAL"}})
+    fb = submit(c, sid, "forward-backward", CE)
+    opt = submit(c, sid, "optim-step", {"muon_params": {"learning_rate": 0.02, "adam": {"learning_rate": 3e-3}}})
+    sync = submit(c, sid, "weights-sync", {"weight_sync_type": "WEIGHT_SYNC_TYPE_SYNCHRONOUS"})
+    smp = submit(
+        c,
+        sid,
+        "sample",
+        {
+            "model_inputs": [wire.ModelInput.from_tokens(list(b"he")).to_json_dict()],
+            "num_samples": 2,
+            "sampling_params": {"max_tokens": 4, "seed": "3"},
+        },
+    )
+    assert wait(c, sid, "forward-backward", fb["id"])["output"]["loss"] > 0
+    out = wait(c, sid, "optim-step", opt["id"])["output"]
+    assert out["step"] == "1" and out["metrics"]["grad_norm/muon"] > 0
+    assert wait(c, sid, "weights-sync", sync["id"])["output"]["weights_version"] == "1"
+    result = wait(c, sid, "sample", smp["id"])["output"]["results"][0]
+    assert result["policy_segments"] == [{"start_token": 0, "version": 1}]
+    assert [len(s["tokens"]) for s in result["sequences"]] == [4, 4]
+    session = c.get(f"/training-sessions/{sid}").json()
+    assert session["policy_state"] == {
+        "applied_weights_version": "1",
+        "pending_publish": False,
+        "target_weights_version": "1",
+        "trainer_step": "1",
+    }
+    wrong = wait(c, sid, "optim-step", submit(c, sid, "optim-step", {"adam_params": {}})["id"])
+    assert wrong["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+
+
+def test_session_cap_stop_and_resource_lifecycle(server):
+    c = api(server)
+    rid, sid = new_session(c)
+    r = c.post("/training-sessions", json={"model_resources_id": rid})
+    assert r.status_code == 429 and r.json()["error"]["type"] == "rate_limit_error"
+    assert c.post(f"/model-resources/{rid}/stop").status_code == 409
+    before = c.get(f"/model-resources/{rid}").json()["expires_at"]
+    later = c.post(f"/model-resources/{rid}/extend-expiry", json={"seconds": 600}).json()["expires_at"]
+    assert later > before
+    assert c.post("/model-resources/estimate-cost", json={"base_model": "rlnb/tiny"}).json()["currency"] == "USD"
+    assert c.post(f"/training-sessions/{sid}/stop").json()["status"] == "TRAINING_SESSION_STATUS_STOPPED"
+    late = submit(c, sid, "optim-step", {})
+    assert wait(c, sid, "optim-step", late["id"])["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
+    second = c.post("/training-sessions", json={"model_resources_id": rid})
+    assert second.status_code == 200
+    stopped = c.post(f"/model-resources/{rid}/stop", params={"force": "true"}).json()
+    assert stopped["status"] == "MODEL_RESOURCES_STATUS_STOPPED"
+    assert c.get(f"/training-sessions/{second.json()['id']}").json()["status"] == "TRAINING_SESSION_STATUS_STOPPED"
+
+
+def test_lists_paginate_and_filter(server):
+    c = api(server)
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
+    ids = [c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"] for _ in range(3)]
+    seen, after = [], None
+    while True:
+        page = c.get(
+            "/training-sessions", params={"model_resources_id": rid, "limit": 2, **({"after": after} if after else {})}
+        ).json()
+        seen += [s["id"] for s in page["data"]]
+        if not page["meta"]["has_more"]:
+            assert page["meta"]["next_cursor"] == ""
+            break
+        after = page["meta"]["next_cursor"]
+    assert sorted(seen) == sorted(ids) and len(seen) == 3
+    c.post(f"/training-sessions/{ids[0]}/stop")
+    running = c.get(
+        "/training-sessions", params={"model_resources_id": rid, "status": "TRAINING_SESSION_STATUS_RUNNING"}
+    )
+    assert {s["id"] for s in running.json()["data"]} == set(ids[1:])
+    both = c.get(
+        "/training-sessions",
+        params={"model_resources_id": rid, "status": "TRAINING_SESSION_STATUS_RUNNING,TRAINING_SESSION_STATUS_STOPPED"},
+    )
+    assert len(both.json()["data"]) == 3
+    patched = c.patch(f"/training-sessions/{ids[1]}", json={"display_name": "lr-3e-3"}).json()
+    assert patched["display_name"] == "lr-3e-3"
+    assert (
+        "display_name" not in c.patch(f"/training-sessions/{ids[1]}", json={"display_name": ""}).json()
+        or c.get(f"/training-sessions/{ids[1]}").json().get("display_name") is None
+    )
+
+
+def test_lora_resource_trains_only_adapters_and_serves_both_variants(server):
+    c = api(server)
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
+    s = c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"rank": 4, "alpha": 8}}).json()
+    assert s["lora_config"]["rank"] == 4
+    sid = s["id"]
+    first = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])["output"]["checkpoint"]
+    submit(c, sid, "forward-backward", CE)
+    submit(c, sid, "optim-step", {"adam_params": {"learning_rate": 1e-2}})
+    second = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])["output"]["checkpoint"]
+    assert second["step"] == "1"
+
+    def fetch(cid, variant):
+        d = c.get(f"/checkpoints/{cid}/download", params={"variant": variant}).json()["data"][0]
+        raw = httpx.get(d["url"]).content  # presigned: no Authorization header
+        assert len(raw) == int(d["size"])
+        import io
+
+        return torch.load(io.BytesIO(raw), weights_only=True)
+
+    a, b = fetch(first["id"], "CHECKPOINT_VARIANT_MERGED"), fetch(second["id"], "CHECKPOINT_VARIANT_MERGED")
+    assert "lm_head.weight" in a["model"] and not any("lora" in k for k in a["model"])
+    assert any(not torch.equal(a["model"][k], b["model"][k]) for k in a["model"])  # merged weights moved
+    adapter = fetch(second["id"], "CHECKPOINT_VARIANT_ADAPTER")["adapter"]
+    assert adapter and all("lora_" in k for k in adapter)
+    listed = c.get("/checkpoints", params={"session_id": sid, "type": "CHECKPOINT_TYPE_INFERENCE"}).json()["data"]
+    assert [x["id"] for x in listed] == [second["id"], first["id"]] and listed[0]["lora_rank"] == 4
+    bad = httpx.get(
+        c.get(f"/checkpoints/{first['id']}/download", params={"variant": "CHECKPOINT_VARIANT_MERGED"})
+        .json()["data"][0]["url"]
+        .split("?")[0]
+        + "?sig=forged"
+    )
+    assert bad.status_code == 403
+
+
+def test_training_checkpoint_resume_and_download_rules(server):
+    c = api(server)
+    rid, sid = new_session(c)
+    submit(c, sid, "forward-backward", CE)
+    submit(c, sid, "optim-step", {})
+    ckpt = wait(c, sid, "training-checkpoint", submit(c, sid, "training-checkpoint")["id"])["output"]["checkpoint"]
+    assert c.get(f"/checkpoints/{ckpt['id']}").json()["type"] == "CHECKPOINT_TYPE_TRAINING"
+    r = c.get(f"/checkpoints/{ckpt['id']}/download", params={"variant": "CHECKPOINT_VARIANT_MERGED"})
+    assert r.status_code == 400
+    c.post(f"/training-sessions/{sid}/stop")
+    resumed = c.post("/training-sessions", json={"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["id"]})
+    assert resumed.status_code == 200 and resumed.json()["step"] == "1"
+    assert resumed.json()["resume_from_checkpoint_id"] == ckpt["id"]
+
+
+def test_trainer_only_resource_rejects_sample(server):
+    c = api(server)
+    _, sid = new_session(c, compute_config={"num_generator_replicas": 0})
+    env = wait(
+        c,
+        sid,
+        "sample",
+        submit(c, sid, "sample", {"model_inputs": [wire.ModelInput.from_tokens([1]).to_json_dict()]})["id"],
+    )
+    assert env["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
