@@ -30,7 +30,7 @@ from rlnb._exceptions import (
     SessionClosed,
     UnprocessableEntityError,
 )
-from rlnb.history import History, Record
+from rlnb.history import History, Record, compare, runs
 from rlnb.operation import Operation
 from rlnb.params import AdamParams, MuonParams
 from rlnb.session import Session, connect
@@ -61,7 +61,9 @@ __all__ = [
     "Session",
     "SessionClosed",
     "UnprocessableEntityError",
+    "compare",
     "connect",
+    "runs",
     "samples",
     "wire",
 ]

@@ -1,8 +1,12 @@
-"""The record of every operation a session runs, and its pandas views.
+"""The record of every operation a session runs: kept on disk as it happens, and its pandas views.
 
 One ``Record`` per operation, updated in place as its status changes (PENDING → RUNNING →
-COMPLETED / FAILED). The record format lives here and only here; ``History.df`` is a DataFrame
-with one row per operation.
+COMPLETED / FAILED). The record format lives here and only here.
+
+A ``History`` with a run directory appends every change to ``ops.jsonl`` (one JSON line per status
+change, flushed at once) and every ``log()`` call to ``metrics.jsonl``, beside ``config.json``. A
+killed process loses nothing it had seen complete; ``History.load(path)`` restores a run, skipping a
+half-written last line with a warning.
 
 Figures a backend does not report stay missing (NaN), never 0, and ``na_reason`` says why —
 Together's optim-step returns only ``step``, so a remote session has no gradient norm.
@@ -10,17 +14,27 @@ Together's optim-step returns only ``step``, so a remote session has no gradient
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import platform
 import threading
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import IO, Any
 
 import pandas as pd
 
 from rlnb import wire
 
 NA_NO_GRAD_NORM = "the API's optim-step output carries only `step` (no gradient norm or learning rate)"
+RUNS_DIR_ENV = "RLNB_RUNS_DIR"
+"""Overrides the default run folder ``./rlnb-runs``."""
+OPS_FILE, METRICS_FILE, CONFIG_FILE = "ops.jsonl", "metrics.jsonl", "config.json"
 
 
 @dataclass
@@ -49,7 +63,7 @@ class Record:
     grad_norm_adam: float = math.nan
     """optim-step (Muon): pre-clip norm over the AdamW-tuned parameters."""
     grad_clip_norm: float = math.nan
-    """optim-step: the clipping threshold in force (0 = off)."""
+    """optim-step: the clipping threshold in force (0 = off); NaN if unset and not reported."""
     learning_rate: float = math.nan
     """optim-step: the learning rate used (Muon: the matrix learning rate)."""
     params: dict[str, Any] = field(default_factory=dict)
@@ -64,20 +78,152 @@ class Record:
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Record))
+_FLOATS = ("loss", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
+_CATEGORIES = ("kind", "status", "error_code")
+
+
+def _json_default(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isnan(value) else str(value)
+
+
+def _dumps(row: dict[str, Any]) -> str:
+    # NaN is not JSON: write null, read back as NaN.
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+    return json.dumps(clean, default=_json_default, separators=(",", ":"))
+
+
+class RunStore:
+    """An append-only run folder: ``config.json``, ``ops.jsonl``, ``metrics.jsonl``."""
+
+    def __init__(self, path: str | Path, config: dict[str, Any]):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
+        self._ops: IO[str] = open(self.path / OPS_FILE, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+        self._metrics: IO[str] = open(self.path / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
+        self._lock = threading.Lock()
+
+    def write_op(self, rec: Record) -> None:
+        line = _dumps(vars(rec)) + "\n"
+        with self._lock:
+            if not self._ops.closed:
+                self._ops.write(line)
+                self._ops.flush()  # in the OS's hands now: a kill -9 of this process cannot lose it
+
+    def write_metrics(self, row: dict[str, Any]) -> None:
+        with self._lock:
+            if not self._metrics.closed:
+                self._metrics.write(_dumps(row) + "\n")
+                self._metrics.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._ops.close()
+            self._metrics.close()
+
+
+def default_runs_dir() -> Path:
+    return Path(os.environ.get(RUNS_DIR_ENV, "rlnb-runs"))
+
+
+def new_run_id(label: str = "") -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return "-".join(p for p in (stamp, label, uuid.uuid4().hex[:6]) if p)
+
+
+def environment() -> dict[str, str]:
+    """Package versions for the run's config."""
+    import importlib.metadata as md
+
+    versions = {"python": platform.python_version()}
+    for pkg in ("rlnb", "torch", "pandas", "numpy", "pydantic", "httpx"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every well-formed line; a corrupt or half-written line is skipped with a warning."""
+    if not path.exists():
+        return []
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError("not an object")
+            except ValueError:
+                warnings.warn(f"{path}:{n}: skipped a corrupt or half-written line", RuntimeWarning, stacklevel=3)
+                continue
+            rows.append(row)
+    return rows
 
 
 class History:
-    """The operations of one session, in submission order. Thread-safe: backends update records
-    from their worker or poller threads."""
+    """The operations of one session, in submission order, plus your own logged figures.
 
-    def __init__(self) -> None:
+    Thread-safe: backends update records from their worker or poller threads. With ``store`` set
+    every change is on disk before anyone is told about it.
+    """
+
+    def __init__(self, store: RunStore | None = None, config: dict[str, Any] | None = None) -> None:
         self._records: list[Record] = []
         self._lock = threading.Lock()
         self._listeners: list[Callable[[Record], None]] = []
         self._logged: list[dict[str, Any]] = []
+        self.store = store
+        self.config: dict[str, Any] = dict(config or {})
+
+    @classmethod
+    def create(cls, config: dict[str, Any], runs_dir: str | Path | None = None, run_id: str | None = None) -> History:
+        """A History recording into ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``)."""
+        run_id = run_id or new_run_id(str(config.get("optimizer", "")))
+        config = {"run_id": run_id, "created_at": time.time(), **config, "versions": environment()}
+        path = Path(runs_dir) if runs_dir is not None else default_runs_dir()
+        return cls(RunStore(path / run_id, config), config)
+
+    @classmethod
+    def load(cls, path: str | Path) -> History:
+        """Restore a run folder written by a (possibly killed) session."""
+        path = Path(path)
+        if not (path / OPS_FILE).exists():
+            raise FileNotFoundError(f"{path} is not an rlnb run folder (no {OPS_FILE})")
+        config = json.loads((path / CONFIG_FILE).read_text()) if (path / CONFIG_FILE).exists() else {}
+        history = cls(config=config)
+        latest: dict[int, dict[str, Any]] = {}
+        for row in _read_jsonl(path / OPS_FILE):
+            if isinstance(row.get("seq"), int) and isinstance(row.get("kind"), str):
+                latest[row["seq"]] = row  # the last line of an operation is its latest state
+        names = set(COLUMNS)
+        for seq in sorted(latest):
+            row = {
+                k: (math.nan if v is None and k in _FLOATS + ("submitted_at", "started_at", "finished_at") else v)
+                for k, v in latest[seq].items()
+                if k in names
+            }
+            history._records.append(Record(**row))
+        history._logged = [r for r in _read_jsonl(path / METRICS_FILE) if isinstance(r.get("step"), int)]
+        return history
+
+    @property
+    def path(self) -> Path | None:
+        """The run folder, if this history is recorded on disk."""
+        return self.store.path if self.store else None
+
+    def close(self) -> None:
+        if self.store:
+            self.store.close()
 
     def __len__(self) -> int:
         return len(self._records)
+
+    def __repr__(self) -> str:
+        return f"<History {self.config.get('run_id', '')} {len(self)} operations>"
 
     @property
     def records(self) -> list[Record]:
@@ -85,7 +231,8 @@ class History:
             return list(self._records)
 
     def on_record(self, callback: Callable[[Record], None]) -> Callable[[], None]:
-        """Call ``callback(record)`` after every change; returns a function that unsubscribes."""
+        """Call ``callback(record)`` after every change (on the backend's thread); returns a function
+        that unsubscribes."""
         self._listeners.append(callback)
         return lambda: self._listeners.remove(callback)
 
@@ -97,10 +244,12 @@ class History:
             rec.learning_rate = float(rec.params.get("learning_rate", math.nan))
             rec.grad_clip_norm = float(rec.params.get("grad_clip_norm", math.nan))
             self._records.append(rec)
+        if self.store:
+            self.store.write_op(rec)
         return rec
 
     def update(self, rec: Record, env: wire.Operation[Any], at: float) -> None:
-        """Fold an operation envelope into its record; called on every status change."""
+        """Fold an operation envelope into its record, write it down, then tell the listeners."""
         with self._lock:
             rec.op_id = env.id
             rec.status = env.status
@@ -114,13 +263,20 @@ class History:
                 rec.error_code, rec.error_message = env.error.code, env.error.message
             if env.output is not None:
                 _fold_output(rec, env.output)
+        if self.store:
+            self.store.write_op(rec)
         for cb in list(self._listeners):
             cb(rec)
 
     def log(self, step: int, **metrics: float) -> None:
         """Record your own per-step figures (e.g. ``reward=0.4``) next to the operations."""
+        row = {"step": int(step), **{k: float(v) for k, v in metrics.items()}}
         with self._lock:
-            self._logged.append({"step": int(step), **{k: float(v) for k, v in metrics.items()}})
+            self._logged.append(row)
+        if self.store:
+            self.store.write_metrics(row)
+
+    # -- tables ----------------------------------------------------------------------------------
 
     @property
     def logged(self) -> pd.DataFrame:
@@ -131,17 +287,152 @@ class History:
 
     @property
     def df(self) -> pd.DataFrame:
-        """One row per operation, in submission order."""
-        rows = [asdict(r) for r in self.records]
-        frame = pd.DataFrame(rows, columns=list(COLUMNS))
-        for col in ("submitted_at", "started_at", "finished_at"):
-            frame[col] = pd.to_datetime(frame[col], unit="s", utc=True)
-        for col in ("step", "weights_version"):
+        """One row per operation, in submission order, with typed columns: categorical ``kind`` /
+        ``status`` / ``error_code``, UTC datetimes for the times, ``queue_s`` (waiting) and
+        ``run_s`` (running) in seconds."""
+        with self._lock:
+            rows = [vars(r).copy() for r in self._records]
+        frame = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
+        for col in _CATEGORIES:
+            frame[col] = frame[col].astype("category")
+        for col in _FLOATS:
+            frame[col] = frame[col].astype("float64")
+        for col in ("step", "weights_version", "seq"):
             frame[col] = frame[col].astype("Int64")
+        times = {c: frame[c].astype("float64") for c in ("submitted_at", "started_at", "finished_at")}
+        frame["queue_s"] = times["started_at"] - times["submitted_at"]
+        frame["run_s"] = times["finished_at"] - times["started_at"]
+        for col, values in times.items():
+            frame[col] = pd.to_datetime(values, unit="s", utc=True)
         return frame
 
+    @property
+    def steps(self) -> pd.DataFrame:
+        """One row per completed optimizer step: the loss summed over that step's forward-backwards,
+        pre-clip grad norm(s), clip threshold, learning rate, step time (seconds since the previous
+        step finished), the weights version published after it, and your logged figures."""
+        return steps_table(self.df, self.logged)
+
+    def to_csv(self, path: str | Path) -> None:
+        self.df.to_csv(path, index=False)
+
+    def to_parquet(self, path: str | Path) -> None:
+        """Needs pyarrow (``pip install rlnb[parquet]``); dict columns are stored as JSON text."""
+        frame = self.df
+        for col in ("metrics", "params"):
+            frame[col] = frame[col].map(lambda d: json.dumps(d, default=str))
+        frame.to_parquet(path, index=False)
+
     def _repr_html_(self) -> str:
-        return self.df.tail(20)._repr_html_()  # type: ignore[operator]
+        df = self.df
+        by_status = df.status.value_counts()
+        steps = self.steps
+        last = steps.iloc[-1] if len(steps) else None
+        head = (
+            f"<b>rlnb history</b> {self.config.get('run_id', '')}: {len(df)} operations "
+            + ", ".join(
+                f"{n} {s.removeprefix('TRAINING_OPERATION_STATUS_').lower()}" for s, n in by_status.items() if n
+            )
+            + (
+                f"; step {int(last.step)}, loss {last.loss:.4g}, grad norm {last.grad_norm:.3g}"
+                if last is not None
+                else ""
+            )
+        )
+        cols = ["seq", "kind", "status", "error_code", "step", "loss", "grad_norm", "learning_rate", "run_s"]
+        return f"<div>{head}</div>" + df[cols].tail(8).to_html(index=False, na_rep="n/a", float_format="{:.4g}".format)
+
+
+def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``History.steps`` from an operations table (also used for loaded and compared runs)."""
+    done = ops[ops.status == "TRAINING_OPERATION_STATUS_COMPLETED"]
+    opt = done[done.kind == "optim-step"]
+    cols = ["step", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate", "finished_at"]
+    table = opt[cols].copy()
+    table["step"] = table["step"].astype("int64")
+    fb = done[done.kind == "forward-backward"]
+    loss = fb.groupby(fb["step"].astype("int64") + 1)["loss"].sum(min_count=1)
+    table["loss"] = table["step"].map(loss)
+    finished = table["finished_at"]
+    table["step_time_s"] = finished.diff().dt.total_seconds()
+    sync = done[done.kind == "weights-sync"]
+    table["weights_version"] = (
+        table["step"]
+        .map(sync.dropna(subset=["weights_version"]).groupby("weights_version")["weights_version"].first())
+        .astype("Int64")
+    )
+    table = table.drop(columns="finished_at").reset_index(drop=True)
+    if logged is not None and len(logged) and "step" in logged:
+        user = logged.groupby("step").last()
+        table = table.join(user, on="step")
+    order = [
+        "step",
+        "loss",
+        "grad_norm",
+        "grad_norm_muon",
+        "grad_norm_adam",
+        "grad_clip_norm",
+        "learning_rate",
+        "step_time_s",
+        "weights_version",
+    ]
+    return table[order + [c for c in table.columns if c not in order]]
+
+
+def runs(path: str | Path | None = None) -> pd.DataFrame:
+    """The runs under a folder (default ``./rlnb-runs``), newest first, one row each."""
+    root = Path(path) if path is not None else default_runs_dir()
+    rows = []
+    for run in sorted(p for p in root.iterdir() if (p / OPS_FILE).exists()) if root.exists() else []:
+        h = History.load(run)
+        steps = h.steps
+        cfg = h.config
+        rows.append(
+            {
+                "run_id": cfg.get("run_id", run.name),
+                "path": str(run),
+                "created_at": pd.to_datetime(cfg.get("created_at"), unit="s", utc=True),
+                "backend": cfg.get("backend"),
+                "model": cfg.get("model"),
+                "optimizer": cfg.get("optimizer"),
+                "seed": cfg.get("seed"),
+                "operations": len(h),
+                "failed": int((h.df.status == "TRAINING_OPERATION_STATUS_FAILED").sum()),
+                "steps": int(steps.step.max()) if len(steps) else 0,
+                "final_loss": float(steps.loss.iloc[-1]) if len(steps) else math.nan,
+            }
+        )
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            "run_id",
+            "path",
+            "created_at",
+            "backend",
+            "model",
+            "optimizer",
+            "seed",
+            "operations",
+            "failed",
+            "steps",
+            "final_loss",
+        ],
+    )
+    return frame.sort_values("created_at", ascending=False, ignore_index=True)
+
+
+def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | None = None) -> pd.DataFrame:
+    """Several runs' ``steps`` tables stacked, with ``run`` (label) and ``seed`` columns, ready for
+    ``plots.compare`` or a pivot (``df.pivot(index="step", columns="run", values="loss")``)."""
+    frames = []
+    for i, h in enumerate(histories):
+        h = h if isinstance(h, History) else History.load(h)
+        label = labels[i] if labels is not None else str(h.config.get("label") or h.config.get("run_id") or i)
+        frame = h.steps
+        frame.insert(0, "run", label)
+        frame.insert(1, "seed", h.config.get("seed"))
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "seed", "step"])
 
 
 def _fold_output(rec: Record, out: Any) -> None:

@@ -8,11 +8,13 @@ sent. Every operation is recorded in ``session.history``.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rlnb import wire
-from rlnb._exceptions import SessionClosed
+from rlnb._exceptions import OperationFailed, SessionClosed
 from rlnb.backends import Backend
 from rlnb.history import History
 from rlnb.operation import Operation
@@ -57,16 +59,30 @@ def loss_config(loss: str | wire.LossConfig | dict[str, Any], params: dict[str, 
 class Session:
     """One training session. Build it with ``rlnb.connect(...)``.
 
-    ``history`` records every operation; ``step`` is the session's optimizer-step count.
+    ``history`` records every operation, on disk under ``<runs_dir>/<run_id>/`` (default
+    ``./rlnb-runs/<timestamp-optimizer-id>``; ``record=False`` keeps it in memory only); ``step`` is the
+    session's optimizer-step count.
     """
 
-    def __init__(self, backend: Backend, history: History | None = None):
+    def __init__(
+        self,
+        backend: Backend,
+        history: History | None = None,
+        *,
+        runs_dir: str | Path | None = None,
+        run_id: str | None = None,
+        record: bool = True,
+    ):
         self.backend = backend
-        self.history = history if history is not None else History()
+        if history is None:
+            config = backend.config()
+            history = History.create(config, runs_dir, run_id) if record else History(config=config)
+        self.history = history
         self.optimizer = backend.optimizer
         self._steps_submitted = int(backend.session().step)
         self._closed = False
         self._lock = threading.Lock()
+        self._pending: list[Operation[Any]] = []
 
     def __repr__(self) -> str:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
@@ -91,9 +107,11 @@ class Session:
         return self.backend.session()
 
     def close(self) -> None:
-        """Stop the session. Operations not yet finished end FAILED (SESSION_NOT_ACTIVE)."""
+        """Stop the session. Operations not yet finished end FAILED (SESSION_NOT_ACTIVE), and are
+        recorded as such before the run's files are closed."""
         self._closed = True
         self.backend.close()
+        self.history.close()
 
     # -- operations ------------------------------------------------------------------------------
 
@@ -108,7 +126,20 @@ class Session:
             rec = self.history.new(kind, step, params, at=op.submitted_at)
             op._on_update = lambda env, at: self.history.update(rec, env, at)
             self.backend.submit(kind, body, op._update)
+            self._pending = [p for p in self._pending if not p.done()] + [op]
         return op
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until every operation submitted so far has finished (COMPLETED or FAILED)."""
+        with self._lock:
+            pending = list(self._pending)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for op in pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                op.result(left)
+            except OperationFailed:
+                continue
 
     def forward_backward(
         self,
@@ -199,15 +230,28 @@ class Session:
 
 
 def connect(
-    target: str = "local", *, optimizer: str = "adam", history: History | None = None, **options: Any
+    target: str = "local", *, optimizer: str | None = None, history: History | None = None, **options: Any
 ) -> Session:
     """Open a training session.
 
     ``connect("local", optimizer="adam" | "muon", model="tiny" | nn.Module, seed=0, device="auto")``
     runs it in this process on torch (see ``rlnb.backends.local.LocalBackend`` for every option).
+
+    ``connect("https://api.together.ai", api_key=..., base_model=..., optimizer=..., lora=...)`` starts
+    a session of Together's RL API (or of ``rlnb serve`` at ``http://...``); ``session_id=...``
+    attaches to a running one (see ``rlnb.backends.remote.RemoteBackend.connect`` for every option).
     """
     if target == "local":
         from rlnb.backends.local import LocalBackend
 
-        return Session(LocalBackend(optimizer, **options), history)  # type: ignore[arg-type]
-    raise ValueError(f"unknown target {target!r}: use 'local'")
+        return Session(LocalBackend(optimizer or "adam", **options), history)  # type: ignore[arg-type]
+    if target.startswith(("http://", "https://")):
+        from rlnb.backends.remote import RemoteBackend
+
+        backend = RemoteBackend.connect(target, optimizer=optimizer, **options)  # type: ignore[arg-type]
+        try:
+            return Session(backend, history)
+        except BaseException:
+            backend.close()
+            raise
+    raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")

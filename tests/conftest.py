@@ -62,3 +62,9 @@ def auth_server(tmp_path_factory) -> Iterator[str]:
     """A server that requires the bearer token `secret-token`."""
     with running_server("--token", "secret-token", tmp_dir=str(tmp_path_factory.mktemp("ckpt"))) as url:
         yield url
+
+
+@pytest.fixture(autouse=True)
+def _runs_in_tmp(tmp_path, monkeypatch):
+    """Sessions record their runs under a temporary folder, not ./rlnb-runs."""
+    monkeypatch.setenv("RLNB_RUNS_DIR", str(tmp_path / "rlnb-runs"))

@@ -27,6 +27,11 @@ class Backend(Protocol):
         """The session object as the API's GET returns it."""
         ...
 
+    def config(self) -> dict[str, Any]:
+        """What a run's ``config.json`` records about this session (backend, model, optimizer, seed,
+        ...). Never secrets."""
+        ...
+
     def close(self) -> None:
         """Stop the session; operations not yet finished end FAILED (SESSION_NOT_ACTIVE)."""
         ...

@@ -188,6 +188,19 @@ class LocalBackend:
         )
         return info
 
+    def config(self) -> dict[str, Any]:
+        return {
+            "backend": "local",
+            "session_id": self._info.id,
+            "model": self.base_model,
+            "optimizer": self.optimizer,
+            "muon_scaling": self.optim.muon_scaling,
+            "seed": self.seed,
+            "device": str(self.device),
+            "lora": vars(self.lora) if self.lora else None,
+            "resume_from": self._info.resume_from_checkpoint_id,
+        }
+
     def close(self) -> None:
         with self._lock:
             if self._closed:

@@ -1,0 +1,152 @@
+"""The run store and the tables: kill -9 safety, reload, corrupt tails, typed columns, steps, exports."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+import rlnb
+from rlnb import samples
+from rlnb.backends.local import LocalBackend
+from rlnb.history import History, compare, runs
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import rlnb
+    from rlnb import samples
+    from rlnb.backends.local import LocalBackend
+
+    session = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), runs_dir=sys.argv[1], run_id="killed")
+    batch = [samples.cross_entropy(list(b"never lose a record"))]
+    while True:
+        fb = session.forward_backward(batch)
+        opt = session.optim_step(rlnb.AdamParams(learning_rate=1e-3))
+        for op in (fb, opt):
+            op.result()
+            print("completed", op.id, flush=True)
+    """
+)
+
+
+def test_kill_9_loses_no_completed_operation(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    completed = []
+    try:
+        for line in proc.stdout:
+            completed.append(line.split()[1])
+            if len(completed) >= 12:
+                break
+        os.kill(proc.pid, signal.SIGKILL)  # no chance to flush or close anything
+    finally:
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    df = History.load(tmp_path / "killed").df
+    done = df[df.status == "TRAINING_OPERATION_STATUS_COMPLETED"]
+    assert set(completed) <= set(done.op_id)
+    assert len(done) >= 12 and list(df.seq) == list(range(len(df)))
+
+
+def run_session(tmp_path, run_id, seed=0, steps=3, **kw):
+    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu", seed=seed), runs_dir=tmp_path, run_id=run_id, **kw)
+    for i in range(steps):
+        s.forward_backward([samples.cross_entropy(list(b"first half"))])
+        s.forward_backward([samples.cross_entropy(list(b"second half"))])
+        s.optim_step(rlnb.AdamParams(learning_rate=1e-3 * (i + 1)))
+        s.weights_sync()
+        s.history.log(i + 1, reward=0.1 * (i + 1))
+    s.wait()
+    s.close()
+    return s.history
+
+
+def test_reload_round_trip_and_typed_columns(tmp_path):
+    h = run_session(tmp_path, "a")
+    again = History.load(tmp_path / "a")
+    assert again.config["run_id"] == "a" and again.config["optimizer"] == "adam" and "torch" in again.config["versions"]
+    pd.testing.assert_frame_equal(again.df, h.df)
+    pd.testing.assert_frame_equal(again.logged, h.logged)
+    df = again.df
+    assert isinstance(df.kind.dtype, pd.CategoricalDtype) and isinstance(df.status.dtype, pd.CategoricalDtype)
+    assert isinstance(df.error_code.dtype, pd.CategoricalDtype)
+    assert str(df.submitted_at.dtype) == "datetime64[ns, UTC]" and df.loss.dtype == "float64"
+    assert (df.queue_s >= 0).all() and (df.run_s >= 0).all()
+
+
+def test_steps_table(tmp_path):
+    h = run_session(tmp_path, "s")
+    steps = h.steps
+    assert list(steps.step) == [1, 2, 3]
+    ops = h.df
+    fb = ops[ops.kind == "forward-backward"]
+    assert steps.loss.iloc[0] == pytest.approx(fb.loss.iloc[0] + fb.loss.iloc[1])
+    assert list(steps.learning_rate) == pytest.approx([1e-3, 2e-3, 3e-3])
+    assert (steps.grad_norm > 0).all() and (steps.grad_clip_norm == 1.0).all()
+    assert list(steps.weights_version) == [1, 2, 3]
+    assert list(steps.reward) == pytest.approx([0.1, 0.2, 0.3])
+    assert steps.step_time_s.iloc[1:].gt(0).all()
+
+
+def test_exports_round_trip(tmp_path):
+    h = run_session(tmp_path, "e", steps=2)
+    h.to_csv(tmp_path / "h.csv")
+    csv = pd.read_csv(tmp_path / "h.csv")
+    assert list(csv.kind) == list(h.df.kind) and csv.loss.equals(h.df.loss.reset_index(drop=True))
+    h.to_parquet(tmp_path / "h.parquet")
+    pq = pd.read_parquet(tmp_path / "h.parquet")
+    assert list(pq.op_id) == list(h.df.op_id)
+    assert json.loads(pq.params.iloc[2]) == {"learning_rate": 1e-3}
+
+
+def test_corrupt_tail_is_skipped_with_a_warning(tmp_path):
+    run_session(tmp_path, "c", steps=1)
+    ops = tmp_path / "c" / "ops.jsonl"
+    good = History.load(tmp_path / "c").df
+    with open(ops, "a") as fh:
+        fh.write('{"seq": 99, "kind": "optim-st')  # a write cut short by a crash
+    with pytest.warns(RuntimeWarning, match="half-written"):
+        again = History.load(tmp_path / "c")
+    pd.testing.assert_frame_equal(again.df, good)
+    with pytest.raises(FileNotFoundError, match="not an rlnb run folder"):
+        History.load(tmp_path)
+
+
+def test_runs_and_compare(tmp_path):
+    run_session(tmp_path, "r1", seed=1)
+    run_session(tmp_path, "r2", seed=2, steps=2)
+    table = runs(tmp_path)
+    assert set(table.run_id) == {"r1", "r2"} and set(table.steps) == {3, 2}
+    assert (table.failed == 0).all() and table.final_loss.notna().all()
+    both = compare([tmp_path / "r1", tmp_path / "r2"], labels=["one", "two"])
+    assert list(both.run) == ["one"] * 3 + ["two"] * 2 and list(both.seed) == [1, 1, 1, 2, 2]
+    assert rlnb.runs is runs and rlnb.compare is compare
+
+
+def test_html_summary_and_record_off(tmp_path):
+    h = run_session(tmp_path, "h", steps=1)
+    html = h._repr_html_()
+    assert "4 operations" in html and "completed" in html and "<table" in html
+    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), record=False)
+    assert s.history.path is None
+    s.close()
+
+
+def test_records_are_on_disk_before_listeners_hear_of_them(tmp_path):
+    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), runs_dir=tmp_path, run_id="order")
+    seen = []
+
+    def check(rec):
+        lines = (tmp_path / "order" / "ops.jsonl").read_text().splitlines()
+        seen.append(json.loads(lines[-1])["status"] == rec.status)
+
+    s.history.on_record(check)
+    s.forward_backward([samples.cross_entropy(list(b"abc"))])
+    s.wait()
+    s.close()
+    assert seen and all(seen)
