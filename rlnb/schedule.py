@@ -1,0 +1,54 @@
+"""Learning-rate schedules. Together's guide says to pass the learning rate on every optim-step, so
+the caller owns the schedule: ``Schedule`` turns a base rate into the rate for step ``n``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+ScheduleKind = Literal["constant", "linear", "cosine"]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Warmup, then constant, linear or cosine decay to ``min_lr_ratio`` × the base rate.
+
+    Steps count from 0 (the first optim-step of the run), as in nanoGPT's ``get_lr``.
+    """
+
+    kind: ScheduleKind = "constant"
+    warmup_steps: int = 0
+    total_steps: int = 100
+    """Where linear/cosine decay reaches its floor (ignored by constant)."""
+    min_lr_ratio: float = 0.1
+    """The floor, as a fraction of the base rate."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("constant", "linear", "cosine"):
+            raise ValueError(f"Schedule.kind must be 'constant', 'linear' or 'cosine', got {self.kind!r}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"Schedule.warmup_steps = {self.warmup_steps} is invalid: must be >= 0")
+        if self.total_steps < 1:
+            raise ValueError(f"Schedule.total_steps = {self.total_steps} is invalid: must be >= 1")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"Schedule.min_lr_ratio = {self.min_lr_ratio} is invalid: must be in [0, 1]")
+
+    def multiplier(self, step: int) -> float:
+        """The factor applied to the base learning rate at ``step``."""
+        # 1) linear warmup from 1/warmup to 1
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        if self.kind == "constant":
+            return 1.0
+        # 2) past the end: the floor
+        if step >= self.total_steps:
+            return self.min_lr_ratio
+        # 3) in between: decay from 1 to the floor
+        span = max(1, self.total_steps - self.warmup_steps)
+        progress = (step - self.warmup_steps) / span
+        shape = 1 - progress if self.kind == "linear" else 0.5 * (1 + math.cos(math.pi * progress))
+        return self.min_lr_ratio + (1 - self.min_lr_ratio) * shape
+
+    def __call__(self, step: int, base_lr: float) -> float:
+        return base_lr * self.multiplier(step)

@@ -1,0 +1,352 @@
+"""Notebook widgets: build an optimizer config with controls, and drive a session from a panel.
+
+``OptimizerBuilder`` is a form over ``AdamParams`` / ``MuonParams``: the params object is the one
+source of truth, validated by the same rules (errors name the field), previewed as the exact JSON
+body, with a learning-rate schedule and its plot. ``RunPanel`` adds Step / Run N / Stop over a
+session, running on a background thread so the kernel stays free and Stop works mid-run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from rlnb._exceptions import InvalidParams
+from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.schedule import Schedule
+
+ADAM_FIELDS = ("learning_rate", "beta1", "beta2", "eps", "weight_decay", "grad_clip_norm")
+MUON_FIELDS = ("learning_rate", "momentum", "newton_schulz_steps", "weight_decay", "grad_clip_norm")
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    # The values in Together's optim-step reference example.
+    "Together docs": {
+        "adam": {
+            "learning_rate": 1e-4,
+            "beta1": 0.9,
+            "beta2": 0.95,
+            "eps": 1e-8,
+            "weight_decay": 0.1,
+            "grad_clip_norm": 10.0,
+        },
+        "muon": {
+            "learning_rate": 0.02,
+            "momentum": 0.95,
+            "newton_schulz_steps": 5,
+            "weight_decay": 0.0,
+            "grad_clip_norm": 10.0,
+        },
+        "muon.adam": {
+            "learning_rate": 1e-4,
+            "beta1": 0.9,
+            "beta2": 0.95,
+            "eps": 1e-8,
+            "weight_decay": 0.1,
+            "grad_clip_norm": 10.0,
+        },
+    },
+    # KellerJordan/Muon: SingleDeviceMuonWithAuxAdam defaults (Muon lr 0.02, momentum 0.95, wd 0; aux
+    # AdamW lr 3e-4, betas (0.9, 0.95), eps 1e-10, wd 0). KJ does not clip: 0 = off.
+    "Keller Jordan Muon": {
+        "adam": {
+            "learning_rate": 3e-4,
+            "beta1": 0.9,
+            "beta2": 0.95,
+            "eps": 1e-10,
+            "weight_decay": 0.0,
+            "grad_clip_norm": 0.0,
+        },
+        "muon": {
+            "learning_rate": 0.02,
+            "momentum": 0.95,
+            "newton_schulz_steps": 5,
+            "weight_decay": 0.0,
+            "grad_clip_norm": 0.0,
+        },
+        "muon.adam": {
+            "learning_rate": 3e-4,
+            "beta1": 0.9,
+            "beta2": 0.95,
+            "eps": 1e-10,
+            "weight_decay": 0.0,
+            "grad_clip_norm": 0.0,
+        },
+    },
+    # For teaching: far too large, clipping off — watch the loss blow up (or NON_FINITE_LOSS).
+    "Too high (teaching)": {
+        "adam": {
+            "learning_rate": 0.5,
+            "beta1": 0.9,
+            "beta2": 0.95,
+            "eps": 1e-8,
+            "weight_decay": 0.0,
+            "grad_clip_norm": 0.0,
+        },
+        "muon": {
+            "learning_rate": 5.0,
+            "momentum": 0.95,
+            "newton_schulz_steps": 5,
+            "weight_decay": 0.0,
+            "grad_clip_norm": 0.0,
+        },
+        "muon.adam": {
+            "learning_rate": 0.5,
+            "beta1": 0.9,
+            "beta2": 0.95,
+            "eps": 1e-8,
+            "weight_decay": 0.0,
+            "grad_clip_norm": 0.0,
+        },
+    },
+}
+LR_RANGES = {"adam": (-6, 0), "muon": (-4, 1), "muon.adam": (-6, 0)}
+"""Slider ranges (log10) for the learning rate; the text box beside it takes any value."""
+
+
+def png(fig: Figure) -> bytes:
+    """Render a figure with the Agg canvas (no pyplot, safe off the main thread)."""
+    canvas = FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    canvas.print_png(buf)
+    return buf.getvalue()
+
+
+class _LearningRate:
+    """A log-scale slider for dragging and a text box for exact entry, kept in step."""
+
+    def __init__(self, lo: int, hi: int, description: str):
+        self.slider = W.FloatLogSlider(
+            min=lo, max=hi, base=10, step=0.05, description=description, continuous_update=False, readout=False
+        )
+        self.text = W.FloatText(layout=W.Layout(width="110px"))
+        self.box = W.HBox([self.slider, self.text])
+        self._busy = False
+        self.slider.observe(lambda ch: self._sync(self.text, ch["new"]), names="value")
+        self.text.observe(self._from_text, names="value")
+
+    def _sync(self, target: W.ValueWidget, value: float) -> None:
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            target.value = value
+        finally:
+            self._busy = False
+
+    def _from_text(self, change: dict[str, Any]) -> None:
+        lo, hi = 10**self.slider.min, 10**self.slider.max
+        if lo <= change["new"] <= hi:  # out-of-range values stay in the text box for validation
+            self._sync(self.slider, change["new"])
+
+    @property
+    def value(self) -> float:
+        return float(self.text.value)
+
+    @value.setter
+    def value(self, v: float) -> None:
+        self.text.value = v
+
+    def observe(self, fn: Callable[[dict[str, Any]], None]) -> None:
+        self.text.observe(fn, names="value")
+
+
+def _controls(fields: tuple[str, ...], lr_range: tuple[int, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in fields:
+        label = name.replace("_", " ")
+        if name == "learning_rate":
+            out[name] = _LearningRate(*lr_range, description="learning rate")
+        elif name == "newton_schulz_steps":
+            out[name] = W.IntText(description="NS steps", style={"description_width": "110px"})
+        else:
+            out[name] = W.FloatText(description=label, style={"description_width": "110px"})
+    return out
+
+
+def _box(controls: dict[str, Any]) -> W.VBox:
+    return W.VBox([c.box if isinstance(c, _LearningRate) else c for c in controls.values()])
+
+
+class OptimizerBuilder:
+    """Build ``AdamParams`` / ``MuonParams`` with controls.
+
+    ``.params`` is the validated config (``InvalidParams`` if a field is out of range), ``.errors`` the
+    current problems, the JSON preview equals ``.params.request_body()``, and ``.schedule(step)`` the
+    scheduled learning rate; ``.params_at(step)`` is the config to send at that step.
+    """
+
+    def __init__(self, optimizer: str = "adam", preset: str = "Together docs", total_steps: int = 100):
+        if optimizer not in ("adam", "muon"):
+            raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
+        self.adam = _controls(ADAM_FIELDS, LR_RANGES["adam"])
+        self.muon = _controls(MUON_FIELDS, LR_RANGES["muon"])
+        self.muon_adam = _controls(ADAM_FIELDS, LR_RANGES["muon.adam"])
+        self.tabs = W.Tab(
+            children=[
+                _box(self.adam),
+                W.VBox(
+                    [
+                        _box(self.muon),
+                        W.HTML("<b>adam</b> — for embeddings, output head, norms, biases"),
+                        _box(self.muon_adam),
+                    ]
+                ),
+            ]
+        )
+        self.tabs.set_title(0, "Adam")
+        self.tabs.set_title(1, "Muon")
+        self.tabs.selected_index = 0 if optimizer == "adam" else 1
+        self.preset = W.Dropdown(options=list(PRESETS), description="preset")
+        self.sched_kind = W.Dropdown(options=["constant", "linear", "cosine"], description="schedule")
+        self.warmup = W.IntText(value=0, description="warmup steps")
+        self.total = W.IntText(value=total_steps, description="total steps")
+        self.min_ratio = W.FloatText(value=0.1, description="min lr ratio")
+        self.preview = W.HTML()
+        self.message = W.HTML()
+        self.schedule_plot = W.Image(format="png", layout=W.Layout(width="360px"))
+        self.widget = W.VBox(
+            [
+                self.preset,
+                self.tabs,
+                self.message,
+                W.HBox([W.VBox([self.sched_kind, self.warmup, self.total, self.min_ratio]), self.schedule_plot]),
+                self.preview,
+            ]
+        )
+        self._callbacks: list[Callable[[OptimizerBuilder], None]] = []
+        self._params: OptimizerParams | None = None
+        self.errors: list[str] = []
+        self._quiet = False
+        self.apply_preset(preset)
+        for group in (self.adam, self.muon, self.muon_adam):
+            for c in group.values():
+                c.observe(self._changed) if isinstance(c, _LearningRate) else c.observe(self._changed, names="value")
+        for c in (self.sched_kind, self.warmup, self.total, self.min_ratio):
+            c.observe(self._changed, names="value")
+        self.tabs.observe(self._changed, names="selected_index")
+        self.preset.observe(lambda ch: self.apply_preset(ch["new"]), names="value")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    # -- state -----------------------------------------------------------------------------------
+
+    @property
+    def kind(self) -> str:
+        return "adam" if self.tabs.selected_index == 0 else "muon"
+
+    @kind.setter
+    def kind(self, value: str) -> None:
+        self.tabs.selected_index = 0 if value == "adam" else 1
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    @property
+    def params(self) -> OptimizerParams:
+        """The config as built now; raises ``InvalidParams`` naming the fields that are out of range."""
+        if self._params is None:
+            self._params = self._build()
+        return self._params
+
+    def on_change(self, callback: Callable[[OptimizerBuilder], None]) -> None:
+        """Call ``callback(builder)`` after every change of a control."""
+        self._callbacks.append(callback)
+
+    def apply_preset(self, name: str) -> None:
+        """Fill every control from ``PRESETS[name]`` (one update of the preview at the end)."""
+        values = PRESETS[name]
+        self._quiet = True
+        try:
+            for group, key in ((self.adam, "adam"), (self.muon, "muon"), (self.muon_adam, "muon.adam")):
+                for field, v in values[key].items():
+                    group[field].value = v
+        finally:
+            self._quiet = False
+        if self.preset.value != name:
+            self.preset.value = name
+        self._changed()
+
+    def get_schedule(self) -> Schedule:
+        return Schedule(
+            self.sched_kind.value, int(self.warmup.value), int(self.total.value), float(self.min_ratio.value)
+        )
+
+    def schedule(self, step: int) -> float:
+        """The learning rate to use at ``step`` (counting from 0): base rate × schedule."""
+        return self.get_schedule()(step, float(self.params.learning_rate or 0.0))
+
+    def params_at(self, step: int) -> OptimizerParams:
+        """``.params`` with the scheduled learning rate(s) for ``step`` (Muon: its ``adam`` too)."""
+        p, m = self.params, self.get_schedule().multiplier(step)
+        data = p.model_dump(exclude_unset=True)
+        data["learning_rate"] *= m
+        if data.get("adam", {}).get("learning_rate") is not None:
+            data["adam"]["learning_rate"] *= m
+        return type(p)(**data)
+
+    # -- reactions -------------------------------------------------------------------------------
+
+    def _values(self, group: dict[str, Any]) -> dict[str, Any]:
+        return {name: c.value for name, c in group.items()}
+
+    def _build(self) -> OptimizerParams:
+        if self.kind == "adam":
+            return AdamParams(**self._values(self.adam))
+        try:
+            adam = AdamParams(**self._values(self.muon_adam))
+        except InvalidParams as exc:
+            raise InvalidParams("MuonParams.adam", exc.errors) from None
+        return MuonParams(**self._values(self.muon), adam=adam)
+
+    def _changed(self, change: Any = None) -> None:
+        if self._quiet:
+            return
+        self._params = None
+        self.errors = []
+        try:
+            body = self.params.request_body()
+        except InvalidParams as exc:
+            self.errors = str(exc).splitlines()
+            self.message.value = "".join(f"<div style='color:#b00020'>✗ {e}</div>" for e in self.errors)
+            self.preview.value = "<i>not sendable until the fields above are fixed</i>"
+        else:
+            self.message.value = "<span style='color:#1b5e20'>✓ valid</span>"
+            self.preview.value = f"<pre style='margin:0'>{json.dumps(body, indent=2)}</pre>"
+        try:
+            schedule = self.get_schedule()
+        except ValueError as exc:
+            self.errors.append(str(exc))
+            self.message.value += f"<div style='color:#b00020'>✗ {exc}</div>"
+        else:
+            if self.valid:
+                self._draw_schedule(schedule)
+        for cb in list(self._callbacks):
+            cb(self)
+
+    def _draw_schedule(self, schedule: Schedule) -> None:
+        steps = range(0, int(schedule.total_steps * 1.1) + 1)
+        base = float(self.params.learning_rate or 0.0)
+        fig = Figure(figsize=(3.6, 1.8), layout="constrained")
+        ax = fig.add_subplot()
+        ax.plot(list(steps), [schedule(s, base) for s in steps], color="C0")
+        ax.set(xlabel="step", ylabel="learning rate", title=f"{schedule.kind}, warmup {schedule.warmup_steps}")
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+        self.schedule_plot.value = png(fig)
+
+    def close(self) -> None:
+        """Close every control of the builder (the front end removes them)."""
+        _close_tree(self.widget)
+
+
+def _close_tree(widget: W.Widget) -> None:
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    widget.close()
