@@ -230,7 +230,14 @@ class Session:
 
 
 def connect(
-    target: str = "local", *, optimizer: str | None = None, history: History | None = None, **options: Any
+    target: str = "local",
+    *,
+    optimizer: str | None = None,
+    history: History | None = None,
+    runs_dir: str | Path | None = None,
+    run_id: str | None = None,
+    record: bool = True,
+    **options: Any,
 ) -> Session:
     """Open a training session.
 
@@ -240,18 +247,23 @@ def connect(
     ``connect("https://api.together.ai", api_key=..., base_model=..., optimizer=..., lora=...)`` starts
     a session of Together's RL API (or of ``rlnb serve`` at ``http://...``); ``session_id=...``
     attaches to a running one (see ``rlnb.backends.remote.RemoteBackend.connect`` for every option).
+
+    Every operation is recorded under ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``, or
+    ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only.
     """
+    recording = {"runs_dir": runs_dir, "run_id": run_id, "record": record}
     if target == "local":
         from rlnb.backends.local import LocalBackend
 
-        return Session(LocalBackend(optimizer or "adam", **options), history)  # type: ignore[arg-type]
-    if target.startswith(("http://", "https://")):
+        backend: Backend = LocalBackend(optimizer or "adam", **options)  # type: ignore[arg-type]
+    elif target.startswith(("http://", "https://")):
         from rlnb.backends.remote import RemoteBackend
 
         backend = RemoteBackend.connect(target, optimizer=optimizer, **options)  # type: ignore[arg-type]
-        try:
-            return Session(backend, history)
-        except BaseException:
-            backend.close()
-            raise
-    raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
+    else:
+        raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
+    try:
+        return Session(backend, history, **recording)
+    except BaseException:
+        backend.close()
+        raise
