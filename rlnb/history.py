@@ -3,10 +3,10 @@
 One ``Record`` per operation, updated in place as its status changes (PENDING → RUNNING →
 COMPLETED / FAILED). The record format lives here and only here.
 
-A ``History`` with a run directory appends every change to ``ops.jsonl`` (one JSON line per status
-change, flushed at once) and every ``log()`` call to ``metrics.jsonl``, beside ``config.json``. A
-killed process loses nothing it had seen complete; ``History.load(path)`` restores a run, skipping a
-half-written last line with a warning.
+A ``History`` with a run directory appends to ``ops.jsonl`` one JSON line when an operation is
+submitted and one when it ends (flushed at once), and every ``log()`` call to ``metrics.jsonl``,
+beside ``config.json``. A killed process loses nothing it had seen complete; ``History.load(path)``
+restores a run, skipping a half-written last line with a warning.
 
 Figures a backend does not report stay missing (NaN), never 0, and ``na_reason`` says why —
 Together's optim-step returns only ``step``, so a remote session has no gradient norm.
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import pandas as pd
 
 from rlnb import wire
@@ -37,7 +38,7 @@ RUNS_DIR_ENV = "RLNB_RUNS_DIR"
 OPS_FILE, METRICS_FILE, CONFIG_FILE = "ops.jsonl", "metrics.jsonl", "config.json"
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     """One operation. Times are POSIX seconds as observed by this process."""
 
@@ -82,14 +83,12 @@ _FLOATS = ("loss", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_n
 _CATEGORIES = ("kind", "status", "error_code")
 
 
-def _json_default(value: Any) -> Any:
-    return None if isinstance(value, float) and math.isnan(value) else str(value)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+"""One encoder for every line. NaN is written as ``NaN``, which Python's json (and pandas) read back."""
 
 
-def _dumps(row: dict[str, Any]) -> str:
-    # NaN is not JSON: write null, read back as NaN.
-    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
-    return json.dumps(clean, default=_json_default, separators=(",", ":"))
+def _row(rec: Record) -> dict[str, Any]:
+    return {name: getattr(rec, name) for name in COLUMNS}
 
 
 class RunStore:
@@ -104,16 +103,20 @@ class RunStore:
         self._lock = threading.Lock()
 
     def write_op(self, rec: Record) -> None:
-        line = _dumps(vars(rec)) + "\n"
+        """Append the record's current state (at submission and at the end). Lines of finished
+        operations are flushed at once — in the OS's hands, a kill -9 of this process cannot lose
+        them; submission lines ride along with the next flush."""
+        line = _ENCODER.encode(_row(rec)) + "\n"
         with self._lock:
             if not self._ops.closed:
                 self._ops.write(line)
-                self._ops.flush()  # in the OS's hands now: a kill -9 of this process cannot lose it
+                if rec.status in wire.TERMINAL_STATUSES:
+                    self._ops.flush()
 
     def write_metrics(self, row: dict[str, Any]) -> None:
         with self._lock:
             if not self._metrics.closed:
-                self._metrics.write(_dumps(row) + "\n")
+                self._metrics.write(_ENCODER.encode(row) + "\n")
                 self._metrics.flush()
 
     def close(self) -> None:
@@ -168,13 +171,14 @@ class History:
     """The operations of one session, in submission order, plus your own logged figures.
 
     Thread-safe: backends update records from their worker or poller threads. With ``store`` set
-    every change is on disk before anyone is told about it.
+    every finished operation is on disk before anyone is told about it.
     """
 
     def __init__(self, store: RunStore | None = None, config: dict[str, Any] | None = None) -> None:
         self._records: list[Record] = []
         self._lock = threading.Lock()
         self._listeners: list[Callable[[Record], None]] = []
+        self._log_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._logged: list[dict[str, Any]] = []
         self.store = store
         self.config: dict[str, Any] = dict(config or {})
@@ -263,8 +267,8 @@ class History:
                 rec.error_code, rec.error_message = env.error.code, env.error.message
             if env.output is not None:
                 _fold_output(rec, env.output)
-        if self.store:
-            self.store.write_op(rec)
+        if self.store and env.status in wire.TERMINAL_STATUSES:
+            self.store.write_op(rec)  # RUNNING is not written: the final line carries started_at too
         for cb in list(self._listeners):
             cb(rec)
 
@@ -275,6 +279,13 @@ class History:
             self._logged.append(row)
         if self.store:
             self.store.write_metrics(row)
+        for cb in list(self._log_listeners):
+            cb(row)
+
+    def on_log(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
+        """Call ``callback(row)`` after every ``log()``; returns a function that unsubscribes."""
+        self._log_listeners.append(callback)
+        return lambda: self._log_listeners.remove(callback)
 
     # -- tables ----------------------------------------------------------------------------------
 
@@ -291,15 +302,18 @@ class History:
         ``status`` / ``error_code``, UTC datetimes for the times, ``queue_s`` (waiting) and
         ``run_s`` (running) in seconds."""
         with self._lock:
-            rows = [vars(r).copy() for r in self._records]
-        frame = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
-        for col in _CATEGORIES:
-            frame[col] = frame[col].astype("category")
-        for col in _FLOATS:
-            frame[col] = frame[col].astype("float64")
-        for col in ("step", "weights_version", "seq"):
-            frame[col] = frame[col].astype("Int64")
-        times = {c: frame[c].astype("float64") for c in ("submitted_at", "started_at", "finished_at")}
+            records = list(self._records)
+        columns = {name: [getattr(r, name) for r in records] for name in COLUMNS}
+        frame = pd.DataFrame(
+            {
+                **columns,
+                **{c: pd.Categorical(np.array(columns[c], dtype=object)) for c in _CATEGORIES},
+                **{c: np.fromiter(columns[c], float, len(records)) for c in _FLOATS},
+                **{c: pd.array(columns[c], dtype="Int64") for c in ("seq", "step", "weights_version")},
+            },
+            columns=list(COLUMNS),
+        )
+        times = {c: np.fromiter(columns[c], float, len(records)) for c in ("submitted_at", "started_at", "finished_at")}
         frame["queue_s"] = times["started_at"] - times["submitted_at"]
         frame["run_s"] = times["finished_at"] - times["started_at"]
         for col, values in times.items():

@@ -1,70 +1,305 @@
-"""Matplotlib views of a History. Each function takes a History (or its DataFrame) and an optional
-``ax``, returns the Axes or Figure, never calls ``plt.show()``, and builds figures under ``plt.ioff()``
-so nothing is displayed twice in a notebook."""
+"""Matplotlib views of a History.
+
+Every function takes a ``History`` or a DataFrame (``history.df``, ``history.steps``, ``history.logged``
+or ``rlnb.compare(...)``, whichever it needs) and an optional ``ax``; it returns the Axes (one panel)
+or the Figure (several). Nothing here touches pyplot: new figures are bare ``matplotlib.figure.Figure``
+objects, so nothing is shown twice in a notebook, nothing piles up in pyplot's figure list, and
+``plt.show()`` is never called. A notebook displays a returned Figure; for an Axes, show ``ax.figure``.
+
+Lines longer than ``MAX_POINTS`` are min/max-decimated before drawing (see ``decimate``), so a
+100k-step run plots in a fraction of a second; smoothing (``ema=``) is computed on the full series first.
+"""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
+import time
+from collections.abc import Iterable, Sequence
+
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
+from numpy.typing import ArrayLike
 
-from rlnb.history import History
+from rlnb.history import History, steps_table
+from rlnb.history import compare as compare_runs
+
+COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"
+FAILED = "TRAINING_OPERATION_STATUS_FAILED"
+RUNNING = "TRAINING_OPERATION_STATUS_RUNNING"
+PENDING = "TRAINING_OPERATION_STATUS_PENDING"
+STATUS_COLORS: dict[str, str] = {COMPLETED: "tab:green", FAILED: "tab:red", RUNNING: "tab:blue", PENDING: "0.7"}
+"""Bar colour per operation status (timeline, live table); any other status is drawn grey."""
+MAX_POINTS = 2000
+"""Lines with more points are decimated to at most this many before drawing."""
+MAX_ERROR_LABELS = 25
+"""The timeline writes the error code of the latest this-many failures (every failure gets a marker)."""
 
 
-def _ops(history: History | pd.DataFrame) -> pd.DataFrame:
-    return history.df if isinstance(history, History) else history
+def short(code: str | None) -> str:
+    """``TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS`` → ``NON_FINITE_LOSS`` (statuses likewise)."""
+    if code is None or (isinstance(code, float) and np.isnan(code)):
+        return ""
+    return str(code).removeprefix("TRAINING_OPERATION_ERROR_CODE_").removeprefix("TRAINING_OPERATION_STATUS_")
+
+
+def _extremes(low: np.ndarray, high: np.ndarray, cap: int) -> np.ndarray:
+    """Indices to keep: all of them when there are at most ``cap``; else, over ``cap // 2`` equal
+    consecutive buckets, each bucket's lowest ``low`` and highest ``high`` (NaNs ignored), in order."""
+    n = len(low)
+    if n <= cap:
+        return np.arange(n)
+    width = -(-n // (cap // 2))
+    buckets = -(-n // width)
+    start = np.arange(buckets) * width
+
+    def grid(values: np.ndarray, fill: float) -> np.ndarray:
+        padded = np.full(buckets * width, fill)
+        padded[:n] = np.where(np.isnan(values), fill, values)
+        return padded.reshape(buckets, width)
+
+    # An all-NaN bucket keeps its first point: the gap stays a gap.
+    keep = np.concatenate([start + grid(low, np.inf).argmin(1), start + grid(high, -np.inf).argmax(1)])
+    keep = np.unique(keep)
+    return keep[keep < n]
+
+
+def decimate(x: ArrayLike, y: ArrayLike, cap: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)`` as float arrays, unchanged up to ``cap`` points; beyond, min/max bucket decimation:
+    ``cap // 2`` equal buckets of consecutive points, each keeping its lowest and its highest point, so
+    spikes survive and the drawn envelope is exact at screen resolution."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = _extremes(y, y, cap)
+    return x[keep], y[keep]
+
+
+def smooth(y: ArrayLike, ema: float) -> np.ndarray:
+    """Exponential moving average ``s[0] = y[0]``, ``s[t] = ema·s[t-1] + (1 - ema)·y[t]``; NaNs are
+    skipped and stay gaps."""
+    if not 0 <= ema < 1:
+        raise ValueError(f"ema must be in [0, 1), got {ema}")
+    values = pd.Series(np.asarray(y, dtype=float))
+    out = values.ewm(alpha=1 - ema, adjust=False, ignore_na=True).mean()
+    return out.where(values.notna()).to_numpy()
 
 
 def _axes(ax: Axes | None) -> Axes:
-    if ax is not None:
-        return ax
-    with plt.ioff():
-        return plt.figure(figsize=(6, 3.5)).add_subplot()
+    return ax if ax is not None else Figure(figsize=(6, 3.5), layout="constrained").add_subplot()
 
 
-def loss(history: History | pd.DataFrame, ax: Axes | None = None) -> Axes:
-    """Forward-backward loss per step (summed over the step's forward-backwards)."""
-    ax = _axes(ax)
-    df = _ops(history)
-    fb = df[(df.kind == "forward-backward") & (df.status == "TRAINING_OPERATION_STATUS_COMPLETED")]
-    per_step = fb.groupby("step", observed=True)["loss"].sum()
-    ax.plot(per_step.index.astype(int) + 1, per_step.to_numpy(), label="loss", color="C0")
+def _note(ax: Axes, text: str) -> None:
+    """Say on the axes why there is nothing to draw."""
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", wrap=True, color="0.35")
+
+
+def _series(ax: Axes, x: ArrayLike, y: ArrayLike, ema: float | None, color: str, label: str) -> None:
+    """``y`` over ``x``; with ``ema`` the raw line faint and the smoothed one bold."""
+    if ema is None:
+        ax.plot(*decimate(x, y), color=color, label=label)
+        return
+    ax.plot(*decimate(x, y), color=color, alpha=0.3, lw=1, label=f"{label} (raw)")
+    ax.plot(*decimate(x, smooth(y, ema)), color=color, lw=2, label=f"{label} (EMA {ema})")
+
+
+def _na_reason(ops: pd.DataFrame) -> str | None:
+    reasons = ops["na_reason"].dropna()
+    return str(reasons.iloc[-1]) if len(reasons) else None
+
+
+def _steps(data: History | pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The steps table and why the gradient norm is missing (when the operations say)."""
+    if isinstance(data, History):
+        ops = data.df
+        return steps_table(ops, data.logged), _na_reason(ops)
+    if "kind" in data.columns:
+        return steps_table(data), _na_reason(data)
+    return data, None
+
+
+def _loss(ax: Axes, steps: pd.DataFrame, ema: float | None) -> Axes:
+    _series(ax, steps["step"], steps["loss"], ema, "C0", "loss")
     ax.set(xlabel="optimizer step", ylabel="loss", title="loss")
     return ax
 
 
-def grad_norm(history: History | pd.DataFrame, ax: Axes | None = None) -> Axes:
-    """Pre-clip global gradient norm per optimizer step, with the clip threshold dashed."""
-    ax = _axes(ax)
-    df = _ops(history)
-    opt = df[(df.kind == "optim-step") & (df.status == "TRAINING_OPERATION_STATUS_COMPLETED")]
-    ax.plot(opt.step.astype(int), opt.grad_norm, label="grad norm (pre-clip)", color="C1")
-    clip = opt.grad_clip_norm.where(opt.grad_clip_norm > 0)
+def _grad_norm(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: float | None) -> Axes:
+    ax.set(xlabel="optimizer step", ylabel="norm", title="gradient norm (pre-clip)")
+    if not steps["grad_norm"].notna().any():
+        _note(ax, reason or ("no completed optimizer step yet" if steps.empty else "no gradient norm reported"))
+        return ax
+    _series(ax, steps["step"], steps["grad_norm"], ema, "C1", "global")
+    for col, color, label in (("grad_norm_muon", "C4", "Muon matrices"), ("grad_norm_adam", "C2", "AdamW params")):
+        if steps[col].notna().any():
+            _series(ax, steps["step"], steps[col], ema, color, label)
+    clip = steps["grad_clip_norm"].where(steps["grad_clip_norm"] > 0)  # 0 = clipping off: no line there
     if clip.notna().any():
-        ax.plot(opt.step.astype(int), clip, ls="--", color="0.4", label="clip threshold")
-    ax.set(xlabel="optimizer step", ylabel="norm", title="gradient norm")
-    ax.legend(loc="best", fontsize="small")
+        ax.plot(*decimate(steps["step"], clip), ls="--", color="0.4", label="clip threshold")
+    ax.legend(loc="upper right", fontsize="small")
     return ax
 
 
-def metric(history: History, name: str, ax: Axes | None = None) -> Axes:
-    """A figure given to ``history.log(step, name=...)``."""
-    ax = _axes(ax)
-    logged = history.logged
-    if name in logged:
-        ax.plot(logged.step, logged[name], label=name, color="C2")
+def _metric(ax: Axes, frame: pd.DataFrame, name: str, ema: float | None) -> Axes:
     ax.set(xlabel="optimizer step", ylabel=name, title=name)
+    if name not in frame.columns or not frame[name].notna().any():
+        _note(ax, f"no {name!r} logged yet")
+        return ax
+    _series(ax, frame["step"], frame[name], ema, "C2", name)
     return ax
 
 
-def overview(history: History, metrics: tuple[str, ...] = ()) -> Figure:
-    """Loss, gradient norm and any logged metrics side by side."""
+def loss(history: History | pd.DataFrame, ax: Axes | None = None, ema: float | None = None) -> Axes:
+    """Loss per optimizer step (``history.steps.loss``: the sum over the forward-backwards that fed
+    the step). ``ema=0.9`` draws the raw line faint and its exponential moving average bold."""
+    return _loss(_axes(ax), _steps(history)[0], ema)
+
+
+def grad_norm(history: History | pd.DataFrame, ax: Axes | None = None, ema: float | None = None) -> Axes:
+    """Pre-clip global gradient norm per optimizer step, the clip threshold dashed (absent where 0 =
+    off) and, for Muon, the norms over the Muon matrices and the AdamW-tuned parameters. When the
+    backend reports no norm (a remote Together session) the axes say why."""
+    steps, reason = _steps(history)
+    return _grad_norm(_axes(ax), steps, reason, ema)
+
+
+def learning_rate(history: History | pd.DataFrame, ax: Axes | None = None) -> Axes:
+    """Learning rate used per optimizer step (Muon: the matrix learning rate)."""
+    steps, reason = _steps(history)
+    ax = _axes(ax)
+    ax.set(xlabel="optimizer step", ylabel="learning rate", title="learning rate")
+    if steps["learning_rate"].notna().any():
+        ax.plot(*decimate(steps["step"], steps["learning_rate"]), color="C3", label="learning rate")
+    else:
+        _note(ax, reason or ("no completed optimizer step yet" if steps.empty else "no learning rate reported"))
+    return ax
+
+
+def metric(history: History | pd.DataFrame, name: str, ax: Axes | None = None, ema: float | None = None) -> Axes:
+    """A figure given to ``history.log(step, name=...)`` (e.g. ``"reward"``), per logged row."""
+    frame = history.logged if isinstance(history, History) else history
+    return _metric(_axes(ax), frame, name, ema)
+
+
+def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: float | None = None) -> Figure:
+    """Loss, gradient norm and each logged metric side by side, in one Figure."""
+    steps, reason = _steps(history)
+    logged = history.logged if isinstance(history, History) else steps
     n = 2 + len(metrics)
-    with plt.ioff():
-        fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), layout="constrained")
-    loss(history, axes[0])
-    grad_norm(history, axes[1])
+    fig = Figure(figsize=(4.2 * n, 3.4), layout="constrained")
+    axes = fig.subplots(1, n)
+    _loss(axes[0], steps, ema)
+    _grad_norm(axes[1], steps, reason, ema)
     for ax, name in zip(axes[2:], metrics, strict=True):
-        metric(history, name, ax)
+        _metric(ax, logged, name, ema)
     return fig
+
+
+def _merge_bars(x0: np.ndarray, x1: np.ndarray, lane: np.ndarray, gap: float) -> tuple[np.ndarray, ...]:
+    """Per lane, bars that overlap or lie within ``gap`` of each other merged into one."""
+    parts = []
+    for k in np.unique(lane):
+        m = lane == k
+        order = np.argsort(x0[m], kind="stable")
+        a, b = x0[m][order], x1[m][order]
+        reach = np.maximum.accumulate(b)
+        first = np.flatnonzero(np.r_[True, a[1:] > reach[:-1] + gap])
+        parts.append((a[first], np.maximum.reduceat(b, first), np.full(len(first), k)))
+    return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+
+
+def _seconds(times: pd.Series, t0: pd.Timestamp) -> np.ndarray:
+    return (times - t0).dt.total_seconds().to_numpy(dtype=float)
+
+
+def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float | None = None) -> Axes:
+    """Operation status over time: one lane per operation kind (in order of first submission), one bar
+    per operation from its start (its submission while pending) to its end (``now`` while unfinished,
+    default the current POSIX time), coloured by status. A failure gets a red X at its end and its
+    short error code (for the latest ``MAX_ERROR_LABELS`` failures). x: seconds since the first
+    submission. Takes a History or ``history.df``.
+
+    A status with more than ``MAX_POINTS`` bars is decimated: bars of one lane closer than
+    1/``MAX_POINTS`` of the time span (under a pixel) are merged into one."""
+    ops = history.df if isinstance(history, History) else history
+    ax = _axes(ax)
+    ax.set(xlabel="seconds since the first submission", title="operations")
+    if ops.empty:
+        _note(ax, "no operations yet")
+        return ax
+    t0 = ops["submitted_at"].min()
+    submitted = _seconds(ops["submitted_at"], t0)
+    started, finished = _seconds(ops["started_at"], t0), _seconds(ops["finished_at"], t0)
+    left = np.where(np.isnan(started), submitted, started)
+    right = np.where(np.isnan(finished), (time.time() if now is None else now) - t0.timestamp(), finished)
+    kind = ops["kind"].astype(str).to_numpy()
+    kinds = list(dict.fromkeys(kind))
+    lane = pd.Series(kind).map({k: i for i, k in enumerate(kinds)}).to_numpy(dtype=float)
+    status = ops["status"].astype(str).to_numpy()
+    half, span = 0.35, float(np.nanmax(right) - np.nanmin(left))
+    for st in [*STATUS_COLORS, *sorted(set(status) - set(STATUS_COLORS))]:
+        m = status == st
+        if not m.any():
+            continue
+        x0, x1, y = left[m], right[m], lane[m]
+        if m.sum() > MAX_POINTS:
+            x0, x1, y = _merge_bars(x0, x1, y, span / MAX_POINTS)
+        verts = np.stack([np.c_[x0, y - half], np.c_[x0, y + half], np.c_[x1, y + half], np.c_[x1, y - half]], axis=1)
+        color = STATUS_COLORS.get(st, "0.5")
+        # A thin edge in the same colour keeps sub-pixel operations visible as a hairline.
+        ax.add_collection(
+            PolyCollection(verts, facecolors=color, edgecolors=color, linewidths=0.5, label=short(st).lower())
+        )
+    failed = status == FAILED
+    if failed.any():
+        ax.plot(right[failed], lane[failed], "X", color="red", mec="black", ms=9, ls="none", label="_failure")
+        codes = ops["error_code"].astype(object).to_numpy()[failed]
+        for x, y, code in list(zip(right[failed], lane[failed], codes, strict=True))[-MAX_ERROR_LABELS:]:
+            ax.annotate(
+                short(code) or "no error code",
+                (x, y),
+                xytext=(5, -8),
+                textcoords="offset points",
+                fontsize="x-small",
+                color="darkred",
+            )
+    ax.autoscale_view()
+    ax.set_yticks(range(len(kinds)), kinds)
+    ax.set_ylim(len(kinds) - 0.5, -0.5)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", title="status")
+    return ax
+
+
+def compare(
+    frame_or_histories: pd.DataFrame | Iterable[History | str],
+    y: str = "loss",
+    ax: Axes | None = None,
+    ema: float | None = None,
+    by: str = "run",
+) -> Axes:
+    """Several runs against optimizer step: one line per ``by`` group (a config label). A group of
+    several members (runs told apart by ``seed``) draws their mean per step and a mean ± std band
+    (sample std, ddof=1); ``ema`` smooths each member before averaging. Takes ``rlnb.compare([...])``
+    output or a list of histories / run folders (given to it). The band is decimated like the lines,
+    keeping each bucket's lowest lower edge and highest upper edge."""
+    if isinstance(frame_or_histories, pd.DataFrame):
+        frame = frame_or_histories
+    else:
+        frame = compare_runs(list(frame_or_histories))
+    ax = _axes(ax)
+    ax.set(xlabel="optimizer step", ylabel=y, title=f"{y} by {by}")
+    for i, (label, group) in enumerate(frame.groupby(by, sort=False, dropna=False)):
+        seeds = group.groupby("seed", sort=False, dropna=False) if "seed" in group else [(None, group)]
+        members = [m.sort_values("step") for _, m in seeds]
+        series = [m[y].to_numpy(dtype=float) if ema is None else smooth(m[y], ema) for m in members]
+        values = pd.DataFrame({"step": np.concatenate([m["step"] for m in members]), y: np.concatenate(series)})
+        stats = values.groupby("step")[y].agg(["mean", "std"])
+        x, mean, std = stats.index.to_numpy(dtype=float), stats["mean"].to_numpy(), stats["std"].to_numpy()
+        color = f"C{i % 10}"
+        name = f"{label} ({len(members)} seeds)" if len(members) > 1 else str(label)
+        ax.plot(*decimate(x, mean), color=color, label=name)
+        if len(members) > 1:
+            keep = _extremes(mean - std, mean + std, MAX_POINTS)
+            ax.fill_between(x[keep], (mean - std)[keep], (mean + std)[keep], color=color, alpha=0.25, lw=0)
+    if len(frame):
+        ax.legend(loc="best", fontsize="small")
+    return ax

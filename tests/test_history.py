@@ -137,13 +137,14 @@ def test_html_summary_and_record_off(tmp_path):
     s.close()
 
 
-def test_records_are_on_disk_before_listeners_hear_of_them(tmp_path):
+def test_finished_records_are_on_disk_before_listeners_hear_of_them(tmp_path):
     s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), runs_dir=tmp_path, run_id="order")
     seen = []
 
     def check(rec):
-        lines = (tmp_path / "order" / "ops.jsonl").read_text().splitlines()
-        seen.append(json.loads(lines[-1])["status"] == rec.status)
+        if rec.status in ("TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"):
+            lines = (tmp_path / "order" / "ops.jsonl").read_text().splitlines()
+            seen.append(json.loads(lines[-1])["status"] == rec.status)
 
     s.history.on_record(check)
     s.forward_backward([samples.cross_entropy(list(b"abc"))])
