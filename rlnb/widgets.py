@@ -8,8 +8,10 @@ session, running on a background thread so the kernel stays free and Stop works 
 
 from __future__ import annotations
 
+import html
 import io
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -17,9 +19,12 @@ import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from rlnb._exceptions import InvalidParams
+from rlnb._exceptions import InvalidParams, OperationFailed, RlnbError
+from rlnb.live import LiveView
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
 from rlnb.schedule import Schedule
+from rlnb.session import Session
+from rlnb.tasks import Task, digits_task, rl_step
 
 ADAM_FIELDS = ("learning_rate", "beta1", "beta2", "eps", "weight_decay", "grad_clip_norm")
 MUON_FIELDS = ("learning_rate", "momentum", "newton_schulz_steps", "weight_decay", "grad_clip_norm")
@@ -343,6 +348,143 @@ class OptimizerBuilder:
 
     def close(self) -> None:
         """Close every control of the builder (the front end removes them)."""
+        _close_tree(self.widget)
+
+
+StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
+"""``step_fn(session, params)`` runs one training step and returns figures to log (or None)."""
+
+
+class RunPanel:
+    """Step a session from the notebook: the builder, Step / Run N / Stop, a progress bar, and a live
+    table and plot of the session's operations.
+
+    Each step sends ``builder.params_at(step)`` (the schedule applied). By default a step is one RL
+    step of ``task`` (the demo's digits task) and logs its mean reward; pass ``step_fn`` for your own
+    loop. Runs go on a background thread, so the kernel stays free and Stop works mid-run (a stop
+    takes effect between steps). A failed operation stops the run and shows its error code and
+    message in the panel, not a traceback.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        builder: OptimizerBuilder | None = None,
+        *,
+        step_fn: StepFn | None = None,
+        task: Task | None = None,
+        n_steps: int = 20,
+        every: float = 0.5,
+    ):
+        self.session = session
+        self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
+        self.builder.kind = session.optimizer
+        self.task = task or digits_task()
+        self.step_fn = step_fn or self._rl_step
+        self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
+        self.run_button = W.Button(description="Run N", icon="play")
+        self.n = W.BoundedIntText(value=n_steps, min=1, max=100_000, description="N", layout=W.Layout(width="140px"))
+        self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", disabled=True)
+        self.progress = W.IntProgress(value=0, min=0, max=1, description="progress")
+        self.status = W.HTML()
+        self.live = LiveView(session.history, metrics=("reward",), every=every)
+        self.widget = W.VBox(
+            [
+                self.builder.widget,
+                W.HBox([self.step_button, self.run_button, self.n, self.stop_button]),
+                self.progress,
+                self.status,
+                self.live.widget,
+            ]
+        )
+        self.error: OperationFailed | RlnbError | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.step_button.on_click(lambda _: self.start(1))
+        self.run_button.on_click(lambda _: self.start(int(self.n.value)))
+        self.stop_button.on_click(lambda _: self.stop())
+        self.builder.on_change(lambda _: self._sync_buttons())
+        self._show(f"step {session.step} · ready")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, n: int) -> None:
+        """Run ``n`` steps on a background thread (ignored while a run is going or the config is invalid)."""
+        if self.running or not self.builder.valid:
+            return
+        self._stop.clear()
+        self.error = None
+        self.progress.max, self.progress.value = n, 0
+        self._thread = threading.Thread(target=self._run, args=(n,), name="rlnb-run-panel", daemon=True)
+        self._thread.start()
+        self._sync_buttons()
+
+    def stop(self) -> None:
+        """Ask the run to stop after the step in progress."""
+        self._stop.set()
+        self._show("stopping after this step …")
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the current run to end (tests, scripts)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self, n: int) -> None:
+        done = 0
+        try:
+            for _ in range(n):
+                if self._stop.is_set():
+                    break
+                params = self.builder.params_at(self.session.step)
+                figures = self.step_fn(self.session, params)
+                done += 1
+                self.progress.value = done
+                step = self.session.step
+                if figures:
+                    self.session.history.log(step, **figures)
+                self._show(
+                    f"step {step} · {done}/{n} done" + "".join(f" · {k} {v:.3g}" for k, v in (figures or {}).items())
+                )
+        except (OperationFailed, RlnbError) as exc:
+            self.error = exc
+            code = getattr(exc, "code", None) or type(exc).__name__
+            message = getattr(exc, "message", None) or str(exc)
+            self._show(
+                f"step {self.session.step} · stopped: <b>{html.escape(str(code))}</b> — {html.escape(str(message))}",
+                error=True,
+            )
+        else:
+            stopped = done < n
+            self._show(
+                f"step {self.session.step} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done")
+            )
+        finally:
+            self._thread = None
+            self._sync_buttons()
+            self.live.refresh()
+
+    def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
+        return {"reward": rl_step(session, self.task, params).reward}
+
+    def _show(self, text: str, error: bool = False) -> None:
+        color = "#b00020" if error else "inherit"
+        self.status.value = f"<span class='rlnb-status' style='color:{color}'>{text}</span>"
+
+    def _sync_buttons(self) -> None:
+        busy = self.running
+        self.step_button.disabled = self.run_button.disabled = busy or not self.builder.valid
+        self.stop_button.disabled = not busy
+
+    def close(self) -> None:
+        """Stop any run, stop following the history and close the widgets."""
+        self.stop()
+        self.join()
+        self.live.close()
         _close_tree(self.widget)
 
 
