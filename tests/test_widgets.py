@@ -147,3 +147,86 @@ def test_on_change_callback():
     b.adam["beta2"].value = 2.0
     b.adam["beta2"].value = 0.9
     assert seen == [False, True]
+
+
+# -- RunPanel ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def panel_session():
+    s = rlnb.connect("local", record=False, device="cpu")
+    yield s
+    s.close()
+
+
+def test_run_panel_step_sends_the_builder_params(panel_session):
+    from rlnb.widgets import RunPanel
+
+    panel = RunPanel(panel_session, n_steps=5, every=0.05)
+    panel.builder.adam["learning_rate"].text.value = 2e-3
+    panel.step_button.click()
+    panel.join(60)
+    assert panel_session.step == 1 and panel.progress.value == 1 and panel.error is None
+    ops = panel_session.history.df
+    opt = ops[ops.kind == "optim-step"].iloc[-1]
+    assert opt.status == "TRAINING_OPERATION_STATUS_COMPLETED" and opt.learning_rate == pytest.approx(2e-3)
+    assert "reward" in panel_session.history.logged
+    panel.live.refresh()
+    assert "optim-step" in panel.live.table.value and "completed" in panel.live.table.value
+    assert "step 1" in panel.status.value
+    panel.close()
+
+
+def test_run_panel_run_n_then_stop_stops_early(panel_session):
+    from rlnb.widgets import RunPanel
+
+    started = []
+
+    def slow_step(session, params):
+        started.append(params.learning_rate)
+        session.forward_backward([rlnb.samples.cross_entropy(list(b"slow step"))])
+        session.optim_step(params).result()
+        import time
+
+        time.sleep(0.05)
+        return {"n": float(len(started))}
+
+    panel = RunPanel(panel_session, step_fn=slow_step, n_steps=500, every=0.05)
+    panel.run_button.click()
+    assert panel.running and panel.stop_button.disabled is False and panel.step_button.disabled
+    while len(started) < 3:
+        pass
+    panel.stop_button.click()
+    panel.join(60)
+    assert not panel.running and 3 <= panel_session.step < 500
+    assert "stopped early" in panel.status.value and panel.step_button.disabled is False
+    assert list(panel_session.history.logged.n)[:3] == [1.0, 2.0, 3.0]
+    panel.close()
+
+
+def test_run_panel_shows_a_failed_operation_without_a_traceback(panel_session):
+    from rlnb.widgets import RunPanel
+
+    def failing_step(session, params):
+        session.forward_backward([rlnb.samples.cross_entropy([1, 2, 999])]).result()  # 999 is outside the vocab
+
+    panel = RunPanel(panel_session, step_fn=failing_step, every=0.05)
+    panel.run_button.click()
+    panel.join(60)
+    assert isinstance(panel.error, rlnb.OperationFailed)
+    assert "INVALID_INPUT" in panel.status.value and "vocabulary" in panel.status.value or "target_tokens" in panel.status.value
+    assert "Traceback" not in panel.status.value
+    panel.close()
+
+
+def test_run_panel_buttons_follow_validation(panel_session):
+    from rlnb.widgets import RunPanel
+
+    panel = RunPanel(panel_session, every=0.05)
+    panel.builder.adam["beta1"].value = 3.0
+    assert panel.step_button.disabled and panel.run_button.disabled
+    panel.step_button.click()  # a disabled button's click is refused by the panel too
+    assert panel_session.step == 0
+    panel.builder.adam["beta1"].value = 0.9
+    assert not panel.step_button.disabled
+    panel.close()

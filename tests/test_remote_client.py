@@ -1,0 +1,775 @@
+"""The remote client and backend against a tiny in-memory fake of the RL API (httpx.MockTransport)."""
+
+import asyncio
+import itertools
+import json
+import logging
+import math
+import re
+import threading
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.backends import remote
+from rlnb.backends.remote import APIClient, AsyncAPIClient, RemoteBackend
+from rlnb.history import NA_NO_GRAD_NORM
+
+KEY = "sk-rlnb-TEST-7f3a9c0d"
+BASE = "http://rl.test"
+NOW = "2025-01-01T00:00:00Z"
+FAST_POLL = {"poll_min": 0.002, "poll_max": 0.02}
+OPS = "TRAINING_OPERATION_STATUS_"
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(monkeypatch):
+    """Retry backoff in milliseconds, so retry tests take no time (Retry-After is still obeyed)."""
+    monkeypatch.setattr(remote, "INITIAL_RETRY_DELAY", 0.001)
+    monkeypatch.setattr(remote, "MAX_RETRY_DELAY", 0.002)
+
+
+def error(status: int, message: str, param: str | None = None, **headers: str) -> httpx.Response:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": None}}
+    return httpx.Response(status, json=body, headers=headers)
+
+
+class FakeAPI:
+    """Just enough of the API: resources get READY and sessions RUNNING after ``ready_after`` GETs;
+    an operation answers its POST with ``op_states[0]`` and its k-th GET with ``op_states[k]``, then
+    COMPLETED (unless ``hold``: it stays at the last state). Idempotency keys are honoured."""
+
+    def __init__(self, *, ready_after: int = 2, op_states=("PENDING", "RUNNING"), optim_metrics: bool = False):
+        self.ready_after = ready_after
+        self.op_states = list(op_states)
+        self.optim_metrics = optim_metrics
+        self.hold = False
+        self.resource_fails = False
+        self.lock = threading.Lock()
+        self.log: list[tuple[float, httpx.Request]] = []
+        self.resources: dict[str, dict] = {}
+        self.sessions: dict[str, dict] = {}
+        self.ops: dict[str, dict] = {}
+        self.keys: dict[str, str] = {}
+        self.ids = itertools.count(1)
+
+    # -- helpers for tests
+
+    def add_resource(self, optimizer: dict, status: str = "MODEL_RESOURCES_STATUS_READY") -> str:
+        rid = f"mr-{next(self.ids)}"
+        self.resources[rid] = {
+            "id": rid,
+            "base_model": "org/model-a",
+            "compute_config": {"num_generator_replicas": 1},
+            "created_at": NOW,
+            "created_by": "user",
+            "inactive_timeout": 3600,
+            "lora_enabled": False,
+            "optimizer_config": optimizer,
+            "status": status,
+            "updated_at": NOW,
+            "_polls": 0,
+        }
+        return rid
+
+    def add_session(self, rid: str, status: str = "TRAINING_SESSION_STATUS_RUNNING") -> str:
+        sid = f"sess-{next(self.ids)}"
+        self.sessions[sid] = {
+            "id": sid,
+            "status": status,
+            "base_model": self.resources[rid]["base_model"],
+            "model_resources_id": rid,
+            "created_by": "user",
+            "created_at": NOW,
+            "updated_at": NOW,
+            "step": "0",
+            "_polls": 0,
+        }
+        return sid
+
+    def calls(self, method: str | None = None, pattern: str = "") -> list[httpx.Request]:
+        with self.lock:
+            return [r for _, r in self.log if (method is None or r.method == method) and re.search(pattern, r.url.path)]
+
+    def times(self, pattern: str) -> list[float]:
+        with self.lock:
+            return [t for t, r in self.log if r.method == "GET" and re.search(pattern, r.url.path)]
+
+    # -- the server
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        with self.lock:
+            self.log.append((time.monotonic(), request))
+            return self.route(request)
+
+    def route(self, request: httpx.Request) -> httpx.Response:
+        path, method = request.url.path.removeprefix("/v1/rl"), request.method
+        body = json.loads(request.content) if request.content else None
+        if path == "/supported-models":
+            return httpx.Response(200, json={"data": [{"base_model": "org/model-a"}, {"base_model": "org/model-b"}]})
+        if path == "/model-resources" and method == "POST":
+            rid = self.add_resource(body["optimizer_config"], "MODEL_RESOURCES_STATUS_PENDING")
+            self.resources[rid].update(base_model=body["base_model"], lora_enabled=body.get("lora_enabled", False))
+            return httpx.Response(200, json=self.public(self.resources[rid]))
+        if m := re.fullmatch(r"/model-resources/([^/]+)(/stop)?", path):
+            res = self.resources.get(m[1])
+            if res is None:
+                return error(404, f"model resource {m[1]} not found")
+            if m[2]:
+                res["status"] = "MODEL_RESOURCES_STATUS_STOPPED"
+            elif res["status"] != "MODEL_RESOURCES_STATUS_STOPPED":
+                res["_polls"] += 1
+                if res["_polls"] >= self.ready_after:
+                    res["status"] = (
+                        "MODEL_RESOURCES_STATUS_ERROR" if self.resource_fails else "MODEL_RESOURCES_STATUS_READY"
+                    )
+                    if self.resource_fails:
+                        res["error"] = {
+                            "code": "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED",
+                            "message": "no GPUs",
+                            "occurred_at": NOW,
+                        }
+            return httpx.Response(200, json=self.public(res))
+        if path == "/training-sessions" and method == "POST":
+            sid = self.add_session(body["model_resources_id"], "TRAINING_SESSION_STATUS_CREATING")
+            self.sessions[sid]["lora_config"] = body.get("lora_config")
+            return httpx.Response(200, json=self.public(self.sessions[sid]))
+        if m := re.fullmatch(r"/training-sessions/([^/]+)(/stop)?", path):
+            sess = self.sessions.get(m[1])
+            if sess is None:
+                return error(404, f"session {m[1]} not found")
+            if m[2]:
+                sess["status"] = "TRAINING_SESSION_STATUS_STOPPED"
+                for op in self.ops.values():
+                    if op["session"] == m[1] and op["status"] not in ("COMPLETED", "FAILED"):
+                        op["status"] = "FAILED"
+                        op["error"] = {"code": "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE", "message": "stopped"}
+            elif sess["status"] == "TRAINING_SESSION_STATUS_CREATING":
+                sess["_polls"] += 1
+                if sess["_polls"] >= self.ready_after:
+                    sess["status"] = "TRAINING_SESSION_STATUS_RUNNING"
+            return httpx.Response(200, json=self.public(sess))
+        if m := re.fullmatch(r"/training-sessions/([^/]+)/operations/([a-z-]+)(?:/([^/]+))?", path):
+            sid, kind, op_id = m[1], m[2], m[3]
+            if method == "POST":
+                return self.submit(request, sid, kind, body)
+            op = self.ops.get(op_id)
+            if op is None:
+                return error(404, f"operation {op_id} not found")
+            if op["status"] not in ("COMPLETED", "FAILED"):
+                op["polls"] += 1
+                if op["polls"] < len(self.op_states):
+                    op["status"] = self.op_states[op["polls"]]
+                elif not self.hold:
+                    op["status"] = "COMPLETED"
+            return httpx.Response(200, json=self.envelope(op))
+        return error(404, f"no route {method} {path}")
+
+    def submit(self, request: httpx.Request, sid: str, kind: str, body: dict) -> httpx.Response:
+        key = request.headers.get("Idempotency-Key")
+        if not key:
+            return error(400, "Idempotency-Key header is required", "Idempotency-Key")
+        if key in self.keys:
+            return httpx.Response(200, json=self.envelope(self.ops[self.keys[key]]))
+        sess = self.sessions[sid]
+        outputs = {
+            "forward-backward": {"loss": 2.5, "metrics": {"loss/tokens": 3.0}},
+            "weights-sync": {"weights_version": sess["step"]},
+        }
+        if kind == "optim-step":
+            sess["step"] = str(int(sess["step"]) + 1)
+            outputs[kind] = {"step": sess["step"]}
+            if self.optim_metrics:
+                outputs[kind]["metrics"] = {"grad_norm": 1.25, "grad_clip_norm": 1.0, "learning_rate": 1e-4}
+        op_id = f"op-{next(self.ids)}"
+        self.ops[op_id] = {
+            "id": op_id,
+            "session": sid,
+            "kind": kind,
+            "status": self.op_states[0],
+            "polls": 0,
+            "output": outputs.get(kind, {}),
+        }
+        self.keys[key] = op_id
+        return httpx.Response(200, json=self.envelope(self.ops[op_id]))
+
+    @staticmethod
+    def public(obj: dict) -> dict:
+        return {k: v for k, v in obj.items() if not k.startswith("_")}
+
+    @staticmethod
+    def envelope(op: dict) -> dict:
+        env = {"id": op["id"], "status": OPS + op["status"]}
+        if op["status"] == "COMPLETED":
+            env["output"] = op["output"]
+        if op.get("error"):
+            env["error"] = op["error"]
+        return env
+
+
+class Scripted:
+    """Answers the first requests from ``script`` (a response, or an exception to raise), then
+    delegates to ``inner``; records the time and the request of every attempt."""
+
+    def __init__(self, script: list, inner: Callable[[httpx.Request], httpx.Response] | None = None, only=None):
+        self.script = list(script)
+        self.inner = inner or (lambda request: httpx.Response(200, json={"data": [{"base_model": "m"}]}))
+        self.only: Callable[[httpx.Request], bool] = only or (lambda request: True)
+        self.seen: list[tuple[float, httpx.Request]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.seen.append((time.monotonic(), request))
+        if self.script and self.only(request):
+            step = self.script.pop(0)
+            if isinstance(step, Exception):
+                raise step
+            return step
+        return self.inner(request)
+
+
+def client_for(handler, **kw) -> APIClient:
+    kw.setdefault("api_key", KEY)
+    return APIClient(BASE, transport=httpx.MockTransport(handler), **kw)
+
+
+def fb_body() -> wire.ForwardBackwardBody:
+    return wire.ForwardBackwardBody(
+        samples=[samples.cross_entropy([1, 2, 3, 4])], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
+    )
+
+
+def connect(fake: FakeAPI, **kw) -> rlnb.Session:
+    return rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), ready_timeout=5, **FAST_POLL, **kw)
+
+
+class Recorder:
+    """A listener that keeps every envelope and signals the terminal one."""
+
+    def __init__(self):
+        self.envs: list[wire.Operation] = []
+        self.done = threading.Event()
+
+    def __call__(self, env: wire.Operation) -> None:
+        self.envs.append(env)
+        if env.status in wire.TERMINAL_STATUSES:
+            self.done.set()
+
+    @property
+    def statuses(self) -> list[str]:
+        return [e.status.removeprefix(OPS) for e in self.envs]
+
+
+# ---------------------------------------------------------------------------------------------
+# Request shape
+
+
+def test_requests_have_the_api_paths_headers_and_bodies():
+    fake = FakeAPI(ready_after=1)
+    with client_for(fake) as client:
+        assert client.supported_models().data[0].base_model == "org/model-a"
+        create = wire.CreateModelResourcesRequest(
+            base_model="org/model-a",
+            lora_enabled=False,
+            compute_config=wire.ComputeConfigRequest(num_generator_replicas=1),
+            optimizer_config=wire.OptimizerConfig(
+                muon=wire.MuonOptimizerConfig(scaling_strategy="MUON_SCALING_STRATEGY_ORIGINAL")
+            ),
+        )
+        res = client.create_model_resources(create)
+        assert client.get_model_resources(res.id).status == "MODEL_RESOURCES_STATUS_READY"
+        start = wire.StartTrainingSessionRequest(model_resources_id=res.id, lora_config=wire.LoraConfig(rank=8))
+        sess = client.create_session(start)
+        body = fb_body()
+        env = client.submit_operation(sess.id, "forward-backward", body)
+        assert isinstance(env, wire.Operation) and env.status == OPS + "PENDING"
+        ckpt = client.submit_operation(sess.id, "training-checkpoint", None)
+        got = client.get_operation(sess.id, "forward-backward", env.id)
+        assert got.status == OPS + "RUNNING"
+        client.stop_session(sess.id)
+        client.stop_model_resources(res.id)
+
+    reqs = fake.calls()
+    assert [(r.method, r.url.path) for r in reqs] == [
+        ("GET", "/v1/rl/supported-models"),
+        ("POST", "/v1/rl/model-resources"),
+        ("GET", f"/v1/rl/model-resources/{res.id}"),
+        ("POST", "/v1/rl/training-sessions"),
+        ("POST", f"/v1/rl/training-sessions/{sess.id}/operations/forward-backward"),
+        ("POST", f"/v1/rl/training-sessions/{sess.id}/operations/training-checkpoint"),
+        ("GET", f"/v1/rl/training-sessions/{sess.id}/operations/forward-backward/{env.id}"),
+        ("POST", f"/v1/rl/training-sessions/{sess.id}/stop"),
+        ("POST", f"/v1/rl/model-resources/{res.id}/stop"),
+    ]
+    assert all(r.headers["Authorization"] == f"Bearer {KEY}" for r in reqs)
+    ops_posts = [r for r in reqs if r.method == "POST" and "/operations/" in r.url.path]
+    assert all(re.fullmatch(r"[0-9a-f-]{36}", r.headers["Idempotency-Key"]) for r in ops_posts)
+    assert ops_posts[0].headers["Idempotency-Key"] != ops_posts[1].headers["Idempotency-Key"]
+    assert all("Idempotency-Key" not in r.headers for r in reqs if r not in ops_posts)
+    assert json.loads(reqs[1].content) == create.to_json_dict()
+    assert json.loads(reqs[3].content) == start.to_json_dict()
+    assert json.loads(reqs[4].content) == body.to_json_dict()
+    assert json.loads(reqs[5].content) == {}
+    assert reqs[-1].url.params["force"] == "true"
+    assert ckpt.id
+
+
+def test_operation_output_parses_to_the_kinds_result_model():
+    fake = FakeAPI(op_states=["PENDING"])
+    fake.add_resource({"adam": {}})
+    sid = fake.add_session("mr-1")
+    with client_for(fake) as client:
+        env = client.submit_operation(sid, "optim-step", wire.OptimStepBody())
+        done = client.get_operation(sid, "optim-step", env.id)
+    assert done.status == OPS + "COMPLETED"
+    assert isinstance(done.output, wire.OptimStepResult) and done.output.step == 1
+
+
+def test_base_url_and_key_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("TOGETHER_API_KEY", KEY)
+    monkeypatch.setenv("TOGETHER_BASE_URL", "http://env.test/")
+    seen = Scripted([])
+    with APIClient(transport=httpx.MockTransport(seen)) as client:
+        client.supported_models()
+    request = seen.seen[0][1]
+    assert str(request.url) == "http://env.test/v1/rl/supported-models"
+    assert request.headers["Authorization"] == f"Bearer {KEY}"
+
+
+def test_unknown_kind_and_empty_ids_are_refused_before_sending():
+    seen = Scripted([])
+    with client_for(seen) as client:
+        with pytest.raises(ValueError, match="unknown operation kind"):
+            client.submit_operation("s", "forward", None)
+        with pytest.raises(ValueError, match="non-empty session_id"):
+            client.get_session("")
+    assert not seen.seen
+
+
+# ---------------------------------------------------------------------------------------------
+# Retries and errors
+
+
+def test_503_twice_then_ok_retries_with_the_same_idempotency_key():
+    fake = FakeAPI()
+    fake.add_resource({"adam": {}})
+    sid = fake.add_session("mr-1")
+    flaky = Scripted([error(503, "busy"), error(503, "busy")], fake)
+    with client_for(flaky) as client:
+        env = client.submit_operation(sid, "forward-backward", fb_body())
+    keys = {r.headers["Idempotency-Key"] for _, r in flaky.seen}
+    assert len(flaky.seen) == 3 and len(keys) == 1
+    assert env.status == OPS + "PENDING" and len(fake.ops) == 1
+
+
+def test_the_idempotency_key_makes_a_repeated_submission_return_the_original():
+    fake = FakeAPI()
+    fake.add_resource({"adam": {}})
+    sid = fake.add_session("mr-1")
+    with client_for(fake) as client:
+        a = client.submit_operation(sid, "optim-step", wire.OptimStepBody(), idempotency_key="k-1")
+        b = client.submit_operation(sid, "optim-step", wire.OptimStepBody(), idempotency_key="k-1")
+    assert a.id == b.id and len(fake.ops) == 1
+
+
+@pytest.mark.parametrize("header", [{"Retry-After": "0.05"}, {"retry-after-ms": "50"}])
+def test_retry_after_is_obeyed(header):
+    flaky = Scripted(
+        [httpx.Response(429, json={"error": {"message": "slow down", "type": "rate_limit"}}, headers=header)]
+    )
+    with client_for(flaky) as client:
+        client.supported_models()
+    gap = flaky.seen[1][0] - flaky.seen[0][0]
+    assert 0.045 <= gap < 0.5
+
+
+def test_retry_delay_backs_off_exponentially_with_jitter(monkeypatch):
+    monkeypatch.setattr(remote, "INITIAL_RETRY_DELAY", 0.5)
+    monkeypatch.setattr(remote, "MAX_RETRY_DELAY", 8.0)
+    client = client_for(Scripted([]))
+    for attempt, nominal in enumerate([0.5, 1, 2, 4, 8, 8]):
+        delays = [client._retry_delay(attempt, httpx.Headers()) for _ in range(50)]
+        assert all(0.75 * nominal < d <= nominal for d in delays)
+    assert client._retry_delay(0, httpx.Headers({"retry-after": "120"})) <= 0.5  # unreasonable: ignored
+    assert client._retry_delay(0, httpx.Headers({"retry-after": "0"})) <= 0.5
+    assert client._retry_delay(0, httpx.Headers({"retry-after": "3"})) == 3.0
+    client.close()
+
+
+def test_400_is_not_retried_and_keeps_the_servers_message_and_param():
+    flaky = Scripted([error(400, "loss.type must be a LOSS_TYPE_*", "loss.type")])
+    with client_for(flaky) as client, pytest.raises(rlnb.BadRequestError) as info:
+        client.submit_operation("s", "forward-backward", fb_body())
+    assert len(flaky.seen) == 1
+    exc = info.value
+    assert exc.status_code == 400 and exc.param == "loss.type" and exc.type == "invalid_request_error"
+    assert "loss.type must be a LOSS_TYPE_*" in str(exc) and "POST http://rl.test/v1/rl/" in str(exc)
+
+
+def test_a_non_json_error_body_still_gives_a_status_error():
+    flaky = Scripted([httpx.Response(502, text="<html>bad gateway</html>")])
+    with client_for(flaky, max_retries=0) as client, pytest.raises(rlnb.InternalServerError, match="bad gateway"):
+        client.supported_models()
+
+
+def test_connection_errors_are_retried_then_raised_as_api_connection_error():
+    flaky = Scripted([httpx.ConnectError("connection refused")] * 3)
+    with client_for(flaky, max_retries=2) as client, pytest.raises(rlnb.APIConnectionError) as info:
+        client.supported_models()
+    assert len(flaky.seen) == 3
+    assert isinstance(info.value.__cause__, httpx.ConnectError)
+    assert not isinstance(info.value, rlnb.APITimeoutError) and "connection refused" in str(info.value)
+
+
+def test_a_connection_error_then_success_recovers():
+    flaky = Scripted([httpx.ConnectError("reset")])
+    with client_for(flaky) as client:
+        assert client.supported_models().data[0].base_model == "m"
+    assert len(flaky.seen) == 2
+
+
+def test_timeouts_become_api_timeout_error():
+    flaky = Scripted([httpx.ReadTimeout("slow")] * 2)
+    with client_for(flaky, max_retries=1) as client, pytest.raises(rlnb.APITimeoutError) as info:
+        client.supported_models()
+    assert isinstance(info.value, rlnb.APIConnectionError) and isinstance(info.value.__cause__, httpx.ReadTimeout)
+
+
+def test_x_should_retry_is_obeyed_both_ways():
+    no = Scripted([error(503, "down", **{"x-should-retry": "false"})])
+    with client_for(no) as client, pytest.raises(rlnb.InternalServerError):
+        client.supported_models()
+    assert len(no.seen) == 1
+    yes = Scripted([error(400, "transient", **{"x-should-retry": "true"})])
+    with client_for(yes) as client:
+        client.supported_models()
+    assert len(yes.seen) == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (400, rlnb.BadRequestError),
+        (401, rlnb.AuthenticationError),
+        (403, rlnb.PermissionDeniedError),
+        (404, rlnb.NotFoundError),
+        (409, rlnb.ConflictError),
+        (422, rlnb.UnprocessableEntityError),
+        (429, rlnb.RateLimitError),
+        (500, rlnb.InternalServerError),
+        (503, rlnb.InternalServerError),
+    ],
+)
+def test_each_status_maps_to_its_exception(status, cls):
+    flaky = Scripted([error(status, f"server says {status}")])
+    with client_for(flaky, max_retries=0) as client, pytest.raises(cls, match=f"server says {status}") as info:
+        client.get_session("s1")
+    assert info.value.status_code == status and type(info.value) is cls
+
+
+def test_retryable_statuses_are_retried_up_to_max_retries():
+    flaky = Scripted([error(429, "session cap reached")] * 4)
+    with client_for(flaky, max_retries=3) as client, pytest.raises(rlnb.RateLimitError, match="session cap"):
+        client.supported_models()
+    assert len(flaky.seen) == 4
+
+
+def test_a_response_that_does_not_match_the_schema_is_an_api_error():
+    flaky = Scripted([httpx.Response(200, json={"id": "s"})])
+    with client_for(flaky) as client, pytest.raises(rlnb.APIError, match="not a valid Session"):
+        client.get_session("s")
+
+
+# ---------------------------------------------------------------------------------------------
+# Polling
+
+
+def backend_for(fake: FakeAPI, **kw) -> RemoteBackend:
+    kw = {**FAST_POLL, **kw}
+    return RemoteBackend.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), ready_timeout=5, **kw)
+
+
+def test_listener_sees_pending_running_completed_and_the_interval_grows():
+    fake = FakeAPI(op_states=["PENDING"] * 30 + ["RUNNING"] * 2)
+    backend = backend_for(fake, poll_min=0.002, poll_max=0.2)
+    seen = Recorder()
+    backend.submit("forward-backward", fb_body(), seen)
+    assert seen.done.wait(5)
+    backend.close()
+    assert seen.statuses == ["PENDING", "RUNNING", "COMPLETED"]
+    assert isinstance(seen.envs[-1].output, wire.ForwardBackwardResult) and seen.envs[-1].output.loss == 2.5
+    times = fake.times(r"/operations/forward-backward/")
+    gaps = [b - a for a, b in itertools.pairwise(times[:31])]
+    assert sum(gaps[-5:]) > 2.5 * sum(gaps[:5])
+
+
+def test_poll_interval_is_a_clamped_fraction_of_the_time_waited():
+    assert remote.poll_interval(0.0) == remote.POLL_MIN
+    assert remote.poll_interval(10.0) == pytest.approx(remote.POLL_FRACTION * 10)
+    assert remote.poll_interval(1e6) == remote.POLL_MAX
+    assert remote.poll_interval(5.0, poll_min=1.0, poll_max=3.0) == 1.0
+
+
+def test_operation_timeout_reports_failed_timeout():
+    fake = FakeAPI()
+    fake.hold = True
+    backend = backend_for(fake, operation_timeout=0.05)
+    seen = Recorder()
+    backend.submit("forward-backward", fb_body(), seen)
+    assert seen.done.wait(5)
+    backend.close()
+    last = seen.envs[-1]
+    assert last.status == OPS + "FAILED" and last.error.code == "TRAINING_OPERATION_ERROR_CODE_TIMEOUT"
+    assert "stopped waiting" in last.error.message and "may still finish" in last.error.message
+
+
+def test_a_404_while_polling_fails_the_operation():
+    fake = FakeAPI()
+    backend = backend_for(fake)
+    seen = Recorder()
+    backend.submit("forward-backward", fb_body(), seen)
+    with fake.lock:
+        fake.ops.clear()
+    assert seen.done.wait(5)
+    backend.close()
+    assert seen.statuses[-1] == "FAILED" and "not found" in seen.envs[-1].error.message
+
+
+def test_transient_poll_errors_are_ridden_out():
+    fake = FakeAPI(op_states=["PENDING"])
+    outages = [httpx.ConnectError("blip"), error(503, "busy")]
+    polls = Scripted(outages, fake, only=lambda r: r.method == "GET" and "/operations/" in r.url.path)
+    backend = RemoteBackend.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(polls), max_retries=0, ready_timeout=5, **FAST_POLL
+    )
+    seen = Recorder()
+    backend.submit("weights-sync", wire.WeightsSyncBody(weight_sync_type="WEIGHT_SYNC_TYPE_SYNCHRONOUS"), seen)
+    assert seen.done.wait(5)
+    backend.close()
+    assert seen.statuses == ["PENDING", "COMPLETED"] and not polls.script
+
+
+# ---------------------------------------------------------------------------------------------
+# Sessions end to end
+
+
+def test_full_session_flow_pipelines_and_fills_the_history():
+    fake = FakeAPI()
+    fake.hold = True
+    session = connect(fake)
+    assert session.optimizer == "adam" and session.step == 0
+    [create] = fake.calls("POST", r"/model-resources$")
+    assert json.loads(create.content) == {
+        "base_model": "org/model-a",
+        "lora_enabled": False,
+        "compute_config": {"num_generator_replicas": 1},
+        "optimizer_config": {"adam": {}},
+    }
+    assert session.info().status == "TRAINING_SESSION_STATUS_RUNNING"
+
+    fb = session.forward_backward([samples.cross_entropy([1, 2, 3, 4])])
+    step = session.optim_step(rlnb.AdamParams(learning_rate=1e-4))
+    assert len(fake.calls("POST", "/operations/")) == 2 and not fb.done() and not step.done()  # pipelined
+    fake.hold = False
+    assert fb.result(timeout=5).loss == 2.5
+    assert step.result(timeout=5).step == 1
+
+    df = session.history.df
+    assert list(df["kind"]) == ["forward-backward", "optim-step"]
+    assert list(df["status"]) == [OPS + "COMPLETED"] * 2
+    assert list(df["op_id"]) == [fb.id, step.id]
+    assert df.loc[0, "loss"] == 2.5 and df.loc[0, "metrics"] == {"loss/tokens": 3.0} and df.loc[0, "step"] == 0
+    assert df.loc[1, "step"] == 1 and df.loc[1, "learning_rate"] == 1e-4
+    assert math.isnan(df.loc[1, "grad_norm"]) and df.loc[1, "na_reason"] == NA_NO_GRAD_NORM
+    assert df["finished_at"].notna().all() and (df["started_at"] <= df["finished_at"]).all()
+
+    session.close()
+    sid, rid = session.backend.session_id, session.info().model_resources_id
+    assert [r.url.path for r in fake.calls("POST", "/stop$")] == [
+        f"/v1/rl/training-sessions/{sid}/stop",
+        f"/v1/rl/model-resources/{rid}/stop",
+    ]
+    assert fake.resources[rid]["status"] == "MODEL_RESOURCES_STATUS_STOPPED"
+    with pytest.raises(rlnb.SessionClosed):
+        session.forward_backward([samples.cross_entropy([1, 2])])
+
+
+def test_the_rlnb_metrics_extension_fills_the_grad_norm():
+    fake = FakeAPI(optim_metrics=True)
+    with connect(fake) as session:
+        session.optim_step().result(timeout=5)
+        rec = session.history.records[0]
+    assert rec.grad_norm == 1.25 and rec.grad_clip_norm == 1.0 and rec.na_reason is None
+
+
+def test_attach_by_session_id_learns_the_optimizer_and_leaves_the_resource():
+    fake = FakeAPI()
+    rid = fake.add_resource({"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_MATCH_ADAM"}})
+    sid = fake.add_session(rid)
+    with connect(fake, session_id=sid) as session:
+        assert session.optimizer == "muon" and session.id == sid
+        assert session.optim_step(rlnb.MuonParams(learning_rate=0.02)).result(timeout=5).step == 1
+    assert not fake.calls("POST", r"/(model-resources|training-sessions)$")
+    assert [r.url.path for r in fake.calls("POST", "/stop$")] == [f"/v1/rl/training-sessions/{sid}/stop"]
+    assert fake.resources[rid]["status"] == "MODEL_RESOURCES_STATUS_READY"
+
+
+def test_attach_with_the_wrong_optimizer_is_refused_and_stops_nothing():
+    fake = FakeAPI()
+    sid = fake.add_session(fake.add_resource({"adam": {}}))
+    with pytest.raises(ValueError, match="uses adam, not muon"):
+        connect(fake, session_id=sid, optimizer="muon")
+    assert not fake.calls("POST")
+    with pytest.raises(ValueError, match="cannot be used with session_id"):
+        connect(fake, session_id=sid, base_model="x")
+
+
+def test_a_session_on_an_existing_resource_keeps_the_resource():
+    fake = FakeAPI()
+    rid = fake.add_resource({"adam": {}})
+    with connect(fake, model_resources_id=rid, lora={"rank": 8, "alpha": 16}) as session:
+        assert session.info().model_resources_id == rid
+    [start] = fake.calls("POST", r"/training-sessions$")
+    assert json.loads(start.content) == {"model_resources_id": rid, "lora_config": {"rank": 8, "alpha": 16}}
+    assert fake.resources[rid]["status"] == "MODEL_RESOURCES_STATUS_READY"
+
+
+def test_muon_lora_and_keep_resource_options():
+    fake = FakeAPI()
+    session = connect(
+        fake,
+        optimizer="muon",
+        muon_scaling="match_adam",
+        lora=True,
+        base_model="org/model-b",
+        num_generator_replicas=0,
+        keep_resource=True,
+    )
+    assert session.optimizer == "muon"
+    session.close()
+    [create] = fake.calls("POST", r"/model-resources$")
+    assert json.loads(create.content) == {
+        "base_model": "org/model-b",
+        "lora_enabled": True,
+        "compute_config": {"num_generator_replicas": 0},
+        "optimizer_config": {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_MATCH_ADAM"}},
+    }
+    assert not fake.calls("POST", r"/model-resources/.*/stop")
+
+
+def test_waiting_for_ready_polls_quickly_at_first():
+    fake = FakeAPI(ready_after=6)
+    with connect(fake):
+        pass
+    times = fake.times(r"/model-resources/")
+    assert len(times) == 6 and times[-1] - times[0] < 0.5
+
+
+def test_a_failed_resource_raises_and_is_stopped():
+    fake = FakeAPI()
+    fake.resource_fails = True
+    with pytest.raises(rlnb.RlnbError, match="PROVISIONING_FAILED: no GPUs"):
+        connect(fake)
+    assert fake.calls("POST", r"/model-resources/mr-1/stop") and not fake.calls("POST", r"/training-sessions$")
+
+
+def test_ready_timeout_stops_what_was_created():
+    fake = FakeAPI(ready_after=10**6)
+    with pytest.raises(rlnb.OperationTimeout, match="still MODEL_RESOURCES_STATUS_PENDING"):
+        rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), ready_timeout=0.05, **FAST_POLL)
+    assert fake.resources["mr-1"]["status"] == "MODEL_RESOURCES_STATUS_STOPPED"
+
+
+def test_a_refused_submission_raises_and_the_history_shows_it():
+    fake = FakeAPI()
+    with connect(fake) as session:
+        fake.route = lambda request: error(429, "the resource's session cap is reached")
+        with pytest.raises(rlnb.RateLimitError, match="session cap"):
+            session.forward_backward([samples.cross_entropy([1, 2, 3])])
+        del fake.route
+    rec = session.history.records[0]
+    assert rec.status == OPS + "FAILED" and "session cap" in rec.error_message
+
+
+def test_close_settles_operations_in_flight():
+    fake = FakeAPI()
+    fake.hold = True
+    session = connect(fake)
+    op = session.forward_backward([samples.cross_entropy([1, 2, 3])])
+    session.close()
+    with pytest.raises(rlnb.OperationFailed) as info:
+        op.result(timeout=1)
+    assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
+
+
+# ---------------------------------------------------------------------------------------------
+# Secrets
+
+
+def test_the_api_key_never_leaks(caplog):
+    caplog.set_level(logging.DEBUG)
+    texts: list[str] = []
+
+    def echo(request: httpx.Request) -> httpx.Response:  # a server that echoes the credentials back
+        return error(401, f"invalid key {request.headers['Authorization']}")
+
+    with client_for(Scripted([error(503, "busy")] * 2, echo)) as client:
+        texts.append(repr(client))
+        with pytest.raises(rlnb.AuthenticationError) as info:
+            client.get_session("s")
+        texts += [str(info.value), repr(info.value), json.dumps(info.value.body), str(vars(client))]
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError(f"refused, sent {request.headers['Authorization']}")
+
+    with client_for(refuse, max_retries=1) as client, pytest.raises(rlnb.APIConnectionError) as info:
+        client.supported_models()
+    texts += [str(info.value), repr(info.value)]
+
+    fake = FakeAPI()
+    session = connect(fake)
+    session.forward_backward([samples.cross_entropy([1, 2, 3])]).result(timeout=5)
+    fake.route = lambda request: error(400, f"bad request from {request.headers['Authorization']}", "samples")
+    with pytest.raises(rlnb.BadRequestError) as info:
+        session.forward_backward([samples.cross_entropy([1, 2, 3])])
+    del fake.route
+    texts += [str(info.value), repr(session), repr(session.backend), session.history.df.to_string()]
+    session.close()
+    assert session.history.config["backend"] == "remote" and session.history.path is not None
+    texts += [f.read_text() for f in session.history.path.iterdir()]  # config.json, ops.jsonl, ...
+
+    texts.append(caplog.text)
+    assert "retry 1 of 5" in caplog.text and "***" in texts[1]
+    for text in texts:
+        assert KEY not in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Async client
+
+
+def test_async_client_creates_submits_and_polls():
+    fake = FakeAPI(ready_after=1)
+    flaky = Scripted([error(503, "busy")], fake)
+
+    async def main() -> wire.Operation:
+        async with AsyncAPIClient(BASE, KEY, transport=httpx.MockTransport(flaky)) as client:
+            res = await client.create_model_resources(
+                wire.CreateModelResourcesRequest(base_model="org/model-a", optimizer_config={"adam": {}})
+            )
+            assert (await client.get_model_resources(res.id)).status == "MODEL_RESOURCES_STATUS_READY"
+            sess = await client.create_session(wire.StartTrainingSessionRequest(model_resources_id=res.id))
+            env = await client.submit_operation(sess.id, "forward-backward", fb_body())
+            while env.status not in wire.TERMINAL_STATUSES:
+                await asyncio.sleep(0.001)
+                env = await client.get_operation(sess.id, "forward-backward", env.id)
+            await client.stop_session(sess.id)
+            return env
+
+    env = asyncio.run(main())
+    assert env.status == OPS + "COMPLETED" and env.output.loss == 2.5
+    assert len(flaky.seen) == len(fake.log) + 1  # the 503 was retried
+    assert all(r.headers["Authorization"] == f"Bearer {KEY}" for _, r in flaky.seen)
