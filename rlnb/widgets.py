@@ -110,6 +110,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         },
     },
 }
+_WIDE = {"description_width": "110px"}
 LR_RANGES = {"adam": (-6, 0), "muon": (-4, 1), "muon.adam": (-6, 0)}
 """Slider ranges (log10) for the learning rate; the text box beside it takes any value."""
 
@@ -127,7 +128,14 @@ class _LearningRate:
 
     def __init__(self, lo: int, hi: int, description: str):
         self.slider = W.FloatLogSlider(
-            min=lo, max=hi, base=10, step=0.05, description=description, continuous_update=False, readout=False
+            min=lo,
+            max=hi,
+            base=10,
+            step=0.05,
+            description=description,
+            continuous_update=False,
+            readout=False,
+            style=_WIDE,
         )
         self.text = W.FloatText(layout=W.Layout(width="110px"))
         self.box = W.HBox([self.slider, self.text])
@@ -168,9 +176,9 @@ def _controls(fields: tuple[str, ...], lr_range: tuple[int, int]) -> dict[str, A
         if name == "learning_rate":
             out[name] = _LearningRate(*lr_range, description="learning rate")
         elif name == "newton_schulz_steps":
-            out[name] = W.IntText(description="NS steps", style={"description_width": "110px"})
+            out[name] = W.IntText(description="NS steps", style=_WIDE)
         else:
-            out[name] = W.FloatText(description=label, style={"description_width": "110px"})
+            out[name] = W.FloatText(description=label, style=_WIDE)
     return out
 
 
@@ -208,10 +216,10 @@ class OptimizerBuilder:
         self.tabs.set_title(1, "Muon")
         self.tabs.selected_index = 0 if optimizer == "adam" else 1
         self.preset = W.Dropdown(options=list(PRESETS), description="preset")
-        self.sched_kind = W.Dropdown(options=["constant", "linear", "cosine"], description="schedule")
-        self.warmup = W.IntText(value=0, description="warmup steps")
-        self.total = W.IntText(value=total_steps, description="total steps")
-        self.min_ratio = W.FloatText(value=0.1, description="min lr ratio")
+        self.sched_kind = W.Dropdown(options=["constant", "linear", "cosine"], description="schedule", style=_WIDE)
+        self.warmup = W.IntText(value=0, description="warmup steps", style=_WIDE)
+        self.total = W.IntText(value=total_steps, description="total steps", style=_WIDE)
+        self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=_WIDE)
         self.preview = W.HTML()
         self.message = W.HTML()
         self.schedule_plot = W.Image(format="png", layout=W.Layout(width="360px"))
