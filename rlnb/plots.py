@@ -2,9 +2,10 @@
 
 Every function takes a ``History`` or a DataFrame (``history.df``, ``history.steps``, ``history.logged``
 or ``rlnb.compare(...)``, whichever it needs) and an optional ``ax``; it returns the Axes (one panel)
-or the Figure (several). Nothing here touches pyplot: new figures are bare ``matplotlib.figure.Figure``
-objects, so nothing is shown twice in a notebook, nothing piles up in pyplot's figure list, and
-``plt.show()`` is never called. A notebook displays a returned Figure; for an Axes, show ``ax.figure``.
+or the Figure (several). Nothing here touches pyplot: new figures are ``NotebookFigure`` objects (a
+``Figure`` that renders itself as PNG for IPython), so a notebook shows a returned figure exactly once,
+nothing piles up in pyplot's figure list, and ``plt.show()`` is never called. For an Axes, return
+``ax.figure``.
 
 Lines longer than ``MAX_POINTS`` are min/max-decimated before drawing (see ``decimate``), so a
 100k-step run plots in a fraction of a second; smoothing (``ema=``) is computed on the full series first.
@@ -12,12 +13,14 @@ Lines longer than ``MAX_POINTS`` are min/max-decimated before drawing (see ``dec
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
@@ -26,6 +29,17 @@ from rlnb.history import History, steps_table
 from rlnb.history import compare as compare_runs
 
 COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"
+
+
+class NotebookFigure(Figure):
+    """A matplotlib ``Figure`` outside pyplot that Jupyter displays as a PNG where it is returned."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        FigureCanvasAgg(self).print_png(buf)
+        return buf.getvalue()
+
+
 FAILED = "TRAINING_OPERATION_STATUS_FAILED"
 RUNNING = "TRAINING_OPERATION_STATUS_RUNNING"
 PENDING = "TRAINING_OPERATION_STATUS_PENDING"
@@ -85,7 +99,7 @@ def smooth(y: ArrayLike, ema: float) -> np.ndarray:
 
 
 def _axes(ax: Axes | None) -> Axes:
-    return ax if ax is not None else Figure(figsize=(6, 3.5), layout="constrained").add_subplot()
+    return ax if ax is not None else NotebookFigure(figsize=(6, 3.5), layout="constrained").add_subplot()
 
 
 def _note(ax: Axes, text: str) -> None:
@@ -185,7 +199,7 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     steps, reason = _steps(history)
     logged = history.logged if isinstance(history, History) else steps
     n = 2 + len(metrics)
-    fig = Figure(figsize=(4.2 * n, 3.4), layout="constrained")
+    fig = NotebookFigure(figsize=(4.2 * n, 3.4), layout="constrained")
     axes = fig.subplots(1, n)
     _loss(axes[0], steps, ema)
     _grad_norm(axes[1], steps, reason, ema)

@@ -68,3 +68,4 @@ def auth_server(tmp_path_factory) -> Iterator[str]:
 def _runs_in_tmp(tmp_path, monkeypatch):
     """Sessions record their runs under a temporary folder, not ./rlnb-runs."""
     monkeypatch.setenv("RLNB_RUNS_DIR", str(tmp_path / "rlnb-runs"))
+
