@@ -97,10 +97,16 @@ class RunStore:
     def __init__(self, path: str | Path, config: dict[str, Any]):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
+        self.write_config(config)
         self._ops: IO[str] = open(self.path / OPS_FILE, "a", encoding="utf-8")  # noqa: SIM115 - kept open
         self._metrics: IO[str] = open(self.path / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
         self._lock = threading.Lock()
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        """Replace ``config.json`` whole (write then rename: a crash leaves the old or the new one)."""
+        tmp = self.path / (CONFIG_FILE + ".tmp")
+        tmp.write_text(json.dumps(config, indent=2, default=str))
+        tmp.replace(self.path / CONFIG_FILE)
 
     def write_op(self, rec: Record) -> None:
         """Append the record's current state (at submission and at the end). Lines of finished
@@ -213,6 +219,12 @@ class History:
             history._records.append(Record(**row))
         history._logged = [r for r in _read_jsonl(path / METRICS_FILE) if isinstance(r.get("step"), int)]
         return history
+
+    def annotate(self, **fields: Any) -> None:
+        """Add fields to the run's config (e.g. a sweep's label), on disk too."""
+        self.config.update(fields)
+        if self.store:
+            self.store.write_config(self.config)
 
     @property
     def path(self) -> Path | None:

@@ -114,7 +114,7 @@ def _run_trial(
     rewards: list[float] = []
     try:
         session = _open(target, kind, seed, options, runs_dir, f"trial-{trial:03d}-seed{seed}", stop)
-        session.history.config.update(label=row["label"], trial=trial, sweep_config=config)
+        session.history.annotate(label=row["label"], trial=trial, sweep_config=config)
         for i in range(steps):
             if stop.is_set():
                 row.update(status="STOPPED", reason=f"stopped after {i} of {steps} steps")

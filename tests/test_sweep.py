@@ -1,0 +1,135 @@
+"""Sweeps and ablations: one row per trial, failures kept, stop keeps finished trials, remote pools."""
+
+import threading
+
+import httpx
+import pytest
+
+import rlnb
+from rlnb.history import History
+from rlnb.sweep import ablate, apply, grid, histories, random_search, sweep
+from rlnb.tasks import Task
+
+BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
+
+
+def test_grid_and_random_search():
+    assert grid(learning_rate=[1e-3, 1e-2], momentum=[0.9]) == [
+        {"learning_rate": 1e-3, "momentum": 0.9},
+        {"learning_rate": 1e-2, "momentum": 0.9},
+    ]
+    configs = random_search(
+        20, seed=1, learning_rate=(1e-5, 1e-1, "log"), beta1=(0.8, 0.95), optimizer=["adam", "muon"]
+    )
+    assert len(configs) == 20 and configs == random_search(
+        20, seed=1, learning_rate=(1e-5, 1e-1, "log"), beta1=(0.8, 0.95), optimizer=["adam", "muon"]
+    )
+    assert all(1e-5 <= c["learning_rate"] <= 1e-1 and 0.8 <= c["beta1"] <= 0.95 for c in configs)
+    assert {c["optimizer"] for c in configs} == {"adam", "muon"}
+    with pytest.raises(ValueError, match="space"):
+        random_search(1, lr=5)
+
+
+def test_apply_validates_before_anything_runs():
+    muon = apply(BASE, {"optimizer": "muon", "learning_rate": 0.02, "adam.learning_rate": 1e-3})
+    assert isinstance(muon, rlnb.MuonParams) and muon.adam.learning_rate == 1e-3
+    assert apply(BASE, {"beta1": 0.8}).learning_rate == 3e-3
+    with pytest.raises(rlnb.InvalidParams, match="beta1"):
+        sweep(BASE, [{"beta1": 2.0}], steps=1, progress=False)
+
+
+def test_sweep_rows_histories_and_custom_reward(tmp_path):
+    seen = []
+    trials = sweep(
+        BASE,
+        grid(learning_rate=[1e-3, 3e-3]),
+        seeds=[0, 1],
+        steps=3,
+        task=lambda prompt, completion: float(len(completion)) / 8,  # the user's own reward
+        runs_dir=tmp_path,
+        max_concurrent=2,
+        progress=lambda done, total, row: seen.append((done, total, row["status"])),
+    )
+    assert list(trials.trial) == [0, 1, 2, 3] and list(trials.seed) == [0, 1, 0, 1]
+    assert list(trials.learning_rate) == [1e-3, 1e-3, 3e-3, 3e-3]
+    assert (trials.status == "COMPLETED").all() and (trials.steps_done == 3).all()
+    assert trials.final_reward.between(0, 1).all() and trials.wall_s.gt(0).all()
+    assert [s[0] for s in seen] == [1, 2, 3, 4] and {s[1] for s in seen} == {4}
+    loaded = histories(trials)
+    assert len(loaded) == 4 and all(len(h.steps) == 3 for h in loaded)
+    assert loaded[0].config["sweep_config"] == {"learning_rate": 1e-3}
+    assert list(rlnb.compare(loaded).run.unique()) == list(trials.label.unique())
+
+
+def test_failed_trials_are_recorded_not_lost(tmp_path):
+    def broken(prompt, completion):
+        raise rlnb.SessionClosed("the reward service is down")
+
+    trials = sweep(
+        BASE, [{}], seeds=[0], steps=2, task=Task("broken", [[104, 105]], broken), runs_dir=tmp_path, progress=False
+    )
+    row = trials.iloc[0]
+    assert row.status == "FAILED" and "reward service is down" in row.reason and row.steps_done == 0
+    assert row.run_path and len(History.load(row.run_path)) >= 1  # what ran is on disk
+
+
+def test_stopping_keeps_finished_trials(tmp_path):
+    stop = threading.Event()
+
+    def stop_after_first(done, total, row):
+        stop.set()
+
+    trials = sweep(
+        BASE,
+        grid(learning_rate=[1e-3, 2e-3, 3e-3]),
+        seeds=[0],
+        steps=4,
+        runs_dir=tmp_path,
+        max_concurrent=1,
+        stop=stop,
+        progress=stop_after_first,
+    )
+    assert list(trials.status) == ["COMPLETED", "STOPPED", "STOPPED"]
+    assert trials.steps_done.iloc[0] == 4 and (trials.steps_done.iloc[1:] == 0).all()
+    assert trials.reason.iloc[1].startswith("stopped after 0 of 4")
+
+
+def test_ablation_summary(tmp_path):
+    trials, summary = ablate(
+        BASE,
+        {"higher lr": {"learning_rate": 1e-2}, "muon": {"optimizer": "muon"}},
+        seeds=[0, 1],
+        steps=2,
+        runs_dir=tmp_path,
+        progress=False,
+    )
+    assert list(summary.index) == ["baseline", "higher lr", "muon"]
+    assert list(summary["count"]) == [2, 2, 2] and summary.loc["baseline", "delta"] == 0
+    expected = (
+        trials[trials.variant == "higher lr"].final_reward.mean()
+        - trials[trials.variant == "baseline"].final_reward.mean()
+    )
+    assert summary.loc["higher lr", "delta"] == pytest.approx(expected)
+    assert set(trials.variant) == {"baseline", "higher lr", "muon"}
+
+
+def test_remote_pool_waits_at_the_session_cap(server, tmp_path):
+    """Four trials, four at a time, on one full-weight resource (cap 1 session): the provider answers
+    429 to the others, and they wait their turn instead of failing."""
+    resource = httpx.post(server + "/v1/rl/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+    trials = sweep(
+        BASE,
+        grid(learning_rate=[1e-3, 3e-3]),
+        seeds=[0, 1],
+        steps=2,
+        target=server,
+        max_concurrent=4,
+        model_resources_id=resource,
+        runs_dir=tmp_path,
+        progress=False,
+    )
+    assert (trials.status == "COMPLETED").all(), trials.reason.tolist()
+    assert (trials.steps_done == 2).all()
+    sessions = httpx.get(server + "/v1/rl/training-sessions", params={"model_resources_id": resource}).json()["data"]
+    assert len(sessions) == 4 and all(s["step"] == "2" for s in sessions)
+    assert httpx.get(f"{server}/v1/rl/model-resources/{resource}").json()["status"] == "MODEL_RESOURCES_STATUS_READY"
