@@ -40,9 +40,9 @@ HEADERS = ("seq", "kind", "status", "error", "step", "latency")
 class LiveView:
     """Loss, gradient norm (with the clip threshold; Muon runs also their two partial norms) and each
     of ``metrics`` from ``history.logged``, plus the latest ``rows`` operations (kind, status, error code,
-    latency). Redraws follow ``history.on_record`` (backend threads) and
-    ``history.on_log``, at most once per ``every`` seconds,
-    with a trailing redraw so the last change always shows. ``refresh()`` redraws now; ``close()`` stops following. ``widget`` is the box."""
+    latency). Redraws follow ``history.on_record`` (backend threads) and ``history.on_log``, at most once
+    per ``every`` seconds, with a trailing redraw so the last change always shows. ``refresh()`` redraws
+    now; ``close()`` stops following. ``widget`` is the box."""
 
     def __init__(self, history: History, metrics: Sequence[str] = (), every: float = 0.5, rows: int = 8) -> None:
         if every < 0:

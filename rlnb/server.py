@@ -41,6 +41,10 @@ PRICE_PER_GPU_HOUR = 0.0
 """``estimate-cost`` answers 0: local compute is free."""
 MAX_LIST_LIMIT = 100
 DEFAULT_LIST_LIMIT = 20
+MAX_LORA_RANK = 64
+"""Largest LoRA rank a session may ask for (supported-models' ``max_rank``)."""
+DEFAULT_GPU_TYPE = "B200-SXM"
+"""The one GPU type SDK 3.1.1 accepts in supported-models (``Literal["B200-SXM"]``) and in a create request."""
 BASE_MODELS = {f"rlnb/{name}": name for name in SIZES}
 """Served base models: the built-in transformer sizes."""
 ACTIVE = {"TRAINING_SESSION_STATUS_CREATING", "TRAINING_SESSION_STATUS_RUNNING"}
@@ -153,7 +157,7 @@ class ServerState:
             base_weights_ref=req.base_weights_ref,
             compute_config=wire.ComputeConfig(
                 num_generator_replicas=1 if cc.num_generator_replicas is None else cc.num_generator_replicas,
-                gpu_type=cc.gpu_type or "H100-80GB",
+                gpu_type=cc.gpu_type or DEFAULT_GPU_TYPE,
             ),
             created_at=now,
             created_by=user,
@@ -203,6 +207,9 @@ class ServerState:
                 resume = ckpt.path
             lora = None
             if res.lora_enabled:
+                rank = req.lora_config.rank if req.lora_config else None
+                if rank is not None and rank > MAX_LORA_RANK:
+                    raise APIError(400, f"lora_config.rank must be <= {MAX_LORA_RANK}", param="lora_config.rank")
                 lora = (req.lora_config or wire.LoraConfig()).model_dump(exclude_none=True) or True
             muon = res.optimizer_config.muon
             try:
@@ -226,6 +233,16 @@ class ServerState:
                 )
             except ValueError as exc:
                 raise APIError(400, str(exc), param="lora_config" if res.lora_enabled else None) from None
+            except RuntimeError as exc:  # torch's load_state_dict: the checkpoint's weights do not fit
+                if resume is None:
+                    raise
+                detail = " ".join(str(exc).split())[:300]
+                raise APIError(
+                    400,
+                    f"checkpoint {req.resume_from_checkpoint_id} does not fit this session's model "
+                    f"(base model or LoRA config differs): {detail}",
+                    param="resume_from_checkpoint_id",
+                ) from None
             state = _SessionState(backend, created_by=user, display_name=req.display_name)
             state.metadata = req.metadata or wire.SessionMetadata()
             self.sessions[backend.session().id] = state
@@ -367,20 +384,20 @@ def create_app(
             data.append(
                 wire.SupportedModel(
                     base_model=name,
-                    default_gpu_type="H100-80GB",
+                    default_gpu_type=DEFAULT_GPU_TYPE,
                     compute_configs=[
                         wire.SupportedComputeConfig(
-                            gpu_type="H100-80GB",
+                            gpu_type=DEFAULT_GPU_TYPE,
                             generator_config=wire.GeneratorConfig(
                                 context_length=cfg.block_size,
                                 sampling_defaults=wire.SamplingDefaults(
-                                    logprobs=True, max_tokens=16, n=1, temperature=1.0
+                                    logprobs=1, max_tokens=16, n=1, temperature=1.0
                                 ),
                             ),
                             trainer_config=wire.TrainerConfig(
                                 full=wire.FullTrainerConfig(max_batch_size=256, max_seq_length=cfg.block_size),
                                 lora=wire.LoraTrainerConfig(
-                                    max_batch_size=256, max_rank=64, max_seq_length=cfg.block_size
+                                    max_batch_size=256, max_rank=MAX_LORA_RANK, max_seq_length=cfg.block_size
                                 ),
                             ),
                         )
@@ -446,7 +463,8 @@ def create_app(
         model_resources_id: str | None = None,
         created_by: str | None = None,
     ) -> wire.SessionList:
-        items = sorted((s.view() for s in state.sessions.values()), key=lambda s: s.created_at, reverse=True)
+        live = list(state.sessions.values())  # a snapshot: sessions are added concurrently (handlers run in threads)
+        items = sorted((s.view() for s in live), key=lambda s: s.created_at, reverse=True)
         if status:
             items = [s for s in items if s.status in status.split(",")]
         if model_resources_id:
@@ -493,7 +511,8 @@ def create_app(
         session_id: str | None = None,
         type: wire.CheckpointType | None = None,
     ) -> wire.CheckpointList:
-        items = sorted((c.info for c in state.checkpoints.values()), key=lambda c: c.created_at, reverse=True)
+        saved = list(state.checkpoints.values())  # a snapshot: session workers add checkpoints concurrently
+        items = sorted((c.info for c in saved), key=lambda c: c.created_at, reverse=True)
         items = [
             c
             for c in items

@@ -532,8 +532,10 @@ class CheckpointDownload(_Model):
 
 
 class LoraConfig(_Model):
-    rank: Annotated[int, Field(ge=1)] | None = None
-    alpha: Annotated[int, Field(ge=1)] | None = None
+    rank: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+    """int32 on the wire (a JSON number, unlike the int64 ``seed``)."""
+    alpha: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+    """int32 on the wire."""
     dropout: Annotated[float, Field(ge=0, lt=1)] | None = None
     seed: Int64 | None = None
     train_unembed: bool | None = None
@@ -680,7 +682,8 @@ class ModelResourcesList(_Model):
 
 
 class ExtendExpiryRequest(_Model):
-    seconds: Annotated[int, Field(ge=1)]
+    seconds: Annotated[int, Field(ge=60, le=86400)]
+    """Seconds from now the resource must stay up, 60..86400 (as the SDK documents)."""
 
 
 class CostEstimate(_Model):
@@ -689,7 +692,8 @@ class CostEstimate(_Model):
 
 
 class SamplingDefaults(_Model):
-    logprobs: bool | None = None
+    logprobs: int | None = None
+    """Number of logprobs returned per sampled token (an integer in the spec, not a flag)."""
     max_tokens: int | None = None
     n: int | None = None
     temperature: float | None = None

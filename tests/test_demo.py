@@ -10,7 +10,9 @@ def test_demo_runs_and_writes_history_and_plot(tmp_path):
     out = tmp_path / "demo"
     proc = subprocess.run(
         [sys.executable, "-m", "rlnb.cli", "demo", "--steps", "4", "--optimizer", "muon", "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()

@@ -74,7 +74,9 @@ def test_adamw_matches_torch_over_20_steps():
             seqs, weights = ce_batch(i)
             s.forward_backward([samples.cross_entropy(t, w) for t, w in zip(seqs, weights, strict=True)])
             s.optim_step(
-                rlnb.AdamParams(learning_rate=1e-2, beta1=0.8, beta2=0.99, eps=1e-7, weight_decay=0.05, grad_clip_norm=0)
+                rlnb.AdamParams(
+                    learning_rate=1e-2, beta1=0.8, beta2=0.99, eps=1e-7, weight_decay=0.05, grad_clip_norm=0
+                )
             )
             opt.zero_grad()
             reference_ce(ref, seqs, weights).backward()
@@ -237,9 +239,8 @@ def test_sampling_params():
 
 
 def test_trainer_only_session_rejects_sample():
-    with local_session(model="tiny", num_generator_replicas=0) as s:
-        with pytest.raises(rlnb.OperationFailed) as info:
-            s.sample([[1, 2]]).result()
+    with local_session(model="tiny", num_generator_replicas=0) as s, pytest.raises(rlnb.OperationFailed) as info:
+        s.sample([[1, 2]]).result()
     assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT" and "trainer-only" in info.value.message
 
 
@@ -355,7 +356,9 @@ def test_other_kind_params_fail_invalid_input_on_the_backend():
         s.backend.submit("optim-step", wire.OptimStepBody(adam_params=wire.AdamParams()), got.append)
         s.backend.wait_idle()
     assert got[-1].status == "TRAINING_OPERATION_STATUS_FAILED"
-    assert got[-1].error.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT" and "muon_params" in got[-1].error.message
+    assert (
+        got[-1].error.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT" and "muon_params" in got[-1].error.message
+    )
 
 
 @pytest.mark.parametrize(

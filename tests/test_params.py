@@ -42,7 +42,9 @@ def test_every_field_and_bound(cls, fields):
 
 
 def test_unknown_field_rejected_with_the_allowed_names():
-    with pytest.raises(rlnb.InvalidParams, match="lr = 0.1 is invalid: unknown field; allowed fields are learning_rate"):
+    with pytest.raises(
+        rlnb.InvalidParams, match="lr = 0.1 is invalid: unknown field; allowed fields are learning_rate"
+    ):
         rlnb.AdamParams(lr=0.1)
     with pytest.raises(ValueError, match="betas"):
         rlnb.MuonParams(betas=(0.9, 0.95))
@@ -66,9 +68,7 @@ def test_several_errors_reported_together():
 
 
 def test_request_body_matches_the_reference_adam_example():
-    p = rlnb.AdamParams(
-        learning_rate=0.0001, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, grad_clip_norm=10
-    )
+    p = rlnb.AdamParams(learning_rate=0.0001, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, grad_clip_norm=10)
     assert p.request_body() == {
         "adam_params": {
             "learning_rate": 0.0001,
@@ -82,7 +82,14 @@ def test_request_body_matches_the_reference_adam_example():
 
 
 def test_request_body_matches_the_reference_muon_example():
-    adam = {"learning_rate": 0.0001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "grad_clip_norm": 10}
+    adam = {
+        "learning_rate": 0.0001,
+        "beta1": 0.9,
+        "beta2": 0.95,
+        "eps": 1e-8,
+        "weight_decay": 0.1,
+        "grad_clip_norm": 10,
+    }
     body = {
         "muon_params": {
             "learning_rate": 0.02,
@@ -131,10 +138,19 @@ def test_body_parses_as_the_wire_optim_step_body():
 def test_resolved_fills_documented_defaults():
     assert rlnb.AdamParams().resolved() == ADAM_DEFAULTS
     assert ADAM_DEFAULTS == {
-        "learning_rate": 1e-4, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "grad_clip_norm": 1.0
+        "learning_rate": 1e-4,
+        "beta1": 0.9,
+        "beta2": 0.95,
+        "eps": 1e-8,
+        "weight_decay": 0.1,
+        "grad_clip_norm": 1.0,
     }
     assert MUON_DEFAULTS == {
-        "learning_rate": 0.02, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.0, "grad_clip_norm": 1.0
+        "learning_rate": 0.02,
+        "momentum": 0.95,
+        "newton_schulz_steps": 5,
+        "weight_decay": 0.0,
+        "grad_clip_norm": 1.0,
     }
     r = rlnb.MuonParams(learning_rate=0.05, adam={"learning_rate": 3e-4}).resolved()
     assert r["learning_rate"] == 0.05 and r["momentum"] == 0.95 and r["newton_schulz_steps"] == 5

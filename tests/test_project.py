@@ -13,8 +13,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_all_is_complete_and_classes_live_in_rlnb():
     public = {n for n in dir(rlnb) if not n.startswith("_")}
-    modules = {"backends", "cli", "history", "live", "operation", "params", "plots", "schedule", "server", "session",
-               "samples", "sweep", "tasks", "widgets", "wire"}
+    modules = {
+        "backends",
+        "cli",
+        "history",
+        "live",
+        "operation",
+        "params",
+        "plots",
+        "schedule",
+        "server",
+        "session",
+        "samples",
+        "sweep",
+        "tasks",
+        "widgets",
+        "wire",
+    }
     assert sorted(rlnb.__all__) == rlnb.__all__
     assert public - modules - {"annotations"} <= set(rlnb.__all__) | {"samples", "wire"}
     for name in rlnb.__all__:
@@ -48,8 +63,24 @@ def test_environment_yml_mirrors_the_pip_install():
     assert pip == ["-c constraints.txt", "-e .[dev]"]
 
 
-ORDER = ["wire", "_exceptions", "params", "schedule", "history", "operation", "backends", "session", "samples",
-         "tasks", "server", "plots", "live", "sweep", "widgets", "cli"]
+ORDER = [
+    "wire",
+    "_exceptions",
+    "params",
+    "schedule",
+    "history",
+    "operation",
+    "backends",
+    "session",
+    "samples",
+    "tasks",
+    "server",
+    "plots",
+    "live",
+    "sweep",
+    "widgets",
+    "cli",
+]
 
 
 def _rlnb_imports(path: Path) -> set[str]:

@@ -76,8 +76,13 @@ def test_history_says_why_grad_norm_is_missing():
     """Together's optim-step output is only `step`: the column is NaN with a reason, never 0."""
     h = rlnb.History()
     rec = h.new("optim-step", 0, {"learning_rate": 1e-4}, at=time.time())
-    h.update(rec, rlnb.wire.Operation(id="x", status="TRAINING_OPERATION_STATUS_COMPLETED",
-                                      output=rlnb.wire.OptimStepResult(step=1)), at=time.time())
+    h.update(
+        rec,
+        rlnb.wire.Operation(
+            id="x", status="TRAINING_OPERATION_STATUS_COMPLETED", output=rlnb.wire.OptimStepResult(step=1)
+        ),
+        at=time.time(),
+    )
     row = h.df.iloc[0]
     assert math.isnan(row.grad_norm) and "only `step`" in row.na_reason and row.learning_rate == 1e-4
 

@@ -9,7 +9,6 @@ import torch
 
 from rlnb import samples, wire
 
-
 _clients: list[httpx.Client] = []
 
 
