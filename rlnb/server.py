@@ -64,7 +64,9 @@ def _now() -> datetime:
 
 def _error(status: int, message: str, type: str, param: str | None = None, code: str | None = None) -> JSONResponse:
     body = wire.ErrorData(error=wire.ErrorDetail(message=message, type=type, param=param, code=code))
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if status == 409:
+        headers["x-should-retry"] = "false"  # a state conflict: retrying cannot help (SDKs retry 409 by default)
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
 
 

@@ -427,3 +427,13 @@ def test_user_module_with_batched_input_and_tiny_transformer_config():
         assert s.forward_backward([samples.cross_entropy([1, 2, 3, 49])]).result().loss > 0
         with pytest.raises(rlnb.OperationFailed, match="context"):
             s.forward_backward([samples.cross_entropy(list(range(20)))]).result()
+
+
+def test_sample_limits_fail_invalid_input_not_internal_error():
+    with local_session(model="tiny") as s:
+        with pytest.raises(rlnb.OperationFailed, match="num_samples must be <= 256") as info:
+            s.sample([[1, 2]], num_samples=10_000).result()
+        assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+        cold = s.sample([[1, 2]], max_tokens=4, temperature=1e-300).result().results[0].sequences[0]
+        greedy = s.sample([[1, 2]], max_tokens=4, temperature=0).result().results[0].sequences[0]
+        assert cold.tokens == greedy.tokens

@@ -312,3 +312,10 @@ def test_trainer_only_resource_rejects_sample(server):
         submit(c, sid, "sample", {"model_inputs": [wire.ModelInput.from_tokens([1]).to_json_dict()]})["id"],
     )
     assert env["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+
+
+def test_conflicts_tell_clients_not_to_retry(server):
+    c = api(server)
+    rid, _ = new_session(c)
+    r = c.post(f"/model-resources/{rid}/stop")
+    assert r.status_code == 409 and r.headers["x-should-retry"] == "false"

@@ -39,6 +39,10 @@ from rlnb.backends.optim import NonFiniteGradient, TrainerOptimizer
 
 DEFAULT_MAX_TOKENS = 16
 """Sampling default for ``max_tokens`` (the built-in models have a 64-token context)."""
+MAX_NUM_SAMPLES = 256
+"""Completions per prompt in one sample operation."""
+MIN_TEMPERATURE = 1e-5
+"""Below this, sampling is greedy (dividing logits by a tinier temperature overflows)."""
 
 _ERR = "TRAINING_OPERATION_ERROR_CODE_"
 
@@ -416,6 +420,8 @@ class LocalBackend:
             )
         sp = body.sampling_params or wire.SamplingParams()
         n = body.num_samples or 1
+        if n > MAX_NUM_SAMPLES:
+            raise OperationError("INVALID_INPUT", f"num_samples must be <= {MAX_NUM_SAMPLES}, got {n}")
         max_tokens = sp.max_tokens or DEFAULT_MAX_TOKENS
         temperature = 1.0 if sp.temperature is None else sp.temperature
         top_p = 1.0 if sp.top_p is None else sp.top_p
@@ -570,7 +576,7 @@ def _byte_decode(tokens: list[int]) -> str:
 
 def _choose(logits: torch.Tensor, temperature: float, top_p: float, top_k: int, gen: torch.Generator) -> torch.Tensor:
     """Next token per row: greedy at temperature 0, else top-k / top-p filtered sampling."""
-    if temperature == 0:
+    if temperature < MIN_TEMPERATURE:
         return logits.argmax(-1)
     logits = logits / temperature
     if 0 < top_k < logits.shape[-1]:
