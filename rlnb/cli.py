@@ -24,7 +24,8 @@ DEMO_PARAMS = {
 def demo(
     optimizer: str = "adam", steps: int = 40, out: str | Path = "rlnb-demo", seed: int = 0, device: str = "auto"
 ) -> int:
-    """Train the built-in model on the digits task with GRPO; print a table, write CSV + PNG."""
+    """Train the built-in model on the digits task with GRPO; print a table, write CSV + PNG, and keep
+    the run folder (``out/run``, loadable with ``rlnb.History.load``)."""
     import rlnb
     from rlnb import plots
     from rlnb.tasks import digits_task, rl_step
@@ -36,7 +37,7 @@ def demo(
     print(f"rlnb demo: task={task.name} optimizer={optimizer} steps={steps} params={params.request_body()}")
     print(f"{'step':>4}  {'loss':>8}  {'reward':>6}  {'grad norm':>9}  {'time':>6}  status")
     start = time.perf_counter()
-    with rlnb.connect("local", optimizer=optimizer, seed=seed, device=device) as session:
+    with rlnb.connect("local", optimizer=optimizer, seed=seed, device=device, runs_dir=out, run_id="run") as session:
         for i in range(steps):
             try:
                 r = rl_step(session, task, params, seed=seed * 100_003 + i)

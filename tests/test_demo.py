@@ -5,6 +5,8 @@ import sys
 
 import pandas as pd
 
+import rlnb
+
 
 def test_demo_runs_and_writes_history_and_plot(tmp_path):
     out = tmp_path / "demo"
@@ -25,6 +27,7 @@ def test_demo_runs_and_writes_history_and_plot(tmp_path):
     assert history[history.kind == "optim-step"].grad_norm.notna().all()
     assert len(pd.read_csv(out / "rewards.csv")) == 4
     assert (out / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(rlnb.History.load(out / "run").steps) == 4
 
 
 def test_demo_rejects_bad_arguments():
