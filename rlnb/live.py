@@ -15,7 +15,6 @@ then given new data; redraws are throttled::
 from __future__ import annotations
 
 import html
-import io
 import math
 import threading
 import time
@@ -31,7 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
 from rlnb.history import History, Record, steps_table
-from rlnb.plots import STATUS_COLORS, decimate, short
+from rlnb.plots import STATUS_COLORS, decimate, png, short
 
 HEADERS = ("seq", "kind", "status", "error", "step", "latency")
 """Columns of the live table of operations."""
@@ -61,7 +60,7 @@ class LiveView:
 
         n = 2 + len(self.metrics)
         self.figure = Figure(figsize=(4.2 * n, 3.0), dpi=80, layout="constrained")
-        self._canvas = FigureCanvasAgg(self.figure)
+        FigureCanvasAgg(self.figure)  # attach an Agg canvas once; plots.png reuses it
         axes = self.figure.subplots(1, n)
         self._axes = list(axes)
         axes[0].set(xlabel="optimizer step", title="loss")
@@ -153,9 +152,7 @@ class LiveView:
             for ax in self._axes:
                 ax.relim()
                 ax.autoscale_view()
-            buf = io.BytesIO()
-            self._canvas.print_png(buf)
-            self.image.value = buf.getvalue()
+            self.image.value = png(self.figure)
             self.table.value = self._table(self.history.records[-self.rows :])
             self.redraws += 1
 

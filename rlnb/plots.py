@@ -31,13 +31,18 @@ from rlnb.history import compare as compare_runs
 COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"
 
 
+def png(fig: Figure) -> bytes:
+    """Render a figure to PNG bytes on the Agg canvas (no pyplot; safe off the main thread)."""
+    buf = io.BytesIO()
+    (fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)).print_png(buf)
+    return buf.getvalue()
+
+
 class NotebookFigure(Figure):
     """A matplotlib ``Figure`` outside pyplot that Jupyter displays as a PNG where it is returned."""
 
     def _repr_png_(self) -> bytes:
-        buf = io.BytesIO()
-        FigureCanvasAgg(self).print_png(buf)
-        return buf.getvalue()
+        return png(self)
 
 
 FAILED = "TRAINING_OPERATION_STATUS_FAILED"

@@ -9,19 +9,18 @@ session, running on a background thread so the kernel stays free and Stop works 
 from __future__ import annotations
 
 import html
-import io
 import json
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from rlnb._exceptions import InvalidParams, OperationFailed, RlnbError
 from rlnb.live import LiveView
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.plots import png
 from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.tasks import Task, digits_task, rl_step
@@ -29,98 +28,26 @@ from rlnb.tasks import Task, digits_task, rl_step
 ADAM_FIELDS = ("learning_rate", "beta1", "beta2", "eps", "weight_decay", "grad_clip_norm")
 MUON_FIELDS = ("learning_rate", "momentum", "newton_schulz_steps", "weight_decay", "grad_clip_norm")
 
+
+def _preset(adam: tuple[float, float, float, float, float, float], muon: tuple[float, float, int, float, float]) -> Any:
+    """One preset: the same AdamW values for an Adam session and for Muon's non-matrix weights."""
+    adam_values = dict(zip(ADAM_FIELDS, adam, strict=True))
+    return {"adam": adam_values, "muon": dict(zip(MUON_FIELDS, muon, strict=True)), "muon.adam": dict(adam_values)}
+
+
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    # The values in Together's optim-step reference example.
-    "Together docs": {
-        "adam": {
-            "learning_rate": 1e-4,
-            "beta1": 0.9,
-            "beta2": 0.95,
-            "eps": 1e-8,
-            "weight_decay": 0.1,
-            "grad_clip_norm": 10.0,
-        },
-        "muon": {
-            "learning_rate": 0.02,
-            "momentum": 0.95,
-            "newton_schulz_steps": 5,
-            "weight_decay": 0.0,
-            "grad_clip_norm": 10.0,
-        },
-        "muon.adam": {
-            "learning_rate": 1e-4,
-            "beta1": 0.9,
-            "beta2": 0.95,
-            "eps": 1e-8,
-            "weight_decay": 0.1,
-            "grad_clip_norm": 10.0,
-        },
-    },
+    # The values in Together's optim-step reference example (lr, beta1, beta2, eps, wd, clip).
+    "Together docs": _preset((1e-4, 0.9, 0.95, 1e-8, 0.1, 10.0), (0.02, 0.95, 5, 0.0, 10.0)),
     # KellerJordan/Muon: SingleDeviceMuonWithAuxAdam defaults (Muon lr 0.02, momentum 0.95, wd 0; aux
     # AdamW lr 3e-4, betas (0.9, 0.95), eps 1e-10, wd 0). KJ does not clip: 0 = off.
-    "Keller Jordan Muon": {
-        "adam": {
-            "learning_rate": 3e-4,
-            "beta1": 0.9,
-            "beta2": 0.95,
-            "eps": 1e-10,
-            "weight_decay": 0.0,
-            "grad_clip_norm": 0.0,
-        },
-        "muon": {
-            "learning_rate": 0.02,
-            "momentum": 0.95,
-            "newton_schulz_steps": 5,
-            "weight_decay": 0.0,
-            "grad_clip_norm": 0.0,
-        },
-        "muon.adam": {
-            "learning_rate": 3e-4,
-            "beta1": 0.9,
-            "beta2": 0.95,
-            "eps": 1e-10,
-            "weight_decay": 0.0,
-            "grad_clip_norm": 0.0,
-        },
-    },
-    # For teaching: far too large, clipping off — watch the loss blow up (or NON_FINITE_LOSS).
-    "Too high (teaching)": {
-        "adam": {
-            "learning_rate": 0.5,
-            "beta1": 0.9,
-            "beta2": 0.95,
-            "eps": 1e-8,
-            "weight_decay": 0.0,
-            "grad_clip_norm": 0.0,
-        },
-        "muon": {
-            "learning_rate": 5.0,
-            "momentum": 0.95,
-            "newton_schulz_steps": 5,
-            "weight_decay": 0.0,
-            "grad_clip_norm": 0.0,
-        },
-        "muon.adam": {
-            "learning_rate": 0.5,
-            "beta1": 0.9,
-            "beta2": 0.95,
-            "eps": 1e-8,
-            "weight_decay": 0.0,
-            "grad_clip_norm": 0.0,
-        },
-    },
+    "Keller Jordan Muon": _preset((3e-4, 0.9, 0.95, 1e-10, 0.0, 0.0), (0.02, 0.95, 5, 0.0, 0.0)),
+    # For teaching: far too large, clipping off — watch the reward collapse (or NON_FINITE_LOSS).
+    "Too high (teaching)": _preset((0.5, 0.9, 0.95, 1e-8, 0.0, 0.0), (5.0, 0.95, 5, 0.0, 0.0)),
 }
+
 _WIDE = {"description_width": "110px"}
 LR_RANGES = {"adam": (-6, 0), "muon": (-4, 1), "muon.adam": (-6, 0)}
 """Slider ranges (log10) for the learning rate; the text box beside it takes any value."""
-
-
-def png(fig: Figure) -> bytes:
-    """Render a figure with the Agg canvas (no pyplot, safe off the main thread)."""
-    canvas = FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    canvas.print_png(buf)
-    return buf.getvalue()
 
 
 class _LearningRate:
