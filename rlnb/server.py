@@ -14,7 +14,11 @@ import hashlib
 import hmac
 import random
 import secrets
+import socket
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -633,3 +637,68 @@ def serve(host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
     import uvicorn
 
     uvicorn.run(create_app(**options), host=host, port=port, log_level="warning")
+
+
+class ServerProcess:
+    """A server in a child process on loopback, for notebooks, tests and benchmarks::
+
+        with ServerProcess.rlnb_serve("--op-delay", "0.05") as url:
+            session = rlnb.connect(url, base_model="rlnb/tiny")
+
+    ``start()`` waits until ``health`` answers (or the process dies: its stderr is in the error);
+    ``stop()`` terminates it, then kills it if it does not exit.
+    """
+
+    def __init__(self, cmd: list[str], url: str, health: str = "/health", timeout: float = 60.0):
+        self.cmd, self.url, self.health, self.timeout = cmd, url, health, timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def rlnb_serve(cls, *args: str, port: int | None = None) -> "ServerProcess":
+        """``rlnb serve`` with ``args`` (e.g. ``"--token", "t"``) on ``port`` (default: a free one)."""
+        port = port or free_port()
+        cmd = [sys.executable, "-m", "rlnb.cli", "serve", "--port", str(port), *args]
+        return cls(cmd, f"http://127.0.0.1:{port}")
+
+    def start(self) -> str:
+        import httpx
+
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                if httpx.get(self.url + self.health, timeout=1).status_code < 500:
+                    return self.url
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
+                self.stop()
+                raise RuntimeError(f"{' '.join(self.cmd[:4])} did not start: {err}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stderr:
+            self.proc.stderr.close()
+        self.proc = None
+
+    def __enter__(self) -> str:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

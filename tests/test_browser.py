@@ -1,15 +1,12 @@
 """What a person sees: a RunPanel served by Voila, driven by Playwright in Debian's Chromium."""
 
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.conftest import free_port
+from rlnb.server import ServerProcess, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -32,40 +29,10 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def voila_url():
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "voila",
-            str(HERE / "voila" / "run_panel.ipynb"),
-            "--no-browser",
-            f"--port={port}",
-            "--Voila.ip=127.0.0.1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + "voila/static/", timeout=1).status_code < 500:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("voila did not start: " + proc.stderr.read().decode(errors="replace")[-2000:])
-            time.sleep(0.2)
+    notebook = str(HERE / "voila" / "run_panel.ipynb")
+    cmd = [sys.executable, "-m", "voila", notebook, "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1"]
+    with ServerProcess(cmd, f"http://127.0.0.1:{port}/", health="voila/static/") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
 
 
 def test_a_person_steps_runs_and_stops_a_session(voila_url):
