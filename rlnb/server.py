@@ -74,6 +74,28 @@ def _error(status: int, message: str, type: str, param: str | None = None, code:
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
 
 
+def _listing(
+    items: list[Any],
+    after: str | None,
+    limit: int,
+    *,
+    status: str | None = None,
+    created_by: str | None = None,
+    **equal: Any,
+) -> tuple[list[Any], wire.ListMeta]:
+    """Newest first, filtered, one page. ``status`` is a comma-joined list (as the SDK sends it);
+    ``created_by="me"`` matches everyone here; every other filter is an equality, skipped when None."""
+    items = sorted(items, key=lambda i: i.created_at, reverse=True)
+    if status:
+        items = [i for i in items if i.status in status.split(",")]
+    if created_by and created_by != "me":
+        items = [i for i in items if i.created_by == created_by]
+    for name, value in equal.items():
+        if value is not None:
+            items = [i for i in items if getattr(i, name) == value]
+    return _page(items, after, limit)
+
+
 def _page(items: list[Any], after: str | None, limit: int) -> tuple[list[Any], wire.ListMeta]:
     """Cursor pagination: ``after`` is the last id of the previous page."""
     if after is not None:
@@ -429,12 +451,7 @@ def create_app(
         status: str | None = None,
         created_by: str | None = None,
     ) -> wire.ModelResourcesList:
-        items = sorted(state.resources.values(), key=lambda r: r.created_at, reverse=True)
-        if status:
-            items = [r for r in items if r.status in status.split(",")]
-        if created_by and created_by != "me":
-            items = [r for r in items if r.created_by == created_by]
-        page, meta = _page(items, after, limit)
+        page, meta = _listing(list(state.resources.values()), after, limit, status=status, created_by=created_by)
         return wire.ModelResourcesList(data=page, meta=meta)
 
     @models.get("/model-resources/{model_resources_id}")
@@ -470,14 +487,10 @@ def create_app(
         created_by: str | None = None,
     ) -> wire.SessionList:
         live = list(state.sessions.values())  # a snapshot: sessions are added concurrently (handlers run in threads)
-        items = sorted((s.view() for s in live), key=lambda s: s.created_at, reverse=True)
-        if status:
-            items = [s for s in items if s.status in status.split(",")]
-        if model_resources_id:
-            items = [s for s in items if s.model_resources_id == model_resources_id]
-        if created_by and created_by != "me":
-            items = [s for s in items if s.created_by == created_by]
-        page, meta = _page(items, after, limit)
+        views = [s.view() for s in live]
+        page, meta = _listing(
+            views, after, limit, status=status, created_by=created_by, model_resources_id=model_resources_id
+        )
         return wire.SessionList(data=page, meta=meta)
 
     @sessions.get("/{session_id}")
@@ -518,15 +531,8 @@ def create_app(
         type: wire.CheckpointType | None = None,
     ) -> wire.CheckpointList:
         saved = list(state.checkpoints.values())  # a snapshot: session workers add checkpoints concurrently
-        items = sorted((c.info for c in saved), key=lambda c: c.created_at, reverse=True)
-        items = [
-            c
-            for c in items
-            if (base_model is None or c.base_model == base_model)
-            and (session_id is None or c.session_id == session_id)
-            and (type is None or c.type == type)
-        ]
-        page, meta = _page(items, after, limit)
+        infos = [c.info for c in saved]
+        page, meta = _listing(infos, after, limit, base_model=base_model, session_id=session_id, type=type)
         return wire.CheckpointList(data=page, meta=meta)
 
     @ckpts.get("/{checkpoint_id}", dependencies=auth)

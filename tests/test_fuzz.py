@@ -40,6 +40,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
     response_schema_conformance,
 )
 
+from rlnb import wire  # noqa: E402
 from rlnb.server import create_app  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
@@ -57,15 +58,7 @@ REAL_ID_WEIGHT = 3
 
 _PATHS = create_app().openapi()["paths"]  # the same document the server serves (checked below)
 OPERATIONS = sorted((method.upper(), path) for path, methods in _PATHS.items() for method in methods)
-KINDS = (
-    "forward-backward",
-    "custom-forward-backward",
-    "optim-step",
-    "weights-sync",
-    "sample",
-    "inference-checkpoint",
-    "training-checkpoint",
-)
+KINDS = tuple(wire.REQUEST_TYPES)  # every operation kind
 
 
 # -- the objects the fuzzed requests point at -----------------------------------------------------
