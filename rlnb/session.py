@@ -79,7 +79,10 @@ class Session:
             history = History.create(config, runs_dir, run_id) if record else History(config=config)
         self.history = history
         self.optimizer = backend.optimizer
-        self._steps_submitted = int(backend.session().step)
+        info = backend.session()
+        self.id: str = info.id
+        """The session id (it never changes, so it is read once)."""
+        self._steps_submitted = int(info.step)
         self._closed = False
         self._lock = threading.Lock()
         self._pending: list[Operation[Any]] = []
@@ -92,10 +95,6 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @property
-    def id(self) -> str:
-        return self.info().id
 
     @property
     def step(self) -> int:
@@ -119,13 +118,12 @@ class Session:
         if self._closed:
             raise SessionClosed(f"session {self.id} is closed")
         with self._lock:  # one order for the step counter, the history and the backend queue
-            step = self._steps_submitted
+            op: Operation[Any] = Operation(kind)
+            rec = self.history.new(kind, self._steps_submitted, params, at=op.submitted_at)
+            op._on_update = lambda env, at: self.history.update(rec, env, at)
+            self.backend.submit(kind, body, op._update)  # a refused submission raises here, recorded FAILED
             if kind == "optim-step":
                 self._steps_submitted += 1
-            op: Operation[Any] = Operation(kind)
-            rec = self.history.new(kind, step, params, at=op.submitted_at)
-            op._on_update = lambda env, at: self.history.update(rec, env, at)
-            self.backend.submit(kind, body, op._update)
             self._pending = [p for p in self._pending if not p.done()] + [op]
         return op
 

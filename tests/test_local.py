@@ -437,3 +437,22 @@ def test_sample_limits_fail_invalid_input_not_internal_error():
         cold = s.sample([[1, 2]], max_tokens=4, temperature=1e-300).result().results[0].sequences[0]
         greedy = s.sample([[1, 2]], max_tokens=4, temperature=0).result().results[0].sequences[0]
         assert cold.tokens == greedy.tokens
+
+
+def test_a_refused_submission_does_not_shift_step_numbers():
+    with local_session(model="tiny") as s:
+        submit = s.backend.submit
+
+        def refuse_optim(kind, body, listener):
+            if kind == "optim-step":
+                raise rlnb.SessionClosed("refused before it was queued")
+            submit(kind, body, listener)
+
+        s.backend.submit = refuse_optim
+        with pytest.raises(rlnb.SessionClosed):
+            s.optim_step()
+        s.backend.submit = submit
+        s.forward_backward([samples.cross_entropy(list(b"abc"))])
+        assert s.optim_step().result().step == 1
+        assert list(s.history.df.step) == [0, 0, 1]  # the refused op, then the fb it would have followed
+        assert s.id == s.info().id
