@@ -103,6 +103,16 @@ class _Params:
         """The exact optim-step JSON body, unset fields omitted."""
         return {self._body_key: self.to_json_dict()}  # type: ignore[attr-defined]
 
+    def scaled(self, factor: float) -> Any:
+        """A copy whose learning rate(s) are ``factor`` × the effective ones (Muon: its ``adam`` too) —
+        what a schedule sends at a step. Unset rates are made explicit from the defaults first."""
+        data = self.model_dump(exclude_unset=True)
+        resolved = self.resolved()  # type: ignore[attr-defined]
+        data["learning_rate"] = resolved["learning_rate"] * factor
+        if isinstance(resolved.get("adam"), dict):
+            data["adam"] = {**data.get("adam", {}), "learning_rate": resolved["adam"]["learning_rate"] * factor}
+        return type(self)(**data)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Any:
         """Inverse of ``request_body()`` (also accepts the inner object)."""

@@ -119,7 +119,7 @@ def _run_trial(
             if stop.is_set():
                 row.update(status="STOPPED", reason=f"stopped after {i} of {steps} steps")
                 break
-            step_params = type(params)(**_scaled(params, schedule.multiplier(i))) if schedule else params
+            step_params = params.scaled(schedule.multiplier(i)) if schedule else params
             report = rl_step(session, task, step_params, seed=seed * 1_000_003 + i)
             rewards.append(report.reward)
             session.history.log(report.step, reward=report.reward)
@@ -143,14 +143,6 @@ def _run_trial(
         run_path=str(session.history.path) if session is not None and session.history.path else None,
     )
     return row
-
-
-def _scaled(params: OptimizerParams, m: float) -> dict[str, Any]:
-    data = params.model_dump(exclude_unset=True)
-    data["learning_rate"] = (params.learning_rate or 0.0) * m
-    if data.get("adam", {}).get("learning_rate") is not None:
-        data["adam"]["learning_rate"] *= m
-    return data
 
 
 def _open(

@@ -42,9 +42,6 @@ def digits_task() -> Task:
     return Task("digits", prompts, lambda _prompt, completion: _digit_fraction(bytes(completion)))
 
 
-TASKS: dict[str, Callable[[], Task]] = {"digits": digits_task}
-
-
 @dataclass
 class StepReport:
     """What one RL step produced (the operations stay in the session's history)."""

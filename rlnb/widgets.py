@@ -225,12 +225,7 @@ class OptimizerBuilder:
 
     def params_at(self, step: int) -> OptimizerParams:
         """``.params`` with the scheduled learning rate(s) for ``step`` (Muon: its ``adam`` too)."""
-        p, m = self.params, self.get_schedule().multiplier(step)
-        data = p.model_dump(exclude_unset=True)
-        data["learning_rate"] *= m
-        if data.get("adam", {}).get("learning_rate") is not None:
-            data["adam"]["learning_rate"] *= m
-        return type(p)(**data)
+        return self.params.scaled(self.get_schedule().multiplier(step))
 
     # -- reactions -------------------------------------------------------------------------------
 

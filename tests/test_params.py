@@ -163,3 +163,14 @@ def test_server_side_wire_model_enforces_the_same_bounds():
         wire.OptimStepBody.model_validate({"adam_params": {"beta1": 1.0}})
     with pytest.raises(ValueError, match="newton_schulz_steps"):
         wire.OptimStepBody.model_validate({"muon_params": {"newton_schulz_steps": 2.5}})
+
+
+def test_scaled_multiplies_the_effective_learning_rates():
+    assert rlnb.AdamParams(learning_rate=1e-3, beta1=0.8).scaled(0.5).model_dump(exclude_unset=True) == {
+        "learning_rate": 5e-4,
+        "beta1": 0.8,
+    }
+    assert rlnb.AdamParams().scaled(2.0).learning_rate == 2 * ADAM_DEFAULTS["learning_rate"]
+    m = rlnb.MuonParams(momentum=0.9).scaled(0.1)
+    assert m.learning_rate == pytest.approx(0.1 * MUON_DEFAULTS["learning_rate"]) and m.momentum == 0.9
+    assert m.adam.learning_rate == pytest.approx(0.1 * ADAM_DEFAULTS["learning_rate"])

@@ -133,3 +133,18 @@ def test_remote_pool_waits_at_the_session_cap(server, tmp_path):
     sessions = httpx.get(server + "/v1/rl/training-sessions", params={"model_resources_id": resource}).json()["data"]
     assert len(sessions) == 4 and all(s["step"] == "2" for s in sessions)
     assert httpx.get(f"{server}/v1/rl/model-resources/{resource}").json()["status"] == "MODEL_RESOURCES_STATUS_READY"
+
+
+def test_sweep_sends_the_scheduled_learning_rate(tmp_path):
+    from rlnb.schedule import Schedule
+
+    trials = sweep(
+        BASE,
+        [{}],
+        steps=2,
+        schedule=Schedule("linear", total_steps=2, min_lr_ratio=0.5),
+        runs_dir=tmp_path,
+        progress=False,
+    )
+    lrs = list(histories(trials)[0].steps.learning_rate)
+    assert lrs == pytest.approx([3e-3, 3e-3 * 0.75])
