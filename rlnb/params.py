@@ -155,6 +155,9 @@ class MuonParams(_Params, wire.MuonParams):
 
 
 OptimizerParams = AdamParams | MuonParams
+ADAM_FIELDS: tuple[str, ...] = tuple(AdamParams.model_fields)
+MUON_FIELDS: tuple[str, ...] = tuple(name for name in MuonParams.model_fields if name != "adam")
+"""Muon's own fields (``adam`` holds an ``AdamParams``)."""
 
 
 def resolve(kind: str, body: wire.OptimStepBody) -> dict[str, Any]:

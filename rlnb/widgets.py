@@ -19,14 +19,11 @@ from matplotlib.figure import Figure
 
 from rlnb._exceptions import InvalidParams, OperationFailed, RlnbError
 from rlnb.live import LiveView
-from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, OptimizerParams
 from rlnb.plots import png
 from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.tasks import Task, digits_task, rl_step
-
-ADAM_FIELDS = ("learning_rate", "beta1", "beta2", "eps", "weight_decay", "grad_clip_norm")
-MUON_FIELDS = ("learning_rate", "momentum", "newton_schulz_steps", "weight_decay", "grad_clip_norm")
 
 
 def _preset(adam: tuple[float, float, float, float, float, float], muon: tuple[float, float, int, float, float]) -> Any:

@@ -24,12 +24,14 @@ import copy
 import functools
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
+
+from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams
 
 NS_COEFFS = (3.4445, -4.7750, 2.0315)
 """Quintic Newton-Schulz coefficients (a, b, c) of KellerJordan/Muon ``zeropower_via_newtonschulz5``.
@@ -39,19 +41,6 @@ that singular values land around Uniform(0.5, 1.5) instead of at exactly 1, whic
 NS_EPS = 1e-7  # KellerJordan/Muon: keeps the Frobenius normalisation finite for an all-zero update
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grads_with_norm_: coef = max_norm / (total_norm + 1e-6)
 MATCH_ADAM_RMS = 0.2  # Moonshot, "Muon is Scalable for LLM Training" (arXiv:2502.16982) section 2.2
-
-ADAM_KEYS = ("learning_rate", "beta1", "beta2", "eps", "weight_decay", "grad_clip_norm")
-MUON_KEYS = ("learning_rate", "momentum", "newton_schulz_steps", "weight_decay", "grad_clip_norm")
-_RULES: dict[str, tuple[Callable[[float], bool], str]] = {
-    "learning_rate": (lambda v: v >= 0, ">= 0"),
-    "weight_decay": (lambda v: v >= 0, ">= 0"),
-    "grad_clip_norm": (lambda v: v >= 0, ">= 0 (0 turns clipping off)"),
-    "eps": (lambda v: v > 0, "> 0"),
-    "beta1": (lambda v: 0 <= v < 1, "in [0, 1)"),
-    "beta2": (lambda v: 0 <= v < 1, "in [0, 1)"),
-    "momentum": (lambda v: 0 <= v < 1, "in [0, 1)"),
-    "newton_schulz_steps": (lambda v: v >= 1 and v == int(v), "a whole number >= 1"),
-}
 
 
 @functools.cache
@@ -198,17 +187,14 @@ class StepStats:
     adam_learning_rate: float | None  # muon kind: the learning rate of the AdamW group
 
 
-def _validate(hp: Any, keys: tuple[str, ...], where: str) -> None:
+def _validate(hp: Any, cls: type[AdamParams] | type[MuonParams], keys: tuple[str, ...], where: str) -> None:
+    """Every key present, each within the API's bounds (the rules of ``rlnb.params``, not a copy)."""
     if not isinstance(hp, Mapping):
         raise ValueError(f"{where} must be a mapping, got {type(hp).__name__}")
     missing = [k for k in keys if k not in hp]
     if missing:
         raise ValueError(f"{where} is missing {', '.join(missing)}")
-    for k in keys:
-        v = hp[k]
-        ok, rule = _RULES[k]
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or not ok(v):
-            raise ValueError(f"{where}.{k} must be {rule}, got {v!r}")
+    cls(**{k: hp[k] for k in keys})  # raises InvalidParams (a ValueError) naming the field and the range
 
 
 class TrainerOptimizer:
@@ -272,11 +258,11 @@ class TrainerOptimizer:
     def step(self, hp: Mapping[str, Any]) -> StepStats:
         """Clip and apply this step's update; ``hp`` holds every key of adam_params / muon_params."""
         if self.kind == "muon":
-            _validate(hp, MUON_KEYS, "muon_params")
-            _validate(hp.get("adam"), ADAM_KEYS, "muon_params.adam")
+            _validate(hp, MuonParams, MUON_FIELDS, "muon_params")
+            _validate(hp.get("adam"), AdamParams, ADAM_FIELDS, "muon_params.adam")
             adam_hp = hp["adam"]
         else:
-            _validate(hp, ADAM_KEYS, "adam_params")
+            _validate(hp, AdamParams, ADAM_FIELDS, "adam_params")
             adam_hp = hp
 
         get_total_norm = torch.nn.utils.get_total_norm
@@ -284,8 +270,10 @@ class TrainerOptimizer:
         grad_norm = total.item()
         norm_muon = norm_adam = None
         if self.kind == "muon":
-            norm_muon, norm_adam = (get_total_norm([p.grad for _, p in group if p.grad is not None]).item()
-                                    for group in (self.split.muon, self.split.adam))
+            norm_muon, norm_adam = (
+                get_total_norm([p.grad for _, p in group if p.grad is not None]).item()
+                for group in (self.split.muon, self.split.adam)
+            )
         if not math.isfinite(grad_norm):
             bad = [n for n, p in self._named if p.grad is not None and not p.grad.isfinite().all()]
             raise NonFiniteGradient(grad_norm, bad)
@@ -297,8 +285,12 @@ class TrainerOptimizer:
 
         if self._adamw is not None:
             for group in self._adamw.param_groups:
-                group.update(lr=adam_hp["learning_rate"], betas=(adam_hp["beta1"], adam_hp["beta2"]),
-                             eps=adam_hp["eps"], weight_decay=adam_hp["weight_decay"])
+                group.update(
+                    lr=adam_hp["learning_rate"],
+                    betas=(adam_hp["beta1"], adam_hp["beta2"]),
+                    eps=adam_hp["eps"],
+                    weight_decay=adam_hp["weight_decay"],
+                )
             self._adamw.step()
         if self.kind == "muon":
             self._muon_step(hp)
