@@ -22,7 +22,7 @@ class Schedule:
     total_steps: int = 100
     """Where linear/cosine decay reaches its floor (ignored by constant)."""
     min_lr_ratio: float = 0.1
-    """The floor, as a fraction of the base rate."""
+    """The floor, as a fraction of the base rate: > 0, since every optim-step needs a positive rate."""
 
     def __post_init__(self) -> None:
         if self.kind not in ("constant", "linear", "cosine"):
@@ -31,8 +31,8 @@ class Schedule:
             raise ValueError(f"Schedule.warmup_steps = {self.warmup_steps} is invalid: must be >= 0")
         if self.total_steps < 1:
             raise ValueError(f"Schedule.total_steps = {self.total_steps} is invalid: must be >= 1")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"Schedule.min_lr_ratio = {self.min_lr_ratio} is invalid: must be in [0, 1]")
+        if not 0 < self.min_lr_ratio <= 1:  # the API needs learning_rate > 0 at every step
+            raise ValueError(f"Schedule.min_lr_ratio = {self.min_lr_ratio} is invalid: must be in (0, 1]")
 
     def multiplier(self, step: int) -> float:
         """The factor applied to the base learning rate at ``step``."""

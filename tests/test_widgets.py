@@ -117,18 +117,22 @@ def test_schedule_values_and_params_at():
     b.warmup.value = 4
     b.total.value = 14
     b.min_ratio.value = 0.0
+    assert any("min_lr_ratio" in e and "(0, 1]" in e for e in b.errors)  # a zero rate cannot be sent
+    b.min_ratio.value = 0.1
     assert [b.schedule(s) for s in (0, 3)] == pytest.approx([2.5e-4, 1e-3])
-    assert b.schedule(9) == pytest.approx(0.5e-3) and b.schedule(14) == 0.0 and b.schedule(99) == 0.0
+    assert b.schedule(9) == pytest.approx(0.55e-3) and b.schedule(14) == pytest.approx(1e-4)
+    assert b.schedule(99) == pytest.approx(1e-4)
+    assert b.params_at(14).learning_rate == pytest.approx(1e-4)  # the last steps are still sendable
     b.sched_kind.value = "cosine"
-    assert b.schedule(9) == pytest.approx(0.5e-3) and b.schedule(4) == pytest.approx(1e-3)
+    assert b.schedule(9) == pytest.approx(0.55e-3) and b.schedule(4) == pytest.approx(1e-3)
     b.sched_kind.value = "constant"
     assert b.schedule(100) == pytest.approx(1e-3)
     assert b.schedule_plot.value[:8] == b"\x89PNG\r\n\x1a\n"
     b.kind = "muon"
     b.sched_kind.value = "linear"
     at = b.params_at(9)
-    assert at.learning_rate == pytest.approx(b.params.learning_rate * 0.5)
-    assert at.adam.learning_rate == pytest.approx(b.params.adam.learning_rate * 0.5)
+    assert at.learning_rate == pytest.approx(b.params.learning_rate * 0.55)
+    assert at.adam.learning_rate == pytest.approx(b.params.adam.learning_rate * 0.55)
     b.warmup.value = -1
     assert any("warmup_steps" in e for e in b.errors)
 
