@@ -235,7 +235,9 @@ class TrainerOptimizer:
         self.kind = kind
         self.muon_scaling = muon_scaling
         first = next(model.parameters(), None)
-        self.ns_dtype = ns_dtype or ns_dtype_for(first.device if first is not None else torch.device("cpu"))
+        device = first.device if first is not None else torch.device("cpu")
+        # Only Muon runs Newton-Schulz: an Adam session never pays for the dtype probe.
+        self.ns_dtype = ns_dtype or (ns_dtype_for(device) if kind == "muon" else torch.float32)
         """Newton-Schulz compute dtype (default: ``ns_dtype_for`` the model's device)."""
         if kind == "muon":
             self.split = split_params(model, vocab_size)
