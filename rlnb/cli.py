@@ -50,12 +50,12 @@ def demo(
             elapsed = time.perf_counter() - start
             print(f"{r.step:>4}  {r.loss:8.4f}  {r.reward:6.3f}  {gn}  {elapsed:5.1f}s  {status}", flush=True)
         history = session.history
-    history.df.to_csv(out / "history.csv", index=False)
-    history.logged.to_csv(out / "rewards.csv", index=False)
-    fig = plots.overview(history, metrics=("reward",))
-    fig.savefig(out / "demo.png", dpi=110)
-    rewards = history.logged["reward"] if len(history.logged) else []
-    if len(rewards):
+    history.to_csv(out / "history.csv")
+    logged = history.logged
+    logged.to_csv(out / "rewards.csv", index=False)
+    plots.overview(history, metrics=("reward",)).savefig(out / "demo.png", dpi=110)
+    if "reward" in logged:
+        rewards = logged["reward"]
         k = max(1, min(5, len(rewards) // 4))
         first, last = rewards[:k].mean(), rewards[-k:].mean()
         print(f"mean reward: first {k} steps {first:.3f} -> last {k} steps {last:.3f}")
