@@ -60,7 +60,7 @@ def test_environment_yml_mirrors_the_pip_install():
     assert env["channels"] == ["conda-forge"]
     assert "python=3.11" in env["dependencies"] and "pip" in env["dependencies"]
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    assert pip == ["-c constraints.txt", "-e .[dev]"]
+    assert pip == ["-c constraints.txt", "-e .[dev,all]"]
 
 
 ORDER = [
