@@ -447,8 +447,9 @@ def test_user_module_with_batched_input_and_tiny_transformer_config():
     with local_session(model=model) as s:
         assert s.backend.vocab_size == 50 and s.backend.context_length == 16
         assert s.forward_backward([samples.cross_entropy([1, 2, 3, 49])]).result().loss > 0
-        with pytest.raises(rlnb.OperationFailed, match="context"):
-            s.forward_backward([samples.cross_entropy(list(range(20)))]).result()
+        with pytest.raises(ValueError, match="samples\\[0\\] has 19 tokens, more than the model's context of 16"):
+            s.forward_backward([samples.cross_entropy(list(range(20)))])
+        assert len(s.history) == 1  # refused before it was submitted
 
 
 def test_sample_limits_fail_invalid_input_not_internal_error():
