@@ -70,7 +70,8 @@ def split_params(
        factors of a layer share a group: Muon for a hidden matrix, AdamW for the output head.
     3. Its role is embedding or output head (``roles``; default ``model_roles(model)``) → AdamW: a lookup
        table gets sparse row updates, and the head maps to the vocabulary, not to a hidden space.
-    4. Not 2-D (norms, biases, scalars) → AdamW.
+    4. Not a proper matrix: not 2-D (norms, biases, scalars), or 2-D with a side of 1 (a value head, a
+       gate vector: orthogonalising a single row only normalises it) → AdamW.
     5. Otherwise → Muon.
     """
     role_ids = {id(p) for p in (model_roles(model) if roles is None else roles)}
@@ -86,14 +87,18 @@ def split_params(
             if factor in name:
                 base = every.get(name.split(factor)[0] + ".base_layer.weight")
                 if base is not None:
-                    return "adam" if id(base) in role_ids or base.ndim != 2 else "muon"
-        return "adam" if id(p) in role_ids or p.ndim != 2 else "muon"
+                    return "adam" if id(base) in role_ids or not _matrix(base) else "muon"
+        return "adam" if id(p) in role_ids or not _matrix(p) else "muon"
 
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     groups = {n: group(n, p) for n, p in named}
     return ParamSplit(
         muon=[(n, p) for n, p in named if groups[n] == "muon"], adam=[(n, p) for n, p in named if groups[n] == "adam"]
     )
+
+
+def _matrix(p: nn.Parameter) -> bool:
+    return p.ndim == 2 and min(p.shape) > 1
 
 
 def _override(override: SplitOverride | None, name: str, p: nn.Parameter) -> str | None:
