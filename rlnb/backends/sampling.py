@@ -3,9 +3,11 @@
 The prompts are left-padded into one batch of ``len(prompts) * n`` rows (each prompt repeated ``n``
 times), prefilled once, then advanced one token per step through the model's cache (``Decoder``).
 Temperature, top-k and top-p run on the model's device; chosen tokens and their log-probs stay there
-until the end. Each prompt draws from its own generator, seeded from the request's seed and the
-prompt's index, so a prompt's completions do not depend on which other prompts share the batch (the
-API's "same seed + same prompt + same weights → same tokens"). The host looks at the batch only for what needs it:
+until the end. Randomness is drawn up front: each prompt's generator (seeded from the request's seed and
+the prompt's index) fills a ``[max_tokens, n]`` block of uniforms, and each step picks every row's token
+by inverting its filtered CDF at that row's uniform — one batched operation per token, and a prompt's
+completions do not depend on which other prompts share the batch (the API's "same seed + same prompt
++ same weights → same tokens"). The host looks at the batch only for what needs it:
 stop strings (each new token goes to a ``StopMatcher``) and, without them, whether every row has ended
 — checked every ``CHECK_EVERY`` tokens rather than at each one.
 
@@ -54,15 +56,18 @@ def left_pad(prompts: Sequence[Sequence[int]], n: int, device: torch.device) -> 
     return ids.to(device), mask.to(device)
 
 
-def generators(seed: int, prompts: int, device: torch.device) -> list[torch.Generator]:
-    """One generator per prompt on ``device``; prompt i's depends only on ``seed`` and i."""
+def uniforms(seed: int, prompts: int, n: int, steps: int, device: torch.device) -> Tensor:
+    """``[steps, prompts * n]`` uniforms in [0, 1). Prompt i's block comes from its own generator, seeded
+    from ``seed`` and i only, and is filled step-major, so step t's values do not depend on ``steps``."""
     seeds = torch.randint(2**62, (prompts,), generator=torch.Generator().manual_seed(seed)).tolist()
-    return [torch.Generator(device=device).manual_seed(s) for s in seeds]
+    blocks = [torch.rand(steps, n, generator=torch.Generator(device=device).manual_seed(s), device=device)
+              for s in seeds]
+    return torch.cat(blocks, dim=1)
 
 
-def choose(logits: Tensor, temperature: float, top_p: float, top_k: int, gens: Sequence[torch.Generator]) -> Tensor:
-    """Next token per row: greedy at temperature ~0, else top-k / top-p filtered sampling (on the device).
-    The rows form ``len(gens)`` equal groups (one per prompt), each drawn with its own generator."""
+def choose(logits: Tensor, temperature: float, top_p: float, top_k: int, u: Tensor) -> Tensor:
+    """Next token per row: greedy at temperature ~0, else top-k / top-p filtered sampling at the row's
+    uniform ``u`` (inverse CDF: the first token whose cumulative probability exceeds u)."""
     if temperature < MIN_TEMPERATURE:
         return logits.argmax(-1)
     logits = logits / temperature
@@ -73,10 +78,9 @@ def choose(logits: Tensor, temperature: float, top_p: float, top_k: int, gens: S
         probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
         drop = probs.cumsum(-1) - probs > top_p  # keep the smallest prefix whose mass reaches top_p
         logits = logits.masked_fill(drop.scatter(-1, order, drop), -math.inf)
-    probs = torch.softmax(logits, dim=-1)
-    n = probs.shape[0] // len(gens)
-    draws = [torch.multinomial(probs[i * n : (i + 1) * n], 1, generator=g) for i, g in enumerate(gens)]
-    return torch.cat(draws)[:, 0]
+    cdf = torch.softmax(logits, dim=-1).cumsum(dim=-1)
+    token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+    return token.clamp(max=logits.shape[-1] - 1)  # u * total < total, so only rounding could reach V
 
 
 def generate(
@@ -89,7 +93,7 @@ def generate(
     device: torch.device,
 ) -> list[list[wire.SampledSequence]]:
     """``n`` completions of each prompt, as ``[prompt][sample]``."""
-    gens = generators(seed, len(prompts), device)
+    noise = uniforms(seed, len(prompts), n, settings.max_tokens, device)
     ids, mask = left_pad(prompts, n, device)
     B, T = ids.shape[0], settings.max_tokens
     tokens = torch.zeros(B, T, dtype=torch.long, device=device)
@@ -101,7 +105,7 @@ def generate(
     logits = decoder.prefill(ids, mask).float()
     steps = 0
     for t in range(T):
-        nxt = choose(logits, settings.temperature, settings.top_p, settings.top_k, gens)
+        nxt = choose(logits, settings.temperature, settings.top_p, settings.top_k, noise[t])
         tokens[:, t] = nxt
         logps[:, t] = torch.log_softmax(logits, dim=-1).gather(-1, nxt[:, None])[:, 0]
         steps = t + 1
