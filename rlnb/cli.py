@@ -12,8 +12,9 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-DEMO_PARAMS = {
+DEMO_PARAMS: dict[str, dict[str, Any]] = {
     # Tuned for the built-in tiny model on the digits task: Together's documented Adam default
     # (1e-4) is meant for large pretrained models and barely moves a 100k-parameter model.
     "adam": {"learning_rate": 3e-3, "weight_decay": 0.0},
@@ -47,7 +48,7 @@ def demo(
     params = (rlnb.AdamParams if optimizer == "adam" else rlnb.MuonParams).from_dict(values)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    options = {"model": model, "dtype": dtype, "lora": {"rank": lora, "alpha": 2 * lora} if lora else None}
+    options: dict[str, Any] = {"model": model, "dtype": dtype, "lora": {"rank": lora, "alpha": 2 * lora} if lora else None}
     session = rlnb.connect(
         "local", optimizer=optimizer, seed=seed, device=device, runs_dir=out, run_id="run", **options
     )

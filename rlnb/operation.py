@@ -80,7 +80,7 @@ class Operation(Generic[T]):
             if self._on_update is not None:
                 self._on_update(env, at)
             if env.status == "TRAINING_OPERATION_STATUS_COMPLETED":
-                output = env.output
+                output: Any = env.output
                 if self._transform is not None and output is not None:
                     try:
                         output = self._transform(output)

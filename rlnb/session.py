@@ -249,9 +249,10 @@ class Session:
         EOS end a sequence. Each sampled sequence carries ``.text``, its tokens decoded, when the
         session has a tokenizer (or is byte-level)."""
         batch = _prompt_list(prompts)
-        tokens = [self.encode(p) if not _is_token_list(p) else [int(t) for t in p] for p in batch]  # type: ignore[union-attr]
-        context = getattr(self.backend, "context_length", None)
+        tokens = [self.encode(p) for p in batch]
+        context: int | None = getattr(self.backend, "context_length", None)
         for i, t in enumerate(tokens if context is not None else []):
+            assert context is not None
             if len(t) > context:
                 raise ValueError(f"prompt {i} has {len(t)} tokens, more than the model's context of {context}")
             if max_tokens is not None and len(t) + max_tokens > context:

@@ -95,7 +95,7 @@ def to_tokens(codec: Codec, prompt: str | Sequence[int] | Sequence[Message]) -> 
     """Token ids of a prompt given as text, as token ids, or as chat messages (with the generation prompt)."""
     if isinstance(prompt, str):
         return codec.encode(prompt)
-    items = list(prompt)
+    items: list[Any] = list(prompt)
     if items and all(isinstance(m, Mapping) for m in items):
         return codec.chat(items, add_generation_prompt=True)
     if all(isinstance(t, int) and not isinstance(t, bool) for t in items):

@@ -146,7 +146,7 @@ class BuiltinAdapter(ModelAdapter):
 
     def embedding_params(self) -> list[nn.Parameter]:
         m = self.module
-        return [m.wte.weight, m.wpe.weight, m.lm_head.weight]
+        return [*m.wte.parameters(), *m.wpe.parameters(), *m.lm_head.parameters()]
 
     def head_module(self) -> nn.Module:
         return self.module.lm_head
@@ -179,9 +179,10 @@ class HFAdapter(ModelAdapter):
     kind = "hf"
 
     def _probe(self) -> tuple[int, int]:
-        head = self.module.get_output_embeddings()  # type: ignore[operator]
-        vocab = head.weight.shape[0] if head is not None else int(self.module.config.vocab_size)  # type: ignore[union-attr]
-        return int(vocab), hf.context_length(self.module) or DEFAULT_CONTEXT
+        m: Any = self.module
+        head = m.get_output_embeddings()
+        vocab = head.weight.shape[0] if head is not None else m.config.vocab_size
+        return int(vocab), hf.context_length(m) or DEFAULT_CONTEXT
 
     def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         if mask is None:  # no left padding: plain causal attention (the fast path)

@@ -221,10 +221,9 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
 @torch.no_grad()
 def weights_sync(engine: Engine, body: wire.WeightsSyncBody, cancelled: threading.Event) -> wire.WeightsSyncResult:
     """Publish the trainer's weights to the sampler: only tensors the two do not share (the trainable ones)."""
-    for dst, src in zip(engine.sampler.parameters(), engine.trainer.parameters(), strict=True):
-        if dst is not src:
-            dst.copy_(src)
-    for dst, src in zip(engine.sampler.buffers(), engine.trainer.buffers(), strict=True):
+    sampler: list[Tensor] = [*engine.sampler.parameters(), *engine.sampler.buffers()]
+    trainer: list[Tensor] = [*engine.trainer.parameters(), *engine.trainer.buffers()]
+    for dst, src in zip(sampler, trainer, strict=True):
         if dst is not src:
             dst.copy_(src)
     engine.weights_version = engine.step

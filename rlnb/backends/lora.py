@@ -41,7 +41,7 @@ class LoraSettings:
     @classmethod
     def from_config(cls, config: dict[str, Any] | bool) -> LoraSettings:
         """From a wire ``LoraConfig`` dict (unset fields take the defaults) or ``True``."""
-        if config is True:
+        if isinstance(config, bool):
             return cls()
         given = {k: v for k, v in dict(config).items() if v is not None}
         unknown = set(given) - set(cls.__dataclass_fields__)
@@ -98,12 +98,13 @@ def merged_state_dict(model: nn.Module) -> dict[str, Tensor]:
     from peft.tuners.lora import LoraLayer
 
     base: nn.Module = model.get_base_model()  # type: ignore[operator]
-    deltas = {}
+    deltas: dict[str, Tensor] = {}
     for name, module in base.named_modules():
         if isinstance(module, LoraLayer):
-            for adapter in module.active_adapters:
-                delta = module.get_delta_weight(adapter)
-                deltas[name] = deltas.get(name, 0) + delta
+            layer: Any = module  # peft's Linear / Conv1D LoRA layers define get_delta_weight
+            for adapter in layer.active_adapters:
+                delta = layer.get_delta_weight(adapter)
+                deltas[name] = deltas[name] + delta if name in deltas else delta
     out: dict[str, Tensor] = {}
     for key, value in base.state_dict().items():
         if ".lora_" in key or "lora_magnitude" in key:

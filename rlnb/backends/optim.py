@@ -175,7 +175,7 @@ class TrainerOptimizer:
                 if n not in self.momentum:
                     self.momentum[n] = torch.zeros_like(p)
             bufs = [self.momentum[n] for n, _ in live]
-            grad = torch.stack([p.grad for _, p in live])  # [k, rows, cols]
+            grad = torch.stack([p.grad for _, p in live if p.grad is not None])  # [k, rows, cols]
             buf = torch.stack(bufs)  # [k, rows, cols]
             update = muon_update(grad, buf, hp["momentum"], int(hp["newton_schulz_steps"]), dtype=self.ns_dtype)
             for b, new in zip(bufs, buf.unbind(0), strict=True):  # the stacked buffer back into per-matrix state

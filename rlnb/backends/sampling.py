@@ -31,7 +31,8 @@ MIN_TEMPERATURE = 1e-5
 """Below this, sampling is greedy (dividing logits by a tinier temperature overflows)."""
 CHECK_EVERY = 8
 """Without stop strings, how many tokens pass between checks that every row has ended (a host sync)."""
-STOP, LENGTH = "STOP_REASON_STOP", "STOP_REASON_LENGTH"
+STOP: wire.StopReason = "STOP_REASON_STOP"
+LENGTH: wire.StopReason = "STOP_REASON_LENGTH"
 
 
 @dataclass(frozen=True)
