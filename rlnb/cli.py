@@ -48,7 +48,8 @@ def demo(
     params = (rlnb.AdamParams if optimizer == "adam" else rlnb.MuonParams).from_dict(values)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    options: dict[str, Any] = {"model": model, "dtype": dtype, "lora": {"rank": lora, "alpha": 2 * lora} if lora else None}
+    adapter = {"rank": lora, "alpha": 2 * lora} if lora else None
+    options: dict[str, Any] = {"model": model, "dtype": dtype, "lora": adapter}
     session = rlnb.connect(
         "local", optimizer=optimizer, seed=seed, device=device, runs_dir=out, run_id="run", **options
     )
