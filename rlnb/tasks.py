@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlnb import samples
-from rlnb.params import OptimizerParams
+from rlnb.params import AdamParams, MuonParams, OptimizerParams
 from rlnb.session import Session
 
 
@@ -61,6 +61,18 @@ def group_advantages(rewards: Sequence[float]) -> list[float]:
     return [(r - mean) / std if std > 1e-8 else 0.0 for r in rewards]
 
 
+def check_params(session: Session, params: OptimizerParams) -> None:
+    """Raise ``TypeError`` unless ``params`` fit the session's optimizer. Call it before submitting
+    anything: a refused optim-step must not leave a forward-backward's gradients behind, to inflate
+    the next step."""
+    expected = AdamParams if session.optimizer == "adam" else MuonParams
+    if not isinstance(params, expected):
+        raise TypeError(
+            f"this session's optimizer is {session.optimizer}: pass {expected.__name__}, not {type(params).__name__} "
+            "(the optimizer is fixed when the session is created)"
+        )
+
+
 def rl_step(
     session: Session,
     task: Task,
@@ -73,7 +85,8 @@ def rl_step(
     loss_params: dict[str, Any] | None = None,
 ) -> StepReport:
     """One RL step. Waits only for the samples; forward-backward, optim-step and weights-sync are
-    submitted back to back and pipeline on the session's queue."""
+    submitted back to back and pipeline on the session's queue. ``params`` are checked first."""
+    check_params(session, params)
     sampled = session.sample(
         task.prompts, num_samples=group_size, max_tokens=task.max_tokens, temperature=temperature, seed=seed
     ).result()

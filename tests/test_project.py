@@ -15,9 +15,11 @@ def test_all_is_complete_and_classes_live_in_rlnb():
     public = {n for n in dir(rlnb) if not n.startswith("_")}
     modules = {
         "backends",
+        "builder",
         "cli",
         "history",
         "live",
+        "livefig",
         "operation",
         "params",
         "plots",
@@ -25,6 +27,7 @@ def test_all_is_complete_and_classes_live_in_rlnb():
         "server",
         "session",
         "samples",
+        "steplog",
         "sweep",
         "tasks",
         "widgets",
@@ -68,6 +71,7 @@ ORDER = [
     "_exceptions",
     "params",
     "schedule",
+    "steplog",
     "history",
     "operation",
     "backends",
@@ -76,8 +80,10 @@ ORDER = [
     "tasks",
     "server",
     "plots",
+    "livefig",
     "live",
     "sweep",
+    "builder",
     "widgets",
     "cli",
 ]
