@@ -26,18 +26,6 @@ import pandas as pd
 COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 """Figures of a completed optim-step, copied into its row."""
-ORDER = (
-    "step",
-    "loss",
-    "grad_norm",
-    "grad_norm_muon",
-    "grad_norm_adam",
-    "grad_clip_norm",
-    "learning_rate",
-    "step_time_s",
-    "weights_version",
-)
-"""Columns of ``History.steps`` before the logged figures."""
 
 
 @dataclass(slots=True)
@@ -71,14 +59,15 @@ class StepLog:
             self.generation += 1
 
     def _clear(self) -> None:
-        self._rows: list[StepRow] = []
+        # Completed optim-steps in submission order, one list per column (cheap to turn into arrays).
+        self._cols: dict[str, list[Any]] = {name: [] for name in ("seq", "step", *ROW_FLOATS, "finished_at")}
         self._losses: dict[int, list[float]] = {}  # step fed -> losses of its completed forward-backwards
+        self._loss: dict[int, float] = {}  # step fed -> their sum
         self._open_fb: Counter[int] = Counter()  # step fed -> forward-backwards not finished
         self._open_opt: dict[int, None] = {}  # seqs of unfinished optim-steps, in submission order
         self._versions: set[int] = set()
         self._logged: list[dict[str, Any]] = []
-        self._user: dict[int, dict[str, float]] = {}  # step -> last non-NaN value of each logged figure
-        self._names: dict[str, None] = {}  # logged figure names, in order of first appearance
+        self._user: dict[str, dict[int, float]] = {}  # figure -> step -> its last non-NaN logged value
         self._settled = 0
         self.na_reason: str | None = None
         """Why the latest optim-step reported no gradient norm (a remote API), if it did not."""
@@ -102,7 +91,9 @@ class StepLog:
                 if self._open_fb[fed] <= 0:
                     del self._open_fb[fed]
                 if done and not math.isnan(rec.loss):
-                    self._losses.setdefault(fed, []).append(rec.loss)
+                    losses = self._losses.setdefault(fed, [])
+                    losses.append(rec.loss)
+                    self._loss[fed] = math.fsum(losses)
             elif rec.kind == "optim-step":
                 self._open_opt.pop(rec.seq, None)
                 if done and rec.step is not None:
@@ -111,55 +102,60 @@ class StepLog:
                 self._versions.add(int(rec.weights_version))
 
     def _add_row(self, rec: Any) -> None:
-        row = StepRow(rec.seq, int(rec.step), *(float(getattr(rec, f)) for f in ROW_FLOATS), rec.finished_at)
-        self.na_reason = rec.na_reason if math.isnan(row.grad_norm) else None
-        at = len(self._rows)
-        while at and self._rows[at - 1].seq > row.seq:  # finished out of order (a remote poller): rare
+        self.na_reason = rec.na_reason if math.isnan(rec.grad_norm) else None
+        seqs = self._cols["seq"]
+        at = len(seqs)
+        while at and seqs[at - 1] > rec.seq:  # finished out of order (a remote poller): rare
             at -= 1
-        self._rows.insert(at, row)
+        for name, column in self._cols.items():
+            value = getattr(rec, name)
+            column.insert(at, int(value) if name in ("seq", "step") else float(value))
 
     def logged(self, row: dict[str, Any]) -> None:
         with self._lock:
             self._logged.append(row)
-            values = self._user.setdefault(row["step"], {})
             for name, value in row.items():
-                if name == "step":
-                    continue
-                self._names.setdefault(name, None)
-                if not math.isnan(value):
-                    values[name] = value
+                if name != "step":
+                    values = self._user.setdefault(name, {})
+                    if not math.isnan(value):
+                        values[row["step"]] = value
 
     # -- reading -------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._cols["seq"])
 
     @property
     def names(self) -> list[str]:
         """Logged figure names, in order of first appearance."""
         with self._lock:
-            return list(self._names)
+            return list(self._user)
 
-    def _loss(self, step: int) -> float:
-        losses = self._losses.get(step)
-        return math.fsum(losses) if losses else math.nan
+    def _row(self, i: int) -> StepRow:
+        c = self._cols
+        return StepRow(
+            seq=c["seq"][i],
+            step=c["step"][i],
+            grad_norm=c["grad_norm"][i],
+            grad_norm_muon=c["grad_norm_muon"][i],
+            grad_norm_adam=c["grad_norm_adam"][i],
+            grad_clip_norm=c["grad_clip_norm"][i],
+            learning_rate=c["learning_rate"][i],
+            finished_at=c["finished_at"][i],
+            loss=self._loss.get(c["step"][i], math.nan),
+        )
 
     def settled(self, start: int) -> list[StepRow]:
         """Rows from index ``start`` that are final: every earlier optim-step has finished and every
         forward-backward feeding them too. A live view appends these and never looks back."""
         with self._lock:
             first_open = next(iter(self._open_opt), math.inf)
+            seqs, steps = self._cols["seq"], self._cols["step"]
             n = self._settled
-            while n < len(self._rows):
-                row = self._rows[n]
-                if row.seq > first_open or self._open_fb.get(row.step):
-                    break
+            while n < len(seqs) and seqs[n] < first_open and not self._open_fb.get(steps[n]):
                 n += 1
             self._settled = n
-            out = self._rows[start:n]
-            for row in out:
-                row.loss = self._loss(row.step)
-            return list(out)
+            return [self._row(i) for i in range(start, n)]
 
     def logged_since(self, start: int) -> list[dict[str, Any]]:
         """``log()`` rows from index ``start`` (they never change)."""
@@ -169,32 +165,29 @@ class StepLog:
     def latest(self, n: int) -> list[tuple[StepRow, dict[str, float]]]:
         """The last ``n`` rows (settled or not), each with its logged figures."""
         with self._lock:
-            rows = self._rows[-n:] if n > 0 else []
-            out = []
-            for row in rows:
-                row.loss = self._loss(row.step)
-                out.append((row, dict(self._user.get(row.step, {}))))
-            return out
+            rows = [self._row(i) for i in range(max(0, len(self) - n), len(self))]
+            return [(row, {k: v[row.step] for k, v in self._user.items() if row.step in v}) for row in rows]
 
     def frame(self) -> pd.DataFrame:
         """The steps table (``History.steps``), equal to ``history.steps_table`` on the same history."""
         with self._lock:
-            rows = list(self._rows)
-            loss = {row.step: self._loss(row.step) for row in rows}
-            versions = set(self._versions)
-            user = {step: dict(values) for step, values in self._user.items()}
-            names = list(self._names)
+            cols = {
+                name: np.array(values, dtype=np.int64 if name in ("seq", "step") else float)
+                for name, values in self._cols.items()
+            }
+            steps = self._cols["step"]
+            loss = np.array([self._loss.get(s, math.nan) for s in steps], dtype=float)
+            versions = pd.array([s if s in self._versions else None for s in steps], dtype="Int64")
+            user = {name: np.array([v.get(s, math.nan) for s in steps], dtype=float) for name, v in self._user.items()}
             any_logged = bool(self._logged)
-        n = len(rows)
-        steps = np.fromiter((r.step for r in rows), np.int64, n)
-        table = pd.DataFrame({"step": steps, "loss": np.fromiter((loss[r.step] for r in rows), float, n)})
-        for col in ROW_FLOATS:
-            table[col] = np.fromiter((getattr(r, col) for r in rows), float, n)
-        finished = pd.Series(pd.to_datetime(np.fromiter((r.finished_at for r in rows), float, n), unit="s", utc=True))
+        table = pd.DataFrame({"step": cols["step"], "loss": loss, **{c: cols[c] for c in ROW_FLOATS}})
+        finished = pd.Series(pd.to_datetime(cols["finished_at"], unit="s", utc=True))
         table["step_time_s"] = finished.diff().dt.total_seconds()
-        table["weights_version"] = pd.array([s if s in versions else None for s in steps.tolist()], dtype="Int64")
-        table = table[list(ORDER)]
-        if any_logged:
-            frame = pd.DataFrame.from_dict(user, orient="index", columns=names, dtype=float)
-            table = table.join(frame.rename_axis("step"), on="step")
+        table["weights_version"] = versions
+        if any_logged:  # as steps_table's join of the last value per step (which refuses a clash)
+            clash = set(user) & set(table.columns)
+            if clash:
+                raise ValueError(f"logged figures may not be named like a steps column: {sorted(clash)}")
+            for name, values in user.items():
+                table[name] = values
         return table
