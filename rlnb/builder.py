@@ -227,7 +227,7 @@ class OptimizerBuilder:
         self._quiet = False
         self._applied: str = preset
         self.modified = False
-        """True once a control was changed after the preset was applied."""
+        """True while a control differs from the preset last applied."""
         self.apply_preset(preset)
         for group in (self.adam, self.muon, self.muon_adam):
             for c in group.values():
@@ -339,13 +339,16 @@ class OptimizerBuilder:
     def _edited(self, change: Any = None) -> None:
         if self._quiet:
             return
-        if not self.modified:
-            self.modified = True
+        values = PRESETS[self._applied]
+        groups = ((self.adam, "adam"), (self.muon, "muon"), (self.muon_adam, "muon.adam"))
+        modified = any(group[f].value != v for group, key in groups for f, v in values[key].items())
+        if modified != self.modified:  # the dropdown says so: "<preset> (modified)"
+            self.modified = modified
             label = f"{self._applied} (modified)"
             self._quiet = True
             try:
-                self.preset.options = [label, *PRESETS]
-                self.preset.value = label
+                self.preset.options = [label, *PRESETS] if modified else list(PRESETS)
+                self.preset.value = label if modified else self._applied
             finally:
                 self._quiet = False
         self._changed()

@@ -368,6 +368,9 @@ def test_a_preset_shows_modified_once_edited():
     assert not b.modified
     b.adam["beta1"].value = 0.8
     assert b.modified and b.preset.value == f"{DEFAULT_PRESET} (modified)"
+    b.adam["beta1"].value = 0.9  # back to the preset's value
+    assert not b.modified and b.preset.value == DEFAULT_PRESET
+    b.adam["beta1"].value = 0.8
     b.preset.value = DEFAULT_PRESET  # picking it again restores it
     assert not b.modified and b.adam["beta1"].value == 0.9 and list(b.preset.options) == list(PRESETS)
 
