@@ -82,10 +82,10 @@ class _LearningRate:
             continuous_update=False,
             readout=False,
             style=_WIDE,
-            layout=W.Layout(width="290px"),
+            layout=W.Layout(width="480px"),
         )
         self.text = W.FloatText(layout=W.Layout(width="110px"))
-        self.box = W.HBox([self.slider, self.text], layout=W.Layout(grid_column="1 / span 2"))
+        self.box = W.HBox([self.slider, self.text])
         self._busy = False
         self.slider.observe(lambda ch: self._sync(self.text, _significant(ch["new"])), names="value")
         self.text.observe(self._from_text, names="value")
@@ -138,10 +138,12 @@ def _controls(fields: tuple[str, ...], lr_range: tuple[int, int]) -> dict[str, A
     return out
 
 
-def _grid(controls: dict[str, Any]) -> W.GridBox:
+def _grid(controls: dict[str, Any]) -> W.VBox:
     """The learning rate across the top, the other fields two to a row."""
-    children = [c.box if isinstance(c, _LearningRate) else c for c in controls.values()]
-    return W.GridBox(children, layout=W.Layout(grid_template_columns="repeat(2, 300px)", grid_gap="2px 8px"))
+    rate = [c.box for c in controls.values() if isinstance(c, _LearningRate)]
+    fields = [c for c in controls.values() if not isinstance(c, _LearningRate)]
+    grid = W.GridBox(fields, layout=W.Layout(grid_template_columns="repeat(2, 300px)", grid_gap="2px 8px"))
+    return W.VBox([*rate, grid])
 
 
 def _mark(control: Any, invalid: bool) -> None:
@@ -206,6 +208,7 @@ class OptimizerBuilder:
         self.preview = W.HTML()
         self.json = W.Accordion(children=[self.preview], titles=("request body (JSON)",), selected_index=None)
         self.message = W.HTML()
+        self.message.add_class("rlnb-message")
         self.schedule_plot = W.Image(format="png", layout=W.Layout(width="300px"))
         schedule = W.GridBox(
             [self.sched_kind, self.warmup, self.total, self.min_ratio],
@@ -221,6 +224,7 @@ class OptimizerBuilder:
                 self.json,
             ]
         )
+        self.widget.add_class("rlnb-builder")
         self._callbacks: list[Callable[[OptimizerBuilder], None]] = []
         self._params: OptimizerParams | None = None
         self.errors: list[str] = []
@@ -276,7 +280,7 @@ class OptimizerBuilder:
         for group in (self.muon, self.muon_adam) if other == "muon" else (self.adam,):
             for c in group.values():
                 c.disabled = True
-        self.tabs.set_title(1 if other == "muon" else 0, f"{other.capitalize()} (not this session)")
+        self.tabs.set_title(1 if other == "muon" else 0, f"{other.capitalize()} (locked)")
         self.kind = kind
         self._changed()
 

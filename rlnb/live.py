@@ -40,6 +40,10 @@ NORMS = {
 }
 
 
+_TABLE = "font-size:small;line-height:1.25;border-collapse:collapse"
+_CELL = "text-align:right;padding:1px 8px"
+
+
 def _fmt(value: float | None) -> str:
     return "" if value is None or math.isnan(value) else f"{value:.4g}"
 
@@ -91,14 +95,16 @@ class LiveView:
         self.panels: dict[str, Panel] = {}
         """Panels by name: each metric, ``loss``, ``grad_norm``, ``learning_rate``."""
         self.images: dict[str, widgets.Image] = {}
-        self.ema_toggle = widgets.Checkbox(value=False, description=f"EMA {ema:g}", indent=False)
-        self.log_toggle = widgets.Checkbox(value=False, description="log y", indent=False)
+        auto = widgets.Layout(width="auto")
+        self.ema_toggle = widgets.Checkbox(value=False, description=f"EMA {ema:g}", indent=False, layout=auto)
+        self.log_toggle = widgets.Checkbox(value=False, description="log y", indent=False, layout=auto)
         self.plots = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
         self.steps_table = widgets.HTML()
         self.ops_table = widgets.HTML()
         self.tables = widgets.Tab(children=[self.steps_table, self.ops_table], titles=("steps", "operations"))
         toggles = widgets.HBox([self.ema_toggle, self.log_toggle])
         self.widget = widgets.VBox([toggles, self.plots, self.tables])
+        self.widget.add_class("rlnb-live")
         clash = {"loss", "grad_norm", "learning_rate"} & set(self.metrics)
         if clash:
             raise ValueError(f"metrics may not be named {sorted(clash)}: those panels are built in")
@@ -134,8 +140,9 @@ class LiveView:
 
     def _lines(self, panel: Panel, col: str, color: str, label: str) -> None:
         self.series[col] = Series(self.ema)
-        panel.line(col, color=color, label=label, lw=1.5, ms=3)
-        panel.line(col + ":ema", color=color, lw=2.2, label=f"{label} (EMA {self.ema:g})")
+        z = 2.5 if col == "grad_norm" else 2  # the global norm on top of its two parts
+        panel.line(col, color=color, label=label, lw=1.5, ms=3, zorder=z)
+        panel.line(col + ":ema", color=color, lw=2.2, label=f"{label} (EMA {self.ema:g})", zorder=z)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -271,7 +278,7 @@ class LiveView:
     def _steps_html(self, latest: list[tuple[StepRow, dict[str, float]]]) -> str:
         """The latest steps, newest first (``latest`` has one more row than shown, for its time)."""
         cols = ["step", *self.metrics, *(["loss"] if "loss" in self.panels else []), "grad norm", "clip", "lr", "time"]
-        head = "".join(f"<th style='text-align:right;padding:0 8px'>{html.escape(c)}</th>" for c in cols)
+        head = "".join(f"<th style='{_CELL}'>{html.escape(c)}</th>" for c in cols)
         body = []
         previous = ([math.nan] + [row.finished_at for row, _ in latest])[: len(latest)]
         for (row, user), before in reversed(list(zip(latest, previous, strict=True))[-self.rows :]):
@@ -284,12 +291,10 @@ class LiveView:
                 _fmt(row.learning_rate),
                 "" if math.isnan(before) else f"{row.finished_at - before:.2f} s",
             ]
-            body.append(
-                "<tr>" + "".join(f"<td style='text-align:right;padding:0 8px'>{c}</td>" for c in cells) + "</tr>"
-            )
+            body.append("<tr>" + "".join(f"<td style='{_CELL}'>{c}</td>" for c in cells) + "</tr>")
         if not body:
             body.append(f"<tr><td colspan='{len(cols)}'><i>no completed optimizer step yet</i></td></tr>")
-        return f"<table class='rlnb-steps' style='font-size:small'><tr>{head}</tr>{''.join(body)}</table>"
+        return f"<table class='rlnb-steps' style='{_TABLE}'><tr>{head}</tr>{''.join(body)}</table>"
 
     def _draw_ops(self) -> None:
         if self.tables.selected_index == 1:
@@ -299,7 +304,7 @@ class LiveView:
 def ops_html(records: list[Record]) -> str:
     """The latest operations, newest first: kind, status, error code (its message on hover), latency."""
     now = time.time()
-    cells = "".join(f"<th style='text-align:left;padding:0 8px'>{h}</th>" for h in OP_HEADERS)
+    cells = "".join(f"<th style='{_CELL};text-align:left'>{h}</th>" for h in OP_HEADERS)
     body = []
     for r in reversed(records):
         end = r.finished_at if not math.isnan(r.finished_at) else now
@@ -313,5 +318,5 @@ def ops_html(records: list[Record]) -> str:
             "" if r.step is None else str(r.step),
             latency,
         )
-        body.append("<tr>" + "".join(f"<td style='padding:0 8px'>{c}</td>" for c in row) + "</tr>")
-    return f"<table class='rlnb-ops' style='font-size:small'><tr>{cells}</tr>{''.join(body)}</table>"
+        body.append("<tr>" + "".join(f"<td style='{_CELL};text-align:left'>{c}</td>" for c in row) + "</tr>")
+    return f"<table class='rlnb-ops' style='{_TABLE}'><tr>{cells}</tr>{''.join(body)}</table>"

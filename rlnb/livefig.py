@@ -239,7 +239,7 @@ class Panel:
             self.full_draws += 1
         else:
             self.canvas.restore_region(self._background)
-        for line in self.lines.values():
+        for line in sorted(self.lines.values(), key=lambda ln: ln.get_zorder()):
             if line.get_visible():
                 self.ax.draw_artist(line)
         width, height = self.canvas.get_width_height()

@@ -34,9 +34,9 @@ class RunPanel:
 
     Each step sends ``builder.params_at(step)`` (the schedule applied), checked against the session
     before anything is submitted. By default a step is one RL step of ``task`` (the demo's digits
-    task) and logs its mean reward, and the live view shows reward, gradient norm and learning rate
-    (not the GRPO loss, ≈0 by construction); pass ``step_fn`` for your own loop (the view then shows
-    the loss and every figure you return). Runs go on a background thread, so the kernel stays free
+    task) and logs its mean reward, and the live view shows reward and gradient norm (not the GRPO
+    loss, ≈0 by construction); pass ``step_fn`` for your own loop (the view then shows the loss, the
+    learning rate and every figure you return). Runs go on a background thread, so the kernel stays free
     and Stop works mid-run (between steps). Any exception in a step stops the run and shows in the
     status line and in ``error``: a failed operation by its error code and message.
     """
@@ -65,7 +65,14 @@ class RunPanel:
         self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="220px"))
         self.status = W.HTML()
         default = step_fn is None
-        self.live = LiveView(session.history, metrics=("reward",) if default else None, every=every, loss=not default)
+        self.live = LiveView(
+            session.history,
+            metrics=("reward",) if default else None,
+            every=every,
+            rows=6,
+            loss=not default,  # the GRPO loss is ≈0 by construction: watch the reward
+            learning_rate=not default,  # the schedule preview above and the table show it
+        )
         self.widget = W.VBox(
             [
                 W.HBox(
@@ -77,6 +84,7 @@ class RunPanel:
                 self.live.widget,
             ]
         )
+        self.widget.add_class("rlnb-run-panel")
         self.error: Exception | None = None
         """The exception that stopped the last run (or refused a start), if any."""
         self._stop = threading.Event()

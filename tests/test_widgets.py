@@ -290,7 +290,7 @@ def muon_session():
 def test_the_tab_of_the_other_optimizer_is_disabled_and_says_why(muon_session):
     panel = RunPanel(muon_session, every=0.05)
     b = panel.builder
-    assert b.kind == "muon" and b.tabs.get_title(0) == "Adam (not this session)"
+    assert b.kind == "muon" and b.tabs.get_title(0) == "Adam (locked)"
     assert all(c.disabled for c in b.adam.values())
     b.tabs.selected_index = 0  # a person clicks the Adam tab
     assert not b.valid and "this session's optimizer is muon" in b.message.value
@@ -326,7 +326,7 @@ def test_the_panel_is_compact_and_made_for_rl(panel_session):
     top = panel.widget.children[0]
     assert panel.step_button in top.children and panel.run_button in top.children  # above the fold
     assert panel.builder.json.selected_index is None  # the JSON body starts collapsed
-    assert list(panel.live.panels) == ["reward", "grad_norm", "learning_rate"]  # no GRPO loss (≈0 by construction)
+    assert list(panel.live.panels) == ["reward", "grad_norm"]  # no GRPO loss (≈0 by construction)
     panel.close()
     custom = RunPanel(panel_session, step_fn=lambda s, p: {"accuracy": 0.5}, every=0.05)
     assert "loss" in custom.live.panels
