@@ -246,7 +246,7 @@ class LiveView:
             s = self.series[key]
             raw = panel.lines[key]
             panel.set(key, *s.raw.xy())
-            panel.set(key + ":ema", *s.smooth.xy(), visible=smooth, markers=False)
+            panel.set(key + ":ema", *(s.smooth.xy() if smooth else ([], [])), visible=smooth, markers=False)
             raw.set_alpha(0.35 if smooth else 1.0)
             lo, hi = min(lo, s.lo), max(hi, s.hi)
             if s.n:

@@ -12,6 +12,7 @@ is restored and only the lines are drawn on it ("blitting"), about 10x cheaper t
 from __future__ import annotations
 
 import io
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -24,8 +25,8 @@ from PIL import Image
 
 from rlnb.plots import MARKERS_UP_TO
 
-LIVE_POINTS = 800
-"""Points kept per line: about two per horizontal pixel of a panel."""
+LIVE_POINTS = 512
+"""Points drawn per line, at most: a lowest and a highest point per horizontal pixel of a panel."""
 NICE = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 
@@ -37,8 +38,17 @@ def nice_ceiling(value: float) -> float:
     return next(m * scale for m in NICE if m * scale >= value * (1 - 1e-12))
 
 
+def _merge(a: list[float], b: list[float]) -> list[float]:
+    """Two consecutive buckets as one: the first's first point, the lower minimum, the higher maximum."""
+    lo = a[3:5] if a[4] <= b[4] else b[3:5]
+    hi = a[5:7] if a[6] >= b[6] else b[5:7]
+    return [a[0] + b[0], a[1], a[2], *lo, *hi]
+
+
 class _Buckets:
-    """Min/max decimation on the fly: at most ``cap`` points out, whatever comes in."""
+    """Min/max decimation on the fly: up to ``cap`` buckets of ``width`` consecutive points each (the
+    width doubles when they are full); drawn as exactly ``cap // 2`` groups once there are that many,
+    so a line costs the same to draw at any length."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
@@ -50,34 +60,29 @@ class _Buckets:
     def add(self, x: float, y: float) -> None:
         last = self.buckets[-1] if self.buckets else None
         if last is None or last[0] >= self.width:
+            if len(self.buckets) >= self.cap:  # full: halve, pairing neighbours
+                pairs = zip(self.buckets[0::2], self.buckets[1::2], strict=False)
+                self.buckets = [_merge(a, b) for a, b in pairs] + self.buckets[len(self.buckets) // 2 * 2 :]
+                self.width *= 2
             inf = math.inf
-            self.buckets.append([0, x, y, x, inf, x, -inf])
-            last = self.buckets[-1]
-            if len(self.buckets) > self.cap // 2:
-                self._halve()
-                last = self.buckets[-1]
+            last = [0, x, y, x, inf, x, -inf]
+            self.buckets.append(last)
         last[0] += 1
         if y < last[4]:
             last[3], last[4] = x, y
         if y > last[6]:
             last[5], last[6] = x, y
 
-    def _halve(self) -> None:
-        merged = []
-        for i in range(0, len(self.buckets) - 1, 2):
-            a, b = self.buckets[i], self.buckets[i + 1]
-            lo = a[3:5] if a[4] <= b[4] else b[3:5]
-            hi = a[5:7] if a[6] >= b[6] else b[5:7]
-            merged.append([a[0] + b[0], a[1], a[2], *lo, *hi])
-        if len(self.buckets) % 2:
-            merged.append(self.buckets[-1])
-        self.buckets = merged
-        self.width *= 2
-
     def xy(self) -> tuple[np.ndarray, np.ndarray]:
+        buckets, groups = self.buckets, self.cap // 2
+        if len(buckets) > groups:  # 1 or 2 buckets per group
+            edges = [i * len(buckets) // groups for i in range(groups + 1)]
+            buckets = [
+                buckets[a] if b - a == 1 else _merge(buckets[a], buckets[a + 1]) for a, b in itertools.pairwise(edges)
+            ]
         xs: list[float] = []
         ys: list[float] = []
-        for _, fx, fy, xlo, ylo, xhi, yhi in self.buckets:
+        for _, fx, fy, xlo, ylo, xhi, yhi in buckets:
             if ylo == math.inf:  # no finite point in the bucket
                 xs.append(fx)
                 ys.append(fy)

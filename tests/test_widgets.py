@@ -265,7 +265,9 @@ def test_join_and_close_wait_for_the_end_of_the_run(panel_session):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     time.sleep(0.05)
-    assert panel.join(30) and finished == [True]
+    ended = panel.join(30)
+    assert finished == [True]  # join() returned after the run's last redraw, not before
+    assert ended and not panel.running
     panel.close()
 
 
