@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +25,9 @@ import pandas as pd
 COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 """Figures of a completed optim-step, copied into its row."""
+
+
+_Row = tuple[int, int, float, float, float, float, float, float]
 
 
 @dataclass(slots=True)
@@ -60,10 +62,10 @@ class StepLog:
 
     def _clear(self) -> None:
         # Completed optim-steps in submission order, one list per column (cheap to turn into arrays).
-        self._cols: dict[str, list[Any]] = {name: [] for name in ("seq", "step", *ROW_FLOATS, "finished_at")}
+        self._rows: list[_Row] = []  # completed optim-steps in submission order, as StepRow's fields
         self._losses: dict[int, list[float]] = {}  # step fed -> losses of its completed forward-backwards
         self._loss: dict[int, float] = {}  # step fed -> their sum
-        self._open_fb: Counter[int] = Counter()  # step fed -> forward-backwards not finished
+        self._open_fb: dict[int, int] = {}  # step fed -> forward-backwards not finished
         self._open_opt: dict[int, None] = {}  # seqs of unfinished optim-steps, in submission order
         self._versions: set[int] = set()
         self._logged: list[dict[str, Any]] = []
@@ -77,7 +79,7 @@ class StepLog:
     def submitted(self, rec: Any) -> None:
         with self._lock:
             if rec.kind == "forward-backward" and rec.step is not None:
-                self._open_fb[rec.step + 1] += 1
+                self._open_fb[rec.step + 1] = self._open_fb.get(rec.step + 1, 0) + 1
             elif rec.kind == "optim-step":
                 self._open_opt[rec.seq] = None
 
@@ -87,9 +89,9 @@ class StepLog:
             done = rec.status == COMPLETED
             if rec.kind == "forward-backward" and rec.step is not None:
                 fed = rec.step + 1
-                self._open_fb[fed] -= 1
-                if self._open_fb[fed] <= 0:
-                    del self._open_fb[fed]
+                left = self._open_fb.pop(fed, 0) - 1
+                if left > 0:
+                    self._open_fb[fed] = left
                 if done and not math.isnan(rec.loss):
                     losses = self._losses.setdefault(fed, [])
                     losses.append(rec.loss)
@@ -102,14 +104,26 @@ class StepLog:
                 self._versions.add(int(rec.weights_version))
 
     def _add_row(self, rec: Any) -> None:
-        self.na_reason = rec.na_reason if math.isnan(rec.grad_norm) else None
-        seqs = self._cols["seq"]
-        at = len(seqs)
-        while at and seqs[at - 1] > rec.seq:  # finished out of order (a remote poller): rare
+        gn = float(rec.grad_norm)
+        self.na_reason = rec.na_reason if math.isnan(gn) else None
+        row: _Row = (
+            rec.seq,
+            int(rec.step),
+            gn,
+            float(rec.grad_norm_muon),
+            float(rec.grad_norm_adam),
+            float(rec.grad_clip_norm),
+            float(rec.learning_rate),
+            float(rec.finished_at),
+        )
+        rows = self._rows
+        if not rows or rows[-1][0] < rec.seq:
+            rows.append(row)
+            return
+        at = len(rows)
+        while at and rows[at - 1][0] > rec.seq:  # finished out of order (a remote poller): rare
             at -= 1
-        for name, column in self._cols.items():
-            value = getattr(rec, name)
-            column.insert(at, int(value) if name in ("seq", "step") else float(value))
+        rows.insert(at, row)
 
     def logged(self, row: dict[str, Any]) -> None:
         with self._lock:
@@ -123,7 +137,7 @@ class StepLog:
     # -- reading -------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._cols["seq"])
+        return len(self._rows)
 
     @property
     def names(self) -> list[str]:
@@ -132,27 +146,16 @@ class StepLog:
             return list(self._user)
 
     def _row(self, i: int) -> StepRow:
-        c = self._cols
-        return StepRow(
-            seq=c["seq"][i],
-            step=c["step"][i],
-            grad_norm=c["grad_norm"][i],
-            grad_norm_muon=c["grad_norm_muon"][i],
-            grad_norm_adam=c["grad_norm_adam"][i],
-            grad_clip_norm=c["grad_clip_norm"][i],
-            learning_rate=c["learning_rate"][i],
-            finished_at=c["finished_at"][i],
-            loss=self._loss.get(c["step"][i], math.nan),
-        )
+        row = self._rows[i]
+        return StepRow(*row, loss=self._loss.get(row[1], math.nan))
 
     def settled(self, start: int) -> list[StepRow]:
         """Rows from index ``start`` that are final: every earlier optim-step has finished and every
         forward-backward feeding them too. A live view appends these and never looks back."""
         with self._lock:
             first_open = next(iter(self._open_opt), math.inf)
-            seqs, steps = self._cols["seq"], self._cols["step"]
-            n = self._settled
-            while n < len(seqs) and seqs[n] < first_open and not self._open_fb.get(steps[n]):
+            rows, n = self._rows, self._settled
+            while n < len(rows) and rows[n][0] < first_open and not self._open_fb.get(rows[n][1]):
                 n += 1
             self._settled = n
             return [self._row(i) for i in range(start, n)]
@@ -171,23 +174,21 @@ class StepLog:
     def frame(self) -> pd.DataFrame:
         """The steps table (``History.steps``), equal to ``history.steps_table`` on the same history."""
         with self._lock:
-            cols = {
-                name: np.array(values, dtype=np.int64 if name in ("seq", "step") else float)
-                for name, values in self._cols.items()
-            }
-            steps = self._cols["step"]
+            table = np.array(self._rows, dtype=float).reshape(-1, 8)  # seq, step, 5 figures, finished_at
+            steps = [row[1] for row in self._rows]
             loss = np.array([self._loss.get(s, math.nan) for s in steps], dtype=float)
             versions = pd.array([s if s in self._versions else None for s in steps], dtype="Int64")
             user = {name: np.array([v.get(s, math.nan) for s in steps], dtype=float) for name, v in self._user.items()}
             any_logged = bool(self._logged)
-        table = pd.DataFrame({"step": cols["step"], "loss": loss, **{c: cols[c] for c in ROW_FLOATS}})
-        finished = pd.Series(pd.to_datetime(cols["finished_at"], unit="s", utc=True))
-        table["step_time_s"] = finished.diff().dt.total_seconds()
-        table["weights_version"] = versions
+        columns = {c: table[:, 2 + i] for i, c in enumerate(ROW_FLOATS)}
+        frame = pd.DataFrame({"step": np.array(steps, dtype=np.int64), "loss": loss, **columns})
+        finished = pd.Series(pd.to_datetime(table[:, 7], unit="s", utc=True))
+        frame["step_time_s"] = finished.diff().dt.total_seconds()
+        frame["weights_version"] = versions
         if any_logged:  # as steps_table's join of the last value per step (which refuses a clash)
-            clash = set(user) & set(table.columns)
+            clash = set(user) & set(frame.columns)
             if clash:
                 raise ValueError(f"logged figures may not be named like a steps column: {sorted(clash)}")
             for name, values in user.items():
-                table[name] = values
-        return table
+                frame[name] = values
+        return frame
