@@ -135,9 +135,8 @@ def _na_reason(ops: pd.DataFrame) -> str | None:
 
 def _steps(data: History | pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """The steps table and why the gradient norm is missing (when the operations say)."""
-    if isinstance(data, History):
-        ops = data.df
-        return steps_table(ops, data.logged), _na_reason(ops)
+    if isinstance(data, History):  # kept up to date as operations finish: no rebuild from .df
+        return data.steps, data.step_log.na_reason
     if "kind" in data.columns:
         return steps_table(data), _na_reason(data)
     return data, None
