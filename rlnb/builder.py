@@ -2,7 +2,7 @@
 
 The params object is the one source of truth, validated by the same rules (errors name the field,
 and the field itself turns red), previewed as the exact JSON body, with a learning-rate schedule and
-its plot. Presets teach: each says what a run with it does on the demo task (``LESSONS``).
+its plot. Presets teach: each says what a run with it does on the demo task (``rlnb.presets``).
 """
 
 from __future__ import annotations
@@ -16,152 +16,16 @@ import ipywidgets as W
 from matplotlib.figure import Figure
 
 from rlnb._exceptions import InvalidParams
+from rlnb.controls import FIELD, STYLE, WIDE, LearningRate, close_tree, controls, grid, mark, values
 from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, OptimizerParams
 from rlnb.plots import png
+from rlnb.presets import DEFAULT_PRESET, LESSONS, PRESETS
 from rlnb.schedule import Schedule
 
-
-def _preset(adam: tuple[float, float, float, float, float, float], muon: tuple[float, float, int, float, float]) -> Any:
-    """One preset: the same AdamW values for an Adam session and for Muon's non-matrix weights."""
-    adam_values = dict(zip(ADAM_FIELDS, adam, strict=True))
-    return {"adam": adam_values, "muon": dict(zip(MUON_FIELDS, muon, strict=True)), "muon.adam": dict(adam_values)}
-
-
-DEFAULT_PRESET = "Learns in 30 steps"
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    # Sized for the built-in model and the digits task: AdamW 1e-2 (Muon 0.05 on the matrices), clip 1.
-    DEFAULT_PRESET: _preset((1e-2, 0.9, 0.95, 1e-8, 0.0, 1.0), (0.05, 0.95, 5, 0.0, 1.0)),
-    # The values in Together's optim-step reference example (lr, beta1, beta2, eps, wd, clip).
-    "Together docs": _preset((1e-4, 0.9, 0.95, 1e-8, 0.1, 10.0), (0.02, 0.95, 5, 0.0, 10.0)),
-    # KellerJordan/Muon: SingleDeviceMuonWithAuxAdam defaults (Muon lr 0.02, momentum 0.95, wd 0; aux
-    # AdamW lr 3e-4, betas (0.9, 0.95), eps 1e-10, wd 0). KJ does not clip: 0 = off.
-    "Keller Jordan Muon": _preset((3e-4, 0.9, 0.95, 1e-10, 0.0, 0.0), (0.02, 0.95, 5, 0.0, 0.0)),
-    # For teaching: ~10,000x the rates that learn, clipping off. Lower "too high" rates (0.5-10) often
-    # collapse the policy onto digits, the best possible reward on this task, and teach the opposite.
-    "Too high (teaching)": _preset((100.0, 0.9, 0.95, 1e-8, 0.0, 0.0), (50.0, 0.95, 5, 0.0, 0.0)),
-}
-LESSONS: dict[str, str] = {
-    DEFAULT_PRESET: "expect the reward to climb from ~0.05 to near 1 within 30 steps on the digits task",
-    "Together docs": "the API reference's values, sized for large models: on this tiny model the reward "
-    "barely moves in 30 steps (lr 1e-4 is too small here)",
-    "Keller Jordan Muon": "Muon's own defaults: the matrices learn, but AdamW at 3e-4 holds the embeddings and "
-    "head back, so the reward barely moves in 30 steps here",
-    "Too high (teaching)": "far too high, clipping off: within a step or two the policy collapses onto one "
-    "output and the reward falls to ~0 and stays there",
-}
-"""What a run with each preset does (measured on the built-in model, see README), shown beside it."""
+__all__ = ["DEFAULT_PRESET", "LESSONS", "LR_RANGES", "PRESETS", "OptimizerBuilder"]
 
 LR_RANGES = {"adam": (-6, 2), "muon": (-4, 2), "muon.adam": (-6, 2)}
 """Slider ranges (log10) for the learning rate; the text box beside it takes any value."""
-_WIDE = {"description_width": "110px"}
-_FIELD = W.Layout(width="290px")
-INVALID = "rlnb-invalid"
-"""CSS class of a control whose value is refused (styled red by ``STYLE``)."""
-STYLE = (
-    "<style>.rlnb-invalid input, .rlnb-invalid select {border: 2px solid #b00020 !important;"
-    " background: #fdecea !important} .rlnb-invalid .widget-label {color: #b00020}</style>"
-)
-
-
-def _significant(value: float, digits: int = 3) -> float:
-    """``0.31622776601683794`` → ``0.316``: what a slider position means, as a person would write it."""
-    return float(f"{value:.{digits}g}")
-
-
-class _LearningRate:
-    """A log-scale slider for dragging and a text box for exact entry, kept in step. Values set by
-    the slider are rounded to 3 significant digits."""
-
-    def __init__(self, lo: int, hi: int, description: str):
-        self.slider = W.FloatLogSlider(
-            min=lo,
-            max=hi,
-            base=10,
-            step=0.05,
-            description=description,
-            continuous_update=False,
-            readout=False,
-            style=_WIDE,
-            layout=W.Layout(width="480px"),
-        )
-        self.text = W.FloatText(layout=W.Layout(width="110px"))
-        self.box = W.HBox([self.slider, self.text])
-        self._busy = False
-        self.slider.observe(lambda ch: self._sync(self.text, _significant(ch["new"])), names="value")
-        self.text.observe(self._from_text, names="value")
-
-    def _sync(self, target: W.ValueWidget, value: float) -> None:
-        if self._busy:
-            return
-        self._busy = True
-        try:
-            target.value = value
-        finally:
-            self._busy = False
-
-    def _from_text(self, change: dict[str, Any]) -> None:
-        lo, hi = 10**self.slider.min, 10**self.slider.max
-        if lo <= change["new"] <= hi:  # out-of-range values stay in the text box for validation
-            self._sync(self.slider, change["new"])
-
-    @property
-    def value(self) -> float:
-        return float(self.text.value)
-
-    @value.setter
-    def value(self, v: float) -> None:
-        self.text.value = v
-
-    @property
-    def disabled(self) -> bool:
-        return bool(self.text.disabled)
-
-    @disabled.setter
-    def disabled(self, value: bool) -> None:
-        self.slider.disabled = self.text.disabled = value
-
-    def observe(self, fn: Callable[[dict[str, Any]], None]) -> None:
-        self.text.observe(fn, names="value")
-
-    def mark(self, invalid: bool) -> None:
-        (self.text.add_class if invalid else self.text.remove_class)(INVALID)
-
-
-def _controls(fields: tuple[str, ...], lr_range: tuple[int, int]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in fields:
-        if name == "learning_rate":
-            out[name] = _LearningRate(*lr_range, description="learning rate")
-        else:  # FloatText for NS steps too: "2.5" must reach the check as 2.5, not as 25
-            label = "NS steps" if name == "newton_schulz_steps" else name.replace("_", " ")
-            out[name] = W.FloatText(description=label, style=_WIDE, layout=_FIELD)
-    return out
-
-
-def _grid(controls: dict[str, Any]) -> W.VBox:
-    """The learning rate across the top, the other fields two to a row."""
-    rate = [c.box for c in controls.values() if isinstance(c, _LearningRate)]
-    fields = [c for c in controls.values() if not isinstance(c, _LearningRate)]
-    grid = W.GridBox(fields, layout=W.Layout(grid_template_columns="repeat(2, 300px)", grid_gap="2px 8px"))
-    return W.VBox([*rate, grid])
-
-
-def _mark(control: Any, invalid: bool) -> None:
-    if isinstance(control, _LearningRate):
-        control.mark(invalid)
-    elif invalid:
-        control.add_class(INVALID)
-    else:
-        control.remove_class(INVALID)
-
-
-def _values(group: dict[str, Any]) -> dict[str, Any]:
-    """The controls' values; a whole number of Newton-Schulz steps as an int (2.5 stays 2.5: refused)."""
-    values = {name: c.value for name, c in group.items()}
-    ns = values.get("newton_schulz_steps")
-    if isinstance(ns, float) and ns.is_integer():
-        values["newton_schulz_steps"] = int(ns)
-    return values
 
 
 class OptimizerBuilder:
@@ -178,17 +42,17 @@ class OptimizerBuilder:
             raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
         if preset not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {preset!r}")
-        self.adam = _controls(ADAM_FIELDS, LR_RANGES["adam"])
-        self.muon = _controls(MUON_FIELDS, LR_RANGES["muon"])
-        self.muon_adam = _controls(ADAM_FIELDS, LR_RANGES["muon.adam"])
+        self.adam = controls(ADAM_FIELDS, LR_RANGES["adam"])
+        self.muon = controls(MUON_FIELDS, LR_RANGES["muon"])
+        self.muon_adam = controls(ADAM_FIELDS, LR_RANGES["muon.adam"])
         self.tabs = W.Tab(
             children=[
-                _grid(self.adam),
+                grid(self.adam),
                 W.VBox(
                     [
-                        _grid(self.muon),
+                        grid(self.muon),
                         W.HTML("<b>adam</b> — for embeddings, output head, norms, biases"),
-                        _grid(self.muon_adam),
+                        grid(self.muon_adam),
                     ]
                 ),
             ],
@@ -200,11 +64,11 @@ class OptimizerBuilder:
         self.preset = W.Dropdown(options=list(PRESETS), description="preset", layout=W.Layout(width="290px"))
         self.lesson = W.HTML()
         self.sched_kind = W.Dropdown(
-            options=["constant", "linear", "cosine"], description="schedule", style=_WIDE, layout=_FIELD
+            options=["constant", "linear", "cosine"], description="schedule", style=WIDE, layout=FIELD
         )
-        self.warmup = W.IntText(value=0, description="warmup steps", style=_WIDE, layout=_FIELD)
-        self.total = W.IntText(value=total_steps, description="total steps", style=_WIDE, layout=_FIELD)
-        self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=_WIDE, layout=_FIELD)
+        self.warmup = W.IntText(value=0, description="warmup steps", style=WIDE, layout=FIELD)
+        self.total = W.IntText(value=total_steps, description="total steps", style=WIDE, layout=FIELD)
+        self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=WIDE, layout=FIELD)
         self.preview = W.HTML()
         self.json = W.Accordion(children=[self.preview], titles=("request body (JSON)",), selected_index=None)
         self.message = W.HTML()
@@ -235,7 +99,7 @@ class OptimizerBuilder:
         self.apply_preset(preset)
         for group in (self.adam, self.muon, self.muon_adam):
             for c in group.values():
-                c.observe(self._edited) if isinstance(c, _LearningRate) else c.observe(self._edited, names="value")
+                c.observe(self._edited) if isinstance(c, LearningRate) else c.observe(self._edited, names="value")
         for c in (self.sched_kind, self.warmup, self.total, self.min_ratio):
             c.observe(self._changed, names="value")
         self.tabs.observe(self._changed, names="selected_index")
@@ -286,11 +150,11 @@ class OptimizerBuilder:
 
     def apply_preset(self, name: str) -> None:
         """Fill every control from ``PRESETS[name]`` (one update of the preview at the end)."""
-        values = PRESETS[name]
+        preset = PRESETS[name]
         self._quiet = True
         try:
             for group, key in ((self.adam, "adam"), (self.muon, "muon"), (self.muon_adam, "muon.adam")):
-                for field, v in values[key].items():
+                for field, v in preset[key].items():
                     group[field].value = v
             self.preset.options = list(PRESETS)
             self.preset.value = name
@@ -322,11 +186,11 @@ class OptimizerBuilder:
                 f"(the optimizer is fixed when the session is created); pick the {self.locked.capitalize()} tab"
             )
         if self.kind == "adam":
-            return AdamParams(**_values(self.adam))
+            return AdamParams(**values(self.adam))
         errors = []  # check both parts, so that every bad field is named (and marked) at once
         for prefix, check in (
-            ("", lambda: MuonParams(**_values(self.muon))),
-            ("adam.", lambda: AdamParams(**_values(self.muon_adam))),
+            ("", lambda: MuonParams(**values(self.muon))),
+            ("adam.", lambda: AdamParams(**values(self.muon_adam))),
         ):
             try:
                 check()
@@ -334,7 +198,7 @@ class OptimizerBuilder:
                 errors += [(prefix + field, value, allowed) for field, value, allowed in exc.errors]
         if errors:
             raise InvalidParams("MuonParams", errors)
-        return MuonParams(**_values(self.muon), adam=AdamParams(**_values(self.muon_adam)))
+        return MuonParams(**values(self.muon), adam=AdamParams(**values(self.muon_adam)))
 
     def _picked(self, change: dict[str, Any]) -> None:
         if not self._quiet and change["new"] in PRESETS:
@@ -343,9 +207,9 @@ class OptimizerBuilder:
     def _edited(self, change: Any = None) -> None:
         if self._quiet:
             return
-        values = PRESETS[self._applied]
+        preset = PRESETS[self._applied]
         groups = ((self.adam, "adam"), (self.muon, "muon"), (self.muon_adam, "muon.adam"))
-        modified = any(group[f].value != v for group, key in groups for f, v in values[key].items())
+        modified = any(group[f].value != v for group, key in groups for f, v in preset[key].items())
         if modified != self.modified:  # the dropdown says so: "<preset> (modified)"
             self.modified = modified
             label = f"{self._applied} (modified)"
@@ -400,14 +264,14 @@ class OptimizerBuilder:
             fields = {**self.muon, **{"adam." + name: c for name, c in self.muon_adam.items()}}
         for group in (self.adam, self.muon, self.muon_adam):
             for c in group.values():
-                _mark(c, False)
+                mark(c, False)
         schedule = {"warmup_steps": self.warmup, "total_steps": self.total, "min_lr_ratio": self.min_ratio}
         for name, c in schedule.items():
-            _mark(c, "schedule." + name in bad)
-        _mark(self.sched_kind, "schedule.kind" in bad)
+            mark(c, "schedule." + name in bad)
+        mark(self.sched_kind, "schedule.kind" in bad)
         for name in bad:
             if name in fields:
-                _mark(fields[name], True)
+                mark(fields[name], True)
 
     def _draw_schedule(self, schedule: Schedule) -> None:
         steps = range(0, int(schedule.total_steps * 1.1) + 1)
@@ -422,10 +286,3 @@ class OptimizerBuilder:
     def close(self) -> None:
         """Close every control of the builder (the front end removes them)."""
         close_tree(self.widget)
-
-
-def close_tree(widget: W.Widget) -> None:
-    """Close a widget and everything inside it."""
-    for child in getattr(widget, "children", ()):
-        close_tree(child)
-    widget.close()

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import ipywidgets as widgets
+import numpy as np
 from matplotlib.colors import to_hex
 
 from rlnb.history import History, Record
@@ -40,6 +41,7 @@ NORMS = {
 }
 
 
+_NONE = np.empty(0)
 _TABLE = "font-size:small;line-height:1.25;border-collapse:collapse"
 _CELL = "text-align:right;padding:1px 8px"
 
@@ -246,7 +248,8 @@ class LiveView:
             s = self.series[key]
             raw = panel.lines[key]
             panel.set(key, *s.raw.xy())
-            panel.set(key + ":ema", *(s.smooth.xy() if smooth else ([], [])), visible=smooth, markers=False)
+            ex, ey = s.smooth.xy() if smooth else (_NONE, _NONE)  # the EMA is drawn only when shown
+            panel.set(key + ":ema", ex, ey, visible=smooth, markers=False)
             raw.set_alpha(0.35 if smooth else 1.0)
             lo, hi = min(lo, s.lo), max(hi, s.hi)
             if s.n:

@@ -15,7 +15,8 @@ from typing import Any
 import ipywidgets as W
 
 from rlnb._exceptions import OperationFailed
-from rlnb.builder import INVALID, LESSONS, PRESETS, OptimizerBuilder, close_tree
+from rlnb.builder import LESSONS, PRESETS, OptimizerBuilder
+from rlnb.controls import INVALID, close_tree
 from rlnb.live import LiveView
 from rlnb.params import OptimizerParams
 from rlnb.plots import short

@@ -9,7 +9,8 @@ import time
 import pytest
 
 import rlnb
-from rlnb.builder import DEFAULT_PRESET, INVALID
+from rlnb.controls import INVALID
+from rlnb.presets import DEFAULT_PRESET
 from rlnb.schedule import Schedule
 from rlnb.tasks import digits_task, rl_step
 from rlnb.widgets import LESSONS, PRESETS, OptimizerBuilder, RunPanel
