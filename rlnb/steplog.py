@@ -139,12 +139,6 @@ class StepLog:
     def __len__(self) -> int:
         return len(self._rows)
 
-    @property
-    def names(self) -> list[str]:
-        """Logged figure names, in order of first appearance."""
-        with self._lock:
-            return list(self._user)
-
     def _row(self, i: int) -> StepRow:
         row = self._rows[i]
         return StepRow(*row, loss=self._loss.get(row[1], math.nan))
