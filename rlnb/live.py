@@ -256,9 +256,9 @@ class LiveView:
                 x_last = max(x_last, s.last_x)
         note = ""
         if name == "grad_norm":
-            lo, hi = self._clip(panel, lo, hi)
-            if not math.isfinite(hi):
+            if not math.isfinite(hi):  # a remote API reports none: say why (the clip threshold may still show)
                 note = self.history.step_log.na_reason or "no gradient norm yet"
+            lo, hi = self._clip(panel, lo, hi)
             panel.legend([k + ":ema" if smooth else k for k in keys] + ["grad_clip_norm"])
         elif not math.isfinite(hi):
             note = f"no {name!r} logged yet" if name in self.metrics else "no completed optimizer step yet"

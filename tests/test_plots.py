@@ -436,3 +436,11 @@ def test_live_view_starts_over_when_a_finished_operation_changes():
     view.refresh()
     assert line(view, "loss", "loss").tolist() == [[1.0, 3.0]] and h.steps.loss.tolist() == [3.0]
     view.close()
+
+
+def test_live_view_says_why_a_remote_run_has_no_gradient_norm():
+    h = hand_history([3.0, 2.0])  # optim-step output carries only `step`, as Together's does
+    view = LiveView(h, every=0)
+    assert view.panels["grad_norm"].note.get_text() == NA_NO_GRAD_NORM
+    assert view.panels["loss"].note.get_text() == ""
+    view.close()
