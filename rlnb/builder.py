@@ -34,7 +34,7 @@ class OptimizerBuilder:
     ``.params`` is the validated config (``InvalidParams`` if a field is out of range), ``.errors`` the
     current problems (the fields themselves turn red), the JSON preview (collapsed) equals
     ``.params.request_body()``, ``.schedule(step)`` is the scheduled learning rate and
-    ``.params_at(step)`` the config to send at that step. ``.modified`` says a preset was edited.
+    ``.params_at(step)`` the config to send at that step. ``.modified``: a field differs from the preset.
     """
 
     def __init__(self, optimizer: str = "adam", preset: str = DEFAULT_PRESET, total_steps: int = 100):
