@@ -19,6 +19,8 @@ from rlnb.backends import Backend
 from rlnb.history import History
 from rlnb.operation import Operation
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.sinks.base import Sink
+from rlnb.sinks.stream import attach, validate
 
 LOSS_NAMES: dict[str, str] = {
     "cross_entropy": "LOSS_TYPE_CROSS_ENTROPY",
@@ -61,7 +63,8 @@ class Session:
 
     ``history`` records every operation, on disk under ``<runs_dir>/<run_id>/`` (default
     ``./rlnb-runs/<timestamp-optimizer-id>``; ``record=False`` keeps it in memory only); ``step`` is the
-    session's optimizer-step count.
+    session's optimizer-step count. ``sinks`` (``rlnb.sinks.TensorBoard(...)``, ...) receive the run
+    as it goes.
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class Session:
         runs_dir: str | Path | None = None,
         run_id: str | None = None,
         record: bool = True,
+        sinks: Sink | Sequence[Sink] = (),
     ):
         self.backend = backend
         if history is None:
@@ -86,6 +90,7 @@ class Session:
         self._closed = False
         self._lock = threading.Lock()
         self._pending: list[Operation[Any]] = []
+        self._sinks = attach(history, sinks) if sinks else None
 
     def __repr__(self) -> str:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
@@ -111,6 +116,8 @@ class Session:
         self._closed = True
         self.backend.close()
         self.history.close()
+        if self._sinks is not None:
+            self._sinks.close()  # after the run store: a slow sink never holds it open
 
     # -- operations ------------------------------------------------------------------------------
 
@@ -235,6 +242,7 @@ def connect(
     runs_dir: str | Path | None = None,
     run_id: str | None = None,
     record: bool = True,
+    sinks: Sink | Sequence[Sink] = (),
     **options: Any,
 ) -> Session:
     """Open a training session.
@@ -247,9 +255,10 @@ def connect(
     attaches to a running one (see ``rlnb.backends.remote.RemoteBackend.connect`` for every option).
 
     Every operation is recorded under ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``, or
-    ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only.
+    ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only. ``sinks=[...]`` streams
+    it to TensorBoard, MLflow, W&B or Trackio as well (see ``rlnb.sinks``).
     """
-    recording = {"runs_dir": runs_dir, "run_id": run_id, "record": record}
+    recording = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
     if target == "local":
         from rlnb.backends.local import LocalBackend
 
