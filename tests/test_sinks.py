@@ -192,6 +192,8 @@ def test_export_writes_a_reloaded_run_the_same_way(monkeypatch, tmp_path):
     dropped.error = OSError("disk full")
     with pytest.raises(sinks.SinkError, match="disk full"):
         rlnb.export(session.history, dropped)
+    with pytest.raises(TypeError, match="export takes a History or a run folder"):
+        rlnb.export(session, sinks.TensorBoard(tmp_path / "tb"))  # type: ignore[arg-type]
 
 
 def test_a_sweep_sends_each_trial_under_the_sweep(tmp_path):

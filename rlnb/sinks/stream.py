@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import heapq
 import math
+import os
 import queue
 import threading
 import time
@@ -263,6 +264,8 @@ def attach(history: History, sinks: Sink | Sequence[Sink]) -> Attachment:
 def export(run: History | str | Path, sink: Sink) -> None:
     """Write a finished or reloaded run to ``sink``: ``rlnb.export("rlnb-runs/<id>", TensorBoard("tb"))``
     or ``rlnb.export(session.history, ...)``. Raises ``SinkError`` if the sink cannot take it."""
+    if not isinstance(run, History | str | os.PathLike):
+        raise TypeError(f"export takes a History or a run folder (e.g. session.history), got {type(run).__name__}")
     history = run if isinstance(run, History) else History.load(run)
     if sink.error is not None:
         raise SinkError(f"{sink!r} cannot be used") from sink.error
