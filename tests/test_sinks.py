@@ -26,6 +26,7 @@ from rlnb import samples, sinks
 from rlnb.history import History
 from rlnb.sinks import stream
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink
+from rlnb.sinks.points import Steps, merge
 from rlnb.sweep import grid, sweep
 from tests import sink_readers as read
 
@@ -88,10 +89,10 @@ def expected(history: History) -> dict[int, dict[str, float]]:
     return out
 
 
-def assert_points(got, want):
-    assert sorted(got) == sorted(want)
+def assert_points(got, want, where=""):
+    assert sorted(got) == sorted(want), where
     for step, values in want.items():
-        assert got[step] == pytest.approx(values, rel=1e-6, abs=2e-6), step
+        assert got[step] == pytest.approx(values, rel=1e-6, abs=2e-6), (where, step)
 
 
 def train(session, steps: int = 5) -> None:
@@ -160,7 +161,7 @@ def check_run(history: History, where: Path, project: str, mlflow_db: Path | Non
     assert list(failed.error_code) == [INVALID]
     got = read_all(where, name, project, mlflow_db)
     for library, params, points, events in got:
-        assert_points(points, want)
+        assert_points(points, want, library)
         assert params["optimizer"] == history.config["optimizer"], library
         assert params["model"] == "rlnb/tiny" and float(params["seed"]) == 0, library
         assert params["versions.torch"] == torch.__version__, library
@@ -359,7 +360,7 @@ def test_points_match_history_steps_when_completions_arrive_out_of_order():
         ("sample", wire.OperationError(code=INVALID, message="bad prompt"), 3),
     ]
     records = [history.new(kind, step, None, at=100.0 + i) for i, (kind, _, step) in enumerate(plan)]
-    steps = stream.Steps()
+    steps = Steps()
     items = []
     for rec in records:
         history.update(rec, wire.Operation(id=f"op-{rec.seq}", status="TRAINING_OPERATION_STATUS_PENDING"), rec.seq)
@@ -375,8 +376,8 @@ def test_points_match_history_steps_when_completions_arrive_out_of_order():
         )
         history.update(records[seq], env, 200.0 + seq)
         items += steps.record(records[seq])
-    points, failures = stream.merge(items + steps.drain())
-    assert {p.step: p.values for p in points} == expected(history)
+    made, failures = merge(items + steps.drain())
+    assert {p.step: p.values for p in made} == expected(history)
     assert expected(history)[2]["loss"] == 0.5  # the one before the failed step; 0.25 went to a step 3 never made
     assert sorted((f.kind, f.code) for f in failures) == [
         ("optim-step", "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"),
@@ -421,5 +422,5 @@ def test_an_interpreter_that_exits_without_close_flushes_every_sink_and_exits(tm
     path = Path(next(line for line in out.stdout.splitlines() if line.startswith("RUN ")).split(" ", 1)[1])
     history = History.load(path)
     for library, _, points, events in read_all(tmp_path, path.name, "atexit"):
-        assert_points(points, expected(history))
+        assert_points(points, expected(history), library)
         assert len(events) == 1 and INVALID in events[0][1], library

@@ -2,12 +2,13 @@
 
 MLflow's SQLite store spends ~60-80 µs of Python per metric (SQLAlchemy objects), which on a
 thread of the training process takes the GIL from training; in a child process it takes none.
-The child is a fresh ``python`` running ``main()`` here, started at a sink's first run and ended after its
-last (never ``multiprocessing``: spawning would re-run a user's script). It re-creates the sink
-from ``Sink.spec()`` and writes what it is sent; messages are length-prefixed pickles over its
-stdin/stdout (the child's own prints go to stderr). Every reply is awaited on the sink's thread,
-so an error in the child raises there, and a child that dies or stops answering drops the sink.
-If the parent dies, the child sees its stdin close, finishes the runs it holds and exits.
+The child is a fresh ``python`` running ``main()`` here (never ``multiprocessing``: spawning would
+re-run a user's script), started for a sink's first run and stopped after its last. It makes the
+sink again from ``Sink.spec()`` and writes what it is sent; messages are length-prefixed pickles
+over its stdin/stdout (its own prints go to stderr). Every reply is awaited on the sink's thread,
+so an error in the child raises there and drops the sink. If the parent dies, the child sees its
+stdin close, finishes the runs it holds and exits; at the parent's exit, a child still busy after
+the flush deadline is killed.
 """
 
 from __future__ import annotations
@@ -123,6 +124,15 @@ class Lease:
                 return
             _children.pop(id(self.sink), None)
         child.stop()
+
+
+def stop_all(timeout: float = 2.0) -> None:
+    """At interpreter exit, after the flush: stop the children whose runs never finished."""
+    with _children_lock:
+        children = list(_children.values())
+        _children.clear()
+    for child in children:
+        child.stop(timeout)
 
 
 class ChildWriter:

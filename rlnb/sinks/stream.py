@@ -1,8 +1,7 @@
 """A History streamed to sinks while it runs (``attach``), or written whole afterwards (``export``).
 
 The History's hooks run on the backend's threads and the notebook's, so they do O(1) work under one
-lock: a step's point is made from its finished records, exactly as ``History.steps`` makes its row
-(the loss summed over the step's forward-backwards, in submission order), and queued. Each sink
+lock: a step's point is made from its finished records (``rlnb.sinks.points``) and queued. Each sink
 gets one daemon thread per run, which opens the library's run at the first point and writes a
 batch every ``sink.interval`` seconds, so a slow library never blocks training. ``close()``
 flushes within a deadline; an ``atexit`` hook closes whatever is still attached, so that an
@@ -12,103 +11,27 @@ interpreter exiting without ``session.close()`` loses nothing and never hangs.
 from __future__ import annotations
 
 import atexit
-import heapq
-import math
 import os
 import queue
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rlnb.history import History, Record
-from rlnb.sinks.base import Failure, Point, RunInfo, Sink, SinkError, SinkWarning, Writer
-from rlnb.sinks.process import Lease
+from rlnb.sinks.base import RunInfo, Sink, SinkError, SinkWarning, Writer
+from rlnb.sinks.points import Item, Steps, logged, merge, replay
+from rlnb.sinks.process import Lease, stop_all
 
 CLOSE_TIMEOUT = 30.0
 """Seconds ``close()`` waits for the sinks to write what they hold before giving up on them."""
-EXIT_TIMEOUT = 10.0
-"""Seconds, over all sinks, that interpreter exit waits for runs nobody closed."""
+EXIT_TIMEOUT = 30.0
+"""Seconds, over all sinks, that interpreter exit waits for runs nobody closed (MLflow's child
+may still be starting: importing MLflow and creating a new store's tables take seconds)."""
 MAX_BACKLOG = 100_000
 """Points a sink may fall behind before it is dropped (it cannot keep up with the run)."""
-TRAINING = ("forward-backward", "optim-step")
-COMPLETED, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
-STEP_FIELDS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
-Item = Point | Failure
-
-
-class Steps:
-    """Points and failures from finished records. A step's point waits until every training
-    operation submitted before it has finished, so the loss and the step time match
-    ``History.steps`` even when a remote backend notices completions out of order."""
-
-    def __init__(self) -> None:
-        self._running: set[int] = set()
-        self._ready: list[tuple[int, Record]] = []  # a heap by seq
-        self._loss: dict[int, float] = {}
-        self._last_finish = math.nan
-
-    def record(self, rec: Record) -> list[Item]:
-        if rec.status not in (COMPLETED, FAILED):
-            if rec.kind in TRAINING:
-                self._running.add(rec.seq)
-            return []
-        self._running.discard(rec.seq)
-        if rec.kind not in TRAINING:
-            return [failure(rec)] if rec.status == FAILED else []
-        heapq.heappush(self._ready, (rec.seq, rec))
-        return self.drain(min(self._running, default=math.inf))
-
-    def drain(self, before: float = math.inf) -> list[Item]:
-        """Everything ready that was submitted before ``before`` (default: all), in order."""
-        out: list[Item] = []
-        while self._ready and self._ready[0][0] < before:
-            out.extend(self._emit(heapq.heappop(self._ready)[1]))
-        return out
-
-    def _emit(self, rec: Record) -> list[Item]:
-        if rec.status == FAILED:
-            return [failure(rec)]
-        if rec.step is None:
-            return []
-        if rec.kind == "forward-backward":
-            if not math.isnan(rec.loss):
-                self._loss[rec.step + 1] = self._loss.get(rec.step + 1, 0.0) + rec.loss
-            return []
-        values = {"loss": self._loss.pop(rec.step, math.nan), **{f: getattr(rec, f) for f in STEP_FIELDS}}
-        values["step_time_s"] = rec.finished_at - self._last_finish
-        self._last_finish = rec.finished_at
-        return [Point(rec.step, {k: float(v) for k, v in values.items() if not math.isnan(v)}, rec.finished_at)]
-
-
-def failure(rec: Record) -> Failure:
-    code, message = rec.error_code or "UNKNOWN", rec.error_message or ""
-    return Failure(rec.seq, rec.step or 0, rec.kind, rec.op_id, code, message, rec.finished_at)
-
-
-def logged(row: dict[str, Any], at: float) -> Point:
-    """A ``history.log`` row as a point (NaN left out, as ``History.steps`` keeps the last number)."""
-    values = {k: float(v) for k, v in row.items() if k != "step" and not math.isnan(float(v))}
-    return Point(int(row["step"]), values, at)
-
-
-def merge(items: Iterable[Item]) -> tuple[list[Point], list[Failure]]:
-    """One point per step (later figures win), sorted by step; failures in order."""
-    steps: dict[int, Point] = {}
-    failures: list[Failure] = []
-    for item in items:
-        if isinstance(item, Failure):
-            failures.append(item)
-        elif item.step in steps:
-            steps[item.step].values.update(item.values)
-            steps[item.step].time = max(steps[item.step].time, item.time)
-        else:
-            steps[item.step] = Point(item.step, dict(item.values), item.time)
-    return [steps[s] for s in sorted(steps)], failures
-
-
 _CLOSE = object()
 
 
@@ -177,7 +100,7 @@ class _Channel:
 
 
 def _quietly_close(writer: Writer | None) -> None:
-    """Best effort after a failure: the warning has been given; the library's run is left as it is."""
+    """Best effort after a failure (the warning has been given): finish the library's run."""
     if writer is not None:
         try:
             writer.close()
@@ -269,11 +192,7 @@ def export(run: History | str | Path, sink: Sink) -> None:
     history = run if isinstance(run, History) else History.load(run)
     if sink.error is not None:
         raise SinkError(f"{sink!r} cannot be used") from sink.error
-    steps = Steps()
-    items: list[Item] = [i for rec in history.records for i in steps.record(rec)] + steps.drain()
-    created = float(history.config.get("created_at") or time.time())
-    items += [logged(row, created) for row in history.logged.to_dict("records")]
-    points, failures = merge(items)
+    points, failures = replay(history, float(history.config.get("created_at") or time.time()))
     info = RunInfo.from_config(history.config, history.path)
     lease = None
     try:
@@ -296,6 +215,7 @@ def _close_all() -> None:
     deadline = time.monotonic() + EXIT_TIMEOUT
     for attachment in list(_ATTACHED):
         attachment.close(timeout=max(0.0, deadline - time.monotonic()))
+    stop_all()
 
 
 def _run_exit_hook_first() -> None:
