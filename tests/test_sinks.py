@@ -186,8 +186,14 @@ def test_export_writes_a_reloaded_run_the_same_way(monkeypatch, tmp_path):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     default = sinks.MLflow(experiment="exported")
     assert default.tracking_uri is None and default.process  # MLflow's default store, written by a child
+    import trackio
+
+    mine = trackio.init(project="mine", embed=False, auto_log_cpu=False, auto_log_gpu=False)  # your own run
     for sink in four(tmp_path, "exported", mlflow=default):
-        rlnb.export(path, sink)
+        rlnb.export(path, sink)  # on this thread
+    trackio.log({"x": 1.0})  # still goes to your run, which the export neither finished nor replaced
+    trackio.finish()
+    assert read.trackio(trackio_db("mine"), mine.name)[1] == {0: {"x": 1.0}}
     check_run(History.load(path), tmp_path, "exported", mlflow_db=tmp_path / "cwd" / "mlflow.db")
     dropped = sinks.TensorBoard(tmp_path / "file")
     dropped.error = OSError("disk full")
@@ -313,6 +319,16 @@ def test_an_mlflow_server_that_is_down_drops_the_sink(monkeypatch, tmp_path):
             session.forward_backward(CE)
             session.optim_step().result()
     assert len(caught) == 1 and len(session.history.steps) == 3
+
+
+def test_wandb_online_without_an_account_drops_the_sink(monkeypatch, tmp_path):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)  # and HOME has no ~/.netrc: never logged in
+    online = sinks.WandB("p", mode="online", dir=tmp_path / "wb")
+    warns = pytest.warns(sinks.SinkWarning, match="WandB dropped.*No API key configured")
+    with warns, rlnb.connect("local", device="cpu", sinks=[online]) as session:
+        session.forward_backward(CE)
+        session.optim_step().result()
+    assert len(History.load(session.history.path).steps) == 1
 
 
 def test_close_gives_up_on_a_sink_that_hangs(monkeypatch):

@@ -9,6 +9,7 @@ View with ``trackio show --project <project>``.
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
@@ -36,11 +37,12 @@ class Trackio(Sink):
     def open(self, run: RunInfo) -> _Writer:
         import trackio
 
-        # A new thread starts with an empty context, so this sets the current run of this
-        # sink's thread only: runs on other threads (a sweep's trials) are not finished by it.
+        # trackio.init finishes the "current run" of the calling context and makes the new one
+        # current there: in an empty context of its own, it touches neither your own Trackio run
+        # (rlnb.export runs on your thread) nor a sweep's other trials, nor Trackio's atexit.
         init = LOCAL | self._init
-        handle = trackio.init(project=self.project, name=run.name, group=run.group, config=run.params, **init)
-        return _Writer(handle)
+        kwargs = dict(project=self.project, name=run.name, group=run.group, config=run.params, **init)
+        return _Writer(contextvars.Context().run(trackio.init, **kwargs))
 
 
 class _Writer:
