@@ -344,6 +344,19 @@ def test_close_gives_up_on_a_sink_that_hangs(monkeypatch):
     assert time.monotonic() - start < 5
 
 
+def test_metric_names_mlflow_refuses_are_cleaned():
+    from rlnb.sinks.mlflow import key
+
+    assert [key(n) for n in ("loss", "eval/reward@k", "a b:c", "../x", "a//b", ".")] == [
+        "loss",
+        "eval/reward_k",
+        "a b:c",
+        "_x",
+        "a__b",
+        "_",
+    ]
+
+
 def test_bad_sinks_are_refused_before_anything_starts():
     with pytest.raises(TypeError, match="sinks must be rlnb.sinks objects"):
         rlnb.connect("local", device="cpu", sinks=["tensorboard"])

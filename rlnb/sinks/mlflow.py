@@ -3,11 +3,14 @@
 The store is MLflow's own default unless given: ``$MLFLOW_TRACKING_URI``, else the SQLite file
 ``./mlflow.db`` (MLflow 3 keeps its ``./mlruns`` file store in maintenance mode). A plain path is
 taken as a SQLite file. The config goes in as params, each batch as one ``log_batch``, failures as
-tags ``rlnb.failure.<seq>``. View with ``mlflow ui --backend-store-uri <uri>``.
+tags ``rlnb.failure.<seq>``; names MLflow refuses are cleaned (``key``). View with
+``mlflow ui --backend-store-uri <uri>``.
 """
 
 from __future__ import annotations
 
+import posixpath
+import re
 import threading
 import time
 from pathlib import Path
@@ -19,6 +22,16 @@ BATCH_METRICS, BATCH_PARAMS, BATCH_TAGS = 1000, 100, 100
 """MLflow's limits per ``log_batch`` call."""
 MAX_PARAM, MAX_TAG = 6000, 8000
 """MLflow's longest param and tag values (characters)."""
+
+
+def key(name: str) -> str:
+    """``name`` as MLflow accepts it: characters other than letters, digits, ``_ - . / :`` and space
+    become ``_`` (``reward@k`` → ``reward_k``), and a name that is not a clean relative path
+    (``a//b``, ``../x``) has its slashes replaced too."""
+    clean = re.sub(r"[^\w.\- /:]", "_", name)
+    if posixpath.normpath(clean) != clean or clean.startswith(("/", ".")):
+        clean = clean.replace("/", "_").lstrip(".") or "_"
+    return clean
 
 
 def store_uri(where: str | Path | None) -> str | None:
@@ -101,15 +114,15 @@ class _Writer:
         self._client, self._metric, self._tag = client, Metric, RunTag
         tags = dict(run.tags) | ({"rlnb.sweep": run.group} if run.group else {})
         self.run_id: str = client.create_run(experiment_id, run_name=run.name, tags=tags).info.run_id
-        params = [Param(k, str(v)[:MAX_PARAM]) for k, v in run.params.items()]
+        params = [Param(key(k), str(v)[:MAX_PARAM]) for k, v in run.params.items()]
         for i in range(0, len(params), BATCH_PARAMS):
             client.log_batch(self.run_id, params=params[i : i + BATCH_PARAMS])
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
         metrics = [
-            self._metric(key, value, int(point.time * 1000), point.step)
+            self._metric(key(name), value, int(point.time * 1000), point.step)
             for point in points
-            for key, value in point.values.items()
+            for name, value in point.values.items()
         ]
         for i in range(0, len(metrics), BATCH_METRICS):
             self._client.log_batch(self.run_id, metrics=metrics[i : i + BATCH_METRICS])
