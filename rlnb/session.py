@@ -90,7 +90,7 @@ class Session:
         self._closed = False
         self._lock = threading.Lock()
         self._pending: list[Operation[Any]] = []
-        self._sinks = attach(history, sinks) if sinks else None
+        self._sinks = attach(history, sinks, on_exit=self.close) if sinks else None
 
     def __repr__(self) -> str:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
