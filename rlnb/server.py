@@ -33,6 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rlnb import wire
+from rlnb.backends.checkpoints import CheckpointMismatch
 from rlnb.backends.local import LocalBackend
 from rlnb.backends.model import SIZES
 
@@ -110,6 +111,9 @@ def _page(items: list[Any], after: str | None, limit: int) -> tuple[list[Any], w
 @dataclass
 class _SessionState:
     backend: LocalBackend
+    id: str
+    resource_id: str
+    base_model: str
     created_by: str
     display_name: str | None = None
     metadata: wire.SessionMetadata = field(default_factory=wire.SessionMetadata)
@@ -120,6 +124,7 @@ class _SessionState:
 
     def view(self) -> wire.Session:
         info = self.backend.session()
+        info.id, info.model_resources_id, info.base_model = self.id, self.resource_id, self.base_model
         info.display_name = self.display_name
         info.metadata = self.metadata
         info.created_by = self.created_by
@@ -129,7 +134,7 @@ class _SessionState:
 @dataclass
 class _Checkpoint:
     info: wire.Checkpoint
-    path: Path
+    backend: LocalBackend
     secret: str
 
 
@@ -165,7 +170,7 @@ class ServerState:
         return [
             s
             for s in self.sessions.values()
-            if s.backend.session().model_resources_id == rid and s.backend.session().status in ACTIVE
+            if s.resource_id == rid and s.backend.session().status in ACTIVE
         ]
 
     # -- model resources -------------------------------------------------------------------------
@@ -232,7 +237,7 @@ class ServerState:
                     raise APIError(
                         400, "load_optimizer is only valid with a training checkpoint", param="load_optimizer"
                     )
-                resume = ckpt.path
+                resume = ckpt.backend.checkpoint_path(ckpt.info.id)
             lora = None
             if res.lora_enabled:
                 rank = req.lora_config.rank if req.lora_config else None
@@ -254,26 +259,17 @@ class ServerState:
                     resume_from=resume,
                     load_optimizer=req.load_optimizer,
                     op_delay=self.op_delay,
-                    session_id=f"sess-{uuid.uuid4()}",
-                    base_model=res.base_model,
-                    model_resources_id=res.id,
                     lora=lora,
                 )
+            except CheckpointMismatch as exc:
+                raise APIError(400, str(exc), param="resume_from_checkpoint_id") from None
             except ValueError as exc:
                 raise APIError(400, str(exc), param="lora_config" if res.lora_enabled else None) from None
-            except RuntimeError as exc:  # torch's load_state_dict: the checkpoint's weights do not fit
-                if resume is None:
-                    raise
-                detail = " ".join(str(exc).split())[:300]
-                raise APIError(
-                    400,
-                    f"checkpoint {req.resume_from_checkpoint_id} does not fit this session's model "
-                    f"(base model or LoRA config differs): {detail}",
-                    param="resume_from_checkpoint_id",
-                ) from None
-            state = _SessionState(backend, created_by=user, display_name=req.display_name)
+            state = _SessionState(
+                backend, f"sess-{uuid.uuid4()}", res.id, res.base_model, created_by=user, display_name=req.display_name
+            )
             state.metadata = req.metadata or wire.SessionMetadata()
-            self.sessions[backend.session().id] = state
+            self.sessions[state.id] = state
             self._touch(res)
             return state.view()
 
@@ -306,7 +302,7 @@ class ServerState:
 
             state.backend.submit(kind, body, listener)
             state.keys[key] = submitted[0]
-            self._touch(self.resource(state.backend.session().model_resources_id))
+            self._touch(self.resource(state.resource_id))
             return state.ops[submitted[0]][1]
 
     def operation(self, sid: str, kind: str, op_id: str) -> wire.Operation[Any]:
@@ -324,7 +320,7 @@ class ServerState:
         if out is None:
             return
         ckpt = out.checkpoint
-        info = state.backend.session()
+        info = state.view()
         training = isinstance(out, wire.TrainingCheckpointResult)
         self.checkpoints[ckpt.id] = _Checkpoint(
             info=wire.Checkpoint(
@@ -336,7 +332,7 @@ class ServerState:
                 type="CHECKPOINT_TYPE_TRAINING" if training else "CHECKPOINT_TYPE_INFERENCE",
                 lora_rank=state.backend.lora.rank if state.backend.lora else None,
             ),
-            path=state.backend.checkpoint_path(ckpt.id),
+            backend=state.backend,
             secret=secrets.token_urlsafe(16),
         )
 
@@ -548,19 +544,23 @@ def create_app(
             raise APIError(400, "only inference checkpoints can be downloaded", param="checkpoint_id")
         if variant == "CHECKPOINT_VARIANT_ADAPTER" and c.info.lora_rank is None:
             raise APIError(400, "the ADAPTER variant exists only for LoRA sessions", param="variant")
-        name = "adapter.pt" if variant == "CHECKPOINT_VARIANT_ADAPTER" else "model.pt"
-        url = str(request.url_for("checkpoint_file", checkpoint_id=checkpoint_id, filename=name))
-        return wire.CheckpointDownload(
-            data=[wire.CheckpointFile(filename=name, url=f"{url}?sig={c.secret}", size=c.path.stat().st_size)]
-        )
+        kind = "adapter" if variant == "CHECKPOINT_VARIANT_ADAPTER" else "merged"
+        files = []
+        for path in c.backend.checkpoint_files(checkpoint_id, kind):
+            url = str(request.url_for("checkpoint_file", checkpoint_id=checkpoint_id, kind=kind, filename=path.name))
+            files.append(wire.CheckpointFile(filename=path.name, url=f"{url}?sig={c.secret}", size=path.stat().st_size))
+        return wire.CheckpointDownload(data=files)
 
-    @ckpts.get("/{checkpoint_id}/files/{filename}", include_in_schema=False, name="checkpoint_file")
-    def checkpoint_file(checkpoint_id: str, filename: str, sig: str = "") -> FileResponse:
+    @ckpts.get("/{checkpoint_id}/files/{kind}/{filename}", include_in_schema=False, name="checkpoint_file")
+    def checkpoint_file(checkpoint_id: str, kind: str, filename: str, sig: str = "") -> FileResponse:
         """A presigned download: no Authorization header (the SDK strips it), a per-checkpoint secret."""
         c = _checkpoint(state, checkpoint_id)
-        if not hmac.compare_digest(sig.encode(), c.secret.encode()) or filename not in ("model.pt", "adapter.pt"):
+        if not hmac.compare_digest(sig.encode(), c.secret.encode()) or kind not in ("merged", "adapter"):
             raise APIError(403, "bad or missing download signature", type="permission_error")
-        return FileResponse(c.path, filename=filename, media_type="application/octet-stream")
+        files = {p.name: p for p in c.backend.checkpoint_files(checkpoint_id, kind)}  # type: ignore[arg-type]
+        if filename not in files:
+            raise APIError(404, f"checkpoint {checkpoint_id} has no file {filename!r}", type="not_found")
+        return FileResponse(files[filename], filename=filename, media_type="application/octet-stream")
 
     for router in (models, sessions, ops, ckpts):
         app.include_router(router)

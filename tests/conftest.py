@@ -30,3 +30,13 @@ def auth_server(tmp_path_factory) -> Iterator[str]:
 def _runs_in_tmp(tmp_path, monkeypatch):
     """Sessions record their runs under a temporary folder, not ./rlnb-runs."""
     monkeypatch.setenv("RLNB_RUNS_DIR", str(tmp_path / "rlnb-runs"))
+
+
+@pytest.fixture(scope="session")
+def hf_dirs(tmp_path_factory) -> dict[str, str]:
+    """Tiny GPT-2, Llama and Qwen3 models with a trained BPE tokenizer, each saved to its own folder."""
+    pytest.importorskip("transformers")
+    from tests import hf_models
+
+    root = tmp_path_factory.mktemp("hf")
+    return {arch: str(hf_models.save(arch, root / arch)) for arch in ("gpt2", "llama", "qwen3")}
