@@ -14,7 +14,8 @@
     each sink adds at most 5% to ``store``. Also printed: this process's CPU per step (all its
     threads) and how long ``close()`` took.
 (b) The same costs as CPU per step, which other jobs on the machine hardly change: the store's
-    (recording a synthetic --points-step run to a run folder minus in memory) and each sink's
+    (recording a synthetic --points-step run to a run folder minus in memory, the fastest of 3
+    each after a warm-up) and each sink's
     (``rlnb.export`` of that run minus a 1-step run, over the extra steps: the points the loop
     sends). Only this process's CPU competes with training (for the GIL and the core); the
     children's (MLflow's child, W&B's ``wandb-core``, read with psutil while it lives) runs on
@@ -178,13 +179,15 @@ def export_cost(sink: sinks.Sink, history: History) -> tuple[float, float, float
 
 
 def part_b(args: argparse.Namespace, names: list[str], loop_cpu: float) -> None:
-    cpu = time.process_time()
-    big = synthetic(args.points)
-    in_memory = time.process_time() - cpu
-    cpu = time.process_time()
-    synthetic(args.points, TMP / "runs-b").close()
-    store = (time.process_time() - cpu - in_memory) / args.points
-    small = synthetic(1)
+    def recording(store: Path | None) -> float:
+        cpu = time.process_time()
+        synthetic(args.points, store).close()
+        return time.process_time() - cpu
+
+    recording(None), recording(TMP / "runs-b")  # warm-up: first-time costs are not per step
+    in_memory = min(recording(None) for _ in range(3))
+    store = (min(recording(TMP / "runs-b") for _ in range(3)) - in_memory) / args.points
+    big, small = synthetic(args.points), synthetic(1)
     print(
         f"(b) cost per step in this process (the CPU that competes with training), against the loop's "
         f"{loop_cpu * 1e3:.3f} ms of CPU per step without a store"
