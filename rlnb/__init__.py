@@ -10,7 +10,7 @@ One API for a remote Together training session and an in-process torch backend::
     session.history.df
 """
 
-from rlnb import samples, wire
+from rlnb import samples, sinks, wire
 from rlnb._exceptions import (
     APIConnectionError,
     APIError,
@@ -34,6 +34,7 @@ from rlnb.history import History, Record, compare, runs
 from rlnb.operation import Operation
 from rlnb.params import AdamParams, MuonParams
 from rlnb.session import Session, connect
+from rlnb.sinks.stream import export
 
 __version__ = "0.1.0"
 
@@ -63,8 +64,10 @@ __all__ = [
     "UnprocessableEntityError",
     "compare",
     "connect",
+    "export",
     "runs",
     "samples",
+    "sinks",
     "wire",
 ]
 

@@ -22,6 +22,8 @@ from rlnb.backends import Backend
 from rlnb.history import History
 from rlnb.operation import Operation
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.sinks.base import Sink
+from rlnb.sinks.stream import attach, validate
 from rlnb.text import ByteCodec, Codec, Message, TokenizerCodec, to_tokens
 
 Prompt = str | Sequence[int] | Sequence[Message]
@@ -70,6 +72,7 @@ class Session:
     ``./rlnb-runs/<timestamp-optimizer-id>``; ``record=False`` keeps it in memory only); ``step`` is the
     session's optimizer-step count. ``codec`` turns text into tokens and back: the local model's
     tokenizer (bytes for the built-in models), or ``tokenizer=`` given to ``connect`` for a remote one.
+    ``sinks`` (``rlnb.sinks.TensorBoard(...)``, ...) receive the run as it goes.
     """
 
     def __init__(
@@ -81,6 +84,7 @@ class Session:
         run_id: str | None = None,
         record: bool = True,
         codec: Codec | None = None,
+        sinks: Sink | Sequence[Sink] = (),
     ):
         self.backend = backend
         self.codec: Codec | None = codec or getattr(backend, "codec", None)
@@ -97,6 +101,7 @@ class Session:
         self._lock = threading.Lock()
         self._pending: deque[Operation[Any]] = deque()
         _OPEN.add(self)
+        self._sinks = attach(history, sinks, on_exit=self.close) if sinks else None
 
     def __repr__(self) -> str:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
@@ -143,6 +148,8 @@ class Session:
         _OPEN.discard(self)
         self.backend.close()
         self.history.close()
+        if self._sinks is not None:
+            self._sinks.close()  # after the run store: a slow sink never holds it open
 
     # -- operations ------------------------------------------------------------------------------
 
@@ -334,6 +341,7 @@ def connect(
     runs_dir: str | Path | None = None,
     run_id: str | None = None,
     record: bool = True,
+    sinks: Sink | Sequence[Sink] = (),
     **options: Any,
 ) -> Session:
     """Open a training session.
@@ -346,9 +354,10 @@ def connect(
     attaches to a running one (see ``rlnb.backends.remote.RemoteBackend.connect`` for every option).
 
     Every operation is recorded under ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``, or
-    ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only.
+    ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only. ``sinks=[...]`` streams
+    it to TensorBoard, MLflow, W&B or Trackio as well (see ``rlnb.sinks``).
     """
-    recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record}
+    recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
     if target == "local":
         from rlnb.backends.local import LocalBackend
 

@@ -114,7 +114,7 @@ def _run_trial(
     rewards: list[float] = []
     try:
         session = _open(target, kind, seed, options, runs_dir, f"trial-{trial:03d}-seed{seed}", stop)
-        session.history.annotate(label=row["label"], trial=trial, sweep_config=config)
+        session.history.annotate(label=row["label"], trial=trial, sweep_config=config, sweep=runs_dir.name)
         for i in range(steps):
             if stop.is_set():
                 row.update(status="STOPPED", reason=f"stopped after {i} of {steps} steps")
@@ -184,7 +184,8 @@ def sweep(
     URL (Together, ``rlnb serve``) with ``options`` for ``rlnb.connect`` (``api_key``,
     ``model_resources_id`` to share one resource's session pool, ...). Up to ``max_concurrent``
     trials run at once. Set ``stop`` (or interrupt the kernel) to stop: finished trials are kept,
-    running ones end STOPPED at their next step.
+    running ones end STOPPED at their next step. ``sinks=[rlnb.sinks.TensorBoard(...), ...]`` (an
+    option for ``connect``) sends every trial there, as ``<sweep folder>/<trial>``.
     """
     configs = [dict(c) for c in (configs or [{}])]
     plan = [(i, c, apply(base, c), s) for i, (c, s) in enumerate(itertools.product(configs, seeds))]

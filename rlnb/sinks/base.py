@@ -1,0 +1,175 @@
+"""What a sink is, and what it is given: the run's hyperparameters, one point per step, failures.
+
+A ``Sink`` is a destination (a TensorBoard folder, an MLflow experiment, a W&B or Trackio project).
+Each run written to it gets its own ``Writer`` from ``Sink.open``; a sink can take several runs,
+one after another or at once (a sweep's trials). Sinks never raise into training: the first error
+of a sink (its library missing, its server down, its disk full) warns once with ``SinkWarning``
+and drops the sink; later runs skip it. The libraries are imported when a sink is created.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import math
+import threading
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from rlnb._exceptions import RlnbError
+
+Scalar = bool | int | float | str
+FLUSH_INTERVAL = 1.0
+"""Seconds a sink's thread gathers points before writing them as one batch."""
+
+
+class SinkWarning(RuntimeWarning):
+    """A sink failed and was dropped; training and the run store carry on."""
+
+
+class SinkError(RlnbError):
+    """``rlnb.export`` could not write a run to a sink (the cause is chained)."""
+
+
+@dataclass(slots=True)
+class Point:
+    """Figures for one optimizer step: the step's own (loss, grad norms, ...) or ``history.log``'s."""
+
+    step: int
+    values: dict[str, float]
+    time: float
+    """POSIX seconds: when the optim-step finished, or when ``log`` was called."""
+
+
+@dataclass(slots=True)
+class Failure:
+    """An operation that ended FAILED."""
+
+    seq: int
+    step: int
+    """Optimizer steps the session had submitted before this operation."""
+    kind: str
+    op_id: str
+    code: str
+    message: str
+    time: float
+
+    def text(self) -> str:
+        return f"{self.kind} {self.op_id} failed at step {self.step}: {self.code}: {self.message}"
+
+
+@dataclass(slots=True)
+class RunInfo:
+    """Who the run is, for the library's own run record."""
+
+    name: str
+    """The rlnb run id, under its sweep's folder name for a sweep's trial (``<sweep>/<trial>``)."""
+    group: str | None
+    """The sweep's folder name for a sweep's trial, else None."""
+    params: dict[str, Scalar]
+    """The run config flattened (``versions.torch``), without empty values: the hyperparameters."""
+    path: str | None = None
+    """The rlnb run folder, if the run is recorded on disk."""
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], path: Path | None = None) -> RunInfo:
+        run_id = str(config.get("run_id") or "rlnb-run")
+        group = config.get("sweep")
+        name = f"{group}/{run_id}" if group else run_id
+        tags = {"rlnb.run_id": run_id} | ({"rlnb.run_path": str(path)} if path else {})
+        return cls(name, str(group) if group else None, flatten(config), str(path) if path else None, tags)
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:
+    """``{"versions": {"torch": "2.13"}}`` → ``{"versions.torch": "2.13"}``; lists as JSON text;
+    None and NaN left out (every library wants a value)."""
+    flat: dict[str, Scalar] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, name + "."))
+        elif value is None or (isinstance(value, float) and math.isnan(value)):
+            continue
+        elif isinstance(value, bool | int | float | str):
+            flat[name] = value
+        else:
+            flat[name] = json.dumps(value, default=str)
+    return flat
+
+
+class Writer(Protocol):
+    """One run in one library. Called from one thread at a time."""
+
+    def write(self, points: list[Point], failures: list[Failure]) -> None:
+        """Write a batch: points sorted by step (one per step), then the failures."""
+
+    def close(self) -> None:
+        """Flush and finish the run."""
+
+
+class Sink(ABC):
+    """A destination for runs. Subclasses set ``library`` (import name) and ``extra`` (pip extra),
+    implement ``open`` and ``spec``; ``_load`` imports what they need, when the sink is created.
+
+    ``interval`` is how often (seconds) the sink's thread writes what it has gathered; with
+    ``process=True`` the library runs in a child process (``rlnb.sinks.process``), where its CPU
+    does not compete with training for the GIL."""
+
+    library: ClassVar[str]
+    extra: ClassVar[str]
+
+    def __init__(self, *, interval: float = FLUSH_INTERVAL, process: bool = False) -> None:
+        if isinstance(interval, bool) or not (isinstance(interval, int | float) and 0 <= interval <= 60):
+            raise ValueError(f"{type(self).__name__}.interval = {interval!r} is invalid: must be seconds in [0, 60]")
+        self.interval = float(interval)
+        self.process = bool(process)
+        self.error: BaseException | None = None
+        """The error that dropped this sink, or None while it works."""
+        self._lock = threading.Lock()
+        try:
+            if self.process and importlib.util.find_spec(self.library) is None:
+                raise ImportError(f"No module named {self.library!r}")
+            if not self.process:
+                self._load()
+        except ImportError as exc:
+            hint = f"{self.library} is not installed: pip install 'rlnb[{self.extra}]'"
+            self.fail(ImportError(f"{hint} ({exc})"), "")
+
+    def __repr__(self) -> str:
+        state = f" dropped: {self.error}" if self.error else ""
+        return f"<rlnb.sinks.{type(self).__name__}{state}>"
+
+    def _load(self) -> None:
+        importlib.import_module(self.library)
+
+    @abstractmethod
+    def open(self, run: RunInfo) -> Writer:
+        """Start a run in the library (may be slow: called on the sink's own thread)."""
+
+    def prepare(self) -> None:
+        """Slow set-up shared by this sink's runs, done when a run starts (before its first point)."""
+        return None
+
+    @abstractmethod
+    def spec(self) -> tuple[str, str, dict[str, Any]]:
+        """``(module, class name, keyword arguments)`` that make this sink again in a child process."""
+
+    def fail(self, exc: BaseException, run: str) -> None:
+        """Drop this sink after its first error, with one warning."""
+        with self._lock:
+            if self.error is not None:
+                return
+            self.error = exc
+        where = f" while writing run {run}" if run else ""
+        warnings.warn(
+            f"rlnb.sinks.{type(self).__name__} dropped{where}: {type(exc).__name__}: {exc}. "
+            "Training and the rlnb run store carry on.",
+            SinkWarning,
+            stacklevel=2,
+        )

@@ -1,0 +1,134 @@
+"""MLflow: one MLflow run per rlnb run in an experiment, through ``MlflowClient``.
+
+The store is MLflow's own default unless given: ``$MLFLOW_TRACKING_URI``, else the SQLite file
+``./mlflow.db`` (MLflow 3 keeps its ``./mlruns`` file store in maintenance mode). A plain path is
+taken as a SQLite file. The config goes in as params, each batch as one ``log_batch``, failures as
+tags ``rlnb.failure.<seq>``; names MLflow refuses are cleaned (``key``). View with
+``mlflow ui --backend-store-uri <uri>``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+
+BATCH_METRICS, BATCH_PARAMS, BATCH_TAGS = 1000, 100, 100
+"""MLflow's limits per ``log_batch`` call."""
+MAX_PARAM, MAX_TAG = 6000, 8000
+"""MLflow's longest param and tag values (characters)."""
+
+
+def key(name: str) -> str:
+    """``name`` as MLflow accepts it: characters other than letters, digits, ``_ - . / :`` and space
+    become ``_`` (``reward@k`` → ``reward_k``), and a name that is not a clean relative path
+    (``a//b``, ``../x``) has its slashes replaced too."""
+    clean = re.sub(r"[^\w.\- /:]", "_", name)
+    if posixpath.normpath(clean) != clean or clean.startswith(("/", ".")):
+        clean = clean.replace("/", "_").lstrip(".") or "_"
+    return clean
+
+
+def store_uri(where: str | Path | None) -> str | None:
+    """None stays MLflow's default; ``scheme://...`` is kept; a plain path is a SQLite file."""
+    if where is None:
+        return None
+    text = str(where)
+    if "://" in text or text.startswith(("databricks", "file:")):
+        return text
+    return f"sqlite:///{Path(text).expanduser().resolve()}"
+
+
+class MLflow(Sink):
+    """``MLflow(tracking_uri=None, experiment="rlnb")``: a URI (``http://host:5000``,
+    ``sqlite:///runs.db``) or a SQLite file path; None for MLflow's default store."""
+
+    library = "mlflow"
+    extra = "mlflow"
+
+    def __init__(
+        self,
+        tracking_uri: str | Path | None = None,
+        experiment: str = "rlnb",
+        *,
+        interval: float = FLUSH_INTERVAL,
+        process: bool | None = None,
+    ):
+        if not isinstance(experiment, str) or not experiment:
+            raise ValueError(f"MLflow.experiment = {experiment!r} is invalid: must be a non-empty name")
+        self.tracking_uri = store_uri(tracking_uri)
+        self.experiment = experiment
+        self._client: Any = None
+        self._experiment_id: str | None = None
+        self._open_lock = threading.Lock()
+        remote = (self.tracking_uri or "").startswith(("http://", "https://", "databricks"))
+        super().__init__(interval=interval, process=not remote if process is None else process)
+
+    def spec(self) -> tuple[str, str, dict[str, Any]]:
+        kwargs = {"tracking_uri": self.tracking_uri, "experiment": self.experiment, "interval": self.interval}
+        return __name__, "MLflow", kwargs
+
+    def _load(self) -> None:
+        from mlflow import MlflowClient  # noqa: F401
+
+    def prepare(self) -> None:
+        """One client and experiment for every run of this sink (a sweep's trials); a new SQLite
+        store creates its tables here (~1.5 s)."""
+        from mlflow import MlflowClient
+
+        with self._open_lock:
+            if self._client is None:
+                self._client = MlflowClient(tracking_uri=self.tracking_uri)
+            if self._experiment_id is None:
+                self._experiment_id = self._experiment(self._client)
+
+    def open(self, run: RunInfo) -> _Writer:
+        self.prepare()
+        assert self._experiment_id is not None
+        return _Writer(self._client, self._experiment_id, run)
+
+    def _experiment(self, client: Any) -> str:
+        from mlflow.exceptions import MlflowException
+
+        found = client.get_experiment_by_name(self.experiment)
+        if found is not None:
+            return str(found.experiment_id)
+        try:
+            return str(client.create_experiment(self.experiment))
+        except MlflowException:  # another process created it first
+            found = client.get_experiment_by_name(self.experiment)
+            if found is None:
+                raise
+            return str(found.experiment_id)
+
+
+class _Writer:
+    def __init__(self, client: Any, experiment_id: str, run: RunInfo):
+        from mlflow.entities import Metric, Param, RunTag
+
+        self._client, self._metric, self._tag = client, Metric, RunTag
+        tags = dict(run.tags) | ({"rlnb.sweep": run.group} if run.group else {})
+        self.run_id: str = client.create_run(experiment_id, run_name=run.name, tags=tags).info.run_id
+        params = [Param(key(k), str(v)[:MAX_PARAM]) for k, v in run.params.items()]
+        for i in range(0, len(params), BATCH_PARAMS):
+            client.log_batch(self.run_id, params=params[i : i + BATCH_PARAMS])
+
+    def write(self, points: list[Point], failures: list[Failure]) -> None:
+        metrics = [
+            self._metric(key(name), value, int(point.time * 1000), point.step)
+            for point in points
+            for name, value in point.values.items()
+        ]
+        for i in range(0, len(metrics), BATCH_METRICS):
+            self._client.log_batch(self.run_id, metrics=metrics[i : i + BATCH_METRICS])
+        tags = [self._tag(f"rlnb.failure.{f.seq}", f.text()[:MAX_TAG]) for f in failures]
+        for i in range(0, len(tags), BATCH_TAGS):
+            self._client.log_batch(self.run_id, tags=tags[i : i + BATCH_TAGS])
+
+    def close(self) -> None:
+        self._client.set_terminated(self.run_id, "FINISHED", end_time=int(time.time() * 1000))

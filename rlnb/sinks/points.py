@@ -1,0 +1,102 @@
+"""The points and failures a sink receives, made from a History's records as ``History.steps`` does.
+
+One point per completed optim-step: the loss summed over the forward-backwards submitted since the
+step before (in submission order), the pre-clip grad norm(s), the clip threshold, the learning rate
+and the time since the previous step finished; ``history.log`` rows are points of their own, merged
+into their step's. Figures that are NaN (not reported) are left out. A failed operation of any kind
+is a ``Failure``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from rlnb.history import History, Record
+from rlnb.sinks.base import Failure, Point
+
+TRAINING = ("forward-backward", "optim-step")
+COMPLETED, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
+STEP_FIELDS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
+Item = Point | Failure
+
+
+class Steps:
+    """Points and failures from finished records. A step's point waits until every training
+    operation submitted before it has finished, so the loss and the step time match
+    ``History.steps`` even when a remote backend notices completions out of order."""
+
+    def __init__(self) -> None:
+        self._running: set[int] = set()
+        self._ready: list[tuple[int, Record]] = []  # a heap by seq
+        self._loss: dict[int, float] = {}
+        self._last_finish = math.nan
+
+    def record(self, rec: Record) -> list[Item]:
+        if rec.status not in (COMPLETED, FAILED):
+            if rec.kind in TRAINING:
+                self._running.add(rec.seq)
+            return []
+        self._running.discard(rec.seq)
+        if rec.kind not in TRAINING:
+            return [failure(rec)] if rec.status == FAILED else []
+        heapq.heappush(self._ready, (rec.seq, rec))
+        return self.drain(min(self._running, default=math.inf))
+
+    def drain(self, before: float = math.inf) -> list[Item]:
+        """Everything ready that was submitted before ``before`` (default: all), in order."""
+        out: list[Item] = []
+        while self._ready and self._ready[0][0] < before:
+            out.extend(self._emit(heapq.heappop(self._ready)[1]))
+        return out
+
+    def _emit(self, rec: Record) -> list[Item]:
+        if rec.status == FAILED:
+            return [failure(rec)]
+        if rec.step is None:
+            return []
+        if rec.kind == "forward-backward":
+            if not math.isnan(rec.loss):
+                self._loss[rec.step + 1] = self._loss.get(rec.step + 1, 0.0) + rec.loss
+            return []
+        values = {"loss": self._loss.pop(rec.step, math.nan), **{f: getattr(rec, f) for f in STEP_FIELDS}}
+        values["step_time_s"] = rec.finished_at - self._last_finish
+        self._last_finish = rec.finished_at
+        return [Point(rec.step, {k: float(v) for k, v in values.items() if not math.isnan(v)}, rec.finished_at)]
+
+
+def failure(rec: Record) -> Failure:
+    code, message = rec.error_code or "UNKNOWN", rec.error_message or ""
+    return Failure(rec.seq, rec.step or 0, rec.kind, rec.op_id, code, message, rec.finished_at)
+
+
+def logged(row: dict[str, Any], at: float) -> Point:
+    """A ``history.log`` row as a point (NaN left out, as ``History.steps`` keeps the last number)."""
+    values = {k: float(v) for k, v in row.items() if k != "step" and not math.isnan(float(v))}
+    return Point(int(row["step"]), values, at)
+
+
+def merge(items: Iterable[Item]) -> tuple[list[Point], list[Failure]]:
+    """One point per step (later figures win), sorted by step; failures in order."""
+    steps: dict[int, Point] = {}
+    failures: list[Failure] = []
+    for item in items:
+        if isinstance(item, Failure):
+            failures.append(item)
+        elif item.step in steps:
+            steps[item.step].values.update(item.values)
+            steps[item.step].time = max(steps[item.step].time, item.time)
+        else:
+            steps[item.step] = Point(item.step, dict(item.values), item.time)
+    return [steps[s] for s in sorted(steps)], failures
+
+
+def replay(history: History, at: float) -> tuple[list[Point], list[Failure]]:
+    """Every point and failure of a finished or reloaded run (``history.log`` rows stamped ``at``
+    unless their step's point has a later time)."""
+    steps = Steps()
+    items: list[Item] = [i for rec in history.records for i in steps.record(rec)] + steps.drain()
+    items += [logged(row, at) for row in history.logged.to_dict("records")]
+    return merge(items)

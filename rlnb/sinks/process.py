@@ -1,0 +1,194 @@
+"""A sink's library in a child process, for libraries whose writes cost real CPU in Python.
+
+MLflow's SQLite store spends ~60-80 µs of Python per metric (SQLAlchemy objects), which on a
+thread of the training process takes the GIL from training; in a child process it takes none.
+The child is a fresh ``python`` running ``main()`` here (never ``multiprocessing``: spawning would
+re-run a user's script), started for a sink's first run and stopped after its last. It makes the
+sink again from ``Sink.spec()`` and writes what it is sent; messages are length-prefixed pickles
+over its stdin/stdout (its own prints go to stderr). Every reply is awaited on the sink's thread,
+so an error in the child raises there and drops the sink. If the parent dies, the child sees its
+stdin close, finishes the runs it holds and exits; at the parent's exit, a child still busy after
+the flush deadline is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from rlnb.sinks.base import Failure, Point, RunInfo, Sink, Writer
+
+_HEADER = struct.Struct("<I")
+
+
+def _send(pipe: IO[bytes], message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    pipe.write(_HEADER.pack(len(data)) + data)
+    pipe.flush()
+
+
+def _receive(pipe: IO[bytes]) -> Any:
+    head = pipe.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        raise EOFError("the sink's child process ended")
+    return pickle.loads(pipe.read(_HEADER.unpack(head)[0]))
+
+
+class Child:
+    """The parent's handle on one child process, shared by every run of one sink."""
+
+    def __init__(self, sink: Sink):
+        root = str(Path(__file__).resolve().parents[2])  # the rlnb this process runs, for the child too
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from rlnb.sinks.process import main; main()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        if proc.stdin is None or proc.stdout is None:  # pragma: no cover - PIPE always gives both
+            raise RuntimeError("no pipes to the sink's child process")
+        self._proc, self._requests, self._replies = proc, proc.stdin, proc.stdout
+        self._lock = threading.Lock()
+        self.runs = 0
+        module, name, kwargs = sink.spec()
+        try:
+            self.call("sink", module, name, kwargs)
+        except BaseException:
+            self.stop()
+            raise
+
+    def call(self, *message: Any) -> Any:
+        """Send one request and wait for its answer; an error in the child is raised here."""
+        with self._lock:
+            try:
+                _send(self._requests, message)
+                status, value = _receive(self._replies)
+            except (OSError, EOFError) as exc:
+                raise RuntimeError(f"the sink's child process ended (exit code {self._proc.poll()})") from exc
+        if status == "error":
+            raise RuntimeError(value)
+        return value
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Close its stdin (it finishes and exits); kill it if it has not exited in ``timeout`` s."""
+        with contextlib.suppress(OSError):
+            self._requests.close()
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._replies.close()
+
+
+_children: dict[int, Child] = {}
+_children_lock = threading.Lock()
+
+
+class Lease:
+    """A run's hold on its sink's library, taken as soon as the run starts, so that slow set-up
+    (importing the library, starting the child, creating a store's tables) overlaps training."""
+
+    def __init__(self, sink: Sink):
+        self.sink = sink
+        self._child: Child | None = None
+        if not sink.process:
+            sink.prepare()
+            return
+        with _children_lock:  # one child per sink, started for its first run, stopped after its last
+            child = _children.get(id(sink))
+            if child is None:
+                child = _children[id(sink)] = Child(sink)
+            child.runs += 1
+        self._child = child
+
+    def open(self, run: RunInfo) -> Writer:
+        return self.sink.open(run) if self._child is None else ChildWriter(self._child, run)
+
+    def release(self) -> None:
+        child, self._child = self._child, None
+        if child is None:
+            return
+        with _children_lock:
+            child.runs -= 1
+            if child.runs > 0:
+                return
+            _children.pop(id(self.sink), None)
+        child.stop()
+
+
+def stop_all(timeout: float = 2.0) -> None:
+    """At interpreter exit, after the flush: stop the children whose runs never finished."""
+    with _children_lock:
+        children = list(_children.values())
+        _children.clear()
+    for child in children:
+        child.stop(timeout)
+
+
+class ChildWriter:
+    """A run written by the child: the ``Writer`` the sink's thread sees."""
+
+    def __init__(self, child: Child, run: RunInfo):
+        self._child = child
+        self._key: int = child.call("open", run)
+
+    def write(self, points: list[Point], failures: list[Failure]) -> None:
+        self._child.call("write", self._key, points, failures)
+
+    def close(self) -> None:
+        self._child.call("close", self._key)
+
+
+def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
+    """The child's loop: one sink, any number of runs, until stdin closes."""
+    sink: Sink | None = None
+    writers: dict[int, Any] = {}
+    while True:
+        try:
+            op, *args = _receive(requests)
+        except EOFError:
+            break
+        try:
+            if op == "sink":
+                module, name, kwargs = args
+                sink = getattr(importlib.import_module(module), name)(**kwargs, process=False)
+                if sink.error is not None:
+                    raise sink.error
+                sink.prepare()
+                value: Any = None
+            elif op == "open" and sink is not None:
+                value = len(writers)
+                writers[value] = sink.open(args[0])
+            elif op == "write":
+                writers[args[0]].write(args[1], args[2])
+                value = None
+            elif op == "close":
+                writers.pop(args[0]).close()
+                value = None
+            else:
+                raise ValueError(f"unknown request {op!r}")
+            _send(replies, ("ok", value))
+        except Exception as exc:  # noqa: BLE001 - every error goes back to the parent
+            _send(replies, ("error", f"{type(exc).__name__}: {exc}"))
+    for writer in writers.values():  # the parent went away: finish what is open
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001
+            continue
+
+
+def main() -> None:
+    """The child's entry point (``python -c "from rlnb.sinks.process import main; main()"``)."""
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # libraries' prints must not reach the message pipe
+    serve(sys.stdin.buffer, replies)

@@ -1,0 +1,235 @@
+"""A History streamed to sinks while it runs (``attach``), or written whole afterwards (``export``).
+
+The History's hooks run on the backend's threads and the notebook's, so they do O(1) work under one
+lock: a step's point is made from its finished records (``rlnb.sinks.points``) and queued. Each sink
+gets one daemon thread per run, which opens the library's run at the first point and writes a
+batch every ``sink.interval`` seconds, so a slow library never blocks training. ``close()``
+flushes within a deadline; an ``atexit`` hook closes whatever is still attached, so that an
+interpreter exiting without ``session.close()`` loses nothing and never hangs.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rlnb.history import History, Record
+from rlnb.sinks.base import RunInfo, Sink, SinkError, SinkWarning, Writer
+from rlnb.sinks.points import Item, Steps, logged, merge, replay
+from rlnb.sinks.process import Lease, stop_all
+
+CLOSE_TIMEOUT = 30.0
+"""Seconds ``close()`` waits for the sinks to write what they hold before giving up on them."""
+EXIT_TIMEOUT = 30.0
+"""Seconds, over all sinks, that interpreter exit waits for runs nobody closed (MLflow's child
+may still be starting: importing MLflow and creating a new store's tables take seconds)."""
+MAX_BACKLOG = 100_000
+"""Points a sink may fall behind before it is dropped (it cannot keep up with the run)."""
+_CLOSE = object()
+
+
+class _Channel:
+    """One run of one sink: a queue and a daemon thread that writes it in batches."""
+
+    def __init__(self, sink: Sink, history: History):
+        self.sink = sink
+        self._history = history
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._closing = threading.Event()
+        self.run_name = str(history.config.get("run_id", ""))
+        self._thread = threading.Thread(target=self._run, name=f"rlnb-sink-{type(sink).__name__}", daemon=True)
+        self._thread.start()
+
+    def put(self, item: Item) -> None:
+        if self.sink.error is not None:
+            return
+        if self._queue.qsize() >= MAX_BACKLOG:
+            self.sink.fail(RuntimeError(f"fell {MAX_BACKLOG} points behind the run"), self.run_name)
+            return
+        self._queue.put(item)
+
+    def close(self) -> None:
+        self._queue.put(_CLOSE)
+        self._closing.set()
+
+    def join(self, timeout: float) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        lease: Lease | None = None
+        writer: Writer | None = None
+        try:
+            lease = Lease(self.sink)
+            while True:
+                batch = [self._queue.get()]
+                if batch[0] is not _CLOSE:
+                    self._closing.wait(self.sink.interval)
+                while batch[-1] is not _CLOSE:
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                if self.sink.error is not None:  # dropped while writing another run
+                    _quietly_close(writer)
+                    return
+                if writer is None:
+                    run = RunInfo.from_config(self._history.config, self._history.path)
+                    self.run_name = run.name
+                    writer = lease.open(run)
+                    _run_exit_hook_first()
+                points, failures = merge(i for i in batch if i is not _CLOSE)
+                if points or failures:
+                    writer.write(points, failures)
+                if batch[-1] is _CLOSE:
+                    writer.close()
+                    return
+        except BaseException as exc:  # noqa: BLE001 - any error drops the sink, never the run
+            self.sink.fail(exc, self.run_name)
+            _quietly_close(writer)
+        finally:
+            if lease is not None:
+                lease.release()
+
+
+def _quietly_close(writer: Writer | None) -> None:
+    """Best effort after a failure (the warning has been given): finish the library's run."""
+    if writer is not None:
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001
+            return
+
+
+class Attachment:
+    """A History streaming to sinks. ``close()`` flushes them (``Session.close`` calls it)."""
+
+    def __init__(self, history: History, sinks: Sequence[Sink], on_exit: Callable[[], None] | None = None):
+        self.on_exit = on_exit
+        """Called first when the interpreter exits with this attachment open: ``Session.close``,
+        which fails what is in flight (sent as failures) and then closes this attachment."""
+        self._steps = Steps()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._channels = [_Channel(s, history) for s in sinks if s.error is None]
+        self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
+        _ATTACHED.add(self)
+
+    def _on_record(self, rec: Record) -> None:
+        try:
+            with self._lock:
+                if not self._closed:
+                    self._send(self._steps.record(rec))
+        except Exception as exc:  # noqa: BLE001 - a hook must never raise into the backend
+            self._broken(exc)
+
+    def _on_log(self, row: dict[str, Any]) -> None:
+        try:
+            with self._lock:
+                if not self._closed:
+                    self._send([logged(row, time.time())])
+        except Exception as exc:  # noqa: BLE001 - nor into history.log
+            self._broken(exc)
+
+    def _broken(self, exc: Exception) -> None:
+        for channel in self._channels:
+            channel.sink.fail(exc, channel.run_name)
+
+    def _send(self, items: list[Item]) -> None:
+        for item in items:
+            for channel in self._channels:
+                channel.put(item)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Write what is pending and finish every sink's run; a sink still busy after ``timeout``
+        seconds (default ``CLOSE_TIMEOUT``) is left behind with a warning (its thread is a daemon:
+        it never blocks exit)."""
+        timeout = CLOSE_TIMEOUT if timeout is None else timeout
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for unsubscribe in self._unsubscribe:
+                unsubscribe()
+            self._send(self._steps.drain())
+        for channel in self._channels:
+            channel.close()
+        deadline = time.monotonic() + timeout
+        for channel in self._channels:
+            if not channel.join(max(0.0, deadline - time.monotonic())) and channel.sink.error is None:
+                warnings.warn(
+                    f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; "
+                    "what it had not written yet may be missing there (the rlnb run store has everything)",
+                    SinkWarning,
+                    stacklevel=2,
+                )
+        _ATTACHED.discard(self)
+
+
+def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:
+    """``sinks`` as a list, or a ``TypeError`` naming what is not a sink (before anything starts)."""
+    listed = [sinks] if isinstance(sinks, Sink) else list(sinks)
+    for sink in listed:
+        if not isinstance(sink, Sink):
+            raise TypeError(f"sinks must be rlnb.sinks objects (TensorBoard, MLflow, WandB, Trackio), got {sink!r}")
+    return listed
+
+
+def attach(history: History, sinks: Sink | Sequence[Sink], on_exit: Callable[[], None] | None = None) -> Attachment:
+    """Stream ``history`` to ``sinks`` from now on (operations recorded before are not sent)."""
+    return Attachment(history, validate(sinks), on_exit)
+
+
+def export(run: History | str | Path, sink: Sink) -> None:
+    """Write a finished or reloaded run to ``sink``: ``rlnb.export("rlnb-runs/<id>", TensorBoard("tb"))``
+    or ``rlnb.export(session.history, ...)``. Raises ``SinkError`` if the sink cannot take it."""
+    if not isinstance(run, History | str | os.PathLike):
+        raise TypeError(f"export takes a History or a run folder (e.g. session.history), got {type(run).__name__}")
+    history = run if isinstance(run, History) else History.load(run)
+    if sink.error is not None:
+        raise SinkError(f"{sink!r} cannot be used") from sink.error
+    points, failures = replay(history, float(history.config.get("created_at") or time.time()))
+    info = RunInfo.from_config(history.config, history.path)
+    lease = None
+    try:
+        lease = Lease(sink)
+        writer = lease.open(info)
+        if points or failures:
+            writer.write(points, failures)
+        writer.close()
+    except Exception as exc:
+        raise SinkError(f"could not export run {info.name} to {sink!r}: {type(exc).__name__}: {exc}") from exc
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+_ATTACHED: set[Attachment] = set()
+
+
+def _close_all() -> None:
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    for attachment in list(_ATTACHED):
+        if attachment.on_exit is not None:
+            with contextlib.suppress(Exception):  # the sinks are flushed below all the same
+                attachment.on_exit()
+        attachment.close(timeout=max(0.0, deadline - time.monotonic()))
+    stop_all()
+
+
+def _run_exit_hook_first() -> None:
+    """atexit runs hooks last-registered first: registering again after a library registered its
+    own (W&B tears its service down at exit) lets rlnb flush into it before that."""
+    atexit.unregister(_close_all)
+    atexit.register(_close_all)
+
+
+atexit.register(_close_all)

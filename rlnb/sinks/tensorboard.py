@@ -1,0 +1,73 @@
+"""TensorBoard: event files under ``<logdir>/<run>/``, through torch's ``SummaryWriter``.
+
+Each step is one event holding every figure (one ``Summary`` with a value per tag), which costs a
+fifth of one ``add_scalar`` per figure. The run's config goes to the HParams dashboard, failures
+to the Text dashboard under ``failed_operations``. View with ``tensorboard --logdir <logdir>``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+
+FAILURES_TAG = "failed_operations"
+STEP_METRICS = ("loss", "grad_norm", "learning_rate")
+"""Metrics the HParams dashboard lists from the start (all seen are listed when the run ends)."""
+
+
+class TensorBoard(Sink):
+    """``TensorBoard(logdir="runs")``: one sub-folder per run (``<sweep>/<trial>`` for a sweep)."""
+
+    library = "tensorboard"
+    extra = "tensorboard"
+
+    def __init__(self, logdir: str | Path = "runs", *, interval: float = FLUSH_INTERVAL, process: bool = False):
+        self.logdir = Path(logdir)
+        super().__init__(interval=interval, process=process)
+
+    def spec(self) -> tuple[str, str, dict[str, Any]]:
+        return __name__, "TensorBoard", {"logdir": str(self.logdir), "interval": self.interval}
+
+    def _load(self) -> None:
+        import tensorboard  # type: ignore[import-untyped]  # noqa: F401 - torch.utils.tensorboard needs it
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+
+    def open(self, run: RunInfo) -> _Writer:
+        return _Writer(self.logdir / run.name, run)
+
+
+class _Writer:
+    def __init__(self, path: Path, run: RunInfo):
+        from tensorboard.compat.proto.summary_pb2 import Summary  # type: ignore[import-untyped]
+        from torch.utils.tensorboard import SummaryWriter
+
+        self._summary = Summary
+        self._writer = SummaryWriter(log_dir=str(path))
+        if self._writer.file_writer is None:
+            raise RuntimeError(f"SummaryWriter({path}) opened no event file")
+        self._files: Any = self._writer.file_writer
+        self._params: dict[str, Any] = dict(run.params)
+        self._seen: set[str] = set(STEP_METRICS)
+        self._write_hparams(end=False)
+
+    def _write_hparams(self, *, end: bool) -> None:
+        from torch.utils.tensorboard.summary import hparams
+
+        experiment, start, finish = hparams(self._params, {k: 0.0 for k in sorted(self._seen)})
+        self._files.add_summary(experiment)
+        self._files.add_summary(finish if end else start)
+
+    def write(self, points: list[Point], failures: list[Failure]) -> None:
+        for point in points:
+            values = [self._summary.Value(tag=k, simple_value=v) for k, v in point.values.items()]
+            self._files.add_summary(self._summary(value=values), point.step, point.time)
+            self._seen.update(point.values)
+        for fail in failures:
+            self._writer.add_text(FAILURES_TAG, fail.text(), fail.step, fail.time)
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._write_hparams(end=True)
+        self._writer.close()

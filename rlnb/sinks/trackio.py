@@ -1,0 +1,62 @@
+"""Trackio: one Trackio run per rlnb run in a project, in Trackio's local SQLite database.
+
+Trackio keeps ``<project>.db`` in ``$TRACKIO_DIR`` (default ``$HF_HOME/trackio``), a folder it reads
+once, when it is first imported: set the variable before creating the first ``Trackio`` sink.
+The config goes to the run's config, failures to Trackio's alerts (level ERROR). Its dashboard
+embedding, CPU/GPU auto-logging and Space upload stay off unless asked for through ``init``.
+View with ``trackio show --project <project>``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+
+LOCAL = {"embed": False, "auto_log_cpu": False, "auto_log_gpu": False}
+
+
+class Trackio(Sink):
+    """``Trackio(project="rlnb", **init)``; ``init`` goes to ``trackio.init`` (``space_id=``,
+    ``server_url=``, ... to log elsewhere than the local database)."""
+
+    library = "trackio"
+    extra = "trackio"
+
+    def __init__(self, project: str = "rlnb", *, interval: float = FLUSH_INTERVAL, process: bool = False, **init: Any):
+        if not isinstance(project, str) or not project:
+            raise ValueError(f"Trackio.project = {project!r} is invalid: must be a non-empty name")
+        self.project = project
+        self._init = init
+        super().__init__(interval=interval, process=process)
+
+    def spec(self) -> tuple[str, str, dict[str, Any]]:
+        return __name__, "Trackio", {"project": self.project, "interval": self.interval, **self._init}
+
+    def open(self, run: RunInfo) -> _Writer:
+        import trackio
+
+        # trackio.init finishes the "current run" of the calling context and makes the new one
+        # current there: in an empty context of its own, it touches neither your own Trackio run
+        # (rlnb.export runs on your thread) nor a sweep's other trials, nor Trackio's atexit.
+        init = LOCAL | self._init
+        kwargs = dict(project=self.project, name=run.name, group=run.group, config=run.params, **init)
+        return _Writer(contextvars.Context().run(trackio.init, **kwargs))
+
+
+class _Writer:
+    def __init__(self, run: Any):
+        from trackio import AlertLevel
+
+        self.run, self._error = run, AlertLevel.ERROR
+
+    def write(self, points: list[Point], failures: list[Failure]) -> None:
+        for point in points:
+            self.run.log(point.values, step=point.step)
+        for fail in failures:
+            title = f"{fail.kind} failed: {fail.code}"
+            self.run.alert(title=title, text=fail.text(), level=self._error, step=fail.step)
+
+    def close(self) -> None:
+        self.run.finish()

@@ -1,0 +1,86 @@
+"""Weights & Biases: one W&B run per rlnb run, offline (files to sync later) or online.
+
+Rows carry their step in a ``step`` column that every chart uses as its x axis
+(``define_metric("*", step_metric="step")``), so figures logged late or out of order still land
+on their step. The config goes to ``run.config``; a failure is a row with a ``failed_operation``
+text. W&B's console capture and system metrics are off (they would wrap the notebook's output and
+cost CPU); pass ``settings=`` to choose. Offline runs land in ``<dir>/wandb/offline-run-*``:
+``wandb sync <that folder>`` uploads one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+
+MODES = ("offline", "online")
+STEP_KEY, FAILURE_KEY = "step", "failed_operation"
+
+
+class WandB(Sink):
+    """``WandB(project="rlnb", mode="offline" | "online", dir=None, entity=None, settings=None)``;
+    ``dir`` defaults to W&B's own (``$WANDB_DIR`` or the working directory)."""
+
+    library = "wandb"
+    extra = "wandb"
+
+    def __init__(
+        self,
+        project: str = "rlnb",
+        mode: str = "offline",
+        *,
+        dir: str | Path | None = None,
+        entity: str | None = None,
+        settings: Any = None,
+        interval: float = FLUSH_INTERVAL,
+        process: bool = False,
+    ):
+        if mode not in MODES:
+            raise ValueError(f"WandB.mode = {mode!r} is invalid: must be one of {', '.join(MODES)}")
+        if not isinstance(project, str) or not project:
+            raise ValueError(f"WandB.project = {project!r} is invalid: must be a non-empty name")
+        self.project, self.mode, self.entity = project, mode, entity
+        self.dir = Path(dir) if dir is not None else None
+        self._settings = settings
+        super().__init__(interval=interval, process=process)
+
+    def spec(self) -> tuple[str, str, dict[str, Any]]:
+        where = {"dir": str(self.dir) if self.dir else None, "entity": self.entity, "settings": self._settings}
+        return __name__, "WandB", {"project": self.project, "mode": self.mode, **where, "interval": self.interval}
+
+    def open(self, run: RunInfo) -> _Writer:
+        import wandb
+
+        if self.dir is not None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        settings = self._settings or wandb.Settings(console="off", x_disable_stats=True, silent=True)
+        handle = wandb.init(
+            project=self.project,
+            entity=self.entity,
+            name=run.name,
+            group=run.group,
+            config=run.params,
+            mode=self.mode,  # type: ignore[arg-type]
+            dir=str(self.dir) if self.dir is not None else None,
+            reinit="create_new",  # several runs at once: a sweep's trials
+            settings=settings,
+        )
+        return _Writer(handle)
+
+
+class _Writer:
+    def __init__(self, run: Any):
+        self.run = run
+        run.define_metric(STEP_KEY)
+        run.define_metric("*", step_metric=STEP_KEY)
+
+    def write(self, points: list[Point], failures: list[Failure]) -> None:
+        for point in points:
+            self.run.log({STEP_KEY: point.step, **point.values})
+        for fail in failures:
+            self.run.log({STEP_KEY: fail.step, FAILURE_KEY: fail.text()})
+
+    def close(self) -> None:
+        self.run.finish()
