@@ -118,7 +118,9 @@ class OptimizerBuilder:
     scheduled learning rate; ``.params_at(step)`` is the config to send at that step.
     """
 
-    def __init__(self, optimizer: str = "adam", preset: str = "Together docs", total_steps: int = 100):
+    def __init__(
+        self, optimizer: str = "adam", preset: str = "Together docs", total_steps: int = 100, model: Any = "tiny"
+    ):
         if optimizer not in ("adam", "muon"):
             raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
         self.adam = _controls(ADAM_FIELDS, LR_RANGES["adam"])
@@ -147,12 +149,14 @@ class OptimizerBuilder:
         self.preview = W.HTML()
         self.message = W.HTML()
         self.schedule_plot = W.Image(format="png", layout=W.Layout(width="360px"))
+        self.lr_finder = LRFinderControls(self, model)  # "Find LR", and Muon's lr units for ``model``'s shapes
         self.widget = W.VBox(
             [
                 self.preset,
                 self.tabs,
                 self.message,
                 W.HBox([W.VBox([self.sched_kind, self.warmup, self.total, self.min_ratio]), self.schedule_plot]),
+                self.lr_finder.widget,
                 self.preview,
             ]
         )
@@ -306,6 +310,7 @@ class RunPanel:
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self.builder.kind = session.optimizer
+        self.builder.lr_finder.session = session
         self.task = task or digits_task()
         self.step_fn = step_fn or self._rl_step
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
@@ -419,3 +424,82 @@ def _close_tree(widget: W.Widget) -> None:
     for child in getattr(widget, "children", ()):
         _close_tree(child)
     widget.close()
+
+
+class LRFinderControls:
+    """The builder's "Find LR" button (``rlnb.sweep.lr_find`` on a background thread; the suggestion
+    fills the learning rate of the selected tab and the plot shows beside it), and the units of Muon's
+    learning rate: switching "original" ↔ "match_adam" converts the rate for ``model``'s matrix shapes.
+
+    ``session`` (set by the RunPanel) is what a range test copies; without one it runs on a fresh local
+    session of ``model``. ``options`` go to ``lr_find`` (``steps``, ``task``, ``start_lr``, ...).
+    """
+
+    def __init__(self, builder: OptimizerBuilder, model: Any = "tiny"):
+        from rlnb.sweep import muon_shapes
+
+        self.builder, self.model, self.shapes = builder, model, muon_shapes(model)
+        self.session: Session | None = None
+        self.options: dict[str, Any] = {"steps": 30}
+        self.result: Any = None
+        """The last ``LRFind``."""
+        self.error: Exception | None = None
+        self.button = W.Button(description="Find LR", icon="search", tooltip="learning-rate range test")
+        self.scaling = W.Dropdown(options=["original", "match_adam"], description="Muon lr units", style=_WIDE)
+        self.status = W.HTML()
+        self.plot = W.Image(format="png", layout=W.Layout(width="360px"))
+        self.widget = W.VBox([W.HBox([self.button, self.scaling, self.status]), self.plot])
+        self._thread: threading.Thread | None = None
+        self.button.on_click(lambda _: self.start())
+        self.scaling.observe(self._convert, names="value")
+
+    def _convert(self, change: dict[str, Any]) -> None:
+        from rlnb.sweep import convert_muon_lr
+
+        lr = self.builder.muon["learning_rate"]
+        if lr.value > 0:
+            lr.value = convert_muon_lr(lr.value, change["old"], change["new"], self.shapes)
+
+    def run(self) -> Any:
+        """Run the range test now (in this thread); fill the learning rate with the suggestion."""
+        from rlnb.sweep import lr_find
+
+        kind = self.builder.kind
+        options = dict(self.options)
+        if self.session is None:
+            options.setdefault("model", self.model)
+            if kind == "muon":
+                options.setdefault("muon_scaling", self.scaling.value)
+        self.status.value = "range test running …"
+        result = lr_find(self.builder.params, self.session, **options)
+        if result.muon_scaling is not None and result.muon_scaling != self.scaling.value:
+            self.scaling.value = result.muon_scaling  # the session's units (the current rate is converted)
+        if result.suggestion is not None:
+            (self.builder.adam if kind == "adam" else self.builder.muon)["learning_rate"].value = result.suggestion
+        self.plot.value = png(result.plot().figure)
+        found = f"suggested {result.suggestion:.3g}" if result.suggestion is not None else "no suggestion"
+        self.status.value = f"{found} — {html.escape(result.reason)}"
+        self.result = result
+        return result
+
+    def start(self) -> None:
+        """Run on a background thread (the button); errors show in the status line and in ``.error``."""
+        if (self._thread is not None and self._thread.is_alive()) or not self.builder.valid:
+            return
+        self.error = None
+        self.button.disabled = True
+        self._thread = threading.Thread(target=self._run, name="rlnb-lr-find", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.run()
+        except Exception as exc:  # noqa: BLE001 - shown in the panel, kept in .error
+            self.error = exc
+            self.status.value = f"<span style='color:#b00020'>✗ {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
+        finally:
+            self.button.disabled = False
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
