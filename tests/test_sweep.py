@@ -31,6 +31,8 @@ def test_grid_and_random_search():
     assert {c["optimizer"] for c in configs} == {"adam", "muon"}
     with pytest.raises(ValueError, match="space"):
         random_search(1, lr=5)
+    steps = [c["newton_schulz_steps"] for c in random_search(30, newton_schulz_steps=(3, 6, "int"))]
+    assert set(steps) == {3, 4, 5, 6} and all(isinstance(n, int) for n in steps)
 
 
 def test_apply_validates_before_anything_runs():

@@ -35,6 +35,8 @@ def import_optuna() -> Any:
 
 
 def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension]) -> Any:
+    if isinstance(sampler, optuna.samplers.GridSampler):
+        raise ValueError("use sampler='grid' (a GridSampler object stops the study from tell(), outside optimize())")
     if not isinstance(sampler, str):
         return sampler
     if sampler == "tpe":
@@ -42,7 +44,15 @@ def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension]) -> An
     if sampler == "random":
         return optuna.samplers.RandomSampler(seed=SAMPLER_SEED)
     if sampler == "grid":
-        return optuna.samplers.GridSampler(grid_values(dims), seed=SAMPLER_SEED)
+
+        class AskTellGridSampler(optuna.samplers.GridSampler):  # type: ignore[misc, name-defined]
+            """GridSampler calls ``study.stop()`` after the last point, which only works inside
+            ``study.optimize``; with ask/tell the sweep checks ``is_exhausted`` itself."""
+
+            def after_trial(self, *args: Any) -> None:
+                return None
+
+        return AskTellGridSampler(grid_values(dims), seed=SAMPLER_SEED)
     raise ValueError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler, got {sampler!r}")
 
 
