@@ -476,7 +476,7 @@ class LRFinderControls:
             self.scaling.value = result.muon_scaling  # the session's units (the current rate is converted)
         if result.suggestion is not None:
             (self.builder.adam if kind == "adam" else self.builder.muon)["learning_rate"].value = result.suggestion
-        self.plot.value = png(result.plot().figure)
+        self.plot.value = png(result.figure())
         found = f"suggested {result.suggestion:.3g}" if result.suggestion is not None else "no suggestion"
         self.status.value = f"{found} — {html.escape(result.reason)}"
         self.result = result

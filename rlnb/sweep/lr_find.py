@@ -72,9 +72,14 @@ class LRFind:
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame({"learning_rate": self.lrs, self.objective: self.values, "smoothed": self.smoothed})
 
+    def figure(self) -> Figure:
+        fig = Figure(figsize=(5, 3), layout="constrained")
+        self.plot(fig.add_subplot())
+        return fig
+
     def plot(self, ax: Axes | None = None) -> Axes:
         if ax is None:
-            ax = Figure(figsize=(5, 3), layout="constrained").add_subplot()
+            return self.figure().axes[0]
         ax.plot(self.lrs, self.values, ".", color="0.6", label=f"{self.objective} per step")
         ax.plot(self.lrs, self.smoothed, color="C0", label="smoothed")
         if self.suggestion is not None:
@@ -143,7 +148,7 @@ def lr_find(
             try:
                 value = float(run(trial, _with_lr(base, lr), i))
             except OperationFailed as exc:
-                ended = f"{exc.code.rsplit('_CODE_', 1)[-1]} at lr {lr:.3g}"
+                ended = f"{(exc.code or 'FAILED').rsplit('_CODE_', 1)[-1]} at lr {lr:.3g}"
                 break
             values.append(value)
             trial.history.log(trial.step, **{objective: value, "lr_find_lr": lr})
@@ -177,9 +182,9 @@ def _rl_step(task: Task, objective: Objective, seed: int) -> StepFn:
 def _open(
     kind: str, session: Session | None, target: str, seed: int, runs_dir: str | Path | None, options: dict[str, Any]
 ) -> Session:
-    record = {"runs_dir": runs_dir, "run_id": new_run_id("lr-find")}
+    record: dict[str, Any] = {"runs_dir": runs_dir, "run_id": new_run_id("lr-find")}
     if session is None:
-        extra = {"seed": seed} if target == "local" else {}
+        extra: dict[str, Any] = {"seed": seed} if target == "local" else {}
         return connect(target, optimizer=kind, **record, **extra, **options)
     if session.optimizer != kind:
         raise ValueError(f"the session's optimizer is {session.optimizer}; pass {session.optimizer} params")

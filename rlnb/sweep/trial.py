@@ -130,12 +130,11 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
 def _summary(
     session: Session | None, rewards: list[float], losses: list[float], objective: Objective
 ) -> dict[str, Any]:
-    steps = session.history.steps if session is not None else None
-    recorded = steps["loss"].dropna() if steps is not None and "loss" in steps else []
+    recorded = list(session.history.steps["loss"].dropna()) if session is not None else []
     return {
         "steps_done": len(rewards),
-        "final_loss": float(recorded.iloc[-1]) if len(recorded) else math.nan,
-        "best_loss": float(recorded.min()) if len(recorded) else math.nan,
+        "final_loss": float(recorded[-1]) if recorded else math.nan,
+        "best_loss": float(min(recorded)) if recorded else math.nan,
         "final_reward": objective_value("reward", rewards, losses),
         "best_reward": max(rewards) if rewards else math.nan,
         "value": objective_value(objective, rewards, losses),
