@@ -9,7 +9,7 @@ over seeds per config; ``lr_find`` runs a learning-rate range test.
 
 Modules: ``space`` (configs, search spaces, params), ``trial`` (one run → one row), ``executors``
 (threads, and the per-trial routing), ``ray_executor``, ``optuna_search``, ``driver`` (``sweep``),
-``lr_find``.
+``lr_find``, ``figures``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from rlnb.history import History
 from rlnb.params import OptimizerParams
 
 from .driver import sweep
+from .figures import search_plot
 from .lr_find import LRFind, convert_muon_lr, lr_find, muon_shapes
 from .space import Categorical, Float, Int, apply, grid, label, random_search
 from .trial import REWARD_WINDOW
@@ -42,6 +43,7 @@ __all__ = [
     "lr_find",
     "muon_shapes",
     "random_search",
+    "search_plot",
     "summarize",
     "sweep",
 ]

@@ -189,7 +189,7 @@ def sweep(
     finally:
         for ex in executors.values():
             ex.close()
-    return _frame(previous + rows, folder)
+    return _frame(previous + rows, folder, objective)
 
 
 def _drive(
@@ -276,7 +276,7 @@ def _run_id(folder: Path, trial: int, seed: int) -> str:
     return run_id
 
 
-def _frame(rows: list[dict[str, Any]], folder: Path) -> pd.DataFrame:
+def _frame(rows: list[dict[str, Any]], folder: Path, objective: Objective) -> pd.DataFrame:
     latest = {r["trial"]: r for r in rows}  # a trial run again after a stop replaces its STOPPED row
     frame = pd.DataFrame(list(latest.values()))
     if len(frame):
@@ -284,7 +284,7 @@ def _frame(rows: list[dict[str, Any]], folder: Path) -> pd.DataFrame:
         for col in ("final_loss", "best_loss", "final_reward", "best_reward", "value", "wall_s"):
             if col in frame:
                 frame[col] = frame[col].astype(float)
-    frame.attrs["path"] = str(folder)
+    frame.attrs.update(path=str(folder), objective=objective)
     return frame
 
 

@@ -31,6 +31,7 @@ from rlnb.backends.model import SIZES, build_model
 from rlnb.backends.optim import MATCH_ADAM_RMS, split_params
 from rlnb.history import new_run_id
 from rlnb.params import AdamParams, OptimizerParams
+from rlnb.plots import NotebookFigure
 from rlnb.session import Session, connect
 from rlnb.tasks import Task, digits_task, rl_step
 
@@ -41,7 +42,10 @@ DEFAULT_RANGES = {"adam": (1e-5, 1.0), "original": (1e-3, 10.0), "match_adam": (
 values (Adam 3e-4..3e-3; Muon 0.02 in "original" units)."""
 SMOOTHING = 0.8
 """EMA factor on the per-step objective (bias-corrected), as fastai's ``lr_find`` (0.98 over 100 steps;
-fewer, noisier RL steps here want less memory)."""
+fewer, noisier RL steps here want less memory). During the run the EMA is causal (to stop on
+divergence); the curve shown and used for the suggestion is the EMA run forward and then backward,
+which has no lag — a causal EMA trails the raw curve by ~1/(1 - 0.8) = 5 steps, and would shift the
+suggestion towards larger rates."""
 DIVERGE = 4.0
 """A loss run stops once the smoothed loss exceeds this many times its best."""
 SCALING_NAMES = {"MUON_SCALING_STRATEGY_ORIGINAL": "original", "MUON_SCALING_STRATEGY_MATCH_ADAM": "match_adam"}
@@ -73,7 +77,7 @@ class LRFind:
         return pd.DataFrame({"learning_rate": self.lrs, self.objective: self.values, "smoothed": self.smoothed})
 
     def figure(self) -> Figure:
-        fig = Figure(figsize=(5, 3), layout="constrained")
+        fig = NotebookFigure(figsize=(5, 3), layout="constrained")  # shows itself where a notebook returns it
         self.plot(fig.add_subplot())
         return fig
 
@@ -160,7 +164,7 @@ def lr_find(
     finally:
         trial.wait()
         trial.close()
-    smoothed = _smooth(values)
+    smoothed = _smooth(_smooth(values)[::-1])[::-1]  # forward, then backward: no lag
     suggestion, why = suggest(lrs[: len(values)], smoothed, objective)
     reason = why + (f"; ended early: {ended}" if ended else "")
     path = str(trial.history.path) if trial.history.path else None
