@@ -84,6 +84,13 @@ def optuna_part(budget: int, figure: str) -> None:
             print(f"    {name:15s} {len(trials):2d} trials ({pruned} pruned), {int(trials.steps_done.sum())} steps, "
                   f"{wall:5.1f} s; best learning rate {best.learning_rate:.3g} (reward {best.value:.3f}); "
                   f"on seeds {CHECK_SEEDS}: {fresh:.3f}")  # fmt: skip
+            decades = np.floor(np.log10(trials.learning_rate.to_numpy(dtype=float))).clip(-5, -1)
+            spent = ", ".join(f"1e{int(d)}: {int(trials.steps_done[decades == d].sum())}" for d in range(-5, 0))
+            print(f"      steps by decade of learning rate: {spent}")
+            for _, t in trials.sort_values("learning_rate").iterrows():
+                print(
+                    f"      lr {t.learning_rate:9.3g}  {t.status:9s} {int(t.steps_done):2d} steps  reward {t.value:.3f}"
+                )
     fig = Figure(figsize=(13, 3.6), layout="constrained")
     axes = fig.subplots(1, 3)
     for ax, (name, trials) in zip(axes, runs.items(), strict=False):

@@ -230,3 +230,24 @@ def test_summarize_keeps_a_config_where_nothing_completed():
     )
     table = summarize(frame)
     assert list(table.index) == [0.1, 1.0] and table.loc[1.0, "count"] == 0 and table.loc[1.0, "not_completed"] == 1
+
+
+def test_an_error_in_a_progress_callback_reaches_the_user_and_no_row_is_lost(tmp_path):
+    """Three trials, two at a time, and a callback that fails on the first finished trial: the error
+    reaches the caller after every trial has a row on disk — the other running one finished or
+    STOPPED at its next step, the third STOPPED before it started."""
+
+    def broken(done, total, row):
+        raise RuntimeError("my progress bar broke")
+
+    with pytest.raises(RuntimeError, match="progress bar broke"):
+        sweep(
+            BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=3, max_concurrent=2, runs_dir=tmp_path, progress=broken
+        )
+    (folder,) = tmp_path.iterdir()
+    rows = {r["trial"]: r for r in map(json.loads, (folder / "trials.jsonl").read_text().splitlines())}
+    assert sorted(rows) == [0, 1, 2] and rows[2]["reason"] == "stopped before it started"
+    assert {rows[0]["status"], rows[1]["status"]} <= {"COMPLETED", "STOPPED"} and "COMPLETED" in (
+        rows[0]["status"],
+        rows[1]["status"],
+    )

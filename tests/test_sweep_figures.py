@@ -39,7 +39,7 @@ def test_many_seeds_get_a_std_band_clipped_to_the_seeds():
     low, high = band_edges(plots.compare(frame, y="reward"))
     std = np.std(np.linspace(0, 1, 12), ddof=1)
     assert low == pytest.approx(0.5 - std) and high == pytest.approx(0.5 + std)
-    assert 0 <= low and high <= 1
+    assert low >= 0 and high <= 1
 
 
 def test_seed_lines_instead_of_a_band():

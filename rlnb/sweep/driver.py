@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -18,18 +17,17 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb.history import default_runs_dir, new_run_id
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.tasks import Task, digits_task
 
 from .executors import EXECUTORS, Executor, ThreadExecutor, route
+from .folder import append_row, begin, new_folder, table, trial_run_id
 from .space import apply, parse_space
 from .trial import Objective, TrialSpec, base_row
 
 Progress = Callable[[int, int, dict[str, Any]], None]
 """``progress(done, total, row)`` after each finished trial."""
-SETTINGS_FILE, ROWS_FILE = "sweep.json", "trials.jsonl"
 POLL_S = 0.2
 """How long the driver waits for a finished trial before checking Stop again."""
 SEARCHES = (None, "optuna")
@@ -115,7 +113,7 @@ def sweep(
     if search is None and (space is not None or n_trials is not None):
         raise ValueError("space= and n_trials= need search='optuna' (or use grid()/random_search() for configs)")
     the_task = _task(task)
-    folder = Path(resume) if resume is not None else _new_folder(runs_dir)
+    folder = Path(resume) if resume is not None else new_folder(runs_dir)
     settings = {
         "search": search,
         "base": base.request_body(),
@@ -129,11 +127,11 @@ def sweep(
         "task": the_task.name,
         "target": target,
     }
-    previous = _begin(folder, settings, resume is not None)
+    previous = begin(folder, settings, resume is not None)
 
     def make_spec(trial: int, config: dict[str, Any], seed: int | None = None) -> TrialSpec:
         seed = seeds[trial % len(seeds)] if seed is None else seed
-        run_id = _run_id(folder, trial, seed)
+        run_id = trial_run_id(folder, trial, seed)
         params = apply(base, config)
         return TrialSpec(trial, config, params, seed, run_id, steps, the_task, target, options, schedule, objective)
 
@@ -160,73 +158,105 @@ def sweep(
 
         executors["ray"] = RayExecutor(folder, reporter, address=address, resources_per_trial=resources_per_trial)
     limit = max_concurrent or (executors["ray"].capacity() if executor == "ray" else 1)
-
-    def executor_for(name: str) -> Executor:
-        if name not in executors:  # only "threads" is made on demand (remote-target trials under executor="ray")
-            executors[name] = ThreadExecutor(limit, folder, stop, reporter)
-        return executors[name]
-
-    report = _progress(progress, source.total)
-    rows: list[dict[str, Any]] = []
-
-    def record(row: dict[str, Any], where: str) -> None:
-        row["executor"] = where
-        with open(folder / ROWS_FILE, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row, default=str) + "\n")
-        source.finish(row)
-        rows.append(row)
-        report(source.done_before + len(rows), source.total, row)
-
-    def stop_all(kill: bool = False) -> None:
-        for ex in list(executors.values()):
-            for row in ex.kill() if kill else ex.stop():
-                record(row, ex.name)
-        for spec in source.leftovers() if isinstance(source, _Plan) else []:
-            record(base_row(spec, "STOPPED", "stopped before it started"), route(spec, executor))
-
+    run = _Run(folder, source, executor, stop, _progress(progress, source.total), limit, executors)
+    run.make_threads = lambda: ThreadExecutor(limit, folder, stop, reporter)
     try:
-        _drive(source, executors, executor_for, executor, limit, stop, record, stop_all)
+        run.drive()
+    except BaseException:
+        run.drain()  # an error escaping (say, from a progress callback): keep every row, then raise it
+        raise
     finally:
-        for ex in executors.values():
+        for ex in run.executors.values():
             ex.close()
-    return _frame(previous + rows, folder, objective)
+    return table(previous + run.rows, folder, objective)
 
 
-def _drive(
-    source: Any,
-    executors: dict[str, Executor],
-    executor_for: Callable[[str], Executor],
-    wanted: str,
-    limit: int,
-    stop: threading.Event,
-    record: Callable[[dict[str, Any], str], None],
-    stop_all: Callable[..., None],
-) -> None:
-    """Keep ``limit`` trials running until the source is used up or Stop; an interrupt stops, a second kills."""
-    stopped = exhausted = False
-    interrupts = 0
-    while True:
-        try:
-            if stop.is_set() and not stopped:
-                stopped = True
-                stop_all()
-            while not stopped and not exhausted and sum(ex.running() for ex in executors.values()) < limit:
-                spec = source.next_spec()
-                if spec is None:
-                    exhausted = True
-                    break
-                executor_for(route(spec, wanted)).submit(spec)
-            busy = [ex for ex in executors.values() if ex.running()]
-            if not busy and (stopped or exhausted):
-                return
-            for ex in busy:
-                for row in ex.poll(POLL_S / len(busy)):
-                    record(row, ex.name)
-        except KeyboardInterrupt:
-            interrupts += 1
-            stop.set()
-            if interrupts > 1:
-                stop_all(kill=True)
+class _Run:
+    """One call of ``sweep``: keeps ``limit`` trials running on their executors, records every row."""
+
+    make_threads: Callable[[], Executor]
+    """Builds the thread pool when a trial is first routed to it."""
+
+    def __init__(
+        self,
+        folder: Path,
+        source: Any,
+        wanted: str,
+        stop: threading.Event,
+        report: Progress,
+        limit: int,
+        executors: dict[str, Executor],
+    ):
+        self.folder, self.source, self.wanted, self.stop, self.report = folder, source, wanted, stop, report
+        self.limit, self.executors = limit, executors
+        self.rows: list[dict[str, Any]] = []
+
+    def executor_for(self, name: str) -> Executor:
+        if name not in self.executors:  # only "threads" is made on demand (remote-target trials under "ray")
+            self.executors[name] = self.make_threads()
+        return self.executors[name]
+
+    def store(self, rows: list[dict[str, Any]], where: str) -> None:
+        """Keep the rows (on disk at once) and tell the source; no user code runs here."""
+        for row in rows:
+            row["executor"] = where
+            self.rows.append(row)
+            append_row(self.folder, row)
+            self.source.finish(row)
+
+    def record(self, rows: list[dict[str, Any]], where: str) -> None:
+        """Store every row first, then call the progress callback (which may raise) for each."""
+        self.store(rows, where)
+        done = self.source.done_before + len(self.rows) - len(rows)
+        for i, row in enumerate(rows, 1):
+            self.report(done + i, self.source.total, row)
+
+    def stop_all(self, kill: bool = False) -> list[tuple[list[dict[str, Any]], str]]:
+        """Cancel what has not started (and with ``kill``, what runs); return those rows by executor."""
+        out = [(ex.kill() if kill else ex.stop(), ex.name) for ex in list(self.executors.values())]
+        for spec in self.source.leftovers() if isinstance(self.source, _Plan) else []:
+            out.append(([base_row(spec, "STOPPED", "stopped before it started")], route(spec, self.wanted)))
+        return out
+
+    def drive(self) -> None:
+        """Run until the source is used up or Stop; an interrupt stops, a second one kills."""
+        stopped = exhausted = False
+        interrupts = 0
+        while True:
+            try:
+                if self.stop.is_set() and not stopped:
+                    stopped = True
+                    for rows, where in self.stop_all():
+                        self.record(rows, where)
+                while not stopped and not exhausted and self.running() < self.limit:
+                    spec = self.source.next_spec()
+                    if spec is None:
+                        exhausted = True
+                        break
+                    self.executor_for(route(spec, self.wanted)).submit(spec)
+                busy = [ex for ex in self.executors.values() if ex.running()]
+                if not busy and (stopped or exhausted):
+                    return
+                for ex in busy:
+                    self.record(ex.poll(POLL_S / len(busy)), ex.name)
+            except KeyboardInterrupt:
+                interrupts += 1
+                self.stop.set()
+                if interrupts > 1:
+                    for rows, where in self.stop_all(kill=True):
+                        self.record(rows, where)
+
+    def running(self) -> int:
+        return sum(ex.running() for ex in self.executors.values())
+
+    def drain(self) -> None:
+        """After an error: stop, and store what comes back (running trials end at their next step)."""
+        self.stop.set()
+        for rows, where in self.stop_all():
+            self.store(rows, where)
+        while self.running():
+            for ex in [ex for ex in self.executors.values() if ex.running()]:
+                self.store(ex.poll(POLL_S), ex.name)
 
 
 def _task(task: Task | Callable[[list[int], list[int]], float] | None) -> Task:
@@ -234,58 +264,6 @@ def _task(task: Task | Callable[[list[int], list[int]], float] | None) -> Task:
         return task
     default = digits_task()
     return default if task is None else Task("custom", default.prompts, task, default.max_tokens)
-
-
-def _new_folder(runs_dir: str | Path | None) -> Path:
-    folder = (Path(runs_dir) if runs_dir is not None else default_runs_dir()) / new_run_id("sweep")
-    folder.mkdir(parents=True)
-    return folder
-
-
-def _begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str, Any]]:
-    """Write the settings of a new sweep, or check a resumed one's; return the rows recorded so far."""
-    path = folder / SETTINGS_FILE
-    if not resume:
-        path.write_text(json.dumps(settings, indent=2, default=str))
-        return []
-    if not path.exists():
-        raise FileNotFoundError(f"resume: {folder} is not a sweep folder (no {SETTINGS_FILE})")
-    stored = json.loads(path.read_text())
-    now = json.loads(json.dumps(settings, default=str))
-    changed = [f"{k}: {now.get(k)!r} (the sweep used {stored.get(k)!r})" for k in now if now.get(k) != stored.get(k)]
-    if changed:
-        raise ValueError("resume: run it with the same arguments; changed: " + "; ".join(changed))
-    rows_path = folder / ROWS_FILE
-    if not rows_path.exists():
-        return []
-    rows = []
-    for line in rows_path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue  # a half-written last line of a killed sweep: that trial runs again
-    return rows
-
-
-def _run_id(folder: Path, trial: int, seed: int) -> str:
-    """``trial-007-seed0``; a trial run again after a stop gets ``-r2``, ``-r3``, ... (never mixed with the old)."""
-    run_id, attempt = f"trial-{trial:03d}-seed{seed}", 1
-    while (folder / run_id).exists():
-        attempt += 1
-        run_id = f"trial-{trial:03d}-seed{seed}-r{attempt}"
-    return run_id
-
-
-def _frame(rows: list[dict[str, Any]], folder: Path, objective: Objective) -> pd.DataFrame:
-    latest = {r["trial"]: r for r in rows}  # a trial run again after a stop replaces its STOPPED row
-    frame = pd.DataFrame(list(latest.values()))
-    if len(frame):
-        frame = frame.sort_values("trial", ignore_index=True)
-        for col in ("final_loss", "best_loss", "final_reward", "best_reward", "value", "wall_s"):
-            if col in frame:
-                frame[col] = frame[col].astype(float)
-    frame.attrs.update(path=str(folder), objective=objective)
-    return frame
 
 
 def _progress(progress: Progress | bool, total: int) -> Progress:

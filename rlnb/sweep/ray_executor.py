@@ -26,6 +26,8 @@ STOP_GRACE = 30.0
 REPORT_TIMEOUT = 60.0
 """Seconds a task waits for the pruner's answer; past it the trial goes on (a sweep never hangs on it)."""
 MAILBOX_TIMEOUT = 30.0
+REPORT_POLL = 0.02
+"""Seconds between the driver's looks at the mailbox while trials report (pruning)."""
 RESOURCE_KEYS = ("cpu", "gpu")
 
 
@@ -164,13 +166,18 @@ class RayExecutor:
         self._refs[self._task.remote(spec, self._mailbox, self._reporter is not None)] = spec
 
     def poll(self, timeout: float) -> list[dict[str, Any]]:
+        """Finished rows; while waiting, answer the trials' reports every ``REPORT_POLL`` seconds (a
+        reporting trial waits for its answer, so this interval is added to each of its steps)."""
         deadline = time.monotonic() + timeout
+        refs = list(self._refs)
         while True:
             self._serve()
-            refs = list(self._refs)
-            ready = self._ray.wait(refs, num_returns=len(refs), timeout=0.02)[0] if refs else []
+            wait = REPORT_POLL if self._reporter is not None else max(0.0, deadline - time.monotonic())
+            ready = self._ray.wait(refs, num_returns=1, timeout=wait)[0] if refs else []
             if ready or time.monotonic() >= deadline:
                 break
+        if ready:  # and any others that are done by now
+            ready = self._ray.wait(refs, num_returns=len(refs), timeout=0)[0]
         rows = [self._collect(ref) for ref in ready]
         if self._stop_deadline is not None and time.monotonic() > self._stop_deadline:
             rows += self._cancel(force=True, reason=f"cancelled: did not stop within {STOP_GRACE:g} s")

@@ -40,12 +40,12 @@ from .trial import Objective
 DEFAULT_RANGES = {"adam": (1e-5, 1.0), "original": (1e-3, 10.0), "match_adam": (1e-5, 1.0)}
 """(start_lr, end_lr) by optimizer / Muon scaling convention: a decade or more either side of the usual
 values (Adam 3e-4..3e-3; Muon 0.02 in "original" units)."""
-SMOOTHING = 0.8
+SMOOTHING = 0.6
 """EMA factor on the per-step objective (bias-corrected), as fastai's ``lr_find`` (0.98 over 100 steps;
-fewer, noisier RL steps here want less memory). During the run the EMA is causal (to stop on
-divergence); the curve shown and used for the suggestion is the EMA run forward and then backward,
-which has no lag — a causal EMA trails the raw curve by ~1/(1 - 0.8) = 5 steps, and would shift the
-suggestion towards larger rates."""
+tens of steps here want far less memory). During the run the EMA is causal (to stop on divergence);
+the curve shown and used for the suggestion is the EMA run forward and then backward, which has no
+lag — a causal EMA trails the raw curve by ~1/(1 - β) steps and would shift the suggestion towards
+larger rates."""
 DIVERGE = 4.0
 """A loss run stops once the smoothed loss exceeds this many times its best."""
 SCALING_NAMES = {"MUON_SCALING_STRATEGY_ORIGINAL": "original", "MUON_SCALING_STRATEGY_MATCH_ADAM": "match_adam"}
