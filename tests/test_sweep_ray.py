@@ -91,9 +91,22 @@ def test_a_crashed_worker_is_a_failed_row_and_the_rest_go_on(local_ray, tmp_path
     assert len(History.load(ok.run_path).steps) == 2
 
 
-def test_stop_cancels_queued_tasks_and_stops_running_ones(local_ray, tmp_path):
-    """Each trial takes both CPUs, so of the two submitted one runs and one waits in Ray's queue. Stop
-    is set once the running trial has taken its first reward (a file tells this test)."""
+def _stop_when(marker: Path, stop: threading.Event) -> threading.Thread:
+    def watch():
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_stop_ends_running_trials_at_their_next_step(local_ray, tmp_path):
+    """Two trials run (one CPU each); Stop is set once one of them has taken its first reward (a file
+    tells this test). Both end STOPPED with the steps they ran back in the sweep folder; the third
+    never started."""
     marker = tmp_path / "started"
 
     def reward(prompt, completion):
@@ -101,28 +114,47 @@ def test_stop_cancels_queued_tasks_and_stops_running_ones(local_ray, tmp_path):
         return float(len(completion)) / 8
 
     stop = threading.Event()
-
-    def stop_when_started():
-        deadline = time.monotonic() + 60
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        stop.set()
-
-    watcher = threading.Thread(target=stop_when_started, daemon=True)
-    watcher.start()
+    watcher = _stop_when(marker, stop)
     start = time.monotonic()
     trials = sweep(
         BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=40, task=Task("mark", [[104, 105]], reward),
-        executor="ray", resources_per_trial={"cpu": 2}, max_concurrent=2, stop=stop, runs_dir=tmp_path,
-        progress=False,
+        executor="ray", stop=stop, runs_dir=tmp_path, progress=False,
     )  # fmt: skip
     watcher.join()
-    assert time.monotonic() - start < 60
-    assert list(trials.status) == ["STOPPED", "STOPPED", "STOPPED"]
-    first = trials.iloc[0]
-    assert first.reason.startswith("stopped after") and 0 < first.steps_done < 40
-    assert len(History.load(first.run_path).steps) == first.steps_done  # what ran came back
-    assert list(trials.reason.iloc[1:]) == ["stopped before it started"] * 2
+    assert time.monotonic() - start < 60 and list(trials.status) == ["STOPPED"] * 3
+    running = trials.iloc[:2]
+    assert running.reason.str.match(r"stopped after \d+ of 40 steps").all() and running.steps_done.max() >= 1
+    for _, row in running.iterrows():
+        assert len(History.load(row.run_path).steps) == row.steps_done < 40  # what ran came back
+    assert trials.reason.iloc[2] == "stopped before it started"
+
+
+def test_stop_cancels_tasks_still_queued_in_ray(local_ray, tmp_path):
+    """Another job holds both CPUs, so the sweep's two tasks wait in Ray's queue: Stop cancels them
+    (and the third trial is never submitted)."""
+    ray = local_ray
+    held = tmp_path / "held"
+
+    def hold(marker: str) -> None:
+        Path(marker).touch()
+        time.sleep(60)
+
+    blocker = ray.remote(num_cpus=2)(hold).remote(str(held))
+    deadline = time.monotonic() + 60
+    while not held.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    try:
+        trials = sweep(
+            BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=2, executor="ray", max_concurrent=2, stop=stop,
+            runs_dir=tmp_path, progress=False,
+        )  # fmt: skip
+    finally:
+        ray.cancel(blocker, force=True)
+        ray.wait([blocker], timeout=30)
+    assert list(trials.status) == ["STOPPED"] * 3
+    assert list(trials.reason) == ["stopped before it started"] * 3 and (trials.steps_done == 0).all()
 
 
 def test_ctrl_c_keeps_finished_trials(local_ray, tmp_path):

@@ -6,6 +6,10 @@ so a cluster needs no shared disk. A small actor, the *mailbox*, carries the swe
 tasks: Stop, and the pruner's answer to each per-step report (the task waits for it, so pruning acts
 at the same step as on threads). Stopping cancels tasks that have not started, lets running ones end
 STOPPED at their next step, and force-cancels any that do not within ``STOP_GRACE`` seconds.
+
+Ray lends a task's CPUs to queued tasks while it waits in ``ray.get`` / ``ray.wait`` — here a few ms
+per step on the mailbox. The sweep therefore submits no more tasks than the cluster holds (the default
+``max_concurrent``); with more, a queued trial may start beside a running one and share its CPUs.
 """
 
 from __future__ import annotations
