@@ -2,7 +2,7 @@
 
 Each trial is one task (``resources_per_trial`` CPUs / GPUs) that records its history in a temporary
 folder on the worker and returns the row plus the history's files, which land in the sweep folder —
-so a cluster needs no shared disk. A small actor, the *mailbox*, carries the sweep's voice to running
+so a cluster needs no shared disk. A small actor (``mailbox.PostOffice``) carries the sweep's voice to running
 tasks: Stop, and the pruner's answer to each per-step report (the task waits for it, so pruning acts
 at the same step as on threads). Stopping cancels tasks that have not started, lets running ones end
 STOPPED at their next step, and force-cancels any that do not within ``STOP_GRACE`` seconds.
@@ -14,7 +14,6 @@ per step on the mailbox. The sweep therefore submits no more tasks than the clus
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import socket
 import tempfile
@@ -22,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import mailbox
 from .executors import Reporter
 from .trial import TrialSpec, base_row, run_trial
 
@@ -42,57 +42,31 @@ def import_ray() -> Any:
         raise ImportError("executor='ray' needs Ray: pip install 'rlnb[ray]'") from None
 
 
-class Mailbox:
-    """Driver ↔ tasks: who started, stop, and per-step reports waiting for the pruner's verdict."""
+def post_office(ray: Any) -> Any:
+    """The driver's one ``PostOffice`` actor (made on first use, again if it died)."""
+    key = ray.get_runtime_context().get_job_id()
+    actor = _POST_OFFICES.get(key)
+    if actor is not None:
+        try:
+            ray.get(actor.ping.remote(), timeout=MAILBOX_TIMEOUT)
+            return actor
+        except ray.exceptions.RayError:
+            pass
+    ray.cloudpickle.register_pickle_by_value(mailbox)  # the actor's process need not import rlnb
+    actor = _POST_OFFICES[key] = ray.remote(num_cpus=0)(mailbox.PostOffice).remote()
+    return actor
 
-    def __init__(self) -> None:
-        self._stop = False
-        self._started: set[int] = set()
-        self._reports: list[tuple[int, int, float]] = []
-        self._waiting: dict[tuple[int, int], asyncio.Future[str | None]] = {}
 
-    def begin(self, trial: int) -> bool:
-        if not self._stop:
-            self._started.add(trial)
-        return not self._stop
-
-    def stopping(self) -> bool:
-        return self._stop
-
-    async def report(self, trial: int, step: int, value: float) -> str | None:
-        if self._stop:
-            return None
-        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        self._waiting[(trial, step)] = future
-        self._reports.append((trial, step, value))
-        return await future
-
-    def take(self) -> tuple[list[tuple[int, int, float]], list[int]]:
-        reports, self._reports = self._reports, []
-        return reports, sorted(self._started)
-
-    def answer(self, verdicts: list[tuple[int, int, str | None]]) -> None:
-        for trial, step, verdict in verdicts:
-            future = self._waiting.pop((trial, step), None)
-            if future is not None and not future.done():
-                future.set_result(verdict)
-
-    def stop(self) -> list[int]:
-        self._stop = True
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_result(None)
-        self._waiting.clear()
-        return sorted(self._started)
+_POST_OFFICES: dict[str, Any] = {}
 
 
 class _RayControl:
-    def __init__(self, ray: Any, mailbox: Any, trial: int, reports: bool):
-        self._ray, self._mailbox, self._trial, self._reports = ray, mailbox, trial, reports
+    def __init__(self, ray: Any, office: Any, sweep: str, trial: int, reports: bool):
+        self._ray, self._office, self._sweep, self._trial, self._reports = ray, office, sweep, trial, reports
 
     def stopping(self) -> bool:
         try:
-            return bool(self._ray.get(self._mailbox.stopping.remote(), timeout=MAILBOX_TIMEOUT))
+            return bool(self._ray.get(self._office.stopping.remote(self._sweep), timeout=MAILBOX_TIMEOUT))
         except self._ray.exceptions.RayError:  # the driver (and its mailbox) is gone: stop
             return True
 
@@ -108,19 +82,20 @@ class _RayControl:
         if not self._reports:
             return None
         try:
-            verdict = self._ray.get(self._mailbox.report.remote(self._trial, step, value), timeout=REPORT_TIMEOUT)
+            answer = self._office.report.remote(self._sweep, self._trial, step, value)
+            verdict = self._ray.get(answer, timeout=REPORT_TIMEOUT)
         except self._ray.exceptions.RayError:
             return None
         return str(verdict) if verdict is not None else None
 
 
-def ray_trial(spec: TrialSpec, mailbox: Any, reports: bool) -> tuple[dict[str, Any], dict[str, bytes]]:
+def ray_trial(spec: TrialSpec, office: Any, sweep: str, reports: bool) -> tuple[dict[str, Any], dict[str, bytes]]:
     """The task: run the trial in a temporary folder, return its row and its history's files."""
     ray = import_ray()
-    if not ray.get(mailbox.begin.remote(spec.trial), timeout=MAILBOX_TIMEOUT):
+    if not ray.get(office.begin.remote(sweep, spec.trial), timeout=MAILBOX_TIMEOUT):
         return base_row(spec, "STOPPED", "stopped before it started"), {}
     with tempfile.TemporaryDirectory(prefix="rlnb-ray-trial-") as tmp:
-        row = run_trial(spec, Path(tmp), _RayControl(ray, mailbox, spec.trial, reports))
+        row = run_trial(spec, Path(tmp), _RayControl(ray, office, sweep, spec.trial, reports))
         run = Path(tmp) / spec.run_id
         files = {str(p.relative_to(run)): p.read_bytes() for p in run.rglob("*") if p.is_file()}
     row["host"] = socket.gethostname()
@@ -154,8 +129,9 @@ class RayExecutor:
         if gpu > have.get("GPU", 0):  # a task asking for a GPU the cluster lacks would wait forever
             raise ValueError(f"resources_per_trial asks for {gpu:g} GPU(s); the Ray cluster has {have.get('GPU', 0):g}")
         self._capacity = max(1, int(have.get("CPU", 1) // cpu)) if cpu > 0 else max(1, int(have.get("CPU", 1)))
-        self._folder, self._reporter = folder, reporter
-        self._mailbox = ray.remote(num_cpus=0)(Mailbox).remote()
+        self._folder, self._reporter, self._key = folder, reporter, str(folder)
+        self._office = post_office(ray)
+        ray.get(self._office.open.remote(self._key), timeout=MAILBOX_TIMEOUT)
         self._task = ray.remote(ray_trial).options(num_cpus=cpu, num_gpus=gpu, max_retries=0)
         self._refs: dict[Any, TrialSpec] = {}
         self._stop_deadline: float | None = None
@@ -167,7 +143,7 @@ class RayExecutor:
         return len(self._refs)
 
     def submit(self, spec: TrialSpec) -> None:
-        self._refs[self._task.remote(spec, self._mailbox, self._reporter is not None)] = spec
+        self._refs[self._task.remote(spec, self._office, self._key, self._reporter is not None)] = spec
 
     def poll(self, timeout: float) -> list[dict[str, Any]]:
         """Finished rows; while waiting, answer the trials' reports every ``REPORT_POLL`` seconds (a
@@ -191,11 +167,11 @@ class RayExecutor:
         """Answer the reports waiting in the mailbox with the search's verdicts."""
         if self._reporter is None:
             return
-        reports, _ = self._ray.get(self._mailbox.take.remote(), timeout=MAILBOX_TIMEOUT)
+        reports = self._ray.get(self._office.take.remote(self._key), timeout=MAILBOX_TIMEOUT)
         if reports:
             specs = {s.trial: s for s in self._refs.values()}
             verdicts = [(t, step, self._reporter(specs[t], step, v) if t in specs else None) for t, step, v in reports]
-            self._mailbox.answer.remote(verdicts)
+            self._office.answer.remote(self._key, verdicts)
 
     def _collect(self, ref: Any) -> dict[str, Any]:
         spec = self._refs.pop(ref)
@@ -214,7 +190,7 @@ class RayExecutor:
         return row
 
     def stop(self) -> list[dict[str, Any]]:
-        started = set(self._ray.get(self._mailbox.stop.remote(), timeout=MAILBOX_TIMEOUT))
+        started = set(self._ray.get(self._office.stop.remote(self._key), timeout=MAILBOX_TIMEOUT))
         self._stop_deadline = time.monotonic() + STOP_GRACE
         rows = []
         for ref, spec in list(self._refs.items()):
@@ -237,4 +213,4 @@ class RayExecutor:
         return self._cancel(force=True, reason="cancelled by a second interrupt")
 
     def close(self) -> None:
-        self._ray.kill(self._mailbox)
+        self._office.close.remote(self._key)  # tasks still running see "stopping" and end
