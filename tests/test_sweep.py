@@ -1,6 +1,8 @@
 """Sweeps and ablations: one row per trial, failures kept, stop keeps finished trials, remote pools."""
 
 import json
+import re
+import sys
 import threading
 from pathlib import Path
 
@@ -251,3 +253,16 @@ def test_an_error_in_a_progress_callback_reaches_the_user_and_no_row_is_lost(tmp
         rows[0]["status"],
         rows[1]["status"],
     )
+
+
+@pytest.mark.parametrize(
+    ("module", "kwargs", "hint"),
+    [
+        ("optuna", {"search": "optuna", "space": {"learning_rate": (1e-4, 1e-2)}, "n_trials": 1}, "rlnb[optuna]"),
+        ("ray", {"executor": "ray"}, "rlnb[ray]"),
+    ],
+)
+def test_missing_extras_say_how_to_install_them(tmp_path, monkeypatch, module, kwargs, hint):
+    monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    with pytest.raises(ImportError, match=re.escape(f"pip install '{hint}'")):
+        sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, **kwargs)
