@@ -113,6 +113,19 @@ def sweep(
     if search is None and (space is not None or n_trials is not None):
         raise ValueError("space= and n_trials= need search='optuna' (or use grid()/random_search() for configs)")
     the_task = _task(task)
+    if executor == "ray":
+        from .ray_executor import check_resources
+
+        check_resources(resources_per_trial)
+    if search == "optuna":
+        from .optuna_search import check_search
+
+        dims = parse_space(base, space or {})
+        check_search(dims, n_trials, sampler, pruner)
+    else:
+        plan = list(itertools.product([dict(c) for c in (configs or [{}])], seeds))
+        for config, _ in plan:
+            apply(base, config)  # every config is validated before anything runs
     folder = Path(resume) if resume is not None else new_folder(runs_dir)
     settings = {
         "search": search,
@@ -140,15 +153,11 @@ def sweep(
     if search == "optuna":
         from .optuna_search import OptunaSource
 
-        dims = parse_space(base, space or {})
         source = OptunaSource(
             folder, dims, n_trials, make_spec, sampler=sampler, pruner=pruner, objective=objective, steps=steps
         )
         reporter = source.report
     else:
-        plan = list(itertools.product([dict(c) for c in (configs or [{}])], seeds))
-        for config, _ in plan:
-            apply(base, config)  # every config is validated before anything runs
         source = _Plan([make_spec(i, c, s) for i, (c, s) in enumerate(plan)], finished)
         reporter = None
     stop = stop or threading.Event()

@@ -34,6 +34,23 @@ def import_optuna() -> Any:
         raise ImportError("search='optuna' needs Optuna: pip install 'rlnb[optuna]'") from None
 
 
+SAMPLERS, PRUNERS = ("tpe", "random", "grid"), ("median", "asha")
+
+
+def check_search(dims: Mapping[str, Dimension], n_trials: int | None, sampler: Any, pruner: Any) -> None:
+    """The search's arguments, checked before the sweep folder is made or Optuna imported."""
+    if isinstance(sampler, str) and sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler, got {sampler!r}")
+    if isinstance(pruner, str) and pruner not in PRUNERS:
+        raise ValueError(f"pruner must be 'median', 'asha', None or an Optuna pruner, got {pruner!r}")
+    if sampler == "grid":
+        grid_values(dims)  # raises for a Float range
+    elif n_trials is None:
+        raise ValueError("search='optuna' needs n_trials (only sampler='grid' knows its own size)")
+    if n_trials is not None and n_trials < 1:
+        raise ValueError(f"n_trials must be >= 1, got {n_trials}")
+
+
 def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension]) -> Any:
     if isinstance(sampler, optuna.samplers.GridSampler):
         raise ValueError("use sampler='grid' (a GridSampler object stops the study from tell(), outside optimize())")
@@ -126,9 +143,7 @@ class OptunaSource:
         self._objective = objective
         self._trials: dict[int, Any] = {}
         finished = self.done_before = self._requeue_stopped()
-        if n_trials is None:
-            if sampler != "grid":
-                raise ValueError("search='optuna' needs n_trials (only sampler='grid' knows its own size)")
+        if n_trials is None:  # sampler="grid" (check_search): the grid's size
             n_trials = math.prod(len(v) for v in grid_values(dims).values())
         self.total = n_trials
         self._left = max(0, n_trials - finished)

@@ -42,6 +42,18 @@ def import_ray() -> Any:
         raise ImportError("executor='ray' needs Ray: pip install 'rlnb[ray]'") from None
 
 
+def check_resources(resources_per_trial: dict[str, float] | None) -> tuple[float, float]:
+    """``(cpu, gpu)`` per trial (default 1 CPU, no GPU), checked before anything starts."""
+    resources = dict(resources_per_trial or {})
+    unknown = set(resources) - set(RESOURCE_KEYS)
+    if unknown:
+        raise ValueError(f"resources_per_trial keys must be {RESOURCE_KEYS}, got {sorted(unknown)}")
+    cpu, gpu = float(resources.get("cpu", 1)), float(resources.get("gpu", 0))
+    if cpu < 0 or gpu < 0:
+        raise ValueError(f"resources_per_trial must be >= 0, got cpu={cpu}, gpu={gpu}")
+    return cpu, gpu
+
+
 def post_office(ray: Any) -> Any:
     """The driver's one ``PostOffice`` actor (made on first use, again if it died)."""
     key = ray.get_runtime_context().get_job_id()
@@ -115,13 +127,7 @@ class RayExecutor:
         address: str | None = None,
         resources_per_trial: dict[str, float] | None = None,
     ):
-        resources = dict(resources_per_trial or {})
-        unknown = set(resources) - set(RESOURCE_KEYS)
-        if unknown:
-            raise ValueError(f"resources_per_trial keys must be {RESOURCE_KEYS}, got {sorted(unknown)}")
-        cpu, gpu = float(resources.get("cpu", 1)), float(resources.get("gpu", 0))
-        if cpu < 0 or gpu < 0:
-            raise ValueError(f"resources_per_trial must be >= 0, got cpu={cpu}, gpu={gpu}")
+        cpu, gpu = check_resources(resources_per_trial)
         ray = self._ray = import_ray()
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, logging_level="error")
