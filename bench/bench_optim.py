@@ -30,22 +30,10 @@ from rlnb.backends.optim import TrainerOptimizer
 
 BENCH_SIZE = TinyConfig(vocab_size=4096, n_layer=4, n_head=4, n_embd=256)  # ~5.3M params: a step takes milliseconds
 MAX_NORM = 1.0  # clipping on: every contender pays for it
-ADAM = {
-    "learning_rate": 1e-3,
-    "beta1": 0.9,
-    "beta2": 0.95,
-    "eps": 1e-8,
-    "weight_decay": 0.1,
-    "grad_clip_norm": MAX_NORM,
-}
-MUON = {
-    "learning_rate": 0.02,
-    "momentum": 0.95,
-    "newton_schulz_steps": 5,
-    "weight_decay": 0.1,
-    "grad_clip_norm": MAX_NORM,
-    "adam": ADAM,
-}
+ADAM = {"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
+        "grad_clip_norm": MAX_NORM}
+MUON = {"learning_rate": 0.02, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.1,
+        "grad_clip_norm": MAX_NORM, "adam": ADAM}
 
 
 def contenders(model: nn.Module, vocab_size: int) -> dict[str, tuple[nn.Module, Callable[[], None]]]:
@@ -104,11 +92,9 @@ def main() -> None:
     config = BENCH_SIZE if args.size == "bench" else SIZES[args.size]
     model = build_model(config, seed=0)
     print(f"size {args.size}: {config}")
-    print(
-        f"{sum(p.numel() for p in model.parameters()):,} params; torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, CPU {torch.backends.cpu.get_cpu_capability()}, "
-        f"bf16/fp32 matmul time {matmul_ms(torch.bfloat16) / matmul_ms(torch.float32):.2f}"
-    )
+    print(f"{sum(p.numel() for p in model.parameters()):,} params; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, CPU {torch.backends.cpu.get_cpu_capability()}, "
+          f"bf16/fp32 matmul time {matmul_ms(torch.bfloat16) / matmul_ms(torch.float32):.2f}")
 
     runs = contenders(model, config.vocab_size)
     times: dict[str, list[float]] = {name: [] for name in runs}
@@ -126,10 +112,8 @@ def main() -> None:
     for name, ts in times.items():
         print(f"{name:<18} {median[name]:>10.2f} {min(ts) * 1e3:>10.2f}")
     print()
-    for label, ours, theirs, target in (
-        ("(a) adam", "ours adam", "torch adamw", 1.05),
-        ("(b) muon", "ours muon", "torch muon+adamw", 0.1),
-    ):
+    for label, ours, theirs, target in (("(a) adam", "ours adam", "torch adamw", 1.05),
+                                         ("(b) muon", "ours muon", "torch muon+adamw", 0.1)):
         ratio = median[ours] / median[theirs]
         print(f"{label}: {ours} / {theirs} = {ratio:.3f}  target <= {target}  {'PASS' if ratio <= target else 'FAIL'}")
 
