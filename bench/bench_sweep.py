@@ -1,4 +1,6 @@
-"""Time a remote sweep with 4 trials at once against one at a time; print the ratio and PASS/FAIL.
+"""Sweep benchmarks, in three parts (``--parts remote,ray,optuna``).
+
+remote: time a remote sweep with 4 trials at once against one at a time; print the ratio.
 
 ``rlnb.sweep.sweep`` runs 8 trials (4 learning rates x 2 seeds, ``--steps`` RL steps each: sample ->
 reward -> GRPO forward-backward -> optim-step -> weights-sync on the digits task) against one
@@ -9,7 +11,13 @@ base_model="rlnb/tiny")`` per trial, so each trial creates its own full-weight m
 overlap. No target was set; the ideal is 4x (less what the shared CPU cores cost).
 Info row: the same sweep on one shared LoRA resource (``model_resources_id=``, cap 5 sessions).
 
-    python bench/bench_sweep.py [--steps 4] [--op-delay 0.05] [--reps 1]
+ray: 8 local trials (tiny model, digits task, 4 learning rates x 2 seeds, ``--local-steps`` RL steps)
+on the thread pool (1 and 2 at a time) against Ray tasks on a local Ray with 2 CPUs (1 CPU per trial,
+2 at a time; Ray's start-up and the first sweep's worker start-up are timed apart): bench_sweep_ray.py.
+
+optuna: the README's lesson, pruning against none with the same budget: bench_sweep_optuna.py.
+
+    python bench/bench_sweep.py [--parts remote,ray,optuna] [--steps 4] [--op-delay 0.05] [--reps 1]
 """
 
 from __future__ import annotations
@@ -93,14 +101,7 @@ def describe(name: str, wall: float, trials: pd.DataFrame, cpu: dict[str, float]
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--op-delay", type=float, default=0.05)
-    parser.add_argument("--reps", type=int, default=1, help="runs of each setting (taking turns); medians shown")
-    args = parser.parse_args()
-    print("command: python " + " ".join(sys.argv))
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+def remote_part(args: argparse.Namespace) -> None:
     n = len(CONFIGS) * len(SEEDS)
     print(
         f"sweep of {n} trials x {args.steps} RL steps (4 ops each) against rlnb serve --op-delay {args.op_delay:g}, "
@@ -134,6 +135,31 @@ def main() -> None:
     rewards = runs[4][-1][1].groupby("learning_rate")["final_reward"].mean()
     print("    final reward by learning rate (mc=4): " + ", ".join(f"{k:g}: {v:.2f}" for k, v in rewards.items()))
     print(f"total {time.perf_counter() - start:.0f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="remote,ray,optuna")
+    parser.add_argument("--steps", type=int, default=4, help="remote part: RL steps per trial")
+    parser.add_argument("--op-delay", type=float, default=0.05)
+    parser.add_argument("--reps", type=int, default=1, help="runs of each setting (taking turns); medians shown")
+    parser.add_argument("--local-steps", type=int, default=10, help="ray part: RL steps per trial")
+    parser.add_argument("--budget", type=int, default=150, help="optuna part: RL steps per search")
+    parser.add_argument("--figure", default="bench/optuna-pruning.png", help="optuna part: where the plot goes")
+    args = parser.parse_args()
+    print("command: python " + " ".join(sys.argv))
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    parts = args.parts.split(",")
+    if "remote" in parts:
+        remote_part(args)
+    if "ray" in parts:
+        from bench_sweep_ray import ray_part
+
+        ray_part(args.local_steps, args.reps)
+    if "optuna" in parts:
+        from bench_sweep_optuna import optuna_part
+
+        optuna_part(args.budget, args.figure)
 
 
 if __name__ == "__main__":

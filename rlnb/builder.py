@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from rlnb._exceptions import InvalidParams
 from rlnb.controls import FIELD, STYLE, WIDE, LearningRate, close_tree, controls, grid, mark, values
+from rlnb.finder import LRFinderControls
 from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, OptimizerParams
 from rlnb.plots import png
 from rlnb.presets import DEFAULT_PRESET, LESSONS, PRESETS
@@ -37,7 +38,9 @@ class OptimizerBuilder:
     ``.params_at(step)`` the config to send at that step. ``.modified``: a field differs from the preset.
     """
 
-    def __init__(self, optimizer: str = "adam", preset: str = DEFAULT_PRESET, total_steps: int = 100):
+    def __init__(
+        self, optimizer: str = "adam", preset: str = DEFAULT_PRESET, total_steps: int = 100, model: Any = "tiny"
+    ):
         if optimizer not in ("adam", "muon"):
             raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
         if preset not in PRESETS:
@@ -78,6 +81,7 @@ class OptimizerBuilder:
             [self.sched_kind, self.warmup, self.total, self.min_ratio],
             layout=W.Layout(grid_template_columns="repeat(2, 300px)", grid_gap="2px 8px", align_content="center"),
         )
+        self.lr_finder = LRFinderControls(self, model)  # "Find LR", and Muon's lr units for ``model``'s shapes
         self.widget = W.VBox(
             [
                 W.HTML(STYLE),
@@ -85,6 +89,7 @@ class OptimizerBuilder:
                 self.tabs,
                 self.message,
                 W.HBox([schedule, self.schedule_plot]),
+                self.lr_finder.widget,
                 self.json,
             ]
         )

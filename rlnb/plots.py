@@ -297,18 +297,28 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
     return ax
 
 
+STD_BAND_MIN_SEEDS = 10
+"""``compare(band="auto")`` draws a min-max band for fewer seeds than this, and mean ± std from here on."""
+
+
 def compare(
     frame_or_histories: pd.DataFrame | Iterable[History | str],
     y: str = "loss",
     ax: Axes | None = None,
     ema: float | None = None,
     by: str = "run",
+    band: str = "auto",
 ) -> Axes:
     """Several runs against optimizer step: one line per ``by`` group (a config label). A group of
-    several members (runs told apart by ``seed``) draws their mean per step and a mean ± std band
-    (sample std, ddof=1); ``ema`` smooths each member before averaging. Takes ``rlnb.compare([...])``
+    several members (runs told apart by ``seed``) draws their mean per step and a band: ``"minmax"``
+    (lowest to highest seed), ``"std"`` (mean ± sample std, ddof=1), ``"seeds"`` (a thin line per seed
+    instead), or ``"auto"``: min-max below ``STD_BAND_MIN_SEEDS`` seeds — with 2-3 seeds a std band
+    leaves the range the metric can take (a reward in [0, 1] drawn down to -0.2) — else mean ± std
+    clipped to the min-max. ``ema`` smooths each member before averaging. Takes ``rlnb.compare([...])``
     output or a list of histories / run folders (given to it). The band is decimated like the lines,
     keeping each bucket's lowest lower edge and highest upper edge."""
+    if band not in ("auto", "minmax", "std", "seeds"):
+        raise ValueError(f"band must be 'auto', 'minmax', 'std' or 'seeds', got {band!r}")
     if isinstance(frame_or_histories, pd.DataFrame):
         frame = frame_or_histories
     else:
@@ -320,14 +330,26 @@ def compare(
         members = [m.sort_values("step") for _, m in seeds]
         series = [m[y].to_numpy(dtype=float) if ema is None else smooth(m[y], ema) for m in members]
         values = pd.DataFrame({"step": np.concatenate([m["step"] for m in members]), y: np.concatenate(series)})
-        stats = values.groupby("step")[y].agg(["mean", "std"])
-        x, mean, std = stats.index.to_numpy(dtype=float), stats["mean"].to_numpy(), stats["std"].to_numpy()
+        stats = values.groupby("step")[y].agg(["mean", "std", "min", "max"])
+        x, mean = stats.index.to_numpy(dtype=float), stats["mean"].to_numpy()
         color = f"C{i % 10}"
         name = f"{label} ({len(members)} seeds)" if len(members) > 1 else str(label)
         ax.plot(*decimate(x, mean), color=color, label=name)
-        if len(members) > 1:
-            keep = _extremes(mean - std, mean + std, MAX_POINTS)
-            ax.fill_between(x[keep], (mean - std)[keep], (mean + std)[keep], color=color, alpha=0.25, lw=0)
+        if len(members) < 2:
+            continue
+        if band == "seeds":
+            for m, s in zip(members, series, strict=True):
+                ax.plot(*decimate(m["step"].to_numpy(dtype=float), s), color=color, lw=0.7, alpha=0.5)
+            continue
+        low, high = stats["min"].to_numpy(), stats["max"].to_numpy()
+        if band == "std" or (band == "auto" and len(members) >= STD_BAND_MIN_SEEDS):
+            std = stats["std"].to_numpy()
+            if band == "std":
+                low, high = mean - std, mean + std
+            else:  # many seeds: the spread of the typical seed, never past the extreme ones
+                low, high = np.maximum(low, mean - std), np.minimum(high, mean + std)
+        keep = _extremes(low, high, MAX_POINTS)
+        ax.fill_between(x[keep], low[keep], high[keep], color=color, alpha=0.25, lw=0)
     if len(frame):
         ax.legend(loc="best", fontsize="small")
     return ax

@@ -55,6 +55,7 @@ class RunPanel:
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self.builder.lock(session.optimizer)
+        self.builder.lr_finder.session = session
         self.task = task or digits_task()
         self.step_fn = step_fn or self._rl_step
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")

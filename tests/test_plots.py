@@ -186,7 +186,7 @@ def seeded_runs():
 
 def test_compare_draws_mean_and_std_band_per_label():
     frame = rlnb.compare(seeded_runs())
-    ax = plots.compare(frame)
+    ax = plots.compare(frame, band="std")
     labels = [ln.get_label() for ln in ax.lines]
     assert labels == ["adam (2 seeds)", "muon (2 seeds)"]
     np.testing.assert_allclose(xy(ax.lines[0]), [[1, 10], [2, 9], [3, 8], [4, 7]])
@@ -198,7 +198,7 @@ def test_compare_draws_mean_and_std_band_per_label():
     at2 = v[np.isclose(v[:, 0], 2.0), 1]  # muon at step 2: mean 4
     assert at2.min() == pytest.approx(4 - std) and at2.max() == pytest.approx(4 + std)
     # A list of histories gives the same figure; a single seed gets a line and no band.
-    np.testing.assert_array_equal(xy(plots.compare(seeded_runs()).lines[0]), xy(ax.lines[0]))
+    np.testing.assert_array_equal(xy(plots.compare(seeded_runs(), band="std").lines[0]), xy(ax.lines[0]))
     one = plots.compare(seeded_runs()[:1], y="grad_norm")
     assert [ln.get_label() for ln in one.lines] == ["adam"] and not one.collections
 

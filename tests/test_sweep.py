@@ -1,13 +1,18 @@
 """Sweeps and ablations: one row per trial, failures kept, stop keeps finished trials, remote pools."""
 
+import json
+import re
+import sys
 import threading
+from pathlib import Path
 
 import httpx
+import pandas as pd
 import pytest
 
 import rlnb
 from rlnb.history import History
-from rlnb.sweep import ablate, apply, grid, histories, random_search, sweep
+from rlnb.sweep import ablate, apply, grid, histories, random_search, summarize, sweep
 from rlnb.tasks import Task
 
 BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
@@ -28,6 +33,8 @@ def test_grid_and_random_search():
     assert {c["optimizer"] for c in configs} == {"adam", "muon"}
     with pytest.raises(ValueError, match="space"):
         random_search(1, lr=5)
+    steps = [c["newton_schulz_steps"] for c in random_search(30, newton_schulz_steps=(3, 6, "int"))]
+    assert set(steps) == {3, 4, 5, 6} and all(isinstance(n, int) for n in steps)
 
 
 def test_apply_validates_before_anything_runs():
@@ -91,7 +98,7 @@ def test_stopping_keeps_finished_trials(tmp_path):
     )
     assert list(trials.status) == ["COMPLETED", "STOPPED", "STOPPED"]
     assert trials.steps_done.iloc[0] == 4 and (trials.steps_done.iloc[1:] == 0).all()
-    assert trials.reason.iloc[1].startswith("stopped after 0 of 4")
+    assert list(trials.reason.iloc[1:]) == ["stopped before it started"] * 2
 
 
 def test_ablation_summary(tmp_path):
@@ -148,3 +155,114 @@ def test_sweep_sends_the_scheduled_learning_rate(tmp_path):
     )
     lrs = list(histories(trials)[0].steps.learning_rate)
     assert lrs == pytest.approx([3e-3, 3e-3 * 0.75])
+
+
+def test_interrupt_keeps_finished_trials_and_the_folder_has_every_row(tmp_path):
+    """Ctrl-C in the kernel reaches the driver as KeyboardInterrupt: raised here from the progress
+    callback, which runs in the driver's loop, at the moment the first trial has finished."""
+
+    def interrupt(done, total, row):
+        if done == 1:
+            raise KeyboardInterrupt
+
+    trials = sweep(BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=2, runs_dir=tmp_path, progress=interrupt)
+    assert list(trials.status) == ["COMPLETED", "STOPPED", "STOPPED"]
+    assert (trials.executor == "threads").all()
+    lines = (Path(trials.attrs["path"]) / "trials.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["trial"] for line in lines) == [0, 1, 2]
+
+
+def test_resume_runs_what_was_stopped_and_keeps_what_finished(tmp_path):
+    stop = threading.Event()
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    first = sweep(BASE, configs, seeds=[0, 1], steps=2, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set())
+    assert list(first.status) == ["COMPLETED", "STOPPED", "STOPPED", "STOPPED"]
+    with pytest.raises(ValueError, match="steps: 3"):
+        sweep(BASE, configs, seeds=[0, 1], steps=3, resume=first.attrs["path"], progress=False)
+    done = []
+    again = sweep(
+        BASE, configs, seeds=[0, 1], steps=2, resume=first.attrs["path"], progress=lambda d, t, r: done.append((d, t))
+    )
+    assert (again.status == "COMPLETED").all() and list(again.trial) == [0, 1, 2, 3]
+    assert done == [(2, 4), (3, 4), (4, 4)]  # trial 0 was not run again
+    assert again.run_path.iloc[0] == first.run_path.iloc[0]
+    assert all(len(h.steps) == 2 for h in histories(again))
+
+
+def test_summarize_sorts_learning_rates_as_numbers():
+    rows = [
+        {"trial": i, "label": f"learning_rate={lr}", "learning_rate": lr, "seed": s, "status": st, "final_reward": r}
+        for i, (lr, s, st, r) in enumerate(
+            [
+                (0.3, 0, "COMPLETED", 1.0),
+                (1e-5, 0, "COMPLETED", 0.04),
+                (3e-3, 0, "COMPLETED", 0.5),
+                (0.3, 1, "COMPLETED", 0.0),
+                (3e-3, 1, "FAILED", float("nan")),
+                (3e-3, 2, "COMPLETED", 0.7),
+            ]
+        )
+    ]
+    table = summarize(pd.DataFrame(rows))
+    assert list(table.index) == [1e-5, 3e-3, 0.3]  # as text, "0.003" < "0.3" < "1e-05"
+    assert table.loc[0.3, "min"] == 0.0 and table.loc[0.3, "max"] == 1.0 and table.loc[0.3, "mean"] == 0.5
+    assert table.loc[3e-3, "count"] == 2 and table.loc[3e-3, "not_completed"] == 1
+    assert table.loc[3e-3, "mean"] == pytest.approx(0.6)
+
+
+def test_bad_sweep_arguments_are_refused_before_anything_runs(tmp_path):
+    for kwargs, words in [
+        ({"search": "hyperband"}, "search must be"),
+        ({"executor": "dask"}, "executor must be"),
+        ({"objective": "accuracy"}, "objective must be"),
+        ({"space": {"learning_rate": (1e-4, 1e-2)}}, "need search='optuna'"),
+        ({"max_concurrent": 0}, "max_concurrent"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, **kwargs)
+    assert not any(tmp_path.iterdir())
+
+
+def test_summarize_keeps_a_config_where_nothing_completed():
+    frame = pd.DataFrame(
+        [
+            {"trial": 0, "label": "a", "learning_rate": 1.0, "seed": 0, "status": "FAILED", "final_reward": None},
+            {"trial": 1, "label": "b", "learning_rate": 0.1, "seed": 0, "status": "COMPLETED", "final_reward": 0.5},
+        ]
+    )
+    table = summarize(frame)
+    assert list(table.index) == [0.1, 1.0] and table.loc[1.0, "count"] == 0 and table.loc[1.0, "not_completed"] == 1
+
+
+def test_an_error_in_a_progress_callback_reaches_the_user_and_no_row_is_lost(tmp_path):
+    """Three trials, two at a time, and a callback that fails on the first finished trial: the error
+    reaches the caller after every trial has a row on disk — the other running one finished or
+    STOPPED at its next step, the third STOPPED before it started."""
+
+    def broken(done, total, row):
+        raise RuntimeError("my progress bar broke")
+
+    with pytest.raises(RuntimeError, match="progress bar broke"):
+        sweep(
+            BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=3, max_concurrent=2, runs_dir=tmp_path, progress=broken
+        )
+    (folder,) = tmp_path.iterdir()
+    rows = {r["trial"]: r for r in map(json.loads, (folder / "trials.jsonl").read_text().splitlines())}
+    assert sorted(rows) == [0, 1, 2] and rows[2]["reason"] == "stopped before it started"
+    assert {rows[0]["status"], rows[1]["status"]} <= {"COMPLETED", "STOPPED"} and "COMPLETED" in (
+        rows[0]["status"],
+        rows[1]["status"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "kwargs", "hint"),
+    [
+        ("optuna", {"search": "optuna", "space": {"learning_rate": (1e-4, 1e-2)}, "n_trials": 1}, "rlnb[optuna]"),
+        ("ray", {"executor": "ray"}, "rlnb[ray]"),
+    ],
+)
+def test_missing_extras_say_how_to_install_them(tmp_path, monkeypatch, module, kwargs, hint):
+    monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    with pytest.raises(ImportError, match=re.escape(f"pip install '{hint}'")):
+        sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, **kwargs)

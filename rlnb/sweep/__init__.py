@@ -1,0 +1,93 @@
+"""Hyperparameter sweeps, searches, ablations and the learning-rate range test.
+
+``sweep`` runs one RL training run per trial — from a list of configs or an Optuna search, on a
+thread pool, on Ray, or on a remote provider's sessions — and returns a DataFrame with one row per
+trial. Failures are data: a failed, pruned or stopped trial keeps its row (``status``, ``reason``) and
+its history on disk; stopping keeps every finished trial, and ``resume=`` continues a stopped sweep.
+``ablate`` changes one factor at a time against a baseline; ``summarize`` gives mean / std / min / max
+over seeds per config; ``lr_find`` runs a learning-rate range test.
+
+Modules: ``space`` (configs, search spaces, params), ``trial`` (one run → one row), ``executors``
+(threads, and the per-trial routing), ``ray_executor``, ``optuna_search``, ``driver`` (``sweep``), ``folder``,
+``range_test`` (``lr_find``), ``figures``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from rlnb.history import History
+from rlnb.params import OptimizerParams
+
+from .driver import sweep
+from .figures import search_plot
+from .range_test import LRFind, convert_muon_lr, lr_find, muon_shapes
+from .space import Categorical, Float, Int, apply, grid, label, random_search
+from .trial import REWARD_WINDOW
+
+__all__ = [
+    "REWARD_WINDOW",
+    "Categorical",
+    "Float",
+    "Int",
+    "LRFind",
+    "ablate",
+    "apply",
+    "convert_muon_lr",
+    "grid",
+    "histories",
+    "label",
+    "lr_find",
+    "muon_shapes",
+    "random_search",
+    "search_plot",
+    "summarize",
+    "sweep",
+]
+
+
+def ablate(
+    base: OptimizerParams,
+    changes: Mapping[str, Mapping[str, Any]],
+    *,
+    seeds: Sequence[int] = (0, 1, 2),
+    metric: str = "final_reward",
+    **sweep_options: Any,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One factor at a time against the baseline: ``changes={"muon": {"optimizer": "muon"}, ...}``.
+
+    Returns ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric``
+    over seeds with its delta against the baseline."""
+    variants = {"baseline": {}, **{name: dict(change) for name, change in changes.items()}}
+    trials = sweep(base, list(variants.values()), seeds=seeds, **sweep_options)
+    names = {label(c): name for name, c in variants.items()}
+    trials.insert(1, "variant", trials["label"].map(names))
+    ok = trials[trials.status == "COMPLETED"]
+    summary = ok.groupby("variant", sort=False)[metric].agg(["mean", "std", "count"]).reindex(list(variants))
+    summary["delta"] = summary["mean"] - summary.loc["baseline", "mean"]
+    summary["failed"] = trials.groupby("variant")["status"].apply(lambda s: int((s != "COMPLETED").sum()))
+    summary.attrs["metric"] = metric
+    return trials, summary
+
+
+def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFrame:
+    """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text): mean,
+    std, min and max of ``metric`` over the COMPLETED trials, and how many trials ended otherwise."""
+    fixed = {"trial", "label", "seed", "status", "reason", "steps_done", "executor", "host", "run_path", "wall_s"}
+    numeric_results = {"final_loss", "best_loss", "final_reward", "best_reward", "value"}
+    keys = [c for c in trials.columns if c not in fixed | numeric_results and c != "variant"] or ["label"]
+    groups = trials.groupby(keys, dropna=False)
+    ok = trials[trials.status == "COMPLETED"].groupby(keys, dropna=False)[metric]
+    table = ok.agg(["mean", "std", "min", "max", "count"]).reindex(groups.size().index)  # a config with none
+    table["count"] = table["count"].fillna(0).astype(int)  # completed keeps its row
+    table["not_completed"] = groups["status"].apply(lambda s: int((s != "COMPLETED").sum()))
+    table.attrs["metric"] = metric
+    return table.sort_index()
+
+
+def histories(trials: pd.DataFrame) -> list[History]:
+    """The saved history of every trial of a sweep (for ``rlnb.compare`` and ``plots.compare``)."""
+    return [History.load(p) for p in trials["run_path"].dropna()]

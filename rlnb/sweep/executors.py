@@ -1,0 +1,117 @@
+"""Where trials run. An executor takes trials one at a time and hands back finished rows.
+
+``route`` is the one place that decides, per trial, which executor runs it; the row's ``executor``
+column records the decision. Today: ``"threads"`` (a thread pool in this process) or ``"ray"``
+(Ray tasks, ``ray_executor.py``); a trial on a remote target always runs on a thread, since its
+compute is the provider's. A batched executor (several compatible local trials as one stacked model)
+slots in as one more name here and one more rule in ``route``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any, Protocol
+
+from .trial import TrialSpec, base_row, run_trial
+
+Reporter = Callable[[TrialSpec, int, float], "str | None"]
+"""``reporter(spec, step, value)``: the search's verdict on a trial's progress (a prune reason or None)."""
+
+
+class Executor(Protocol):
+    name: str
+
+    def capacity(self) -> int:
+        """How many trials it runs at once."""
+
+    def submit(self, spec: TrialSpec) -> None: ...
+
+    def poll(self, timeout: float) -> list[dict[str, Any]]:
+        """Rows of trials that finished (waiting up to ``timeout`` s for the first)."""
+
+    def running(self) -> int: ...
+
+    def stop(self) -> list[dict[str, Any]]:
+        """The sweep is stopping: cancel what has not started (their STOPPED rows are returned now);
+        running trials end STOPPED at their next step and come back through ``poll``."""
+
+    def kill(self) -> list[dict[str, Any]]:
+        """A second interrupt: end running trials now if the executor can (their STOPPED rows)."""
+
+    def close(self) -> None: ...
+
+
+class _ThreadControl:
+    def __init__(self, stop: threading.Event, spec: TrialSpec, reporter: Reporter | None):
+        self._stop, self._spec, self._reporter = stop, spec, reporter
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        return self._stop.wait(seconds)
+
+    def report(self, step: int, value: float) -> str | None:
+        return self._reporter(self._spec, step, value) if self._reporter is not None else None
+
+
+class ThreadExecutor:
+    """Trials on a thread pool of this process (torch releases the GIL in its kernels)."""
+
+    name = "threads"
+
+    def __init__(self, max_concurrent: int, runs_dir: Path, stop: threading.Event, reporter: Reporter | None):
+        self._max = max(1, max_concurrent)
+        self._pool = ThreadPoolExecutor(max_workers=self._max, thread_name_prefix="rlnb-sweep")
+        self._runs_dir, self._stop, self._reporter = runs_dir, stop, reporter
+        self._futures: dict[Future[dict[str, Any]], TrialSpec] = {}
+
+    def capacity(self) -> int:
+        return self._max
+
+    def running(self) -> int:
+        return len(self._futures)
+
+    def submit(self, spec: TrialSpec) -> None:
+        control = _ThreadControl(self._stop, spec, self._reporter)
+        self._futures[self._pool.submit(run_trial, spec, self._runs_dir, control)] = spec
+
+    def poll(self, timeout: float) -> list[dict[str, Any]]:
+        if not self._futures:
+            return []
+        done, _ = wait(self._futures, timeout=timeout, return_when=FIRST_COMPLETED)
+        rows = []
+        for fut in done:
+            self._futures.pop(fut)
+            rows.append(fut.result())  # run_trial turns every failure into a row; anything else is a bug to see
+        return rows
+
+    def stop(self) -> list[dict[str, Any]]:
+        rows = []
+        for fut, spec in list(self._futures.items()):
+            if fut.cancel():  # never started
+                self._futures.pop(fut)
+                rows.append(base_row(spec, "STOPPED", "stopped before it started"))
+        return rows
+
+    def kill(self) -> list[dict[str, Any]]:
+        return []  # a thread cannot be killed; each running trial stops at its next step
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def route(spec: TrialSpec, wanted: str) -> str:
+    """The executor for one trial: ``wanted`` (``sweep(executor=...)``), except that a trial on a
+    remote target runs on a thread — its compute is the provider's, so shipping it to Ray gains nothing."""
+    if wanted not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {wanted!r}")
+    if spec.target != "local":
+        return "threads"
+    return wanted
+
+
+EXECUTORS = ("threads", "ray")

@@ -1,0 +1,42 @@
+"""Figure of a search: what each trial reached against the hyperparameter it tried, pruned trials at the
+value they had when stopped."""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.axes import Axes
+
+from rlnb.plots import NotebookFigure
+
+MARKERS = {"COMPLETED": ("o", "C0"), "PRUNED": ("x", "C3"), "FAILED": ("s", "0.3"), "STOPPED": ("^", "0.6")}
+
+
+def _axes(ax: Axes | None) -> Axes:
+    return ax if ax is not None else NotebookFigure(figsize=(5, 3), layout="constrained").add_subplot()
+
+
+def search_plot(trials: pd.DataFrame, x: str = "learning_rate", y: str = "value", ax: Axes | None = None) -> Axes:
+    """``y`` (default: the objective, the mean of the last 5 steps) against ``x`` per trial, one marker
+    per status; the best completed trial is starred and named in the legend."""
+    ax = _axes(ax)
+    for status, group in trials.groupby("status", sort=False):
+        marker, color = MARKERS.get(str(status), ("o", "C1"))
+        label = f"{str(status).lower()} ({len(group)})"
+        ax.scatter(group[x], group[y], marker=marker, color=color, label=label, zorder=2)
+    done = trials[trials.status == "COMPLETED"]
+    if len(done):
+        best = done.loc[done[y].idxmax() if _maximise(trials, y) else done[y].idxmin()]
+        ax.scatter([best[x]], [best[y]], marker="*", s=220, color="gold", edgecolor="k", zorder=3,
+                   label=f"best {x} {best[x]:.2g}")  # fmt: skip
+    if x in ("learning_rate", "adam.learning_rate", "eps", "weight_decay") and (trials[x] > 0).all():
+        ax.set_xscale("log")
+    ax.set(
+        xlabel=x, ylabel=f"{trials.attrs.get('objective', 'reward')} (mean of the last 5 steps)" if y == "value" else y
+    )
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def _maximise(trials: pd.DataFrame, y: str) -> bool:
+    """Rewards are maximised; losses (and a search run with objective="loss") minimised."""
+    return "loss" not in y and trials.attrs.get("objective", "reward") == "reward"

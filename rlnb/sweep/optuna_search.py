@@ -1,0 +1,207 @@
+"""Optuna as a sweep's source of trials: ask for a config when a slot frees, tell the result, and
+let a pruner stop bad trials early from their per-step reports.
+
+The study lives in the sweep folder (``study.db``, SQLite), so a stopped sweep resumes: trials that
+were stopped (or running when the process died) are asked again with the same params, and finished
+ones count towards ``n_trials``. Samplers and pruners are not stored by Optuna; they are rebuilt from
+the sweep's arguments. All storage access goes through one lock: trials report from worker threads.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .space import Categorical, Dimension, Float, Int
+from .trial import Objective, TrialSpec
+
+STUDY_NAME = "rlnb-sweep"
+"""Fixed, so that a resumed sweep finds its study (and Hyperband's brackets are reproducible)."""
+STUDY_FILE = "study.db"
+SAMPLER_SEED = 0
+"""Samplers named by string are seeded with this; pass an Optuna sampler object for another seed."""
+STOPPED_ATTR, RERUN_ATTR = "rlnb_stopped", "rlnb_rerun_of"
+
+
+def import_optuna() -> Any:
+    try:
+        return importlib.import_module("optuna")
+    except ImportError:
+        raise ImportError("search='optuna' needs Optuna: pip install 'rlnb[optuna]'") from None
+
+
+SAMPLERS, PRUNERS = ("tpe", "random", "grid"), ("median", "asha")
+
+
+def check_search(dims: Mapping[str, Dimension], n_trials: int | None, sampler: Any, pruner: Any) -> None:
+    """The search's arguments, checked before the sweep folder is made or Optuna imported."""
+    if isinstance(sampler, str) and sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler, got {sampler!r}")
+    if isinstance(pruner, str) and pruner not in PRUNERS:
+        raise ValueError(f"pruner must be 'median', 'asha', None or an Optuna pruner, got {pruner!r}")
+    if sampler == "grid":
+        grid_values(dims)  # raises for a Float range
+    elif n_trials is None:
+        raise ValueError("search='optuna' needs n_trials (only sampler='grid' knows its own size)")
+    if n_trials is not None and n_trials < 1:
+        raise ValueError(f"n_trials must be >= 1, got {n_trials}")
+
+
+def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension]) -> Any:
+    if isinstance(sampler, optuna.samplers.GridSampler):
+        raise ValueError("use sampler='grid' (a GridSampler object stops the study from tell(), outside optimize())")
+    if not isinstance(sampler, str):
+        return sampler
+    if sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=SAMPLER_SEED)
+    if sampler == "random":
+        return optuna.samplers.RandomSampler(seed=SAMPLER_SEED)
+    if sampler == "grid":
+
+        class AskTellGridSampler(optuna.samplers.GridSampler):  # type: ignore[misc, name-defined]
+            """GridSampler calls ``study.stop()`` after the last point, which only works inside
+            ``study.optimize``; with ask/tell the sweep checks ``is_exhausted`` itself."""
+
+            def after_trial(self, *args: Any) -> None:
+                return None
+
+        return AskTellGridSampler(grid_values(dims), seed=SAMPLER_SEED)
+    raise ValueError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler, got {sampler!r}")
+
+
+def grid_values(dims: Mapping[str, Dimension]) -> dict[str, list[Any]]:
+    """The points of ``sampler='grid'``: every choice of each dimension (a Float range has none)."""
+    grid: dict[str, list[Any]] = {}
+    for name, dim in dims.items():
+        if isinstance(dim, Float):
+            raise ValueError(f"sampler='grid' needs a list of values for {name!r} (or an Int range), not {dim}")
+        grid[name] = list(dim.choices) if isinstance(dim, Categorical) else list(range(dim.low, dim.high + 1))
+    return grid
+
+
+def make_pruner(optuna: Any, pruner: Any, steps: int) -> Any:
+    """``"median"``: MedianPruner after 4 finished trials, judging from a quarter of the steps on;
+    ``"asha"``: SuccessiveHalvingPruner with rungs at steps/9, steps/3, steps (reduction factor 3)."""
+    if pruner is None:
+        return optuna.pruners.NopPruner()
+    if not isinstance(pruner, str):
+        return pruner
+    if pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=max(1, steps // 4))
+    if pruner == "asha":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, steps // 9), reduction_factor=3)
+    raise ValueError(f"pruner must be 'median', 'asha', None or an Optuna pruner, got {pruner!r}")
+
+
+def _distribution(optuna: Any, dim: Dimension) -> Any:
+    d = optuna.distributions
+    if isinstance(dim, Float):
+        return d.FloatDistribution(dim.low, dim.high, log=dim.log)
+    if isinstance(dim, Int):
+        return d.IntDistribution(dim.low, dim.high, log=dim.log)
+    return d.CategoricalDistribution(dim.choices)
+
+
+class OptunaSource:
+    """Trials from an Optuna study; ``make_spec(number, config)`` turns an asked trial into a TrialSpec."""
+
+    def __init__(
+        self,
+        folder: Path,
+        dims: Mapping[str, Dimension],
+        n_trials: int | None,
+        make_spec: Callable[[int, dict[str, Any]], TrialSpec],
+        *,
+        sampler: Any,
+        pruner: Any,
+        objective: Objective,
+        steps: int,
+    ):
+        optuna = self._optuna = import_optuna()
+        self._lock = threading.Lock()
+        self._distributions = {name: _distribution(optuna, dim) for name, dim in dims.items()}
+        self.sampler = make_sampler(optuna, sampler, dims)
+        self.pruner_name = pruner if isinstance(pruner, str) else type(pruner).__name__
+        level = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line in the notebook
+        try:
+            self.study = optuna.create_study(
+                storage=f"sqlite:///{(folder / STUDY_FILE).resolve()}",
+                study_name=STUDY_NAME,
+                direction="maximize" if objective == "reward" else "minimize",
+                sampler=self.sampler,
+                pruner=make_pruner(optuna, pruner, steps),
+                load_if_exists=True,
+            )
+        finally:
+            optuna.logging.set_verbosity(level)
+        self._make_spec = make_spec
+        self._objective = objective
+        self._trials: dict[int, Any] = {}
+        finished = self.done_before = self._requeue_stopped()
+        if n_trials is None:  # sampler="grid" (check_search): the grid's size
+            n_trials = math.prod(len(v) for v in grid_values(dims).values())
+        self.total = n_trials
+        self._left = max(0, n_trials - finished)
+
+    def _requeue_stopped(self) -> int:
+        """Resume: trials stopped by the user, or left RUNNING by a process that died, are asked again
+        with the same params. Returns how many trials already finished for real."""
+        state = self._optuna.trial.TrialState
+        trials = self.study.get_trials(deepcopy=False)
+        rerun = {t.user_attrs.get(RERUN_ATTR) for t in trials}
+        finished = 0
+        for t in trials:
+            if t.state == state.RUNNING:
+                self.study.tell(t.number, state=state.FAIL)  # its process is gone
+            elif t.state != state.FAIL or not t.user_attrs.get(STOPPED_ATTR):
+                finished += t.state in (state.COMPLETE, state.PRUNED, state.FAIL)
+                continue
+            if t.number not in rerun and t.params:
+                self.study.enqueue_trial(t.params, user_attrs={RERUN_ATTR: t.number})
+        return finished
+
+    def next_spec(self) -> TrialSpec | None:
+        """The next trial to run, or None when the budget (or the grid) is used up."""
+        with self._lock:
+            if self._left <= 0:
+                return None
+            if isinstance(self.sampler, self._optuna.samplers.GridSampler) and self.sampler.is_exhausted(self.study):
+                return None
+            trial = self.study.ask(self._distributions)
+            self._left -= 1
+            self._trials[trial.number] = trial
+            return self._make_spec(trial.number, dict(trial.params))
+
+    def report(self, spec: TrialSpec, step: int, value: float) -> str | None:
+        """Called by a running trial after each step: report, and say whether the pruner stops it."""
+        if not math.isfinite(value):
+            return None
+        with self._lock:
+            trial = self._trials[spec.trial]
+            trial.report(value, step)
+            if trial.should_prune():
+                return f"pruned ({self.pruner_name}) at step {step}: {self._objective} {value:.3g}"
+        return None
+
+    def finish(self, row: dict[str, Any]) -> None:
+        """Tell the study how the trial ended (a STOPPED one is marked to run again on resume)."""
+        state = self._optuna.trial.TrialState
+        with self._lock:
+            trial = self._trials.pop(row["trial"])
+            trial.set_user_attr("rlnb_status", row["status"])
+            if row.get("run_path"):
+                trial.set_user_attr("rlnb_run_path", row["run_path"])
+            value = row.get("value", math.nan)
+            if row["status"] == "COMPLETED" and math.isfinite(value):
+                self.study.tell(trial, value)
+            elif row["status"] == "PRUNED":
+                self.study.tell(trial, state=state.PRUNED)
+            else:
+                if row["status"] == "STOPPED":
+                    trial.set_user_attr(STOPPED_ATTR, True)
+                self.study.tell(trial, state=state.FAIL)

@@ -1,0 +1,222 @@
+"""Trials as Ray tasks: on this machine's Ray, or on a cluster at ``address``.
+
+Each trial is one task (``resources_per_trial`` CPUs / GPUs) that records its history in a temporary
+folder on the worker and returns the row plus the history's files, which land in the sweep folder —
+so a cluster needs no shared disk. A small actor (``mailbox.PostOffice``) carries the sweep's voice to running
+tasks: Stop, and the pruner's answer to each per-step report (the task waits for it, so pruning acts
+at the same step as on threads). Stopping cancels tasks that have not started, lets running ones end
+STOPPED at their next step, and force-cancels any that do not within ``STOP_GRACE`` seconds.
+
+Ray lends a task's CPUs to queued tasks while it waits in ``ray.get`` / ``ray.wait`` — here a few ms
+per step on the mailbox. The sweep therefore submits no more tasks than the cluster holds (the default
+``max_concurrent``); with more, a queued trial may start beside a running one and share its CPUs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from . import mailbox
+from .executors import Reporter
+from .trial import TrialSpec, base_row, run_trial
+
+STOP_GRACE = 30.0
+"""Seconds a running trial gets to stop at its next step before its task is force-cancelled."""
+REPORT_TIMEOUT = 60.0
+"""Seconds a task waits for the pruner's answer; past it the trial goes on (a sweep never hangs on it)."""
+MAILBOX_TIMEOUT = 30.0
+REPORT_POLL = 0.02
+"""Seconds between the driver's looks at the mailbox while trials report (pruning)."""
+RESOURCE_KEYS = ("cpu", "gpu")
+
+
+def import_ray() -> Any:
+    try:
+        return importlib.import_module("ray")
+    except ImportError:
+        raise ImportError("executor='ray' needs Ray: pip install 'rlnb[ray]'") from None
+
+
+def check_resources(resources_per_trial: dict[str, float] | None) -> tuple[float, float]:
+    """``(cpu, gpu)`` per trial (default 1 CPU, no GPU), checked before anything starts."""
+    resources = dict(resources_per_trial or {})
+    unknown = set(resources) - set(RESOURCE_KEYS)
+    if unknown:
+        raise ValueError(f"resources_per_trial keys must be {RESOURCE_KEYS}, got {sorted(unknown)}")
+    cpu, gpu = float(resources.get("cpu", 1)), float(resources.get("gpu", 0))
+    if cpu < 0 or gpu < 0:
+        raise ValueError(f"resources_per_trial must be >= 0, got cpu={cpu}, gpu={gpu}")
+    return cpu, gpu
+
+
+def post_office(ray: Any) -> Any:
+    """The driver's one ``PostOffice`` actor (made on first use, again if it died)."""
+    key = ray.get_runtime_context().get_job_id()
+    actor = _POST_OFFICES.get(key)
+    if actor is not None:
+        try:
+            ray.get(actor.ping.remote(), timeout=MAILBOX_TIMEOUT)
+            return actor
+        except ray.exceptions.RayError:
+            pass
+    ray.cloudpickle.register_pickle_by_value(mailbox)  # the actor's process need not import rlnb
+    actor = _POST_OFFICES[key] = ray.remote(num_cpus=0)(mailbox.PostOffice).remote()
+    return actor
+
+
+_POST_OFFICES: dict[str, Any] = {}
+
+
+class _RayControl:
+    def __init__(self, ray: Any, office: Any, sweep: str, trial: int, reports: bool):
+        self._ray, self._office, self._sweep, self._trial, self._reports = ray, office, sweep, trial, reports
+
+    def stopping(self) -> bool:
+        try:
+            return bool(self._ray.get(self._office.stopping.remote(self._sweep), timeout=MAILBOX_TIMEOUT))
+        except self._ray.exceptions.RayError:  # the driver (and its mailbox) is gone: stop
+            return True
+
+    def wait(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.stopping():
+                return True
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+        return self.stopping()
+
+    def report(self, step: int, value: float) -> str | None:
+        if not self._reports:
+            return None
+        try:
+            answer = self._office.report.remote(self._sweep, self._trial, step, value)
+            verdict = self._ray.get(answer, timeout=REPORT_TIMEOUT)
+        except self._ray.exceptions.RayError:
+            return None
+        return str(verdict) if verdict is not None else None
+
+
+def ray_trial(spec: TrialSpec, office: Any, sweep: str, reports: bool) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The task: run the trial in a temporary folder, return its row and its history's files."""
+    ray = import_ray()
+    if not ray.get(office.begin.remote(sweep, spec.trial), timeout=MAILBOX_TIMEOUT):
+        return base_row(spec, "STOPPED", "stopped before it started"), {}
+    with tempfile.TemporaryDirectory(prefix="rlnb-ray-trial-") as tmp:
+        row = run_trial(spec, Path(tmp), _RayControl(ray, office, sweep, spec.trial, reports))
+        run = Path(tmp) / spec.run_id
+        files = {str(p.relative_to(run)): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    row["host"] = socket.gethostname()
+    return row, files
+
+
+class RayExecutor:
+    """Trials as Ray tasks; Ray is started here (locally) unless this process is already connected."""
+
+    name = "ray"
+
+    def __init__(
+        self,
+        folder: Path,
+        reporter: Reporter | None,
+        *,
+        address: str | None = None,
+        resources_per_trial: dict[str, float] | None = None,
+    ):
+        cpu, gpu = check_resources(resources_per_trial)
+        ray = self._ray = import_ray()
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, logging_level="error")
+        have = ray.cluster_resources()
+        if gpu > have.get("GPU", 0):  # a task asking for a GPU the cluster lacks would wait forever
+            raise ValueError(f"resources_per_trial asks for {gpu:g} GPU(s); the Ray cluster has {have.get('GPU', 0):g}")
+        self._capacity = max(1, int(have.get("CPU", 1) // cpu)) if cpu > 0 else max(1, int(have.get("CPU", 1)))
+        self._folder, self._reporter, self._key = folder, reporter, str(folder)
+        self._office = post_office(ray)
+        ray.get(self._office.open.remote(self._key), timeout=MAILBOX_TIMEOUT)
+        self._task = ray.remote(ray_trial).options(num_cpus=cpu, num_gpus=gpu, max_retries=0)
+        self._refs: dict[Any, TrialSpec] = {}
+        self._stop_deadline: float | None = None
+
+    def capacity(self) -> int:
+        return self._capacity
+
+    def running(self) -> int:
+        return len(self._refs)
+
+    def submit(self, spec: TrialSpec) -> None:
+        self._refs[self._task.remote(spec, self._office, self._key, self._reporter is not None)] = spec
+
+    def poll(self, timeout: float) -> list[dict[str, Any]]:
+        """Finished rows; while waiting, answer the trials' reports every ``REPORT_POLL`` seconds (a
+        reporting trial waits for its answer, so this interval is added to each of its steps)."""
+        deadline = time.monotonic() + timeout
+        refs = list(self._refs)
+        while True:
+            self._serve()
+            wait = REPORT_POLL if self._reporter is not None else max(0.0, deadline - time.monotonic())
+            ready = self._ray.wait(refs, num_returns=1, timeout=wait)[0] if refs else []
+            if ready or time.monotonic() >= deadline:
+                break
+        if ready:  # and any others that are done by now
+            ready = self._ray.wait(refs, num_returns=len(refs), timeout=0)[0]
+        rows = [self._collect(ref) for ref in ready]
+        if self._stop_deadline is not None and time.monotonic() > self._stop_deadline:
+            rows += self._cancel(force=True, reason=f"cancelled: did not stop within {STOP_GRACE:g} s")
+        return rows
+
+    def _serve(self) -> None:
+        """Answer the reports waiting in the mailbox with the search's verdicts."""
+        if self._reporter is None:
+            return
+        reports = self._ray.get(self._office.take.remote(self._key), timeout=MAILBOX_TIMEOUT)
+        if reports:
+            specs = {s.trial: s for s in self._refs.values()}
+            verdicts = [(t, step, self._reporter(specs[t], step, v) if t in specs else None) for t, step, v in reports]
+            self._office.answer.remote(self._key, verdicts)
+
+    def _collect(self, ref: Any) -> dict[str, Any]:
+        spec = self._refs.pop(ref)
+        try:
+            row, files = self._ray.get(ref)
+        except self._ray.exceptions.TaskCancelledError:
+            return base_row(spec, "STOPPED", "cancelled")
+        except self._ray.exceptions.RayError as exc:  # the worker crashed, or the node went away
+            return base_row(spec, "FAILED", f"{type(exc).__name__}: {exc}")
+        if files:
+            run = self._folder / spec.run_id
+            for name, data in files.items():
+                (run / name).parent.mkdir(parents=True, exist_ok=True)
+                (run / name).write_bytes(data)
+            row["run_path"] = str(run)
+        return row
+
+    def stop(self) -> list[dict[str, Any]]:
+        started = set(self._ray.get(self._office.stop.remote(self._key), timeout=MAILBOX_TIMEOUT))
+        self._stop_deadline = time.monotonic() + STOP_GRACE
+        rows = []
+        for ref, spec in list(self._refs.items()):
+            if spec.trial not in started:  # still queued: it will never start a trial now
+                self._ray.cancel(ref)
+                self._refs.pop(ref)
+                rows.append(base_row(spec, "STOPPED", "stopped before it started"))
+        return rows
+
+    def _cancel(self, force: bool, reason: str) -> list[dict[str, Any]]:
+        rows = []
+        for ref, spec in list(self._refs.items()):
+            self._ray.cancel(ref, force=force)
+            self._refs.pop(ref)
+            rows.append(base_row(spec, "STOPPED", reason))
+        return rows
+
+    def kill(self) -> list[dict[str, Any]]:
+        """A second interrupt: cancel every task now (their histories stay on the workers)."""
+        return self._cancel(force=True, reason="cancelled by a second interrupt")
+
+    def close(self) -> None:
+        self._office.close.remote(self._key)  # tasks still running see "stopping" and end

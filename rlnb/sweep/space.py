@@ -1,0 +1,142 @@
+"""What a sweep varies: configs (grid, random), search spaces (floats, ints, choices), and how a config
+becomes validated optimizer params.
+
+Config keys are optimizer fields (``"learning_rate"``, ``"momentum"``, ...; ``"adam.learning_rate"`` for
+Muon's AdamW sub-params) plus ``"optimizer"`` (``"adam"`` / ``"muon"``). A search space maps the same
+keys to a dimension: ``Float(lo, hi, log=True)``, ``Int(lo, hi)``, ``Categorical([...])``, or the
+shorthands ``(lo, hi)``, ``(lo, hi, "log")``, ``(lo, hi, "int")`` and ``[choices]``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlnb.params import AdamParams, MuonParams, OptimizerParams
+
+
+@dataclass(frozen=True)
+class Float:
+    """A real range; ``log=True`` samples evenly in log space (learning rates, eps, weight decay)."""
+
+    low: float
+    high: float
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class Int:
+    """An integer range, both ends included (``newton_schulz_steps``)."""
+
+    low: int
+    high: int
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class Categorical:
+    """One of a few values (``optimizer``, or a short list of learning rates)."""
+
+    choices: tuple[Any, ...]
+
+
+Dimension = Float | Int | Categorical
+
+
+def dimension(name: str, spec: Any) -> Dimension:
+    """A dimension from its object or shorthand; a malformed one raises naming ``name``."""
+    if isinstance(spec, Float | Int | Categorical):
+        dim = spec
+    elif isinstance(spec, list):
+        dim = Categorical(tuple(spec))
+    elif isinstance(spec, tuple) and len(spec) == 3 and spec[2] in ("log", "int"):
+        dim = Int(int(spec[0]), int(spec[1])) if spec[2] == "int" else Float(float(spec[0]), float(spec[1]), log=True)
+    elif isinstance(spec, tuple) and len(spec) == 2 and all(isinstance(v, int | float) for v in spec):
+        dim = Float(float(spec[0]), float(spec[1]))
+    else:
+        raise ValueError(
+            f"space[{name!r}] must be a list of choices, (lo, hi), (lo, hi, 'log'), (lo, hi, 'int'), "
+            f"Float, Int or Categorical; got {spec!r}"
+        )
+    if isinstance(dim, Float | Int):
+        if not (math.isfinite(dim.low) and math.isfinite(dim.high) and dim.low < dim.high):
+            raise ValueError(f"space[{name!r}]: need finite low < high, got {dim.low!r}, {dim.high!r}")
+        if dim.log and dim.low <= 0:
+            raise ValueError(f"space[{name!r}]: a log range needs low > 0, got {dim.low!r}")
+    elif not dim.choices:
+        raise ValueError(f"space[{name!r}]: no choices")
+    return dim
+
+
+def parse_space(base: OptimizerParams, space: Mapping[str, Any]) -> dict[str, Dimension]:
+    """Every dimension parsed, and its ends (or every choice) checked against the params rules of every
+    optimizer the space can pick — a bad field name, a field the other optimizer lacks or an
+    out-of-range bound raises ``InvalidParams`` before anything runs."""
+    if not space:
+        raise ValueError(
+            "space is empty: give at least one field to search, e.g. {'learning_rate': (1e-5, 1e-1, 'log')}"
+        )
+    dims = {name: dimension(name, spec) for name, spec in space.items()}
+    kinds = dims.pop("optimizer", Categorical(("adam" if isinstance(base, AdamParams) else "muon",)))
+    if not isinstance(kinds, Categorical):
+        raise ValueError(f"space['optimizer'] must be a list of 'adam' / 'muon', got {kinds}")
+    for kind in kinds.choices:
+        apply(base, {"optimizer": kind})
+        for name, dim in dims.items():
+            for value in dim.choices if isinstance(dim, Categorical) else (dim.low, dim.high):
+                apply(base, {"optimizer": kind, name: value})
+    return {name: kinds if name == "optimizer" else dims[name] for name in space}
+
+
+def sample(dims: Mapping[str, Dimension], rng: random.Random) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    for name, dim in dims.items():
+        if isinstance(dim, Categorical):
+            config[name] = rng.choice(dim.choices)
+        elif isinstance(dim, Int):
+            config[name] = rng.randint(dim.low, dim.high)
+        elif dim.log:
+            config[name] = math.exp(rng.uniform(math.log(dim.low), math.log(dim.high)))
+        else:
+            config[name] = rng.uniform(dim.low, dim.high)
+    return config
+
+
+def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
+    """Every combination: ``grid(learning_rate=[1e-3, 1e-2], momentum=[0.9, 0.95])`` → 4 configs."""
+    names = list(axes)
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(axes[n] for n in names))]
+
+
+def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
+    """``n`` configs drawn from ``space`` (dimensions or shorthands, see the module docstring)."""
+    dims = {name: dimension(name, spec) for name, spec in space.items()}
+    rng = random.Random(seed)
+    return [sample(dims, rng) for _ in range(n)]
+
+
+def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
+    """``base`` with the config's optimizer fields set (validated: a bad value raises before any run)."""
+    kind = config.get("optimizer", "adam" if isinstance(base, AdamParams) else "muon")
+    if kind not in ("adam", "muon"):
+        raise ValueError(f"config 'optimizer' must be 'adam' or 'muon', got {kind!r}")
+    cls = AdamParams if kind == "adam" else MuonParams
+    data = base.model_dump(exclude_unset=True) if isinstance(base, cls) else {}  # another kind starts from defaults
+    for key, value in config.items():
+        if key == "optimizer":
+            continue
+        head, _, sub = key.partition(".")
+        if sub:
+            data.setdefault(head, {})[sub] = value
+        else:
+            data[key] = value
+    return cls(**data)
+
+
+def label(config: Mapping[str, Any]) -> str:
+    """A short readable name for a config (floats to 3 significant digits)."""
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in config.items()) or "base"

@@ -1,0 +1,164 @@
+"""One trial: a training run of one (config, seed) for a number of RL steps, summarised as a row.
+
+``run_trial`` is the same code on every executor (a thread here, a Ray worker elsewhere). It asks
+its ``Control`` before each step whether the sweep is stopping, and reports the objective after each
+step so that a pruner can end it early. Failures are data: the row says FAILED / STOPPED / PRUNED
+and why, and what ran is in the trial's history.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from rlnb._exceptions import OperationFailed, RateLimitError
+from rlnb.params import AdamParams, OptimizerParams
+from rlnb.schedule import Schedule
+from rlnb.session import Session, connect
+from rlnb.tasks import Task, rl_step
+
+from .space import label
+
+RATE_LIMIT_WAIT = (0.2, 5.0)
+"""Seconds to wait before retrying a session the provider refused with 429 (doubling, capped)."""
+REWARD_WINDOW = 5
+"""``final_reward`` is the mean over the last this-many steps (one step's reward is noisy)."""
+Objective = Literal["reward", "loss"]
+"""What a trial reports per step and is judged by: the mean reward (maximised) or the loss (minimised),
+each as the mean over the last ``REWARD_WINDOW`` steps."""
+TERMINAL = ("COMPLETED", "FAILED", "PRUNED", "STOPPED")
+"""Every status a trial's row can end with."""
+
+
+@dataclass
+class TrialSpec:
+    """Everything a trial needs, picklable so that it can travel to a Ray worker."""
+
+    trial: int
+    config: dict[str, Any]
+    params: OptimizerParams
+    seed: int
+    run_id: str
+    steps: int
+    task: Task
+    target: str = "local"
+    options: dict[str, Any] = field(default_factory=dict)
+    schedule: Schedule | None = None
+    objective: Objective = "reward"
+
+    @property
+    def kind(self) -> str:
+        return "adam" if isinstance(self.params, AdamParams) else "muon"
+
+
+class Control(Protocol):
+    """How a running trial hears from its sweep."""
+
+    def stopping(self) -> bool:
+        """Whether the sweep is stopping (checked before every step)."""
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True if the sweep started stopping meanwhile."""
+
+    def report(self, step: int, value: float) -> str | None:
+        """Report the objective after ``step`` steps; the answer is a reason to prune, or None."""
+
+
+def base_row(spec: TrialSpec, status: str, reason: str | None = None) -> dict[str, Any]:
+    """The identifying columns of a trial's row (also the whole row of a trial that never ran)."""
+    return {
+        "trial": spec.trial,
+        "label": label(spec.config),
+        **spec.config,
+        "seed": spec.seed,
+        "status": status,
+        "reason": reason,
+        "steps_done": 0,
+    }
+
+
+def objective_value(objective: Objective, rewards: list[float], losses: list[float]) -> float:
+    """The objective so far: the mean of the last ``REWARD_WINDOW`` steps' reward (or loss)."""
+    values = rewards if objective == "reward" else losses
+    window = [v for v in values[-REWARD_WINDOW:] if math.isfinite(v)]
+    return statistics.fmean(window) if window else math.nan
+
+
+def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, Any]:
+    """Run the trial, recording its history under ``runs_dir / spec.run_id``; return its row."""
+    row = base_row(spec, "COMPLETED")
+    start = time.perf_counter()
+    session = None
+    rewards: list[float] = []
+    losses: list[float] = []
+    try:
+        session = _open(spec, runs_dir, control)
+        session.history.annotate(label=row["label"], trial=spec.trial, sweep_config=spec.config, sweep=runs_dir.name)
+        for i in range(spec.steps):
+            if control.stopping():
+                row.update(status="STOPPED", reason=f"stopped after {i} of {spec.steps} steps")
+                break
+            step_params = spec.params.scaled(spec.schedule.multiplier(i)) if spec.schedule else spec.params
+            report = rl_step(session, spec.task, step_params, seed=spec.seed * 1_000_003 + i)
+            rewards.append(report.reward)
+            losses.append(report.loss)
+            session.history.log(report.step, reward=report.reward)
+            verdict = control.report(i + 1, objective_value(spec.objective, rewards, losses))
+            if verdict is not None and i + 1 < spec.steps:
+                row.update(status="PRUNED", reason=verdict)
+                break
+    except OperationFailed as exc:
+        row.update(status="FAILED", reason=f"{exc.code}: {exc.message}")
+    except _Stopped:
+        row.update(status="STOPPED", reason="stopped while waiting for a session")
+    except Exception as exc:  # noqa: BLE001 - a failed trial is a row; the sweep goes on
+        row.update(status="FAILED", reason=f"{type(exc).__name__}: {exc}")
+    finally:
+        if session is not None:
+            session.wait()
+            session.close()
+    row.update(_summary(session, rewards, losses, spec.objective))
+    row["wall_s"] = time.perf_counter() - start
+    return row
+
+
+def _summary(
+    session: Session | None, rewards: list[float], losses: list[float], objective: Objective
+) -> dict[str, Any]:
+    recorded = list(session.history.steps["loss"].dropna()) if session is not None else []
+    return {
+        "steps_done": len(rewards),
+        "final_loss": float(recorded[-1]) if recorded else math.nan,
+        "best_loss": float(min(recorded)) if recorded else math.nan,
+        "final_reward": objective_value("reward", rewards, losses),
+        "best_reward": max(rewards) if rewards else math.nan,
+        "value": objective_value(objective, rewards, losses),
+        "run_path": str(session.history.path) if session is not None and session.history.path else None,
+    }
+
+
+class _Stopped(Exception):
+    """The sweep stopped while this trial waited for a session slot."""
+
+
+def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
+    """A session for one trial. A remote provider at its session cap answers 429: wait for a slot."""
+    delay = RATE_LIMIT_WAIT[0]
+    common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id, **spec.options}
+    opener: Callable[[], Session] = (
+        (lambda: connect("local", seed=spec.seed, **common))
+        if spec.target == "local"
+        else (lambda: connect(spec.target, **common))
+    )
+    while True:
+        try:
+            return opener()
+        except RateLimitError:
+            if control.wait(delay):
+                raise _Stopped() from None
+            delay = min(delay * 2, RATE_LIMIT_WAIT[1])

@@ -1,0 +1,178 @@
+"""Optuna search: spaces with today's field names, per-step reports and pruning, PRUNED rows, the study
+in the sweep folder (SQLite) and resuming a stopped or killed sweep."""
+
+import math
+import threading
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+import rlnb
+from rlnb.history import History
+from rlnb.sweep import Float, Int, histories, sweep
+from rlnb.tasks import Task
+
+ADAM = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
+MUON = rlnb.MuonParams(adam={"learning_rate": 3e-3})
+
+
+def study_of(trials):
+    storage = f"sqlite:///{Path(trials.attrs['path']) / 'study.db'}"
+    return optuna.load_study(study_name="rlnb-sweep", storage=storage)
+
+
+def test_space_of_floats_ints_and_choices_reaches_the_params(tmp_path):
+    space = {
+        "learning_rate": Float(1e-3, 1e-1, log=True),
+        "momentum": (0.8, 0.95),
+        "newton_schulz_steps": Int(3, 6),
+        "adam.learning_rate": [1e-3, 3e-3],
+    }
+    trials = sweep(
+        MUON, space=space, n_trials=3, search="optuna", sampler="random", pruner=None, steps=2,
+        runs_dir=tmp_path, max_concurrent=2, progress=False,
+    )  # fmt: skip
+    assert list(trials.trial) == [0, 1, 2] and (trials.status == "COMPLETED").all()
+    assert trials.learning_rate.between(1e-3, 1e-1).all() and trials.momentum.between(0.8, 0.95).all()
+    assert all(isinstance(n, int) and 3 <= n <= 6 for n in trials.newton_schulz_steps)
+    assert set(trials["adam.learning_rate"]) <= {1e-3, 3e-3}
+    study = study_of(trials)
+    assert study.direction == optuna.study.StudyDirection.MAXIMIZE
+    dists = study.trials[0].distributions
+    assert dists["learning_rate"] == optuna.distributions.FloatDistribution(1e-3, 1e-1, log=True)
+    assert dists["newton_schulz_steps"] == optuna.distributions.IntDistribution(3, 6)
+    for t, row in zip(study.trials, trials.itertuples(), strict=True):
+        assert t.value == pytest.approx(row.final_reward) and t.params["learning_rate"] == row.learning_rate
+        assert sorted(t.intermediate_values) == [1, 2]  # one report per step
+    for h, (_, row) in zip(histories(trials), trials.iterrows(), strict=True):  # each trial sent its own params
+        sent = h.df[h.df.kind == "optim-step"].params.iloc[0]
+        assert sent["newton_schulz_steps"] == row["newton_schulz_steps"]
+        assert sent["adam"]["learning_rate"] == row["adam.learning_rate"]
+
+
+@pytest.mark.parametrize(
+    ("space", "kwargs", "error", "words"),
+    [
+        ({"beta1": (0.5, 1.5)}, {}, rlnb.InvalidParams, "beta1"),
+        ({"lr": (1e-4, 1e-2, "log")}, {}, rlnb.InvalidParams, "unknown field"),
+        ({"optimizer": ["adam", "muon"], "momentum": [0.9]}, {}, rlnb.InvalidParams, "momentum"),
+        ({"learning_rate": (0.0, 1e-2, "log")}, {}, ValueError, "low > 0"),
+        ({"learning_rate": (1e-4, 1e-2)}, {"sampler": "grid"}, ValueError, "list of values"),
+        ({"learning_rate": (1e-4, 1e-2)}, {"n_trials": None}, ValueError, "needs n_trials"),
+        ({"learning_rate": (1e-4, 1e-2)}, {"sampler": "cmaes"}, ValueError, "sampler must be"),
+        ({"learning_rate": (1e-4, 1e-2)}, {"pruner": "hyperband"}, ValueError, "pruner must be"),
+        ({}, {}, ValueError, "space is empty"),
+        ({"learning_rate": (1e-4, 1e-2)}, {"n_trials": 0}, ValueError, "n_trials must be >= 1"),
+    ],
+)
+def test_bad_spaces_are_refused_naming_the_field(tmp_path, space, kwargs, error, words):
+    options = {"n_trials": 2, **kwargs}
+    with pytest.raises(error, match=words):
+        sweep(ADAM, space=space, search="optuna", steps=1, runs_dir=tmp_path, progress=False, **options)
+    assert not list(tmp_path.iterdir())  # refused before the sweep folder was made
+
+
+def test_pruned_trials_are_rows_with_their_history(tmp_path):
+    """A learning rate of ~1e-7 learns nothing: the mean reward stays far below 0.5, so a threshold
+    pruner stops every trial at its first report after warm-up."""
+    pruner = optuna.pruners.ThresholdPruner(lower=0.5, n_warmup_steps=2)
+    trials = sweep(
+        ADAM, space={"learning_rate": (1e-7, 2e-7, "log")}, n_trials=2, search="optuna", pruner=pruner,
+        steps=6, runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert list(trials.status) == ["PRUNED", "PRUNED"]
+    assert (trials.steps_done == 2).all() and trials.reason.str.startswith("pruned (ThresholdPruner) at step 2").all()
+    assert [len(h.steps) for h in histories(trials)] == [2, 2]  # what ran is kept
+    study = study_of(trials)
+    assert [t.state for t in study.trials] == [TrialState.PRUNED] * 2
+    assert [sorted(t.intermediate_values) for t in study.trials] == [[1, 2], [1, 2]]
+
+
+@pytest.mark.parametrize("pruner", ["median", "asha"])
+def test_named_pruners_stop_bad_trials_early(tmp_path, pruner):
+    """Six learning rates that learn within 4 steps and three (~1e-7) that learn nothing. Every trial
+    has seed 0, so all start from the same reward, and one that never improves on it falls below the
+    others. "median": pruned from step 2 on (warm-up: steps // 4 = 1), never among the first 4 trials
+    (start-up), and every bad trial after those is pruned. "asha": pruned only at its rungs, steps 1
+    and 3 (min_resource max(1, 4 // 9) = 1, reduction factor 3)."""
+    good, bad = [0.02, 0.03, 0.04, 0.05, 0.06, 0.08], [1e-7, 2e-7, 3e-7]
+    trials = sweep(
+        ADAM, space={"learning_rate": good + bad}, search="optuna", sampler="grid", pruner=pruner, steps=4,
+        runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    pruned = trials[trials.status == "PRUNED"]
+    assert len(trials) == 9 and set(trials.status) <= {"COMPLETED", "PRUNED"} and len(pruned) >= 1
+    assert pruned.reason.str.contains(f"({pruner})", regex=False).all()
+    assert [len(h.steps) for h in histories(pruned)] == list(pruned.steps_done)
+    assert trials.loc[trials.final_reward.idxmax(), "status"] == "COMPLETED"
+    if pruner == "median":
+        assert (pruned.trial >= 4).all() and (pruned.steps_done >= 2).all()
+        late_bad = trials[(trials.trial >= 4) & trials.learning_rate.isin(bad)]
+        assert (late_bad.status == "PRUNED").all()
+    else:
+        assert set(pruned.steps_done) <= {1, 3}
+
+
+def test_grid_sampler_runs_each_point_once(tmp_path):
+    trials = sweep(
+        ADAM, space={"learning_rate": [1e-3, 3e-3], "beta1": [0.9]}, search="optuna", sampler="grid",
+        steps=1, runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert sorted(trials.learning_rate) == [1e-3, 3e-3] and (trials.status == "COMPLETED").all()
+
+
+def test_loss_objective_is_minimised(tmp_path):
+    trials = sweep(
+        ADAM, space={"learning_rate": (1e-4, 1e-2, "log")}, n_trials=1, search="optuna", objective="loss",
+        pruner=None, steps=2, runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    study = study_of(trials)
+    assert study.direction == optuna.study.StudyDirection.MINIMIZE
+    losses = History.load(trials.run_path.iloc[0]).steps.loss
+    assert study.trials[0].value == pytest.approx(losses.mean()) == pytest.approx(trials.value.iloc[0])
+
+
+def test_a_stopped_search_resumes_and_reruns_the_stopped_trial(tmp_path):
+    """The reward function sets Stop during trial 1's second step (8 rewards per step): trial 1 ends
+    STOPPED; resuming runs its params again, then the rest of the budget."""
+    stop = threading.Event()
+    calls = []
+
+    def reward(prompt, completion):
+        calls.append(1)
+        if len(calls) == 3 * 8 + 8 + 1:
+            stop.set()
+        return float(len(completion)) / 8
+
+    task = Task("count", [[104, 105]], reward)
+    args = dict(space={"learning_rate": (1e-4, 1e-2, "log")}, n_trials=3, search="optuna", steps=3, task=task)
+    first = sweep(ADAM, **args, runs_dir=tmp_path, stop=stop, progress=False)
+    assert list(first.status) == ["COMPLETED", "STOPPED"] and first.steps_done.iloc[1] == 2
+    again = sweep(ADAM, **args, resume=first.attrs["path"], progress=False)
+    assert list(again.trial) == [0, 1, 2, 3] and list(again.status) == [
+        "COMPLETED",
+        "STOPPED",
+        "COMPLETED",
+        "COMPLETED",
+    ]
+    assert again.learning_rate.iloc[2] == first.learning_rate.iloc[1]  # the stopped trial, run again
+    study = study_of(again)
+    assert study.trials[2].user_attrs["rlnb_rerun_of"] == 1
+    assert sum(t.state == TrialState.COMPLETE for t in study.trials) == 3
+    assert Path(again.run_path.iloc[0]) == Path(first.run_path.iloc[0])
+
+
+def test_a_killed_search_resumes(tmp_path):
+    """A process killed mid-trial leaves the trial RUNNING in the study: resuming marks it failed and
+    asks its params again."""
+    args = dict(space={"learning_rate": (1e-4, 1e-2, "log")}, search="optuna", steps=1, progress=False)
+    first = sweep(ADAM, n_trials=1, runs_dir=tmp_path, **args)
+    study = study_of(first)
+    orphan = study.ask({"learning_rate": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)})
+    again = sweep(ADAM, n_trials=2, resume=first.attrs["path"], **args)
+    assert len(again) == 2 and (again.status == "COMPLETED").all()
+    assert again.learning_rate.iloc[1] == orphan.params["learning_rate"]
+    assert study_of(again).trials[orphan.number].state == TrialState.FAIL
+    assert math.isfinite(again.final_reward.iloc[1])
