@@ -9,23 +9,37 @@ from __future__ import annotations
 
 import html
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import ipywidgets as W
 
 from rlnb.controls import WIDE
+from rlnb.params import OptimizerParams
 from rlnb.plots import png
 from rlnb.session import Session
 
-if TYPE_CHECKING:
-    from rlnb.builder import OptimizerBuilder
+
+class Form(Protocol):
+    """What the controls need of the builder they sit in (``rlnb.builder.OptimizerBuilder``)."""
+
+    adam: dict[str, Any]
+    muon: dict[str, Any]
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def valid(self) -> bool: ...
+
+    @property
+    def params(self) -> OptimizerParams: ...
 
 
 class LRFinderControls:
     """``session`` (set by the RunPanel) is what a range test copies; without one it runs on a fresh
     local session of ``model``. ``options`` go to ``lr_find`` (``steps``, ``task``, ``start_lr``, ...)."""
 
-    def __init__(self, builder: OptimizerBuilder, model: Any = "tiny"):
+    def __init__(self, builder: Form, model: Any = "tiny"):
         from rlnb.sweep import muon_shapes
 
         self.builder, self.model, self.shapes = builder, model, muon_shapes(model)

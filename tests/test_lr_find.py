@@ -12,6 +12,7 @@ from torch import nn
 import rlnb
 from rlnb import samples
 from rlnb.backends.optim import TrainerOptimizer
+from rlnb.backends.split import split_params
 from rlnb.history import History
 from rlnb.sweep import convert_muon_lr, lr_find, muon_shapes
 from rlnb.widgets import OptimizerBuilder, RunPanel
@@ -135,7 +136,8 @@ def test_converting_muon_rates_gives_the_same_update():
     for scaling, rate in (("original", lr), ("match_adam", converted)):
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(64, 192, bias=False), nn.Linear(192, 10, bias=False))
-        opt = TrainerOptimizer(model, "muon", vocab_size=10, muon_scaling=scaling)
+        head = split_params(model, roles=[model[1].weight])  # the output head's role, declared
+        opt = TrainerOptimizer(model, "muon", head, muon_scaling=scaling)
         assert [tuple(p.shape) for _, p in opt.split.muon] == [(192, 64)]
         torch.manual_seed(1)
         for p in model.parameters():

@@ -92,14 +92,14 @@ def test_pruned_trials_are_rows_with_their_history(tmp_path):
 
 @pytest.mark.parametrize("pruner", ["median", "asha"])
 def test_named_pruners_stop_bad_trials_early(tmp_path, pruner):
-    """Six learning rates that learn within 4 steps and three (~1e-7) that learn nothing. Every trial
+    """Six learning rates that learn within 6 steps and three (~1e-7) that learn nothing. Every trial
     has seed 0, so all start from the same reward, and one that never improves on it falls below the
     others. "median": pruned from step 2 on (warm-up: steps // 4 = 1), never among the first 4 trials
     (start-up), and every bad trial after those is pruned. "asha": pruned only at its rungs, steps 1
-    and 3 (min_resource max(1, 4 // 9) = 1, reduction factor 3)."""
-    good, bad = [0.02, 0.03, 0.04, 0.05, 0.06, 0.08], [1e-7, 2e-7, 3e-7]
+    and 3 (min_resource max(1, 6 // 9) = 1, reduction factor 3)."""
+    good, bad = [0.05, 0.07, 0.1, 0.12, 0.15, 0.2], [1e-7, 2e-7, 3e-7]
     trials = sweep(
-        ADAM, space={"learning_rate": good + bad}, search="optuna", sampler="grid", pruner=pruner, steps=4,
+        ADAM, space={"learning_rate": good + bad}, search="optuna", sampler="grid", pruner=pruner, steps=6,
         runs_dir=tmp_path, progress=False,
     )  # fmt: skip
     pruned = trials[trials.status == "PRUNED"]

@@ -342,3 +342,12 @@ def build_adapter(
         module = module.to(hf.DTYPES[dtype])
     codec: Codec = TokenizerCodec(tokenizer, extra_eos) if tokenizer is not None else ByteCodec(extra_eos)
     return cls(module.to(device).train(), name, codec, device)
+
+
+def roles(model: nn.Module) -> list[nn.Parameter]:
+    """The parameters whose role is embedding or output head, for any kind of model, found as a session
+    of it would find them (the module is not moved and its mode is not changed)."""
+    first = next(model.parameters(), None)
+    device = first.device if first is not None else torch.device("cpu")
+    cls = HFAdapter if hf.is_hf_model(model) else BuiltinAdapter if isinstance(model, TinyTransformer) else ModelAdapter
+    return cls(model, "", ByteCodec(), device).embedding_params()

@@ -64,7 +64,7 @@ def sweep(
     objective: Objective = "reward",
     seeds: Sequence[int] = (0,),
     steps: int = 20,
-    task: Task | Callable[[list[int], list[int]], float] | None = None,
+    task: Task | Callable[[str, str], float] | None = None,
     target: str = "local",
     max_concurrent: int | None = None,
     executor: str = "threads",
@@ -270,7 +270,7 @@ class _Run:
                 self.store(ex.poll(POLL_S), ex.name)
 
 
-def _task(task: Task | Callable[[list[int], list[int]], float] | None) -> Task:
+def _task(task: Task | Callable[[str, str], float] | None) -> Task:
     if isinstance(task, Task):
         return task
     default = digits_task()

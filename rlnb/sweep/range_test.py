@@ -27,8 +27,10 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from rlnb._exceptions import OperationFailed
+from rlnb.backends.adapter import roles
 from rlnb.backends.model import SIZES, build_model
-from rlnb.backends.optim import MATCH_ADAM_RMS, split_params
+from rlnb.backends.muon import MATCH_ADAM_RMS
+from rlnb.backends.split import split_params
 from rlnb.history import new_run_id
 from rlnb.params import AdamParams, OptimizerParams
 from rlnb.plots import NotebookFigure
@@ -261,7 +263,7 @@ def suggest(lrs: Sequence[float], smoothed: Sequence[float], objective: Objectiv
 def muon_shapes(model: str | nn.Module = "tiny") -> list[tuple[int, int]]:
     """The shapes (rows, cols) of the matrices Muon updates in a built-in model or an ``nn.Module``."""
     module = build_model(model, seed=0) if isinstance(model, str) else model
-    return [(int(p.shape[0]), int(p.shape[1])) for _, p in split_params(module).muon]
+    return [(int(p.shape[0]), int(p.shape[1])) for _, p in split_params(module, roles(module)).muon]
 
 
 def _scale(convention: str, rows: int, cols: int) -> float:
