@@ -58,7 +58,7 @@ import httpx
 import rlnb
 from rlnb import samples
 from rlnb.backends import remote
-from rlnb.server import ServerProcess, free_port
+from rlnb.testing import ServerProcess, free_port
 
 PROBE = r"""
 import random, sys, threading, time

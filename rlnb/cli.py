@@ -82,6 +82,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_serve.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
     p_serve.add_argument("--checkpoint-dir", default=None)
     p_serve.add_argument("--fail-rate", type=float, default=0.0, help="fault injection: fraction of answers lost")
+    p_serve.add_argument(
+        "--offload-results-over",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="send larger results through the payload side channel, as the service may (default: never)",
+    )
     args = parser.parse_args(argv)
     if args.command == "serve":
         from rlnb.server import serve
@@ -95,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             op_delay=args.op_delay,
             checkpoint_dir=args.checkpoint_dir,
             fail_rate=args.fail_rate,
+            result_offload_bytes=args.offload_results_over,
         )
         return 0
     if args.command == "demo":

@@ -160,10 +160,20 @@ MUON_FIELDS: tuple[str, ...] = tuple(name for name in MuonParams.model_fields if
 """Muon's own fields (``adam`` holds an ``AdamParams``)."""
 
 
-def resolve(kind: str, body: wire.OptimStepBody) -> dict[str, Any]:
-    """Resolved hyperparameters of an optim-step body for a session whose optimizer is ``kind``."""
+class Resolved(dict[str, Any]):
+    """Hyperparameters already checked by these rules, every default filled in: what ``resolve``
+    returns. The optimizer takes them as they are instead of checking them again."""
+
+
+def resolve(kind: str, body: wire.OptimStepBody) -> Resolved:
+    """Resolved hyperparameters of an optim-step body for a session whose optimizer is ``kind``.
+
+    The body was validated when it was built (or parsed by the server), so this only fills in the
+    defaults: each step's params are checked once.
+    """
     if kind == "adam":
         given = body.adam_params.model_dump(exclude_unset=True) if body.adam_params else {}
-        return AdamParams(**given).resolved()
+        return Resolved({**ADAM_DEFAULTS, **given})
     given = body.muon_params.model_dump(exclude_unset=True) if body.muon_params else {}
-    return MuonParams(**given).resolved()
+    adam = given.pop("adam", None) or {}
+    return Resolved({**MUON_DEFAULTS, **given, "adam": Resolved({**ADAM_DEFAULTS, **adam})})

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rlnb import wire
 from rlnb._exceptions import OperationFailed, SessionClosed
@@ -19,41 +19,6 @@ from rlnb.backends import Backend
 from rlnb.history import History
 from rlnb.operation import Operation
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
-
-LOSS_NAMES: dict[str, str] = {
-    "cross_entropy": "LOSS_TYPE_CROSS_ENTROPY",
-    "grpo": "LOSS_TYPE_GRPO",
-    "importance_sampling": "LOSS_TYPE_IMPORTANCE_SAMPLING",
-    "ppo": "LOSS_TYPE_PPO",
-    "cispo": "LOSS_TYPE_CISPO",
-    "dro": "LOSS_TYPE_DRO",
-    "dppo": "LOSS_TYPE_DPPO",
-}
-"""Short loss names accepted by ``forward_backward`` (as the SDK accepts ``"ppo"``)."""
-
-SYNC_NAMES: dict[str, str] = {
-    "synchronous": "WEIGHT_SYNC_TYPE_SYNCHRONOUS",
-    "background_publish": "WEIGHT_SYNC_TYPE_BACKGROUND_PUBLISH",
-    "pipeline": "WEIGHT_SYNC_TYPE_PIPELINE",
-}
-
-
-def loss_config(loss: str | wire.LossConfig | dict[str, Any], params: dict[str, Any] | None = None) -> wire.LossConfig:
-    """A ``LossConfig`` from a short name (``"grpo"``), a wire type string, a dict or a model."""
-    if isinstance(loss, wire.LossConfig):
-        return loss
-    if isinstance(loss, dict):
-        return wire.LossConfig.model_validate(loss)
-    loss_type = LOSS_NAMES.get(loss, loss)
-    if loss_type not in wire.LOSS_PARAMS_FIELD:
-        raise ValueError(f"loss must be one of {', '.join(LOSS_NAMES)} (or a LossConfig), got {loss!r}")
-    field = wire.LOSS_PARAMS_FIELD[loss_type]
-    if params and field is None:
-        raise ValueError(f"{loss_type} takes no params, got {params!r}")
-    config: dict[str, Any] = {"type": loss_type}
-    if field is not None and (params or loss_type == "LOSS_TYPE_DRO"):
-        config[field] = params or {}
-    return wire.LossConfig.model_validate(config)
 
 
 class Session:
@@ -156,7 +121,7 @@ class Session:
         """
         body = wire.ForwardBackwardBody(
             samples=[s if isinstance(s, wire.Sample) else wire.Sample.model_validate(s) for s in samples],
-            loss=loss_config(loss, loss_params),
+            loss=wire.loss_config(loss, loss_params),
             forward_only=forward_only or None,
             return_loss_fn_outputs=return_loss_fn_outputs or None,
         )
@@ -176,13 +141,15 @@ class Session:
                 f"this session's optimizer is {self.optimizer}: pass {expected.__name__}, not {type(params).__name__} "
                 "(the optimizer is fixed when the session is created)"
             )
-        body = wire.OptimStepBody.model_validate(params.request_body())
+        # The params were validated when they were built: the body wraps them as they are, and the
+        # backend only fills in defaults (one validation per step).
+        body = wire.OptimStepBody.model_construct(**{wire.OPTIMIZER_PARAMS_FIELD[self.optimizer]: params})
         return self._submit("optim-step", body, params=params.model_dump(exclude_unset=True))
 
     def weights_sync(self, sync_type: str = "synchronous") -> Operation[wire.WeightsSyncResult]:
         """Publish the trainer's current weights to the sampler; returns the new ``weights_version``."""
-        sync = SYNC_NAMES.get(sync_type, sync_type)
-        return self._submit("weights-sync", wire.WeightsSyncBody(weight_sync_type=sync))  # type: ignore[arg-type]
+        sync = wire.SYNC_NAMES.get(sync_type, sync_type)
+        return self._submit("weights-sync", wire.WeightsSyncBody.model_validate({"weight_sync_type": sync}))
 
     def sample(
         self,
@@ -200,10 +167,11 @@ class Session:
     ) -> Operation[wire.SampleOutput]:
         """Generate ``num_samples`` completions per prompt from the sampler's weights (the version
         last published by ``weights_sync``). ``prompts`` is a list of token lists (or one list)."""
-        if prompts and isinstance(prompts[0], int):
-            prompts = [prompts]  # type: ignore[list-item]
+        rows = [prompts] if prompts and isinstance(prompts[0], int) else prompts
         body = wire.SampleBody(
-            model_inputs=[wire.ModelInput.from_tokens(list(p)) for p in prompts],  # type: ignore[arg-type]
+            model_inputs=[
+                wire.ModelInput.from_tokens([int(t) for t in p]) for p in cast(Sequence[Sequence[int]], rows)
+            ],
             num_samples=num_samples,
             sampling_params=wire.SamplingParams(
                 max_tokens=max_tokens,
@@ -230,7 +198,7 @@ class Session:
 def connect(
     target: str = "local",
     *,
-    optimizer: str | None = None,
+    optimizer: wire.OptimizerKind | None = None,
     history: History | None = None,
     runs_dir: str | Path | None = None,
     run_id: str | None = None,
@@ -249,19 +217,18 @@ def connect(
     Every operation is recorded under ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``, or
     ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only.
     """
-    recording = {"runs_dir": runs_dir, "run_id": run_id, "record": record}
     if target == "local":
         from rlnb.backends.local import LocalBackend
 
-        backend: Backend = LocalBackend(optimizer or "adam", **options)  # type: ignore[arg-type]
+        backend: Backend = LocalBackend(optimizer or "adam", **options)
     elif target.startswith(("http://", "https://")):
         from rlnb.backends.remote import RemoteBackend
 
-        backend = RemoteBackend.connect(target, optimizer=optimizer, **options)  # type: ignore[arg-type]
+        backend = RemoteBackend.connect(target, optimizer=optimizer, **options)
     else:
         raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
     try:
-        return Session(backend, history, **recording)
+        return Session(backend, history, runs_dir=runs_dir, run_id=run_id, record=record)
     except BaseException:
         backend.close()
         raise

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from rlnb.server import ServerProcess
+from rlnb.testing import ServerProcess
 
 
 def running_server(*args: str, tmp_dir: str | None = None) -> ServerProcess:

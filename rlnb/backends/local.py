@@ -44,14 +44,11 @@ MAX_NUM_SAMPLES = 256
 MIN_TEMPERATURE = 1e-5
 """Below this, sampling is greedy (dividing logits by a tinier temperature overflows)."""
 
-_ERR = "TRAINING_OPERATION_ERROR_CODE_"
-
-
 class OperationError(Exception):
     """Raised inside a handler to end the operation FAILED with ``code``."""
 
     def __init__(self, code: str, message: str):
-        self.code = _ERR + code
+        self.code = wire.error_code(code)
         super().__init__(message)
 
 
@@ -111,12 +108,9 @@ class LocalBackend:
         eos_token_id: int | None = None,
         decode: Callable[[list[int]], str] | None = None,
         op_delay: float = 0.0,
-        session_id: str | None = None,
-        base_model: str | None = None,
-        model_resources_id: str = "local",
         lora: bool | dict[str, Any] | None = None,
     ):
-        if optimizer not in ("adam", "muon"):
+        if optimizer not in wire.OPTIMIZERS:
             raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
         self.optimizer: OptimizerKind = optimizer
         self.device = resolve_device(device)
@@ -124,10 +118,10 @@ class LocalBackend:
         if isinstance(model, str):
             if model not in SIZES:
                 raise ValueError(f"model must be one of {sorted(SIZES)} or an nn.Module, got {model!r}")
-            self.base_model = base_model or f"rlnb/{model}"
+            self.base_model = f"rlnb/{model}"
             model = build_model(model, seed)
         else:
-            self.base_model = base_model or f"custom/{type(model).__name__}"
+            self.base_model = f"custom/{type(model).__name__}"
         self.trainer = model.to(self.device).train()
         self.vocab_size, self.block_size = _probe(self.trainer, self.device)
         self.lora = LoraSettings.from_config(lora) if lora else None
@@ -148,10 +142,10 @@ class LocalBackend:
         self._sample_rng = torch.Generator().manual_seed(seed)
         created = _now()
         self._info = wire.Session(
-            id=session_id or f"local-{uuid.uuid4()}",
+            id=f"local-{uuid.uuid4()}",
             status="TRAINING_SESSION_STATUS_RUNNING",
             base_model=self.base_model,
-            model_resources_id=model_resources_id,
+            model_resources_id="local",
             created_by="local",
             created_at=created,
             updated_at=created,
@@ -243,7 +237,7 @@ class LocalBackend:
                     time.sleep(self.op_delay)
                 output = getattr(self, "_op_" + job.kind.replace("-", "_"))(job.body)
             except OperationError as exc:
-                self._finish(job, error=(exc.code.removeprefix(_ERR), str(exc)))
+                self._finish(job, error=(exc.code, str(exc)))
             except losses_mod.InvalidLossInput as exc:
                 self._finish(job, error=("INVALID_INPUT", str(exc)))
             except Exception as exc:  # noqa: BLE001 - any other failure is the op's, not the worker's
@@ -255,7 +249,7 @@ class LocalBackend:
         if error is not None:
             update = {
                 "status": "TRAINING_OPERATION_STATUS_FAILED",
-                "error": wire.OperationError(code=_ERR + error[0], message=error[1]),
+                "error": wire.OperationError(code=wire.error_code(error[0]), message=error[1]),
             }
         else:
             update = {"status": "TRAINING_OPERATION_STATUS_COMPLETED", "output": output}
@@ -330,7 +324,7 @@ class LocalBackend:
         forward_only = bool(body.forward_only)
         with torch.set_grad_enabled(not forward_only):
             lps = self._logprobs(self.trainer, seqs, [x["target_tokens"] for x in inputs])
-            loss, metrics = losses_mod.compute(loss_type, loss_params, lps, inputs)
+            loss, metrics = losses_mod.compute(loss_type, loss_params, lps, inputs, horizon=self.block_size)
         value = float(loss.detach())
         if not math.isfinite(value):
             raise OperationError("NON_FINITE_LOSS", f"loss is {value}; no gradients were accumulated")
@@ -525,17 +519,10 @@ class LocalBackend:
     def _op_inference_checkpoint(self, body: None) -> wire.InferenceCheckpointResult:
         ckpt = wire.InferenceCheckpoint(id=f"ckpt-infer-{uuid.uuid4().hex[:12]}", step=self.step, created_at=_now())
         path = self._checkpoint_path(ckpt.id)
-        adapter = adapter_state_dict(self.trainer) if self.lora is not None else None
-        torch.save(
-            {
-                "type": "inference",
-                "model": merged_state_dict(self.trainer),
-                "adapter": adapter,
-                "step": self.step,
-                "base_model": self.base_model,
-            },
-            path,
-        )
+        meta = {"type": "inference", "step": self.step, "base_model": self.base_model}
+        torch.save({**meta, "model": merged_state_dict(self.trainer)}, path)  # MERGED: the full model
+        if self.lora is not None:  # ADAPTER: the LoRA weights only, in a file of their own
+            torch.save({**meta, "adapter": adapter_state_dict(self.trainer)}, path.with_suffix(".adapter.pt"))
         self._checkpoints[ckpt.id] = path
         self._info.inference_checkpoints.append(ckpt)
         return wire.InferenceCheckpointResult(checkpoint=ckpt)
@@ -545,6 +532,17 @@ class LocalBackend:
         if ckpt_id not in self._checkpoints:
             raise KeyError(f"no checkpoint {ckpt_id!r} in this session")
         return self._checkpoints[ckpt_id]
+
+    def checkpoint_files(self, ckpt_id: str, variant: str) -> list[Path]:
+        """The files of an inference checkpoint: ``"merged"`` (the full model, adapters folded in) or
+        ``"adapter"`` (the LoRA weights only; LoRA sessions). ``KeyError`` / ``ValueError`` otherwise."""
+        path = self.checkpoint_path(ckpt_id)
+        if variant == "merged":
+            return [path]
+        adapter = path.with_suffix(".adapter.pt")
+        if variant != "adapter" or not adapter.exists():
+            raise ValueError(f"checkpoint {ckpt_id} has no {variant!r} variant")
+        return [adapter]
 
     def _resume(self, path: Path, load_optimizer: bool) -> None:
         state = torch.load(path, map_location=self.device, weights_only=True)

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams
+from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, Resolved
 
 NS_COEFFS = (3.4445, -4.7750, 2.0315)
 """Quintic Newton-Schulz coefficients (a, b, c) of KellerJordan/Muon ``zeropower_via_newtonschulz5``.
@@ -194,7 +194,8 @@ def _validate(hp: Any, cls: type[AdamParams] | type[MuonParams], keys: tuple[str
     missing = [k for k in keys if k not in hp]
     if missing:
         raise ValueError(f"{where} is missing {', '.join(missing)}")
-    cls(**{k: hp[k] for k in keys})  # raises InvalidParams (a ValueError) naming the field and the range
+    if not isinstance(hp, Resolved):  # ``params.resolve`` output was checked once already (issue 10)
+        cls(**{k: hp[k] for k in keys})  # raises InvalidParams (a ValueError) naming the field and the range
 
 
 class TrainerOptimizer:
