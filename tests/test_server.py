@@ -2,23 +2,14 @@
 checkpoints, LoRA. The wire itself is tested over real loopback HTTP in test_remote_server / test_sdk."""
 
 import io
-import time
-import uuid
 from collections.abc import Iterator
 
-import httpx
 import pytest
 import torch
 from fastapi.testclient import TestClient
 
 from rlnb import samples, wire
-from rlnb.server import create_app
-
-
-def app_client(tmp_path, **settings) -> TestClient:
-    """An in-process `rlnb serve` (CPU, checkpoints under tmp_path) whose requests go to /v1/rl/..."""
-    app = create_app(device="cpu", checkpoint_dir=tmp_path, **settings)
-    return TestClient(app, base_url="http://testserver/v1/rl")
+from tests.conftest import app_client, new_session, submit, wait
 
 
 @pytest.fixture(scope="module")
@@ -31,36 +22,6 @@ def c(tmp_path_factory) -> Iterator[TestClient]:
 def auth_c(tmp_path_factory) -> Iterator[TestClient]:
     with app_client(tmp_path_factory.mktemp("ckpt"), token="secret-token") as client:
         yield client
-
-
-def new_session(c: httpx.Client, **resource) -> tuple[str, str]:
-    resource.setdefault("base_model", "rlnb/tiny")
-    r = c.post("/model-resources", json=resource)
-    assert r.status_code == 200, r.text
-    rid = r.json()["id"]
-    s = c.post("/training-sessions", json={"model_resources_id": rid})
-    assert s.status_code == 200, s.text
-    return rid, s.json()["id"]
-
-
-def submit(c: httpx.Client, sid: str, kind: str, body: dict | None = None, key: str | None = None) -> dict:
-    r = c.post(
-        f"/training-sessions/{sid}/operations/{kind}",
-        json=body or {},
-        headers={"Idempotency-Key": key or str(uuid.uuid4())},
-    )
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def wait(c: httpx.Client, sid: str, kind: str, op_id: str) -> dict:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        env = c.get(f"/training-sessions/{sid}/operations/{kind}/{op_id}").json()
-        if env["status"] in wire.TERMINAL_STATUSES:
-            return env
-        time.sleep(0.01)
-    raise AssertionError(f"{kind} {op_id} did not finish")
 
 
 CE = wire.ForwardBackwardBody(
