@@ -27,6 +27,7 @@ def test_all_is_complete_and_classes_live_in_rlnb():
         "samples",
         "sweep",
         "tasks",
+        "testing",
         "widgets",
         "wire",
     }
@@ -74,6 +75,7 @@ ORDER = [
     "session",
     "samples",
     "tasks",
+    "testing",
     "server",
     "plots",
     "live",

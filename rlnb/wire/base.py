@@ -16,7 +16,18 @@ from pydantic import (
     WithJsonSchema,
 )
 
-__all__ = ["FiniteFloat", "Int64", "StrictInt", "ErrorData", "ErrorDetail", "_Model", "_Request", "_finite_list"]
+__all__ = [
+    "FiniteFloat",
+    "Int64",
+    "StrictBool",
+    "StrictFloat",
+    "StrictInt",
+    "ErrorData",
+    "ErrorDetail",
+    "_Model",
+    "_Request",
+    "_finite_list",
+]
 
 
 def _int64(value: Any) -> Any:
@@ -66,6 +77,11 @@ body (``to_json_dict``); the OpenAPI schema says both."""
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 StrictInt = Annotated[int, Strict()]
+"""An integer: no bool, no string, no float (the schema says ``integer``)."""
+StrictFloat = Annotated[float, Strict()]
+"""A number: an integer or a float, no bool, no string (the schema says ``number``)."""
+StrictBool = Annotated[bool, Strict()]
+"""``true`` or ``false``, not ``1`` or ``"yes"`` (the schema says ``boolean``)."""
 
 
 def _finite_list(values: list[float]) -> list[float]:

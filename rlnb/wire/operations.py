@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_serializer, model_validator
 
-from rlnb.wire.base import Int64, _finite_list, _Model, _Request
+from rlnb.wire.base import Int64, StrictBool, StrictFloat, StrictInt, _finite_list, _Model, _Request
 from rlnb.wire.checkpoints import InferenceCheckpointResult, TrainingCheckpointResult
 from rlnb.wire.losses import LossConfig
 from rlnb.wire.optim import OptimStepBody, OptimStepResult
@@ -116,11 +116,18 @@ class Operation(_Model, Generic[Output]):
 class TensorData(_Model):
     """A flat 1-D tensor. ``shape``, if given, must equal ``[len(data)]``; sparse fields are rejected."""
 
-    data: list[float]
+    data: list[StrictFloat]
     dtype: TensorDType
-    shape: list[int] | None = None
+    shape: list[StrictInt] | None = None
     sparse_crow_indices: list[int] | None = None
     sparse_col_indices: list[int] | None = None
+
+    @field_serializer("data")
+    def _int64_as_integers(self, data: list[float]) -> list[float | int]:
+        """int64 data goes out as JSON integers (``215``, not ``215.0``), as the SDK insists."""
+        if self.dtype != "int64":
+            return list(data)
+        return [int(v) if float(v).is_integer() else v for v in data]
 
     @model_validator(mode="after")
     def _check(self) -> TensorData:
@@ -169,9 +176,9 @@ class Sample(_Model):
 class ForwardBackwardBody(_Request):
     samples: list[Sample]
     loss: LossConfig
-    forward_only: bool | None = None
+    forward_only: StrictBool | None = None
     """Compute loss and metrics without accumulating gradients (default false)."""
-    return_loss_fn_outputs: bool | None = None
+    return_loss_fn_outputs: StrictBool | None = None
     """Return per-sample output tensors (``logprobs``); large and slower (default false)."""
     payload_id: str | None = None
     """The uploaded body (``loss`` and ``samples``) replaces the inline stand-in."""
@@ -191,7 +198,7 @@ class ForwardBackwardResult(_Model):
 
 
 class GradientTensor(_Model):
-    data: list[float]
+    data: list[StrictFloat]
     dtype: DType | None = None
     """Optional, as in the API: the values are float32 whatever it says."""
 
@@ -222,10 +229,10 @@ class WeightsSyncResult(_Model):
 
 
 class SamplingParams(_Model):
-    max_tokens: Annotated[int, Field(ge=1)] | None = None
-    temperature: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
-    top_k: Annotated[int, Field(ge=-1)] | None = None
+    max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    temperature: Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)] | None = None
+    top_p: Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    top_k: Annotated[StrictInt, Field(ge=-1)] | None = None
     """-1 = off."""
     stop: list[str] | None = None
     seed: Int64 | None = None
@@ -234,12 +241,12 @@ class SamplingParams(_Model):
 
 class SampleBody(_Request):
     model_inputs: list[ModelInput]
-    num_samples: Annotated[int, Field(ge=1)] | None = None
+    num_samples: Annotated[StrictInt, Field(ge=1)] | None = None
     sampling_params: SamplingParams | None = None
-    prompt_logprobs: bool | None = None
-    topk_prompt_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    prompt_logprobs: StrictBool | None = None
+    topk_prompt_logprobs: Annotated[StrictInt, Field(ge=0, le=20)] | None = None
     """0 disables; at most 20."""
-    return_routed_experts: bool | None = None
+    return_routed_experts: StrictBool | None = None
     payload_id: str | None = None
     """The uploaded body replaces the inline stand-in."""
 

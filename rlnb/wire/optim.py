@@ -42,10 +42,11 @@ MUON_SCALING: Final[dict[str, MuonScalingStrategy]] = {
 }
 """Short names of the Muon scaling strategies (``LocalBackend(muon_scaling=...)`` takes them)."""
 
-LearningRate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-UnitInterval = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+LearningRate = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
+UnitInterval = Annotated[float, Strict(), Field(ge=0, lt=1, allow_inf_nan=False)]
+Positive = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+"""Optimizer params are strict numbers (an int is taken as a float; a bool or a string is refused)."""
 NewtonSchulzSteps = Annotated[int, Strict(), Field(ge=1, le=20)]
 
 

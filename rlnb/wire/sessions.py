@@ -7,7 +7,7 @@ from typing import Annotated, Literal, TypeAlias
 
 from pydantic import Field
 
-from rlnb.wire.base import Int64, _Model, _Request
+from rlnb.wire.base import Int64, StrictBool, StrictFloat, StrictInt, _Model, _Request
 from rlnb.wire.checkpoints import InferenceCheckpoint, ListMeta, TrainingCheckpoint
 from rlnb.wire.optim import OptimizerConfig
 from rlnb.wire.status import (
@@ -58,14 +58,14 @@ RequestGpuType: TypeAlias = Literal["B200-SXM"]
 
 
 class LoraConfig(_Model):
-    rank: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+    rank: Annotated[StrictInt, Field(ge=1, le=2**31 - 1)] | None = None
     """int32 on the wire (a JSON number, unlike the int64 ``seed``)."""
-    alpha: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+    alpha: Annotated[StrictInt, Field(ge=1, le=2**31 - 1)] | None = None
     """int32 on the wire."""
-    dropout: Annotated[float, Field(ge=0, lt=1)] | None = None
+    dropout: Annotated[StrictFloat, Field(ge=0, lt=1)] | None = None
     seed: Int64 | None = None
     """Seeds the adapter initialisation only: sessions of one resource share the base weights."""
-    train_unembed: bool | None = None
+    train_unembed: StrictBool | None = None
     """Also put an adapter on the output head (documented default true)."""
 
 
@@ -121,7 +121,7 @@ class Session(_Model):
 class StartTrainingSessionRequest(_Request):
     model_resources_id: str
     display_name: str | None = None
-    load_optimizer: bool | None = None
+    load_optimizer: StrictBool | None = None
     lora_config: LoraConfig | None = None
     metadata: SessionMetadata | None = None
     resume_from_checkpoint_id: str | None = None
@@ -144,7 +144,7 @@ class SessionList(_Model):
 
 class ComputeConfigRequest(_Model):
     gpu_type: RequestGpuType | None = None
-    num_generator_replicas: Annotated[int, Field(ge=0)] | None = None
+    num_generator_replicas: Annotated[StrictInt, Field(ge=0)] | None = None
     """0 = trainer only: sampling is rejected."""
 
 
@@ -157,9 +157,9 @@ class CreateModelResourcesRequest(_Request):
     base_model: str
     base_weights_ref: str | None = None
     compute_config: ComputeConfigRequest | None = None
-    inactive_timeout: Annotated[int, Field(ge=300, le=86400)] | None = None
+    inactive_timeout: Annotated[StrictInt, Field(ge=300, le=86400)] | None = None
     """Seconds without activity after which the resource stops and its sessions expire (default 3600)."""
-    lora_enabled: bool | None = None
+    lora_enabled: StrictBool | None = None
     optimizer_config: OptimizerConfig | None = None
 
 
@@ -198,7 +198,7 @@ class ModelResourcesList(_Model):
 
 
 class ExtendExpiryRequest(_Request):
-    seconds: Annotated[int, Field(ge=60, le=86400)]
+    seconds: Annotated[StrictInt, Field(ge=60, le=86400)]
     """Seconds *from now* the resource must not stop for inactivity, 60..86400."""
 
 
