@@ -61,7 +61,11 @@ def test_int64_fields_take_integers_or_strings_and_are_sent_as_strings(schema):
 def test_gpu_type_is_an_enum(schema):
     models = response_schema(schema, "get", "/v1/rl/supported-models")
     model = resolve(schema, models["properties"]["data"]["items"])
-    assert model["properties"]["default_gpu_type"] == {"type": "string", "const": "B200-SXM", "title": "Default Gpu Type"}
+    assert model["properties"]["default_gpu_type"] == {
+        "type": "string",
+        "const": "B200-SXM",
+        "title": "Default Gpu Type",
+    }
     create = schema["paths"]["/v1/rl/model-resources"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     compute = resolve(schema, resolve(schema, create)["properties"]["compute_config"]["anyOf"][0])
     assert compute["properties"]["gpu_type"]["anyOf"][0]["const"] == "B200-SXM"
