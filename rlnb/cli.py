@@ -45,7 +45,7 @@ def demo(
                 print(f"{i + 1:>4}  {'':>8}  {'':>6}  {'':>9}  {time.perf_counter() - start:>5.1f}s  FAILED {exc.code}")
                 continue
             session.history.log(r.step, reward=r.reward)
-            status = r.status.removeprefix("TRAINING_OPERATION_STATUS_")
+            status = rlnb.wire.short_name(r.status)
             gn = f"{r.grad_norm:9.3f}" if not math.isnan(r.grad_norm) else f"{'n/a':>9}"
             elapsed = time.perf_counter() - start
             print(f"{r.step:>4}  {r.loss:8.4f}  {r.reward:6.3f}  {gn}  {elapsed:5.1f}s  {status}", flush=True)

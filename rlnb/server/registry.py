@@ -238,7 +238,7 @@ class Registry:
             now = self.now()
             rec = SessionRecord(
                 id=f"sess-{uuid.uuid4()}", resource_id=res.id, base_model=res.base_model, created_by=user,
-                created_at=now, updated_at=now, status="TRAINING_SESSION_STATUS_CREATING", lora_config=lora,
+                created_at=now, updated_at=now, status=wire.SESSION_CREATING, lora_config=lora,
                 resume_from=req.resume_from_checkpoint_id, display_name=req.display_name,
                 metadata=req.metadata or wire.SessionMetadata(),
             )  # fmt: skip
@@ -263,7 +263,7 @@ class Registry:
             raise ServerError(400, str(exc), param="lora_config" if snapshot.lora_enabled else None) from None
         with self.lock:
             rec.backend, rec.lora_config = backend, backend.session().lora_config
-            if rec.status == "TRAINING_SESSION_STATUS_CREATING":
+            if rec.status == wire.SESSION_CREATING:
                 rec.status, rec.updated_at = wire.SESSION_RUNNING, self.now()
             stopped_meanwhile = rec.status not in wire.SESSION_ACTIVE
         if stopped_meanwhile:  # its resource was stopped while the model was built
