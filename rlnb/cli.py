@@ -12,8 +12,9 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-DEMO_PARAMS = {
+DEMO_PARAMS: dict[str, dict[str, Any]] = {
     # Tuned for the built-in tiny model on the digits task: Together's documented Adam default
     # (1e-4) is meant for large pretrained models and barely moves a 100k-parameter model.
     "adam": {"learning_rate": 3e-3, "weight_decay": 0.0},

@@ -147,7 +147,8 @@ class LiveView:
             self._grad_note.set_text("" if steps["grad_norm"].notna().any() else reason)
             for name, (line, note) in self._metric_lines.items():
                 has = name in logged.columns and logged[name].notna().any()
-                line.set_data(*(decimate(logged["step"], logged[name]) if has else ([], [])))
+                xs, ys = decimate(logged["step"], logged[name]) if has else decimate([], [])
+                line.set_data(xs, ys)
                 note.set_text("" if has else f"no {name!r} logged yet")
             for ax in self._axes:
                 ax.relim()

@@ -12,7 +12,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Generator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from rlnb import wire
 from rlnb._exceptions import OperationFailed, OperationTimeout
@@ -74,7 +74,7 @@ class Operation(Generic[T]):
             if self._on_update is not None:
                 self._on_update(env, at)
             if env.status == wire.STATUS_COMPLETED:
-                self._future.set_result(env.output)
+                self._future.set_result(cast(T, env.output))
             elif env.status == wire.STATUS_FAILED:
                 err = env.error or wire.OperationError()
                 failure = OperationFailed(err.code, err.message, operation_id=env.id, kind=self.kind)

@@ -265,7 +265,7 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
         color = STATUS_COLORS.get(st, "0.5")
         # A thin edge in the same colour keeps sub-pixel operations visible as a hairline.
         ax.add_collection(
-            PolyCollection(verts, facecolors=color, edgecolors=color, linewidths=0.5, label=short(st).lower())
+            PolyCollection(list(verts), facecolors=color, edgecolors=color, linewidths=0.5, label=short(st).lower())
         )
     failed = status == FAILED
     if failed.any():

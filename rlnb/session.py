@@ -143,7 +143,10 @@ class Session:
             )
         # The params were validated when they were built: the body wraps them as they are, and the
         # backend only fills in defaults (one validation per step).
-        body = wire.OptimStepBody.model_construct(**{wire.OPTIMIZER_PARAMS_FIELD[self.optimizer]: params})
+        if isinstance(params, AdamParams):
+            body = wire.OptimStepBody.model_construct(adam_params=params)
+        else:
+            body = wire.OptimStepBody.model_construct(muon_params=params)
         return self._submit("optim-step", body, params=params.model_dump(exclude_unset=True))
 
     def weights_sync(self, sync_type: str = "synchronous") -> Operation[wire.WeightsSyncResult]:
@@ -198,7 +201,7 @@ class Session:
 def connect(
     target: str = "local",
     *,
-    optimizer: wire.OptimizerKind | None = None,
+    optimizer: str | None = None,
     history: History | None = None,
     runs_dir: str | Path | None = None,
     run_id: str | None = None,
@@ -217,14 +220,17 @@ def connect(
     Every operation is recorded under ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``, or
     ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only.
     """
+    if optimizer is not None and optimizer not in wire.OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
+    kind = optimizer  # narrowed to wire.OptimizerKind | None by the check above
     if target == "local":
         from rlnb.backends.local import LocalBackend
 
-        backend: Backend = LocalBackend(optimizer or "adam", **options)
+        backend: Backend = LocalBackend(kind or "adam", **options)
     elif target.startswith(("http://", "https://")):
         from rlnb.backends.remote import RemoteBackend
 
-        backend = RemoteBackend.connect(target, optimizer=optimizer, **options)
+        backend = RemoteBackend.connect(target, optimizer=kind, **options)
     else:
         raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
     try:

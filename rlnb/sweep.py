@@ -199,7 +199,7 @@ def sweep(
     stop = stop or threading.Event()
     report = _progress(progress, len(plan))
     rows: list[dict[str, Any]] = []
-    kwargs = dict(
+    kwargs: dict[str, Any] = dict(
         steps=steps, task=the_task, target=target, options=options, schedule=schedule, runs_dir=folder, stop=stop
     )
     with ThreadPoolExecutor(max_workers=max(1, max_concurrent), thread_name_prefix="rlnb-sweep") as pool:

@@ -142,10 +142,14 @@ class FakeBackend:
             return self._sample(body)
         if kind == "custom-forward-backward":
             return wire.CustomForwardBackwardResult()
-        ckpt = {"id": f"ckpt-fake-{uuid.uuid4().hex[:8]}", "step": self.step, "created_at": datetime.now(UTC)}
+        ckpt_id, now = f"ckpt-fake-{uuid.uuid4().hex[:8]}", datetime.now(UTC)
         if kind == "inference-checkpoint":
-            return wire.InferenceCheckpointResult(checkpoint=wire.InferenceCheckpoint(**ckpt))
-        return wire.TrainingCheckpointResult(checkpoint=wire.TrainingCheckpoint(**ckpt))
+            return wire.InferenceCheckpointResult(
+                checkpoint=wire.InferenceCheckpoint(id=ckpt_id, step=self.step, created_at=now)
+            )
+        return wire.TrainingCheckpointResult(
+            checkpoint=wire.TrainingCheckpoint(id=ckpt_id, step=self.step, created_at=now)
+        )
 
     def _sample(self, body: wire.SampleBody) -> wire.SampleOutput:
         sp = body.sampling_params or wire.SamplingParams()

@@ -354,6 +354,7 @@ class APIClient:
     def _status_error(self, request: httpx.Request, response: httpx.Response) -> APIStatusError:
         """The exception for an error status, with the server's message and decoded body."""
         text = self._redact(response.text)
+        body: Any
         try:
             data = wire.ErrorData.model_validate_json(text)
         except ValidationError:

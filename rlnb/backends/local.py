@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -100,7 +100,7 @@ class LocalBackend:
         *,
         seed: int = 0,
         device: str | torch.device = "auto",
-        muon_scaling: str = "original",
+        muon_scaling: Literal["original", "match_adam"] = "original",
         num_generator_replicas: int = 1,
         checkpoint_dir: str | Path | None = None,
         resume_from: str | Path | None = None,
@@ -359,7 +359,7 @@ class LocalBackend:
             mask = x.get("weights", x.get("mask"))
             grads.append(torch.tensor(g.data) * ((mask != 0).float() if mask is not None else 1.0))
         lps = self._logprobs(self.trainer, seqs, [x["target_tokens"] for x in inputs])
-        surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
+        surrogate = torch.stack([(lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True)]).sum()
         surrogate.backward()  # d surrogate / d lp = g, so the model receives exactly the caller's gradients
         return wire.CustomForwardBackwardResult()
 
@@ -401,8 +401,8 @@ class LocalBackend:
         with torch.no_grad():
             for dst, src in zip(self.sampler.parameters(), self.trainer.parameters(), strict=True):
                 dst.copy_(src)
-            for dst, src in zip(self.sampler.buffers(), self.trainer.buffers(), strict=True):
-                dst.copy_(src)
+            for buf, src_buf in zip(self.sampler.buffers(), self.trainer.buffers(), strict=True):
+                buf.copy_(src_buf)
         self.weights_version = self.step
         return wire.WeightsSyncResult(weights_version=self.weights_version)
 
@@ -458,7 +458,7 @@ class LocalBackend:
         out: list[list[int]] = [[] for _ in range(n)]
         lps: list[list[float]] = [[] for _ in range(n)]
         done = [False] * n
-        reason = ["STOP_REASON_LENGTH"] * n
+        reason: list[wire.StopReason] = ["STOP_REASON_LENGTH"] * n
         for _ in range(max_tokens):
             logits = self.sampler(x)[:, -1, :].float().cpu()  # (n, V)
             logp = torch.log_softmax(logits, dim=-1)
@@ -544,7 +544,7 @@ class LocalBackend:
             raise ValueError(f"checkpoint {ckpt_id} has no {variant!r} variant")
         return [adapter]
 
-    def _resume(self, path: Path, load_optimizer: bool) -> None:
+    def _resume(self, path: Path, load_optimizer: bool | None) -> None:
         state = torch.load(path, map_location=self.device, weights_only=True)
         if state["type"] != "training" and self.lora is not None:
             raise ValueError("a LoRA session resumes from a training checkpoint, not an inference checkpoint")

@@ -33,7 +33,7 @@ class LoraSettings:
     @classmethod
     def from_config(cls, config: dict[str, Any] | bool) -> LoraSettings:
         """From a wire ``LoraConfig`` dict (unset fields take the defaults) or ``True``."""
-        if config is True:
+        if not isinstance(config, dict):
             return cls()
         given = {k: v for k, v in dict(config).items() if v is not None}
         unknown = set(given) - set(cls.__dataclass_fields__)

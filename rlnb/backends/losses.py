@@ -75,7 +75,7 @@ def validate(
 def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[str, Any]:
     """The params by the rules of ``spec.params`` (the wire model's bounds), defaults filled in."""
     given = {k: v for k, v in (params or {}).items() if v is not None}
-    fields = spec.params.model_fields if spec.params is not None else {}
+    fields: dict[str, Any] = dict(spec.params.model_fields) if spec.params is not None else {}
     for key in given:
         if key not in fields:
             raise InvalidLossInput(f"unknown param {key!r} for {spec.type} (allowed: {', '.join(fields) or 'none'})")

@@ -26,7 +26,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -318,7 +318,7 @@ class TrainerOptimizer:
                 if n not in self.momentum:
                     self.momentum[n] = torch.zeros_like(p)
             bufs = [self.momentum[n] for n, _ in live]
-            grad = torch.stack([p.grad for _, p in live])  # [k, rows, cols]
+            grad = torch.stack([cast(Tensor, p.grad) for _, p in live])  # [k, rows, cols]
             buf = torch.stack(bufs)  # [k, rows, cols]
             update = muon_update(grad, buf, hp["momentum"], int(hp["newton_schulz_steps"]), dtype=self.ns_dtype)
             for b, new in zip(bufs, buf.unbind(0), strict=True):  # the stacked buffer back into per-matrix state

@@ -207,7 +207,7 @@ class RemoteBackend:
                     "resume_from_checkpoint_id": resume_from_checkpoint_id, "load_optimizer": load_optimizer,
                 }  # fmt: skip  # only what was given is sent: unset means the server's default
                 info = client.create_session(
-                    wire.StartTrainingSessionRequest(**{k: v for k, v in fields.items() if v is not None})
+                    wire.StartTrainingSessionRequest.model_validate({k: v for k, v in fields.items() if v is not None})
                 )
                 created_session = info.id
                 log.info("started training session %s on %s", info.id, rid)

@@ -3,6 +3,7 @@ the one catalogue of short name → wire type → params → rlnb defaults → r
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeAlias
@@ -117,7 +118,7 @@ class LossSpec:
     type: LossType
     params_field: str | None
     """The ``LossConfig`` field that holds its params (None: the loss takes none)."""
-    params: type[_Model] | None
+    params: builtins.type[_Model] | None  # (``type`` is a field name in this class)
     """The params model; its field bounds are the only copy of the allowed ranges."""
     defaults: Mapping[str, Any]
     """rlnb's value for each param left unset (the service documents examples, not defaults)."""
