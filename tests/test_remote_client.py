@@ -879,3 +879,15 @@ def test_on_an_in_order_long_polling_server_only_the_oldest_operation_is_polled(
     assert all(r.url.params["wait"] and r.url.params["seen"].startswith(OPS) for r in gets)
     assert len(gets) <= 2 * len(ids)
     assert all(rec.statuses == ["PENDING", "RUNNING", "COMPLETED"] for rec in seen)
+
+
+def test_server_extensions_can_be_turned_off():
+    fake = FakeAPI(op_states=["PENDING", "RUNNING"])
+    fake.advertise = True
+    backend = backend_for(fake, server_extensions=False)
+    assert backend.client.features.long_poll_max_wait is None and not backend.client.features.in_order
+    seen = Recorder()
+    backend.submit("forward-backward", fb_body(), seen)
+    assert seen.done.wait(5)
+    backend.close()
+    assert all("wait" not in r.url.params for r in fake.calls("GET", "/operations/"))

@@ -148,6 +148,8 @@ class APIClient:
         max_retries / retry: the retry policy (``max_retries`` is a shortcut for ``RetryPolicy(max_retries)``).
         http_client / transport: inject an ``httpx.Client``, or a transport for a client built here
             (``httpx.MockTransport`` in tests). A given ``http_client`` is not closed by ``close()``.
+        server_extensions: use what the server advertises beyond Together's API (rlnb serve's long-poll
+            and in-order execution); False behaves exactly as against Together.
     """
 
     def __init__(
@@ -160,6 +162,7 @@ class APIClient:
         retry: RetryPolicy | None = None,
         http_client: httpx.Client | None = None,
         transport: httpx.BaseTransport | None = None,
+        server_extensions: bool = True,
     ):
         if http_client is not None and transport is not None:
             raise ValueError("pass http_client or transport, not both")
@@ -172,6 +175,7 @@ class APIClient:
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else httpx.Client(transport=transport, timeout=timeout)
         self.features = ServerFeatures()
+        self.server_extensions = server_extensions
 
     @property
     def max_retries(self) -> int:
@@ -315,6 +319,8 @@ class APIClient:
         )
 
     def _learn(self, response: httpx.Response) -> None:
+        if not self.server_extensions:
+            return
         wait = response.headers.get("rlnb-long-poll-max-wait")
         if wait is not None:
             with contextlib.suppress(ValueError):  # an unparsable header: no long-poll

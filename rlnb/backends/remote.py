@@ -130,6 +130,7 @@ class RemoteBackend:
         retry: RetryPolicy | None = None,
         http_client: httpx.Client | None = None,
         transport: httpx.BaseTransport | None = None,
+        server_extensions: bool = True,
         poll_min: float = POLL_MIN,
         poll_max: float = POLL_MAX,
         operation_timeout: float = OPERATION_TIMEOUT,
@@ -148,6 +149,8 @@ class RemoteBackend:
         interrupted while starting, what was created is stopped again. An ``optimizer`` that differs
         from an existing resource's raises ``ValueError``. Waiting polls quickly at first, backing
         off to ``poll_max``, for up to ``ready_timeout`` seconds each for resource and session.
+        ``server_extensions=False`` ignores what rlnb serve offers beyond Together's API (long-poll,
+        polling only the oldest operation): the client then behaves as against Together.
         """
         if optimizer is not None and optimizer not in wire.OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
@@ -163,7 +166,7 @@ class RemoteBackend:
         config = wire.optimizer_config(optimizer or "adam", muon_scaling) if session_id is None else None
         client = APIClient(
             base_url, api_key, timeout=timeout, max_retries=max_retries, retry=retry, http_client=http_client,
-            transport=transport,
+            transport=transport, server_extensions=server_extensions,
         )  # fmt: skip
 
         def wait(fetch: Callable[[], M], ready: str, dead: frozenset[str]) -> M:
