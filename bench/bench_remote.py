@@ -110,7 +110,7 @@ SEQ = list(b"the quick brown fox jumps over the lazy dog 0123456789")  # 55 byte
 
 
 # ---------------------------------------------------------------------------------------------
-# The server: ``rlnb.server.ServerProcess`` (as tests/conftest.py uses it), optionally through the probe
+# The server: ``rlnb.testing.ServerProcess`` (as tests/conftest.py uses it), optionally through the probe
 
 
 @contextmanager

@@ -123,7 +123,7 @@ def test_rlnb_serve_is_long_polled_oldest_first_with_at_most_two_gets_per_operat
             assert all(op.status == "TRAINING_OPERATION_STATUS_COMPLETED" for op in ops)
             assert counting.gets <= 2 * len(ops), counting.gets
             df = s.history.df
-            assert (df.queue_s >= 0).all() and (df.run_s > 0.04).all()  # RUNNING was seen for every operation
+            assert (df.queue_s >= 0).all() and (df.run_s > 0).all()  # RUNNING was seen for every operation
 
 
 def test_the_rlnb_client_sends_a_large_batch_through_the_side_channel(server):

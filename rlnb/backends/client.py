@@ -18,10 +18,8 @@ repr, log line or exception message, and server text is scrubbed of it too.
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import logging
 import os
-import random
 import time
 import uuid
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from rlnb import wire
 from rlnb._exceptions import APIConnectionError, APIError, APIStatusError, APITimeoutError, status_error_class
 from rlnb.backends import payloads
+from rlnb.backends.retry import RetryPolicy
 
 log = logging.getLogger("rlnb")
 
@@ -47,58 +46,6 @@ DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 """Per HTTP request (the SDK's): operations are asynchronous, so no request should take long."""
 
 M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """When to retry a request and how long to wait first: the one policy every request follows."""
-
-    max_retries: int = 5
-    """Retries after the first attempt (0 = never retry)."""
-    initial_delay: float = 0.5
-    """Backoff before retry n (0-based) is min(initial_delay * 2**n, max_delay) * a factor in (1 - jitter, 1]."""
-    max_delay: float = 8.0
-    jitter: float = 0.25
-    max_retry_after: float = 60.0
-    """A server's ``Retry-After`` is obeyed when 0 < value <= this; otherwise the backoff applies."""
-    statuses: frozenset[int] = frozenset({408, 409, 429})
-    """Retried besides every status >= 500: request timeout, lock conflict, rate limit / session cap."""
-
-    def __post_init__(self) -> None:
-        if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
-
-    def retryable(self, status_code: int) -> bool:
-        """Whether an error status is worth retrying when the server does not say (``x-should-retry``)."""
-        return status_code in self.statuses or status_code >= 500
-
-    def should_retry(self, response: httpx.Response) -> bool:
-        header = response.headers.get("x-should-retry")
-        if header in ("true", "false"):
-            return header == "true"
-        return self.retryable(response.status_code)
-
-    def delay(self, attempt: int, headers: httpx.Headers | None) -> float:
-        """Seconds before retry number ``attempt`` (0-based): ``retry-after-ms`` / ``Retry-After``
-        (seconds or an HTTP date) when 0 < value <= max_retry_after, else jittered backoff."""
-        asked = _retry_after(headers) if headers is not None else None
-        if asked is not None and 0 < asked <= self.max_retry_after:
-            return asked
-        return min(self.initial_delay * 2.0**attempt, self.max_delay) * (1 - self.jitter * random.random())
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds the server asked to wait, or None when it did not (or said nothing parsable)."""
-    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return float(value) * scale
-        except ValueError:
-            if name == "retry-after" and (when := email.utils.parsedate_tz(value)) is not None:
-                return email.utils.mktime_tz(when) - time.time()
-    return None
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 ``RemoteBackend.connect`` attaches to a session, or creates one (and its model resource) and waits until
 it runs. ``submit`` POSTs each operation before returning, so the server sees operations in submission
-order, and one ``Poller`` thread follows everything in flight, reporting each status change. HTTP, retries
-and the payload side channel live in ``rlnb.backends.client``; polling strategies in ``poller``.
+order, and one ``Poller`` thread follows everything in flight, reporting each status change. HTTP and the
+payload side channel live in ``rlnb.backends.client`` (retries: ``retry``); polling strategies in ``poller``.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ offline. Each training session is a ``LocalBackend``; model resources are READY 
 queue here) and stop after ``inactive_timeout`` seconds without activity, expiring their sessions.
 
 Layout: ``settings`` (every limit), ``models`` (served models), ``errors`` (``ServerError`` and the one
-error body), ``registry`` (all state, one lock, the one place backends are built), ``payloads`` (the
-large-body side channel), ``routes/`` (one router per resource, ``Depends`` for state and token),
+error body), ``registry`` (all state, one lock, the one place backends are built; ``ops``: its operations and
+checkpoints half), ``records`` (what it keeps per object, pagination), ``payloads`` (the large-body side
+channel), ``routes/`` (one router per resource, ``Depends`` for state and token),
 ``openapi``, ``app`` (``create_app``, ``serve``).
 
 Beyond Together's API it offers a long-poll (``GET .../operations/{kind}/{id}?wait=S``), advertised with
