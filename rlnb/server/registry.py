@@ -241,10 +241,10 @@ class Registry(OperationsMixin):
             snapshot = res.model_copy(deep=True)
         try:
             backend = make_backend(self.settings, snapshot, lora, resume, req.load_optimizer)
-        except (ValueError, RuntimeError) as exc:
+        except BaseException as exc:  # never leave a CREATING session holding a slot of the cap
             with self.lock:
                 del self.sessions[rec.id]
-            if isinstance(exc, RuntimeError) and resume is None:
+            if not isinstance(exc, ValueError | RuntimeError) or (isinstance(exc, RuntimeError) and resume is None):
                 raise
             if resume is not None:  # torch's load_state_dict: the checkpoint's weights do not fit
                 detail = " ".join(str(exc).split())[:300]
