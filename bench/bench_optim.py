@@ -54,11 +54,11 @@ def contenders(model: nn.Module, vocab_size: int) -> dict[str, tuple[nn.Module, 
     out["torch adamw"] = m, torch_adam
 
     m = copy.deepcopy(model)
-    ours_muon = TrainerOptimizer(m, "muon", vocab_size=vocab_size)
+    ours_muon = TrainerOptimizer(m, "muon")
     out["ours muon"] = m, lambda: ours_muon.step(MUON)
 
     m = copy.deepcopy(model)
-    split = TrainerOptimizer(m, "muon", vocab_size=vocab_size).split  # the same matrices go to Muon
+    split = TrainerOptimizer(m, "muon").split  # the same matrices go to Muon
     muon = torch.optim.Muon([p for _, p in split.muon], lr=0.02, weight_decay=0.1, momentum=0.95)
     rest = torch.optim.AdamW([p for _, p in split.adam], lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
 

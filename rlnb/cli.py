@@ -1,6 +1,6 @@
 """``rlnb`` command line: a thin layer over the public API.
 
-rlnb demo [--optimizer adam|muon] [--steps N] [--out DIR]   the RL loop on the in-process backend
+rlnb demo [--optimizer adam|muon] [--steps N] [--model tiny|small|PATH_OR_ID]  the RL loop, in process
 rlnb serve [--host 127.0.0.1] [--port 8000] [--token TOKEN]  a Together-compatible local server
 """
 
@@ -23,22 +23,43 @@ DEMO_PARAMS: dict[str, dict[str, Any]] = {
 
 
 def demo(
-    optimizer: str = "adam", steps: int = 40, out: str | Path = "rlnb-demo", seed: int = 0, device: str = "auto"
+    optimizer: str = "adam",
+    steps: int = 40,
+    out: str | Path = "rlnb-demo",
+    seed: int = 0,
+    device: str = "auto",
+    model: str = "tiny",
+    lr: float | None = None,
+    lora: int = 0,
+    dtype: str = "auto",
 ) -> int:
-    """Train the built-in model on the digits task with GRPO; print a table, write CSV + PNG, and keep
-    the run folder (``out/run``, loadable with ``rlnb.History.load``)."""
+    """Train ``model`` (built-in, or a Hugging Face directory / cached hub id) on the digits task with
+    GRPO; print a table, write CSV + PNG, and keep the run folder (``out/run``, loadable with
+    ``rlnb.History.load``). ``lr`` replaces the learning rate (Muon's for a Muon run); ``lora`` > 0
+    trains a LoRA adapter of that rank instead of all weights."""
     import rlnb
     from rlnb import plots
     from rlnb.tasks import digits_task, rl_step
 
     task = digits_task()
-    params = (rlnb.AdamParams if optimizer == "adam" else rlnb.MuonParams).from_dict(DEMO_PARAMS[optimizer])
+    values = dict(DEMO_PARAMS[optimizer])
+    if lr is not None:
+        values["learning_rate"] = lr
+    params = (rlnb.AdamParams if optimizer == "adam" else rlnb.MuonParams).from_dict(values)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    print(f"rlnb demo: task={task.name} optimizer={optimizer} steps={steps} params={params.request_body()}")
+    adapter = {"rank": lora, "alpha": 2 * lora} if lora else None
+    options: dict[str, Any] = {"model": model, "dtype": dtype, "lora": adapter}
+    session = rlnb.connect(
+        "local", optimizer=optimizer, seed=seed, device=device, runs_dir=out, run_id="run", **options
+    )
+    print(
+        f"rlnb demo: task={task.name} model={model} optimizer={optimizer} steps={steps} "
+        f"params={params.request_body()}{f' lora rank {lora}' if lora else ''}"
+    )
     print(f"{'step':>4}  {'loss':>8}  {'reward':>6}  {'grad norm':>9}  {'time':>6}  status")
     start = time.perf_counter()
-    with rlnb.connect("local", optimizer=optimizer, seed=seed, device=device, runs_dir=out, run_id="run") as session:
+    with session:
         for i in range(steps):
             try:
                 r = rl_step(session, task, params, seed=seed * 100_003 + i)
@@ -75,6 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_demo.add_argument("--out", default="rlnb-demo", help="folder for history.csv, rewards.csv and demo.png")
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda")
+    p_demo.add_argument(
+        "--model", default="tiny", help="tiny, small, or a Hugging Face model directory / hub id in the local cache"
+    )
+    p_demo.add_argument("--lr", type=float, default=None, help="learning rate (default: tuned for the built-ins)")
+    p_demo.add_argument("--lora", type=int, default=0, metavar="RANK", help="train a LoRA adapter of this rank")
+    p_demo.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     p_serve = sub.add_parser("serve", help="serve the Together RL API on the in-process backend")
     p_serve.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     p_serve.add_argument("--port", type=int, default=8000)
@@ -109,7 +136,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         if args.steps < 1:
             parser.error(f"--steps must be >= 1, got {args.steps}")
-        return demo(args.optimizer, args.steps, args.out, args.seed, args.device)
+        if args.lora < 0:
+            parser.error(f"--lora must be >= 0 (0 = train all weights), got {args.lora}")
+        if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
+            parser.error(f"--lr must be a finite number > 0, got {args.lr}")
+        try:
+            return demo(
+                args.optimizer, args.steps, args.out, args.seed, args.device, args.model, args.lr, args.lora, args.dtype
+            )
+        except (ValueError, ImportError) as exc:  # a model that cannot load, a device that is not there
+            print(f"rlnb demo: {exc}", file=sys.stderr)
+            return 2
     return 2
 
 

@@ -12,7 +12,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Generator
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from rlnb import wire
 from rlnb._exceptions import OperationFailed, OperationTimeout
@@ -24,8 +24,14 @@ class Operation(Generic[T]):
     """One operation of a session. ``result()`` returns the kind's wire output model
     (e.g. ``wire.ForwardBackwardResult``) or raises ``OperationFailed``."""
 
-    def __init__(self, kind: str, on_update: Callable[[wire.Operation[Any], float], None] | None = None):
+    def __init__(
+        self,
+        kind: str,
+        on_update: Callable[[wire.Operation[Any], float], None] | None = None,
+        transform: Callable[[Any], T] | None = None,
+    ):
         self.kind = kind
+        self._transform = transform
         self.id = ""
         self.submitted_at = time.time()
         self._env: wire.Operation[Any] = wire.Operation(id="", status=wire.STATUS_PENDING)
@@ -74,7 +80,14 @@ class Operation(Generic[T]):
             if self._on_update is not None:
                 self._on_update(env, at)
             if env.status == wire.STATUS_COMPLETED:
-                self._future.set_result(cast(T, env.output))
+                output: Any = env.output
+                if self._transform is not None and output is not None:
+                    try:
+                        output = self._transform(output)
+                    except Exception as exc:  # noqa: BLE001 - reaches the caller of result(), not the backend
+                        self._future.set_exception(exc)
+                        return
+                self._future.set_result(output)
             elif env.status == wire.STATUS_FAILED:
                 err = env.error or wire.OperationError()
                 failure = OperationFailed(err.code, err.message, operation_id=env.id, kind=self.kind)

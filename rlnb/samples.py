@@ -1,4 +1,4 @@
-"""Build wire ``Sample``s from plain token lists.
+"""Build wire ``Sample``s from plain token lists, or from text with a tokenizer.
 
 The API's position convention: ``model_input = (prompt + response)[:-1]`` and slot ``i`` of every
 loss tensor describes the token predicted at position ``i``, i.e. ``(prompt + response)[i + 1]``.
@@ -8,8 +8,10 @@ These helpers do that shift so notebook code can think in whole sequences.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rlnb import wire
+from rlnb.text import Message, as_codec, to_tokens
 
 
 def _tensor(data: Sequence[float], dtype: wire.TensorDType) -> wire.TensorData:
@@ -70,3 +72,35 @@ def policy(
             raise ValueError(f"reference_logprobs has {len(reference_logprobs)} entries for {n} completion tokens")
         inputs["reference_logprobs"] = _tensor([0.0] * pad + list(reference_logprobs), "float32")
     return wire.Sample(model_input=wire.ModelInput.from_tokens(tokens[:-1]), loss_fn_inputs=inputs)
+
+
+def from_text(tokenizer: Any, prompt: str | Sequence[Message], completion: str, *, eos: bool = False) -> wire.Sample:
+    """A supervised sample that trains on ``completion`` only, given ``prompt`` (text or chat messages).
+
+    ``tokenizer`` is a Session, a Hugging Face tokenizer or None (bytes). The two parts are tokenized
+    separately and joined, so the prompt's tokens are exactly what ``Session.sample`` would send;
+    the completion gets no special tokens except, with ``eos``, the tokenizer's EOS at the end.
+    """
+    codec = as_codec(tokenizer)
+    head = to_tokens(codec, prompt)
+    tail = codec.encode(completion, special=False)
+    if eos:
+        if not codec.eos_token_ids:
+            raise ValueError("eos=True, but this tokenizer has no EOS token")
+        tail.append(codec.eos_token_ids[0])
+    if not head or not tail:
+        raise ValueError("prompt and completion must both encode to at least one token")
+    return cross_entropy(head + tail, [0.0] * len(head) + [1.0] * len(tail))
+
+
+def from_chat(tokenizer: Any, messages: Sequence[Message]) -> wire.Sample:
+    """A supervised sample from a conversation: trains on the last message (the assistant's turn, with the
+    chat template's end-of-turn tokens), given everything before it."""
+    codec = as_codec(tokenizer)
+    if len(messages) < 2 or messages[-1].get("role") != "assistant":
+        raise ValueError("messages must end with an assistant message, after at least one other")
+    head = codec.chat(messages[:-1], add_generation_prompt=True)
+    full = codec.chat(messages, add_generation_prompt=False)
+    if full[: len(head)] != head or len(full) == len(head):
+        raise ValueError("the chat template does not render the conversation as its prompt plus the last turn")
+    return cross_entropy(full, [0.0] * len(head) + [1.0] * (len(full) - len(head)))

@@ -7,9 +7,12 @@ sent. Every operation is recorded in ``session.history``.
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
-from collections.abc import Sequence
+import weakref
+from collections import deque
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -19,6 +22,10 @@ from rlnb.backends import Backend
 from rlnb.history import History
 from rlnb.operation import Operation
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.text import ByteCodec, Codec, Message, TokenizerCodec, to_tokens
+
+Prompt = str | Sequence[int] | Sequence[Message]
+"""A prompt: text, token ids, or chat messages (``[{"role": "user", "content": "..."}]``)."""
 
 
 class Session:
@@ -26,7 +33,8 @@ class Session:
 
     ``history`` records every operation, on disk under ``<runs_dir>/<run_id>/`` (default
     ``./rlnb-runs/<timestamp-optimizer-id>``; ``record=False`` keeps it in memory only); ``step`` is the
-    session's optimizer-step count.
+    session's optimizer-step count. ``codec`` turns text into tokens and back: the local model's
+    tokenizer (bytes for the built-in models), or ``tokenizer=`` given to ``connect`` for a remote one.
     """
 
     def __init__(
@@ -37,8 +45,10 @@ class Session:
         runs_dir: str | Path | None = None,
         run_id: str | None = None,
         record: bool = True,
+        codec: Codec | None = None,
     ):
         self.backend = backend
+        self.codec: Codec | None = codec or getattr(backend, "codec", None)
         if history is None:
             config = backend.config()
             history = History.create(config, runs_dir, run_id) if record else History(config=config)
@@ -50,7 +60,8 @@ class Session:
         self._steps_submitted = int(info.step)
         self._closed = False
         self._lock = threading.Lock()
-        self._pending: list[Operation[Any]] = []
+        self._pending: deque[Operation[Any]] = deque()
+        _OPEN.add(self)
 
     def __repr__(self) -> str:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
@@ -60,6 +71,28 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def tokenizer(self) -> Any:
+        """The Hugging Face tokenizer of this session's model; None for the byte-level built-in models."""
+        return self.codec.tokenizer if self.codec is not None else None
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        """Token ids of text, of chat messages (the tokenizer's chat template, with the generation
+        prompt), or of token ids (unchanged; no tokenizer needed for those, e.g. on Together)."""
+        if _is_token_list(prompt):
+            return [int(t) for t in cast(Sequence[int], prompt)]
+        return to_tokens(self._text_codec(), prompt)
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self._text_codec().decode(tokens)
+
+    def _text_codec(self) -> Codec:
+        if self.codec is None:
+            raise ValueError(
+                f"session {self.id} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
+            )
+        return self.codec
 
     @property
     def step(self) -> int:
@@ -74,22 +107,27 @@ class Session:
         """Stop the session. Operations not yet finished end FAILED (SESSION_NOT_ACTIVE), and are
         recorded as such before the run's files are closed."""
         self._closed = True
+        _OPEN.discard(self)
         self.backend.close()
         self.history.close()
 
     # -- operations ------------------------------------------------------------------------------
 
-    def _submit(self, kind: str, body: wire._Model | None, params: dict[str, Any] | None = None) -> Operation[Any]:
+    def _submit(
+        self, kind: str, body: wire._Model | None, params: dict[str, Any] | None = None, transform: Any = None
+    ) -> Operation[Any]:
         if self._closed:
             raise SessionClosed(f"session {self.id} is closed")
         with self._lock:  # one order for the step counter, the history and the backend queue
-            op: Operation[Any] = Operation(kind)
+            op: Operation[Any] = Operation(kind, transform=transform)
             rec = self.history.new(kind, self._steps_submitted, params, at=op.submitted_at)
             op._on_update = lambda env, at: self.history.update(rec, env, at)
             self.backend.submit(kind, body, op._update)  # a refused submission raises here, recorded FAILED
             if kind == "optim-step":
                 self._steps_submitted += 1
-            self._pending = [p for p in self._pending if not p.done()] + [op]
+            while self._pending and self._pending[0].done():  # operations end in order: O(1) amortised
+                self._pending.popleft()
+            self._pending.append(op)
         return op
 
     def wait(self, timeout: float | None = None) -> None:
@@ -119,8 +157,15 @@ class Session:
         ``rlnb.samples.policy``. ``loss`` is a short name (``"grpo"``), a wire type or a LossConfig;
         ``loss_params`` fills the loss's params object (``{"beta": 0.1}``).
         """
+        batch = [s if isinstance(s, wire.Sample) else wire.Sample.model_validate(s) for s in samples]
+        context = getattr(self.backend, "context_length", None)
+        for i, s in enumerate(batch):
+            if context is not None and len(s.model_input.tokens) > context:
+                raise ValueError(
+                    f"samples[{i}] has {len(s.model_input.tokens)} tokens, more than the model's context of {context}"
+                )
         body = wire.ForwardBackwardBody(
-            samples=[s if isinstance(s, wire.Sample) else wire.Sample.model_validate(s) for s in samples],
+            samples=batch,
             loss=wire.loss_config(loss, loss_params),
             forward_only=forward_only or None,
             return_loss_fn_outputs=return_loss_fn_outputs or None,
@@ -156,7 +201,7 @@ class Session:
 
     def sample(
         self,
-        prompts: Sequence[Sequence[int]] | Sequence[int],
+        prompts: Prompt | Sequence[Prompt],
         num_samples: int = 1,
         max_tokens: int | None = None,
         temperature: float = 1.0,
@@ -169,12 +214,25 @@ class Session:
         topk_prompt_logprobs: int = 0,
     ) -> Operation[wire.SampleOutput]:
         """Generate ``num_samples`` completions per prompt from the sampler's weights (the version
-        last published by ``weights_sync``). ``prompts`` is a list of token lists (or one list)."""
-        rows = [prompts] if prompts and isinstance(prompts[0], int) else prompts
+        last published by ``weights_sync``).
+
+        ``prompts`` is one prompt or a list of them; a prompt is text, token ids, or chat messages
+        (encoded with the session's tokenizer and chat template). ``stop`` strings and the tokenizer's
+        EOS end a sequence. Each sampled sequence carries ``.text``, its tokens decoded, when the
+        session has a tokenizer (or is byte-level)."""
+        batch = _prompt_list(prompts)
+        tokens = [self.encode(p) for p in batch]
+        context: int | None = getattr(self.backend, "context_length", None)
+        for i, t in enumerate(tokens if context is not None else []):
+            assert context is not None
+            if len(t) > context:
+                raise ValueError(f"prompt {i} has {len(t)} tokens, more than the model's context of {context}")
+            if max_tokens is not None and len(t) + max_tokens > context:
+                raise ValueError(
+                    f"prompt {i}: {len(t)} tokens + max_tokens {max_tokens} exceed the model's context of {context}"
+                )
         body = wire.SampleBody(
-            model_inputs=[
-                wire.ModelInput.from_tokens([int(t) for t in p]) for p in cast(Sequence[Sequence[int]], rows)
-            ],
+            model_inputs=[wire.ModelInput.from_tokens(t) for t in tokens],
             num_samples=num_samples,
             sampling_params=wire.SamplingParams(
                 max_tokens=max_tokens,
@@ -187,7 +245,14 @@ class Session:
             prompt_logprobs=prompt_logprobs or None,
             topk_prompt_logprobs=topk_prompt_logprobs or None,
         )
-        return self._submit("sample", body)
+        return self._submit("sample", body, transform=self._decoded if self.codec is not None else None)
+
+    def _decoded(self, out: wire.SampleOutput) -> wire.SampleOutput:
+        assert self.codec is not None
+        for result in out.results:
+            for seq in result.sequences:
+                seq.text = self.codec.decode(seq.tokens)
+        return out
 
     def save_training_checkpoint(self) -> Operation[wire.TrainingCheckpointResult]:
         """Save weights, optimizer state and step, to resume or fork from later."""
@@ -196,6 +261,34 @@ class Session:
     def save_inference_checkpoint(self) -> Operation[wire.InferenceCheckpointResult]:
         """Save the current weights for serving or download."""
         return self._submit("inference-checkpoint", None)
+
+
+def _is_token_list(p: Any) -> bool:
+    return not isinstance(p, str) and bool(p) and all(isinstance(t, int) and not isinstance(t, bool) for t in p)
+
+
+def _prompt_list(prompts: Any) -> list[Prompt]:
+    """One prompt or many, as a list of prompts."""
+    if isinstance(prompts, str) or _is_token_list(prompts):
+        return [prompts]
+    items = list(prompts)
+    if items and all(isinstance(m, Mapping) for m in items):
+        return [items]  # one conversation
+    return items
+
+
+_OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_sessions() -> None:
+    """Interpreter exit with operations in flight: stop each session (the running operation finishes or
+    stops between tokens, the rest fail SESSION_NOT_ACTIVE), record that, and close its run files."""
+    for session in list(_OPEN):
+        try:
+            session.close()
+        except Exception:  # noqa: BLE001, S110 - exit goes on: one session's failure must not hide the others
+            continue
 
 
 def connect(
@@ -223,6 +316,7 @@ def connect(
     if optimizer is not None and optimizer not in wire.OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
     kind = optimizer  # narrowed to wire.OptimizerKind | None by the check above
+    recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record}
     if target == "local":
         from rlnb.backends.local import LocalBackend
 
@@ -230,11 +324,25 @@ def connect(
     elif target.startswith(("http://", "https://")):
         from rlnb.backends.remote import RemoteBackend
 
+        tokenizer = options.pop("tokenizer", None)
         backend = RemoteBackend.connect(target, optimizer=kind, **options)
+        if tokenizer is not None:
+            recording["codec"] = TokenizerCodec(_tokenizer(tokenizer))
+        elif str(backend.session().base_model).startswith("rlnb/"):
+            recording["codec"] = ByteCodec()  # rlnb serve's built-in models are byte-level
     else:
         raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
     try:
-        return Session(backend, history, runs_dir=runs_dir, run_id=run_id, record=record)
+        return Session(backend, history, **recording)
     except BaseException:
         backend.close()
         raise
+
+
+def _tokenizer(tokenizer: Any) -> Any:
+    """A tokenizer object, or one loaded from a local directory / cached hub id."""
+    if not isinstance(tokenizer, str):
+        return tokenizer
+    from rlnb.backends import hf
+
+    return hf.require_transformers().AutoTokenizer.from_pretrained(hf.resolve(tokenizer))

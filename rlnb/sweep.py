@@ -167,7 +167,7 @@ def sweep(
     *,
     seeds: Sequence[int] = (0,),
     steps: int = 20,
-    task: Task | Callable[[list[int], list[int]], float] | None = None,
+    task: Task | Callable[[str, str], float] | None = None,
     target: str = "local",
     max_concurrent: int = 1,
     schedule: Schedule | None = None,

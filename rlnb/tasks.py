@@ -1,8 +1,9 @@
 """Toy RL tasks small enough to learn in a minute on two CPU cores, and one RL step.
 
-The built-in model speaks bytes, so a task is a few text prompts plus a reward on the sampled
-bytes. ``rl_step`` runs the loop the API is made for: sample → reward → GRPO forward-backward →
-optim-step → weights-sync.
+A task is a few prompts plus a reward on the decoded completion, so the same task runs on the
+byte-level built-in models and on any Hugging Face model with its tokenizer (the session's codec
+turns text into tokens and back). ``rl_step`` runs the loop the API is made for: sample → reward →
+GRPO forward-backward → optim-step → weights-sync.
 """
 
 from __future__ import annotations
@@ -14,32 +15,33 @@ from typing import Any
 
 from rlnb import samples
 from rlnb.params import OptimizerParams
-from rlnb.session import Session
+from rlnb.session import Prompt, Session
 
 
-def _digit_fraction(text: bytes) -> float:
-    return sum(48 <= b <= 57 for b in text) / max(len(text), 1)
+def digit_fraction(text: str) -> float:
+    """Fraction of the characters of ``text`` that are the digits 0-9 (0 for empty text)."""
+    return sum("0" <= c <= "9" for c in text) / max(len(text), 1)
 
 
 @dataclass
 class Task:
-    """Prompts (token lists) and a reward on a completion's tokens, in [0, 1]."""
+    """Prompts (text, token ids or chat messages) and a reward in [0, 1] on the decoded completion."""
 
     name: str
-    prompts: list[list[int]]
-    reward: Callable[[list[int], list[int]], float]
-    """``reward(prompt_tokens, completion_tokens) -> float``."""
+    prompts: list[Prompt]
+    reward: Callable[[str, str], float]
+    """``reward(prompt_text, completion_text) -> float``."""
     max_tokens: int = 8
 
 
 def digits_task() -> Task:
-    """Answer in digits: the reward is the fraction of completion bytes that are ASCII digits.
+    """Answer in digits: the reward is the fraction of the decoded completion's characters that are digits.
 
     A fresh byte-level model emits a digit about 4% of the time (10 of 256 bytes), so the reward
     starts near 0.04 and a working RL loop drives it towards 1.
     """
-    prompts = [list(p.encode()) for p in ("n=", "x: ", "id ", "pin:", "code ", "num=")]
-    return Task("digits", prompts, lambda _prompt, completion: _digit_fraction(bytes(completion)))
+    prompts: list[Prompt] = ["n=", "x: ", "id ", "pin:", "code ", "num="]
+    return Task("digits", prompts, lambda _prompt, completion: digit_fraction(completion))
 
 
 @dataclass
@@ -74,15 +76,18 @@ def rl_step(
 ) -> StepReport:
     """One RL step. Waits only for the samples; forward-backward, optim-step and weights-sync are
     submitted back to back and pipeline on the session's queue."""
+    prompts = [session.encode(p) for p in task.prompts]
     sampled = session.sample(
-        task.prompts, num_samples=group_size, max_tokens=task.max_tokens, temperature=temperature, seed=seed
+        prompts, num_samples=group_size, max_tokens=task.max_tokens, temperature=temperature, seed=seed
     ).result()
     batch, rewards = [], []
-    for prompt, result in zip(task.prompts, sampled.results, strict=True):
-        group = [task.reward(prompt, list(seq.tokens)) for seq in result.sequences]
+    for ids, result in zip(prompts, sampled.results, strict=True):
+        text = session.decode(ids)
+        group = [task.reward(text, seq.text if seq.text is not None else session.decode(seq.tokens))
+                 for seq in result.sequences]
         rewards.extend(group)
         for seq, adv in zip(result.sequences, group_advantages(group), strict=True):
-            batch.append(samples.policy(prompt, list(seq.tokens), seq.logprobs or [], adv))
+            batch.append(samples.policy(ids, list(seq.tokens), seq.logprobs or [], adv))
     fb = session.forward_backward(batch, loss, loss_params)
     opt = session.optim_step(params)
     session.weights_sync()

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb import wire
 from rlnb.backends import Listener
+from rlnb.text import ByteCodec
 
 # ---------------------------------------------------------------------------------------------
 # FakeBackend
@@ -46,8 +47,11 @@ class FakeBackend:
         fail: which operations fail: ``{"optim-step": "NON_FINITE_LOSS"}`` or a ``Failure`` callable.
 
     Sampling returns ``max_tokens`` (default 4) pseudo-random bytes per sequence, reproducible from the
-    ``seed``, each with logprob -1. ``submitted`` lists every ``(kind, body)`` in order.
+    ``seed``, each with logprob -1; text is byte-level (``codec``), as on the built-in models.
+    ``submitted`` lists every ``(kind, body)`` in order.
     """
+
+    codec = ByteCodec()
 
     def __init__(
         self,

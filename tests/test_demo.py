@@ -1,5 +1,6 @@
 """`rlnb demo` end to end, briefly, as a person runs it."""
 
+import os
 import subprocess
 import sys
 
@@ -33,3 +34,24 @@ def test_demo_runs_and_writes_history_and_plot(tmp_path):
 def test_demo_rejects_bad_arguments():
     proc = subprocess.run([sys.executable, "-m", "rlnb.cli", "demo", "--steps", "0"], capture_output=True, text=True)
     assert proc.returncode == 2 and "--steps must be >= 1" in proc.stderr
+
+
+def test_demo_on_a_hugging_face_model_with_lora(hf_dirs, tmp_path):
+    out = tmp_path / "demo"
+    cmd = [sys.executable, "-m", "rlnb.cli", "demo", "--steps", "3", "--model", hf_dirs["qwen3"], "--lora", "4",
+           "--optimizer", "muon", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"model={hf_dirs['qwen3']}" in proc.stdout and "lora rank 4" in proc.stdout
+    rows = [ln.split() for ln in proc.stdout.splitlines()[2:5]]
+    assert [r[0] for r in rows] == ["1", "2", "3"] and all(r[-1] == "COMPLETED" for r in rows)
+    config = rlnb.History.load(out / "run").config
+    assert config["model_kind"] == "hf" and config["lora"]["rank"] == 4
+
+
+def test_demo_names_a_model_it_cannot_find(tmp_path):
+    cmd = [sys.executable, "-m", "rlnb.cli", "demo", "--model", "nobody/no-such-model", "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HF_HUB_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 2
+    assert "'nobody/no-such-model'" in proc.stderr and "hf download nobody/no-such-model" in proc.stderr

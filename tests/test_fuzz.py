@@ -62,7 +62,7 @@ KINDS = tuple(wire.REQUEST_TYPES)  # every operation kind
 PRESIGNED = {
     ("PUT", "/v1/rl/payloads/{payload_id}"),
     ("GET", "/v1/rl/payloads/{payload_id}"),
-    ("GET", "/v1/rl/checkpoints/{checkpoint_id}/files/{filename}"),
+    ("GET", "/v1/rl/checkpoints/{checkpoint_id}/files/{kind}/{filename}"),
 }
 """Routes behind presigned URLs: a signature in the query instead of the token (403 without it)."""
 
@@ -128,7 +128,7 @@ class World:
         if "{payload_id}" in path:
             params["payload_id"] = self.payload
         if "{filename}" in path:
-            params["filename"] = f"{self.checkpoints[0]}.pt"
+            params["kind"], params["filename"] = "merged", "config.json"
         if "{operation_id}" in path:
             kind = re.search(r"/operations/([a-z-]+)/", path).group(1)  # type: ignore[union-attr]
             params["operation_id"] = self.op_ids[kind]

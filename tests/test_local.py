@@ -218,9 +218,21 @@ def test_seed_determinism():
     assert ta == tb
 
 
+class Letters:
+    """A stand-in tokenizer: token t reads as one capital letter."""
+
+    eos_token_id = None
+
+    def encode(self, text):
+        return [ord(c) - 65 for c in text]
+
+    def decode(self, tokens, skip_special_tokens=False):
+        return "".join(chr(65 + t % 26) for t in tokens)
+
+
 def test_sampling_params():
-    letters = lambda toks: "".join(chr(65 + t % 26) for t in toks)  # noqa: E731 - a stand-in tokenizer
-    with local_session(model="tiny", seed=2, decode=letters) as s:
+    letters = Letters().decode
+    with local_session(model="tiny", seed=2, tokenizer=Letters()) as s:
         greedy = s.sample([list(b"hi")], num_samples=2, max_tokens=5, temperature=0).result().results[0]
         top1 = s.sample([list(b"hi")], num_samples=2, max_tokens=5, top_k=1, seed=1).result().results[0]
         assert greedy.sequences[0].tokens == greedy.sequences[1].tokens == top1.sequences[0].tokens
@@ -278,13 +290,23 @@ def test_checkpoint_resume_gives_the_same_next_step(tmp_path):
         assert not states_equal(never_stopped, params_of(cold.backend.trainer))
 
 
-def test_inference_checkpoint_holds_the_weights(tmp_path):
+def test_inference_checkpoint_is_a_model_transformers_loads(tmp_path):
+    """The built-in model's inference checkpoint is a GPT-2 checkpoint with the same logits."""
+    transformers = pytest.importorskip("transformers")
     with local_session(model="tiny", checkpoint_dir=tmp_path) as s:
+        s.forward_backward([samples.cross_entropy(list(b"hello"))])
+        s.optim_step(rlnb.AdamParams(learning_rate=0.01))
         ckpt = s.save_inference_checkpoint().result().checkpoint
-        saved = torch.load(s.backend.checkpoint_path(ckpt.id), weights_only=True)
-        assert states_equal(saved["model"], params_of(s.backend.trainer))
+        folder = s.backend.checkpoint_path(ckpt.id)
+        loaded = transformers.AutoModelForCausalLM.from_pretrained(folder / "merged").eval()
+        ids = torch.tensor([list(b"some bytes")])
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(ids).logits, s.backend.trainer(ids), atol=1e-5, rtol=0)
         with pytest.raises(ValueError, match="load_optimizer"):
-            LocalBackend(model="tiny", resume_from=s.backend.checkpoint_path(ckpt.id), load_optimizer=True)
+            LocalBackend(model="tiny", resume_from=folder, load_optimizer=True)
+        resumed = LocalBackend(model="tiny", resume_from=folder, seed=5)
+        assert states_equal(params_of(resumed.trainer), params_of(s.backend.trainer))
+        resumed.close()
 
 
 def test_statuses_are_observed_in_order_and_submission_never_waits():
@@ -423,10 +445,11 @@ def test_custom_forward_backward_backpropagates_the_given_gradients():
 def test_user_module_with_batched_input_and_tiny_transformer_config():
     model = TinyTransformer(TinyConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16))
     with local_session(model=model) as s:
-        assert s.backend.vocab_size == 50 and s.backend.block_size == 16
+        assert s.backend.vocab_size == 50 and s.backend.context_length == 16
         assert s.forward_backward([samples.cross_entropy([1, 2, 3, 49])]).result().loss > 0
-        with pytest.raises(rlnb.OperationFailed, match="context"):
-            s.forward_backward([samples.cross_entropy(list(range(20)))]).result()
+        with pytest.raises(ValueError, match="samples\\[0\\] has 19 tokens, more than the model's context of 16"):
+            s.forward_backward([samples.cross_entropy(list(range(20)))])
+        assert len(s.history) == 1  # refused before it was submitted
 
 
 def test_sample_limits_fail_invalid_input_not_internal_error():

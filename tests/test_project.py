@@ -28,6 +28,7 @@ def test_all_is_complete_and_classes_live_in_rlnb():
         "sweep",
         "tasks",
         "testing",
+        "text",
         "widgets",
         "wire",
     }
@@ -66,6 +67,7 @@ def test_environment_yml_mirrors_the_pip_install():
 
 ORDER = [
     "wire",
+    "text",
     "_exceptions",
     "params",
     "schedule",
@@ -100,7 +102,7 @@ def _rlnb_imports(path: Path) -> set[str]:
 def test_modules_only_import_earlier_modules():
     """Data flows one way: wire → params → session → backend → history → plots (style.md)."""
     rank = {name: i for i, name in enumerate(ORDER)}
-    rank["samples"] = rank["wire"]  # samples only builds wire models
+    rank["samples"] = rank["text"]  # samples only builds wire models (from tokens or text)
     for path in sorted((ROOT / "rlnb").rglob("*.py")):
         rel = path.relative_to(ROOT / "rlnb")
         me = rel.parts[0].removesuffix(".py")

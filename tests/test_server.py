@@ -1,7 +1,6 @@
 """`rlnb serve`'s routes in process (FastAPI TestClient): the R-new paths, errors, idempotency, caps,
 checkpoints, LoRA. The wire itself is tested over real loopback HTTP in test_remote_server / test_sdk."""
 
-import io
 from collections.abc import Iterator
 
 import pytest
@@ -227,16 +226,20 @@ def test_lora_resource_trains_only_adapters_and_serves_both_variants(c):
     second = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])["output"]["checkpoint"]
     assert second["step"] == "1"
 
-    def fetch(cid, variant):
-        d = c.get(f"/checkpoints/{cid}/download", params={"variant": variant}).json()["data"][0]
+    def fetch(cid, variant, name):
+        files = c.get(f"/checkpoints/{cid}/download", params={"variant": variant}).json()["data"]
+        d = next(f for f in files if f["filename"] == name)
         raw = c.get(d["url"]).content  # presigned: no Authorization header
         assert len(raw) == int(d["size"])
-        return torch.load(io.BytesIO(raw), weights_only=True)
+        from safetensors.torch import load
 
-    a, b = fetch(first["id"], "CHECKPOINT_VARIANT_MERGED"), fetch(second["id"], "CHECKPOINT_VARIANT_MERGED")
-    assert "lm_head.weight" in a["model"] and not any("lora" in k for k in a["model"])
-    assert any(not torch.equal(a["model"][k], b["model"][k]) for k in a["model"])  # merged weights moved
-    adapter = fetch(second["id"], "CHECKPOINT_VARIANT_ADAPTER")["adapter"]
+        return load(raw)
+
+    a = fetch(first["id"], "CHECKPOINT_VARIANT_MERGED", "model.safetensors")
+    b = fetch(second["id"], "CHECKPOINT_VARIANT_MERGED", "model.safetensors")
+    assert "lm_head.weight" in a and not any("lora" in k for k in a)
+    assert any(not torch.equal(a[k], b[k]) for k in a)  # merged weights moved
+    adapter = fetch(second["id"], "CHECKPOINT_VARIANT_ADAPTER", "adapter_model.safetensors")
     assert adapter and all("lora_" in k for k in adapter)
     listed = c.get("/checkpoints", params={"session_id": sid, "type": "CHECKPOINT_TYPE_INFERENCE"}).json()["data"]
     assert [x["id"] for x in listed] == [second["id"], first["id"]] and listed[0]["lora_rank"] == 4

@@ -2,7 +2,6 @@
 optional gradient dtype, stable cursors, LoRA seeds, extend-expiry, inactivity expiry, checkpoint
 variants, the long-poll extension. Each test fails on the old behaviour."""
 
-import io
 import json
 import random
 import threading
@@ -150,15 +149,21 @@ def test_a_cursor_stays_valid_when_its_object_stops_matching_the_filter(c):
     assert c.get("/training-sessions", params={**query, "after": "sess-unknown"}).status_code == 400
 
 
-def _inference_files(c: TestClient, sid: str) -> dict[str, dict]:
+def _inference_files(c: TestClient, sid: str) -> dict[str, dict[str, bytes]]:
+    """variant -> file name -> content, as downloaded through the presigned URLs."""
     ckpt = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])["output"]["checkpoint"]
     out = {}
     for variant in ("CHECKPOINT_VARIANT_MERGED", "CHECKPOINT_VARIANT_ADAPTER"):
         files = c.get(f"/checkpoints/{ckpt['id']}/download", params={"variant": variant}).json()["data"]
-        out[variant] = {
-            f["filename"]: torch.load(io.BytesIO(c.get(f["url"]).content), weights_only=True) for f in files
-        }
+        out[variant] = {f["filename"]: c.get(f["url"]).content for f in files}
+        assert all(len(out[variant][f["filename"]]) == int(f["size"]) for f in files)
     return out
+
+
+def _tensors(files: dict[str, bytes]) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load
+
+    return {k: v for name, raw in files.items() if name.endswith(".safetensors") for k, v in load(raw).items()}
 
 
 def test_lora_seed_seeds_only_the_adapters(c):
@@ -168,12 +173,12 @@ def test_lora_seed_seeds_only_the_adapters(c):
         for seed in ("1", 2)
     ]
     a, b = (_inference_files(c, sid) for sid in sids)
-    (merged_a,), (merged_b,) = a["CHECKPOINT_VARIANT_MERGED"].values(), b["CHECKPOINT_VARIANT_MERGED"].values()
-    assert merged_a["model"].keys() == merged_b["model"].keys()
-    assert all(torch.equal(merged_a["model"][k], merged_b["model"][k]) for k in merged_a["model"])  # same base
-    (adapter_a,), (adapter_b,) = a["CHECKPOINT_VARIANT_ADAPTER"].values(), b["CHECKPOINT_VARIANT_ADAPTER"].values()
-    lora_a = [k for k in adapter_a["adapter"] if k.endswith("lora_A")]
-    assert lora_a and not any(torch.equal(adapter_a["adapter"][k], adapter_b["adapter"][k]) for k in lora_a)
+    merged_a, merged_b = _tensors(a["CHECKPOINT_VARIANT_MERGED"]), _tensors(b["CHECKPOINT_VARIANT_MERGED"])
+    assert merged_a and merged_a.keys() == merged_b.keys()
+    assert all(torch.equal(merged_a[k], merged_b[k]) for k in merged_a)  # B = 0 at first: merged = the same base
+    adapter_a, adapter_b = _tensors(a["CHECKPOINT_VARIANT_ADAPTER"]), _tensors(b["CHECKPOINT_VARIANT_ADAPTER"])
+    lora_a = [k for k in adapter_a if "lora_A" in k]
+    assert lora_a and not any(torch.equal(adapter_a[k], adapter_b[k]) for k in lora_a)  # the seeds differ
     assert c.get(f"/training-sessions/{sids[0]}").json()["lora_config"]["seed"] == "1"
 
 
@@ -184,11 +189,13 @@ def test_merged_and_adapter_are_different_files(c):
                                         "loss": {"type": "LOSS_TYPE_CROSS_ENTROPY"}})  # fmt: skip
     submit(c, sid, "optim-step", {"adam_params": {"learning_rate": 1e-2}})
     files = _inference_files(c, sid)
-    (merged_name, merged), (adapter_name, adapter) = (next(iter(files[v].items())) for v in files)
-    assert merged_name != adapter_name
-    assert "model" in merged and "adapter" not in merged and not any("lora" in k for k in merged["model"])
-    assert "adapter" in adapter and "model" not in adapter and all("lora_" in k for k in adapter["adapter"])
-    assert any(adapter["adapter"][k].abs().sum() > 0 for k in adapter["adapter"] if k.endswith("lora_B"))
+    merged_files, adapter_files = files["CHECKPOINT_VARIANT_MERGED"], files["CHECKPOINT_VARIANT_ADAPTER"]
+    assert "config.json" in merged_files and "adapter_config.json" in adapter_files
+    assert not set(merged_files) & {"adapter_config.json", "adapter_model.safetensors"}
+    merged, adapter = _tensors(merged_files), _tensors(adapter_files)
+    assert merged and not any("lora" in k for k in merged)  # the full model, adapters folded in
+    assert adapter and all("lora_" in k for k in adapter)  # the LoRA weights only
+    assert any(adapter[k].abs().sum() > 0 for k in adapter if "lora_B" in k)  # trained
 
 
 def test_extend_expiry_counts_from_now_and_never_moves_earlier(tmp_path):

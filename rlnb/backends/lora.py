@@ -1,19 +1,27 @@
-"""LoRA adapters for the in-process backend (Hu et al. 2021, arXiv 2106.09685).
+"""LoRA through peft (Hu et al. 2021, arXiv 2106.09685) for every kind of model the backend holds.
 
-A LoRA session freezes the model's weights and trains a low-rank update on every linear layer:
-``y = W x + (alpha / rank) · B A dropout(x)``, with ``A`` (rank × in) initialised like PEFT
-(Kaiming-uniform) and ``B`` (out × rank) at zero, so the adapted model starts equal to the base.
-The output head gets an adapter only with ``train_unembed`` (the API's documented default: true).
+A LoRA session freezes the model and trains ``y = W x + (alpha / rank) · B A dropout(x)`` on every
+linear layer (``ModelAdapter.lora_targets``); the output head gets an adapter only with
+``train_unembed`` (the API's documented default: true). peft initialises ``A`` Kaiming-uniform and
+``B`` at zero, so the adapted model starts equal to the base; ``seed`` seeds that draw and nothing
+else (sessions of one resource share their base weights exactly).
+
+Checkpoints export the adapter in peft's own format (``adapter_config.json`` +
+``adapter_model.safetensors``, loadable with ``PeftModel.from_pretrained``) and the merged weights
+``W + (alpha / rank) · B A``, computed without touching the live base weights.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
+
+from rlnb.backends.hf import INSTALL_HINT
 
 DEFAULT_RANK = 8
 DEFAULT_ALPHA = 16
@@ -33,7 +41,7 @@ class LoraSettings:
     @classmethod
     def from_config(cls, config: dict[str, Any] | bool) -> LoraSettings:
         """From a wire ``LoraConfig`` dict (unset fields take the defaults) or ``True``."""
-        if not isinstance(config, dict):
+        if isinstance(config, bool):
             return cls()
         given = {k: v for k, v in dict(config).items() if v is not None}
         unknown = set(given) - set(cls.__dataclass_fields__)
@@ -44,62 +52,74 @@ class LoraSettings:
             raise ValueError(f"LoRA needs rank >= 1, alpha >= 1 and dropout in [0, 1), got {settings}")
         return settings
 
-
-class LoRALinear(nn.Module):
-    """A frozen ``nn.Linear`` plus a trainable low-rank update."""
-
-    def __init__(self, base: nn.Linear, s: LoraSettings, generator: torch.Generator):
-        super().__init__()
-        self.base = base.requires_grad_(False)
-        self.scale = s.alpha / s.rank
-        a = torch.empty(s.rank, base.in_features)
-        bound = 1 / math.sqrt(base.in_features)  # kaiming_uniform_(a=sqrt(5)), as nn.Linear and PEFT
-        a.uniform_(-bound, bound, generator=generator)
-        self.lora_A = nn.Parameter(a.to(base.weight.device))
-        self.lora_B = nn.Parameter(torch.zeros(base.out_features, s.rank, device=base.weight.device))
-        self.dropout = nn.Dropout(s.dropout) if s.dropout else nn.Identity()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base(x) + (self.dropout(x) @ self.lora_A.T @ self.lora_B.T) * self.scale
-
-    def merged_weight(self) -> torch.Tensor:
-        return self.base.weight + self.scale * (self.lora_B @ self.lora_A)
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
-def apply_lora(model: nn.Module, settings: LoraSettings, head: nn.Module | None = None) -> list[str]:
-    """Freeze ``model`` and wrap its linear layers with adapters, in place. ``head`` (the output
-    projection) is adapted only with ``train_unembed``. Returns the adapted layers' names."""
-    model.requires_grad_(False)
-    generator = torch.Generator().manual_seed(settings.seed)
-    targets = [
-        (name, mod)
-        for name, mod in model.named_modules()
-        if isinstance(mod, nn.Linear) and (settings.train_unembed or mod is not head)
-    ]
-    for name, mod in targets:
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, LoRALinear(mod, settings, generator))
-    return [name for name, _ in targets]
+def _peft() -> Any:
+    try:
+        import peft
+    except ImportError as exc:
+        raise ImportError(f"LoRA sessions need peft: {INSTALL_HINT}") from exc
+    return peft
 
 
-def merged_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The plain model's state dict with every adapter folded into its base weight."""
-    out: dict[str, torch.Tensor] = {}
-    lora_prefixes = {n: m for n, m in model.named_modules() if isinstance(m, LoRALinear)}
-    for key, value in model.state_dict().items():
-        prefix = next((p for p in lora_prefixes if key.startswith(p + ".")), None)
-        if prefix is None:
-            out[key] = value.detach().clone()
+def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> nn.Module:
+    """Freeze ``model`` and wrap the named layers with LoRA adapters; returns the peft model.
+
+    The adapter init draws from the global RNG inside ``fork_rng``, seeded with ``settings.seed``, so it
+    is reproducible and leaves the caller's RNG as it was."""
+    peft = _peft()
+    config = peft.LoraConfig(
+        r=settings.rank,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=targets,
+        bias="none",
+    )
+    devices = [p.device for p in model.parameters() if p.device.type == "cuda"][:1]
+    with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
+        # GPT-2 mixes Conv1D ([in, out]) and Linear layers: peft fixes fan_in_fan_out per layer, and says so.
+        warnings.filterwarnings("ignore", message=r"fan_in_fan_out is set to", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r".*tie_word_embeddings.*", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
+        torch.manual_seed(settings.seed)
+        return peft.get_peft_model(model, config)
+
+
+def is_lora(model: nn.Module) -> bool:
+    return type(model).__name__ == "PeftModel" or any("lora_" in n for n, _ in model.named_parameters())
+
+
+def merged_state_dict(model: nn.Module) -> dict[str, Tensor]:
+    """The base model's state dict (its own names) with every adapter folded into its layer's weight."""
+    if type(model).__name__ != "PeftModel":
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+    from peft.tuners.lora import LoraLayer
+
+    base: nn.Module = model.get_base_model()  # type: ignore[operator]
+    deltas: dict[str, Tensor] = {}
+    for name, module in base.named_modules():
+        if isinstance(module, LoraLayer):
+            layer: Any = module  # peft's Linear / Conv1D LoRA layers define get_delta_weight
+            for adapter in layer.active_adapters:
+                delta = layer.get_delta_weight(adapter)
+                deltas[name] = deltas[name] + delta if name in deltas else delta
+    out: dict[str, Tensor] = {}
+    for key, value in base.state_dict().items():
+        if ".lora_" in key or "lora_magnitude" in key:
             continue
-        rest = key[len(prefix) + 1 :]
-        if rest == "base.weight":
-            out[f"{prefix}.weight"] = lora_prefixes[prefix].merged_weight().detach().clone()
-        elif rest.startswith("base."):
-            out[f"{prefix}.{rest.removeprefix('base.')}"] = value.detach().clone()
+        if ".base_layer." in key:
+            layer, _, rest = key.partition(".base_layer.")
+            key = f"{layer}.{rest}"
+            if rest == "weight" and layer in deltas:
+                value = (value.float() + deltas[layer].float()).to(value.dtype)
+        out[key] = value.detach().clone()
     return out
 
 
-def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Only the adapter weights (``lora_A`` / ``lora_B`` of every adapted layer)."""
-    return {k: v.detach().clone() for k, v in model.state_dict().items() if ".lora_A" in k or ".lora_B" in k}
+def save_adapter(model: nn.Module, directory: Path) -> None:
+    """The adapter alone, in peft's format (``PeftModel.from_pretrained(base, directory)`` loads it)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Could not identify embedding layer", category=UserWarning)
+        model.save_pretrained(directory, save_embedding_layers=False)  # type: ignore[operator]

@@ -1,169 +1,27 @@
-"""The optimizers behind optim-step: AdamW, or Muon for hidden matrices with AdamW for the rest.
+"""The optimizer behind optim-step: AdamW, or Muon for hidden matrices with AdamW for the rest.
 
 Together's optim-step carries the hyperparameters of *this* step (``adam_params`` or ``muon_params``),
 so the caller owns the schedule: ``TrainerOptimizer.step(hp)`` writes them into the optimizer every
-call instead of fixing them at construction. The optimizer kind is fixed per session.
-
-Muon (Keller Jordan, github.com/KellerJordan/Muon, muon.py) replaces each hidden weight matrix's
-momentum update by the nearest semi-orthogonal matrix, so every direction of the matrix moves at a
-similar rate. It is only defined for 2-D hidden weights: embeddings, the output head, norms and biases
-stay on AdamW (``split_params``). The Muon update of one matrix ``W`` (rows x cols) with gradient ``G``,
-learning rate η, weight decay λ, momentum β and k Newton-Schulz steps is::
-
-    B ← β·B + (1 - β)·G                  momentum as an EMA (B starts at 0)
-    U ← (1 - β)·G + β·B                  Nesterov look-ahead
-    O ← NS_k(U)                          ≈ U (UᵀU)^(-1/2), see newton_schulz
-    W ← W·(1 - η·λ)                      decoupled weight decay, as AdamW
-    W ← W - η·s·O                        s = max(1, rows/cols)^½                 ("original", KJ)
-                                         s = 0.2·max(rows, cols)^½               ("match_adam", Moonshot)
+call instead of fixing them at construction. The optimizer kind is fixed per session. Muon's maths is
+in ``rlnb.backends.muon``; the Muon/AdamW split in ``rlnb.backends.split``.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import math
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
+from rlnb.backends.muon import MATCH_ADAM_RMS, muon_update, ns_dtype_for
+from rlnb.backends.split import ParamSplit, split_params
 from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, Resolved
 
-NS_COEFFS = (3.4445, -4.7750, 2.0315)
-"""Quintic Newton-Schulz coefficients (a, b, c) of KellerJordan/Muon ``zeropower_via_newtonschulz5``.
-
-Tuned to maximise the slope at zero, so that small singular values grow fast in few steps; the price is
-that singular values land around Uniform(0.5, 1.5) instead of at exactly 1, which KJ found not to hurt."""
-NS_EPS = 1e-7  # KellerJordan/Muon: keeps the Frobenius normalisation finite for an all-zero update
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grads_with_norm_: coef = max_norm / (total_norm + 1e-6)
-MATCH_ADAM_RMS = 0.2  # Moonshot, "Muon is Scalable for LLM Training" (arXiv:2502.16982) section 2.2
-
-
-@functools.cache
-def _cpu_bf16_is_faster() -> bool:
-    """Whether this CPU multiplies bf16 matrices faster than fp32, measured once (a few ms).
-
-    CPUs with only AVX2 run bf16 matmul 40-100x slower than fp32; CPUs with AVX512-BF16 or AMX run it
-    faster. Neither can be read reliably from torch, so time one 256x256 product of each."""
-    x = torch.randn(256, 256)
-
-    def best(t: Tensor) -> float:
-        t @ t  # warm-up: first call pays for kernel selection
-        runs = []
-        for _ in range(3):
-            start = time.perf_counter()
-            t @ t
-            runs.append(time.perf_counter() - start)
-        return min(runs)
-
-    return best(x.bfloat16()) < best(x)
-
-
-def ns_dtype_for(device: torch.device) -> torch.dtype:
-    """Newton-Schulz compute dtype: bf16 on CUDA (KJ's choice) and on CPUs with fast bf16 matmul,
-    fp32 on the others (where bf16 would be 40-100x slower)."""
-    if device.type == "cuda" or (device.type == "cpu" and _cpu_bf16_is_faster()):
-        return torch.bfloat16
-    return torch.float32
-
-
-def newton_schulz(G: Tensor, steps: int, dtype: torch.dtype | None = None) -> Tensor:
-    """Orthogonalise ``G`` ``[rows, cols]`` (or a stack ``[k, rows, cols]``): ≈ U·Vᵀ where G = U·S·Vᵀ.
-
-    Quintic Newton-Schulz iteration of KellerJordan/Muon ``zeropower_via_newtonschulz5``::
-
-        X ← G / (‖G‖_F + 1e-7)                          (transposed first when rows > cols)
-        repeat ``steps`` times:  A = X·Xᵀ;  X ← a·X + (b·A + c·A²)·X      with (a, b, c) = NS_COEFFS
-
-    Each step maps every singular value σ of X to a·σ + b·σ³ + c·σ⁵ and leaves the singular vectors
-    alone. Dividing by the Frobenius norm puts all σ in [0, 1], where the iteration pushes them towards 1.
-    Transposing tall matrices makes A the smaller Gram matrix. A stack is orthogonalised matrix by matrix
-    with batched matmuls, which on CPU is faster than a Python loop over equal-shaped matrices.
-
-    ``dtype`` is the compute dtype; None means fp32 (exact enough to test against). The optimizer
-    passes ``ns_dtype_for(device)``. The result has G's dtype.
-    """
-    if G.ndim not in (2, 3):
-        raise ValueError(f"newton_schulz needs a matrix [rows, cols] or a stack [k, rows, cols], got {tuple(G.shape)}")
-    dtype = dtype or torch.float32
-    a, b, c = NS_COEFFS
-    X = G.to(dtype).reshape(-1, *G.shape[-2:])  # [k, rows, cols]
-    tall = G.size(-2) > G.size(-1)
-    if tall:
-        X = X.mT  # [k, cols, rows]
-    X = X / (X.norm(dim=(-2, -1), keepdim=True) + NS_EPS)
-    for _ in range(steps):
-        A = X @ X.mT  # [k, m, m], m = min(rows, cols)
-        B = torch.baddbmm(A, A, A, beta=b, alpha=c)  # b·A + c·A²
-        X = torch.baddbmm(X, B, X, beta=a)  # a·X + B·X
-    if tall:
-        X = X.mT
-    return X.reshape(G.shape).to(G.dtype)
-
-
-def muon_update(
-    grad: Tensor,
-    momentum_buffer: Tensor,
-    beta: float,
-    ns_steps: int,
-    nesterov: bool = True,
-    dtype: torch.dtype | None = None,
-) -> Tensor:
-    """Muon's direction for ``grad`` (a matrix or a stack of them): momentum, Nesterov, then NS.
-
-    Updates ``momentum_buffer`` in place (B ← β·B + (1 - β)·G) and leaves ``grad`` alone; returns
-    NS(U) with U = (1 - β)·G + β·B when ``nesterov`` else B. Learning rate, shape scale and weight decay
-    are the caller's. KJ's version lerps into ``grad``; not mutating it keeps a raised step side-effect free.
-    """
-    momentum_buffer.lerp_(grad, 1 - beta)
-    update = grad.lerp(momentum_buffer, beta) if nesterov else momentum_buffer
-    return newton_schulz(update, ns_steps, dtype)
-
-
-@dataclass
-class ParamSplit:
-    """Which trainable parameters Muon updates and which AdamW updates, as (name, parameter) pairs."""
-
-    muon: list[tuple[str, nn.Parameter]]
-    adam: list[tuple[str, nn.Parameter]]
-
-    def describe(self) -> str:
-        """One row per parameter (group, name, shape, size) and a count per group."""
-        rows = [("muon", n, p) for n, p in self.muon] + [("adam", n, p) for n, p in self.adam]
-        width = max([len(n) for _, n, _ in rows] + [4])
-        lines = [f"{'group':<6} {'name':<{width}} {'shape':<14} {'params':>10}"]
-        for g, n, p in rows:
-            shape = "x".join(map(str, p.shape)) or "scalar"
-            lines.append(f"{g:<6} {n:<{width}} {shape:<14} {p.numel():>10,}")
-        for group, members in (("muon", self.muon), ("adam", self.adam)):
-            lines.append(f"{group}: {len(members)} tensors, {sum(p.numel() for _, p in members):,} params")
-        return "\n".join(lines)
-
-
-def split_params(model: nn.Module, vocab_size: int | None = None) -> ParamSplit:
-    """Muon gets the 2-D hidden matrices; AdamW gets everything else.
-
-    AdamW's share: parameters of ``nn.Embedding`` modules (a lookup table gets sparse row gradients,
-    not a matrix-shaped update), the output head, and every parameter that is not 2-D (norms, biases,
-    scalars). The output head is the model's last 2-D parameter when its first dimension (a Linear's
-    out_features) equals ``vocab_size``. Matching *any* matrix with a vocab-sized dimension would
-    misroute hidden matrices whose width happens to equal the vocabulary (the tiny model's MLP is 4·64
-    = 256 wide, like its byte vocabulary). ``vocab_size`` None reads ``model.config.vocab_size`` when
-    there is one. Frozen parameters (requires_grad False) belong to neither group.
-    """
-    if vocab_size is None:
-        vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
-    embedding = {id(p) for m in model.modules() if isinstance(m, nn.Embedding) for p in m.parameters()}
-    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    matrices = [(n, p) for n, p in named if p.ndim == 2 and id(p) not in embedding]
-    if matrices and matrices[-1][1].shape[0] == vocab_size:
-        matrices.pop()  # the output head
-    in_muon = {id(p) for _, p in matrices}
-    return ParamSplit(muon=matrices, adam=[(n, p) for n, p in named if id(p) not in in_muon])
 
 
 class NonFiniteGradient(Exception):
@@ -225,7 +83,7 @@ class TrainerOptimizer:
         self,
         model: nn.Module,
         kind: Literal["adam", "muon"],
-        vocab_size: int | None = None,
+        split: ParamSplit | None = None,
         muon_scaling: Literal["original", "match_adam"] = "original",
         ns_dtype: torch.dtype | None = None,
     ) -> None:
@@ -241,7 +99,7 @@ class TrainerOptimizer:
         self.ns_dtype = ns_dtype or (ns_dtype_for(device) if kind == "muon" else torch.float32)
         """Newton-Schulz compute dtype (default: ``ns_dtype_for`` the model's device)."""
         if kind == "muon":
-            self.split = split_params(model, vocab_size)
+            self.split = split or split_params(model)
         else:
             self.split = ParamSplit(muon=[], adam=[(n, p) for n, p in model.named_parameters() if p.requires_grad])
         self._named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]  # model order
@@ -318,7 +176,7 @@ class TrainerOptimizer:
                 if n not in self.momentum:
                     self.momentum[n] = torch.zeros_like(p)
             bufs = [self.momentum[n] for n, _ in live]
-            grad = torch.stack([cast(Tensor, p.grad) for _, p in live])  # [k, rows, cols]
+            grad = torch.stack([p.grad for _, p in live if p.grad is not None])  # [k, rows, cols]
             buf = torch.stack(bufs)  # [k, rows, cols]
             update = muon_update(grad, buf, hp["momentum"], int(hp["newton_schulz_steps"]), dtype=self.ns_dtype)
             for b, new in zip(bufs, buf.unbind(0), strict=True):  # the stacked buffer back into per-matrix state

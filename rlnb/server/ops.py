@@ -10,11 +10,14 @@ import asyncio
 import secrets
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from rlnb import wire
 from rlnb.server.errors import ServerError, not_found
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, page
+
+FileKind = Literal["merged", "adapter"]
+"""The two sets of files of an inference checkpoint."""
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
@@ -129,13 +132,13 @@ class OperationsMixin:
         data, meta = page(infos, after, limit, wanted, lambda c: c.id, lambda c: c.created_at)
         return wire.CheckpointList(data=data, meta=meta)
 
-    def checkpoint_files(self, cid: str, variant: str) -> list[Path]:
-        """The files of one variant of an inference checkpoint (MERGED unless ADAPTER is asked for)."""
+    def checkpoint_files(self, cid: str, kind: FileKind) -> list[Path]:
+        """The files of an inference checkpoint: ``"merged"`` (the full model with the trained weights
+        applied; what MERGED and UNSPECIFIED download) or ``"adapter"`` (the LoRA weights only)."""
         c = self.checkpoint(cid)
         if c.info.type != "CHECKPOINT_TYPE_INFERENCE":
             raise ServerError(400, "only inference checkpoints can be downloaded", param="checkpoint_id")
-        adapter = variant == "CHECKPOINT_VARIANT_ADAPTER"
-        if adapter and c.info.lora_rank is None:
+        if kind == "adapter" and c.info.lora_rank is None:
             raise ServerError(400, "the ADAPTER variant exists only for LoRA sessions", param="variant")
         assert c.session.backend is not None  # a checkpoint exists only once its session ran
-        return c.session.backend.checkpoint_files(cid, "adapter" if adapter else "merged")
+        return c.session.backend.checkpoint_files(cid, kind)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from rlnb import wire
 from rlnb.server.errors import ServerError
@@ -22,7 +22,7 @@ class SessionBackend(Protocol):
     def session(self) -> wire.Session: ...
     def close(self) -> None: ...
     def checkpoint_path(self, ckpt_id: str) -> Path: ...
-    def checkpoint_files(self, ckpt_id: str, variant: str) -> list[Path]: ...
+    def checkpoint_files(self, ckpt_id: str, variant: Literal["merged", "adapter"] = ...) -> list[Path]: ...
 
 
 @dataclass

@@ -244,17 +244,14 @@ class Registry(OperationsMixin):
         except BaseException as exc:  # never leave a CREATING session holding a slot of the cap
             with self.lock:
                 del self.sessions[rec.id]
-            if not isinstance(exc, ValueError | RuntimeError) or (isinstance(exc, RuntimeError) and resume is None):
-                raise
-            if resume is not None:  # torch's load_state_dict: the checkpoint's weights do not fit
-                detail = " ".join(str(exc).split())[:300]
-                raise ServerError(
-                    400,
-                    f"checkpoint {req.resume_from_checkpoint_id} does not fit this session's model "
-                    f"(base model or LoRA config differs): {detail}",
-                    param="resume_from_checkpoint_id",
-                ) from None
-            raise ServerError(400, str(exc), param="lora_config" if snapshot.lora_enabled else None) from None
+            from rlnb.backends.checkpoints import CheckpointMismatch
+
+            if isinstance(exc, CheckpointMismatch) or (isinstance(exc, RuntimeError) and resume is not None):
+                detail = " ".join(str(exc).split())[:300]  # the checkpoint's weights do not fit this session
+                raise ServerError(400, detail, param="resume_from_checkpoint_id") from None
+            if isinstance(exc, ValueError):
+                raise ServerError(400, str(exc), param="lora_config" if snapshot.lora_enabled else None) from None
+            raise
         with self.lock:
             rec.backend, rec.lora_config = backend, backend.session().lora_config
             if rec.status == wire.SESSION_CREATING:

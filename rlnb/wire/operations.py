@@ -262,6 +262,8 @@ class SampledSequence(_Model):
     prompt_cache_hit_tokens: int = 0
     logprobs: list[float] | None = None
     routed_experts_key: str | None = None
+    text: str | None = Field(default=None, exclude=True)
+    """rlnb, client side: ``tokens`` decoded with the session's tokenizer. Never sent on the wire."""
 
 
 class PromptTopLogprobs(_Model):

@@ -11,6 +11,7 @@ from fastapi.responses import FileResponse
 from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, RegistryDep
 from rlnb.server.errors import ERROR_RESPONSES, ServerError
+from rlnb.server.ops import FileKind
 from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 
 router = APIRouter(prefix="/v1/rl/checkpoints", tags=["checkpoints"], **AUTHENTICATED)
@@ -39,23 +40,20 @@ def get_checkpoint(checkpoint_id: str, registry: RegistryDep) -> wire.Checkpoint
 def download_checkpoint(
     checkpoint_id: str, request: Request, registry: RegistryDep, variant: wire.CheckpointVariant
 ) -> wire.CheckpointDownload:
-    """MERGED: the full model with the trained weights applied; ADAPTER: the LoRA weights only."""
-    files = registry.checkpoint_files(checkpoint_id, variant)
+    """MERGED (or UNSPECIFIED): the full model with the trained weights applied; ADAPTER: the LoRA weights
+    only. One presigned URL per file."""
+    kind: FileKind = "adapter" if variant == "CHECKPOINT_VARIANT_ADAPTER" else "merged"
+    files = registry.checkpoint_files(checkpoint_id, kind)
     secret = registry.checkpoint(checkpoint_id).secret
-    return wire.CheckpointDownload(
-        data=[
-            wire.CheckpointFile(
-                filename=f.name,
-                url=f"{request.url_for('checkpoint_file', checkpoint_id=checkpoint_id, filename=f.name)}?sig={secret}",
-                size=f.stat().st_size,
-            )
-            for f in files
-        ]
-    )
+    data = []
+    for f in files:
+        url = request.url_for("checkpoint_file", checkpoint_id=checkpoint_id, kind=kind, filename=f.name)
+        data.append(wire.CheckpointFile(filename=f.name, url=f"{url}?sig={secret}", size=f.stat().st_size))
+    return wire.CheckpointDownload(data=data)
 
 
 @presigned.get(
-    "/{checkpoint_id}/files/{filename}",
+    "/{checkpoint_id}/files/{kind}/{filename}",
     name="checkpoint_file",
     response_class=FileResponse,
     responses={
@@ -65,12 +63,13 @@ def download_checkpoint(
         }
     },
 )
-def checkpoint_file(checkpoint_id: str, filename: str, registry: RegistryDep, sig: str = "") -> FileResponse:
+def checkpoint_file(
+    checkpoint_id: str, kind: FileKind, filename: str, registry: RegistryDep, sig: str = ""
+) -> FileResponse:
     c = registry.checkpoint(checkpoint_id)
     if not hmac.compare_digest(sig.encode(), c.secret.encode()):
         raise ServerError(403, "bad or missing download signature")
-    variants = ["CHECKPOINT_VARIANT_MERGED"] + (["CHECKPOINT_VARIANT_ADAPTER"] if c.info.lora_rank is not None else [])
-    files = {f.name: f for v in variants for f in registry.checkpoint_files(checkpoint_id, v)}
+    files = {f.name: f for f in registry.checkpoint_files(checkpoint_id, kind)}
     if filename not in files:
         raise ServerError(404, f"checkpoint {checkpoint_id} has no file {filename!r}", param="filename")
     return FileResponse(files[filename], filename=filename, media_type="application/octet-stream")

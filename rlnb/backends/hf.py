@@ -1,0 +1,146 @@
+"""Loading Hugging Face causal LMs for the in-process backend, offline first.
+
+A model is named by a local directory (``save_pretrained`` output) or a hub id. A hub id is resolved
+to its snapshot in the local Hugging Face cache *before* transformers sees it, so loading never
+touches the network (transformers 5.x with peft installed would otherwise send HEAD requests and
+retry for ~20 s before failing). Everything that can be wrong with a model is reported here, by name,
+before a session exists: not found, no causal-LM head, a tokenizer larger than the embedding table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+INSTALL_HINT = "pip install 'rlnb[hf]'  (transformers, tokenizers, peft, safetensors)"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+"""``dtype=`` names; "auto" keeps the checkpoint's dtype (the built-in models: float32)."""
+
+
+class ModelLoadError(ValueError):
+    """The model cannot be used: the message names it and says what to do."""
+
+
+def require_transformers() -> Any:
+    try:
+        import transformers
+    except ImportError as exc:
+        raise ImportError(f"Hugging Face models need transformers: {INSTALL_HINT}") from exc
+    return transformers
+
+
+def is_hf_model(model: object) -> bool:
+    """A ``transformers`` model object (checked without importing transformers)."""
+    return any(c.__module__.startswith("transformers.") for c in type(model).__mro__) and hasattr(model, "config")
+
+
+def resolve(spec: str) -> Path:
+    """The local directory holding ``spec``: the directory itself, or a hub id's cached snapshot."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"{spec!r} is a directory but holds no config.json: not a Hugging Face model")
+        return path
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    fetch = f"hf download {spec}"
+    try:
+        return Path(snapshot_download(spec, local_files_only=True))
+    except HFValidationError:
+        raise ModelLoadError(
+            f"model {spec!r} is neither a local directory nor a Hugging Face model id (namespace/name)"
+        ) from None
+    except (LocalEntryNotFoundError, FileNotFoundError):
+        raise ModelLoadError(
+            f"model {spec!r} is not a local directory and is not in the local Hugging Face cache "
+            f"({os.environ.get('HF_HUB_CACHE') or '~/.cache/huggingface/hub'}); rlnb loads models offline. "
+            f"Fetch it once with:  {fetch}"
+        ) from None
+
+
+@contextlib.contextmanager
+def _quiet(transformers: Any) -> Iterator[None]:
+    """No progress bars or info logs while loading (they would fill a notebook cell)."""
+    logging = transformers.utils.logging
+    bars, level = logging.is_progress_bar_enabled(), logging.get_verbosity()
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+        if bars:
+            logging.enable_progress_bar()
+
+
+def load(spec: str, dtype: str = "auto") -> tuple[nn.Module, Any]:
+    """(model, tokenizer or None) for a directory or cached hub id; ``dtype`` "auto" = the checkpoint's."""
+    transformers = require_transformers()
+    if dtype != "auto" and dtype not in DTYPES:
+        raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES)}, got {dtype!r}")
+    path = resolve(spec)
+    config = transformers.AutoConfig.from_pretrained(path)
+    arch = getattr(config, "architectures", None) or [type(config).__name__]
+    with _quiet(transformers):
+        try:
+            model, info = transformers.AutoModelForCausalLM.from_pretrained(
+                path, dtype=DTYPES.get(dtype, "auto"), output_loading_info=True
+            )
+        except ValueError as exc:
+            if "Unrecognized configuration class" not in str(exc):
+                raise
+            raise ModelLoadError(
+                f"model {spec!r} ({', '.join(arch)}) has no causal-LM head: rlnb trains AutoModelForCausalLM models"
+            ) from None
+    head = model.get_output_embeddings()
+    head_names = {n for n, p in model.named_parameters() if head is not None and any(p is q for q in head.parameters())}
+    if head is None or head_names & set(info.get("missing_keys", ())):
+        raise ModelLoadError(
+            f"model {spec!r} has no trained causal-LM head: the checkpoint ({', '.join(arch)}) lacks "
+            f"{', '.join(sorted(head_names)) or 'an output layer'}, so its logits would come from random weights"
+        )
+    tokenizer = None
+    if any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+        with _quiet(transformers):
+            tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    return model, tokenizer
+
+
+def check_vocab(model: nn.Module, tokenizer: Any, name: str) -> None:
+    """A tokenizer may be smaller than the embedding table (padded vocabularies), never larger."""
+    if tokenizer is None:
+        return
+    rows = model.get_input_embeddings().weight.shape[0]  # type: ignore[operator]
+    if len(tokenizer) > rows:
+        raise ModelLoadError(
+            f"tokenizer of {name!r} has {len(tokenizer)} tokens but the model's embedding table has {rows} rows: "
+            "they do not belong together (ids past the table would crash training)"
+        )
+
+
+def disable_dropout(model: nn.Module) -> None:
+    """RL compares the sampler's log-probs with the trainer's: base-model dropout would make the same
+    weights disagree with themselves. Adapters added later (LoRA dropout) are not affected."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+    config = getattr(model, "config", None)
+    for attr in ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout"):
+        if isinstance(getattr(config, attr, None), float):
+            setattr(config, attr, 0.0)
+
+
+def context_length(model: nn.Module) -> int | None:
+    config = getattr(model, "config", None)
+    for attr in ("max_position_embeddings", "n_positions", "block_size"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None

@@ -1,0 +1,113 @@
+"""Which parameters Muon updates and which AdamW updates, decided by each parameter's role.
+
+Muon is defined for hidden weight matrices only. Embeddings, the output head, norms, biases and scalars
+go to AdamW, as in every Muon recipe (KJ, Moonlight, torch's docs). The decision must not depend on
+the order in which modules register parameters, or on a matrix happening to be vocabulary-wide:
+``split_params`` asks the model for its embedding and head (or takes them from the adapter, which
+finds them for plain modules) and documents one rule for LoRA factors.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from torch import nn
+
+
+@dataclass
+class ParamSplit:
+    """Which trainable parameters Muon updates and which AdamW updates, as (name, parameter) pairs."""
+
+    muon: list[tuple[str, nn.Parameter]]
+    adam: list[tuple[str, nn.Parameter]]
+
+    def describe(self) -> str:
+        """One row per parameter (group, name, shape, size) and a count per group."""
+        rows = [("muon", n, p) for n, p in self.muon] + [("adam", n, p) for n, p in self.adam]
+        width = max([len(n) for _, n, _ in rows] + [4])
+        lines = [f"{'group':<6} {'name':<{width}} {'shape':<14} {'params':>10}"]
+        for g, n, p in rows:
+            shape = "x".join(map(str, p.shape)) or "scalar"
+            lines.append(f"{g:<6} {n:<{width}} {shape:<14} {p.numel():>10,}")
+        for group, members in (("muon", self.muon), ("adam", self.adam)):
+            lines.append(f"{group}: {len(members)} tensors, {sum(p.numel() for _, p in members):,} params")
+        return "\n".join(lines)
+
+    def as_config(self) -> dict[str, list[str]]:
+        """Parameter names per group, as a run's ``config.json`` records them."""
+        return {"muon": [n for n, _ in self.muon], "adam": [n for n, _ in self.adam]}
+
+
+SplitOverride = Callable[[str, nn.Parameter], "str | None"] | Mapping[str, str]
+"""Explicit Muon/AdamW assignment: a function ``(name, param) -> "muon" | "adam" | None`` (None = the
+default rule), or ``{glob pattern: "muon" | "adam"}`` matched against parameter names, first match wins."""
+
+
+def model_roles(model: nn.Module) -> list[nn.Parameter]:
+    """Parameters whose role is embedding or output head, as the model itself declares them:
+    ``get_input_embeddings()`` / ``get_output_embeddings()`` where it has them (tied weights are one
+    parameter, so both roles find it), plus every ``nn.Embedding``."""
+    layers: list[nn.Module | None] = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+    for getter in ("get_input_embeddings", "get_output_embeddings"):
+        method = getattr(model, getter, None)
+        if callable(method):
+            layers.append(method())
+    return [p for layer in layers if layer is not None for p in layer.parameters()]
+
+
+def split_params(
+    model: nn.Module, roles: Iterable[nn.Parameter] | None = None, override: SplitOverride | None = None
+) -> ParamSplit:
+    """Muon gets the 2-D hidden matrices; AdamW gets everything else. Decided by role, never by the order
+    in which modules registered their parameters.
+
+    For each trainable parameter (frozen ones belong to neither group), the first rule that applies:
+
+    1. ``override`` answers (a predicate or name patterns, see ``SplitOverride``). Only 2-D goes to Muon.
+    2. A LoRA factor (``lora_A`` / ``lora_B``) goes where its layer's base weight would go, so both
+       factors of a layer share a group: Muon for a hidden matrix, AdamW for the output head.
+    3. Its role is embedding or output head (``roles``; default ``model_roles(model)``) → AdamW: a lookup
+       table gets sparse row updates, and the head maps to the vocabulary, not to a hidden space.
+    4. Not a proper matrix: not 2-D (norms, biases, scalars), or 2-D with a side of 1 (a value head, a
+       gate vector: orthogonalising a single row only normalises it) → AdamW.
+    5. Otherwise → Muon.
+    """
+    role_ids = {id(p) for p in (model_roles(model) if roles is None else roles)}
+    every = dict(model.named_parameters(remove_duplicate=False))
+
+    def group(name: str, p: nn.Parameter) -> str:
+        chosen = _override(override, name, p)
+        if chosen is not None:
+            if chosen == "muon" and p.ndim != 2:
+                raise ValueError(f"override puts {name} ({tuple(p.shape)}) in Muon, which takes 2-D matrices only")
+            return chosen
+        for factor in (".lora_A.", ".lora_B."):
+            if factor in name:
+                base = every.get(name.split(factor)[0] + ".base_layer.weight")
+                if base is not None:
+                    return "adam" if id(base) in role_ids or not _matrix(base) else "muon"
+        return "adam" if id(p) in role_ids or not _matrix(p) else "muon"
+
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = {n: group(n, p) for n, p in named}
+    return ParamSplit(
+        muon=[(n, p) for n, p in named if groups[n] == "muon"], adam=[(n, p) for n, p in named if groups[n] == "adam"]
+    )
+
+
+def _matrix(p: nn.Parameter) -> bool:
+    return p.ndim == 2 and min(p.shape) > 1
+
+
+def _override(override: SplitOverride | None, name: str, p: nn.Parameter) -> str | None:
+    if override is None:
+        return None
+    if isinstance(override, Mapping):
+        chosen = next((g for pattern, g in override.items() if fnmatch.fnmatchcase(name, pattern)), None)
+    else:
+        chosen = override(name, p)
+    if chosen not in (None, "muon", "adam"):
+        raise ValueError(f"the Muon/AdamW override must answer 'muon', 'adam' or None; got {chosen!r} for {name}")
+    return chosen

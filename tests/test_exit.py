@@ -1,0 +1,94 @@
+"""A local session never hangs its process and never loses a record: exit with work in flight, a worker
+that cannot die, a stop that interrupts a long sample."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.backends.local import LocalBackend
+
+SCRIPT = """
+import rlnb
+from rlnb import samples
+s = rlnb.connect("local", optimizer={optimizer!r}, runs_dir={runs!r}, run_id="r", device="cpu")
+batch = [samples.cross_entropy(list(b"hello world, hello rlnb"))]
+for _ in range({pairs}):
+    s.forward_backward(batch)
+    s.optim_step()
+{extra}
+# no wait, no close: the interpreter exits with operations queued and one running
+"""
+
+
+@pytest.mark.parametrize(
+    "optimizer,pairs,extra",
+    [
+        ("adam", 40, ""),
+        ("muon", 40, ""),
+        ("adam", 1, ""),
+        ("adam", 2, "s.sample('n=', num_samples=64, max_tokens=200)"),
+    ],
+)
+def test_exit_with_operations_in_flight_is_clean_and_records_everything(tmp_path, optimizer, pairs, extra):
+    code = SCRIPT.format(optimizer=optimizer, runs=str(tmp_path), pairs=pairs, extra=extra)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "terminate called" not in proc.stderr
+    df = rlnb.History.load(tmp_path / "r").df
+    assert len(df) == 2 * pairs + (1 if extra else 0)
+    assert set(df.status) <= {"TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"}
+    failed = df[df.status == "TRAINING_OPERATION_STATUS_FAILED"]
+    assert set(failed.error_code) <= {"TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"}
+
+
+def test_a_listener_that_raises_does_not_kill_the_worker():
+    backend = LocalBackend(model="tiny", device="cpu")
+    seen: list[wire.Operation] = []
+
+    def disk_full(env):
+        seen.append(env)
+        raise OSError(28, "No space left on device")
+
+    body = wire.ForwardBackwardBody(samples=[samples.cross_entropy([1, 2, 3])], loss=wire.LossConfig(
+        type="LOSS_TYPE_CROSS_ENTROPY"))
+    backend.submit("forward-backward", body, disk_full)
+    backend.submit("forward-backward", body, disk_full)
+    assert backend.wait_idle(timeout=30)
+    assert [e.status.removeprefix("TRAINING_OPERATION_STATUS_") for e in seen] == ["PENDING", "PENDING", "RUNNING",
+                                                                                   "COMPLETED", "RUNNING", "COMPLETED"]
+    backend.close(timeout=10)
+
+
+def test_an_unexpected_handler_error_fails_only_that_operation():
+    with rlnb.connect("local", model="tiny", device="cpu", record=False) as s:
+        handlers = s.backend.engine
+        original = handlers.optim.step
+        handlers.optim.step = lambda hp: (_ for _ in ()).throw(MemoryError("boom"))  # type: ignore[method-assign]
+        s.forward_backward([samples.cross_entropy([1, 2, 3])])
+        with pytest.raises(rlnb.OperationFailed) as info:
+            s.optim_step().result(timeout=30)
+        assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INTERNAL_ERROR"
+        assert "MemoryError: boom" in str(info.value)
+        handlers.optim.step = original  # type: ignore[method-assign]
+        assert s.optim_step().result(timeout=30).step == 1
+
+
+def test_stop_interrupts_a_long_sample_between_tokens():
+    s = rlnb.connect("local", model="small", device="cpu", record=False)
+    op = s.sample("n=", num_samples=128, max_tokens=250)
+    deadline = time.monotonic() + 30
+    while op.status != "TRAINING_OPERATION_STATUS_RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.005)
+    start = time.monotonic()
+    s.close()
+    assert time.monotonic() - start < 5
+    with pytest.raises(rlnb.OperationFailed) as info:
+        op.result(timeout=1)
+    assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"

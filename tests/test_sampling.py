@@ -1,0 +1,90 @@
+"""The sampler draws from the distribution it claims: temperature, top-k, top-p, untempered log-probs,
+and seeds that make a prompt's completions independent of the rest of the batch."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import rlnb
+
+LOGITS = torch.tensor([2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -3.0])
+V = len(LOGITS)
+
+
+class Fixed(nn.Module):
+    """The same next-token logits after any prefix."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(LOGITS.clone())
+        self.block_size = 64
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.bias.expand(*idx.shape, V)
+
+
+def draw(s, n_prompts=8, **kw) -> torch.Tensor:
+    out = s.sample([[i % V] for i in range(n_prompts)], num_samples=256, max_tokens=1, seed=0, **kw).result()
+    return torch.tensor([q.tokens[0] for r in out.results for q in r.sequences])
+
+
+def frequencies(tokens: torch.Tensor) -> torch.Tensor:
+    return torch.bincount(tokens, minlength=V).float() / len(tokens)
+
+
+def expected(logits: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(logits, -1)
+
+
+@pytest.fixture
+def s():
+    with rlnb.connect("local", model=Fixed(), device="cpu", record=False) as session:
+        yield session
+
+
+def test_temperature_matches_the_softmax(s):
+    for t in (1.0, 0.5, 2.0):
+        got = frequencies(draw(s, temperature=t))
+        assert (got - expected(LOGITS / t)).abs().max() < 0.04, t  # 2048 draws: 4 standard deviations
+
+
+def test_top_k_keeps_only_the_k_most_likely(s):
+    got = frequencies(draw(s, top_k=3))
+    assert got[3:].sum() == 0
+    assert (got[:3] - expected(LOGITS[:3])).abs().max() < 0.04
+
+
+def test_top_p_keeps_the_smallest_prefix_reaching_p(s):
+    probs = expected(LOGITS)
+    keep = int((probs.cumsum(0) - probs < 0.6).sum())  # tokens whose preceding mass is below p
+    got = frequencies(draw(s, top_p=0.6))
+    assert got[keep:].sum() == 0
+    assert (got[:keep] - expected(LOGITS[:keep])).abs().max() < 0.04
+
+
+def test_logprobs_are_the_untempered_models(s):
+    out = s.sample([[1]], num_samples=16, max_tokens=3, temperature=2.0, seed=1).result()
+    lp = torch.log_softmax(LOGITS, -1)
+    for q in out.results[0].sequences:
+        for tok, got in zip(q.tokens, q.logprobs, strict=True):
+            assert got == pytest.approx(float(lp[tok]), abs=1e-6)
+
+
+def test_a_prompts_completions_do_not_depend_on_the_rest_of_the_batch():
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as t:
+        alone = t.sample([b"n=".decode()], num_samples=4, max_tokens=12, seed=9).result().results[0]
+        shared = t.sample(["n=", "a much longer prompt"], num_samples=4, max_tokens=12, seed=9).result().results[0]
+        shorter = t.sample("n=", num_samples=4, max_tokens=5, seed=9).result().results[0]
+    assert [q.tokens for q in alone.sequences] == [q.tokens for q in shared.sequences]
+    assert [q.tokens[:5] for q in alone.sequences] == [q.tokens for q in shorter.sequences]
+    assert len({tuple(q.tokens) for q in alone.sequences}) > 1  # the samples of one prompt differ
+
+
+def test_greedy_is_the_argmax(s):
+    tokens = draw(s, n_prompts=1, temperature=0)
+    assert set(tokens.tolist()) == {int(LOGITS.argmax())}
+    assert math.isclose(float(frequencies(tokens)[0]), 1.0)
