@@ -11,10 +11,19 @@ to the repository (the on-disk run goes to a temporary folder).
     they are the harness's, not the History's; the History's own objects are collected as usual.
 (b) a loss plot of N steps (``plots.loss`` on a steps table) built and rendered on the Agg canvas.
     Target < 0.5 s. Ratio: the same call with decimation switched off.
-Info lines (no target): ``plots.overview``, ``LiveView.refresh()`` and ``plots.timeline`` on the
-history of (a); in (a), the in-memory run again with the garbage collector off.
+(c) the live view during a run, at --sizes operations (default 2,500 / 10,000 / 100,000; half of them
+    optim-steps, a reward logged per step): one more step is recorded (forward-backward, optim-step, a
+    logged reward), then ``LiveView.refresh()`` is timed; --steps times per size, median and p90.
+    Target: median <= 50 ms at every size, and no slower at the largest size than at the smallest
+    (ratio <= 1.2, the noise of this shared machine). Ratio: the obvious alternative, what the live
+    view did before (rebuild ``History.df`` and the steps table, then draw a 3-panel figure and render
+    it to PNG), timed the same way. Also ``History.steps`` and a second ``History.df`` after one new
+    operation, against building each from scratch.
+Info lines (no target): ``plots.overview`` and ``plots.timeline`` on the history of (a); in (a), the
+in-memory run again with the garbage collector off.
 
     python bench/bench_history.py [--n 100000] [--concat-n 5000] [--reps 3] [--profile]
+                                  [--sizes 2500 10000 100000] [--steps 40]
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import argparse
 import cProfile
 import gc
 import io
+import os
 import pstats
 import statistics
 import sys
@@ -39,7 +49,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from rlnb import plots, wire
-from rlnb.history import _CATEGORIES, _FLOATS, COLUMNS, History, Record
+from rlnb.history import _CATEGORIES, _FLOATS, COLUMNS, History, Record, _columns, _ops_frame, steps_table
 from rlnb.live import LiveView
 
 PENDING, RUNNING = "TRAINING_OPERATION_STATUS_PENDING", "TRAINING_OPERATION_STATUS_RUNNING"
@@ -168,11 +178,13 @@ def bench_history(n: int, concat_n: int, reps: int, profile: bool) -> History:
     pd.testing.assert_frame_equal(df_by_concat(small.records), small.df)  # the same DataFrame
     t_concat, _ = best_of(1, lambda: df_by_concat(small.records))
     t_concat_n = t_concat * n / concat_n
-    t_df, _ = best_of(reps, lambda: result.df)
+    t_df, _ = best_of(reps, lambda: _ops_frame(_columns(result.records)))  # built whole, as a first .df is
     print(
         f"    .df of {n:,} records {t_df:.3f} s; one-row frames + pd.concat: {t_concat:.2f} s for {concat_n:,}"
         f" records -> {t_concat_n:.1f} s for {n:,} (linear extrapolation)   ratio {t_concat_n / t_df:.0f}x faster"
     )
+    t_again, _ = best_of(reps, lambda: result.df)
+    print(f"    info: .df again, nothing changed (rows of finished operations kept): {1e3 * t_again:.1f} ms")
     return result
 
 
@@ -199,14 +211,102 @@ def bench_plot(n: int, reps: int, history: History) -> None:
         f"   target < 0.5 s: {verdict(t_fast < 0.5)}"
     )
     t_over, _ = best_of(reps, lambda: FigureCanvasAgg(plots.overview(history)).draw())
-    view = LiveView(history)
-    t_live, _ = best_of(reps, view.refresh)
-    view.close()
     print(f"    info: plots.overview(History of {len(history):,} operations) incl. .df and .steps: {t_over:.3f} s")
-    print(f"    info: LiveView.refresh() on the same history (.df + .steps + PNG): {t_live:.3f} s")
     ops = history.df
     t_timeline, _ = best_of(reps, lambda: render(plots.timeline(ops)))
     print(f"    info: plots.timeline of {len(ops):,} operations, built + rendered: {t_timeline:.3f} s")
+
+
+def one_step(h: History, i: int) -> None:
+    """Record step ``i + 1`` as the local backend would (PENDING, RUNNING, COMPLETED), and its reward."""
+    at = T0 + i * 0.01
+    for kind, out in (
+        ("forward-backward", wire.ForwardBackwardResult(loss=2.0 / (1 + i) ** 0.5)),
+        (
+            "optim-step",
+            wire.OptimStepResult(
+                step=i + 1, metrics={"grad_norm": 1.0 + (i % 7) * 0.01, "grad_clip_norm": 1.0, "learning_rate": 1e-3}
+            ),
+        ),
+    ):
+        rec = h.new(kind, i, None, at=at)
+        h.update(rec, wire.Operation(id=f"op-{rec.seq}", status=RUNNING), at)
+        h.update(rec, wire.Operation(id=f"op-{rec.seq}", status=COMPLETED, output=out), at + 0.005)
+    h.log(i + 1, reward=min(1.0, i * 1e-4))
+
+
+def rebuild_refresh(h: History, fig: Any) -> bytes:
+    """What LiveView.refresh() did before: rebuild .df and the steps table, redraw a figure, PNG."""
+    ops, logged = h.df, h.logged
+    steps = steps_table(ops, logged)
+    axes = fig.axes
+    for ax in axes:
+        for ln in list(ax.lines):
+            ln.remove()
+    axes[0].plot(*plots.decimate(steps["step"], steps["loss"]), color="C0")
+    axes[1].plot(*plots.decimate(steps["step"], steps["grad_norm"]), color="C1")
+    axes[2].plot(*plots.decimate(logged["step"], logged["reward"]), color="C2")
+    for ax in axes:
+        ax.relim()
+        ax.autoscale_view()
+    return plots.png(fig)
+
+
+def timed_steps(h: History, start: int, steps: int, refresh: Callable[[], Any]) -> list[float]:
+    times = []
+    for i in range(start, start + steps):
+        one_step(h, i)
+        t0 = time.perf_counter()
+        refresh()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def live_at(n: int, steps: int) -> float:
+    """Part (c) at one size; returns the median refresh time."""
+    from matplotlib.figure import Figure
+
+    h = History(config={"optimizer": "adam"})
+    for i in range(n // 2):
+        one_step(h, i)
+    view = LiveView(h, metrics=("reward",))  # builds its series from the history once
+    timed_steps(h, n // 2, 3, view.refresh)  # warm-up
+    live = timed_steps(h, n // 2 + 3, steps, view.refresh)
+    idle = statistics.median(best_of(1, view.refresh)[0] for _ in range(5))
+    draws = sum(p.full_draws for p in view.panels.values())
+    view.close()
+    fig = Figure(figsize=(12.6, 3.0), dpi=80, layout="constrained")
+    FigureCanvasAgg(fig)
+    fig.subplots(1, 3)
+    before = statistics.median(timed_steps(h, n // 2 + 3 + steps, max(3, steps // 4), lambda: rebuild_refresh(h, fig)))
+    m, p90 = statistics.median(live), float(np.percentile(live, 90))
+    print(
+        f"    {n:>7,} ops  refresh {1e3 * m:5.1f} ms (p90 {1e3 * p90:5.1f}; nothing new {1e3 * idle:4.1f})"
+        f"  vs rebuild {1e3 * before:6.1f} ms  ratio {before / m:5.1f}x faster  target <= 50 ms: {verdict(m <= 0.05)}"
+        f"  ({draws} full panel draws in {steps + 4} redraws of 4 panels)"
+    )
+    t_steps = best_of(3, lambda: h.steps)[0]
+    t_steps_old = best_of(3, lambda: steps_table(h.df, h.logged))[0]
+    assert len(h.df) == h.step_log.frame().shape[0] * 2  # and the cache of finished rows is filled
+    one_step(h, n)
+    t_df = best_of(1, lambda: h.df)[0]
+    t_df_full = best_of(3, lambda: _ops_frame(_columns(h.records)))[0]
+    print(
+        f"             .steps {1e3 * t_steps:6.1f} ms vs steps_table(.df) {1e3 * t_steps_old:6.1f} ms"
+        f" ({t_steps_old / t_steps:.0f}x);  .df after one step {1e3 * t_df:6.1f} ms vs built whole"
+        f" {1e3 * t_df_full:6.1f} ms ({t_df_full / t_df:.1f}x)"
+    )
+    return m
+
+
+def bench_live(sizes: list[int], steps: int) -> None:
+    print(f"(c) live view during a run: one step recorded, then refresh() timed; {steps} steps per size")
+    medians = {n: live_at(n, steps) for n in sizes}
+    small, large = medians[min(sizes)], medians[max(sizes)]
+    print(
+        f"    {max(sizes):,} vs {min(sizes):,} operations: {large / small:.2f}x the time"
+        f"   target no slower (<= 1.2): {verdict(large / small <= 1.2)}"
+    )
 
 
 def main() -> None:
@@ -215,10 +315,17 @@ def main() -> None:
     parser.add_argument("--concat-n", type=int, default=5_000, help="records for the pd.concat baseline")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="print a cProfile of (a) with the run store")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2_500, 10_000, 100_000], help="operations, (c)")
+    parser.add_argument("--steps", type=int, default=40, help="timed steps per size, (c)")
+    parser.add_argument("--parts", default="abc", help="which parts to run")
     args = parser.parse_args()
     print("command: python " + " ".join(sys.argv))
-    history = bench_history(args.n, min(args.concat_n, args.n), args.reps, args.profile)
-    bench_plot(args.n, args.reps, history)
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    if "a" in args.parts or "b" in args.parts:
+        history = bench_history(args.n, min(args.concat_n, args.n), args.reps, args.profile)
+        bench_plot(args.n, args.reps, history)
+    if "c" in args.parts:
+        bench_live(sorted(args.sizes), args.steps)
 
 
 if __name__ == "__main__":

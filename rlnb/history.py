@@ -29,8 +29,10 @@ from typing import IO, Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from rlnb import wire
+from rlnb.steplog import StepLog
 
 NA_NO_GRAD_NORM = "the API's optim-step output carries only `step` (no gradient norm or learning rate)"
 RUNS_DIR_ENV = "RLNB_RUNS_DIR"
@@ -188,6 +190,11 @@ class History:
         self._logged: list[dict[str, Any]] = []
         self.store = store
         self.config: dict[str, Any] = dict(config or {})
+        self.step_log = StepLog()
+        """The steps table kept up to date as operations finish (``steps`` reads it; live views follow it)."""
+        self._frame: pd.DataFrame | None = None  # ``df`` of the first ``_frame_n`` records, all finished
+        self._frame_n = 0
+        self._refinished = 0  # updates of already finished records (they invalidate the cached frame)
 
     @classmethod
     def create(cls, config: dict[str, Any], runs_dir: str | Path | None = None, run_id: str | None = None) -> History:
@@ -218,7 +225,20 @@ class History:
             }
             history._records.append(Record(**row))
         history._logged = [r for r in _read_jsonl(path / METRICS_FILE) if isinstance(r.get("step"), int)]
+        history._replay(unfinished=False)  # a loaded run's unfinished operations never finish
         return history
+
+    def _replay(self, unfinished: bool) -> None:
+        """Feed every record and logged row to a fresh step log."""
+        self.step_log.reset()
+        for rec in self._records:
+            done = rec.status in wire.TERMINAL_STATUSES
+            if done or unfinished:
+                self.step_log.submitted(rec)
+            if done:
+                self.step_log.finished(rec)
+        for row in self._logged:
+            self.step_log.logged(row)
 
     def annotate(self, **fields: Any) -> None:
         """Add fields to the run's config (e.g. a sweep's label), on disk too."""
@@ -246,6 +266,11 @@ class History:
         with self._lock:
             return list(self._records)
 
+    def tail(self, n: int) -> list[Record]:
+        """The latest ``n`` records (cheap at any length)."""
+        with self._lock:
+            return self._records[-n:] if n > 0 else []
+
     def on_record(self, callback: Callable[[Record], None]) -> Callable[[], None]:
         """Call ``callback(record)`` after every change (on the backend's thread); returns a function
         that unsubscribes."""
@@ -260,6 +285,7 @@ class History:
             rec.learning_rate = float(rec.params.get("learning_rate", math.nan))
             rec.grad_clip_norm = float(rec.params.get("grad_clip_norm", math.nan))
             self._records.append(rec)
+            self.step_log.submitted(rec)
         if self.store:
             self.store.write_op(rec)
         return rec
@@ -267,6 +293,9 @@ class History:
     def update(self, rec: Record, env: wire.Operation[Any], at: float) -> None:
         """Fold an operation envelope into its record, write it down, then tell the listeners."""
         with self._lock:
+            was_done = rec.status in wire.TERMINAL_STATUSES
+            if was_done:  # a finished record changed again: a cached frame may hold its old state
+                self._frame, self._frame_n, self._refinished = None, 0, self._refinished + 1
             rec.op_id = env.id
             rec.status = env.status
             if env.status == wire.STATUS_RUNNING and math.isnan(rec.started_at):
@@ -279,6 +308,10 @@ class History:
                 rec.error_code, rec.error_message = env.error.code, env.error.message
             if env.output is not None:
                 _fold_output(rec, env.output)
+            if not was_done and rec.status in wire.TERMINAL_STATUSES:
+                self.step_log.finished(rec)
+            elif was_done:  # finished twice (rare): the step log starts over from the records
+                self._replay(unfinished=True)
         if self.store and env.status in wire.TERMINAL_STATUSES:
             self.store.write_op(rec)  # RUNNING is not written: the final line carries started_at too
         for cb in list(self._listeners):
@@ -289,6 +322,7 @@ class History:
         row = {"step": int(step), **{k: float(v) for k, v in metrics.items()}}
         with self._lock:
             self._logged.append(row)
+            self.step_log.logged(row)
         if self.store:
             self.store.write_metrics(row)
         for cb in list(self._log_listeners):
@@ -312,32 +346,28 @@ class History:
     def df(self) -> pd.DataFrame:
         """One row per operation, in submission order, with typed columns: categorical ``kind`` /
         ``status`` / ``error_code``, UTC datetimes for the times, ``queue_s`` (waiting) and
-        ``run_s`` (running) in seconds."""
+        ``run_s`` (running) in seconds.
+
+        Incremental: the rows of operations that had finished are kept from the previous call, so
+        during a run only the newer ones are built again."""
         with self._lock:
-            records = list(self._records)
-        columns = {name: [getattr(r, name) for r in records] for name in COLUMNS}
-        frame = pd.DataFrame(
-            {
-                **columns,
-                **{c: pd.Categorical(np.array(columns[c], dtype=object)) for c in _CATEGORIES},
-                **{c: np.fromiter(columns[c], float, len(records)) for c in _FLOATS},
-                **{c: pd.array(columns[c], dtype="Int64") for c in ("seq", "step", "weights_version")},
-            },
-            columns=list(COLUMNS),
-        )
-        times = {c: np.fromiter(columns[c], float, len(records)) for c in ("submitted_at", "started_at", "finished_at")}
-        frame["queue_s"] = times["started_at"] - times["submitted_at"]
-        frame["run_s"] = times["finished_at"] - times["started_at"]
-        for col, values in times.items():
-            frame[col] = pd.to_datetime(values, unit="s", utc=True)
-        return frame
+            cached, start, refinished = self._frame, self._frame_n, self._refinished
+            tail = self._records[start:]
+            done = next((i for i, r in enumerate(tail) if r.status not in wire.TERMINAL_STATUSES), len(tail))
+            finished, rest = _columns(tail[:done]), _columns(tail[done:])
+        prefix = _concat(cached, _ops_frame(finished)) if done else cached
+        if done:
+            with self._lock:
+                if self._refinished == refinished:  # no finished record changed meanwhile
+                    self._frame, self._frame_n = prefix, start + done
+        return _concat(prefix, _ops_frame(rest))
 
     @property
     def steps(self) -> pd.DataFrame:
         """One row per completed optimizer step: the loss summed over that step's forward-backwards,
         pre-clip grad norm(s), clip threshold, learning rate, step time (seconds since the previous
         step finished), the weights version published after it, and your logged figures."""
-        return steps_table(self.df, self.logged)
+        return self.step_log.frame()
 
     def to_csv(self, path: str | Path) -> None:
         self.df.to_csv(path, index=False)
@@ -367,6 +397,51 @@ class History:
         )
         cols = ["seq", "kind", "status", "error_code", "step", "loss", "grad_norm", "learning_rate", "run_s"]
         return f"<div>{head}</div>" + df[cols].tail(8).to_html(index=False, na_rep="n/a", float_format="{:.4g}".format)
+
+
+def _columns(records: list[Record]) -> dict[str, list[Any]]:
+    return {name: [getattr(r, name) for r in records] for name in COLUMNS}
+
+
+def _ops_frame(columns: dict[str, list[Any]]) -> pd.DataFrame:
+    """``History.df`` rows from column lists."""
+    n = len(columns["seq"])
+    frame = pd.DataFrame(
+        {
+            **columns,
+            **{c: pd.Categorical(np.array(columns[c], dtype=object)) for c in _CATEGORIES},
+            **{c: np.fromiter(columns[c], float, n) for c in _FLOATS},
+            **{c: pd.array(columns[c], dtype="Int64") for c in ("seq", "step", "weights_version")},
+        },
+        columns=list(COLUMNS),
+    )
+    times = {c: np.fromiter(columns[c], float, n) for c in ("submitted_at", "started_at", "finished_at")}
+    frame["queue_s"] = times["started_at"] - times["submitted_at"]
+    frame["run_s"] = times["finished_at"] - times["started_at"]
+    for col, values in times.items():
+        frame[col] = pd.to_datetime(values, unit="s", utc=True)
+    return frame
+
+
+def _concat(head: pd.DataFrame | None, tail: pd.DataFrame) -> pd.DataFrame:
+    """``head`` then ``tail`` as one frame, categories merged as a fresh build would make them."""
+    if head is None or not len(head):
+        return tail
+    if not len(tail):
+        return head.copy(deep=False)  # callers may assign columns; the cache stays as it is
+    frame = pd.concat([head, tail], ignore_index=True)
+    for col in _CATEGORIES:
+        a, b = head[col].array, tail[col].array
+        if not len(a.categories):  # all missing: its categories' dtype is a placeholder
+            a = a.set_categories(b.categories)
+        elif not len(b.categories):
+            b = b.set_categories(a.categories)
+        frame[col] = union_categoricals([a, b], sort_categories=True)
+    for col in ("op_id", "error_message", "na_reason"):  # text: str dtype once any value is a string
+        text = [d for d in (head[col].dtype, tail[col].dtype) if isinstance(d, pd.StringDtype)]
+        if text and frame[col].dtype != text[0]:
+            frame[col] = frame[col].astype(text[0])
+    return frame
 
 
 def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -52,6 +52,11 @@ STATUS_COLORS: dict[str, str] = {COMPLETED: "tab:green", FAILED: "tab:red", RUNN
 MAX_POINTS = 2000
 """Lines with more points are decimated to at most this many before drawing."""
 MAX_ERROR_LABELS = 25
+MARKERS_UP_TO = 30
+"""Lines of at most this many points get a marker at each point."""
+CLIP_HEADROOM = 2.0
+"""The clip threshold is drawn when it is at most this × the largest gradient norm; above, the legend
+gives its value instead, so a threshold of 10 never squashes norms of 0.3 into a flat line."""
 """The timeline writes the error code of the latest this-many failures (every failure gets a marker)."""
 
 
@@ -112,11 +117,13 @@ def _note(ax: Axes, text: str) -> None:
 
 
 def _series(ax: Axes, x: ArrayLike, y: ArrayLike, ema: float | None, color: str, label: str) -> None:
-    """``y`` over ``x``; with ``ema`` the raw line faint and the smoothed one bold."""
+    """``y`` over ``x`` (a marker at each point while there are few); with ``ema`` the raw line faint
+    and the smoothed one bold."""
+    marker = "o" if len(np.asarray(x)) <= MARKERS_UP_TO else ""
     if ema is None:
-        ax.plot(*decimate(x, y), color=color, label=label)
+        ax.plot(*decimate(x, y), color=color, label=label, marker=marker, ms=3)
         return
-    ax.plot(*decimate(x, y), color=color, alpha=0.3, lw=1, label=f"{label} (raw)")
+    ax.plot(*decimate(x, y), color=color, alpha=0.3, lw=1, label=f"{label} (raw)", marker=marker, ms=3)
     ax.plot(*decimate(x, smooth(y, ema)), color=color, lw=2, label=f"{label} (EMA {ema})")
 
 
@@ -127,9 +134,8 @@ def _na_reason(ops: pd.DataFrame) -> str | None:
 
 def _steps(data: History | pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """The steps table and why the gradient norm is missing (when the operations say)."""
-    if isinstance(data, History):
-        ops = data.df
-        return steps_table(ops, data.logged), _na_reason(ops)
+    if isinstance(data, History):  # kept up to date as operations finish: no rebuild from .df
+        return data.steps, data.step_log.na_reason
     if "kind" in data.columns:
         return steps_table(data), _na_reason(data)
     return data, None
@@ -151,8 +157,11 @@ def _grad_norm(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: float | N
         if steps[col].notna().any():
             _series(ax, steps["step"], steps[col], ema, color, label)
     clip = steps["grad_clip_norm"].where(steps["grad_clip_norm"] > 0)  # 0 = clipping off: no line there
-    if clip.notna().any():
+    top = steps[["grad_norm", "grad_norm_muon", "grad_norm_adam"]].max().max()
+    if clip.notna().any() and clip.max() <= CLIP_HEADROOM * top:
         ax.plot(*decimate(steps["step"], clip), ls="--", color="0.4", label="clip threshold")
+    elif clip.notna().any():  # far above the norms: in the legend only, the y-range stays theirs
+        ax.plot([], [], ls="--", color="0.4", label=f"clip threshold {clip.max():g} (off the top)")
     ax.legend(loc="upper right", fontsize="small")
     return ax
 

@@ -31,6 +31,10 @@ class Schedule:
             raise ValueError(f"Schedule.warmup_steps = {self.warmup_steps} is invalid: must be >= 0")
         if self.total_steps < 1:
             raise ValueError(f"Schedule.total_steps = {self.total_steps} is invalid: must be >= 1")
+        if self.warmup_steps > self.total_steps:  # the run would end before its warmup
+            raise ValueError(
+                f"Schedule.warmup_steps = {self.warmup_steps} is invalid: must be <= total_steps ({self.total_steps})"
+            )
         if not 0 < self.min_lr_ratio <= 1:  # the API needs learning_rate > 0 at every step
             raise ValueError(f"Schedule.min_lr_ratio = {self.min_lr_ratio} is invalid: must be in (0, 1]")
 

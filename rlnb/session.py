@@ -172,20 +172,27 @@ class Session:
         )
         return self._submit("forward-backward", body)
 
-    def optim_step(self, params: OptimizerParams | dict[str, Any] | None = None) -> Operation[wire.OptimStepResult]:
-        """Apply the accumulated gradients with ``params`` (``AdamParams`` or ``MuonParams``, matching
-        the session's optimizer; unset fields use the session defaults). Does not publish weights to
-        the sampler — call ``weights_sync()`` for that."""
+    def check_params(self, params: OptimizerParams | dict[str, Any] | None = None) -> OptimizerParams:
+        """``params`` as this session's optimizer kind takes them (None: the defaults; a dict is parsed),
+        or ``TypeError`` for the other kind. Check before submitting anything: a refused optim-step must
+        not leave a forward-backward's gradients behind to inflate the next step."""
         expected = AdamParams if self.optimizer == "adam" else MuonParams
         if params is None:
-            params = expected()
-        elif isinstance(params, dict):
-            params = expected.from_dict(params)
+            return expected()
+        if isinstance(params, dict):
+            return expected.from_dict(params)
         if not isinstance(params, expected):
             raise TypeError(
                 f"this session's optimizer is {self.optimizer}: pass {expected.__name__}, not {type(params).__name__} "
                 "(the optimizer is fixed when the session is created)"
             )
+        return params
+
+    def optim_step(self, params: OptimizerParams | dict[str, Any] | None = None) -> Operation[wire.OptimStepResult]:
+        """Apply the accumulated gradients with ``params`` (``AdamParams`` or ``MuonParams``, matching
+        the session's optimizer; unset fields use the session defaults). Does not publish weights to
+        the sampler — call ``weights_sync()`` for that."""
+        params = self.check_params(params)
         # The params were validated when they were built: the body wraps them as they are, and the
         # backend only fills in defaults (one validation per step).
         if isinstance(params, AdamParams):

@@ -75,7 +75,8 @@ def rl_step(
     loss_params: dict[str, Any] | None = None,
 ) -> StepReport:
     """One RL step. Waits only for the samples; forward-backward, optim-step and weights-sync are
-    submitted back to back and pipeline on the session's queue."""
+    submitted back to back and pipeline on the session's queue. ``params`` are checked first."""
+    params = session.check_params(params)
     prompts = [session.encode(p) for p in task.prompts]
     sampled = session.sample(
         prompts, num_samples=group_size, max_tokens=task.max_tokens, temperature=temperature, seed=seed

@@ -1,296 +1,45 @@
 """Notebook widgets: build an optimizer config with controls, and drive a session from a panel.
 
-``OptimizerBuilder`` is a form over ``AdamParams`` / ``MuonParams``: the params object is the one
-source of truth, validated by the same rules (errors name the field), previewed as the exact JSON
-body, with a learning-rate schedule and its plot. ``RunPanel`` adds Step / Run N / Stop over a
-session, running on a background thread so the kernel stays free and Stop works mid-run.
+``OptimizerBuilder`` (``rlnb.builder``) is a form over ``AdamParams`` / ``MuonParams``. ``RunPanel``
+adds Step / Run N / Stop over a session, running on a background thread so the kernel stays free and
+Stop works mid-run; everything that goes wrong in a step shows in the panel.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
-from matplotlib.figure import Figure
 
-from rlnb._exceptions import InvalidParams, OperationFailed, RlnbError
+from rlnb._exceptions import OperationFailed
+from rlnb.builder import LESSONS, PRESETS, OptimizerBuilder
+from rlnb.controls import INVALID, close_tree
 from rlnb.live import LiveView
-from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, OptimizerParams
-from rlnb.plots import png
-from rlnb.schedule import Schedule
+from rlnb.params import OptimizerParams
+from rlnb.plots import short
 from rlnb.session import Session
 from rlnb.tasks import Task, digits_task, rl_step
 
-
-def _preset(adam: tuple[float, float, float, float, float, float], muon: tuple[float, float, int, float, float]) -> Any:
-    """One preset: the same AdamW values for an Adam session and for Muon's non-matrix weights."""
-    adam_values = dict(zip(ADAM_FIELDS, adam, strict=True))
-    return {"adam": adam_values, "muon": dict(zip(MUON_FIELDS, muon, strict=True)), "muon.adam": dict(adam_values)}
-
-
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    # The values in Together's optim-step reference example (lr, beta1, beta2, eps, wd, clip).
-    "Together docs": _preset((1e-4, 0.9, 0.95, 1e-8, 0.1, 10.0), (0.02, 0.95, 5, 0.0, 10.0)),
-    # KellerJordan/Muon: SingleDeviceMuonWithAuxAdam defaults (Muon lr 0.02, momentum 0.95, wd 0; aux
-    # AdamW lr 3e-4, betas (0.9, 0.95), eps 1e-10, wd 0). KJ does not clip: 0 = off.
-    "Keller Jordan Muon": _preset((3e-4, 0.9, 0.95, 1e-10, 0.0, 0.0), (0.02, 0.95, 5, 0.0, 0.0)),
-    # For teaching: far too large, clipping off — watch the reward collapse (or NON_FINITE_LOSS).
-    "Too high (teaching)": _preset((0.5, 0.9, 0.95, 1e-8, 0.0, 0.0), (5.0, 0.95, 5, 0.0, 0.0)),
-}
-
-_WIDE = {"description_width": "110px"}
-LR_RANGES = {"adam": (-6, 0), "muon": (-4, 1), "muon.adam": (-6, 0)}
-"""Slider ranges (log10) for the learning rate; the text box beside it takes any value."""
-
-
-class _LearningRate:
-    """A log-scale slider for dragging and a text box for exact entry, kept in step."""
-
-    def __init__(self, lo: int, hi: int, description: str):
-        self.slider = W.FloatLogSlider(
-            min=lo,
-            max=hi,
-            base=10,
-            step=0.05,
-            description=description,
-            continuous_update=False,
-            readout=False,
-            style=_WIDE,
-        )
-        self.text = W.FloatText(layout=W.Layout(width="110px"))
-        self.box = W.HBox([self.slider, self.text])
-        self._busy = False
-        self.slider.observe(lambda ch: self._sync(self.text, ch["new"]), names="value")
-        self.text.observe(self._from_text, names="value")
-
-    def _sync(self, target: W.ValueWidget, value: float) -> None:
-        if self._busy:
-            return
-        self._busy = True
-        try:
-            target.value = value
-        finally:
-            self._busy = False
-
-    def _from_text(self, change: dict[str, Any]) -> None:
-        lo, hi = 10**self.slider.min, 10**self.slider.max
-        if lo <= change["new"] <= hi:  # out-of-range values stay in the text box for validation
-            self._sync(self.slider, change["new"])
-
-    @property
-    def value(self) -> float:
-        return float(self.text.value)
-
-    @value.setter
-    def value(self, v: float) -> None:
-        self.text.value = v
-
-    def observe(self, fn: Callable[[dict[str, Any]], None]) -> None:
-        self.text.observe(fn, names="value")
-
-
-def _controls(fields: tuple[str, ...], lr_range: tuple[int, int]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in fields:
-        label = name.replace("_", " ")
-        if name == "learning_rate":
-            out[name] = _LearningRate(*lr_range, description="learning rate")
-        elif name == "newton_schulz_steps":
-            out[name] = W.IntText(description="NS steps", style=_WIDE)
-        else:
-            out[name] = W.FloatText(description=label, style=_WIDE)
-    return out
-
-
-def _box(controls: dict[str, Any]) -> W.VBox:
-    return W.VBox([c.box if isinstance(c, _LearningRate) else c for c in controls.values()])
-
-
-class OptimizerBuilder:
-    """Build ``AdamParams`` / ``MuonParams`` with controls.
-
-    ``.params`` is the validated config (``InvalidParams`` if a field is out of range), ``.errors`` the
-    current problems, the JSON preview equals ``.params.request_body()``, and ``.schedule(step)`` the
-    scheduled learning rate; ``.params_at(step)`` is the config to send at that step.
-    """
-
-    def __init__(self, optimizer: str = "adam", preset: str = "Together docs", total_steps: int = 100):
-        if optimizer not in ("adam", "muon"):
-            raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
-        self.adam = _controls(ADAM_FIELDS, LR_RANGES["adam"])
-        self.muon = _controls(MUON_FIELDS, LR_RANGES["muon"])
-        self.muon_adam = _controls(ADAM_FIELDS, LR_RANGES["muon.adam"])
-        self.tabs = W.Tab(
-            children=[
-                _box(self.adam),
-                W.VBox(
-                    [
-                        _box(self.muon),
-                        W.HTML("<b>adam</b> — for embeddings, output head, norms, biases"),
-                        _box(self.muon_adam),
-                    ]
-                ),
-            ]
-        )
-        self.tabs.set_title(0, "Adam")
-        self.tabs.set_title(1, "Muon")
-        self.tabs.selected_index = 0 if optimizer == "adam" else 1
-        self.preset = W.Dropdown(options=list(PRESETS), description="preset")
-        self.sched_kind = W.Dropdown(options=["constant", "linear", "cosine"], description="schedule", style=_WIDE)
-        self.warmup = W.IntText(value=0, description="warmup steps", style=_WIDE)
-        self.total = W.IntText(value=total_steps, description="total steps", style=_WIDE)
-        self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=_WIDE)
-        self.preview = W.HTML()
-        self.message = W.HTML()
-        self.schedule_plot = W.Image(format="png", layout=W.Layout(width="360px"))
-        self.widget = W.VBox(
-            [
-                self.preset,
-                self.tabs,
-                self.message,
-                W.HBox([W.VBox([self.sched_kind, self.warmup, self.total, self.min_ratio]), self.schedule_plot]),
-                self.preview,
-            ]
-        )
-        self._callbacks: list[Callable[[OptimizerBuilder], None]] = []
-        self._params: OptimizerParams | None = None
-        self.errors: list[str] = []
-        self._quiet = False
-        self.apply_preset(preset)
-        for group in (self.adam, self.muon, self.muon_adam):
-            for c in group.values():
-                c.observe(self._changed) if isinstance(c, _LearningRate) else c.observe(self._changed, names="value")
-        for c in (self.sched_kind, self.warmup, self.total, self.min_ratio):
-            c.observe(self._changed, names="value")
-        self.tabs.observe(self._changed, names="selected_index")
-        self.preset.observe(lambda ch: self.apply_preset(ch["new"]), names="value")
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    # -- state -----------------------------------------------------------------------------------
-
-    @property
-    def kind(self) -> str:
-        return "adam" if self.tabs.selected_index == 0 else "muon"
-
-    @kind.setter
-    def kind(self, value: str) -> None:
-        self.tabs.selected_index = 0 if value == "adam" else 1
-
-    @property
-    def valid(self) -> bool:
-        return not self.errors
-
-    @property
-    def params(self) -> OptimizerParams:
-        """The config as built now; raises ``InvalidParams`` naming the fields that are out of range."""
-        if self._params is None:
-            self._params = self._build()
-        return self._params
-
-    def on_change(self, callback: Callable[[OptimizerBuilder], None]) -> None:
-        """Call ``callback(builder)`` after every change of a control."""
-        self._callbacks.append(callback)
-
-    def apply_preset(self, name: str) -> None:
-        """Fill every control from ``PRESETS[name]`` (one update of the preview at the end)."""
-        values = PRESETS[name]
-        self._quiet = True
-        try:
-            for group, key in ((self.adam, "adam"), (self.muon, "muon"), (self.muon_adam, "muon.adam")):
-                for field, v in values[key].items():
-                    group[field].value = v
-        finally:
-            self._quiet = False
-        if self.preset.value != name:
-            self.preset.value = name
-        self._changed()
-
-    def get_schedule(self) -> Schedule:
-        return Schedule(
-            self.sched_kind.value, int(self.warmup.value), int(self.total.value), float(self.min_ratio.value)
-        )
-
-    def schedule(self, step: int) -> float:
-        """The learning rate to use at ``step`` (counting from 0): base rate × schedule."""
-        return self.get_schedule()(step, float(self.params.learning_rate or 0.0))
-
-    def params_at(self, step: int) -> OptimizerParams:
-        """``.params`` with the scheduled learning rate(s) for ``step`` (Muon: its ``adam`` too)."""
-        return self.params.scaled(self.get_schedule().multiplier(step))
-
-    # -- reactions -------------------------------------------------------------------------------
-
-    def _values(self, group: dict[str, Any]) -> dict[str, Any]:
-        return {name: c.value for name, c in group.items()}
-
-    def _build(self) -> OptimizerParams:
-        if self.kind == "adam":
-            return AdamParams(**self._values(self.adam))
-        try:
-            adam = AdamParams(**self._values(self.muon_adam))
-        except InvalidParams as exc:
-            raise InvalidParams("MuonParams.adam", exc.errors) from None
-        return MuonParams(**self._values(self.muon), adam=adam)
-
-    def _changed(self, change: Any = None) -> None:
-        if self._quiet:
-            return
-        self._params = None
-        self.errors = []
-        try:
-            body = self.params.request_body()
-        except InvalidParams as exc:
-            self.errors = str(exc).splitlines()
-            self.message.value = "".join(f"<div style='color:#b00020'>✗ {e}</div>" for e in self.errors)
-            self.preview.value = "<i>not sendable until the fields above are fixed</i>"
-        else:
-            self.message.value = "<span style='color:#1b5e20'>✓ valid</span>"
-            self.preview.value = f"<pre style='margin:0'>{json.dumps(body, indent=2)}</pre>"
-        try:
-            schedule = self.get_schedule()
-        except ValueError as exc:
-            self.errors.append(str(exc))
-            self.message.value += f"<div style='color:#b00020'>✗ {exc}</div>"
-        else:
-            if self.valid:
-                self._draw_schedule(schedule)
-        for cb in list(self._callbacks):
-            cb(self)
-
-    def _draw_schedule(self, schedule: Schedule) -> None:
-        steps = range(0, int(schedule.total_steps * 1.1) + 1)
-        base = float(self.params.learning_rate or 0.0)
-        fig = Figure(figsize=(3.6, 1.8), layout="constrained")
-        ax = fig.add_subplot()
-        ax.plot(list(steps), [schedule(s, base) for s in steps], color="C0")
-        ax.set(xlabel="step", ylabel="learning rate", title=f"{schedule.kind}, warmup {schedule.warmup_steps}")
-        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
-        self.schedule_plot.value = png(fig)
-
-    def close(self) -> None:
-        """Close every control of the builder (the front end removes them)."""
-        _close_tree(self.widget)
-
+__all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel", "StepFn"]
 
 StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
 """``step_fn(session, params)`` runs one training step and returns figures to log (or None)."""
 
 
 class RunPanel:
-    """Step a session from the notebook: the builder, Step / Run N / Stop, a progress bar, and a live
-    table and plot of the session's operations.
+    """Step a session from the notebook: Step / Run N / Stop and a progress bar at the top, then the
+    builder (locked to the session's optimizer), then a live view of the run.
 
-    Each step sends ``builder.params_at(step)`` (the schedule applied). By default a step is one RL
-    step of ``task`` (the demo's digits task) and logs its mean reward; pass ``step_fn`` for your own
-    loop. Runs go on a background thread, so the kernel stays free and Stop works mid-run (a stop
-    takes effect between steps). A failed operation stops the run and shows its error code and
-    message in the panel, not a traceback.
+    Each step sends ``builder.params_at(step)`` (the schedule applied), checked against the session
+    before anything is submitted. By default a step is one RL step of ``task`` (the demo's digits
+    task) and logs its mean reward, and the live view shows reward and gradient norm (not the GRPO
+    loss, ≈0 by construction); pass ``step_fn`` for your own loop (the view then shows the loss, the
+    learning rate and every figure you return). Runs go on a background thread, so the kernel stays free
+    and Stop works mid-run (between steps). Any exception in a step stops the run and shows in the
+    status line and in ``error``: a failed operation by its error code and message.
     """
 
     def __init__(
@@ -305,61 +54,102 @@ class RunPanel:
     ):
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
-        self.builder.kind = session.optimizer
+        self.builder.lock(session.optimizer)
         self.task = task or digits_task()
         self.step_fn = step_fn or self._rl_step
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
         self.run_button = W.Button(description="Run N", icon="play")
-        self.n = W.BoundedIntText(value=n_steps, min=1, max=100_000, description="N", layout=W.Layout(width="140px"))
+        self.n = W.IntText(
+            value=n_steps, description="N", style={"description_width": "16px"}, layout=W.Layout(width="110px")
+        )
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", disabled=True)
-        self.progress = W.IntProgress(value=0, min=0, max=1, description="progress")
+        self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="220px"))
         self.status = W.HTML()
-        self.live = LiveView(session.history, metrics=("reward",), every=every)
+        default = step_fn is None
+        self.live = LiveView(
+            session.history,
+            metrics=("reward",) if default else None,
+            every=every,
+            rows=6,
+            loss=not default,  # the GRPO loss is ≈0 by construction: watch the reward
+            learning_rate=not default,  # the schedule preview above and the table show it
+        )
         self.widget = W.VBox(
             [
-                self.builder.widget,
-                W.HBox([self.step_button, self.run_button, self.n, self.stop_button]),
-                self.progress,
+                W.HBox(
+                    [self.step_button, self.run_button, self.n, self.stop_button, self.progress],
+                    layout=W.Layout(align_items="center"),
+                ),
                 self.status,
+                self.builder.widget,
                 self.live.widget,
             ]
         )
-        self.error: OperationFailed | RlnbError | None = None
+        self.widget.add_class("rlnb-run-panel")
+        self.error: Exception | None = None
+        """The exception that stopped the last run (or refused a start), if any."""
         self._stop = threading.Event()
+        self._busy = threading.Event()
         self._thread: threading.Thread | None = None
         self.step_button.on_click(lambda _: self.start(1))
         self.run_button.on_click(lambda _: self.start(int(self.n.value)))
         self.stop_button.on_click(lambda _: self.stop())
         self.builder.on_change(lambda _: self._sync_buttons())
+        self.n.observe(self._n_changed, names="value")
         self._show(f"step {session.step} · ready")
+        self._sync_buttons()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._busy.is_set()
 
-    def start(self, n: int) -> None:
-        """Run ``n`` steps on a background thread (ignored while a run is going or the config is invalid)."""
-        if self.running or not self.builder.valid:
-            return
+    def start(self, n: int) -> bool:
+        """Run ``n`` steps on a background thread. Returns False, saying why in the status line (and in
+        ``error``), when it cannot: a run is going, ``n`` is not >= 1, or the config is refused."""
+        problem = self._refusal(n)
+        if problem is not None:
+            self.error = problem
+            self._show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
+            return False
         self._stop.clear()
         self.error = None
         self.progress.max, self.progress.value = n, 0
+        self._busy.set()
         self._thread = threading.Thread(target=self._run, args=(n,), name="rlnb-run-panel", daemon=True)
         self._thread.start()
         self._sync_buttons()
+        return True
+
+    def _refusal(self, n: int) -> Exception | None:
+        if self.running:
+            return RuntimeError("a run is going; Stop it first")
+        if not isinstance(n, int) or n < 1:
+            return ValueError(f"N = {n!r} is invalid: must be an integer >= 1")
+        if not self.builder.valid:
+            return ValueError("; ".join(self.builder.errors))
+        try:
+            self.session.check_params(self.builder.params)
+        except TypeError as exc:
+            return exc
+        return None
 
     def stop(self) -> None:
         """Ask the run to stop after the step in progress."""
         self._stop.set()
-        self._show("stopping after this step …")
+        if self.running:
+            self._show("stopping after this step …")
 
-    def join(self, timeout: float | None = None) -> None:
-        """Wait for the current run to end (tests, scripts)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until the current run has ended, its last redraw included; False if it is still going
+        after ``timeout`` seconds."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
 
     def _run(self, n: int) -> None:
         done = 0
@@ -368,6 +158,7 @@ class RunPanel:
                 if self._stop.is_set():
                     break
                 params = self.builder.params_at(self.session.step)
+                self.session.check_params(params)
                 figures = self.step_fn(self.session, params)
                 done += 1
                 self.progress.value = done
@@ -377,23 +168,25 @@ class RunPanel:
                 self._show(
                     f"step {step} · {done}/{n} done" + "".join(f" · {k} {v:.3g}" for k, v in (figures or {}).items())
                 )
-        except (OperationFailed, RlnbError) as exc:
+        except Exception as exc:  # every failure of a step is shown; none is lost
             self.error = exc
-            code = getattr(exc, "code", None) or type(exc).__name__
-            message = getattr(exc, "message", None) or str(exc)
-            self._show(
-                f"step {self.session.step} · stopped: <b>{html.escape(str(code))}</b> — {html.escape(str(message))}",
-                error=True,
-            )
+            if isinstance(exc, OperationFailed):
+                what, message = short(exc.code) or "FAILED", exc.message or str(exc)
+            else:
+                what, message = type(exc).__name__, str(exc)
+            what, message = html.escape(what, quote=False), html.escape(message, quote=False)
+            self._show(f"step {self.session.step} · stopped: <b>{what}</b> — {message}", error=True)
         else:
             stopped = done < n
             self._show(
                 f"step {self.session.step} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done")
             )
         finally:
-            self._thread = None
-            self._sync_buttons()
-            self.live.refresh()
+            try:
+                self.live.refresh()
+            finally:
+                self._busy.clear()
+                self._sync_buttons()
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
         return {"reward": rl_step(session, self.task, params).reward}
@@ -402,20 +195,28 @@ class RunPanel:
         color = "#b00020" if error else "inherit"
         self.status.value = f"<span class='rlnb-status' style='color:{color}'>{text}</span>"
 
+    def _n_ok(self) -> bool:
+        return isinstance(self.n.value, int) and self.n.value >= 1
+
+    def _n_changed(self, _change: Any) -> None:
+        (self.n.remove_class if self._n_ok() else self.n.add_class)(INVALID)
+        if not self._n_ok():
+            self._show(html.escape(f"N = {self.n.value} is invalid: must be an integer >= 1"), error=True)
+        elif not self.running:
+            self._show(f"step {self.session.step} · ready")
+        self._sync_buttons()
+
     def _sync_buttons(self) -> None:
         busy = self.running
-        self.step_button.disabled = self.run_button.disabled = busy or not self.builder.valid
+        self.step_button.disabled = busy or not self.builder.valid
+        self.run_button.disabled = busy or not self.builder.valid or not self._n_ok()
         self.stop_button.disabled = not busy
 
-    def close(self) -> None:
-        """Stop any run, stop following the history and close the widgets."""
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop any run and wait for it (``TimeoutError`` if a step is still going after ``timeout``
+        seconds; the panel then stays open), stop following the history and close the widgets."""
         self.stop()
-        self.join()
+        if not self.join(timeout):
+            raise TimeoutError(f"the run was asked to stop but a step is still going after {timeout} s")
         self.live.close()
-        _close_tree(self.widget)
-
-
-def _close_tree(widget: W.Widget) -> None:
-    for child in getattr(widget, "children", ()):
-        _close_tree(child)
-    widget.close()
+        close_tree(self.widget)

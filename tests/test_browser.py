@@ -1,6 +1,13 @@
-"""What a person sees: a RunPanel served by Voila, driven by Playwright in Debian's Chromium."""
+"""What a person sees: the RunPanel in JupyterLab 4 and in Voila, driven by Playwright in Debian's Chromium.
 
+Each test leaves a screenshot in tests/artifacts/. JupyterLab runs on a copy of notebooks/05-widgets.ipynb
+in a temporary folder (its settings and workspaces there too, the news toast off), so the repository's
+notebook is never touched.
+"""
+
+import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,10 +27,131 @@ ARGS = [
 ]
 HERE = Path(__file__).parent
 ARTIFACTS = HERE / "artifacts"
+NOTEBOOK = HERE.parent / "notebooks" / "05-widgets.ipynb"
+TALL = {"width": 1300, "height": 2200}  # the whole panel fits: no scrolling inside Lab's notebook
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian chromium is not installed (.ci/run installs it)"
 )
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def shot(locator, name):
+    locator.screenshot(path=str(ARTIFACTS / name))
+
+
+# -- JupyterLab 4 ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lab_url(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lab")
+    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    settings = root / ".settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    port = free_port()
+    cmd = [
+        *(sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1"),
+        *("--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}", "--allow-root"),
+        *(f"--LabApp.user_settings_dir={root / '.settings'}", f"--LabApp.workspaces_dir={root / '.workspaces'}"),
+        "--ServerApp.log_level=WARN",
+    ]
+    with ServerProcess(cmd, f"http://127.0.0.1:{port}", health="/api/status", timeout=120) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def lab(browser, lab_url):
+    """05-widgets.ipynb opened in JupyterLab and run with Run > Run All Cells, as a person would."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport=TALL)
+    page.goto(f"{lab_url}/lab/tree/{NOTEBOOK.name}", timeout=120_000)
+    expect(page.locator(".jp-StatusBar-Item", has_text="Idle").first).to_be_visible(timeout=120_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator('li[data-command="runmenu:run-all"]').click()
+    expect(page.locator(".jp-OutputArea-output", has_text="6 steps; None")).to_be_visible(timeout=180_000)
+    yield page
+    page.close()
+
+
+def test_lab_run_all_renders_every_widget(lab):
+    from playwright.sync_api import expect
+
+    widget_outputs = lab.locator(".jp-OutputArea-output:has(.jupyter-widgets)")
+    expect(widget_outputs).to_have_count(2)  # the builder, then the panel
+    for text in ("Error displaying widget", "Loading widget", "Traceback", "model not found"):
+        expect(lab.locator(".jp-Notebook")).not_to_contain_text(text)
+    panel = lab.locator(".rlnb-run-panel")
+    expect(panel.locator(".rlnb-status")).to_contain_text("step 6 · 5 done")
+    expect(panel.get_by_role("button", name="Step")).to_be_enabled()
+    images = panel.locator(".rlnb-live img")
+    expect(images).to_have_count(2)  # reward, gradient norm
+    assert all(images.nth(i).evaluate("img => img.complete && img.naturalWidth > 300") for i in range(2))
+    expect(panel.locator("table.rlnb-steps tr")).to_have_count(7)  # header + 6 steps
+    shot(panel, "lab_05_run_all.png")
+
+
+def test_lab_step_run_n_and_stop(lab):
+    from playwright.sync_api import expect
+
+    panel = lab.locator(".rlnb-run-panel")
+    status = panel.locator(".rlnb-status")
+    panel.get_by_role("button", name="Step").click()
+    expect(status).to_contain_text("step 7 · 1 done", timeout=60_000)
+    n = panel.locator(".widget-inline-hbox").filter(has=lab.get_by_text("N", exact=True)).locator("input")
+    n.fill("500")
+    n.press("Enter")
+    panel.get_by_role("button", name="Run N").click()
+    expect(status).to_contain_text("step 9", timeout=60_000)
+    expect(panel.get_by_role("button", name="Step")).to_be_disabled()
+    panel.get_by_role("button", name="Stop").click()
+    expect(status).to_contain_text("stopped early", timeout=60_000)
+    expect(panel.get_by_role("button", name="Step")).to_be_enabled()
+    done = int(status.inner_text().split("after ")[1].split(" of ")[0])
+    assert 2 <= done < 500
+    expect(panel.locator("table.rlnb-steps tr").nth(1)).to_contain_text(str(7 + done))  # newest step on top
+    lab.wait_for_timeout(1000)  # the last throttled redraw of the live view
+    shot(panel, "lab_05_step_run_stop.png")
+
+
+def test_lab_wrong_tab_and_a_bad_field_say_why(lab):
+    from playwright.sync_api import expect
+
+    panel = lab.locator(".rlnb-run-panel")
+    message = panel.locator(".rlnb-builder .rlnb-message")
+    panel.get_by_role("tab", name="Adam (locked)").click()
+    expect(message).to_contain_text("this session's optimizer is muon")
+    expect(panel.get_by_role("button", name="Step")).to_be_disabled()
+    shot(panel, "lab_05_wrong_tab.png")
+    panel.get_by_role("tab", name="Muon", exact=True).click()
+    expect(message).to_contain_text("✓ valid")
+    ns = panel.locator(".widget-inline-hbox").filter(has=lab.get_by_text("NS steps", exact=True)).locator("input")
+    ns.fill("2.5")
+    ns.press("Enter")
+    expect(message).to_contain_text("MuonParams.newton_schulz_steps = 2.5 is invalid")
+    expect(ns).to_have_value("2.5")  # what was typed, not 25
+    expect(panel.locator(".rlnb-invalid input")).to_have_count(1)  # that field, and only it, is red
+    shot(panel, "lab_05_bad_field.png")
+    ns.fill("5")
+    ns.press("Enter")
+    expect(message).to_contain_text("✓ valid")
+
+
+# -- Voila -----------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -35,38 +163,46 @@ def voila_url():
         yield url
 
 
-def test_a_person_steps_runs_and_stops_a_session(voila_url):
-    from playwright.sync_api import expect, sync_playwright
+def test_voila_a_person_steps_runs_and_stops_a_session(browser, voila_url):
+    from playwright.sync_api import expect
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 1600})
-            page.goto(voila_url, timeout=120_000)
-            status = page.locator(".rlnb-status")
-            expect(status).to_contain_text("step 0 · ready", timeout=120_000)
+    page = browser.new_page(viewport={"width": 1200, "height": 1600})
+    page.goto(voila_url, timeout=120_000)
+    panel = page.locator(".rlnb-run-panel")
+    status = panel.locator(".rlnb-status")
+    expect(status).to_contain_text("step 0 · ready", timeout=120_000)
+    box, step_box = panel.bounding_box(), panel.get_by_role("button", name="Step").bounding_box()
+    assert step_box["y"] - box["y"] < 40  # the buttons are at the top
+    assert box["height"] < 1000, box  # compact: about 1350 px before
 
-            # Set the learning rate in the exact-entry box beside the slider.
-            lr_row = page.locator(".widget-hbox").filter(has=page.get_by_text("learning rate", exact=True)).first
-            lr_box = lr_row.locator("input[type=number]")
-            lr_box.fill("0.003")
-            lr_box.press("Enter")
-            expect(page.locator("pre")).to_contain_text('"learning_rate": 0.003', timeout=30_000)
+    # Set the learning rate in the exact-entry box beside the slider; the JSON body is one click away.
+    lr_box = panel.locator(".widget-hbox").filter(has=page.get_by_text("learning rate", exact=True)).first
+    lr_box = lr_box.locator("input[type=number]")
+    lr_box.fill("0.003")
+    lr_box.press("Enter")
+    panel.get_by_text("request body (JSON)").click()
+    expect(panel.locator("pre")).to_contain_text('"learning_rate": 0.003', timeout=30_000)
+    expect(panel.locator(".rlnb-builder")).to_contain_text("(modified)")
+    panel.get_by_text("request body (JSON)").click()  # collapsed again
 
-            page.get_by_role("button", name="Step").click()
-            expect(status).to_contain_text("step 1", timeout=60_000)
-            table = page.locator("table").filter(has_text="optim-step").last
-            expect(table.locator("tr", has_text="optim-step").first).to_contain_text("completed", timeout=30_000)
+    panel.get_by_role("button", name="Step").click()
+    expect(status).to_contain_text("step 1", timeout=60_000)
+    panel.get_by_role("tab", name="operations").click()
+    table = panel.locator("table.rlnb-ops")
+    expect(table.locator("tr", has_text="optim-step").first).to_contain_text("completed", timeout=30_000)
+    panel.get_by_role("tab", name="steps").click()
 
-            page.get_by_role("button", name="Run N").click()
-            expect(status).to_contain_text("step 3", timeout=60_000)
-            page.get_by_role("button", name="Stop").click()
-            expect(status).to_contain_text("stopped early", timeout=60_000)
-            text = status.inner_text()
-            done = int(text.split("after ")[1].split(" of ")[0])
-            assert 1 <= done < 500
-            page.wait_for_timeout(1500)  # let the last throttled redraw of the live view arrive
-            page.screenshot(path=str(ARTIFACTS / "run_panel.png"), full_page=True)
-        finally:
-            browser.close()
+    panel.get_by_role("button", name="Run N").click()
+    expect(status).to_contain_text("step 3", timeout=60_000)
+    panel.get_by_role("button", name="Stop").click()
+    expect(status).to_contain_text("stopped early", timeout=60_000)
+    done = int(status.inner_text().split("after ")[1].split(" of ")[0])
+    assert 1 <= done < 500
+    page.wait_for_timeout(1500)  # let the last throttled redraw of the live view arrive
+    page.screenshot(path=str(ARTIFACTS / "voila_run_panel.png"), full_page=True)
+
+    panel.get_by_role("tab", name="Muon (locked)").click()
+    expect(panel.locator(".rlnb-message")).to_contain_text("this session's optimizer is adam")
+    expect(panel.get_by_role("button", name="Run N")).to_be_disabled()
+    shot(panel, "voila_wrong_tab.png")
+    page.close()

@@ -1,7 +1,9 @@
 """The run store and the tables: kill -9 safety, reload, corrupt tails, typed columns, steps, exports."""
 
 import json
+import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -11,9 +13,11 @@ import pandas as pd
 import pytest
 
 import rlnb
-from rlnb import samples
+from rlnb import samples, wire
 from rlnb.backends.local import LocalBackend
-from rlnb.history import History, compare, runs
+from rlnb.history import History, compare, runs, steps_table
+
+T0 = 1_700_000_000.0
 
 CHILD = textwrap.dedent(
     """
@@ -151,3 +155,106 @@ def test_finished_records_are_on_disk_before_listeners_hear_of_them(tmp_path):
     s.wait()
     s.close()
     assert seen and all(seen)
+
+
+# -- incremental views ---------------------------------------------------------------------------
+
+PENDING, RUNNING = "TRAINING_OPERATION_STATUS_PENDING", "TRAINING_OPERATION_STATUS_RUNNING"
+COMPLETED, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
+
+
+def finish(h, rec, at, ok=True, loss=1.0, grad_norm=0.5):
+    h.update(rec, wire.Operation(id=f"op-{rec.seq}", status=RUNNING), at)
+    out = None
+    if ok and rec.kind == "forward-backward":
+        out = wire.ForwardBackwardResult(loss=loss)
+    elif ok and rec.kind == "optim-step":
+        out = wire.OptimStepResult(step=rec.step + 1, metrics={"grad_norm": grad_norm, "learning_rate": 1e-3})
+    elif ok and rec.kind == "weights-sync":
+        out = wire.WeightsSyncResult(weights_version=rec.step)
+    error = None if ok else wire.OperationError(code="TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT", message="no")
+    h.update(rec, wire.Operation(id=f"op-{rec.seq}", status=COMPLETED if ok else FAILED, output=out, error=error), at)
+
+
+def fresh_df(h):
+    from rlnb.history import _columns, _ops_frame
+
+    return _ops_frame(_columns(h.records))
+
+
+def test_incremental_df_and_steps_equal_a_fresh_build():
+    """Random submissions, completions out of order (as a remote poller sees them), failures, NaN
+    losses, a record finished twice, logged figures; compared at every 5th change."""
+    rng = random.Random(0)
+    h, open_ops, step = History(), [], 0
+    for i in range(600):
+        if rng.random() < 0.45:
+            kind = rng.choice(["forward-backward", "forward-backward", "optim-step", "weights-sync", "sample"])
+            open_ops.append(h.new(kind, step, {"learning_rate": 1e-3} if kind == "optim-step" else None, at=T0 + i))
+            step += kind == "optim-step"
+        elif open_ops:
+            rec = open_ops.pop(rng.randrange(len(open_ops)) if rng.random() < 0.3 else 0)
+            loss = rng.choice([rng.random(), math.nan])
+            finish(h, rec, T0 + i + 0.5, ok=rng.random() < 0.85, loss=loss, grad_norm=rng.random())
+            if rng.random() < 0.02:  # a late second terminal update of the same record
+                finish(h, rec, T0 + i + 0.7, loss=2.0)
+        if rng.random() < 0.2:
+            h.log(rng.randrange(step + 1), **rng.choice([{"reward": rng.random()}, {"acc": 1.0, "reward": math.nan}]))
+        if i % 5 == 0:
+            fresh = fresh_df(h)
+            pd.testing.assert_frame_equal(h.df, fresh, check_exact=True)
+            pd.testing.assert_frame_equal(h.steps, steps_table(fresh, h.logged))
+    assert len(h.steps) > 20 and h._frame_n > 200
+
+
+def test_steps_does_not_rebuild_the_operations_table(monkeypatch):
+    h = History()
+    for i in range(3):
+        finish(h, h.new("forward-backward", i, None, at=T0 + i), T0 + i, loss=float(i))
+        finish(h, h.new("optim-step", i, None, at=T0 + i), T0 + i + 0.5)
+    h.log(3, reward=0.5)
+    expected = steps_table(h.df, h.logged)
+    monkeypatch.setattr(History, "df", property(lambda self: pytest.fail(".steps rebuilt .df")))
+    pd.testing.assert_frame_equal(h.steps, expected)
+
+
+def test_df_builds_only_the_rows_that_were_not_finished(monkeypatch):
+    import rlnb.history as history_module
+
+    built = []
+    real = history_module._ops_frame
+    monkeypatch.setattr(history_module, "_ops_frame", lambda cols: built.append(len(cols["seq"])) or real(cols))
+    h = History()
+    for i in range(50):
+        finish(h, h.new("forward-backward", i, None, at=T0 + i), T0 + i)
+    running = h.new("sample", 50, None, at=T0 + 50)
+    assert len(h.df) == 51
+    assert sum(built) == 51
+    built.clear()
+    finish(h, h.new("forward-backward", 51, None, at=T0 + 51), T0 + 51)
+    assert len(h.df) == 52 and sum(built) == 2  # the unfinished sample and the new one, not all 52
+    finish(h, running, T0 + 52)
+    expected = fresh_df(h)
+    built.clear()
+    pd.testing.assert_frame_equal(h.df, expected)
+    assert sum(built) == 2
+
+
+def test_step_log_hands_out_only_rows_that_will_not_change():
+    h = History()
+    fb = h.new("forward-backward", 0, None, at=T0)
+    opt1 = h.new("optim-step", 0, None, at=T0 + 1)
+    opt2 = h.new("optim-step", 1, None, at=T0 + 2)
+    finish(h, opt2, T0 + 3)  # seen first (a remote poller), though submitted second
+    assert h.step_log.settled(0) == [] and list(h.steps.step) == [2]
+    finish(h, opt1, T0 + 4)
+    assert h.step_log.settled(0) == []  # step 1's forward-backward is still running: its loss may change
+    finish(h, fb, T0 + 5, loss=0.75)
+    rows = h.step_log.settled(0)
+    assert [r.step for r in rows] == [1, 2]
+    assert rows[0].loss == 0.75 and math.isnan(rows[1].loss) and h.step_log.settled(2) == []
+
+
+def test_a_reloaded_run_has_the_same_steps(tmp_path):
+    h = run_session(tmp_path, "reload", steps=3)
+    pd.testing.assert_frame_equal(History.load(tmp_path / "reload").steps, h.steps)

@@ -229,6 +229,27 @@ def test_large_histories_are_decimated_keeping_spikes():
     assert x.tolist() == [1, 2, 3] and np.isnan(y[1])  # small series are untouched
 
 
+# -- static plots for RL ----------------------------------------------------------------------------
+
+
+def test_clip_line_only_when_on_and_never_squashing_the_norms():
+    small = hand_history([1.0] * 3, norms=[0.30, 0.32, 0.28], metrics=lambda gn: optim_metrics(gn, clip=10.0))
+    ax = plots.grad_norm(small)
+    lines = {ln.get_label(): ln for ln in ax.lines}
+    assert xy(lines["clip threshold 10 (off the top)"]).size == 0  # named in the legend, not drawn
+    assert ax.get_ylim()[1] < 0.4  # the norms fill the axes
+    near = hand_history([1.0] * 3, norms=[0.30, 0.32, 0.28], metrics=lambda gn: optim_metrics(gn, clip=0.5))
+    lines = {ln.get_label(): ln for ln in plots.grad_norm(near).lines}
+    assert xy(lines["clip threshold"])[:, 1].tolist() == [0.5, 0.5, 0.5]
+    off = hand_history([1.0] * 3, norms=[0.30, 0.32, 0.28], metrics=lambda gn: optim_metrics(gn, clip=0.0))
+    assert [ln.get_label() for ln in plots.grad_norm(off).lines] == ["global"]
+
+
+def test_markers_while_there_are_few_points():
+    assert plots.loss(hand_history([1.0] * 30)).lines[0].get_marker() == "o"
+    assert plots.loss(hand_history([1.0] * 31)).lines[0].get_marker() in ("", "None")
+
+
 # -- LiveView --------------------------------------------------------------------------------------
 
 
@@ -248,10 +269,18 @@ def settle(view, quiet=0.5):
             seen, since = view.redraws, time.monotonic()
 
 
+def line(view, panel, key):
+    return xy(view.panels[panel].lines[key])
+
+
+def is_png(data):
+    return bytes(data).startswith(b"\x89PNG\r\n\x1a\n")
+
+
 def test_live_view_throttles_and_always_shows_the_last_state():
     h = hand_history([1.0], norms=[2.0])
     view = LiveView(h, metrics=("reward",), every=0.3, rows=3)
-    assert view.redraws == 1 and bytes(view.image.value).startswith(b"\x89PNG\r\n\x1a\n")
+    assert view.redraws == 1 and all(is_png(img.value) for img in view.images.values())
     start = time.monotonic()
     for i in range(1, 60):  # 120 operations, 360 status changes, well within `every`
         add(h, "forward-backward", at=T0 + 2 * i, output=wire.ForwardBackwardResult(loss=1.0 / (i + 1)), step=i)
@@ -259,25 +288,29 @@ def test_live_view_throttles_and_always_shows_the_last_state():
     pumped = time.monotonic() - start
     settle(view)
     assert 2 <= view.redraws <= 2 + math.ceil(pumped / 0.3)
-    loss_line = view.figure.axes[0].lines[0]
-    assert len(loss_line.get_xydata()) == 60 and loss_line.get_xydata()[-1, 1] == pytest.approx(1 / 60)
-    assert ">119</td>" in view.table.value  # the last operation is in the table
-    h.log(60, reward=0.5)  # log() does not notify listeners: refresh() shows it
-    assert view.figure.axes[2].lines[0].get_xydata().size == 0
-    view.refresh()
-    assert view.figure.axes[2].lines[0].get_xydata().tolist() == [[60.0, 0.5]]
+    loss_line = line(view, "loss", "loss")
+    assert len(loss_line) == 60 and loss_line[-1, 1] == pytest.approx(1 / 60)
+    assert ">60</td>" in view.steps_table.value  # the last step is in the table
+    redraws = view.redraws
+    h.log(60, reward=0.5)  # log() notifies the view too: it redraws without being asked
+    wait_until(lambda: view.redraws == redraws + 1)
+    assert line(view, "reward", "reward").tolist() == [[60.0, 0.5]]
     view.close()
 
 
-def test_live_table_lists_the_latest_operations_and_close_unsubscribes():
+def test_live_tables_show_steps_and_the_raw_operations_one_click_away():
     h = timeline_history()
-    view = LiveView(h, every=0.05, rows=3)
-    table = view.table.value
+    h.log(1, reward=0.25)
+    view = LiveView(h, metrics=("reward",), every=0.05, rows=3)
+    steps = view.steps_table.value
+    assert steps.count("<tr>") == 2 and ">0.25</td>" in steps  # header + step 1 with its reward
+    assert view.ops_table.value == ""  # hidden: not drawn
+    view.tables.selected_index = 1
+    table = view.ops_table.value
     assert table.count("<tr>") == 4  # header + 3 rows, newest first
     assert table.index("weights-sync") < table.index("sample") < table.index("optim-step")
     assert "forward-backward" not in table
     assert "NON_FINITE_LOSS" in table and "gradient is NaN" in table and "running" in table and "pending" in table
-    assert "weights-sync" in view.widget.children[1].value and view.widget.children[0] is view.image
     assert "application/vnd.jupyter.widget-view+json" in view._repr_mimebundle_()
     view.close()
     view.close()  # idempotent
@@ -294,12 +327,120 @@ def test_live_view_follows_a_real_session_from_backend_threads(tmp_path):
         s.forward_backward([samples.cross_entropy(list(b"live view"))])
         s.optim_step(rlnb.MuonParams(learning_rate=0.02, grad_clip_norm=0.5 * (i + 1)))
     s.wait()
-    wait_until(lambda: "optim-step" in view.table.value and len(view.figure.axes[0].lines[0].get_xydata()) == 3)
+    wait_until(lambda: len(line(view, "loss", "loss")) == 3)
     settle(view, quiet=0.2)
     steps = s.history.steps
-    lines = {ln.get_label(): ln for ln in view.figure.axes[1].lines}
-    np.testing.assert_array_equal(xy(lines["global"])[:, 1], steps.grad_norm)
-    np.testing.assert_array_equal(xy(lines["Muon matrices"])[:, 1], steps.grad_norm_muon)
-    np.testing.assert_array_equal(xy(lines["clip threshold"])[:, 1], [0.5, 1.0, 1.5])
+    np.testing.assert_array_equal(line(view, "grad_norm", "grad_norm")[:, 1], steps.grad_norm)
+    np.testing.assert_array_equal(line(view, "grad_norm", "grad_norm_muon")[:, 1], steps.grad_norm_muon)
+    np.testing.assert_array_equal(line(view, "loss", "loss")[:, 1], steps.loss)
+    legend = [t.get_text() for t in view.panels["grad_norm"].ax.get_legend().get_texts()]
+    assert legend == ["global", "Muon matrices", "AdamW params", "clip threshold"]
+    np.testing.assert_array_equal(line(view, "grad_norm", "grad_clip_norm")[:, 1], [0.5, 1.0, 1.5])
     view.close()
     s.close()
+
+
+def test_live_view_reads_neither_the_operations_table_nor_the_steps_table(monkeypatch):
+    """Each redraw appends the new steps; rebuilding .df / .steps would grow with the run."""
+    h = hand_history([1.0, 0.5], norms=[2.0, 1.0])
+    view = LiveView(h, every=0)
+    for name in ("df", "steps", "logged", "records"):
+        monkeypatch.setattr(History, name, property(lambda self: pytest.fail("the live view rebuilt a table")))
+    add(h, "forward-backward", at=T0 + 10, output=wire.ForwardBackwardResult(loss=0.25), step=2)
+    add(h, "optim-step", at=T0 + 11, output=wire.OptimStepResult(step=3, metrics=optim_metrics(0.5)), step=2)
+    view.refresh()
+    assert line(view, "loss", "loss")[:, 1].tolist() == [1.0, 0.5, 0.25]
+    view.close()
+
+
+def test_live_view_redraws_only_what_changed():
+    h = hand_history([1.0] * 1000, norms=[1.0 + 0.01 * (i % 7) for i in range(1000)])
+    view = LiveView(h, metrics=("reward",), every=0)
+    full = {name: p.full_draws for name, p in view.panels.items()}
+    for i in range(1000, 1100):  # 100 more steps, a redraw after each
+        add(h, "forward-backward", at=T0 + 2 * i, output=wire.ForwardBackwardResult(loss=1.0), step=i)
+        add(h, "optim-step", at=T0 + 2 * i + 1, output=wire.OptimStepResult(step=i + 1, metrics=optim_metrics(1.0)))
+        view.refresh()
+    assert view.panels["reward"].full_draws == full["reward"]  # nothing logged: not drawn at all
+    for name in ("loss", "grad_norm", "learning_rate"):  # limits move in coarse steps; otherwise only the lines
+        assert view.panels[name].full_draws - full[name] <= 2, name
+    view.close()
+
+
+def test_live_series_keep_at_most_a_screenful_with_the_spikes():
+    from rlnb.livefig import LIVE_POINTS, Series
+
+    y = np.linspace(5, 1, 100_000)
+    y[77_777], y[33_333], y[50_000] = 50.0, -3.0, np.nan
+    s = Series(ema=0.9)
+    for i, v in enumerate(y):
+        s.add(float(i + 1), float(v))
+    x, v = s.raw.xy()
+    assert len(x) <= LIVE_POINTS and np.all(np.diff(x) > 0) and x[0] == 1
+    assert np.nanmax(v) == 50.0 and np.nanmin(v) == -3.0 and (s.lo, s.hi) == (-3.0, 50.0)
+    smooth = plots.smooth(y, 0.9)
+    sx, sv = s.smooth.xy()
+    np.testing.assert_allclose(sv, smooth[sx.astype(int) - 1])  # the EMA of every point, decimated likewise
+    assert len(Series().raw.xy()[0]) == 0
+
+
+def test_markers_ema_and_log_y_toggles():
+    h = hand_history([1.0 / (i + 1) for i in range(30)], norms=[1.0] * 30)
+    view = LiveView(h, every=0)
+    assert view.panels["loss"].lines["loss"].get_marker() == "o"  # 30 points: each one marked
+    view.ema_toggle.value = True
+    raw, ema = view.panels["loss"].lines["loss"], view.panels["loss"].lines["loss:ema"]
+    assert ema.get_visible() and raw.get_alpha() < 1
+    np.testing.assert_allclose(xy(ema)[:, 1], plots.smooth(h.steps.loss, 0.9))
+    view.log_toggle.value = True
+    assert {p.ax.get_yscale() for p in view.panels.values()} == {"log"}
+    add(h, "forward-backward", at=T0 + 100, output=wire.ForwardBackwardResult(loss=0.01), step=30)
+    add(h, "optim-step", at=T0 + 101, output=wire.OptimStepResult(step=31, metrics=optim_metrics(1.0)), step=30)
+    view.refresh()
+    assert raw.get_marker() in ("", "None")  # 31 points: a plain line
+    view.ema_toggle.value = view.log_toggle.value = False
+    assert not ema.get_visible() and view.panels["loss"].ax.get_yscale() == "linear"
+    view.close()
+
+
+def test_live_clip_threshold_never_squashes_the_norms():
+    h = hand_history([1.0] * 3, norms=[0.30, 0.32, 0.28], metrics=lambda gn: optim_metrics(gn, clip=10.0))
+    view = LiveView(h, every=0)
+    grad = view.panels["grad_norm"]
+    assert grad.ax.get_ylim()[1] < 0.4
+    legend = [t.get_text() for t in grad.ax.get_legend().get_texts()]
+    assert legend == ["global", "clip threshold 10 (off the top)"]
+    view.close()
+    off = LiveView(hand_history([1.0] * 3, norms=[0.3] * 3, metrics=lambda gn: optim_metrics(gn, clip=0.0)), every=0)
+    assert not off.panels["grad_norm"].lines["grad_clip_norm"].get_visible()  # clipping off: no line
+    assert [t.get_text() for t in off.panels["grad_norm"].ax.get_legend().get_texts()] == ["global"]
+    off.close()
+
+
+def test_live_view_can_leave_the_grpo_loss_out():
+    view = LiveView(hand_history([1e-9, -1e-9], norms=[1.0, 1.0]), metrics=("reward",), loss=False, every=0)
+    assert list(view.panels) == ["reward", "grad_norm", "learning_rate"]
+    assert "loss" not in view.steps_table.value
+    view.close()
+    with pytest.raises(ValueError, match="built in"):
+        LiveView(History(), metrics=("loss",))
+
+
+def test_live_view_starts_over_when_a_finished_operation_changes():
+    h = History()
+    fb = add(h, "forward-backward", at=T0, output=wire.ForwardBackwardResult(loss=1.0), step=0)
+    add(h, "optim-step", at=T0 + 1, output=wire.OptimStepResult(step=1, metrics=optim_metrics(1.0)), step=0)
+    view = LiveView(h, every=0)
+    assert line(view, "loss", "loss").tolist() == [[1.0, 1.0]]
+    h.update(fb, wire.Operation(id="op-0", status=COMPLETED, output=wire.ForwardBackwardResult(loss=3.0)), T0 + 2)
+    view.refresh()
+    assert line(view, "loss", "loss").tolist() == [[1.0, 3.0]] and h.steps.loss.tolist() == [3.0]
+    view.close()
+
+
+def test_live_view_says_why_a_remote_run_has_no_gradient_norm():
+    h = hand_history([3.0, 2.0])  # optim-step output carries only `step`, as Together's does
+    view = LiveView(h, every=0)
+    assert view.panels["grad_norm"].note.get_text() == NA_NO_GRAD_NORM
+    assert view.panels["loss"].note.get_text() == ""
+    view.close()

@@ -1,0 +1,126 @@
+"""The controls an optimizer form is made of: a learning-rate slider with exact entry, fields two to a
+row, and a red mark on a refused field (a CSS class, styled by ``STYLE``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+
+WIDE = {"description_width": "110px"}
+FIELD = W.Layout(width="290px")
+INVALID = "rlnb-invalid"
+"""CSS class of a control whose value is refused (styled red by ``STYLE``)."""
+STYLE = (
+    "<style>.rlnb-invalid input, .rlnb-invalid select {border: 2px solid #b00020 !important;"
+    " background: #fdecea !important} .rlnb-invalid .widget-label {color: #b00020}</style>"
+)
+
+
+def significant(value: float, digits: int = 3) -> float:
+    """``0.31622776601683794`` → ``0.316``: what a slider position means, as a person would write it."""
+    return float(f"{value:.{digits}g}")
+
+
+class LearningRate:
+    """A log-scale slider for dragging and a text box for exact entry, kept in step. Values set by
+    the slider are rounded to 3 significant digits."""
+
+    def __init__(self, lo: int, hi: int, description: str):
+        self.slider = W.FloatLogSlider(
+            min=lo,
+            max=hi,
+            base=10,
+            step=0.05,
+            description=description,
+            continuous_update=False,
+            readout=False,
+            style=WIDE,
+            layout=W.Layout(width="480px"),
+        )
+        self.text = W.FloatText(layout=W.Layout(width="110px"))
+        self.box = W.HBox([self.slider, self.text])
+        self._busy = False
+        self.slider.observe(lambda ch: self._sync(self.text, significant(ch["new"])), names="value")
+        self.text.observe(self._from_text, names="value")
+
+    def _sync(self, target: W.ValueWidget, value: float) -> None:
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            target.value = value
+        finally:
+            self._busy = False
+
+    def _from_text(self, change: dict[str, Any]) -> None:
+        lo, hi = 10**self.slider.min, 10**self.slider.max
+        if lo <= change["new"] <= hi:  # out-of-range values stay in the text box for validation
+            self._sync(self.slider, change["new"])
+
+    @property
+    def value(self) -> float:
+        return float(self.text.value)
+
+    @value.setter
+    def value(self, v: float) -> None:
+        self.text.value = v
+
+    @property
+    def disabled(self) -> bool:
+        return bool(self.text.disabled)
+
+    @disabled.setter
+    def disabled(self, value: bool) -> None:
+        self.slider.disabled = self.text.disabled = value
+
+    def observe(self, fn: Callable[[dict[str, Any]], None]) -> None:
+        self.text.observe(fn, names="value")
+
+    def mark(self, invalid: bool) -> None:
+        (self.text.add_class if invalid else self.text.remove_class)(INVALID)
+
+
+def controls(fields: tuple[str, ...], lr_range: tuple[int, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in fields:
+        if name == "learning_rate":
+            out[name] = LearningRate(*lr_range, description="learning rate")
+        else:  # FloatText for NS steps too: "2.5" must reach the check as 2.5, not as 25
+            label = "NS steps" if name == "newton_schulz_steps" else name.replace("_", " ")
+            out[name] = W.FloatText(description=label, style=WIDE, layout=FIELD)
+    return out
+
+
+def grid(group: dict[str, Any]) -> W.VBox:
+    """The learning rate across the top, the other fields two to a row."""
+    rate = [c.box for c in group.values() if isinstance(c, LearningRate)]
+    fields = [c for c in group.values() if not isinstance(c, LearningRate)]
+    pairs = W.GridBox(fields, layout=W.Layout(grid_template_columns="repeat(2, 300px)", grid_gap="2px 8px"))
+    return W.VBox([*rate, pairs])
+
+
+def mark(control: Any, invalid: bool) -> None:
+    if isinstance(control, LearningRate):
+        control.mark(invalid)
+    elif invalid:
+        control.add_class(INVALID)
+    else:
+        control.remove_class(INVALID)
+
+
+def values(group: dict[str, Any]) -> dict[str, Any]:
+    """The controls' values; a whole number of Newton-Schulz steps as an int (2.5 stays 2.5: refused)."""
+    out = {name: c.value for name, c in group.items()}
+    ns = out.get("newton_schulz_steps")
+    if isinstance(ns, float) and ns.is_integer():
+        out["newton_schulz_steps"] = int(ns)
+    return out
+
+
+def close_tree(widget: W.Widget) -> None:
+    """Close a widget and everything inside it."""
+    for child in getattr(widget, "children", ()):
+        close_tree(child)
+    widget.close()
