@@ -2,11 +2,15 @@
 
 (a) Notification delay: from an operation finishing on the server to the client knowing it (its
     ``.result()`` returning), one forward-backward at a time, for several ``--op-delay`` values.
-    rlnb's adaptive poller (``rlnb.connect(url)``, defaults POLL_MIN 0.01 s, POLL_FRACTION 0.1) against
-    the official SDK's own helper loop: ``together.post_training._operations.async_wait_for_operation``
-    with ``DEFAULT_OPERATION_INTERVAL`` (0.5 s) — the function ``OperationFuture.result()`` and every
-    ``SessionClient.trainer.*`` call run — after a low-level ``AsyncTogether`` submission. The two
-    clients take turns, op by op, on one server. Target: rlnb median <= 25 ms.
+    Three clients take turns, op by op, on one server:
+    * rlnb: ``rlnb.connect(url)``, which long-polls rlnb serve (``?wait=S&seen=STATUS``, advertised by the
+      server) and polls only the oldest unfinished operation of the session;
+    * rlnb adaptive: ``rlnb.connect(url, server_extensions=False)``, the client as against Together:
+      adaptive polling (POLL_MIN 0.01 s, POLL_FRACTION 0.1) — what rlnb did before the long-poll;
+    * SDK: the official SDK's own helper loop, ``together.post_training._operations.async_wait_for_operation``
+      with ``DEFAULT_OPERATION_INTERVAL`` (0.5 s) — the function ``OperationFuture.result()`` and every
+      ``SessionClient.trainer.*`` call run — after a low-level ``AsyncTogether`` submission.
+    Targets (rlnb): median delay <= 5 ms, at most 2 GETs per operation.
 
     The server's finish time. The server does not expose timestamps, and its code is not changed: the
     bench starts the very same ``rlnb.cli serve`` through a small probe (``PROBE`` below) that wraps
@@ -25,7 +29,8 @@
     ``--jitter 0`` gives the fixed-duration figures. The server's code is the same either way.
 (b) Pipelining: N steps of forward-backward + optim-step against ``--op-delay 0.05``: every call
     followed by ``.result()`` (wait-each) against submitting everything and waiting at the end
-    (pipelined), and a bounded window of W steps in flight. Target: pipelined >= 1.8x wait-each.
+    (pipelined), and a bounded window of W steps in flight. Targets: pipelined >= 1.8x wait-each; GETs
+    per operation when pipelined at least 4x fewer than the adaptive poller's (it polled every queued op).
     The server runs one session's ops strictly in order on one worker, so pipelining can only hide
     the client's share (POST, poll latency); the probe's busy time gives the ceiling of the ratio.
     Info rows show what changes it: an SDK-like fixed 0.5 s poll, and an emulated WAN round trip
@@ -57,8 +62,8 @@ import httpx
 
 import rlnb
 from rlnb import samples
-from rlnb.backends import remote
-from rlnb.server import ServerProcess, free_port
+from rlnb.backends import poller
+from rlnb.testing import ServerProcess, free_port
 
 PROBE = r"""
 import random, sys, threading, time
@@ -105,7 +110,7 @@ SEQ = list(b"the quick brown fox jumps over the lazy dog 0123456789")  # 55 byte
 
 
 # ---------------------------------------------------------------------------------------------
-# The server: ``rlnb.server.ServerProcess`` (as tests/conftest.py uses it), optionally through the probe
+# The server: ``rlnb.testing.ServerProcess`` (as tests/conftest.py uses it), optionally through the probe
 
 
 @contextmanager
@@ -282,42 +287,50 @@ class SdkClient:
 # (a) notification delay
 
 
+CLIENTS = ("rlnb", "adaptive", "sdk")
+LABELS = {"rlnb": "rlnb", "adaptive": "rlnb adaptive", "sdk": "SDK"}
+
+
 def bench_delay(op_delay: float, n_ops: int, warmup: int, jitter: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         probe = str(Path(tmp) / "probe.txt")
-        rows: dict[str, list[tuple[str, float, float]]] = {"rlnb": [], "sdk": []}  # (op id, submit, known)
+        rows: dict[str, list[tuple[str, float, float]]] = {who: [] for who in CLIENTS}  # (op id, submit, known)
         with running_server("--op-delay", str(op_delay), probe=probe, jitter=jitter) as url:
-            counting = CountingTransport()
-            session = connect_rlnb(url, transport=counting)
+            counting = {"rlnb": CountingTransport(), "adaptive": CountingTransport()}
+            sessions = {
+                "rlnb": connect_rlnb(url, transport=counting["rlnb"]),
+                "adaptive": connect_rlnb(url, transport=counting["adaptive"], server_extensions=False),
+            }
             sdk = SdkClient(url)
 
-            def one_rlnb() -> tuple[str, float, float]:
+            def one(who: str) -> tuple[str, float, float]:
                 t0 = time.monotonic()
-                op = session.forward_backward(fb_batch())
+                if who == "sdk":
+                    op_id, known = sdk.forward_backward()
+                    return op_id, t0, known
+                op = sessions[who].forward_backward(fb_batch())
                 op.result(timeout=60)
                 return op.id, t0, time.monotonic()
 
-            def one_sdk() -> tuple[str, float, float]:
-                t0 = time.monotonic()
-                op_id, known = sdk.forward_backward()
-                return op_id, t0, known
-
             for _ in range(warmup):  # first-call costs: torch, connection pools, pydantic
-                one_rlnb()
-                one_sdk()
-            counting.counts.clear()
+                for who in CLIENTS:
+                    one(who)
+            for c in counting.values():
+                c.counts.clear()
             sdk.transport.counts.clear()
-            for i in range(n_ops):  # take turns, and swap who goes first, so drifts in load hit both alike
-                for who in ("rlnb", "sdk") if i % 2 == 0 else ("sdk", "rlnb"):
-                    rows[who].append(one_rlnb() if who == "rlnb" else one_sdk())
-            gets = {"rlnb": counting.counts["GET"] / n_ops, "sdk": sdk.transport.counts["GET"] / n_ops}
+            for i in range(n_ops):  # take turns, and rotate who goes first, so drifts in load hit all alike
+                for who in CLIENTS[i % 3 :] + CLIENTS[: i % 3]:
+                    rows[who].append(one(who))
+            gets = {who: counting[who].counts["GET"] / n_ops for who in counting}
+            gets["sdk"] = sdk.transport.counts["GET"] / n_ops
             last_rlnb, last_sdk = rows["rlnb"][-1][0], rows["sdk"][-1][0]
-            client, sid = session.backend.client, session.backend.session_id
+            client, sid = sessions["rlnb"].backend.client, sessions["rlnb"].backend.session_id
             rtt = {
                 "rlnb": statistics.median(_rtt(lambda: client.get_operation(sid, "forward-backward", last_rlnb), 30)),
                 "sdk": statistics.median(sdk.get_rtt(last_sdk, 30)),
             }
-            session.close()
+            for s in sessions.values():
+                s.close()
             sdk.close()
         times = read_probe(probe)
     result: dict[str, Any] = {"op_delay": op_delay, "jitter": jitter, "gets": gets, "rtt": rtt}
@@ -357,22 +370,27 @@ def report_delay(results: list[dict[str, Any]]) -> None:
         )
     )
     print(
-        "    op-delay | client | median     p90        min        max       | upper bound* | GETs/op | op ran (median)"
+        "    op-delay | client        | median     p90        min        max       | upper bound* | GETs/op |"
+        " op ran (median)"
     )
     for r in results:
-        for who in ("rlnb", "sdk"):
+        for who in CLIENTS:
             s = r[who]
-            name = "rlnb" if who == "rlnb" else "SDK "
             spread = " ".join(ms(s[k]) for k in ("median", "p90", "min", "max"))
             print(
-                f"    {r['op_delay']:5.2f} s  | {name}   | {spread} | {ms(s['bound'])}   | {r['gets'][who]:5.1f}   |"
-                f" {ms(s['run'])}"
+                f"    {r['op_delay']:5.2f} s  | {LABELS[who]:13s} | {spread} | {ms(s['bound'])}   |"
+                f" {r['gets'][who]:5.2f}   | {ms(s['run'])}"
             )
-        ratio = r["sdk"]["median"] / r["rlnb"]["median"]
+        med = {who: r[who]["median"] for who in CLIENTS}
         print(
-            f"    {r['op_delay']:5.2f} s  -> rlnb median {r['rlnb']['median'] * 1e3:.1f} ms vs SDK "
-            f"{r['sdk']['median'] * 1e3:.1f} ms: SDK / rlnb {ratio:.1f}x   target rlnb <= 25 ms: "
-            f"{verdict(r['rlnb']['median'] <= 0.025)}"
+            f"    {r['op_delay']:5.2f} s  -> rlnb median {med['rlnb'] * 1e3:.2f} ms"
+            f" (adaptive {med['adaptive'] * 1e3:.1f} ms, SDK {med['sdk'] * 1e3:.1f} ms:"
+            f" adaptive / rlnb {med['adaptive'] / med['rlnb']:.1f}x, SDK / rlnb"
+            f" {med['sdk'] / med['rlnb']:.0f}x); GETs/op {r['gets']['rlnb']:.2f} (adaptive {r['gets']['adaptive']:.1f})"
+        )
+        print(
+            f"    {r['op_delay']:5.2f} s  -> targets: median <= 5 ms {verdict(med['rlnb'] <= 0.005)},"
+            f" GETs/op <= 2 {verdict(r['gets']['rlnb'] <= 2)}"
         )
     r0 = results[0]
     print(
@@ -444,8 +462,21 @@ def bench_pipeline(op_delay: float, steps: int, reps: int, window: int, rtt: flo
                     gets[mode].append(counting.counts["GET"] / (2 * steps))
             session.close()
 
+            # the client as against Together (adaptive polling of every operation in flight), for comparison
+            adaptive_counting = CountingTransport()
+            adaptive = connect_rlnb(url, transport=adaptive_counting, server_extensions=False)
+            run_steps(adaptive, 3, None)
+            adaptive_gets: dict[str, list[float]] = {"wait-each": [], "pipelined": []}
+            adaptive_times: dict[str, list[float]] = {"wait-each": [], "pipelined": []}
+            for _ in range(reps):
+                for mode, w in (("wait-each", None), ("pipelined", 0)):
+                    adaptive_counting.counts.clear()
+                    adaptive_times[mode].append(run_steps(adaptive, steps, w))
+                    adaptive_gets[mode].append(adaptive_counting.counts["GET"] / (2 * steps))
+            adaptive.close()
+
             # what changes the ratio: a slow-noticing client (the SDK's fixed 0.5 s poll) ...
-            slow = connect_rlnb(url, poll_min=0.5, poll_max=0.5)
+            slow = connect_rlnb(url, poll_min=0.5, poll_max=0.5, server_extensions=False)
             run_steps(slow, 1, None)
             slow_each = run_steps(slow, sdk_steps, None)
             slow_pipe = run_steps(slow, sdk_steps, 0)
@@ -472,6 +503,16 @@ def bench_pipeline(op_delay: float, steps: int, reps: int, window: int, rtt: flo
     best = min(med[m] for m in modes if m != "wait-each")
     ratio = base / best
     print(f"    pipelined / wait-each: {ratio:.2f}x   target >= 1.8x: {verdict(ratio >= 1.8)}")
+    for mode in adaptive_gets:
+        print(
+            f"    adaptive {mode:11s} {steps / statistics.median(adaptive_times[mode]):6.2f} steps/s  GETs/op"
+            f" {statistics.median(adaptive_gets[mode]):4.1f}   (the client with server_extensions=False)"
+        )
+    fewer = statistics.median(adaptive_gets["pipelined"]) / statistics.median(gets["pipelined"])
+    print(
+        f"    GETs/op pipelined: adaptive {statistics.median(adaptive_gets['pipelined']):.1f} -> oldest-only long-poll"
+        f" {statistics.median(gets['pipelined']):.2f}: {fewer:.1f}x fewer   target >= 4x: {verdict(fewer >= 4)}"
+    )
     print(
         f"    server: one op runs {per_op * 1e3:.1f} ms (median, RUNNING -> COMPLETED by the probe, op-delay "
         f"included), so {2 * steps} ops need >= {server_floor:.2f} s = {steps / server_floor:.2f} steps/s; "
@@ -512,8 +553,8 @@ def main() -> None:
         args.delays, args.ops, args.ops_long, args.steps, args.reps, args.sdk_steps = "0.05", 4, 2, 4, 1, 2
     print("command: python " + " ".join(sys.argv))
     print(
-        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; rlnb POLL_MIN {remote.POLL_MIN} s, "
-        f"POLL_FRACTION {remote.POLL_FRACTION}, POLL_MAX {remote.POLL_MAX} s"
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; rlnb POLL_MIN {poller.POLL_MIN} s, "
+        f"POLL_FRACTION {poller.POLL_FRACTION}, POLL_MAX {poller.POLL_MAX} s, LONG_POLL_WAIT {poller.LONG_POLL_WAIT} s"
     )
     start = time.perf_counter()
     if "a" in args.parts:

@@ -67,7 +67,7 @@ def demo(
                 print(f"{i + 1:>4}  {'':>8}  {'':>6}  {'':>9}  {time.perf_counter() - start:>5.1f}s  FAILED {exc.code}")
                 continue
             session.history.log(r.step, reward=r.reward)
-            status = r.status.removeprefix("TRAINING_OPERATION_STATUS_")
+            status = rlnb.wire.short_name(r.status)
             gn = f"{r.grad_norm:9.3f}" if not math.isnan(r.grad_norm) else f"{'n/a':>9}"
             elapsed = time.perf_counter() - start
             print(f"{r.step:>4}  {r.loss:8.4f}  {r.reward:6.3f}  {gn}  {elapsed:5.1f}s  {status}", flush=True)
@@ -110,6 +110,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_serve.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
     p_serve.add_argument("--checkpoint-dir", default=None)
     p_serve.add_argument("--fail-rate", type=float, default=0.0, help="fault injection: fraction of answers lost")
+    p_serve.add_argument(
+        "--offload-results-over",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="send larger results through the payload side channel, as the service may (default: never)",
+    )
     args = parser.parse_args(argv)
     if args.command == "serve":
         from rlnb.server import serve
@@ -123,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             op_delay=args.op_delay,
             checkpoint_dir=args.checkpoint_dir,
             fail_rate=args.fail_rate,
+            result_offload_bytes=args.offload_results_over,
         )
         return 0
     if args.command == "demo":

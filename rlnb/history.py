@@ -49,7 +49,7 @@ class Record:
     kind: str
     """Operation kind as in the path: forward-backward, optim-step, weights-sync, sample, ..."""
     op_id: str = ""
-    status: str = "TRAINING_OPERATION_STATUS_PENDING"
+    status: str = wire.STATUS_PENDING
     error_code: str | None = None
     error_message: str | None = None
     step: int | None = None
@@ -298,7 +298,7 @@ class History:
                 self._frame, self._frame_n, self._refinished = None, 0, self._refinished + 1
             rec.op_id = env.id
             rec.status = env.status
-            if env.status == "TRAINING_OPERATION_STATUS_RUNNING" and math.isnan(rec.started_at):
+            if env.status == wire.STATUS_RUNNING and math.isnan(rec.started_at):
                 rec.started_at = at
             if env.status in wire.TERMINAL_STATUSES:
                 rec.finished_at = at
@@ -387,7 +387,7 @@ class History:
         head = (
             f"<b>rlnb history</b> {self.config.get('run_id', '')}: {len(df)} operations "
             + ", ".join(
-                f"{n} {s.removeprefix('TRAINING_OPERATION_STATUS_').lower()}" for s, n in by_status.items() if n
+                f"{n} {wire.short_name(s).lower()}" for s, n in by_status.items() if n
             )
             + (
                 f"; step {int(last.step)}, loss {last.loss:.4g}, grad norm {last.grad_norm:.3g}"
@@ -446,7 +446,7 @@ def _concat(head: pd.DataFrame | None, tail: pd.DataFrame) -> pd.DataFrame:
 
 def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:
     """``History.steps`` from an operations table (also used for loaded and compared runs)."""
-    done = ops[ops.status == "TRAINING_OPERATION_STATUS_COMPLETED"]
+    done = ops[ops.status == wire.STATUS_COMPLETED]
     opt = done[done.kind == "optim-step"]
     cols = ["step", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate", "finished_at"]
     table = opt[cols].copy()
@@ -498,7 +498,7 @@ def runs(path: str | Path | None = None) -> pd.DataFrame:
                 "optimizer": cfg.get("optimizer"),
                 "seed": cfg.get("seed"),
                 "operations": len(h),
-                "failed": int((h.df.status == "TRAINING_OPERATION_STATUS_FAILED").sum()),
+                "failed": int((h.df.status == wire.STATUS_FAILED).sum()),
                 "steps": int(steps.step.max()) if len(steps) else 0,
                 "final_loss": float(steps.loss.iloc[-1]) if len(steps) else math.nan,
             }

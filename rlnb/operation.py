@@ -34,13 +34,13 @@ class Operation(Generic[T]):
         self._transform = transform
         self.id = ""
         self.submitted_at = time.time()
-        self._env: wire.Operation[Any] = wire.Operation(id="", status="TRAINING_OPERATION_STATUS_PENDING")
+        self._env: wire.Operation[Any] = wire.Operation(id="", status=wire.STATUS_PENDING)
         self._future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._lock = threading.Lock()
         self._on_update = on_update
 
     def __repr__(self) -> str:
-        return f"<Operation {self.kind} {self.id} {self.status.removeprefix('TRAINING_OPERATION_STATUS_')}>"
+        return f"<Operation {self.kind} {self.id} {wire.short_name(self.status)}>"
 
     @property
     def status(self) -> str:
@@ -79,7 +79,7 @@ class Operation(Generic[T]):
             at = time.time()
             if self._on_update is not None:
                 self._on_update(env, at)
-            if env.status == "TRAINING_OPERATION_STATUS_COMPLETED":
+            if env.status == wire.STATUS_COMPLETED:
                 output: Any = env.output
                 if self._transform is not None and output is not None:
                     try:
@@ -88,7 +88,7 @@ class Operation(Generic[T]):
                         self._future.set_exception(exc)
                         return
                 self._future.set_result(output)
-            elif env.status == "TRAINING_OPERATION_STATUS_FAILED":
+            elif env.status == wire.STATUS_FAILED:
                 err = env.error or wire.OperationError()
                 failure = OperationFailed(err.code, err.message, operation_id=env.id, kind=self.kind)
                 self._future.set_exception(failure)

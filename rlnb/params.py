@@ -28,7 +28,7 @@ Muon.adam     (non-matrix params) the Adam defaults above
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import ConfigDict, ValidationError
@@ -64,7 +64,7 @@ def _allowed(model: type[wire._Model], loc: tuple[Any, ...], err_type: str) -> s
             return _allowed(sub, loc[1:], err_type)
     if field is None:
         return err_type
-    bounds = []
+    bounds: list[Any] = []
     for arg in getattr(field.annotation, "__args__", ()):
         for meta in getattr(arg, "__metadata__", ()):
             bounds.extend(getattr(meta, "metadata", [meta]))
@@ -90,9 +90,9 @@ class _Params:
 
     def __init__(self, **data: Any) -> None:
         try:
-            super().__init__(**data)  # type: ignore[call-arg]
+            super().__init__(**data)
         except ValidationError as exc:
-            model = type(self)
+            model: Any = type(self)
             errors = [
                 (".".join(str(p) for p in e["loc"]), e.get("input"), _allowed(model, e["loc"], e["type"]))
                 for e in exc.errors()
@@ -101,13 +101,13 @@ class _Params:
 
     def request_body(self) -> dict[str, Any]:
         """The exact optim-step JSON body, unset fields omitted."""
-        return {self._body_key: self.to_json_dict()}  # type: ignore[attr-defined]
+        return {self._body_key: cast(wire._Model, self).to_json_dict()}
 
     def scaled(self, factor: float) -> Any:
         """A copy whose learning rate(s) are ``factor`` × the effective ones (Muon: its ``adam`` too) —
         what a schedule sends at a step. Unset rates are made explicit from the defaults first."""
-        data = self.model_dump(exclude_unset=True)
-        resolved = self.resolved()  # type: ignore[attr-defined]
+        data = cast(wire._Model, self).model_dump(exclude_unset=True)
+        resolved = cast(Any, self).resolved()
         data["learning_rate"] = resolved["learning_rate"] * factor
         if isinstance(resolved.get("adam"), dict):
             data["adam"] = {**data.get("adam", {}), "learning_rate": resolved["adam"]["learning_rate"] * factor}
@@ -136,7 +136,7 @@ class MuonParams(_Params, wire.MuonParams):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
     _body_key: ClassVar[str] = "muon_params"
-    adam: AdamParams | None = None  # type: ignore[assignment]
+    adam: AdamParams | None = None
 
     def __init__(self, **data: Any) -> None:
         adam = data.get("adam")
@@ -160,10 +160,20 @@ MUON_FIELDS: tuple[str, ...] = tuple(name for name in MuonParams.model_fields if
 """Muon's own fields (``adam`` holds an ``AdamParams``)."""
 
 
-def resolve(kind: str, body: wire.OptimStepBody) -> dict[str, Any]:
-    """Resolved hyperparameters of an optim-step body for a session whose optimizer is ``kind``."""
+class Resolved(dict[str, Any]):
+    """Hyperparameters already checked by these rules, every default filled in: what ``resolve``
+    returns. The optimizer takes them as they are instead of checking them again."""
+
+
+def resolve(kind: str, body: wire.OptimStepBody) -> Resolved:
+    """Resolved hyperparameters of an optim-step body for a session whose optimizer is ``kind``.
+
+    The body was validated when it was built (or parsed by the server), so this only fills in the
+    defaults: each step's params are checked once.
+    """
     if kind == "adam":
         given = body.adam_params.model_dump(exclude_unset=True) if body.adam_params else {}
-        return AdamParams(**given).resolved()
+        return Resolved({**ADAM_DEFAULTS, **given})
     given = body.muon_params.model_dump(exclude_unset=True) if body.muon_params else {}
-    return MuonParams(**given).resolved()
+    adam = given.pop("adam", None) or {}
+    return Resolved({**MUON_DEFAULTS, **given, "adam": Resolved({**ADAM_DEFAULTS, **adam})})

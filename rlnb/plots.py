@@ -25,10 +25,11 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
+from rlnb import wire
 from rlnb.history import History, steps_table
 from rlnb.history import compare as compare_runs
 
-COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"
+COMPLETED = wire.STATUS_COMPLETED
 
 
 def png(fig: Figure) -> bytes:
@@ -45,9 +46,7 @@ class NotebookFigure(Figure):
         return png(self)
 
 
-FAILED = "TRAINING_OPERATION_STATUS_FAILED"
-RUNNING = "TRAINING_OPERATION_STATUS_RUNNING"
-PENDING = "TRAINING_OPERATION_STATUS_PENDING"
+FAILED, RUNNING, PENDING = wire.STATUS_FAILED, wire.STATUS_RUNNING, wire.STATUS_PENDING
 STATUS_COLORS: dict[str, str] = {COMPLETED: "tab:green", FAILED: "tab:red", RUNNING: "tab:blue", PENDING: "0.7"}
 """Bar colour per operation status (timeline, live table); any other status is drawn grey."""
 MAX_POINTS = 2000
@@ -65,7 +64,7 @@ def short(code: str | None) -> str:
     """``TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS`` → ``NON_FINITE_LOSS`` (statuses likewise)."""
     if code is None or (isinstance(code, float) and np.isnan(code)):
         return ""
-    return str(code).removeprefix("TRAINING_OPERATION_ERROR_CODE_").removeprefix("TRAINING_OPERATION_STATUS_")
+    return wire.short_name(code)
 
 
 def _extremes(low: np.ndarray, high: np.ndarray, cap: int) -> np.ndarray:
@@ -275,7 +274,7 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
         color = STATUS_COLORS.get(st, "0.5")
         # A thin edge in the same colour keeps sub-pixel operations visible as a hairline.
         ax.add_collection(
-            PolyCollection(verts, facecolors=color, edgecolors=color, linewidths=0.5, label=short(st).lower())
+            PolyCollection(list(verts), facecolors=color, edgecolors=color, linewidths=0.5, label=short(st).lower())
         )
     failed = status == FAILED
     if failed.any():

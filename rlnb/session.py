@@ -14,7 +14,7 @@ import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rlnb import wire
 from rlnb._exceptions import OperationFailed, SessionClosed
@@ -28,41 +28,6 @@ from rlnb.text import ByteCodec, Codec, Message, TokenizerCodec, to_tokens
 
 Prompt = str | Sequence[int] | Sequence[Message]
 """A prompt: text, token ids, or chat messages (``[{"role": "user", "content": "..."}]``)."""
-
-LOSS_NAMES: dict[str, str] = {
-    "cross_entropy": "LOSS_TYPE_CROSS_ENTROPY",
-    "grpo": "LOSS_TYPE_GRPO",
-    "importance_sampling": "LOSS_TYPE_IMPORTANCE_SAMPLING",
-    "ppo": "LOSS_TYPE_PPO",
-    "cispo": "LOSS_TYPE_CISPO",
-    "dro": "LOSS_TYPE_DRO",
-    "dppo": "LOSS_TYPE_DPPO",
-}
-"""Short loss names accepted by ``forward_backward`` (as the SDK accepts ``"ppo"``)."""
-
-SYNC_NAMES: dict[str, str] = {
-    "synchronous": "WEIGHT_SYNC_TYPE_SYNCHRONOUS",
-    "background_publish": "WEIGHT_SYNC_TYPE_BACKGROUND_PUBLISH",
-    "pipeline": "WEIGHT_SYNC_TYPE_PIPELINE",
-}
-
-
-def loss_config(loss: str | wire.LossConfig | dict[str, Any], params: dict[str, Any] | None = None) -> wire.LossConfig:
-    """A ``LossConfig`` from a short name (``"grpo"``), a wire type string, a dict or a model."""
-    if isinstance(loss, wire.LossConfig):
-        return loss
-    if isinstance(loss, dict):
-        return wire.LossConfig.model_validate(loss)
-    loss_type = LOSS_NAMES.get(loss, loss)
-    if loss_type not in wire.LOSS_PARAMS_FIELD:
-        raise ValueError(f"loss must be one of {', '.join(LOSS_NAMES)} (or a LossConfig), got {loss!r}")
-    field = wire.LOSS_PARAMS_FIELD[loss_type]
-    if params and field is None:
-        raise ValueError(f"{loss_type} takes no params, got {params!r}")
-    config: dict[str, Any] = {"type": loss_type}
-    if field is not None and (params or loss_type == "LOSS_TYPE_DRO"):
-        config[field] = params or {}
-    return wire.LossConfig.model_validate(config)
 
 
 class Session:
@@ -119,7 +84,9 @@ class Session:
 
     def encode(self, prompt: Prompt) -> list[int]:
         """Token ids of text, of chat messages (the tokenizer's chat template, with the generation
-        prompt), or of token ids (unchanged)."""
+        prompt), or of token ids (unchanged; no tokenizer needed for those, e.g. on Together)."""
+        if _is_token_list(prompt):
+            return [int(t) for t in cast(Sequence[int], prompt)]
         return to_tokens(self._text_codec(), prompt)
 
     def decode(self, tokens: Sequence[int]) -> str:
@@ -206,7 +173,7 @@ class Session:
                 )
         body = wire.ForwardBackwardBody(
             samples=batch,
-            loss=loss_config(loss, loss_params),
+            loss=wire.loss_config(loss, loss_params),
             forward_only=forward_only or None,
             return_loss_fn_outputs=return_loss_fn_outputs or None,
         )
@@ -233,13 +200,18 @@ class Session:
         the session's optimizer; unset fields use the session defaults). Does not publish weights to
         the sampler — call ``weights_sync()`` for that."""
         params = self.check_params(params)
-        body = wire.OptimStepBody.model_validate(params.request_body())
+        # The params were validated when they were built: the body wraps them as they are, and the
+        # backend only fills in defaults (one validation per step).
+        if isinstance(params, AdamParams):
+            body = wire.OptimStepBody.model_construct(adam_params=params)
+        else:
+            body = wire.OptimStepBody.model_construct(muon_params=params)
         return self._submit("optim-step", body, params=params.model_dump(exclude_unset=True))
 
     def weights_sync(self, sync_type: str = "synchronous") -> Operation[wire.WeightsSyncResult]:
         """Publish the trainer's current weights to the sampler; returns the new ``weights_version``."""
-        sync = SYNC_NAMES.get(sync_type, sync_type)
-        return self._submit("weights-sync", wire.WeightsSyncBody(weight_sync_type=sync))  # type: ignore[arg-type]
+        sync = wire.SYNC_NAMES.get(sync_type, sync_type)
+        return self._submit("weights-sync", wire.WeightsSyncBody.model_validate({"weight_sync_type": sync}))
 
     def sample(
         self,
@@ -357,16 +329,19 @@ def connect(
     ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only. ``sinks=[...]`` streams
     it to TensorBoard, MLflow, W&B or Trackio as well (see ``rlnb.sinks``).
     """
+    if optimizer is not None and optimizer not in wire.OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
+    kind = optimizer  # narrowed to wire.OptimizerKind | None by the check above
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
     if target == "local":
         from rlnb.backends.local import LocalBackend
 
-        backend: Backend = LocalBackend(optimizer or "adam", **options)  # type: ignore[arg-type]
+        backend: Backend = LocalBackend(kind or "adam", **options)
     elif target.startswith(("http://", "https://")):
         from rlnb.backends.remote import RemoteBackend
 
         tokenizer = options.pop("tokenizer", None)
-        backend = RemoteBackend.connect(target, optimizer=optimizer, **options)  # type: ignore[arg-type]
+        backend = RemoteBackend.connect(target, optimizer=kind, **options)
         if tokenizer is not None:
             recording["codec"] = TokenizerCodec(_tokenizer(tokenizer))
         elif str(backend.session().base_model).startswith("rlnb/"):

@@ -85,7 +85,7 @@ def as_codec(obj: Any) -> Codec:
         return obj
     codec = getattr(obj, "codec", None)
     if codec is not None:
-        return codec  # type: ignore[no-any-return]
+        return codec
     if callable(getattr(obj, "encode", None)) and callable(getattr(obj, "decode", None)):
         return TokenizerCodec(obj)
     raise TypeError(f"expected a tokenizer, a Session or a Codec, got {type(obj).__name__}")

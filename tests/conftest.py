@@ -1,10 +1,18 @@
-"""Shared fixtures: a real `rlnb serve` subprocess on loopback."""
+"""Shared fixtures and helpers: a real `rlnb serve` subprocess on loopback, an in-process app, API calls."""
 
+import time
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+from fastapi.testclient import TestClient
 
-from rlnb.server import ServerProcess
+from rlnb import wire
+from rlnb.server import create_app
+from rlnb.testing import ServerProcess
 
 
 def running_server(*args: str, tmp_dir: str | None = None) -> ServerProcess:
@@ -30,6 +38,43 @@ def auth_server(tmp_path_factory) -> Iterator[str]:
 def _runs_in_tmp(tmp_path, monkeypatch):
     """Sessions record their runs under a temporary folder, not ./rlnb-runs."""
     monkeypatch.setenv("RLNB_RUNS_DIR", str(tmp_path / "rlnb-runs"))
+
+
+def app_client(tmp_path: Path, **settings: Any) -> TestClient:
+    """An in-process `rlnb serve` (CPU, checkpoints under tmp_path) whose relative requests go to /v1/rl/...;
+    use it as a context manager (that runs the app's lifespan)."""
+    app = create_app(device="cpu", checkpoint_dir=tmp_path, **settings)
+    return TestClient(app, base_url="http://testserver/v1/rl")
+
+
+def new_session(c: httpx.Client, **resource) -> tuple[str, str]:
+    resource.setdefault("base_model", "rlnb/tiny")
+    r = c.post("/model-resources", json=resource)
+    assert r.status_code == 200, r.text
+    rid = r.json()["id"]
+    s = c.post("/training-sessions", json={"model_resources_id": rid})
+    assert s.status_code == 200, s.text
+    return rid, s.json()["id"]
+
+
+def submit(c: httpx.Client, sid: str, kind: str, body: dict | None = None, key: str | None = None) -> dict:
+    r = c.post(
+        f"/training-sessions/{sid}/operations/{kind}",
+        json=body or {},
+        headers={"Idempotency-Key": key or str(uuid.uuid4())},
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def wait(c: httpx.Client, sid: str, kind: str, op_id: str) -> dict:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        env = c.get(f"/training-sessions/{sid}/operations/{kind}/{op_id}").json()
+        if env["status"] in wire.TERMINAL_STATUSES:
+            return env
+        time.sleep(0.01)
+    raise AssertionError(f"{kind} {op_id} did not finish")
 
 
 @pytest.fixture(scope="session")

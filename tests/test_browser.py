@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rlnb.server import ServerProcess, free_port
+from rlnb.testing import ServerProcess, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

@@ -59,6 +59,12 @@ REAL_ID_WEIGHT = 3
 _PATHS = create_app().openapi()["paths"]  # the same document the server serves (checked below)
 OPERATIONS = sorted((method.upper(), path) for path, methods in _PATHS.items() for method in methods)
 KINDS = tuple(wire.REQUEST_TYPES)  # every operation kind
+PRESIGNED = {
+    ("PUT", "/v1/rl/payloads/{payload_id}"),
+    ("GET", "/v1/rl/payloads/{payload_id}"),
+    ("GET", "/v1/rl/checkpoints/{checkpoint_id}/files/{kind}/{filename}"),
+}
+"""Routes behind presigned URLs: a signature in the query instead of the token (403 without it)."""
 
 
 # -- the objects the fuzzed requests point at -----------------------------------------------------
@@ -103,6 +109,8 @@ class World:
     """Targets of the stop routes."""
     op_ids: dict[str, str] = field(default_factory=dict)
     checkpoints: list[str] = field(default_factory=list)
+    payload: str = ""
+    """An uploaded payload of ``session``."""
 
     def path_parameters(self, method: str, path: str) -> dict[str, str]:
         """Real ids for this route's path parameters ({} when it has none)."""
@@ -117,6 +125,10 @@ class World:
             params["model_resources_id"] = self.resource
         if "{checkpoint_id}" in path:
             params["checkpoint_id"] = self.checkpoints[0]  # the inference one: it also downloads
+        if "{payload_id}" in path:
+            params["payload_id"] = self.payload
+        if "{filename}" in path:
+            params["kind"], params["filename"] = "merged", "config.json"
         if "{operation_id}" in path:
             kind = re.search(r"/operations/([a-z-]+)/", path).group(1)  # type: ignore[union-attr]
             params["operation_id"] = self.op_ids[kind]
@@ -172,6 +184,9 @@ def world(auth_server: str) -> World:
             if kind.endswith("checkpoint"):
                 w.checkpoints.append(op["output"]["checkpoint"]["id"])
         assert w.checkpoints[0].startswith("ckpt-infer")
+        upload = _check(http.post(f"/v1/rl/training-sessions/{w.session}/payloads/upload-url"))
+        assert http.put(upload["upload_url"], content=b'{"samples": []}').status_code == 200
+        w.payload = upload["payload_id"]
         return w
 
 
@@ -332,6 +347,9 @@ def _sample_path(path: str, world: World) -> str:
 def test_every_route_checks_the_token(auth_server: str, world: World):
     for method, path in OPERATIONS:
         r = httpx.request(method, auth_server + _sample_path(path, world), json={})
+        if (method, path) in PRESIGNED:  # no token, and no signature either
+            assert r.status_code == 403 and r.json()["error"]["type"] == "permission_error", (method, path, r.text)
+            continue
         assert r.status_code == 401, (method, path, r.text)
         assert r.headers["www-authenticate"] == "Bearer"
         assert r.json()["error"]["type"] == "authentication_error"
@@ -340,14 +358,17 @@ def test_every_route_checks_the_token(auth_server: str, world: World):
 BAD_BODIES = [b"not json", b"[]", b"null", b'"text"', b"{}", b'{"unknown": 1}', b'{"a": NaN}', b"{" * 5000]
 
 
-@pytest.mark.parametrize(("method", "path"), [op for op in OPERATIONS if "requestBody" in _PATHS[op[1]][op[0].lower()]])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [op for op in OPERATIONS if "requestBody" in _PATHS[op[1]][op[0].lower()] and op not in PRESIGNED],
+)
 def test_invalid_bodies_are_400(auth_server: str, world: World, method: str, path: str):
     headers = AUTH | {"Content-Type": "application/json", "Idempotency-Key": f"bad-body-{uuid.uuid4()}"}
     url = auth_server + _sample_path(path, world)
     for body in BAD_BODIES:
         r = httpx.request(method, url, content=body, headers=headers)
-        if body in (b"{}", b'{"unknown": 1}', b'{"a": NaN}') and r.status_code == 200:
-            continue  # no required field (PATCH session, optim-step) and unknown fields are ignored: a no-op
+        if body == b"{}" and r.status_code == 200:
+            continue  # no required field (PATCH session, optim-step): a no-op
         assert r.status_code == 400, (method, path, body[:20], r.status_code, r.text[:300])
         err = r.json()["error"]
         assert set(err) == {"message", "type", "param", "code"} and err["type"] == "invalid_request_error"
@@ -358,7 +379,7 @@ def test_invalid_bodies_are_400(auth_server: str, world: World, method: str, pat
 
 def test_unknown_routes_and_methods_use_the_error_body(auth_server: str):
     r = httpx.get(auth_server + "/v1/rl/no-such-thing", headers=AUTH)
-    assert r.status_code == 404 and r.json()["error"]["type"] == "invalid_request_error"
+    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found"
     r = httpx.delete(auth_server + "/v1/rl/model-resources", headers=AUTH)
     assert r.status_code == 405 and "error" in r.json()
 
@@ -406,36 +427,56 @@ def test_regression_huge_lora_alpha_is_a_400(auth_server: str, world: World):
             assert r.json()["error"]["param"] == "lora_config.alpha"
 
 
-@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient` is deprecated")
-def test_regression_listing_while_others_insert_is_never_a_5xx(monkeypatch: pytest.MonkeyPatch):
+def test_regression_listing_while_others_insert_is_never_a_5xx():
     """Found by review and reproduced under load: handlers run in a thread pool, so a session
     created (or a checkpoint recorded by a session's worker) while another request listed them
     raised "dictionary changed size during iteration", a 500. Made deterministic here, in process:
-    every element the listing reads inserts a new entry, as a concurrent request would."""
+    while a listing iterates, another thread creates a session / records a checkpoint through the
+    registry; the registry's one lock makes it wait until the listing is done."""
+    import threading
+
     from fastapi.testclient import TestClient
 
-    from rlnb import server as server_mod
-
     app = create_app(device="cpu")
-    state = app.state.rlnb
+    registry = app.state.registry
+    threads: list[threading.Thread] = []
+
+    class Busy(dict):  # type: ignore[type-arg]
+        """A registry table whose iteration lets another thread try to insert, as a concurrent request would."""
+
+        def __init__(self, data: dict, insert: Any):
+            super().__init__(data)
+            self.insert = insert
+
+        def values(self) -> Any:  # type: ignore[override]
+            for value in super().values():
+                if self.insert is not None:  # once
+                    t = threading.Thread(target=self.insert)
+                    self.insert = None
+                    t.start()
+                    t.join(0.05)  # it would change the dict now if nothing stopped it
+                    threads.append(t)
+                yield value
+
     with TestClient(app, raise_server_exceptions=False) as client:
         rid = _check(client.post("/v1/rl/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}))
         sid = _check(client.post("/v1/rl/training-sessions", json={"model_resources_id": rid["id"]}))["id"]
         url = f"/v1/rl/training-sessions/{sid}/operations/training-checkpoint"
-        op = _check(client.post(url, headers={"Idempotency-Key": "ckpt"}))
-        _wait(client, sid, "training-checkpoint", op)  # type: ignore[arg-type]
+        op = _wait(client, sid, "training-checkpoint", _check(client.post(url, headers={"Idempotency-Key": "c"})))  # type: ignore[arg-type]
+        record, env = registry.session(sid), wire.ENVELOPES["training-checkpoint"].model_validate(op)
 
-        view = server_mod._SessionState.view
+        def record_another() -> None:
+            renamed = env.model_copy(deep=True)
+            renamed.output.checkpoint.id = f"ckpt-{uuid.uuid4()}"
+            registry._record(record, "training-checkpoint", renamed, [])
 
-        def view_while_another_is_created(self: Any) -> Any:
-            state.sessions[f"sess-{uuid.uuid4()}"] = self
-            return view(self)
-
-        def info_while_another_is_recorded(self: Any) -> Any:
-            state.checkpoints[f"ckpt-{uuid.uuid4()}"] = self
-            return self.__dict__["info"]
-
-        monkeypatch.setattr(server_mod._SessionState, "view", view_while_another_is_created)
-        monkeypatch.setattr(server_mod._Checkpoint, "info", property(info_while_another_is_recorded), raising=False)
+        request = wire.StartTrainingSessionRequest(model_resources_id=rid["id"])
+        registry.sessions = Busy(registry.sessions, lambda: registry.create_session(request, "other"))
+        registry.checkpoints = Busy(registry.checkpoints, record_another)
         assert client.get("/v1/rl/training-sessions").status_code == 200
         assert client.get("/v1/rl/checkpoints").status_code == 200
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads) and len(threads) == 2
+        assert len(client.get("/v1/rl/training-sessions").json()["data"]) == 2
+        assert len(client.get("/v1/rl/checkpoints").json()["data"]) == 2

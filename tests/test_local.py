@@ -479,3 +479,31 @@ def test_a_refused_submission_does_not_shift_step_numbers():
         assert s.optim_step().result().step == 1
         assert list(s.history.df.step) == [0, 0, 1]  # the refused op, then the fb it would have followed
         assert s.id == s.info().id
+
+
+def test_optimizer_params_are_validated_once_per_step(monkeypatch):
+    """The params a user builds are checked when built; the body, the backend and the optimizer take them as
+    they are (issue 10: they were validated four times per step)."""
+    from rlnb import params as params_mod
+
+    counts: dict[str, int] = {}
+
+    class Counting:
+        def __init__(self, name: str, inner):
+            self.name, self.inner = name, inner
+
+        def validate_python(self, *args, **kwargs):
+            counts[self.name] = counts.get(self.name, 0) + 1
+            return self.inner.validate_python(*args, **kwargs)
+
+        def __getattr__(self, attr):
+            return getattr(self.inner, attr)
+
+    for name, cls in (("params", params_mod.AdamParams), ("wire", wire.AdamParams), ("body", wire.OptimStepBody)):
+        monkeypatch.setattr(cls, "__pydantic_validator__", Counting(name, cls.__pydantic_validator__))
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        s.forward_backward([samples.cross_entropy([1, 2, 3, 4])])
+        params = rlnb.AdamParams(learning_rate=1e-3, grad_clip_norm=0.5)
+        step = s.optim_step(params).result(30)
+    assert step.step == 1 and step.metrics["grad_clip_norm"] == 0.5 and step.metrics["learning_rate"] == 1e-3
+    assert counts == {"params": 1}

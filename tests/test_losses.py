@@ -19,6 +19,7 @@ TOKEN_MEAN = "GRPO_LOSS_AGGREGATION_TYPE_TOKEN_MEAN"
 SEQUENCE_MEAN = "GRPO_LOSS_AGGREGATION_TYPE_SEQUENCE_MEAN"
 RATIO_TOKEN, RATIO_SEQUENCE = "GRPO_LOSS_RATIO_TYPE_TOKEN", "GRPO_LOSS_RATIO_TYPE_SEQUENCE"
 
+HORIZON = 16  # FIXED_HORIZON's constant divisor (a session passes its maximum sequence length)
 TOL = 1e-6
 H = 1e-6  # finite-difference step
 
@@ -56,7 +57,7 @@ def run(loss_type, params, inputs=None, dtype=torch.float64):
     inputs = make_inputs() if inputs is None else inputs
     params = validate(loss_type, params, inputs, SEQ_LENS)
     lps = [torch.tensor(row, dtype=dtype, requires_grad=True) for row in LP]
-    loss, metrics = compute(loss_type, params, lps, inputs)
+    loss, metrics = compute(loss_type, params, lps, inputs, horizon=HORIZON)
     loss.backward()
     return loss.item(), flat([t.grad.tolist() for t in lps]), metrics
 
@@ -175,7 +176,9 @@ def test_loss_mask():
 @pytest.mark.parametrize(
     ("params", "lo", "hi", "low_fraction", "high_fraction"),
     [
-        (None, 0.8, 1.2, 2 / 6, 3 / 6),
+        # (0,0): r 0.61 < 0.8 with A < 0 is low-clipped; (0,2) r 1.82 and (1,2) r 4.48 with A > 0 high-clipped;
+        # (1,0) r 1.49 with A < 0 and (1,1) r 0.74 with A > 0 are past a bound on the side min() keeps: not counted.
+        (None, 0.8, 1.2, 1 / 6, 2 / 6),
         ({"clip_low_threshold": 0.5, "clip_high_threshold": 1.6}, 0.5, 1.6, 0.0, 2 / 6),
     ],
 )
@@ -279,7 +282,7 @@ def ref_grpo(lp, agg, ratio, beta, m=M, lo=0.8, hi=1.28):
         return sum(sums) / (sum(counts) or 1)
     if agg == SEQUENCE_MEAN:
         return sum(s / (c or 1) for s, c in zip(sums, counts, strict=True)) / len(lp)
-    return sum(sums) / (len(lp) * max(len(row) for row in lp))
+    return sum(sums) / (len(lp) * HORIZON)
 
 
 AGGS = [FIXED_HORIZON, TOKEN_MEAN, SEQUENCE_MEAN]
@@ -305,8 +308,8 @@ def test_grpo_defaults_are_fixed_horizon_token_ratio():
     loss, grads, metrics = run(GRPO, None, make_inputs())
     assert_matches(loss, grads, lambda lp: ref_grpo(lp, FIXED_HORIZON, RATIO_TOKEN, 0.0))
     assert_common_metrics(metrics)
-    assert metrics["loss/clip/low_fraction"] == pytest.approx(2 / 6, abs=TOL)
-    assert metrics["loss/clip/high_fraction"] == pytest.approx(3 / 6, abs=TOL)
+    assert metrics["loss/clip/low_fraction"] == pytest.approx(1 / 6, abs=TOL)
+    assert metrics["loss/clip/high_fraction"] == pytest.approx(2 / 6, abs=TOL)
 
 
 def test_grpo_clip_thresholds_are_honoured():
@@ -319,11 +322,12 @@ def test_grpo_clip_thresholds_are_honoured():
 
 def test_grpo_sequence_ratio_metrics():
     _, _, metrics = run(GRPO, {"ratio_type": RATIO_SEQUENCE})
-    # masked mean log-ratios: sample 0 (-0.5 + 0.1 + 0.6) / 3 inside [0.8, 1.28]; sample 1 1.6 / 3 above.
+    # masked mean log-ratios: sample 0 (-0.5 + 0.1 + 0.6) / 3 inside [0.8, 1.28]; sample 1 1.6 / 3 above,
+    # where the clip is active only on its two tokens with A > 0.
     r0, r1 = math.exp(0.2 / 3), math.exp(1.6 / 3)
     assert metrics["loss/ratio/mean"] == pytest.approx((3 * r0 + 3 * r1) / 6, abs=TOL)
     assert metrics["loss/clip/low_fraction"] == 0.0
-    assert metrics["loss/clip/high_fraction"] == pytest.approx(0.5, abs=TOL)
+    assert metrics["loss/clip/high_fraction"] == pytest.approx(2 / 6, abs=TOL)
 
 
 def test_float32_policy_logprobs():
@@ -331,6 +335,29 @@ def test_float32_policy_logprobs():
     loss, grads, _ = run(GRPO, params, dtype=torch.float32)
     assert loss == pytest.approx(ref_grpo(LP, SEQUENCE_MEAN, RATIO_SEQUENCE, 0.125), abs=1e-5)
     assert grads == pytest.approx(numgrad(lambda lp: ref_grpo(lp, SEQUENCE_MEAN, RATIO_SEQUENCE, 0.125)), abs=1e-5)
+
+
+def test_fixed_horizon_gradient_does_not_depend_on_the_prompt_length():
+    """The same 4-token completion behind a 2-token and behind a 19-token prompt (prompt positions masked)
+    gets the same gradient: the divisor is num_samples x horizon, not the longest sequence."""
+    completion_q, completion_a = [-1.0, -2.0, -0.5, -1.5], [1.0, -0.5, 2.0, 0.25]
+
+    def grads_behind(prompt_len):
+        n = prompt_len - 1 + len(completion_q)
+        x = {
+            "target_tokens": torch.arange(n),
+            "logprobs": torch.tensor([0.0] * (prompt_len - 1) + completion_q),
+            "advantages": torch.tensor([0.0] * (prompt_len - 1) + completion_a),
+            "weights": torch.tensor([0.0] * (prompt_len - 1) + [1.0] * len(completion_q)),
+        }
+        params = validate(GRPO, None, [x], [n])
+        lp = torch.tensor([-3.0] * (prompt_len - 1) + [q + 0.1 for q in completion_q], requires_grad=True)
+        loss, _ = compute(GRPO, params, [lp], [x], horizon=64)
+        loss.backward()
+        return lp.grad[prompt_len - 1 :].tolist()
+
+    short, long = grads_behind(2), grads_behind(19)
+    assert short == pytest.approx(long, abs=1e-9) and any(g != 0 for g in short)
 
 
 @pytest.mark.parametrize("ratio", RATIO_TYPES)

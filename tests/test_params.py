@@ -10,11 +10,11 @@ from rlnb.params import ADAM_DEFAULTS, MUON_DEFAULTS
 
 # (field, good values, bad values, words the message must contain)
 ADAM_FIELDS = [
-    ("learning_rate", [1e-6, 3.0], [0, -1e-4, math.nan, math.inf], "> 0"),
+    ("learning_rate", [1e-6, 3.0], [0, -1e-4, math.nan, math.inf, "0.1"], "> 0"),
     ("beta1", [0.0, 0.9, 0.999], [1.0, -0.1, 1.5, math.nan], ">= 0 and < 1"),
     ("beta2", [0.0, 0.95], [1, -0.01, math.inf], ">= 0 and < 1"),
     ("eps", [1e-12, 1e-8], [0, -1e-8, math.nan], "> 0"),
-    ("weight_decay", [0, 0.1, 2.0], [-0.1, math.inf], ">= 0"),
+    ("weight_decay", [0, 0.1, 2.0], [-0.1, math.inf, False], ">= 0"),
     ("grad_clip_norm", [0, 1.0, 10], [-1, math.nan], ">= 0"),
 ]
 MUON_FIELDS = [

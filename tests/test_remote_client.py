@@ -15,8 +15,9 @@ import pytest
 
 import rlnb
 from rlnb import samples, wire
-from rlnb.backends import remote
-from rlnb.backends.remote import APIClient, AsyncAPIClient, RemoteBackend
+from rlnb.backends import poller
+from rlnb.backends.client import APIClient, RetryPolicy
+from rlnb.backends.remote import RemoteBackend
 from rlnb.history import NA_NO_GRAD_NORM
 
 KEY = "sk-rlnb-TEST-7f3a9c0d"
@@ -26,11 +27,10 @@ FAST_POLL = {"poll_min": 0.002, "poll_max": 0.02}
 OPS = "TRAINING_OPERATION_STATUS_"
 
 
-@pytest.fixture(autouse=True)
-def quick_backoff(monkeypatch):
+def quick(kw: dict) -> dict:
     """Retry backoff in milliseconds, so retry tests take no time (Retry-After is still obeyed)."""
-    monkeypatch.setattr(remote, "INITIAL_RETRY_DELAY", 0.001)
-    monkeypatch.setattr(remote, "MAX_RETRY_DELAY", 0.002)
+    retries = kw.pop("max_retries", 5)
+    return {"retry": RetryPolicy(max_retries=retries, initial_delay=0.001, max_delay=0.002), **kw}
 
 
 def error(status: int, message: str, param: str | None = None, **headers: str) -> httpx.Response:
@@ -44,6 +44,11 @@ class FakeAPI:
     COMPLETED (unless ``hold``: it stays at the last state). Idempotency keys are honoured."""
 
     def __init__(self, *, ready_after: int = 2, op_states=("PENDING", "RUNNING"), optim_metrics: bool = False):
+        self.advertise = False
+        """Answer with rlnb serve's headers (long-poll, in-order execution)."""
+        self.payloads: dict[str, bytes] = {}
+        self.offload = False
+        """Completed forward-backward outputs keep only ``loss`` inline, the rest behind a payload_id."""
         self.ready_after = ready_after
         self.op_states = list(op_states)
         self.optim_metrics = optim_metrics
@@ -104,13 +109,30 @@ class FakeAPI:
     def __call__(self, request: httpx.Request) -> httpx.Response:
         with self.lock:
             self.log.append((time.monotonic(), request))
-            return self.route(request)
+            response = self.route(request)
+        if self.advertise:
+            response.headers.update({"rlnb-long-poll-max-wait": "30.0", "rlnb-in-order": "session"})
+        return response
 
     def route(self, request: httpx.Request) -> httpx.Response:
         path, method = request.url.path.removeprefix("/v1/rl"), request.method
+        if request.url.host == "storage.test":  # the presigned side of the payload side channel
+            pid = path.rsplit("/", 1)[-1]
+            if method == "PUT":
+                self.payloads[pid] = request.content
+                return httpx.Response(200)
+            return httpx.Response(200, content=self.payloads[pid])
+        if m := re.fullmatch(r"/training-sessions/([^/]+)/payloads/(upload-url|([^/]+)/download-url)", path):
+            if m[2] == "upload-url":
+                pid = f"pl-{next(self.ids)}"
+                return httpx.Response(200, json={"payload_id": pid, "upload_url": f"http://storage.test/{pid}?sig=s"})
+            return httpx.Response(200, json={"download_url": f"http://storage.test/{m[3]}?sig=s"})
         body = json.loads(request.content) if request.content else None
+        if body and body.get("payload_id"):
+            body = {**body, **json.loads(self.payloads[body["payload_id"]])}
         if path == "/supported-models":
-            return httpx.Response(200, json={"data": [{"base_model": "org/model-a"}, {"base_model": "org/model-b"}]})
+            models = [{"base_model": m, "default_gpu_type": "B200-SXM"} for m in ("org/model-a", "org/model-b")]
+            return httpx.Response(200, json={"data": models})
         if path == "/model-resources" and method == "POST":
             rid = self.add_resource(body["optimizer_config"], "MODEL_RESOURCES_STATUS_PENDING")
             self.resources[rid].update(base_model=body["base_model"], lora_enabled=body.get("lora_enabled", False))
@@ -195,6 +217,12 @@ class FakeAPI:
             "output": outputs.get(kind, {}),
         }
         self.keys[key] = op_id
+        self.ops[op_id]["body"] = body
+        if self.offload and kind == "forward-backward":
+            pid = f"pl-{next(self.ids)}"
+            outputs = [{"tensors": {"logprobs": {"data": [-1.0] * 3, "dtype": "float32"}}}]
+            self.payloads[pid] = json.dumps({"loss": 99.0, "loss_fn_outputs": outputs}).encode()
+            self.ops[op_id]["offload"] = pid
         return httpx.Response(200, json=self.envelope(self.ops[op_id]))
 
     @staticmethod
@@ -208,6 +236,8 @@ class FakeAPI:
             env["output"] = op["output"]
         if op.get("error"):
             env["error"] = op["error"]
+        if op["status"] == "COMPLETED" and op.get("offload"):
+            env["output"] = {"loss": op["output"]["loss"], "payload_id": op["offload"]}
         return env
 
 
@@ -217,7 +247,9 @@ class Scripted:
 
     def __init__(self, script: list, inner: Callable[[httpx.Request], httpx.Response] | None = None, only=None):
         self.script = list(script)
-        self.inner = inner or (lambda request: httpx.Response(200, json={"data": [{"base_model": "m"}]}))
+        self.inner = inner or (
+            lambda request: httpx.Response(200, json={"data": [{"base_model": "m", "default_gpu_type": "B200-SXM"}]})
+        )
         self.only: Callable[[httpx.Request], bool] = only or (lambda request: True)
         self.seen: list[tuple[float, httpx.Request]] = []
 
@@ -233,7 +265,7 @@ class Scripted:
 
 def client_for(handler, **kw) -> APIClient:
     kw.setdefault("api_key", KEY)
-    return APIClient(BASE, transport=httpx.MockTransport(handler), **kw)
+    return APIClient(BASE, transport=httpx.MockTransport(handler), **quick(kw))
 
 
 def fb_body() -> wire.ForwardBackwardBody:
@@ -243,7 +275,9 @@ def fb_body() -> wire.ForwardBackwardBody:
 
 
 def connect(fake: FakeAPI, **kw) -> rlnb.Session:
-    return rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), ready_timeout=5, **FAST_POLL, **kw)
+    return rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(fake), ready_timeout=5, **FAST_POLL, **quick(kw)
+    )
 
 
 class Recorder:
@@ -386,17 +420,16 @@ def test_retry_after_is_obeyed(header):
     assert 0.045 <= gap < 0.5
 
 
-def test_retry_delay_backs_off_exponentially_with_jitter(monkeypatch):
-    monkeypatch.setattr(remote, "INITIAL_RETRY_DELAY", 0.5)
-    monkeypatch.setattr(remote, "MAX_RETRY_DELAY", 8.0)
-    client = client_for(Scripted([]))
+def test_retry_delay_backs_off_exponentially_with_jitter():
+    policy = RetryPolicy()  # the defaults: 0.5 s doubling up to 8 s, jitter 25 %
     for attempt, nominal in enumerate([0.5, 1, 2, 4, 8, 8]):
-        delays = [client._retry_delay(attempt, httpx.Headers()) for _ in range(50)]
+        delays = [policy.delay(attempt, httpx.Headers()) for _ in range(50)]
         assert all(0.75 * nominal < d <= nominal for d in delays)
-    assert client._retry_delay(0, httpx.Headers({"retry-after": "120"})) <= 0.5  # unreasonable: ignored
-    assert client._retry_delay(0, httpx.Headers({"retry-after": "0"})) <= 0.5
-    assert client._retry_delay(0, httpx.Headers({"retry-after": "3"})) == 3.0
-    client.close()
+    assert policy.delay(0, httpx.Headers({"retry-after": "120"})) <= 0.5  # unreasonable: ignored
+    assert policy.delay(0, httpx.Headers({"retry-after": "0"})) <= 0.5
+    assert policy.delay(0, httpx.Headers({"retry-after": "3"})) == 3.0
+    with pytest.raises(ValueError, match="max_retries"):
+        RetryPolicy(max_retries=-1)
 
 
 def test_400_is_not_retried_and_keeps_the_servers_message_and_param():
@@ -489,7 +522,7 @@ def test_a_response_that_does_not_match_the_schema_is_an_api_error():
 
 def backend_for(fake: FakeAPI, **kw) -> RemoteBackend:
     kw = {**FAST_POLL, **kw}
-    return RemoteBackend.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), ready_timeout=5, **kw)
+    return RemoteBackend.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), ready_timeout=5, **quick(kw))
 
 
 def test_listener_sees_pending_running_completed_and_the_interval_grows():
@@ -507,10 +540,10 @@ def test_listener_sees_pending_running_completed_and_the_interval_grows():
 
 
 def test_poll_interval_is_a_clamped_fraction_of_the_time_waited():
-    assert remote.poll_interval(0.0) == remote.POLL_MIN
-    assert remote.poll_interval(10.0) == pytest.approx(remote.POLL_FRACTION * 10)
-    assert remote.poll_interval(1e6) == remote.POLL_MAX
-    assert remote.poll_interval(5.0, poll_min=1.0, poll_max=3.0) == 1.0
+    assert poller.poll_interval(0.0) == poller.POLL_MIN
+    assert poller.poll_interval(10.0) == pytest.approx(poller.POLL_FRACTION * 10)
+    assert poller.poll_interval(1e6) == poller.POLL_MAX
+    assert poller.poll_interval(5.0, poll_min=1.0, poll_max=3.0) == 1.0
 
 
 def test_operation_timeout_reports_failed_timeout():
@@ -748,28 +781,113 @@ def test_the_api_key_never_leaks(caplog):
 
 
 # ---------------------------------------------------------------------------------------------
-# Async client
+# asyncio: operations are awaitable (there is no separate async client)
 
 
-def test_async_client_creates_submits_and_polls():
-    fake = FakeAPI(ready_after=1)
-    flaky = Scripted([error(503, "busy")], fake)
+def test_remote_operations_can_be_awaited():
+    fake = FakeAPI()
+    session = connect(fake)
 
-    async def main() -> wire.Operation:
-        async with AsyncAPIClient(BASE, KEY, transport=httpx.MockTransport(flaky)) as client:
-            res = await client.create_model_resources(
-                wire.CreateModelResourcesRequest(base_model="org/model-a", optimizer_config={"adam": {}})
-            )
-            assert (await client.get_model_resources(res.id)).status == "MODEL_RESOURCES_STATUS_READY"
-            sess = await client.create_session(wire.StartTrainingSessionRequest(model_resources_id=res.id))
-            env = await client.submit_operation(sess.id, "forward-backward", fb_body())
-            while env.status not in wire.TERMINAL_STATUSES:
-                await asyncio.sleep(0.001)
-                env = await client.get_operation(sess.id, "forward-backward", env.id)
-            await client.stop_session(sess.id)
-            return env
+    async def main() -> tuple[float, int]:
+        fb = await session.forward_backward([samples.cross_entropy([1, 2, 3])])
+        step = await session.optim_step(rlnb.AdamParams(learning_rate=1e-3))
+        return fb.loss, int(step.step)
 
-    env = asyncio.run(main())
-    assert env.status == OPS + "COMPLETED" and env.output.loss == 2.5
-    assert len(flaky.seen) == len(fake.log) + 1  # the 503 was retried
-    assert all(r.headers["Authorization"] == f"Bearer {KEY}" for _, r in flaky.seen)
+    assert asyncio.run(main()) == (2.5, 1)
+    session.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The payload side channel and rlnb serve's extensions
+
+
+def big_body(n: int = 1200) -> wire.ForwardBackwardBody:
+    """Over 0.5 MiB of compact JSON: 1200 samples of 40 tokens."""
+    batch = [samples.cross_entropy([(i + j) % 200 for j in range(41)]) for i in range(n)]
+    return wire.ForwardBackwardBody(
+        samples=batch, loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY"), return_loss_fn_outputs=True
+    )
+
+
+def test_large_bodies_go_through_the_side_channel_as_the_sdk_sends_them():
+    from together.post_training._payloads import _LARGE_PAYLOAD_THRESHOLD, _shrink_for_validation
+
+    from rlnb.backends import payloads
+
+    fake = FakeAPI()
+    fake.add_resource({"adam": {}})
+    sid = fake.add_session("mr-1")
+    body = big_body()
+    flaky = Scripted([error(503, "busy")], fake, only=lambda r: r.method == "POST" and "/operations/" in r.url.path)
+    with client_for(flaky) as client:
+        env = client.submit_operation(sid, "forward-backward", body)
+    upload_url, put, *posts = [r for _, r in flaky.seen]
+    full = body.to_json_dict()
+    assert (
+        wire.LARGE_PAYLOAD_BYTES == _LARGE_PAYLOAD_THRESHOLD and len(payloads.compact(full)) > wire.LARGE_PAYLOAD_BYTES
+    )
+    assert (upload_url.method, upload_url.url.path) == ("POST", f"/v1/rl/training-sessions/{sid}/payloads/upload-url")
+    assert upload_url.content == b"" and "Idempotency-Key" not in upload_url.headers
+    assert upload_url.headers["Authorization"] == f"Bearer {KEY}"
+    assert put.method == "PUT" and str(put.url) == "http://storage.test/pl-3?sig=s"
+    assert "Authorization" not in put.headers and put.headers["Content-Type"] == "application/json"
+    assert json.loads(put.content) == {"loss": full["loss"], "samples": full["samples"]}  # as the SDK uploads it
+    assert len(posts) == 2 and posts[0].headers["Idempotency-Key"] == posts[1].headers["Idempotency-Key"]
+    expected = {**_shrink_for_validation(full), "payload_id": "pl-3"}  # the SDK's own stand-in
+    assert [json.loads(p.content) for p in posts] == [expected, expected]
+    assert env.status == OPS + "PENDING" and len(fake.payloads) == 1
+    assert fake.ops[env.id]["body"]["samples"] == full["samples"]  # the server saw the whole batch
+
+
+def test_small_bodies_and_other_kinds_stay_inline():
+    fake = FakeAPI()
+    fake.add_resource({"adam": {}})
+    sid = fake.add_session("mr-1")
+    with client_for(fake) as client:
+        client.submit_operation(sid, "forward-backward", fb_body())
+    assert not fake.payloads and all("payloads" not in r.url.path for r in fake.calls())
+
+
+def test_offloaded_results_are_downloaded_and_merged():
+    fake = FakeAPI(op_states=["PENDING"])
+    fake.offload = True
+    fake.add_resource({"adam": {}})
+    sid = fake.add_session("mr-1")
+    with client_for(fake) as client:
+        env = client.submit_operation(sid, "forward-backward", fb_body())
+        done = client.get_operation(sid, "forward-backward", env.id)
+    assert done.output.loss == 99.0  # downloaded keys win over the inline ones, as in the SDK
+    assert done.output.loss_fn_outputs[0].tensors["logprobs"].data == [-1.0] * 3
+    get = fake.calls("GET", r"^/pl-")
+    assert len(get) == 1 and "Authorization" not in get[0].headers
+
+
+def test_on_an_in_order_long_polling_server_only_the_oldest_operation_is_polled():
+    fake = FakeAPI(op_states=["PENDING", "RUNNING"])
+    fake.advertise = True
+    backend = backend_for(fake)
+    assert backend.client.features.long_poll_max_wait == 30.0 and backend.client.features.in_order
+    seen = [Recorder() for _ in range(3)]
+    for rec in seen:
+        backend.submit("forward-backward", fb_body(), rec)
+    assert all(rec.done.wait(5) for rec in seen)
+    backend.close()
+    ids = [rec.envs[0].id for rec in seen]
+    polled = [r.url.path.rsplit("/", 1)[-1] for r in fake.calls("GET", "/operations/")]
+    assert polled == sorted(polled, key=ids.index)  # never a later operation before an earlier one ends
+    gets = fake.calls("GET", "/operations/")
+    assert all(r.url.params["wait"] and r.url.params["seen"].startswith(OPS) for r in gets)
+    assert len(gets) <= 2 * len(ids)
+    assert all(rec.statuses == ["PENDING", "RUNNING", "COMPLETED"] for rec in seen)
+
+
+def test_server_extensions_can_be_turned_off():
+    fake = FakeAPI(op_states=["PENDING", "RUNNING"])
+    fake.advertise = True
+    backend = backend_for(fake, server_extensions=False)
+    assert backend.client.features.long_poll_max_wait is None and not backend.client.features.in_order
+    seen = Recorder()
+    backend.submit("forward-backward", fb_body(), seen)
+    assert seen.done.wait(5)
+    backend.close()
+    assert all("wait" not in r.url.params for r in fake.calls("GET", "/operations/"))

@@ -1,8 +1,10 @@
 """The remote backend against a real `rlnb serve` subprocess on loopback."""
 
 import math
+import random
 import time
 
+import httpx
 import pytest
 
 import rlnb
@@ -90,3 +92,58 @@ def test_history_says_why_grad_norm_is_missing():
 def test_unknown_session_is_404(server):
     with pytest.raises(rlnb.NotFoundError):
         rlnb.connect(server, session_id="sess-does-not-exist", record=False)
+
+
+class CountingTransport(httpx.HTTPTransport):
+    """Counts requests by method and path kind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gets = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and "/operations/" in request.url.path:
+            self.gets += 1
+        return super().handle_request(request)
+
+
+def test_rlnb_serve_is_long_polled_oldest_first_with_at_most_two_gets_per_operation():
+    with running_server("--op-delay", "0.05") as url:
+        counting = CountingTransport()
+        with rlnb.connect(url, base_model="rlnb/tiny", record=False, transport=counting) as s:
+            features = s.backend.client.features
+            assert features.long_poll_max_wait == 30.0 and features.in_order
+            ops = []
+            for _ in range(3):  # wait for each
+                ops += [s.forward_backward(BATCH), s.optim_step()]
+                ops[-1].result(30)
+            for _ in range(5):  # pipelined: every operation queued before the first ends
+                ops += [s.forward_backward(BATCH), s.optim_step()]
+            s.wait(60)
+            assert all(op.status == "TRAINING_OPERATION_STATUS_COMPLETED" for op in ops)
+            assert counting.gets <= 2 * len(ops), counting.gets
+            df = s.history.df
+            assert (df.queue_s >= 0).all() and (df.run_s > 0).all()  # RUNNING was seen for every operation
+
+
+def test_the_rlnb_client_sends_a_large_batch_through_the_side_channel(server):
+    """A 256-sample batch (over 0.5 MiB) gives the loss of the same batch on a local session with the
+    same base weights: the server trained on the upload, not on the stand-in."""
+    rng = random.Random(0)
+    batch = [
+        samples.policy([rng.randrange(256) for _ in range(8)], completion, [rng.uniform(-6, -0.1) for _ in completion],
+                       rng.gauss(0, 1))
+        for completion in ([rng.randrange(256) for _ in range(57)] for _ in range(256))
+    ]  # fmt: skip
+    with rlnb.connect(server, base_model="rlnb/tiny", record=False) as remote_session:
+        uploads = []
+        original = remote_session.backend.client.upload_payload
+        remote_session.backend.client.upload_payload = lambda sid, data: (
+            uploads.append(len(data)) or original(sid, data)
+        )
+        remote = remote_session.forward_backward(batch, "grpo", forward_only=True).result(60)
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as local_session:
+        local = local_session.forward_backward(batch, "grpo", forward_only=True).result(60)
+    assert len(uploads) == 1 and uploads[0] > rlnb.wire.LARGE_PAYLOAD_BYTES
+    assert remote.loss == pytest.approx(local.loss, rel=1e-5)
+    assert remote.metrics["loss/tokens"] == local.metrics["loss/tokens"] == 256 * 57

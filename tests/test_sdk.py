@@ -7,6 +7,7 @@ intervals. Everything talks to a real ``rlnb serve`` subprocess on 127.0.0.1.
 """
 
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from together._exceptions import (  # noqa: E402
 )
 from together.post_training import ModelResourcesClient, SessionClient, download_checkpoint  # noqa: E402
 
+from rlnb import samples  # noqa: E402
 from tests.conftest import running_server  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)  # the SDK retries 5xx with backoff: a server bug must not hang the run
@@ -506,21 +508,61 @@ def test_high_level_muon_session(server: str):
         assert int(session.retrieve().policy_state.trainer_step) == 1
 
 
-@pytest.mark.xfail(
-    raises=NotFoundError,
-    strict=True,
-    reason="rlnb serve has no payload side channel: the SDK uploads bodies over 0.5 MiB through "
-    "POST /v1/rl/training-sessions/{id}/payloads/upload-url and a presigned PUT, which are not served",
-)
-def test_bodies_over_half_a_mebibyte_use_the_payload_side_channel(server: str):
+def grpo_batch(n: int) -> list[dict[str, Any]]:
+    """``n`` GRPO samples of 64 tokens with full-precision sampler logprobs: 256 of them are ~0.9 MB of JSON."""
+    rng = random.Random(0)
+    out = []
+    for _ in range(n):
+        prompt, completion = [rng.randrange(256) for _ in range(8)], [rng.randrange(256) for _ in range(57)]
+        logprobs = [rng.uniform(-6, -0.1) for _ in completion]
+        out.append(samples.policy(prompt, completion, logprobs, rng.gauss(0, 1)).to_json_dict())
+    return out
+
+
+def test_bodies_over_half_a_mebibyte_use_the_payload_side_channel(server: str, monkeypatch: pytest.MonkeyPatch):
+    """The SDK's helper uploads a 256-sample GRPO batch and submits an 8-token stand-in; the low-level call
+    sends the same batch inline to a session with the same base weights: the losses are equal."""
+    from together.post_training import _payloads
+
+    uploads: list[int] = []
+    real_upload = _payloads._upload_payload
+
+    async def counted(client: Any, *, session_id: str, payload: bytes) -> str:
+        uploads.append(len(payload))
+        return await real_upload(client, session_id=session_id, payload=payload)
+
+    monkeypatch.setattr(_payloads, "_upload_payload", counted)
+    batch = grpo_batch(256)
+    loss = {"type": "LOSS_TYPE_GRPO"}
+    with Together(api_key="any-key", base_url=server, max_retries=0) as c:
+        pt = c.post_training
+        sessions = []
+        for _ in range(2):
+            mr = pt.model_resources.create(base_model="rlnb/tiny", lora_enabled=False)
+            sessions.append(pt.sessions.create(model_resources_id=mr.id).id)
+        op = pt.operations.forward_backward(
+            sessions[0], loss=loss, samples=batch, forward_only=True, idempotency_key=key()
+        )  # the generated low-level method always sends the body inline
+        inline = completed(pt.operations.retrieve_forward_backward, op, sessions[0])
+    with SessionClient.attach(session_id=sessions[1], api_key="any-key", base_url=server) as session:
+        via = session.trainer.forward(samples=batch, loss={"type": "grpo"}, return_loss_fn_outputs=False, interval=POLL)
+    assert len(uploads) == 1 and uploads[0] > 512 * 1024
+    assert via.loss == pytest.approx(inline.loss, rel=1e-6)
+    assert via.metrics["loss/tokens"] == inline.metrics["loss/tokens"] == 256 * 57
+
+
+def test_large_results_are_resolved_by_the_sdk(tmp_path):
+    """With results offloaded (as the service may), the SDK's helpers fetch them through download-url."""
     with (
-        ModelResourcesClient.create(
-            api_key="any-key", base_url=server, base_model="rlnb/tiny", lora_enabled=True, interval=POLL
-        ) as mr,
+        running_server("--offload-results-over", "2000", tmp_dir=str(tmp_path)) as url,
+        ModelResourcesClient.create(api_key="k", base_url=url, base_model="rlnb/tiny", interval=POLL) as mr,
         mr.create_session(interval=POLL) as session,
     ):
-        batch = [ce_sample([i % 200 + j for j in range(40)]) for i in range(1200)]  # ~0.6 MiB of JSON
-        session.trainer.forward_backward(samples=batch, loss={"type": "cross_entropy"}, interval=POLL)
+        seq = list(range(30, 60))
+        scored = session.trainer.forward(samples=[ce_sample(seq)] * 8, loss={"type": "cross_entropy"}, interval=POLL)
+        assert len(scored.loss_fn_outputs) == 8 and len(scored.loss_fn_outputs[0].tensors["logprobs"].data) == 29
+        out = session.generator.sample(tokens(1, 2, 3), 16, {"max_tokens": 16, "seed": 3}, interval=POLL)
+        assert len(out.sequences) == 16 and all(len(q.tokens) == 16 for q in out.sequences)
 
 
 def test_sdk_retries_are_exactly_once(tmp_path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):

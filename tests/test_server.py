@@ -1,59 +1,26 @@
-"""`rlnb serve` over real HTTP on loopback: the R-new paths, errors, idempotency, caps, checkpoints, LoRA."""
+"""`rlnb serve`'s routes in process (FastAPI TestClient): the R-new paths, errors, idempotency, caps,
+checkpoints, LoRA. The wire itself is tested over real loopback HTTP in test_remote_server / test_sdk."""
 
-import time
-import uuid
+from collections.abc import Iterator
 
-import httpx
 import pytest
 import torch
+from fastapi.testclient import TestClient
 
 from rlnb import samples, wire
-
-_clients: list[httpx.Client] = []
-
-
-def api(url: str, token: str | None = None) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    client = httpx.Client(base_url=url + "/v1/rl", headers=headers, timeout=30)
-    _clients.append(client)
-    return client
+from tests.conftest import app_client, new_session, submit, wait
 
 
-@pytest.fixture(autouse=True)
-def _close_clients():
-    yield
-    while _clients:
-        _clients.pop().close()
+@pytest.fixture(scope="module")
+def c(tmp_path_factory) -> Iterator[TestClient]:
+    with app_client(tmp_path_factory.mktemp("ckpt")) as client:
+        yield client
 
 
-def new_session(c: httpx.Client, **resource) -> tuple[str, str]:
-    resource.setdefault("base_model", "rlnb/tiny")
-    r = c.post("/model-resources", json=resource)
-    assert r.status_code == 200, r.text
-    rid = r.json()["id"]
-    s = c.post("/training-sessions", json={"model_resources_id": rid})
-    assert s.status_code == 200, s.text
-    return rid, s.json()["id"]
-
-
-def submit(c: httpx.Client, sid: str, kind: str, body: dict | None = None, key: str | None = None) -> dict:
-    r = c.post(
-        f"/training-sessions/{sid}/operations/{kind}",
-        json=body or {},
-        headers={"Idempotency-Key": key or str(uuid.uuid4())},
-    )
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def wait(c: httpx.Client, sid: str, kind: str, op_id: str) -> dict:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        env = c.get(f"/training-sessions/{sid}/operations/{kind}/{op_id}").json()
-        if env["status"] in wire.TERMINAL_STATUSES:
-            return env
-        time.sleep(0.01)
-    raise AssertionError(f"{kind} {op_id} did not finish")
+@pytest.fixture(scope="module")
+def auth_c(tmp_path_factory) -> Iterator[TestClient]:
+    with app_client(tmp_path_factory.mktemp("ckpt"), token="secret-token") as client:
+        yield client
 
 
 CE = wire.ForwardBackwardBody(
@@ -61,19 +28,19 @@ CE = wire.ForwardBackwardBody(
 ).to_json_dict()
 
 
-def test_auth_off_and_on(server, auth_server):
-    assert api(server).get("/supported-models").status_code == 200
-    for token in (None, "wrong-token"):
-        r = api(auth_server, token).get("/supported-models")
+def test_auth_off_and_on(c, auth_c):
+    assert c.get("/supported-models").status_code == 200
+    for headers in ({}, {"Authorization": "Bearer wrong-token"}):
+        r = auth_c.get("/supported-models", headers=headers)
         assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
         assert r.json()["error"]["type"] == "authentication_error"
-    assert api(auth_server, "secret-token").get("/supported-models").status_code == 200
-    assert httpx.get(auth_server + "/health").status_code == 200
-    assert httpx.get(auth_server + "/openapi.json").status_code == 200
+    assert auth_c.get("/supported-models", headers={"Authorization": "Bearer secret-token"}).status_code == 200
+    assert auth_c.get("http://testserver/health").status_code == 200
+    assert auth_c.get("http://testserver/openapi.json").status_code == 200
 
 
-def test_openapi_lists_every_r_new_path(server):
-    paths = httpx.get(server + "/openapi.json").json()["paths"]
+def test_openapi_lists_every_r_new_path(c):
+    paths = c.get("http://testserver/openapi.json").json()["paths"]
     for kind in wire.REQUEST_TYPES:
         assert f"/v1/rl/training-sessions/{{session_id}}/operations/{kind}" in paths
         assert f"/v1/rl/training-sessions/{{session_id}}/operations/{kind}/{{operation_id}}" in paths
@@ -84,6 +51,8 @@ def test_openapi_lists_every_r_new_path(server):
         "/v1/rl/model-resources/{model_resources_id}/extend-expiry",
         "/v1/rl/checkpoints/{checkpoint_id}/download",
         "/v1/rl/training-sessions/{session_id}/stop",
+        "/v1/rl/training-sessions/{session_id}/payloads/upload-url",
+        "/v1/rl/training-sessions/{session_id}/payloads/{payload_id}/download-url",
     ]:
         assert p in paths
 
@@ -102,15 +71,14 @@ def test_openapi_lists_every_r_new_path(server):
         ("/training-sessions", {}, "model_resources_id"),
     ],
 )
-def test_bad_bodies_are_400_naming_the_field(server, path, body, param):
-    r = api(server).post(path, json=body)
+def test_bad_bodies_are_400_naming_the_field(c, path, body, param):
+    r = c.post(path, json=body)
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert err["param"] == param and err["type"] == "invalid_request_error" and err["message"]
 
 
-def test_bad_operation_bodies_are_400_naming_the_field(server):
-    c = api(server)
+def test_bad_operation_bodies_are_400_naming_the_field(c):
     _, sid = new_session(c)
     cases = [
         ("optim-step", {"adam_params": {"beta1": 1.5}}, "adam_params.beta1"),
@@ -126,8 +94,7 @@ def test_bad_operation_bodies_are_400_naming_the_field(server):
     assert r.status_code == 400 and r.json()["error"]["param"] == "Idempotency-Key"
 
 
-def test_unknown_ids_are_404(server):
-    c = api(server)
+def test_unknown_ids_are_404(c):
     _, sid = new_session(c)
     fb = submit(c, sid, "forward-backward", CE)
     for path in [
@@ -146,8 +113,7 @@ def test_unknown_ids_are_404(server):
     )
 
 
-def test_idempotency_key_returns_the_original_operation_and_runs_it_once(server):
-    c = api(server)
+def test_idempotency_key_returns_the_original_operation_and_runs_it_once(c):
     _, sid = new_session(c)
     submit(c, sid, "forward-backward", CE)
     first = submit(c, sid, "optim-step", {"adam_params": {"learning_rate": 1e-3}}, key="same-key")
@@ -164,8 +130,7 @@ def test_idempotency_key_returns_the_original_operation_and_runs_it_once(server)
     assert r.status_code == 409 and r.json()["error"]["param"] == "Idempotency-Key"
 
 
-def test_full_loop_over_http(server):
-    c = api(server)
+def test_full_loop_over_http(c):
     _, sid = new_session(c, optimizer_config={"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_ORIGINAL"}})
     fb = submit(c, sid, "forward-backward", CE)
     opt = submit(c, sid, "optim-step", {"muon_params": {"learning_rate": 0.02, "adam": {"learning_rate": 3e-3}}})
@@ -198,14 +163,15 @@ def test_full_loop_over_http(server):
     assert wrong["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
 
 
-def test_session_cap_stop_and_resource_lifecycle(server):
-    c = api(server)
+def test_session_cap_stop_and_resource_lifecycle(c):
     rid, sid = new_session(c)
     r = c.post("/training-sessions", json={"model_resources_id": rid})
     assert r.status_code == 429 and r.json()["error"]["type"] == "rate_limit_error"
     assert c.post(f"/model-resources/{rid}/stop").status_code == 409
     before = c.get(f"/model-resources/{rid}").json()["expires_at"]
-    later = c.post(f"/model-resources/{rid}/extend-expiry", json={"seconds": 600}).json()["expires_at"]
+    same = c.post(f"/model-resources/{rid}/extend-expiry", json={"seconds": 600}).json()["expires_at"]
+    assert same == before  # 600 s from now is sooner than the default 3600 s: expires_at never moves earlier
+    later = c.post(f"/model-resources/{rid}/extend-expiry", json={"seconds": 7200}).json()["expires_at"]
     assert later > before
     assert c.post("/model-resources/estimate-cost", json={"base_model": "rlnb/tiny"}).json()["currency"] == "USD"
     assert c.post(f"/training-sessions/{sid}/stop").json()["status"] == "TRAINING_SESSION_STATUS_STOPPED"
@@ -218,8 +184,7 @@ def test_session_cap_stop_and_resource_lifecycle(server):
     assert c.get(f"/training-sessions/{second.json()['id']}").json()["status"] == "TRAINING_SESSION_STATUS_STOPPED"
 
 
-def test_lists_paginate_and_filter(server):
-    c = api(server)
+def test_lists_paginate_and_filter(c):
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
     ids = [c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"] for _ in range(3)]
     seen, after = [], None
@@ -250,8 +215,7 @@ def test_lists_paginate_and_filter(server):
     assert c.get(f"/training-sessions/{ids[1]}").json().get("display_name") is None
 
 
-def test_lora_resource_trains_only_adapters_and_serves_both_variants(server):
-    c = api(server)
+def test_lora_resource_trains_only_adapters_and_serves_both_variants(c):
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
     s = c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"rank": 4, "alpha": 8}}).json()
     assert s["lora_config"]["rank"] == 4
@@ -265,7 +229,7 @@ def test_lora_resource_trains_only_adapters_and_serves_both_variants(server):
     def fetch(cid, variant, name):
         files = c.get(f"/checkpoints/{cid}/download", params={"variant": variant}).json()["data"]
         d = next(f for f in files if f["filename"] == name)
-        raw = httpx.get(d["url"]).content  # presigned: no Authorization header
+        raw = c.get(d["url"]).content  # presigned: no Authorization header
         assert len(raw) == int(d["size"])
         from safetensors.torch import load
 
@@ -279,7 +243,7 @@ def test_lora_resource_trains_only_adapters_and_serves_both_variants(server):
     assert adapter and all("lora_" in k for k in adapter)
     listed = c.get("/checkpoints", params={"session_id": sid, "type": "CHECKPOINT_TYPE_INFERENCE"}).json()["data"]
     assert [x["id"] for x in listed] == [second["id"], first["id"]] and listed[0]["lora_rank"] == 4
-    bad = httpx.get(
+    bad = c.get(
         c.get(f"/checkpoints/{first['id']}/download", params={"variant": "CHECKPOINT_VARIANT_MERGED"})
         .json()["data"][0]["url"]
         .split("?")[0]
@@ -288,8 +252,7 @@ def test_lora_resource_trains_only_adapters_and_serves_both_variants(server):
     assert bad.status_code == 403
 
 
-def test_training_checkpoint_resume_and_download_rules(server):
-    c = api(server)
+def test_training_checkpoint_resume_and_download_rules(c):
     rid, sid = new_session(c)
     submit(c, sid, "forward-backward", CE)
     submit(c, sid, "optim-step", {})
@@ -303,8 +266,7 @@ def test_training_checkpoint_resume_and_download_rules(server):
     assert resumed.json()["resume_from_checkpoint_id"] == ckpt["id"]
 
 
-def test_trainer_only_resource_rejects_sample(server):
-    c = api(server)
+def test_trainer_only_resource_rejects_sample(c):
     _, sid = new_session(c, compute_config={"num_generator_replicas": 0})
     env = wait(
         c,
@@ -315,8 +277,7 @@ def test_trainer_only_resource_rejects_sample(server):
     assert env["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
 
 
-def test_conflicts_tell_clients_not_to_retry(server):
-    c = api(server)
+def test_conflicts_tell_clients_not_to_retry(c):
     rid, _ = new_session(c)
     r = c.post(f"/model-resources/{rid}/stop")
     assert r.status_code == 409 and r.headers["x-should-retry"] == "false"

@@ -5,9 +5,10 @@ import pytest
 from rlnb import wire
 
 
-def test_int64_accepts_strings_and_ints_and_emits_strings():
+def test_int64_accepts_strings_and_ints_server_emits_strings_client_sends_ints():
     assert wire.OptimStepResult(step="42").step == 42
-    assert wire.OptimStepResult(step=42).to_json_dict() == {"step": "42"}
+    assert wire.OptimStepResult(step=42).model_dump(mode="json")["step"] == "42"  # a response (protobuf JSON)
+    assert wire.OptimStepResult(step=42).to_json_dict() == {"step": 42}  # a request body, as the SDK sends it
     assert wire.EncodedText(tokens=["1", 2]).tokens == [1, 2]
     with pytest.raises(ValueError):
         wire.OptimStepResult(step=True)
@@ -104,7 +105,7 @@ def test_reference_forward_backward_body_parses_and_round_trips():
     assert parsed.samples[0].model_input.tokens == [123, 456, 789]
     out = parsed.to_json_dict()
     assert out["loss"] == body["loss"]
-    assert out["samples"][0]["model_input"]["chunks"][0]["encoded_text"]["tokens"] == ["123", "456", "789"]
+    assert out["samples"][0]["model_input"]["chunks"][0]["encoded_text"]["tokens"] == [123, 456, 789]
     assert out["samples"][0]["loss_fn_inputs"]["mask"]["data"] == [0, 1, 1]
 
 

@@ -7,12 +7,12 @@ at once, and reports every status change of the operation to the listener it was
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from rlnb import wire
 
 Listener = Callable[[wire.Operation[Any]], None]
-OptimizerKind = Literal["adam", "muon"]
+OptimizerKind = wire.OptimizerKind
 
 
 class Backend(Protocol):

@@ -64,7 +64,7 @@ class ModelAdapter:
     def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         """Logits ``[B, T, V]``. ``mask`` (1 = real token) marks left padding; None = no padding on the left."""
         if mask is None or bool(mask.all()):
-            return model(ids)  # type: ignore[no-any-return]
+            return model(ids)
         out = None
         pads = (mask == 0).sum(-1)
         for pad in pads.unique().tolist():  # rows with the same padding run together, unpadded
@@ -139,7 +139,7 @@ class BuiltinAdapter(ModelAdapter):
     module: TinyTransformer
 
     def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
-        return model(ids, mask)  # type: ignore[no-any-return]
+        return model(ids, mask)
 
     def decoder(self, model: nn.Module, batch: int, max_len: int) -> Decoder:
         return BuiltinDecoder(model, KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module)))
@@ -186,8 +186,8 @@ class HFAdapter(ModelAdapter):
 
     def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         if mask is None:  # no left padding: plain causal attention (the fast path)
-            return model(input_ids=ids, use_cache=False).logits  # type: ignore[no-any-return]
-        return model(  # type: ignore[no-any-return]
+            return model(input_ids=ids, use_cache=False).logits
+        return model(
             input_ids=ids, attention_mask=mask, position_ids=_positions(mask), use_cache=False
         ).logits
 
@@ -201,7 +201,7 @@ class HFAdapter(ModelAdapter):
         return [p for layer in layers if layer is not None for p in layer.parameters()]
 
     def head_module(self) -> nn.Module | None:
-        return self.module.get_output_embeddings()  # type: ignore[operator,no-any-return]
+        return self.module.get_output_embeddings()  # type: ignore[operator]  # a transformers model method, typed as a Tensor attribute by nn.Module
 
     def save_merged(self, state: dict[str, Tensor], directory: Path) -> None:
         """``save_pretrained`` of the merged weights (and the tokenizer), loadable by ``from_pretrained``."""
@@ -243,12 +243,12 @@ class RecomputeDecoder:
 
     def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
         self.ids, self.mask = ids, mask
-        return self.forward(ids, mask)[:, -1]  # type: ignore[no-any-return]
+        return self.forward(ids, mask)[:, -1]
 
     def step(self, tokens: Tensor) -> Tensor:
         self.ids = torch.cat([self.ids, tokens[:, None]], dim=1)
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
-        return self.forward(self.ids, self.mask)[:, -1]  # type: ignore[no-any-return]
+        return self.forward(self.ids, self.mask)[:, -1]
 
 
 class BuiltinDecoder:
@@ -257,11 +257,11 @@ class BuiltinDecoder:
 
     def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
         self.mask = mask
-        return self.model(ids, mask, self.cache)[:, -1]  # type: ignore[no-any-return]
+        return self.model(ids, mask, self.cache)[:, -1]
 
     def step(self, tokens: Tensor) -> Tensor:
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
-        return self.model(tokens[:, None], self.mask, self.cache)[:, -1]  # type: ignore[no-any-return]
+        return self.model(tokens[:, None], self.mask, self.cache)[:, -1]
 
 
 class HFDecoder:
@@ -279,7 +279,7 @@ class HFDecoder:
             input_ids=ids, attention_mask=mask, position_ids=_positions(mask), cache=self.cache, use_cache=True,
             logits_to_keep=1,
         )
-        return out.logits[:, -1]  # type: ignore[no-any-return]
+        return out.logits[:, -1]
 
     def step(self, tokens: Tensor) -> Tensor:
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
@@ -288,7 +288,7 @@ class HFDecoder:
             input_ids=tokens[:, None], attention_mask=self.mask, position_ids=self.last, cache=self.cache,
             use_cache=True,
         )
-        return out.logits[:, -1]  # type: ignore[no-any-return]
+        return out.logits[:, -1]
 
 
 # -- building -------------------------------------------------------------------------------------

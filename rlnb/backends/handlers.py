@@ -145,7 +145,9 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
     forward_only = bool(body.forward_only)
     with torch.set_grad_enabled(not forward_only):
         lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
-        loss, metrics = losses_mod.compute(loss_type, loss_params, lps, inputs)
+        loss, metrics = losses_mod.compute(
+            loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length
+        )  # FIXED_HORIZON's constant: the session's maximum sequence length
     value = float(loss.detach())
     if not math.isfinite(value):
         raise OperationError("NON_FINITE_LOSS", f"loss is {value}; no gradients were accumulated")
@@ -287,12 +289,12 @@ class _Cancellable:
         self.decoder, self.cancelled = decoder, cancelled
 
     def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
-        return self.decoder.prefill(ids, mask)  # type: ignore[no-any-return]
+        return self.decoder.prefill(ids, mask)
 
     def step(self, tokens: Tensor) -> Tensor:
         if self.cancelled.is_set():
             raise Cancelled()
-        return self.decoder.step(tokens)  # type: ignore[no-any-return]
+        return self.decoder.step(tokens)
 
 
 # -- checkpoints ----------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
         warnings.filterwarnings("ignore", message=r".*tie_word_embeddings.*", category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
         torch.manual_seed(settings.seed)
-        return peft.get_peft_model(model, config)  # type: ignore[no-any-return]
+        return peft.get_peft_model(model, config)
 
 
 def is_lora(model: nn.Module) -> bool:

@@ -5,67 +5,38 @@ and the sample's input tensors. Notation: q = sampler `logprobs` input, A = `adv
 r = exp(lp - q) the importance ratio, clip(r) = clamp(r, low, high), sg = stop-gradient, sums run over
 all tokens of the batch. Policy losses (all but cross-entropy) use a 0/1 mask: only cross-entropy honours
 fractional weights; policy losses treat any non-zero weight as 1.
+
+Which losses exist, their params (with bounds and rlnb's defaults) and their inputs come from the one
+catalogue, ``rlnb.wire.LOSSES``; this module holds only the maths and the input checks.
+
+Accumulation: every loss is a function of one forward-backward's batch. Gradients of several
+forward-backward calls before an optim-step add up, so a mean-aggregated loss (GRPO's TOKEN_MEAN or
+SEQUENCE_MEAN) over two half batches gives *twice* the gradient of one mean over the whole batch; scale
+the learning rate, or the advantages, if you split a batch.
 """
 
-import math
-from typing import Any
+from typing import Any, get_args
 
 import torch
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import ValidationError
+
+from rlnb import wire
+
+LOSS_TYPES: tuple[str, ...] = tuple(wire.LOSSES)
 
 _CROSS_ENTROPY = "LOSS_TYPE_CROSS_ENTROPY"
 _GRPO = "LOSS_TYPE_GRPO"
-_IMPORTANCE_SAMPLING = "LOSS_TYPE_IMPORTANCE_SAMPLING"
 _PPO = "LOSS_TYPE_PPO"
 _CISPO = "LOSS_TYPE_CISPO"
 _DPPO = "LOSS_TYPE_DPPO"
 _DRO = "LOSS_TYPE_DRO"
-LOSS_TYPES: tuple[str, ...] = (_CROSS_ENTROPY, _GRPO, _IMPORTANCE_SAMPLING, _PPO, _CISPO, _DPPO, _DRO)
-
-_FIXED_HORIZON = "GRPO_LOSS_AGGREGATION_TYPE_FIXED_HORIZON"
+_IMPORTANCE_SAMPLING = "LOSS_TYPE_IMPORTANCE_SAMPLING"
 _TOKEN_MEAN = "GRPO_LOSS_AGGREGATION_TYPE_TOKEN_MEAN"
 _SEQUENCE_MEAN = "GRPO_LOSS_AGGREGATION_TYPE_SEQUENCE_MEAN"
-_RATIO_TOKEN = "GRPO_LOSS_RATIO_TYPE_TOKEN"
+_UNSPECIFIED_AGG = "GRPO_LOSS_AGGREGATION_TYPE_UNSPECIFIED"
 _RATIO_SEQUENCE = "GRPO_LOSS_RATIO_TYPE_SEQUENCE"
-
-# loss type -> param -> (default, allowed). allowed is a closed range (lo, hi) or a tuple of strings;
-# a default of None makes the param required.
-_LE_1, _GE_0, _GE_1, _UNIT = (-math.inf, 1.0), (0.0, math.inf), (1.0, math.inf), (0.0, 1.0)
-_BOUNDS = {_LE_1: "<= 1", _GE_0: ">= 0", _GE_1: ">= 1", _UNIT: "in [0, 1]"}
-_PARAMS: dict[str, dict[str, tuple[Any, tuple]]] = {
-    _CROSS_ENTROPY: {},
-    _GRPO: {
-        "clip_low_threshold": (0.8, _LE_1),
-        "clip_high_threshold": (1.28, _GE_1),
-        "beta": (0.0, _GE_0),
-        "agg_type": (_FIXED_HORIZON, (_FIXED_HORIZON, _TOKEN_MEAN, _SEQUENCE_MEAN)),
-        "ratio_type": (_RATIO_TOKEN, (_RATIO_TOKEN, _RATIO_SEQUENCE)),
-    },
-    _IMPORTANCE_SAMPLING: {},
-    _PPO: {"clip_low_threshold": (0.8, _LE_1), "clip_high_threshold": (1.2, _GE_1)},
-    _CISPO: {"clip_low_threshold": (0.0, _LE_1), "clip_high_threshold": (4.0, _GE_1)},
-    _DPPO: {"delta_low": (0.15, _UNIT), "delta_high": (0.15, _UNIT)},
-    _DRO: {"beta": (None, _GE_0)},
-}
-
-# loss type -> (required inputs, optional inputs); other keys are ignored.
-_POLICY = (("target_tokens", "logprobs", "advantages"), ("weights", "mask"))
-_INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    _CROSS_ENTROPY: (("target_tokens", "weights"), ()),
-    _GRPO: (_POLICY[0], _POLICY[1] + ("reference_logprobs",)),
-    _IMPORTANCE_SAMPLING: _POLICY,
-    _PPO: _POLICY,
-    _CISPO: _POLICY,
-    _DPPO: _POLICY,
-    _DRO: _POLICY,
-}
-_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
-    "target_tokens": (torch.int64,),
-    "logprobs": (torch.float32,),
-    "advantages": (torch.float32,),
-    "reference_logprobs": (torch.float32,),
-    "weights": (torch.int64, torch.float32),
-    "mask": (torch.int64, torch.float32),
-}
+_DTYPES = {"int64": torch.int64, "float32": torch.float32}
 
 
 class InvalidLossInput(ValueError):
@@ -78,52 +49,70 @@ def validate(
 ) -> dict[str, Any]:
     """Check the input contract before any compute; return the params dict with defaults filled in.
     A param given as None takes its default. Raise InvalidLossInput."""
-    if loss_type not in LOSS_TYPES:
+    spec = wire.LOSSES.get(loss_type)
+    if spec is None:
         raise InvalidLossInput(f"unknown loss type {loss_type!r}; expected one of {', '.join(LOSS_TYPES)}")
-    params = _check_params(loss_type, params)
+    params = _check_params(spec, params)
     if not inputs:
         raise InvalidLossInput("empty batch: at least one sample is required")
     if len(inputs) != len(seq_lens):
         raise InvalidLossInput(f"got loss inputs for {len(inputs)} samples but {len(seq_lens)} model inputs")
-    required, optional = _INPUTS[loss_type]
     for i, (x, n) in enumerate(zip(inputs, seq_lens, strict=True)):
-        for key in required:
+        for key in spec.required:
             if key not in x:
                 raise InvalidLossInput(f"sample {i}: missing required input {key!r} for {loss_type}")
-        if "mask" in optional and "weights" in x and "mask" in x:
+        if "mask" in spec.optional and "weights" in x and "mask" in x:
             raise InvalidLossInput(f"sample {i}: give either 'weights' or 'mask', not both")
         if loss_type == _GRPO and params["beta"] > 0 and "reference_logprobs" not in x:
             raise InvalidLossInput(f"sample {i}: missing input 'reference_logprobs', required when beta > 0")
-        for key in required + optional:
+        for key in spec.required + spec.optional:
             if key in x:
-                _check_tensor(f"sample {i}: input {key!r}", x[key], _DTYPES[key], n)
+                dtypes = tuple(_DTYPES[d] for d in wire.LOSS_INPUT_DTYPES[key])
+                _check_tensor(f"sample {i}: input {key!r}", x[key], dtypes, n)
     return params
 
 
-def _check_params(loss_type: str, params: dict[str, Any] | None) -> dict[str, Any]:
-    spec = _PARAMS[loss_type]
+def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[str, Any]:
+    """The params by the rules of ``spec.params`` (the wire model's bounds), defaults filled in."""
     given = {k: v for k, v in (params or {}).items() if v is not None}
+    fields: dict[str, Any] = dict(spec.params.model_fields) if spec.params is not None else {}
     for key in given:
-        if key not in spec:
-            allowed = ", ".join(spec) or "none"
-            raise InvalidLossInput(f"unknown param {key!r} for {loss_type} (allowed: {allowed})")
-    out = {}
-    for key, (default, allowed) in spec.items():
-        v = given.get(key, default)
-        if v is None:
-            raise InvalidLossInput(f"param {key!r} is required for {loss_type}")
-        if isinstance(allowed[0], str):
-            if v not in allowed:
-                raise InvalidLossInput(f"param {key!r} must be one of {', '.join(allowed)}, got {v!r}")
-        else:
-            lo, hi = allowed
-            number = isinstance(v, int | float) and not isinstance(v, bool)
-            if not (number and math.isfinite(v) and lo <= v <= hi):
-                bound = _BOUNDS[allowed]
-                raise InvalidLossInput(f"param {key!r} of {loss_type} must be finite and {bound}, got {v!r}")
-            v = float(v)
-        out[key] = v
-    return out
+        if key not in fields:
+            raise InvalidLossInput(f"unknown param {key!r} for {spec.type} (allowed: {', '.join(fields) or 'none'})")
+    if spec.params is not None:
+        try:
+            spec.params.model_validate(given)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = str(err["loc"][0])
+            if err["type"] == "missing":
+                raise InvalidLossInput(f"param {key!r} is required for {spec.type}") from None
+            raise InvalidLossInput(
+                f"param {key!r} of {spec.type} must be {_allowed(spec.params, key)}, got {err['input']!r}"
+            ) from None
+    out = {**spec.defaults, **given}
+    if out.get("agg_type") == _UNSPECIFIED_AGG:  # protobuf's "unset": the default aggregation
+        out["agg_type"] = spec.defaults["agg_type"]
+    return {k: float(v) if isinstance(v, int) else v for k, v in out.items()}
+
+
+def _allowed(model: type[wire._Model], key: str) -> str:
+    """A field's allowed values, read from its own metadata (the bounds live only in ``rlnb.wire``)."""
+    choices = [a for a in get_args(model.model_fields[key].annotation) if a is not type(None)]
+    literals = [v for a in choices for v in get_args(a) if isinstance(v, str)]
+    if literals:
+        return "one of " + ", ".join(literals)
+    bounds = [m for a in choices for info in getattr(a, "__metadata__", ()) for m in getattr(info, "metadata", [info])]
+    bounds += model.model_fields[key].metadata
+    lo = next((f">= {m.ge:g}" for m in bounds if isinstance(m, Ge)), None) or next(
+        (f"> {m.gt:g}" for m in bounds if isinstance(m, Gt)), None
+    )
+    hi = next((f"<= {m.le:g}" for m in bounds if isinstance(m, Le)), None) or next(
+        (f"< {m.lt:g}" for m in bounds if isinstance(m, Lt)), None
+    )
+    if lo and hi:
+        return f"a finite number in [{lo.split()[1]}, {hi.split()[1]}]"
+    return "a finite number" + "".join(f" {b}" for b in (lo, hi) if b)
 
 
 def _check_tensor(where: str, t: Any, dtypes: tuple[torch.dtype, ...], n: int) -> None:
@@ -151,6 +140,8 @@ def compute(
     params: dict[str, Any],
     logprobs: list[torch.Tensor],
     inputs: list[dict[str, torch.Tensor]],
+    *,
+    horizon: int,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Loss to call .backward() on, and float metrics. logprobs[i] is lp of sample i; params as from validate.
 
@@ -164,8 +155,18 @@ def compute(
     grpo:                ℓ = -(min(r·A, clip(r)·A) - beta·kl),  kl = e^(ref - lp) - (ref - lp) - 1  (k3),
                          r_i = exp(Σ_t (lp - q)·m / Σ_t m) on every token of sample i if ratio_type is
                          SEQUENCE (GSPO), and L = Σ ℓ·m / Σ m (TOKEN_MEAN), mean_i(Σ_t ℓ·m / Σ_t m)
-                         (SEQUENCE_MEAN) or Σ ℓ·m / (num_samples · max_i seq_len_i) (FIXED_HORIZON).
+                         (SEQUENCE_MEAN) or Σ ℓ·m / (num_samples · horizon) (FIXED_HORIZON).
                          A denominator of 0 counts as 1, so a sample with no masked tokens adds 0.
+
+    ``horizon`` is a constant token count: the session's maximum sequence length. FIXED_HORIZON is
+    Dr. GRPO's aggregation (Liu et al. 2025, "Understanding R1-Zero-Like Training", arXiv 2503.20783;
+    TRL's ``loss_type="dr_grpo"`` divides by ``max_completion_length``): the divisor depends on neither
+    prompt nor completion lengths, so a token's gradient is the same in any batch of the same size.
+
+    Clip metrics count a token only where the clip changes its gradient (as TRL's ``clip_ratio``):
+    for PPO and GRPO ``low`` is r < low with A < 0 and ``high`` is r > high with A > 0 (the other side
+    of each bound is kept by min() and still learns); for CISPO, whose clipped ratio is a coefficient,
+    r outside a bound with A != 0.
     """
     lp = torch.cat(logprobs)
     if loss_type == _CROSS_ENTROPY:
@@ -180,14 +181,15 @@ def compute(
         r = seq_log_r.exp().repeat_interleave(torch.tensor(lens, device=lp.device))
     else:
         r = (lp - q).exp()
-    lo, hi = params.get("clip_low_threshold"), params.get("clip_high_threshold")
     metrics = {}
 
     if loss_type == _IMPORTANCE_SAMPLING:
         loss = -(r * adv * m).sum()
     elif loss_type == _PPO:
+        lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
         loss = -(torch.minimum(r * adv, r.clamp(lo, hi) * adv) * m).sum()
     elif loss_type == _CISPO:
+        lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
         loss = -(r.clamp(lo, hi).detach() * adv * lp * m).sum()
     elif loss_type == _DPPO:
         dp = lp.detach().exp() - q.exp()  # p - p_old
@@ -197,6 +199,7 @@ def compute(
     elif loss_type == _DRO:
         loss = -((lp * adv - 0.5 * params["beta"] * (lp - q) ** 2) * m).sum()
     else:  # GRPO
+        lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
         obj = torch.minimum(r * adv, r.clamp(lo, hi) * adv)
         if params["beta"] > 0:
             d = _cat(inputs, "reference_logprobs", lp.device) - lp
@@ -209,14 +212,19 @@ def compute(
         elif params["agg_type"] == _SEQUENCE_MEAN:
             loss = (_seq_sum(token_loss, lens) / _seq_sum(m, lens).clamp(min=1)).mean()
         else:  # FIXED_HORIZON
-            loss = token_loss.sum() / max(len(lens) * max(lens), 1)
+            loss = token_loss.sum() / max(len(lens) * horizon, 1)
 
     metrics["loss/tokens"] = m.sum().item()
     metrics["loss/ratio/mean"] = _masked_mean(r, m)
     metrics["loss/sampler_kl/mean"] = _masked_mean(q - lp.detach(), m)
-    if lo is not None:
-        metrics["loss/clip/low_fraction"] = _masked_mean(r < lo, m)
-        metrics["loss/clip/high_fraction"] = _masked_mean(r > hi, m)
+    if loss_type in (_PPO, _GRPO):
+        lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
+        metrics["loss/clip/low_fraction"] = _masked_mean((r < lo) & (adv < 0), m)
+        metrics["loss/clip/high_fraction"] = _masked_mean((r > hi) & (adv > 0), m)
+    elif loss_type == _CISPO:
+        lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
+        metrics["loss/clip/low_fraction"] = _masked_mean((r < lo) & (adv != 0), m)
+        metrics["loss/clip/high_fraction"] = _masked_mean((r > hi) & (adv != 0), m)
     return loss, metrics
 
 

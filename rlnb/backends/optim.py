@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from rlnb.backends.muon import MATCH_ADAM_RMS, muon_update, ns_dtype_for
 from rlnb.backends.split import ParamSplit, split_params
-from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams
+from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, Resolved
 
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grads_with_norm_: coef = max_norm / (total_norm + 1e-6)
 
@@ -52,7 +52,8 @@ def _validate(hp: Any, cls: type[AdamParams] | type[MuonParams], keys: tuple[str
     missing = [k for k in keys if k not in hp]
     if missing:
         raise ValueError(f"{where} is missing {', '.join(missing)}")
-    cls(**{k: hp[k] for k in keys})  # raises InvalidParams (a ValueError) naming the field and the range
+    if not isinstance(hp, Resolved):  # ``params.resolve`` output was checked once already (issue 10)
+        cls(**{k: hp[k] for k in keys})  # raises InvalidParams (a ValueError) naming the field and the range
 
 
 class TrainerOptimizer:

@@ -33,7 +33,6 @@ from rlnb import wire
 from rlnb.backends import Listener
 
 log = logging.getLogger("rlnb")
-ERR = "TRAINING_OPERATION_ERROR_CODE_"
 EXIT_DEADLINE = 60.0
 """Seconds interpreter exit waits for each session's running operation."""
 
@@ -42,7 +41,7 @@ class OperationError(Exception):
     """Raised inside a handler to end the operation FAILED with ``TRAINING_OPERATION_ERROR_CODE_<code>``."""
 
     def __init__(self, code: str, message: str):
-        self.code = ERR + code
+        self.code = wire.error_code(code)
         super().__init__(message)
 
 
@@ -128,7 +127,7 @@ class Worker:
             try:
                 output = self._run_op(job.kind, job.body, self.cancelled)
             except OperationError as exc:
-                self._finish(job, error=(exc.code.removeprefix(ERR), str(exc)))
+                self._finish(job, error=(exc.code, str(exc)))
             except torch.OutOfMemoryError as exc:
                 self._finish(job, error=("RESOURCE_EXHAUSTED", f"out of memory: {str(exc)[:300]}"))
             except Exception as exc:  # noqa: BLE001 - any other failure is the operation's, never the worker's
@@ -143,7 +142,7 @@ class Worker:
         if error is not None:
             update = {
                 "status": "TRAINING_OPERATION_STATUS_FAILED",
-                "error": wire.OperationError(code=ERR + error[0], message=error[1]),  # type: ignore[arg-type]
+                "error": wire.OperationError(code=wire.error_code(error[0]), message=error[1]),
             }
         else:
             update = {"status": "TRAINING_OPERATION_STATUS_COMPLETED", "output": output}

@@ -62,7 +62,7 @@ def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension]) -> An
         return optuna.samplers.RandomSampler(seed=SAMPLER_SEED)
     if sampler == "grid":
 
-        class AskTellGridSampler(optuna.samplers.GridSampler):  # type: ignore[misc, name-defined]
+        class AskTellGridSampler(optuna.samplers.GridSampler):
             """GridSampler calls ``study.stop()`` after the last point, which only works inside
             ``study.optimize``; with ask/tell the sweep checks ``is_exhausted`` itself."""
 

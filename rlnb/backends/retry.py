@@ -1,0 +1,64 @@
+"""``RetryPolicy``: the one rule for retrying a request and how long to wait first (Stainless' rule, as the
+official SDK applies it): no response, 408, 409, 429, >= 500, or whatever ``x-should-retry`` says; jittered
+exponential backoff that honours ``retry-after-ms`` / ``Retry-After``."""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from dataclasses import dataclass
+
+import httpx
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When to retry a request and how long to wait first: the one policy every request follows."""
+
+    max_retries: int = 5
+    """Retries after the first attempt (0 = never retry)."""
+    initial_delay: float = 0.5
+    """Backoff before retry n (0-based) is min(initial_delay * 2**n, max_delay) * a factor in (1 - jitter, 1]."""
+    max_delay: float = 8.0
+    jitter: float = 0.25
+    max_retry_after: float = 60.0
+    """A server's ``Retry-After`` is obeyed when 0 < value <= this; otherwise the backoff applies."""
+    statuses: frozenset[int] = frozenset({408, 409, 429})
+    """Retried besides every status >= 500: request timeout, lock conflict, rate limit / session cap."""
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+
+    def retryable(self, status_code: int) -> bool:
+        """Whether an error status is worth retrying when the server does not say (``x-should-retry``)."""
+        return status_code in self.statuses or status_code >= 500
+
+    def should_retry(self, response: httpx.Response) -> bool:
+        header = response.headers.get("x-should-retry")
+        if header in ("true", "false"):
+            return header == "true"
+        return self.retryable(response.status_code)
+
+    def delay(self, attempt: int, headers: httpx.Headers | None) -> float:
+        """Seconds before retry number ``attempt`` (0-based): ``retry-after-ms`` / ``Retry-After``
+        (seconds or an HTTP date) when 0 < value <= max_retry_after, else jittered backoff."""
+        asked = _retry_after(headers) if headers is not None else None
+        if asked is not None and 0 < asked <= self.max_retry_after:
+            return asked
+        return min(self.initial_delay * 2.0**attempt, self.max_delay) * (1 - self.jitter * random.random())
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds the server asked to wait, or None when it did not (or said nothing parsable)."""
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return float(value) * scale
+        except ValueError:
+            if name == "retry-after" and (when := email.utils.parsedate_tz(value)) is not None:
+                return email.utils.mktime_tz(when) - time.time()
+    return None

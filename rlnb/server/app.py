@@ -1,0 +1,107 @@
+"""The app factory: settings → registry → routers, error handlers, a truthful ``/openapi.json``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rlnb.server.errors import install_error_handlers
+from rlnb.server.openapi import truthful_openapi
+from rlnb.server.registry import Registry
+from rlnb.server.routes import checkpoints, operations, payloads, resources, sessions
+from rlnb.server.settings import MAX_WAIT, ServerSettings
+from rlnb.testing import FaultInjector
+
+ADVERTISED = [(b"rlnb-long-poll-max-wait", str(MAX_WAIT).encode()), (b"rlnb-in-order", b"session")]
+"""Response headers telling rlnb's client what this server offers beyond Together's API: the long-poll
+extension (and its longest wait) and in-order execution of each session's operations."""
+
+
+class Advertise:
+    """ASGI middleware adding ``ADVERTISED`` to every ``/v1`` answer."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *ADVERTISED]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _lifespan(registry: Registry) -> Callable[[FastAPI], Any]:
+    """Runs the inactivity reaper while the app serves; closes every session at shutdown."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop = threading.Event()
+
+        def reap() -> None:
+            while not stop.wait(registry.settings.reap_interval):
+                registry.reap()
+
+        reaper = threading.Thread(target=reap, name="rlnb-reaper", daemon=True)
+        reaper.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            reaper.join()
+            registry.close()
+
+    return lifespan
+
+
+def create_app(
+    settings: ServerSettings | None = None, *, clock: Callable[[], float] | None = None, **fields: Any
+) -> FastAPI:
+    """The FastAPI app of ``rlnb serve``. Pass ``settings``, or ``ServerSettings`` fields as keywords
+    (``models``: API name → model spec; ``token`` turns on bearer auth; ``op_delay`` adds simulated compute
+    seconds; ``fail_rate`` loses that share of answers *after* the server acted; ...). ``clock`` replaces
+    ``time.time`` for the inactivity expiry (tests)."""
+    if settings is None:
+        if fields.get("checkpoint_dir") is not None:
+            fields["checkpoint_dir"] = Path(fields["checkpoint_dir"])
+        settings = ServerSettings(**fields)
+    elif fields:
+        raise ValueError(f"pass settings or {', '.join(fields)}, not both")
+    registry = Registry(settings, clock) if clock is not None else Registry(settings)
+    app = FastAPI(
+        title="rlnb serve — Together-compatible RL training sessions", version="R-new", lifespan=_lifespan(registry)
+    )
+    app.state.registry = registry
+    install_error_handlers(app)
+
+    @app.get("/health", include_in_schema=False)
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    for module in (resources, sessions, operations, checkpoints, payloads):
+        app.include_router(module.router)
+    app.include_router(checkpoints.presigned)
+    app.include_router(payloads.presigned)
+    app.openapi = truthful_openapi(app)  # type: ignore[method-assign]  # FastAPI's documented way to customise the schema
+    app.add_middleware(Advertise)
+    if settings.fail_rate:
+        app.add_middleware(FaultInjector, rate=settings.fail_rate, seed=settings.fail_seed)
+    return app
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
+    """Run the server with uvicorn (blocking); ``options`` go to ``create_app``."""
+    import uvicorn
+
+    uvicorn.run(create_app(**options), host=host, port=port, log_level="warning")

@@ -1,0 +1,79 @@
+"""The server's one error type and its one body, ``{"error": {"message", "type", "param", "code"}}``.
+
+``ServerError`` (not ``rlnb.APIError``, the *client's* exception) carries the HTTP status; handlers for
+it, for request validation and for Starlette's own errors all answer with the same body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rlnb import wire
+
+ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found",
+    409: "conflict",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+}
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": wire.ErrorData, "description": "Invalid request: `param` names the field"},
+    401: {"model": wire.ErrorData, "description": "Missing or wrong API key"},
+    403: {"model": wire.ErrorData, "description": "Bad or missing download signature"},
+    404: {"model": wire.ErrorData, "description": "No such object"},
+    409: {"model": wire.ErrorData, "description": "Conflicts with the object's state (do not retry)"},
+    429: {"model": wire.ErrorData, "description": "A model resource's session cap is reached"},
+}
+"""What every ``/v1`` route may answer besides 200 (declared in ``/openapi.json``)."""
+
+
+class ServerError(Exception):
+    """A domain error that becomes the API's error body with ``status``."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, type: str | None = None):
+        self.status, self.message, self.param = status, message, param
+        self.type = type or error_type(status)
+        super().__init__(message)
+
+
+def error_type(status: int) -> str:
+    return ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
+
+
+def not_found(what: str, ident: str, param: str) -> ServerError:
+    return ServerError(404, f"{what} {ident!r} not found", param=param)
+
+
+def error_response(status: int, message: str, type: str, param: str | None = None) -> JSONResponse:
+    body = wire.ErrorData(error=wire.ErrorDetail(message=message, type=type, param=param, code=None))
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if status == 409:
+        headers["x-should-retry"] = "false"  # a state conflict: retrying cannot help (SDKs retry 409 by default)
+    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Every error the app raises leaves as the API's error body."""
+
+    @app.exception_handler(ServerError)
+    def _server_error(request: Request, exc: ServerError) -> JSONResponse:
+        return error_response(exc.status, exc.message, exc.type, exc.param)
+
+    @app.exception_handler(RequestValidationError)
+    def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0]
+        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
+        param = ".".join(loc) or None
+        return error_response(400, f"{param or 'request'}: {first.get('msg', 'invalid')}", ERROR_TYPES[400], param)
+
+    @app.exception_handler(StarletteHTTPException)
+    def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))

@@ -1,0 +1,46 @@
+"""The served base models: their limits, as ``GET /v1/rl/supported-models`` lists them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rlnb import wire
+from rlnb.server.settings import ServerSettings
+
+DEFAULT_GPU_TYPE: wire.RequestGpuType = "B200-SXM"
+"""The one GPU type SDK 3.1.1 accepts in supported-models (``Literal["B200-SXM"]``) and in a create request."""
+SAMPLING_DEFAULTS = wire.SamplingDefaults(logprobs=1, max_tokens=16, n=1, temperature=1.0)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    context_length: int
+    """Longest sequence (prompt + completion) the model takes."""
+
+
+def model_info(spec: Any) -> ModelInfo:
+    """What supported-models says about a model spec (the one place that reads a model's limits)."""
+    from rlnb.backends.model import SIZES
+
+    if isinstance(spec, str) and spec in SIZES:
+        return ModelInfo(context_length=SIZES[spec].block_size)
+    raise ValueError(f"no model info for {spec!r}: built-in sizes are {sorted(SIZES)}")
+
+
+def supported_models(settings: ServerSettings) -> wire.SupportedModels:
+    data = []
+    for name, spec in settings.models.items():
+        n = model_info(spec).context_length
+        config = wire.SupportedComputeConfig(
+            gpu_type=DEFAULT_GPU_TYPE,
+            generator_config=wire.GeneratorConfig(context_length=n, sampling_defaults=SAMPLING_DEFAULTS),
+            trainer_config=wire.TrainerConfig(
+                full=wire.FullTrainerConfig(max_batch_size=settings.max_batch_size, max_seq_length=n),
+                lora=wire.LoraTrainerConfig(
+                    max_batch_size=settings.max_batch_size, max_rank=settings.max_lora_rank, max_seq_length=n
+                ),
+            ),
+        )
+        data.append(wire.SupportedModel(base_model=name, default_gpu_type=DEFAULT_GPU_TYPE, compute_configs=[config]))
+    return wire.SupportedModels(data=data)

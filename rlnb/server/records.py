@@ -1,0 +1,123 @@
+"""What the registry keeps per object, and cursor pagination. Plain data: the registry's lock guards it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeVar
+
+from rlnb import wire
+from rlnb.server.errors import ServerError
+
+
+class SessionBackend(Protocol):
+    """What the server needs of a session's backend: the ``Backend`` protocol plus checkpoint files."""
+
+    optimizer: wire.OptimizerKind
+
+    def submit(self, kind: str, body: wire._Model | None, listener: Callable[[wire.Operation[Any]], None]) -> None: ...
+    def session(self) -> wire.Session: ...
+    def close(self) -> None: ...
+    def checkpoint_path(self, ckpt_id: str) -> Path: ...
+    def checkpoint_files(self, ckpt_id: str, variant: Literal["merged", "adapter"] = ...) -> list[Path]: ...
+
+
+@dataclass
+class OpRecord:
+    kind: str
+    env: wire.Operation[Any]
+    """The latest envelope."""
+    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(default_factory=list)
+    """Long-polls waiting for the next status change."""
+    offloaded: dict[str, Any] | None = None
+    """The output as served when it was offloaded through the payload side channel."""
+
+
+@dataclass
+class SessionRecord:
+    id: str
+    resource_id: str
+    base_model: str
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    status: wire.SessionStatus
+    lora_config: wire.LoraConfig | None
+    resume_from: str | None
+    display_name: str | None = None
+    metadata: wire.SessionMetadata = field(default_factory=wire.SessionMetadata)
+    backend: SessionBackend | None = None
+    """None while the session is CREATING (its model is being built)."""
+    ops: dict[str, OpRecord] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
+    """Idempotency-Key → operation id."""
+
+    def busy(self) -> bool:
+        """Whether an operation of this session is queued or running."""
+        return any(op.env.status not in wire.TERMINAL_STATUSES for op in self.ops.values())
+
+    def view(self) -> wire.Session:
+        """The session as the API shows it: the server's own ids and state, the backend's progress."""
+        info = self.backend.session() if self.backend is not None else None
+        return wire.Session(
+            id=self.id,
+            status=self.status,
+            base_model=self.base_model,
+            model_resources_id=self.resource_id,
+            created_by=self.created_by,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            step=info.step if info else 0,
+            inference_checkpoints=info.inference_checkpoints if info else [],
+            training_checkpoints=info.training_checkpoints if info else [],
+            metadata=self.metadata,
+            policy_state=info.policy_state if info else wire.PolicyState(),
+            display_name=self.display_name,
+            lora_config=info.lora_config if info and info.lora_config else self.lora_config,
+            resume_from_checkpoint_id=self.resume_from,
+        )
+
+
+@dataclass
+class CheckpointRecord:
+    info: wire.Checkpoint
+    session: SessionRecord
+    secret: str
+    """Signs its presigned download URLs."""
+
+
+T = TypeVar("T")
+
+
+def page(
+    items: Iterable[T],
+    after: str | None,
+    limit: int,
+    keep: Callable[[T], bool],
+    ident: Callable[[T], str],
+    created: Callable[[T], datetime],
+) -> tuple[list[T], wire.ListMeta]:
+    """Newest first, one page after the cursor ``after`` (the last id of the previous page).
+
+    The cursor is found in the *unfiltered* order, so it stays valid when its object stops matching the
+    filters between two pages (a session that stopped during a ``status=RUNNING`` listing); objects are
+    never deleted, so a cursor never dangles.
+    """
+    ordered = sorted(items, key=lambda i: (created(i), ident(i)), reverse=True)
+    if after is not None:
+        ids = [ident(i) for i in ordered]
+        if after not in ids:
+            raise ServerError(400, f"unknown cursor {after!r}", param="after")
+        ordered = ordered[ids.index(after) + 1 :]
+    matching = [i for i in ordered if keep(i)]
+    chunk, more = matching[:limit], len(matching) > limit
+    return chunk, wire.ListMeta(limit=limit, has_more=more, next_cursor=ident(chunk[-1]) if more and chunk else "")
+
+
+def status_filter(status: str | None) -> Callable[[Any], bool]:
+    """``status`` is comma-joined, as the SDK sends a list; None keeps everything."""
+    wanted = set(status.split(",")) if status else None
+    return lambda item: wanted is None or item.status in wanted

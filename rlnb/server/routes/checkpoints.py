@@ -1,0 +1,75 @@
+"""``/v1/rl/checkpoints``: list, get, download (presigned URLs, one per file of the variant asked for)."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse
+
+from rlnb import wire
+from rlnb.server.deps import AUTHENTICATED, RegistryDep
+from rlnb.server.errors import ERROR_RESPONSES, ServerError
+from rlnb.server.ops import FileKind
+from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
+
+router = APIRouter(prefix="/v1/rl/checkpoints", tags=["checkpoints"], **AUTHENTICATED)
+presigned = APIRouter(prefix="/v1/rl/checkpoints", tags=["checkpoints"], responses=ERROR_RESPONSES)
+"""Files behind presigned URLs: no Authorization header (the SDK strips it), a per-checkpoint signature."""
+
+
+@router.get("")
+def list_checkpoints(
+    registry: RegistryDep,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
+    base_model: str | None = None,
+    session_id: str | None = None,
+    type: wire.CheckpointType | None = None,
+) -> wire.CheckpointList:
+    return registry.list_checkpoints(after, limit, base_model, session_id, type)
+
+
+@router.get("/{checkpoint_id}")
+def get_checkpoint(checkpoint_id: str, registry: RegistryDep) -> wire.Checkpoint:
+    return registry.checkpoint(checkpoint_id).info
+
+
+@router.get("/{checkpoint_id}/download")
+def download_checkpoint(
+    checkpoint_id: str, request: Request, registry: RegistryDep, variant: wire.CheckpointVariant
+) -> wire.CheckpointDownload:
+    """MERGED (or UNSPECIFIED): the full model with the trained weights applied; ADAPTER: the LoRA weights
+    only. One presigned URL per file."""
+    kind: FileKind = "adapter" if variant == "CHECKPOINT_VARIANT_ADAPTER" else "merged"
+    files = registry.checkpoint_files(checkpoint_id, kind)
+    secret = registry.checkpoint(checkpoint_id).secret
+    data = []
+    for f in files:
+        url = request.url_for("checkpoint_file", checkpoint_id=checkpoint_id, kind=kind, filename=f.name)
+        data.append(wire.CheckpointFile(filename=f.name, url=f"{url}?sig={secret}", size=f.stat().st_size))
+    return wire.CheckpointDownload(data=data)
+
+
+@presigned.get(
+    "/{checkpoint_id}/files/{kind}/{filename}",
+    name="checkpoint_file",
+    response_class=FileResponse,
+    responses={
+        200: {
+            "description": "The file",
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
+def checkpoint_file(
+    checkpoint_id: str, kind: FileKind, filename: str, registry: RegistryDep, sig: str = ""
+) -> FileResponse:
+    c = registry.checkpoint(checkpoint_id)
+    if not hmac.compare_digest(sig.encode(), c.secret.encode()):
+        raise ServerError(403, "bad or missing download signature")
+    files = {f.name: f for f in registry.checkpoint_files(checkpoint_id, kind)}
+    if filename not in files:
+        raise ServerError(404, f"checkpoint {checkpoint_id} has no file {filename!r}", param="filename")
+    return FileResponse(files[filename], filename=filename, media_type="application/octet-stream")

@@ -1,0 +1,116 @@
+"""``/v1/rl/training-sessions/{session_id}/operations/<kind>``: one POST (submit) and one GET (poll) per kind.
+
+The GET takes rlnb's long-poll extension: ``?wait=S`` holds the answer until the operation's status differs
+from ``seen`` (default: its status when the request arrived) or it ends, for at most ``S`` seconds. A body
+with ``payload_id`` is replaced by its upload (the payload side channel) before it is validated and run.
+"""
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from rlnb import wire
+from rlnb.server.deps import AUTHENTICATED, RegistryDep
+from rlnb.server.errors import ServerError
+from rlnb.server.records import OpRecord
+from rlnb.server.registry import Registry
+from rlnb.server.settings import MAX_WAIT
+
+router = APIRouter(prefix="/v1/rl/training-sessions/{session_id}/operations", tags=["operations"], **AUTHENTICATED)
+
+Key = Annotated[
+    str,
+    Header(alias="Idempotency-Key", description="Required; a retry with the same key returns the original operation."),
+]
+Wait = Annotated[
+    float | None,
+    Query(
+        ge=0,
+        le=MAX_WAIT,
+        description="rlnb extension: hold the answer up to this many seconds until the status changes",
+    ),
+]
+Seen = Annotated[
+    wire.OperationStatus | None,
+    Query(description="rlnb extension, with `wait`: the status the client already knows (default: the current one)"),
+]
+OFFLOADED_MEMBERS: dict[str, tuple[str, ...]] = {"forward-backward": ("loss_fn_outputs",), "sample": ("results",)}
+"""What a too-large result moves to the side channel; ``loss`` and ``metrics`` always stay inline."""
+
+
+def with_payload(registry: Registry, session_id: str, request_type: type[wire._Model], body: Any) -> Any:
+    """The body to run: the inline one with the uploaded object's members over it (as the SDK merges)."""
+    uploaded = registry.payloads.body(session_id, body.payload_id)
+    merged = {**body.model_dump(mode="json", exclude_unset=True, by_alias=True), **uploaded}
+    merged.pop("payload_id", None)
+    try:
+        return request_type.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        param = ".".join(["payload", *map(str, first["loc"])])
+        raise ServerError(400, f"{param}: {first['msg']}", param=param) from None
+
+
+def served(registry: Registry, session_id: str, op: OpRecord, env: wire.Operation[Any]) -> dict[str, Any]:
+    """The envelope as JSON; a completed output over ``result_offload_bytes`` keeps its small members and
+    names a payload holding the rest (made once per operation)."""
+    data = env.model_dump(mode="json")
+    limit = registry.settings.result_offload_bytes
+    if limit is None or env.status != wire.STATUS_COMPLETED or op.kind not in OFFLOADED_MEMBERS:
+        return data
+    with registry.lock:
+        if op.offloaded is None:
+            out = data["output"]
+            if len(json.dumps(out, separators=(",", ":"))) > limit:
+                big = {k: out.pop(k) for k in OFFLOADED_MEMBERS[op.kind] if k in out}
+                out["payload_id"] = registry.payloads.new(session_id, json.dumps(big).encode()).id
+            op.offloaded = out
+        data["output"] = op.offloaded
+    return data
+
+
+def _add_routes(kind: str, request_type: type[wire._Model] | None) -> None:
+    name = kind.replace("-", "_")
+
+    def retry_or_submit(registry: Registry, session_id: str, key: str, body: Any) -> JSONResponse:
+        with registry.lock:  # a retry returns the original before its payload is read again
+            s = registry.session(session_id)
+            known = s.ops.get(s.keys.get(key, ""))
+        if known is None and body is not None and getattr(body, "payload_id", None):
+            assert request_type is not None
+            body = with_payload(registry, session_id, request_type, body)
+        env = known.env if known is not None and known.kind == kind else registry.submit(session_id, kind, key, body)
+        return JSONResponse(env.model_dump(mode="json"))
+
+    if request_type is None:
+
+        def submit(session_id: str, idempotency_key: Key, registry: RegistryDep) -> Any:
+            return retry_or_submit(registry, session_id, idempotency_key, None)
+
+    else:
+
+        def submit(  # type: ignore[misc]  # one of two signatures, picked per kind (FastAPI reads it)
+            session_id: str,
+            idempotency_key: Key,
+            registry: RegistryDep,
+            body: Annotated[request_type, Body()],  # type: ignore[valid-type]  # the kind's body model, a runtime value
+        ) -> Any:
+            return retry_or_submit(registry, session_id, idempotency_key, body)
+
+    async def get(
+        session_id: str, operation_id: str, registry: RegistryDep, wait: Wait = None, seen: Seen = None
+    ) -> Any:
+        op = registry.operation(session_id, kind, operation_id)
+        env = await registry.wait_for_change(op, seen, wait) if wait else op.env
+        return JSONResponse(served(registry, session_id, op, env))
+
+    envelope = wire.ENVELOPES[kind]
+    router.add_api_route(f"/{kind}", submit, methods=["POST"], response_model=envelope, name=f"submit_{name}")
+    router.add_api_route(f"/{kind}/{{operation_id}}", get, methods=["GET"], response_model=envelope, name=f"get_{name}")
+
+
+for _kind, _request_type in wire.REQUEST_TYPES.items():
+    _add_routes(_kind, _request_type)

@@ -1,0 +1,47 @@
+"""``/v1/rl/training-sessions``: create, list, get, update, stop."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from rlnb import wire
+from rlnb.server.deps import AUTHENTICATED, RegistryDep, User
+from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
+
+router = APIRouter(prefix="/v1/rl/training-sessions", tags=["training-sessions"], **AUTHENTICATED)
+
+
+@router.post("")
+def create_session(body: wire.StartTrainingSessionRequest, registry: RegistryDep, who: User) -> wire.Session:
+    return registry.create_session(body, who)
+
+
+@router.get("")
+def list_sessions(
+    registry: RegistryDep,
+    who: User,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
+    status: Annotated[str | None, Query(description="Comma-joined SessionStatus values")] = None,
+    model_resources_id: str | None = None,
+    created_by: Annotated[str | None, Query(description="A creator id, or `me`")] = None,
+) -> wire.SessionList:
+    limit = limit
+    return registry.list_sessions(after, limit, status, created_by, model_resources_id, who)
+
+
+@router.get("/{session_id}")
+def get_session(session_id: str, registry: RegistryDep) -> wire.Session:
+    return registry.session(session_id).view()
+
+
+@router.patch("/{session_id}")
+def update_session(session_id: str, body: wire.UpdateSessionRequest, registry: RegistryDep) -> wire.Session:
+    return registry.update_session(session_id, body)
+
+
+@router.post("/{session_id}/stop")
+def stop_session(session_id: str, registry: RegistryDep) -> wire.Session:
+    return registry.stop_session(session_id)

@@ -1,0 +1,276 @@
+"""Tools for testing code that uses rlnb (and rlnb itself): no model, no network beyond loopback.
+
+* ``FakeBackend``: a ``Backend`` without torch. Operations run in submission order on one thread with the
+  API's PENDING → RUNNING → COMPLETED / FAILED transitions and plausible outputs, so a ``Session``, its
+  history, widgets and sweeps can be tested in milliseconds: ``rlnb.Session(FakeBackend(), record=False)``.
+* ``ServerProcess`` / ``free_port``: a server (``rlnb serve`` or any command) in a child process on
+  127.0.0.1, started and stopped with deadlines.
+* ``FaultInjector``: ASGI middleware that loses a share of answers *after* the app acted — the case
+  idempotency keys exist for.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rlnb import wire
+from rlnb.backends import Listener
+from rlnb.text import ByteCodec
+
+# ---------------------------------------------------------------------------------------------
+# FakeBackend
+
+Failure = Callable[[str, Any, int], str | None]
+"""``fail(kind, body, step) -> short error code or None``: which operations end FAILED."""
+
+
+class FakeBackend:
+    """A training session without a model.
+
+    Args:
+        optimizer: ``"adam"`` or ``"muon"``.
+        delay: seconds each operation spends RUNNING.
+        loss: ``loss(step) -> float``, the forward-backward loss at an optimizer step (default 1 / (1 + step)).
+        grad_norm: the pre-clip gradient norm every optim-step reports.
+        fail: which operations fail: ``{"optim-step": "NON_FINITE_LOSS"}`` or a ``Failure`` callable.
+
+    Sampling returns ``max_tokens`` (default 4) pseudo-random bytes per sequence, reproducible from the
+    ``seed``, each with logprob -1; text is byte-level (``codec``), as on the built-in models.
+    ``submitted`` lists every ``(kind, body)`` in order.
+    """
+
+    codec = ByteCodec()
+
+    def __init__(
+        self,
+        optimizer: wire.OptimizerKind = "adam",
+        *,
+        delay: float = 0.0,
+        loss: Callable[[int], float] | None = None,
+        grad_norm: float = 1.0,
+        fail: dict[str, str] | Failure | None = None,
+    ):
+        if optimizer not in wire.OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
+        self.optimizer: wire.OptimizerKind = optimizer
+        self.delay, self.grad_norm = delay, grad_norm
+        self.loss = loss or (lambda step: 1.0 / (1 + step))
+        self._fail: Failure = (lambda kind, body, step: fail.get(kind)) if isinstance(fail, dict) else (fail or _never)
+        self.step = self.weights_version = 0
+        self.submitted: list[tuple[str, Any]] = []
+        now = datetime.now(UTC)
+        self._info = wire.Session(
+            id=f"fake-{uuid.uuid4()}", status=wire.SESSION_RUNNING, base_model="fake", model_resources_id="fake",
+            created_by="fake", created_at=now, updated_at=now,
+        )  # fmt: skip
+        self._queue: queue.Queue[tuple[str, Any, wire.Operation[Any], Listener] | None] = queue.Queue()
+        self._closed = False
+        self._lock = threading.Lock()
+        self._worker = threading.Thread(target=self._run, name="rlnb-fake", daemon=True)
+        self._worker.start()
+
+    def submit(self, kind: str, body: wire._Model | None, listener: Listener) -> None:
+        if kind not in wire.REQUEST_TYPES:
+            raise ValueError(f"unknown operation kind {kind!r}")
+        env: wire.Operation[Any] = wire.Operation(id=str(uuid.uuid4()), status=wire.STATUS_PENDING)
+        with self._lock:
+            self.submitted.append((kind, body))
+            listener(env)
+            if self._closed:
+                listener(_failed(env, "SESSION_NOT_ACTIVE", "the session is stopped"))
+                return
+            self._queue.put((kind, body, env, listener))
+
+    def session(self) -> wire.Session:
+        info = self._info.model_copy(deep=True)
+        info.step = self.step
+        info.policy_state = wire.PolicyState(
+            applied_weights_version=self.weights_version,
+            target_weights_version=self.weights_version,
+            trainer_step=self.step,
+        )
+        return info
+
+    def config(self) -> dict[str, Any]:
+        return {"backend": "fake", "session_id": self._info.id, "model": "fake", "optimizer": self.optimizer}
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._info.status = wire.SESSION_STOPPED
+            self._queue.put(None)
+        self._worker.join()
+
+    def _run(self) -> None:
+        while (job := self._queue.get()) is not None:
+            kind, body, env, listener = job
+            if self._closed:
+                listener(_failed(env, "SESSION_NOT_ACTIVE", "the session was stopped before this ran"))
+                continue
+            listener(env.model_copy(update={"status": wire.STATUS_RUNNING}))
+            time.sleep(self.delay)
+            code = self._fail(kind, body, self.step)
+            if code is not None:
+                listener(_failed(env, code, f"FakeBackend fails {kind} at step {self.step}"))
+            else:
+                listener(env.model_copy(update={"status": wire.STATUS_COMPLETED, "output": self._output(kind, body)}))
+
+    def _output(self, kind: str, body: Any) -> wire._Model:
+        if kind == "forward-backward":
+            tokens = sum(len(s.model_input.tokens) for s in body.samples)
+            return wire.ForwardBackwardResult(loss=self.loss(self.step), metrics={"loss/tokens": float(tokens)})
+        if kind == "optim-step":
+            self.step += 1
+            given = getattr(body, wire.OPTIMIZER_PARAMS_FIELD[self.optimizer]) if body is not None else None
+            lr = getattr(given, "learning_rate", None) or 1e-4
+            metrics = {"grad_norm": self.grad_norm, "grad_clip_norm": 1.0, "learning_rate": lr}
+            return wire.OptimStepResult(step=self.step, metrics=metrics)
+        if kind == "weights-sync":
+            self.weights_version = self.step
+            return wire.WeightsSyncResult(weights_version=self.weights_version)
+        if kind == "sample":
+            return self._sample(body)
+        if kind == "custom-forward-backward":
+            return wire.CustomForwardBackwardResult()
+        ckpt_id, now = f"ckpt-fake-{uuid.uuid4().hex[:8]}", datetime.now(UTC)
+        if kind == "inference-checkpoint":
+            return wire.InferenceCheckpointResult(
+                checkpoint=wire.InferenceCheckpoint(id=ckpt_id, step=self.step, created_at=now)
+            )
+        return wire.TrainingCheckpointResult(
+            checkpoint=wire.TrainingCheckpoint(id=ckpt_id, step=self.step, created_at=now)
+        )
+
+    def _sample(self, body: wire.SampleBody) -> wire.SampleOutput:
+        sp = body.sampling_params or wire.SamplingParams()
+        rng = random.Random(sp.seed)
+        n, length = body.num_samples or 1, sp.max_tokens or 4
+        results = []
+        for _ in body.model_inputs:
+            seqs = [
+                wire.SampledSequence(
+                    tokens=[rng.randrange(256) for _ in range(length)],
+                    logprobs=[-1.0] * length,
+                    stop_reason="STOP_REASON_LENGTH",
+                )  # fmt: skip
+                for _ in range(n)
+            ]
+            segments = [wire.PolicyVersionSegment(start_token=0, version=self.weights_version)]
+            results.append(wire.SampleResult(policy_segments=segments, sequences=seqs))
+        return wire.SampleOutput(results=results)
+
+
+def _never(kind: str, body: Any, step: int) -> str | None:
+    return None
+
+
+def _failed(env: wire.Operation[Any], code: str, message: str) -> wire.Operation[Any]:
+    error = wire.OperationError(code=wire.error_code(code), message=message)
+    return env.model_copy(update={"status": wire.STATUS_FAILED, "error": error})
+
+
+# ---------------------------------------------------------------------------------------------
+# Servers in child processes
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """A server in a child process on loopback, for notebooks, tests and benchmarks::
+
+        with ServerProcess.rlnb_serve("--op-delay", "0.05") as url:
+            session = rlnb.connect(url, base_model="rlnb/tiny")
+
+    ``start()`` waits until ``health`` answers (or the process dies: its stderr is in the error);
+    ``stop()`` terminates it, then kills it if it does not exit.
+    """
+
+    def __init__(self, cmd: list[str], url: str, health: str = "/health", timeout: float = 60.0):
+        self.cmd, self.url, self.health, self.timeout = cmd, url, health, timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def rlnb_serve(cls, *args: str, port: int | None = None) -> ServerProcess:
+        """``rlnb serve`` with ``args`` (e.g. ``"--token", "t"``) on ``port`` (default: a free one)."""
+        port = port or free_port()
+        cmd = [sys.executable, "-m", "rlnb.cli", "serve", "--port", str(port), *args]
+        return cls(cmd, f"http://127.0.0.1:{port}")
+
+    def start(self) -> str:
+        import httpx
+
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                if httpx.get(self.url + self.health, timeout=1).status_code < 500:
+                    return self.url
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
+                self.stop()
+                raise RuntimeError(f"{' '.join(self.cmd[:4])} did not start: {err}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stderr:
+            self.proc.stderr.close()
+        self.proc = None
+
+    def __enter__(self) -> str:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Fault injection
+
+
+class FaultInjector:
+    """ASGI middleware: lets the app act, then replaces a fraction of ``/v1`` responses with a 503."""
+
+    def __init__(self, app: ASGIApp, rate: float, seed: int = 0):
+        self.app, self.rate, self.rng = app, rate, random.Random(seed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/") or self.rng.random() >= self.rate:
+            await self.app(scope, receive, send)
+            return
+
+        async def swallow(message: Message) -> None:
+            pass
+
+        await self.app(scope, receive, swallow)  # the app acts; its answer is lost
+        body = b'{"error": {"message": "injected fault", "type": "server_error", "param": null, "code": null}}'
+        await send({"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})

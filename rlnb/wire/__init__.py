@@ -1,0 +1,39 @@
+"""Typed models of Together's RL training-session API, newest revision ("R-new", SDK ``together`` 3.1.1).
+
+This is the one schema in rlnb: the remote client serialises requests with it and ``rlnb serve``
+parses them with it. Names and enum strings are the spec's, verbatim (enums are ``Literal`` aliases,
+as in the Stainless-generated SDK). Responses are parsed leniently (``extra="allow"``) so a new
+server field never breaks an old client; top-level request bodies are strict (types, ranges,
+required fields, no unknown fields).
+
+int64 fields are ``Int64``: they accept ``123`` or ``"123"`` and serialise to JSON as strings, the
+protobuf-JSON convention the service uses (``"step": "42"``).
+
+One catalogue per idea: ``LOSSES`` (short name, wire type, params model with bounds, rlnb defaults,
+inputs), the status and error-code groups of ``status`` (``TERMINAL_STATUSES``, ``error_code``,
+``short_name``), and ``OPTIMIZERS`` (kinds, their optim-step field, ``optimizer_config``). One module
+per resource: ``base``, ``status``, ``losses``, ``optim``, ``checkpoints``, ``operations``, ``sessions``.
+
+No torch, no httpx, no I/O here, so importing this package is cheap everywhere.
+"""
+
+from rlnb.wire import base, checkpoints, losses, operations, optim, sessions, status
+from rlnb.wire.base import *  # noqa: F403
+from rlnb.wire.checkpoints import *  # noqa: F403
+from rlnb.wire.losses import *  # noqa: F403
+from rlnb.wire.operations import *  # noqa: F403
+from rlnb.wire.optim import *  # noqa: F403
+from rlnb.wire.sessions import *  # noqa: F403
+from rlnb.wire.status import *  # noqa: F403
+
+__all__ = sorted(
+    {
+        *base.__all__,
+        *status.__all__,
+        *losses.__all__,
+        *optim.__all__,
+        *checkpoints.__all__,
+        *operations.__all__,
+        *sessions.__all__,
+    }
+)

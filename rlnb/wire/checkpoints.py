@@ -1,0 +1,101 @@
+"""Checkpoints: the checkpoint operations' results, the checkpoints collection, and downloads."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, TypeAlias
+
+from pydantic import Field
+
+from rlnb.wire.base import Int64, _Model
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointDownload",
+    "CheckpointFile",
+    "CheckpointList",
+    "CheckpointType",
+    "CheckpointVariant",
+    "InferenceCheckpoint",
+    "InferenceCheckpointResult",
+    "InferenceRegistration",
+    "ListMeta",
+    "ModelRegistryArtifact",
+    "TrainingCheckpoint",
+    "TrainingCheckpointResult",
+]
+
+CheckpointVariant: TypeAlias = Literal[
+    "CHECKPOINT_VARIANT_UNSPECIFIED", "CHECKPOINT_VARIANT_MERGED", "CHECKPOINT_VARIANT_ADAPTER"
+]
+"""MERGED: the full model with the trained weights applied; ADAPTER: the LoRA weights only (LoRA sessions).
+UNSPECIFIED means MERGED (the SDK's default)."""
+CheckpointType: TypeAlias = Literal["CHECKPOINT_TYPE_TRAINING", "CHECKPOINT_TYPE_INFERENCE"]
+
+
+class ModelRegistryArtifact(_Model):
+    id: str
+    revision_id: str
+
+
+class InferenceRegistration(_Model):
+    adapter: ModelRegistryArtifact | None = None
+    model: ModelRegistryArtifact | None = None
+
+
+class InferenceCheckpoint(_Model):
+    id: str
+    step: Int64
+    created_at: datetime
+    registration: InferenceRegistration | None = None
+
+
+class TrainingCheckpoint(_Model):
+    id: str
+    step: Int64
+    created_at: datetime
+    registration: ModelRegistryArtifact | None = None
+
+
+class InferenceCheckpointResult(_Model):
+    checkpoint: InferenceCheckpoint
+
+
+class TrainingCheckpointResult(_Model):
+    checkpoint: TrainingCheckpoint
+
+
+class Checkpoint(_Model):
+    id: str
+    base_model: str
+    created_at: datetime
+    session_id: str
+    step: Int64
+    type: CheckpointType
+    inference_registration: InferenceRegistration | None = None
+    lora_rank: int | None = None
+    """The session's LoRA rank; null for a full-weight session."""
+    training_registration: ModelRegistryArtifact | None = None
+
+
+class ListMeta(_Model):
+    limit: int | None = None
+    has_more: bool = False
+    next_cursor: str = ""
+    """The ``after`` of the next page; empty when ``has_more`` is false."""
+
+
+class CheckpointList(_Model):
+    data: list[Checkpoint]
+    meta: ListMeta
+
+
+class CheckpointFile(_Model):
+    filename: str
+    url: str
+    """Presigned: fetch it without the Authorization header."""
+    size: Int64
+
+
+class CheckpointDownload(_Model):
+    data: list[CheckpointFile] = Field(default_factory=list)

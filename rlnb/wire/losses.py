@@ -1,0 +1,208 @@
+"""Losses: the wire types, their params models (with the bounds the server enforces), and ``LOSSES``,
+the one catalogue of short name → wire type → params → rlnb defaults → required and optional inputs."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import Field, Strict
+
+from rlnb.wire.base import _Model
+
+__all__ = [
+    "LOSSES",
+    "LOSS_INPUT_DTYPES",
+    "LOSS_NAMES",
+    "LOSS_PARAMS_FIELD",
+    "CispoLossParams",
+    "CrossEntropyLossParams",
+    "DppoLossParams",
+    "DroLossParams",
+    "GrpoLossAggregationType",
+    "GrpoLossParams",
+    "GrpoLossRatioType",
+    "LossConfig",
+    "LossSpec",
+    "LossType",
+    "PpoLossParams",
+    "loss_config",
+]
+
+LossType: TypeAlias = Literal[
+    "LOSS_TYPE_UNSPECIFIED",
+    "LOSS_TYPE_CROSS_ENTROPY",
+    "LOSS_TYPE_GRPO",
+    "LOSS_TYPE_IMPORTANCE_SAMPLING",
+    "LOSS_TYPE_PPO",
+    "LOSS_TYPE_CISPO",
+    "LOSS_TYPE_DRO",
+    "LOSS_TYPE_DPPO",
+]
+GrpoLossAggregationType: TypeAlias = Literal[
+    "GRPO_LOSS_AGGREGATION_TYPE_UNSPECIFIED",
+    "GRPO_LOSS_AGGREGATION_TYPE_FIXED_HORIZON",
+    "GRPO_LOSS_AGGREGATION_TYPE_TOKEN_MEAN",
+    "GRPO_LOSS_AGGREGATION_TYPE_SEQUENCE_MEAN",
+]
+GrpoLossRatioType: TypeAlias = Literal["GRPO_LOSS_RATIO_TYPE_TOKEN", "GRPO_LOSS_RATIO_TYPE_SEQUENCE"]
+
+ClipLow = Annotated[float, Strict(), Field(le=1, allow_inf_nan=False)]
+"""An absolute lower bound on the importance ratio (<= 1)."""
+ClipHigh = Annotated[float, Strict(), Field(ge=1, allow_inf_nan=False)]
+"""An absolute upper bound on the importance ratio (>= 1)."""
+Penalty = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+Probability = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
+"""Loss params are strict numbers: a string or a bool is refused, an integer is taken as a float."""
+
+
+class CrossEntropyLossParams(_Model):
+    pass
+
+
+class GrpoLossParams(_Model):
+    clip_low_threshold: ClipLow | None = None
+    """Lower bound on the importance ratio (absolute, <= 1)."""
+    clip_high_threshold: ClipHigh | None = None
+    """Upper bound on the importance ratio (absolute, >= 1)."""
+    beta: Penalty | None = None
+    """KL penalty against ``reference_logprobs`` (required input when > 0)."""
+    agg_type: GrpoLossAggregationType | None = None
+    """How token losses become one number; UNSPECIFIED means the default (FIXED_HORIZON)."""
+    ratio_type: GrpoLossRatioType | None = None
+    """TOKEN: one ratio per token; SEQUENCE: one per sample (GSPO)."""
+
+
+class PpoLossParams(_Model):
+    clip_low_threshold: ClipLow | None = None
+    clip_high_threshold: ClipHigh | None = None
+
+
+class CispoLossParams(_Model):
+    clip_low_threshold: ClipLow | None = None
+    clip_high_threshold: ClipHigh | None = None
+
+
+class DppoLossParams(_Model):
+    delta_low: Probability | None = None
+    """Probability-space limit in [0, 1]."""
+    delta_high: Probability | None = None
+
+
+class DroLossParams(_Model):
+    beta: Penalty
+    """Quadratic log-ratio penalty (>= 0); required."""
+
+
+class LossConfig(_Model):
+    """``type`` plus at most the params object that belongs to it (the server ignores the others, as
+    the service does; ``loss_config`` refuses them before sending)."""
+
+    type: LossType
+    cross_entropy_params: CrossEntropyLossParams | None = None
+    grpo_params: GrpoLossParams | None = None
+    ppo_params: PpoLossParams | None = None
+    cispo_params: CispoLossParams | None = None
+    dppo_params: DppoLossParams | None = None
+    dro_params: DroLossParams | None = None
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """Everything rlnb knows about one loss, in one place."""
+
+    name: str
+    """Short name accepted by ``Session.forward_backward`` (as the SDK accepts ``"ppo"``)."""
+    type: LossType
+    params_field: str | None
+    """The ``LossConfig`` field that holds its params (None: the loss takes none)."""
+    params: builtins.type[_Model] | None  # (``type`` is a field name in this class)
+    """The params model; its field bounds are the only copy of the allowed ranges."""
+    defaults: Mapping[str, Any]
+    """rlnb's value for each param left unset (the service documents examples, not defaults)."""
+    required: tuple[str, ...]
+    """``loss_fn_inputs`` keys every sample must carry."""
+    optional: tuple[str, ...]
+    """Keys read when present; other keys are ignored."""
+
+
+_POLICY_REQUIRED = ("target_tokens", "logprobs", "advantages")
+_POLICY_OPTIONAL = ("weights", "mask")
+_FIXED_HORIZON = "GRPO_LOSS_AGGREGATION_TYPE_FIXED_HORIZON"
+
+LOSSES: dict[str, LossSpec] = {
+    spec.type: spec
+    for spec in (
+        LossSpec(
+            "cross_entropy", "LOSS_TYPE_CROSS_ENTROPY", "cross_entropy_params", CrossEntropyLossParams, {},
+            ("target_tokens", "weights"), (),
+        ),
+        LossSpec(
+            "grpo", "LOSS_TYPE_GRPO", "grpo_params", GrpoLossParams,
+            {
+                "clip_low_threshold": 0.8,
+                "clip_high_threshold": 1.28,
+                "beta": 0.0,
+                "agg_type": _FIXED_HORIZON,
+                "ratio_type": "GRPO_LOSS_RATIO_TYPE_TOKEN",
+            },
+            _POLICY_REQUIRED, (*_POLICY_OPTIONAL, "reference_logprobs"),
+        ),
+        LossSpec(
+            "importance_sampling", "LOSS_TYPE_IMPORTANCE_SAMPLING", None, None, {}, _POLICY_REQUIRED, _POLICY_OPTIONAL
+        ),
+        LossSpec(
+            "ppo", "LOSS_TYPE_PPO", "ppo_params", PpoLossParams,
+            {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}, _POLICY_REQUIRED, _POLICY_OPTIONAL,
+        ),
+        LossSpec(
+            "cispo", "LOSS_TYPE_CISPO", "cispo_params", CispoLossParams,
+            {"clip_low_threshold": 0.0, "clip_high_threshold": 4.0}, _POLICY_REQUIRED, _POLICY_OPTIONAL,
+        ),
+        LossSpec(
+            "dro", "LOSS_TYPE_DRO", "dro_params", DroLossParams, {}, _POLICY_REQUIRED, _POLICY_OPTIONAL
+        ),
+        LossSpec(
+            "dppo", "LOSS_TYPE_DPPO", "dppo_params", DppoLossParams,
+            {"delta_low": 0.15, "delta_high": 0.15}, _POLICY_REQUIRED, _POLICY_OPTIONAL,
+        ),
+    )
+}  # fmt: skip
+"""Every loss rlnb implements, by wire type."""
+
+LOSS_NAMES: dict[str, str] = {spec.name: spec.type for spec in LOSSES.values()}
+"""Short name → wire type."""
+LOSS_PARAMS_FIELD: dict[str, str | None] = {spec.type: spec.params_field for spec in LOSSES.values()}
+"""Wire type → the ``LossConfig`` field it reads."""
+LOSS_INPUT_DTYPES: dict[str, tuple[Literal["int64", "float32"], ...]] = {
+    "target_tokens": ("int64",),
+    "logprobs": ("float32",),
+    "advantages": ("float32",),
+    "reference_logprobs": ("float32",),
+    "weights": ("int64", "float32"),
+    "mask": ("int64", "float32"),
+}
+"""The dtypes each known ``loss_fn_inputs`` key may have."""
+
+
+def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] | None = None) -> LossConfig:
+    """A ``LossConfig`` from a short name (``"grpo"``), a wire type string, a dict or a model.
+
+    Refuses (``ValueError``) an unknown loss, params for a loss that takes none, and out-of-range params
+    (the message names the field and the bound) — before anything is sent.
+    """
+    if isinstance(loss, LossConfig):
+        return loss
+    if isinstance(loss, dict):
+        return LossConfig.model_validate(loss)
+    spec = LOSSES.get(LOSS_NAMES.get(loss, loss))
+    if spec is None:
+        raise ValueError(f"loss must be one of {', '.join(LOSS_NAMES)} (or a LossConfig), got {loss!r}")
+    if params and spec.params_field is None:
+        raise ValueError(f"{spec.type} takes no params, got {params!r}")
+    config: dict[str, Any] = {"type": spec.type}
+    if spec.params_field is not None and (params or spec.type == "LOSS_TYPE_DRO"):
+        config[spec.params_field] = params or {}
+    return LossConfig.model_validate(config)

@@ -1,0 +1,329 @@
+"""Operations: the envelope, every kind's request body and result, and the payload side channel.
+
+Forward-backward, custom-forward-backward and sample bodies may carry ``payload_id``: the real body was
+uploaded through ``.../payloads/upload-url`` (SDK 3.1.1 does so above 0.5 MiB) and the inline one is a
+small stand-in that only passes validation. A result may carry ``payload_id`` too: its large members are
+then fetched through ``.../payloads/{payload_id}/download-url`` and merged over the inline ones.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar, get_args
+
+from pydantic import Field, field_serializer, model_validator
+
+from rlnb.wire.base import Int64, StrictBool, StrictFloat, StrictInt, _finite_list, _Model, _Request
+from rlnb.wire.checkpoints import InferenceCheckpointResult, TrainingCheckpointResult
+from rlnb.wire.losses import LossConfig
+from rlnb.wire.optim import OptimStepBody, OptimStepResult
+from rlnb.wire.status import OperationErrorCode, OperationStatus
+
+__all__ = [
+    "LARGE_PAYLOAD_BYTES",
+    "OFFLOADED_KINDS",
+    "OPERATION_KINDS",
+    "REQUEST_TYPES",
+    "RESULT_TYPES",
+    "SYNC_NAMES",
+    "CustomForwardBackwardBody",
+    "CustomForwardBackwardResult",
+    "DType",
+    "EncodedText",
+    "ForwardBackwardBody",
+    "ForwardBackwardResult",
+    "GradientTensor",
+    "LossFnOutput",
+    "ModelInput",
+    "ModelInputChunk",
+    "Operation",
+    "OperationError",
+    "OperationKind",
+    "PayloadDownloadUrl",
+    "PayloadUploadUrl",
+    "PolicyVersionSegment",
+    "PromptTopLogprobs",
+    "Sample",
+    "SampleBody",
+    "SampleOutput",
+    "SampleResult",
+    "SampledSequence",
+    "SamplingParams",
+    "StopReason",
+    "TensorDType",
+    "TensorData",
+    "WeightSyncType",
+    "WeightsSyncBody",
+    "WeightsSyncResult",
+]
+
+OperationKind: TypeAlias = Literal[
+    "forward-backward",
+    "custom-forward-backward",
+    "optim-step",
+    "weights-sync",
+    "sample",
+    "inference-checkpoint",
+    "training-checkpoint",
+]
+"""Operation kinds, as spelled in the paths ``.../operations/<kind>``."""
+OPERATION_KINDS: tuple[OperationKind, ...] = get_args(OperationKind)
+
+DType: TypeAlias = Literal["D_TYPE_UNSPECIFIED", "D_TYPE_INT64", "D_TYPE_FLOAT32", "D_TYPE_BFLOAT16"]
+TensorDType: TypeAlias = Literal["int64", "float32"]
+WeightSyncType: TypeAlias = Literal[
+    "WEIGHT_SYNC_TYPE_SYNCHRONOUS", "WEIGHT_SYNC_TYPE_BACKGROUND_PUBLISH", "WEIGHT_SYNC_TYPE_PIPELINE"
+]
+SYNC_NAMES: dict[str, WeightSyncType] = {
+    "synchronous": "WEIGHT_SYNC_TYPE_SYNCHRONOUS",
+    "background_publish": "WEIGHT_SYNC_TYPE_BACKGROUND_PUBLISH",
+    "pipeline": "WEIGHT_SYNC_TYPE_PIPELINE",
+}
+"""Short names of the weight-sync types."""
+StopReason: TypeAlias = Literal["STOP_REASON_LENGTH", "STOP_REASON_STOP"]
+
+LARGE_PAYLOAD_BYTES: Final = 512 * 1024
+"""Bodies above this (compact JSON) go through the payload side channel (SDK 3.1.1's threshold)."""
+OFFLOADED_KINDS: Final[frozenset[str]] = frozenset({"forward-backward", "custom-forward-backward", "sample"})
+"""The kinds whose large bodies the SDK uploads; the others are always sent inline."""
+
+# ---------------------------------------------------------------------------------------------
+# Envelope
+
+Output = TypeVar("Output")
+
+
+class OperationError(_Model):
+    code: OperationErrorCode | None = None
+    """Why the operation failed; ``None`` when the server gave no code."""
+    message: str | None = None
+
+
+class Operation(_Model, Generic[Output]):
+    """The envelope every operation POST returns and every GET polls."""
+
+    id: str
+    status: OperationStatus
+    output: Output | None = None
+    """The kind's result; present once COMPLETED (an optim-step may legitimately complete without it)."""
+    error: OperationError | None = None
+    """Present once FAILED."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensors and samples
+
+
+class TensorData(_Model):
+    """A flat 1-D tensor. ``shape``, if given, must equal ``[len(data)]``; sparse fields are rejected."""
+
+    data: list[StrictFloat]
+    dtype: TensorDType
+    shape: list[StrictInt] | None = None
+    sparse_crow_indices: list[int] | None = None
+    sparse_col_indices: list[int] | None = None
+
+    @field_serializer("data")
+    def _int64_as_integers(self, data: list[float]) -> list[float | int]:
+        """int64 data goes out as JSON integers (``215``, not ``215.0``), as the SDK insists."""
+        if self.dtype != "int64":
+            return list(data)
+        return [int(v) if float(v).is_integer() else v for v in data]
+
+    @model_validator(mode="after")
+    def _check(self) -> TensorData:
+        _finite_list(self.data)
+        if self.shape is not None and self.shape != [len(self.data)]:
+            raise ValueError(f"shape {self.shape} must be 1-D and equal to the data length {len(self.data)}")
+        if self.sparse_crow_indices is not None or self.sparse_col_indices is not None:
+            raise ValueError("sparse tensors are reserved and rejected")
+        return self
+
+
+class EncodedText(_Model):
+    tokens: list[Int64]
+
+
+class ModelInputChunk(_Model):
+    encoded_text: EncodedText
+
+
+class ModelInput(_Model):
+    chunks: list[ModelInputChunk]
+
+    @classmethod
+    def from_tokens(cls, tokens: list[int]) -> ModelInput:
+        return cls(chunks=[ModelInputChunk(encoded_text=EncodedText(tokens=list(tokens)))])
+
+    @property
+    def tokens(self) -> list[int]:
+        """All chunks' tokens, concatenated."""
+        return [t for c in self.chunks for t in c.encoded_text.tokens]
+
+
+class Sample(_Model):
+    """One sequence. Position convention: ``model_input = (prompt + response)[:-1]`` and slot ``i`` of
+    every loss tensor describes the token predicted at position ``i``."""
+
+    model_input: ModelInput
+    loss_fn_inputs: dict[str, TensorData]
+    routed_experts_key: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward-backward and custom forward-backward
+
+
+class ForwardBackwardBody(_Request):
+    samples: list[Sample]
+    loss: LossConfig
+    forward_only: StrictBool | None = None
+    """Compute loss and metrics without accumulating gradients (default false)."""
+    return_loss_fn_outputs: StrictBool | None = None
+    """Return per-sample output tensors (``logprobs``); large and slower (default false)."""
+    payload_id: str | None = None
+    """The uploaded body (``loss`` and ``samples``) replaces the inline stand-in."""
+
+
+class LossFnOutput(_Model):
+    tensors: dict[str, TensorData]
+
+
+class ForwardBackwardResult(_Model):
+    loss: float
+    """Summed over the batch for cross-entropy; for a mean-aggregated loss the batch's mean. Gradients of
+    several forward-backward calls add up before an optim-step, and so do their losses."""
+    metrics: dict[str, float] | None = None
+    loss_fn_outputs: list[LossFnOutput] | None = None
+    """One per sample, in request order; only when ``return_loss_fn_outputs``."""
+
+
+class GradientTensor(_Model):
+    data: list[StrictFloat]
+    dtype: DType | None = None
+    """Optional, as in the API: the values are float32 whatever it says."""
+
+
+class CustomForwardBackwardBody(_Request):
+    samples: list[Sample]
+    gradients: list[GradientTensor]
+    """One per sample: d loss / d logprob for each target token."""
+    payload_id: str | None = None
+    """The uploaded body (``samples`` and ``gradients``) replaces the inline stand-in."""
+
+
+class CustomForwardBackwardResult(_Model):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Weights-sync and sample
+
+
+class WeightsSyncBody(_Request):
+    weight_sync_type: WeightSyncType
+
+
+class WeightsSyncResult(_Model):
+    weights_version: Int64
+    """Policy version now live (0 = initial model, +1 per optim-step)."""
+
+
+class SamplingParams(_Model):
+    max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    temperature: Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)] | None = None
+    top_p: Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    top_k: Annotated[StrictInt, Field(ge=-1)] | None = None
+    """-1 = off."""
+    stop: list[str] | None = None
+    seed: Int64 | None = None
+    """Same seed + same prompt + same weights -> same tokens."""
+
+
+class SampleBody(_Request):
+    model_inputs: list[ModelInput]
+    num_samples: Annotated[StrictInt, Field(ge=1)] | None = None
+    sampling_params: SamplingParams | None = None
+    prompt_logprobs: StrictBool | None = None
+    topk_prompt_logprobs: Annotated[StrictInt, Field(ge=0, le=20)] | None = None
+    """0 disables; at most 20."""
+    return_routed_experts: StrictBool | None = None
+    payload_id: str | None = None
+    """The uploaded body replaces the inline stand-in."""
+
+
+class PolicyVersionSegment(_Model):
+    start_token: int
+    version: int
+
+
+class SampledSequence(_Model):
+    tokens: list[Int64]
+    stop_reason: StopReason
+    prompt_cache_hit_tokens: int = 0
+    logprobs: list[float] | None = None
+    routed_experts_key: str | None = None
+    text: str | None = Field(default=None, exclude=True)
+    """rlnb, client side: ``tokens`` decoded with the session's tokenizer. Never sent on the wire."""
+
+
+class PromptTopLogprobs(_Model):
+    token_ids: list[int] = Field(default_factory=list)
+    logprobs: list[float] = Field(default_factory=list)
+
+
+class SampleResult(_Model):
+    policy_segments: list[PolicyVersionSegment]
+    sequences: list[SampledSequence]
+    prompt_logprobs: list[float] | None = None
+    topk_prompt_logprobs: list[PromptTopLogprobs] | None = None
+
+
+class SampleOutput(_Model):
+    results: list[SampleResult]
+
+
+# ---------------------------------------------------------------------------------------------
+# The payload side channel
+
+
+class PayloadUploadUrl(_Model):
+    payload_id: str
+    upload_url: str
+    """Absolute and presigned: PUT the compact JSON body there without the Authorization header."""
+
+
+class PayloadDownloadUrl(_Model):
+    download_url: str
+    """Absolute and presigned: GET it without the Authorization header; the body is a JSON object."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-kind request and result types, in one table (client and server both read it).
+
+REQUEST_TYPES: dict[str, type[_Model] | None] = {
+    "forward-backward": ForwardBackwardBody,
+    "custom-forward-backward": CustomForwardBackwardBody,
+    "optim-step": OptimStepBody,
+    "weights-sync": WeightsSyncBody,
+    "sample": SampleBody,
+    "inference-checkpoint": None,
+    "training-checkpoint": None,
+}
+RESULT_TYPES: dict[str, type[_Model]] = {
+    "forward-backward": ForwardBackwardResult,
+    "custom-forward-backward": CustomForwardBackwardResult,
+    "optim-step": OptimStepResult,
+    "weights-sync": WeightsSyncResult,
+    "sample": SampleOutput,
+    "inference-checkpoint": InferenceCheckpointResult,
+    "training-checkpoint": TrainingCheckpointResult,
+}
+
+
+def _typed_envelopes() -> dict[str, type[Operation[Any]]]:
+    return {kind: Operation[result] for kind, result in RESULT_TYPES.items()}  # type: ignore[valid-type]  # a runtime type as a type argument: pydantic builds a concrete model per kind
+
+
+ENVELOPES: dict[str, type[Operation[Any]]] = _typed_envelopes()
+"""The typed envelope of each kind: ``output`` parses to the kind's result model."""
+__all__ += ["ENVELOPES"]

@@ -1,0 +1,132 @@
+"""Optimizers: the optim-step bodies (with the bounds the server enforces), the resource's optimizer
+config, and the one catalogue of optimizer kinds (``OPTIMIZERS``). ``rlnb.params`` adds
+``extra="forbid"`` and the helpers people use in notebooks."""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Literal, TypeAlias, get_args
+
+from pydantic import Field, Strict
+
+from rlnb.wire.base import Int64, _Model, _Request
+
+__all__ = [
+    "MUON_SCALING",
+    "OPTIMIZERS",
+    "OPTIMIZER_PARAMS_FIELD",
+    "AdamOptimizerConfig",
+    "AdamParams",
+    "MuonOptimizerConfig",
+    "MuonParams",
+    "MuonScalingStrategy",
+    "OptimStepBody",
+    "OptimStepResult",
+    "OptimizerConfig",
+    "OptimizerKind",
+    "optimizer_config",
+    "optimizer_of",
+]
+
+OptimizerKind: TypeAlias = Literal["adam", "muon"]
+"""The optimizer of a model resource, fixed for its life (rlnb's short names)."""
+OPTIMIZERS: Final[tuple[OptimizerKind, ...]] = get_args(OptimizerKind)
+OPTIMIZER_PARAMS_FIELD: Final[dict[OptimizerKind, str]] = {"adam": "adam_params", "muon": "muon_params"}
+"""Which ``OptimStepBody`` field carries each kind's per-step params."""
+
+MuonScalingStrategy: TypeAlias = Literal[
+    "MUON_SCALING_STRATEGY_UNSPECIFIED", "MUON_SCALING_STRATEGY_MATCH_ADAM", "MUON_SCALING_STRATEGY_ORIGINAL"
+]
+MUON_SCALING: Final[dict[str, MuonScalingStrategy]] = {
+    "original": "MUON_SCALING_STRATEGY_ORIGINAL",
+    "match_adam": "MUON_SCALING_STRATEGY_MATCH_ADAM",
+}
+"""Short names of the Muon scaling strategies (``LocalBackend(muon_scaling=...)`` takes them)."""
+
+LearningRate = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
+UnitInterval = Annotated[float, Strict(), Field(ge=0, lt=1, allow_inf_nan=False)]
+Positive = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+"""Optimizer params are strict numbers (an int is taken as a float; a bool or a string is refused)."""
+NewtonSchulzSteps = Annotated[int, Strict(), Field(ge=1, le=20)]
+
+
+class AdamParams(_Model):
+    """Per-step AdamW overrides. Every field optional: unset means the session default."""
+
+    learning_rate: LearningRate | None = None
+    """Step size for the Adam-tuned parameters (> 0)."""
+    beta1: UnitInterval | None = None
+    """First-moment decay, in [0, 1)."""
+    beta2: UnitInterval | None = None
+    """Second-moment decay, in [0, 1)."""
+    eps: Positive | None = None
+    """Denominator term (> 0)."""
+    weight_decay: NonNegative | None = None
+    """Decoupled weight decay (>= 0)."""
+    grad_clip_norm: NonNegative | None = None
+    """Max global gradient norm across all parameters; 0 disables clipping; unset = 1.0."""
+
+
+class MuonParams(_Model):
+    """Per-step Muon overrides for the 2-D hidden matrices, plus ``adam`` for the rest."""
+
+    learning_rate: LearningRate | None = None
+    """Muon step size (> 0), in the units of the resource's scaling strategy."""
+    momentum: UnitInterval | None = None
+    """Momentum coefficient, in [0, 1)."""
+    newton_schulz_steps: NewtonSchulzSteps | None = None
+    """Newton-Schulz iterations, an integer in 1..20."""
+    weight_decay: NonNegative | None = None
+    """Decoupled weight decay (>= 0)."""
+    grad_clip_norm: NonNegative | None = None
+    """Max global gradient norm across all parameters; 0 disables clipping; unset = 1.0."""
+    adam: AdamParams | None = None
+    """Overrides for the Adam-tuned (non-matrix) parameters inside a Muon session."""
+
+
+class OptimStepBody(_Request):
+    adam_params: AdamParams | None = None
+    muon_params: MuonParams | None = None
+
+
+class OptimStepResult(_Model):
+    step: Int64
+    """The session's optimizer-step count after this update (1 after the first step)."""
+    metrics: dict[str, float] | None = None
+    """rlnb extension, not in Together's API: pre-clip grad norms and the learning rates used.
+    Together never sends it; clients must not require it."""
+
+
+class MuonOptimizerConfig(_Model):
+    scaling_strategy: MuonScalingStrategy | None = None
+
+
+class AdamOptimizerConfig(_Model):
+    pass
+
+
+class OptimizerConfig(_Model):
+    """Exactly one of ``adam`` / ``muon``: the optimizer is fixed for the resource's lifetime."""
+
+    adam: AdamOptimizerConfig | None = None
+    muon: MuonOptimizerConfig | None = None
+
+
+def optimizer_config(kind: str, muon_scaling: str | None = None) -> OptimizerConfig:
+    """The resource's ``optimizer_config`` for ``kind`` (``"adam"``/``"muon"``); ``muon_scaling`` is a
+    short name (``"original"``, ``"match_adam"``) or the enum string, Muon only."""
+    if kind not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {kind!r}")
+    if kind == "adam":
+        if muon_scaling is not None:
+            raise ValueError("muon_scaling applies to optimizer='muon' only")
+        return OptimizerConfig(adam=AdamOptimizerConfig())
+    if muon_scaling is None:
+        return OptimizerConfig(muon=MuonOptimizerConfig())
+    strategy = MUON_SCALING.get(muon_scaling, muon_scaling)
+    return OptimizerConfig(muon=MuonOptimizerConfig.model_validate({"scaling_strategy": strategy}))
+
+
+def optimizer_of(config: OptimizerConfig) -> OptimizerKind:
+    """The kind an ``optimizer_config`` selects (``muon`` when it names Muon, else ``adam``)."""
+    return "muon" if config.muon is not None else "adam"

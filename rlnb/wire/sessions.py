@@ -1,0 +1,252 @@
+"""Training sessions and model resources: their objects, create / update requests, lists, supported models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal, TypeAlias
+
+from pydantic import Field
+
+from rlnb.wire.base import Int64, StrictBool, StrictFloat, StrictInt, _Model, _Request
+from rlnb.wire.checkpoints import InferenceCheckpoint, ListMeta, TrainingCheckpoint
+from rlnb.wire.optim import OptimizerConfig
+from rlnb.wire.status import (
+    ModelResourcesErrorCode,
+    ModelResourcesStatus,
+    SessionErrorCode,
+    SessionStatus,
+)
+
+__all__ = [
+    "ComputeConfig",
+    "ComputeConfigRequest",
+    "CostEstimate",
+    "CreateModelResourcesRequest",
+    "ExtendExpiryRequest",
+    "FullTrainerConfig",
+    "GeneratorConfig",
+    "GpuType",
+    "LoraConfig",
+    "LoraTrainerConfig",
+    "ModelResources",
+    "ModelResourcesError",
+    "ModelResourcesList",
+    "ModelResourcesStatusDetails",
+    "PolicyState",
+    "RequestGpuType",
+    "SamplingDefaults",
+    "Session",
+    "SessionError",
+    "SessionList",
+    "SessionMetadata",
+    "StartTrainingSessionRequest",
+    "SupportedComputeConfig",
+    "SupportedModel",
+    "SupportedModels",
+    "TrainerConfig",
+    "UpdateSessionRequest",
+    "WandbMetadata",
+]
+
+GpuType: TypeAlias = Literal["H100-80GB", "B200-SXM"]
+"""What a resource runs on (responses)."""
+RequestGpuType: TypeAlias = Literal["B200-SXM"]
+"""The one GPU type a create request and supported-models name in SDK 3.1.1."""
+
+# ---------------------------------------------------------------------------------------------
+# Sessions
+
+
+class LoraConfig(_Model):
+    rank: Annotated[StrictInt, Field(ge=1, le=2**31 - 1)] | None = None
+    """int32 on the wire (a JSON number, unlike the int64 ``seed``)."""
+    alpha: Annotated[StrictInt, Field(ge=1, le=2**31 - 1)] | None = None
+    """int32 on the wire."""
+    dropout: Annotated[StrictFloat, Field(ge=0, lt=1)] | None = None
+    seed: Int64 | None = None
+    """Seeds the adapter initialisation only: sessions of one resource share the base weights."""
+    train_unembed: StrictBool | None = None
+    """Also put an adapter on the output head (documented default true)."""
+
+
+class WandbMetadata(_Model):
+    entity: str | None = None
+    group: str | None = None
+    project: str | None = None
+    run_id: str | None = None
+    run_name: str | None = None
+    url: str | None = None
+
+
+class SessionMetadata(_Model):
+    wandb: WandbMetadata | None = None
+
+
+class PolicyState(_Model):
+    applied_weights_version: Int64 = 0
+    """Version actually live on the generator."""
+    pending_publish: bool = False
+    target_weights_version: Int64 = 0
+    """Version promised by the latest weights-sync."""
+    trainer_step: Int64 = 0
+    """Policy version produced by the last completed optim-step."""
+
+
+class SessionError(_Model):
+    code: SessionErrorCode
+    message: str
+    occurred_at: datetime
+
+
+class Session(_Model):
+    id: str
+    status: SessionStatus
+    base_model: str
+    model_resources_id: str
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    step: Int64 = 0
+    """Durable optimizer-step counter."""
+    inference_checkpoints: list[InferenceCheckpoint] = Field(default_factory=list)
+    training_checkpoints: list[TrainingCheckpoint] = Field(default_factory=list)
+    metadata: SessionMetadata = Field(default_factory=SessionMetadata)
+    policy_state: PolicyState = Field(default_factory=PolicyState)
+    display_name: str | None = None
+    error: SessionError | None = None
+    lora_config: LoraConfig | None = None
+    resume_from_checkpoint_id: str | None = None
+
+
+class StartTrainingSessionRequest(_Request):
+    model_resources_id: str
+    display_name: str | None = None
+    load_optimizer: StrictBool | None = None
+    lora_config: LoraConfig | None = None
+    metadata: SessionMetadata | None = None
+    resume_from_checkpoint_id: str | None = None
+
+
+class UpdateSessionRequest(_Request):
+    display_name: str | None = None
+    """Omitted: unchanged; empty string: cleared."""
+    metadata: SessionMetadata | None = None
+
+
+class SessionList(_Model):
+    data: list[Session] = Field(default_factory=list)
+    meta: ListMeta = Field(default_factory=ListMeta)
+
+
+# ---------------------------------------------------------------------------------------------
+# Model resources
+
+
+class ComputeConfigRequest(_Model):
+    gpu_type: RequestGpuType | None = None
+    num_generator_replicas: Annotated[StrictInt, Field(ge=0)] | None = None
+    """0 = trainer only: sampling is rejected."""
+
+
+class ComputeConfig(_Model):
+    num_generator_replicas: int
+    gpu_type: GpuType | None = None
+
+
+class CreateModelResourcesRequest(_Request):
+    base_model: str
+    base_weights_ref: str | None = None
+    compute_config: ComputeConfigRequest | None = None
+    inactive_timeout: Annotated[StrictInt, Field(ge=300, le=86400)] | None = None
+    """Seconds without activity after which the resource stops and its sessions expire (default 3600)."""
+    lora_enabled: StrictBool | None = None
+    optimizer_config: OptimizerConfig | None = None
+
+
+class ModelResourcesStatusDetails(_Model):
+    queue_position: int | None = None
+
+
+class ModelResourcesError(_Model):
+    code: ModelResourcesErrorCode
+    message: str
+    occurred_at: datetime
+
+
+class ModelResources(_Model):
+    id: str
+    base_model: str
+    compute_config: ComputeConfig
+    created_at: datetime
+    created_by: str
+    inactive_timeout: int
+    lora_enabled: bool
+    optimizer_config: OptimizerConfig
+    status: ModelResourcesStatus
+    status_details: ModelResourcesStatusDetails = Field(default_factory=ModelResourcesStatusDetails)
+    updated_at: datetime
+    base_weights_ref: str | None = None
+    error: ModelResourcesError | None = None
+    expires_at: datetime | None = None
+    """Last activity + ``inactive_timeout``, or later after ``extend-expiry``; never moves earlier.
+    Null unless READY."""
+
+
+class ModelResourcesList(_Model):
+    data: list[ModelResources] = Field(default_factory=list)
+    meta: ListMeta = Field(default_factory=ListMeta)
+
+
+class ExtendExpiryRequest(_Request):
+    seconds: Annotated[StrictInt, Field(ge=60, le=86400)]
+    """Seconds *from now* the resource must not stop for inactivity, 60..86400."""
+
+
+class CostEstimate(_Model):
+    currency: str
+    price_per_hour: float
+
+
+class SamplingDefaults(_Model):
+    logprobs: int
+    """Number of logprobs returned per sampled token (an integer in the spec, not a flag)."""
+    max_tokens: int
+    n: int
+    temperature: float
+
+
+class GeneratorConfig(_Model):
+    context_length: int
+    sampling_defaults: SamplingDefaults
+
+
+class FullTrainerConfig(_Model):
+    max_batch_size: int
+    max_seq_length: int
+
+
+class LoraTrainerConfig(_Model):
+    max_batch_size: int
+    max_rank: int
+    max_seq_length: int
+
+
+class TrainerConfig(_Model):
+    full: FullTrainerConfig | None = None
+    lora: LoraTrainerConfig | None = None
+
+
+class SupportedComputeConfig(_Model):
+    gpu_type: RequestGpuType
+    generator_config: GeneratorConfig | None = None
+    trainer_config: TrainerConfig | None = None
+
+
+class SupportedModel(_Model):
+    base_model: str
+    default_gpu_type: RequestGpuType
+    compute_configs: list[SupportedComputeConfig] = Field(default_factory=list)
+
+
+class SupportedModels(_Model):
+    data: list[SupportedModel]

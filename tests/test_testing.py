@@ -1,0 +1,88 @@
+"""rlnb.testing: FakeBackend drives a Session, its history and an RL step without torch; ServerProcess."""
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.tasks import digits_task, rl_step
+from rlnb.testing import FakeBackend, ServerProcess, free_port
+
+
+def session(**fake) -> rlnb.Session:
+    return rlnb.Session(FakeBackend(**fake), record=False)
+
+
+def test_a_session_on_the_fake_backend_runs_every_kind_in_order():
+    s = session(optimizer="muon", delay=0.01)
+    ops = [
+        s.forward_backward([samples.cross_entropy([1, 2, 3])]),
+        s.optim_step(rlnb.MuonParams(learning_rate=0.01)),
+        s.weights_sync(),
+        s.sample([[1, 2]], num_samples=3, max_tokens=5, seed=7),
+        s.save_inference_checkpoint(),
+    ]
+    assert ops[0].result(5).loss == 1.0 and ops[1].result(5).step == 1
+    assert ops[2].result(5).weights_version == 1
+    seqs = ops[3].result(5).results[0].sequences
+    assert [len(q.tokens) for q in seqs] == [5, 5, 5] and ops[3].result(5).results[0].policy_segments[0].version == 1
+    assert ops[4].result(5).checkpoint.step == 1
+    df = s.history.df
+    assert list(df.kind) == ["forward-backward", "optim-step", "weights-sync", "sample", "inference-checkpoint"]
+    assert (df.status == wire.STATUS_COMPLETED).all() and (df.run_s >= 0.01).all()
+    assert df.learning_rate.iloc[1] == 0.01 and df.grad_norm.iloc[1] == 1.0
+    again = session().sample([[1, 2]], num_samples=3, max_tokens=5, seed=7).result(5).results[0].sequences
+    assert [q.tokens for q in again] == [q.tokens for q in seqs]  # seeded
+    s.close()
+
+
+def test_failures_are_injected_and_closing_fails_what_is_queued():
+    s = session(delay=0.05, fail={"optim-step": "NON_FINITE_LOSS"})
+    s.forward_backward([samples.cross_entropy([1, 2, 3])])
+    with pytest.raises(rlnb.OperationFailed) as info:
+        s.optim_step().result(5)
+    assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
+    queued = [s.forward_backward([samples.cross_entropy([1, 2, 3])]) for _ in range(5)]
+    s.close()
+    codes = [op.error.code for op in queued if op.status == wire.STATUS_FAILED]
+    assert codes and set(codes) == {"TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"}
+    assert all(op.done() for op in queued)
+
+
+def test_an_rl_step_runs_on_the_fake_backend():
+    s = session(loss=lambda step: 0.5 / (1 + step))
+    report = rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=1e-3), group_size=4, seed=1)
+    assert report.step == 1 and report.loss == 0.5 and report.status == wire.STATUS_COMPLETED
+    assert [kind for kind, _ in s.backend.submitted] == ["sample", "forward-backward", "optim-step", "weights-sync"]
+    s.close()
+
+
+def test_the_fake_backend_needs_no_torch():
+    code = textwrap.dedent(
+        """
+        import sys
+        import rlnb
+        from rlnb.tasks import digits_task, rl_step
+        from rlnb.testing import FakeBackend
+        s = rlnb.Session(FakeBackend(), record=False)
+        rl_step(s, digits_task(), rlnb.AdamParams(), group_size=2, seed=0)
+        s.close()
+        assert "torch" not in sys.modules, "torch was imported"
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_server_process_reports_a_server_that_does_not_start():
+    port = free_port()
+    broken = ServerProcess([sys.executable, "-c", "import sys; sys.exit('no such server')"], f"http://127.0.0.1:{port}")
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="no such server"):
+        broken.start()
+    assert time.monotonic() - t0 < 30 and broken.proc is None
