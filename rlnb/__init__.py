@@ -27,10 +27,12 @@ from rlnb._exceptions import (
     PermissionDeniedError,
     RateLimitError,
     RlnbError,
+    RunLocked,
     SessionClosed,
     UnprocessableEntityError,
 )
-from rlnb.history import History, Record, compare, runs
+from rlnb.catalog import compare, runs
+from rlnb.history import History, Record
 from rlnb.operation import Operation
 from rlnb.params import AdamParams, MuonParams
 from rlnb.session import Session, connect
@@ -59,6 +61,7 @@ __all__ = [
     "RateLimitError",
     "Record",
     "RlnbError",
+    "RunLocked",
     "Session",
     "SessionClosed",
     "UnprocessableEntityError",

@@ -5,6 +5,7 @@
     ├── OperationFailed                   an operation ended FAILED (.code, .message)
     ├── OperationTimeout (also TimeoutError)  waiting for an operation took longer than asked
     ├── SessionClosed                     the session was closed; nothing more can be submitted
+    ├── RunLocked                         another session is writing to this run folder
     └── APIError                          talking to a remote training-session API went wrong
         ├── APIConnectionError            no response (refused, reset, DNS)
         │   └── APITimeoutError           no response in time
@@ -59,6 +60,10 @@ class OperationTimeout(RlnbError, TimeoutError):
 
 class SessionClosed(RlnbError):
     """The session is closed (or stopped) and takes no more operations."""
+
+
+class RunLocked(RlnbError):
+    """Another session (in this process or another) is writing to the run folder: one writer at a time."""
 
 
 class APIError(RlnbError):

@@ -3,10 +3,11 @@
 One ``Record`` per operation, updated in place as its status changes (PENDING → RUNNING →
 COMPLETED / FAILED). The record format lives here and only here.
 
-A ``History`` with a run directory appends to ``ops.jsonl`` one JSON line when an operation is
-submitted and one when it ends (flushed at once), and every ``log()`` call to ``metrics.jsonl``,
-beside ``config.json``. A killed process loses nothing it had seen complete; ``History.load(path)``
-restores a run, skipping a half-written last line with a warning.
+A ``History`` with a run folder (``rlnb.runstore``) appends to ``ops.jsonl`` one JSON line when an
+operation is submitted and one when it ends, and every ``log()`` call to ``metrics.jsonl``, beside
+``config.json``, each flushed at once: a killed process loses nothing it had recorded. A run id that
+exists already is continued: its records are loaded and new ones are numbered after them.
+``History.load(path)`` restores a run, loading what is readable and warning about the rest.
 
 Figures a backend does not report stay missing (NaN), never 0, and ``na_reason`` says why —
 Together's optim-step returns only ``step``, so a remote session has no gradient norm.
@@ -16,28 +17,32 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 import threading
 import time
-import uuid
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
 from rlnb import wire
+from rlnb.runstore import (
+    METRICS_FILE,
+    OPS_FILE,
+    RunStore,
+    default_runs_dir,
+    environment,
+    new_run_id,
+    read_config,
+    read_jsonl,
+)
 from rlnb.steplog import StepLog
 
 NA_NO_GRAD_NORM = "the API's optim-step output carries only `step` (no gradient norm or learning rate)"
-RUNS_DIR_ENV = "RLNB_RUNS_DIR"
-"""Overrides the default run folder ``./rlnb-runs``."""
-OPS_FILE, METRICS_FILE, CONFIG_FILE = "ops.jsonl", "metrics.jsonl", "config.json"
 
 
 @dataclass(slots=True)
@@ -83,96 +88,80 @@ class Record:
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Record))
 _FLOATS = ("loss", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 _CATEGORIES = ("kind", "status", "error_code")
-
-
-_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
-"""One encoder for every line. NaN is written as ``NaN``, which Python's json (and pandas) read back."""
+_TIMES = ("submitted_at", "started_at", "finished_at")
+_INTS = ("step", "weights_version")
+_TEXTS = ("op_id", "status")
+_OPTIONAL_TEXTS = ("error_code", "error_message", "na_reason")
 
 
 def _row(rec: Record) -> dict[str, Any]:
     return {name: getattr(rec, name) for name in COLUMNS}
 
 
-class RunStore:
-    """An append-only run folder: ``config.json``, ``ops.jsonl``, ``metrics.jsonl``."""
-
-    def __init__(self, path: str | Path, config: dict[str, Any]):
-        self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.write_config(config)
-        self._ops: IO[str] = open(self.path / OPS_FILE, "a", encoding="utf-8")  # noqa: SIM115 - kept open
-        self._metrics: IO[str] = open(self.path / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
-        self._lock = threading.Lock()
-
-    def write_config(self, config: dict[str, Any]) -> None:
-        """Replace ``config.json`` whole (write then rename: a crash leaves the old or the new one)."""
-        tmp = self.path / (CONFIG_FILE + ".tmp")
-        tmp.write_text(json.dumps(config, indent=2, default=str))
-        tmp.replace(self.path / CONFIG_FILE)
-
-    def write_op(self, rec: Record) -> None:
-        """Append the record's current state (at submission and at the end). Lines of finished
-        operations are flushed at once — in the OS's hands, a kill -9 of this process cannot lose
-        them; submission lines ride along with the next flush."""
-        line = _ENCODER.encode(_row(rec)) + "\n"
-        with self._lock:
-            if not self._ops.closed:
-                self._ops.write(line)
-                if rec.status in wire.TERMINAL_STATUSES:
-                    self._ops.flush()
-
-    def write_metrics(self, row: dict[str, Any]) -> None:
-        with self._lock:
-            if not self._metrics.closed:
-                self._metrics.write(_ENCODER.encode(row) + "\n")
-                self._metrics.flush()
-
-    def close(self) -> None:
-        with self._lock:
-            self._ops.close()
-            self._metrics.close()
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def default_runs_dir() -> Path:
-    return Path(os.environ.get(RUNS_DIR_ENV, "rlnb-runs"))
+def _valid(name: str, v: Any) -> bool:
+    """Whether a loaded value fits the ``Record`` field (``None`` stands for NaN in float fields)."""
+    if name in _FLOATS or name in _TIMES:
+        return v is None or _number(v)
+    if name in _INTS:
+        return v is None or (isinstance(v, int) and not isinstance(v, bool))
+    if name in _TEXTS:
+        return isinstance(v, str)
+    if name in _OPTIONAL_TEXTS:
+        return v is None or isinstance(v, str)
+    if name == "metrics":
+        return isinstance(v, dict) and all(_number(x) for x in v.values())
+    if name == "params":
+        return isinstance(v, dict)
+    return True
 
 
-def new_run_id(label: str = "") -> str:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return "-".join(p for p in (stamp, label, uuid.uuid4().hex[:6]) if p)
-
-
-def environment() -> dict[str, str]:
-    """Package versions for the run's config."""
-    import importlib.metadata as md
-
-    versions = {"python": platform.python_version()}
-    for pkg in ("rlnb", "torch", "pandas", "numpy", "pydantic", "httpx"):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
+def _record(row: dict[str, Any], bad: list[str]) -> Record | None:
+    """A Record from a loaded line: ``None`` without a usable ``seq`` and ``kind``; a field of the wrong
+    type keeps its default and is named in ``bad``."""
+    seq, kind = row.get("seq"), row.get("kind")
+    if not (isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 and isinstance(kind, str)):
+        bad.append(f"seq, kind = {seq!r}, {kind!r}"[:80])
+        return None
+    values: dict[str, Any] = {}
+    for name in COLUMNS:
+        if name not in row:
             continue
-    return versions
+        v = row[name]
+        if not _valid(name, v):
+            bad.append(f"{name} = {v!r}"[:80])
+            continue
+        values[name] = math.nan if v is None and (name in _FLOATS or name in _TIMES) else v
+    return Record(**values)
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Every well-formed line; a corrupt or half-written line is skipped with a warning."""
-    if not path.exists():
-        return []
-    rows = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError("not an object")
-            except ValueError:
-                warnings.warn(f"{path}:{n}: skipped a corrupt or half-written line", RuntimeWarning, stacklevel=3)
-                continue
-            rows.append(row)
-    return rows
+def _logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
+    """A ``log()`` row from ``metrics.jsonl``: an integer ``step`` and numbers; other values are left out."""
+    step = row.get("step")
+    if not (isinstance(step, int) and not isinstance(step, bool)):
+        bad.append(f"step = {step!r}"[:80])
+        return None
+    kept: dict[str, Any] = {"step": step}
+    for k, v in row.items():
+        if k == "step":
+            continue
+        if v is None or _number(v):
+            kept[k] = math.nan if v is None else float(v)
+        else:
+            bad.append(f"{k} = {v!r}"[:80])
+    return kept
+
+
+def _warn_bad(path: Path, bad: list[str]) -> None:
+    if bad:
+        warnings.warn(
+            f"{path}: left out {len(bad)} value(s) of the wrong type (e.g. {'; '.join(bad[:3])})",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 class History:
@@ -195,36 +184,60 @@ class History:
         self._frame: pd.DataFrame | None = None  # ``df`` of the first ``_frame_n`` records, all finished
         self._frame_n = 0
         self._refinished = 0  # updates of already finished records (they invalidate the cached frame)
+        self._next_seq = 0
 
     @classmethod
     def create(cls, config: dict[str, Any], runs_dir: str | Path | None = None, run_id: str | None = None) -> History:
-        """A History recording into ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``)."""
+        """A History recording into ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``).
+
+        An existing run is continued: its records are loaded and new operations are numbered after them.
+        One session at a time writes a run: a second one raises ``rlnb.RunLocked``."""
         run_id = run_id or new_run_id(str(config.get("optimizer", "")))
-        config = {"run_id": run_id, "created_at": time.time(), **config, "versions": environment()}
-        path = Path(runs_dir) if runs_dir is not None else default_runs_dir()
-        return cls(RunStore(path / run_id, config), config)
+        path = (Path(runs_dir) if runs_dir is not None else default_runs_dir()) / run_id
+        store = RunStore(path)  # the lock first: nobody else writes while the earlier records are read
+        now = time.time()
+        try:
+            ops = path / OPS_FILE
+            earlier = cls.load(path) if ops.is_file() and ops.stat().st_size else None
+        except BaseException:
+            store.close()
+            raise
+        first = {"run_id": run_id, "created_at": now}
+        if earlier is not None:
+            first["created_at"] = earlier.config.get("created_at", now)
+            config = {**config, "continued_at": [*earlier.config.get("continued_at", []), now]}
+        config = {**first, **config, "versions": environment()}
+        store.write_config(config)
+        history = cls(store, config)
+        if earlier is not None:
+            history._records, history._logged = earlier._records, earlier._logged
+            history._next_seq = earlier._next_seq
+            history._replay(unfinished=False)  # the earlier session's unfinished operations never finish
+        return history
 
     @classmethod
     def load(cls, path: str | Path) -> History:
-        """Restore a run folder written by a (possibly killed) session."""
+        """Restore a run folder written by a (possibly killed) session. What cannot be read — a corrupt
+        ``config.json``, a half-written line, a value of the wrong type — is left out with a warning."""
         path = Path(path)
         if not (path / OPS_FILE).exists():
             raise FileNotFoundError(f"{path} is not an rlnb run folder (no {OPS_FILE})")
-        config = json.loads((path / CONFIG_FILE).read_text()) if (path / CONFIG_FILE).exists() else {}
-        history = cls(config=config)
-        latest: dict[int, dict[str, Any]] = {}
-        for row in _read_jsonl(path / OPS_FILE):
-            if isinstance(row.get("seq"), int) and isinstance(row.get("kind"), str):
-                latest[row["seq"]] = row  # the last line of an operation is its latest state
-        names = set(COLUMNS)
-        for seq in sorted(latest):
-            row = {
-                k: (math.nan if v is None and k in _FLOATS + ("submitted_at", "started_at", "finished_at") else v)
-                for k, v in latest[seq].items()
-                if k in names
-            }
-            history._records.append(Record(**row))
-        history._logged = [r for r in _read_jsonl(path / METRICS_FILE) if isinstance(r.get("step"), int)]
+        if not (path / OPS_FILE).is_file():
+            raise ValueError(f"{path / OPS_FILE} is not a file")
+        history = cls(config=read_config(path))
+        latest: dict[int, Record] = {}
+        bad: list[str] = []
+        for _, row in read_jsonl(path / OPS_FILE):
+            rec = _record(row, bad)
+            if rec is not None:
+                latest[rec.seq] = rec  # the last line of an operation is its latest state
+        _warn_bad(path / OPS_FILE, bad)
+        history._records = [latest[seq] for seq in sorted(latest)]
+        history._next_seq = max(latest, default=-1) + 1
+        bad = []
+        logged = (_logged_row(row, bad) for _, row in read_jsonl(path / METRICS_FILE))
+        history._logged = [row for row in logged if row is not None]
+        _warn_bad(path / METRICS_FILE, bad)
         history._replay(unfinished=False)  # a loaded run's unfinished operations never finish
         return history
 
@@ -280,14 +293,15 @@ class History:
     def new(self, kind: str, step: int | None, params: dict[str, Any] | None, at: float) -> Record:
         """Start the record of a just-submitted operation."""
         with self._lock:
-            rec = Record(seq=len(self._records), kind=kind, step=step, params=params or {}, submitted_at=at)
+            rec = Record(seq=self._next_seq, kind=kind, step=step, params=params or {}, submitted_at=at)
+            self._next_seq += 1
             # What was asked for; the local backend's output later replaces it with what was used.
             rec.learning_rate = float(rec.params.get("learning_rate", math.nan))
             rec.grad_clip_norm = float(rec.params.get("grad_clip_norm", math.nan))
             self._records.append(rec)
             self.step_log.submitted(rec)
         if self.store:
-            self.store.write_op(rec)
+            self.store.write_op(_row(rec))
         return rec
 
     def update(self, rec: Record, env: wire.Operation[Any], at: float) -> None:
@@ -313,7 +327,7 @@ class History:
             elif was_done:  # finished twice (rare): the step log starts over from the records
                 self._replay(unfinished=True)
         if self.store and env.status in wire.TERMINAL_STATUSES:
-            self.store.write_op(rec)  # RUNNING is not written: the final line carries started_at too
+            self.store.write_op(_row(rec))  # RUNNING is not written: the final line carries started_at too
         for cb in list(self._listeners):
             cb(rec)
 
@@ -478,62 +492,6 @@ def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.Dat
         "weights_version",
     ]
     return table[order + [c for c in table.columns if c not in order]]
-
-
-def runs(path: str | Path | None = None) -> pd.DataFrame:
-    """The runs under a folder (default ``./rlnb-runs``), newest first, one row each."""
-    root = Path(path) if path is not None else default_runs_dir()
-    rows = []
-    for run in sorted(p for p in root.iterdir() if (p / OPS_FILE).exists()) if root.exists() else []:
-        h = History.load(run)
-        steps = h.steps
-        cfg = h.config
-        rows.append(
-            {
-                "run_id": cfg.get("run_id", run.name),
-                "path": str(run),
-                "created_at": pd.to_datetime(cfg.get("created_at"), unit="s", utc=True),
-                "backend": cfg.get("backend"),
-                "model": cfg.get("model"),
-                "optimizer": cfg.get("optimizer"),
-                "seed": cfg.get("seed"),
-                "operations": len(h),
-                "failed": int((h.df.status == wire.STATUS_FAILED).sum()),
-                "steps": int(steps.step.max()) if len(steps) else 0,
-                "final_loss": float(steps.loss.iloc[-1]) if len(steps) else math.nan,
-            }
-        )
-    frame = pd.DataFrame(
-        rows,
-        columns=[
-            "run_id",
-            "path",
-            "created_at",
-            "backend",
-            "model",
-            "optimizer",
-            "seed",
-            "operations",
-            "failed",
-            "steps",
-            "final_loss",
-        ],
-    )
-    return frame.sort_values("created_at", ascending=False, ignore_index=True)
-
-
-def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | None = None) -> pd.DataFrame:
-    """Several runs' ``steps`` tables stacked, with ``run`` (label) and ``seed`` columns, ready for
-    ``plots.compare`` or a pivot (``df.pivot(index="step", columns="run", values="loss")``)."""
-    frames = []
-    for i, h in enumerate(histories):
-        h = h if isinstance(h, History) else History.load(h)
-        label = labels[i] if labels is not None else str(h.config.get("label") or h.config.get("run_id") or i)
-        frame = h.steps
-        frame.insert(0, "run", label)
-        frame.insert(1, "seed", h.config.get("seed"))
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "seed", "step"])
 
 
 def _fold_output(rec: Record, out: Any) -> None:

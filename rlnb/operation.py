@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 import time
 from collections.abc import Callable, Generator
@@ -18,6 +19,7 @@ from rlnb import wire
 from rlnb._exceptions import OperationFailed, OperationTimeout
 
 T = TypeVar("T")
+log = logging.getLogger("rlnb")
 
 
 class Operation(Generic[T]):
@@ -78,7 +80,10 @@ class Operation(Generic[T]):
             self.id = env.id
             at = time.time()
             if self._on_update is not None:
-                self._on_update(env, at)
+                try:
+                    self._on_update(env, at)
+                except Exception:  # recording failed (a listener's bug): the result must still arrive
+                    log.exception("recording %s %s failed", self.kind, env.id)
             if env.status == wire.STATUS_COMPLETED:
                 output: Any = env.output
                 if self._transform is not None and output is not None:

@@ -26,8 +26,8 @@ from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
 from rlnb import wire
+from rlnb.catalog import compare as compare_runs
 from rlnb.history import History, steps_table
-from rlnb.history import compare as compare_runs
 
 COMPLETED = wire.STATUS_COMPLETED
 

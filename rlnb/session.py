@@ -113,10 +113,12 @@ class Session:
         recorded as such before the run's files are closed."""
         self._closed = True
         _OPEN.discard(self)
-        self.backend.close()
-        self.history.close()
-        if self._sinks is not None:
-            self._sinks.close()  # after the run store: a slow sink never holds it open
+        try:
+            self.backend.close()  # a remote stop may fail (server gone): the run is closed all the same
+        finally:
+            self.history.close()
+            if self._sinks is not None:
+                self._sinks.close()  # after the run store: a slow sink never holds it open
 
     # -- operations ------------------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ import pytest
 import rlnb
 from rlnb import samples, wire
 from rlnb.backends.local import LocalBackend
-from rlnb.history import History, compare, runs, steps_table
+from rlnb.catalog import compare, runs
+from rlnb.history import History, steps_table
 
 T0 = 1_700_000_000.0
 
