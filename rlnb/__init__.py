@@ -31,6 +31,7 @@ from rlnb._exceptions import (
     SessionClosed,
     UnprocessableEntityError,
 )
+from rlnb._secrets import RedactingFilter, configure_logging
 from rlnb.catalog import compare, runs
 from rlnb.history import History, Record
 from rlnb.operation import Operation
@@ -60,12 +61,14 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitError",
     "Record",
+    "RedactingFilter",
     "RlnbError",
     "RunLocked",
     "Session",
     "SessionClosed",
     "UnprocessableEntityError",
     "compare",
+    "configure_logging",
     "connect",
     "export",
     "runs",

@@ -78,6 +78,7 @@ ORDER = [
     "wire",
     "text",
     "_exceptions",
+    "_secrets",
     "params",
     "schedule",
     "presets",

@@ -8,6 +8,7 @@ import textwrap
 import warnings
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 
@@ -16,6 +17,7 @@ from rlnb import samples
 from rlnb.history import History
 from rlnb.runstore import RunStoreWarning
 from rlnb.testing import FakeBackend
+from tests.test_remote_client import BASE, KEY, FakeAPI
 
 DONE, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
 BATCH = [samples.cross_entropy(list(b"hello records"))]
@@ -52,6 +54,20 @@ def test_a_full_disk_warns_once_and_the_local_session_carries_on_in_memory(tmp_p
     assert s.history.store is not None and "No space left" in (s.history.store.failed or "")
 
 
+def test_a_full_disk_under_a_remote_session_never_hides_a_result(tmp_path):
+    """The remote case showed COMPLETED while result() timed out."""
+    full_disk(tmp_path / "r")
+    with pytest.warns(RunStoreWarning, match="in memory"):
+        s = rlnb.connect(
+            BASE, api_key=KEY, transport=httpx.MockTransport(FakeAPI()), ready_timeout=5, poll_min=0.002,
+            poll_max=0.02, runs_dir=tmp_path, run_id="r",
+        )  # fmt: skip
+        fb, step = s.forward_backward(BATCH), s.optim_step()
+        assert fb.result(timeout=10).loss == 2.5 and step.result(timeout=10).step == 1
+    s.close()
+    assert list(s.history.df.status) == [DONE, DONE]
+
+
 def test_a_recording_that_fails_cannot_hide_a_result():
     """A History listener that raises (a bug, a failing sink) is logged; result() still returns."""
     s = rlnb.Session(FakeBackend(), record=False)
@@ -85,6 +101,7 @@ def test_a_second_writer_of_a_run_is_refused_and_a_continued_run_appends(tmp_pat
 WRITER = """
 import sys, time, rlnb
 from rlnb.testing import FakeBackend
+from tests.test_remote_client import BASE, KEY, FakeAPI
 s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
 print("holding", flush=True)
 time.sleep(60)

@@ -11,13 +11,19 @@ and results that name a ``payload_id`` are fetched and merged before they are pa
 learns what the server offers beyond the API (rlnb serve's long-poll and in-order execution, from its
 ``rlnb-*`` response headers) in ``features``.
 
+Every call ends by ``deadline`` seconds, all attempts and backoff included: each socket operation is
+bounded by the time left (``transport.DeadlineTransport``), so a server that drips its answer cannot hold
+a call for ever.
+
 The API key lives in a ``SecretStr`` and is written only into the ``Authorization`` header: it is in no
-repr, log line or exception message, and server text is scrubbed of it too.
+repr, log line or exception message (the header of a request inside an exception rlnb raises reads
+``Bearer ***``), and what a server sends back is scrubbed of it after JSON decoding (``rlnb._secrets``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
@@ -29,10 +35,11 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from rlnb import wire
+from rlnb import _secrets, wire
 from rlnb._exceptions import APIConnectionError, APIError, APIStatusError, APITimeoutError, status_error_class
 from rlnb.backends import payloads
 from rlnb.backends.retry import RetryPolicy
+from rlnb.backends.transport import DeadlineTransport, deadline
 
 log = logging.getLogger("rlnb")
 
@@ -43,7 +50,10 @@ ENV_API_KEY = "TOGETHER_API_KEY"
 API_PREFIX = "/v1/rl"
 USER_AGENT = "rlnb"
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
-"""Per HTTP request (the SDK's): operations are asynchronous, so no request should take long."""
+"""Per socket operation (the SDK's): operations are asynchronous, so no request should take long."""
+DEFAULT_DEADLINE = 120.0
+"""Seconds one API call may take in all — every attempt, retry backoff and byte of the answer (plus a
+long-poll's wait): a server that drips its answer, or keeps failing, cannot hold a call longer."""
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -91,7 +101,10 @@ class APIClient:
         base_url: e.g. ``https://api.together.ai`` or ``http://127.0.0.1:8000`` (``rlnb serve``);
             default ``$TOGETHER_BASE_URL``, then ``DEFAULT_BASE_URL``. Paths are under ``/v1/rl``.
         api_key: sent as ``Authorization: Bearer``; default ``$TOGETHER_API_KEY`` (none: no header).
-        timeout: per request; ignored when ``http_client`` is given (its own applies).
+        timeout: per socket operation; ignored when ``http_client`` is given (its own applies).
+        deadline: seconds one call may take in all, retries included (plus a long-poll's wait). The
+            transport built here enforces it inside a request too (a dripping server); a given
+            ``http_client`` or ``transport`` only between attempts.
         max_retries / retry: the retry policy (``max_retries`` is a shortcut for ``RetryPolicy(max_retries)``).
         http_client / transport: inject an ``httpx.Client``, or a transport for a client built here
             (``httpx.MockTransport`` in tests). A given ``http_client`` is not closed by ``close()``.
@@ -105,12 +118,15 @@ class APIClient:
         api_key: str | None = None,
         *,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        deadline: float = DEFAULT_DEADLINE,
         max_retries: int | None = None,
         retry: RetryPolicy | None = None,
         http_client: httpx.Client | None = None,
         transport: httpx.BaseTransport | None = None,
         server_extensions: bool = True,
     ):
+        if not deadline > 0:
+            raise ValueError(f"deadline must be > 0 seconds, got {deadline}")
         if http_client is not None and transport is not None:
             raise ValueError("pass http_client or transport, not both")
         if retry is not None and max_retries is not None:
@@ -119,8 +135,13 @@ class APIClient:
         self.base_url = (base_url or os.environ.get(ENV_BASE_URL) or DEFAULT_BASE_URL).rstrip("/")
         key = api_key if api_key is not None else os.environ.get(ENV_API_KEY)
         self._api_key = SecretStr(key) if key else None
+        if key:
+            _secrets.register(key)
+        self.deadline = deadline
         self._owns_http = http_client is None
-        self._http = http_client if http_client is not None else httpx.Client(transport=transport, timeout=timeout)
+        if http_client is None:
+            http_client = httpx.Client(transport=transport or DeadlineTransport(), timeout=timeout)
+        self._http = http_client
         self.features = ServerFeatures()
         self.server_extensions = server_extensions
 
@@ -225,19 +246,25 @@ class APIClient:
         if isinstance(output, dict) and output.get("payload_id"):
             inline = {k: v for k, v in output.items() if k != "payload_id"}
             data["output"] = {**inline, **self.download_payload(session_id, output["payload_id"])}
-            return self._parse_data(response, data, wire.ENVELOPES[kind])
-        return self._parse(response, wire.ENVELOPES[kind])
+            env = self._parse_data(response, data, wire.ENVELOPES[kind])
+        else:
+            env = self._parse(response, wire.ENVELOPES[kind])
+        if env.error is not None and env.error.message:  # a server may echo the key into an error
+            env.error.message = self._redact(env.error.message)
+        return env
 
     def _send(self, call: _Call) -> httpx.Response:
-        """Send with the retry policy; a 2xx response, or the mapped exception."""
+        """Send with the retry policy, within the call's deadline; a 2xx response, or the mapped exception."""
         request = self._build(call)
+        end = time.monotonic() + self.deadline + call.wait
         attempt = 0
         while True:
             started = time.monotonic()
             try:
-                response = self._http.send(request)
+                with deadline(end):
+                    response = self._http.send(request)
             except httpx.RequestError as exc:
-                time.sleep(self._after_failure(request, attempt, None, exc))
+                time.sleep(self._after_failure(request, attempt, None, exc, end))
             else:
                 log.debug(
                     "%s %s -> %d in %.0f ms", request.method, request.url, response.status_code,
@@ -246,7 +273,7 @@ class APIClient:
                 self._learn(response)
                 if response.is_success:
                     return response
-                time.sleep(self._after_failure(request, attempt, response, None))
+                time.sleep(self._after_failure(request, attempt, response, None, end))
             attempt += 1
 
     def _build(self, call: _Call) -> httpx.Request:
@@ -276,16 +303,23 @@ class APIClient:
             self.features.in_order = True
 
     def _redact(self, text: str) -> str:
-        """``text`` without the API key (a server or proxy may echo the header back)."""
-        return text.replace(self._api_key.get_secret_value(), "***") if self._api_key is not None else text
+        """``text`` without any API key (a server or proxy may echo the header back)."""
+        text = _secrets.redact(text)
+        return text.replace(self._api_key.get_secret_value(), _secrets.MASK) if self._api_key is not None else text
 
     def _after_failure(
-        self, request: httpx.Request, attempt: int, response: httpx.Response | None, error: Exception | None
+        self,
+        request: httpx.Request,
+        attempt: int,
+        response: httpx.Response | None,
+        error: Exception | None,
+        end: float,
     ) -> float:
         """The one place failures are judged: the delay before the next attempt, or the final error raised.
 
         ``error`` is the httpx exception when no response came; it becomes ``APITimeoutError`` or
-        ``APIConnectionError`` (``from`` it). An error status becomes ``status_error_class(status)``.
+        ``APIConnectionError`` (``from`` it, with the request's Authorization header masked). An error
+        status becomes ``status_error_class(status)``. No retry starts past the call's deadline ``end``.
         """
         method, url = request.method, self._redact(str(request.url.copy_with(query=None)))
         if response is not None:
@@ -294,29 +328,49 @@ class APIClient:
         else:
             retry = True
             what = f"{type(error).__name__}: {self._redact(str(error)) or 'no response'}"
-        if not retry or attempt >= self.retry.max_retries:
+        delay = self.retry.delay(attempt, response.headers if response is not None else None)
+        late = time.monotonic() + delay >= end
+        if not retry or attempt >= self.retry.max_retries or late:
+            if "Authorization" in request.headers:  # the cause of what we raise keeps this request
+                request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
             if response is not None:
                 raise self._status_error(request, response)
-            cls = APITimeoutError if isinstance(error, httpx.TimeoutException) else APIConnectionError
+            cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
+            if late:
+                tries += f"; the call's deadline ({self.deadline:g} s) passed"
             raise cls(what + tries, method=method, url=url) from error
-        delay = self.retry.delay(attempt, response.headers if response is not None else None)
         log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries, delay)
         return delay
 
     def _status_error(self, request: httpx.Request, response: httpx.Response) -> APIStatusError:
-        """The exception for an error status, with the server's message and decoded body."""
-        text = self._redact(response.text)
+        """The exception for an error status, with the server's message and decoded body — redacted after
+        decoding, so a key echoed with JSON escapes (``\\u0073k-...``) is caught too."""
         body: Any
         try:
-            data = wire.ErrorData.model_validate_json(text)
-        except ValidationError:
+            decoded = json.loads(response.content)
+        except ValueError:
+            text = self._redact(response.text)
             message, body = (text.strip()[:500] or response.reason_phrase), text or None
         else:
-            message, body = data.error.message, data.model_dump(mode="json")
+            body = self._scrub(decoded)
+            try:
+                message = wire.ErrorData.model_validate(body).error.message
+            except ValidationError:
+                message = json.dumps(body, ensure_ascii=False)[:500]
         cls = status_error_class(response.status_code)
         url = str(request.url.copy_with(query=None))  # presigned URLs carry a signature in the query
         return cls(message, method=request.method, url=url, status_code=response.status_code, body=body)
+
+    def _scrub(self, data: Any) -> Any:
+        """Decoded JSON with every string redacted."""
+        if isinstance(data, str):
+            return self._redact(data)
+        if isinstance(data, dict):
+            return {self._redact(str(k)): self._scrub(v) for k, v in data.items()}
+        if isinstance(data, list):
+            return [self._scrub(v) for v in data]
+        return data
 
     def _parse(self, response: httpx.Response, model: type[M]) -> M:
         try:

@@ -9,6 +9,11 @@ Three strategies, chosen from what the server offers (``APIClient.features``):
   operation is polled; the next one cannot finish before it, and starts as it ends.
 * **Long-poll** (rlnb serve): the oldest unfinished operation's GET waits on the server until its
   status changes, so each change is known within a round trip, with one GET per change.
+
+A poll that gets no answer (or a 5xx / 429 after the client's retries) is tried again; once every poll of
+an operation has failed for ``poll_failure_window`` seconds (the server died, or answers 502 to
+everything), the operation fails ``TIMEOUT`` saying so. A 404 — the server no longer knows the
+operation, e.g. it restarted without its state — fails it at once (``SESSION_NOT_ACTIVE``).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ POLL_FRACTION = 0.1
 """Poll again after this fraction of the time already spent in the current status (see poll_interval)."""
 LONG_POLL_WAIT = 10.0
 """Longest wait asked of a long-polling server per GET (bounded by what it advertises)."""
+POLL_FAILURE_WINDOW = 120.0
+"""Seconds of nothing but failed polls after which an operation fails (``TIMEOUT``): the server is gone."""
 
 
 def poll_interval(elapsed: float, poll_min: float = POLL_MIN, poll_max: float = POLL_MAX) -> float:
@@ -70,10 +77,19 @@ class Poller:
     returns what was still in flight (for the caller to settle)."""
 
     def __init__(
-        self, client: APIClient, session_id: str, *, poll_min: float, poll_max: float, operation_timeout: float
+        self,
+        client: APIClient,
+        session_id: str,
+        *,
+        poll_min: float,
+        poll_max: float,
+        operation_timeout: float,
+        failure_window: float = POLL_FAILURE_WINDOW,
     ):
         self.client, self.session_id = client, session_id
         self.poll_min, self.poll_max, self.operation_timeout = poll_min, poll_max, operation_timeout
+        self.failure_window = failure_window
+        self._failing_since: float | None = None  # monotonic time of the first of the polls failing in a row
         self._inflight: list[InFlight] = []  # submission order
         self._cond = threading.Condition()
         self._stopping = False
@@ -130,13 +146,21 @@ class Poller:
         try:
             env = self.client.get_operation(self.session_id, op.kind, op.env.id, wait=wait, seen=op.env.status)
         except (APIConnectionError, APIStatusError) as exc:
-            if isinstance(exc, APIStatusError) and not self.client.retry.retryable(exc.status_code):
+            if isinstance(exc, APIStatusError) and exc.status_code == 404:
+                env = failed(
+                    "SESSION_NOT_ACTIVE",
+                    f"the server no longer knows this operation ({exc}); it may have restarted without its "
+                    "state, and the operation's outcome is unknown",
+                    op.env.id,
+                )
+            elif isinstance(exc, APIStatusError) and not self.client.retry.retryable(exc.status_code):
                 env = failed(None, f"polling failed: {exc}", op.env.id)
             else:
-                log.warning("polling %s %s failed, will try again: %s", op.kind, op.env.id, exc)
-                env, transient = op.env, True
+                env, transient = self._failed_poll(op, exc), True
         except APIError as exc:  # an unparsable response: not worth repeating
             env = failed(None, f"polling failed: {exc}", op.env.id)
+        else:
+            self._failing_since = None
         now = time.monotonic()
         if env.status not in wire.TERMINAL_STATUSES and now >= op.deadline:
             env = failed(
@@ -161,6 +185,23 @@ class Poller:
                 if at_once
                 else min(now + poll_interval(now - op.changed, self.poll_min, self.poll_max), op.deadline)
             )
+
+    def _failed_poll(self, op: InFlight, exc: APIError) -> wire.Operation[Any]:
+        """The envelope after a poll that got no usable answer: unchanged, or FAILED once every poll of the
+        session has failed for ``failure_window`` seconds (then each operation fails at its next poll)."""
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        if now - self._failing_since < self.failure_window:
+            log.warning("polling %s %s failed, will try again: %s", op.kind, op.env.id, exc)
+            return op.env
+        return failed(
+            "TIMEOUT",
+            f"every poll failed for {now - self._failing_since:.0f} s (poll_failure_window "
+            f"{self.failure_window:g} s), last: {exc}; the operation was last {op.env.status} and its outcome "
+            "is unknown",
+            op.env.id,
+        )
 
 
 def report(op: InFlight, env: wire.Operation[Any]) -> None:

@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 import httpx
 
 from rlnb import wire
-from rlnb._exceptions import APIError, OperationTimeout, RlnbError, SessionClosed
+from rlnb._exceptions import APIConnectionError, APIError, APIStatusError, OperationTimeout, RlnbError, SessionClosed
 from rlnb.backends import Listener, OptimizerKind
-from rlnb.backends.client import DEFAULT_TIMEOUT, APIClient, RetryPolicy
-from rlnb.backends.poller import POLL_MAX, POLL_MIN, Poller, failed, poll_interval, report
+from rlnb.backends.client import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, APIClient, RetryPolicy
+from rlnb.backends.poller import POLL_FAILURE_WINDOW, POLL_MAX, POLL_MIN, Poller, failed, poll_interval, report
 
 log = logging.getLogger("rlnb")
 
@@ -89,6 +89,7 @@ class RemoteBackend:
         poll_min: float = POLL_MIN,
         poll_max: float = POLL_MAX,
         operation_timeout: float = OPERATION_TIMEOUT,
+        poll_failure_window: float = POLL_FAILURE_WINDOW,
     ):
         if not 0 < poll_min <= poll_max:
             raise ValueError(f"need 0 < poll_min <= poll_max, got {poll_min}, {poll_max}")
@@ -100,9 +101,12 @@ class RemoteBackend:
         self.state = Lifecycle.OPEN
         self._info = session
         self._lock = threading.Lock()
+        if poll_failure_window <= 0:
+            raise ValueError(f"poll_failure_window must be > 0, got {poll_failure_window}")
         self._poller = Poller(
-            client, session.id, poll_min=poll_min, poll_max=poll_max, operation_timeout=operation_timeout
-        )
+            client, session.id, poll_min=poll_min, poll_max=poll_max, operation_timeout=operation_timeout,
+            failure_window=poll_failure_window,
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return f"<RemoteBackend {self.client.base_url} session={self.session_id} optimizer={self.optimizer}>"
@@ -126,6 +130,7 @@ class RemoteBackend:
         keep_resource: bool = False,
         ready_timeout: float = READY_TIMEOUT,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        deadline: float = DEFAULT_DEADLINE,
         max_retries: int | None = None,
         retry: RetryPolicy | None = None,
         http_client: httpx.Client | None = None,
@@ -134,6 +139,7 @@ class RemoteBackend:
         poll_min: float = POLL_MIN,
         poll_max: float = POLL_MAX,
         operation_timeout: float = OPERATION_TIMEOUT,
+        poll_failure_window: float = POLL_FAILURE_WINDOW,
     ) -> RemoteBackend:
         """Attach to a session, or start one (and, unless given, its model resource) and wait until it runs.
 
@@ -151,6 +157,10 @@ class RemoteBackend:
         off to ``poll_max``, for up to ``ready_timeout`` seconds each for resource and session.
         ``server_extensions=False`` ignores what rlnb serve offers beyond Together's API (long-poll,
         polling only the oldest operation): the client then behaves as against Together.
+
+        Nothing waits for ever: each API call ends within ``deadline`` seconds (retries included), an
+        operation fails ``TIMEOUT`` after ``operation_timeout`` seconds, or once the server has answered
+        no poll for ``poll_failure_window`` seconds, and at once when the server no longer knows it (404).
         """
         if optimizer is not None and optimizer not in wire.OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
@@ -165,8 +175,8 @@ class RemoteBackend:
                 raise ValueError(f"{', '.join(given)} describe a new session; they cannot be used with session_id")
         config = wire.optimizer_config(optimizer or "adam", muon_scaling) if session_id is None else None
         client = APIClient(
-            base_url, api_key, timeout=timeout, max_retries=max_retries, retry=retry, http_client=http_client,
-            transport=transport, server_extensions=server_extensions,
+            base_url, api_key, timeout=timeout, deadline=deadline, max_retries=max_retries, retry=retry,
+            http_client=http_client, transport=transport, server_extensions=server_extensions,
         )  # fmt: skip
 
         def wait(fetch: Callable[[], M], ready: str, dead: frozenset[str]) -> M:
@@ -222,7 +232,7 @@ class RemoteBackend:
             raise
         stop = created_resource is not None and not keep_resource
         return cls(client, info, resource, stop_resource=stop, poll_min=poll_min, poll_max=poll_max,
-                   operation_timeout=operation_timeout)  # fmt: skip
+                   operation_timeout=operation_timeout, poll_failure_window=poll_failure_window)  # fmt: skip
 
     # -- Backend protocol ------------------------------------------------------------------------
 
@@ -272,18 +282,23 @@ class RemoteBackend:
     def close(self) -> None:
         """Stop the session (the server ends what it runs, so a long-poll in flight returns), stop
         polling, settle what is still in flight, then stop the model resource if ``stop_resource``.
-        Every step is tried; the first API error is raised at the end."""
+        Every step is tried — unless the server is unreachable (no answer, or a 5xx, to the stop), when
+        what is in flight is settled without asking it. The first API error is raised at the end."""
         with self._lock:
             if self.state is not Lifecycle.OPEN:
                 return
             self.state = Lifecycle.CLOSING
         errors: list[APIError] = []
+        reachable = True
         try:
             self._info = self.client.stop_session(self.session_id)
         except APIError as exc:
             errors.append(exc)
-        self._settle(self._poller.stop())
-        if self.stop_resource:
+            reachable = not isinstance(exc, APIConnectionError) and not (
+                isinstance(exc, APIStatusError) and exc.status_code >= 500
+            )
+        self._settle(self._poller.stop(), ask=reachable)
+        if self.stop_resource and reachable:
             try:
                 self.client.stop_model_resources(self._info.model_resources_id)
             except APIError as exc:
@@ -293,16 +308,23 @@ class RemoteBackend:
         if errors:
             raise errors[0]
 
-    def _settle(self, inflight: list[Any]) -> None:
-        """After the stop: one last poll of each operation still in flight; unfinished ones end
-        FAILED (SESSION_NOT_ACTIVE), as on the local backend."""
+    def _settle(self, inflight: list[Any], ask: bool) -> None:
+        """After the stop: one last poll of each operation still in flight (while the server answers, if
+        ``ask``); unfinished ones end FAILED (SESSION_NOT_ACTIVE), as on the local backend."""
         for op in inflight:
-            try:
-                env = self.client.get_operation(self.session_id, op.kind, op.env.id)
-            except APIError:
-                env = op.env
+            env = op.env
+            if ask:
+                try:
+                    env = self.client.get_operation(self.session_id, op.kind, op.env.id)
+                except APIConnectionError:
+                    ask = False  # gone: do not spend a deadline on each of the others
+                except APIError:
+                    pass
             if env.status not in wire.TERMINAL_STATUSES:
-                env = failed("SESSION_NOT_ACTIVE", "the session was closed before this finished", op.env.id)
+                reason = "the session was closed before this finished"
+                if not ask:
+                    reason += " (the server could not be reached, so its outcome is unknown)"
+                env = failed("SESSION_NOT_ACTIVE", reason, op.env.id)
             report(op, env)
 
 
