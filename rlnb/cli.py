@@ -117,10 +117,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="BYTES",
         help="send larger results through the payload side channel, as the service may (default: never)",
     )
+    p_serve.add_argument("--state-dir", default=None, help="keep the registry here: it survives a restart")
+    p_serve.add_argument("--public-url", default=None, help="the address presigned URLs use (default: host:port)")
+    p_serve.add_argument(
+        "--limit", action="append", default=[], metavar="NAME=VALUE", help="change a limit, e.g. max_body_bytes=1e8"
+    )
     args = parser.parse_args(argv)
     if args.command == "serve":
         from rlnb.server import serve
+        from rlnb.server.settings import parse_limits
 
+        try:
+            limits = parse_limits(args.limit)
+        except ValueError as exc:
+            parser.error(str(exc))
+        extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
         print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
         serve(
             args.host,
@@ -131,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             checkpoint_dir=args.checkpoint_dir,
             fail_rate=args.fail_rate,
             result_offload_bytes=args.offload_results_over,
+            **extra,
+            **limits,
         )
         return 0
     if args.command == "demo":

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import platform
+import sys
 import threading
 import time
 import uuid
@@ -62,7 +63,7 @@ def _lock(path: Path) -> IO[str]:
     dies), or raise ``RunLocked`` naming the holder."""
     fh = open(path / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the lock's life
     try:
-        _try_lock(fh)
+        try_lock(fh)
     except OSError:
         fh.seek(0)
         holder = fh.read().strip() or "unknown"
@@ -78,8 +79,9 @@ def _lock(path: Path) -> IO[str]:
     return fh
 
 
-def _try_lock(fh: IO[str]) -> None:
-    if os.name == "nt":  # pragma: no cover - exercised on Windows only
+def try_lock(fh: IO[str]) -> None:
+    """Lock ``fh`` exclusively without waiting (``OSError`` if another file holds it)."""
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
         import msvcrt
 
         msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)

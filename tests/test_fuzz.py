@@ -468,7 +468,9 @@ def test_regression_listing_while_others_insert_is_never_a_5xx():
         def record_another() -> None:
             renamed = env.model_copy(deep=True)
             renamed.output.checkpoint.id = f"ckpt-{uuid.uuid4()}"
-            registry._record(record, "training-checkpoint", renamed, [])
+            store = record.backend.engine.store  # the copy's files are the original's
+            store.paths[renamed.output.checkpoint.id] = store.paths[env.output.checkpoint.id]
+            registry._record(record, "training-checkpoint", renamed, [], "c", "")
 
         request = wire.StartTrainingSessionRequest(model_resources_id=rid["id"])
         registry.sessions = Busy(registry.sessions, lambda: registry.create_session(request, "other"))

@@ -120,7 +120,6 @@ def test_idempotency_key_returns_the_original_operation_and_runs_it_once(c):
     again = submit(c, sid, "optim-step", {"adam_params": {"learning_rate": 1e-3}}, key="same-key")
     assert first["id"] == again["id"]
     assert wait(c, sid, "optim-step", first["id"])["output"]["step"] == "1"
-    assert submit(c, sid, "optim-step", {}, key="same-key")["id"] == first["id"]
     assert c.get(f"/training-sessions/{sid}").json()["step"] == "1"
     r = c.post(
         f"/training-sessions/{sid}/operations/weights-sync",

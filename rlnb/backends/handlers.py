@@ -31,6 +31,7 @@ DEFAULT_MAX_TOKENS = 16
 """Sampling default for ``max_tokens`` when the request leaves it unset."""
 MAX_NUM_SAMPLES = 256
 """Completions per prompt in one sample operation."""
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass
@@ -97,15 +98,26 @@ def _inputs(engine: Engine, samples: list[wire.Sample]) -> tuple[list[list[int]]
         tensors = {}
         for key, td in s.loss_fn_inputs.items():
             if td.dtype == "int64":
-                if any(not float(v).is_integer() for v in td.data):
+                if any(not float(v).is_integer() or not INT64_MIN <= v <= INT64_MAX for v in td.data):
                     raise OperationError(
-                        "INVALID_INPUT", f"samples[{i}].loss_fn_inputs.{key}: int64 data must be integers"
+                        "INVALID_INPUT",
+                        f"samples[{i}].loss_fn_inputs.{key}: int64 data must be integers in int64 range",
                     )
                 tensors[key] = torch.tensor([int(v) for v in td.data], dtype=torch.int64)
             else:
                 tensors[key] = torch.tensor(td.data, dtype=torch.float32)
         inputs.append(tensors)
     return seqs, inputs
+
+
+def check_targets(engine: Engine, inputs: list[dict[str, Tensor]]) -> None:
+    vocab = engine.adapter.vocab_size
+    for i, x in enumerate(inputs):
+        t = x["target_tokens"]
+        if t.numel() and (t.min() < 0 or t.max() >= vocab):
+            raise OperationError(
+                "INVALID_INPUT", f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {vocab})"
+            )
 
 
 def _logprobs(engine: Engine, seqs: list[list[int]], targets: list[Tensor]) -> list[Tensor]:
@@ -135,13 +147,7 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
     loss_params = losses_mod.validate(
         loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, [len(s) for s in seqs]
     )
-    vocab = engine.adapter.vocab_size
-    for i, x in enumerate(inputs):
-        t = x["target_tokens"]
-        if t.numel() and (t.min() < 0 or t.max() >= vocab):
-            raise OperationError(
-                "INVALID_INPUT", f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {vocab})"
-            )
+    check_targets(engine, inputs)
     forward_only = bool(body.forward_only)
     with torch.set_grad_enabled(not forward_only):
         lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
@@ -178,10 +184,20 @@ def custom_forward_backward(
     for i, (s, g, x) in enumerate(zip(seqs, body.gradients, inputs, strict=True)):
         if "target_tokens" not in x:
             raise OperationError("INVALID_INPUT", f"samples[{i}].loss_fn_inputs.target_tokens is required")
+        if x["target_tokens"].shape != (len(s),):
+            raise OperationError(
+                "INVALID_INPUT",
+                f"samples[{i}].loss_fn_inputs.target_tokens has {x['target_tokens'].numel()} ids for {len(s)} tokens",
+            )
         if len(g.data) != len(s):
             raise OperationError("INVALID_INPUT", f"gradients[{i}] has {len(g.data)} values for {len(s)} tokens")
         mask = x.get("weights", x.get("mask"))
+        if mask is not None and mask.shape != (len(s),):
+            raise OperationError(
+                "INVALID_INPUT", f"samples[{i}].loss_fn_inputs: the mask has {mask.numel()} values for {len(s)} tokens"
+            )
         grads.append(torch.tensor(g.data) * ((mask != 0).float() if mask is not None else 1.0))
+    check_targets(engine, inputs)
     lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
     surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly

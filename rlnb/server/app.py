@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb.server.errors import install_error_handlers
+from rlnb.server.limits import BodyLimit
 from rlnb.server.openapi import truthful_openapi
 from rlnb.server.registry import Registry
 from rlnb.server.routes import checkpoints, operations, payloads, resources, sessions
@@ -73,8 +74,9 @@ def create_app(
     seconds; ``fail_rate`` loses that share of answers *after* the server acted; ...). ``clock`` replaces
     ``time.time`` for the inactivity expiry (tests)."""
     if settings is None:
-        if fields.get("checkpoint_dir") is not None:
-            fields["checkpoint_dir"] = Path(fields["checkpoint_dir"])
+        for name in ("checkpoint_dir", "state_dir"):
+            if fields.get(name) is not None:
+                fields[name] = Path(fields[name])
         settings = ServerSettings(**fields)
     elif fields:
         raise ValueError(f"pass settings or {', '.join(fields)}, not both")
@@ -97,11 +99,15 @@ def create_app(
     app.add_middleware(Advertise)
     if settings.fail_rate:
         app.add_middleware(FaultInjector, rate=settings.fail_rate, seed=settings.fail_seed)
+    app.add_middleware(BodyLimit, settings=settings)  # outermost: before anything reads a body
     return app
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
-    """Run the server with uvicorn (blocking); ``options`` go to ``create_app``."""
+    """Run the server with uvicorn (blocking); ``options`` go to ``create_app``. Presigned URLs are built
+    on ``public_url``, by default ``http://{host}:{port}`` (loopback for a wildcard host)."""
     import uvicorn
 
+    reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # noqa: S104 - naming it, not binding
+    options.setdefault("public_url", f"http://{reachable}:{port}")
     uvicorn.run(create_app(**options), host=host, port=port, log_level="warning")

@@ -7,14 +7,15 @@ registry's one locking rule and uses its records.
 from __future__ import annotations
 
 import asyncio
-import secrets
 import threading
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rlnb import wire
 from rlnb.server.errors import ServerError, not_found
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, page
+from rlnb.server.settings import ServerSettings
 
 FileKind = Literal["merged", "adapter"]
 """The two sets of files of an inference checkpoint."""
@@ -25,8 +26,15 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
+def failed(op_id: str, code: str, message: str) -> wire.Operation[Any]:
+    """A FAILED envelope made by the server itself (not by a session's worker)."""
+    error = wire.OperationError(code=wire.error_code(code), message=message)
+    return wire.Operation(id=op_id, status=wire.STATUS_FAILED, error=error)
+
+
 class OperationsMixin:
     lock: threading.RLock
+    settings: ServerSettings
     checkpoints: dict[str, CheckpointRecord]
 
     if TYPE_CHECKING:  # provided by Registry
@@ -35,32 +43,63 @@ class OperationsMixin:
 
         def _touch(self, rid: str) -> None: ...
 
+        def _save(self, kind: str, data: Any) -> None: ...
+
+        def _save_op(self, s: SessionRecord, op: OpRecord) -> None: ...
+
     # -- operations ------------------------------------------------------------------------------
 
-    def submit(self, sid: str, kind: str, key: str, body: wire._Model | None) -> wire.Operation[Any]:
+    def replay(self, sid: str, kind: str, key: str, fingerprint: str) -> wire.Operation[Any] | None:
+        """The operation an earlier request with this Idempotency-Key made (a retry: never a second run),
+        or None for a new key. A key reused for another kind or another body is a 409 saying so."""
         with self.lock:
             s = self.session(sid)
-            if key in s.keys:  # a retry: the original operation, never a second run
-                op = s.ops[s.keys[key]]
-                if op.kind != kind:
-                    raise ServerError(
-                        409, f"Idempotency-Key was already used for a {op.kind} operation", param="Idempotency-Key"
-                    )
-                return op.env
-            if s.backend is None:
+            op = s.ops.get(s.keys.get(key, ""))
+            if op is None:
+                return None
+            if op.kind != kind:
+                raise ServerError(
+                    409, f"Idempotency-Key was already used for a {op.kind} operation", param="Idempotency-Key"
+                )
+            if op.fingerprint != fingerprint:
+                raise ServerError(
+                    409,
+                    f"Idempotency-Key {key!r} was already used with a different body (operation {op.env.id}); "
+                    "a retry must send the same body, and a new request needs a new key",
+                    param="Idempotency-Key",
+                )
+            return op.env
+
+    def submit(self, sid: str, kind: str, key: str, body: wire._Model | None, fingerprint: str) -> wire.Operation[Any]:
+        with self.lock:
+            known = self.replay(sid, kind, key, fingerprint)
+            if known is not None:
+                return known
+            s = self.session(sid)
+            if s.backend is None and s.status in wire.SESSION_ACTIVE:
                 raise ServerError(409, f"session {sid} is still being created", param="session_id")
+            if s.backend is None:  # ended: the operation fails at once, as the service's does
+                env = failed(str(uuid.uuid4()), "SESSION_NOT_ACTIVE", f"session {sid} is {s.status}")
+                op = s.ops[env.id] = OpRecord(kind, env, key=key, fingerprint=fingerprint)
+                s.keys[key] = env.id
+                self._save_op(s, op)
+                return env
             first: list[str] = []
-            s.backend.submit(kind, body, lambda env: self._record(s, kind, env, first))  # reports PENDING at once
-            s.keys[key] = first[0]
+            s.backend.submit(kind, body, lambda env: self._record(s, kind, env, first, key, fingerprint))
+            s.keys[key] = first[0]  # the backend reported PENDING at once
             self._touch(s.resource_id)
             return s.ops[first[0]].env
 
-    def _record(self, s: SessionRecord, kind: str, env: wire.Operation[Any], first: list[str]) -> None:
-        """A status change from the session's worker: store it, wake long-polls, register checkpoints."""
+    def _record(
+        self, s: SessionRecord, kind: str, env: wire.Operation[Any], first: list[str], key: str, fingerprint: str
+    ) -> None:
+        """A status change from the session's worker: store it (journal the first and the last), wake
+        long-polls, register checkpoints."""
         with self.lock:
             op = s.ops.get(env.id)
+            new = op is None
             if op is None:
-                op = s.ops[env.id] = OpRecord(kind, env)
+                op = s.ops[env.id] = OpRecord(kind, env, key=key, fingerprint=fingerprint)
                 first.append(env.id)
             op.env = env
             waiters, op.waiters = op.waiters, []
@@ -70,6 +109,8 @@ class OperationsMixin:
                 env.output, wire.InferenceCheckpointResult | wire.TrainingCheckpointResult
             ):
                 self._record_checkpoint(s, env.output)
+            if new or env.status in wire.TERMINAL_STATUSES:
+                self._save_op(s, op)
         for loop, fut in waiters:
             loop.call_soon_threadsafe(_wake, fut)
 
@@ -82,7 +123,9 @@ class OperationsMixin:
             step=out.checkpoint.step, type="CHECKPOINT_TYPE_TRAINING" if training else "CHECKPOINT_TYPE_INFERENCE",
             lora_rank=s.lora_config.rank if s.lora_config else None,
         )  # fmt: skip
-        self.checkpoints[info.id] = CheckpointRecord(info, s, secrets.token_urlsafe(16))
+        assert s.backend is not None  # a worker is reporting
+        c = self.checkpoints[info.id] = CheckpointRecord(info, s.backend.checkpoint_path(info.id))
+        self._save("checkpoint", {"info": info.model_dump(mode="json"), "path": str(c.path)})
 
     def operation(self, sid: str, kind: str, op_id: str) -> OpRecord:
         with self.lock:
@@ -134,11 +177,14 @@ class OperationsMixin:
 
     def checkpoint_files(self, cid: str, kind: FileKind) -> list[Path]:
         """The files of an inference checkpoint: ``"merged"`` (the full model with the trained weights
-        applied; what MERGED and UNSPECIFIED download) or ``"adapter"`` (the LoRA weights only)."""
+        applied; what MERGED and UNSPECIFIED download) or ``"adapter"`` (the LoRA weights only). They are
+        read from the checkpoint's folder, which outlives its session."""
         c = self.checkpoint(cid)
         if c.info.type != "CHECKPOINT_TYPE_INFERENCE":
             raise ServerError(400, "only inference checkpoints can be downloaded", param="checkpoint_id")
         if kind == "adapter" and c.info.lora_rank is None:
             raise ServerError(400, "the ADAPTER variant exists only for LoRA sessions", param="variant")
-        assert c.session.backend is not None  # a checkpoint exists only once its session ran
-        return c.session.backend.checkpoint_files(cid, kind)
+        folder = c.path / kind
+        if not folder.is_dir():
+            raise ServerError(409, f"checkpoint {cid}'s files are gone from {c.path}", param="checkpoint_id")
+        return sorted(p for p in folder.rglob("*") if p.is_file())

@@ -1,4 +1,8 @@
-"""What the registry keeps per object, and cursor pagination. Plain data: the registry's lock guards it."""
+"""What the registry keeps per object, and cursor pagination. Plain data: the registry's lock guards it.
+
+A session holds its backend (model, optimizer, worker thread) only while it is active: when it stops, its
+last view is kept (``final``) and the backend is let go, so a stopped session costs a few records.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from rlnb import wire
 from rlnb.server.errors import ServerError
@@ -22,7 +26,6 @@ class SessionBackend(Protocol):
     def session(self) -> wire.Session: ...
     def close(self) -> None: ...
     def checkpoint_path(self, ckpt_id: str) -> Path: ...
-    def checkpoint_files(self, ckpt_id: str, variant: Literal["merged", "adapter"] = ...) -> list[Path]: ...
 
 
 @dataclass
@@ -34,6 +37,10 @@ class OpRecord:
     """Long-polls waiting for the next status change."""
     offloaded: dict[str, Any] | None = None
     """The output as served when it was offloaded through the payload side channel."""
+    key: str = ""
+    """The Idempotency-Key it was submitted with."""
+    fingerprint: str = ""
+    """Of the body it was submitted with (``limits.fingerprint``): the key is bound to it."""
 
 
 @dataclass
@@ -50,7 +57,10 @@ class SessionRecord:
     display_name: str | None = None
     metadata: wire.SessionMetadata = field(default_factory=wire.SessionMetadata)
     backend: SessionBackend | None = None
-    """None while the session is CREATING (its model is being built)."""
+    """Set while the session is active: None while CREATING (its model is being built) and once it ended."""
+    final: wire.Session | None = None
+    """The backend's last view (step, checkpoints, policy), kept when the backend is let go."""
+    error: wire.SessionError | None = None
     ops: dict[str, OpRecord] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)
     """Idempotency-Key → operation id."""
@@ -61,7 +71,7 @@ class SessionRecord:
 
     def view(self) -> wire.Session:
         """The session as the API shows it: the server's own ids and state, the backend's progress."""
-        info = self.backend.session() if self.backend is not None else None
+        info = self.backend.session() if self.backend is not None else self.final
         return wire.Session(
             id=self.id,
             status=self.status,
@@ -78,15 +88,25 @@ class SessionRecord:
             display_name=self.display_name,
             lora_config=info.lora_config if info and info.lora_config else self.lora_config,
             resume_from_checkpoint_id=self.resume_from,
+            error=self.error,
         )
+
+    @classmethod
+    def restored(cls, view: wire.Session) -> SessionRecord:
+        """A session from its saved view (a restarted server): no backend, its progress in ``final``."""
+        return cls(
+            id=view.id, resource_id=view.model_resources_id, base_model=view.base_model, created_by=view.created_by,
+            created_at=view.created_at, updated_at=view.updated_at, status=view.status, lora_config=view.lora_config,
+            resume_from=view.resume_from_checkpoint_id, display_name=view.display_name, metadata=view.metadata,
+            final=view, error=view.error,
+        )  # fmt: skip
 
 
 @dataclass
 class CheckpointRecord:
     info: wire.Checkpoint
-    session: SessionRecord
-    secret: str
-    """Signs its presigned download URLs."""
+    path: Path
+    """Its file (training) or folder (inference): it outlives the session and its backend."""
 
 
 T = TypeVar("T")

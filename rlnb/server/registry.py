@@ -6,11 +6,18 @@ Hold it only to read or change records — never across a call that waits for a 
 through ``_record``, which takes the lock. Handlers get copies, never live records.
 
 Sessions are driven only through the ``Backend`` protocol plus checkpoint files (``SessionBackend``);
-``make_backend`` is the one place a ``LocalBackend`` is built.
+``make_backend`` is the one place a ``LocalBackend`` is built. A session holds it only while active: a
+stopped or expired session keeps its last view and lets the backend (model, optimizer, thread) go.
+
+Live objects are capped (``max_live_resources``, ``max_live_sessions``, a resource's session cap: 429).
+With ``state_dir`` every change is journaled (``state.Journal``) and read back at start: resources,
+sessions, operations and checkpoints survive a restart; sessions that were active end ERROR with the
+reason, operations that were in flight FAILED (``SESSION_NOT_ACTIVE``), and checkpoints can be resumed.
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 import uuid
@@ -21,13 +28,29 @@ from typing import Any
 
 from rlnb import wire
 from rlnb.server.errors import ServerError, not_found
-from rlnb.server.ops import OperationsMixin
+from rlnb.server.links import Signer
+from rlnb.server.ops import OperationsMixin, failed
 from rlnb.server.payloads import PayloadStore
-from rlnb.server.records import CheckpointRecord, SessionBackend, SessionRecord, page, status_filter
+from rlnb.server.records import CheckpointRecord, OpRecord, SessionBackend, SessionRecord, page, status_filter
 from rlnb.server.settings import ServerSettings
+from rlnb.server.state import Journal, restore
 
 PRICE_PER_GPU_HOUR = 0.0
 """``estimate-cost`` answers 0: local compute is free."""
+RESTARTED = (
+    "rlnb serve restarted while this session was {status}; its model is gone: start a new session, resuming "
+    "from one of its training checkpoints (resume_from_checkpoint_id)"
+)
+"""Why a session that was active when the server stopped is now ERROR."""
+SESSION_ERROR: wire.SessionStatus = "TRAINING_SESSION_STATUS_ERROR"
+
+
+def checkpoint_dir(settings: ServerSettings) -> Path | None:
+    """Where sessions write checkpoints: ``checkpoint_dir``, else ``<state_dir>/checkpoints`` (kept across
+    restarts), else each session's own temporary folder."""
+    if settings.checkpoint_dir is not None:
+        return settings.checkpoint_dir
+    return settings.state_dir / "checkpoints" if settings.state_dir is not None else None
 
 
 def make_backend(
@@ -54,7 +77,7 @@ def make_backend(
         if muon and muon.scaling_strategy == "MUON_SCALING_STRATEGY_MATCH_ADAM"
         else "original",
         num_generator_replicas=resource.compute_config.num_generator_replicas,
-        checkpoint_dir=settings.checkpoint_dir,
+        checkpoint_dir=checkpoint_dir(settings),
         resume_from=resume,
         load_optimizer=load_optimizer,
         op_delay=settings.op_delay,
@@ -72,15 +95,72 @@ class Registry(OperationsMixin):
         self.sessions: dict[str, SessionRecord] = {}
         self.checkpoints: dict[str, CheckpointRecord] = {}
         self.payloads = PayloadStore(self.lock, settings.max_payload_bytes)
+        self.journal = Journal(settings.state_dir) if settings.state_dir is not None else None
+        key = self.journal.signing_key() if self.journal is not None else secrets.token_bytes(32)
+        self.signer = Signer(key, settings.public_url, clock)
+        if self.journal is not None:
+            self._restore(self.journal.load())
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
     def close(self) -> None:
+        """Shut down: active sessions end ERROR (as after a crash, but their queued operations are
+        recorded FAILED by their workers), then the journal is closed."""
         with self.lock:
-            backends = [s.backend for s in self.sessions.values() if s.backend is not None]
-        for b in backends:
-            b.close()
+            active = [s for s in self.sessions.values() if s.status in wire.SESSION_ACTIVE]
+            for s in active:
+                self._end(s, SESSION_ERROR, RESTARTED.format(status=s.status))
+        self._close(active)
+        if self.journal is not None:
+            self.journal.close()
+
+    # -- the journal -----------------------------------------------------------------------------
+
+    def _save(self, kind: str, data: Any) -> None:
+        """Journal one object's new state (under the lock, so lines keep the order of changes)."""
+        if self.journal is not None:
+            self.journal.append(kind, data.model_dump(mode="json") if isinstance(data, wire._Model) else data)
+
+    def _save_op(self, s: SessionRecord, op: OpRecord) -> None:
+        if self.journal is not None:
+            entry = {"session": s.id, "kind": op.kind, "key": op.key, "fingerprint": op.fingerprint}
+            self._save("op", {**entry, "env": op.env.model_dump(mode="json")})
+
+    def _restore(self, saved: dict[str, list[dict[str, Any]]]) -> None:
+        """Read the journal back: what was active when the server stopped has ended, with the reason."""
+        now = self.now()
+        restore(self, saved)
+        for res in self.resources.values():
+            if res.status == wire.RESOURCE_READY:  # a restart counts as activity
+                res.expires_at = now + timedelta(seconds=res.inactive_timeout)
+        for s in self.sessions.values():
+            if s.status in wire.SESSION_ACTIVE:
+                self._end(s, SESSION_ERROR, RESTARTED.format(status=s.status))
+            for op in s.ops.values():
+                if op.env.status not in wire.TERMINAL_STATUSES:
+                    why = f"rlnb serve restarted while this operation was {op.env.status}; it did not finish"
+                    op.env = failed(op.env.id, "SESSION_NOT_ACTIVE", why)
+        assert self.journal is not None
+        entries: list[tuple[str, Any]] = [("resource", r.model_dump(mode="json")) for r in self.resources.values()]
+        for s in self.sessions.values():
+            entries.append(("session", s.view().model_dump(mode="json")))
+            for op in s.ops.values():
+                entry = {"session": s.id, "kind": op.kind, "key": op.key, "fingerprint": op.fingerprint}
+                entries.append(("op", {**entry, "env": op.env.model_dump(mode="json")}))
+        entries += [("checkpoint", {"info": c.info.model_dump(mode="json"), "path": str(c.path)})
+                    for c in self.checkpoints.values()]  # fmt: skip
+        self.journal.rewrite(entries)
+
+    def _end(self, s: SessionRecord, status: wire.SessionStatus, reason: str | None = None) -> None:
+        """Mark a session ended (under the lock); its backend is closed and let go by ``_close``."""
+        now = self.now()
+        s.status, s.updated_at = status, now
+        if reason is not None:
+            s.error = wire.SessionError(
+                code="TRAINING_SESSION_ERROR_CODE_SESSION_FAILED", message=reason, occurred_at=now
+            )
+        self._save("session", s.view())
 
     # -- model resources -------------------------------------------------------------------------
 
@@ -119,7 +199,13 @@ class Registry(OperationsMixin):
             expires_at=now + timedelta(seconds=timeout),
         )
         with self.lock:
+            live = sum(r.status in wire.RESOURCE_ACTIVE for r in self.resources.values())
+            if live >= self.settings.max_live_resources:
+                raise ServerError(
+                    429, f"this server already holds {live} live model resources (max_live_resources): stop one first"
+                )
             self.resources[res.id] = res
+            self._save("resource", res)
             return res.model_copy(deep=True)
 
     def list_resources(
@@ -148,6 +234,7 @@ class Registry(OperationsMixin):
             target = self.now() + timedelta(seconds=seconds)
             if res.expires_at is None or target > res.expires_at:
                 res.expires_at = target
+            self._save("resource", res)
             return res.model_copy(deep=True)
 
     def stop_resource(self, rid: str, force: bool) -> wire.ModelResources:
@@ -160,9 +247,10 @@ class Registry(OperationsMixin):
                 )
             now = self.now()
             for s in active:
-                s.status, s.updated_at = wire.SESSION_STOPPED, now
+                self._end(s, wire.SESSION_STOPPED)
             if res.status in wire.RESOURCE_ACTIVE:
                 res.status, res.updated_at, res.expires_at = wire.RESOURCE_STOPPED, now, None
+                self._save("resource", res)
             stopped = res.model_copy(deep=True)
         self._close(active)
         return stopped
@@ -191,19 +279,25 @@ class Registry(OperationsMixin):
                 if any(s.busy() for s in mine):
                     continue  # never stops while an operation runs; its end counts as activity
                 res.status, res.updated_at, res.expires_at = wire.RESOURCE_STOPPED, now, None
+                self._save("resource", res)
                 stopped += 1
                 for s in mine:
                     if s.status in wire.SESSION_ACTIVE:
-                        s.status, s.updated_at = wire.SESSION_EXPIRED, now
+                        self._end(s, wire.SESSION_EXPIRED)
                         expired.append(s)
         self._close(expired)
         return stopped
 
     def _close(self, sessions: list[SessionRecord]) -> None:
-        """Close backends outside the lock (close joins the worker, whose listener takes the lock)."""
+        """Close backends outside the lock (close joins the worker, whose listener takes the lock; a running
+        sample stops between tokens), then keep each session's last view and let its backend go."""
         for s in sessions:
-            if s.backend is not None:
-                s.backend.close()
+            backend = s.backend
+            if backend is not None:
+                backend.close()
+                with self.lock:
+                    s.final, s.backend = backend.session(), None
+                    self._save("session", s.view())
             self.payloads.drop_session(s.id)
 
     # -- sessions --------------------------------------------------------------------------------
@@ -223,6 +317,9 @@ class Registry(OperationsMixin):
             cap = self.settings.lora_session_cap if res.lora_enabled else self.settings.full_session_cap
             if sum(s.resource_id == res.id and s.status in wire.SESSION_ACTIVE for s in self.sessions.values()) >= cap:
                 raise ServerError(429, f"model resource {res.id} already has {cap} active session(s)")
+            live = sum(s.status in wire.SESSION_ACTIVE for s in self.sessions.values())
+            if live >= self.settings.max_live_sessions:
+                raise ServerError(429, f"this server already runs {live} sessions (max_live_sessions): stop one first")
             resume = self._resume_path(req)
             lora = req.lora_config if res.lora_enabled else None
             if lora is not None and lora.rank is not None and lora.rank > self.settings.max_lora_rank:
@@ -238,6 +335,7 @@ class Registry(OperationsMixin):
             )  # fmt: skip
             self.sessions[rec.id] = rec
             self._touch(res.id)
+            self._save("session", rec.view())
             snapshot = res.model_copy(deep=True)
         try:
             backend = make_backend(self.settings, snapshot, lora, resume, req.load_optimizer)
@@ -257,6 +355,7 @@ class Registry(OperationsMixin):
             if rec.status == wire.SESSION_CREATING:
                 rec.status, rec.updated_at = wire.SESSION_RUNNING, self.now()
             stopped_meanwhile = rec.status not in wire.SESSION_ACTIVE
+            self._save("session", rec.view())
         if stopped_meanwhile:  # its resource was stopped while the model was built
             self._close([rec])
         return rec.view()
@@ -266,11 +365,15 @@ class Registry(OperationsMixin):
         if cid is None:
             return None
         ckpt = self.checkpoints.get(cid)
-        if ckpt is None or ckpt.session.backend is None:
+        if ckpt is None:
             raise not_found("checkpoint", cid, "resume_from_checkpoint_id")
         if ckpt.info.type != "CHECKPOINT_TYPE_TRAINING" and req.load_optimizer is not None:
             raise ServerError(400, "load_optimizer is only valid with a training checkpoint", param="load_optimizer")
-        return ckpt.session.backend.checkpoint_path(cid)
+        if not ckpt.path.exists():
+            raise ServerError(
+                409, f"checkpoint {cid}'s files are gone from {ckpt.path.parent}", param="resume_from_checkpoint_id"
+            )
+        return ckpt.path
 
     def list_sessions(
         self, after: str | None, limit: int, status: str | None, created_by: str | None, rid: str | None, user: str
@@ -294,6 +397,7 @@ class Registry(OperationsMixin):
             if req.metadata is not None:
                 s.metadata = req.metadata
             s.updated_at = self.now()
+            self._save("session", s.view())
             return s.view()
 
     def stop_session(self, sid: str) -> wire.Session:
@@ -301,7 +405,7 @@ class Registry(OperationsMixin):
             s = self.session(sid)
             active = s.status in wire.SESSION_ACTIVE
             if active:
-                s.status, s.updated_at = wire.SESSION_STOPPED, self.now()
+                self._end(s, wire.SESSION_STOPPED)
         if active:
             self._close([s])
         return s.view()

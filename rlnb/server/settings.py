@@ -1,6 +1,8 @@
 """Every tunable of ``rlnb serve`` in one frozen object: what is served, on what, and every limit.
 
-Limits live here and nowhere else, so hardening the server means changing this file's defaults.
+Limits live here and nowhere else, so hardening the server means changing this file's defaults. Each
+default is far above what a notebook on the built-in models asks for, and below what lets one request
+take the server's memory or a core for minutes; ``rlnb serve --limit NAME=VALUE`` changes any of them.
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ class ServerSettings:
     fail_rate: float = 0.0
     """Fraction of ``/v1`` answers replaced by a 503 *after* the server acted (fault injection)."""
     fail_seed: int = 0
+    state_dir: Path | None = None
+    """Keep the registry (resources, sessions, operations, checkpoints) here, so that a restarted server
+    knows them; checkpoints then default to ``<state_dir>/checkpoints``. None: in memory only."""
+    public_url: str = "http://127.0.0.1:8000"
+    """Where clients reach this server: presigned URLs are built on it, never on a request's Host header
+    (``serve`` sets it from its host and port)."""
+    download_ttl: int = 3600
+    """Seconds a presigned checkpoint download URL stays valid."""
 
     # -- resources and sessions
     base_seed: int = 0
@@ -47,21 +57,75 @@ class ServerSettings:
     max_lora_rank: int = 64
     """Largest LoRA rank a session may ask for (supported-models' ``max_rank``)."""
     max_batch_size: int = 256
-    """Samples per forward-backward (supported-models' ``max_batch_size``)."""
+    """Samples per forward-backward or custom-forward-backward (supported-models' ``max_batch_size``)."""
+    max_live_resources: int = 128
+    """Model resources that may be READY at once (429 past it)."""
+    max_live_sessions: int = 64
+    """Sessions that may be active at once, over all resources (429 past it): each holds a model."""
     reap_interval: float = 5.0
     """Seconds between two checks for resources idle past their ``expires_at``."""
 
     # -- requests
-    max_payload_bytes: int = 1 << 30
+    max_body_bytes: int = 32 << 20
+    """Largest request body (413 past it). Clients send bodies over 0.5 MiB through the payload side
+    channel, whose uploads have their own limit."""
+    max_payload_bytes: int = 256 << 20
     """Largest body uploaded through the payload side channel (the service allows ~5 GiB)."""
+    max_sample_tokens: int = 65536
+    """Budget of one sample request: prompts x num_samples x max_tokens (400 past it)."""
+    max_stop_strings: int = 16
+    """Stop strings of one sample request (400 past it)."""
+    max_stop_chars: int = 256
+    """Characters of one stop string."""
     result_offload_bytes: int | None = None
     """Offload operation results larger than this through ``payloads/{id}/download-url``, as the service
     may; None (default) keeps every result inline, which low-level clients need."""
 
     def __post_init__(self) -> None:
+        for name in LIMITS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if not self.public_url.startswith(("http://", "https://")):
+            raise ValueError(f"public_url must start with http:// or https://, got {self.public_url!r}")
         if not 0 <= self.fail_rate < 1:
             raise ValueError(f"fail_rate must be in [0, 1), got {self.fail_rate}")
         if self.op_delay < 0:
             raise ValueError(f"op_delay must be >= 0, got {self.op_delay}")
         if not self.models:
             raise ValueError("models must name at least one served model")
+
+
+LIMITS = (
+    "full_session_cap",
+    "lora_session_cap",
+    "max_lora_rank",
+    "max_batch_size",
+    "max_live_resources",
+    "max_live_sessions",
+    "max_body_bytes",
+    "max_payload_bytes",
+    "max_sample_tokens",
+    "max_stop_strings",
+    "max_stop_chars",
+    "download_ttl",
+)
+"""The integer limits (``rlnb serve --limit NAME=VALUE``)."""
+
+
+def parse_limits(items: list[str]) -> dict[str, int]:
+    """``["max_body_bytes=1e8", ...]`` (``rlnb serve --limit``) as settings fields; ``ValueError`` naming
+    what is wrong."""
+    limits = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in LIMITS:
+            raise ValueError(f"--limit {item!r}: the limits are {', '.join(LIMITS)}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"--limit {item!r}: {value!r} is not a number") from None
+        if not number.is_integer() or number < 1:
+            raise ValueError(f"--limit {item!r}: must be an integer >= 1")
+        limits[name] = int(number)
+    return limits

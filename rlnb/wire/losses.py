@@ -97,8 +97,8 @@ class DroLossParams(_Model):
 
 
 class LossConfig(_Model):
-    """``type`` plus at most the params object that belongs to it (the server ignores the others, as
-    the service does; ``loss_config`` refuses them before sending)."""
+    """``type`` plus at most the params object that belongs to it (``rlnb serve`` answers 400 to the
+    others rather than ignore them; ``loss_config`` refuses them before sending)."""
 
     type: LossType
     cross_entropy_params: CrossEntropyLossParams | None = None

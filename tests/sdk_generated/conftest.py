@@ -12,7 +12,9 @@ every placeholder is replaced by a live object of the server (``Live``). The rep
   (the API's bounds are 1..100); ``after="after"`` → a live id (a cursor is an object's id);
   ``idempotency_key="Idempotency-Key"`` (one key for every kind would make every later kind a 409) → a fresh
   key per call; ``optimizer_config={"adam": {}, "muon": {...}}`` on create → Muon only (a resource has
-  exactly one optimizer); ``sparse_crow_indices`` / ``sparse_col_indices`` → dropped (reserved, rejected).
+  exactly one optimizer); ``sparse_crow_indices`` / ``sparse_col_indices`` → dropped (reserved, rejected);
+  a GRPO ``loss`` carrying every loss's params object → only ``grpo_params`` (params of another loss type
+  are a 400, not silently ignored).
 * the async tests run on anyio's pytest plugin (the SDK uses pytest-asyncio); their ``aiohttp`` variant
   is left out (it needs the ``together[aiohttp]`` extra).
 

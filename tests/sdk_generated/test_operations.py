@@ -225,26 +225,12 @@ class TestOperations:
             session_id=live.session_id,
             loss={
                 "type": "LOSS_TYPE_GRPO",
-                "cispo_params": {
-                    "clip_high_threshold": 4,
-                    "clip_low_threshold": 0,
-                },
-                "cross_entropy_params": {},
-                "dppo_params": {
-                    "delta_high": 0.15,
-                    "delta_low": 0.15,
-                },
-                "dro_params": {"beta": 0.05},
                 "grpo_params": {
                     "agg_type": "GRPO_LOSS_AGGREGATION_TYPE_FIXED_HORIZON",
                     "beta": 0.1,
                     "clip_high_threshold": 1.2,
                     "clip_low_threshold": 0.8,
                     "ratio_type": "GRPO_LOSS_RATIO_TYPE_TOKEN",
-                },
-                "ppo_params": {
-                    "clip_high_threshold": 1.2,
-                    "clip_low_threshold": 0.8,
                 },
             },
             samples=[
@@ -1064,26 +1050,12 @@ class TestAsyncOperations:
             session_id=live.session_id,
             loss={
                 "type": "LOSS_TYPE_GRPO",
-                "cispo_params": {
-                    "clip_high_threshold": 4,
-                    "clip_low_threshold": 0,
-                },
-                "cross_entropy_params": {},
-                "dppo_params": {
-                    "delta_high": 0.15,
-                    "delta_low": 0.15,
-                },
-                "dro_params": {"beta": 0.05},
                 "grpo_params": {
                     "agg_type": "GRPO_LOSS_AGGREGATION_TYPE_FIXED_HORIZON",
                     "beta": 0.1,
                     "clip_high_threshold": 1.2,
                     "clip_low_threshold": 0.8,
                     "ratio_type": "GRPO_LOSS_RATIO_TYPE_TOKEN",
-                },
-                "ppo_params": {
-                    "clip_high_threshold": 1.2,
-                    "clip_low_threshold": 0.8,
                 },
             },
             samples=[

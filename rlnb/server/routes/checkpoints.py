@@ -1,11 +1,11 @@
-"""``/v1/rl/checkpoints``: list, get, download (presigned URLs, one per file of the variant asked for)."""
+"""``/v1/rl/checkpoints``: list, get, download (presigned URLs, one per file of the variant asked for,
+signed for that file and valid ``download_ttl`` seconds: ``links``)."""
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
 
 from rlnb import wire
@@ -38,17 +38,20 @@ def get_checkpoint(checkpoint_id: str, registry: RegistryDep) -> wire.Checkpoint
 
 @router.get("/{checkpoint_id}/download")
 def download_checkpoint(
-    checkpoint_id: str, request: Request, registry: RegistryDep, variant: wire.CheckpointVariant
+    checkpoint_id: str, registry: RegistryDep, variant: wire.CheckpointVariant
 ) -> wire.CheckpointDownload:
     """MERGED (or UNSPECIFIED): the full model with the trained weights applied; ADAPTER: the LoRA weights
-    only. One presigned URL per file."""
+    only. One presigned URL per file, on the server's configured address, valid ``download_ttl`` seconds."""
     kind: FileKind = "adapter" if variant == "CHECKPOINT_VARIANT_ADAPTER" else "merged"
-    files = registry.checkpoint_files(checkpoint_id, kind)
-    secret = registry.checkpoint(checkpoint_id).secret
-    data = []
-    for f in files:
-        url = request.url_for("checkpoint_file", checkpoint_id=checkpoint_id, kind=kind, filename=f.name)
-        data.append(wire.CheckpointFile(filename=f.name, url=f"{url}?sig={secret}", size=f.stat().st_size))
+    ttl = registry.settings.download_ttl
+    data = [
+        wire.CheckpointFile(
+            filename=f.name,
+            url=registry.signer.checkpoint_file(checkpoint_id, kind, f.name, ttl),
+            size=f.stat().st_size,
+        )
+        for f in registry.checkpoint_files(checkpoint_id, kind)
+    ]
     return wire.CheckpointDownload(data=data)
 
 
@@ -64,11 +67,9 @@ def download_checkpoint(
     },
 )
 def checkpoint_file(
-    checkpoint_id: str, kind: FileKind, filename: str, registry: RegistryDep, sig: str = ""
+    checkpoint_id: str, kind: FileKind, filename: str, registry: RegistryDep, sig: str = "", expires: str = ""
 ) -> FileResponse:
-    c = registry.checkpoint(checkpoint_id)
-    if not hmac.compare_digest(sig.encode(), c.secret.encode()):
-        raise ServerError(403, "bad or missing download signature")
+    registry.signer.check_checkpoint_file(checkpoint_id, kind, filename, expires, sig)
     files = {f.name: f for f in registry.checkpoint_files(checkpoint_id, kind)}
     if filename not in files:
         raise ServerError(404, f"checkpoint {checkpoint_id} has no file {filename!r}", param="filename")

@@ -3,6 +3,10 @@
 The GET takes rlnb's long-poll extension: ``?wait=S`` holds the answer until the operation's status differs
 from ``seen`` (default: its status when the request arrived) or it ends, for at most ``S`` seconds. A body
 with ``payload_id`` is replaced by its upload (the payload side channel) before it is validated and run.
+
+Before anything is queued: a field the schema does not have is a 400 naming it, the limits of
+``ServerSettings`` are checked (``limits``), and an ``Idempotency-Key`` is bound to its body: the same key
+with the same body returns the original operation, with another body a 409; an empty key is a 400.
 """
 
 import json
@@ -15,6 +19,7 @@ from pydantic import ValidationError
 from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, RegistryDep
 from rlnb.server.errors import ServerError
+from rlnb.server.limits import check_known, check_operation, fingerprint
 from rlnb.server.records import OpRecord
 from rlnb.server.registry import Registry
 from rlnb.server.settings import MAX_WAIT
@@ -23,7 +28,12 @@ router = APIRouter(prefix="/v1/rl/training-sessions/{session_id}/operations", ta
 
 Key = Annotated[
     str,
-    Header(alias="Idempotency-Key", description="Required; a retry with the same key returns the original operation."),
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        description="Required; a retry with the same key and body returns the original operation.",
+    ),
 ]
 Wait = Annotated[
     float | None,
@@ -76,14 +86,17 @@ def _add_routes(kind: str, request_type: type[wire._Model] | None) -> None:
     name = kind.replace("-", "_")
 
     def retry_or_submit(registry: Registry, session_id: str, key: str, body: Any) -> JSONResponse:
-        with registry.lock:  # a retry returns the original before its payload is read again
-            s = registry.session(session_id)
-            known = s.ops.get(s.keys.get(key, ""))
-        if known is None and body is not None and getattr(body, "payload_id", None):
-            assert request_type is not None
-            body = with_payload(registry, session_id, request_type, body)
-        env = known.env if known is not None and known.kind == kind else registry.submit(session_id, kind, key, body)
-        return JSONResponse(env.model_dump(mode="json"))
+        signed = fingerprint(body)  # of the body as sent: a retry of a payload body sends the same payload_id
+        known = registry.replay(session_id, kind, key, signed)  # a retry: before its payload is read again
+        if known is None:
+            if body is not None and getattr(body, "payload_id", None):
+                assert request_type is not None
+                body = with_payload(registry, session_id, request_type, body)
+            if body is not None:
+                check_known(body)
+                check_operation(registry.settings, kind, body)
+            known = registry.submit(session_id, kind, key, body, signed)
+        return JSONResponse(known.model_dump(mode="json"))
 
     if request_type is None:
 

@@ -6,7 +6,8 @@ from fastapi import APIRouter, Request, Response
 
 from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, RegistryDep
-from rlnb.server.errors import ERROR_RESPONSES, ServerError
+from rlnb.server.errors import ERROR_RESPONSES
+from rlnb.server.links import PAYLOADS
 
 router = APIRouter(prefix="/v1/rl/training-sessions/{session_id}/payloads", tags=["payloads"], **AUTHENTICATED)
 presigned = APIRouter(prefix="/v1/rl/payloads", tags=["payloads"], responses=ERROR_RESPONSES)
@@ -14,22 +15,21 @@ presigned = APIRouter(prefix="/v1/rl/payloads", tags=["payloads"], responses=ERR
 
 
 @router.post("/upload-url")
-def payload_upload_url(session_id: str, request: Request, registry: RegistryDep) -> wire.PayloadUploadUrl:
+def payload_upload_url(session_id: str, registry: RegistryDep) -> wire.PayloadUploadUrl:
     """A payload id and a URL to PUT the whole JSON body to; then submit the operation with ``payload_id``."""
     registry.session(session_id)
     p = registry.payloads.new(session_id)
-    url = request.url_for("put_payload", payload_id=p.id)
-    return wire.PayloadUploadUrl(payload_id=p.id, upload_url=f"{url}?sig={p.secret}")
+    return wire.PayloadUploadUrl(
+        payload_id=p.id, upload_url=registry.signer.url(PAYLOADS.format(pid=p.id), sig=p.secret)
+    )
 
 
 @router.post("/{payload_id}/download-url")
-def payload_download_url(
-    session_id: str, payload_id: str, request: Request, registry: RegistryDep
-) -> wire.PayloadDownloadUrl:
+def payload_download_url(session_id: str, payload_id: str, registry: RegistryDep) -> wire.PayloadDownloadUrl:
     """A URL to GET a payload (an offloaded result, or an upload) from."""
     registry.session(session_id)
     p = registry.payloads.owned(session_id, payload_id)
-    return wire.PayloadDownloadUrl(download_url=f"{request.url_for('get_payload', payload_id=p.id)}?sig={p.secret}")
+    return wire.PayloadDownloadUrl(download_url=registry.signer.url(PAYLOADS.format(pid=p.id), sig=p.secret))
 
 
 JSON_OBJECT = {"content": {"application/json": {"schema": {"type": "object"}}}}
@@ -42,15 +42,9 @@ JSON_OBJECT = {"content": {"application/json": {"schema": {"type": "object"}}}}
     responses={200: {"description": "Stored", "content": {}}},
 )
 async def put_payload(payload_id: str, request: Request, registry: RegistryDep, sig: str = "") -> Response:
-    """Store the body (compact JSON, any size up to ``ServerSettings.max_payload_bytes``)."""
+    """Store the body (compact JSON, up to ``ServerSettings.max_payload_bytes``: ``limits.BodyLimit``)."""
     registry.payloads.signed(payload_id, sig)  # refuse a forged URL before reading the body
-    limit, size, chunks = registry.payloads.max_bytes, 0, []
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ServerError(413, f"payload exceeds {limit} bytes")
-        chunks.append(chunk)
-    registry.payloads.put(payload_id, sig, b"".join(chunks))
+    registry.payloads.put(payload_id, sig, await request.body())
     return Response(status_code=200)
 
 

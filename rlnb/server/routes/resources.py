@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, RegistryDep, User
+from rlnb.server.limits import check_known
 from rlnb.server.models import supported_models
 from rlnb.server.registry import PRICE_PER_GPU_HOUR
 from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
@@ -24,6 +25,7 @@ def get_supported_models(registry: RegistryDep) -> wire.SupportedModels:
 def create_model_resources(
     body: wire.CreateModelResourcesRequest, registry: RegistryDep, who: User
 ) -> wire.ModelResources:
+    check_known(body)
     return registry.create_resource(body, who)
 
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, RegistryDep, User
+from rlnb.server.limits import check_known
 from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 
 router = APIRouter(prefix="/v1/rl/training-sessions", tags=["training-sessions"], **AUTHENTICATED)
@@ -15,6 +16,7 @@ router = APIRouter(prefix="/v1/rl/training-sessions", tags=["training-sessions"]
 
 @router.post("")
 def create_session(body: wire.StartTrainingSessionRequest, registry: RegistryDep, who: User) -> wire.Session:
+    check_known(body)
     return registry.create_session(body, who)
 
 

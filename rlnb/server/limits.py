@@ -1,0 +1,144 @@
+"""What one request may ask of the server, checked before anything is stored or queued.
+
+Every number comes from ``ServerSettings``. A request past a limit gets the API's error body: 413 for a
+body too large (``BodyLimit``, before the body is read into memory), 400 naming the field otherwise
+(``check_operation``); a field the API does not have, at any depth, is a 400 naming it (``check_known``)
+instead of being ignored (a misspelt ``learning_rat`` used to run with the default rate).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rlnb import wire
+from rlnb.server.errors import ServerError, error_response
+from rlnb.server.models import SAMPLING_DEFAULTS
+from rlnb.server.settings import ServerSettings
+
+PRESIGNED_UPLOADS = "/v1/rl/payloads/"
+"""Presigned payload uploads: their limit is ``max_payload_bytes`` (the side channel is for big bodies)."""
+
+
+class BodyTooLarge(HTTPException):
+    def __init__(self, limit: int, setting: str):
+        super().__init__(413, f"request body is larger than {limit} bytes ({setting})")
+
+
+class BodyLimit:
+    """ASGI middleware: a body over the limit is refused with 413 and the error body — at once when its
+    ``Content-Length`` says so, else as soon as the bytes read pass the limit."""
+
+    def __init__(self, app: ASGIApp, settings: ServerSettings):
+        self.app, self.settings = app, settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["path"].startswith(PRESIGNED_UPLOADS):
+            limit, setting = self.settings.max_payload_bytes, "max_payload_bytes"
+        else:
+            limit, setting = self.settings.max_body_bytes, "max_body_bytes"
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            too_large = BodyTooLarge(limit, setting)
+            await error_response(413, too_large.detail, "invalid_request_error")(scope, receive, send)
+            return
+        total = 0
+
+        async def limited() -> Message:
+            nonlocal total
+            message = await receive()
+            if message["type"] == "http.request":
+                total += len(message.get("body", b""))
+                if total > limit:
+                    raise BodyTooLarge(limit, setting)  # FastAPI re-raises it; the error handler answers
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def check_operation(settings: ServerSettings, kind: str, body: Any) -> None:
+    """The limits of one operation body: batch size, sampling budget, stop strings; and the loss params."""
+    if body is None:
+        return
+    if kind in ("forward-backward", "custom-forward-backward") and len(body.samples) > settings.max_batch_size:
+        raise ServerError(
+            400,
+            f"samples has {len(body.samples)} entries; the limit is {settings.max_batch_size} per request "
+            "(max_batch_size in supported-models): split the batch",
+            param="samples",
+        )
+    if kind == "forward-backward":
+        check_loss(body.loss)
+    if kind == "sample":
+        check_sample(settings, body)
+
+
+def check_loss(loss: wire.LossConfig) -> None:
+    """Params of another loss type are refused, not ignored."""
+    own = wire.LOSS_PARAMS_FIELD.get(loss.type)
+    for name in sorted(f for f in wire.LOSS_PARAMS_FIELD.values() if f is not None and f != own):
+        if getattr(loss, name, None) is not None:
+            takes = f"takes {own}" if own else "takes no params"
+            raise ServerError(400, f"loss.{name} does not apply to {loss.type}, which {takes}", param=f"loss.{name}")
+
+
+def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
+    sp = body.sampling_params or wire.SamplingParams()
+    prompts, n = len(body.model_inputs), body.num_samples or 1
+    tokens = sp.max_tokens or SAMPLING_DEFAULTS.max_tokens or 1
+    if prompts * n * tokens > settings.max_sample_tokens:
+        raise ServerError(
+            400,
+            f"this sample asks for {prompts} prompts x {n} samples x {tokens} max_tokens = {prompts * n * tokens} "
+            f"tokens; the limit is {settings.max_sample_tokens} per request (max_sample_tokens): split it",
+            param="num_samples",
+        )
+    stop = sp.stop or []
+    if len(stop) > settings.max_stop_strings:
+        raise ServerError(
+            400, f"sampling_params.stop has {len(stop)} strings; the limit is {settings.max_stop_strings}",
+            param="sampling_params.stop",
+        )  # fmt: skip
+    longest = max((len(s) for s in stop), default=0)
+    if longest > settings.max_stop_chars:
+        raise ServerError(
+            400, f"a stop string has {longest} characters; the limit is {settings.max_stop_chars}",
+            param="sampling_params.stop",
+        )  # fmt: skip
+
+
+def check_known(model: BaseModel, prefix: str = "") -> None:
+    """400 naming the first field, at any depth, that the API's schema does not have."""
+    for name in model.model_extra or {}:
+        raise ServerError(400, f"{prefix}{name}: unknown field", param=f"{prefix}{name}")
+    for name in type(model).model_fields:
+        _known(getattr(model, name), f"{prefix}{name}")
+
+
+def _known(value: Any, path: str) -> None:
+    if isinstance(value, BaseModel):
+        check_known(value, path + ".")
+    elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
+        for i, item in enumerate(value):
+            _known(item, f"{path}.{i}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, BaseModel):
+                _known(item, f"{path}.{key}")
+
+
+def fingerprint(body: BaseModel | None) -> str:
+    """What an Idempotency-Key is bound to: the request body as the server read it."""
+    if body is None:
+        return ""
+    data = body.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

@@ -1,0 +1,46 @@
+"""Presigned URLs: built on the server's configured address, signed for exactly what they fetch.
+
+A checkpoint file URL is signed (HMAC-SHA256 with the server's key) for one checkpoint, one variant, one
+file and an expiry time, so it cannot fetch another file or variant, and stops working after
+``download_ttl`` seconds. Checkpoints outlive their session and resource in the API (they are listed,
+downloaded and resumed on their own), so a link keeps working after both are stopped, until it expires.
+URLs never take their host from a request's Host header (``ServerSettings.public_url``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable
+from urllib.parse import quote, urlencode
+
+from rlnb.server.errors import ServerError
+
+CHECKPOINT_FILES = "/v1/rl/checkpoints/{cid}/files/{kind}/{name}"
+PAYLOADS = "/v1/rl/payloads/{pid}"
+
+
+class Signer:
+    def __init__(self, key: bytes, public_url: str, clock: Callable[[], float]):
+        self._key, self.public_url, self._clock = key, public_url.rstrip("/"), clock
+
+    def url(self, path: str, **query: str) -> str:
+        """An absolute URL on the configured address."""
+        return f"{self.public_url}{path}" + (f"?{urlencode(query)}" if query else "")
+
+    def _sign(self, *parts: str) -> str:
+        return hmac.new(self._key, "\n".join(parts).encode(), hashlib.sha256).hexdigest()
+
+    def checkpoint_file(self, cid: str, kind: str, name: str, ttl: int) -> str:
+        """The presigned URL of one file of one variant of a checkpoint, valid for ``ttl`` seconds."""
+        expires = str(int(self._clock()) + ttl)
+        path = CHECKPOINT_FILES.format(cid=quote(cid, safe=""), kind=kind, name=quote(name, safe=""))
+        return self.url(path, expires=expires, sig=self._sign("checkpoint", cid, kind, name, expires))
+
+    def check_checkpoint_file(self, cid: str, kind: str, name: str, expires: str, sig: str) -> None:
+        """403 unless ``sig`` signs exactly this file and ``expires`` has not passed."""
+        good = self._sign("checkpoint", cid, kind, name, expires)
+        if not hmac.compare_digest(sig.encode(), good.encode()):
+            raise ServerError(403, "bad or missing download signature (a URL is signed for one file of one variant)")
+        if not expires.isdigit() or int(expires) < self._clock():
+            raise ServerError(403, "this download URL has expired: ask for a new one (GET .../download)")

@@ -1,0 +1,194 @@
+"""The registry on disk (``rlnb serve --state-dir DIR``), so that a restarted server knows what it served.
+
+``DIR/registry.jsonl`` is an append-only journal, one JSON object per line, the last line of an object
+winning: ``{"resource": ModelResources}``, ``{"session": Session}`` (its view), ``{"op": {"session",
+"kind", "key", "fingerprint", "env"}}`` (at submission and at its end) and ``{"checkpoint": {"info",
+"path"}}``. At start it is read back and rewritten compactly; ``DIR/signing.key`` keeps presigned URLs
+valid across restarts and ``DIR/state.lock`` makes one server at a time its owner. Checkpoint files go
+to ``DIR/checkpoints`` unless ``checkpoint_dir`` says otherwise.
+
+A journal that cannot be written (a full disk) is logged once; the server goes on in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from rlnb import wire
+from rlnb.runstore import try_lock
+from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord
+
+if TYPE_CHECKING:
+    from rlnb.server.registry import Registry
+
+log = logging.getLogger("rlnb")
+
+JOURNAL, KEY_FILE, LOCK_FILE = "registry.jsonl", "signing.key", "state.lock"
+KINDS = ("resource", "session", "op", "checkpoint")
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+
+
+class StateDirLocked(RuntimeError):
+    """Another ``rlnb serve`` owns the state directory."""
+
+
+class Journal:
+    def __init__(self, directory: Path):
+        self.dir = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(directory / LOCK_FILE, "a+")  # noqa: SIM115 - held for the server's life
+        try:
+            try_lock(self._lock_file)
+        except OSError:
+            self._lock_file.close()
+            raise StateDirLocked(f"{directory} is in use by another rlnb serve") from None
+        self._lock = threading.Lock()
+        self._fh: IO[str] | None = None
+        self.failed = False
+
+    def signing_key(self) -> bytes:
+        """The key presigned URLs are signed with, made once and kept."""
+        path = self.dir / KEY_FILE
+        if path.exists():
+            return bytes.fromhex(path.read_text().strip())
+        key = secrets.token_bytes(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(key.hex())
+        return key
+
+    def load(self) -> dict[str, list[dict[str, Any]]]:
+        """The latest line of each object, by kind, in first-written order. Unreadable lines are skipped."""
+        latest: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in KINDS}
+        path = self.dir / JOURNAL
+        if path.exists():
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                for n, line in enumerate(fh, 1):
+                    try:
+                        entry = json.loads(line)
+                        (kind, data), *_ = entry.items()
+                        key = _ident(kind, data)
+                    except (ValueError, AttributeError, KeyError, TypeError):
+                        log.warning("%s:%d: skipped an unreadable line", path, n)
+                        continue
+                    latest[kind][key] = data
+        return {kind: list(objs.values()) for kind, objs in latest.items()}
+
+    def rewrite(self, entries: list[tuple[str, Any]]) -> None:
+        """Replace the journal by these entries (written then renamed), and append after them from now on."""
+        path, tmp = self.dir / JOURNAL, self.dir / (JOURNAL + ".tmp")
+        with self._lock:
+            try:
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    for kind, data in entries:
+                        fh.write(_ENCODER.encode({kind: data}) + "\n")
+                tmp.replace(path)
+                self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+            except OSError as exc:
+                self._fail(exc)
+
+    def append(self, kind: str, data: Any) -> None:
+        line = _ENCODER.encode({kind: data}) + "\n"
+        with self._lock:
+            if self._fh is None or self.failed:
+                return
+            try:
+                self._fh.write(line)
+                self._fh.flush()
+            except OSError as exc:
+                self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        self.failed = True
+        log.error("rlnb serve cannot write its state to %s (%s); it goes on in memory", self.dir, exc)
+
+    def close(self) -> None:
+        with self._lock:
+            for fh in (self._fh, self._lock_file):
+                if fh is not None:
+                    with contextlib.suppress(OSError):
+                        fh.close()
+
+
+def _ident(kind: str, data: dict[str, Any]) -> str:
+    if kind == "op":
+        return str(data["env"]["id"])
+    if kind == "checkpoint":
+        return str(data["info"]["id"])
+    if kind in KINDS:
+        return str(data["id"])
+    raise KeyError(kind)
+
+
+def restore(registry: Registry, saved: dict[str, list[dict[str, Any]]]) -> None:
+    """Fill an empty registry from the journal (what a line cannot be read as is skipped, with a warning).
+    Sessions that were active get their progress from their operations and checkpoints."""
+    for data in saved["resource"]:
+        with _skipping("resource"):
+            res = wire.ModelResources.model_validate(data)
+            registry.resources[res.id] = res
+    for data in saved["session"]:
+        with _skipping("session"):
+            rec = SessionRecord.restored(wire.Session.model_validate(data))
+            registry.sessions[rec.id] = rec
+    for data in saved["checkpoint"]:
+        with _skipping("checkpoint"):
+            info = wire.Checkpoint.model_validate(data["info"])
+            registry.checkpoints[info.id] = CheckpointRecord(info, Path(data["path"]))
+    for data in saved["op"]:
+        with _skipping("operation"):
+            s, kind = registry.sessions.get(data["session"]), data["kind"]
+            if s is None or kind not in wire.ENVELOPES:
+                continue
+            env = wire.ENVELOPES[kind].model_validate(data["env"])
+            s.ops[env.id] = OpRecord(kind, env, key=data["key"], fingerprint=data["fingerprint"])
+            if data["key"]:
+                s.keys[data["key"]] = env.id
+    for s in registry.sessions.values():
+        if s.status in wire.SESSION_ACTIVE:
+            s.final = progress(s, list(registry.checkpoints.values()))
+
+
+@contextlib.contextmanager
+def _skipping(what: str) -> Iterator[None]:
+    try:
+        yield
+    except (ValidationError, KeyError, TypeError) as exc:
+        log.warning("rlnb serve: skipped a %s of the journal that cannot be read: %s", what, exc)
+
+
+def progress(s: SessionRecord, checkpoints: list[CheckpointRecord]) -> wire.Session:
+    """A session's last view rebuilt from its completed operations and its checkpoints (a server that
+    stopped without closing it never saved one)."""
+    outputs = [(op.kind, op.env.output) for op in s.ops.values() if op.env.status == wire.STATUS_COMPLETED]
+    step = max((int(out.step) for kind, out in outputs if kind == "optim-step" and out is not None), default=0)
+    version = max(
+        (int(out.weights_version) for kind, out in outputs if kind == "weights-sync" and out is not None), default=0
+    )
+    mine = sorted((c.info for c in checkpoints if c.info.session_id == s.id), key=lambda c: c.created_at)
+    view = s.view()
+    view.step = step
+    view.policy_state = wire.PolicyState(
+        applied_weights_version=version, target_weights_version=version, trainer_step=step
+    )
+    view.training_checkpoints = [
+        wire.TrainingCheckpoint(id=c.id, step=c.step, created_at=c.created_at)
+        for c in mine
+        if c.type == "CHECKPOINT_TYPE_TRAINING"
+    ]
+    view.inference_checkpoints = [
+        wire.InferenceCheckpoint(id=c.id, step=c.step, created_at=c.created_at)
+        for c in mine
+        if c.type == "CHECKPOINT_TYPE_INFERENCE"
+    ]
+    return view
