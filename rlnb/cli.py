@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -48,6 +49,7 @@ def demo(
     params = (rlnb.AdamParams if optimizer == "adam" else rlnb.MuonParams).from_dict(values)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "run", ignore_errors=True)  # a run id that exists would be continued: start afresh
     adapter = {"rank": lora, "alpha": 2 * lora} if lora else None
     options: dict[str, Any] = {"model": model, "dtype": dtype, "lora": adapter}
     session = rlnb.connect(

@@ -5,11 +5,12 @@ schema), so clients written for Together — rlnb's remote backend, the official
 offline. Each training session is a ``LocalBackend``; model resources are READY at once (there is no GPU
 queue here) and stop after ``inactive_timeout`` seconds without activity, expiring their sessions.
 
-Layout: ``settings`` (every limit), ``models`` (served models), ``errors`` (``ServerError`` and the one
-error body), ``registry`` (all state, one lock, the one place backends are built; ``ops``: its operations and
-checkpoints half), ``records`` (what it keeps per object, pagination), ``payloads`` (the large-body side
-channel), ``routes/`` (one router per resource, ``Depends`` for state and token),
-``openapi``, ``app`` (``create_app``, ``serve``).
+Layout: ``settings`` (every limit), ``limits`` (checking them on each request), ``models`` (served models),
+``errors`` (``ServerError`` and the one error body), ``registry`` (all state, one lock, the one place
+backends are built; ``resources`` and ``ops``: its model-resources and operations / checkpoints halves),
+``records`` (what it keeps per object, pagination), ``state`` (the journal of ``--state-dir``), ``links``
+(presigned URLs), ``payloads`` (the large-body side channel), ``routes/`` (one router per resource,
+``Depends`` for state and token), ``openapi``, ``app`` (``create_app``, ``serve``).
 
 Beyond Together's API it offers a long-poll (``GET .../operations/{kind}/{id}?wait=S``), advertised with
 the ``rlnb-long-poll-max-wait`` and ``rlnb-in-order`` headers, and ``metrics`` on optim-step results.

@@ -10,7 +10,7 @@ from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, RegistryDep, User
 from rlnb.server.limits import check_known
 from rlnb.server.models import supported_models
-from rlnb.server.registry import PRICE_PER_GPU_HOUR
+from rlnb.server.resources import PRICE_PER_GPU_HOUR
 from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 
 router = APIRouter(prefix="/v1/rl", tags=["model-resources"], **AUTHENTICATED)

@@ -1,0 +1,90 @@
+"""Memory of `rlnb serve` over many session create / train / stop cycles (issue 11 §2: 200 cycles used to
+add 2.7 GB; the bound is +100 MB).
+
+Each cycle creates a full-weight resource and a session on the built-in model, runs a forward-backward
+and an optim-step (so the optimizer has state), and stops the resource (which stops the session). The
+server runs in process (FastAPI TestClient); RSS is read from /proc after a gc. The same cycles are run
+twice: as the server does it (a stopped session lets its backend go), then with every backend kept
+alive by a reference — what the server did before.
+
+    .venv/bin/python bench/bench_server_memory.py [--cycles 200] [--model rlnb/tiny]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from rlnb import samples, wire  # noqa: E402
+from rlnb.server import create_app  # noqa: E402
+
+TARGET_MB = 100.0
+CE = wire.ForwardBackwardBody(
+    samples=[samples.cross_entropy(list(b"memory is bounded"))], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
+).to_json_dict()
+
+
+def rss_mb() -> float:
+    gc.collect()
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def cycles(c: TestClient, n: int, model: str, keep: list | None) -> None:
+    registry = c.app.state.registry  # type: ignore[attr-defined]
+    for _ in range(n):
+        rid = c.post("/model-resources", json={"base_model": model}).json()["id"]
+        sid = c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"]
+        ops = f"/training-sessions/{sid}/operations"
+        c.post(f"{ops}/forward-backward", json=CE, headers={"Idempotency-Key": str(uuid.uuid4())})
+        step = c.post(f"{ops}/optim-step", json={}, headers={"Idempotency-Key": str(uuid.uuid4())}).json()
+        while c.get(f"{ops}/optim-step/{step['id']}").json()["status"] not in wire.TERMINAL_STATUSES:
+            time.sleep(0.002)
+        if keep is not None:
+            keep.append(registry.session(sid).backend)
+        c.post(f"/model-resources/{rid}/stop", params={"force": "true"})
+
+
+def measure(n: int, model: str, keep_backends: bool) -> tuple[float, float, float]:
+    with tempfile.TemporaryDirectory() as tmp, TestClient(create_app(device="cpu", checkpoint_dir=tmp)) as c:
+        c.base_url = c.base_url.join("/v1/rl")
+        kept: list | None = [] if keep_backends else None
+        cycles(c, 10, model, kept)  # warm up: first-use allocations, caches
+        before, start = rss_mb(), time.perf_counter()
+        cycles(c, n, model, kept)
+        return before, rss_mb(), time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=200)
+    parser.add_argument("--model", default="rlnb/tiny")
+    args = parser.parse_args()
+    print(f"$ python bench/bench_server_memory.py --cycles {args.cycles} --model {args.model}")
+    print(f"load average (1 min): {os.getloadavg()[0]:.2f}")
+    before, after, took = measure(args.cycles, args.model, keep_backends=False)
+    grown = after - before
+    print(f"freed backends : RSS {before:.0f} MB -> {after:.0f} MB, +{grown:.1f} MB over {args.cycles} cycles "
+          f"({took:.1f} s)")  # fmt: skip
+    kb, ka, kt = measure(args.cycles, args.model, keep_backends=True)
+    print(f"kept backends  : RSS {kb:.0f} MB -> {ka:.0f} MB, +{ka - kb:.1f} MB (the old behaviour; {kt:.1f} s)")
+    ratio = (ka - kb) / max(grown, 1.0)
+    print(f"growth: {grown:.1f} MB vs {ka - kb:.1f} MB kept ({ratio:.0f}x less); target <= +{TARGET_MB:.0f} MB: "
+          f"{'PASS' if grown <= TARGET_MB else 'FAIL'}")  # fmt: skip
+    return 0 if grown <= TARGET_MB else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Model resources of the registry: create, list, extend, stop, and expiry of idle ones.
+
+A mixin of ``Registry`` (split off to keep one module per concern); it follows the registry's one locking
+rule and uses its records.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from rlnb import wire
+from rlnb.server.errors import ServerError, not_found
+from rlnb.server.records import SessionRecord, page, status_filter
+from rlnb.server.settings import ServerSettings
+
+PRICE_PER_GPU_HOUR = 0.0
+"""``estimate-cost`` answers 0: local compute is free."""
+
+
+class ResourcesMixin:
+    lock: threading.RLock
+    settings: ServerSettings
+    clock: Callable[[], float]
+    resources: dict[str, wire.ModelResources]
+    sessions: dict[str, SessionRecord]
+
+    if TYPE_CHECKING:  # provided by Registry
+
+        def now(self) -> datetime: ...
+
+        def _save(self, kind: str, data: Any) -> None: ...
+
+        def _end(self, s: SessionRecord, status: wire.SessionStatus, reason: str | None = None) -> None: ...
+
+        def _close(self, sessions: list[SessionRecord]) -> None: ...
+
+    def check_base_model(self, name: str) -> None:
+        if name not in self.settings.models:
+            raise ServerError(400, f"base_model must be one of {sorted(self.settings.models)}", param="base_model")
+
+    def resource(self, rid: str) -> wire.ModelResources:
+        with self.lock:
+            if rid not in self.resources:
+                raise not_found("model resource", rid, "model_resources_id")
+            return self.resources[rid].model_copy(deep=True)
+
+    def create_resource(self, req: wire.CreateModelResourcesRequest, user: str) -> wire.ModelResources:
+        self.check_base_model(req.base_model)
+        opt = req.optimizer_config or wire.optimizer_config("adam")
+        if (opt.adam is None) == (opt.muon is None):
+            raise ServerError(400, "optimizer_config needs exactly one of adam or muon", param="optimizer_config")
+        now, timeout = self.now(), req.inactive_timeout or self.settings.default_inactive_timeout
+        cc = req.compute_config or wire.ComputeConfigRequest()
+        res = wire.ModelResources(
+            id=f"mr-{uuid.uuid4()}",
+            base_model=req.base_model,
+            base_weights_ref=req.base_weights_ref,
+            compute_config=wire.ComputeConfig(
+                num_generator_replicas=1 if cc.num_generator_replicas is None else cc.num_generator_replicas,
+                gpu_type=cc.gpu_type or "B200-SXM",
+            ),
+            created_at=now,
+            created_by=user,
+            inactive_timeout=timeout,
+            lora_enabled=bool(req.lora_enabled),
+            optimizer_config=opt,
+            status=wire.RESOURCE_READY,
+            updated_at=now,
+            expires_at=now + timedelta(seconds=timeout),
+        )
+        with self.lock:
+            live = sum(r.status in wire.RESOURCE_ACTIVE for r in self.resources.values())
+            if live >= self.settings.max_live_resources:
+                raise ServerError(
+                    429, f"this server already holds {live} live model resources (max_live_resources): stop one first"
+                )
+            self.resources[res.id] = res
+            self._save("resource", res)
+            return res.model_copy(deep=True)
+
+    def list_resources(
+        self, after: str | None, limit: int, status: str | None, created_by: str | None, user: str
+    ) -> wire.ModelResourcesList:
+        who = user if created_by == "me" else created_by
+        keep = status_filter(status)
+        with self.lock:
+            items = [r.model_copy(deep=True) for r in self.resources.values()]
+        data, meta = page(
+            items,
+            after,
+            limit,
+            lambda r: keep(r) and who in (None, r.created_by),
+            lambda r: r.id,
+            lambda r: r.created_at,
+        )
+        return wire.ModelResourcesList(data=data, meta=meta)
+
+    def extend_expiry(self, rid: str, seconds: int) -> wire.ModelResources:
+        """``expires_at`` becomes at least ``seconds`` from now; it never moves earlier."""
+        with self.lock:
+            res = self._resource(rid)
+            if res.status != wire.RESOURCE_READY:
+                raise ServerError(409, f"model resource {rid} is {res.status}, not ready")
+            target = self.now() + timedelta(seconds=seconds)
+            if res.expires_at is None or target > res.expires_at:
+                res.expires_at = target
+            self._save("resource", res)
+            return res.model_copy(deep=True)
+
+    def stop_resource(self, rid: str, force: bool) -> wire.ModelResources:
+        with self.lock:
+            res = self._resource(rid)
+            active = [s for s in self.sessions.values() if s.resource_id == rid and s.status in wire.SESSION_ACTIVE]
+            if active and not force:
+                raise ServerError(
+                    409, f"{len(active)} session(s) are active; stop them or pass force=true", param="force"
+                )
+            now = self.now()
+            for s in active:
+                self._end(s, wire.SESSION_STOPPED)
+            if res.status in wire.RESOURCE_ACTIVE:
+                res.status, res.updated_at, res.expires_at = wire.RESOURCE_STOPPED, now, None
+                self._save("resource", res)
+            stopped = res.model_copy(deep=True)
+        self._close(active)
+        return stopped
+
+    def _resource(self, rid: str) -> wire.ModelResources:
+        if rid not in self.resources:
+            raise not_found("model resource", rid, "model_resources_id")
+        return self.resources[rid]
+
+    def _touch(self, rid: str) -> None:
+        """Activity keeps a resource alive for ``inactive_timeout`` more seconds (never earlier)."""
+        res = self.resources[rid]
+        later = self.now() + timedelta(seconds=res.inactive_timeout)
+        if res.status == wire.RESOURCE_READY and (res.expires_at is None or later > res.expires_at):
+            res.expires_at = later
+
+    def reap(self) -> int:
+        """Stop every READY resource idle past its ``expires_at`` with nothing running; its sessions
+        become EXPIRED. Returns how many resources stopped."""
+        now, expired, stopped = self.now(), [], 0
+        with self.lock:
+            for res in self.resources.values():
+                if res.status != wire.RESOURCE_READY or res.expires_at is None or res.expires_at > now:
+                    continue
+                mine = [s for s in self.sessions.values() if s.resource_id == res.id]
+                if any(s.busy() for s in mine):
+                    continue  # never stops while an operation runs; its end counts as activity
+                res.status, res.updated_at, res.expires_at = wire.RESOURCE_STOPPED, now, None
+                self._save("resource", res)
+                stopped += 1
+                for s in mine:
+                    if s.status in wire.SESSION_ACTIVE:
+                        self._end(s, wire.SESSION_EXPIRED)
+                        expired.append(s)
+        self._close(expired)
+        return stopped
