@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from rlnb import samples, wire
+from rlnb.server.settings import ServerSettings, parse_limits
 from tests.conftest import app_client, new_session, submit, wait
 from tests.test_server_fidelity import Clock
 
@@ -266,3 +267,18 @@ def test_download_links_are_signed_for_one_file_expire_and_use_the_configured_ad
         err = error_of(c.get(merged["config.json"]), 403)
         assert "expired" in err["message"]
         assert c.get(links("CHECKPOINT_VARIANT_MERGED")["config.json"]).status_code == 200  # a new link works
+
+
+def test_limits_are_settings_and_command_line_flags():
+    assert parse_limits(["max_body_bytes=1e8", "max_live_sessions=8"]) == {
+        "max_body_bytes": 100_000_000,
+        "max_live_sessions": 8,
+    }
+    for bad, says in (("max_bodybytes=1", "the limits are"), ("max_body_bytes=x", "not a number"),
+                      ("max_body_bytes=0", "integer >= 1"), ("max_body_bytes=1.5", "integer >= 1")):  # fmt: skip
+        with pytest.raises(ValueError, match=says):
+            parse_limits([bad])
+    with pytest.raises(ValueError, match="max_sample_tokens must be an integer >= 1"):
+        ServerSettings(max_sample_tokens=0)
+    with pytest.raises(ValueError, match="public_url"):
+        ServerSettings(public_url="rl.example")

@@ -91,3 +91,5 @@ def test_kill_9_then_restart_over_the_wire(tmp_path):
             assert again.step == 1
             again.forward_backward([samples.cross_entropy(list(b"kill me"))])
             assert again.optim_step().result(timeout=30).step == 2
+            upload = httpx.post(f"{url2}/v1/rl/training-sessions/{again.id}/payloads/upload-url").json()
+            assert upload["upload_url"].startswith(f"{url2}/v1/rl/payloads/")  # serve's host and port
