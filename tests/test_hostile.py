@@ -29,13 +29,13 @@ FAILED = "TRAINING_OPERATION_STATUS_FAILED"
 
 @pytest.mark.parametrize("headers_first", [False, True], ids=["dripped-headers", "dripped-body"])
 def test_a_dripping_server_cannot_hold_a_call_past_its_deadline(headers_first):
-    """One byte every 0.5 s never trips a 5 s read timeout; the 2 s deadline ends the call anyway."""
-    with Loopback(dripping(0.5, headers_first=headers_first)) as server:
+    """One byte every 2 s (the issue's server) never trips a 5 s read timeout; the 3 s deadline ends the call."""
+    with Loopback(dripping(2.0, headers_first=headers_first)) as server:
         start = time.monotonic()
         with pytest.raises(rlnb.APITimeoutError, match="deadline"):
-            rlnb.connect(server.url, api_key=KEY, timeout=5.0, deadline=2.0, retry=QUICK)
+            rlnb.connect(server.url, api_key=KEY, timeout=5.0, deadline=3.0, retry=QUICK)
         took = time.monotonic() - start
-    assert 1.9 < took < 4.0
+    assert 2.9 < took < 5.0
 
 
 def serve_fake(fake: FakeAPI) -> Loopback:

@@ -71,7 +71,8 @@ class SessionRecord:
 
     def view(self) -> wire.Session:
         """The session as the API shows it: the server's own ids and state, the backend's progress."""
-        info = self.backend.session() if self.backend is not None else self.final
+        backend = self.backend  # read once: a stop may let it go meanwhile
+        info = backend.session() if backend is not None else self.final
         return wire.Session(
             id=self.id,
             status=self.status,
