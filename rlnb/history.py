@@ -1,7 +1,7 @@
 """The record of every operation a session runs: kept on disk as it happens, and its pandas views.
 
 One ``Record`` per operation, updated in place as its status changes (PENDING → RUNNING →
-COMPLETED / FAILED). The record format lives here and only here.
+COMPLETED / FAILED).
 
 A ``History`` with a run folder (``rlnb.runstore``) appends to ``ops.jsonl`` one JSON line when an
 operation is submitted and one when it ends, and every ``log()`` call to ``metrics.jsonl``, beside
@@ -9,8 +9,7 @@ operation is submitted and one when it ends, and every ``log()`` call to ``metri
 exists already is continued: its records are loaded and new ones are numbered after them.
 ``History.load(path)`` restores a run, loading what is readable and warning about the rest.
 
-Figures a backend does not report stay missing (NaN), never 0, and ``na_reason`` says why —
-Together's optim-step returns only ``step``, so a remote session has no gradient norm.
+The record format is ``rlnb.record``; the tables are built by ``rlnb.tables``.
 """
 
 from __future__ import annotations
@@ -19,17 +18,14 @@ import json
 import math
 import threading
 import time
-import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from rlnb import wire
+from rlnb.record import NA_NO_GRAD_NORM, Record, as_row, fold_output, from_row, logged_row, warn_bad
 from rlnb.runstore import (
     METRICS_FILE,
     OPS_FILE,
@@ -41,128 +37,9 @@ from rlnb.runstore import (
     read_jsonl,
 )
 from rlnb.steplog import StepLog
+from rlnb.tables import _columns, _concat, _ops_frame, steps_table
 
-NA_NO_GRAD_NORM = "the API's optim-step output carries only `step` (no gradient norm or learning rate)"
-
-
-@dataclass(slots=True)
-class Record:
-    """One operation. Times are POSIX seconds as observed by this process."""
-
-    seq: int
-    """Submission order within the session (0, 1, 2, ...)."""
-    kind: str
-    """Operation kind as in the path: forward-backward, optim-step, weights-sync, sample, ..."""
-    op_id: str = ""
-    status: str = wire.STATUS_PENDING
-    error_code: str | None = None
-    error_message: str | None = None
-    step: int | None = None
-    """optim-step: the step count after it. Others: optim-steps submitted before this op, i.e. the
-    trainer version it sees; a forward-backward with ``step=k`` feeds the optim-step that makes k+1."""
-    loss: float = math.nan
-    """forward-backward: the loss as returned (cross-entropy: a sum over trained tokens)."""
-    metrics: dict[str, float] = field(default_factory=dict)
-    """forward-backward metrics (clip fractions, KL, ...) or optim-step extension metrics."""
-    grad_norm: float = math.nan
-    """optim-step: global gradient norm before clipping; NaN when the backend does not report it."""
-    grad_norm_muon: float = math.nan
-    """optim-step (Muon): pre-clip norm over the Muon matrices."""
-    grad_norm_adam: float = math.nan
-    """optim-step (Muon): pre-clip norm over the AdamW-tuned parameters."""
-    grad_clip_norm: float = math.nan
-    """optim-step: the clipping threshold in force (0 = off); NaN if unset and not reported."""
-    learning_rate: float = math.nan
-    """optim-step: the learning rate used (Muon: the matrix learning rate)."""
-    params: dict[str, Any] = field(default_factory=dict)
-    """optim-step: the optimizer params object as sent (``params.request_body()`` inner dict)."""
-    weights_version: int | None = None
-    """weights-sync: version published; sample: policy version that generated the tokens."""
-    na_reason: str | None = None
-    """Why a figure above is missing, when it is."""
-    submitted_at: float = math.nan
-    started_at: float = math.nan
-    finished_at: float = math.nan
-
-
-COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Record))
-_FLOATS = ("loss", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
-_CATEGORIES = ("kind", "status", "error_code")
-_TIMES = ("submitted_at", "started_at", "finished_at")
-_INTS = ("step", "weights_version")
-_TEXTS = ("op_id", "status")
-_OPTIONAL_TEXTS = ("error_code", "error_message", "na_reason")
-
-
-def _row(rec: Record) -> dict[str, Any]:
-    return {name: getattr(rec, name) for name in COLUMNS}
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-def _valid(name: str, v: Any) -> bool:
-    """Whether a loaded value fits the ``Record`` field (``None`` stands for NaN in float fields)."""
-    if name in _FLOATS or name in _TIMES:
-        return v is None or _number(v)
-    if name in _INTS:
-        return v is None or (isinstance(v, int) and not isinstance(v, bool))
-    if name in _TEXTS:
-        return isinstance(v, str)
-    if name in _OPTIONAL_TEXTS:
-        return v is None or isinstance(v, str)
-    if name == "metrics":
-        return isinstance(v, dict) and all(_number(x) for x in v.values())
-    if name == "params":
-        return isinstance(v, dict)
-    return True
-
-
-def _record(row: dict[str, Any], bad: list[str]) -> Record | None:
-    """A Record from a loaded line: ``None`` without a usable ``seq`` and ``kind``; a field of the wrong
-    type keeps its default and is named in ``bad``."""
-    seq, kind = row.get("seq"), row.get("kind")
-    if not (isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 and isinstance(kind, str)):
-        bad.append(f"seq, kind = {seq!r}, {kind!r}"[:80])
-        return None
-    values: dict[str, Any] = {}
-    for name in COLUMNS:
-        if name not in row:
-            continue
-        v = row[name]
-        if not _valid(name, v):
-            bad.append(f"{name} = {v!r}"[:80])
-            continue
-        values[name] = math.nan if v is None and (name in _FLOATS or name in _TIMES) else v
-    return Record(**values)
-
-
-def _logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
-    """A ``log()`` row from ``metrics.jsonl``: an integer ``step`` and numbers; other values are left out."""
-    step = row.get("step")
-    if not (isinstance(step, int) and not isinstance(step, bool)):
-        bad.append(f"step = {step!r}"[:80])
-        return None
-    kept: dict[str, Any] = {"step": step}
-    for k, v in row.items():
-        if k == "step":
-            continue
-        if v is None or _number(v):
-            kept[k] = math.nan if v is None else float(v)
-        else:
-            bad.append(f"{k} = {v!r}"[:80])
-    return kept
-
-
-def _warn_bad(path: Path, bad: list[str]) -> None:
-    if bad:
-        warnings.warn(
-            f"{path}: left out {len(bad)} value(s) of the wrong type (e.g. {'; '.join(bad[:3])})",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-
+__all__ = ["NA_NO_GRAD_NORM", "History", "Record", "default_runs_dir", "new_run_id", "steps_table"]
 
 class History:
     """The operations of one session, in submission order, plus your own logged figures.
@@ -227,17 +104,17 @@ class History:
         history = cls(config=read_config(path))
         latest: dict[int, Record] = {}
         bad: list[str] = []
-        for _, row in read_jsonl(path / OPS_FILE):
-            rec = _record(row, bad)
+        for _, line in read_jsonl(path / OPS_FILE):
+            rec = from_row(line, bad)
             if rec is not None:
                 latest[rec.seq] = rec  # the last line of an operation is its latest state
-        _warn_bad(path / OPS_FILE, bad)
+        warn_bad(path / OPS_FILE, bad)
         history._records = [latest[seq] for seq in sorted(latest)]
         history._next_seq = max(latest, default=-1) + 1
         bad = []
-        logged = (_logged_row(row, bad) for _, row in read_jsonl(path / METRICS_FILE))
+        logged = (logged_row(line, bad) for _, line in read_jsonl(path / METRICS_FILE))
         history._logged = [row for row in logged if row is not None]
-        _warn_bad(path / METRICS_FILE, bad)
+        warn_bad(path / METRICS_FILE, bad)
         history._replay(unfinished=False)  # a loaded run's unfinished operations never finish
         return history
 
@@ -301,7 +178,7 @@ class History:
             self._records.append(rec)
             self.step_log.submitted(rec)
         if self.store:
-            self.store.write_op(_row(rec))
+            self.store.write_op(as_row(rec))
         return rec
 
     def update(self, rec: Record, env: wire.Operation[Any], at: float) -> None:
@@ -321,13 +198,13 @@ class History:
             if env.error is not None:
                 rec.error_code, rec.error_message = env.error.code, env.error.message
             if env.output is not None:
-                _fold_output(rec, env.output)
+                fold_output(rec, env.output)
             if not was_done and rec.status in wire.TERMINAL_STATUSES:
                 self.step_log.finished(rec)
             elif was_done:  # finished twice (rare): the step log starts over from the records
                 self._replay(unfinished=True)
         if self.store and env.status in wire.TERMINAL_STATUSES:
-            self.store.write_op(_row(rec))  # RUNNING is not written: the final line carries started_at too
+            self.store.write_op(as_row(rec))  # RUNNING is not written: the final line carries started_at too
         for cb in list(self._listeners):
             cb(rec)
 
@@ -411,106 +288,3 @@ class History:
         )
         cols = ["seq", "kind", "status", "error_code", "step", "loss", "grad_norm", "learning_rate", "run_s"]
         return f"<div>{head}</div>" + df[cols].tail(8).to_html(index=False, na_rep="n/a", float_format="{:.4g}".format)
-
-
-def _columns(records: list[Record]) -> dict[str, list[Any]]:
-    return {name: [getattr(r, name) for r in records] for name in COLUMNS}
-
-
-def _ops_frame(columns: dict[str, list[Any]]) -> pd.DataFrame:
-    """``History.df`` rows from column lists."""
-    n = len(columns["seq"])
-    frame = pd.DataFrame(
-        {
-            **columns,
-            **{c: pd.Categorical(np.array(columns[c], dtype=object)) for c in _CATEGORIES},
-            **{c: np.fromiter(columns[c], float, n) for c in _FLOATS},
-            **{c: pd.array(columns[c], dtype="Int64") for c in ("seq", "step", "weights_version")},
-        },
-        columns=list(COLUMNS),
-    )
-    times = {c: np.fromiter(columns[c], float, n) for c in ("submitted_at", "started_at", "finished_at")}
-    frame["queue_s"] = times["started_at"] - times["submitted_at"]
-    frame["run_s"] = times["finished_at"] - times["started_at"]
-    for col, values in times.items():
-        frame[col] = pd.to_datetime(values, unit="s", utc=True)
-    return frame
-
-
-def _concat(head: pd.DataFrame | None, tail: pd.DataFrame) -> pd.DataFrame:
-    """``head`` then ``tail`` as one frame, categories merged as a fresh build would make them."""
-    if head is None or not len(head):
-        return tail
-    if not len(tail):
-        return head.copy(deep=False)  # callers may assign columns; the cache stays as it is
-    frame = pd.concat([head, tail], ignore_index=True)
-    for col in _CATEGORIES:
-        a, b = head[col].array, tail[col].array
-        if not len(a.categories):  # all missing: its categories' dtype is a placeholder
-            a = a.set_categories(b.categories)
-        elif not len(b.categories):
-            b = b.set_categories(a.categories)
-        frame[col] = union_categoricals([a, b], sort_categories=True)
-    for col in ("op_id", "error_message", "na_reason"):  # text: str dtype once any value is a string
-        text = [d for d in (head[col].dtype, tail[col].dtype) if isinstance(d, pd.StringDtype)]
-        if text and frame[col].dtype != text[0]:
-            frame[col] = frame[col].astype(text[0])
-    return frame
-
-
-def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:
-    """``History.steps`` from an operations table (also used for loaded and compared runs)."""
-    done = ops[ops.status == wire.STATUS_COMPLETED]
-    opt = done[done.kind == "optim-step"]
-    cols = ["step", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate", "finished_at"]
-    table = opt[cols].copy()
-    table["step"] = table["step"].astype("int64")
-    fb = done[done.kind == "forward-backward"]
-    loss = fb.groupby(fb["step"].astype("int64") + 1)["loss"].sum(min_count=1)
-    table["loss"] = table["step"].map(loss)
-    finished = table["finished_at"]
-    table["step_time_s"] = finished.diff().dt.total_seconds()
-    sync = done[done.kind == "weights-sync"]
-    table["weights_version"] = (
-        table["step"]
-        .map(sync.dropna(subset=["weights_version"]).groupby("weights_version")["weights_version"].first())
-        .astype("Int64")
-    )
-    table = table.drop(columns="finished_at").reset_index(drop=True)
-    if logged is not None and len(logged) and "step" in logged:
-        user = logged.groupby("step").last()
-        table = table.join(user, on="step")
-    order = [
-        "step",
-        "loss",
-        "grad_norm",
-        "grad_norm_muon",
-        "grad_norm_adam",
-        "grad_clip_norm",
-        "learning_rate",
-        "step_time_s",
-        "weights_version",
-    ]
-    return table[order + [c for c in table.columns if c not in order]]
-
-
-def _fold_output(rec: Record, out: Any) -> None:
-    if isinstance(out, wire.ForwardBackwardResult):
-        rec.loss = out.loss
-        rec.metrics = dict(out.metrics or {})
-    elif isinstance(out, wire.OptimStepResult):
-        rec.step = out.step
-        m = out.metrics or {}
-        if "grad_norm" in m:
-            rec.metrics = dict(m)
-            rec.grad_norm = m["grad_norm"]
-            rec.grad_norm_muon = m.get("grad_norm/muon", math.nan)
-            rec.grad_norm_adam = m.get("grad_norm/adam", math.nan)
-            rec.grad_clip_norm = m.get("grad_clip_norm", math.nan)
-            rec.learning_rate = m.get("learning_rate", math.nan)
-        else:
-            rec.na_reason = NA_NO_GRAD_NORM
-    elif isinstance(out, wire.WeightsSyncResult):
-        rec.weights_version = out.weights_version
-    elif isinstance(out, wire.SampleOutput) and out.results and out.results[0].policy_segments:
-        rec.weights_version = out.results[0].policy_segments[-1].version

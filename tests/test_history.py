@@ -178,7 +178,7 @@ def finish(h, rec, at, ok=True, loss=1.0, grad_norm=0.5):
 
 
 def fresh_df(h):
-    from rlnb.history import _columns, _ops_frame
+    from rlnb.tables import _columns, _ops_frame
 
     return _ops_frame(_columns(h.records))
 

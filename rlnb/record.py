@@ -1,0 +1,160 @@
+"""One operation's record: the ``Record`` fields, the one place the record format lives, and how a
+record is written (``as_row``), read back from a run folder (``from_row``: values of the wrong type are left
+out, not trusted) and filled from an operation's output (``fold_output``).
+
+Figures a backend does not report stay missing (NaN), never 0, and ``na_reason`` says why —
+Together's optim-step returns only ``step``, so a remote session has no gradient norm.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from rlnb import wire
+
+NA_NO_GRAD_NORM = "the API's optim-step output carries only `step` (no gradient norm or learning rate)"
+
+
+@dataclass(slots=True)
+class Record:
+    """One operation. Times are POSIX seconds as observed by this process."""
+
+    seq: int
+    """Submission order within the session (0, 1, 2, ...)."""
+    kind: str
+    """Operation kind as in the path: forward-backward, optim-step, weights-sync, sample, ..."""
+    op_id: str = ""
+    status: str = wire.STATUS_PENDING
+    error_code: str | None = None
+    error_message: str | None = None
+    step: int | None = None
+    """optim-step: the step count after it. Others: optim-steps submitted before this op, i.e. the
+    trainer version it sees; a forward-backward with ``step=k`` feeds the optim-step that makes k+1."""
+    loss: float = math.nan
+    """forward-backward: the loss as returned (cross-entropy: a sum over trained tokens)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """forward-backward metrics (clip fractions, KL, ...) or optim-step extension metrics."""
+    grad_norm: float = math.nan
+    """optim-step: global gradient norm before clipping; NaN when the backend does not report it."""
+    grad_norm_muon: float = math.nan
+    """optim-step (Muon): pre-clip norm over the Muon matrices."""
+    grad_norm_adam: float = math.nan
+    """optim-step (Muon): pre-clip norm over the AdamW-tuned parameters."""
+    grad_clip_norm: float = math.nan
+    """optim-step: the clipping threshold in force (0 = off); NaN if unset and not reported."""
+    learning_rate: float = math.nan
+    """optim-step: the learning rate used (Muon: the matrix learning rate)."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """optim-step: the optimizer params object as sent (``params.request_body()`` inner dict)."""
+    weights_version: int | None = None
+    """weights-sync: version published; sample: policy version that generated the tokens."""
+    na_reason: str | None = None
+    """Why a figure above is missing, when it is."""
+    submitted_at: float = math.nan
+    started_at: float = math.nan
+    finished_at: float = math.nan
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Record))
+FLOATS = ("loss", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
+CATEGORIES = ("kind", "status", "error_code")
+TIMES = ("submitted_at", "started_at", "finished_at")
+_INTS = ("step", "weights_version")
+_TEXTS = ("op_id", "status")
+_OPTIONAL_TEXTS = ("error_code", "error_message", "na_reason")
+
+
+def as_row(rec: Record) -> dict[str, Any]:
+    return {name: getattr(rec, name) for name in COLUMNS}
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _valid(name: str, v: Any) -> bool:
+    """Whether a loaded value fits the ``Record`` field (``None`` stands for NaN in float fields)."""
+    if name in FLOATS or name in TIMES:
+        return v is None or _number(v)
+    if name in _INTS:
+        return v is None or (isinstance(v, int) and not isinstance(v, bool))
+    if name in _TEXTS:
+        return isinstance(v, str)
+    if name in _OPTIONAL_TEXTS:
+        return v is None or isinstance(v, str)
+    if name == "metrics":
+        return isinstance(v, dict) and all(_number(x) for x in v.values())
+    if name == "params":
+        return isinstance(v, dict)
+    return True
+
+
+def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
+    """A Record from a loaded line: ``None`` without a usable ``seq`` and ``kind``; a field of the wrong
+    type keeps its default and is named in ``bad``."""
+    seq, kind = row.get("seq"), row.get("kind")
+    if not (isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 and isinstance(kind, str)):
+        bad.append(f"seq, kind = {seq!r}, {kind!r}"[:80])
+        return None
+    values: dict[str, Any] = {}
+    for name in COLUMNS:
+        if name not in row:
+            continue
+        v = row[name]
+        if not _valid(name, v):
+            bad.append(f"{name} = {v!r}"[:80])
+            continue
+        values[name] = math.nan if v is None and (name in FLOATS or name in TIMES) else v
+    return Record(**values)
+
+
+def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
+    """A ``log()`` row from ``metrics.jsonl``: an integer ``step`` and numbers; other values are left out."""
+    step = row.get("step")
+    if not (isinstance(step, int) and not isinstance(step, bool)):
+        bad.append(f"step = {step!r}"[:80])
+        return None
+    kept: dict[str, Any] = {"step": step}
+    for k, v in row.items():
+        if k == "step":
+            continue
+        if v is None or _number(v):
+            kept[k] = math.nan if v is None else float(v)
+        else:
+            bad.append(f"{k} = {v!r}"[:80])
+    return kept
+
+
+def warn_bad(path: Path, bad: list[str]) -> None:
+    if bad:
+        warnings.warn(
+            f"{path}: left out {len(bad)} value(s) of the wrong type (e.g. {'; '.join(bad[:3])})",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
+def fold_output(rec: Record, out: Any) -> None:
+    if isinstance(out, wire.ForwardBackwardResult):
+        rec.loss = out.loss
+        rec.metrics = dict(out.metrics or {})
+    elif isinstance(out, wire.OptimStepResult):
+        rec.step = out.step
+        m = out.metrics or {}
+        if "grad_norm" in m:
+            rec.metrics = dict(m)
+            rec.grad_norm = m["grad_norm"]
+            rec.grad_norm_muon = m.get("grad_norm/muon", math.nan)
+            rec.grad_norm_adam = m.get("grad_norm/adam", math.nan)
+            rec.grad_clip_norm = m.get("grad_clip_norm", math.nan)
+            rec.learning_rate = m.get("learning_rate", math.nan)
+        else:
+            rec.na_reason = NA_NO_GRAD_NORM
+    elif isinstance(out, wire.WeightsSyncResult):
+        rec.weights_version = out.weights_version
+    elif isinstance(out, wire.SampleOutput) and out.results and out.results[0].policy_segments:
+        rec.weights_version = out.results[0].policy_segments[-1].version
