@@ -53,12 +53,12 @@ class Session:
     ):
         self.backend = backend
         self.codec: Codec | None = codec or getattr(backend, "codec", None)
+        info = backend.session()  # before the run folder is opened (and locked): this may fail
         if history is None:
             config = backend.config()
             history = History.create(config, runs_dir, run_id) if record else History(config=config)
         self.history = history
         self.optimizer = backend.optimizer
-        info = backend.session()
         self.id: str = info.id
         """The session id (it never changes, so it is read once)."""
         self._steps_submitted = int(info.step)
