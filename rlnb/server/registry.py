@@ -59,6 +59,7 @@ def make_backend(
         load_optimizer=load_optimizer,
         op_delay=settings.op_delay,
         lora=adapters,
+        dtype=settings.dtype,
     )
 
 
