@@ -11,6 +11,7 @@ Sessions are driven only through the ``Backend`` protocol plus checkpoint files 
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 import uuid
@@ -49,6 +50,7 @@ def make_backend(
         wire.optimizer_of(resource.optimizer_config),
         settings.models[resource.base_model],
         seed=settings.base_seed,
+        sampling_seed=secrets.randbits(62),  # sessions share base weights, not their unseeded samples
         device=settings.device,
         muon_scaling="match_adam"
         if muon and muon.scaling_strategy == "MUON_SCALING_STRATEGY_MATCH_ADAM"
