@@ -31,7 +31,8 @@ from typing import Any
 
 import torch
 
-from rlnb.backends import OptimizerKind, losses
+from rlnb import wire
+from rlnb.backends import OptimizerKind
 from rlnb.backends.handlers import MAX_NUM_SAMPLES
 from rlnb.backends.hf import DTYPES
 from rlnb.backends.local import resolve_device
@@ -39,7 +40,7 @@ from rlnb.backends.model import SIZES
 from rlnb.backends.muon import ns_dtype_for
 from rlnb.ensemble import SEED_STRIDE, Ensemble, Member, MemberResult
 from rlnb.params import AdamParams, MuonParams
-from rlnb.session import LOSS_NAMES
+from rlnb.session import loss_config
 from rlnb.tasks import StepReport, Task, digits_task
 
 __all__ = ["BATCHABLE_OPTIONS", "SEED_STRIDE", "Member", "MemberResult", "run_batched", "why_not_batched"]
@@ -93,7 +94,10 @@ def run_batched(
     ``on_done(i, result)`` its end. Setting ``stop`` ends the run before the next step (members end
     STOPPED); Ctrl-C does the same and sets ``stop``.
     """
-    _check(model, optimizer, members, steps, group_size, temperature, loss)
+    _check(model, optimizer, members, steps, group_size, temperature)
+    config = loss_config(loss, loss_params)  # as Session.forward_backward builds it: bad params raise here
+    field = wire.LOSS_PARAMS_FIELD[config.type]
+    given = getattr(config, field) if field else None
     device = resolve_device(device)
     ns = ns_dtype_for(device) if ns_dtype is None else DTYPES.get(ns_dtype)
     if ns is None:
@@ -104,14 +108,13 @@ def run_batched(
         model, optimizer, list(members), steps=steps, task=task or digits_task(), runs_dir=runs_dir,
         stop=stop or threading.Event(), on_step=on_step, on_done=on_done, device=device, ns_dtype=ns,
         muon_scaling=muon_scaling, group_size=group_size, temperature=float(temperature),
-        loss=LOSS_NAMES.get(loss, loss), loss_params=loss_params, keep_weights=keep_weights,
+        loss=config.type, loss_params=given.model_dump(exclude_none=True) if given is not None else None,
+        keep_weights=keep_weights,
     )
     return ensemble.run()
 
 
-def _check(
-    model: str, optimizer: str, members: Sequence[Member], steps: int, group_size: int, temp: float, loss: str
-) -> None:
+def _check(model: str, optimizer: str, members: Sequence[Member], steps: int, group_size: int, temp: float) -> None:
     if not (isinstance(model, str) and model in SIZES):
         raise ValueError(f"model must be a built-in model ({' / '.join(SIZES)}), got {model!r}")
     if optimizer not in ("adam", "muon"):
@@ -124,8 +127,6 @@ def _check(
         raise ValueError(f"group_size must be an integer in [1, {MAX_NUM_SAMPLES}], got {group_size!r}")
     if not (isinstance(temp, int | float) and math.isfinite(temp) and temp >= 0):
         raise ValueError(f"temperature must be a finite number >= 0, got {temp!r}")
-    if LOSS_NAMES.get(loss, loss) not in losses.LOSS_TYPES:
-        raise ValueError(f"loss must be one of {', '.join(LOSS_NAMES)}, got {loss!r}")
     expected = AdamParams if optimizer == "adam" else MuonParams
     for i, m in enumerate(members):
         if not callable(m.params) and not isinstance(m.params, expected):

@@ -235,7 +235,8 @@ class Ensemble:
             else:
                 continue
             self._sync(m, sync)
-        norms = norms.select(torch.tensor([k for k, m in enumerate(self.live) if m not in failed], device=self.device))
+        kept = [k for k, m in enumerate(self.live) if m not in failed]
+        norms = norms.select(torch.tensor(kept, dtype=torch.long, device=self.device))
         for m, reason in failed.items():
             self._end([m], "FAILED", reason)  # before the update: it changes nothing of theirs
         stats_of = self.optim.step([hps[m] for m in self.live], norms) if self.live else []

@@ -15,7 +15,9 @@ def test_all_is_complete_and_classes_live_in_rlnb():
     public = {n for n in dir(rlnb) if not n.startswith("_")}
     modules = {
         "backends",
+        "batched",
         "cli",
+        "ensemble",
         "history",
         "live",
         "operation",
@@ -76,6 +78,8 @@ ORDER = [
     "session",
     "samples",
     "tasks",
+    "ensemble",
+    "batched",
     "server",
     "plots",
     "live",

@@ -107,7 +107,7 @@ def policy_batch(
     picked = drawn.logprobs.gather(1, (slot - plen[:, None] + 1).clamp(0, max(steps - 1, 0)))
     adv = torch.tensor(list(advantages), dtype=torch.float32, device=device)[:, None].expand_as(picked)
     return PolicyBatch(
-        ids=seq[:, :width],
+        ids=seq[:, :width].masked_fill(slot >= total[:, None] - 1, 0),  # the last token is a target only
         targets=seq[:, 1:],
         logprobs=torch.where(mask, picked, 0.0),
         advantages=torch.where(mask, adv, 0.0),

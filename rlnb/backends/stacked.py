@@ -88,20 +88,17 @@ class StackedModel:
                 own = dict(module.named_parameters())
                 for name, (a, b, _) in self.columns.items():
                     self.flat[k, a:b] = own[name].reshape(-1)
-        self._views()
+        self.grad = torch.zeros_like(self.flat)
+        self.refresh()
 
     @property
     def members(self) -> int:
         return self.flat.shape[0]
 
-    def _views(self) -> None:
-        """A fresh ``grad``, and each parameter as a contiguous ``[K, *shape]`` copy of its columns of ``flat``
-        (a leaf for autograd): batched matmuls on views with a batch stride of P copy them at every call."""
-        self.grad = torch.zeros_like(self.flat)
-        self.refresh()
-
     def refresh(self) -> None:
-        """Copy ``flat`` into the parameters the forward uses (after every change to ``flat``)."""
+        """Copy ``flat`` into the parameters the forward uses, each a contiguous ``[K, *shape]`` leaf for
+        autograd (after every change to ``flat``: a view with a batch stride of P would be copied by every
+        batched matmul instead)."""
         self.params: dict[str, Tensor] = {
             name: self.flat[:, a:b].reshape(self.members, *shape).clone().requires_grad_()
             for name, (a, b, shape) in self.columns.items()
@@ -117,10 +114,12 @@ class StackedModel:
         torch.cat([g.reshape(self.members, -1) for g in grads], dim=1, out=self.grad)
 
     def keep(self, index: Sequence[int]) -> None:
-        """Drop every member not in ``index`` (members are renumbered in that order)."""
+        """Drop every member not in ``index`` (members are renumbered in that order); the others keep their
+        weights and their gradients (a member may leave between the backward and the update)."""
         rows = torch.tensor(list(index), dtype=torch.long, device=self.device)
         self.flat = self.flat.index_select(0, rows)
-        self._views()
+        self.grad = self.grad.index_select(0, rows)
+        self.refresh()
 
     def state(self, k: int) -> dict[str, Tensor]:
         """A copy of member ``k``'s weights, under the model's own parameter names."""
