@@ -127,6 +127,9 @@ def _check(model: str, optimizer: str, members: Sequence[Member], steps: int, gr
         raise ValueError(f"group_size must be an integer in [1, {MAX_NUM_SAMPLES}], got {group_size!r}")
     if not (isinstance(temp, int | float) and math.isfinite(temp) and temp >= 0):
         raise ValueError(f"temperature must be a finite number >= 0, got {temp!r}")
+    ids = [m.run_id for m in members if m.run_id is not None]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"members' run_id must differ (each member records its own run): {sorted(ids)}")
     expected = AdamParams if optimizer == "adam" else MuonParams
     for i, m in enumerate(members):
         if not callable(m.params) and not isinstance(m.params, expected):

@@ -283,6 +283,7 @@ def test_which_trials_can_be_batched_and_bad_input():
         ({"model": "gpt2"}, "built-in model"),
         ({"optimizer": "sgd"}, "optimizer"),
         ({"members": []}, "members is empty"),
+        ({"members": [Member(rlnb.AdamParams(), run_id="a"), Member(rlnb.AdamParams(), run_id="a")]}, "run_id"),
         ({"members": [Member(rlnb.MuonParams())]}, r"members\[0\].params must be AdamParams"),
         ({"steps": -1}, "steps"),
         ({"group_size": 0}, "group_size"),

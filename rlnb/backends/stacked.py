@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from rlnb.backends.model import CausalSelfAttention, KVCache, TinyTransformer
+from rlnb.backends.model import CausalSelfAttention, KVCache, TinyConfig, TinyTransformer
 
 
 def batched_attention(
@@ -59,10 +59,11 @@ class StackedModel:
     def __init__(self, modules: Sequence[nn.Module], layout: Sequence[str]) -> None:
         if not modules:
             raise ValueError("a stacked model needs at least one member")
-        if not all(isinstance(m, TinyTransformer) for m in modules):
+        built = [m for m in modules if isinstance(m, TinyTransformer)]
+        if len(built) != len(modules):
             raise ValueError("a stacked model's members must be built-in models (TinyTransformer)")
-        config = modules[0].config
-        if any(m.config != config for m in modules):
+        config: TinyConfig = built[0].config
+        if any(m.config != config for m in built):
             raise ValueError("every member must have the same architecture (model config)")
         named = dict(modules[0].named_parameters())
         if sorted(layout) != sorted(named):
