@@ -42,7 +42,7 @@ def batched_attention(
     scores = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5  # (B, nh, T, S)
     if is_causal:
         T, S = scores.shape[-2:]
-        attn_mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
+        attn_mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()  # top-left aligned, as torch
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
@@ -91,6 +91,12 @@ class StackedModel:
                     self.flat[k, a:b] = own[name].reshape(-1)
         self.grad = torch.zeros_like(self.flat)
         self.refresh()
+        base = self.base
+
+        def one(params: dict[str, Tensor], ids: Tensor) -> Tensor:
+            return functional_call(base, params, (ids,))  # type: ignore[no-any-return]
+
+        self._forward: Callable[[dict[str, Tensor], Tensor], Tensor] = vmap(one)
 
     @property
     def members(self) -> int:
@@ -128,18 +134,10 @@ class StackedModel:
 
     # -- maths -------------------------------------------------------------------------------------
 
-    def _forward(self) -> Callable[..., Tensor]:
-        base = self.base
-
-        def one(params: dict[str, Tensor], ids: Tensor) -> Tensor:
-            return functional_call(base, params, (ids,))  # type: ignore[no-any-return]
-
-        return vmap(one)
-
     def logprobs(self, ids: Tensor, targets: Tensor) -> Tensor:
         """``[K, B, T]`` log-prob of each target token under its member's weights, for right-padded ``ids``
         ``[K, B, T]`` (with causal attention, padding after a sequence cannot change its positions)."""
-        logits = self._forward()(self.params, ids)  # (K, B, T, V)
+        logits = self._forward(self.params, ids)  # (K, B, T, V)
         return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]
 
     def decoder(self, batch: int, max_len: int) -> StackedDecoder:
@@ -167,9 +165,8 @@ class StackedDecoder:
     @torch.no_grad()
     def _run(self, ids: Tensor, mask: Tensor) -> Tensor:
         K, T = self.model.members, ids.shape[-1]
-        logits = self._step(
-                self.model.params, self.k, self.v, ids.view(K, self.batch, T), mask.view(K, self.batch, -1), self.length
-            )  # (K, B, V)
+        ids, mask = ids.view(K, self.batch, T), mask.view(K, self.batch, -1)
+        logits = self._step(self.model.params, self.k, self.v, ids, mask, self.length)  # (K, B, V)
         self.length += T
         return logits.reshape(K * self.batch, -1)
 
