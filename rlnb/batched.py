@@ -38,12 +38,14 @@ from rlnb.backends.hf import DTYPES
 from rlnb.backends.local import resolve_device
 from rlnb.backends.model import SIZES
 from rlnb.backends.muon import ns_dtype_for
-from rlnb.ensemble import SEED_STRIDE, Ensemble, Member, MemberResult
+from rlnb.ensemble import SEED_STRIDE, Ensemble, Member, MemberResult, OnStep
 from rlnb.params import AdamParams, MuonParams
 from rlnb.session import loss_config
-from rlnb.tasks import StepReport, Task, digits_task
+from rlnb.tasks import Task, digits_task
 
-__all__ = ["BATCHABLE_OPTIONS", "SEED_STRIDE", "Member", "MemberResult", "run_batched", "why_not_batched"]
+__all__ = [
+    "BATCHABLE_OPTIONS", "SEED_STRIDE", "Member", "MemberResult", "OnStep", "run_batched", "why_not_batched"
+]
 
 BATCHABLE_OPTIONS = frozenset({"model", "device", "ns_dtype", "muon_scaling"})
 """The ``rlnb.connect`` options a batched trial honours; a trial with any other cannot be batched."""
@@ -73,7 +75,7 @@ def run_batched(
     task: Task | None = None,
     runs_dir: str | Path | None = None,
     stop: threading.Event | None = None,
-    on_step: Callable[[int, StepReport], None] | None = None,
+    on_step: OnStep | None = None,
     on_done: Callable[[int, MemberResult], None] | None = None,
     device: str | torch.device = "auto",
     ns_dtype: str | None = None,
@@ -90,9 +92,10 @@ def run_batched(
     ``model`` is ``"tiny"`` or ``"small"``, ``optimizer`` ``"adam"`` or ``"muon"``; ``device``, ``ns_dtype``
     and ``muon_scaling`` as for ``rlnb.connect``; ``group_size``, ``temperature``, ``loss`` and
     ``loss_params`` as for ``rl_step``. Each member's History records under ``runs_dir/<run_id>`` (in memory
-    when ``runs_dir`` is None). ``on_step(i, report)`` follows each completed step of member i and
-    ``on_done(i, result)`` its end. Setting ``stop`` ends the run before the next step (members end
-    STOPPED); Ctrl-C does the same and sets ``stop``.
+    when ``runs_dir`` is None). ``on_step(i, report)`` follows each completed step of member i (a string
+    answer prunes it: PRUNED with that reason) and ``on_done(i, result)`` its end. Setting ``stop`` ends
+    the run before the next step (members end STOPPED); Ctrl-C does the same and sets ``stop``.
+    ``keep_weights`` returns each member's final weights.
     """
     _check(model, optimizer, members, steps, group_size, temperature)
     config = loss_config(loss, loss_params)  # as Session.forward_backward builds it: bad params raise here

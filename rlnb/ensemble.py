@@ -53,14 +53,21 @@ class Member:
     annotations: dict[str, Any] = field(default_factory=dict)
 
 
+OnStep = Callable[[int, StepReport], "str | None"]
+"""``on_step(member, report)`` after each completed step of a member; a string answer prunes that member
+(it ends PRUNED with that reason, unless that was its last step), as a sweep's pruner answers a trial."""
+
+
 @dataclass
 class MemberResult:
-    """How a member ended: ``status`` COMPLETED / FAILED / STOPPED and ``reason`` (as a sweep's row says
-    them), the mean reward of each completed step, its History, and the ensemble's wall time until then."""
+    """How a member ended: ``status`` COMPLETED / FAILED / PRUNED / STOPPED and ``reason`` (as a sweep's row
+    says them), each completed step's mean reward and forward-backward loss (``rl_step``'s report), its
+    History, and the ensemble's wall time until then."""
 
     status: str
     reason: str | None
     rewards: list[float]
+    losses: list[float]
     history: History
     wall_s: float
     weights: dict[str, Tensor] | None = None
@@ -92,7 +99,7 @@ class Ensemble:
 
     def __init__(
         self, model: str, optimizer: OptimizerKind, members: list[Member], *, steps: int, task: Task,
-        runs_dir: str | Path | None, stop: threading.Event, on_step: Callable[[int, StepReport], None] | None,
+        runs_dir: str | Path | None, stop: threading.Event, on_step: OnStep | None,
         on_done: Callable[[int, MemberResult], None] | None, device: torch.device, ns_dtype: torch.dtype,
         muon_scaling: str, group_size: int, temperature: float, loss: str, loss_params: dict[str, Any] | None,
         keep_weights: bool,
@@ -126,6 +133,7 @@ class Ensemble:
         self.results: list[MemberResult | None] = [None] * len(members)
         self.live = list(range(len(members)))
         self.rewards: list[list[float]] = [[] for _ in members]
+        self.losses: list[list[float]] = [[] for _ in members]
         self.start = time.perf_counter()
 
     # -- the run ------------------------------------------------------------------------------------
@@ -173,7 +181,9 @@ class Ensemble:
         now = time.perf_counter() - self.start
         for m in members:
             weights = self.model.state(self.live.index(m)) if self.keep_weights else None
-            self.results[m] = MemberResult(status, reason, self.rewards[m], self.records[m].history, now, weights)
+            self.results[m] = MemberResult(
+                status, reason, self.rewards[m], self.losses[m], self.records[m].history, now, weights
+            )
         keep = [k for k, m in enumerate(self.live) if m not in members]
         self.model.keep(keep)
         self.optim.keep(keep)
@@ -183,11 +193,11 @@ class Ensemble:
             self._notify(self.on_done, m, self.results[m])
 
     @staticmethod
-    def _notify(callback: Callable[..., None] | None, *args: Any) -> None:
+    def _notify(callback: Callable[..., Any] | None, *args: Any) -> Any:
         if callback is None:
-            return
+            return None
         try:
-            callback(*args)
+            return callback(*args)
         except Exception as exc:
             raise _CallbackFailed(exc) from exc
 
@@ -240,6 +250,7 @@ class Ensemble:
         for m, reason in failed.items():
             self._end([m], "FAILED", reason)  # before the update: it changes nothing of theirs
         stats_of = self.optim.step([hps[m] for m in self.live], norms) if self.live else []
+        pruned: dict[int, str] = {}
         for m, stats in zip(list(self.live), stats_of, strict=True):
             rec, (_, opt, sync) = self.records[m], ops[m]
             rec.step += 1
@@ -247,9 +258,14 @@ class Ensemble:
             self._sync(m, sync)
             reward = statistics.fmean(rollouts[m].rewards)
             self.rewards[m].append(reward)
+            self.losses[m].append(losses[m])
             rec.history.log(rec.step, reward=reward)
             report = StepReport(rec.step, reward, losses[m], stats.grad_norm, COMPLETED, rollouts[m].rewards)
-            self._notify(self.on_step, m, report)
+            verdict = self._notify(self.on_step, m, report)
+            if verdict is not None and len(self.rewards[m]) < self.steps:
+                pruned[m] = str(verdict)
+        for m, reason in pruned.items():
+            self._end([m], "PRUNED", reason)
 
     def _params(self, i: int) -> dict[int, OptimizerParams]:
         expected = AdamParams if self.kind == "adam" else MuonParams

@@ -262,6 +262,20 @@ def test_stop_ends_every_member_before_its_next_step():
         assert set(r.history.df.status) == {"TRAINING_OPERATION_STATUS_COMPLETED"}  # nothing left pending
 
 
+def test_a_pruned_member_stops_and_the_others_go_on():
+    def on_step(m: int, report: Any) -> str | None:
+        return "pruned: reward below the median" if m == 1 and report.step == 2 else None
+
+    results = run_batched("tiny", "adam", ADAM[:3], steps=4, device="cpu", on_step=on_step, **QUICK)
+    assert [r.status for r in results] == ["COMPLETED", "PRUNED", "COMPLETED"]
+    assert results[1].reason == "pruned: reward below the median" and results[1].steps_done == 2
+    assert [r.steps_done for r in results] == [4, 2, 4] and len(results[0].losses) == 4
+    assert results[0].rewards == alone("adam", ADAM[0], steps=4, **QUICK).rewards  # unaffected by the prune
+    late = lambda m, r: "late" if r.step == 2 else None  # noqa: E731
+    last = run_batched("tiny", "adam", ADAM[:1], steps=2, device="cpu", on_step=late, **QUICK)
+    assert last[0].status == "COMPLETED"  # an answer after the last step prunes nothing
+
+
 def test_a_callback_error_is_the_callers_and_the_runs_stay_readable(tmp_path):
     def on_step(m: int, report: Any) -> None:
         raise KeyError("my bug")
