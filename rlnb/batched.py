@@ -15,7 +15,7 @@ seed ``seed * SEED_STRIDE + step``), to float rounding, with the same sampled to
 (a non-finite loss or gradient: ``NON_FINITE_LOSS``, with its weights and optimizer state untouched by the
 failed step) leaves the ensemble alone; the others go on.
 
-Which trials qualify: ``why_not_batched``. The step loop is ``rlnb.ensemble``.
+Which trials qualify: ``why_not_batched``. The step loop is ``rlnb.ensemble``, the types ``rlnb.members``.
 
     results = run_batched("tiny", "adam", [Member(AdamParams(learning_rate=lr), seed=0) for lr in (1e-3, 3e-3)],
                           steps=25, runs_dir="runs")
@@ -38,7 +38,8 @@ from rlnb.backends.hf import DTYPES
 from rlnb.backends.local import resolve_device
 from rlnb.backends.model import SIZES
 from rlnb.backends.muon import ns_dtype_for
-from rlnb.ensemble import SEED_STRIDE, Ensemble, Member, MemberResult, OnStep
+from rlnb.ensemble import Ensemble
+from rlnb.members import SEED_STRIDE, Member, MemberResult, OnStep
 from rlnb.params import AdamParams, MuonParams
 from rlnb.session import loss_config
 from rlnb.tasks import Task, digits_task
