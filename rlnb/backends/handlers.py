@@ -24,7 +24,7 @@ from rlnb import wire
 from rlnb.backends import OptimizerKind, checkpoints, sampling
 from rlnb.backends import losses as losses_mod
 from rlnb.backends.adapter import ModelAdapter
-from rlnb.backends.optim import NonFiniteGradient, TrainerOptimizer
+from rlnb.backends.optim import NonFiniteGradient, StepStats, TrainerOptimizer
 from rlnb.backends.worker import Cancelled, OperationError
 
 DEFAULT_MAX_TOKENS = 16
@@ -204,6 +204,11 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
         ) from None
     engine.optim.zero_grad()
     engine.step += 1
+    return wire.OptimStepResult(step=engine.step, metrics=optim_metrics(stats, hp))
+
+
+def optim_metrics(stats: StepStats, hp: dict[str, Any]) -> dict[str, float]:
+    """An optim-step's extension metrics: pre-clip grad norm(s), clip threshold and factor, learning rate(s)."""
     metrics = {
         "grad_norm": stats.grad_norm,
         "grad_clip_norm": hp["grad_clip_norm"],
@@ -216,7 +221,7 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
         "adam/learning_rate": stats.adam_learning_rate,
     }
     metrics.update({k: v for k, v in extra.items() if v is not None})
-    return wire.OptimStepResult(step=engine.step, metrics=metrics)
+    return metrics
 
 
 @torch.no_grad()
