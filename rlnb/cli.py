@@ -113,6 +113,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_serve.add_argument("--checkpoint-dir", default=None)
     p_serve.add_argument("--fail-rate", type=float, default=0.0, help="fault injection: fraction of answers lost")
     p_serve.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=PATH_OR_ID",
+        help="serve a Hugging Face model (folder or cached hub id) as base_model NAME; repeatable",
+    )
+    p_serve.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    p_serve.add_argument(
         "--offload-results-over",
         type=int,
         default=None,
@@ -127,14 +135,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve":
         from rlnb.server import serve
-        from rlnb.server.settings import parse_limits
+        from rlnb.server.models import model_info, parse_model_option
+        from rlnb.server.settings import DEFAULT_MODELS, parse_limits
 
         try:
             limits = parse_limits(args.limit)
         except ValueError as exc:
             parser.error(str(exc))
         extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
+        models = dict(DEFAULT_MODELS)
+        try:
+            for option in args.model:
+                name, spec = parse_model_option(option)
+                if name in models:
+                    parser.error(f"--model {name}: the name is already served")
+                model_info(spec)  # a model that cannot be found stops here, with its name
+                models[name] = spec
+        except (ValueError, ImportError) as exc:
+            print(f"rlnb serve: {exc}", file=sys.stderr)
+            return 2
         print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
+        print(f"rlnb serve: models {', '.join(models)}", flush=True)
         serve(
             args.host,
             args.port,
@@ -144,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             checkpoint_dir=args.checkpoint_dir,
             fail_rate=args.fail_rate,
             result_offload_bytes=args.offload_results_over,
+            models=models,
+            dtype=args.dtype,
             **extra,
             **limits,
         )

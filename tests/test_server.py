@@ -280,3 +280,20 @@ def test_conflicts_tell_clients_not_to_retry(c):
     rid, _ = new_session(c)
     r = c.post(f"/model-resources/{rid}/stop")
     assert r.status_code == 409 and r.headers["x-should-retry"] == "false"
+
+
+def test_sessions_share_base_weights_but_not_their_unseeded_samples(c):
+    """Every session starts from the same base weights; unseeded sampling still differs between sessions
+    (each gets its own sampling seed), while a seed makes a sample reproducible across sessions."""
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
+    body = {"model_inputs": [wire.ModelInput.from_tokens(list(b"he")).to_json_dict()], "num_samples": 4,
+            "sampling_params": {"max_tokens": 8}}  # fmt: skip
+    seeded = {**body, "sampling_params": {"max_tokens": 8, "seed": "7"}}
+    got = []
+    for _ in range(2):
+        sid = c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"]
+        ops = [submit(c, sid, "sample", b)["id"] for b in (body, seeded)]
+        runs = [wait(c, sid, "sample", op)["output"]["results"][0] for op in ops]
+        got.append([[s["tokens"] for s in r["sequences"]] for r in runs])
+    assert got[0][0] != got[1][0]  # unseeded: different draws
+    assert got[0][1] == got[1][1]  # seeded: the same weights give the same tokens

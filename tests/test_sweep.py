@@ -7,10 +7,12 @@ import threading
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pandas as pd
 import pytest
 
 import rlnb
+from rlnb.backends.model import TinyConfig, TinyTransformer
 from rlnb.history import History
 from rlnb.sweep import ablate, apply, grid, histories, random_search, summarize, sweep
 from rlnb.tasks import Task
@@ -165,7 +167,9 @@ def test_interrupt_keeps_finished_trials_and_the_folder_has_every_row(tmp_path):
         if done == 1:
             raise KeyboardInterrupt
 
-    trials = sweep(BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=2, runs_dir=tmp_path, progress=interrupt)
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=2, runs_dir=tmp_path, progress=interrupt, executor="threads"
+    )
     assert list(trials.status) == ["COMPLETED", "STOPPED", "STOPPED"]
     assert (trials.executor == "threads").all()
     lines = (Path(trials.attrs["path"]) / "trials.jsonl").read_text().splitlines()
@@ -175,7 +179,10 @@ def test_interrupt_keeps_finished_trials_and_the_folder_has_every_row(tmp_path):
 def test_resume_runs_what_was_stopped_and_keeps_what_finished(tmp_path):
     stop = threading.Event()
     configs = grid(learning_rate=[1e-3, 2e-3])
-    first = sweep(BASE, configs, seeds=[0, 1], steps=2, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set())
+    first = sweep(
+        BASE, configs, seeds=[0, 1], steps=2, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set(),
+        executor="threads",
+    )  # fmt: skip
     assert list(first.status) == ["COMPLETED", "STOPPED", "STOPPED", "STOPPED"]
     with pytest.raises(ValueError, match="steps: 3"):
         sweep(BASE, configs, seeds=[0, 1], steps=3, resume=first.attrs["path"], progress=False)
@@ -266,3 +273,37 @@ def test_missing_extras_say_how_to_install_them(tmp_path, monkeypatch, module, k
     monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
     with pytest.raises(ImportError, match=re.escape(f"pip install '{hint}'")):
         sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, **kwargs)
+
+
+def test_compatible_local_trials_train_as_one_ensemble_with_the_rows_of_lone_trials(tmp_path):
+    """The default executor batches a grid of local trials (one stacked ensemble): the same rows, rewards
+    and run folders as the same trials on threads, and the table says where each ran."""
+    configs = grid(learning_rate=[3e-3, 1e-2])
+    batched = sweep(BASE, configs, seeds=[0, 1], steps=3, runs_dir=tmp_path / "b", progress=False)
+    alone = sweep(BASE, configs, seeds=[0, 1], steps=3, runs_dir=tmp_path / "t", progress=False, executor="threads")
+    assert (batched.executor == "batched").all() and batched.not_batched.isna().all()
+    assert (alone.executor == "threads").all() and "not_batched" not in alone
+    for col in ("trial", "label", "seed", "status", "steps_done"):
+        assert list(batched[col]) == list(alone[col]), col
+    np.testing.assert_allclose(batched.final_reward, alone.final_reward, rtol=1e-6)
+    for b, a in zip(histories(batched), histories(alone), strict=True):
+        assert list(b.df.kind) == list(a.df.kind)
+        assert b.config["sweep_config"] == a.config["sweep_config"] and b.config["label"] == a.config["label"]
+
+
+def test_trials_that_cannot_be_batched_run_on_threads_and_say_why(tmp_path):
+    tiny = TinyTransformer(TinyConfig(n_layer=1, n_embd=32))
+    trials = sweep(BASE, [{}], steps=1, runs_dir=tmp_path, progress=False, model=tiny)
+    assert list(trials.executor) == ["threads"] and "not a built-in model" in trials.not_batched.iloc[0]
+
+
+def test_stop_during_an_ensemble_keeps_every_member_as_a_row(tmp_path):
+    stop = threading.Event()
+    configs = grid(learning_rate=[1e-3, 2e-3, 3e-3])
+    timer = threading.Timer(1.0, stop.set)
+    timer.start()
+    trials = sweep(BASE, configs, steps=400, runs_dir=tmp_path, stop=stop, progress=False)
+    timer.cancel()
+    assert (trials.status == "STOPPED").all() and (trials.executor == "batched").all()
+    assert all(0 < n < 400 for n in trials.steps_done)
+    assert [len(h.steps) for h in histories(trials)] == list(trials.steps_done)

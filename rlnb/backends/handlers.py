@@ -24,7 +24,7 @@ from rlnb import wire
 from rlnb.backends import OptimizerKind, checkpoints, sampling
 from rlnb.backends import losses as losses_mod
 from rlnb.backends.adapter import ModelAdapter
-from rlnb.backends.optim import NonFiniteGradient, TrainerOptimizer
+from rlnb.backends.optim import NonFiniteGradient, StepStats, TrainerOptimizer
 from rlnb.backends.worker import Cancelled, OperationError
 
 DEFAULT_MAX_TOKENS = 16
@@ -93,44 +93,40 @@ def _inputs(engine: Engine, samples: list[wire.Sample]) -> tuple[list[list[int]]
     if not samples:
         raise OperationError("INVALID_INPUT", "samples is empty")
     seqs, inputs = [], []
+    vocab = engine.adapter.vocab_size
     for i, s in enumerate(samples):
         seqs.append(check_tokens(engine, s.model_input.tokens, f"samples[{i}]"))
         tensors = {}
         for key, td in s.loss_fn_inputs.items():
             if td.dtype == "int64":
-                if any(not float(v).is_integer() or not INT64_MIN <= v <= INT64_MAX for v in td.data):
+                ids = [int(v) for v in td.data]
+                if ids != td.data or any(not INT64_MIN <= v <= INT64_MAX for v in ids):
                     raise OperationError(
                         "INVALID_INPUT",
                         f"samples[{i}].loss_fn_inputs.{key}: int64 data must be integers in int64 range",
                     )
-                tensors[key] = torch.tensor([int(v) for v in td.data], dtype=torch.int64)
+                if key == "target_tokens" and ids and not (min(ids) >= 0 and max(ids) < vocab):
+                    raise OperationError(
+                        "INVALID_INPUT", f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {vocab})"
+                    )
+                tensors[key] = torch.tensor(ids, dtype=torch.int64)
             else:
                 tensors[key] = torch.tensor(td.data, dtype=torch.float32)
         inputs.append(tensors)
     return seqs, inputs
 
 
-def check_targets(engine: Engine, inputs: list[dict[str, Tensor]]) -> None:
-    vocab = engine.adapter.vocab_size
-    for i, x in enumerate(inputs):
-        t = x["target_tokens"]
-        if t.numel() and (t.min() < 0 or t.max() >= vocab):
-            raise OperationError(
-                "INVALID_INPUT", f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {vocab})"
-            )
-
-
 def _logprobs(engine: Engine, seqs: list[list[int]], targets: list[Tensor]) -> list[Tensor]:
     """Log-prob of each target token, one 1-D tensor per sample. Sequences are right-padded into one
     batch: with causal attention, padding after a sequence cannot change its positions."""
     lens = [len(s) for s in seqs]
-    idx = torch.zeros(len(seqs), max(lens), dtype=torch.long)
-    tgt = torch.zeros_like(idx)
-    for b, (s, t) in enumerate(zip(seqs, targets, strict=True)):
-        idx[b, : len(s)] = torch.tensor(s)
-        tgt[b, : len(s)] = t
-    logits = engine.adapter.forward(engine.trainer, idx.to(engine.device))  # (B, T, V)
-    lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt.to(engine.device)[..., None])[..., 0]
+    width = max(lens)
+    idx = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=engine.device)
+    tgt = torch.nn.utils.rnn.pad_sequence(targets, batch_first=True).to(engine.device)
+    logits = engine.adapter.forward(engine.trainer, idx)  # (B, T, V)
+    lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt[..., None])[..., 0]
+    if len(lens) == 1:
+        return [lp[0].cpu()]
     return [lp[b, :n].cpu() for b, n in enumerate(lens)]
 
 
@@ -147,7 +143,6 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
     loss_params = losses_mod.validate(
         loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, [len(s) for s in seqs]
     )
-    check_targets(engine, inputs)
     forward_only = bool(body.forward_only)
     with torch.set_grad_enabled(not forward_only):
         lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
@@ -197,7 +192,6 @@ def custom_forward_backward(
                 "INVALID_INPUT", f"samples[{i}].loss_fn_inputs: the mask has {mask.numel()} values for {len(s)} tokens"
             )
         grads.append(torch.tensor(g.data) * ((mask != 0).float() if mask is not None else 1.0))
-    check_targets(engine, inputs)
     lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
     surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly
@@ -221,6 +215,11 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
         ) from None
     engine.optim.zero_grad()
     engine.step += 1
+    return wire.OptimStepResult(step=engine.step, metrics=optim_metrics(stats, hp))
+
+
+def optim_metrics(stats: StepStats, hp: dict[str, Any]) -> dict[str, float]:
+    """An optim-step's extension metrics: pre-clip grad norm(s), clip threshold and factor, learning rate(s)."""
     metrics = {
         "grad_norm": stats.grad_norm,
         "grad_clip_norm": hp["grad_clip_norm"],
@@ -233,7 +232,7 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
         "adam/learning_rate": stats.adam_learning_rate,
     }
     metrics.update({k: v for k, v in extra.items() if v is not None})
-    return wire.OptimStepResult(step=engine.step, metrics=metrics)
+    return metrics
 
 
 @torch.no_grad()

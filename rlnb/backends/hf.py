@@ -80,6 +80,12 @@ def _quiet(transformers: Any) -> Iterator[None]:
             logging.enable_progress_bar()
 
 
+def spec_context_length(spec: str) -> int | None:
+    """A model's context length from its ``config.json`` alone (no weights loaded), by folder or hub id."""
+    transformers = require_transformers()
+    return config_context_length(transformers.AutoConfig.from_pretrained(resolve(spec)))
+
+
 def load(spec: str, dtype: str = "auto") -> tuple[nn.Module, Any]:
     """(model, tokenizer or None) for a directory or cached hub id; ``dtype`` "auto" = the checkpoint's."""
     transformers = require_transformers()
@@ -138,7 +144,11 @@ def disable_dropout(model: nn.Module) -> None:
 
 
 def context_length(model: nn.Module) -> int | None:
-    config = getattr(model, "config", None)
+    return config_context_length(getattr(model, "config", None))
+
+
+def config_context_length(config: Any) -> int | None:
+    """The longest sequence a model's config allows (its position table), or None if it does not say."""
     for attr in ("max_position_embeddings", "n_positions", "block_size"):
         value = getattr(config, attr, None)
         if isinstance(value, int) and value > 0:

@@ -71,7 +71,9 @@ class LocalBackend:
             transformers model, or any ``nn.Module`` mapping token ids ``[B, T]`` to logits.
         tokenizer: for a loaded model or a module: a Hugging Face tokenizer (or its directory). A model
             loaded by name brings its own. None: the byte codec.
-        seed: seeds the built-in model's initial weights and unseeded sampling.
+        seed: seeds the built-in model's initial weights and (unless ``sampling_seed`` is given) unseeded
+            sampling.
+        sampling_seed: seeds the sequence of seeds unseeded samples use (default: ``seed``).
         device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ...
         dtype: ``"auto"`` (the checkpoint's; float32 for built-ins), ``"float32"``, ``"bfloat16"``.
         muon_scaling: ``"original"`` (lr in spectral-norm units, KJ's 0.02) or ``"match_adam"``.
@@ -95,6 +97,7 @@ class LocalBackend:
         *,
         tokenizer: Any = None,
         seed: int = 0,
+        sampling_seed: int | None = None,
         device: str | torch.device = "auto",
         dtype: str = "auto",
         muon_scaling: str = "original",
@@ -150,7 +153,7 @@ class LocalBackend:
             num_generator_replicas=num_generator_replicas,
             op_delay=op_delay,
         )
-        self.engine.sample_rng.manual_seed(seed)
+        self.engine.sample_rng.manual_seed(seed if sampling_seed is None else sampling_seed)
         if resume is not None and resume["type"] == "training" and load_optimizer is not False:
             optim.load_state_dict(resume["optimizer"])
             self.engine.step = self.engine.weights_version = int(resume["step"])

@@ -13,6 +13,7 @@ cache for incremental decoding of left-padded batches (``KVCache``). Two departu
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -45,6 +46,8 @@ class CausalSelfAttention(nn.Module):
         self.n_head = config.n_head
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v in one matmul
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attention: Callable[..., Tensor] = F.scaled_dot_product_attention
+        """The attention kernel; a stacked model (``rlnb.backends.stacked``) swaps in one that vmap batches."""
 
     def forward(self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None, layer: int = 0) -> Tensor:
         """``mask`` (B, 1, T, S) says which of the S keys each query may see (None: plain causal over T);
@@ -54,10 +57,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
         if cache is not None:
             k, v = cache.write(layer, k, v)  # (B, nh, S, hs), S = cached + T
-        if mask is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        y = self.attention(q, k, v, attn_mask=mask, is_causal=mask is None)  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads side by side
         return self.c_proj(y)
 
@@ -173,6 +173,14 @@ class KVCache:
         self.k = torch.empty(shape, device=device, dtype=dtype)
         self.v = torch.empty(shape, device=device, dtype=dtype)
         self.length = 0
+
+    @classmethod
+    def over(cls, k: Tensor, v: Tensor, length: int) -> KVCache:
+        """A cache over existing keys/values ``[n_layer, B, nh, max_len, hs]`` of which ``length`` slots are
+        filled: how a stacked model hands each member its slice of one cache inside ``torch.func.vmap``."""
+        cache = cls.__new__(cls)
+        cache.k, cache.v, cache.length = k, v, length
+        return cache
 
     def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store the new (B, nh, T, hs) keys/values after the cached ones; return all of them."""

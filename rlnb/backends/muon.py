@@ -97,10 +97,17 @@ def newton_schulz(G: Tensor, steps: int, dtype: torch.dtype | None = None) -> Te
     return X.reshape(G.shape).to(G.dtype)
 
 
+def shape_scale(rows: int, cols: int, scaling: str) -> float:
+    """The update's scale s for a ``rows`` x ``cols`` matrix (module docstring): "original" or "match_adam"."""
+    if scaling == "original":
+        return float(max(1.0, rows / cols) ** 0.5)
+    return float(MATCH_ADAM_RMS * max(rows, cols) ** 0.5)
+
+
 def muon_update(
     grad: Tensor,
     momentum_buffer: Tensor,
-    beta: float,
+    beta: float | Tensor,
     ns_steps: int,
     nesterov: bool = True,
     dtype: torch.dtype | None = None,
@@ -108,7 +115,8 @@ def muon_update(
     """Muon's direction for ``grad`` (a matrix or a stack of them): momentum, Nesterov, then NS.
 
     Updates ``momentum_buffer`` in place (B ← β·B + (1 - β)·G) and leaves ``grad`` alone; returns
-    NS(U) with U = (1 - β)·G + β·B when ``nesterov`` else B. Learning rate, shape scale and weight decay
+    NS(U) with U = (1 - β)·G + β·B when ``nesterov`` else B. ``beta`` may be a tensor that broadcasts against a
+    stack (one momentum per matrix: batched trials). Learning rate, shape scale and weight decay
     are the caller's. KJ's version lerps into ``grad``; not mutating it keeps a raised step side-effect free.
     """
     momentum_buffer.lerp_(grad, 1 - beta)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from rlnb.backends.muon import MATCH_ADAM_RMS, muon_update, ns_dtype_for
+from rlnb.backends.muon import muon_update, ns_dtype_for, shape_scale
 from rlnb.backends.split import ParamSplit, split_params
 from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, Resolved
 
@@ -181,10 +181,7 @@ class TrainerOptimizer:
             update = muon_update(grad, buf, hp["momentum"], int(hp["newton_schulz_steps"]), dtype=self.ns_dtype)
             for b, new in zip(bufs, buf.unbind(0), strict=True):  # the stacked buffer back into per-matrix state
                 b.copy_(new)
-            if self.muon_scaling == "original":
-                scale = max(1.0, rows / cols) ** 0.5
-            else:
-                scale = MATCH_ADAM_RMS * max(rows, cols) ** 0.5
+            scale = shape_scale(rows, cols, self.muon_scaling)
             for (_, p), u in zip(live, update.unbind(0), strict=True):
                 p.mul_(1 - lr * wd).add_(u, alpha=-lr * scale)
 

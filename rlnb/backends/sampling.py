@@ -9,7 +9,9 @@ by inverting its filtered CDF at that row's uniform — one batched operation pe
 completions do not depend on which other prompts share the batch (the API's "same seed + same prompt
 + same weights → same tokens"). The host looks at the batch only for what needs it:
 stop strings (each new token goes to a ``StopMatcher``) and, without them, whether every row has ended
-— checked every ``CHECK_EVERY`` tokens rather than at each one.
+— checked every ``CHECK_EVERY`` tokens rather than at each one. ``generate`` draws the uniforms from one seed;
+``draw`` takes them ready-made and returns tensors (batched trials lay several members' blocks side by side,
+each from its member's seed, and decode all members' rows at once).
 
 Log-probs are the untempered model's (``log_softmax`` of the raw logits), as the API defines them.
 """
@@ -84,6 +86,18 @@ def choose(logits: Tensor, temperature: float, top_p: float, top_k: int, u: Tens
     return token.clamp(max=logits.shape[-1] - 1)  # u * total < total, so only rounding could reach V
 
 
+@dataclass
+class Drawn:
+    """What ``draw`` decoded, row ``i * n + j`` being sample j of prompt i: ``tokens`` and their untempered
+    ``logprobs`` ``[rows, steps]``, each row's ``lengths`` (its tokens are ``[:length]``) and whether it
+    ``stopped`` (EOS or a stop string) rather than reaching ``max_tokens``."""
+
+    tokens: Tensor
+    logprobs: Tensor
+    lengths: Tensor
+    stopped: Tensor
+
+
 def generate(
     decoder: Decoder,
     prompts: Sequence[Sequence[int]],
@@ -95,6 +109,27 @@ def generate(
 ) -> list[list[wire.SampledSequence]]:
     """``n`` completions of each prompt, as ``[prompt][sample]``."""
     noise = uniforms(seed, len(prompts), n, settings.max_tokens, device)
+    drawn = draw(decoder, prompts, n, settings, noise, codec, device)
+    return _sequences(drawn.tokens, drawn.logprobs, drawn.lengths, drawn.stopped, len(prompts), n)
+
+
+def draw(
+    decoder: Decoder,
+    prompts: Sequence[Sequence[int]],
+    n: int,
+    settings: Settings,
+    noise: Tensor,
+    codec: Codec,
+    device: torch.device,
+) -> Drawn:
+    """Decode ``n`` completions of each prompt with the given randomness: ``noise`` ``[max_tokens, rows]``,
+    row ``i * n + j``'s uniforms in column ``i * n + j`` (``uniforms`` of one seed, or several seeds' blocks
+    side by side: batched trials sample every member's prompts in one batch, each with its own seed)."""
+    if tuple(noise.shape) != (settings.max_tokens, len(prompts) * n):
+        raise ValueError(
+            f"noise has shape {tuple(noise.shape)}; need [max_tokens, prompts * n] = "
+            f"[{settings.max_tokens}, {len(prompts) * n}]"
+        )
     ids, mask = left_pad(prompts, n, device)
     B, T = ids.shape[0], settings.max_tokens
     tokens = torch.zeros(B, T, dtype=torch.long, device=device)
@@ -120,7 +155,7 @@ def generate(
         if t + 1 == T or ((matchers is not None or steps % CHECK_EVERY == 0) and bool(ended.all())):
             break
         logits = decoder.step(nxt).float()
-    return _sequences(tokens[:, :steps], logps[:, :steps], lengths, ended, len(prompts), n)
+    return Drawn(tokens[:, :steps], logps[:, :steps], lengths, ended)
 
 
 def _sequences(

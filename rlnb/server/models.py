@@ -20,12 +20,28 @@ class ModelInfo:
 
 
 def model_info(spec: Any) -> ModelInfo:
-    """What supported-models says about a model spec (the one place that reads a model's limits)."""
+    """What supported-models says about a model spec (the one place that reads a model's limits): a
+    built-in size, or a Hugging Face folder / cached hub id (its ``config.json``; ``ModelLoadError``
+    naming the spec when it cannot be found)."""
+    from rlnb.backends import hf
+    from rlnb.backends.adapter import DEFAULT_CONTEXT
     from rlnb.backends.model import SIZES
 
     if isinstance(spec, str) and spec in SIZES:
         return ModelInfo(context_length=SIZES[spec].block_size)
-    raise ValueError(f"no model info for {spec!r}: built-in sizes are {sorted(SIZES)}")
+    if isinstance(spec, str):
+        return ModelInfo(context_length=hf.spec_context_length(spec) or DEFAULT_CONTEXT)
+    raise ValueError(
+        f"a served model is a built-in size ({sorted(SIZES)}) or a Hugging Face folder / hub id, got {spec!r}"
+    )
+
+
+def parse_model_option(option: str) -> tuple[str, str]:
+    """``NAME=PATH_OR_ID`` (``rlnb serve --model``) as (API name, model spec)."""
+    name, sep, spec = option.partition("=")
+    if not sep or not name.strip() or not spec.strip():
+        raise ValueError(f"--model takes NAME=PATH_OR_ID (e.g. my/qwen=Qwen/Qwen3-0.6B), got {option!r}")
+    return name.strip(), spec.strip()
 
 
 def supported_models(settings: ServerSettings) -> wire.SupportedModels:

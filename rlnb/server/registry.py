@@ -71,6 +71,7 @@ def make_backend(
         wire.optimizer_of(resource.optimizer_config),
         settings.models[resource.base_model],
         seed=settings.base_seed,
+        sampling_seed=secrets.randbits(62),  # sessions share base weights, not their unseeded samples
         device=settings.device,
         muon_scaling="match_adam"
         if muon and muon.scaling_strategy == "MUON_SCALING_STRATEGY_MATCH_ADAM"
@@ -81,6 +82,7 @@ def make_backend(
         load_optimizer=load_optimizer,
         op_delay=settings.op_delay,
         lora=adapters,
+        dtype=settings.dtype,
     )
 
 

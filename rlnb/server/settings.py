@@ -33,6 +33,8 @@ class ServerSettings:
     """Extra seconds each operation takes (simulated remote compute)."""
     checkpoint_dir: Path | None = None
     models: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_MODELS))
+    dtype: str = "auto"
+    """Weights dtype of served Hugging Face models ("auto": the checkpoint's; "float32"; "bfloat16")."""
     fail_rate: float = 0.0
     """Fraction of ``/v1`` answers replaced by a 503 *after* the server acted (fault injection)."""
     fail_seed: int = 0

@@ -26,7 +26,7 @@ from .driver import sweep
 from .figures import search_plot
 from .range_test import LRFind, convert_muon_lr, lr_find, muon_shapes
 from .space import Categorical, Float, Int, apply, grid, label, random_search
-from .trial import REWARD_WINDOW
+from .trial import RESULT_COLUMNS, REWARD_WINDOW
 
 __all__ = [
     "REWARD_WINDOW",
@@ -76,9 +76,7 @@ def ablate(
 def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFrame:
     """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text): mean,
     std, min and max of ``metric`` over the COMPLETED trials, and how many trials ended otherwise."""
-    fixed = {"trial", "label", "seed", "status", "reason", "steps_done", "executor", "host", "run_path", "wall_s"}
-    numeric_results = {"final_loss", "best_loss", "final_reward", "best_reward", "value"}
-    keys = [c for c in trials.columns if c not in fixed | numeric_results and c != "variant"] or ["label"]
+    keys = [c for c in trials.columns if c not in RESULT_COLUMNS and c != "variant"] or ["label"]
     groups = trials.groupby(keys, dropna=False)
     ok = trials[trials.status == "COMPLETED"].groupby(keys, dropna=False)[metric]
     table = ok.agg(["mean", "std", "min", "max", "count"]).reindex(groups.size().index)  # a config with none

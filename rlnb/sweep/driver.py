@@ -21,6 +21,7 @@ from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.tasks import Task, digits_task
 
+from .batched_executor import MAX_MEMBERS, BatchedExecutor
 from .executors import EXECUTORS, Executor, ThreadExecutor, route
 from .folder import append_row, begin, new_folder, table, trial_run_id
 from .space import apply, parse_space
@@ -67,7 +68,7 @@ def sweep(
     task: Task | Callable[[str, str], float] | None = None,
     target: str = "local",
     max_concurrent: int | None = None,
-    executor: str = "threads",
+    executor: str = "auto",
     address: str | None = None,
     resources_per_trial: dict[str, float] | None = None,
     schedule: Schedule | None = None,
@@ -92,9 +93,14 @@ def sweep(
     ``sinks=[rlnb.sinks.TensorBoard(...), ...]`` (an option for ``connect``) sends every trial there, as
     ``<sweep folder>/<trial>``.
 
-    *Where.* ``executor="threads"`` (this process) or ``"ray"`` (Ray tasks of ``resources_per_trial``
+    *Where.* ``executor="auto"`` (default) trains compatible local trials of a list of configs as stacked
+    ensembles in this process (``"batched"``: one forward, backward and update for all; see
+    ``rlnb.batched``) and the others on threads (Optuna trials too, asked one at a time); ``"threads"``
+    (this process, one session per trial) or ``"ray"`` (Ray tasks of ``resources_per_trial``
     ``{"cpu": 1, "gpu": 0}``, on the Ray this process is connected to, else at ``address``, else a new
-    local one). Up to ``max_concurrent`` trials at once (default: 1 on threads, the cluster's CPUs on Ray).
+    local one). The ``executor`` column says where each trial ran, ``not_batched`` why a trial that could
+    have been batched was not. Up to ``max_concurrent`` trials at once (default: 1 on threads, up to
+    32 per ensemble, the cluster's CPUs on Ray).
 
     *Stopping.* Set ``stop`` (or interrupt the kernel): finished trials are kept, running ones end
     STOPPED at their next step, the rest are STOPPED before they start. ``resume=trials.attrs["path"]``
@@ -168,9 +174,13 @@ def sweep(
         from .ray_executor import RayExecutor
 
         executors["ray"] = RayExecutor(folder, reporter, address=address, resources_per_trial=resources_per_trial)
-    limit = max_concurrent or (executors["ray"].capacity() if executor == "ray" else 1)
-    run = _Run(folder, source, executor, stop, _progress(progress, source.total), limit, executors)
-    run.make_threads = lambda: ThreadExecutor(limit, folder, stop, reporter)
+    wanted = "threads" if executor == "auto" and search == "optuna" else executor
+    if wanted in ("auto", "batched"):
+        executors["batched"] = BatchedExecutor(folder, stop, reporter, max_members=max_concurrent or MAX_MEMBERS)
+    capacity = {"ray": "ray", "auto": "batched", "batched": "batched"}.get(wanted)
+    limit = max_concurrent or (executors[capacity].capacity() if capacity else 1)
+    run = _Run(folder, source, wanted, stop, _progress(progress, source.total), limit, executors)
+    run.make_threads = lambda: ThreadExecutor(max_concurrent or 1, folder, stop, reporter)
     try:
         run.drive()
     except BaseException:
@@ -201,6 +211,8 @@ class _Run:
         self.folder, self.source, self.wanted, self.stop, self.report = folder, source, wanted, stop, report
         self.limit, self.executors = limit, executors
         self.rows: list[dict[str, Any]] = []
+        self.not_batched: dict[int, str] = {}
+        """Trial → why it runs on a thread although batching was asked for."""
 
     def executor_for(self, name: str) -> Executor:
         if name not in self.executors:  # only "threads" is made on demand (remote-target trials under "ray")
@@ -211,6 +223,8 @@ class _Run:
         """Keep the rows (on disk at once) and tell the source; no user code runs here."""
         for row in rows:
             row["executor"] = where
+            if self.wanted in ("auto", "batched"):
+                row["not_batched"] = self.not_batched.get(row["trial"])
             self.rows.append(row)
             append_row(self.folder, row)
             self.source.finish(row)
@@ -226,7 +240,7 @@ class _Run:
         """Cancel what has not started (and with ``kill``, what runs); return those rows by executor."""
         out = [(ex.kill() if kill else ex.stop(), ex.name) for ex in list(self.executors.values())]
         for spec in self.source.leftovers() if isinstance(self.source, _Plan) else []:
-            out.append(([base_row(spec, "STOPPED", "stopped before it started")], route(spec, self.wanted)))
+            out.append(([base_row(spec, "STOPPED", "stopped before it started")], route(spec, self.wanted)[0]))
         return out
 
     def drive(self) -> None:
@@ -244,7 +258,10 @@ class _Run:
                     if spec is None:
                         exhausted = True
                         break
-                    self.executor_for(route(spec, self.wanted)).submit(spec)
+                    where, why = route(spec, self.wanted)
+                    if why is not None:
+                        self.not_batched[spec.trial] = why
+                    self.executor_for(where).submit(spec)
                 busy = [ex for ex in self.executors.values() if ex.running()]
                 if not busy and (stopped or exhausted):
                     return

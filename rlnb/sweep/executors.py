@@ -1,10 +1,11 @@
 """Where trials run. An executor takes trials one at a time and hands back finished rows.
 
 ``route`` is the one place that decides, per trial, which executor runs it; the row's ``executor``
-column records the decision. Today: ``"threads"`` (a thread pool in this process) or ``"ray"``
-(Ray tasks, ``ray_executor.py``); a trial on a remote target always runs on a thread, since its
-compute is the provider's. A batched executor (several compatible local trials as one stacked model)
-slots in as one more name here and one more rule in ``route``.
+column records the decision: ``"batched"`` (compatible local trials as stacked ensembles in this
+process, ``batched_executor.py``), ``"threads"`` (a thread pool in this process) or ``"ray"`` (Ray tasks,
+``ray_executor.py``). A trial on a remote target always runs on a thread, since its compute is the
+provider's; a local trial that cannot be batched (``rlnb.batched.why_not_batched``) runs on a thread
+instead of in an ensemble.
 """
 
 from __future__ import annotations
@@ -104,14 +105,20 @@ class ThreadExecutor:
         self._pool.shutdown(wait=True)
 
 
-def route(spec: TrialSpec, wanted: str) -> str:
-    """The executor for one trial: ``wanted`` (``sweep(executor=...)``), except that a trial on a
-    remote target runs on a thread — its compute is the provider's, so shipping it to Ray gains nothing."""
+def route(spec: TrialSpec, wanted: str) -> tuple[str, str | None]:
+    """The executor for one trial and, when it is not the one wanted, why: ``wanted`` (``sweep(executor=...)``,
+    ``"batched"`` for ``"auto"``), except that a trial on a remote target runs on a thread — its compute is
+    the provider's — and one that cannot be batched runs on a thread."""
     if wanted not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {wanted!r}")
     if spec.target != "local":
-        return "threads"
-    return wanted
+        return "threads", None if wanted == "threads" else f"target {spec.target!r} runs its own compute"
+    if wanted in ("auto", "batched"):
+        from rlnb.batched import why_not_batched
+
+        why = why_not_batched(spec.target, spec.options)
+        return ("batched", None) if why is None else ("threads", why)
+    return wanted, None
 
 
-EXECUTORS = ("threads", "ray")
+EXECUTORS = ("auto", "batched", "threads", "ray")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from rlnb._exceptions import OperationFailed, RateLimitError
+from rlnb.history import History
 from rlnb.params import AdamParams, OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session, connect
@@ -33,6 +34,11 @@ Objective = Literal["reward", "loss"]
 each as the mean over the last ``REWARD_WINDOW`` steps."""
 TERMINAL = ("COMPLETED", "FAILED", "PRUNED", "STOPPED")
 """Every status a trial's row can end with."""
+RESULT_COLUMNS = frozenset(
+    {"trial", "label", "seed", "status", "reason", "steps_done", "final_loss", "best_loss", "final_reward",
+     "best_reward", "value", "run_path", "wall_s", "executor", "host", "not_batched"}
+)  # fmt: skip
+"""Every column of a trial's row that is not part of its config (the config's own fields are the others)."""
 
 
 @dataclass
@@ -89,6 +95,16 @@ def objective_value(objective: Objective, rewards: list[float], losses: list[flo
     return statistics.fmean(window) if window else math.nan
 
 
+def run_annotations(spec: TrialSpec, runs_dir: Path) -> dict[str, Any]:
+    """What a trial's run adds to its ``config.json``: its label, number, config and sweep."""
+    return {"label": label(spec.config), "trial": spec.trial, "sweep_config": spec.config, "sweep": runs_dir.name}
+
+
+def step_params(spec: TrialSpec, step: int) -> OptimizerParams:
+    """The params a trial sends at ``step`` (its schedule applied)."""
+    return spec.params.scaled(spec.schedule.multiplier(step)) if spec.schedule else spec.params
+
+
 def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, Any]:
     """Run the trial, recording its history under ``runs_dir / spec.run_id``; return its row."""
     row = base_row(spec, "COMPLETED")
@@ -98,13 +114,12 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
     losses: list[float] = []
     try:
         session = _open(spec, runs_dir, control)
-        session.history.annotate(label=row["label"], trial=spec.trial, sweep_config=spec.config, sweep=runs_dir.name)
+        session.history.annotate(**run_annotations(spec, runs_dir))
         for i in range(spec.steps):
             if control.stopping():
                 row.update(status="STOPPED", reason=f"stopped after {i} of {spec.steps} steps")
                 break
-            step_params = spec.params.scaled(spec.schedule.multiplier(i)) if spec.schedule else spec.params
-            report = rl_step(session, spec.task, step_params, seed=spec.seed * 1_000_003 + i)
+            report = rl_step(session, spec.task, step_params(spec, i), seed=spec.seed * 1_000_003 + i)
             rewards.append(report.reward)
             losses.append(report.loss)
             session.history.log(report.step, reward=report.reward)
@@ -122,15 +137,14 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
         if session is not None:
             session.wait()
             session.close()
-    row.update(_summary(session, rewards, losses, spec.objective))
+    row.update(summary(session.history if session is not None else None, rewards, losses, spec.objective))
     row["wall_s"] = time.perf_counter() - start
     return row
 
 
-def _summary(
-    session: Session | None, rewards: list[float], losses: list[float], objective: Objective
-) -> dict[str, Any]:
-    recorded = list(session.history.steps["loss"].dropna()) if session is not None else []
+def summary(history: History | None, rewards: list[float], losses: list[float], objective: Objective) -> dict[str, Any]:
+    """The result columns of a trial's row, from its run's History and its per-step rewards and losses."""
+    recorded = list(history.steps["loss"].dropna()) if history is not None else []
     return {
         "steps_done": len(rewards),
         "final_loss": float(recorded[-1]) if recorded else math.nan,
@@ -138,7 +152,7 @@ def _summary(
         "final_reward": objective_value("reward", rewards, losses),
         "best_reward": max(rewards) if rewards else math.nan,
         "value": objective_value(objective, rewards, losses),
-        "run_path": str(session.history.path) if session is not None and session.history.path else None,
+        "run_path": str(history.path) if history is not None and history.path else None,
     }
 
 

@@ -1,0 +1,117 @@
+"""Time 16 trials of the demo task trained as one batched ensemble against one trial alone; print the ratio
+and PASS/FAIL.
+
+Each trial: the demo task (answer in digits), model ``tiny``, Adam, 25 RL steps (``rl_step`` defaults: 6
+prompts x 8 samples, 8 tokens), seed 0; the 16 trials differ in learning rate (log-spaced 1e-4 .. 3e-2).
+
+* alone: one trial as ``rlnb.sweep`` runs it — ``rlnb.connect("local", optimizer="adam", model="tiny",
+  seed=0, runs_dir=...)`` and 25 ``rl_step`` calls, each step's reward logged;
+* batched: the 16 trials through ``rlnb.batched.run_batched("tiny", "adam", members, steps=25, runs_dir=...)``;
+* sequential (info): the 16 trials alone, one after another.
+
+Wall time from before the session / ensemble is built to after every run folder is closed (models built and
+runs recorded on disk, imports not), median of ``--reps`` runs with the settings taking turns, after one
+warm-up of each. Also printed: CPU seconds of the process (all threads) and the machine's load average.
+Target: batched <= 3x alone.
+
+    python bench/bench_batched.py [--reps 3] [--threads N] [--no-sequential]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+import rlnb
+from rlnb.batched import SEED_STRIDE, Member, run_batched
+from rlnb.tasks import digits_task, rl_step
+
+STEPS = 25
+LEARNING_RATES = [float(x) for x in np.geomspace(1e-4, 3e-2, 16)]
+TARGET = 3.0
+
+
+def alone(lr: float, runs_dir: str) -> None:
+    session = rlnb.connect("local", optimizer="adam", model="tiny", seed=0, device="cpu", runs_dir=runs_dir)
+    task, params = digits_task(), rlnb.AdamParams(learning_rate=lr)
+    for i in range(STEPS):
+        report = rl_step(session, task, params, seed=0 * SEED_STRIDE + i)
+        session.history.log(report.step, reward=report.reward)
+    session.wait()
+    session.close()
+
+
+def batched(runs_dir: str) -> list[float]:
+    members = [Member(rlnb.AdamParams(learning_rate=lr), seed=0, run_id=f"lr-{i:02d}") for i, lr in
+               enumerate(LEARNING_RATES)]
+    results = run_batched("tiny", "adam", members, steps=STEPS, device="cpu", runs_dir=runs_dir)
+    bad = [r.reason for r in results if r.status != "COMPLETED"]
+    if bad:
+        raise RuntimeError(f"{len(bad)} member(s) did not complete: {bad}")
+    return [statistics.fmean(r.rewards[-5:]) for r in results]
+
+
+def sequential(runs_dir: str) -> None:
+    for lr in LEARNING_RATES:
+        alone(lr, runs_dir)
+
+
+def timed(fn: Callable[[str], object]) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        cpu, wall = time.process_time(), time.perf_counter()
+        fn(tmp)
+        return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3, help="runs of each setting (taking turns); medians shown")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--no-sequential", action="store_true", help="skip the 16 trials one after another")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print("command: python " + " ".join(sys.argv))
+    print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__} with {torch.get_num_threads()} threads, "
+          f"load average {os.getloadavg()[0]:.2f} at the start")
+    print(f"16 trials of the demo task (tiny, Adam, {STEPS} steps, learning rates {LEARNING_RATES[0]:.0e} .. "
+          f"{LEARNING_RATES[-1]:.0e}) batched vs one trial alone (lr {LEARNING_RATES[8]:.2g})")
+    settings: dict[str, Callable[[str], object]] = {"alone": lambda d: alone(LEARNING_RATES[8], d), "batched": batched}
+    if not args.no_sequential:
+        settings["sequential"] = sequential
+    for fn in settings.values():  # warm-up: torch's first calls, allocator, code paths
+        if fn is not sequential:
+            timed(fn)
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in settings}
+    for _ in range(args.reps):
+        for name, fn in settings.items():
+            runs[name].append(timed(fn))
+    med = {name: statistics.median(w for w, _ in rs) for name, rs in runs.items()}
+    for name, rs in runs.items():
+        walls = ", ".join(f"{w:.2f}" for w, _ in rs)
+        cpu = statistics.median(c for _, c in rs)
+        print(f"    {name:10s} median {med[name]:7.2f} s wall (runs {walls}), CPU {cpu:.2f} s "
+              f"= {cpu / med[name]:.2f} cores busy")
+    ratio = med["batched"] / med["alone"]
+    verdict = "PASS" if ratio <= TARGET else "FAIL"
+    print(f"    batched 16 / alone 1: {ratio:.2f}x one trial's wall time   target <= {TARGET:g}x: {verdict}")
+    if "sequential" in med:
+        print(f"    info: sequential 16 / alone 1: {med['sequential'] / med['alone']:.2f}x; "
+              f"batched is {med['sequential'] / med['batched']:.2f}x faster than one after another")
+    with tempfile.TemporaryDirectory() as tmp:
+        rewards = batched(tmp)
+    print("    final reward (mean of the last 5 steps) by learning rate: "
+          + ", ".join(f"{lr:.1e}: {r:.2f}" for lr, r in zip(LEARNING_RATES, rewards, strict=True)))
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""What a batched trial is and how it ended: ``Member`` (params, seed, run id) and ``MemberResult``.
+
+A member of an ensemble (``rlnb.batched``) is one trial: the same RL steps as ``rlnb.tasks.rl_step`` on a
+local session seeded with ``seed``, sampling with seed ``seed * SEED_STRIDE + step`` as the sweep does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import Tensor
+
+from rlnb.history import History
+from rlnb.params import OptimizerParams
+from rlnb.tasks import StepReport
+
+SEED_STRIDE = 1_000_003
+"""Step i of a trial samples with seed ``seed * SEED_STRIDE + i`` (as ``rlnb.sweep`` runs a trial alone)."""
+
+
+@dataclass
+class Member:
+    """One trial of an ensemble: its optimizer params (or ``params(step)``, e.g. for a schedule), its seed
+    (the model's initial weights, and sampling), its run id, and fields for its run's ``config.json``."""
+
+    params: OptimizerParams | Callable[[int], OptimizerParams]
+    seed: int = 0
+    run_id: str | None = None
+    annotations: dict[str, Any] = field(default_factory=dict)
+
+
+OnStep = Callable[[int, StepReport], "str | None"]
+"""``on_step(member, report)`` after each completed step of a member; a string answer prunes that member
+(it ends PRUNED with that reason, unless that was its last step), as a sweep's pruner answers a trial."""
+
+
+@dataclass
+class MemberResult:
+    """How a member ended: ``status`` COMPLETED / FAILED / PRUNED / STOPPED and ``reason`` (as a sweep's row
+    says them), each completed step's mean reward and forward-backward loss (``rl_step``'s report), its
+    History, and the ensemble's wall time until then."""
+
+    status: str
+    reason: str | None
+    rewards: list[float]
+    losses: list[float]
+    history: History
+    wall_s: float
+    weights: dict[str, Tensor] | None = None
+    """With ``keep_weights``: its weights when it ended (a failed step left them untouched)."""
+
+    @property
+    def steps_done(self) -> int:
+        return len(self.rewards)
+
+

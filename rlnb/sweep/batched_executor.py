@@ -1,0 +1,142 @@
+"""Trials as stacked ensembles: compatible local trials train together in this process (``rlnb.batched``).
+
+The driver submits trials one at a time; this executor only collects them. At the next ``poll`` it
+starts what it has collected on one background thread: the trials are grouped by what an ensemble must
+share (model, optimizer kind, step count, task, options) and each group of up to ``MAX_MEMBERS`` trains
+as one ensemble, group after group. Rows come back as members end, in the sweep's usual format; the
+``executor`` column says ``batched``. Each member's run folder is a normal run.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+from rlnb.batched import Member, MemberResult, run_batched
+from rlnb.tasks import StepReport
+
+from .trial import TrialSpec, base_row, objective_value, run_annotations, step_params, summary
+
+MAX_MEMBERS = 32
+"""Trials in one ensemble at most: a ``tiny`` member takes ~14 MB at peak (activations of all members)."""
+
+
+class BatchedExecutor:
+    name = "batched"
+
+    def __init__(self, runs_dir: Path, stop: threading.Event, reporter: Any = None, max_members: int = MAX_MEMBERS):
+        self._runs_dir, self._stop, self._reporter, self._max = runs_dir, stop, reporter, max_members
+        self._waiting: list[TrialSpec] = []
+        self._rows: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._count = 0  # submitted and not yet returned as a row
+        self._thread: threading.Thread | None = None
+
+    def capacity(self) -> int:
+        return self._max
+
+    def running(self) -> int:
+        return self._count
+
+    def submit(self, spec: TrialSpec) -> None:
+        self._waiting.append(spec)
+        self._count += 1
+
+    def poll(self, timeout: float) -> list[dict[str, Any]]:
+        if self._waiting and (self._thread is None or not self._thread.is_alive()):
+            specs, self._waiting = self._waiting, []
+            self._thread = threading.Thread(target=self._run, args=(specs,), name="rlnb-sweep-batched", daemon=True)
+            self._thread.start()
+        rows: list[dict[str, Any]] = []
+        try:
+            rows.append(self._rows.get(timeout=timeout))
+            while True:
+                rows.append(self._rows.get_nowait())
+        except queue.Empty:
+            pass
+        self._count -= len(rows)
+        return rows
+
+    def stop(self) -> list[dict[str, Any]]:
+        """Collected trials that have not started end STOPPED now; running members stop at their next step
+        (the ensemble watches the sweep's stop event)."""
+        waiting, self._waiting = self._waiting, []
+        self._count -= len(waiting)
+        return [base_row(spec, "STOPPED", "stopped before it started") for spec in waiting]
+
+    def kill(self) -> list[dict[str, Any]]:
+        return []  # a thread cannot be killed; the ensemble stops at its next step
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    # -- the background thread ---------------------------------------------------------------------
+
+    def _run(self, specs: list[TrialSpec]) -> None:
+        groups: dict[Hashable, list[TrialSpec]] = defaultdict(list)
+        for spec in specs:
+            groups[_key(spec)].append(spec)
+        for group in groups.values():
+            for start in range(0, len(group), self._max):
+                self._ensemble(group[start : start + self._max])
+
+    def _ensemble(self, specs: list[TrialSpec]) -> None:
+        if self._stop.is_set():
+            for spec in specs:
+                self._rows.put(base_row(spec, "STOPPED", "stopped before it started"))
+            return
+        first = specs[0]
+        rewards: list[list[float]] = [[] for _ in specs]
+        losses: list[list[float]] = [[] for _ in specs]
+        start = time.perf_counter()
+        done: set[int] = set()
+
+        def on_step(i: int, report: StepReport) -> str | None:
+            rewards[i].append(report.reward)
+            losses[i].append(report.loss)
+            if self._reporter is None:
+                return None
+            spec = specs[i]
+            value = objective_value(spec.objective, rewards[i], losses[i])
+            verdict: str | None = self._reporter(spec, len(rewards[i]), value)
+            return verdict
+
+        def on_done(i: int, result: MemberResult) -> None:
+            done.add(i)
+            self._rows.put(self._row(specs[i], result))
+
+        members = [
+            Member(_params_at(spec), spec.seed, spec.run_id, run_annotations(spec, self._runs_dir)) for spec in specs
+        ]
+        options = {k: v for k, v in first.options.items() if k != "model"}
+        try:
+            run_batched(
+                first.options.get("model", "tiny"), first.kind, members, steps=first.steps, task=first.task,  # type: ignore[arg-type]
+                runs_dir=self._runs_dir, stop=self._stop, on_step=on_step, on_done=on_done, **options,
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - the ensemble could not run: each trial is a FAILED row
+            for i, spec in enumerate(specs):
+                if i not in done:
+                    row = base_row(spec, "FAILED", f"{type(exc).__name__}: {exc}")
+                    row["wall_s"] = time.perf_counter() - start
+                    self._rows.put(row)
+
+    def _row(self, spec: TrialSpec, result: MemberResult) -> dict[str, Any]:
+        row = base_row(spec, result.status, result.reason)
+        row.update(summary(result.history, result.rewards, result.losses, spec.objective))
+        row["wall_s"] = result.wall_s
+        return row
+
+
+def _params_at(spec: TrialSpec) -> Any:
+    return spec.params if spec.schedule is None else (lambda step: step_params(spec, step))
+
+
+def _key(spec: TrialSpec) -> Hashable:
+    """What one ensemble's members must share."""
+    return (spec.kind, spec.steps, id(spec.task), tuple(sorted((k, repr(v)) for k, v in spec.options.items())))
