@@ -7,7 +7,6 @@ sent. Every operation is recorded in ``session.history``.
 
 from __future__ import annotations
 
-import atexit
 import threading
 import time
 import weakref
@@ -16,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from rlnb import wire
+from rlnb import _exit, wire
 from rlnb._exceptions import OperationFailed, SessionClosed
 from rlnb.backends import Backend
 from rlnb.history import History
@@ -296,7 +295,6 @@ def _prompt_list(prompts: Any) -> list[Prompt]:
 _OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
 
 
-@atexit.register
 def _close_open_sessions() -> None:
     """Interpreter exit with operations in flight: stop each session (the running operation finishes or
     stops between tokens, the rest fail SESSION_NOT_ACTIVE), record that, and close its run files."""
@@ -305,6 +303,9 @@ def _close_open_sessions() -> None:
             session.close()
         except Exception:  # noqa: BLE001, S110 - exit goes on: one session's failure must not hide the others
             continue
+
+
+_exit.on_exit("sessions", _close_open_sessions)
 
 
 def connect(

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import html
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
 
+from rlnb import _exit
 from rlnb._exceptions import OperationFailed
 from rlnb.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.controls import INVALID, close_tree
@@ -121,6 +123,7 @@ class RunPanel:
         self._busy.set()
         self._thread = threading.Thread(target=self._run, args=(n,), name="rlnb-run-panel", daemon=True)
         self._thread.start()
+        _RUNNING.add(self)
         self._sync_buttons()
         return True
 
@@ -221,3 +224,21 @@ class RunPanel:
             raise TimeoutError(f"the run was asked to stop but a step is still going after {timeout} s")
         self.live.close()
         close_tree(self.widget)
+
+
+EXIT_DEADLINE = 30.0
+"""Seconds an interpreter exit waits for a panel's step in progress before its session is closed under it."""
+
+_RUNNING: weakref.WeakSet[RunPanel] = weakref.WeakSet()
+
+
+def _stop_running_panels() -> None:
+    """Interpreter exit mid-run: stop each panel after its step in progress, so that no step is still
+    submitting (or running torch) while its session closes and the interpreter tears down."""
+    for panel in list(_RUNNING):
+        panel.stop()
+    for panel in list(_RUNNING):
+        panel.join(EXIT_DEADLINE)
+
+
+_exit.on_exit("panels", _stop_running_panels)

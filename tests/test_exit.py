@@ -94,3 +94,29 @@ def test_stop_interrupts_a_long_sample_between_tokens():
     with pytest.raises(rlnb.OperationFailed) as info:
         op.result(timeout=1)
     assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
+
+
+PANEL_SCRIPT = """
+import time
+import rlnb
+from rlnb.widgets import RunPanel
+s = rlnb.connect("local", optimizer={optimizer!r}, runs_dir={runs!r}, run_id="r", device="cpu")
+panel = RunPanel(s, n_steps=500, every=0.05)
+panel.run_button.click()
+while panel.progress.value < 2:
+    time.sleep(0.01)
+{extra}
+"""
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "muon"])
+@pytest.mark.parametrize("extra", ["", "panel.close(); s.close()"])
+def test_exit_with_a_run_panel_mid_run_is_clean_and_records_everything(tmp_path, optimizer, extra):
+    code = PANEL_SCRIPT.format(optimizer=optimizer, runs=str(tmp_path), extra=extra)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "terminate called" not in proc.stderr
+    df = rlnb.History.load(tmp_path / "r").df
+    assert (df.kind == "optim-step").sum() >= 2
+    # exit (or an explicit close) stops the run after the step in progress: nothing is cut short
+    assert set(df.status) == {"TRAINING_OPERATION_STATUS_COMPLETED"}

@@ -17,7 +17,6 @@ a session safe to use from a notebook:
 
 from __future__ import annotations
 
-import atexit
 import logging
 import queue
 import threading
@@ -29,7 +28,7 @@ from typing import Any
 
 import torch
 
-from rlnb import wire
+from rlnb import _exit, wire
 from rlnb.backends import Listener
 
 log = logging.getLogger("rlnb")
@@ -164,9 +163,11 @@ def _nop(env: wire.Operation[Any]) -> None:
 _LIVE: weakref.WeakSet[Worker] = weakref.WeakSet()
 
 
-@atexit.register
 def _close_all() -> None:
     """Interpreter exit: close every live worker (see the module docstring)."""
     for worker in list(_LIVE):
         if not worker.close(EXIT_DEADLINE):
             log.warning("rlnb: an operation was still running %.0f s after exit began", EXIT_DEADLINE)
+
+
+_exit.on_exit("workers", _close_all)

@@ -10,7 +10,6 @@ interpreter exiting without ``session.close()`` loses nothing and never hangs.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import queue
@@ -21,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlnb import _exit
 from rlnb.history import History, Record
 from rlnb.sinks.base import RunInfo, Sink, SinkError, SinkWarning, Writer
 from rlnb.sinks.points import Item, Steps, logged, merge, replay
@@ -85,7 +85,7 @@ class _Channel:
                     run = RunInfo.from_config(self._history.config, self._history.path)
                     self.run_name = run.name
                     writer = lease.open(run)
-                    _run_exit_hook_first()
+                    _exit.run_first()
                 points, failures = merge(i for i in batch if i is not _CLOSE)
                 if points or failures:
                     writer.write(points, failures)
@@ -225,11 +225,4 @@ def _close_all() -> None:
     stop_all()
 
 
-def _run_exit_hook_first() -> None:
-    """atexit runs hooks last-registered first: registering again after a library registered its
-    own (W&B tears its service down at exit) lets rlnb flush into it before that."""
-    atexit.unregister(_close_all)
-    atexit.register(_close_all)
-
-
-atexit.register(_close_all)
+_exit.on_exit("sinks", _close_all)
