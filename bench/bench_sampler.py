@@ -27,7 +27,7 @@ import torch
 import rlnb
 from rlnb import samples
 from rlnb.backends import sampling
-from rlnb.backends.adapter import RecomputeDecoder
+from rlnb.backends.decoders import RecomputeDecoder
 
 
 def best(fn, reps: int = 5) -> float:

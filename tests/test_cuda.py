@@ -45,7 +45,7 @@ def test_rl_loop_on_cuda_in_bf16(hf_dirs, tmp_path, optimizer, lora):
 
 def test_cached_sampling_matches_uncached_on_cuda(hf_dirs):
     from rlnb.backends import sampling
-    from rlnb.backends.adapter import RecomputeDecoder
+    from rlnb.backends.decoders import RecomputeDecoder
 
     with rlnb.connect("local", model=hf_dirs["llama"], device="cuda", dtype="float32", record=False) as s:
         a, m = s.backend.adapter, s.backend.sampler

@@ -14,7 +14,7 @@ import torch
 import rlnb
 from rlnb import samples
 from rlnb.backends import sampling
-from rlnb.backends.adapter import RecomputeDecoder
+from rlnb.backends.decoders import RecomputeDecoder
 from rlnb.backends.hf import ModelLoadError
 from tests import hf_models
 

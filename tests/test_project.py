@@ -84,6 +84,7 @@ ORDER = [
     "text",
     "_exceptions",
     "_secrets",
+    "_exit",
     "params",
     "schedule",
     "presets",

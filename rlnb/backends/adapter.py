@@ -11,25 +11,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from rlnb.backends import hf
+from rlnb.backends.decoders import BuiltinDecoder, Decoder, HFDecoder, RecomputeDecoder, positions
 from rlnb.backends.model import SIZES, KVCache, TinyTransformer, build_model, from_gpt2, gpt2_config, to_gpt2
 from rlnb.text import ByteCodec, Codec, TokenizerCodec
 
 DEFAULT_CONTEXT = 1024
 """Context length assumed for a plain module that does not say (no ``block_size`` attribute)."""
-
-
-class Decoder(Protocol):
-    """Incremental decoding of a batch: next-token logits ``[B, V]`` after the prompts, then after each token."""
-
-    def prefill(self, ids: Tensor, mask: Tensor) -> Tensor: ...
-
-    def step(self, tokens: Tensor) -> Tensor: ...
 
 
 class ModelAdapter:
@@ -188,7 +181,7 @@ class HFAdapter(ModelAdapter):
         if mask is None:  # no left padding: plain causal attention (the fast path)
             return model(input_ids=ids, use_cache=False).logits
         return model(
-            input_ids=ids, attention_mask=mask, position_ids=_positions(mask), use_cache=False
+            input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=False
         ).logits
 
     def decoder(self, model: nn.Module, batch: int, max_len: int) -> Decoder:
@@ -225,70 +218,6 @@ class HFAdapter(ModelAdapter):
         with hf._quiet(transformers):
             loaded = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=_dtype(self.module))
         return dict(loaded.state_dict())
-
-
-# -- decoders -------------------------------------------------------------------------------------
-
-
-def _positions(mask: Tensor) -> Tensor:
-    """Position of each slot among its row's real tokens (left padding gets 0)."""
-    return (mask.long().cumsum(-1) - 1).clamp(min=0)
-
-
-class RecomputeDecoder:
-    """No cache: the whole sequence again for every token (plain modules, and the cache's reference)."""
-
-    def __init__(self, forward: Any) -> None:
-        self.forward = forward
-
-    def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
-        self.ids, self.mask = ids, mask
-        return self.forward(ids, mask)[:, -1]
-
-    def step(self, tokens: Tensor) -> Tensor:
-        self.ids = torch.cat([self.ids, tokens[:, None]], dim=1)
-        self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
-        return self.forward(self.ids, self.mask)[:, -1]
-
-
-class BuiltinDecoder:
-    def __init__(self, model: nn.Module, cache: KVCache) -> None:
-        self.model, self.cache = model, cache
-
-    def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
-        self.mask = mask
-        return self.model(ids, mask, self.cache)[:, -1]
-
-    def step(self, tokens: Tensor) -> Tensor:
-        self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
-        return self.model(tokens[:, None], self.mask, self.cache)[:, -1]
-
-
-class HFDecoder:
-    """transformers 5.x incremental decoding: the model's ``DynamicCache`` passed as ``cache=``, explicit
-    position ids (learned-position models such as GPT-2 need them with left padding)."""
-
-    def __init__(self, model: nn.Module) -> None:
-        from transformers import DynamicCache
-
-        self.model, self.cache = model, DynamicCache()
-
-    def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
-        self.mask, self.last = mask, _positions(mask)[:, -1:]
-        out = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=_positions(mask), cache=self.cache, use_cache=True,
-            logits_to_keep=1,
-        )
-        return out.logits[:, -1]
-
-    def step(self, tokens: Tensor) -> Tensor:
-        self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
-        self.last = self.last + 1
-        out = self.model(
-            input_ids=tokens[:, None], attention_mask=self.mask, position_ids=self.last, cache=self.cache,
-            use_cache=True,
-        )
-        return out.logits[:, -1]
 
 
 # -- building -------------------------------------------------------------------------------------

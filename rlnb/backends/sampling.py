@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from rlnb import wire
-from rlnb.backends.adapter import Decoder
+from rlnb.backends.decoders import Decoder
 from rlnb.text import Codec, StopMatcher
 
 MIN_TEMPERATURE = 1e-5
