@@ -51,7 +51,8 @@ class LRFinderControls:
         self.button = W.Button(description="Find LR", icon="search", tooltip="learning-rate range test")
         self.scaling = W.Dropdown(options=["original", "match_adam"], description="Muon lr units", style=WIDE)
         self.status = W.HTML()
-        self.plot = W.Image(format="png", layout=W.Layout(width="360px"))
+        # hidden until a range test has drawn something: an empty Image shows as a broken-image icon
+        self.plot = W.Image(format="png", layout=W.Layout(width="360px", display="none"))
         self.widget = W.VBox([W.HBox([self.button, self.scaling, self.status]), self.plot])
         self._thread: threading.Thread | None = None
         self.button.on_click(lambda _: self.start())
@@ -81,6 +82,7 @@ class LRFinderControls:
         if result.suggestion is not None:
             (self.builder.adam if kind == "adam" else self.builder.muon)["learning_rate"].value = result.suggestion
         self.plot.value = png(result.figure())
+        self.plot.layout.display = None
         found = f"suggested {result.suggestion:.3g}" if result.suggestion is not None else "no suggestion"
         self.status.value = f"{found} — {html.escape(result.reason)}"
         self.result = result

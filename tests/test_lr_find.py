@@ -164,6 +164,7 @@ def test_converting_for_several_shapes_weights_by_size():
 
 def test_find_lr_button_fills_the_learning_rate():
     b = OptimizerBuilder("adam")
+    assert b.lr_finder.plot.layout.display == "none"  # no broken-image icon before a range test
     b.lr_finder.options = {"steps": 21, "start_lr": 1e-5, "end_lr": 1.0, "step_fn": sigmoid_reward(1e-3)}
     b.lr_finder.button.click()
     b.lr_finder.join(120)
@@ -171,6 +172,7 @@ def test_find_lr_button_fills_the_learning_rate():
     assert b.lr_finder.error is None and result.suggestion is not None
     assert b.params.learning_rate == pytest.approx(result.suggestion) and b.adam["learning_rate"].slider.value > 0
     assert "suggested" in b.lr_finder.status.value and len(b.lr_finder.plot.value) > 1000
+    assert b.lr_finder.plot.layout.display is None
     assert not b.lr_finder.button.disabled
 
 
