@@ -28,7 +28,7 @@ from rlnb.backends.adapter import build_adapter
 from rlnb.backends.handlers import optim_metrics
 from rlnb.backends.records import COMPLETED, Op, Recorder, member_config
 from rlnb.backends.rollouts import member_losses, policy_batch, sample_output
-from rlnb.backends.sampling import Drawn, Settings, draw, uniforms
+from rlnb.backends.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.backends.stacked import StackedModel
 from rlnb.backends.stacked_optim import StackedOptimizer, no_gradient, plan
 from rlnb.members import SEED_STRIDE, Member, MemberResult, OnStep
@@ -166,8 +166,9 @@ class Ensemble:
         """One RL step for every live member, with the records and failures of ``rl_step`` on a session:
 
         * the step's params cannot be made (a schedule raised, a wrong kind): FAILED before sampling;
-        * the reward raised, or sampled log-probs / advantages are not finite (``samples.policy`` refuses
-          them): the sample is recorded COMPLETED, then FAILED with nothing more;
+        * sampled log-probs not finite: the sample FAILED NON_FINITE_LOSS, as the sample handler fails it;
+        * the reward raised, or the advantages are not finite (``samples.policy`` refuses them): the sample
+          is recorded COMPLETED, then FAILED with nothing more;
         * forward-backward fails (INVALID_INPUT, NON_FINITE_LOSS: no gradients): its optim-step completes
           with no gradients (norm 0, nothing changes) and weights-sync publishes step + 1, as a session
           runs them; the trial is FAILED with the forward-backward's error;
@@ -257,11 +258,15 @@ class Ensemble:
         finite = (torch.isfinite(drawn.logprobs) | unused).view(len(live), -1).all(dim=1).tolist()
         rollouts, bad = {}, {}
         for k, m in enumerate(live):
+            if not finite[k]:  # as the sample handler fails it
+                self.records[m].fail(ops[m], "NON_FINITE_LOSS", DIVERGED)
+                bad[m] = f"{wire.error_code('NON_FINITE_LOSS')}: {DIVERGED}"
+                continue
             out = sample_output(drawn, P, n, range(k * P * n, (k + 1) * P * n), self.records[m].step)
             self.records[m].complete(ops[m], out)
             try:
-                rollouts[m] = self._score(out, finite[k])
-            except Exception as exc:  # noqa: BLE001 - the user's reward function, or samples that cannot train
+                rollouts[m] = self._score(out)
+            except Exception as exc:  # noqa: BLE001 - the user's reward function, or advantages that cannot train
                 bad[m] = f"{type(exc).__name__}: {exc}"
         for m, reason in bad.items():
             self._end([m], "FAILED", reason)
@@ -271,15 +276,13 @@ class Ensemble:
             drawn = Drawn(drawn.tokens[keep], drawn.logprobs[keep], drawn.lengths[keep], drawn.stopped[keep])
         return rollouts, drawn
 
-    def _score(self, out: wire.SampleOutput, finite: bool) -> _Rollouts:
+    def _score(self, out: wire.SampleOutput) -> _Rollouts:
         """Rewards and group advantages as ``rl_step`` computes them; what ``samples.policy`` refuses fails."""
         rewards, advantages = [], []
         for text, result in zip(self.prompt_texts, out.results, strict=True):
             group = [float(self.task.reward(text, self.codec.decode(s.tokens))) for s in result.sequences]
             rewards.extend(group)
             advantages.extend(group_advantages(group))
-        if not finite:
-            raise ValueError("the sampled log-probs are not finite (NaN or Inf): the weights have diverged")
         if not all(math.isfinite(a) for a in advantages):
             raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
         return _Rollouts(rewards, advantages)

@@ -19,7 +19,7 @@ from rlnb.backends.adapter import build_adapter
 from rlnb.backends.model import build_model
 from rlnb.backends.optim import TrainerOptimizer
 from rlnb.backends.rollouts import policy_batch
-from rlnb.backends.sampling import Drawn, Settings, draw, generate, uniforms
+from rlnb.backends.sampling import DIVERGED, Drawn, Settings, draw, generate, uniforms
 from rlnb.backends.split import split_params
 from rlnb.backends.stacked import StackedModel, batched_attention
 from rlnb.backends.stacked_optim import StackedOptimizer, plan
@@ -72,10 +72,11 @@ def alone(kind: str, member: Member, steps: int = STEPS, **rl: Any) -> Alone:
             rewards.append(rl_step(s, digits_task(), params, seed=member.seed * SEED_STRIDE + i, **rl).reward)
     except rlnb.OperationFailed as exc:
         status, reason = "FAILED", f"{exc.code}: {exc.message}"
-    except ValueError as exc:  # samples.policy refuses non-finite log-probs
+    except ValueError as exc:  # samples.policy refuses non-finite advantages
         status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
     s.wait()
-    tokens = [[q.tokens for r in op.result().results for q in r.sequences] for op in sampled]
+    done = [op for op in sampled if op.status == "TRAINING_OPERATION_STATUS_COMPLETED"]
+    tokens = [[q.tokens for r in op.result().results for q in r.sequences] for op in done]
     weights = {n: p.detach().clone() for n, p in s.backend.trainer.named_parameters()}
     s.close()
     return Alone(status, reason, rewards, tokens, s.history, weights)
@@ -194,12 +195,14 @@ def test_a_member_whose_gradient_turns_non_finite_stops_alone(sampled_tokens, mo
 def test_a_member_whose_samples_go_non_finite_stops_alone():
     members = [ADAM[0], Member(rlnb.AdamParams(learning_rate=1e3), seed=1)]  # its weights blow up in 3 steps
     results = run_batched("tiny", "adam", members, steps=5, device="cpu", **QUICK)
-    ref = alone("adam", members[1], steps=5, **QUICK)  # rl_step: samples.policy refuses the NaN log-probs
+    ref = alone("adam", members[1], steps=5, **QUICK)  # its sample fails NON_FINITE_LOSS (JSON has no NaN)
     bad = results[1]
     assert bad.status == ref.status == "FAILED" and bad.steps_done == len(ref.rewards) == 3
-    assert ref.reason.startswith("ValidationError") and "must be finite" in ref.reason
-    assert bad.reason.startswith("ValueError: the sampled log-probs are not finite")
-    assert list(bad.history.df.kind) == list(ref.history.df.kind)  # ... the last is the sample
+    assert bad.reason == ref.reason == f"TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS: {DIVERGED}"
+    assert list(bad.history.df.kind) == list(ref.history.df.kind)  # ... the last is the sample, failed in both
+    last = [h.df.iloc[-1] for h in (bad.history, ref.history)]
+    failed = ("sample", "TRAINING_OPERATION_STATUS_FAILED", DIVERGED)
+    assert [(r.kind, r.status, r.error_message) for r in last] == [failed] * 2
     assert results[0].status == "COMPLETED" and results[0].rewards == alone("adam", members[0], 5, **QUICK).rewards
 
 

@@ -194,6 +194,20 @@ def test_bad_input_is_a_400_naming_the_field_or_invalid_input(c, case):
     c.post(f"/training-sessions/{sid}/stop")
 
 
+def test_a_diverged_sample_fails_non_finite_and_every_poll_answers(tmp_path):
+    """NaN log-probs cannot be JSON: the sample fails NON_FINITE_LOSS instead of 500s on every poll."""
+    with app_client(tmp_path) as c:
+        _, sid = new_session(c)
+        submit(c, sid, "forward-backward", CE)
+        adam = {"learning_rate": 1e6, "grad_clip_norm": 0.0, "weight_decay": 0.0}
+        sync = {"weight_sync_type": "WEIGHT_SYNC_TYPE_SYNCHRONOUS"}
+        for kind, body in (("optim-step", {"adam_params": adam}), ("weights-sync", sync)):
+            assert wait(c, sid, kind, submit(c, sid, kind, body)["id"])["status"] == wire.STATUS_COMPLETED
+        env = wait(c, sid, "sample", submit(c, sid, "sample", sample_body(1, 2, 4))["id"])
+        assert env["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
+        assert "weights have diverged" in env["error"]["message"]
+
+
 # -- stopping -------------------------------------------------------------------------------------
 
 

@@ -283,6 +283,8 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
     longest = max(len(p) for p in prompts) + settings.max_tokens
     decoder = _Cancellable(engine.adapter.decoder(engine.sampler, len(prompts) * n, longest), cancelled)
     groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device)
+    if not all(math.isfinite(lp) for seqs in groups for s in seqs for lp in s.logprobs or ()):
+        raise OperationError("NON_FINITE_LOSS", sampling.DIVERGED)
     results = []
     for prompt, seqs in zip(prompts, groups, strict=True):
         result = wire.SampleResult(

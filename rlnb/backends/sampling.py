@@ -33,6 +33,8 @@ MIN_TEMPERATURE = 1e-5
 """Below this, sampling is greedy (dividing logits by a tinier temperature overflows)."""
 CHECK_EVERY = 8
 """Without stop strings, how many tokens pass between checks that every row has ended (a host sync)."""
+DIVERGED = "the sampled log-probs are not finite (NaN or Inf): the weights have diverged"
+"""Why a sample fails ``NON_FINITE_LOSS`` (JSON has no NaN, and nothing can be trained on such samples)."""
 STOP: wire.StopReason = "STOP_REASON_STOP"
 LENGTH: wire.StopReason = "STOP_REASON_LENGTH"
 

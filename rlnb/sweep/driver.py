@@ -225,6 +225,8 @@ class _Run:
             row["executor"] = where
             if self.wanted in ("auto", "batched"):
                 row["not_batched"] = self.not_batched.get(row["trial"])
+            else:  # the column is always there: the table's shape does not depend on the executor
+                row["not_batched"] = f"executor={self.wanted!r} was asked for"
             self.rows.append(row)
             append_row(self.folder, row)
             self.source.finish(row)
