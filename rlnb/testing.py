@@ -16,12 +16,13 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -201,12 +202,15 @@ class ServerProcess:
             session = rlnb.connect(url, base_model="rlnb/tiny")
 
     ``start()`` waits until ``health`` answers (or the process dies: its stderr is in the error);
-    ``stop()`` terminates it, then kills it if it does not exit.
+    ``stop()`` terminates it, then kills it if it does not exit. The server's stderr goes to a temporary
+    file, never to a pipe that nobody reads (a full pipe would block the server mid-request); ``log()``
+    returns what it has written so far.
     """
 
     def __init__(self, cmd: list[str], url: str, health: str = "/health", timeout: float = 60.0):
         self.cmd, self.url, self.health, self.timeout = cmd, url, health, timeout
         self.proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
 
     @classmethod
     def rlnb_serve(cls, *args: str, port: int | None = None) -> ServerProcess:
@@ -218,7 +222,8 @@ class ServerProcess:
     def start(self) -> str:
         import httpx
 
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server; closed by stop()
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self._stderr)
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -227,7 +232,7 @@ class ServerProcess:
             except httpx.TransportError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
+                err = self.log()[-2000:]
                 self.stop()
                 raise RuntimeError(f"{' '.join(self.cmd[:4])} did not start: {err}")
             time.sleep(0.05)
@@ -241,9 +246,18 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        if self.proc.stderr:
-            self.proc.stderr.close()
         self.proc = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def log(self) -> str:
+        """The server's stderr so far (its log and any traceback); empty once stopped."""
+        if self._stderr is None:
+            return ""
+        self._stderr.flush()
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
 
     def __enter__(self) -> str:
         return self.start()

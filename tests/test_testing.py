@@ -86,3 +86,17 @@ def test_server_process_reports_a_server_that_does_not_start():
     with pytest.raises(RuntimeError, match="no such server"):
         broken.start()
     assert time.monotonic() - t0 < 30 and broken.proc is None
+
+
+def test_a_server_that_logs_a_lot_is_never_blocked_by_its_stderr():
+    """A pipe nobody reads fills at 64 KiB and then blocks the server mid-request; a file never does."""
+    port = free_port()
+    chatty = (
+        "import sys, http.server\n"
+        "sys.stderr.write('x' * 2_000_000); sys.stderr.flush()\n"
+        f"http.server.HTTPServer(('127.0.0.1', {port}), http.server.SimpleHTTPRequestHandler).serve_forever()\n"
+    )
+    server = ServerProcess([sys.executable, "-c", chatty], f"http://127.0.0.1:{port}", timeout=20)
+    with server:
+        assert server.log().count("x") >= 2_000_000
+    assert server.proc is None and server.log() == ""
