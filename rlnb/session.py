@@ -222,7 +222,7 @@ class Session:
         temperature: float = 1.0,
         top_p: float = 1.0,
         top_k: int = -1,
-        stop: Sequence[str] | None = None,
+        stop: str | Sequence[str] | None = None,
         seed: int | None = None,
         *,
         prompt_logprobs: bool = False,
@@ -232,9 +232,9 @@ class Session:
         last published by ``weights_sync``).
 
         ``prompts`` is one prompt or a list of them; a prompt is text, token ids, or chat messages
-        (encoded with the session's tokenizer and chat template). ``stop`` strings and the tokenizer's
-        EOS end a sequence. Each sampled sequence carries ``.text``, its tokens decoded, when the
-        session has a tokenizer (or is byte-level)."""
+        (encoded with the session's tokenizer and chat template). ``stop`` (one string or a list of
+        them) and the tokenizer's EOS end a sequence. Each sampled sequence carries ``.text``, its tokens
+        decoded, when the session has a tokenizer (or is byte-level)."""
         batch = _prompt_list(prompts)
         tokens = [self.encode(p) for p in batch]
         context: int | None = getattr(self.backend, "context_length", None)
@@ -254,7 +254,7 @@ class Session:
                 temperature=temperature,
                 top_p=top_p,
                 top_k=top_k,
-                stop=list(stop) if stop else None,
+                stop=[stop] if isinstance(stop, str) else list(stop) if stop else None,  # "\n\n" is one string
                 seed=seed,
             ),
             prompt_logprobs=prompt_logprobs or None,

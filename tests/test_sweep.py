@@ -307,3 +307,11 @@ def test_stop_during_an_ensemble_keeps_every_member_as_a_row(tmp_path):
     assert (trials.status == "STOPPED").all() and (trials.executor == "batched").all()
     assert all(0 < n < 400 for n in trials.steps_done)
     assert [len(h.steps) for h in histories(trials)] == list(trials.steps_done)
+
+
+def test_an_empty_grid_or_config_list_is_refused_not_run_as_the_base(tmp_path):
+    with pytest.raises(ValueError, match="grid: learning_rate has no values"):
+        grid(learning_rate=[], momentum=[0.9])
+    with pytest.raises(ValueError, match="configs is empty"):
+        sweep(BASE, [], steps=1, runs_dir=tmp_path, progress=False)
+    assert not list(tmp_path.iterdir())  # refused before a folder was made

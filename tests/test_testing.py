@@ -100,3 +100,13 @@ def test_a_server_that_logs_a_lot_is_never_blocked_by_its_stderr():
     with server:
         assert server.log().count("x") >= 2_000_000
     assert server.proc is None and server.log() == ""
+
+
+def test_one_stop_string_is_one_string_not_its_characters():
+    backend = FakeBackend()
+    s = rlnb.Session(backend, record=False)
+    s.sample("hi", stop="\n\n").result(timeout=10)
+    s.sample("hi", stop=["TR", "END"]).result(timeout=10)
+    stops = [body.sampling_params.stop for kind, body in backend.submitted if kind == "sample"]
+    assert stops == [["\n\n"], ["TR", "END"]]
+    s.close()

@@ -131,7 +131,9 @@ def sweep(
         dims = parse_space(base, space or {})
         check_search(dims, n_trials, sampler, pruner)
     else:
-        plan = list(itertools.product([dict(c) for c in (configs or [{}])], seeds))
+        if configs is not None and not configs:
+            raise ValueError("configs is empty: there is no trial to run (None runs the base config alone)")
+        plan = list(itertools.product([dict(c) for c in (configs if configs is not None else [{}])], seeds))
         for config, _ in plan:
             apply(base, config)  # every config is validated before anything runs
     folder = Path(resume) if resume is not None else new_folder(runs_dir)

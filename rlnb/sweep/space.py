@@ -108,6 +108,9 @@ def sample(dims: Mapping[str, Dimension], rng: random.Random) -> dict[str, Any]:
 
 def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
     """Every combination: ``grid(learning_rate=[1e-3, 1e-2], momentum=[0.9, 0.95])`` → 4 configs."""
+    empty = [name for name, values in axes.items() if not len(values)]
+    if empty:  # an empty axis would make an empty grid: a sweep of nothing, silently
+        raise ValueError(f"grid: {', '.join(empty)} has no values (give at least one per field)")
     names = list(axes)
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(axes[n] for n in names))]
 
