@@ -208,6 +208,13 @@ def test_a_diverged_sample_fails_non_finite_and_every_poll_answers(tmp_path):
         assert "weights have diverged" in env["error"]["message"]
 
 
+def test_a_body_that_is_not_json_is_a_400_that_says_so(tmp_path):
+    with app_client(tmp_path) as c:
+        r = c.post("/model-resources", content=b"{not json", headers={"content-type": "application/json"})
+        error = error_of(r, 400)
+        assert error["message"].startswith("the body is not valid JSON (") and error["param"] is None
+
+
 # -- stopping -------------------------------------------------------------------------------------
 
 
