@@ -23,7 +23,7 @@ from rlnb.operation import Operation
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import attach, validate
-from rlnb.text import ByteCodec, Codec, Message, TokenizerCodec, to_tokens
+from rlnb.text import ByteCodec, Codec, Message, NoTokenizerCodec, TokenizerCodec, to_tokens
 
 Prompt = str | Sequence[int] | Sequence[Message]
 """A prompt: text, token ids, or chat messages (``[{"role": "user", "content": "..."}]``)."""
@@ -260,7 +260,8 @@ class Session:
             prompt_logprobs=prompt_logprobs or None,
             topk_prompt_logprobs=topk_prompt_logprobs or None,
         )
-        return self._submit("sample", body, transform=self._decoded if self.codec is not None else None)
+        text = self.codec is not None and not isinstance(self.codec, NoTokenizerCodec)
+        return self._submit("sample", body, transform=self._decoded if text else None)
 
     def _decoded(self, out: wire.SampleOutput) -> wire.SampleOutput:
         assert self.codec is not None

@@ -208,6 +208,23 @@ def test_tokenizer_larger_than_the_model(hf_dirs, tmp_path):
         local(str(tmp_path / "m"))
 
 
+def test_a_model_folder_without_a_tokenizer_takes_token_ids_and_refuses_text(hf_dirs, tmp_path):
+    folder = str(hf_models.save("qwen3", tmp_path / "notok", with_tokenizer=False))
+    no_tokenizer = rf"model '{folder}' has no tokenizer: pass tokenizer= to rlnb.connect"
+    with local(folder) as s:
+        assert s.tokenizer is None
+        for use_text in (lambda: s.encode("hello"), lambda: s.decode([300]), lambda: s.sample("hello"),
+                         lambda: samples.from_text(s, "7 x 6 =", " 42")):
+            with pytest.raises(ValueError, match=no_tokenizer):  # never raw bytes into a BPE vocabulary
+                use_text()
+        assert len(s.history) == 0  # refused before anything was submitted
+        seq = s.sample([5, 6, 7], max_tokens=4, seed=0).result().results[0].sequences[0]
+        assert len(seq.tokens) == 4 and seq.text is None  # token ids work; no made-up text
+        assert s.forward_backward([samples.cross_entropy([5, 6, 7, 8])]).result().loss > 0
+    with local(folder, tokenizer=hf_dirs["qwen3"]) as s:  # tokenizer= gives it one
+        assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
+
+
 def test_prompt_longer_than_the_context_and_cuda_without_cuda(hf_dirs):
     with local(hf_dirs["llama"]) as s:
         with pytest.raises(ValueError, match=r"prompt 0 has 300 tokens.*context of 256"):

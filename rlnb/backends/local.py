@@ -69,8 +69,8 @@ class LocalBackend:
         model: ``"tiny"`` / ``"small"`` (built-in byte-level transformers), a Hugging Face causal LM by
             local directory or hub id (from the local cache: rlnb never downloads), a loaded
             transformers model, or any ``nn.Module`` mapping token ids ``[B, T]`` to logits.
-        tokenizer: for a loaded model or a module: a Hugging Face tokenizer (or its directory). A model
-            loaded by name brings its own. None: the byte codec.
+        tokenizer: a Hugging Face tokenizer (or its directory). None: a model loaded by name brings its
+            own; a Hugging Face model without one takes token ids only; other modules get the byte codec.
         seed: seeds the built-in model's initial weights and (unless ``sampling_seed`` is given) unseeded
             sampling.
         sampling_seed: seeds the sequence of seeds unseeded samples use (default: ``seed``).
