@@ -14,6 +14,7 @@ import torch
 import rlnb
 from rlnb import samples
 from rlnb.backends import sampling
+from rlnb.backends.checkpoints import CheckpointMismatch
 from rlnb.backends.decoders import RecomputeDecoder
 from rlnb.backends.hf import ModelLoadError
 from tests import hf_models
@@ -223,6 +224,22 @@ def test_a_model_folder_without_a_tokenizer_takes_token_ids_and_refuses_text(hf_
         assert s.forward_backward([samples.cross_entropy([5, 6, 7, 8])]).result().loss > 0
     with local(folder, tokenizer=hf_dirs["qwen3"]) as s:  # tokenizer= gives it one
         assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
+
+
+def test_resume_knows_a_model_folder_however_its_path_is_spelled(tmp_path, monkeypatch):
+    for where in ("a", "b"):  # two different folders with the same relative name
+        hf_models.save("llama", tmp_path / where / "m", with_tokenizer=False)
+    monkeypatch.chdir(tmp_path / "a")
+    with local("m", checkpoint_dir=tmp_path / "ck") as s:
+        s.forward_backward([samples.cross_entropy([5, 6, 7, 8])])
+        s.optim_step()
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    for spelling in ("./m", "m/", str(tmp_path / "a" / "m"), str(tmp_path / "a" / "m") + "/"):
+        with local(spelling, resume_from=path) as r:
+            assert r.step == 1
+    monkeypatch.chdir(tmp_path / "b")  # "m" here is another folder: not the checkpoint's model
+    with pytest.raises(CheckpointMismatch, match=rf"checkpoint is of model '{tmp_path / 'a' / 'm'}'"):
+        local("m", resume_from=path)
 
 
 def test_prompt_longer_than_the_context_and_cuda_without_cuda(hf_dirs):

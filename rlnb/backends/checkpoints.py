@@ -90,13 +90,22 @@ def load(path: Path, device: torch.device) -> dict[str, Any]:
     return dict(state)
 
 
+def model_dir(adapter: ModelAdapter) -> str | None:
+    """The resolved folder a Hugging Face model was loaded from (None for hub ids, built-ins, modules):
+    resume compares folders by where they are, not by how their path was spelled."""
+    path = Path(adapter.name).expanduser()
+    return str(path.resolve()) if adapter.kind == "hf" and path.is_dir() else None
+
+
 def restore_weights(
     state: dict[str, Any], adapter: ModelAdapter, trainer: nn.Module, lora: LoraSettings | None
 ) -> None:
     """Load a checkpoint's weights into ``trainer``, checking that it belongs to this kind of session."""
-    if state["base_model"] != adapter.name:
+    saved, here = state.get("base_model_dir"), model_dir(adapter)
+    same = saved == here if saved and here else state["base_model"] == adapter.name
+    if not same:
         raise CheckpointMismatch(
-            f"checkpoint is of model {state['base_model']!r}, this session's model is {adapter.name!r}"
+            f"checkpoint is of model {saved or state['base_model']!r}, this session's model is {here or adapter.name!r}"
         )
     if state["type"] == "inference":
         if lora is not None:

@@ -146,6 +146,7 @@ class LocalBackend:
             store=checkpoints.CheckpointStore(checkpoint_dir),
             meta={
                 "base_model": adapter.name,
+                "base_model_dir": checkpoints.model_dir(adapter),
                 "lora": self.lora.as_dict() if self.lora else None,
                 "ns_dtype": str(ns).removeprefix("torch."),
                 "optimizer_kind": optimizer,
