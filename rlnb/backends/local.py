@@ -123,7 +123,8 @@ class LocalBackend:
         adapter = build_adapter(
             model, tokenizer=tokenizer, seed=seed, dtype=dtype, device=self.device, eos_token_id=eos_token_id
         )
-        self.lora = LoraSettings.from_config(lora) if lora else None
+        checked = wire.lora_config(lora)
+        self.lora = None if checked is False else LoraSettings.from_config(checked)
         trainer = adapter.module
         if self.lora is not None:
             trainer = apply_lora(trainer, adapter.lora_targets(self.lora.train_unembed), self.lora)
