@@ -262,6 +262,19 @@ def test_run_panel_shows_every_exception_of_a_step(panel_session):
     panel.close()
 
 
+def test_run_panel_refuses_a_bool_or_non_integer_n_and_a_start_after_close(panel_session):
+    panel = RunPanel(panel_session, step_fn=lambda s, p: {"x": 1.0}, every=0.05)
+    for n in (True, False, 2.0, "3", 0, -1):
+        assert panel.start(n) is False and not panel.running  # True is not one step
+        assert isinstance(panel.error, ValueError) and f"N = {n!r} is invalid" in str(panel.error)
+        assert "not started" in panel.status.value
+    assert panel_session.step == 0
+    panel.close()
+    with pytest.raises(RuntimeError, match="this RunPanel is closed"):
+        panel.start(1)
+    assert panel_session.step == 0 and not panel.running
+
+
 def test_join_and_close_wait_for_the_end_of_the_run(panel_session):
     panel = RunPanel(panel_session, step_fn=lambda s, p: {"x": 1.0}, every=0.05)
     refresh, finished = panel.live.refresh, []
