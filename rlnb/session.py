@@ -21,6 +21,7 @@ from rlnb.backends import Backend
 from rlnb.history import History
 from rlnb.operation import Operation
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.runstore import check_run_id
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import attach, validate
 from rlnb.text import ByteCodec, Codec, Message, NoTokenizerCodec, TokenizerCodec, to_tokens
@@ -336,6 +337,8 @@ def connect(
     if optimizer is not None and optimizer not in wire.OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
     kind = optimizer  # narrowed to wire.OptimizerKind | None by the check above
+    if run_id is not None:
+        check_run_id(run_id)  # before a model is loaded or a remote session started
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
     if target == "local":
         from rlnb.backends.local import LocalBackend
