@@ -118,17 +118,17 @@ class LocalBackend:
         self.optimizer: OptimizerKind = optimizer
         self.device = resolve_device(device)
         self.seed = seed
+        checked = wire.lora_config(lora)
+        resume = checkpoints.load(Path(resume_from), self.device) if resume_from is not None else None
         if isinstance(tokenizer, str):
             tokenizer = _load_tokenizer(tokenizer)
         adapter = build_adapter(
             model, tokenizer=tokenizer, seed=seed, dtype=dtype, device=self.device, eos_token_id=eos_token_id
         )
-        checked = wire.lora_config(lora)
         self.lora = None if checked is False else LoraSettings.from_config(checked)
         trainer = adapter.module
         if self.lora is not None:
             trainer = apply_lora(trainer, adapter.lora_targets(self.lora.train_unembed), self.lora)
-        resume = checkpoints.load(Path(resume_from), self.device) if resume_from is not None else None
         if resume is not None:
             if resume["type"] != "training" and load_optimizer:
                 raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
