@@ -239,13 +239,15 @@ class Session:
         batch = _prompt_list(prompts)
         tokens = [self.encode(p) for p in batch]
         context: int | None = getattr(self.backend, "context_length", None)
+        room = max_tokens if max_tokens is not None else getattr(self.backend, "default_max_tokens", None)
+        unset = " (the default: max_tokens is unset)" if max_tokens is None else ""
         for i, t in enumerate(tokens if context is not None else []):
             assert context is not None
             if len(t) > context:
                 raise ValueError(f"prompt {i} has {len(t)} tokens, more than the model's context of {context}")
-            if max_tokens is not None and len(t) + max_tokens > context:
+            if room is not None and len(t) + room > context:
                 raise ValueError(
-                    f"prompt {i}: {len(t)} tokens + max_tokens {max_tokens} exceed the model's context of {context}"
+                    f"prompt {i}: {len(t)} tokens + max_tokens {room}{unset} exceed the model's context of {context}"
                 )
         body = wire.SampleBody(
             model_inputs=[wire.ModelInput.from_tokens(t) for t in tokens],

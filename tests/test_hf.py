@@ -248,6 +248,8 @@ def test_prompt_longer_than_the_context_and_cuda_without_cuda(hf_dirs):
             s.sample([[5] * 300])
         with pytest.raises(ValueError, match=r"max_tokens 100.*context of 256"):
             s.sample([[5] * 200], max_tokens=100)
+        with pytest.raises(ValueError, match=r"250 tokens \+ max_tokens 16 \(the default: max_tokens is unset\).*256"):
+            s.sample([[5] * 250])  # unset max_tokens is the backend's default, 16: checked before sending
         assert len(s.history) == 0  # refused before anything was submitted
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="device='cuda' but this torch has no CUDA"):
