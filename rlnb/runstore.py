@@ -45,6 +45,20 @@ def new_run_id(label: str = "") -> str:
     return "-".join(p for p in (stamp, label, uuid.uuid4().hex[:6]) if p)
 
 
+def check_run_id(run_id: object) -> str:
+    """``run_id`` names one folder inside the runs folder: a single plain path component, so that no run
+    is written (or continued) outside it."""
+    if (
+        not isinstance(run_id, str)
+        or run_id in ("", ".", "..")
+        or any(c in run_id for c in ("/", "\\", "\0"))
+    ):
+        raise ValueError(
+            f"run_id must be a folder name inside the runs folder (no '/', '\\', '..', not empty), got {run_id!r}"
+        )
+    return run_id
+
+
 def environment() -> dict[str, str]:
     """Package versions for the run's config."""
     import importlib.metadata as md

@@ -40,6 +40,8 @@ class Schedule:
 
     def multiplier(self, step: int) -> float:
         """The factor applied to the base learning rate at ``step``."""
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"step must be an integer >= 0 (steps count from 0, the first optim-step), got {step!r}")
         # 1) linear warmup from 1/warmup to 1
         if step < self.warmup_steps:
             return (step + 1) / self.warmup_steps

@@ -21,9 +21,10 @@ from rlnb.backends import Backend
 from rlnb.history import History
 from rlnb.operation import Operation
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.runstore import check_run_id
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import attach, validate
-from rlnb.text import ByteCodec, Codec, Message, TokenizerCodec, to_tokens
+from rlnb.text import ByteCodec, Codec, Message, NoTokenizerCodec, TokenizerCodec, to_tokens
 
 Prompt = str | Sequence[int] | Sequence[Message]
 """A prompt: text, token ids, or chat messages (``[{"role": "user", "content": "..."}]``)."""
@@ -238,13 +239,15 @@ class Session:
         batch = _prompt_list(prompts)
         tokens = [self.encode(p) for p in batch]
         context: int | None = getattr(self.backend, "context_length", None)
+        room = max_tokens if max_tokens is not None else getattr(self.backend, "default_max_tokens", None)
+        unset = " (the default: max_tokens is unset)" if max_tokens is None else ""
         for i, t in enumerate(tokens if context is not None else []):
             assert context is not None
             if len(t) > context:
                 raise ValueError(f"prompt {i} has {len(t)} tokens, more than the model's context of {context}")
-            if max_tokens is not None and len(t) + max_tokens > context:
+            if room is not None and len(t) + room > context:
                 raise ValueError(
-                    f"prompt {i}: {len(t)} tokens + max_tokens {max_tokens} exceed the model's context of {context}"
+                    f"prompt {i}: {len(t)} tokens + max_tokens {room}{unset} exceed the model's context of {context}"
                 )
         body = wire.SampleBody(
             model_inputs=[wire.ModelInput.from_tokens(t) for t in tokens],
@@ -260,7 +263,8 @@ class Session:
             prompt_logprobs=prompt_logprobs or None,
             topk_prompt_logprobs=topk_prompt_logprobs or None,
         )
-        return self._submit("sample", body, transform=self._decoded if self.codec is not None else None)
+        text = self.codec is not None and not isinstance(self.codec, NoTokenizerCodec)
+        return self._submit("sample", body, transform=self._decoded if text else None)
 
     def _decoded(self, out: wire.SampleOutput) -> wire.SampleOutput:
         assert self.codec is not None
@@ -335,6 +339,8 @@ def connect(
     if optimizer is not None and optimizer not in wire.OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
     kind = optimizer  # narrowed to wire.OptimizerKind | None by the check above
+    if run_id is not None:
+        check_run_id(run_id)  # before a model is loaded or a remote session started
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
     if target == "local":
         from rlnb.backends.local import LocalBackend

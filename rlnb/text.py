@@ -49,6 +49,31 @@ class ByteCodec:
         raise ValueError("chat messages need a tokenizer with a chat template; the byte-level model has none")
 
 
+class NoTokenizerCodec:
+    """Token ids only: a Hugging Face model that came without a tokenizer. Text in or out is an error
+    that says so (the byte codec would feed raw bytes to a vocabulary that is not bytes)."""
+
+    tokenizer = None
+
+    def __init__(self, model: str, eos_token_ids: Sequence[int] = ()) -> None:
+        self.model = model
+        self.eos_token_ids = tuple(eos_token_ids)
+
+    def _refuse(self) -> ValueError:
+        return ValueError(
+            f"model {self.model!r} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
+        )
+
+    def encode(self, text: str, special: bool = True) -> list[int]:
+        raise self._refuse()
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        raise self._refuse()
+
+    def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
+        raise self._refuse()
+
+
 class TokenizerCodec:
     """A Hugging Face tokenizer (``AutoTokenizer``). Encoding adds the tokenizer's special tokens
     (e.g. a BOS) as it would for the model; EOS ids come from the tokenizer and the model's
@@ -81,7 +106,7 @@ def as_codec(obj: Any) -> Codec:
     """A Codec from a Codec, anything with a ``codec`` (a Session), a Hugging Face tokenizer, or None (bytes)."""
     if obj is None:
         return ByteCodec()
-    if isinstance(obj, ByteCodec | TokenizerCodec):
+    if isinstance(obj, ByteCodec | NoTokenizerCodec | TokenizerCodec):
         return obj
     codec = getattr(obj, "codec", None)
     if codec is not None:

@@ -94,6 +94,7 @@ class RunPanel:
         self._stop = threading.Event()
         self._busy = threading.Event()
         self._thread: threading.Thread | None = None
+        self._closed = False
         self.step_button.on_click(lambda _: self.start(1))
         self.run_button.on_click(lambda _: self.start(int(self.n.value)))
         self.stop_button.on_click(lambda _: self.stop())
@@ -111,7 +112,10 @@ class RunPanel:
 
     def start(self, n: int) -> bool:
         """Run ``n`` steps on a background thread. Returns False, saying why in the status line (and in
-        ``error``), when it cannot: a run is going, ``n`` is not >= 1, or the config is refused."""
+        ``error``), when it cannot: a run is going, ``n`` is not an integer >= 1, or the config is refused.
+        A closed panel raises ``RuntimeError``: it has no status line left to say so."""
+        if self._closed:
+            raise RuntimeError("this RunPanel is closed: make a new one to run more steps")
         problem = self._refusal(n)
         if problem is not None:
             self.error = problem
@@ -130,7 +134,7 @@ class RunPanel:
     def _refusal(self, n: int) -> Exception | None:
         if self.running:
             return RuntimeError("a run is going; Stop it first")
-        if not isinstance(n, int) or n < 1:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             return ValueError(f"N = {n!r} is invalid: must be an integer >= 1")
         if not self.builder.valid:
             return ValueError("; ".join(self.builder.errors))
@@ -222,6 +226,7 @@ class RunPanel:
         self.stop()
         if not self.join(timeout):
             raise TimeoutError(f"the run was asked to stop but a step is still going after {timeout} s")
+        self._closed = True
         self.live.close()
         close_tree(self.widget)
 

@@ -14,6 +14,7 @@ import torch
 import rlnb
 from rlnb import samples
 from rlnb.backends import sampling
+from rlnb.backends.checkpoints import CheckpointMismatch
 from rlnb.backends.decoders import RecomputeDecoder
 from rlnb.backends.hf import ModelLoadError
 from tests import hf_models
@@ -208,12 +209,47 @@ def test_tokenizer_larger_than_the_model(hf_dirs, tmp_path):
         local(str(tmp_path / "m"))
 
 
+def test_a_model_folder_without_a_tokenizer_takes_token_ids_and_refuses_text(hf_dirs, tmp_path):
+    folder = str(hf_models.save("qwen3", tmp_path / "notok", with_tokenizer=False))
+    no_tokenizer = rf"model '{folder}' has no tokenizer: pass tokenizer= to rlnb.connect"
+    with local(folder) as s:
+        assert s.tokenizer is None
+        for use_text in (lambda: s.encode("hello"), lambda: s.decode([300]), lambda: s.sample("hello"),
+                         lambda: samples.from_text(s, "7 x 6 =", " 42")):
+            with pytest.raises(ValueError, match=no_tokenizer):  # never raw bytes into a BPE vocabulary
+                use_text()
+        assert len(s.history) == 0  # refused before anything was submitted
+        seq = s.sample([5, 6, 7], max_tokens=4, seed=0).result().results[0].sequences[0]
+        assert len(seq.tokens) == 4 and seq.text is None  # token ids work; no made-up text
+        assert s.forward_backward([samples.cross_entropy([5, 6, 7, 8])]).result().loss > 0
+    with local(folder, tokenizer=hf_dirs["qwen3"]) as s:  # tokenizer= gives it one
+        assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
+
+
+def test_resume_knows_a_model_folder_however_its_path_is_spelled(tmp_path, monkeypatch):
+    for where in ("a", "b"):  # two different folders with the same relative name
+        hf_models.save("llama", tmp_path / where / "m", with_tokenizer=False)
+    monkeypatch.chdir(tmp_path / "a")
+    with local("m", checkpoint_dir=tmp_path / "ck") as s:
+        s.forward_backward([samples.cross_entropy([5, 6, 7, 8])])
+        s.optim_step()
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    for spelling in ("./m", "m/", str(tmp_path / "a" / "m"), str(tmp_path / "a" / "m") + "/"):
+        with local(spelling, resume_from=path) as r:
+            assert r.step == 1
+    monkeypatch.chdir(tmp_path / "b")  # "m" here is another folder: not the checkpoint's model
+    with pytest.raises(CheckpointMismatch, match=rf"checkpoint is of model '{tmp_path / 'a' / 'm'}'"):
+        local("m", resume_from=path)
+
+
 def test_prompt_longer_than_the_context_and_cuda_without_cuda(hf_dirs):
     with local(hf_dirs["llama"]) as s:
         with pytest.raises(ValueError, match=r"prompt 0 has 300 tokens.*context of 256"):
             s.sample([[5] * 300])
         with pytest.raises(ValueError, match=r"max_tokens 100.*context of 256"):
             s.sample([[5] * 200], max_tokens=100)
+        with pytest.raises(ValueError, match=r"250 tokens \+ max_tokens 16 \(the default: max_tokens is unset\).*256"):
+            s.sample([[5] * 250])  # unset max_tokens is the backend's default, 16: checked before sending
         assert len(s.history) == 0  # refused before anything was submitted
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="device='cuda' but this torch has no CUDA"):

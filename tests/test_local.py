@@ -290,6 +290,25 @@ def test_checkpoint_resume_gives_the_same_next_step(tmp_path):
         assert not states_equal(never_stopped, params_of(cold.backend.trainer))
 
 
+def test_a_resume_from_that_is_not_a_checkpoint_names_the_path_and_what_was_expected(tmp_path):
+    garbage, empty, a_list, folder = (tmp_path / name for name in ("garbage.pt", "empty.pt", "list.pt", "d"))
+    garbage.write_bytes(b"not a torch file\n" * 10)
+    empty.touch()
+    torch.save([1, 2], a_list)
+    folder.mkdir()
+    expected = r"expected a training checkpoint \(<id>\.pt\) or an inference checkpoint folder"
+    for path, problem in (
+        (garbage, r"is not an rlnb checkpoint \(torch\.load: UnpicklingError\)"),
+        (empty, r"is not an rlnb checkpoint \(torch\.load: EOFError\)"),
+        (folder, r"is a folder but not an rlnb inference checkpoint \(rlnb\.json: FileNotFoundError\)"),
+        (tmp_path / "missing.pt", "does not exist"),
+    ):
+        with pytest.raises(ValueError, match=rf"^resume_from '{path}' {problem}.*{expected}"):
+            local_session(resume_from=path)
+    with pytest.raises(ValueError, match=rf"^resume_from '{a_list}' is a torch file but not an rlnb training"):
+        local_session(resume_from=a_list)
+
+
 def test_inference_checkpoint_is_a_model_transformers_loads(tmp_path):
     """The built-in model's inference checkpoint is a GPT-2 checkpoint with the same logits."""
     transformers = pytest.importorskip("transformers")

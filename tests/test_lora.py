@@ -118,3 +118,14 @@ def test_lora_training_checkpoint_holds_only_the_adapter_and_resumes(tmp_path):
         lora_session("tiny", lora={"rank": 4}, resume_from=path)
     with pytest.raises(ValueError, match="differ in LoRA"):
         lora_session("tiny", resume_from=path)
+
+
+def test_lora_takes_true_false_none_or_a_dict_and_refuses_anything_else():
+    from tests.test_remote_client import BAD_LORA
+
+    for lora, message in BAD_LORA:
+        with pytest.raises(ValueError, match=message):
+            lora_session("tiny", lora=lora)
+    for lora, expected in ((None, None), (False, None), (True, 8), ({}, 8), ({"rank": 2}, 2)):
+        with lora_session("tiny", lora=lora) as s:  # an empty dict is LoRA with the defaults, as remotely
+            assert (s.backend.lora.rank if s.backend.lora else None) == expected

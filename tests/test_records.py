@@ -108,6 +108,21 @@ time.sleep(60)
 """
 
 
+@pytest.mark.parametrize("run_id", ["../escape", "a/b", "..", ".", "", "a\\b", "/tmp/abs", 7])
+def test_a_run_id_that_is_not_one_folder_name_is_refused(tmp_path, run_id):
+    runs = tmp_path / "runs"
+    with pytest.raises(ValueError, match=r"run_id must be a folder name inside the runs folder .*got "):
+        rlnb.connect("local", run_id=run_id, runs_dir=runs)
+    with pytest.raises(ValueError, match="run_id must be a folder name"):
+        History.create({}, runs, run_id)
+    assert list(tmp_path.iterdir()) == []  # nothing written, inside the runs folder or beside it
+
+
+def test_a_run_id_with_dots_inside_is_a_folder_name(tmp_path):
+    with rlnb.connect("local", run_id="lr..1e-3.v2", runs_dir=tmp_path) as s:
+        assert s.history.path == tmp_path / "lr..1e-3.v2"
+
+
 def test_a_run_held_by_another_process_is_refused_and_freed_when_it_dies(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(tmp_path)], stdout=subprocess.PIPE)
     try:

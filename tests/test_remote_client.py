@@ -693,6 +693,23 @@ def test_muon_lora_and_keep_resource_options():
     assert not fake.calls("POST", r"/model-resources/.*/stop")
 
 
+BAD_LORA = [
+    ("rank=8", r"lora must be True, False, None or a dict with keys rank, alpha, dropout, seed, train_unembed; "
+               "got 'rank=8'"),
+    (8, r"lora must be True, False, None or a dict"),
+    ({"rnk": 8}, r"lora has unknown keys \['rnk'\]; allowed: rank, alpha"),
+    ({"rank": 0}, r"lora rank: .*greater than or equal to 1, got 0"),
+]
+
+
+@pytest.mark.parametrize(("lora", "message"), BAD_LORA)
+def test_a_bad_lora_is_refused_before_anything_is_sent(lora, message):
+    fake = FakeAPI()
+    with pytest.raises(ValueError, match=message):
+        connect(fake, base_model="org/model-b", lora=lora)
+    assert not fake.calls()  # not even the model resource
+
+
 def test_waiting_for_ready_polls_quickly_at_first():
     fake = FakeAPI(ready_after=6)
     with connect(fake):

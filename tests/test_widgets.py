@@ -146,6 +146,18 @@ def test_schedule_values_and_params_at():
     assert any("warmup_steps" in e for e in b.errors)
 
 
+def test_a_step_before_the_first_is_refused_naming_step():
+    b = OptimizerBuilder("adam")
+    b.adam["learning_rate"].text.value = 1e-3
+    b.sched_kind.value, b.warmup.value = "cosine", 0
+    for step in (-5, -1, 1.5, True):
+        with pytest.raises(ValueError, match=rf"step must be an integer >= 0 .*got {step!r}"):
+            b.params_at(step)
+        with pytest.raises(ValueError, match="step must be an integer >= 0"):
+            Schedule("linear", warmup_steps=3).multiplier(step)
+    assert b.params_at(0).learning_rate == b.params.learning_rate  # step 0 is the first, at the full rate
+
+
 def test_schedule_is_a_pure_function():
     s = Schedule("cosine", warmup_steps=2, total_steps=12, min_lr_ratio=0.1)
     assert [round(s.multiplier(i), 6) for i in (0, 1, 2, 7, 12, 20)] == [0.5, 1.0, 1.0, 0.55, 0.1, 0.1]
@@ -248,6 +260,19 @@ def test_run_panel_shows_every_exception_of_a_step(panel_session):
     assert "ValueError" in panel.status.value and "my reward function broke" in panel.status.value
     assert not panel.step_button.disabled and panel.stop_button.disabled
     panel.close()
+
+
+def test_run_panel_refuses_a_bool_or_non_integer_n_and_a_start_after_close(panel_session):
+    panel = RunPanel(panel_session, step_fn=lambda s, p: {"x": 1.0}, every=0.05)
+    for n in (True, False, 2.0, "3", 0, -1):
+        assert panel.start(n) is False and not panel.running  # True is not one step
+        assert isinstance(panel.error, ValueError) and f"N = {n!r} is invalid" in str(panel.error)
+        assert "not started" in panel.status.value
+    assert panel_session.step == 0
+    panel.close()
+    with pytest.raises(RuntimeError, match="this RunPanel is closed"):
+        panel.start(1)
+    assert panel_session.step == 0 and not panel.running
 
 
 def test_join_and_close_wait_for_the_end_of_the_run(panel_session):

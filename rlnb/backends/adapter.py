@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from rlnb.backends import hf
 from rlnb.backends.decoders import BuiltinDecoder, Decoder, HFDecoder, RecomputeDecoder, positions
 from rlnb.backends.model import SIZES, KVCache, TinyTransformer, build_model, from_gpt2, gpt2_config, to_gpt2
-from rlnb.text import ByteCodec, Codec, TokenizerCodec
+from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
 
 DEFAULT_CONTEXT = 1024
 """Context length assumed for a plain module that does not say (no ``block_size`` attribute)."""
@@ -269,7 +269,13 @@ def build_adapter(
         extra_eos += [ids] if isinstance(ids, int) else list(ids or [])
     if dtype != "auto":
         module = module.to(hf.DTYPES[dtype])
-    codec: Codec = TokenizerCodec(tokenizer, extra_eos) if tokenizer is not None else ByteCodec(extra_eos)
+    codec: Codec
+    if tokenizer is not None:
+        codec = TokenizerCodec(tokenizer, extra_eos)
+    elif cls is HFAdapter:  # its vocabulary is not bytes: token ids only, text is an error naming the model
+        codec = NoTokenizerCodec(name, extra_eos)
+    else:
+        codec = ByteCodec(extra_eos)
     return cls(module.to(device).train(), name, codec, device)
 
 

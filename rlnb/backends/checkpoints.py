@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
@@ -79,24 +80,53 @@ def save_inference(
     (path / "rlnb.json").write_text(json.dumps({"type": "inference", "step": step, **meta}, indent=2))
 
 
+EXPECTED = "a training checkpoint (<id>.pt) or an inference checkpoint folder (<id>/ with rlnb.json)"
+
+
 def load(path: Path, device: torch.device) -> dict[str, Any]:
-    """A checkpoint's contents: for training ones everything saved; for inference ones ``rlnb.json``."""
+    """A checkpoint's contents: for training ones everything saved; for inference ones ``rlnb.json``.
+    Anything else is a ``ValueError`` naming the path and what was expected (not torch's unpickling text)."""
+    if not path.exists():
+        raise ValueError(f"resume_from {str(path)!r} does not exist: expected {EXPECTED}")
     if path.is_dir():
-        meta = json.loads((path / "rlnb.json").read_text())
+        try:
+            meta = json.loads((path / "rlnb.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(
+                f"resume_from {str(path)!r} is a folder but not an rlnb inference checkpoint "
+                f"(rlnb.json: {type(exc).__name__}); expected {EXPECTED}"
+            ) from exc
+        if not isinstance(meta, dict) or meta.get("type") != "inference":
+            raise ValueError(f"resume_from {str(path)!r}: its rlnb.json is not an rlnb inference checkpoint's")
         return {**meta, "path": path}
-    state = torch.load(path, map_location=device, weights_only=True)
-    if state.get("type") != "training" or "weights" not in state:
-        raise ValueError(f"{path} is not an rlnb training checkpoint")
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as exc:  # torch's texts name no file
+        raise ValueError(
+            f"resume_from {str(path)!r} is not an rlnb checkpoint (torch.load: {type(exc).__name__}); "
+            f"expected {EXPECTED}"
+        ) from exc
+    if not isinstance(state, dict) or state.get("type") != "training" or "weights" not in state:
+        raise ValueError(f"resume_from {str(path)!r} is a torch file but not an rlnb training checkpoint")
     return dict(state)
+
+
+def model_dir(adapter: ModelAdapter) -> str | None:
+    """The resolved folder a Hugging Face model was loaded from (None for hub ids, built-ins, modules):
+    resume compares folders by where they are, not by how their path was spelled."""
+    path = Path(adapter.name).expanduser()
+    return str(path.resolve()) if adapter.kind == "hf" and path.is_dir() else None
 
 
 def restore_weights(
     state: dict[str, Any], adapter: ModelAdapter, trainer: nn.Module, lora: LoraSettings | None
 ) -> None:
     """Load a checkpoint's weights into ``trainer``, checking that it belongs to this kind of session."""
-    if state["base_model"] != adapter.name:
+    saved, here = state.get("base_model_dir"), model_dir(adapter)
+    same = saved == here if saved and here else state["base_model"] == adapter.name
+    if not same:
         raise CheckpointMismatch(
-            f"checkpoint is of model {state['base_model']!r}, this session's model is {adapter.name!r}"
+            f"checkpoint is of model {saved or state['base_model']!r}, this session's model is {here or adapter.name!r}"
         )
     if state["type"] == "inference":
         if lora is not None:

@@ -69,8 +69,8 @@ class LocalBackend:
         model: ``"tiny"`` / ``"small"`` (built-in byte-level transformers), a Hugging Face causal LM by
             local directory or hub id (from the local cache: rlnb never downloads), a loaded
             transformers model, or any ``nn.Module`` mapping token ids ``[B, T]`` to logits.
-        tokenizer: for a loaded model or a module: a Hugging Face tokenizer (or its directory). A model
-            loaded by name brings its own. None: the byte codec.
+        tokenizer: a Hugging Face tokenizer (or its directory). None: a model loaded by name brings its
+            own; a Hugging Face model without one takes token ids only; other modules get the byte codec.
         seed: seeds the built-in model's initial weights and (unless ``sampling_seed`` is given) unseeded
             sampling.
         sampling_seed: seeds the sequence of seeds unseeded samples use (default: ``seed``).
@@ -118,16 +118,17 @@ class LocalBackend:
         self.optimizer: OptimizerKind = optimizer
         self.device = resolve_device(device)
         self.seed = seed
+        checked = wire.lora_config(lora)
+        resume = checkpoints.load(Path(resume_from), self.device) if resume_from is not None else None
         if isinstance(tokenizer, str):
             tokenizer = _load_tokenizer(tokenizer)
         adapter = build_adapter(
             model, tokenizer=tokenizer, seed=seed, dtype=dtype, device=self.device, eos_token_id=eos_token_id
         )
-        self.lora = LoraSettings.from_config(lora) if lora else None
+        self.lora = None if checked is False else LoraSettings.from_config(checked)
         trainer = adapter.module
         if self.lora is not None:
             trainer = apply_lora(trainer, adapter.lora_targets(self.lora.train_unembed), self.lora)
-        resume = checkpoints.load(Path(resume_from), self.device) if resume_from is not None else None
         if resume is not None:
             if resume["type"] != "training" and load_optimizer:
                 raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
@@ -146,6 +147,7 @@ class LocalBackend:
             store=checkpoints.CheckpointStore(checkpoint_dir),
             meta={
                 "base_model": adapter.name,
+                "base_model_dir": checkpoints.model_dir(adapter),
                 "lora": self.lora.as_dict() if self.lora else None,
                 "ns_dtype": str(ns).removeprefix("torch."),
                 "optimizer_kind": optimizer,
@@ -210,6 +212,9 @@ class LocalBackend:
     @property
     def context_length(self) -> int:
         return self.engine.adapter.context_length
+
+    default_max_tokens = handlers.DEFAULT_MAX_TOKENS
+    """What a sample with ``max_tokens`` unset generates at most (the Session checks it fits the context)."""
 
     def checkpoint_path(self, ckpt_id: str) -> Path:
         """The ``.pt`` file (training) or folder (inference) a checkpoint of this session was written to."""

@@ -14,6 +14,7 @@ Checkpoints export the adapter in peft's own format (``adapter_config.json`` +
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from rlnb import wire
 from rlnb.backends.hf import INSTALL_HINT
 
 DEFAULT_RANK = 8
@@ -39,8 +41,8 @@ class LoraSettings:
     train_unembed: bool = True
 
     @classmethod
-    def from_config(cls, config: dict[str, Any] | bool) -> LoraSettings:
-        """From a wire ``LoraConfig`` dict (unset fields take the defaults) or ``True``."""
+    def from_config(cls, config: Mapping[str, Any] | wire.LoraConfig | bool) -> LoraSettings:
+        """From a wire ``LoraConfig`` (or its dict; unset fields take the defaults) or ``True``."""
         if isinstance(config, bool):
             return cls()
         given = {k: v for k, v in dict(config).items() if v is not None}

@@ -64,14 +64,6 @@ def _wait_until(
         time.sleep(min(poll_interval(elapsed, poll_min, poll_max), timeout - elapsed))
 
 
-def _lora(lora: bool | dict[str, Any] | wire.LoraConfig | None) -> wire.LoraConfig | None:
-    if isinstance(lora, wire.LoraConfig):
-        return lora
-    if isinstance(lora, dict):
-        return wire.LoraConfig.model_validate(lora)
-    return None
-
-
 class RemoteBackend:
     """One training session of the remote API. Build it with ``RemoteBackend.connect`` (or
     ``rlnb.connect(url, ...)``); the constructor takes a running session and its model resource,
@@ -174,6 +166,8 @@ class RemoteBackend:
             if given:
                 raise ValueError(f"{', '.join(given)} describe a new session; they cannot be used with session_id")
         config = wire.optimizer_config(optimizer or "adam", muon_scaling) if session_id is None else None
+        checked = wire.lora_config(lora)
+        lora_config = checked if isinstance(checked, wire.LoraConfig) else None  # True: the server's defaults
         client = APIClient(
             base_url, api_key, timeout=timeout, deadline=deadline, max_retries=max_retries, retry=retry,
             http_client=http_client, transport=transport, server_extensions=server_extensions,
@@ -199,7 +193,7 @@ class RemoteBackend:
                 resource = client.create_model_resources(
                     wire.CreateModelResourcesRequest(
                         base_model=base_model,
-                        lora_enabled=lora is not None and lora is not False,
+                        lora_enabled=checked is not False,
                         compute_config=wire.ComputeConfigRequest(num_generator_replicas=num_generator_replicas),
                         optimizer_config=config,
                     )
@@ -216,7 +210,7 @@ class RemoteBackend:
                 rid = resource.id
                 resource = wait(lambda: client.get_model_resources(rid), wire.RESOURCE_READY, wire.RESOURCE_ENDED)
                 fields = {
-                    "model_resources_id": rid, "display_name": display_name, "lora_config": _lora(lora),
+                    "model_resources_id": rid, "display_name": display_name, "lora_config": lora_config,
                     "resume_from_checkpoint_id": resume_from_checkpoint_id, "load_optimizer": load_optimizer,
                 }  # fmt: skip  # only what was given is sent: unset means the server's default
                 info = client.create_session(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Literal, TypeAlias
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from rlnb.wire.base import Int64, StrictBool, StrictFloat, StrictInt, _Model, _Request
 from rlnb.wire.checkpoints import InferenceCheckpoint, ListMeta, TrainingCheckpoint
@@ -46,6 +47,7 @@ __all__ = [
     "TrainerConfig",
     "UpdateSessionRequest",
     "WandbMetadata",
+    "lora_config",
 ]
 
 GpuType: TypeAlias = Literal["H100-80GB", "B200-SXM"]
@@ -67,6 +69,26 @@ class LoraConfig(_Model):
     """Seeds the adapter initialisation only: sessions of one resource share the base weights."""
     train_unembed: StrictBool | None = None
     """Also put an adapter on the output head (documented default true)."""
+
+
+def lora_config(lora: object) -> LoraConfig | bool:
+    """``lora=`` as ``rlnb.connect`` takes it, checked before anything is sent: False for full weights
+    (None / False), True for LoRA with the defaults, or the ``LoraConfig`` of a dict / ``LoraConfig``."""
+    if lora is None or isinstance(lora, bool):
+        return bool(lora)
+    if isinstance(lora, LoraConfig):
+        return lora
+    fields = ", ".join(LoraConfig.model_fields)
+    if not isinstance(lora, Mapping):
+        raise ValueError(f"lora must be True, False, None or a dict with keys {fields}; got {lora!r}")
+    unknown = sorted(str(k) for k in set(lora) - set(LoraConfig.model_fields))
+    if unknown:
+        raise ValueError(f"lora has unknown keys {unknown}; allowed: {fields}")
+    try:
+        return LoraConfig.model_validate(dict(lora))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}, got {e['input']!r}" for e in exc.errors())
+        raise ValueError(f"lora {problems}") from None
 
 
 class WandbMetadata(_Model):
