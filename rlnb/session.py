@@ -238,6 +238,8 @@ class Session:
         decoded, when the session has a tokenizer (or is byte-level)."""
         batch = _prompt_list(prompts)
         tokens = [self.encode(p) for p in batch]
+        if stop and isinstance(self.codec, NoTokenizerCodec):  # stop strings are matched on decoded text
+            raise ValueError(f"stop: {self.codec.refusal()}")
         context: int | None = getattr(self.backend, "context_length", None)
         room = max_tokens if max_tokens is not None else getattr(self.backend, "default_max_tokens", None)
         unset = " (the default: max_tokens is unset)" if max_tokens is None else ""

@@ -59,19 +59,17 @@ class NoTokenizerCodec:
         self.model = model
         self.eos_token_ids = tuple(eos_token_ids)
 
-    def _refuse(self) -> ValueError:
-        return ValueError(
-            f"model {self.model!r} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
-        )
+    def refusal(self) -> str:
+        return f"model {self.model!r} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
 
     def encode(self, text: str, special: bool = True) -> list[int]:
-        raise self._refuse()
+        raise ValueError(self.refusal())
 
     def decode(self, tokens: Sequence[int]) -> str:
-        raise self._refuse()
+        raise ValueError(self.refusal())
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
-        raise self._refuse()
+        raise ValueError(self.refusal())
 
 
 class TokenizerCodec:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import rlnb
-from rlnb import samples
+from rlnb import samples, wire
 from rlnb.backends import sampling
 from rlnb.backends.checkpoints import CheckpointMismatch
 from rlnb.backends.decoders import RecomputeDecoder
@@ -215,13 +215,18 @@ def test_a_model_folder_without_a_tokenizer_takes_token_ids_and_refuses_text(hf_
     with local(folder) as s:
         assert s.tokenizer is None
         for use_text in (lambda: s.encode("hello"), lambda: s.decode([300]), lambda: s.sample("hello"),
-                         lambda: samples.from_text(s, "7 x 6 =", " 42")):
+                         lambda: s.sample([5, 6], stop="\n"), lambda: samples.from_text(s, "7 x 6 =", " 42")):
             with pytest.raises(ValueError, match=no_tokenizer):  # never raw bytes into a BPE vocabulary
                 use_text()
         assert len(s.history) == 0  # refused before anything was submitted
         seq = s.sample([5, 6, 7], max_tokens=4, seed=0).result().results[0].sequences[0]
         assert len(seq.tokens) == 4 and seq.text is None  # token ids work; no made-up text
         assert s.forward_backward([samples.cross_entropy([5, 6, 7, 8])]).result().loss > 0
+        body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([5, 6])],
+                               sampling_params=wire.SamplingParams(max_tokens=2, stop=["\n"]))
+        with pytest.raises(rlnb.OperationFailed, match="sampling_params.stop: model .* has no tokenizer") as info:
+            s._submit("sample", body).result(timeout=30)  # as a server's client sends it: refused, not INTERNAL_ERROR
+        assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
     with local(folder, tokenizer=hf_dirs["qwen3"]) as s:  # tokenizer= gives it one
         assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
 

@@ -27,8 +27,6 @@ from rlnb.backends.adapter import ModelAdapter
 from rlnb.backends.optim import NonFiniteGradient, StepStats, TrainerOptimizer
 from rlnb.backends.worker import Cancelled, OperationError
 
-DEFAULT_MAX_TOKENS = 16
-"""Sampling default for ``max_tokens`` when the request leaves it unset."""
 MAX_NUM_SAMPLES = 256
 """Completions per prompt in one sample operation."""
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -261,13 +259,18 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
     if not body.model_inputs:
         raise OperationError("INVALID_INPUT", "model_inputs is empty")
     settings = sampling.Settings(
-        max_tokens=sp.max_tokens or DEFAULT_MAX_TOKENS,
+        max_tokens=sp.max_tokens or wire.DEFAULT_MAX_TOKENS,
         temperature=1.0 if sp.temperature is None else sp.temperature,
         top_p=1.0 if sp.top_p is None else sp.top_p,
         top_k=-1 if sp.top_k is None else sp.top_k,
         stop=tuple(sp.stop or ()),
         eos=engine.adapter.codec.eos_token_ids,
     )
+    if settings.stop:  # matched on decoded text: a model without a tokenizer cannot have them
+        try:
+            engine.adapter.codec.decode([])
+        except ValueError as exc:
+            raise OperationError("INVALID_INPUT", f"sampling_params.stop: {exc}") from None
     context = engine.adapter.context_length
     prompts = []
     for i, mi in enumerate(body.model_inputs):

@@ -213,7 +213,7 @@ class LocalBackend:
     def context_length(self) -> int:
         return self.engine.adapter.context_length
 
-    default_max_tokens = handlers.DEFAULT_MAX_TOKENS
+    default_max_tokens = wire.DEFAULT_MAX_TOKENS
     """What a sample with ``max_tokens`` unset generates at most (the Session checks it fits the context)."""
 
     def checkpoint_path(self, ckpt_id: str) -> Path:

@@ -10,7 +10,7 @@ from rlnb.server.settings import ServerSettings
 
 DEFAULT_GPU_TYPE: wire.RequestGpuType = "B200-SXM"
 """The one GPU type SDK 3.1.1 accepts in supported-models (``Literal["B200-SXM"]``) and in a create request."""
-SAMPLING_DEFAULTS = wire.SamplingDefaults(logprobs=1, max_tokens=16, n=1, temperature=1.0)
+SAMPLING_DEFAULTS = wire.SamplingDefaults(logprobs=1, max_tokens=wire.DEFAULT_MAX_TOKENS, n=1, temperature=1.0)
 
 
 @dataclass(frozen=True)

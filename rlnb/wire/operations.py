@@ -19,6 +19,7 @@ from rlnb.wire.optim import OptimStepBody, OptimStepResult
 from rlnb.wire.status import OperationErrorCode, OperationStatus
 
 __all__ = [
+    "DEFAULT_MAX_TOKENS",
     "LARGE_PAYLOAD_BYTES",
     "OFFLOADED_KINDS",
     "OPERATION_KINDS",
@@ -226,6 +227,10 @@ class WeightsSyncBody(_Request):
 class WeightsSyncResult(_Model):
     weights_version: Int64
     """Policy version now live (0 = initial model, +1 per optim-step)."""
+
+
+DEFAULT_MAX_TOKENS = 16
+"""``max_tokens`` when a sample request leaves it unset (rlnb's backends; advertised by ``rlnb serve``)."""
 
 
 class SamplingParams(_Model):
