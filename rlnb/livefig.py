@@ -30,6 +30,10 @@ LIVE_POINTS = 512
 NICE = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 
+X_ROOM = 1.05
+"""The x axis ends at a round number past this multiple of the newest step."""
+
+
 def nice_ceiling(value: float) -> float:
     """The smallest of 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × 10^k that is >= ``value`` (> 0)."""
     if value <= 0:
@@ -188,9 +192,9 @@ class Panel:
             self._stale = True
 
     def set_limits(self, x_last: float, lo: float, hi: float) -> None:
-        """x from 0 to a round number past ``x_last``; y around [``lo``, ``hi``], kept while the data
-        fits and fills at least half of it."""
-        xlim = (0.0, nice_ceiling(max(x_last, 1.0)))
+        """x from 0 to a round number at least 5% past ``x_last`` (the newest point and its marker never sit
+        on the frame); y around [``lo``, ``hi``], kept while the data fits and fills at least half of it."""
+        xlim = (0.0, nice_ceiling(max(x_last, 1.0) * X_ROOM))
         ylim = self._ylim(lo, hi)
         if xlim != self.ax.get_xlim():
             self.ax.set_xlim(xlim)

@@ -444,3 +444,13 @@ def test_live_view_says_why_a_remote_run_has_no_gradient_norm():
     assert view.panels["grad_norm"].note.get_text() == NA_NO_GRAD_NORM
     assert view.panels["loss"].note.get_text() == ""
     view.close()
+
+
+
+def test_the_live_x_axis_leaves_room_after_the_newest_step():
+    """The newest point and its marker never sit on the frame (4 steps used to draw to exactly 4)."""
+    for n in (4, 8, 30):
+        view = LiveView(hand_history([1.0 / (i + 1) for i in range(n)], norms=[1.0] * n), every=0)
+        for panel in view.panels.values():
+            assert panel.ax.get_xlim()[1] >= 1.05 * n
+        view.close()
