@@ -254,8 +254,7 @@ class Ensemble:
         noise = torch.cat([uniforms(s, P, n, T, self.device) for s in seeds], dim=1)  # member k: columns k*P*n...
         decoder = self.model.decoder(P * n, self.longest)
         drawn = draw(decoder, self.prompts * len(live), n, self.settings, noise, self.codec, self.device)
-        unused = torch.arange(drawn.logprobs.shape[1], device=self.device) >= drawn.lengths[:, None]
-        finite = (torch.isfinite(drawn.logprobs) | unused).view(len(live), -1).all(dim=1).tolist()
+        finite = drawn.finite().view(len(live), -1).all(dim=1).tolist()
         rollouts, bad = {}, {}
         for k, m in enumerate(live):
             if not finite[k]:  # as the sample handler fails it

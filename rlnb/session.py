@@ -66,7 +66,7 @@ class Session:
         self._lock = threading.Lock()
         self._pending: deque[Operation[Any]] = deque()
         _OPEN.add(self)
-        self._sinks = attach(history, sinks, on_exit=self.close) if sinks else None
+        self._sinks = attach(history, sinks) if sinks else None
 
     def __repr__(self) -> str:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
@@ -240,17 +240,18 @@ class Session:
         tokens = [self.encode(p) for p in batch]
         if stop and isinstance(self.codec, NoTokenizerCodec):  # stop strings are matched on decoded text
             raise ValueError(f"stop: {self.codec.refusal()}")
-        context: int | None = getattr(self.backend, "context_length", None)
-        room = max_tokens if max_tokens is not None else getattr(self.backend, "default_max_tokens", None)
+        context: int | None = getattr(self.backend, "context_length", None)  # known for in-process models
+        room = max_tokens if max_tokens is not None else wire.DEFAULT_MAX_TOKENS
         unset = " (the default: max_tokens is unset)" if max_tokens is None else ""
-        for i, t in enumerate(tokens if context is not None else []):
-            assert context is not None
-            if len(t) > context:
-                raise ValueError(f"prompt {i} has {len(t)} tokens, more than the model's context of {context}")
-            if room is not None and len(t) + room > context:
-                raise ValueError(
-                    f"prompt {i}: {len(t)} tokens + max_tokens {room}{unset} exceed the model's context of {context}"
-                )
+        if context is not None:
+            for i, t in enumerate(tokens):
+                if len(t) > context:
+                    raise ValueError(f"prompt {i} has {len(t)} tokens, more than the model's context of {context}")
+                if len(t) + room > context:
+                    raise ValueError(
+                        f"prompt {i}: {len(t)} tokens + max_tokens {room}{unset} exceed the model's context of "
+                        f"{context}"
+                    )
         body = wire.SampleBody(
             model_inputs=[wire.ModelInput.from_tokens(t) for t in tokens],
             num_samples=num_samples,

@@ -26,6 +26,7 @@ from rlnb.backends import losses as losses_mod
 from rlnb.backends.adapter import ModelAdapter
 from rlnb.backends.optim import NonFiniteGradient, StepStats, TrainerOptimizer
 from rlnb.backends.worker import Cancelled, OperationError
+from rlnb.text import NoTokenizerCodec
 
 MAX_NUM_SAMPLES = 256
 """Completions per prompt in one sample operation."""
@@ -68,7 +69,9 @@ def run(engine: Engine, kind: str, body: Any, cancelled: threading.Event) -> Any
 
 def classify(exc: Exception) -> str | None:
     """Error codes for exceptions the handlers' helpers raise."""
-    return "INVALID_INPUT" if isinstance(exc, losses_mod.InvalidLossInput) else None
+    if isinstance(exc, losses_mod.InvalidLossInput):
+        return "INVALID_INPUT"
+    return "NON_FINITE_LOSS" if isinstance(exc, sampling.Diverged) else None
 
 
 # -- inputs -----------------------------------------------------------------------------------------
@@ -266,11 +269,9 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
         stop=tuple(sp.stop or ()),
         eos=engine.adapter.codec.eos_token_ids,
     )
-    if settings.stop:  # matched on decoded text: a model without a tokenizer cannot have them
-        try:
-            engine.adapter.codec.decode([])
-        except ValueError as exc:
-            raise OperationError("INVALID_INPUT", f"sampling_params.stop: {exc}") from None
+    codec = engine.adapter.codec
+    if settings.stop and isinstance(codec, NoTokenizerCodec):  # stop strings are matched on decoded text
+        raise OperationError("INVALID_INPUT", f"sampling_params.stop: {codec.refusal()}")
     context = engine.adapter.context_length
     prompts = []
     for i, mi in enumerate(body.model_inputs):
@@ -286,8 +287,6 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
     longest = max(len(p) for p in prompts) + settings.max_tokens
     decoder = _Cancellable(engine.adapter.decoder(engine.sampler, len(prompts) * n, longest), cancelled)
     groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device)
-    if not all(math.isfinite(lp) for seqs in groups for s in seqs for lp in s.logprobs or ()):
-        raise OperationError("NON_FINITE_LOSS", sampling.DIVERGED)
     results = []
     for prompt, seqs in zip(prompts, groups, strict=True):
         result = wire.SampleResult(

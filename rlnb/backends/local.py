@@ -213,9 +213,6 @@ class LocalBackend:
     def context_length(self) -> int:
         return self.engine.adapter.context_length
 
-    default_max_tokens = wire.DEFAULT_MAX_TOKENS
-    """What a sample with ``max_tokens`` unset generates at most (the Session checks it fits the context)."""
-
     def checkpoint_path(self, ckpt_id: str) -> Path:
         """The ``.pt`` file (training) or folder (inference) a checkpoint of this session was written to."""
         return self.engine.store.path(ckpt_id)

@@ -35,6 +35,10 @@ CHECK_EVERY = 8
 """Without stop strings, how many tokens pass between checks that every row has ended (a host sync)."""
 DIVERGED = "the sampled log-probs are not finite (NaN or Inf): the weights have diverged"
 """Why a sample fails ``NON_FINITE_LOSS`` (JSON has no NaN, and nothing can be trained on such samples)."""
+
+
+class Diverged(ValueError):
+    """``generate`` drew tokens whose log-probs are not finite."""
 STOP: wire.StopReason = "STOP_REASON_STOP"
 LENGTH: wire.StopReason = "STOP_REASON_LENGTH"
 
@@ -99,6 +103,11 @@ class Drawn:
     lengths: Tensor
     stopped: Tensor
 
+    def finite(self) -> Tensor:
+        """Per row: whether every log-prob of its tokens is finite (slots past its length do not count)."""
+        unused = torch.arange(self.logprobs.shape[1], device=self.logprobs.device) >= self.lengths[:, None]
+        return (torch.isfinite(self.logprobs) | unused).all(dim=1)
+
 
 def generate(
     decoder: Decoder,
@@ -109,9 +118,11 @@ def generate(
     codec: Codec,
     device: torch.device,
 ) -> list[list[wire.SampledSequence]]:
-    """``n`` completions of each prompt, as ``[prompt][sample]``."""
+    """``n`` completions of each prompt, as ``[prompt][sample]``; ``Diverged`` if a log-prob is not finite."""
     noise = uniforms(seed, len(prompts), n, settings.max_tokens, device)
     drawn = draw(decoder, prompts, n, settings, noise, codec, device)
+    if not bool(drawn.finite().all()):
+        raise Diverged(DIVERGED)
     return _sequences(drawn.tokens, drawn.logprobs, drawn.lengths, drawn.stopped, len(prompts), n)
 
 

@@ -71,8 +71,8 @@ def install_error_handlers(app: FastAPI) -> None:
     def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
         if first.get("type") == "json_invalid":  # loc is ("body", offset): no field to name
-            where = first.get("ctx", {}).get("error", "")
-            return error_response(400, f"the body is not valid JSON ({where})".replace(" ()", ""), ERROR_TYPES[400])
+            why = first.get("ctx", {}).get("error")
+            return error_response(400, "the body is not valid JSON" + (f" ({why})" if why else ""), ERROR_TYPES[400])
         loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
         param = ".".join(loc) or None
         return error_response(400, f"{param or 'request'}: {first.get('msg', 'invalid')}", ERROR_TYPES[400], param)

@@ -10,13 +10,12 @@ interpreter exiting without ``session.close()`` loses nothing and never hangs.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,10 +111,7 @@ def _quietly_close(writer: Writer | None) -> None:
 class Attachment:
     """A History streaming to sinks. ``close()`` flushes them (``Session.close`` calls it)."""
 
-    def __init__(self, history: History, sinks: Sequence[Sink], on_exit: Callable[[], None] | None = None):
-        self.on_exit = on_exit
-        """Called first when the interpreter exits with this attachment open: ``Session.close``,
-        which fails what is in flight (sent as failures) and then closes this attachment."""
+    def __init__(self, history: History, sinks: Sequence[Sink]):
         self._steps = Steps()
         self._lock = threading.Lock()
         self._closed = False
@@ -183,9 +179,9 @@ def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:
     return listed
 
 
-def attach(history: History, sinks: Sink | Sequence[Sink], on_exit: Callable[[], None] | None = None) -> Attachment:
+def attach(history: History, sinks: Sink | Sequence[Sink]) -> Attachment:
     """Stream ``history`` to ``sinks`` from now on (operations recorded before are not sent)."""
-    return Attachment(history, validate(sinks), on_exit)
+    return Attachment(history, validate(sinks))
 
 
 def export(run: History | str | Path, sink: Sink) -> None:
@@ -216,11 +212,10 @@ _ATTACHED: set[Attachment] = set()
 
 
 def _close_all() -> None:
+    """At exit, after the sessions have closed (``rlnb._exit``: what was in flight is recorded FAILED and
+    sent as failures), flush every attachment still open within one deadline."""
     deadline = time.monotonic() + EXIT_TIMEOUT
     for attachment in list(_ATTACHED):
-        if attachment.on_exit is not None:
-            with contextlib.suppress(Exception):  # the sinks are flushed below all the same
-                attachment.on_exit()
         attachment.close(timeout=max(0.0, deadline - time.monotonic()))
     stop_all()
 
