@@ -48,13 +48,14 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from rlnb import plots, wire
-from rlnb.history import History, steps_table
-from rlnb.live import LiveView
-from rlnb.record import CATEGORIES as _CATEGORIES
-from rlnb.record import COLUMNS, Record
-from rlnb.record import FLOATS as _FLOATS
-from rlnb.tables import _columns, _ops_frame
+from rlnb import wire
+from rlnb.history import History
+from rlnb.history.record import CATEGORIES as _CATEGORIES
+from rlnb.history.record import COLUMNS, Record
+from rlnb.history.record import FLOATS as _FLOATS
+from rlnb.history.tables import _columns, _ops_frame, steps_table
+from rlnb.viz import plots
+from rlnb.viz.live import LiveView
 
 PENDING, RUNNING = "TRAINING_OPERATION_STATUS_PENDING", "TRAINING_OPERATION_STATUS_RUNNING"
 COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"

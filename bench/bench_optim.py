@@ -25,8 +25,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from rlnb.backends.model import SIZES, TinyConfig, build_model
-from rlnb.backends.optim import TrainerOptimizer
+from rlnb.engine.models.tiny import SIZES, TinyConfig, build_model
+from rlnb.engine.optim.trainer import TrainerOptimizer
 
 BENCH_SIZE = TinyConfig(vocab_size=4096, n_layer=4, n_head=4, n_embd=256)  # ~5.3M params: a step takes milliseconds
 MAX_NORM = 1.0  # clipping on: every contender pays for it

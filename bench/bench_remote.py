@@ -62,12 +62,12 @@ import httpx
 
 import rlnb
 from rlnb import samples
-from rlnb.backends import poller
+from rlnb.remote import poller
 from rlnb.testing import ServerProcess, free_port
 
 PROBE = r"""
 import random, sys, threading, time
-from rlnb.backends import local
+from rlnb.engine import backend as local
 
 _path, _jitter = sys.argv[1], float(sys.argv[2])
 del sys.argv[1:3]

@@ -26,8 +26,8 @@ import torch
 
 import rlnb
 from rlnb import samples
-from rlnb.backends import sampling
-from rlnb.backends.decoders import RecomputeDecoder
+from rlnb.engine import sampling
+from rlnb.engine.models.decoders import RecomputeDecoder
 
 
 def best(fn, reps: int = 5) -> float:
@@ -143,7 +143,7 @@ def bench_engine_overhead(steps: int = 300) -> None:
         return took / steps
 
     def bare_loop() -> float:
-        from rlnb.backends.model import build_model
+        from rlnb.engine.models.tiny import build_model
 
         model = build_model("tiny", 0)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,

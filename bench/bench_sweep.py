@@ -36,7 +36,7 @@ import pandas as pd
 from bench_remote import CountingTransport, cpu_seconds, server_process
 
 import rlnb
-from rlnb.backends.remote import APIClient
+from rlnb.remote.backend import APIClient
 from rlnb.sweep import grid, sweep
 from rlnb.wire import CreateModelResourcesRequest
 

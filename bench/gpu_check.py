@@ -23,7 +23,7 @@ import torch
 
 import rlnb
 from rlnb import samples
-from rlnb.backends.muon import newton_schulz
+from rlnb.engine.optim.muon import newton_schulz
 from rlnb.tasks import group_advantages
 
 QWEN3_0_6B = dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
@@ -94,7 +94,7 @@ def ns_vs_torch_muon(args, device: str) -> dict:
     for p in mats:
         p.grad = torch.randn_like(p)
 
-    from rlnb.backends.optim import TrainerOptimizer
+    from rlnb.engine.optim.trainer import TrainerOptimizer
 
     ours = TrainerOptimizer(net, "muon", ns_dtype=torch.bfloat16)
     theirs = torch.optim.Muon(mats, lr=0.02, weight_decay=0.0)

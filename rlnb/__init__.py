@@ -11,7 +11,8 @@ One API for a remote Together training session and an in-process torch backend::
 """
 
 from rlnb import samples, sinks, wire
-from rlnb._exceptions import (
+from rlnb._secrets import RedactingFilter, configure_logging
+from rlnb.errors import (
     APIConnectionError,
     APIError,
     APIStatusError,
@@ -31,12 +32,11 @@ from rlnb._exceptions import (
     SessionClosed,
     UnprocessableEntityError,
 )
-from rlnb._secrets import RedactingFilter, configure_logging
-from rlnb.catalog import compare, runs
 from rlnb.history import History, Record
-from rlnb.operation import Operation
+from rlnb.history.catalog import compare, runs
 from rlnb.params import AdamParams, MuonParams
 from rlnb.session import Session, connect
+from rlnb.session.operation import Operation
 from rlnb.sinks.stream import export
 
 __version__ = "0.1.0"

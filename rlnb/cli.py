@@ -39,8 +39,8 @@ def demo(
     ``rlnb.History.load``). ``lr`` replaces the learning rate (Muon's for a Muon run); ``lora`` > 0
     trains a LoRA adapter of that rank instead of all weights."""
     import rlnb
-    from rlnb import plots
     from rlnb.tasks import digits_task, rl_step
+    from rlnb.viz import plots
 
     task = digits_task()
     values = dict(DEMO_PARAMS[optimizer])

@@ -34,7 +34,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import ConfigDict, ValidationError
 
 from rlnb import wire
-from rlnb._exceptions import InvalidParams
+from rlnb.errors import InvalidParams
 
 ADAM_DEFAULTS: dict[str, float] = {
     "learning_rate": 1e-4,

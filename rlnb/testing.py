@@ -5,8 +5,6 @@
   history, widgets and sweeps can be tested in milliseconds: ``rlnb.Session(FakeBackend(), record=False)``.
 * ``ServerProcess`` / ``free_port``: a server (``rlnb serve`` or any command) in a child process on
   127.0.0.1, started and stopped with deadlines.
-* ``FaultInjector``: ASGI middleware that loses a share of answers *after* the app acted — the case
-  idempotency keys exist for.
 """
 
 from __future__ import annotations
@@ -24,11 +22,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
 from rlnb import wire
-from rlnb.backends import Listener
 from rlnb.text import ByteCodec
+from rlnb.wire import Listener
 
 # ---------------------------------------------------------------------------------------------
 # FakeBackend
@@ -264,27 +260,3 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-# ---------------------------------------------------------------------------------------------
-# Fault injection
-
-
-class FaultInjector:
-    """ASGI middleware: lets the app act, then replaces a fraction of ``/v1`` responses with a 503."""
-
-    def __init__(self, app: ASGIApp, rate: float, seed: int = 0):
-        self.app, self.rate, self.rng = app, rate, random.Random(seed)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/") or self.rng.random() >= self.rate:
-            await self.app(scope, receive, send)
-            return
-
-        async def swallow(message: Message) -> None:
-            pass
-
-        await self.app(scope, receive, swallow)  # the app acts; its answer is lost
-        body = b'{"error": {"message": "injected fault", "type": "server_error", "param": null, "code": null}}'
-        await send({"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": body})

@@ -81,7 +81,7 @@ def wait(c: httpx.Client, sid: str, kind: str, op_id: str) -> dict:
 def hf_dirs(tmp_path_factory) -> dict[str, str]:
     """Tiny GPT-2, Llama and Qwen3 models with a trained BPE tokenizer, each saved to its own folder."""
     pytest.importorskip("transformers")
-    from tests import hf_models
+    from tests.support import hf_models
 
     root = tmp_path_factory.mktemp("hf")
     return {arch: str(hf_models.save(arch, root / arch)) for arch in ("gpt2", "llama", "qwen3")}

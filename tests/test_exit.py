@@ -12,7 +12,7 @@ import pytest
 
 import rlnb
 from rlnb import samples, wire
-from rlnb.backends.local import LocalBackend
+from rlnb.engine.backend import LocalBackend
 
 SCRIPT = """
 import rlnb

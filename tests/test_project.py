@@ -13,39 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_all_is_complete_and_classes_live_in_rlnb():
     public = {n for n in dir(rlnb) if not n.startswith("_")}
-    modules = {
-        "backends",
-        "batched",
-        "builder",
-        "catalog",
-        "cli",
-        "controls",
-        "ensemble",
-        "finder",
-        "history",
-        "live",
-        "livefig",
-        "members",
-        "operation",
-        "params",
-        "plots",
-        "presets",
-        "record",
-        "runstore",
-        "schedule",
-        "server",
-        "session",
-        "samples",
-        "sinks",
-        "steplog",
-        "sweep",
-        "tables",
-        "tasks",
-        "testing",
-        "text",
-        "widgets",
-        "wire",
-    }
+    modules = {u for layer in LAYERS for u in layer}
     assert sorted(rlnb.__all__) == rlnb.__all__
     assert public - modules - {"annotations"} <= set(rlnb.__all__) | {"samples", "wire"}
     for name in rlnb.__all__:
@@ -79,42 +47,21 @@ def test_environment_yml_mirrors_the_pip_install():
     assert pip == ["-c constraints.txt", "-e .[dev,all]"]
 
 
-ORDER = [
-    "wire",
-    "text",
-    "_exceptions",
-    "_secrets",
-    "_exit",
-    "params",
-    "schedule",
-    "presets",
-    "steplog",
-    "runstore",
-    "record",
-    "tables",
-    "history",
-    "catalog",
-    "sinks",
-    "operation",
-    "backends",
-    "session",
-    "samples",
-    "tasks",
-    "testing",
-    "members",
-    "ensemble",
-    "batched",
-    "server",
-    "plots",
-    "livefig",
-    "live",
-    "sweep",
-    "controls",
-    "finder",
-    "builder",
-    "widgets",
-    "cli",
+LAYERS = [
+    ["wire"],
+    ["errors", "_secrets", "_exit", "text"],
+    ["params", "schedule", "samples", "history"],
+    ["sinks"],
+    ["engine", "remote"],
+    ["session"],
+    ["tasks", "testing"],
+    ["batched", "server", "viz"],
+    ["sweep"],
+    ["widgets"],
+    ["cli"],
 ]
+"""The package's folders and top-level modules, bottom up: each may import only from its own layer's
+lower layers, and never a neighbour of its own layer (so ``engine`` and ``remote`` never import each other)."""
 
 
 def _rlnb_imports(path: Path) -> set[str]:
@@ -126,21 +73,28 @@ def _rlnb_imports(path: Path) -> set[str]:
                 found.add(parts[1])
             else:
                 found.update(a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("rlnb."))
     return found
 
 
-def test_modules_only_import_earlier_modules():
-    """Data flows one way: wire → params → session → backend → history → plots (style.md)."""
-    rank = {name: i for i, name in enumerate(ORDER)}
-    rank["samples"] = rank["text"]  # samples only builds wire models (from tokens or text)
+def test_every_module_has_a_layer():
+    units = {p.name.removesuffix(".py") for p in (ROOT / "rlnb").iterdir() if p.suffix == ".py" or p.is_dir()}
+    units -= {"__init__", "__pycache__"}
+    assert units == {u for layer in LAYERS for u in layer}
+
+
+def test_imports_only_go_down():
+    """Data flows one way: wire → params → session → engine | remote → history → viz (style.md)."""
+    rank = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+    upward = []
     for path in sorted((ROOT / "rlnb").rglob("*.py")):
         rel = path.relative_to(ROOT / "rlnb")
         me = rel.parts[0].removesuffix(".py")
         if me == "__init__":
             continue
-        for dep in _rlnb_imports(path) - {me}:
-            if dep in rank and me in rank:
-                assert rank[dep] <= rank[me], f"{rel} imports rlnb.{dep}, which comes later"
+        upward += [f"{rel} imports rlnb.{dep}" for dep in _rlnb_imports(path) - {me} if rank[dep] >= rank[me]]
+    assert not upward, "imports that do not go down a layer:\n" + "\n".join(upward)
 
 
 def test_nothing_reads_the_shared_reference_folder():

@@ -12,12 +12,12 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb.server.errors import install_error_handlers
+from rlnb.server.faults import FaultInjector
 from rlnb.server.limits import BodyLimit
 from rlnb.server.openapi import truthful_openapi
 from rlnb.server.registry import Registry
 from rlnb.server.routes import checkpoints, operations, payloads, resources, sessions
 from rlnb.server.settings import MAX_WAIT, ServerSettings
-from rlnb.testing import FaultInjector
 
 ADVERTISED = [(b"rlnb-long-poll-max-wait", str(MAX_WAIT).encode()), (b"rlnb-in-order", b"session")]
 """Response headers telling rlnb's client what this server offers beyond Together's API: the long-poll

@@ -23,9 +23,9 @@ def model_info(spec: Any) -> ModelInfo:
     """What supported-models says about a model spec (the one place that reads a model's limits): a
     built-in size, or a Hugging Face folder / cached hub id (its ``config.json``; ``ModelLoadError``
     naming the spec when it cannot be found)."""
-    from rlnb.backends import hf
-    from rlnb.backends.adapter import DEFAULT_CONTEXT
-    from rlnb.backends.model import SIZES
+    from rlnb.engine.models import hf
+    from rlnb.engine.models.adapter import DEFAULT_CONTEXT
+    from rlnb.engine.models.tiny import SIZES
 
     if isinstance(spec, str) and spec in SIZES:
         return ModelInfo(context_length=SIZES[spec].block_size)

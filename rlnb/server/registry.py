@@ -61,7 +61,7 @@ def make_backend(
 ) -> SessionBackend:
     """A session's backend: the resource's model (seeded by ``base_seed``, the same for every session of
     it), optimizer and replicas; LoRA adapters seeded by the session's own ``lora_config.seed``."""
-    from rlnb.backends.local import LocalBackend
+    from rlnb.engine.backend import LocalBackend
 
     muon = resource.optimizer_config.muon
     adapters: dict[str, Any] | bool | None = None
@@ -131,7 +131,10 @@ class Registry(ResourcesMixin, OperationsMixin):
     def _restore(self, saved: dict[str, list[dict[str, Any]]]) -> None:
         """Read the journal back: what was active when the server stopped has ended, with the reason."""
         now = self.now()
-        restore(self, saved)
+        restored = restore(saved)
+        self.resources.update(restored.resources)
+        self.sessions.update(restored.sessions)
+        self.checkpoints.update(restored.checkpoints)
         for res in self.resources.values():
             if res.status == wire.RESOURCE_READY:  # a restart counts as activity
                 res.expires_at = now + timedelta(seconds=res.inactive_timeout)
@@ -217,7 +220,7 @@ class Registry(ResourcesMixin, OperationsMixin):
         except BaseException as exc:  # never leave a CREATING session holding a slot of the cap
             with self.lock:
                 del self.sessions[rec.id]
-            from rlnb.backends.checkpoints import CheckpointMismatch
+            from rlnb.engine.checkpoints import CheckpointMismatch
 
             if isinstance(exc, CheckpointMismatch) or (isinstance(exc, RuntimeError) and resume is not None):
                 detail = " ".join(str(exc).split())[:300]  # the checkpoint's weights do not fit this session

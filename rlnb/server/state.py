@@ -19,17 +19,15 @@ import os
 import secrets
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from pydantic import ValidationError
 
 from rlnb import wire
-from rlnb.runstore import try_lock
+from rlnb.history.store import try_lock
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord
-
-if TYPE_CHECKING:
-    from rlnb.server.registry import Registry
 
 log = logging.getLogger("rlnb")
 
@@ -130,9 +128,19 @@ def _ident(kind: str, data: dict[str, Any]) -> str:
     raise KeyError(kind)
 
 
-def restore(registry: Registry, saved: dict[str, list[dict[str, Any]]]) -> None:
-    """Fill an empty registry from the journal (what a line cannot be read as is skipped, with a warning).
-    Sessions that were active get their progress from their operations and checkpoints."""
+@dataclass
+class Restored:
+    """What the journal held: the registry's three tables."""
+
+    resources: dict[str, wire.ModelResources] = field(default_factory=dict)
+    sessions: dict[str, SessionRecord] = field(default_factory=dict)
+    checkpoints: dict[str, CheckpointRecord] = field(default_factory=dict)
+
+
+def restore(saved: dict[str, list[dict[str, Any]]]) -> Restored:
+    """The registry's tables read back from the journal (what a line cannot be read as is skipped, with a
+    warning). Sessions that were active get their progress from their operations and checkpoints."""
+    registry = Restored()
     for data in saved["resource"]:
         with _skipping("resource"):
             res = wire.ModelResources.model_validate(data)
@@ -157,6 +165,7 @@ def restore(registry: Registry, saved: dict[str, list[dict[str, Any]]]) -> None:
     for s in registry.sessions.values():
         if s.status in wire.SESSION_ACTIVE:
             s.final = progress(s, list(registry.checkpoints.values()))
+    return registry
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from rlnb._exceptions import RlnbError
+from rlnb.errors import RlnbError
 
 Scalar = bool | int | float | str
 FLUSH_INTERVAL = 1.0

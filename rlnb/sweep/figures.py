@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.axes import Axes
 
-from rlnb.plots import NotebookFigure
+from rlnb.viz.plots import NotebookFigure
 
 MARKERS = {"COMPLETED": ("o", "C0"), "PRUNED": ("x", "C3"), "FAILED": ("s", "0.3"), "STOPPED": ("^", "0.6")}
 

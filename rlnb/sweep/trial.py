@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from rlnb._exceptions import OperationFailed, RateLimitError
+from rlnb.errors import OperationFailed, RateLimitError
 from rlnb.history import History
 from rlnb.params import AdamParams, OptimizerParams
 from rlnb.schedule import Schedule

@@ -8,6 +8,7 @@ then fetched through ``.../payloads/{payload_id}/download-url`` and merged over 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar, get_args
 
 from pydantic import Field, field_serializer, model_validator
@@ -33,6 +34,7 @@ __all__ = [
     "ForwardBackwardBody",
     "ForwardBackwardResult",
     "GradientTensor",
+    "Listener",
     "LossFnOutput",
     "ModelInput",
     "ModelInputChunk",
@@ -108,6 +110,10 @@ class Operation(_Model, Generic[Output]):
     """The kind's result; present once COMPLETED (an optim-step may legitimately complete without it)."""
     error: OperationError | None = None
     """Present once FAILED."""
+
+
+Listener: TypeAlias = Callable[[Operation[Any]], None]
+"""What a backend calls with an operation's envelope on submission (PENDING) and on every change."""
 
 
 # ---------------------------------------------------------------------------------------------

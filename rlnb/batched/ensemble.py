@@ -1,0 +1,317 @@
+"""The step loop of batched trials: one RL step (``rlnb.tasks.rl_step``) for every member of an ensemble.
+
+Per step, as a trial alone does it — sample → reward → GRPO forward-backward → optim-step → weights-sync —
+but each phase once for all members: one ``sampling.generate`` over every member's prompts (row k*B + b is
+member k's row b, drawn from the member's own ``uniforms`` block), rewards and group advantages per member,
+one vmapped forward and one backward of the sum of the members' losses (each loss is ``losses.compute`` of
+that member alone, and a member's weights get only its own loss's gradient), one optimizer update. A member
+that fails leaves the stack before the update, so the failed step changes nothing of it; what each member's
+run records, and how it fails, follows its session alone (see ``Ensemble._step``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlnb import wire
+from rlnb.batched.members import SEED_STRIDE, Member, MemberResult, OnStep
+from rlnb.batched.optim import StackedOptimizer, no_gradient, plan
+from rlnb.batched.recorder import COMPLETED, Op, Recorder, member_config
+from rlnb.batched.rollouts import member_losses, policy_batch, sample_output
+from rlnb.batched.stacked import StackedModel
+from rlnb.engine.handlers import optim_metrics
+from rlnb.engine.models.adapter import build_adapter
+from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
+from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.tasks import StepReport, Task, group_advantages
+from rlnb.text import to_tokens
+from rlnb.wire import OptimizerKind
+
+
+class _CallbackFailed(Exception):
+    """The caller's ``on_step`` / ``on_done`` raised: that is the caller's error, not the members'."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass
+class _Rollouts:
+    """One member's step after sampling: each rollout's reward and group advantage."""
+
+    rewards: list[float]
+    advantages: list[float]
+
+
+class Ensemble:
+    """The members still training (``live[k]`` is the member in row k of the stacked model) and their loop."""
+
+    def __init__(
+        self, model: str, optimizer: OptimizerKind, members: list[Member], *, steps: int, task: Task,
+        runs_dir: str | Path | None, stop: threading.Event, on_step: OnStep | None,
+        on_done: Callable[[int, MemberResult], None] | None, device: torch.device, ns_dtype: torch.dtype,
+        muon_scaling: str, group_size: int, temperature: float, loss: str, loss_params: dict[str, Any] | None,
+        keep_weights: bool,
+    ) -> None:
+        self.members, self.kind, self.steps, self.task, self.stop = members, optimizer, steps, task, stop
+        self.on_step, self.on_done, self.keep_weights = on_step, on_done, keep_weights
+        self.group_size, self.loss, self.loss_params = group_size, loss, loss_params
+        adapters = [build_adapter(model, seed=m.seed, device=device) for m in members]  # as connect builds them
+        first = adapters[0]
+        adam, groups = plan(first.module, optimizer, first.embedding_params())
+        self.model = StackedModel([a.module for a in adapters], adam + [n for g in groups for n in g])
+        self.optim = StackedOptimizer(self.model, optimizer, adam, groups, muon_scaling, ns_dtype)
+        self.codec, self.device, self.context_length = first.codec, device, first.context_length
+        self.prompts = [to_tokens(self.codec, p) for p in task.prompts]
+        self.prompt_texts = [self.codec.decode(p) for p in self.prompts]
+        self.longest = max(len(p) for p in self.prompts) + task.max_tokens
+        if self.longest > first.context_length:
+            raise ValueError(f"task {task.name!r}: prompt + max_tokens = {self.longest} tokens exceed the model's "
+                             f"context of {first.context_length}")
+        self.settings = Settings(max_tokens=task.max_tokens, temperature=temperature, eos=self.codec.eos_token_ids)
+        ensemble = f"ensemble-{time.strftime('%Y%m%d-%H%M%S')}-{id(self):x}"
+        muon_names = [n for g in groups for n in g]
+        self.records = [
+            Recorder.open(
+                {**member_config(first, optimizer, muon_scaling, ns_dtype, muon_names, adam, seed=m.seed,
+                                 ensemble=ensemble, index=i, members=len(members)), **m.annotations},
+                runs_dir, m.run_id,
+            )
+            for i, m in enumerate(members)
+        ]
+        self.results: list[MemberResult | None] = [None] * len(members)
+        self.live = list(range(len(members)))
+        self.rewards: list[list[float]] = [[] for _ in members]
+        self.losses: list[list[float]] = [[] for _ in members]
+        self.start = time.perf_counter()
+
+    # -- the run ------------------------------------------------------------------------------------
+
+    def run(self) -> list[MemberResult]:
+        """Every step, then the results in member order. Histories are closed whatever happens."""
+        try:
+            for i in range(self.steps):
+                if not self.live:
+                    break
+                if self.stop.is_set():
+                    self._end(list(self.live), "STOPPED", f"stopped after {i} of {self.steps} steps")
+                    break
+                try:
+                    self._step(i)
+                except _CallbackFailed:
+                    raise
+                except torch.OutOfMemoryError as exc:
+                    self._crash("RESOURCE_EXHAUSTED", f"out of memory: {str(exc)[:300]}")
+                except Exception as exc:  # noqa: BLE001 - the shared step broke: so did every live member's trial
+                    self._crash("INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
+            self._end(list(self.live), "COMPLETED", None)
+        except KeyboardInterrupt:  # as a sweep's Ctrl-C: stop, keep what finished
+            self.stop.set()
+            for m in list(self.live):
+                self.records[m].abandon("the session was stopped while this operation ran")
+                self._end([m], "STOPPED", f"stopped after {len(self.rewards[m])} of {self.steps} steps")
+        except _CallbackFailed as exc:
+            raise exc.error from None
+        finally:
+            for rec in self.records:
+                rec.abandon("the session was stopped before this ran")
+                rec.close()
+        return [r for r in self.results if r is not None]
+
+    def _crash(self, code: str, message: str) -> None:
+        for m in self.live:
+            self.records[m].abandon(message, code)
+        self._end(list(self.live), "FAILED", f"{wire.error_code(code)}: {message}")
+
+    def _end(self, members: list[int], status: str, reason: str | None) -> None:
+        """``members`` leave the ensemble with their final result (their weights as they are now)."""
+        if not members:
+            return
+        now = time.perf_counter() - self.start
+        for m in members:
+            weights = self.model.state(self.live.index(m)) if self.keep_weights else None
+            self.results[m] = MemberResult(
+                status, reason, self.rewards[m], self.losses[m], self.records[m].history, now, weights
+            )
+        keep = [k for k, m in enumerate(self.live) if m not in members]
+        self.model.keep(keep)
+        self.optim.keep(keep)
+        self.live = [self.live[k] for k in keep]
+        for m in members:
+            self.records[m].close()
+            self._notify(self.on_done, m, self.results[m])
+
+    @staticmethod
+    def _notify(callback: Callable[..., Any] | None, *args: Any) -> Any:
+        if callback is None:
+            return None
+        try:
+            return callback(*args)
+        except Exception as exc:
+            raise _CallbackFailed(exc) from exc
+
+    # -- one step -----------------------------------------------------------------------------------
+
+    def _step(self, i: int) -> None:
+        """One RL step for every live member, with the records and failures of ``rl_step`` on a session:
+
+        * the step's params cannot be made (a schedule raised, a wrong kind): FAILED before sampling;
+        * sampled log-probs not finite: the sample FAILED NON_FINITE_LOSS, as the sample handler fails it;
+        * the reward raised, or the advantages are not finite (``samples.policy`` refuses them): the sample
+          is recorded COMPLETED, then FAILED with nothing more;
+        * forward-backward fails (INVALID_INPUT, NON_FINITE_LOSS: no gradients): its optim-step completes
+          with no gradients (norm 0, nothing changes) and weights-sync publishes step + 1, as a session
+          runs them; the trial is FAILED with the forward-backward's error;
+        * a non-finite gradient norm: optim-step FAILED NON_FINITE_LOSS (nothing changed), weights-sync
+          publishes the unchanged step; the trial is FAILED with that error.
+        """
+        params = self._params(i)
+        if not self.live:
+            return
+        rollouts, drawn = self._sample(i)
+        if not self.live:
+            return
+        ops = {}
+        for m in self.live:  # submitted back to back once the samples are in, as rl_step does
+            rec, sent = self.records[m], params[m].model_dump(exclude_unset=True)
+            ops[m] = (rec.submit("forward-backward"), rec.submit("optim-step", sent), rec.submit("weights-sync"))
+        hps = {m: params[m].resolved() for m in self.live}
+        fb_errors, losses = self._forward_backward(rollouts, drawn, {m: o[0] for m, o in ops.items()})
+        for m in self.live:
+            self.records[m].running(ops[m][1])
+        norms = self.optim.norms()
+        grad_norms, failed = norms.total.tolist(), {}
+        for k, m in enumerate(self.live):
+            rec, (_, opt, sync) = self.records[m], ops[m]
+            if m in fb_errors:  # no gradients: the step completes and changes nothing
+                rec.step += 1
+                stats = no_gradient(self.kind, hps[m])
+                rec.complete(opt, wire.OptimStepResult(step=rec.step, metrics=optim_metrics(stats, hps[m])))
+                failed[m] = fb_errors[m]
+            elif not math.isfinite(grad_norms[k]):
+                message = f"gradient norm is {grad_norms[k]}; parameters and optimizer state unchanged"
+                rec.fail(opt, "NON_FINITE_LOSS", message)
+                failed[m] = f"{wire.error_code('NON_FINITE_LOSS')}: {message}"
+            else:
+                continue
+            self._sync(m, sync)
+        kept = [k for k, m in enumerate(self.live) if m not in failed]
+        norms = norms.select(torch.tensor(kept, dtype=torch.long, device=self.device))
+        for m, reason in failed.items():
+            self._end([m], "FAILED", reason)  # before the update: it changes nothing of theirs
+        stats_of = self.optim.step([hps[m] for m in self.live], norms) if self.live else []
+        pruned: dict[int, str] = {}
+        for m, stats in zip(list(self.live), stats_of, strict=True):
+            rec, (_, opt, sync) = self.records[m], ops[m]
+            rec.step += 1
+            rec.complete(opt, wire.OptimStepResult(step=rec.step, metrics=optim_metrics(stats, hps[m])))
+            self._sync(m, sync)
+            reward = statistics.fmean(rollouts[m].rewards)
+            self.rewards[m].append(reward)
+            self.losses[m].append(losses[m])
+            rec.history.log(rec.step, reward=reward)
+            report = StepReport(rec.step, reward, losses[m], stats.grad_norm, COMPLETED, rollouts[m].rewards)
+            verdict = self._notify(self.on_step, m, report)
+            if verdict is not None and len(self.rewards[m]) < self.steps:
+                pruned[m] = str(verdict)
+        for m, reason in pruned.items():
+            self._end([m], "PRUNED", reason)
+
+    def _params(self, i: int) -> dict[int, OptimizerParams]:
+        expected = AdamParams if self.kind == "adam" else MuonParams
+        out, bad = {}, {}
+        for m in self.live:
+            given = self.members[m].params
+            try:
+                value = given(i) if callable(given) else given
+                if not isinstance(value, expected):
+                    raise TypeError(f"this session's optimizer is {self.kind}: pass {expected.__name__}, "
+                                    f"not {type(value).__name__}")
+                out[m] = value
+            except (ValueError, TypeError) as exc:  # InvalidParams is a ValueError
+                bad[m] = f"{type(exc).__name__}: {exc}"
+        for m, reason in bad.items():
+            self._end([m], "FAILED", reason)
+        return out
+
+    def _sample(self, i: int) -> tuple[dict[int, _Rollouts], Drawn]:
+        """Every live member's samples, rewards and advantages (members whose samples cannot be trained on leave)."""
+        P, n, T, live = len(self.prompts), self.group_size, self.settings.max_tokens, list(self.live)
+        ops = {m: self.records[m].submit("sample") for m in live}
+        for m in live:
+            self.records[m].running(ops[m])
+        seeds = [(self.members[m].seed * SEED_STRIDE + i) % 2**63 for m in live]  # as the sample handler does
+        noise = torch.cat([uniforms(s, P, n, T, self.device) for s in seeds], dim=1)  # member k: columns k*P*n...
+        decoder = self.model.decoder(P * n, self.longest)
+        drawn = draw(decoder, self.prompts * len(live), n, self.settings, noise, self.codec, self.device)
+        finite = drawn.finite().view(len(live), -1).all(dim=1).tolist()
+        rollouts, bad = {}, {}
+        for k, m in enumerate(live):
+            if not finite[k]:  # as the sample handler fails it
+                self.records[m].fail(ops[m], "NON_FINITE_LOSS", DIVERGED)
+                bad[m] = f"{wire.error_code('NON_FINITE_LOSS')}: {DIVERGED}"
+                continue
+            out = sample_output(drawn, P, n, range(k * P * n, (k + 1) * P * n), self.records[m].step)
+            self.records[m].complete(ops[m], out)
+            try:
+                rollouts[m] = self._score(out)
+            except Exception as exc:  # noqa: BLE001 - the user's reward function, or advantages that cannot train
+                bad[m] = f"{type(exc).__name__}: {exc}"
+        for m, reason in bad.items():
+            self._end([m], "FAILED", reason)
+        if bad:  # their rows leave the batch too
+            B = P * n
+            keep = torch.tensor([r for k, m in enumerate(live) if m not in bad for r in range(k * B, (k + 1) * B)])
+            drawn = Drawn(drawn.tokens[keep], drawn.logprobs[keep], drawn.lengths[keep], drawn.stopped[keep])
+        return rollouts, drawn
+
+    def _score(self, out: wire.SampleOutput) -> _Rollouts:
+        """Rewards and group advantages as ``rl_step`` computes them; what ``samples.policy`` refuses fails."""
+        rewards, advantages = [], []
+        for text, result in zip(self.prompt_texts, out.results, strict=True):
+            group = [float(self.task.reward(text, self.codec.decode(s.tokens))) for s in result.sequences]
+            rewards.extend(group)
+            advantages.extend(group_advantages(group))
+        if not all(math.isfinite(a) for a in advantages):
+            raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
+        return _Rollouts(rewards, advantages)
+
+    def _forward_backward(
+        self, rollouts: dict[int, _Rollouts], drawn: Drawn, ops: dict[int, Op]
+    ) -> tuple[dict[int, str], dict[int, float]]:
+        """One forward and one backward for all; per member its loss, or why its forward-backward failed."""
+        for m in self.live:
+            self.records[m].running(ops[m])
+        K, n, B = len(self.live), self.group_size, len(self.prompts) * self.group_size
+        advantages = [a for m in self.live for a in rollouts[m].advantages]
+        batch = policy_batch(self.prompts, [r // n for r in range(B)] * K, drawn, advantages)
+        width = batch.ids.shape[1]
+        lp = self.model.logprobs(batch.ids.view(K, B, width), batch.targets.view(K, B, width)).view(K * B, width)
+        losses = member_losses(lp, batch, K, self.loss, self.loss_params, self.context_length)
+        results = dict(zip(self.live, losses, strict=True))
+        terms = [r.loss for r in results.values() if r.loss is not None]
+        self.model.backward(torch.stack(terms).sum() if terms else None)  # each member: its own loss's gradient
+        errors, values = {}, {}
+        for m, r in results.items():
+            if r.result is not None:
+                self.records[m].complete(ops[m], r.result)
+                values[m] = r.result.loss
+            elif r.error is not None:
+                self.records[m].fail(ops[m], *r.error)
+                errors[m] = f"{wire.error_code(r.error[0])}: {r.error[1]}"
+        return errors, values
+
+    def _sync(self, m: int, op: Op) -> None:
+        rec = self.records[m]
+        rec.running(op)
+        rec.complete(op, wire.WeightsSyncResult(weights_version=rec.step))

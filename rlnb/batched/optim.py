@@ -1,0 +1,223 @@
+"""The optimizer of a stacked model: AdamW, or Muon plus AdamW, with every member's own hyperparameters.
+
+``TrainerOptimizer`` (``rlnb.engine.optim.trainer``) steps one session; here one step updates K members of a
+``StackedModel`` at once, each with its own learning rate, betas, eps, weight decay, clip norm, momentum and
+Newton-Schulz steps, held as ``[K, 1]`` tensors that broadcast over the members' rows. The maths is
+``TrainerOptimizer.step``'s, in the same order (see its docstring), so a member's update equals the one its
+trial alone would make, to float rounding:
+
+1. per member, the pre-clip norm g of all its gradients (for Muon also of each group); ``norms()``;
+2. a member whose g is not finite is dropped by the caller before ``step`` (its state stays as it was);
+3. clipping ∇ ← ∇·min(1, c / (g + 1e-6)) with the member's c (c = 0: off), as ``clip_grads_with_norm_``;
+4. AdamW as ``torch.optim.AdamW(foreach=True)`` computes it: decay, moments, bias corrections, update —
+   written out on the AdamW group's columns because torch's optimizer takes one scalar per hyperparameter;
+5. Muon: ``muon_update`` (momentum, Nesterov, Newton-Schulz) on every member's matrices of one shape as one
+   stack ``[K * n, rows, cols]``, then W ← W·(1 - η·λ) - η·s·O per member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from rlnb.batched.stacked import StackedModel
+from rlnb.engine.optim.muon import muon_update, shape_scale
+from rlnb.engine.optim.split import split_params
+from rlnb.engine.optim.trainer import CLIP_EPS, StepStats
+
+
+@dataclass
+class Norms:
+    """Per-member pre-clip gradient norms ``[K]``: all parameters, and for Muon each group."""
+
+    total: Tensor
+    muon: Tensor | None
+    adam: Tensor | None
+
+    def select(self, rows: Tensor) -> Norms:
+        pick = lambda t: t.index_select(0, rows) if t is not None else None  # noqa: E731
+        return Norms(self.total.index_select(0, rows), pick(self.muon), pick(self.adam))
+
+
+def _column(values: Sequence[float], like: Tensor, dims: int = 2) -> Tensor:
+    """Per-member values (computed in float64 by the caller, as torch computes its Python scalars) as a
+    ``[K, 1, ...]`` tensor of the parameters' dtype, to broadcast over each member's row."""
+    return torch.tensor(list(values), dtype=like.dtype, device=like.device).view(-1, *([1] * (dims - 1)))
+
+
+def plan(model: nn.Module, kind: str, roles: Sequence[nn.Parameter]) -> tuple[list[str], list[list[str]]]:
+    """The AdamW group's names and the Muon matrices' names grouped by shape, for one member of the ensemble:
+    the split a session of this model makes (``split_params`` with the adapter's embedding roles), and the
+    shape groups in the order ``TrainerOptimizer`` stacks them."""
+    if kind == "adam":
+        return [n for n, p in model.named_parameters() if p.requires_grad], []
+    split = split_params(model, roles)
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for name, p in split.muon:
+        groups.setdefault(tuple(p.shape), []).append(name)
+    return [n for n, _ in split.adam], list(groups.values())
+
+
+def no_gradient(kind: str, hp: Mapping[str, Any]) -> StepStats:
+    """What ``TrainerOptimizer.step`` reports for a step that got no gradient (its forward-backward failed):
+    norm 0, nothing to clip, nothing changes."""
+    c, muon = hp["grad_clip_norm"], kind == "muon"
+    return StepStats(
+        grad_norm=0.0,
+        grad_norm_muon=0.0 if muon else None,
+        grad_norm_adam=0.0 if muon else None,
+        clipped=False,
+        clip_coef=min(1.0, c / CLIP_EPS) if c > 0 else 1.0,
+        learning_rate=hp["learning_rate"],
+        adam_learning_rate=hp["adam"]["learning_rate"] if muon else None,
+    )
+
+
+def _contiguous(spans: Sequence[tuple[int, int]], start: int, what: str) -> int:
+    """The end of ``spans`` if they tile the columns from ``start`` without a gap, in order."""
+    for a, b in spans:
+        if a != start:
+            raise ValueError(f"{what} must lie in contiguous columns of the layout, in order")
+        start = b
+    return start
+
+
+class StackedOptimizer:
+    """AdamW (kind "adam") or Muon + AdamW (kind "muon") for every member of ``model``.
+
+    ``adam`` names the AdamW group's parameters and ``muon`` the Muon matrices grouped by shape; the
+    model's layout must hold the AdamW group first, then each Muon shape group contiguously.
+    """
+
+    def __init__(
+        self,
+        model: StackedModel,
+        kind: Literal["adam", "muon"],
+        adam: Sequence[str],
+        muon: Sequence[Sequence[str]] = (),
+        muon_scaling: str = "original",
+        ns_dtype: torch.dtype = torch.float32,
+    ) -> None:
+        self.model, self.kind, self.muon_scaling, self.ns_dtype = model, kind, muon_scaling, ns_dtype
+        cols = model.columns
+        self.adam_end = _contiguous([cols[n][:2] for n in adam], 0, "the AdamW group")
+        self.groups: list[tuple[int, int, int, int, int]] = []
+        """Muon shape groups: ``(start, stop, n, rows, cols)``, one stack of n matrices per member."""
+        start = self.adam_end
+        for names in muon:
+            shape = cols[names[0]][2]
+            if any(cols[n][2] != shape for n in names):
+                raise ValueError(f"Muon group {list(names)} must hold matrices of one shape")
+            stop = _contiguous([cols[n][:2] for n in names], start, f"Muon group {list(names)}")
+            self.groups.append((start, stop, len(names), shape[0], shape[1]))
+            start = stop
+        K = model.members
+        self.exp_avg = torch.zeros(K, self.adam_end, device=model.device, dtype=model.dtype)
+        self.exp_avg_sq = torch.zeros_like(self.exp_avg)
+        self.momentum = [
+            torch.zeros(K * n, r, c, device=model.device, dtype=model.dtype) for *_, n, r, c in self.groups
+        ]
+        """Muon's buffer B of each shape group, ``[K * n, rows, cols]`` (member-major)."""
+        self.steps = 0
+        """AdamW's step count (every member steps together; a failed member leaves the ensemble)."""
+
+    def keep(self, index: Sequence[int]) -> None:
+        """Drop every member not in ``index`` (the model is told separately)."""
+        rows = torch.tensor(list(index), dtype=torch.long, device=self.exp_avg.device)
+        self.exp_avg = self.exp_avg.index_select(0, rows)
+        self.exp_avg_sq = self.exp_avg_sq.index_select(0, rows)
+        self.momentum = [
+            buf.view(-1, n, r, c).index_select(0, rows).view(-1, r, c)
+            for buf, (*_, n, r, c) in zip(self.momentum, self.groups, strict=True)
+        ]
+
+    @torch.no_grad()
+    def norms(self) -> Norms:
+        """As ``get_total_norm``: each parameter's norm, then the norm of those (one reduction over a whole
+        row in float32 would be ~1e-6 off for a model of 150k weights)."""
+        g = self.model.grad
+        each = torch.stack([torch.linalg.vector_norm(g[:, a:b], dim=1) for a, b, _ in self.model.columns.values()], 1)
+        total = torch.linalg.vector_norm(each, dim=1)
+        if self.kind == "adam":
+            return Norms(total, None, None)
+        starts = torch.tensor([a for a, _, _ in self.model.columns.values()], device=g.device)
+        adam = starts < self.adam_end
+        norm = torch.linalg.vector_norm
+        return Norms(total, norm(each[:, ~adam], dim=1), norm(each[:, adam], dim=1))
+
+    @torch.no_grad()
+    def step(self, hps: Sequence[Mapping[str, Any]], norms: Norms) -> list[StepStats]:
+        """Clip and update every member: ``hps[k]`` is member k's resolved adam_params / muon_params
+        (``params.resolved()``), ``norms`` from ``norms()`` (all finite)."""
+        if len(hps) != self.model.members:
+            raise ValueError(f"{len(hps)} hyperparameter sets for {self.model.members} members")
+        adam_hps = [hp["adam"] for hp in hps] if self.kind == "muon" else list(hps)
+        grad_norms = norms.total.tolist()
+        max_norms = [float(hp["grad_clip_norm"]) for hp in hps]
+        coefs = [min(1.0, c / (g + CLIP_EPS)) if c > 0 else 1.0 for c, g in zip(max_norms, grad_norms, strict=True)]
+        g = self.model.grad
+        if any(c > 0 for c in max_norms):  # as clip_grads_with_norm_: coef = clamp(c / (g + eps), max=1), in tensors
+            c = _column(max_norms, g)[:, 0]
+            coef = torch.where(c > 0, (c / (norms.total + CLIP_EPS)).clamp(max=1.0), torch.ones_like(c))
+            g.mul_(coef[:, None])
+        if self.adam_end:
+            self._adamw(adam_hps)
+        if self.kind == "muon":
+            self._muon(hps)
+        self.model.refresh()
+        muon = norms.muon.tolist() if norms.muon is not None else None
+        adam = norms.adam.tolist() if norms.adam is not None else None
+        return [
+            StepStats(
+                grad_norm=grad_norms[k],
+                grad_norm_muon=muon[k] if muon is not None else None,
+                grad_norm_adam=adam[k] if adam is not None else None,
+                clipped=coefs[k] < 1.0,
+                clip_coef=coefs[k],
+                learning_rate=hps[k]["learning_rate"],
+                adam_learning_rate=adam_hps[k]["learning_rate"] if self.kind == "muon" else None,
+            )
+            for k in range(len(hps))
+        ]
+
+    def _adamw(self, hps: Sequence[Mapping[str, Any]]) -> None:
+        """``torch.optim.adamw._multi_tensor_adamw`` (no amsgrad, not capturable), one scalar per member."""
+        self.steps += 1
+        t = float(self.steps)
+        p, g = self.model.flat[:, : self.adam_end], self.model.grad[:, : self.adam_end]
+        col = lambda f: _column([f(hp) for hp in hps], p)  # noqa: E731
+        p.mul_(col(lambda hp: 1 - hp["learning_rate"] * hp["weight_decay"]))
+        self.exp_avg.lerp_(g, col(lambda hp: 1 - hp["beta1"]))
+        self.exp_avg_sq.mul_(col(lambda hp: hp["beta2"]))
+        self.exp_avg_sq.addcmul_(g * col(lambda hp: 1 - hp["beta2"]), g)
+        step_size = col(lambda hp: (hp["learning_rate"] / (1 - hp["beta1"] ** t)) * -1)
+        denom = self.exp_avg_sq.sqrt().div_(col(lambda hp: (1 - hp["beta2"] ** t) ** 0.5))
+        denom.add_(col(lambda hp: hp["eps"]))
+        p.addcdiv_(self.exp_avg * step_size, denom)  # addcdiv(value=s) computes (s * m) / d, so s goes first
+
+    def _muon(self, hps: Sequence[Mapping[str, Any]]) -> None:
+        K = self.model.members
+        decay = [1 - hp["learning_rate"] * hp["weight_decay"] for hp in hps]
+        ns_steps = [int(hp["newton_schulz_steps"]) for hp in hps]
+        for (start, stop, n, rows, cols), buf in zip(self.groups, self.momentum, strict=True):
+            grad = self.model.grad[:, start:stop].reshape(K * n, rows, cols)  # member-major: row k * n + i
+            beta = _column([hp["momentum"] for hp in hps for _ in range(n)], grad, dims=3)
+            distinct = sorted(set(ns_steps))
+            if len(distinct) == 1:
+                update = muon_update(grad, buf, beta, distinct[0], dtype=self.ns_dtype)
+            else:  # Newton-Schulz batched over the members that share a step count
+                update = torch.empty_like(grad)
+                for steps in distinct:
+                    pick = [k * n + i for k in range(K) if ns_steps[k] == steps for i in range(n)]
+                    rows_of = torch.tensor(pick, device=grad.device)
+                    sub = buf.index_select(0, rows_of)
+                    update[rows_of] = muon_update(grad[rows_of], sub, beta[rows_of], steps, dtype=self.ns_dtype)
+                    buf[rows_of] = sub
+            scale = shape_scale(rows, cols, self.muon_scaling)
+            w = self.model.flat[:, start:stop].view(K, n, rows, cols)
+            w.mul_(_column(decay, w, dims=4))
+            w.add_(update.view(K, n, rows, cols) * _column([-hp["learning_rate"] * scale for hp in hps], w, dims=4))

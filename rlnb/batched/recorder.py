@@ -1,0 +1,109 @@
+"""A run's History written without a session, as a local session writes it: for batched trials.
+
+A member of an ensemble (``rlnb.batched``) has no ``Session`` or worker of its own, yet its run must read as
+any local run: the same ``config.json`` keys, and one record per operation that goes PENDING → RUNNING →
+COMPLETED (with the operation's wire output, which ``History`` folds in as for a session) or FAILED (with
+an API error code and message). ``Recorder`` does that, with the session's step numbering.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlnb import wire
+from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.history import History, Record
+
+PENDING: wire.OperationStatus = "TRAINING_OPERATION_STATUS_PENDING"
+RUNNING: wire.OperationStatus = "TRAINING_OPERATION_STATUS_RUNNING"
+COMPLETED: wire.OperationStatus = "TRAINING_OPERATION_STATUS_COMPLETED"
+FAILED: wire.OperationStatus = "TRAINING_OPERATION_STATUS_FAILED"
+
+
+def member_config(
+    adapter: ModelAdapter, optimizer: str, muon_scaling: str, ns_dtype: torch.dtype, muon_names: list[str],
+    adam_names: list[str], *, seed: int, ensemble: str, index: int, members: int,
+) -> dict[str, Any]:
+    """The ``config.json`` of a member's run: ``LocalBackend.config()``'s keys for the same trial alone, plus
+    ``batched`` (the ensemble's id, its size and the member's index)."""
+    order = {n: i for i, (n, _) in enumerate(adapter.module.named_parameters())}
+    return {
+        "backend": "local",
+        "session_id": f"local-{uuid.uuid4()}",
+        "model": adapter.name,
+        "model_kind": adapter.kind,
+        "optimizer": optimizer,
+        "muon_scaling": muon_scaling,
+        "ns_dtype": str(ns_dtype).removeprefix("torch.") if optimizer == "muon" else None,
+        "param_split": (
+            {"muon": sorted(muon_names, key=order.__getitem__), "adam": adam_names} if optimizer == "muon" else None
+        ),
+        "seed": seed,
+        "device": str(adapter.device),
+        "dtype": str(next(adapter.module.parameters()).dtype).removeprefix("torch."),
+        "lora": None,
+        "resume_from": None,
+        "batched": {"ensemble": ensemble, "members": members, "index": index},
+    }
+
+
+@dataclass
+class Op:
+    record: Record
+    id: str
+
+
+class Recorder:
+    """One member's History, written operation by operation as its session would write it."""
+
+    def __init__(self, history: History) -> None:
+        self.history = history
+        self.submitted = 0
+        """Optim-steps submitted: the ``step`` a new record gets (a session's ``_steps_submitted``)."""
+        self.step = 0
+        """Optim-steps completed (the session's ``step``); weights-sync publishes it as the weights version."""
+        self._open: list[Op] = []
+
+    @classmethod
+    def open(cls, config: dict[str, Any], runs_dir: str | Path | None, run_id: str | None) -> Recorder:
+        """Recording into ``runs_dir/run_id`` (a new id if None), or in memory when ``runs_dir`` is None."""
+        if runs_dir is None:
+            return cls(History(config=config))
+        return cls(History.create(config, runs_dir, run_id))
+
+    def submit(self, kind: str, params: dict[str, Any] | None = None) -> Op:
+        at = time.time()
+        rec = self.history.new(kind, self.submitted, params, at=at)
+        if kind == "optim-step":
+            self.submitted += 1
+        op = Op(rec, str(uuid.uuid4()))
+        self.history.update(rec, wire.Operation(id=op.id, status=PENDING), at)
+        self._open.append(op)
+        return op
+
+    def running(self, op: Op) -> None:
+        self.history.update(op.record, wire.Operation(id=op.id, status=RUNNING), time.time())
+
+    def complete(self, op: Op, output: Any) -> None:
+        self._open.remove(op)
+        self.history.update(op.record, wire.Operation(id=op.id, status=COMPLETED, output=output), time.time())
+
+    def fail(self, op: Op, code: str, message: str) -> None:
+        """End ``op`` FAILED with ``TRAINING_OPERATION_ERROR_CODE_<code>``."""
+        self._open.remove(op)
+        error = wire.OperationError(code=wire.error_code(code), message=message)
+        self.history.update(op.record, wire.Operation(id=op.id, status=FAILED, error=error), time.time())
+
+    def abandon(self, message: str, code: str = "SESSION_NOT_ACTIVE") -> None:
+        """Fail every operation not yet finished (the run stopped or broke while they were queued or running)."""
+        for op in list(self._open):
+            self.fail(op, code, message)
+
+    def close(self) -> None:
+        self.history.close()

@@ -1,0 +1,133 @@
+"""Sampled rollouts of many rows as one policy-loss batch, in the positions ``samples.policy`` uses.
+
+``samples.policy(prompt, completion, logprobs, advantage)`` builds one wire sample per rollout: model input
+``(prompt + completion)[:-1]``, and in slot i (which describes token i + 1) the target token, the sampler's
+log-prob, the advantage and a mask that is 1 on completion tokens only. Batched trials have hundreds of
+rollouts per step, so ``policy_batch`` builds the same numbers for all of them at once, as right-padded
+``[rows, width]`` tensors (padding: token 0, mask 0), with a few gathers instead of Python loops per token;
+``sample_output`` is what a sample operation returns for some of those rows, and ``member_losses`` each
+member's loss over its rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from rlnb import wire
+from rlnb.engine import losses
+from rlnb.engine.sampling import LENGTH, STOP, Drawn
+
+
+@dataclass
+class PolicyBatch:
+    """``[rows, width]`` tensors, and each row's real length (``len(prompt) + len(completion) - 1``)."""
+
+    ids: Tensor
+    targets: Tensor
+    logprobs: Tensor
+    advantages: Tensor
+    mask: Tensor
+    lengths: Tensor
+
+    def cut(self, t: Tensor, start: int, stop: int) -> list[Tensor]:
+        """Rows ``[start, stop)`` of ``t`` (``[rows, width]``), each cut to its length: one select and one split."""
+        keep = torch.arange(t.shape[1], device=t.device) < self.lengths[start:stop, None]
+        return list(t[start:stop][keep].split(self.lengths[start:stop].tolist()))
+
+    def inputs(self, start: int, stop: int) -> list[dict[str, Tensor]]:
+        """Rows ``[start, stop)`` as the per-sample inputs of a policy loss (``losses.compute``)."""
+        named = {"target_tokens": self.targets, "logprobs": self.logprobs, "advantages": self.advantages,
+                 "mask": self.mask}
+        cols = {key: self.cut(t, start, stop) for key, t in named.items()}
+        return [dict(zip(cols, x, strict=True)) for x in zip(*cols.values(), strict=True)]
+
+
+@dataclass
+class MemberLoss:
+    """One member's forward-backward: the loss to backpropagate and the operation's result, or its error
+    (an API error code without its prefix, and the message a session gives)."""
+
+    loss: Tensor | None = None
+    result: wire.ForwardBackwardResult | None = None
+    error: tuple[str, str] | None = None
+
+
+def member_losses(
+    lp: Tensor, batch: PolicyBatch, members: int, loss_type: str, loss_params: dict[str, Any] | None, horizon: int
+) -> list[MemberLoss]:
+    """Each member's loss over its ``rows / members`` rows of ``batch``, from its rows of the policy's log-probs
+    ``lp`` ``[rows, width]``: ``losses.compute`` on that member's samples alone, as the forward-backward
+    handler computes it for a session (a non-finite loss is ``NON_FINITE_LOSS``; ``horizon`` is FIXED_HORIZON's
+    constant, the model's context length)."""
+    B = batch.ids.shape[0] // members
+    out: list[MemberLoss] = []
+    params: dict[str, Any] | None = None
+    for k in range(members):
+        inputs = batch.inputs(k * B, (k + 1) * B)
+        try:  # the inputs are built here: only the loss params can break the loss's contract, so check once
+            params = params or losses.validate(loss_type, loss_params, inputs[:1], [len(inputs[0]["target_tokens"])])
+        except losses.InvalidLossInput as exc:
+            out.append(MemberLoss(error=("INVALID_INPUT", str(exc))))
+            continue
+        loss, metrics = losses.compute(loss_type, params, batch.cut(lp, k * B, (k + 1) * B), inputs, horizon=horizon)
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            out.append(MemberLoss(error=("NON_FINITE_LOSS", f"loss is {value}; no gradients were accumulated")))
+            continue
+        out.append(MemberLoss(loss, wire.ForwardBackwardResult(loss=value, metrics=metrics)))
+    return out
+
+
+def policy_batch(
+    prompts: Sequence[Sequence[int]], prompt_of_row: Sequence[int], drawn: Drawn, advantages: Sequence[float]
+) -> PolicyBatch:
+    """Row r's rollout is ``prompts[prompt_of_row[r]]`` followed by ``drawn``'s row r (its first
+    ``lengths[r]`` tokens), with ``advantages[r]`` on each completion token."""
+    device = drawn.tokens.device
+    steps = drawn.tokens.shape[1]
+    longest = max(len(p) for p in prompts)
+    table = torch.zeros(len(prompts), longest, dtype=torch.long)
+    for i, p in enumerate(prompts):
+        table[i, : len(p)] = torch.tensor(list(p), dtype=torch.long)
+    which = torch.tensor(list(prompt_of_row), dtype=torch.long, device=device)
+    plen = torch.tensor([len(p) for p in prompts], dtype=torch.long, device=device)[which]  # (R,)
+    full = torch.cat([table.to(device)[which], drawn.tokens], dim=1)  # (R, longest + steps): prompt, then completion
+    total = plen + drawn.lengths  # tokens of each rollout
+    width = int(total.max()) - 1
+    j = torch.arange(width + 1, device=device)[None, :]  # position in the rollout
+    src = torch.where(j < plen[:, None], j, longest + j - plen[:, None]).clamp(max=full.shape[1] - 1)
+    seq = torch.where(j < total[:, None], full.gather(1, src), 0)  # (R, width + 1), right-padded with 0
+    slot = j[:, :width]
+    mask = (slot >= plen[:, None] - 1) & (slot < total[:, None] - 1)  # slot i describes token i + 1
+    picked = drawn.logprobs.gather(1, (slot - plen[:, None] + 1).clamp(0, max(steps - 1, 0)))
+    adv = torch.tensor(list(advantages), dtype=torch.float32, device=device)[:, None].expand_as(picked)
+    return PolicyBatch(
+        ids=seq[:, :width].masked_fill(slot >= total[:, None] - 1, 0),  # the last token is a target only
+        targets=seq[:, 1:],
+        logprobs=torch.where(mask, picked, 0.0),
+        advantages=torch.where(mask, adv, 0.0),
+        mask=mask.long(),
+        lengths=total - 1,
+    )
+
+
+def sample_output(drawn: Drawn, prompts: int, n: int, rows: range, version: int) -> wire.SampleOutput:
+    """What a sample operation returns for ``prompts`` x ``n`` of ``drawn``'s rows (from ``rows.start``),
+    generated by weights ``version``: the record of a member's sample."""
+    toks, lps = drawn.tokens[rows.start : rows.stop].tolist(), drawn.logprobs[rows.start : rows.stop].tolist()
+    lens, stops = drawn.lengths[rows.start : rows.stop].tolist(), drawn.stopped[rows.start : rows.stop].tolist()
+    seqs = [
+        wire.SampledSequence.model_construct(  # our own decoded values: valid by construction
+            tokens=t[:k], logprobs=lp[:k], stop_reason=STOP if s else LENGTH, prompt_cache_hit_tokens=0
+        )
+        for t, lp, k, s in zip(toks, lps, lens, stops, strict=True)
+    ]
+    segment = [wire.PolicyVersionSegment(start_token=0, version=version)]
+    groups = [seqs[p * n : (p + 1) * n] for p in range(prompts)]
+    return wire.SampleOutput(results=[wire.SampleResult(policy_segments=segment, sequences=g) for g in groups])

@@ -1,0 +1,143 @@
+"""Batched trials: RL training runs of one built-in model that differ only in hyperparameters and seed,
+trained as one stacked ensemble.
+
+Run one at a time, every step of a small trial pays Python's and torch's fixed costs on tiny tensors.
+``run_batched`` trains all of them together: per step one sampling pass (every member's prompts in one
+batch, each row with its own member's randomness), one forward and one backward (``torch.func.vmap`` over
+the stacked weights, ``rlnb.batched.stacked``) and one optimizer update (``rlnb.batched.optim``).
+
+Each member is still a full trial. It has its own History (a run folder under ``runs_dir``) with the
+records a local session writes — sample, forward-backward, optim-step, weights-sync, with their statuses,
+error codes, losses, loss metrics, grad norms, clip and learning rates — and its mean reward logged per
+step, so ``rlnb.compare``, the plots and a sweep's trial table read it as any run. Its numbers are those of
+the same trial run alone (``rlnb.tasks.rl_step`` on ``connect("local", model=..., seed=seed)`` with sample
+seed ``seed * SEED_STRIDE + step``), to float rounding, with the same sampled tokens. A member that fails
+(a non-finite loss or gradient: ``NON_FINITE_LOSS``, with its weights and optimizer state untouched by the
+failed step) leaves the ensemble alone; the others go on.
+
+Which trials qualify: ``why_not_batched``. The step loop is ``rlnb.batched.ensemble``, the types
+``rlnb.batched.members``.
+
+    results = run_batched("tiny", "adam", [Member(AdamParams(learning_rate=lr), seed=0) for lr in (1e-3, 3e-3)],
+                          steps=25, runs_dir="runs")
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlnb import wire
+from rlnb.batched.ensemble import Ensemble
+from rlnb.batched.members import SEED_STRIDE, Member, MemberResult, OnStep
+from rlnb.engine.backend import resolve_device
+from rlnb.engine.handlers import MAX_NUM_SAMPLES
+from rlnb.engine.models.hf import DTYPES
+from rlnb.engine.models.tiny import SIZES
+from rlnb.engine.optim.muon import ns_dtype_for
+from rlnb.params import AdamParams, MuonParams
+from rlnb.tasks import Task, digits_task
+from rlnb.wire import OptimizerKind, loss_config
+
+__all__ = [
+    "BATCHABLE_OPTIONS", "SEED_STRIDE", "Member", "MemberResult", "OnStep", "run_batched", "why_not_batched"
+]
+
+BATCHABLE_OPTIONS = frozenset({"model", "device", "ns_dtype", "muon_scaling"})
+"""The ``rlnb.connect`` options a batched trial honours; a trial with any other cannot be batched."""
+
+
+def why_not_batched(target: str, options: Mapping[str, Any]) -> str | None:
+    """Why a trial (``connect(target, **options)`` driven by ``rl_step``) cannot join an ensemble, or None
+    if it can. Trials batch together when they also share the model, optimizer kind, step count, task
+    and these options; only hyperparameters (a schedule included) and seeds may differ."""
+    if target != "local":
+        return f"target {target!r} is not in this process (batched trials are local)"
+    model = options.get("model", "tiny")
+    if not (isinstance(model, str) and model in SIZES):
+        return f"model {model!r} is not a built-in model ({' / '.join(SIZES)})"
+    other = sorted(set(options) - BATCHABLE_OPTIONS)
+    if other:
+        return f"option(s) {', '.join(other)} are not supported by batched trials"
+    return None
+
+
+def run_batched(
+    model: str,
+    optimizer: OptimizerKind,
+    members: Sequence[Member],
+    *,
+    steps: int,
+    task: Task | None = None,
+    runs_dir: str | Path | None = None,
+    stop: threading.Event | None = None,
+    on_step: OnStep | None = None,
+    on_done: Callable[[int, MemberResult], None] | None = None,
+    device: str | torch.device = "auto",
+    ns_dtype: str | None = None,
+    muon_scaling: str = "original",
+    group_size: int = 8,
+    temperature: float = 1.0,
+    loss: str = "grpo",
+    loss_params: dict[str, Any] | None = None,
+    keep_weights: bool = False,
+) -> list[MemberResult]:
+    """Train every member for ``steps`` RL steps of ``task`` (default: the demo's digits task) as one
+    ensemble; one result per member, in order.
+
+    ``model`` is ``"tiny"`` or ``"small"``, ``optimizer`` ``"adam"`` or ``"muon"``; ``device``, ``ns_dtype``
+    and ``muon_scaling`` as for ``rlnb.connect``; ``group_size``, ``temperature``, ``loss`` and
+    ``loss_params`` as for ``rl_step``. Each member's History records under ``runs_dir/<run_id>`` (in memory
+    when ``runs_dir`` is None). ``on_step(i, report)`` follows each completed step of member i (a string
+    answer prunes it: PRUNED with that reason) and ``on_done(i, result)`` its end. Setting ``stop`` ends
+    the run before the next step (members end STOPPED); Ctrl-C does the same and sets ``stop``.
+    ``keep_weights`` returns each member's final weights.
+    """
+    _check(model, optimizer, members, steps, group_size, temperature)
+    config = loss_config(loss, loss_params)  # as Session.forward_backward builds it: bad params raise here
+    field = wire.LOSS_PARAMS_FIELD[config.type]
+    given = getattr(config, field) if field else None
+    device = resolve_device(device)
+    ns = ns_dtype_for(device) if ns_dtype is None else DTYPES.get(ns_dtype)
+    if ns is None:
+        raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)}, got {ns_dtype!r}")
+    if muon_scaling not in ("original", "match_adam"):
+        raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {muon_scaling!r}")
+    ensemble = Ensemble(
+        model, optimizer, list(members), steps=steps, task=task or digits_task(), runs_dir=runs_dir,
+        stop=stop or threading.Event(), on_step=on_step, on_done=on_done, device=device, ns_dtype=ns,
+        muon_scaling=muon_scaling, group_size=group_size, temperature=float(temperature),
+        loss=config.type, loss_params=given.model_dump(exclude_none=True) if given is not None else None,
+        keep_weights=keep_weights,
+    )
+    return ensemble.run()
+
+
+def _check(model: str, optimizer: str, members: Sequence[Member], steps: int, group_size: int, temp: float) -> None:
+    if not (isinstance(model, str) and model in SIZES):
+        raise ValueError(f"model must be a built-in model ({' / '.join(SIZES)}), got {model!r}")
+    if optimizer not in ("adam", "muon"):
+        raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
+    if not members:
+        raise ValueError("members is empty: an ensemble needs at least one trial")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or not 1 <= group_size <= MAX_NUM_SAMPLES:
+        raise ValueError(f"group_size must be an integer in [1, {MAX_NUM_SAMPLES}], got {group_size!r}")
+    if not (isinstance(temp, int | float) and math.isfinite(temp) and temp >= 0):
+        raise ValueError(f"temperature must be a finite number >= 0, got {temp!r}")
+    ids = [m.run_id for m in members if m.run_id is not None]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"members' run_id must differ (each member records its own run): {sorted(ids)}")
+    expected = AdamParams if optimizer == "adam" else MuonParams
+    for i, m in enumerate(members):
+        if not callable(m.params) and not isinstance(m.params, expected):
+            raise ValueError(f"members[{i}].params must be {expected.__name__} (optimizer={optimizer!r}), "
+                             f"or a function of the step returning one; got {type(m.params).__name__}")
+
+

@@ -1,0 +1,355 @@
+"""What each operation does on the in-process backend: one function per kind, in one explicit table.
+
+Every handler takes the session's ``Engine`` (models, optimizer, counters), the request body and the
+cancel event, and returns the kind's wire result or raises ``OperationError`` with an API error code.
+Inputs are checked before any compute, so a bad request never leaves half-accumulated gradients.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from rlnb import params as params_mod
+from rlnb import wire
+from rlnb.engine import checkpoints, sampling
+from rlnb.engine import losses as losses_mod
+from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.engine.optim.trainer import NonFiniteGradient, StepStats, TrainerOptimizer
+from rlnb.errors import Cancelled, OperationError
+from rlnb.text import NoTokenizerCodec
+from rlnb.wire import OptimizerKind
+
+MAX_NUM_SAMPLES = 256
+"""Completions per prompt in one sample operation."""
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+@dataclass
+class Engine:
+    """The state a session's operations share. Only the worker thread touches it once the session runs."""
+
+    adapter: ModelAdapter
+    trainer: nn.Module
+    sampler: nn.Module
+    """A second copy for sampling, updated only by weights-sync. It shares every frozen tensor with the
+    trainer (all of them under LoRA, where only the adapter is copied), so LoRA holds one base."""
+    optim: TrainerOptimizer
+    kind: OptimizerKind
+    store: checkpoints.CheckpointStore
+    meta: dict[str, Any]
+    """What checkpoints record besides weights (base model, LoRA settings, Newton-Schulz dtype)."""
+    num_generator_replicas: int = 1
+    op_delay: float = 0.0
+    step: int = 0
+    weights_version: int = 0
+    sample_rng: torch.Generator = field(default_factory=torch.Generator)
+    training_checkpoints: list[wire.TrainingCheckpoint] = field(default_factory=list)
+    inference_checkpoints: list[wire.InferenceCheckpoint] = field(default_factory=list)
+
+    @property
+    def device(self) -> torch.device:
+        return self.adapter.device
+
+
+def run(engine: Engine, kind: str, body: Any, cancelled: threading.Event) -> Any:
+    """The worker's entry point: one operation of ``kind``."""
+    if engine.op_delay:
+        time.sleep(engine.op_delay)
+    return HANDLERS[kind](engine, body, cancelled)
+
+
+def classify(exc: Exception) -> str | None:
+    """Error codes for exceptions the handlers' helpers raise."""
+    if isinstance(exc, losses_mod.InvalidLossInput):
+        return "INVALID_INPUT"
+    return "NON_FINITE_LOSS" if isinstance(exc, sampling.Diverged) else None
+
+
+# -- inputs -----------------------------------------------------------------------------------------
+
+
+def check_tokens(engine: Engine, tokens: list[int], where: str) -> list[int]:
+    if not tokens:
+        raise OperationError("INVALID_INPUT", f"{where}: model_input has no tokens")
+    limit = engine.adapter.context_length
+    if len(tokens) > limit:
+        raise OperationError("INVALID_INPUT", f"{where}: {len(tokens)} tokens exceed the model's context of {limit}")
+    vocab = engine.adapter.vocab_size
+    bad = next((t for t in tokens if not 0 <= t < vocab), None)
+    if bad is not None:
+        raise OperationError("INVALID_INPUT", f"{where}: token {bad} is outside the vocabulary [0, {vocab})")
+    return tokens
+
+
+def _inputs(engine: Engine, samples: list[wire.Sample]) -> tuple[list[list[int]], list[dict[str, Tensor]]]:
+    if not samples:
+        raise OperationError("INVALID_INPUT", "samples is empty")
+    seqs, inputs = [], []
+    vocab = engine.adapter.vocab_size
+    for i, s in enumerate(samples):
+        seqs.append(check_tokens(engine, s.model_input.tokens, f"samples[{i}]"))
+        tensors = {}
+        for key, td in s.loss_fn_inputs.items():
+            if td.dtype == "int64":
+                ids = [int(v) for v in td.data]
+                if ids != td.data or any(not INT64_MIN <= v <= INT64_MAX for v in ids):
+                    raise OperationError(
+                        "INVALID_INPUT",
+                        f"samples[{i}].loss_fn_inputs.{key}: int64 data must be integers in int64 range",
+                    )
+                if key == "target_tokens" and ids and not (min(ids) >= 0 and max(ids) < vocab):
+                    raise OperationError(
+                        "INVALID_INPUT", f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {vocab})"
+                    )
+                tensors[key] = torch.tensor(ids, dtype=torch.int64)
+            else:
+                tensors[key] = torch.tensor(td.data, dtype=torch.float32)
+        inputs.append(tensors)
+    return seqs, inputs
+
+
+def _logprobs(engine: Engine, seqs: list[list[int]], targets: list[Tensor]) -> list[Tensor]:
+    """Log-prob of each target token, one 1-D tensor per sample. Sequences are right-padded into one
+    batch: with causal attention, padding after a sequence cannot change its positions."""
+    lens = [len(s) for s in seqs]
+    width = max(lens)
+    idx = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=engine.device)
+    tgt = torch.nn.utils.rnn.pad_sequence(targets, batch_first=True).to(engine.device)
+    logits = engine.adapter.forward(engine.trainer, idx)  # (B, T, V)
+    lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt[..., None])[..., 0]
+    if len(lens) == 1:
+        return [lp[0].cpu()]
+    return [lp[b, :n].cpu() for b, n in enumerate(lens)]
+
+
+# -- forward-backward ------------------------------------------------------------------------------
+
+
+def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: threading.Event) -> Any:
+    loss_type = body.loss.type
+    if loss_type not in losses_mod.LOSS_TYPES:
+        raise OperationError("INVALID_INPUT", f"loss.type must be one of {', '.join(losses_mod.LOSS_TYPES)}")
+    field_name = wire.LOSS_PARAMS_FIELD[loss_type]
+    given = getattr(body.loss, field_name) if field_name else None
+    seqs, inputs = _inputs(engine, body.samples)
+    loss_params = losses_mod.validate(
+        loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, [len(s) for s in seqs]
+    )
+    forward_only = bool(body.forward_only)
+    with torch.set_grad_enabled(not forward_only):
+        lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
+        loss, metrics = losses_mod.compute(
+            loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length
+        )  # FIXED_HORIZON's constant: the session's maximum sequence length
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise OperationError("NON_FINITE_LOSS", f"loss is {value}; no gradients were accumulated")
+    if not forward_only:
+        loss.backward()
+    outputs = None
+    if body.return_loss_fn_outputs:
+        outputs = [
+            wire.LossFnOutput(
+                tensors={
+                    "logprobs": wire.TensorData(
+                        data=(lp.detach() * losses_mod.loss_mask(loss_type, x)).tolist(), dtype="float32"
+                    )
+                }
+            )
+            for lp, x in zip(lps, inputs, strict=True)
+        ]
+    return wire.ForwardBackwardResult(loss=value, metrics=metrics, loss_fn_outputs=outputs)
+
+
+def custom_forward_backward(
+    engine: Engine, body: wire.CustomForwardBackwardBody, cancelled: threading.Event
+) -> wire.CustomForwardBackwardResult:
+    seqs, inputs = _inputs(engine, body.samples)
+    if len(body.gradients) != len(seqs):
+        raise OperationError("INVALID_INPUT", f"gradients has {len(body.gradients)} entries for {len(seqs)} samples")
+    grads = []
+    for i, (s, g, x) in enumerate(zip(seqs, body.gradients, inputs, strict=True)):
+        if "target_tokens" not in x:
+            raise OperationError("INVALID_INPUT", f"samples[{i}].loss_fn_inputs.target_tokens is required")
+        if x["target_tokens"].shape != (len(s),):
+            raise OperationError(
+                "INVALID_INPUT",
+                f"samples[{i}].loss_fn_inputs.target_tokens has {x['target_tokens'].numel()} ids for {len(s)} tokens",
+            )
+        if len(g.data) != len(s):
+            raise OperationError("INVALID_INPUT", f"gradients[{i}] has {len(g.data)} values for {len(s)} tokens")
+        mask = x.get("weights", x.get("mask"))
+        if mask is not None and mask.shape != (len(s),):
+            raise OperationError(
+                "INVALID_INPUT", f"samples[{i}].loss_fn_inputs: the mask has {mask.numel()} values for {len(s)} tokens"
+            )
+        grads.append(torch.tensor(g.data) * ((mask != 0).float() if mask is not None else 1.0))
+    lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
+    surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
+    surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly
+    return wire.CustomForwardBackwardResult()
+
+
+# -- optim-step and weights-sync ------------------------------------------------------------------
+
+
+def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Event) -> wire.OptimStepResult:
+    mine, other = ("adam_params", "muon_params") if engine.kind == "adam" else ("muon_params", "adam_params")
+    if getattr(body, mine) is None and getattr(body, other) is not None:
+        raise OperationError("INVALID_INPUT", f"this session's optimizer is {engine.kind}: send {mine}, not {other}")
+    hp = params_mod.resolve(engine.kind, body)
+    try:
+        stats = engine.optim.step(hp)
+    except NonFiniteGradient as exc:
+        engine.optim.zero_grad()
+        raise OperationError(
+            "NON_FINITE_LOSS", f"gradient norm is {exc.grad_norm}; parameters and optimizer state unchanged"
+        ) from None
+    engine.optim.zero_grad()
+    engine.step += 1
+    return wire.OptimStepResult(step=engine.step, metrics=optim_metrics(stats, hp))
+
+
+def optim_metrics(stats: StepStats, hp: dict[str, Any]) -> dict[str, float]:
+    """An optim-step's extension metrics: pre-clip grad norm(s), clip threshold and factor, learning rate(s)."""
+    metrics = {
+        "grad_norm": stats.grad_norm,
+        "grad_clip_norm": hp["grad_clip_norm"],
+        "clip_coef": stats.clip_coef,
+        "learning_rate": stats.learning_rate,
+    }
+    extra = {
+        "grad_norm/muon": stats.grad_norm_muon,
+        "grad_norm/adam": stats.grad_norm_adam,
+        "adam/learning_rate": stats.adam_learning_rate,
+    }
+    metrics.update({k: v for k, v in extra.items() if v is not None})
+    return metrics
+
+
+@torch.no_grad()
+def weights_sync(engine: Engine, body: wire.WeightsSyncBody, cancelled: threading.Event) -> wire.WeightsSyncResult:
+    """Publish the trainer's weights to the sampler: only tensors the two do not share (the trainable ones)."""
+    sampler: list[Tensor] = [*engine.sampler.parameters(), *engine.sampler.buffers()]
+    trainer: list[Tensor] = [*engine.trainer.parameters(), *engine.trainer.buffers()]
+    for dst, src in zip(sampler, trainer, strict=True):
+        if dst is not src:
+            dst.copy_(src)
+    engine.weights_version = engine.step
+    return wire.WeightsSyncResult(weights_version=engine.weights_version)
+
+
+# -- sample ---------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) -> wire.SampleOutput:
+    if engine.num_generator_replicas == 0:
+        raise OperationError("INVALID_INPUT", "this session is trainer-only (0 generator replicas): sample is rejected")
+    sp = body.sampling_params or wire.SamplingParams()
+    n = body.num_samples or 1
+    if n > MAX_NUM_SAMPLES:
+        raise OperationError("INVALID_INPUT", f"num_samples must be <= {MAX_NUM_SAMPLES}, got {n}")
+    if not body.model_inputs:
+        raise OperationError("INVALID_INPUT", "model_inputs is empty")
+    settings = sampling.Settings(
+        max_tokens=sp.max_tokens or wire.DEFAULT_MAX_TOKENS,
+        temperature=1.0 if sp.temperature is None else sp.temperature,
+        top_p=1.0 if sp.top_p is None else sp.top_p,
+        top_k=-1 if sp.top_k is None else sp.top_k,
+        stop=tuple(sp.stop or ()),
+        eos=engine.adapter.codec.eos_token_ids,
+    )
+    codec = engine.adapter.codec
+    if settings.stop and isinstance(codec, NoTokenizerCodec):  # stop strings are matched on decoded text
+        raise OperationError("INVALID_INPUT", f"sampling_params.stop: {codec.refusal()}")
+    context = engine.adapter.context_length
+    prompts = []
+    for i, mi in enumerate(body.model_inputs):
+        prompt = check_tokens(engine, mi.tokens, f"model_inputs[{i}]")
+        if len(prompt) + settings.max_tokens > context:
+            raise OperationError(
+                "INVALID_INPUT",
+                f"model_inputs[{i}]: {len(prompt)} prompt tokens + max_tokens {settings.max_tokens} "
+                f"exceed the model's context of {context}",
+            )
+        prompts.append(prompt)
+    seed = sp.seed % 2**63 if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))
+    longest = max(len(p) for p in prompts) + settings.max_tokens
+    decoder = _Cancellable(engine.adapter.decoder(engine.sampler, len(prompts) * n, longest), cancelled)
+    groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device)
+    results = []
+    for prompt, seqs in zip(prompts, groups, strict=True):
+        result = wire.SampleResult(
+            policy_segments=[wire.PolicyVersionSegment(start_token=0, version=engine.weights_version)], sequences=seqs
+        )
+        if body.prompt_logprobs or body.topk_prompt_logprobs:
+            forward = lambda ids: engine.adapter.forward(engine.sampler, ids)  # noqa: E731
+            result.prompt_logprobs, result.topk_prompt_logprobs = sampling.prompt_logprobs(
+                forward, prompt, body.topk_prompt_logprobs or 0, engine.device
+            )
+        results.append(result)
+    return wire.SampleOutput(results=results)
+
+
+class _Cancellable:
+    """A decoder that stops between tokens once the session is stopped."""
+
+    def __init__(self, decoder: Any, cancelled: threading.Event) -> None:
+        self.decoder, self.cancelled = decoder, cancelled
+
+    def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
+        return self.decoder.prefill(ids, mask)
+
+    def step(self, tokens: Tensor) -> Tensor:
+        if self.cancelled.is_set():
+            raise Cancelled()
+        return self.decoder.step(tokens)
+
+
+# -- checkpoints ----------------------------------------------------------------------------------
+
+
+def training_checkpoint(engine: Engine, body: None, cancelled: threading.Event) -> wire.TrainingCheckpointResult:
+    ckpt = wire.TrainingCheckpoint(id=f"ckpt-train-{uuid.uuid4().hex[:12]}", step=engine.step, created_at=_now())
+    path = engine.store.path_for(f"{ckpt.id}.pt")
+    checkpoints.save_training(path, engine.trainer, engine.optim.state_dict(), engine.step, engine.meta)
+    engine.store.paths[ckpt.id] = path
+    engine.training_checkpoints.append(ckpt)
+    return wire.TrainingCheckpointResult(checkpoint=ckpt)
+
+
+def inference_checkpoint(engine: Engine, body: None, cancelled: threading.Event) -> wire.InferenceCheckpointResult:
+    ckpt = wire.InferenceCheckpoint(id=f"ckpt-infer-{uuid.uuid4().hex[:12]}", step=engine.step, created_at=_now())
+    path = engine.store.path_for(ckpt.id)
+    checkpoints.save_inference(path, engine.adapter, engine.trainer, engine.step, engine.meta)
+    engine.store.paths[ckpt.id] = path
+    engine.inference_checkpoints.append(ckpt)
+    return wire.InferenceCheckpointResult(checkpoint=ckpt)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+Handler = Callable[[Engine, Any, threading.Event], Any]
+HANDLERS: dict[str, Handler] = {
+    "forward-backward": forward_backward,
+    "custom-forward-backward": custom_forward_backward,
+    "optim-step": optim_step,
+    "weights-sync": weights_sync,
+    "sample": sample,
+    "training-checkpoint": training_checkpoint,
+    "inference-checkpoint": inference_checkpoint,
+}
+"""Operation kind (as in the API's paths) → handler. Every kind in ``wire.REQUEST_TYPES`` has one."""

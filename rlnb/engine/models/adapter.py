@@ -1,0 +1,288 @@
+"""The one place that knows what kind of model a session holds: built-in, Hugging Face, or a plain module.
+
+The backend, the handlers and the sampler only call a ``ModelAdapter``: a full forward for training
+(``forward``), an incremental ``Decoder`` for sampling, the parameters whose *role* is embedding or
+output head (AdamW in a Muon session, whatever their shape), the layers LoRA adapts, and how a
+merged model is written so that transformers can load it. Nothing outside this module asks which
+kind of model it is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from rlnb.engine.models import hf
+from rlnb.engine.models.decoders import BuiltinDecoder, Decoder, HFDecoder, RecomputeDecoder, positions
+from rlnb.engine.models.tiny import SIZES, KVCache, TinyTransformer, build_model, from_gpt2, gpt2_config, to_gpt2
+from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
+
+DEFAULT_CONTEXT = 1024
+"""Context length assumed for a plain module that does not say (no ``block_size`` attribute)."""
+
+
+class ModelAdapter:
+    """A plain ``nn.Module`` mapping token ids ``[B, T]`` to logits ``[B, T, V]`` (the fallback kind).
+
+    It cannot take an attention mask, so left-padded batches are run one prompt length at a time, and
+    decoding recomputes the whole sequence per token (no cache)."""
+
+    kind = "module"
+
+    def __init__(self, module: nn.Module, name: str, codec: Codec, device: torch.device) -> None:
+        self.module = module
+        self.name = name
+        self.codec = codec
+        self.device = device
+        self.vocab_size, self.context_length = self._probe()
+
+    def _probe(self) -> tuple[int, int]:
+        block = getattr(getattr(self.module, "config", None), "block_size", None) or getattr(
+            self.module, "block_size", None
+        )
+        with torch.no_grad():
+            logits = self.forward(self.module, torch.zeros(1, 1, dtype=torch.long, device=self.device))
+        if logits.dim() != 3 or logits.shape[:2] != (1, 1):
+            raise ValueError(
+                f"model must map token ids [B, T] to logits [B, T, vocab]; got shape {tuple(logits.shape)}"
+            )
+        return int(logits.shape[-1]), int(block or DEFAULT_CONTEXT)
+
+    # -- maths -------------------------------------------------------------------------------------
+
+    def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Logits ``[B, T, V]``. ``mask`` (1 = real token) marks left padding; None = no padding on the left."""
+        if mask is None or bool(mask.all()):
+            return model(ids)
+        out = None
+        pads = (mask == 0).sum(-1)
+        for pad in pads.unique().tolist():  # rows with the same padding run together, unpadded
+            rows = (pads == pad).nonzero()[:, 0]
+            logits = model(ids[rows, pad:])
+            if out is None:
+                out = logits.new_zeros(*ids.shape, logits.shape[-1])
+            out[rows, pad:] = logits
+        assert out is not None
+        return out
+
+    def decoder(self, model: nn.Module, batch: int, max_len: int) -> Decoder:
+        return RecomputeDecoder(lambda ids, mask: self.forward(model, ids, mask))
+
+    def embedding_params(self) -> list[nn.Parameter]:
+        """Parameters whose role is token embedding or output head (plus every ``nn.Embedding``).
+
+        A plain module does not say which are which, so they are found by what their gradients look
+        like: backpropagating one logit ``v`` of a one-token input ``t`` reaches only row ``t`` of an
+        input embedding and only row ``v`` of an output head, but every row of a hidden matrix."""
+        found = [p for m in self.module.modules() if isinstance(m, nn.Embedding) for p in m.parameters()]
+        candidates = [p for p in self.module.parameters() if p.ndim == 2 and self.vocab_size in p.shape]
+        if not candidates:
+            return found
+        token, target = 1 % self.vocab_size, 2 % self.vocab_size
+        with torch.enable_grad():
+            logits = self.forward(self.module, torch.tensor([[token]], device=self.device))
+            grads = torch.autograd.grad(logits[0, -1, target], candidates, allow_unused=True)
+        for p, g in zip(candidates, grads, strict=True):
+            if g is None:
+                continue
+            axis = 0 if p.shape[0] == self.vocab_size else 1
+            live = (g.abs().sum(dim=1 - axis) > 0).sum().item()
+            if live <= 2:
+                found.append(p)
+        return found
+
+    def head_module(self) -> nn.Module | None:
+        """The output layer (adapted by LoRA only with ``train_unembed``)."""
+        roles = {id(p) for p in self.embedding_params()}
+        heads = [
+            m
+            for m in self.module.modules()
+            if isinstance(m, nn.Linear) and m.out_features == self.vocab_size and id(m.weight) in roles
+        ]
+        return heads[-1] if heads else None
+
+    def lora_targets(self, train_unembed: bool) -> list[str]:
+        """Names of every linear layer LoRA adapts: all of them, the output head only with ``train_unembed``."""
+        head = self.head_module()
+        return [
+            name
+            for name, m in self.module.named_modules()
+            if (isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D") and (train_unembed or m is not head)
+        ]
+
+    # -- files -------------------------------------------------------------------------------------
+
+    def save_merged(self, state: dict[str, Tensor], directory: Path) -> None:
+        """Write merged weights so that they can be loaded again (here: a torch state dict)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        torch.save(state, directory / "model.pt")
+
+    def load_merged(self, directory: Path) -> dict[str, Tensor]:
+        return dict(torch.load(directory / "model.pt", map_location=self.device, weights_only=True))
+
+
+class BuiltinAdapter(ModelAdapter):
+    """The built-in byte-level transformer: masks, positions and a preallocated KV cache."""
+
+    kind = "builtin"
+    module: TinyTransformer
+
+    def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
+        return model(ids, mask)
+
+    def decoder(self, model: nn.Module, batch: int, max_len: int) -> Decoder:
+        return BuiltinDecoder(model, KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module)))
+
+    def embedding_params(self) -> list[nn.Parameter]:
+        m = self.module
+        return [*m.wte.parameters(), *m.wpe.parameters(), *m.lm_head.parameters()]
+
+    def head_module(self) -> nn.Module:
+        return self.module.lm_head
+
+    def save_merged(self, state: dict[str, Tensor], directory: Path) -> None:
+        """A GPT-2 checkpoint (``config.json`` + weights) that ``AutoModelForCausalLM`` loads."""
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "config.json").write_text(json.dumps(gpt2_config(self.module.config), indent=2))
+        tensors = {k: v.detach().cpu().contiguous() for k, v in to_gpt2(state, self.module.config).items()}
+        try:
+            from safetensors.torch import save_file
+        except ImportError:  # transformers also reads the older torch format
+            torch.save(tensors, directory / "pytorch_model.bin")
+        else:
+            save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+
+    def load_merged(self, directory: Path) -> dict[str, Tensor]:
+        if (directory / "model.safetensors").is_file():
+            from safetensors.torch import load_file
+
+            state = load_file(str(directory / "model.safetensors"), device=str(self.device))
+        else:
+            state = torch.load(directory / "pytorch_model.bin", map_location=self.device, weights_only=True)
+        return from_gpt2(state, self.module.config)
+
+
+class HFAdapter(ModelAdapter):
+    """A transformers causal LM: ``.logits`` of its output, its own cache, its embeddings by role."""
+
+    kind = "hf"
+
+    def _probe(self) -> tuple[int, int]:
+        m: Any = self.module
+        head = m.get_output_embeddings()
+        vocab = head.weight.shape[0] if head is not None else m.config.vocab_size
+        return int(vocab), hf.context_length(m) or DEFAULT_CONTEXT
+
+    def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
+        if mask is None:  # no left padding: plain causal attention (the fast path)
+            return model(input_ids=ids, use_cache=False).logits
+        return model(
+            input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=False
+        ).logits
+
+    def decoder(self, model: nn.Module, batch: int, max_len: int) -> Decoder:
+        return HFDecoder(model)
+
+    def embedding_params(self) -> list[nn.Parameter]:
+        m: Any = self.module
+        layers = [m.get_input_embeddings(), m.get_output_embeddings()]
+        layers += [x for x in m.modules() if isinstance(x, nn.Embedding)]  # e.g. GPT-2's learned positions
+        return [p for layer in layers if layer is not None for p in layer.parameters()]
+
+    def head_module(self) -> nn.Module | None:
+        return self.module.get_output_embeddings()  # type: ignore[operator]  # a transformers model method, typed as a Tensor attribute by nn.Module
+
+    def save_merged(self, state: dict[str, Tensor], directory: Path) -> None:
+        """``save_pretrained`` of the merged weights (and the tokenizer), loadable by ``from_pretrained``."""
+        m: Any = self.module
+        tied = bool(getattr(m.config, "tie_word_embeddings", False))
+        head, emb = m.get_output_embeddings(), m.get_input_embeddings()
+        head_key = next(k for k, v in m.state_dict(keep_vars=True).items() if v is head.weight) if head else None
+        emb_key = next(k for k, v in m.state_dict(keep_vars=True).items() if v is emb.weight)
+        untie = tied and head_key is not None and not torch.equal(state[head_key], state[emb_key])
+        if untie:  # LoRA trained the head: its merged weight no longer equals the embedding
+            m.config.tie_word_embeddings = False
+        try:
+            m.save_pretrained(directory, state_dict=state)
+        finally:
+            m.config.tie_word_embeddings = tied
+        if self.codec.tokenizer is not None:
+            self.codec.tokenizer.save_pretrained(directory)
+
+    def load_merged(self, directory: Path) -> dict[str, Tensor]:
+        transformers = hf.require_transformers()
+        with hf._quiet(transformers):
+            loaded = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=_dtype(self.module))
+        return dict(loaded.state_dict())
+
+
+# -- building -------------------------------------------------------------------------------------
+
+
+def _dtype(module: nn.Module) -> torch.dtype:
+    first = next(module.parameters(), None)
+    return first.dtype if first is not None else torch.float32
+
+
+def build_adapter(
+    model: str | nn.Module,
+    *,
+    tokenizer: Any = None,
+    seed: int = 0,
+    dtype: str = "auto",
+    device: torch.device,
+    eos_token_id: int | None = None,
+) -> ModelAdapter:
+    """The adapter for ``model``: ``"tiny"`` / ``"small"``, a Hugging Face directory or hub id, a loaded
+    transformers model (with an optional tokenizer), or any ``nn.Module`` mapping ids to logits."""
+    if dtype != "auto" and dtype not in hf.DTYPES:
+        raise ValueError(f"dtype must be 'auto' or one of {sorted(hf.DTYPES)}, got {dtype!r}")
+    extra_eos = [eos_token_id] if eos_token_id is not None else []
+    cls: type[ModelAdapter]
+    if isinstance(model, str) and model in SIZES:
+        module: nn.Module = build_model(model, seed)
+        name, cls = f"rlnb/{model}", BuiltinAdapter
+    elif isinstance(model, str):
+        module, loaded_tok = hf.load(model, dtype)
+        tokenizer = tokenizer if tokenizer is not None else loaded_tok
+        name, cls = model, HFAdapter
+    elif isinstance(model, nn.Module):
+        module = model
+        if hf.is_hf_model(model):
+            name, cls = str(getattr(model.config, "name_or_path", "") or type(model).__name__), HFAdapter
+        else:
+            name = f"custom/{type(model).__name__}"
+            cls = BuiltinAdapter if isinstance(model, TinyTransformer) else ModelAdapter
+    else:
+        raise ValueError(
+            f"model must be 'tiny', 'small', a Hugging Face directory or hub id, or an nn.Module; got {model!r}"
+        )
+    if cls is HFAdapter:
+        hf.check_vocab(module, tokenizer, name)
+        hf.disable_dropout(module)
+        gen = getattr(module, "generation_config", None)
+        ids = getattr(gen, "eos_token_id", None)
+        extra_eos += [ids] if isinstance(ids, int) else list(ids or [])
+    if dtype != "auto":
+        module = module.to(hf.DTYPES[dtype])
+    codec: Codec
+    if tokenizer is not None:
+        codec = TokenizerCodec(tokenizer, extra_eos)
+    elif cls is HFAdapter:  # its vocabulary is not bytes: token ids only, text is an error naming the model
+        codec = NoTokenizerCodec(name, extra_eos)
+    else:
+        codec = ByteCodec(extra_eos)
+    return cls(module.to(device).train(), name, codec, device)
+
+
+def roles(model: nn.Module) -> list[nn.Parameter]:
+    """The parameters whose role is embedding or output head, for any kind of model, found as a session
+    of it would find them (the module is not moved and its mode is not changed)."""
+    first = next(model.parameters(), None)
+    device = first.device if first is not None else torch.device("cpu")
+    cls = HFAdapter if hf.is_hf_model(model) else BuiltinAdapter if isinstance(model, TinyTransformer) else ModelAdapter
+    return cls(model, "", ByteCodec(), device).embedding_params()

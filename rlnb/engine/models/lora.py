@@ -1,0 +1,127 @@
+"""LoRA through peft (Hu et al. 2021, arXiv 2106.09685) for every kind of model the backend holds.
+
+A LoRA session freezes the model and trains ``y = W x + (alpha / rank) · B A dropout(x)`` on every
+linear layer (``ModelAdapter.lora_targets``); the output head gets an adapter only with
+``train_unembed`` (the API's documented default: true). peft initialises ``A`` Kaiming-uniform and
+``B`` at zero, so the adapted model starts equal to the base; ``seed`` seeds that draw and nothing
+else (sessions of one resource share their base weights exactly).
+
+Checkpoints export the adapter in peft's own format (``adapter_config.json`` +
+``adapter_model.safetensors``, loadable with ``PeftModel.from_pretrained``) and the merged weights
+``W + (alpha / rank) · B A``, computed without touching the live base weights.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from rlnb import wire
+from rlnb.engine.models.hf import INSTALL_HINT
+
+DEFAULT_RANK = 8
+DEFAULT_ALPHA = 16
+DEFAULT_DROPOUT = 0.0
+"""The service's R-Apr defaults were rank 8, alpha 16, dropout 0.05; rlnb uses no dropout by default so
+that a LoRA step is deterministic."""
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    rank: int = DEFAULT_RANK
+    alpha: int = DEFAULT_ALPHA
+    dropout: float = DEFAULT_DROPOUT
+    seed: int = 0
+    train_unembed: bool = True
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | wire.LoraConfig | bool) -> LoraSettings:
+        """From a wire ``LoraConfig`` (or its dict; unset fields take the defaults) or ``True``."""
+        if isinstance(config, bool):
+            return cls()
+        given = {k: v for k, v in dict(config).items() if v is not None}
+        unknown = set(given) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown LoRA fields {sorted(unknown)}; allowed: {sorted(cls.__dataclass_fields__)}")
+        settings = cls(**given)
+        if settings.rank < 1 or settings.alpha < 1 or not 0 <= settings.dropout < 1:
+            raise ValueError(f"LoRA needs rank >= 1, alpha >= 1 and dropout in [0, 1), got {settings}")
+        return settings
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _peft() -> Any:
+    try:
+        import peft
+    except ImportError as exc:
+        raise ImportError(f"LoRA sessions need peft: {INSTALL_HINT}") from exc
+    return peft
+
+
+def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> nn.Module:
+    """Freeze ``model`` and wrap the named layers with LoRA adapters; returns the peft model.
+
+    The adapter init draws from the global RNG inside ``fork_rng``, seeded with ``settings.seed``, so it
+    is reproducible and leaves the caller's RNG as it was."""
+    peft = _peft()
+    config = peft.LoraConfig(
+        r=settings.rank,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=targets,
+        bias="none",
+    )
+    devices = [p.device for p in model.parameters() if p.device.type == "cuda"][:1]
+    with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
+        # GPT-2 mixes Conv1D ([in, out]) and Linear layers: peft fixes fan_in_fan_out per layer, and says so.
+        warnings.filterwarnings("ignore", message=r"fan_in_fan_out is set to", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r".*tie_word_embeddings.*", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
+        torch.manual_seed(settings.seed)
+        return peft.get_peft_model(model, config)
+
+
+def is_lora(model: nn.Module) -> bool:
+    return type(model).__name__ == "PeftModel" or any("lora_" in n for n, _ in model.named_parameters())
+
+
+def merged_state_dict(model: nn.Module) -> dict[str, Tensor]:
+    """The base model's state dict (its own names) with every adapter folded into its layer's weight."""
+    if type(model).__name__ != "PeftModel":
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+    from peft.tuners.lora import LoraLayer
+
+    base: nn.Module = model.get_base_model()  # type: ignore[operator]
+    deltas: dict[str, Tensor] = {}
+    for name, module in base.named_modules():
+        if isinstance(module, LoraLayer):
+            layer: Any = module  # peft's Linear / Conv1D LoRA layers define get_delta_weight
+            for adapter in layer.active_adapters:
+                delta = layer.get_delta_weight(adapter)
+                deltas[name] = deltas[name] + delta if name in deltas else delta
+    out: dict[str, Tensor] = {}
+    for key, value in base.state_dict().items():
+        if ".lora_" in key or "lora_magnitude" in key:
+            continue
+        if ".base_layer." in key:
+            layer, _, rest = key.partition(".base_layer.")
+            key = f"{layer}.{rest}"
+            if rest == "weight" and layer in deltas:
+                value = (value.float() + deltas[layer].float()).to(value.dtype)
+        out[key] = value.detach().clone()
+    return out
+
+
+def save_adapter(model: nn.Module, directory: Path) -> None:
+    """The adapter alone, in peft's format (``PeftModel.from_pretrained(base, directory)`` loads it)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Could not identify embedding layer", category=UserWarning)
+        model.save_pretrained(directory, save_embedding_layers=False)  # type: ignore[operator]

@@ -1,0 +1,278 @@
+"""The built-in tiny causal transformer: a byte-level GPT small enough to train on a laptop CPU.
+
+After nanoGPT (github.com/karpathy/nanoGPT, model.py), cut down to what the local backend needs:
+pre-norm blocks, fused causal attention, learned positions, GPT-2 initialisation, plus a key/value
+cache for incremental decoding of left-padded batches (``KVCache``). Two departures:
+
+* No dropout. RL compares the log-probs a sampler saw with those the trainer recomputes; dropout would
+  make the same weights give different log-probs in the two places.
+* The output head is *not* tied to the token embedding, so the Muon split (``optim.split_params``) can
+  give each its own treatment and a checkpoint holds no shared tensors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+GPT2_INIT_STD = 0.02
+"""Std of the normal init for all weights (GPT-2, Radford et al. 2019; nanoGPT ``_init_weights``)."""
+
+
+@dataclass
+class TinyConfig:
+    vocab_size: int = 256  # byte-level: token id = byte value, so the demo and tests need no tokenizer
+    block_size: int = 256  # longest sequence (prompt + completion): room for real-length completions
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 64  # must be divisible by n_head
+    bias: bool = True  # biases in Linear layers and LayerNorms, as GPT-2
+
+
+SIZES: dict[str, TinyConfig] = {
+    "tiny": TinyConfig(),  # ~150k params: the whole test suite trains it in seconds
+    "small": TinyConfig(n_layer=4, n_embd=128),  # ~892k params: for demos that should visibly learn
+}
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: TinyConfig) -> None:
+        super().__init__()
+        self.n_head = config.n_head
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v in one matmul
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attention: Callable[..., Tensor] = F.scaled_dot_product_attention
+        """The attention kernel; a stacked model (``rlnb.batched.stacked``) swaps in one that vmap batches."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None, layer: int = 0) -> Tensor:
+        """``mask`` (B, 1, T, S) says which of the S keys each query may see (None: plain causal over T);
+        with ``cache`` the new keys/values are written at slots [cache.length, cache.length + T)."""
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        if cache is not None:
+            k, v = cache.write(layer, k, v)  # (B, nh, S, hs), S = cached + T
+        y = self.attention(q, k, v, attn_mask=mask, is_causal=mask is None)  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads side by side
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, config: TinyConfig) -> None:
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.c_proj(F.gelu(self.c_fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, config: TinyConfig) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None, layer: int = 0) -> Tensor:
+        x = x + self.attn(self.ln_1(x), mask, cache, layer)
+        return x + self.mlp(self.ln_2(x))
+
+
+class TinyTransformer(nn.Module):
+    """Decoder-only transformer mapping token ids ``[T]`` or ``[B, T]`` to next-token logits."""
+
+    def __init__(self, config: TinyConfig) -> None:
+        super().__init__()
+        if config.n_embd % config.n_head:
+            raise ValueError(f"n_embd ({config.n_embd}) must be divisible by n_head ({config.n_head})")
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+
+        # GPT-2 init: N(0, 0.02) everywhere, zero biases, and the projections that write into the
+        # residual stream scaled by 1/sqrt(2 * n_layer), so the stream's variance does not grow with
+        # depth (each block adds two such writes).
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=GPT2_INIT_STD / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear | nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=GPT2_INIT_STD)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.wte
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def forward(self, idx: Tensor, attention_mask: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
+        """Logits ``[T, V]`` for ``idx`` ``[T]``, or ``[B, T, V]`` for ``[B, T]``.
+
+        Plain calls treat every row as one sequence starting at position 0 (right padding is harmless
+        under causal attention). For left-padded batches pass ``attention_mask`` ``[B, S]`` (1 = real
+        token) covering the cached tokens and ``idx``: positions count real tokens only, and no query
+        sees a pad. With ``cache`` the call appends ``idx`` to it (prefill, then one token per step).
+        """
+        if idx.ndim not in (1, 2):
+            raise ValueError(f"idx must be [T] or [B, T], got shape {tuple(idx.shape)}")
+        T = idx.shape[-1]
+        past = cache.length if cache is not None else 0
+        if not 0 < past + T <= self.config.block_size:
+            raise ValueError(f"sequence length {past + T} must be in [1, block_size={self.config.block_size}]")
+        x2d = idx.view(-1, T)  # (B, T); B = 1 for a lone sequence
+        mask = None
+        if attention_mask is None:
+            pos = torch.arange(past, past + T, device=idx.device)  # (T,)
+            if past:  # a cached step: causal over all S = past + T slots
+                mask = _attention_mask(torch.ones(x2d.shape[0], past + T, device=idx.device), past)
+        else:
+            pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, past:]  # (B, T): real tokens before each slot
+            mask = _attention_mask(attention_mask, past)
+        x = self.wte(x2d) + self.wpe(pos)  # (B, T, C)
+        for i, block in enumerate(self.blocks):
+            x = block(x, mask, cache, i)
+        if cache is not None:
+            cache.length += T
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        return logits.view(*idx.shape, -1)
+
+
+def _attention_mask(attention_mask: Tensor, past: int) -> Tensor:
+    """(B, 1, T, S) booleans: query slot ``past + t`` sees key slot ``s`` iff ``s <= past + t`` and ``s`` is a
+    real token. A pad query also sees itself, so that no row is fully masked (SDPA would return NaN)."""
+    S = attention_mask.shape[-1]
+    slots = torch.arange(S, device=attention_mask.device)
+    queries = slots[past:, None]  # (T, 1)
+    causal = slots[None, :] <= queries  # (T, S)
+    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
+    return causal & (real | (slots[None, :] == queries))
+
+
+class KVCache:
+    """Keys and values of every layer for incremental decoding, preallocated for ``max_len`` slots:
+    each step writes one slot per layer instead of concatenating (a copy per token)."""
+
+    def __init__(self, config: TinyConfig, batch: int, max_len: int, device: torch.device, dtype: torch.dtype):
+        hs = config.n_embd // config.n_head
+        shape = (config.n_layer, batch, config.n_head, max_len, hs)
+        self.k = torch.empty(shape, device=device, dtype=dtype)
+        self.v = torch.empty(shape, device=device, dtype=dtype)
+        self.length = 0
+
+    @classmethod
+    def over(cls, k: Tensor, v: Tensor, length: int) -> KVCache:
+        """A cache over existing keys/values ``[n_layer, B, nh, max_len, hs]`` of which ``length`` slots are
+        filled: how a stacked model hands each member its slice of one cache inside ``torch.func.vmap``."""
+        cache = cls.__new__(cls)
+        cache.k, cache.v, cache.length = k, v, length
+        return cache
+
+    def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Store the new (B, nh, T, hs) keys/values after the cached ones; return all of them."""
+        end = self.length + k.shape[2]
+        self.k[layer, :, :, self.length : end] = k
+        self.v[layer, :, :, self.length : end] = v
+        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+
+
+def build_model(size: str | TinyConfig, seed: int) -> TinyTransformer:
+    """A freshly initialised model; the same ``seed`` always gives bit-identical weights.
+
+    The init runs under ``torch.random.fork_rng`` so seeding it leaves the caller's global RNG as it was.
+    """
+    if isinstance(size, str):
+        if size not in SIZES:
+            raise ValueError(f"unknown model size {size!r}; choose one of {sorted(SIZES)}")
+        size = SIZES[size]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return TinyTransformer(size)
+
+
+# The built-in model is GPT-2 in all but two details (exact GELU, an untied head), so its weights can be
+# written as a GPT-2 checkpoint that transformers loads: inference checkpoints use this.
+_GPT2_CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")  # GPT-2 stores these as [in, out]
+
+
+def gpt2_config(config: TinyConfig) -> dict[str, object]:
+    """A ``GPT2Config`` (as the JSON ``config.json`` holds) describing ``config``'s architecture."""
+    return {
+        "model_type": "gpt2",
+        "architectures": ["GPT2LMHeadModel"],
+        "vocab_size": config.vocab_size,
+        "n_positions": config.block_size,
+        "n_embd": config.n_embd,
+        "n_layer": config.n_layer,
+        "n_head": config.n_head,
+        "n_inner": 4 * config.n_embd,
+        "activation_function": "gelu",  # exact GELU, as F.gelu; GPT-2's own is the tanh approximation
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "attn_pdrop": 0.0,
+        "layer_norm_epsilon": 1e-5,
+        "tie_word_embeddings": False,
+        "bos_token_id": None,
+        "eos_token_id": None,
+    }
+
+
+def to_gpt2(state: dict[str, Tensor], config: TinyConfig) -> dict[str, Tensor]:
+    """``TinyTransformer`` weights under GPT-2's names and layouts (absent biases written as zeros)."""
+    out = {"transformer.wte.weight": state["wte.weight"], "transformer.wpe.weight": state["wpe.weight"]}
+    out["lm_head.weight"] = state["lm_head.weight"]
+    for prefix in [f"blocks.{i}." for i in range(config.n_layer)] + [""]:
+        hf = "transformer.h." + prefix.removeprefix("blocks.") if prefix else "transformer."
+        norms = ("ln_1", "ln_2") if prefix else ("ln_f",)
+        for ln in norms:
+            weight = state[f"{prefix}{ln}.weight"]
+            out[f"{hf}{ln}.weight"] = weight
+            out[f"{hf}{ln}.bias"] = state.get(f"{prefix}{ln}.bias", torch.zeros_like(weight))
+        for lin in _GPT2_CONV1D if prefix else ():
+            weight = state[f"{prefix}{lin}.weight"]
+            out[f"{hf}{lin}.weight"] = weight.t().contiguous()
+            out[f"{hf}{lin}.bias"] = state.get(f"{prefix}{lin}.bias", weight.new_zeros(weight.shape[0]))
+    return out
+
+
+def from_gpt2(state: dict[str, Tensor], config: TinyConfig) -> dict[str, Tensor]:
+    """The inverse of ``to_gpt2``, for a model built from ``config`` (biases dropped when it has none)."""
+    shapes = _names_only(config)
+    missing = {_gpt2_name(k) for k in shapes} - set(state)
+    if missing:
+        raise ValueError(f"not a checkpoint of this model: missing {sorted(missing)[:3]}")
+    back: dict[str, Tensor] = {}
+    for key, value in shapes.items():
+        src = _gpt2_name(key)
+        tensor = state[src]
+        conv1d = key.endswith(".weight") and any(c in key for c in _GPT2_CONV1D)
+        back[key] = tensor.t().contiguous() if conv1d else tensor
+        if back[key].shape != value.shape:
+            raise ValueError(f"{src} has shape {tuple(back[key].shape)}, this model needs {tuple(value.shape)}")
+    return back
+
+
+def _gpt2_name(key: str) -> str:
+    if key == "lm_head.weight":
+        return key
+    return "transformer." + key.replace("blocks.", "h.")
+
+
+def _names_only(config: TinyConfig) -> dict[str, Tensor]:
+    """Every parameter name of a model of ``config`` with an empty tensor of its shape (on the meta device)."""
+    with torch.device("meta"):
+        return dict(TinyTransformer(config).state_dict())

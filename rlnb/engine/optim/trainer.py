@@ -1,0 +1,220 @@
+"""The optimizer behind optim-step: AdamW, or Muon for hidden matrices with AdamW for the rest.
+
+Together's optim-step carries the hyperparameters of *this* step (``adam_params`` or ``muon_params``),
+so the caller owns the schedule: ``TrainerOptimizer.step(hp)`` writes them into the optimizer every
+call instead of fixing them at construction. The optimizer kind is fixed per session. Muon's maths is
+in ``rlnb.engine.optim.muon``; the Muon/AdamW split in ``rlnb.engine.optim.split``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from rlnb.engine.optim.muon import muon_update, ns_dtype_for, shape_scale
+from rlnb.engine.optim.split import ParamSplit, split_params
+from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, Resolved
+
+CLIP_EPS = 1e-6  # torch.nn.utils.clip_grads_with_norm_: coef = max_norm / (total_norm + 1e-6)
+
+
+class NonFiniteGradient(Exception):
+    """The pre-clip gradient norm is NaN or infinite; ``step`` raised before changing anything."""
+
+    def __init__(self, grad_norm: float, names: list[str]) -> None:
+        where = ", ".join(names) if names else "none (the norm itself overflowed)"
+        super().__init__(f"gradient norm is {grad_norm}; non-finite gradients in: {where}")
+        self.grad_norm = grad_norm
+        self.names = names
+
+
+@dataclass
+class StepStats:
+    grad_norm: float  # global L2 norm of all gradients, before clipping
+    grad_norm_muon: float | None  # the Muon group's share (muon kind only)
+    grad_norm_adam: float | None  # the AdamW group's share (muon kind only)
+    clipped: bool  # gradients were scaled down
+    clip_coef: float  # factor applied to the gradients: min(1, max_norm / (grad_norm + 1e-6)); 1 when off
+    learning_rate: float  # the step's top-level learning rate (AdamW's or Muon's)
+    adam_learning_rate: float | None  # muon kind: the learning rate of the AdamW group
+
+
+def _validate(hp: Any, cls: type[AdamParams] | type[MuonParams], keys: tuple[str, ...], where: str) -> None:
+    """Every key present, each within the API's bounds (the rules of ``rlnb.params``, not a copy)."""
+    if not isinstance(hp, Mapping):
+        raise ValueError(f"{where} must be a mapping, got {type(hp).__name__}")
+    missing = [k for k in keys if k not in hp]
+    if missing:
+        raise ValueError(f"{where} is missing {', '.join(missing)}")
+    if not isinstance(hp, Resolved):  # ``params.resolve`` output was checked once already (issue 10)
+        cls(**{k: hp[k] for k in keys})  # raises InvalidParams (a ValueError) naming the field and the range
+
+
+class TrainerOptimizer:
+    """One training session's optimizer: ``kind`` "adam" (AdamW on everything) or "muon".
+
+    ``step(hp)`` runs, in this order:
+
+    1. g = ‖(∇θ for every trainable θ with a gradient)‖₂, the pre-clip global norm, computed as
+       ``clip_grad_norm_`` does (same call, same order) so that clipping matches it bit for bit; for
+       Muon also the norm of each group (g² = g_muon² + g_adam² up to rounding).
+    2. g not finite → ``NonFiniteGradient``; parameters, gradients and optimizer state are untouched
+       (the caller decides what to do with the gradients).
+    3. grad_clip_norm c > 0: ∇ ← ∇·min(1, c / (g + 1e-6)) on all gradients, exactly
+       ``torch.nn.utils.clip_grad_norm_``; c = 0 turns clipping off. For Muon the top-level
+       ``grad_clip_norm`` is this global clip and ``hp["adam"]["grad_clip_norm"]`` is ignored: one
+       norm over the whole model, so the two groups keep their relative scale.
+    4. AdamW (``torch.optim.AdamW``, foreach) with this step's lr, betas, eps and weight decay, on all
+       parameters (adam kind) or on the AdamW group with ``hp["adam"]`` (muon kind).
+    5. Muon kind: the module docstring's update on each hidden matrix, batched over equal shapes.
+
+    ``muon_scaling`` picks the shape scale s: "original" (KJ) or "match_adam" (Moonshot: gives Muon's
+    update the RMS of an AdamW update, so AdamW's learning rate and weight decay carry over; the same
+    as ``torch.optim.Muon(adjust_lr_fn="match_rms_adamw")``).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        kind: Literal["adam", "muon"],
+        split: ParamSplit | None = None,
+        muon_scaling: Literal["original", "match_adam"] = "original",
+        ns_dtype: torch.dtype | None = None,
+    ) -> None:
+        if kind not in ("adam", "muon"):
+            raise ValueError(f"kind must be 'adam' or 'muon', got {kind!r}")
+        if muon_scaling not in ("original", "match_adam"):
+            raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {muon_scaling!r}")
+        self.kind = kind
+        self.muon_scaling = muon_scaling
+        first = next(model.parameters(), None)
+        device = first.device if first is not None else torch.device("cpu")
+        # Only Muon runs Newton-Schulz: an Adam session never pays for the dtype probe.
+        self.ns_dtype = ns_dtype or (ns_dtype_for(device) if kind == "muon" else torch.float32)
+        """Newton-Schulz compute dtype (default: ``ns_dtype_for`` the model's device)."""
+        if kind == "muon":
+            self.split = split or split_params(model)
+        else:
+            self.split = ParamSplit(muon=[], adam=[(n, p) for n, p in model.named_parameters() if p.requires_grad])
+        self._named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]  # model order
+        if not self._named:
+            raise ValueError("the model has no trainable parameters")
+        adam_params = [p for _, p in self.split.adam]
+        self._adamw = torch.optim.AdamW(adam_params, foreach=True) if adam_params else None
+        # Muon matrices grouped by shape: each group is orthogonalised as one stacked batch. Measured on a
+        # 2-core CPU, a Muon step is 22% faster than matrix by matrix for "tiny" and 3% at n_embd 256
+        # (stacking costs copies; the batched matmuls win back more).
+        self._muon_groups: dict[tuple[int, int], list[tuple[str, nn.Parameter]]] = {}
+        for name, p in self.split.muon:
+            self._muon_groups.setdefault((p.shape[0], p.shape[1]), []).append((name, p))
+        self.momentum: dict[str, Tensor] = {}  # Muon's buffer B per matrix, by name; created at first use
+
+    @torch.no_grad()
+    def step(self, hp: Mapping[str, Any]) -> StepStats:
+        """Clip and apply this step's update; ``hp`` holds every key of adam_params / muon_params."""
+        if self.kind == "muon":
+            _validate(hp, MuonParams, MUON_FIELDS, "muon_params")
+            _validate(hp.get("adam"), AdamParams, ADAM_FIELDS, "muon_params.adam")
+            adam_hp = hp["adam"]
+        else:
+            _validate(hp, AdamParams, ADAM_FIELDS, "adam_params")
+            adam_hp = hp
+
+        get_total_norm = torch.nn.utils.get_total_norm
+        total = get_total_norm([p.grad for _, p in self._named if p.grad is not None])
+        grad_norm = total.item()
+        norm_muon = norm_adam = None
+        if self.kind == "muon":
+            norm_muon, norm_adam = (
+                get_total_norm([p.grad for _, p in group if p.grad is not None]).item()
+                for group in (self.split.muon, self.split.adam)
+            )
+        if not math.isfinite(grad_norm):
+            bad = [n for n, p in self._named if p.grad is not None and not p.grad.isfinite().all()]
+            raise NonFiniteGradient(grad_norm, bad)
+
+        max_norm = hp["grad_clip_norm"]
+        clip_coef = min(1.0, max_norm / (grad_norm + CLIP_EPS)) if max_norm > 0 else 1.0
+        if max_norm > 0:
+            torch.nn.utils.clip_grads_with_norm_([p for _, p in self._named], max_norm, total)
+
+        if self._adamw is not None:
+            for group in self._adamw.param_groups:
+                group.update(
+                    lr=adam_hp["learning_rate"],
+                    betas=(adam_hp["beta1"], adam_hp["beta2"]),
+                    eps=adam_hp["eps"],
+                    weight_decay=adam_hp["weight_decay"],
+                )
+            self._adamw.step()
+        if self.kind == "muon":
+            self._muon_step(hp)
+
+        return StepStats(
+            grad_norm=grad_norm,
+            grad_norm_muon=norm_muon,
+            grad_norm_adam=norm_adam,
+            clipped=clip_coef < 1.0,
+            clip_coef=clip_coef,
+            learning_rate=hp["learning_rate"],
+            adam_learning_rate=adam_hp["learning_rate"] if self.kind == "muon" else None,
+        )
+
+    def _muon_step(self, hp: Mapping[str, Any]) -> None:
+        lr, wd = hp["learning_rate"], hp["weight_decay"]
+        for (rows, cols), members in self._muon_groups.items():
+            live = [(n, p) for n, p in members if p.grad is not None]
+            if not live:
+                continue
+            for n, p in live:
+                if n not in self.momentum:
+                    self.momentum[n] = torch.zeros_like(p)
+            bufs = [self.momentum[n] for n, _ in live]
+            grad = torch.stack([p.grad for _, p in live if p.grad is not None])  # [k, rows, cols]
+            buf = torch.stack(bufs)  # [k, rows, cols]
+            update = muon_update(grad, buf, hp["momentum"], int(hp["newton_schulz_steps"]), dtype=self.ns_dtype)
+            for b, new in zip(bufs, buf.unbind(0), strict=True):  # the stacked buffer back into per-matrix state
+                b.copy_(new)
+            scale = shape_scale(rows, cols, self.muon_scaling)
+            for (_, p), u in zip(live, update.unbind(0), strict=True):
+                p.mul_(1 - lr * wd).add_(u, alpha=-lr * scale)
+
+    def zero_grad(self) -> None:
+        """Drop all gradients (set to None, so the next backward allocates fresh ones)."""
+        for _, p in self._named:
+            p.grad = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """AdamW's state dict and Muon's momentum buffers by parameter name.
+
+        Like ``torch.optim.Optimizer.state_dict`` the tensors are the live ones: clone or ``torch.save``
+        to keep a snapshot.
+        """
+        return {
+            "kind": self.kind,
+            "adamw": self._adamw.state_dict() if self._adamw is not None else None,
+            "momentum": dict(self.momentum),
+        }
+
+    def load_state_dict(self, sd: Mapping[str, Any]) -> None:
+        """Restore from ``state_dict()`` of an optimizer of the same kind on the same architecture.
+
+        Tensors are copied, so the source optimizer and this one never share state.
+        """
+        if sd.get("kind") != self.kind:
+            raise ValueError(f"state is for a {sd.get('kind')!r} optimizer, this one is {self.kind!r}")
+        matrices = dict(self.split.muon)
+        for name, buf in sd["momentum"].items():
+            if name not in matrices or buf.shape != matrices[name].shape:
+                raise ValueError(f"momentum buffer {name!r} {tuple(buf.shape)} matches no Muon matrix of this model")
+        if self._adamw is not None:
+            # deepcopy: torch.optim.Optimizer.load_state_dict keeps the given tensors when dtype and
+            # device already match, and two optimizers sharing exp_avg would each update it
+            self._adamw.load_state_dict(copy.deepcopy(sd["adamw"]))
+        self.momentum = {n: b.detach().to(matrices[n], copy=True) for n, b in sd["momentum"].items()}

@@ -1,0 +1,203 @@
+"""Sampling for the in-process backend: every prompt x sample decoded together, one forward per token.
+
+The prompts are left-padded into one batch of ``len(prompts) * n`` rows (each prompt repeated ``n``
+times), prefilled once, then advanced one token per step through the model's cache (``Decoder``).
+Temperature, top-k and top-p run on the model's device; chosen tokens and their log-probs stay there
+until the end. Randomness is drawn up front: each prompt's generator (seeded from the request's seed and
+the prompt's index) fills a ``[max_tokens, n]`` block of uniforms, and each step picks every row's token
+by inverting its filtered CDF at that row's uniform — one batched operation per token, and a prompt's
+completions do not depend on which other prompts share the batch (the API's "same seed + same prompt
++ same weights → same tokens"). The host looks at the batch only for what needs it:
+stop strings (each new token goes to a ``StopMatcher``) and, without them, whether every row has ended
+— checked every ``CHECK_EVERY`` tokens rather than at each one. ``generate`` draws the uniforms from one seed;
+``draw`` takes them ready-made and returns tensors (batched trials lay several members' blocks side by side,
+each from its member's seed, and decode all members' rows at once).
+
+Log-probs are the untempered model's (``log_softmax`` of the raw logits), as the API defines them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from rlnb import wire
+from rlnb.engine.models.decoders import Decoder
+from rlnb.text import Codec, StopMatcher
+
+MIN_TEMPERATURE = 1e-5
+"""Below this, sampling is greedy (dividing logits by a tinier temperature overflows)."""
+CHECK_EVERY = 8
+"""Without stop strings, how many tokens pass between checks that every row has ended (a host sync)."""
+DIVERGED = "the sampled log-probs are not finite (NaN or Inf): the weights have diverged"
+"""Why a sample fails ``NON_FINITE_LOSS`` (JSON has no NaN, and nothing can be trained on such samples)."""
+
+
+class Diverged(ValueError):
+    """``generate`` drew tokens whose log-probs are not finite."""
+STOP: wire.StopReason = "STOP_REASON_STOP"
+LENGTH: wire.StopReason = "STOP_REASON_LENGTH"
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    stop: tuple[str, ...] = ()
+    eos: tuple[int, ...] = ()
+
+
+def left_pad(prompts: Sequence[Sequence[int]], n: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Token ids and attention mask ``[len(prompts) * n, longest]``: row ``i * n + j`` is sample j of prompt i."""
+    longest = max(len(p) for p in prompts)
+    ids = torch.zeros(len(prompts) * n, longest, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        rows = slice(i * n, (i + 1) * n)
+        ids[rows, longest - len(p) :] = torch.tensor(p, dtype=torch.long)
+        mask[rows, longest - len(p) :] = 1
+    return ids.to(device), mask.to(device)
+
+
+def uniforms(seed: int, prompts: int, n: int, steps: int, device: torch.device) -> Tensor:
+    """``[steps, prompts * n]`` uniforms in [0, 1). Prompt i's block comes from its own generator, seeded
+    from ``seed`` and i only, and is filled step-major, so step t's values do not depend on ``steps``."""
+    seeds = torch.randint(2**62, (prompts,), generator=torch.Generator().manual_seed(seed)).tolist()
+    blocks = [torch.rand(steps, n, generator=torch.Generator(device=device).manual_seed(s), device=device)
+              for s in seeds]
+    return torch.cat(blocks, dim=1)
+
+
+def choose(logits: Tensor, temperature: float, top_p: float, top_k: int, u: Tensor) -> Tensor:
+    """Next token per row: greedy at temperature ~0, else top-k / top-p filtered sampling at the row's
+    uniform ``u`` (inverse CDF: the first token whose cumulative probability exceeds u)."""
+    if temperature < MIN_TEMPERATURE:
+        return logits.argmax(-1)
+    logits = logits / temperature
+    if 0 < top_k < logits.shape[-1]:
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, -math.inf)
+    if top_p < 1.0:
+        probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
+        drop = probs.cumsum(-1) - probs > top_p  # keep the smallest prefix whose mass reaches top_p
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), -math.inf)
+    cdf = torch.softmax(logits, dim=-1).cumsum(dim=-1)
+    token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+    return token.clamp(max=logits.shape[-1] - 1)  # u * total < total, so only rounding could reach V
+
+
+@dataclass
+class Drawn:
+    """What ``draw`` decoded, row ``i * n + j`` being sample j of prompt i: ``tokens`` and their untempered
+    ``logprobs`` ``[rows, steps]``, each row's ``lengths`` (its tokens are ``[:length]``) and whether it
+    ``stopped`` (EOS or a stop string) rather than reaching ``max_tokens``."""
+
+    tokens: Tensor
+    logprobs: Tensor
+    lengths: Tensor
+    stopped: Tensor
+
+    def finite(self) -> Tensor:
+        """Per row: whether every log-prob of its tokens is finite (slots past its length do not count)."""
+        unused = torch.arange(self.logprobs.shape[1], device=self.logprobs.device) >= self.lengths[:, None]
+        return (torch.isfinite(self.logprobs) | unused).all(dim=1)
+
+
+def generate(
+    decoder: Decoder,
+    prompts: Sequence[Sequence[int]],
+    n: int,
+    settings: Settings,
+    seed: int,
+    codec: Codec,
+    device: torch.device,
+) -> list[list[wire.SampledSequence]]:
+    """``n`` completions of each prompt, as ``[prompt][sample]``; ``Diverged`` if a log-prob is not finite."""
+    noise = uniforms(seed, len(prompts), n, settings.max_tokens, device)
+    drawn = draw(decoder, prompts, n, settings, noise, codec, device)
+    if not bool(drawn.finite().all()):
+        raise Diverged(DIVERGED)
+    return _sequences(drawn.tokens, drawn.logprobs, drawn.lengths, drawn.stopped, len(prompts), n)
+
+
+def draw(
+    decoder: Decoder,
+    prompts: Sequence[Sequence[int]],
+    n: int,
+    settings: Settings,
+    noise: Tensor,
+    codec: Codec,
+    device: torch.device,
+) -> Drawn:
+    """Decode ``n`` completions of each prompt with the given randomness: ``noise`` ``[max_tokens, rows]``,
+    row ``i * n + j``'s uniforms in column ``i * n + j`` (``uniforms`` of one seed, or several seeds' blocks
+    side by side: batched trials sample every member's prompts in one batch, each with its own seed)."""
+    if tuple(noise.shape) != (settings.max_tokens, len(prompts) * n):
+        raise ValueError(
+            f"noise has shape {tuple(noise.shape)}; need [max_tokens, prompts * n] = "
+            f"[{settings.max_tokens}, {len(prompts) * n}]"
+        )
+    ids, mask = left_pad(prompts, n, device)
+    B, T = ids.shape[0], settings.max_tokens
+    tokens = torch.zeros(B, T, dtype=torch.long, device=device)
+    logps = torch.zeros(B, T, dtype=torch.float32, device=device)
+    eos = torch.tensor(settings.eos, dtype=torch.long, device=device)
+    ended = torch.zeros(B, dtype=torch.bool, device=device)
+    lengths = torch.full((B,), T, dtype=torch.long, device=device)
+    matchers = [StopMatcher(codec, settings.stop) for _ in range(B)] if settings.stop else None
+    logits = decoder.prefill(ids, mask).float()
+    steps = 0
+    for t in range(T):
+        nxt = choose(logits, settings.temperature, settings.top_p, settings.top_k, noise[t])
+        tokens[:, t] = nxt
+        logps[:, t] = torch.log_softmax(logits, dim=-1).gather(-1, nxt[:, None])[:, 0]
+        steps = t + 1
+        now = torch.isin(nxt, eos) & ~ended if len(settings.eos) else torch.zeros_like(ended)
+        if matchers is not None:  # stop strings need the text: one host transfer per token
+            rows = zip(matchers, nxt.tolist(), ended.tolist(), strict=True)
+            hits = [not done and m.push(tok) for m, tok, done in rows]
+            now |= torch.tensor(hits, device=device)
+        lengths = torch.where(now, t + 1, lengths)
+        ended |= now
+        if t + 1 == T or ((matchers is not None or steps % CHECK_EVERY == 0) and bool(ended.all())):
+            break
+        logits = decoder.step(nxt).float()
+    return Drawn(tokens[:, :steps], logps[:, :steps], lengths, ended)
+
+
+def _sequences(
+    tokens: Tensor, logps: Tensor, lengths: Tensor, ended: Tensor, prompts: int, n: int
+) -> list[list[wire.SampledSequence]]:
+    toks, lps, lens, stops = tokens.tolist(), logps.tolist(), lengths.tolist(), ended.tolist()
+    out: list[list[wire.SampledSequence]] = [[] for _ in range(prompts)]
+    for row, (t, lp, k, stop) in enumerate(zip(toks, lps, lens, stops, strict=True)):
+        out[row // n].append(
+            wire.SampledSequence(
+                tokens=t[:k], logprobs=lp[:k], stop_reason=STOP if stop else LENGTH, prompt_cache_hit_tokens=0
+            )
+        )
+    return out
+
+
+def prompt_logprobs(
+    forward: Callable[[Tensor], Tensor], prompt: Sequence[int], k: int, device: torch.device
+) -> tuple[list[float], list[wire.PromptTopLogprobs] | None]:
+    """Log-prob of each prompt token given the ones before it (0.0 for the first), and the top ``k``."""
+    logp = torch.log_softmax(forward(torch.tensor([list(prompt)], device=device))[0].float(), dim=-1)
+    targets = torch.tensor(prompt[1:], device=device)
+    chosen = logp[:-1].gather(-1, targets[:, None])[:, 0] if len(prompt) > 1 else logp.new_zeros(0)
+    values = [0.0, *chosen.tolist()]
+    if not k:
+        return values, None
+    top = logp[:-1].topk(min(k, logp.shape[-1]), dim=-1)
+    tops = [wire.PromptTopLogprobs()] + [
+        wire.PromptTopLogprobs(token_ids=i, logprobs=v)
+        for i, v in zip(top.indices.tolist(), top.values.tolist(), strict=True)
+    ]
+    return values, tops

@@ -1,0 +1,159 @@
+"""The worker: one thread per local session, running its operations strictly in submission order.
+
+It owns the operation status machine (PENDING → RUNNING → COMPLETED / FAILED) and the rules that make
+a session safe to use from a notebook:
+
+* The thread never dies. Whatever an operation raises ends *that* operation FAILED with a code
+  (``INVALID_INPUT``, ``NON_FINITE_LOSS``, ``RESOURCE_EXHAUSTED`` for out-of-memory, else
+  ``INTERNAL_ERROR`` with the exception's type and message); a listener that raises (say, a full
+  disk under the run store) is logged and the operation goes on.
+* ``close()`` stops accepting work, asks a running sample to stop between tokens, lets any other
+  running operation finish, and fails everything still queued with ``SESSION_NOT_ACTIVE``.
+* At interpreter exit every live worker is closed that way before Python tears down (a torch op still
+  running on a daemon thread during finalisation aborts the process: "terminate called without an
+  active exception"). So a script may exit with operations in flight and still exit 0, with every
+  operation recorded as finished or failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import uuid
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rlnb import _exit, wire
+from rlnb.errors import OperationError
+from rlnb.wire import Listener
+
+log = logging.getLogger("rlnb")
+EXIT_DEADLINE = 60.0
+"""Seconds interpreter exit waits for each session's running operation."""
+
+
+Run = Callable[[str, Any, threading.Event], Any]
+"""``run(kind, body, cancelled) -> output``: does one operation; may watch ``cancelled`` between steps."""
+
+
+@dataclass
+class _Job:
+    kind: str
+    body: Any
+    env: wire.Operation[Any]
+    listener: Listener
+
+
+class Worker:
+    def __init__(self, run: Run, name: str, classify: Callable[[Exception], str | None] = lambda exc: None):
+        """``classify`` maps an exception a handler raised to an error code (without the prefix), or None."""
+        self._run_op, self._classify = run, classify
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self.cancelled = threading.Event()
+        self.closed = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+        _LIVE.add(self)
+
+    def submit(self, kind: str, body: Any, listener: Listener) -> None:
+        """Queue one operation and report it PENDING (or FAILED at once if the worker is closed)."""
+        env: wire.Operation[Any] = wire.Operation(id=str(uuid.uuid4()), status="TRAINING_OPERATION_STATUS_PENDING")
+        job = _Job(kind, body, env, listener)
+        with self._lock:
+            self._notify(job)
+            if self.closed:
+                self._finish(job, error=("SESSION_NOT_ACTIVE", "the session is stopped"))
+                return
+            self._queue.put(job)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until everything queued so far has finished; False if ``timeout`` passed first."""
+        if self.closed:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        done = threading.Event()
+        self._queue.put(_Job("_barrier", done, wire.Operation(id="", status="TRAINING_OPERATION_STATUS_PENDING"), _nop))
+        return done.wait(timeout)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop: refuse new work, interrupt a running sample, fail the queue. False if the running
+        operation was still going after ``timeout``."""
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                self.cancelled.set()
+                self._queue.put(None)
+        if threading.current_thread() is self._thread:  # closed from a listener on the worker itself
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # -- the thread --------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                break
+            if job.kind == "_barrier":
+                job.body.set()
+                continue
+            if self.closed:  # stopped while this waited in the queue: it never runs
+                self._finish(job, error=("SESSION_NOT_ACTIVE", "the session was stopped before this ran"))
+                continue
+            job.env = job.env.model_copy(update={"status": "TRAINING_OPERATION_STATUS_RUNNING"})
+            self._notify(job)
+            try:
+                output = self._run_op(job.kind, job.body, self.cancelled)
+            except OperationError as exc:
+                self._finish(job, error=(exc.code, str(exc)))
+            except torch.OutOfMemoryError as exc:
+                self._finish(job, error=("RESOURCE_EXHAUSTED", f"out of memory: {str(exc)[:300]}"))
+            except Exception as exc:  # noqa: BLE001 - any other failure is the operation's, never the worker's
+                code = self._classify(exc) or "INTERNAL_ERROR"
+                message = str(exc) if code != "INTERNAL_ERROR" else f"{type(exc).__name__}: {exc}"
+                self._finish(job, error=(code, message))
+            else:
+                self._finish(job, output=output)
+        _LIVE.discard(self)
+
+    def _finish(self, job: _Job, output: Any = None, error: tuple[str, str] | None = None) -> None:
+        if error is not None:
+            update = {
+                "status": "TRAINING_OPERATION_STATUS_FAILED",
+                "error": wire.OperationError(code=wire.error_code(error[0]), message=error[1]),
+            }
+        else:
+            update = {"status": "TRAINING_OPERATION_STATUS_COMPLETED", "output": output}
+        job.env = job.env.model_copy(update=update)
+        self._notify(job)
+
+    @staticmethod
+    def _notify(job: _Job) -> None:
+        try:
+            job.listener(job.env)
+        except Exception:  # noqa: BLE001 - a listener's failure (e.g. disk full) must not stop the session
+            log.exception("rlnb: a listener failed on %s %s; the operation goes on", job.kind, job.env.status)
+
+
+def _nop(env: wire.Operation[Any]) -> None:
+    pass
+
+
+_LIVE: weakref.WeakSet[Worker] = weakref.WeakSet()
+
+
+def _close_all() -> None:
+    """Interpreter exit: close every live worker (see the module docstring)."""
+    for worker in list(_LIVE):
+        if not worker.close(EXIT_DEADLINE):
+            log.warning("rlnb: an operation was still running %.0f s after exit began", EXIT_DEADLINE)
+
+
+_exit.on_exit("workers", _close_all)

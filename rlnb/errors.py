@@ -1,0 +1,169 @@
+"""rlnb's one exception tree.
+
+    RlnbError
+    ├── InvalidParams (also ValueError)   an optimizer config is out of range; nothing was sent
+    ├── OperationFailed                   an operation ended FAILED (.code, .message)
+    ├── OperationTimeout (also TimeoutError)  waiting for an operation took longer than asked
+    ├── SessionClosed                     the session was closed; nothing more can be submitted
+    ├── RunLocked                         another session is writing to this run folder
+    ├── APIError                          talking to a remote training-session API went wrong
+        ├── APIConnectionError            no response (refused, reset, DNS)
+        │   └── APITimeoutError           no response in time
+        └── APIStatusError                an HTTP error status (.status_code, .body, .code, .param)
+            ├── BadRequestError           400
+            ├── AuthenticationError       401
+            ├── PermissionDeniedError     403
+            ├── NotFoundError             404
+            ├── ConflictError             409
+            ├── UnprocessableEntityError  422
+            ├── RateLimitError            429
+            └── InternalServerError       >= 500
+
+    OperationError                        raised inside the engine to end an operation FAILED with a code
+    └── Cancelled                         the session stopped while the operation ran
+
+Messages carry the method, URL, status and the server's message — never an API key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlnb import wire
+
+
+class RlnbError(Exception):
+    """Base of every error rlnb raises on purpose."""
+
+
+class InvalidParams(RlnbError, ValueError):
+    """An optimizer field is out of range, of the wrong type, or unknown.
+
+    ``errors`` lists ``(field, value, allowed)`` for every problem found.
+    """
+
+    def __init__(self, owner: str, errors: list[tuple[str, Any, str]]):
+        self.errors = errors
+        lines = [f"{owner}.{field} = {value!r} is invalid: {allowed}" for field, value, allowed in errors]
+        super().__init__("\n".join(lines))
+
+
+class OperationFailed(RlnbError):
+    """An operation finished FAILED. ``code`` is the API's ``TRAINING_OPERATION_ERROR_CODE_*``."""
+
+    def __init__(self, code: str | None, message: str | None, *, operation_id: str = "", kind: str = ""):
+        self.code = code
+        self.message = message
+        self.operation_id = operation_id
+        self.kind = kind
+        super().__init__(f"{kind} {operation_id} failed: {code}: {message}")
+
+
+class OperationError(Exception):
+    """Raised inside an engine handler to end the operation FAILED with ``TRAINING_OPERATION_ERROR_CODE_<code>``.
+
+    Internal: the user sees it as the operation's error (and ``OperationFailed`` from ``result()``)."""
+
+    def __init__(self, code: str, message: str):
+        self.code = wire.error_code(code)
+        super().__init__(message)
+
+
+class Cancelled(OperationError):
+    """A running operation stopped early because its session was stopped."""
+
+    def __init__(self) -> None:
+        super().__init__("SESSION_NOT_ACTIVE", "the session was stopped while this operation ran")
+
+
+class OperationTimeout(RlnbError, TimeoutError):
+    """The operation did not finish within the time asked for; it may still finish later."""
+
+
+class SessionClosed(RlnbError):
+    """The session is closed (or stopped) and takes no more operations."""
+
+
+class RunLocked(RlnbError):
+    """Another session (in this process or another) is writing to the run folder: one writer at a time."""
+
+
+class APIError(RlnbError):
+    """A remote API call failed. ``method`` and ``url`` say which."""
+
+    def __init__(self, message: str, *, method: str = "", url: str = ""):
+        self.method = method
+        self.url = url
+        super().__init__(f"{method} {url}: {message}" if method else message)
+
+
+class APIConnectionError(APIError):
+    """No response: the connection was refused, reset or could not be made."""
+
+
+class APITimeoutError(APIConnectionError):
+    """No response in time."""
+
+
+class APIStatusError(APIError):
+    """The server answered with an error status; ``body`` is the decoded error body."""
+
+    def __init__(self, message: str, *, method: str, url: str, status_code: int, body: Any = None):
+        self.status_code = status_code
+        self.body = body
+        err = body.get("error") if isinstance(body, dict) else None
+        err = err if isinstance(err, dict) else {}
+        self.code: str | None = err.get("code")
+        self.param: str | None = err.get("param")
+        self.type: str | None = err.get("type")
+        super().__init__(f"{status_code} {message}", method=method, url=url)
+
+
+class BadRequestError(APIStatusError):
+    """400: the request body or query is invalid (``param`` names the field)."""
+
+
+class AuthenticationError(APIStatusError):
+    """401: the API key is missing or wrong."""
+
+
+class PermissionDeniedError(APIStatusError):
+    """403: the key may not do this."""
+
+
+class NotFoundError(APIStatusError):
+    """404: no such session, operation, resource or checkpoint."""
+
+
+class ConflictError(APIStatusError):
+    """409: the request conflicts with the current state."""
+
+
+class UnprocessableEntityError(APIStatusError):
+    """422: the request is well-formed but cannot be processed."""
+
+
+class RateLimitError(APIStatusError):
+    """429: too many requests, or a resource's session cap is reached."""
+
+
+class InternalServerError(APIStatusError):
+    """>= 500: the server failed."""
+
+
+_STATUS_ERRORS: dict[int, type[APIStatusError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    422: UnprocessableEntityError,
+    429: RateLimitError,
+}
+
+
+def status_error_class(status_code: int) -> type[APIStatusError]:
+    """The exception class for an HTTP error status (the one place that mapping lives)."""
+    if status_code >= 500:
+        return InternalServerError
+    return _STATUS_ERRORS.get(status_code, APIStatusError)

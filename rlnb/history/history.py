@@ -1,0 +1,291 @@
+"""The record of every operation a session runs: kept on disk as it happens, and its pandas views.
+
+One ``Record`` per operation, updated in place as its status changes (PENDING → RUNNING →
+COMPLETED / FAILED).
+
+A ``History`` with a run folder (``rlnb.history.store``) appends to ``ops.jsonl`` one JSON line when an
+operation is submitted and one when it ends, and every ``log()`` call to ``metrics.jsonl``, beside
+``config.json``, each flushed at once: a killed process loses nothing it had recorded. A run id that
+exists already is continued: its records are loaded and new ones are numbered after them.
+``History.load(path)`` restores a run, loading what is readable and warning about the rest.
+
+The record format is ``rlnb.history.record``; the tables are built by ``rlnb.history.tables``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rlnb import wire
+from rlnb.history.record import Record, as_row, fold_output, from_row, logged_row, warn_bad
+from rlnb.history.steplog import StepLog
+from rlnb.history.store import (
+    METRICS_FILE,
+    OPS_FILE,
+    RunStore,
+    check_run_id,
+    default_runs_dir,
+    environment,
+    new_run_id,
+    read_config,
+    read_jsonl,
+)
+from rlnb.history.tables import _columns, _concat, _ops_frame
+
+__all__ = ["History"]
+
+class History:
+    """The operations of one session, in submission order, plus your own logged figures.
+
+    Thread-safe: backends update records from their worker or poller threads. With ``store`` set
+    every finished operation is on disk before anyone is told about it.
+    """
+
+    def __init__(self, store: RunStore | None = None, config: dict[str, Any] | None = None) -> None:
+        self._records: list[Record] = []
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[Record], None]] = []
+        self._log_listeners: list[Callable[[dict[str, Any]], None]] = []
+        self._logged: list[dict[str, Any]] = []
+        self.store = store
+        self.config: dict[str, Any] = dict(config or {})
+        self.step_log = StepLog()
+        """The steps table kept up to date as operations finish (``steps`` reads it; live views follow it)."""
+        self._frame: pd.DataFrame | None = None  # ``df`` of the first ``_frame_n`` records, all finished
+        self._frame_n = 0
+        self._refinished = 0  # updates of already finished records (they invalidate the cached frame)
+        self._next_seq = 0
+
+    @classmethod
+    def create(cls, config: dict[str, Any], runs_dir: str | Path | None = None, run_id: str | None = None) -> History:
+        """A History recording into ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``).
+
+        An existing run is continued: its records are loaded and new operations are numbered after them.
+        One session at a time writes a run: a second one raises ``rlnb.RunLocked``."""
+        run_id = check_run_id(run_id) if run_id is not None else new_run_id(str(config.get("optimizer", "")))
+        path = (Path(runs_dir) if runs_dir is not None else default_runs_dir()) / run_id
+        store = RunStore(path)  # the lock first: nobody else writes while the earlier records are read
+        now = time.time()
+        try:
+            ops = path / OPS_FILE
+            earlier = cls.load(path) if ops.is_file() and ops.stat().st_size else None
+        except BaseException:
+            store.close()
+            raise
+        first = {"run_id": run_id, "created_at": now}
+        if earlier is not None:
+            first["created_at"] = earlier.config.get("created_at", now)
+            config = {**config, "continued_at": [*earlier.config.get("continued_at", []), now]}
+        config = {**first, **config, "versions": environment()}
+        store.write_config(config)
+        history = cls(store, config)
+        if earlier is not None:
+            history._records, history._logged = earlier._records, earlier._logged
+            history._next_seq = earlier._next_seq
+            history._replay(unfinished=False)  # the earlier session's unfinished operations never finish
+        return history
+
+    @classmethod
+    def load(cls, path: str | Path) -> History:
+        """Restore a run folder written by a (possibly killed) session. What cannot be read — a corrupt
+        ``config.json``, a half-written line, a value of the wrong type — is left out with a warning."""
+        path = Path(path)
+        if not (path / OPS_FILE).exists():
+            raise FileNotFoundError(f"{path} is not an rlnb run folder (no {OPS_FILE})")
+        if not (path / OPS_FILE).is_file():
+            raise ValueError(f"{path / OPS_FILE} is not a file")
+        history = cls(config=read_config(path))
+        latest: dict[int, Record] = {}
+        bad: list[str] = []
+        for _, line in read_jsonl(path / OPS_FILE):
+            rec = from_row(line, bad)
+            if rec is not None:
+                latest[rec.seq] = rec  # the last line of an operation is its latest state
+        warn_bad(path / OPS_FILE, bad)
+        history._records = [latest[seq] for seq in sorted(latest)]
+        history._next_seq = max(latest, default=-1) + 1
+        bad = []
+        logged = (logged_row(line, bad) for _, line in read_jsonl(path / METRICS_FILE))
+        history._logged = [row for row in logged if row is not None]
+        warn_bad(path / METRICS_FILE, bad)
+        history._replay(unfinished=False)  # a loaded run's unfinished operations never finish
+        return history
+
+    def _replay(self, unfinished: bool) -> None:
+        """Feed every record and logged row to a fresh step log."""
+        self.step_log.reset()
+        for rec in self._records:
+            done = rec.status in wire.TERMINAL_STATUSES
+            if done or unfinished:
+                self.step_log.submitted(rec)
+            if done:
+                self.step_log.finished(rec)
+        for row in self._logged:
+            self.step_log.logged(row)
+
+    def annotate(self, **fields: Any) -> None:
+        """Add fields to the run's config (e.g. a sweep's label), on disk too."""
+        self.config.update(fields)
+        if self.store:
+            self.store.write_config(self.config)
+
+    @property
+    def path(self) -> Path | None:
+        """The run folder, if this history is recorded on disk."""
+        return self.store.path if self.store else None
+
+    def close(self) -> None:
+        if self.store:
+            self.store.close()
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __repr__(self) -> str:
+        return f"<History {self.config.get('run_id', '')} {len(self)} operations>"
+
+    @property
+    def records(self) -> list[Record]:
+        with self._lock:
+            return list(self._records)
+
+    def tail(self, n: int) -> list[Record]:
+        """The latest ``n`` records (cheap at any length)."""
+        with self._lock:
+            return self._records[-n:] if n > 0 else []
+
+    def on_record(self, callback: Callable[[Record], None]) -> Callable[[], None]:
+        """Call ``callback(record)`` after every change (on the backend's thread); returns a function
+        that unsubscribes."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback)
+
+    def new(self, kind: str, step: int | None, params: dict[str, Any] | None, at: float) -> Record:
+        """Start the record of a just-submitted operation."""
+        with self._lock:
+            rec = Record(seq=self._next_seq, kind=kind, step=step, params=params or {}, submitted_at=at)
+            self._next_seq += 1
+            # What was asked for; the local backend's output later replaces it with what was used.
+            rec.learning_rate = float(rec.params.get("learning_rate", math.nan))
+            rec.grad_clip_norm = float(rec.params.get("grad_clip_norm", math.nan))
+            self._records.append(rec)
+            self.step_log.submitted(rec)
+        if self.store:
+            self.store.write_op(as_row(rec))
+        return rec
+
+    def update(self, rec: Record, env: wire.Operation[Any], at: float) -> None:
+        """Fold an operation envelope into its record, write it down, then tell the listeners."""
+        with self._lock:
+            was_done = rec.status in wire.TERMINAL_STATUSES
+            if was_done:  # a finished record changed again: a cached frame may hold its old state
+                self._frame, self._frame_n, self._refinished = None, 0, self._refinished + 1
+            rec.op_id = env.id
+            rec.status = env.status
+            if env.status == wire.STATUS_RUNNING and math.isnan(rec.started_at):
+                rec.started_at = at
+            if env.status in wire.TERMINAL_STATUSES:
+                rec.finished_at = at
+                if math.isnan(rec.started_at):
+                    rec.started_at = at
+            if env.error is not None:
+                rec.error_code, rec.error_message = env.error.code, env.error.message
+            if env.output is not None:
+                fold_output(rec, env.output)
+            if not was_done and rec.status in wire.TERMINAL_STATUSES:
+                self.step_log.finished(rec)
+            elif was_done:  # finished twice (rare): the step log starts over from the records
+                self._replay(unfinished=True)
+        if self.store and env.status in wire.TERMINAL_STATUSES:
+            self.store.write_op(as_row(rec))  # RUNNING is not written: the final line carries started_at too
+        for cb in list(self._listeners):
+            cb(rec)
+
+    def log(self, step: int, **metrics: float) -> None:
+        """Record your own per-step figures (e.g. ``reward=0.4``) next to the operations."""
+        row = {"step": int(step), **{k: float(v) for k, v in metrics.items()}}
+        with self._lock:
+            self._logged.append(row)
+            self.step_log.logged(row)
+        if self.store:
+            self.store.write_metrics(row)
+        for cb in list(self._log_listeners):
+            cb(row)
+
+    def on_log(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
+        """Call ``callback(row)`` after every ``log()``; returns a function that unsubscribes."""
+        self._log_listeners.append(callback)
+        return lambda: self._log_listeners.remove(callback)
+
+    # -- tables ----------------------------------------------------------------------------------
+
+    @property
+    def logged(self) -> pd.DataFrame:
+        """The figures given to ``log()``, one row per call."""
+        with self._lock:
+            rows = list(self._logged)
+        return pd.DataFrame(rows, columns=None if rows else ["step"])
+
+    @property
+    def df(self) -> pd.DataFrame:
+        """One row per operation, in submission order, with typed columns: categorical ``kind`` /
+        ``status`` / ``error_code``, UTC datetimes for the times, ``queue_s`` (waiting) and
+        ``run_s`` (running) in seconds.
+
+        Incremental: the rows of operations that had finished are kept from the previous call, so
+        during a run only the newer ones are built again."""
+        with self._lock:
+            cached, start, refinished = self._frame, self._frame_n, self._refinished
+            tail = self._records[start:]
+            done = next((i for i, r in enumerate(tail) if r.status not in wire.TERMINAL_STATUSES), len(tail))
+            finished, rest = _columns(tail[:done]), _columns(tail[done:])
+        prefix = _concat(cached, _ops_frame(finished)) if done else cached
+        if done:
+            with self._lock:
+                if self._refinished == refinished:  # no finished record changed meanwhile
+                    self._frame, self._frame_n = prefix, start + done
+        return _concat(prefix, _ops_frame(rest))
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """One row per completed optimizer step: the loss summed over that step's forward-backwards,
+        pre-clip grad norm(s), clip threshold, learning rate, step time (seconds since the previous
+        step finished), the weights version published after it, and your logged figures."""
+        return self.step_log.frame()
+
+    def to_csv(self, path: str | Path) -> None:
+        self.df.to_csv(path, index=False)
+
+    def to_parquet(self, path: str | Path) -> None:
+        """Needs pyarrow (``pip install rlnb[parquet]``); dict columns are stored as JSON text."""
+        frame = self.df
+        for col in ("metrics", "params"):
+            frame[col] = frame[col].map(lambda d: json.dumps(d, default=str))
+        frame.to_parquet(path, index=False)
+
+    def _repr_html_(self) -> str:
+        df = self.df
+        by_status = df.status.value_counts()
+        steps = self.steps
+        last = steps.iloc[-1] if len(steps) else None
+        head = (
+            f"<b>rlnb history</b> {self.config.get('run_id', '')}: {len(df)} operations "
+            + ", ".join(
+                f"{n} {wire.short_name(s).lower()}" for s, n in by_status.items() if n
+            )
+            + (
+                f"; step {int(last.step)}, loss {last.loss:.4g}, grad norm {last.grad_norm:.3g}"
+                if last is not None
+                else ""
+            )
+        )
+        cols = ["seq", "kind", "status", "error_code", "step", "loss", "grad_norm", "learning_rate", "run_s"]
+        return f"<div>{head}</div>" + df[cols].tail(8).to_html(index=False, na_rep="n/a", float_format="{:.4g}".format)

@@ -1,0 +1,228 @@
+"""The run folder on disk: ``config.json``, ``ops.jsonl``, ``metrics.jsonl`` and the lock that makes one
+session at a time its writer.
+
+Writing never stops a run. When a line cannot be written (a full disk, a folder that went away), the
+store warns once (``RunStoreWarning``), stops writing and the session carries on: its History keeps
+every record in memory, results still return and ``close()`` succeeds.
+
+Reading never stops at a bad line: ``read_jsonl`` skips what it cannot parse and says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import sys
+import threading
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import IO, Any
+
+from rlnb.errors import RunLocked
+
+RUNS_DIR_ENV = "RLNB_RUNS_DIR"
+"""Overrides the default run folder ``./rlnb-runs``."""
+OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
+
+ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+"""One encoder for every line. NaN is written as ``NaN``, which Python's json (and pandas) read back."""
+
+
+class RunStoreWarning(RuntimeWarning):
+    """The run folder could not be written; the run goes on in memory (``session.history``)."""
+
+
+def default_runs_dir() -> Path:
+    return Path(os.environ.get(RUNS_DIR_ENV, "rlnb-runs"))
+
+
+def new_run_id(label: str = "") -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return "-".join(p for p in (stamp, label, uuid.uuid4().hex[:6]) if p)
+
+
+def check_run_id(run_id: object) -> str:
+    """``run_id`` names one folder inside the runs folder: a single plain path component, so that no run
+    is written (or continued) outside it."""
+    if (
+        not isinstance(run_id, str)
+        or run_id in ("", ".", "..")
+        or any(c in run_id for c in ("/", "\\", "\0"))
+    ):
+        raise ValueError(
+            f"run_id must be a folder name inside the runs folder (no '/', '\\', '..', not empty), got {run_id!r}"
+        )
+    return run_id
+
+
+def environment() -> dict[str, str]:
+    """Package versions for the run's config."""
+    import importlib.metadata as md
+
+    versions = {"python": platform.python_version()}
+    for pkg in ("rlnb", "torch", "pandas", "numpy", "pydantic", "httpx"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _lock(path: Path) -> IO[str]:
+    """Hold ``run.lock`` exclusively until the returned file is closed (the OS releases it if the process
+    dies), or raise ``RunLocked`` naming the holder."""
+    fh = open(path / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the lock's life
+    try:
+        try_lock(fh)
+    except OSError:
+        fh.seek(0)
+        holder = fh.read().strip() or "unknown"
+        fh.close()
+        raise RunLocked(
+            f"run folder {path} is being written by another session (pid {holder}): close that session, or pick "
+            "another run_id"
+        ) from None
+    with contextlib.suppress(OSError):  # a full disk: the lock is held all the same; the pid is a courtesy
+        fh.truncate(0)
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+    return fh
+
+
+def try_lock(fh: IO[str]) -> None:
+    """Lock ``fh`` exclusively without waiting (``OSError`` if another file holds it)."""
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        import msvcrt
+
+        msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
+    else:
+        import fcntl
+
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+class RunStore:
+    """An append-only run folder, written by one session at a time (``run.lock``; a second writer gets
+    ``RunLocked``). Every line is flushed at once, so a ``kill -9`` loses nothing that was recorded."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.failed: str | None = None
+        """Why the store stopped writing (None while it writes)."""
+        self._lock = threading.Lock()
+        self._ops: IO[str] | None = None
+        self._metrics: IO[str] | None = None
+        self._held: IO[str] | None = None
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._held = _lock(self.path)
+            self._ops = open(self.path / OPS_FILE, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+            self._metrics = open(self.path / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            self._fail(exc)
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        """Replace ``config.json`` whole (write then rename: a crash leaves the old or the new one)."""
+        if self.failed:
+            return
+        tmp = self.path / (CONFIG_FILE + ".tmp")
+        try:
+            tmp.write_text(json.dumps(config, indent=2, default=str))
+            tmp.replace(self.path / CONFIG_FILE)
+        except OSError as exc:
+            self._fail(exc)
+
+    def write_op(self, row: dict[str, Any]) -> None:
+        """Append an operation's current state (at submission and at the end), flushed at once."""
+        self._append("_ops", row)
+
+    def write_metrics(self, row: dict[str, Any]) -> None:
+        self._append("_metrics", row)
+
+    def _append(self, which: str, row: dict[str, Any]) -> None:
+        line = ENCODER.encode(row) + "\n"
+        with self._lock:
+            fh: IO[str] | None = getattr(self, which)
+            if fh is None or fh.closed:
+                return
+            try:
+                fh.write(line)
+                fh.flush()
+            except OSError as exc:
+                self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        """Stop writing, warn once; the History goes on in memory."""
+        if self.failed:
+            return
+        self.failed = f"{type(exc).__name__}: {exc}"
+        for fh in (self._ops, self._metrics):
+            _close_quietly(fh)
+        warnings.warn(
+            f"rlnb cannot write the run folder {self.path} ({self.failed}); the run goes on in memory: "
+            "session.history keeps every record (save it elsewhere with history.to_csv or to_parquet)",
+            RunStoreWarning,
+            stacklevel=2,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            for fh in (self._ops, self._metrics):
+                _close_quietly(fh)
+            _close_quietly(self._held)  # releases run.lock
+
+
+def _close_quietly(fh: IO[str] | None) -> None:
+    """Close a file; a flush that fails on a full disk has already been warned about (or will not matter)."""
+    if fh is not None:
+        with contextlib.suppress(OSError):
+            fh.close()
+
+
+def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every well-formed line; a corrupt or half-written line is skipped with
+    a warning."""
+    if not path.exists():
+        return []
+    rows, bad = [], []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                bad.append(n)
+                continue
+            if isinstance(row, dict):
+                rows.append((n, row))
+            else:
+                bad.append(n)
+    if bad:
+        warnings.warn(
+            f"{path}: skipped {len(bad)} corrupt or half-written line(s) (line {', '.join(map(str, bad[:5]))})",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return rows
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """The run's ``config.json``; one that is missing, corrupt or not an object gives ``{}`` (with a warning
+    for the last two): the operations are worth loading without it."""
+    file = path / CONFIG_FILE
+    if not file.exists():
+        return {}
+    try:
+        config = json.loads(file.read_text(encoding="utf-8", errors="replace"))
+    except ValueError as exc:
+        warnings.warn(f"{file} is corrupt ({exc}); loading the run without its config", RuntimeWarning, stacklevel=3)
+        return {}
+    if not isinstance(config, dict):
+        warnings.warn(f"{file} is not a JSON object; loading the run without its config", RuntimeWarning, stacklevel=3)
+        return {}
+    return config

@@ -1,0 +1,211 @@
+"""Following a remote session's operations until each ends: one thread, few requests, quick news.
+
+Three strategies, chosen from what the server offers (``APIClient.features``):
+
+* **Adaptive polling** (any server, e.g. Together): every operation in flight is polled on its own
+  schedule, ``poll_interval`` after its last status change — 10 ms at first, then 10 % of the time
+  already waited, at most ``poll_max``.
+* **Oldest first** (a server that runs a session's operations in order): only the oldest unfinished
+  operation is polled; the next one cannot finish before it, and starts as it ends.
+* **Long-poll** (rlnb serve): the oldest unfinished operation's GET waits on the server until its
+  status changes, so each change is known within a round trip, with one GET per change.
+
+A poll that gets no answer (or a 5xx / 429 after the client's retries) is tried again; once every poll of
+an operation has failed for ``poll_failure_window`` seconds (the server died, or answers 502 to
+everything), the operation fails ``TIMEOUT`` saying so. A 404 — the server no longer knows the
+operation, e.g. it restarted without its state — fails it at once (``SESSION_NOT_ACTIVE``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rlnb import wire
+from rlnb.errors import APIConnectionError, APIError, APIStatusError
+from rlnb.remote.client import APIClient
+from rlnb.wire import Listener
+
+log = logging.getLogger("rlnb")
+
+POLL_MIN = 0.01
+"""Seconds between the first polls of an operation (or of a resource / session being started)."""
+POLL_MAX = 2.0
+"""The longest gap between two polls."""
+POLL_FRACTION = 0.1
+"""Poll again after this fraction of the time already spent in the current status (see poll_interval)."""
+LONG_POLL_WAIT = 10.0
+"""Longest wait asked of a long-polling server per GET (bounded by what it advertises)."""
+POLL_FAILURE_WINDOW = 120.0
+"""Seconds of nothing but failed polls after which an operation fails (``TIMEOUT``): the server is gone."""
+
+
+def poll_interval(elapsed: float, poll_min: float = POLL_MIN, poll_max: float = POLL_MAX) -> float:
+    """Seconds until the next poll, after ``elapsed`` seconds in the current status.
+
+    A fixed fraction of the time already waited, clamped to [poll_min, poll_max]: a quick operation is
+    seen within ``poll_min``, a long one costs a logarithmic number of requests, and the report lags
+    the real finish by at most ~``POLL_FRACTION`` of the time spent (or ``poll_max``).
+    """
+    return min(max(POLL_FRACTION * elapsed, poll_min), poll_max)
+
+
+@dataclass
+class InFlight:
+    kind: str
+    listener: Listener
+    env: wire.Operation[Any]
+    deadline: float
+    """time.monotonic() past which the poller gives up."""
+    changed: float
+    """time.monotonic() of the last status change (or the submission)."""
+    due: float
+    """time.monotonic() of the next poll."""
+
+
+def failed(code: str | None, message: str, op_id: str = "") -> wire.Operation[Any]:
+    """A FAILED envelope made on the client's side (``code`` short, e.g. ``"TIMEOUT"``)."""
+    error = wire.OperationError(code=wire.error_code(code) if code else None, message=message)
+    return wire.Operation(id=op_id, status=wire.STATUS_FAILED, error=error)
+
+
+class Poller:
+    """The poll thread of one session. ``add`` an operation after its POST; ``stop`` ends the thread and
+    returns what was still in flight (for the caller to settle)."""
+
+    def __init__(
+        self,
+        client: APIClient,
+        session_id: str,
+        *,
+        poll_min: float,
+        poll_max: float,
+        operation_timeout: float,
+        failure_window: float = POLL_FAILURE_WINDOW,
+    ):
+        self.client, self.session_id = client, session_id
+        self.poll_min, self.poll_max, self.operation_timeout = poll_min, poll_max, operation_timeout
+        self.failure_window = failure_window
+        self._failing_since: float | None = None  # monotonic time of the first of the polls failing in a row
+        self._inflight: list[InFlight] = []  # submission order
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name=f"rlnb-poll-{session_id}", daemon=True)
+        self._thread.start()
+
+    @property
+    def in_order(self) -> bool:
+        return self.client.features.in_order
+
+    def add(self, kind: str, listener: Listener, env: wire.Operation[Any]) -> bool:
+        """Follow ``env`` until it ends; False when the poller has already stopped."""
+        now = time.monotonic()
+        op = InFlight(kind, listener, env, now + self.operation_timeout, now, now + self.poll_min)
+        with self._cond:
+            if self._stopping:
+                return False
+            self._inflight.append(op)
+            self._cond.notify()
+        return True
+
+    def stop(self) -> list[InFlight]:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join()
+        with self._cond:
+            left, self._inflight = self._inflight, []
+        return left
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._stopping:
+                        return
+                    now = time.monotonic()
+                    targets = self._inflight[:1] if self.in_order else self._inflight
+                    due = [op for op in targets if op.due <= now]
+                    if due:
+                        break
+                    self._cond.wait(min(op.due for op in targets) - now if targets else None)
+            for op in due:
+                if self._stopping:
+                    return
+                self._poll(op)
+
+    def _poll(self, op: InFlight) -> None:
+        max_wait = self.client.features.long_poll_max_wait
+        wait = None
+        if max_wait and self.in_order:
+            wait = max(0.0, min(max_wait, LONG_POLL_WAIT, op.deadline - time.monotonic()))
+        transient = False
+        try:
+            env = self.client.get_operation(self.session_id, op.kind, op.env.id, wait=wait, seen=op.env.status)
+        except (APIConnectionError, APIStatusError) as exc:
+            if isinstance(exc, APIStatusError) and exc.status_code == 404:
+                env = failed(
+                    "SESSION_NOT_ACTIVE",
+                    f"the server no longer knows this operation ({exc}); it may have restarted without its "
+                    "state, and the operation's outcome is unknown",
+                    op.env.id,
+                )
+            elif isinstance(exc, APIStatusError) and not self.client.retry.retryable(exc.status_code):
+                env = failed(None, f"polling failed: {exc}", op.env.id)
+            else:
+                env, transient = self._failed_poll(op, exc), True
+        except APIError as exc:  # an unparsable response: not worth repeating
+            env = failed(None, f"polling failed: {exc}", op.env.id)
+        else:
+            self._failing_since = None
+        now = time.monotonic()
+        if env.status not in wire.TERMINAL_STATUSES and now >= op.deadline:
+            env = failed(
+                "TIMEOUT",
+                f"rlnb stopped waiting after {self.operation_timeout:g} s (operation_timeout); the operation "
+                f"was last {op.env.status} and the server may still finish it",
+                op.env.id,
+            )
+        if env.status != op.env.status:
+            op.env, op.changed = env, now
+            report(op, env)
+        if env.status in wire.TERMINAL_STATUSES:
+            with self._cond:
+                self._inflight.remove(op)
+                if self.in_order and self._inflight:  # the next one starts as this one ends: look now
+                    head = self._inflight[0]
+                    head.changed, head.due = now, now
+        else:
+            at_once = wait and not transient  # a long-poll that answered: ask again right away
+            op.due = (
+                now
+                if at_once
+                else min(now + poll_interval(now - op.changed, self.poll_min, self.poll_max), op.deadline)
+            )
+
+    def _failed_poll(self, op: InFlight, exc: APIError) -> wire.Operation[Any]:
+        """The envelope after a poll that got no usable answer: unchanged, or FAILED once every poll of the
+        session has failed for ``failure_window`` seconds (then each operation fails at its next poll)."""
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        if now - self._failing_since < self.failure_window:
+            log.warning("polling %s %s failed, will try again: %s", op.kind, op.env.id, exc)
+            return op.env
+        return failed(
+            "TIMEOUT",
+            f"every poll failed for {now - self._failing_since:.0f} s (poll_failure_window "
+            f"{self.failure_window:g} s), last: {exc}; the operation was last {op.env.status} and its outcome "
+            "is unknown",
+            op.env.id,
+        )
+
+
+def report(op: InFlight, env: wire.Operation[Any]) -> None:
+    try:
+        op.listener(env)
+    except Exception:  # a listener's bug must not stop the poller for every other operation
+        log.exception("listener of %s %s raised", op.kind, op.env.id)

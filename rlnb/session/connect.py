@@ -1,0 +1,77 @@
+"""``rlnb.connect``: open a session on the in-process engine or on a remote server, and record it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rlnb import wire
+from rlnb.history import History
+from rlnb.history.store import check_run_id
+from rlnb.session.backend import Backend
+from rlnb.session.session import Session
+from rlnb.sinks.base import Sink
+from rlnb.sinks.stream import validate
+from rlnb.text import ByteCodec, TokenizerCodec
+
+
+def connect(
+    target: str = "local",
+    *,
+    optimizer: str | None = None,
+    history: History | None = None,
+    runs_dir: str | Path | None = None,
+    run_id: str | None = None,
+    record: bool = True,
+    sinks: Sink | Sequence[Sink] = (),
+    **options: Any,
+) -> Session:
+    """Open a training session.
+
+    ``connect("local", optimizer="adam" | "muon", model="tiny" | nn.Module, seed=0, device="auto")``
+    runs it in this process on torch (see ``rlnb.engine.backend.LocalBackend`` for every option).
+
+    ``connect("https://api.together.ai", api_key=..., base_model=..., optimizer=..., lora=...)`` starts
+    a session of Together's RL API (or of ``rlnb serve`` at ``http://...``); ``session_id=...``
+    attaches to a running one (see ``rlnb.remote.backend.RemoteBackend.connect`` for every option).
+
+    Every operation is recorded under ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``, or
+    ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only. ``sinks=[...]`` streams
+    it to TensorBoard, MLflow, W&B or Trackio as well (see ``rlnb.sinks``).
+    """
+    if optimizer is not None and optimizer not in wire.OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
+    kind = optimizer  # narrowed to wire.OptimizerKind | None by the check above
+    if run_id is not None:
+        check_run_id(run_id)  # before a model is loaded or a remote session started
+    recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
+    if target == "local":
+        from rlnb.engine.backend import LocalBackend
+
+        backend: Backend = LocalBackend(kind or "adam", **options)
+    elif target.startswith(("http://", "https://")):
+        from rlnb.remote.backend import RemoteBackend
+
+        tokenizer = options.pop("tokenizer", None)
+        backend = RemoteBackend.connect(target, optimizer=kind, **options)
+        if tokenizer is not None:
+            recording["codec"] = TokenizerCodec(_tokenizer(tokenizer))
+        elif str(backend.session().base_model).startswith("rlnb/"):
+            recording["codec"] = ByteCodec()  # rlnb serve's built-in models are byte-level
+    else:
+        raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
+    try:
+        return Session(backend, history, **recording)
+    except BaseException:
+        backend.close()
+        raise
+
+
+def _tokenizer(tokenizer: Any) -> Any:
+    """A tokenizer object, or one loaded from a local directory / cached hub id."""
+    if not isinstance(tokenizer, str):
+        return tokenizer
+    from rlnb.engine.models import hf
+
+    return hf.require_transformers().AutoTokenizer.from_pretrained(hf.resolve(tokenizer))

@@ -1,0 +1,99 @@
+"""``Operation``: a handle on one submitted operation.
+
+Submitting never waits: a Session returns an Operation at once, and the backend reports each status
+change (PENDING → RUNNING → COMPLETED / FAILED) through ``_update``. ``result()`` blocks until the
+end, ``await op`` does the same without blocking an event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable, Generator
+from typing import Any, Generic, TypeVar
+
+from rlnb import wire
+from rlnb.errors import OperationFailed, OperationTimeout
+
+T = TypeVar("T")
+log = logging.getLogger("rlnb")
+
+
+class Operation(Generic[T]):
+    """One operation of a session. ``result()`` returns the kind's wire output model
+    (e.g. ``wire.ForwardBackwardResult``) or raises ``OperationFailed``."""
+
+    def __init__(
+        self,
+        kind: str,
+        on_update: Callable[[wire.Operation[Any], float], None] | None = None,
+        transform: Callable[[Any], T] | None = None,
+    ):
+        self.kind = kind
+        self._transform = transform
+        self.id = ""
+        self.submitted_at = time.time()
+        self._env: wire.Operation[Any] = wire.Operation(id="", status=wire.STATUS_PENDING)
+        self._future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._lock = threading.Lock()
+        self._on_update = on_update
+
+    def __repr__(self) -> str:
+        return f"<Operation {self.kind} {self.id} {wire.short_name(self.status)}>"
+
+    @property
+    def status(self) -> str:
+        """``TRAINING_OPERATION_STATUS_*``, as last reported."""
+        return self._env.status
+
+    @property
+    def envelope(self) -> wire.Operation[Any]:
+        """The latest operation envelope, as the API returns it."""
+        return self._env
+
+    @property
+    def error(self) -> wire.OperationError | None:
+        return self._env.error
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def result(self, timeout: float | None = None) -> T:
+        """Wait for the end; return the output, or raise ``OperationFailed`` / ``OperationTimeout``."""
+        try:
+            return self._future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise OperationTimeout(f"{self.kind} {self.id} still {self.status} after {timeout} s") from None
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return asyncio.wrap_future(self._future).__await__()
+
+    def _update(self, env: wire.Operation[Any]) -> None:
+        """Take a status report from the backend (any thread); ignores reports after the end."""
+        with self._lock:
+            if self._future.done():
+                return
+            self._env = env
+            self.id = env.id
+            at = time.time()
+            if self._on_update is not None:
+                try:
+                    self._on_update(env, at)
+                except Exception:  # recording failed (a listener's bug): the result must still arrive
+                    log.exception("recording %s %s failed", self.kind, env.id)
+            if env.status == wire.STATUS_COMPLETED:
+                output: Any = env.output
+                if self._transform is not None and output is not None:
+                    try:
+                        output = self._transform(output)
+                    except Exception as exc:  # noqa: BLE001 - reaches the caller of result(), not the backend
+                        self._future.set_exception(exc)
+                        return
+                self._future.set_result(output)
+            elif env.status == wire.STATUS_FAILED:
+                err = env.error or wire.OperationError()
+                failure = OperationFailed(err.code, err.message, operation_id=env.id, kind=self.kind)
+                self._future.set_exception(failure)

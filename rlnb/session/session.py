@@ -1,0 +1,314 @@
+"""``Session``: the notebook's handle on one training session, local or remote.
+
+Every method submits one operation and returns an ``Operation`` at once — it never waits — so a
+forward-backward and the optim-step after it pipeline. Inputs are checked here, before anything is
+sent. Every operation is recorded in ``session.history``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from rlnb import _exit, wire
+from rlnb.errors import OperationFailed, SessionClosed
+from rlnb.history import History
+from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.session.backend import Backend
+from rlnb.session.operation import Operation
+from rlnb.sinks.base import Sink
+from rlnb.sinks.stream import attach
+from rlnb.text import Codec, Message, NoTokenizerCodec, to_tokens
+
+Prompt = str | Sequence[int] | Sequence[Message]
+"""A prompt: text, token ids, or chat messages (``[{"role": "user", "content": "..."}]``)."""
+
+
+class Session:
+    """One training session. Build it with ``rlnb.connect(...)``.
+
+    ``history`` records every operation, on disk under ``<runs_dir>/<run_id>/`` (default
+    ``./rlnb-runs/<timestamp-optimizer-id>``; ``record=False`` keeps it in memory only); ``step`` is the
+    session's optimizer-step count. ``codec`` turns text into tokens and back: the local model's
+    tokenizer (bytes for the built-in models), or ``tokenizer=`` given to ``connect`` for a remote one.
+    ``sinks`` (``rlnb.sinks.TensorBoard(...)``, ...) receive the run as it goes.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        history: History | None = None,
+        *,
+        runs_dir: str | Path | None = None,
+        run_id: str | None = None,
+        record: bool = True,
+        codec: Codec | None = None,
+        sinks: Sink | Sequence[Sink] = (),
+    ):
+        self.backend = backend
+        self.codec: Codec | None = codec or getattr(backend, "codec", None)
+        info = backend.session()  # before the run folder is opened (and locked): this may fail
+        if history is None:
+            config = backend.config()
+            history = History.create(config, runs_dir, run_id) if record else History(config=config)
+        self.history = history
+        self.optimizer = backend.optimizer
+        self.id: str = info.id
+        """The session id (it never changes, so it is read once)."""
+        self._steps_submitted = int(info.step)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._pending: deque[Operation[Any]] = deque()
+        _OPEN.add(self)
+        self._sinks = attach(history, sinks) if sinks else None
+
+    def __repr__(self) -> str:
+        return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def tokenizer(self) -> Any:
+        """The Hugging Face tokenizer of this session's model; None for the byte-level built-in models."""
+        return self.codec.tokenizer if self.codec is not None else None
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        """Token ids of text, of chat messages (the tokenizer's chat template, with the generation
+        prompt), or of token ids (unchanged; no tokenizer needed for those, e.g. on Together)."""
+        if _is_token_list(prompt):
+            return [int(t) for t in cast(Sequence[int], prompt)]
+        return to_tokens(self._text_codec(), prompt)
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self._text_codec().decode(tokens)
+
+    def _text_codec(self) -> Codec:
+        if self.codec is None:
+            raise ValueError(
+                f"session {self.id} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
+            )
+        return self.codec
+
+    @property
+    def step(self) -> int:
+        """Completed optimizer steps (``Session.step`` in the API)."""
+        return int(self.backend.session().step)
+
+    def info(self) -> wire.Session:
+        """The session object, as the API's GET returns it."""
+        return self.backend.session()
+
+    def close(self) -> None:
+        """Stop the session. Operations not yet finished end FAILED (SESSION_NOT_ACTIVE), and are
+        recorded as such before the run's files are closed."""
+        self._closed = True
+        _OPEN.discard(self)
+        try:
+            self.backend.close()  # a remote stop may fail (server gone): the run is closed all the same
+        finally:
+            self.history.close()
+            if self._sinks is not None:
+                self._sinks.close()  # after the run store: a slow sink never holds it open
+
+    # -- operations ------------------------------------------------------------------------------
+
+    def _submit(
+        self, kind: str, body: wire._Model | None, params: dict[str, Any] | None = None, transform: Any = None
+    ) -> Operation[Any]:
+        if self._closed:
+            raise SessionClosed(f"session {self.id} is closed")
+        with self._lock:  # one order for the step counter, the history and the backend queue
+            op: Operation[Any] = Operation(kind, transform=transform)
+            rec = self.history.new(kind, self._steps_submitted, params, at=op.submitted_at)
+            op._on_update = lambda env, at: self.history.update(rec, env, at)
+            self.backend.submit(kind, body, op._update)  # a refused submission raises here, recorded FAILED
+            if kind == "optim-step":
+                self._steps_submitted += 1
+            while self._pending and self._pending[0].done():  # operations end in order: O(1) amortised
+                self._pending.popleft()
+            self._pending.append(op)
+        return op
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until every operation submitted so far has finished (COMPLETED or FAILED)."""
+        with self._lock:
+            pending = list(self._pending)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for op in pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                op.result(left)
+            except OperationFailed:
+                continue
+
+    def forward_backward(
+        self,
+        samples: Sequence[wire.Sample | dict[str, Any]],
+        loss: str | wire.LossConfig | dict[str, Any] = "cross_entropy",
+        loss_params: dict[str, Any] | None = None,
+        *,
+        forward_only: bool = False,
+        return_loss_fn_outputs: bool = False,
+    ) -> Operation[wire.ForwardBackwardResult]:
+        """Compute the loss over ``samples`` and accumulate gradients (until the next optim-step).
+
+        ``samples`` are wire ``Sample``s (or dicts), e.g. from ``rlnb.samples.cross_entropy`` /
+        ``rlnb.samples.policy``. ``loss`` is a short name (``"grpo"``), a wire type or a LossConfig;
+        ``loss_params`` fills the loss's params object (``{"beta": 0.1}``).
+        """
+        batch = [s if isinstance(s, wire.Sample) else wire.Sample.model_validate(s) for s in samples]
+        context = getattr(self.backend, "context_length", None)
+        for i, s in enumerate(batch):
+            if context is not None and len(s.model_input.tokens) > context:
+                raise ValueError(
+                    f"samples[{i}] has {len(s.model_input.tokens)} tokens, more than the model's context of {context}"
+                )
+        body = wire.ForwardBackwardBody(
+            samples=batch,
+            loss=wire.loss_config(loss, loss_params),
+            forward_only=forward_only or None,
+            return_loss_fn_outputs=return_loss_fn_outputs or None,
+        )
+        return self._submit("forward-backward", body)
+
+    def check_params(self, params: OptimizerParams | dict[str, Any] | None = None) -> OptimizerParams:
+        """``params`` as this session's optimizer kind takes them (None: the defaults; a dict is parsed),
+        or ``TypeError`` for the other kind. Check before submitting anything: a refused optim-step must
+        not leave a forward-backward's gradients behind to inflate the next step."""
+        expected = AdamParams if self.optimizer == "adam" else MuonParams
+        if params is None:
+            return expected()
+        if isinstance(params, dict):
+            return expected.from_dict(params)
+        if not isinstance(params, expected):
+            raise TypeError(
+                f"this session's optimizer is {self.optimizer}: pass {expected.__name__}, not {type(params).__name__} "
+                "(the optimizer is fixed when the session is created)"
+            )
+        return params
+
+    def optim_step(self, params: OptimizerParams | dict[str, Any] | None = None) -> Operation[wire.OptimStepResult]:
+        """Apply the accumulated gradients with ``params`` (``AdamParams`` or ``MuonParams``, matching
+        the session's optimizer; unset fields use the session defaults). Does not publish weights to
+        the sampler — call ``weights_sync()`` for that."""
+        params = self.check_params(params)
+        # The params were validated when they were built: the body wraps them as they are, and the
+        # backend only fills in defaults (one validation per step).
+        if isinstance(params, AdamParams):
+            body = wire.OptimStepBody.model_construct(adam_params=params)
+        else:
+            body = wire.OptimStepBody.model_construct(muon_params=params)
+        return self._submit("optim-step", body, params=params.model_dump(exclude_unset=True))
+
+    def weights_sync(self, sync_type: str = "synchronous") -> Operation[wire.WeightsSyncResult]:
+        """Publish the trainer's current weights to the sampler; returns the new ``weights_version``."""
+        sync = wire.SYNC_NAMES.get(sync_type, sync_type)
+        return self._submit("weights-sync", wire.WeightsSyncBody.model_validate({"weight_sync_type": sync}))
+
+    def sample(
+        self,
+        prompts: Prompt | Sequence[Prompt],
+        num_samples: int = 1,
+        max_tokens: int | None = None,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = -1,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        *,
+        prompt_logprobs: bool = False,
+        topk_prompt_logprobs: int = 0,
+    ) -> Operation[wire.SampleOutput]:
+        """Generate ``num_samples`` completions per prompt from the sampler's weights (the version
+        last published by ``weights_sync``).
+
+        ``prompts`` is one prompt or a list of them; a prompt is text, token ids, or chat messages
+        (encoded with the session's tokenizer and chat template). ``stop`` (one string or a list of
+        them) and the tokenizer's EOS end a sequence. Each sampled sequence carries ``.text``, its tokens
+        decoded, when the session has a tokenizer (or is byte-level)."""
+        batch = _prompt_list(prompts)
+        tokens = [self.encode(p) for p in batch]
+        if stop and isinstance(self.codec, NoTokenizerCodec):  # stop strings are matched on decoded text
+            raise ValueError(f"stop: {self.codec.refusal()}")
+        context: int | None = getattr(self.backend, "context_length", None)  # known for in-process models
+        room = max_tokens if max_tokens is not None else wire.DEFAULT_MAX_TOKENS
+        unset = " (the default: max_tokens is unset)" if max_tokens is None else ""
+        if context is not None:
+            for i, t in enumerate(tokens):
+                if len(t) > context:
+                    raise ValueError(f"prompt {i} has {len(t)} tokens, more than the model's context of {context}")
+                if len(t) + room > context:
+                    raise ValueError(
+                        f"prompt {i}: {len(t)} tokens + max_tokens {room}{unset} exceed the model's context of "
+                        f"{context}"
+                    )
+        body = wire.SampleBody(
+            model_inputs=[wire.ModelInput.from_tokens(t) for t in tokens],
+            num_samples=num_samples,
+            sampling_params=wire.SamplingParams(
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=top_k,
+                stop=[stop] if isinstance(stop, str) else list(stop) if stop else None,  # "\n\n" is one string
+                seed=seed,
+            ),
+            prompt_logprobs=prompt_logprobs or None,
+            topk_prompt_logprobs=topk_prompt_logprobs or None,
+        )
+        text = self.codec is not None and not isinstance(self.codec, NoTokenizerCodec)
+        return self._submit("sample", body, transform=self._decoded if text else None)
+
+    def _decoded(self, out: wire.SampleOutput) -> wire.SampleOutput:
+        assert self.codec is not None
+        for result in out.results:
+            for seq in result.sequences:
+                seq.text = self.codec.decode(seq.tokens)
+        return out
+
+    def save_training_checkpoint(self) -> Operation[wire.TrainingCheckpointResult]:
+        """Save weights, optimizer state and step, to resume or fork from later."""
+        return self._submit("training-checkpoint", None)
+
+    def save_inference_checkpoint(self) -> Operation[wire.InferenceCheckpointResult]:
+        """Save the current weights for serving or download."""
+        return self._submit("inference-checkpoint", None)
+
+
+def _is_token_list(p: Any) -> bool:
+    return not isinstance(p, str) and bool(p) and all(isinstance(t, int) and not isinstance(t, bool) for t in p)
+
+
+def _prompt_list(prompts: Any) -> list[Prompt]:
+    """One prompt or many, as a list of prompts."""
+    if isinstance(prompts, str) or _is_token_list(prompts):
+        return [prompts]
+    items = list(prompts)
+    if items and all(isinstance(m, Mapping) for m in items):
+        return [items]  # one conversation
+    return items
+
+
+_OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
+def _close_open_sessions() -> None:
+    """Interpreter exit with operations in flight: stop each session (the running operation finishes or
+    stops between tokens, the rest fail SESSION_NOT_ACTIVE), record that, and close its run files."""
+    for session in list(_OPEN):
+        try:
+            session.close()
+        except Exception:  # noqa: BLE001, S110 - exit goes on: one session's failure must not hide the others
+            continue
+
+
+_exit.on_exit("sessions", _close_open_sessions)

@@ -1,0 +1,38 @@
+"""Teaching tasks: a few prompts plus a reward on the decoded completion.
+
+A task works on text, so the same task runs on the byte-level built-in models and on any Hugging Face
+model with its tokenizer (the session's codec turns text into tokens and back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rlnb.session import Prompt
+
+
+def digit_fraction(text: str) -> float:
+    """Fraction of the characters of ``text`` that are the digits 0-9 (0 for empty text)."""
+    return sum("0" <= c <= "9" for c in text) / max(len(text), 1)
+
+
+@dataclass
+class Task:
+    """Prompts (text, token ids or chat messages) and a reward in [0, 1] on the decoded completion."""
+
+    name: str
+    prompts: list[Prompt]
+    reward: Callable[[str, str], float]
+    """``reward(prompt_text, completion_text) -> float``."""
+    max_tokens: int = 8
+
+
+def digits_task() -> Task:
+    """Answer in digits: the reward is the fraction of the decoded completion's characters that are digits.
+
+    A fresh byte-level model emits a digit about 4% of the time (10 of 256 bytes), so the reward
+    starts near 0.04 and a working RL loop drives it towards 1.
+    """
+    prompts: list[Prompt] = ["n=", "x: ", "id ", "pin:", "code ", "num="]
+    return Task("digits", prompts, lambda _prompt, completion: digit_fraction(completion))

@@ -1,0 +1,325 @@
+"""``LiveView``: plots and a per-step table that stay up to date in place while a run goes on.
+
+An ``ipywidgets.VBox``: EMA and log-y toggles, one small PNG ``Image`` per panel (each a matplotlib
+figure on the Agg canvas, never pyplot), and a table of the latest optimizer steps with the raw
+operations one tab away. Assigning a widget's value works from any thread and while a cell is still
+running, in JupyterLab, Notebook 7, VS Code and Voila, with no custom front end and no
+``clear_output``: nothing flickers. Redraws are throttled, and each costs the same at any length of
+run: new steps are appended to decimated series (``rlnb.viz.livefig``), only panels whose data changed
+are drawn, and mostly only their lines::
+
+    view = LiveView(session.history, metrics=("reward",))
+    display(view)
+    for i in range(steps):
+        ...  # submit operations, history.log(step, reward=...); the view follows
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import ipywidgets as widgets
+import numpy as np
+from matplotlib.colors import to_hex
+
+from rlnb.history import History, Record
+from rlnb.history.steplog import StepRow
+from rlnb.viz.livefig import Panel, Series
+from rlnb.viz.plots import CLIP_HEADROOM, STATUS_COLORS, short
+
+OP_HEADERS = ("seq", "kind", "status", "error", "step", "latency")
+"""Columns of the table of raw operations."""
+NORMS = {
+    "grad_norm": ("C1", "global"),
+    "grad_norm_muon": ("C4", "Muon matrices"),
+    "grad_norm_adam": ("C2", "AdamW params"),
+}
+
+
+_NONE = np.empty(0)
+_TABLE = "font-size:small;line-height:1.25;border-collapse:collapse"
+_CELL = "text-align:right;padding:1px 8px"
+
+
+def _fmt(value: float | None) -> str:
+    return "" if value is None or math.isnan(value) else f"{value:.4g}"
+
+
+class LiveView:
+    """Panels for each of ``metrics`` (figures given to ``history.log``; ``None``: every one, as it
+    appears), the loss (``loss=False`` leaves it out: the GRPO loss is ≈0 by construction, watch the
+    reward), the pre-clip gradient norm (Muon runs also their two partial norms; the clip threshold
+    while clipping is on) and the learning rate; below them the latest ``rows`` optimizer steps, and
+    the raw operations one tab away.
+
+    Redraws follow ``history.on_record`` (backend threads) and ``history.on_log``, at most once per
+    ``every`` seconds, with a trailing redraw so the last change always shows. ``refresh()`` redraws
+    now; ``close()`` stops following. ``widget`` is the box; ``ema`` the smoothing of the EMA toggle.
+    """
+
+    def __init__(
+        self,
+        history: History,
+        metrics: Sequence[str] | None = (),
+        every: float = 0.5,
+        rows: int = 8,
+        *,
+        loss: bool = True,
+        learning_rate: bool = True,
+        ema: float = 0.9,
+    ) -> None:
+        if every < 0:
+            raise ValueError(f"every must be >= 0 seconds, got {every}")
+        if not 0 <= ema < 1:
+            raise ValueError(f"ema must be in [0, 1), got {ema}")
+        self.history = history
+        self.auto = metrics is None
+        self.metrics: list[str] = [] if metrics is None else list(metrics)
+        self.every, self.rows, self.ema = every, rows, ema
+        self.redraws = 0
+        """How many times the view was brought up to date."""
+        self._lock = threading.Lock()  # guards the schedule below
+        self._draw_lock = threading.Lock()  # one redraw at a time
+        self._timer: threading.Timer | None = None
+        self._last = -math.inf  # time.monotonic() of the last scheduled redraw
+        self._closed = False
+        self._rows_seen = self._logs_seen = 0
+        self._generation = history.step_log.generation
+        self._restyle = True
+
+        self.series: dict[str, Series] = {}
+        """Every line's data, by column name (``reward``, ``loss``, ``grad_norm``, ...)."""
+        self.panels: dict[str, Panel] = {}
+        """Panels by name: each metric, ``loss``, ``grad_norm``, ``learning_rate``."""
+        self.images: dict[str, widgets.Image] = {}
+        auto = widgets.Layout(width="auto")
+        self.ema_toggle = widgets.Checkbox(value=False, description=f"EMA {ema:g}", indent=False, layout=auto)
+        self.log_toggle = widgets.Checkbox(value=False, description="log y", indent=False, layout=auto)
+        self.plots = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
+        self.steps_table = widgets.HTML()
+        self.ops_table = widgets.HTML()
+        self.tables = widgets.Tab(children=[self.steps_table, self.ops_table], titles=("steps", "operations"))
+        toggles = widgets.HBox([self.ema_toggle, self.log_toggle])
+        self.widget = widgets.VBox([toggles, self.plots, self.tables])
+        self.widget.add_class("rlnb-live")
+        clash = {"loss", "grad_norm", "learning_rate"} & set(self.metrics)
+        if clash:
+            raise ValueError(f"metrics may not be named {sorted(clash)}: those panels are built in")
+        for name in self.metrics:
+            self._add_panel(name, name, "C2")
+        if loss:
+            self._add_panel("loss", "loss", "C0")
+        self._add_panel("grad_norm", "gradient norm (pre-clip)", "C1")
+        if learning_rate:
+            self._add_panel("learning_rate", "learning rate", "C3")
+        self.ema_toggle.observe(self._on_style, names="value")
+        self.log_toggle.observe(self._on_style, names="value")
+        self.tables.observe(lambda _: self._draw_ops(), names="selected_index")
+        self._unsubscribe = [history.on_record(self._on_change), history.on_log(self._on_change)]
+        self.refresh()
+
+    def _add_panel(self, name: str, title: str, color: str) -> None:
+        panel = Panel(title, legend=name == "grad_norm")
+        if name == "grad_norm":
+            muon = self.history.config.get("optimizer") == "muon"
+            for col, (c, label) in NORMS.items():
+                if muon or col == "grad_norm":
+                    self._lines(panel, col, c, label)
+            panel.line("grad_clip_norm", ls="--", color="0.4", label="clip threshold")
+            self.series["grad_clip_norm"] = Series(self.ema)
+        else:
+            self._lines(panel, name, color, name)
+        self.panels[name] = panel
+        self.images[name] = widgets.Image(
+            format="png", layout=widgets.Layout(width=f"{panel.canvas.get_width_height()[0]}px")
+        )
+        self.plots.children = [*self.plots.children, self.images[name]]
+
+    def _lines(self, panel: Panel, col: str, color: str, label: str) -> None:
+        self.series[col] = Series(self.ema)
+        z = 2.5 if col == "grad_norm" else 2  # the global norm on top of its two parts
+        panel.line(col, color=color, label=label, lw=1.5, ms=3, zorder=z)
+        panel.line(col + ":ema", color=color, lw=2.2, label=f"{label} (EMA {self.ema:g})", zorder=z)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<LiveView of {self.history!r}, {self.redraws} redraws>"
+
+    # -- scheduling ------------------------------------------------------------------------------
+
+    def _on_change(self, _change: Any) -> None:
+        """On a backend thread (a record) or yours (a ``log``): schedule a redraw, never draw here."""
+        with self._lock:
+            if self._closed or self._timer is not None:
+                return  # a redraw is already due, and it will read this change
+            wait = max(0.0, self._last + self.every - time.monotonic())
+            self._timer = threading.Timer(wait, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self._closed:
+                return
+            # From here a new change schedules the next redraw, which then reads it: none is lost.
+            self._last = time.monotonic()
+        self._redraw()
+
+    def _on_style(self, _change: Any) -> None:
+        self._restyle = True
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Bring the view up to date now, on this thread."""
+        with self._lock:
+            self._last = time.monotonic()
+        self._redraw()
+
+    def close(self) -> None:
+        """Stop following the history (the widgets keep showing the last state)."""
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            unsubscribe, self._unsubscribe = self._unsubscribe, []
+        for u in unsubscribe:
+            u()
+
+    # -- drawing ---------------------------------------------------------------------------------
+
+    def _redraw(self) -> None:
+        with self._draw_lock:
+            log = self.history.step_log
+            if log.generation != self._generation:  # the step log started over (rare): so do the lines
+                self._generation, self._rows_seen, self._logs_seen, self._restyle = log.generation, 0, 0, True
+                self.series = {key: Series(self.ema) for key in self.series}
+            rows = log.settled(self._rows_seen)
+            logs = log.logged_since(self._logs_seen)
+            self._rows_seen += len(rows)
+            self._logs_seen += len(logs)
+            changed = self._feed(rows, logs)
+            if self._restyle:
+                changed = set(self.panels)
+                self._restyle = False
+            for name in changed:
+                self._draw_panel(name)
+            self.steps_table.value = self._steps_html(log.latest(self.rows + 1))
+            self._draw_ops()
+            self.redraws += 1
+
+    def _feed(self, rows: list[StepRow], logs: list[dict[str, Any]]) -> set[str]:
+        changed: set[str] = set()
+        for row in rows:
+            for col in ("loss", *NORMS, "learning_rate"):
+                if col in self.series:
+                    self.series[col].add(row.step, getattr(row, col))
+            clip = row.grad_clip_norm
+            self.series["grad_clip_norm"].add(row.step, clip if clip > 0 else math.nan)  # 0 = clipping off
+        if rows:
+            changed |= {"loss", "grad_norm", "learning_rate"} & set(self.panels)
+        for entry in logs:
+            for name, value in entry.items():
+                if name == "step":
+                    continue
+                if self.auto and name not in self.panels:
+                    self.metrics.append(name)
+                    self._add_panel(name, name, "C2" if len(self.metrics) == 1 else f"C{(len(self.metrics) + 3) % 10}")
+                if name in self.metrics:
+                    self.series[name].add(entry["step"], value)
+                    changed.add(name)
+        return changed
+
+    def _draw_panel(self, name: str) -> None:
+        panel = self.panels[name]
+        smooth, log_y = self.ema_toggle.value, self.log_toggle.value
+        panel.set_log(log_y)
+        keys = [k for k in panel.lines if not k.endswith(":ema") and k != "grad_clip_norm"]
+        lo, hi, x_last = math.inf, -math.inf, 0.0
+        for key in keys:
+            s = self.series[key]
+            raw = panel.lines[key]
+            panel.set(key, *s.raw.xy())
+            ex, ey = s.smooth.xy() if smooth else (_NONE, _NONE)  # the EMA is drawn only when shown
+            panel.set(key + ":ema", ex, ey, visible=smooth, markers=False)
+            raw.set_alpha(0.35 if smooth else 1.0)
+            lo, hi = min(lo, s.lo), max(hi, s.hi)
+            if s.n:
+                x_last = max(x_last, s.last_x)
+        note = ""
+        if name == "grad_norm":
+            if not math.isfinite(hi):  # a remote API reports none: say why (the clip threshold may still show)
+                note = self.history.step_log.na_reason or "no gradient norm yet"
+            lo, hi = self._clip(panel, lo, hi)
+            panel.legend([k + ":ema" if smooth else k for k in keys] + ["grad_clip_norm"])
+        elif not math.isfinite(hi):
+            note = f"no {name!r} logged yet" if name in self.metrics else "no completed optimizer step yet"
+        panel.set_note(note)
+        panel.set_limits(x_last, lo, hi)
+        self.images[name].value = panel.render()
+
+    def _clip(self, panel: Panel, lo: float, hi: float) -> tuple[float, float]:
+        """The clip threshold where clipping is on. The y-range takes it in only when it is near the
+        norms; else the legend gives its value, off the top of the axes."""
+        clip = self.series["grad_clip_norm"]
+        on = math.isfinite(clip.hi)
+        panel.set("grad_clip_norm", *clip.raw.xy(), visible=on, markers=False)
+        near = on and (not math.isfinite(hi) or clip.hi <= CLIP_HEADROOM * hi)
+        panel.set_label(
+            "grad_clip_norm", "clip threshold" if near or not on else f"clip threshold {clip.hi:g} (off the top)"
+        )
+        return (min(lo, clip.lo), max(hi, clip.hi)) if near else (lo, hi)
+
+    def _steps_html(self, latest: list[tuple[StepRow, dict[str, float]]]) -> str:
+        """The latest steps, newest first (``latest`` has one more row than shown, for its time)."""
+        cols = ["step", *self.metrics, *(["loss"] if "loss" in self.panels else []), "grad norm", "clip", "lr", "time"]
+        head = "".join(f"<th style='{_CELL}'>{html.escape(c)}</th>" for c in cols)
+        body = []
+        previous = ([math.nan] + [row.finished_at for row, _ in latest])[: len(latest)]
+        for (row, user), before in reversed(list(zip(latest, previous, strict=True))[-self.rows :]):
+            cells = [
+                str(row.step),
+                *(_fmt(user.get(m)) for m in self.metrics),
+                *([_fmt(row.loss)] if "loss" in self.panels else []),
+                _fmt(row.grad_norm),
+                "off" if row.grad_clip_norm == 0 else _fmt(row.grad_clip_norm),
+                _fmt(row.learning_rate),
+                "" if math.isnan(before) else f"{row.finished_at - before:.2f} s",
+            ]
+            body.append("<tr>" + "".join(f"<td style='{_CELL}'>{c}</td>" for c in cells) + "</tr>")
+        if not body:
+            body.append(f"<tr><td colspan='{len(cols)}'><i>no completed optimizer step yet</i></td></tr>")
+        return f"<table class='rlnb-steps' style='{_TABLE}'><tr>{head}</tr>{''.join(body)}</table>"
+
+    def _draw_ops(self) -> None:
+        if self.tables.selected_index == 1:
+            self.ops_table.value = ops_html(self.history.tail(self.rows))
+
+
+def ops_html(records: list[Record]) -> str:
+    """The latest operations, newest first: kind, status, error code (its message on hover), latency."""
+    now = time.time()
+    cells = "".join(f"<th style='{_CELL};text-align:left'>{h}</th>" for h in OP_HEADERS)
+    body = []
+    for r in reversed(records):
+        end = r.finished_at if not math.isnan(r.finished_at) else now
+        latency = f"{end - r.submitted_at:.2f} s" + ("" if not math.isnan(r.finished_at) else " …")
+        color = to_hex(STATUS_COLORS.get(r.status, "0.5"))
+        row = (
+            str(r.seq),
+            html.escape(r.kind),
+            f"<span style='color:{color}'>&#9632;</span> {html.escape(short(r.status).lower())}",
+            f"<span title='{html.escape(r.error_message or '')}'>{html.escape(short(r.error_code))}</span>",
+            "" if r.step is None else str(r.step),
+            latency,
+        )
+        body.append("<tr>" + "".join(f"<td style='{_CELL};text-align:left'>{c}</td>" for c in row) + "</tr>")
+    return f"<table class='rlnb-ops' style='{_TABLE}'><tr>{cells}</tr>{''.join(body)}</table>"

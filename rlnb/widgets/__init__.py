@@ -1,0 +1,8 @@
+"""Notebook widgets: ``OptimizerBuilder`` (a form over the optimizer params, with presets, a schedule
+and Find LR) and ``RunPanel`` (Step / Run N / Stop over a session, with a live view)."""
+
+from rlnb.widgets.builder import OptimizerBuilder
+from rlnb.widgets.panel import RunPanel, StepFn
+from rlnb.widgets.presets import LESSONS, PRESETS
+
+__all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel", "StepFn"]

@@ -1,0 +1,293 @@
+"""``OptimizerBuilder``: a form over ``AdamParams`` / ``MuonParams`` that cannot produce a bad config.
+
+The params object is the one source of truth, validated by the same rules (errors name the field,
+and the field itself turns red), previewed as the exact JSON body, with a learning-rate schedule and
+its plot. Presets teach: each says what a run with it does on the demo task (``rlnb.widgets.presets``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+from matplotlib.figure import Figure
+
+from rlnb.errors import InvalidParams
+from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, OptimizerParams
+from rlnb.schedule import Schedule
+from rlnb.viz.plots import png
+from rlnb.widgets.controls import FIELD, STYLE, WIDE, LearningRate, close_tree, controls, grid, mark, values
+from rlnb.widgets.finder import LRFinderControls
+from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS
+
+__all__ = ["DEFAULT_PRESET", "LESSONS", "LR_RANGES", "PRESETS", "OptimizerBuilder"]
+
+LR_RANGES = {"adam": (-6, 2), "muon": (-4, 2), "muon.adam": (-6, 2)}
+"""Slider ranges (log10) for the learning rate; the text box beside it takes any value."""
+
+
+class OptimizerBuilder:
+    """Build ``AdamParams`` / ``MuonParams`` with controls.
+
+    ``.params`` is the validated config (``InvalidParams`` if a field is out of range), ``.errors`` the
+    current problems (the fields themselves turn red), the JSON preview (collapsed) equals
+    ``.params.request_body()``, ``.schedule(step)`` is the scheduled learning rate and
+    ``.params_at(step)`` the config to send at that step. ``.modified``: a field differs from the preset.
+    """
+
+    def __init__(
+        self, optimizer: str = "adam", preset: str = DEFAULT_PRESET, total_steps: int = 100, model: Any = "tiny"
+    ):
+        if optimizer not in ("adam", "muon"):
+            raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
+        if preset not in PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {preset!r}")
+        self.adam = controls(ADAM_FIELDS, LR_RANGES["adam"])
+        self.muon = controls(MUON_FIELDS, LR_RANGES["muon"])
+        self.muon_adam = controls(ADAM_FIELDS, LR_RANGES["muon.adam"])
+        self.tabs = W.Tab(
+            children=[
+                grid(self.adam),
+                W.VBox(
+                    [
+                        grid(self.muon),
+                        W.HTML("<b>adam</b> — for embeddings, output head, norms, biases"),
+                        grid(self.muon_adam),
+                    ]
+                ),
+            ],
+            titles=("Adam", "Muon"),
+        )
+        self.tabs.selected_index = 0 if optimizer == "adam" else 1
+        self.locked: str | None = None
+        """The only optimizer kind allowed (a session's), once ``lock`` is called."""
+        self.preset = W.Dropdown(options=list(PRESETS), description="preset", layout=W.Layout(width="290px"))
+        self.lesson = W.HTML()
+        self.sched_kind = W.Dropdown(
+            options=["constant", "linear", "cosine"], description="schedule", style=WIDE, layout=FIELD
+        )
+        self.warmup = W.IntText(value=0, description="warmup steps", style=WIDE, layout=FIELD)
+        self.total = W.IntText(value=total_steps, description="total steps", style=WIDE, layout=FIELD)
+        self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=WIDE, layout=FIELD)
+        self.preview = W.HTML()
+        self.json = W.Accordion(children=[self.preview], titles=("request body (JSON)",), selected_index=None)
+        self.message = W.HTML()
+        self.message.add_class("rlnb-message")
+        self.schedule_plot = W.Image(format="png", layout=W.Layout(width="300px"))
+        schedule = W.GridBox(
+            [self.sched_kind, self.warmup, self.total, self.min_ratio],
+            layout=W.Layout(grid_template_columns="repeat(2, 300px)", grid_gap="2px 8px", align_content="center"),
+        )
+        self.lr_finder = LRFinderControls(self, model)  # "Find LR", and Muon's lr units for ``model``'s shapes
+        self.widget = W.VBox(
+            [
+                W.HTML(STYLE),
+                W.HBox([self.preset, self.lesson], layout=W.Layout(align_items="center")),
+                self.tabs,
+                self.message,
+                W.HBox([schedule, self.schedule_plot]),
+                self.lr_finder.widget,
+                self.json,
+            ]
+        )
+        self.widget.add_class("rlnb-builder")
+        self._callbacks: list[Callable[[OptimizerBuilder], None]] = []
+        self._params: OptimizerParams | None = None
+        self.errors: list[str] = []
+        self._quiet = False
+        self._applied: str = preset
+        self.modified = False
+        """True while a control differs from the preset last applied."""
+        self.apply_preset(preset)
+        for group in (self.adam, self.muon, self.muon_adam):
+            for c in group.values():
+                c.observe(self._edited) if isinstance(c, LearningRate) else c.observe(self._edited, names="value")
+        for c in (self.sched_kind, self.warmup, self.total, self.min_ratio):
+            c.observe(self._changed, names="value")
+        self.tabs.observe(self._changed, names="selected_index")
+        self.preset.observe(self._picked, names="value")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    # -- state -----------------------------------------------------------------------------------
+
+    @property
+    def kind(self) -> str:
+        return "adam" if self.tabs.selected_index == 0 else "muon"
+
+    @kind.setter
+    def kind(self, value: str) -> None:
+        self.tabs.selected_index = 0 if value == "adam" else 1
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    @property
+    def params(self) -> OptimizerParams:
+        """The config as built now; raises ``InvalidParams`` naming every field that is out of range
+        (and ``ValueError`` on the tab that a locked builder does not allow)."""
+        if self._params is None:
+            self._params = self._build()
+        return self._params
+
+    def on_change(self, callback: Callable[[OptimizerBuilder], None]) -> None:
+        """Call ``callback(builder)`` after every change of a control."""
+        self._callbacks.append(callback)
+
+    def lock(self, kind: str) -> None:
+        """Allow only ``kind`` (a session's optimizer, fixed when the session was created): the other
+        tab's controls are disabled, and while it is selected the builder is invalid and says why."""
+        if kind not in ("adam", "muon"):
+            raise ValueError(f"kind must be 'adam' or 'muon', got {kind!r}")
+        self.locked = kind
+        other = "muon" if kind == "adam" else "adam"
+        for group in (self.muon, self.muon_adam) if other == "muon" else (self.adam,):
+            for c in group.values():
+                c.disabled = True
+        self.tabs.set_title(1 if other == "muon" else 0, f"{other.capitalize()} (locked)")
+        self.kind = kind
+        self._changed()
+
+    def apply_preset(self, name: str) -> None:
+        """Fill every control from ``PRESETS[name]`` (one update of the preview at the end)."""
+        preset = PRESETS[name]
+        self._quiet = True
+        try:
+            for group, key in ((self.adam, "adam"), (self.muon, "muon"), (self.muon_adam, "muon.adam")):
+                for field, v in preset[key].items():
+                    group[field].value = v
+            self.preset.options = list(PRESETS)
+            self.preset.value = name
+        finally:
+            self._quiet = False
+        self._applied, self.modified = name, False
+        self.lesson.value = f"<span style='color:#555'>{LESSONS[name]}</span>"
+        self._changed()
+
+    def get_schedule(self) -> Schedule:
+        return Schedule(
+            self.sched_kind.value, int(self.warmup.value), int(self.total.value), float(self.min_ratio.value)
+        )
+
+    def schedule(self, step: int) -> float:
+        """The learning rate to use at ``step`` (counting from 0): base rate × schedule."""
+        return self.get_schedule()(step, float(self.params.learning_rate or 0.0))
+
+    def params_at(self, step: int) -> OptimizerParams:
+        """``.params`` with the scheduled learning rate(s) for ``step`` (Muon: its ``adam`` too)."""
+        return self.params.scaled(self.get_schedule().multiplier(step))
+
+    # -- reactions -------------------------------------------------------------------------------
+
+    def _build(self) -> OptimizerParams:
+        if self.locked is not None and self.kind != self.locked:
+            raise ValueError(
+                f"this session's optimizer is {self.locked}: {self.kind.capitalize()} params cannot be sent "
+                f"(the optimizer is fixed when the session is created); pick the {self.locked.capitalize()} tab"
+            )
+        if self.kind == "adam":
+            return AdamParams(**values(self.adam))
+        errors = []  # check both parts, so that every bad field is named (and marked) at once
+        for prefix, check in (
+            ("", lambda: MuonParams(**values(self.muon))),
+            ("adam.", lambda: AdamParams(**values(self.muon_adam))),
+        ):
+            try:
+                check()
+            except InvalidParams as exc:
+                errors += [(prefix + field, value, allowed) for field, value, allowed in exc.errors]
+        if errors:
+            raise InvalidParams("MuonParams", errors)
+        return MuonParams(**values(self.muon), adam=AdamParams(**values(self.muon_adam)))
+
+    def _picked(self, change: dict[str, Any]) -> None:
+        if not self._quiet and change["new"] in PRESETS:
+            self.apply_preset(change["new"])
+
+    def _edited(self, change: Any = None) -> None:
+        if self._quiet:
+            return
+        preset = PRESETS[self._applied]
+        groups = ((self.adam, "adam"), (self.muon, "muon"), (self.muon_adam, "muon.adam"))
+        modified = any(group[f].value != v for group, key in groups for f, v in preset[key].items())
+        if modified != self.modified:  # the dropdown says so: "<preset> (modified)"
+            self.modified = modified
+            label = f"{self._applied} (modified)"
+            self._quiet = True
+            try:
+                self.preset.options = [label, *PRESETS] if modified else list(PRESETS)
+                self.preset.value = label if modified else self._applied
+            finally:
+                self._quiet = False
+        self._changed()
+
+    def _changed(self, change: Any = None) -> None:
+        if self._quiet:
+            return
+        self._params = None
+        self.errors, bad = [], set()
+        try:
+            body = self.params.request_body()
+        except InvalidParams as exc:
+            self.errors += str(exc).splitlines()
+            bad |= {field for field, _, _ in exc.errors}
+            body = None
+        except ValueError as exc:  # the tab a locked builder does not allow
+            self.errors.append(str(exc))
+            body = None
+        try:
+            schedule = self.get_schedule()
+        except ValueError as exc:
+            self.errors.append(str(exc))
+            match = re.match(r"Schedule\.(\w+)", str(exc))
+            bad.add("schedule." + (match.group(1) if match else "kind"))
+            schedule = None
+        self._mark(bad)
+        if self.errors:
+            self.message.value = "".join(f"<div style='color:#b00020'>✗ {e}</div>" for e in self.errors)
+        else:
+            self.message.value = "<span style='color:#1b5e20'>✓ valid</span>"
+        if body is None:
+            self.preview.value = "<i>not sendable until the fields above are fixed</i>"
+        else:
+            self.preview.value = f"<pre style='margin:0'>{json.dumps(body, indent=2)}</pre>"
+        if schedule is not None and body is not None:
+            self._draw_schedule(schedule)
+        for cb in list(self._callbacks):
+            cb(self)
+
+    def _mark(self, bad: set[str]) -> None:
+        """Turn the refused fields red, and only those."""
+        if self.kind == "adam":
+            fields = {name: c for name, c in self.adam.items()}
+        else:
+            fields = {**self.muon, **{"adam." + name: c for name, c in self.muon_adam.items()}}
+        for group in (self.adam, self.muon, self.muon_adam):
+            for c in group.values():
+                mark(c, False)
+        schedule = {"warmup_steps": self.warmup, "total_steps": self.total, "min_lr_ratio": self.min_ratio}
+        for name, c in schedule.items():
+            mark(c, "schedule." + name in bad)
+        mark(self.sched_kind, "schedule.kind" in bad)
+        for name in bad:
+            if name in fields:
+                mark(fields[name], True)
+
+    def _draw_schedule(self, schedule: Schedule) -> None:
+        steps = range(0, int(schedule.total_steps * 1.1) + 1)
+        base = float(self.params.learning_rate or 0.0)
+        fig = Figure(figsize=(3.75, 1.6), dpi=80, layout="constrained")
+        ax = fig.add_subplot()
+        ax.plot(list(steps), [schedule(s, base) for s in steps], color="C0")
+        ax.set(xlabel="step", ylabel="learning rate", title=f"{schedule.kind}, warmup {schedule.warmup_steps}")
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+        self.schedule_plot.value = png(fig)
+
+    def close(self) -> None:
+        """Close every control of the builder (the front end removes them)."""
+        close_tree(self.widget)

@@ -1,0 +1,249 @@
+"""Notebook widgets: build an optimizer config with controls, and drive a session from a panel.
+
+``OptimizerBuilder`` (``rlnb.widgets.builder``) is a form over ``AdamParams`` / ``MuonParams``. ``RunPanel``
+adds Step / Run N / Stop over a session, running on a background thread so the kernel stays free and
+Stop works mid-run; everything that goes wrong in a step shows in the panel.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+
+from rlnb import _exit
+from rlnb.errors import OperationFailed
+from rlnb.params import OptimizerParams
+from rlnb.session import Session
+from rlnb.tasks import Task, digits_task, rl_step
+from rlnb.viz.live import LiveView
+from rlnb.viz.plots import short
+from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
+from rlnb.widgets.controls import INVALID, close_tree
+
+__all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel", "StepFn"]
+
+StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
+"""``step_fn(session, params)`` runs one training step and returns figures to log (or None)."""
+
+
+class RunPanel:
+    """Step a session from the notebook: Step / Run N / Stop and a progress bar at the top, then the
+    builder (locked to the session's optimizer), then a live view of the run.
+
+    Each step sends ``builder.params_at(step)`` (the schedule applied), checked against the session
+    before anything is submitted. By default a step is one RL step of ``task`` (the demo's digits
+    task) and logs its mean reward, and the live view shows reward and gradient norm (not the GRPO
+    loss, ≈0 by construction); pass ``step_fn`` for your own loop (the view then shows the loss, the
+    learning rate and every figure you return). Runs go on a background thread, so the kernel stays free
+    and Stop works mid-run (between steps). Any exception in a step stops the run and shows in the
+    status line and in ``error``: a failed operation by its error code and message.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        builder: OptimizerBuilder | None = None,
+        *,
+        step_fn: StepFn | None = None,
+        task: Task | None = None,
+        n_steps: int = 20,
+        every: float = 0.5,
+    ):
+        self.session = session
+        self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
+        self.builder.lock(session.optimizer)
+        self.builder.lr_finder.session = session
+        self.task = task or digits_task()
+        self.step_fn = step_fn or self._rl_step
+        self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
+        self.run_button = W.Button(description="Run N", icon="play")
+        self.n = W.IntText(
+            value=n_steps, description="N", style={"description_width": "16px"}, layout=W.Layout(width="110px")
+        )
+        self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", disabled=True)
+        self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="220px"))
+        self.status = W.HTML()
+        default = step_fn is None
+        self.live = LiveView(
+            session.history,
+            metrics=("reward",) if default else None,
+            every=every,
+            rows=6,
+            loss=not default,  # the GRPO loss is ≈0 by construction: watch the reward
+            learning_rate=not default,  # the schedule preview above and the table show it
+        )
+        self.widget = W.VBox(
+            [
+                W.HBox(
+                    [self.step_button, self.run_button, self.n, self.stop_button, self.progress],
+                    layout=W.Layout(align_items="center"),
+                ),
+                self.status,
+                self.builder.widget,
+                self.live.widget,
+            ]
+        )
+        self.widget.add_class("rlnb-run-panel")
+        self.error: Exception | None = None
+        """The exception that stopped the last run (or refused a start), if any."""
+        self._stop = threading.Event()
+        self._busy = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.step_button.on_click(lambda _: self.start(1))
+        self.run_button.on_click(lambda _: self.start(int(self.n.value)))
+        self.stop_button.on_click(lambda _: self.stop())
+        self.builder.on_change(lambda _: self._sync_buttons())
+        self.n.observe(self._n_changed, names="value")
+        self._show(f"step {session.step} · ready")
+        self._sync_buttons()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    @property
+    def running(self) -> bool:
+        return self._busy.is_set()
+
+    def start(self, n: int) -> bool:
+        """Run ``n`` steps on a background thread. Returns False, saying why in the status line (and in
+        ``error``), when it cannot: a run is going, ``n`` is not an integer >= 1, or the config is refused.
+        A closed panel raises ``RuntimeError``: it has no status line left to say so."""
+        if self._closed:
+            raise RuntimeError("this RunPanel is closed: make a new one to run more steps")
+        problem = self._refusal(n)
+        if problem is not None:
+            self.error = problem
+            self._show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
+            return False
+        self._stop.clear()
+        self.error = None
+        self.progress.max, self.progress.value = n, 0
+        self._busy.set()
+        self._thread = threading.Thread(target=self._run, args=(n,), name="rlnb-run-panel", daemon=True)
+        self._thread.start()
+        _RUNNING.add(self)
+        self._sync_buttons()
+        return True
+
+    def _refusal(self, n: int) -> Exception | None:
+        if self.running:
+            return RuntimeError("a run is going; Stop it first")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            return ValueError(f"N = {n!r} is invalid: must be an integer >= 1")
+        if not self.builder.valid:
+            return ValueError("; ".join(self.builder.errors))
+        try:
+            self.session.check_params(self.builder.params)
+        except TypeError as exc:
+            return exc
+        return None
+
+    def stop(self) -> None:
+        """Ask the run to stop after the step in progress."""
+        self._stop.set()
+        if self.running:
+            self._show("stopping after this step …")
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until the current run has ended, its last redraw included; False if it is still going
+        after ``timeout`` seconds."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
+
+    def _run(self, n: int) -> None:
+        done = 0
+        try:
+            for _ in range(n):
+                if self._stop.is_set():
+                    break
+                params = self.builder.params_at(self.session.step)
+                self.session.check_params(params)
+                figures = self.step_fn(self.session, params)
+                done += 1
+                self.progress.value = done
+                step = self.session.step
+                if figures:
+                    self.session.history.log(step, **figures)
+                self._show(
+                    f"step {step} · {done}/{n} done" + "".join(f" · {k} {v:.3g}" for k, v in (figures or {}).items())
+                )
+        except Exception as exc:  # every failure of a step is shown; none is lost
+            self.error = exc
+            if isinstance(exc, OperationFailed):
+                what, message = short(exc.code) or "FAILED", exc.message or str(exc)
+            else:
+                what, message = type(exc).__name__, str(exc)
+            what, message = html.escape(what, quote=False), html.escape(message, quote=False)
+            self._show(f"step {self.session.step} · stopped: <b>{what}</b> — {message}", error=True)
+        else:
+            stopped = done < n
+            self._show(
+                f"step {self.session.step} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done")
+            )
+        finally:
+            try:
+                self.live.refresh()
+            finally:
+                self._busy.clear()
+                self._sync_buttons()
+
+    def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
+        return {"reward": rl_step(session, self.task, params).reward}
+
+    def _show(self, text: str, error: bool = False) -> None:
+        color = "#b00020" if error else "inherit"
+        self.status.value = f"<span class='rlnb-status' style='color:{color}'>{text}</span>"
+
+    def _n_ok(self) -> bool:
+        return isinstance(self.n.value, int) and self.n.value >= 1
+
+    def _n_changed(self, _change: Any) -> None:
+        (self.n.remove_class if self._n_ok() else self.n.add_class)(INVALID)
+        if not self._n_ok():
+            self._show(html.escape(f"N = {self.n.value} is invalid: must be an integer >= 1"), error=True)
+        elif not self.running:
+            self._show(f"step {self.session.step} · ready")
+        self._sync_buttons()
+
+    def _sync_buttons(self) -> None:
+        busy = self.running
+        self.step_button.disabled = busy or not self.builder.valid
+        self.run_button.disabled = busy or not self.builder.valid or not self._n_ok()
+        self.stop_button.disabled = not busy
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop any run and wait for it (``TimeoutError`` if a step is still going after ``timeout``
+        seconds; the panel then stays open), stop following the history and close the widgets."""
+        self.stop()
+        if not self.join(timeout):
+            raise TimeoutError(f"the run was asked to stop but a step is still going after {timeout} s")
+        self._closed = True
+        self.live.close()
+        close_tree(self.widget)
+
+
+EXIT_DEADLINE = 30.0
+"""Seconds an interpreter exit waits for a panel's step in progress before its session is closed under it."""
+
+_RUNNING: weakref.WeakSet[RunPanel] = weakref.WeakSet()
+
+
+def _stop_running_panels() -> None:
+    """Interpreter exit mid-run: stop each panel after its step in progress, so that no step is still
+    submitting (or running torch) while its session closes and the interpreter tears down."""
+    for panel in list(_RUNNING):
+        panel.stop()
+    for panel in list(_RUNNING):
+        panel.join(EXIT_DEADLINE)
+
+
+_exit.on_exit("panels", _stop_running_panels)

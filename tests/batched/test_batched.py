@@ -1,0 +1,445 @@
+"""Batched trials: every member equals the same trial run alone on a local session (sampled tokens, losses,
+grad norms, learning rates, final weights, records), a failing member stops alone, the runs read as any run,
+and the stacked pieces (optimizer, attention, rollout batch, sampling noise) match their one-session twins."""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import rlnb
+from rlnb import samples
+from rlnb.batched import SEED_STRIDE, Member, run_batched, why_not_batched
+from rlnb.batched.ensemble import Ensemble
+from rlnb.batched.optim import StackedOptimizer, plan
+from rlnb.batched.rollouts import policy_batch
+from rlnb.batched.stacked import StackedModel, batched_attention
+from rlnb.engine.models.adapter import build_adapter
+from rlnb.engine.models.tiny import build_model
+from rlnb.engine.optim.split import split_params
+from rlnb.engine.optim.trainer import TrainerOptimizer
+from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, generate, uniforms
+from rlnb.history import History
+from rlnb.schedule import Schedule
+from rlnb.tasks import digits_task, rl_step
+from rlnb.viz import plots
+
+STEPS = 10
+CPU = torch.device("cpu")
+COSINE = Schedule("cosine", warmup_steps=2, total_steps=STEPS)
+ADAM = [
+    Member(rlnb.AdamParams(learning_rate=3e-3, grad_clip_norm=0.01), seed=0),
+    Member(lambda i: rlnb.AdamParams(learning_rate=1e-2, grad_clip_norm=0.01).scaled(COSINE.multiplier(i)), seed=1),
+    Member(rlnb.AdamParams(learning_rate=5e-3, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.0, grad_clip_norm=0),
+           seed=0),  # clipping off; member 0's seed
+]
+MUON = [
+    Member(rlnb.MuonParams(learning_rate=0.05, momentum=0.9, newton_schulz_steps=3, weight_decay=0.01,
+                           grad_clip_norm=0.01, adam={"learning_rate": 1e-3, "beta1": 0.8}), seed=1),
+    Member(lambda i: rlnb.MuonParams(learning_rate=0.03, grad_clip_norm=0.01, adam={"learning_rate": 2e-3})
+           .scaled(COSINE.multiplier(i)), seed=2),
+]
+QUICK = {"group_size": 4}
+"""Lighter RL steps for the tests whose point is not the default step's numbers."""
+
+
+@dataclass
+class Alone:
+    status: str
+    reason: str | None
+    rewards: list[float]
+    tokens: list[list[list[int]]]
+    history: History
+    weights: dict[str, torch.Tensor]
+
+
+def alone(kind: str, member: Member, steps: int = STEPS, **rl: Any) -> Alone:
+    """The trial run as ``rlnb.sweep`` runs it today: a local session and ``rl_step`` per step."""
+    s = rlnb.connect("local", optimizer=kind, model="tiny", seed=member.seed, device="cpu", ns_dtype="float32",
+                     record=False)
+    sampled: list[Any] = []
+    real = s.sample
+    s.sample = lambda *a, **k: sampled.append(real(*a, **k)) or sampled[-1]  # type: ignore[method-assign]
+    status, reason, rewards = "COMPLETED", None, []
+    try:
+        for i in range(steps):
+            params = member.params(i) if callable(member.params) else member.params
+            rewards.append(rl_step(s, digits_task(), params, seed=member.seed * SEED_STRIDE + i, **rl).reward)
+    except rlnb.OperationFailed as exc:
+        status, reason = "FAILED", f"{exc.code}: {exc.message}"
+    except ValueError as exc:  # samples.policy refuses non-finite advantages
+        status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
+    s.wait()
+    done = [op for op in sampled if op.status == "TRAINING_OPERATION_STATUS_COMPLETED"]
+    tokens = [[q.tokens for r in op.result().results for q in r.sequences] for op in done]
+    weights = {n: p.detach().clone() for n, p in s.backend.trainer.named_parameters()}
+    s.close()
+    return Alone(status, reason, rewards, tokens, s.history, weights)
+
+
+@pytest.fixture
+def sampled_tokens(monkeypatch) -> dict[tuple[int, int], list[list[int]]]:
+    """Every member's sampled tokens per step, as the ensemble drew them: ``{(member, step): [[token, ...]]}``."""
+    seen: dict[tuple[int, int], list[list[int]]] = {}
+    real = Ensemble._sample
+
+    def spy(self: Ensemble, i: int) -> Any:
+        rollouts, drawn = real(self, i)
+        toks, lens = drawn.tokens.tolist(), drawn.lengths.tolist()
+        B = len(self.prompts) * self.group_size
+        for k, m in enumerate(self.live):
+            seen[(m, i)] = [toks[r][: lens[r]] for r in range(k * B, (k + 1) * B)]
+        return rollouts, drawn
+
+    monkeypatch.setattr(Ensemble, "_sample", spy)
+    return seen
+
+
+def assert_weights_close(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> None:
+    """Float tolerance for weights after training steps: the same trial alone differs by up to ~4e-4 (largest
+    element, relative to the tensor's largest) between 1 and 2 torch threads after 10 Adam steps."""
+    assert got.keys() == want.keys()
+    for name, w in want.items():
+        diff = (got[name] - w).abs()
+        assert float(diff.max()) <= 5e-3 * float(w.abs().max()), name
+        assert float((got[name] - w).norm()) <= 2e-3 * float(w.norm()), name
+
+
+def assert_same_records(got: History, want: History) -> None:
+    a, b = want.df, got.df
+    for col in ("kind", "status", "error_code", "step", "weights_version"):
+        assert list(b[col].astype(object).fillna(-1)) == list(a[col].astype(object).fillna(-1)), col
+    opt_a, opt_b = a[a.kind == "optim-step"], b[b.kind == "optim-step"]
+    assert [sorted(m) for m in opt_b.metrics] == [sorted(m) for m in opt_a.metrics]
+    assert list(opt_b.params) == list(opt_a.params)  # the optimizer params as sent, schedule included
+
+
+@pytest.mark.parametrize(("kind", "members"), [("adam", ADAM), ("muon", MUON)], ids=["adam", "muon"])
+def test_every_member_equals_its_trial_run_alone(kind, members, sampled_tokens, tmp_path):
+    results = run_batched("tiny", kind, members, steps=STEPS, device="cpu", ns_dtype="float32", keep_weights=True,
+                          runs_dir=tmp_path)
+    clipped = 0
+    for m, (member, got) in enumerate(zip(members, results, strict=True)):
+        ref = alone(kind, member)
+        assert (got.status, got.reason, got.steps_done) == (ref.status, ref.reason, STEPS) == ("COMPLETED", None, 10)
+        assert [sampled_tokens[(m, i)] for i in range(STEPS)] == ref.tokens  # identical tokens, every step
+        assert got.rewards == ref.rewards
+        a, b = ref.history.steps, got.history.steps
+        assert list(b.step) == list(a.step) == list(range(1, STEPS + 1))
+        np.testing.assert_allclose(b.loss, a.loss, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(b.grad_norm, a.grad_norm, rtol=1e-4)
+        for col in ("learning_rate", "grad_clip_norm", "grad_norm_muon", "grad_norm_adam"):
+            np.testing.assert_allclose(b[col], a[col], rtol=1e-4, err_msg=col)
+        assert list(b.reward) == ref.rewards  # logged per step, as the sweep logs it
+        coefs_a = [x["clip_coef"] for x in ref.history.df.query("kind == 'optim-step'").metrics]
+        coefs_b = [x["clip_coef"] for x in got.history.df.query("kind == 'optim-step'").metrics]
+        np.testing.assert_allclose(coefs_b, coefs_a, rtol=1e-4)
+        clipped += sum(c < 1 for c in coefs_b)
+        assert_same_records(got.history, ref.history)
+        assert_weights_close(got.weights, ref.weights)
+        want = ref.history.config
+        for key in ("backend", "model", "model_kind", "optimizer", "muon_scaling", "ns_dtype", "param_split", "seed",
+                    "device", "dtype", "lora", "resume_from"):
+            assert got.history.config[key] == want[key], key
+    assert clipped > 5  # clipping was active
+
+
+def test_a_member_whose_gradient_turns_non_finite_stops_alone(sampled_tokens, monkeypatch):
+    """Member 1's gradient turns NaN at step 3, in the ensemble and in its trial alone (poisoned the same way)."""
+    real = Ensemble._forward_backward
+
+    def poisoned(self: Ensemble, *args: Any) -> Any:
+        out = real(self, *args)
+        if 1 in self.live and len(self.rewards[1]) == 3:
+            self.model.grad[self.live.index(1), 0] = math.nan  # the first column: wte.weight[0, 0]
+        return out
+
+    monkeypatch.setattr(Ensemble, "_forward_backward", poisoned)
+    results = run_batched("tiny", "muon", MUON + [MUON[0]], steps=5, device="cpu", ns_dtype="float32",
+                          keep_weights=True, **QUICK)
+    refs = [alone("muon", m, steps=5, **QUICK) for m in (MUON[0], MUON[1])]
+    s = rlnb.connect("local", optimizer="muon", model="tiny", seed=MUON[1].seed, device="cpu", ns_dtype="float32",
+                     record=False)
+    step, calls = s.backend.optim.step, []
+
+    def poison_then_step(hp: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 4:
+            s.backend.trainer.wte.weight.grad[0, 0] = math.nan
+        return step(hp)
+
+    s.backend.optim.step = poison_then_step  # type: ignore[method-assign]
+    with pytest.raises(rlnb.OperationFailed) as failure:
+        for i in range(5):
+            rl_step(s, digits_task(), MUON[1].params(i), seed=MUON[1].seed * SEED_STRIDE + i, **QUICK)
+    s.wait()
+    bad = results[1]
+    assert bad.status == "FAILED" and bad.steps_done == 3
+    assert bad.reason == f"{failure.value.code}: {failure.value.message}"
+    assert bad.reason == ("TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS: gradient norm is nan; parameters and "
+                          "optimizer state unchanged")
+    assert_same_records(bad.history, s.history)  # optim-step FAILED, weights-sync publishes the unchanged step
+    assert_weights_close(bad.weights, {n: p.detach() for n, p in s.backend.trainer.named_parameters()})
+    s.close()
+    for m, ref in ((0, refs[0]), (2, refs[0])):  # the others go on, as if alone
+        assert results[m].status == "COMPLETED" and results[m].rewards == ref.rewards
+        assert [sampled_tokens[(m, i)] for i in range(5)] == ref.tokens
+        assert_weights_close(results[m].weights, ref.weights)
+
+
+def test_a_member_whose_samples_go_non_finite_stops_alone():
+    members = [ADAM[0], Member(rlnb.AdamParams(learning_rate=1e3), seed=1)]  # its weights blow up in 3 steps
+    results = run_batched("tiny", "adam", members, steps=5, device="cpu", **QUICK)
+    ref = alone("adam", members[1], steps=5, **QUICK)  # its sample fails NON_FINITE_LOSS (JSON has no NaN)
+    bad = results[1]
+    assert bad.status == ref.status == "FAILED" and bad.steps_done == len(ref.rewards) == 3
+    assert bad.reason == ref.reason == f"TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS: {DIVERGED}"
+    assert list(bad.history.df.kind) == list(ref.history.df.kind)  # ... the last is the sample, failed in both
+    last = [h.df.iloc[-1] for h in (bad.history, ref.history)]
+    failed = ("sample", "TRAINING_OPERATION_STATUS_FAILED", DIVERGED)
+    assert [(r.kind, r.status, r.error_message) for r in last] == [failed] * 2
+    assert results[0].status == "COMPLETED" and results[0].rewards == alone("adam", members[0], 5, **QUICK).rewards
+
+
+def test_a_failing_forward_backward_is_recorded_as_a_session_records_it():
+    members = [Member(rlnb.AdamParams(), seed=0), Member(rlnb.AdamParams(learning_rate=1e-3), seed=3)]
+    bad = {"beta": 0.1}  # valid params, but the rollouts carry no reference_logprobs: INVALID_INPUT
+    results = run_batched("tiny", "adam", members, steps=3, device="cpu", loss_params=bad, keep_weights=True, **QUICK)
+    for member, got in zip(members, results, strict=True):
+        ref = alone("adam", member, steps=3, loss_params=bad, **QUICK)
+        assert got.status == ref.status == "FAILED" and got.reason == ref.reason
+        assert got.reason == ("TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT: sample 0: missing input "
+                              "'reference_logprobs', required when beta > 0")
+        assert_same_records(got.history, ref.history)  # optim-step completes with no gradient, sync publishes 1
+        fresh = dict(build_model("tiny", member.seed).named_parameters())
+        assert all(torch.equal(got.weights[n], p) for n, p in fresh.items())
+    with pytest.raises(ValueError, match="clip_low_threshold"):  # out of the API's bounds: refused up front
+        run_batched("tiny", "adam", members, steps=1, device="cpu", loss_params={"clip_low_threshold": 2.0})
+
+
+def test_params_that_fail_at_a_step_end_that_member_only():
+    def breaks(i: int) -> rlnb.AdamParams:
+        return rlnb.AdamParams(learning_rate=1e-3 if i < 2 else -1.0)  # raises InvalidParams at step 2
+
+    results = run_batched("tiny", "adam", [Member(breaks), ADAM[0]], steps=4, device="cpu", **QUICK)
+    assert results[0].status == "FAILED" and results[0].steps_done == 2
+    assert results[0].reason.startswith("InvalidParams: AdamParams.learning_rate = -1.0 is invalid")
+    assert results[1].status == "COMPLETED" and results[1].steps_done == 4
+    wrong = run_batched("tiny", "adam", [Member(lambda i: rlnb.MuonParams())], steps=1, device="cpu", **QUICK)[0]
+    assert wrong.status == "FAILED" and "pass AdamParams, not MuonParams" in wrong.reason
+
+
+def test_member_runs_read_as_any_run(tmp_path):
+    members = [Member(rlnb.AdamParams(learning_rate=lr), seed=s, run_id=f"trial-{i}", annotations={"label": f"lr={lr}"})
+               for i, (lr, s) in enumerate([(1e-3, 0), (3e-3, 1)])]
+    results = run_batched("tiny", "adam", members, steps=3, device="cpu", runs_dir=tmp_path, **QUICK)
+    loaded = [History.load(tmp_path / f"trial-{i}") for i in range(2)]
+    for i, (got, back) in enumerate(zip(results, loaded, strict=True)):
+        assert got.history.path == tmp_path / f"trial-{i}"
+        assert back.df[["kind", "status", "step"]].equals(got.history.df[["kind", "status", "step"]])
+        assert list(back.steps.reward) == got.rewards
+        assert back.config["batched"]["members"] == 2 and back.config["label"].startswith("lr=")
+    table = rlnb.compare(loaded)
+    assert list(table.run) == ["lr=0.001"] * 3 + ["lr=0.003"] * 3 and list(table.seed) == [0] * 3 + [1] * 3
+    assert set(rlnb.runs(tmp_path).run_id) == {"trial-0", "trial-1"}
+    ax = plots.compare(table, y="reward")
+    assert len(ax.get_lines()) >= 2
+
+
+def test_stop_ends_every_member_before_its_next_step():
+    stop = threading.Event()
+    done: list[int] = []
+
+    def on_step(m: int, report: Any) -> None:
+        if report.step == 2:
+            stop.set()
+
+    results = run_batched("tiny", "adam", ADAM[:2], steps=5, device="cpu", stop=stop, on_step=on_step,
+                          on_done=lambda m, r: done.append(m), **QUICK)
+    assert [r.status for r in results] == ["STOPPED"] * 2 and sorted(done) == [0, 1]
+    assert {r.reason for r in results} == {"stopped after 2 of 5 steps"}
+    for r in results:
+        assert set(r.history.df.status) == {"TRAINING_OPERATION_STATUS_COMPLETED"}  # nothing left pending
+
+
+def test_a_pruned_member_stops_and_the_others_go_on():
+    def on_step(m: int, report: Any) -> str | None:
+        return "pruned: reward below the median" if m == 1 and report.step == 2 else None
+
+    results = run_batched("tiny", "adam", ADAM[:3], steps=4, device="cpu", on_step=on_step, **QUICK)
+    assert [r.status for r in results] == ["COMPLETED", "PRUNED", "COMPLETED"]
+    assert results[1].reason == "pruned: reward below the median" and results[1].steps_done == 2
+    assert [r.steps_done for r in results] == [4, 2, 4] and len(results[0].losses) == 4
+    assert results[0].rewards == alone("adam", ADAM[0], steps=4, **QUICK).rewards  # unaffected by the prune
+    late = lambda m, r: "late" if r.step == 2 else None  # noqa: E731
+    last = run_batched("tiny", "adam", ADAM[:1], steps=2, device="cpu", on_step=late, **QUICK)
+    assert last[0].status == "COMPLETED"  # an answer after the last step prunes nothing
+
+
+def test_a_callback_error_is_the_callers_and_the_runs_stay_readable(tmp_path):
+    def on_step(m: int, report: Any) -> None:
+        raise KeyError("my bug")
+
+    with pytest.raises(KeyError, match="my bug"):
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r")], steps=3, device="cpu", on_step=on_step,
+                    runs_dir=tmp_path, **QUICK)
+    back = History.load(tmp_path / "r")
+    assert set(back.df.status) <= {"TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"}
+
+
+def test_which_trials_can_be_batched_and_bad_input():
+    assert why_not_batched("local", {"model": "small", "device": "cpu", "ns_dtype": "float32"}) is None
+    assert "not in this process" in why_not_batched("http://127.0.0.1:8000", {})
+    assert "not a built-in model" in why_not_batched("local", {"model": "Qwen/Qwen3-0.6B"})
+    assert "lora" in why_not_batched("local", {"lora": True})
+    one = [Member(rlnb.AdamParams())]
+    for kwargs, match in [
+        ({"model": "gpt2"}, "built-in model"),
+        ({"optimizer": "sgd"}, "optimizer"),
+        ({"members": []}, "members is empty"),
+        ({"members": [Member(rlnb.AdamParams(), run_id="a"), Member(rlnb.AdamParams(), run_id="a")]}, "run_id"),
+        ({"members": [Member(rlnb.MuonParams())]}, r"members\[0\].params must be AdamParams"),
+        ({"steps": -1}, "steps"),
+        ({"group_size": 0}, "group_size"),
+        ({"loss": "nope"}, "loss"),
+        ({"loss": "dro"}, "beta"),  # refused before anything runs, as Session.forward_backward refuses it
+        ({"ns_dtype": "float8"}, "ns_dtype"),
+        ({"muon_scaling": "big"}, "muon_scaling"),
+        ({"temperature": math.nan}, "temperature"),
+    ]:
+        args = {"model": "tiny", "optimizer": "adam", "members": one, "steps": 1, "device": "cpu", **kwargs}
+        with pytest.raises(ValueError, match=match):
+            run_batched(args.pop("model"), args.pop("optimizer"), args.pop("members"), **args)
+
+
+# -- the stacked pieces against their one-session twins ------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+def test_stacked_optimizer_equals_one_trainer_optimizer_per_member(kind):
+    K = 4
+    adapters = [build_adapter("tiny", seed=s, device=CPU) for s in range(K)]
+    adam, groups = plan(adapters[0].module, kind, adapters[0].embedding_params())
+    model = StackedModel([a.module for a in adapters], adam + [n for g in groups for n in g])
+    stacked = StackedOptimizer(model, kind, adam, groups, ns_dtype=torch.float32)
+    ones = [
+        TrainerOptimizer(a.module, kind, split_params(a.module, a.embedding_params()) if kind == "muon" else None,
+                         ns_dtype=torch.float32)
+        for a in adapters
+    ]
+    clip = [0, 0.5, 1.0, 100.0]
+    if kind == "adam":
+        hps = [rlnb.AdamParams(learning_rate=10.0 ** -(k + 1), beta1=0.8 + 0.03 * k, beta2=0.9 + 0.02 * k,
+                               eps=10.0 ** -(6 + k), weight_decay=0.1 * k, grad_clip_norm=clip[k]).resolved()
+               for k in range(K)]
+    else:
+        hps = [rlnb.MuonParams(learning_rate=0.01 * (k + 1), momentum=0.8 + 0.05 * k, weight_decay=0.05 * k,
+                               newton_schulz_steps=[5, 5, 3, 5][k], grad_clip_norm=clip[k],
+                               adam={"learning_rate": 1e-3 * (k + 1), "beta1": 0.85}).resolved() for k in range(K)]
+    g = torch.Generator().manual_seed(0)
+    for _ in range(4):
+        grads = {n: torch.randn(K, *p.shape, generator=g) for n, p in adapters[0].module.named_parameters()}
+        for k, a in enumerate(adapters):
+            for n, p in a.module.named_parameters():
+                p.grad = grads[n][k].clone()
+        for n, (lo, hi, _) in model.columns.items():
+            model.grad[:, lo:hi] = grads[n].reshape(K, -1)
+        want = [o.step(hp) for o, hp in zip(ones, hps, strict=True)]
+        got = stacked.step(hps, stacked.norms())
+        for w, s in zip(want, got, strict=True):
+            assert s.grad_norm == pytest.approx(w.grad_norm, rel=1e-6)
+            assert s.clip_coef == pytest.approx(w.clip_coef, rel=1e-6) and s.clipped == w.clipped
+            if kind == "muon":
+                assert s.grad_norm_muon == pytest.approx(w.grad_norm_muon, rel=1e-6)
+                assert s.grad_norm_adam == pytest.approx(w.grad_norm_adam, rel=1e-6)
+    for k, a in enumerate(adapters):
+        state = model.state(k)
+        for n, p in a.module.named_parameters():
+            torch.testing.assert_close(state[n], p.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_dropping_members_keeps_the_others_state():
+    adapters = [build_adapter("tiny", seed=s, device=CPU) for s in range(3)]
+    adam, groups = plan(adapters[0].module, "muon", adapters[0].embedding_params())
+    model = StackedModel([a.module for a in adapters], adam + [n for g in groups for n in g])
+    optim = StackedOptimizer(model, "muon", adam, groups, ns_dtype=torch.float32)
+    model.grad.normal_()
+    optim.step([rlnb.MuonParams().resolved()] * 3, optim.norms())
+    model.grad.normal_()  # a step's gradients, and member 1 leaves before the update
+    before = [model.state(k) for k in range(3)], optim.exp_avg.clone(), [b.clone() for b in optim.momentum]
+    grads = model.grad.clone()
+    model.keep([0, 2])
+    optim.keep([0, 2])
+    assert torch.equal(model.grad, grads[[0, 2]])
+    assert model.members == 2 and all(torch.equal(model.state(i)["wte.weight"], before[0][k]["wte.weight"])
+                                      for i, k in enumerate([0, 2]))
+    assert torch.equal(optim.exp_avg, before[1][[0, 2]])
+    for buf, old, (*_, n, r, c) in zip(optim.momentum, before[2], optim.groups, strict=True):
+        assert torch.equal(buf, old.view(3, n, r, c)[[0, 2]].reshape(-1, r, c))
+
+
+def test_stacked_logprobs_and_gradients_equal_each_model_alone():
+    adapters = [build_adapter("tiny", seed=s, device=CPU) for s in range(3)]
+    model = StackedModel([a.module for a in adapters], [n for n, _ in adapters[0].module.named_parameters()])
+    g = torch.Generator().manual_seed(1)
+    ids, tgt = torch.randint(0, 256, (2, 3, 4, 9), generator=g)
+    weight = torch.randn(3, 4, 9, generator=g)
+    lp = model.logprobs(ids, tgt)
+    model.backward((lp * weight).sum())
+    for k, a in enumerate(adapters):
+        own = torch.log_softmax(a.module(ids[k]), -1).gather(-1, tgt[k][..., None])[..., 0]
+        torch.testing.assert_close(lp[k], own, rtol=1e-5, atol=1e-5)
+        (own * weight[k]).sum().backward()
+        for n, p in a.module.named_parameters():
+            lo, hi, _ = model.columns[n]
+            torch.testing.assert_close(model.grad[k, lo:hi].view(p.shape), p.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_batched_attention_equals_scaled_dot_product_attention():
+    g = torch.Generator().manual_seed(2)
+    q, k, v = torch.randn(3, 2, 4, 5, 8, generator=g)
+    torch.testing.assert_close(batched_attention(q, k, v, is_causal=True),
+                               torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
+    mask = torch.rand(2, 1, 5, 5, generator=g) > 0.3
+    mask[..., 0] = True
+    torch.testing.assert_close(batched_attention(q, k, v, attn_mask=mask),
+                               torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    kk, vv = torch.randn(2, 2, 4, 7, 8, generator=g)  # more keys than queries
+    torch.testing.assert_close(batched_attention(q, kk, vv, is_causal=True),
+                               torch.nn.functional.scaled_dot_product_attention(q, kk, vv, is_causal=True))
+
+
+def test_side_by_side_noise_samples_each_block_with_its_own_seed():
+    a = build_adapter("tiny", seed=0, device=CPU)
+    prompts, n, settings = [list(b"n="), list(b"code ")], 3, Settings(max_tokens=6)
+    noise = torch.cat([uniforms(s, len(prompts), n, 6, CPU) for s in (11, 12)], dim=1)
+    both = draw(a.decoder(a.module, 2 * len(prompts) * n, 11), prompts * 2, n, settings, noise, a.codec, CPU)
+    for block, seed in enumerate((11, 12)):
+        alone_ = generate(a.decoder(a.module, len(prompts) * n, 11), prompts, n, settings, seed, a.codec, CPU)
+        rows = range(block * len(prompts) * n, (block + 1) * len(prompts) * n)
+        assert [both.tokens[r].tolist() for r in rows] == [q.tokens for group in alone_ for q in group]
+    with pytest.raises(ValueError, match="noise has shape"):
+        draw(a.decoder(a.module, 6, 11), prompts, n, settings, noise, a.codec, CPU)
+
+
+def test_policy_batch_holds_what_samples_policy_builds():
+    prompts = [list(b"n="), list(b"code ")]
+    tokens = torch.tensor([[49, 50, 51, 0], [52, 53, 54, 55], [56, 0, 0, 0]])
+    logprobs = torch.tensor([[-1.0, -2.0, -3.0, 0.0], [-0.5, -0.25, -0.125, -4.0], [-7.0, 0.0, 0.0, 0.0]])
+    drawn = Drawn(tokens, logprobs, torch.tensor([3, 4, 1]), torch.tensor([True, False, True]))
+    which, adv = [0, 1, 1], [0.5, -1.5, 2.0]
+    batch = policy_batch(prompts, which, drawn, adv)
+    for r in range(3):
+        n = int(drawn.lengths[r])
+        want = samples.policy(prompts[which[r]], tokens[r, :n].tolist(), logprobs[r, :n].tolist(), adv[r])
+        size = len(want.model_input.tokens)
+        assert batch.ids[r, :size].tolist() == want.model_input.tokens and not batch.ids[r, size:].any()
+        got = batch.inputs(r, r + 1)[0]
+        for key, td in want.loss_fn_inputs.items():
+            assert got[key].tolist() == pytest.approx(td.data), key

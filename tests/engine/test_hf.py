@@ -1,0 +1,271 @@
+"""Hugging Face causal LMs in the in-process backend: loading, the RL loop, the KV-cached sampler, errors.
+
+The models are tiny GPT-2 / Llama / Qwen3 built from configs at test time and saved to folders
+(``tests/support/hf_models.py``), loaded through the same path a user's directory takes.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+import torch
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.engine import sampling
+from rlnb.engine.checkpoints import CheckpointMismatch
+from rlnb.engine.models.decoders import RecomputeDecoder
+from rlnb.engine.models.hf import ModelLoadError
+from tests.support import hf_models
+
+transformers = pytest.importorskip("transformers")
+ARCHS = ("gpt2", "llama", "qwen3")
+
+
+def local(model, **kw):
+    kw.setdefault("device", "cpu")
+    kw.setdefault("record", False)
+    return rlnb.connect("local", model=model, **kw)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("optimizer", ["adam", "muon"])
+def test_rl_loop_on_each_architecture(hf_dirs, arch, optimizer):
+    """Text prompts in, decoded text out, a GRPO step on a digit reward, the sampler only moving at sync."""
+    params = rlnb.AdamParams(learning_rate=1e-3) if optimizer == "adam" else rlnb.MuonParams(learning_rate=0.02)
+    with local(hf_dirs[arch], optimizer=optimizer, seed=0) as s:
+        assert s.tokenizer is not None and s.backend.adapter.kind == "hf"
+        prompts = ["n=", "the answer is"]
+        before = s.sample(prompts, num_samples=4, max_tokens=6, seed=3).result()
+        batch, rewards = [], []
+        for prompt, result in zip(prompts, before.results, strict=True):
+            ids = s.encode(prompt)
+            group = []
+            for seq in result.sequences:
+                assert seq.text == s.decode(seq.tokens)
+                group.append(sum(c.isdigit() for c in seq.text) / max(len(seq.text), 1))
+            mean = statistics.fmean(group)
+            for seq, r in zip(result.sequences, group, strict=True):
+                batch.append(samples.policy(ids, seq.tokens, seq.logprobs, r - mean))
+            rewards += group
+        fb = s.forward_backward(batch, "grpo")
+        step = s.optim_step(params).result()
+        assert step.step == 1 and fb.result().loss == fb.result().loss
+        stale = s.sample(prompts, num_samples=4, max_tokens=6, seed=3).result()
+        assert [q.tokens for q in stale.results[0].sequences] == [q.tokens for q in before.results[0].sequences]
+        assert s.weights_sync().result().weights_version == 1
+        fresh = s.sample(prompts, num_samples=4, max_tokens=6, seed=3).result()
+        assert [q.logprobs for q in fresh.results[0].sequences] != [q.logprobs for q in before.results[0].sequences]
+
+
+def _decode_both(adapter, model, prompts, n, max_tokens, seed, **settings):
+    cfg = sampling.Settings(max_tokens=max_tokens, **settings)
+    longest = max(len(p) for p in prompts) + max_tokens
+    with torch.no_grad():
+        cached = sampling.generate(
+            adapter.decoder(model, len(prompts) * n, longest), prompts, n, cfg, seed, adapter.codec, adapter.device
+        )
+        plain = sampling.generate(
+            RecomputeDecoder(lambda ids, mask: adapter.forward(model, ids, mask)),
+            prompts, n, cfg, seed, adapter.codec, adapter.device,
+        )
+    return cached, plain
+
+
+@pytest.mark.parametrize("model", ["tiny", *ARCHS])
+def test_cached_and_uncached_decoding_agree(hf_dirs, model):
+    """Same tokens, and log-probs within 1e-4 (fp32), with prompts of different lengths (left padding)."""
+    with local(hf_dirs.get(model, model), seed=1) as s:
+        adapter, sampler = s.backend.adapter, s.backend.sampler
+        prompts = [s.encode("n="), s.encode("the loss goes down"), s.encode("a")]
+        cached, plain = _decode_both(adapter, sampler, prompts, n=3, max_tokens=12, seed=11, top_p=0.9)
+    for got, ref in zip(cached, plain, strict=True):
+        for a, b in zip(got, ref, strict=True):
+            assert a.tokens == b.tokens
+            torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_sampled_logprobs_equal_the_trainers(hf_dirs, arch):
+    """The sampler's (cached, left-padded) log-probs are what forward-backward recomputes on the same weights."""
+    with local(hf_dirs[arch]) as s:
+        prompts = [s.encode("the model answers"), s.encode("n=")]
+        out = s.sample(prompts, num_samples=2, max_tokens=8, seed=4).result()
+        pairs = zip(prompts, out.results, strict=True)
+        batch = [samples.policy(p, q.tokens, q.logprobs, 1.0) for p, r in pairs for q in r.sequences]
+        fb = s.forward_backward(batch, "importance_sampling", forward_only=True).result()
+    assert fb.metrics["loss/ratio/mean"] == pytest.approx(1.0, abs=1e-4)
+    assert fb.metrics["loss/sampler_kl/mean"] == pytest.approx(0.0, abs=1e-4)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_greedy_tokens_match_transformers_generate(hf_dirs, arch):
+    with local(hf_dirs[arch]) as s:
+        prompts = ["n=", "the model answers in"]
+        ours = s.sample(prompts, max_tokens=10, temperature=0).result()
+        tok = s.tokenizer
+        enc = tok(prompts, padding=True, return_tensors="pt")
+        with torch.no_grad():
+            ref = s.backend.sampler.generate(
+                **enc, max_new_tokens=10, do_sample=False, eos_token_id=None, pad_token_id=tok.pad_token_id,
+                min_new_tokens=10,
+            )
+    for i, result in enumerate(ours.results):
+        expected = ref[i, enc["input_ids"].shape[1] :].tolist()
+        got = result.sequences[0].tokens
+        assert got == expected[: len(got)]
+        assert len(got) == 10 or result.sequences[0].stop_reason == "STOP_REASON_STOP"
+
+
+def test_stop_strings_and_eos_come_from_the_tokenizer(hf_dirs):
+    with local(hf_dirs["llama"], seed=2) as s:
+        greedy = s.sample("the", max_tokens=12, temperature=0).result().results[0].sequences[0]
+        assert greedy.stop_reason == "STOP_REASON_LENGTH"
+        # a stop string from the middle of the greedy text ends the sequence right after it appears
+        target = greedy.text[len(greedy.text) // 2 :][:2]
+        stopped = s.sample("the", max_tokens=12, temperature=0, stop=[target]).result().results[0].sequences[0]
+        assert stopped.stop_reason == "STOP_REASON_STOP" and target in stopped.text
+        assert target not in s.decode(stopped.tokens[:-1])
+        assert greedy.tokens[: len(stopped.tokens)] == stopped.tokens
+    first = greedy.tokens[2]
+    with local(hf_dirs["llama"], seed=2, eos_token_id=first) as s:  # an extra EOS besides the tokenizer's
+        assert s.tokenizer.eos_token_id in s.codec.eos_token_ids
+        ended = s.sample("the", max_tokens=12, temperature=0).result().results[0].sequences[0]
+        assert ended.tokens == greedy.tokens[:3] and ended.stop_reason == "STOP_REASON_STOP"
+
+
+def test_stop_strings_match_incrementally_across_multibyte_characters():
+    """The byte model: a stop string spanning a multi-byte character split across tokens."""
+    from rlnb.text import ByteCodec, StopMatcher
+
+    m = StopMatcher(ByteCodec(), ["é!"])
+    hits = [m.push(b) for b in "café!".encode()]
+    assert hits == [False] * 5 + [True] and m.text == "café!"
+
+
+def test_chat_messages_and_text_samples(hf_dirs):
+    with local(hf_dirs["qwen3"]) as s:
+        chat = [{"role": "user", "content": "give me a number"}]
+        ids = s.encode(chat)
+        assert s.decode(ids).endswith("<s>assistant:")
+        out = s.sample(chat, num_samples=2, max_tokens=4, seed=0).result()
+        assert len(out.results) == 1 and len(out.results[0].sequences) == 2
+        sft = samples.from_text(s, "question: n=", " 42")
+        prompt_len = len(s.encode("question: n="))
+        weights = sft.loss_fn_inputs["weights"].data
+        assert sum(weights) == len(weights) - (prompt_len - 1)
+        assert weights[: prompt_len - 1] == [0.0] * (prompt_len - 1)
+        conv = samples.from_chat(s, [*chat, {"role": "assistant", "content": "7"}])
+        inputs = conv.loss_fn_inputs
+        trained = [t for t, w in zip(inputs["target_tokens"].data, inputs["weights"].data, strict=True) if w]
+        assert s.decode(trained) == " 7</s>"
+        assert s.forward_backward([sft, conv]).result().loss > 0
+
+
+def test_an_already_loaded_model_with_its_tokenizer(hf_dirs):
+    model = hf_models.build_model("gpt2", seed=3)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dirs["gpt2"])
+    with local(model, tokenizer=tokenizer, optimizer="muon") as s:
+        assert s.backend.adapter.kind == "hf" and s.tokenizer is tokenizer
+        # GPT-2 ties its head to the token embedding: one tensor, AdamW by role
+        adam = {n for n, _ in s.backend.optim.split.adam}
+        assert "transformer.wte.weight" in adam and "transformer.wpe.weight" in adam
+        assert s.sample("n=", max_tokens=3).result().results[0].sequences[0].text is not None
+        s.forward_backward([samples.cross_entropy(s.encode("n=42"))])
+        assert s.optim_step().result().step == 1
+
+
+# -- bad input: clear errors naming the value, before any operation runs ---------------------------
+
+
+def test_unknown_model_id_names_it_and_the_fetch_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(ModelLoadError, match=r"'Qwen/Qwen3-0\.6B'.*hf download Qwen/Qwen3-0\.6B"):
+        local("Qwen/Qwen3-0.6B")
+    with pytest.raises(ModelLoadError, match="neither a local directory"):
+        local(str(tmp_path / "no" / "such" / "dir"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelLoadError, match="no config.json"):
+        local(str(tmp_path / "empty"))
+
+
+def test_model_without_a_causal_lm_head(tmp_path):
+    body = transformers.LlamaModel(transformers.LlamaConfig(**hf_models.HIDDEN))
+    body.save_pretrained(tmp_path / "body")
+    with pytest.raises(ModelLoadError, match="no trained causal-LM head.*lm_head.weight"):
+        local(str(tmp_path / "body"))
+    t5 = transformers.T5Config(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2)
+    t5.save_pretrained(tmp_path / "t5")
+    with pytest.raises(ModelLoadError, match="no causal-LM head"):
+        local(str(tmp_path / "t5"))
+
+
+def test_tokenizer_larger_than_the_model(hf_dirs, tmp_path):
+    small = transformers.LlamaForCausalLM(transformers.LlamaConfig(**{**hf_models.HIDDEN, "vocab_size": 100}))
+    small.save_pretrained(tmp_path / "m")
+    transformers.AutoTokenizer.from_pretrained(hf_dirs["llama"]).save_pretrained(tmp_path / "m")
+    with pytest.raises(ModelLoadError, match="300 tokens but the model's embedding table has 100 rows"):
+        local(str(tmp_path / "m"))
+
+
+def test_a_model_folder_without_a_tokenizer_takes_token_ids_and_refuses_text(hf_dirs, tmp_path):
+    folder = str(hf_models.save("qwen3", tmp_path / "notok", with_tokenizer=False))
+    no_tokenizer = rf"model '{folder}' has no tokenizer: pass tokenizer= to rlnb.connect"
+    with local(folder) as s:
+        assert s.tokenizer is None
+        for use_text in (lambda: s.encode("hello"), lambda: s.decode([300]), lambda: s.sample("hello"),
+                         lambda: s.sample([5, 6], stop="\n"), lambda: samples.from_text(s, "7 x 6 =", " 42")):
+            with pytest.raises(ValueError, match=no_tokenizer):  # never raw bytes into a BPE vocabulary
+                use_text()
+        assert len(s.history) == 0  # refused before anything was submitted
+        seq = s.sample([5, 6, 7], max_tokens=4, seed=0).result().results[0].sequences[0]
+        assert len(seq.tokens) == 4 and seq.text is None  # token ids work; no made-up text
+        assert s.forward_backward([samples.cross_entropy([5, 6, 7, 8])]).result().loss > 0
+        body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([5, 6])],
+                               sampling_params=wire.SamplingParams(max_tokens=2, stop=["\n"]))
+        with pytest.raises(rlnb.OperationFailed, match="sampling_params.stop: model .* has no tokenizer") as info:
+            s._submit("sample", body).result(timeout=30)  # as a server's client sends it: refused, not INTERNAL_ERROR
+        assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+    with local(folder, tokenizer=hf_dirs["qwen3"]) as s:  # tokenizer= gives it one
+        assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
+
+
+def test_resume_knows_a_model_folder_however_its_path_is_spelled(tmp_path, monkeypatch):
+    for where in ("a", "b"):  # two different folders with the same relative name
+        hf_models.save("llama", tmp_path / where / "m", with_tokenizer=False)
+    monkeypatch.chdir(tmp_path / "a")
+    with local("m", checkpoint_dir=tmp_path / "ck") as s:
+        s.forward_backward([samples.cross_entropy([5, 6, 7, 8])])
+        s.optim_step()
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    for spelling in ("./m", "m/", str(tmp_path / "a" / "m"), str(tmp_path / "a" / "m") + "/"):
+        with local(spelling, resume_from=path) as r:
+            assert r.step == 1
+    monkeypatch.chdir(tmp_path / "b")  # "m" here is another folder: not the checkpoint's model
+    with pytest.raises(CheckpointMismatch, match=rf"checkpoint is of model '{tmp_path / 'a' / 'm'}'"):
+        local("m", resume_from=path)
+
+
+def test_prompt_longer_than_the_context_and_cuda_without_cuda(hf_dirs):
+    with local(hf_dirs["llama"]) as s:
+        with pytest.raises(ValueError, match=r"prompt 0 has 300 tokens.*context of 256"):
+            s.sample([[5] * 300])
+        with pytest.raises(ValueError, match=r"max_tokens 100.*context of 256"):
+            s.sample([[5] * 200], max_tokens=100)
+        with pytest.raises(ValueError, match=r"250 tokens \+ max_tokens 16 \(the default: max_tokens is unset\).*256"):
+            s.sample([[5] * 250])  # unset max_tokens is the backend's default, 16: checked before sending
+        assert len(s.history) == 0  # refused before anything was submitted
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device='cuda' but this torch has no CUDA"):
+            local("tiny", device="cuda")
+
+
+def test_dtype_choice(hf_dirs):
+    with local(hf_dirs["llama"], dtype="bfloat16") as s:
+        assert next(s.backend.trainer.parameters()).dtype == torch.bfloat16
+        assert s.history.config["dtype"] == "bfloat16"
+        seq = s.sample("n=", max_tokens=4, seed=0).result().results[0].sequences[0]
+        assert len(seq.logprobs) == len(seq.tokens) and all(lp <= 0 for lp in seq.logprobs)
+    with pytest.raises(ValueError, match="dtype must be 'auto' or one of"):
+        local("tiny", dtype="float8")

@@ -1,0 +1,528 @@
+"""The in-process backend through the public Session API: real torch maths against references."""
+
+import asyncio
+import copy
+import time
+
+import pytest
+import torch
+from torch import nn
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.engine.backend import LocalBackend
+from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
+
+VOCAB = 32
+
+
+class Bigram(nn.Module):
+    """A tiny model whose maths is easy to replay by hand. ``poison`` makes the gradient NaN while
+    the loss stays finite (d/dw of 0·sqrt(w - w) is 0·inf)."""
+
+    def __init__(self, vocab: int = VOCAB, dim: int = 8):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = nn.Embedding(vocab, dim)
+        self.hidden = nn.Linear(dim, dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.poison = False
+
+    def forward(self, idx):
+        x = self.head(torch.tanh(self.hidden(self.emb(idx))))
+        if self.poison:
+            w = self.hidden.weight
+            x = x + 0 * torch.sqrt(w - w.detach()).sum()
+        return x
+
+
+def ce_batch(seed: int, n: int = 3, length: int = 6):
+    g = torch.Generator().manual_seed(seed)
+    seqs = [torch.randint(0, VOCAB, (length,), generator=g).tolist() for _ in range(n)]
+    weights = [[0.0] + [1.0, 0.5, 1.0, 2.0, 1.0][: length - 1] for _ in range(n)]
+    return seqs, weights
+
+
+def reference_ce(model, seqs, weights):
+    total = 0.0
+    for s, w in zip(seqs, weights, strict=True):
+        logits = model(torch.tensor(s[:-1]))
+        lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(s[1:])[:, None])[:, 0]
+        total = total + (-lp * torch.tensor(w[1:])).sum()
+    return total
+
+
+def params_of(module):
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def states_equal(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def local_session(**kw):
+    kw.setdefault("device", "cpu")
+    return rlnb.connect("local", **kw)
+
+
+def test_adamw_matches_torch_over_20_steps():
+    model = Bigram()
+    ref = copy.deepcopy(model)
+    opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, betas=(0.8, 0.99), eps=1e-7, weight_decay=0.05)
+    with local_session(optimizer="adam", model=model) as s:
+        for i in range(20):
+            seqs, weights = ce_batch(i)
+            s.forward_backward([samples.cross_entropy(t, w) for t, w in zip(seqs, weights, strict=True)])
+            s.optim_step(
+                rlnb.AdamParams(
+                    learning_rate=1e-2, beta1=0.8, beta2=0.99, eps=1e-7, weight_decay=0.05, grad_clip_norm=0
+                )
+            )
+            opt.zero_grad()
+            reference_ce(ref, seqs, weights).backward()
+            opt.step()
+        s.weights_sync().result()
+        assert s.step == 20
+        trained = {k: v for k, v in s.backend.trainer.state_dict().items()}
+    for k, v in ref.state_dict().items():
+        torch.testing.assert_close(trained[k], v, atol=1e-6, rtol=0)
+
+
+def test_gradients_accumulate_across_forward_backward_calls():
+    seqs, weights = ce_batch(7, n=4)
+    batch = [samples.cross_entropy(t, w) for t, w in zip(seqs, weights, strict=True)]
+    hp = rlnb.AdamParams(learning_rate=1e-2, grad_clip_norm=0)
+    with local_session(model=Bigram()) as one, local_session(model=Bigram()) as two:
+        l_all = one.forward_backward(batch).result().loss
+        one.optim_step(hp).result()
+        l_a = two.forward_backward(batch[:2]).result().loss
+        l_b = two.forward_backward(batch[2:]).result().loss
+        two.optim_step(hp).result()
+        assert l_a + l_b == pytest.approx(l_all, rel=1e-6)
+        a, b = one.backend.trainer.state_dict(), two.backend.trainer.state_dict()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=0)
+
+
+def test_cross_entropy_loss_is_the_weighted_sum_and_outputs_mask_excluded_positions():
+    model = Bigram()
+    seqs, weights = ce_batch(3)
+    weights[0][2] = 0.0  # one excluded position
+    expected = reference_ce(copy.deepcopy(model), seqs, weights).item()
+    with local_session(model=model) as s:
+        batch = [samples.cross_entropy(t, w) for t, w in zip(seqs, weights, strict=True)]
+        out = s.forward_backward(batch, return_loss_fn_outputs=True).result()
+    assert out.loss == pytest.approx(expected, rel=1e-6)
+    lp0 = out.loss_fn_outputs[0].tensors["logprobs"].data
+    assert len(lp0) == len(seqs[0]) - 1 and lp0[1] == 0.0 and all(v < 0 for i, v in enumerate(lp0) if i != 1)
+
+
+def test_forward_only_accumulates_nothing():
+    seqs, weights = ce_batch(1)
+    with local_session(model=Bigram()) as s:
+        before = params_of(s.backend.trainer)
+        fb = s.forward_backward([samples.cross_entropy(seqs[0], weights[0])], forward_only=True).result()
+        s.optim_step(rlnb.AdamParams(learning_rate=1.0, weight_decay=0)).result()
+        assert fb.loss > 0
+        assert states_equal(before, params_of(s.backend.trainer))
+
+
+def test_non_finite_gradient_fails_and_leaves_params_and_optimizer_state_bit_identical():
+    model = Bigram()
+    seqs, weights = ce_batch(5)
+    batch = [samples.cross_entropy(t, w) for t, w in zip(seqs, weights, strict=True)]
+    with local_session(model=model) as s:
+        for _ in range(3):
+            s.forward_backward(batch)
+            s.optim_step(rlnb.AdamParams(learning_rate=1e-2)).result()
+        s.backend.wait_idle()
+        before_params = params_of(s.backend.trainer)
+        before_state = copy.deepcopy(s.backend.optim.state_dict())
+        model.poison = True
+        fb = s.forward_backward(batch)
+        step = s.optim_step(rlnb.AdamParams(learning_rate=1e-2))
+        with pytest.raises(rlnb.OperationFailed) as info:
+            step.result(timeout=30)
+        assert fb.result().loss > 0  # the loss itself was finite
+        assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
+        assert step.status == "TRAINING_OPERATION_STATUS_FAILED"
+        assert states_equal(before_params, params_of(s.backend.trainer))
+        after_state = s.backend.optim.state_dict()
+        flat = lambda sd: {  # noqa: E731
+            f"{g}/{k}": v for g, st in sd.items() if isinstance(st, dict) for k, v in _tensors(st)
+        }
+        assert states_equal(flat(before_state), flat(after_state))
+        assert s.step == 3
+        model.poison = False
+        s.forward_backward(batch)
+        assert s.optim_step().result().step == 4  # the bad gradients were dropped; training goes on
+        df = s.history.df
+        failed = df[df.status == "TRAINING_OPERATION_STATUS_FAILED"]
+        assert list(failed.kind) == ["optim-step"]
+        assert list(failed.error_code) == ["TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"]
+
+
+def _tensors(state, prefix=""):
+    for k, v in state.items():
+        if isinstance(v, torch.Tensor):
+            yield prefix + str(k), v
+        elif isinstance(v, dict):
+            yield from _tensors(v, f"{prefix}{k}/")
+        elif isinstance(v, list | tuple):
+            yield from _tensors(dict(enumerate(v)), f"{prefix}{k}/")
+
+
+def test_non_finite_loss_fails_forward_backward():
+    model = Bigram()
+    with torch.no_grad():
+        model.head.weight[0, 0] = float("nan")
+    with local_session(model=model) as s:
+        op = s.forward_backward([samples.cross_entropy([1, 2, 3])])
+        with pytest.raises(rlnb.OperationFailed) as info:
+            op.result()
+    assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
+    assert "NaN" in info.value.message or "nan" in info.value.message
+
+
+def test_sampling_uses_the_published_weights_only():
+    prompt = list(b"ab")
+    with local_session(model="tiny", seed=1) as s:
+        first = s.sample([prompt], num_samples=2, max_tokens=6, seed=7).result().results[0]
+        assert first.policy_segments[0].version == 0
+        for _ in range(2):
+            s.forward_backward([samples.cross_entropy(list(b"ab999999"))])
+            s.optim_step(rlnb.AdamParams(learning_rate=0.05)).result()
+        stale = s.sample([prompt], num_samples=2, max_tokens=6, seed=7).result().results[0]
+        assert [q.tokens for q in stale.sequences] == [q.tokens for q in first.sequences]
+        assert [q.logprobs for q in stale.sequences] == [q.logprobs for q in first.sequences]
+        assert s.weights_sync().result().weights_version == 2
+        fresh = s.sample([prompt], num_samples=2, max_tokens=6, seed=7).result().results[0]
+        assert fresh.policy_segments[0].version == 2
+        assert [q.logprobs for q in fresh.sequences] != [q.logprobs for q in first.sequences]
+        assert s.info().policy_state.applied_weights_version == 2
+
+
+def test_seed_determinism():
+    def run(model_seed, sample_seed):
+        with local_session(model="tiny", seed=model_seed) as s:
+            out = s.sample([list(b"x=")], num_samples=3, max_tokens=5, seed=sample_seed).result()
+        return [q.tokens for q in out.results[0].sequences]
+
+    assert run(0, 5) == run(0, 5)
+    assert run(0, 5) != run(0, 6)
+    assert run(0, 5) != run(1, 5)
+    with local_session(model="tiny", seed=3) as a, local_session(model="tiny", seed=3) as b:
+        # Unseeded sampling is reproducible from the session seed.
+        ta = a.sample([list(b"q")], max_tokens=5).result().results[0].sequences[0].tokens
+        tb = b.sample([list(b"q")], max_tokens=5).result().results[0].sequences[0].tokens
+    assert ta == tb
+
+
+class Letters:
+    """A stand-in tokenizer: token t reads as one capital letter."""
+
+    eos_token_id = None
+
+    def encode(self, text):
+        return [ord(c) - 65 for c in text]
+
+    def decode(self, tokens, skip_special_tokens=False):
+        return "".join(chr(65 + t % 26) for t in tokens)
+
+
+def test_sampling_params():
+    letters = Letters().decode
+    with local_session(model="tiny", seed=2, tokenizer=Letters()) as s:
+        greedy = s.sample([list(b"hi")], num_samples=2, max_tokens=5, temperature=0).result().results[0]
+        top1 = s.sample([list(b"hi")], num_samples=2, max_tokens=5, top_k=1, seed=1).result().results[0]
+        assert greedy.sequences[0].tokens == greedy.sequences[1].tokens == top1.sequences[0].tokens
+        assert all(q.stop_reason == "STOP_REASON_LENGTH" and len(q.tokens) == 5 for q in greedy.sequences)
+        tiny_p = s.sample([list(b"hi")], max_tokens=5, top_p=1e-6, seed=3).result().results[0]
+        assert tiny_p.sequences[0].tokens == greedy.sequences[0].tokens
+        first_char = letters([greedy.sequences[0].tokens[1]])
+        stopped = s.sample([list(b"hi")], max_tokens=5, temperature=0, stop=[first_char]).result().results[0]
+        assert stopped.sequences[0].stop_reason == "STOP_REASON_STOP"
+        assert len(stopped.sequences[0].tokens) <= 2
+        pl = s.sample([list(b"hello")], max_tokens=1, prompt_logprobs=True, topk_prompt_logprobs=3).result()
+        r = pl.results[0]
+        assert len(r.prompt_logprobs) == 5 and r.prompt_logprobs[0] == 0.0 and all(v < 0 for v in r.prompt_logprobs[1:])
+        assert r.topk_prompt_logprobs[0].token_ids == [] and len(r.topk_prompt_logprobs[1].token_ids) == 3
+        assert r.topk_prompt_logprobs[1].logprobs == sorted(r.topk_prompt_logprobs[1].logprobs, reverse=True)
+
+
+def test_trainer_only_session_rejects_sample():
+    with local_session(model="tiny", num_generator_replicas=0) as s, pytest.raises(rlnb.OperationFailed) as info:
+        s.sample([[1, 2]]).result()
+    assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT" and "trainer-only" in info.value.message
+
+
+def test_checkpoint_resume_gives_the_same_next_step(tmp_path):
+    batches = [[samples.cross_entropy(t) for t in ce_batch(i)[0]] for i in range(5)]
+    hp = rlnb.AdamParams(learning_rate=1e-2)
+    with local_session(model=Bigram(), checkpoint_dir=tmp_path) as s:
+        for b in batches[:3]:
+            s.forward_backward(b)
+            s.optim_step(hp)
+        ckpt = s.save_training_checkpoint().result().checkpoint
+        for b in batches[3:]:
+            s.forward_backward(b)
+            s.optim_step(hp)
+        s.weights_sync().result()
+        never_stopped = params_of(s.backend.trainer)
+        path = s.backend.checkpoint_path(ckpt.id)
+        assert [c.id for c in s.info().training_checkpoints] == [ckpt.id]
+    assert ckpt.step == 3 and path.exists()
+
+    with local_session(model=Bigram(), resume_from=path) as r:
+        assert r.step == 3
+        for b in batches[3:]:
+            r.forward_backward(b)
+            r.optim_step(hp)
+        assert r.weights_sync().result().weights_version == 5
+        assert states_equal(never_stopped, params_of(r.backend.trainer))
+
+    with local_session(model=Bigram(), resume_from=path, load_optimizer=False) as cold:
+        assert cold.step == 0
+        for b in batches[3:]:
+            cold.forward_backward(b)
+            cold.optim_step(hp)
+        cold.weights_sync().result()
+        assert not states_equal(never_stopped, params_of(cold.backend.trainer))
+
+
+def test_a_resume_from_that_is_not_a_checkpoint_names_the_path_and_what_was_expected(tmp_path):
+    garbage, empty, a_list, folder = (tmp_path / name for name in ("garbage.pt", "empty.pt", "list.pt", "d"))
+    garbage.write_bytes(b"not a torch file\n" * 10)
+    empty.touch()
+    torch.save([1, 2], a_list)
+    folder.mkdir()
+    expected = r"expected a training checkpoint \(<id>\.pt\) or an inference checkpoint folder"
+    for path, problem in (
+        (garbage, r"is not an rlnb checkpoint \(torch\.load: UnpicklingError\)"),
+        (empty, r"is not an rlnb checkpoint \(torch\.load: EOFError\)"),
+        (folder, r"is a folder but not an rlnb inference checkpoint \(rlnb\.json: FileNotFoundError\)"),
+        (tmp_path / "missing.pt", "does not exist"),
+    ):
+        with pytest.raises(ValueError, match=rf"^resume_from '{path}' {problem}.*{expected}"):
+            local_session(resume_from=path)
+    with pytest.raises(ValueError, match=rf"^resume_from '{a_list}' is a torch file but not an rlnb training"):
+        local_session(resume_from=a_list)
+
+
+def test_inference_checkpoint_is_a_model_transformers_loads(tmp_path):
+    """The built-in model's inference checkpoint is a GPT-2 checkpoint with the same logits."""
+    transformers = pytest.importorskip("transformers")
+    with local_session(model="tiny", checkpoint_dir=tmp_path) as s:
+        s.forward_backward([samples.cross_entropy(list(b"hello"))])
+        s.optim_step(rlnb.AdamParams(learning_rate=0.01))
+        ckpt = s.save_inference_checkpoint().result().checkpoint
+        folder = s.backend.checkpoint_path(ckpt.id)
+        loaded = transformers.AutoModelForCausalLM.from_pretrained(folder / "merged").eval()
+        ids = torch.tensor([list(b"some bytes")])
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(ids).logits, s.backend.trainer(ids), atol=1e-5, rtol=0)
+        with pytest.raises(ValueError, match="load_optimizer"):
+            LocalBackend(model="tiny", resume_from=folder, load_optimizer=True)
+        resumed = LocalBackend(model="tiny", resume_from=folder, seed=5)
+        assert states_equal(params_of(resumed.trainer), params_of(s.backend.trainer))
+        resumed.close()
+
+
+def test_statuses_are_observed_in_order_and_submission_never_waits():
+    seen: dict[int, list[str]] = {}
+    with local_session(model="tiny", op_delay=0.05) as s:
+        s.history.on_record(lambda rec: seen.setdefault(rec.seq, []).append(rec.status))
+        t0 = time.perf_counter()
+        fb = s.forward_backward([samples.cross_entropy(list(b"abcdef"))])
+        opt = s.optim_step()
+        submit_time = time.perf_counter() - t0
+        assert submit_time < 0.04 and not opt.done()
+        assert opt.result().step == 1 and fb.done()
+    for statuses in seen.values():
+        assert statuses == [
+            "TRAINING_OPERATION_STATUS_PENDING",
+            "TRAINING_OPERATION_STATUS_RUNNING",
+            "TRAINING_OPERATION_STATUS_COMPLETED",
+        ]
+    df = s.history.df
+    assert list(df.kind) == ["forward-backward", "optim-step"]
+    assert (df.submitted_at <= df.started_at).all() and (df.started_at < df.finished_at).all()
+    assert df.finished_at[0] <= df.started_at[1]  # strictly in submission order
+
+
+def test_operations_are_awaitable():
+    async def go(s):
+        fb = s.forward_backward([samples.cross_entropy(list(b"abc"))])
+        return await fb
+
+    with local_session(model="tiny") as s:
+        assert asyncio.run(go(s)).loss > 0
+
+
+def test_close_fails_what_has_not_run():
+    s = local_session(model="tiny", op_delay=0.2)
+    ops = [s.forward_backward([samples.cross_entropy(list(b"abc"))]) for _ in range(4)]
+    deadline = time.monotonic() + 10
+    while ops[0].status != "TRAINING_OPERATION_STATUS_RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.005)
+    s.close()  # the running op finishes; the queued ones never run
+    codes = [op.error.code if op.error else None for op in ops]
+    assert codes == [None] + ["TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"] * 3
+    assert s.info().status == "TRAINING_SESSION_STATUS_STOPPED"
+    with pytest.raises(rlnb.SessionClosed):
+        s.optim_step()
+
+
+def test_muon_session_splits_params_and_updates_both_groups():
+    with local_session(optimizer="muon", model="tiny") as s:
+        split = s.backend.optim.split
+        muon_names = {n for n, _ in split.muon}
+        adam_names = {n for n, _ in split.adam}
+        assert any("attn" in n for n in muon_names) and "lm_head.weight" in adam_names
+        assert not muon_names & adam_names
+        before = params_of(s.backend.trainer)
+        s.forward_backward([samples.cross_entropy(list(b"hello world"))])
+        out = s.optim_step(rlnb.MuonParams(learning_rate=0.02, adam={"learning_rate": 1e-3})).result()
+        after = params_of(s.backend.trainer)
+        assert out.metrics["grad_norm/muon"] > 0 and out.metrics["grad_norm/adam"] > 0
+        changed = {k for k in before if not torch.equal(before[k], after[k])}
+        assert changed & muon_names and changed & adam_names
+        with pytest.raises(TypeError, match="optimizer is muon"):
+            s.optim_step(rlnb.AdamParams())
+
+
+def test_other_kind_params_fail_invalid_input_on_the_backend():
+    with local_session(optimizer="muon", model="tiny") as s:
+        got = []
+        s.backend.submit("optim-step", wire.OptimStepBody(adam_params=wire.AdamParams()), got.append)
+        s.backend.wait_idle()
+    assert got[-1].status == "TRAINING_OPERATION_STATUS_FAILED"
+    assert (
+        got[-1].error.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT" and "muon_params" in got[-1].error.message
+    )
+
+
+@pytest.mark.parametrize(
+    "sample,loss,match",
+    [
+        (samples.cross_entropy([1, 2, 300]), "cross_entropy", "target_tokens"),
+        (wire.Sample(model_input=wire.ModelInput.from_tokens([]), loss_fn_inputs={}), "cross_entropy", "no tokens"),
+        (samples.cross_entropy([1, 2, 3]), "grpo", "logprobs"),
+        (samples.policy([1], [2, 3], [-1.0, -1.0], 1.0), wire.LossConfig(type="LOSS_TYPE_DRO"), "beta"),
+    ],
+)
+def test_bad_inputs_fail_invalid_input(sample, loss, match):
+    with local_session(model="tiny") as s:
+        op = s.forward_backward([sample], loss)
+        with pytest.raises(rlnb.OperationFailed, match=match) as info:
+            op.result()
+    assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+
+
+def test_loss_config_errors_before_sending():
+    with local_session(model="tiny") as s:
+        with pytest.raises(ValueError, match="dro_params.beta"):
+            s.forward_backward([samples.cross_entropy([1, 2])], "dro")
+        with pytest.raises(ValueError, match="loss must be one of"):
+            s.forward_backward([samples.cross_entropy([1, 2])], "mse")
+        assert len(s.history) == 0
+
+
+def test_every_loss_runs_through_the_backend():
+    sample = samples.policy(list(b"ab"), list(b"cd"), [-2.0, -3.0], 0.5, reference_logprobs=[-2.1, -2.9])
+    with local_session(model="tiny") as s:
+        for loss, params in [
+            ("grpo", {"beta": 0.1}),
+            ("importance_sampling", None),
+            ("ppo", None),
+            ("cispo", None),
+            ("dro", {"beta": 0.1}),
+            ("dppo", None),
+        ]:
+            out = s.forward_backward([sample], loss, params).result()
+            assert out.loss == out.loss and out.metrics["loss/tokens"] == 2.0, loss
+
+
+def test_custom_forward_backward_backpropagates_the_given_gradients():
+    model = Bigram()
+    seq = [3, 4, 5, 6]
+    grads = [0.5, -1.0, 2.0]
+    ref = copy.deepcopy(model)
+    lp = torch.log_softmax(ref(torch.tensor(seq[:-1])), -1).gather(-1, torch.tensor(seq[1:])[:, None])[:, 0]
+    (lp * torch.tensor(grads)).sum().backward()
+    with local_session(model=model) as s:
+        body = wire.CustomForwardBackwardBody(
+            samples=[samples.cross_entropy(seq)], gradients=[wire.GradientTensor(data=grads, dtype="D_TYPE_FLOAT32")]
+        )
+        got = []
+        s.backend.submit("custom-forward-backward", body, got.append)
+        s.backend.wait_idle()
+        assert got[-1].status == "TRAINING_OPERATION_STATUS_COMPLETED"
+        torch.testing.assert_close(model.hidden.weight.grad, ref.hidden.weight.grad)
+
+
+def test_user_module_with_batched_input_and_tiny_transformer_config():
+    model = TinyTransformer(TinyConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    with local_session(model=model) as s:
+        assert s.backend.vocab_size == 50 and s.backend.context_length == 16
+        assert s.forward_backward([samples.cross_entropy([1, 2, 3, 49])]).result().loss > 0
+        with pytest.raises(ValueError, match="samples\\[0\\] has 19 tokens, more than the model's context of 16"):
+            s.forward_backward([samples.cross_entropy(list(range(20)))])
+        assert len(s.history) == 1  # refused before it was submitted
+
+
+def test_sample_limits_fail_invalid_input_not_internal_error():
+    with local_session(model="tiny") as s:
+        with pytest.raises(rlnb.OperationFailed, match="num_samples must be <= 256") as info:
+            s.sample([[1, 2]], num_samples=10_000).result()
+        assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+        cold = s.sample([[1, 2]], max_tokens=4, temperature=1e-300).result().results[0].sequences[0]
+        greedy = s.sample([[1, 2]], max_tokens=4, temperature=0).result().results[0].sequences[0]
+        assert cold.tokens == greedy.tokens
+
+
+def test_a_refused_submission_does_not_shift_step_numbers():
+    with local_session(model="tiny") as s:
+        submit = s.backend.submit
+
+        def refuse_optim(kind, body, listener):
+            if kind == "optim-step":
+                raise rlnb.SessionClosed("refused before it was queued")
+            submit(kind, body, listener)
+
+        s.backend.submit = refuse_optim
+        with pytest.raises(rlnb.SessionClosed):
+            s.optim_step()
+        s.backend.submit = submit
+        s.forward_backward([samples.cross_entropy(list(b"abc"))])
+        assert s.optim_step().result().step == 1
+        assert list(s.history.df.step) == [0, 0, 1]  # the refused op, then the fb it would have followed
+        assert s.id == s.info().id
+
+
+def test_optimizer_params_are_validated_once_per_step(monkeypatch):
+    """The params a user builds are checked when built; the body, the backend and the optimizer take them as
+    they are (issue 10: they were validated four times per step)."""
+    from rlnb import params as params_mod
+
+    counts: dict[str, int] = {}
+
+    class Counting:
+        def __init__(self, name: str, inner):
+            self.name, self.inner = name, inner
+
+        def validate_python(self, *args, **kwargs):
+            counts[self.name] = counts.get(self.name, 0) + 1
+            return self.inner.validate_python(*args, **kwargs)
+
+        def __getattr__(self, attr):
+            return getattr(self.inner, attr)
+
+    for name, cls in (("params", params_mod.AdamParams), ("wire", wire.AdamParams), ("body", wire.OptimStepBody)):
+        monkeypatch.setattr(cls, "__pydantic_validator__", Counting(name, cls.__pydantic_validator__))
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        s.forward_backward([samples.cross_entropy([1, 2, 3, 4])])
+        params = rlnb.AdamParams(learning_rate=1e-3, grad_clip_norm=0.5)
+        step = s.optim_step(params).result(30)
+    assert step.step == 1 and step.metrics["grad_clip_norm"] == 0.5 and step.metrics["learning_rate"] == 1e-3
+    assert counts == {"params": 1}

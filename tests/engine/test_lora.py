@@ -1,0 +1,131 @@
+"""LoRA through peft on built-in and Hugging Face models: the maths, the shared base, the files."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import rlnb
+from rlnb import samples
+from rlnb.engine.models.tiny import build_model
+
+peft = pytest.importorskip("peft")
+transformers = pytest.importorskip("transformers")
+
+
+def lora_session(model, **kw):
+    kw.setdefault("device", "cpu")
+    kw.setdefault("record", False)
+    return rlnb.connect("local", model=model, **kw)
+
+
+def train(s, text: str = "n=123 n=456", steps: int = 2) -> None:
+    for _ in range(steps):
+        s.forward_backward([samples.cross_entropy(s.encode(text))])
+        s.optim_step(rlnb.AdamParams(learning_rate=0.05))
+    s.weights_sync().result()
+
+
+def test_lora_is_w_plus_scaled_ba_and_only_adapters_train():
+    with lora_session("tiny", lora={"rank": 4, "alpha": 8}, seed=3) as s:
+        base = build_model("tiny", seed=3)  # the same base weights
+        train(s)
+        trainer = s.backend.trainer
+        trainable = [n for n, p in trainer.named_parameters() if p.requires_grad]
+        assert trainable and all("lora_" in n for n in trainable)
+        layer = trainer.get_base_model().blocks[0].attn.c_attn
+        a, b = layer.lora_A["default"].weight, layer.lora_B["default"].weight
+        assert b.abs().sum() > 0  # trained away from peft's zero init
+        x = torch.randn(3, 64)
+        expected = base.blocks[0].attn.c_attn(x) + (8 / 4) * x @ a.T @ b.T
+        torch.testing.assert_close(layer(x), expected, atol=1e-6, rtol=0)
+        assert torch.equal(layer.base_layer.weight, base.blocks[0].attn.c_attn.weight)  # the base never moves
+
+
+def test_the_sampler_shares_the_frozen_base():
+    with lora_session("tiny", lora=True) as s:
+        trainer, sampler = s.backend.trainer, s.backend.sampler
+        shared = [p for p, q in zip(trainer.parameters(), sampler.parameters(), strict=True) if p is q]
+        copied = [p for p, q in zip(trainer.parameters(), sampler.parameters(), strict=True) if p is not q]
+        assert all(not p.requires_grad for p in shared) and all("lora" in n for n, p in trainer.named_parameters()
+                                                                if any(p is c for c in copied))
+        assert sum(p.numel() for p in shared) > 5 * sum(p.numel() for p in copied)
+        before = s.sample("n=", max_tokens=6, seed=1).result().results[0].sequences[0]
+        train(s, steps=1)
+        after = s.sample("n=", max_tokens=6, seed=1).result().results[0].sequences[0]
+        assert before.logprobs != after.logprobs  # the sampler's adapter moved at weights-sync
+    with lora_session("tiny") as full:  # full-weight sessions keep a separate sampler copy
+        assert not any(p is q for p, q in zip(full.backend.trainer.parameters(), full.backend.sampler.parameters(),
+                                              strict=True))
+
+
+def test_lora_seed_seeds_only_the_adapter():
+    with lora_session("tiny", lora={"seed": 1}) as a, lora_session("tiny", lora={"seed": 2}) as b:
+        pa, pb = dict(a.backend.trainer.named_parameters()), dict(b.backend.trainer.named_parameters())
+        base = [n for n in pa if "lora_" not in n]
+        assert base and all(torch.equal(pa[n], pb[n]) for n in base)
+        assert any(not torch.equal(pa[n], pb[n]) for n in pa if "lora_A" in n)
+
+
+@pytest.mark.parametrize("model", ["tiny", "gpt2", "llama"])
+def test_inference_checkpoint_exports_the_adapter_for_peft_and_a_merged_model(hf_dirs, tmp_path, model):
+    """ADAPTER loads with PeftModel.from_pretrained on the base, MERGED with AutoModelForCausalLM; both give
+    the trained model's logits. GPT-2 ties its head to the embedding: train_unembed unties it on export."""
+    spec = hf_dirs.get(model, model)
+    with lora_session(spec, lora={"rank": 4, "alpha": 8, "train_unembed": True}, checkpoint_dir=tmp_path) as s:
+        train(s)
+        ckpt = s.save_inference_checkpoint().result().checkpoint
+        folder = s.backend.checkpoint_path(ckpt.id)
+        ids = torch.tensor([s.encode("n=42 the model")])
+        with torch.no_grad():
+            expected = s.backend.adapter.forward(s.backend.trainer, ids)
+        files = {p.name for p in s.backend.checkpoint_files(ckpt.id, "adapter")}
+        assert {"adapter_config.json", "adapter_model.safetensors"} <= files
+    merged = transformers.AutoModelForCausalLM.from_pretrained(folder / "merged").eval()
+    fresh = build_model("tiny", seed=0) if model == "tiny" else transformers.AutoModelForCausalLM.from_pretrained(spec)
+    with warnings.catch_warnings():  # peft's own notes on tied heads and a transformers deprecation
+        warnings.simplefilter("ignore")
+        adapted = peft.PeftModel.from_pretrained(fresh, folder / "adapter").eval()
+    with torch.no_grad():
+        got_merged = merged(ids).logits
+        got_adapter = adapted(ids) if model == "tiny" else adapted(input_ids=ids).logits
+    torch.testing.assert_close(got_merged, expected, atol=1e-4, rtol=0)
+    torch.testing.assert_close(got_adapter, expected, atol=1e-5, rtol=0)
+
+
+def test_lora_training_checkpoint_holds_only_the_adapter_and_resumes(tmp_path):
+    hp = rlnb.AdamParams(learning_rate=0.05)
+    batch = [samples.cross_entropy(list(b"n=12345"))]
+    with lora_session("tiny", lora={"rank": 2}, checkpoint_dir=tmp_path) as s:
+        s.forward_backward(batch)
+        s.optim_step(hp)
+        ckpt = s.save_training_checkpoint().result().checkpoint
+        s.forward_backward(batch)
+        s.optim_step(hp).result()
+        never_stopped = {k: v.clone() for k, v in s.backend.trainer.state_dict().items() if "lora_" in k}
+        path = s.backend.checkpoint_path(ckpt.id)
+    saved = torch.load(path, weights_only=True)
+    assert saved["weights"] and all("lora_" in k for k in saved["weights"])
+    with lora_session("tiny", lora={"rank": 2}, resume_from=path) as r:
+        assert r.step == 1
+        r.forward_backward(batch)
+        r.optim_step(hp).result()
+        got = {k: v for k, v in r.backend.trainer.state_dict().items() if "lora_" in k}
+    assert all(torch.equal(got[k], never_stopped[k]) for k in never_stopped)
+    with pytest.raises(ValueError, match="does not fit"):
+        lora_session("tiny", lora={"rank": 4}, resume_from=path)
+    with pytest.raises(ValueError, match="differ in LoRA"):
+        lora_session("tiny", resume_from=path)
+
+
+def test_lora_takes_true_false_none_or_a_dict_and_refuses_anything_else():
+    from tests.remote.test_client import BAD_LORA
+
+    for lora, message in BAD_LORA:
+        with pytest.raises(ValueError, match=message):
+            lora_session("tiny", lora=lora)
+    for lora, expected in ((None, None), (False, None), (True, 8), ({}, 8), ({"rank": 2}, 2)):
+        with lora_session("tiny", lora=lora) as s:  # an empty dict is LoRA with the defaults, as remotely
+            assert (s.backend.lora.rank if s.backend.lora else None) == expected

@@ -1,0 +1,325 @@
+"""The optimizers behind optim-step (rlnb.engine.optim.trainer) and the built-in model (rlnb.engine.models.tiny)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from rlnb.engine.models.tiny import TinyConfig, build_model
+from rlnb.engine.optim import muon
+from rlnb.engine.optim.muon import NS_COEFFS, newton_schulz
+from rlnb.engine.optim.split import split_params
+from rlnb.engine.optim.trainer import NonFiniteGradient, TrainerOptimizer
+
+
+def adam_hp(**over: float) -> dict:
+    return {"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
+            "grad_clip_norm": 1.0} | over
+
+
+def muon_hp(adam: dict | None = None, **over: float) -> dict:
+    return {"learning_rate": 0.02, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.1,
+            "grad_clip_norm": 1.0, "adam": adam or adam_hp()} | over
+
+
+def hp_for(kind: str, **over: float) -> dict:
+    return adam_hp(**over) if kind == "adam" else muon_hp(**over)
+
+
+def set_grads(model: nn.Module, gen: torch.Generator, scale: float = 1.0) -> list[Tensor]:
+    grads = [torch.randn(p.shape, generator=gen) * scale for p in model.parameters()]
+    for p, g in zip(model.parameters(), grads, strict=True):
+        p.grad = g.clone()
+    return grads
+
+
+def tensors(tree: object) -> list[Tensor]:
+    """Every tensor in a nested state dict, in a fixed order."""
+    if isinstance(tree, Tensor):
+        return [tree]
+    if isinstance(tree, dict):
+        return [t for k in sorted(tree, key=str) for t in tensors(tree[k])]
+    if isinstance(tree, list | tuple):
+        return [t for v in tree for t in tensors(v)]
+    return []
+
+
+def ns_reference(G: Tensor, steps: int) -> Tensor:
+    """The quintic iteration written out plainly in fp64, without transposing tall matrices.
+
+    For tall X, (X Xᵀ) X = X (Xᵀ X), so the untransposed iteration is the same polynomial in X: this
+    also checks that newton_schulz's transposition does not change the answer."""
+    a, b, c = NS_COEFFS
+    X = G.double() / (G.double().norm() + 1e-7)
+    for _ in range(steps):
+        A = X @ X.T
+        X = a * X + (b * A + c * A @ A) @ X
+    return X
+
+
+# -- AdamW ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("clip", [0.0, 1.0])
+def test_adam_kind_equals_torch_adamw(clip: float) -> None:
+    model = build_model("tiny", seed=0)
+    ref = copy.deepcopy(model)
+    opt = TrainerOptimizer(model, "adam")
+    ref_opt = torch.optim.AdamW(ref.parameters())
+    gen = torch.Generator().manual_seed(1)
+    clipped = set()
+    for i in range(20):
+        grads = set_grads(model, gen, scale=[1e-4, 1e-2][i % 2])  # norms ~0.04 and ~4: both sides of clip=1
+        for p, g in zip(ref.parameters(), grads, strict=True):
+            p.grad = g.clone()
+        hp = adam_hp(learning_rate=1e-3 * (1 + i % 3), beta1=[0.9, 0.8][i % 2], beta2=0.95 + 0.001 * i,
+                     eps=[1e-8, 1e-6][i % 2], weight_decay=[0.0, 0.1][i % 2], grad_clip_norm=clip)
+        stats = opt.step(hp)
+        clipped.add(stats.clipped)
+        if clip:
+            torch.nn.utils.clip_grad_norm_(ref.parameters(), clip)
+        ref_opt.param_groups[0].update(lr=hp["learning_rate"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"],
+                                       weight_decay=hp["weight_decay"])
+        ref_opt.step()
+    assert clipped == ({False, True} if clip else {False})
+    start = build_model("tiny", seed=0)
+    for (name, p), q, p0 in zip(model.named_parameters(), ref.parameters(), start.parameters(), strict=True):
+        assert not torch.equal(p, p0), name
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=0, msg=name)
+
+
+# -- Newton-Schulz and Muon ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(24, 40), (40, 24)])
+def test_newton_schulz_matches_reference(shape: tuple[int, int]) -> None:
+    G = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    ref = ns_reference(G, 5)
+    torch.testing.assert_close(newton_schulz(G.double(), 5, dtype=torch.float64), ref, atol=1e-12, rtol=0)
+    torch.testing.assert_close(newton_schulz(G, 5), ref.float(), atol=1e-5, rtol=0)  # default: fp32 on CPU
+    torch.testing.assert_close(newton_schulz(G.T, 5), newton_schulz(G, 5).T)
+    stack = torch.stack([G, 2 * G, G.flip(0)])  # a batch is the matrices one by one
+    torch.testing.assert_close(newton_schulz(stack, 5), torch.stack([newton_schulz(m, 5) for m in stack]))
+
+
+def test_newton_schulz_singular_values() -> None:
+    G = torch.randn(64, 128, generator=torch.Generator().manual_seed(0))  # rectangular: well conditioned
+    assert torch.linalg.svdvals(G).max() / torch.linalg.svdvals(G).min() > 5
+    s = torch.linalg.svdvals(newton_schulz(G, 5))
+    assert s.min() >= 0.5 and s.max() <= 1.5, s
+    with pytest.raises(ValueError):
+        newton_schulz(torch.ones(3), 5)
+
+
+def one_matrix(rows: int = 32, cols: int = 16) -> nn.Linear:
+    """A model that is a single (tall) hidden matrix: everything goes to Muon, nothing to AdamW."""
+    torch.manual_seed(0)
+    return nn.Linear(cols, rows, bias=False)
+
+
+@pytest.mark.parametrize("scaling", ["original", "match_adam"])
+def test_muon_equals_written_out_update(scaling: str) -> None:
+    model = one_matrix()
+    W = model.weight.detach().clone()
+    opt = TrainerOptimizer(model, "muon", muon_scaling=scaling, ns_dtype=torch.float32)
+    assert [n for n, _ in opt.split.muon] == ["weight"] and opt.split.adam == []
+    lr, beta, wd = 0.02, 0.9, 0.1
+    scale = 2**0.5 if scaling == "original" else 0.2 * 32**0.5
+    B = torch.zeros_like(W)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        G = torch.randn(W.shape, generator=gen)
+        model.weight.grad = G.clone()
+        opt.step(muon_hp(learning_rate=lr, momentum=beta, weight_decay=wd, grad_clip_norm=0.0))
+        B = beta * B + (1 - beta) * G
+        U = (1 - beta) * G + beta * B  # Nesterov
+        W = W * (1 - lr * wd) - lr * scale * ns_reference(U, 5).float()
+        torch.testing.assert_close(model.weight.grad, G, atol=0, rtol=0)  # the gradient is not mutated
+    torch.testing.assert_close(opt.momentum["weight"], B)
+    torch.testing.assert_close(model.weight.detach(), W, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(("scaling", "adjust_lr_fn"), [("original", None), ("match_adam", "match_rms_adamw")])
+@pytest.mark.parametrize("ns_dtype", [None, torch.bfloat16])
+def test_muon_matches_torch_muon(scaling: str, adjust_lr_fn: str | None, ns_dtype: torch.dtype | None) -> None:
+    """torch.optim.Muon runs NS in bf16 always. In bf16 too (``ns_dtype``), ours agrees to float rounding; in
+    our default fp32 the update differs by bf16's error (~1.5% here), far less than a wrong scale
+    (original vs match_adam differ by 20% on this 32x16 matrix).
+
+    Momentum: torch's docstring writes B ← μB + g (accumulation) but its code lerps (an EMA, as KJ and
+    ours). Either is fine: the EMA buffer is (1 - μ) times the accumulated one, so the Nesterov input
+    is (1 - μ)(g + μB_acc), and NS divides by the Frobenius norm first, so the factor cancels."""
+    model = one_matrix()
+    ref = copy.deepcopy(model)
+    W0 = model.weight.detach().clone()
+    opt = TrainerOptimizer(model, "muon", muon_scaling=scaling, ns_dtype=ns_dtype or torch.float32)
+    ref_opt = torch.optim.Muon(ref.parameters(), lr=0.02, weight_decay=0.1, momentum=0.95, nesterov=True,
+                               ns_coefficients=NS_COEFFS, ns_steps=5, adjust_lr_fn=adjust_lr_fn)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        G = torch.randn(W0.shape, generator=gen)
+        model.weight.grad, ref.weight.grad = G.clone(), G.clone()
+        opt.step(muon_hp(learning_rate=0.02, momentum=0.95, weight_decay=0.1, grad_clip_norm=0.0))
+        ref_opt.step()
+    decayed = W0 * (1 - 0.02 * 0.1) ** 3
+    ours, theirs = model.weight.detach() - decayed, ref.weight.detach() - decayed
+    if ns_dtype is None:
+        assert ((ours - theirs).norm() / theirs.norm()).item() < 0.05
+    else:
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0)
+
+
+def test_split_params_tiny_transformer() -> None:
+    model = build_model("tiny", seed=0)  # MLP width 4·64 = 256 = vocab: must not be mistaken for the head
+    split = split_params(model)
+    muon = {n for n, _ in split.muon}
+    adam = {n for n, _ in split.adam}
+    assert muon == {f"blocks.{i}.{m}.weight" for i in range(2)
+                    for m in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")}
+    assert {"wte.weight", "wpe.weight", "lm_head.weight", "ln_f.weight", "ln_f.bias",
+            "blocks.0.ln_1.weight", "blocks.0.attn.c_attn.bias", "blocks.1.mlp.c_proj.bias"} <= adam
+    assert muon | adam == {n for n, _ in model.named_parameters()} and not muon & adam
+    assert split_params(model, reversed(list(model.parameters()))).adam  # roles may come in any order
+    table = split.describe()
+    for name in muon | adam:
+        assert name in table
+    assert "muon: 8 tensors, 98,304 params" in table
+
+
+# -- step(): guard, clipping, state ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_gradient_changes_nothing(kind: str, bad: float) -> None:
+    model = build_model("tiny", seed=0)
+    opt = TrainerOptimizer(model, kind)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        set_grads(model, gen)
+        opt.step(hp_for(kind))
+    set_grads(model, gen)
+    model.blocks[1].mlp.c_fc.weight.grad[3, 5] = bad
+    params = copy.deepcopy(list(model.parameters()))
+    grads = [p.grad.clone() for p in model.parameters()]
+    state = copy.deepcopy(opt.state_dict())
+    with pytest.raises(NonFiniteGradient) as err:
+        opt.step(hp_for(kind, grad_clip_norm=0.5))
+    assert str(err.value.grad_norm) == str(bad) and err.value.names == ["blocks.1.mlp.c_fc.weight"]
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), params, strict=True))
+    for p, g in zip(model.parameters(), grads, strict=True):
+        torch.testing.assert_close(p.grad, g, atol=0, rtol=0, equal_nan=True)  # not clipped either
+    after = tensors(opt.state_dict())
+    assert len(after) == len(tensors(state)) > 0
+    assert all(torch.equal(a, b) for a, b in zip(after, tensors(state), strict=True))
+
+
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+def test_grad_clip(kind: str) -> None:
+    model = build_model("tiny", seed=0)
+    opt = TrainerOptimizer(model, kind)
+    grads = set_grads(model, torch.Generator().manual_seed(0))
+    norm = torch.nn.utils.get_total_norm(grads).item()
+
+    stats = opt.step(hp_for(kind, grad_clip_norm=0.0))
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads, strict=True))
+    assert stats.grad_norm == pytest.approx(norm, rel=1e-6) and not stats.clipped and stats.clip_coef == 1.0
+
+    ref = copy.deepcopy(model)
+    for m in (model, ref):
+        for p, g in zip(m.parameters(), grads, strict=True):
+            p.grad = g.clone()
+    stats = opt.step(hp_for(kind, grad_clip_norm=1.0))
+    torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+    assert stats.grad_norm == pytest.approx(norm, rel=1e-6)  # reported before clipping
+    assert stats.clipped and stats.clip_coef == pytest.approx(1.0 / (norm + 1e-6), rel=1e-6)
+    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
+    if kind == "muon":
+        assert stats.grad_norm == pytest.approx((stats.grad_norm_muon**2 + stats.grad_norm_adam**2) ** 0.5)
+        assert stats.adam_learning_rate == 1e-3 and stats.learning_rate == 0.02
+    else:
+        assert stats.grad_norm_muon is None and stats.adam_learning_rate is None
+
+
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+def test_state_dict_round_trip(kind: str) -> None:
+    model = build_model("tiny", seed=0)
+    opt = TrainerOptimizer(model, kind)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        set_grads(model, gen)
+        opt.step(hp_for(kind))
+    twin, fresh = copy.deepcopy(model), copy.deepcopy(model)
+    twin_opt, fresh_opt = TrainerOptimizer(twin, kind), TrainerOptimizer(fresh, kind)
+    twin_opt.load_state_dict(opt.state_dict())
+    for _ in range(2):
+        grads = set_grads(model, gen)
+        for m, o in ((twin, twin_opt), (fresh, fresh_opt)):
+            for p, g in zip(m.parameters(), grads, strict=True):
+                p.grad = g.clone()
+            o.step(hp_for(kind))
+        opt.step(hp_for(kind))
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), twin.parameters(), strict=True))
+    assert not all(torch.equal(p, q) for p, q in zip(model.parameters(), fresh.parameters(), strict=True))
+    with pytest.raises(ValueError):
+        TrainerOptimizer(model, "muon" if kind == "adam" else "adam").load_state_dict(opt.state_dict())
+
+
+def test_bad_hyperparameters_raise() -> None:
+    model = build_model("tiny", seed=0)
+    opt = TrainerOptimizer(model, "muon")
+    set_grads(model, torch.Generator().manual_seed(0))
+    before = copy.deepcopy(list(model.parameters()))
+    bad = [muon_hp(learning_rate=-1.0), muon_hp(newton_schulz_steps=2.5), muon_hp(adam=adam_hp(beta2=1.0)),
+           {k: v for k, v in muon_hp().items() if k != "momentum"}, muon_hp(adam={"learning_rate": 1e-3})]
+    for hp in bad:
+        with pytest.raises(ValueError):
+            opt.step(hp)
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before, strict=True))
+    with pytest.raises(ValueError):
+        TrainerOptimizer(model, "sgd")  # type: ignore[arg-type]
+
+
+# -- model ---------------------------------------------------------------------------------------------------
+
+
+def test_model_shapes_and_length_limit() -> None:
+    model = build_model("tiny", seed=0)
+    assert model(torch.randint(0, 256, (5,))).shape == (5, 256)
+    assert model(torch.randint(0, 256, (3, 256))).shape == (3, 256, 256)
+    with pytest.raises(ValueError):
+        model(torch.zeros(257, dtype=torch.long))
+    with pytest.raises(ValueError):
+        build_model("huge", seed=0)
+
+
+def test_model_is_causal() -> None:
+    model = build_model(TinyConfig(n_layer=1), seed=0)
+    idx = torch.randint(0, 256, (12,), generator=torch.Generator().manual_seed(0))
+    changed = idx.clone()
+    changed[7] = (idx[7] + 1) % 256
+    a, b = model(idx), model(changed)
+    torch.testing.assert_close(a[:7], b[:7], atol=0, rtol=0)
+    assert not torch.allclose(a[7:], b[7:])
+
+
+def test_same_seed_same_weights() -> None:
+    torch.manual_seed(123)
+    expected_next = torch.rand(1)
+    torch.manual_seed(123)
+    a, b, c = build_model("tiny", seed=7), build_model("tiny", seed=7), build_model("tiny", seed=8)
+    assert torch.equal(torch.rand(1), expected_next)  # the caller's RNG is left alone
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    assert not torch.equal(a.wte.weight, c.wte.weight)
+
+
+def test_ns_dtype_default_follows_the_hardware() -> None:
+    """bf16 where it is fast (CUDA, CPUs with bf16 matmul units), fp32 where it would be 40-100x slower."""
+    assert muon.ns_dtype_for(torch.device("cuda")) == torch.bfloat16
+    expected = torch.bfloat16 if muon.cpu_has_fast_bf16() else torch.float32
+    assert TrainerOptimizer(one_matrix(), "muon").ns_dtype == expected
+    assert TrainerOptimizer(one_matrix(), "muon", ns_dtype=torch.float32).ns_dtype == torch.float32

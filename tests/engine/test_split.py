@@ -1,0 +1,134 @@
+"""The Muon / AdamW split decides by role, never by registration order; the Newton-Schulz dtype is the
+same in every process on a machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import rlnb
+from rlnb import samples
+from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.engine.optim import muon
+from rlnb.engine.optim.split import split_params
+from rlnb.text import ByteCodec
+
+V, D = 40, 16
+
+
+class HeadFirst(nn.Module):
+    """Registers its output head before the hidden layers, and holds the embedding as a bare Parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.head = nn.Linear(D, V, bias=False)
+        self.table = nn.Parameter(torch.randn(V, D) * 0.1)  # the token embedding, not an nn.Embedding
+        self.hidden = nn.Linear(D, D)
+        self.value_head = nn.Linear(D, 1)  # a critic registered after the LM head
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.hidden(self.table[idx]))
+        return self.head(h) + 0 * self.value_head(h)
+
+
+def groups(split) -> tuple[set[str], set[str]]:
+    return {n for n, _ in split.muon}, {n for n, _ in split.adam}
+
+
+def test_roles_of_a_plain_module_are_found_by_their_gradients():
+    model = HeadFirst()
+    roles = ModelAdapter(model, "custom", ByteCodec(), torch.device("cpu")).embedding_params()
+    assert {id(p) for p in roles} == {id(model.head.weight), id(model.table)}
+    muon_names, adam_names = groups(split_params(model, roles))
+    assert muon_names == {"hidden.weight"}
+    assert {"head.weight", "table", "value_head.weight", "hidden.bias"} <= adam_names
+    # the order parameters are listed in does not matter
+    assert groups(split_params(model, list(reversed(roles)))) == (muon_names, adam_names)
+
+
+def test_a_session_on_that_module_uses_the_role_split_and_records_it():
+    with rlnb.connect("local", optimizer="muon", model=HeadFirst(), device="cpu") as s:
+        assert s.history.config["param_split"]["muon"] == ["hidden.weight"]
+        s.forward_backward([samples.cross_entropy([1, 2, 3, 4])])
+        assert s.optim_step().result().metrics["grad_norm/muon"] > 0
+
+
+def test_tied_embedding_and_head_are_one_adam_parameter():
+    class Tied(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(V, D)
+            self.mid = nn.Linear(D, D)
+            self.out = nn.Linear(D, V, bias=False)
+            self.out.weight = self.emb.weight
+
+        def forward(self, idx):
+            return self.out(self.mid(self.emb(idx)))
+
+        def get_input_embeddings(self):
+            return self.emb
+
+        def get_output_embeddings(self):
+            return self.out
+
+    muon_names, adam_names = groups(split_params(Tied()))
+    assert muon_names == {"mid.weight"} and "emb.weight" in adam_names
+
+
+def test_override_by_pattern_or_predicate():
+    model = HeadFirst()
+    roles = [model.head.weight, model.table]
+    pinned = split_params(model, roles, {"value_head.weight": "muon", "hidden.weight": "adam"})
+    assert groups(pinned)[0] == {"value_head.weight"}
+    pred = split_params(model, roles, lambda name, p: "adam" if name.startswith("hidden") else None)
+    assert groups(pred)[0] == set()
+    with pytest.raises(ValueError, match="hidden.bias .*2-D matrices only"):
+        split_params(model, roles, {"hidden.bias": "muon"})
+    with pytest.raises(ValueError, match="'muon', 'adam' or None; got 'sgd'"):
+        split_params(model, roles, {"*": "sgd"})
+    with rlnb.connect("local", optimizer="muon", model=HeadFirst(), device="cpu", muon_split={"*": "adam"}) as s:
+        assert s.backend.optim.split.muon == []
+
+
+def test_lora_factors_share_their_layers_group():
+    pytest.importorskip("peft")
+    with rlnb.connect("local", optimizer="muon", model="tiny", lora={"rank": 2}, device="cpu") as s:
+        muon_names, adam_names = groups(s.backend.optim.split)
+    assert muon_names and adam_names
+    for names, expected in ((muon_names, "muon"), (adam_names, "adam")):
+        for name in names:
+            twin = name.replace("lora_A", "lora_B") if "lora_A" in name else name.replace("lora_B", "lora_A")
+            assert twin in (muon_names if expected == "muon" else adam_names), name
+    assert all("lm_head" in n for n in adam_names)  # train_unembed: the head's factors go to AdamW
+    assert all("lora_" in n for n in muon_names | adam_names)  # the base is frozen: in neither group
+
+
+def test_ns_dtype_is_the_same_in_every_process_and_follows_the_cpu_capability():
+    probe = "import torch; from rlnb.engine.optim.muon import ns_dtype_for; print(ns_dtype_for(torch.device('cpu')))"
+    seen = {subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+            for _ in range(6)}
+    assert seen == {f"{muon.ns_dtype_for(torch.device('cpu'))}\n"}
+    capped = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+        env={**__import__("os").environ, "ATEN_CPU_CAPABILITY": "avx2"},
+    ).stdout
+    assert capped == "torch.float32\n"
+
+
+def test_ns_dtype_override_is_recorded_and_resume_reuses_it(tmp_path):
+    with rlnb.connect("local", optimizer="muon", ns_dtype="float32", checkpoint_dir=tmp_path, device="cpu") as s:
+        assert s.backend.optim.ns_dtype == torch.float32 and s.history.config["ns_dtype"] == "float32"
+        ckpt = s.save_training_checkpoint().result().checkpoint
+        path = s.backend.checkpoint_path(ckpt.id)
+    assert torch.load(path, weights_only=True)["ns_dtype"] == "float32"
+    with rlnb.connect("local", optimizer="muon", resume_from=path, device="cpu") as r:
+        assert r.backend.optim.ns_dtype == torch.float32
+    with rlnb.connect("local", optimizer="muon", resume_from=path, ns_dtype="bfloat16", device="cpu") as r:
+        assert r.backend.optim.ns_dtype == torch.bfloat16  # an explicit choice wins
+    with pytest.raises(ValueError, match="ns_dtype must be one of"):
+        rlnb.connect("local", optimizer="muon", ns_dtype="fp8", device="cpu")

@@ -1,0 +1,262 @@
+"""The run store and the tables: kill -9 safety, reload, corrupt tails, typed columns, steps, exports."""
+
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.engine.backend import LocalBackend
+from rlnb.history import History
+from rlnb.history.catalog import compare, runs
+from rlnb.history.tables import steps_table
+
+T0 = 1_700_000_000.0
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import rlnb
+    from rlnb import samples
+    from rlnb.engine.backend import LocalBackend
+
+    session = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), runs_dir=sys.argv[1], run_id="killed")
+    batch = [samples.cross_entropy(list(b"never lose a record"))]
+    while True:
+        fb = session.forward_backward(batch)
+        opt = session.optim_step(rlnb.AdamParams(learning_rate=1e-3))
+        for op in (fb, opt):
+            op.result()
+            print("completed", op.id, flush=True)
+    """
+)
+
+
+def test_kill_9_loses_no_completed_operation(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    completed = []
+    try:
+        for line in proc.stdout:
+            completed.append(line.split()[1])
+            if len(completed) >= 12:
+                break
+        os.kill(proc.pid, signal.SIGKILL)  # no chance to flush or close anything
+    finally:
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    df = History.load(tmp_path / "killed").df
+    done = df[df.status == "TRAINING_OPERATION_STATUS_COMPLETED"]
+    assert set(completed) <= set(done.op_id)
+    assert len(done) >= 12 and list(df.seq) == list(range(len(df)))
+
+
+def run_session(tmp_path, run_id, seed=0, steps=3, **kw):
+    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu", seed=seed), runs_dir=tmp_path, run_id=run_id, **kw)
+    for i in range(steps):
+        s.forward_backward([samples.cross_entropy(list(b"first half"))])
+        s.forward_backward([samples.cross_entropy(list(b"second half"))])
+        s.optim_step(rlnb.AdamParams(learning_rate=1e-3 * (i + 1)))
+        s.weights_sync()
+        s.history.log(i + 1, reward=0.1 * (i + 1))
+    s.wait()
+    s.close()
+    return s.history
+
+
+def test_reload_round_trip_and_typed_columns(tmp_path):
+    h = run_session(tmp_path, "a")
+    again = History.load(tmp_path / "a")
+    assert again.config["run_id"] == "a" and again.config["optimizer"] == "adam" and "torch" in again.config["versions"]
+    pd.testing.assert_frame_equal(again.df, h.df)
+    pd.testing.assert_frame_equal(again.logged, h.logged)
+    df = again.df
+    assert isinstance(df.kind.dtype, pd.CategoricalDtype) and isinstance(df.status.dtype, pd.CategoricalDtype)
+    assert isinstance(df.error_code.dtype, pd.CategoricalDtype)
+    assert str(df.submitted_at.dtype) == "datetime64[ns, UTC]" and df.loss.dtype == "float64"
+    assert (df.queue_s >= 0).all() and (df.run_s >= 0).all()
+
+
+def test_steps_table(tmp_path):
+    h = run_session(tmp_path, "s")
+    steps = h.steps
+    assert list(steps.step) == [1, 2, 3]
+    ops = h.df
+    fb = ops[ops.kind == "forward-backward"]
+    assert steps.loss.iloc[0] == pytest.approx(fb.loss.iloc[0] + fb.loss.iloc[1])
+    assert list(steps.learning_rate) == pytest.approx([1e-3, 2e-3, 3e-3])
+    assert (steps.grad_norm > 0).all() and (steps.grad_clip_norm == 1.0).all()
+    assert list(steps.weights_version) == [1, 2, 3]
+    assert list(steps.reward) == pytest.approx([0.1, 0.2, 0.3])
+    assert steps.step_time_s.iloc[1:].gt(0).all()
+
+
+def test_exports_round_trip(tmp_path):
+    h = run_session(tmp_path, "e", steps=2)
+    h.to_csv(tmp_path / "h.csv")
+    csv = pd.read_csv(tmp_path / "h.csv")
+    assert list(csv.kind) == list(h.df.kind) and csv.loss.equals(h.df.loss.reset_index(drop=True))
+    h.to_parquet(tmp_path / "h.parquet")
+    pq = pd.read_parquet(tmp_path / "h.parquet")
+    assert list(pq.op_id) == list(h.df.op_id)
+    assert json.loads(pq.params.iloc[2]) == {"learning_rate": 1e-3}
+
+
+def test_corrupt_tail_is_skipped_with_a_warning(tmp_path):
+    run_session(tmp_path, "c", steps=1)
+    ops = tmp_path / "c" / "ops.jsonl"
+    good = History.load(tmp_path / "c").df
+    with open(ops, "a") as fh:
+        fh.write('{"seq": 99, "kind": "optim-st')  # a write cut short by a crash
+    with pytest.warns(RuntimeWarning, match="half-written"):
+        again = History.load(tmp_path / "c")
+    pd.testing.assert_frame_equal(again.df, good)
+    with pytest.raises(FileNotFoundError, match="not an rlnb run folder"):
+        History.load(tmp_path)
+
+
+def test_runs_and_compare(tmp_path):
+    run_session(tmp_path, "r1", seed=1)
+    run_session(tmp_path, "r2", seed=2, steps=2)
+    table = runs(tmp_path)
+    assert set(table.run_id) == {"r1", "r2"} and set(table.steps) == {3, 2}
+    assert (table.failed == 0).all() and table.final_loss.notna().all()
+    both = compare([tmp_path / "r1", tmp_path / "r2"], labels=["one", "two"])
+    assert list(both.run) == ["one"] * 3 + ["two"] * 2 and list(both.seed) == [1, 1, 1, 2, 2]
+    assert rlnb.runs is runs and rlnb.compare is compare
+
+
+def test_html_summary_and_record_off(tmp_path):
+    h = run_session(tmp_path, "h", steps=1)
+    html = h._repr_html_()
+    assert "4 operations" in html and "completed" in html and "<table" in html
+    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), record=False)
+    assert s.history.path is None
+    s.close()
+
+
+def test_finished_records_are_on_disk_before_listeners_hear_of_them(tmp_path):
+    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), runs_dir=tmp_path, run_id="order")
+    seen = []
+
+    def check(rec):
+        if rec.status in ("TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"):
+            lines = (tmp_path / "order" / "ops.jsonl").read_text().splitlines()
+            seen.append(json.loads(lines[-1])["status"] == rec.status)
+
+    s.history.on_record(check)
+    s.forward_backward([samples.cross_entropy(list(b"abc"))])
+    s.wait()
+    s.close()
+    assert seen and all(seen)
+
+
+# -- incremental views ---------------------------------------------------------------------------
+
+PENDING, RUNNING = "TRAINING_OPERATION_STATUS_PENDING", "TRAINING_OPERATION_STATUS_RUNNING"
+COMPLETED, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
+
+
+def finish(h, rec, at, ok=True, loss=1.0, grad_norm=0.5):
+    h.update(rec, wire.Operation(id=f"op-{rec.seq}", status=RUNNING), at)
+    out = None
+    if ok and rec.kind == "forward-backward":
+        out = wire.ForwardBackwardResult(loss=loss)
+    elif ok and rec.kind == "optim-step":
+        out = wire.OptimStepResult(step=rec.step + 1, metrics={"grad_norm": grad_norm, "learning_rate": 1e-3})
+    elif ok and rec.kind == "weights-sync":
+        out = wire.WeightsSyncResult(weights_version=rec.step)
+    error = None if ok else wire.OperationError(code="TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT", message="no")
+    h.update(rec, wire.Operation(id=f"op-{rec.seq}", status=COMPLETED if ok else FAILED, output=out, error=error), at)
+
+
+def fresh_df(h):
+    from rlnb.history.tables import _columns, _ops_frame
+
+    return _ops_frame(_columns(h.records))
+
+
+def test_incremental_df_and_steps_equal_a_fresh_build():
+    """Random submissions, completions out of order (as a remote poller sees them), failures, NaN
+    losses, a record finished twice, logged figures; compared at every 5th change."""
+    rng = random.Random(0)
+    h, open_ops, step = History(), [], 0
+    for i in range(600):
+        if rng.random() < 0.45:
+            kind = rng.choice(["forward-backward", "forward-backward", "optim-step", "weights-sync", "sample"])
+            open_ops.append(h.new(kind, step, {"learning_rate": 1e-3} if kind == "optim-step" else None, at=T0 + i))
+            step += kind == "optim-step"
+        elif open_ops:
+            rec = open_ops.pop(rng.randrange(len(open_ops)) if rng.random() < 0.3 else 0)
+            loss = rng.choice([rng.random(), math.nan])
+            finish(h, rec, T0 + i + 0.5, ok=rng.random() < 0.85, loss=loss, grad_norm=rng.random())
+            if rng.random() < 0.02:  # a late second terminal update of the same record
+                finish(h, rec, T0 + i + 0.7, loss=2.0)
+        if rng.random() < 0.2:
+            h.log(rng.randrange(step + 1), **rng.choice([{"reward": rng.random()}, {"acc": 1.0, "reward": math.nan}]))
+        if i % 5 == 0:
+            fresh = fresh_df(h)
+            pd.testing.assert_frame_equal(h.df, fresh, check_exact=True)
+            pd.testing.assert_frame_equal(h.steps, steps_table(fresh, h.logged))
+    assert len(h.steps) > 20 and h._frame_n > 200
+
+
+def test_steps_does_not_rebuild_the_operations_table(monkeypatch):
+    h = History()
+    for i in range(3):
+        finish(h, h.new("forward-backward", i, None, at=T0 + i), T0 + i, loss=float(i))
+        finish(h, h.new("optim-step", i, None, at=T0 + i), T0 + i + 0.5)
+    h.log(3, reward=0.5)
+    expected = steps_table(h.df, h.logged)
+    monkeypatch.setattr(History, "df", property(lambda self: pytest.fail(".steps rebuilt .df")))
+    pd.testing.assert_frame_equal(h.steps, expected)
+
+
+def test_df_builds_only_the_rows_that_were_not_finished(monkeypatch):
+    import rlnb.history.history as history_module
+
+    built = []
+    real = history_module._ops_frame
+    monkeypatch.setattr(history_module, "_ops_frame", lambda cols: built.append(len(cols["seq"])) or real(cols))
+    h = History()
+    for i in range(50):
+        finish(h, h.new("forward-backward", i, None, at=T0 + i), T0 + i)
+    running = h.new("sample", 50, None, at=T0 + 50)
+    assert len(h.df) == 51
+    assert sum(built) == 51
+    built.clear()
+    finish(h, h.new("forward-backward", 51, None, at=T0 + 51), T0 + 51)
+    assert len(h.df) == 52 and sum(built) == 2  # the unfinished sample and the new one, not all 52
+    finish(h, running, T0 + 52)
+    expected = fresh_df(h)
+    built.clear()
+    pd.testing.assert_frame_equal(h.df, expected)
+    assert sum(built) == 2
+
+
+def test_step_log_hands_out_only_rows_that_will_not_change():
+    h = History()
+    fb = h.new("forward-backward", 0, None, at=T0)
+    opt1 = h.new("optim-step", 0, None, at=T0 + 1)
+    opt2 = h.new("optim-step", 1, None, at=T0 + 2)
+    finish(h, opt2, T0 + 3)  # seen first (a remote poller), though submitted second
+    assert h.step_log.settled(0) == [] and list(h.steps.step) == [2]
+    finish(h, opt1, T0 + 4)
+    assert h.step_log.settled(0) == []  # step 1's forward-backward is still running: its loss may change
+    finish(h, fb, T0 + 5, loss=0.75)
+    rows = h.step_log.settled(0)
+    assert [r.step for r in rows] == [1, 2]
+    assert rows[0].loss == 0.75 and math.isnan(rows[1].loss) and h.step_log.settled(2) == []
+
+
+def test_a_reloaded_run_has_the_same_steps(tmp_path):
+    h = run_session(tmp_path, "reload", steps=3)
+    pd.testing.assert_frame_equal(History.load(tmp_path / "reload").steps, h.steps)

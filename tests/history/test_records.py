@@ -1,0 +1,191 @@
+"""Records are never lost and never stop a run (issue 11 §1, §3): a full disk under the run store, one
+writer per run id, continuing a run, loading damaged runs, listing a folder with a bad run in it."""
+
+import json
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import httpx
+import pandas as pd
+import pytest
+
+import rlnb
+from rlnb import samples
+from rlnb.history import History
+from rlnb.history.store import RunStoreWarning
+from rlnb.testing import FakeBackend
+from tests.remote.test_client import BASE, KEY, FakeAPI
+
+DONE, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
+BATCH = [samples.cross_entropy(list(b"hello records"))]
+
+
+def full_disk(run: Path) -> None:
+    """Point a run folder's two logs at /dev/full: every write fails with ENOSPC, as on a full disk."""
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    run.mkdir(parents=True)
+    for name in ("ops.jsonl", "metrics.jsonl"):
+        (run / name).symlink_to("/dev/full")
+
+
+def test_a_full_disk_warns_once_and_the_local_session_carries_on_in_memory(tmp_path):
+    full_disk(tmp_path / "runs" / "r")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        s = rlnb.connect(
+            "local", model="tiny", device="cpu", runs_dir=tmp_path / "runs", run_id="r",
+            checkpoint_dir=tmp_path / "elsewhere",
+        )  # fmt: skip
+        fb = s.forward_backward(BATCH)
+        step = s.optim_step(rlnb.AdamParams(learning_rate=1e-3))
+        assert fb.result(timeout=30).loss > 0 and step.result(timeout=30).step == 1
+        s.history.log(1, reward=0.5)
+        ckpt = s.save_training_checkpoint().result(timeout=30)
+        s.close()
+    store_warnings = [w for w in caught if issubclass(w.category, RunStoreWarning)]
+    assert len(store_warnings) == 1 and "No space left" in str(store_warnings[0].message)
+    assert "in memory" in str(store_warnings[0].message)
+    assert s.backend.checkpoint_path(ckpt.checkpoint.id).exists()  # checkpoints went elsewhere
+    assert list(s.history.df.status) == [DONE] * 3 and s.history.logged.reward.tolist() == [0.5]
+    assert s.history.store is not None and "No space left" in (s.history.store.failed or "")
+
+
+def test_a_full_disk_under_a_remote_session_never_hides_a_result(tmp_path):
+    """The remote case showed COMPLETED while result() timed out."""
+    full_disk(tmp_path / "r")
+    with pytest.warns(RunStoreWarning, match="in memory"):
+        s = rlnb.connect(
+            BASE, api_key=KEY, transport=httpx.MockTransport(FakeAPI()), ready_timeout=5, poll_min=0.002,
+            poll_max=0.02, runs_dir=tmp_path, run_id="r",
+        )  # fmt: skip
+        fb, step = s.forward_backward(BATCH), s.optim_step()
+        assert fb.result(timeout=10).loss == 2.5 and step.result(timeout=10).step == 1
+    s.close()
+    assert list(s.history.df.status) == [DONE, DONE]
+
+
+def test_a_recording_that_fails_cannot_hide_a_result():
+    """A History listener that raises (a bug, a failing sink) is logged; result() still returns."""
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.history.on_record(lambda rec: 1 / 0)
+    assert s.forward_backward(BATCH).result(timeout=5).loss == pytest.approx(1.0)
+    s.close()
+
+
+def test_a_second_writer_of_a_run_is_refused_and_a_continued_run_appends(tmp_path):
+    first = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="shared")
+    with pytest.raises(rlnb.RunLocked, match="being written by another session"):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="shared")
+    for _ in range(5):
+        first.forward_backward(BATCH)
+        first.optim_step()
+    first.wait()
+    first.close()
+    second = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="shared")
+    for _ in range(5):
+        second.forward_backward(BATCH)
+        second.optim_step()
+    second.wait()
+    second.close()
+    df = History.load(tmp_path / "shared").df
+    assert len(df) == 20 and list(df.seq) == list(range(20)) and (df.status == DONE).all()
+    assert len(second.history.df) == 20  # the continued session's history holds the earlier records too
+    config = json.loads((tmp_path / "shared" / "config.json").read_text())
+    assert config["created_at"] == first.history.config["created_at"] and len(config["continued_at"]) == 1
+
+
+WRITER = """
+import sys, time, rlnb
+from rlnb.testing import FakeBackend
+from tests.remote.test_client import BASE, KEY, FakeAPI
+s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("run_id", ["../escape", "a/b", "..", ".", "", "a\\b", "/tmp/abs", 7])
+def test_a_run_id_that_is_not_one_folder_name_is_refused(tmp_path, run_id):
+    runs = tmp_path / "runs"
+    with pytest.raises(ValueError, match=r"run_id must be a folder name inside the runs folder .*got "):
+        rlnb.connect("local", run_id=run_id, runs_dir=runs)
+    with pytest.raises(ValueError, match="run_id must be a folder name"):
+        History.create({}, runs, run_id)
+    assert list(tmp_path.iterdir()) == []  # nothing written, inside the runs folder or beside it
+
+
+def test_a_run_id_with_dots_inside_is_a_folder_name(tmp_path):
+    with rlnb.connect("local", run_id="lr..1e-3.v2", runs_dir=tmp_path) as s:
+        assert s.history.path == tmp_path / "lr..1e-3.v2"
+
+
+def test_a_run_held_by_another_process_is_refused_and_freed_when_it_dies(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(tmp_path)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"holding"
+        with pytest.raises(rlnb.RunLocked, match=f"pid {proc.pid}"):
+            rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()  # the OS released the lock
+
+
+def good_run(root: Path, run_id: str) -> Path:
+    s = rlnb.Session(FakeBackend(), runs_dir=root, run_id=run_id)
+    for i in range(3):
+        s.forward_backward(BATCH)
+        s.optim_step()
+        s.history.log(i + 1, reward=0.1 * i)
+    s.wait()
+    s.close()
+    return root / run_id
+
+
+def test_a_corrupt_config_does_not_stop_the_operations_loading(tmp_path):
+    run = good_run(tmp_path, "r")
+    (run / "config.json").write_text('{"run_id": "r", "created_at": 17')
+    with pytest.warns(RuntimeWarning, match="config.json is corrupt"):
+        h = History.load(run)
+    assert len(h) == 6 and h.config == {} and len(h.steps) == 3
+
+
+def test_well_formed_lines_with_wrong_types_load_what_is_readable(tmp_path):
+    run = good_run(tmp_path, "r")
+    with open(run / "ops.jsonl", "a") as fh:
+        fh.write(json.dumps({"seq": 6, "kind": "forward-backward", "loss": "oops", "status": DONE, "step": 3}) + "\n")
+        fh.write(json.dumps({"seq": "7", "kind": "optim-step"}) + "\n")  # no usable seq: skipped
+        fh.write(json.dumps({"seq": 8, "kind": "optim-step", "status": DONE, "step": True, "metrics": [1]}) + "\n")
+        fh.write(json.dumps({"seq": 9, "kind": 5}) + "\n")
+    with open(run / "metrics.jsonl", "a") as fh:
+        fh.write(json.dumps({"step": 4, "reward": "high", "kl": 0.1}) + "\n")
+        fh.write(json.dumps({"step": "5", "reward": 1.0}) + "\n")
+    with pytest.warns(RuntimeWarning, match="wrong type") as caught:
+        h = History.load(run)
+    assert any("loss = 'oops'" in str(w.message) for w in caught)
+    df, steps = h.df, h.steps  # building the tables must not fail
+    assert list(df.seq) == [0, 1, 2, 3, 4, 5, 6, 8]
+    assert pd.isna(df.loss.iloc[6]) and pd.isna(df.step.iloc[7]) and df.metrics.iloc[7] == {}
+    assert h.logged.step.tolist() == [1, 2, 3, 4] and pd.isna(h.logged.reward.iloc[3])
+    assert len(steps) == 3
+
+
+def test_one_bad_run_is_a_row_with_its_error(tmp_path):
+    good_run(tmp_path, "good")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "ops.jsonl").mkdir()  # unreadable as a file
+    weird = good_run(tmp_path, "weird")
+    (weird / "config.json").write_text(json.dumps({"run_id": "weird", "created_at": "yesterday"}))
+    table = rlnb.runs(tmp_path)
+    assert set(table.run_id) == {"good", "bad", "weird"}
+    rows = table.set_index("run_id")
+    assert pd.isna(rows.loc["good", "error"]) and rows.loc["good", "steps"] == 3
+    assert "ops.jsonl is not a file" in rows.loc["bad", "error"] and pd.isna(rows.loc["bad", "operations"])
+    assert pd.isna(rows.loc["weird", "error"]) and pd.isna(rows.loc["weird", "created_at"])
+    assert table.run_id.iloc[0] == "good"  # newest first, unknown times last

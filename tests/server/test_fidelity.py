@@ -1,0 +1,295 @@
+"""`rlnb serve` where it used to differ from the service (issue 10), in process: the payload side channel,
+optional gradient dtype, stable cursors, LoRA seeds, extend-expiry, inactivity expiry, checkpoint
+variants, the long-poll extension. Each test fails on the old behaviour."""
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from rlnb import samples, wire
+from tests.conftest import app_client, new_session, submit, wait
+
+OPS = "/training-sessions/{sid}/operations"
+
+
+class Clock:
+    """A settable stand-in for time.time (the server's inactivity clock)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def c(tmp_path_factory) -> Iterator[TestClient]:
+    with app_client(tmp_path_factory.mktemp("ckpt")) as client:
+        yield client
+
+
+def grpo_batch(n: int, seed: int = 0) -> dict:
+    """A GRPO forward-backward body of ``n`` 64-token samples with full-precision logprobs (~5 KB each)."""
+    rng = random.Random(seed)
+    batch = []
+    for _ in range(n):
+        prompt = [rng.randrange(256) for _ in range(8)]
+        completion = [rng.randrange(256) for _ in range(57)]
+        batch.append(samples.policy(prompt, completion, [rng.uniform(-8, -0.01) for _ in completion], rng.gauss(0, 1)))
+    body = wire.ForwardBackwardBody(samples=batch, loss=wire.LossConfig(type="LOSS_TYPE_GRPO"), forward_only=True)
+    return body.to_json_dict()
+
+
+def upload(c: TestClient, sid: str, body: dict) -> str:
+    got = c.post(f"/training-sessions/{sid}/payloads/upload-url")
+    assert got.status_code == 200, got.text
+    url = wire.PayloadUploadUrl.model_validate(got.json())
+    put = c.put(url.upload_url, content=json.dumps(body, separators=(",", ":")).encode())  # presigned: no auth
+    assert put.status_code == 200, put.text
+    return url.payload_id
+
+
+# -- the payload side channel ---------------------------------------------------------------------
+
+
+def test_a_batch_sent_through_the_side_channel_trains_on_the_upload_not_the_stand_in(c):
+    """256 GRPO samples (over 0.5 MiB: the SDK's threshold) give the same loss inline and uploaded, on two
+    sessions with the same base weights; the 8-token stand-in alone gives another loss."""
+    from rlnb.remote import payloads
+
+    body = grpo_batch(256)
+    raw = payloads.compact(body)
+    assert len(raw) > wire.LARGE_PAYLOAD_BYTES
+    _, inline_sid = new_session(c)
+    _, channel_sid = new_session(c)
+    inline = wait(c, inline_sid, "forward-backward", submit(c, inline_sid, "forward-backward", body)["id"])
+    upload_part, stand_in = payloads.split("forward-backward", body)
+    stand_in["payload_id"] = upload(c, channel_sid, upload_part)
+    assert len(payloads.compact(stand_in)) < len(raw) / 5  # 8 tokens per sample
+    via = wait(c, channel_sid, "forward-backward", submit(c, channel_sid, "forward-backward", stand_in)["id"])
+    alone = wait(
+        c, channel_sid, "forward-backward", submit(c, channel_sid, "forward-backward", payloads.shrink(body))["id"]
+    )
+    assert inline["status"] == via["status"] == wire.STATUS_COMPLETED, (inline, via)
+    assert via["output"]["loss"] == pytest.approx(inline["output"]["loss"], rel=1e-6)
+    assert via["output"]["metrics"]["loss/tokens"] == inline["output"]["metrics"]["loss/tokens"] == 256 * 57
+    assert alone["output"]["metrics"]["loss/tokens"] < 256 * 8
+
+
+def test_payload_references_are_checked(c):
+    _, sid = new_session(c)
+    _, other = new_session(c)
+    body = wire.ForwardBackwardBody(
+        samples=[samples.cross_entropy([1, 2, 3])], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
+    ).to_json_dict()
+    key = {"Idempotency-Key": "k"}
+    r = c.post(OPS.format(sid=sid) + "/forward-backward", json={**body, "payload_ref": "x"}, headers=key)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "payload_ref"  # unknown fields are refused
+    r = c.post(OPS.format(sid=sid) + "/forward-backward", json={**body, "payload_id": "pl-nope"}, headers=key)
+    assert r.status_code == 404 and r.json()["error"]["param"] == "payload_id"
+    pid = wire.PayloadUploadUrl.model_validate(
+        c.post(f"/training-sessions/{sid}/payloads/upload-url").json()
+    ).payload_id
+    r = c.post(OPS.format(sid=sid) + "/forward-backward", json={**body, "payload_id": pid}, headers=key)
+    assert r.status_code == 409  # never uploaded
+    r = c.post(OPS.format(sid=other) + "/forward-backward", json={**body, "payload_id": pid}, headers=key)
+    assert r.status_code == 404  # another session's payload
+    bad = upload(c, sid, {"samples": "not a list"})
+    r = c.post(OPS.format(sid=sid) + "/forward-backward", json={**body, "payload_id": bad}, headers=key)
+    assert r.status_code == 400 and r.json()["error"]["param"].startswith("payload.samples")
+    url = c.post(f"/training-sessions/{sid}/payloads/upload-url").json()["upload_url"]
+    assert c.put(url.split("?")[0] + "?sig=forged", content=b"{}").status_code == 403
+
+
+def test_large_results_come_back_through_download_url(tmp_path):
+    with app_client(tmp_path, result_offload_bytes=200) as c:
+        _, sid = new_session(c)
+        body = {"model_inputs": [wire.ModelInput.from_tokens([1, 2]).to_json_dict()], "num_samples": 4,
+                "sampling_params": {"max_tokens": 16, "seed": 1}}  # fmt: skip
+        env = wait(c, sid, "sample", submit(c, sid, "sample", body)["id"])
+        assert set(env["output"]) == {"payload_id"}  # the results moved to the side channel
+        url = c.post(f"/training-sessions/{sid}/payloads/{env['output']['payload_id']}/download-url")
+        got = c.get(wire.PayloadDownloadUrl.model_validate(url.json()).download_url).json()
+        assert [len(s["tokens"]) for s in got["results"][0]["sequences"]] == [16] * 4
+        fb = {"samples": [samples.cross_entropy([1, 2, 3]).to_json_dict()], "loss": {"type": "LOSS_TYPE_CROSS_ENTROPY"}}
+        small = wait(c, sid, "forward-backward", submit(c, sid, "forward-backward", fb)["id"])
+        assert "payload_id" not in small["output"] and small["output"]["loss"] > 0  # small results stay inline
+
+
+# -- requests the SDK may send --------------------------------------------------------------------
+
+
+def test_gradient_dtype_is_optional(c):
+    _, sid = new_session(c)
+    sample = samples.cross_entropy([5, 6, 7, 8]).to_json_dict()
+    body = {"samples": [sample], "gradients": [{"data": [0.5, -0.25, 1.0]}]}  # no dtype, as the SDK allows
+    env = wait(c, sid, "custom-forward-backward", submit(c, sid, "custom-forward-backward", body)["id"])
+    assert env["status"] == wire.STATUS_COMPLETED, env
+
+
+# -- lists, LoRA seeds, expiry --------------------------------------------------------------------
+
+
+def test_a_cursor_stays_valid_when_its_object_stops_matching_the_filter(c):
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
+    ids = [c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"] for _ in range(3)]
+    query = {"model_resources_id": rid, "status": "TRAINING_SESSION_STATUS_RUNNING", "limit": 1}
+    first = c.get("/training-sessions", params=query).json()
+    assert [s["id"] for s in first["data"]] == [ids[2]] and first["meta"]["next_cursor"] == ids[2]
+    c.post(f"/training-sessions/{ids[2]}/stop")  # the cursor's session no longer matches status=RUNNING
+    second = c.get("/training-sessions", params={**query, "after": ids[2]})
+    assert second.status_code == 200, second.text
+    assert [s["id"] for s in second.json()["data"]] == [ids[1]]
+    assert c.get("/training-sessions", params={**query, "after": "sess-unknown"}).status_code == 400
+
+
+def _inference_files(c: TestClient, sid: str) -> dict[str, dict[str, bytes]]:
+    """variant -> file name -> content, as downloaded through the presigned URLs."""
+    ckpt = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])["output"]["checkpoint"]
+    out = {}
+    for variant in ("CHECKPOINT_VARIANT_MERGED", "CHECKPOINT_VARIANT_ADAPTER"):
+        files = c.get(f"/checkpoints/{ckpt['id']}/download", params={"variant": variant}).json()["data"]
+        out[variant] = {f["filename"]: c.get(f["url"]).content for f in files}
+        assert all(len(out[variant][f["filename"]]) == int(f["size"]) for f in files)
+    return out
+
+
+def _tensors(files: dict[str, bytes]) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load
+
+    return {k: v for name, raw in files.items() if name.endswith(".safetensors") for k, v in load(raw).items()}
+
+
+def test_lora_seed_seeds_only_the_adapters(c):
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
+    sids = [
+        c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"seed": seed}}).json()["id"]
+        for seed in ("1", 2)
+    ]
+    a, b = (_inference_files(c, sid) for sid in sids)
+    merged_a, merged_b = _tensors(a["CHECKPOINT_VARIANT_MERGED"]), _tensors(b["CHECKPOINT_VARIANT_MERGED"])
+    assert merged_a and merged_a.keys() == merged_b.keys()
+    assert all(torch.equal(merged_a[k], merged_b[k]) for k in merged_a)  # B = 0 at first: merged = the same base
+    adapter_a, adapter_b = _tensors(a["CHECKPOINT_VARIANT_ADAPTER"]), _tensors(b["CHECKPOINT_VARIANT_ADAPTER"])
+    lora_a = [k for k in adapter_a if "lora_A" in k]
+    assert lora_a and not any(torch.equal(adapter_a[k], adapter_b[k]) for k in lora_a)  # the seeds differ
+    assert c.get(f"/training-sessions/{sids[0]}").json()["lora_config"]["seed"] == "1"
+
+
+def test_merged_and_adapter_are_different_files(c):
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
+    sid = c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"]
+    submit(c, sid, "forward-backward", {"samples": [samples.cross_entropy(list(b"adapter")).to_json_dict()],
+                                        "loss": {"type": "LOSS_TYPE_CROSS_ENTROPY"}})  # fmt: skip
+    submit(c, sid, "optim-step", {"adam_params": {"learning_rate": 1e-2}})
+    files = _inference_files(c, sid)
+    merged_files, adapter_files = files["CHECKPOINT_VARIANT_MERGED"], files["CHECKPOINT_VARIANT_ADAPTER"]
+    assert "config.json" in merged_files and "adapter_config.json" in adapter_files
+    assert not set(merged_files) & {"adapter_config.json", "adapter_model.safetensors"}
+    merged, adapter = _tensors(merged_files), _tensors(adapter_files)
+    assert merged and not any("lora" in k for k in merged)  # the full model, adapters folded in
+    assert adapter and all("lora_" in k for k in adapter)  # the LoRA weights only
+    assert any(adapter[k].abs().sum() > 0 for k in adapter if "lora_B" in k)  # trained
+
+
+def test_extend_expiry_counts_from_now_and_never_moves_earlier(tmp_path):
+    clock = Clock()
+    with app_client(tmp_path, clock=clock) as c:
+        rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "inactive_timeout": 600}).json()["id"]
+        clock.now += 500  # 100 s left
+        extended = c.post(f"/model-resources/{rid}/extend-expiry", json={"seconds": 300}).json()
+        expected = wire.ModelResources.model_validate(extended).expires_at.timestamp()
+        assert expected == pytest.approx(clock.now + 300)  # from now, not from the old expires_at (+ 300)
+        shorter = c.post(f"/model-resources/{rid}/extend-expiry", json={"seconds": 60}).json()
+        assert shorter["expires_at"] == extended["expires_at"]
+
+
+def test_idle_resources_stop_and_their_sessions_expire(tmp_path):
+    clock = Clock()
+    with app_client(tmp_path, clock=clock, op_delay=0.3) as c:
+        registry = c.app.state.registry
+        rid, sid = new_session(c, inactive_timeout=300)
+        busy = submit(c, sid, "optim-step", {})
+        clock.now += 301
+        assert registry.reap() == 0  # an operation is running: the resource never stops under it
+        wait(c, sid, "optim-step", busy["id"])
+        assert registry.reap() == 0  # its end was activity: 300 s more
+        clock.now += 301
+        assert registry.reap() == 1
+        assert c.get(f"/model-resources/{rid}").json()["status"] == wire.RESOURCE_STOPPED
+        assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SESSION_EXPIRED
+        late = wait(c, sid, "optim-step", submit(c, sid, "optim-step", {})["id"])
+        assert late["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
+        assert c.post("/training-sessions", json={"model_resources_id": rid}).status_code == 409
+
+
+def test_the_reaper_runs_by_itself(tmp_path):
+    clock = Clock()
+    with app_client(tmp_path, clock=clock, reap_interval=0.02) as c:
+        rid, sid = new_session(c, inactive_timeout=300)
+        clock.now += 301
+        deadline = time.monotonic() + 10
+        while c.get(f"/training-sessions/{sid}").json()["status"] != wire.SESSION_EXPIRED:
+            assert time.monotonic() < deadline, "the reaper did not expire the idle session"
+            time.sleep(0.02)
+        assert c.get(f"/model-resources/{rid}").json()["status"] == wire.RESOURCE_STOPPED
+
+
+# -- the long-poll extension ----------------------------------------------------------------------
+
+
+def test_long_poll_answers_when_the_status_changes(tmp_path):
+    with app_client(tmp_path, op_delay=0.3) as c:
+        _, sid = new_session(c)
+        assert c.get("/supported-models").headers["rlnb-long-poll-max-wait"] == "30.0"
+        op = submit(c, sid, "optim-step", {})
+        path = OPS.format(sid=sid) + f"/optim-step/{op['id']}"
+        t0 = time.monotonic()
+        running = c.get(path, params={"wait": 10, "seen": wire.STATUS_PENDING}).json()
+        assert running["status"] == wire.STATUS_RUNNING and time.monotonic() - t0 < 0.25
+        held = c.get(path, params={"wait": 0.05, "seen": wire.STATUS_RUNNING}).json()  # nothing changes in 50 ms
+        assert held["status"] == wire.STATUS_RUNNING
+        done = c.get(path, params={"wait": 10, "seen": wire.STATUS_RUNNING}).json()
+        finished = time.monotonic() - t0
+        assert done["status"] == wire.STATUS_COMPLETED and 0.25 < finished < 2.0
+        t1 = time.monotonic()
+        assert c.get(path, params={"wait": 10}).json()["status"] == wire.STATUS_COMPLETED  # terminal: at once
+        assert time.monotonic() - t1 < 0.25
+        too_long = c.get(path, params={"wait": 31})
+        assert too_long.status_code == 400 and too_long.json()["error"]["param"] == "wait"
+
+
+def test_a_long_poll_does_not_hold_up_other_requests(tmp_path):
+    with app_client(tmp_path, op_delay=1.0) as c:
+        _, sid = new_session(c)
+        op = submit(c, sid, "optim-step", {})
+        path = OPS.format(sid=sid) + f"/optim-step/{op['id']}"
+        result: dict = {}
+        thread = threading.Thread(target=lambda: result.update(c.get(path, params={"wait": 10}).json()))
+        thread.start()
+        t0 = time.monotonic()
+        assert c.get(f"/training-sessions/{sid}").status_code == 200
+        assert time.monotonic() - t0 < 0.5
+        thread.join(10)
+        assert result["status"] in wire.TERMINAL_STATUSES or result["status"] == wire.STATUS_RUNNING
+
+
+def test_a_session_that_fails_to_build_frees_its_slot(c, monkeypatch):
+    from rlnb.server import registry as registry_mod
+
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]  # full weights: cap 1
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(registry_mod, "make_backend", broken)
+    with pytest.raises(OSError):
+        c.post("/training-sessions", json={"model_resources_id": rid})
+    monkeypatch.undo()
+    assert c.post("/training-sessions", json={"model_resources_id": rid}).status_code == 200

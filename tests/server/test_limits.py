@@ -1,0 +1,305 @@
+"""`rlnb serve` under hostile requests (issue 11 §2): bodies too large, batches and sampling budgets past
+their limits, caps on live objects, Idempotency-Keys reused with another body, bad input that used to be
+an INTERNAL_ERROR, a stop in the middle of a long sample, stopped sessions that must free their models,
+and presigned download links. Each limit is a ServerSettings field, set small here."""
+
+import gc
+import json
+import threading
+import time
+import uuid
+import weakref
+
+import httpx
+import pytest
+
+from rlnb import samples, wire
+from rlnb.server.settings import ServerSettings, parse_limits
+from tests.conftest import app_client, new_session, submit, wait
+from tests.server.test_fidelity import Clock
+
+OPS = "/training-sessions/{sid}/operations/{kind}"
+CE = wire.ForwardBackwardBody(
+    samples=[samples.cross_entropy(list(b"hello limits"))], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
+).to_json_dict()
+
+
+def post(c, sid: str, kind: str, body: dict | None = None, key: str | None = None, **kw) -> httpx.Response:
+    headers = {"Idempotency-Key": str(uuid.uuid4()) if key is None else key}
+    return c.post(OPS.format(sid=sid, kind=kind), json=body or {}, headers=headers, **kw)
+
+
+def error_of(r: httpx.Response, status: int) -> dict:
+    assert r.status_code == status, r.text
+    return r.json()["error"]
+
+
+# -- bodies, batches, budgets, caps ---------------------------------------------------------------
+
+
+def test_a_body_over_the_limit_is_413_with_the_error_body(tmp_path):
+    with app_client(tmp_path, max_body_bytes=4096, max_payload_bytes=8192) as c:
+        _, sid = new_session(c)
+        big = {**CE, "samples": CE["samples"] * 200}  # ~60 KB
+        err = error_of(post(c, sid, "forward-backward", big), 413)
+        assert "larger than 4096 bytes (max_body_bytes)" in err["message"]
+
+        def chunks():  # no Content-Length: counted as it arrives
+            yield json.dumps(big).encode()
+
+        headers = {"Idempotency-Key": "k", "Content-Type": "application/json"}
+        chunked = c.post(OPS.format(sid=sid, kind="forward-backward"), content=chunks(), headers=headers)
+        assert "max_body_bytes" in error_of(chunked, 413)["message"]
+        upload = wire.PayloadUploadUrl.model_validate(c.post(f"/training-sessions/{sid}/payloads/upload-url").json())
+        assert "max_payload_bytes" in error_of(c.put(upload.upload_url, content=b"x" * 9000), 413)["message"]
+        assert c.get("http://testserver/health").status_code == 200
+        assert submit(c, sid, "forward-backward", CE)["status"]  # a normal body still goes through
+
+
+def test_max_batch_size_is_enforced_as_advertised(tmp_path):
+    with app_client(tmp_path, max_batch_size=4) as c:
+        advertised = c.get("/supported-models").json()["data"][0]["compute_configs"][0]["trainer_config"]
+        assert advertised["full"]["max_batch_size"] == 4
+        _, sid = new_session(c)
+        for kind, extra in (("forward-backward", {}), ("custom-forward-backward", {"gradients": []})):
+            body = {"samples": CE["samples"] * 5, **({"loss": CE["loss"]} if kind == "forward-backward" else extra)}
+            err = error_of(post(c, sid, kind, body), 400)
+            assert err["param"] == "samples" and "limit is 4" in err["message"]
+        assert submit(c, sid, "forward-backward", {**CE, "samples": CE["samples"] * 4})["status"]
+
+
+def sample_body(prompts: int, n: int, max_tokens: int, stop: list[str] | None = None) -> dict:
+    params = {"max_tokens": max_tokens, **({"stop": stop} if stop else {})}
+    inputs = [wire.ModelInput.from_tokens(list(b"n=")).to_json_dict()] * prompts
+    return {"model_inputs": inputs, "num_samples": n, "sampling_params": params}
+
+
+def test_a_sampling_budget_and_stop_strings_are_capped(tmp_path):
+    with app_client(tmp_path, max_sample_tokens=1000, max_stop_strings=3, max_stop_chars=5) as c:
+        _, sid = new_session(c)
+        err = error_of(post(c, sid, "sample", sample_body(30, 256, 63)), 400)
+        assert "30 prompts x 256 samples x 63 max_tokens = 483840 tokens" in err["message"]
+        assert "limit is 1000" in err["message"]
+        unset = {"model_inputs": sample_body(1, 100, 1)["model_inputs"], "num_samples": 100}
+        assert "x 16 max_tokens" in error_of(post(c, sid, "sample", unset), 400)["message"]  # the default counts
+        err = error_of(post(c, sid, "sample", sample_body(1, 1, 4, stop=["a", "b", "c", "d"])), 400)
+        assert err["param"] == "sampling_params.stop" and "4 strings; the limit is 3" in err["message"]
+        err = error_of(post(c, sid, "sample", sample_body(1, 1, 4, stop=["abcdef"])), 400)
+        assert "6 characters; the limit is 5" in err["message"]
+        ok = wait(c, sid, "sample", submit(c, sid, "sample", sample_body(4, 4, 8, stop=["x", "yy"]))["id"])
+        assert ok["status"] == wire.STATUS_COMPLETED
+
+
+def test_live_resources_and_sessions_are_capped(tmp_path):
+    with app_client(tmp_path, max_live_resources=2, max_live_sessions=2) as c:
+        lora = {"base_model": "rlnb/tiny", "lora_enabled": True}
+        rids = [c.post("/model-resources", json=lora).json()["id"] for _ in range(2)]
+        err = error_of(c.post("/model-resources", json=lora), 429)
+        assert "max_live_resources" in err["message"]
+        sids = [c.post("/training-sessions", json={"model_resources_id": rids[0]}).json()["id"] for _ in range(2)]
+        assert "max_live_sessions" in error_of(c.post("/training-sessions", json={"model_resources_id": rids[1]}), 429)[
+            "message"
+        ]
+        c.post(f"/training-sessions/{sids[0]}/stop")
+        assert c.post("/training-sessions", json={"model_resources_id": rids[1]}).status_code == 200
+        c.post(f"/model-resources/{rids[0]}/stop", params={"force": "true"})
+        assert c.post("/model-resources", json=lora).status_code == 200
+
+
+# -- idempotency ----------------------------------------------------------------------------------
+
+
+def test_an_idempotency_key_is_bound_to_its_body_and_may_not_be_empty(tmp_path):
+    with app_client(tmp_path) as c:
+        _, sid = new_session(c)
+        submit(c, sid, "forward-backward", CE)
+        first = submit(c, sid, "optim-step", {"adam_params": {"learning_rate": 1e-4}}, key="k1")
+        assert submit(c, sid, "optim-step", {"adam_params": {"learning_rate": 1e-4}}, key="k1")["id"] == first["id"]
+        err = error_of(post(c, sid, "optim-step", {"adam_params": {"learning_rate": 0.5}}, key="k1"), 409)
+        assert err["param"] == "Idempotency-Key" and "already used with a different body" in err["message"]
+        assert err["message"].count(first["id"]) == 1
+        assert error_of(post(c, sid, "optim-step", {}, key=""), 400)["param"] == "Idempotency-Key"
+        assert wait(c, sid, "optim-step", first["id"])["output"]["step"] == "1"
+        assert c.get(f"/training-sessions/{sid}").json()["step"] == "1"  # the 0.5 step never ran
+
+
+# -- bad input is the caller's error, never INTERNAL_ERROR -----------------------------------------
+
+
+def fb(tokens: list, targets: list | None = None, loss: dict | None = None) -> dict:
+    sample = {
+        "model_input": {"chunks": [{"encoded_text": {"tokens": tokens}}]},
+        "loss_fn_inputs": {
+            "target_tokens": {"data": targets if targets is not None else [1] * len(tokens), "dtype": "int64"},
+            "weights": {"data": [1.0] * len(tokens), "dtype": "float32"},
+        },
+    }
+    return {"samples": [sample], "loss": loss or {"type": "LOSS_TYPE_CROSS_ENTROPY"}}
+
+
+def cfb(tokens: list, targets: list, grads: list) -> dict:
+    body = fb(tokens, targets)
+    del body["loss"]
+    return {**body, "gradients": [{"data": grads, "dtype": "D_TYPE_FLOAT32"}]}
+
+
+BAD_INPUT = {
+    "misspelt optimizer field": ("optim-step", {"adam_params": {"learning_rat": 0.1}}, "adam_params.learning_rat"),
+    "misspelt sampling field": ("sample", {**sample_body(1, 1, 2), "sampling_params": {"temperatur": 1.0}},
+                                "sampling_params.temperatur"),
+    "bool learning rate": ("optim-step", {"adam_params": {"learning_rate": True}}, "adam_params.learning_rate"),
+    "bool num_samples": ("sample", {**sample_body(1, 1, 2), "num_samples": True}, "num_samples"),
+    "token 2^63-1": ("forward-backward", fb([1, 2**63 - 1, 3]), None),
+    "token 1e30": ("forward-backward", fb([1, 1e30, 3]), "samples.0.model_input.chunks.0.encoded_text.tokens.1"),
+    "sampled token 2^63-1": ("sample", {**sample_body(1, 1, 2), "model_inputs": [
+        {"chunks": [{"encoded_text": {"tokens": [2**63 - 1]}}]}]}, None),
+    "target 1e30": ("forward-backward", fb([1, 2, 3], [1e30, 2, 3]), None),
+    "cfb target out of range": ("custom-forward-backward", cfb([1, 2, 3], [1, 999999, 3], [0.1] * 3), None),
+    "cfb negative target": ("custom-forward-backward", cfb([1, 2, 3], [1, -5, 3], [0.1] * 3), None),
+    "cfb target 1e30": ("custom-forward-backward", cfb([1, 2, 3], [1e30, 2, 3], [0.1] * 3), None),
+    "cfb targets too short": ("custom-forward-backward", cfb([1, 2, 3], [1, 2], [0.1] * 3), None),
+    "cfb gradients too short": ("custom-forward-backward", cfb([1, 2, 3], [1, 2, 3], [0.1] * 2), None),
+    "ppo params on cross-entropy": ("forward-backward", fb([1, 2], loss={
+        "type": "LOSS_TYPE_CROSS_ENTROPY", "ppo_params": {"clip_low_threshold": 0.8}}), "loss.ppo_params"),
+    "grpo params on ppo": ("forward-backward", fb([1, 2], loss={
+        "type": "LOSS_TYPE_PPO", "grpo_params": {"beta": 0.1}}), "loss.grpo_params"),
+    "bool clip threshold": ("forward-backward", fb([1, 2], loss={
+        "type": "LOSS_TYPE_PPO", "ppo_params": {"clip_low_threshold": True}}), "loss.ppo_params.clip_low_threshold"),
+    "bool weight": ("forward-backward", {**fb([1, 2]), "samples": [{**fb([1, 2])["samples"][0], "loss_fn_inputs": {
+        "target_tokens": {"data": [1, 1], "dtype": "int64"}, "weights": {"data": [True, 1.0], "dtype": "float32"}}}]},
+        "samples.0.loss_fn_inputs.weights.data.0"),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def c(tmp_path_factory):
+    with app_client(tmp_path_factory.mktemp("ckpt")) as client:
+        yield client
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT))
+def test_bad_input_is_a_400_naming_the_field_or_invalid_input(c, case):
+    kind, body, param = BAD_INPUT[case]
+    _, sid = new_session(c)
+    r = post(c, sid, kind, body)
+    if param is not None:
+        assert error_of(r, 400)["param"] == param
+        return
+    assert r.status_code == 200, r.text
+    env = wait(c, sid, kind, r.json()["id"])
+    assert env["status"] == wire.STATUS_FAILED and env["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+    assert "samples[0]" in env["error"]["message"] or "model_inputs[0]" in env["error"]["message"] or (
+        "gradients[0]" in env["error"]["message"]
+    )
+    c.post(f"/training-sessions/{sid}/stop")
+
+
+def test_a_diverged_sample_fails_non_finite_and_every_poll_answers(tmp_path):
+    """NaN log-probs cannot be JSON: the sample fails NON_FINITE_LOSS instead of 500s on every poll."""
+    with app_client(tmp_path) as c:
+        _, sid = new_session(c)
+        submit(c, sid, "forward-backward", CE)
+        adam = {"learning_rate": 1e6, "grad_clip_norm": 0.0, "weight_decay": 0.0}
+        sync = {"weight_sync_type": "WEIGHT_SYNC_TYPE_SYNCHRONOUS"}
+        for kind, body in (("optim-step", {"adam_params": adam}), ("weights-sync", sync)):
+            assert wait(c, sid, kind, submit(c, sid, kind, body)["id"])["status"] == wire.STATUS_COMPLETED
+        env = wait(c, sid, "sample", submit(c, sid, "sample", sample_body(1, 2, 4))["id"])
+        assert env["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
+        assert "weights have diverged" in env["error"]["message"]
+
+
+def test_a_body_that_is_not_json_is_a_400_that_says_so(tmp_path):
+    with app_client(tmp_path) as c:
+        r = c.post("/model-resources", content=b"{not json", headers={"content-type": "application/json"})
+        error = error_of(r, 400)
+        assert error["message"].startswith("the body is not valid JSON (") and error["param"] is None
+
+
+# -- stopping -------------------------------------------------------------------------------------
+
+
+def test_a_stop_interrupts_a_running_sample(tmp_path):
+    with app_client(tmp_path, max_sample_tokens=10**6) as c:
+        _, sid = new_session(c, base_model="rlnb/small")
+        op = submit(c, sid, "sample", sample_body(4, 64, 250))
+        deadline = time.monotonic() + 30
+        while c.get(OPS.format(sid=sid, kind="sample") + f"/{op['id']}").json()["status"] != wire.STATUS_RUNNING:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        start = time.monotonic()
+        assert c.post(f"/training-sessions/{sid}/stop").json()["status"] == wire.SESSION_STOPPED
+        assert time.monotonic() - start < 5
+        env = wait(c, sid, "sample", op["id"])
+        assert env["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
+
+
+def test_stopped_sessions_let_their_models_and_threads_go(tmp_path):
+    with app_client(tmp_path) as c:
+        registry = c.app.state.registry
+        refs, workers, before = [], [], set(session_threads())  # other tests' sessions may still run
+        for i in range(6):
+            rid, sid = new_session(c)
+            submit(c, sid, "forward-backward", CE)
+            wait(c, sid, "optim-step", submit(c, sid, "optim-step", {})["id"])
+            refs.append(weakref.ref(registry.session(sid).backend))
+            workers.append(set(session_threads()) - before)
+            if i % 2:
+                c.post(f"/training-sessions/{sid}/stop")
+            c.post(f"/model-resources/{rid}/stop", params={"force": "true"})  # stops the session with it
+            view = c.get(f"/training-sessions/{sid}").json()
+            assert view["status"] == wire.SESSION_STOPPED and view["step"] == "1"  # the last view is kept
+        gc.collect()
+        assert [r() for r in refs] == [None] * 6
+        assert all(workers) and set(session_threads()) <= before
+
+
+def session_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("rlnb-") and t.name != "rlnb-reaper"]
+
+
+# -- presigned download links ---------------------------------------------------------------------
+
+
+def test_download_links_are_signed_for_one_file_expire_and_use_the_configured_address(tmp_path):
+    clock = Clock()
+    with app_client(tmp_path, clock=clock, download_ttl=600, public_url="https://rl.example:9443") as c:
+        rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
+        sid = c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"]
+        cid = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])["output"][
+            "checkpoint"
+        ]["id"]
+
+        def links(variant: str, host: str = "testserver") -> dict[str, str]:
+            r = c.get(f"/checkpoints/{cid}/download", params={"variant": variant}, headers={"Host": host})
+            return {f["filename"]: f["url"] for f in r.json()["data"]}
+
+        merged, adapter = links("CHECKPOINT_VARIANT_MERGED", host="evil.example"), links("CHECKPOINT_VARIANT_ADAPTER")
+        assert all(u.startswith("https://rl.example:9443/v1/rl/checkpoints/") for u in [*merged.values()])
+        assert c.get(merged["config.json"]).status_code == 200
+        # the adapter link's signature does not open the merged variant, nor another file
+        swapped = adapter["adapter_config.json"].replace("/files/adapter/", "/files/merged/")
+        assert c.get(swapped).status_code == 403
+        other = merged["config.json"].replace("/config.json?", "/model.safetensors?")
+        assert c.get(other).status_code == 403
+        # checkpoints outlive their session and resource: a link works until it expires
+        c.post(f"/model-resources/{rid}/stop", params={"force": "true"})
+        assert c.get(merged["config.json"]).status_code == 200
+        clock.now += 601
+        err = error_of(c.get(merged["config.json"]), 403)
+        assert "expired" in err["message"]
+        assert c.get(links("CHECKPOINT_VARIANT_MERGED")["config.json"]).status_code == 200  # a new link works
+
+
+def test_limits_are_settings_and_command_line_flags():
+    assert parse_limits(["max_body_bytes=1e8", "max_live_sessions=8"]) == {
+        "max_body_bytes": 100_000_000,
+        "max_live_sessions": 8,
+    }
+    for bad, says in (("max_bodybytes=1", "the limits are"), ("max_body_bytes=x", "not a number"),
+                      ("max_body_bytes=0", "integer >= 1"), ("max_body_bytes=1.5", "integer >= 1")):  # fmt: skip
+        with pytest.raises(ValueError, match=says):
+            parse_limits([bad])
+    with pytest.raises(ValueError, match="max_sample_tokens must be an integer >= 1"):
+        ServerSettings(max_sample_tokens=0)
+    with pytest.raises(ValueError, match="public_url"):
+        ServerSettings(public_url="rl.example")

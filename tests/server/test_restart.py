@@ -1,0 +1,95 @@
+"""`rlnb serve --state-dir` (issue 11 §2): a restarted server knows its resources, sessions, operations
+and checkpoints; sessions that were active end ERROR with the reason, operations in flight FAILED with a
+code, and checkpoints can still be downloaded and resumed — after a clean shutdown and after kill -9."""
+
+import time
+
+import httpx
+import pytest
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.remote.client import RetryPolicy
+from rlnb.server.state import StateDirLocked
+from rlnb.testing import ServerProcess
+from tests.conftest import app_client, new_session, submit, wait
+
+CE = wire.ForwardBackwardBody(
+    samples=[samples.cross_entropy(list(b"hello restart"))], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
+).to_json_dict()
+ERROR = "TRAINING_SESSION_STATUS_ERROR"
+
+
+def test_a_restarted_server_keeps_its_registry_and_resumes_its_checkpoints(tmp_path):
+    state = tmp_path / "state"
+    with app_client(tmp_path / "ckpt", state_dir=state, op_delay=0.2) as c:
+        rid, sid = new_session(c)
+        submit(c, sid, "forward-backward", CE)
+        step = wait(c, sid, "optim-step", submit(c, sid, "optim-step", {}, key="step-1")["id"])
+        ckpt = wait(c, sid, "training-checkpoint", submit(c, sid, "training-checkpoint")["id"])
+        infer = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])
+        in_flight = [submit(c, sid, "optim-step", {}) for _ in range(3)]
+        with pytest.raises(StateDirLocked):  # one server per state directory
+            app_client(tmp_path / "other", state_dir=state).__enter__()
+    # the app shut down with operations queued: on restart they are FAILED, the session ERROR
+    with app_client(tmp_path / "ckpt", state_dir=state) as c:
+        assert c.get(f"/model-resources/{rid}").json()["status"] == wire.RESOURCE_READY
+        view = c.get(f"/training-sessions/{sid}").json()
+        assert view["status"] == ERROR and "restarted" in view["error"]["message"]
+        assert [x["id"] for x in view["training_checkpoints"]] == [ckpt["output"]["checkpoint"]["id"]]
+        kept = c.get(f"/training-sessions/{sid}/operations/optim-step/{step['id']}").json()
+        assert kept == step
+        ends = [c.get(f"/training-sessions/{sid}/operations/optim-step/{op['id']}").json() for op in in_flight]
+        done = [e for e in ends if e["status"] == wire.STATUS_COMPLETED]  # the one running at shutdown finishes
+        lost = [e for e in ends if e["status"] == wire.STATUS_FAILED]
+        assert len(done) <= 1 and len(done) + len(lost) == 3
+        assert {e["error"]["code"] for e in lost} == {"TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"}
+        assert view["step"] == str(1 + len(done))
+        assert submit(c, sid, "optim-step", {}, key="step-1")["id"] == step["id"]  # keys survive too
+        listed = {x["id"] for x in c.get("/checkpoints", params={"session_id": sid}).json()["data"]}
+        assert listed == {ckpt["output"]["checkpoint"]["id"], infer["output"]["checkpoint"]["id"]}
+        files = c.get(
+            f"/checkpoints/{infer['output']['checkpoint']['id']}/download",
+            params={"variant": "CHECKPOINT_VARIANT_MERGED"},
+        ).json()["data"]
+        assert c.get(files[0]["url"]).status_code == 200
+        resumed = c.post(
+            "/training-sessions",
+            json={"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["output"]["checkpoint"]["id"]},
+        ).json()
+        assert resumed["status"] == wire.SESSION_RUNNING and resumed["step"] == "1"
+        nxt = wait(c, resumed["id"], "optim-step", submit(c, resumed["id"], "optim-step", {})["id"])
+        assert nxt["output"]["step"] == "2"
+
+
+def test_kill_9_then_restart_over_the_wire(tmp_path):
+    state = str(tmp_path / "state")
+    first = ServerProcess.rlnb_serve("--device", "cpu", "--state-dir", state, "--op-delay", "0.3")
+    url = first.start()
+    try:
+        quick = RetryPolicy(max_retries=1, initial_delay=0.01)
+        s = rlnb.connect(url, base_model="rlnb/tiny", record=False, keep_resource=True, retry=quick)
+        s.forward_backward([samples.cross_entropy(list(b"kill me"))])
+        assert s.optim_step().result(timeout=30).step == 1
+        ckpt = s.save_training_checkpoint().result(timeout=30).checkpoint.id
+        pending = s.optim_step()
+        time.sleep(0.1)
+        rid, sid, op_id = s.backend.resource.id, s.id, pending.id
+        assert first.proc is not None
+        first.proc.kill()  # no shutdown, no flush
+        first.proc.wait(10)
+        with pytest.raises(rlnb.APIConnectionError):
+            s.close()  # the server is gone
+    finally:
+        first.stop()
+    with ServerProcess.rlnb_serve("--device", "cpu", "--state-dir", state) as url2:
+        view = httpx.get(f"{url2}/v1/rl/training-sessions/{sid}").json()
+        assert view["status"] == ERROR and "restarted" in view["error"]["message"] and view["step"] == "1"
+        env = httpx.get(f"{url2}/v1/rl/training-sessions/{sid}/operations/optim-step/{op_id}").json()
+        assert env["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
+        with rlnb.connect(url2, model_resources_id=rid, resume_from_checkpoint_id=ckpt, record=False) as again:
+            assert again.step == 1
+            again.forward_backward([samples.cross_entropy(list(b"kill me"))])
+            assert again.optim_step().result(timeout=30).step == 2
+            upload = httpx.post(f"{url2}/v1/rl/training-sessions/{again.id}/payloads/upload-url").json()
+            assert upload["upload_url"].startswith(f"{url2}/v1/rl/payloads/")  # serve's host and port

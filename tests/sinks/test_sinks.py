@@ -1,0 +1,455 @@
+"""Sinks: what TensorBoard, MLflow, W&B and Trackio receive, read back with each library's own
+reader (offline), against ``history.steps``; sinks that fail; exports of finished runs.
+
+Every library is pointed at a temporary folder (HOME, XDG dirs, TRACKIO_DIR, WANDB_DIR, ...) with
+telemetry off; the module checks at the end that nothing appeared in the real home or the repo.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+import rlnb
+from rlnb import samples, sinks
+from rlnb.history import History
+from rlnb.sinks import stream
+from rlnb.sinks.base import Failure, Point, RunInfo, Sink
+from rlnb.sinks.points import Steps, merge
+from rlnb.sweep import grid, sweep
+from tests.support import sink_readers as read
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:The ``noload`` loader strategy is deprecated"  # SQLAlchemy 2.1, inside MlflowClient's reads
+)
+ROOT = Path(__file__).resolve().parents[2]
+CE = [samples.cross_entropy(list(b"hello world"))]
+INVALID = "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+LIBRARIES = ("tensorboard", "mlflow", "wandb", "trackio")
+
+
+def _tree(path: Path) -> list[str] | None:
+    return sorted(str(p) for p in path.rglob("*")) if path.exists() else None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def env(tmp_path_factory):
+    """Every library's state under one temporary folder; nothing new in $HOME or the repo after."""
+    root = tmp_path_factory.mktemp("sink-libs")
+    home = Path.home()
+    watched = [
+        home / ".cache" / "wandb",
+        home / ".config" / "wandb",
+        home / ".config" / "mlflow",
+        home / ".cache" / "huggingface" / "trackio",
+        *(ROOT / name for name in ("wandb", "mlflow.db", "mlruns", "mlartifacts", "runs")),
+    ]
+    before = {p: _tree(p) for p in watched}
+    variables = {
+        "HOME": root / "home",
+        "XDG_CACHE_HOME": root / "cache",
+        "XDG_CONFIG_HOME": root / "config",
+        "XDG_DATA_HOME": root / "data",
+        "HF_HOME": root / "hf",
+        "TRACKIO_DIR": root / "trackio",
+        "WANDB_DIR": root / "wandb",
+        "WANDB_CACHE_DIR": root / "wandb-cache",
+        "WANDB_CONFIG_DIR": root / "wandb-config",
+        "WANDB_DATA_DIR": root / "wandb-data",
+        "WANDB_SILENT": "true",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "DO_NOT_TRACK": "true",
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in variables.items():
+            mp.setenv(name, str(value))
+        yield root
+        if "wandb" in sys.modules:
+            sys.modules["wandb"].teardown()  # stops the wandb-core process this module started
+    assert {p: _tree(p) for p in watched} == before
+
+
+def expected(history: History) -> dict[int, dict[str, float]]:
+    """``history.steps`` as the sinks should have it: one point per step, missing figures absent."""
+    out = {}
+    for row in history.steps.drop(columns="weights_version").to_dict("records"):
+        step = int(row.pop("step"))
+        out[step] = {k: float(v) for k, v in row.items() if not pd.isna(v)}
+    return out
+
+
+def assert_points(got, want, where=""):
+    assert sorted(got) == sorted(want), where
+    for step, values in want.items():
+        assert got[step] == pytest.approx(values, rel=1e-6, abs=2e-6), (where, step)
+
+
+def train(session, steps: int = 5) -> None:
+    """Steps with two forward-backwards in one step (the loss is their sum), a failed one (an
+    INVALID_INPUT event), a metric logged twice at a step (the last one counts) and one logged
+    as NaN (left out)."""
+    for i in range(steps):
+        session.forward_backward(CE)
+        if i == 1:
+            session.forward_backward(CE)
+        if i == 2:
+            session.forward_backward(CE, loss="ppo")  # no logprobs: fails INVALID_INPUT
+        step = session.optim_step().result().step
+        session.history.log(step, reward=i / 10)
+        if i == 3:
+            session.history.log(step, reward=0.99, kl=0.5)
+        if i == 4:
+            session.history.log(step, kl=math.nan)
+    session.wait()
+
+
+def trackio_db(project: str) -> Path:
+    import trackio.utils
+
+    assert Path(os.environ["TRACKIO_DIR"]) == trackio.utils.TRACKIO_DIR  # not $HF_HOME or ~/.cache
+    return trackio.utils.TRACKIO_DIR / f"{project}.db"
+
+
+def read_all(where: Path, name: str, project: str, mlflow_db: Path | None = None):
+    """(library, params, points, events) for each of the four sinks of ``four(where, project)``."""
+    out = [("tensorboard", *read.tensorboard(where / "tb" / name))]
+    params, points, events, status = read.mlflow(f"sqlite:///{mlflow_db or where / 'mlflow.db'}", project, name)
+    assert status == "FINISHED"
+    out.append(("mlflow", params, points, events))
+    runs = [d for d in (where / "wb" / "wandb").glob("offline-run-*") if _wandb_name(d) == name]
+    assert len(runs) == 1
+    config, points, events, exit_code = read.wandb(runs[0])
+    assert exit_code == 0
+    out.append(("wandb", config, points, events))
+    out.append(("trackio", *read.trackio(trackio_db(project), name)))
+    return out
+
+
+def _wandb_name(run_dir: Path) -> str | None:
+    for record in read.wandb_records(next(run_dir.glob("run-*.wandb"))):
+        if record.WhichOneof("record_type") == "run":
+            return record.run.display_name
+    return None
+
+
+def four(where: Path, project: str, mlflow: Sink | None = None) -> list[Sink]:
+    return [
+        sinks.TensorBoard(where / "tb"),
+        mlflow or sinks.MLflow(where / "mlflow.db", project),
+        sinks.WandB(project, dir=where / "wb"),
+        sinks.Trackio(project),
+    ]
+
+
+def check_run(history: History, where: Path, project: str, mlflow_db: Path | None = None) -> None:
+    name = history.config["run_id"]
+    want = expected(history)
+    assert want[2]["loss"] == pytest.approx(2 * want[1]["loss"], rel=0.2)  # two forward-backwards summed
+    assert want[4]["reward"] == 0.99 and want[4]["kl"] == 0.5 and "kl" not in want[5]
+    failed = history.df[history.df.status == "TRAINING_OPERATION_STATUS_FAILED"]
+    assert list(failed.error_code) == [INVALID]
+    got = read_all(where, name, project, mlflow_db)
+    for library, params, points, events in got:
+        assert_points(points, want, library)
+        assert params["optimizer"] == history.config["optimizer"], library
+        assert params["model"] == "rlnb/tiny" and float(params["seed"]) == 0, library
+        assert params["versions.torch"] == torch.__version__, library
+        assert len(events) == 1 and events[0][0] == int(failed.step.iloc[0]), library
+        assert INVALID in events[0][1] and "forward-backward" in events[0][1], library
+
+
+def test_a_session_streams_config_steps_and_failures_to_every_sink(tmp_path):
+    attached = four(tmp_path, "live")
+    with rlnb.connect("local", optimizer="muon", model="tiny", seed=0, device="cpu", sinks=attached) as session:
+        train(session)
+    assert all(s.error is None for s in attached)
+    check_run(session.history, tmp_path, "live")
+
+
+def test_export_writes_a_reloaded_run_the_same_way(monkeypatch, tmp_path):
+    with rlnb.connect("local", optimizer="adam", model="tiny", seed=0, device="cpu") as session:
+        train(session)
+    path = session.history.path
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    default = sinks.MLflow(experiment="exported")
+    assert default.tracking_uri is None and default.process  # MLflow's default store, written by a child
+    import trackio
+
+    mine = trackio.init(project="mine", embed=False, auto_log_cpu=False, auto_log_gpu=False)  # your own run
+    for sink in four(tmp_path, "exported", mlflow=default):
+        rlnb.export(path, sink)  # on this thread
+    trackio.log({"x": 1.0})  # still goes to your run, which the export neither finished nor replaced
+    trackio.finish()
+    assert read.trackio(trackio_db("mine"), mine.name)[1] == {0: {"x": 1.0}}
+    check_run(History.load(path), tmp_path, "exported", mlflow_db=tmp_path / "cwd" / "mlflow.db")
+    dropped = sinks.TensorBoard(tmp_path / "file")
+    dropped.error = OSError("disk full")
+    with pytest.raises(sinks.SinkError, match="disk full"):
+        rlnb.export(session.history, dropped)
+    with pytest.raises(TypeError, match="export takes a History or a run folder"):
+        rlnb.export(session, sinks.TensorBoard(tmp_path / "tb"))  # type: ignore[arg-type]
+
+
+def test_a_sweep_sends_each_trial_under_the_sweep(tmp_path):
+    tb, db = sinks.TensorBoard(tmp_path / "tb"), sinks.MLflow(tmp_path / "m.db", "sweep")
+    trials = sweep(
+        rlnb.AdamParams(learning_rate=1e-3),
+        grid(learning_rate=[1e-3, 3e-3]),
+        steps=2,
+        max_concurrent=2,
+        runs_dir=tmp_path / "runs",
+        progress=False,
+        sinks=[tb, db],
+    )
+    assert list(trials.status) == ["COMPLETED", "COMPLETED"]
+    folder = Path(trials.attrs["path"]).name
+    for run_path in trials.run_path:
+        history = History.load(run_path)
+        name = f"{folder}/{history.config['run_id']}"
+        _, points, _ = read.tensorboard(tmp_path / "tb" / name)
+        assert_points(points, expected(history))
+        params, points, _, _ = read.mlflow(f"sqlite:///{tmp_path / 'm.db'}", "sweep", name)
+        assert_points(points, expected(history))
+        assert params["sweep"] == folder and float(params["sweep_config.learning_rate"]) in (1e-3, 3e-3)
+
+
+def test_a_remote_session_streams_the_same_figures(server, tmp_path):
+    tb = sinks.TensorBoard(tmp_path / "tb")
+    with rlnb.connect(server, base_model="rlnb/tiny", optimizer="adam", sinks=[tb]) as session:
+        for i in range(3):
+            session.forward_backward(CE)
+            session.optim_step(rlnb.AdamParams(learning_rate=1e-3))
+            session.history.log(i + 1, reward=i)
+        session.wait()
+    params, points, _ = read.tensorboard(tmp_path / "tb" / session.history.config["run_id"])
+    assert params["backend"] == "remote" and params["model"] == "rlnb/tiny"
+    assert_points(points, expected(session.history))
+    assert all("grad_norm" in p for p in points.values())  # rlnb serve's extension metrics
+
+
+# -- failures ------------------------------------------------------------------------------------
+
+
+class Flaky(Sink):
+    """A sink whose library fails on the ``fail_at``-th write with ``error``."""
+
+    library = "json"
+    extra = "none"
+
+    def __init__(self, fail_at: int, error: BaseException, **kw):
+        self.fail_at, self.exc, self.writes, self.closed = fail_at, error, [], False
+        super().__init__(**kw)
+
+    def spec(self):
+        raise NotImplementedError
+
+    def open(self, run: RunInfo):
+        return self
+
+    def write(self, points: list[Point], failures: list[Failure]) -> None:
+        if len(self.writes) + 1 == self.fail_at:
+            raise self.exc
+        self.writes.append(points)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_full_disk_warns_once_drops_the_sink_and_training_goes_on(tmp_path):
+    full = Flaky(2, OSError(errno.ENOSPC, "No space left on device"), interval=0)
+    tb = sinks.TensorBoard(tmp_path / "tb", interval=0)
+    with pytest.warns(sinks.SinkWarning) as caught, rlnb.connect("local", device="cpu", sinks=[full, tb]) as session:
+        for i in range(6):
+            session.forward_backward(CE)
+            session.optim_step().result()
+            session.history.log(i + 1, reward=i)
+            time.sleep(0.05)  # one write per step (interval=0)
+    assert [str(w.message).count("No space left on device") for w in caught] == [1]
+    assert "Flaky dropped while writing run" in str(caught[0].message)
+    assert isinstance(full.error, OSError) and full.closed  # closed after the failure, best effort
+    assert len(session.history.steps) == 6 and len(History.load(session.history.path).steps) == 6
+    _, points, _ = read.tensorboard(tmp_path / "tb" / session.history.config["run_id"])
+    assert_points(points, expected(session.history))  # the other sink got everything
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a dropped sink is skipped silently from then on
+        with rlnb.connect("local", device="cpu", sinks=[full]) as again:
+            again.forward_backward(CE)
+            again.optim_step().result()
+
+
+def test_a_missing_library_warns_with_the_install_hint(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "trackio", None)  # import trackio raises ImportError
+    with pytest.warns(sinks.SinkWarning, match=r"trackio is not installed: pip install 'rlnb\[trackio\]'"):
+        missing = sinks.Trackio("p")
+    tb = sinks.TensorBoard(tmp_path / "tb")
+    with rlnb.connect("local", device="cpu", sinks=[missing, tb]) as session:
+        session.forward_backward(CE)
+        session.optim_step().result()
+    assert read.tensorboard(tmp_path / "tb" / session.history.config["run_id"])[1].keys() == {1}
+    with pytest.raises(sinks.SinkError, match="not installed"):
+        rlnb.export(session.history, missing)
+
+
+def test_an_mlflow_server_that_is_down_drops_the_sink(monkeypatch, tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    down = sinks.MLflow(f"http://127.0.0.1:{port}", "x", interval=0)
+    assert not down.process  # a server does the work: no child process
+    warns = pytest.warns(sinks.SinkWarning, match="MLflow dropped")
+    with warns as caught, rlnb.connect("local", device="cpu", sinks=[down]) as session:
+        for _ in range(3):
+            session.forward_backward(CE)
+            session.optim_step().result()
+    assert len(caught) == 1 and len(session.history.steps) == 3
+
+
+def test_wandb_online_without_an_account_drops_the_sink(monkeypatch, tmp_path):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)  # and HOME has no ~/.netrc: never logged in
+    online = sinks.WandB("p", mode="online", dir=tmp_path / "wb")
+    warns = pytest.warns(sinks.SinkWarning, match="WandB dropped.*No API key configured")
+    with warns, rlnb.connect("local", device="cpu", sinks=[online]) as session:
+        session.forward_backward(CE)
+        session.optim_step().result()
+    assert len(History.load(session.history.path).steps) == 1
+
+
+def test_close_gives_up_on_a_sink_that_hangs(monkeypatch):
+    stuck = Flaky(0, RuntimeError("unused"), interval=0)
+    stuck.close = lambda: time.sleep(30)  # type: ignore[method-assign]
+    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 0.5)
+    session = rlnb.connect("local", device="cpu", sinks=[stuck])
+    session.forward_backward(CE)
+    session.optim_step().result()
+    start = time.monotonic()
+    with pytest.warns(sinks.SinkWarning, match="did not finish writing within 0.5 s"):
+        session.close()
+    assert time.monotonic() - start < 5
+
+
+def test_metric_names_mlflow_refuses_are_cleaned():
+    from rlnb.sinks.mlflow import key
+
+    assert [key(n) for n in ("loss", "eval/reward@k", "a b:c", "../x", "a//b", ".")] == [
+        "loss",
+        "eval/reward_k",
+        "a b:c",
+        "_x",
+        "a__b",
+        "_",
+    ]
+
+
+def test_bad_sinks_are_refused_before_anything_starts():
+    with pytest.raises(TypeError, match="sinks must be rlnb.sinks objects"):
+        rlnb.connect("local", device="cpu", sinks=["tensorboard"])
+    with pytest.raises(ValueError, match=r"WandB.mode = 'cloud' is invalid: must be one of offline, online"):
+        sinks.WandB("p", mode="cloud")
+    with pytest.raises(ValueError, match=r"TensorBoard.interval = -1 is invalid"):
+        sinks.TensorBoard("tb", interval=-1)
+    with pytest.raises(ValueError, match=r"MLflow.experiment = '' is invalid"):
+        sinks.MLflow(experiment="")
+
+
+# -- the step builder against History.steps ------------------------------------------------------
+
+
+def test_points_match_history_steps_when_completions_arrive_out_of_order():
+    """A remote poller may notice an optim-step before the forward-backwards of its step: the
+    point waits for them. A failed optim-step leaves the step count behind, as History.steps."""
+    from rlnb import wire
+
+    history = History()
+    done = "TRAINING_OPERATION_STATUS_COMPLETED"
+    plan = [  # kind, output or error, steps submitted before it
+        ("forward-backward", wire.ForwardBackwardResult(loss=1.5), 0),
+        ("forward-backward", wire.ForwardBackwardResult(loss=2.5), 0),
+        ("optim-step", wire.OptimStepResult(step=1, metrics={"grad_norm": 3.0, "learning_rate": 1e-3}), 0),
+        ("forward-backward", wire.ForwardBackwardResult(loss=0.5), 1),
+        ("optim-step", wire.OperationError(code="TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS", message="nan"), 1),
+        ("forward-backward", wire.ForwardBackwardResult(loss=0.25), 2),
+        ("optim-step", wire.OptimStepResult(step=2, metrics={"grad_norm": 2.0, "learning_rate": 1e-3}), 2),
+        ("sample", wire.OperationError(code=INVALID, message="bad prompt"), 3),
+    ]
+    records = [history.new(kind, step, None, at=100.0 + i) for i, (kind, _, step) in enumerate(plan)]
+    steps = Steps()
+    items = []
+    for rec in records:
+        history.update(rec, wire.Operation(id=f"op-{rec.seq}", status="TRAINING_OPERATION_STATUS_PENDING"), rec.seq)
+        items += steps.record(rec)
+    for seq in (2, 6, 0, 7, 4, 1, 3, 5):  # the order the poller noticed them
+        _, result, _ = plan[seq]
+        failed = isinstance(result, wire.OperationError)
+        env = wire.Operation(
+            id=f"op-{seq}",
+            status="TRAINING_OPERATION_STATUS_FAILED" if failed else done,
+            output=None if failed else result,
+            error=result if failed else None,
+        )
+        history.update(records[seq], env, 200.0 + seq)
+        items += steps.record(records[seq])
+    made, failures = merge(items + steps.drain())
+    assert {p.step: p.values for p in made} == expected(history)
+    assert expected(history)[2]["loss"] == 0.5  # the one before the failed step; 0.25 went to a step 3 never made
+    assert sorted((f.kind, f.code) for f in failures) == [
+        ("optim-step", "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"),
+        ("sample", INVALID),
+    ]
+
+
+# -- imports and interpreter exit ----------------------------------------------------------------
+
+
+def test_libraries_are_imported_only_when_a_sink_is_created():
+    code = (
+        "import sys, rlnb, rlnb.sinks as s; libs = ('tensorboard', 'mlflow', 'wandb', 'trackio');"
+        "print(sorted(m for m in libs if m in sys.modules)); s.TensorBoard('unused');"
+        "print(sorted(m for m in libs if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.split("\n")[:2] == ["[]", "['tensorboard']"]
+
+
+EXIT_SCRIPT = """
+import rlnb
+from rlnb import samples, sinks
+where, project = {where!r}, "atexit"
+session = rlnb.connect("local", device="cpu", runs_dir=where + "/runs", sinks=[
+    sinks.TensorBoard(where + "/tb"), sinks.MLflow(where + "/mlflow.db", project),
+    sinks.WandB(project, dir=where + "/wb"), sinks.Trackio(project)])
+for i in range(3):
+    session.forward_backward([samples.cross_entropy(list(b"hello world"))], loss="ppo" if i == 1 else "cross_entropy")
+    session.optim_step().result()
+    session.history.log(i + 1, reward=i)
+print("RUN", session.history.path)
+"""
+
+
+def test_an_interpreter_that_exits_without_close_flushes_every_sink_and_exits(tmp_path):
+    script = textwrap.dedent(EXIT_SCRIPT).format(where=str(tmp_path))
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=os.environ)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert time.monotonic() - start < 60
+    path = Path(next(line for line in out.stdout.splitlines() if line.startswith("RUN ")).split(" ", 1)[1])
+    history = History.load(path)
+    for library, _, points, events in read_all(tmp_path, path.name, "atexit"):
+        assert_points(points, expected(history), library)
+        assert len(events) == 1 and INVALID in events[0][1], library

@@ -1,0 +1,72 @@
+"""The sweep lesson's figures, checked on their artists: seed bands that stay within the values the
+seeds took, and a search's trials by status against the learning rate."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.collections import PathCollection, PolyCollection
+
+from rlnb.sweep import search_plot
+from rlnb.viz import plots
+
+
+def seeds_frame(n_seeds: int) -> pd.DataFrame:
+    """Rewards in [0, 1]: at every step one seed sits at 0, one at 1, the others in between."""
+    rows = []
+    for seed in range(n_seeds):
+        value = seed / (n_seeds - 1)
+        rows += [{"run": "lr=0.3", "seed": seed, "step": step, "reward": value} for step in (1, 2, 3)]
+    return pd.DataFrame(rows)
+
+
+def band_edges(ax) -> tuple[float, float]:
+    (band,) = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    y = band.get_paths()[0].vertices[:, 1]
+    return float(y.min()), float(y.max())
+
+
+def test_few_seeds_get_a_min_max_band_within_the_metric_range():
+    frame = seeds_frame(3)
+    assert band_edges(plots.compare(frame, y="reward")) == (0.0, 1.0)
+    low, high = band_edges(plots.compare(frame, y="reward", band="std"))  # the old default: 0.5 ± 0.5
+    assert low == pytest.approx(0.0) and high == pytest.approx(1.0)
+    low, high = band_edges(plots.compare(seeds_frame(2), y="reward", band="std"))  # 0.5 ± 0.71
+    assert low < 0 and high > 1  # what "auto" avoids
+
+
+def test_many_seeds_get_a_std_band_clipped_to_the_seeds():
+    frame = seeds_frame(12)
+    low, high = band_edges(plots.compare(frame, y="reward"))
+    std = np.std(np.linspace(0, 1, 12), ddof=1)
+    assert low == pytest.approx(0.5 - std) and high == pytest.approx(0.5 + std)
+    assert low >= 0 and high <= 1
+
+
+def test_seed_lines_instead_of_a_band():
+    ax = plots.compare(seeds_frame(3), y="reward", band="seeds")
+    assert not [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(ax.lines) == 4 and [ln.get_label() for ln in ax.lines][0] == "lr=0.3 (3 seeds)"
+    assert sorted(ln.get_ydata()[0] for ln in ax.lines[1:]) == [0.0, 0.5, 1.0]
+    with pytest.raises(ValueError, match="band must be"):
+        plots.compare(seeds_frame(3), y="reward", band="iqr")
+
+
+def test_search_plot_marks_each_status_and_the_best():
+    trials = pd.DataFrame(
+        {
+            "trial": [0, 1, 2, 3],
+            "learning_rate": [1e-5, 3e-3, 0.05, 0.5],
+            "status": ["PRUNED", "COMPLETED", "COMPLETED", "PRUNED"],
+            "value": [0.04, 0.6, 0.9, 0.01],
+        }
+    )
+    trials.attrs["objective"] = "reward"
+    ax = search_plot(trials)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["pruned (2)", "completed (2)", "best learning_rate 0.05"]
+    stars = [c for c in ax.collections if isinstance(c, PathCollection)][-1]
+    assert stars.get_offsets().tolist() == [[0.05, 0.9]]
+    assert ax.get_xscale() == "log" and ax.get_ylabel() == "reward (mean of the last 5 steps)"
+    trials.attrs["objective"] = "loss"
+    stars = [c for c in search_plot(trials).collections if isinstance(c, PathCollection)][-1]
+    assert stars.get_offsets().tolist() == [[3e-3, 0.6]]  # a loss is minimised

@@ -1,0 +1,194 @@
+"""Sweeps on Ray: trials as tasks on a local Ray instance (2 CPUs), histories back in the sweep folder,
+failures as rows, Stop and Ctrl-C cancel what is outstanding and keep what finished, pruning across
+processes. Ray writes nothing to $HOME: token auth and usage stats are off, its files in a temp dir."""
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+import rlnb
+from rlnb.history import History
+from rlnb.sweep import grid, histories, sweep
+from rlnb.tasks import Task
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    import ray
+
+    env = {
+        "RAY_AUTH_MODE": "disabled",  # else Ray writes a token to ~/.ray/auth_token
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),  # tests.* in workers
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    home_ray = Path.home() / ".ray"
+    had_home_ray = home_ray.exists()
+    temp = tempfile.mkdtemp(prefix="rlnb-ray-")  # short: Ray's socket paths must stay under 108 bytes
+    ray.init(
+        num_cpus=2, object_store_memory=80 * 1024**2, include_dashboard=False, logging_level="error",
+        log_to_driver=False, _temp_dir=temp,
+    )  # fmt: skip
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(temp, ignore_errors=True)
+    assert had_home_ray or not home_ray.exists(), "Ray wrote to ~/.ray"
+
+
+def test_trials_run_as_ray_tasks_and_their_histories_come_back(local_ray, tmp_path):
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 3e-3]), seeds=[0, 1], steps=2, executor="ray", runs_dir=tmp_path,
+        progress=False,
+    )  # fmt: skip
+    assert (trials.status == "COMPLETED").all() and (trials.executor == "ray").all()
+    folder = Path(trials.attrs["path"])
+    assert all(Path(p).parent == folder for p in trials.run_path)
+    loaded = histories(trials)
+    assert [len(h.steps) for h in loaded] == [2, 2, 2, 2]
+    assert [h.config["sweep_config"]["learning_rate"] for h in loaded] == [1e-3, 1e-3, 3e-3, 3e-3]
+    assert [h.config["seed"] for h in loaded] == [0, 1, 0, 1]
+    assert trials.final_reward.between(0, 1).all() and trials.host.notna().all()
+
+
+def _crash_once(marker: str):
+    def reward(prompt, completion):
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL)  # the first call in any worker wins
+        except FileExistsError:
+            return 0.5
+        os.close(fd)
+        os._exit(1)  # the worker process dies mid-trial
+
+    return reward
+
+
+def test_a_crashed_worker_is_a_failed_row_and_the_rest_go_on(local_ray, tmp_path):
+    task = Task("crash", [[104, 105]], _crash_once(str(tmp_path / "crashed")))
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 3e-3]), steps=2, task=task, executor="ray", runs_dir=tmp_path, progress=False
+    )
+    assert sorted(trials.status) == ["COMPLETED", "FAILED"]
+    failed = trials[trials.status == "FAILED"].iloc[0]
+    assert "WorkerCrashedError" in failed.reason or "ActorDiedError" in failed.reason or "died" in failed.reason
+    ok = trials[trials.status == "COMPLETED"].iloc[0]
+    assert len(History.load(ok.run_path).steps) == 2
+
+
+def test_stop_ends_running_trials_at_their_next_step(local_ray, tmp_path):
+    """Stop is set once a trial has taken its first reward (the worker leaves a file). Every trial ends
+    STOPPED: one that was running at its next step, with the steps it ran back in the sweep folder;
+    one that had not started, before it started."""
+    marker = tmp_path / "rewarded"
+
+    def reward(prompt, completion):
+        marker.touch()
+        return float(len(completion)) / 8
+
+    stop = threading.Event()
+
+    def watch():
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    start = time.monotonic()
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=40, task=Task("mark", [[104, 105]], reward),
+        executor="ray", stop=stop, runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    watcher.join()
+    assert time.monotonic() - start < 60 and list(trials.status) == ["STOPPED"] * 3
+    ran = trials[trials.reason.str.match(r"stopped after \d+ of 40 steps")]
+    assert len(ran) >= 1 and ran.steps_done.max() >= 1
+    for _, row in ran.iterrows():
+        assert len(History.load(row.run_path).steps) == row.steps_done < 40  # what ran came back
+    assert (trials.drop(ran.index).reason == "stopped before it started").all()
+    assert trials.reason.iloc[2] == "stopped before it started"  # never submitted: two run at a time
+
+
+def test_stop_cancels_tasks_still_queued_in_ray(local_ray, tmp_path):
+    """Another job holds both CPUs, so the sweep's two tasks wait in Ray's queue: Stop cancels them
+    (and the third trial is never submitted)."""
+    ray = local_ray
+    held = tmp_path / "held"
+
+    def hold(marker: str) -> None:
+        Path(marker).touch()
+        time.sleep(60)
+
+    blocker = ray.remote(num_cpus=2)(hold).remote(str(held))
+    deadline = time.monotonic() + 60
+    while not held.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    try:
+        trials = sweep(
+            BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=2, executor="ray", max_concurrent=2, stop=stop,
+            runs_dir=tmp_path, progress=False,
+        )  # fmt: skip
+    finally:
+        ray.cancel(blocker, force=True)
+        ray.wait([blocker], timeout=30)
+    assert list(trials.status) == ["STOPPED"] * 3
+    assert list(trials.reason) == ["stopped before it started"] * 3 and (trials.steps_done == 0).all()
+
+
+def test_ctrl_c_keeps_finished_trials(local_ray, tmp_path):
+    def interrupt(done, total, row):
+        if done == 1:
+            raise KeyboardInterrupt
+
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=3, executor="ray", max_concurrent=1,
+        runs_dir=tmp_path, progress=interrupt,
+    )  # fmt: skip
+    assert list(trials.status) == ["COMPLETED", "STOPPED", "STOPPED"]
+    assert len(History.load(trials.run_path.iloc[0]).steps) == 3
+
+
+def test_pruning_reaches_trials_in_other_processes(local_ray, tmp_path):
+    pruner = optuna.pruners.ThresholdPruner(lower=0.5, n_warmup_steps=2)
+    trials = sweep(
+        BASE, space={"learning_rate": (1e-7, 2e-7, "log")}, n_trials=2, search="optuna", pruner=pruner, steps=6,
+        executor="ray", runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert list(trials.status) == ["PRUNED", "PRUNED"] and (trials.steps_done == 2).all()
+    assert (trials.executor == "ray").all() and [len(h.steps) for h in histories(trials)] == [2, 2]
+
+
+def test_remote_target_trials_stay_on_threads(local_ray, server, tmp_path):
+    """The per-trial routing: a trial whose compute is a remote provider's is not shipped to Ray."""
+    trials = sweep(
+        BASE, [{}], steps=1, target=server, base_model="rlnb/tiny", executor="ray", runs_dir=tmp_path, progress=False
+    )
+    assert list(trials.executor) == ["threads"] and list(trials.status) == ["COMPLETED"]
+
+
+@pytest.mark.parametrize(
+    ("resources", "words"), [({"gpu": 1}, "GPU"), ({"memory": 1e9}, "keys must be"), ({"cpu": -1}, ">= 0")]
+)
+def test_resources_per_trial_are_checked_before_anything_runs(local_ray, tmp_path, resources, words):
+    with pytest.raises(ValueError, match=words):
+        sweep(BASE, steps=1, executor="ray", resources_per_trial=resources, runs_dir=tmp_path, progress=False)
+    assert not list(tmp_path.rglob("trial-*"))  # (a GPU the cluster lacks is found once Ray is asked)

@@ -1,0 +1,317 @@
+"""Sweeps and ablations: one row per trial, failures kept, stop keeps finished trials, remote pools."""
+
+import json
+import re
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+
+import rlnb
+from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
+from rlnb.history import History
+from rlnb.sweep import ablate, apply, grid, histories, random_search, summarize, sweep
+from rlnb.tasks import Task
+
+BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
+
+
+def test_grid_and_random_search():
+    assert grid(learning_rate=[1e-3, 1e-2], momentum=[0.9]) == [
+        {"learning_rate": 1e-3, "momentum": 0.9},
+        {"learning_rate": 1e-2, "momentum": 0.9},
+    ]
+    configs = random_search(
+        20, seed=1, learning_rate=(1e-5, 1e-1, "log"), beta1=(0.8, 0.95), optimizer=["adam", "muon"]
+    )
+    assert len(configs) == 20 and configs == random_search(
+        20, seed=1, learning_rate=(1e-5, 1e-1, "log"), beta1=(0.8, 0.95), optimizer=["adam", "muon"]
+    )
+    assert all(1e-5 <= c["learning_rate"] <= 1e-1 and 0.8 <= c["beta1"] <= 0.95 for c in configs)
+    assert {c["optimizer"] for c in configs} == {"adam", "muon"}
+    with pytest.raises(ValueError, match="space"):
+        random_search(1, lr=5)
+    steps = [c["newton_schulz_steps"] for c in random_search(30, newton_schulz_steps=(3, 6, "int"))]
+    assert set(steps) == {3, 4, 5, 6} and all(isinstance(n, int) for n in steps)
+
+
+def test_apply_validates_before_anything_runs():
+    muon = apply(BASE, {"optimizer": "muon", "learning_rate": 0.02, "adam.learning_rate": 1e-3})
+    assert isinstance(muon, rlnb.MuonParams) and muon.adam.learning_rate == 1e-3
+    assert apply(BASE, {"beta1": 0.8}).learning_rate == 3e-3
+    with pytest.raises(rlnb.InvalidParams, match="beta1"):
+        sweep(BASE, [{"beta1": 2.0}], steps=1, progress=False)
+
+
+def test_sweep_rows_histories_and_custom_reward(tmp_path):
+    seen = []
+    trials = sweep(
+        BASE,
+        grid(learning_rate=[1e-3, 3e-3]),
+        seeds=[0, 1],
+        steps=3,
+        task=lambda prompt, completion: float(len(completion)) / 8,  # the user's own reward
+        runs_dir=tmp_path,
+        max_concurrent=2,
+        progress=lambda done, total, row: seen.append((done, total, row["status"])),
+    )
+    assert list(trials.trial) == [0, 1, 2, 3] and list(trials.seed) == [0, 1, 0, 1]
+    assert list(trials.learning_rate) == [1e-3, 1e-3, 3e-3, 3e-3]
+    assert (trials.status == "COMPLETED").all() and (trials.steps_done == 3).all()
+    assert trials.final_reward.between(0, 1).all() and trials.wall_s.gt(0).all()
+    assert [s[0] for s in seen] == [1, 2, 3, 4] and {s[1] for s in seen} == {4}
+    loaded = histories(trials)
+    assert len(loaded) == 4 and all(len(h.steps) == 3 for h in loaded)
+    assert loaded[0].config["sweep_config"] == {"learning_rate": 1e-3}
+    assert list(rlnb.compare(loaded).run.unique()) == list(trials.label.unique())
+
+
+def test_failed_trials_are_recorded_not_lost(tmp_path):
+    def broken(prompt, completion):
+        raise rlnb.SessionClosed("the reward service is down")
+
+    trials = sweep(
+        BASE, [{}], seeds=[0], steps=2, task=Task("broken", [[104, 105]], broken), runs_dir=tmp_path, progress=False
+    )
+    row = trials.iloc[0]
+    assert row.status == "FAILED" and "reward service is down" in row.reason and row.steps_done == 0
+    assert row.run_path and len(History.load(row.run_path)) >= 1  # what ran is on disk
+
+
+def test_stopping_keeps_finished_trials(tmp_path):
+    stop = threading.Event()
+
+    def stop_after_first(done, total, row):
+        stop.set()
+
+    trials = sweep(
+        BASE,
+        grid(learning_rate=[1e-3, 2e-3, 3e-3]),
+        seeds=[0],
+        steps=4,
+        runs_dir=tmp_path,
+        max_concurrent=1,
+        stop=stop,
+        progress=stop_after_first,
+    )
+    assert list(trials.status) == ["COMPLETED", "STOPPED", "STOPPED"]
+    assert trials.steps_done.iloc[0] == 4 and (trials.steps_done.iloc[1:] == 0).all()
+    assert list(trials.reason.iloc[1:]) == ["stopped before it started"] * 2
+
+
+def test_ablation_summary(tmp_path):
+    trials, summary = ablate(
+        BASE,
+        {"higher lr": {"learning_rate": 1e-2}, "muon": {"optimizer": "muon"}},
+        seeds=[0, 1],
+        steps=2,
+        runs_dir=tmp_path,
+        progress=False,
+    )
+    assert list(summary.index) == ["baseline", "higher lr", "muon"]
+    assert list(summary["count"]) == [2, 2, 2] and summary.loc["baseline", "delta"] == 0
+    expected = (
+        trials[trials.variant == "higher lr"].final_reward.mean()
+        - trials[trials.variant == "baseline"].final_reward.mean()
+    )
+    assert summary.loc["higher lr", "delta"] == pytest.approx(expected)
+    assert set(trials.variant) == {"baseline", "higher lr", "muon"}
+
+
+def test_remote_pool_waits_at_the_session_cap(server, tmp_path):
+    """Four trials, four at a time, on one full-weight resource (cap 1 session): the provider answers
+    429 to the others, and they wait their turn instead of failing."""
+    resource = httpx.post(server + "/v1/rl/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+    trials = sweep(
+        BASE,
+        grid(learning_rate=[1e-3, 3e-3]),
+        seeds=[0, 1],
+        steps=2,
+        target=server,
+        max_concurrent=4,
+        model_resources_id=resource,
+        runs_dir=tmp_path,
+        progress=False,
+    )
+    assert (trials.status == "COMPLETED").all(), trials.reason.tolist()
+    assert (trials.steps_done == 2).all()
+    sessions = httpx.get(server + "/v1/rl/training-sessions", params={"model_resources_id": resource}).json()["data"]
+    assert len(sessions) == 4 and all(s["step"] == "2" for s in sessions)
+    assert httpx.get(f"{server}/v1/rl/model-resources/{resource}").json()["status"] == "MODEL_RESOURCES_STATUS_READY"
+
+
+def test_sweep_sends_the_scheduled_learning_rate(tmp_path):
+    from rlnb.schedule import Schedule
+
+    trials = sweep(
+        BASE,
+        [{}],
+        steps=2,
+        schedule=Schedule("linear", total_steps=2, min_lr_ratio=0.5),
+        runs_dir=tmp_path,
+        progress=False,
+    )
+    lrs = list(histories(trials)[0].steps.learning_rate)
+    assert lrs == pytest.approx([3e-3, 3e-3 * 0.75])
+
+
+def test_interrupt_keeps_finished_trials_and_the_folder_has_every_row(tmp_path):
+    """Ctrl-C in the kernel reaches the driver as KeyboardInterrupt: raised here from the progress
+    callback, which runs in the driver's loop, at the moment the first trial has finished."""
+
+    def interrupt(done, total, row):
+        if done == 1:
+            raise KeyboardInterrupt
+
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=2, runs_dir=tmp_path, progress=interrupt, executor="threads"
+    )
+    assert list(trials.status) == ["COMPLETED", "STOPPED", "STOPPED"]
+    assert (trials.executor == "threads").all()
+    lines = (Path(trials.attrs["path"]) / "trials.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["trial"] for line in lines) == [0, 1, 2]
+
+
+def test_resume_runs_what_was_stopped_and_keeps_what_finished(tmp_path):
+    stop = threading.Event()
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    first = sweep(
+        BASE, configs, seeds=[0, 1], steps=2, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set(),
+        executor="threads",
+    )  # fmt: skip
+    assert list(first.status) == ["COMPLETED", "STOPPED", "STOPPED", "STOPPED"]
+    with pytest.raises(ValueError, match="steps: 3"):
+        sweep(BASE, configs, seeds=[0, 1], steps=3, resume=first.attrs["path"], progress=False)
+    done = []
+    again = sweep(
+        BASE, configs, seeds=[0, 1], steps=2, resume=first.attrs["path"], progress=lambda d, t, r: done.append((d, t))
+    )
+    assert (again.status == "COMPLETED").all() and list(again.trial) == [0, 1, 2, 3]
+    assert done == [(2, 4), (3, 4), (4, 4)]  # trial 0 was not run again
+    assert again.run_path.iloc[0] == first.run_path.iloc[0]
+    assert all(len(h.steps) == 2 for h in histories(again))
+
+
+def test_summarize_sorts_learning_rates_as_numbers():
+    rows = [
+        {"trial": i, "label": f"learning_rate={lr}", "learning_rate": lr, "seed": s, "status": st, "final_reward": r}
+        for i, (lr, s, st, r) in enumerate(
+            [
+                (0.3, 0, "COMPLETED", 1.0),
+                (1e-5, 0, "COMPLETED", 0.04),
+                (3e-3, 0, "COMPLETED", 0.5),
+                (0.3, 1, "COMPLETED", 0.0),
+                (3e-3, 1, "FAILED", float("nan")),
+                (3e-3, 2, "COMPLETED", 0.7),
+            ]
+        )
+    ]
+    table = summarize(pd.DataFrame(rows))
+    assert list(table.index) == [1e-5, 3e-3, 0.3]  # as text, "0.003" < "0.3" < "1e-05"
+    assert table.loc[0.3, "min"] == 0.0 and table.loc[0.3, "max"] == 1.0 and table.loc[0.3, "mean"] == 0.5
+    assert table.loc[3e-3, "count"] == 2 and table.loc[3e-3, "not_completed"] == 1
+    assert table.loc[3e-3, "mean"] == pytest.approx(0.6)
+
+
+def test_bad_sweep_arguments_are_refused_before_anything_runs(tmp_path):
+    for kwargs, words in [
+        ({"search": "hyperband"}, "search must be"),
+        ({"executor": "dask"}, "executor must be"),
+        ({"objective": "accuracy"}, "objective must be"),
+        ({"space": {"learning_rate": (1e-4, 1e-2)}}, "need search='optuna'"),
+        ({"max_concurrent": 0}, "max_concurrent"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, **kwargs)
+    assert not any(tmp_path.iterdir())
+
+
+def test_summarize_keeps_a_config_where_nothing_completed():
+    frame = pd.DataFrame(
+        [
+            {"trial": 0, "label": "a", "learning_rate": 1.0, "seed": 0, "status": "FAILED", "final_reward": None},
+            {"trial": 1, "label": "b", "learning_rate": 0.1, "seed": 0, "status": "COMPLETED", "final_reward": 0.5},
+        ]
+    )
+    table = summarize(frame)
+    assert list(table.index) == [0.1, 1.0] and table.loc[1.0, "count"] == 0 and table.loc[1.0, "not_completed"] == 1
+
+
+def test_an_error_in_a_progress_callback_reaches_the_user_and_no_row_is_lost(tmp_path):
+    """Three trials, two at a time, and a callback that fails on the first finished trial: the error
+    reaches the caller after every trial has a row on disk — the other running one finished or
+    STOPPED at its next step, the third STOPPED before it started."""
+
+    def broken(done, total, row):
+        raise RuntimeError("my progress bar broke")
+
+    with pytest.raises(RuntimeError, match="progress bar broke"):
+        sweep(
+            BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=3, max_concurrent=2, runs_dir=tmp_path, progress=broken
+        )
+    (folder,) = tmp_path.iterdir()
+    rows = {r["trial"]: r for r in map(json.loads, (folder / "trials.jsonl").read_text().splitlines())}
+    assert sorted(rows) == [0, 1, 2] and rows[2]["reason"] == "stopped before it started"
+    assert {rows[0]["status"], rows[1]["status"]} <= {"COMPLETED", "STOPPED"} and "COMPLETED" in (
+        rows[0]["status"],
+        rows[1]["status"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "kwargs", "hint"),
+    [
+        ("optuna", {"search": "optuna", "space": {"learning_rate": (1e-4, 1e-2)}, "n_trials": 1}, "rlnb[optuna]"),
+        ("ray", {"executor": "ray"}, "rlnb[ray]"),
+    ],
+)
+def test_missing_extras_say_how_to_install_them(tmp_path, monkeypatch, module, kwargs, hint):
+    monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    with pytest.raises(ImportError, match=re.escape(f"pip install '{hint}'")):
+        sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, **kwargs)
+
+
+def test_compatible_local_trials_train_as_one_ensemble_with_the_rows_of_lone_trials(tmp_path):
+    """The default executor batches a grid of local trials (one stacked ensemble): the same rows, rewards
+    and run folders as the same trials on threads, and the table says where each ran."""
+    configs = grid(learning_rate=[3e-3, 1e-2])
+    batched = sweep(BASE, configs, seeds=[0, 1], steps=3, runs_dir=tmp_path / "b", progress=False)
+    alone = sweep(BASE, configs, seeds=[0, 1], steps=3, runs_dir=tmp_path / "t", progress=False, executor="threads")
+    assert (batched.executor == "batched").all() and batched.not_batched.isna().all()
+    assert (alone.executor == "threads").all() and (alone.not_batched == "executor='threads' was asked for").all()
+    for col in ("trial", "label", "seed", "status", "steps_done"):
+        assert list(batched[col]) == list(alone[col]), col
+    np.testing.assert_allclose(batched.final_reward, alone.final_reward, rtol=1e-6)
+    for b, a in zip(histories(batched), histories(alone), strict=True):
+        assert list(b.df.kind) == list(a.df.kind)
+        assert b.config["sweep_config"] == a.config["sweep_config"] and b.config["label"] == a.config["label"]
+
+
+def test_trials_that_cannot_be_batched_run_on_threads_and_say_why(tmp_path):
+    tiny = TinyTransformer(TinyConfig(n_layer=1, n_embd=32))
+    trials = sweep(BASE, [{}], steps=1, runs_dir=tmp_path, progress=False, model=tiny)
+    assert list(trials.executor) == ["threads"] and "not a built-in model" in trials.not_batched.iloc[0]
+
+
+def test_stop_during_an_ensemble_keeps_every_member_as_a_row(tmp_path):
+    stop = threading.Event()
+    configs = grid(learning_rate=[1e-3, 2e-3, 3e-3])
+    timer = threading.Timer(1.0, stop.set)
+    timer.start()
+    trials = sweep(BASE, configs, steps=400, runs_dir=tmp_path, stop=stop, progress=False)
+    timer.cancel()
+    assert (trials.status == "STOPPED").all() and (trials.executor == "batched").all()
+    assert all(0 < n < 400 for n in trials.steps_done)
+    assert [len(h.steps) for h in histories(trials)] == list(trials.steps_done)
+
+
+def test_an_empty_grid_or_config_list_is_refused_not_run_as_the_base(tmp_path):
+    with pytest.raises(ValueError, match="grid: learning_rate has no values"):
+        grid(learning_rate=[], momentum=[0.9])
+    with pytest.raises(ValueError, match="configs is empty"):
+        sweep(BASE, [], steps=1, runs_dir=tmp_path, progress=False)
+    assert not list(tmp_path.iterdir())  # refused before a folder was made

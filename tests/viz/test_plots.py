@@ -1,0 +1,457 @@
+"""Plots and the live view, checked on the figure objects (lines, collections, texts), not pixels."""
+
+import math
+import os
+import time
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.engine.backend import LocalBackend
+from rlnb.history import NA_NO_GRAD_NORM, History
+from rlnb.viz import plots
+from rlnb.viz.live import LiveView
+
+PENDING, RUNNING = "TRAINING_OPERATION_STATUS_PENDING", "TRAINING_OPERATION_STATUS_RUNNING"
+COMPLETED, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
+NON_FINITE = "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
+T0 = 1_700_000_000.0
+
+
+def add(h, kind, *, at, output=None, error=None, status=COMPLETED, step=None, run=0.5):
+    """One operation through the backends' path: History.new, then wire envelopes into History.update."""
+    rec = h.new(kind, step, None, at=at)
+    if status == PENDING:
+        return rec
+    h.update(rec, wire.Operation(id=f"op-{rec.seq}", status=RUNNING), at + 0.25)
+    if status != RUNNING:
+        env = wire.Operation(id=f"op-{rec.seq}", status=status, output=output, error=error)
+        h.update(rec, env, at + 0.25 + run)
+    return rec
+
+
+def optim_metrics(gn, clip=1.0, lr=1e-3, **extra):
+    return {"grad_norm": gn, "grad_clip_norm": clip, "learning_rate": lr, **extra}
+
+
+def hand_history(losses, norms=None, config=None, metrics=None):
+    """A step per loss: forward-backward then optim-step (reporting ``norms``, or only ``step``)."""
+    h = History(config=config or {})
+    for i, value in enumerate(losses):
+        add(h, "forward-backward", at=T0 + 2 * i, output=wire.ForwardBackwardResult(loss=value), step=i)
+        m = None if norms is None else (metrics or optim_metrics)(norms[i])
+        add(h, "optim-step", at=T0 + 2 * i + 1, output=wire.OptimStepResult(step=i + 1, metrics=m), step=i)
+    return h
+
+
+@pytest.fixture(scope="module")
+def adam_history(tmp_path_factory):
+    """A real in-process session: 4 steps, clipping off at step 3, a reward logged per step."""
+    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), runs_dir=tmp_path_factory.mktemp("runs"), run_id="p")
+    for i in range(4):
+        s.forward_backward([samples.cross_entropy(list(b"plots, plots"))])
+        s.optim_step(rlnb.AdamParams(learning_rate=1e-3 * (i + 1), grad_clip_norm=0 if i == 2 else 1.0))
+        s.history.log(i + 1, reward=0.1 * (i + 1))
+    s.wait()
+    s.close()
+    return s.history
+
+
+def xy(line):
+    return line.get_xydata()
+
+
+def test_lines_carry_the_steps_table(adam_history):
+    steps = adam_history.steps
+    x = steps.step.to_numpy(float)
+    (line,) = plots.loss(adam_history).lines
+    np.testing.assert_array_equal(xy(line), np.c_[x, steps.loss])
+    ax = plots.grad_norm(adam_history)
+    lines = {ln.get_label(): ln for ln in ax.lines}
+    assert set(lines) == {"global", "clip threshold"}  # an Adam run: no Muon norms
+    np.testing.assert_array_equal(xy(lines["global"]), np.c_[x, steps.grad_norm])
+    clip = xy(lines["clip threshold"])
+    assert lines["clip threshold"].get_linestyle() == "--"
+    np.testing.assert_array_equal(clip[:, 1], [1.0, 1.0, np.nan, 1.0])  # 0 = off: no threshold drawn there
+    (lr,) = plots.learning_rate(adam_history).lines
+    np.testing.assert_allclose(xy(lr), np.c_[x, [1e-3, 2e-3, 3e-3, 4e-3]])
+    (reward,) = plots.metric(adam_history, "reward").lines
+    np.testing.assert_allclose(xy(reward), np.c_[x, [0.1, 0.2, 0.3, 0.4]])
+    # The same from the DataFrames.
+    np.testing.assert_array_equal(xy(plots.loss(adam_history.df).lines[0]), xy(line))
+    np.testing.assert_array_equal(xy(plots.loss(steps).lines[0]), xy(line))
+
+
+def test_overview_is_one_figure_of_panels(adam_history):
+    fig = plots.overview(adam_history, metrics=("reward", "missing"))
+    assert isinstance(fig, Figure)
+    assert [ax.get_title() for ax in fig.axes] == ["loss", "gradient norm (pre-clip)", "reward", "missing"]
+    assert [t.get_text() for t in fig.axes[3].texts] == ["no 'missing' logged yet"]
+
+
+def test_ema_draws_raw_faint_and_smoothed_bold(adam_history):
+    loss = adam_history.steps.loss.to_numpy()
+    raw, smoothed = plots.loss(adam_history, ema=0.9).lines
+    expected = [loss[0]]
+    for v in loss[1:]:
+        expected.append(0.9 * expected[-1] + 0.1 * v)
+    np.testing.assert_array_equal(xy(raw)[:, 1], loss)
+    np.testing.assert_allclose(xy(smoothed)[:, 1], expected, rtol=1e-12)
+    assert not np.allclose(xy(smoothed)[:, 1], loss)
+    assert raw.get_alpha() < 1 and smoothed.get_linewidth() > raw.get_linewidth()
+    with pytest.raises(ValueError, match="ema"):
+        plots.loss(adam_history, ema=1.0)
+
+
+def test_muon_runs_draw_both_partial_norms():
+    def muon(gn):
+        return optim_metrics(gn, **{"grad_norm/muon": gn * 0.6, "grad_norm/adam": gn * 0.8})
+
+    h = hand_history([3.0, 2.0, 1.0], norms=[5.0, 4.0, 3.0], metrics=muon)
+    lines = {ln.get_label(): ln for ln in plots.grad_norm(h).lines}
+    assert set(lines) == {"global", "Muon matrices", "AdamW params", "clip threshold"}
+    np.testing.assert_allclose(xy(lines["Muon matrices"]), [[1, 3.0], [2, 2.4], [3, 1.8]])
+    np.testing.assert_allclose(xy(lines["AdamW params"]), [[1, 4.0], [2, 3.2], [3, 2.4]])
+
+
+def test_missing_grad_norm_says_why():
+    h = hand_history([3.0, 2.0])  # optim-step output carries only `step`, as Together's does
+    ax = plots.grad_norm(h)
+    assert not ax.lines
+    assert [t.get_text() for t in ax.texts] == [NA_NO_GRAD_NORM]
+    assert plots.learning_rate(h).texts[0].get_text() == NA_NO_GRAD_NORM
+    assert plots.loss(h).lines[0].get_xydata()[:, 1].tolist() == [3.0, 2.0]
+
+
+def timeline_history():
+    h = History()
+    add(h, "forward-backward", at=T0, output=wire.ForwardBackwardResult(loss=1.0), step=0)
+    add(h, "optim-step", at=T0 + 1, output=wire.OptimStepResult(step=1), step=0)
+    add(h, "weights-sync", at=T0 + 2, output=wire.WeightsSyncResult(weights_version=1), step=1)
+    add(h, "forward-backward", at=T0 + 3, output=wire.ForwardBackwardResult(loss=1.0), step=1)
+    err = wire.OperationError(code=NON_FINITE, message="gradient is NaN")
+    add(h, "optim-step", at=T0 + 4, status=FAILED, error=err, step=1)
+    add(h, "sample", at=T0 + 5, status=RUNNING, step=1)
+    add(h, "weights-sync", at=T0 + 6, status=PENDING, step=1)
+    return h
+
+
+def test_timeline_lanes_bars_and_failures():
+    ax = plots.timeline(timeline_history(), now=T0 + 10)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["forward-backward", "optim-step", "weights-sync", "sample"]
+    bars = {c.get_label(): c for c in ax.collections if isinstance(c, PolyCollection)}
+    assert set(bars) == {"completed", "failed", "running", "pending"}
+    for status, coll in bars.items():
+        assert tuple(coll.get_facecolor()[0]) == to_rgba(
+            plots.STATUS_COLORS[f"TRAINING_OPERATION_STATUS_{status.upper()}"]
+        )
+
+    def extent(coll, i=0):
+        v = coll.get_paths()[i].vertices
+        return v[:, 0].min(), v[:, 0].max(), (v[:, 1].min() + v[:, 1].max()) / 2
+
+    assert len(bars["completed"].get_paths()) == 4
+    assert extent(bars["failed"]) == pytest.approx((4.25, 4.75, 1))  # started -> finished, optim-step lane
+    assert extent(bars["running"]) == pytest.approx((5.25, 10, 3))  # started -> now
+    assert extent(bars["pending"]) == pytest.approx((6, 10, 2))  # submitted -> now
+    (marker,) = ax.lines
+    assert marker.get_marker() == "X" and marker.get_xydata().tolist() == [[4.75, 1.0]]
+    assert [t.get_text() for t in ax.texts] == ["NON_FINITE_LOSS"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["completed", "failed", "running", "pending"]
+    assert ax.get_xlabel() == "seconds since the first submission"
+
+
+def test_timeline_of_a_real_session(adam_history):
+    ax = plots.timeline(adam_history)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["forward-backward", "optim-step"]
+    (bars,) = ax.collections
+    assert bars.get_label() == "completed" and len(bars.get_paths()) == 8 and not ax.lines
+
+
+def seeded_runs():
+    """Two labels x two seeds; loss = base + seed offset per step, so mean and std are known."""
+    runs = []
+    for label, base in (("adam", 10.0), ("muon", 5.0)):
+        for seed, offset in ((1, -1.0), (2, 1.0)):
+            runs.append(hand_history([base - i + offset for i in range(4)], config={"label": label, "seed": seed}))
+    return runs
+
+
+def test_compare_draws_mean_and_std_band_per_label():
+    frame = rlnb.compare(seeded_runs())
+    ax = plots.compare(frame, band="std")
+    labels = [ln.get_label() for ln in ax.lines]
+    assert labels == ["adam (2 seeds)", "muon (2 seeds)"]
+    np.testing.assert_allclose(xy(ax.lines[0]), [[1, 10], [2, 9], [3, 8], [4, 7]])
+    np.testing.assert_allclose(xy(ax.lines[1])[:, 1], [5, 4, 3, 2])
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(bands) == 2
+    std = np.std([-1.0, 1.0], ddof=1)
+    v = bands[1].get_paths()[0].vertices
+    at2 = v[np.isclose(v[:, 0], 2.0), 1]  # muon at step 2: mean 4
+    assert at2.min() == pytest.approx(4 - std) and at2.max() == pytest.approx(4 + std)
+    # A list of histories gives the same figure; a single seed gets a line and no band.
+    np.testing.assert_array_equal(xy(plots.compare(seeded_runs(), band="std").lines[0]), xy(ax.lines[0]))
+    one = plots.compare(seeded_runs()[:1], y="grad_norm")
+    assert [ln.get_label() for ln in one.lines] == ["adam"] and not one.collections
+
+
+def test_compare_ema_smooths_each_seed_before_averaging():
+    frame = rlnb.compare(seeded_runs())
+    ax = plots.compare(frame, ema=0.5)
+    per_seed = [plots.smooth(g.loss, 0.5) for _, g in frame[frame.run == "adam"].groupby("seed")]
+    np.testing.assert_allclose(xy(ax.lines[0])[:, 1], np.mean(per_seed, axis=0))
+
+
+def test_large_histories_are_decimated_keeping_spikes():
+    n = 100_000
+    loss = np.linspace(5, 1, n)
+    loss[77_777] = 50.0
+    loss[33_333] = -3.0
+    steps = pd.DataFrame({"step": np.arange(1, n + 1), "loss": loss})
+    (line,) = plots.loss(steps).lines
+    data = xy(line)
+    assert len(data) <= plots.MAX_POINTS
+    assert data[:, 1].max() == 50.0 and data[:, 1].min() == -3.0
+    assert np.all(np.diff(data[:, 0]) > 0) and data[0, 0] == 1 and data[-1, 0] == n
+    h = hand_history([1.0] * 3000, norms=[1.0] * 3000)  # 6,000 completed bars: merged below a pixel
+    (bars,) = plots.timeline(h).collections
+    spans = [(p.vertices[:, 0].min(), p.vertices[:, 0].max()) for p in bars.get_paths()]
+    assert spans == [(0.25, 2 * 2999 + 0.75), (1.25, 2 * 2999 + 1.75)]  # one bar per lane
+    x, y = plots.decimate([1, 2, 3], [3.0, np.nan, 1.0])
+    assert x.tolist() == [1, 2, 3] and np.isnan(y[1])  # small series are untouched
+
+
+# -- static plots for RL ----------------------------------------------------------------------------
+
+
+def test_clip_line_only_when_on_and_never_squashing_the_norms():
+    small = hand_history([1.0] * 3, norms=[0.30, 0.32, 0.28], metrics=lambda gn: optim_metrics(gn, clip=10.0))
+    ax = plots.grad_norm(small)
+    lines = {ln.get_label(): ln for ln in ax.lines}
+    assert xy(lines["clip threshold 10 (off the top)"]).size == 0  # named in the legend, not drawn
+    assert ax.get_ylim()[1] < 0.4  # the norms fill the axes
+    near = hand_history([1.0] * 3, norms=[0.30, 0.32, 0.28], metrics=lambda gn: optim_metrics(gn, clip=0.5))
+    lines = {ln.get_label(): ln for ln in plots.grad_norm(near).lines}
+    assert xy(lines["clip threshold"])[:, 1].tolist() == [0.5, 0.5, 0.5]
+    off = hand_history([1.0] * 3, norms=[0.30, 0.32, 0.28], metrics=lambda gn: optim_metrics(gn, clip=0.0))
+    assert [ln.get_label() for ln in plots.grad_norm(off).lines] == ["global"]
+
+
+def test_markers_while_there_are_few_points():
+    assert plots.loss(hand_history([1.0] * 30)).lines[0].get_marker() == "o"
+    assert plots.loss(hand_history([1.0] * 31)).lines[0].get_marker() in ("", "None")
+
+
+# -- LiveView --------------------------------------------------------------------------------------
+
+
+def wait_until(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def settle(view, quiet=0.5):
+    """Wait until no redraw happened for ``quiet`` seconds (longer than ``every``)."""
+    seen, since = view.redraws, time.monotonic()
+    while time.monotonic() - since < quiet:
+        time.sleep(0.02)
+        if view.redraws != seen:
+            seen, since = view.redraws, time.monotonic()
+
+
+def line(view, panel, key):
+    return xy(view.panels[panel].lines[key])
+
+
+def is_png(data):
+    return bytes(data).startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_live_view_throttles_and_always_shows_the_last_state():
+    h = hand_history([1.0], norms=[2.0])
+    view = LiveView(h, metrics=("reward",), every=0.3, rows=3)
+    assert view.redraws == 1 and all(is_png(img.value) for img in view.images.values())
+    start = time.monotonic()
+    for i in range(1, 60):  # 120 operations, 360 status changes, well within `every`
+        add(h, "forward-backward", at=T0 + 2 * i, output=wire.ForwardBackwardResult(loss=1.0 / (i + 1)), step=i)
+        add(h, "optim-step", at=T0 + 2 * i + 1, output=wire.OptimStepResult(step=i + 1, metrics=optim_metrics(2.0)))
+    pumped = time.monotonic() - start
+    settle(view)
+    assert 2 <= view.redraws <= 2 + math.ceil(pumped / 0.3)
+    loss_line = line(view, "loss", "loss")
+    assert len(loss_line) == 60 and loss_line[-1, 1] == pytest.approx(1 / 60)
+    assert ">60</td>" in view.steps_table.value  # the last step is in the table
+    redraws = view.redraws
+    h.log(60, reward=0.5)  # log() notifies the view too: it redraws without being asked
+    wait_until(lambda: view.redraws == redraws + 1)
+    assert line(view, "reward", "reward").tolist() == [[60.0, 0.5]]
+    view.close()
+
+
+def test_live_tables_show_steps_and_the_raw_operations_one_click_away():
+    h = timeline_history()
+    h.log(1, reward=0.25)
+    view = LiveView(h, metrics=("reward",), every=0.05, rows=3)
+    steps = view.steps_table.value
+    assert steps.count("<tr>") == 2 and ">0.25</td>" in steps  # header + step 1 with its reward
+    assert view.ops_table.value == ""  # hidden: not drawn
+    view.tables.selected_index = 1
+    table = view.ops_table.value
+    assert table.count("<tr>") == 4  # header + 3 rows, newest first
+    assert table.index("weights-sync") < table.index("sample") < table.index("optim-step")
+    assert "forward-backward" not in table
+    assert "NON_FINITE_LOSS" in table and "gradient is NaN" in table and "running" in table and "pending" in table
+    assert "application/vnd.jupyter.widget-view+json" in view._repr_mimebundle_()
+    view.close()
+    view.close()  # idempotent
+    before = view.redraws
+    add(h, "sample", at=T0 + 7, status=RUNNING)
+    time.sleep(0.2)
+    assert view.redraws == before and h._listeners == []
+
+
+def test_live_view_follows_a_real_session_from_backend_threads(tmp_path):
+    s = rlnb.Session(LocalBackend("muon", "tiny", device="cpu"), runs_dir=tmp_path, run_id="live")
+    view = LiveView(s.history, every=0.05)
+    for i in range(3):
+        s.forward_backward([samples.cross_entropy(list(b"live view"))])
+        s.optim_step(rlnb.MuonParams(learning_rate=0.02, grad_clip_norm=0.5 * (i + 1)))
+    s.wait()
+    wait_until(lambda: len(line(view, "loss", "loss")) == 3)
+    settle(view, quiet=0.2)
+    steps = s.history.steps
+    np.testing.assert_array_equal(line(view, "grad_norm", "grad_norm")[:, 1], steps.grad_norm)
+    np.testing.assert_array_equal(line(view, "grad_norm", "grad_norm_muon")[:, 1], steps.grad_norm_muon)
+    np.testing.assert_array_equal(line(view, "loss", "loss")[:, 1], steps.loss)
+    legend = [t.get_text() for t in view.panels["grad_norm"].ax.get_legend().get_texts()]
+    assert legend == ["global", "Muon matrices", "AdamW params", "clip threshold"]
+    np.testing.assert_array_equal(line(view, "grad_norm", "grad_clip_norm")[:, 1], [0.5, 1.0, 1.5])
+    view.close()
+    s.close()
+
+
+def test_live_view_reads_neither_the_operations_table_nor_the_steps_table(monkeypatch):
+    """Each redraw appends the new steps; rebuilding .df / .steps would grow with the run."""
+    h = hand_history([1.0, 0.5], norms=[2.0, 1.0])
+    view = LiveView(h, every=0)
+    for name in ("df", "steps", "logged", "records"):
+        monkeypatch.setattr(History, name, property(lambda self: pytest.fail("the live view rebuilt a table")))
+    add(h, "forward-backward", at=T0 + 10, output=wire.ForwardBackwardResult(loss=0.25), step=2)
+    add(h, "optim-step", at=T0 + 11, output=wire.OptimStepResult(step=3, metrics=optim_metrics(0.5)), step=2)
+    view.refresh()
+    assert line(view, "loss", "loss")[:, 1].tolist() == [1.0, 0.5, 0.25]
+    view.close()
+
+
+def test_live_view_redraws_only_what_changed():
+    h = hand_history([1.0] * 1000, norms=[1.0 + 0.01 * (i % 7) for i in range(1000)])
+    view = LiveView(h, metrics=("reward",), every=0)
+    full = {name: p.full_draws for name, p in view.panels.items()}
+    for i in range(1000, 1100):  # 100 more steps, a redraw after each
+        add(h, "forward-backward", at=T0 + 2 * i, output=wire.ForwardBackwardResult(loss=1.0), step=i)
+        add(h, "optim-step", at=T0 + 2 * i + 1, output=wire.OptimStepResult(step=i + 1, metrics=optim_metrics(1.0)))
+        view.refresh()
+    assert view.panels["reward"].full_draws == full["reward"]  # nothing logged: not drawn at all
+    for name in ("loss", "grad_norm", "learning_rate"):  # limits move in coarse steps; otherwise only the lines
+        assert view.panels[name].full_draws - full[name] <= 2, name
+    view.close()
+
+
+def test_live_series_keep_at_most_a_screenful_with_the_spikes():
+    from rlnb.viz.livefig import LIVE_POINTS, Series
+
+    y = np.linspace(5, 1, 100_000)
+    y[77_777], y[33_333], y[50_000] = 50.0, -3.0, np.nan
+    s = Series(ema=0.9)
+    for i, v in enumerate(y):
+        s.add(float(i + 1), float(v))
+    x, v = s.raw.xy()
+    assert len(x) <= LIVE_POINTS and np.all(np.diff(x) > 0) and x[0] == 1
+    assert np.nanmax(v) == 50.0 and np.nanmin(v) == -3.0 and (s.lo, s.hi) == (-3.0, 50.0)
+    smooth = plots.smooth(y, 0.9)
+    sx, sv = s.smooth.xy()
+    np.testing.assert_allclose(sv, smooth[sx.astype(int) - 1])  # the EMA of every point, decimated likewise
+    assert len(Series().raw.xy()[0]) == 0
+
+
+def test_markers_ema_and_log_y_toggles():
+    h = hand_history([1.0 / (i + 1) for i in range(30)], norms=[1.0] * 30)
+    view = LiveView(h, every=0)
+    assert view.panels["loss"].lines["loss"].get_marker() == "o"  # 30 points: each one marked
+    view.ema_toggle.value = True
+    raw, ema = view.panels["loss"].lines["loss"], view.panels["loss"].lines["loss:ema"]
+    assert ema.get_visible() and raw.get_alpha() < 1
+    np.testing.assert_allclose(xy(ema)[:, 1], plots.smooth(h.steps.loss, 0.9))
+    view.log_toggle.value = True
+    assert {p.ax.get_yscale() for p in view.panels.values()} == {"log"}
+    add(h, "forward-backward", at=T0 + 100, output=wire.ForwardBackwardResult(loss=0.01), step=30)
+    add(h, "optim-step", at=T0 + 101, output=wire.OptimStepResult(step=31, metrics=optim_metrics(1.0)), step=30)
+    view.refresh()
+    assert raw.get_marker() in ("", "None")  # 31 points: a plain line
+    view.ema_toggle.value = view.log_toggle.value = False
+    assert not ema.get_visible() and view.panels["loss"].ax.get_yscale() == "linear"
+    view.close()
+
+
+def test_live_clip_threshold_never_squashes_the_norms():
+    h = hand_history([1.0] * 3, norms=[0.30, 0.32, 0.28], metrics=lambda gn: optim_metrics(gn, clip=10.0))
+    view = LiveView(h, every=0)
+    grad = view.panels["grad_norm"]
+    assert grad.ax.get_ylim()[1] < 0.4
+    legend = [t.get_text() for t in grad.ax.get_legend().get_texts()]
+    assert legend == ["global", "clip threshold 10 (off the top)"]
+    view.close()
+    off = LiveView(hand_history([1.0] * 3, norms=[0.3] * 3, metrics=lambda gn: optim_metrics(gn, clip=0.0)), every=0)
+    assert not off.panels["grad_norm"].lines["grad_clip_norm"].get_visible()  # clipping off: no line
+    assert [t.get_text() for t in off.panels["grad_norm"].ax.get_legend().get_texts()] == ["global"]
+    off.close()
+
+
+def test_live_view_can_leave_the_grpo_loss_out():
+    view = LiveView(hand_history([1e-9, -1e-9], norms=[1.0, 1.0]), metrics=("reward",), loss=False, every=0)
+    assert list(view.panels) == ["reward", "grad_norm", "learning_rate"]
+    assert "loss" not in view.steps_table.value
+    view.close()
+    with pytest.raises(ValueError, match="built in"):
+        LiveView(History(), metrics=("loss",))
+
+
+def test_live_view_starts_over_when_a_finished_operation_changes():
+    h = History()
+    fb = add(h, "forward-backward", at=T0, output=wire.ForwardBackwardResult(loss=1.0), step=0)
+    add(h, "optim-step", at=T0 + 1, output=wire.OptimStepResult(step=1, metrics=optim_metrics(1.0)), step=0)
+    view = LiveView(h, every=0)
+    assert line(view, "loss", "loss").tolist() == [[1.0, 1.0]]
+    h.update(fb, wire.Operation(id="op-0", status=COMPLETED, output=wire.ForwardBackwardResult(loss=3.0)), T0 + 2)
+    view.refresh()
+    assert line(view, "loss", "loss").tolist() == [[1.0, 3.0]] and h.steps.loss.tolist() == [3.0]
+    view.close()
+
+
+def test_live_view_says_why_a_remote_run_has_no_gradient_norm():
+    h = hand_history([3.0, 2.0])  # optim-step output carries only `step`, as Together's does
+    view = LiveView(h, every=0)
+    assert view.panels["grad_norm"].note.get_text() == NA_NO_GRAD_NORM
+    assert view.panels["loss"].note.get_text() == ""
+    view.close()
+
+
+
+def test_the_live_x_axis_leaves_room_after_the_newest_step():
+    """The newest point and its marker never sit on the frame (4 steps used to draw to exactly 4)."""
+    for n in (4, 8, 30):
+        view = LiveView(hand_history([1.0 / (i + 1) for i in range(n)], norms=[1.0] * n), every=0)
+        for panel in view.panels.values():
+            assert panel.ax.get_xlim()[1] >= 1.05 * n
+        view.close()

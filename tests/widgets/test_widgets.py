@@ -1,0 +1,456 @@
+"""Widgets driven as a person would, through `.value` and `.click()`."""
+
+import json
+import re
+import statistics
+import threading
+import time
+
+import pytest
+
+import rlnb
+from rlnb.schedule import Schedule
+from rlnb.tasks import digits_task, rl_step
+from rlnb.widgets import LESSONS, PRESETS, OptimizerBuilder, RunPanel
+from rlnb.widgets.controls import INVALID
+from rlnb.widgets.presets import DEFAULT_PRESET
+
+
+def preview_json(b: OptimizerBuilder) -> dict:
+    return json.loads(re.search(r"<pre[^>]*>(.*)</pre>", b.preview.value, re.S).group(1))
+
+
+def test_every_adam_control_reaches_the_params_and_the_preview():
+    b = OptimizerBuilder("adam")
+    values = {"beta1": 0.8, "beta2": 0.99, "eps": 1e-7, "weight_decay": 0.02, "grad_clip_norm": 0.0}
+    for name, v in values.items():
+        b.adam[name].value = v
+    b.adam["learning_rate"].text.value = 2.5e-4
+    p = b.params
+    assert isinstance(p, rlnb.AdamParams)
+    assert p.model_dump() == {**values, "learning_rate": 2.5e-4}
+    assert preview_json(b) == p.request_body()
+
+
+def test_every_muon_control_and_its_adam_sub_params():
+    b = OptimizerBuilder("muon")
+    b.muon["learning_rate"].text.value = 0.03
+    b.muon["momentum"].value = 0.9
+    b.muon["newton_schulz_steps"].value = 3
+    b.muon["weight_decay"].value = 0.01
+    b.muon["grad_clip_norm"].value = 2.0
+    b.muon_adam["learning_rate"].text.value = 5e-4
+    b.muon_adam["eps"].value = 1e-10
+    p = b.params
+    assert isinstance(p, rlnb.MuonParams) and isinstance(p.adam, rlnb.AdamParams)
+    assert (p.learning_rate, p.momentum, p.newton_schulz_steps, p.weight_decay, p.grad_clip_norm) == (
+        0.03,
+        0.9,
+        3,
+        0.01,
+        2.0,
+    )
+    assert (p.adam.learning_rate, p.adam.eps) == (5e-4, 1e-10)
+    assert preview_json(b) == p.request_body()
+
+
+def test_switching_tabs_switches_the_optimizer():
+    b = OptimizerBuilder("adam")
+    assert "adam_params" in preview_json(b)
+    b.tabs.selected_index = 1
+    assert b.kind == "muon" and "muon_params" in preview_json(b)
+
+
+def test_learning_rate_slider_and_text_stay_in_step():
+    b = OptimizerBuilder("adam")
+    lr = b.adam["learning_rate"]
+    lr.slider.value = 1e-3
+    assert lr.text.value == pytest.approx(1e-3) and b.params.learning_rate == pytest.approx(1e-3)
+    lr.text.value = 3.3e-5  # exact entry
+    assert lr.slider.value == pytest.approx(3.3e-5) and b.params.learning_rate == 3.3e-5
+
+
+def test_presets_fill_every_field():
+    b = OptimizerBuilder("muon")
+    for name, values in PRESETS.items():
+        b.preset.value = name
+        body = b.params.request_body()["muon_params"]
+        assert {k: body[k] for k in values["muon"]} == values["muon"]
+        assert body["adam"] == values["muon.adam"]
+        b.kind = "adam"
+        assert b.params.request_body()["adam_params"] == values["adam"]
+        b.kind = "muon"
+    b.preset.value = "Too high (teaching)"
+    assert b.params.learning_rate == 50.0 and b.params.grad_clip_norm == 0
+
+
+@pytest.mark.parametrize(
+    "group,field,value,words",
+    [
+        ("adam", "beta1", 1.0, "AdamParams.beta1 = 1.0 is invalid: must be a finite number, >= 0 and < 1"),
+        ("adam", "eps", 0.0, "AdamParams.eps = 0.0 is invalid"),
+        ("adam", "weight_decay", -0.1, "AdamParams.weight_decay"),
+        ("adam", "grad_clip_norm", -1.0, "AdamParams.grad_clip_norm"),
+        ("muon", "momentum", 1.2, "MuonParams.momentum = 1.2"),
+        ("muon", "newton_schulz_steps", 0, "MuonParams.newton_schulz_steps = 0 is invalid: must be an integer"),
+        ("muon_adam", "beta2", -0.5, "MuonParams.adam.beta2 = -0.5"),
+    ],
+)
+def test_validation_names_the_field_and_blocks_sending(group, field, value, words):
+    b = OptimizerBuilder("adam" if group == "adam" else "muon")
+    getattr(b, group)[field].value = value
+    assert not b.valid and any(words in e for e in b.errors), b.errors
+    assert words.split(" = ")[0] in b.message.value
+    assert "not sendable" in b.preview.value
+    with pytest.raises(rlnb.InvalidParams):
+        _ = b.params
+    getattr(b, group)[field].value = PRESETS["Together docs"][
+        "muon.adam" if group == "muon_adam" else "adam" if group == "adam" else "muon"
+    ][field]
+    assert b.valid and "valid" in b.message.value
+    assert not any(
+        INVALID in c._dom_classes for c in [*b.adam.values(), *b.muon.values()] if hasattr(c, "_dom_classes")
+    )
+
+
+def test_negative_learning_rate_typed_in_is_rejected():
+    b = OptimizerBuilder("adam")
+    b.adam["learning_rate"].text.value = -1e-3
+    assert any("AdamParams.learning_rate = -0.001" in e for e in b.errors)
+
+
+def test_schedule_values_and_params_at():
+    b = OptimizerBuilder("adam")
+    b.adam["learning_rate"].text.value = 1e-3
+    b.sched_kind.value = "linear"
+    b.warmup.value = 4
+    b.total.value = 14
+    b.min_ratio.value = 0.0
+    assert any("min_lr_ratio" in e and "(0, 1]" in e for e in b.errors)  # a zero rate cannot be sent
+    b.min_ratio.value = 0.1
+    assert [b.schedule(s) for s in (0, 3)] == pytest.approx([2.5e-4, 1e-3])
+    assert b.schedule(9) == pytest.approx(0.55e-3) and b.schedule(14) == pytest.approx(1e-4)
+    assert b.schedule(99) == pytest.approx(1e-4)
+    assert b.params_at(14).learning_rate == pytest.approx(1e-4)  # the last steps are still sendable
+    b.sched_kind.value = "cosine"
+    assert b.schedule(9) == pytest.approx(0.55e-3) and b.schedule(4) == pytest.approx(1e-3)
+    b.sched_kind.value = "constant"
+    assert b.schedule(100) == pytest.approx(1e-3)
+    assert b.schedule_plot.value[:8] == b"\x89PNG\r\n\x1a\n"
+    b.kind = "muon"
+    b.sched_kind.value = "linear"
+    at = b.params_at(9)
+    assert at.learning_rate == pytest.approx(b.params.learning_rate * 0.55)
+    assert at.adam.learning_rate == pytest.approx(b.params.adam.learning_rate * 0.55)
+    b.warmup.value = -1
+    assert any("warmup_steps" in e for e in b.errors)
+
+
+def test_a_step_before_the_first_is_refused_naming_step():
+    b = OptimizerBuilder("adam")
+    b.adam["learning_rate"].text.value = 1e-3
+    b.sched_kind.value, b.warmup.value = "cosine", 0
+    for step in (-5, -1, 1.5, True):
+        with pytest.raises(ValueError, match=rf"step must be an integer >= 0 .*got {step!r}"):
+            b.params_at(step)
+        with pytest.raises(ValueError, match="step must be an integer >= 0"):
+            Schedule("linear", warmup_steps=3).multiplier(step)
+    assert b.params_at(0).learning_rate == b.params.learning_rate  # step 0 is the first, at the full rate
+
+
+def test_schedule_is_a_pure_function():
+    s = Schedule("cosine", warmup_steps=2, total_steps=12, min_lr_ratio=0.1)
+    assert [round(s.multiplier(i), 6) for i in (0, 1, 2, 7, 12, 20)] == [0.5, 1.0, 1.0, 0.55, 0.1, 0.1]
+    with pytest.raises(ValueError, match="kind"):
+        Schedule("step")
+
+
+def test_on_change_callback():
+    b = OptimizerBuilder("adam")
+    seen = []
+    b.on_change(lambda builder: seen.append(builder.valid))
+    b.adam["beta2"].value = 2.0
+    b.adam["beta2"].value = 0.9
+    assert seen == [False, True]
+
+
+# -- RunPanel ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def panel_session():
+    s = rlnb.connect("local", record=False, device="cpu")
+    yield s
+    s.close()
+
+
+def test_run_panel_step_sends_the_builder_params(panel_session):
+    panel = RunPanel(panel_session, n_steps=5, every=0.05)
+    panel.builder.adam["learning_rate"].text.value = 2e-3
+    panel.step_button.click()
+    panel.join(60)
+    assert panel_session.step == 1 and panel.progress.value == 1 and panel.error is None
+    ops = panel_session.history.df
+    opt = ops[ops.kind == "optim-step"].iloc[-1]
+    assert opt.status == "TRAINING_OPERATION_STATUS_COMPLETED" and opt.learning_rate == pytest.approx(2e-3)
+    assert "reward" in panel_session.history.logged
+    steps = panel.live.steps_table.value  # one row per optimizer step: reward, grad norm, lr
+    assert re.search(r"<td[^>]*>1</td><td[^>]*>0\.\d+</td>", steps) and "0.002" in steps
+    panel.live.tables.selected_index = 1  # the raw operations, one click away
+    assert "optim-step" in panel.live.ops_table.value and "completed" in panel.live.ops_table.value
+    assert "step 1" in panel.status.value
+    panel.close()
+
+
+def test_run_panel_run_n_then_stop_stops_early(panel_session):
+    started = []
+
+    def slow_step(session, params):
+        started.append(params.learning_rate)
+        session.forward_backward([rlnb.samples.cross_entropy(list(b"slow step"))])
+        session.optim_step(params).result()
+        time.sleep(0.05)
+        return {"n": float(len(started))}
+
+    panel = RunPanel(panel_session, step_fn=slow_step, n_steps=500, every=0.05)
+    panel.run_button.click()
+    assert panel.running and panel.stop_button.disabled is False and panel.step_button.disabled
+    while len(started) < 3:
+        time.sleep(0.01)
+    panel.stop_button.click()
+    panel.join(60)
+    assert not panel.running and 3 <= panel_session.step < 500
+    assert "stopped early" in panel.status.value and panel.step_button.disabled is False
+    assert list(panel_session.history.logged.n)[:3] == [1.0, 2.0, 3.0]
+    panel.close()
+
+
+def test_run_panel_shows_a_failed_operation_without_a_traceback(panel_session):
+    def failing_step(session, params):
+        session.forward_backward([rlnb.samples.cross_entropy([1, 2, 999])]).result()  # 999 is outside the vocab
+
+    panel = RunPanel(panel_session, step_fn=failing_step, every=0.05)
+    panel.run_button.click()
+    panel.join(60)
+    assert isinstance(panel.error, rlnb.OperationFailed)
+    assert "INVALID_INPUT" in panel.status.value and "target_tokens" in panel.status.value
+    assert "Traceback" not in panel.status.value
+    panel.close()
+
+
+def test_run_panel_buttons_follow_validation(panel_session):
+    panel = RunPanel(panel_session, every=0.05)
+    panel.builder.adam["beta1"].value = 3.0
+    assert panel.step_button.disabled and panel.run_button.disabled
+    panel.step_button.click()  # a disabled button's click is refused by the panel too
+    assert panel_session.step == 0
+    panel.builder.adam["beta1"].value = 0.9
+    assert not panel.step_button.disabled
+    panel.close()
+
+
+def test_run_panel_shows_every_exception_of_a_step(panel_session):
+    def broken_step(session, params):
+        raise ValueError("my reward function broke")
+
+    panel = RunPanel(panel_session, step_fn=broken_step, every=0.05)
+    assert panel.start(3)
+    assert panel.join(60)
+    assert isinstance(panel.error, ValueError) and not panel.running
+    assert "ValueError" in panel.status.value and "my reward function broke" in panel.status.value
+    assert not panel.step_button.disabled and panel.stop_button.disabled
+    panel.close()
+
+
+def test_run_panel_refuses_a_bool_or_non_integer_n_and_a_start_after_close(panel_session):
+    panel = RunPanel(panel_session, step_fn=lambda s, p: {"x": 1.0}, every=0.05)
+    for n in (True, False, 2.0, "3", 0, -1):
+        assert panel.start(n) is False and not panel.running  # True is not one step
+        assert isinstance(panel.error, ValueError) and f"N = {n!r} is invalid" in str(panel.error)
+        assert "not started" in panel.status.value
+    assert panel_session.step == 0
+    panel.close()
+    with pytest.raises(RuntimeError, match="this RunPanel is closed"):
+        panel.start(1)
+    assert panel_session.step == 0 and not panel.running
+
+
+def test_join_and_close_wait_for_the_end_of_the_run(panel_session):
+    panel = RunPanel(panel_session, step_fn=lambda s, p: {"x": 1.0}, every=0.05)
+    refresh, finished = panel.live.refresh, []
+
+    def slow_last_refresh():
+        time.sleep(0.4)
+        refresh()
+        finished.append(True)
+
+    panel.live.refresh = slow_last_refresh
+    panel.start(1)
+    deadline = time.monotonic() + 30
+    while "1 done" not in panel.status.value:  # the step is over; the run's last redraw is not
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.05)
+    ended = panel.join(30)
+    assert finished == [True]  # join() returned after the run's last redraw, not before
+    assert ended and not panel.running
+    panel.close()
+
+
+def test_close_has_a_deadline_while_a_step_hangs(panel_session):
+    release = threading.Event()
+    panel = RunPanel(panel_session, step_fn=lambda s, p: release.wait(30) and None, every=0.05)
+    panel.start(1)
+    with pytest.raises(TimeoutError, match="still going"):
+        panel.close(timeout=0.2)
+    release.set()
+    panel.close()
+    assert not panel.running
+
+
+@pytest.fixture
+def muon_session():
+    s = rlnb.connect("local", optimizer="muon", record=False, device="cpu")
+    yield s
+    s.close()
+
+
+def test_the_tab_of_the_other_optimizer_is_disabled_and_says_why(muon_session):
+    panel = RunPanel(muon_session, every=0.05)
+    b = panel.builder
+    assert b.kind == "muon" and b.tabs.get_title(0) == "Adam (locked)"
+    assert all(c.disabled for c in b.adam.values())
+    b.tabs.selected_index = 0  # a person clicks the Adam tab
+    assert not b.valid and "this session's optimizer is muon" in b.message.value
+    assert panel.step_button.disabled and panel.run_button.disabled
+    assert panel.start(1) is False and "this session's optimizer is muon" in panel.status.value
+    assert len(muon_session.history) == 0  # nothing was submitted: no orphan forward-backward
+    b.tabs.selected_index = 1
+    assert b.valid and not panel.step_button.disabled
+    panel.step_button.click()
+    assert panel.join(60) and panel.error is None and muon_session.step == 1
+    panel.close()
+
+
+def test_rl_step_checks_the_params_before_it_submits_anything(muon_session):
+    with pytest.raises(TypeError, match="this session's optimizer is muon: pass MuonParams, not AdamParams"):
+        rl_step(muon_session, digits_task(), rlnb.AdamParams(learning_rate=1e-3))
+    assert len(muon_session.history) == 0
+
+
+def test_n_below_one_is_refused_not_clamped(panel_session):
+    panel = RunPanel(panel_session, every=0.05)
+    panel.n.value = 0
+    assert panel.n.value == 0 and panel.run_button.disabled and INVALID in panel.n._dom_classes
+    assert "N = 0 is invalid: must be an integer &gt;= 1" in panel.status.value
+    assert panel.start(0) is False and panel_session.step == 0
+    panel.n.value = 2
+    assert not panel.run_button.disabled and "ready" in panel.status.value
+    panel.close()
+
+
+def test_the_panel_is_compact_and_made_for_rl(panel_session):
+    panel = RunPanel(panel_session, every=0.05)
+    top = panel.widget.children[0]
+    assert panel.step_button in top.children and panel.run_button in top.children  # above the fold
+    assert panel.builder.json.selected_index is None  # the JSON body starts collapsed
+    assert list(panel.live.panels) == ["reward", "grad_norm"]  # no GRPO loss (≈0 by construction)
+    panel.close()
+    custom = RunPanel(panel_session, step_fn=lambda s, p: {"accuracy": 0.5}, every=0.05)
+    assert "loss" in custom.live.panels
+    custom.step_button.click()
+    assert custom.join(60)
+    custom.live.refresh()
+    assert "accuracy" in custom.live.panels  # every figure the step returns gets its panel
+    custom.close()
+
+
+# -- the builder's small ones ----------------------------------------------------------------------
+
+
+def test_slider_values_are_rounded_for_display():
+    b = OptimizerBuilder("adam")
+    b.adam["learning_rate"].slider.value = 10**-0.5
+    assert b.adam["learning_rate"].text.value == 0.316 and b.params.learning_rate == 0.316
+    assert '"learning_rate": 0.316,' in b.preview.value
+
+
+def test_the_bad_field_itself_turns_red():
+    b = OptimizerBuilder("muon")
+    b.muon["momentum"].value = 1.5
+    b.muon_adam["beta2"].value = -0.5
+    marked = {n for n, c in b.muon.items() if INVALID in getattr(c, "_dom_classes", ())}
+    marked |= {"adam." + n for n, c in b.muon_adam.items() if INVALID in getattr(c, "_dom_classes", ())}
+    assert marked == {"momentum", "adam.beta2"}  # both parts are checked, every bad field is named
+    assert "MuonParams.momentum = 1.5" in b.message.value and "MuonParams.adam.beta2 = -0.5" in b.message.value
+    b.muon_adam["learning_rate"].text.value = -1.0
+    assert INVALID in b.muon_adam["learning_rate"].text._dom_classes
+    b.muon["momentum"].value, b.muon_adam["beta2"].value, b.muon_adam["learning_rate"].text.value = 0.9, 0.95, 1e-3
+    assert b.valid and INVALID not in b.muon["momentum"]._dom_classes
+
+
+def test_a_preset_shows_modified_once_edited():
+    b = OptimizerBuilder("adam")
+    assert b.preset.value == DEFAULT_PRESET and not b.modified
+    b.warmup.value = 3  # the schedule is not part of a preset
+    assert not b.modified
+    b.adam["beta1"].value = 0.8
+    assert b.modified and b.preset.value == f"{DEFAULT_PRESET} (modified)"
+    b.adam["beta1"].value = 0.9  # back to the preset's value
+    assert not b.modified and b.preset.value == DEFAULT_PRESET
+    b.adam["beta1"].value = 0.8
+    b.preset.value = DEFAULT_PRESET  # picking it again restores it
+    assert not b.modified and b.adam["beta1"].value == 0.9 and list(b.preset.options) == list(PRESETS)
+
+
+def test_each_preset_says_what_to_expect():
+    b = OptimizerBuilder("adam")
+    assert set(LESSONS) == set(PRESETS)
+    for name in PRESETS:
+        b.preset.value = name
+        assert LESSONS[name] in b.lesson.value
+
+
+def test_valid_is_never_shown_next_to_an_error():
+    b = OptimizerBuilder("adam")
+    b.min_ratio.value = 0.0
+    assert "min_lr_ratio" in b.message.value and "valid" not in b.message.value.replace("invalid", "")
+    assert INVALID in b.min_ratio._dom_classes
+
+
+def test_ns_steps_keeps_what_was_typed():
+    b = OptimizerBuilder("muon")
+    b.muon["newton_schulz_steps"].value = 2.5
+    assert b.muon["newton_schulz_steps"].value == 2.5  # not 25, not 2
+    assert any("MuonParams.newton_schulz_steps = 2.5 is invalid: must be an integer" in e for e in b.errors)
+    b.muon["newton_schulz_steps"].value = 3
+    assert b.valid and b.params.newton_schulz_steps == 3 and isinstance(b.params.newton_schulz_steps, int)
+
+
+def test_warmup_longer_than_the_run_is_refused():
+    with pytest.raises(ValueError, match=r"warmup_steps = 50 is invalid: must be <= total_steps \(30\)"):
+        Schedule("cosine", warmup_steps=50, total_steps=30)
+    b = OptimizerBuilder("adam", total_steps=30)
+    b.warmup.value = 50
+    assert not b.valid and INVALID in b.warmup._dom_classes
+
+
+# -- presets hold their lessons (seeded; the built-in model on the digits task) ----------------------
+
+
+def mean_reward(optimizer, preset, seed, steps=30):
+    params = OptimizerBuilder(optimizer, preset=preset).params
+    with rlnb.connect("local", optimizer=optimizer, seed=seed, record=False, device="cpu") as s:
+        return [rl_step(s, digits_task(), params).reward for _ in range(steps)]
+
+
+def test_presets_hold_their_lessons():
+    """Measured with a wide margin (README): the default climbs to ~1 within 30 steps, too high collapses
+    to ~0 (12 seeds: at most 0.46 in any one), the Together docs values barely move."""
+    runs = {p: [mean_reward("adam", p, seed) for seed in (0, 1, 2)] for p in (DEFAULT_PRESET, "Too high (teaching)")}
+    mean = {p: statistics.fmean(statistics.fmean(r) for r in rs) for p, rs in runs.items()}
+    assert mean[DEFAULT_PRESET] > mean["Too high (teaching)"] + 0.2, mean
+    assert all(statistics.fmean(r[-5:]) > 0.6 for r in runs[DEFAULT_PRESET])  # visibly learns within 30 steps
+    assert statistics.fmean(statistics.fmean(r[-5:]) for r in runs["Too high (teaching)"]) < 0.4  # visibly fails
+    docs = mean_reward("adam", "Together docs", 0)
+    assert statistics.fmean(docs[-5:]) < 0.2 < statistics.fmean(runs[DEFAULT_PRESET][0][-5:])
