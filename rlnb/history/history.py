@@ -63,6 +63,7 @@ class History:
         self._frame_n = 0
         self._refinished = 0  # updates of already finished records (they invalidate the cached frame)
         self._next_seq = 0
+        self._last_finished = -math.inf  # when the latest operation was seen to end
 
     @classmethod
     def create(cls, config: dict[str, Any], runs_dir: str | Path | None = None, run_id: str | None = None) -> History:
@@ -126,6 +127,8 @@ class History:
             done = rec.status in wire.TERMINAL_STATUSES
             if done or unfinished:
                 self.step_log.submitted(rec)
+            else:
+                self.step_log.skipped(rec)
             if done:
                 self.step_log.finished(rec)
         for row in self._logged:
@@ -194,8 +197,9 @@ class History:
                 rec.started_at = at
             if env.status in wire.TERMINAL_STATUSES:
                 rec.finished_at = at
-                if math.isnan(rec.started_at):
-                    rec.started_at = at
+                if math.isnan(rec.started_at):  # never seen RUNNING: between two polls of a remote session
+                    rec.started_at = self._start_unseen(rec, at)
+                self._last_finished = max(self._last_finished, at)
             if env.error is not None:
                 rec.error_code, rec.error_message = env.error.code, env.error.message
             if env.output is not None:
@@ -208,6 +212,15 @@ class History:
             self.store.write_op(as_row(rec))  # RUNNING is not written: the final line carries started_at too
         for cb in list(self._listeners):
             cb(rec)
+
+    def _start_unseen(self, rec: Record, at: float) -> float:
+        """When an operation first seen finished started: a session runs its operations in order, so a
+        completed one ran from when the one before it ended (or its submission, if later) — to within a
+        poll, where ``at`` alone would make its compute time 0 and count it all as waiting. One that
+        failed unseen may never have run (refused, or cancelled in the queue): it gets no compute time."""
+        if rec.status != wire.STATUS_COMPLETED:
+            return at
+        return min(at, max(rec.submitted_at, self._last_finished))
 
     def log(self, step: int, **metrics: float) -> None:
         """Record your own per-step figures (e.g. ``reward=0.4``) next to the operations."""
@@ -257,8 +270,9 @@ class History:
     @property
     def steps(self) -> pd.DataFrame:
         """One row per completed optimizer step: the loss summed over that step's forward-backwards,
-        pre-clip grad norm(s), clip threshold, learning rate, step time (seconds since the previous
-        step finished), the weights version published after it, and your logged figures."""
+        pre-clip grad norm(s), clip threshold, learning rate, ``step_time_s`` (its compute time: how
+        long its operations were running, ``rlnb.history.timing``) and ``queue_s`` (how long they waited
+        behind others), the weights version published after it, and your logged figures."""
         return self.step_log.frame()
 
     def to_csv(self, path: str | Path) -> None:

@@ -32,8 +32,8 @@ from rlnb.history.steplog import StepRow
 from rlnb.viz.livefig import Panel, Series
 from rlnb.viz.plots import CLIP_HEADROOM, STATUS_COLORS, short
 
-OP_HEADERS = ("seq", "kind", "status", "error", "step", "latency")
-"""Columns of the table of raw operations."""
+OP_HEADERS = ("seq", "kind", "status", "error", "step", "wait", "time")
+"""Columns of the table of raw operations: ``wait`` is submitted → started, ``time`` started → finished."""
 NORMS = {
     "grad_norm": ("C1", "global"),
     "grad_norm_muon": ("C4", "Muon matrices"),
@@ -48,6 +48,10 @@ _CELL = "text-align:right;padding:1px 8px"
 
 def _fmt(value: float | None) -> str:
     return "" if value is None or math.isnan(value) else f"{value:.4g}"
+
+
+def _secs(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.2f} s"
 
 
 class LiveView:
@@ -212,7 +216,7 @@ class LiveView:
                 self._restyle = False
             for name in changed:
                 self._draw_panel(name)
-            self.steps_table.value = self._steps_html(log.latest(self.rows + 1))
+            self.steps_table.value = self._steps_html(log.latest(self.rows))
             self._draw_ops()
             self.redraws += 1
 
@@ -279,12 +283,13 @@ class LiveView:
         return (min(lo, clip.lo), max(hi, clip.hi)) if near else (lo, hi)
 
     def _steps_html(self, latest: list[tuple[StepRow, dict[str, float]]]) -> str:
-        """The latest steps, newest first (``latest`` has one more row than shown, for its time)."""
-        cols = ["step", *self.metrics, *(["loss"] if "loss" in self.panels else []), "grad norm", "clip", "lr", "time"]
+        """The latest steps, newest first: ``time`` is the step's compute time, ``wait`` its time queued
+        behind other operations (``rlnb.history.timing``)."""
+        cols = ["step", *self.metrics, *(["loss"] if "loss" in self.panels else [])]
+        cols += ["grad norm", "clip", "lr", "time", "wait"]
         head = "".join(f"<th style='{_CELL}'>{html.escape(c)}</th>" for c in cols)
         body = []
-        previous = ([math.nan] + [row.finished_at for row, _ in latest])[: len(latest)]
-        for (row, user), before in reversed(list(zip(latest, previous, strict=True))[-self.rows :]):
+        for row, user in reversed(latest):
             cells = [
                 str(row.step),
                 *(_fmt(user.get(m)) for m in self.metrics),
@@ -292,7 +297,8 @@ class LiveView:
                 _fmt(row.grad_norm),
                 "off" if row.grad_clip_norm == 0 else _fmt(row.grad_clip_norm),
                 _fmt(row.learning_rate),
-                "" if math.isnan(before) else f"{row.finished_at - before:.2f} s",
+                _secs(row.run_s),
+                _secs(row.queue_s),
             ]
             body.append("<tr>" + "".join(f"<td style='{_CELL}'>{c}</td>" for c in cells) + "</tr>")
         if not body:
@@ -305,13 +311,16 @@ class LiveView:
 
 
 def ops_html(records: list[Record]) -> str:
-    """The latest operations, newest first: kind, status, error code (its message on hover), latency."""
+    """The latest operations, newest first: kind, status, error code (its message on hover), the wait
+    (submitted → started) and the time (started → finished); "…" while it goes on."""
     now = time.time()
     cells = "".join(f"<th style='{_CELL};text-align:left'>{h}</th>" for h in OP_HEADERS)
     body = []
     for r in reversed(records):
-        end = r.finished_at if not math.isnan(r.finished_at) else now
-        latency = f"{end - r.submitted_at:.2f} s" + ("" if not math.isnan(r.finished_at) else " …")
+        started, finished = r.started_at, r.finished_at
+        wait = _secs((now if math.isnan(started) else started) - r.submitted_at) + (" …" if math.isnan(started) else "")
+        took = "" if math.isnan(started) else _secs((now if math.isnan(finished) else finished) - started)
+        took += " …" if took and math.isnan(finished) else ""
         color = to_hex(STATUS_COLORS.get(r.status, "0.5"))
         row = (
             str(r.seq),
@@ -319,7 +328,8 @@ def ops_html(records: list[Record]) -> str:
             f"<span style='color:{color}'>&#9632;</span> {html.escape(short(r.status).lower())}",
             f"<span title='{html.escape(r.error_message or '')}'>{html.escape(short(r.error_code))}</span>",
             "" if r.step is None else str(r.step),
-            latency,
+            wait,
+            took,
         )
         body.append("<tr>" + "".join(f"<td style='{_CELL};text-align:left'>{c}</td>" for c in row) + "</tr>")
     return f"<table class='rlnb-ops' style='{_TABLE}'><tr>{cells}</tr>{''.join(body)}</table>"
