@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlnb.history.timing import Times, step_times
+from rlnb.history.timing import Times, op_times, step_times
 
 COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
@@ -107,7 +107,7 @@ class StepLog:
             done = rec.status == COMPLETED
             segment = self._segment_of.pop(rec.seq, self._segments)
             self._times.setdefault(segment, []).append(
-                (float(rec.submitted_at), float(rec.started_at), float(rec.finished_at))
+                op_times(rec.kind, float(rec.submitted_at), float(rec.started_at), float(rec.finished_at))
             )
             if rec.kind == "forward-backward" and rec.step is not None:
                 fed = rec.step + 1

@@ -12,7 +12,7 @@ from pandas.api.types import union_categoricals
 
 from rlnb import wire
 from rlnb.history.record import CATEGORIES, COLUMNS, FLOATS, TIMES, Record
-from rlnb.history.timing import Times, step_times
+from rlnb.history.timing import Times, op_times, step_times
 
 
 def _columns(records: list[Record]) -> dict[str, list[Any]]:
@@ -76,8 +76,8 @@ def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.Dat
     epoch = pd.Timestamp(0, tz="UTC")
     seconds = {c: (ended[c] - epoch).dt.total_seconds().to_numpy() for c in TIMES}
     spans: dict[int, list[Times]] = {}
-    for seg, sub, start, end in zip(segment[ended.index], *seconds.values(), strict=True):
-        spans.setdefault(int(seg), []).append((sub, start, end))
+    for seg, kind, sub, start, end in zip(segment[ended.index], ended.kind, *seconds.values(), strict=True):
+        spans.setdefault(int(seg), []).append(op_times(kind, sub, start, end))
     step = np.array([step_times(spans.get(int(seg), ())) for seg in segment[opt.index]], dtype=float)
     table["step_time_s"] = step[:, 0] if len(step) else np.empty(0)
     table["queue_s"] = step[:, 1] if len(step) else np.empty(0)

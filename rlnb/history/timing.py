@@ -5,7 +5,9 @@ step: the previous step's weights-sync, sample, forward-backward, optim-step). I
 long any of them was running (the union of their started → finished intervals): time between them that
 nobody spent — a pause before the next click — is not in it, and neither is overlap counted twice. Its
 wait is how long one of them was queued while none was running (the union of submitted → finished,
-less the compute): the time spent behind another step.
+less the compute): the time spent behind another step. A weights-sync's own wait is left out: it is
+submitted right behind the optim-step whose weights it publishes and waits for it by design (counted,
+every step after the first would seem to wait for the one before).
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ from collections.abc import Iterable
 
 Times = tuple[float, float, float]
 """(submitted_at, started_at, finished_at) of one finished operation, POSIX seconds."""
+
+
+def op_times(kind: str, submitted: float, started: float, finished: float) -> Times:
+    """What an operation adds to its step's times (a weights-sync: its run, not its wait)."""
+    return (started if kind == "weights-sync" else submitted, started, finished)
 
 
 def _union(spans: list[tuple[float, float]]) -> float:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rlnb.history import History, Record
-from rlnb.history.timing import Times, step_times
+from rlnb.history.timing import Times, op_times, step_times
 from rlnb.sinks.base import Failure, Point
 
 TRAINING = ("forward-backward", "optim-step")
@@ -52,7 +52,7 @@ class Steps:
         return out
 
     def _emit(self, rec: Record) -> list[Item]:
-        self._times.append((rec.submitted_at, rec.started_at, rec.finished_at))
+        self._times.append(op_times(rec.kind, rec.submitted_at, rec.started_at, rec.finished_at))
         if rec.kind not in TRAINING:
             return []
         if rec.kind == "optim-step":  # every optim-step ends a step, a failed one too

@@ -13,7 +13,7 @@ import rlnb
 from rlnb import samples, wire
 from rlnb.history import History
 from rlnb.history.tables import steps_table
-from rlnb.history.timing import step_times
+from rlnb.history.timing import op_times, step_times
 from rlnb.sinks.points import replay
 from rlnb.testing import FakeBackend, ServerProcess
 from rlnb.viz.live import LiveView
@@ -101,6 +101,22 @@ def test_the_same_on_a_remote_session(extensions):
     check(steps, session.history.df, PAUSE, DELAY, seen=0.5)
 
 
+def test_the_weights_sync_behind_each_step_is_not_a_wait():
+    """An RL loop submits forward-backward, optim-step and weights-sync back to back: the sync waits
+    for the optim-step by design, which is not the next step waiting behind another."""
+    session = rlnb.Session(FakeBackend(delay=0.03), record=False)
+    for _ in range(3):
+        opt = submit_step(session)
+        session.weights_sync()
+        opt.result(timeout=30)
+    session.wait()
+    ops = session.history.df
+    assert (ops[ops.kind == "weights-sync"].queue_s >= 0.03 * 0.9).all()  # each waited for its optim-step
+    steps = same_everywhere(session.history)
+    assert (steps.queue_s < 0.03).all() and (steps.iloc[1:].step_time_s >= 3 * 0.03 * 0.9).all()  # its run counts
+    session.close()
+
+
 def env(status, output=None):
     return wire.Operation(id="op", status=status, output=output)
 
@@ -131,3 +147,4 @@ def test_step_times_are_unions_of_intervals():
     assert step_times([(0, 1, 3), (0, 2, 4), (10, 10, 11)]) == pytest.approx((4.0, 1.0))
     assert step_times([(0, 0, 1), (0.5, 1, 2)]) == pytest.approx((2.0, 0.0))  # waited behind its own step
     assert all(math.isnan(x) for x in step_times([(0, math.nan, 1)]))
+    assert op_times("weights-sync", 0, 2, 3) == (2, 2, 3) and op_times("sample", 0, 2, 3) == (0, 2, 3)
