@@ -95,7 +95,7 @@ class OptimizerBuilder:
                 W.HBox([self.preset, self.lesson], layout=W.Layout(align_items="center")),
                 self.tabs,
                 self.message,
-                W.HBox([schedule, self.schedule_plot]),
+                W.HBox([schedule, self.schedule_plot], layout=W.Layout(flex_flow="row wrap")),
                 self.lr_finder.widget,
                 self.json,
             ]

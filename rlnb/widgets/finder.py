@@ -67,7 +67,7 @@ class LRFinderControls:
         self.status.add_class("rlnb-lr-find-status")
         # hidden until a range test has drawn something: an empty Image shows as a broken-image icon
         self.plot = W.Image(format="png", layout=W.Layout(width="360px", display="none"))
-        self.widget = W.VBox([W.HBox([self.button, self.apply_button, self.scaling, self.status]), self.plot])
+        self.widget = W.VBox([W.HBox([self.button, self.apply_button, self.scaling]), self.status, self.plot])
         self._thread: threading.Thread | None = None
         self._said = ""  # the status of the last range test, shown again once the form is valid
         self._converting = False
