@@ -190,14 +190,18 @@ def check_laptop_run(page, panel, shot_name):
     expect(panel.locator(".rlnb-builder")).to_contain_text("muon · lr 0.05, AdamW 0.01 · cosine to 0.1× at step 30")
     expect(panel.locator(".rlnb-schedule")).to_contain_text("step 0 / warmup 3")
     height = panel.bounding_box()["height"]
+    print(f"{shot_name}: the panel is {height:.0f} px tall at 1366x768 with its form folded")
     assert height <= PANEL_MAX, f"the panel is {height:.0f} px tall at 1366x768 with its form folded"
     panel.evaluate("el => el.scrollIntoView({block: 'start'})")  # as a person scrolls to it
     panel.get_by_role("button", name="Run N").click()
-    expect(status).to_contain_text(re.compile(r"step \d+ · \d+/500 done"), timeout=60_000)
+    expect(status).to_contain_text(re.compile(r"step \d+ · ([6-9]|\d\d+)/500 done"), timeout=60_000)  # the table full
     stop, reward = panel.get_by_role("button", name="Stop"), panel.locator(".rlnb-live img").first
     expect(stop).to_be_enabled()
     page.wait_for_timeout(700)  # a redraw of the live view with the latest steps
     page.screenshot(path=str(ARTIFACTS / shot_name))  # the window, as the person sees it
+    running = panel.bounding_box()["height"]  # the steps table filled in
+    print(f"{shot_name}: {running:.0f} px during the run")
+    assert running <= PANEL_MAX, f"the panel is {running:.0f} px tall during the run"
     parts = (("Stop", stop), ("status", status), ("reward plot", reward))
     seen = {name: (in_view(page, loc), loc.bounding_box()) for name, loc in parts}
     assert all(ok for ok, _ in seen.values()), f"not all on screen together during the run: {seen}"
