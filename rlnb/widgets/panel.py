@@ -44,9 +44,9 @@ class RunPanel:
     By default a step is one RL step of ``task`` (the demo's digits task) and logs its mean reward, and
     the live view shows reward and gradient norm (not the GRPO loss, ≈0 by construction); pass
     ``step_fn`` for your own loop (the view then shows the loss, the learning rate and every figure you
-    return). Runs go on a background thread, so the kernel stays free
-    and Stop works mid-run (between steps). Any exception in a step stops the run and shows in the
-    status line and in ``error``: a failed operation by its error code and message.
+    return). Runs go on a background thread, so the kernel stays free and Stop works mid-run (between
+    steps). Any exception in a step stops the run and shows in the status line and in ``error``: a
+    failed operation by its error code and message.
     """
 
     def __init__(
