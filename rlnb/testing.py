@@ -79,6 +79,7 @@ class FakeBackend:
         self._worker.start()
 
     def submit(self, kind: str, body: wire._Model | None, listener: Listener) -> None:
+        """Queue one operation; ``listener`` gets its envelope now (PENDING) and on every change."""
         if kind not in wire.REQUEST_TYPES:
             raise ValueError(f"unknown operation kind {kind!r}")
         env: wire.Operation[Any] = wire.Operation(id=str(uuid.uuid4()), status=wire.STATUS_PENDING)
@@ -91,6 +92,7 @@ class FakeBackend:
             self._queue.put((kind, body, env, listener))
 
     def session(self) -> wire.Session:
+        """The session object as the API's GET returns it, with the current step and weights version."""
         info = self._info.model_copy(deep=True)
         info.step = self.step
         info.policy_state = wire.PolicyState(
@@ -101,9 +103,11 @@ class FakeBackend:
         return info
 
     def config(self) -> dict[str, Any]:
+        """What the run's ``config.json`` records: ``backend='fake'``, the session id, the optimizer."""
         return {"backend": "fake", "session_id": self._info.id, "model": "fake", "optimizer": self.optimizer}
 
     def close(self) -> None:
+        """Stop the session: operations not yet run end FAILED ``SESSION_NOT_ACTIVE``."""
         with self._lock:
             if self._closed:
                 return
@@ -192,7 +196,7 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """A server in a child process on loopback, for notebooks, tests and benchmarks::
+    """A server in a child process on loopback, for notebooks, tests and benchmarks:
 
         with ServerProcess.rlnb_serve("--op-delay", "0.05") as url:
             session = rlnb.connect(url, base_model="rlnb/tiny")
@@ -216,6 +220,8 @@ class ServerProcess:
         return cls(cmd, f"http://127.0.0.1:{port}")
 
     def start(self) -> str:
+        """Start the server and wait until ``health`` answers; returns its URL. Raises RuntimeError, with
+        its stderr, if it dies or misses the deadline."""
         import httpx
 
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server; closed by stop()
@@ -234,6 +240,7 @@ class ServerProcess:
             time.sleep(0.05)
 
     def stop(self) -> None:
+        """Terminate the server, then kill it if it has not exited within 15 s."""
         if self.proc is None:
             return
         self.proc.terminate()
@@ -256,7 +263,9 @@ class ServerProcess:
         return self._stderr.read().decode(errors="replace")
 
     def __enter__(self) -> str:
+        """``with ServerProcess.rlnb_serve() as url:`` starts the server and gives its URL."""
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
+        """Stop the server (see ``stop``), whether or not the block raised."""
         self.stop()

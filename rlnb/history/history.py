@@ -143,10 +143,12 @@ class History:
         return self.store.path if self.store else None
 
     def close(self) -> None:
+        """Release the run folder's lock and close its files; the records stay readable in memory."""
         if self.store:
             self.store.close()
 
     def __len__(self) -> int:
+        """The number of operations recorded."""
         return len(self._records)
 
     def __repr__(self) -> str:
@@ -154,6 +156,7 @@ class History:
 
     @property
     def records(self) -> list[Record]:
+        """A copy of every operation's record, in submission order (safe to read while a run goes on)."""
         with self._lock:
             return list(self._records)
 
@@ -262,6 +265,7 @@ class History:
         return self.step_log.frame()
 
     def to_csv(self, path: str | Path) -> None:
+        """Write ``df`` (one row per operation) to a CSV file."""
         self.df.to_csv(path, index=False)
 
     def to_parquet(self, path: str | Path) -> None:

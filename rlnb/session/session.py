@@ -71,9 +71,11 @@ class Session:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
 
     def __enter__(self) -> Session:
+        """``with rlnb.connect(...) as session:`` closes the session when the block ends."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the session (see ``close``), whether or not the block raised."""
         self.close()
 
     @property
@@ -89,6 +91,7 @@ class Session:
         return to_tokens(self._text_codec(), prompt)
 
     def decode(self, tokens: Sequence[int]) -> str:
+        """Token ids to text with the session's tokenizer (bytes for the built-in models)."""
         return self._text_codec().decode(tokens)
 
     def _text_codec(self) -> Codec:

@@ -30,6 +30,27 @@ from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
 from rlnb.history.tables import steps_table
 
+__all__ = [
+    "CLIP_HEADROOM",
+    "MARKERS_UP_TO",
+    "MAX_ERROR_LABELS",
+    "MAX_POINTS",
+    "STATUS_COLORS",
+    "STD_BAND_MIN_SEEDS",
+    "NotebookFigure",
+    "compare",
+    "decimate",
+    "grad_norm",
+    "learning_rate",
+    "loss",
+    "metric",
+    "overview",
+    "png",
+    "short",
+    "smooth",
+    "timeline",
+]
+
 COMPLETED = wire.STATUS_COMPLETED
 
 
@@ -53,6 +74,8 @@ STATUS_COLORS: dict[str, str] = {COMPLETED: "tab:green", FAILED: "tab:red", RUNN
 MAX_POINTS = 2000
 """Lines with more points are decimated to at most this many before drawing."""
 MAX_ERROR_LABELS = 25
+"""``timeline`` labels at most this many of the latest failures with their error code, so labels never
+cover the plot."""
 MARKERS_UP_TO = 30
 """Lines of at most this many points get a marker at each point."""
 CLIP_HEADROOM = 2.0

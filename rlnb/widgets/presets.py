@@ -31,6 +31,8 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # collapse the policy onto digits, the best possible reward on this task, and teach the opposite.
     "Too high (teaching)": _preset((100.0, 0.9, 0.95, 1e-8, 0.0, 0.0), (50.0, 0.95, 5, 0.0, 0.0)),
 }
+"""Optimizer values per preset and optimizer kind (``{name: {"adam": {...}, "muon": {...}}}``);
+``LESSONS`` says what each teaches."""
 LESSONS: dict[str, str] = {
     DEFAULT_PRESET: "expect the reward to climb from ~0.05 to near 1 within 30 steps on the digits task",
     "Together docs": "the API reference's values, sized for large models: on this tiny model the reward "

@@ -40,6 +40,7 @@ OperationStatus: TypeAlias = Literal[
     "TRAINING_OPERATION_STATUS_COMPLETED",
     "TRAINING_OPERATION_STATUS_FAILED",
 ]
+"""An operation's status: PENDING → RUNNING → COMPLETED or FAILED."""
 OperationErrorCode: TypeAlias = Literal[
     "TRAINING_OPERATION_ERROR_CODE_UNSPECIFIED",
     "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED",
@@ -49,6 +50,7 @@ OperationErrorCode: TypeAlias = Literal[
     "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT",
     "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS",
 ]
+"""Why an operation FAILED (``OperationFailed.code``); ``short_name`` drops the prefix."""
 SessionStatus: TypeAlias = Literal[
     "TRAINING_SESSION_STATUS_UNSPECIFIED",
     "TRAINING_SESSION_STATUS_CREATING",
@@ -58,12 +60,14 @@ SessionStatus: TypeAlias = Literal[
     "TRAINING_SESSION_STATUS_ERROR",
     "TRAINING_SESSION_STATUS_EXPIRED",
 ]
+"""A training session's status; a STOPPED, STOPPING, ERROR or EXPIRED one takes no more operations."""
 SessionErrorCode: TypeAlias = Literal[
     "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE",
     "TRAINING_SESSION_ERROR_CODE_RESOURCE_AT_CAPACITY",
     "TRAINING_SESSION_ERROR_CODE_TIMED_OUT",
     "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED",
 ]
+"""Why a training session is in ERROR."""
 ModelResourcesStatus: TypeAlias = Literal[
     "MODEL_RESOURCES_STATUS_PENDING",
     "MODEL_RESOURCES_STATUS_CREATING",
@@ -72,28 +76,40 @@ ModelResourcesStatus: TypeAlias = Literal[
     "MODEL_RESOURCES_STATUS_STOPPED",
     "MODEL_RESOURCES_STATUS_STOPPING",
 ]
+"""A model resource's status; sessions start only on a READY one."""
 ModelResourcesErrorCode: TypeAlias = Literal[
     "MODEL_RESOURCES_ERROR_CODE_CAPACITY_WAIT_TIMEOUT",
     "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED",
     "MODEL_RESOURCES_ERROR_CODE_RESOURCE_UNAVAILABLE",
 ]
+"""Why a model resource is in ERROR."""
 
 OPERATION_STATUSES: tuple[OperationStatus, ...] = get_args(OperationStatus)
+"""Every ``OperationStatus``, in the spec's order."""
 OPERATION_ERROR_CODES: tuple[OperationErrorCode, ...] = get_args(OperationErrorCode)
+"""Every ``OperationErrorCode``, in the spec's order: what ``error_code`` accepts."""
 
 # -- the groups everyone uses (operation, session, model resource) ---------------------------------
 
 STATUS_PENDING: Final = "TRAINING_OPERATION_STATUS_PENDING"
+"""Submitted, not started: the in-process engine runs operations in submission order."""
 STATUS_RUNNING: Final = "TRAINING_OPERATION_STATUS_RUNNING"
+"""Started; it will end COMPLETED or FAILED."""
 STATUS_COMPLETED: Final = "TRAINING_OPERATION_STATUS_COMPLETED"
+"""Ended with an output."""
 STATUS_FAILED: Final = "TRAINING_OPERATION_STATUS_FAILED"
+"""Ended with an error code and message; ``Operation.result()`` raises ``OperationFailed``."""
 TERMINAL_STATUSES: frozenset[str] = frozenset({STATUS_COMPLETED, STATUS_FAILED})
 """An operation in one of these never changes again."""
 
 SESSION_CREATING: Final = "TRAINING_SESSION_STATUS_CREATING"
+"""The session's model is being built; it already holds a slot of its resource's session cap."""
 SESSION_RUNNING: Final = "TRAINING_SESSION_STATUS_RUNNING"
+"""The session runs operations."""
 SESSION_STOPPED: Final = "TRAINING_SESSION_STATUS_STOPPED"
+"""Stopped by ``close()`` or a stop request; it runs nothing more."""
 SESSION_EXPIRED: Final = "TRAINING_SESSION_STATUS_EXPIRED"
+"""Stopped because its model resource stopped for inactivity."""
 SESSION_ACTIVE: frozenset[str] = frozenset({SESSION_CREATING, SESSION_RUNNING})
 """A session in one of these holds a slot of its model resource's session cap."""
 SESSION_ENDED: frozenset[str] = frozenset(
@@ -102,15 +118,20 @@ SESSION_ENDED: frozenset[str] = frozenset(
 """A session in one of these takes no more operations (a client waiting for RUNNING gives up)."""
 
 RESOURCE_READY: Final = "MODEL_RESOURCES_STATUS_READY"
+"""The resource can start sessions."""
 RESOURCE_STOPPED: Final = "MODEL_RESOURCES_STATUS_STOPPED"
+"""The resource was stopped, by request or after ``inactive_timeout`` seconds without activity."""
 RESOURCE_ACTIVE: frozenset[str] = frozenset(
     {"MODEL_RESOURCES_STATUS_PENDING", "MODEL_RESOURCES_STATUS_CREATING", RESOURCE_READY}
 )
+"""A resource in one of these is live: it counts against ``rlnb serve``'s ``max_live_resources``."""
 RESOURCE_ENDED: frozenset[str] = frozenset(
     {"MODEL_RESOURCES_STATUS_ERROR", RESOURCE_STOPPED, "MODEL_RESOURCES_STATUS_STOPPING"}
 )
+"""A resource in one of these starts no more sessions."""
 
 ERROR_CODE_PREFIX: Final = "TRAINING_OPERATION_ERROR_CODE_"
+"""The prefix of every ``OperationErrorCode``; rlnb's messages show codes without it."""
 _PREFIXES = (
     ERROR_CODE_PREFIX,
     "TRAINING_OPERATION_STATUS_",
