@@ -145,7 +145,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=1, help="runs of each setting (taking turns); medians shown")
     parser.add_argument("--local-steps", type=int, default=10, help="ray part: RL steps per trial")
     parser.add_argument("--budget", type=int, default=150, help="optuna part: RL steps per search")
-    parser.add_argument("--figure", default="bench/optuna-pruning.png", help="optuna part: where the plot goes")
+    parser.add_argument("--figure", default="docs/assets/optuna-pruning.png", help="optuna part: where the plot goes")
     args = parser.parse_args()
     print("command: python " + " ".join(sys.argv))
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")

@@ -1,0 +1,64 @@
+"""The API reference: every public name on it has a docstring (mkdocstrings alone renders a bare signature)."""
+
+import functools
+import re
+from pathlib import Path
+
+import griffe
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+API = ROOT / "docs" / "api"
+
+
+def _documented_modules() -> list[str]:
+    """The modules the reference pages render (``::: rlnb.x`` lines), so the check covers exactly the site."""
+    found = [m for page in sorted(API.glob("*.md")) for m in re.findall(r"^::: ([\w.]+)", page.read_text(), re.M)]
+    assert found, "no ::: directives under docs/api"
+    return found
+
+
+def _public_members(obj: griffe.Object | griffe.Alias) -> list[griffe.Object | griffe.Alias]:
+    """What mkdocstrings renders with ``filters: public``: ``__all__`` where a module has one, else names
+    without a leading underscore defined there. Python's own special methods (``__repr__``, ...) say what
+    they do by their name."""
+    members = []
+    for name, member in obj.members.items():
+        if not member.is_public or member.is_module or (name.startswith("__") and name.endswith("__")):
+            continue
+        members.append(member)
+    return members
+
+
+@functools.cache
+def _package() -> griffe.Module:
+    """rlnb read from its source (not imported), as mkdocstrings reads it."""
+    return griffe.load("rlnb", search_paths=[str(ROOT)], resolve_aliases=True)
+
+
+def _undocumented(module: str) -> list[str]:
+    root = _package() if module == "rlnb" else _package()[module.removeprefix("rlnb.")]
+    missing, seen = [], set()
+
+    def visit(obj: griffe.Object | griffe.Alias, shown_as: str) -> None:
+        target = obj.final_target if obj.is_alias else obj
+        if target.path in seen:
+            return
+        seen.add(target.path)
+        if not target.docstring or not target.docstring.value.strip():
+            missing.append(shown_as if shown_as == target.path else f"{shown_as} (defined in {target.path})")
+        if target.is_module or target.is_class:
+            for member in _public_members(target):
+                # A class's fields are described by its docstring; methods and properties need their own.
+                if target.is_class and member.is_attribute and "property" not in member.labels:
+                    continue
+                visit(member, f"{shown_as}.{member.name}")
+
+    visit(root, module)
+    return missing
+
+
+@pytest.mark.parametrize("module", _documented_modules())
+def test_every_public_name_in_the_api_reference_has_a_docstring(module):
+    missing = _undocumented(module)
+    assert not missing, f"{len(missing)} public names on the API reference without a docstring:\n" + "\n".join(missing)
