@@ -62,3 +62,32 @@ def _undocumented(module: str) -> list[str]:
 def test_every_public_name_in_the_api_reference_has_a_docstring(module):
     missing = _undocumented(module)
     assert not missing, f"{len(missing)} public names on the API reference without a docstring:\n" + "\n".join(missing)
+
+
+@pytest.mark.slow
+def test_the_readme_python_examples_run(tmp_path, monkeypatch):
+    """The tour and the notebook example, in one namespace as a reader would paste them (the remote example
+    needs a server and an account: tests/remote covers it)."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    local = [b for b in blocks if "https://" not in b]
+    assert len(local) == 2, "the README's local examples changed: update this test"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLNB_RUNS_DIR", raising=False)
+    namespace: dict = {}
+    tour, notebook = local
+    exec(compile(tour, "README.md", "exec"), namespace)
+    try:
+        assert namespace["step"].result().step == 1
+        assert len(namespace["out"].results[0].sequences) == 4
+        kinds = ["forward-backward", "optim-step", "weights-sync", "sample"]
+        assert namespace["session"].history.df["kind"].tolist() == kinds
+    finally:
+        namespace["session"].close()
+    try:
+        exec(compile(notebook, "README.md", "exec"), namespace)
+        assert namespace["panel"].session is namespace["session"]
+        assert set(namespace["trials"].status) == {"COMPLETED"} and len(namespace["trials"]) == 9
+        assert len(namespace["summarize"](namespace["trials"])) == 3
+    finally:
+        namespace["panel"].close()
+        namespace["session"].close()
