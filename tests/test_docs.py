@@ -2,6 +2,9 @@
 
 import functools
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import griffe
@@ -91,3 +94,22 @@ def test_the_readme_python_examples_run(tmp_path, monkeypatch):
     finally:
         namespace["panel"].close()
         namespace["session"].close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("broken", [False, True])
+def test_the_readme_site_build_fails_on_a_broken_link(tmp_path, broken):
+    """The README test command's own ``mkdocs build`` arguments, on a one-page site: a broken link must fail
+    it (``-q`` would silence the warnings that ``--strict`` counts, and the build would pass)."""
+    readme = (ROOT / "README.md").read_text()
+    test_cmd = next(c for c in re.findall(r"```bash\n(.*?)\n```", readme, re.S) if "pytest" in c)
+    build = next(part for part in test_cmd.split("&&") if "mkdocs" in part)
+    args = shlex.split(build)[1:]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "mkdocs.yml").write_text("site_name: check\n")
+    (tmp_path / "docs" / "index.md").write_text("# Check\n\n" + ("[gone](missing.md)\n" if broken else "Fine.\n"))
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", *args, "-d", str(tmp_path / "site")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert (done.returncode != 0) == broken, done.stderr
