@@ -43,6 +43,8 @@ def on_files(files: Files, config) -> Files:
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
     site_path = page.file.src_uri
+    if site_path.endswith(".ipynb"):  # mkdocs-jupyter renders a notebook from its file, not from this text
+        return markdown
     repo_path = next((r for r, s in OUTSIDE.items() if s == site_path), f"docs/{site_path}")
     lines, in_code = [], False
     for line in markdown.splitlines(keepends=True):

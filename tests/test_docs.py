@@ -67,6 +67,20 @@ def test_every_public_name_in_the_api_reference_has_a_docstring(module):
     assert not missing, f"{len(missing)} public names on the API reference without a docstring:\n" + "\n".join(missing)
 
 
+def test_every_relative_link_resolves_in_the_repository():
+    """Pages link to files as they lie in the repository, so they read correctly on GitHub too
+    (docs/hooks.py maps the links for the site, whose strict build checks them there)."""
+    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"^\s*(```|~~~).*?^\s*\1", "", page.read_text(), flags=re.S | re.M)
+        for target in re.findall(r"\]\(([^)\s]+)", text):
+            path = target.partition("#")[0]
+            if path and not re.match(r"^[a-z]+:", path) and not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
+
+
 @pytest.mark.slow
 def test_the_readme_python_examples_run(tmp_path, monkeypatch):
     """The tour and the notebook example, in one namespace as a reader would paste them (the remote example
