@@ -1,4 +1,4 @@
-"""The README's lesson: an Optuna search with pruning against one without, on the same budget of RL steps.
+"""The lesson of docs/sweeps.md: an Optuna search with pruning against one without, on the same budget of RL steps.
 
 Both search Adam's learning rate in [1e-5, 1] (log) with TPE for trials of 10 RL steps (tiny model,
 digits task, seed 0, one trial at a time), and stop asking for trials once the steps spent reach

@@ -1,6 +1,6 @@
 """Optimizer presets for the builder, each with the lesson it teaches on the demo task.
 
-Measured on the built-in model and the digits task (seeds 0-2, 30 RL steps; figures in the README,
+Measured on the built-in model and the digits task (seeds 0-2, 30 RL steps; figures in docs/widgets.md,
 held by ``tests/widgets/test_widgets.py::test_presets_hold_their_lessons``) with wide margins, so that a change
 of sampler or model size does not flip a lesson.
 """
@@ -42,4 +42,4 @@ LESSONS: dict[str, str] = {
     "Too high (teaching)": "far too high, clipping off: within a step or two the policy collapses onto one "
     "output and the reward falls to ~0 and stays there",
 }
-"""What a run with each preset does (measured on the built-in model, see README), shown beside it."""
+"""What a run with each preset does (measured on the built-in model, see docs/widgets.md), shown beside it."""
