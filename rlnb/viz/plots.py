@@ -50,8 +50,7 @@ __all__ = [
     "smooth",
     "timeline",
 ]
-
-COMPLETED = wire.STATUS_COMPLETED
+from rlnb.wire import OperationStatus as Status
 
 
 def png(fig: Figure) -> bytes:
@@ -68,8 +67,12 @@ class NotebookFigure(Figure):
         return png(self)
 
 
-FAILED, RUNNING, PENDING = wire.STATUS_FAILED, wire.STATUS_RUNNING, wire.STATUS_PENDING
-STATUS_COLORS: dict[str, str] = {COMPLETED: "tab:green", FAILED: "tab:red", RUNNING: "tab:blue", PENDING: "0.7"}
+STATUS_COLORS: dict[str, str] = {
+    Status.COMPLETED: "tab:green",
+    Status.FAILED: "tab:red",
+    Status.RUNNING: "tab:blue",
+    Status.PENDING: "0.7",
+}
 """Bar colour per operation status (timeline, live table); any other status is drawn grey."""
 MAX_POINTS = 2000
 """Lines with more points are decimated to at most this many before drawing."""
@@ -81,7 +84,6 @@ MARKERS_UP_TO = 30
 CLIP_HEADROOM = 2.0
 """The clip threshold is drawn when it is at most this × the largest gradient norm; above, the legend
 gives its value instead, so a threshold of 10 never squashes norms of 0.3 into a flat line."""
-"""The timeline writes the error code of the latest this-many failures (every failure gets a marker)."""
 
 
 def short(code: str | None) -> str:
@@ -300,7 +302,7 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
         ax.add_collection(
             PolyCollection(list(verts), facecolors=color, edgecolors=color, linewidths=0.5, label=short(st).lower())
         )
-    failed = status == FAILED
+    failed = status == Status.FAILED
     if failed.any():
         ax.plot(right[failed], lane[failed], "X", color="red", mec="black", ms=9, ls="none", label="_failure")
         codes = ops["error_code"].astype(object).to_numpy()[failed]

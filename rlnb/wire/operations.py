@@ -9,7 +9,8 @@ then fetched through ``.../payloads/{payload_id}/download-url`` and merged over 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar, get_args
+from enum import StrEnum
+from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import Field, field_serializer, model_validator
 
@@ -23,7 +24,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "LARGE_PAYLOAD_BYTES",
     "OFFLOADED_KINDS",
-    "OPERATION_KINDS",
+    "OFFLOADED_RESULT_MEMBERS",
     "REQUEST_TYPES",
     "RESULT_TYPES",
     "SYNC_NAMES",
@@ -54,23 +55,24 @@ __all__ = [
     "StopReason",
     "TensorDType",
     "TensorData",
+    "UPLOADED_MEMBERS",
     "WeightSyncType",
     "WeightsSyncBody",
     "WeightsSyncResult",
 ]
 
-OperationKind: TypeAlias = Literal[
-    "forward-backward",
-    "custom-forward-backward",
-    "optim-step",
-    "weights-sync",
-    "sample",
-    "inference-checkpoint",
-    "training-checkpoint",
-]
-"""Operation kinds, as spelled in the paths ``.../operations/<kind>``."""
-OPERATION_KINDS: tuple[OperationKind, ...] = get_args(OperationKind)
-"""Every ``OperationKind``, in the spec's order."""
+
+class OperationKind(StrEnum):
+    """Operation kinds; each member is the kind as spelled in the paths ``.../operations/<kind>``."""
+
+    FORWARD_BACKWARD = "forward-backward"
+    CUSTOM_FORWARD_BACKWARD = "custom-forward-backward"
+    OPTIM_STEP = "optim-step"
+    WEIGHTS_SYNC = "weights-sync"
+    SAMPLE = "sample"
+    INFERENCE_CHECKPOINT = "inference-checkpoint"
+    TRAINING_CHECKPOINT = "training-checkpoint"
+
 
 DType: TypeAlias = Literal["D_TYPE_UNSPECIFIED", "D_TYPE_INT64", "D_TYPE_FLOAT32", "D_TYPE_BFLOAT16"]
 """The dtype a custom-forward-backward gradient may declare (the values are float32 whatever it says)."""
@@ -91,8 +93,20 @@ StopReason: TypeAlias = Literal["STOP_REASON_LENGTH", "STOP_REASON_STOP"]
 
 LARGE_PAYLOAD_BYTES: Final = 512 * 1024
 """Bodies above this (compact JSON) go through the payload side channel (SDK 3.1.1's threshold)."""
-OFFLOADED_KINDS: Final[frozenset[str]] = frozenset({"forward-backward", "custom-forward-backward", "sample"})
+UPLOADED_MEMBERS: Final[dict[OperationKind, tuple[str, ...] | None]] = {
+    OperationKind.FORWARD_BACKWARD: ("loss", "samples"),
+    OperationKind.CUSTOM_FORWARD_BACKWARD: ("samples", "gradients"),
+    OperationKind.SAMPLE: None,
+}
+"""The kinds whose large request bodies the SDK uploads, and what it uploads (None: the whole body;
+``forward_only`` and ``return_loss_fn_outputs`` stay inline). The other kinds are always sent inline."""
+OFFLOADED_KINDS: Final = frozenset(UPLOADED_MEMBERS)
 """The kinds whose large bodies the SDK uploads; the others are always sent inline."""
+OFFLOADED_RESULT_MEMBERS: Final[dict[OperationKind, tuple[str, ...]]] = {
+    OperationKind.FORWARD_BACKWARD: ("loss_fn_outputs",),
+    OperationKind.SAMPLE: ("results",),
+}
+"""What a too-large result moves to the side channel; ``loss`` and ``metrics`` always stay inline."""
 
 # ---------------------------------------------------------------------------------------------
 # Envelope
@@ -338,32 +352,32 @@ class PayloadDownloadUrl(_Model):
 # ---------------------------------------------------------------------------------------------
 # Per-kind request and result types, in one table (client and server both read it).
 
-REQUEST_TYPES: dict[str, type[_Model] | None] = {
-    "forward-backward": ForwardBackwardBody,
-    "custom-forward-backward": CustomForwardBackwardBody,
-    "optim-step": OptimStepBody,
-    "weights-sync": WeightsSyncBody,
-    "sample": SampleBody,
-    "inference-checkpoint": None,
-    "training-checkpoint": None,
+REQUEST_TYPES: dict[OperationKind, type[_Model] | None] = {
+    OperationKind.FORWARD_BACKWARD: ForwardBackwardBody,
+    OperationKind.CUSTOM_FORWARD_BACKWARD: CustomForwardBackwardBody,
+    OperationKind.OPTIM_STEP: OptimStepBody,
+    OperationKind.WEIGHTS_SYNC: WeightsSyncBody,
+    OperationKind.SAMPLE: SampleBody,
+    OperationKind.INFERENCE_CHECKPOINT: None,
+    OperationKind.TRAINING_CHECKPOINT: None,
 }
 """Each operation kind's request body model (None: the kind takes no body). Client and server both read it."""
-RESULT_TYPES: dict[str, type[_Model]] = {
-    "forward-backward": ForwardBackwardResult,
-    "custom-forward-backward": CustomForwardBackwardResult,
-    "optim-step": OptimStepResult,
-    "weights-sync": WeightsSyncResult,
-    "sample": SampleOutput,
-    "inference-checkpoint": InferenceCheckpointResult,
-    "training-checkpoint": TrainingCheckpointResult,
+RESULT_TYPES: dict[OperationKind, type[_Model]] = {
+    OperationKind.FORWARD_BACKWARD: ForwardBackwardResult,
+    OperationKind.CUSTOM_FORWARD_BACKWARD: CustomForwardBackwardResult,
+    OperationKind.OPTIM_STEP: OptimStepResult,
+    OperationKind.WEIGHTS_SYNC: WeightsSyncResult,
+    OperationKind.SAMPLE: SampleOutput,
+    OperationKind.INFERENCE_CHECKPOINT: InferenceCheckpointResult,
+    OperationKind.TRAINING_CHECKPOINT: TrainingCheckpointResult,
 }
 """Each operation kind's result model, which the envelope's ``output`` parses to."""
 
 
-def _typed_envelopes() -> dict[str, type[Operation[Any]]]:
+def _typed_envelopes() -> dict[OperationKind, type[Operation[Any]]]:
     return {kind: Operation[result] for kind, result in RESULT_TYPES.items()}  # type: ignore[valid-type]  # a runtime type as a type argument: pydantic builds a concrete model per kind
 
 
-ENVELOPES: dict[str, type[Operation[Any]]] = _typed_envelopes()
+ENVELOPES: dict[OperationKind, type[Operation[Any]]] = _typed_envelopes()
 """The typed envelope of each kind: ``output`` parses to the kind's result model."""
 __all__ += ["ENVELOPES"]
