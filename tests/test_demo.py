@@ -5,8 +5,11 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 import rlnb
+
+pytestmark = pytest.mark.slow  # runs rlnb demo in a subprocess
 
 
 def test_demo_runs_and_writes_history_and_plot(tmp_path):

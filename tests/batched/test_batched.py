@@ -30,6 +30,8 @@ from rlnb.schedule import Schedule
 from rlnb.tasks import digits_task, rl_step
 from rlnb.viz import plots
 
+pytestmark = pytest.mark.slow  # trains ensembles of models for many RL steps
+
 STEPS = 10
 CPU = torch.device("cpu")
 COSINE = Schedule("cosine", warmup_steps=2, total_steps=STEPS)
