@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -27,7 +28,7 @@ from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, generate, uniforms
 from rlnb.history import History
 from rlnb.schedule import Schedule
-from rlnb.tasks import digits_task, rl_step
+from rlnb.tasks import RL_METRICS, digits_task, rl_step
 from rlnb.viz import plots
 
 STEPS = 10
@@ -136,7 +137,13 @@ def test_every_member_equals_its_trial_run_alone(kind, members, sampled_tokens, 
         np.testing.assert_allclose(b.grad_norm, a.grad_norm, rtol=1e-4)
         for col in ("learning_rate", "grad_clip_norm", "grad_norm_muon", "grad_norm_adam"):
             np.testing.assert_allclose(b[col], a[col], rtol=1e-4, err_msg=col)
-        assert list(b.reward) == ref.rewards  # logged per step, as the sweep logs it
+        assert list(b.reward) == ref.rewards  # logged per step, as rl_step logs it
+        logged = [c for c in RL_METRICS if c != "kl"]  # no reference log-probs: no KL
+        assert set(logged) <= set(a.columns) and set(b.columns) == set(a.columns)
+        for col in logged:  # the same function on the same completions; entropy and clips from the same loss
+            np.testing.assert_allclose(b[col], a[col], rtol=1e-5, atol=1e-6, err_msg=col)
+        pd.testing.assert_frame_equal(got.history.completions, ref.history.completions)
+        assert len(got.history.completions) == STEPS * 6 * 8
         coefs_a = [x["clip_coef"] for x in ref.history.df.query("kind == 'optim-step'").metrics]
         coefs_b = [x["clip_coef"] for x in got.history.df.query("kind == 'optim-step'").metrics]
         np.testing.assert_allclose(coefs_b, coefs_a, rtol=1e-4)
@@ -390,11 +397,13 @@ def test_stacked_logprobs_and_gradients_equal_each_model_alone():
     g = torch.Generator().manual_seed(1)
     ids, tgt = torch.randint(0, 256, (2, 3, 4, 9), generator=g)
     weight = torch.randn(3, 4, 9, generator=g)
-    lp = model.logprobs(ids, tgt)
+    lp, entropy = model.logprobs(ids, tgt)
     model.backward((lp * weight).sum())
     for k, a in enumerate(adapters):
-        own = torch.log_softmax(a.module(ids[k]), -1).gather(-1, tgt[k][..., None])[..., 0]
+        logp = torch.log_softmax(a.module(ids[k]), -1)
+        own = logp.gather(-1, tgt[k][..., None])[..., 0]
         torch.testing.assert_close(lp[k], own, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(entropy[k], -(logp.exp() * logp).sum(-1).detach(), rtol=1e-5, atol=1e-5)
         (own * weight[k]).sum().backward()
         for n, p in a.module.named_parameters():
             lo, hi, _ = model.columns[n]
