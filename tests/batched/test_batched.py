@@ -36,8 +36,8 @@ CPU = torch.device("cpu")
 COSINE = Schedule("cosine", warmup_steps=2, total_steps=STEPS)
 ADAM = [
     Member(rlnb.AdamParams(learning_rate=3e-3, grad_clip_norm=0.01), seed=0),
-    Member(lambda i: rlnb.AdamParams(learning_rate=1e-2, grad_clip_norm=0.01).scaled(COSINE.multiplier(i)), seed=1),
-    Member(rlnb.AdamParams(learning_rate=5e-3, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.0, grad_clip_norm=0),
+    Member(lambda i: rlnb.AdamParams(learning_rate=8e-3, grad_clip_norm=0.01).scaled(COSINE.multiplier(i)), seed=1),
+    Member(rlnb.AdamParams(learning_rate=4e-3, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.0, grad_clip_norm=0),
            seed=0),  # clipping off; member 0's seed
 ]
 MUON = [
@@ -46,6 +46,11 @@ MUON = [
     Member(lambda i: rlnb.MuonParams(learning_rate=0.03, grad_clip_norm=0.01, adam={"learning_rate": 2e-3})
            .scaled(COSINE.multiplier(i)), seed=2),
 ]
+# Identical tokens need no near tie: the vmapped forward rounds differently from a session's (~1e-6 in
+# the logits), and inverse-CDF sampling over 256 tokens flips a token whose uniform lands that close to a
+# CDF boundary (about one token in several thousand; a 10-step member draws 3840). These members draw
+# none; if a change of the RL step brings one, check that the first differing token is such a tie
+# before picking other learning rates (lr 1e-2 / 5e-3 here flip at steps 7 and 8 with TRL's advantages).
 QUICK = {"group_size": 4}
 """Lighter RL steps for the tests whose point is not the default step's numbers."""
 
