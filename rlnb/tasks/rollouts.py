@@ -51,11 +51,13 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
     ``"sample_std"`` (TRL's definition): divided by the sample std (n - 1) + 1e-4. ``"population_std"``:
     divided by the population std, with no epsilon. ``"none"``: not divided (TRL's
     ``scale_rewards="none"``, Dr. GRPO's choice). A group whose rewards are all equal (one reward
-    included) gets advantages of exactly 0.
+    included) gets advantages of exactly 0; a group with a non-finite reward gets NaN advantages.
     """
     if scale not in get_args(AdvantageScale):
         raise ValueError(f"scale must be one of {', '.join(get_args(AdvantageScale))}, got {scale!r}")
     values = [float(r) for r in rewards]
+    if not all(math.isfinite(r) for r in values):  # no advantage can be made of them: NaN, for the caller to refuse
+        return [math.nan] * len(values)
     if not values or min(values) == max(values):
         return [0.0] * len(values)
     mean = statistics.fmean(values)

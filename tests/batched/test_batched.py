@@ -197,6 +197,9 @@ def test_a_member_whose_gradient_turns_non_finite_stops_alone(sampled_tokens, mo
     assert bad.reason == ("TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS: gradient norm is nan; parameters and "
                           "optimizer state unchanged")
     assert_same_records(bad.history, s.history)  # optim-step FAILED, weights-sync publishes the unchanged step
+    pd.testing.assert_frame_equal(bad.history.completions, s.history.completions)
+    assert sorted(set(s.history.completions.step)) == [1, 2, 3, 4]  # the failed step's completions are kept
+    assert list(s.history.steps.reward.dropna().index) == [0, 1, 2]  # its metrics are not logged
     assert_weights_close(bad.weights, {n: p.detach() for n, p in s.backend.trainer.named_parameters()})
     s.close()
     for m, ref in ((0, refs[0]), (2, refs[0])):  # the others go on, as if alone
@@ -229,6 +232,8 @@ def test_a_failing_forward_backward_is_recorded_as_a_session_records_it():
         assert got.reason == ("TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT: sample 0: missing input "
                               "'reference_logprobs', required when beta > 0")
         assert_same_records(got.history, ref.history)  # optim-step completes with no gradient, sync publishes 1
+        pd.testing.assert_frame_equal(got.history.completions, ref.history.completions)
+        assert set(got.history.completions.step) == {1} and "reward" not in got.history.steps
         fresh = dict(build_model("tiny", member.seed).named_parameters())
         assert all(torch.equal(got.weights[n], p) for n, p in fresh.items())
     with pytest.raises(ValueError, match="clip_low_threshold"):  # out of the API's bounds: refused up front
