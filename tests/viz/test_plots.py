@@ -93,8 +93,42 @@ def test_lines_carry_the_steps_table(adam_history):
 def test_overview_is_one_figure_of_panels(adam_history):
     fig = plots.overview(adam_history, metrics=("reward", "missing"))
     assert isinstance(fig, Figure)
-    assert [ax.get_title() for ax in fig.axes] == ["loss", "gradient norm (pre-clip)", "reward", "missing"]
-    assert [t.get_text() for t in fig.axes[3].texts] == ["no 'missing' logged yet"]
+    assert [ax.get_title() for ax in fig.axes] == ["reward", "missing", "gradient norm (pre-clip)", "loss"]
+    assert [t.get_text() for t in fig.axes[1].texts] == ["no 'missing' logged yet"]
+    plain = hand_history([1.0, 0.5], norms=[1.0, 1.0])  # no reward: loss first, as for any supervised run
+    assert [ax.get_title() for ax in plots.overview(plain).axes] == ["loss", "gradient norm (pre-clip)"]
+
+
+def rl_history():
+    """Three steps with the RL metrics rl_step logs, and eval accuracy logged at steps 0 and 3."""
+    h = hand_history([1e-9, -2e-9, 5e-10], norms=[1.0, 0.5, 0.25])
+    h.log(0, **{"eval/accuracy": 0.1})
+    for step in (1, 2, 3):
+        h.log(step, reward=0.2 * step, reward_std=0.1, frac_reward_zero_std=0.5 / step, entropy=5.0 - step,
+              **{"completions/mean_length": 6.0 + step, "completions/min_length": 2.0, "completions/max_length": 8.0,
+                 "completions/clipped_ratio": 0.25, "completions/distinct_mean": 8.0 - step,
+                 "clip_ratio/low_mean": 0.0, "clip_ratio/high_mean": 0.0, "clip_ratio/region_mean": 0.0})
+    h.log(3, **{"eval/accuracy": 0.6})
+    return h
+
+
+def test_an_rl_overview_leads_with_reward_and_eval_accuracy_and_puts_the_grpo_loss_last():
+    h = rl_history()
+    fig = plots.overview(h, metrics=("reward", "entropy", "mine"))
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["reward and eval accuracy", "entropy (nats per token)", "reward spread",
+                      "distinct completions per group", "completion length (tokens)", "clip fractions", "mine",
+                      "gradient norm (pre-clip)", "GRPO loss (secondary)"]  # no KL panel: no kl logged
+    lines = {ln.get_label(): xy(ln) for ln in fig.axes[0].lines}
+    np.testing.assert_allclose(lines["reward (train)"], [[1, 0.2], [2, 0.4], [3, 0.6]])
+    np.testing.assert_allclose(lines["eval accuracy (held out)"], [[0, 0.1], [3, 0.6]])  # its own steps, no gaps
+    assert [t.get_text() for t in fig.axes[-1].texts][0].startswith("≈0 by construction")
+    length = fig.axes[4]
+    assert len(length.collections) == 1  # the min-max band around the mean
+    spread = {ln.get_label() for ln in fig.axes[2].lines}
+    assert spread == {"reward std", "groups with zero std"}
+    h.log(3, kl=0.02)
+    assert "KL to the reference" in [ax.get_title() for ax in plots.overview(h).axes]
 
 
 def test_ema_draws_raw_faint_and_smoothed_bold(adam_history):
