@@ -36,8 +36,8 @@ def demo(
 ) -> int:
     """Train ``model`` (built-in, or a Hugging Face directory / cached hub id) on the digits task with
     GRPO; print a table, write CSV + PNG, and keep the run folder (``out/run``, loadable with
-    ``rlnb.History.load``, its completions in ``completions.jsonl``). ``lr`` replaces the learning rate (Muon's for a Muon run); ``lora`` > 0
-    trains a LoRA adapter of that rank instead of all weights."""
+    ``rlnb.History.load``, its completions in ``completions.jsonl``). ``lr`` replaces the learning rate
+    (Muon's for a Muon run); ``lora`` > 0 trains a LoRA adapter of that rank instead of all weights."""
     import rlnb
     from rlnb.tasks import digits_task, rl_step
     from rlnb.viz import plots
