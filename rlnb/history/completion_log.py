@@ -44,9 +44,10 @@ class CompletionLog:
                 self._latest = rows
 
     def latest(self) -> list[dict[str, Any]]:
-        """The rows of the step logged last."""
+        """The rows of the step logged last: the same list until another step's are added (a live view
+        redraws only when it changes), to be read, not changed."""
         with self._lock:
-            return list(self._latest)
+            return self._latest
 
     def frame(self) -> pd.DataFrame:
         with self._lock:

@@ -239,7 +239,7 @@ class History:
         return self._completions.frame()
 
     def latest_completions(self) -> list[dict[str, Any]]:
-        """The rows of the step whose completions were kept last."""
+        """The rows of the step whose completions were kept last (the same list until the next step's)."""
         return self._completions.latest()
 
     def on_log(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:

@@ -1,5 +1,6 @@
 """Plots and the live view, checked on the figure objects (lines, collections, texts), not pixels."""
 
+import html
 import math
 import os
 import time
@@ -489,3 +490,57 @@ def test_the_live_x_axis_leaves_room_after_the_newest_step():
         for panel in view.panels.values():
             assert panel.ax.get_xlim()[1] >= 1.05 * n
         view.close()
+
+
+# -- RL metrics and completions in the live view -----------------------------------------------------
+
+
+def test_live_view_shows_the_latest_completions_collapsed_and_escaped():
+    h = hand_history([1e-9, 2e-9], norms=[1.0, 1.0])
+    view = LiveView(h, metrics=("reward",), every=0)
+    assert view.completions.selected_index is None and view.completions.get_title(0) == "completions: none yet"
+    hostile = "<script>alert(1)</script>\x00\r\n&amp;" + "9" * 300
+    rows = [{"group": 0, "prompt": "n=<b>", "completion": hostile, "reward": 0.5, "advantage": 1.25,
+             "length": 8, "truncated": True},
+            {"group": 0, "prompt": "n=<b>", "completion": "42", "reward": 1.0, "advantage": -0.5, "length": 3,
+             "truncated": False}]
+    h.log_completions(2, rows)
+    h.log(2, reward=0.75)
+    view.refresh()
+    assert view.completions.get_title(0) == "completions: step 2 (2)"
+    assert view.completions_table.value == ""  # collapsed: not drawn
+    view.completions.selected_index = 0  # opening it draws the table
+    table = view.completions_table.value
+    assert table.count("<tr>") == 3 and ">42</code>" in table and ">0.5</td>" in table and ">1.25</td>" in table
+    assert "<script>" not in table and "&lt;script&gt;alert(1)&lt;/script&gt;" in table
+    assert "\\x00\\r\\n&amp;amp;" in table and "\x00" not in table and "&lt;b&gt;" in table
+    assert "9" * 200 not in table and "…" in table  # long completions are cut (history.completions has all)
+    h.log_completions(3, rows[1:] * 70)
+    view.refresh()
+    assert view.completions.get_title(0) == "completions: step 3 (70)"
+    assert "6 more in history.completions" in view.completions_table.value  # 64 shown
+    view.close()
+
+
+def test_live_view_rl_metrics_tab_and_no_automatic_panel_per_rl_metric(tmp_path):
+    from rlnb.tasks import RL_METRICS, digits_task, rl_step
+
+    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), runs_dir=tmp_path, run_id="rl")
+    view = LiveView(s.history, metrics=None, every=0)  # automatic: a panel per logged figure, as it appears
+    for i in range(2):
+        rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=2, seed=i)
+    s.history.log(2, mine=1.0)
+    s.close()
+    view.refresh()
+    assert set(view.panels) == {"reward", "mine", "loss", "grad_norm", "learning_rate"}  # not 12 more
+    assert view.rl_table.value == ""  # hidden tab: not drawn
+    view.tables.selected_index = 2
+    rl = view.rl_table.value
+    shown = [m for m in RL_METRICS if m not in ("reward", "kl")]
+    assert all(f">{html.escape(m)}</th>" in rl for m in shown) and rl.count("<tr>") == 3  # header + 2 steps
+    entropy = s.history.steps.entropy.iloc[-1]
+    assert f">{entropy:.4g}</td>" in rl
+    assert view.completions.get_title(0) == "completions: step 2 (12)"
+    view.completions.selected_index = 0
+    assert view.completions_table.value.count("<tr>") == 13
+    view.close()
