@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -271,7 +271,7 @@ class Ensemble:
             drawn = Drawn(drawn.tokens[keep], drawn.logprobs[keep], drawn.lengths[keep], drawn.stopped[keep])
         return rollouts, drawn
 
-    def _completion_text(self, tokens: list[int]) -> str:
+    def _completion_text(self, tokens: Sequence[int]) -> str:
         """What a reward reads, as ``rl_step`` decodes it: no ending EOS, no special tokens."""
         return self.codec.decode(tokens, skip_special=True)
 
