@@ -158,7 +158,7 @@ class Ensemble:
 
         * the step's params cannot be made (a schedule raised, a wrong kind): FAILED before sampling;
         * sampled log-probs not finite: the sample FAILED NON_FINITE_LOSS, as the sample handler fails it;
-        * the reward raised, or the advantages are not finite (``samples.policy`` refuses them): the sample
+        * the reward raised, or the advantages are not finite (``rlnb.tasks.score`` refuses them): the sample
           is recorded COMPLETED, then FAILED with nothing more;
         * forward-backward fails (INVALID_INPUT, NON_FINITE_LOSS: no gradients): its optim-step completes
           with no gradients (norm 0, nothing changes) and weights-sync publishes step + 1, as a session

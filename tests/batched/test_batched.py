@@ -79,7 +79,7 @@ def alone(kind: str, member: Member, steps: int = STEPS, **rl: Any) -> Alone:
             rewards.append(rl_step(s, digits_task(), params, seed=member.seed * SEED_STRIDE + i, **rl).reward)
     except rlnb.OperationFailed as exc:
         status, reason = "FAILED", f"{exc.code}: {exc.message}"
-    except ValueError as exc:  # samples.policy refuses non-finite advantages
+    except ValueError as exc:  # rlnb.tasks.score refuses non-finite advantages
         status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
     s.wait()
     done = [op for op in sampled if op.status == "TRAINING_OPERATION_STATUS_COMPLETED"]

@@ -202,3 +202,15 @@ def test_rewards_read_the_completion_without_eos_and_the_loss_keeps_it(hf_dirs):
     targets = [x.loss_fn_inputs["target_tokens"].data for x in sent[0]]
     assert all(t[-1] == eos for t in targets)  # EOS is trained on
     assert list(s.history.completions.completion) == ["7", "7"]
+
+
+def test_completions_that_cannot_be_written_warn_once_and_stay_in_memory(tmp_path):
+    from rlnb.history.store import RunStoreWarning
+
+    (tmp_path / "r" / "completions.jsonl").mkdir(parents=True)  # opening it for append fails (an OSError)
+    warns = pytest.warns(RunStoreWarning, match="completions.jsonl")
+    with warns as caught, rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
+        for i in range(2):
+            rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=2, seed=i)
+    assert len([w for w in caught if w.category is RunStoreWarning]) == 1
+    assert len(s.history.completions) == 2 * 6 * 2 and len(s.history.steps) == 2  # the run went on, in memory
