@@ -46,8 +46,8 @@ def rl_step(
 
     Rewards read each completion's text without its EOS and special tokens; the loss trains on its tokens,
     EOS included. Advantages are ``group_advantages(rewards, advantage_scale)`` per prompt. The step's
-    completions go to ``session.history.log_completions`` (also when the step fails), and its RL metrics
-    (``rlnb.tasks.RL_METRICS``) to ``session.history.log``."""
+    completions go to ``session.history.log_completions`` (also when its forward-backward or optim-step
+    fails), and its RL metrics (``rlnb.tasks.RL_METRICS``) to ``session.history.log``."""
     params = session.check_params(params)
     prompts = [session.encode(p) for p in task.prompts]
     sampled = session.sample(
