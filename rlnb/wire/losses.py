@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, Strict
 
-from rlnb.wire.base import _Model
+from rlnb.wire.base import StrictBool, _Model
 
 __all__ = [
     "LOSSES",
@@ -78,6 +78,9 @@ class GrpoLossParams(_Model):
     """How token losses become one number; UNSPECIFIED means the default (FIXED_HORIZON)."""
     ratio_type: GrpoLossRatioType | None = None
     """TOKEN: one ratio per token; SEQUENCE: one per sample (GSPO)."""
+    use_bias_correction_kl: StrictBool | None = None
+    """Multiply the KL term by the importance ratio, as TRL's flag of that name (an rlnb extension: the
+    service documents no such field). Only matters when ``beta`` > 0."""
 
 
 class PpoLossParams(_Model):
@@ -156,6 +159,7 @@ LOSSES: dict[str, LossSpec] = {
                 "beta": 0.0,
                 "agg_type": _FIXED_HORIZON,
                 "ratio_type": "GRPO_LOSS_RATIO_TYPE_TOKEN",
+                "use_bias_correction_kl": True,
             },
             _POLICY_REQUIRED, (*_POLICY_OPTIONAL, "reference_logprobs"),
         ),
