@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,8 +62,8 @@ class Engine:
 
 def run(engine: Engine, kind: str, body: Any, cancelled: threading.Event) -> Any:
     """The worker's entry point: one operation of ``kind``."""
-    if engine.op_delay:
-        time.sleep(engine.op_delay)
+    if engine.op_delay and cancelled.wait(engine.op_delay):  # a stop ends the simulated compute too
+        raise Cancelled()
     return HANDLERS[kind](engine, body, cancelled)
 
 
@@ -72,6 +71,8 @@ def classify(exc: Exception) -> str | None:
     """Error codes for exceptions the handlers' helpers raise."""
     if isinstance(exc, losses_mod.InvalidLossInput):
         return "INVALID_INPUT"
+    if isinstance(exc, checkpoints.DiskFull):
+        return "RESOURCE_EXHAUSTED"
     return "NON_FINITE_LOSS" if isinstance(exc, sampling.Diverged) else None
 
 
@@ -188,12 +189,18 @@ def custom_forward_backward(
             )
         if len(g.data) != len(s):
             raise OperationError("INVALID_INPUT", f"gradients[{i}] has {len(g.data)} values for {len(s)} tokens")
+        unread = wire.unread_inputs(None, x)
+        if unread:
+            raise OperationError("INVALID_INPUT", f"samples[{i}].loss_fn_inputs.{unread[0]}: not an input rlnb reads")
         mask = x.get("weights", x.get("mask"))
         if mask is not None and mask.shape != (len(s),):
             raise OperationError(
                 "INVALID_INPUT", f"samples[{i}].loss_fn_inputs: the mask has {mask.numel()} values for {len(s)} tokens"
             )
-        grads.append(torch.tensor(g.data) * ((mask != 0).float() if mask is not None else 1.0))
+        grad = torch.tensor(g.data, dtype=torch.float32)
+        if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
+            raise OperationError("NON_FINITE_LOSS", f"gradients[{i}] is not finite; no gradients were accumulated")
+        grads.append(grad * ((mask != 0).float() if mask is not None else 1.0))
     lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
     surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly

@@ -58,6 +58,9 @@ def validate(
     if len(inputs) != len(seq_lens):
         raise InvalidLossInput(f"got loss inputs for {len(inputs)} samples but {len(seq_lens)} model inputs")
     for i, (x, n) in enumerate(zip(inputs, seq_lens, strict=True)):
+        for key in wire.unread_inputs(loss_type, x):
+            reads = ", ".join((*spec.required, *spec.optional))
+            raise InvalidLossInput(f"sample {i}: {loss_type} does not read input {key!r} (it reads {reads})")
         for key in spec.required:
             if key not in x:
                 raise InvalidLossInput(f"sample {i}: missing required input {key!r} for {loss_type}")

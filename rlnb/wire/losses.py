@@ -4,7 +4,7 @@ the one catalogue of short name → wire type → params → rlnb defaults → r
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeAlias
 
@@ -29,6 +29,7 @@ __all__ = [
     "LossType",
     "PpoLossParams",
     "loss_config",
+    "unread_inputs",
 ]
 
 LossType: TypeAlias = Literal[
@@ -125,7 +126,7 @@ class LossSpec:
     required: tuple[str, ...]
     """``loss_fn_inputs`` keys every sample must carry."""
     optional: tuple[str, ...]
-    """Keys read when present; other keys are ignored."""
+    """Keys read when present; any other key is refused (``unread_inputs``), not ignored."""
 
 
 _POLICY_REQUIRED = ("target_tokens", "logprobs", "advantages")
@@ -185,6 +186,16 @@ LOSS_INPUT_DTYPES: dict[str, tuple[Literal["int64", "float32"], ...]] = {
     "mask": ("int64", "float32"),
 }
 """The dtypes each known ``loss_fn_inputs`` key may have."""
+
+
+def unread_inputs(loss_type: str | None, keys: Iterable[str]) -> list[str]:
+    """The ``loss_fn_inputs`` keys an operation would not read, which are refused rather than silently
+    ignored (a misspelt ``weight`` would train on every token): for a forward-backward of ``loss_type``
+    the keys its loss does not read; for a custom-forward-backward (None) the keys of no loss (it reads
+    ``target_tokens`` and ``weights`` or ``mask``, and a sample built for a loss may carry that loss's)."""
+    spec = LOSSES.get(loss_type) if loss_type is not None else None
+    read = (*spec.required, *spec.optional) if spec is not None else tuple(LOSS_INPUT_DTYPES)
+    return [key for key in keys if key not in read]
 
 
 def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] | None = None) -> LossConfig:
