@@ -8,6 +8,7 @@ instead of being ignored (a misspelt ``learning_rat`` used to run with the defau
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from typing import Any
@@ -31,9 +32,17 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"request body is larger than {limit} bytes ({setting})")
 
 
+class BodyTooSlow(HTTPException):
+    def __init__(self, why: str):
+        super().__init__(408, f"request body {why}: send it again in full")
+
+
 class BodyLimit:
     """ASGI middleware: a body over the limit is refused with 413 and the error body — at once when its
-    ``Content-Length`` says so, else as soon as the bytes read pass the limit."""
+    ``Content-Length`` says so, else as soon as the bytes read pass the limit. A body that stalls gets a
+    408: no byte for ``body_idle_timeout`` seconds, or not all of it within ``body_timeout``. Any answer
+    sent before its request's body arrived in full says ``Connection: close``, so that uvicorn closes the
+    connection instead of waiting for the rest: a half-sent body never holds memory or a connection."""
 
     def __init__(self, app: ASGIApp, settings: ServerSettings):
         self.app, self.settings = app, settings
@@ -46,23 +55,45 @@ class BodyLimit:
             limit, setting = self.settings.max_payload_bytes, "max_payload_bytes"
         else:
             limit, setting = self.settings.max_body_bytes, "max_body_bytes"
-        declared = Headers(scope=scope).get("content-length", "")
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            too_large = BodyTooLarge(limit, setting)
-            await error_response(413, too_large.detail, "invalid_request_error")(scope, receive, send)
+            response = error_response(413, BodyTooLarge(limit, setting).detail, "invalid_request_error")
+            response.headers["connection"] = "close"
+            await response(scope, receive, send)
             return
         total = 0
+        done = not (int(declared) if declared.isdigit() else "chunked" in headers.get("transfer-encoding", ""))
+        deadline = asyncio.get_running_loop().time() + self.settings.body_timeout
+
+        async def closing(message: Message) -> None:
+            if message["type"] == "http.response.start" and not done:
+                message["headers"] = [*message.get("headers", []), (b"connection", b"close")]
+            await send(message)
 
         async def limited() -> Message:
-            nonlocal total
-            message = await receive()
+            nonlocal total, done
+            if done:  # the body is in: what follows is a wait for the client to disconnect
+                return await receive()
+            message = await self._within(receive, deadline)
             if message["type"] == "http.request":
                 total += len(message.get("body", b""))
+                done = not message.get("more_body", False)
                 if total > limit:
                     raise BodyTooLarge(limit, setting)  # FastAPI re-raises it; the error handler answers
             return message
 
-        await self.app(scope, limited, send)
+        await self.app(scope, limited, closing)
+
+    async def _within(self, receive: Receive, deadline: float) -> Message:
+        left = deadline - asyncio.get_running_loop().time()
+        idle = self.settings.body_idle_timeout
+        try:
+            return await asyncio.wait_for(receive(), min(idle, max(left, 0.0)))
+        except TimeoutError:
+            if left <= idle:
+                raise BodyTooSlow(f"not in full within {self.settings.body_timeout} s (body_timeout)") from None
+            raise BodyTooSlow(f"stalled: no byte in {idle} s (body_idle_timeout)") from None
 
 
 def check_operation(settings: ServerSettings, kind: str, body: Any) -> None:
@@ -76,10 +107,25 @@ def check_operation(settings: ServerSettings, kind: str, body: Any) -> None:
             "(max_batch_size in supported-models): split the batch",
             param="samples",
         )
+    if kind in ("forward-backward", "custom-forward-backward"):
+        check_inputs(body.loss.type if kind == "forward-backward" else None, body.samples)
     if kind == "forward-backward":
         check_loss(body.loss)
     if kind == "sample":
         check_sample(settings, body)
+
+
+def check_inputs(loss_type: str | None, samples: list[wire.Sample]) -> None:
+    """A ``loss_fn_inputs`` key the operation would not read is a 400 naming it (``wire.unread_inputs``)."""
+    for i, sample in enumerate(samples):
+        for key in wire.unread_inputs(loss_type, sample.loss_fn_inputs):
+            spec = wire.LOSSES.get(loss_type) if loss_type else None
+            reads = f"{loss_type} reads {', '.join((*spec.required, *spec.optional))}" if spec else (
+                f"custom-forward-backward reads target_tokens and weights or mask; known inputs: "
+                f"{', '.join(wire.LOSS_INPUT_DTYPES)}"
+            )  # fmt: skip
+            param = f"samples.{i}.loss_fn_inputs.{key}"
+            raise ServerError(400, f"{param}: this input is not read ({reads})", param=param)
 
 
 def check_loss(loss: wire.LossConfig) -> None:
