@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,8 +63,8 @@ class Engine:
 
 def run(engine: Engine, kind: str, body: Any, cancelled: threading.Event) -> Any:
     """The worker's entry point: one operation of ``kind``."""
-    if engine.op_delay and cancelled.wait(engine.op_delay):  # a stop ends the simulated compute too
-        raise Cancelled()
+    if engine.op_delay:
+        time.sleep(engine.op_delay)
     return HANDLERS[kind](engine, body, cancelled)
 
 
@@ -143,6 +144,7 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
     field_name = wire.LOSS_PARAMS_FIELD[loss_type]
     given = getattr(body.loss, field_name) if field_name else None
     seqs, inputs = _inputs(engine, body.samples)
+    losses_mod.check_read(loss_type, inputs)
     loss_params = losses_mod.validate(
         loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, [len(s) for s in seqs]
     )
@@ -176,6 +178,7 @@ def custom_forward_backward(
     engine: Engine, body: wire.CustomForwardBackwardBody, cancelled: threading.Event
 ) -> wire.CustomForwardBackwardResult:
     seqs, inputs = _inputs(engine, body.samples)
+    losses_mod.check_read(None, inputs)
     if len(body.gradients) != len(seqs):
         raise OperationError("INVALID_INPUT", f"gradients has {len(body.gradients)} entries for {len(seqs)} samples")
     grads = []
@@ -189,9 +192,6 @@ def custom_forward_backward(
             )
         if len(g.data) != len(s):
             raise OperationError("INVALID_INPUT", f"gradients[{i}] has {len(g.data)} values for {len(s)} tokens")
-        unread = wire.unread_inputs(None, x)
-        if unread:
-            raise OperationError("INVALID_INPUT", f"samples[{i}].loss_fn_inputs.{unread[0]}: not an input rlnb reads")
         mask = x.get("weights", x.get("mask"))
         if mask is not None and mask.shape != (len(s),):
             raise OperationError(

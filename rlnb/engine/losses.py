@@ -58,9 +58,6 @@ def validate(
     if len(inputs) != len(seq_lens):
         raise InvalidLossInput(f"got loss inputs for {len(inputs)} samples but {len(seq_lens)} model inputs")
     for i, (x, n) in enumerate(zip(inputs, seq_lens, strict=True)):
-        for key in wire.unread_inputs(loss_type, x):
-            reads = ", ".join((*spec.required, *spec.optional))
-            raise InvalidLossInput(f"sample {i}: {loss_type} does not read input {key!r} (it reads {reads})")
         for key in spec.required:
             if key not in x:
                 raise InvalidLossInput(f"sample {i}: missing required input {key!r} for {loss_type}")
@@ -73,6 +70,21 @@ def validate(
                 dtypes = tuple(_DTYPES[d] for d in wire.LOSS_INPUT_DTYPES[key])
                 _check_tensor(f"sample {i}: input {key!r}", x[key], dtypes, n)
     return params
+
+
+def check_read(loss_type: str | None, inputs: list[dict[str, torch.Tensor]]) -> None:
+    """Refuse a ``loss_fn_inputs`` key the operation would silently ignore (``wire.unread_inputs``), as
+    ``rlnb serve`` does with a 400: a forward-backward of ``loss_type``, or a custom-forward-backward
+    (None). Apart from ``validate``, which checks a loss's own inputs."""
+    spec = wire.LOSSES.get(loss_type) if loss_type is not None else None
+    for i, x in enumerate(inputs):
+        for key in wire.unread_inputs(loss_type, x):
+            if key in wire.LOSS_INPUT_DTYPES and spec is not None:
+                reads = ", ".join((*spec.required, *spec.optional))
+                raise InvalidLossInput(f"sample {i}: {spec.type} does not read input {key!r} (it reads {reads})")
+            raise InvalidLossInput(
+                f"sample {i}: no loss reads input {key!r} (the inputs are {', '.join(wire.LOSS_INPUT_DTYPES)})"
+            )
 
 
 def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[str, Any]:

@@ -116,16 +116,16 @@ def check_operation(settings: ServerSettings, kind: str, body: Any) -> None:
 
 
 def check_inputs(loss_type: str | None, samples: list[wire.Sample]) -> None:
-    """A ``loss_fn_inputs`` key the operation would not read is a 400 naming it (``wire.unread_inputs``)."""
+    """A ``loss_fn_inputs`` key the operation would silently ignore is a 400 naming it
+    (``wire.unread_inputs``)."""
     for i, sample in enumerate(samples):
         for key in wire.unread_inputs(loss_type, sample.loss_fn_inputs):
-            spec = wire.LOSSES.get(loss_type) if loss_type else None
-            reads = f"{loss_type} reads {', '.join((*spec.required, *spec.optional))}" if spec else (
-                f"custom-forward-backward reads target_tokens and weights or mask; known inputs: "
-                f"{', '.join(wire.LOSS_INPUT_DTYPES)}"
-            )  # fmt: skip
-            param = f"samples.{i}.loss_fn_inputs.{key}"
-            raise ServerError(400, f"{param}: this input is not read ({reads})", param=param)
+            param, spec = f"samples.{i}.loss_fn_inputs.{key}", wire.LOSSES.get(loss_type or "")
+            if key in wire.LOSS_INPUT_DTYPES and spec is not None:
+                why = f"{loss_type} does not read it (it reads {', '.join((*spec.required, *spec.optional))})"
+            else:
+                why = f"no loss reads it (the inputs are {', '.join(wire.LOSS_INPUT_DTYPES)})"
+            raise ServerError(400, f"{param}: {why}", param=param)
 
 
 def check_loss(loss: wire.LossConfig) -> None:

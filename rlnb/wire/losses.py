@@ -126,7 +126,8 @@ class LossSpec:
     required: tuple[str, ...]
     """``loss_fn_inputs`` keys every sample must carry."""
     optional: tuple[str, ...]
-    """Keys read when present; any other key is refused (``unread_inputs``), not ignored."""
+    """Keys read when present; a key no loss reads, or a mask this loss does not read, is refused
+    (``unread_inputs``); another loss's inputs are ignored."""
 
 
 _POLICY_REQUIRED = ("target_tokens", "logprobs", "advantages")
@@ -189,13 +190,14 @@ LOSS_INPUT_DTYPES: dict[str, tuple[Literal["int64", "float32"], ...]] = {
 
 
 def unread_inputs(loss_type: str | None, keys: Iterable[str]) -> list[str]:
-    """The ``loss_fn_inputs`` keys an operation would not read, which are refused rather than silently
-    ignored (a misspelt ``weight`` would train on every token): for a forward-backward of ``loss_type``
-    the keys its loss does not read; for a custom-forward-backward (None) the keys of no loss (it reads
-    ``target_tokens`` and ``weights`` or ``mask``, and a sample built for a loss may carry that loss's)."""
+    """The ``loss_fn_inputs`` keys an operation would silently ignore, which are refused instead: a key no
+    loss reads (a misspelt ``weight`` would train on every token), and a token mask the loss does not
+    read (cross-entropy weighs tokens by ``weights`` only, never by ``mask``). ``loss_type`` is the
+    forward-backward's loss, None for a custom-forward-backward (which reads ``target_tokens`` and
+    ``weights`` or ``mask``). Another loss's inputs may ride along, so that one batch serves several."""
     spec = LOSSES.get(loss_type) if loss_type is not None else None
-    read = (*spec.required, *spec.optional) if spec is not None else tuple(LOSS_INPUT_DTYPES)
-    return [key for key in keys if key not in read]
+    masks = {"weights", "mask"} - set((*spec.required, *spec.optional) if spec is not None else ())
+    return [key for key in keys if key not in LOSS_INPUT_DTYPES or (spec is not None and key in masks)]
 
 
 def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] | None = None) -> LossConfig:

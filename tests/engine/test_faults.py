@@ -1,5 +1,5 @@
 """The in-process backend under faults and hostile input (issue 19 §1.16): a disk that fills up during a
-checkpoint save, NaN custom gradients, and ``loss_fn_inputs`` keys no loss reads."""
+checkpoint save, NaN custom gradients, and ``loss_fn_inputs`` keys that would be silently ignored."""
 
 import errno
 import io
@@ -101,20 +101,25 @@ def test_non_finite_custom_gradients_fail_non_finite_loss_and_accumulate_nothing
         assert all(p.grad is None for p in s.backend.trainer.parameters())
 
 
-def test_a_loss_input_no_loss_reads_fails_invalid_input_naming_it():
+def test_a_loss_input_that_would_be_ignored_fails_invalid_input_naming_it():
     sample = samples.cross_entropy([1, 2, 3])
     sample.loss_fn_inputs["weight"] = sample.loss_fn_inputs.pop("weights")  # misspelt: would train on every token
     policy = samples.policy([1], [2, 3], [-1.0, -1.0], 1.0)
     with local_session(model="tiny") as s:
-        for batch, loss, key in (([sample], "cross_entropy", "weight"), ([policy], "cross_entropy", "logprobs")):
-            with pytest.raises(rlnb.OperationFailed, match=f"does not read input '{key}'") as info:
+        for batch, loss, says in (
+            ([sample], "cross_entropy", "no loss reads input 'weight'"),
+            ([policy], "cross_entropy", "LOSS_TYPE_CROSS_ENTROPY does not read input 'mask'"),  # only weights
+        ):
+            with pytest.raises(rlnb.OperationFailed, match=says) as info:
                 s.forward_backward(batch, loss).result(timeout=30)
             assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
-        assert s.forward_backward([policy], "grpo").result(timeout=30).loss == pytest.approx(0.0, abs=1.0)
+        ridealong = samples.policy([1], [2, 3], [-1.0, -1.0], 1.0, reference_logprobs=[-1.0, -1.0])
+        for loss in ("grpo", "ppo"):  # PPO ignores reference_logprobs: one batch may serve several losses
+            assert s.forward_backward([ridealong], loss).result(timeout=30).metrics["loss/tokens"] == 2
         custom = sample.model_copy(deep=True)
         body = wire.CustomForwardBackwardBody(samples=[custom], gradients=[wire.GradientTensor(data=[0.1, 0.1])])
         got: list[wire.Operation] = []
         s.backend.submit("custom-forward-backward", body, got.append)
         s.backend.wait_idle(30)
         assert got[-1].error.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
-        assert "loss_fn_inputs.weight" in got[-1].error.message
+        assert "no loss reads input 'weight'" in got[-1].error.message
