@@ -26,7 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rlnb import wire
 from rlnb.server.errors import ServerError, not_found
+from rlnb.server.records import SessionRecord
 from rlnb.server.settings import ServerSettings
 
 
@@ -59,10 +61,15 @@ class PayloadStore:
         self.total = 0
         """Uploaded bytes held now, all sessions together."""
 
-    def new_upload(self, session_id: str) -> Payload:
-        """A payload to upload to (the caller has checked, under the lock, that the session is active)."""
-        p = Payload(f"pl-{uuid.uuid4()}", session_id, upload=True, expires=self._clock() + self.settings.payload_ttl)
+    def new_upload(self, session: SessionRecord) -> Payload:
+        """A payload to upload to; only an active session takes uploads (409). Under the lock a stop takes
+        to drop the session's payloads, so none is made after it."""
+        expires = self._clock() + self.settings.payload_ttl
+        p = Payload(f"pl-{uuid.uuid4()}", session.id, upload=True, expires=expires)
         with self._lock:
+            if session.status not in wire.SESSION_ACTIVE:
+                why = f"session {session.id} is {session.status}: it takes no uploads"
+                raise ServerError(409, why, param="session_id")
             self._payloads[p.id] = p
         return p
 

@@ -179,7 +179,12 @@ class Registry(ResourcesMixin, OperationsMixin):
         thread = threading.Thread(target=close, name="rlnb-close", daemon=True)
         with self.lock:
             self._closers.add(thread)
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: close here
+            with self.lock:
+                self._closers.discard(thread)
+            self._close(sessions)
 
     # -- sessions --------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request, Response
 
 from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, RegistryDep
-from rlnb.server.errors import ERROR_RESPONSES, ServerError
+from rlnb.server.errors import ERROR_RESPONSES
 
 router = APIRouter(prefix="/v1/rl/training-sessions/{session_id}/payloads", tags=["payloads"], **AUTHENTICATED)
 presigned = APIRouter(prefix="/v1/rl/payloads", tags=["payloads"], responses=ERROR_RESPONSES)
@@ -20,11 +20,7 @@ presigned = APIRouter(prefix="/v1/rl/payloads", tags=["payloads"], responses=ERR
 def payload_upload_url(session_id: str, registry: RegistryDep) -> wire.PayloadUploadUrl:
     """A payload id and a URL to PUT the whole JSON body to; then submit the operation with ``payload_id``.
     Only an active session takes uploads (409 otherwise)."""
-    with registry.lock:  # a stop drops the session's payloads under the lock: none is made after it
-        s = registry.session(session_id)
-        if s.status not in wire.SESSION_ACTIVE:
-            raise ServerError(409, f"session {session_id} is {s.status}: it takes no uploads", param="session_id")
-        p = registry.payloads.new_upload(session_id)
+    p = registry.payloads.new_upload(registry.session(session_id))
     url = registry.signer.payload(p.id, "upload", registry.settings.payload_ttl)
     return wire.PayloadUploadUrl(payload_id=p.id, upload_url=url)
 
