@@ -49,32 +49,32 @@ def use(c, sid: str, payload_id: str) -> dict:
 
 
 def test_uploads_are_capped_per_session_and_in_total_and_freed_when_used(tmp_path):
-    limits = {"max_payload_bytes": 40_000, "max_session_payload_bytes": 100_000, "max_total_payload_bytes": 140_000}
+    limits = {"max_payload_bytes": 4_000, "max_session_payload_bytes": 10_000, "max_total_payload_bytes": 14_000}
     with app_client(tmp_path, **limits) as c:
         store = c.app.state.registry.payloads
         _, a = new_session(c)
         _, b = new_session(c)
-        body = body_of(30_000)
+        body = body_of(3_000)
         held = [upload_url(c, a) for _ in range(3)]
         for u in held:
             assert c.put(u.upload_url, content=body).status_code == 200
         assert store.held(a) == 3 * len(body)
-        err = error_of(c.put(upload_url(c, a).upload_url, content=body), 429)  # a 4th would pass 100 kB
+        err = error_of(c.put(upload_url(c, a).upload_url, content=body), 429)  # a 4th would pass 10 kB
         assert "max_session_payload_bytes" in err["message"] and a in err["message"]
 
         def chunked():  # no Content-Length: refused as the bytes arrive, before they are kept
-            yield body[:20_000]
-            yield body[20_000:]
+            yield body[:2_000]
+            yield body[2_000:]
 
         assert "max_session_payload_bytes" in error_of(c.put(upload_url(c, a).upload_url, content=chunked()), 429)[
             "message"
         ]
         assert store.held(a) == 3 * len(body)  # the refused uploads hold nothing
         assert c.put(upload_url(c, b).upload_url, content=body).status_code == 200
-        err = error_of(c.put(upload_url(c, b).upload_url, content=body), 429)  # 5 x 30 kB would pass 140 kB
+        err = error_of(c.put(upload_url(c, b).upload_url, content=body), 429)  # 5 x 3 kB would pass 14 kB
         assert "max_total_payload_bytes" in err["message"]
         env = wait(c, a, "forward-backward", use(c, a, held[0].payload_id)["id"])
-        assert env["status"] == wire.STATUS_COMPLETED and env["output"]["metrics"]["loss/tokens"] > 100
+        assert env["status"] == wire.STATUS_COMPLETED and env["output"]["metrics"]["loss/tokens"] > 7  # the upload's
         assert store.held(a) == 2 * len(body)  # submitted: its bytes are freed
         assert c.put(upload_url(c, b).upload_url, content=body).status_code == 200  # room again
         err = error_of(c.post(f"/training-sessions/{a}/operations/forward-backward",
