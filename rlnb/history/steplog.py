@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from rlnb.history.timing import Times, op_times, step_times
+from rlnb.wire import OperationKind, OperationStatus
 
-COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 """Figures of a completed optim-step, copied into its row."""
 
@@ -90,40 +91,56 @@ class StepLog:
     def submitted(self, rec: Any) -> None:
         with self._lock:
             self._segment_of[rec.seq] = self._segments
-            self._segments += rec.kind == "optim-step"
-            if rec.kind == "forward-backward" and rec.step is not None:
+            self._segments += rec.kind == OperationKind.OPTIM_STEP
+            if rec.kind == OperationKind.FORWARD_BACKWARD and rec.step is not None:
                 self._open_fb[rec.step + 1] = self._open_fb.get(rec.step + 1, 0) + 1
-            elif rec.kind == "optim-step":
+            elif rec.kind == OperationKind.OPTIM_STEP:
                 self._open_opt[rec.seq] = None
 
     def skipped(self, rec: Any) -> None:
         """``rec`` will never finish (a loaded run's): it only counts where the steps after it begin."""
         with self._lock:
-            self._segments += rec.kind == "optim-step"
+            self._segments += rec.kind == OperationKind.OPTIM_STEP
 
     def finished(self, rec: Any) -> None:
         """``rec`` has just reached a terminal status (call once per operation, after ``submitted``)."""
         with self._lock:
-            done = rec.status == COMPLETED
             segment = self._segment_of.pop(rec.seq, self._segments)
             self._times.setdefault(segment, []).append(
                 op_times(rec.kind, float(rec.submitted_at), float(rec.started_at), float(rec.finished_at))
             )
-            if rec.kind == "forward-backward" and rec.step is not None:
-                fed = rec.step + 1
-                left = self._open_fb.pop(fed, 0) - 1
-                if left > 0:
-                    self._open_fb[fed] = left
-                if done and not math.isnan(rec.loss):
-                    losses = self._losses.setdefault(fed, [])
-                    losses.append(rec.loss)
-                    self._loss[fed] = math.fsum(losses)
-            elif rec.kind == "optim-step":
-                self._open_opt.pop(rec.seq, None)
-                if done and rec.step is not None:
-                    self._add_row(rec, segment)
-            elif rec.kind == "weights-sync" and done and rec.weights_version is not None:
-                self._versions.add(int(rec.weights_version))
+            finish = self._FINISHED.get(rec.kind)
+            if finish is not None:
+                finish(self, rec, rec.status == OperationStatus.COMPLETED, segment)
+
+    def _forward_backward_finished(self, rec: Any, done: bool, _segment: int) -> None:
+        if rec.step is None:
+            return
+        fed = rec.step + 1
+        left = self._open_fb.pop(fed, 0) - 1
+        if left > 0:
+            self._open_fb[fed] = left
+        if done and not math.isnan(rec.loss):
+            losses = self._losses.setdefault(fed, [])
+            losses.append(rec.loss)
+            self._loss[fed] = math.fsum(losses)
+
+    def _optim_step_finished(self, rec: Any, done: bool, segment: int) -> None:
+        self._open_opt.pop(rec.seq, None)
+        if done and rec.step is not None:
+            self._add_row(rec, segment)
+
+    def _weights_sync_finished(self, rec: Any, done: bool, _segment: int) -> None:
+        if done and rec.weights_version is not None:
+            self._versions.add(int(rec.weights_version))
+
+    _FINISHED: dict[str, Callable[[StepLog, Any, bool, int], None]] = {
+        OperationKind.FORWARD_BACKWARD: _forward_backward_finished,
+        OperationKind.OPTIM_STEP: _optim_step_finished,
+        OperationKind.WEIGHTS_SYNC: _weights_sync_finished,
+    }
+    """What a finished operation of each kind changes (``done``: it COMPLETED; the step ``segment`` it
+    belongs to); the other kinds, nothing beyond their times."""
 
     def _add_row(self, rec: Any, segment: int) -> None:
         gn = float(rec.grad_norm)
@@ -163,8 +180,7 @@ class StepLog:
         return len(self._rows)
 
     def _row(self, i: int) -> StepRow:
-        row = self._rows[i]
-        seq, step, gn, muon, adam, clip, lr, finished, segment = row
+        seq, step, gn, muon, adam, clip, lr, finished, segment = self._rows[i]
         run, queue = step_times(self._times.get(segment, ()))
         loss = self._loss.get(step, math.nan)
         return StepRow(seq, step, gn, muon, adam, clip, lr, finished, loss=loss, run_s=run, queue_s=queue)

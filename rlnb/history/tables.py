@@ -62,14 +62,14 @@ def _concat(head: pd.DataFrame | None, tail: pd.DataFrame) -> pd.DataFrame:
 
 def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:
     """``History.steps`` from an operations table (also used for loaded and compared runs)."""
-    is_opt = (ops.kind == "optim-step").to_numpy(dtype=np.int64)
+    is_opt = (ops.kind == wire.OperationKind.OPTIM_STEP).to_numpy(dtype=np.int64)
     segment = pd.Series(np.cumsum(is_opt) - is_opt, index=ops.index)  # optim-steps submitted before each
-    done = ops[ops.status == wire.STATUS_COMPLETED]
-    opt = done[done.kind == "optim-step"]
+    done = ops[ops.status == wire.OperationStatus.COMPLETED]
+    opt = done[done.kind == wire.OperationKind.OPTIM_STEP]
     cols = ["step", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate"]
     table = opt[cols].copy()
     table["step"] = table["step"].astype("int64")
-    fb = done[done.kind == "forward-backward"]
+    fb = done[done.kind == wire.OperationKind.FORWARD_BACKWARD]
     loss = fb.groupby(fb["step"].astype("int64") + 1)["loss"].sum(min_count=1)
     table["loss"] = table["step"].map(loss)
     ended = ops[ops.status.isin(list(wire.TERMINAL_STATUSES))]
@@ -81,7 +81,7 @@ def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.Dat
     step = np.array([step_times(spans.get(int(seg), ())) for seg in segment[opt.index]], dtype=float)
     table["step_time_s"] = step[:, 0] if len(step) else np.empty(0)
     table["queue_s"] = step[:, 1] if len(step) else np.empty(0)
-    sync = done[done.kind == "weights-sync"]
+    sync = done[done.kind == wire.OperationKind.WEIGHTS_SYNC]
     table["weights_version"] = (
         table["step"]
         .map(sync.dropna(subset=["weights_version"]).groupby("weights_version")["weights_version"].first())

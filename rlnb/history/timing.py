@@ -15,13 +15,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from rlnb.wire import OperationKind
+
 Times = tuple[float, float, float]
 """(submitted_at, started_at, finished_at) of one finished operation, POSIX seconds."""
 
 
 def op_times(kind: str, submitted: float, started: float, finished: float) -> Times:
     """What an operation adds to its step's times (a weights-sync: its run, not its wait)."""
-    return (started if kind == "weights-sync" else submitted, started, finished)
+    return (started if kind == OperationKind.WEIGHTS_SYNC else submitted, started, finished)
 
 
 def _union(spans: list[tuple[float, float]]) -> float:

@@ -17,9 +17,9 @@ from typing import Any
 from rlnb.history import History, Record
 from rlnb.history.timing import Times, op_times, step_times
 from rlnb.sinks.base import Failure, Point
+from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
 
-TRAINING = ("forward-backward", "optim-step")
-COMPLETED, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
+TRAINING = frozenset({OperationKind.FORWARD_BACKWARD, OperationKind.OPTIM_STEP})
 STEP_FIELDS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 Item = Point | Failure
 
@@ -36,12 +36,12 @@ class Steps:
         self._times: list[Times] = []  # of the operations since the last optim-step
 
     def record(self, rec: Record) -> list[Item]:
-        if rec.status not in (COMPLETED, FAILED):
+        if rec.status not in TERMINAL_STATUSES:
             self._running.add(rec.seq)
             return []
         self._running.discard(rec.seq)
         heapq.heappush(self._ready, (rec.seq, rec))
-        now = [failure(rec)] if rec.kind not in TRAINING and rec.status == FAILED else []
+        now = [failure(rec)] if rec.kind not in TRAINING and rec.status == OperationStatus.FAILED else []
         return now + self.drain(min(self._running, default=math.inf))
 
     def drain(self, before: float = math.inf) -> list[Item]:
@@ -55,13 +55,13 @@ class Steps:
         self._times.append(op_times(rec.kind, rec.submitted_at, rec.started_at, rec.finished_at))
         if rec.kind not in TRAINING:
             return []
-        if rec.kind == "optim-step":  # every optim-step ends a step, a failed one too
+        if rec.kind == OperationKind.OPTIM_STEP:  # every optim-step ends a step, a failed one too
             times, self._times = self._times, []
-        if rec.status == FAILED:
+        if rec.status == OperationStatus.FAILED:
             return [failure(rec)]
         if rec.step is None:
             return []
-        if rec.kind == "forward-backward":
+        if rec.kind == OperationKind.FORWARD_BACKWARD:
             if not math.isnan(rec.loss):
                 self._loss[rec.step + 1] = self._loss.get(rec.step + 1, 0.0) + rec.loss
             return []

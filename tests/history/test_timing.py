@@ -55,7 +55,7 @@ def pause_then_queue(session, pause):
 def check(steps, ops, pause, delay, seen=0.9):
     """Each operation runs ``delay`` seconds at least; ``seen`` of it at least is seen running (a remote
     client sees RUNNING a poll late)."""
-    ops = ops[ops.status == wire.STATUS_COMPLETED]
+    ops = ops[ops.status == wire.OperationStatus.COMPLETED]
     assert (ops.run_s >= delay * seen).all()  # every operation's time is its own run
     first, slow, queued = steps.itertuples()
     # after the pause: its four operations' compute, not the pause (it was > pause: the time since step 1 ended)
@@ -111,7 +111,8 @@ def test_the_weights_sync_behind_each_step_is_not_a_wait():
         opt.result(timeout=30)
     session.wait()
     ops = session.history.df
-    assert (ops[ops.kind == "weights-sync"].queue_s >= 0.03 * 0.9).all()  # each waited for its optim-step
+    syncs = ops[ops.kind == wire.OperationKind.WEIGHTS_SYNC]
+    assert (syncs.queue_s >= 0.03 * 0.9).all()  # each waited for its optim-step
     steps = same_everywhere(session.history)
     assert (steps.queue_s < 0.03).all() and (steps.iloc[1:].step_time_s >= 3 * 0.03 * 0.9).all()  # its run counts
     session.close()
@@ -125,16 +126,16 @@ def test_an_operation_first_seen_finished_started_when_the_one_before_it_ended()
     """A remote poll may miss RUNNING: the operation ran at most from when the one before it ended (a
     session runs its operations in order), not for no time at all; a failure seen at once never ran."""
     h = History()
-    fb = h.new("forward-backward", 0, None, at=100.0)
-    h.update(fb, env(wire.STATUS_PENDING), 100.0)
-    opt = h.new("optim-step", 0, {"learning_rate": 1e-3}, at=100.1)
-    h.update(opt, env(wire.STATUS_PENDING), 100.1)
-    h.update(fb, env(wire.STATUS_RUNNING), 100.5)
-    h.update(fb, env(wire.STATUS_COMPLETED, wire.ForwardBackwardResult(loss=1.0)), 102.0)
-    h.update(opt, env(wire.STATUS_COMPLETED, wire.OptimStepResult(step=1)), 102.4)  # never seen RUNNING
+    fb = h.new(wire.OperationKind.FORWARD_BACKWARD, 0, None, at=100.0)
+    h.update(fb, env(wire.OperationStatus.PENDING), 100.0)
+    opt = h.new(wire.OperationKind.OPTIM_STEP, 0, {"learning_rate": 1e-3}, at=100.1)
+    h.update(opt, env(wire.OperationStatus.PENDING), 100.1)
+    h.update(fb, env(wire.OperationStatus.RUNNING), 100.5)
+    h.update(fb, env(wire.OperationStatus.COMPLETED, wire.ForwardBackwardResult(loss=1.0)), 102.0)
+    h.update(opt, env(wire.OperationStatus.COMPLETED, wire.OptimStepResult(step=1)), 102.4)  # never seen RUNNING
     assert opt.started_at == 102.0
-    refused = h.new("sample", 1, None, at=103.0)
-    h.update(refused, env(wire.STATUS_FAILED), 103.2)
+    refused = h.new(wire.OperationKind.SAMPLE, 1, None, at=103.0)
+    h.update(refused, env(wire.OperationStatus.FAILED), 103.2)
     assert refused.started_at == 103.2  # counted as waiting
     df = h.df
     assert list(df.run_s) == pytest.approx([1.5, 0.4, 0.0]) and list(df.queue_s) == pytest.approx([0.5, 1.9, 0.2])
@@ -147,4 +148,5 @@ def test_step_times_are_unions_of_intervals():
     assert step_times([(0, 1, 3), (0, 2, 4), (10, 10, 11)]) == pytest.approx((4.0, 1.0))
     assert step_times([(0, 0, 1), (0.5, 1, 2)]) == pytest.approx((2.0, 0.0))  # waited behind its own step
     assert all(math.isnan(x) for x in step_times([(0, math.nan, 1)]))
-    assert op_times("weights-sync", 0, 2, 3) == (2, 2, 3) and op_times("sample", 0, 2, 3) == (0, 2, 3)
+    assert op_times(wire.OperationKind.WEIGHTS_SYNC, 0, 2, 3) == (2, 2, 3)
+    assert op_times(wire.OperationKind.SAMPLE, 0, 2, 3) == (0, 2, 3)

@@ -29,8 +29,9 @@ ARGS = [
     "--no-first-run",
 ]
 HERE = Path(__file__).parent
-ARTIFACTS = HERE.parent / "artifacts"
-NOTEBOOK = HERE.parent.parent / "notebooks" / "05-widgets.ipynb"
+ROOT = HERE.parents[1]
+ARTIFACTS = ROOT / "tests" / "artifacts"
+NOTEBOOK = ROOT / "notebooks" / "05-widgets.ipynb"
 LAPTOP_NOTEBOOK = HERE / "voila" / "laptop_panel.ipynb"
 TALL = {"width": 1300, "height": 2200}  # the whole panel fits: no scrolling inside Lab's notebook
 LAPTOP = {"width": 1366, "height": 768}
