@@ -216,11 +216,11 @@ def test_lab_on_a_laptop_the_panel_fits_and_stop_status_and_reward_show_together
     from playwright.sync_api import expect
 
     page = browser.new_page(viewport=LAPTOP)
-    page.goto(f"{lab_url}/lab/tree/{LAPTOP_NOTEBOOK.name}", timeout=120_000)
+    page.goto(f"{lab_url}/lab/workspaces/laptop/tree/{LAPTOP_NOTEBOOK.name}?reset", timeout=120_000)  # alone
     expect(page.locator(".jp-StatusBar-Item", has_text="Idle").first).to_be_visible(timeout=120_000)
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator('li[data-command="runmenu:run-all"]').click()
-    panel = page.locator(".rlnb-run-panel")
+    panel = page.locator(".rlnb-run-panel:visible")
     check_laptop_run(page, panel, "lab_laptop_1366x768_running.png")
     unfold(panel)  # everything is one click away
     expect(panel.get_by_role("button", name="Find LR")).to_be_visible()
