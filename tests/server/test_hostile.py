@@ -195,12 +195,14 @@ def test_45_concurrent_stops_of_busy_sessions_leave_the_server_answering(tmp_pat
         assert sorted(code for code, _ in stops) == [200] * n and max(s for _, s in stops) < 10, stops
         assert {c.get(f"/training-sessions/{sid}").json()["status"] for sid in sids} == {wire.SessionStatus.STOPPED}
         ends = [wait(c, sid, "optim-step", op["id"]) for sid, op in zip(sids, ops, strict=True)]
-        assert {e["status"] for e in ends} == {wire.OperationStatus.COMPLETED}  # a running operation finishes, as documented
+        # a running operation finishes, as documented
+        assert {e["status"] for e in ends} == {wire.OperationStatus.COMPLETED}
 
 
 def wait_running(c: httpx.Client, sid: str, op_id: str) -> None:
     deadline = time.monotonic() + 60
-    while c.get(f"/training-sessions/{sid}/operations/optim-step/{op_id}").json()["status"] != wire.OperationStatus.RUNNING:
+    url = f"/training-sessions/{sid}/operations/optim-step/{op_id}"
+    while c.get(url).json()["status"] != wire.OperationStatus.RUNNING:
         assert time.monotonic() < deadline
         time.sleep(0.05)
 
