@@ -1,15 +1,24 @@
 """Test tiers: ``pytest`` runs the fast tier (under a minute); ``pytest -m 'slow or not slow'`` runs all.
 
-A test is slow when it starts another process or server, loads Hugging Face, Ray or a browser, or runs a
-notebook. Tests mark themselves with ``@pytest.mark.slow`` (or a module's ``pytestmark``); the fixtures
-that start servers mark every test that uses them, and every notebook cell is slow, here, so that no
-one has to remember.
+A test is slow when it starts another process or server, loads Hugging Face, Ray, a browser or a real
+sink library, runs a notebook or trains for more than about a second. Tests mark themselves with
+``@pytest.mark.slow`` (or a module's ``pytestmark``, with the reason); the fixtures that start servers,
+clusters or browsers or load Hugging Face mark every test that uses them, and every notebook cell is slow,
+here, so that no one has to remember. A test left in the fast tier that imports one of the ``HEAVY``
+libraries fails and says so: that import alone would cost the tier seconds.
 """
+
+import sys
 
 import pytest
 
-SLOW_FIXTURES = frozenset({"server", "auth_server", "hf_dirs", "hf_server", "local_ray", "browser", "voila_url"})
-"""Fixtures that start a server, a cluster or a browser, or build Hugging Face models."""
+SLOW_FIXTURES = frozenset(
+    {"server", "auth_server", "hf_dirs", "hf_server", "transformers", "peft", "trl", "local_ray", "browser", "voila_url"}
+)
+"""Fixtures that start a server, a cluster or a browser, or load Hugging Face libraries and models."""
+
+HEAVY = ("peft", "transformers", "trl", "ray", "mlflow", "wandb", "trackio", "playwright")
+"""Libraries that take a second or more to import (peft: about six): Hugging Face, Ray, sink libraries, a browser."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before the -m filter deselects by mark
@@ -18,3 +27,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & SLOW_FIXTURES or item.path.suffix == ".ipynb" or "sdk_generated" in item.path.parts:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    before = {name for name in HEAVY if name in sys.modules}
+    result = yield
+    loaded = sorted(name for name in HEAVY if name in sys.modules and name not in before)
+    if loaded and item.get_closest_marker("slow") is None:
+        pytest.fail(f"this fast test imported {', '.join(loaded)} (seconds of CPU): mark it slow", pytrace=False)
+    return result

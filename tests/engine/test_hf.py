@@ -19,7 +19,7 @@ from rlnb.engine.models.decoders import RecomputeDecoder
 from rlnb.engine.models.hf import ModelLoadError
 from tests.support import hf_models
 
-transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.usefixtures("transformers")  # Hugging Face: slow, skipped without transformers
 ARCHS = ("gpt2", "llama", "qwen3")
 
 
@@ -163,7 +163,7 @@ def test_chat_messages_and_text_samples(hf_dirs):
         assert s.forward_backward([sft, conv]).result().loss > 0
 
 
-def test_an_already_loaded_model_with_its_tokenizer(hf_dirs):
+def test_an_already_loaded_model_with_its_tokenizer(hf_dirs, transformers):
     model = hf_models.build_model("gpt2", seed=3)
     tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dirs["gpt2"])
     with local(model, tokenizer=tokenizer, optimizer="muon") as s:
@@ -190,7 +190,7 @@ def test_unknown_model_id_names_it_and_the_fetch_command(tmp_path, monkeypatch):
         local(str(tmp_path / "empty"))
 
 
-def test_model_without_a_causal_lm_head(tmp_path):
+def test_model_without_a_causal_lm_head(tmp_path, transformers):
     body = transformers.LlamaModel(transformers.LlamaConfig(**hf_models.HIDDEN))
     body.save_pretrained(tmp_path / "body")
     with pytest.raises(ModelLoadError, match="no trained causal-LM head.*lm_head.weight"):
@@ -201,7 +201,7 @@ def test_model_without_a_causal_lm_head(tmp_path):
         local(str(tmp_path / "t5"))
 
 
-def test_tokenizer_larger_than_the_model(hf_dirs, tmp_path):
+def test_tokenizer_larger_than_the_model(hf_dirs, tmp_path, transformers):
     small = transformers.LlamaForCausalLM(transformers.LlamaConfig(**{**hf_models.HIDDEN, "vocab_size": 100}))
     small.save_pretrained(tmp_path / "m")
     transformers.AutoTokenizer.from_pretrained(hf_dirs["llama"]).save_pretrained(tmp_path / "m")

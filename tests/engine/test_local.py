@@ -309,9 +309,8 @@ def test_a_resume_from_that_is_not_a_checkpoint_names_the_path_and_what_was_expe
         local_session(resume_from=a_list)
 
 
-def test_inference_checkpoint_is_a_model_transformers_loads(tmp_path):
+def test_inference_checkpoint_is_a_model_transformers_loads(tmp_path, transformers):
     """The built-in model's inference checkpoint is a GPT-2 checkpoint with the same logits."""
-    transformers = pytest.importorskip("transformers")
     with local_session(model="tiny", checkpoint_dir=tmp_path) as s:
         s.forward_backward([samples.cross_entropy(list(b"hello"))])
         s.optim_step(rlnb.AdamParams(learning_rate=0.01))

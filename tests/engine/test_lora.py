@@ -10,9 +10,9 @@ import torch
 import rlnb
 from rlnb import samples
 from rlnb.engine.models.tiny import build_model
+from tests.support.lora import BAD_LORA
 
-peft = pytest.importorskip("peft")
-transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.usefixtures("peft", "transformers")  # Hugging Face: slow, skipped without them
 
 
 def lora_session(model, **kw):
@@ -70,7 +70,9 @@ def test_lora_seed_seeds_only_the_adapter():
 
 
 @pytest.mark.parametrize("model", ["tiny", "gpt2", "llama"])
-def test_inference_checkpoint_exports_the_adapter_for_peft_and_a_merged_model(hf_dirs, tmp_path, model):
+def test_inference_checkpoint_exports_the_adapter_for_peft_and_a_merged_model(
+    hf_dirs, tmp_path, model, transformers, peft
+):
     """ADAPTER loads with PeftModel.from_pretrained on the base, MERGED with AutoModelForCausalLM; both give
     the trained model's logits. GPT-2 ties its head to the embedding: train_unembed unties it on export."""
     spec = hf_dirs.get(model, model)
@@ -121,8 +123,6 @@ def test_lora_training_checkpoint_holds_only_the_adapter_and_resumes(tmp_path):
 
 
 def test_lora_takes_true_false_none_or_a_dict_and_refuses_anything_else():
-    from tests.remote.test_client import BAD_LORA
-
     for lora, message in BAD_LORA:
         with pytest.raises(ValueError, match=message):
             lora_session("tiny", lora=lora)

@@ -95,8 +95,7 @@ def test_override_by_pattern_or_predicate():
         assert s.backend.optim.split.muon == []
 
 
-def test_lora_factors_share_their_layers_group():
-    pytest.importorskip("peft")
+def test_lora_factors_share_their_layers_group(peft):
     with rlnb.connect("local", optimizer="muon", model="tiny", lora={"rank": 2}, device="cpu") as s:
         muon_names, adam_names = groups(s.backend.optim.split)
     assert muon_names and adam_names
@@ -108,6 +107,7 @@ def test_lora_factors_share_their_layers_group():
     assert all("lora_" in n for n in muon_names | adam_names)  # the base is frozen: in neither group
 
 
+@pytest.mark.slow  # seven Python processes that import torch
 def test_ns_dtype_is_the_same_in_every_process_and_follows_the_cpu_capability():
     probe = "import torch; from rlnb.engine.optim.muon import ns_dtype_for; print(ns_dtype_for(torch.device('cpu')))"
     seen = {subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout

@@ -9,7 +9,7 @@ import pytest
 
 import rlnb
 from rlnb import samples
-from tests.conftest import running_server
+from tests.support.server import running_server
 
 pytestmark = pytest.mark.slow  # rlnb serve in a subprocess
 

@@ -19,6 +19,7 @@ from rlnb.history import NA_NO_GRAD_NORM
 from rlnb.remote import poller
 from rlnb.remote.backend import RemoteBackend
 from rlnb.remote.client import APIClient, RetryPolicy
+from tests.support.lora import BAD_LORA
 
 KEY = "sk-rlnb-TEST-7f3a9c0d"
 BASE = "http://rl.test"
@@ -691,15 +692,6 @@ def test_muon_lora_and_keep_resource_options():
         "optimizer_config": {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_MATCH_ADAM"}},
     }
     assert not fake.calls("POST", r"/model-resources/.*/stop")
-
-
-BAD_LORA = [
-    ("rank=8", r"lora must be True, False, None or a dict with keys rank, alpha, dropout, seed, train_unembed; "
-               "got 'rank=8'"),
-    (8, r"lora must be True, False, None or a dict"),
-    ({"rnk": 8}, r"lora has unknown keys \['rnk'\]; allowed: rank, alpha"),
-    ({"rank": 0}, r"lora rank: .*greater than or equal to 1, got 0"),
-]
 
 
 @pytest.mark.parametrize(("lora", "message"), BAD_LORA)

@@ -13,19 +13,9 @@ import torch
 from fastapi.testclient import TestClient
 
 from rlnb import samples, wire
-from tests.conftest import app_client, new_session, submit, wait
+from tests.support.server import Clock, app_client, new_session, submit, wait
 
 OPS = "/training-sessions/{sid}/operations"
-
-
-class Clock:
-    """A settable stand-in for time.time (the server's inactivity clock)."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")
@@ -136,17 +126,18 @@ def test_gradient_dtype_is_optional(c):
 # -- lists, LoRA seeds, expiry --------------------------------------------------------------------
 
 
-def test_a_cursor_stays_valid_when_its_object_stops_matching_the_filter(c):
-    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
-    ids = [c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"] for _ in range(3)]
-    query = {"model_resources_id": rid, "status": "TRAINING_SESSION_STATUS_RUNNING", "limit": 1}
-    first = c.get("/training-sessions", params=query).json()
-    assert [s["id"] for s in first["data"]] == [ids[2]] and first["meta"]["next_cursor"] == ids[2]
-    c.post(f"/training-sessions/{ids[2]}/stop")  # the cursor's session no longer matches status=RUNNING
-    second = c.get("/training-sessions", params={**query, "after": ids[2]})
-    assert second.status_code == 200, second.text
-    assert [s["id"] for s in second.json()["data"]] == [ids[1]]
-    assert c.get("/training-sessions", params={**query, "after": "sess-unknown"}).status_code == 400
+def test_a_cursor_stays_valid_when_its_object_stops_matching_the_filter(tmp_path):
+    with app_client(tmp_path, full_session_cap=3) as c:  # three sessions on one resource, without LoRA
+        rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+        ids = [c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"] for _ in range(3)]
+        query = {"model_resources_id": rid, "status": "TRAINING_SESSION_STATUS_RUNNING", "limit": 1}
+        first = c.get("/training-sessions", params=query).json()
+        assert [s["id"] for s in first["data"]] == [ids[2]] and first["meta"]["next_cursor"] == ids[2]
+        c.post(f"/training-sessions/{ids[2]}/stop")  # the cursor's session no longer matches status=RUNNING
+        second = c.get("/training-sessions", params={**query, "after": ids[2]})
+        assert second.status_code == 200, second.text
+        assert [s["id"] for s in second.json()["data"]] == [ids[1]]
+        assert c.get("/training-sessions", params={**query, "after": "sess-unknown"}).status_code == 400
 
 
 def _inference_files(c: TestClient, sid: str) -> dict[str, dict[str, bytes]]:
@@ -166,7 +157,7 @@ def _tensors(files: dict[str, bytes]) -> dict[str, torch.Tensor]:
     return {k: v for name, raw in files.items() if name.endswith(".safetensors") for k, v in load(raw).items()}
 
 
-def test_lora_seed_seeds_only_the_adapters(c):
+def test_lora_seed_seeds_only_the_adapters(c, peft):
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
     sids = [
         c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"seed": seed}}).json()["id"]
@@ -182,7 +173,7 @@ def test_lora_seed_seeds_only_the_adapters(c):
     assert c.get(f"/training-sessions/{sids[0]}").json()["lora_config"]["seed"] == "1"
 
 
-def test_merged_and_adapter_are_different_files(c):
+def test_merged_and_adapter_are_different_files(c, peft):
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
     sid = c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"]
     submit(c, sid, "forward-backward", {"samples": [samples.cross_entropy(list(b"adapter")).to_json_dict()],

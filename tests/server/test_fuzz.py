@@ -437,7 +437,7 @@ def test_regression_listing_while_others_insert_is_never_a_5xx():
 
     from fastapi.testclient import TestClient
 
-    app = create_app(device="cpu")
+    app = create_app(device="cpu", full_session_cap=2)  # a second session on the resource, without LoRA
     registry = app.state.registry
     threads: list[threading.Thread] = []
 
@@ -459,7 +459,7 @@ def test_regression_listing_while_others_insert_is_never_a_5xx():
                 yield value
 
     with TestClient(app, raise_server_exceptions=False) as client:
-        rid = _check(client.post("/v1/rl/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}))
+        rid = _check(client.post("/v1/rl/model-resources", json={"base_model": "rlnb/tiny"}))
         sid = _check(client.post("/v1/rl/training-sessions", json={"model_resources_id": rid["id"]}))["id"]
         url = f"/v1/rl/training-sessions/{sid}/operations/training-checkpoint"
         op = _wait(client, sid, "training-checkpoint", _check(client.post(url, headers={"Idempotency-Key": "c"})))  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ import pytest
 
 from rlnb import samples, wire
 from rlnb.engine import checkpoints
-from tests.conftest import app_client, new_session, running_server, submit, wait
+from tests.support.server import app_client, new_session, running_server, submit, wait
 
 CE = samples.cross_entropy(list(b"hostile")).to_json_dict()
 

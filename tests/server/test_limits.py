@@ -15,8 +15,7 @@ import pytest
 
 from rlnb import samples, wire
 from rlnb.server.settings import ServerSettings, parse_limits
-from tests.conftest import app_client, new_session, submit, wait
-from tests.server.test_fidelity import Clock
+from tests.support.server import Clock, app_client, new_session, submit, wait
 
 OPS = "/training-sessions/{sid}/operations/{kind}"
 CE = wire.ForwardBackwardBody(
@@ -91,10 +90,10 @@ def test_a_sampling_budget_and_stop_strings_are_capped(tmp_path):
 
 
 def test_live_resources_and_sessions_are_capped(tmp_path):
-    with app_client(tmp_path, max_live_resources=2, max_live_sessions=2) as c:
-        lora = {"base_model": "rlnb/tiny", "lora_enabled": True}
-        rids = [c.post("/model-resources", json=lora).json()["id"] for _ in range(2)]
-        err = error_of(c.post("/model-resources", json=lora), 429)
+    with app_client(tmp_path, max_live_resources=2, max_live_sessions=2, full_session_cap=2) as c:
+        tiny = {"base_model": "rlnb/tiny"}
+        rids = [c.post("/model-resources", json=tiny).json()["id"] for _ in range(2)]
+        err = error_of(c.post("/model-resources", json=tiny), 429)
         assert "max_live_resources" in err["message"]
         sids = [c.post("/training-sessions", json={"model_resources_id": rids[0]}).json()["id"] for _ in range(2)]
         assert "max_live_sessions" in error_of(c.post("/training-sessions", json={"model_resources_id": rids[1]}), 429)[
@@ -103,7 +102,7 @@ def test_live_resources_and_sessions_are_capped(tmp_path):
         c.post(f"/training-sessions/{sids[0]}/stop")
         assert c.post("/training-sessions", json={"model_resources_id": rids[1]}).status_code == 200
         c.post(f"/model-resources/{rids[0]}/stop", params={"force": "true"})
-        assert c.post("/model-resources", json=lora).status_code == 200
+        assert c.post("/model-resources", json=tiny).status_code == 200
 
 
 # -- idempotency ----------------------------------------------------------------------------------
@@ -263,7 +262,7 @@ def session_threads() -> list[str]:
 # -- presigned download links ---------------------------------------------------------------------
 
 
-def test_download_links_are_signed_for_one_file_expire_and_use_the_configured_address(tmp_path):
+def test_download_links_are_signed_for_one_file_expire_and_use_the_configured_address(tmp_path, peft):
     clock = Clock()
     with app_client(tmp_path, clock=clock, download_ttl=600, public_url="https://rl.example:9443") as c:
         rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]

@@ -10,8 +10,7 @@ import httpx
 import pytest
 
 from rlnb import samples, wire
-from tests.conftest import app_client, new_session, submit, wait
-from tests.server.test_fidelity import Clock
+from tests.support.server import Clock, app_client, new_session, submit, wait
 
 CE = wire.ForwardBackwardBody(
     samples=[samples.cross_entropy(list(b"payloads"))], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")

@@ -12,7 +12,7 @@ from rlnb import samples, wire
 from rlnb.remote.client import RetryPolicy
 from rlnb.server.state import StateDirLocked
 from rlnb.testing import ServerProcess
-from tests.conftest import app_client, new_session, submit, wait
+from tests.support.server import app_client, new_session, submit, wait
 
 pytestmark = pytest.mark.slow  # kills and restarts rlnb serve processes
 

@@ -28,7 +28,7 @@ from together._exceptions import (  # noqa: E402
 from together.post_training import ModelResourcesClient, SessionClient, download_checkpoint  # noqa: E402
 
 from rlnb import samples  # noqa: E402
-from tests.conftest import running_server  # noqa: E402
+from tests.support.server import running_server  # noqa: E402
 
 # slow: the official SDK against rlnb serve in a subprocess; the timeout: the SDK retries 5xx with backoff,
 # so a server bug must not hang the run

@@ -14,7 +14,7 @@ import pytest
 
 import rlnb
 from rlnb.tasks import digits_task, rl_step
-from tests.conftest import running_server
+from tests.support.server import running_server
 
 together = pytest.importorskip("together")
 transformers = pytest.importorskip("transformers")

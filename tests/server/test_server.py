@@ -8,7 +8,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from rlnb import samples, wire
-from tests.conftest import app_client, new_session, submit, wait
+from tests.support.server import app_client, new_session, submit, wait
 
 
 @pytest.fixture(scope="module")
@@ -183,38 +183,36 @@ def test_session_cap_stop_and_resource_lifecycle(c):
     assert c.get(f"/training-sessions/{second.json()['id']}").json()["status"] == "TRAINING_SESSION_STATUS_STOPPED"
 
 
-def test_lists_paginate_and_filter(c):
-    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
-    ids = [c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"] for _ in range(3)]
-    seen, after = [], None
-    while True:
-        page = c.get(
-            "/training-sessions", params={"model_resources_id": rid, "limit": 2, **({"after": after} if after else {})}
-        ).json()
-        seen += [s["id"] for s in page["data"]]
-        if not page["meta"]["has_more"]:
-            assert page["meta"]["next_cursor"] == ""
-            break
-        after = page["meta"]["next_cursor"]
-    assert sorted(seen) == sorted(ids) and len(seen) == 3
-    c.post(f"/training-sessions/{ids[0]}/stop")
-    running = c.get(
-        "/training-sessions", params={"model_resources_id": rid, "status": "TRAINING_SESSION_STATUS_RUNNING"}
-    )
-    assert {s["id"] for s in running.json()["data"]} == set(ids[1:])
-    both = c.get(
-        "/training-sessions",
-        params={"model_resources_id": rid, "status": "TRAINING_SESSION_STATUS_RUNNING,TRAINING_SESSION_STATUS_STOPPED"},
-    )
-    assert len(both.json()["data"]) == 3
-    patched = c.patch(f"/training-sessions/{ids[1]}", json={"display_name": "lr-3e-3"}).json()
-    assert patched["display_name"] == "lr-3e-3"
-    cleared = c.patch(f"/training-sessions/{ids[1]}", json={"display_name": ""}).json()
-    assert cleared.get("display_name") is None  # an empty string clears it
-    assert c.get(f"/training-sessions/{ids[1]}").json().get("display_name") is None
+def test_lists_paginate_and_filter(tmp_path):
+    with app_client(tmp_path, full_session_cap=3) as c:  # three sessions on one resource, without LoRA
+        rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+        ids = [c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"] for _ in range(3)]
+        seen, after = [], None
+        while True:
+            query = {"model_resources_id": rid, "limit": 2, **({"after": after} if after else {})}
+            page = c.get("/training-sessions", params=query).json()
+            seen += [s["id"] for s in page["data"]]
+            if not page["meta"]["has_more"]:
+                assert page["meta"]["next_cursor"] == ""
+                break
+            after = page["meta"]["next_cursor"]
+        assert sorted(seen) == sorted(ids) and len(seen) == 3
+        c.post(f"/training-sessions/{ids[0]}/stop")
+        running = c.get(
+            "/training-sessions", params={"model_resources_id": rid, "status": "TRAINING_SESSION_STATUS_RUNNING"}
+        )
+        assert {s["id"] for s in running.json()["data"]} == set(ids[1:])
+        either = "TRAINING_SESSION_STATUS_RUNNING,TRAINING_SESSION_STATUS_STOPPED"
+        both = c.get("/training-sessions", params={"model_resources_id": rid, "status": either})
+        assert len(both.json()["data"]) == 3
+        patched = c.patch(f"/training-sessions/{ids[1]}", json={"display_name": "lr-3e-3"}).json()
+        assert patched["display_name"] == "lr-3e-3"
+        cleared = c.patch(f"/training-sessions/{ids[1]}", json={"display_name": ""}).json()
+        assert cleared.get("display_name") is None  # an empty string clears it
+        assert c.get(f"/training-sessions/{ids[1]}").json().get("display_name") is None
 
 
-def test_lora_resource_trains_only_adapters_and_serves_both_variants(c):
+def test_lora_resource_trains_only_adapters_and_serves_both_variants(c, peft):
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
     s = c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"rank": 4, "alpha": 8}}).json()
     assert s["lora_config"]["rank"] == 4
@@ -285,13 +283,12 @@ def test_conflicts_tell_clients_not_to_retry(c):
 def test_sessions_share_base_weights_but_not_their_unseeded_samples(c):
     """Every session starts from the same base weights; unseeded sampling still differs between sessions
     (each gets its own sampling seed), while a seed makes a sample reproducible across sessions."""
-    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
     body = {"model_inputs": [wire.ModelInput.from_tokens(list(b"he")).to_json_dict()], "num_samples": 4,
             "sampling_params": {"max_tokens": 8}}  # fmt: skip
     seeded = {**body, "sampling_params": {"max_tokens": 8, "seed": "7"}}
     got = []
     for _ in range(2):
-        sid = c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"]
+        _, sid = new_session(c)
         ops = [submit(c, sid, "sample", b)["id"] for b in (body, seeded)]
         runs = [wait(c, sid, "sample", op)["output"]["results"][0] for op in ops]
         got.append([[s["tokens"] for s in r["sequences"]] for r in runs])

@@ -16,7 +16,7 @@ import pytest
 
 from rlnb import cli, wire
 from rlnb.server.state import StateDirError
-from tests.conftest import app_client, new_session, submit, wait
+from tests.support.server import app_client, new_session, submit, wait
 
 
 def serve_exit(capsys, state_dir: Path) -> tuple[int, str]:

@@ -33,7 +33,7 @@ together = pytest.importorskip("together")
 
 from together import AsyncTogether, Together  # noqa: E402
 
-from tests.conftest import running_server  # noqa: E402
+from tests.support.server import running_server  # noqa: E402
 
 TERMINAL = ("TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED")
 KINDS = (

@@ -1,0 +1,69 @@
+"""Helpers for server tests: `rlnb serve` in a child process, the app in-process, API calls, a settable clock."""
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi.testclient import TestClient
+
+from rlnb import wire
+from rlnb.server import create_app
+from rlnb.testing import ServerProcess
+
+DEADLINE = 120.0
+"""Seconds an operation may take to finish: a tiny model's step takes milliseconds, but the machine may be
+shared with other work."""
+
+
+def running_server(*args: str, tmp_dir: str | None = None) -> ServerProcess:
+    """`rlnb serve` on a free loopback port (CPU), as a context manager yielding its base URL."""
+    return ServerProcess.rlnb_serve("--device", "cpu", *args, *(["--checkpoint-dir", tmp_dir] if tmp_dir else []))
+
+
+def app_client(tmp_path: Path, **settings: Any) -> TestClient:
+    """An in-process `rlnb serve` (CPU, checkpoints under tmp_path) whose relative requests go to /v1/rl/...;
+    use it as a context manager (that runs the app's lifespan)."""
+    app = create_app(device="cpu", checkpoint_dir=tmp_path, **settings)
+    return TestClient(app, base_url="http://testserver/v1/rl")
+
+
+def new_session(c: httpx.Client, **resource) -> tuple[str, str]:
+    resource.setdefault("base_model", "rlnb/tiny")
+    r = c.post("/model-resources", json=resource)
+    assert r.status_code == 200, r.text
+    rid = r.json()["id"]
+    s = c.post("/training-sessions", json={"model_resources_id": rid})
+    assert s.status_code == 200, s.text
+    return rid, s.json()["id"]
+
+
+def submit(c: httpx.Client, sid: str, kind: str, body: dict | None = None, key: str | None = None) -> dict:
+    r = c.post(
+        f"/training-sessions/{sid}/operations/{kind}",
+        json=body or {},
+        headers={"Idempotency-Key": key or str(uuid.uuid4())},
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def wait(c: httpx.Client, sid: str, kind: str, op_id: str) -> dict:
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        env = c.get(f"/training-sessions/{sid}/operations/{kind}/{op_id}").json()
+        if env["status"] in wire.TERMINAL_STATUSES:
+            return env
+        time.sleep(0.01)
+    raise AssertionError(f"{kind} {op_id} did not finish within {DEADLINE} s")
+
+
+class Clock:
+    """A settable stand-in for time.time (the server's inactivity clock)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
