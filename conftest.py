@@ -29,11 +29,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
+def _imported() -> set[str]:
+    return {name for name in HEAVY if sys.modules.get(name) is not None}  # None: a test made it unimportable
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    before = {name for name in HEAVY if name in sys.modules}
+    before = _imported()
     result = yield
-    loaded = sorted(name for name in HEAVY if name in sys.modules and name not in before)
+    loaded = sorted(_imported() - before)
     if loaded and item.get_closest_marker("slow") is None:
         pytest.fail(f"this fast test imported {', '.join(loaded)} (seconds of CPU): mark it slow", pytrace=False)
     return result
