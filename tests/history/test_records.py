@@ -17,7 +17,7 @@ from rlnb import samples
 from rlnb.history import History
 from rlnb.history.store import RunStoreWarning
 from rlnb.testing import FakeBackend
-from tests.remote.test_client import BASE, KEY, FakeAPI
+from tests.support.fake_api import BASE, KEY, FakeAPI
 
 DONE, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
 BATCH = [samples.cross_entropy(list(b"hello records"))]
@@ -101,7 +101,7 @@ def test_a_second_writer_of_a_run_is_refused_and_a_continued_run_appends(tmp_pat
 WRITER = """
 import sys, time, rlnb
 from rlnb.testing import FakeBackend
-from tests.remote.test_client import BASE, KEY, FakeAPI
+from tests.support.fake_api import BASE, KEY, FakeAPI
 s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
 print("holding", flush=True)
 time.sleep(60)
