@@ -130,7 +130,9 @@ class Session:
             op: Operation[Any] = Operation(kind, transform=transform)
             rec = self.history.new(kind, self._steps_submitted, params, at=op.submitted_at)
             op._on_update = lambda env, at: self.history.update(rec, env, at)
-            self.backend.submit(kind, body, op._update)  # a refused submission raises here, recorded FAILED
+            # returns at once (a remote backend POSTs from its own thread); input it cannot even encode
+            # raises here, recorded FAILED
+            self.backend.submit(kind, body, op._update)
             if kind == "optim-step":
                 self._steps_submitted += 1
             while self._pending and self._pending[0].done():  # operations end in order: O(1) amortised
