@@ -110,13 +110,18 @@ class Session:
     def close(self) -> None:
         """Stop the session. Operations not yet finished end FAILED (SESSION_NOT_ACTIVE), and are
         recorded as such before the run's files are closed."""
+        self._close(flush_sinks=True)
+
+    def _close(self, flush_sinks: bool) -> None:
+        """``flush_sinks=False`` (interpreter exit) leaves the sinks to the exit's sink phase, which
+        flushes every session's sinks within one deadline, not one per session."""
         self._closed = True
         _OPEN.discard(self)
         try:
             self.backend.close()  # a remote stop may fail (server gone): the run is closed all the same
         finally:
             self.history.close()
-            if self._sinks is not None:
+            if self._sinks is not None and flush_sinks:
                 self._sinks.close()  # after the run store: a slow sink never holds it open
 
     # -- operations ------------------------------------------------------------------------------
@@ -305,10 +310,11 @@ _OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
 
 def _close_open_sessions() -> None:
     """Interpreter exit with operations in flight: stop each session (the running operation finishes or
-    stops between tokens, the rest fail SESSION_NOT_ACTIVE), record that, and close its run files."""
+    stops between tokens, the rest fail SESSION_NOT_ACTIVE), record that, and close its run files. Their
+    sinks are flushed next, in the exit's sink phase."""
     for session in list(_OPEN):
         try:
-            session.close()
+            session._close(flush_sinks=False)
         except Exception:  # noqa: BLE001, S110 - exit goes on: one session's failure must not hide the others
             continue
 
