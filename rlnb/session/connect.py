@@ -8,7 +8,7 @@ from typing import Any
 
 from rlnb import wire
 from rlnb.history import History
-from rlnb.history.store import check_run_id
+from rlnb.history.store import run_folder
 from rlnb.session.backend import Backend
 from rlnb.session.session import Session
 from rlnb.sinks.base import Sink
@@ -43,8 +43,8 @@ def connect(
     if optimizer is not None and optimizer not in wire.OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
     kind = optimizer  # narrowed to wire.OptimizerKind | None by the check above
-    if run_id is not None:
-        check_run_id(run_id)  # before a model is loaded or a remote session started
+    if run_id is not None and record and history is None:
+        run_folder(runs_dir, run_id)  # before a model is loaded or a remote session started
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
     if target == "local":
         from rlnb.engine.backend import LocalBackend
