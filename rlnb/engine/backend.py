@@ -88,6 +88,8 @@ class LocalBackend:
         eos_token_id: an extra token that ends a sampled sequence (the tokenizer's EOS always does).
         lora: ``None``/``False`` trains all weights; ``True`` or a LoRA config dict (rank, alpha,
             dropout, seed, train_unembed) freezes them and trains peft adapters on the linear layers.
+        trust_remote_code: let a Hugging Face folder whose config maps classes to its own code
+            (``auto_map``) run that code; by default such a folder is refused.
         op_delay: extra seconds each operation takes (simulates remote compute in benchmarks).
     """
 
@@ -111,6 +113,7 @@ class LocalBackend:
         eos_token_id: int | None = None,
         lora: bool | dict[str, Any] | None = None,
         op_delay: float = 0.0,
+        trust_remote_code: bool = False,
     ):
         if optimizer not in ("adam", "muon"):
             raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
@@ -122,10 +125,11 @@ class LocalBackend:
         checked = wire.lora_config(lora)
         resume = checkpoints.load(Path(resume_from), self.device) if resume_from is not None else None
         if isinstance(tokenizer, str):
-            tokenizer = _load_tokenizer(tokenizer)
+            tokenizer = load_tokenizer(tokenizer, trust_remote_code)
         adapter = build_adapter(
-            model, tokenizer=tokenizer, seed=seed, dtype=dtype, device=self.device, eos_token_id=eos_token_id
-        )
+            model, tokenizer=tokenizer, seed=seed, dtype=dtype, device=self.device, eos_token_id=eos_token_id,
+            trust_remote_code=trust_remote_code,
+        )  # fmt: skip
         self.lora = None if checked is False else LoraSettings.from_config(checked)
         trainer = adapter.module
         if self.lora is not None:
@@ -158,8 +162,8 @@ class LocalBackend:
         )
         self.engine.sample_rng.manual_seed(seed if sampling_seed is None else sampling_seed)
         if resume is not None and resume["type"] == "training" and load_optimizer is not False:
-            optim.load_state_dict(resume["optimizer"])
-            self.engine.step = self.engine.weights_version = int(resume["step"])
+            step = checkpoints.restore_optimizer(resume, optim, Path(str(resume_from)))
+            self.engine.step = self.engine.weights_version = step
         created = datetime.now(UTC)
         self._info = wire.Session(
             id=f"local-{uuid.uuid4()}",
@@ -281,8 +285,8 @@ def _ns_dtype(ns_dtype: str | torch.dtype | None, device: torch.device) -> torch
     return DTYPES[ns_dtype]
 
 
-def _load_tokenizer(path: str) -> Any:
+def load_tokenizer(spec: str, trust_remote_code: bool = False) -> Any:
+    """A Hugging Face tokenizer from a local folder or a cached hub id (``rlnb.connect``'s ``tokenizer=``)."""
     from rlnb.engine.models import hf
 
-    transformers = hf.require_transformers()
-    return transformers.AutoTokenizer.from_pretrained(hf.resolve(path))
+    return hf.load_tokenizer(hf.resolve(spec), spec, trust_remote_code)

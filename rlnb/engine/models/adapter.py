@@ -170,6 +170,8 @@ class HFAdapter(ModelAdapter):
     """A transformers causal LM: ``.logits`` of its output, its own cache, its embeddings by role."""
 
     kind = "hf"
+    trust_remote_code = False
+    """Whether the model was loaded with its folder's own code (then its merged checkpoints need it too)."""
 
     def _probe(self) -> tuple[int, int]:
         m: Any = self.module
@@ -215,8 +217,11 @@ class HFAdapter(ModelAdapter):
 
     def load_merged(self, directory: Path) -> dict[str, Tensor]:
         transformers = hf.require_transformers()
+        hf.check_code(directory, str(directory), self.trust_remote_code)
         with hf._quiet(transformers):
-            loaded = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=_dtype(self.module))
+            loaded = transformers.AutoModelForCausalLM.from_pretrained(
+                directory, dtype=_dtype(self.module), trust_remote_code=self.trust_remote_code
+            )
         return dict(loaded.state_dict())
 
 
@@ -236,9 +241,11 @@ def build_adapter(
     dtype: str = "auto",
     device: torch.device,
     eos_token_id: int | None = None,
+    trust_remote_code: bool = False,
 ) -> ModelAdapter:
     """The adapter for ``model``: ``"tiny"`` / ``"small"``, a Hugging Face directory or hub id, a loaded
-    transformers model (with an optional tokenizer), or any ``nn.Module`` mapping ids to logits."""
+    transformers model (with an optional tokenizer), or any ``nn.Module`` mapping ids to logits.
+    ``trust_remote_code`` lets a Hugging Face folder run its own code (see ``hf.check_code``)."""
     if dtype != "auto" and dtype not in hf.DTYPES:
         raise ValueError(f"dtype must be 'auto' or one of {sorted(hf.DTYPES)}, got {dtype!r}")
     extra_eos = [eos_token_id] if eos_token_id is not None else []
@@ -247,7 +254,7 @@ def build_adapter(
         module: nn.Module = build_model(model, seed)
         name, cls = f"rlnb/{model}", BuiltinAdapter
     elif isinstance(model, str):
-        module, loaded_tok = hf.load(model, dtype)
+        module, loaded_tok = hf.load(model, dtype, trust_remote_code)
         tokenizer = tokenizer if tokenizer is not None else loaded_tok
         name, cls = model, HFAdapter
     elif isinstance(model, nn.Module):
@@ -276,7 +283,10 @@ def build_adapter(
         codec = NoTokenizerCodec(name, extra_eos)
     else:
         codec = ByteCodec(extra_eos)
-    return cls(module.to(device).train(), name, codec, device)
+    adapter = cls(module.to(device).train(), name, codec, device)
+    if isinstance(adapter, HFAdapter):
+        adapter.trust_remote_code = trust_remote_code
+    return adapter
 
 
 def roles(model: nn.Module) -> list[nn.Parameter]:
