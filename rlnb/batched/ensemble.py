@@ -25,7 +25,7 @@ import torch
 from rlnb import wire
 from rlnb.batched.members import SEED_STRIDE, Member, MemberResult, OnStep
 from rlnb.batched.optim import StackedOptimizer, no_gradient, plan
-from rlnb.batched.recorder import COMPLETED, Op, Recorder, member_config
+from rlnb.batched.recorder import Op, Recorder, member_config
 from rlnb.batched.rollouts import member_losses, policy_batch, sample_output
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine.handlers import optim_metrics
@@ -34,6 +34,8 @@ from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
 from rlnb.tasks import StepReport, Task, group_advantages
 from rlnb.text import to_tokens
+from rlnb.wire import OperationErrorCode as Code
+from rlnb.wire import OperationKind as Kind
 from rlnb.wire import OptimizerKind
 
 
@@ -111,9 +113,9 @@ class Ensemble:
                 except _CallbackFailed:
                     raise
                 except torch.OutOfMemoryError as exc:
-                    self._crash("RESOURCE_EXHAUSTED", f"out of memory: {str(exc)[:300]}")
+                    self._crash(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
                 except Exception as exc:  # noqa: BLE001 - the shared step broke: so did every live member's trial
-                    self._crash("INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
+                    self._crash(Code.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
             self._end(list(self.live), "COMPLETED", None)
         except KeyboardInterrupt:  # as a sweep's Ctrl-C: stop, keep what finished
             self.stop.set()
@@ -128,10 +130,10 @@ class Ensemble:
                 rec.close()
         return [r for r in self.results if r is not None]
 
-    def _crash(self, code: str, message: str) -> None:
+    def _crash(self, code: Code, message: str) -> None:
         for m in self.live:
             self.records[m].abandon(message, code)
-        self._end(list(self.live), "FAILED", f"{wire.error_code(code)}: {message}")
+        self._end(list(self.live), "FAILED", f"{code}: {message}")
 
     def _end(self, members: list[int], status: str, reason: str | None) -> None:
         """``members`` leave the ensemble with their final result (their weights as they are now)."""
@@ -184,7 +186,8 @@ class Ensemble:
         ops = {}
         for m in self.live:  # submitted back to back once the samples are in, as rl_step does
             rec, sent = self.records[m], params[m].model_dump(exclude_unset=True)
-            ops[m] = (rec.submit("forward-backward"), rec.submit("optim-step", sent), rec.submit("weights-sync"))
+            fb, opt = rec.submit(Kind.FORWARD_BACKWARD), rec.submit(Kind.OPTIM_STEP, sent)
+            ops[m] = (fb, opt, rec.submit(Kind.WEIGHTS_SYNC))
         hps = {m: params[m].resolved() for m in self.live}
         fb_errors, losses = self._forward_backward(rollouts, drawn, {m: o[0] for m, o in ops.items()})
         for m in self.live:
@@ -200,8 +203,8 @@ class Ensemble:
                 failed[m] = fb_errors[m]
             elif not math.isfinite(grad_norms[k]):
                 message = f"gradient norm is {grad_norms[k]}; parameters and optimizer state unchanged"
-                rec.fail(opt, "NON_FINITE_LOSS", message)
-                failed[m] = f"{wire.error_code('NON_FINITE_LOSS')}: {message}"
+                rec.fail(opt, Code.NON_FINITE_LOSS, message)
+                failed[m] = f"{Code.NON_FINITE_LOSS}: {message}"
             else:
                 continue
             self._sync(m, sync)
@@ -220,7 +223,8 @@ class Ensemble:
             self.rewards[m].append(reward)
             self.losses[m].append(losses[m])
             rec.history.log(rec.step, reward=reward)
-            report = StepReport(rec.step, reward, losses[m], stats.grad_norm, COMPLETED, rollouts[m].rewards)
+            done = wire.OperationStatus.COMPLETED
+            report = StepReport(rec.step, reward, losses[m], stats.grad_norm, done, rollouts[m].rewards)
             verdict = self._notify(self.on_step, m, report)
             if verdict is not None and len(self.rewards[m]) < self.steps:
                 pruned[m] = str(verdict)
@@ -247,7 +251,7 @@ class Ensemble:
     def _sample(self, i: int) -> tuple[dict[int, _Rollouts], Drawn]:
         """Every live member's samples, rewards and advantages (members whose samples cannot be trained on leave)."""
         P, n, T, live = len(self.prompts), self.group_size, self.settings.max_tokens, list(self.live)
-        ops = {m: self.records[m].submit("sample") for m in live}
+        ops = {m: self.records[m].submit(Kind.SAMPLE) for m in live}
         for m in live:
             self.records[m].running(ops[m])
         seeds = [(self.members[m].seed * SEED_STRIDE + i) % 2**63 for m in live]  # as the sample handler does
@@ -258,8 +262,8 @@ class Ensemble:
         rollouts, bad = {}, {}
         for k, m in enumerate(live):
             if not finite[k]:  # as the sample handler fails it
-                self.records[m].fail(ops[m], "NON_FINITE_LOSS", DIVERGED)
-                bad[m] = f"{wire.error_code('NON_FINITE_LOSS')}: {DIVERGED}"
+                self.records[m].fail(ops[m], Code.NON_FINITE_LOSS, DIVERGED)
+                bad[m] = f"{Code.NON_FINITE_LOSS}: {DIVERGED}"
                 continue
             out = sample_output(drawn, P, n, range(k * P * n, (k + 1) * P * n), self.records[m].step)
             self.records[m].complete(ops[m], out)
@@ -308,7 +312,7 @@ class Ensemble:
                 values[m] = r.result.loss
             elif r.error is not None:
                 self.records[m].fail(ops[m], *r.error)
-                errors[m] = f"{wire.error_code(r.error[0])}: {r.error[1]}"
+                errors[m] = f"{r.error[0]}: {r.error[1]}"
         return errors, values
 
     def _sync(self, m: int, op: Op) -> None:

@@ -51,11 +51,11 @@ class PolicyBatch:
 @dataclass
 class MemberLoss:
     """One member's forward-backward: the loss to backpropagate and the operation's result, or its error
-    (an API error code without its prefix, and the message a session gives)."""
+    (an API error code, and the message a session gives)."""
 
     loss: Tensor | None = None
     result: wire.ForwardBackwardResult | None = None
-    error: tuple[str, str] | None = None
+    error: tuple[wire.OperationErrorCode, str] | None = None
 
 
 def member_losses(
@@ -73,12 +73,13 @@ def member_losses(
         try:  # the inputs are built here: only the loss params can break the loss's contract, so check once
             params = params or losses.validate(loss_type, loss_params, inputs[:1], [len(inputs[0]["target_tokens"])])
         except losses.InvalidLossInput as exc:
-            out.append(MemberLoss(error=("INVALID_INPUT", str(exc))))
+            out.append(MemberLoss(error=(wire.OperationErrorCode.INVALID_INPUT, str(exc))))
             continue
         loss, metrics = losses.compute(loss_type, params, batch.cut(lp, k * B, (k + 1) * B), inputs, horizon=horizon)
         value = float(loss.detach())
         if not math.isfinite(value):
-            out.append(MemberLoss(error=("NON_FINITE_LOSS", f"loss is {value}; no gradients were accumulated")))
+            message = f"loss is {value}; no gradients were accumulated"
+            out.append(MemberLoss(error=(wire.OperationErrorCode.NON_FINITE_LOSS, message)))
             continue
         out.append(MemberLoss(loss, wire.ForwardBackwardResult(loss=value, metrics=metrics)))
     return out

@@ -142,10 +142,12 @@ class History:
         return self.store.path if self.store else None
 
     def close(self) -> None:
+        """Release the run folder's lock and close its files; the records stay readable in memory."""
         if self.store:
             self.store.close()
 
     def __len__(self) -> int:
+        """The number of operations recorded."""
         return len(self._records)
 
     def __repr__(self) -> str:
@@ -153,6 +155,7 @@ class History:
 
     @property
     def records(self) -> list[Record]:
+        """A copy of every operation's record, in submission order (safe to read while a run goes on)."""
         with self._lock:
             return list(self._records)
 
@@ -170,7 +173,7 @@ class History:
     def new(self, kind: str, step: int | None, params: dict[str, Any] | None, at: float) -> Record:
         """Start the record of a just-submitted operation."""
         with self._lock:
-            rec = Record(seq=self._next_seq, kind=kind, step=step, params=params or {}, submitted_at=at)
+            rec = Record(seq=self._next_seq, kind=str(kind), step=step, params=params or {}, submitted_at=at)
             self._next_seq += 1
             # What was asked for; the local backend's output later replaces it with what was used.
             rec.learning_rate = float(rec.params.get("learning_rate", math.nan))
@@ -188,15 +191,16 @@ class History:
             if was_done:  # a finished record changed again: a cached frame may hold its old state
                 self._frame, self._frame_n, self._refinished = None, 0, self._refinished + 1
             rec.op_id = env.id
-            rec.status = env.status
-            if env.status == wire.STATUS_RUNNING and math.isnan(rec.started_at):
+            rec.status = str(env.status)
+            if env.status == wire.OperationStatus.RUNNING and math.isnan(rec.started_at):
                 rec.started_at = at
             if env.status in wire.TERMINAL_STATUSES:
                 rec.finished_at = at
                 if math.isnan(rec.started_at):
                     rec.started_at = at
             if env.error is not None:
-                rec.error_code, rec.error_message = env.error.code, env.error.message
+                code = env.error.code
+                rec.error_code, rec.error_message = None if code is None else str(code), env.error.message
             if env.output is not None:
                 fold_output(rec, env.output)
             if not was_done and rec.status in wire.TERMINAL_STATUSES:
@@ -261,6 +265,7 @@ class History:
         return self.step_log.frame()
 
     def to_csv(self, path: str | Path) -> None:
+        """Write ``df`` (one row per operation) to a CSV file."""
         self.df.to_csv(path, index=False)
 
     def to_parquet(self, path: str | Path) -> None:

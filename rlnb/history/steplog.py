@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"
+from rlnb.wire import OperationKind, OperationStatus
+
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 """Figures of a completed optim-step, copied into its row."""
 
@@ -78,30 +80,45 @@ class StepLog:
 
     def submitted(self, rec: Any) -> None:
         with self._lock:
-            if rec.kind == "forward-backward" and rec.step is not None:
+            if rec.kind == OperationKind.FORWARD_BACKWARD and rec.step is not None:
                 self._open_fb[rec.step + 1] = self._open_fb.get(rec.step + 1, 0) + 1
-            elif rec.kind == "optim-step":
+            elif rec.kind == OperationKind.OPTIM_STEP:
                 self._open_opt[rec.seq] = None
 
     def finished(self, rec: Any) -> None:
         """``rec`` has just reached a terminal status (call once per operation, after ``submitted``)."""
         with self._lock:
-            done = rec.status == COMPLETED
-            if rec.kind == "forward-backward" and rec.step is not None:
-                fed = rec.step + 1
-                left = self._open_fb.pop(fed, 0) - 1
-                if left > 0:
-                    self._open_fb[fed] = left
-                if done and not math.isnan(rec.loss):
-                    losses = self._losses.setdefault(fed, [])
-                    losses.append(rec.loss)
-                    self._loss[fed] = math.fsum(losses)
-            elif rec.kind == "optim-step":
-                self._open_opt.pop(rec.seq, None)
-                if done and rec.step is not None:
-                    self._add_row(rec)
-            elif rec.kind == "weights-sync" and done and rec.weights_version is not None:
-                self._versions.add(int(rec.weights_version))
+            finish = self._FINISHED.get(rec.kind)
+            if finish is not None:
+                finish(self, rec, rec.status == OperationStatus.COMPLETED)
+
+    def _forward_backward_finished(self, rec: Any, done: bool) -> None:
+        if rec.step is None:
+            return
+        fed = rec.step + 1
+        left = self._open_fb.pop(fed, 0) - 1
+        if left > 0:
+            self._open_fb[fed] = left
+        if done and not math.isnan(rec.loss):
+            losses = self._losses.setdefault(fed, [])
+            losses.append(rec.loss)
+            self._loss[fed] = math.fsum(losses)
+
+    def _optim_step_finished(self, rec: Any, done: bool) -> None:
+        self._open_opt.pop(rec.seq, None)
+        if done and rec.step is not None:
+            self._add_row(rec)
+
+    def _weights_sync_finished(self, rec: Any, done: bool) -> None:
+        if done and rec.weights_version is not None:
+            self._versions.add(int(rec.weights_version))
+
+    _FINISHED: dict[str, Callable[[StepLog, Any, bool], None]] = {
+        OperationKind.FORWARD_BACKWARD: _forward_backward_finished,
+        OperationKind.OPTIM_STEP: _optim_step_finished,
+        OperationKind.WEIGHTS_SYNC: _weights_sync_finished,
+    }
+    """What a finished operation of each kind changes (``done``: it COMPLETED); the other kinds, nothing."""
 
     def _add_row(self, rec: Any) -> None:
         gn = float(rec.grad_norm)

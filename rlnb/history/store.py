@@ -60,10 +60,13 @@ class RunStoreWarning(RuntimeWarning):
 
 
 def default_runs_dir() -> Path:
+    """Where runs go when ``runs_dir`` is not given: ``$RLNB_RUNS_DIR``, else ``./rlnb-runs``."""
     return Path(os.environ.get(RUNS_DIR_ENV, "rlnb-runs"))
 
 
 def new_run_id(label: str = "") -> str:
+    """A fresh run id, ``<date>-<time>[-label]-<6 hex>``: ids sort by start time, and the random tail keeps
+    runs started in the same second apart."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return "-".join(p for p in (stamp, label, uuid.uuid4().hex[:6]) if p)
 

@@ -61,17 +61,17 @@ def _concat(head: pd.DataFrame | None, tail: pd.DataFrame) -> pd.DataFrame:
 
 def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:
     """``History.steps`` from an operations table (also used for loaded and compared runs)."""
-    done = ops[ops.status == wire.STATUS_COMPLETED]
-    opt = done[done.kind == "optim-step"]
+    done = ops[ops.status == wire.OperationStatus.COMPLETED]
+    opt = done[done.kind == wire.OperationKind.OPTIM_STEP]
     cols = ["step", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate", "finished_at"]
     table = opt[cols].copy()
     table["step"] = table["step"].astype("int64")
-    fb = done[done.kind == "forward-backward"]
+    fb = done[done.kind == wire.OperationKind.FORWARD_BACKWARD]
     loss = fb.groupby(fb["step"].astype("int64") + 1)["loss"].sum(min_count=1)
     table["loss"] = table["step"].map(loss)
     finished = table["finished_at"]
     table["step_time_s"] = finished.diff().dt.total_seconds()
-    sync = done[done.kind == "weights-sync"]
+    sync = done[done.kind == wire.OperationKind.WEIGHTS_SYNC]
     table["weights_version"] = (
         table["step"]
         .map(sync.dropna(subset=["weights_version"]).groupby("weights_version")["weights_version"].first())

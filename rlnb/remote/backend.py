@@ -214,7 +214,9 @@ class RemoteBackend:
                 )
             if session_id is None:
                 rid = resource.id
-                resource = wait(lambda: client.get_model_resources(rid), wire.RESOURCE_READY, wire.RESOURCE_ENDED)
+                resource = wait(
+                    lambda: client.get_model_resources(rid), wire.ModelResourcesStatus.READY, wire.RESOURCE_ENDED
+                )
                 fields = {
                     "model_resources_id": rid, "display_name": display_name, "lora_config": lora_config,
                     "resume_from_checkpoint_id": resume_from_checkpoint_id, "load_optimizer": load_optimizer,
@@ -225,7 +227,7 @@ class RemoteBackend:
                 created_session = info.id
                 log.info("started training session %s on %s", info.id, rid)
             sid = info.id
-            info = wait(lambda: client.get_session(sid), wire.SESSION_RUNNING, wire.SESSION_ENDED)
+            info = wait(lambda: client.get_session(sid), wire.SessionStatus.RUNNING, wire.SESSION_ENDED)
         except BaseException:  # also KeyboardInterrupt: never leave a paid resource running
             _stop_quietly(client, created_session, created_resource)
             client.close()
@@ -236,22 +238,22 @@ class RemoteBackend:
 
     # -- Backend protocol ------------------------------------------------------------------------
 
-    def submit(self, kind: str, body: wire._Model | None, listener: Listener) -> None:
+    def submit(self, kind: wire.OperationKind, body: wire._Model | None, listener: Listener) -> None:
         """Encode the operation and queue it for the sender thread; returns at once (no network).
 
         A body that cannot be encoded is reported FAILED (``INVALID_INPUT``) and raised; a POST that fails
         later fails the operation (see ``rlnb.remote.sender``).
         """
         if self.state is not Lifecycle.OPEN:
-            listener(failed("SESSION_NOT_ACTIVE", "the session is stopped"))
+            listener(failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session is stopped"))
             return
         try:
             op = self.client.prepare_operation(kind, body)
         except ValueError as exc:
-            listener(failed("INVALID_INPUT", str(exc)))
+            listener(failed(wire.OperationErrorCode.INVALID_INPUT, str(exc)))
             raise
         if not self._sender.put(op, listener):
-            listener(failed("SESSION_NOT_ACTIVE", "the session was closed before this was sent"))
+            listener(failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was closed before this was sent"))
 
     def session(self) -> wire.Session:
         """The session as the API's GET returns it now; after ``close()``, as the stop returned it."""
@@ -287,8 +289,9 @@ class RemoteBackend:
             if self.state is not Lifecycle.OPEN:
                 return
             self.state = Lifecycle.CLOSING
+        unsent = "the session was closed before this was sent"
         for item in self._sender.close():
-            tell(item, failed("SESSION_NOT_ACTIVE", "the session was closed before this was sent"))
+            tell(item, failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, unsent))
         errors: list[APIError] = []
         reachable = True
         try:
@@ -301,7 +304,7 @@ class RemoteBackend:
         sending = self._sender.join(CLOSE_GRACE if reachable else 0.0)
         if sending is not None:
             why = "the session was closed while this operation was being sent; its outcome is unknown"
-            tell(sending, failed("SESSION_NOT_ACTIVE", why))
+            tell(sending, failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
         self._settle(self._poller.stop(), ask=reachable)
         if self.stop_resource and reachable:
             try:
@@ -329,7 +332,7 @@ class RemoteBackend:
                 reason = "the session was closed before this finished"
                 if not ask:
                     reason += " (the server could not be reached, so its outcome is unknown)"
-                env = failed("SESSION_NOT_ACTIVE", reason, op.env.id)
+                env = failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason, op.env.id)
             report(op, env)
 
 

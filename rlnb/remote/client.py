@@ -73,7 +73,7 @@ class PreparedOperation:
     """An operation's request, encoded when it is submitted (a snapshot: the caller's objects may change
     afterwards) and sent later by the backend's sender thread."""
 
-    kind: str
+    kind: wire.OperationKind
     content: bytes
     """The POST body; with ``upload``, the inline stand-in without its ``payload_id``."""
     idempotency_key: str
@@ -102,7 +102,7 @@ def _seg(value: str, name: str) -> str:
     return quote(str(value), safe="")
 
 
-def _operations_path(session_id: str, kind: str) -> str:
+def _operations_path(session_id: str, kind: wire.OperationKind) -> str:
     if kind not in wire.ENVELOPES:
         raise ValueError(f"unknown operation kind {kind!r}: one of {', '.join(wire.ENVELOPES)}")
     return f"/training-sessions/{_seg(session_id, 'session_id')}/operations/{kind}"
@@ -213,7 +213,7 @@ class APIClient:
         return self._parse(self._send(_Call("POST", path)), wire.Session)
 
     def submit_operation(
-        self, session_id: str, kind: str, body: wire._Model | None, *, idempotency_key: str | None = None
+        self, session_id: str, kind: wire.OperationKind, body: wire._Model | None, *, idempotency_key: str | None = None
     ) -> wire.Operation[Any]:
         """POST one operation; returns its envelope (usually PENDING) at once. A fresh uuid4
         ``Idempotency-Key`` is used unless given; every retry of this call reuses it. A body over
@@ -221,11 +221,12 @@ class APIClient:
         return self.send_operation(session_id, self.prepare_operation(kind, body, idempotency_key))
 
     def prepare_operation(
-        self, kind: str, body: wire._Model | None, idempotency_key: str | None = None
+        self, kind: wire.OperationKind, body: wire._Model | None, idempotency_key: str | None = None
     ) -> PreparedOperation:
         """Encode an operation now (a bad kind or a NaN raises here, before anything is sent)."""
         if kind not in wire.ENVELOPES:
             raise ValueError(f"unknown operation kind {kind!r}: one of {', '.join(wire.ENVELOPES)}")
+        kind = wire.OperationKind(kind)
         data = body.to_json_dict() if body is not None else {}
         content = payloads.compact(data)
         key = idempotency_key or str(uuid.uuid4())
@@ -243,7 +244,13 @@ class APIClient:
         return self._operation(session_id, op.kind, self._send(call))
 
     def get_operation(
-        self, session_id: str, kind: str, operation_id: str, *, wait: float | None = None, seen: str | None = None
+        self,
+        session_id: str,
+        kind: wire.OperationKind,
+        operation_id: str,
+        *,
+        wait: float | None = None,
+        seen: str | None = None,
     ) -> wire.Operation[Any]:
         """GET one operation. ``wait``/``seen`` use rlnb serve's long-poll (see ``features``): the answer
         comes when the status differs from ``seen``, the operation ends, or ``wait`` seconds pass."""
@@ -269,7 +276,7 @@ class APIClient:
 
     # -- request / response ----------------------------------------------------------------------
 
-    def _operation(self, session_id: str, kind: str, response: httpx.Response) -> wire.Operation[Any]:
+    def _operation(self, session_id: str, kind: wire.OperationKind, response: httpx.Response) -> wire.Operation[Any]:
         """The typed envelope; an output naming a ``payload_id`` gets the offloaded members merged in
         (downloaded keys win, as in the SDK)."""
         model = wire.ENVELOPES[kind]

@@ -25,17 +25,18 @@ from rlnb.wire import Listener
 
 log = logging.getLogger("rlnb")
 
+Code = wire.OperationErrorCode
 _STATUS_CODES = {
-    400: "INVALID_INPUT",
-    413: "INVALID_INPUT",
-    422: "INVALID_INPUT",
-    404: "SESSION_NOT_ACTIVE",
-    429: "RESOURCE_EXHAUSTED",
+    400: Code.INVALID_INPUT,
+    413: Code.INVALID_INPUT,
+    422: Code.INVALID_INPUT,
+    404: Code.SESSION_NOT_ACTIVE,
+    429: Code.RESOURCE_EXHAUSTED,
 }
 """The operation error code of a POST refused with this status (>= 500: ``INTERNAL_ERROR``)."""
 
 
-def refusal_code(exc: APIError) -> str | None:
+def refusal_code(exc: APIError) -> wire.OperationErrorCode | None:
     """The operation error code for a POST that failed with ``exc``: the server's own code when it is an
     operation error code, else one that fits the status (None when none does, e.g. a 401)."""
     if isinstance(exc, APIStatusError):
@@ -44,8 +45,8 @@ def refusal_code(exc: APIError) -> str | None:
                 return wire.error_code(exc.code)
             except ValueError:
                 pass
-        return "INTERNAL_ERROR" if exc.status_code >= 500 else _STATUS_CODES.get(exc.status_code)
-    return "TIMEOUT" if isinstance(exc, APITimeoutError) else None
+        return Code.INTERNAL_ERROR if exc.status_code >= 500 else _STATUS_CODES.get(exc.status_code)
+    return Code.TIMEOUT if isinstance(exc, APITimeoutError) else None
 
 
 @dataclass
@@ -120,7 +121,7 @@ class Sender:
         tell(item, env)
         if env.status not in wire.TERMINAL_STATUSES and not self._poller.add(item.op.kind, item.listener, env):
             # close() ran meanwhile and no longer polls: settle it here
-            tell(item, failed("SESSION_NOT_ACTIVE", "the session was closed before this finished", env.id))
+            tell(item, failed(Code.SESSION_NOT_ACTIVE, "the session was closed before this finished", env.id))
 
     def _refused(self, item: Queued, exc: APIError) -> None:
         message = self.client.redact(str(exc))

@@ -3,13 +3,14 @@
 Every number comes from ``ServerSettings``. A request past a limit gets the API's error body: 413 for a
 body too large (``BodyLimit``, before the body is read into memory), 400 naming the field otherwise
 (``check_operation``); a field the API does not have, at any depth, is a 400 naming it (``check_known``)
-instead of being ignored (a misspelt ``learning_rat`` used to run with the default rate).
+instead of being ignored (a misspelt ``learning_rat`` would otherwise run with the default rate).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -65,25 +66,25 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-def check_operation(settings: ServerSettings, kind: str, body: Any) -> None:
+def check_operation(settings: ServerSettings, kind: wire.OperationKind, body: Any) -> None:
     """The limits of one operation body: batch size, sampling budget, stop strings; and the loss params."""
-    if body is None:
-        return
-    if kind in ("forward-backward", "custom-forward-backward") and len(body.samples) > settings.max_batch_size:
+    for check in CHECKS.get(kind, ()):
+        check(settings, body)
+
+
+def check_batch(settings: ServerSettings, body: wire.ForwardBackwardBody | wire.CustomForwardBackwardBody) -> None:
+    if len(body.samples) > settings.max_batch_size:
         raise ServerError(
             400,
             f"samples has {len(body.samples)} entries; the limit is {settings.max_batch_size} per request "
             "(max_batch_size in supported-models): split the batch",
             param="samples",
         )
-    if kind == "forward-backward":
-        check_loss(body.loss)
-    if kind == "sample":
-        check_sample(settings, body)
 
 
-def check_loss(loss: wire.LossConfig) -> None:
+def check_loss(settings: ServerSettings, body: wire.ForwardBackwardBody) -> None:
     """Params of another loss type are refused, not ignored."""
+    loss = body.loss
     own = wire.LOSS_PARAMS_FIELD.get(loss.type)
     for name in sorted(f for f in wire.LOSS_PARAMS_FIELD.values() if f is not None and f != own):
         if getattr(loss, name, None) is not None:
@@ -114,6 +115,14 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
             400, f"a stop string has {longest} characters; the limit is {settings.max_stop_chars}",
             param="sampling_params.stop",
         )  # fmt: skip
+
+
+CHECKS: dict[str, tuple[Callable[[ServerSettings, Any], None], ...]] = {
+    wire.OperationKind.FORWARD_BACKWARD: (check_batch, check_loss),
+    wire.OperationKind.CUSTOM_FORWARD_BACKWARD: (check_batch,),
+    wire.OperationKind.SAMPLE: (check_sample,),
+}
+"""The limits each kind's body is checked against (the other kinds have none)."""
 
 
 def check_known(model: BaseModel, prefix: str = "") -> None:

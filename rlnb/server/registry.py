@@ -41,7 +41,6 @@ RESTARTED = (
     "from one of its training checkpoints (resume_from_checkpoint_id)"
 )
 """Why a session that was active when the server stopped is now ERROR."""
-SESSION_ERROR: wire.SessionStatus = "TRAINING_SESSION_STATUS_ERROR"
 
 
 def checkpoint_dir(settings: ServerSettings) -> Path | None:
@@ -111,7 +110,7 @@ class Registry(ResourcesMixin, OperationsMixin):
         with self.lock:
             active = [s for s in self.sessions.values() if s.status in wire.SESSION_ACTIVE]
             for s in active:
-                self._end(s, SESSION_ERROR, RESTARTED.format(status=s.status))
+                self._end(s, wire.SessionStatus.ERROR, RESTARTED.format(status=s.status))
         self._close(active)
         if self.journal is not None:
             self.journal.close()
@@ -136,15 +135,15 @@ class Registry(ResourcesMixin, OperationsMixin):
         self.sessions.update(restored.sessions)
         self.checkpoints.update(restored.checkpoints)
         for res in self.resources.values():
-            if res.status == wire.RESOURCE_READY:  # a restart counts as activity
+            if res.status == wire.ModelResourcesStatus.READY:  # a restart counts as activity
                 res.expires_at = now + timedelta(seconds=res.inactive_timeout)
         for s in self.sessions.values():
             if s.status in wire.SESSION_ACTIVE:
-                self._end(s, SESSION_ERROR, RESTARTED.format(status=s.status))
+                self._end(s, wire.SessionStatus.ERROR, RESTARTED.format(status=s.status))
             for op in s.ops.values():
                 if op.env.status not in wire.TERMINAL_STATUSES:
                     why = f"rlnb serve restarted while this operation was {op.env.status}; it did not finish"
-                    op.env = failed(op.env.id, "SESSION_NOT_ACTIVE", why)
+                    op.env = failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, why)
         assert self.journal is not None
         entries: list[tuple[str, Any]] = [("resource", r.model_dump(mode="json")) for r in self.resources.values()]
         for s in self.sessions.values():
@@ -161,9 +160,7 @@ class Registry(ResourcesMixin, OperationsMixin):
         now = self.now()
         s.status, s.updated_at = status, now
         if reason is not None:
-            s.error = wire.SessionError(
-                code="TRAINING_SESSION_ERROR_CODE_SESSION_FAILED", message=reason, occurred_at=now
-            )
+            s.error = wire.SessionError(code=wire.SessionErrorCode.SESSION_FAILED, message=reason, occurred_at=now)
         self._save("session", s.view())
 
     def _close(self, sessions: list[SessionRecord]) -> None:
@@ -190,7 +187,7 @@ class Registry(ResourcesMixin, OperationsMixin):
         """Reserve a slot under the lock, build the model outside it, then mark the session RUNNING."""
         with self.lock:
             res = self._resource(req.model_resources_id)
-            if res.status != wire.RESOURCE_READY:
+            if res.status != wire.ModelResourcesStatus.READY:
                 raise ServerError(409, f"model resource {res.id} is {res.status}", param="model_resources_id")
             cap = self.settings.lora_session_cap if res.lora_enabled else self.settings.full_session_cap
             if sum(s.resource_id == res.id and s.status in wire.SESSION_ACTIVE for s in self.sessions.values()) >= cap:
@@ -207,7 +204,7 @@ class Registry(ResourcesMixin, OperationsMixin):
             now = self.now()
             rec = SessionRecord(
                 id=f"sess-{uuid.uuid4()}", resource_id=res.id, base_model=res.base_model, created_by=user,
-                created_at=now, updated_at=now, status=wire.SESSION_CREATING, lora_config=lora,
+                created_at=now, updated_at=now, status=wire.SessionStatus.CREATING, lora_config=lora,
                 resume_from=req.resume_from_checkpoint_id, display_name=req.display_name,
                 metadata=req.metadata or wire.SessionMetadata(),
             )  # fmt: skip
@@ -230,8 +227,8 @@ class Registry(ResourcesMixin, OperationsMixin):
             raise
         with self.lock:
             rec.backend, rec.lora_config = backend, backend.session().lora_config
-            if rec.status == wire.SESSION_CREATING:
-                rec.status, rec.updated_at = wire.SESSION_RUNNING, self.now()
+            if rec.status == wire.SessionStatus.CREATING:
+                rec.status, rec.updated_at = wire.SessionStatus.RUNNING, self.now()
             stopped_meanwhile = rec.status not in wire.SESSION_ACTIVE
             self._save("session", rec.view())
         if stopped_meanwhile:  # its resource was stopped while the model was built
@@ -283,7 +280,7 @@ class Registry(ResourcesMixin, OperationsMixin):
             s = self.session(sid)
             active = s.status in wire.SESSION_ACTIVE
             if active:
-                self._end(s, wire.SESSION_STOPPED)
+                self._end(s, wire.SessionStatus.STOPPED)
         if active:
             self._close([s])
         return s.view()

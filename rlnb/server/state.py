@@ -155,9 +155,10 @@ def restore(saved: dict[str, list[dict[str, Any]]]) -> Restored:
             registry.checkpoints[info.id] = CheckpointRecord(info, Path(data["path"]))
     for data in saved["op"]:
         with _skipping("operation"):
-            s, kind = registry.sessions.get(data["session"]), data["kind"]
-            if s is None or kind not in wire.ENVELOPES:
+            s = registry.sessions.get(data["session"])
+            if s is None or data["kind"] not in wire.ENVELOPES:
                 continue
+            kind = wire.OperationKind(data["kind"])
             env = wire.ENVELOPES[kind].model_validate(data["env"])
             s.ops[env.id] = OpRecord(kind, env, key=data["key"], fingerprint=data["fingerprint"])
             if data["key"]:
@@ -179,11 +180,9 @@ def _skipping(what: str) -> Iterator[None]:
 def progress(s: SessionRecord, checkpoints: list[CheckpointRecord]) -> wire.Session:
     """A session's last view rebuilt from its completed operations and its checkpoints (a server that
     stopped without closing it never saved one)."""
-    outputs = [(op.kind, op.env.output) for op in s.ops.values() if op.env.status == wire.STATUS_COMPLETED]
-    step = max((int(out.step) for kind, out in outputs if kind == "optim-step" and out is not None), default=0)
-    version = max(
-        (int(out.weights_version) for kind, out in outputs if kind == "weights-sync" and out is not None), default=0
-    )
+    outputs = [op.env.output for op in s.ops.values() if op.env.status == wire.OperationStatus.COMPLETED]
+    step = max((int(out.step) for out in outputs if isinstance(out, wire.OptimStepResult)), default=0)
+    version = max((int(out.weights_version) for out in outputs if isinstance(out, wire.WeightsSyncResult)), default=0)
     mine = sorted((c.info for c in checkpoints if c.info.session_id == s.id), key=lambda c: c.created_at)
     view = s.view()
     view.step = step

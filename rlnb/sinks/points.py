@@ -16,9 +16,9 @@ from typing import Any
 
 from rlnb.history import History, Record
 from rlnb.sinks.base import Failure, Point
+from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
 
-TRAINING = ("forward-backward", "optim-step")
-COMPLETED, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
+TRAINING = frozenset({OperationKind.FORWARD_BACKWARD, OperationKind.OPTIM_STEP})
 STEP_FIELDS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 Item = Point | Failure
 
@@ -35,13 +35,13 @@ class Steps:
         self._last_finish = math.nan
 
     def record(self, rec: Record) -> list[Item]:
-        if rec.status not in (COMPLETED, FAILED):
+        if rec.status not in TERMINAL_STATUSES:
             if rec.kind in TRAINING:
                 self._running.add(rec.seq)
             return []
         self._running.discard(rec.seq)
         if rec.kind not in TRAINING:
-            return [failure(rec)] if rec.status == FAILED else []
+            return [failure(rec)] if rec.status == OperationStatus.FAILED else []
         heapq.heappush(self._ready, (rec.seq, rec))
         return self.drain(min(self._running, default=math.inf))
 
@@ -53,11 +53,11 @@ class Steps:
         return out
 
     def _emit(self, rec: Record) -> list[Item]:
-        if rec.status == FAILED:
+        if rec.status == OperationStatus.FAILED:
             return [failure(rec)]
         if rec.step is None:
             return []
-        if rec.kind == "forward-backward":
+        if rec.kind == OperationKind.FORWARD_BACKWARD:
             if not math.isnan(rec.loss):
                 self._loss[rec.step + 1] = self._loss.get(rec.step + 1, 0.0) + rec.loss
             return []

@@ -59,7 +59,7 @@ def start_local(ray: Any) -> None:
     single-machine instance, which it reads from ``SINGLE_MACHINE_FLAG`` (in the processes it starts, and as
     a constant read at import in this one), so both are set while it starts, with the node address.
     """
-    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    constants: Any = getattr(getattr(ray, "_private", None), "ray_constants", None)
     saved_env, saved = os.environ.get(SINGLE_MACHINE_FLAG), getattr(constants, "ENABLE_RAY_CLUSTER", None)
     os.environ[SINGLE_MACHINE_FLAG] = "0"
     if saved is not None:
