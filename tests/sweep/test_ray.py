@@ -205,7 +205,8 @@ from rlnb.sweep.ray_executor import RayExecutor
 executor = RayExecutor(Path(sys.argv[1]), None)  # starts a local Ray, as a sweep with executor="ray" does
 print("GCS", ray.get_runtime_context().gcs_address)
 print("NODE", ray.util.get_node_ip_address())
-ours = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] in ("gcs_server", "raylet")}
+children = psutil.Process().children(recursive=True)  # this Ray's, not another one on the machine
+ours = {p.pid for p in children if p.name() in ("gcs_server", "raylet")}
 for c in psutil.net_connections(kind="tcp"):
     if c.status == psutil.CONN_LISTEN and c.pid in ours:
         print("LISTEN", c.laddr.ip, flush=True)
