@@ -94,6 +94,7 @@ def test_a_dead_server_fails_every_operation_in_flight_after_the_window():
     assert time.monotonic() - start < 5
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_polls_fails_every_operation_at_once():
     """Polls go one at a time; against a server that accepts and never answers, each takes a whole deadline.
     Once the window has passed, all ten operations fail together, not one deadline apart (issue 19 §1.5)."""

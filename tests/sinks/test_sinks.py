@@ -445,6 +445,7 @@ print("RUN", session.history.path)
 """
 
 
+@pytest.mark.slow
 def test_an_interpreter_that_exits_without_close_flushes_every_sink_and_exits(tmp_path):
     script = textwrap.dedent(EXIT_SCRIPT).format(where=str(tmp_path))
     start = time.monotonic()
