@@ -73,6 +73,8 @@ def classify(exc: Exception) -> wire.OperationErrorCode | None:
     """Error codes for exceptions the handlers' helpers raise."""
     if isinstance(exc, losses_mod.InvalidLossInput):
         return Code.INVALID_INPUT
+    if isinstance(exc, checkpoints.DiskFull):
+        return Code.RESOURCE_EXHAUSTED
     return Code.NON_FINITE_LOSS if isinstance(exc, sampling.Diverged) else None
 
 
@@ -119,18 +121,19 @@ def _inputs(engine: Engine, samples: list[wire.Sample]) -> tuple[list[list[int]]
     return seqs, inputs
 
 
-def _logprobs(engine: Engine, seqs: list[list[int]], targets: list[Tensor]) -> list[Tensor]:
-    """Log-prob of each target token, one 1-D tensor per sample. Sequences are right-padded into one
-    batch: with causal attention, padding after a sequence cannot change its positions."""
+def _logprobs(engine: Engine, seqs: list[list[int]], targets: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+    """Log-prob of each target token and the policy's entropy at each position, one 1-D tensor per sample.
+    Sequences are right-padded into one batch: with causal attention, padding after a sequence cannot
+    change its positions."""
     lens = [len(s) for s in seqs]
     width = max(lens)
     idx = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=engine.device)
     tgt = torch.nn.utils.rnn.pad_sequence(targets, batch_first=True).to(engine.device)
     logits = engine.adapter.forward(engine.trainer, idx)  # (B, T, V)
-    lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt[..., None])[..., 0]
+    lp, entropy = losses_mod.logprobs_and_entropy(logits, tgt)
     if len(lens) == 1:
-        return [lp[0].cpu()]
-    return [lp[b, :n].cpu() for b, n in enumerate(lens)]
+        return [lp[0].cpu()], [entropy[0].cpu()]
+    return [lp[b, :n].cpu() for b, n in enumerate(lens)], [entropy[b, :n].cpu() for b, n in enumerate(lens)]
 
 
 # -- forward-backward ------------------------------------------------------------------------------
@@ -143,14 +146,15 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
     field_name = wire.LOSS_PARAMS_FIELD[loss_type]
     given = getattr(body.loss, field_name) if field_name else None
     seqs, inputs = _inputs(engine, body.samples)
+    losses_mod.check_read(loss_type, inputs)
     loss_params = losses_mod.validate(
         loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, [len(s) for s in seqs]
     )
     forward_only = bool(body.forward_only)
     with torch.set_grad_enabled(not forward_only):
-        lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
+        lps, entropy = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
         loss, metrics = losses_mod.compute(
-            loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length
+            loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length, entropy=entropy
         )  # FIXED_HORIZON's constant: the session's maximum sequence length
     value = float(loss.detach())
     if not math.isfinite(value):
@@ -176,6 +180,7 @@ def custom_forward_backward(
     engine: Engine, body: wire.CustomForwardBackwardBody, cancelled: threading.Event
 ) -> wire.CustomForwardBackwardResult:
     seqs, inputs = _inputs(engine, body.samples)
+    losses_mod.check_read(None, inputs)
     if len(body.gradients) != len(seqs):
         raise OperationError(Code.INVALID_INPUT, f"gradients has {len(body.gradients)} entries for {len(seqs)} samples")
     grads = []
@@ -195,8 +200,11 @@ def custom_forward_backward(
                 Code.INVALID_INPUT,
                 f"samples[{i}].loss_fn_inputs: the mask has {mask.numel()} values for {len(s)} tokens",
             )
-        grads.append(torch.tensor(g.data) * ((mask != 0).float() if mask is not None else 1.0))
-    lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
+        grad = torch.tensor(g.data, dtype=torch.float32)
+        if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
+            raise OperationError(Code.NON_FINITE_LOSS, f"gradients[{i}] is not finite; no gradients were accumulated")
+        grads.append(grad * ((mask != 0).float() if mask is not None else 1.0))
+    lps, _ = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
     surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly
     return wire.CustomForwardBackwardResult()

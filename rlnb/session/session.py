@@ -91,9 +91,10 @@ class Session:
             return [int(t) for t in cast(Sequence[int], prompt)]
         return to_tokens(self._text_codec(), prompt)
 
-    def decode(self, tokens: Sequence[int]) -> str:
-        """Token ids to text with the session's tokenizer (bytes for the built-in models)."""
-        return self._text_codec().decode(tokens)
+    def decode(self, tokens: Sequence[int], *, skip_special: bool = False) -> str:
+        """Text of token ids; ``skip_special`` leaves out the EOS that ended a completion and the
+        tokenizer's special tokens (the text a reward sees)."""
+        return self._text_codec().decode(tokens, skip_special)
 
     def _text_codec(self) -> Codec:
         if self.codec is None:

@@ -234,17 +234,13 @@ def metric(history: History | pd.DataFrame, name: str, ax: Axes | None = None, e
 
 
 def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: float | None = None) -> Figure:
-    """Loss, gradient norm and each logged metric side by side, in one Figure."""
-    steps, reason = _steps(history)
-    logged = history.logged if isinstance(history, History) else steps
-    n = 2 + len(metrics)
-    fig = NotebookFigure(figsize=(4.2 * n, 3.4), layout="constrained")
-    axes = fig.subplots(1, n)
-    _loss(axes[0], steps, ema)
-    _grad_norm(axes[1], steps, reason, ema)
-    for ax, name in zip(axes[2:], metrics, strict=True):
-        _metric(ax, logged, name, ema)
-    return fig
+    """One figure of the run. An RL run (``reward`` logged) leads with the reward (and ``eval/accuracy`` on
+    the same axes when logged), then the RL metrics ``rl_step`` logs, each ``metrics`` figure, the gradient
+    norm, and the loss last, marked as GRPO's ≈0 loss; any other run shows loss, gradient norm and each
+    of ``metrics`` (``rlnb.viz.overview``)."""
+    from rlnb.viz.overview import overview as draw  # it builds on this module's panels
+
+    return draw(history, metrics, ema)
 
 
 def _merge_bars(x0: np.ndarray, x1: np.ndarray, lane: np.ndarray, gap: float) -> tuple[np.ndarray, ...]:

@@ -27,6 +27,7 @@ __all__ = [
     "OFFLOADED_RESULT_MEMBERS",
     "REQUEST_TYPES",
     "RESULT_TYPES",
+    "STOP_REASON_LENGTH",
     "SYNC_NAMES",
     "CustomForwardBackwardBody",
     "CustomForwardBackwardResult",
@@ -90,6 +91,8 @@ SYNC_NAMES: dict[str, WeightSyncType] = {
 """Short names of the weight-sync types."""
 StopReason: TypeAlias = Literal["STOP_REASON_LENGTH", "STOP_REASON_STOP"]
 """Why a sampled sequence ended: ``max_tokens`` reached (LENGTH) or a stop string / EOS (STOP)."""
+STOP_REASON_LENGTH: Final[StopReason] = "STOP_REASON_LENGTH"
+"""A sequence that reached ``max_tokens`` before EOS or a stop string (TRL calls it clipped)."""
 
 LARGE_PAYLOAD_BYTES: Final = 512 * 1024
 """Bodies above this (compact JSON) go through the payload side channel (SDK 3.1.1's threshold)."""
