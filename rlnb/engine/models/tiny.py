@@ -151,6 +151,19 @@ class TinyTransformer(nn.Module):
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         return logits.view(*idx.shape, -1)
 
+    def decode_step(self, tokens: Tensor, pos: Tensor, slot: Tensor, cache: KVCache) -> Tensor:
+        """Logits ``[B, V]`` after one new token per row, ``tokens`` ``[B]`` at positions ``pos`` ``[B]``, written at
+        cache slot ``slot`` (a 1-element tensor): a static-shape step (see ``KVCache``). A query sees the real
+        slots up to its own."""
+        slots = torch.arange(cache.real.shape[1], device=tokens.device)
+        mask = (cache.real & (slots <= slot))[:, None, None, :]  # (B, 1, 1, S)
+        cache.slot = slot
+        x = self.wte(tokens[:, None]) + self.wpe(pos[:, None])  # (B, 1, C)
+        for i, block in enumerate(self.blocks):
+            x = block(x, mask, cache, i)
+        cache.slot = None
+        return self.lm_head(self.ln_f(x))[:, 0]
+
 
 def _attention_mask(attention_mask: Tensor, past: int) -> Tensor:
     """(B, 1, T, S) booleans: query slot ``past + t`` sees key slot ``s`` iff ``s <= past + t`` and ``s`` is a
@@ -164,30 +177,43 @@ def _attention_mask(attention_mask: Tensor, past: int) -> Tensor:
 
 
 class KVCache:
-    """Keys and values of every layer for incremental decoding, preallocated for ``max_len`` slots:
-    each step writes one slot per layer instead of concatenating (a copy per token)."""
+    """Keys and values of every layer for incremental decoding, preallocated (zeroed) for ``max_len`` slots,
+    one tensor per layer (a compiled step then writes each in place, never a copy of the whole cache).
+
+    Two ways to write. A plain call (``slot`` None) appends its T new keys/values at ``length`` and attends
+    over the filled slots. A static step (``slot`` a 1-element tensor, see ``TinyTransformer.decode_step``)
+    writes one token at that slot and attends over all ``max_len`` slots, the mask hiding the rest: every
+    shape is fixed by the cache, so one compiled step (``torch.compile``, CUDA graphs) serves a whole sample.
+    ``real`` ``[B, max_len]`` marks the slots that hold real tokens (not left padding)."""
 
     def __init__(self, config: TinyConfig, batch: int, max_len: int, device: torch.device, dtype: torch.dtype):
         hs = config.n_embd // config.n_head
-        shape = (config.n_layer, batch, config.n_head, max_len, hs)
-        self.k = torch.empty(shape, device=device, dtype=dtype)
-        self.v = torch.empty(shape, device=device, dtype=dtype)
+        shape = (batch, config.n_head, max_len, hs)
+        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.real = torch.ones(batch, max_len, dtype=torch.bool, device=device)
         self.length = 0
+        self.slot: Tensor | None = None
 
     @classmethod
     def over(cls, k: Tensor, v: Tensor, length: int) -> KVCache:
         """A cache over existing keys/values ``[n_layer, B, nh, max_len, hs]`` of which ``length`` slots are
         filled: how a stacked model hands each member its slice of one cache inside ``torch.func.vmap``."""
         cache = cls.__new__(cls)
-        cache.k, cache.v, cache.length = k, v, length
+        cache.k, cache.v, cache.length, cache.slot = list(k.unbind(0)), list(v.unbind(0)), length, None
         return cache
 
     def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Store the new (B, nh, T, hs) keys/values after the cached ones; return all of them."""
+        """Store the new (B, nh, T, hs) keys/values (see the class docstring); return those to attend over."""
+        keys, values = self.k[layer], self.v[layer]
+        if self.slot is not None:
+            keys.index_copy_(2, self.slot, k)
+            values.index_copy_(2, self.slot, v)
+            return keys, values
         end = self.length + k.shape[2]
-        self.k[layer, :, :, self.length : end] = k
-        self.v[layer, :, :, self.length : end] = v
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+        keys[:, :, self.length : end] = k
+        values[:, :, self.length : end] = v
+        return keys[:, :, :end], values[:, :, :end]
 
 
 def build_model(size: str | TinyConfig, seed: int) -> TinyTransformer:
