@@ -205,7 +205,7 @@ class HFAdapter(ModelAdapter):
         base = _unwrap(model)  # peft's wrapper adds nothing to a LoRA forward, and would be compiled too
         config = base.config
         cache = compiler.cache(("hf", batch, max_len), lambda: StaticCache(config=config, max_cache_len=max_len))
-        return HFDecoder(base, cache, compiler.wrap(hf_step, "decode step", batch=batch, length=max_len))
+        return HFDecoder(base, (cache, max_len), compiler.wrap(hf_step, "decode step", batch=batch, length=max_len))
 
     def embedding_params(self) -> list[nn.Parameter]:
         m: Any = self.module

@@ -69,18 +69,20 @@ class HFDecoder:
     (learned-position models such as GPT-2 need them with left padding). With ``static`` (compiled
     decoding) a ``StaticCache`` of ``max_len`` slots and a fixed-length mask: every step has the same shapes."""
 
-    def __init__(self, model: nn.Module, cache: Any = None, step: Callable[..., Tensor] | None = None) -> None:
+    def __init__(
+        self, model: nn.Module, static: tuple[Any, int] | None = None, step: Callable[..., Tensor] | None = None
+    ) -> None:
+        """``static``: a ``StaticCache`` and its number of slots."""
         from transformers import DynamicCache
 
         self.model = model
-        self.cache: Any = cache if cache is not None else DynamicCache()
-        self.static = cache is not None
+        self.cache, self.max_len = static if static is not None else (DynamicCache(), 0)
         self.decode_step = step or hf_step
 
     def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
         self.last = positions(mask)[:, -1]
-        if self.static:  # the mask covers every slot from the start; the causal part hides the future ones
-            self.mask = mask.new_ones(mask.shape[0], self.cache.max_cache_len)
+        if self.max_len:  # the mask covers every slot from the start; the causal part hides the future ones
+            self.mask = mask.new_ones(mask.shape[0], self.max_len)
             self.mask[:, : mask.shape[1]] = mask
         else:
             self.mask = mask
@@ -91,7 +93,7 @@ class HFDecoder:
         return out.logits[:, -1]
 
     def step(self, tokens: Tensor) -> Tensor:
-        if not self.static:
+        if not self.max_len:
             self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
         self.last = self.last + 1
         return self.decode_step(self.model, tokens, self.mask, self.last, self.cache)
