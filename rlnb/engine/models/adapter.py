@@ -146,7 +146,7 @@ class BuiltinAdapter(ModelAdapter):
         return BuiltinDecoder(base, cache, step)
 
     def _static_cache(self, batch: int, max_len: int) -> KVCache:
-        cache = KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module))
+        cache = KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module), compiled=True)
         mark_static([*cache.k, *cache.v])
         return cache
 

@@ -55,11 +55,21 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        attention = self.attention
         if cache is not None:
             k, v = cache.write(layer, k, v)  # (B, nh, S, hs), S = cached + T
-        y = self.attention(q, k, v, attn_mask=mask, is_causal=mask is None)  # (B, nh, T, hs)
+            attention = one_query_attention if cache.compiled and cache.slot is not None else attention
+        y = attention(q, k, v, attn_mask=mask, is_causal=mask is None)  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads side by side
         return self.c_proj(y)
+
+
+def one_query_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor, is_causal: bool = False) -> Tensor:
+    """Attention of one query per row, ``softmax(q·kᵀ/√d + mask)·v``, as products and sums: a compiler fuses them
+    into a few loops, where CPU's fused attention kernel is slow for a single query."""
+    scores = (q * k).sum(-1) * q.shape[-1] ** -0.5  # (B, nh, S)
+    weights = torch.softmax(scores.masked_fill(~attn_mask[:, :, 0], float("-inf")), dim=-1)
+    return (weights[..., None] * v).sum(-2, keepdim=True)  # (B, nh, 1, hs)
 
 
 class MLP(nn.Module):
@@ -184,9 +194,13 @@ class KVCache:
     over the filled slots. A static step (``slot`` a 1-element tensor, see ``TinyTransformer.decode_step``)
     writes one token at that slot and attends over all ``max_len`` slots, the mask hiding the rest: every
     shape is fixed by the cache, so one compiled step (``torch.compile``, CUDA graphs) serves a whole sample.
-    ``real`` ``[B, max_len]`` marks the slots that hold real tokens (not left padding)."""
+    ``real`` ``[B, max_len]`` marks the slots that hold real tokens (not left padding). A ``compiled`` cache's
+    static steps attend with ``one_query_attention`` (plain ops that fuse, slower than the fused kernel eagerly)."""
 
-    def __init__(self, config: TinyConfig, batch: int, max_len: int, device: torch.device, dtype: torch.dtype):
+    def __init__(
+        self, config: TinyConfig, batch: int, max_len: int, device: torch.device, dtype: torch.dtype,
+        compiled: bool = False,
+    ) -> None:
         hs = config.n_embd // config.n_head
         shape = (batch, config.n_head, max_len, hs)
         self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
@@ -194,13 +208,15 @@ class KVCache:
         self.real = torch.ones(batch, max_len, dtype=torch.bool, device=device)
         self.length = 0
         self.slot: Tensor | None = None
+        self.compiled = compiled
 
     @classmethod
     def over(cls, k: Tensor, v: Tensor, length: int) -> KVCache:
         """A cache over existing keys/values ``[n_layer, B, nh, max_len, hs]`` of which ``length`` slots are
         filled: how a stacked model hands each member its slice of one cache inside ``torch.func.vmap``."""
         cache = cls.__new__(cls)
-        cache.k, cache.v, cache.length, cache.slot = list(k.unbind(0)), list(v.unbind(0)), length, None
+        cache.k, cache.v, cache.length = list(k.unbind(0)), list(v.unbind(0)), length
+        cache.slot, cache.compiled = None, False
         return cache
 
     def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
