@@ -213,7 +213,8 @@ def bench_small(reps: int, threads: int) -> None:
           f"uncached sample {t_unc * 1e3:.0f} ms ({t_unc / fwd:.1f}x)")
     for name in ("sample (eager)", "sample (compiled)"):
         ratio = best[name] / fwd
-        print(f"(c) {name:18s} {best[name] * 1e3:7.0f} ms = {ratio:5.2f}x a forward (target <= 5: {verdict(ratio <= 5)})")
+        print(f"(c) {name:18s} {best[name] * 1e3:7.0f} ms = {ratio:5.2f}x a forward "
+              f"(target <= 5: {verdict(ratio <= 5)})")
     print(f"(c) compiles: {compiler.compiles}")
     s.close()
 
