@@ -119,3 +119,14 @@ def test_compiled_hf_sampling_gives_the_eager_tokens(hf_dirs):
     with rlnb.connect("local", compile=True, **kw) as s:
         got = s.sample(prompts, num_samples=3, max_tokens=16, seed=3).result()
     assert_same_samples([r.sequences for r in got.results], [r.sequences for r in want.results])
+
+
+def test_one_query_attention_is_sdpa():
+    from rlnb.engine.models.tiny import one_query_attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 4, n, 8, generator=g) for n in (1, 10, 10))
+    mask = torch.rand(3, 1, 1, 10, generator=g) > 0.3
+    mask[..., 0] = True  # every row sees a key
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(one_query_attention(q, k, v, mask), want, atol=1e-6, rtol=1e-5)
