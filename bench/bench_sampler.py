@@ -1,10 +1,10 @@
 """The sampler against the alternatives and against the machine's limit, each comparison measured in one run.
 
-(a) A random Qwen3-shaped model (hidden 512, 4 layers, vocab 8192: ~21 M parameters), 16 left-padded prompts x
-    160 tokens, sampling at temperature 1: rlnb's sampler through ``Session.sample`` (eager, and with
-    ``compile=True``) against ``model.generate`` with its default cache and with its static cache and
-    ``torch.compile``. Targets: rlnb >= 2x generate (default cache), >= 1.0x generate (static + compile).
-(b) The same model: rlnb's tokens/s (compiled) as a fraction of the memory-bandwidth bound, at batch 1 and 16.
+(a) Random Qwen3-shaped models (``SIZES``: ~3 M and ~21 M parameters), 16 left-padded prompts x 160 tokens,
+    sampling at temperature 1: rlnb's sampler through ``Session.sample`` (eager, and with ``compile=True``)
+    against ``model.generate`` with its default cache and with its static cache and ``torch.compile``.
+    Targets: rlnb >= 2x generate (default cache), >= 1.0x generate (static + compile).
+(b) The same models: rlnb's tokens/s (compiled) as a fraction of the memory-bandwidth bound, at batch 1 and 16.
     The bound: a decode step reads every weight once (the input embedding only for the rows' tokens), so it
     takes at least weight bytes / copy rate, with the copy rate measured here (a 256 MiB tensor copied, bytes
     copied per second); tokens/s bound = batch / that.
@@ -60,19 +60,56 @@ def take_turns(contenders: dict[str, Callable[[], object]], reps: int) -> dict[s
     return best
 
 
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm")
+
+
+def matmul_time(fn: Callable[[], object]) -> tuple[float, float]:
+    """(seconds in matmul kernels, seconds of CPU in all ops) of one call of ``fn`` on this thread, by the
+    profiler: the part of a step that no removal of dispatch or Python can remove."""
+    from torch.profiler import profile
+
+    with profile() as prof:
+        fn()
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    mm = sum(e.self_cpu_time_total for e in events if e.key in MATMULS)
+    return mm / 1e6, total / 1e6
+
+
+def eager_decode(model: torch.nn.Module, prompts: list[list[int]], new: int) -> Callable[[], object]:
+    """rlnb's eager sampler on this thread (the session runs the same code on its worker)."""
+    from rlnb.engine.models.adapter import build_adapter
+
+    adapter = build_adapter(model, device=torch.device("cpu"))
+    settings = sampling.Settings(max_tokens=new)
+    longest = max(map(len, prompts)) + new
+
+    def run() -> object:
+        with torch.no_grad():
+            dec = adapter.decoder(adapter.module, len(prompts), longest)
+            return sampling.generate(dec, prompts, 1, settings, 1, adapter.codec, adapter.device)
+    return run
+
+
 def timed_first(label: str, fn: Callable[[], object]) -> None:
     start = time.perf_counter()
     fn()
     print(f"    warm-up {label}: {time.perf_counter() - start:.1f} s (includes any compile)")
 
 
-def qwen3(seed: int = 0):
+SIZES = {"21m": dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
+                     num_attention_heads=8, num_key_value_heads=4, head_dim=64),
+         "3m": dict(vocab_size=4096, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=64)}
+"""Qwen3 shapes: ~21 M parameters (fp32 84 MB: more than this CPU's caches) and ~3 M (fits in them)."""
+
+
+def qwen3(size: str = "21m", seed: int = 0):
     import transformers as tf
 
     torch.manual_seed(seed)
-    cfg = tf.Qwen3Config(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
-                         num_attention_heads=8, num_key_value_heads=4, head_dim=64, max_position_embeddings=1024,
-                         tie_word_embeddings=False, eos_token_id=None, bos_token_id=None, pad_token_id=0)
+    cfg = tf.Qwen3Config(**SIZES[size], max_position_embeddings=1024, tie_word_embeddings=False, eos_token_id=None,
+                         bos_token_id=None, pad_token_id=0)
     model = tf.Qwen3ForCausalLM(cfg).eval()
     model.generation_config.eos_token_id = None  # fixed-length samples for every contender
     return model
@@ -103,15 +140,15 @@ def prompts_for(vocab: int, n: int) -> list[list[int]]:
     return [torch.randint(3, vocab, (k,), generator=g).tolist() for k in lengths]
 
 
-def bench_vs_generate(reps: int, threads: int) -> None:
+def bench_vs_generate(reps: int, threads: int, size: str) -> None:
     from transformers import CompileConfig
 
     print(f"(a) {load()}")
-    model = qwen3()
+    model = qwen3(size)
     params = sum(p.numel() for p in model.parameters())
     prompts = prompts_for(model.config.vocab_size, BATCH)
-    eager = rlnb.connect("local", model=qwen3(), device="cpu", record=False, threads=threads)  # the same weights
-    compiled = rlnb.connect("local", model=qwen3(), device="cpu", record=False, threads=threads, compile=True)
+    eager = rlnb.connect("local", model=qwen3(size), device="cpu", record=False, threads=threads)  # the same weights
+    compiled = rlnb.connect("local", model=qwen3(size), device="cpu", record=False, threads=threads, compile=True)
     ids, mask = sampling.left_pad(prompts, 1, torch.device("cpu"))
     static = CompileConfig(mode="default")
     static._compile_all_devices = True  # transformers compiles on GPUs only unless told
@@ -136,8 +173,8 @@ def bench_vs_generate(reps: int, threads: int) -> None:
         timed_first(name, fn)
     best = take_turns(contenders, reps)
     tokens = BATCH * NEW
-    print(f"(a) Qwen3-shaped, {params / 1e6:.1f} M params, fp32, {BATCH} prompts (4-16 tokens) x {NEW} new tokens, "
-          f"{threads} thread(s), best of {reps}:")
+    print(f"(a) Qwen3-shaped {size}, {params / 1e6:.1f} M params, fp32, {BATCH} prompts (4-16 tokens) x {NEW} new "
+          f"tokens, {threads} thread(s), best of {reps}:")
     for name, t in best.items():
         print(f"    {name:42s} {t * 1e3:8.0f} ms  {tokens / t:8,.0f} tok/s")
     r_default = best["generate (default cache)"] / best["rlnb (compile=True)"]
@@ -147,6 +184,10 @@ def bench_vs_generate(reps: int, threads: int) -> None:
     print(f"(a) info: rlnb eager / generate default cache: "
           f"{best['generate (default cache)'] / best['rlnb (eager)']:.2f}x; compiles paid by the session: "
           f"{compiled.backend.engine.compiler.compiles}")
+    mm, total = matmul_time(eager_decode(qwen3(size), prompts, NEW))
+    print(f"(a) floor: matmuls are {mm / total:.0%} of rlnb eager's op time ({mm:.2f} of {total:.2f} s, profiler); "
+          f"removing every other cost would make it at most {total / mm:.2f}x faster, "
+          f"{total / mm * best['generate (default cache)'] / best['rlnb (eager)']:.2f}x generate (default cache)")
     bench_bandwidth(model, compiled, reps)
     eager.close()
     compiled.close()
@@ -216,6 +257,9 @@ def bench_small(reps: int, threads: int) -> None:
         print(f"(c) {name:18s} {best[name] * 1e3:7.0f} ms = {ratio:5.2f}x a forward "
               f"(target <= 5: {verdict(ratio <= 5)})")
     print(f"(c) compiles: {compiler.compiles}")
+    mm, total = matmul_time(sample(False))
+    print(f"(c) floor: the eager sample spends {mm * 1e3:.0f} ms of {total * 1e3:.0f} ms in matmuls (profiler) = "
+          f"{mm / fwd:.2f}x a forward before any other cost")
     s.close()
 
 
@@ -284,6 +328,7 @@ def main() -> None:
     parser.add_argument("--parts", default="abce", help="which of a (with b), c, e to run")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for every contender")
+    parser.add_argument("--sizes", default="3m,21m", help="Qwen3 shapes for (a) and (b): " + ", ".join(SIZES))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print("command: python " + " ".join(sys.argv))
@@ -292,7 +337,8 @@ def main() -> None:
         bench_demo()
         return
     if "a" in args.parts or "b" in args.parts:
-        bench_vs_generate(args.reps, args.threads)
+        for size in args.sizes.split(","):
+            bench_vs_generate(args.reps, args.threads, size)
     if "c" in args.parts:
         bench_small(args.reps, args.threads)
     if "e" in args.parts:
