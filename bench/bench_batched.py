@@ -110,12 +110,25 @@ def floor(alone_s: float, batched_s: float) -> None:
     threads = results[0].history.config["threads"]
     rate = matmul_rate(threads)
     least = flops[16] / rate
+    from torch.profiler import profile
+
+    members = [Member(rlnb.AdamParams(learning_rate=lr), seed=0) for lr in LEARNING_RATES]
+    with profile() as prof:  # 3 steps of the ensemble: how fast its own matmuls run, and their share
+        run_batched("tiny", "adam", members, steps=3, device="cpu", threads=THREADS)
+    events = prof.key_averages()
+    mm = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm", "aten::bmm")) / 1e6
+    total = sum(e.self_cpu_time_total for e in events) / 1e6
+    achieved = flops[16] / STEPS * 3 / mm
     print(f"    floor: one trial {flops[1] / 1e9:.1f} GFLOP of matmuls ({flops[1] / STEPS / 1e6:.0f} MFLOP per step), "
           f"16 trials {flops[16] / 1e9:.1f} GFLOP; best matmul rate at {threads} thread(s) {rate / 1e9:.1f} GFLOP/s")
     print(f"    floor: 16 trials need >= {least:.2f} s of matmuls alone; 3x one trial is {3 * alone_s:.2f} s; "
           f"batched took {batched_s:.2f} s = {least / batched_s:.0%} of its time at the floor rate")
     print(f"    floor: one trial alone: {flops[1] / rate:.2f} s of its {alone_s:.2f} s are matmuls at that rate "
           f"({flops[1] / rate / alone_s:.0%}); the rest is overhead batching can share")
+    print(f"    floor: the ensemble's own matmuls run at {achieved / 1e9:.1f} GFLOP/s (profiler, 3 steps: {mm:.2f} s "
+          f"of "
+          f"{total:.2f} s of op time, {mm / total:.0%}); at that rate 16 trials' matmuls alone take "
+          f"{flops[16] / achieved:.2f} s")
 
 
 def main() -> None:
