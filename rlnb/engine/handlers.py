@@ -291,8 +291,11 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
     longest, rows, chooser = max(len(p) for p in prompts) + settings.max_tokens, len(prompts) * n, sampling.pick
     if engine.compiler is not None:  # compiled: lengths in buckets, so that nearby ones share a graph
         longest = bucket(longest, context)
-        chooser = engine.compiler.wrap(sampling.pick, "token choice", batch=rows, temperature=settings.temperature,
-                                       top_p=settings.top_p, top_k=settings.top_k)
+        dtype = next(engine.sampler.parameters()).dtype  # of the logits the choice reads
+        chooser = engine.compiler.wrap(sampling.pick, "token choice", dtype, batch=rows,
+                                       vocab=engine.adapter.vocab_size,
+                                       temperature=settings.temperature, top_p=settings.top_p,
+                                       top_k=settings.top_k)
     decoder = _Cancellable(engine.adapter.decoder(engine.sampler, rows, longest, engine.compiler), cancelled)
     groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device, chooser)
     results = []

@@ -142,7 +142,8 @@ class BuiltinAdapter(ModelAdapter):
         if compiler is None:
             return BuiltinDecoder(base, KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module)))
         cache = compiler.cache(("builtin", batch, max_len), lambda: self._static_cache(batch, max_len))
-        step = compiler.wrap(TinyTransformer.decode_step, "decode step", batch=batch, length=max_len)
+        step = compiler.wrap(TinyTransformer.decode_step, "decode step", _architecture(base), batch=batch,
+                             length=max_len)
         return BuiltinDecoder(base, cache, step)
 
     def _static_cache(self, batch: int, max_len: int) -> KVCache:
@@ -205,7 +206,8 @@ class HFAdapter(ModelAdapter):
         base = _unwrap(model)  # peft's wrapper adds nothing to a LoRA forward, and would be compiled too
         config = base.config
         cache = compiler.cache(("hf", batch, max_len), lambda: StaticCache(config=config, max_cache_len=max_len))
-        return HFDecoder(base, (cache, max_len), compiler.wrap(hf_step, "decode step", batch=batch, length=max_len))
+        step = compiler.wrap(hf_step, "decode step", _architecture(base), batch=batch, length=max_len)
+        return HFDecoder(base, (cache, max_len), step)
 
     def embedding_params(self) -> list[nn.Parameter]:
         m: Any = self.module
@@ -241,6 +243,12 @@ class HFAdapter(ModelAdapter):
 
 
 # -- building -------------------------------------------------------------------------------------
+
+
+def _architecture(model: nn.Module) -> tuple[Any, ...]:
+    """What tells one compiled graph apart from another's: the parameters' names, shapes and dtypes (two
+    sessions of one architecture share their graphs; LoRA adapters make another)."""
+    return tuple((n, tuple(p.shape), p.dtype) for n, p in model.named_parameters())
 
 
 def _unwrap(model: nn.Module) -> Any:

@@ -74,11 +74,12 @@ class Compiler:
             reset(self._caches[key])
         return self._caches[key]
 
-    def wrap(self, fn: Callable[..., Any], what: str, **shape: Any) -> Callable[..., Any]:
-        """``fn`` compiled; the first call for a new ``shape`` (what sets its graph: sizes, sampling settings) in
-        this process is timed, logged and kept in ``compiles``."""
+    def wrap(self, fn: Callable[..., Any], what: str, arch: Any, **shape: Any) -> Callable[..., Any]:
+        """``fn`` compiled; the first call for a new ``arch`` (the model's architecture and dtype: anything
+        hashable that tells graphs apart) and ``shape`` (sizes, sampling settings: recorded) in this process is
+        timed, logged and kept in ``compiles``."""
         compiled = _compiled(fn, self.device)
-        key = (fn, self.device.type, tuple(sorted(shape.items())))
+        key = (fn, self.device.type, arch, tuple(sorted(shape.items())))
         cuda = self.device.type == "cuda"
 
         def call(*args: Any) -> Any:

@@ -76,6 +76,7 @@ class HFDecoder:
         from transformers import DynamicCache
 
         self.model = model
+        self.cache: Any
         self.cache, self.max_len = static if static is not None else (DynamicCache(), 0)
         self.decode_step = step or hf_step
 
