@@ -19,7 +19,8 @@ from torch import Tensor, nn
 from rlnb.engine.models import hf
 from rlnb.engine.models.compiled import Compiler, mark_static
 from rlnb.engine.models.decoders import BuiltinDecoder, Decoder, HFDecoder, RecomputeDecoder, hf_step, positions
-from rlnb.engine.models.tiny import SIZES, KVCache, TinyTransformer, build_model, from_gpt2, gpt2_config, to_gpt2
+from rlnb.engine.models.gpt2 import from_gpt2, gpt2_config, to_gpt2
+from rlnb.engine.models.tiny import SIZES, KVCache, TinyTransformer, build_model
 from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
 
 DEFAULT_CONTEXT = 1024
