@@ -11,13 +11,16 @@
 (c) The built-in ``small`` model, 16 samples x 200 tokens: a sample / one forward over the same 16 x 202 tokens,
     eager and compiled (target <= 5), and the uncached recompute for scale.
 (d) The demo's RL steps/s on ``small`` (``--demo``).
+(t) Compile times (``--parts t``): a child process with an empty inductor cache (cold), then a second one on the
+    same cache folder (warm), each sampling 16 x 200 on ``small`` and 16 x 160 on the 21 M Qwen3 with
+    ``compile=True`` and printing the session's recorded compiles.
 (e) Memory of the trainer/sampler pair, full-weight vs LoRA (unique tensor bytes, and peak RSS in a child).
 
 Compile times are reported once, and every timed run comes after a warm-up; contenders take turns run by run
 (best of ``--reps``), so a change in the machine's load hits all alike. The thread count is the same for every
 contender (``--threads``, default 1: this machine's 2 vCPUs are shared; see bench_threads.py).
 
-    .venv/bin/python bench/bench_sampler.py [--parts abce] [--reps 3] [--threads 1]
+    .venv/bin/python bench/bench_sampler.py [--parts abcet] [--reps 3] [--threads 1]
     .venv/bin/python bench/bench_sampler.py --demo
 """
 
@@ -279,6 +282,32 @@ def bench_demo(steps: int = 15) -> None:
     s.close()
 
 
+COMPILES = """
+import json, sys, time, rlnb
+from bench.bench_sampler import qwen3, prompts_for
+with rlnb.connect("local", model="small", compile=True, record=False, threads=1) as s:
+    t = time.perf_counter(); s.sample(["n="], num_samples=16, max_tokens=200, seed=0).result()
+    first = time.perf_counter() - t
+    t = time.perf_counter(); s.sample(["n="], num_samples=16, max_tokens=200, seed=0).result()
+    print(f"small: first sample {first:.1f} s, second {time.perf_counter() - t:.2f} s;",
+          json.dumps(s.backend.engine.compiler.compiles))
+with rlnb.connect("local", model=qwen3("21m"), compile=True, record=False, threads=1) as s:
+    t = time.perf_counter(); s.sample(prompts_for(8192, 16), num_samples=1, max_tokens=160, seed=1).result()
+    print(f"qwen3 21m: first sample {time.perf_counter() - t:.1f} s;", json.dumps(s.backend.engine.compiler.compiles))
+"""
+
+
+def bench_compile_times() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "PYTHONPATH": os.getcwd(), "TORCHINDUCTOR_CACHE_DIR": cache}
+        for label in ("cold (empty inductor cache)", "warm (the same cache, a new process)"):
+            print(f"(t) {label}, {load()}")
+            res = subprocess.run([sys.executable, "-c", COMPILES], capture_output=True, text=True, env=env, check=True)
+            print("\n".join(f"(t)     {line}" for line in res.stdout.splitlines()))
+
+
 MEMORY = """
 import resource, sys, torch, rlnb
 from bench.bench_sampler import llama, unique_bytes
@@ -326,7 +355,7 @@ def bench_memory() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo", action="store_true", help="only (d), the demo's steps/s")
-    parser.add_argument("--parts", default="abce", help="which of a (with b), c, e to run")
+    parser.add_argument("--parts", default="abce", help="which of a (with b), c, e, t to run")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for every contender")
     parser.add_argument("--sizes", default="3m,21m", help="Qwen3 shapes for (a) and (b): " + ", ".join(SIZES))
@@ -342,6 +371,8 @@ def main() -> None:
             bench_vs_generate(args.reps, args.threads, size)
     if "c" in args.parts:
         bench_small(args.reps, args.threads)
+    if "t" in args.parts:
+        bench_compile_times()
     if "e" in args.parts:
         bench_memory()
     print(f"{load()} at the end")

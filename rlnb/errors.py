@@ -64,8 +64,8 @@ class OperationError(Exception):
 
     Internal: the user sees it as the operation's error (and ``OperationFailed`` from ``result()``)."""
 
-    def __init__(self, code: str, message: str):
-        self.code = wire.error_code(code)
+    def __init__(self, code: wire.OperationErrorCode, message: str):
+        self.code = code
         super().__init__(message)
 
 
@@ -73,7 +73,7 @@ class Cancelled(OperationError):
     """A running operation stopped early because its session was stopped."""
 
     def __init__(self) -> None:
-        super().__init__("SESSION_NOT_ACTIVE", "the session was stopped while this operation ran")
+        super().__init__(wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was stopped while this operation ran")
 
 
 class OperationTimeout(RlnbError, TimeoutError):
@@ -148,7 +148,7 @@ class RateLimitError(APIStatusError):
 
 
 class InternalServerError(APIStatusError):
-    """>= 500: the server failed."""
+    """500 or above: the server failed."""
 
 
 _STATUS_ERRORS: dict[int, type[APIStatusError]] = {

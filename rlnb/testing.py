@@ -69,28 +69,30 @@ class FakeBackend:
         self.submitted: list[tuple[str, Any]] = []
         now = datetime.now(UTC)
         self._info = wire.Session(
-            id=f"fake-{uuid.uuid4()}", status=wire.SESSION_RUNNING, base_model="fake", model_resources_id="fake",
+            id=f"fake-{uuid.uuid4()}", status=wire.SessionStatus.RUNNING, base_model="fake", model_resources_id="fake",
             created_by="fake", created_at=now, updated_at=now,
         )  # fmt: skip
-        self._queue: queue.Queue[tuple[str, Any, wire.Operation[Any], Listener] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[wire.OperationKind, Any, wire.Operation[Any], Listener] | None] = queue.Queue()
         self._closed = False
         self._lock = threading.Lock()
         self._worker = threading.Thread(target=self._run, name="rlnb-fake", daemon=True)
         self._worker.start()
 
-    def submit(self, kind: str, body: wire._Model | None, listener: Listener) -> None:
+    def submit(self, kind: wire.OperationKind, body: wire._Model | None, listener: Listener) -> None:
+        """Queue one operation; ``listener`` gets its envelope now (PENDING) and on every change."""
         if kind not in wire.REQUEST_TYPES:
             raise ValueError(f"unknown operation kind {kind!r}")
-        env: wire.Operation[Any] = wire.Operation(id=str(uuid.uuid4()), status=wire.STATUS_PENDING)
+        env: wire.Operation[Any] = wire.Operation(id=str(uuid.uuid4()), status=wire.OperationStatus.PENDING)
         with self._lock:
             self.submitted.append((kind, body))
             listener(env)
             if self._closed:
-                listener(_failed(env, "SESSION_NOT_ACTIVE", "the session is stopped"))
+                listener(_failed(env, wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session is stopped"))
                 return
             self._queue.put((kind, body, env, listener))
 
     def session(self) -> wire.Session:
+        """The session object as the API's GET returns it, with the current step and weights version."""
         info = self._info.model_copy(deep=True)
         info.step = self.step
         info.policy_state = wire.PolicyState(
@@ -101,14 +103,16 @@ class FakeBackend:
         return info
 
     def config(self) -> dict[str, Any]:
+        """What the run's ``config.json`` records: ``backend='fake'``, the session id, the optimizer."""
         return {"backend": "fake", "session_id": self._info.id, "model": "fake", "optimizer": self.optimizer}
 
     def close(self) -> None:
+        """Stop the session: operations not yet run end FAILED ``SESSION_NOT_ACTIVE``."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            self._info.status = wire.SESSION_STOPPED
+            self._info.status = wire.SessionStatus.STOPPED
             self._queue.put(None)
         self._worker.join()
 
@@ -116,41 +120,51 @@ class FakeBackend:
         while (job := self._queue.get()) is not None:
             kind, body, env, listener = job
             if self._closed:
-                listener(_failed(env, "SESSION_NOT_ACTIVE", "the session was stopped before this ran"))
+                listener(
+                    _failed(env, wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was stopped before this ran")
+                )
                 continue
-            listener(env.model_copy(update={"status": wire.STATUS_RUNNING}))
+            listener(env.model_copy(update={"status": wire.OperationStatus.RUNNING}))
             time.sleep(self.delay)
             code = self._fail(kind, body, self.step)
             if code is not None:
                 listener(_failed(env, code, f"FakeBackend fails {kind} at step {self.step}"))
             else:
-                listener(env.model_copy(update={"status": wire.STATUS_COMPLETED, "output": self._output(kind, body)}))
+                listener(
+                    env.model_copy(
+                        update={"status": wire.OperationStatus.COMPLETED, "output": self._output(kind, body)}
+                    )
+                )
 
-    def _output(self, kind: str, body: Any) -> wire._Model:
-        if kind == "forward-backward":
-            tokens = sum(len(s.model_input.tokens) for s in body.samples)
-            return wire.ForwardBackwardResult(loss=self.loss(self.step), metrics={"loss/tokens": float(tokens)})
-        if kind == "optim-step":
-            self.step += 1
-            given = getattr(body, wire.OPTIMIZER_PARAMS_FIELD[self.optimizer]) if body is not None else None
-            lr = getattr(given, "learning_rate", None) or 1e-4
-            metrics = {"grad_norm": self.grad_norm, "grad_clip_norm": 1.0, "learning_rate": lr}
-            return wire.OptimStepResult(step=self.step, metrics=metrics)
-        if kind == "weights-sync":
-            self.weights_version = self.step
-            return wire.WeightsSyncResult(weights_version=self.weights_version)
-        if kind == "sample":
-            return self._sample(body)
-        if kind == "custom-forward-backward":
-            return wire.CustomForwardBackwardResult()
-        ckpt_id, now = f"ckpt-fake-{uuid.uuid4().hex[:8]}", datetime.now(UTC)
-        if kind == "inference-checkpoint":
-            return wire.InferenceCheckpointResult(
-                checkpoint=wire.InferenceCheckpoint(id=ckpt_id, step=self.step, created_at=now)
-            )
-        return wire.TrainingCheckpointResult(
-            checkpoint=wire.TrainingCheckpoint(id=ckpt_id, step=self.step, created_at=now)
-        )
+    def _output(self, kind: wire.OperationKind, body: Any) -> wire._Model:
+        return _OUTPUTS[kind](self, body)
+
+    def _forward_backward(self, body: wire.ForwardBackwardBody) -> wire.ForwardBackwardResult:
+        tokens = sum(len(s.model_input.tokens) for s in body.samples)
+        return wire.ForwardBackwardResult(loss=self.loss(self.step), metrics={"loss/tokens": float(tokens)})
+
+    def _custom_forward_backward(self, body: wire.CustomForwardBackwardBody) -> wire.CustomForwardBackwardResult:
+        return wire.CustomForwardBackwardResult()
+
+    def _optim_step(self, body: wire.OptimStepBody | None) -> wire.OptimStepResult:
+        self.step += 1
+        given = getattr(body, wire.OPTIMIZER_PARAMS_FIELD[self.optimizer]) if body is not None else None
+        lr = getattr(given, "learning_rate", None) or 1e-4
+        metrics = {"grad_norm": self.grad_norm, "grad_clip_norm": 1.0, "learning_rate": lr}
+        return wire.OptimStepResult(step=self.step, metrics=metrics)
+
+    def _weights_sync(self, body: wire.WeightsSyncBody) -> wire.WeightsSyncResult:
+        self.weights_version = self.step
+        return wire.WeightsSyncResult(weights_version=self.weights_version)
+
+    def _inference_checkpoint(self, body: None) -> wire.InferenceCheckpointResult:
+        return wire.InferenceCheckpointResult(checkpoint=wire.InferenceCheckpoint(**self._checkpoint()))
+
+    def _training_checkpoint(self, body: None) -> wire.TrainingCheckpointResult:
+        return wire.TrainingCheckpointResult(checkpoint=wire.TrainingCheckpoint(**self._checkpoint()))
+
+    def _checkpoint(self) -> dict[str, Any]:
+        return {"id": f"ckpt-fake-{uuid.uuid4().hex[:8]}", "step": self.step, "created_at": datetime.now(UTC)}
 
     def _sample(self, body: wire.SampleBody) -> wire.SampleOutput:
         sp = body.sampling_params or wire.SamplingParams()
@@ -171,13 +185,25 @@ class FakeBackend:
         return wire.SampleOutput(results=results)
 
 
+_OUTPUTS: dict[wire.OperationKind, Callable[[FakeBackend, Any], wire._Model]] = {
+    wire.OperationKind.FORWARD_BACKWARD: FakeBackend._forward_backward,
+    wire.OperationKind.CUSTOM_FORWARD_BACKWARD: FakeBackend._custom_forward_backward,
+    wire.OperationKind.OPTIM_STEP: FakeBackend._optim_step,
+    wire.OperationKind.WEIGHTS_SYNC: FakeBackend._weights_sync,
+    wire.OperationKind.SAMPLE: FakeBackend._sample,
+    wire.OperationKind.INFERENCE_CHECKPOINT: FakeBackend._inference_checkpoint,
+    wire.OperationKind.TRAINING_CHECKPOINT: FakeBackend._training_checkpoint,
+}
+"""Each kind's plausible output (and the step or version it advances)."""
+
+
 def _never(kind: str, body: Any, step: int) -> str | None:
     return None
 
 
-def _failed(env: wire.Operation[Any], code: str, message: str) -> wire.Operation[Any]:
+def _failed(env: wire.Operation[Any], code: wire.OperationErrorCode | str, message: str) -> wire.Operation[Any]:
     error = wire.OperationError(code=wire.error_code(code), message=message)
-    return env.model_copy(update={"status": wire.STATUS_FAILED, "error": error})
+    return env.model_copy(update={"status": wire.OperationStatus.FAILED, "error": error})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,7 +218,7 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """A server in a child process on loopback, for notebooks, tests and benchmarks::
+    """A server in a child process on loopback, for notebooks, tests and benchmarks:
 
         with ServerProcess.rlnb_serve("--op-delay", "0.05") as url:
             session = rlnb.connect(url, base_model="rlnb/tiny")
@@ -216,6 +242,8 @@ class ServerProcess:
         return cls(cmd, f"http://127.0.0.1:{port}")
 
     def start(self) -> str:
+        """Start the server and wait until ``health`` answers; returns its URL. Raises RuntimeError, with
+        its stderr, if it dies or misses the deadline."""
         import httpx
 
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server; closed by stop()
@@ -234,6 +262,7 @@ class ServerProcess:
             time.sleep(0.05)
 
     def stop(self) -> None:
+        """Terminate the server, then kill it if it has not exited within 15 s."""
         if self.proc is None:
             return
         self.proc.terminate()
@@ -256,7 +285,9 @@ class ServerProcess:
         return self._stderr.read().decode(errors="replace")
 
     def __enter__(self) -> str:
+        """``with ServerProcess.rlnb_serve() as url:`` starts the server and gives its URL."""
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
+        """Stop the server (see ``stop``), whether or not the block raised."""
         self.stop()

@@ -101,3 +101,58 @@ def test_nothing_reads_the_shared_reference_folder():
     needle = "../" + "shared"
     for path in [*(ROOT / "rlnb").rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").rglob("*.py")]:
         assert needle not in path.read_text(), path
+
+
+def _wire_strings() -> dict[str, str]:
+    """Every operation kind, status and error code string (and each error code's short name, as
+    ``wire.error_code`` takes it) → the catalogue member to name instead."""
+    from rlnb import wire
+
+    catalogues = [
+        wire.OperationKind,
+        wire.OperationStatus,
+        wire.OperationErrorCode,
+        wire.SessionStatus,
+        wire.SessionErrorCode,
+        wire.ModelResourcesStatus,
+        wire.ModelResourcesErrorCode,
+    ]
+    found = {m.value: f"wire.{c.__name__}.{m.name}" for c in catalogues for m in c}
+    found |= {m.name: f"wire.OperationErrorCode.{m.name}" for m in wire.OperationErrorCode}
+    return found
+
+
+def _wire_literals(tree: ast.AST, strings: dict[str, str]) -> list[ast.Constant]:
+    """The string constants of ``tree`` that spell a catalogue member, docstrings left out (prose may
+    name a kind)."""
+    docs = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    }
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in strings and id(n) not in docs]
+
+
+def test_kinds_statuses_and_error_codes_are_named_from_wire_only():
+    """One catalogue per idea: outside ``rlnb/wire`` a kind, status or error code is a wire member
+    (``wire.OperationKind.OPTIM_STEP``), never its string, so a change touches one place."""
+    strings = _wire_strings()
+    found = []
+    for path in sorted((ROOT / "rlnb").rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[1] != "wire":
+            for node in _wire_literals(ast.parse(path.read_text()), strings):
+                found.append(f"{rel}:{node.lineno}: {node.value!r} (use {strings[node.value]})")
+    assert not found, "kind / status / error-code strings outside rlnb/wire:\n" + "\n".join(found)
+
+
+def test_the_literal_check_sees_what_it_must():
+    """The check above finds a literal in code, in a default and in a tuple, and leaves docstrings alone."""
+    source = '''"""optim-step, as prose."""
+KINDS = ("optim-step", "sample")
+def f(code="INVALID_INPUT"):
+    """TRAINING_OPERATION_STATUS_FAILED in a docstring is fine."""
+    return code == "TRAINING_OPERATION_STATUS_FAILED"
+'''
+    hits = sorted(node.value for node in _wire_literals(ast.parse(source), _wire_strings()))
+    assert hits == ["INVALID_INPUT", "TRAINING_OPERATION_STATUS_FAILED", "optim-step", "sample"]

@@ -33,7 +33,7 @@ def test_a_session_on_the_fake_backend_runs_every_kind_in_order():
     assert ops[4].result(5).checkpoint.step == 1
     df = s.history.df
     assert list(df.kind) == ["forward-backward", "optim-step", "weights-sync", "sample", "inference-checkpoint"]
-    assert (df.status == wire.STATUS_COMPLETED).all() and (df.run_s >= 0.01).all()
+    assert (df.status == wire.OperationStatus.COMPLETED).all() and (df.run_s >= 0.01).all()
     assert df.learning_rate.iloc[1] == 0.01 and df.grad_norm.iloc[1] == 1.0
     again = session().sample([[1, 2]], num_samples=3, max_tokens=5, seed=7).result(5).results[0].sequences
     assert [q.tokens for q in again] == [q.tokens for q in seqs]  # seeded
@@ -48,7 +48,7 @@ def test_failures_are_injected_and_closing_fails_what_is_queued():
     assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
     queued = [s.forward_backward([samples.cross_entropy([1, 2, 3])]) for _ in range(5)]
     s.close()
-    codes = [op.error.code for op in queued if op.status == wire.STATUS_FAILED]
+    codes = [op.error.code for op in queued if op.status == wire.OperationStatus.FAILED]
     assert codes and set(codes) == {"TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"}
     assert all(op.done() for op in queued)
 
@@ -56,7 +56,7 @@ def test_failures_are_injected_and_closing_fails_what_is_queued():
 def test_an_rl_step_runs_on_the_fake_backend():
     s = session(loss=lambda step: 0.5 / (1 + step))
     report = rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=1e-3), group_size=4, seed=1)
-    assert report.step == 1 and report.loss == 0.5 and report.status == wire.STATUS_COMPLETED
+    assert report.step == 1 and report.loss == 0.5 and report.status == wire.OperationStatus.COMPLETED
     assert [kind for kind, _ in s.backend.submitted] == ["sample", "forward-backward", "optim-step", "weights-sync"]
     s.close()
 

@@ -19,11 +19,8 @@ import torch
 from rlnb import wire
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.history import History, Record
-
-PENDING: wire.OperationStatus = "TRAINING_OPERATION_STATUS_PENDING"
-RUNNING: wire.OperationStatus = "TRAINING_OPERATION_STATUS_RUNNING"
-COMPLETED: wire.OperationStatus = "TRAINING_OPERATION_STATUS_COMPLETED"
-FAILED: wire.OperationStatus = "TRAINING_OPERATION_STATUS_FAILED"
+from rlnb.wire import OperationErrorCode as Code
+from rlnb.wire import OperationStatus as Status
 
 
 def member_config(
@@ -77,30 +74,30 @@ class Recorder:
             return cls(History(config=config))
         return cls(History.create(config, runs_dir, run_id))
 
-    def submit(self, kind: str, params: dict[str, Any] | None = None) -> Op:
+    def submit(self, kind: wire.OperationKind, params: dict[str, Any] | None = None) -> Op:
         at = time.time()
         rec = self.history.new(kind, self.submitted, params, at=at)
-        if kind == "optim-step":
+        if kind == wire.OperationKind.OPTIM_STEP:
             self.submitted += 1
         op = Op(rec, str(uuid.uuid4()))
-        self.history.update(rec, wire.Operation(id=op.id, status=PENDING), at)
+        self.history.update(rec, wire.Operation(id=op.id, status=Status.PENDING), at)
         self._open.append(op)
         return op
 
     def running(self, op: Op) -> None:
-        self.history.update(op.record, wire.Operation(id=op.id, status=RUNNING), time.time())
+        self.history.update(op.record, wire.Operation(id=op.id, status=Status.RUNNING), time.time())
 
     def complete(self, op: Op, output: Any) -> None:
         self._open.remove(op)
-        self.history.update(op.record, wire.Operation(id=op.id, status=COMPLETED, output=output), time.time())
+        self.history.update(op.record, wire.Operation(id=op.id, status=Status.COMPLETED, output=output), time.time())
 
-    def fail(self, op: Op, code: str, message: str) -> None:
-        """End ``op`` FAILED with ``TRAINING_OPERATION_ERROR_CODE_<code>``."""
+    def fail(self, op: Op, code: Code, message: str) -> None:
+        """End ``op`` FAILED with ``code``."""
         self._open.remove(op)
-        error = wire.OperationError(code=wire.error_code(code), message=message)
-        self.history.update(op.record, wire.Operation(id=op.id, status=FAILED, error=error), time.time())
+        error = wire.OperationError(code=code, message=message)
+        self.history.update(op.record, wire.Operation(id=op.id, status=Status.FAILED, error=error), time.time())
 
-    def abandon(self, message: str, code: str = "SESSION_NOT_ACTIVE") -> None:
+    def abandon(self, message: str, code: Code = Code.SESSION_NOT_ACTIVE) -> None:
         """Fail every operation not yet finished (the run stopped or broke while they were queued or running)."""
         for op in list(self._open):
             self.fail(op, code, message)

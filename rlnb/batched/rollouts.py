@@ -51,20 +51,21 @@ class PolicyBatch:
 @dataclass
 class MemberLoss:
     """One member's forward-backward: the loss to backpropagate and the operation's result, or its error
-    (an API error code without its prefix, and the message a session gives)."""
+    (an API error code, and the message a session gives)."""
 
     loss: Tensor | None = None
     result: wire.ForwardBackwardResult | None = None
-    error: tuple[str, str] | None = None
+    error: tuple[wire.OperationErrorCode, str] | None = None
 
 
 def member_losses(
-    lp: Tensor, batch: PolicyBatch, members: int, loss_type: str, loss_params: dict[str, Any] | None, horizon: int
+    lp: Tensor, entropy: Tensor, batch: PolicyBatch, members: int, loss_type: str, loss_params: dict[str, Any] | None,
+    horizon: int,
 ) -> list[MemberLoss]:
     """Each member's loss over its ``rows / members`` rows of ``batch``, from its rows of the policy's log-probs
-    ``lp`` ``[rows, width]``: ``losses.compute`` on that member's samples alone, as the forward-backward
-    handler computes it for a session (a non-finite loss is ``NON_FINITE_LOSS``; ``horizon`` is FIXED_HORIZON's
-    constant, the model's context length)."""
+    ``lp`` and entropies ``entropy`` (``[rows, width]``): ``losses.compute`` on that member's samples alone, as
+    the forward-backward handler computes it for a session (a non-finite loss is ``NON_FINITE_LOSS``;
+    ``horizon`` is FIXED_HORIZON's constant, the model's context length)."""
     B = batch.ids.shape[0] // members
     out: list[MemberLoss] = []
     params: dict[str, Any] | None = None
@@ -73,12 +74,16 @@ def member_losses(
         try:  # the inputs are built here: only the loss params can break the loss's contract, so check once
             params = params or losses.validate(loss_type, loss_params, inputs[:1], [len(inputs[0]["target_tokens"])])
         except losses.InvalidLossInput as exc:
-            out.append(MemberLoss(error=("INVALID_INPUT", str(exc))))
+            out.append(MemberLoss(error=(wire.OperationErrorCode.INVALID_INPUT, str(exc))))
             continue
-        loss, metrics = losses.compute(loss_type, params, batch.cut(lp, k * B, (k + 1) * B), inputs, horizon=horizon)
+        rows = (k * B, (k + 1) * B)
+        loss, metrics = losses.compute(
+            loss_type, params, batch.cut(lp, *rows), inputs, horizon=horizon, entropy=batch.cut(entropy, *rows)
+        )
         value = float(loss.detach())
         if not math.isfinite(value):
-            out.append(MemberLoss(error=("NON_FINITE_LOSS", f"loss is {value}; no gradients were accumulated")))
+            message = f"loss is {value}; no gradients were accumulated"
+            out.append(MemberLoss(error=(wire.OperationErrorCode.NON_FINITE_LOSS, message)))
             continue
         out.append(MemberLoss(loss, wire.ForwardBackwardResult(loss=value, metrics=metrics)))
     return out

@@ -174,7 +174,7 @@ class LocalBackend:
         created = datetime.now(UTC)
         self._info = wire.Session(
             id=f"local-{uuid.uuid4()}",
-            status="TRAINING_SESSION_STATUS_RUNNING",
+            status=wire.SessionStatus.RUNNING,
             base_model=adapter.name,
             model_resources_id="local",
             created_by="local",
@@ -239,7 +239,7 @@ class LocalBackend:
 
     # -- Backend protocol ----------------------------------------------------------------------------
 
-    def submit(self, kind: str, body: wire._Model | None, listener: Listener) -> None:
+    def submit(self, kind: wire.OperationKind, body: wire._Model | None, listener: Listener) -> None:
         if kind not in handlers.HANDLERS:
             raise ValueError(f"unknown operation kind {kind!r}")
         self._worker.submit(kind, body, listener)
@@ -280,7 +280,7 @@ class LocalBackend:
         """Stop the session: a running sample stops between tokens, anything else running finishes,
         queued operations fail ``SESSION_NOT_ACTIVE``."""
         if not self._worker.closed:
-            self._info.status = "TRAINING_SESSION_STATUS_STOPPED"
+            self._info.status = wire.SessionStatus.STOPPED
             self._info.updated_at = datetime.now(UTC)
         self._worker.close(timeout)
         self._threads.close()

@@ -28,6 +28,7 @@ from rlnb.engine.models.compiled import Compiler, bucket
 from rlnb.engine.optim.trainer import NonFiniteGradient, StepStats, TrainerOptimizer
 from rlnb.errors import Cancelled, OperationError
 from rlnb.text import NoTokenizerCodec
+from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OptimizerKind
 
 MAX_NUM_SAMPLES = 256
@@ -64,18 +65,20 @@ class Engine:
         return self.adapter.device
 
 
-def run(engine: Engine, kind: str, body: Any, cancelled: threading.Event) -> Any:
+def run(engine: Engine, kind: wire.OperationKind, body: Any, cancelled: threading.Event) -> Any:
     """The worker's entry point: one operation of ``kind``."""
     if engine.op_delay:
         time.sleep(engine.op_delay)
     return HANDLERS[kind](engine, body, cancelled)
 
 
-def classify(exc: Exception) -> str | None:
+def classify(exc: Exception) -> wire.OperationErrorCode | None:
     """Error codes for exceptions the handlers' helpers raise."""
     if isinstance(exc, losses_mod.InvalidLossInput):
-        return "INVALID_INPUT"
-    return "NON_FINITE_LOSS" if isinstance(exc, sampling.Diverged) else None
+        return Code.INVALID_INPUT
+    if isinstance(exc, checkpoints.DiskFull):
+        return Code.RESOURCE_EXHAUSTED
+    return Code.NON_FINITE_LOSS if isinstance(exc, sampling.Diverged) else None
 
 
 # -- inputs -----------------------------------------------------------------------------------------
@@ -83,20 +86,20 @@ def classify(exc: Exception) -> str | None:
 
 def check_tokens(engine: Engine, tokens: list[int], where: str) -> list[int]:
     if not tokens:
-        raise OperationError("INVALID_INPUT", f"{where}: model_input has no tokens")
+        raise OperationError(Code.INVALID_INPUT, f"{where}: model_input has no tokens")
     limit = engine.adapter.context_length
     if len(tokens) > limit:
-        raise OperationError("INVALID_INPUT", f"{where}: {len(tokens)} tokens exceed the model's context of {limit}")
+        raise OperationError(Code.INVALID_INPUT, f"{where}: {len(tokens)} tokens exceed the model's context of {limit}")
     vocab = engine.adapter.vocab_size
     bad = next((t for t in tokens if not 0 <= t < vocab), None)
     if bad is not None:
-        raise OperationError("INVALID_INPUT", f"{where}: token {bad} is outside the vocabulary [0, {vocab})")
+        raise OperationError(Code.INVALID_INPUT, f"{where}: token {bad} is outside the vocabulary [0, {vocab})")
     return tokens
 
 
 def _inputs(engine: Engine, samples: list[wire.Sample]) -> tuple[list[list[int]], list[dict[str, Tensor]]]:
     if not samples:
-        raise OperationError("INVALID_INPUT", "samples is empty")
+        raise OperationError(Code.INVALID_INPUT, "samples is empty")
     seqs, inputs = [], []
     vocab = engine.adapter.vocab_size
     for i, s in enumerate(samples):
@@ -107,12 +110,12 @@ def _inputs(engine: Engine, samples: list[wire.Sample]) -> tuple[list[list[int]]
                 ids = [int(v) for v in td.data]
                 if ids != td.data or any(not INT64_MIN <= v <= INT64_MAX for v in ids):
                     raise OperationError(
-                        "INVALID_INPUT",
+                        Code.INVALID_INPUT,
                         f"samples[{i}].loss_fn_inputs.{key}: int64 data must be integers in int64 range",
                     )
                 if key == "target_tokens" and ids and not (min(ids) >= 0 and max(ids) < vocab):
                     raise OperationError(
-                        "INVALID_INPUT", f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {vocab})"
+                        Code.INVALID_INPUT, f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {vocab})"
                     )
                 tensors[key] = torch.tensor(ids, dtype=torch.int64)
             else:
@@ -121,18 +124,19 @@ def _inputs(engine: Engine, samples: list[wire.Sample]) -> tuple[list[list[int]]
     return seqs, inputs
 
 
-def _logprobs(engine: Engine, seqs: list[list[int]], targets: list[Tensor]) -> list[Tensor]:
-    """Log-prob of each target token, one 1-D tensor per sample. Sequences are right-padded into one
-    batch: with causal attention, padding after a sequence cannot change its positions."""
+def _logprobs(engine: Engine, seqs: list[list[int]], targets: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+    """Log-prob of each target token and the policy's entropy at each position, one 1-D tensor per sample.
+    Sequences are right-padded into one batch: with causal attention, padding after a sequence cannot
+    change its positions."""
     lens = [len(s) for s in seqs]
     width = max(lens)
     idx = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=engine.device)
     tgt = torch.nn.utils.rnn.pad_sequence(targets, batch_first=True).to(engine.device)
     logits = engine.adapter.forward(engine.trainer, idx)  # (B, T, V)
-    lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt[..., None])[..., 0]
+    lp, entropy = losses_mod.logprobs_and_entropy(logits, tgt)
     if len(lens) == 1:
-        return [lp[0].cpu()]
-    return [lp[b, :n].cpu() for b, n in enumerate(lens)]
+        return [lp[0].cpu()], [entropy[0].cpu()]
+    return [lp[b, :n].cpu() for b, n in enumerate(lens)], [entropy[b, :n].cpu() for b, n in enumerate(lens)]
 
 
 # -- forward-backward ------------------------------------------------------------------------------
@@ -141,22 +145,23 @@ def _logprobs(engine: Engine, seqs: list[list[int]], targets: list[Tensor]) -> l
 def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: threading.Event) -> Any:
     loss_type = body.loss.type
     if loss_type not in losses_mod.LOSS_TYPES:
-        raise OperationError("INVALID_INPUT", f"loss.type must be one of {', '.join(losses_mod.LOSS_TYPES)}")
+        raise OperationError(Code.INVALID_INPUT, f"loss.type must be one of {', '.join(losses_mod.LOSS_TYPES)}")
     field_name = wire.LOSS_PARAMS_FIELD[loss_type]
     given = getattr(body.loss, field_name) if field_name else None
     seqs, inputs = _inputs(engine, body.samples)
+    losses_mod.check_read(loss_type, inputs)
     loss_params = losses_mod.validate(
         loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, [len(s) for s in seqs]
     )
     forward_only = bool(body.forward_only)
     with torch.set_grad_enabled(not forward_only):
-        lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
+        lps, entropy = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
         loss, metrics = losses_mod.compute(
-            loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length
+            loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length, entropy=entropy
         )  # FIXED_HORIZON's constant: the session's maximum sequence length
     value = float(loss.detach())
     if not math.isfinite(value):
-        raise OperationError("NON_FINITE_LOSS", f"loss is {value}; no gradients were accumulated")
+        raise OperationError(Code.NON_FINITE_LOSS, f"loss is {value}; no gradients were accumulated")
     if not forward_only:
         loss.backward()
     outputs = None
@@ -178,26 +183,31 @@ def custom_forward_backward(
     engine: Engine, body: wire.CustomForwardBackwardBody, cancelled: threading.Event
 ) -> wire.CustomForwardBackwardResult:
     seqs, inputs = _inputs(engine, body.samples)
+    losses_mod.check_read(None, inputs)
     if len(body.gradients) != len(seqs):
-        raise OperationError("INVALID_INPUT", f"gradients has {len(body.gradients)} entries for {len(seqs)} samples")
+        raise OperationError(Code.INVALID_INPUT, f"gradients has {len(body.gradients)} entries for {len(seqs)} samples")
     grads = []
     for i, (s, g, x) in enumerate(zip(seqs, body.gradients, inputs, strict=True)):
         if "target_tokens" not in x:
-            raise OperationError("INVALID_INPUT", f"samples[{i}].loss_fn_inputs.target_tokens is required")
+            raise OperationError(Code.INVALID_INPUT, f"samples[{i}].loss_fn_inputs.target_tokens is required")
         if x["target_tokens"].shape != (len(s),):
             raise OperationError(
-                "INVALID_INPUT",
+                Code.INVALID_INPUT,
                 f"samples[{i}].loss_fn_inputs.target_tokens has {x['target_tokens'].numel()} ids for {len(s)} tokens",
             )
         if len(g.data) != len(s):
-            raise OperationError("INVALID_INPUT", f"gradients[{i}] has {len(g.data)} values for {len(s)} tokens")
+            raise OperationError(Code.INVALID_INPUT, f"gradients[{i}] has {len(g.data)} values for {len(s)} tokens")
         mask = x.get("weights", x.get("mask"))
         if mask is not None and mask.shape != (len(s),):
             raise OperationError(
-                "INVALID_INPUT", f"samples[{i}].loss_fn_inputs: the mask has {mask.numel()} values for {len(s)} tokens"
+                Code.INVALID_INPUT,
+                f"samples[{i}].loss_fn_inputs: the mask has {mask.numel()} values for {len(s)} tokens",
             )
-        grads.append(torch.tensor(g.data) * ((mask != 0).float() if mask is not None else 1.0))
-    lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
+        grad = torch.tensor(g.data, dtype=torch.float32)
+        if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
+            raise OperationError(Code.NON_FINITE_LOSS, f"gradients[{i}] is not finite; no gradients were accumulated")
+        grads.append(grad * ((mask != 0).float() if mask is not None else 1.0))
+    lps, _ = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
     surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly
     return wire.CustomForwardBackwardResult()
@@ -209,14 +219,14 @@ def custom_forward_backward(
 def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Event) -> wire.OptimStepResult:
     mine, other = ("adam_params", "muon_params") if engine.kind == "adam" else ("muon_params", "adam_params")
     if getattr(body, mine) is None and getattr(body, other) is not None:
-        raise OperationError("INVALID_INPUT", f"this session's optimizer is {engine.kind}: send {mine}, not {other}")
+        raise OperationError(Code.INVALID_INPUT, f"this session's optimizer is {engine.kind}: send {mine}, not {other}")
     hp = params_mod.resolve(engine.kind, body)
     try:
         stats = engine.optim.step(hp)
     except NonFiniteGradient as exc:
         engine.optim.zero_grad()
         raise OperationError(
-            "NON_FINITE_LOSS", f"gradient norm is {exc.grad_norm}; parameters and optimizer state unchanged"
+            Code.NON_FINITE_LOSS, f"gradient norm is {exc.grad_norm}; parameters and optimizer state unchanged"
         ) from None
     engine.optim.zero_grad()
     engine.step += 1
@@ -258,13 +268,15 @@ def weights_sync(engine: Engine, body: wire.WeightsSyncBody, cancelled: threadin
 @torch.no_grad()
 def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) -> wire.SampleOutput:
     if engine.num_generator_replicas == 0:
-        raise OperationError("INVALID_INPUT", "this session is trainer-only (0 generator replicas): sample is rejected")
+        raise OperationError(
+            Code.INVALID_INPUT, "this session is trainer-only (0 generator replicas): sample is rejected"
+        )
     sp = body.sampling_params or wire.SamplingParams()
     n = body.num_samples or 1
     if n > MAX_NUM_SAMPLES:
-        raise OperationError("INVALID_INPUT", f"num_samples must be <= {MAX_NUM_SAMPLES}, got {n}")
+        raise OperationError(Code.INVALID_INPUT, f"num_samples must be <= {MAX_NUM_SAMPLES}, got {n}")
     if not body.model_inputs:
-        raise OperationError("INVALID_INPUT", "model_inputs is empty")
+        raise OperationError(Code.INVALID_INPUT, "model_inputs is empty")
     settings = sampling.Settings(
         max_tokens=sp.max_tokens or wire.DEFAULT_MAX_TOKENS,
         temperature=1.0 if sp.temperature is None else sp.temperature,
@@ -275,14 +287,14 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
     )
     codec = engine.adapter.codec
     if settings.stop and isinstance(codec, NoTokenizerCodec):  # stop strings are matched on decoded text
-        raise OperationError("INVALID_INPUT", f"sampling_params.stop: {codec.refusal()}")
+        raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop: {codec.refusal()}")
     context = engine.adapter.context_length
     prompts = []
     for i, mi in enumerate(body.model_inputs):
         prompt = check_tokens(engine, mi.tokens, f"model_inputs[{i}]")
         if len(prompt) + settings.max_tokens > context:
             raise OperationError(
-                "INVALID_INPUT",
+                Code.INVALID_INPUT,
                 f"model_inputs[{i}]: {len(prompt)} prompt tokens + max_tokens {settings.max_tokens} "
                 f"exceed the model's context of {context}",
             )
@@ -353,13 +365,13 @@ def _now() -> datetime:
 
 
 Handler = Callable[[Engine, Any, threading.Event], Any]
-HANDLERS: dict[str, Handler] = {
-    "forward-backward": forward_backward,
-    "custom-forward-backward": custom_forward_backward,
-    "optim-step": optim_step,
-    "weights-sync": weights_sync,
-    "sample": sample,
-    "training-checkpoint": training_checkpoint,
-    "inference-checkpoint": inference_checkpoint,
+HANDLERS: dict[wire.OperationKind, Handler] = {
+    wire.OperationKind.FORWARD_BACKWARD: forward_backward,
+    wire.OperationKind.CUSTOM_FORWARD_BACKWARD: custom_forward_backward,
+    wire.OperationKind.OPTIM_STEP: optim_step,
+    wire.OperationKind.WEIGHTS_SYNC: weights_sync,
+    wire.OperationKind.SAMPLE: sample,
+    wire.OperationKind.TRAINING_CHECKPOINT: training_checkpoint,
+    wire.OperationKind.INFERENCE_CHECKPOINT: inference_checkpoint,
 }
-"""Operation kind (as in the API's paths) → handler. Every kind in ``wire.REQUEST_TYPES`` has one."""
+"""Operation kind → handler. Every kind in ``wire.REQUEST_TYPES`` has one."""

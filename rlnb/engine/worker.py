@@ -31,29 +31,31 @@ import torch
 from rlnb import _exit, wire
 from rlnb.errors import OperationError
 from rlnb.wire import Listener
+from rlnb.wire import OperationErrorCode as Code
+from rlnb.wire import OperationStatus as Status
 
 log = logging.getLogger("rlnb")
 EXIT_DEADLINE = 60.0
 """Seconds interpreter exit waits for each session's running operation."""
 
 
-Run = Callable[[str, Any, threading.Event], Any]
+Run = Callable[[wire.OperationKind, Any, threading.Event], Any]
 """``run(kind, body, cancelled) -> output``: does one operation; may watch ``cancelled`` between steps."""
 
 
 @dataclass
 class _Job:
-    kind: str
+    kind: wire.OperationKind
     body: Any
     env: wire.Operation[Any]
     listener: Listener
 
 
 class Worker:
-    def __init__(self, run: Run, name: str, classify: Callable[[Exception], str | None] = lambda exc: None):
-        """``classify`` maps an exception a handler raised to an error code (without the prefix), or None."""
+    def __init__(self, run: Run, name: str, classify: Callable[[Exception], Code | None] = lambda exc: None):
+        """``classify`` maps an exception a handler raised to an error code, or None."""
         self._run_op, self._classify = run, classify
-        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._queue: queue.Queue[_Job | threading.Event | None] = queue.Queue()
         self._lock = threading.Lock()
         self.cancelled = threading.Event()
         self.closed = False
@@ -61,14 +63,14 @@ class Worker:
         self._thread.start()
         _LIVE.add(self)
 
-    def submit(self, kind: str, body: Any, listener: Listener) -> None:
+    def submit(self, kind: wire.OperationKind, body: Any, listener: Listener) -> None:
         """Queue one operation and report it PENDING (or FAILED at once if the worker is closed)."""
-        env: wire.Operation[Any] = wire.Operation(id=str(uuid.uuid4()), status="TRAINING_OPERATION_STATUS_PENDING")
+        env: wire.Operation[Any] = wire.Operation(id=str(uuid.uuid4()), status=Status.PENDING)
         job = _Job(kind, body, env, listener)
         with self._lock:
             self._notify(job)
             if self.closed:
-                self._finish(job, error=("SESSION_NOT_ACTIVE", "the session is stopped"))
+                self._finish(job, error=(Code.SESSION_NOT_ACTIVE, "the session is stopped"))
                 return
             self._queue.put(job)
 
@@ -78,7 +80,7 @@ class Worker:
             self._thread.join(timeout)
             return not self._thread.is_alive()
         done = threading.Event()
-        self._queue.put(_Job("_barrier", done, wire.Operation(id="", status="TRAINING_OPERATION_STATUS_PENDING"), _nop))
+        self._queue.put(done)  # set by the thread once everything queued before it has finished
         return done.wait(timeout)
 
     def close(self, timeout: float | None = None) -> bool:
@@ -101,36 +103,33 @@ class Worker:
             job = self._queue.get()
             if job is None:
                 break
-            if job.kind == "_barrier":
-                job.body.set()
+            if isinstance(job, threading.Event):
+                job.set()
                 continue
             if self.closed:  # stopped while this waited in the queue: it never runs
-                self._finish(job, error=("SESSION_NOT_ACTIVE", "the session was stopped before this ran"))
+                self._finish(job, error=(Code.SESSION_NOT_ACTIVE, "the session was stopped before this ran"))
                 continue
-            job.env = job.env.model_copy(update={"status": "TRAINING_OPERATION_STATUS_RUNNING"})
+            job.env = job.env.model_copy(update={"status": Status.RUNNING})
             self._notify(job)
             try:
                 output = self._run_op(job.kind, job.body, self.cancelled)
             except OperationError as exc:
                 self._finish(job, error=(exc.code, str(exc)))
             except torch.OutOfMemoryError as exc:
-                self._finish(job, error=("RESOURCE_EXHAUSTED", f"out of memory: {str(exc)[:300]}"))
+                self._finish(job, error=(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}"))
             except Exception as exc:  # noqa: BLE001 - any other failure is the operation's, never the worker's
-                code = self._classify(exc) or "INTERNAL_ERROR"
-                message = str(exc) if code != "INTERNAL_ERROR" else f"{type(exc).__name__}: {exc}"
+                code = self._classify(exc) or Code.INTERNAL_ERROR
+                message = str(exc) if code != Code.INTERNAL_ERROR else f"{type(exc).__name__}: {exc}"
                 self._finish(job, error=(code, message))
             else:
                 self._finish(job, output=output)
         _LIVE.discard(self)
 
-    def _finish(self, job: _Job, output: Any = None, error: tuple[str, str] | None = None) -> None:
+    def _finish(self, job: _Job, output: Any = None, error: tuple[Code, str] | None = None) -> None:
         if error is not None:
-            update = {
-                "status": "TRAINING_OPERATION_STATUS_FAILED",
-                "error": wire.OperationError(code=wire.error_code(error[0]), message=error[1]),
-            }
+            update = {"status": Status.FAILED, "error": wire.OperationError(code=error[0], message=error[1])}
         else:
-            update = {"status": "TRAINING_OPERATION_STATUS_COMPLETED", "output": output}
+            update = {"status": Status.COMPLETED, "output": output}
         job.env = job.env.model_copy(update=update)
         self._notify(job)
 
@@ -140,10 +139,6 @@ class Worker:
             job.listener(job.env)
         except Exception:  # noqa: BLE001 - a listener's failure (e.g. disk full) must not stop the session
             log.exception("rlnb: a listener failed on %s %s; the operation goes on", job.kind, job.env.status)
-
-
-def _nop(env: wire.Operation[Any]) -> None:
-    pass
 
 
 _LIVE: weakref.WeakSet[Worker] = weakref.WeakSet()

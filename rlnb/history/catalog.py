@@ -49,7 +49,7 @@ def _row(run: Path) -> dict[str, Any]:
             "optimizer": cfg.get("optimizer"),
             "seed": cfg.get("seed"),
             "operations": len(h),
-            "failed": int((df.status == wire.STATUS_FAILED).sum()),
+            "failed": int((df.status == wire.OperationStatus.FAILED).sum()),
             "steps": int(steps.step.max()) if len(steps) else 0,
             "final_loss": float(steps.loss.iloc[-1]) if len(steps) else math.nan,
             "error": None,

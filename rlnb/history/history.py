@@ -4,9 +4,10 @@ One ``Record`` per operation, updated in place as its status changes (PENDING â†
 COMPLETED / FAILED).
 
 A ``History`` with a run folder (``rlnb.history.store``) appends to ``ops.jsonl`` one JSON line when an
-operation is submitted and one when it ends, and every ``log()`` call to ``metrics.jsonl``, beside
-``config.json``, each flushed at once: a killed process loses nothing it had recorded. A run id that
-exists already is continued: its records are loaded and new ones are numbered after them.
+operation is submitted and one when it ends, every ``log()`` call to ``metrics.jsonl`` and every RL step's
+completions (``log_completions``) to ``completions.jsonl``, beside ``config.json``, each flushed at once:
+a killed process loses nothing it had recorded. A run id that exists already is continued: its records
+are loaded and new ones are numbered after them.
 ``History.load(path)`` restores a run, loading what is readable and warning about the rest.
 
 The record format is ``rlnb.history.record``; the tables are built by ``rlnb.history.tables``.
@@ -25,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from rlnb import wire
+from rlnb.history.completion_log import CompletionLog, read_completions
 from rlnb.history.record import Record, as_row, fold_output, from_row, logged_row, warn_bad
 from rlnb.history.steplog import StepLog
 from rlnb.history.store import (
@@ -55,6 +57,7 @@ class History:
         self._listeners: list[Callable[[Record], None]] = []
         self._log_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._logged: list[dict[str, Any]] = []
+        self._completions = CompletionLog()
         self.store = store
         self.config: dict[str, Any] = dict(config or {})
         self.step_log = StepLog()
@@ -63,6 +66,7 @@ class History:
         self._frame_n = 0
         self._refinished = 0  # updates of already finished records (they invalidate the cached frame)
         self._next_seq = 0
+        self._last_finished = -math.inf  # when the latest operation was seen to end
 
     @classmethod
     def create(cls, config: dict[str, Any], runs_dir: str | Path | None = None, run_id: str | None = None) -> History:
@@ -89,6 +93,7 @@ class History:
         history = cls(store, config)
         if earlier is not None:
             history._records, history._logged = earlier._records, earlier._logged
+            history._completions = earlier._completions
             history._next_seq = earlier._next_seq
             history._replay(unfinished=False)  # the earlier session's unfinished operations never finish
         return history
@@ -116,6 +121,7 @@ class History:
         logged = (logged_row(line, bad) for _, line in read_jsonl(path / METRICS_FILE))
         history._logged = [row for row in logged if row is not None]
         warn_bad(path / METRICS_FILE, bad)
+        history._completions.add(read_completions(path))
         history._replay(unfinished=False)  # a loaded run's unfinished operations never finish
         return history
 
@@ -126,6 +132,8 @@ class History:
             done = rec.status in wire.TERMINAL_STATUSES
             if done or unfinished:
                 self.step_log.submitted(rec)
+            else:
+                self.step_log.skipped(rec)
             if done:
                 self.step_log.finished(rec)
         for row in self._logged:
@@ -143,10 +151,12 @@ class History:
         return self.store.path if self.store else None
 
     def close(self) -> None:
+        """Release the run folder's lock and close its files; the records stay readable in memory."""
         if self.store:
             self.store.close()
 
     def __len__(self) -> int:
+        """The number of operations recorded."""
         return len(self._records)
 
     def __repr__(self) -> str:
@@ -154,6 +164,7 @@ class History:
 
     @property
     def records(self) -> list[Record]:
+        """A copy of every operation's record, in submission order (safe to read while a run goes on)."""
         with self._lock:
             return list(self._records)
 
@@ -171,7 +182,7 @@ class History:
     def new(self, kind: str, step: int | None, params: dict[str, Any] | None, at: float) -> Record:
         """Start the record of a just-submitted operation."""
         with self._lock:
-            rec = Record(seq=self._next_seq, kind=kind, step=step, params=params or {}, submitted_at=at)
+            rec = Record(seq=self._next_seq, kind=str(kind), step=step, params=params or {}, submitted_at=at)
             self._next_seq += 1
             # What was asked for; the local backend's output later replaces it with what was used.
             rec.learning_rate = float(rec.params.get("learning_rate", math.nan))
@@ -189,15 +200,17 @@ class History:
             if was_done:  # a finished record changed again: a cached frame may hold its old state
                 self._frame, self._frame_n, self._refinished = None, 0, self._refinished + 1
             rec.op_id = env.id
-            rec.status = env.status
-            if env.status == wire.STATUS_RUNNING and math.isnan(rec.started_at):
+            rec.status = str(env.status)
+            if env.status == wire.OperationStatus.RUNNING and math.isnan(rec.started_at):
                 rec.started_at = at
             if env.status in wire.TERMINAL_STATUSES:
                 rec.finished_at = at
-                if math.isnan(rec.started_at):
-                    rec.started_at = at
+                if math.isnan(rec.started_at):  # never seen RUNNING: between two polls of a remote session
+                    rec.started_at = self._start_unseen(rec, at)
+                self._last_finished = max(self._last_finished, at)
             if env.error is not None:
-                rec.error_code, rec.error_message = env.error.code, env.error.message
+                code = env.error.code
+                rec.error_code, rec.error_message = None if code is None else str(code), env.error.message
             if env.output is not None:
                 fold_output(rec, env.output)
             if not was_done and rec.status in wire.TERMINAL_STATUSES:
@@ -209,6 +222,15 @@ class History:
         for cb in list(self._listeners):
             cb(rec)
 
+    def _start_unseen(self, rec: Record, at: float) -> float:
+        """When an operation first seen finished started: a session runs its operations in order, so a
+        completed one ran from when the one before it ended (or its submission, if later) â€” to within a
+        poll, where ``at`` alone would make its compute time 0 and count it all as waiting. One that
+        failed unseen may never have run (refused, or cancelled in the queue): it gets no compute time."""
+        if rec.status != wire.OperationStatus.COMPLETED:
+            return at
+        return min(at, max(rec.submitted_at, self._last_finished))
+
     def log(self, step: int, **metrics: float) -> None:
         """Record your own per-step figures (e.g. ``reward=0.4``) next to the operations."""
         row = {"step": int(step), **{k: float(v) for k, v in metrics.items()}}
@@ -219,6 +241,23 @@ class History:
             self.store.write_metrics(row)
         for cb in list(self._log_listeners):
             cb(row)
+
+    def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """Keep an RL step's completions (``prompt``, ``completion``, ``reward``, ``advantage``, ...; see
+        ``rlnb.history.completion_log.COLUMNS``); call it before ``log`` so a live view sees both at once."""
+        batch = [{"step": int(step), **row} for row in rows]
+        self._completions.add(batch)
+        if self.store:
+            self.store.write_completions(batch)
+
+    @property
+    def completions(self) -> pd.DataFrame:
+        """Every RL step's completions, one row per completion, in the order they were kept."""
+        return self._completions.frame()
+
+    def latest_completions(self) -> list[dict[str, Any]]:
+        """The rows of the step whose completions were kept last (the same list until the next step's)."""
+        return self._completions.latest()
 
     def on_log(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
         """Call ``callback(row)`` after every ``log()``; returns a function that unsubscribes."""
@@ -257,11 +296,13 @@ class History:
     @property
     def steps(self) -> pd.DataFrame:
         """One row per completed optimizer step: the loss summed over that step's forward-backwards,
-        pre-clip grad norm(s), clip threshold, learning rate, step time (seconds since the previous
-        step finished), the weights version published after it, and your logged figures."""
+        pre-clip grad norm(s), clip threshold, learning rate, ``step_time_s`` (its compute time: how
+        long its operations were running, ``rlnb.history.timing``) and ``queue_s`` (how long they waited
+        behind others), the weights version published after it, and your logged figures."""
         return self.step_log.frame()
 
     def to_csv(self, path: str | Path) -> None:
+        """Write ``df`` (one row per operation) to a CSV file."""
         self.df.to_csv(path, index=False)
 
     def to_parquet(self, path: str | Path) -> None:

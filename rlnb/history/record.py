@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -17,18 +18,20 @@ from typing import Any
 from rlnb import wire
 
 NA_NO_GRAD_NORM = "the API's optim-step output carries only `step` (no gradient norm or learning rate)"
+"""The ``na_reason`` of a remote optim-step: its grad norm is NaN because the API does not report one, never 0."""
 
 
 @dataclass(slots=True)
 class Record:
-    """One operation. Times are POSIX seconds as observed by this process."""
+    """One operation. Times are POSIX seconds as observed by this process. ``kind``, ``status`` and
+    ``error_code`` are the plain wire strings (as a run folder holds them); they equal wire's members."""
 
     seq: int
     """Submission order within the session (0, 1, 2, ...)."""
     kind: str
     """Operation kind as in the path: forward-backward, optim-step, weights-sync, sample, ..."""
     op_id: str = ""
-    status: str = wire.STATUS_PENDING
+    status: str = wire.OperationStatus.PENDING.value
     error_code: str | None = None
     error_message: str | None = None
     step: int | None = None
@@ -138,23 +141,45 @@ def warn_bad(path: Path, bad: list[str]) -> None:
         )
 
 
-def fold_output(rec: Record, out: Any) -> None:
-    if isinstance(out, wire.ForwardBackwardResult):
-        rec.loss = out.loss
-        rec.metrics = dict(out.metrics or {})
-    elif isinstance(out, wire.OptimStepResult):
-        rec.step = out.step
-        m = out.metrics or {}
-        if "grad_norm" in m:
-            rec.metrics = dict(m)
-            rec.grad_norm = m["grad_norm"]
-            rec.grad_norm_muon = m.get("grad_norm/muon", math.nan)
-            rec.grad_norm_adam = m.get("grad_norm/adam", math.nan)
-            rec.grad_clip_norm = m.get("grad_clip_norm", math.nan)
-            rec.learning_rate = m.get("learning_rate", math.nan)
-        else:
-            rec.na_reason = NA_NO_GRAD_NORM
-    elif isinstance(out, wire.WeightsSyncResult):
-        rec.weights_version = out.weights_version
-    elif isinstance(out, wire.SampleOutput) and out.results and out.results[0].policy_segments:
+def _fold_forward_backward(rec: Record, out: wire.ForwardBackwardResult) -> None:
+    rec.loss = out.loss
+    rec.metrics = dict(out.metrics or {})
+
+
+def _fold_optim_step(rec: Record, out: wire.OptimStepResult) -> None:
+    rec.step = out.step
+    m = out.metrics or {}
+    if "grad_norm" in m:
+        rec.metrics = dict(m)
+        rec.grad_norm = m["grad_norm"]
+        rec.grad_norm_muon = m.get("grad_norm/muon", math.nan)
+        rec.grad_norm_adam = m.get("grad_norm/adam", math.nan)
+        rec.grad_clip_norm = m.get("grad_clip_norm", math.nan)
+        rec.learning_rate = m.get("learning_rate", math.nan)
+    else:
+        rec.na_reason = NA_NO_GRAD_NORM
+
+
+def _fold_weights_sync(rec: Record, out: wire.WeightsSyncResult) -> None:
+    rec.weights_version = out.weights_version
+
+
+def _fold_sample(rec: Record, out: wire.SampleOutput) -> None:
+    if out.results and out.results[0].policy_segments:
         rec.weights_version = out.results[0].policy_segments[-1].version
+
+
+_FOLDS: dict[str, Callable[[Record, Any], None]] = {
+    wire.OperationKind.FORWARD_BACKWARD: _fold_forward_backward,
+    wire.OperationKind.OPTIM_STEP: _fold_optim_step,
+    wire.OperationKind.WEIGHTS_SYNC: _fold_weights_sync,
+    wire.OperationKind.SAMPLE: _fold_sample,
+}
+"""What each kind's result adds to its record (the other kinds add nothing)."""
+
+
+def fold_output(rec: Record, out: Any) -> None:
+    """Copy an operation's figures from its output (its kind's result model) into its record."""
+    fold = _FOLDS.get(rec.kind)  # keyed by members, found by the plain string: a StrEnum hashes as its value
+    if fold is not None:
+        fold(rec, out)

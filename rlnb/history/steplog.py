@@ -3,36 +3,43 @@ operation each time someone looks.
 
 A History feeds it each operation once when it is submitted and once when it ends, and every
 ``log()`` row. It keeps one row per completed optim-step (in submission order), the loss of the
-forward-backwards feeding each step, the published weights versions and the last logged value of
-each figure per step. ``frame()`` equals ``history.steps_table(history.df, history.logged)`` at a
+forward-backwards feeding each step, each step's operation times (its compute time and its wait,
+``rlnb.history.timing``), the published weights versions and the last logged value of each figure per
+step. ``frame()`` equals ``history.steps_table(history.df, history.logged)`` at a
 cost that grows with the number of steps, not operations; ``settled(start)`` hands a live view the
 rows that will not change any more, so it can append them to what it drew.
 
 Records are read through their attributes only (``seq``, ``kind``, ``status``, ``step``, ``loss``,
-the gradient-norm fields, ``finished_at``, ``na_reason``, ``weights_version``).
+the gradient-norm fields, the three times, ``na_reason``, ``weights_version``).
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"
+from rlnb.history.timing import Times, op_times, step_times
+from rlnb.wire import OperationKind, OperationStatus
+
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 """Figures of a completed optim-step, copied into its row."""
 
 
-_Row = tuple[int, int, float, float, float, float, float, float]
+_Row = tuple[int, int, float, float, float, float, float, float, int]
+_FIGURES = 8
+"""The numeric fields of a ``_Row`` (seq, step, 5 figures, finished_at); its last is the step's segment."""
 
 
 @dataclass(slots=True)
 class StepRow:
-    """One completed optimizer step. ``loss`` is the sum over its forward-backwards so far."""
+    """One completed optimizer step. ``loss`` is the sum over its forward-backwards so far; ``run_s`` its
+    compute time and ``queue_s`` its wait (``rlnb.history.timing``), over its operations finished so far."""
 
     seq: int
     step: int
@@ -43,6 +50,8 @@ class StepRow:
     learning_rate: float
     finished_at: float
     loss: float = math.nan
+    run_s: float = math.nan
+    queue_s: float = math.nan
 
 
 class StepLog:
@@ -67,6 +76,9 @@ class StepLog:
         self._loss: dict[int, float] = {}  # step fed -> their sum
         self._open_fb: dict[int, int] = {}  # step fed -> forward-backwards not finished
         self._open_opt: dict[int, None] = {}  # seqs of unfinished optim-steps, in submission order
+        self._segments = 0  # optim-steps submitted so far: the segment the next operation belongs to
+        self._segment_of: dict[int, int] = {}  # seq of an unfinished operation -> its segment
+        self._times: dict[int, list[Times]] = {}  # segment -> times of its finished operations
         self._versions: set[int] = set()
         self._logged: list[dict[str, Any]] = []
         self._user: dict[str, dict[int, float]] = {}  # figure -> step -> its last non-NaN logged value
@@ -78,32 +90,59 @@ class StepLog:
 
     def submitted(self, rec: Any) -> None:
         with self._lock:
-            if rec.kind == "forward-backward" and rec.step is not None:
+            self._segment_of[rec.seq] = self._segments
+            self._segments += rec.kind == OperationKind.OPTIM_STEP
+            if rec.kind == OperationKind.FORWARD_BACKWARD and rec.step is not None:
                 self._open_fb[rec.step + 1] = self._open_fb.get(rec.step + 1, 0) + 1
-            elif rec.kind == "optim-step":
+            elif rec.kind == OperationKind.OPTIM_STEP:
                 self._open_opt[rec.seq] = None
+
+    def skipped(self, rec: Any) -> None:
+        """``rec`` will never finish (a loaded run's): it only counts where the steps after it begin."""
+        with self._lock:
+            self._segments += rec.kind == OperationKind.OPTIM_STEP
 
     def finished(self, rec: Any) -> None:
         """``rec`` has just reached a terminal status (call once per operation, after ``submitted``)."""
         with self._lock:
-            done = rec.status == COMPLETED
-            if rec.kind == "forward-backward" and rec.step is not None:
-                fed = rec.step + 1
-                left = self._open_fb.pop(fed, 0) - 1
-                if left > 0:
-                    self._open_fb[fed] = left
-                if done and not math.isnan(rec.loss):
-                    losses = self._losses.setdefault(fed, [])
-                    losses.append(rec.loss)
-                    self._loss[fed] = math.fsum(losses)
-            elif rec.kind == "optim-step":
-                self._open_opt.pop(rec.seq, None)
-                if done and rec.step is not None:
-                    self._add_row(rec)
-            elif rec.kind == "weights-sync" and done and rec.weights_version is not None:
-                self._versions.add(int(rec.weights_version))
+            segment = self._segment_of.pop(rec.seq, self._segments)
+            self._times.setdefault(segment, []).append(
+                op_times(rec.kind, float(rec.submitted_at), float(rec.started_at), float(rec.finished_at))
+            )
+            finish = self._FINISHED.get(rec.kind)
+            if finish is not None:
+                finish(self, rec, rec.status == OperationStatus.COMPLETED, segment)
 
-    def _add_row(self, rec: Any) -> None:
+    def _forward_backward_finished(self, rec: Any, done: bool, _segment: int) -> None:
+        if rec.step is None:
+            return
+        fed = rec.step + 1
+        left = self._open_fb.pop(fed, 0) - 1
+        if left > 0:
+            self._open_fb[fed] = left
+        if done and not math.isnan(rec.loss):
+            losses = self._losses.setdefault(fed, [])
+            losses.append(rec.loss)
+            self._loss[fed] = math.fsum(losses)
+
+    def _optim_step_finished(self, rec: Any, done: bool, segment: int) -> None:
+        self._open_opt.pop(rec.seq, None)
+        if done and rec.step is not None:
+            self._add_row(rec, segment)
+
+    def _weights_sync_finished(self, rec: Any, done: bool, _segment: int) -> None:
+        if done and rec.weights_version is not None:
+            self._versions.add(int(rec.weights_version))
+
+    _FINISHED: dict[str, Callable[[StepLog, Any, bool, int], None]] = {
+        OperationKind.FORWARD_BACKWARD: _forward_backward_finished,
+        OperationKind.OPTIM_STEP: _optim_step_finished,
+        OperationKind.WEIGHTS_SYNC: _weights_sync_finished,
+    }
+    """What a finished operation of each kind changes (``done``: it COMPLETED; the step ``segment`` it
+    belongs to); the other kinds, nothing beyond their times."""
+
+    def _add_row(self, rec: Any, segment: int) -> None:
         gn = float(rec.grad_norm)
         self.na_reason = rec.na_reason if math.isnan(gn) else None
         row: _Row = (
@@ -115,6 +154,7 @@ class StepLog:
             float(rec.grad_clip_norm),
             float(rec.learning_rate),
             float(rec.finished_at),
+            segment,
         )
         rows = self._rows
         if not rows or rows[-1][0] < rec.seq:
@@ -140,8 +180,10 @@ class StepLog:
         return len(self._rows)
 
     def _row(self, i: int) -> StepRow:
-        row = self._rows[i]
-        return StepRow(*row, loss=self._loss.get(row[1], math.nan))
+        seq, step, gn, muon, adam, clip, lr, finished, segment = self._rows[i]
+        run, queue = step_times(self._times.get(segment, ()))
+        loss = self._loss.get(step, math.nan)
+        return StepRow(seq, step, gn, muon, adam, clip, lr, finished, loss=loss, run_s=run, queue_s=queue)
 
     def settled(self, start: int) -> list[StepRow]:
         """Rows from index ``start`` that are final: every earlier optim-step has finished and every
@@ -168,16 +210,17 @@ class StepLog:
     def frame(self) -> pd.DataFrame:
         """The steps table (``History.steps``), equal to ``history.steps_table`` on the same history."""
         with self._lock:
-            table = np.array(self._rows, dtype=float).reshape(-1, 8)  # seq, step, 5 figures, finished_at
+            table = np.array(self._rows, dtype=float).reshape(-1, _FIGURES + 1)
             steps = [row[1] for row in self._rows]
+            times = np.array([step_times(self._times.get(row[-1], ())) for row in self._rows], dtype=float)
             loss = np.array([self._loss.get(s, math.nan) for s in steps], dtype=float)
             versions = pd.array([s if s in self._versions else None for s in steps], dtype="Int64")
             user = {name: np.array([v.get(s, math.nan) for s in steps], dtype=float) for name, v in self._user.items()}
             any_logged = bool(self._logged)
         columns = {c: table[:, 2 + i] for i, c in enumerate(ROW_FLOATS)}
         frame = pd.DataFrame({"step": np.array(steps, dtype=np.int64), "loss": loss, **columns})
-        finished = pd.Series(pd.to_datetime(table[:, 7], unit="s", utc=True))
-        frame["step_time_s"] = finished.diff().dt.total_seconds()
+        frame["step_time_s"] = times[:, 0] if len(times) else np.empty(0)
+        frame["queue_s"] = times[:, 1] if len(times) else np.empty(0)
         frame["weights_version"] = versions
         if any_logged:  # as steps_table's join of the last value per step (which refuses a clash)
             clash = set(user) & set(frame.columns)

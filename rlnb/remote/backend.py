@@ -208,7 +208,9 @@ class RemoteBackend:
                 )
             if session_id is None:
                 rid = resource.id
-                resource = wait(lambda: client.get_model_resources(rid), wire.RESOURCE_READY, wire.RESOURCE_ENDED)
+                resource = wait(
+                    lambda: client.get_model_resources(rid), wire.ModelResourcesStatus.READY, wire.RESOURCE_ENDED
+                )
                 fields = {
                     "model_resources_id": rid, "display_name": display_name, "lora_config": lora_config,
                     "resume_from_checkpoint_id": resume_from_checkpoint_id, "load_optimizer": load_optimizer,
@@ -219,7 +221,7 @@ class RemoteBackend:
                 created_session = info.id
                 log.info("started training session %s on %s", info.id, rid)
             sid = info.id
-            info = wait(lambda: client.get_session(sid), wire.SESSION_RUNNING, wire.SESSION_ENDED)
+            info = wait(lambda: client.get_session(sid), wire.SessionStatus.RUNNING, wire.SESSION_ENDED)
         except BaseException:  # also KeyboardInterrupt: never leave a paid resource running
             _stop_quietly(client, created_session, created_resource)
             client.close()
@@ -230,14 +232,14 @@ class RemoteBackend:
 
     # -- Backend protocol ------------------------------------------------------------------------
 
-    def submit(self, kind: str, body: wire._Model | None, listener: Listener) -> None:
+    def submit(self, kind: wire.OperationKind, body: wire._Model | None, listener: Listener) -> None:
         """POST the operation now (retrying), report its envelope, and poll it until it ends.
 
         A POST that finally fails is reported FAILED to ``listener`` (so the history shows it) and
         raised; nothing is queued.
         """
         if self.state is not Lifecycle.OPEN:
-            listener(failed("SESSION_NOT_ACTIVE", "the session is stopped"))
+            listener(failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session is stopped"))
             return
         try:
             env = self.client.submit_operation(self.session_id, kind, body)
@@ -247,7 +249,11 @@ class RemoteBackend:
         listener(env)
         if env.status not in wire.TERMINAL_STATUSES and not self._poller.add(kind, listener, env):
             # close() ran meanwhile and no longer polls: settle it here
-            listener(failed("SESSION_NOT_ACTIVE", "the session was closed before this finished", env.id))
+            listener(
+                failed(
+                    wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was closed before this finished", env.id
+                )
+            )
 
     def session(self) -> wire.Session:
         """The session as the API's GET returns it now; after ``close()``, as the stop returned it."""
@@ -318,7 +324,7 @@ class RemoteBackend:
                 reason = "the session was closed before this finished"
                 if not ask:
                     reason += " (the server could not be reached, so its outcome is unknown)"
-                env = failed("SESSION_NOT_ACTIVE", reason, op.env.id)
+                env = failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason, op.env.id)
             report(op, env)
 
 

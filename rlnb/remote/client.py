@@ -88,7 +88,7 @@ def _seg(value: str, name: str) -> str:
     return quote(str(value), safe="")
 
 
-def _operations_path(session_id: str, kind: str) -> str:
+def _operations_path(session_id: str, kind: wire.OperationKind) -> str:
     if kind not in wire.ENVELOPES:
         raise ValueError(f"unknown operation kind {kind!r}: one of {', '.join(wire.ENVELOPES)}")
     return f"/training-sessions/{_seg(session_id, 'session_id')}/operations/{kind}"
@@ -192,7 +192,7 @@ class APIClient:
         return self._parse(self._send(_Call("POST", path)), wire.Session)
 
     def submit_operation(
-        self, session_id: str, kind: str, body: wire._Model | None, *, idempotency_key: str | None = None
+        self, session_id: str, kind: wire.OperationKind, body: wire._Model | None, *, idempotency_key: str | None = None
     ) -> wire.Operation[Any]:
         """POST one operation; returns its envelope (usually PENDING) at once. A fresh uuid4
         ``Idempotency-Key`` is used unless given; every retry of this call reuses it. A body over
@@ -208,7 +208,13 @@ class APIClient:
         return self._operation(session_id, kind, self._send(call))
 
     def get_operation(
-        self, session_id: str, kind: str, operation_id: str, *, wait: float | None = None, seen: str | None = None
+        self,
+        session_id: str,
+        kind: wire.OperationKind,
+        operation_id: str,
+        *,
+        wait: float | None = None,
+        seen: str | None = None,
     ) -> wire.Operation[Any]:
         """GET one operation. ``wait``/``seen`` use rlnb serve's long-poll (see ``features``): the answer
         comes when the status differs from ``seen``, the operation ends, or ``wait`` seconds pass."""
@@ -235,7 +241,7 @@ class APIClient:
 
     # -- request / response ----------------------------------------------------------------------
 
-    def _operation(self, session_id: str, kind: str, response: httpx.Response) -> wire.Operation[Any]:
+    def _operation(self, session_id: str, kind: wire.OperationKind, response: httpx.Response) -> wire.Operation[Any]:
         """The typed envelope; an output naming a ``payload_id`` gets the offloaded members merged in
         (downloaded keys win, as in the SDK)."""
         try:

@@ -12,15 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rlnb import wire
+
 VALIDATION_LEN = 8
 """Items kept per numeric list in the stand-in body (the SDK's ``_VALIDATION_MAX_SEQ_LEN``)."""
 OMITTED_KEYS = frozenset({"shape", "sparse_crow_indices", "sparse_col_indices"})
-UPLOADED_KEYS: dict[str, tuple[str, ...] | None] = {
-    "forward-backward": ("loss", "samples"),
-    "custom-forward-backward": ("samples", "gradients"),
-    "sample": None,
-}
-"""What each kind uploads (None: the whole body); ``forward_only`` and ``return_loss_fn_outputs`` stay inline."""
 
 
 def compact(data: Any) -> bytes:
@@ -28,9 +24,10 @@ def compact(data: Any) -> bytes:
     return json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
 
 
-def split(kind: str, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(what to upload, the inline stand-in without ``payload_id``) for one operation body."""
-    keys = UPLOADED_KEYS[kind]
+def split(kind: wire.OperationKind, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what to upload, the inline stand-in without ``payload_id``) for one operation body of one of
+    ``wire.UPLOADED_MEMBERS``' kinds."""
+    keys = wire.UPLOADED_MEMBERS[kind]
     upload = dict(body) if keys is None else {k: body[k] for k in keys if k in body}
     return upload, shrink(body)
 

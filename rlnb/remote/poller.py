@@ -55,7 +55,7 @@ def poll_interval(elapsed: float, poll_min: float = POLL_MIN, poll_max: float = 
 
 @dataclass
 class InFlight:
-    kind: str
+    kind: wire.OperationKind
     listener: Listener
     env: wire.Operation[Any]
     deadline: float
@@ -66,10 +66,10 @@ class InFlight:
     """time.monotonic() of the next poll."""
 
 
-def failed(code: str | None, message: str, op_id: str = "") -> wire.Operation[Any]:
-    """A FAILED envelope made on the client's side (``code`` short, e.g. ``"TIMEOUT"``)."""
-    error = wire.OperationError(code=wire.error_code(code) if code else None, message=message)
-    return wire.Operation(id=op_id, status=wire.STATUS_FAILED, error=error)
+def failed(code: wire.OperationErrorCode | None, message: str, op_id: str = "") -> wire.Operation[Any]:
+    """A FAILED envelope made on the client's side."""
+    error = wire.OperationError(code=code, message=message)
+    return wire.Operation(id=op_id, status=wire.OperationStatus.FAILED, error=error)
 
 
 class Poller:
@@ -100,7 +100,7 @@ class Poller:
     def in_order(self) -> bool:
         return self.client.features.in_order
 
-    def add(self, kind: str, listener: Listener, env: wire.Operation[Any]) -> bool:
+    def add(self, kind: wire.OperationKind, listener: Listener, env: wire.Operation[Any]) -> bool:
         """Follow ``env`` until it ends; False when the poller has already stopped."""
         now = time.monotonic()
         op = InFlight(kind, listener, env, now + self.operation_timeout, now, now + self.poll_min)
@@ -148,7 +148,7 @@ class Poller:
         except (APIConnectionError, APIStatusError) as exc:
             if isinstance(exc, APIStatusError) and exc.status_code == 404:
                 env = failed(
-                    "SESSION_NOT_ACTIVE",
+                    wire.OperationErrorCode.SESSION_NOT_ACTIVE,
                     f"the server no longer knows this operation ({exc}); it may have restarted without its "
                     "state, and the operation's outcome is unknown",
                     op.env.id,
@@ -164,7 +164,7 @@ class Poller:
         now = time.monotonic()
         if env.status not in wire.TERMINAL_STATUSES and now >= op.deadline:
             env = failed(
-                "TIMEOUT",
+                wire.OperationErrorCode.TIMEOUT,
                 f"rlnb stopped waiting after {self.operation_timeout:g} s (operation_timeout); the operation "
                 f"was last {op.env.status} and the server may still finish it",
                 op.env.id,
@@ -196,7 +196,7 @@ class Poller:
             log.warning("polling %s %s failed, will try again: %s", op.kind, op.env.id, exc)
             return op.env
         return failed(
-            "TIMEOUT",
+            wire.OperationErrorCode.TIMEOUT,
             f"every poll failed for {now - self._failing_since:.0f} s (poll_failure_window "
             f"{self.failure_window:g} s), last: {exc}; the operation was last {op.env.status} and its outcome "
             "is unknown",

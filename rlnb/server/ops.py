@@ -26,10 +26,10 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-def failed(op_id: str, code: str, message: str) -> wire.Operation[Any]:
+def failed(op_id: str, code: wire.OperationErrorCode, message: str) -> wire.Operation[Any]:
     """A FAILED envelope made by the server itself (not by a session's worker)."""
-    error = wire.OperationError(code=wire.error_code(code), message=message)
-    return wire.Operation(id=op_id, status=wire.STATUS_FAILED, error=error)
+    error = wire.OperationError(code=code, message=message)
+    return wire.Operation(id=op_id, status=wire.OperationStatus.FAILED, error=error)
 
 
 class OperationsMixin:
@@ -49,7 +49,7 @@ class OperationsMixin:
 
     # -- operations ------------------------------------------------------------------------------
 
-    def replay(self, sid: str, kind: str, key: str, fingerprint: str) -> wire.Operation[Any] | None:
+    def replay(self, sid: str, kind: wire.OperationKind, key: str, fingerprint: str) -> wire.Operation[Any] | None:
         """The operation an earlier request with this Idempotency-Key made (a retry: never a second run),
         or None for a new key. A key reused for another kind or another body is a 409 saying so."""
         with self.lock:
@@ -70,7 +70,9 @@ class OperationsMixin:
                 )
             return op.env
 
-    def submit(self, sid: str, kind: str, key: str, body: wire._Model | None, fingerprint: str) -> wire.Operation[Any]:
+    def submit(
+        self, sid: str, kind: wire.OperationKind, key: str, body: wire._Model | None, fingerprint: str
+    ) -> wire.Operation[Any]:
         with self.lock:
             known = self.replay(sid, kind, key, fingerprint)
             if known is not None:
@@ -78,12 +80,16 @@ class OperationsMixin:
             s = self.session(sid)
             if s.backend is None and s.status in wire.SESSION_ACTIVE:
                 raise ServerError(409, f"session {sid} is still being created", param="session_id")
-            if s.backend is None:  # ended: the operation fails at once, as the service's does
-                env = failed(str(uuid.uuid4()), "SESSION_NOT_ACTIVE", f"session {sid} is {s.status}")
+            if s.status not in wire.SESSION_ACTIVE:  # ended (its backend may still be closing): fails at once
+                env = failed(
+                    str(uuid.uuid4()), wire.OperationErrorCode.SESSION_NOT_ACTIVE, f"session {sid} is {s.status}"
+                )
                 op = s.ops[env.id] = OpRecord(kind, env, key=key, fingerprint=fingerprint)
                 s.keys[key] = env.id
                 self._save_op(s, op)
                 return env
+            if s.backend is None:
+                raise ServerError(409, f"session {sid} is still being created", param="session_id")
             first: list[str] = []
             s.backend.submit(kind, body, lambda env: self._record(s, kind, env, first, key, fingerprint))
             s.keys[key] = first[0]  # the backend reported PENDING at once
@@ -91,7 +97,13 @@ class OperationsMixin:
             return s.ops[first[0]].env
 
     def _record(
-        self, s: SessionRecord, kind: str, env: wire.Operation[Any], first: list[str], key: str, fingerprint: str
+        self,
+        s: SessionRecord,
+        kind: wire.OperationKind,
+        env: wire.Operation[Any],
+        first: list[str],
+        key: str,
+        fingerprint: str,
     ) -> None:
         """A status change from the session's worker: store it (journal the first and the last), wake
         long-polls, register checkpoints."""
@@ -105,7 +117,7 @@ class OperationsMixin:
             waiters, op.waiters = op.waiters, []
             if env.status in wire.TERMINAL_STATUSES:
                 self._touch(s.resource_id)  # finishing is activity: a resource never expires mid-operation
-            if env.status == wire.STATUS_COMPLETED and isinstance(
+            if env.status == wire.OperationStatus.COMPLETED and isinstance(
                 env.output, wire.InferenceCheckpointResult | wire.TrainingCheckpointResult
             ):
                 self._record_checkpoint(s, env.output)
@@ -127,7 +139,7 @@ class OperationsMixin:
         c = self.checkpoints[info.id] = CheckpointRecord(info, s.backend.checkpoint_path(info.id))
         self._save("checkpoint", {"info": info.model_dump(mode="json"), "path": str(c.path)})
 
-    def operation(self, sid: str, kind: str, op_id: str) -> OpRecord:
+    def operation(self, sid: str, kind: wire.OperationKind, op_id: str) -> OpRecord:
         with self.lock:
             op = self.session(sid).ops.get(op_id)
             if op is None or op.kind != kind:
@@ -187,4 +199,5 @@ class OperationsMixin:
         folder = c.path / kind
         if not folder.is_dir():
             raise ServerError(409, f"checkpoint {cid}'s files are gone from {c.path}", param="checkpoint_id")
-        return sorted(p for p in folder.rglob("*") if p.is_file())
+        inside = c.path.resolve()  # a symlink that leads out of the checkpoint's folder is never served
+        return sorted(p for p in folder.rglob("*") if p.is_file() and p.resolve().is_relative_to(inside))

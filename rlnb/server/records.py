@@ -22,7 +22,9 @@ class SessionBackend(Protocol):
 
     optimizer: wire.OptimizerKind
 
-    def submit(self, kind: str, body: wire._Model | None, listener: Callable[[wire.Operation[Any]], None]) -> None: ...
+    def submit(
+        self, kind: wire.OperationKind, body: wire._Model | None, listener: Callable[[wire.Operation[Any]], None]
+    ) -> None: ...
     def session(self) -> wire.Session: ...
     def close(self) -> None: ...
     def checkpoint_path(self, ckpt_id: str) -> Path: ...
@@ -30,7 +32,7 @@ class SessionBackend(Protocol):
 
 @dataclass
 class OpRecord:
-    kind: str
+    kind: wire.OperationKind
     env: wire.Operation[Any]
     """The latest envelope."""
     waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(default_factory=list)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlnb import wire
 from rlnb.server.errors import ServerError, not_found
+from rlnb.server.payloads import PayloadStore
 from rlnb.server.records import SessionRecord, page, status_filter
 from rlnb.server.settings import ServerSettings
 
@@ -27,6 +28,7 @@ class ResourcesMixin:
     clock: Callable[[], float]
     resources: dict[str, wire.ModelResources]
     sessions: dict[str, SessionRecord]
+    payloads: PayloadStore
 
     if TYPE_CHECKING:  # provided by Registry
 
@@ -36,7 +38,7 @@ class ResourcesMixin:
 
         def _end(self, s: SessionRecord, status: wire.SessionStatus, reason: str | None = None) -> None: ...
 
-        def _close(self, sessions: list[SessionRecord]) -> None: ...
+        def _close_later(self, sessions: list[SessionRecord]) -> None: ...
 
     def check_base_model(self, name: str) -> None:
         if name not in self.settings.models:
@@ -68,7 +70,7 @@ class ResourcesMixin:
             inactive_timeout=timeout,
             lora_enabled=bool(req.lora_enabled),
             optimizer_config=opt,
-            status=wire.RESOURCE_READY,
+            status=wire.ModelResourcesStatus.READY,
             updated_at=now,
             expires_at=now + timedelta(seconds=timeout),
         )
@@ -103,7 +105,7 @@ class ResourcesMixin:
         """``expires_at`` becomes at least ``seconds`` from now; it never moves earlier."""
         with self.lock:
             res = self._resource(rid)
-            if res.status != wire.RESOURCE_READY:
+            if res.status != wire.ModelResourcesStatus.READY:
                 raise ServerError(409, f"model resource {rid} is {res.status}, not ready")
             target = self.now() + timedelta(seconds=seconds)
             if res.expires_at is None or target > res.expires_at:
@@ -121,12 +123,12 @@ class ResourcesMixin:
                 )
             now = self.now()
             for s in active:
-                self._end(s, wire.SESSION_STOPPED)
+                self._end(s, wire.SessionStatus.STOPPED)
             if res.status in wire.RESOURCE_ACTIVE:
-                res.status, res.updated_at, res.expires_at = wire.RESOURCE_STOPPED, now, None
+                res.status, res.updated_at, res.expires_at = wire.ModelResourcesStatus.STOPPED, now, None
                 self._save("resource", res)
             stopped = res.model_copy(deep=True)
-        self._close(active)
+        self._close_later(active)
         return stopped
 
     def _resource(self, rid: str) -> wire.ModelResources:
@@ -138,26 +140,27 @@ class ResourcesMixin:
         """Activity keeps a resource alive for ``inactive_timeout`` more seconds (never earlier)."""
         res = self.resources[rid]
         later = self.now() + timedelta(seconds=res.inactive_timeout)
-        if res.status == wire.RESOURCE_READY and (res.expires_at is None or later > res.expires_at):
+        if res.status == wire.ModelResourcesStatus.READY and (res.expires_at is None or later > res.expires_at):
             res.expires_at = later
 
     def reap(self) -> int:
         """Stop every READY resource idle past its ``expires_at`` with nothing running; its sessions
-        become EXPIRED. Returns how many resources stopped."""
+        become EXPIRED. Drop uploads unused past their expiry. Returns how many resources stopped."""
+        self.payloads.sweep()
         now, expired, stopped = self.now(), [], 0
         with self.lock:
             for res in self.resources.values():
-                if res.status != wire.RESOURCE_READY or res.expires_at is None or res.expires_at > now:
+                if res.status != wire.ModelResourcesStatus.READY or res.expires_at is None or res.expires_at > now:
                     continue
                 mine = [s for s in self.sessions.values() if s.resource_id == res.id]
                 if any(s.busy() for s in mine):
                     continue  # never stops while an operation runs; its end counts as activity
-                res.status, res.updated_at, res.expires_at = wire.RESOURCE_STOPPED, now, None
+                res.status, res.updated_at, res.expires_at = wire.ModelResourcesStatus.STOPPED, now, None
                 self._save("resource", res)
                 stopped += 1
                 for s in mine:
                     if s.status in wire.SESSION_ACTIVE:
-                        self._end(s, wire.SESSION_EXPIRED)
+                        self._end(s, wire.SessionStatus.EXPIRED)
                         expired.append(s)
-        self._close(expired)
+        self._close_later(expired)
         return stopped

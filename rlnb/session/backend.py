@@ -16,7 +16,7 @@ class Backend(Protocol):
     optimizer: wire.OptimizerKind
     """Fixed when the session is created, as in the API."""
 
-    def submit(self, kind: str, body: wire._Model | None, listener: wire.Listener) -> None:
+    def submit(self, kind: wire.OperationKind, body: wire._Model | None, listener: wire.Listener) -> None:
         """Queue one operation; call ``listener`` with its envelope now (PENDING) and on every change."""
         ...
 

@@ -28,7 +28,7 @@ class Operation(Generic[T]):
 
     def __init__(
         self,
-        kind: str,
+        kind: wire.OperationKind,
         on_update: Callable[[wire.Operation[Any], float], None] | None = None,
         transform: Callable[[Any], T] | None = None,
     ):
@@ -36,7 +36,7 @@ class Operation(Generic[T]):
         self._transform = transform
         self.id = ""
         self.submitted_at = time.time()
-        self._env: wire.Operation[Any] = wire.Operation(id="", status=wire.STATUS_PENDING)
+        self._env: wire.Operation[Any] = wire.Operation(id="", status=wire.OperationStatus.PENDING)
         self._future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._lock = threading.Lock()
         self._on_update = on_update
@@ -56,9 +56,11 @@ class Operation(Generic[T]):
 
     @property
     def error(self) -> wire.OperationError | None:
+        """The API's error object (``code``, ``message``) once the operation has FAILED; None otherwise."""
         return self._env.error
 
     def done(self) -> bool:
+        """Whether the operation has ended (COMPLETED or FAILED); never blocks."""
         return self._future.done()
 
     def result(self, timeout: float | None = None) -> T:
@@ -69,6 +71,7 @@ class Operation(Generic[T]):
             raise OperationTimeout(f"{self.kind} {self.id} still {self.status} after {timeout} s") from None
 
     def __await__(self) -> Generator[Any, None, T]:
+        """``await op`` in asyncio code: the output, or ``OperationFailed``, without blocking the event loop."""
         return asyncio.wrap_future(self._future).__await__()
 
     def _update(self, env: wire.Operation[Any]) -> None:
@@ -84,7 +87,7 @@ class Operation(Generic[T]):
                     self._on_update(env, at)
                 except Exception:  # recording failed (a listener's bug): the result must still arrive
                     log.exception("recording %s %s failed", self.kind, env.id)
-            if env.status == wire.STATUS_COMPLETED:
+            if env.status == wire.OperationStatus.COMPLETED:
                 output: Any = env.output
                 if self._transform is not None and output is not None:
                     try:
@@ -93,7 +96,7 @@ class Operation(Generic[T]):
                         self._future.set_exception(exc)
                         return
                 self._future.set_result(output)
-            elif env.status == wire.STATUS_FAILED:
+            elif env.status == wire.OperationStatus.FAILED:
                 err = env.error or wire.OperationError()
                 failure = OperationFailed(err.code, err.message, operation_id=env.id, kind=self.kind)
                 self._future.set_exception(failure)

@@ -24,6 +24,7 @@ from rlnb.session.operation import Operation
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import attach
 from rlnb.text import Codec, Message, NoTokenizerCodec, to_tokens
+from rlnb.wire import OperationKind as Kind
 
 Prompt = str | Sequence[int] | Sequence[Message]
 """A prompt: text, token ids, or chat messages (``[{"role": "user", "content": "..."}]``)."""
@@ -71,9 +72,11 @@ class Session:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
 
     def __enter__(self) -> Session:
+        """``with rlnb.connect(...) as session:`` closes the session when the block ends."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the session (see ``close``), whether or not the block raised."""
         self.close()
 
     @property
@@ -88,8 +91,10 @@ class Session:
             return [int(t) for t in cast(Sequence[int], prompt)]
         return to_tokens(self._text_codec(), prompt)
 
-    def decode(self, tokens: Sequence[int]) -> str:
-        return self._text_codec().decode(tokens)
+    def decode(self, tokens: Sequence[int], *, skip_special: bool = False) -> str:
+        """Text of token ids; ``skip_special`` leaves out the EOS that ended a completion and the
+        tokenizer's special tokens (the text a reward sees)."""
+        return self._text_codec().decode(tokens, skip_special)
 
     def _text_codec(self) -> Codec:
         if self.codec is None:
@@ -125,7 +130,11 @@ class Session:
     # -- operations ------------------------------------------------------------------------------
 
     def _submit(
-        self, kind: str, body: wire._Model | None, params: dict[str, Any] | None = None, transform: Any = None
+        self,
+        kind: wire.OperationKind,
+        body: wire._Model | None,
+        params: dict[str, Any] | None = None,
+        transform: Any = None,
     ) -> Operation[Any]:
         if self._closed:
             raise SessionClosed(f"session {self.id} is closed")
@@ -134,7 +143,7 @@ class Session:
             rec = self.history.new(kind, self._steps_submitted, params, at=op.submitted_at)
             op._on_update = lambda env, at: self.history.update(rec, env, at)
             self.backend.submit(kind, body, op._update)  # a refused submission raises here, recorded FAILED
-            if kind == "optim-step":
+            if kind == Kind.OPTIM_STEP:
                 self._steps_submitted += 1
             while self._pending and self._pending[0].done():  # operations end in order: O(1) amortised
                 self._pending.popleft()
@@ -181,7 +190,7 @@ class Session:
             forward_only=forward_only or None,
             return_loss_fn_outputs=return_loss_fn_outputs or None,
         )
-        return self._submit("forward-backward", body)
+        return self._submit(Kind.FORWARD_BACKWARD, body)
 
     def check_params(self, params: OptimizerParams | dict[str, Any] | None = None) -> OptimizerParams:
         """``params`` as this session's optimizer kind takes them (None: the defaults; a dict is parsed),
@@ -210,12 +219,12 @@ class Session:
             body = wire.OptimStepBody.model_construct(adam_params=params)
         else:
             body = wire.OptimStepBody.model_construct(muon_params=params)
-        return self._submit("optim-step", body, params=params.model_dump(exclude_unset=True))
+        return self._submit(Kind.OPTIM_STEP, body, params=params.model_dump(exclude_unset=True))
 
     def weights_sync(self, sync_type: str = "synchronous") -> Operation[wire.WeightsSyncResult]:
         """Publish the trainer's current weights to the sampler; returns the new ``weights_version``."""
         sync = wire.SYNC_NAMES.get(sync_type, sync_type)
-        return self._submit("weights-sync", wire.WeightsSyncBody.model_validate({"weight_sync_type": sync}))
+        return self._submit(Kind.WEIGHTS_SYNC, wire.WeightsSyncBody.model_validate({"weight_sync_type": sync}))
 
     def sample(
         self,
@@ -269,7 +278,7 @@ class Session:
             topk_prompt_logprobs=topk_prompt_logprobs or None,
         )
         text = self.codec is not None and not isinstance(self.codec, NoTokenizerCodec)
-        return self._submit("sample", body, transform=self._decoded if text else None)
+        return self._submit(Kind.SAMPLE, body, transform=self._decoded if text else None)
 
     def _decoded(self, out: wire.SampleOutput) -> wire.SampleOutput:
         assert self.codec is not None
@@ -280,11 +289,11 @@ class Session:
 
     def save_training_checkpoint(self) -> Operation[wire.TrainingCheckpointResult]:
         """Save weights, optimizer state and step, to resume or fork from later."""
-        return self._submit("training-checkpoint", None)
+        return self._submit(Kind.TRAINING_CHECKPOINT, None)
 
     def save_inference_checkpoint(self) -> Operation[wire.InferenceCheckpointResult]:
         """Save the current weights for serving or download."""
-        return self._submit("inference-checkpoint", None)
+        return self._submit(Kind.INFERENCE_CHECKPOINT, None)
 
 
 def _is_token_list(p: Any) -> bool:

@@ -2,7 +2,7 @@
 
 One point per completed optim-step: the loss summed over the forward-backwards submitted since the
 step before (in submission order), the pre-clip grad norm(s), the clip threshold, the learning rate
-and the time since the previous step finished; ``history.log`` rows are points of their own, merged
+and the step's compute time and wait (``rlnb.history.timing``); ``history.log`` rows are points of their own, merged
 into their step's. Figures that are NaN (not reported) are left out. A failed operation of any kind
 is a ``Failure``.
 """
@@ -15,35 +15,34 @@ from collections.abc import Iterable
 from typing import Any
 
 from rlnb.history import History, Record
+from rlnb.history.timing import Times, op_times, step_times
 from rlnb.sinks.base import Failure, Point
+from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
 
-TRAINING = ("forward-backward", "optim-step")
-COMPLETED, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
+TRAINING = frozenset({OperationKind.FORWARD_BACKWARD, OperationKind.OPTIM_STEP})
 STEP_FIELDS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 Item = Point | Failure
 
 
 class Steps:
-    """Points and failures from finished records. A step's point waits until every training
-    operation submitted before it has finished, so the loss and the step time match
-    ``History.steps`` even when a remote backend notices completions out of order."""
+    """Points and failures from finished records. A step's point waits until every operation
+    submitted before it has finished, so the loss and the step times match ``History.steps`` even
+    when a remote backend notices completions out of order."""
 
     def __init__(self) -> None:
         self._running: set[int] = set()
         self._ready: list[tuple[int, Record]] = []  # a heap by seq
         self._loss: dict[int, float] = {}
-        self._last_finish = math.nan
+        self._times: list[Times] = []  # of the operations since the last optim-step
 
     def record(self, rec: Record) -> list[Item]:
-        if rec.status not in (COMPLETED, FAILED):
-            if rec.kind in TRAINING:
-                self._running.add(rec.seq)
+        if rec.status not in TERMINAL_STATUSES:
+            self._running.add(rec.seq)
             return []
         self._running.discard(rec.seq)
-        if rec.kind not in TRAINING:
-            return [failure(rec)] if rec.status == FAILED else []
         heapq.heappush(self._ready, (rec.seq, rec))
-        return self.drain(min(self._running, default=math.inf))
+        now = [failure(rec)] if rec.kind not in TRAINING and rec.status == OperationStatus.FAILED else []
+        return now + self.drain(min(self._running, default=math.inf))
 
     def drain(self, before: float = math.inf) -> list[Item]:
         """Everything ready that was submitted before ``before`` (default: all), in order."""
@@ -53,17 +52,21 @@ class Steps:
         return out
 
     def _emit(self, rec: Record) -> list[Item]:
-        if rec.status == FAILED:
+        self._times.append(op_times(rec.kind, rec.submitted_at, rec.started_at, rec.finished_at))
+        if rec.kind not in TRAINING:
+            return []
+        if rec.kind == OperationKind.OPTIM_STEP:  # every optim-step ends a step, a failed one too
+            times, self._times = self._times, []
+        if rec.status == OperationStatus.FAILED:
             return [failure(rec)]
         if rec.step is None:
             return []
-        if rec.kind == "forward-backward":
+        if rec.kind == OperationKind.FORWARD_BACKWARD:
             if not math.isnan(rec.loss):
                 self._loss[rec.step + 1] = self._loss.get(rec.step + 1, 0.0) + rec.loss
             return []
         values = {"loss": self._loss.pop(rec.step, math.nan), **{f: getattr(rec, f) for f in STEP_FIELDS}}
-        values["step_time_s"] = rec.finished_at - self._last_finish
-        self._last_finish = rec.finished_at
+        values["step_time_s"], values["queue_s"] = step_times(times)
         return [Point(rec.step, {k: float(v) for k, v in values.items() if not math.isnan(v)}, rec.finished_at)]
 
 

@@ -9,7 +9,8 @@ over seeds per config; ``lr_find`` runs a learning-rate range test.
 
 Modules: ``space`` (configs, search spaces, params), ``trial`` (one run → one row), ``executors``
 (threads, and the per-trial routing), ``ray_executor``, ``optuna_search``, ``driver`` (``sweep``), ``folder``,
-``find_lr`` (``lr_find``, the LR range test), ``figures``.
+``find_lr`` (``lr_find``, the LR range test), ``muon_lr`` (Muon rates between scaling conventions),
+``figures``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from rlnb.params import OptimizerParams
 
 from .driver import sweep
 from .figures import search_plot
-from .find_lr import LRFind, convert_muon_lr, lr_find, muon_shapes
+from .find_lr import LRFind, lr_find
+from .muon_lr import convert_muon_lr, muon_shapes
 from .space import Categorical, Float, Int, apply, grid, label, random_search
 from .trial import RESULT_COLUMNS, REWARD_WINDOW
 

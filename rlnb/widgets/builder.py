@@ -3,6 +3,8 @@
 The params object is the one source of truth, validated by the same rules (errors name the field,
 and the field itself turns red), previewed as the exact JSON body, with a learning-rate schedule and
 its plot. Presets teach: each says what a run with it does on the demo task (``rlnb.widgets.presets``).
+Folded (the default), the form is one line that says what will be sent: optimizer, rate(s), schedule,
+preset — so that a schedule set in another cell is never a surprise, and the form fits a laptop screen.
 """
 
 from __future__ import annotations
@@ -13,13 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
-from matplotlib.figure import Figure
 
 from rlnb.errors import InvalidParams
 from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, OptimizerParams
 from rlnb.schedule import Schedule
-from rlnb.viz.plots import png
 from rlnb.widgets.controls import FIELD, STYLE, WIDE, LearningRate, close_tree, controls, grid, mark, values
+from rlnb.widgets.describe import schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
 from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS
 
@@ -36,10 +37,17 @@ class OptimizerBuilder:
     current problems (the fields themselves turn red), the JSON preview (collapsed) equals
     ``.params.request_body()``, ``.schedule(step)`` is the scheduled learning rate and
     ``.params_at(step)`` the config to send at that step. ``.modified``: a field differs from the preset.
+    The form is folded under its one-line summary (``.summary``) unless ``expanded``.
     """
 
     def __init__(
-        self, optimizer: str = "adam", preset: str = DEFAULT_PRESET, total_steps: int = 100, model: Any = "tiny"
+        self,
+        optimizer: str = "adam",
+        preset: str = DEFAULT_PRESET,
+        total_steps: int = 100,
+        model: Any = "tiny",
+        *,
+        expanded: bool = False,
     ):
         if optimizer not in ("adam", "muon"):
             raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
@@ -82,17 +90,19 @@ class OptimizerBuilder:
             layout=W.Layout(grid_template_columns="repeat(2, 300px)", grid_gap="2px 8px", align_content="center"),
         )
         self.lr_finder = LRFinderControls(self, model)  # "Find LR", and Muon's lr units for ``model``'s shapes
-        self.widget = W.VBox(
+        form = W.VBox(
             [
-                W.HTML(STYLE),
                 W.HBox([self.preset, self.lesson], layout=W.Layout(align_items="center")),
                 self.tabs,
                 self.message,
-                W.HBox([schedule, self.schedule_plot]),
+                W.HBox([schedule, self.schedule_plot], layout=W.Layout(flex_flow="row wrap")),
                 self.lr_finder.widget,
                 self.json,
             ]
         )
+        self.fold = W.Accordion(children=[form], titles=("optimizer",), selected_index=0 if expanded else None)
+        """The form under its one-line summary; ``selected_index`` None = folded."""
+        self.widget = W.VBox([W.HTML(STYLE), self.fold])
         self.widget.add_class("rlnb-builder")
         self._callbacks: list[Callable[[OptimizerBuilder], None]] = []
         self._params: OptimizerParams | None = None
@@ -117,6 +127,7 @@ class OptimizerBuilder:
 
     @property
     def kind(self) -> str:
+        """The selected tab's optimizer kind, ``"adam"`` or ``"muon"`` (settable)."""
         return "adam" if self.tabs.selected_index == 0 else "muon"
 
     @kind.setter
@@ -125,7 +136,13 @@ class OptimizerBuilder:
 
     @property
     def valid(self) -> bool:
+        """True when every field passes the params' own checks (``errors`` is empty)."""
         return not self.errors
+
+    @property
+    def summary(self) -> str:
+        """The line shown while folded: optimizer, rate(s), schedule, preset (and the problems first)."""
+        return str(self.fold.get_title(0))
 
     @property
     def params(self) -> OptimizerParams:
@@ -170,6 +187,7 @@ class OptimizerBuilder:
         self._changed()
 
     def get_schedule(self) -> Schedule:
+        """The learning-rate schedule the form describes (kind, warmup, total steps, minimum ratio)."""
         return Schedule(
             self.sched_kind.value, int(self.warmup.value), int(self.total.value), float(self.min_ratio.value)
         )
@@ -257,7 +275,10 @@ class OptimizerBuilder:
         else:
             self.preview.value = f"<pre style='margin:0'>{json.dumps(body, indent=2)}</pre>"
         if schedule is not None and body is not None:
-            self._draw_schedule(schedule)
+            self.schedule_plot.value = schedule_png(schedule, float(self.params.learning_rate or 0.0))
+        params = self.params if body is not None else None
+        self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value), len(self.errors)))
+        self.lr_finder.sync()
         for cb in list(self._callbacks):
             cb(self)
 
@@ -277,16 +298,6 @@ class OptimizerBuilder:
         for name in bad:
             if name in fields:
                 mark(fields[name], True)
-
-    def _draw_schedule(self, schedule: Schedule) -> None:
-        steps = range(0, int(schedule.total_steps * 1.1) + 1)
-        base = float(self.params.learning_rate or 0.0)
-        fig = Figure(figsize=(3.75, 1.6), dpi=80, layout="constrained")
-        ax = fig.add_subplot()
-        ax.plot(list(steps), [schedule(s, base) for s in steps], color="C0")
-        ax.set(xlabel="step", ylabel="learning rate", title=f"{schedule.kind}, warmup {schedule.warmup_steps}")
-        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
-        self.schedule_plot.value = png(fig)
 
     def close(self) -> None:
         """Close every control of the builder (the front end removes them)."""

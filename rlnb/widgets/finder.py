@@ -1,8 +1,12 @@
 """The builder's "Find LR" controls: a learning-rate range test from the form, and Muon's lr units.
 
-The button runs ``rlnb.sweep.lr_find`` on a background thread (errors show in the status line and in
-``.error``); its suggestion fills the learning rate of the selected tab, and the plot shows beside it.
-Switching Muon's units ("original" ↔ "match_adam") converts the rate for the model's matrix shapes.
+**Find LR** runs ``rlnb.sweep.lr_find`` on a background thread, on a copy of the RunPanel's session
+(else a fresh local session of ``model``); errors show in the status line and in ``.error``. Its
+suggestion (Muon: with the AdamW rate at the config's ratio) shows beside the plot and changes nothing
+until **Apply** is clicked. While the builder is invalid, Find LR is disabled and says why.
+
+**Muon lr units** ("original" ↔ "match_adam") converts Muon's rate for the model's matrix shapes; on a
+session the units are the session's (fixed when it was created) and the shapes its own model's.
 """
 
 from __future__ import annotations
@@ -18,12 +22,16 @@ from rlnb.session import Session
 from rlnb.viz.plots import png
 from rlnb.widgets.controls import WIDE
 
+RED = "#b00020"
+
 
 class Form(Protocol):
     """What the controls need of the builder they sit in (``rlnb.widgets.builder.OptimizerBuilder``)."""
 
     adam: dict[str, Any]
     muon: dict[str, Any]
+    muon_adam: dict[str, Any]
+    errors: list[str]
 
     @property
     def kind(self) -> str: ...
@@ -37,60 +45,164 @@ class Form(Protocol):
 
 class LRFinderControls:
     """``session`` (set by the RunPanel) is what a range test copies; without one it runs on a fresh
-    local session of ``model``. ``options`` go to ``lr_find`` (``steps``, ``task``, ``start_lr``, ...)."""
+    local session of ``model``. ``options`` go to ``lr_find`` (``steps``, ``task``, ``start_lr``, ...).
+    ``result`` is the last ``LRFind``; ``apply()`` (the Apply button) puts its suggestion in the form."""
 
     def __init__(self, builder: Form, model: Any = "tiny"):
         from rlnb.sweep import muon_shapes
 
-        self.builder, self.model, self.shapes = builder, model, muon_shapes(model)
-        self.session: Session | None = None
+        self.builder, self.model = builder, model
+        self.shapes: list[tuple[int, int]] | None = muon_shapes(model)
+        self._session: Session | None = None
         self.options: dict[str, Any] = {"steps": 30}
         self.result: Any = None
         """The last ``LRFind``."""
         self.error: Exception | None = None
         self.button = W.Button(description="Find LR", icon="search", tooltip="learning-rate range test")
+        self.apply_button = W.Button(
+            description="Apply", icon="check", disabled=True, tooltip="put the suggested rate(s) in the form"
+        )
         self.scaling = W.Dropdown(options=["original", "match_adam"], description="Muon lr units", style=WIDE)
         self.status = W.HTML()
+        self.status.add_class("rlnb-lr-find-status")
         # hidden until a range test has drawn something: an empty Image shows as a broken-image icon
         self.plot = W.Image(format="png", layout=W.Layout(width="360px", display="none"))
-        self.widget = W.VBox([W.HBox([self.button, self.scaling, self.status]), self.plot])
+        self.widget = W.VBox([W.HBox([self.button, self.apply_button, self.scaling]), self.status, self.plot])
         self._thread: threading.Thread | None = None
+        self._said = ""  # the status of the last range test, shown again once the form is valid
+        self._converting = False
         self.button.on_click(lambda _: self.start())
+        self.apply_button.on_click(lambda _: self.apply())
         self.scaling.observe(self._convert, names="value")
+
+    # -- the session ------------------------------------------------------------------------------
+
+    @property
+    def session(self) -> Session | None:
+        return self._session
+
+    @session.setter
+    def session(self, session: Session | None) -> None:
+        """Take a session's Muon units (converting the form's rate to them, for its model's shapes) and
+        lock the units: a rate in the other convention would mean another step size to this session."""
+        from rlnb.sweep import muon_shapes
+        from rlnb.sweep.find_lr import SCALING_NAMES
+
+        self._session = session
+        if session is None or session.optimizer != "muon":
+            self.scaling.disabled = False
+            return
+        try:
+            self.shapes = muon_shapes(session)
+        except ValueError as exc:  # a remote session on a model whose shapes are not known here
+            self.shapes = None
+            self.scaling.tooltip = str(exc)
+        given = session.history.config.get("muon_scaling")
+        units = SCALING_NAMES.get(str(given), given) or "original"
+        if units != self.scaling.value and self.shapes is None:
+            self._converting = True  # nothing to convert with: say so
+            try:
+                self.scaling.value = units
+            finally:
+                self._converting = False
+            self._said = (
+                f"<span style='color:{RED}'>✗ Muon's rate was not converted to {units}: "
+                + html.escape(self.scaling.tooltip)
+                + "</span>"
+            )
+            self._say(self._said)
+        elif units != self.scaling.value:
+            self.scaling.value = units  # converts the form's rate with the session's own shapes
+        self.scaling.disabled = True
+        self.scaling.tooltip = f"this session's units: {units} (fixed when the session was created)"
 
     def _convert(self, change: dict[str, Any]) -> None:
         from rlnb.sweep import convert_muon_lr
 
+        if self._converting:
+            return
         lr = self.builder.muon["learning_rate"]
+        if self.shapes is None:
+            self._converting = True
+            try:
+                self.scaling.value = change["old"]
+            finally:
+                self._converting = False
+            self._say(f"<span style='color:{RED}'>✗ {html.escape(self.scaling.tooltip)}</span>")
+            return
         if lr.value > 0:
             lr.value = convert_muon_lr(lr.value, change["old"], change["new"], self.shapes)
 
+    # -- the range test -----------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Follow the form: disabled, saying why, while it is invalid (the builder calls this on every change)."""
+        running = self._thread is not None and self._thread.is_alive()
+        self.button.disabled = running or not self.builder.valid
+        if not running:
+            if self.builder.valid:
+                self._say(self._said)
+            else:
+                why = html.escape("; ".join(self.builder.errors))
+                self._say(f"<span style='color:{RED}'>Find LR needs a valid config — {why}</span>")
+
+    def _say(self, text: str) -> None:
+        self.status.value = text
+
     def run(self) -> Any:
-        """Run the range test now (in this thread); fill the learning rate with the suggestion."""
+        """Run the range test now (in this thread). Shows the suggestion; applies nothing."""
         from rlnb.sweep import lr_find
 
+        if not self.builder.valid:
+            raise ValueError("Find LR needs a valid config: " + "; ".join(self.builder.errors))
         kind = self.builder.kind
         options = dict(self.options)
         if self.session is None:
             options.setdefault("model", self.model)
             if kind == "muon":
                 options.setdefault("muon_scaling", self.scaling.value)
-        self.status.value = "range test running …"
+        self.apply_button.disabled = True
+        self._say("range test running …")
         result = lr_find(self.builder.params, self.session, **options)
-        if result.muon_scaling is not None and result.muon_scaling != self.scaling.value:
-            self.scaling.value = result.muon_scaling  # the session's units (the current rate is converted)
-        if result.suggestion is not None:
-            (self.builder.adam if kind == "adam" else self.builder.muon)["learning_rate"].value = result.suggestion
         self.plot.value = png(result.figure())
         self.plot.layout.display = None
-        found = f"suggested {result.suggestion:.3g}" if result.suggestion is not None else "no suggestion"
-        self.status.value = f"{found} — {html.escape(result.reason)}"
         self.result = result
+        self._said = html.escape(self.describe(result))
+        self._say(self._said)
+        self.apply_button.disabled = result.params is None
         return result
+
+    @staticmethod
+    def describe(result: Any) -> str:
+        """What the status line says about a range test."""
+        if result.suggestion is None:
+            return result.reason
+        rates = f"lr {result.suggestion:g}"
+        if result.adam_ratio is not None:
+            rates += f" (AdamW {result.params.adam.learning_rate:g})"
+        why = result.reason.split(";")[0]
+        return f"suggested {rates} — {why}; click Apply to use it"
+
+    def apply(self) -> None:
+        """Put the last suggestion in the form (Muon: both rates)."""
+        params = self.result.params if self.result is not None else None
+        if params is None:
+            return
+        if self.result.optimizer == "adam":
+            self.builder.adam["learning_rate"].value = params.learning_rate
+        else:
+            self.builder.muon["learning_rate"].value = params.learning_rate
+            self.builder.muon_adam["learning_rate"].value = params.adam.learning_rate
+        self.apply_button.disabled = True
+        self._said = f"applied lr {params.learning_rate:g}" + (
+            f" (AdamW {params.adam.learning_rate:g})" if self.result.optimizer == "muon" else ""
+        )
+        self._say(html.escape(self._said))
 
     def start(self) -> None:
         """Run on a background thread (the button); errors show in the status line and in ``.error``."""
         if (self._thread is not None and self._thread.is_alive()) or not self.builder.valid:
+            self.sync()
             return
         self.error = None
         self.button.disabled = True
@@ -102,9 +214,10 @@ class LRFinderControls:
             self.run()
         except Exception as exc:  # noqa: BLE001 - shown in the panel, kept in .error
             self.error = exc
-            self.status.value = f"<span style='color:#b00020'>✗ {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
+            self._said = f"<span style='color:{RED}'>✗ {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
+            self._say(self._said)
         finally:
-            self.button.disabled = False
+            self.button.disabled = not self.builder.valid
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:

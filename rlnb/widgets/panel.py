@@ -2,7 +2,8 @@
 
 ``OptimizerBuilder`` (``rlnb.widgets.builder``) is a form over ``AdamParams`` / ``MuonParams``. ``RunPanel``
 adds Step / Run N / Stop over a session, running on a background thread so the kernel stays free and
-Stop works mid-run; everything that goes wrong in a step shows in the panel.
+Stop works mid-run; everything that goes wrong in a step shows in the panel. The panel is laid out for a
+laptop screen (1366×768): buttons, status and the reward plot on screen together, the form folded.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rlnb.viz.live import LiveView
 from rlnb.viz.plots import short
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
+from rlnb.widgets.describe import position
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel", "StepFn"]
 
@@ -32,16 +34,19 @@ StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
 
 
 class RunPanel:
-    """Step a session from the notebook: Step / Run N / Stop and a progress bar at the top, then the
-    builder (locked to the session's optimizer), then a live view of the run.
+    """Step a session from the notebook: Step / Run N / Stop and a progress bar at the top, the status
+    line with where the session is on the schedule, then the builder (locked to the session's optimizer,
+    folded to its summary), then a live view of the run.
 
     Each step sends ``builder.params_at(step)`` (the schedule applied), checked against the session
-    before anything is submitted. By default a step is one RL step of ``task`` (the demo's digits
-    task) and logs its mean reward, and the live view shows reward and gradient norm (not the GRPO
-    loss, ≈0 by construction); pass ``step_fn`` for your own loop (the view then shows the loss, the
-    learning rate and every figure you return). Runs go on a background thread, so the kernel stays free
-    and Stop works mid-run (between steps). Any exception in a step stops the run and shows in the
-    status line and in ``error``: a failed operation by its error code and message.
+    before anything is submitted. Once the session passes the end of a decaying schedule (every step then
+    gets its floor rate) the panel says so, once, in an orange line (``warnings`` keeps what it said).
+    By default a step is one RL step of ``task`` (the demo's digits task) and logs its mean reward, and
+    the live view shows reward and gradient norm (not the GRPO loss, ≈0 by construction); pass
+    ``step_fn`` for your own loop (the view then shows the loss, the learning rate and every figure you
+    return). Runs go on a background thread, so the kernel stays free and Stop works mid-run (between
+    steps). Any exception in a step stops the run and shows in the status line and in ``error``: a
+    failed operation by its error code and message.
     """
 
     def __init__(
@@ -68,6 +73,13 @@ class RunPanel:
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", disabled=True)
         self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="220px"))
         self.status = W.HTML()
+        self.schedule_line = W.HTML()
+        self.schedule_line.add_class("rlnb-schedule")
+        self.warning = W.HTML(layout=W.Layout(display="none"))
+        self.warning.add_class("rlnb-warning")
+        self.warnings: list[str] = []
+        """Every warning the panel has shown (the schedule's end passed), once each."""
+        self._past_end = False  # the last schedule check found the next step past the schedule's end
         default = step_fn is None
         self.live = LiveView(
             session.history,
@@ -83,7 +95,8 @@ class RunPanel:
                     [self.step_button, self.run_button, self.n, self.stop_button, self.progress],
                     layout=W.Layout(align_items="center"),
                 ),
-                self.status,
+                W.HBox([self.status, self.schedule_line], layout=W.Layout(flex_flow="row wrap", grid_gap="0 24px")),
+                self.warning,
                 self.builder.widget,
                 self.live.widget,
             ]
@@ -98,16 +111,18 @@ class RunPanel:
         self.step_button.on_click(lambda _: self.start(1))
         self.run_button.on_click(lambda _: self.start(int(self.n.value)))
         self.stop_button.on_click(lambda _: self.stop())
-        self.builder.on_change(lambda _: self._sync_buttons())
+        self.builder.on_change(self._builder_changed)
         self.n.observe(self._n_changed, names="value")
         self._show(f"step {session.step} · ready")
         self._sync_buttons()
+        self._sync_schedule()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
 
     @property
     def running(self) -> bool:
+        """Whether a run is going on its background thread."""
         return self._busy.is_set()
 
     def start(self, n: int) -> bool:
@@ -176,6 +191,7 @@ class RunPanel:
                 self._show(
                     f"step {step} · {done}/{n} done" + "".join(f" · {k} {v:.3g}" for k, v in (figures or {}).items())
                 )
+                self._sync_schedule()
         except Exception as exc:  # every failure of a step is shown; none is lost
             self.error = exc
             if isinstance(exc, OperationFailed):
@@ -202,6 +218,36 @@ class RunPanel:
     def _show(self, text: str, error: bool = False) -> None:
         color = "#b00020" if error else "inherit"
         self.status.value = f"<span class='rlnb-status' style='color:{color}'>{text}</span>"
+
+    def _builder_changed(self, _builder: OptimizerBuilder) -> None:
+        self._sync_buttons()
+        self._sync_schedule()
+
+    def _sync_schedule(self) -> None:
+        """Show where the next step is on the builder's schedule and its rate; warn once on passing the
+        end of a decaying schedule (again only after the schedule was changed so that it no longer had)."""
+        try:
+            schedule = self.builder.get_schedule()
+            base = float(self.builder.params.learning_rate or 0.0)
+        except ValueError:  # the builder says what is wrong, and nothing can be sent
+            self.schedule_line.value = ""
+            return
+        text, past = position(schedule, self.session.step, base)
+        color = "#b45309" if past else "#555"
+        self.schedule_line.value = f"<span style='color:{color}'>{html.escape(text)}</span>"
+        if past and not self._past_end:
+            floor = schedule(self.session.step, base)
+            said = (
+                f"⚠ step {self.session.step} is past the end of the {schedule.kind} schedule (total steps "
+                f"{schedule.total_steps}): every step from here gets its floor, {schedule.min_lr_ratio:g}× the base "
+                f"rate (lr {floor:.1e}). To keep decaying, raise total steps in the optimizer form."
+            )
+            self.warnings.append(said)
+            self.warning.value = f"<span style='color:#b45309'>{html.escape(said)}</span>"
+            self.warning.layout.display = None
+        elif not past:
+            self.warning.layout.display = "none"
+        self._past_end = past
 
     def _n_ok(self) -> bool:
         return isinstance(self.n.value, int) and self.n.value >= 1

@@ -1,18 +1,23 @@
 """Typed models of Together's RL training-session API, newest revision ("R-new", SDK ``together`` 3.1.1).
 
 This is the one schema in rlnb: the remote client serialises requests with it and ``rlnb serve``
-parses them with it. Names and enum strings are the spec's, verbatim (enums are ``Literal`` aliases,
-as in the Stainless-generated SDK). Responses are parsed leniently (``extra="allow"``) so a new
-server field never breaks an old client; top-level request bodies are strict (types, ranges,
-required fields, no unknown fields).
+parses them with it. Names and enum strings are the spec's, verbatim. Operation kinds, statuses and
+error codes are ``StrEnum``s (``OperationKind``, ``OperationStatus``, ``OperationErrorCode``, ...):
+each member is its string, so it compares, hashes and serialises as the API's, and the rest of rlnb
+names members instead of spelling strings; the other enums are ``Literal`` aliases, as in the
+Stainless-generated SDK. Responses are parsed leniently (``extra="allow"``) so a new server field never
+breaks an old client; top-level request bodies are strict (types, ranges, required fields, no unknown
+fields).
 
 int64 fields are ``Int64``: they accept ``123`` or ``"123"`` and serialise to JSON as strings, the
 protobuf-JSON convention the service uses (``"step": "42"``).
 
 One catalogue per idea: ``LOSSES`` (short name, wire type, params model with bounds, rlnb defaults,
-inputs), the status and error-code groups of ``status`` (``TERMINAL_STATUSES``, ``error_code``,
-``short_name``), and ``OPTIMIZERS`` (kinds, their optim-step field, ``optimizer_config``). One module
-per resource: ``base``, ``status``, ``losses``, ``optim``, ``checkpoints``, ``operations``, ``sessions``.
+inputs), the statuses and error codes of ``status`` with their groups (``TERMINAL_STATUSES``,
+``error_code``, ``short_name``), the per-kind tables of ``operations`` (``REQUEST_TYPES``,
+``RESULT_TYPES``, ``ENVELOPES``, ``UPLOADED_MEMBERS``), and ``OPTIMIZERS`` (kinds, their optim-step
+field, ``optimizer_config``). One module per resource: ``base``, ``status``, ``losses``, ``optim``,
+``checkpoints``, ``operations``, ``sessions``.
 
 No torch, no httpx, no I/O here, so importing this package is cheap everywhere.
 """

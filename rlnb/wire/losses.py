@@ -4,13 +4,13 @@ the one catalogue of short name → wire type → params → rlnb defaults → r
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, Strict
 
-from rlnb.wire.base import _Model
+from rlnb.wire.base import StrictBool, _Model
 
 __all__ = [
     "LOSSES",
@@ -29,6 +29,7 @@ __all__ = [
     "LossType",
     "PpoLossParams",
     "loss_config",
+    "unread_inputs",
 ]
 
 LossType: TypeAlias = Literal[
@@ -41,13 +42,16 @@ LossType: TypeAlias = Literal[
     "LOSS_TYPE_DRO",
     "LOSS_TYPE_DPPO",
 ]
+"""The spec's loss types; ``LOSSES`` maps rlnb's short names (``"grpo"``) to them."""
 GrpoLossAggregationType: TypeAlias = Literal[
     "GRPO_LOSS_AGGREGATION_TYPE_UNSPECIFIED",
     "GRPO_LOSS_AGGREGATION_TYPE_FIXED_HORIZON",
     "GRPO_LOSS_AGGREGATION_TYPE_TOKEN_MEAN",
     "GRPO_LOSS_AGGREGATION_TYPE_SEQUENCE_MEAN",
 ]
+"""How GRPO turns token losses into one number: FIXED_HORIZON (÷ samples × max length), TOKEN_MEAN or SEQUENCE_MEAN."""
 GrpoLossRatioType: TypeAlias = Literal["GRPO_LOSS_RATIO_TYPE_TOKEN", "GRPO_LOSS_RATIO_TYPE_SEQUENCE"]
+"""GRPO's importance ratio per token (TOKEN) or per sample (SEQUENCE, as GSPO)."""
 
 ClipLow = Annotated[float, Strict(), Field(le=1, allow_inf_nan=False)]
 """An absolute lower bound on the importance ratio (<= 1)."""
@@ -59,10 +63,12 @@ Probability = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
 
 
 class CrossEntropyLossParams(_Model):
+    """Cross-entropy takes no params."""
     pass
 
 
 class GrpoLossParams(_Model):
+    """GRPO / GSPO params; unset fields take rlnb's defaults (clip 0.8 / 1.28, β 0, FIXED_HORIZON, TOKEN)."""
     clip_low_threshold: ClipLow | None = None
     """Lower bound on the importance ratio (absolute, <= 1)."""
     clip_high_threshold: ClipHigh | None = None
@@ -73,25 +79,32 @@ class GrpoLossParams(_Model):
     """How token losses become one number; UNSPECIFIED means the default (FIXED_HORIZON)."""
     ratio_type: GrpoLossRatioType | None = None
     """TOKEN: one ratio per token; SEQUENCE: one per sample (GSPO)."""
+    use_bias_correction_kl: StrictBool | None = None
+    """Multiply the KL term by the importance ratio, as TRL's flag of that name (an rlnb extension: the
+    service documents no such field). Only matters when ``beta`` > 0."""
 
 
 class PpoLossParams(_Model):
+    """PPO's clip range on the importance ratio (rlnb's defaults: 0.8 / 1.2)."""
     clip_low_threshold: ClipLow | None = None
     clip_high_threshold: ClipHigh | None = None
 
 
 class CispoLossParams(_Model):
+    """CISPO's clamp on its stop-gradient coefficient (rlnb's defaults: 0 / 4)."""
     clip_low_threshold: ClipLow | None = None
     clip_high_threshold: ClipHigh | None = None
 
 
 class DppoLossParams(_Model):
+    """DPPO's trust region in probability space (rlnb's defaults: δ 0.15 / 0.15)."""
     delta_low: Probability | None = None
     """Probability-space limit in [0, 1]."""
     delta_high: Probability | None = None
 
 
 class DroLossParams(_Model):
+    """DRO's penalty on the squared log-ratio; ``beta`` has no default."""
     beta: Penalty
     """Quadratic log-ratio penalty (>= 0); required."""
 
@@ -125,7 +138,8 @@ class LossSpec:
     required: tuple[str, ...]
     """``loss_fn_inputs`` keys every sample must carry."""
     optional: tuple[str, ...]
-    """Keys read when present; other keys are ignored."""
+    """Keys read when present; a key no loss reads, or a mask this loss does not read, is refused
+    (``unread_inputs``); another loss's inputs are ignored."""
 
 
 _POLICY_REQUIRED = ("target_tokens", "logprobs", "advantages")
@@ -147,6 +161,7 @@ LOSSES: dict[str, LossSpec] = {
                 "beta": 0.0,
                 "agg_type": _FIXED_HORIZON,
                 "ratio_type": "GRPO_LOSS_RATIO_TYPE_TOKEN",
+                "use_bias_correction_kl": True,
             },
             _POLICY_REQUIRED, (*_POLICY_OPTIONAL, "reference_logprobs"),
         ),
@@ -185,6 +200,17 @@ LOSS_INPUT_DTYPES: dict[str, tuple[Literal["int64", "float32"], ...]] = {
     "mask": ("int64", "float32"),
 }
 """The dtypes each known ``loss_fn_inputs`` key may have."""
+
+
+def unread_inputs(loss_type: str | None, keys: Iterable[str]) -> list[str]:
+    """The ``loss_fn_inputs`` keys an operation would silently ignore, which are refused instead: a key no
+    loss reads (a misspelt ``weight`` would train on every token), and a token mask the loss does not
+    read (cross-entropy weighs tokens by ``weights`` only, never by ``mask``). ``loss_type`` is the
+    forward-backward's loss, None for a custom-forward-backward (which reads ``target_tokens`` and
+    ``weights`` or ``mask``). Another loss's inputs may ride along, so that one batch serves several."""
+    spec = LOSSES.get(loss_type) if loss_type is not None else None
+    masks = {"weights", "mask"} - set((*spec.required, *spec.optional) if spec is not None else ())
+    return [key for key in keys if key not in LOSS_INPUT_DTYPES or (spec is not None and key in masks)]
 
 
 def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] | None = None) -> LossConfig:

@@ -1,27 +1,20 @@
-"""Statuses and error codes: the spec's strings, and the one catalogue of the groups rlnb reasons about."""
+"""Statuses and error codes: the spec's strings as ``StrEnum``s, and the groups rlnb reasons about.
+
+A member is the spec's string itself (``OperationStatus.FAILED == "TRAINING_OPERATION_STATUS_FAILED"``),
+so it compares, hashes, serialises and prints as the plain string the API sends; its name is the short
+form rlnb shows (``FAILED``, ``NON_FINITE_LOSS``). Code outside ``wire`` names members, never the strings.
+"""
 
 from __future__ import annotations
 
-from typing import Final, Literal, TypeAlias, get_args
+from enum import StrEnum
+from typing import Final
 
 __all__ = [
-    "ERROR_CODE_PREFIX",
-    "OPERATION_ERROR_CODES",
-    "OPERATION_STATUSES",
     "RESOURCE_ACTIVE",
     "RESOURCE_ENDED",
-    "RESOURCE_READY",
-    "RESOURCE_STOPPED",
     "SESSION_ACTIVE",
-    "SESSION_CREATING",
     "SESSION_ENDED",
-    "SESSION_EXPIRED",
-    "SESSION_RUNNING",
-    "SESSION_STOPPED",
-    "STATUS_COMPLETED",
-    "STATUS_FAILED",
-    "STATUS_PENDING",
-    "STATUS_RUNNING",
     "TERMINAL_STATUSES",
     "ModelResourcesErrorCode",
     "ModelResourcesStatus",
@@ -33,101 +26,115 @@ __all__ = [
     "short_name",
 ]
 
-OperationStatus: TypeAlias = Literal[
-    "TRAINING_OPERATION_STATUS_UNSPECIFIED",
-    "TRAINING_OPERATION_STATUS_PENDING",
-    "TRAINING_OPERATION_STATUS_RUNNING",
-    "TRAINING_OPERATION_STATUS_COMPLETED",
-    "TRAINING_OPERATION_STATUS_FAILED",
-]
-OperationErrorCode: TypeAlias = Literal[
-    "TRAINING_OPERATION_ERROR_CODE_UNSPECIFIED",
-    "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED",
-    "TRAINING_OPERATION_ERROR_CODE_TIMEOUT",
-    "TRAINING_OPERATION_ERROR_CODE_INTERNAL_ERROR",
-    "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE",
-    "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT",
-    "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS",
-]
-SessionStatus: TypeAlias = Literal[
-    "TRAINING_SESSION_STATUS_UNSPECIFIED",
-    "TRAINING_SESSION_STATUS_CREATING",
-    "TRAINING_SESSION_STATUS_RUNNING",
-    "TRAINING_SESSION_STATUS_STOPPED",
-    "TRAINING_SESSION_STATUS_STOPPING",
-    "TRAINING_SESSION_STATUS_ERROR",
-    "TRAINING_SESSION_STATUS_EXPIRED",
-]
-SessionErrorCode: TypeAlias = Literal[
-    "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE",
-    "TRAINING_SESSION_ERROR_CODE_RESOURCE_AT_CAPACITY",
-    "TRAINING_SESSION_ERROR_CODE_TIMED_OUT",
-    "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED",
-]
-ModelResourcesStatus: TypeAlias = Literal[
-    "MODEL_RESOURCES_STATUS_PENDING",
-    "MODEL_RESOURCES_STATUS_CREATING",
-    "MODEL_RESOURCES_STATUS_READY",
-    "MODEL_RESOURCES_STATUS_ERROR",
-    "MODEL_RESOURCES_STATUS_STOPPED",
-    "MODEL_RESOURCES_STATUS_STOPPING",
-]
-ModelResourcesErrorCode: TypeAlias = Literal[
-    "MODEL_RESOURCES_ERROR_CODE_CAPACITY_WAIT_TIMEOUT",
-    "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED",
-    "MODEL_RESOURCES_ERROR_CODE_RESOURCE_UNAVAILABLE",
-]
 
-OPERATION_STATUSES: tuple[OperationStatus, ...] = get_args(OperationStatus)
-OPERATION_ERROR_CODES: tuple[OperationErrorCode, ...] = get_args(OperationErrorCode)
+class OperationStatus(StrEnum):
+    """An operation's status: PENDING → RUNNING → COMPLETED or FAILED."""
+
+    UNSPECIFIED = "TRAINING_OPERATION_STATUS_UNSPECIFIED"
+    PENDING = "TRAINING_OPERATION_STATUS_PENDING"
+    RUNNING = "TRAINING_OPERATION_STATUS_RUNNING"
+    COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"
+    FAILED = "TRAINING_OPERATION_STATUS_FAILED"
+
+
+class OperationErrorCode(StrEnum):
+    """Why an operation FAILED (``OperationFailed.code``); ``short_name`` drops the prefix."""
+
+    UNSPECIFIED = "TRAINING_OPERATION_ERROR_CODE_UNSPECIFIED"
+    RESOURCE_EXHAUSTED = "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
+    TIMEOUT = "TRAINING_OPERATION_ERROR_CODE_TIMEOUT"
+    INTERNAL_ERROR = "TRAINING_OPERATION_ERROR_CODE_INTERNAL_ERROR"
+    SESSION_NOT_ACTIVE = "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
+    INVALID_INPUT = "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+    NON_FINITE_LOSS = "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
+
+
+class SessionStatus(StrEnum):
+    """A training session's status; a STOPPED, STOPPING, ERROR or EXPIRED one takes no more operations."""
+
+    UNSPECIFIED = "TRAINING_SESSION_STATUS_UNSPECIFIED"
+    CREATING = "TRAINING_SESSION_STATUS_CREATING"
+    RUNNING = "TRAINING_SESSION_STATUS_RUNNING"
+    STOPPED = "TRAINING_SESSION_STATUS_STOPPED"
+    STOPPING = "TRAINING_SESSION_STATUS_STOPPING"
+    ERROR = "TRAINING_SESSION_STATUS_ERROR"
+    EXPIRED = "TRAINING_SESSION_STATUS_EXPIRED"
+
+
+class SessionErrorCode(StrEnum):
+    """Why a training session is in ERROR."""
+
+    RESOURCE_UNAVAILABLE = "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE"
+    RESOURCE_AT_CAPACITY = "TRAINING_SESSION_ERROR_CODE_RESOURCE_AT_CAPACITY"
+    TIMED_OUT = "TRAINING_SESSION_ERROR_CODE_TIMED_OUT"
+    SESSION_FAILED = "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED"
+
+
+class ModelResourcesStatus(StrEnum):
+    """A model resource's status; sessions start only on a READY one."""
+
+    PENDING = "MODEL_RESOURCES_STATUS_PENDING"
+    CREATING = "MODEL_RESOURCES_STATUS_CREATING"
+    READY = "MODEL_RESOURCES_STATUS_READY"
+    ERROR = "MODEL_RESOURCES_STATUS_ERROR"
+    STOPPED = "MODEL_RESOURCES_STATUS_STOPPED"
+    STOPPING = "MODEL_RESOURCES_STATUS_STOPPING"
+
+
+class ModelResourcesErrorCode(StrEnum):
+    """Why a model resource is in ERROR."""
+
+    CAPACITY_WAIT_TIMEOUT = "MODEL_RESOURCES_ERROR_CODE_CAPACITY_WAIT_TIMEOUT"
+    PROVISIONING_FAILED = "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED"
+    RESOURCE_UNAVAILABLE = "MODEL_RESOURCES_ERROR_CODE_RESOURCE_UNAVAILABLE"
+
 
 # -- the groups everyone uses (operation, session, model resource) ---------------------------------
 
-STATUS_PENDING: Final = "TRAINING_OPERATION_STATUS_PENDING"
-STATUS_RUNNING: Final = "TRAINING_OPERATION_STATUS_RUNNING"
-STATUS_COMPLETED: Final = "TRAINING_OPERATION_STATUS_COMPLETED"
-STATUS_FAILED: Final = "TRAINING_OPERATION_STATUS_FAILED"
-TERMINAL_STATUSES: frozenset[str] = frozenset({STATUS_COMPLETED, STATUS_FAILED})
+TERMINAL_STATUSES: Final = frozenset({OperationStatus.COMPLETED, OperationStatus.FAILED})
 """An operation in one of these never changes again."""
 
-SESSION_CREATING: Final = "TRAINING_SESSION_STATUS_CREATING"
-SESSION_RUNNING: Final = "TRAINING_SESSION_STATUS_RUNNING"
-SESSION_STOPPED: Final = "TRAINING_SESSION_STATUS_STOPPED"
-SESSION_EXPIRED: Final = "TRAINING_SESSION_STATUS_EXPIRED"
-SESSION_ACTIVE: frozenset[str] = frozenset({SESSION_CREATING, SESSION_RUNNING})
+SESSION_ACTIVE: Final = frozenset({SessionStatus.CREATING, SessionStatus.RUNNING})
 """A session in one of these holds a slot of its model resource's session cap."""
-SESSION_ENDED: frozenset[str] = frozenset(
-    {SESSION_STOPPED, "TRAINING_SESSION_STATUS_STOPPING", "TRAINING_SESSION_STATUS_ERROR", SESSION_EXPIRED}
+SESSION_ENDED: Final = frozenset(
+    {SessionStatus.STOPPED, SessionStatus.STOPPING, SessionStatus.ERROR, SessionStatus.EXPIRED}
 )
 """A session in one of these takes no more operations (a client waiting for RUNNING gives up)."""
 
-RESOURCE_READY: Final = "MODEL_RESOURCES_STATUS_READY"
-RESOURCE_STOPPED: Final = "MODEL_RESOURCES_STATUS_STOPPED"
-RESOURCE_ACTIVE: frozenset[str] = frozenset(
-    {"MODEL_RESOURCES_STATUS_PENDING", "MODEL_RESOURCES_STATUS_CREATING", RESOURCE_READY}
+RESOURCE_ACTIVE: Final = frozenset(
+    {ModelResourcesStatus.PENDING, ModelResourcesStatus.CREATING, ModelResourcesStatus.READY}
 )
-RESOURCE_ENDED: frozenset[str] = frozenset(
-    {"MODEL_RESOURCES_STATUS_ERROR", RESOURCE_STOPPED, "MODEL_RESOURCES_STATUS_STOPPING"}
+"""A resource in one of these is live: it counts against ``rlnb serve``'s ``max_live_resources``."""
+RESOURCE_ENDED: Final = frozenset(
+    {ModelResourcesStatus.ERROR, ModelResourcesStatus.STOPPED, ModelResourcesStatus.STOPPING}
 )
+"""A resource in one of these starts no more sessions."""
 
-ERROR_CODE_PREFIX: Final = "TRAINING_OPERATION_ERROR_CODE_"
-_PREFIXES = (
-    ERROR_CODE_PREFIX,
-    "TRAINING_OPERATION_STATUS_",
-    "TRAINING_SESSION_STATUS_",
-    "TRAINING_SESSION_ERROR_CODE_",
-    "MODEL_RESOURCES_STATUS_",
-    "MODEL_RESOURCES_ERROR_CODE_",
+_CATALOGUES: tuple[type[StrEnum], ...] = (
+    OperationStatus,
+    OperationErrorCode,
+    SessionStatus,
+    SessionErrorCode,
+    ModelResourcesStatus,
+    ModelResourcesErrorCode,
 )
+_PREFIXES = tuple(next(iter(c)).value.removesuffix(next(iter(c)).name) for c in _CATALOGUES)
+"""Each catalogue's common prefix (``TRAINING_OPERATION_STATUS_``, ...): a code a newer server added
+loses it too."""
 
 
-def error_code(short: str) -> OperationErrorCode:
-    """``"INVALID_INPUT"`` → ``"TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"`` (the full string is accepted too)."""
-    full = short if short.startswith(ERROR_CODE_PREFIX) else ERROR_CODE_PREFIX + short
-    for code in OPERATION_ERROR_CODES:
-        if code == full:
-            return code
-    raise ValueError(f"unknown operation error code {short!r}: one of {', '.join(OPERATION_ERROR_CODES)}")
+def error_code(code: str) -> OperationErrorCode:
+    """An operation error code from its short name (``"INVALID_INPUT"``, as users write it) or its full
+    string; ``ValueError`` listing the short names otherwise."""
+    if isinstance(code, OperationErrorCode):
+        return code
+    if code in OperationErrorCode.__members__:
+        return OperationErrorCode[code]
+    try:
+        return OperationErrorCode(code)
+    except ValueError:
+        names = ", ".join(OperationErrorCode.__members__)
+        raise ValueError(f"unknown operation error code {code!r}: one of {names}") from None
 
 
 def short_name(value: object) -> str:

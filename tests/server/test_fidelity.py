@@ -76,7 +76,7 @@ def test_a_batch_sent_through_the_side_channel_trains_on_the_upload_not_the_stan
     alone = wait(
         c, channel_sid, "forward-backward", submit(c, channel_sid, "forward-backward", payloads.shrink(body))["id"]
     )
-    assert inline["status"] == via["status"] == wire.STATUS_COMPLETED, (inline, via)
+    assert inline["status"] == via["status"] == wire.OperationStatus.COMPLETED, (inline, via)
     assert via["output"]["loss"] == pytest.approx(inline["output"]["loss"], rel=1e-6)
     assert via["output"]["metrics"]["loss/tokens"] == inline["output"]["metrics"]["loss/tokens"] == 256 * 57
     assert alone["output"]["metrics"]["loss/tokens"] < 256 * 8
@@ -130,7 +130,7 @@ def test_gradient_dtype_is_optional(c):
     sample = samples.cross_entropy([5, 6, 7, 8]).to_json_dict()
     body = {"samples": [sample], "gradients": [{"data": [0.5, -0.25, 1.0]}]}  # no dtype, as the SDK allows
     env = wait(c, sid, "custom-forward-backward", submit(c, sid, "custom-forward-backward", body)["id"])
-    assert env["status"] == wire.STATUS_COMPLETED, env
+    assert env["status"] == wire.OperationStatus.COMPLETED, env
 
 
 # -- lists, LoRA seeds, expiry --------------------------------------------------------------------
@@ -222,8 +222,8 @@ def test_idle_resources_stop_and_their_sessions_expire(tmp_path):
         assert registry.reap() == 0  # its end was activity: 300 s more
         clock.now += 301
         assert registry.reap() == 1
-        assert c.get(f"/model-resources/{rid}").json()["status"] == wire.RESOURCE_STOPPED
-        assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SESSION_EXPIRED
+        assert c.get(f"/model-resources/{rid}").json()["status"] == wire.ModelResourcesStatus.STOPPED
+        assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.EXPIRED
         late = wait(c, sid, "optim-step", submit(c, sid, "optim-step", {})["id"])
         assert late["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
         assert c.post("/training-sessions", json={"model_resources_id": rid}).status_code == 409
@@ -235,10 +235,10 @@ def test_the_reaper_runs_by_itself(tmp_path):
         rid, sid = new_session(c, inactive_timeout=300)
         clock.now += 301
         deadline = time.monotonic() + 10
-        while c.get(f"/training-sessions/{sid}").json()["status"] != wire.SESSION_EXPIRED:
+        while c.get(f"/training-sessions/{sid}").json()["status"] != wire.SessionStatus.EXPIRED:
             assert time.monotonic() < deadline, "the reaper did not expire the idle session"
             time.sleep(0.02)
-        assert c.get(f"/model-resources/{rid}").json()["status"] == wire.RESOURCE_STOPPED
+        assert c.get(f"/model-resources/{rid}").json()["status"] == wire.ModelResourcesStatus.STOPPED
 
 
 # -- the long-poll extension ----------------------------------------------------------------------
@@ -251,15 +251,17 @@ def test_long_poll_answers_when_the_status_changes(tmp_path):
         op = submit(c, sid, "optim-step", {})
         path = OPS.format(sid=sid) + f"/optim-step/{op['id']}"
         t0 = time.monotonic()
-        running = c.get(path, params={"wait": 10, "seen": wire.STATUS_PENDING}).json()
-        assert running["status"] == wire.STATUS_RUNNING and time.monotonic() - t0 < 0.25
-        held = c.get(path, params={"wait": 0.05, "seen": wire.STATUS_RUNNING}).json()  # nothing changes in 50 ms
-        assert held["status"] == wire.STATUS_RUNNING
-        done = c.get(path, params={"wait": 10, "seen": wire.STATUS_RUNNING}).json()
+        running = c.get(path, params={"wait": 10, "seen": wire.OperationStatus.PENDING}).json()
+        assert running["status"] == wire.OperationStatus.RUNNING and time.monotonic() - t0 < 0.25
+        held = c.get(
+            path, params={"wait": 0.05, "seen": wire.OperationStatus.RUNNING}
+        ).json()  # nothing changes in 50 ms
+        assert held["status"] == wire.OperationStatus.RUNNING
+        done = c.get(path, params={"wait": 10, "seen": wire.OperationStatus.RUNNING}).json()
         finished = time.monotonic() - t0
-        assert done["status"] == wire.STATUS_COMPLETED and 0.25 < finished < 2.0
+        assert done["status"] == wire.OperationStatus.COMPLETED and 0.25 < finished < 2.0
         t1 = time.monotonic()
-        assert c.get(path, params={"wait": 10}).json()["status"] == wire.STATUS_COMPLETED  # terminal: at once
+        assert c.get(path, params={"wait": 10}).json()["status"] == wire.OperationStatus.COMPLETED  # terminal: at once
         assert time.monotonic() - t1 < 0.25
         too_long = c.get(path, params={"wait": 31})
         assert too_long.status_code == 400 and too_long.json()["error"]["param"] == "wait"
@@ -277,7 +279,7 @@ def test_a_long_poll_does_not_hold_up_other_requests(tmp_path):
         assert c.get(f"/training-sessions/{sid}").status_code == 200
         assert time.monotonic() - t0 < 0.5
         thread.join(10)
-        assert result["status"] in wire.TERMINAL_STATUSES or result["status"] == wire.STATUS_RUNNING
+        assert result["status"] in wire.TERMINAL_STATUSES or result["status"] == wire.OperationStatus.RUNNING
 
 
 def test_a_session_that_fails_to_build_frees_its_slot(c, monkeypatch):

@@ -14,6 +14,8 @@ from rlnb.server.state import StateDirLocked
 from rlnb.testing import ServerProcess
 from tests.conftest import app_client, new_session, submit, wait
 
+pytestmark = pytest.mark.slow  # kills and restarts rlnb serve processes
+
 CE = wire.ForwardBackwardBody(
     samples=[samples.cross_entropy(list(b"hello restart"))], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
 ).to_json_dict()
@@ -33,15 +35,17 @@ def test_a_restarted_server_keeps_its_registry_and_resumes_its_checkpoints(tmp_p
             app_client(tmp_path / "other", state_dir=state).__enter__()
     # the app shut down with operations queued: on restart they are FAILED, the session ERROR
     with app_client(tmp_path / "ckpt", state_dir=state) as c:
-        assert c.get(f"/model-resources/{rid}").json()["status"] == wire.RESOURCE_READY
+        assert c.get(f"/model-resources/{rid}").json()["status"] == wire.ModelResourcesStatus.READY
         view = c.get(f"/training-sessions/{sid}").json()
         assert view["status"] == ERROR and "restarted" in view["error"]["message"]
         assert [x["id"] for x in view["training_checkpoints"]] == [ckpt["output"]["checkpoint"]["id"]]
         kept = c.get(f"/training-sessions/{sid}/operations/optim-step/{step['id']}").json()
         assert kept == step
         ends = [c.get(f"/training-sessions/{sid}/operations/optim-step/{op['id']}").json() for op in in_flight]
-        done = [e for e in ends if e["status"] == wire.STATUS_COMPLETED]  # the one running at shutdown finishes
-        lost = [e for e in ends if e["status"] == wire.STATUS_FAILED]
+        done = [
+            e for e in ends if e["status"] == wire.OperationStatus.COMPLETED
+        ]  # the one running at shutdown finishes
+        lost = [e for e in ends if e["status"] == wire.OperationStatus.FAILED]
         assert len(done) <= 1 and len(done) + len(lost) == 3
         assert {e["error"]["code"] for e in lost} == {"TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"}
         assert view["step"] == str(1 + len(done))
@@ -57,7 +61,7 @@ def test_a_restarted_server_keeps_its_registry_and_resumes_its_checkpoints(tmp_p
             "/training-sessions",
             json={"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["output"]["checkpoint"]["id"]},
         ).json()
-        assert resumed["status"] == wire.SESSION_RUNNING and resumed["step"] == "1"
+        assert resumed["status"] == wire.SessionStatus.RUNNING and resumed["step"] == "1"
         nxt = wait(c, resumed["id"], "optim-step", submit(c, resumed["id"], "optim-step", {})["id"])
         assert nxt["output"]["step"] == "2"
 

@@ -1,5 +1,7 @@
-"""The learning-rate range test: exponential growth sent step by step, the suggestion, a copy of a local
-session's weights or a fresh remote session, Muon's scaling conventions, and the builder's button."""
+"""The learning-rate range test: exponential growth sent step by step (Muon's two rates together), the
+suggestion to two significant figures or none on a flat curve, a copy of a session's current weights
+(local or remote), Muon's scaling conventions for a session's own shapes, and the builder's controls:
+nothing applied before Apply, disabled while the form is invalid."""
 
 import math
 
@@ -15,7 +17,11 @@ from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.history import History
 from rlnb.sweep import convert_muon_lr, lr_find, muon_shapes
+from rlnb.sweep.lr_curve import FLAT, rise, significant, suggest
+from rlnb.tasks import digits_task, rl_step
+from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel
+from rlnb.widgets.presets import DEFAULT_PRESET, PRESETS
 
 TOKENS = list(b"the digits 0123456789 and more text")
 
@@ -106,12 +112,24 @@ def test_muon_rates_are_in_the_sessions_convention(tmp_path, scaling):
     session.close()
 
 
-def test_a_remote_session_gets_a_fresh_one_on_the_same_service(server, tmp_path):
+def test_a_remote_session_is_copied_on_the_same_service(server, tmp_path):
     remote = rlnb.connect(server, optimizer="adam", base_model="rlnb/tiny", record=False)
-    result = lr_find(rlnb.AdamParams(weight_decay=0.0), remote, steps=5, runs_dir=tmp_path)  # real RL steps
+    for _ in range(2):
+        ce_step(remote, rlnb.AdamParams(learning_rate=1e-2))
+    before = forward_loss(remote)
+    seen = []
+
+    def step(copy, params, i):
+        if i == 0:
+            seen.append((forward_loss(copy), copy.step))
+        return ce_step(copy, params)
+
+    result = lr_find(rlnb.AdamParams(weight_decay=0.0), remote, steps=5, step_fn=step, runs_dir=tmp_path)
     config = History.load(result.run_path).config
     assert config["backend"] == "remote" and config["session_id"] != remote.id and config["model"] == "rlnb/tiny"
-    assert len(result.values) == 5 and all(0 <= v <= 1 for v in result.values) and remote.step == 0
+    assert seen == [(pytest.approx(before, rel=1e-5), 0)]  # its current weights, a fresh optimizer
+    assert remote.step == 2 and forward_loss(remote) == pytest.approx(before, rel=1e-5)
+    assert len(result.values) == 5
     remote.close()
 
 
@@ -162,18 +180,23 @@ def test_converting_for_several_shapes_weights_by_size():
         convert_muon_lr(-1.0, "original", "match_adam")
 
 
-def test_find_lr_button_fills_the_learning_rate():
+def test_find_lr_suggests_and_applies_nothing_until_apply():
     b = OptimizerBuilder("adam")
-    assert b.lr_finder.plot.layout.display == "none"  # no broken-image icon before a range test
-    b.lr_finder.options = {"steps": 21, "start_lr": 1e-5, "end_lr": 1.0, "step_fn": sigmoid_reward(1e-3)}
-    b.lr_finder.button.click()
-    b.lr_finder.join(120)
-    result = b.lr_finder.result
-    assert b.lr_finder.error is None and result.suggestion is not None
-    assert b.params.learning_rate == pytest.approx(result.suggestion) and b.adam["learning_rate"].slider.value > 0
-    assert "suggested" in b.lr_finder.status.value and len(b.lr_finder.plot.value) > 1000
-    assert b.lr_finder.plot.layout.display is None
-    assert not b.lr_finder.button.disabled
+    before = b.params.learning_rate
+    finder = b.lr_finder
+    assert finder.plot.layout.display == "none" and finder.apply_button.disabled  # nothing to show or apply yet
+    finder.options = {"steps": 21, "start_lr": 1e-5, "end_lr": 1.0, "step_fn": sigmoid_reward(1e-3)}
+    finder.button.click()
+    finder.join(120)
+    result = finder.result
+    assert finder.error is None and result.suggestion == significant(result.suggestion)
+    assert b.params.learning_rate == before  # shown, not applied
+    assert f"suggested lr {result.suggestion:g}" in finder.status.value and "click Apply" in finder.status.value
+    assert len(finder.plot.value) > 1000 and finder.plot.layout.display is None
+    assert not finder.button.disabled and not finder.apply_button.disabled
+    finder.apply_button.click()
+    assert b.params.learning_rate == result.suggestion and b.adam["learning_rate"].slider.value > 0
+    assert finder.apply_button.disabled and f"applied lr {result.suggestion:g}" in finder.status.value
 
 
 def test_find_lr_button_shows_errors_in_the_panel():
@@ -194,18 +217,128 @@ def test_muon_units_switch_converts_the_rate():
     assert b.params.learning_rate == pytest.approx(0.02)
 
 
-def test_run_panel_find_lr_copies_its_session():
+def test_run_panel_find_lr_copies_its_session_in_its_units():
     session = rlnb.connect("local", optimizer="muon", muon_scaling="match_adam", record=False, device="cpu")
     panel = RunPanel(session, n_steps=5, every=0.05)
-    assert panel.builder.lr_finder.session is session
-    panel.builder.lr_finder.options = {"steps": 6}  # real RL steps of the demo task
-    panel.builder.lr_finder.button.click()
-    panel.builder.lr_finder.join(120)
-    result = panel.builder.lr_finder.result
-    assert panel.builder.lr_finder.error is None and session.step == 0
-    assert result.muon_scaling == "match_adam" and panel.builder.lr_finder.scaling.value == "match_adam"
-    if result.suggestion is not None:
-        assert panel.builder.params.learning_rate == pytest.approx(result.suggestion)
+    finder = panel.builder.lr_finder
+    assert finder.session is session and finder.scaling.value == "match_adam" and finder.scaling.disabled
+    preset = PRESETS[DEFAULT_PRESET]["muon"]["learning_rate"]  # the preset's rate, converted to the session's units
+    converted = panel.builder.params.learning_rate
+    assert converted == pytest.approx(convert_muon_lr(preset, "original", "match_adam", session))
+    finder.options = {"steps": 6}  # real RL steps of the demo task
+    finder.button.click()
+    finder.join(120)
+    result = finder.result
+    assert finder.error is None and session.step == 0 and result.muon_scaling == "match_adam"
+    assert panel.builder.params.learning_rate == converted  # nothing applied
     assert any(isinstance(a, Line2D) for a in result.plot().lines)
     panel.close()
+    session.close()
+
+
+def test_muon_sweeps_both_rates_at_their_ratio(tmp_path):
+    base = rlnb.MuonParams(learning_rate=0.05, adam={"learning_rate": 0.01, "weight_decay": 0.0})
+    sent = []
+
+    def step(session, params, i):
+        sent.append((params.learning_rate, params.adam.learning_rate, params.adam.weight_decay))
+        return sigmoid_reward(0.05)(session, params, i)
+
+    result = lr_find(base, steps=9, step_fn=step, runs_dir=tmp_path)
+    assert [muon for muon, _, _ in sent] == pytest.approx(result.lrs)
+    assert [adam / muon for muon, adam, _ in sent] == pytest.approx([0.2] * 9)  # together, at base's ratio
+    assert {wd for _, _, wd in sent} == {0.0}  # the other fields are base's
+    ops = History.load(result.run_path).df
+    bodies = ops[ops.kind == "optim-step"].params
+    assert [b["adam"]["learning_rate"] / b["learning_rate"] for b in bodies] == pytest.approx([0.2] * 9)
+    assert result.adam_ratio == pytest.approx(0.2)
+    assert list(result.frame.columns[:2]) == ["learning_rate", "adam_learning_rate"]
+    assert result.params.learning_rate == result.suggestion == significant(result.suggestion)
+    assert result.params.adam.learning_rate == significant(0.2 * result.suggestion)
+    assert "AdamW part at 0.2× it" in result.reason and "AdamW part at 0.2×" in result.plot().get_xlabel()
+
+
+def test_a_flat_curve_gives_no_clear_suggestion(tmp_path):
+    result = lr_find(rlnb.AdamParams(), steps=12, step_fn=lambda s, p, i: ce_step(s, p) * 0 + 1.0, runs_dir=tmp_path)
+    assert result.suggestion is None and result.params is None
+    assert result.reason.startswith("no clear suggestion: the smoothed reward is flat")
+    assert "suggested" not in [ln.get_label()[:9] for ln in result.plot().lines]
+    # the threshold: a rise of 4% of the curve's size is flat, 6% is not (rewards or losses)
+    lrs = [10 ** (-5 + i / 4) for i in range(20)]
+    for objective, sign in (("reward", 1), ("loss", -1)):
+        for step, clear in ((0.04, False), (0.06, True)):
+            curve = [sign * (1 + step * min(i, 10) / 10) for i in range(20)]
+            assert rise(curve, objective) == pytest.approx(step / (1 + step))
+            assert (suggest(lrs, curve, objective)[0] is not None) is clear
+    assert rise([], "reward") == 0.0 and rise([0.0] * 6, "reward") == 0.0 and FLAT == 0.05
+
+
+def test_find_lr_is_disabled_while_the_form_is_invalid_and_says_why():
+    b = OptimizerBuilder("adam")
+    finder = b.lr_finder
+    assert not finder.button.disabled and finder.status.value == ""
+    b.adam["beta1"].value = 1.5
+    assert finder.button.disabled and "Find LR needs a valid config" in finder.status.value
+    assert "beta1" in finder.status.value
+    finder.start()  # a click on a disabled button (or from code) does nothing, and says why
+    assert finder._thread is None and "beta1" in finder.status.value
+    with pytest.raises(ValueError, match="beta1"):
+        finder.run()
+    b.adam["beta1"].value = 0.9
+    assert not finder.button.disabled and finder.status.value == ""
+
+
+def test_muon_shapes_of_a_session_are_its_own():
+    session = rlnb.connect("local", optimizer="muon", model="tiny", record=False, device="cpu")
+    assert muon_shapes(session) == muon_shapes("tiny")
+    assert convert_muon_lr(0.02, "original", "match_adam", session) == convert_muon_lr(0.02, "original", "match_adam")
+    session.close()
+    fake = rlnb.Session(FakeBackend("muon"), record=False)  # remote-like: no model here, not a built-in
+    with pytest.raises(ValueError, match="shapes of fake's model are not known here"):
+        muon_shapes(fake)
+    panel = RunPanel(fake, every=0.05)
+    assert panel.builder.lr_finder.shapes is None and panel.builder.lr_finder.scaling.disabled
+    panel.close()
+    fake.close()
+
+
+@pytest.mark.slow
+def test_a_hugging_face_session_converts_with_its_own_shapes(hf_dirs):
+    session = rlnb.connect("local", optimizer="muon", model=hf_dirs["llama"], muon_scaling="match_adam",
+                           record=False, device="cpu")  # fmt: skip
+    own = [(int(p.shape[0]), int(p.shape[1])) for _, p in session.backend.optim.split.muon]
+    assert muon_shapes(session) == own and own != muon_shapes("tiny")
+    want = convert_muon_lr(0.05, "original", "match_adam", own)
+    assert convert_muon_lr(0.05, "original", "match_adam", session) == pytest.approx(want)
+    assert want != pytest.approx(convert_muon_lr(0.05, "original", "match_adam", "tiny"))
+    panel = RunPanel(session, every=0.05)  # the preset's 0.05 "original", in this session's units and shapes
+    assert panel.builder.params.learning_rate == pytest.approx(want)
+    panel.close()
+    session.close()
+
+
+def notebook_05_session(steps):
+    """Notebook 05's session: Muon, seed 0, the default preset, ``steps`` RL steps of the digits task."""
+    session = rlnb.connect("local", optimizer="muon", seed=0, record=False, device="cpu")
+    builder = OptimizerBuilder("muon", total_steps=30)
+    for i in range(steps):
+        rl_step(session, digits_task(), builder.params_at(session.step), seed=i)
+    return session, builder
+
+
+@pytest.mark.slow
+def test_on_notebook_05_muon_suggests_a_rate_that_learns(tmp_path):
+    """The old sweep (Muon's rate alone, AdamW fixed at 1e-2) suggested 0.0026 here; 0.05 learns."""
+    session, builder = notebook_05_session(6)
+    result = lr_find(builder.params, session, steps=30, runs_dir=tmp_path)
+    assert 0.02 <= result.suggestion <= 0.2 and result.params.adam.learning_rate == significant(result.suggestion * 0.2)
+    session.close()
+
+
+@pytest.mark.slow
+def test_a_converged_session_gives_no_clear_suggestion(tmp_path):
+    session, builder = notebook_05_session(40)
+    result = lr_find(builder.params, session, steps=30, runs_dir=tmp_path)
+    assert min(result.values) == 1.0  # a copy of the converged weights: the reward stays at 1
+    assert result.suggestion is None and "flat" in result.reason
     session.close()

@@ -1,12 +1,15 @@
 """What a person sees: the RunPanel in JupyterLab 4 and in Voila, driven by Playwright in Debian's Chromium.
 
-Each test leaves a screenshot in tests/artifacts/. JupyterLab runs on a copy of notebooks/05-widgets.ipynb
-in a temporary folder (its settings and workspaces there too, the news toast off), so the repository's
-notebook is never touched.
+Each test leaves a screenshot in tests/artifacts/. JupyterLab runs on copies of notebooks/05-widgets.ipynb
+and tests/widgets/voila/laptop_panel.ipynb in a temporary folder (its settings and workspaces there too, the
+news toast off), so the repository's notebooks are never touched. On a laptop's screen (1366×768) the
+panel, its form folded, is at most 700 px tall, and Stop, the status line and the reward plot are on
+screen together while a run goes.
 """
 
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -26,9 +29,14 @@ ARGS = [
     "--no-first-run",
 ]
 HERE = Path(__file__).parent
-ARTIFACTS = HERE / "artifacts"
-NOTEBOOK = HERE.parent / "notebooks" / "05-widgets.ipynb"
+ROOT = HERE.parents[1]
+ARTIFACTS = ROOT / "tests" / "artifacts"
+NOTEBOOK = ROOT / "notebooks" / "05-widgets.ipynb"
+LAPTOP_NOTEBOOK = HERE / "voila" / "laptop_panel.ipynb"
 TALL = {"width": 1300, "height": 2200}  # the whole panel fits: no scrolling inside Lab's notebook
+LAPTOP = {"width": 1366, "height": 768}
+PANEL_MAX = 700
+"""Pixels: the tallest the panel may be with its form folded, on a laptop."""
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian chromium is not installed (.ci/run installs it)"
@@ -59,6 +67,7 @@ def shot(locator, name):
 def lab_url(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    shutil.copy(LAPTOP_NOTEBOOK, root / LAPTOP_NOTEBOOK.name)
     settings = root / ".settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
@@ -133,6 +142,7 @@ def test_lab_wrong_tab_and_a_bad_field_say_why(lab):
 
     panel = lab.locator(".rlnb-run-panel")
     message = panel.locator(".rlnb-builder .rlnb-message")
+    unfold(panel)
     panel.get_by_role("tab", name="Adam (locked)").click()
     expect(message).to_contain_text("this session's optimizer is muon")
     expect(panel.get_by_role("button", name="Step")).to_be_disabled()
@@ -151,6 +161,73 @@ def test_lab_wrong_tab_and_a_bad_field_say_why(lab):
     expect(message).to_contain_text("✓ valid")
 
 
+def unfold(panel):
+    """Open the panel's optimizer form (folded to its one-line summary)."""
+    panel.locator(".rlnb-builder").get_by_text("· preset ").click()
+
+
+def in_view(page, locator) -> bool:
+    """Wholly inside the window and not clipped by a scrolling container (Lab's notebook panel)."""
+    box = locator.bounding_box()
+    inside = box is not None and box["y"] >= 0 and box["y"] + box["height"] <= page.viewport_size["height"]
+    return (
+        inside
+        and locator.evaluate(
+            """el => new Promise(done => {
+            const seen = new IntersectionObserver(([entry]) => { seen.disconnect(); done(entry.intersectionRatio); });
+            seen.observe(el);
+        })"""
+        )
+        > 0.99
+    )
+
+
+def check_laptop_run(page, panel, shot_name):
+    """The panel fits and, during a run, Stop, the status line and the reward plot are on screen together."""
+    from playwright.sync_api import expect
+
+    status = panel.locator(".rlnb-status")
+    expect(status).to_contain_text("step 0 · ready", timeout=120_000)
+    expect(panel.locator(".rlnb-builder")).to_contain_text("muon · lr 0.05, AdamW 0.01 · cosine to 0.1× at step 30")
+    expect(panel.locator(".rlnb-schedule")).to_contain_text("step 0 / warmup 3")
+    height = panel.bounding_box()["height"]
+    print(f"{shot_name}: the panel is {height:.0f} px tall at 1366x768 with its form folded")
+    assert height <= PANEL_MAX, f"the panel is {height:.0f} px tall at 1366x768 with its form folded"
+    panel.evaluate("el => el.scrollIntoView({block: 'start'})")  # as a person scrolls to it
+    panel.get_by_role("button", name="Run N").click()
+    expect(status).to_contain_text(re.compile(r"step \d+ · ([6-9]|\d\d+)/500 done"), timeout=60_000)  # the table full
+    stop, reward = panel.get_by_role("button", name="Stop"), panel.locator(".rlnb-live img").first
+    expect(stop).to_be_enabled()
+    page.wait_for_timeout(700)  # a redraw of the live view with the latest steps
+    page.screenshot(path=str(ARTIFACTS / shot_name))  # the window, as the person sees it
+    running = panel.bounding_box()["height"]  # the steps table filled in
+    print(f"{shot_name}: {running:.0f} px during the run")
+    assert running <= PANEL_MAX, f"the panel is {running:.0f} px tall during the run"
+    parts = (("Stop", stop), ("status", status), ("reward plot", reward))
+    seen = {name: (in_view(page, loc), loc.bounding_box()) for name, loc in parts}
+    assert all(ok for ok, _ in seen.values()), f"not all on screen together during the run: {seen}"
+    assert "done" in status.inner_text() and reward.evaluate("img => img.complete && img.naturalWidth > 200")
+    stop.click()
+    expect(status).to_contain_text("stopped early", timeout=60_000)
+    return height
+
+
+def test_lab_on_a_laptop_the_panel_fits_and_stop_status_and_reward_show_together(browser, lab_url):
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport=LAPTOP)
+    page.goto(f"{lab_url}/lab/workspaces/laptop/tree/{LAPTOP_NOTEBOOK.name}?reset", timeout=120_000)  # alone
+    expect(page.locator(".jp-StatusBar-Item", has_text="Idle").first).to_be_visible(timeout=120_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator('li[data-command="runmenu:run-all"]').click()
+    panel = page.locator(".rlnb-run-panel:visible")
+    check_laptop_run(page, panel, "lab_laptop_1366x768_running.png")
+    unfold(panel)  # everything is one click away
+    expect(panel.get_by_role("button", name="Find LR")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "lab_laptop_1366x768_form_open.png"))
+    page.close()
+
+
 # -- Voila -----------------------------------------------------------------------------------------
 
 
@@ -161,6 +238,17 @@ def voila_url():
     cmd = [sys.executable, "-m", "voila", notebook, "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1"]
     with ServerProcess(cmd, f"http://127.0.0.1:{port}/", health="voila/static/") as url:
         yield url
+
+
+def test_voila_on_a_laptop_the_panel_fits_and_stop_status_and_reward_show_together(browser):
+    port = free_port()
+    cmd = [sys.executable, "-m", "voila", str(LAPTOP_NOTEBOOK), "--no-browser", f"--port={port}"]
+    cmd.append("--Voila.ip=127.0.0.1")
+    with ServerProcess(cmd, f"http://127.0.0.1:{port}/", health="voila/static/") as url:
+        page = browser.new_page(viewport=LAPTOP)
+        page.goto(url, timeout=120_000)
+        check_laptop_run(page, page.locator(".rlnb-run-panel"), "voila_laptop_1366x768_running.png")
+        page.close()
 
 
 def test_voila_a_person_steps_runs_and_stops_a_session(browser, voila_url):
@@ -174,6 +262,7 @@ def test_voila_a_person_steps_runs_and_stops_a_session(browser, voila_url):
     box, step_box = panel.bounding_box(), panel.get_by_role("button", name="Step").bounding_box()
     assert step_box["y"] - box["y"] < 40  # the buttons are at the top
     assert box["height"] < 1000, box  # compact: about 1350 px before
+    unfold(panel)
 
     # Set the learning rate in the exact-entry box beside the slider; the JSON body is one click away.
     lr_box = panel.locator(".widget-hbox").filter(has=page.get_by_text("learning rate", exact=True)).first

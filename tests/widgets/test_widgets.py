@@ -165,6 +165,49 @@ def test_schedule_is_a_pure_function():
         Schedule("step")
 
 
+def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
+    b = OptimizerBuilder("muon", total_steps=30)
+    assert b.fold.selected_index is None  # folded by default: the summary is its title
+    assert b.summary == "muon · lr 0.05, AdamW 0.01 · constant · preset Learns in 30 steps"
+    # a schedule set in another cell (as notebook 05 does) shows on the line, not only inside the fold
+    b.sched_kind.value, b.warmup.value = "cosine", 3
+    assert b.summary == "muon · lr 0.05, AdamW 0.01 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 30 steps"
+    b.muon["learning_rate"].value = 0.02
+    assert "lr 0.02, AdamW 0.01" in b.summary and b.summary.endswith("preset Learns in 30 steps (modified)")
+    b.muon["momentum"].value = 1.5
+    assert b.summary.startswith("✗ 1 problem — open to fix · muon · ") and "lr " not in b.summary
+    b.kind = "adam"
+    assert b.summary == "adam · lr 0.01 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 30 steps (modified)"
+    assert OptimizerBuilder("adam", expanded=True).fold.selected_index == 0
+
+
+def test_the_panel_shows_the_schedule_and_warns_once_past_its_end(panel_session):
+    def ce_step(session, params):
+        session.forward_backward([rlnb.samples.cross_entropy(list(b"a step"))])
+        session.optim_step(params).result()
+
+    builder = OptimizerBuilder("adam", total_steps=3)
+    panel = RunPanel(panel_session, builder, step_fn=ce_step, every=0.05)
+    assert "constant schedule · lr 1.0e-02" in panel.schedule_line.value and panel.warnings == []
+    builder.sched_kind.value = "linear"
+    assert "step 0 / 3 of the linear schedule · lr 1.0e-02" in panel.schedule_line.value
+    panel.n.value = 5
+    panel.run_button.click()
+    assert panel.join(60) and panel_session.step == 5
+    assert "step 5 / 3 of the linear schedule · lr 1.0e-03" in panel.schedule_line.value
+    assert "#b45309" in panel.schedule_line.value  # orange past the end
+    assert len(panel.warnings) == 1 and panel.warning.layout.display is None  # once, though 2 steps went past
+    assert "step 3 is past the end of the linear schedule (total steps 3)" in panel.warnings[0]
+    assert "0.1× the base rate (lr 1.0e-03)" in panel.warnings[0] and panel.warnings[0] in panel.warning.value
+    sent = panel_session.history.steps.learning_rate
+    assert list(sent) == pytest.approx([1e-2, 7e-3, 4e-3, 1e-3, 1e-3])  # the last two at the floor
+    builder.total.value = 6  # raised: not past the end any more
+    assert panel.warning.layout.display == "none" and "step 5 / 6" in panel.schedule_line.value
+    panel.step_button.click()
+    assert panel.join(60) and len(panel.warnings) == 2  # passed the new end: said once more
+    panel.close()
+
+
 def test_on_change_callback():
     b = OptimizerBuilder("adam")
     seen = []
@@ -445,7 +488,7 @@ def mean_reward(optimizer, preset, seed, steps=30):
 
 
 def test_presets_hold_their_lessons():
-    """Measured with a wide margin (README): the default climbs to ~1 within 30 steps, too high collapses
+    """Measured with a wide margin (docs/widgets.md): the default climbs to ~1 within 30 steps, too high collapses
     to ~0 (12 seeds: at most 0.46 in any one), the Together docs values barely move."""
     runs = {p: [mean_reward("adam", p, seed) for seed in (0, 1, 2)] for p in (DEFAULT_PRESET, "Too high (teaching)")}
     mean = {p: statistics.fmean(statistics.fmean(r) for r in rs) for p, rs in runs.items()}

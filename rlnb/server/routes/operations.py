@@ -47,8 +47,6 @@ Seen = Annotated[
     wire.OperationStatus | None,
     Query(description="rlnb extension, with `wait`: the status the client already knows (default: the current one)"),
 ]
-OFFLOADED_MEMBERS: dict[str, tuple[str, ...]] = {"forward-backward": ("loss_fn_outputs",), "sample": ("results",)}
-"""What a too-large result moves to the side channel; ``loss`` and ``metrics`` always stay inline."""
 
 
 def with_payload(registry: Registry, session_id: str, request_type: type[wire._Model], body: Any) -> Any:
@@ -69,33 +67,37 @@ def served(registry: Registry, session_id: str, op: OpRecord, env: wire.Operatio
     names a payload holding the rest (made once per operation)."""
     data = env.model_dump(mode="json")
     limit = registry.settings.result_offload_bytes
-    if limit is None or env.status != wire.STATUS_COMPLETED or op.kind not in OFFLOADED_MEMBERS:
+    members = wire.OFFLOADED_RESULT_MEMBERS.get(op.kind)
+    if limit is None or env.status != wire.OperationStatus.COMPLETED or members is None:
         return data
     with registry.lock:
         if op.offloaded is None:
             out = data["output"]
             if len(json.dumps(out, separators=(",", ":"))) > limit:
-                big = {k: out.pop(k) for k in OFFLOADED_MEMBERS[op.kind] if k in out}
-                out["payload_id"] = registry.payloads.new(session_id, json.dumps(big).encode()).id
+                big = {k: out.pop(k) for k in members if k in out}
+                out["payload_id"] = registry.payloads.new_result(session_id, json.dumps(big).encode()).id
             op.offloaded = out
         data["output"] = op.offloaded
     return data
 
 
-def _add_routes(kind: str, request_type: type[wire._Model] | None) -> None:
+def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None) -> None:
     name = kind.replace("-", "_")
 
     def retry_or_submit(registry: Registry, session_id: str, key: str, body: Any) -> JSONResponse:
         signed = fingerprint(body)  # of the body as sent: a retry of a payload body sends the same payload_id
         known = registry.replay(session_id, kind, key, signed)  # a retry: before its payload is read again
         if known is None:
-            if body is not None and getattr(body, "payload_id", None):
+            payload_id = getattr(body, "payload_id", None)
+            if body is not None and payload_id:
                 assert request_type is not None
                 body = with_payload(registry, session_id, request_type, body)
             if body is not None:
                 check_known(body)
                 check_operation(registry.settings, kind, body)
             known = registry.submit(session_id, kind, key, body, signed)
+            if payload_id:
+                registry.payloads.used(payload_id)  # its bytes are in the queued body now
         return JSONResponse(known.model_dump(mode="json"))
 
     if request_type is None:

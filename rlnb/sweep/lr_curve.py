@@ -1,0 +1,83 @@
+"""The curve of a learning-rate range test: its smoothing, when a loss run has diverged, when the curve
+is flat, and the suggestion read from it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .trial import Objective
+
+SMOOTHING = 0.6
+"""EMA factor on the per-step objective (bias-corrected), as fastai's ``lr_find`` (0.98 over 100 steps;
+tens of steps here want far less memory). During the run the EMA is causal (to stop on divergence);
+the curve shown and used for the suggestion is the EMA run forward and then backward, which has no
+lag — a causal EMA trails the raw curve by ~1/(1 - β) steps and would shift the suggestion towards
+larger rates."""
+DIVERGE = 4.0
+"""A loss run stops once the smoothed loss exceeds this many times its best."""
+FLAT = 0.05
+"""The smoothed curve is flat — no clear suggestion — when its rise before the best point is below this
+fraction of its largest magnitude. Measured by ``bench/bench_find_lr.py`` (30-step tests of the default
+preset on the digits task, seeds 0-4): fresh and notebook-05 sessions rise 0.68-0.96; sessions trained
+40 steps to reward 1.0 rise 0.000 (every group's rewards equal: no gradient at any rate)."""
+
+
+def significant(value: float, digits: int = 2) -> float:
+    """``0.0025929437974046674`` → ``0.0026``: a rate as a person would write it."""
+    return float(f"{value:.{digits}g}")
+
+
+def smooth(values: Sequence[float], beta: float = SMOOTHING) -> list[float]:
+    """Bias-corrected EMA (fastai): the first points are not dragged towards 0."""
+    out, avg = [], 0.0
+    for i, v in enumerate(values, 1):
+        avg = beta * avg + (1 - beta) * v
+        out.append(avg / (1 - beta**i))
+    return out
+
+
+def diverged(smoothed: list[float], objective: Objective) -> bool:
+    if objective != "loss" or len(smoothed) < 3:
+        return False
+    best = min(smoothed)
+    return best > 0 and smoothed[-1] > DIVERGE * best
+
+
+def rise(smoothed: Sequence[float], objective: Objective) -> float:
+    """How far the smoothed curve improves up to its best point, as a fraction of its largest magnitude
+    (0 for an empty or all-zero curve): what ``FLAT`` is compared with."""
+    y = (1.0 if objective == "reward" else -1.0) * np.asarray(smoothed, dtype=float)
+    scale = float(np.nanmax(np.abs(y))) if len(y) else 0.0
+    if not scale > 0:
+        return 0.0
+    best = int(np.nanargmax(y))
+    return float((y[best] - np.nanmin(y[: best + 1])) / scale)
+
+
+def suggest(lrs: Sequence[float], smoothed: Sequence[float], objective: Objective) -> tuple[float | None, str]:
+    """The rate of fastest improvement per decade of learning rate, before the best point (the steepest
+    descent of the loss, the steepest ascent of the reward), to two significant figures. The first 10%
+    of steps are skipped: the EMA has too little history there. None, saying why, when the curve is flat
+    (see ``FLAT``) or does not improve."""
+    sign = 1.0 if objective == "reward" else -1.0
+    y = sign * np.asarray(smoothed, dtype=float)
+    if len(y) < 5:
+        return None, f"no clear suggestion: too few steps ({len(y)}) to suggest a rate"
+    improved = rise(smoothed, objective)
+    if improved < FLAT:
+        return None, (
+            f"no clear suggestion: the smoothed {objective} is flat (it improves {improved:.1%} of its size before "
+            f"its best point; below {FLAT:.0%} counts as flat) — nothing here learns faster at one rate than another"
+        )
+    best = int(np.nanargmax(y))
+    skip = max(1, len(y) // 10)
+    if best <= skip:
+        where = f"at lr {lrs[best]:.3g}"
+        return None, f"no clear suggestion: no improvement before the best point ({where}): try a smaller start_lr"
+    slope = np.gradient(y[: best + 1], np.log10(np.asarray(lrs[: best + 1])))
+    i = skip + int(np.nanargmax(slope[skip:]))
+    if not slope[i] > 0:
+        return None, "no clear suggestion: the objective did not improve: try a wider range or more steps"
+    return significant(lrs[i]), f"steepest {'ascent' if sign > 0 else 'descent'} of the smoothed {objective}"

@@ -1,0 +1,67 @@
+"""Muon's learning rate in its two scaling conventions ("original": spectral-norm units, KJ;
+"match_adam": the RMS of an AdamW update, Moonshot), converted for the shapes of the matrices Muon
+updates: a built-in model's, an ``nn.Module``'s, or a session's own."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from rlnb.engine.models.adapter import roles
+from rlnb.engine.models.tiny import SIZES, build_model
+from rlnb.engine.optim.muon import MATCH_ADAM_RMS
+from rlnb.engine.optim.split import split_params
+from rlnb.session import Session
+
+Shapes = Sequence[tuple[int, int]]
+
+
+def muon_shapes(model: str | nn.Module | Session = "tiny") -> list[tuple[int, int]]:
+    """The shapes (rows, cols) of the matrices Muon updates: in a built-in model (by name), an
+    ``nn.Module``, or a session — a local one's own optimizer split (a Hugging Face model, LoRA and
+    ``muon_split`` included), a remote one's built-in model. A remote session on another model raises
+    ``ValueError``: its shapes are not known here (pass the shapes, or the module)."""
+    if isinstance(model, Session):
+        optim = getattr(model.backend, "optim", None)
+        if optim is not None:
+            return [(int(p.shape[0]), int(p.shape[1])) for _, p in optim.split.muon]
+        name = str(model.history.config.get("model", "")).removeprefix("rlnb/")
+        if name not in SIZES:
+            raise ValueError(
+                f"the Muon matrix shapes of {name or 'this session'}'s model are not known here: pass shapes "
+                "(a list of (rows, cols)) or the model as an nn.Module"
+            )
+        model = name
+    module = build_model(model, seed=0) if isinstance(model, str) else model
+    return [(int(p.shape[0]), int(p.shape[1])) for _, p in split_params(module, roles(module)).muon]
+
+
+def _scale(convention: str, rows: int, cols: int) -> float:
+    if convention == "original":
+        return max(1.0, rows / cols) ** 0.5
+    if convention == "match_adam":
+        return MATCH_ADAM_RMS * max(rows, cols) ** 0.5
+    raise ValueError(f"Muon scaling must be 'original' or 'match_adam', got {convention!r}")
+
+
+def convert_muon_lr(lr: float, from_: str, to: str, shapes: Shapes | str | nn.Module | Any = "tiny") -> float:
+    """A Muon learning rate in convention ``from_`` → the rate giving the same updates in ``to``.
+
+    ``shapes``: a list of (rows, cols), or anything ``muon_shapes`` takes (a built-in model's name, an
+    ``nn.Module``, a ``Session``). A matrix (rows × cols) moves by lr·s per step, s = max(1, rows/cols)^½
+    ("original") or 0.2·max(rows, cols)^½ ("match_adam"). One rate cannot match every shape when the
+    ratio differs between matrices, so the factor is the geometric mean of s_from/s_to weighted by each
+    matrix's number of elements: the typical weight moves as before.
+    """
+    if not (lr > 0 and math.isfinite(lr)):
+        raise ValueError(f"learning_rate = {lr!r} is invalid: must be a finite number > 0")
+    dims = muon_shapes(shapes) if isinstance(shapes, str | nn.Module | Session) else list(shapes)
+    if not dims:
+        raise ValueError("no Muon matrices to convert for")
+    weights = np.array([r * c for r, c in dims], dtype=float)
+    logs = np.array([math.log(_scale(from_, r, c) / _scale(to, r, c)) for r, c in dims])
+    return float(lr * math.exp(float(weights @ logs / weights.sum())))

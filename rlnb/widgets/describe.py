@@ -1,0 +1,67 @@
+"""What the widgets show about a config: the builder's one-line summary (its title while folded), its
+schedule's plot, and where a session is on that schedule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from rlnb.params import OptimizerParams
+from rlnb.schedule import Schedule
+from rlnb.viz.plots import png
+
+
+def rate(value: float) -> str:
+    """A learning rate as a person writes it: ``0.05``, ``1e-04``→``1e-4``, ``0.0026``."""
+    text = f"{value:.2g}"
+    return text.replace("e-0", "e-").replace("e+0", "e+")
+
+
+def schedule_text(schedule: Schedule) -> str:
+    """``cosine to 0.1× at step 30, warmup 3`` / ``constant``."""
+    warmup = f", warmup {schedule.warmup_steps}" if schedule.warmup_steps else ""
+    if schedule.kind == "constant":
+        return f"constant{warmup}"
+    return f"{schedule.kind} to {schedule.min_lr_ratio:g}× at step {schedule.total_steps}{warmup}"
+
+
+def summary(kind: str, params: OptimizerParams | None, schedule: Schedule | None, preset: str, errors: int) -> str:
+    """The builder folded: ``muon · lr 0.05, AdamW 0.01 · cosine to 0.1× at step 30 · preset Learns in 30
+    steps (modified)``; with ``✗ N problems`` first while it is invalid."""
+    parts = [f"✗ {errors} problem{'s' if errors != 1 else ''} — open to fix"] if errors else []
+    parts.append(kind)
+    if params is not None:
+        resolved: dict[str, Any] = params.resolved()
+        lr = f"lr {rate(resolved['learning_rate'])}"
+        if isinstance(resolved.get("adam"), dict):
+            lr += f", AdamW {rate(resolved['adam']['learning_rate'])}"
+        parts.append(lr)
+    if schedule is not None:
+        parts.append(schedule_text(schedule))
+    parts.append(f"preset {preset}")
+    return " · ".join(parts)
+
+
+def position(schedule: Schedule, step: int, base_lr: float) -> tuple[str, bool]:
+    """Where step ``step`` (the next one sent, counting from 0) is on ``schedule`` and the rate it gets:
+    ``step 12 / 30 of the cosine schedule · lr 3.1e-3``. The flag says the step is past the end of a
+    decaying schedule, where every step gets the floor."""
+    lr = f"lr {schedule(step, base_lr):.1e}"
+    if step < schedule.warmup_steps:
+        return f"step {step} / warmup {schedule.warmup_steps} · {lr}", False
+    if schedule.kind == "constant":
+        return f"constant schedule · {lr}", False
+    past = step >= schedule.total_steps
+    return f"step {step} / {schedule.total_steps} of the {schedule.kind} schedule · {lr}", past
+
+
+def schedule_png(schedule: Schedule, base_lr: float) -> bytes:
+    """The schedule's rate over its steps and a tenth past them, as a small PNG."""
+    steps = range(0, int(schedule.total_steps * 1.1) + 1)
+    fig = Figure(figsize=(3.75, 1.6), dpi=80, layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot(list(steps), [schedule(s, base_lr) for s in steps], color="C0")
+    ax.set(xlabel="step", ylabel="learning rate", title=f"{schedule.kind}, warmup {schedule.warmup_steps}")
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    return png(fig)
