@@ -186,7 +186,7 @@ class LocalBackend:
         self._threads = ThreadUse(self.device, threads)
         self._worker = Worker(self._run, name=f"rlnb-{self._info.id}", classify=handlers.classify)
 
-    def _run(self, kind: str, body: Any, cancelled: threading.Event) -> Any:
+    def _run(self, kind: wire.OperationKind, body: Any, cancelled: threading.Event) -> Any:
         """One operation on the worker thread, with the thread count the policy gives it."""
         self._threads.before(self.engine.step)
         try:
