@@ -125,7 +125,10 @@ class Session:
         try:
             self.backend.close()  # a remote stop may fail (server gone): the run is closed all the same
         finally:
-            self.history.close()
+            try:  # config.json says what the session ran with, including what changed meanwhile (thread counts)
+                self.history.annotate(**self.backend.config())
+            finally:
+                self.history.close()
             if self._sinks is not None and flush_sinks:
                 self._sinks.close()  # after the run store: a slow sink never holds it open
 

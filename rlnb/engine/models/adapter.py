@@ -17,8 +17,10 @@ import torch
 from torch import Tensor, nn
 
 from rlnb.engine.models import hf
-from rlnb.engine.models.decoders import BuiltinDecoder, Decoder, HFDecoder, RecomputeDecoder, positions
-from rlnb.engine.models.tiny import SIZES, KVCache, TinyTransformer, build_model, from_gpt2, gpt2_config, to_gpt2
+from rlnb.engine.models.compiled import Compiler, mark_static
+from rlnb.engine.models.decoders import BuiltinDecoder, Decoder, HFDecoder, RecomputeDecoder, hf_step, positions
+from rlnb.engine.models.gpt2 import from_gpt2, gpt2_config, to_gpt2
+from rlnb.engine.models.tiny import SIZES, KVCache, TinyTransformer, build_model
 from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
 
 DEFAULT_CONTEXT = 1024
@@ -69,7 +71,9 @@ class ModelAdapter:
         assert out is not None
         return out
 
-    def decoder(self, model: nn.Module, batch: int, max_len: int) -> Decoder:
+    def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
+        """Incremental decoding of ``batch`` rows up to ``max_len`` tokens; ``compiler`` compiles its step (a plain
+        module's recompute cannot be: its shapes grow with every token)."""
         return RecomputeDecoder(lambda ids, mask: self.forward(model, ids, mask))
 
     def embedding_params(self) -> list[nn.Parameter]:
@@ -135,8 +139,19 @@ class BuiltinAdapter(ModelAdapter):
     def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         return model(ids, mask)
 
-    def decoder(self, model: nn.Module, batch: int, max_len: int) -> Decoder:
-        return BuiltinDecoder(model, KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module)))
+    def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
+        base = _unwrap(model)  # under LoRA: the model with its adapted layers, without peft's wrapper
+        if compiler is None:
+            return BuiltinDecoder(base, KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module)))
+        cache = compiler.cache(("builtin", batch, max_len), lambda: self._static_cache(batch, max_len))
+        step = compiler.wrap(TinyTransformer.decode_step, "decode step", _architecture(base), batch=batch,
+                             length=max_len)
+        return BuiltinDecoder(base, cache, step)
+
+    def _static_cache(self, batch: int, max_len: int) -> KVCache:
+        cache = KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module), compiled=True)
+        mark_static([*cache.k, *cache.v])
+        return cache
 
     def embedding_params(self) -> list[nn.Parameter]:
         m = self.module
@@ -187,8 +202,16 @@ class HFAdapter(ModelAdapter):
             input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=False
         ).logits
 
-    def decoder(self, model: nn.Module, batch: int, max_len: int) -> Decoder:
-        return HFDecoder(model)
+    def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
+        if compiler is None:
+            return HFDecoder(model)
+        from transformers import StaticCache
+
+        base = _unwrap(model)  # peft's wrapper adds nothing to a LoRA forward, and would be compiled too
+        config = base.config
+        cache = compiler.cache(("hf", batch, max_len), lambda: StaticCache(config=config, max_cache_len=max_len))
+        step = compiler.wrap(hf_step, "decode step", _architecture(base), batch=batch, length=max_len)
+        return HFDecoder(base, (cache, max_len), step)
 
     def embedding_params(self) -> list[nn.Parameter]:
         m: Any = self.module
@@ -227,6 +250,18 @@ class HFAdapter(ModelAdapter):
 
 
 # -- building -------------------------------------------------------------------------------------
+
+
+def _architecture(model: nn.Module) -> tuple[Any, ...]:
+    """What tells one compiled graph apart from another's: the parameters' names, shapes and dtypes (two
+    sessions of one architecture share their graphs; LoRA adapters make another)."""
+    return tuple((n, tuple(p.shape), p.dtype) for n, p in model.named_parameters())
+
+
+def _unwrap(model: nn.Module) -> Any:
+    """A peft model's base model (its layers adapted in place), or the model itself."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
 
 
 def _dtype(module: nn.Module) -> torch.dtype:
