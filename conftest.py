@@ -13,7 +13,8 @@ import sys
 import pytest
 
 SLOW_FIXTURES = frozenset(
-    {"server", "auth_server", "hf_dirs", "hf_server", "transformers", "peft", "trl", "local_ray", "browser", "voila_url"}
+    ("server", "auth_server", "hf_server", "voila_url", "browser", "local_ray")  # processes, servers, a browser
+    + ("hf_dirs", "transformers", "peft", "trl")  # Hugging Face
 )
 """Fixtures that start a server, a cluster or a browser, or load Hugging Face libraries and models."""
 

@@ -12,9 +12,15 @@ prompts x 8 samples, 8 tokens), seed 0; the 16 trials differ in learning rate (l
 Wall time from before the session / ensemble is built to after every run folder is closed (models built and
 runs recorded on disk, imports not), median of ``--reps`` runs with the settings taking turns, after one
 warm-up of each. Also printed: CPU seconds of the process (all threads) and the machine's load average.
-Target: batched <= 3x alone.
+Target: batched <= 3x alone. Threads: the engine's thread policy decides for the session and the ensemble
+alike (``--threads N`` fixes both).
 
-    python bench/bench_batched.py [--reps 3] [--threads N] [--no-sequential]
+The floor (``--floor``): the matmul FLOPs of one trial and of 16 (``torch.utils.flop_counter`` over
+``run_batched`` of 1 and 16 members; the rest of a step is elementwise, a few percent), and this machine's
+best fp32 matmul rate at the same thread count (512 x 512, best of 20). 16 trials cannot take less than
+their FLOPs at that rate, whatever the overhead; the target asks for 3x one trial's wall time.
+
+    python bench/bench_batched.py [--reps 3] [--threads N] [--no-sequential] [--floor]
 """
 
 from __future__ import annotations
@@ -39,8 +45,12 @@ LEARNING_RATES = [float(x) for x in np.geomspace(1e-4, 3e-2, 16)]
 TARGET = 3.0
 
 
+THREADS: int | None = None  # --threads; None: the thread policy decides
+
+
 def alone(lr: float, runs_dir: str) -> None:
-    session = rlnb.connect("local", optimizer="adam", model="tiny", seed=0, device="cpu", runs_dir=runs_dir)
+    session = rlnb.connect("local", optimizer="adam", model="tiny", seed=0, device="cpu", runs_dir=runs_dir,
+                           threads=THREADS)
     task, params = digits_task(), rlnb.AdamParams(learning_rate=lr)
     for i in range(STEPS):
         report = rl_step(session, task, params, seed=0 * SEED_STRIDE + i)
@@ -52,7 +62,7 @@ def alone(lr: float, runs_dir: str) -> None:
 def batched(runs_dir: str) -> list[float]:
     members = [Member(rlnb.AdamParams(learning_rate=lr), seed=0, run_id=f"lr-{i:02d}") for i, lr in
                enumerate(LEARNING_RATES)]
-    results = run_batched("tiny", "adam", members, steps=STEPS, device="cpu", runs_dir=runs_dir)
+    results = run_batched("tiny", "adam", members, steps=STEPS, device="cpu", runs_dir=runs_dir, threads=THREADS)
     bad = [r.reason for r in results if r.status != "COMPLETED"]
     if bad:
         raise RuntimeError(f"{len(bad)} member(s) did not complete: {bad}")
@@ -71,17 +81,68 @@ def timed(fn: Callable[[str], object]) -> tuple[float, float]:
         return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def matmul_rate(threads: int, n: int = 512, reps: int = 20) -> float:
+    """The machine's best fp32 matmul rate (FLOP/s) at ``threads`` torch threads."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    x = torch.randn(n, n)
+    x @ x
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        x @ x
+        best = min(best, time.perf_counter() - start)
+    torch.set_num_threads(before)
+    return 2 * n**3 / best
+
+
+def floor(alone_s: float, batched_s: float) -> None:
+    """Where the floor is: 16 trials' FLOPs at this machine's best matmul rate, against 3x one trial."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    flops = {}
+    for k in (1, 16):
+        members = [Member(rlnb.AdamParams(learning_rate=lr), seed=0) for lr in LEARNING_RATES[:k]]
+        counter = FlopCounterMode(display=False)
+        with counter:
+            results = run_batched("tiny", "adam", members, steps=STEPS, device="cpu", threads=THREADS)
+        flops[k] = counter.get_total_flops()
+    threads = results[0].history.config["threads"]
+    rate = matmul_rate(threads)
+    least = flops[16] / rate
+    from torch.profiler import profile
+
+    members = [Member(rlnb.AdamParams(learning_rate=lr), seed=0) for lr in LEARNING_RATES]
+    with profile() as prof:  # 3 steps of the ensemble: how fast its own matmuls run, and their share
+        run_batched("tiny", "adam", members, steps=3, device="cpu", threads=THREADS)
+    events = prof.key_averages()
+    mm = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm", "aten::bmm")) / 1e6
+    total = sum(e.self_cpu_time_total for e in events) / 1e6
+    achieved = flops[16] / STEPS * 3 / mm
+    print(f"    floor: one trial {flops[1] / 1e9:.1f} GFLOP of matmuls ({flops[1] / STEPS / 1e6:.0f} MFLOP per step), "
+          f"16 trials {flops[16] / 1e9:.1f} GFLOP; best matmul rate at {threads} thread(s) {rate / 1e9:.1f} GFLOP/s")
+    print(f"    floor: 16 trials need >= {least:.2f} s of matmuls alone; 3x one trial is {3 * alone_s:.2f} s; "
+          f"batched took {batched_s:.2f} s = {least / batched_s:.0%} of its time at the floor rate")
+    print(f"    floor: one trial alone: {flops[1] / rate:.2f} s of its {alone_s:.2f} s are matmuls at that rate "
+          f"({flops[1] / rate / alone_s:.0%}); the rest is overhead batching can share")
+    print(f"    floor: the ensemble's own matmuls run at {achieved / 1e9:.1f} GFLOP/s (profiler, 3 steps: {mm:.2f} s "
+          f"of "
+          f"{total:.2f} s of op time, {mm / total:.0%}); at that rate 16 trials' matmuls alone take "
+          f"{flops[16] / achieved:.2f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3, help="runs of each setting (taking turns); medians shown")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the thread policy's)")
     parser.add_argument("--no-sequential", action="store_true", help="skip the 16 trials one after another")
+    parser.add_argument("--floor", action="store_true", help="also measure the FLOPs floor")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    global THREADS
+    THREADS = args.threads
     print("command: python " + " ".join(sys.argv))
-    print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__} with {torch.get_num_threads()} threads, "
-          f"load average {os.getloadavg()[0]:.2f} at the start")
+    print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__}, threads "
+          f"{args.threads or 'as the policy picks'}, load average {os.getloadavg()[0]:.2f} at the start")
     print(f"16 trials of the demo task (tiny, Adam, {STEPS} steps, learning rates {LEARNING_RATES[0]:.0e} .. "
           f"{LEARNING_RATES[-1]:.0e}) batched vs one trial alone (lr {LEARNING_RATES[8]:.2g})")
     settings: dict[str, Callable[[str], object]] = {"alone": lambda d: alone(LEARNING_RATES[8], d), "batched": batched}
@@ -106,6 +167,8 @@ def main() -> None:
     if "sequential" in med:
         print(f"    info: sequential 16 / alone 1: {med['sequential'] / med['alone']:.2f}x; "
               f"batched is {med['sequential'] / med['batched']:.2f}x faster than one after another")
+    if args.floor:
+        floor(med["alone"], med["batched"])
     with tempfile.TemporaryDirectory() as tmp:
         rewards = batched(tmp)
     print("    final reward (mean of the last 5 steps) by learning rate: "

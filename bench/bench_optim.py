@@ -6,19 +6,26 @@
     matrices + ``torch.optim.AdamW`` on the rest.                                   target <= 0.1
     Target (b) assumes a CPU without bf16 matmul units, where torch.optim.Muon's bf16 Newton-Schulz
     is tens of times slower than our fp32 one; the "bf16/fp32 matmul" line shows what this CPU does.
+(c) Engine overhead (``--overhead``): forward-backward + optim-step pipelined through ``Session`` (recording
+    on, the thread count the policy picks) against a bare torch loop doing the same maths on the same
+    thread count, on ``tiny``: wall and CPU time per step (CPU: every thread of the process).  target <= 1.1
 
 Each contender steps its own copy of one model. Fresh random gradients are set before every step,
 outside the timed region; contenders take turns step by step so drifts in machine load hit all alike;
 the first ``--warmup`` steps are not timed. Reported: the median and the fastest step.
 
     python bench/bench_optim.py [--size bench|tiny|small] [--reps 30] [--warmup 5]
+    python bench/bench_optim.py --overhead [--pairs 5] [--steps 300]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import os
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -80,12 +87,93 @@ def matmul_ms(dtype: torch.dtype, n: int = 512, reps: int = 10) -> float:
     return (time.perf_counter() - t0) / reps * 1e3
 
 
+TEXT = list(b"hello world, this is a training step of rlnb")
+
+
+def session_loop(steps: int, runs: str) -> tuple[float, float, int]:
+    """(wall, CPU) seconds per step of the Session loop, and the thread count it ran with."""
+    import rlnb
+    from rlnb import samples
+
+    batch = [samples.cross_entropy(TEXT)]
+    hp = rlnb.AdamParams(learning_rate=1e-3)
+    with rlnb.connect("local", model="tiny", device="cpu", runs_dir=runs) as s:
+        for _ in range(20):
+            s.forward_backward(batch)
+            s.optim_step(hp)
+        s.wait()
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            s.forward_backward(batch)
+            s.optim_step(hp)
+        s.wait()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        threads = s.backend.config()["threads"]
+    return wall / steps, cpu / steps, threads
+
+
+def bare_loop(steps: int, threads: int) -> tuple[float, float]:
+    """The same maths as a session's step (log-probs, summed loss, grad norm with its host sync, clipping,
+    AdamW with the session's defaults), on this thread with ``threads`` torch threads."""
+    torch.set_num_threads(threads)
+    model = build_model("tiny", 0)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=True)
+    idx, tgt = torch.tensor([TEXT[:-1]]), torch.tensor([TEXT[1:]])
+
+    def step() -> None:
+        lp = torch.log_softmax(model(idx).float(), -1).gather(-1, tgt[..., None])[..., 0]
+        (-lp.sum()).backward()
+        total = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
+        total.item()
+        torch.nn.utils.clip_grads_with_norm_(list(model.parameters()), 1.0, total)
+        opt.step()
+        for p in model.parameters():
+            p.grad = None
+
+    for _ in range(20):
+        step()
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - wall) / steps, (time.process_time() - cpu) / steps
+
+
+def overhead(pairs: int, steps: int) -> None:
+    print("command: python " + " ".join(sys.argv))
+    print(f"(c) load average {os.getloadavg()[0]:.2f} at the start; torch {torch.__version__}")
+    runs = tempfile.mkdtemp()
+    rows = []
+    for _ in range(pairs):  # taking turns, so that a change of load hits both
+        s_wall, s_cpu, threads = session_loop(steps, runs)
+        b_wall, b_cpu = bare_loop(steps, threads)
+        rows.append((s_wall, s_cpu, b_wall, b_cpu, threads))
+    for s_wall, s_cpu, b_wall, b_cpu, threads in rows:
+        print(f"    {threads} thread(s): Session {s_wall * 1e3:6.2f} ms/step wall, {s_cpu * 1e3:6.2f} CPU;  bare "
+              f"{b_wall * 1e3:6.2f} wall, {b_cpu * 1e3:6.2f} CPU;  wall {s_wall / b_wall:.2f}x  "
+              f"CPU {s_cpu / b_cpu:.2f}x")
+    best_wall = min(r[0] for r in rows) / min(r[2] for r in rows)
+    best_cpu = min(r[1] for r in rows) / min(r[3] for r in rows)
+    med_wall = statistics.median(r[0] / r[2] for r in rows)
+    med_cpu = statistics.median(r[1] / r[3] for r in rows)
+    print(f"(c) engine overhead on tiny, {steps} pipelined steps, {pairs} pairs, threads as the policy picked "
+          f"({sorted({r[4] for r in rows})}): best/best wall {best_wall:.2f}x, CPU {best_cpu:.2f}x; median of pairs "
+          f"wall {med_wall:.2f}x, CPU {med_cpu:.2f}x (target <= 1.1: wall {'PASS' if best_wall <= 1.1 else 'FAIL'}, "
+          f"CPU {'PASS' if best_cpu <= 1.1 else 'FAIL'})")
+    print(f"(c) load average {os.getloadavg()[0]:.2f} at the end")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", default="bench", choices=["bench", *SIZES], help="bench = " + repr(BENCH_SIZE))
     ap.add_argument("--reps", type=int, default=30, help="timed steps per contender")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps per contender first")
+    ap.add_argument("--overhead", action="store_true", help="(c) only: Session vs a bare loop")
+    ap.add_argument("--pairs", type=int, default=5, help="(c): Session / bare pairs")
+    ap.add_argument("--steps", type=int, default=300, help="(c): timed steps per run")
     args = ap.parse_args()
+    if args.overhead:
+        overhead(args.pairs, args.steps)
+        return
     if args.reps < 1 or args.warmup < 0:
         raise ValueError("--reps must be >= 1 and --warmup >= 0")
 

@@ -1,16 +1,27 @@
-"""The in-process engine against the obvious alternatives, each pair measured in one run.
+"""The sampler against the alternatives and against the machine's limit, each comparison measured in one run.
 
-(a) KV-cached sampling on the built-in ``small`` model: sample(16 samples x 200 tokens) / one forward over
-    the same tokens (target <= 5), next to the uncached decoder (the round-1 sampler's way).
-(b) A random Llama-architecture model: rlnb's sampler tokens/s / ``model.generate`` tokens/s with the same
-    settings (sampling, temperature 1, no top-k/top-p, KV cache on, fixed length), target >= 1.0.
-(c) Engine overhead: forward-backward + optim-step pipelined through ``Session`` (recording on) vs a bare
-    torch loop doing the same maths, on ``tiny`` (target <= 1.1).
-(d) The demo's RL steps/s on ``small`` (``--demo``; run it once per source tree to compare trees).
+(a) Random Qwen3-shaped models (``SIZES``: ~3 M and ~21 M parameters), 16 left-padded prompts x 160 tokens,
+    sampling at temperature 1: rlnb's sampler through ``Session.sample`` (eager, and with ``compile=True``)
+    against ``model.generate`` with its default cache and with its static cache and ``torch.compile``.
+    Targets: rlnb >= 2x generate (default cache), >= 1.0x generate (static + compile).
+(b) The same models: rlnb's tokens/s (compiled) as a fraction of the memory-bandwidth bound, at batch 1 and 16.
+    The bound: a decode step reads every weight once (the input embedding only for the rows' tokens), so it
+    takes at least weight bytes / copy rate, with the copy rate measured here (a 256 MiB tensor copied, bytes
+    copied per second); tokens/s bound = batch / that.
+(c) The built-in ``small`` model, 16 samples x 200 tokens: a sample / one forward over the same 16 x 202 tokens,
+    eager and compiled (target <= 5), and the uncached recompute for scale.
+(d) The demo's RL steps/s on ``small`` (``--demo``).
+(t) Compile times (``--parts t``): a child process with an empty inductor cache (cold), then a second one on the
+    same cache folder (warm), each sampling 16 x 200 on ``small`` and 16 x 160 on the 21 M Qwen3 with
+    ``compile=True`` and printing the session's recorded compiles.
 (e) Memory of the trainer/sampler pair, full-weight vs LoRA (unique tensor bytes, and peak RSS in a child).
 
-    .venv/bin/python bench/bench_sampler.py            # (a), (b), (c), (e)
-    .venv/bin/python bench/bench_sampler.py --demo     # (d) only
+Compile times are reported once, and every timed run comes after a warm-up; contenders take turns run by run
+(best of ``--reps``), so a change in the machine's load hits all alike. The thread count is the same for every
+contender (``--threads``, default 1: this machine's 2 vCPUs are shared; see bench_threads.py).
+
+    .venv/bin/python bench/bench_sampler.py [--parts abcet] [--reps 3] [--threads 1]
+    .venv/bin/python bench/bench_sampler.py --demo
 """
 
 from __future__ import annotations
@@ -19,162 +30,241 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Callable
 
 import torch
 
 import rlnb
-from rlnb import samples
 from rlnb.engine import sampling
+from rlnb.engine.models.compiled import Compiler, bucket
 from rlnb.engine.models.decoders import RecomputeDecoder
 
-
-def best(fn, reps: int = 5) -> float:
-    fn()  # warm-up
-    runs = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - start)
-    return min(runs)
+NEW = 160
+BATCH = 16
 
 
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def bench_small_sampling() -> None:
-    s = rlnb.connect("local", model="small", device="cpu", record=False)
+def load() -> str:
+    return f"load average {os.getloadavg()[0]:.2f}"
+
+
+def take_turns(contenders: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
+    """Best wall time of each contender over ``reps`` rounds, contenders alternating within a round."""
+    best = {name: float("inf") for name in contenders}
+    for _ in range(reps):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm")
+
+
+def matmul_time(fn: Callable[[], object]) -> tuple[float, float]:
+    """(seconds in matmul kernels, seconds of CPU in all ops) of one call of ``fn`` on this thread, by the
+    profiler: the part of a step that no removal of dispatch or Python can remove."""
+    from torch.profiler import profile
+
+    with profile() as prof:
+        fn()
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    mm = sum(e.self_cpu_time_total for e in events if e.key in MATMULS)
+    return mm / 1e6, total / 1e6
+
+
+def eager_decode(model: torch.nn.Module, prompts: list[list[int]], new: int) -> Callable[[], object]:
+    """rlnb's eager sampler on this thread (the session runs the same code on its worker)."""
+    from rlnb.engine.models.adapter import build_adapter
+
+    adapter = build_adapter(model, device=torch.device("cpu"))
+    settings = sampling.Settings(max_tokens=new)
+    longest = max(map(len, prompts)) + new
+
+    def run() -> object:
+        with torch.no_grad():
+            dec = adapter.decoder(adapter.module, len(prompts), longest)
+            return sampling.generate(dec, prompts, 1, settings, 1, adapter.codec, adapter.device)
+    return run
+
+
+def timed_first(label: str, fn: Callable[[], object]) -> None:
+    start = time.perf_counter()
+    fn()
+    print(f"    warm-up {label}: {time.perf_counter() - start:.1f} s (includes any compile)")
+
+
+SIZES = {"21m": dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
+                     num_attention_heads=8, num_key_value_heads=4, head_dim=64),
+         "3m": dict(vocab_size=4096, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=64)}
+"""Qwen3 shapes: ~21 M parameters (fp32 84 MB: more than this CPU's caches) and ~3 M (fits in them)."""
+
+
+def qwen3(size: str = "21m", seed: int = 0):
+    import transformers as tf
+
+    torch.manual_seed(seed)
+    cfg = tf.Qwen3Config(**SIZES[size], max_position_embeddings=1024, tie_word_embeddings=False, eos_token_id=None,
+                         bos_token_id=None, pad_token_id=0)
+    model = tf.Qwen3ForCausalLM(cfg).eval()
+    model.generation_config.eos_token_id = None  # fixed-length samples for every contender
+    return model
+
+
+def weight_bytes(model: torch.nn.Module, batch: int) -> int:
+    """Bytes one decode step reads: every parameter, the input embedding only for the batch's tokens."""
+    emb = model.get_input_embeddings().weight
+    total = sum(p.numel() * p.element_size() for p in model.parameters() if p is not emb)
+    return total + batch * emb.shape[1] * emb.element_size()
+
+
+def copy_rate(mib: int = 256, reps: int = 5) -> float:
+    src = torch.empty(mib * 2**20 // 4).uniform_()
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - start)
+    return src.numel() * 4 / best
+
+
+def prompts_for(vocab: int, n: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(4, 17, (n,), generator=g).tolist()
+    return [torch.randint(3, vocab, (k,), generator=g).tolist() for k in lengths]
+
+
+def bench_vs_generate(reps: int, threads: int, size: str) -> None:
+    from transformers import CompileConfig
+
+    print(f"(a) {load()}")
+    model = qwen3(size)
+    params = sum(p.numel() for p in model.parameters())
+    prompts = prompts_for(model.config.vocab_size, BATCH)
+    eager = rlnb.connect("local", model=qwen3(size), device="cpu", record=False, threads=threads)  # the same weights
+    compiled = rlnb.connect("local", model=qwen3(size), device="cpu", record=False, threads=threads, compile=True)
+    ids, mask = sampling.left_pad(prompts, 1, torch.device("cpu"))
+    static = CompileConfig(mode="default")
+    static._compile_all_devices = True  # transformers compiles on GPUs only unless told
+
+    def generate(**extra: object) -> Callable[[], object]:
+        def run() -> object:
+            with torch.no_grad():
+                return model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
+                                      top_p=1.0, max_new_tokens=NEW, min_new_tokens=NEW, pad_token_id=0, **extra)
+        return run
+
+    def ours(s: rlnb.Session) -> Callable[[], object]:
+        return lambda: s.sample(prompts, num_samples=1, max_tokens=NEW, seed=1, temperature=1.0).result()
+
+    contenders = {
+        "generate (default cache)": generate(),
+        "generate (static cache + torch.compile)": generate(cache_implementation="static", compile_config=static),
+        "rlnb (eager)": ours(eager),
+        "rlnb (compile=True)": ours(compiled),
+    }
+    for name, fn in contenders.items():
+        timed_first(name, fn)
+    best = take_turns(contenders, reps)
+    tokens = BATCH * NEW
+    print(f"(a) Qwen3-shaped {size}, {params / 1e6:.1f} M params, fp32, {BATCH} prompts (4-16 tokens) x {NEW} new "
+          f"tokens, {threads} thread(s), best of {reps}:")
+    for name, t in best.items():
+        print(f"    {name:42s} {t * 1e3:8.0f} ms  {tokens / t:8,.0f} tok/s")
+    r_default = best["generate (default cache)"] / best["rlnb (compile=True)"]
+    r_static = best["generate (static cache + torch.compile)"] / best["rlnb (compile=True)"]
+    print(f"(a) rlnb compiled / generate default cache: {r_default:.2f}x (target >= 2: {verdict(r_default >= 2)})")
+    print(f"(a) rlnb compiled / generate static + compile: {r_static:.2f}x (target >= 1.0: {verdict(r_static >= 1.0)})")
+    print(f"(a) info: rlnb eager / generate default cache: "
+          f"{best['generate (default cache)'] / best['rlnb (eager)']:.2f}x; compiles paid by the session: "
+          f"{compiled.backend.engine.compiler.compiles}")
+    mm, total = matmul_time(eager_decode(qwen3(size), prompts, NEW))
+    print(f"(a) floor: matmuls are {mm / total:.0%} of rlnb eager's op time ({mm:.2f} of {total:.2f} s, profiler); "
+          f"removing every other cost would make it at most {total / mm:.2f}x faster, "
+          f"{total / mm * best['generate (default cache)'] / best['rlnb (eager)']:.2f}x generate (default cache)")
+    bench_bandwidth(model, compiled, reps)
+    eager.close()
+    compiled.close()
+
+
+def bench_bandwidth(model: torch.nn.Module, s: rlnb.Session, reps: int) -> None:
+    rate = copy_rate()
+    print(f"(b) {load()}; memory copy rate {rate / 1e9:.1f} GB/s (256 MiB, best of 5, {torch.get_num_threads()} "
+          f"thread(s) on the main thread)")
+    for batch in (1, BATCH):
+        prompts = prompts_for(model.config.vocab_size, batch)
+
+        def run(prompts: list[list[int]] = prompts) -> object:
+            return s.sample(prompts, num_samples=1, max_tokens=NEW, seed=1).result()
+
+        timed_first(f"batch {batch}", run)
+        t = take_turns({"run": run}, reps)["run"]
+        achieved = batch * NEW / t
+        bound = batch * rate / weight_bytes(model, batch)
+        print(f"(b) batch {batch:2d}: {achieved:8,.0f} tok/s compiled; bound {bound:9,.0f} tok/s "
+              f"({weight_bytes(model, batch) / 2**20:.1f} MiB read per step); fraction {achieved / bound:.2f}")
+
+
+def bench_small(reps: int, threads: int) -> None:
+    print(f"(c) {load()}")
+    s = rlnb.connect("local", model="small", device="cpu", record=False, threads=threads)
     adapter, model = s.backend.adapter, s.backend.sampler
     prompt = s.encode("n=")
     settings = sampling.Settings(max_tokens=200)
-    B = 16
+    compiler = Compiler(torch.device("cpu"))
+    rows, longest = BATCH, len(prompt) + 200
+    long_bucket = bucket(longest, adapter.context_length)
+    chooser = compiler.wrap(sampling.pick, "token choice", torch.float32, batch=rows, vocab=adapter.vocab_size,
+                            temperature=1.0, top_p=1.0, top_k=-1)
 
-    def cached():
+    def sample(compiled: bool) -> Callable[[], object]:
+        def run() -> object:
+            with torch.no_grad():
+                if compiled:  # as the sample handler runs it with compile=True
+                    dec = adapter.decoder(model, rows, long_bucket, compiler)
+                    return sampling.generate(dec, [prompt], rows, settings, 0, adapter.codec, adapter.device, chooser)
+                dec = adapter.decoder(model, rows, longest)
+                return sampling.generate(dec, [prompt], rows, settings, 0, adapter.codec, adapter.device)
+        return run
+
+    ids = torch.randint(0, 256, (rows, longest))
+
+    def forward() -> object:
         with torch.no_grad():
-            sampling.generate(adapter.decoder(model, B, len(prompt) + 200), [prompt], B, settings, 0, adapter.codec,
-                              adapter.device)
+            return adapter.forward(model, ids)
 
-    def uncached():
+    def uncached() -> object:
         with torch.no_grad():
-            dec = RecomputeDecoder(lambda ids, mask: adapter.forward(model, ids, mask))
-            sampling.generate(dec, [prompt], B, settings, 0, adapter.codec, adapter.device)
+            dec = RecomputeDecoder(lambda i, m: adapter.forward(model, i, m))
+            return sampling.generate(dec, [prompt], rows, settings, 0, adapter.codec, adapter.device)
 
-    ids = torch.randint(0, 256, (B, len(prompt) + 200))
-
-    def forward():
-        with torch.no_grad():
-            adapter.forward(model, ids)
-
-    t_fwd, t_cached = best(forward), best(cached)
-    t_uncached = best(uncached, reps=2)
-    ratio = t_cached / t_fwd
-    print(f"(a) small, 16 x 200 tokens: one forward {t_fwd * 1e3:.1f} ms; cached sample {t_cached * 1e3:.0f} ms "
-          f"({ratio:.2f}x a forward, target <= 5: {verdict(ratio <= 5)}); uncached {t_uncached * 1e3:.0f} ms "
-          f"({t_uncached / t_fwd:.1f}x); cached is {t_uncached / t_cached:.1f}x faster")
+    contenders = {"forward": forward, "sample (eager)": sample(False), "sample (compiled)": sample(True)}
+    torch.set_num_threads(threads)  # the forward runs on this thread
+    for name, fn in contenders.items():
+        timed_first(name, fn)
+    best = take_turns(contenders, reps)
+    t_unc = take_turns({"uncached": uncached}, 1)["uncached"]
+    fwd = best["forward"]
+    print(f"(c) small, {rows} x 200 tokens, {threads} thread(s), best of {reps}: one forward {fwd * 1e3:.1f} ms; "
+          f"uncached sample {t_unc * 1e3:.0f} ms ({t_unc / fwd:.1f}x)")
+    for name in ("sample (eager)", "sample (compiled)"):
+        ratio = best[name] / fwd
+        print(f"(c) {name:18s} {best[name] * 1e3:7.0f} ms = {ratio:5.2f}x a forward "
+              f"(target <= 5: {verdict(ratio <= 5)})")
+    print(f"(c) compiles: {compiler.compiles}")
+    mm, total = matmul_time(sample(False))
+    print(f"(c) floor: the eager sample spends {mm * 1e3:.0f} ms of {total * 1e3:.0f} ms in matmuls (profiler) = "
+          f"{mm / fwd:.2f}x a forward before any other cost")
     s.close()
-
-
-def llama(hidden: int, layers: int, vocab: int):
-    import transformers as tf
-
-    torch.manual_seed(0)
-    cfg = tf.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
-    return tf.LlamaForCausalLM(cfg).eval()
-
-
-def bench_vs_generate() -> None:
-    for hidden, layers, vocab in ((64, 2, 512), (256, 4, 8192)):
-        _one_vs_generate(hidden, layers, vocab)
-
-
-def _one_vs_generate(hidden: int, layers: int, vocab: int) -> None:
-    if True:
-        model = llama(hidden, layers, vocab)
-        s = rlnb.connect("local", model=model, device="cpu", record=False)
-        adapter, sampler = s.backend.adapter, s.backend.sampler
-        g = torch.Generator().manual_seed(0)
-        lengths = torch.randint(4, 17, (16,), generator=g).tolist()
-        prompts = [torch.randint(3, vocab, (n,), generator=g).tolist() for n in lengths]
-        new = 128
-        settings = sampling.Settings(max_tokens=new)
-
-        def ours():
-            with torch.no_grad():
-                longest = max(map(len, prompts)) + new
-                sampling.generate(adapter.decoder(sampler, 16, longest), prompts, 1, settings, 1, adapter.codec,
-                                  adapter.device)
-
-        ids, mask = sampling.left_pad(prompts, 1, torch.device("cpu"))
-
-        def theirs():
-            with torch.no_grad():
-                sampler.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
-                                 top_p=1.0, max_new_tokens=new, min_new_tokens=new, eos_token_id=None, pad_token_id=0)
-
-        t_ours, t_theirs = best(ours, 3), best(theirs, 3)
-        tokens = 16 * new
-        ratio = t_theirs / t_ours
-        print(f"(b) Llama hidden {hidden}, {layers} layers, vocab {vocab}: rlnb {tokens / t_ours:,.0f} tok/s, "
-              f"generate() {tokens / t_theirs:,.0f} tok/s, ratio {ratio:.2f} (target >= 1.0: {verdict(ratio >= 1.0)})")
-        s.close()
-
-
-def bench_engine_overhead(steps: int = 300) -> None:
-    batch = [samples.cross_entropy(list(b"hello world, this is a training step of rlnb"))]
-    hp = rlnb.AdamParams(learning_rate=1e-3)
-    runs = tempfile.mkdtemp()
-
-    def session_loop() -> float:
-        s = rlnb.connect("local", model="tiny", device="cpu", runs_dir=runs)
-        for _ in range(20):
-            s.forward_backward(batch)
-            s.optim_step(hp)
-        s.wait()
-        start = time.perf_counter()
-        for _ in range(steps):
-            s.forward_backward(batch)
-            s.optim_step(hp)
-        s.wait()
-        took = time.perf_counter() - start
-        s.close()
-        return took / steps
-
-    def bare_loop() -> float:
-        from rlnb.engine.models.tiny import build_model
-
-        model = build_model("tiny", 0)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
-                                foreach=True)
-        tokens = list(b"hello world, this is a training step of rlnb")
-        idx, tgt = torch.tensor([tokens[:-1]]), torch.tensor([tokens[1:]])
-
-        def step():
-            lp = torch.log_softmax(model(idx).float(), -1).gather(-1, tgt[..., None])[..., 0]
-            (-lp.sum()).backward()
-            total = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
-            total.item()
-            torch.nn.utils.clip_grads_with_norm_(list(model.parameters()), 1.0, total)
-            opt.step()
-            for p in model.parameters():
-                p.grad = None
-
-        for _ in range(20):
-            step()
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        return (time.perf_counter() - start) / steps
-
-    pairs = [(session_loop(), bare_loop()) for _ in range(5)]
-    ours, bare = min(a for a, _ in pairs), min(b for _, b in pairs)  # best of 5 each: the least disturbed
-    ratio = ours / bare
-    threads = torch.get_num_threads()
-    print(f"(c) engine overhead on tiny, {steps} pipelined steps, {threads} torch thread(s), best of 5: "
-          f"Session {ours * 1e3:.2f} ms/step, bare torch {bare * 1e3:.2f} ms/step, ratio {ratio:.2f} "
-          f"(pairs {', '.join(f'{a / b:.2f}' for a, b in pairs)}; target <= 1.1: {verdict(ratio <= 1.1)})")
 
 
 def bench_demo(steps: int = 15) -> None:
@@ -187,8 +277,35 @@ def bench_demo(steps: int = 15) -> None:
     for i in range(steps):
         rl_step(s, task, params, seed=i + 1)
     took = time.perf_counter() - start
-    print(f"(d) demo RL step on small ({rlnb.__file__}): {steps / took:.2f} steps/s ({took / steps * 1e3:.0f} ms/step)")
+    print(f"(d) demo RL step on small ({rlnb.__file__}), threads {s.history.config['threads']}: "
+          f"{steps / took:.2f} steps/s ({took / steps * 1e3:.0f} ms/step)")
     s.close()
+
+
+COMPILES = """
+import json, sys, time, rlnb
+from bench.bench_sampler import qwen3, prompts_for
+with rlnb.connect("local", model="small", compile=True, record=False, threads=1) as s:
+    t = time.perf_counter(); s.sample(["n="], num_samples=16, max_tokens=200, seed=0).result()
+    first = time.perf_counter() - t
+    t = time.perf_counter(); s.sample(["n="], num_samples=16, max_tokens=200, seed=0).result()
+    print(f"small: first sample {first:.1f} s, second {time.perf_counter() - t:.2f} s;",
+          json.dumps(s.backend.engine.compiler.compiles))
+with rlnb.connect("local", model=qwen3("21m"), compile=True, record=False, threads=1) as s:
+    t = time.perf_counter(); s.sample(prompts_for(8192, 16), num_samples=1, max_tokens=160, seed=1).result()
+    print(f"qwen3 21m: first sample {time.perf_counter() - t:.1f} s;", json.dumps(s.backend.engine.compiler.compiles))
+"""
+
+
+def bench_compile_times() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "PYTHONPATH": os.getcwd(), "TORCHINDUCTOR_CACHE_DIR": cache}
+        for label in ("cold (empty inductor cache)", "warm (the same cache, a new process)"):
+            print(f"(t) {label}, {load()}")
+            res = subprocess.run([sys.executable, "-c", COMPILES], capture_output=True, text=True, env=env, check=True)
+            print("\n".join(f"(t)     {line}" for line in res.stdout.splitlines()))
 
 
 MEMORY = """
@@ -203,6 +320,15 @@ s.optim_step().result()
 s.weights_sync().result()
 print(weights, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
+
+
+def llama(hidden: int, layers: int, vocab: int):
+    import transformers as tf
+
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    return tf.LlamaForCausalLM(cfg).eval()
 
 
 def unique_bytes(*modules: torch.nn.Module) -> int:
@@ -227,21 +353,29 @@ def bench_memory() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo", action="store_true", help="only (d), the demo's steps/s")
+    parser.add_argument("--parts", default="abce", help="which of a (with b), c, e, t to run")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads for every contender")
+    parser.add_argument("--sizes", default="3m,21m", help="Qwen3 shapes for (a) and (b): " + ", ".join(SIZES))
     args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f}, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    torch.set_num_threads(args.threads)
+    print("command: python " + " ".join(sys.argv))
+    print(f"{load()}, torch {torch.__version__}, {os.cpu_count()} CPUs")
     if args.demo:
         bench_demo()
         return
-    bench_small_sampling()
-    bench_vs_generate()
-    bench_engine_overhead()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # two OpenMP threads on two shared cores wait on each other: one is steady
-    bench_engine_overhead()
-    torch.set_num_threads(threads)
-    bench_memory()
+    if "a" in args.parts or "b" in args.parts:
+        for size in args.sizes.split(","):
+            bench_vs_generate(args.reps, args.threads, size)
+    if "c" in args.parts:
+        bench_small(args.reps, args.threads)
+    if "t" in args.parts:
+        bench_compile_times()
+    if "e" in args.parts:
+        bench_memory()
+    print(f"{load()} at the end")
 
 
 if __name__ == "__main__":

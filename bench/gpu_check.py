@@ -9,6 +9,11 @@ Per optimizer it reports: RL steps/s (sample 64 completions x 128 tokens, GRPO f
 weights-sync), sampler tokens/s, peak GPU memory, and for the trainer/sampler pair the weight bytes of a
 LoRA session against a full-weight one. The reward is synthetic (fraction of even token ids): there is no
 tokenizer without a download, and the point is the engine's speed, not what it learns.
+
+``decode`` (issue 20): the sampler eager and with ``compile=True`` (on a GPU: ``torch.compile`` with CUDA
+graphs, ``mode="reduce-overhead"``), 64 completions x 128 tokens: tokens/s, the compile time paid, the share
+of tokens that agree (bf16: the fused kernels round differently, so a few sequences may part; fp32 gives the
+same tokens, tests/engine/test_compiled.py), and the thread policy's record (CUDA: ``off``, threads untouched).
 """
 
 from __future__ import annotations
@@ -86,6 +91,46 @@ def rl_loop(optimizer: str, args, device: str, dtype: torch.dtype) -> dict:
     return result
 
 
+def decode(args, device: str, dtype: torch.dtype) -> dict:
+    """The sampler eager vs compiled (CUDA graphs on a GPU) on the same weights: tokens/s, compile time, same tokens."""
+    config = TINY if args.tiny else QWEN3_0_6B
+    new = 16 if args.tiny else 128
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(10, config["vocab_size"], (32,), generator=g).tolist() for _ in range(args.prompts)]
+    out: dict = {"completions": 64, "max_tokens": new}
+    tokens = {}
+    for compiled in (False, True):
+        s = rlnb.connect("local", model=model(config, device, dtype), device=device, record=False, compile=compiled)
+        threads_before = torch.get_num_threads()
+
+        def run(s=s):
+            result = s.sample(prompts, num_samples=64 // args.prompts, max_tokens=new, seed=3).result()
+            sync(device)
+            return result
+
+        start = time.perf_counter()
+        first = run()  # compiles when compile=True
+        warm = time.perf_counter() - start
+        times = []
+        for _ in range(max(args.steps, 1)):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+        name = "compiled" if compiled else "eager"
+        n = sum(len(q.tokens) for r in first.results for q in r.sequences)
+        out[name] = {"tokens_per_s": n / min(times), "first_sample_s": warm,
+                     "compiles": s.backend.engine.compiler.compiles if compiled else [],
+                     "thread_policy": s.backend.config()["thread_policy"],
+                     "threads_unchanged": torch.get_num_threads() == threads_before}
+        tokens[name] = [q.tokens for r in first.results for q in r.sequences]
+        s.close()
+    pairs = [(a, b) for x, y in zip(tokens["eager"], tokens["compiled"], strict=True)
+             for a, b in zip(x, y, strict=False)]
+    out["matching_tokens"] = sum(a == b for a, b in pairs) / max(len(pairs), 1)  # bf16: fused kernels round less
+    out["speedup"] = out["compiled"]["tokens_per_s"] / out["eager"]["tokens_per_s"]
+    return out
+
+
 def ns_vs_torch_muon(args, device: str) -> dict:
     """One Muon update of every hidden matrix of the full model: rlnb (batched by shape) vs torch.optim.Muon."""
     config = TINY if args.tiny else QWEN3_0_6B
@@ -132,6 +177,7 @@ def main() -> None:
               "lora_rank": 16, "completions": 64, "max_tokens": 128}
     report["loops"] = [rl_loop(opt, args, device, dtype) for opt in ("adam", "muon")]
     report["muon_step"] = ns_vs_torch_muon(args, device)
+    report["decode"] = decode(args, device, dtype)
     print(json.dumps(report, indent=2))
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "gpu_check.json"), "w") as f:

@@ -31,9 +31,15 @@ def register(key: str) -> None:
             _keys.add(key)
 
 
+def known() -> list[str]:
+    """The registered keys (a copy)."""
+    with _lock:
+        return list(_keys)
+
+
 def redact(text: str) -> str:
     """``text`` with every registered key replaced by ``***``."""
-    for key in sorted(_keys, key=len, reverse=True):  # a key that contains another goes first
+    for key in sorted(known(), key=len, reverse=True):  # a key that contains another goes first
         if key in text:
             text = text.replace(key, MASK)
     return text

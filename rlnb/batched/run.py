@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from rlnb.engine.handlers import MAX_NUM_SAMPLES
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.models.tiny import SIZES
 from rlnb.engine.optim.muon import ns_dtype_for
+from rlnb.engine.threads import ThreadUse, check_threads
 from rlnb.params import AdamParams, MuonParams
 from rlnb.tasks import Task, digits_task
 from rlnb.wire import OptimizerKind, loss_config
@@ -48,7 +50,7 @@ __all__ = [
     "BATCHABLE_OPTIONS", "SEED_STRIDE", "Member", "MemberResult", "OnStep", "run_batched", "why_not_batched"
 ]
 
-BATCHABLE_OPTIONS = frozenset({"model", "device", "ns_dtype", "muon_scaling"})
+BATCHABLE_OPTIONS = frozenset({"model", "device", "ns_dtype", "muon_scaling", "threads"})
 """The ``rlnb.connect`` options a batched trial honours; a trial with any other cannot be batched."""
 
 
@@ -86,6 +88,7 @@ def run_batched(
     loss: str = "grpo",
     loss_params: dict[str, Any] | None = None,
     keep_weights: bool = False,
+    threads: int | None = None,
 ) -> list[MemberResult]:
     """Train every member for ``steps`` RL steps of ``task`` (default: the demo's digits task) as one
     ensemble; one result per member, in order.
@@ -96,7 +99,8 @@ def run_batched(
     when ``runs_dir`` is None). ``on_step(i, report)`` follows each completed step of member i (a string
     answer prunes it: PRUNED with that reason) and ``on_done(i, result)`` its end. Setting ``stop`` ends
     the run before the next step (members end STOPPED); Ctrl-C does the same and sets ``stop``.
-    ``keep_weights`` returns each member's final weights.
+    ``keep_weights`` returns each member's final weights. ``threads`` as for ``rlnb.connect``: the ensemble
+    is one worker of the engine's thread policy, on the calling thread (its count is restored afterwards).
     """
     _check(model, optimizer, members, steps, group_size, temperature)
     config = loss_config(loss, loss_params)  # as Session.forward_backward builds it: bad params raise here
@@ -108,14 +112,23 @@ def run_batched(
         raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)}, got {ns_dtype!r}")
     if muon_scaling not in ("original", "match_adam"):
         raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {muon_scaling!r}")
-    ensemble = Ensemble(
-        model, optimizer, list(members), steps=steps, task=task or digits_task(), runs_dir=runs_dir,
-        stop=stop or threading.Event(), on_step=on_step, on_done=on_done, device=device, ns_dtype=ns,
-        muon_scaling=muon_scaling, group_size=group_size, temperature=float(temperature),
-        loss=config.type, loss_params=given.model_dump(exclude_none=True) if given is not None else None,
-        keep_weights=keep_weights,
-    )
-    return ensemble.run()
+    use, previous = ThreadUse(device, check_threads(threads)), torch.get_num_threads()
+    described = {**use.config(), "compile": False}  # as a session alone records it
+    members = [replace(m, annotations={**described, **m.annotations}) for m in members]
+    try:
+        use.before(0)
+        ensemble = Ensemble(
+            model, optimizer, list(members), steps=steps, task=task or digits_task(), runs_dir=runs_dir,
+            stop=stop or threading.Event(), on_step=on_step, on_done=on_done, device=device, ns_dtype=ns,
+            muon_scaling=muon_scaling, group_size=group_size, temperature=float(temperature),
+            loss=config.type, loss_params=given.model_dump(exclude_none=True) if given is not None else None,
+            keep_weights=keep_weights,
+        )
+        return ensemble.run()
+    finally:
+        use.after()
+        use.restore(previous)
+        use.close()
 
 
 def _check(model: str, optimizer: str, members: Sequence[Member], steps: int, group_size: int, temp: float) -> None:

@@ -16,6 +16,7 @@ left when the session closes → ``SESSION_NOT_ACTIVE``.
 from __future__ import annotations
 
 import copy
+import threading
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,11 +28,13 @@ from torch import nn
 from rlnb import wire
 from rlnb.engine import checkpoints, handlers
 from rlnb.engine.models.adapter import ModelAdapter, build_adapter
+from rlnb.engine.models.compiled import Compiler, check_compile
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.models.lora import LoraSettings, apply_lora
 from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.optim.split import SplitOverride, split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
+from rlnb.engine.threads import ThreadUse, check_threads
 from rlnb.engine.worker import Worker
 from rlnb.text import Codec
 from rlnb.wire import Listener, OptimizerKind
@@ -88,7 +91,13 @@ class LocalBackend:
         eos_token_id: an extra token that ends a sampled sequence (the tokenizer's EOS always does).
         lora: ``None``/``False`` trains all weights; ``True`` or a LoRA config dict (rank, alpha,
             dropout, seed, train_unembed) freezes them and trains peft adapters on the linear layers.
+        trust_remote_code: let a Hugging Face folder whose config maps classes to its own code
+            (``auto_map``) run that code; by default such a folder is refused.
         op_delay: extra seconds each operation takes (simulates remote compute in benchmarks).
+        threads: torch intra-op threads for this session's operations on the CPU; None (default): the
+            engine's thread policy decides (``rlnb.engine.threads``). Ignored on CUDA.
+        compile: compile the sampler's decode step (``torch.compile``; CUDA graphs on a GPU): faster tokens
+            after a one-time compile per shape (``rlnb.engine.models.compiled``).
     """
 
     def __init__(
@@ -111,21 +120,26 @@ class LocalBackend:
         eos_token_id: int | None = None,
         lora: bool | dict[str, Any] | None = None,
         op_delay: float = 0.0,
+        trust_remote_code: bool = False,
+        threads: int | None = None,
+        compile: bool = False,
     ):
         if optimizer not in ("adam", "muon"):
             raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
         if muon_scaling not in ("original", "match_adam"):
             raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {muon_scaling!r}")
         self.optimizer: OptimizerKind = optimizer
+        threads, compile = check_threads(threads), check_compile(compile)
         self.device = resolve_device(device)
         self.seed = seed
         checked = wire.lora_config(lora)
         resume = checkpoints.load(Path(resume_from), self.device) if resume_from is not None else None
         if isinstance(tokenizer, str):
-            tokenizer = _load_tokenizer(tokenizer)
+            tokenizer = load_tokenizer(tokenizer, trust_remote_code)
         adapter = build_adapter(
-            model, tokenizer=tokenizer, seed=seed, dtype=dtype, device=self.device, eos_token_id=eos_token_id
-        )
+            model, tokenizer=tokenizer, seed=seed, dtype=dtype, device=self.device, eos_token_id=eos_token_id,
+            trust_remote_code=trust_remote_code,
+        )  # fmt: skip
         self.lora = None if checked is False else LoraSettings.from_config(checked)
         trainer = adapter.module
         if self.lora is not None:
@@ -155,11 +169,12 @@ class LocalBackend:
             },
             num_generator_replicas=num_generator_replicas,
             op_delay=op_delay,
+            compiler=Compiler(self.device) if compile else None,
         )
         self.engine.sample_rng.manual_seed(seed if sampling_seed is None else sampling_seed)
         if resume is not None and resume["type"] == "training" and load_optimizer is not False:
-            optim.load_state_dict(resume["optimizer"])
-            self.engine.step = self.engine.weights_version = int(resume["step"])
+            step = checkpoints.restore_optimizer(resume, optim, Path(str(resume_from)))
+            self.engine.step = self.engine.weights_version = step
         created = datetime.now(UTC)
         self._info = wire.Session(
             id=f"local-{uuid.uuid4()}",
@@ -172,12 +187,16 @@ class LocalBackend:
             lora_config=wire.LoraConfig(**self.lora.as_dict()) if self.lora else None,
             resume_from_checkpoint_id=Path(resume_from).stem if resume_from is not None else None,
         )
-        engine = self.engine
-        self._worker = Worker(
-            lambda kind, body, cancelled: handlers.run(engine, kind, body, cancelled),
-            name=f"rlnb-{self._info.id}",
-            classify=handlers.classify,
-        )
+        self._threads = ThreadUse(self.device, threads)
+        self._worker = Worker(self._run, name=f"rlnb-{self._info.id}", classify=handlers.classify)
+
+    def _run(self, kind: wire.OperationKind, body: Any, cancelled: threading.Event) -> Any:
+        """One operation on the worker thread, with the thread count the policy gives it."""
+        self._threads.before(self.engine.step)
+        try:
+            return handlers.run(self.engine, kind, body, cancelled)
+        finally:
+            self._threads.after()
 
     # -- what notebooks and the server read --------------------------------------------------------
 
@@ -256,6 +275,9 @@ class LocalBackend:
             "dtype": str(next(e.trainer.parameters()).dtype).removeprefix("torch."),
             "lora": e.meta["lora"],
             "resume_from": self._info.resume_from_checkpoint_id,
+            **self._threads.config(),
+            "compile": e.compiler is not None,
+            **({"compiles": list(e.compiler.compiles)} if e.compiler is not None and e.compiler.compiles else {}),
         }
 
     def close(self, timeout: float | None = None) -> None:
@@ -265,6 +287,7 @@ class LocalBackend:
             self._info.status = wire.SessionStatus.STOPPED
             self._info.updated_at = datetime.now(UTC)
         self._worker.close(timeout)
+        self._threads.close()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until every queued operation has finished; False if ``timeout`` passed first."""
@@ -281,8 +304,8 @@ def _ns_dtype(ns_dtype: str | torch.dtype | None, device: torch.device) -> torch
     return DTYPES[ns_dtype]
 
 
-def _load_tokenizer(path: str) -> Any:
+def load_tokenizer(spec: str, trust_remote_code: bool = False) -> Any:
+    """A Hugging Face tokenizer from a local folder or a cached hub id (``rlnb.connect``'s ``tokenizer=``)."""
     from rlnb.engine.models import hf
 
-    transformers = hf.require_transformers()
-    return transformers.AutoTokenizer.from_pretrained(hf.resolve(path))
+    return hf.load_tokenizer(hf.resolve(spec), spec, trust_remote_code)

@@ -8,6 +8,11 @@
   weights applied, in a format ``transformers.AutoModelForCausalLM.from_pretrained`` loads (a GPT-2
   checkpoint for the built-in models); a LoRA session adds ``adapter/``, the adapter alone in peft's
   format. ``rlnb.json`` says what it is.
+
+A file given as ``resume_from`` may be anything. Whatever is wrong with it — not a checkpoint, a field
+missing or of the wrong type, weights or an optimizer state that do not fit, a damaged weights file — is
+a ``ValueError`` naming the file and the problem, never a library's raw error (and never torch's advice
+to load with ``weights_only=False``, which would run code in the file).
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import pickle
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -26,7 +30,9 @@ import torch
 from torch import nn
 
 from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.engine.models.hf import DTYPES, failure_text
 from rlnb.engine.models.lora import LoraSettings, merged_state_dict, save_adapter
+from rlnb.engine.optim.trainer import TrainerOptimizer
 
 Variant = Literal["merged", "adapter"]
 
@@ -135,26 +141,66 @@ def load(path: Path, device: torch.device) -> dict[str, Any]:
     if not path.exists():
         raise ValueError(f"resume_from {str(path)!r} does not exist: expected {EXPECTED}")
     if path.is_dir():
-        try:
-            meta = json.loads((path / "rlnb.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise ValueError(
-                f"resume_from {str(path)!r} is a folder but not an rlnb inference checkpoint "
-                f"(rlnb.json: {type(exc).__name__}); expected {EXPECTED}"
-            ) from exc
-        if not isinstance(meta, dict) or meta.get("type") != "inference":
-            raise ValueError(f"resume_from {str(path)!r}: its rlnb.json is not an rlnb inference checkpoint's")
-        return {**meta, "path": path}
+        return {**_inference_meta(path), "path": path}
     try:
         state = torch.load(path, map_location=device, weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as exc:  # torch's texts name no file
-        raise ValueError(
-            f"resume_from {str(path)!r} is not an rlnb checkpoint (torch.load: {type(exc).__name__}); "
-            f"expected {EXPECTED}"
-        ) from exc
-    if not isinstance(state, dict) or state.get("type") != "training" or "weights" not in state:
-        raise ValueError(f"resume_from {str(path)!r} is a torch file but not an rlnb training checkpoint")
-    return dict(state)
+    except Exception as exc:  # noqa: BLE001 - torch's texts name no file, and some advise weights_only=False
+        problem = failure_text(exc)
+    else:
+        if not isinstance(state, dict) or state.get("type") != "training" or "weights" not in state:
+            raise ValueError(f"resume_from {str(path)!r} is a torch file but not an rlnb training checkpoint")
+        _check_fields(path, state, _TRAINING)
+        weights = state["weights"]
+        if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()):
+            raise _damaged(path, "its weights are not named tensors")
+        return dict(state)
+    kind, _, detail = problem.partition(": ")  # outside ``except``: no torch error in the context chain
+    raise ValueError(
+        f"resume_from {str(path)!r} is not an rlnb checkpoint (torch.load: {kind}){': ' + detail if detail else ''}; "
+        f"expected {EXPECTED}"
+    )
+
+
+def _inference_meta(path: Path) -> dict[str, Any]:
+    file = path / "rlnb.json"
+    try:
+        meta = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        problem = type(exc).__name__
+    else:
+        if not isinstance(meta, dict) or meta.get("type") != "inference":
+            raise ValueError(f"resume_from {str(path)!r}: its rlnb.json is not an rlnb inference checkpoint's")
+        _check_fields(file, meta, _INFERENCE)
+        return meta
+    raise ValueError(
+        f"resume_from {str(path)!r} is a folder but not an rlnb inference checkpoint (rlnb.json: {problem}); "
+        f"expected {EXPECTED}"
+    )
+
+
+_OPTIONAL: dict[str, type] = {"base_model_dir": str, "lora": dict, "ns_dtype": str}
+_INFERENCE: dict[str, type] = {"base_model": str, "step": int, **_OPTIONAL}
+_TRAINING: dict[str, type] = {**_INFERENCE, "weights": dict, "optimizer": dict}
+"""The fields resume reads, and their types (those of ``_OPTIONAL`` may be null or absent)."""
+
+
+def _check_fields(file: Path, state: dict[str, Any], fields: dict[str, type]) -> None:
+    for name, kind in fields.items():
+        value = state.get(name)
+        if value is None and name in _OPTIONAL:
+            continue
+        if value is None:
+            raise _damaged(file, f"it has no {name}")
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise _damaged(file, f"its {name} is {type(value).__name__}, expected {kind.__name__}")
+    if state["step"] < 0:
+        raise _damaged(file, f"its step is {state['step']}")
+    if state.get("ns_dtype") is not None and state["ns_dtype"] not in DTYPES:
+        raise _damaged(file, f"its ns_dtype {state['ns_dtype']!r} is not one of {sorted(DTYPES)}")
+
+
+def _damaged(file: Path, problem: str) -> ValueError:
+    return ValueError(f"resume_from {str(file)!r} is not a usable rlnb checkpoint: {problem}")
 
 
 def model_dir(adapter: ModelAdapter) -> str | None:
@@ -177,14 +223,15 @@ def restore_weights(
     if state["type"] == "inference":
         if lora is not None:
             raise CheckpointMismatch("a LoRA session resumes from a training checkpoint, not an inference checkpoint")
-        trainer.load_state_dict(adapter.load_merged(state["path"] / "merged"))
-        return
-    if (state.get("lora") is None) != (lora is None):
-        raise CheckpointMismatch(
-            "checkpoint and session differ in LoRA: resume a LoRA checkpoint in a LoRA session, and vice versa"
-        )
+        weights = _merged_weights(adapter, state["path"] / "merged")
+    else:
+        if (state.get("lora") is None) != (lora is None):
+            raise CheckpointMismatch(
+                "checkpoint and session differ in LoRA: resume a LoRA checkpoint in a LoRA session, and vice versa"
+            )
+        weights = state["weights"]
     try:
-        result = trainer.load_state_dict(state["weights"], strict=lora is None)
+        result = trainer.load_state_dict(weights, strict=lora is None)
     except RuntimeError as exc:  # torch: shapes or names differ (another base model, another LoRA rank)
         detail = " ".join(str(exc).split())[:300]
         raise CheckpointMismatch(f"checkpoint does not fit this session's model: {detail}") from None
@@ -194,3 +241,26 @@ def restore_weights(
             "checkpoint does not fit this session's model: "
             f"missing {missing[:3]}, unexpected {result.unexpected_keys[:3]}"
         )
+
+
+def _merged_weights(adapter: ModelAdapter, merged: Path) -> dict[str, torch.Tensor]:
+    """An inference checkpoint's merged weights, or a ``ValueError`` naming the folder and what is wrong."""
+    try:
+        return adapter.load_merged(merged)
+    except Exception as exc:  # noqa: BLE001 - missing, damaged (SafetensorError), of another model (KeyError)
+        problem = failure_text(exc)
+    raise ValueError(f"resume_from {str(merged.parent)!r}: its merged weights in {merged} cannot be loaded ({problem})")
+
+
+def restore_optimizer(state: dict[str, Any], optim: TrainerOptimizer, path: Path) -> int:
+    """Load a training checkpoint's optimizer state into ``optim``; the step it was saved at."""
+    try:
+        optim.load_state_dict(state["optimizer"])
+    except Exception as exc:  # noqa: BLE001 - KeyError, TypeError, ValueError of a state of another kind or model
+        problem = failure_text(exc)
+    else:
+        return int(state["step"])
+    raise CheckpointMismatch(
+        f"resume_from {str(path)!r}: its optimizer state does not fit this session's {optim.kind} optimizer "
+        f"({problem}); load_optimizer=False loads its weights alone"
+    )

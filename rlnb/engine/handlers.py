@@ -24,6 +24,7 @@ from rlnb import wire
 from rlnb.engine import checkpoints, sampling
 from rlnb.engine import losses as losses_mod
 from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.engine.models.compiled import Compiler, bucket
 from rlnb.engine.optim.trainer import NonFiniteGradient, StepStats, TrainerOptimizer
 from rlnb.errors import Cancelled, OperationError
 from rlnb.text import NoTokenizerCodec
@@ -51,6 +52,8 @@ class Engine:
     """What checkpoints record besides weights (base model, LoRA settings, Newton-Schulz dtype)."""
     num_generator_replicas: int = 1
     op_delay: float = 0.0
+    compiler: Compiler | None = None
+    """Compiles the sampler's decode step (``compile=True``); None: eager."""
     step: int = 0
     weights_version: int = 0
     sample_rng: torch.Generator = field(default_factory=torch.Generator)
@@ -297,9 +300,16 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
             )
         prompts.append(prompt)
     seed = sp.seed % 2**63 if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))
-    longest = max(len(p) for p in prompts) + settings.max_tokens
-    decoder = _Cancellable(engine.adapter.decoder(engine.sampler, len(prompts) * n, longest), cancelled)
-    groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device)
+    longest, rows, chooser = max(len(p) for p in prompts) + settings.max_tokens, len(prompts) * n, sampling.pick
+    if engine.compiler is not None:  # compiled: lengths in buckets, so that nearby ones share a graph
+        longest = bucket(longest, context)
+        dtype = next(engine.sampler.parameters()).dtype  # of the logits the choice reads
+        chooser = engine.compiler.wrap(sampling.pick, "token choice", dtype, batch=rows,
+                                       vocab=engine.adapter.vocab_size,
+                                       temperature=settings.temperature, top_p=settings.top_p,
+                                       top_k=settings.top_k)
+    decoder = _Cancellable(engine.adapter.decoder(engine.sampler, rows, longest, engine.compiler), cancelled)
+    groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device, chooser)
     results = []
     for prompt, seqs in zip(prompts, groups, strict=True):
         result = wire.SampleResult(

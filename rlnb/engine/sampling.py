@@ -92,6 +92,17 @@ def choose(logits: Tensor, temperature: float, top_p: float, top_k: int, u: Tens
     return token.clamp(max=logits.shape[-1] - 1)  # u * total < total, so only rounding could reach V
 
 
+def pick(logits: Tensor, u: Tensor, temperature: float, top_p: float, top_k: int) -> tuple[Tensor, Tensor]:
+    """One step's choice: each row's next token (``choose``) and its untempered log-prob."""
+    logits = logits.float()
+    token = choose(logits, temperature, top_p, top_k, u)
+    return token, torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
+
+
+Pick = Callable[[Tensor, Tensor, float, float, int], tuple[Tensor, Tensor]]
+"""``pick`` or a compiled version of it (``Compiler.wrap``)."""
+
+
 @dataclass
 class Drawn:
     """What ``draw`` decoded, row ``i * n + j`` being sample j of prompt i: ``tokens`` and their untempered
@@ -117,10 +128,11 @@ def generate(
     seed: int,
     codec: Codec,
     device: torch.device,
+    chooser: Pick = pick,
 ) -> list[list[wire.SampledSequence]]:
     """``n`` completions of each prompt, as ``[prompt][sample]``; ``Diverged`` if a log-prob is not finite."""
     noise = uniforms(seed, len(prompts), n, settings.max_tokens, device)
-    drawn = draw(decoder, prompts, n, settings, noise, codec, device)
+    drawn = draw(decoder, prompts, n, settings, noise, codec, device, chooser)
     if not bool(drawn.finite().all()):
         raise Diverged(DIVERGED)
     return _sequences(drawn.tokens, drawn.logprobs, drawn.lengths, drawn.stopped, len(prompts), n)
@@ -134,6 +146,7 @@ def draw(
     noise: Tensor,
     codec: Codec,
     device: torch.device,
+    chooser: Pick = pick,
 ) -> Drawn:
     """Decode ``n`` completions of each prompt with the given randomness: ``noise`` ``[max_tokens, rows]``,
     row ``i * n + j``'s uniforms in column ``i * n + j`` (``uniforms`` of one seed, or several seeds' blocks
@@ -151,12 +164,11 @@ def draw(
     ended = torch.zeros(B, dtype=torch.bool, device=device)
     lengths = torch.full((B,), T, dtype=torch.long, device=device)
     matchers = [StopMatcher(codec, settings.stop) for _ in range(B)] if settings.stop else None
-    logits = decoder.prefill(ids, mask).float()
+    logits = decoder.prefill(ids, mask)
     steps = 0
     for t in range(T):
-        nxt = choose(logits, settings.temperature, settings.top_p, settings.top_k, noise[t])
+        nxt, logps[:, t] = chooser(logits, noise[t], settings.temperature, settings.top_p, settings.top_k)
         tokens[:, t] = nxt
-        logps[:, t] = torch.log_softmax(logits, dim=-1).gather(-1, nxt[:, None])[:, 0]
         steps = t + 1
         now = torch.isin(nxt, eos) & ~ended if len(settings.eos) else torch.zeros_like(ended)
         if matchers is not None:  # stop strings need the text: one host transfer per token
@@ -167,7 +179,7 @@ def draw(
         ended |= now
         if t + 1 == T or ((matchers is not None or steps % CHECK_EVERY == 0) and bool(ended.all())):
             break
-        logits = decoder.step(nxt).float()
+        logits = decoder.step(nxt)
     return Drawn(tokens[:, :steps], logps[:, :steps], lengths, ended)
 
 

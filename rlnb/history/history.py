@@ -33,12 +33,11 @@ from rlnb.history.store import (
     METRICS_FILE,
     OPS_FILE,
     RunStore,
-    check_run_id,
-    default_runs_dir,
     environment,
     new_run_id,
     read_config,
     read_jsonl,
+    run_folder,
 )
 from rlnb.history.tables import _columns, _concat, _ops_frame
 
@@ -74,8 +73,8 @@ class History:
 
         An existing run is continued: its records are loaded and new operations are numbered after them.
         One session at a time writes a run: a second one raises ``rlnb.RunLocked``."""
-        run_id = check_run_id(run_id) if run_id is not None else new_run_id(str(config.get("optimizer", "")))
-        path = (Path(runs_dir) if runs_dir is not None else default_runs_dir()) / run_id
+        run_id = run_id if run_id is not None else new_run_id(str(config.get("optimizer", "")))
+        path = run_folder(runs_dir, run_id)
         store = RunStore(path)  # the lock first: nobody else writes while the earlier records are read
         now = time.time()
         try:

@@ -5,7 +5,8 @@ Writing never stops a run. When a line cannot be written (a full disk, a folder 
 store warns once (``RunStoreWarning``), stops writing and the session carries on: its History keeps
 every record in memory, results still return and ``close()`` succeeds.
 
-Reading never stops at a bad line: ``read_jsonl`` skips what it cannot parse and says so.
+Reading never stops at a bad line: ``read_jsonl`` skips what it cannot parse and says so — a line nested
+deeper than rlnb ever writes (``MAX_DEPTH``) included, as it would exhaust Python's stack later on.
 """
 
 from __future__ import annotations
@@ -31,6 +32,28 @@ COMPLETIONS_FILE = "completions.jsonl"
 
 ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 """One encoder for every line. NaN is written as ``NaN``, which Python's json (and pandas) read back."""
+MAX_DEPTH = 32
+"""Deepest nesting of a line or config read back. rlnb writes a few levels (a record's params, the
+config's versions); anything deeper is damage, and would give RecursionError in the JSON decoder, or
+later when the record is encoded again."""
+
+
+def loads(text: str) -> Any:
+    """One JSON value, or ``ValueError`` when it is not JSON or is nested deeper than ``MAX_DEPTH``."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested deeper than Python's JSON decoder can read (rlnb writes <= {MAX_DEPTH})") from None
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > MAX_DEPTH:
+                    raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+                stack.append((child, depth + 1))
+    return value
 
 
 class RunStoreWarning(RuntimeWarning):
@@ -49,9 +72,13 @@ def new_run_id(label: str = "") -> str:
     return "-".join(p for p in (stamp, label, uuid.uuid4().hex[:6]) if p)
 
 
+MAX_RUN_ID_BYTES = 255
+"""The longest file name most file systems take (NAME_MAX): a longer run id cannot be a folder."""
+
+
 def check_run_id(run_id: object) -> str:
-    """``run_id`` names one folder inside the runs folder: a single plain path component, so that no run
-    is written (or continued) outside it."""
+    """``run_id`` names one folder inside the runs folder: a single plain path component that a file system
+    takes, so that no run is written (or continued) outside it, or only in memory."""
     if (
         not isinstance(run_id, str)
         or run_id in ("", ".", "..")
@@ -60,7 +87,22 @@ def check_run_id(run_id: object) -> str:
         raise ValueError(
             f"run_id must be a folder name inside the runs folder (no '/', '\\', '..', not empty), got {run_id!r}"
         )
+    size = len(run_id.encode("utf-8", "surrogateescape"))
+    if size > MAX_RUN_ID_BYTES:
+        raise ValueError(f"run_id must be at most {MAX_RUN_ID_BYTES} bytes (a folder name), got {size} bytes")
     return run_id
+
+
+def run_folder(runs_dir: str | Path | None, run_id: str) -> Path:
+    """``<runs_dir>/<run_id>``, checked: a run id that is a symbolic link there is refused, as writing through
+    it would put the run wherever the link points."""
+    path = (Path(runs_dir) if runs_dir is not None else default_runs_dir()) / check_run_id(run_id)
+    if path.is_symlink():
+        raise ValueError(
+            f"run_id {run_id!r}: {path} is a symbolic link (to {os.readlink(path)!r}); rlnb writes a run only into "
+            "a folder inside the runs folder: pick another run_id, or pass the target's parent as runs_dir"
+        )
+    return path
 
 
 def environment() -> dict[str, str]:
@@ -213,7 +255,7 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = loads(line)
             except ValueError:
                 bad.append(n)
                 continue
@@ -237,7 +279,7 @@ def read_config(path: Path) -> dict[str, Any]:
     if not file.exists():
         return {}
     try:
-        config = json.loads(file.read_text(encoding="utf-8", errors="replace"))
+        config = loads(file.read_text(encoding="utf-8", errors="replace"))
     except ValueError as exc:
         warnings.warn(f"{file} is corrupt ({exc}); loading the run without its config", RuntimeWarning, stacklevel=3)
         return {}

@@ -1,9 +1,10 @@
 """The remote backend: a training session of Together's RL API (or of ``rlnb serve``) for a ``Session``.
 
 ``RemoteBackend.connect`` attaches to a session, or creates one (and its model resource) and waits until
-it runs. ``submit`` POSTs each operation before returning, so the server sees operations in submission
-order, and one ``Poller`` thread follows everything in flight, reporting each status change. HTTP and the
-payload side channel live in ``rlnb.remote.client`` (retries: ``retry``); polling strategies in ``poller``.
+it runs. ``submit`` encodes an operation and returns at once; one ``Sender`` thread POSTs operations in
+submission order (``sender``), and one ``Poller`` thread follows everything in flight, reporting each
+status change (``poller``). HTTP and the payload side channel live in ``rlnb.remote.client`` (retries:
+``retry``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rlnb import wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError, OperationTimeout, RlnbError, SessionClosed
 from rlnb.remote.client import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, APIClient, RetryPolicy
 from rlnb.remote.poller import POLL_FAILURE_WINDOW, POLL_MAX, POLL_MIN, Poller, failed, poll_interval, report
+from rlnb.remote.sender import Sender, tell
 from rlnb.wire import Listener, OptimizerKind
 
 log = logging.getLogger("rlnb")
@@ -29,6 +31,9 @@ OPERATION_TIMEOUT = 3600.0
 """Seconds after submission at which the poller gives an operation up (reported FAILED, TIMEOUT)."""
 READY_TIMEOUT = 1800.0
 """Seconds ``RemoteBackend.connect`` waits for the model resource, then the session, to be up."""
+CLOSE_GRACE = 5.0
+"""Seconds ``close()`` waits for a POST in flight once the server has answered the stop (it answers it
+at once, ending the operation); past it the operation is recorded FAILED."""
 
 M = TypeVar("M", wire.ModelResources, wire.Session)
 
@@ -99,6 +104,7 @@ class RemoteBackend:
             client, session.id, poll_min=poll_min, poll_max=poll_max, operation_timeout=operation_timeout,
             failure_window=poll_failure_window,
         )  # fmt: skip
+        self._sender = Sender(client, session.id, self._poller)
 
     def __repr__(self) -> str:
         return f"<RemoteBackend {self.client.base_url} session={self.session_id} optimizer={self.optimizer}>"
@@ -233,27 +239,21 @@ class RemoteBackend:
     # -- Backend protocol ------------------------------------------------------------------------
 
     def submit(self, kind: wire.OperationKind, body: wire._Model | None, listener: Listener) -> None:
-        """POST the operation now (retrying), report its envelope, and poll it until it ends.
+        """Encode the operation and queue it for the sender thread; returns at once (no network).
 
-        A POST that finally fails is reported FAILED to ``listener`` (so the history shows it) and
-        raised; nothing is queued.
+        A body that cannot be encoded is reported FAILED (``INVALID_INPUT``) and raised; a POST that fails
+        later fails the operation (see ``rlnb.remote.sender``).
         """
         if self.state is not Lifecycle.OPEN:
             listener(failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session is stopped"))
             return
         try:
-            env = self.client.submit_operation(self.session_id, kind, body)
-        except APIError as exc:
-            listener(failed(None, str(exc)))
+            op = self.client.prepare_operation(kind, body)
+        except ValueError as exc:
+            listener(failed(wire.OperationErrorCode.INVALID_INPUT, str(exc)))
             raise
-        listener(env)
-        if env.status not in wire.TERMINAL_STATUSES and not self._poller.add(kind, listener, env):
-            # close() ran meanwhile and no longer polls: settle it here
-            listener(
-                failed(
-                    wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was closed before this finished", env.id
-                )
-            )
+        if not self._sender.put(op, listener):
+            listener(failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was closed before this was sent"))
 
     def session(self) -> wire.Session:
         """The session as the API's GET returns it now; after ``close()``, as the stop returned it."""
@@ -280,14 +280,18 @@ class RemoteBackend:
         }
 
     def close(self) -> None:
-        """Stop the session (the server ends what it runs, so a long-poll in flight returns), stop
-        polling, settle what is still in flight, then stop the model resource if ``stop_resource``.
-        Every step is tried — unless the server is unreachable (no answer, or a 5xx, to the stop), when
-        what is in flight is settled without asking it. The first API error is raised at the end."""
+        """Fail what was never sent, stop the session (the server ends what it runs, so a long-poll in
+        flight returns), stop polling, settle what is still in flight, then stop the model resource if
+        ``stop_resource``. Every step is tried — unless the server is unreachable (no answer, or a 5xx,
+        to the stop), when what is in flight is settled without asking it or waiting for its POST. The
+        first API error is raised at the end."""
         with self._lock:
             if self.state is not Lifecycle.OPEN:
                 return
             self.state = Lifecycle.CLOSING
+        unsent = "the session was closed before this was sent"
+        for item in self._sender.close():
+            tell(item, failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, unsent))
         errors: list[APIError] = []
         reachable = True
         try:
@@ -297,6 +301,10 @@ class RemoteBackend:
             reachable = not isinstance(exc, APIConnectionError) and not (
                 isinstance(exc, APIStatusError) and exc.status_code >= 500
             )
+        sending = self._sender.join(CLOSE_GRACE if reachable else 0.0)
+        if sending is not None:
+            why = "the session was closed while this operation was being sent; its outcome is unknown"
+            tell(sending, failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
         self._settle(self._poller.stop(), ask=reachable)
         if self.stop_resource and reachable:
             try:

@@ -17,13 +17,13 @@ a call for ever.
 
 The API key lives in a ``SecretStr`` and is written only into the ``Authorization`` header: it is in no
 repr, log line or exception message (the header of a request inside an exception rlnb raises reads
-``Bearer ***``), and what a server sends back is scrubbed of it after JSON decoding (``rlnb._secrets``).
+``Bearer ***``), and every body a server sends back, successful or not, is read under a size cap and
+scrubbed of it after JSON decoding (``bodies``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import time
@@ -33,11 +33,11 @@ from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import BaseModel, SecretStr
 
 from rlnb import _secrets, wire
-from rlnb.errors import APIConnectionError, APIError, APIStatusError, APITimeoutError, status_error_class
-from rlnb.remote import payloads
+from rlnb.errors import APIConnectionError, APIError, APITimeoutError
+from rlnb.remote import bodies, payloads
 from rlnb.remote.retry import RetryPolicy
 from rlnb.remote.transport import DeadlineTransport, deadline
 
@@ -66,6 +66,20 @@ class ServerFeatures:
     """``GET .../operations/{kind}/{id}?wait=S`` is served, for S up to this (rlnb serve)."""
     in_order: bool = False
     """A session's operations run one at a time in submission order (rlnb serve)."""
+
+
+@dataclass(frozen=True)
+class PreparedOperation:
+    """An operation's request, encoded when it is submitted (a snapshot: the caller's objects may change
+    afterwards) and sent later by the backend's sender thread."""
+
+    kind: wire.OperationKind
+    content: bytes
+    """The POST body; with ``upload``, the inline stand-in without its ``payload_id``."""
+    idempotency_key: str
+    upload: bytes | None = None
+    """What goes through the payload side channel first (a large body), or None."""
+    inline: dict[str, Any] | None = None
 
 
 class _Call(NamedTuple):
@@ -110,6 +124,8 @@ class APIClient:
             (``httpx.MockTransport`` in tests). A given ``http_client`` is not closed by ``close()``.
         server_extensions: use what the server advertises beyond Together's API (rlnb serve's long-poll
             and in-order execution); False behaves exactly as against Together.
+        max_response_bytes: the largest response body read (default ``bodies.MAX_RESPONSE_BYTES``,
+            256 MiB); a larger one fails the call with ``APIError`` instead of filling the memory.
     """
 
     def __init__(
@@ -124,6 +140,7 @@ class APIClient:
         http_client: httpx.Client | None = None,
         transport: httpx.BaseTransport | None = None,
         server_extensions: bool = True,
+        max_response_bytes: int | None = None,
     ):
         if not deadline > 0:
             raise ValueError(f"deadline must be > 0 seconds, got {deadline}")
@@ -137,6 +154,10 @@ class APIClient:
         self._api_key = SecretStr(key) if key else None
         if key:
             _secrets.register(key)
+        self._bodies = bodies.Scrubber(key or None)
+        self.max_response_bytes = bodies.MAX_RESPONSE_BYTES if max_response_bytes is None else max_response_bytes
+        if self.max_response_bytes < 1:
+            raise ValueError(f"max_response_bytes must be >= 1, got {self.max_response_bytes}")
         self.deadline = deadline
         self._owns_http = http_client is None
         if http_client is None:
@@ -197,15 +218,30 @@ class APIClient:
         """POST one operation; returns its envelope (usually PENDING) at once. A fresh uuid4
         ``Idempotency-Key`` is used unless given; every retry of this call reuses it. A body over
         ``wire.LARGE_PAYLOAD_BYTES`` of a side-channel kind is uploaded first, as the SDK does."""
-        path = _operations_path(session_id, kind)
+        return self.send_operation(session_id, self.prepare_operation(kind, body, idempotency_key))
+
+    def prepare_operation(
+        self, kind: wire.OperationKind, body: wire._Model | None, idempotency_key: str | None = None
+    ) -> PreparedOperation:
+        """Encode an operation now (a bad kind or a NaN raises here, before anything is sent)."""
+        if kind not in wire.ENVELOPES:
+            raise ValueError(f"unknown operation kind {kind!r}: one of {', '.join(wire.ENVELOPES)}")
+        kind = wire.OperationKind(kind)
         data = body.to_json_dict() if body is not None else {}
         content = payloads.compact(data)
+        key = idempotency_key or str(uuid.uuid4())
         if kind in wire.OFFLOADED_KINDS and len(content) > wire.LARGE_PAYLOAD_BYTES:
             upload, inline = payloads.split(kind, data)
-            inline["payload_id"] = self.upload_payload(session_id, payloads.compact(upload))
-            content = payloads.compact(inline)
-        call = _Call("POST", path, content, idempotency_key=idempotency_key or str(uuid.uuid4()))
-        return self._operation(session_id, kind, self._send(call))
+            return PreparedOperation(kind, payloads.compact(inline), key, payloads.compact(upload), inline)
+        return PreparedOperation(kind, content, key)
+
+    def send_operation(self, session_id: str, op: PreparedOperation) -> wire.Operation[Any]:
+        """Send a prepared operation (its upload first, if any); its envelope."""
+        content = op.content
+        if op.upload is not None and op.inline is not None:
+            content = payloads.compact({**op.inline, "payload_id": self.upload_payload(session_id, op.upload)})
+        call = _Call("POST", _operations_path(session_id, op.kind), content, idempotency_key=op.idempotency_key)
+        return self._operation(session_id, op.kind, self._send(call))
 
     def get_operation(
         self,
@@ -233,8 +269,7 @@ class APIClient:
         """The side channel's download: a presigned URL from the API, then a GET without the key."""
         path = f"/training-sessions/{_seg(session_id, 'session_id')}/payloads/{_seg(payload_id, 'payload_id')}"
         url = self._parse(self._send(_Call("POST", path + "/download-url")), wire.PayloadDownloadUrl)
-        response = self._send(_Call("GET", url.download_url, auth=False))
-        data = response.json()
+        data = self._bodies.decode(self._send(_Call("GET", url.download_url, auth=False)), "payload")
         if not isinstance(data, dict):
             raise APIError(f"payload {payload_id} must be a JSON object, got {type(data).__name__}")
         return data
@@ -244,20 +279,13 @@ class APIClient:
     def _operation(self, session_id: str, kind: wire.OperationKind, response: httpx.Response) -> wire.Operation[Any]:
         """The typed envelope; an output naming a ``payload_id`` gets the offloaded members merged in
         (downloaded keys win, as in the SDK)."""
-        try:
-            data = response.json()
-        except ValueError:
-            data = None
+        model = wire.ENVELOPES[kind]
+        data = self._bodies.decode(response, model.__name__)
         output = data.get("output") if isinstance(data, dict) else None
         if isinstance(output, dict) and output.get("payload_id"):
             inline = {k: v for k, v in output.items() if k != "payload_id"}
-            data["output"] = {**inline, **self.download_payload(session_id, output["payload_id"])}
-            env = self._parse_data(response, data, wire.ENVELOPES[kind])
-        else:
-            env = self._parse(response, wire.ENVELOPES[kind])
-        if env.error is not None and env.error.message:  # a server may echo the key into an error
-            env.error.message = self._redact(env.error.message)
-        return env
+            data["output"] = {**inline, **self.download_payload(session_id, str(output["payload_id"]))}
+        return self._bodies.validate(response, data, model)
 
     def _send(self, call: _Call) -> httpx.Response:
         """Send with the retry policy, within the call's deadline; a 2xx response, or the mapped exception."""
@@ -268,7 +296,11 @@ class APIClient:
             started = time.monotonic()
             try:
                 with deadline(end):
-                    response = self._http.send(request)
+                    response = self._http.send(request, stream=True)
+                    try:
+                        bodies.read(response, self.max_response_bytes)
+                    finally:
+                        response.close()
             except httpx.RequestError as exc:
                 time.sleep(self._after_failure(request, attempt, None, exc, end))
             else:
@@ -308,10 +340,9 @@ class APIClient:
         if response.headers.get("rlnb-in-order") == "session":
             self.features.in_order = True
 
-    def _redact(self, text: str) -> str:
+    def redact(self, text: str) -> str:
         """``text`` without any API key (a server or proxy may echo the header back)."""
-        text = _secrets.redact(text)
-        return text.replace(self._api_key.get_secret_value(), _secrets.MASK) if self._api_key is not None else text
+        return self._bodies.redact(text)
 
     def _after_failure(
         self,
@@ -327,20 +358,20 @@ class APIClient:
         ``APIConnectionError`` (``from`` it, with the request's Authorization header masked). An error
         status becomes ``status_error_class(status)``. No retry starts past the call's deadline ``end``.
         """
-        method, url = request.method, self._redact(str(request.url.copy_with(query=None)))
+        method, url = request.method, self.redact(str(request.url.copy_with(query=None)))
         if response is not None:
             retry = self.retry.should_retry(response)
             what = f"{response.status_code} {response.reason_phrase}"
         else:
             retry = True
-            what = f"{type(error).__name__}: {self._redact(str(error)) or 'no response'}"
+            what = f"{type(error).__name__}: {self.redact(str(error)) or 'no response'}"
         delay = self.retry.delay(attempt, response.headers if response is not None else None)
         late = time.monotonic() + delay >= end
         if not retry or attempt >= self.retry.max_retries or late:
             if "Authorization" in request.headers:  # the cause of what we raise keeps this request
                 request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
             if response is not None:
-                raise self._status_error(request, response)
+                raise self._bodies.status_error(request, response)
             cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
             if late:
@@ -349,50 +380,8 @@ class APIClient:
         log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries, delay)
         return delay
 
-    def _status_error(self, request: httpx.Request, response: httpx.Response) -> APIStatusError:
-        """The exception for an error status, with the server's message and decoded body — redacted after
-        decoding, so a key echoed with JSON escapes (``\\u0073k-...``) is caught too."""
-        body: Any
-        try:
-            decoded = json.loads(response.content)
-        except ValueError:
-            text = self._redact(response.text)
-            message, body = (text.strip()[:500] or response.reason_phrase), text or None
-        else:
-            body = self._scrub(decoded)
-            try:
-                message = wire.ErrorData.model_validate(body).error.message
-            except ValidationError:
-                message = json.dumps(body, ensure_ascii=False)[:500]
-        cls = status_error_class(response.status_code)
-        url = str(request.url.copy_with(query=None))  # presigned URLs carry a signature in the query
-        return cls(message, method=request.method, url=url, status_code=response.status_code, body=body)
-
-    def _scrub(self, data: Any) -> Any:
-        """Decoded JSON with every string redacted."""
-        if isinstance(data, str):
-            return self._redact(data)
-        if isinstance(data, dict):
-            return {self._redact(str(k)): self._scrub(v) for k, v in data.items()}
-        if isinstance(data, list):
-            return [self._scrub(v) for v in data]
-        return data
-
     def _parse(self, response: httpx.Response, model: type[M]) -> M:
-        try:
-            return model.model_validate_json(response.content)
-        except ValidationError as exc:
-            raise self._invalid(response, model, exc) from None
-
-    def _parse_data(self, response: httpx.Response, data: Any, model: type[M]) -> M:
-        try:
-            return model.model_validate(data)
-        except ValidationError as exc:
-            raise self._invalid(response, model, exc) from None
-
-    def _invalid(self, response: httpx.Response, model: type[BaseModel], exc: ValidationError) -> APIError:
-        message = f"{response.status_code} response is not a valid {model.__name__}: {self._redact(str(exc))}"
-        return APIError(message, method=response.request.method, url=str(response.request.url.copy_with(query=None)))
+        return self._bodies.parse(response, model)
 
 
 def _json(model: wire._Model) -> bytes:

@@ -11,8 +11,10 @@ Three strategies, chosen from what the server offers (``APIClient.features``):
   status changes, so each change is known within a round trip, with one GET per change.
 
 A poll that gets no answer (or a 5xx / 429 after the client's retries) is tried again; once every poll of
-an operation has failed for ``poll_failure_window`` seconds (the server died, or answers 502 to
-everything), the operation fails ``TIMEOUT`` saying so. A 404 — the server no longer knows the
+the session has failed for ``poll_failure_window`` seconds, counted from the first failing poll's start
+(the server died, or answers 502 to everything), every operation in flight fails ``TIMEOUT`` at once,
+saying so: polls go one at a time, and one per operation against a server that never answers would
+take a whole deadline each. A 404 — the server no longer knows the
 operation, e.g. it restarted without its state — fails it at once (``SESSION_NOT_ACTIVE``).
 """
 
@@ -64,6 +66,8 @@ class InFlight:
     """time.monotonic() of the last status change (or the submission)."""
     due: float
     """time.monotonic() of the next poll."""
+    ended: bool = False
+    """Reported FAILED with the whole session (``Poller._fail_all``): no longer polled."""
 
 
 def failed(code: wire.OperationErrorCode | None, message: str, op_id: str = "") -> wire.Operation[Any]:
@@ -135,7 +139,8 @@ class Poller:
             for op in due:
                 if self._stopping:
                     return
-                self._poll(op)
+                if not op.ended:
+                    self._poll(op)
 
     def _poll(self, op: InFlight) -> None:
         max_wait = self.client.features.long_poll_max_wait
@@ -143,6 +148,7 @@ class Poller:
         if max_wait and self.in_order:
             wait = max(0.0, min(max_wait, LONG_POLL_WAIT, op.deadline - time.monotonic()))
         transient = False
+        started = time.monotonic()
         try:
             env = self.client.get_operation(self.session_id, op.kind, op.env.id, wait=wait, seen=op.env.status)
         except (APIConnectionError, APIStatusError) as exc:
@@ -156,7 +162,13 @@ class Poller:
             elif isinstance(exc, APIStatusError) and not self.client.retry.retryable(exc.status_code):
                 env = failed(None, f"polling failed: {exc}", op.env.id)
             else:
-                env, transient = self._failed_poll(op, exc), True
+                if self._failing_since is None:
+                    self._failing_since = started
+                if time.monotonic() - self._failing_since >= self.failure_window:
+                    self._fail_all(exc)
+                    return
+                log.warning("polling %s %s failed, will try again: %s", op.kind, op.env.id, exc)
+                env, transient = op.env, True
         except APIError as exc:  # an unparsable response: not worth repeating
             env = failed(None, f"polling failed: {exc}", op.env.id)
         else:
@@ -186,22 +198,21 @@ class Poller:
                 else min(now + poll_interval(now - op.changed, self.poll_min, self.poll_max), op.deadline)
             )
 
-    def _failed_poll(self, op: InFlight, exc: APIError) -> wire.Operation[Any]:
-        """The envelope after a poll that got no usable answer: unchanged, or FAILED once every poll of the
-        session has failed for ``failure_window`` seconds (then each operation fails at its next poll)."""
-        now = time.monotonic()
-        if self._failing_since is None:
-            self._failing_since = now
-        if now - self._failing_since < self.failure_window:
-            log.warning("polling %s %s failed, will try again: %s", op.kind, op.env.id, exc)
-            return op.env
-        return failed(
-            wire.OperationErrorCode.TIMEOUT,
-            f"every poll failed for {now - self._failing_since:.0f} s (poll_failure_window "
-            f"{self.failure_window:g} s), last: {exc}; the operation was last {op.env.status} and its outcome "
-            "is unknown",
-            op.env.id,
-        )
+    def _fail_all(self, exc: APIError) -> None:
+        """Every poll of the session has failed for ``failure_window`` seconds: the server is gone, so every
+        operation in flight fails now, not one poll (one deadline) apart."""
+        assert self._failing_since is not None
+        failing = time.monotonic() - self._failing_since
+        with self._cond:
+            ops, self._inflight = self._inflight, []
+        for op in ops:
+            op.ended = True
+            report(op, failed(
+                wire.OperationErrorCode.TIMEOUT,
+                f"every poll failed for {failing:.0f} s (poll_failure_window {self.failure_window:g} s), last: "
+                f"{exc}; the operation was last {op.env.status} and its outcome is unknown",
+                op.env.id,
+            ))  # fmt: skip
 
 
 def report(op: InFlight, env: wire.Operation[Any]) -> None:

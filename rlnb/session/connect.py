@@ -8,7 +8,7 @@ from typing import Any
 
 from rlnb import wire
 from rlnb.history import History
-from rlnb.history.store import check_run_id
+from rlnb.history.store import run_folder
 from rlnb.session.backend import Backend
 from rlnb.session.session import Session
 from rlnb.sinks.base import Sink
@@ -39,12 +39,15 @@ def connect(
     Every operation is recorded under ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``, or
     ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only. ``sinks=[...]`` streams
     it to TensorBoard, MLflow, W&B or Trackio as well (see ``rlnb.sinks``).
+
+    A Hugging Face folder (``model=`` or ``tokenizer=``) that ships its own Python code (``auto_map``) is
+    refused unless ``trust_remote_code=True`` is passed: only for a folder you trust, as that runs its code.
     """
     if optimizer is not None and optimizer not in wire.OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
     kind = optimizer  # narrowed to wire.OptimizerKind | None by the check above
-    if run_id is not None:
-        check_run_id(run_id)  # before a model is loaded or a remote session started
+    if run_id is not None and record and history is None:
+        run_folder(runs_dir, run_id)  # before a model is loaded or a remote session started
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
     if target == "local":
         from rlnb.engine.backend import LocalBackend
@@ -54,9 +57,11 @@ def connect(
         from rlnb.remote.backend import RemoteBackend
 
         tokenizer = options.pop("tokenizer", None)
+        trust_remote_code = bool(options.pop("trust_remote_code", False))
+        text_codec = TokenizerCodec(_tokenizer(tokenizer, trust_remote_code)) if tokenizer is not None else None
         backend = RemoteBackend.connect(target, optimizer=kind, **options)
-        if tokenizer is not None:
-            recording["codec"] = TokenizerCodec(_tokenizer(tokenizer))
+        if text_codec is not None:
+            recording["codec"] = text_codec
         elif str(backend.session().base_model).startswith("rlnb/"):
             recording["codec"] = ByteCodec()  # rlnb serve's built-in models are byte-level
     else:
@@ -68,10 +73,11 @@ def connect(
         raise
 
 
-def _tokenizer(tokenizer: Any) -> Any:
-    """A tokenizer object, or one loaded from a local directory / cached hub id."""
+def _tokenizer(tokenizer: Any, trust_remote_code: bool) -> Any:
+    """A tokenizer object, or one loaded from a local directory / cached hub id (before a remote session
+    is started, so that a tokenizer that cannot be loaded leaves nothing running)."""
     if not isinstance(tokenizer, str):
         return tokenizer
-    from rlnb.engine.models import hf
+    from rlnb.engine.backend import load_tokenizer
 
-    return hf.require_transformers().AutoTokenizer.from_pretrained(hf.resolve(tokenizer))
+    return load_tokenizer(tokenizer, trust_remote_code)

@@ -115,13 +115,21 @@ class Session:
     def close(self) -> None:
         """Stop the session. Operations not yet finished end FAILED (SESSION_NOT_ACTIVE), and are
         recorded as such before the run's files are closed."""
+        self._close(flush_sinks=True)
+
+    def _close(self, flush_sinks: bool) -> None:
+        """``flush_sinks=False`` (interpreter exit) leaves the sinks to the exit's sink phase, which
+        flushes every session's sinks within one deadline, not one per session."""
         self._closed = True
         _OPEN.discard(self)
         try:
             self.backend.close()  # a remote stop may fail (server gone): the run is closed all the same
         finally:
-            self.history.close()
-            if self._sinks is not None:
+            try:  # config.json says what the session ran with, including what changed meanwhile (thread counts)
+                self.history.annotate(**self.backend.config())
+            finally:
+                self.history.close()
+            if self._sinks is not None and flush_sinks:
                 self._sinks.close()  # after the run store: a slow sink never holds it open
 
     # -- operations ------------------------------------------------------------------------------
@@ -139,7 +147,9 @@ class Session:
             op: Operation[Any] = Operation(kind, transform=transform)
             rec = self.history.new(kind, self._steps_submitted, params, at=op.submitted_at)
             op._on_update = lambda env, at: self.history.update(rec, env, at)
-            self.backend.submit(kind, body, op._update)  # a refused submission raises here, recorded FAILED
+            # returns at once (a remote backend POSTs from its own thread); input it cannot even encode
+            # raises here, recorded FAILED
+            self.backend.submit(kind, body, op._update)
             if kind == Kind.OPTIM_STEP:
                 self._steps_submitted += 1
             while self._pending and self._pending[0].done():  # operations end in order: O(1) amortised
@@ -312,10 +322,11 @@ _OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
 
 def _close_open_sessions() -> None:
     """Interpreter exit with operations in flight: stop each session (the running operation finishes or
-    stops between tokens, the rest fail SESSION_NOT_ACTIVE), record that, and close its run files."""
+    stops between tokens, the rest fail SESSION_NOT_ACTIVE), record that, and close its run files. Their
+    sinks are flushed next, in the exit's sink phase."""
     for session in list(_OPEN):
         try:
-            session.close()
+            session._close(flush_sinks=False)
         except Exception:  # noqa: BLE001, S110 - exit goes on: one session's failure must not hide the others
             continue
 

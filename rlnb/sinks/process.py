@@ -8,7 +8,9 @@ sink again from ``Sink.spec()`` and writes what it is sent; messages are length-
 over its stdin/stdout (its own prints go to stderr). Every reply is awaited on the sink's thread,
 so an error in the child raises there and drops the sink. If the parent dies, the child sees its
 stdin close, finishes the runs it holds and exits; at the parent's exit, a child still busy after
-the flush deadline is killed.
+the flush deadline is killed. The registry of children is only held to find or start a process, never
+while one is answering: a child whose set-up never returns (a tracking server that accepts and never
+answers) holds its own sink's thread, not the exit.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,7 +46,8 @@ def _receive(pipe: IO[bytes]) -> Any:
 
 
 class Child:
-    """The parent's handle on one child process, shared by every run of one sink."""
+    """The parent's handle on one child process, shared by every run of one sink. Starting it only
+    launches the process; ``start()`` makes the sink there (slow: imports, a store's set-up)."""
 
     def __init__(self, sink: Sink):
         root = str(Path(__file__).resolve().parents[2])  # the rlnb this process runs, for the child too
@@ -58,36 +62,49 @@ class Child:
             raise RuntimeError("no pipes to the sink's child process")
         self._proc, self._requests, self._replies = proc, proc.stdin, proc.stdout
         self._lock = threading.Lock()
+        self._spec = sink.spec()
+        self._made = False
         self.runs = 0
-        module, name, kwargs = sink.spec()
-        try:
-            self.call("sink", module, name, kwargs)
-        except BaseException:
-            self.stop()
-            raise
+
+    def start(self) -> None:
+        """Make the sink in the child, once (later callers wait for the first, on their own threads)."""
+        with self._lock:
+            if not self._made:
+                self._exchange(("sink", *self._spec))
+                self._made = True
 
     def call(self, *message: Any) -> Any:
         """Send one request and wait for its answer; an error in the child is raised here."""
         with self._lock:
-            try:
-                _send(self._requests, message)
-                status, value = _receive(self._replies)
-            except (OSError, EOFError) as exc:
-                raise RuntimeError(f"the sink's child process ended (exit code {self._proc.poll()})") from exc
+            return self._exchange(message)
+
+    def _exchange(self, message: tuple[Any, ...]) -> Any:
+        try:
+            _send(self._requests, message)
+            status, value = _receive(self._replies)
+        except (OSError, EOFError, ValueError) as exc:  # ValueError: the pipe was closed by stop()
+            raise RuntimeError(f"the sink's child process ended (exit code {self._proc.poll()})") from exc
         if status == "error":
             raise RuntimeError(value)
         return value
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Close its stdin (it finishes and exits); kill it if it has not exited in ``timeout`` s."""
-        with contextlib.suppress(OSError):
-            self._requests.close()
+        """Close its stdin (it finishes and exits) once no request is in flight; kill it if that has not
+        happened within ``timeout`` s (a request still waiting for its answer then ends with an error)."""
+        end = time.monotonic() + timeout
+        if self._lock.acquire(timeout=timeout):
+            try:
+                with contextlib.suppress(OSError):
+                    self._requests.close()
+            finally:
+                self._lock.release()
         try:
-            self._proc.wait(timeout)
+            self._proc.wait(max(0.0, end - time.monotonic()))
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
-        self._replies.close()
+        with contextlib.suppress(OSError):
+            self._replies.close()
 
 
 _children: dict[int, Child] = {}
@@ -110,6 +127,11 @@ class Lease:
                 child = _children[id(sink)] = Child(sink)
             child.runs += 1
         self._child = child
+        try:
+            child.start()  # outside the registry's lock: the set-up may never return
+        except BaseException:
+            self.release()
+            raise
 
     def open(self, run: RunInfo) -> Writer:
         return self.sink.open(run) if self._child is None else ChildWriter(self._child, run)
@@ -127,7 +149,8 @@ class Lease:
 
 
 def stop_all(timeout: float = 2.0) -> None:
-    """At interpreter exit, after the flush: stop the children whose runs never finished."""
+    """At interpreter exit, after the flush: stop the children whose runs never finished, killing any
+    still busy after ``timeout`` seconds."""
     with _children_lock:
         children = list(_children.values())
         _children.clear()

@@ -29,7 +29,8 @@ CLOSE_TIMEOUT = 30.0
 """Seconds ``close()`` waits for the sinks to write what they hold before giving up on them."""
 EXIT_TIMEOUT = 30.0
 """Seconds, over all sinks, that interpreter exit waits for runs nobody closed (MLflow's child
-may still be starting: importing MLflow and creating a new store's tables take seconds)."""
+may still be starting: importing MLflow and creating a new store's tables take seconds). A sink's
+child process still busy then is killed."""
 MAX_BACKLOG = 100_000
 """Points a sink may fall behind before it is dropped (it cannot keep up with the run)."""
 _CLOSE = object()
@@ -217,7 +218,7 @@ def _close_all() -> None:
     deadline = time.monotonic() + EXIT_TIMEOUT
     for attachment in list(_ATTACHED):
         attachment.close(timeout=max(0.0, deadline - time.monotonic()))
-    stop_all()
+    stop_all(timeout=max(0.0, deadline - time.monotonic()))
 
 
 _exit.on_exit("sinks", _close_all)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from rlnb.history import default_runs_dir
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.tasks import Task, digits_task
@@ -126,10 +127,11 @@ def sweep(
 
         check_resources(resources_per_trial)
     if search == "optuna":
-        from .optuna_search import check_search
+        from .optuna_search import STUDY_FILE, check_search, storage_url
 
         dims = parse_space(base, space or {})
         check_search(dims, n_trials, sampler, pruner)
+        storage_url(Path(resume or runs_dir or default_runs_dir()) / STUDY_FILE)  # before the folder is made
     else:
         if configs is not None and not configs:
             raise ValueError("configs is empty: there is no trial to run (None runs the base config alone)")

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from .space import Categorical, Dimension, Float, Int
 from .trial import Objective, TrialSpec
@@ -35,6 +36,25 @@ def import_optuna() -> Any:
 
 
 SAMPLERS, PRUNERS = ("tpe", "random", "grid"), ("median", "asha")
+
+
+def storage_url(path: Path) -> str:
+    """The SQLAlchemy URL of the SQLite file ``path``, percent-quoted: a ``?`` would start the URL's query
+    (``runs_dir="exp?1"`` stored the study in ``exp``) and ``%2F`` would be unquoted to ``/``. A path the
+    URL cannot carry exactly (one that is not valid UTF-8) is refused with ``ValueError``."""
+    from sqlalchemy.engine import make_url
+
+    text = str(path.resolve())
+    try:
+        url = "sqlite:///" + quote(text, safe="/")
+    except UnicodeEncodeError:
+        url = ""
+    if not url or make_url(url).database != text:
+        raise ValueError(
+            f"the Optuna study cannot be stored under {text!r}: its path does not survive a database URL "
+            "(not valid UTF-8); choose a runs_dir with another name"
+        )
+    return url
 
 
 def check_search(dims: Mapping[str, Dimension], n_trials: int | None, sampler: Any, pruner: Any) -> None:
@@ -130,7 +150,7 @@ class OptunaSource:
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line in the notebook
         try:
             self.study = optuna.create_study(
-                storage=f"sqlite:///{(folder / STUDY_FILE).resolve()}",
+                storage=storage_url(folder / STUDY_FILE),
                 study_name=STUDY_NAME,
                 direction="maximize" if objective == "reward" else "minimize",
                 sampler=self.sampler,

@@ -10,11 +10,14 @@ STOPPED at their next step, and force-cancels any that do not within ``STOP_GRAC
 Ray lends a task's CPUs to queued tasks while it waits in ``ray.get`` / ``ray.wait`` — here a few ms
 per step on the mailbox. The sweep therefore submits no more tasks than the cluster holds (the default
 ``max_concurrent``); with more, a queued trial may start beside a running one and share its CPUs.
+
+A local Ray started here listens on 127.0.0.1 only (``start_local``).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import socket
 import tempfile
 import time
@@ -40,6 +43,36 @@ def import_ray() -> Any:
         return importlib.import_module("ray")
     except ImportError:
         raise ImportError("executor='ray' needs Ray: pip install 'rlnb[ray]'") from None
+
+
+SINGLE_MACHINE_FLAG = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch for a single-machine instance; "0" makes every process it starts take 127.0.0.1 as the node's
+address and listen there."""
+
+
+def start_local(ray: Any) -> None:
+    """Start Ray on this machine, reachable from this machine only.
+
+    On Linux, Ray replaces a node address of 127.0.0.1 by the one other machines see, and its GCS and
+    raylet then listen on every interface: with ``RAY_AUTH_MODE=disabled`` any host that reaches this one
+    can join the cluster and run tasks. Ray keeps a node on loopback only when it is told this is a
+    single-machine instance, which it reads from ``SINGLE_MACHINE_FLAG`` (in the processes it starts, and as
+    a constant read at import in this one), so both are set while it starts, with the node address.
+    """
+    constants: Any = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    saved_env, saved = os.environ.get(SINGLE_MACHINE_FLAG), getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    os.environ[SINGLE_MACHINE_FLAG] = "0"
+    if saved is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(include_dashboard=False, logging_level="error", _node_ip_address="127.0.0.1")
+    finally:
+        if saved is not None:
+            constants.ENABLE_RAY_CLUSTER = saved
+        if saved_env is None:
+            os.environ.pop(SINGLE_MACHINE_FLAG, None)
+        else:
+            os.environ[SINGLE_MACHINE_FLAG] = saved_env
 
 
 def check_resources(resources_per_trial: dict[str, float] | None) -> tuple[float, float]:
@@ -130,7 +163,10 @@ class RayExecutor:
         cpu, gpu = check_resources(resources_per_trial)
         ray = self._ray = import_ray()
         if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, logging_level="error")
+            if address is None and not os.environ.get("RAY_ADDRESS"):
+                start_local(ray)
+            else:
+                ray.init(address=address, include_dashboard=False, logging_level="error")
         have = ray.cluster_resources()
         if gpu > have.get("GPU", 0):  # a task asking for a GPU the cluster lacks would wait forever
             raise ValueError(f"resources_per_trial asks for {gpu:g} GPU(s); the Ray cluster has {have.get('GPU', 0):g}")

@@ -6,8 +6,13 @@ The models are tiny GPT-2 / Llama / Qwen3 built from configs at test time and sa
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 
+import httpx
 import pytest
 import torch
 
@@ -18,6 +23,7 @@ from rlnb.engine.checkpoints import CheckpointMismatch
 from rlnb.engine.models.decoders import RecomputeDecoder
 from rlnb.engine.models.hf import ModelLoadError
 from tests.support import hf_models
+from tests.support.fake_api import BASE, KEY, FakeAPI
 
 pytestmark = pytest.mark.usefixtures("transformers")  # Hugging Face: slow, skipped without transformers
 ARCHS = ("gpt2", "llama", "qwen3")
@@ -269,3 +275,96 @@ def test_dtype_choice(hf_dirs):
         assert len(seq.logprobs) == len(seq.tokens) and all(lp <= 0 for lp in seq.logprobs)
     with pytest.raises(ValueError, match="dtype must be 'auto' or one of"):
         local("tiny", dtype="float8")
+
+
+CUSTOM_CODE = '''
+import os
+from transformers import GPT2Config, GPT2LMHeadModel
+
+open(os.environ["RLNB_TEST_MARKER"], "w").write("the folder's code ran")
+
+
+class CustomConfig(GPT2Config):
+    model_type = "rlnb-custom-gpt2"
+
+
+class CustomLM(GPT2LMHeadModel):
+    config_class = CustomConfig
+'''
+
+
+def with_own_code(folder):
+    """A tiny GPT-2 folder whose config maps its classes to a module in the folder (auto_map)."""
+    hf_models.save("gpt2", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(model_type="rlnb-custom-gpt2", auto_map={"AutoConfig": "custom.CustomConfig",
+                                                          "AutoModelForCausalLM": "custom.CustomLM"})
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "custom.py").write_text(CUSTOM_CODE)
+    return folder
+
+
+@pytest.mark.slow
+def test_a_folder_with_its_own_code_is_refused_unless_trusted_on_purpose(tmp_path, monkeypatch):
+    """transformers asked on stdin whether to run the folder's code inside rlnb.connect; answering y ran it."""
+    folder = with_own_code(tmp_path / "m")
+    marker = tmp_path / "ran"
+    monkeypatch.setenv("RLNB_TEST_MARKER", str(marker))
+    refusal = r"its own Python code: .*config\.json maps AutoConfig, AutoModelForCausalLM .*trust_remote_code=True"
+    with pytest.raises(ModelLoadError, match=refusal):
+        local(str(folder))
+    with pytest.raises(ModelLoadError, match=refusal):
+        local("tiny", tokenizer=str(folder))
+    fake = FakeAPI()
+    with pytest.raises(ModelLoadError, match=refusal):  # before a remote session is started
+        rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), tokenizer=str(folder))
+    assert not fake.calls() and not marker.exists()
+
+    script = "import sys, rlnb\n" \
+        "s = rlnb.connect('local', model=sys.argv[1], trust_remote_code=True, device='cpu', record=False)\n" \
+        "print(type(s.backend.trainer).__name__)"  # fmt: skip
+    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "RLNB_TEST_MARKER": str(marker)}
+    out = subprocess.run([sys.executable, "-c", script, str(folder)], capture_output=True, text=True, env=env,
+                         timeout=300, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "CustomLM" and marker.read_text() == "the folder's code ran"
+
+
+def crafted(folder, change):
+    hf_models.save("gpt2", folder)
+    change(folder)
+    return folder
+
+
+def config_with(**fields):
+    def change(folder):
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, **fields}))
+
+    return change
+
+
+CRAFTED = {
+    "deep-config": (lambda f: (f / "config.json").write_text("[" * 100_000 + "]" * 100_000),
+                    r"config\.json cannot be read \(RecursionError"),
+    "config-not-json": (lambda f: (f / "config.json").write_text("{model"),
+                        r"config\.json cannot be read \(JSONDecodeError"),
+    "config-a-list": (lambda f: (f / "config.json").write_text("[1]"),
+                      r"config\.json cannot be read \(not a JSON object"),
+    "bad-field": (config_with(n_embd="wide"), r"config\.json is not a config transformers can load \(.*n_embd"),
+    "no-weights": (lambda f: (f / "model.safetensors").unlink(), r"the weights in .* cannot be loaded \(OSError"),
+    "damaged-weights": (lambda f: (f / "model.safetensors").write_bytes(b"\x08" + b"\x00" * 7 + b"{damaged"),
+                        r"the weights in .* cannot be loaded \(SafetensorError"),
+    "damaged-tokenizer": (lambda f: (f / "tokenizer.json").write_text("{oops"), r"tokenizer .* cannot be loaded"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CRAFTED)
+def test_a_crafted_model_folder_is_a_model_load_error_naming_it(tmp_path, case):
+    change, problem = CRAFTED[case]
+    folder = crafted(tmp_path / case, change)
+    with pytest.raises(ModelLoadError, match=problem) as info:
+        local(str(folder))
+    assert str(folder) in str(info.value) and isinstance(info.value, ValueError)
+    assert info.value.__context__ is None or info.value.__suppress_context__

@@ -19,7 +19,7 @@ from rlnb import samples
 from rlnb.history import History
 from rlnb.history.store import RunStoreWarning
 from rlnb.testing import FakeBackend
-from tests.remote.test_client import BASE, KEY, FakeAPI
+from tests.support.fake_api import BASE, KEY, FakeAPI
 
 DONE, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
 BATCH = [samples.cross_entropy(list(b"hello records"))]
@@ -104,7 +104,7 @@ def test_a_second_writer_of_a_run_is_refused_and_a_continued_run_appends(tmp_pat
 WRITER = """
 import sys, time, rlnb
 from rlnb.testing import FakeBackend
-from tests.remote.test_client import BASE, KEY, FakeAPI
+from tests.support.fake_api import BASE, KEY, FakeAPI
 s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
 print("holding", flush=True)
 time.sleep(60)
@@ -119,6 +119,34 @@ def test_a_run_id_that_is_not_one_folder_name_is_refused(tmp_path, run_id):
     with pytest.raises(ValueError, match="run_id must be a folder name"):
         History.create({}, runs, run_id)
     assert list(tmp_path.iterdir()) == []  # nothing written, inside the runs folder or beside it
+
+
+def test_a_run_id_longer_than_a_folder_name_is_refused_up_front(tmp_path):
+    runs = tmp_path / "runs"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not "the run goes on in memory" first
+        with pytest.raises(ValueError, match="run_id must be at most 255 bytes .*got 300 bytes"):
+            rlnb.connect("local", run_id="r" * 300, runs_dir=runs)
+        with pytest.raises(ValueError, match="at most 255 bytes .*got 256 bytes"):
+            History.create({}, runs, "é" * 128)
+    assert list(tmp_path.iterdir()) == []
+    with rlnb.connect("local", run_id="r" * 255, runs_dir=runs) as s:
+        assert s.history.path is not None and s.history.path.is_dir()
+
+
+def test_a_run_id_that_is_a_symlink_in_the_runs_folder_is_refused(tmp_path):
+    runs, target = tmp_path / "runs", tmp_path / "elsewhere"
+    runs.mkdir()
+    target.mkdir()
+    (runs / "linked").symlink_to(target)
+    with pytest.raises(ValueError, match=r"run_id 'linked': .*linked is a symbolic link \(to '.*elsewhere'\)"):
+        rlnb.connect("local", run_id="linked", runs_dir=runs)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        History.create({}, runs, "linked")
+    (runs / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        History.create({}, runs, "dangling")
+    assert list(target.iterdir()) == [] and not (tmp_path / "nowhere").exists()
 
 
 def test_a_run_id_with_dots_inside_is_a_folder_name(tmp_path):
@@ -156,6 +184,33 @@ def test_a_corrupt_config_does_not_stop_the_operations_loading(tmp_path):
     with pytest.warns(RuntimeWarning, match="config.json is corrupt"):
         h = History.load(run)
     assert len(h) == 6 and h.config == {} and len(h.steps) == 3
+
+
+def deep(n: int) -> str:
+    return "[" * n + "]" * n
+
+
+@pytest.mark.parametrize("depth", [40, 990, 100_000])
+def test_deeply_nested_lines_are_skipped_and_a_deep_config_is_left_out(tmp_path, depth):
+    """Past Python's recursion limit the decoder raises RecursionError; just under it the line loads and the
+    record fails when it is encoded again (to_parquet). Either way it is damage: skipped, with a warning."""
+    run = good_run(tmp_path, "r")
+    good = History.load(run)
+    with open(run / "ops.jsonl", "a") as fh:
+        fh.write(deep(depth) + "\n")
+        fh.write(f'{{"seq": 6, "kind": "optim-step", "status": "{DONE}", "params": {{"x": {deep(depth)}}}}}\n')
+    with open(run / "metrics.jsonl", "a") as fh:
+        fh.write(f'{{"step": 4, "reward": {deep(depth)}}}\n')
+    (run / "config.json").write_text(f'{{"run_id": "r", "sweep": {deep(depth)}}}')
+    with pytest.warns(RuntimeWarning) as caught:
+        h = History.load(run)
+    messages = [str(w.message) for w in caught]
+    assert any("ops.jsonl: skipped 2 corrupt" in m for m in messages)
+    assert any("metrics.jsonl: skipped 1 corrupt" in m for m in messages)
+    assert any("config.json is corrupt (nested deeper than" in m for m in messages)
+    pd.testing.assert_frame_equal(h.df, good.df)
+    assert h.config == {} and h.logged.step.tolist() == [1, 2, 3]
+    h.to_parquet(tmp_path / "h.parquet")  # what was loaded encodes again
 
 
 def test_well_formed_lines_with_wrong_types_load_what_is_readable(tmp_path):

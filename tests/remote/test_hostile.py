@@ -18,7 +18,7 @@ import pytest
 import rlnb
 from rlnb import samples
 from rlnb.remote.client import APIClient, RetryPolicy
-from tests.remote.test_client import KEY, FakeAPI
+from tests.support.fake_api import KEY, FakeAPI
 from tests.support.hostile import Loopback, bridge, dripping, write_response
 
 pytestmark = pytest.mark.slow  # hostile servers and client scripts in subprocesses
@@ -38,6 +38,14 @@ def test_a_dripping_server_cannot_hold_a_call_past_its_deadline(headers_first):
             rlnb.connect(server.url, api_key=KEY, timeout=5.0, deadline=3.0, retry=QUICK)
         took = time.monotonic() - start
     assert 2.9 < took < 5.0
+
+
+def posted(ops: list[rlnb.Operation], timeout: float = 30.0) -> None:
+    """Wait until every operation's POST has been answered (a submission returns before it is sent)."""
+    deadline = time.monotonic() + timeout
+    while not all(op.id for op in ops):
+        assert time.monotonic() < deadline, "the POSTs were not answered"
+        time.sleep(0.01)
 
 
 def serve_fake(fake: FakeAPI) -> Loopback:
@@ -74,6 +82,7 @@ def test_a_dead_server_fails_every_operation_in_flight_after_the_window():
     server = serve_fake(fake)
     session = connect(server.url, poll_failure_window=1.0, record=False)
     ops = [session.forward_backward(BATCH) for _ in range(10)]
+    posted(ops)
     server.stop()  # the port is closed: every poll is refused
     start = time.monotonic()
     for op in ops:
@@ -87,6 +96,36 @@ def test_a_dead_server_fails_every_operation_in_flight_after_the_window():
     assert time.monotonic() - start < 5
 
 
+@pytest.mark.slow
+def test_a_server_that_never_answers_polls_fails_every_operation_at_once():
+    """Polls go one at a time; against a server that accepts and never answers, each takes a whole deadline.
+    Once the window has passed, all ten operations fail together, not one deadline apart (issue 19 §1.5)."""
+    fake = FakeAPI()
+    fake.hold = True
+    silent = threading.Event()
+
+    def answer(conn: socket.socket, request: httpx.Request, stopping: threading.Event) -> None:
+        if silent.is_set() and request.method == "GET" and "/operations/" in request.url.path:
+            stopping.wait()  # accepted, never answered
+            return
+        write_response(conn, fake(request))
+
+    with Loopback(answer, max_connections=2000) as server:
+        session = connect(server.url, poll_failure_window=0.5, deadline=1.5, record=False)
+        ops = [session.forward_backward(BATCH) for _ in range(10)]
+        posted(ops)
+        silent.set()
+        for op in ops:
+            with pytest.raises(rlnb.OperationFailed) as info:
+                op.result(timeout=60)
+            assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_TIMEOUT"
+            assert "every poll failed" in info.value.message
+        ended = [rec.finished_at for rec in session.history.records]
+        assert max(ended) - min(ended) < 1.0  # one deadline apart would be >= 13.5 s
+        silent.clear()
+        session.close()
+
+
 def test_an_operation_the_server_no_longer_knows_fails_at_once():
     """A server restarted without its state answers 404: no waiting for a window."""
     fake = FakeAPI()
@@ -94,6 +133,7 @@ def test_an_operation_the_server_no_longer_knows_fails_at_once():
     with serve_fake(fake) as server:
         session = connect(server.url, poll_failure_window=600, record=False)
         op = session.forward_backward(BATCH)
+        posted([op])
         with fake.lock:
             fake.ops.clear()
         with pytest.raises(rlnb.OperationFailed) as info:
@@ -135,6 +175,10 @@ def test_a_script_that_exits_after_its_server_died_exits_soon_and_keeps_every_ro
     server = serve_fake(fake)
     try:
         proc = run_script(tmp_path, server)
+        deadline = time.monotonic() + 60
+        while len(fake.calls("POST", "/operations/")) < 40:  # submissions return before their POST is sent
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         server.stop()
         start = time.monotonic()
         _, err = proc.communicate("go\n", timeout=120)

@@ -9,9 +9,11 @@ the sinks' own machinery are fast.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -491,3 +493,39 @@ def test_an_interpreter_that_exits_without_close_flushes_every_sink_and_exits(tm
     for library, _, points, events in read_all(tmp_path, path.name, "atexit"):
         assert_points(points, expected(history), library)
         assert len(events) == 1 and INVALID in events[0][1], library
+
+
+HANGING_SCRIPT = """
+import socket, sys
+import rlnb
+from rlnb import samples, sinks
+from rlnb.sinks import stream
+stream.EXIT_TIMEOUT = float(sys.argv[2])
+silent = socket.create_server(("127.0.0.1", 0))  # the kernel accepts connections; nobody ever answers
+url = "http://127.0.0.1:%d" % silent.getsockname()[1]
+session = rlnb.connect("local", device="cpu", runs_dir=sys.argv[1], sinks=[sinks.MLflow(url, "x", process=True)])
+session.forward_backward([samples.cross_entropy(list(b"hello"))])
+session.optim_step().result()
+print("ready", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_exit_does_not_wait_on_a_sink_child_whose_set_up_never_returns(tmp_path):
+    """MLflow(process=True) against a server that accepts and never answers: its child never finishes making
+    the sink. Exit gives up on it after EXIT_TIMEOUT (3 s here, 30 s by default), says so, and kills it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(HANGING_SCRIPT), str(tmp_path), "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        _, err = proc.communicate(timeout=300)  # the child never answers: exiting at all is the behaviour
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)  # the script and the sink's child, if anything is left
+        proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    waited = re.search(r"MLflow did not finish writing within (\S+) s", err)
+    assert waited and float(waited[1]) <= 3  # what is left of EXIT_TIMEOUT, then the child is killed
+    assert len(History.load(next(tmp_path.iterdir())).steps) == 1  # the run store has everything

@@ -2,6 +2,7 @@
 in the sweep folder (SQLite) and resuming a stopped or killed sweep."""
 
 import math
+import os
 import threading
 from pathlib import Path
 
@@ -176,3 +177,24 @@ def test_a_killed_search_resumes(tmp_path):
     assert again.learning_rate.iloc[1] == orphan.params["learning_rate"]
     assert study_of(again).trials[orphan.number].state == TrialState.FAIL
     assert math.isfinite(again.final_reward.iloc[1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["exp?1", "a%2Fb", "a%3Fb", "{SCHEMA_VERSION} #1"])
+def test_the_study_is_stored_in_the_sweep_folder_whatever_the_runs_dir_is_called(tmp_path, name):
+    """An unquoted ``?`` started the URL's query (the study went to ``<parent>/exp``, shared by every sweep
+    there); ``%2F`` and ``%3F`` were unquoted into another path (a raw sqlite error)."""
+    args = dict(space={"learning_rate": (1e-4, 1e-2, "log")}, n_trials=1, search="optuna", steps=1, progress=False)
+    first = sweep(ADAM, runs_dir=tmp_path / name, **args)
+    second = sweep(ADAM, runs_dir=tmp_path / (name + "-other"), **args)  # its own study, not the first one's
+    for trials in (first, second):
+        assert len(trials) == 1 and (trials.status == "COMPLETED").all()
+        assert (Path(trials.attrs["path"]) / "study.db").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, name + "-other"])
+
+
+def test_a_runs_dir_a_database_url_cannot_carry_is_refused_before_anything_is_made(tmp_path):
+    bad = tmp_path / os.fsdecode(b"runs-\xff")
+    with pytest.raises(ValueError, match="cannot be stored under .*not valid UTF-8"):
+        sweep(ADAM, space={"learning_rate": [1e-3]}, search="optuna", sampler="grid", steps=1, runs_dir=bad)
+    assert list(tmp_path.iterdir()) == []

@@ -4,6 +4,8 @@ processes. Ray writes nothing to $HOME: token auth and usage stats are off, its 
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -194,3 +196,44 @@ def test_resources_per_trial_are_checked_before_anything_runs(local_ray, tmp_pat
     with pytest.raises(ValueError, match=words):
         sweep(BASE, steps=1, executor="ray", resources_per_trial=resources, runs_dir=tmp_path, progress=False)
     assert not list(tmp_path.rglob("trial-*"))  # (a GPU the cluster lacks is found once Ray is asked)
+
+
+LOOPBACK_SCRIPT = """
+import sys
+from pathlib import Path
+import psutil
+import ray
+from rlnb.sweep.ray_executor import RayExecutor
+executor = RayExecutor(Path(sys.argv[1]), None)  # starts a local Ray, as a sweep with executor="ray" does
+print("GCS", ray.get_runtime_context().gcs_address)
+print("NODE", ray.util.get_node_ip_address())
+children = psutil.Process().children(recursive=True)  # this Ray's, not another one on the machine
+ours = {p.pid for p in children if p.name() in ("gcs_server", "raylet")}
+for c in psutil.net_connections(kind="tcp"):
+    if c.status == psutil.CONN_LISTEN and c.pid in ours:
+        print("LISTEN", c.laddr.ip, flush=True)
+executor.close()
+ray.shutdown()
+"""
+
+
+@pytest.mark.slow
+def test_a_local_ray_started_for_a_sweep_listens_on_loopback_only(tmp_path):
+    """With RAY_AUTH_MODE=disabled, a GCS and raylet on every interface let any host that reaches this one join
+    and run tasks; Ray turned a node address of 127.0.0.1 into the machine's outside address (issue 19 §1.6)."""
+    pytest.importorskip("psutil")
+    env = {
+        **os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    }  # fmt: skip
+    env.pop("RAY_ADDRESS", None)
+    out = subprocess.run(
+        [sys.executable, "-c", LOOPBACK_SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    gcs = next(line.split()[1] for line in lines if line.startswith("GCS "))
+    listening = {line.split()[1] for line in lines if line.startswith("LISTEN ")}
+    assert gcs.rsplit(":", 1)[0] == "127.0.0.1"
+    assert "NODE 127.0.0.1" in lines
+    assert listening and listening <= {"127.0.0.1", "::ffff:127.0.0.1"}, listening

@@ -315,3 +315,12 @@ def test_an_empty_grid_or_config_list_is_refused_not_run_as_the_base(tmp_path):
     with pytest.raises(ValueError, match="configs is empty"):
         sweep(BASE, [], steps=1, runs_dir=tmp_path, progress=False)
     assert not list(tmp_path.iterdir())  # refused before a folder was made
+
+
+@pytest.mark.parametrize("executor", ["threads", "batched"])
+def test_threads_in_the_options_fix_every_trials_count(tmp_path, executor):
+    """``threads=1`` among the sweep's options reaches each trial, batched or not, and each run records it."""
+    trials = sweep(BASE, [{}], seeds=[0, 1], steps=1, runs_dir=tmp_path, progress=False, executor=executor, threads=1)
+    assert list(trials.executor) == [executor] * 2 and (trials.status == "COMPLETED").all()
+    for h in histories(trials):
+        assert (h.config["threads"], h.config["thread_policy"]) == (1, "fixed")

@@ -17,8 +17,10 @@ import torch
 from torch import Tensor, nn
 
 from rlnb.engine.models import hf
-from rlnb.engine.models.decoders import BuiltinDecoder, Decoder, HFDecoder, RecomputeDecoder, positions
-from rlnb.engine.models.tiny import SIZES, KVCache, TinyTransformer, build_model, from_gpt2, gpt2_config, to_gpt2
+from rlnb.engine.models.compiled import Compiler, mark_static
+from rlnb.engine.models.decoders import BuiltinDecoder, Decoder, HFDecoder, RecomputeDecoder, hf_step, positions
+from rlnb.engine.models.gpt2 import from_gpt2, gpt2_config, to_gpt2
+from rlnb.engine.models.tiny import SIZES, KVCache, TinyTransformer, build_model
 from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
 
 DEFAULT_CONTEXT = 1024
@@ -69,7 +71,9 @@ class ModelAdapter:
         assert out is not None
         return out
 
-    def decoder(self, model: nn.Module, batch: int, max_len: int) -> Decoder:
+    def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
+        """Incremental decoding of ``batch`` rows up to ``max_len`` tokens; ``compiler`` compiles its step (a plain
+        module's recompute cannot be: its shapes grow with every token)."""
         return RecomputeDecoder(lambda ids, mask: self.forward(model, ids, mask))
 
     def embedding_params(self) -> list[nn.Parameter]:
@@ -135,8 +139,19 @@ class BuiltinAdapter(ModelAdapter):
     def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         return model(ids, mask)
 
-    def decoder(self, model: nn.Module, batch: int, max_len: int) -> Decoder:
-        return BuiltinDecoder(model, KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module)))
+    def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
+        base = _unwrap(model)  # under LoRA: the model with its adapted layers, without peft's wrapper
+        if compiler is None:
+            return BuiltinDecoder(base, KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module)))
+        cache = compiler.cache(("builtin", batch, max_len), lambda: self._static_cache(batch, max_len))
+        step = compiler.wrap(TinyTransformer.decode_step, "decode step", _architecture(base), batch=batch,
+                             length=max_len)
+        return BuiltinDecoder(base, cache, step)
+
+    def _static_cache(self, batch: int, max_len: int) -> KVCache:
+        cache = KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module), compiled=True)
+        mark_static([*cache.k, *cache.v])
+        return cache
 
     def embedding_params(self) -> list[nn.Parameter]:
         m = self.module
@@ -171,6 +186,8 @@ class HFAdapter(ModelAdapter):
     """A transformers causal LM: ``.logits`` of its output, its own cache, its embeddings by role."""
 
     kind = "hf"
+    trust_remote_code = False
+    """Whether the model was loaded with its folder's own code (then its merged checkpoints need it too)."""
 
     def _probe(self) -> tuple[int, int]:
         m: Any = self.module
@@ -185,8 +202,16 @@ class HFAdapter(ModelAdapter):
             input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=False
         ).logits
 
-    def decoder(self, model: nn.Module, batch: int, max_len: int) -> Decoder:
-        return HFDecoder(model)
+    def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
+        if compiler is None:
+            return HFDecoder(model)
+        from transformers import StaticCache
+
+        base = _unwrap(model)  # peft's wrapper adds nothing to a LoRA forward, and would be compiled too
+        config = base.config
+        cache = compiler.cache(("hf", batch, max_len), lambda: StaticCache(config=config, max_cache_len=max_len))
+        step = compiler.wrap(hf_step, "decode step", _architecture(base), batch=batch, length=max_len)
+        return HFDecoder(base, (cache, max_len), step)
 
     def embedding_params(self) -> list[nn.Parameter]:
         m: Any = self.module
@@ -216,12 +241,27 @@ class HFAdapter(ModelAdapter):
 
     def load_merged(self, directory: Path) -> dict[str, Tensor]:
         transformers = hf.require_transformers()
+        hf.check_code(directory, str(directory), self.trust_remote_code)
         with hf._quiet(transformers):
-            loaded = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=_dtype(self.module))
+            loaded = transformers.AutoModelForCausalLM.from_pretrained(
+                directory, dtype=_dtype(self.module), trust_remote_code=self.trust_remote_code
+            )
         return dict(loaded.state_dict())
 
 
 # -- building -------------------------------------------------------------------------------------
+
+
+def _architecture(model: nn.Module) -> tuple[Any, ...]:
+    """What tells one compiled graph apart from another's: the parameters' names, shapes and dtypes (two
+    sessions of one architecture share their graphs; LoRA adapters make another)."""
+    return tuple((n, tuple(p.shape), p.dtype) for n, p in model.named_parameters())
+
+
+def _unwrap(model: nn.Module) -> Any:
+    """A peft model's base model (its layers adapted in place), or the model itself."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
 
 
 def _dtype(module: nn.Module) -> torch.dtype:
@@ -237,9 +277,11 @@ def build_adapter(
     dtype: str = "auto",
     device: torch.device,
     eos_token_id: int | None = None,
+    trust_remote_code: bool = False,
 ) -> ModelAdapter:
     """The adapter for ``model``: ``"tiny"`` / ``"small"``, a Hugging Face directory or hub id, a loaded
-    transformers model (with an optional tokenizer), or any ``nn.Module`` mapping ids to logits."""
+    transformers model (with an optional tokenizer), or any ``nn.Module`` mapping ids to logits.
+    ``trust_remote_code`` lets a Hugging Face folder run its own code (see ``hf.check_code``)."""
     if dtype != "auto" and dtype not in hf.DTYPES:
         raise ValueError(f"dtype must be 'auto' or one of {sorted(hf.DTYPES)}, got {dtype!r}")
     extra_eos = [eos_token_id] if eos_token_id is not None else []
@@ -248,7 +290,7 @@ def build_adapter(
         module: nn.Module = build_model(model, seed)
         name, cls = f"rlnb/{model}", BuiltinAdapter
     elif isinstance(model, str):
-        module, loaded_tok = hf.load(model, dtype)
+        module, loaded_tok = hf.load(model, dtype, trust_remote_code)
         tokenizer = tokenizer if tokenizer is not None else loaded_tok
         name, cls = model, HFAdapter
     elif isinstance(model, nn.Module):
@@ -277,7 +319,10 @@ def build_adapter(
         codec = NoTokenizerCodec(name, extra_eos)
     else:
         codec = ByteCodec(extra_eos)
-    return cls(module.to(device).train(), name, codec, device)
+    adapter = cls(module.to(device).train(), name, codec, device)
+    if isinstance(adapter, HFAdapter):
+        adapter.trust_remote_code = trust_remote_code
+    return adapter
 
 
 def roles(model: nn.Module) -> list[nn.Parameter]:

@@ -5,12 +5,13 @@ interface; ``ModelAdapter.decoder`` picks the implementation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
 
-from rlnb.engine.models.tiny import KVCache
+from rlnb.engine.models.tiny import KVCache, TinyTransformer
 
 
 class Decoder(Protocol):
@@ -43,40 +44,63 @@ class RecomputeDecoder:
 
 
 class BuiltinDecoder:
-    def __init__(self, model: nn.Module, cache: KVCache) -> None:
+    """The built-in model's cached decoding: the prompts as one plain call, then one static-shape
+    ``decode_step`` per token (see ``KVCache``), the model's own or a compiled one (``compiled.Compiler``)."""
+
+    def __init__(self, model: TinyTransformer, cache: KVCache, step: Callable[..., Tensor] | None = None) -> None:
         self.model, self.cache = model, cache
+        self.decode_step = step or TinyTransformer.decode_step
 
     def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
-        self.mask = mask
-        return self.model(ids, mask, self.cache)[:, -1]
+        logits = self.model(ids, mask, self.cache)[:, -1]
+        self.cache.real[:, : ids.shape[1]] = mask.bool()
+        self.pos = positions(mask)[:, -1] + 1  # each row's next position: its real tokens so far
+        self.slot = torch.tensor([ids.shape[1]], device=ids.device)
+        return logits
 
     def step(self, tokens: Tensor) -> Tensor:
-        self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
-        return self.model(tokens[:, None], self.mask, self.cache)[:, -1]
+        logits = self.decode_step(self.model, tokens, self.pos, self.slot, self.cache)
+        self.pos, self.slot = self.pos + 1, self.slot + 1
+        return logits
 
 
 class HFDecoder:
-    """transformers 5.x incremental decoding: the model's ``DynamicCache`` passed as ``cache=``, explicit
-    position ids (learned-position models such as GPT-2 need them with left padding)."""
+    """transformers 5.x incremental decoding: the model's cache passed as ``cache=``, explicit position ids
+    (learned-position models such as GPT-2 need them with left padding). With ``static`` (compiled
+    decoding) a ``StaticCache`` of ``max_len`` slots and a fixed-length mask: every step has the same shapes."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(
+        self, model: nn.Module, static: tuple[Any, int] | None = None, step: Callable[..., Tensor] | None = None
+    ) -> None:
+        """``static``: a ``StaticCache`` and its number of slots."""
         from transformers import DynamicCache
 
-        self.model, self.cache = model, DynamicCache()
+        self.model = model
+        self.cache: Any
+        self.cache, self.max_len = static if static is not None else (DynamicCache(), 0)
+        self.decode_step = step or hf_step
 
     def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
-        self.mask, self.last = mask, positions(mask)[:, -1:]
+        self.last = positions(mask)[:, -1]
+        if self.max_len:  # the mask covers every slot from the start; the causal part hides the future ones
+            self.mask = mask.new_ones(mask.shape[0], self.max_len)
+            self.mask[:, : mask.shape[1]] = mask
+        else:
+            self.mask = mask
         out = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions(mask), cache=self.cache, use_cache=True,
+            input_ids=ids, attention_mask=self.mask, position_ids=positions(mask), cache=self.cache, use_cache=True,
             logits_to_keep=1,
         )
         return out.logits[:, -1]
 
     def step(self, tokens: Tensor) -> Tensor:
-        self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
+        if not self.max_len:
+            self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
         self.last = self.last + 1
-        out = self.model(
-            input_ids=tokens[:, None], attention_mask=self.mask, position_ids=self.last, cache=self.cache,
-            use_cache=True,
-        )
-        return out.logits[:, -1]
+        return self.decode_step(self.model, tokens, self.mask, self.last, self.cache)
+
+
+def hf_step(model: nn.Module, tokens: Tensor, mask: Tensor, pos: Tensor, cache: Any) -> Tensor:
+    """Next-token logits ``[B, V]`` after ``tokens`` ``[B]`` at positions ``pos`` (the step ``HFDecoder`` compiles)."""
+    out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=pos[:, None], cache=cache, use_cache=True)
+    return out.logits[:, -1]

@@ -4,12 +4,18 @@ A model is named by a local directory (``save_pretrained`` output) or a hub id. 
 to its snapshot in the local Hugging Face cache *before* transformers sees it, so loading never
 touches the network (transformers 5.x with peft installed would otherwise send HEAD requests and
 retry for ~20 s before failing). Everything that can be wrong with a model is reported here, by name,
-before a session exists: not found, no causal-LM head, a tokenizer larger than the embedding table.
+before a session exists: not found, no causal-LM head, a tokenizer larger than the embedding table, a
+file that cannot be read (a ``ModelLoadError`` naming the folder, never the library's raw error).
+
+A folder that ships its own Python code (``auto_map`` in its ``config.json`` or ``tokenizer_config.json``)
+is refused unless ``trust_remote_code=True`` was passed on purpose: transformers would otherwise run that
+code, or ask on stdin whether to. Every transformers call here passes ``trust_remote_code`` explicitly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +31,49 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 class ModelLoadError(ValueError):
     """The model cannot be used: the message names it and says what to do."""
+
+
+CODE_FILES = ("config.json", "tokenizer_config.json")
+"""Where a folder names its own code (``auto_map``)."""
+
+
+def failure_text(exc: BaseException) -> str:
+    """A library's error as one short line for a message of ours. Torch's advice to load with
+    ``weights_only=False`` is never passed on (that would run whatever code the file holds): only the
+    lines that say what torch found are kept."""
+    lines = str(exc).splitlines()
+    if any("weights_only" in line for line in lines):
+        lines = [line for line in lines if not any(w in line for w in ("weights_only", "Check the documentation"))]
+        lines = lines or ["not a file of plain tensors"]
+    text = " ".join(" ".join(lines).split())
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+def check_code(path: Path, spec: str, trust_remote_code: bool) -> None:
+    """Refuse a folder whose ``config.json`` or ``tokenizer_config.json`` maps classes to its own code, unless
+    ``trust_remote_code``; a file of these that is not a JSON object is a ``ModelLoadError`` too."""
+    for name in CODE_FILES:
+        file = path / name
+        if not file.is_file():
+            continue
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            problem = failure_text(exc)
+        else:
+            if not isinstance(data, dict):
+                problem = f"not a JSON object but {type(data).__name__}"
+            elif data.get("auto_map") and not trust_remote_code:
+                mapped = data["auto_map"]
+                names = ", ".join(sorted(map(str, mapped))) if isinstance(mapped, dict) else str(mapped)[:100]
+                raise ModelLoadError(
+                    f"model {spec!r} ships its own Python code: {file} maps {names} to it (auto_map), and "
+                    "rlnb does not run a model folder's code unless asked. If you trust this folder, pass "
+                    "trust_remote_code=True: rlnb.connect('local', model=..., trust_remote_code=True)"
+                )
+            else:
+                continue
+        raise ModelLoadError(f"model {spec!r}: {file} cannot be read ({problem})")
 
 
 def require_transformers() -> Any:
@@ -80,31 +129,56 @@ def _quiet(transformers: Any) -> Iterator[None]:
             logging.enable_progress_bar()
 
 
-def spec_context_length(spec: str) -> int | None:
+def spec_context_length(spec: str, trust_remote_code: bool = False) -> int | None:
     """A model's context length from its ``config.json`` alone (no weights loaded), by folder or hub id."""
+    return config_context_length(_config(resolve(spec), spec, trust_remote_code))
+
+
+def _config(path: Path, spec: str, trust_remote_code: bool) -> Any:
     transformers = require_transformers()
-    return config_context_length(transformers.AutoConfig.from_pretrained(resolve(spec)))
+    check_code(path, spec, trust_remote_code)
+    try:
+        with _quiet(transformers):
+            return transformers.AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except Exception as exc:  # noqa: BLE001 - any library error becomes ours, naming the folder
+        problem = failure_text(exc)
+    raise ModelLoadError(f"model {spec!r}: {path / 'config.json'} is not a config transformers can load ({problem})")
 
 
-def load(spec: str, dtype: str = "auto") -> tuple[nn.Module, Any]:
+def load_tokenizer(path: Path, spec: str, trust_remote_code: bool = False) -> Any:
+    """The tokenizer saved in the folder ``path``; a ``ModelLoadError`` naming it when it cannot be loaded."""
+    transformers = require_transformers()
+    check_code(path, spec, trust_remote_code)
+    try:
+        with _quiet(transformers):
+            return transformers.AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except Exception as exc:  # noqa: BLE001
+        problem = failure_text(exc)
+    raise ModelLoadError(f"tokenizer {spec!r}: its files in {path} cannot be loaded ({problem})")
+
+
+def load(spec: str, dtype: str = "auto", trust_remote_code: bool = False) -> tuple[nn.Module, Any]:
     """(model, tokenizer or None) for a directory or cached hub id; ``dtype`` "auto" = the checkpoint's."""
     transformers = require_transformers()
     if dtype != "auto" and dtype not in DTYPES:
         raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES)}, got {dtype!r}")
     path = resolve(spec)
-    config = transformers.AutoConfig.from_pretrained(path)
+    config = _config(path, spec, trust_remote_code)
     arch = getattr(config, "architectures", None) or [type(config).__name__]
+    problem, headless = "", False
     with _quiet(transformers):
         try:
             model, info = transformers.AutoModelForCausalLM.from_pretrained(
-                path, dtype=DTYPES.get(dtype, "auto"), output_loading_info=True
+                path, dtype=DTYPES.get(dtype, "auto"), output_loading_info=True, trust_remote_code=trust_remote_code
             )
-        except ValueError as exc:
-            if "Unrecognized configuration class" not in str(exc):
-                raise
-            raise ModelLoadError(
-                f"model {spec!r} ({', '.join(arch)}) has no causal-LM head: rlnb trains AutoModelForCausalLM models"
-            ) from None
+        except Exception as exc:  # noqa: BLE001 - OSError, SafetensorError, TypeError, ...: ours, naming the folder
+            problem, headless = failure_text(exc), "Unrecognized configuration class" in str(exc)
+    if headless:
+        raise ModelLoadError(
+            f"model {spec!r} ({', '.join(arch)}) has no causal-LM head: rlnb trains AutoModelForCausalLM models"
+        )
+    if problem:
+        raise ModelLoadError(f"model {spec!r}: the weights in {path} cannot be loaded ({problem})")
     head = model.get_output_embeddings()
     head_names = {n for n, p in model.named_parameters() if head is not None and any(p is q for q in head.parameters())}
     if head is None or head_names & set(info.get("missing_keys", ())):
@@ -114,8 +188,7 @@ def load(spec: str, dtype: str = "auto") -> tuple[nn.Module, Any]:
         )
     tokenizer = None
     if any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
-        with _quiet(transformers):
-            tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+        tokenizer = load_tokenizer(path, spec, trust_remote_code)
     return model, tokenizer
 
 

@@ -55,11 +55,21 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        attention = self.attention
         if cache is not None:
             k, v = cache.write(layer, k, v)  # (B, nh, S, hs), S = cached + T
-        y = self.attention(q, k, v, attn_mask=mask, is_causal=mask is None)  # (B, nh, T, hs)
+            attention = one_query_attention if cache.compiled and cache.slot is not None else attention
+        y = attention(q, k, v, attn_mask=mask, is_causal=mask is None)  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads side by side
         return self.c_proj(y)
+
+
+def one_query_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor, is_causal: bool = False) -> Tensor:
+    """Attention of one query per row, ``softmax(q·kᵀ/√d + mask)·v``, as products and sums: a compiler fuses them
+    into a few loops, where CPU's fused attention kernel is slow for a single query."""
+    scores = (q * k).sum(-1) * q.shape[-1] ** -0.5  # (B, nh, S)
+    weights = torch.softmax(scores.masked_fill(~attn_mask[:, :, 0], float("-inf")), dim=-1)
+    return (weights[..., None] * v).sum(-2, keepdim=True)  # (B, nh, 1, hs)
 
 
 class MLP(nn.Module):
@@ -151,6 +161,19 @@ class TinyTransformer(nn.Module):
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         return logits.view(*idx.shape, -1)
 
+    def decode_step(self, tokens: Tensor, pos: Tensor, slot: Tensor, cache: KVCache) -> Tensor:
+        """Logits ``[B, V]`` after one new token per row, ``tokens`` ``[B]`` at positions ``pos`` ``[B]``, written at
+        cache slot ``slot`` (a 1-element tensor): a static-shape step (see ``KVCache``). A query sees the real
+        slots up to its own."""
+        slots = torch.arange(cache.real.shape[1], device=tokens.device)
+        mask = (cache.real & (slots <= slot))[:, None, None, :]  # (B, 1, 1, S)
+        cache.slot = slot
+        x = self.wte(tokens[:, None]) + self.wpe(pos[:, None])  # (B, 1, C)
+        for i, block in enumerate(self.blocks):
+            x = block(x, mask, cache, i)
+        cache.slot = None
+        return self.lm_head(self.ln_f(x))[:, 0]
+
 
 def _attention_mask(attention_mask: Tensor, past: int) -> Tensor:
     """(B, 1, T, S) booleans: query slot ``past + t`` sees key slot ``s`` iff ``s <= past + t`` and ``s`` is a
@@ -164,30 +187,49 @@ def _attention_mask(attention_mask: Tensor, past: int) -> Tensor:
 
 
 class KVCache:
-    """Keys and values of every layer for incremental decoding, preallocated for ``max_len`` slots:
-    each step writes one slot per layer instead of concatenating (a copy per token)."""
+    """Keys and values of every layer for incremental decoding, preallocated (zeroed) for ``max_len`` slots,
+    one tensor per layer (a compiled step then writes each in place, never a copy of the whole cache).
 
-    def __init__(self, config: TinyConfig, batch: int, max_len: int, device: torch.device, dtype: torch.dtype):
+    Two ways to write. A plain call (``slot`` None) appends its T new keys/values at ``length`` and attends
+    over the filled slots. A static step (``slot`` a 1-element tensor, see ``TinyTransformer.decode_step``)
+    writes one token at that slot and attends over all ``max_len`` slots, the mask hiding the rest: every
+    shape is fixed by the cache, so one compiled step (``torch.compile``, CUDA graphs) serves a whole sample.
+    ``real`` ``[B, max_len]`` marks the slots that hold real tokens (not left padding). A ``compiled`` cache's
+    static steps attend with ``one_query_attention`` (plain ops that fuse, slower than the fused kernel eagerly)."""
+
+    def __init__(
+        self, config: TinyConfig, batch: int, max_len: int, device: torch.device, dtype: torch.dtype,
+        compiled: bool = False,
+    ) -> None:
         hs = config.n_embd // config.n_head
-        shape = (config.n_layer, batch, config.n_head, max_len, hs)
-        self.k = torch.empty(shape, device=device, dtype=dtype)
-        self.v = torch.empty(shape, device=device, dtype=dtype)
+        shape = (batch, config.n_head, max_len, hs)
+        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.real = torch.ones(batch, max_len, dtype=torch.bool, device=device)
         self.length = 0
+        self.slot: Tensor | None = None
+        self.compiled = compiled
 
     @classmethod
     def over(cls, k: Tensor, v: Tensor, length: int) -> KVCache:
         """A cache over existing keys/values ``[n_layer, B, nh, max_len, hs]`` of which ``length`` slots are
         filled: how a stacked model hands each member its slice of one cache inside ``torch.func.vmap``."""
         cache = cls.__new__(cls)
-        cache.k, cache.v, cache.length = k, v, length
+        cache.k, cache.v, cache.length = list(k.unbind(0)), list(v.unbind(0)), length
+        cache.slot, cache.compiled = None, False
         return cache
 
     def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Store the new (B, nh, T, hs) keys/values after the cached ones; return all of them."""
+        """Store the new (B, nh, T, hs) keys/values (see the class docstring); return those to attend over."""
+        keys, values = self.k[layer], self.v[layer]
+        if self.slot is not None:
+            keys.index_copy_(2, self.slot, k)
+            values.index_copy_(2, self.slot, v)
+            return keys, values
         end = self.length + k.shape[2]
-        self.k[layer, :, :, self.length : end] = k
-        self.v[layer, :, :, self.length : end] = v
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+        keys[:, :, self.length : end] = k
+        values[:, :, self.length : end] = v
+        return keys[:, :, :end], values[:, :, :end]
 
 
 def build_model(size: str | TinyConfig, seed: int) -> TinyTransformer:
@@ -202,77 +244,3 @@ def build_model(size: str | TinyConfig, seed: int) -> TinyTransformer:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return TinyTransformer(size)
-
-
-# The built-in model is GPT-2 in all but two details (exact GELU, an untied head), so its weights can be
-# written as a GPT-2 checkpoint that transformers loads: inference checkpoints use this.
-_GPT2_CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")  # GPT-2 stores these as [in, out]
-
-
-def gpt2_config(config: TinyConfig) -> dict[str, object]:
-    """A ``GPT2Config`` (as the JSON ``config.json`` holds) describing ``config``'s architecture."""
-    return {
-        "model_type": "gpt2",
-        "architectures": ["GPT2LMHeadModel"],
-        "vocab_size": config.vocab_size,
-        "n_positions": config.block_size,
-        "n_embd": config.n_embd,
-        "n_layer": config.n_layer,
-        "n_head": config.n_head,
-        "n_inner": 4 * config.n_embd,
-        "activation_function": "gelu",  # exact GELU, as F.gelu; GPT-2's own is the tanh approximation
-        "resid_pdrop": 0.0,
-        "embd_pdrop": 0.0,
-        "attn_pdrop": 0.0,
-        "layer_norm_epsilon": 1e-5,
-        "tie_word_embeddings": False,
-        "bos_token_id": None,
-        "eos_token_id": None,
-    }
-
-
-def to_gpt2(state: dict[str, Tensor], config: TinyConfig) -> dict[str, Tensor]:
-    """``TinyTransformer`` weights under GPT-2's names and layouts (absent biases written as zeros)."""
-    out = {"transformer.wte.weight": state["wte.weight"], "transformer.wpe.weight": state["wpe.weight"]}
-    out["lm_head.weight"] = state["lm_head.weight"]
-    for prefix in [f"blocks.{i}." for i in range(config.n_layer)] + [""]:
-        hf = "transformer.h." + prefix.removeprefix("blocks.") if prefix else "transformer."
-        norms = ("ln_1", "ln_2") if prefix else ("ln_f",)
-        for ln in norms:
-            weight = state[f"{prefix}{ln}.weight"]
-            out[f"{hf}{ln}.weight"] = weight
-            out[f"{hf}{ln}.bias"] = state.get(f"{prefix}{ln}.bias", torch.zeros_like(weight))
-        for lin in _GPT2_CONV1D if prefix else ():
-            weight = state[f"{prefix}{lin}.weight"]
-            out[f"{hf}{lin}.weight"] = weight.t().contiguous()
-            out[f"{hf}{lin}.bias"] = state.get(f"{prefix}{lin}.bias", weight.new_zeros(weight.shape[0]))
-    return out
-
-
-def from_gpt2(state: dict[str, Tensor], config: TinyConfig) -> dict[str, Tensor]:
-    """The inverse of ``to_gpt2``, for a model built from ``config`` (biases dropped when it has none)."""
-    shapes = _names_only(config)
-    missing = {_gpt2_name(k) for k in shapes} - set(state)
-    if missing:
-        raise ValueError(f"not a checkpoint of this model: missing {sorted(missing)[:3]}")
-    back: dict[str, Tensor] = {}
-    for key, value in shapes.items():
-        src = _gpt2_name(key)
-        tensor = state[src]
-        conv1d = key.endswith(".weight") and any(c in key for c in _GPT2_CONV1D)
-        back[key] = tensor.t().contiguous() if conv1d else tensor
-        if back[key].shape != value.shape:
-            raise ValueError(f"{src} has shape {tuple(back[key].shape)}, this model needs {tuple(value.shape)}")
-    return back
-
-
-def _gpt2_name(key: str) -> str:
-    if key == "lm_head.weight":
-        return key
-    return "transformer." + key.replace("blocks.", "h.")
-
-
-def _names_only(config: TinyConfig) -> dict[str, Tensor]:
-    """Every parameter name of a model of ``config`` with an empty tensor of its shape (on the meta device)."""
-    with torch.device("meta"):
-        return dict(TinyTransformer(config).state_dict())

@@ -1,0 +1,126 @@
+"""Compiled decoding (``rlnb.connect(..., compile=True)``): the per-token step as one compiled graph.
+
+On a small model a decode step is a hundred tiny ops, and the time goes to dispatching them, not to the
+maths. The step has fixed shapes (the built-in model's static ``KVCache`` step, transformers' ``StaticCache``),
+so it compiles: ``torch.compile`` (inductor's fused C++ kernels) on the CPU, and on a GPU also CUDA graphs
+(``mode="reduce-overhead"``), which replay the whole step as one launch. The token choice (temperature,
+top-k / top-p, the log-prob) compiles as well.
+
+Compiling costs seconds to minutes, paid once per process and shape: torch caches each compiled graph per
+function and input shapes (and inductor its kernels on disk, so a later process pays less). Cache lengths
+are rounded up to a multiple of ``BUCKET`` slots (``bucket``), so that samples of nearby lengths share one
+graph; a new batch size or length bucket compiles again. Every compile's time is measured, logged and kept
+in ``Compiler.compiles`` (the run's config.json records them). The compiled step gives the same tokens as
+the eager one at a fixed seed and log-probs within ~1e-6 (the kernels sum in another order).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+log = logging.getLogger("rlnb")
+
+BUCKET = 64
+"""Cache lengths of compiled samples are rounded up to a multiple of this many slots."""
+
+_LOCK = threading.Lock()
+_COMPILED: dict[tuple[Any, ...], Callable[..., Any]] = {}
+_SEEN: set[tuple[Any, ...]] = set()
+"""Shapes compiled in this process (a second session of the same model does not compile again)."""
+
+
+def check_compile(compile: object) -> bool:
+    if not isinstance(compile, bool):
+        raise ValueError(f"compile must be True or False, got {compile!r}")
+    return compile
+
+
+def bucket(length: int, limit: int) -> int:
+    """``length`` rounded up to a multiple of ``BUCKET``, but not past ``limit`` (the model's context)."""
+    return max(length, min(-(-length // BUCKET) * BUCKET, limit))
+
+
+def _compiled(fn: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
+    """One compiled wrapper per function and device kind, for the whole process."""
+    key = (fn, device.type)
+    with _LOCK:
+        if key not in _COMPILED:
+            mode = "reduce-overhead" if device.type == "cuda" else None
+            _COMPILED[key] = torch.compile(fn, dynamic=False, mode=mode)
+        return _COMPILED[key]
+
+
+class Compiler:
+    """A session's compiled steps, and the compiles it paid for (``compiles``: what, shape, seconds)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.compiles: list[dict[str, Any]] = []
+        self._caches: dict[tuple[Any, ...], Any] = {}
+
+    def cache(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """The session's KV cache for ``key`` (kind, batch, length), made once and reset for each sample: a
+        compiled graph's buffers keep their address (CUDA graphs replay on those very addresses)."""
+        if key not in self._caches:
+            self._caches[key] = make()
+        else:
+            reset(self._caches[key])
+        return self._caches[key]
+
+    def wrap(self, fn: Callable[..., Any], what: str, arch: Any, **shape: Any) -> Callable[..., Any]:
+        """``fn`` compiled; the first call for a new ``arch`` (the model's architecture and dtype: anything
+        hashable that tells graphs apart) and ``shape`` (sizes, sampling settings: recorded) in this process is
+        timed, logged and kept in ``compiles``."""
+        compiled = _compiled(fn, self.device)
+        key = (fn, self.device.type, arch, tuple(sorted(shape.items())))
+        cuda = self.device.type == "cuda"
+
+        def call(*args: Any) -> Any:
+            if cuda:  # a new step of the CUDA graph: the previous step's outputs may be overwritten now
+                torch.compiler.cudagraph_mark_step_begin()
+            if key in _SEEN:
+                return _detach(compiled(*args), cuda)
+            start = time.perf_counter()
+            out = _detach(compiled(*args), cuda)
+            seconds = time.perf_counter() - start
+            with _LOCK:
+                _SEEN.add(key)
+            self.compiles.append({"what": what, **shape, "seconds": round(seconds, 2)})
+            log.info("rlnb: compiled the %s for %s in %.1f s (once per process)", what, shape, seconds)
+            return out
+
+        return call
+
+
+def _detach(out: Any, cuda: bool) -> Any:
+    """CUDA graph outputs live in the graph's memory and are overwritten by its next replay: copy them out."""
+    if not cuda:
+        return out
+    if isinstance(out, tuple):
+        return tuple(t.clone() for t in out)
+    return out.clone()
+
+
+def reset(cache: Any) -> None:
+    """An emptied cache: zeros everywhere (a stale NaN times a masked-out zero weight would still be NaN)."""
+    if hasattr(cache, "reset"):  # transformers' StaticCache
+        cache.reset()
+        return
+    for t in [*cache.k, *cache.v]:
+        t.zero_()
+    cache.real.fill_(True)
+    cache.length = 0
+
+
+def mark_static(tensors: list[Tensor]) -> None:
+    """Tell the compiler that these buffers (a KV cache) keep their address, so CUDA graphs may write them
+    in place instead of refusing a graph whose inputs it mutates."""
+    for t in tensors:
+        torch._dynamo.mark_static_address(t)

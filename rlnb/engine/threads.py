@@ -1,0 +1,239 @@
+"""The thread policy: how many intra-op threads the engine's torch work uses, chosen on purpose.
+
+On a few cores, torch's default (one OpenMP thread per core) is often the worst choice: when another
+process, or another of this process's sessions, holds a core, every parallel region waits for its
+descheduled thread, and a step can take several times longer than on one thread (``bench/bench_threads.py``).
+So the engine decides: ``auto_threads`` gives each busy worker ``(cores - other) // busy`` threads, at least
+one, where ``other`` is the cores' worth of CPU that other processes used lately (Linux ``/proc/stat``;
+0 where it cannot be read) and ``busy`` the workers that ran an operation in the last ``BUSY_FOR`` seconds.
+One session on an idle machine gets every core; two sessions on two cores, or one beside a busy process,
+get one thread each. ``rlnb.connect(..., threads=N)`` fixes a session's count instead.
+
+Torch's count is per thread once that thread has run a parallel op (OpenMP's ``nthreads`` is a per-thread
+setting), but ``torch.set_num_threads`` also sets the process default that new threads start from and MKL's
+count, which are process-wide. So one ``ThreadPolicy`` per process (``POLICY``) hands out ``Lease``s: each
+engine worker holds one, and before each operation applies the count to its own thread, only when it
+changed (re-creating the thread pool costs ~10 ms). The decision is re-made when a worker starts or stops,
+and at most every ``RECHECK`` seconds as the machine's load moves. CUDA sessions take no lease: their
+work is on the GPU, and their CPU threads are left as torch set them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+RECHECK = 5.0
+"""Seconds between re-decisions while the set of workers stays the same (the machine's load moves slowly,
+and each change of count re-creates torch's thread pool)."""
+BUSY_FOR = 2.0
+"""A worker counts as busy while it runs an operation and until this long after (or after it started)."""
+MIN_WINDOW = 0.1
+"""Shortest span of ``/proc/stat`` readings that measures a load (its clock ticks are 10 ms)."""
+
+
+def check_threads(threads: object) -> int | None:
+    """``threads`` as given to ``rlnb.connect``: None (the policy decides) or an integer >= 1."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be None (the engine's thread policy decides) or an integer >= 1, "
+                         f"got {threads!r}")
+    return threads
+
+
+def cores() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class CpuMeter:
+    """Cores' worth of CPU time that other processes used between two readings, from ``/proc/stat`` (the
+    busy and stolen time of the CPUs this process may use) less this process's own CPU time."""
+
+    def __init__(self, path: str = "/proc/stat") -> None:
+        self.path = path
+        self._cpus = {f"cpu{i}" for i in _affinity()}
+        self._last = self._sample()
+        self._measured = False
+
+    def _sample(self) -> tuple[float, float, float] | None:
+        """(wall seconds, busy CPU seconds of our CPUs, this process's CPU seconds), or None off Linux."""
+        try:
+            with open(self.path, encoding="ascii") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return None
+        hz = os.sysconf("SC_CLK_TCK")
+        busy = 0
+        for line in lines:
+            name, *fields = line.split()
+            if name in self._cpus:
+                user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+                busy += user + nice + system + irq + softirq + steal
+        own = os.times()
+        return time.monotonic(), busy / hz, own.user + own.system
+
+    def other(self) -> float | None:
+        """Other processes' CPU use since the previous reading, in cores; None if it cannot be measured, or if
+        the previous reading is under ``MIN_WINDOW`` old (the first reading waits out its window instead)."""
+        now, last = self._sample(), self._last
+        if now is None or last is None:
+            return None
+        if now[0] - last[0] < MIN_WINDOW:
+            if self._measured:
+                return None
+            time.sleep(MIN_WINDOW - (now[0] - last[0]))
+            now = self._sample()
+            if now is None:
+                return None
+        self._last, self._measured = now, True
+        return max(0.0, (now[1] - last[1]) - (now[2] - last[2])) / (now[0] - last[0])
+
+
+def _affinity() -> set[int]:
+    try:
+        return set(os.sched_getaffinity(0))
+    except AttributeError:
+        return set(range(os.cpu_count() or 1))
+
+
+def auto_threads(cores: int, busy: int, other: float) -> int:
+    """The rule: the cores other processes leave free, shared among the busy workers, at least one each."""
+    free = cores - math.floor(other + 0.5)  # a core counts as taken once others use half of it
+    return max(1, free // max(1, busy))
+
+
+@dataclass(eq=False)
+class Lease:
+    """One worker's claim on the policy. ``apply()`` (on the worker's own thread, before each operation)
+    sets that thread's torch count if it changed; ``idle()`` after it."""
+
+    policy: ThreadPolicy
+    fixed: int | None
+    last_active: float = field(default_factory=time.monotonic)
+    running: bool = False
+
+    def threads(self) -> int:
+        """The count this worker should use now."""
+        return self.fixed if self.fixed is not None else self.policy.count()
+
+    def busy(self, now: float) -> bool:
+        return self.running or now - self.last_active < BUSY_FOR
+
+    def apply(self) -> int:
+        """An operation starts on this thread: set its torch count (only if it changed)."""
+        self.running, self.last_active = True, time.monotonic()
+        want = self.threads()
+        if want != torch.get_num_threads():
+            torch.set_num_threads(want)
+        return want
+
+    def idle(self) -> None:
+        """The operation ended (the worker stays busy for ``BUSY_FOR`` seconds more)."""
+        self.running, self.last_active = False, time.monotonic()
+
+    def release(self) -> None:
+        self.policy.release(self)
+
+
+class ThreadPolicy:
+    """The process's one decision about intra-op threads (see the module docstring)."""
+
+    def __init__(self, cpus: int | None = None, meter: Callable[[], float | None] | None = None) -> None:
+        self.cores = cpus or cores()
+        self._meter = meter if meter is not None else CpuMeter().other
+        self._lock = threading.Lock()
+        self._leases: list[Lease] = []
+        self._other = 0.0
+        self._decided: int | None = None
+        self._at = 0.0
+        self._busy = 0
+
+    def lease(self, fixed: int | None = None) -> Lease:
+        """A worker starts: it counts as busy from now on; the decision is made again."""
+        lease = Lease(self, fixed)
+        with self._lock:
+            self._leases.append(lease)
+            self._decided = None
+        return lease
+
+    def release(self, lease: Lease) -> None:
+        with self._lock:
+            if lease in self._leases:
+                self._leases.remove(lease)
+            self._decided = None
+
+    def count(self) -> int:
+        """Threads per busy worker under the rule, re-decided when a worker came or went, or every
+        ``RECHECK`` seconds (not at every change of who is busy: each change of count costs a pool)."""
+        now = time.monotonic()
+        with self._lock:
+            if self._decided is None or now - self._at >= RECHECK:
+                busy = sum(1 for lease in self._leases if lease.busy(now)) or 1
+                measured = self._meter()
+                if measured is not None:
+                    self._other = measured
+                self._decided, self._at, self._busy = auto_threads(self.cores, busy, self._other), now, busy
+            return self._decided
+
+    def describe(self) -> dict[str, object]:
+        """What the last decision was based on (for a run's config and the docs' examples)."""
+        with self._lock:
+            return {"cores": self.cores, "busy_workers": self._busy, "other_load": round(self._other, 2),
+                    "threads": self._decided}
+
+
+POLICY = ThreadPolicy()
+"""The process's policy: every local session and batched ensemble on the CPU takes its lease here."""
+
+
+class ThreadUse:
+    """A worker's use of the policy, and what its run records: ``config()`` gives ``threads`` (the count it
+    started with; None on CUDA, where the policy leaves torch alone), ``thread_policy`` (``"auto"``, ``"fixed"``
+    or ``"off"``) and, once the count changed, ``thread_changes`` (each new count with the step it began at)."""
+
+    def __init__(self, device: torch.device, threads: int | None, policy: ThreadPolicy | None = None) -> None:
+        self.lease = (policy or POLICY).lease(threads) if device.type == "cpu" else None
+        self.mode = "off" if self.lease is None else "auto" if threads is None else "fixed"
+        self.first = self.lease.threads() if self.lease is not None else None
+        self.current = self.first
+        self.changes: list[dict[str, int]] = []
+
+    def before(self, step: int) -> None:
+        """An operation starts on this thread, at optimizer step ``step``."""
+        if self.lease is None:
+            return
+        count = self.lease.apply()
+        if count != self.current:
+            self.current = count
+            self.changes.append({"step": step, "threads": count})
+
+    def after(self) -> None:
+        if self.lease is not None:
+            self.lease.idle()
+
+    def restore(self, previous: int) -> None:
+        """Give the calling thread back the count it had (a worker that ran on a caller's thread)."""
+        if self.lease is not None and torch.get_num_threads() != previous:
+            torch.set_num_threads(previous)
+
+    def close(self) -> None:
+        if self.lease is not None:
+            self.lease.release()
+
+    def config(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"threads": self.first, "thread_policy": self.mode}
+        if self.changes:
+            out["thread_changes"] = list(self.changes)
+        return out

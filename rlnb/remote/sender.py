@@ -1,0 +1,133 @@
+"""Sending a remote session's operations from one thread, so that a submission returns at once.
+
+A POST may take up to the client's deadline (retries included), so it must not run on the notebook's
+thread, nor under the session's lock. ``RemoteBackend.submit`` encodes the operation (bad input raises
+there, before anything is queued) and hands it to the ``Sender``, whose thread POSTs operations one at
+a time in submission order — the server sees them in that order — reports each envelope and gives it to
+the ``Poller``. A POST that finally fails fails its own operation, with the API error's code and
+message (scrubbed of keys); one that got no answer at all also fails the operations queued behind it,
+unsent: the server cannot be reached, and each would wait a whole deadline in turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from rlnb import wire
+from rlnb.errors import APIConnectionError, APIError, APIStatusError, APITimeoutError
+from rlnb.remote.client import APIClient, PreparedOperation
+from rlnb.remote.poller import Poller, failed
+from rlnb.wire import Listener
+
+log = logging.getLogger("rlnb")
+
+Code = wire.OperationErrorCode
+_STATUS_CODES = {
+    400: Code.INVALID_INPUT,
+    413: Code.INVALID_INPUT,
+    422: Code.INVALID_INPUT,
+    404: Code.SESSION_NOT_ACTIVE,
+    429: Code.RESOURCE_EXHAUSTED,
+}
+"""The operation error code of a POST refused with this status (>= 500: ``INTERNAL_ERROR``)."""
+
+
+def refusal_code(exc: APIError) -> wire.OperationErrorCode | None:
+    """The operation error code for a POST that failed with ``exc``: the server's own code when it is an
+    operation error code, else one that fits the status (None when none does, e.g. a 401)."""
+    if isinstance(exc, APIStatusError):
+        if exc.code:
+            try:
+                return wire.error_code(exc.code)
+            except ValueError:
+                pass
+        return Code.INTERNAL_ERROR if exc.status_code >= 500 else _STATUS_CODES.get(exc.status_code)
+    return Code.TIMEOUT if isinstance(exc, APITimeoutError) else None
+
+
+@dataclass
+class Queued:
+    op: PreparedOperation
+    listener: Listener
+
+
+def tell(item: Queued, env: wire.Operation[Any]) -> None:
+    try:
+        item.listener(env)
+    except Exception:  # a listener's bug must not stop the sender for every other operation
+        log.exception("listener of %s raised", item.op.kind)
+
+
+class Sender:
+    """The send thread of one session. ``put`` queues an operation; ``close`` stops taking new ones and
+    returns those never sent; ``join`` waits for the POST in flight and returns it if it is still going."""
+
+    def __init__(self, client: APIClient, session_id: str, poller: Poller):
+        self.client, self.session_id, self._poller = client, session_id, poller
+        self._queue: deque[Queued] = deque()
+        self._current: Queued | None = None
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name=f"rlnb-send-{session_id}", daemon=True)
+        self._thread.start()
+
+    def put(self, op: PreparedOperation, listener: Listener) -> bool:
+        """Queue ``op``; False when the sender is closed."""
+        with self._cond:
+            if self._stopping:
+                return False
+            self._queue.append(Queued(op, listener))
+            self._cond.notify()
+        return True
+
+    def close(self) -> list[Queued]:
+        """Take no more operations; the ones queued and not sent yet (the caller settles them)."""
+        with self._cond:
+            self._stopping = True
+            unsent, self._queue = list(self._queue), deque()
+            self._cond.notify_all()
+        return unsent
+
+    def join(self, timeout: float) -> Queued | None:
+        """Wait up to ``timeout`` seconds for the POST in flight; the operation still being sent, or None."""
+        self._thread.join(timeout)
+        with self._cond:
+            return self._current
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                item = self._current = self._queue.popleft()
+            try:
+                env = self.client.send_operation(self.session_id, item.op)
+            except APIError as exc:
+                self._refused(item, exc)
+            except Exception as exc:  # noqa: BLE001 - e.g. the client was closed under a POST close() gave up on
+                tell(item, failed(None, f"the operation could not be sent: {type(exc).__name__}: {exc}"))
+            else:
+                self._sent(item, env)
+            with self._cond:
+                self._current = None
+
+    def _sent(self, item: Queued, env: wire.Operation[Any]) -> None:
+        tell(item, env)
+        if env.status not in wire.TERMINAL_STATUSES and not self._poller.add(item.op.kind, item.listener, env):
+            # close() ran meanwhile and no longer polls: settle it here
+            tell(item, failed(Code.SESSION_NOT_ACTIVE, "the session was closed before this finished", env.id))
+
+    def _refused(self, item: Queued, exc: APIError) -> None:
+        message = self.client.redact(str(exc))
+        tell(item, failed(refusal_code(exc), message))
+        if isinstance(exc, APIConnectionError):
+            with self._cond:
+                behind, self._queue = list(self._queue), deque()
+            for other in behind:
+                tell(other, failed(None, f"not sent: the POST of an earlier operation got no answer ({message})"))

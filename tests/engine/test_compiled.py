@@ -1,0 +1,132 @@
+"""The static KV cache and compiled decoding: the same tokens as the plain recompute and as the eager step,
+log-probs to 1e-5, compile times recorded, one graph per shape bucket. Compiling takes tens of seconds on a
+CPU: those tests are slow."""
+
+import json
+
+import pytest
+import torch
+
+import rlnb
+from rlnb.engine import sampling
+from rlnb.engine.models.adapter import build_adapter
+from rlnb.engine.models.compiled import BUCKET, Compiler, bucket
+from rlnb.engine.models.decoders import HFDecoder, RecomputeDecoder
+
+CPU = torch.device("cpu")
+
+
+def tokens_and_logprobs(groups):
+    return [[q.tokens for q in g] for g in groups], torch.tensor(
+        [lp for g in groups for q in g for lp in q.logprobs], dtype=torch.float64
+    )
+
+
+def assert_same_samples(got, want):
+    tokens_got, lp_got = tokens_and_logprobs(got)
+    tokens_want, lp_want = tokens_and_logprobs(want)
+    assert tokens_got == tokens_want
+    torch.testing.assert_close(lp_got, lp_want, atol=1e-5, rtol=0)
+
+
+def decode(adapter, decoder, prompts, n=3, max_tokens=20, seed=5, **settings):
+    cfg = sampling.Settings(max_tokens=max_tokens, **settings)
+    with torch.no_grad():
+        return sampling.generate(decoder, prompts, n, cfg, seed, adapter.codec, CPU)
+
+
+PROMPTS = [list(b"n="), list(b"the loss goes down"), list(b"a")]  # left padding: rows start at different slots
+
+
+def test_the_static_cache_decodes_as_the_recompute():
+    adapter = build_adapter("tiny", seed=3, device=CPU)
+    model = adapter.module.eval()
+    longest = max(map(len, PROMPTS)) + 20
+    static = decode(adapter, adapter.decoder(model, 9, longest + 7), PROMPTS, top_p=0.9)  # spare slots stay hidden
+    plain = decode(adapter, RecomputeDecoder(lambda ids, mask: adapter.forward(model, ids, mask)), PROMPTS, top_p=0.9)
+    assert_same_samples(static, plain)
+
+
+def test_a_reused_cache_is_emptied():
+    adapter = build_adapter("tiny", seed=0, device=CPU)
+    compiler = Compiler(CPU)
+    first = compiler.cache(("builtin", 2, 8), lambda: adapter._static_cache(2, 8))
+    first.k[0].fill_(float("nan"))
+    first.real[0, 0] = False
+    first.length = 5
+    again = compiler.cache(("builtin", 2, 8), lambda: pytest.fail("made a second cache"))
+    assert again is first and again.length == 0 and bool(again.real.all())
+    assert all(bool((t == 0).all()) for t in [*again.k, *again.v])
+
+
+@pytest.mark.parametrize(("length", "limit", "want"), [(1, 256, BUCKET), (64, 256, 64), (65, 256, 128),
+                                                        (250, 256, 256), (300, 256, 300)])
+def test_lengths_are_rounded_up_to_buckets_within_the_context(length, limit, want):
+    assert bucket(length, limit) == want
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None])
+def test_compile_must_be_a_bool(bad):
+    with pytest.raises(ValueError, match="compile must be True or False"):
+        rlnb.connect("local", model="tiny", device="cpu", compile=bad, record=False)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # a compile takes minutes on a loaded 2-core machine
+def test_compiled_sampling_gives_the_eager_tokens_and_records_its_compiles(tmp_path):
+    """Same model, same seed: the same tokens, log-probs to 1e-5; the compile is timed once per shape."""
+    prompts = ["n=", "the loss goes down", "a"]
+    kw = {"model": "tiny", "seed": 2, "device": "cpu", "runs_dir": tmp_path}
+    with rlnb.connect("local", run_id="eager", **kw) as eager:
+        want = eager.sample(prompts, num_samples=4, max_tokens=24, seed=7, top_k=50).result()
+    with rlnb.connect("local", compile=True, run_id="compiled", **kw) as s:
+        got = s.sample(prompts, num_samples=4, max_tokens=24, seed=7, top_k=50).result()
+        again = s.sample(prompts, num_samples=4, max_tokens=30, seed=7, top_k=50).result()  # the same bucket
+        paid = list(s.backend.engine.compiler.compiles)
+    assert_same_samples([r.sequences for r in got.results], [r.sequences for r in want.results])
+    assert [q.tokens[:24] for r in again.results for q in r.sequences] == [
+        q.tokens for r in got.results for q in r.sequences
+    ]  # a sample's first tokens do not depend on its length
+    whats = sorted(c["what"] for c in paid)
+    assert len(paid) <= 2 and set(whats) <= {"decode step", "token choice"}  # at most once each for this shape
+    assert all(c["seconds"] > 0 for c in paid)
+    written = json.loads((tmp_path / "compiled" / "config.json").read_text())
+    assert written["compile"] is True and written.get("compiles", []) == paid
+    assert json.loads((tmp_path / "eager" / "config.json").read_text())["compile"] is False
+
+
+@pytest.mark.slow
+def test_a_static_cache_decodes_hf_models_as_the_recompute(hf_dirs):
+    from transformers import StaticCache
+
+    with rlnb.connect("local", model=hf_dirs["llama"], seed=1, device="cpu", record=False) as s:
+        adapter, model = s.backend.adapter, s.backend.sampler
+        prompts = [s.encode("n="), s.encode("the loss goes down"), s.encode("a")]
+        longest = max(map(len, prompts)) + 20
+        cache = StaticCache(config=model.config, max_cache_len=longest + 5)
+        static = decode(adapter, HFDecoder(model, (cache, longest + 5)), prompts)
+        plain = decode(adapter, RecomputeDecoder(lambda ids, mask: adapter.forward(model, ids, mask)), prompts)
+    assert_same_samples(static, plain)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_compiled_hf_sampling_gives_the_eager_tokens(hf_dirs):
+    prompts = ["n=", "the loss goes down"]
+    kw = {"model": hf_dirs["llama"], "seed": 1, "device": "cpu", "record": False}
+    with rlnb.connect("local", **kw) as eager:
+        want = eager.sample(prompts, num_samples=3, max_tokens=16, seed=3).result()
+    with rlnb.connect("local", compile=True, **kw) as s:
+        got = s.sample(prompts, num_samples=3, max_tokens=16, seed=3).result()
+    assert_same_samples([r.sequences for r in got.results], [r.sequences for r in want.results])
+
+
+def test_one_query_attention_is_sdpa():
+    from rlnb.engine.models.tiny import one_query_attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 4, n, 8, generator=g) for n in (1, 10, 10))
+    mask = torch.rand(3, 1, 1, 10, generator=g) > 0.3
+    mask[..., 0] = True  # every row sees a key
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(one_query_attention(q, k, v, mask), want, atol=1e-6, rtol=1e-5)

@@ -1,0 +1,32 @@
+"""Smoke runs of the benchmark scripts that the test suite keeps working (their figures are in bench/README.md)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # it compiles a decode step: minutes on a loaded 2-core CPU
+def test_the_gpu_check_runs_on_cpu(tmp_path):
+    """``gpu_check.py --tiny`` on the CPU: the same code a GPU machine runs, with its report complete."""
+    pytest.importorskip("transformers")
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "bench/gpu_check.py", "--tiny", "--steps", "1"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=1700)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert [loop["optimizer"] for loop in report["loops"]] == ["adam", "muon"]
+    assert all(loop["steps_per_s"] > 0 and loop["sampler_tokens_per_s"] > 0 for loop in report["loops"])
+    assert report["muon_step"]["matrices"] > 0
+    decode = report["decode"]
+    assert 0.5 <= decode["matching_tokens"] <= 1.0  # bf16: most tokens agree (fp32 agreement: test_compiled.py)
+    assert decode["eager"]["tokens_per_s"] > 0 and decode["compiled"]["tokens_per_s"] > 0
+    assert sorted(c["what"] for c in decode["compiled"]["compiles"]) == ["decode step", "token choice"]
+    assert decode["eager"]["thread_policy"] == decode["compiled"]["thread_policy"] == "auto"  # CPU: the policy
+    assert decode["eager"]["threads_unchanged"]  # the sessions set their own threads, not the caller's
