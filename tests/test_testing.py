@@ -61,6 +61,7 @@ def test_an_rl_step_runs_on_the_fake_backend():
     s.close()
 
 
+@pytest.mark.slow  # a Python process
 def test_the_fake_backend_needs_no_torch():
     code = textwrap.dedent(
         """
@@ -79,6 +80,7 @@ def test_the_fake_backend_needs_no_torch():
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
+@pytest.mark.slow  # a Python process
 def test_server_process_reports_a_server_that_does_not_start():
     port = free_port()
     broken = ServerProcess([sys.executable, "-c", "import sys; sys.exit('no such server')"], f"http://127.0.0.1:{port}")
@@ -88,6 +90,7 @@ def test_server_process_reports_a_server_that_does_not_start():
     assert time.monotonic() - t0 < 30 and broken.proc is None
 
 
+@pytest.mark.slow  # a Python process
 def test_a_server_that_logs_a_lot_is_never_blocked_by_its_stderr():
     """A pipe nobody reads fills at 64 KiB and then blocks the server mid-request; a file never does."""
     port = free_port()

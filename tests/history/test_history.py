@@ -40,6 +40,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a Python process that trains
 def test_kill_9_loses_no_completed_operation(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     completed = []
@@ -184,12 +185,18 @@ def fresh_df(h):
     return _ops_frame(_columns(h.records))
 
 
-def test_incremental_df_and_steps_equal_a_fresh_build():
+@pytest.mark.parametrize(
+    ("changes", "seed"),
+    # seed 2 finishes three records twice within 150 changes; 600 changes are 120 full rebuilds of both tables
+    [(150, 2), pytest.param(600, 0, marks=pytest.mark.slow)],
+    ids=["150-changes", "600-changes"],
+)
+def test_incremental_df_and_steps_equal_a_fresh_build(changes, seed):
     """Random submissions, completions out of order (as a remote poller sees them), failures, NaN
     losses, a record finished twice, logged figures; compared at every 5th change."""
-    rng = random.Random(0)
+    rng = random.Random(seed)
     h, open_ops, step = History(), [], 0
-    for i in range(600):
+    for i in range(changes):
         if rng.random() < 0.45:
             kind = rng.choice(["forward-backward", "forward-backward", "optim-step", "weights-sync", "sample"])
             open_ops.append(h.new(kind, step, {"learning_rate": 1e-3} if kind == "optim-step" else None, at=T0 + i))
@@ -206,7 +213,7 @@ def test_incremental_df_and_steps_equal_a_fresh_build():
             fresh = fresh_df(h)
             pd.testing.assert_frame_equal(h.df, fresh, check_exact=True)
             pd.testing.assert_frame_equal(h.steps, steps_table(fresh, h.logged))
-    assert len(h.steps) > 20 and h._frame_n > 200
+    assert len(h.steps) > changes // 30 and h._frame_n > changes // 3
 
 
 def test_steps_does_not_rebuild_the_operations_table(monkeypatch):

@@ -104,7 +104,6 @@ def test_a_second_writer_of_a_run_is_refused_and_a_continued_run_appends(tmp_pat
 WRITER = """
 import sys, time, rlnb
 from rlnb.testing import FakeBackend
-from tests.support.fake_api import BASE, KEY, FakeAPI
 s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
 print("holding", flush=True)
 time.sleep(60)
@@ -154,6 +153,7 @@ def test_a_run_id_with_dots_inside_is_a_folder_name(tmp_path):
         assert s.history.path == tmp_path / "lr..1e-3.v2"
 
 
+@pytest.mark.slow  # a Python process
 def test_a_run_held_by_another_process_is_refused_and_freed_when_it_dies(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(tmp_path)], stdout=subprocess.PIPE)
     try:

@@ -91,6 +91,7 @@ def test_pruned_trials_are_rows_with_their_history(tmp_path):
     assert [sorted(t.intermediate_values) for t in study.trials] == [[1, 2], [1, 2]]
 
 
+@pytest.mark.slow  # long trainings: 9 trials of 6 RL steps; the pruners judge what they learn
 @pytest.mark.parametrize("pruner", ["median", "asha"])
 def test_named_pruners_stop_bad_trials_early(tmp_path, pruner):
     """Six learning rates that learn within 6 steps and three (~1e-7) that learn nothing. Every trial

@@ -1,4 +1,5 @@
-"""Widgets driven as a person would, through `.value` and `.click()`."""
+"""Widgets driven as a person would, through `.value` and `.click()`, on sessions of ``FakeBackend`` (what the
+widgets send and show, not what the engine computes); the presets' lessons train the built-in model."""
 
 import json
 import re
@@ -11,6 +12,7 @@ import pytest
 import rlnb
 from rlnb.schedule import Schedule
 from rlnb.tasks import digits_task, rl_step
+from rlnb.testing import FakeBackend
 from rlnb.widgets import LESSONS, PRESETS, OptimizerBuilder, RunPanel
 from rlnb.widgets.controls import INVALID
 from rlnb.widgets.presets import DEFAULT_PRESET
@@ -222,7 +224,7 @@ def test_on_change_callback():
 
 @pytest.fixture
 def panel_session():
-    s = rlnb.connect("local", record=False, device="cpu")
+    s = rlnb.Session(FakeBackend("adam"), record=False)
     yield s
     s.close()
 
@@ -268,17 +270,19 @@ def test_run_panel_run_n_then_stop_stops_early(panel_session):
     panel.close()
 
 
-def test_run_panel_shows_a_failed_operation_without_a_traceback(panel_session):
+def test_run_panel_shows_a_failed_operation_without_a_traceback():
     def failing_step(session, params):
-        session.forward_backward([rlnb.samples.cross_entropy([1, 2, 999])]).result()  # 999 is outside the vocab
+        session.forward_backward([rlnb.samples.cross_entropy([1, 2, 3])]).result()
 
-    panel = RunPanel(panel_session, step_fn=failing_step, every=0.05)
+    session = rlnb.Session(FakeBackend(fail={"forward-backward": "INVALID_INPUT"}), record=False)
+    panel = RunPanel(session, step_fn=failing_step, every=0.05)
     panel.run_button.click()
     panel.join(60)
     assert isinstance(panel.error, rlnb.OperationFailed)
-    assert "INVALID_INPUT" in panel.status.value and "target_tokens" in panel.status.value
+    assert "INVALID_INPUT" in panel.status.value and "fails forward-backward at step 0" in panel.status.value
     assert "Traceback" not in panel.status.value
     panel.close()
+    session.close()
 
 
 def test_run_panel_buttons_follow_validation(panel_session):
@@ -353,7 +357,7 @@ def test_close_has_a_deadline_while_a_step_hangs(panel_session):
 
 @pytest.fixture
 def muon_session():
-    s = rlnb.connect("local", optimizer="muon", record=False, device="cpu")
+    s = rlnb.Session(FakeBackend("muon"), record=False)
     yield s
     s.close()
 
@@ -487,6 +491,7 @@ def mean_reward(optimizer, preset, seed, steps=30):
         return [rl_step(s, digits_task(), params).reward for _ in range(steps)]
 
 
+@pytest.mark.slow  # long trainings: 7 runs of 30 RL steps on the built-in model
 def test_presets_hold_their_lessons():
     """Measured with a wide margin (docs/widgets.md): the default climbs to ~1 within 30 steps, too high collapses
     to ~0 (12 seeds: at most 0.46 in any one), the Together docs values barely move."""
