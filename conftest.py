@@ -5,14 +5,21 @@ sink library, runs a notebook or trains for more than about a second. Tests mark
 ``@pytest.mark.slow`` (or a module's ``pytestmark``, with the reason); the fixtures that start servers,
 clusters or browsers or load Hugging Face mark every test that uses them, and every notebook cell is slow,
 here, so that no one has to remember. A test left in the fast tier that imports one of the ``HEAVY``
-libraries or starts a process fails and says so: that import or that interpreter alone would cost the tier
-seconds.
+libraries or starts a Python process fails and says so: that import or that interpreter alone would cost the
+tier seconds.
 """
 
+import os
 import sys
 from typing import Any
 
 import pytest
+
+# One OpenMP thread for the torch work tests do on their own thread (references, models built by hand) and in
+# the processes they start, unless the caller says otherwise: on a shared machine a second thread that waits
+# for a busy core spins, and it doubled the fast tier's CPU time. Engine workers still follow the engine's
+# thread policy (rlnb.engine.threads), which sets their count itself. Set before torch is first imported.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 SLOW_FIXTURES = frozenset(
     ("server", "auth_server", "hf_server", "voila_url", "browser", "local_ray")  # processes, servers, a browser
@@ -20,19 +27,23 @@ SLOW_FIXTURES = frozenset(
 )
 """Fixtures that start a server, a cluster or a browser, or load Hugging Face libraries and models."""
 
-HEAVY = ("peft", "transformers", "trl", "ray", "mlflow", "wandb", "trackio", "playwright", "torch._dynamo")
-"""Libraries that take a second or more to import (peft: about six): Hugging Face, Ray, sink libraries, a browser,
-torch's compiler."""
-
-SPAWNS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.system"})
-"""Audit events of a new process."""
+HEAVY = ("peft", "transformers", "trl", "ray", "mlflow", "wandb", "trackio", "playwright")
+"""Libraries that take a second or more to import (peft: about six): Hugging Face, Ray, sink libraries, a browser.
+(torch's compiler is not one: torch.optim imports it on the first optimizer every session makes.)"""
 
 _spawned: list[str] = []
+"""The Python processes (an interpreter that imports rlnb and torch costs seconds) and forks the running test
+started; a short program such as ``git`` is no cost."""
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if event in SPAWNS:
-        _spawned.append(f"{event} {args[0]!r}")
+    if event == "subprocess.Popen":  # (executable, args, cwd, env)
+        executable, argv = args[0], args[1]
+        program = executable or (argv.split()[0] if isinstance(argv, str | bytes) else next(iter(argv), ""))
+        if "python" in os.path.basename(os.fsdecode(program)):
+            _spawned.append(" ".join(map(os.fsdecode, [argv] if isinstance(argv, str | bytes) else argv))[:200])
+    elif event in ("os.fork", "os.forkpty"):
+        _spawned.append(event)
 
 
 sys.addaudithook(_audit)  # hooks cannot be removed: it only appends to a list
@@ -60,5 +71,5 @@ def pytest_runtest_call(item: pytest.Item):
         if loaded:
             pytest.fail(f"this fast test imported {', '.join(loaded)} (seconds of CPU): mark it slow", pytrace=False)
         if _spawned:
-            pytest.fail(f"this fast test started a process ({_spawned[0]}): mark it slow", pytrace=False)
+            pytest.fail(f"this fast test started a Python process ({_spawned[0]}): mark it slow", pytrace=False)
     return result

@@ -12,7 +12,6 @@ from rlnb.engine import sampling
 from rlnb.engine.models.adapter import build_adapter
 from rlnb.engine.models.compiled import BUCKET, Compiler, bucket
 from rlnb.engine.models.decoders import HFDecoder, RecomputeDecoder
-from rlnb.engine.models.tiny import KVCache
 
 CPU = torch.device("cpu")
 
@@ -51,8 +50,7 @@ def test_the_static_cache_decodes_as_the_recompute():
 def test_a_reused_cache_is_emptied():
     adapter = build_adapter("tiny", seed=0, device=CPU)
     compiler = Compiler(CPU)
-    # a cache like the compiled step's, not marked static for torch's compiler (a two-second import)
-    first = compiler.cache(("builtin", 2, 8), lambda: KVCache(adapter.module.config, 2, 8, CPU, torch.float32))
+    first = compiler.cache(("builtin", 2, 8), lambda: adapter._static_cache(2, 8))
     first.k[0].fill_(float("nan"))
     first.real[0, 0] = False
     first.length = 5
