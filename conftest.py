@@ -10,7 +10,9 @@ tier seconds.
 """
 
 import os
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,6 +49,23 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 sys.addaudithook(_audit)  # hooks cannot be removed: it only appends to a list
+
+
+WHOLLY_SLOW = re.compile(r"^pytestmark = (\[)?pytest\.mark\.slow\b", re.M)
+"""A module whose every test is slow says so on one line: ``pytestmark = pytest.mark.slow  # why``."""
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The fast tier (``-m 'not slow'``, the default) does not import what it would deselect whole: the SDK's
+    generated tests and the modules that are slow as a whole (their imports, the SDK, Hugging Face,
+    schemathesis, cost seconds). Any other mark expression collects them."""
+    if config.getoption("markexpr") != "not slow":
+        return None
+    if collection_path.name == "sdk_generated":
+        return True
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return bool(WHOLLY_SLOW.search(collection_path.read_text(encoding="utf-8"))) or None
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before the -m filter deselects by mark

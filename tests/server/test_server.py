@@ -1,13 +1,17 @@
 """`rlnb serve`'s routes in process (FastAPI TestClient): the R-new paths, errors, idempotency, caps,
 checkpoints, LoRA. The wire itself is tested over real loopback HTTP in test_remote_server / test_sdk."""
 
+import threading
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
 from fastapi.testclient import TestClient
 
 from rlnb import samples, wire
+from rlnb.server import create_app
 from tests.support.server import app_client, new_session, submit, wait
 
 
@@ -294,3 +298,55 @@ def test_sessions_share_base_weights_but_not_their_unseeded_samples(c):
         got.append([[s["tokens"] for s in r["sequences"]] for r in runs])
     assert got[0][0] != got[1][0]  # unseeded: different draws
     assert got[0][1] == got[1][1]  # seeded: the same weights give the same tokens
+
+
+def test_listing_while_others_insert_is_never_a_5xx(tmp_path):
+    """Found by review and reproduced under load: handlers run in a thread pool, so a session
+    created (or a checkpoint recorded by a session's worker) while another request listed them
+    raised "dictionary changed size during iteration", a 500. Made deterministic here, in process:
+    while a listing iterates, another thread creates a session / records a checkpoint through the
+    registry; the registry's one lock makes it wait until the listing is done."""
+    app = create_app(device="cpu", checkpoint_dir=tmp_path, full_session_cap=2)  # a second session, no LoRA
+    registry = app.state.registry
+    threads: list[threading.Thread] = []
+
+    class Busy(dict):  # type: ignore[type-arg]
+        """A registry table whose iteration lets another thread try to insert, as a concurrent request would."""
+
+        def __init__(self, data: dict, insert: Any):
+            super().__init__(data)
+            self.insert = insert
+
+        def values(self) -> Any:  # type: ignore[override]
+            for value in super().values():
+                if self.insert is not None:  # once
+                    t = threading.Thread(target=self.insert)
+                    self.insert = None
+                    t.start()
+                    t.join(0.05)  # it would change the dict now if nothing stopped it
+                    threads.append(t)
+                yield value
+
+    with TestClient(app, base_url="http://testserver/v1/rl", raise_server_exceptions=False) as client:
+        rid, sid = new_session(client)
+        op = wait(client, sid, "training-checkpoint", submit(client, sid, "training-checkpoint", key="c")["id"])
+        assert op["status"] == wire.OperationStatus.COMPLETED, op
+        record, env = registry.session(sid), wire.ENVELOPES["training-checkpoint"].model_validate(op)
+
+        def record_another() -> None:
+            renamed = env.model_copy(deep=True)
+            renamed.output.checkpoint.id = f"ckpt-{uuid.uuid4()}"
+            store = record.backend.engine.store  # the copy's files are the original's
+            store.paths[renamed.output.checkpoint.id] = store.paths[env.output.checkpoint.id]
+            registry._record(record, "training-checkpoint", renamed, [], "c", "")
+
+        request = wire.StartTrainingSessionRequest(model_resources_id=rid)
+        registry.sessions = Busy(registry.sessions, lambda: registry.create_session(request, "other"))
+        registry.checkpoints = Busy(registry.checkpoints, record_another)
+        assert client.get("/training-sessions").status_code == 200
+        assert client.get("/checkpoints").status_code == 200
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads) and len(threads) == 2
+        assert len(client.get("/training-sessions").json()["data"]) == 2
+        assert len(client.get("/checkpoints").json()["data"]) == 2
