@@ -9,6 +9,7 @@ libraries or starts a Python process fails and says so: that import or that inte
 tier seconds.
 """
 
+import gc
 import os
 import re
 import sys
@@ -74,6 +75,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & SLOW_FIXTURES or item.path.suffix == ".ipynb" or "sdk_generated" in item.path.parts:
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (torch, pandas, matplotlib: about a million objects) lives until the end:
+    the garbage collector's full passes need not walk it again during every test."""
+    gc.freeze()
+
+
+@pytest.hookimpl(trylast=True)  # after the unraisable-exception plugin's last collection
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Nor at exit, where the interpreter's own passes over everything the tests made cost seconds."""
+    gc.freeze()
 
 
 def _imported() -> set[str]:
