@@ -41,6 +41,9 @@ NORMS = {
     "grad_norm_muon": ("C4", "Muon matrices"),
     "grad_norm_adam": ("C2", "AdamW params"),
 }
+CLOSE_WAIT = 30.0
+"""Seconds ``close`` waits for a redraw in progress: a timer thread still drawing when the interpreter exits can
+crash it (matplotlib at shutdown), so a view is closed only once its redraw has ended."""
 
 
 _NONE = np.empty(0)
@@ -92,7 +95,7 @@ class LiveView:
         self.redraws = 0
         """How many times the view was brought up to date."""
         self._lock = threading.Lock()  # guards the schedule below
-        self._draw_lock = threading.Lock()  # one redraw at a time
+        self._draw_lock = threading.RLock()  # one redraw at a time (re-entered by a close from a redraw)
         self._timer: threading.Timer | None = None
         self._last = -math.inf  # time.monotonic() of the last scheduled redraw
         self._closed = False
@@ -188,7 +191,9 @@ class LiveView:
                 return
             # From here a new change schedules the next redraw, which then reads it: none is lost.
             self._last = time.monotonic()
-        self._redraw()
+        with self._draw_lock:
+            if not self._closed:  # a close() that came in between waited for no redraw: this one is not drawn
+                self._redraw()
 
     def _on_style(self, _change: Any) -> None:
         self._restyle = True
@@ -201,7 +206,8 @@ class LiveView:
         self._redraw()
 
     def close(self) -> None:
-        """Stop following the history (the widgets keep showing the last state)."""
+        """Stop following the history (the widgets keep showing the last state), once a redraw in progress
+        has ended (at most ``CLOSE_WAIT`` seconds)."""
         with self._lock:
             self._closed = True
             if self._timer is not None:
@@ -210,6 +216,8 @@ class LiveView:
             unsubscribe, self._unsubscribe = self._unsubscribe, []
         for u in unsubscribe:
             u()
+        if self._draw_lock.acquire(timeout=CLOSE_WAIT):  # the redraw in progress, if any, has ended
+            self._draw_lock.release()
 
     # -- drawing ---------------------------------------------------------------------------------
 

@@ -329,13 +329,11 @@ def test_inference_checkpoint_is_a_model_transformers_loads(tmp_path, transforme
 
 def test_statuses_are_observed_in_order_and_submission_never_waits():
     seen: dict[int, list[str]] = {}
-    with local_session(model="tiny", op_delay=0.05) as s:
+    with local_session(model="tiny", op_delay=0.5) as s:
         s.history.on_record(lambda rec: seen.setdefault(rec.seq, []).append(rec.status))
-        t0 = time.perf_counter()
         fb = s.forward_backward([samples.cross_entropy(list(b"abcdef"))])
         opt = s.optim_step()
-        submit_time = time.perf_counter() - t0
-        assert submit_time < 0.04 and not opt.done()
+        assert not opt.done()  # both were submitted within the second the two take to run
         assert opt.result().step == 1 and fb.done()
     for statuses in seen.values():
         assert statuses == [
