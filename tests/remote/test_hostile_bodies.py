@@ -118,7 +118,7 @@ def test_an_endless_body_is_cut_at_max_response_bytes(declared):
         took = time.monotonic() - start
         client.close()
     assert not isinstance(info.value, rlnb.APIConnectionError)  # refused, not retried until the deadline
-    assert took < 10 and len(sent) == 1  # one request: a body too large is not asked for again
+    assert took < 18 and len(sent) == 1  # one request, not retried until the 20 s deadline
     assert sent[0] < 32 << 20  # the server was cut off (socket buffers hold a few MB), not read to the end
     if declared is not None:
         assert sent[0] <= 16 << 20

@@ -191,8 +191,8 @@ def test_45_concurrent_stops_of_busy_sessions_leave_the_server_answering(tmp_pat
         view = time.monotonic() - t0
         for t in threads:
             t.join(60)
-        assert health < 5 and view < 5, (health, view)
-        assert sorted(code for code, _ in stops) == [200] * n and max(s for _, s in stops) < 10, stops
+        assert health < 15 and view < 15, (health, view)  # not behind the 20 s operations
+        assert sorted(code for code, _ in stops) == [200] * n and max(s for _, s in stops) < 15, stops
         assert {c.get(f"/training-sessions/{sid}").json()["status"] for sid in sids} == {wire.SessionStatus.STOPPED}
         ends = [wait(c, sid, "optim-step", op["id"]) for sid, op in zip(sids, ops, strict=True)]
         # a running operation finishes, as documented

@@ -424,7 +424,6 @@ def test_resume_with_a_mismatched_lora_config_is_a_400(client: Together):
 
 
 def test_high_level_helpers(server: str, tmp_path):
-    t0 = time.monotonic()
     with ModelResourcesClient.create(
         api_key="any-key",
         base_url=server,
@@ -485,7 +484,6 @@ def test_high_level_helpers(server: str, tmp_path):
         resource_id = mr.model_resources_id
     with Together(api_key="any-key", base_url=server, max_retries=0) as c:
         assert c.post_training.model_resources.retrieve(resource_id).status == "MODEL_RESOURCES_STATUS_STOPPED"
-    assert time.monotonic() - t0 < 30
 
 
 def test_high_level_muon_session(server: str):
