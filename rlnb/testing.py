@@ -235,11 +235,12 @@ class ServerProcess:
         self._stderr: IO[bytes] | None = None
 
     @classmethod
-    def rlnb_serve(cls, *args: str, port: int | None = None) -> ServerProcess:
-        """``rlnb serve`` with ``args`` (e.g. ``"--token", "t"``) on ``port`` (default: a free one)."""
+    def rlnb_serve(cls, *args: str, port: int | None = None, timeout: float = 60.0) -> ServerProcess:
+        """``rlnb serve`` with ``args`` (e.g. ``"--token", "t"``) on ``port`` (default: a free one), given
+        ``timeout`` seconds to answer its health check (it imports torch: longer on a busy machine)."""
         port = port or free_port()
         cmd = [sys.executable, "-m", "rlnb.cli", "serve", "--port", str(port), *args]
-        return cls(cmd, f"http://127.0.0.1:{port}")
+        return cls(cmd, f"http://127.0.0.1:{port}", timeout=timeout)
 
     def start(self) -> str:
         """Start the server and wait until ``health`` answers; returns its URL. Raises RuntimeError, with

@@ -17,6 +17,7 @@ from rlnb.history.timing import op_times, step_times
 from rlnb.sinks.points import replay
 from rlnb.testing import FakeBackend, ServerProcess
 from rlnb.viz.live import LiveView
+from tests.support.server import START_DEADLINE
 
 CE = [samples.cross_entropy(list(b"the digits 0123456789"))]
 DELAY = 0.1
@@ -93,7 +94,7 @@ def test_the_same_on_a_local_session(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("extensions", [True, False], ids=["long-poll", "polling-like-together"])
 def test_the_same_on_a_remote_session(extensions):
-    with ServerProcess.rlnb_serve("--device", "cpu", "--op-delay", str(DELAY)) as url:
+    with ServerProcess.rlnb_serve("--device", "cpu", "--op-delay", str(DELAY), timeout=START_DEADLINE) as url:
         options = {"base_model": "rlnb/tiny", "server_extensions": extensions, "record": False}
         session = rlnb.connect(url, optimizer="adam", **options)
         steps = pause_then_queue(session, PAUSE)

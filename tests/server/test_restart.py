@@ -12,7 +12,7 @@ from rlnb import samples, wire
 from rlnb.remote.client import RetryPolicy
 from rlnb.server.state import StateDirLocked
 from rlnb.testing import ServerProcess
-from tests.support.server import app_client, new_session, submit, wait
+from tests.support.server import START_DEADLINE, app_client, new_session, submit, wait
 
 pytestmark = pytest.mark.slow  # kills and restarts rlnb serve processes
 
@@ -68,7 +68,8 @@ def test_a_restarted_server_keeps_its_registry_and_resumes_its_checkpoints(tmp_p
 
 def test_kill_9_then_restart_over_the_wire(tmp_path):
     state = str(tmp_path / "state")
-    first = ServerProcess.rlnb_serve("--device", "cpu", "--state-dir", state, "--op-delay", "0.3")
+    args = ("--device", "cpu", "--state-dir", state, "--op-delay", "0.3")
+    first = ServerProcess.rlnb_serve(*args, timeout=START_DEADLINE)
     url = first.start()
     try:
         quick = RetryPolicy(max_retries=1, initial_delay=0.01)
@@ -86,7 +87,7 @@ def test_kill_9_then_restart_over_the_wire(tmp_path):
             s.close()  # the server is gone
     finally:
         first.stop()
-    with ServerProcess.rlnb_serve("--device", "cpu", "--state-dir", state) as url2:
+    with ServerProcess.rlnb_serve("--device", "cpu", "--state-dir", state, timeout=START_DEADLINE) as url2:
         view = httpx.get(f"{url2}/v1/rl/training-sessions/{sid}").json()
         assert view["status"] == ERROR and "restarted" in view["error"]["message"] and view["step"] == "1"
         env = httpx.get(f"{url2}/v1/rl/training-sessions/{sid}/operations/optim-step/{op_id}").json()

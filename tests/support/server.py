@@ -17,9 +17,14 @@ DEADLINE = 120.0
 shared with other work."""
 
 
+START_DEADLINE = 300.0
+"""Seconds a server process may take to answer its health check: it imports torch, slowly on a loaded machine."""
+
+
 def running_server(*args: str, tmp_dir: str | None = None) -> ServerProcess:
     """`rlnb serve` on a free loopback port (CPU), as a context manager yielding its base URL."""
-    return ServerProcess.rlnb_serve("--device", "cpu", *args, *(["--checkpoint-dir", tmp_dir] if tmp_dir else []))
+    extra = ["--checkpoint-dir", tmp_dir] if tmp_dir else []
+    return ServerProcess.rlnb_serve("--device", "cpu", *args, *extra, timeout=START_DEADLINE)
 
 
 def app_client(tmp_path: Path, **settings: Any) -> TestClient:
