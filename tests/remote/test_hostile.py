@@ -19,7 +19,7 @@ import rlnb
 from rlnb import samples
 from rlnb.remote.client import APIClient, RetryPolicy
 from tests.support.fake_api import KEY, FakeAPI
-from tests.support.hostile import Loopback, bridge, dripping, write_response
+from tests.support.hostile import Loopback, bridge, dripping, everything_in, write_response
 
 pytestmark = pytest.mark.slow  # hostile servers and client scripts in subprocesses
 
@@ -214,28 +214,6 @@ def echoing(conn: socket.socket, request: httpx.Request, stopping: threading.Eve
     escaped = "".join(f"\\u{ord(c):04x}" for c in sent)
     body = '{"error": {"message": "bad credentials ' + escaped + '", "type": "auth", "param": "' + escaped + '"}}'
     write_response(conn, httpx.Response(401, content=body.encode(), headers={"x-echo": sent}))
-
-
-def everything_in(exc: BaseException) -> str:
-    """Every text an exception carries: its chain, its attributes, the requests and responses inside."""
-    texts, seen = [], set()
-    stack: list[BaseException] = [exc]
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        texts += [str(e), repr(e), json.dumps(getattr(e, "body", None), default=str)]
-        texts += [repr(v) for v in vars(e).values()]
-        for attr in ("request", "response"):
-            try:
-                obj = getattr(e, attr, None)
-            except RuntimeError:  # httpx raises when a request was never set
-                obj = None
-            if obj is not None:
-                texts += [repr(obj), str(dict(obj.headers)), repr(getattr(obj, "content", b""))]
-        stack += [c for c in (e.__cause__, e.__context__) if c is not None]
-    return "\n".join(texts)
 
 
 def test_a_key_echoed_with_json_escapes_is_redacted_after_decoding():

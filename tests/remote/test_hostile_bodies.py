@@ -13,9 +13,8 @@ import rlnb
 from rlnb import samples
 from rlnb.remote import bodies
 from rlnb.remote.client import APIClient, RetryPolicy
-from tests.remote.test_hostile import everything_in
 from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
-from tests.support.hostile import Loopback, write_response
+from tests.support.hostile import Loopback, everything_in, write_response
 
 QUICK = RetryPolicy(max_retries=2, initial_delay=0.01, max_delay=0.05)
 

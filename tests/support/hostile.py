@@ -5,6 +5,7 @@ closes it, so a test never leaves anything running."""
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
 from collections.abc import Callable
@@ -116,3 +117,25 @@ def dripping(every: float, *, headers_first: bool) -> Answer:
             conn.sendall(data[i : i + 1])
 
     return answer
+
+
+def everything_in(exc: BaseException) -> str:
+    """Every text an exception carries: its chain, its attributes, the requests and responses inside."""
+    texts, seen = [], set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        texts += [str(e), repr(e), json.dumps(getattr(e, "body", None), default=str)]
+        texts += [repr(v) for v in vars(e).values()]
+        for attr in ("request", "response"):
+            try:
+                obj = getattr(e, attr, None)
+            except RuntimeError:  # httpx raises when a request was never set
+                obj = None
+            if obj is not None:
+                texts += [repr(obj), str(dict(obj.headers)), repr(getattr(obj, "content", b""))]
+        stack += [c for c in (e.__cause__, e.__context__) if c is not None]
+    return "\n".join(texts)
