@@ -150,7 +150,9 @@ class FakeBackend:
         self.step += 1
         given = getattr(body, wire.OPTIMIZER_PARAMS_FIELD[self.optimizer]) if body is not None else None
         lr = getattr(given, "learning_rate", None) or 1e-4
-        metrics = {"grad_norm": self.grad_norm, "grad_clip_norm": 1.0, "learning_rate": lr}
+        clip = getattr(given, "grad_clip_norm", None)
+        clip = 1.0 if clip is None else clip  # the engine's default; 0 = clipping off, as sent
+        metrics = {"grad_norm": self.grad_norm, "grad_clip_norm": clip, "learning_rate": lr}
         return wire.OptimStepResult(step=self.step, metrics=metrics)
 
     def _weights_sync(self, body: wire.WeightsSyncBody) -> wire.WeightsSyncResult:

@@ -1,4 +1,5 @@
-"""The run store and the tables: kill -9 safety, reload, corrupt tails, typed columns, steps, exports."""
+"""The run store and the tables: kill -9 safety, reload, corrupt tails, typed columns, steps, exports; on
+FakeBackend sessions unless the engine is what a test reads back (kill -9, a run's seed)."""
 
 import json
 import math
@@ -18,6 +19,7 @@ from rlnb.engine.backend import LocalBackend
 from rlnb.history import History
 from rlnb.history.catalog import compare, runs
 from rlnb.history.tables import steps_table
+from rlnb.testing import FakeBackend
 
 T0 = 1_700_000_000.0
 
@@ -60,8 +62,11 @@ def test_kill_9_loses_no_completed_operation(tmp_path):
     assert len(done) >= 12 and list(df.seq) == list(range(len(df)))
 
 
-def run_session(tmp_path, run_id, seed=0, steps=3, **kw):
-    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu", seed=seed), runs_dir=tmp_path, run_id=run_id, **kw)
+def run_session(tmp_path, run_id, steps=3, backend=None, **kw):
+    """A recorded run of ``steps`` steps (two forward-backwards, an optimizer step, a sync, a logged reward) on
+    ``backend``: FakeBackend unless the engine's own config (its seed) is what a test reads back."""
+    backend = backend or FakeBackend(delay=0.001)
+    s = rlnb.Session(backend, runs_dir=tmp_path, run_id=run_id, **kw)
     for i in range(steps):
         s.forward_backward([samples.cross_entropy(list(b"first half"))])
         s.forward_backward([samples.cross_entropy(list(b"second half"))])
@@ -125,8 +130,8 @@ def test_corrupt_tail_is_skipped_with_a_warning(tmp_path):
 
 
 def test_runs_and_compare(tmp_path):
-    run_session(tmp_path, "r1", seed=1)
-    run_session(tmp_path, "r2", seed=2, steps=2)
+    run_session(tmp_path, "r1", backend=LocalBackend("adam", "tiny", device="cpu", seed=1))
+    run_session(tmp_path, "r2", backend=LocalBackend("adam", "tiny", device="cpu", seed=2), steps=2)
     table = runs(tmp_path)
     assert set(table.run_id) == {"r1", "r2"} and set(table.steps) == {3, 2}
     assert (table.failed == 0).all() and table.final_loss.notna().all()
@@ -139,13 +144,13 @@ def test_html_summary_and_record_off(tmp_path):
     h = run_session(tmp_path, "h", steps=1)
     html = h._repr_html_()
     assert "4 operations" in html and "completed" in html and "<table" in html
-    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), record=False)
+    s = rlnb.Session(FakeBackend(), record=False)
     assert s.history.path is None
     s.close()
 
 
 def test_finished_records_are_on_disk_before_listeners_hear_of_them(tmp_path):
-    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), runs_dir=tmp_path, run_id="order")
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="order")
     seen = []
 
     def check(rec):

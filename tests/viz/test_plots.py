@@ -1,4 +1,6 @@
-"""Plots and the live view, checked on the figure objects (lines, collections, texts), not pixels."""
+"""Plots and the live view, checked on the figure objects (lines, collections, texts), not pixels; histories
+are built by hand or recorded from FakeBackend sessions, except where the engine's own figures are drawn (the
+Muon norms of a live session, an RL step's metrics)."""
 
 import html
 import math
@@ -19,6 +21,7 @@ import rlnb
 from rlnb import samples, wire
 from rlnb.engine.backend import LocalBackend
 from rlnb.history import NA_NO_GRAD_NORM, History
+from rlnb.testing import FakeBackend
 from rlnb.viz import plots
 from rlnb.viz.live import LiveView
 
@@ -56,8 +59,8 @@ def hand_history(losses, norms=None, config=None, metrics=None):
 
 @pytest.fixture(scope="module")
 def adam_history(tmp_path_factory):
-    """A real in-process session: 4 steps, clipping off at step 3, a reward logged per step."""
-    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), runs_dir=tmp_path_factory.mktemp("runs"), run_id="p")
+    """A recorded session: 4 steps, clipping off at step 3, a reward logged per step."""
+    s = rlnb.Session(FakeBackend("adam"), runs_dir=tmp_path_factory.mktemp("runs"), run_id="p")
     for i in range(4):
         s.forward_backward([samples.cross_entropy(list(b"plots, plots"))])
         s.optim_step(rlnb.AdamParams(learning_rate=1e-3 * (i + 1), grad_clip_norm=0 if i == 2 else 1.0))

@@ -210,6 +210,21 @@ def test_the_panel_shows_the_schedule_and_warns_once_past_its_end(panel_session)
     panel.close()
 
 
+def test_an_edit_that_leaves_the_schedule_and_rate_alone_draws_no_new_plot(monkeypatch):
+    import rlnb.widgets.describe as describe
+
+    drawn = []
+    png = describe.png
+    monkeypatch.setattr(describe, "png", lambda fig: drawn.append(fig) or png(fig))
+    describe.schedule_png.cache_clear()
+    b = OptimizerBuilder("adam")
+    assert len(drawn) == 1
+    b.adam["beta1"].value = 0.8  # the preview and the summary change; the schedule's plot does not
+    assert len(drawn) == 1 and '"beta1": 0.8' in b.preview.value
+    b.adam["learning_rate"].text.value = 2e-3
+    assert len(drawn) == 2
+
+
 def test_on_change_callback():
     b = OptimizerBuilder("adam")
     seen = []
