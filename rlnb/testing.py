@@ -86,7 +86,9 @@ class FakeBackend:
             self.submitted.append((kind, body))
             listener(env)
             if self._closed:
-                listener(_failed(env, wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session is stopped"))
+                listener(
+                    wire.Operation.failed(env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session is stopped")
+                )
                 return
             self._queue.put((kind, body, env, listener))
 
@@ -117,14 +119,20 @@ class FakeBackend:
             kind, body, env, listener = job
             if self._closed:
                 listener(
-                    _failed(env, wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was stopped before this ran")
+                    wire.Operation.failed(
+                        env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was stopped before this ran"
+                    )
                 )
                 continue
             listener(env.model_copy(update={"status": wire.OperationStatus.RUNNING}))
             time.sleep(self.delay)
             code = self._fail(kind, body, self.step)
             if code is not None:
-                listener(_failed(env, code, f"FakeBackend fails {kind} at step {self.step}"))
+                listener(
+                    wire.Operation.failed(
+                        env.id, wire.error_code(code), f"FakeBackend fails {kind} at step {self.step}"
+                    )
+                )
             else:
                 listener(
                     env.model_copy(
@@ -195,11 +203,6 @@ _OUTPUTS: dict[wire.OperationKind, Callable[[FakeBackend, Any], wire._Model]] = 
 
 def _never(kind: str, body: Any, step: int) -> str | None:
     return None
-
-
-def _failed(env: wire.Operation[Any], code: wire.OperationErrorCode | str, message: str) -> wire.Operation[Any]:
-    error = wire.OperationError(code=wire.error_code(code), message=message)
-    return env.model_copy(update={"status": wire.OperationStatus.FAILED, "error": error})
 
 
 # ---------------------------------------------------------------------------------------------

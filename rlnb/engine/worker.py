@@ -127,10 +127,9 @@ class Worker:
 
     def _finish(self, job: _Job, output: Any = None, error: tuple[Code, str] | None = None) -> None:
         if error is not None:
-            update = {"status": Status.FAILED, "error": wire.OperationError(code=error[0], message=error[1])}
+            job.env = wire.Operation.failed(job.env.id, *error)
         else:
-            update = {"status": Status.COMPLETED, "output": output}
-        job.env = job.env.model_copy(update=update)
+            job.env = job.env.model_copy(update={"status": Status.COMPLETED, "output": output})
         self._notify(job)
 
     @staticmethod

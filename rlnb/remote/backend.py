@@ -20,7 +20,7 @@ import httpx
 from rlnb import wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError, OperationTimeout, RlnbError, SessionClosed
 from rlnb.remote.client import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, APIClient, RetryPolicy
-from rlnb.remote.poller import POLL_FAILURE_WINDOW, POLL_MAX, POLL_MIN, Poller, failed, poll_interval, report
+from rlnb.remote.poller import POLL_FAILURE_WINDOW, POLL_MAX, POLL_MIN, Poller, poll_interval, report
 from rlnb.wire import Listener, OptimizerKind
 
 log = logging.getLogger("rlnb")
@@ -239,19 +239,19 @@ class RemoteBackend:
         raised; nothing is queued.
         """
         if self.state is not Lifecycle.OPEN:
-            listener(failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session is stopped"))
+            listener(wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session is stopped"))
             return
         try:
             env = self.client.submit_operation(self.session_id, kind, body)
         except APIError as exc:
-            listener(failed(None, str(exc)))
+            listener(wire.Operation.failed("", None, str(exc)))
             raise
         listener(env)
         if env.status not in wire.TERMINAL_STATUSES and not self._poller.add(kind, listener, env):
             # close() ran meanwhile and no longer polls: settle it here
             listener(
-                failed(
-                    wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was closed before this finished", env.id
+                wire.Operation.failed(
+                    env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was closed before this finished"
                 )
             )
 
@@ -324,7 +324,7 @@ class RemoteBackend:
                 reason = "the session was closed before this finished"
                 if not ask:
                     reason += " (the server could not be reached, so its outcome is unknown)"
-                env = failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason, op.env.id)
+                env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason)
             report(op, env)
 
 

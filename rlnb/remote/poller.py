@@ -66,12 +66,6 @@ class InFlight:
     """time.monotonic() of the next poll."""
 
 
-def failed(code: wire.OperationErrorCode | None, message: str, op_id: str = "") -> wire.Operation[Any]:
-    """A FAILED envelope made on the client's side."""
-    error = wire.OperationError(code=code, message=message)
-    return wire.Operation(id=op_id, status=wire.OperationStatus.FAILED, error=error)
-
-
 class Poller:
     """The poll thread of one session. ``add`` an operation after its POST; ``stop`` ends the thread and
     returns what was still in flight (for the caller to settle)."""
@@ -147,27 +141,27 @@ class Poller:
             env = self.client.get_operation(self.session_id, op.kind, op.env.id, wait=wait, seen=op.env.status)
         except (APIConnectionError, APIStatusError) as exc:
             if isinstance(exc, APIStatusError) and exc.status_code == 404:
-                env = failed(
+                env = wire.Operation.failed(
+                    op.env.id,
                     wire.OperationErrorCode.SESSION_NOT_ACTIVE,
                     f"the server no longer knows this operation ({exc}); it may have restarted without its "
                     "state, and the operation's outcome is unknown",
-                    op.env.id,
                 )
             elif isinstance(exc, APIStatusError) and not self.client.retry.retryable(exc.status_code):
-                env = failed(None, f"polling failed: {exc}", op.env.id)
+                env = wire.Operation.failed(op.env.id, None, f"polling failed: {exc}")
             else:
                 env, transient = self._failed_poll(op, exc), True
         except APIError as exc:  # an unparsable response: not worth repeating
-            env = failed(None, f"polling failed: {exc}", op.env.id)
+            env = wire.Operation.failed(op.env.id, None, f"polling failed: {exc}")
         else:
             self._failing_since = None
         now = time.monotonic()
         if env.status not in wire.TERMINAL_STATUSES and now >= op.deadline:
-            env = failed(
+            env = wire.Operation.failed(
+                op.env.id,
                 wire.OperationErrorCode.TIMEOUT,
                 f"rlnb stopped waiting after {self.operation_timeout:g} s (operation_timeout); the operation "
                 f"was last {op.env.status} and the server may still finish it",
-                op.env.id,
             )
         if env.status != op.env.status:
             op.env, op.changed = env, now
@@ -195,12 +189,12 @@ class Poller:
         if now - self._failing_since < self.failure_window:
             log.warning("polling %s %s failed, will try again: %s", op.kind, op.env.id, exc)
             return op.env
-        return failed(
+        return wire.Operation.failed(
+            op.env.id,
             wire.OperationErrorCode.TIMEOUT,
             f"every poll failed for {now - self._failing_since:.0f} s (poll_failure_window "
             f"{self.failure_window:g} s), last: {exc}; the operation was last {op.env.status} and its outcome "
             "is unknown",
-            op.env.id,
         )
 
 
