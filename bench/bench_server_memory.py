@@ -1,5 +1,5 @@
-"""Memory of `rlnb serve` over many session create / train / stop cycles (issue 11 §2: 200 cycles used to
-add 2.7 GB; the bound is +100 MB).
+"""Memory of `rlnb serve` over many session create / train / stop cycles (the bound is +100 MB over 200
+cycles: a stopped session must let its model, optimizer and worker go).
 
 Each cycle creates a full-weight resource and a session on the built-in model, runs a forward-backward
 and an optim-step (so the optimizer has state), and stops the resource (which stops the session). The

@@ -1,4 +1,4 @@
-"""The GPU check of issue 9, as one script: a bf16, randomly initialised model with Qwen3-0.6B's shape
+"""The GPU check, as one script: a bf16, randomly initialised model with Qwen3-0.6B's shape
 (built from a config: no download), LoRA rank 16, a GRPO loop for Adam and for Muon, and Newton-Schulz
 against ``torch.optim.Muon`` on the full model's hidden matrices.
 

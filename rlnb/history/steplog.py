@@ -4,9 +4,10 @@ operation each time someone looks.
 A History feeds it each operation once when it is submitted and once when it ends, and every
 ``log()`` row. It keeps one row per completed optim-step (in submission order), the loss of the
 forward-backwards feeding each step, the published weights versions and the last logged value of
-each figure per step. ``frame()`` equals ``history.steps_table(history.df, history.logged)`` at a
-cost that grows with the number of steps, not operations; ``settled(start)`` hands a live view the
-rows that will not change any more, so it can append them to what it drew.
+each figure per step. ``frame()`` is the steps table (``History.steps``; ``tables.steps_table`` feeds
+a fresh log from an operations table) at a cost that grows with the number of steps, not operations;
+``settled(start)`` hands a live view the rows that will not change any more, so it can append them to
+what it drew.
 
 Records are read through their attributes only (``seq``, ``kind``, ``status``, ``step``, ``loss``,
 the gradient-norm fields, ``finished_at``, ``na_reason``, ``weights_version``).
@@ -16,14 +17,14 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rlnb.wire import OperationKind, OperationStatus
+from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
 
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 """Figures of a completed optim-step, copied into its row."""
@@ -61,6 +62,18 @@ class StepLog:
         with self._lock:
             self._clear()
             self.generation += 1
+
+    def feed(self, records: Iterable[Any], logged: Iterable[dict[str, Any]], unfinished: bool) -> None:
+        """Feed finished records (and, with ``unfinished``, the others as submitted) in order, then
+        ``log()`` rows: the state of a log that followed them as they happened."""
+        for rec in records:
+            done = rec.status in TERMINAL_STATUSES
+            if done or unfinished:
+                self.submitted(rec)
+            if done:
+                self.finished(rec)
+        for row in logged:
+            self.logged(row)
 
     def _clear(self) -> None:
         # Completed optim-steps in submission order, one list per column (cheap to turn into arrays).
@@ -183,7 +196,9 @@ class StepLog:
             return [(row, {k: v[row.step] for k, v in self._user.items() if row.step in v}) for row in rows]
 
     def frame(self) -> pd.DataFrame:
-        """The steps table (``History.steps``), equal to ``history.steps_table`` on the same history."""
+        """The steps table (``History.steps``): one row per completed optim-step, with the loss of the
+        forward-backwards it applied, its figures, the weights version published at it and the last
+        logged value of each figure at its step."""
         with self._lock:
             table = np.array(self._rows, dtype=float).reshape(-1, 8)  # seq, step, 5 figures, finished_at
             steps = [row[1] for row in self._rows]
@@ -196,7 +211,7 @@ class StepLog:
         finished = pd.Series(pd.to_datetime(table[:, 7], unit="s", utc=True))
         frame["step_time_s"] = finished.diff().dt.total_seconds()
         frame["weights_version"] = versions
-        if any_logged:  # as steps_table's join of the last value per step (which refuses a clash)
+        if any_logged:  # a logged figure may not shadow a column of the table
             clash = set(user) & set(frame.columns)
             if clash:
                 raise ValueError(f"logged figures may not be named like a steps column: {sorted(clash)}")
