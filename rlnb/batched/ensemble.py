@@ -28,9 +28,11 @@ from rlnb.batched.optim import StackedOptimizer, no_gradient, plan
 from rlnb.batched.recorder import Op, Recorder, member_config
 from rlnb.batched.rollouts import member_losses, policy_batch, sample_output
 from rlnb.batched.stacked import StackedModel
+from rlnb.engine import handlers
 from rlnb.engine.handlers import optim_metrics
 from rlnb.engine.models.adapter import build_adapter
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
+from rlnb.engine.worker import failure
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
 from rlnb.tasks import StepReport, Task, group_advantages
 from rlnb.text import to_tokens
@@ -112,10 +114,8 @@ class Ensemble:
                     self._step(i)
                 except _CallbackFailed:
                     raise
-                except torch.OutOfMemoryError as exc:
-                    self._crash(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
                 except Exception as exc:  # noqa: BLE001 - the shared step broke: so did every live member's trial
-                    self._crash(Code.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+                    self._crash(*failure(exc, handlers.classify))
             self._end(list(self.live), "COMPLETED", None)
         except KeyboardInterrupt:  # as a sweep's Ctrl-C: stop, keep what finished
             self.stop.set()

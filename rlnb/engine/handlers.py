@@ -69,11 +69,15 @@ def run(engine: Engine, kind: wire.OperationKind, body: Any, cancelled: threadin
     return HANDLERS[kind](engine, body, cancelled)
 
 
-def classify(exc: Exception) -> wire.OperationErrorCode | None:
-    """Error codes for exceptions the handlers' helpers raise."""
+def classify(exc: Exception) -> OperationError | None:
+    """What an exception of torch or of the handlers' helpers stands for (the worker's ``classify``)."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return OperationError(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
     if isinstance(exc, losses_mod.InvalidLossInput):
-        return Code.INVALID_INPUT
-    return Code.NON_FINITE_LOSS if isinstance(exc, sampling.Diverged) else None
+        return OperationError(Code.INVALID_INPUT, str(exc))
+    if isinstance(exc, sampling.Diverged):
+        return OperationError(Code.NON_FINITE_LOSS, str(exc))
+    return None
 
 
 # -- inputs -----------------------------------------------------------------------------------------
