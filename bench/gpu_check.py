@@ -98,7 +98,7 @@ def ns_vs_torch_muon(args, device: str) -> dict:
 
     ours = TrainerOptimizer(net, "muon", ns_dtype=torch.bfloat16)
     theirs = torch.optim.Muon(mats, lr=0.02, weight_decay=0.0)
-    hp = {"learning_rate": 0.02, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.0, "grad_clip_norm": 0.0}
+    hp = rlnb.MuonParams(learning_rate=0.02, weight_decay=0.0, grad_clip_norm=0.0).resolved()
 
     @torch.no_grad()
     def time_it(fn, reps=5) -> float:

@@ -33,7 +33,7 @@ from rlnb.engine.handlers import optim_metrics
 from rlnb.engine.models.adapter import build_adapter
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.engine.worker import failure
-from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.params import PARAMS, OptimizerParams
 from rlnb.tasks import StepReport, Task, group_advantages
 from rlnb.text import to_tokens
 from rlnb.wire import OperationErrorCode as Code
@@ -198,7 +198,7 @@ class Ensemble:
             rec, (_, opt, sync) = self.records[m], ops[m]
             if m in fb_errors:  # no gradients: the step completes and changes nothing
                 rec.step += 1
-                stats = no_gradient(self.kind, hps[m])
+                stats = no_gradient(hps[m])
                 rec.complete(opt, wire.OptimStepResult(step=rec.step, metrics=optim_metrics(stats, hps[m])))
                 failed[m] = fb_errors[m]
             elif not math.isfinite(grad_norms[k]):
@@ -232,7 +232,7 @@ class Ensemble:
             self._end([m], "PRUNED", reason)
 
     def _params(self, i: int) -> dict[int, OptimizerParams]:
-        expected = AdamParams if self.kind == "adam" else MuonParams
+        expected = PARAMS[self.kind]
         out, bad = {}, {}
         for m in self.live:
             given = self.members[m].params
