@@ -12,8 +12,9 @@ SLOW_FIXTURES = frozenset({"server", "auth_server", "hf_dirs", "hf_server", "loc
 """Fixtures that start a server, a cluster or a browser, or build Hugging Face models."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before the -m filter deselects by mark
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        if fixtures & SLOW_FIXTURES or item.path.suffix == ".ipynb":
+        if fixtures & SLOW_FIXTURES or item.path.suffix == ".ipynb" or "sdk_generated" in item.path.parts:
             item.add_marker(pytest.mark.slow)

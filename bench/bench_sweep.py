@@ -15,7 +15,7 @@ ray: 8 local trials (tiny model, digits task, 4 learning rates x 2 seeds, ``--lo
 on the thread pool (1 and 2 at a time) against Ray tasks on a local Ray with 2 CPUs (1 CPU per trial,
 2 at a time; Ray's start-up and the first sweep's worker start-up are timed apart): bench_sweep_ray.py.
 
-optuna: the README's lesson, pruning against none with the same budget: bench_sweep_optuna.py.
+optuna: the sweeps page's lesson (docs/sweeps.md), pruning against none with the same budget: bench_sweep_optuna.py.
 
     python bench/bench_sweep.py [--parts remote,ray,optuna] [--steps 4] [--op-delay 0.05] [--reps 1]
 """
@@ -145,7 +145,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=1, help="runs of each setting (taking turns); medians shown")
     parser.add_argument("--local-steps", type=int, default=10, help="ray part: RL steps per trial")
     parser.add_argument("--budget", type=int, default=150, help="optuna part: RL steps per search")
-    parser.add_argument("--figure", default="bench/optuna-pruning.png", help="optuna part: where the plot goes")
+    parser.add_argument("--figure", default="docs/assets/optuna-pruning.png", help="optuna part: where the plot goes")
     args = parser.parse_args()
     print("command: python " + " ".join(sys.argv))
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")

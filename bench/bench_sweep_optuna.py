@@ -1,4 +1,4 @@
-"""The README's lesson: an Optuna search with pruning against one without, on the same budget of RL steps.
+"""The lesson of docs/sweeps.md: an Optuna search with pruning against one without, on the same budget of RL steps.
 
 Both search Adam's learning rate in [1e-5, 1] (log) with TPE for trials of 10 RL steps (tiny model,
 digits task, seed 0, one trial at a time), and stop asking for trials once the steps spent reach
@@ -7,7 +7,7 @@ early and the budget buys more trials. Each search's best learning rate is then 
 seeds. Writes a figure: the objective against the learning rate for each search (pruned trials at the
 value they had when stopped), and where each search spent its steps, by decade of learning rate.
 
-    python bench/bench_sweep_optuna.py [--budget 150] [--figure bench/optuna-pruning.png]
+    python bench/bench_sweep_optuna.py [--budget 150] [--figure docs/assets/optuna-pruning.png]
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def optuna_part(budget: int, figure: str) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=150)
-    parser.add_argument("--figure", default="bench/optuna-pruning.png")
+    parser.add_argument("--figure", default="docs/assets/optuna-pruning.png")
     args = parser.parse_args()
     print("command: python " + " ".join(sys.argv))
     optuna_part(args.budget, args.figure)

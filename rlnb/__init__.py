@@ -1,6 +1,6 @@
 """rlnb: drive RL / fine-tuning training sessions from a notebook.
 
-One API for a remote Together training session and an in-process torch backend::
+One API for a remote Together training session and an in-process torch backend:
 
     import rlnb
     session = rlnb.connect("local", optimizer="muon")

@@ -43,6 +43,7 @@ class RedactingFilter(logging.Filter):
     """A logging filter that replaces registered keys in each record's message (arguments included)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Mask every key rlnb has seen in the record's message and arguments; never drops a record."""
         message = record.getMessage()
         clean = redact(message)
         if clean != message:

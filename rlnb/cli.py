@@ -36,8 +36,8 @@ def demo(
 ) -> int:
     """Train ``model`` (built-in, or a Hugging Face directory / cached hub id) on the digits task with
     GRPO; print a table, write CSV + PNG, and keep the run folder (``out/run``, loadable with
-    ``rlnb.History.load``). ``lr`` replaces the learning rate (Muon's for a Muon run); ``lora`` > 0
-    trains a LoRA adapter of that rank instead of all weights."""
+    ``rlnb.History.load``, its completions in ``completions.jsonl``). ``lr`` replaces the learning rate
+    (Muon's for a Muon run); ``lora`` > 0 trains a LoRA adapter of that rank instead of all weights."""
     import rlnb
     from rlnb.tasks import digits_task, rl_step
     from rlnb.viz import plots
@@ -68,7 +68,6 @@ def demo(
             except rlnb.OperationFailed as exc:
                 print(f"{i + 1:>4}  {'':>8}  {'':>6}  {'':>9}  {time.perf_counter() - start:>5.1f}s  FAILED {exc.code}")
                 continue
-            session.history.log(r.step, reward=r.reward)
             status = rlnb.wire.short_name(r.status)
             gn = f"{r.grad_norm:9.3f}" if not math.isnan(r.grad_norm) else f"{'n/a':>9}"
             elapsed = time.perf_counter() - start
@@ -77,14 +76,15 @@ def demo(
     history.to_csv(out / "history.csv")
     logged = history.logged
     logged.to_csv(out / "rewards.csv", index=False)
-    plots.overview(history, metrics=("reward",)).savefig(out / "demo.png", dpi=110)
+    plots.overview(history).savefig(out / "demo.png", dpi=110)  # reward first; rl_step logged the RL metrics
     if "reward" in logged:
         rewards = logged["reward"]
         k = max(1, min(5, len(rewards) // 4))
         first, last = rewards[:k].mean(), rewards[-k:].mean()
         print(f"mean reward: first {k} steps {first:.3f} -> last {k} steps {last:.3f}")
     print(
-        f"wrote {out / 'history.csv'}, {out / 'rewards.csv'}, {out / 'demo.png'} in {time.perf_counter() - start:.0f}s"
+        f"wrote {out / 'history.csv'}, {out / 'rewards.csv'}, {out / 'demo.png'} in {time.perf_counter() - start:.0f}s;"
+        f" the completions are in {out / 'run' / 'completions.jsonl'}"
     )
     return 0
 

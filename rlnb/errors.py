@@ -148,7 +148,7 @@ class RateLimitError(APIStatusError):
 
 
 class InternalServerError(APIStatusError):
-    """>= 500: the server failed."""
+    """500 or above: the server failed."""
 
 
 _STATUS_ERRORS: dict[int, type[APIStatusError]] = {

@@ -78,6 +78,7 @@ class FakeBackend:
         self._worker = Worker(self._run, name=f"rlnb-{self._info.id}")
 
     def submit(self, kind: wire.OperationKind, body: wire._Model | None, listener: Listener) -> None:
+        """Queue one operation; ``listener`` gets its envelope now (PENDING) and on every change."""
         if kind not in wire.REQUEST_TYPES:
             raise ValueError(f"unknown operation kind {kind!r}")
         with self._lock:  # ``submitted`` in the worker's order
@@ -85,6 +86,7 @@ class FakeBackend:
             self._worker.submit(kind, body, listener)
 
     def session(self) -> wire.Session:
+        """The session object as the API's GET returns it, with the current step and weights version."""
         info = self._info.model_copy(deep=True)
         info.step = self.step
         info.policy_state = wire.PolicyState(
@@ -95,6 +97,7 @@ class FakeBackend:
         return info
 
     def config(self) -> dict[str, Any]:
+        """What the run's ``config.json`` records: ``backend='fake'``, the session id, the optimizer."""
         return {"backend": "fake", "session_id": self._info.id, "model": "fake", "optimizer": self.optimizer}
 
     def close(self) -> None:
@@ -203,7 +206,7 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """A server in a child process on loopback, for notebooks, tests and benchmarks::
+    """A server in a child process on loopback, for notebooks, tests and benchmarks:
 
         with ServerProcess.rlnb_serve("--op-delay", "0.05") as url:
             session = rlnb.connect(url, base_model="rlnb/tiny")
@@ -227,6 +230,8 @@ class ServerProcess:
         return cls(cmd, f"http://127.0.0.1:{port}")
 
     def start(self) -> str:
+        """Start the server and wait until ``health`` answers; returns its URL. Raises RuntimeError, with
+        its stderr, if it dies or misses the deadline."""
         import httpx
 
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server; closed by stop()
@@ -245,6 +250,7 @@ class ServerProcess:
             time.sleep(0.05)
 
     def stop(self) -> None:
+        """Terminate the server, then kill it if it has not exited within 15 s."""
         if self.proc is None:
             return
         self.proc.terminate()
@@ -267,7 +273,9 @@ class ServerProcess:
         return self._stderr.read().decode(errors="replace")
 
     def __enter__(self) -> str:
+        """``with ServerProcess.rlnb_serve() as url:`` starts the server and gives its URL."""
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
+        """Stop the server (see ``stop``), whether or not the block raised."""
         self.stop()

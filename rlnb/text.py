@@ -26,7 +26,10 @@ class Codec(Protocol):
         """Token ids; ``special`` adds the tokenizer's special tokens (e.g. BOS) as for a whole input."""
         ...
 
-    def decode(self, tokens: Sequence[int]) -> str: ...
+    def decode(self, tokens: Sequence[int], skip_special: bool = False) -> str:
+        """Text of ``tokens``; ``skip_special`` leaves out a final EOS and the tokenizer's special tokens
+        (what a reward reads: the completion's text, as TRL decodes it)."""
+        ...
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]: ...
 
@@ -42,7 +45,9 @@ class ByteCodec:
     def encode(self, text: str, special: bool = True) -> list[int]:
         return list(text.encode())
 
-    def decode(self, tokens: Sequence[int]) -> str:
+    def decode(self, tokens: Sequence[int], skip_special: bool = False) -> str:
+        if skip_special:
+            tokens = _without_eos(tokens, self.eos_token_ids)
         return bytes(int(t) for t in tokens if 0 <= t < 256).decode("utf-8", errors="replace")
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
@@ -65,7 +70,7 @@ class NoTokenizerCodec:
     def encode(self, text: str, special: bool = True) -> list[int]:
         raise ValueError(self.refusal())
 
-    def decode(self, tokens: Sequence[int]) -> str:
+    def decode(self, tokens: Sequence[int], skip_special: bool = False) -> str:
         raise ValueError(self.refusal())
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
@@ -85,8 +90,10 @@ class TokenizerCodec:
     def encode(self, text: str, special: bool = True) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=special))
 
-    def decode(self, tokens: Sequence[int]) -> str:
-        return str(self.tokenizer.decode([int(t) for t in tokens], skip_special_tokens=False))
+    def decode(self, tokens: Sequence[int], skip_special: bool = False) -> str:
+        if skip_special:  # an EOS from the generation config need not be a special token of the tokenizer
+            tokens = _without_eos(tokens, self.eos_token_ids)
+        return str(self.tokenizer.decode([int(t) for t in tokens], skip_special_tokens=skip_special))
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
         if not getattr(self.tokenizer, "chat_template", None):
@@ -98,6 +105,11 @@ class TokenizerCodec:
         )
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(t) for t in ids]
+
+
+def _without_eos(tokens: Sequence[int], eos: Sequence[int]) -> Sequence[int]:
+    """``tokens`` without the EOS that ended them (a sampled sequence stops at its first EOS)."""
+    return tokens[:-1] if len(tokens) and int(tokens[-1]) in eos else tokens
 
 
 def as_codec(obj: Any) -> Codec:

@@ -5,8 +5,11 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 import rlnb
+
+pytestmark = pytest.mark.slow  # runs rlnb demo in a subprocess
 
 
 def test_demo_runs_and_writes_history_and_plot(tmp_path):
@@ -26,9 +29,13 @@ def test_demo_runs_and_writes_history_and_plot(tmp_path):
     assert set(history.kind) == {"sample", "forward-backward", "optim-step", "weights-sync"}
     assert (history.status == "TRAINING_OPERATION_STATUS_COMPLETED").all()
     assert history[history.kind == "optim-step"].grad_norm.notna().all()
-    assert len(pd.read_csv(out / "rewards.csv")) == 4
+    logged = pd.read_csv(out / "rewards.csv")
+    assert len(logged) == 4 and {"reward", "entropy", "completions/mean_length", "frac_reward_zero_std"} <= set(logged)
     assert (out / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(rlnb.History.load(out / "run").steps) == 4
+    run = rlnb.History.load(out / "run")
+    assert len(run.steps) == 4 and list(run.steps.reward) == list(logged.reward)
+    assert list(run.completions.step.unique()) == [1, 2, 3, 4] and len(run.completions) == 4 * 6 * 8
+    assert str(out / "run" / "completions.jsonl") in lines[-1]
 
 
 def test_demo_rejects_bad_arguments():

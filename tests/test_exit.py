@@ -14,6 +14,8 @@ import rlnb
 from rlnb import samples, wire
 from rlnb.engine.backend import LocalBackend
 
+pytestmark = pytest.mark.slow  # every test runs a Python process to its exit
+
 SCRIPT = """
 import rlnb
 from rlnb import samples
@@ -100,6 +102,7 @@ PANEL_SCRIPT = """
 import time
 import rlnb
 from rlnb.widgets import RunPanel
+
 s = rlnb.connect("local", optimizer={optimizer!r}, runs_dir={runs!r}, run_id="r", device="cpu")
 panel = RunPanel(s, n_steps=500, every=0.05)
 panel.run_button.click()

@@ -12,11 +12,9 @@ run records, and how it fails, follows its session alone (see ``Ensemble._step``
 from __future__ import annotations
 
 import math
-import statistics
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +32,8 @@ from rlnb.engine.models.adapter import build_adapter
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.engine.worker import failure
 from rlnb.params import PARAMS, OptimizerParams
-from rlnb.tasks import StepReport, Task, group_advantages
+from rlnb.tasks import StepReport, Task
+from rlnb.tasks.rollouts import Rollout, completion_rows, score, step_metrics
 from rlnb.text import to_tokens
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
@@ -47,14 +46,6 @@ class _CallbackFailed(Exception):
     def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-@dataclass
-class _Rollouts:
-    """One member's step after sampling: each rollout's reward and group advantage."""
-
-    rewards: list[float]
-    advantages: list[float]
 
 
 class Ensemble:
@@ -169,7 +160,7 @@ class Ensemble:
 
         * the step's params cannot be made (a schedule raised, a wrong kind): FAILED before sampling;
         * sampled log-probs not finite: the sample FAILED NON_FINITE_LOSS, as the sample handler fails it;
-        * the reward raised, or the advantages are not finite (``samples.policy`` refuses them): the sample
+        * the reward raised, or the advantages are not finite (``rlnb.tasks.score`` refuses them): the sample
           is recorded COMPLETED, then FAILED with nothing more;
         * forward-backward fails (INVALID_INPUT, NON_FINITE_LOSS: no gradients): its optim-step completes
           with no gradients (norm 0, nothing changes) and weights-sync publishes step + 1, as a session
@@ -189,7 +180,7 @@ class Ensemble:
             fb, opt = rec.submit(Kind.FORWARD_BACKWARD), rec.submit(Kind.OPTIM_STEP, sent)
             ops[m] = (fb, opt, rec.submit(Kind.WEIGHTS_SYNC))
         hps = {m: params[m].resolved() for m in self.live}
-        fb_errors, losses = self._forward_backward(rollouts, drawn, {m: o[0] for m, o in ops.items()})
+        fb_errors, fb_results = self._forward_backward(rollouts, drawn, {m: o[0] for m, o in ops.items()})
         for m in self.live:
             self.records[m].running(ops[m][1])
         norms = self.optim.norms()
@@ -200,10 +191,12 @@ class Ensemble:
                 rec.step += 1
                 stats = no_gradient(hps[m])
                 rec.complete(opt, wire.OptimStepResult(step=rec.step, metrics=optim_metrics(stats, hps[m])))
+                rec.history.log_completions(rec.step, completion_rows(rollouts[m]))
                 failed[m] = fb_errors[m]
             elif not math.isfinite(grad_norms[k]):
                 message = f"gradient norm is {grad_norms[k]}; parameters and optimizer state unchanged"
                 rec.fail(opt, Code.NON_FINITE_LOSS, message)
+                rec.history.log_completions(rec.step + 1, completion_rows(rollouts[m]))  # as rl_step keeps them
                 failed[m] = f"{Code.NON_FINITE_LOSS}: {message}"
             else:
                 continue
@@ -219,12 +212,14 @@ class Ensemble:
             rec.step += 1
             rec.complete(opt, wire.OptimStepResult(step=rec.step, metrics=optim_metrics(stats, hps[m])))
             self._sync(m, sync)
-            reward = statistics.fmean(rollouts[m].rewards)
-            self.rewards[m].append(reward)
-            self.losses[m].append(losses[m])
-            rec.history.log(rec.step, reward=reward)
-            done = wire.OperationStatus.COMPLETED
-            report = StepReport(rec.step, reward, losses[m], stats.grad_norm, done, rollouts[m].rewards)
+            rec.history.log_completions(rec.step, completion_rows(rollouts[m]))
+            metrics = step_metrics(rollouts[m], fb_results[m].metrics)  # what rl_step logs
+            rec.history.log(rec.step, **metrics)
+            self.rewards[m].append(metrics["reward"])
+            self.losses[m].append(fb_results[m].loss)
+            rewards = [r.reward for g in rollouts[m] for r in g]
+            loss, done = fb_results[m].loss, wire.OperationStatus.COMPLETED
+            report = StepReport(rec.step, metrics["reward"], loss, stats.grad_norm, done, rewards, metrics)
             verdict = self._notify(self.on_step, m, report)
             if verdict is not None and len(self.rewards[m]) < self.steps:
                 pruned[m] = str(verdict)
@@ -248,7 +243,7 @@ class Ensemble:
             self._end([m], "FAILED", reason)
         return out
 
-    def _sample(self, i: int) -> tuple[dict[int, _Rollouts], Drawn]:
+    def _sample(self, i: int) -> tuple[dict[int, list[list[Rollout]]], Drawn]:
         """Every live member's samples, rewards and advantages (members whose samples cannot be trained on leave)."""
         P, n, T, live = len(self.prompts), self.group_size, self.settings.max_tokens, list(self.live)
         ops = {m: self.records[m].submit(Kind.SAMPLE) for m in live}
@@ -267,8 +262,8 @@ class Ensemble:
                 continue
             out = sample_output(drawn, P, n, range(k * P * n, (k + 1) * P * n), self.records[m].step)
             self.records[m].complete(ops[m], out)
-            try:
-                rollouts[m] = self._score(out)
+            try:  # rewards and group advantages as rl_step computes them
+                rollouts[m] = score(self.task, self.prompt_texts, out.results, self._completion_text)
             except Exception as exc:  # noqa: BLE001 - the user's reward function, or advantages that cannot train
                 bad[m] = f"{type(exc).__name__}: {exc}"
         for m, reason in bad.items():
@@ -279,29 +274,23 @@ class Ensemble:
             drawn = Drawn(drawn.tokens[keep], drawn.logprobs[keep], drawn.lengths[keep], drawn.stopped[keep])
         return rollouts, drawn
 
-    def _score(self, out: wire.SampleOutput) -> _Rollouts:
-        """Rewards and group advantages as ``rl_step`` computes them; what ``samples.policy`` refuses fails."""
-        rewards, advantages = [], []
-        for text, result in zip(self.prompt_texts, out.results, strict=True):
-            group = [float(self.task.reward(text, self.codec.decode(s.tokens))) for s in result.sequences]
-            rewards.extend(group)
-            advantages.extend(group_advantages(group))
-        if not all(math.isfinite(a) for a in advantages):
-            raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
-        return _Rollouts(rewards, advantages)
+    def _completion_text(self, tokens: Sequence[int]) -> str:
+        """What a reward reads, as ``rl_step`` decodes it: no ending EOS, no special tokens."""
+        return self.codec.decode(tokens, skip_special=True)
 
     def _forward_backward(
-        self, rollouts: dict[int, _Rollouts], drawn: Drawn, ops: dict[int, Op]
-    ) -> tuple[dict[int, str], dict[int, float]]:
-        """One forward and one backward for all; per member its loss, or why its forward-backward failed."""
+        self, rollouts: dict[int, list[list[Rollout]]], drawn: Drawn, ops: dict[int, Op]
+    ) -> tuple[dict[int, str], dict[int, wire.ForwardBackwardResult]]:
+        """One forward and one backward for all; per member its result, or why its forward-backward failed."""
         for m in self.live:
             self.records[m].running(ops[m])
         K, n, B = len(self.live), self.group_size, len(self.prompts) * self.group_size
-        advantages = [a for m in self.live for a in rollouts[m].advantages]
+        advantages = [r.advantage for m in self.live for g in rollouts[m] for r in g]
         batch = policy_batch(self.prompts, [r // n for r in range(B)] * K, drawn, advantages)
         width = batch.ids.shape[1]
-        lp = self.model.logprobs(batch.ids.view(K, B, width), batch.targets.view(K, B, width)).view(K * B, width)
-        losses = member_losses(lp, batch, K, self.loss, self.loss_params, self.context_length)
+        lp, entropy = self.model.logprobs(batch.ids.view(K, B, width), batch.targets.view(K, B, width))
+        losses = member_losses(lp.view(K * B, width), entropy.view(K * B, width), batch, K, self.loss,
+                               self.loss_params, self.context_length)
         results = dict(zip(self.live, losses, strict=True))
         terms = [r.loss for r in results.values() if r.loss is not None]
         self.model.backward(torch.stack(terms).sum() if terms else None)  # each member: its own loss's gradient
@@ -309,7 +298,7 @@ class Ensemble:
         for m, r in results.items():
             if r.result is not None:
                 self.records[m].complete(ops[m], r.result)
-                values[m] = r.result.loss
+                values[m] = r.result
             elif r.error is not None:
                 self.records[m].fail(ops[m], *r.error)
                 errors[m] = f"{r.error[0]}: {r.error[1]}"

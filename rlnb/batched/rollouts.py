@@ -59,12 +59,13 @@ class MemberLoss:
 
 
 def member_losses(
-    lp: Tensor, batch: PolicyBatch, members: int, loss_type: str, loss_params: dict[str, Any] | None, horizon: int
+    lp: Tensor, entropy: Tensor, batch: PolicyBatch, members: int, loss_type: str, loss_params: dict[str, Any] | None,
+    horizon: int,
 ) -> list[MemberLoss]:
     """Each member's loss over its ``rows / members`` rows of ``batch``, from its rows of the policy's log-probs
-    ``lp`` ``[rows, width]``: ``losses.compute`` on that member's samples alone, as the forward-backward
-    handler computes it for a session (a non-finite loss is ``NON_FINITE_LOSS``; ``horizon`` is FIXED_HORIZON's
-    constant, the model's context length)."""
+    ``lp`` and entropies ``entropy`` (``[rows, width]``): ``losses.compute`` on that member's samples alone, as
+    the forward-backward handler computes it for a session (a non-finite loss is ``NON_FINITE_LOSS``;
+    ``horizon`` is FIXED_HORIZON's constant, the model's context length)."""
     B = batch.ids.shape[0] // members
     out: list[MemberLoss] = []
     params: dict[str, Any] | None = None
@@ -75,7 +76,10 @@ def member_losses(
         except losses.InvalidLossInput as exc:
             out.append(MemberLoss(error=(wire.OperationErrorCode.INVALID_INPUT, str(exc))))
             continue
-        loss, metrics = losses.compute(loss_type, params, batch.cut(lp, k * B, (k + 1) * B), inputs, horizon=horizon)
+        rows = (k * B, (k + 1) * B)
+        loss, metrics = losses.compute(
+            loss_type, params, batch.cut(lp, *rows), inputs, horizon=horizon, entropy=batch.cut(entropy, *rows)
+        )
         value = float(loss.detach())
         if not math.isfinite(value):
             message = f"loss is {value}; no gradients were accumulated"

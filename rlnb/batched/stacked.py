@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
+from rlnb.engine import losses
 from rlnb.engine.models.tiny import CausalSelfAttention, KVCache, TinyConfig, TinyTransformer
 
 
@@ -134,11 +135,12 @@ class StackedModel:
 
     # -- maths -------------------------------------------------------------------------------------
 
-    def logprobs(self, ids: Tensor, targets: Tensor) -> Tensor:
-        """``[K, B, T]`` log-prob of each target token under its member's weights, for right-padded ``ids``
-        ``[K, B, T]`` (with causal attention, padding after a sequence cannot change its positions)."""
+    def logprobs(self, ids: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+        """``[K, B, T]`` log-prob of each target token under its member's weights, and the policy's entropy at
+        each position, for right-padded ``ids`` ``[K, B, T]`` (with causal attention, padding after a sequence
+        cannot change its positions)."""
         logits = self._forward(self.params, ids)  # (K, B, T, V)
-        return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]
+        return losses.logprobs_and_entropy(logits, targets)
 
     def decoder(self, batch: int, max_len: int) -> StackedDecoder:
         """Incremental decoding of ``members * batch`` rows: row ``k * batch + b`` is member k's row b."""

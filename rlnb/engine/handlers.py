@@ -123,18 +123,19 @@ def _inputs(engine: Engine, samples: list[wire.Sample]) -> tuple[list[list[int]]
     return seqs, inputs
 
 
-def _logprobs(engine: Engine, seqs: list[list[int]], targets: list[Tensor]) -> list[Tensor]:
-    """Log-prob of each target token, one 1-D tensor per sample. Sequences are right-padded into one
-    batch: with causal attention, padding after a sequence cannot change its positions."""
+def _logprobs(engine: Engine, seqs: list[list[int]], targets: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+    """Log-prob of each target token and the policy's entropy at each position, one 1-D tensor per sample.
+    Sequences are right-padded into one batch: with causal attention, padding after a sequence cannot
+    change its positions."""
     lens = [len(s) for s in seqs]
     width = max(lens)
     idx = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=engine.device)
     tgt = torch.nn.utils.rnn.pad_sequence(targets, batch_first=True).to(engine.device)
     logits = engine.adapter.forward(engine.trainer, idx)  # (B, T, V)
-    lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt[..., None])[..., 0]
+    lp, entropy = losses_mod.logprobs_and_entropy(logits, tgt)
     if len(lens) == 1:
-        return [lp[0].cpu()]
-    return [lp[b, :n].cpu() for b, n in enumerate(lens)]
+        return [lp[0].cpu()], [entropy[0].cpu()]
+    return [lp[b, :n].cpu() for b, n in enumerate(lens)], [entropy[b, :n].cpu() for b, n in enumerate(lens)]
 
 
 # -- forward-backward ------------------------------------------------------------------------------
@@ -152,9 +153,9 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
     )
     forward_only = bool(body.forward_only)
     with torch.set_grad_enabled(not forward_only):
-        lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
+        lps, entropy = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
         loss, metrics = losses_mod.compute(
-            loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length
+            loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length, entropy=entropy
         )  # FIXED_HORIZON's constant: the session's maximum sequence length
     value = float(loss.detach())
     if not math.isfinite(value):
@@ -200,7 +201,7 @@ def custom_forward_backward(
                 f"samples[{i}].loss_fn_inputs: the mask has {mask.numel()} values for {len(s)} tokens",
             )
         grads.append(torch.tensor(g.data) * ((mask != 0).float() if mask is not None else 1.0))
-    lps = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
+    lps, _ = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
     surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly
     return wire.CustomForwardBackwardResult()

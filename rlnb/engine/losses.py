@@ -93,12 +93,14 @@ def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[st
     out = {**spec.defaults, **given}
     if out.get("agg_type") == _UNSPECIFIED_AGG:  # protobuf's "unset": the default aggregation
         out["agg_type"] = spec.defaults["agg_type"]
-    return {k: float(v) if isinstance(v, int) else v for k, v in out.items()}
+    return {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in out.items()}
 
 
 def _allowed(model: type[wire._Model], key: str) -> str:
     """A field's allowed values, read from its own metadata (the bounds live only in ``rlnb.wire``)."""
     choices = [a for a in get_args(model.model_fields[key].annotation) if a is not type(None)]
+    if any(get_args(a)[:1] == (bool,) for a in choices):
+        return "true or false"
     literals = [v for a in choices for v in get_args(a) if isinstance(v, str)]
     if literals:
         return "one of " + ", ".join(literals)
@@ -142,6 +144,7 @@ def compute(
     inputs: list[dict[str, torch.Tensor]],
     *,
     horizon: int,
+    entropy: list[torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Loss to call .backward() on, and float metrics. logprobs[i] is lp of sample i; params as from validate.
 
@@ -153,6 +156,7 @@ def compute(
                          outside = [A > 0 and p - p_old > delta_high  or  A < 0 and p_old - p > delta_low]
     dro:                 L = -Σ (lp·A - ½·beta·(lp - q)²)·m
     grpo:                ℓ = -(min(r·A, clip(r)·A) - beta·kl),  kl = e^(ref - lp) - (ref - lp) - 1  (k3),
+                         times r when use_bias_correction_kl (the default, as TRL 1.16),
                          r_i = exp(Σ_t (lp - q)·m / Σ_t m) on every token of sample i if ratio_type is
                          SEQUENCE (GSPO), and L = Σ ℓ·m / Σ m (TOKEN_MEAN), mean_i(Σ_t ℓ·m / Σ_t m)
                          (SEQUENCE_MEAN) or Σ ℓ·m / (num_samples · horizon) (FIXED_HORIZON).
@@ -163,6 +167,9 @@ def compute(
     TRL's ``loss_type="dr_grpo"`` divides by ``max_completion_length``): the divisor depends on neither
     prompt nor completion lengths, so a token's gradient is the same in any batch of the same size.
 
+    ``entropy`` (optional, one 1-D tensor per sample, from ``logprobs_and_entropy``) adds
+    ``loss/entropy/mean``: the policy's mean token entropy over the masked tokens (TRL's ``entropy``).
+
     Clip metrics count a token only where the clip changes its gradient (as TRL's ``clip_ratio``):
     for PPO and GRPO ``low`` is r < low with A < 0 and ``high`` is r > high with A > 0 (the other side
     of each bound is kept by min() and still learns); for CISPO, whose clipped ratio is a coefficient,
@@ -171,7 +178,10 @@ def compute(
     lp = torch.cat(logprobs)
     if loss_type == _CROSS_ENTROPY:
         w = _cat(inputs, "weights", lp.device).to(lp.dtype)
-        return -(w * lp).sum(), {"loss/tokens": w.sum().item()}
+        metrics = {"loss/tokens": w.sum().item()}
+        if entropy is not None:
+            metrics["loss/entropy/mean"] = _masked_mean(torch.cat(entropy).to(lp.device), (w != 0).to(lp.dtype))
+        return -(w * lp).sum(), metrics
 
     q, adv = _cat(inputs, "logprobs", lp.device), _cat(inputs, "advantages", lp.device)
     m = torch.cat([loss_mask(loss_type, x) for x in inputs]).to(lp.device)
@@ -204,6 +214,8 @@ def compute(
         if params["beta"] > 0:
             d = _cat(inputs, "reference_logprobs", lp.device) - lp
             kl = d.exp() - d - 1
+            if params["use_bias_correction_kl"]:  # the unbiased reverse-KL gradient (DeepSeek-V3.2)
+                kl = kl * r
             obj = obj - params["beta"] * kl
             metrics["loss/kl_ref/mean"] = _masked_mean(kl, m)
         token_loss = -obj * m
@@ -217,6 +229,8 @@ def compute(
     metrics["loss/tokens"] = m.sum().item()
     metrics["loss/ratio/mean"] = _masked_mean(r, m)
     metrics["loss/sampler_kl/mean"] = _masked_mean(q - lp.detach(), m)
+    if entropy is not None:
+        metrics["loss/entropy/mean"] = _masked_mean(torch.cat(entropy).to(lp.device), m)
     if loss_type in (_PPO, _GRPO):
         lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
         metrics["loss/clip/low_fraction"] = _masked_mean((r < lo) & (adv < 0), m)
@@ -226,6 +240,23 @@ def compute(
         metrics["loss/clip/low_fraction"] = _masked_mean((r < lo) & (adv != 0), m)
         metrics["loss/clip/high_fraction"] = _masked_mean((r > hi) & (adv != 0), m)
     return loss, metrics
+
+
+ENTROPY_ROWS = 256
+"""Positions per chunk of the entropy: one chunk's probabilities at a time, not the whole batch's."""
+
+
+def logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The log-prob of each target token (differentiable) and the policy's entropy in nats at each position
+    (no gradient), from ``logits`` ``[..., V]`` and ``targets`` ``[...]``. The entropy reuses the
+    log-softmax the log-probs need, a chunk of positions at a time, so it costs one pass over it."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    lp = logp.gather(-1, targets[..., None])[..., 0]
+    with torch.no_grad():
+        flat = logp.detach().reshape(-1, logp.shape[-1])
+        chunks = [-(c.exp() * c.clamp(min=torch.finfo(c.dtype).min)).sum(-1) for c in flat.split(ENTROPY_ROWS)]
+        entropy = torch.cat(chunks).reshape(logp.shape[:-1]) if chunks else flat.new_zeros(logp.shape[:-1])
+    return lp, entropy
 
 
 def _cat(inputs: list[dict[str, torch.Tensor]], key: str, device: torch.device) -> torch.Tensor:

@@ -4,9 +4,10 @@ One ``Record`` per operation, updated in place as its status changes (PENDING â†
 COMPLETED / FAILED).
 
 A ``History`` with a run folder (``rlnb.history.store``) appends to ``ops.jsonl`` one JSON line when an
-operation is submitted and one when it ends, and every ``log()`` call to ``metrics.jsonl``, beside
-``config.json``, each flushed at once: a killed process loses nothing it had recorded. A run id that
-exists already is continued: its records are loaded and new ones are numbered after them.
+operation is submitted and one when it ends, every ``log()`` call to ``metrics.jsonl`` and every RL step's
+completions (``log_completions``) to ``completions.jsonl``, beside ``config.json``, each flushed at once:
+a killed process loses nothing it had recorded. A run id that exists already is continued: its records
+are loaded and new ones are numbered after them.
 ``History.load(path)`` restores a run, loading what is readable and warning about the rest.
 
 The record format is ``rlnb.history.record``; the tables are built by ``rlnb.history.tables``.
@@ -25,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from rlnb import wire
+from rlnb.history.completion_log import CompletionLog, read_completions
 from rlnb.history.record import Record, as_row, fold_output, from_row, logged_row, warn_bad
 from rlnb.history.steplog import StepLog
 from rlnb.history.store import (
@@ -55,6 +57,7 @@ class History:
         self._listeners: list[Callable[[Record], None]] = []
         self._log_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._logged: list[dict[str, Any]] = []
+        self._completions = CompletionLog()
         self.store = store
         self.config: dict[str, Any] = dict(config or {})
         self.step_log = StepLog()
@@ -89,6 +92,7 @@ class History:
         history = cls(store, config)
         if earlier is not None:
             history._records, history._logged = earlier._records, earlier._logged
+            history._completions = earlier._completions
             history._next_seq = earlier._next_seq
             history._replay(unfinished=False)  # the earlier session's unfinished operations never finish
         return history
@@ -116,6 +120,7 @@ class History:
         logged = (logged_row(line, bad) for _, line in read_jsonl(path / METRICS_FILE))
         history._logged = [row for row in logged if row is not None]
         warn_bad(path / METRICS_FILE, bad)
+        history._completions.add(read_completions(path))
         history._replay(unfinished=False)  # a loaded run's unfinished operations never finish
         return history
 
@@ -136,10 +141,12 @@ class History:
         return self.store.path if self.store else None
 
     def close(self) -> None:
+        """Release the run folder's lock and close its files; the records stay readable in memory."""
         if self.store:
             self.store.close()
 
     def __len__(self) -> int:
+        """The number of operations recorded."""
         return len(self._records)
 
     def __repr__(self) -> str:
@@ -147,6 +154,7 @@ class History:
 
     @property
     def records(self) -> list[Record]:
+        """A copy of every operation's record, in submission order (safe to read while a run goes on)."""
         with self._lock:
             return list(self._records)
 
@@ -214,6 +222,23 @@ class History:
         for cb in list(self._log_listeners):
             cb(row)
 
+    def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """Keep an RL step's completions (``prompt``, ``completion``, ``reward``, ``advantage``, ...; see
+        ``rlnb.history.completion_log.COLUMNS``); call it before ``log`` so a live view sees both at once."""
+        batch = [{"step": int(step), **row} for row in rows]
+        self._completions.add(batch)
+        if self.store:
+            self.store.write_completions(batch)
+
+    @property
+    def completions(self) -> pd.DataFrame:
+        """Every RL step's completions, one row per completion, in the order they were kept."""
+        return self._completions.frame()
+
+    def latest_completions(self) -> list[dict[str, Any]]:
+        """The rows of the step whose completions were kept last (the same list until the next step's)."""
+        return self._completions.latest()
+
     def on_log(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
         """Call ``callback(row)`` after every ``log()``; returns a function that unsubscribes."""
         self._log_listeners.append(callback)
@@ -256,6 +281,7 @@ class History:
         return self.step_log.frame()
 
     def to_csv(self, path: str | Path) -> None:
+        """Write ``df`` (one row per operation) to a CSV file."""
         self.df.to_csv(path, index=False)
 
     def to_parquet(self, path: str | Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from rlnb import wire
 
 NA_NO_GRAD_NORM = "the API's optim-step output carries only `step` (no gradient norm or learning rate)"
+"""The ``na_reason`` of a remote optim-step: its grad norm is NaN because the API does not report one, never 0."""
 
 
 @dataclass(slots=True)

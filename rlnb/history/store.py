@@ -1,5 +1,5 @@
-"""The run folder on disk: ``config.json``, ``ops.jsonl``, ``metrics.jsonl`` and the lock that makes one
-session at a time its writer.
+"""The run folder on disk: ``config.json``, ``ops.jsonl``, ``metrics.jsonl``, ``completions.jsonl`` (RL runs)
+and the lock that makes one session at a time its writer.
 
 Writing never stops a run. When a line cannot be written (a full disk, a folder that went away), the
 store warns once (``RunStoreWarning``), stops writing and the session carries on: its History keeps
@@ -27,6 +27,7 @@ from rlnb.errors import RunLocked
 RUNS_DIR_ENV = "RLNB_RUNS_DIR"
 """Overrides the default run folder ``./rlnb-runs``."""
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
+COMPLETIONS_FILE = "completions.jsonl"
 
 ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 """One encoder for every line. NaN is written as ``NaN``, which Python's json (and pandas) read back."""
@@ -37,10 +38,13 @@ class RunStoreWarning(RuntimeWarning):
 
 
 def default_runs_dir() -> Path:
+    """Where runs go when ``runs_dir`` is not given: ``$RLNB_RUNS_DIR``, else ``./rlnb-runs``."""
     return Path(os.environ.get(RUNS_DIR_ENV, "rlnb-runs"))
 
 
 def new_run_id(label: str = "") -> str:
+    """A fresh run id, ``<date>-<time>[-label]-<6 hex>``: ids sort by start time, and the random tail keeps
+    runs started in the same second apart."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return "-".join(p for p in (stamp, label, uuid.uuid4().hex[:6]) if p)
 
@@ -116,6 +120,7 @@ class RunStore:
         self._lock = threading.Lock()
         self._ops: IO[str] | None = None
         self._metrics: IO[str] | None = None
+        self._completions: IO[str] | None = None  # opened by the first completions written
         self._held: IO[str] | None = None
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -143,6 +148,20 @@ class RunStore:
     def write_metrics(self, row: dict[str, Any]) -> None:
         self._append("_metrics", row)
 
+    def write_completions(self, rows: list[dict[str, Any]]) -> None:
+        """Append one line per completion, flushed once; the file is created by the first rows written."""
+        lines = "".join(ENCODER.encode(row) + "\n" for row in rows)
+        with self._lock:
+            if self._ops is None or self._ops.closed:  # failed or closed
+                return
+            try:
+                if self._completions is None:
+                    self._completions = open(self.path / COMPLETIONS_FILE, "a", encoding="utf-8")  # noqa: SIM115
+                self._completions.write(lines)
+                self._completions.flush()
+            except OSError as exc:
+                self._fail(exc)
+
     def _append(self, which: str, row: dict[str, Any]) -> None:
         line = ENCODER.encode(row) + "\n"
         with self._lock:
@@ -160,7 +179,7 @@ class RunStore:
         if self.failed:
             return
         self.failed = f"{type(exc).__name__}: {exc}"
-        for fh in (self._ops, self._metrics):
+        for fh in (self._ops, self._metrics, self._completions):
             _close_quietly(fh)
         warnings.warn(
             f"rlnb cannot write the run folder {self.path} ({self.failed}); the run goes on in memory: "
@@ -171,7 +190,7 @@ class RunStore:
 
     def close(self) -> None:
         with self._lock:
-            for fh in (self._ops, self._metrics):
+            for fh in (self._ops, self._metrics, self._completions):
                 _close_quietly(fh)
             _close_quietly(self._held)  # releases run.lock
 

@@ -56,9 +56,11 @@ class Operation(Generic[T]):
 
     @property
     def error(self) -> wire.OperationError | None:
+        """The API's error object (``code``, ``message``) once the operation has FAILED; None otherwise."""
         return self._env.error
 
     def done(self) -> bool:
+        """Whether the operation has ended (COMPLETED or FAILED); never blocks."""
         return self._future.done()
 
     def result(self, timeout: float | None = None) -> T:
@@ -69,6 +71,7 @@ class Operation(Generic[T]):
             raise OperationTimeout(f"{self.kind} {self.id} still {self.status} after {timeout} s") from None
 
     def __await__(self) -> Generator[Any, None, T]:
+        """``await op`` in asyncio code: the output, or ``OperationFailed``, without blocking the event loop."""
         return asyncio.wrap_future(self._future).__await__()
 
     def _update(self, env: wire.Operation[Any]) -> None:

@@ -72,9 +72,11 @@ class Session:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
 
     def __enter__(self) -> Session:
+        """``with rlnb.connect(...) as session:`` closes the session when the block ends."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the session (see ``close``), whether or not the block raised."""
         self.close()
 
     @property
@@ -89,8 +91,10 @@ class Session:
             return [int(t) for t in cast(Sequence[int], prompt)]
         return to_tokens(self._text_codec(), prompt)
 
-    def decode(self, tokens: Sequence[int]) -> str:
-        return self._text_codec().decode(tokens)
+    def decode(self, tokens: Sequence[int], *, skip_special: bool = False) -> str:
+        """Text of token ids; ``skip_special`` leaves out the EOS that ended a completion and the
+        tokenizer's special tokens (the text a reward sees)."""
+        return self._text_codec().decode(tokens, skip_special)
 
     def _text_codec(self) -> Codec:
         if self.codec is None:

@@ -60,6 +60,7 @@ class Failure:
     time: float
 
     def text(self) -> str:
+        """One line for a library's text log: kind, id, step, error code and message."""
         return f"{self.kind} {self.op_id} failed at step {self.step}: {self.code}: {self.message}"
 
 
@@ -79,6 +80,7 @@ class RunInfo:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], path: Path | None = None) -> RunInfo:
+        """The run's name, group, flattened config and tags, from a History's ``config`` (and its folder)."""
         run_id = str(config.get("run_id") or "rlnb-run")
         group = config.get("sweep")
         name = f"{group}/{run_id}" if group else run_id

@@ -70,6 +70,7 @@ class MLflow(Sink):
         super().__init__(interval=interval, process=not remote if process is None else process)
 
     def spec(self) -> tuple[str, str, dict[str, Any]]:
+        """How a child process makes this sink again (``process=True``)."""
         kwargs = {"tracking_uri": self.tracking_uri, "experiment": self.experiment, "interval": self.interval}
         return __name__, "MLflow", kwargs
 
@@ -88,6 +89,7 @@ class MLflow(Sink):
                 self._experiment_id = self._experiment(self._client)
 
     def open(self, run: RunInfo) -> _Writer:
+        """Start the library's run for ``run``; called on the sink's own thread, as it may be slow."""
         self.prepare()
         assert self._experiment_id is not None
         return _Writer(self._client, self._experiment_id, run)

@@ -28,6 +28,7 @@ class TensorBoard(Sink):
         super().__init__(interval=interval, process=process)
 
     def spec(self) -> tuple[str, str, dict[str, Any]]:
+        """How a child process makes this sink again (``process=True``)."""
         return __name__, "TensorBoard", {"logdir": str(self.logdir), "interval": self.interval}
 
     def _load(self) -> None:
@@ -35,6 +36,7 @@ class TensorBoard(Sink):
         from torch.utils.tensorboard import SummaryWriter  # noqa: F401
 
     def open(self, run: RunInfo) -> _Writer:
+        """Start the library's run for ``run``; called on the sink's own thread, as it may be slow."""
         return _Writer(self.logdir / run.name, run)
 
 

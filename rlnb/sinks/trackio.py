@@ -32,9 +32,11 @@ class Trackio(Sink):
         super().__init__(interval=interval, process=process)
 
     def spec(self) -> tuple[str, str, dict[str, Any]]:
+        """How a child process makes this sink again (``process=True``)."""
         return __name__, "Trackio", {"project": self.project, "interval": self.interval, **self._init}
 
     def open(self, run: RunInfo) -> _Writer:
+        """Start the library's run for ``run``; called on the sink's own thread, as it may be slow."""
         import trackio
 
         # trackio.init finishes the "current run" of the calling context and makes the new one

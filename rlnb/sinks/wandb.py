@@ -47,10 +47,12 @@ class WandB(Sink):
         super().__init__(interval=interval, process=process)
 
     def spec(self) -> tuple[str, str, dict[str, Any]]:
+        """How a child process makes this sink again (``process=True``)."""
         where = {"dir": str(self.dir) if self.dir else None, "entity": self.entity, "settings": self._settings}
         return __name__, "WandB", {"project": self.project, "mode": self.mode, **where, "interval": self.interval}
 
     def open(self, run: RunInfo) -> _Writer:
+        """Start the library's run for ``run``; called on the sink's own thread, as it may be slow."""
         import wandb
 
         if self.dir is not None:

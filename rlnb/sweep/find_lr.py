@@ -76,14 +76,17 @@ class LRFind:
 
     @property
     def frame(self) -> pd.DataFrame:
+        """One row per step: learning rate, the objective and its smoothed value."""
         return pd.DataFrame({"learning_rate": self.lrs, self.objective: self.values, "smoothed": self.smoothed})
 
     def figure(self) -> Figure:
+        """A new figure with ``plot()`` on it; a notebook shows it where it is returned."""
         fig = NotebookFigure(figsize=(5, 3), layout="constrained")  # shows itself where a notebook returns it
         self.plot(fig.add_subplot())
         return fig
 
     def plot(self, ax: Axes | None = None) -> Axes:
+        """The objective per step and smoothed against the learning rate (log x), the suggestion dashed."""
         if ax is None:
             return self.figure().axes[0]
         ax.plot(self.lrs, self.values, ".", color="0.6", label=f"{self.objective} per step")

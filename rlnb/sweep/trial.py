@@ -121,8 +121,7 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
                 break
             report = rl_step(session, spec.task, step_params(spec, i), seed=spec.seed * 1_000_003 + i)
             rewards.append(report.reward)
-            losses.append(report.loss)
-            session.history.log(report.step, reward=report.reward)
+            losses.append(report.loss)  # rl_step logged the reward and the other RL metrics
             verdict = control.report(i + 1, objective_value(spec.objective, rewards, losses))
             if verdict is not None and i + 1 < spec.steps:
                 row.update(status="PRUNED", reason=verdict)

@@ -3,14 +3,15 @@ weights-sync (``rl_step``), and what it reports (``StepReport``)."""
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Sequence
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlnb import samples
+from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
+from rlnb.tasks.rollouts import AdvantageScale, Rollout, completion_rows, score, step_metrics
 from rlnb.tasks.task import Task
 
 
@@ -24,13 +25,8 @@ class StepReport:
     grad_norm: float
     status: str
     rewards: list[float] = field(default_factory=list)
-
-
-def group_advantages(rewards: Sequence[float]) -> list[float]:
-    """GRPO advantages: each reward minus its group's mean, over the group's std (0 if all equal)."""
-    mean = statistics.fmean(rewards)
-    std = statistics.pstdev(rewards)
-    return [(r - mean) / std if std > 1e-8 else 0.0 for r in rewards]
+    metrics: dict[str, float] = field(default_factory=dict)
+    """The step's RL metrics (``rlnb.tasks.RL_METRICS``), as logged to the history."""
 
 
 def rl_step(
@@ -43,32 +39,54 @@ def rl_step(
     seed: int | None = None,
     loss: str = "grpo",
     loss_params: dict[str, Any] | None = None,
+    advantage_scale: AdvantageScale = "sample_std",
 ) -> StepReport:
     """One RL step. Waits only for the samples; forward-backward, optim-step and weights-sync are
-    submitted back to back and pipeline on the session's queue. ``params`` are checked first."""
+    submitted back to back and pipeline on the session's queue. ``params`` are checked first.
+
+    Rewards read each completion's text without its EOS and special tokens; the loss trains on its tokens,
+    EOS included. Advantages are ``group_advantages(rewards, advantage_scale)`` per prompt. The step's
+    completions go to ``session.history.log_completions`` (also when its forward-backward or optim-step
+    fails), and its RL metrics (``rlnb.tasks.RL_METRICS``) to ``session.history.log``."""
     params = session.check_params(params)
     prompts = [session.encode(p) for p in task.prompts]
     sampled = session.sample(
         prompts, num_samples=group_size, max_tokens=task.max_tokens, temperature=temperature, seed=seed
     ).result()
-    batch, rewards = [], []
-    for ids, result in zip(prompts, sampled.results, strict=True):
-        text = session.decode(ids)
-        group = [task.reward(text, seq.text if seq.text is not None else session.decode(seq.tokens))
-                 for seq in result.sequences]
-        rewards.extend(group)
-        for seq, adv in zip(result.sequences, group_advantages(group), strict=True):
-            batch.append(samples.policy(ids, list(seq.tokens), seq.logprobs or [], adv))
+    texts = [session.decode(ids) for ids in prompts]
+    groups = score(task, texts, sampled.results, lambda t: session.decode(t, skip_special=True), advantage_scale)
+    batch = [
+        samples.policy(ids, list(seq.tokens), seq.logprobs or [], r.advantage)
+        for ids, result, group in zip(prompts, sampled.results, groups, strict=True)
+        for seq, r in zip(result.sequences, group, strict=True)
+    ]
     fb = session.forward_backward(batch, loss, loss_params)
     opt = session.optim_step(params)
     session.weights_sync()
-    out = opt.result()  # raises OperationFailed (e.g. NON_FINITE_LOSS) after recording it
-    metrics = out.metrics or {}
+    try:
+        out = opt.result()  # raises OperationFailed (e.g. NON_FINITE_LOSS) after recording it
+    except OperationFailed:
+        _keep_failed(session, groups)
+        raise
+    step = int(out.step)
+    session.history.log_completions(step, completion_rows(groups))
+    fb_out = fb.result()  # a failed forward-backward raises here: its optim-step changed nothing
+    metrics = step_metrics(groups, fb_out.metrics)
+    session.history.log(step, **metrics)
     return StepReport(
-        step=int(out.step),
-        reward=statistics.fmean(rewards),
-        loss=fb.result().loss,
-        grad_norm=float(metrics.get("grad_norm", float("nan"))),
+        step=step,
+        reward=metrics["reward"],
+        loss=fb_out.loss,
+        grad_norm=float((out.metrics or {}).get("grad_norm", float("nan"))),
         status=opt.status,
-        rewards=rewards,
+        rewards=[r.reward for g in groups for r in g],
+        metrics=metrics,
     )
+
+
+def _keep_failed(session: Session, groups: list[list[Rollout]]) -> None:
+    """The completions of a step whose optim-step failed, under the step it was to complete. Every earlier
+    operation has finished (the samples came after them), so that is the session's step + 1; a session that
+    cannot say (it was stopped) keeps none, and the failure is raised all the same."""
+    with contextlib.suppress(Exception):
+        session.history.log_completions(session.step + 1, completion_rows(groups))

@@ -1,9 +1,10 @@
 """``LiveView``: plots and a per-step table that stay up to date in place while a run goes on.
 
 An ``ipywidgets.VBox``: EMA and log-y toggles, one small PNG ``Image`` per panel (each a matplotlib
-figure on the Agg canvas, never pyplot), and a table of the latest optimizer steps with the raw
-operations one tab away. Assigning a widget's value works from any thread and while a cell is still
-running, in JupyterLab, Notebook 7, VS Code and Voila, with no custom front end and no
+figure on the Agg canvas, never pyplot), a table of the latest optimizer steps with the raw operations
+and the RL metrics one tab away, and the latest RL step's completions in a collapsed ``Accordion``
+(their HTML is ``rlnb.viz.livetables``). Assigning a widget's value works from any thread and while a
+cell is still running, in JupyterLab, Notebook 7, VS Code and Voila, with no custom front end and no
 ``clear_output``: nothing flickers. Redraws are throttled, and each costs the same at any length of
 run: new steps are appended to decimated series (``rlnb.viz.livefig``), only panels whose data changed
 are drawn, and mostly only their lines::
@@ -30,6 +31,7 @@ from matplotlib.colors import to_hex
 from rlnb.history import History, Record
 from rlnb.history.steplog import StepRow
 from rlnb.viz.livefig import Panel, Series
+from rlnb.viz.livetables import RL_TABLE, completions_html, rl_html
 from rlnb.viz.plots import CLIP_HEADROOM, STATUS_COLORS, short
 
 OP_HEADERS = ("seq", "kind", "status", "error", "step", "latency")
@@ -54,8 +56,10 @@ class LiveView:
     """Panels for each of ``metrics`` (figures given to ``history.log``; ``None``: every one, as it
     appears), the loss (``loss=False`` leaves it out: the GRPO loss is ≈0 by construction, watch the
     reward), the pre-clip gradient norm (Muon runs also their two partial norms; the clip threshold
-    while clipping is on) and the learning rate; below them the latest ``rows`` optimizer steps, and
-    the raw operations one tab away.
+    while clipping is on) and the learning rate; below them the latest ``rows`` optimizer steps, the raw
+    operations and the RL metrics (``rlnb.tasks.RL_METRICS``, as ``rl_step`` logs them) one tab away, and
+    the latest RL step's prompts, completions, rewards and advantages in a collapsed ``completions``
+    accordion (escaped: a completion is any text a model wrote).
 
     Redraws follow ``history.on_record`` (backend threads) and ``history.on_log``, at most once per
     ``every`` seconds, with a trailing redraw so the last change always shows. ``refresh()`` redraws
@@ -103,9 +107,17 @@ class LiveView:
         self.plots = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
         self.steps_table = widgets.HTML()
         self.ops_table = widgets.HTML()
-        self.tables = widgets.Tab(children=[self.steps_table, self.ops_table], titles=("steps", "operations"))
+        self.rl_table = widgets.HTML()
+        self.tables = widgets.Tab(
+            children=[self.steps_table, self.ops_table, self.rl_table], titles=("steps", "operations", "RL metrics")
+        )
+        self.completions_table = widgets.HTML()
+        self.completions = widgets.Accordion(
+            children=[self.completions_table], titles=("completions: none yet",), selected_index=None
+        )
+        self._completions_seen: list[dict[str, Any]] | None = None
         toggles = widgets.HBox([self.ema_toggle, self.log_toggle])
-        self.widget = widgets.VBox([toggles, self.plots, self.tables])
+        self.widget = widgets.VBox([toggles, self.plots, self.tables, self.completions])
         self.widget.add_class("rlnb-live")
         clash = {"loss", "grad_norm", "learning_rate"} & set(self.metrics)
         if clash:
@@ -119,7 +131,8 @@ class LiveView:
             self._add_panel("learning_rate", "learning rate", "C3")
         self.ema_toggle.observe(self._on_style, names="value")
         self.log_toggle.observe(self._on_style, names="value")
-        self.tables.observe(lambda _: self._draw_ops(), names="selected_index")
+        self.tables.observe(lambda _: self._draw_tabs(), names="selected_index")
+        self.completions.observe(lambda _: self._draw_completions(force=True), names="selected_index")
         self._unsubscribe = [history.on_record(self._on_change), history.on_log(self._on_change)]
         self.refresh()
 
@@ -213,7 +226,8 @@ class LiveView:
             for name in changed:
                 self._draw_panel(name)
             self.steps_table.value = self._steps_html(log.latest(self.rows + 1))
-            self._draw_ops()
+            self._draw_tabs()
+            self._draw_completions()
             self.redraws += 1
 
     def _feed(self, rows: list[StepRow], logs: list[dict[str, Any]]) -> set[str]:
@@ -230,7 +244,7 @@ class LiveView:
             for name, value in entry.items():
                 if name == "step":
                     continue
-                if self.auto and name not in self.panels:
+                if self.auto and name not in self.panels and name not in RL_TABLE:
                     self.metrics.append(name)
                     self._add_panel(name, name, "C2" if len(self.metrics) == 1 else f"C{(len(self.metrics) + 3) % 10}")
                 if name in self.metrics:
@@ -299,9 +313,22 @@ class LiveView:
             body.append(f"<tr><td colspan='{len(cols)}'><i>no completed optimizer step yet</i></td></tr>")
         return f"<table class='rlnb-steps' style='{_TABLE}'><tr>{head}</tr>{''.join(body)}</table>"
 
-    def _draw_ops(self) -> None:
+    def _draw_tabs(self) -> None:
+        """The tab on show (hidden ones are drawn when shown)."""
         if self.tables.selected_index == 1:
             self.ops_table.value = ops_html(self.history.tail(self.rows))
+        elif self.tables.selected_index == 2:
+            self.rl_table.value = rl_html(self.history.step_log.latest(self.rows))
+
+    def _draw_completions(self, force: bool = False) -> None:
+        """The accordion's title always; its table while open, when the latest step's completions changed."""
+        rows = self.history.latest_completions()
+        if rows is self._completions_seen and not force or not rows:
+            return
+        self._completions_seen = rows
+        self.completions.set_title(0, f"completions: step {rows[0]['step']} ({len(rows)})")
+        if self.completions.selected_index == 0:
+            self.completions_table.value = completions_html(rows)
 
 
 def ops_html(records: list[Record]) -> str:

@@ -29,6 +29,27 @@ from rlnb import wire
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
 from rlnb.history.tables import steps_table
+
+__all__ = [
+    "CLIP_HEADROOM",
+    "MARKERS_UP_TO",
+    "MAX_ERROR_LABELS",
+    "MAX_POINTS",
+    "STATUS_COLORS",
+    "STD_BAND_MIN_SEEDS",
+    "NotebookFigure",
+    "compare",
+    "decimate",
+    "grad_norm",
+    "learning_rate",
+    "loss",
+    "metric",
+    "overview",
+    "png",
+    "short",
+    "smooth",
+    "timeline",
+]
 from rlnb.wire import OperationStatus as Status
 
 
@@ -56,7 +77,8 @@ STATUS_COLORS: dict[str, str] = {
 MAX_POINTS = 2000
 """Lines with more points are decimated to at most this many before drawing."""
 MAX_ERROR_LABELS = 25
-"""The timeline writes the error code of the latest this-many failures (every failure gets a marker)."""
+"""``timeline`` labels at most this many of the latest failures with their error code, so labels never
+cover the plot."""
 MARKERS_UP_TO = 30
 """Lines of at most this many points get a marker at each point."""
 CLIP_HEADROOM = 2.0
@@ -212,17 +234,13 @@ def metric(history: History | pd.DataFrame, name: str, ax: Axes | None = None, e
 
 
 def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: float | None = None) -> Figure:
-    """Loss, gradient norm and each logged metric side by side, in one Figure."""
-    steps, reason = _steps(history)
-    logged = history.logged if isinstance(history, History) else steps
-    n = 2 + len(metrics)
-    fig = NotebookFigure(figsize=(4.2 * n, 3.4), layout="constrained")
-    axes = fig.subplots(1, n)
-    _loss(axes[0], steps, ema)
-    _grad_norm(axes[1], steps, reason, ema)
-    for ax, name in zip(axes[2:], metrics, strict=True):
-        _metric(ax, logged, name, ema)
-    return fig
+    """One figure of the run. An RL run (``reward`` logged) leads with the reward (and ``eval/accuracy`` on
+    the same axes when logged), then the RL metrics ``rl_step`` logs, each ``metrics`` figure, the gradient
+    norm, and the loss last, marked as GRPO's ≈0 loss; any other run shows loss, gradient norm and each
+    of ``metrics`` (``rlnb.viz.overview``)."""
+    from rlnb.viz.overview import overview as draw  # it builds on this module's panels
+
+    return draw(history, metrics, ema)
 
 
 def _merge_bars(x0: np.ndarray, x1: np.ndarray, lane: np.ndarray, gap: float) -> tuple[np.ndarray, ...]:

@@ -117,6 +117,7 @@ class OptimizerBuilder:
 
     @property
     def kind(self) -> str:
+        """The selected tab's optimizer kind, ``"adam"`` or ``"muon"`` (settable)."""
         return "adam" if self.tabs.selected_index == 0 else "muon"
 
     @kind.setter
@@ -125,6 +126,7 @@ class OptimizerBuilder:
 
     @property
     def valid(self) -> bool:
+        """True when every field passes the params' own checks (``errors`` is empty)."""
         return not self.errors
 
     @property
@@ -170,6 +172,7 @@ class OptimizerBuilder:
         self._changed()
 
     def get_schedule(self) -> Schedule:
+        """The learning-rate schedule the form describes (kind, warmup, total steps, minimum ratio)."""
         return Schedule(
             self.sched_kind.value, int(self.warmup.value), int(self.total.value), float(self.min_ratio.value)
         )

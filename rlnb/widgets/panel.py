@@ -108,6 +108,7 @@ class RunPanel:
 
     @property
     def running(self) -> bool:
+        """Whether a run is going on its background thread."""
         return self._busy.is_set()
 
     def start(self, n: int) -> bool:

@@ -1,6 +1,6 @@
 """Optimizer presets for the builder, each with the lesson it teaches on the demo task.
 
-Measured on the built-in model and the digits task (seeds 0-2, 30 RL steps; figures in the README,
+Measured on the built-in model and the digits task (seeds 0-2, 30 RL steps; figures in docs/widgets.md,
 held by ``tests/widgets/test_widgets.py::test_presets_hold_their_lessons``) with wide margins, so that a change
 of sampler or model size does not flip a lesson.
 """
@@ -31,6 +31,8 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # collapse the policy onto digits, the best possible reward on this task, and teach the opposite.
     "Too high (teaching)": _preset((100.0, 0.9, 0.95, 1e-8, 0.0, 0.0), (50.0, 0.95, 5, 0.0, 0.0)),
 }
+"""Optimizer values per preset and optimizer kind (``{name: {"adam": {...}, "muon": {...}}}``);
+``LESSONS`` says what each teaches."""
 LESSONS: dict[str, str] = {
     DEFAULT_PRESET: "expect the reward to climb from ~0.05 to near 1 within 30 steps on the digits task",
     "Together docs": "the API reference's values, sized for large models: on this tiny model the reward "
@@ -40,4 +42,4 @@ LESSONS: dict[str, str] = {
     "Too high (teaching)": "far too high, clipping off: within a step or two the policy collapses onto one "
     "output and the reward falls to ~0 and stays there",
 }
-"""What a run with each preset does (measured on the built-in model, see README), shown beside it."""
+"""What a run with each preset does (measured on the built-in model, see docs/widgets.md), shown beside it."""

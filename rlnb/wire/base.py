@@ -76,6 +76,7 @@ Int64 = Annotated[
 body (``to_json_dict``); the OpenAPI schema says both."""
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+"""A float that is not NaN or ±Inf: JSON has no spelling for them."""
 StrictInt = Annotated[int, Strict()]
 """An integer: no bool, no string, no float (the schema says ``integer``)."""
 StrictFloat = Annotated[float, Strict()]
@@ -113,6 +114,7 @@ class _Request(_Model):
 
 
 class ErrorDetail(_Model):
+    """The inside of an API error body: ``message``, ``type``, and ``param`` / ``code`` when known."""
     message: str
     type: str
     param: str | None = None

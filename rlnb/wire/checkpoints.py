@@ -31,19 +31,23 @@ CheckpointVariant: TypeAlias = Literal[
 """MERGED: the full model with the trained weights applied; ADAPTER: the LoRA weights only (LoRA sessions).
 UNSPECIFIED means MERGED (the SDK's default)."""
 CheckpointType: TypeAlias = Literal["CHECKPOINT_TYPE_TRAINING", "CHECKPOINT_TYPE_INFERENCE"]
+"""Which checkpoint operation made a checkpoint: training (resumable) or inference (loadable weights)."""
 
 
 class ModelRegistryArtifact(_Model):
+    """A model-registry entry (id and revision) a checkpoint was registered as."""
     id: str
     revision_id: str
 
 
 class InferenceRegistration(_Model):
+    """Where an inference checkpoint was registered: its adapter and / or merged model."""
     adapter: ModelRegistryArtifact | None = None
     model: ModelRegistryArtifact | None = None
 
 
 class InferenceCheckpoint(_Model):
+    """An inference checkpoint as a session lists it: id, optimizer step, time, registration."""
     id: str
     step: Int64
     created_at: datetime
@@ -51,6 +55,7 @@ class InferenceCheckpoint(_Model):
 
 
 class TrainingCheckpoint(_Model):
+    """A training checkpoint as a session lists it; ``resume_from_checkpoint_id`` takes its id."""
     id: str
     step: Int64
     created_at: datetime
@@ -58,14 +63,17 @@ class TrainingCheckpoint(_Model):
 
 
 class InferenceCheckpointResult(_Model):
+    """The output of an inference-checkpoint operation."""
     checkpoint: InferenceCheckpoint
 
 
 class TrainingCheckpointResult(_Model):
+    """The output of a training-checkpoint operation."""
     checkpoint: TrainingCheckpoint
 
 
 class Checkpoint(_Model):
+    """A checkpoint in the checkpoints collection; it outlives its session and resource."""
     id: str
     base_model: str
     created_at: datetime
@@ -79,6 +87,7 @@ class Checkpoint(_Model):
 
 
 class ListMeta(_Model):
+    """Pagination of a list response: pass ``next_cursor`` as ``after`` while ``has_more``."""
     limit: int | None = None
     has_more: bool = False
     next_cursor: str = ""
@@ -86,11 +95,13 @@ class ListMeta(_Model):
 
 
 class CheckpointList(_Model):
+    """One page of the checkpoints collection."""
     data: list[Checkpoint]
     meta: ListMeta
 
 
 class CheckpointFile(_Model):
+    """One file of a checkpoint download, with its presigned URL."""
     filename: str
     url: str
     """Presigned: fetch it without the Authorization header."""
@@ -98,4 +109,5 @@ class CheckpointFile(_Model):
 
 
 class CheckpointDownload(_Model):
+    """The files of one checkpoint variant, one presigned URL each."""
     data: list[CheckpointFile] = Field(default_factory=list)

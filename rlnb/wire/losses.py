@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, Strict
 
-from rlnb.wire.base import _Model
+from rlnb.wire.base import StrictBool, _Model
 
 __all__ = [
     "LOSSES",
@@ -41,13 +41,16 @@ LossType: TypeAlias = Literal[
     "LOSS_TYPE_DRO",
     "LOSS_TYPE_DPPO",
 ]
+"""The spec's loss types; ``LOSSES`` maps rlnb's short names (``"grpo"``) to them."""
 GrpoLossAggregationType: TypeAlias = Literal[
     "GRPO_LOSS_AGGREGATION_TYPE_UNSPECIFIED",
     "GRPO_LOSS_AGGREGATION_TYPE_FIXED_HORIZON",
     "GRPO_LOSS_AGGREGATION_TYPE_TOKEN_MEAN",
     "GRPO_LOSS_AGGREGATION_TYPE_SEQUENCE_MEAN",
 ]
+"""How GRPO turns token losses into one number: FIXED_HORIZON (÷ samples × max length), TOKEN_MEAN or SEQUENCE_MEAN."""
 GrpoLossRatioType: TypeAlias = Literal["GRPO_LOSS_RATIO_TYPE_TOKEN", "GRPO_LOSS_RATIO_TYPE_SEQUENCE"]
+"""GRPO's importance ratio per token (TOKEN) or per sample (SEQUENCE, as GSPO)."""
 
 ClipLow = Annotated[float, Strict(), Field(le=1, allow_inf_nan=False)]
 """An absolute lower bound on the importance ratio (<= 1)."""
@@ -59,10 +62,12 @@ Probability = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
 
 
 class CrossEntropyLossParams(_Model):
+    """Cross-entropy takes no params."""
     pass
 
 
 class GrpoLossParams(_Model):
+    """GRPO / GSPO params; unset fields take rlnb's defaults (clip 0.8 / 1.28, β 0, FIXED_HORIZON, TOKEN)."""
     clip_low_threshold: ClipLow | None = None
     """Lower bound on the importance ratio (absolute, <= 1)."""
     clip_high_threshold: ClipHigh | None = None
@@ -73,25 +78,32 @@ class GrpoLossParams(_Model):
     """How token losses become one number; UNSPECIFIED means the default (FIXED_HORIZON)."""
     ratio_type: GrpoLossRatioType | None = None
     """TOKEN: one ratio per token; SEQUENCE: one per sample (GSPO)."""
+    use_bias_correction_kl: StrictBool | None = None
+    """Multiply the KL term by the importance ratio, as TRL's flag of that name (an rlnb extension: the
+    service documents no such field). Only matters when ``beta`` > 0."""
 
 
 class PpoLossParams(_Model):
+    """PPO's clip range on the importance ratio (rlnb's defaults: 0.8 / 1.2)."""
     clip_low_threshold: ClipLow | None = None
     clip_high_threshold: ClipHigh | None = None
 
 
 class CispoLossParams(_Model):
+    """CISPO's clamp on its stop-gradient coefficient (rlnb's defaults: 0 / 4)."""
     clip_low_threshold: ClipLow | None = None
     clip_high_threshold: ClipHigh | None = None
 
 
 class DppoLossParams(_Model):
+    """DPPO's trust region in probability space (rlnb's defaults: δ 0.15 / 0.15)."""
     delta_low: Probability | None = None
     """Probability-space limit in [0, 1]."""
     delta_high: Probability | None = None
 
 
 class DroLossParams(_Model):
+    """DRO's penalty on the squared log-ratio; ``beta`` has no default."""
     beta: Penalty
     """Quadratic log-ratio penalty (>= 0); required."""
 
@@ -147,6 +159,7 @@ LOSSES: dict[str, LossSpec] = {
                 "beta": 0.0,
                 "agg_type": _FIXED_HORIZON,
                 "ratio_type": "GRPO_LOSS_RATIO_TYPE_TOKEN",
+                "use_bias_correction_kl": True,
             },
             _POLICY_REQUIRED, (*_POLICY_OPTIONAL, "reference_logprobs"),
         ),

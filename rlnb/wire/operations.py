@@ -27,6 +27,7 @@ __all__ = [
     "OFFLOADED_RESULT_MEMBERS",
     "REQUEST_TYPES",
     "RESULT_TYPES",
+    "STOP_REASON_LENGTH",
     "SYNC_NAMES",
     "CustomForwardBackwardBody",
     "CustomForwardBackwardResult",
@@ -75,10 +76,13 @@ class OperationKind(StrEnum):
 
 
 DType: TypeAlias = Literal["D_TYPE_UNSPECIFIED", "D_TYPE_INT64", "D_TYPE_FLOAT32", "D_TYPE_BFLOAT16"]
+"""The dtype a custom-forward-backward gradient may declare (the values are float32 whatever it says)."""
 TensorDType: TypeAlias = Literal["int64", "float32"]
+"""A loss input tensor's dtype: ``int64`` for token ids, ``float32`` for the rest."""
 WeightSyncType: TypeAlias = Literal[
     "WEIGHT_SYNC_TYPE_SYNCHRONOUS", "WEIGHT_SYNC_TYPE_BACKGROUND_PUBLISH", "WEIGHT_SYNC_TYPE_PIPELINE"
 ]
+"""How weights-sync publishes the trainer's weights to the sampler (``SYNC_NAMES`` has short names)."""
 SYNC_NAMES: dict[str, WeightSyncType] = {
     "synchronous": "WEIGHT_SYNC_TYPE_SYNCHRONOUS",
     "background_publish": "WEIGHT_SYNC_TYPE_BACKGROUND_PUBLISH",
@@ -86,6 +90,9 @@ SYNC_NAMES: dict[str, WeightSyncType] = {
 }
 """Short names of the weight-sync types."""
 StopReason: TypeAlias = Literal["STOP_REASON_LENGTH", "STOP_REASON_STOP"]
+"""Why a sampled sequence ended: ``max_tokens`` reached (LENGTH) or a stop string / EOS (STOP)."""
+STOP_REASON_LENGTH: Final[StopReason] = "STOP_REASON_LENGTH"
+"""A sequence that reached ``max_tokens`` before EOS or a stop string (TRL calls it clipped)."""
 
 LARGE_PAYLOAD_BYTES: Final = 512 * 1024
 """Bodies above this (compact JSON) go through the payload side channel (SDK 3.1.1's threshold)."""
@@ -97,6 +104,7 @@ UPLOADED_MEMBERS: Final[dict[OperationKind, tuple[str, ...] | None]] = {
 """The kinds whose large request bodies the SDK uploads, and what it uploads (None: the whole body;
 ``forward_only`` and ``return_loss_fn_outputs`` stay inline). The other kinds are always sent inline."""
 OFFLOADED_KINDS: Final = frozenset(UPLOADED_MEMBERS)
+"""The kinds whose large bodies the SDK uploads; the others are always sent inline."""
 OFFLOADED_RESULT_MEMBERS: Final[dict[OperationKind, tuple[str, ...]]] = {
     OperationKind.FORWARD_BACKWARD: ("loss_fn_outputs",),
     OperationKind.SAMPLE: ("results",),
@@ -110,6 +118,7 @@ Output = TypeVar("Output")
 
 
 class OperationError(_Model):
+    """Why an operation FAILED: an ``OperationErrorCode`` and the server's message."""
     code: OperationErrorCode | None = None
     """Why the operation failed; ``None`` when the server gave no code."""
     message: str | None = None
@@ -167,18 +176,22 @@ class TensorData(_Model):
 
 
 class EncodedText(_Model):
+    """A chunk of token ids (int64, sent as JSON integers by clients)."""
     tokens: list[Int64]
 
 
 class ModelInputChunk(_Model):
+    """One chunk of a model input; the API has only encoded text today."""
     encoded_text: EncodedText
 
 
 class ModelInput(_Model):
+    """A prompt or a training sequence as the API sends it: a list of token chunks."""
     chunks: list[ModelInputChunk]
 
     @classmethod
     def from_tokens(cls, tokens: list[int]) -> ModelInput:
+        """One chunk holding ``tokens``: the shape every rlnb client sends."""
         return cls(chunks=[ModelInputChunk(encoded_text=EncodedText(tokens=list(tokens)))])
 
     @property
@@ -201,6 +214,7 @@ class Sample(_Model):
 
 
 class ForwardBackwardBody(_Request):
+    """The forward-backward request: samples and the loss, with or without gradients."""
     samples: list[Sample]
     loss: LossConfig
     forward_only: StrictBool | None = None
@@ -212,10 +226,12 @@ class ForwardBackwardBody(_Request):
 
 
 class LossFnOutput(_Model):
+    """Per-sample output tensors of a loss (e.g. ``logprobs``), when asked for."""
     tensors: dict[str, TensorData]
 
 
 class ForwardBackwardResult(_Model):
+    """The output of a forward-backward: the loss, its metrics, and per-sample outputs if asked."""
     loss: float
     """Summed over the batch for cross-entropy; for a mean-aggregated loss the batch's mean. Gradients of
     several forward-backward calls add up before an optim-step, and so do their losses."""
@@ -225,12 +241,14 @@ class ForwardBackwardResult(_Model):
 
 
 class GradientTensor(_Model):
+    """d loss / d logprob for one sample's target tokens, in a custom forward-backward."""
     data: list[StrictFloat]
     dtype: DType | None = None
     """Optional, as in the API: the values are float32 whatever it says."""
 
 
 class CustomForwardBackwardBody(_Request):
+    """Backpropagate your own per-token gradients of the log-probs: the loss is computed client-side."""
     samples: list[Sample]
     gradients: list[GradientTensor]
     """One per sample: d loss / d logprob for each target token."""
@@ -239,6 +257,7 @@ class CustomForwardBackwardBody(_Request):
 
 
 class CustomForwardBackwardResult(_Model):
+    """The (empty) output of a custom forward-backward: the gradients have accumulated."""
     pass
 
 
@@ -247,10 +266,12 @@ class CustomForwardBackwardResult(_Model):
 
 
 class WeightsSyncBody(_Request):
+    """The weights-sync request: how to publish the trainer's weights to the sampler."""
     weight_sync_type: WeightSyncType
 
 
 class WeightsSyncResult(_Model):
+    """The output of a weights-sync: the policy version the sampler now serves."""
     weights_version: Int64
     """Policy version now live (0 = initial model, +1 per optim-step)."""
 
@@ -260,6 +281,7 @@ DEFAULT_MAX_TOKENS = 16
 
 
 class SamplingParams(_Model):
+    """Sampling settings of one sample request; unset fields take the session's defaults."""
     max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
     temperature: Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)] | None = None
     top_p: Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
@@ -271,6 +293,7 @@ class SamplingParams(_Model):
 
 
 class SampleBody(_Request):
+    """The sample request: prompts, samples per prompt, sampling settings, prompt log-probs."""
     model_inputs: list[ModelInput]
     num_samples: Annotated[StrictInt, Field(ge=1)] | None = None
     sampling_params: SamplingParams | None = None
@@ -283,11 +306,13 @@ class SampleBody(_Request):
 
 
 class PolicyVersionSegment(_Model):
+    """From ``start_token`` on, the tokens came from policy ``version`` (weights may change mid-sample)."""
     start_token: int
     version: int
 
 
 class SampledSequence(_Model):
+    """One completion: its tokens, log-probs and stop reason (``text`` is decoded client-side)."""
     tokens: list[Int64]
     stop_reason: StopReason
     prompt_cache_hit_tokens: int = 0
@@ -298,11 +323,13 @@ class SampledSequence(_Model):
 
 
 class PromptTopLogprobs(_Model):
+    """The top-k candidate tokens and their log-probs at one prompt position."""
     token_ids: list[int] = Field(default_factory=list)
     logprobs: list[float] = Field(default_factory=list)
 
 
 class SampleResult(_Model):
+    """The completions of one prompt, with its prompt log-probs when asked for."""
     policy_segments: list[PolicyVersionSegment]
     sequences: list[SampledSequence]
     prompt_logprobs: list[float] | None = None
@@ -310,6 +337,7 @@ class SampleResult(_Model):
 
 
 class SampleOutput(_Model):
+    """The output of a sample operation: one ``SampleResult`` per prompt, in request order."""
     results: list[SampleResult]
 
 
@@ -318,12 +346,14 @@ class SampleOutput(_Model):
 
 
 class PayloadUploadUrl(_Model):
+    """Where to PUT a large request body; the operation then carries ``payload_id``."""
     payload_id: str
     upload_url: str
     """Absolute and presigned: PUT the compact JSON body there without the Authorization header."""
 
 
 class PayloadDownloadUrl(_Model):
+    """Where to GET the large members of a result that carries ``payload_id``."""
     download_url: str
     """Absolute and presigned: GET it without the Authorization header; the body is a JSON object."""
 
@@ -340,6 +370,7 @@ REQUEST_TYPES: dict[OperationKind, type[_Model] | None] = {
     OperationKind.INFERENCE_CHECKPOINT: None,
     OperationKind.TRAINING_CHECKPOINT: None,
 }
+"""Each operation kind's request body model (None: the kind takes no body). Client and server both read it."""
 RESULT_TYPES: dict[OperationKind, type[_Model]] = {
     OperationKind.FORWARD_BACKWARD: ForwardBackwardResult,
     OperationKind.CUSTOM_FORWARD_BACKWARD: CustomForwardBackwardResult,
@@ -349,6 +380,7 @@ RESULT_TYPES: dict[OperationKind, type[_Model]] = {
     OperationKind.INFERENCE_CHECKPOINT: InferenceCheckpointResult,
     OperationKind.TRAINING_CHECKPOINT: TrainingCheckpointResult,
 }
+"""Each operation kind's result model, which the envelope's ``output`` parses to."""
 
 
 def _typed_envelopes() -> dict[OperationKind, type[Operation[Any]]]:

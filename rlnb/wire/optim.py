@@ -30,12 +30,14 @@ __all__ = [
 OptimizerKind: TypeAlias = Literal["adam", "muon"]
 """The optimizer of a model resource, fixed for its life (rlnb's short names)."""
 OPTIMIZERS: Final[tuple[OptimizerKind, ...]] = get_args(OptimizerKind)
+"""Every ``OptimizerKind``: what ``connect(optimizer=...)`` accepts."""
 OPTIMIZER_PARAMS_FIELD: Final[dict[OptimizerKind, str]] = {"adam": "adam_params", "muon": "muon_params"}
 """Which ``OptimStepBody`` field carries each kind's per-step params."""
 
 MuonScalingStrategy: TypeAlias = Literal[
     "MUON_SCALING_STRATEGY_UNSPECIFIED", "MUON_SCALING_STRATEGY_MATCH_ADAM", "MUON_SCALING_STRATEGY_ORIGINAL"
 ]
+"""The units of Muon's learning rate: ORIGINAL (Keller Jordan's) or MATCH_ADAM (an update RMS like AdamW's)."""
 MUON_SCALING: Final[dict[str, MuonScalingStrategy]] = {
     "original": "MUON_SCALING_STRATEGY_ORIGINAL",
     "match_adam": "MUON_SCALING_STRATEGY_MATCH_ADAM",
@@ -85,11 +87,13 @@ class MuonParams(_Model):
 
 
 class OptimStepBody(_Request):
+    """The optim-step request: ``adam_params`` or ``muon_params``, matching the session's optimizer."""
     adam_params: AdamParams | None = None
     muon_params: MuonParams | None = None
 
 
 class OptimStepResult(_Model):
+    """The output of an optim-step: the new step count (and rlnb's metrics extension)."""
     step: Int64
     """The session's optimizer-step count after this update (1 after the first step)."""
     metrics: dict[str, float] | None = None
@@ -98,10 +102,12 @@ class OptimStepResult(_Model):
 
 
 class MuonOptimizerConfig(_Model):
+    """A Muon resource's optimizer config: the scaling strategy of its learning rate."""
     scaling_strategy: MuonScalingStrategy | None = None
 
 
 class AdamOptimizerConfig(_Model):
+    """An AdamW resource's optimizer config (no fields in the API)."""
     pass
 
 

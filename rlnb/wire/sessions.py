@@ -60,6 +60,7 @@ RequestGpuType: TypeAlias = Literal["B200-SXM"]
 
 
 class LoraConfig(_Model):
+    """LoRA adapters for a training session; unset fields take the service's defaults."""
     rank: Annotated[StrictInt, Field(ge=1, le=2**31 - 1)] | None = None
     """int32 on the wire (a JSON number, unlike the int64 ``seed``)."""
     alpha: Annotated[StrictInt, Field(ge=1, le=2**31 - 1)] | None = None
@@ -92,6 +93,7 @@ def lora_config(lora: object) -> LoraConfig | bool:
 
 
 class WandbMetadata(_Model):
+    """The W&B run a session reports to, as the service records it."""
     entity: str | None = None
     group: str | None = None
     project: str | None = None
@@ -101,10 +103,12 @@ class WandbMetadata(_Model):
 
 
 class SessionMetadata(_Model):
+    """Free-form metadata of a session (today: its W&B run)."""
     wandb: WandbMetadata | None = None
 
 
 class PolicyState(_Model):
+    """Which weights version the trainer made, weights-sync promised, and the sampler serves."""
     applied_weights_version: Int64 = 0
     """Version actually live on the generator."""
     pending_publish: bool = False
@@ -115,12 +119,14 @@ class PolicyState(_Model):
 
 
 class SessionError(_Model):
+    """Why a session is in ERROR: a ``SessionErrorCode``, a message, and when."""
     code: SessionErrorCode
     message: str
     occurred_at: datetime
 
 
 class Session(_Model):
+    """A training session as the API returns it: status, step, policy state, checkpoints."""
     id: str
     status: SessionStatus
     base_model: str
@@ -141,6 +147,7 @@ class Session(_Model):
 
 
 class StartTrainingSessionRequest(_Request):
+    """Start a session on a READY model resource, optionally resuming from a training checkpoint."""
     model_resources_id: str
     display_name: str | None = None
     load_optimizer: StrictBool | None = None
@@ -150,12 +157,14 @@ class StartTrainingSessionRequest(_Request):
 
 
 class UpdateSessionRequest(_Request):
+    """Change a session's display name or metadata (PATCH)."""
     display_name: str | None = None
     """Omitted: unchanged; empty string: cleared."""
     metadata: SessionMetadata | None = None
 
 
 class SessionList(_Model):
+    """One page of training sessions."""
     data: list[Session] = Field(default_factory=list)
     meta: ListMeta = Field(default_factory=ListMeta)
 
@@ -165,17 +174,20 @@ class SessionList(_Model):
 
 
 class ComputeConfigRequest(_Model):
+    """The compute a model resource asks for: GPU type and sampler replicas."""
     gpu_type: RequestGpuType | None = None
     num_generator_replicas: Annotated[StrictInt, Field(ge=0)] | None = None
     """0 = trainer only: sampling is rejected."""
 
 
 class ComputeConfig(_Model):
+    """The compute a model resource got."""
     num_generator_replicas: int
     gpu_type: GpuType | None = None
 
 
 class CreateModelResourcesRequest(_Request):
+    """Create a model resource: base model, optimizer (fixed for its life), LoRA or full weights, compute."""
     base_model: str
     base_weights_ref: str | None = None
     compute_config: ComputeConfigRequest | None = None
@@ -186,16 +198,19 @@ class CreateModelResourcesRequest(_Request):
 
 
 class ModelResourcesStatusDetails(_Model):
+    """Extra status of a model resource: its place in the capacity queue."""
     queue_position: int | None = None
 
 
 class ModelResourcesError(_Model):
+    """Why a model resource is in ERROR: a ``ModelResourcesErrorCode``, a message, and when."""
     code: ModelResourcesErrorCode
     message: str
     occurred_at: datetime
 
 
 class ModelResources(_Model):
+    """A model resource as the API returns it: the compute and optimizer that sessions run on."""
     id: str
     base_model: str
     compute_config: ComputeConfig
@@ -215,21 +230,25 @@ class ModelResources(_Model):
 
 
 class ModelResourcesList(_Model):
+    """One page of model resources."""
     data: list[ModelResources] = Field(default_factory=list)
     meta: ListMeta = Field(default_factory=ListMeta)
 
 
 class ExtendExpiryRequest(_Request):
+    """Keep a resource from stopping for inactivity for ``seconds`` from now."""
     seconds: Annotated[StrictInt, Field(ge=60, le=86400)]
     """Seconds *from now* the resource must not stop for inactivity, 60..86400."""
 
 
 class CostEstimate(_Model):
+    """A resource's estimated price per hour."""
     currency: str
     price_per_hour: float
 
 
 class SamplingDefaults(_Model):
+    """The sampling settings a generator uses when a request leaves them unset."""
     logprobs: int
     """Number of logprobs returned per sampled token (an integer in the spec, not a flag)."""
     max_tokens: int
@@ -238,37 +257,44 @@ class SamplingDefaults(_Model):
 
 
 class GeneratorConfig(_Model):
+    """What a supported model's sampler offers: context length and sampling defaults."""
     context_length: int
     sampling_defaults: SamplingDefaults
 
 
 class FullTrainerConfig(_Model):
+    """Limits of full-weight training of a supported model."""
     max_batch_size: int
     max_seq_length: int
 
 
 class LoraTrainerConfig(_Model):
+    """Limits of LoRA training of a supported model, including the largest rank."""
     max_batch_size: int
     max_rank: int
     max_seq_length: int
 
 
 class TrainerConfig(_Model):
+    """A supported model's trainer limits, for full weights and for LoRA."""
     full: FullTrainerConfig | None = None
     lora: LoraTrainerConfig | None = None
 
 
 class SupportedComputeConfig(_Model):
+    """One compute option of a supported model, with its sampler and trainer limits."""
     gpu_type: RequestGpuType
     generator_config: GeneratorConfig | None = None
     trainer_config: TrainerConfig | None = None
 
 
 class SupportedModel(_Model):
+    """A base model the service can train, with its compute options."""
     base_model: str
     default_gpu_type: RequestGpuType
     compute_configs: list[SupportedComputeConfig] = Field(default_factory=list)
 
 
 class SupportedModels(_Model):
+    """The supported-models listing."""
     data: list[SupportedModel]

@@ -28,6 +28,8 @@ __all__ = [
 
 
 class OperationStatus(StrEnum):
+    """An operation's status: PENDING → RUNNING → COMPLETED or FAILED."""
+
     UNSPECIFIED = "TRAINING_OPERATION_STATUS_UNSPECIFIED"
     PENDING = "TRAINING_OPERATION_STATUS_PENDING"
     RUNNING = "TRAINING_OPERATION_STATUS_RUNNING"
@@ -36,6 +38,8 @@ class OperationStatus(StrEnum):
 
 
 class OperationErrorCode(StrEnum):
+    """Why an operation FAILED (``OperationFailed.code``); ``short_name`` drops the prefix."""
+
     UNSPECIFIED = "TRAINING_OPERATION_ERROR_CODE_UNSPECIFIED"
     RESOURCE_EXHAUSTED = "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
     TIMEOUT = "TRAINING_OPERATION_ERROR_CODE_TIMEOUT"
@@ -46,6 +50,8 @@ class OperationErrorCode(StrEnum):
 
 
 class SessionStatus(StrEnum):
+    """A training session's status; a STOPPED, STOPPING, ERROR or EXPIRED one takes no more operations."""
+
     UNSPECIFIED = "TRAINING_SESSION_STATUS_UNSPECIFIED"
     CREATING = "TRAINING_SESSION_STATUS_CREATING"
     RUNNING = "TRAINING_SESSION_STATUS_RUNNING"
@@ -56,6 +62,8 @@ class SessionStatus(StrEnum):
 
 
 class SessionErrorCode(StrEnum):
+    """Why a training session is in ERROR."""
+
     RESOURCE_UNAVAILABLE = "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE"
     RESOURCE_AT_CAPACITY = "TRAINING_SESSION_ERROR_CODE_RESOURCE_AT_CAPACITY"
     TIMED_OUT = "TRAINING_SESSION_ERROR_CODE_TIMED_OUT"
@@ -63,6 +71,8 @@ class SessionErrorCode(StrEnum):
 
 
 class ModelResourcesStatus(StrEnum):
+    """A model resource's status; sessions start only on a READY one."""
+
     PENDING = "MODEL_RESOURCES_STATUS_PENDING"
     CREATING = "MODEL_RESOURCES_STATUS_CREATING"
     READY = "MODEL_RESOURCES_STATUS_READY"
@@ -72,6 +82,8 @@ class ModelResourcesStatus(StrEnum):
 
 
 class ModelResourcesErrorCode(StrEnum):
+    """Why a model resource is in ERROR."""
+
     CAPACITY_WAIT_TIMEOUT = "MODEL_RESOURCES_ERROR_CODE_CAPACITY_WAIT_TIMEOUT"
     PROVISIONING_FAILED = "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED"
     RESOURCE_UNAVAILABLE = "MODEL_RESOURCES_ERROR_CODE_RESOURCE_UNAVAILABLE"
@@ -92,9 +104,11 @@ SESSION_ENDED: Final = frozenset(
 RESOURCE_ACTIVE: Final = frozenset(
     {ModelResourcesStatus.PENDING, ModelResourcesStatus.CREATING, ModelResourcesStatus.READY}
 )
+"""A resource in one of these is live: it counts against ``rlnb serve``'s ``max_live_resources``."""
 RESOURCE_ENDED: Final = frozenset(
     {ModelResourcesStatus.ERROR, ModelResourcesStatus.STOPPED, ModelResourcesStatus.STOPPING}
 )
+"""A resource in one of these starts no more sessions."""
 
 _CATALOGUES: tuple[type[StrEnum], ...] = (
     OperationStatus,

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from rlnb.engine.losses import LOSS_TYPES, InvalidLossInput, compute, loss_mask, validate
+from rlnb.engine.losses import LOSS_TYPES, InvalidLossInput, compute, logprobs_and_entropy, loss_mask, validate
 
 CE, GRPO, IS = "LOSS_TYPE_CROSS_ENTROPY", "LOSS_TYPE_GRPO", "LOSS_TYPE_IMPORTANCE_SAMPLING"
 PPO, CISPO, DPPO, DRO = "LOSS_TYPE_PPO", "LOSS_TYPE_CISPO", "LOSS_TYPE_DPPO", "LOSS_TYPE_DRO"
@@ -259,7 +259,7 @@ def test_dro(beta):
 # ---------------------------------------------------------------- GRPO
 
 
-def ref_grpo(lp, agg, ratio, beta, m=M, lo=0.8, hi=1.28):
+def ref_grpo(lp, agg, ratio, beta, m=M, lo=0.8, hi=1.28, correction=True):
     sums, counts = [], []
     for i, row in enumerate(lp):
         count = sum(m[i])
@@ -274,7 +274,7 @@ def ref_grpo(lp, agg, ratio, beta, m=M, lo=0.8, hi=1.28):
             objective = min(r * a, clip(r, lo, hi) * a)
             if beta > 0:
                 d = REF[i][t] - lpt
-                objective -= beta * (math.exp(d) - d - 1)
+                objective -= beta * (math.exp(d) - d - 1) * (r if correction else 1.0)
             total -= objective * m[i][t]
         sums.append(total)
         counts.append(count)
@@ -285,23 +285,63 @@ def ref_grpo(lp, agg, ratio, beta, m=M, lo=0.8, hi=1.28):
     return sum(sums) / (len(lp) * HORIZON)
 
 
+def ratios(ratio):
+    """Every token's importance ratio: its own, or its sample's (the exp of the masked mean log-ratio)."""
+    if ratio == RATIO_TOKEN:
+        return RATIOS
+    out = []
+    for ds, ms in zip(D, M, strict=True):
+        mean = sum(d * m for d, m in zip(ds, ms, strict=True)) / (sum(ms) or 1)
+        out += [math.exp(mean)] * len(ds)
+    return out
+
+
 AGGS = [FIXED_HORIZON, TOKEN_MEAN, SEQUENCE_MEAN]
 RATIO_TYPES = [RATIO_TOKEN, RATIO_SEQUENCE]
 
 
+@pytest.mark.parametrize("correction", [True, False])
 @pytest.mark.parametrize("beta", [0.0, 0.125])
 @pytest.mark.parametrize("ratio", RATIO_TYPES)
 @pytest.mark.parametrize("agg", AGGS)
-def test_grpo(agg, ratio, beta):
-    params = {"agg_type": agg, "ratio_type": ratio, "beta": beta}
+def test_grpo(agg, ratio, beta, correction):
+    params = {"agg_type": agg, "ratio_type": ratio, "beta": beta, "use_bias_correction_kl": correction}
     loss, grads, metrics = run(GRPO, params)
-    assert_matches(loss, grads, lambda lp: ref_grpo(lp, agg, ratio, beta))
+    assert_matches(loss, grads, lambda lp: ref_grpo(lp, agg, ratio, beta, correction=correction))
     assert metrics["loss/tokens"] == 6.0
     if beta > 0:
         kl = [math.exp(r - lpt) - (r - lpt) - 1 for r, lpt in zip(flat(REF), flat(LP), strict=True)]
+        if correction:  # the logged KL is the term in the loss, as TRL logs it
+            kl = [k * r for k, r in zip(kl, ratios(ratio), strict=True)]
         assert metrics["loss/kl_ref/mean"] == pytest.approx(masked_mean(kl), abs=TOL)
     else:
         assert "loss/kl_ref/mean" not in metrics
+
+
+def test_grpo_kl_bias_correction_is_the_default_and_changes_only_the_gradient_on_policy():
+    """At r = 1 (on-policy) the corrected KL term has the same value, but its gradient gains kl·∇lp: the
+    reverse-KL gradient ∇lp·(lp - ref), where the plain k3 term gives ∇lp·(1 - e^(ref - lp))."""
+    inputs = make_inputs()
+    for x, row in zip(inputs, LP, strict=True):
+        x["logprobs"] = torch.tensor(row, dtype=torch.float32)  # q = lp: on-policy
+        x["advantages"] = torch.zeros(len(row))  # only the KL term is left
+    beta = 0.5
+    out = {}
+    for correction in (None, True, False):
+        params = validate(GRPO, {"beta": beta, "agg_type": TOKEN_MEAN, "use_bias_correction_kl": correction},
+                          inputs, SEQ_LENS)
+        lps = [torch.tensor(row, dtype=torch.float32, requires_grad=True) for row in LP]
+        loss, _ = compute(GRPO, params, lps, inputs, horizon=HORIZON)
+        loss.backward()
+        out[correction] = (loss.item(), flat([t.grad.tolist() for t in lps]))
+    assert out[None] == out[True]  # the default
+    assert out[True][0] == pytest.approx(out[False][0], abs=1e-6)  # same value on-policy
+    d = [ref - lp for ref, lp in zip(flat(REF), flat(LP), strict=True)]
+    n = sum(flat(M))
+    assert out[True][1] == pytest.approx([beta * -dt * mt / n for dt, mt in zip(d, flat(M), strict=True)], abs=1e-6)
+    assert out[False][1] == pytest.approx(
+        [beta * (1 - math.exp(dt)) * mt / n for dt, mt in zip(d, flat(M), strict=True)], abs=1e-6
+    )
 
 
 def test_grpo_defaults_are_fixed_horizon_token_ratio():
@@ -381,7 +421,9 @@ def test_validate_fills_defaults():
         "beta": 0.0,
         "agg_type": FIXED_HORIZON,
         "ratio_type": RATIO_TOKEN,
+        "use_bias_correction_kl": True,
     }
+    assert validate(GRPO, {"use_bias_correction_kl": False}, inputs, SEQ_LENS)["use_bias_correction_kl"] is False
     assert validate(PPO, {"clip_low_threshold": 0.5, "clip_high_threshold": None}, inputs, SEQ_LENS) == {
         "clip_low_threshold": 0.5,
         "clip_high_threshold": 1.2,
@@ -441,6 +483,8 @@ BAD = [
     (DRO, None, None, ["'beta'", "required"]),
     (GRPO, {"agg_type": "MEAN"}, None, ["'agg_type'", TOKEN_MEAN]),
     (GRPO, {"ratio_type": "TOKEN"}, None, ["'ratio_type'", RATIO_SEQUENCE]),
+    (GRPO, {"use_bias_correction_kl": 1}, None, ["'use_bias_correction_kl'", "true or false", "1"]),
+    (GRPO, {"use_bias_correction_kl": "yes"}, None, ["'use_bias_correction_kl'", "true or false"]),
     (PPO, None, lambda xs: xs.clear(), ["empty batch"]),
     (PPO, None, lambda xs: xs.pop(), ["2 samples", "3 model inputs"]),
     (IS, None, _drop(1, "advantages"), ["sample 1", "'advantages'", "missing"]),
@@ -473,3 +517,34 @@ def test_validate_rejects(loss_type, params, mutate, needles):
         validate(loss_type, params, inputs, SEQ_LENS)
     for needle in needles:
         assert needle in str(err.value)
+
+
+# ---------------------------------------------------------------- entropy
+
+
+def test_entropy_is_the_policys_mean_token_entropy_over_the_masked_tokens():
+    """``logprobs_and_entropy`` gives the target log-probs and H = -Σ p log p per position, in chunks
+    (here several), and ``compute`` reports its masked mean as ``loss/entropy/mean`` for every loss."""
+    torch.manual_seed(0)
+    logits = torch.randn(3, 200, 11, dtype=torch.float64) * 3  # 600 positions: 3 chunks of ENTROPY_ROWS
+    logits[0, 0, 4] = -math.inf  # a token the model can never emit: p log p = 0, not NaN
+    targets = torch.randint(0, 11, (3, 200))
+    targets[0, 0] = 3
+    lp, entropy = logprobs_and_entropy(logits, targets)
+    p = torch.softmax(logits, -1)
+    want = -(p * torch.log(p.clamp(min=1e-300))).sum(-1)
+    torch.testing.assert_close(entropy, want.float(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(lp, torch.log_softmax(logits, -1).gather(-1, targets[..., None])[..., 0].float())
+    assert not entropy.requires_grad
+    per_sample = [torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([5.0, 6.0, 7.0]), torch.tensor([8.0, 9.0])]
+    want_mean = masked_mean(flat([t.tolist() for t in per_sample]))  # the 0/1 mask of the policy losses
+    for loss_type, params in ((GRPO, None), (PPO, None), (CISPO, None), (IS, None)):
+        inputs = make_inputs()
+        params = validate(loss_type, params, inputs, SEQ_LENS)
+        lps = [torch.tensor(row, requires_grad=True) for row in LP]
+        _, metrics = compute(loss_type, params, lps, inputs, horizon=HORIZON, entropy=per_sample)
+        assert metrics["loss/entropy/mean"] == pytest.approx(want_mean), loss_type
+    _, metrics = compute(CE, {}, [torch.tensor(row) for row in LP], make_inputs(), horizon=HORIZON, entropy=per_sample)
+    assert metrics["loss/entropy/mean"] == pytest.approx(want_mean)  # weights != 0, fractional or not
+    _, metrics = compute(CE, {}, [torch.tensor(row) for row in LP], make_inputs(), horizon=HORIZON)
+    assert "loss/entropy/mean" not in metrics  # no logits, no entropy

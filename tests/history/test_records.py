@@ -2,6 +2,8 @@
 writer per run id, continuing a run, loading damaged runs, listing a folder with a bad run in it."""
 
 import json
+import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -27,6 +29,7 @@ def full_disk(run: Path) -> None:
     """Point a run folder's two logs at /dev/full: every write fails with ENOSPC, as on a full disk."""
     if not Path("/dev/full").exists():
         pytest.skip("needs /dev/full")
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode), "/dev/full is no longer the full device: something replaced it"
     run.mkdir(parents=True)
     for name in ("ops.jsonl", "metrics.jsonl"):
         (run / name).symlink_to("/dev/full")

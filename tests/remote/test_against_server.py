@@ -11,6 +11,8 @@ import rlnb
 from rlnb import samples
 from tests.conftest import running_server
 
+pytestmark = pytest.mark.slow  # rlnb serve in a subprocess
+
 BATCH = [samples.cross_entropy(list(b"remote and local agree"))]
 
 

@@ -21,6 +21,8 @@ from rlnb.remote.client import APIClient, RetryPolicy
 from tests.remote.test_client import KEY, FakeAPI
 from tests.support.hostile import Loopback, bridge, dripping, write_response
 
+pytestmark = pytest.mark.slow  # hostile servers and client scripts in subprocesses
+
 QUICK = RetryPolicy(max_retries=5, initial_delay=0.01, max_delay=0.05)
 FAST_POLL = {"poll_min": 0.005, "poll_max": 0.05}
 BATCH = [samples.cross_entropy([1, 2, 3, 4])]
@@ -106,6 +108,7 @@ import sys
 import rlnb
 from rlnb import samples
 from rlnb.remote.client import RetryPolicy
+
 s = rlnb.connect(sys.argv[1], api_key="sk-exit-test-key", runs_dir=sys.argv[2], run_id="r",
                  retry=RetryPolicy(max_retries=3, initial_delay=0.2), poll_min=0.005, poll_max=0.05)
 batch = [samples.cross_entropy([1, 2, 3, 4])]

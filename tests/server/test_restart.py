@@ -14,6 +14,8 @@ from rlnb.server.state import StateDirLocked
 from rlnb.testing import ServerProcess
 from tests.conftest import app_client, new_session, submit, wait
 
+pytestmark = pytest.mark.slow  # kills and restarts rlnb serve processes
+
 CE = wire.ForwardBackwardBody(
     samples=[samples.cross_entropy(list(b"hello restart"))], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
 ).to_json_dict()

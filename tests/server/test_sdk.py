@@ -30,7 +30,9 @@ from together.post_training import ModelResourcesClient, SessionClient, download
 from rlnb import samples  # noqa: E402
 from tests.conftest import running_server  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)  # the SDK retries 5xx with backoff: a server bug must not hang the run
+# slow: the official SDK against rlnb serve in a subprocess; the timeout: the SDK retries 5xx with backoff,
+# so a server bug must not hang the run
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 TERMINAL = ("TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED")
 VOCAB = 256  # the built-in models are byte-level

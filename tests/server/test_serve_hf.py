@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 from together import Together  # noqa: E402
 from together.post_training import ModelResourcesClient, download_checkpoint  # noqa: E402
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]  # Hugging Face models behind rlnb serve in a subprocess
 POLL = 0.01
 
 

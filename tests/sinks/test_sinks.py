@@ -177,6 +177,24 @@ def test_a_session_streams_config_steps_and_failures_to_every_sink(tmp_path):
     check_run(session.history, tmp_path, "live")
 
 
+def test_an_rl_run_sends_every_rl_metric_to_every_sink(tmp_path):
+    """``rl_step``'s RL metrics (TRL's names, with their slashes) arrive in each sink under the same name,
+    at each step, equal to the history's steps table."""
+    from rlnb.tasks import RL_METRICS, digits_task, rl_step
+
+    attached = four(tmp_path, "rl")
+    with rlnb.connect("local", optimizer="adam", model="tiny", seed=0, device="cpu", sinks=attached) as session:
+        for i in range(3):
+            rl_step(session, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=2, seed=i)
+    assert all(s.error is None for s in attached)
+    want = expected(session.history)
+    names = set(RL_METRICS) - {"kl"}  # no reference log-probs: no KL
+    assert all(names <= set(values) for values in want.values())
+    for library, _, points, _ in read_all(tmp_path, session.history.config["run_id"], "rl"):
+        assert_points(points, want, library)
+        assert all(names <= set(values) for values in points.values()), library
+
+
 def test_export_writes_a_reloaded_run_the_same_way(monkeypatch, tmp_path):
     with rlnb.connect("local", optimizer="adam", model="tiny", seed=0, device="cpu") as session:
         train(session)

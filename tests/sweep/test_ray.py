@@ -17,6 +17,8 @@ from rlnb.history import History
 from rlnb.sweep import grid, histories, sweep
 from rlnb.tasks import Task
 
+pytestmark = pytest.mark.slow  # starts a local Ray cluster
+
 ROOT = Path(__file__).resolve().parents[2]
 BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
 

@@ -1,5 +1,6 @@
 """Plots and the live view, checked on the figure objects (lines, collections, texts), not pixels."""
 
+import html
 import math
 import os
 import time
@@ -93,8 +94,42 @@ def test_lines_carry_the_steps_table(adam_history):
 def test_overview_is_one_figure_of_panels(adam_history):
     fig = plots.overview(adam_history, metrics=("reward", "missing"))
     assert isinstance(fig, Figure)
-    assert [ax.get_title() for ax in fig.axes] == ["loss", "gradient norm (pre-clip)", "reward", "missing"]
-    assert [t.get_text() for t in fig.axes[3].texts] == ["no 'missing' logged yet"]
+    assert [ax.get_title() for ax in fig.axes] == ["reward", "missing", "gradient norm (pre-clip)", "loss"]
+    assert [t.get_text() for t in fig.axes[1].texts] == ["no 'missing' logged yet"]
+    plain = hand_history([1.0, 0.5], norms=[1.0, 1.0])  # no reward: loss first, as for any supervised run
+    assert [ax.get_title() for ax in plots.overview(plain).axes] == ["loss", "gradient norm (pre-clip)"]
+
+
+def rl_history():
+    """Three steps with the RL metrics rl_step logs, and eval accuracy logged at steps 0 and 3."""
+    h = hand_history([1e-9, -2e-9, 5e-10], norms=[1.0, 0.5, 0.25])
+    h.log(0, **{"eval/accuracy": 0.1})
+    for step in (1, 2, 3):
+        h.log(step, reward=0.2 * step, reward_std=0.1, frac_reward_zero_std=0.5 / step, entropy=5.0 - step,
+              **{"completions/mean_length": 6.0 + step, "completions/min_length": 2.0, "completions/max_length": 8.0,
+                 "completions/clipped_ratio": 0.25, "completions/distinct_mean": 8.0 - step,
+                 "clip_ratio/low_mean": 0.0, "clip_ratio/high_mean": 0.0, "clip_ratio/region_mean": 0.0})
+    h.log(3, **{"eval/accuracy": 0.6})
+    return h
+
+
+def test_an_rl_overview_leads_with_reward_and_eval_accuracy_and_puts_the_grpo_loss_last():
+    h = rl_history()
+    fig = plots.overview(h, metrics=("reward", "entropy", "mine"))
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["reward and eval accuracy", "entropy (nats per token)", "reward spread",
+                      "distinct completions per group", "completion length (tokens)", "clip fractions", "mine",
+                      "gradient norm (pre-clip)", "GRPO loss (secondary)"]  # no KL panel: no kl logged
+    lines = {ln.get_label(): xy(ln) for ln in fig.axes[0].lines}
+    np.testing.assert_allclose(lines["reward (train)"], [[1, 0.2], [2, 0.4], [3, 0.6]])
+    np.testing.assert_allclose(lines["eval accuracy (held out)"], [[0, 0.1], [3, 0.6]])  # its own steps, no gaps
+    assert [t.get_text() for t in fig.axes[-1].texts][0].startswith("≈0 by construction")
+    length = fig.axes[4]
+    assert len(length.collections) == 1  # the min-max band around the mean
+    spread = {ln.get_label() for ln in fig.axes[2].lines}
+    assert spread == {"reward std", "groups with zero std"}
+    h.log(3, kl=0.02)
+    assert "KL to the reference" in [ax.get_title() for ax in plots.overview(h).axes]
 
 
 def test_ema_draws_raw_faint_and_smoothed_bold(adam_history):
@@ -455,3 +490,57 @@ def test_the_live_x_axis_leaves_room_after_the_newest_step():
         for panel in view.panels.values():
             assert panel.ax.get_xlim()[1] >= 1.05 * n
         view.close()
+
+
+# -- RL metrics and completions in the live view -----------------------------------------------------
+
+
+def test_live_view_shows_the_latest_completions_collapsed_and_escaped():
+    h = hand_history([1e-9, 2e-9], norms=[1.0, 1.0])
+    view = LiveView(h, metrics=("reward",), every=0)
+    assert view.completions.selected_index is None and view.completions.get_title(0) == "completions: none yet"
+    hostile = "<script>alert(1)</script>\x00\r\n&amp;" + "9" * 300
+    rows = [{"group": 0, "prompt": "n=<b>", "completion": hostile, "reward": 0.5, "advantage": 1.25,
+             "length": 8, "truncated": True},
+            {"group": 0, "prompt": "n=<b>", "completion": "42", "reward": 1.0, "advantage": -0.5, "length": 3,
+             "truncated": False}]
+    h.log_completions(2, rows)
+    h.log(2, reward=0.75)
+    view.refresh()
+    assert view.completions.get_title(0) == "completions: step 2 (2)"
+    assert view.completions_table.value == ""  # collapsed: not drawn
+    view.completions.selected_index = 0  # opening it draws the table
+    table = view.completions_table.value
+    assert table.count("<tr>") == 3 and ">42</code>" in table and ">0.5</td>" in table and ">1.25</td>" in table
+    assert "<script>" not in table and "&lt;script&gt;alert(1)&lt;/script&gt;" in table
+    assert "\\x00\\r\\n&amp;amp;" in table and "\x00" not in table and "&lt;b&gt;" in table
+    assert "9" * 200 not in table and "…" in table  # long completions are cut (history.completions has all)
+    h.log_completions(3, rows[1:] * 70)
+    view.refresh()
+    assert view.completions.get_title(0) == "completions: step 3 (70)"
+    assert "6 more in history.completions" in view.completions_table.value  # 64 shown
+    view.close()
+
+
+def test_live_view_rl_metrics_tab_and_no_automatic_panel_per_rl_metric(tmp_path):
+    from rlnb.tasks import RL_METRICS, digits_task, rl_step
+
+    s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), runs_dir=tmp_path, run_id="rl")
+    view = LiveView(s.history, metrics=None, every=0)  # automatic: a panel per logged figure, as it appears
+    for i in range(2):
+        rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=2, seed=i)
+    s.history.log(2, mine=1.0)
+    s.close()
+    view.refresh()
+    assert set(view.panels) == {"reward", "mine", "loss", "grad_norm", "learning_rate"}  # not 12 more
+    assert view.rl_table.value == ""  # hidden tab: not drawn
+    view.tables.selected_index = 2
+    rl = view.rl_table.value
+    shown = [m for m in RL_METRICS if m not in ("reward", "kl")]
+    assert all(f">{html.escape(m)}</th>" in rl for m in shown) and rl.count("<tr>") == 3  # header + 2 steps
+    entropy = s.history.steps.entropy.iloc[-1]
+    assert f">{entropy:.4g}</td>" in rl
+    assert view.completions.get_title(0) == "completions: step 2 (12)"
+    view.completions.selected_index = 0
+    assert view.completions_table.value.count("<tr>") == 13
+    view.close()

@@ -26,8 +26,9 @@ ARGS = [
     "--no-first-run",
 ]
 HERE = Path(__file__).parent
-ARTIFACTS = HERE / "artifacts"
-NOTEBOOK = HERE.parent / "notebooks" / "05-widgets.ipynb"
+ROOT = HERE.parents[1]
+ARTIFACTS = ROOT / "tests" / "artifacts"
+NOTEBOOK = ROOT / "notebooks" / "05-widgets.ipynb"
 TALL = {"width": 1300, "height": 2200}  # the whole panel fits: no scrolling inside Lab's notebook
 
 pytestmark = pytest.mark.skipif(

@@ -445,7 +445,7 @@ def mean_reward(optimizer, preset, seed, steps=30):
 
 
 def test_presets_hold_their_lessons():
-    """Measured with a wide margin (README): the default climbs to ~1 within 30 steps, too high collapses
+    """Measured with a wide margin (docs/widgets.md): the default climbs to ~1 within 30 steps, too high collapses
     to ~0 (12 seeds: at most 0.46 in any one), the Together docs values barely move."""
     runs = {p: [mean_reward("adam", p, seed) for seed in (0, 1, 2)] for p in (DEFAULT_PRESET, "Too high (teaching)")}
     mean = {p: statistics.fmean(statistics.fmean(r) for r in rs) for p, rs in runs.items()}

@@ -1,0 +1,94 @@
+"""A run's completions table: per RL step, each prompt's sampled completions with their rewards and
+advantages, kept in memory and in the run folder's ``completions.jsonl`` (one line per completion), so a
+finished run can be reviewed as a DataFrame (``History.completions``, ``rlnb.history.completions(path)``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rlnb.history.record import warn_bad
+from rlnb.history.store import COMPLETIONS_FILE, read_jsonl
+
+COLUMNS: dict[str, type] = {
+    "step": int,
+    "group": int,
+    "prompt": str,
+    "completion": str,
+    "reward": float,
+    "advantage": float,
+    "length": int,
+    "truncated": bool,
+}
+"""The table's columns and their types: ``group`` is the prompt's index in the task, ``length`` the
+completion's tokens, ``truncated`` whether it reached ``max_tokens`` before a stop."""
+
+
+class CompletionLog:
+    """The rows in memory (thread-safe), and the latest step's rows at hand for a live view."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: list[dict[str, Any]] = []
+        self._latest: list[dict[str, Any]] = []
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._rows.extend(rows)
+            if rows:
+                self._latest = rows
+
+    def latest(self) -> list[dict[str, Any]]:
+        """The rows of the step logged last: the same list until another step's are added (a live view
+        redraws only when it changes), to be read, not changed."""
+        with self._lock:
+            return self._latest
+
+    def frame(self) -> pd.DataFrame:
+        with self._lock:
+            rows = list(self._rows)
+        return frame(rows)
+
+
+def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rows as a DataFrame with typed columns (the known ones first)."""
+    df = pd.DataFrame(rows, columns=None if rows else list(COLUMNS))
+    for name, kind in COLUMNS.items():
+        if name in df:
+            df[name] = df[name].astype({int: "int64", float: "float64", bool: "bool", str: "object"}[kind])
+    return df
+
+
+def row(line: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
+    """A completion from ``completions.jsonl``; one with a missing or mistyped column is left out."""
+    for name, kind in COLUMNS.items():
+        value = line.get(name)
+        if kind is float and value is None:  # NaN is written as NaN; a null stands for it too
+            line = {**line, name: math.nan}
+            continue
+        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+        if kind is float:
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok:
+            bad.append(f"{name} = {value!r}"[:80])
+            return None
+    return line
+
+
+def read_completions(path: Path) -> list[dict[str, Any]]:
+    """The completions of the run folder ``path`` (none when it has no ``completions.jsonl``); what cannot
+    be read is left out with a warning."""
+    bad: list[str] = []
+    rows = [r for r in (row(line, bad) for _, line in read_jsonl(path / COMPLETIONS_FILE)) if r is not None]
+    warn_bad(path / COMPLETIONS_FILE, bad)
+    return rows
+
+
+def completions(path: str | Path) -> pd.DataFrame:
+    """The completions table of the run folder ``path``, without loading its operations."""
+    return frame(read_completions(Path(path)))

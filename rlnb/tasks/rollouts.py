@@ -1,0 +1,163 @@
+"""One RL step's sampled completions, scored: rewards, group advantages, the step's RL metrics and the rows
+of its completions table. ``rl_step`` and batched trials both use these functions, so a trial gives the
+same numbers alone or batched.
+
+The metrics are TRL ``GRPOTrainer``'s, under its names (docs/losses.md says where a definition differs):
+reward mean and sample std over the step, the fraction of groups whose rewards do not vary, completion
+lengths in tokens and the fraction cut off at ``max_tokens``, and from the forward-backward's loss metrics
+the policy's entropy, the KL to the reference and the clip fractions. ``completions/distinct_mean`` is
+rlnb's own: the distinct completions per group, a mean over groups (a collapsed policy gives 1).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from rlnb import wire
+from rlnb.tasks.task import Task
+
+AdvantageScale = Literal["sample_std", "population_std", "none"]
+"""How ``group_advantages`` scales a group's centred rewards."""
+ADVANTAGE_EPS = 1e-4
+"""TRL's epsilon in (r - mean) / (std + eps)."""
+ZERO_STD = 1e-8
+"""A group whose reward std is at most this does not vary (``torch.isclose(std, 0)``, as TRL)."""
+
+RL_METRICS: tuple[str, ...] = (
+    "reward",
+    "reward_std",
+    "frac_reward_zero_std",
+    "completions/mean_length",
+    "completions/min_length",
+    "completions/max_length",
+    "completions/clipped_ratio",
+    "completions/distinct_mean",
+    "entropy",
+    "kl",
+    "clip_ratio/low_mean",
+    "clip_ratio/high_mean",
+    "clip_ratio/region_mean",
+)
+"""The names ``step_metrics`` logs per step (the last five only when the forward-backward reports them)."""
+
+
+def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_std") -> list[float]:
+    """GRPO advantages of one group: each reward minus the group's mean, scaled.
+
+    ``"sample_std"`` (TRL's definition): divided by the sample std (n - 1) + 1e-4. ``"population_std"``:
+    divided by the population std, with no epsilon. ``"none"``: not divided (TRL's
+    ``scale_rewards="none"``, Dr. GRPO's choice). A group whose rewards are all equal (one reward
+    included) gets advantages of exactly 0; a group with a non-finite reward gets NaN advantages.
+    """
+    if scale not in get_args(AdvantageScale):
+        raise ValueError(f"scale must be one of {', '.join(get_args(AdvantageScale))}, got {scale!r}")
+    values = [float(r) for r in rewards]
+    if not all(math.isfinite(r) for r in values):  # no advantage can be made of them: NaN, for the caller to refuse
+        return [math.nan] * len(values)
+    if not values or min(values) == max(values):
+        return [0.0] * len(values)
+    mean = statistics.fmean(values)
+    if scale == "sample_std":
+        std = statistics.stdev(values) + ADVANTAGE_EPS
+    elif scale == "population_std":
+        std = statistics.pstdev(values)
+        if std <= ZERO_STD:
+            return [0.0] * len(values)
+    else:
+        std = 1.0
+    return [(r - mean) / std for r in values]
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One sampled completion and what it scored."""
+
+    group: int
+    """Which prompt it answers (its index in the task's prompts)."""
+    prompt: str
+    completion: str
+    """Its text as the reward read it: without the EOS that ended it and without special tokens."""
+    tokens: tuple[int, ...]
+    """Its tokens as sampled (an ending EOS included: the loss trains on it)."""
+    truncated: bool
+    """It reached ``max_tokens`` before EOS or a stop string."""
+    reward: float
+    advantage: float
+
+
+def score(
+    task: Task,
+    prompts: Sequence[str],
+    results: Sequence[wire.SampleResult],
+    decode: Callable[[Sequence[int]], str],
+    scale: AdvantageScale = "sample_std",
+) -> list[list[Rollout]]:
+    """Each prompt's completions (``results[i]`` answers ``prompts[i]``), with the task's reward of their
+    text (``decode``, which drops EOS and special tokens) and their group advantages. Raises what the
+    reward raises, and ``ValueError`` when the advantages are not finite (a policy sample refuses them)."""
+    groups = []
+    for i, (prompt, result) in enumerate(zip(prompts, results, strict=True)):
+        seqs = result.sequences
+        texts = [decode(s.tokens) for s in seqs]
+        rewards = [float(task.reward(prompt, text)) for text in texts]
+        advantages = group_advantages(rewards, scale)
+        if not all(math.isfinite(a) for a in advantages):
+            raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
+        groups.append([
+            Rollout(i, prompt, text, tuple(s.tokens), s.stop_reason == wire.STOP_REASON_LENGTH, r, a)
+            for s, text, r, a in zip(seqs, texts, rewards, advantages, strict=True)
+        ])
+    return groups
+
+
+def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str, float] | None) -> dict[str, float]:
+    """The step's RL metrics (``RL_METRICS``) from its scored groups and its forward-backward's loss metrics."""
+    rollouts = [r for g in groups for r in g]
+    if not rollouts:
+        raise ValueError("no completions to measure")
+    rewards = [r.reward for r in rollouts]
+    lengths = [len(r.tokens) for r in rollouts]
+    out = {
+        "reward": statistics.fmean(rewards),
+        "reward_std": statistics.stdev(rewards) if len(rewards) > 1 else math.nan,
+        "frac_reward_zero_std": statistics.fmean(_zero_std(g) for g in groups),
+        "completions/mean_length": statistics.fmean(lengths),
+        "completions/min_length": float(min(lengths)),
+        "completions/max_length": float(max(lengths)),
+        "completions/clipped_ratio": statistics.fmean(r.truncated for r in rollouts),
+        "completions/distinct_mean": statistics.fmean(len({r.tokens for r in g}) for g in groups),
+    }
+    lm = loss_metrics or {}
+    for name, key in (("entropy", "loss/entropy/mean"), ("kl", "loss/kl_ref/mean")):
+        if key in lm:
+            out[name] = float(lm[key])
+    if "loss/clip/low_fraction" in lm and "loss/clip/high_fraction" in lm:
+        low, high = float(lm["loss/clip/low_fraction"]), float(lm["loss/clip/high_fraction"])
+        out |= {"clip_ratio/low_mean": low, "clip_ratio/high_mean": high, "clip_ratio/region_mean": low + high}
+    return out
+
+
+def _zero_std(group: Sequence[Rollout]) -> float:
+    rewards = [r.reward for r in group]
+    return float(len(rewards) < 2 or statistics.stdev(rewards) <= ZERO_STD)
+
+
+def completion_rows(groups: Sequence[Sequence[Rollout]]) -> list[dict[str, Any]]:
+    """The rows of the completions table (``History.log_completions``) for one step's groups."""
+    return [
+        {
+            "group": r.group,
+            "prompt": r.prompt,
+            "completion": r.completion,
+            "reward": r.reward,
+            "advantage": r.advantage,
+            "length": len(r.tokens),
+            "truncated": r.truncated,
+        }
+        for g in groups
+        for r in g
+    ]

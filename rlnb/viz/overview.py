@@ -1,0 +1,105 @@
+"""``plots.overview``: one figure of a run, what matters first.
+
+An RL run (a ``reward`` logged) leads with the reward, and ``eval/accuracy`` on the same axes when logged
+(learning and reward gaming are then two lines), then the RL metrics ``rl_step`` logs (TRL's names), then
+the gradient norm, and the loss last: a policy loss is ≈0 by construction and says little. Any other run
+shows loss and gradient norm first, as before.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from rlnb.history import History
+from rlnb.viz.plots import NotebookFigure, _grad_norm, _loss, _metric, _series, _steps
+
+COLUMNS = 4
+"""Panels per row."""
+EVAL = "eval/accuracy"
+LOSS_NOTE = "≈0 by construction: the ratio is 1 on-policy\nand the advantages have zero mean per group"
+"""Why the GRPO loss carries no signal (its gradient is what trains)."""
+Line = tuple[str, str]
+"""A column and its label."""
+RL_PANELS: tuple[tuple[str, tuple[Line, ...], tuple[str, str] | None], ...] = (
+    ("entropy (nats per token)", (("entropy", "entropy"),), None),
+    ("reward spread", (("reward_std", "reward std"), ("frac_reward_zero_std", "groups with zero std")), None),
+    ("distinct completions per group", (("completions/distinct_mean", "distinct (mean)"),), None),
+    ("completion length (tokens)", (("completions/mean_length", "mean"),),
+     ("completions/min_length", "completions/max_length")),
+    ("clip fractions", (("completions/clipped_ratio", "completions cut at max_tokens"),
+                        ("clip_ratio/region_mean", "tokens whose ratio was clipped")), None),
+    ("KL to the reference", (("kl", "kl"),), None),
+)
+"""The RL metrics' panels, in order: title, (column, label) per line, and columns drawn as a band around
+them; a panel none of whose lines was logged is left out."""
+
+
+def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: float | None = None) -> Figure:
+    steps, reason = _steps(history)
+    logged = history.logged if isinstance(history, History) else steps
+    rl = "reward" in logged.columns
+    panels = [p for p in RL_PANELS if any(c in logged.columns for c, _ in p[1])] if rl else []
+    shown = {"reward", EVAL, *(c for _, lines, _ in panels for c, _ in lines)} if rl else set()
+    extra = [m for m in dict.fromkeys(metrics) if m not in shown]
+    n = (1 if rl else 0) + len(panels) + len(extra) + 2
+    cols = min(COLUMNS, n)
+    fig = NotebookFigure(figsize=(4.2 * cols, 3.3 * math.ceil(n / cols)), layout="constrained")
+    axes = list(np.atleast_1d(fig.subplots(math.ceil(n / cols), cols)).ravel())
+    for ax in axes[n:]:
+        ax.remove()
+    if rl:
+        _reward(axes.pop(0), logged, ema)
+        for title, lines, band in panels:
+            _lines(axes.pop(0), logged, title, lines, band, ema)
+    else:
+        _loss(axes.pop(0), steps, ema)
+        _grad_norm(axes.pop(0), steps, reason, ema)
+    for name in extra:
+        _metric(axes.pop(0), logged, name, ema)
+    if rl:
+        _grad_norm(axes.pop(0), steps, reason, ema)
+        ax = _loss(axes.pop(0), steps, ema)
+        if "completions/mean_length" in logged.columns:  # rl_step's run: a policy loss
+            ax.set_title("GRPO loss (secondary)")
+            ax.text(0.02, 0.97, LOSS_NOTE, transform=ax.transAxes, va="top", fontsize="x-small", color="0.35")
+    return fig
+
+
+def _column(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The rows of ``frame`` where ``name`` was logged (another figure logged at another step is a NaN here)."""
+    return frame[["step", name]].dropna()
+
+
+def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None) -> Axes:
+    rows = _column(frame, "reward")
+    _series(ax, rows["step"], rows["reward"], ema, "C2", "reward (train)")
+    title = "reward"
+    if EVAL in frame.columns:
+        acc = _column(frame, EVAL)
+        ax.plot(acc["step"], acc[EVAL], color="C3", marker="s", ms=4, label="eval accuracy (held out)")
+        title = "reward and eval accuracy"
+        ax.legend(loc="best", fontsize="small")
+    ax.set(xlabel="optimizer step", ylabel="reward", title=title)
+    return ax
+
+
+def _lines(
+    ax: Axes, frame: pd.DataFrame, title: str, lines: tuple[Line, ...], band: tuple[str, str] | None, ema: float | None
+) -> Axes:
+    ax.set(xlabel="optimizer step", title=title)
+    drawn = [(c, label) for c, label in lines if c in frame.columns]
+    for i, (column, label) in enumerate(drawn):
+        rows = _column(frame, column)
+        _series(ax, rows["step"], rows[column], ema, f"C{(i + 4) % 10}", label)
+    if band is not None and set(band) <= set(frame.columns):
+        rows = frame[["step", *band]].dropna()
+        ax.fill_between(rows["step"], rows[band[0]], rows[band[1]], color="C4", alpha=0.2, lw=0, label="min-max")
+    if len(ax.get_legend_handles_labels()[0]) > 1:
+        ax.legend(loc="best", fontsize="small")
+    return ax

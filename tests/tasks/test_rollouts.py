@@ -1,0 +1,216 @@
+"""Scoring an RL step's completions: TRL's group advantages, the step's RL metrics under TRL's names, what a
+reward reads (no EOS, no special tokens), and what ``rl_step`` logs and keeps in the run folder."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pandas as pd
+import pytest
+import torch
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.history import History
+from rlnb.tasks import RL_METRICS, Rollout, Task, digits_task, group_advantages, rl_step, score, step_metrics
+
+LENGTH, STOP = "STOP_REASON_LENGTH", "STOP_REASON_STOP"
+
+
+def trl_advantages(rewards: list[float]) -> list[float]:
+    """TRL 1.16 ``GRPOTrainer._generate_and_score_completions`` for one group (``scale_rewards="group"``):
+    ``(r - mean) / (nanstd(r) + 1e-4)`` with ``nanstd`` Bessel-corrected, in torch."""
+    r = torch.tensor(rewards, dtype=torch.float64)
+    mean = r.mean()
+    var = ((r - mean) ** 2).mean() * len(rewards) / (len(rewards) - 1)
+    return ((r - mean) / (var.sqrt() + 1e-4)).tolist()
+
+
+def test_group_advantages_are_trls_by_default():
+    rewards = [0.0, 1.0, 1.0, 0.5, 0.25, 0.0, 1.0, 0.75]
+    assert group_advantages(rewards) == pytest.approx(trl_advantages(rewards), abs=1e-12)
+    population = group_advantages(rewards, "population_std")
+    mean, pstd = statistics.fmean(rewards), statistics.pstdev(rewards)
+    assert population == pytest.approx([(r - mean) / pstd for r in rewards])
+    ratio = population[1] / group_advantages(rewards)[1]  # the 1.069x of issue 19 at a group of 8
+    assert ratio == pytest.approx(math.sqrt(8 / 7) * (1 + 1e-4 / statistics.stdev(rewards)), rel=1e-9)
+    assert group_advantages(rewards, "none") == pytest.approx([r - mean for r in rewards])
+    with pytest.raises(ValueError, match="scale must be one of sample_std, population_std, none, got 'std'"):
+        group_advantages(rewards, "std")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("scale", ["sample_std", "population_std", "none"])
+@pytest.mark.parametrize("rewards", [[0.1] * 8, [0.7], [], [1.0, 1.0]])
+def test_a_group_whose_rewards_do_not_vary_gets_zero_advantages_not_nan(rewards, scale):
+    out = group_advantages(rewards, scale)
+    assert out == [0.0] * len(rewards) and all(a == 0.0 and not math.isnan(a) for a in out)
+
+
+def test_a_group_of_two_different_rewards():
+    std = math.sqrt(0.5) + 1e-4  # the sample std of (0, 1), plus TRL's epsilon
+    assert group_advantages([0.0, 1.0]) == pytest.approx([-0.5 / std, 0.5 / std])
+
+
+def seq(tokens: list[int], stop: str = LENGTH) -> wire.SampledSequence:
+    return wire.SampledSequence(tokens=tokens, logprobs=[-1.0] * len(tokens), stop_reason=stop)
+
+
+def result(*seqs: wire.SampledSequence) -> wire.SampleResult:
+    segments = [wire.PolicyVersionSegment(start_token=0, version=0)]
+    return wire.SampleResult(sequences=list(seqs), policy_segments=segments)
+
+
+def test_score_gives_the_reward_the_completion_text_and_keeps_the_tokens():
+    seen = []
+
+    def reward(prompt: str, completion: str) -> float:
+        seen.append((prompt, completion))
+        return float(completion == "12")
+
+    task = Task("t", ["a", "b"], reward)
+    decode = rlnb.text.ByteCodec(eos_token_ids=[300]).decode
+    groups = score(task, ["a", "b"], [result(seq([49, 50, 300], STOP), seq([49, 50, 51])), result(seq([50]))],
+                   lambda t: decode(t, True))
+    assert seen == [("a", "12"), ("a", "123"), ("b", "2")]
+    first = groups[0][0]
+    assert first == Rollout(0, "a", "12", (49, 50, 300), False, 1.0, first.advantage)
+    assert groups[0][1].truncated and groups[0][1].tokens == (49, 50, 51)
+    assert [r.advantage for r in groups[0]] == pytest.approx(trl_advantages([1.0, 0.0]))
+    assert groups[1][0].advantage == 0.0  # a group of one
+    nan_task = Task("t", ["a"], lambda p, c: math.nan)
+    with pytest.raises(ValueError, match=r"the advantages are not finite: the task's rewards were \[nan, nan\]"):
+        score(nan_task, ["a"], [result(seq([1]), seq([2]))], lambda t: "x")
+    with pytest.raises(ZeroDivisionError):  # the task's own error, as it raised it
+        score(Task("t", ["a"], lambda p, c: 1 / 0), ["a"], [result(seq([1]))], lambda t: "x")
+
+
+def rollouts(rewards: list[list[float]], tokens: list[list[tuple[int, ...]]], truncated: list[list[bool]]):
+    return [
+        [Rollout(g, "p", "c", t, tr, r, 0.0) for r, t, tr in zip(rs, ts, trs, strict=True)]
+        for g, (rs, ts, trs) in enumerate(zip(rewards, tokens, truncated, strict=True))
+    ]
+
+
+def test_step_metrics_are_trls_definitions():
+    groups = rollouts(
+        [[1.0, 0.0, 1.0], [0.5, 0.5, 0.5]],
+        [[(1, 2), (1, 2, 3, 4), (1, 2)], [(5,), (5,), (6, 7, 8)]],
+        [[False, True, False], [False, False, True]],
+    )
+    loss_metrics = {"loss/entropy/mean": 2.5, "loss/kl_ref/mean": 0.01, "loss/clip/low_fraction": 0.125,
+                    "loss/clip/high_fraction": 0.25, "loss/tokens": 13.0}
+    got = step_metrics(groups, loss_metrics)
+    rewards = [1.0, 0.0, 1.0, 0.5, 0.5, 0.5]
+    assert got == pytest.approx({
+        "reward": statistics.fmean(rewards),
+        "reward_std": statistics.stdev(rewards),  # the sample std over the step's rewards, as TRL's nanstd
+        "frac_reward_zero_std": 0.5,  # the second group does not vary
+        "completions/mean_length": 13 / 6,
+        "completions/min_length": 1.0,
+        "completions/max_length": 4.0,
+        "completions/clipped_ratio": 2 / 6,
+        "completions/distinct_mean": (2 + 2) / 2,
+        "entropy": 2.5,
+        "kl": 0.01,
+        "clip_ratio/low_mean": 0.125,
+        "clip_ratio/high_mean": 0.25,
+        "clip_ratio/region_mean": 0.375,
+    })
+    assert list(got) == list(RL_METRICS)
+    bare = step_metrics(groups, {"loss/tokens": 13.0})  # a backend that reports none of them (Together)
+    assert list(bare) == list(RL_METRICS[:8])
+    assert math.isnan(step_metrics(rollouts([[1.0]], [[(1,)]], [[False]]), None)["reward_std"])
+    with pytest.raises(ValueError, match="no completions"):
+        step_metrics([], None)
+
+
+def test_rl_step_logs_the_metrics_and_keeps_the_completions(tmp_path):
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
+        reports = [rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=4, seed=i)
+                   for i in range(3)]
+        fb = s.history.df.query("kind == 'forward-backward'").metrics.tolist()
+    steps = s.history.steps
+    logged = [m for m in RL_METRICS if m != "kl"]  # no reference log-probs, so no KL
+    assert set(logged) <= set(steps.columns) and "kl" not in steps
+    for report, (_, row), metrics in zip(reports, steps.iterrows(), fb, strict=True):
+        assert report.metrics == {m: row[m] for m in logged} and report.reward == row.reward
+        assert row.entropy == metrics["loss/entropy/mean"] and 0 < row.entropy <= math.log(256)
+        assert row["clip_ratio/high_mean"] == metrics["loss/clip/high_fraction"]
+        assert row["completions/max_length"] <= 8 and 1 <= row["completions/distinct_mean"] <= 4
+    table = s.history.completions
+    assert list(table.columns) == ["step", "group", "prompt", "completion", "reward", "advantage", "length",
+                                   "truncated"]
+    assert len(table) == 3 * 6 * 4 and list(table.step.unique()) == [1, 2, 3]
+    last = table[table.step == 3]
+    assert list(last.reward) == reports[-1].rewards
+    assert list(last.prompt.unique()) == digits_task().prompts
+    for _, g in last.groupby("group"):
+        assert list(g.advantage) == pytest.approx(group_advantages(list(g.reward)))
+    assert s.history.latest_completions() == last.to_dict("records")
+    path = tmp_path / "r"
+    assert (path / "completions.jsonl").read_text().count("\n") == len(table)
+    pd.testing.assert_frame_equal(History.load(path).completions, table)
+    pd.testing.assert_frame_equal(rlnb.history.completions(path), table)
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as again:
+        rl_step(again, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=4, seed=9)
+    kept = again.history.completions  # a continued run keeps the earlier ones (a fresh session counts from 1)
+    assert len(kept) == len(table) + 24 and list(kept.step) == list(table.step) + [1] * 24
+
+
+def test_an_sft_run_writes_no_completions_file(tmp_path):
+    with rlnb.connect("local", model="tiny", device="cpu", runs_dir=tmp_path, run_id="sft") as s:
+        s.forward_backward([samples.cross_entropy(list(b"hello"))])
+        s.optim_step().result()
+    assert not (tmp_path / "sft" / "completions.jsonl").exists()
+    assert s.history.completions.empty and list(s.history.completions.columns)[:2] == ["step", "group"]
+
+
+def test_a_completions_table_with_damaged_lines_loads_the_rest(tmp_path):
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
+        rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=2, seed=0)
+    file = tmp_path / "r" / "completions.jsonl"
+    lines = file.read_text().splitlines()
+    lines[1] = lines[1].replace('"reward":', '"reward":"high","x":')
+    file.write_text("\n".join([*lines, '{"step": 1, "prom'] ) + "\n")
+    with pytest.warns(RuntimeWarning) as caught:
+        table = History.load(tmp_path / "r").completions
+    assert len(table) == len(lines) - 1
+    messages = " | ".join(str(w.message) for w in caught)
+    assert "reward = 'high'" in messages and "corrupt or half-written" in messages
+
+
+@pytest.mark.slow
+def test_rewards_read_the_completion_without_eos_and_the_loss_keeps_it(hf_dirs):
+    """A Hugging Face model taught to answer "7</s>": the reward reads "7", the policy sample ends in EOS."""
+    s = rlnb.connect("local", model=hf_dirs["gpt2"], seed=0, device="cpu", record=False)
+    eos = s.tokenizer.eos_token_id
+    teach = [samples.from_text(s, "n=", "7", eos=True)]
+    for _ in range(40):
+        s.forward_backward(teach)
+        s.optim_step(rlnb.AdamParams(learning_rate=1e-2))
+    s.weights_sync().result()
+    out = s.sample("n=", max_tokens=6, temperature=0).result().results[0].sequences[0]
+    assert out.tokens[-1] == eos and out.stop_reason == STOP and out.text.endswith("</s>")  # .text keeps it
+    seen, sent = [], []
+    task = Task("seven", ["n="], lambda p, c: seen.append(c) or float(c == "7"), max_tokens=6)
+    real = s.forward_backward
+    s.forward_backward = lambda batch, *a, **k: sent.append(batch) or real(batch, *a, **k)  # type: ignore[method-assign]
+    report = rl_step(s, task, rlnb.AdamParams(learning_rate=1e-3), group_size=2, temperature=1e-6)
+    s.close()
+    assert seen == ["7", "7"] and report.rewards == [1.0, 1.0]
+    targets = [x.loss_fn_inputs["target_tokens"].data for x in sent[0]]
+    assert all(t[-1] == eos for t in targets)  # EOS is trained on
+    assert list(s.history.completions.completion) == ["7", "7"]
+
+
+def test_completions_that_cannot_be_written_warn_once_and_stay_in_memory(tmp_path):
+    from rlnb.history.store import RunStoreWarning
+
+    (tmp_path / "r" / "completions.jsonl").mkdir(parents=True)  # opening it for append fails (an OSError)
+    warns = pytest.warns(RunStoreWarning, match="completions.jsonl")
+    with warns as caught, rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
+        for i in range(2):
+            rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=2, seed=i)
+    assert len([w for w in caught if w.category is RunStoreWarning]) == 1
+    assert len(s.history.completions) == 2 * 6 * 2 and len(s.history.steps) == 2  # the run went on, in memory

@@ -1,0 +1,129 @@
+"""The API reference: every public name on it has a docstring (mkdocstrings alone renders a bare signature)."""
+
+import functools
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import griffe
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+API = ROOT / "docs" / "api"
+
+
+def _documented_modules() -> list[str]:
+    """The modules the reference pages render (``::: rlnb.x`` lines), so the check covers exactly the site."""
+    found = [m for page in sorted(API.glob("*.md")) for m in re.findall(r"^::: ([\w.]+)", page.read_text(), re.M)]
+    assert found, "no ::: directives under docs/api"
+    return found
+
+
+def _public_members(obj: griffe.Object | griffe.Alias) -> list[griffe.Object | griffe.Alias]:
+    """What mkdocstrings renders with ``filters: public``: ``__all__`` where a module has one, else names
+    without a leading underscore defined there. Python's own special methods (``__repr__``, ...) say what
+    they do by their name."""
+    members = []
+    for name, member in obj.members.items():
+        if not member.is_public or member.is_module or (name.startswith("__") and name.endswith("__")):
+            continue
+        members.append(member)
+    return members
+
+
+@functools.cache
+def _package() -> griffe.Module:
+    """rlnb read from its source (not imported), as mkdocstrings reads it."""
+    return griffe.load("rlnb", search_paths=[str(ROOT)], resolve_aliases=True)
+
+
+def _undocumented(module: str) -> list[str]:
+    root = _package() if module == "rlnb" else _package()[module.removeprefix("rlnb.")]
+    missing, seen = [], set()
+
+    def visit(obj: griffe.Object | griffe.Alias, shown_as: str) -> None:
+        target = obj.final_target if obj.is_alias else obj
+        if target.path in seen:
+            return
+        seen.add(target.path)
+        if not target.docstring or not target.docstring.value.strip():
+            missing.append(shown_as if shown_as == target.path else f"{shown_as} (defined in {target.path})")
+        if target.is_module or target.is_class:
+            for member in _public_members(target):
+                # A class's fields are described by its docstring; methods and properties need their own.
+                if target.is_class and member.is_attribute and "property" not in member.labels:
+                    continue
+                visit(member, f"{shown_as}.{member.name}")
+
+    visit(root, module)
+    return missing
+
+
+@pytest.mark.parametrize("module", _documented_modules())
+def test_every_public_name_in_the_api_reference_has_a_docstring(module):
+    missing = _undocumented(module)
+    assert not missing, f"{len(missing)} public names on the API reference without a docstring:\n" + "\n".join(missing)
+
+
+def test_every_relative_link_resolves_in_the_repository():
+    """Pages link to files as they lie in the repository, so they read correctly on GitHub too
+    (docs/hooks.py maps the links for the site, whose strict build checks them there)."""
+    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"^\s*(```|~~~).*?^\s*\1", "", page.read_text(), flags=re.S | re.M)
+        for target in re.findall(r"\]\(([^)\s]+)", text):
+            path = target.partition("#")[0]
+            if path and not re.match(r"^[a-z]+:", path) and not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
+
+
+@pytest.mark.slow
+def test_the_readme_python_examples_run(tmp_path, monkeypatch):
+    """The tour and the notebook example, in one namespace as a reader would paste them (the remote example
+    needs a server and an account: tests/remote covers it)."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    local = [b for b in blocks if "https://" not in b]
+    assert len(local) == 2, "the README's local examples changed: update this test"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLNB_RUNS_DIR", raising=False)
+    namespace: dict = {}
+    tour, notebook = local
+    exec(compile(tour, "README.md", "exec"), namespace)
+    try:
+        assert namespace["step"].result().step == 1
+        assert len(namespace["out"].results[0].sequences) == 4
+        kinds = ["forward-backward", "optim-step", "weights-sync", "sample"]
+        assert namespace["session"].history.df["kind"].tolist() == kinds
+    finally:
+        namespace["session"].close()
+    try:
+        exec(compile(notebook, "README.md", "exec"), namespace)
+        assert namespace["panel"].session is namespace["session"]
+        assert set(namespace["trials"].status) == {"COMPLETED"} and len(namespace["trials"]) == 9
+        assert len(namespace["summarize"](namespace["trials"])) == 3
+    finally:
+        namespace["panel"].close()
+        namespace["session"].close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("broken", [False, True])
+def test_the_readme_site_build_fails_on_a_broken_link(tmp_path, broken):
+    """The README test command's own ``mkdocs build`` arguments, on a one-page site: a broken link must fail
+    it (``-q`` would silence the warnings that ``--strict`` counts, and the build would pass)."""
+    readme = (ROOT / "README.md").read_text()
+    test_cmd = next(c for c in re.findall(r"```bash\n(.*?)\n```", readme, re.S) if "pytest" in c)
+    build = next(part for part in test_cmd.split("&&") if "mkdocs" in part)
+    args = shlex.split(build)[1:]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "mkdocs.yml").write_text("site_name: check\n")
+    (tmp_path / "docs" / "index.md").write_text("# Check\n\n" + ("[gone](missing.md)\n" if broken else "Fine.\n"))
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", *args, "-d", str(tmp_path / "site")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert (done.returncode != 0) == broken, done.stderr
