@@ -13,22 +13,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import httpx
-
 from rlnb import wire
+from rlnb._options import kwargs, refuse_unknown, take
 from rlnb.errors import APIConnectionError, APIError, APIStatusError, OperationTimeout, RlnbError, SessionClosed
-from rlnb.remote.client import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, APIClient, RetryPolicy
-from rlnb.remote.poller import POLL_FAILURE_WINDOW, POLL_MAX, POLL_MIN, Poller, poll_interval, report
+from rlnb.remote.client import APIClient, ClientOptions
+from rlnb.remote.poller import Poller, PollOptions, poll_interval, report
 from rlnb.wire import Listener, OptimizerKind
 
 log = logging.getLogger("rlnb")
-
-OPERATION_TIMEOUT = 3600.0
-"""Seconds after submission at which the poller gives an operation up (reported FAILED, TIMEOUT)."""
-READY_TIMEOUT = 1800.0
-"""Seconds ``RemoteBackend.connect`` waits for the model resource, then the session, to be up."""
 
 M = TypeVar("M", wire.ModelResources, wire.Session)
 
@@ -64,6 +59,57 @@ def _wait_until(
         time.sleep(min(poll_interval(elapsed, poll_min, poll_max), timeout - elapsed))
 
 
+@dataclass(frozen=True)
+class SessionOptions:
+    """What a new remote session is (``rlnb.connect(url, base_model=..., lora=...)`` sets these by name).
+
+    ``model_resources_id``: start the session on that existing resource. Otherwise a model resource is
+    created for ``base_model`` (default: the first supported model) with ``optimizer`` (default ``"adam"``;
+    ``muon_scaling`` ``"original"`` | ``"match_adam"``), ``num_generator_replicas`` and ``lora`` (None /
+    False: full weights; True: LoRA with the server's defaults; a dict / ``wire.LoraConfig``: that config).
+    ``resume_from_checkpoint_id``, ``load_optimizer`` and ``display_name`` go to the session as given."""
+
+    model_resources_id: str | None = None
+    base_model: str | None = None
+    optimizer: OptimizerKind | None = None
+    lora: bool | dict[str, Any] | wire.LoraConfig | None = None
+    num_generator_replicas: int = 1
+    muon_scaling: str | None = None
+    resume_from_checkpoint_id: str | None = None
+    load_optimizer: bool | None = None
+    display_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.optimizer is not None and self.optimizer not in wire.OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {self.optimizer!r}")
+        wire.lora_config(self.lora)  # a ValueError naming lora
+        wire.optimizer_config(self.optimizer or "adam", self.muon_scaling)  # and muon_scaling
+
+    def new_only(self) -> list[str]:
+        """The fields set that only describe a new session (an attached one cannot take them)."""
+        names = ("model_resources_id", "base_model", "lora", "muon_scaling", "resume_from_checkpoint_id",
+                 "load_optimizer", "display_name")  # fmt: skip
+        return [name for name in names if getattr(self, name) is not None]
+
+    def resource_request(self, base_model: str) -> wire.CreateModelResourcesRequest:
+        return wire.CreateModelResourcesRequest(
+            base_model=base_model,
+            lora_enabled=wire.lora_config(self.lora) is not False,
+            compute_config=wire.ComputeConfigRequest(num_generator_replicas=self.num_generator_replicas),
+            optimizer_config=wire.optimizer_config(self.optimizer or "adam", self.muon_scaling),
+        )
+
+    def session_request(self, model_resources_id: str) -> wire.StartTrainingSessionRequest:
+        """Only what was given is sent: unset means the server's default (LoRA True: its defaults)."""
+        lora = wire.lora_config(self.lora)
+        fields = {
+            "model_resources_id": model_resources_id, "display_name": self.display_name,
+            "lora_config": lora if isinstance(lora, wire.LoraConfig) else None,
+            "resume_from_checkpoint_id": self.resume_from_checkpoint_id, "load_optimizer": self.load_optimizer,
+        }  # fmt: skip
+        return wire.StartTrainingSessionRequest.model_validate({k: v for k, v in fields.items() if v is not None})
+
+
 class RemoteBackend:
     """One training session of the remote API. Build it with ``RemoteBackend.connect`` (or
     ``rlnb.connect(url, ...)``); the constructor takes a running session and its model resource,
@@ -78,27 +124,15 @@ class RemoteBackend:
         resource: wire.ModelResources,
         *,
         stop_resource: bool = False,
-        poll_min: float = POLL_MIN,
-        poll_max: float = POLL_MAX,
-        operation_timeout: float = OPERATION_TIMEOUT,
-        poll_failure_window: float = POLL_FAILURE_WINDOW,
+        poll: PollOptions | None = None,
     ):
-        if not 0 < poll_min <= poll_max:
-            raise ValueError(f"need 0 < poll_min <= poll_max, got {poll_min}, {poll_max}")
-        if operation_timeout <= 0:
-            raise ValueError(f"operation_timeout must be > 0, got {operation_timeout}")
         self.optimizer: OptimizerKind = wire.optimizer_of(resource.optimizer_config)
         self.client, self.resource, self.session_id = client, resource, session.id
         self.stop_resource = stop_resource
         self.state = Lifecycle.OPEN
         self._info = session
         self._lock = threading.Lock()
-        if poll_failure_window <= 0:
-            raise ValueError(f"poll_failure_window must be > 0, got {poll_failure_window}")
-        self._poller = Poller(
-            client, session.id, poll_min=poll_min, poll_max=poll_max, operation_timeout=operation_timeout,
-            failure_window=poll_failure_window,
-        )  # fmt: skip
+        self._poller = Poller(client, session.id, poll or PollOptions())
 
     def __repr__(self) -> str:
         return f"<RemoteBackend {self.client.base_url} session={self.session_id} optimizer={self.optimizer}>"
@@ -110,37 +144,21 @@ class RemoteBackend:
         api_key: str | None = None,
         *,
         session_id: str | None = None,
-        model_resources_id: str | None = None,
-        base_model: str | None = None,
-        optimizer: OptimizerKind | None = None,
-        lora: bool | dict[str, Any] | wire.LoraConfig | None = None,
-        num_generator_replicas: int = 1,
-        muon_scaling: str | None = None,
-        resume_from_checkpoint_id: str | None = None,
-        load_optimizer: bool | None = None,
-        display_name: str | None = None,
         keep_resource: bool = False,
-        ready_timeout: float = READY_TIMEOUT,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        deadline: float = DEFAULT_DEADLINE,
-        max_retries: int | None = None,
-        retry: RetryPolicy | None = None,
-        http_client: httpx.Client | None = None,
-        transport: httpx.BaseTransport | None = None,
-        server_extensions: bool = True,
-        poll_min: float = POLL_MIN,
-        poll_max: float = POLL_MAX,
-        operation_timeout: float = OPERATION_TIMEOUT,
-        poll_failure_window: float = POLL_FAILURE_WINDOW,
+        session: SessionOptions | None = None,
+        client: ClientOptions | None = None,
+        poll: PollOptions | None = None,
+        **options: Any,
     ) -> RemoteBackend:
         """Attach to a session, or start one (and, unless given, its model resource) and wait until it runs.
 
         * ``session_id``: attach to that session; its optimizer is read from its model resource.
-        * ``model_resources_id``: start a session on that existing resource.
-        * neither: create a model resource for ``base_model`` (default: the first supported model)
-          with ``optimizer`` (default ``"adam"``; ``muon_scaling`` ``"original"`` | ``"match_adam"``),
-          ``num_generator_replicas`` and ``lora`` (None/False: full weights; True: LoRA with server
-          defaults; a dict / ``wire.LoraConfig``: LoRA with that config), then a session on it.
+        * otherwise a new session as ``session`` describes (``SessionOptions``): on an existing model
+          resource, or on one created for it.
+
+        ``options`` are the groups' fields by name (``base_model=``, ``poll_max=``, ``transport=``, ...),
+        over ``session``, ``client`` (``ClientOptions``: timeouts, retries, an injected transport) and
+        ``poll`` (``PollOptions``: how it waits).
 
         ``close()`` stops the session, and the model resource only when this call created it and
         ``keep_resource`` is false: an existing resource is never stopped. If anything fails or is
@@ -154,81 +172,21 @@ class RemoteBackend:
         operation fails ``TIMEOUT`` after ``operation_timeout`` seconds, or once the server has answered
         no poll for ``poll_failure_window`` seconds, and at once when the server no longer knows it (404).
         """
-        if optimizer is not None and optimizer not in wire.OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
-        if session_id is not None:
-            extra = {
-                "model_resources_id": model_resources_id, "base_model": base_model, "lora": lora,
-                "muon_scaling": muon_scaling, "resume_from_checkpoint_id": resume_from_checkpoint_id,
-                "load_optimizer": load_optimizer, "display_name": display_name,
-            }  # fmt: skip
-            given = [name for name, value in extra.items() if value is not None]
-            if given:
-                raise ValueError(f"{', '.join(given)} describe a new session; they cannot be used with session_id")
-        config = wire.optimizer_config(optimizer or "adam", muon_scaling) if session_id is None else None
-        checked = wire.lora_config(lora)
-        lora_config = checked if isinstance(checked, wire.LoraConfig) else None  # True: the server's defaults
-        client = APIClient(
-            base_url, api_key, timeout=timeout, deadline=deadline, max_retries=max_retries, retry=retry,
-            http_client=http_client, transport=transport, server_extensions=server_extensions,
-        )  # fmt: skip
-
-        def wait(fetch: Callable[[], M], ready: str, dead: frozenset[str]) -> M:
-            return _wait_until(fetch, ready, dead, ready_timeout, poll_min, poll_max)
-
-        created_resource: str | None = None
-        created_session: str | None = None
+        new = take(SessionOptions, options, session)
+        http = take(ClientOptions, options, client)
+        waits = take(PollOptions, options, poll)
+        refuse_unknown(options, "RemoteBackend.connect()")
+        if session_id is not None and new.new_only():
+            given = ", ".join(new.new_only())
+            raise ValueError(f"{given} describe a new session; they cannot be used with session_id")
+        start = _Start(APIClient(base_url, api_key, **kwargs(http)), waits)
         try:
-            if session_id is not None:
-                info = client.get_session(session_id)
-                resource = client.get_model_resources(info.model_resources_id)
-            elif model_resources_id is not None:
-                resource = client.get_model_resources(model_resources_id)
-            else:
-                if base_model is None:
-                    models = client.supported_models().data
-                    if not models:
-                        raise RlnbError(f"{client.base_url} lists no supported models; pass base_model")
-                    base_model = models[0].base_model
-                resource = client.create_model_resources(
-                    wire.CreateModelResourcesRequest(
-                        base_model=base_model,
-                        lora_enabled=checked is not False,
-                        compute_config=wire.ComputeConfigRequest(num_generator_replicas=num_generator_replicas),
-                        optimizer_config=config,
-                    )
-                )
-                created_resource = resource.id
-                log.info("created model resource %s (%s)", resource.id, resource.base_model)
-            kind = wire.optimizer_of(resource.optimizer_config)
-            if optimizer is not None and optimizer != kind:
-                raise ValueError(
-                    f"model resource {resource.id} uses {kind}, not {optimizer} "
-                    "(the optimizer is fixed when the resource is created)"
-                )
-            if session_id is None:
-                rid = resource.id
-                resource = wait(
-                    lambda: client.get_model_resources(rid), wire.ModelResourcesStatus.READY, wire.RESOURCE_ENDED
-                )
-                fields = {
-                    "model_resources_id": rid, "display_name": display_name, "lora_config": lora_config,
-                    "resume_from_checkpoint_id": resume_from_checkpoint_id, "load_optimizer": load_optimizer,
-                }  # fmt: skip  # only what was given is sent: unset means the server's default
-                info = client.create_session(
-                    wire.StartTrainingSessionRequest.model_validate({k: v for k, v in fields.items() if v is not None})
-                )
-                created_session = info.id
-                log.info("started training session %s on %s", info.id, rid)
-            sid = info.id
-            info = wait(lambda: client.get_session(sid), wire.SessionStatus.RUNNING, wire.SESSION_ENDED)
+            info, resource = start.attach(session_id, new.optimizer) if session_id is not None else start.new(new)
         except BaseException:  # also KeyboardInterrupt: never leave a paid resource running
-            _stop_quietly(client, created_session, created_resource)
-            client.close()
+            start.undo()
             raise
-        stop = created_resource is not None and not keep_resource
-        return cls(client, info, resource, stop_resource=stop, poll_min=poll_min, poll_max=poll_max,
-                   operation_timeout=operation_timeout, poll_failure_window=poll_failure_window)  # fmt: skip
+        stop = start.created_resource is not None and not keep_resource
+        return cls(start.client, info, resource, stop_resource=stop, poll=waits)
 
     # -- Backend protocol ------------------------------------------------------------------------
 
@@ -326,6 +284,66 @@ class RemoteBackend:
                     reason += " (the server could not be reached, so its outcome is unknown)"
                 env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason)
             report(op, env)
+
+
+class _Start:
+    """Starting a remote session: what was created (to stop again if starting fails) and how to wait."""
+
+    def __init__(self, client: APIClient, poll: PollOptions):
+        self.client, self.poll = client, poll
+        self.created_resource: str | None = None
+        self.created_session: str | None = None
+
+    def attach(self, session_id: str, optimizer: OptimizerKind | None) -> tuple[wire.Session, wire.ModelResources]:
+        info = self.client.get_session(session_id)
+        resource = _checked(self.client.get_model_resources(info.model_resources_id), optimizer)
+        return self.running(info.id), resource
+
+    def new(self, options: SessionOptions) -> tuple[wire.Session, wire.ModelResources]:
+        rid = _checked(self.resource(options), options.optimizer).id
+        resource = self.wait(lambda: self.client.get_model_resources(rid), wire.ModelResourcesStatus.READY,
+                             wire.RESOURCE_ENDED)  # fmt: skip
+        info = self.client.create_session(options.session_request(rid))
+        self.created_session = info.id
+        log.info("started training session %s on %s", info.id, rid)
+        return self.running(info.id), resource
+
+    def resource(self, options: SessionOptions) -> wire.ModelResources:
+        """The given model resource, or a new one for ``options.base_model`` (default: the first listed)."""
+        if options.model_resources_id is not None:
+            return self.client.get_model_resources(options.model_resources_id)
+        base_model = options.base_model
+        if base_model is None:
+            models = self.client.supported_models().data
+            if not models:
+                raise RlnbError(f"{self.client.base_url} lists no supported models; pass base_model")
+            base_model = models[0].base_model
+        resource = self.client.create_model_resources(options.resource_request(base_model))
+        self.created_resource = resource.id
+        log.info("created model resource %s (%s)", resource.id, resource.base_model)
+        return resource
+
+    def running(self, session_id: str) -> wire.Session:
+        return self.wait(lambda: self.client.get_session(session_id), wire.SessionStatus.RUNNING, wire.SESSION_ENDED)
+
+    def wait(self, fetch: Callable[[], M], ready: str, dead: frozenset[str]) -> M:
+        return _wait_until(fetch, ready, dead, self.poll.ready_timeout, self.poll.poll_min, self.poll.poll_max)
+
+    def undo(self) -> None:
+        """Stop what was created (best effort) and close the client."""
+        _stop_quietly(self.client, self.created_session, self.created_resource)
+        self.client.close()
+
+
+def _checked(resource: wire.ModelResources, optimizer: OptimizerKind | None) -> wire.ModelResources:
+    """``resource``, unless it uses another optimizer than the one asked for (``ValueError``)."""
+    kind = wire.optimizer_of(resource.optimizer_config)
+    if optimizer is not None and optimizer != kind:
+        raise ValueError(
+            f"model resource {resource.id} uses {kind}, not {optimizer} (the optimizer is fixed when the resource "
+            "is created)"
+        )
+    return resource
 
 
 def _stop_quietly(client: APIClient, session_id: str | None, model_resources_id: str | None) -> None:

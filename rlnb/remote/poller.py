@@ -41,6 +41,33 @@ LONG_POLL_WAIT = 10.0
 """Longest wait asked of a long-polling server per GET (bounded by what it advertises)."""
 POLL_FAILURE_WINDOW = 120.0
 """Seconds of nothing but failed polls after which an operation fails (``TIMEOUT``): the server is gone."""
+OPERATION_TIMEOUT = 3600.0
+"""Seconds after submission at which the poller gives an operation up (reported FAILED, TIMEOUT)."""
+READY_TIMEOUT = 1800.0
+"""Seconds ``RemoteBackend.connect`` waits for the model resource, then the session, to be up."""
+
+
+@dataclass(frozen=True)
+class PollOptions:
+    """How a remote session waits (``rlnb.connect(url, poll_max=5.0, ...)`` sets these by name).
+
+    Polls come ``poll_interval`` apart, from ``poll_min`` up to ``poll_max`` seconds. Starting waits up to
+    ``ready_timeout`` seconds each for the model resource and the session; an operation fails ``TIMEOUT``
+    ``operation_timeout`` seconds after submission, or once every poll has failed for
+    ``poll_failure_window`` seconds (the server is gone)."""
+
+    poll_min: float = POLL_MIN
+    poll_max: float = POLL_MAX
+    ready_timeout: float = READY_TIMEOUT
+    operation_timeout: float = OPERATION_TIMEOUT
+    poll_failure_window: float = POLL_FAILURE_WINDOW
+
+    def __post_init__(self) -> None:
+        if not 0 < self.poll_min <= self.poll_max:
+            raise ValueError(f"need 0 < poll_min <= poll_max, got {self.poll_min}, {self.poll_max}")
+        for name in ("ready_timeout", "operation_timeout", "poll_failure_window"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
 
 
 def poll_interval(elapsed: float, poll_min: float = POLL_MIN, poll_max: float = POLL_MAX) -> float:
@@ -70,19 +97,10 @@ class Poller:
     """The poll thread of one session. ``add`` an operation after its POST; ``stop`` ends the thread and
     returns what was still in flight (for the caller to settle)."""
 
-    def __init__(
-        self,
-        client: APIClient,
-        session_id: str,
-        *,
-        poll_min: float,
-        poll_max: float,
-        operation_timeout: float,
-        failure_window: float = POLL_FAILURE_WINDOW,
-    ):
+    def __init__(self, client: APIClient, session_id: str, options: PollOptions):
         self.client, self.session_id = client, session_id
-        self.poll_min, self.poll_max, self.operation_timeout = poll_min, poll_max, operation_timeout
-        self.failure_window = failure_window
+        self.poll_min, self.poll_max = options.poll_min, options.poll_max
+        self.operation_timeout, self.failure_window = options.operation_timeout, options.poll_failure_window
         self._failing_since: float | None = None  # monotonic time of the first of the polls failing in a row
         self._inflight: list[InFlight] = []  # submission order
         self._cond = threading.Condition()

@@ -34,7 +34,9 @@ def connect(
 
     ``connect("https://api.together.ai", api_key=..., base_model=..., optimizer=..., lora=...)`` starts
     a session of Together's RL API (or of ``rlnb serve`` at ``http://...``); ``session_id=...``
-    attaches to a running one (see ``rlnb.remote.backend.RemoteBackend.connect`` for every option).
+    attaches to a running one. Its options are the fields of three groups, by name or as a group
+    (``session=SessionOptions(...)``, ``client=ClientOptions(...)``, ``poll=PollOptions(...)``; see
+    ``rlnb.remote.backend.RemoteBackend.connect``).
 
     Every operation is recorded under ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``, or
     ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only. ``sinks=[...]`` streams
