@@ -315,3 +315,19 @@ def test_an_empty_grid_or_config_list_is_refused_not_run_as_the_base(tmp_path):
     with pytest.raises(ValueError, match="configs is empty"):
         sweep(BASE, [], steps=1, runs_dir=tmp_path, progress=False)
     assert not list(tmp_path.iterdir())  # refused before a folder was made
+
+
+def test_option_groups_are_the_flat_keywords(tmp_path):
+    """A group given whole and the same fields by name run the same sweep; a name wins over its group,
+    and a keyword no group has goes to rlnb.connect for every trial."""
+    from rlnb.sweep import ExecutorOptions, TrialOptions
+
+    trial = TrialOptions(steps=5, seeds=(3,), task=lambda prompt, completion: 0.5)
+    where = ExecutorOptions(executor="threads", max_concurrent=1)
+    trials = sweep(BASE, trial_options=trial, executor_options=where, steps=2, runs_dir=tmp_path, progress=False,
+                   device="cpu")  # fmt: skip
+    assert list(trials.seed) == [3] and list(trials.steps_done) == [2] and list(trials.executor) == ["threads"]
+    assert list(trials.final_reward) == [0.5]
+    assert History.load(trials.run_path.iloc[0]).config["device"] == "cpu"
+    with pytest.raises(ValueError, match="need steps >= 1"):
+        TrialOptions(steps=0)
