@@ -137,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rlnb.server import serve
         from rlnb.server.models import model_info, parse_model_option
         from rlnb.server.settings import DEFAULT_MODELS, parse_limits
+        from rlnb.server.state import StateDirError
 
         try:
             limits = parse_limits(args.limit)
@@ -156,20 +157,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
         print(f"rlnb serve: models {', '.join(models)}", flush=True)
-        serve(
-            args.host,
-            args.port,
-            token=args.token,
-            device=args.device,
-            op_delay=args.op_delay,
-            checkpoint_dir=args.checkpoint_dir,
-            fail_rate=args.fail_rate,
-            result_offload_bytes=args.offload_results_over,
-            models=models,
-            dtype=args.dtype,
-            **extra,
-            **limits,
-        )
+        try:
+            serve(
+                args.host,
+                args.port,
+                token=args.token,
+                device=args.device,
+                op_delay=args.op_delay,
+                checkpoint_dir=args.checkpoint_dir,
+                fail_rate=args.fail_rate,
+                result_offload_bytes=args.offload_results_over,
+                models=models,
+                dtype=args.dtype,
+                **extra,
+                **limits,
+            )
+        except StateDirError as exc:  # locked, or a signing key that cannot be trusted or written
+            print(f"rlnb serve: {exc}", file=sys.stderr)
+            return 2
         return 0
     if args.command == "demo":
         if args.steps < 1:

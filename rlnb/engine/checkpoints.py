@@ -12,9 +12,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import pickle
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,21 +67,63 @@ class CheckpointStore:
         return sorted(p for p in folder.rglob("*") if p.is_file())
 
 
+class DiskFull(OSError):
+    """A checkpoint could not be written because the disk (or the user's quota) is full."""
+
+
+_FULL = {errno.ENOSPC, errno.EDQUOT}
+_FULL_TEXTS = ("No space left on device", "Disk quota exceeded", "os error 28", "os error 122")
+"""How a full disk reads in the errors of safetensors (Rust's io::Error) and of code that drops the errno."""
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether a failed write failed for lack of space, looking down the chain: torch.save into a Python
+    file reports torch's ``unexpected pos`` with the OSError as its context."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno in _FULL or any(t in str(cause) for t in _FULL_TEXTS):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """A save that fails leaves nothing behind; one that fails on a full disk raises ``DiskFull`` saying so."""
+    try:
+        yield
+    except Exception as exc:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        if disk_full(exc):
+            raise DiskFull(
+                f"the disk is full: checkpoint {path.name} could not be written to {path.parent} (nothing of it was "
+                "kept); free space there and save again"
+            ) from None
+        raise
+
+
 def save_training(
     path: Path, trainer: nn.Module, optim_state: dict[str, Any], step: int, meta: dict[str, Any]
 ) -> None:
     lora = meta.get("lora") is not None
     weights = {k: v for k, v in trainer.state_dict().items() if not lora or "lora_" in k}
-    torch.save({"type": "training", "weights": weights, "optimizer": optim_state, "step": step, **meta}, path)
+    with _writing(path), open(path, "wb") as fh:  # a Python file: a failed write keeps its errno (torch's own does not)
+        torch.save({"type": "training", "weights": weights, "optimizer": optim_state, "step": step, **meta}, fh)
 
 
 def save_inference(
     path: Path, adapter: ModelAdapter, trainer: nn.Module, step: int, meta: dict[str, Any]
 ) -> None:
-    adapter.save_merged(merged_state_dict(trainer), path / "merged")
-    if meta.get("lora") is not None:
-        save_adapter(trainer, path / "adapter")
-    (path / "rlnb.json").write_text(json.dumps({"type": "inference", "step": step, **meta}, indent=2))
+    with _writing(path):
+        adapter.save_merged(merged_state_dict(trainer), path / "merged")
+        if meta.get("lora") is not None:
+            save_adapter(trainer, path / "adapter")
+        (path / "rlnb.json").write_text(json.dumps({"type": "inference", "step": step, **meta}, indent=2))
 
 
 EXPECTED = "a training checkpoint (<id>.pt) or an inference checkpoint folder (<id>/ with rlnb.json)"

@@ -75,6 +75,8 @@ def classify(exc: Exception) -> OperationError | None:
         return OperationError(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
     if isinstance(exc, losses_mod.InvalidLossInput):
         return OperationError(Code.INVALID_INPUT, str(exc))
+    if isinstance(exc, checkpoints.DiskFull):
+        return OperationError(Code.RESOURCE_EXHAUSTED, str(exc))
     if isinstance(exc, sampling.Diverged):
         return OperationError(Code.NON_FINITE_LOSS, str(exc))
     return None
@@ -148,6 +150,7 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
     field_name = wire.LOSS_PARAMS_FIELD[loss_type]
     given = getattr(body.loss, field_name) if field_name else None
     seqs, inputs = _inputs(engine, body.samples)
+    losses_mod.check_read(loss_type, inputs)
     loss_params = losses_mod.validate(
         loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, [len(s) for s in seqs]
     )
@@ -181,6 +184,7 @@ def custom_forward_backward(
     engine: Engine, body: wire.CustomForwardBackwardBody, cancelled: threading.Event
 ) -> wire.CustomForwardBackwardResult:
     seqs, inputs = _inputs(engine, body.samples)
+    losses_mod.check_read(None, inputs)
     if len(body.gradients) != len(seqs):
         raise OperationError(Code.INVALID_INPUT, f"gradients has {len(body.gradients)} entries for {len(seqs)} samples")
     grads = []
@@ -200,7 +204,10 @@ def custom_forward_backward(
                 Code.INVALID_INPUT,
                 f"samples[{i}].loss_fn_inputs: the mask has {mask.numel()} values for {len(s)} tokens",
             )
-        grads.append(torch.tensor(g.data) * ((mask != 0).float() if mask is not None else 1.0))
+        grad = torch.tensor(g.data, dtype=torch.float32)
+        if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
+            raise OperationError(Code.NON_FINITE_LOSS, f"gradients[{i}] is not finite; no gradients were accumulated")
+        grads.append(grad * ((mask != 0).float() if mask is not None else 1.0))
     lps, _ = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
     surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly

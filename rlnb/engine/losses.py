@@ -72,6 +72,21 @@ def validate(
     return params
 
 
+def check_read(loss_type: str | None, inputs: list[dict[str, torch.Tensor]]) -> None:
+    """Refuse a ``loss_fn_inputs`` key the operation would silently ignore (``wire.unread_inputs``), as
+    ``rlnb serve`` does with a 400: a forward-backward of ``loss_type``, or a custom-forward-backward
+    (None). Apart from ``validate``, which checks a loss's own inputs."""
+    spec = wire.LOSSES.get(loss_type) if loss_type is not None else None
+    for i, x in enumerate(inputs):
+        for key in wire.unread_inputs(loss_type, x):
+            if key in wire.LOSS_INPUT_DTYPES and spec is not None:
+                reads = ", ".join((*spec.required, *spec.optional))
+                raise InvalidLossInput(f"sample {i}: {spec.type} does not read input {key!r} (it reads {reads})")
+            raise InvalidLossInput(
+                f"sample {i}: no loss reads input {key!r} (the inputs are {', '.join(wire.LOSS_INPUT_DTYPES)})"
+            )
+
+
 def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[str, Any]:
     """The params by the rules of ``spec.params`` (the wire model's bounds), defaults filled in."""
     given = {k: v for k, v in (params or {}).items() if v is not None}

@@ -8,6 +8,7 @@ instead of being ignored (a misspelt ``learning_rat`` would otherwise run with t
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Callable
@@ -32,9 +33,17 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"request body is larger than {limit} bytes ({setting})")
 
 
+class BodyTooSlow(HTTPException):
+    def __init__(self, why: str):
+        super().__init__(408, f"request body {why}: send it again in full")
+
+
 class BodyLimit:
     """ASGI middleware: a body over the limit is refused with 413 and the error body — at once when its
-    ``Content-Length`` says so, else as soon as the bytes read pass the limit."""
+    ``Content-Length`` says so, else as soon as the bytes read pass the limit. A body that stalls gets a
+    408: no byte for ``body_idle_timeout`` seconds, or not all of it within ``body_timeout``. Any answer
+    sent before its request's body arrived in full says ``Connection: close``, so that uvicorn closes the
+    connection instead of waiting for the rest: a half-sent body never holds memory or a connection."""
 
     def __init__(self, app: ASGIApp, settings: ServerSettings):
         self.app, self.settings = app, settings
@@ -47,23 +56,45 @@ class BodyLimit:
             limit, setting = self.settings.max_payload_bytes, "max_payload_bytes"
         else:
             limit, setting = self.settings.max_body_bytes, "max_body_bytes"
-        declared = Headers(scope=scope).get("content-length", "")
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            too_large = BodyTooLarge(limit, setting)
-            await error_response(413, too_large.detail, "invalid_request_error")(scope, receive, send)
+            response = error_response(413, BodyTooLarge(limit, setting).detail, "invalid_request_error")
+            response.headers["connection"] = "close"
+            await response(scope, receive, send)
             return
         total = 0
+        done = not (int(declared) if declared.isdigit() else "chunked" in headers.get("transfer-encoding", ""))
+        deadline = asyncio.get_running_loop().time() + self.settings.body_timeout
+
+        async def closing(message: Message) -> None:
+            if message["type"] == "http.response.start" and not done:
+                message["headers"] = [*message.get("headers", []), (b"connection", b"close")]
+            await send(message)
 
         async def limited() -> Message:
-            nonlocal total
-            message = await receive()
+            nonlocal total, done
+            if done:  # the body is in: what follows is a wait for the client to disconnect
+                return await receive()
+            message = await self._within(receive, deadline)
             if message["type"] == "http.request":
                 total += len(message.get("body", b""))
+                done = not message.get("more_body", False)
                 if total > limit:
                     raise BodyTooLarge(limit, setting)  # FastAPI re-raises it; the error handler answers
             return message
 
-        await self.app(scope, limited, send)
+        await self.app(scope, limited, closing)
+
+    async def _within(self, receive: Receive, deadline: float) -> Message:
+        left = deadline - asyncio.get_running_loop().time()
+        idle = self.settings.body_idle_timeout
+        try:
+            return await asyncio.wait_for(receive(), min(idle, max(left, 0.0)))
+        except TimeoutError:
+            if left <= idle:
+                raise BodyTooSlow(f"not in full within {self.settings.body_timeout} s (body_timeout)") from None
+            raise BodyTooSlow(f"stalled: no byte in {idle} s (body_idle_timeout)") from None
 
 
 def check_operation(settings: ServerSettings, kind: wire.OperationKind, body: Any) -> None:
@@ -80,6 +111,20 @@ def check_batch(settings: ServerSettings, body: wire.ForwardBackwardBody | wire.
             "(max_batch_size in supported-models): split the batch",
             param="samples",
         )
+
+
+def check_inputs(settings: ServerSettings, body: wire.ForwardBackwardBody | wire.CustomForwardBackwardBody) -> None:
+    """A ``loss_fn_inputs`` key the operation would silently ignore is a 400 naming it
+    (``wire.unread_inputs``)."""
+    loss_type = body.loss.type if isinstance(body, wire.ForwardBackwardBody) else None
+    for i, sample in enumerate(body.samples):
+        for key in wire.unread_inputs(loss_type, sample.loss_fn_inputs):
+            param, spec = f"samples.{i}.loss_fn_inputs.{key}", wire.LOSSES.get(loss_type or "")
+            if key in wire.LOSS_INPUT_DTYPES and spec is not None:
+                why = f"{loss_type} does not read it (it reads {', '.join((*spec.required, *spec.optional))})"
+            else:
+                why = f"no loss reads it (the inputs are {', '.join(wire.LOSS_INPUT_DTYPES)})"
+            raise ServerError(400, f"{param}: {why}", param=param)
 
 
 def check_loss(settings: ServerSettings, body: wire.ForwardBackwardBody) -> None:
@@ -118,8 +163,8 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
 
 
 CHECKS: dict[str, tuple[Callable[[ServerSettings, Any], None], ...]] = {
-    wire.OperationKind.FORWARD_BACKWARD: (check_batch, check_loss),
-    wire.OperationKind.CUSTOM_FORWARD_BACKWARD: (check_batch,),
+    wire.OperationKind.FORWARD_BACKWARD: (check_batch, check_inputs, check_loss),
+    wire.OperationKind.CUSTOM_FORWARD_BACKWARD: (check_batch, check_inputs),
     wire.OperationKind.SAMPLE: (check_sample,),
 }
 """The limits each kind's body is checked against (the other kinds have none)."""

@@ -2,8 +2,10 @@
 
 A checkpoint file URL is signed (HMAC-SHA256 with the server's key) for one checkpoint, one variant, one
 file and an expiry time, so it cannot fetch another file or variant, and stops working after
-``download_ttl`` seconds. Checkpoints outlive their session and resource in the API (they are listed,
-downloaded and resumed on their own), so a link keeps working after both are stopped, until it expires.
+``download_ttl`` seconds. A payload URL is signed the same way for one payload, one direction (an upload
+URL cannot download, nor a download URL upload) and an expiry (``payload_ttl``). Checkpoints outlive
+their session and resource in the API (they are listed, downloaded and resumed on their own), so a link
+keeps working after both are stopped, until it expires.
 URLs never take their host from a request's Host header (``ServerSettings.public_url``).
 """
 
@@ -12,12 +14,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable
+from typing import Literal
 from urllib.parse import quote, urlencode
 
 from rlnb.server.errors import ServerError
 
 CHECKPOINT_FILES = "/v1/rl/checkpoints/{cid}/files/{kind}/{name}"
 PAYLOADS = "/v1/rl/payloads/{pid}"
+Direction = Literal["upload", "download"]
 
 
 class Signer:
@@ -39,8 +43,30 @@ class Signer:
 
     def check_checkpoint_file(self, cid: str, kind: str, name: str, expires: str, sig: str) -> None:
         """403 unless ``sig`` signs exactly this file and ``expires`` has not passed."""
-        good = self._sign("checkpoint", cid, kind, name, expires)
+        self._check(
+            ("checkpoint", cid, kind, name), expires, sig,
+            bad="bad or missing download signature (a URL is signed for one file of one variant)",
+            again="ask for a new one (GET .../download)",
+        )  # fmt: skip
+
+    def payload(self, pid: str, direction: Direction, ttl: int) -> str:
+        """The presigned URL that uploads (PUT) or downloads (GET) one payload, valid for ``ttl`` seconds."""
+        expires = str(int(self._clock()) + ttl)
+        path = PAYLOADS.format(pid=quote(pid, safe=""))
+        return self.url(path, expires=expires, sig=self._sign("payload", direction, pid, expires))
+
+    def check_payload(self, pid: str, direction: Direction, expires: str, sig: str) -> None:
+        """403 unless ``sig`` signs this payload for this direction and ``expires`` has not passed."""
+        route = "upload-url" if direction == "upload" else f"{pid}/download-url"
+        self._check(
+            ("payload", direction, pid), expires, sig,
+            bad=f"bad or missing payload signature (this URL is not the {direction} URL of payload {pid})",
+            again=f"ask for a new one (POST .../payloads/{route})",
+        )  # fmt: skip
+
+    def _check(self, parts: tuple[str, ...], expires: str, sig: str, *, bad: str, again: str) -> None:
+        good = self._sign(*parts, expires)
         if not hmac.compare_digest(sig.encode(), good.encode()):
-            raise ServerError(403, "bad or missing download signature (a URL is signed for one file of one variant)")
+            raise ServerError(403, bad)
         if not expires.isdigit() or int(expires) < self._clock():
-            raise ServerError(403, "this download URL has expired: ask for a new one (GET .../download)")
+            raise ServerError(403, f"this URL has expired: {again}")

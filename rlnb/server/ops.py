@@ -74,7 +74,7 @@ class OperationsMixin:
             s = self.session(sid)
             if s.backend is None and s.status in wire.SESSION_ACTIVE:
                 raise ServerError(409, f"session {sid} is still being created", param="session_id")
-            if s.backend is None:  # ended: the operation fails at once, as the service's does
+            if s.status not in wire.SESSION_ACTIVE:  # ended (its backend may still be closing): fails at once
                 env = wire.Operation.failed(
                     str(uuid.uuid4()), wire.OperationErrorCode.SESSION_NOT_ACTIVE, f"session {sid} is {s.status}"
                 )
@@ -82,6 +82,8 @@ class OperationsMixin:
                 s.keys[key] = env.id
                 self._save_op(s, op)
                 return env
+            if s.backend is None:
+                raise ServerError(409, f"session {sid} is still being created", param="session_id")
             first: list[str] = []
             s.backend.submit(kind, body, lambda env: self._record(s, kind, env, first, key, fingerprint))
             s.keys[key] = first[0]  # the backend reported PENDING at once
@@ -191,4 +193,5 @@ class OperationsMixin:
         folder = c.path / kind
         if not folder.is_dir():
             raise ServerError(409, f"checkpoint {cid}'s files are gone from {c.path}", param="checkpoint_id")
-        return sorted(p for p in folder.rglob("*") if p.is_file())
+        inside = c.path.resolve()  # a symlink that leads out of the checkpoint's folder is never served
+        return sorted(p for p in folder.rglob("*") if p.is_file() and p.resolve().is_relative_to(inside))

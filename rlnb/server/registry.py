@@ -6,8 +6,9 @@ Hold it only to read or change records — never across a call that waits for a 
 through ``_record``, which takes the lock. Handlers get copies, never live records.
 
 Sessions are driven only through the ``Backend`` protocol plus checkpoint files (``SessionBackend``);
-``make_backend`` is the one place a ``LocalBackend`` is built. A session holds it only while active: a
-stopped or expired session keeps its last view and lets the backend (model, optimizer, thread) go.
+``backends.make_backend`` is the one place a ``LocalBackend`` is built. A session holds it only while
+active: a stopped or expired session keeps its last view and lets the backend (model, optimizer, thread)
+go, closed on a thread of its own so that a stop never waits for a running operation.
 
 Live objects are capped (``max_live_resources``, ``max_live_sessions``, a resource's session cap: 429).
 With ``state_dir`` every change is journaled (``state.Journal``) and read back at start: resources,
@@ -27,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import wire
+from rlnb.server.backends import checkpoint_dir, make_backend
 from rlnb.server.errors import ServerError, not_found
 from rlnb.server.links import Signer
 from rlnb.server.ops import OperationsMixin
 from rlnb.server.payloads import PayloadStore
-from rlnb.server.records import CheckpointRecord, OpRecord, SessionBackend, SessionRecord, page, status_filter
+from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, page, status_filter
 from rlnb.server.resources import ResourcesMixin
 from rlnb.server.settings import ServerSettings
 from rlnb.server.state import Journal, restore
@@ -43,48 +45,6 @@ RESTARTED = (
 """Why a session that was active when the server stopped is now ERROR."""
 
 
-def checkpoint_dir(settings: ServerSettings) -> Path | None:
-    """Where sessions write checkpoints: ``checkpoint_dir``, else ``<state_dir>/checkpoints`` (kept across
-    restarts), else each session's own temporary folder."""
-    if settings.checkpoint_dir is not None:
-        return settings.checkpoint_dir
-    return settings.state_dir / "checkpoints" if settings.state_dir is not None else None
-
-
-def make_backend(
-    settings: ServerSettings,
-    resource: wire.ModelResources,
-    lora: wire.LoraConfig | None,
-    resume: Path | None,
-    load_optimizer: bool | None,
-) -> SessionBackend:
-    """A session's backend: the resource's model (seeded by ``base_seed``, the same for every session of
-    it), optimizer and replicas; LoRA adapters seeded by the session's own ``lora_config.seed``."""
-    from rlnb.engine.backend import LocalBackend
-
-    muon = resource.optimizer_config.muon
-    adapters: dict[str, Any] | bool | None = None
-    if resource.lora_enabled:
-        adapters = (lora or wire.LoraConfig()).model_dump(exclude_none=True) or True
-    return LocalBackend(
-        wire.optimizer_of(resource.optimizer_config),
-        settings.models[resource.base_model],
-        seed=settings.base_seed,
-        sampling_seed=secrets.randbits(62),  # sessions share base weights, not their unseeded samples
-        device=settings.device,
-        muon_scaling="match_adam"
-        if muon and muon.scaling_strategy == "MUON_SCALING_STRATEGY_MATCH_ADAM"
-        else "original",
-        num_generator_replicas=resource.compute_config.num_generator_replicas,
-        checkpoint_dir=checkpoint_dir(settings),
-        resume_from=resume,
-        load_optimizer=load_optimizer,
-        op_delay=settings.op_delay,
-        lora=adapters,
-        dtype=settings.dtype,
-    )
-
-
 class Registry(ResourcesMixin, OperationsMixin):
     """Everything ``rlnb serve`` knows. ``clock`` (seconds since the epoch) is injectable for expiry tests."""
 
@@ -94,9 +54,15 @@ class Registry(ResourcesMixin, OperationsMixin):
         self.resources: dict[str, wire.ModelResources] = {}
         self.sessions: dict[str, SessionRecord] = {}
         self.checkpoints: dict[str, CheckpointRecord] = {}
-        self.payloads = PayloadStore(self.lock, settings.max_payload_bytes)
+        self.payloads = PayloadStore(self.lock, settings, clock)
+        self._closers: set[threading.Thread] = set()
+        """Threads closing stopped sessions' backends (``_close_later``)."""
         self.journal = Journal(settings.state_dir) if settings.state_dir is not None else None
-        key = self.journal.signing_key() if self.journal is not None else secrets.token_bytes(32)
+        try:
+            key = self.journal.signing_key() if self.journal is not None else secrets.token_bytes(32)
+        except BaseException:
+            self.journal.close()  # type: ignore[union-attr]  # only a journal's key can fail
+            raise
         self.signer = Signer(key, settings.public_url, clock)
         if self.journal is not None:
             self._restore(self.journal.load())
@@ -106,14 +72,29 @@ class Registry(ResourcesMixin, OperationsMixin):
 
     def close(self) -> None:
         """Shut down: active sessions end ERROR (as after a crash, but their queued operations are
-        recorded FAILED by their workers), then the journal is closed."""
+        recorded FAILED by their workers), sessions stopped before are closed in full, then the journal
+        is closed."""
         with self.lock:
             active = [s for s in self.sessions.values() if s.status in wire.SESSION_ACTIVE]
             for s in active:
                 self._end(s, wire.SessionStatus.ERROR, RESTARTED.format(status=s.status))
         self._close(active)
+        self.settle()
         if self.journal is not None:
             self.journal.close()
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """Wait until every stopped session's backend is closed and let go; False if ``timeout`` passed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self.lock:
+                closers = list(self._closers)
+            if not closers:
+                return True
+            for t in closers:
+                t.join(None if deadline is None else max(deadline - time.monotonic(), 0))
+            if deadline is not None and time.monotonic() >= deadline:
+                return not any(t.is_alive() for t in closers)
 
     # -- the journal -----------------------------------------------------------------------------
 
@@ -130,7 +111,9 @@ class Registry(ResourcesMixin, OperationsMixin):
     def _restore(self, saved: dict[str, list[dict[str, Any]]]) -> None:
         """Read the journal back: what was active when the server stopped has ended, with the reason."""
         now = self.now()
-        restored = restore(saved)
+        root = checkpoint_dir(self.settings)
+        assert root is not None  # a state directory gives a checkpoint folder
+        restored = restore(saved, root)
         self.resources.update(restored.resources)
         self.sessions.update(restored.sessions)
         self.checkpoints.update(restored.checkpoints)
@@ -156,7 +139,9 @@ class Registry(ResourcesMixin, OperationsMixin):
         self.journal.rewrite(entries)
 
     def _end(self, s: SessionRecord, status: wire.SessionStatus, reason: str | None = None) -> None:
-        """Mark a session ended (under the lock); its backend is closed and let go by ``_close``."""
+        """Mark a session ended (under the lock) and free its payloads; its backend is closed and let go by
+        ``_close``."""
+        self.payloads.drop_session(s.id)
         now = self.now()
         s.status, s.updated_at = status, now
         if reason is not None:
@@ -173,7 +158,30 @@ class Registry(ResourcesMixin, OperationsMixin):
                 with self.lock:
                     s.final, s.backend = backend.session(), None
                     self._save("session", s.view())
-            self.payloads.drop_session(s.id)
+
+    def _close_later(self, sessions: list[SessionRecord]) -> None:
+        """``_close`` on a thread of its own, so that a stop answers at once: joining a worker whose
+        operation runs for minutes must not hold a request thread (45 such stops used to take the whole
+        thread pool, /health included). At most one thread per active session: ``max_live_sessions``."""
+        if not sessions:
+            return
+
+        def close() -> None:
+            try:
+                self._close(sessions)
+            finally:
+                with self.lock:
+                    self._closers.discard(thread)
+
+        thread = threading.Thread(target=close, name="rlnb-close", daemon=True)
+        with self.lock:
+            self._closers.add(thread)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: close here
+            with self.lock:
+                self._closers.discard(thread)
+            self._close(sessions)
 
     # -- sessions --------------------------------------------------------------------------------
 
@@ -189,6 +197,13 @@ class Registry(ResourcesMixin, OperationsMixin):
             res = self._resource(req.model_resources_id)
             if res.status != wire.ModelResourcesStatus.READY:
                 raise ServerError(409, f"model resource {res.id} is {res.status}", param="model_resources_id")
+            if res.base_model not in self.settings.models:  # made before a restart that dropped a --model
+                raise ServerError(
+                    409, f"model resource {res.id} is of base_model {res.base_model!r}, which this server does not "
+                    f"serve now (it serves {', '.join(self.settings.models)}): restart rlnb serve with "
+                    f"--model {res.base_model}=PATH_OR_ID",
+                    param="model_resources_id",
+                )  # fmt: skip
             cap = self.settings.lora_session_cap if res.lora_enabled else self.settings.full_session_cap
             if sum(s.resource_id == res.id and s.status in wire.SESSION_ACTIVE for s in self.sessions.values()) >= cap:
                 raise ServerError(429, f"model resource {res.id} already has {cap} active session(s)")
@@ -232,7 +247,7 @@ class Registry(ResourcesMixin, OperationsMixin):
             stopped_meanwhile = rec.status not in wire.SESSION_ACTIVE
             self._save("session", rec.view())
         if stopped_meanwhile:  # its resource was stopped while the model was built
-            self._close([rec])
+            self._close_later([rec])
         return rec.view()
 
     def _resume_path(self, req: wire.StartTrainingSessionRequest) -> Path | None:
@@ -282,5 +297,5 @@ class Registry(ResourcesMixin, OperationsMixin):
             if active:
                 self._end(s, wire.SessionStatus.STOPPED)
         if active:
-            self._close([s])
+            self._close_later([s])
         return s.view()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlnb import wire
 from rlnb.server.errors import ServerError, not_found
+from rlnb.server.payloads import PayloadStore
 from rlnb.server.records import SessionRecord, page, status_filter
 from rlnb.server.settings import ServerSettings
 
@@ -27,6 +28,7 @@ class ResourcesMixin:
     clock: Callable[[], float]
     resources: dict[str, wire.ModelResources]
     sessions: dict[str, SessionRecord]
+    payloads: PayloadStore
 
     if TYPE_CHECKING:  # provided by Registry
 
@@ -36,7 +38,7 @@ class ResourcesMixin:
 
         def _end(self, s: SessionRecord, status: wire.SessionStatus, reason: str | None = None) -> None: ...
 
-        def _close(self, sessions: list[SessionRecord]) -> None: ...
+        def _close_later(self, sessions: list[SessionRecord]) -> None: ...
 
     def check_base_model(self, name: str) -> None:
         if name not in self.settings.models:
@@ -126,7 +128,7 @@ class ResourcesMixin:
                 res.status, res.updated_at, res.expires_at = wire.ModelResourcesStatus.STOPPED, now, None
                 self._save("resource", res)
             stopped = res.model_copy(deep=True)
-        self._close(active)
+        self._close_later(active)
         return stopped
 
     def _resource(self, rid: str) -> wire.ModelResources:
@@ -143,7 +145,8 @@ class ResourcesMixin:
 
     def reap(self) -> int:
         """Stop every READY resource idle past its ``expires_at`` with nothing running; its sessions
-        become EXPIRED. Returns how many resources stopped."""
+        become EXPIRED. Drop uploads unused past their expiry. Returns how many resources stopped."""
+        self.payloads.sweep()
         now, expired, stopped = self.now(), [], 0
         with self.lock:
             for res in self.resources.values():
@@ -159,5 +162,5 @@ class ResourcesMixin:
                     if s.status in wire.SESSION_ACTIVE:
                         self._end(s, wire.SessionStatus.EXPIRED)
                         expired.append(s)
-        self._close(expired)
+        self._close_later(expired)
         return stopped

@@ -46,6 +46,9 @@ class ServerSettings:
     (``serve`` sets it from its host and port)."""
     download_ttl: int = 3600
     """Seconds a presigned checkpoint download URL stays valid."""
+    payload_ttl: int = 3600
+    """Seconds a payload URL (upload or download) stays valid; an upload that no operation has used this
+    long after it arrived is dropped."""
 
     # -- resources and sessions
     base_seed: int = 0
@@ -73,6 +76,15 @@ class ServerSettings:
     channel, whose uploads have their own limit."""
     max_payload_bytes: int = 256 << 20
     """Largest body uploaded through the payload side channel (the service allows ~5 GiB)."""
+    max_session_payload_bytes: int = 1 << 30
+    """Uploaded bytes one session may hold at once (429 past it). An upload is held from its first byte
+    until the operation that names it is submitted, it expires (``payload_ttl``) or its session stops."""
+    max_total_payload_bytes: int = 4 << 30
+    """Uploaded bytes all sessions together may hold at once (429 past it)."""
+    body_timeout: int = 300
+    """Seconds a request body may take to arrive in full (408 past it, and the connection is closed)."""
+    body_idle_timeout: int = 30
+    """Seconds a request body may go without a byte arriving (408)."""
     max_sample_tokens: int = 65536
     """Budget of one sample request: prompts x num_samples x max_tokens (400 past it)."""
     max_stop_strings: int = 16
@@ -107,10 +119,15 @@ LIMITS = (
     "max_live_sessions",
     "max_body_bytes",
     "max_payload_bytes",
+    "max_session_payload_bytes",
+    "max_total_payload_bytes",
+    "body_timeout",
+    "body_idle_timeout",
     "max_sample_tokens",
     "max_stop_strings",
     "max_stop_chars",
     "download_ttl",
+    "payload_ttl",
 )
 """The integer limits (``rlnb serve --limit NAME=VALUE``)."""
 

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from pydantic import ValidationError
-
 from rlnb import wire
 from rlnb.history.store import try_lock
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord
@@ -36,7 +34,15 @@ KINDS = ("resource", "session", "op", "checkpoint")
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
-class StateDirLocked(RuntimeError):
+MIN_KEY_BYTES = 32
+"""A signing key shorter than this is refused: an empty one would let anyone sign a download URL."""
+
+
+class StateDirError(RuntimeError):
+    """The state directory cannot be used; the message says why and what to do."""
+
+
+class StateDirLocked(StateDirError):
     """Another ``rlnb serve`` owns the state directory."""
 
 
@@ -55,14 +61,24 @@ class Journal:
         self.failed = False
 
     def signing_key(self) -> bytes:
-        """The key presigned URLs are signed with, made once and kept."""
+        """The key presigned URLs are signed with, made once and kept. It is written whole or not at all
+        (a temporary file, fsynced, then renamed), and a short or damaged one stops the start."""
         path = self.dir / KEY_FILE
         if path.exists():
-            return bytes.fromhex(path.read_text().strip())
-        key = secrets.token_bytes(32)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(key.hex())
+            return _read_key(path)
+        key = secrets.token_bytes(MIN_KEY_BYTES)
+        tmp = path.with_name(KEY_FILE + ".tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(key.hex())
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            _fsync_dir(self.dir)  # the rename itself survives a crash
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StateDirError(f"rlnb serve cannot write its signing key {path}: {exc}") from None
         return key
 
     def load(self) -> dict[str, list[dict[str, Any]]]:
@@ -76,8 +92,8 @@ class Journal:
                         entry = json.loads(line)
                         (kind, data), *_ = entry.items()
                         key = _ident(kind, data)
-                    except (ValueError, AttributeError, KeyError, TypeError):
-                        log.warning("%s:%d: skipped an unreadable line", path, n)
+                    except (ValueError, AttributeError, KeyError, TypeError, RecursionError) as exc:
+                        log.warning("%s:%d: skipped an unreadable line (%s)", path, n, type(exc).__name__)
                         continue
                     latest[kind][key] = data
         return {kind: list(objs.values()) for kind, objs in latest.items()}
@@ -118,6 +134,29 @@ class Journal:
                         fh.close()
 
 
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_key(path: Path) -> bytes:
+    text = path.read_text(encoding="ascii", errors="replace").strip()
+    remedy = "delete it to make a new key (presigned URLs signed with the old one stop working)"
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        raise StateDirError(f"{path} is not a hex signing key: {remedy}") from None
+    if len(key) < MIN_KEY_BYTES:
+        raise StateDirError(
+            f"{path} holds a {len(key)}-byte signing key (a failed write, e.g. on a full disk, leaves one empty); "
+            f"a key needs {MIN_KEY_BYTES} bytes: {remedy}"
+        )
+    return key
+
+
 def _ident(kind: str, data: dict[str, Any]) -> str:
     if kind == "op":
         return str(data["env"]["id"])
@@ -137,10 +176,13 @@ class Restored:
     checkpoints: dict[str, CheckpointRecord] = field(default_factory=dict)
 
 
-def restore(saved: dict[str, list[dict[str, Any]]]) -> Restored:
+def restore(saved: dict[str, list[dict[str, Any]]], checkpoints: Path) -> Restored:
     """The registry's tables read back from the journal (what a line cannot be read as is skipped, with a
-    warning). Sessions that were active get their progress from their operations and checkpoints."""
+    warning). Sessions that were active get their progress from their operations and checkpoints.
+    A checkpoint is kept only if its path, resolved, is an entry of the ``checkpoints`` folder: a journal
+    line can name any path, and its files would be served to anyone with a download link."""
     registry = Restored()
+    root = checkpoints.resolve()
     for data in saved["resource"]:
         with _skipping("resource"):
             res = wire.ModelResources.model_validate(data)
@@ -151,8 +193,11 @@ def restore(saved: dict[str, list[dict[str, Any]]]) -> Restored:
             registry.sessions[rec.id] = rec
     for data in saved["checkpoint"]:
         with _skipping("checkpoint"):
-            info = wire.Checkpoint.model_validate(data["info"])
-            registry.checkpoints[info.id] = CheckpointRecord(info, Path(data["path"]))
+            info, path = wire.Checkpoint.model_validate(data["info"]), Path(data["path"])
+            if path.resolve().parent != root:
+                log.warning("rlnb serve: skipped checkpoint %s of the journal: %s is not in %s", info.id, path, root)
+                continue
+            registry.checkpoints[info.id] = CheckpointRecord(info, path)
     for data in saved["op"]:
         with _skipping("operation"):
             s = registry.sessions.get(data["session"])
@@ -173,7 +218,7 @@ def restore(saved: dict[str, list[dict[str, Any]]]) -> Restored:
 def _skipping(what: str) -> Iterator[None]:
     try:
         yield
-    except (ValidationError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RuntimeError, OSError) as exc:  # RuntimeError: deep nesting, symlink loops
         log.warning("rlnb serve: skipped a %s of the journal that cannot be read: %s", what, exc)
 
 

@@ -4,7 +4,7 @@ the one catalogue of short name → wire type → params → rlnb defaults → r
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeAlias
 
@@ -29,6 +29,7 @@ __all__ = [
     "LossType",
     "PpoLossParams",
     "loss_config",
+    "unread_inputs",
 ]
 
 LossType: TypeAlias = Literal[
@@ -137,7 +138,8 @@ class LossSpec:
     required: tuple[str, ...]
     """``loss_fn_inputs`` keys every sample must carry."""
     optional: tuple[str, ...]
-    """Keys read when present; other keys are ignored."""
+    """Keys read when present; a key no loss reads, or a mask this loss does not read, is refused
+    (``unread_inputs``); another loss's inputs are ignored."""
 
 
 _POLICY_REQUIRED = ("target_tokens", "logprobs", "advantages")
@@ -198,6 +200,17 @@ LOSS_INPUT_DTYPES: dict[str, tuple[Literal["int64", "float32"], ...]] = {
     "mask": ("int64", "float32"),
 }
 """The dtypes each known ``loss_fn_inputs`` key may have."""
+
+
+def unread_inputs(loss_type: str | None, keys: Iterable[str]) -> list[str]:
+    """The ``loss_fn_inputs`` keys an operation would silently ignore, which are refused instead: a key no
+    loss reads (a misspelt ``weight`` would train on every token), and a token mask the loss does not
+    read (cross-entropy weighs tokens by ``weights`` only, never by ``mask``). ``loss_type`` is the
+    forward-backward's loss, None for a custom-forward-backward (which reads ``target_tokens`` and
+    ``weights`` or ``mask``). Another loss's inputs may ride along, so that one batch serves several."""
+    spec = LOSSES.get(loss_type) if loss_type is not None else None
+    masks = {"weights", "mask"} - set((*spec.required, *spec.optional) if spec is not None else ())
+    return [key for key in keys if key not in LOSS_INPUT_DTYPES or (spec is not None and key in masks)]
 
 
 def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] | None = None) -> LossConfig:

@@ -119,7 +119,8 @@ class ModelAdapter:
     def save_merged(self, state: dict[str, Tensor], directory: Path) -> None:
         """Write merged weights so that they can be loaded again (here: a torch state dict)."""
         directory.mkdir(parents=True, exist_ok=True)
-        torch.save(state, directory / "model.pt")
+        with open(directory / "model.pt", "wb") as fh:  # a failed write keeps its errno (a full disk says so)
+            torch.save(state, fh)
 
     def load_merged(self, directory: Path) -> dict[str, Tensor]:
         return dict(torch.load(directory / "model.pt", map_location=self.device, weights_only=True))

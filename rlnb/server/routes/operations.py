@@ -75,7 +75,7 @@ def served(registry: Registry, session_id: str, op: OpRecord, env: wire.Operatio
             out = data["output"]
             if len(json.dumps(out, separators=(",", ":"))) > limit:
                 big = {k: out.pop(k) for k in members if k in out}
-                out["payload_id"] = registry.payloads.new(session_id, json.dumps(big).encode()).id
+                out["payload_id"] = registry.payloads.new_result(session_id, json.dumps(big).encode()).id
             op.offloaded = out
         data["output"] = op.offloaded
     return data
@@ -88,13 +88,16 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
         signed = fingerprint(body)  # of the body as sent: a retry of a payload body sends the same payload_id
         known = registry.replay(session_id, kind, key, signed)  # a retry: before its payload is read again
         if known is None:
-            if body is not None and getattr(body, "payload_id", None):
+            payload_id = getattr(body, "payload_id", None)
+            if body is not None and payload_id:
                 assert request_type is not None
                 body = with_payload(registry, session_id, request_type, body)
             if body is not None:
                 check_known(body)
                 check_operation(registry.settings, kind, body)
             known = registry.submit(session_id, kind, key, body, signed)
+            if payload_id:
+                registry.payloads.used(payload_id)  # its bytes are in the queued body now
         return JSONResponse(known.model_dump(mode="json"))
 
     if request_type is None:

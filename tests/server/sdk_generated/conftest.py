@@ -14,7 +14,8 @@ every placeholder is replaced by a live object of the server (``Live``). The rep
   key per call; ``optimizer_config={"adam": {}, "muon": {...}}`` on create → Muon only (a resource has
   exactly one optimizer); ``sparse_crow_indices`` / ``sparse_col_indices`` → dropped (reserved, rejected);
   a GRPO ``loss`` carrying every loss's params object → only ``grpo_params`` (params of another loss type
-  are a 400, not silently ignored).
+  are a 400, not silently ignored); the ``loss_fn_inputs`` key ``"foo"`` → ``"target_tokens"`` (an input
+  the operation does not read is a 400 naming it, not silently ignored).
 * the async tests run on anyio's pytest plugin (the SDK uses pytest-asyncio); their ``aiohttp`` variant
   is left out (it needs the ``together[aiohttp]`` extra).
 

@@ -117,7 +117,7 @@ class TestOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                         }
@@ -137,7 +137,7 @@ class TestOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                         }
@@ -161,7 +161,7 @@ class TestOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                         }
@@ -188,7 +188,7 @@ class TestOperations:
                 samples=[
                     {
                         "loss_fn_inputs": {
-                            "foo": {
+                            "target_tokens": {
                                 "data": [1, 2, 3],
                                 "dtype": "int64",
                             }
@@ -207,7 +207,7 @@ class TestOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                         }
@@ -236,7 +236,7 @@ class TestOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                             "shape": [3],
@@ -260,7 +260,7 @@ class TestOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                         }
@@ -284,7 +284,7 @@ class TestOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                         }
@@ -311,7 +311,7 @@ class TestOperations:
                 samples=[
                     {
                         "loss_fn_inputs": {
-                            "foo": {
+                            "target_tokens": {
                                 "data": [1, 2, 3],
                                 "dtype": "int64",
                             }
@@ -942,7 +942,7 @@ class TestAsyncOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                         }
@@ -962,7 +962,7 @@ class TestAsyncOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                         }
@@ -986,7 +986,7 @@ class TestAsyncOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                         }
@@ -1013,7 +1013,7 @@ class TestAsyncOperations:
                 samples=[
                     {
                         "loss_fn_inputs": {
-                            "foo": {
+                            "target_tokens": {
                                 "data": [1, 2, 3],
                                 "dtype": "int64",
                             }
@@ -1032,7 +1032,7 @@ class TestAsyncOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                         }
@@ -1061,7 +1061,7 @@ class TestAsyncOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                             "shape": [3],
@@ -1085,7 +1085,7 @@ class TestAsyncOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                         }
@@ -1109,7 +1109,7 @@ class TestAsyncOperations:
             samples=[
                 {
                     "loss_fn_inputs": {
-                        "foo": {
+                        "target_tokens": {
                             "data": [1, 2, 3],
                             "dtype": "int64",
                         }
@@ -1136,7 +1136,7 @@ class TestAsyncOperations:
                 samples=[
                     {
                         "loss_fn_inputs": {
-                            "foo": {
+                            "target_tokens": {
                                 "data": [1, 2, 3],
                                 "dtype": "int64",
                             }

@@ -1,0 +1,54 @@
+"""The one place a session's backend is built: the resource's model, optimizer and replicas, and where
+its checkpoints go."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+from rlnb import wire
+from rlnb.server.records import SessionBackend
+from rlnb.server.settings import ServerSettings
+
+
+def checkpoint_dir(settings: ServerSettings) -> Path | None:
+    """Where sessions write checkpoints: ``checkpoint_dir``, else ``<state_dir>/checkpoints`` (kept across
+    restarts), else each session's own temporary folder."""
+    if settings.checkpoint_dir is not None:
+        return settings.checkpoint_dir
+    return settings.state_dir / "checkpoints" if settings.state_dir is not None else None
+
+
+def make_backend(
+    settings: ServerSettings,
+    resource: wire.ModelResources,
+    lora: wire.LoraConfig | None,
+    resume: Path | None,
+    load_optimizer: bool | None,
+) -> SessionBackend:
+    """A session's backend: the resource's model (seeded by ``base_seed``, the same for every session of
+    it), optimizer and replicas; LoRA adapters seeded by the session's own ``lora_config.seed``."""
+    from rlnb.engine.backend import LocalBackend
+
+    muon = resource.optimizer_config.muon
+    adapters: dict[str, Any] | bool | None = None
+    if resource.lora_enabled:
+        adapters = (lora or wire.LoraConfig()).model_dump(exclude_none=True) or True
+    return LocalBackend(
+        wire.optimizer_of(resource.optimizer_config),
+        settings.models[resource.base_model],
+        seed=settings.base_seed,
+        sampling_seed=secrets.randbits(62),  # sessions share base weights, not their unseeded samples
+        device=settings.device,
+        muon_scaling="match_adam"
+        if muon and muon.scaling_strategy == "MUON_SCALING_STRATEGY_MATCH_ADAM"
+        else "original",
+        num_generator_replicas=resource.compute_config.num_generator_replicas,
+        checkpoint_dir=checkpoint_dir(settings),
+        resume_from=resume,
+        load_optimizer=load_optimizer,
+        op_delay=settings.op_delay,
+        lora=adapters,
+        dtype=settings.dtype,
+    )

@@ -1,0 +1,125 @@
+"""The in-process backend under faults and hostile input (issue 19 §1.16): a disk that fills up during a
+checkpoint save, NaN custom gradients, and ``loss_fn_inputs`` keys that would be silently ignored."""
+
+import errno
+import io
+import math
+
+import pytest
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.engine import checkpoints
+
+
+class FullDisk(io.RawIOBase):
+    """A file on a disk with ``room`` bytes left: the next write past it fails as a full disk does."""
+
+    def __init__(self, room: int):
+        self.room = room
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        if len(b) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(b)
+        return len(b)
+
+
+def local_session(**kw):
+    return rlnb.connect("local", device="cpu", record=False, **kw)
+
+
+def test_a_disk_that_fills_up_during_a_checkpoint_save_is_resource_exhausted_and_leaves_nothing(tmp_path, monkeypatch):
+    """torch.save on a full disk says ``[enforce fail at inline_container.cc:672] . unexpected pos``; the
+    operation says the disk is full, and no half-written checkpoint is left to resume from."""
+    real_open = open
+
+    def full_after_1kb(path, mode="r", *args, **kwargs):
+        if "w" in mode and str(path).startswith(str(tmp_path)):
+            real_open(path, mode).close()  # the file exists, as a real one would, before the write fails
+            return io.BufferedWriter(FullDisk(1024))
+        return real_open(path, mode, *args, **kwargs)
+
+    with local_session(model="tiny", checkpoint_dir=tmp_path) as s:
+        monkeypatch.setattr(checkpoints, "open", full_after_1kb, raising=False)
+        with pytest.raises(rlnb.OperationFailed) as info:
+            s.save_training_checkpoint().result(timeout=30)
+        assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
+        assert "the disk is full" in info.value.message and str(tmp_path) in info.value.message
+        assert "unexpected pos" not in info.value.message
+        assert list(tmp_path.iterdir()) == []  # the partial .pt was removed
+        monkeypatch.undo()
+        assert s.save_training_checkpoint().result(timeout=30).checkpoint.step == 0  # space again: it saves
+
+
+def test_a_full_disk_under_an_inference_checkpoint_is_resource_exhausted(tmp_path, monkeypatch):
+    """safetensors reports a full disk as ``I/O error: No space left on device (os error 28)``."""
+    from safetensors import SafetensorError
+    from safetensors import torch as st
+
+    def full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    with local_session(model="tiny", checkpoint_dir=tmp_path) as s:
+        monkeypatch.setattr(st, "save_file", full)
+        with pytest.raises(rlnb.OperationFailed) as info:
+            s.save_inference_checkpoint().result(timeout=30)
+        assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
+        assert "the disk is full" in info.value.message
+        assert list(tmp_path.iterdir()) == []  # the folder with its config.json went too
+
+
+def test_disk_full_is_read_down_the_exception_chain_and_not_guessed():
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598") from None
+    except RuntimeError as exc:
+        chained = exc
+    assert chained.__cause__ is None and checkpoints.disk_full(chained)  # the context still holds the errno
+    assert checkpoints.disk_full(OSError(errno.EDQUOT, "Disk quota exceeded"))
+    assert not checkpoints.disk_full(OSError(errno.EACCES, "Permission denied"))
+    assert not checkpoints.disk_full(RuntimeError("unexpected pos 1 vs 2"))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 1e300])
+def test_non_finite_custom_gradients_fail_non_finite_loss_and_accumulate_nothing(bad):
+    with local_session(model="tiny") as s:
+        body = wire.CustomForwardBackwardBody(
+            samples=[samples.cross_entropy([1, 2, 3, 4])], gradients=[wire.GradientTensor(data=[0.1, bad, 0.1])]
+        )
+        got: list[wire.Operation] = []
+        s.backend.submit("custom-forward-backward", body, got.append)
+        s.backend.wait_idle(30)
+        assert got[-1].status == wire.OperationStatus.FAILED, got[-1]
+        assert got[-1].error.code == "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
+        assert "gradients[0]" in got[-1].error.message
+        assert all(p.grad is None for p in s.backend.trainer.parameters())
+
+
+def test_a_loss_input_that_would_be_ignored_fails_invalid_input_naming_it():
+    sample = samples.cross_entropy([1, 2, 3])
+    sample.loss_fn_inputs["weight"] = sample.loss_fn_inputs.pop("weights")  # misspelt: would train on every token
+    policy = samples.policy([1], [2, 3], [-1.0, -1.0], 1.0)
+    with local_session(model="tiny") as s:
+        for batch, loss, says in (
+            ([sample], "cross_entropy", "no loss reads input 'weight'"),
+            ([policy], "cross_entropy", "LOSS_TYPE_CROSS_ENTROPY does not read input 'mask'"),  # only weights
+        ):
+            with pytest.raises(rlnb.OperationFailed, match=says) as info:
+                s.forward_backward(batch, loss).result(timeout=30)
+            assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+        ridealong = samples.policy([1], [2, 3], [-1.0, -1.0], 1.0, reference_logprobs=[-1.0, -1.0])
+        for loss in ("grpo", "ppo"):  # PPO ignores reference_logprobs: one batch may serve several losses
+            assert s.forward_backward([ridealong], loss).result(timeout=30).metrics["loss/tokens"] == 2
+        custom = sample.model_copy(deep=True)
+        body = wire.CustomForwardBackwardBody(samples=[custom], gradients=[wire.GradientTensor(data=[0.1, 0.1])])
+        got: list[wire.Operation] = []
+        s.backend.submit("custom-forward-backward", body, got.append)
+        s.backend.wait_idle(30)
+        assert got[-1].error.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+        assert "no loss reads input 'weight'" in got[-1].error.message

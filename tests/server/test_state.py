@@ -1,0 +1,154 @@
+"""``rlnb serve --state-dir`` against a hostile or damaged state directory (issue 19 §1.2, §1.8, §1.11,
+§1.12): the signing key is written whole or not at all, and an empty, short or non-hex one stops the start
+with a clear message; a journal line that names a checkpoint outside the checkpoint folder (or a symlink
+out of it) is never served; a journal line nested too deeply is skipped; a restart that dropped a
+``--model`` answers a 409 naming it when a session is created on its resource."""
+
+import errno
+import hashlib
+import hmac
+import json
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from rlnb import cli, wire
+from rlnb.server.state import StateDirError
+from tests.conftest import app_client, new_session, submit, wait
+
+
+def serve_exit(capsys, state_dir: Path) -> tuple[int, str]:
+    """``rlnb serve --state-dir`` as the command line runs it, when it stops before serving."""
+    code = cli.main(["serve", "--device", "cpu", "--port", "1", "--state-dir", str(state_dir)])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("", "holds a 0-byte signing key"),
+        ("abcd\n", "holds a 2-byte signing key"),
+        ("not hex at all", "is not a hex signing key"),
+        ("\udcff\udcfe", "is not a hex signing key"),
+    ],
+)
+def test_a_damaged_signing_key_stops_the_start_with_a_clear_message(tmp_path, capsys, content, says):
+    """An empty key used to be accepted: a URL signed with ``hmac.new(b"", ...)`` downloaded any checkpoint."""
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    (state_dir / "signing.key").write_text(content, errors="surrogateescape")
+    with pytest.raises(StateDirError, match=says):
+        app_client(tmp_path / "ckpt", state_dir=state_dir).__enter__()
+    code, err = serve_exit(capsys, state_dir)
+    assert code == 2 and says in err and "delete it to make a new key" in err and "Traceback" not in err
+
+
+def test_the_signing_key_is_written_whole_or_not_at_all(tmp_path, monkeypatch, capsys):
+    state_dir = tmp_path / "state"
+
+    def disk_full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(StateDirError, match="cannot write its signing key .*No space left on device"):
+        app_client(tmp_path / "ckpt", state_dir=state_dir).__enter__()
+    assert not (state_dir / "signing.key").exists() and not (state_dir / "signing.key.tmp").exists()
+    code, err = serve_exit(capsys, state_dir)
+    assert code == 2 and "No space left on device" in err
+    monkeypatch.undo()
+    with app_client(tmp_path / "ckpt", state_dir=state_dir) as c:  # the lock was let go; space again: it starts
+        assert c.get("/supported-models").status_code == 200
+    key = bytes.fromhex((state_dir / "signing.key").read_text())
+    assert len(key) == 32 and oct((state_dir / "signing.key").stat().st_mode)[-3:] == "600"
+
+
+def test_an_empty_key_cannot_forge_a_download(tmp_path):
+    """The attack of issue 19: sign a URL with the empty key and download a checkpoint without a token."""
+    state_dir = tmp_path / "state"
+    with app_client(tmp_path / "ckpt", state_dir=state_dir, token="t") as c:
+        auth = {"Authorization": "Bearer t"}
+        rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}, headers=auth).json()["id"]
+        sid = c.post("/training-sessions", json={"model_resources_id": rid}, headers=auth).json()["id"]
+        key = {"Idempotency-Key": "k", **auth}
+        op = c.post(f"/training-sessions/{sid}/operations/inference-checkpoint", headers=key).json()
+        c.headers.update(auth)
+        cid = wait(c, sid, "inference-checkpoint", op["id"])["output"]["checkpoint"]["id"]
+    (state_dir / "signing.key").write_text("")  # what a failed first write used to leave
+    expires = "9999999999"
+    sig = hmac.new(b"", "\n".join(["checkpoint", cid, "merged", "config.json", expires]).encode(), hashlib.sha256)
+    with pytest.raises(StateDirError):
+        app_client(tmp_path / "ckpt", state_dir=state_dir).__enter__()
+    (state_dir / "signing.key").unlink()
+    with app_client(tmp_path / "ckpt", state_dir=state_dir) as c:  # a new key: the forged URL is refused
+        forged = f"/checkpoints/{cid}/files/merged/config.json?expires={expires}&sig={sig.hexdigest()}"
+        assert c.get(forged).status_code == 403
+
+
+def hostile_journal(state_dir: Path, lines: list[dict]) -> None:
+    """Append lines to a stopped server's journal."""
+    with open(state_dir / "registry.jsonl", "a") as fh:
+        for line in lines:
+            fh.write(json.dumps(line) + "\n")
+
+
+def checkpoint_line(cid: str, path: Path) -> dict:
+    info = {"id": cid, "base_model": "rlnb/tiny", "created_at": "2026-01-01T00:00:00Z", "session_id": "sess-x",
+            "step": "0", "type": "CHECKPOINT_TYPE_INFERENCE"}  # fmt: skip
+    return {"checkpoint": {"info": info, "path": str(path)}}
+
+
+def test_a_journal_cannot_point_a_checkpoint_outside_the_checkpoint_folder(tmp_path, caplog):
+    state_dir, ckpts = tmp_path / "state", tmp_path / "state" / "checkpoints"
+    with app_client(ckpts, state_dir=state_dir) as c:
+        _, sid = new_session(c)
+        real = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])
+    real_id = real["output"]["checkpoint"]["id"]
+    outside = tmp_path / "elsewhere"
+    (outside / "merged").mkdir(parents=True)
+    (outside / "merged" / "secret.txt").write_text("not yours")
+    (ckpts / "ckpt-link").symlink_to(outside)  # inside the folder by name, outside once resolved
+    (ckpts / real_id / "merged" / "passwd").symlink_to("/etc/passwd")  # a file that leads out
+    hostile_journal(state_dir, [
+        checkpoint_line("ckpt-abs", outside), checkpoint_line("ckpt-dots", ckpts / ".." / ".." / "elsewhere"),
+        checkpoint_line("ckpt-link", ckpts / "ckpt-link"), checkpoint_line("ckpt-etc", Path("/etc")),
+    ])  # fmt: skip
+    with caplog.at_level(logging.WARNING, "rlnb"), app_client(ckpts, state_dir=state_dir) as c:
+        for cid in ("ckpt-abs", "ckpt-dots", "ckpt-link", "ckpt-etc"):
+            r = c.get(f"/checkpoints/{cid}/download", params={"variant": "CHECKPOINT_VARIANT_MERGED"})
+            assert r.status_code == 404, r.text
+        files = c.get(f"/checkpoints/{real_id}/download", params={"variant": "CHECKPOINT_VARIANT_MERGED"}).json()
+        names = {f["filename"] for f in files["data"]}
+        assert "config.json" in names and "passwd" not in names
+        signed = next(f["url"] for f in files["data"] if f["filename"] == "config.json")
+        assert c.get(signed.replace("config.json?", "passwd?")).status_code == 403  # signed for one file
+    skipped = [r.getMessage() for r in caplog.records if "skipped checkpoint" in r.getMessage()]
+    assert len(skipped) == 4 and all("is not in" in m for m in skipped)
+
+
+def test_a_journal_line_nested_too_deeply_is_skipped_and_said(tmp_path, caplog):
+    state_dir = tmp_path / "state"
+    with app_client(tmp_path / "ckpt", state_dir=state_dir) as c:
+        rid, _ = new_session(c)
+    with open(state_dir / "registry.jsonl", "a") as fh:
+        fh.write('{"resource": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+        fh.write('{"session": {"id": "sess-deep", "metadata": ' + "[" * 50_000 + "]" * 50_000 + "}}\n")
+    with caplog.at_level(logging.WARNING, "rlnb"), app_client(tmp_path / "ckpt", state_dir=state_dir) as c:
+        assert c.get(f"/model-resources/{rid}").json()["status"] == wire.ModelResourcesStatus.READY  # the rest is read
+    said = [r.getMessage() for r in caplog.records if "unreadable line" in r.getMessage()]
+    assert len(said) == 2 and all("RecursionError" in m for m in said)
+
+
+def test_a_restart_without_a_model_a_resource_uses_is_a_409_naming_it(tmp_path):
+    state_dir = tmp_path / "state"
+    models = {"rlnb/tiny": "tiny", "my/extra": "tiny"}
+    with app_client(tmp_path / "ckpt", state_dir=state_dir, models=models) as c:
+        rid = c.post("/model-resources", json={"base_model": "my/extra"}).json()["id"]
+    with app_client(tmp_path / "ckpt", state_dir=state_dir) as c:  # restarted without --model my/extra
+        assert c.get(f"/model-resources/{rid}").json()["status"] == wire.ModelResourcesStatus.READY
+        r = c.post("/training-sessions", json={"model_resources_id": rid})
+        assert r.status_code == 409, r.text
+        err = r.json()["error"]
+        assert "'my/extra'" in err["message"] and "--model my/extra=" in err["message"]
+        assert err["param"] == "model_resources_id"
