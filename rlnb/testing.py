@@ -61,9 +61,7 @@ class FakeBackend:
         grad_norm: float = 1.0,
         fail: dict[str, str] | Failure | None = None,
     ):
-        if optimizer not in wire.OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
-        self.optimizer: wire.OptimizerKind = optimizer
+        self.optimizer: wire.OptimizerKind = wire.optimizer_kind(optimizer)
         self.delay, self.grad_norm = delay, grad_norm
         self.loss = loss or (lambda step: 1.0 / (1 + step))
         self._fail: Failure = _failing(fail) if isinstance(fail, dict) else (fail or _never)

@@ -112,8 +112,7 @@ class LocalBackend:
         lora: bool | dict[str, Any] | None = None,
         op_delay: float = 0.0,
     ):
-        if optimizer not in ("adam", "muon"):
-            raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
+        wire.optimizer_kind(optimizer)
         if muon_scaling not in ("original", "match_adam"):
             raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {muon_scaling!r}")
         self.optimizer: OptimizerKind = optimizer

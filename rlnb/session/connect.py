@@ -42,9 +42,7 @@ def connect(
     ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only. ``sinks=[...]`` streams
     it to TensorBoard, MLflow, W&B or Trackio as well (see ``rlnb.sinks``).
     """
-    if optimizer is not None and optimizer not in wire.OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
-    kind = optimizer  # narrowed to wire.OptimizerKind | None by the check above
+    kind = wire.optimizer_kind(optimizer) if optimizer is not None else None
     if run_id is not None:
         check_run_id(run_id)  # before a model is loaded or a remote session started
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}

@@ -31,7 +31,7 @@ from matplotlib.colors import to_hex
 from rlnb.history import History, Record
 from rlnb.history.steplog import StepRow
 from rlnb.viz.livefig import Panel, Series
-from rlnb.viz.livetables import RL_TABLE, completions_html, rl_html
+from rlnb.viz.livetables import CELL_STYLE, RL_TABLE, TABLE_STYLE, completions_html, number, rl_html
 from rlnb.viz.plots import CLIP_HEADROOM, STATUS_COLORS, short
 
 OP_HEADERS = ("seq", "kind", "status", "error", "step", "latency")
@@ -44,12 +44,6 @@ NORMS = {
 
 
 _NONE = np.empty(0)
-_TABLE = "font-size:small;line-height:1.25;border-collapse:collapse"
-_CELL = "text-align:right;padding:1px 8px"
-
-
-def _fmt(value: float | None) -> str:
-    return "" if value is None or math.isnan(value) else f"{value:.4g}"
 
 
 class LiveView:
@@ -295,23 +289,23 @@ class LiveView:
     def _steps_html(self, latest: list[tuple[StepRow, dict[str, float]]]) -> str:
         """The latest steps, newest first (``latest`` has one more row than shown, for its time)."""
         cols = ["step", *self.metrics, *(["loss"] if "loss" in self.panels else []), "grad norm", "clip", "lr", "time"]
-        head = "".join(f"<th style='{_CELL}'>{html.escape(c)}</th>" for c in cols)
+        head = "".join(f"<th style='{CELL_STYLE}'>{html.escape(c)}</th>" for c in cols)
         body = []
         previous = ([math.nan] + [row.finished_at for row, _ in latest])[: len(latest)]
         for (row, user), before in reversed(list(zip(latest, previous, strict=True))[-self.rows :]):
             cells = [
                 str(row.step),
-                *(_fmt(user.get(m)) for m in self.metrics),
-                *([_fmt(row.loss)] if "loss" in self.panels else []),
-                _fmt(row.grad_norm),
-                "off" if row.grad_clip_norm == 0 else _fmt(row.grad_clip_norm),
-                _fmt(row.learning_rate),
+                *(number(user.get(m)) for m in self.metrics),
+                *([number(row.loss)] if "loss" in self.panels else []),
+                number(row.grad_norm),
+                "off" if row.grad_clip_norm == 0 else number(row.grad_clip_norm),
+                number(row.learning_rate),
                 "" if math.isnan(before) else f"{row.finished_at - before:.2f} s",
             ]
-            body.append("<tr>" + "".join(f"<td style='{_CELL}'>{c}</td>" for c in cells) + "</tr>")
+            body.append("<tr>" + "".join(f"<td style='{CELL_STYLE}'>{c}</td>" for c in cells) + "</tr>")
         if not body:
             body.append(f"<tr><td colspan='{len(cols)}'><i>no completed optimizer step yet</i></td></tr>")
-        return f"<table class='rlnb-steps' style='{_TABLE}'><tr>{head}</tr>{''.join(body)}</table>"
+        return f"<table class='rlnb-steps' style='{TABLE_STYLE}'><tr>{head}</tr>{''.join(body)}</table>"
 
     def _draw_tabs(self) -> None:
         """The tab on show (hidden ones are drawn when shown)."""
@@ -334,7 +328,7 @@ class LiveView:
 def ops_html(records: list[Record]) -> str:
     """The latest operations, newest first: kind, status, error code (its message on hover), latency."""
     now = time.time()
-    cells = "".join(f"<th style='{_CELL};text-align:left'>{h}</th>" for h in OP_HEADERS)
+    cells = "".join(f"<th style='{CELL_STYLE};text-align:left'>{h}</th>" for h in OP_HEADERS)
     body = []
     for r in reversed(records):
         end = r.finished_at if not math.isnan(r.finished_at) else now
@@ -348,5 +342,5 @@ def ops_html(records: list[Record]) -> str:
             "" if r.step is None else str(r.step),
             latency,
         )
-        body.append("<tr>" + "".join(f"<td style='{_CELL};text-align:left'>{c}</td>" for c in row) + "</tr>")
-    return f"<table class='rlnb-ops' style='{_TABLE}'><tr>{cells}</tr>{''.join(body)}</table>"
+        body.append("<tr>" + "".join(f"<td style='{CELL_STYLE};text-align:left'>{c}</td>" for c in row) + "</tr>")
+    return f"<table class='rlnb-ops' style='{TABLE_STYLE}'><tr>{cells}</tr>{''.join(body)}</table>"

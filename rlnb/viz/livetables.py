@@ -18,11 +18,13 @@ MAX_CHARS = 200
 RL_TABLE = tuple(m for m in RL_METRICS if m != "reward")
 """The RL metrics of the RL tab (reward is in the steps table); they get no panel of their own in the
 live view's automatic mode (``metrics=None``) unless named."""
-_TABLE = "font-size:small;line-height:1.25;border-collapse:collapse"
-_CELL = "text-align:right;padding:1px 8px"
+TABLE_STYLE = "font-size:small;line-height:1.25;border-collapse:collapse"
+"""The style of every table of the live view."""
+CELL_STYLE = "text-align:right;padding:1px 8px"
 
 
-def _fmt(value: float | None) -> str:
+def number(value: float | None) -> str:
+    """A figure in a table cell: four significant digits, empty when missing."""
     return "" if value is None or math.isnan(value) else f"{value:.4g}"
 
 
@@ -31,13 +33,14 @@ def rl_html(latest: list[tuple[StepRow, dict[str, float]]]) -> str:
     cols = [m for m in RL_TABLE if any(m in user for _, user in latest)]
     if not cols:
         return "<i>no RL metrics logged yet (rlnb.tasks.rl_step logs them)</i>"
-    head = "".join(f"<th style='{_CELL}'>{html.escape(c)}</th>" for c in ["step", *cols])
+    head = "".join(f"<th style='{CELL_STYLE}'>{html.escape(c)}</th>" for c in ["step", *cols])
     body = "".join(
-        "<tr>" + "".join(f"<td style='{_CELL}'>{c}</td>" for c in [str(row.step), *(_fmt(user.get(m)) for m in cols)])
+        "<tr>"
+        + "".join(f"<td style='{CELL_STYLE}'>{c}</td>" for c in [str(row.step), *(number(user.get(m)) for m in cols)])
         + "</tr>"
         for row, user in reversed(latest)
     )
-    return f"<table class='rlnb-rl' style='{_TABLE}'><tr>{head}</tr>{body}</table>"
+    return f"<table class='rlnb-rl' style='{TABLE_STYLE}'><tr>{head}</tr>{body}</table>"
 
 
 def visible(text: str, limit: int = MAX_CHARS) -> str:
@@ -49,17 +52,18 @@ def visible(text: str, limit: int = MAX_CHARS) -> str:
 
 def completions_html(rows: list[dict[str, Any]]) -> str:
     """One step's completions: prompt, completion, reward and advantage, in prompt order."""
-    head = "".join(f"<th style='{_CELL};text-align:left'>{h}</th>" for h in ("prompt", "completion", "reward", "adv."))
+    headers = ("prompt", "completion", "reward", "adv.")
+    head = "".join(f"<th style='{CELL_STYLE};text-align:left'>{h}</th>" for h in headers)
     body = []
     for r in rows[:MAX_COMPLETIONS]:
         cells = (
             f"<code>{visible(str(r['prompt']))}</code>",
             f"<code style='white-space:pre'>{visible(str(r['completion']))}</code>",
-            _fmt(r["reward"]),
-            _fmt(r["advantage"]),
+            number(r["reward"]),
+            number(r["advantage"]),
         )
-        body.append("<tr>" + "".join(f"<td style='{_CELL};text-align:left'>{c}</td>" for c in cells) + "</tr>")
+        body.append("<tr>" + "".join(f"<td style='{CELL_STYLE};text-align:left'>{c}</td>" for c in cells) + "</tr>")
     more = len(rows) - MAX_COMPLETIONS
     if more > 0:
         body.append(f"<tr><td colspan='4'><i>{more} more in history.completions</i></td></tr>")
-    return f"<table class='rlnb-completions' style='{_TABLE}'><tr>{head}</tr>{''.join(body)}</table>"
+    return f"<table class='rlnb-completions' style='{TABLE_STYLE}'><tr>{head}</tr>{''.join(body)}</table>"

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from rlnb import wire
 from rlnb.engine.optim.muon import muon_update, ns_dtype_for, shape_scale
 from rlnb.engine.optim.split import ParamSplit, split_params
 from rlnb.params import Hyperparams, MuonHyperparams, check_hyperparams
@@ -78,8 +79,7 @@ class TrainerOptimizer:
         muon_scaling: Literal["original", "match_adam"] = "original",
         ns_dtype: torch.dtype | None = None,
     ) -> None:
-        if kind not in ("adam", "muon"):
-            raise ValueError(f"kind must be 'adam' or 'muon', got {kind!r}")
+        wire.optimizer_kind(kind, "kind")
         if muon_scaling not in ("original", "match_adam"):
             raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {muon_scaling!r}")
         self.kind = kind
