@@ -25,13 +25,15 @@ import torch
 from torch import nn
 
 from rlnb import wire
+from rlnb._options import refuse_unknown, take
 from rlnb.engine import checkpoints, handlers
 from rlnb.engine.models.adapter import ModelAdapter, build_adapter
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.models.lora import LoraSettings, apply_lora
 from rlnb.engine.optim.muon import ns_dtype_for
-from rlnb.engine.optim.split import SplitOverride, split_params
+from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
+from rlnb.engine.options import CheckpointOptions, ModelOptions, MuonOptions
 from rlnb.engine.worker import Worker
 from rlnb.text import Codec
 from rlnb.wire import Listener, OptimizerKind
@@ -70,25 +72,10 @@ class LocalBackend:
         model: ``"tiny"`` / ``"small"`` (built-in byte-level transformers), a Hugging Face causal LM by
             local directory or hub id (from the local cache: rlnb never downloads), a loaded
             transformers model, or any ``nn.Module`` mapping token ids ``[B, T]`` to logits.
-        tokenizer: a Hugging Face tokenizer (or its directory). None: a model loaded by name brings its
-            own; a Hugging Face model without one takes token ids only; other modules get the byte codec.
-        seed: seeds the built-in model's initial weights and (unless ``sampling_seed`` is given) unseeded
-            sampling.
-        sampling_seed: seeds the sequence of seeds unseeded samples use (default: ``seed``).
-        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ...
-        dtype: ``"auto"`` (the checkpoint's; float32 for built-ins), ``"float32"``, ``"bfloat16"``.
-        muon_scaling: ``"original"`` (lr in spectral-norm units, KJ's 0.02) or ``"match_adam"``.
-        ns_dtype: Newton-Schulz compute dtype (default: chosen from the device and CPU features).
-        muon_split: override the Muon/AdamW split (see ``rlnb.engine.optim.split.SplitOverride``).
-        num_generator_replicas: 0 makes a trainer-only session that rejects ``sample``.
-        checkpoint_dir: where checkpoints are written (default: a fresh temporary folder).
-        resume_from: a training checkpoint (``.pt``) or an inference checkpoint folder to start from.
-        load_optimizer: with a training checkpoint, unset/True restores optimizer state and step;
-            False loads weights only, with a fresh optimizer at step 0. Invalid for inference ones.
-        eos_token_id: an extra token that ends a sampled sequence (the tokenizer's EOS always does).
-        lora: ``None``/``False`` trains all weights; ``True`` or a LoRA config dict (rank, alpha,
-            dropout, seed, train_unembed) freezes them and trains peft adapters on the linear layers.
         op_delay: extra seconds each operation takes (simulates remote compute in benchmarks).
+        model_options, muon_options, checkpoint_options: the option groups (``rlnb.engine.options``).
+        options: the groups' fields by name (``seed=``, ``device=``, ``lora=``, ``muon_scaling=``,
+            ``resume_from=``, ...), over the groups given whole.
     """
 
     def __init__(
@@ -96,68 +83,31 @@ class LocalBackend:
         optimizer: OptimizerKind = "adam",
         model: str | nn.Module = "tiny",
         *,
-        tokenizer: Any = None,
-        seed: int = 0,
-        sampling_seed: int | None = None,
-        device: str | torch.device = "auto",
-        dtype: str = "auto",
-        muon_scaling: str = "original",
-        ns_dtype: str | torch.dtype | None = None,
-        muon_split: SplitOverride | None = None,
-        num_generator_replicas: int = 1,
-        checkpoint_dir: str | Path | None = None,
-        resume_from: str | Path | None = None,
-        load_optimizer: bool | None = None,
-        eos_token_id: int | None = None,
-        lora: bool | dict[str, Any] | None = None,
         op_delay: float = 0.0,
+        model_options: ModelOptions | None = None,
+        muon_options: MuonOptions | None = None,
+        checkpoint_options: CheckpointOptions | None = None,
+        **options: Any,
     ):
-        wire.optimizer_kind(optimizer)
-        if muon_scaling not in ("original", "match_adam"):
-            raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {muon_scaling!r}")
-        self.optimizer: OptimizerKind = optimizer
-        self.device = resolve_device(device)
-        self.seed = seed
-        checked = wire.lora_config(lora)
-        resume = checkpoints.load(Path(resume_from), self.device) if resume_from is not None else None
-        if isinstance(tokenizer, str):
-            tokenizer = _load_tokenizer(tokenizer)
-        adapter = build_adapter(
-            model, tokenizer=tokenizer, seed=seed, dtype=dtype, device=self.device, eos_token_id=eos_token_id
-        )
+        self.optimizer: OptimizerKind = wire.optimizer_kind(optimizer)
+        mo = take(ModelOptions, options, model_options)
+        muon = take(MuonOptions, options, muon_options)
+        saved = take(CheckpointOptions, options, checkpoint_options)
+        refuse_unknown(options, "LocalBackend()")
+        self.device = resolve_device(mo.device)
+        self.seed = mo.seed
+        checked = wire.lora_config(mo.lora)
         self.lora = None if checked is False else LoraSettings.from_config(checked)
-        trainer = adapter.module
-        if self.lora is not None:
-            trainer = apply_lora(trainer, adapter.lora_targets(self.lora.train_unembed), self.lora)
-        if resume is not None:
-            if resume["type"] != "training" and load_optimizer:
-                raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
-            checkpoints.restore_weights(resume, adapter, trainer, self.lora)
-            if ns_dtype is None and resume.get("ns_dtype"):
-                ns_dtype = resume["ns_dtype"]  # resume with the dtype the run started with
-        split = split_params(trainer, adapter.embedding_params(), muon_split) if optimizer == "muon" else None
-        ns = _ns_dtype(ns_dtype, self.device)
-        optim = TrainerOptimizer(trainer, optimizer, split, muon_scaling=muon_scaling, ns_dtype=ns)  # type: ignore[arg-type]
-        self.engine = handlers.Engine(
-            adapter=adapter,
-            trainer=trainer,
-            sampler=sampler_copy(trainer),
-            optim=optim,
-            kind=optimizer,
-            store=checkpoints.CheckpointStore(checkpoint_dir),
-            meta={
-                "base_model": adapter.name,
-                "base_model_dir": checkpoints.model_dir(adapter),
-                "lora": self.lora.as_dict() if self.lora else None,
-                "ns_dtype": str(ns).removeprefix("torch."),
-                "optimizer_kind": optimizer,
-            },
-            num_generator_replicas=num_generator_replicas,
-            op_delay=op_delay,
-        )
-        self.engine.sample_rng.manual_seed(seed if sampling_seed is None else sampling_seed)
-        if resume is not None and resume["type"] == "training" and load_optimizer is not False:
-            optim.load_state_dict(resume["optimizer"])
+        resume = checkpoints.load(Path(saved.resume_from), self.device) if saved.resume_from is not None else None
+        if resume is not None and resume["type"] != "training" and saved.load_optimizer:
+            raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
+        adapter, trainer = self._model(model, mo, resume)
+        started = resume.get("ns_dtype") if resume is not None else None  # resume with the run's own dtype
+        ns = _ns_dtype(muon.ns_dtype if muon.ns_dtype is not None else started, self.device)
+        self.engine = self._engine(adapter, trainer, muon, ns, saved, op_delay, mo.num_generator_replicas)
+        self.engine.sample_rng.manual_seed(mo.seed if mo.sampling_seed is None else mo.sampling_seed)
+        if resume is not None and resume["type"] == "training" and saved.load_optimizer is not False:
+            self.engine.optim.load_state_dict(resume["optimizer"])
             self.engine.step = self.engine.weights_version = int(resume["step"])
         created = datetime.now(UTC)
         self._info = wire.Session(
@@ -169,13 +119,61 @@ class LocalBackend:
             created_at=created,
             updated_at=created,
             lora_config=wire.LoraConfig(**self.lora.as_dict()) if self.lora else None,
-            resume_from_checkpoint_id=Path(resume_from).stem if resume_from is not None else None,
+            resume_from_checkpoint_id=Path(saved.resume_from).stem if saved.resume_from is not None else None,
         )
         engine = self.engine
         self._worker = Worker(
             lambda kind, body, cancelled: handlers.run(engine, kind, body, cancelled),
             name=f"rlnb-{self._info.id}",
             classify=handlers.classify,
+        )
+
+    def _model(
+        self, model: str | nn.Module, options: ModelOptions, resume: dict[str, Any] | None
+    ) -> tuple[ModelAdapter, nn.Module]:
+        """The model behind its adapter, and the module that trains (with LoRA adapters when asked), with the
+        checkpoint's weights when resuming."""
+        tokenizer = _load_tokenizer(options.tokenizer) if isinstance(options.tokenizer, str) else options.tokenizer
+        adapter = build_adapter(
+            model, tokenizer=tokenizer, seed=options.seed, dtype=options.dtype, device=self.device,
+            eos_token_id=options.eos_token_id,
+        )  # fmt: skip
+        trainer = adapter.module
+        if self.lora is not None:
+            trainer = apply_lora(trainer, adapter.lora_targets(self.lora.train_unembed), self.lora)
+        if resume is not None:
+            checkpoints.restore_weights(resume, adapter, trainer, self.lora)
+        return adapter, trainer
+
+    def _engine(
+        self,
+        adapter: ModelAdapter,
+        trainer: nn.Module,
+        muon: MuonOptions,
+        ns: torch.dtype,
+        saved: CheckpointOptions,
+        op_delay: float,
+        num_generator_replicas: int,
+    ) -> handlers.Engine:
+        """What the handlers work on: the two copies of the model, the optimizer, the checkpoint store."""
+        split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if self.optimizer == "muon" else None
+        optim = TrainerOptimizer(trainer, self.optimizer, split, muon_scaling=muon.muon_scaling, ns_dtype=ns)
+        return handlers.Engine(
+            adapter=adapter,
+            trainer=trainer,
+            sampler=sampler_copy(trainer),
+            optim=optim,
+            kind=self.optimizer,
+            store=checkpoints.CheckpointStore(saved.checkpoint_dir),
+            meta={
+                "base_model": adapter.name,
+                "base_model_dir": checkpoints.model_dir(adapter),
+                "lora": self.lora.as_dict() if self.lora else None,
+                "ns_dtype": str(ns).removeprefix("torch."),
+                "optimizer_kind": self.optimizer,
+            },
+            num_generator_replicas=num_generator_replicas,
+            op_delay=op_delay,
         )
 
     # -- what notebooks and the server read --------------------------------------------------------
