@@ -19,11 +19,10 @@ import pandas as pd
 
 from rlnb._options import take
 from rlnb.params import OptimizerParams
-from rlnb.tasks import Task
 
 from .batched_executor import MAX_MEMBERS, BatchedExecutor
 from .executors import Executor, ThreadExecutor, route
-from .folder import append_row, begin, new_folder, table, trial_run_id
+from .folder import append_row, begin, new_folder, settings, table, trial_run_id
 from .options import ExecutorOptions, SearchOptions, TrialOptions
 from .space import apply, parse_space
 from .trial import TrialSpec, base_row
@@ -102,7 +101,7 @@ def sweep(
     dims, plan = _trials(base, configs, trial, study)
     folder = Path(resume) if resume is not None else new_folder(runs_dir)
     the_task = trial.the_task()
-    previous = begin(folder, _settings(base, configs, trial, study, the_task), resume is not None)
+    previous = begin(folder, settings(base, configs, trial, study, the_task), resume is not None)
 
     def make_spec(n: int, config: dict[str, Any], seed: int | None = None) -> TrialSpec:
         seed = trial.seeds[n % len(trial.seeds)] if seed is None else seed
@@ -151,30 +150,6 @@ def _trials(
     for config, _ in plan:
         apply(base, config)  # every config is validated before anything runs
     return {}, plan
-
-
-def _settings(
-    base: OptimizerParams,
-    configs: Sequence[Mapping[str, Any]] | None,
-    trial: TrialOptions,
-    study: SearchOptions,
-    task: Task,
-) -> dict[str, Any]:
-    """What ``sweep.json`` records of the sweep (a resume must be given the same)."""
-    searching = study.search is not None
-    return {
-        "search": study.search,
-        "base": base.request_body(),
-        "configs": [dict(c) for c in configs] if configs is not None else None,
-        "space": {k: repr(v) for k, v in (study.space or {}).items()},
-        "sampler": study.sampler if searching and isinstance(study.sampler, str) else None,
-        "pruner": study.pruner if searching and (study.pruner is None or isinstance(study.pruner, str)) else None,
-        "objective": trial.objective,
-        "seeds": list(trial.seeds),
-        "steps": trial.steps,
-        "task": task.name,
-        "target": trial.target,
-    }
 
 
 def _start(

@@ -7,9 +7,10 @@ import httpx
 import pytest
 
 import rlnb
-from rlnb.remote.backend import RemoteBackend, SessionOptions
+from rlnb.remote.backend import RemoteBackend
 from rlnb.remote.client import ClientOptions
 from rlnb.remote.poller import PollOptions
+from rlnb.remote.start import SessionOptions
 from tests.remote.test_client import BASE, KEY, FakeAPI
 
 
