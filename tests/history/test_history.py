@@ -193,9 +193,9 @@ def fresh_df(h):
 
 @pytest.mark.parametrize(
     ("changes", "seed"),
-    # seed 2 finishes three records twice within 150 changes; 600 changes are 120 full rebuilds of both tables
-    [(150, 2), pytest.param(600, 0, marks=pytest.mark.slow)],
-    ids=["150-changes", "600-changes"],
+    # seed 2 finishes two records twice within 100 changes; 600 changes are 120 full rebuilds of the tables
+    [(100, 2), pytest.param(600, 0, marks=pytest.mark.slow)],
+    ids=["100-changes", "600-changes"],
 )
 def test_incremental_df_and_steps_equal_a_fresh_build(changes, seed):
     """Random submissions, completions out of order (as a remote poller sees them), failures, NaN
@@ -220,7 +220,7 @@ def test_incremental_df_and_steps_equal_a_fresh_build(changes, seed):
             pd.testing.assert_frame_equal(h.df, fresh, check_exact=True)
             pd.testing.assert_frame_equal(h.steps, reference_steps(fresh, h.logged))
             pd.testing.assert_frame_equal(steps_table(fresh, h.logged), reference_steps(fresh, h.logged))
-    assert len(h.steps) > changes // 30 and h._frame_n > changes // 3
+    assert len(h.steps) > changes // 30 and h._frame_n >= changes // 3
 
 
 def test_steps_does_not_rebuild_the_operations_table(monkeypatch):
