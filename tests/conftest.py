@@ -52,26 +52,26 @@ def peft():
     return pytest.importorskip("peft")
 
 
-@pytest.fixture(scope="session")
-def sink_env(tmp_path_factory) -> dict[str, str]:
-    """Where the sink libraries keep their state in this test session: one folder for the whole session,
-    because Trackio reads TRACKIO_DIR once, when it is first imported, by whichever test imports it (TRL
-    imports it, W&B and MLflow too). Telemetry is off."""
+@pytest.fixture(scope="session", autouse=True)
+def sink_env(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """Where the sink libraries keep their state, set for the whole test session: Trackio reads TRACKIO_DIR
+    once, when it is first imported, by whichever test or library imports it first (TRL and transformers do,
+    lazily, W&B and MLflow too). Telemetry is off."""
     root = tmp_path_factory.mktemp("sink-state")
     folders = ("TRACKIO_DIR", "WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR")
-    return {
+    variables = {
         **{name: str(root / name.lower()) for name in folders},
         "WANDB_SILENT": "true",
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "DO_NOT_TRACK": "true",
     }
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in variables.items():
+            mp.setenv(name, value)
+        yield variables
 
 
 @pytest.fixture(scope="session")
-def trl(sink_env):
-    """TRL 1.16 or later, imported with the sink libraries it imports pointed at ``sink_env``; the test is
-    skipped where it is not installed (and marked slow)."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in sink_env.items():
-            mp.setenv(name, value)
-        return pytest.importorskip("trl", minversion="1.16")
+def trl():
+    """TRL 1.16 or later; the test is skipped where it is not installed (and marked slow)."""
+    return pytest.importorskip("trl", minversion="1.16")
