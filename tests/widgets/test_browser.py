@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -204,8 +205,13 @@ def check_laptop_run(page, panel, shot_name):
     print(f"{shot_name}: {running:.0f} px during the run")
     assert running <= PANEL_MAX, f"the panel is {running:.0f} px tall during the run"
     parts = (("Stop", stop), ("status", status), ("reward plot", reward))
-    seen = {name: (in_view(page, loc), loc.bounding_box()) for name, loc in parts}
-    assert all(ok for ok, _ in seen.values()), f"not all on screen together during the run: {seen}"
+    deadline = time.monotonic() + 30  # the status line is redrawn every step: a check may catch it mid-update
+    while True:
+        seen = {name: (in_view(page, loc), loc.bounding_box()) for name, loc in parts}
+        if all(ok for ok, _ in seen.values()):
+            break
+        assert time.monotonic() < deadline, f"not all on screen together during the run: {seen}"
+        page.wait_for_timeout(200)
     assert "done" in status.inner_text() and reward.evaluate("img => img.complete && img.naturalWidth > 200")
     stop.click()
     expect(status).to_contain_text("stopped early", timeout=60_000)
