@@ -2,7 +2,6 @@
 
 import json
 import re
-import statistics
 import threading
 import time
 
@@ -451,7 +450,7 @@ def test_each_preset_says_what_to_expect():
     assert set(LESSONS) == set(PRESETS)
     for name in PRESETS:
         b.preset.value = name
-        assert LESSONS[name] in b.lesson.value
+        assert LESSONS[name].text in b.lesson.value
 
 
 def test_valid_is_never_shown_next_to_an_error():
@@ -476,24 +475,3 @@ def test_warmup_longer_than_the_run_is_refused():
     b = OptimizerBuilder("adam", total_steps=30)
     b.warmup.value = 50
     assert not b.valid and INVALID in b.warmup._dom_classes
-
-
-# -- presets hold their lessons (seeded; the built-in model on the digits task) ----------------------
-
-
-def mean_reward(optimizer, preset, seed, steps=30):
-    params = OptimizerBuilder(optimizer, preset=preset).params
-    with rlnb.connect("local", optimizer=optimizer, seed=seed, record=False, device="cpu") as s:
-        return [rl_step(s, digits_task(), params).reward for _ in range(steps)]
-
-
-def test_presets_hold_their_lessons():
-    """Measured with a wide margin (docs/widgets.md): the default climbs to ~1 within 30 steps, too high collapses
-    to ~0 (12 seeds: at most 0.46 in any one), the Together docs values barely move."""
-    runs = {p: [mean_reward("adam", p, seed) for seed in (0, 1, 2)] for p in (DEFAULT_PRESET, "Too high (teaching)")}
-    mean = {p: statistics.fmean(statistics.fmean(r) for r in rs) for p, rs in runs.items()}
-    assert mean[DEFAULT_PRESET] > mean["Too high (teaching)"] + 0.2, mean
-    assert all(statistics.fmean(r[-5:]) > 0.6 for r in runs[DEFAULT_PRESET])  # visibly learns within 30 steps
-    assert statistics.fmean(statistics.fmean(r[-5:]) for r in runs["Too high (teaching)"]) < 0.4  # visibly fails
-    docs = mean_reward("adam", "Together docs", 0)
-    assert statistics.fmean(docs[-5:]) < 0.2 < statistics.fmean(runs[DEFAULT_PRESET][0][-5:])
