@@ -8,8 +8,10 @@
   against Muon at equal steps and the same batches.
 * sweep: notebook 03's sweep (``rlnb.sweep.sweep`` as the notebook calls it, batched), too small / right /
   too large judged on each trial's history.
-* lrfind: ``rlnb.sweep.lr_find`` on the first-letter task, and whether its suggestion lies where the sweep
-  learns.
+* lrfind: ``rlnb.sweep.lr_find`` on the first-letter task (notebook 03's range test).
+* tasks: ``rlnb demo --task NAME``'s run on every built-in task (the README's table).
+* reconcile: notebook 03's Optuna search per seed, and 40 steps at a constant rate of Find LR's suggestion,
+  Optuna's best and a tenth of the suggestion: do they learn?
 
 Every process runs torch on one thread (the thread policy's choice for one busy worker on a loaded
 two-core machine); times are CPU seconds per run, which is what an unloaded core takes.
@@ -37,7 +39,7 @@ torch.set_num_threads(1)
 import rlnb  # noqa: E402
 from rlnb.tasks import corpus, first_letter_task  # noqa: E402
 from rlnb.tasks.lesson import LessonRun, train  # noqa: E402
-from rlnb.widgets.presets import LESSON_STEPS, LESSONS, PRESETS  # noqa: E402
+from rlnb.widgets.presets import DEFAULT_PRESET, LESSON_STEPS, LESSONS, PRESETS  # noqa: E402
 
 CE = {"model": "small", "batch": 16, "window": 64, "steps": 150, "every": 25,
       "adam": {"learning_rate": 1e-3, "weight_decay": 0.0, "grad_clip_norm": 0.0},
@@ -104,6 +106,44 @@ def sweep_runs(seeds: list[int]) -> list[dict[str, Any]]:
     return out
 
 
+def constant_run(lr: float, seed: int) -> dict[str, Any]:
+    """``train`` at a constant AdamW rate (weight decay 0, clip 1), as ``preset_run``."""
+    task = first_letter_task()
+    with rlnb.connect("local", optimizer="adam", seed=seed, device="cpu", record=False) as s:
+        run = train(s, task, rlnb.AdamParams(learning_rate=lr, weight_decay=0.0), LESSON_STEPS, seed=seed)
+    return {"accuracy": run.accuracy, "rewards": run.rewards, "distinct": run.distinct, "failed": run.failed}
+
+
+def task_run(name: str, seed: int) -> dict[str, Any]:
+    """The demo's run (``rlnb demo --task NAME``, Adam, ``LESSON_STEPS`` steps): its last rewards and, for a
+    verifiable task, held-out and training accuracy at the end."""
+    from rlnb.cli import DEMO_PARAMS
+    from rlnb.tasks import TASKS, VerifiedTask
+
+    task = TASKS[name]()
+    with rlnb.connect("local", optimizer="adam", seed=seed, device="cpu", record=False) as s:
+        if isinstance(task, VerifiedTask):
+            run = train(s, task, params("adam", DEMO_PARAMS["adam"]), LESSON_STEPS, seed=seed)
+            return {"reward": run.final_reward, "eval": run.final_accuracy, "train": task.evaluate(s, split="train")}
+        from rlnb.tasks import rl_step
+
+        rewards = [rl_step(s, task, params("adam", DEMO_PARAMS["adam"]), seed=seed * 1_000_003 + i).reward
+                   for i in range(LESSON_STEPS)]
+        return {"reward": statistics.fmean(rewards[-5:])}
+
+
+def optuna_run(seed: int) -> dict[str, Any]:
+    """Notebook 03's Optuna search with the trials' seed ``seed``: the best completed trial's rate."""
+    from rlnb.sweep import sweep
+
+    with tempfile.TemporaryDirectory() as tmp:
+        found = sweep(rlnb.AdamParams(weight_decay=0.0), space={"learning_rate": (1e-5, 1.0, "log")}, n_trials=8,
+                      search="optuna", pruner="median", steps=10, seeds=[seed], task=first_letter_task(),
+                      runs_dir=tmp, progress=False)
+        done = found[found.status == "COMPLETED"].sort_values("final_reward")
+        return {"best": float(done.learning_rate.iloc[-1]), "reward": float(done.final_reward.iloc[-1])}
+
+
 def lrfind_run(seed: int) -> dict[str, Any]:
     from rlnb.sweep import lr_find
 
@@ -156,7 +196,7 @@ def seeds_arg(text: str) -> list[int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", default="0-9", type=seeds_arg, help="e.g. 0-9 or 0,3,5-7")
-    ap.add_argument("--only", default="presets,ce,sweep,lrfind")
+    ap.add_argument("--only", default="presets,ce,sweep,lrfind,reconcile,tasks")
     ap.add_argument("--json", default=None, help="keep every run's record here (JSON lines)")
     ap.add_argument("--resume", action="store_true", help="reuse the records already in --json")
     args = ap.parse_args()
@@ -188,6 +228,15 @@ def main() -> None:
                   f"held-out Adam {span([x[2] for x in a])} Muon {span([x[2] for x in m])}")
         print(f"info   [notebook 02] held-out loss after {CE['steps']} steps, Adam minus Muon: {span(held)} "
               f"(Muon lower on {sum(h > 0 for h in held)}/{len(held)} seeds)", flush=True)
+        best = {k: [min(c[2] for c in r["curve"]) for r in rs] for k, rs in res.items()}
+        at = [min(r["curve"], key=lambda c: c[2])[0] for r in res["muon"]]
+        print(f"{verdict(sum(m < a for a, m in zip(best['adam'], best['muon'], strict=True)), len(seeds))}  "
+              f"[notebook 02] Muon's best held-out loss (over the steps measured) is below Adam's best\n"
+              f"      Adam {span(best['adam'])}, Muon {span(best['muon'])} (Muon's best at step {span(at)})",
+              flush=True)
+        over = [r["heldout"] - b for r, b in zip(res["muon"], best["muon"], strict=True)]
+        print(f"{verdict(sum(o >= 0.2 for o in over), len(seeds))}  [notebook 02] Muon overfits: its held-out loss "
+              f"at step {CE['steps']} is >= 0.2 above its best\n      rise {span(over)}", flush=True)
     if "sweep" in only:
         trials = runs.get(f"sweep/{SWEEP['rates']}/{seeds}", functools.partial(sweep_runs, seeds))
         by = {lr: [t for t in trials if t["lr"] == lr] for lr in SWEEP["rates"]}
@@ -210,6 +259,27 @@ def main() -> None:
         print(f"info   [notebook 03] Find LR suggestions: {', '.join(f'{x:.2g}' for x in sugg)} "
               f"({len(sugg)}/{len(found)} suggested; geometric mean "
               f"{math.exp(statistics.fmean(math.log(x) for x in sugg)) if sugg else math.nan:.2g})", flush=True)
+    if "tasks" in only:
+        for name in ("addition", "digits"):  # first_letter: the presets above
+            rs = [runs.get(f"task/{name}/{sd}", functools.partial(task_run, name, sd)) for sd in seeds]
+            print(f"info   [README] rlnb demo --task {name} ({LESSON_STEPS} steps, Adam): training reward (last 5) "
+                  f"{span([r['reward'] for r in rs])}" + (f"; held-out accuracy {span([r['eval'] for r in rs])}; "
+                  f"training-prompt accuracy {span([r['train'] for r in rs])}" if "eval" in rs[0] else ""), flush=True)
+    if "reconcile" in only:
+        found = [runs.get(f"lrfind/{sd}", functools.partial(lrfind_run, sd)) for sd in seeds]
+        best = [runs.get(f"optuna/{sd}", functools.partial(optuna_run, sd)) for sd in seeds]
+        print(f"info   [notebook 03] Optuna's best rate (8 trials of 10 steps): "
+              f"{', '.join(format(b['best'], '.2g') for b in best)}", flush=True)
+        for label, rates in (("Find LR's suggestion", [f["suggestion"] for f in found]),
+                             ("Optuna's best", [b["best"] for b in best]),
+                             ("a tenth of Find LR's suggestion", [f["suggestion"] / 10 for f in found])):
+            rs = [as_run(runs.get(f"constant/{lr:.2g}/{sd}", functools.partial(constant_run, float(f"{lr:.2g}"), sd)))
+                  for lr, sd in zip(rates, seeds, strict=True) if lr is not None]
+            learns = LESSONS[DEFAULT_PRESET].holds
+            print(f"{verdict(sum(learns(r, chance) for r in rs), len(rs))}  [notebook 03] {LESSON_STEPS} steps at "
+                  f"{label} (constant) learn: {LESSONS[DEFAULT_PRESET].text}\n      accuracy "
+                  f"{span([r.final_accuracy for r in rs])}; reward {span([r.final_reward for r in rs])}; distinct "
+                  f"{span([r.distinct for r in rs])}", flush=True)
     print(f"bench wall time {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 
