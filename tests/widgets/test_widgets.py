@@ -167,16 +167,16 @@ def test_schedule_is_a_pure_function():
 def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
     b = OptimizerBuilder("muon", total_steps=30)
     assert b.fold.selected_index is None  # folded by default: the summary is its title
-    assert b.summary == "muon · lr 0.05, AdamW 0.01 · constant · preset Learns in 30 steps"
+    assert b.summary == "muon · lr 0.05, AdamW 0.002 · constant · preset Learns in 40 steps"
     # a schedule set in another cell (as notebook 05 does) shows on the line, not only inside the fold
     b.sched_kind.value, b.warmup.value = "cosine", 3
-    assert b.summary == "muon · lr 0.05, AdamW 0.01 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 30 steps"
+    assert b.summary == "muon · lr 0.05, AdamW 0.002 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 40 steps"
     b.muon["learning_rate"].value = 0.02
-    assert "lr 0.02, AdamW 0.01" in b.summary and b.summary.endswith("preset Learns in 30 steps (modified)")
+    assert "lr 0.02, AdamW 0.002" in b.summary and b.summary.endswith("preset Learns in 40 steps (modified)")
     b.muon["momentum"].value = 1.5
     assert b.summary.startswith("✗ 1 problem — open to fix · muon · ") and "lr " not in b.summary
     b.kind = "adam"
-    assert b.summary == "adam · lr 0.01 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 30 steps (modified)"
+    assert b.summary == "adam · lr 0.002 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 40 steps (modified)"
     assert OptimizerBuilder("adam", expanded=True).fold.selected_index == 0
 
 
@@ -187,19 +187,19 @@ def test_the_panel_shows_the_schedule_and_warns_once_past_its_end(panel_session)
 
     builder = OptimizerBuilder("adam", total_steps=3)
     panel = RunPanel(panel_session, builder, step_fn=ce_step, every=0.05)
-    assert "constant schedule · lr 1.0e-02" in panel.schedule_line.value and panel.warnings == []
+    assert "constant schedule · lr 2.0e-03" in panel.schedule_line.value and panel.warnings == []
     builder.sched_kind.value = "linear"
-    assert "step 0 / 3 of the linear schedule · lr 1.0e-02" in panel.schedule_line.value
+    assert "step 0 / 3 of the linear schedule · lr 2.0e-03" in panel.schedule_line.value
     panel.n.value = 5
     panel.run_button.click()
     assert panel.join(60) and panel_session.step == 5
-    assert "step 5 / 3 of the linear schedule · lr 1.0e-03" in panel.schedule_line.value
+    assert "step 5 / 3 of the linear schedule · lr 2.0e-04" in panel.schedule_line.value
     assert "#b45309" in panel.schedule_line.value  # orange past the end
     assert len(panel.warnings) == 1 and panel.warning.layout.display is None  # once, though 2 steps went past
     assert "step 3 is past the end of the linear schedule (total steps 3)" in panel.warnings[0]
-    assert "0.1× the base rate (lr 1.0e-03)" in panel.warnings[0] and panel.warnings[0] in panel.warning.value
+    assert "0.1× the base rate (lr 2.0e-04)" in panel.warnings[0] and panel.warnings[0] in panel.warning.value
     sent = panel_session.history.steps.learning_rate
-    assert list(sent) == pytest.approx([1e-2, 7e-3, 4e-3, 1e-3, 1e-3])  # the last two at the floor
+    assert list(sent) == pytest.approx([2e-3, 1.4e-3, 8e-4, 2e-4, 2e-4])  # the last two at the floor
     builder.total.value = 6  # raised: not past the end any more
     assert panel.warning.layout.display == "none" and "step 5 / 6" in panel.schedule_line.value
     panel.step_button.click()
