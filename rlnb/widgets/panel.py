@@ -65,6 +65,7 @@ class RunPanel:
         self.builder.lock(session.optimizer)
         self.builder.lr_finder.session = session
         self.task = task or first_letter_task()
+        self.builder.lr_finder.options.setdefault("task", self.task)  # Find LR probes the task the panel trains
         self.step_fn = step_fn or self._rl_step
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
         self.run_button = W.Button(description="Run N", icon="play")

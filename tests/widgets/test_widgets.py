@@ -280,6 +280,16 @@ def test_run_panel_shows_a_failed_operation_without_a_traceback(panel_session):
     panel.close()
 
 
+def test_the_panel_trains_and_probes_the_verifiable_task_by_default(panel_session):
+    panel = RunPanel(panel_session, every=0.05)
+    assert panel.task.name == "first_letter" and panel.builder.lr_finder.options["task"] is panel.task
+    mine = rlnb.tasks.addition_task()
+    other = RunPanel(panel_session, OptimizerBuilder(panel_session.optimizer), task=mine, every=0.05)
+    assert other.builder.lr_finder.options["task"] is mine
+    panel.close()
+    other.close()
+
+
 def test_run_panel_buttons_follow_validation(panel_session):
     panel = RunPanel(panel_session, every=0.05)
     panel.builder.adam["beta1"].value = 3.0
