@@ -53,7 +53,7 @@ from rlnb.history import History
 from rlnb.history.record import CATEGORIES as _CATEGORIES
 from rlnb.history.record import COLUMNS, Record
 from rlnb.history.record import FLOATS as _FLOATS
-from rlnb.history.tables import _columns, _ops_frame, steps_table
+from rlnb.history.tables import _columns, _ops_frame
 from rlnb.viz import plots
 from rlnb.viz.live import LiveView
 
@@ -222,6 +222,43 @@ def bench_plot(n: int, reps: int, history: History) -> None:
     print(f"    info: plots.timeline of {len(ops):,} operations, built + rendered: {t_timeline:.3f} s")
 
 
+def rebuilt_steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The steps table rebuilt from a whole operations table with pandas group-bys: what a refresh did
+    before ``StepLog`` kept it up to date (the baseline of the ``.steps`` figure)."""
+    done = ops[ops.status == wire.OperationStatus.COMPLETED]
+    opt = done[done.kind == wire.OperationKind.OPTIM_STEP]
+    cols = ["step", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate", "finished_at"]
+    table = opt[cols].copy()
+    table["step"] = table["step"].astype("int64")
+    fb = done[done.kind == wire.OperationKind.FORWARD_BACKWARD]
+    loss = fb.groupby(fb["step"].astype("int64") + 1)["loss"].sum(min_count=1)
+    table["loss"] = table["step"].map(loss)
+    finished = table["finished_at"]
+    table["step_time_s"] = finished.diff().dt.total_seconds()
+    sync = done[done.kind == wire.OperationKind.WEIGHTS_SYNC]
+    table["weights_version"] = (
+        table["step"]
+        .map(sync.dropna(subset=["weights_version"]).groupby("weights_version")["weights_version"].first())
+        .astype("Int64")
+    )
+    table = table.drop(columns="finished_at").reset_index(drop=True)
+    if logged is not None and len(logged) and "step" in logged:
+        user = logged.groupby("step").last()
+        table = table.join(user, on="step")
+    order = [
+        "step",
+        "loss",
+        "grad_norm",
+        "grad_norm_muon",
+        "grad_norm_adam",
+        "grad_clip_norm",
+        "learning_rate",
+        "step_time_s",
+        "weights_version",
+    ]
+    return table[order + [c for c in table.columns if c not in order]]
+
+
 def one_step(h: History, i: int) -> None:
     """Record step ``i + 1`` as the local backend would (PENDING, RUNNING, COMPLETED), and its reward."""
     at = T0 + i * 0.01
@@ -243,7 +280,7 @@ def one_step(h: History, i: int) -> None:
 def rebuild_refresh(h: History, fig: Any) -> bytes:
     """What LiveView.refresh() did before: rebuild .df and the steps table, redraw a figure, PNG."""
     ops, logged = h.df, h.logged
-    steps = steps_table(ops, logged)
+    steps = rebuilt_steps_table(ops, logged)
     axes = fig.axes
     for ax in axes:
         for ln in list(ax.lines):
@@ -291,7 +328,7 @@ def live_at(n: int, steps: int) -> float:
         f"  ({draws} full panel draws in {steps + 4} redraws of 4 panels)"
     )
     t_steps = best_of(3, lambda: h.steps)[0]
-    t_steps_old = best_of(3, lambda: steps_table(h.df, h.logged))[0]
+    t_steps_old = best_of(3, lambda: rebuilt_steps_table(h.df, h.logged))[0]
     assert len(h.df) == h.step_log.frame().shape[0] * 2  # and the cache of finished rows is filled
     one_step(h, n)
     t_df = best_of(1, lambda: h.df)[0]

@@ -34,13 +34,14 @@ from torch import nn
 
 from rlnb.engine.models.tiny import SIZES, TinyConfig, build_model
 from rlnb.engine.optim.trainer import TrainerOptimizer
+from rlnb.params import AdamHyperparams, MuonHyperparams
 
 BENCH_SIZE = TinyConfig(vocab_size=4096, n_layer=4, n_head=4, n_embd=256)  # ~5.3M params: a step takes milliseconds
 MAX_NORM = 1.0  # clipping on: every contender pays for it
-ADAM = {"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
-        "grad_clip_norm": MAX_NORM}
-MUON = {"learning_rate": 0.02, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.1,
-        "grad_clip_norm": MAX_NORM, "adam": ADAM}
+ADAM = AdamHyperparams(learning_rate=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1,
+                       grad_clip_norm=MAX_NORM)
+MUON = MuonHyperparams(learning_rate=0.02, momentum=0.95, newton_schulz_steps=5, weight_decay=0.1,
+                       grad_clip_norm=MAX_NORM, adam=ADAM)
 
 
 def contenders(model: nn.Module, vocab_size: int) -> dict[str, tuple[nn.Module, Callable[[], None]]]:

@@ -1,6 +1,6 @@
-"""Memory of `rlnb serve` (a) over many session create / train / stop cycles (issue 11 §2: 200 cycles used
-to add 2.7 GB; the bound is +100 MB), and (b) under payload uploads (issue 19 §1.1: 28 uploads of 200 MB to
-one session used to add 5.6 GB, none refused, and an upload to a stopped session was kept for ever).
+"""Memory of `rlnb serve` (a) over many session create / train / stop cycles (the bound is +100 MB over 200
+cycles: a stopped session must let its model, optimizer and worker go), and (b) under payload uploads (the
+per-session and total caps bound what is held, and a stopped session's uploads are let go).
 
 (a) Each cycle creates a full-weight resource and a session on the built-in model, runs a forward-backward
 and an optim-step (so the optimizer has state), and stops the resource (which stops the session). The

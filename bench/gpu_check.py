@@ -1,4 +1,4 @@
-"""The GPU check of issue 9, as one script: a bf16, randomly initialised model with Qwen3-0.6B's shape
+"""The GPU check, as one script: a bf16, randomly initialised model with Qwen3-0.6B's shape
 (built from a config: no download), LoRA rank 16, a GRPO loop for Adam and for Muon, and Newton-Schulz
 against ``torch.optim.Muon`` on the full model's hidden matrices.
 
@@ -143,7 +143,7 @@ def ns_vs_torch_muon(args, device: str) -> dict:
 
     ours = TrainerOptimizer(net, "muon", ns_dtype=torch.bfloat16)
     theirs = torch.optim.Muon(mats, lr=0.02, weight_decay=0.0)
-    hp = {"learning_rate": 0.02, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.0, "grad_clip_norm": 0.0}
+    hp = rlnb.MuonParams(learning_rate=0.02, weight_decay=0.0, grad_clip_norm=0.0).resolved()
 
     @torch.no_grad()
     def time_it(fn, reps=5) -> float:

@@ -11,7 +11,7 @@ import math
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,109 +107,131 @@ def demo(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rlnb", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    p_demo = sub.add_parser("demo", help="run the RL loop on the in-process torch backend")
-    p_demo.add_argument("--task", choices=["first_letter", "addition", "digits"], default="first_letter",
-                        help="first_letter: copy the first letter (exact match, held-out accuracy); addition: "
-                        "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1)")
-    p_demo.add_argument("--optimizer", choices=["adam", "muon"], default="adam")
-    p_demo.add_argument("--steps", type=int, default=40)
-    p_demo.add_argument("--out", default="rlnb-demo", help="folder for history.csv, rewards.csv and demo.png")
-    p_demo.add_argument("--seed", type=int, default=0)
-    p_demo.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda")
-    p_demo.add_argument(
+    _demo_arguments(sub.add_parser("demo", help="run the RL loop on the in-process torch backend"))
+    _serve_arguments(sub.add_parser("serve", help="serve the Together RL API on the in-process backend"))
+    args = parser.parse_args(argv)
+    return COMMANDS[args.command](args, parser)
+
+
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", choices=["first_letter", "addition", "digits"], default="first_letter",
+                   help="first_letter: copy the first letter (exact match, held-out accuracy); addition: "
+                   "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1)")
+    p.add_argument("--optimizer", choices=["adam", "muon"], default="adam")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--out", default="rlnb-demo", help="folder for history.csv, rewards.csv and demo.png")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda")
+    p.add_argument(
         "--model", default="tiny", help="tiny, small, or a Hugging Face model directory / hub id in the local cache"
     )
-    p_demo.add_argument("--lr", type=float, default=None, help="learning rate (default: tuned for the built-ins)")
-    p_demo.add_argument("--lora", type=int, default=0, metavar="RANK", help="train a LoRA adapter of this rank")
-    p_demo.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
-    p_serve = sub.add_parser("serve", help="serve the Together RL API on the in-process backend")
-    p_serve.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    p_serve.add_argument("--port", type=int, default=8000)
-    p_serve.add_argument("--token", default=None, help="require this bearer token (default: no auth)")
-    p_serve.add_argument("--device", default="auto")
-    p_serve.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
-    p_serve.add_argument("--checkpoint-dir", default=None)
-    p_serve.add_argument("--fail-rate", type=float, default=0.0, help="fault injection: fraction of answers lost")
-    p_serve.add_argument(
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: tuned for the built-ins)")
+    p.add_argument("--lora", type=int, default=0, metavar="RANK", help="train a LoRA adapter of this rank")
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+
+
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--token", default=None, help="require this bearer token (default: no auth)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
+    p.add_argument("--checkpoint-dir", default=None)
+    p.add_argument("--fail-rate", type=float, default=0.0, help="fault injection: fraction of answers lost")
+    p.add_argument(
         "--model",
         action="append",
         default=[],
         metavar="NAME=PATH_OR_ID",
         help="serve a Hugging Face model (folder or cached hub id) as base_model NAME; repeatable",
     )
-    p_serve.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
-    p_serve.add_argument(
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    p.add_argument(
         "--offload-results-over",
         type=int,
         default=None,
         metavar="BYTES",
         help="send larger results through the payload side channel, as the service may (default: never)",
     )
-    p_serve.add_argument("--state-dir", default=None, help="keep the registry here: it survives a restart")
-    p_serve.add_argument("--public-url", default=None, help="the address presigned URLs use (default: host:port)")
-    p_serve.add_argument(
+    p.add_argument("--state-dir", default=None, help="keep the registry here: it survives a restart")
+    p.add_argument("--public-url", default=None, help="the address presigned URLs use (default: host:port)")
+    p.add_argument(
         "--limit", action="append", default=[], metavar="NAME=VALUE", help="change a limit, e.g. max_body_bytes=1e8"
     )
-    args = parser.parse_args(argv)
-    if args.command == "serve":
-        from rlnb.server import serve
-        from rlnb.server.models import model_info, parse_model_option
-        from rlnb.server.settings import DEFAULT_MODELS, parse_limits
-        from rlnb.server.state import StateDirError
 
-        try:
-            limits = parse_limits(args.limit)
-        except ValueError as exc:
-            parser.error(str(exc))
-        extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
-        models = dict(DEFAULT_MODELS)
-        try:
-            for option in args.model:
-                name, spec = parse_model_option(option)
-                if name in models:
-                    parser.error(f"--model {name}: the name is already served")
-                model_info(spec)  # a model that cannot be found stops here, with its name
-                models[name] = spec
-        except (ValueError, ImportError) as exc:
-            print(f"rlnb serve: {exc}", file=sys.stderr)
-            return 2
-        print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
-        print(f"rlnb serve: models {', '.join(models)}", flush=True)
-        try:
-            serve(
-                args.host,
-                args.port,
-                token=args.token,
-                device=args.device,
-                op_delay=args.op_delay,
-                checkpoint_dir=args.checkpoint_dir,
-                fail_rate=args.fail_rate,
-                result_offload_bytes=args.offload_results_over,
-                models=models,
-                dtype=args.dtype,
-                **extra,
-                **limits,
-            )
-        except StateDirError as exc:  # locked, or a signing key that cannot be trusted or written
-            print(f"rlnb serve: {exc}", file=sys.stderr)
-            return 2
-        return 0
-    if args.command == "demo":
-        if args.steps < 1:
-            parser.error(f"--steps must be >= 1, got {args.steps}")
-        if args.lora < 0:
-            parser.error(f"--lora must be >= 0 (0 = train all weights), got {args.lora}")
-        if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
-            parser.error(f"--lr must be a finite number > 0, got {args.lr}")
-        try:
-            return demo(
-                args.optimizer, args.steps, args.out, args.seed, args.device, args.model, args.lr, args.lora,
-                args.dtype, args.task,
-            )
-        except (ValueError, ImportError) as exc:  # a model that cannot load, a device that is not there
-            print(f"rlnb demo: {exc}", file=sys.stderr)
-            return 2
-    return 2
+
+def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from rlnb.server import serve
+    from rlnb.server.settings import parse_limits
+    from rlnb.server.state import StateDirError
+
+    try:
+        limits = parse_limits(args.limit)
+    except ValueError as exc:
+        parser.error(str(exc))
+    extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
+    try:
+        models = _served_models(args.model, parser)
+    except (ValueError, ImportError) as exc:
+        print(f"rlnb serve: {exc}", file=sys.stderr)
+        return 2
+    print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
+    print(f"rlnb serve: models {', '.join(models)}", flush=True)
+    try:
+        serve(
+            args.host,
+            args.port,
+            token=args.token,
+            device=args.device,
+            op_delay=args.op_delay,
+            checkpoint_dir=args.checkpoint_dir,
+            fail_rate=args.fail_rate,
+            result_offload_bytes=args.offload_results_over,
+            models=models,
+            dtype=args.dtype,
+            **extra,
+            **limits,
+        )
+    except StateDirError as exc:  # locked, or a signing key that cannot be trusted or written
+        print(f"rlnb serve: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The built-in models and each ``--model NAME=PATH_OR_ID``; a model that cannot be found stops here."""
+    from rlnb.server.models import model_info, parse_model_option
+    from rlnb.server.settings import DEFAULT_MODELS
+
+    models = dict(DEFAULT_MODELS)
+    for option in options:
+        name, spec = parse_model_option(option)
+        if name in models:
+            parser.error(f"--model {name}: the name is already served")
+        model_info(spec)
+        models[name] = spec
+    return models
+
+
+def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.steps < 1:
+        parser.error(f"--steps must be >= 1, got {args.steps}")
+    if args.lora < 0:
+        parser.error(f"--lora must be >= 0 (0 = train all weights), got {args.lora}")
+    if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
+        parser.error(f"--lr must be a finite number > 0, got {args.lr}")
+    try:
+        return demo(
+            args.optimizer, args.steps, args.out, args.seed, args.device, args.model, args.lr, args.lora, args.dtype,
+            args.task,
+        )
+    except (ValueError, ImportError) as exc:  # a model that cannot load, a device that is not there
+        print(f"rlnb demo: {exc}", file=sys.stderr)
+        return 2
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {"demo": _demo, "serve": _serve}
+"""Each subcommand's runner: parsed arguments in, exit status out."""
 
 
 if __name__ == "__main__":

@@ -4,8 +4,13 @@ They reuse the field definitions (and bounds) of ``rlnb.wire`` and add what a no
 unknown fields rejected, a ``ValueError`` that names the field, the value and the allowed range,
 ``request_body()`` (the exact JSON sent) and ``resolved()`` (the values the local backend uses).
 
+Params are checked once, when they are built (``AdamParams(...)``, or the server parsing a body).
+Resolving them (``resolved()``, ``resolve(optimizer, body)``) fills in the defaults and gives a frozen
+``AdamHyperparams`` / ``MuonHyperparams``: what the optimizers' ``step`` takes, with nothing left to check.
+
 Unset is not zero: ``grad_clip_norm=0`` turns clipping *off*, while an unset ``grad_clip_norm``
-means the session default 1.0. Unset fields are therefore omitted from the body, never sent as 0.
+(or ``None``) means the session default 1.0. Unset fields are therefore omitted from the body, never
+sent as 0.
 
 Defaults the local backend applies to unset fields (``resolved()``):
 
@@ -28,6 +33,7 @@ Muon.adam     (non-matrix params) the Adam defaults above
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from annotated_types import Ge, Gt, Le, Lt
@@ -108,9 +114,9 @@ class _Params:
         what a schedule sends at a step. Unset rates are made explicit from the defaults first."""
         data = cast(wire._Model, self).model_dump(exclude_unset=True)
         resolved = cast(Any, self).resolved()
-        data["learning_rate"] = resolved["learning_rate"] * factor
-        if isinstance(resolved.get("adam"), dict):
-            data["adam"] = {**data.get("adam", {}), "learning_rate": resolved["adam"]["learning_rate"] * factor}
+        data["learning_rate"] = resolved.learning_rate * factor
+        if isinstance(resolved, MuonHyperparams):
+            data["adam"] = {**(data.get("adam") or {}), "learning_rate": resolved.adam.learning_rate * factor}
         return type(self)(**data)
 
     @classmethod
@@ -126,9 +132,9 @@ class AdamParams(_Params, wire.AdamParams):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
     _body_key: ClassVar[str] = "adam_params"
 
-    def resolved(self) -> dict[str, float]:
+    def resolved(self) -> AdamHyperparams:
         """Every field's effective value on the local backend (defaults filled in)."""
-        return {**ADAM_DEFAULTS, **self.model_dump(exclude_unset=True)}
+        return _adam(self)
 
 
 class MuonParams(_Params, wire.MuonParams):
@@ -147,11 +153,9 @@ class MuonParams(_Params, wire.MuonParams):
                 raise InvalidParams("MuonParams.adam", exc.errors) from None
         super().__init__(**data)
 
-    def resolved(self) -> dict[str, Any]:
+    def resolved(self) -> MuonHyperparams:
         """Every field's effective value on the local backend; ``adam`` resolved the same way."""
-        own = self.model_dump(exclude_unset=True, exclude={"adam"})
-        adam = self.adam.resolved() if self.adam is not None else dict(ADAM_DEFAULTS)
-        return {**MUON_DEFAULTS, **own, "adam": adam}
+        return _muon(self)
 
 
 OptimizerParams = AdamParams | MuonParams
@@ -160,20 +164,75 @@ MUON_FIELDS: tuple[str, ...] = tuple(name for name in MuonParams.model_fields if
 """Muon's own fields (``adam`` holds an ``AdamParams``)."""
 
 
-class Resolved(dict[str, Any]):
-    """Hyperparameters already checked by these rules, every default filled in: what ``resolve``
-    returns. The optimizer takes them as they are instead of checking them again."""
+PARAMS: dict[wire.OptimizerKind, type[AdamParams] | type[MuonParams]] = {"adam": AdamParams, "muon": MuonParams}
+"""The params class of each optimizer kind."""
 
 
-def resolve(kind: str, body: wire.OptimStepBody) -> Resolved:
-    """Resolved hyperparameters of an optim-step body for a session whose optimizer is ``kind``.
+@dataclass(frozen=True, slots=True)
+class AdamHyperparams:
+    """Every AdamW hyperparameter of one step, defaults filled in: what ``AdamParams.resolved()`` gives
+    and the optimizers' ``step`` takes. Made from params that were checked when they were built."""
 
-    The body was validated when it was built (or parsed by the server), so this only fills in the
-    defaults: each step's params are checked once.
-    """
-    if kind == "adam":
-        given = body.adam_params.model_dump(exclude_unset=True) if body.adam_params else {}
-        return Resolved({**ADAM_DEFAULTS, **given})
-    given = body.muon_params.model_dump(exclude_unset=True) if body.muon_params else {}
-    adam = given.pop("adam", None) or {}
-    return Resolved({**MUON_DEFAULTS, **given, "adam": Resolved({**ADAM_DEFAULTS, **adam})})
+    learning_rate: float
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+    grad_clip_norm: float
+
+
+@dataclass(frozen=True, slots=True)
+class MuonHyperparams:
+    """Every Muon hyperparameter of one step, and ``adam``'s for the other parameters (see ``AdamHyperparams``)."""
+
+    learning_rate: float
+    momentum: float
+    newton_schulz_steps: int
+    weight_decay: float
+    grad_clip_norm: float
+    adam: AdamHyperparams
+
+
+Hyperparams = AdamHyperparams | MuonHyperparams
+HYPERPARAMS: dict[wire.OptimizerKind, type[AdamHyperparams] | type[MuonHyperparams]] = {
+    "adam": AdamHyperparams,
+    "muon": MuonHyperparams,
+}
+"""What an optimizer of each kind steps with."""
+
+
+def check_hyperparams(optimizer: str, hp: Any) -> None:
+    """``TypeError`` unless ``hp`` is the hyperparameters of ``optimizer`` (a dict, or Adam's for a Muon
+    optimizer, would fail half-way through a step)."""
+    expected = HYPERPARAMS[cast(wire.OptimizerKind, optimizer)]
+    if not isinstance(hp, expected):
+        raise TypeError(
+            f"a {optimizer} optimizer steps with {expected.__name__} (params.resolved()), not {type(hp).__name__}"
+        )
+
+
+def _given(params: wire._Model | None, exclude: set[str] | None = None) -> dict[str, Any]:
+    """The fields a user (or a request) set; ``None`` counts as unset, as on the wire."""
+    if params is None:
+        return {}
+    return params.model_dump(exclude_unset=True, exclude_none=True, exclude=exclude)
+
+
+def _adam(params: wire.AdamParams | None) -> AdamHyperparams:
+    return AdamHyperparams(**{**ADAM_DEFAULTS, **_given(params)})
+
+
+def _muon(params: wire.MuonParams | None) -> MuonHyperparams:
+    own = {**MUON_DEFAULTS, **_given(params, exclude={"adam"})}
+    return MuonHyperparams(**own, adam=_adam(params.adam if params is not None else None))
+
+
+def resolve(optimizer: wire.OptimizerKind, body: wire.OptimStepBody) -> Hyperparams:
+    """The hyperparameters of an optim-step body for a session whose optimizer is ``optimizer``: its params
+    (checked when the body was built or parsed) with the defaults filled in. A body that carries only the
+    other optimizer's params is a ``ValueError`` saying so."""
+    mine = wire.OPTIMIZER_PARAMS_FIELD[optimizer]
+    others = [f for k, f in wire.OPTIMIZER_PARAMS_FIELD.items() if k != optimizer and getattr(body, f) is not None]
+    if getattr(body, mine) is None and others:
+        raise ValueError(f"this session's optimizer is {optimizer}: send {mine}, not {others[0]}")
+    return _adam(body.adam_params) if optimizer == "adam" else _muon(body.muon_params)

@@ -1,15 +1,15 @@
 """Tools for testing code that uses rlnb (and rlnb itself): no model, no network beyond loopback.
 
-* ``FakeBackend``: a ``Backend`` without torch. Operations run in submission order on one thread with the
-  API's PENDING → RUNNING → COMPLETED / FAILED transitions and plausible outputs, so a ``Session``, its
-  history, widgets and sweeps can be tested in milliseconds: ``rlnb.Session(FakeBackend(), record=False)``.
+* ``FakeBackend``: a ``Backend`` without torch: the in-process engine's own worker (submission order, the
+  API's PENDING → RUNNING → COMPLETED / FAILED transitions, closing and failure rules) running fake
+  operations with plausible outputs, so a ``Session``, its history, widgets and sweeps can be tested in
+  milliseconds: ``rlnb.Session(FakeBackend(), record=False)``.
 * ``ServerProcess`` / ``free_port``: a server (``rlnb serve`` or any command) in a child process on
   127.0.0.1, started and stopped with deadlines.
 """
 
 from __future__ import annotations
 
-import queue
 import random
 import socket
 import subprocess
@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from rlnb import wire
+from rlnb.engine.worker import Worker
+from rlnb.errors import OperationError
 from rlnb.text import ByteCodec
 from rlnb.wire import Listener
 
@@ -59,12 +61,10 @@ class FakeBackend:
         grad_norm: float = 1.0,
         fail: dict[str, str] | Failure | None = None,
     ):
-        if optimizer not in wire.OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
-        self.optimizer: wire.OptimizerKind = optimizer
+        self.optimizer: wire.OptimizerKind = wire.optimizer_kind(optimizer)
         self.delay, self.grad_norm = delay, grad_norm
         self.loss = loss or (lambda step: 1.0 / (1 + step))
-        self._fail: Failure = (lambda kind, body, step: fail.get(kind)) if isinstance(fail, dict) else (fail or _never)
+        self._fail: Failure = _failing(fail) if isinstance(fail, dict) else (fail or _never)
         self.step = self.weights_version = 0
         self.submitted: list[tuple[str, Any]] = []
         now = datetime.now(UTC)
@@ -72,24 +72,16 @@ class FakeBackend:
             id=f"fake-{uuid.uuid4()}", status=wire.SessionStatus.RUNNING, base_model="fake", model_resources_id="fake",
             created_by="fake", created_at=now, updated_at=now,
         )  # fmt: skip
-        self._queue: queue.Queue[tuple[wire.OperationKind, Any, wire.Operation[Any], Listener] | None] = queue.Queue()
-        self._closed = False
         self._lock = threading.Lock()
-        self._worker = threading.Thread(target=self._run, name="rlnb-fake", daemon=True)
-        self._worker.start()
+        self._worker = Worker(self._run, name=f"rlnb-{self._info.id}")
 
     def submit(self, kind: wire.OperationKind, body: wire._Model | None, listener: Listener) -> None:
         """Queue one operation; ``listener`` gets its envelope now (PENDING) and on every change."""
         if kind not in wire.REQUEST_TYPES:
             raise ValueError(f"unknown operation kind {kind!r}")
-        env: wire.Operation[Any] = wire.Operation(id=str(uuid.uuid4()), status=wire.OperationStatus.PENDING)
-        with self._lock:
+        with self._lock:  # ``submitted`` in the worker's order
             self.submitted.append((kind, body))
-            listener(env)
-            if self._closed:
-                listener(_failed(env, wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session is stopped"))
-                return
-            self._queue.put((kind, body, env, listener))
+            self._worker.submit(kind, body, listener)
 
     def session(self) -> wire.Session:
         """The session object as the API's GET returns it, with the current step and weights version."""
@@ -107,36 +99,22 @@ class FakeBackend:
         return {"backend": "fake", "session_id": self._info.id, "model": "fake", "optimizer": self.optimizer}
 
     def close(self) -> None:
-        """Stop the session: operations not yet run end FAILED ``SESSION_NOT_ACTIVE``."""
+        """Stop as a local session stops: the running operation finishes, queued ones fail SESSION_NOT_ACTIVE."""
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._info.status = wire.SessionStatus.STOPPED
-            self._queue.put(None)
-        self._worker.join()
+            if not self._worker.closed:
+                self._info.status = wire.SessionStatus.STOPPED
+        self._worker.close()
 
-    def _run(self) -> None:
-        while (job := self._queue.get()) is not None:
-            kind, body, env, listener = job
-            if self._closed:
-                listener(
-                    _failed(env, wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was stopped before this ran")
-                )
-                continue
-            listener(env.model_copy(update={"status": wire.OperationStatus.RUNNING}))
-            time.sleep(self.delay)
-            code = self._fail(kind, body, self.step)
-            if code is not None:
-                listener(_failed(env, code, f"FakeBackend fails {kind} at step {self.step}"))
-            else:
-                listener(
-                    env.model_copy(
-                        update={"status": wire.OperationStatus.COMPLETED, "output": self._output(kind, body)}
-                    )
-                )
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until every queued operation has finished; False if ``timeout`` passed first."""
+        return self._worker.wait_idle(timeout)
 
-    def _output(self, kind: wire.OperationKind, body: Any) -> wire._Model:
+    def _run(self, kind: wire.OperationKind, body: Any, cancelled: threading.Event) -> wire._Model:
+        """One operation, on the worker's thread: ``delay`` seconds, then its failure or its output."""
+        time.sleep(self.delay)
+        code = self._fail(kind, body, self.step)
+        if code is not None:
+            raise OperationError(wire.error_code(code), f"FakeBackend fails {kind} at step {self.step}")
         return _OUTPUTS[kind](self, body)
 
     def _forward_backward(self, body: wire.ForwardBackwardBody) -> wire.ForwardBackwardResult:
@@ -197,13 +175,21 @@ _OUTPUTS: dict[wire.OperationKind, Callable[[FakeBackend, Any], wire._Model]] = 
 """Each kind's plausible output (and the step or version it advances)."""
 
 
+def _failing(fail: dict[str, str]) -> Failure:
+    """``fail={kind: code}`` as a ``Failure``, checked now: a misspelt kind or code would never fail anything."""
+    table: dict[str, wire.OperationErrorCode] = {}
+    for kind, code in fail.items():
+        if kind not in wire.REQUEST_TYPES:
+            raise ValueError(f"fail: {kind!r} is not an operation kind; one of {', '.join(wire.OperationKind)}")
+        try:
+            table[kind] = wire.error_code(code)
+        except ValueError as exc:
+            raise ValueError(f"fail[{kind!r}]: {exc}") from None
+    return lambda kind, body, step: table.get(kind)
+
+
 def _never(kind: str, body: Any, step: int) -> str | None:
     return None
-
-
-def _failed(env: wire.Operation[Any], code: wire.OperationErrorCode | str, message: str) -> wire.Operation[Any]:
-    error = wire.OperationError(code=wire.error_code(code), message=message)
-    return env.model_copy(update={"status": wire.OperationStatus.FAILED, "error": error})
 
 
 # ---------------------------------------------------------------------------------------------

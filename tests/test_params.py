@@ -1,12 +1,13 @@
 """AdamParams / MuonParams: every field, every bound, round trips, exact JSON bodies."""
 
+import dataclasses
 import math
 
 import pytest
 
 import rlnb
 from rlnb import wire
-from rlnb.params import ADAM_DEFAULTS, MUON_DEFAULTS
+from rlnb.params import ADAM_DEFAULTS, MUON_DEFAULTS, resolve
 
 # (field, good values, bad values, words the message must contain)
 ADAM_FIELDS = [
@@ -136,7 +137,7 @@ def test_body_parses_as_the_wire_optim_step_body():
 
 
 def test_resolved_fills_documented_defaults():
-    assert rlnb.AdamParams().resolved() == ADAM_DEFAULTS
+    assert dataclasses.asdict(rlnb.AdamParams().resolved()) == ADAM_DEFAULTS
     assert ADAM_DEFAULTS == {
         "learning_rate": 1e-4,
         "beta1": 0.9,
@@ -153,9 +154,27 @@ def test_resolved_fills_documented_defaults():
         "grad_clip_norm": 1.0,
     }
     r = rlnb.MuonParams(learning_rate=0.05, adam={"learning_rate": 3e-4}).resolved()
-    assert r["learning_rate"] == 0.05 and r["momentum"] == 0.95 and r["newton_schulz_steps"] == 5
-    assert r["adam"] == {**ADAM_DEFAULTS, "learning_rate": 3e-4}
-    assert rlnb.AdamParams(grad_clip_norm=0).resolved()["grad_clip_norm"] == 0
+    assert r.learning_rate == 0.05 and r.momentum == 0.95 and r.newton_schulz_steps == 5
+    assert dataclasses.asdict(r.adam) == {**ADAM_DEFAULTS, "learning_rate": 3e-4}
+    assert rlnb.AdamParams(grad_clip_norm=0).resolved().grad_clip_norm == 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.learning_rate = 1.0  # type: ignore[misc]
+
+
+def test_none_is_unset_when_resolving():
+    """``learning_rate=None`` (or ``null`` in a request body) means the default, never a rate of None."""
+    assert rlnb.AdamParams(learning_rate=None).resolved().learning_rate == ADAM_DEFAULTS["learning_rate"]
+    r = rlnb.MuonParams(momentum=None, adam=None).resolved()
+    assert r.momentum == MUON_DEFAULTS["momentum"] and r.adam == rlnb.AdamParams().resolved()
+    body = wire.OptimStepBody.model_validate({"muon_params": {"learning_rate": None, "adam": {"eps": None}}})
+    assert resolve("muon", body) == rlnb.MuonParams().resolved()
+
+
+def test_resolving_a_body_takes_the_sessions_own_kind_only():
+    assert resolve("adam", wire.OptimStepBody()) == rlnb.AdamParams().resolved()
+    assert resolve("adam", wire.OptimStepBody(adam_params={"beta1": 0.5})).beta1 == 0.5
+    with pytest.raises(ValueError, match="this session's optimizer is adam: send adam_params, not muon_params"):
+        resolve("adam", wire.OptimStepBody(muon_params={}))
 
 
 def test_server_side_wire_model_enforces_the_same_bounds():

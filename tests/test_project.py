@@ -49,7 +49,7 @@ def test_environment_yml_mirrors_the_pip_install():
 
 LAYERS = [
     ["wire"],
-    ["errors", "_secrets", "_exit", "text"],
+    ["errors", "_secrets", "_exit", "_options", "text"],
     ["params", "schedule", "samples", "history"],
     ["sinks"],
     ["engine", "remote"],

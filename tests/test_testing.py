@@ -110,3 +110,31 @@ def test_one_stop_string_is_one_string_not_its_characters():
     stops = [body.sampling_params.stop for kind, body in backend.submitted if kind == "sample"]
     assert stops == [["\n\n"], ["TR", "END"]]
     s.close()
+
+
+def test_a_listener_that_raises_does_not_stop_the_fake_backend(caplog):
+    """FakeBackend runs on the engine's worker: a listener's failure (say, a full disk) is logged and the
+    operations go on, as on a local session."""
+    backend = FakeBackend()
+    seen: list[str] = []
+
+    def broken(env):
+        seen.append(env.status)
+        raise OSError("disk full")
+
+    sync = wire.WeightsSyncBody(weight_sync_type="WEIGHT_SYNC_TYPE_SYNCHRONOUS")
+    backend.submit(wire.OperationKind.WEIGHTS_SYNC, sync, broken)
+    after: list[wire.Operation] = []
+    backend.submit(wire.OperationKind.TRAINING_CHECKPOINT, None, after.append)
+    assert backend.wait_idle(10)
+    assert seen == [wire.OperationStatus.PENDING, wire.OperationStatus.RUNNING, wire.OperationStatus.COMPLETED]
+    assert [e.status for e in after][-1] == wire.OperationStatus.COMPLETED
+    assert "a listener failed" in caplog.text and "disk full" in caplog.text
+    backend.close()
+
+
+def test_fail_is_checked_when_the_fake_backend_is_made():
+    with pytest.raises(ValueError, match="'optim-steps' is not an operation kind; one of forward-backward"):
+        FakeBackend(fail={"optim-steps": "NON_FINITE_LOSS"})
+    with pytest.raises(ValueError, match=r"fail\['optim-step'\]: unknown operation error code 'NAN'"):
+        FakeBackend(fail={"optim-step": "NAN"})

@@ -26,10 +26,12 @@ from rlnb.batched.optim import StackedOptimizer, no_gradient, plan
 from rlnb.batched.recorder import Op, Recorder, member_config
 from rlnb.batched.rollouts import member_losses, policy_batch, sample_output
 from rlnb.batched.stacked import StackedModel
+from rlnb.engine import handlers
 from rlnb.engine.handlers import optim_metrics
 from rlnb.engine.models.adapter import build_adapter
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
-from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.engine.worker import failure
+from rlnb.params import PARAMS, OptimizerParams
 from rlnb.tasks import StepReport, Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, score, step_metrics
 from rlnb.text import to_tokens
@@ -103,10 +105,8 @@ class Ensemble:
                     self._step(i)
                 except _CallbackFailed:
                     raise
-                except torch.OutOfMemoryError as exc:
-                    self._crash(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
                 except Exception as exc:  # noqa: BLE001 - the shared step broke: so did every live member's trial
-                    self._crash(Code.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+                    self._crash(*failure(exc, handlers.classify))
             self._end(list(self.live), "COMPLETED", None)
         except KeyboardInterrupt:  # as a sweep's Ctrl-C: stop, keep what finished
             self.stop.set()
@@ -189,7 +189,7 @@ class Ensemble:
             rec, (_, opt, sync) = self.records[m], ops[m]
             if m in fb_errors:  # no gradients: the step completes and changes nothing
                 rec.step += 1
-                stats = no_gradient(self.kind, hps[m])
+                stats = no_gradient(hps[m])
                 rec.complete(opt, wire.OptimStepResult(step=rec.step, metrics=optim_metrics(stats, hps[m])))
                 rec.history.log_completions(rec.step, completion_rows(rollouts[m]))
                 failed[m] = fb_errors[m]
@@ -227,7 +227,7 @@ class Ensemble:
             self._end([m], "PRUNED", reason)
 
     def _params(self, i: int) -> dict[int, OptimizerParams]:
-        expected = AdamParams if self.kind == "adam" else MuonParams
+        expected = PARAMS[self.kind]
         out, bad = {}, {}
         for m in self.live:
             given = self.members[m].params

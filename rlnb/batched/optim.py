@@ -17,9 +17,9 @@ trial alone would make, to float rounding:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -28,6 +28,7 @@ from rlnb.batched.stacked import StackedModel
 from rlnb.engine.optim.muon import muon_update, shape_scale
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import CLIP_EPS, StepStats
+from rlnb.params import AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
 
 
 @dataclass
@@ -62,18 +63,18 @@ def plan(model: nn.Module, kind: str, roles: Sequence[nn.Parameter]) -> tuple[li
     return [n for n, _ in split.adam], list(groups.values())
 
 
-def no_gradient(kind: str, hp: Mapping[str, Any]) -> StepStats:
+def no_gradient(hp: Hyperparams) -> StepStats:
     """What ``TrainerOptimizer.step`` reports for a step that got no gradient (its forward-backward failed):
     norm 0, nothing to clip, nothing changes."""
-    c, muon = hp["grad_clip_norm"], kind == "muon"
+    c, muon = hp.grad_clip_norm, isinstance(hp, MuonHyperparams)
     return StepStats(
         grad_norm=0.0,
         grad_norm_muon=0.0 if muon else None,
         grad_norm_adam=0.0 if muon else None,
         clipped=False,
         clip_coef=min(1.0, c / CLIP_EPS) if c > 0 else 1.0,
-        learning_rate=hp["learning_rate"],
-        adam_learning_rate=hp["adam"]["learning_rate"] if muon else None,
+        learning_rate=hp.learning_rate,
+        adam_learning_rate=hp.adam.learning_rate if isinstance(hp, MuonHyperparams) else None,
     )
 
 
@@ -150,14 +151,17 @@ class StackedOptimizer:
         return Norms(total, norm(each[:, ~adam], dim=1), norm(each[:, adam], dim=1))
 
     @torch.no_grad()
-    def step(self, hps: Sequence[Mapping[str, Any]], norms: Norms) -> list[StepStats]:
-        """Clip and update every member: ``hps[k]`` is member k's resolved adam_params / muon_params
-        (``params.resolved()``), ``norms`` from ``norms()`` (all finite)."""
+    def step(self, hps: Sequence[Hyperparams], norms: Norms) -> list[StepStats]:
+        """Clip and update every member: ``hps[k]`` is member k's hyperparameters (``params.resolved()``),
+        ``norms`` from ``norms()`` (all finite)."""
         if len(hps) != self.model.members:
             raise ValueError(f"{len(hps)} hyperparameter sets for {self.model.members} members")
-        adam_hps = [hp["adam"] for hp in hps] if self.kind == "muon" else list(hps)
+        for hp in hps:
+            check_hyperparams(self.kind, hp)
+        muon_hps = [hp for hp in hps if isinstance(hp, MuonHyperparams)]  # all of them, or none
+        adam_hps = [hp.adam if isinstance(hp, MuonHyperparams) else hp for hp in hps]
         grad_norms = norms.total.tolist()
-        max_norms = [float(hp["grad_clip_norm"]) for hp in hps]
+        max_norms = [float(hp.grad_clip_norm) for hp in hps]
         coefs = [min(1.0, c / (g + CLIP_EPS)) if c > 0 else 1.0 for c, g in zip(max_norms, grad_norms, strict=True)]
         g = self.model.grad
         if any(c > 0 for c in max_norms):  # as clip_grads_with_norm_: coef = clamp(c / (g + eps), max=1), in tensors
@@ -167,7 +171,7 @@ class StackedOptimizer:
         if self.adam_end:
             self._adamw(adam_hps)
         if self.kind == "muon":
-            self._muon(hps)
+            self._muon(muon_hps)
         self.model.refresh()
         muon = norms.muon.tolist() if norms.muon is not None else None
         adam = norms.adam.tolist() if norms.adam is not None else None
@@ -178,34 +182,34 @@ class StackedOptimizer:
                 grad_norm_adam=adam[k] if adam is not None else None,
                 clipped=coefs[k] < 1.0,
                 clip_coef=coefs[k],
-                learning_rate=hps[k]["learning_rate"],
-                adam_learning_rate=adam_hps[k]["learning_rate"] if self.kind == "muon" else None,
+                learning_rate=hps[k].learning_rate,
+                adam_learning_rate=adam_hps[k].learning_rate if self.kind == "muon" else None,
             )
             for k in range(len(hps))
         ]
 
-    def _adamw(self, hps: Sequence[Mapping[str, Any]]) -> None:
+    def _adamw(self, hps: Sequence[AdamHyperparams]) -> None:
         """``torch.optim.adamw._multi_tensor_adamw`` (no amsgrad, not capturable), one scalar per member."""
         self.steps += 1
         t = float(self.steps)
         p, g = self.model.flat[:, : self.adam_end], self.model.grad[:, : self.adam_end]
         col = lambda f: _column([f(hp) for hp in hps], p)  # noqa: E731
-        p.mul_(col(lambda hp: 1 - hp["learning_rate"] * hp["weight_decay"]))
-        self.exp_avg.lerp_(g, col(lambda hp: 1 - hp["beta1"]))
-        self.exp_avg_sq.mul_(col(lambda hp: hp["beta2"]))
-        self.exp_avg_sq.addcmul_(g * col(lambda hp: 1 - hp["beta2"]), g)
-        step_size = col(lambda hp: (hp["learning_rate"] / (1 - hp["beta1"] ** t)) * -1)
-        denom = self.exp_avg_sq.sqrt().div_(col(lambda hp: (1 - hp["beta2"] ** t) ** 0.5))
-        denom.add_(col(lambda hp: hp["eps"]))
+        p.mul_(col(lambda hp: 1 - hp.learning_rate * hp.weight_decay))
+        self.exp_avg.lerp_(g, col(lambda hp: 1 - hp.beta1))
+        self.exp_avg_sq.mul_(col(lambda hp: hp.beta2))
+        self.exp_avg_sq.addcmul_(g * col(lambda hp: 1 - hp.beta2), g)
+        step_size = col(lambda hp: (hp.learning_rate / (1 - hp.beta1**t)) * -1)
+        denom = self.exp_avg_sq.sqrt().div_(col(lambda hp: (1 - hp.beta2**t) ** 0.5))
+        denom.add_(col(lambda hp: hp.eps))
         p.addcdiv_(self.exp_avg * step_size, denom)  # addcdiv(value=s) computes (s * m) / d, so s goes first
 
-    def _muon(self, hps: Sequence[Mapping[str, Any]]) -> None:
+    def _muon(self, hps: Sequence[MuonHyperparams]) -> None:
         K = self.model.members
-        decay = [1 - hp["learning_rate"] * hp["weight_decay"] for hp in hps]
-        ns_steps = [int(hp["newton_schulz_steps"]) for hp in hps]
+        decay = [1 - hp.learning_rate * hp.weight_decay for hp in hps]
+        ns_steps = [hp.newton_schulz_steps for hp in hps]
         for (start, stop, n, rows, cols), buf in zip(self.groups, self.momentum, strict=True):
             grad = self.model.grad[:, start:stop].reshape(K * n, rows, cols)  # member-major: row k * n + i
-            beta = _column([hp["momentum"] for hp in hps for _ in range(n)], grad, dims=3)
+            beta = _column([hp.momentum for hp in hps for _ in range(n)], grad, dims=3)
             distinct = sorted(set(ns_steps))
             if len(distinct) == 1:
                 update = muon_update(grad, buf, beta, distinct[0], dtype=self.ns_dtype)
@@ -220,4 +224,4 @@ class StackedOptimizer:
             scale = shape_scale(rows, cols, self.muon_scaling)
             w = self.model.flat[:, start:stop].view(K, n, rows, cols)
             w.mul_(_column(decay, w, dims=4))
-            w.add_(update.view(K, n, rows, cols) * _column([-hp["learning_rate"] * scale for hp in hps], w, dims=4))
+            w.add_(update.view(K, n, rows, cols) * _column([-hp.learning_rate * scale for hp in hps], w, dims=4))

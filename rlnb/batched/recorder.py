@@ -94,8 +94,7 @@ class Recorder:
     def fail(self, op: Op, code: Code, message: str) -> None:
         """End ``op`` FAILED with ``code``."""
         self._open.remove(op)
-        error = wire.OperationError(code=code, message=message)
-        self.history.update(op.record, wire.Operation(id=op.id, status=Status.FAILED, error=error), time.time())
+        self.history.update(op.record, wire.Operation.failed(op.id, code, message), time.time())
 
     def abandon(self, message: str, code: Code = Code.SESSION_NOT_ACTIVE) -> None:
         """Fail every operation not yet finished (the run stopped or broke while they were queued or running)."""

@@ -136,8 +136,7 @@ def run_batched(
 def _check(model: str, optimizer: str, members: Sequence[Member], steps: int, group_size: int, temp: float) -> None:
     if not (isinstance(model, str) and model in SIZES):
         raise ValueError(f"model must be a built-in model ({' / '.join(SIZES)}), got {model!r}")
-    if optimizer not in ("adam", "muon"):
-        raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
+    wire.optimizer_kind(optimizer)
     if not members:
         raise ValueError("members is empty: an ensemble needs at least one trial")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:

@@ -26,15 +26,17 @@ import torch
 from torch import nn
 
 from rlnb import wire
+from rlnb._options import refuse_unknown, take
 from rlnb.engine import checkpoints, handlers
 from rlnb.engine.models.adapter import ModelAdapter, build_adapter
-from rlnb.engine.models.compiled import Compiler, check_compile
+from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.models.lora import LoraSettings, apply_lora
 from rlnb.engine.optim.muon import ns_dtype_for
-from rlnb.engine.optim.split import SplitOverride, split_params
+from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
-from rlnb.engine.threads import ThreadUse, check_threads
+from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions
+from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
 from rlnb.text import Codec
 from rlnb.wire import Listener, OptimizerKind
@@ -73,31 +75,11 @@ class LocalBackend:
         model: ``"tiny"`` / ``"small"`` (built-in byte-level transformers), a Hugging Face causal LM by
             local directory or hub id (from the local cache: rlnb never downloads), a loaded
             transformers model, or any ``nn.Module`` mapping token ids ``[B, T]`` to logits.
-        tokenizer: a Hugging Face tokenizer (or its directory). None: a model loaded by name brings its
-            own; a Hugging Face model without one takes token ids only; other modules get the byte codec.
-        seed: seeds the built-in model's initial weights and (unless ``sampling_seed`` is given) unseeded
-            sampling.
-        sampling_seed: seeds the sequence of seeds unseeded samples use (default: ``seed``).
-        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ...
-        dtype: ``"auto"`` (the checkpoint's; float32 for built-ins), ``"float32"``, ``"bfloat16"``.
-        muon_scaling: ``"original"`` (lr in spectral-norm units, KJ's 0.02) or ``"match_adam"``.
-        ns_dtype: Newton-Schulz compute dtype (default: chosen from the device and CPU features).
-        muon_split: override the Muon/AdamW split (see ``rlnb.engine.optim.split.SplitOverride``).
-        num_generator_replicas: 0 makes a trainer-only session that rejects ``sample``.
-        checkpoint_dir: where checkpoints are written (default: a fresh temporary folder).
-        resume_from: a training checkpoint (``.pt``) or an inference checkpoint folder to start from.
-        load_optimizer: with a training checkpoint, unset/True restores optimizer state and step;
-            False loads weights only, with a fresh optimizer at step 0. Invalid for inference ones.
-        eos_token_id: an extra token that ends a sampled sequence (the tokenizer's EOS always does).
-        lora: ``None``/``False`` trains all weights; ``True`` or a LoRA config dict (rank, alpha,
-            dropout, seed, train_unembed) freezes them and trains peft adapters on the linear layers.
-        trust_remote_code: let a Hugging Face folder whose config maps classes to its own code
-            (``auto_map``) run that code; by default such a folder is refused.
         op_delay: extra seconds each operation takes (simulates remote compute in benchmarks).
-        threads: torch intra-op threads for this session's operations on the CPU; None (default): the
-            engine's thread policy decides (``rlnb.engine.threads``). Ignored on CUDA.
-        compile: compile the sampler's decode step (``torch.compile``; CUDA graphs on a GPU): faster tokens
-            after a one-time compile per shape (``rlnb.engine.models.compiled``).
+        model_options, muon_options, checkpoint_options, compute_options: the option groups
+            (``rlnb.engine.options``; ``threads`` and ``compile`` are ``ComputeOptions``').
+        options: the groups' fields by name (``seed=``, ``device=``, ``lora=``, ``muon_scaling=``,
+            ``resume_from=``, ``trust_remote_code=``, ``threads=``, ...), over the groups given whole.
     """
 
     def __init__(
@@ -105,75 +87,34 @@ class LocalBackend:
         optimizer: OptimizerKind = "adam",
         model: str | nn.Module = "tiny",
         *,
-        tokenizer: Any = None,
-        seed: int = 0,
-        sampling_seed: int | None = None,
-        device: str | torch.device = "auto",
-        dtype: str = "auto",
-        muon_scaling: str = "original",
-        ns_dtype: str | torch.dtype | None = None,
-        muon_split: SplitOverride | None = None,
-        num_generator_replicas: int = 1,
-        checkpoint_dir: str | Path | None = None,
-        resume_from: str | Path | None = None,
-        load_optimizer: bool | None = None,
-        eos_token_id: int | None = None,
-        lora: bool | dict[str, Any] | None = None,
         op_delay: float = 0.0,
-        trust_remote_code: bool = False,
-        threads: int | None = None,
-        compile: bool = False,
+        model_options: ModelOptions | None = None,
+        muon_options: MuonOptions | None = None,
+        checkpoint_options: CheckpointOptions | None = None,
+        compute_options: ComputeOptions | None = None,
+        **options: Any,
     ):
-        if optimizer not in ("adam", "muon"):
-            raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
-        if muon_scaling not in ("original", "match_adam"):
-            raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {muon_scaling!r}")
-        self.optimizer: OptimizerKind = optimizer
-        threads, compile = check_threads(threads), check_compile(compile)
-        self.device = resolve_device(device)
-        self.seed = seed
-        checked = wire.lora_config(lora)
-        resume = checkpoints.load(Path(resume_from), self.device) if resume_from is not None else None
-        if isinstance(tokenizer, str):
-            tokenizer = load_tokenizer(tokenizer, trust_remote_code)
-        adapter = build_adapter(
-            model, tokenizer=tokenizer, seed=seed, dtype=dtype, device=self.device, eos_token_id=eos_token_id,
-            trust_remote_code=trust_remote_code,
-        )  # fmt: skip
+        self.optimizer: OptimizerKind = wire.optimizer_kind(optimizer)
+        mo = take(ModelOptions, options, model_options)
+        muon = take(MuonOptions, options, muon_options)
+        saved = take(CheckpointOptions, options, checkpoint_options)
+        compute = take(ComputeOptions, options, compute_options)
+        refuse_unknown(options, "LocalBackend()")
+        self.device = resolve_device(mo.device)
+        self.seed = mo.seed
+        checked = wire.lora_config(mo.lora)
         self.lora = None if checked is False else LoraSettings.from_config(checked)
-        trainer = adapter.module
-        if self.lora is not None:
-            trainer = apply_lora(trainer, adapter.lora_targets(self.lora.train_unembed), self.lora)
-        if resume is not None:
-            if resume["type"] != "training" and load_optimizer:
-                raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
-            checkpoints.restore_weights(resume, adapter, trainer, self.lora)
-            if ns_dtype is None and resume.get("ns_dtype"):
-                ns_dtype = resume["ns_dtype"]  # resume with the dtype the run started with
-        split = split_params(trainer, adapter.embedding_params(), muon_split) if optimizer == "muon" else None
-        ns = _ns_dtype(ns_dtype, self.device)
-        optim = TrainerOptimizer(trainer, optimizer, split, muon_scaling=muon_scaling, ns_dtype=ns)  # type: ignore[arg-type]
-        self.engine = handlers.Engine(
-            adapter=adapter,
-            trainer=trainer,
-            sampler=sampler_copy(trainer),
-            optim=optim,
-            kind=optimizer,
-            store=checkpoints.CheckpointStore(checkpoint_dir),
-            meta={
-                "base_model": adapter.name,
-                "base_model_dir": checkpoints.model_dir(adapter),
-                "lora": self.lora.as_dict() if self.lora else None,
-                "ns_dtype": str(ns).removeprefix("torch."),
-                "optimizer_kind": optimizer,
-            },
-            num_generator_replicas=num_generator_replicas,
-            op_delay=op_delay,
-            compiler=Compiler(self.device) if compile else None,
-        )
-        self.engine.sample_rng.manual_seed(seed if sampling_seed is None else sampling_seed)
-        if resume is not None and resume["type"] == "training" and load_optimizer is not False:
-            step = checkpoints.restore_optimizer(resume, optim, Path(str(resume_from)))
+        resume = checkpoints.load(Path(saved.resume_from), self.device) if saved.resume_from is not None else None
+        if resume is not None and resume["type"] != "training" and saved.load_optimizer:
+            raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
+        adapter, trainer = self._model(model, mo, resume)
+        started = resume.get("ns_dtype") if resume is not None else None  # resume with the run's own dtype
+        ns = _ns_dtype(muon.ns_dtype if muon.ns_dtype is not None else started, self.device)
+        compiler = Compiler(self.device) if compute.compile else None
+        self.engine = self._engine(adapter, trainer, muon, ns, saved, op_delay, mo.num_generator_replicas, compiler)
+        self.engine.sample_rng.manual_seed(mo.seed if mo.sampling_seed is None else mo.sampling_seed)
+        if resume is not None and resume["type"] == "training" and saved.load_optimizer is not False:
+            step = checkpoints.restore_optimizer(resume, self.engine.optim, Path(str(saved.resume_from)))
             self.engine.step = self.engine.weights_version = step
         created = datetime.now(UTC)
         self._info = wire.Session(
@@ -185,9 +126,9 @@ class LocalBackend:
             created_at=created,
             updated_at=created,
             lora_config=wire.LoraConfig(**self.lora.as_dict()) if self.lora else None,
-            resume_from_checkpoint_id=Path(resume_from).stem if resume_from is not None else None,
+            resume_from_checkpoint_id=Path(saved.resume_from).stem if saved.resume_from is not None else None,
         )
-        self._threads = ThreadUse(self.device, threads)
+        self._threads = ThreadUse(self.device, compute.threads)
         self._worker = Worker(self._run, name=f"rlnb-{self._info.id}", classify=handlers.classify)
 
     def _run(self, kind: wire.OperationKind, body: Any, cancelled: threading.Event) -> Any:
@@ -197,6 +138,58 @@ class LocalBackend:
             return handlers.run(self.engine, kind, body, cancelled)
         finally:
             self._threads.after()
+
+    def _model(
+        self, model: str | nn.Module, options: ModelOptions, resume: dict[str, Any] | None
+    ) -> tuple[ModelAdapter, nn.Module]:
+        """The model behind its adapter, and the module that trains (with LoRA adapters when asked), with the
+        checkpoint's weights when resuming."""
+        tokenizer = options.tokenizer
+        if isinstance(tokenizer, str):
+            tokenizer = load_tokenizer(tokenizer, options.trust_remote_code)
+        adapter = build_adapter(
+            model, tokenizer=tokenizer, seed=options.seed, dtype=options.dtype, device=self.device,
+            eos_token_id=options.eos_token_id, trust_remote_code=options.trust_remote_code,
+        )  # fmt: skip
+        trainer = adapter.module
+        if self.lora is not None:
+            trainer = apply_lora(trainer, adapter.lora_targets(self.lora.train_unembed), self.lora)
+        if resume is not None:
+            checkpoints.restore_weights(resume, adapter, trainer, self.lora)
+        return adapter, trainer
+
+    def _engine(
+        self,
+        adapter: ModelAdapter,
+        trainer: nn.Module,
+        muon: MuonOptions,
+        ns: torch.dtype,
+        saved: CheckpointOptions,
+        op_delay: float,
+        num_generator_replicas: int,
+        compiler: Compiler | None,
+    ) -> handlers.Engine:
+        """What the handlers work on: the two copies of the model, the optimizer, the checkpoint store."""
+        split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if self.optimizer == "muon" else None
+        optim = TrainerOptimizer(trainer, self.optimizer, split, muon_scaling=muon.muon_scaling, ns_dtype=ns)
+        return handlers.Engine(
+            adapter=adapter,
+            trainer=trainer,
+            sampler=sampler_copy(trainer),
+            optim=optim,
+            kind=self.optimizer,
+            store=checkpoints.CheckpointStore(saved.checkpoint_dir),
+            meta={
+                "base_model": adapter.name,
+                "base_model_dir": checkpoints.model_dir(adapter),
+                "lora": self.lora.as_dict() if self.lora else None,
+                "ns_dtype": str(ns).removeprefix("torch."),
+                "optimizer_kind": self.optimizer,
+            },
+            num_generator_replicas=num_generator_replicas,
+            op_delay=op_delay,
+            compiler=compiler,
+        )
 
     # -- what notebooks and the server read --------------------------------------------------------
 

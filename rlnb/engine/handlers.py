@@ -72,13 +72,17 @@ def run(engine: Engine, kind: wire.OperationKind, body: Any, cancelled: threadin
     return HANDLERS[kind](engine, body, cancelled)
 
 
-def classify(exc: Exception) -> wire.OperationErrorCode | None:
-    """Error codes for exceptions the handlers' helpers raise."""
+def classify(exc: Exception) -> OperationError | None:
+    """What an exception of torch or of the handlers' helpers stands for (the worker's ``classify``)."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return OperationError(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
     if isinstance(exc, losses_mod.InvalidLossInput):
-        return Code.INVALID_INPUT
+        return OperationError(Code.INVALID_INPUT, str(exc))
     if isinstance(exc, checkpoints.DiskFull):
-        return Code.RESOURCE_EXHAUSTED
-    return Code.NON_FINITE_LOSS if isinstance(exc, sampling.Diverged) else None
+        return OperationError(Code.RESOURCE_EXHAUSTED, str(exc))
+    if isinstance(exc, sampling.Diverged):
+        return OperationError(Code.NON_FINITE_LOSS, str(exc))
+    return None
 
 
 # -- inputs -----------------------------------------------------------------------------------------
@@ -217,10 +221,10 @@ def custom_forward_backward(
 
 
 def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Event) -> wire.OptimStepResult:
-    mine, other = ("adam_params", "muon_params") if engine.kind == "adam" else ("muon_params", "adam_params")
-    if getattr(body, mine) is None and getattr(body, other) is not None:
-        raise OperationError(Code.INVALID_INPUT, f"this session's optimizer is {engine.kind}: send {mine}, not {other}")
-    hp = params_mod.resolve(engine.kind, body)
+    try:
+        hp = params_mod.resolve(engine.kind, body)
+    except ValueError as exc:  # the other optimizer's params
+        raise OperationError(Code.INVALID_INPUT, str(exc)) from None
     try:
         stats = engine.optim.step(hp)
     except NonFiniteGradient as exc:
@@ -233,11 +237,11 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
     return wire.OptimStepResult(step=engine.step, metrics=optim_metrics(stats, hp))
 
 
-def optim_metrics(stats: StepStats, hp: dict[str, Any]) -> dict[str, float]:
+def optim_metrics(stats: StepStats, hp: params_mod.Hyperparams) -> dict[str, float]:
     """An optim-step's extension metrics: pre-clip grad norm(s), clip threshold and factor, learning rate(s)."""
     metrics = {
         "grad_norm": stats.grad_norm,
-        "grad_clip_norm": hp["grad_clip_norm"],
+        "grad_clip_norm": hp.grad_clip_norm,
         "clip_coef": stats.clip_coef,
         "learning_rate": stats.learning_rate,
     }

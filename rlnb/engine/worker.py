@@ -3,16 +3,20 @@
 It owns the operation status machine (PENDING → RUNNING → COMPLETED / FAILED) and the rules that make
 a session safe to use from a notebook:
 
-* The thread never dies. Whatever an operation raises ends *that* operation FAILED with a code
-  (``INVALID_INPUT``, ``NON_FINITE_LOSS``, ``RESOURCE_EXHAUSTED`` for out-of-memory, else
-  ``INTERNAL_ERROR`` with the exception's type and message); a listener that raises (say, a full
-  disk under the run store) is logged and the operation goes on.
+* The thread never dies. Whatever an operation raises ends *that* operation FAILED with a code: an
+  ``OperationError``'s own, what ``classify`` makes of the exception (the engine's: ``INVALID_INPUT``,
+  ``NON_FINITE_LOSS``, ``RESOURCE_EXHAUSTED`` for out-of-memory), else ``INTERNAL_ERROR`` with the
+  exception's type and message; a listener that raises (say, a full disk under the run store) is logged
+  and the operation goes on.
 * ``close()`` stops accepting work, asks a running sample to stop between tokens, lets any other
   running operation finish, and fails everything still queued with ``SESSION_NOT_ACTIVE``.
 * At interpreter exit every live worker is closed that way before Python tears down (a torch op still
   running on a daemon thread during finalisation aborts the process: "terminate called without an
   active exception"). So a script may exit with operations in flight and still exit 0, with every
   operation recorded as finished or failed.
+
+Torch-free: what runs the operations is given (``run``), so ``rlnb.testing.FakeBackend`` is this worker
+with fake operations.
 """
 
 from __future__ import annotations
@@ -25,8 +29,6 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import torch
 
 from rlnb import _exit, wire
 from rlnb.errors import OperationError
@@ -41,6 +43,20 @@ EXIT_DEADLINE = 60.0
 
 Run = Callable[[wire.OperationKind, Any, threading.Event], Any]
 """``run(kind, body, cancelled) -> output``: does one operation; may watch ``cancelled`` between steps."""
+Classify = Callable[[Exception], OperationError | None]
+"""``classify(exc)``: the ``OperationError`` (code and message) an exception stands for; None for a bug."""
+
+
+def _unknown(exc: Exception) -> OperationError | None:
+    return None
+
+
+def failure(exc: Exception, classify: Classify = _unknown) -> tuple[Code, str]:
+    """The code and message an operation fails with when its work raised ``exc``."""
+    known = exc if isinstance(exc, OperationError) else classify(exc)
+    if known is not None:
+        return known.code, str(known)
+    return Code.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
 
 
 @dataclass
@@ -52,8 +68,7 @@ class _Job:
 
 
 class Worker:
-    def __init__(self, run: Run, name: str, classify: Callable[[Exception], Code | None] = lambda exc: None):
-        """``classify`` maps an exception a handler raised to an error code, or None."""
+    def __init__(self, run: Run, name: str, classify: Classify = _unknown):
         self._run_op, self._classify = run, classify
         self._queue: queue.Queue[_Job | threading.Event | None] = queue.Queue()
         self._lock = threading.Lock()
@@ -113,24 +128,17 @@ class Worker:
             self._notify(job)
             try:
                 output = self._run_op(job.kind, job.body, self.cancelled)
-            except OperationError as exc:
-                self._finish(job, error=(exc.code, str(exc)))
-            except torch.OutOfMemoryError as exc:
-                self._finish(job, error=(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}"))
-            except Exception as exc:  # noqa: BLE001 - any other failure is the operation's, never the worker's
-                code = self._classify(exc) or Code.INTERNAL_ERROR
-                message = str(exc) if code != Code.INTERNAL_ERROR else f"{type(exc).__name__}: {exc}"
-                self._finish(job, error=(code, message))
+            except Exception as exc:  # noqa: BLE001 - any failure is the operation's, never the worker's
+                self._finish(job, error=failure(exc, self._classify))
             else:
                 self._finish(job, output=output)
         _LIVE.discard(self)
 
     def _finish(self, job: _Job, output: Any = None, error: tuple[Code, str] | None = None) -> None:
         if error is not None:
-            update = {"status": Status.FAILED, "error": wire.OperationError(code=error[0], message=error[1])}
+            job.env = wire.Operation.failed(job.env.id, *error)
         else:
-            update = {"status": Status.COMPLETED, "output": output}
-        job.env = job.env.model_copy(update=update)
+            job.env = job.env.model_copy(update={"status": Status.COMPLETED, "output": output})
         self._notify(job)
 
     @staticmethod

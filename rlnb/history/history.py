@@ -127,16 +127,7 @@ class History:
     def _replay(self, unfinished: bool) -> None:
         """Feed every record and logged row to a fresh step log."""
         self.step_log.reset()
-        for rec in self._records:
-            done = rec.status in wire.TERMINAL_STATUSES
-            if done or unfinished:
-                self.step_log.submitted(rec)
-            else:
-                self.step_log.skipped(rec)
-            if done:
-                self.step_log.finished(rec)
-        for row in self._logged:
-            self.step_log.logged(row)
+        self.step_log.feed(self._records, self._logged, unfinished)
 
     def annotate(self, **fields: Any) -> None:
         """Add fields to the run's config (e.g. a sweep's label), on disk too."""

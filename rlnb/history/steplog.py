@@ -5,9 +5,9 @@ A History feeds it each operation once when it is submitted and once when it end
 ``log()`` row. It keeps one row per completed optim-step (in submission order), the loss of the
 forward-backwards feeding each step, each step's operation times (its compute time and its wait,
 ``rlnb.history.timing``), the published weights versions and the last logged value of each figure per
-step. ``frame()`` equals ``history.steps_table(history.df, history.logged)`` at a
-cost that grows with the number of steps, not operations; ``settled(start)`` hands a live view the
-rows that will not change any more, so it can append them to what it drew.
+step. ``frame()`` is the steps table (``History.steps``; ``tables.steps_table`` feeds a fresh log from
+an operations table) at a cost that grows with the number of steps, not operations; ``settled(start)``
+hands a live view the rows that will not change any more, so it can append them to what it drew.
 
 Records are read through their attributes only (``seq``, ``kind``, ``status``, ``step``, ``loss``,
 the gradient-norm fields, the three times, ``na_reason``, ``weights_version``).
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from rlnb.history.timing import Times, op_times, step_times
-from rlnb.wire import OperationKind, OperationStatus
+from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
 
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 """Figures of a completed optim-step, copied into its row."""
@@ -68,6 +68,21 @@ class StepLog:
         with self._lock:
             self._clear()
             self.generation += 1
+
+    def feed(self, records: Iterable[Any], logged: Iterable[dict[str, Any]], unfinished: bool) -> None:
+        """Feed records in order — finished ones as submitted and finished, the others as submitted with
+        ``unfinished`` (a live history's) or else as ``skipped`` (a loaded run's) — then ``log()`` rows:
+        the state of a log that followed them as they happened."""
+        for rec in records:
+            done = rec.status in TERMINAL_STATUSES
+            if done or unfinished:
+                self.submitted(rec)
+            else:
+                self.skipped(rec)
+            if done:
+                self.finished(rec)
+        for row in logged:
+            self.logged(row)
 
     def _clear(self) -> None:
         # Completed optim-steps in submission order, one list per column (cheap to turn into arrays).
@@ -208,7 +223,9 @@ class StepLog:
             return [(row, {k: v[row.step] for k, v in self._user.items() if row.step in v}) for row in rows]
 
     def frame(self) -> pd.DataFrame:
-        """The steps table (``History.steps``), equal to ``history.steps_table`` on the same history."""
+        """The steps table (``History.steps``): one row per completed optim-step, with the loss of the
+        forward-backwards it applied, its figures, its compute time and wait, the weights version published
+        at it and the last logged value of each figure at its step."""
         with self._lock:
             table = np.array(self._rows, dtype=float).reshape(-1, _FIGURES + 1)
             steps = [row[1] for row in self._rows]
@@ -222,7 +239,7 @@ class StepLog:
         frame["step_time_s"] = times[:, 0] if len(times) else np.empty(0)
         frame["queue_s"] = times[:, 1] if len(times) else np.empty(0)
         frame["weights_version"] = versions
-        if any_logged:  # as steps_table's join of the last value per step (which refuses a clash)
+        if any_logged:  # a logged figure may not shadow a column of the table
             clash = set(user) & set(frame.columns)
             if clash:
                 raise ValueError(f"logged figures may not be named like a steps column: {sorted(clash)}")

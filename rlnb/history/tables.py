@@ -10,9 +10,8 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from rlnb import wire
 from rlnb.history.record import CATEGORIES, COLUMNS, FLOATS, TIMES, Record
-from rlnb.history.timing import Times, op_times, step_times
+from rlnb.history.steplog import StepLog
 
 
 def _columns(records: list[Record]) -> dict[str, list[Any]]:
@@ -61,46 +60,21 @@ def _concat(head: pd.DataFrame | None, tail: pd.DataFrame) -> pd.DataFrame:
 
 
 def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:
-    """``History.steps`` from an operations table (also used for loaded and compared runs)."""
-    is_opt = (ops.kind == wire.OperationKind.OPTIM_STEP).to_numpy(dtype=np.int64)
-    segment = pd.Series(np.cumsum(is_opt) - is_opt, index=ops.index)  # optim-steps submitted before each
-    done = ops[ops.status == wire.OperationStatus.COMPLETED]
-    opt = done[done.kind == wire.OperationKind.OPTIM_STEP]
-    cols = ["step", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate"]
-    table = opt[cols].copy()
-    table["step"] = table["step"].astype("int64")
-    fb = done[done.kind == wire.OperationKind.FORWARD_BACKWARD]
-    loss = fb.groupby(fb["step"].astype("int64") + 1)["loss"].sum(min_count=1)
-    table["loss"] = table["step"].map(loss)
-    ended = ops[ops.status.isin(list(wire.TERMINAL_STATUSES))]
-    epoch = pd.Timestamp(0, tz="UTC")
-    seconds = {c: (ended[c] - epoch).dt.total_seconds().to_numpy() for c in TIMES}
-    spans: dict[int, list[Times]] = {}
-    for seg, kind, sub, start, end in zip(segment[ended.index], ended.kind, *seconds.values(), strict=True):
-        spans.setdefault(int(seg), []).append(op_times(kind, sub, start, end))
-    step = np.array([step_times(spans.get(int(seg), ())) for seg in segment[opt.index]], dtype=float)
-    table["step_time_s"] = step[:, 0] if len(step) else np.empty(0)
-    table["queue_s"] = step[:, 1] if len(step) else np.empty(0)
-    sync = done[done.kind == wire.OperationKind.WEIGHTS_SYNC]
-    table["weights_version"] = (
-        table["step"]
-        .map(sync.dropna(subset=["weights_version"]).groupby("weights_version")["weights_version"].first())
-        .astype("Int64")
-    )
-    table = table.reset_index(drop=True)
-    if logged is not None and len(logged) and "step" in logged:
-        user = logged.groupby("step").last()
-        table = table.join(user, on="step")
-    order = [
-        "step",
-        "loss",
-        "grad_norm",
-        "grad_norm_muon",
-        "grad_norm_adam",
-        "grad_clip_norm",
-        "learning_rate",
-        "step_time_s",
-        "queue_s",
-        "weights_version",
-    ]
-    return table[order + [c for c in table.columns if c not in order]]
+    """``History.steps`` of an operations table (``History.df``, e.g. one a plot was given): its rows fed
+    to a ``StepLog``, the one builder of the steps table."""
+    log = StepLog()
+    rows = logged.to_dict("records") if logged is not None and "step" in logged else []
+    log.feed(_records(ops), rows, unfinished=False)
+    return log.frame()
+
+
+def _records(ops: pd.DataFrame) -> list[Record]:
+    """The records behind an operations table, as far as the steps table reads them (missing values
+    as ``Record`` holds them: None, NaN for figures)."""
+    table = ops[["seq", "kind", "status", "step", "weights_version", "na_reason"]].astype(object)
+    table = table.where(table.notna(), None)
+    for name in FLOATS:
+        table[name] = ops[name].astype(float)
+    for name in TIMES:
+        table[name] = (ops[name] - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+    return [Record(**row) for row in table.to_dict("records")]

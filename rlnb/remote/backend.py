@@ -1,10 +1,10 @@
 """The remote backend: a training session of Together's RL API (or of ``rlnb serve``) for a ``Session``.
 
 ``RemoteBackend.connect`` attaches to a session, or creates one (and its model resource) and waits until
-it runs. ``submit`` encodes an operation and returns at once; one ``Sender`` thread POSTs operations in
-submission order (``sender``), and one ``Poller`` thread follows everything in flight, reporting each
-status change (``poller``). HTTP and the payload side channel live in ``rlnb.remote.client`` (retries:
-``retry``).
+it runs (``start``). ``submit`` encodes an operation and returns at once; one ``Sender`` thread POSTs
+operations in submission order (``sender``), and one ``Poller`` thread follows everything in flight,
+reporting each status change (``poller``). HTTP and the payload side channel live in
+``rlnb.remote.client`` (retries: ``retry``).
 """
 
 from __future__ import annotations
@@ -12,30 +12,22 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
-
-import httpx
+from typing import Any
 
 from rlnb import wire
-from rlnb.errors import APIConnectionError, APIError, APIStatusError, OperationTimeout, RlnbError, SessionClosed
-from rlnb.remote.client import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, APIClient, RetryPolicy
-from rlnb.remote.poller import POLL_FAILURE_WINDOW, POLL_MAX, POLL_MIN, Poller, failed, poll_interval, report
+from rlnb._options import kwargs, refuse_unknown, take
+from rlnb.errors import APIConnectionError, APIError, APIStatusError
+from rlnb.remote.client import APIClient, ClientOptions
+from rlnb.remote.poller import Poller, PollOptions, report
 from rlnb.remote.sender import Sender, tell
+from rlnb.remote.start import SessionOptions, Start
 from rlnb.wire import Listener, OptimizerKind
 
 log = logging.getLogger("rlnb")
 
-OPERATION_TIMEOUT = 3600.0
-"""Seconds after submission at which the poller gives an operation up (reported FAILED, TIMEOUT)."""
-READY_TIMEOUT = 1800.0
-"""Seconds ``RemoteBackend.connect`` waits for the model resource, then the session, to be up."""
 CLOSE_GRACE = 5.0
 """Seconds ``close()`` waits for a POST in flight once the server has answered the stop (it answers it
 at once, ending the operation); past it the operation is recorded FAILED."""
-
-M = TypeVar("M", wire.ModelResources, wire.Session)
 
 
 class Lifecycle(enum.Enum):
@@ -44,29 +36,6 @@ class Lifecycle(enum.Enum):
     OPEN = "open"
     CLOSING = "closing"
     CLOSED = "closed"
-
-
-def _wait_until(
-    fetch: Callable[[], M], ready: str, dead: frozenset[str], timeout: float, poll_min: float, poll_max: float
-) -> M:
-    """Poll ``fetch()`` until its status is ``ready``, with ``poll_interval`` backoff (not a fixed 10 s).
-
-    Raises ``SessionClosed`` (a session) or ``RlnbError`` (a model resource) on a dead status, and
-    ``OperationTimeout`` after ``timeout`` seconds.
-    """
-    start = time.monotonic()
-    while True:
-        obj = fetch()
-        if obj.status == ready:
-            return obj
-        if obj.status in dead:
-            detail = f": {obj.error.code}: {obj.error.message}" if obj.error is not None else ""
-            cls = SessionClosed if isinstance(obj, wire.Session) else RlnbError
-            raise cls(f"{type(obj).__name__} {obj.id} is {obj.status}{detail}")
-        elapsed = time.monotonic() - start
-        if elapsed >= timeout:
-            raise OperationTimeout(f"{type(obj).__name__} {obj.id} still {obj.status} after {timeout:.0f} s")
-        time.sleep(min(poll_interval(elapsed, poll_min, poll_max), timeout - elapsed))
 
 
 class RemoteBackend:
@@ -83,27 +52,15 @@ class RemoteBackend:
         resource: wire.ModelResources,
         *,
         stop_resource: bool = False,
-        poll_min: float = POLL_MIN,
-        poll_max: float = POLL_MAX,
-        operation_timeout: float = OPERATION_TIMEOUT,
-        poll_failure_window: float = POLL_FAILURE_WINDOW,
+        poll: PollOptions | None = None,
     ):
-        if not 0 < poll_min <= poll_max:
-            raise ValueError(f"need 0 < poll_min <= poll_max, got {poll_min}, {poll_max}")
-        if operation_timeout <= 0:
-            raise ValueError(f"operation_timeout must be > 0, got {operation_timeout}")
         self.optimizer: OptimizerKind = wire.optimizer_of(resource.optimizer_config)
         self.client, self.resource, self.session_id = client, resource, session.id
         self.stop_resource = stop_resource
         self.state = Lifecycle.OPEN
         self._info = session
         self._lock = threading.Lock()
-        if poll_failure_window <= 0:
-            raise ValueError(f"poll_failure_window must be > 0, got {poll_failure_window}")
-        self._poller = Poller(
-            client, session.id, poll_min=poll_min, poll_max=poll_max, operation_timeout=operation_timeout,
-            failure_window=poll_failure_window,
-        )  # fmt: skip
+        self._poller = Poller(client, session.id, poll or PollOptions())
         self._sender = Sender(client, session.id, self._poller)
 
     def __repr__(self) -> str:
@@ -116,37 +73,21 @@ class RemoteBackend:
         api_key: str | None = None,
         *,
         session_id: str | None = None,
-        model_resources_id: str | None = None,
-        base_model: str | None = None,
-        optimizer: OptimizerKind | None = None,
-        lora: bool | dict[str, Any] | wire.LoraConfig | None = None,
-        num_generator_replicas: int = 1,
-        muon_scaling: str | None = None,
-        resume_from_checkpoint_id: str | None = None,
-        load_optimizer: bool | None = None,
-        display_name: str | None = None,
         keep_resource: bool = False,
-        ready_timeout: float = READY_TIMEOUT,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        deadline: float = DEFAULT_DEADLINE,
-        max_retries: int | None = None,
-        retry: RetryPolicy | None = None,
-        http_client: httpx.Client | None = None,
-        transport: httpx.BaseTransport | None = None,
-        server_extensions: bool = True,
-        poll_min: float = POLL_MIN,
-        poll_max: float = POLL_MAX,
-        operation_timeout: float = OPERATION_TIMEOUT,
-        poll_failure_window: float = POLL_FAILURE_WINDOW,
+        session: SessionOptions | None = None,
+        client: ClientOptions | None = None,
+        poll: PollOptions | None = None,
+        **options: Any,
     ) -> RemoteBackend:
         """Attach to a session, or start one (and, unless given, its model resource) and wait until it runs.
 
         * ``session_id``: attach to that session; its optimizer is read from its model resource.
-        * ``model_resources_id``: start a session on that existing resource.
-        * neither: create a model resource for ``base_model`` (default: the first supported model)
-          with ``optimizer`` (default ``"adam"``; ``muon_scaling`` ``"original"`` | ``"match_adam"``),
-          ``num_generator_replicas`` and ``lora`` (None/False: full weights; True: LoRA with server
-          defaults; a dict / ``wire.LoraConfig``: LoRA with that config), then a session on it.
+        * otherwise a new session as ``session`` describes (``SessionOptions``): on an existing model
+          resource, or on one created for it.
+
+        ``options`` are the groups' fields by name (``base_model=``, ``poll_max=``, ``transport=``, ...),
+        over ``session``, ``client`` (``ClientOptions``: timeouts, retries, an injected transport) and
+        ``poll`` (``PollOptions``: how it waits).
 
         ``close()`` stops the session, and the model resource only when this call created it and
         ``keep_resource`` is false: an existing resource is never stopped. If anything fails or is
@@ -160,81 +101,21 @@ class RemoteBackend:
         operation fails ``TIMEOUT`` after ``operation_timeout`` seconds, or once the server has answered
         no poll for ``poll_failure_window`` seconds, and at once when the server no longer knows it (404).
         """
-        if optimizer is not None and optimizer not in wire.OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
-        if session_id is not None:
-            extra = {
-                "model_resources_id": model_resources_id, "base_model": base_model, "lora": lora,
-                "muon_scaling": muon_scaling, "resume_from_checkpoint_id": resume_from_checkpoint_id,
-                "load_optimizer": load_optimizer, "display_name": display_name,
-            }  # fmt: skip
-            given = [name for name, value in extra.items() if value is not None]
-            if given:
-                raise ValueError(f"{', '.join(given)} describe a new session; they cannot be used with session_id")
-        config = wire.optimizer_config(optimizer or "adam", muon_scaling) if session_id is None else None
-        checked = wire.lora_config(lora)
-        lora_config = checked if isinstance(checked, wire.LoraConfig) else None  # True: the server's defaults
-        client = APIClient(
-            base_url, api_key, timeout=timeout, deadline=deadline, max_retries=max_retries, retry=retry,
-            http_client=http_client, transport=transport, server_extensions=server_extensions,
-        )  # fmt: skip
-
-        def wait(fetch: Callable[[], M], ready: str, dead: frozenset[str]) -> M:
-            return _wait_until(fetch, ready, dead, ready_timeout, poll_min, poll_max)
-
-        created_resource: str | None = None
-        created_session: str | None = None
+        new = take(SessionOptions, options, session)
+        http = take(ClientOptions, options, client)
+        waits = take(PollOptions, options, poll)
+        refuse_unknown(options, "RemoteBackend.connect()")
+        if session_id is not None and new.new_only():
+            given = ", ".join(new.new_only())
+            raise ValueError(f"{given} describe a new session; they cannot be used with session_id")
+        start = Start(APIClient(base_url, api_key, **kwargs(http)), waits)
         try:
-            if session_id is not None:
-                info = client.get_session(session_id)
-                resource = client.get_model_resources(info.model_resources_id)
-            elif model_resources_id is not None:
-                resource = client.get_model_resources(model_resources_id)
-            else:
-                if base_model is None:
-                    models = client.supported_models().data
-                    if not models:
-                        raise RlnbError(f"{client.base_url} lists no supported models; pass base_model")
-                    base_model = models[0].base_model
-                resource = client.create_model_resources(
-                    wire.CreateModelResourcesRequest(
-                        base_model=base_model,
-                        lora_enabled=checked is not False,
-                        compute_config=wire.ComputeConfigRequest(num_generator_replicas=num_generator_replicas),
-                        optimizer_config=config,
-                    )
-                )
-                created_resource = resource.id
-                log.info("created model resource %s (%s)", resource.id, resource.base_model)
-            kind = wire.optimizer_of(resource.optimizer_config)
-            if optimizer is not None and optimizer != kind:
-                raise ValueError(
-                    f"model resource {resource.id} uses {kind}, not {optimizer} "
-                    "(the optimizer is fixed when the resource is created)"
-                )
-            if session_id is None:
-                rid = resource.id
-                resource = wait(
-                    lambda: client.get_model_resources(rid), wire.ModelResourcesStatus.READY, wire.RESOURCE_ENDED
-                )
-                fields = {
-                    "model_resources_id": rid, "display_name": display_name, "lora_config": lora_config,
-                    "resume_from_checkpoint_id": resume_from_checkpoint_id, "load_optimizer": load_optimizer,
-                }  # fmt: skip  # only what was given is sent: unset means the server's default
-                info = client.create_session(
-                    wire.StartTrainingSessionRequest.model_validate({k: v for k, v in fields.items() if v is not None})
-                )
-                created_session = info.id
-                log.info("started training session %s on %s", info.id, rid)
-            sid = info.id
-            info = wait(lambda: client.get_session(sid), wire.SessionStatus.RUNNING, wire.SESSION_ENDED)
+            info, resource = start.attach(session_id, new.optimizer) if session_id is not None else start.new(new)
         except BaseException:  # also KeyboardInterrupt: never leave a paid resource running
-            _stop_quietly(client, created_session, created_resource)
-            client.close()
+            start.undo()
             raise
-        stop = created_resource is not None and not keep_resource
-        return cls(client, info, resource, stop_resource=stop, poll_min=poll_min, poll_max=poll_max,
-                   operation_timeout=operation_timeout, poll_failure_window=poll_failure_window)  # fmt: skip
+        stop = start.created_resource is not None and not keep_resource
+        return cls(start.client, info, resource, stop_resource=stop, poll=waits)
 
     # -- Backend protocol ------------------------------------------------------------------------
 
@@ -245,15 +126,16 @@ class RemoteBackend:
         later fails the operation (see ``rlnb.remote.sender``).
         """
         if self.state is not Lifecycle.OPEN:
-            listener(failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session is stopped"))
+            listener(wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session is stopped"))
             return
         try:
             op = self.client.prepare_operation(kind, body)
         except ValueError as exc:
-            listener(failed(wire.OperationErrorCode.INVALID_INPUT, str(exc)))
+            listener(wire.Operation.failed("", wire.OperationErrorCode.INVALID_INPUT, str(exc)))
             raise
         if not self._sender.put(op, listener):
-            listener(failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was closed before this was sent"))
+            why = "the session was closed before this was sent"
+            listener(wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
 
     def session(self) -> wire.Session:
         """The session as the API's GET returns it now; after ``close()``, as the stop returned it."""
@@ -291,7 +173,7 @@ class RemoteBackend:
             self.state = Lifecycle.CLOSING
         unsent = "the session was closed before this was sent"
         for item in self._sender.close():
-            tell(item, failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, unsent))
+            tell(item, wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, unsent))
         errors: list[APIError] = []
         reachable = True
         try:
@@ -304,7 +186,7 @@ class RemoteBackend:
         sending = self._sender.join(CLOSE_GRACE if reachable else 0.0)
         if sending is not None:
             why = "the session was closed while this operation was being sent; its outcome is unknown"
-            tell(sending, failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
+            tell(sending, wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
         self._settle(self._poller.stop(), ask=reachable)
         if self.stop_resource and reachable:
             try:
@@ -332,15 +214,5 @@ class RemoteBackend:
                 reason = "the session was closed before this finished"
                 if not ask:
                     reason += " (the server could not be reached, so its outcome is unknown)"
-                env = failed(wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason, op.env.id)
+                env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason)
             report(op, env)
-
-
-def _stop_quietly(client: APIClient, session_id: str | None, model_resources_id: str | None) -> None:
-    """Best-effort cleanup after a failed start; the original error is the one worth raising."""
-    for stop, target in ((client.stop_session, session_id), (client.stop_model_resources, model_resources_id)):
-        if target is not None:
-            try:
-                stop(target)
-            except APIError as exc:
-                log.warning("could not stop %s after a failed start: %s", target, exc)

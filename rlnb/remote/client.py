@@ -28,7 +28,7 @@ import logging
 import os
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
@@ -54,6 +54,22 @@ DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 DEFAULT_DEADLINE = 120.0
 """Seconds one API call may take in all — every attempt, retry backoff and byte of the answer (plus a
 long-poll's wait): a server that drips its answer, or keeps failing, cannot hold a call longer."""
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """How a remote session talks HTTP: ``APIClient``'s keywords as one group (``rlnb.connect(url,
+    deadline=30.0, ...)`` sets these by name; see ``APIClient`` for each)."""
+
+    timeout: float | httpx.Timeout = field(default_factory=lambda: DEFAULT_TIMEOUT)
+    deadline: float = DEFAULT_DEADLINE
+    max_retries: int | None = None
+    retry: RetryPolicy | None = None
+    http_client: httpx.Client | None = None
+    transport: httpx.BaseTransport | None = None
+    server_extensions: bool = True
+    max_response_bytes: int | None = None
+
 
 M = TypeVar("M", bound=BaseModel)
 

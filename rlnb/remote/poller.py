@@ -43,6 +43,33 @@ LONG_POLL_WAIT = 10.0
 """Longest wait asked of a long-polling server per GET (bounded by what it advertises)."""
 POLL_FAILURE_WINDOW = 120.0
 """Seconds of nothing but failed polls after which an operation fails (``TIMEOUT``): the server is gone."""
+OPERATION_TIMEOUT = 3600.0
+"""Seconds after submission at which the poller gives an operation up (reported FAILED, TIMEOUT)."""
+READY_TIMEOUT = 1800.0
+"""Seconds ``RemoteBackend.connect`` waits for the model resource, then the session, to be up."""
+
+
+@dataclass(frozen=True)
+class PollOptions:
+    """How a remote session waits (``rlnb.connect(url, poll_max=5.0, ...)`` sets these by name).
+
+    Polls come ``poll_interval`` apart, from ``poll_min`` up to ``poll_max`` seconds. Starting waits up to
+    ``ready_timeout`` seconds each for the model resource and the session; an operation fails ``TIMEOUT``
+    ``operation_timeout`` seconds after submission, or once every poll has failed for
+    ``poll_failure_window`` seconds (the server is gone)."""
+
+    poll_min: float = POLL_MIN
+    poll_max: float = POLL_MAX
+    ready_timeout: float = READY_TIMEOUT
+    operation_timeout: float = OPERATION_TIMEOUT
+    poll_failure_window: float = POLL_FAILURE_WINDOW
+
+    def __post_init__(self) -> None:
+        if not 0 < self.poll_min <= self.poll_max:
+            raise ValueError(f"need 0 < poll_min <= poll_max, got {self.poll_min}, {self.poll_max}")
+        for name in ("ready_timeout", "operation_timeout", "poll_failure_window"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
 
 
 def poll_interval(elapsed: float, poll_min: float = POLL_MIN, poll_max: float = POLL_MAX) -> float:
@@ -70,29 +97,14 @@ class InFlight:
     """Reported FAILED with the whole session (``Poller._fail_all``): no longer polled."""
 
 
-def failed(code: wire.OperationErrorCode | None, message: str, op_id: str = "") -> wire.Operation[Any]:
-    """A FAILED envelope made on the client's side."""
-    error = wire.OperationError(code=code, message=message)
-    return wire.Operation(id=op_id, status=wire.OperationStatus.FAILED, error=error)
-
-
 class Poller:
     """The poll thread of one session. ``add`` an operation after its POST; ``stop`` ends the thread and
     returns what was still in flight (for the caller to settle)."""
 
-    def __init__(
-        self,
-        client: APIClient,
-        session_id: str,
-        *,
-        poll_min: float,
-        poll_max: float,
-        operation_timeout: float,
-        failure_window: float = POLL_FAILURE_WINDOW,
-    ):
+    def __init__(self, client: APIClient, session_id: str, options: PollOptions):
         self.client, self.session_id = client, session_id
-        self.poll_min, self.poll_max, self.operation_timeout = poll_min, poll_max, operation_timeout
-        self.failure_window = failure_window
+        self.poll_min, self.poll_max = options.poll_min, options.poll_max
+        self.operation_timeout, self.failure_window = options.operation_timeout, options.poll_failure_window
         self._failing_since: float | None = None  # monotonic time of the first of the polls failing in a row
         self._inflight: list[InFlight] = []  # submission order
         self._cond = threading.Condition()
@@ -153,14 +165,14 @@ class Poller:
             env = self.client.get_operation(self.session_id, op.kind, op.env.id, wait=wait, seen=op.env.status)
         except (APIConnectionError, APIStatusError) as exc:
             if isinstance(exc, APIStatusError) and exc.status_code == 404:
-                env = failed(
+                env = wire.Operation.failed(
+                    op.env.id,
                     wire.OperationErrorCode.SESSION_NOT_ACTIVE,
                     f"the server no longer knows this operation ({exc}); it may have restarted without its "
                     "state, and the operation's outcome is unknown",
-                    op.env.id,
                 )
             elif isinstance(exc, APIStatusError) and not self.client.retry.retryable(exc.status_code):
-                env = failed(None, f"polling failed: {exc}", op.env.id)
+                env = wire.Operation.failed(op.env.id, None, f"polling failed: {exc}")
             else:
                 if self._failing_since is None:
                     self._failing_since = started
@@ -170,16 +182,16 @@ class Poller:
                 log.warning("polling %s %s failed, will try again: %s", op.kind, op.env.id, exc)
                 env, transient = op.env, True
         except APIError as exc:  # an unparsable response: not worth repeating
-            env = failed(None, f"polling failed: {exc}", op.env.id)
+            env = wire.Operation.failed(op.env.id, None, f"polling failed: {exc}")
         else:
             self._failing_since = None
         now = time.monotonic()
         if env.status not in wire.TERMINAL_STATUSES and now >= op.deadline:
-            env = failed(
+            env = wire.Operation.failed(
+                op.env.id,
                 wire.OperationErrorCode.TIMEOUT,
                 f"rlnb stopped waiting after {self.operation_timeout:g} s (operation_timeout); the operation "
                 f"was last {op.env.status} and the server may still finish it",
-                op.env.id,
             )
         if env.status != op.env.status:
             op.env, op.changed = env, now
@@ -207,11 +219,11 @@ class Poller:
             ops, self._inflight = self._inflight, []
         for op in ops:
             op.ended = True
-            report(op, failed(
+            report(op, wire.Operation.failed(
+                op.env.id,
                 wire.OperationErrorCode.TIMEOUT,
                 f"every poll failed for {failing:.0f} s (poll_failure_window {self.failure_window:g} s), last: "
                 f"{exc}; the operation was last {op.env.status} and its outcome is unknown",
-                op.env.id,
             ))  # fmt: skip
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from rlnb import wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError, APITimeoutError
 from rlnb.remote.client import APIClient, PreparedOperation
-from rlnb.remote.poller import Poller, failed
+from rlnb.remote.poller import Poller
 from rlnb.wire import Listener
 
 log = logging.getLogger("rlnb")
@@ -111,7 +111,8 @@ class Sender:
             except APIError as exc:
                 self._refused(item, exc)
             except Exception as exc:  # noqa: BLE001 - e.g. the client was closed under a POST close() gave up on
-                tell(item, failed(None, f"the operation could not be sent: {type(exc).__name__}: {exc}"))
+                why = f"the operation could not be sent: {type(exc).__name__}: {exc}"
+                tell(item, wire.Operation.failed("", None, why))
             else:
                 self._sent(item, env)
             with self._cond:
@@ -121,13 +122,15 @@ class Sender:
         tell(item, env)
         if env.status not in wire.TERMINAL_STATUSES and not self._poller.add(item.op.kind, item.listener, env):
             # close() ran meanwhile and no longer polls: settle it here
-            tell(item, failed(Code.SESSION_NOT_ACTIVE, "the session was closed before this finished", env.id))
+            why = "the session was closed before this finished"
+            tell(item, wire.Operation.failed(env.id, Code.SESSION_NOT_ACTIVE, why))
 
     def _refused(self, item: Queued, exc: APIError) -> None:
         message = self.client.redact(str(exc))
-        tell(item, failed(refusal_code(exc), message))
+        tell(item, wire.Operation.failed("", refusal_code(exc), message))
         if isinstance(exc, APIConnectionError):
             with self._cond:
                 behind, self._queue = list(self._queue), deque()
             for other in behind:
-                tell(other, failed(None, f"not sent: the POST of an earlier operation got no answer ({message})"))
+                why = f"not sent: the POST of an earlier operation got no answer ({message})"
+                tell(other, wire.Operation.failed("", None, why))

@@ -26,12 +26,6 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-def failed(op_id: str, code: wire.OperationErrorCode, message: str) -> wire.Operation[Any]:
-    """A FAILED envelope made by the server itself (not by a session's worker)."""
-    error = wire.OperationError(code=code, message=message)
-    return wire.Operation(id=op_id, status=wire.OperationStatus.FAILED, error=error)
-
-
 class OperationsMixin:
     lock: threading.RLock
     settings: ServerSettings
@@ -81,7 +75,7 @@ class OperationsMixin:
             if s.backend is None and s.status in wire.SESSION_ACTIVE:
                 raise ServerError(409, f"session {sid} is still being created", param="session_id")
             if s.status not in wire.SESSION_ACTIVE:  # ended (its backend may still be closing): fails at once
-                env = failed(
+                env = wire.Operation.failed(
                     str(uuid.uuid4()), wire.OperationErrorCode.SESSION_NOT_ACTIVE, f"session {sid} is {s.status}"
                 )
                 op = s.ops[env.id] = OpRecord(kind, env, key=key, fingerprint=fingerprint)

@@ -31,7 +31,7 @@ from rlnb import wire
 from rlnb.server.backends import checkpoint_dir, make_backend
 from rlnb.server.errors import ServerError, not_found
 from rlnb.server.links import Signer
-from rlnb.server.ops import OperationsMixin, failed
+from rlnb.server.ops import OperationsMixin
 from rlnb.server.payloads import PayloadStore
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, page, status_filter
 from rlnb.server.resources import ResourcesMixin
@@ -126,7 +126,7 @@ class Registry(ResourcesMixin, OperationsMixin):
             for op in s.ops.values():
                 if op.env.status not in wire.TERMINAL_STATUSES:
                     why = f"rlnb serve restarted while this operation was {op.env.status}; it did not finish"
-                    op.env = failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, why)
+                    op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, why)
         assert self.journal is not None
         entries: list[tuple[str, Any]] = [("resource", r.model_dump(mode="json")) for r in self.resources.values()]
         for s in self.sessions.values():

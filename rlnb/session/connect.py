@@ -30,11 +30,14 @@ def connect(
     """Open a training session.
 
     ``connect("local", optimizer="adam" | "muon", model="tiny" | nn.Module, seed=0, device="auto")``
-    runs it in this process on torch (see ``rlnb.engine.backend.LocalBackend`` for every option).
+    runs it in this process on torch; its options are the fields of ``rlnb.engine.options``' groups, by
+    name or as a group (``ModelOptions``, ``MuonOptions``, ``CheckpointOptions``; see ``LocalBackend``).
 
     ``connect("https://api.together.ai", api_key=..., base_model=..., optimizer=..., lora=...)`` starts
     a session of Together's RL API (or of ``rlnb serve`` at ``http://...``); ``session_id=...``
-    attaches to a running one (see ``rlnb.remote.backend.RemoteBackend.connect`` for every option).
+    attaches to a running one. Its options are the fields of three groups, by name or as a group
+    (``session=SessionOptions(...)``, ``client=ClientOptions(...)``, ``poll=PollOptions(...)``; see
+    ``rlnb.remote.backend.RemoteBackend.connect``).
 
     Every operation is recorded under ``<runs_dir>/<run_id>/`` (default ``./rlnb-runs/<new id>``, or
     ``$RLNB_RUNS_DIR``); ``record=False`` keeps the history in memory only. ``sinks=[...]`` streams
@@ -43,9 +46,7 @@ def connect(
     A Hugging Face folder (``model=`` or ``tokenizer=``) that ships its own Python code (``auto_map``) is
     refused unless ``trust_remote_code=True`` is passed: only for a folder you trust, as that runs its code.
     """
-    if optimizer is not None and optimizer not in wire.OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {', '.join(wire.OPTIMIZERS)}, got {optimizer!r}")
-    kind = optimizer  # narrowed to wire.OptimizerKind | None by the check above
+    kind = wire.optimizer_kind(optimizer) if optimizer is not None else None
     if run_id is not None and record and history is None:
         run_folder(runs_dir, run_id)  # before a model is loaded or a remote session started
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}

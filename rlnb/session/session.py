@@ -18,7 +18,7 @@ from typing import Any, cast
 from rlnb import _exit, wire
 from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.history import History
-from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.params import PARAMS, AdamParams, OptimizerParams
 from rlnb.session.backend import Backend
 from rlnb.session.operation import Operation
 from rlnb.sinks.base import Sink
@@ -203,7 +203,7 @@ class Session:
         """``params`` as this session's optimizer kind takes them (None: the defaults; a dict is parsed),
         or ``TypeError`` for the other kind. Check before submitting anything: a refused optim-step must
         not leave a forward-backward's gradients behind to inflate the next step."""
-        expected = AdamParams if self.optimizer == "adam" else MuonParams
+        expected = PARAMS[self.optimizer]
         if params is None:
             return expected()
         if isinstance(params, dict):

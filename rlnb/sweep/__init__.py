@@ -7,7 +7,8 @@ its history on disk; stopping keeps every finished trial, and ``resume=`` contin
 ``ablate`` changes one factor at a time against a baseline; ``summarize`` gives mean / std / min / max
 over seeds per config; ``lr_find`` runs a learning-rate range test.
 
-Modules: ``space`` (configs, search spaces, params), ``trial`` (one run → one row), ``executors``
+Modules: ``options`` (the groups of ``sweep``'s options: ``TrialOptions``, ``SearchOptions``,
+``ExecutorOptions``), ``space`` (configs, search spaces, params), ``trial`` (one run → one row), ``executors``
 (threads, and the per-trial routing), ``ray_executor``, ``optuna_search``, ``driver`` (``sweep``), ``folder``,
 ``find_lr`` (``lr_find``, the LR range test), ``muon_lr`` (Muon rates between scaling conventions),
 ``figures``.
@@ -27,15 +28,19 @@ from .driver import sweep
 from .figures import search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
+from .options import ExecutorOptions, SearchOptions, TrialOptions
 from .space import Categorical, Float, Int, apply, grid, label, random_search
 from .trial import RESULT_COLUMNS, REWARD_WINDOW
 
 __all__ = [
     "REWARD_WINDOW",
     "Categorical",
+    "ExecutorOptions",
     "Float",
     "Int",
     "LRFind",
+    "SearchOptions",
+    "TrialOptions",
     "ablate",
     "apply",
     "convert_muon_lr",

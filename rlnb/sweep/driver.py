@@ -17,22 +17,21 @@ from typing import Any
 
 import pandas as pd
 
+from rlnb._options import take
 from rlnb.history import default_runs_dir
 from rlnb.params import OptimizerParams
-from rlnb.schedule import Schedule
-from rlnb.tasks import Task, digits_task
 
 from .batched_executor import MAX_MEMBERS, BatchedExecutor
-from .executors import EXECUTORS, Executor, ThreadExecutor, route
-from .folder import append_row, begin, new_folder, table, trial_run_id
+from .executors import Executor, ThreadExecutor, route
+from .folder import append_row, begin, new_folder, settings, table, trial_run_id
+from .options import ExecutorOptions, SearchOptions, TrialOptions
 from .space import apply, parse_space
-from .trial import Objective, TrialSpec, base_row
+from .trial import TrialSpec, base_row
 
 Progress = Callable[[int, int, dict[str, Any]], None]
 """``progress(done, total, row)`` after each finished trial."""
 POLL_S = 0.2
 """How long the driver waits for a finished trial before checking Stop again."""
-SEARCHES = (None, "optuna")
 
 
 class _Plan:
@@ -58,133 +57,71 @@ def sweep(
     base: OptimizerParams,
     configs: Sequence[Mapping[str, Any]] | None = None,
     *,
-    space: Mapping[str, Any] | None = None,
-    n_trials: int | None = None,
-    search: str | None = None,
-    sampler: Any = "tpe",
-    pruner: Any = "median",
-    objective: Objective = "reward",
-    seeds: Sequence[int] = (0,),
-    steps: int = 20,
-    task: Task | Callable[[str, str], float] | None = None,
-    target: str = "local",
-    max_concurrent: int | None = None,
-    executor: str = "auto",
-    address: str | None = None,
-    resources_per_trial: dict[str, float] | None = None,
-    schedule: Schedule | None = None,
     runs_dir: str | Path | None = None,
     resume: str | Path | None = None,
     progress: Progress | bool = True,
     stop: threading.Event | None = None,
+    trial_options: TrialOptions | None = None,
+    search_options: SearchOptions | None = None,
+    executor_options: ExecutorOptions | None = None,
     **options: Any,
 ) -> pd.DataFrame:
     """Run trials of ``steps`` RL steps each; one row per trial (``.attrs["path"]`` is the sweep folder).
 
+    ``options`` are the fields of three groups, by name (a name wins over a group given whole), and then
+    ``rlnb.connect``'s options for every trial (``api_key``, ``model_resources_id``, ``sinks``, ...):
+
+    * ``TrialOptions`` (``trial_options``): ``seeds`` (default ``(0,)``), ``steps`` (20), ``task`` (a
+      ``Task`` or a reward function; default the demo's digits task), ``target`` (``"local"`` or a URL),
+      ``schedule``, ``objective`` (``"reward"``, maximised, or ``"loss"``, minimised; the mean of the last
+      5 steps).
+    * ``SearchOptions`` (``search_options``): ``search="optuna"`` runs ``n_trials`` trials whose configs
+      Optuna picks from ``space`` (``sampler`` ``"tpe"`` | ``"random"`` | ``"grid"``); each trial reports
+      ``objective`` after every step, and ``pruner`` (``"median"`` | ``"asha"`` | None) stops bad ones early
+      (status PRUNED). Optuna trial ``n`` uses ``seeds[n % len(seeds)]``.
+    * ``ExecutorOptions`` (``executor_options``): ``executor="auto"`` (default) trains compatible local
+      trials of a list of configs as stacked ensembles in this process (``"batched"``: one forward, backward
+      and update for all; see ``rlnb.batched``) and the others on threads (Optuna trials too, asked one at
+      a time); ``"threads"`` (this process, one session per trial) or ``"ray"`` (Ray tasks of
+      ``resources_per_trial`` ``{"cpu": 1, "gpu": 0}``, on the Ray this process is connected to, else at
+      ``address``, else a new local one). Up to ``max_concurrent`` trials at once (default: 1 on threads,
+      up to 32 per ensemble, the cluster's CPUs on Ray).
+
     *What runs.* ``configs`` from ``grid(...)``, ``random_search(...)`` or a list of dicts (default: just
-    ``base``), each with every seed in ``seeds``. Or ``search="optuna"``: ``n_trials`` trials whose
-    configs Optuna picks from ``space`` (``sampler`` ``"tpe"`` | ``"random"`` | ``"grid"``); each trial
-    reports ``objective`` (``"reward"``, maximised, or ``"loss"``, minimised; the mean of the last 5
-    steps) after every step, and ``pruner`` (``"median"`` | ``"asha"`` | None) stops bad ones early
-    (status PRUNED). Optuna trial ``n`` uses ``seeds[n % len(seeds)]``.
-
-    *The task.* A ``Task``, or a reward function ``reward(prompt, completion) -> float`` used with the
-    demo's prompts (default: the demo's digits task). ``target`` is ``"local"`` or a URL (Together,
-    ``rlnb serve``) with ``options`` for ``rlnb.connect`` (``api_key``, ``model_resources_id``, ...);
-    ``sinks=[rlnb.sinks.TensorBoard(...), ...]`` (an option for ``connect``) sends every trial there, as
-    ``<sweep folder>/<trial>``.
-
-    *Where.* ``executor="auto"`` (default) trains compatible local trials of a list of configs as stacked
-    ensembles in this process (``"batched"``: one forward, backward and update for all; see
-    ``rlnb.batched``) and the others on threads (Optuna trials too, asked one at a time); ``"threads"``
-    (this process, one session per trial) or ``"ray"`` (Ray tasks of ``resources_per_trial``
-    ``{"cpu": 1, "gpu": 0}``, on the Ray this process is connected to, else at ``address``, else a new
-    local one). The ``executor`` column says where each trial ran, ``not_batched`` why a trial that could
-    have been batched was not. Up to ``max_concurrent`` trials at once (default: 1 on threads, up to
-    32 per ensemble, the cluster's CPUs on Ray).
+    ``base``), each with every seed; or the Optuna search. ``sinks=[rlnb.sinks.TensorBoard(...), ...]`` sends
+    every trial there, as ``<sweep folder>/<trial>``. The ``executor`` column says where each trial ran,
+    ``not_batched`` why a trial that could have been batched was not.
 
     *Stopping.* Set ``stop`` (or interrupt the kernel): finished trials are kept, running ones end
     STOPPED at their next step, the rest are STOPPED before they start. ``resume=trials.attrs["path"]``
     continues that sweep in its folder with the same arguments.
     """
-    if search not in SEARCHES:
-        raise ValueError(f"search must be None (the configs as given) or 'optuna', got {search!r}")
-    if executor not in EXECUTORS:
-        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    if objective not in ("reward", "loss"):
-        raise ValueError(f"objective must be 'reward' or 'loss', got {objective!r}")
-    if steps < 1 or not seeds:
-        raise ValueError(f"need steps >= 1 and at least one seed, got steps={steps}, seeds={list(seeds)}")
-    if max_concurrent is not None and max_concurrent < 1:
-        raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
-    if search == "optuna" and configs is not None:
-        raise ValueError("search='optuna' takes a space={...}, not configs")
-    if search is None and (space is not None or n_trials is not None):
-        raise ValueError("space= and n_trials= need search='optuna' (or use grid()/random_search() for configs)")
-    the_task = _task(task)
-    if executor == "ray":
-        from .ray_executor import check_resources
-
-        check_resources(resources_per_trial)
-    if search == "optuna":
-        from .optuna_search import STUDY_FILE, check_search, storage_url
-
-        dims = parse_space(base, space or {})
-        check_search(dims, n_trials, sampler, pruner)
-        storage_url(Path(resume or runs_dir or default_runs_dir()) / STUDY_FILE)  # before the folder is made
-    else:
-        if configs is not None and not configs:
-            raise ValueError("configs is empty: there is no trial to run (None runs the base config alone)")
-        plan = list(itertools.product([dict(c) for c in (configs if configs is not None else [{}])], seeds))
-        for config, _ in plan:
-            apply(base, config)  # every config is validated before anything runs
+    trial = take(TrialOptions, options, trial_options)
+    study = take(SearchOptions, options, search_options)
+    where = take(ExecutorOptions, options, executor_options)
+    dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()))
     folder = Path(resume) if resume is not None else new_folder(runs_dir)
-    settings = {
-        "search": search,
-        "base": base.request_body(),
-        "configs": [dict(c) for c in configs] if configs is not None else None,
-        "space": {k: repr(v) for k, v in (space or {}).items()},
-        "sampler": sampler if search and isinstance(sampler, str) else None,
-        "pruner": pruner if search and (pruner is None or isinstance(pruner, str)) else None,
-        "objective": objective,
-        "seeds": list(seeds),
-        "steps": steps,
-        "task": the_task.name,
-        "target": target,
-    }
-    previous = begin(folder, settings, resume is not None)
+    the_task = trial.the_task()
+    previous = begin(folder, settings(base, configs, trial, study, the_task), resume is not None)
 
-    def make_spec(trial: int, config: dict[str, Any], seed: int | None = None) -> TrialSpec:
-        seed = seeds[trial % len(seeds)] if seed is None else seed
-        run_id = trial_run_id(folder, trial, seed)
-        params = apply(base, config)
-        return TrialSpec(trial, config, params, seed, run_id, steps, the_task, target, options, schedule, objective)
+    def make_spec(n: int, config: dict[str, Any], seed: int | None = None) -> TrialSpec:
+        seed = trial.seeds[n % len(trial.seeds)] if seed is None else seed
+        run_id = trial_run_id(folder, n, seed)
+        return TrialSpec(n, config, apply(base, config), seed, run_id, trial.steps, the_task, trial.target, options,
+                         trial.schedule, trial.objective)  # fmt: skip
 
     finished = {r["trial"] for r in previous if r["status"] in ("COMPLETED", "FAILED", "PRUNED")}
     source: Any
-    if search == "optuna":
+    if study.search == "optuna":
         from .optuna_search import OptunaSource
 
-        source = OptunaSource(
-            folder, dims, n_trials, make_spec, sampler=sampler, pruner=pruner, objective=objective, steps=steps
-        )
+        source = OptunaSource(folder, dims, study.n_trials, make_spec, sampler=study.sampler, pruner=study.pruner,
+                              objective=trial.objective, steps=trial.steps)  # fmt: skip
         reporter = source.report
     else:
         source = _Plan([make_spec(i, c, s) for i, (c, s) in enumerate(plan)], finished)
         reporter = None
-    stop = stop or threading.Event()
-    executors: dict[str, Executor] = {}
-    if executor == "ray":
-        from .ray_executor import RayExecutor
-
-        executors["ray"] = RayExecutor(folder, reporter, address=address, resources_per_trial=resources_per_trial)
-    wanted = "threads" if executor == "auto" and search == "optuna" else executor
-    if wanted in ("auto", "batched"):
-        executors["batched"] = BatchedExecutor(folder, stop, reporter, max_members=max_concurrent or MAX_MEMBERS)
-    capacity = {"ray": "ray", "auto": "batched", "batched": "batched"}.get(wanted)
-    limit = max_concurrent or (executors[capacity].capacity() if capacity else 1)
-    run = _Run(folder, source, wanted, stop, _progress(progress, source.total), limit, executors)
-    run.make_threads = lambda: ThreadExecutor(max_concurrent or 1, folder, stop, reporter)
+    run = _start(folder, source, reporter, where, study, stop or threading.Event(), progress)
     try:
         run.drive()
     except BaseException:
@@ -193,7 +130,59 @@ def sweep(
     finally:
         for ex in run.executors.values():
             ex.close()
-    return table(previous + run.rows, folder, objective)
+    return table(previous + run.rows, folder, trial.objective)
+
+
+def _trials(
+    base: OptimizerParams,
+    configs: Sequence[Mapping[str, Any]] | None,
+    trial: TrialOptions,
+    study: SearchOptions,
+    parent: Path,
+) -> tuple[dict[str, Any], list[tuple[dict[str, Any], int]]]:
+    """The search space (Optuna) or the plan (configs × seeds), every config checked before anything runs;
+    for Optuna, also that a database URL can carry the path of the study under ``parent``."""
+    if study.search == "optuna":
+        if configs is not None:
+            raise ValueError("search='optuna' takes a space={...}, not configs")
+        from .optuna_search import STUDY_FILE, check_search, storage_url
+
+        dims = parse_space(base, study.space or {})
+        check_search(dims, study.n_trials, study.sampler, study.pruner)
+        storage_url(parent / STUDY_FILE)  # before the sweep folder is made
+        return dims, []
+    if configs is not None and not configs:
+        raise ValueError("configs is empty: there is no trial to run (None runs the base config alone)")
+    plan = list(itertools.product([dict(c) for c in (configs if configs is not None else [{}])], trial.seeds))
+    for config, _ in plan:
+        apply(base, config)  # every config is validated before anything runs
+    return {}, plan
+
+
+def _start(
+    folder: Path,
+    source: Any,
+    reporter: Any,
+    where: ExecutorOptions,
+    study: SearchOptions,
+    stop: threading.Event,
+    progress: Progress | bool,
+) -> _Run:
+    """The run of one sweep with its executors (the thread pool is made when a trial first needs it)."""
+    executors: dict[str, Executor] = {}
+    if where.executor == "ray":
+        from .ray_executor import RayExecutor
+
+        executors["ray"] = RayExecutor(folder, reporter, address=where.address,
+                                       resources_per_trial=where.resources_per_trial)  # fmt: skip
+    wanted = "threads" if where.executor == "auto" and study.search == "optuna" else where.executor
+    if wanted in ("auto", "batched"):
+        executors["batched"] = BatchedExecutor(folder, stop, reporter, max_members=where.max_concurrent or MAX_MEMBERS)
+    capacity = {"ray": "ray", "auto": "batched", "batched": "batched"}.get(wanted)
+    limit = where.max_concurrent or (executors[capacity].capacity() if capacity else 1)
+    run = _Run(folder, source, wanted, stop, _progress(progress, source.total), limit, executors)
+    run.make_threads = lambda: ThreadExecutor(where.max_concurrent or 1, folder, stop, reporter)
+    return run
 
 
 class _Run:
@@ -291,13 +280,6 @@ class _Run:
         while self.running():
             for ex in [ex for ex in self.executors.values() if ex.running()]:
                 self.store(ex.poll(POLL_S), ex.name)
-
-
-def _task(task: Task | Callable[[str, str], float] | None) -> Task:
-    if isinstance(task, Task):
-        return task
-    default = digits_task()
-    return default if task is None else Task("custom", default.prompts, task, default.max_tokens)
 
 
 def _progress(progress: Progress | bool, total: int) -> Progress:

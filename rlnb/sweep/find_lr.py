@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import OperationFailed
 from rlnb.history import new_run_id
-from rlnb.params import AdamParams, OptimizerParams
+from rlnb.params import AdamParams, MuonHyperparams, OptimizerParams
 from rlnb.session import Session, connect
 from rlnb.tasks import Task, digits_task, rl_step
 from rlnb.viz.plots import NotebookFigure
@@ -137,8 +137,8 @@ def lr_find(
     if objective not in ("reward", "loss"):
         raise ValueError(f"objective must be 'reward' or 'loss', got {objective!r}")
     kind = "adam" if isinstance(base, AdamParams) else "muon"
-    resolved: dict[str, Any] = base.resolved()
-    ratio = resolved["adam"]["learning_rate"] / resolved["learning_rate"] if kind == "muon" else None
+    resolved = base.resolved()
+    ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
     trial = _open(kind, session, target, seed, runs_dir, options)
     scaling = SCALING_NAMES.get(str(trial.history.config.get("muon_scaling")), trial.history.config.get("muon_scaling"))
     scaling = scaling if kind == "muon" else None
@@ -187,11 +187,11 @@ def lr_find(
 def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> OptimizerParams:
     """``base`` at learning rate ``lr``; Muon's ``adam`` part moves with it at ``base``'s ratio (each
     rate to two significant figures when ``rounded``)."""
-    resolved: dict[str, Any] = base.resolved()
+    resolved = base.resolved()
     data = base.model_dump(exclude_unset=True)
     data["learning_rate"] = significant(lr) if rounded else lr
-    if isinstance(resolved.get("adam"), dict):
-        adam = lr * resolved["adam"]["learning_rate"] / resolved["learning_rate"]
+    if isinstance(resolved, MuonHyperparams):
+        adam = lr * resolved.adam.learning_rate / resolved.learning_rate
         data["adam"] = {**data.get("adam", {}), "learning_rate": significant(adam) if rounded else adam}
     return type(base)(**data)
 

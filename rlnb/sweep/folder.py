@@ -4,13 +4,17 @@ flushed at once), one run folder per trial, and for Optuna ``study.db``. What ma
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from rlnb.history import default_runs_dir, new_run_id
+from rlnb.params import OptimizerParams
+from rlnb.tasks import Task
 
+from .options import SearchOptions, TrialOptions
 from .trial import Objective
 
 SETTINGS_FILE, ROWS_FILE = "sweep.json", "trials.jsonl"
@@ -26,6 +30,30 @@ def new_folder(runs_dir: str | Path | None) -> Path:
     folder = (Path(runs_dir) if runs_dir is not None else default_runs_dir()) / new_run_id("sweep")
     folder.mkdir(parents=True)
     return folder
+
+
+def settings(
+    base: OptimizerParams,
+    configs: Sequence[Mapping[str, Any]] | None,
+    trial: TrialOptions,
+    study: SearchOptions,
+    task: Task,
+) -> dict[str, Any]:
+    """What ``sweep.json`` records of the sweep (a resume must be given the same)."""
+    searching = study.search is not None
+    return {
+        "search": study.search,
+        "base": base.request_body(),
+        "configs": [dict(c) for c in configs] if configs is not None else None,
+        "space": {k: repr(v) for k, v in (study.space or {}).items()},
+        "sampler": study.sampler if searching and isinstance(study.sampler, str) else None,
+        "pruner": study.pruner if searching and (study.pruner is None or isinstance(study.pruner, str)) else None,
+        "objective": trial.objective,
+        "seeds": list(trial.seeds),
+        "steps": trial.steps,
+        "task": task.name,
+        "target": trial.target,
+    }
 
 
 def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str, Any]]:

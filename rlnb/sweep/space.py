@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb import wire
+from rlnb.params import PARAMS, AdamParams, OptimizerParams
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,7 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
 def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
     """``base`` with the config's optimizer fields set (validated: a bad value raises before any run)."""
     kind = config.get("optimizer", "adam" if isinstance(base, AdamParams) else "muon")
-    if kind not in ("adam", "muon"):
-        raise ValueError(f"config 'optimizer' must be 'adam' or 'muon', got {kind!r}")
-    cls = AdamParams if kind == "adam" else MuonParams
+    cls = PARAMS[wire.optimizer_kind(kind, "config 'optimizer'")]
     data = base.model_dump(exclude_unset=True) if isinstance(base, cls) else {}  # another kind starts from defaults
     for key, value in config.items():
         if key == "optimizer":

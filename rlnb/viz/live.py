@@ -26,16 +26,13 @@ from typing import Any
 
 import ipywidgets as widgets
 import numpy as np
-from matplotlib.colors import to_hex
 
-from rlnb.history import History, Record
+from rlnb.history import History
 from rlnb.history.steplog import StepRow
 from rlnb.viz.livefig import Panel, Series
-from rlnb.viz.livetables import RL_TABLE, completions_html, rl_html
-from rlnb.viz.plots import CLIP_HEADROOM, STATUS_COLORS, short
+from rlnb.viz.livetables import CELL_STYLE, RL_TABLE, TABLE_STYLE, completions_html, number, ops_html, rl_html, seconds
+from rlnb.viz.plots import CLIP_HEADROOM
 
-OP_HEADERS = ("seq", "kind", "status", "error", "step", "wait", "time")
-"""Columns of the table of raw operations: ``wait`` is submitted → started, ``time`` started → finished."""
 NORMS = {
     "grad_norm": ("C1", "global"),
     "grad_norm_muon": ("C4", "Muon matrices"),
@@ -44,16 +41,6 @@ NORMS = {
 
 
 _NONE = np.empty(0)
-_TABLE = "font-size:small;line-height:1.25;border-collapse:collapse"
-_CELL = "text-align:right;padding:1px 8px"
-
-
-def _fmt(value: float | None) -> str:
-    return "" if value is None or math.isnan(value) else f"{value:.4g}"
-
-
-def _secs(value: float) -> str:
-    return "" if math.isnan(value) else f"{value:.2f} s"
 
 
 class LiveView:
@@ -301,23 +288,23 @@ class LiveView:
         behind other operations (``rlnb.history.timing``)."""
         cols = ["step", *self.metrics, *(["loss"] if "loss" in self.panels else [])]
         cols += ["grad norm", "clip", "lr", "time", "wait"]
-        head = "".join(f"<th style='{_CELL}'>{html.escape(c)}</th>" for c in cols)
+        head = "".join(f"<th style='{CELL_STYLE}'>{html.escape(c)}</th>" for c in cols)
         body = []
         for row, user in reversed(latest):
             cells = [
                 str(row.step),
-                *(_fmt(user.get(m)) for m in self.metrics),
-                *([_fmt(row.loss)] if "loss" in self.panels else []),
-                _fmt(row.grad_norm),
-                "off" if row.grad_clip_norm == 0 else _fmt(row.grad_clip_norm),
-                _fmt(row.learning_rate),
-                _secs(row.run_s),
-                _secs(row.queue_s),
+                *(number(user.get(m)) for m in self.metrics),
+                *([number(row.loss)] if "loss" in self.panels else []),
+                number(row.grad_norm),
+                "off" if row.grad_clip_norm == 0 else number(row.grad_clip_norm),
+                number(row.learning_rate),
+                seconds(row.run_s),
+                seconds(row.queue_s),
             ]
-            body.append("<tr>" + "".join(f"<td style='{_CELL}'>{c}</td>" for c in cells) + "</tr>")
+            body.append("<tr>" + "".join(f"<td style='{CELL_STYLE}'>{c}</td>" for c in cells) + "</tr>")
         if not body:
             body.append(f"<tr><td colspan='{len(cols)}'><i>no completed optimizer step yet</i></td></tr>")
-        return f"<table class='rlnb-steps' style='{_TABLE}'><tr>{head}</tr>{''.join(body)}</table>"
+        return f"<table class='rlnb-steps' style='{TABLE_STYLE}'><tr>{head}</tr>{''.join(body)}</table>"
 
     def _draw_tabs(self) -> None:
         """The tab on show (hidden ones are drawn when shown)."""
@@ -335,28 +322,3 @@ class LiveView:
         self.completions.set_title(0, f"completions: step {rows[0]['step']} ({len(rows)})")
         if self.completions.selected_index == 0:
             self.completions_table.value = completions_html(rows)
-
-
-def ops_html(records: list[Record]) -> str:
-    """The latest operations, newest first: kind, status, error code (its message on hover), the wait
-    (submitted → started) and the time (started → finished); "…" while it goes on."""
-    now = time.time()
-    cells = "".join(f"<th style='{_CELL};text-align:left'>{h}</th>" for h in OP_HEADERS)
-    body = []
-    for r in reversed(records):
-        started, finished = r.started_at, r.finished_at
-        wait = _secs((now if math.isnan(started) else started) - r.submitted_at) + (" …" if math.isnan(started) else "")
-        took = "" if math.isnan(started) else _secs((now if math.isnan(finished) else finished) - started)
-        took += " …" if took and math.isnan(finished) else ""
-        color = to_hex(STATUS_COLORS.get(r.status, "0.5"))
-        row = (
-            str(r.seq),
-            html.escape(r.kind),
-            f"<span style='color:{color}'>&#9632;</span> {html.escape(short(r.status).lower())}",
-            f"<span title='{html.escape(r.error_message or '')}'>{html.escape(short(r.error_code))}</span>",
-            "" if r.step is None else str(r.step),
-            wait,
-            took,
-        )
-        body.append("<tr>" + "".join(f"<td style='{_CELL};text-align:left'>{c}</td>" for c in row) + "</tr>")
-    return f"<table class='rlnb-ops' style='{_TABLE}'><tr>{cells}</tr>{''.join(body)}</table>"

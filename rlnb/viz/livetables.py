@@ -1,15 +1,20 @@
-"""The HTML tables of the live view that RL runs add: the RL metrics of the latest steps and one step's
-completions. A completion is any text a model wrote, so every cell is escaped and control characters are
-shown as escapes."""
+"""The HTML tables of the live view: the latest operations, and what RL runs add: the RL metrics of the
+latest steps and one step's completions. A completion is any text a model wrote, so every cell is escaped
+and control characters are shown as escapes."""
 
 from __future__ import annotations
 
 import html
 import math
+import time
 from typing import Any
 
+from matplotlib.colors import to_hex
+
+from rlnb.history import Record
 from rlnb.history.steplog import StepRow
 from rlnb.tasks import RL_METRICS
+from rlnb.viz.plots import STATUS_COLORS, short
 
 MAX_COMPLETIONS = 64
 """Completions shown at most (a step's, in prompt order); the run folder keeps them all."""
@@ -18,12 +23,21 @@ MAX_CHARS = 200
 RL_TABLE = tuple(m for m in RL_METRICS if m != "reward")
 """The RL metrics of the RL tab (reward is in the steps table); they get no panel of their own in the
 live view's automatic mode (``metrics=None``) unless named."""
-_TABLE = "font-size:small;line-height:1.25;border-collapse:collapse"
-_CELL = "text-align:right;padding:1px 8px"
+TABLE_STYLE = "font-size:small;line-height:1.25;border-collapse:collapse"
+"""The style of every table of the live view."""
+CELL_STYLE = "text-align:right;padding:1px 8px"
+OP_HEADERS = ("seq", "kind", "status", "error", "step", "wait", "time")
+"""Columns of the table of raw operations: ``wait`` is submitted → started, ``time`` started → finished."""
 
 
-def _fmt(value: float | None) -> str:
+def number(value: float | None) -> str:
+    """A figure in a table cell: four significant digits, empty when missing."""
     return "" if value is None or math.isnan(value) else f"{value:.4g}"
+
+
+def seconds(value: float) -> str:
+    """A duration in a table cell, empty when missing."""
+    return "" if math.isnan(value) else f"{value:.2f} s"
 
 
 def rl_html(latest: list[tuple[StepRow, dict[str, float]]]) -> str:
@@ -31,13 +45,14 @@ def rl_html(latest: list[tuple[StepRow, dict[str, float]]]) -> str:
     cols = [m for m in RL_TABLE if any(m in user for _, user in latest)]
     if not cols:
         return "<i>no RL metrics logged yet (rlnb.tasks.rl_step logs them)</i>"
-    head = "".join(f"<th style='{_CELL}'>{html.escape(c)}</th>" for c in ["step", *cols])
+    head = "".join(f"<th style='{CELL_STYLE}'>{html.escape(c)}</th>" for c in ["step", *cols])
     body = "".join(
-        "<tr>" + "".join(f"<td style='{_CELL}'>{c}</td>" for c in [str(row.step), *(_fmt(user.get(m)) for m in cols)])
+        "<tr>"
+        + "".join(f"<td style='{CELL_STYLE}'>{c}</td>" for c in [str(row.step), *(number(user.get(m)) for m in cols)])
         + "</tr>"
         for row, user in reversed(latest)
     )
-    return f"<table class='rlnb-rl' style='{_TABLE}'><tr>{head}</tr>{body}</table>"
+    return f"<table class='rlnb-rl' style='{TABLE_STYLE}'><tr>{head}</tr>{body}</table>"
 
 
 def visible(text: str, limit: int = MAX_CHARS) -> str:
@@ -49,17 +64,44 @@ def visible(text: str, limit: int = MAX_CHARS) -> str:
 
 def completions_html(rows: list[dict[str, Any]]) -> str:
     """One step's completions: prompt, completion, reward and advantage, in prompt order."""
-    head = "".join(f"<th style='{_CELL};text-align:left'>{h}</th>" for h in ("prompt", "completion", "reward", "adv."))
+    headers = ("prompt", "completion", "reward", "adv.")
+    head = "".join(f"<th style='{CELL_STYLE};text-align:left'>{h}</th>" for h in headers)
     body = []
     for r in rows[:MAX_COMPLETIONS]:
         cells = (
             f"<code>{visible(str(r['prompt']))}</code>",
             f"<code style='white-space:pre'>{visible(str(r['completion']))}</code>",
-            _fmt(r["reward"]),
-            _fmt(r["advantage"]),
+            number(r["reward"]),
+            number(r["advantage"]),
         )
-        body.append("<tr>" + "".join(f"<td style='{_CELL};text-align:left'>{c}</td>" for c in cells) + "</tr>")
+        body.append("<tr>" + "".join(f"<td style='{CELL_STYLE};text-align:left'>{c}</td>" for c in cells) + "</tr>")
     more = len(rows) - MAX_COMPLETIONS
     if more > 0:
         body.append(f"<tr><td colspan='4'><i>{more} more in history.completions</i></td></tr>")
-    return f"<table class='rlnb-completions' style='{_TABLE}'><tr>{head}</tr>{''.join(body)}</table>"
+    return f"<table class='rlnb-completions' style='{TABLE_STYLE}'><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def ops_html(records: list[Record]) -> str:
+    """The latest operations, newest first: kind, status, error code (its message on hover), the wait
+    (submitted → started) and the time (started → finished); "…" while it goes on."""
+    now = time.time()
+    cells = "".join(f"<th style='{CELL_STYLE};text-align:left'>{h}</th>" for h in OP_HEADERS)
+    body = []
+    for r in reversed(records):
+        started, finished = r.started_at, r.finished_at
+        wait = seconds((now if math.isnan(started) else started) - r.submitted_at)
+        wait += " …" if math.isnan(started) else ""
+        took = "" if math.isnan(started) else seconds((now if math.isnan(finished) else finished) - started)
+        took += " …" if took and math.isnan(finished) else ""
+        color = to_hex(STATUS_COLORS.get(r.status, "0.5"))
+        row = (
+            str(r.seq),
+            html.escape(r.kind),
+            f"<span style='color:{color}'>&#9632;</span> {html.escape(short(r.status).lower())}",
+            f"<span title='{html.escape(r.error_message or '')}'>{html.escape(short(r.error_code))}</span>",
+            "" if r.step is None else str(r.step),
+            wait,
+            took,
+        )
+        body.append("<tr>" + "".join(f"<td style='{CELL_STYLE};text-align:left'>{c}</td>" for c in row) + "</tr>")
+    return f"<table class='rlnb-ops' style='{TABLE_STYLE}'><tr>{cells}</tr>{''.join(body)}</table>"

@@ -16,6 +16,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from rlnb import wire
 from rlnb.errors import InvalidParams
 from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, OptimizerParams
 from rlnb.schedule import Schedule
@@ -49,8 +50,7 @@ class OptimizerBuilder:
         *,
         expanded: bool = False,
     ):
-        if optimizer not in ("adam", "muon"):
-            raise ValueError(f"optimizer must be 'adam' or 'muon', got {optimizer!r}")
+        wire.optimizer_kind(optimizer)
         if preset not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {preset!r}")
         self.adam = controls(ADAM_FIELDS, LR_RANGES["adam"])
@@ -159,8 +159,7 @@ class OptimizerBuilder:
     def lock(self, kind: str) -> None:
         """Allow only ``kind`` (a session's optimizer, fixed when the session was created): the other
         tab's controls are disabled, and while it is selected the builder is invalid and says why."""
-        if kind not in ("adam", "muon"):
-            raise ValueError(f"kind must be 'adam' or 'muon', got {kind!r}")
+        wire.optimizer_kind(kind, "kind")
         self.locked = kind
         other = "muon" if kind == "adam" else "adam"
         for group in (self.muon, self.muon_adam) if other == "muon" else (self.adam,):

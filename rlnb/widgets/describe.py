@@ -3,11 +3,9 @@ schedule's plot, and where a session is on that schedule."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from matplotlib.figure import Figure
 
-from rlnb.params import OptimizerParams
+from rlnb.params import MuonHyperparams, OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.viz.plots import png
 
@@ -32,10 +30,10 @@ def summary(kind: str, params: OptimizerParams | None, schedule: Schedule | None
     parts = [f"✗ {errors} problem{'s' if errors != 1 else ''} — open to fix"] if errors else []
     parts.append(kind)
     if params is not None:
-        resolved: dict[str, Any] = params.resolved()
-        lr = f"lr {rate(resolved['learning_rate'])}"
-        if isinstance(resolved.get("adam"), dict):
-            lr += f", AdamW {rate(resolved['adam']['learning_rate'])}"
+        resolved = params.resolved()
+        lr = f"lr {rate(resolved.learning_rate)}"
+        if isinstance(resolved, MuonHyperparams):
+            lr += f", AdamW {rate(resolved.adam.learning_rate)}"
         parts.append(lr)
     if schedule is not None:
         parts.append(schedule_text(schedule))

@@ -134,6 +134,12 @@ class Operation(_Model, Generic[Output]):
     error: OperationError | None = None
     """Present once FAILED."""
 
+    @classmethod
+    def failed(cls, id: str, code: OperationErrorCode | None, message: str) -> Operation[Any]:
+        """A FAILED envelope, as rlnb makes one itself: the engine's worker, the remote poller, the server
+        and ``FakeBackend`` (``code`` None: the client does not know why, e.g. its POST failed)."""
+        return Operation(id=id, status=OperationStatus.FAILED, error=OperationError(code=code, message=message))
+
 
 Listener: TypeAlias = Callable[[Operation[Any]], None]
 """What a backend calls with an operation's envelope on submission (PENDING) and on every change."""

@@ -24,6 +24,7 @@ __all__ = [
     "OptimizerConfig",
     "OptimizerKind",
     "optimizer_config",
+    "optimizer_kind",
     "optimizer_of",
 ]
 
@@ -33,6 +34,14 @@ OPTIMIZERS: Final[tuple[OptimizerKind, ...]] = get_args(OptimizerKind)
 """Every ``OptimizerKind``: what ``connect(optimizer=...)`` accepts."""
 OPTIMIZER_PARAMS_FIELD: Final[dict[OptimizerKind, str]] = {"adam": "adam_params", "muon": "muon_params"}
 """Which ``OptimStepBody`` field carries each kind's per-step params."""
+
+
+def optimizer_kind(value: object, name: str = "optimizer") -> OptimizerKind:
+    """``value`` as an optimizer kind; a ``ValueError`` naming ``name`` and the kinds otherwise."""
+    for kind in OPTIMIZERS:
+        if value == kind:
+            return kind
+    raise ValueError(f"{name} must be one of {', '.join(OPTIMIZERS)}, got {value!r}")
 
 MuonScalingStrategy: TypeAlias = Literal[
     "MUON_SCALING_STRATEGY_UNSPECIFIED", "MUON_SCALING_STRATEGY_MATCH_ADAM", "MUON_SCALING_STRATEGY_ORIGINAL"
@@ -121,9 +130,7 @@ class OptimizerConfig(_Model):
 def optimizer_config(kind: str, muon_scaling: str | None = None) -> OptimizerConfig:
     """The resource's ``optimizer_config`` for ``kind`` (``"adam"``/``"muon"``); ``muon_scaling`` is a
     short name (``"original"``, ``"match_adam"``) or the enum string, Muon only."""
-    if kind not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {kind!r}")
-    if kind == "adam":
+    if optimizer_kind(kind) == "adam":
         if muon_scaling is not None:
             raise ValueError("muon_scaling applies to optimizer='muon' only")
         return OptimizerConfig(adam=AdamOptimizerConfig())

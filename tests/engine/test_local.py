@@ -502,7 +502,7 @@ def test_a_refused_submission_does_not_shift_step_numbers():
 
 def test_optimizer_params_are_validated_once_per_step(monkeypatch):
     """The params a user builds are checked when built; the body, the backend and the optimizer take them as
-    they are (issue 10: they were validated four times per step)."""
+    they are: one pydantic validation per step, not one per layer."""
     from rlnb import params as params_mod
 
     counts: dict[str, int] = {}

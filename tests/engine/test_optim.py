@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -13,19 +14,21 @@ from rlnb.engine.optim import muon
 from rlnb.engine.optim.muon import NS_COEFFS, newton_schulz
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import NonFiniteGradient, TrainerOptimizer
+from rlnb.errors import InvalidParams
+from rlnb.params import AdamHyperparams, AdamParams, MuonHyperparams, MuonParams
 
 
-def adam_hp(**over: float) -> dict:
-    return {"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
-            "grad_clip_norm": 1.0} | over
+def adam_hp(**over: float) -> AdamHyperparams:
+    return AdamHyperparams(**{"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
+                              "grad_clip_norm": 1.0} | over)
 
 
-def muon_hp(adam: dict | None = None, **over: float) -> dict:
-    return {"learning_rate": 0.02, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.1,
-            "grad_clip_norm": 1.0, "adam": adam or adam_hp()} | over
+def muon_hp(adam: AdamHyperparams | None = None, **over: float) -> MuonHyperparams:
+    return MuonHyperparams(**{"learning_rate": 0.02, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.1,
+                              "grad_clip_norm": 1.0, "adam": adam or adam_hp()} | over)
 
 
-def hp_for(kind: str, **over: float) -> dict:
+def hp_for(kind: str, **over: float) -> AdamHyperparams | MuonHyperparams:
     return adam_hp(**over) if kind == "adam" else muon_hp(**over)
 
 
@@ -81,8 +84,8 @@ def test_adam_kind_equals_torch_adamw(clip: float) -> None:
         clipped.add(stats.clipped)
         if clip:
             torch.nn.utils.clip_grad_norm_(ref.parameters(), clip)
-        ref_opt.param_groups[0].update(lr=hp["learning_rate"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"],
-                                       weight_decay=hp["weight_decay"])
+        ref_opt.param_groups[0].update(lr=hp.learning_rate, betas=(hp.beta1, hp.beta2), eps=hp.eps,
+                                       weight_decay=hp.weight_decay)
         ref_opt.step()
     assert clipped == ({False, True} if clip else {False})
     start = build_model("tiny", seed=0)
@@ -269,16 +272,26 @@ def test_state_dict_round_trip(kind: str) -> None:
         TrainerOptimizer(model, "muon" if kind == "adam" else "adam").load_state_dict(opt.state_dict())
 
 
-def test_bad_hyperparameters_raise() -> None:
+def test_bad_hyperparameters_never_reach_a_step() -> None:
+    """Values are refused when the params are built (naming the field); a step takes only resolved
+    hyperparameters of its own kind, and anything else changes nothing."""
+    bad = [
+        (lambda: MuonParams(learning_rate=-1.0), "MuonParams.learning_rate"),
+        (lambda: MuonParams(newton_schulz_steps=2.5), "MuonParams.newton_schulz_steps"),
+        (lambda: MuonParams(adam={"beta2": 1.0}), "MuonParams.adam.beta2"),
+        (lambda: AdamParams(momentum=0.9), "AdamParams.momentum"),
+    ]
+    for build, field in bad:
+        with pytest.raises(InvalidParams, match=field.replace(".", r"\.")):
+            build()
     model = build_model("tiny", seed=0)
     opt = TrainerOptimizer(model, "muon")
     set_grads(model, torch.Generator().manual_seed(0))
     before = copy.deepcopy(list(model.parameters()))
-    bad = [muon_hp(learning_rate=-1.0), muon_hp(newton_schulz_steps=2.5), muon_hp(adam=adam_hp(beta2=1.0)),
-           {k: v for k, v in muon_hp().items() if k != "momentum"}, muon_hp(adam={"learning_rate": 1e-3})]
-    for hp in bad:
-        with pytest.raises(ValueError):
-            opt.step(hp)
+    incomplete = {k: v for k, v in dataclasses.asdict(muon_hp()).items() if k != "momentum"}
+    for hp in (adam_hp(), dataclasses.asdict(muon_hp()), incomplete):
+        with pytest.raises(TypeError, match="a muon optimizer steps with MuonHyperparams"):
+            opt.step(hp)  # type: ignore[arg-type]
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before, strict=True))
     with pytest.raises(ValueError):
         TrainerOptimizer(model, "sgd")  # type: ignore[arg-type]

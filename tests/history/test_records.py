@@ -1,4 +1,4 @@
-"""Records are never lost and never stop a run (issue 11 §1, §3): a full disk under the run store, one
+"""Records are never lost and never stop a run: a full disk under the run store, one
 writer per run id, continuing a run, loading damaged runs, listing a folder with a bad run in it."""
 
 import json

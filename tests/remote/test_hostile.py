@@ -1,4 +1,4 @@
-"""The remote client against hostile servers on loopback (issue 11 §1, §3): a server that drips its answer,
+"""The remote client against hostile servers on loopback: a server that drips its answer,
 one that dies or answers 502 to every poll, one that forgets operations, one that echoes the API key.
 Nothing hangs past its documented deadline, and the key appears in nothing rlnb shows, raises or logs."""
 

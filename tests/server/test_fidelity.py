@@ -1,6 +1,6 @@
-"""`rlnb serve` where it used to differ from the service (issue 10), in process: the payload side channel,
+"""`rlnb serve` behaves as the service where a client can tell, in process: the payload side channel,
 optional gradient dtype, stable cursors, LoRA seeds, extend-expiry, inactivity expiry, checkpoint
-variants, the long-poll extension. Each test fails on the old behaviour."""
+variants, the long-poll extension."""
 
 import json
 import random

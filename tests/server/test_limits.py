@@ -1,6 +1,6 @@
-"""`rlnb serve` under hostile requests (issue 11 §2): bodies too large, batches and sampling budgets past
-their limits, caps on live objects, Idempotency-Keys reused with another body, bad input that used to be
-an INTERNAL_ERROR, a stop in the middle of a long sample, stopped sessions that must free their models,
+"""`rlnb serve` under hostile requests: bodies too large, batches and sampling budgets past their limits,
+caps on live objects, Idempotency-Keys reused with another body, bad input (INVALID_INPUT naming the
+field, never INTERNAL_ERROR), a stop in the middle of a long sample, stopped sessions that must free their models,
 and presigned download links. Each limit is a ServerSettings field, set small here."""
 
 import gc

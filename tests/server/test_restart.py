@@ -1,4 +1,4 @@
-"""`rlnb serve --state-dir` (issue 11 §2): a restarted server knows its resources, sessions, operations
+"""`rlnb serve --state-dir`: a restarted server knows its resources, sessions, operations
 and checkpoints; sessions that were active end ERROR with the reason, operations in flight FAILED with a
 code, and checkpoints can still be downloaded and resumed — after a clean shutdown and after kill -9."""
 

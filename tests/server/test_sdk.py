@@ -395,8 +395,8 @@ def test_bearer_token_is_checked(auth_server: str):
 
 
 def test_resume_with_a_mismatched_lora_config_is_a_400(client: Together):
-    """Regression: torch's load_state_dict error on resume used to escape as a 500 (which the SDK
-    then retried with backoff, hanging ``create_session``)."""
+    """A resume that does not fit the session is the client's error: a 500 would make the SDK retry with
+    backoff, hanging ``create_session``."""
     pt = client.post_training
     ops = pt.operations
     mr = pt.model_resources.create(base_model="rlnb/tiny", lora_enabled=True)

@@ -324,3 +324,19 @@ def test_threads_in_the_options_fix_every_trials_count(tmp_path, executor):
     assert list(trials.executor) == [executor] * 2 and (trials.status == "COMPLETED").all()
     for h in histories(trials):
         assert (h.config["threads"], h.config["thread_policy"]) == (1, "fixed")
+
+
+def test_option_groups_are_the_flat_keywords(tmp_path):
+    """A group given whole and the same fields by name run the same sweep; a name wins over its group,
+    and a keyword no group has goes to rlnb.connect for every trial."""
+    from rlnb.sweep import ExecutorOptions, TrialOptions
+
+    trial = TrialOptions(steps=5, seeds=(3,), task=lambda prompt, completion: 0.5)
+    where = ExecutorOptions(executor="threads", max_concurrent=1)
+    trials = sweep(BASE, trial_options=trial, executor_options=where, steps=2, runs_dir=tmp_path, progress=False,
+                   device="cpu")  # fmt: skip
+    assert list(trials.seed) == [3] and list(trials.steps_done) == [2] and list(trials.executor) == ["threads"]
+    assert list(trials.final_reward) == [0.5]
+    assert History.load(trials.run_path.iloc[0]).config["device"] == "cpu"
+    with pytest.raises(ValueError, match="need steps >= 1"):
+        TrialOptions(steps=0)

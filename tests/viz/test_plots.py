@@ -484,7 +484,7 @@ def test_live_view_says_why_a_remote_run_has_no_gradient_norm():
 
 
 def test_the_live_x_axis_leaves_room_after_the_newest_step():
-    """The newest point and its marker never sit on the frame (4 steps used to draw to exactly 4)."""
+    """The newest point and its marker never sit on the frame (the axis ends past the newest step)."""
     for n in (4, 8, 30):
         view = LiveView(hand_history([1.0 / (i + 1) for i in range(n)], norms=[1.0] * n), every=0)
         for panel in view.panels.values():

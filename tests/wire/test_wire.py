@@ -1,5 +1,7 @@
 """The wire models: int64 encoding, enums, lenient responses, strict requests."""
 
+import json
+
 import pytest
 
 from rlnb import wire
@@ -112,3 +114,34 @@ def test_reference_forward_backward_body_parses_and_round_trips():
 def test_every_kind_has_request_and_result_types():
     assert set(wire.REQUEST_TYPES) == set(wire.RESULT_TYPES)
     assert set(wire.OperationKind) == set(wire.RESULT_TYPES) == set(wire.ENVELOPES)
+
+
+def test_a_failed_envelope_is_made_one_way_and_serialises_as_the_api_strings():
+    env = wire.Operation.failed("op-1", wire.OperationErrorCode.TIMEOUT, "gave up")
+    assert env.model_dump(mode="json") == {
+        "id": "op-1",
+        "status": "TRAINING_OPERATION_STATUS_FAILED",
+        "output": None,
+        "error": {"code": "TRAINING_OPERATION_ERROR_CODE_TIMEOUT", "message": "gave up"},
+    }
+    assert json.loads(env.model_dump_json())["status"] == "TRAINING_OPERATION_STATUS_FAILED"
+    unknown = wire.Operation.failed("op-2", None, "the POST failed")
+    assert unknown.error is not None and unknown.error.code is None
+    typed = wire.ENVELOPES[wire.OperationKind.SAMPLE].model_validate(env.model_dump(mode="json"))
+    assert typed.status is wire.OperationStatus.FAILED and typed.error == env.error
+
+
+def test_catalogue_members_are_their_strings():
+    """A member compares, hashes, formats and dumps as the API's string, and plain strings parse to members."""
+    assert wire.OperationStatus.COMPLETED == "TRAINING_OPERATION_STATUS_COMPLETED"
+    assert {"optim-step": 1}[wire.OperationKind.OPTIM_STEP] == 1
+    assert f"{wire.OperationErrorCode.NON_FINITE_LOSS}" == "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
+    assert json.dumps([wire.OperationKind.SAMPLE]) == '["sample"]'
+    env = wire.Operation.model_validate({"id": "x", "status": "TRAINING_OPERATION_STATUS_RUNNING"})
+    assert env.status is wire.OperationStatus.RUNNING
+    assert wire.error_code("INVALID_INPUT") is wire.OperationErrorCode.INVALID_INPUT
+    assert wire.error_code("TRAINING_OPERATION_ERROR_CODE_TIMEOUT") is wire.OperationErrorCode.TIMEOUT
+    with pytest.raises(ValueError, match="one of UNSPECIFIED, RESOURCE_EXHAUSTED"):
+        wire.error_code("NOPE")
+    assert wire.short_name(wire.SessionStatus.EXPIRED) == "EXPIRED"
+    assert wire.short_name("TRAINING_OPERATION_ERROR_CODE_FROM_A_NEWER_SERVER") == "FROM_A_NEWER_SERVER"

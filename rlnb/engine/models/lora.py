@@ -89,10 +89,6 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
         return peft.get_peft_model(model, config)
 
 
-def is_lora(model: nn.Module) -> bool:
-    return type(model).__name__ == "PeftModel" or any("lora_" in n for n, _ in model.named_parameters())
-
-
 def merged_state_dict(model: nn.Module) -> dict[str, Tensor]:
     """The base model's state dict (its own names) with every adapter folded into its layer's weight."""
     if type(model).__name__ != "PeftModel":

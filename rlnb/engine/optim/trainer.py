@@ -2,8 +2,10 @@
 
 Together's optim-step carries the hyperparameters of *this* step (``adam_params`` or ``muon_params``),
 so the caller owns the schedule: ``TrainerOptimizer.step(hp)`` writes them into the optimizer every
-call instead of fixing them at construction. The optimizer kind is fixed per session. Muon's maths is
-in ``rlnb.engine.optim.muon``; the Muon/AdamW split in ``rlnb.engine.optim.split``.
+call instead of fixing them at construction. ``hp`` is an ``AdamHyperparams`` / ``MuonHyperparams``
+(``rlnb.params``), resolved from params checked when they were built: nothing here checks them again.
+The optimizer kind is fixed per session. Muon's maths is in ``rlnb.engine.optim.muon``; the Muon/AdamW
+split in ``rlnb.engine.optim.split``.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from rlnb import wire
 from rlnb.engine.optim.muon import muon_update, ns_dtype_for, shape_scale
 from rlnb.engine.optim.split import ParamSplit, split_params
-from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, Resolved
+from rlnb.params import Hyperparams, MuonHyperparams, check_hyperparams
 
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grads_with_norm_: coef = max_norm / (total_norm + 1e-6)
 
@@ -45,17 +48,6 @@ class StepStats:
     adam_learning_rate: float | None  # muon kind: the learning rate of the AdamW group
 
 
-def _validate(hp: Any, cls: type[AdamParams] | type[MuonParams], keys: tuple[str, ...], where: str) -> None:
-    """Every key present, each within the API's bounds (the rules of ``rlnb.params``, not a copy)."""
-    if not isinstance(hp, Mapping):
-        raise ValueError(f"{where} must be a mapping, got {type(hp).__name__}")
-    missing = [k for k in keys if k not in hp]
-    if missing:
-        raise ValueError(f"{where} is missing {', '.join(missing)}")
-    if not isinstance(hp, Resolved):  # ``params.resolve`` output was checked once already (issue 10)
-        cls(**{k: hp[k] for k in keys})  # raises InvalidParams (a ValueError) naming the field and the range
-
-
 class TrainerOptimizer:
     """One training session's optimizer: ``kind`` "adam" (AdamW on everything) or "muon".
 
@@ -68,10 +60,10 @@ class TrainerOptimizer:
        (the caller decides what to do with the gradients).
     3. grad_clip_norm c > 0: ∇ ← ∇·min(1, c / (g + 1e-6)) on all gradients, exactly
        ``torch.nn.utils.clip_grad_norm_``; c = 0 turns clipping off. For Muon the top-level
-       ``grad_clip_norm`` is this global clip and ``hp["adam"]["grad_clip_norm"]`` is ignored: one
+       ``grad_clip_norm`` is this global clip and ``hp.adam.grad_clip_norm`` is ignored: one
        norm over the whole model, so the two groups keep their relative scale.
     4. AdamW (``torch.optim.AdamW``, foreach) with this step's lr, betas, eps and weight decay, on all
-       parameters (adam kind) or on the AdamW group with ``hp["adam"]`` (muon kind).
+       parameters (adam kind) or on the AdamW group with ``hp.adam`` (muon kind).
     5. Muon kind: the module docstring's update on each hidden matrix, batched over equal shapes.
 
     ``muon_scaling`` picks the shape scale s: "original" (KJ) or "match_adam" (Moonshot: gives Muon's
@@ -87,8 +79,7 @@ class TrainerOptimizer:
         muon_scaling: Literal["original", "match_adam"] = "original",
         ns_dtype: torch.dtype | None = None,
     ) -> None:
-        if kind not in ("adam", "muon"):
-            raise ValueError(f"kind must be 'adam' or 'muon', got {kind!r}")
+        wire.optimizer_kind(kind, "kind")
         if muon_scaling not in ("original", "match_adam"):
             raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {muon_scaling!r}")
         self.kind = kind
@@ -116,15 +107,10 @@ class TrainerOptimizer:
         self.momentum: dict[str, Tensor] = {}  # Muon's buffer B per matrix, by name; created at first use
 
     @torch.no_grad()
-    def step(self, hp: Mapping[str, Any]) -> StepStats:
-        """Clip and apply this step's update; ``hp`` holds every key of adam_params / muon_params."""
-        if self.kind == "muon":
-            _validate(hp, MuonParams, MUON_FIELDS, "muon_params")
-            _validate(hp.get("adam"), AdamParams, ADAM_FIELDS, "muon_params.adam")
-            adam_hp = hp["adam"]
-        else:
-            _validate(hp, AdamParams, ADAM_FIELDS, "adam_params")
-            adam_hp = hp
+    def step(self, hp: Hyperparams) -> StepStats:
+        """Clip and apply this step's update with ``hp``, this optimizer kind's hyperparameters."""
+        check_hyperparams(self.kind, hp)
+        adam_hp = hp.adam if isinstance(hp, MuonHyperparams) else hp
 
         get_total_norm = torch.nn.utils.get_total_norm
         total = get_total_norm([p.grad for _, p in self._named if p.grad is not None])
@@ -139,7 +125,7 @@ class TrainerOptimizer:
             bad = [n for n, p in self._named if p.grad is not None and not p.grad.isfinite().all()]
             raise NonFiniteGradient(grad_norm, bad)
 
-        max_norm = hp["grad_clip_norm"]
+        max_norm = hp.grad_clip_norm
         clip_coef = min(1.0, max_norm / (grad_norm + CLIP_EPS)) if max_norm > 0 else 1.0
         if max_norm > 0:
             torch.nn.utils.clip_grads_with_norm_([p for _, p in self._named], max_norm, total)
@@ -147,13 +133,13 @@ class TrainerOptimizer:
         if self._adamw is not None:
             for group in self._adamw.param_groups:
                 group.update(
-                    lr=adam_hp["learning_rate"],
-                    betas=(adam_hp["beta1"], adam_hp["beta2"]),
-                    eps=adam_hp["eps"],
-                    weight_decay=adam_hp["weight_decay"],
+                    lr=adam_hp.learning_rate,
+                    betas=(adam_hp.beta1, adam_hp.beta2),
+                    eps=adam_hp.eps,
+                    weight_decay=adam_hp.weight_decay,
                 )
             self._adamw.step()
-        if self.kind == "muon":
+        if isinstance(hp, MuonHyperparams):
             self._muon_step(hp)
 
         return StepStats(
@@ -162,12 +148,12 @@ class TrainerOptimizer:
             grad_norm_adam=norm_adam,
             clipped=clip_coef < 1.0,
             clip_coef=clip_coef,
-            learning_rate=hp["learning_rate"],
-            adam_learning_rate=adam_hp["learning_rate"] if self.kind == "muon" else None,
+            learning_rate=hp.learning_rate,
+            adam_learning_rate=adam_hp.learning_rate if self.kind == "muon" else None,
         )
 
-    def _muon_step(self, hp: Mapping[str, Any]) -> None:
-        lr, wd = hp["learning_rate"], hp["weight_decay"]
+    def _muon_step(self, hp: MuonHyperparams) -> None:
+        lr, wd = hp.learning_rate, hp.weight_decay
         for (rows, cols), members in self._muon_groups.items():
             live = [(n, p) for n, p in members if p.grad is not None]
             if not live:
@@ -178,7 +164,7 @@ class TrainerOptimizer:
             bufs = [self.momentum[n] for n, _ in live]
             grad = torch.stack([p.grad for _, p in live if p.grad is not None])  # [k, rows, cols]
             buf = torch.stack(bufs)  # [k, rows, cols]
-            update = muon_update(grad, buf, hp["momentum"], int(hp["newton_schulz_steps"]), dtype=self.ns_dtype)
+            update = muon_update(grad, buf, hp.momentum, hp.newton_schulz_steps, dtype=self.ns_dtype)
             for b, new in zip(bufs, buf.unbind(0), strict=True):  # the stacked buffer back into per-matrix state
                 b.copy_(new)
             scale = shape_scale(rows, cols, self.muon_scaling)

@@ -1,0 +1,37 @@
+"""Option groups: the small frozen dataclasses that keyword-rich entry points take, as httpx takes
+``Timeout`` and ``Limits``.
+
+An entry point keeps its flat keywords (``rlnb.connect(url, poll_max=5.0)``) and sorts them into its
+groups with ``take``; each group checks its own fields when it is built (``__post_init__``), so a bad
+value is refused before anything starts, naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+G = TypeVar("G", bound="DataclassInstance")
+
+
+def take(group: type[G], options: dict[str, Any], given: G | None = None) -> G:
+    """``group`` made of the keywords in ``options`` that name its fields (removed from ``options``), over
+    ``given`` (default: the group's defaults)."""
+    names = {f.name for f in dataclasses.fields(group)}
+    picked = {name: options.pop(name) for name in list(options) if name in names}
+    base = given if given is not None else group()
+    return dataclasses.replace(base, **picked) if picked else base
+
+
+def kwargs(group: DataclassInstance) -> dict[str, Any]:
+    """A group's fields as keywords, values as they are (``dataclasses.asdict`` would deep-copy a client)."""
+    return {f.name: getattr(group, f.name) for f in dataclasses.fields(group)}
+
+
+def refuse_unknown(options: dict[str, Any], where: str) -> None:
+    """``TypeError`` naming the keywords no group took, as Python names an unexpected keyword."""
+    if options:
+        raise TypeError(f"{where} got unexpected keyword argument(s): {', '.join(sorted(options))}")

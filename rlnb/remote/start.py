@@ -1,0 +1,162 @@
+"""Starting a remote session: what a new one is (``SessionOptions``), creating or attaching to it, waiting
+until it runs, and stopping what was created when starting fails (``Start``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from rlnb import wire
+from rlnb.errors import APIError, OperationTimeout, RlnbError, SessionClosed
+from rlnb.remote.client import APIClient
+from rlnb.remote.poller import PollOptions, poll_interval
+from rlnb.wire import OptimizerKind
+
+log = logging.getLogger("rlnb")
+
+M = TypeVar("M", wire.ModelResources, wire.Session)
+
+
+def _wait_until(
+    fetch: Callable[[], M], ready: str, dead: frozenset[str], timeout: float, poll_min: float, poll_max: float
+) -> M:
+    """Poll ``fetch()`` until its status is ``ready``, with ``poll_interval`` backoff (not a fixed 10 s).
+
+    Raises ``SessionClosed`` (a session) or ``RlnbError`` (a model resource) on a dead status, and
+    ``OperationTimeout`` after ``timeout`` seconds.
+    """
+    start = time.monotonic()
+    while True:
+        obj = fetch()
+        if obj.status == ready:
+            return obj
+        if obj.status in dead:
+            detail = f": {obj.error.code}: {obj.error.message}" if obj.error is not None else ""
+            cls = SessionClosed if isinstance(obj, wire.Session) else RlnbError
+            raise cls(f"{type(obj).__name__} {obj.id} is {obj.status}{detail}")
+        elapsed = time.monotonic() - start
+        if elapsed >= timeout:
+            raise OperationTimeout(f"{type(obj).__name__} {obj.id} still {obj.status} after {timeout:.0f} s")
+        time.sleep(min(poll_interval(elapsed, poll_min, poll_max), timeout - elapsed))
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """What a new remote session is (``rlnb.connect(url, base_model=..., lora=...)`` sets these by name).
+
+    ``model_resources_id``: start the session on that existing resource. Otherwise a model resource is
+    created for ``base_model`` (default: the first supported model) with ``optimizer`` (default ``"adam"``;
+    ``muon_scaling`` ``"original"`` | ``"match_adam"``), ``num_generator_replicas`` and ``lora`` (None /
+    False: full weights; True: LoRA with the server's defaults; a dict / ``wire.LoraConfig``: that config).
+    ``resume_from_checkpoint_id``, ``load_optimizer`` and ``display_name`` go to the session as given."""
+
+    model_resources_id: str | None = None
+    base_model: str | None = None
+    optimizer: OptimizerKind | None = None
+    lora: bool | dict[str, Any] | wire.LoraConfig | None = None
+    num_generator_replicas: int = 1
+    muon_scaling: str | None = None
+    resume_from_checkpoint_id: str | None = None
+    load_optimizer: bool | None = None
+    display_name: str | None = None
+
+    def __post_init__(self) -> None:
+        wire.lora_config(self.lora)  # a ValueError naming lora
+        wire.optimizer_config(self.optimizer or "adam", self.muon_scaling)  # optimizer and muon_scaling
+
+    def new_only(self) -> list[str]:
+        """The fields set that only describe a new session (an attached one cannot take them)."""
+        names = ("model_resources_id", "base_model", "lora", "muon_scaling", "resume_from_checkpoint_id",
+                 "load_optimizer", "display_name")  # fmt: skip
+        return [name for name in names if getattr(self, name) is not None]
+
+    def resource_request(self, base_model: str) -> wire.CreateModelResourcesRequest:
+        return wire.CreateModelResourcesRequest(
+            base_model=base_model,
+            lora_enabled=wire.lora_config(self.lora) is not False,
+            compute_config=wire.ComputeConfigRequest(num_generator_replicas=self.num_generator_replicas),
+            optimizer_config=wire.optimizer_config(self.optimizer or "adam", self.muon_scaling),
+        )
+
+    def session_request(self, model_resources_id: str) -> wire.StartTrainingSessionRequest:
+        """Only what was given is sent: unset means the server's default (LoRA True: its defaults)."""
+        lora = wire.lora_config(self.lora)
+        fields = {
+            "model_resources_id": model_resources_id, "display_name": self.display_name,
+            "lora_config": lora if isinstance(lora, wire.LoraConfig) else None,
+            "resume_from_checkpoint_id": self.resume_from_checkpoint_id, "load_optimizer": self.load_optimizer,
+        }  # fmt: skip
+        return wire.StartTrainingSessionRequest.model_validate({k: v for k, v in fields.items() if v is not None})
+
+
+class Start:
+    """Starting a remote session: what was created (to stop again if starting fails) and how to wait."""
+
+    def __init__(self, client: APIClient, poll: PollOptions):
+        self.client, self.poll = client, poll
+        self.created_resource: str | None = None
+        self.created_session: str | None = None
+
+    def attach(self, session_id: str, optimizer: OptimizerKind | None) -> tuple[wire.Session, wire.ModelResources]:
+        info = self.client.get_session(session_id)
+        resource = _checked(self.client.get_model_resources(info.model_resources_id), optimizer)
+        return self.running(info.id), resource
+
+    def new(self, options: SessionOptions) -> tuple[wire.Session, wire.ModelResources]:
+        rid = _checked(self.resource(options), options.optimizer).id
+        resource = self.wait(lambda: self.client.get_model_resources(rid), wire.ModelResourcesStatus.READY,
+                             wire.RESOURCE_ENDED)  # fmt: skip
+        info = self.client.create_session(options.session_request(rid))
+        self.created_session = info.id
+        log.info("started training session %s on %s", info.id, rid)
+        return self.running(info.id), resource
+
+    def resource(self, options: SessionOptions) -> wire.ModelResources:
+        """The given model resource, or a new one for ``options.base_model`` (default: the first listed)."""
+        if options.model_resources_id is not None:
+            return self.client.get_model_resources(options.model_resources_id)
+        base_model = options.base_model
+        if base_model is None:
+            models = self.client.supported_models().data
+            if not models:
+                raise RlnbError(f"{self.client.base_url} lists no supported models; pass base_model")
+            base_model = models[0].base_model
+        resource = self.client.create_model_resources(options.resource_request(base_model))
+        self.created_resource = resource.id
+        log.info("created model resource %s (%s)", resource.id, resource.base_model)
+        return resource
+
+    def running(self, session_id: str) -> wire.Session:
+        return self.wait(lambda: self.client.get_session(session_id), wire.SessionStatus.RUNNING, wire.SESSION_ENDED)
+
+    def wait(self, fetch: Callable[[], M], ready: str, dead: frozenset[str]) -> M:
+        return _wait_until(fetch, ready, dead, self.poll.ready_timeout, self.poll.poll_min, self.poll.poll_max)
+
+    def undo(self) -> None:
+        """Stop what was created (best effort) and close the client."""
+        _stop_quietly(self.client, self.created_session, self.created_resource)
+        self.client.close()
+
+
+def _checked(resource: wire.ModelResources, optimizer: OptimizerKind | None) -> wire.ModelResources:
+    """``resource``, unless it uses another optimizer than the one asked for (``ValueError``)."""
+    kind = wire.optimizer_of(resource.optimizer_config)
+    if optimizer is not None and optimizer != kind:
+        raise ValueError(
+            f"model resource {resource.id} uses {kind}, not {optimizer} (the optimizer is fixed when the resource "
+            "is created)"
+        )
+    return resource
+
+
+def _stop_quietly(client: APIClient, session_id: str | None, model_resources_id: str | None) -> None:
+    """Best-effort cleanup after a failed start; the original error is the one worth raising."""
+    for stop, target in ((client.stop_session, session_id), (client.stop_model_resources, model_resources_id)):
+        if target is not None:
+            try:
+                stop(target)
+            except APIError as exc:
+                log.warning("could not stop %s after a failed start: %s", target, exc)

@@ -1,0 +1,92 @@
+"""The option groups of ``sweep``: what each trial is (``TrialOptions``), how Optuna picks configs
+(``SearchOptions``) and where trials run (``ExecutorOptions``).
+
+``sweep(base, configs, steps=50, seeds=(0, 1), max_concurrent=4)`` sets their fields by name; a group
+can also be given whole (``trial_options=TrialOptions(steps=50)``) and reused across sweeps. Each group
+checks its fields when it is built, before a sweep folder is made or a trial starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlnb.schedule import Schedule
+from rlnb.tasks import Task, digits_task
+
+from .executors import EXECUTORS
+from .trial import Objective
+
+SEARCHES = (None, "optuna")
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    """Each trial: ``steps`` RL steps of ``task`` on ``target``, once per seed in ``seeds``.
+
+    ``task`` is a ``Task`` or a reward function ``reward(prompt, completion) -> float`` used with the demo's
+    prompts (default: the demo's digits task). ``target`` is ``"local"`` or a URL (Together, ``rlnb serve``).
+    ``schedule`` scales each step's learning rate. ``objective`` is what a trial reports and is judged by:
+    ``"reward"`` (maximised) or ``"loss"`` (minimised), the mean of the last 5 steps."""
+
+    seeds: Sequence[int] = (0,)
+    steps: int = 20
+    task: Task | Callable[[str, str], float] | None = None
+    target: str = "local"
+    schedule: Schedule | None = None
+    objective: Objective = "reward"
+
+    def __post_init__(self) -> None:
+        if self.objective not in ("reward", "loss"):
+            raise ValueError(f"objective must be 'reward' or 'loss', got {self.objective!r}")
+        if self.steps < 1 or not self.seeds:
+            raise ValueError(f"need steps >= 1 and at least one seed, got steps={self.steps}, seeds={list(self.seeds)}")
+
+    def the_task(self) -> Task:
+        """``task`` as a ``Task``."""
+        if isinstance(self.task, Task):
+            return self.task
+        default = digits_task()
+        return default if self.task is None else Task("custom", default.prompts, self.task, default.max_tokens)
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """``search="optuna"``: ``n_trials`` trials whose configs Optuna picks from ``space`` (``sampler``
+    ``"tpe"`` | ``"random"`` | ``"grid"``, or an Optuna sampler); ``pruner`` (``"median"`` | ``"asha"`` |
+    None, or an Optuna pruner) stops bad trials early. ``search=None`` (default) runs the configs given."""
+
+    search: str | None = None
+    space: Mapping[str, Any] | None = None
+    n_trials: int | None = None
+    sampler: Any = "tpe"
+    pruner: Any = "median"
+
+    def __post_init__(self) -> None:
+        if self.search not in SEARCHES:
+            raise ValueError(f"search must be None (the configs as given) or 'optuna', got {self.search!r}")
+        if self.search is None and (self.space is not None or self.n_trials is not None):
+            raise ValueError("space= and n_trials= need search='optuna' (or use grid()/random_search() for configs)")
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """Where trials run: ``executor`` ``"auto"`` (compatible local trials as stacked ensembles, the others on
+    threads), ``"batched"``, ``"threads"`` or ``"ray"`` (Ray tasks of ``resources_per_trial``, on the Ray this
+    process is connected to, else at ``address``, else a new local one); up to ``max_concurrent`` at once."""
+
+    executor: str = "auto"
+    max_concurrent: int | None = None
+    address: str | None = None
+    resources_per_trial: dict[str, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
+        if self.max_concurrent is not None and self.max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
+        if self.executor == "ray":
+            from .ray_executor import check_resources
+
+            check_resources(self.resources_per_trial)

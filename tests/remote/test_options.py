@@ -1,0 +1,81 @@
+"""A remote session's options: flat keywords (``rlnb.connect(url, poll_max=...)``) and the groups they fill
+(``SessionOptions``, ``ClientOptions``, ``PollOptions``) are the same settings, checked before anything is sent."""
+
+import json
+
+import httpx
+import pytest
+
+import rlnb
+from rlnb.remote.backend import RemoteBackend
+from rlnb.remote.client import ClientOptions
+from rlnb.remote.poller import PollOptions
+from rlnb.remote.start import SessionOptions
+from tests.remote.test_client import BASE, KEY, FakeAPI
+
+
+def recording() -> tuple[FakeAPI, list[httpx.Request], httpx.MockTransport]:
+    fake, sent = FakeAPI(), []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return fake(request)
+
+    return fake, sent, httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize(
+    "options, error, match",
+    [
+        ({"poll_min": 0.5, "poll_max": 0.1}, ValueError, r"need 0 < poll_min <= poll_max, got 0\.5, 0\.1"),
+        ({"operation_timeout": 0}, ValueError, "operation_timeout must be > 0 seconds"),
+        ({"poll_failure_window": -1.0}, ValueError, "poll_failure_window must be > 0 seconds"),
+        ({"optimizer": "sgd"}, ValueError, "optimizer must be one of adam, muon"),
+        ({"lora": "yes"}, ValueError, "lora"),
+        ({"muon_scaling": "original"}, ValueError, "muon_scaling applies to optimizer='muon' only"),
+        ({"poll_maxx": 1.0}, TypeError, "unexpected keyword argument.*poll_maxx"),
+        ({"max_response_bytes": 0}, ValueError, "max_response_bytes must be >= 1"),
+    ],
+)
+def test_bad_options_are_refused_before_anything_is_sent(options, error, match):
+    _, sent, transport = recording()
+    with pytest.raises(error, match=match):
+        rlnb.connect(BASE, api_key=KEY, transport=transport, record=False, **options)
+    assert sent == []  # no model resource was created (and paid for) before the refusal
+
+
+def test_groups_and_flat_keywords_are_the_same_settings():
+    """A flat keyword overrides its group's field; the groups reach the client, the poller and the request."""
+    fake, _, transport = recording()
+    backend = RemoteBackend.connect(
+        BASE,
+        KEY,
+        session=SessionOptions(base_model="org/model-b", optimizer="muon", muon_scaling="match_adam"),
+        client=ClientOptions(transport=transport, deadline=30.0, max_response_bytes=1 << 20),
+        poll=PollOptions(poll_min=0.002, poll_max=0.02, ready_timeout=5),
+        poll_max=0.05,
+        display_name="grouped",
+    )
+    try:
+        assert backend.optimizer == "muon" and backend.client.deadline == 30.0
+        assert backend.client.max_response_bytes == 1 << 20
+        assert (backend._poller.poll_min, backend._poller.poll_max) == (0.002, 0.05)
+        [create] = fake.calls("POST", r"/model-resources$")
+        body = json.loads(create.content)
+        assert body["base_model"] == "org/model-b"
+        assert body["optimizer_config"] == {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_MATCH_ADAM"}}
+        [start] = fake.calls("POST", r"/training-sessions$")
+        assert json.loads(start.content)["display_name"] == "grouped"
+    finally:
+        backend.close()
+
+
+def test_an_attached_session_takes_no_new_session_options():
+    fake, sent, transport = recording()
+    sid = fake.add_session(fake.add_resource({"adam": {}}))
+    with pytest.raises(ValueError, match="base_model, display_name describe a new session"):
+        RemoteBackend.connect(BASE, KEY, session_id=sid, transport=transport, base_model="x", display_name="y")
+    assert sent == []
+    with pytest.raises(ValueError, match="uses adam, not muon"):
+        RemoteBackend.connect(BASE, KEY, session_id=sid, transport=transport, optimizer="muon", ready_timeout=5)
+    assert not fake.calls("POST")  # attaching creates nothing
