@@ -230,10 +230,13 @@ def main() -> None:
               f"(Muon lower on {sum(h > 0 for h in held)}/{len(held)} seeds)", flush=True)
         best = {k: [min(c[2] for c in r["curve"]) for r in rs] for k, rs in res.items()}
         at = [min(r["curve"], key=lambda c: c[2])[0] for r in res["muon"]]
-        print(f"{verdict(sum(m < a for a, m in zip(best['adam'], best['muon'], strict=True)), len(seeds))}  "
-              f"[notebook 02] Muon's best held-out loss (over the steps measured) is below Adam's best\n"
-              f"      Adam {span(best['adam'])}, Muon {span(best['muon'])} (Muon's best at step {span(at)})",
-              flush=True)
+        for i, (step, _, _) in enumerate(res["adam"][0]["curve"]):
+            ahead = sum(m["curve"][i][2] < a["curve"][i][2] for a, m in zip(res["adam"], res["muon"], strict=True))
+            print(f"{verdict(ahead, len(seeds))}  [notebook 02] at step {step} Muon's held-out loss is below Adam's",
+                  flush=True)
+        print(f"info   [notebook 02] best held-out loss over the steps measured: Adam {span(best['adam'])}, Muon "
+              f"{span(best['muon'])} (Muon's at step {span(at)}); Muon lower on "
+              f"{sum(m < a for a, m in zip(best['adam'], best['muon'], strict=True))}/{len(seeds)} seeds", flush=True)
         over = [r["heldout"] - b for r, b in zip(res["muon"], best["muon"], strict=True)]
         print(f"{verdict(sum(o >= 0.2 for o in over), len(seeds))}  [notebook 02] Muon overfits: its held-out loss "
               f"at step {CE['steps']} is >= 0.2 above its best\n      rise {span(over)}", flush=True)
