@@ -230,10 +230,13 @@ def main() -> None:
               f"(Muon lower on {sum(h > 0 for h in held)}/{len(held)} seeds)", flush=True)
         best = {k: [min(c[2] for c in r["curve"]) for r in rs] for k, rs in res.items()}
         at = [min(r["curve"], key=lambda c: c[2])[0] for r in res["muon"]]
-        for i, (step, _, _) in enumerate(res["adam"][0]["curve"]):
-            ahead = sum(m["curve"][i][2] < a["curve"][i][2] for a, m in zip(res["adam"], res["muon"], strict=True))
-            print(f"{verdict(ahead, len(seeds))}  [notebook 02] at step {step} Muon's held-out loss is below Adam's",
-                  flush=True)
+        pairs = list(zip(res["adam"], res["muon"], strict=True))
+        ahead = {step: sum(m["curve"][i][2] < a["curve"][i][2] for a, m in pairs)
+                 for i, (step, _, _) in enumerate(res["adam"][0]["curve"])}
+        print(f"info   [notebook 02] seeds on which Muon's held-out loss is below Adam's, by step: {ahead}", flush=True)
+        early = sum(all(m["curve"][i][2] < a["curve"][i][2] for i in (0, 1)) for a, m in pairs)
+        print(f"{verdict(early, len(seeds))}  [notebook 02] at steps 25 and 50 Muon's held-out loss is below Adam's",
+              flush=True)
         print(f"info   [notebook 02] best held-out loss over the steps measured: Adam {span(best['adam'])}, Muon "
               f"{span(best['muon'])} (Muon's at step {span(at)}); Muon lower on "
               f"{sum(m < a for a, m in zip(best['adam'], best['muon'], strict=True))}/{len(seeds)} seeds", flush=True)
@@ -247,15 +250,16 @@ def main() -> None:
         checks = {
             small: ("too small: the training reward stays below 0.05", lambda t: t["final_reward"] < 0.05),
             right: ("right: the training reward reaches >= 0.4", lambda t: t["final_reward"] >= 0.4),
-            large: (f"too large: collapses (distinct completions per group <= 1.5, reward <= {chance + 0.1:.2f})"
-                    " or fails", lambda t: t["status"] != "COMPLETED"
-                    or (t["distinct"] <= 1.5 and t["final_reward"] <= chance + 0.1)),
+            large: (f"too large: the training reward ends at or below {chance + 0.1:.2f} (a constant letter scores "
+                    f"{chance:.2f}), or the run fails", lambda t: t["status"] != "COMPLETED"
+                    or t["final_reward"] <= chance + 0.1),
         }
         for lr, (text, holds) in checks.items():
             ts = by[lr]
             print(f"{verdict(sum(holds(t) for t in ts), len(ts))}  [notebook 03] lr {lr:g} is {text}\n      reward "
                   f"{span([t['final_reward'] for t in ts])}; distinct {span([t['distinct'] for t in ts])}; "
-                  f"executor {sorted({t['executor'] for t in ts})}", flush=True)
+                  f"executor {sorted({t['executor'] for t in ts})}; collapsed onto one answer per prompt (<= 1.5 "
+                  f"distinct) on {sum(t['distinct'] <= 1.5 for t in ts)}/{len(ts)}", flush=True)
     if "lrfind" in only:
         found = [runs.get(f"lrfind/{sd}", functools.partial(lrfind_run, sd)) for sd in seeds]
         sugg = [f["suggestion"] for f in found if f["suggestion"] is not None]
@@ -273,16 +277,18 @@ def main() -> None:
         best = [runs.get(f"optuna/{sd}", functools.partial(optuna_run, sd)) for sd in seeds]
         print(f"info   [notebook 03] Optuna's best rate (8 trials of 10 steps): "
               f"{', '.join(format(b['best'], '.2g') for b in best)}", flush=True)
-        for label, rates in (("Find LR's suggestion", [f["suggestion"] for f in found]),
-                             ("Optuna's best", [b["best"] for b in best]),
-                             ("a tenth of Find LR's suggestion", [f["suggestion"] / 10 for f in found])):
+        learns = LESSONS[DEFAULT_PRESET].holds
+        for label, rates, claim in (("Find LR's suggestion", [f["suggestion"] for f in found], False),
+                                    ("Optuna's best", [b["best"] for b in best], False),
+                                    ("a tenth of Find LR's suggestion", [f["suggestion"] / 10 for f in found], None)):
             rs = [as_run(runs.get(f"constant/{lr:.2g}/{sd}", functools.partial(constant_run, float(f"{lr:.2g}"), sd)))
                   for lr, sd in zip(rates, seeds, strict=True) if lr is not None]
-            learns = LESSONS[DEFAULT_PRESET].holds
-            print(f"{verdict(sum(learns(r, chance) for r in rs), len(rs))}  [notebook 03] {LESSON_STEPS} steps at "
-                  f"{label} (constant) learn: {LESSONS[DEFAULT_PRESET].text}\n      accuracy "
-                  f"{span([r.final_accuracy for r in rs])}; reward {span([r.final_reward for r in rs])}; distinct "
-                  f"{span([r.distinct for r in rs])}", flush=True)
+            hits = sum(learns(r, chance) for r in rs)
+            head = (f"info   learns on {hits}/{len(rs)}:" if claim is None else
+                    f"{verdict(len(rs) - hits, len(rs))}  does not learn:")
+            print(f"{head} [notebook 03] {LESSON_STEPS} steps at {label} (constant); learning = "
+                  f"{LESSONS[DEFAULT_PRESET].text}\n      accuracy {span([r.final_accuracy for r in rs])}; reward "
+                  f"{span([r.final_reward for r in rs])}; distinct {span([r.distinct for r in rs])}", flush=True)
     print(f"bench wall time {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 
