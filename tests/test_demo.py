@@ -15,7 +15,8 @@ pytestmark = pytest.mark.slow  # runs rlnb demo in a subprocess
 def test_demo_runs_and_writes_history_and_plot(tmp_path):
     out = tmp_path / "demo"
     proc = subprocess.run(
-        [sys.executable, "-m", "rlnb.cli", "demo", "--steps", "4", "--optimizer", "muon", "--out", str(out)],
+        [sys.executable, "-m", "rlnb.cli", "demo", "--task", "digits", "--steps", "4", "--optimizer", "muon",
+         "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -38,6 +39,31 @@ def test_demo_runs_and_writes_history_and_plot(tmp_path):
     assert str(out / "run" / "completions.jsonl") in lines[-1]
 
 
+def test_demo_on_a_verified_task_prints_held_out_accuracy_before_and_after(tmp_path):
+    out = tmp_path / "demo"
+    proc = subprocess.run([sys.executable, "-m", "rlnb.cli", "demo", "--steps", "10", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "task=first_letter" in lines[0]  # the default: a task that needs the right answer
+    assert lines[1] == "held-out accuracy before training: 0.000 (64 prompts, greedy)"
+    assert any(ln.strip().startswith("held-out accuracy at step 10: ") for ln in lines)
+    after = next(ln for ln in lines if ln.startswith("held-out accuracy: before 0.000 -> after "))
+    logged = pd.read_csv(out / "rewards.csv")
+    accuracy = logged["eval/accuracy"].dropna().tolist()
+    assert accuracy[0] == 0.0 and f"{accuracy[-1]:.3f}" == after.split("after ")[1].split()[0] and len(accuracy) == 2
+    completions = rlnb.History.load(out / "run").completions
+    assert len(completions) == 10 * 64 * 16 and set(completions.completion.str.len()) <= {0, 1}
+
+
+def test_demo_lists_its_tasks():
+    proc = subprocess.run([sys.executable, "-m", "rlnb.cli", "demo", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "{first_letter,addition,digits}" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "rlnb.cli", "demo", "--task", "reverse"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and "invalid choice: 'reverse'" in proc.stderr
+
+
 def test_demo_rejects_bad_arguments():
     proc = subprocess.run([sys.executable, "-m", "rlnb.cli", "demo", "--steps", "0"], capture_output=True, text=True)
     assert proc.returncode == 2 and "--steps must be >= 1" in proc.stderr
@@ -50,7 +76,7 @@ def test_demo_on_a_hugging_face_model_with_lora(hf_dirs, tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert f"model={hf_dirs['qwen3']}" in proc.stdout and "lora rank 4" in proc.stdout
-    rows = [ln.split() for ln in proc.stdout.splitlines()[2:5]]
+    rows = [ln.split() for ln in proc.stdout.splitlines()[3:6]]  # after the task line, accuracy and the header
     assert [r[0] for r in rows] == ["1", "2", "3"] and all(r[-1] == "COMPLETED" for r in rows)
     config = rlnb.History.load(out / "run").config
     assert config["model_kind"] == "hf" and config["lora"]["rank"] == 4

@@ -103,7 +103,7 @@ def test_the_readme_python_examples_run(tmp_path, monkeypatch):
     try:
         exec(compile(notebook, "README.md", "exec"), namespace)
         assert namespace["panel"].session is namespace["session"]
-        assert set(namespace["trials"].status) == {"COMPLETED"} and len(namespace["trials"]) == 9
+        assert set(namespace["trials"].status) == {"COMPLETED"} and len(namespace["trials"]) == 6
         assert len(namespace["summarize"](namespace["trials"])) == 3
     finally:
         namespace["panel"].close()

@@ -83,7 +83,7 @@ def run_batched(
     device: str | torch.device = "auto",
     ns_dtype: str | None = None,
     muon_scaling: str = "original",
-    group_size: int = 8,
+    group_size: int | None = None,
     temperature: float = 1.0,
     loss: str = "grpo",
     loss_params: dict[str, Any] | None = None,
@@ -94,14 +94,16 @@ def run_batched(
     ensemble; one result per member, in order.
 
     ``model`` is ``"tiny"`` or ``"small"``, ``optimizer`` ``"adam"`` or ``"muon"``; ``device``, ``ns_dtype``
-    and ``muon_scaling`` as for ``rlnb.connect``; ``group_size``, ``temperature``, ``loss`` and
-    ``loss_params`` as for ``rl_step``. Each member's History records under ``runs_dir/<run_id>`` (in memory
+    and ``muon_scaling`` as for ``rlnb.connect``; ``group_size`` (default: the task's), ``temperature``, ``loss``
+    and ``loss_params`` as for ``rl_step``. Each member's History records under ``runs_dir/<run_id>`` (in memory
     when ``runs_dir`` is None). ``on_step(i, report)`` follows each completed step of member i (a string
     answer prunes it: PRUNED with that reason) and ``on_done(i, result)`` its end. Setting ``stop`` ends
     the run before the next step (members end STOPPED); Ctrl-C does the same and sets ``stop``.
     ``keep_weights`` returns each member's final weights. ``threads`` as for ``rlnb.connect``: the ensemble
     is one worker of the engine's thread policy, on the calling thread (its count is restored afterwards).
     """
+    task = task or digits_task()
+    group_size = task.group_size if group_size is None else group_size
     _check(model, optimizer, members, steps, group_size, temperature)
     config = loss_config(loss, loss_params)  # as Session.forward_backward builds it: bad params raise here
     field = wire.LOSS_PARAMS_FIELD[config.type]
@@ -118,7 +120,7 @@ def run_batched(
     try:
         use.before(0)
         ensemble = Ensemble(
-            model, optimizer, list(members), steps=steps, task=task or digits_task(), runs_dir=runs_dir,
+            model, optimizer, list(members), steps=steps, task=task, runs_dir=runs_dir,
             stop=stop or threading.Event(), on_step=on_step, on_done=on_done, device=device, ns_dtype=ns,
             muon_scaling=muon_scaling, group_size=group_size, temperature=float(temperature),
             loss=config.type, loss_params=given.model_dump(exclude_none=True) if given is not None else None,

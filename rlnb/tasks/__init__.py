@@ -1,18 +1,36 @@
-"""Toy RL tasks small enough to learn in a minute on two CPU cores (``task``), one RL step (``rl``), and
-the scoring and metrics of its completions (``rollouts``)."""
+"""Teaching tasks small enough to learn in a minute on two CPU cores: the gameable ``digits`` task
+(``task``), verifiable tasks with a held-out split and ``evaluate`` (``verified``), next-token text for
+supervised runs (``corpus``), one RL step (``rl``), the scoring and metrics of its completions
+(``rollouts``) and one measured training run that lessons are judged on (``lesson``)."""
 
 from rlnb.tasks.rl import StepReport, rl_step
 from rlnb.tasks.rollouts import RL_METRICS, AdvantageScale, Rollout, group_advantages, score, step_metrics
 from rlnb.tasks.task import Task, digit_fraction, digits_task
+from rlnb.tasks.verified import (
+    EVAL_ACCURACY,
+    EVAL_EVERY,
+    TASKS,
+    VerifiedTask,
+    addition_task,
+    exact_match,
+    first_letter_task,
+)
 
 __all__ = [
+    "EVAL_ACCURACY",
+    "EVAL_EVERY",
     "RL_METRICS",
+    "TASKS",
     "AdvantageScale",
     "Rollout",
     "StepReport",
     "Task",
+    "VerifiedTask",
+    "addition_task",
     "digit_fraction",
     "digits_task",
+    "exact_match",
+    "first_letter_task",
     "group_advantages",
     "rl_step",
     "score",

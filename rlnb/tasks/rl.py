@@ -34,7 +34,7 @@ def rl_step(
     task: Task,
     params: OptimizerParams,
     *,
-    group_size: int = 8,
+    group_size: int | None = None,
     temperature: float = 1.0,
     seed: int | None = None,
     loss: str = "grpo",
@@ -44,11 +44,13 @@ def rl_step(
     """One RL step. Waits only for the samples; forward-backward, optim-step and weights-sync are
     submitted back to back and pipeline on the session's queue. ``params`` are checked first.
 
-    Rewards read each completion's text without its EOS and special tokens; the loss trains on its tokens,
+    ``group_size`` samples per prompt (default: the task's). Rewards read each completion's text without
+    its EOS and special tokens; the loss trains on its tokens,
     EOS included. Advantages are ``group_advantages(rewards, advantage_scale)`` per prompt. The step's
     completions go to ``session.history.log_completions`` (also when its forward-backward or optim-step
     fails), and its RL metrics (``rlnb.tasks.RL_METRICS``) to ``session.history.log``."""
     params = session.check_params(params)
+    group_size = task.group_size if group_size is None else group_size
     prompts = [session.encode(p) for p in task.prompts]
     sampled = session.sample(
         prompts, num_samples=group_size, max_tokens=task.max_tokens, temperature=temperature, seed=seed

@@ -26,6 +26,8 @@ class Task:
     reward: Callable[[str, str], float]
     """``reward(prompt_text, completion_text) -> float``."""
     max_tokens: int = 8
+    group_size: int = 8
+    """Samples per prompt in one RL step (the GRPO group) unless the caller gives another."""
 
 
 def digits_task() -> Task:

@@ -17,11 +17,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from rlnb.history import History
+from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz.plots import NotebookFigure, _grad_norm, _loss, _metric, _series, _steps
 
 COLUMNS = 4
 """Panels per row."""
-EVAL = "eval/accuracy"
+EVAL = EVAL_ACCURACY
 LOSS_NOTE = "≈0 by construction: the ratio is 1 on-policy\nand the advantages have zero mean per group"
 """Why the GRPO loss carries no signal (its gradient is what trains)."""
 Line = tuple[str, str]

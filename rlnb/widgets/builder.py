@@ -182,7 +182,7 @@ class OptimizerBuilder:
         finally:
             self._quiet = False
         self._applied, self.modified = name, False
-        self.lesson.value = f"<span style='color:#555'>{LESSONS[name]}</span>"
+        self.lesson.value = f"<span style='color:#555'>{LESSONS[name].text}</span>"
         self._changed()
 
     def get_schedule(self) -> Schedule:

@@ -27,7 +27,7 @@ def schedule_text(schedule: Schedule) -> str:
 
 
 def summary(kind: str, params: OptimizerParams | None, schedule: Schedule | None, preset: str, errors: int) -> str:
-    """The builder folded: ``muon · lr 0.05, AdamW 0.01 · cosine to 0.1× at step 30 · preset Learns in 30
+    """The builder folded: ``muon · lr 0.05, AdamW 0.002 · cosine to 0.1× at step 30 · preset Learns in 40
     steps (modified)``; with ``✗ N problems`` first while it is invalid."""
     parts = [f"✗ {errors} problem{'s' if errors != 1 else ''} — open to fix"] if errors else []
     parts.append(kind)

@@ -20,7 +20,7 @@ from rlnb import _exit
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.tasks import Task, digits_task, rl_step
+from rlnb.tasks import EVAL_ACCURACY, EVAL_EVERY, Task, VerifiedTask, first_letter_task, rl_step
 from rlnb.viz.live import LiveView
 from rlnb.viz.plots import short
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
@@ -41,7 +41,8 @@ class RunPanel:
     Each step sends ``builder.params_at(step)`` (the schedule applied), checked against the session
     before anything is submitted. Once the session passes the end of a decaying schedule (every step then
     gets its floor rate) the panel says so, once, in an orange line (``warnings`` keeps what it said).
-    By default a step is one RL step of ``task`` (the demo's digits task) and logs its mean reward, and
+    By default a step is one RL step of ``task`` (the first-letter task, which the presets' lessons are
+    measured on) and logs its mean reward (and, every 10 steps of a verifiable task, its held-out accuracy), and
     the live view shows reward and gradient norm (not the GRPO loss, ≈0 by construction); pass
     ``step_fn`` for your own loop (the view then shows the loss, the learning rate and every figure you
     return). Runs go on a background thread, so the kernel stays free and Stop works mid-run (between
@@ -63,7 +64,8 @@ class RunPanel:
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self.builder.lock(session.optimizer)
         self.builder.lr_finder.session = session
-        self.task = task or digits_task()
+        self.task = task or first_letter_task()
+        self.builder.lr_finder.options.setdefault("task", self.task)  # Find LR probes the task the panel trains
         self.step_fn = step_fn or self._rl_step
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
         self.run_button = W.Button(description="Run N", icon="play")
@@ -213,7 +215,11 @@ class RunPanel:
                 self._sync_buttons()
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
-        return {"reward": rl_step(session, self.task, params).reward}
+        report = rl_step(session, self.task, params)
+        out = {"reward": report.reward}
+        if isinstance(self.task, VerifiedTask) and report.step % EVAL_EVERY == 0:
+            out[EVAL_ACCURACY] = self.task.evaluate(session)  # the step's weights are synced: reward vs learning
+        return out
 
     def _show(self, text: str, error: bool = False) -> None:
         color = "#b00020" if error else "inherit"

@@ -1,9 +1,8 @@
-"""Widgets driven as a person would, through `.value` and `.click()`, on sessions of ``FakeBackend`` (what the
-widgets send and show, not what the engine computes); the presets' lessons train the built-in model."""
+"""Widgets driven as a person would, through `.value` and `.click()`, on sessions of ``FakeBackend``: what the
+widgets send and show, not what the engine computes."""
 
 import json
 import re
-import statistics
 import threading
 import time
 
@@ -170,16 +169,16 @@ def test_schedule_is_a_pure_function():
 def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
     b = OptimizerBuilder("muon", total_steps=30)
     assert b.fold.selected_index is None  # folded by default: the summary is its title
-    assert b.summary == "muon · lr 0.05, AdamW 0.01 · constant · preset Learns in 30 steps"
+    assert b.summary == "muon · lr 0.05, AdamW 0.002 · constant · preset Learns in 40 steps"
     # a schedule set in another cell (as notebook 05 does) shows on the line, not only inside the fold
     b.sched_kind.value, b.warmup.value = "cosine", 3
-    assert b.summary == "muon · lr 0.05, AdamW 0.01 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 30 steps"
+    assert b.summary == "muon · lr 0.05, AdamW 0.002 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 40 steps"
     b.muon["learning_rate"].value = 0.02
-    assert "lr 0.02, AdamW 0.01" in b.summary and b.summary.endswith("preset Learns in 30 steps (modified)")
+    assert "lr 0.02, AdamW 0.002" in b.summary and b.summary.endswith("preset Learns in 40 steps (modified)")
     b.muon["momentum"].value = 1.5
     assert b.summary.startswith("✗ 1 problem — open to fix · muon · ") and "lr " not in b.summary
     b.kind = "adam"
-    assert b.summary == "adam · lr 0.01 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 30 steps (modified)"
+    assert b.summary == "adam · lr 0.002 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 40 steps (modified)"
     assert OptimizerBuilder("adam", expanded=True).fold.selected_index == 0
 
 
@@ -190,19 +189,19 @@ def test_the_panel_shows_the_schedule_and_warns_once_past_its_end(panel_session)
 
     builder = OptimizerBuilder("adam", total_steps=3)
     panel = RunPanel(panel_session, builder, step_fn=ce_step, every=0.05)
-    assert "constant schedule · lr 1.0e-02" in panel.schedule_line.value and panel.warnings == []
+    assert "constant schedule · lr 2.0e-03" in panel.schedule_line.value and panel.warnings == []
     builder.sched_kind.value = "linear"
-    assert "step 0 / 3 of the linear schedule · lr 1.0e-02" in panel.schedule_line.value
+    assert "step 0 / 3 of the linear schedule · lr 2.0e-03" in panel.schedule_line.value
     panel.n.value = 5
     panel.run_button.click()
     assert panel.join(60) and panel_session.step == 5
-    assert "step 5 / 3 of the linear schedule · lr 1.0e-03" in panel.schedule_line.value
+    assert "step 5 / 3 of the linear schedule · lr 2.0e-04" in panel.schedule_line.value
     assert "#b45309" in panel.schedule_line.value  # orange past the end
     assert len(panel.warnings) == 1 and panel.warning.layout.display is None  # once, though 2 steps went past
     assert "step 3 is past the end of the linear schedule (total steps 3)" in panel.warnings[0]
-    assert "0.1× the base rate (lr 1.0e-03)" in panel.warnings[0] and panel.warnings[0] in panel.warning.value
+    assert "0.1× the base rate (lr 2.0e-04)" in panel.warnings[0] and panel.warnings[0] in panel.warning.value
     sent = panel_session.history.steps.learning_rate
-    assert list(sent) == pytest.approx([1e-2, 7e-3, 4e-3, 1e-3, 1e-3])  # the last two at the floor
+    assert list(sent) == pytest.approx([2e-3, 1.4e-3, 8e-4, 2e-4, 2e-4])  # the last two at the floor
     builder.total.value = 6  # raised: not past the end any more
     assert panel.warning.layout.display == "none" and "step 5 / 6" in panel.schedule_line.value
     panel.step_button.click()
@@ -298,6 +297,16 @@ def test_run_panel_shows_a_failed_operation_without_a_traceback():
     assert "Traceback" not in panel.status.value
     panel.close()
     session.close()
+
+
+def test_the_panel_trains_and_probes_the_verifiable_task_by_default(panel_session):
+    panel = RunPanel(panel_session, every=0.05)
+    assert panel.task.name == "first_letter" and panel.builder.lr_finder.options["task"] is panel.task
+    mine = rlnb.tasks.addition_task()
+    other = RunPanel(panel_session, OptimizerBuilder(panel_session.optimizer), task=mine, every=0.05)
+    assert other.builder.lr_finder.options["task"] is mine
+    panel.close()
+    other.close()
 
 
 def test_run_panel_buttons_follow_validation(panel_session):
@@ -470,7 +479,7 @@ def test_each_preset_says_what_to_expect():
     assert set(LESSONS) == set(PRESETS)
     for name in PRESETS:
         b.preset.value = name
-        assert LESSONS[name] in b.lesson.value
+        assert LESSONS[name].text in b.lesson.value
 
 
 def test_valid_is_never_shown_next_to_an_error():
@@ -495,25 +504,3 @@ def test_warmup_longer_than_the_run_is_refused():
     b = OptimizerBuilder("adam", total_steps=30)
     b.warmup.value = 50
     assert not b.valid and INVALID in b.warmup._dom_classes
-
-
-# -- presets hold their lessons (seeded; the built-in model on the digits task) ----------------------
-
-
-def mean_reward(optimizer, preset, seed, steps=30):
-    params = OptimizerBuilder(optimizer, preset=preset).params
-    with rlnb.connect("local", optimizer=optimizer, seed=seed, record=False, device="cpu") as s:
-        return [rl_step(s, digits_task(), params).reward for _ in range(steps)]
-
-
-@pytest.mark.slow  # long trainings: 7 runs of 30 RL steps on the built-in model
-def test_presets_hold_their_lessons():
-    """Measured with a wide margin (docs/widgets.md): the default climbs to ~1 within 30 steps, too high collapses
-    to ~0 (12 seeds: at most 0.46 in any one), the Together docs values barely move."""
-    runs = {p: [mean_reward("adam", p, seed) for seed in (0, 1, 2)] for p in (DEFAULT_PRESET, "Too high (teaching)")}
-    mean = {p: statistics.fmean(statistics.fmean(r) for r in rs) for p, rs in runs.items()}
-    assert mean[DEFAULT_PRESET] > mean["Too high (teaching)"] + 0.2, mean
-    assert all(statistics.fmean(r[-5:]) > 0.6 for r in runs[DEFAULT_PRESET])  # visibly learns within 30 steps
-    assert statistics.fmean(statistics.fmean(r[-5:]) for r in runs["Too high (teaching)"]) < 0.4  # visibly fails
-    docs = mean_reward("adam", "Together docs", 0)
-    assert statistics.fmean(docs[-5:]) < 0.2 < statistics.fmean(runs[DEFAULT_PRESET][0][-5:])

@@ -1,0 +1,69 @@
+"""One measured training run of a verifiable task (``train``): the numbers a lesson's claim is judged on.
+
+The presets' claims (``rlnb.widgets.presets.LESSONS``), ``bench/bench_lessons.py`` (seeds 0-9) and the
+tests (seeds 0-2) all judge the same record, made the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from rlnb.errors import OperationFailed
+from rlnb.params import OptimizerParams
+from rlnb.session import Session
+from rlnb.tasks.rl import rl_step
+from rlnb.tasks.verified import EVAL_ACCURACY, EVAL_EVERY, VerifiedTask
+
+
+@dataclass
+class LessonRun:
+    """What ``train`` measured: eval accuracy at some steps, the training reward per step, and collapse."""
+
+    accuracy: dict[int, float] = field(default_factory=dict)
+    """Held-out accuracy (``VerifiedTask.evaluate``) by step; step 0 is before training."""
+    rewards: list[float] = field(default_factory=list)
+    """Mean training reward (sampled at temperature 1) of each completed step."""
+    distinct: float = math.nan
+    """Distinct completions per group at the last step (``completions/distinct_mean``): 1 = collapsed."""
+    failed: str = ""
+    """The error code of the step that failed (e.g. NON_FINITE_LOSS), or empty."""
+
+    @property
+    def final_accuracy(self) -> float:
+        return self.accuracy[max(self.accuracy)]
+
+    @property
+    def final_reward(self) -> float:
+        """The mean training reward of the last five steps (NaN before any)."""
+        return statistics.fmean(self.rewards[-5:]) if self.rewards else math.nan
+
+
+def train(session: Session, task: VerifiedTask, params: OptimizerParams, steps: int, *, eval_every: int = EVAL_EVERY,
+          seed: int = 0) -> LessonRun:
+    """``steps`` RL steps of ``task`` (``rl_step``, sampling seeds from ``seed`` as a sweep trial does), the
+    held-out accuracy before, every ``eval_every`` steps and at the end. A failed step ends the run and is
+    recorded (``failed``), not raised: a lesson may be that the run fails. The accuracy is also logged to
+    the history as ``eval/accuracy``."""
+    run = LessonRun()
+    run.accuracy[session.step] = log_accuracy(session, task)
+    for i in range(steps):
+        try:
+            report = rl_step(session, task, params, seed=seed * 1_000_003 + i)
+        except OperationFailed as exc:
+            run.failed = exc.code or "FAILED"
+            break
+        run.rewards.append(report.reward)
+        run.distinct = report.metrics["completions/distinct_mean"]
+        if (i + 1) % eval_every == 0 or i + 1 == steps:
+            run.accuracy[session.step] = log_accuracy(session, task)
+    return run
+
+
+def log_accuracy(session: Session, task: VerifiedTask) -> float:
+    """Held-out accuracy at the session's step, logged to its history as ``eval/accuracy`` (the overview
+    plot draws it beside the reward)."""
+    accuracy = task.evaluate(session)
+    session.history.log(session.step, **{EVAL_ACCURACY: accuracy})
+    return accuracy

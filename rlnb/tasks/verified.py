@@ -1,0 +1,130 @@
+"""Verifiable teaching tasks: the reward needs the right answer, and accuracy is measured apart from it.
+
+The ``digits`` task rewards the fraction of digit characters, so ``"88888888"`` scores 1.0: it shows that
+the RL loop moves the policy, not that anything is learned. A ``VerifiedTask`` has (1) a reward that only
+the correct answer earns (exact match, no partial credit), (2) a held-out eval split never trained on and
+(3) ``evaluate``: pass@1 at temperature 0 on that split. The training reward and the eval accuracy are two
+numbers, so learning and gaming can be told apart.
+
+The answers are one token (``max_tokens=1``): the built-in models are byte-level and start uniform over
+256 bytes, so a random policy hits a one-byte answer with p ≈ 1/256, and every further answer byte divides
+that by 256 again; RL from scratch would never see a reward for a two-byte answer. With one token the
+completion *is* the answer: no stop string to learn and nothing to parse. No format credit either: a
+reward of 0.1 for "any letter" made learning slower (the policy first learns a prompt-independent letter).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import product
+
+from rlnb.session import Session
+from rlnb.tasks.task import Task, digits_task
+
+EVAL_ACCURACY = "eval/accuracy"
+"""The history's name for held-out accuracy (``History.log(step, **{EVAL_ACCURACY: ...})``)."""
+EVAL_EVERY = 10
+"""Steps between two evaluations in the panel and in ``rlnb.tasks.lesson.train``."""
+
+
+@dataclass
+class VerifiedTask(Task):
+    """A ``Task`` whose reward is exact match against ``answer(prompt)``, with a held-out eval split."""
+
+    eval_prompts: list[str] = field(default_factory=list)
+    """Prompts never trained on: what ``evaluate`` scores."""
+    answer: Callable[[str], str] = str
+    """The reference answer of a prompt, computed from its text."""
+    chance: float = 0.0
+    """The eval accuracy of the best constant answer: what a collapsed policy (one output for every
+    prompt) scores, the floor a lesson compares against."""
+
+    def evaluate(self, session: Session, n: int | None = None, *, split: str = "eval") -> float:
+        """Accuracy, pass@1 at temperature 0 (greedy), on the first ``n`` prompts of the held-out split
+        (``split="train"``: the training prompts). Reads the sampler's weights, i.e. the last weights-sync."""
+        if split not in ("eval", "train"):
+            raise ValueError(f"split must be 'eval' or 'train', got {split!r}")
+        prompts = self.eval_prompts if split == "eval" else [str(p) for p in self.prompts]
+        prompts = prompts[:n] if n is not None else prompts
+        if not prompts:
+            raise ValueError(f"task {self.name!r} has no {split} prompts to evaluate")
+        ids = [session.encode(p) for p in prompts]
+        out = session.sample(ids, num_samples=1, max_tokens=self.max_tokens, temperature=0.0).result()
+        texts = [session.decode(r.sequences[0].tokens, skip_special=True) for r in out.results]
+        return statistics.fmean(float(t == self.answer(p)) for t, p in zip(texts, prompts, strict=True))
+
+
+def exact_match(answer: Callable[[str], str]) -> Callable[[str, str], float]:
+    """``reward(prompt, completion)``: 1.0 when the completion is exactly ``answer(prompt)``, else 0.0.
+    No stripping or case folding: a lenient match is a reward that can be gamed."""
+
+    def reward(prompt: str, completion: str) -> float:
+        return float(completion == answer(prompt))
+
+    return reward
+
+
+def _first(prompt: str) -> str:
+    return prompt[0]
+
+
+def first_letter_task(alphabet: str = "abcd", length: int = 4, n_train: int = 64, n_eval: int = 64,
+                      split_seed: int = 0) -> VerifiedTask:
+    """Copy the first letter: ``"cadb>"`` → ``"c"`` (one token, exact match).
+
+    The words are strings over ``alphabet``, each letter first in an equal share of both splits; the
+    held-out words never appear in training (fixed by ``split_seed``, not by the session's seed, so every
+    run sees the same split). The model must attend from the last position back to the first and copy it,
+    so held-out words test the mechanism, not memory. A four-letter alphabet makes the task learnable by
+    RL from a random init in ~20 steps; a collapsed policy answering one letter everywhere scores 0.25.
+    """
+    k = len(alphabet)
+    if k < 2 or len(set(alphabet)) != k:
+        raise ValueError(f"alphabet must have at least 2 distinct characters, got {alphabet!r}")
+    if n_train % k or n_eval % k or n_train <= 0 or n_eval <= 0:
+        raise ValueError(f"n_train ({n_train}) and n_eval ({n_eval}) must be positive multiples of {k}")
+    rng = random.Random(split_seed)
+    train: list[str] = []
+    held_out: list[str] = []
+    for c in alphabet:
+        words = [c + "".join(w) for w in product(alphabet, repeat=length - 1)]
+        if (n_train + n_eval) // k > len(words):
+            raise ValueError(f"length {length} gives only {len(words)} words per first letter; "
+                             f"n_train + n_eval needs {(n_train + n_eval) // k}")
+        rng.shuffle(words)
+        train += words[: n_train // k]
+        held_out += words[n_train // k: (n_train + n_eval) // k]
+    rng.shuffle(train)
+    rng.shuffle(held_out)
+    return VerifiedTask("first_letter", [w + ">" for w in train], exact_match(_first), max_tokens=1,
+                        group_size=16, eval_prompts=[w + ">" for w in held_out], answer=_first, chance=1 / k)
+
+
+def _sum(prompt: str) -> str:
+    a, b = prompt.rstrip("=").split("+")
+    return str(int(a) + int(b))
+
+
+def addition_task(n_eval: int = 11, split_seed: int = 0) -> VerifiedTask:
+    """Single-digit addition with a one-digit answer: ``"3+4="`` → ``"7"`` (the 55 pairs with a + b ≤ 9).
+
+    ``n_eval`` pairs are held out. A tiny model learns the training pairs by heart but does not learn to add
+    from ~44 examples: its held-out accuracy is the lesson "reward is not generalisation"."""
+    pairs = [(a, b) for a in range(10) for b in range(10) if a + b <= 9]
+    if not 1 <= n_eval < len(pairs):
+        raise ValueError(f"n_eval must be in [1, {len(pairs) - 1}], got {n_eval}")
+    random.Random(split_seed).shuffle(pairs)
+    held_out, train = pairs[:n_eval], pairs[n_eval:]
+    answers = [str(a + b) for a, b in held_out]
+    return VerifiedTask("addition", [f"{a}+{b}=" for a, b in train], exact_match(_sum), max_tokens=1,
+                        group_size=16, eval_prompts=[f"{a}+{b}=" for a, b in held_out], answer=_sum,
+                        chance=max(answers.count(x) for x in set(answers)) / len(answers))
+
+
+TASKS: dict[str, Callable[[], Task]] = {
+    "first_letter": first_letter_task, "addition": addition_task, "digits": digits_task,
+}
+"""The built-in tasks by name (``rlnb demo --task NAME``)."""

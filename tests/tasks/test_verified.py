@@ -1,0 +1,97 @@
+"""Verifiable tasks: splits, exact-match rewards, held-out evaluation, the corpus helpers and the demo's task list."""
+
+import dataclasses
+import random
+
+import pytest
+
+import rlnb
+from rlnb.tasks import TASKS, VerifiedTask, addition_task, corpus, exact_match, first_letter_task
+from rlnb.tasks.lesson import LessonRun, log_accuracy
+
+
+def test_first_letter_splits_are_disjoint_balanced_and_fixed():
+    task = first_letter_task()
+    assert len(task.prompts) == len(task.eval_prompts) == 64 and not set(task.prompts) & set(task.eval_prompts)
+    for split in (task.prompts, task.eval_prompts):
+        assert all(len(p) == 5 and p.endswith(">") and set(p[:4]) <= set("abcd") for p in split)
+        assert sorted(p[0] for p in split) == sorted("abcd" * 16)  # every answer equally often
+    assert task.prompts == first_letter_task().prompts  # the split does not depend on the session's seed
+    assert task.prompts != first_letter_task(split_seed=1).prompts
+    assert task.chance == 0.25 and task.max_tokens == 1 and task.group_size == 16
+
+
+def test_the_reward_is_exact_match_only():
+    task = first_letter_task()
+    assert task.reward("cabd>", "c") == 1.0
+    for wrong in ("C", " c", "c ", "a", "", "cc"):
+        assert task.reward("cabd>", wrong) == 0.0, wrong
+    assert exact_match(lambda p: "7")("3+4=", "7") == 1.0
+    add = addition_task()
+    assert add.reward("3+4=", "7") == 1.0 and add.reward("3+4=", "8") == 0.0 and add.reward("3+4=", "88888888") == 0.0
+    assert len(add.prompts) == 44 and len(add.eval_prompts) == 11 and not set(add.prompts) & set(add.eval_prompts)
+    assert all(add.answer(p) == str(eval(p[:-1])) for p in add.prompts + add.eval_prompts)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"alphabet": "a"}, "alphabet must have at least 2 distinct"),
+    ({"alphabet": "aab"}, "alphabet must have at least 2 distinct"),
+    ({"n_train": 63}, "positive multiples of 4"),
+    ({"n_eval": 0}, "positive multiples of 4"),
+    ({"length": 2}, "length 2 gives only 4 words per first letter"),
+])
+def test_first_letter_refuses_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        first_letter_task(**kwargs)
+
+
+def test_addition_refuses_an_eval_split_out_of_range():
+    with pytest.raises(ValueError, match=r"n_eval must be in \[1, 54\], got 55"):
+        addition_task(n_eval=55)
+
+
+def test_evaluate_scores_greedy_answers_on_the_held_out_split():
+    task = first_letter_task()
+    with rlnb.connect("local", seed=0, device="cpu", record=False) as s:
+        greedy = s.sample([s.encode(p) for p in task.eval_prompts], max_tokens=1, temperature=0.0).result()
+        said = {p: s.decode(r.sequences[0].tokens, skip_special=True)
+                for p, r in zip(task.eval_prompts, greedy.results, strict=True)}
+        oracle = dataclasses.replace(task, answer=said.__getitem__)
+        assert oracle.evaluate(s) == 1.0  # the greedy answer is what evaluate reads
+        half = set(random.Random(0).sample(task.eval_prompts, 32))
+        mixed = dataclasses.replace(task, answer=lambda p: said[p] if p in half else said[p] + "x")
+        assert mixed.evaluate(s) == 0.5
+        assert mixed.evaluate(s, 10) == pytest.approx(sum(p in half for p in task.eval_prompts[:10]) / 10)
+        assert task.evaluate(s) == sum(said[p] == p[0] for p in task.eval_prompts) / 64
+        assert log_accuracy(s, task) == task.evaluate(s)
+        assert s.history.logged["eval/accuracy"].iloc[-1] == task.evaluate(s)
+        with pytest.raises(ValueError, match="split must be 'eval' or 'train'"):
+            task.evaluate(s, split="test")
+        with pytest.raises(ValueError, match="has no eval prompts"):
+            dataclasses.replace(task, eval_prompts=[]).evaluate(s)
+
+
+def test_a_lesson_run_reads_its_last_numbers():
+    run = LessonRun({0: 0.0, 10: 0.5, 20: 0.75}, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 3.0)
+    assert run.final_accuracy == 0.75 and run.final_reward == pytest.approx(0.4)
+    assert LessonRun().final_reward != LessonRun().final_reward  # NaN before any step
+
+
+def test_corpus_windows_cover_the_text_and_weigh_tokens_equally():
+    rng = random.Random(0)
+    windows = corpus.batch(corpus.TRAIN_TEXT, 4, 16, rng)
+    assert [len(w) for w in windows] == [17] * 4 and all(bytes(w).decode() in corpus.TRAIN_TEXT for w in windows)
+    assert corpus.TRAIN_TEXT + corpus.HELDOUT_TEXT == corpus.CORPUS and corpus.CORPUS.isascii()
+    tiles = corpus.tiles("abcdefghij", 4)
+    assert [bytes(t).decode() for t in tiles] == ["abcde", "cdefg", "efghi"]
+    samples = corpus.cross_entropy(windows)
+    weights = [w for s in samples for w in s.loss_fn_inputs["weights"].data]
+    assert sum(weights) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="window must be shorter than the text"):
+        corpus.batch("abc", 1, 3, rng)
+
+
+def test_the_task_list_names_what_the_demo_offers():
+    assert sorted(TASKS) == ["addition", "digits", "first_letter"]
+    assert all(TASKS[name]().name == name for name in TASKS)
+    assert isinstance(TASKS["first_letter"](), VerifiedTask) and not isinstance(TASKS["digits"](), VerifiedTask)
