@@ -220,7 +220,7 @@ def test_an_edit_that_leaves_the_schedule_and_rate_alone_draws_no_new_plot(monke
     assert len(drawn) == 1
     b.adam["beta1"].value = 0.8  # the preview and the summary change; the schedule's plot does not
     assert len(drawn) == 1 and '"beta1": 0.8' in b.preview.value
-    b.adam["learning_rate"].text.value = 2e-3
+    b.adam["learning_rate"].text.value = 2 * b.params.learning_rate
     assert len(drawn) == 2
 
 
