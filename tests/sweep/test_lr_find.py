@@ -191,7 +191,7 @@ def test_find_lr_suggests_and_applies_nothing_until_apply():
     result = finder.result
     assert finder.error is None and result.suggestion == significant(result.suggestion)
     assert b.params.learning_rate == before  # shown, not applied
-    assert f"suggested lr {result.suggestion:g}" in finder.status.value and "click Apply" in finder.status.value
+    assert f"suggested lr {result.suggestion:g}" in finder.status.value and "upper edge" in finder.status.value
     assert len(finder.plot.value) > 1000 and finder.plot.layout.display is None
     assert not finder.button.disabled and not finder.apply_button.disabled
     finder.apply_button.click()
