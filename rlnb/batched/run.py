@@ -37,7 +37,7 @@ from rlnb import wire
 from rlnb.batched.ensemble import Ensemble
 from rlnb.batched.members import SEED_STRIDE, Member, MemberResult, OnStep
 from rlnb.engine.backend import resolve_device
-from rlnb.engine.handlers import MAX_NUM_SAMPLES
+from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.models.tiny import SIZES
 from rlnb.engine.optim.muon import ns_dtype_for

@@ -2,7 +2,8 @@
 
 Every handler takes the session's ``Engine`` (models, optimizer, counters), the request body and the
 cancel event, and returns the kind's wire result or raises ``OperationError`` with an API error code.
-Inputs are checked before any compute, so a bad request never leaves half-accumulated gradients.
+Inputs are checked before any compute (``rlnb.engine.inputs``), so a bad request never leaves
+half-accumulated gradients.
 """
 
 from __future__ import annotations
@@ -22,18 +23,14 @@ from torch import Tensor, nn
 from rlnb import params as params_mod
 from rlnb import wire
 from rlnb.engine import checkpoints, sampling
+from rlnb.engine import inputs as inputs_mod
 from rlnb.engine import losses as losses_mod
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler, bucket
 from rlnb.engine.optim.trainer import NonFiniteGradient, StepStats, TrainerOptimizer
 from rlnb.errors import Cancelled, OperationError
-from rlnb.text import NoTokenizerCodec
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OptimizerKind
-
-MAX_NUM_SAMPLES = 256
-"""Completions per prompt in one sample operation."""
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass
@@ -85,64 +82,6 @@ def classify(exc: Exception) -> OperationError | None:
     return None
 
 
-# -- inputs -----------------------------------------------------------------------------------------
-
-
-def check_tokens(engine: Engine, tokens: list[int], where: str) -> list[int]:
-    if not tokens:
-        raise OperationError(Code.INVALID_INPUT, f"{where}: model_input has no tokens")
-    limit = engine.adapter.context_length
-    if len(tokens) > limit:
-        raise OperationError(Code.INVALID_INPUT, f"{where}: {len(tokens)} tokens exceed the model's context of {limit}")
-    vocab = engine.adapter.vocab_size
-    bad = next((t for t in tokens if not 0 <= t < vocab), None)
-    if bad is not None:
-        raise OperationError(Code.INVALID_INPUT, f"{where}: token {bad} is outside the vocabulary [0, {vocab})")
-    return tokens
-
-
-def _inputs(engine: Engine, samples: list[wire.Sample]) -> tuple[list[list[int]], list[dict[str, Tensor]]]:
-    if not samples:
-        raise OperationError(Code.INVALID_INPUT, "samples is empty")
-    seqs, inputs = [], []
-    vocab = engine.adapter.vocab_size
-    for i, s in enumerate(samples):
-        seqs.append(check_tokens(engine, s.model_input.tokens, f"samples[{i}]"))
-        tensors = {}
-        for key, td in s.loss_fn_inputs.items():
-            if td.dtype == "int64":
-                ids = [int(v) for v in td.data]
-                if ids != td.data or any(not INT64_MIN <= v <= INT64_MAX for v in ids):
-                    raise OperationError(
-                        Code.INVALID_INPUT,
-                        f"samples[{i}].loss_fn_inputs.{key}: int64 data must be integers in int64 range",
-                    )
-                if key == "target_tokens" and ids and not (min(ids) >= 0 and max(ids) < vocab):
-                    raise OperationError(
-                        Code.INVALID_INPUT, f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {vocab})"
-                    )
-                tensors[key] = torch.tensor(ids, dtype=torch.int64)
-            else:
-                tensors[key] = torch.tensor(td.data, dtype=torch.float32)
-        inputs.append(tensors)
-    return seqs, inputs
-
-
-def _logprobs(engine: Engine, seqs: list[list[int]], targets: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
-    """Log-prob of each target token and the policy's entropy at each position, one 1-D tensor per sample.
-    Sequences are right-padded into one batch: with causal attention, padding after a sequence cannot
-    change its positions."""
-    lens = [len(s) for s in seqs]
-    width = max(lens)
-    idx = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=engine.device)
-    tgt = torch.nn.utils.rnn.pad_sequence(targets, batch_first=True).to(engine.device)
-    logits = engine.adapter.forward(engine.trainer, idx)  # (B, T, V)
-    lp, entropy = losses_mod.logprobs_and_entropy(logits, tgt)
-    if len(lens) == 1:
-        return [lp[0].cpu()], [entropy[0].cpu()]
-    return [lp[b, :n].cpu() for b, n in enumerate(lens)], [entropy[b, :n].cpu() for b, n in enumerate(lens)]
-
-
 # -- forward-backward ------------------------------------------------------------------------------
 
 
@@ -152,14 +91,14 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
         raise OperationError(Code.INVALID_INPUT, f"loss.type must be one of {', '.join(losses_mod.LOSS_TYPES)}")
     field_name = wire.LOSS_PARAMS_FIELD[loss_type]
     given = getattr(body.loss, field_name) if field_name else None
-    seqs, inputs = _inputs(engine, body.samples)
+    seqs, inputs = inputs_mod.read_samples(engine.adapter, body.samples)
     losses_mod.check_read(loss_type, inputs)
     loss_params = losses_mod.validate(
         loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, [len(s) for s in seqs]
     )
     forward_only = bool(body.forward_only)
     with torch.set_grad_enabled(not forward_only):
-        lps, entropy = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
+        lps, entropy = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, [x["target_tokens"] for x in inputs])
         loss, metrics = losses_mod.compute(
             loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length, entropy=entropy
         )  # FIXED_HORIZON's constant: the session's maximum sequence length
@@ -186,7 +125,7 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
 def custom_forward_backward(
     engine: Engine, body: wire.CustomForwardBackwardBody, cancelled: threading.Event
 ) -> wire.CustomForwardBackwardResult:
-    seqs, inputs = _inputs(engine, body.samples)
+    seqs, inputs = inputs_mod.read_samples(engine.adapter, body.samples)
     losses_mod.check_read(None, inputs)
     if len(body.gradients) != len(seqs):
         raise OperationError(Code.INVALID_INPUT, f"gradients has {len(body.gradients)} entries for {len(seqs)} samples")
@@ -211,7 +150,7 @@ def custom_forward_backward(
         if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
             raise OperationError(Code.NON_FINITE_LOSS, f"gradients[{i}] is not finite; no gradients were accumulated")
         grads.append(grad * ((mask != 0).float() if mask is not None else 1.0))
-    lps, _ = _logprobs(engine, seqs, [x["target_tokens"] for x in inputs])
+    lps, _ = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, [x["target_tokens"] for x in inputs])
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
     surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly
     return wire.CustomForwardBackwardResult()
@@ -275,38 +214,11 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
         raise OperationError(
             Code.INVALID_INPUT, "this session is trainer-only (0 generator replicas): sample is rejected"
         )
-    sp = body.sampling_params or wire.SamplingParams()
-    n = body.num_samples or 1
-    if n > MAX_NUM_SAMPLES:
-        raise OperationError(Code.INVALID_INPUT, f"num_samples must be <= {MAX_NUM_SAMPLES}, got {n}")
-    if not body.model_inputs:
-        raise OperationError(Code.INVALID_INPUT, "model_inputs is empty")
-    settings = sampling.Settings(
-        max_tokens=sp.max_tokens or wire.DEFAULT_MAX_TOKENS,
-        temperature=1.0 if sp.temperature is None else sp.temperature,
-        top_p=1.0 if sp.top_p is None else sp.top_p,
-        top_k=-1 if sp.top_k is None else sp.top_k,
-        stop=tuple(sp.stop or ()),
-        eos=engine.adapter.codec.eos_token_ids,
-    )
-    codec = engine.adapter.codec
-    if settings.stop and isinstance(codec, NoTokenizerCodec):  # stop strings are matched on decoded text
-        raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop: {codec.refusal()}")
-    context = engine.adapter.context_length
-    prompts = []
-    for i, mi in enumerate(body.model_inputs):
-        prompt = check_tokens(engine, mi.tokens, f"model_inputs[{i}]")
-        if len(prompt) + settings.max_tokens > context:
-            raise OperationError(
-                Code.INVALID_INPUT,
-                f"model_inputs[{i}]: {len(prompt)} prompt tokens + max_tokens {settings.max_tokens} "
-                f"exceed the model's context of {context}",
-            )
-        prompts.append(prompt)
+    sp, n, settings, prompts = inputs_mod.sample_request(engine.adapter, body)
     seed = sp.seed % 2**63 if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))
     longest, rows, chooser = max(len(p) for p in prompts) + settings.max_tokens, len(prompts) * n, sampling.pick
     if engine.compiler is not None:  # compiled: lengths in buckets, so that nearby ones share a graph
-        longest = bucket(longest, context)
+        longest = bucket(longest, engine.adapter.context_length)
         dtype = next(engine.sampler.parameters()).dtype  # of the logits the choice reads
         chooser = engine.compiler.wrap(sampling.pick, "token choice", dtype, batch=rows,
                                        vocab=engine.adapter.vocab_size,

@@ -10,7 +10,9 @@ a killed process loses nothing it had recorded. A run id that exists already is 
 are loaded and new ones are numbered after them.
 ``History.load(path)`` restores a run, loading what is readable and warning about the rest.
 
-The record format is ``rlnb.history.record``; the tables are built by ``rlnb.history.tables``.
+The record format is ``rlnb.history.record``; the tables are built by ``rlnb.history.tables``. The
+module is longer than ~300 lines because ``History`` is one class, the record of a run and its views;
+what could stand apart (store, steplog, tables, catalog) already does.
 """
 
 from __future__ import annotations

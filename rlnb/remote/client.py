@@ -1,59 +1,29 @@
 """``APIClient``: the retrying HTTP client of Together's RL training-session API (R-new, SDK 3.1.1).
 
-One method per endpoint, over a swappable httpx transport. Every request goes through ``_send``, which
-applies the one ``RetryPolicy`` (no response, 408, 409, 429, >= 500, or whatever ``x-should-retry``
-says; jittered exponential backoff honouring ``Retry-After``) and turns every failure into an
-``rlnb.errors`` error. Each operation POST carries one ``Idempotency-Key``, made before the first
-attempt and reused on every retry, so a retried submission never runs twice.
+One method per endpoint, over a swappable httpx transport. Every request goes through the send path of
+``rlnb.remote.calls`` (its base class): one ``RetryPolicy``, a deadline per call, every failure an
+``rlnb.errors`` error, and the API key in no repr, log line or message. Each operation POST carries one
+``Idempotency-Key``, made before the first attempt and reused on every retry, so a retried submission
+never runs twice.
 
 Large bodies go through the payload side channel exactly as the official SDK sends them (``payloads``),
-and results that name a ``payload_id`` are fetched and merged before they are parsed. The client also
-learns what the server offers beyond the API (rlnb serve's long-poll and in-order execution, from its
-``rlnb-*`` response headers) in ``features``.
-
-Every call ends by ``deadline`` seconds, all attempts and backoff included: each socket operation is
-bounded by the time left (``transport.DeadlineTransport``), so a server that drips its answer cannot hold
-a call for ever.
-
-The API key lives in a ``SecretStr`` and is written only into the ``Authorization`` header: it is in no
-repr, log line or exception message (the header of a request inside an exception rlnb raises reads
-``Bearer ***``), and every body a server sends back, successful or not, is read under a size cap and
-scrubbed of it after JSON decoding (``bodies``).
+and results that name a ``payload_id`` are fetched and merged before they are parsed.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
-import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, SecretStr
 
-from rlnb import _secrets, wire
-from rlnb.errors import APIConnectionError, APIError, APITimeoutError
-from rlnb.remote import bodies, payloads
+from rlnb import wire
+from rlnb.errors import APIError
+from rlnb.remote import payloads
+from rlnb.remote.calls import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call, Caller
 from rlnb.remote.retry import RetryPolicy
-from rlnb.remote.transport import DeadlineTransport, deadline
-
-log = logging.getLogger("rlnb")
-
-DEFAULT_BASE_URL = "https://api.together.ai"
-"""Used when neither ``base_url`` nor ``$TOGETHER_BASE_URL`` is given (the SDK's default)."""
-ENV_BASE_URL = "TOGETHER_BASE_URL"
-ENV_API_KEY = "TOGETHER_API_KEY"
-API_PREFIX = "/v1/rl"
-USER_AGENT = "rlnb"
-DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
-"""Per socket operation (the SDK's): operations are asynchronous, so no request should take long."""
-DEFAULT_DEADLINE = 120.0
-"""Seconds one API call may take in all — every attempt, retry backoff and byte of the answer (plus a
-long-poll's wait): a server that drips its answer, or keeps failing, cannot hold a call longer."""
 
 
 @dataclass(frozen=True)
@@ -71,19 +41,6 @@ class ClientOptions:
     max_response_bytes: int | None = None
 
 
-M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass
-class ServerFeatures:
-    """What the server offers beyond Together's API, learned from its ``rlnb-*`` response headers."""
-
-    long_poll_max_wait: float | None = None
-    """``GET .../operations/{kind}/{id}?wait=S`` is served, for S up to this (rlnb serve)."""
-    in_order: bool = False
-    """A session's operations run one at a time in submission order (rlnb serve)."""
-
-
 @dataclass(frozen=True)
 class PreparedOperation:
     """An operation's request, encoded when it is submitted (a snapshot: the caller's objects may change
@@ -96,19 +53,6 @@ class PreparedOperation:
     upload: bytes | None = None
     """What goes through the payload side channel first (a large body), or None."""
     inline: dict[str, Any] | None = None
-
-
-class _Call(NamedTuple):
-    method: str
-    url: str
-    """Absolute, or a path under ``API_PREFIX``."""
-    content: bytes | None = None
-    params: dict[str, str] | None = None
-    idempotency_key: str | None = None
-    auth: bool = True
-    """False for presigned URLs: they must not see the key."""
-    wait: float = 0.0
-    """Seconds the server may hold the answer (long-poll): added to the read timeout."""
 
 
 def _seg(value: str, name: str) -> str:
@@ -124,12 +68,12 @@ def _operations_path(session_id: str, kind: wire.OperationKind) -> str:
     return f"/training-sessions/{_seg(session_id, 'session_id')}/operations/{kind}"
 
 
-class APIClient:
+class APIClient(Caller):
     """Synchronous client of the RL training-session API.
 
     Args:
         base_url: e.g. ``https://api.together.ai`` or ``http://127.0.0.1:8000`` (``rlnb serve``);
-            default ``$TOGETHER_BASE_URL``, then ``DEFAULT_BASE_URL``. Paths are under ``/v1/rl``.
+            default ``$TOGETHER_BASE_URL``, then ``calls.DEFAULT_BASE_URL``. Paths are under ``/v1/rl``.
         api_key: sent as ``Authorization: Bearer``; default ``$TOGETHER_API_KEY`` (none: no header).
         timeout: per socket operation; ignored when ``http_client`` is given (its own applies).
         deadline: seconds one call may take in all, retries included (plus a long-poll's wait). The
@@ -144,48 +88,6 @@ class APIClient:
             256 MiB); a larger one fails the call with ``APIError`` instead of filling the memory.
     """
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        *,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        deadline: float = DEFAULT_DEADLINE,
-        max_retries: int | None = None,
-        retry: RetryPolicy | None = None,
-        http_client: httpx.Client | None = None,
-        transport: httpx.BaseTransport | None = None,
-        server_extensions: bool = True,
-        max_response_bytes: int | None = None,
-    ):
-        if not deadline > 0:
-            raise ValueError(f"deadline must be > 0 seconds, got {deadline}")
-        if http_client is not None and transport is not None:
-            raise ValueError("pass http_client or transport, not both")
-        if retry is not None and max_retries is not None:
-            raise ValueError("pass retry or max_retries, not both")
-        self.retry = retry or (RetryPolicy() if max_retries is None else RetryPolicy(max_retries=max_retries))
-        self.base_url = (base_url or os.environ.get(ENV_BASE_URL) or DEFAULT_BASE_URL).rstrip("/")
-        key = api_key if api_key is not None else os.environ.get(ENV_API_KEY)
-        self._api_key = SecretStr(key) if key else None
-        if key:
-            _secrets.register(key)
-        self._bodies = bodies.Scrubber(key or None)
-        self.max_response_bytes = bodies.MAX_RESPONSE_BYTES if max_response_bytes is None else max_response_bytes
-        if self.max_response_bytes < 1:
-            raise ValueError(f"max_response_bytes must be >= 1, got {self.max_response_bytes}")
-        self.deadline = deadline
-        self._owns_http = http_client is None
-        if http_client is None:
-            http_client = httpx.Client(transport=transport or DeadlineTransport(), timeout=timeout)
-        self._http = http_client
-        self.features = ServerFeatures()
-        self.server_extensions = server_extensions
-
-    @property
-    def max_retries(self) -> int:
-        return self.retry.max_retries
-
     def __repr__(self) -> str:
         return f"<APIClient {self.base_url} max_retries={self.max_retries}>"
 
@@ -195,38 +97,34 @@ class APIClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self) -> None:
-        if self._owns_http:
-            self._http.close()
-
     # -- endpoints -------------------------------------------------------------------------------
 
     def supported_models(self) -> wire.SupportedModels:
-        return self._parse(self._send(_Call("GET", "/supported-models")), wire.SupportedModels)
+        return self._parse(self._send(Call("GET", "/supported-models")), wire.SupportedModels)
 
     def create_model_resources(self, request: wire.CreateModelResourcesRequest) -> wire.ModelResources:
-        return self._parse(self._send(_Call("POST", "/model-resources", _json(request))), wire.ModelResources)
+        return self._parse(self._send(Call("POST", "/model-resources", _json(request))), wire.ModelResources)
 
     def get_model_resources(self, model_resources_id: str) -> wire.ModelResources:
         path = f"/model-resources/{_seg(model_resources_id, 'model_resources_id')}"
-        return self._parse(self._send(_Call("GET", path)), wire.ModelResources)
+        return self._parse(self._send(Call("GET", path)), wire.ModelResources)
 
     def stop_model_resources(self, model_resources_id: str, *, force: bool = True) -> wire.ModelResources:
         """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails)."""
         path = f"/model-resources/{_seg(model_resources_id, 'model_resources_id')}/stop"
-        call = _Call("POST", path, params={"force": "true" if force else "false"})
+        call = Call("POST", path, params={"force": "true" if force else "false"})
         return self._parse(self._send(call), wire.ModelResources)
 
     def create_session(self, request: wire.StartTrainingSessionRequest) -> wire.Session:
-        return self._parse(self._send(_Call("POST", "/training-sessions", _json(request))), wire.Session)
+        return self._parse(self._send(Call("POST", "/training-sessions", _json(request))), wire.Session)
 
     def get_session(self, session_id: str) -> wire.Session:
         path = f"/training-sessions/{_seg(session_id, 'session_id')}"
-        return self._parse(self._send(_Call("GET", path)), wire.Session)
+        return self._parse(self._send(Call("GET", path)), wire.Session)
 
     def stop_session(self, session_id: str) -> wire.Session:
         path = f"/training-sessions/{_seg(session_id, 'session_id')}/stop"
-        return self._parse(self._send(_Call("POST", path)), wire.Session)
+        return self._parse(self._send(Call("POST", path)), wire.Session)
 
     def submit_operation(
         self, session_id: str, kind: wire.OperationKind, body: wire._Model | None, *, idempotency_key: str | None = None
@@ -256,7 +154,7 @@ class APIClient:
         content = op.content
         if op.upload is not None and op.inline is not None:
             content = payloads.compact({**op.inline, "payload_id": self.upload_payload(session_id, op.upload)})
-        call = _Call("POST", _operations_path(session_id, op.kind), content, idempotency_key=op.idempotency_key)
+        call = Call("POST", _operations_path(session_id, op.kind), content, idempotency_key=op.idempotency_key)
         return self._operation(session_id, op.kind, self._send(call))
 
     def get_operation(
@@ -272,20 +170,20 @@ class APIClient:
         comes when the status differs from ``seen``, the operation ends, or ``wait`` seconds pass."""
         path = f"{_operations_path(session_id, kind)}/{_seg(operation_id, 'operation_id')}"
         params = {"wait": f"{wait:g}", **({"seen": seen} if seen else {})} if wait else None
-        return self._operation(session_id, kind, self._send(_Call("GET", path, params=params, wait=wait or 0.0)))
+        return self._operation(session_id, kind, self._send(Call("GET", path, params=params, wait=wait or 0.0)))
 
     def upload_payload(self, session_id: str, content: bytes) -> str:
         """The side channel's upload: a presigned URL from the API, then a PUT without the key."""
         path = f"/training-sessions/{_seg(session_id, 'session_id')}/payloads/upload-url"
-        url = self._parse(self._send(_Call("POST", path)), wire.PayloadUploadUrl)
-        self._send(_Call("PUT", url.upload_url, content, auth=False))
+        url = self._parse(self._send(Call("POST", path)), wire.PayloadUploadUrl)
+        self._send(Call("PUT", url.upload_url, content, auth=False))
         return url.payload_id
 
     def download_payload(self, session_id: str, payload_id: str) -> dict[str, Any]:
         """The side channel's download: a presigned URL from the API, then a GET without the key."""
         path = f"/training-sessions/{_seg(session_id, 'session_id')}/payloads/{_seg(payload_id, 'payload_id')}"
-        url = self._parse(self._send(_Call("POST", path + "/download-url")), wire.PayloadDownloadUrl)
-        data = self._bodies.decode(self._send(_Call("GET", url.download_url, auth=False)), "payload")
+        url = self._parse(self._send(Call("POST", path + "/download-url")), wire.PayloadDownloadUrl)
+        data = self._bodies.decode(self._send(Call("GET", url.download_url, auth=False)), "payload")
         if not isinstance(data, dict):
             raise APIError(f"payload {payload_id} must be a JSON object, got {type(data).__name__}")
         return data
@@ -302,102 +200,6 @@ class APIClient:
             inline = {k: v for k, v in output.items() if k != "payload_id"}
             data["output"] = {**inline, **self.download_payload(session_id, str(output["payload_id"]))}
         return self._bodies.validate(response, data, model)
-
-    def _send(self, call: _Call) -> httpx.Response:
-        """Send with the retry policy, within the call's deadline; a 2xx response, or the mapped exception."""
-        request = self._build(call)
-        end = time.monotonic() + self.deadline + call.wait
-        attempt = 0
-        while True:
-            started = time.monotonic()
-            try:
-                with deadline(end):
-                    response = self._http.send(request, stream=True)
-                    try:
-                        bodies.read(response, self.max_response_bytes)
-                    finally:
-                        response.close()
-            except httpx.RequestError as exc:
-                time.sleep(self._after_failure(request, attempt, None, exc, end))
-            else:
-                log.debug(
-                    "%s %s -> %d in %.0f ms", request.method, request.url, response.status_code,
-                    (time.monotonic() - started) * 1000,
-                )  # fmt: skip
-                self._learn(response)
-                if response.is_success:
-                    return response
-                time.sleep(self._after_failure(request, attempt, response, None, end))
-            attempt += 1
-
-    def _build(self, call: _Call) -> httpx.Request:
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
-        if call.auth and self._api_key is not None:
-            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-        if call.idempotency_key is not None:
-            headers["Idempotency-Key"] = call.idempotency_key
-        if call.content is not None:
-            headers["Content-Type"] = "application/json"
-        url = call.url if call.url.startswith(("http://", "https://")) else f"{self.base_url}{API_PREFIX}{call.url}"
-        timeout = self._http.timeout
-        if call.wait:  # the server may hold a long-poll that long: the read deadline starts after it
-            timeout = httpx.Timeout(timeout.read, connect=timeout.connect, read=(timeout.read or 0) + call.wait)
-        return self._http.build_request(
-            call.method, url, content=call.content, params=call.params, headers=headers, timeout=timeout
-        )
-
-    def _learn(self, response: httpx.Response) -> None:
-        if not self.server_extensions:
-            return
-        wait = response.headers.get("rlnb-long-poll-max-wait")
-        if wait is not None:
-            with contextlib.suppress(ValueError):  # an unparsable header: no long-poll
-                self.features.long_poll_max_wait = float(wait)
-        if response.headers.get("rlnb-in-order") == "session":
-            self.features.in_order = True
-
-    def redact(self, text: str) -> str:
-        """``text`` without any API key (a server or proxy may echo the header back)."""
-        return self._bodies.redact(text)
-
-    def _after_failure(
-        self,
-        request: httpx.Request,
-        attempt: int,
-        response: httpx.Response | None,
-        error: Exception | None,
-        end: float,
-    ) -> float:
-        """The one place failures are judged: the delay before the next attempt, or the final error raised.
-
-        ``error`` is the httpx exception when no response came; it becomes ``APITimeoutError`` or
-        ``APIConnectionError`` (``from`` it, with the request's Authorization header masked). An error
-        status becomes ``status_error_class(status)``. No retry starts past the call's deadline ``end``.
-        """
-        method, url = request.method, self.redact(str(request.url.copy_with(query=None)))
-        if response is not None:
-            retry = self.retry.should_retry(response)
-            what = f"{response.status_code} {response.reason_phrase}"
-        else:
-            retry = True
-            what = f"{type(error).__name__}: {self.redact(str(error)) or 'no response'}"
-        delay = self.retry.delay(attempt, response.headers if response is not None else None)
-        late = time.monotonic() + delay >= end
-        if not retry or attempt >= self.retry.max_retries or late:
-            if "Authorization" in request.headers:  # the cause of what we raise keeps this request
-                request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
-            if response is not None:
-                raise self._bodies.status_error(request, response)
-            cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
-            tries = f" (after {attempt + 1} attempts)" if attempt else ""
-            if late:
-                tries += f"; the call's deadline ({self.deadline:g} s) passed"
-            raise cls(what + tries, method=method, url=url) from error
-        log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries, delay)
-        return delay
-
-    def _parse(self, response: httpx.Response, model: type[M]) -> M:
-        return self._bodies.parse(response, model)
 
 
 def _json(model: wire._Model) -> bytes:

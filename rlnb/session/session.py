@@ -3,6 +3,9 @@
 Every method submits one operation and returns an ``Operation`` at once — it never waits — so a
 forward-backward and the optim-step after it pipeline. Inputs are checked here, before anything is
 sent. Every operation is recorded in ``session.history``.
+
+Longer than ~300 lines because ``Session`` is one class with one method per operation of the API, each
+with the checks of its inputs.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ are drawn, and mostly only their lines::
     display(view)
     for i in range(steps):
         ...  # submit operations, history.log(step, reward=...); the view follows
+
+Longer than ~300 lines because ``LiveView`` is one widget whose parts share its throttled redraw; the
+series and the HTML it draws are already in ``livefig`` and ``livetables``.
 """
 
 from __future__ import annotations

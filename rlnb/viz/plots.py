@@ -9,25 +9,25 @@ nothing piles up in pyplot's figure list, and ``plt.show()`` is never called. Fo
 
 Lines longer than ``MAX_POINTS`` are min/max-decimated before drawing (see ``decimate``), so a
 100k-step run plots in a fraction of a second; smoothing (``ema=``) is computed on the full series first.
+
+This module is the public face of every figure; the larger ones are drawn by their own modules on its
+helpers (``overview``, ``timeline``, ``comparison``).
 """
 
 from __future__ import annotations
 
 import io
-import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
 from rlnb import wire
 from rlnb.history import History
-from rlnb.history.catalog import compare as compare_runs
 from rlnb.history.tables import steps_table
 
 __all__ = [
@@ -243,23 +243,6 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     return draw(history, metrics, ema)
 
 
-def _merge_bars(x0: np.ndarray, x1: np.ndarray, lane: np.ndarray, gap: float) -> tuple[np.ndarray, ...]:
-    """Per lane, bars that overlap or lie within ``gap`` of each other merged into one."""
-    parts = []
-    for k in np.unique(lane):
-        m = lane == k
-        order = np.argsort(x0[m], kind="stable")
-        a, b = x0[m][order], x1[m][order]
-        reach = np.maximum.accumulate(b)
-        first = np.flatnonzero(np.r_[True, a[1:] > reach[:-1] + gap])
-        parts.append((a[first], np.maximum.reduceat(b, first), np.full(len(first), k)))
-    return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
-
-
-def _seconds(times: pd.Series, t0: pd.Timestamp) -> np.ndarray:
-    return (times - t0).dt.total_seconds().to_numpy(dtype=float)
-
-
 def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float | None = None) -> Axes:
     """Operation status over time: one lane per operation kind (in order of first submission), one bar
     per operation from its start (its submission while pending) to its end (``now`` while unfinished,
@@ -269,53 +252,9 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
 
     A status with more than ``MAX_POINTS`` bars is decimated: bars of one lane closer than
     1/``MAX_POINTS`` of the time span (under a pixel) are merged into one."""
-    ops = history.df if isinstance(history, History) else history
-    ax = _axes(ax)
-    ax.set(xlabel="seconds since the first submission", title="operations")
-    if ops.empty:
-        _note(ax, "no operations yet")
-        return ax
-    t0 = ops["submitted_at"].min()
-    submitted = _seconds(ops["submitted_at"], t0)
-    started, finished = _seconds(ops["started_at"], t0), _seconds(ops["finished_at"], t0)
-    left = np.where(np.isnan(started), submitted, started)
-    right = np.where(np.isnan(finished), (time.time() if now is None else now) - t0.timestamp(), finished)
-    kind = ops["kind"].astype(str).to_numpy()
-    kinds = list(dict.fromkeys(kind))
-    lane = pd.Series(kind).map({k: i for i, k in enumerate(kinds)}).to_numpy(dtype=float)
-    status = ops["status"].astype(str).to_numpy()
-    half, span = 0.35, float(np.nanmax(right) - np.nanmin(left))
-    for st in [*STATUS_COLORS, *sorted(set(status) - set(STATUS_COLORS))]:
-        m = status == st
-        if not m.any():
-            continue
-        x0, x1, y = left[m], right[m], lane[m]
-        if m.sum() > MAX_POINTS:
-            x0, x1, y = _merge_bars(x0, x1, y, span / MAX_POINTS)
-        verts = np.stack([np.c_[x0, y - half], np.c_[x0, y + half], np.c_[x1, y + half], np.c_[x1, y - half]], axis=1)
-        color = STATUS_COLORS.get(st, "0.5")
-        # A thin edge in the same colour keeps sub-pixel operations visible as a hairline.
-        ax.add_collection(
-            PolyCollection(list(verts), facecolors=color, edgecolors=color, linewidths=0.5, label=short(st).lower())
-        )
-    failed = status == Status.FAILED
-    if failed.any():
-        ax.plot(right[failed], lane[failed], "X", color="red", mec="black", ms=9, ls="none", label="_failure")
-        codes = ops["error_code"].astype(object).to_numpy()[failed]
-        for x, y, code in list(zip(right[failed], lane[failed], codes, strict=True))[-MAX_ERROR_LABELS:]:
-            ax.annotate(
-                short(code) or "no error code",
-                (x, y),
-                xytext=(5, -8),
-                textcoords="offset points",
-                fontsize="x-small",
-                color="darkred",
-            )
-    ax.autoscale_view()
-    ax.set_yticks(range(len(kinds)), kinds)
-    ax.set_ylim(len(kinds) - 0.5, -0.5)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", title="status")
-    return ax
+    from rlnb.viz.timeline import timeline as draw  # it builds on this module's helpers
+
+    return draw(history, ax, now)
 
 
 STD_BAND_MIN_SEEDS = 10
@@ -338,39 +277,6 @@ def compare(
     clipped to the min-max. ``ema`` smooths each member before averaging. Takes ``rlnb.compare([...])``
     output or a list of histories / run folders (given to it). The band is decimated like the lines,
     keeping each bucket's lowest lower edge and highest upper edge."""
-    if band not in ("auto", "minmax", "std", "seeds"):
-        raise ValueError(f"band must be 'auto', 'minmax', 'std' or 'seeds', got {band!r}")
-    if isinstance(frame_or_histories, pd.DataFrame):
-        frame = frame_or_histories
-    else:
-        frame = compare_runs(list(frame_or_histories))
-    ax = _axes(ax)
-    ax.set(xlabel="optimizer step", ylabel=y, title=f"{y} by {by}")
-    for i, (label, group) in enumerate(frame.groupby(by, sort=False, dropna=False)):
-        seeds = group.groupby("seed", sort=False, dropna=False) if "seed" in group else [(None, group)]
-        members = [m.sort_values("step") for _, m in seeds]
-        series = [m[y].to_numpy(dtype=float) if ema is None else smooth(m[y], ema) for m in members]
-        values = pd.DataFrame({"step": np.concatenate([m["step"] for m in members]), y: np.concatenate(series)})
-        stats = values.groupby("step")[y].agg(["mean", "std", "min", "max"])
-        x, mean = stats.index.to_numpy(dtype=float), stats["mean"].to_numpy()
-        color = f"C{i % 10}"
-        name = f"{label} ({len(members)} seeds)" if len(members) > 1 else str(label)
-        ax.plot(*decimate(x, mean), color=color, label=name)
-        if len(members) < 2:
-            continue
-        if band == "seeds":
-            for m, s in zip(members, series, strict=True):
-                ax.plot(*decimate(m["step"].to_numpy(dtype=float), s), color=color, lw=0.7, alpha=0.5)
-            continue
-        low, high = stats["min"].to_numpy(), stats["max"].to_numpy()
-        if band == "std" or (band == "auto" and len(members) >= STD_BAND_MIN_SEEDS):
-            std = stats["std"].to_numpy()
-            if band == "std":
-                low, high = mean - std, mean + std
-            else:  # many seeds: the spread of the typical seed, never past the extreme ones
-                low, high = np.maximum(low, mean - std), np.minimum(high, mean + std)
-        keep = _extremes(low, high, MAX_POINTS)
-        ax.fill_between(x[keep], low[keep], high[keep], color=color, alpha=0.25, lw=0)
-    if len(frame):
-        ax.legend(loc="best", fontsize="small")
-    return ax
+    from rlnb.viz.comparison import compare as draw  # it builds on this module's helpers
+
+    return draw(frame_or_histories, y, ax, ema, by, band)

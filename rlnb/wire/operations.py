@@ -4,6 +4,9 @@ Forward-backward, custom-forward-backward and sample bodies may carry ``payload_
 uploaded through ``.../payloads/upload-url`` (SDK 3.1.1 does so above 0.5 MiB) and the inline one is a
 small stand-in that only passes validation. A result may carry ``payload_id`` too: its large members are
 then fetched through ``.../payloads/{payload_id}/download-url`` and merged over the inline ones.
+
+Longer than ~300 lines because it mirrors one resource of the API: every kind's body and result beside
+the envelope and the kind tables that pair them, which a split would scatter.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ The backend, the handlers and the sampler only call a ``ModelAdapter``: a full f
 (``forward``), an incremental ``Decoder`` for sampling, the parameters whose *role* is embedding or
 output head (AdamW in a Muon session, whatever their shape), the layers LoRA adapts, and how a
 merged model is written so that transformers can load it. Nothing outside this module asks which
-kind of model it is.
+kind of model it is, which is also why it is longer than ~300 lines: every kind's answers and the choice
+between them stay together.
 """
 
 from __future__ import annotations

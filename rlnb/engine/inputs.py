@@ -1,0 +1,117 @@
+"""A request's inputs, checked and turned into tensors before any compute (``rlnb.engine.handlers``).
+
+Apart from the handlers because every kind that reads tokens shares these checks, and each error names
+the request's field: a bad request fails whole, before it can leave half-accumulated gradients.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from rlnb import wire
+from rlnb.engine import losses as losses_mod
+from rlnb.engine import sampling
+from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.errors import OperationError
+from rlnb.text import NoTokenizerCodec
+from rlnb.wire import OperationErrorCode as Code
+
+MAX_NUM_SAMPLES = 256
+"""Completions per prompt in one sample operation."""
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def check_tokens(adapter: ModelAdapter, tokens: list[int], where: str) -> list[int]:
+    """``tokens`` if they are a model input the model can read, else ``INVALID_INPUT`` naming ``where``."""
+    if not tokens:
+        raise OperationError(Code.INVALID_INPUT, f"{where}: model_input has no tokens")
+    limit = adapter.context_length
+    if len(tokens) > limit:
+        raise OperationError(Code.INVALID_INPUT, f"{where}: {len(tokens)} tokens exceed the model's context of {limit}")
+    vocab = adapter.vocab_size
+    bad = next((t for t in tokens if not 0 <= t < vocab), None)
+    if bad is not None:
+        raise OperationError(Code.INVALID_INPUT, f"{where}: token {bad} is outside the vocabulary [0, {vocab})")
+    return tokens
+
+
+def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[list[list[int]], list[dict[str, Tensor]]]:
+    """Each sample's checked tokens and its ``loss_fn_inputs`` as tensors (int64 ids checked in range)."""
+    if not samples:
+        raise OperationError(Code.INVALID_INPUT, "samples is empty")
+    seqs, inputs = [], []
+    vocab = adapter.vocab_size
+    for i, s in enumerate(samples):
+        seqs.append(check_tokens(adapter, s.model_input.tokens, f"samples[{i}]"))
+        tensors = {}
+        for key, td in s.loss_fn_inputs.items():
+            if td.dtype == "int64":
+                ids = [int(v) for v in td.data]
+                if ids != td.data or any(not INT64_MIN <= v <= INT64_MAX for v in ids):
+                    raise OperationError(
+                        Code.INVALID_INPUT,
+                        f"samples[{i}].loss_fn_inputs.{key}: int64 data must be integers in int64 range",
+                    )
+                if key == "target_tokens" and ids and not (min(ids) >= 0 and max(ids) < vocab):
+                    raise OperationError(
+                        Code.INVALID_INPUT, f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {vocab})"
+                    )
+                tensors[key] = torch.tensor(ids, dtype=torch.int64)
+            else:
+                tensors[key] = torch.tensor(td.data, dtype=torch.float32)
+        inputs.append(tensors)
+    return seqs, inputs
+
+
+def logprobs(
+    adapter: ModelAdapter, model: nn.Module, seqs: list[list[int]], targets: list[Tensor]
+) -> tuple[list[Tensor], list[Tensor]]:
+    """Log-prob of each target token and the policy's entropy at each position, one 1-D tensor per sample.
+    Sequences are right-padded into one batch: with causal attention, padding after a sequence cannot
+    change its positions."""
+    lens = [len(s) for s in seqs]
+    width = max(lens)
+    idx = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=adapter.device)
+    tgt = torch.nn.utils.rnn.pad_sequence(targets, batch_first=True).to(adapter.device)
+    logits = adapter.forward(model, idx)  # (B, T, V)
+    lp, entropy = losses_mod.logprobs_and_entropy(logits, tgt)
+    if len(lens) == 1:
+        return [lp[0].cpu()], [entropy[0].cpu()]
+    return [lp[b, :n].cpu() for b, n in enumerate(lens)], [entropy[b, :n].cpu() for b, n in enumerate(lens)]
+
+
+def sample_request(
+    adapter: ModelAdapter, body: wire.SampleBody
+) -> tuple[wire.SamplingParams, int, sampling.Settings, list[list[int]]]:
+    """A sample request checked: its sampling params (defaults filled), completions per prompt, the
+    decoding settings and each prompt's tokens, which leave room for ``max_tokens`` in the context."""
+    sp = body.sampling_params or wire.SamplingParams()
+    n = body.num_samples or 1
+    if n > MAX_NUM_SAMPLES:
+        raise OperationError(Code.INVALID_INPUT, f"num_samples must be <= {MAX_NUM_SAMPLES}, got {n}")
+    if not body.model_inputs:
+        raise OperationError(Code.INVALID_INPUT, "model_inputs is empty")
+    settings = sampling.Settings(
+        max_tokens=sp.max_tokens or wire.DEFAULT_MAX_TOKENS,
+        temperature=1.0 if sp.temperature is None else sp.temperature,
+        top_p=1.0 if sp.top_p is None else sp.top_p,
+        top_k=-1 if sp.top_k is None else sp.top_k,
+        stop=tuple(sp.stop or ()),
+        eos=adapter.codec.eos_token_ids,
+    )
+    codec = adapter.codec
+    if settings.stop and isinstance(codec, NoTokenizerCodec):  # stop strings are matched on decoded text
+        raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop: {codec.refusal()}")
+    context = adapter.context_length
+    prompts = []
+    for i, mi in enumerate(body.model_inputs):
+        prompt = check_tokens(adapter, mi.tokens, f"model_inputs[{i}]")
+        if len(prompt) + settings.max_tokens > context:
+            raise OperationError(
+                Code.INVALID_INPUT,
+                f"model_inputs[{i}]: {len(prompt)} prompt tokens + max_tokens {settings.max_tokens} "
+                f"exceed the model's context of {context}",
+            )
+        prompts.append(prompt)
+    return sp, n, settings, prompts

@@ -1,0 +1,64 @@
+"""``plots.compare``: several runs on one axes, each group of seeds as its mean and a band.
+
+Kept apart from ``plots`` because it draws a comparison of runs (``rlnb.compare``'s table, grouped by
+config and seed), where the rest of ``plots`` draws one run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+
+from rlnb.history import History
+from rlnb.history.catalog import compare as compare_runs
+from rlnb.viz.plots import MAX_POINTS, STD_BAND_MIN_SEEDS, _axes, _extremes, decimate, smooth
+
+
+def compare(
+    frame_or_histories: pd.DataFrame | Iterable[History | str],
+    y: str = "loss",
+    ax: Axes | None = None,
+    ema: float | None = None,
+    by: str = "run",
+    band: str = "auto",
+) -> Axes:
+    """The figure ``plots.compare`` documents."""
+    if band not in ("auto", "minmax", "std", "seeds"):
+        raise ValueError(f"band must be 'auto', 'minmax', 'std' or 'seeds', got {band!r}")
+    if isinstance(frame_or_histories, pd.DataFrame):
+        frame = frame_or_histories
+    else:
+        frame = compare_runs(list(frame_or_histories))
+    ax = _axes(ax)
+    ax.set(xlabel="optimizer step", ylabel=y, title=f"{y} by {by}")
+    for i, (label, group) in enumerate(frame.groupby(by, sort=False, dropna=False)):
+        seeds = group.groupby("seed", sort=False, dropna=False) if "seed" in group else [(None, group)]
+        members = [m.sort_values("step") for _, m in seeds]
+        series = [m[y].to_numpy(dtype=float) if ema is None else smooth(m[y], ema) for m in members]
+        values = pd.DataFrame({"step": np.concatenate([m["step"] for m in members]), y: np.concatenate(series)})
+        stats = values.groupby("step")[y].agg(["mean", "std", "min", "max"])
+        x, mean = stats.index.to_numpy(dtype=float), stats["mean"].to_numpy()
+        color = f"C{i % 10}"
+        name = f"{label} ({len(members)} seeds)" if len(members) > 1 else str(label)
+        ax.plot(*decimate(x, mean), color=color, label=name)
+        if len(members) < 2:
+            continue
+        if band == "seeds":
+            for m, s in zip(members, series, strict=True):
+                ax.plot(*decimate(m["step"].to_numpy(dtype=float), s), color=color, lw=0.7, alpha=0.5)
+            continue
+        low, high = stats["min"].to_numpy(), stats["max"].to_numpy()
+        if band == "std" or (band == "auto" and len(members) >= STD_BAND_MIN_SEEDS):
+            std = stats["std"].to_numpy()
+            if band == "std":
+                low, high = mean - std, mean + std
+            else:  # many seeds: the spread of the typical seed, never past the extreme ones
+                low, high = np.maximum(low, mean - std), np.minimum(high, mean + std)
+        keep = _extremes(low, high, MAX_POINTS)
+        ax.fill_between(x[keep], low[keep], high[keep], color=color, alpha=0.25, lw=0)
+    if len(frame):
+        ax.legend(loc="best", fontsize="small")
+    return ax

@@ -1,0 +1,86 @@
+"""``plots.timeline``: every operation as a bar in its kind's lane, coloured by status.
+
+Kept apart from ``plots`` because it draws operations, not step series: its own geometry (lanes, bars
+merged below a pixel, failure labels) and none of the step panels' helpers.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
+
+from rlnb.history import History
+from rlnb.viz.plots import MAX_ERROR_LABELS, MAX_POINTS, STATUS_COLORS, _axes, _note, short
+from rlnb.wire import OperationStatus as Status
+
+
+def _merge_bars(x0: np.ndarray, x1: np.ndarray, lane: np.ndarray, gap: float) -> tuple[np.ndarray, ...]:
+    """Per lane, bars that overlap or lie within ``gap`` of each other merged into one."""
+    parts = []
+    for k in np.unique(lane):
+        m = lane == k
+        order = np.argsort(x0[m], kind="stable")
+        a, b = x0[m][order], x1[m][order]
+        reach = np.maximum.accumulate(b)
+        first = np.flatnonzero(np.r_[True, a[1:] > reach[:-1] + gap])
+        parts.append((a[first], np.maximum.reduceat(b, first), np.full(len(first), k)))
+    return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+
+
+def _seconds(times: pd.Series, t0: pd.Timestamp) -> np.ndarray:
+    return (times - t0).dt.total_seconds().to_numpy(dtype=float)
+
+
+def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float | None = None) -> Axes:
+    """The figure ``plots.timeline`` documents."""
+    ops = history.df if isinstance(history, History) else history
+    ax = _axes(ax)
+    ax.set(xlabel="seconds since the first submission", title="operations")
+    if ops.empty:
+        _note(ax, "no operations yet")
+        return ax
+    t0 = ops["submitted_at"].min()
+    submitted = _seconds(ops["submitted_at"], t0)
+    started, finished = _seconds(ops["started_at"], t0), _seconds(ops["finished_at"], t0)
+    left = np.where(np.isnan(started), submitted, started)
+    right = np.where(np.isnan(finished), (time.time() if now is None else now) - t0.timestamp(), finished)
+    kind = ops["kind"].astype(str).to_numpy()
+    kinds = list(dict.fromkeys(kind))
+    lane = pd.Series(kind).map({k: i for i, k in enumerate(kinds)}).to_numpy(dtype=float)
+    status = ops["status"].astype(str).to_numpy()
+    half, span = 0.35, float(np.nanmax(right) - np.nanmin(left))
+    for st in [*STATUS_COLORS, *sorted(set(status) - set(STATUS_COLORS))]:
+        m = status == st
+        if not m.any():
+            continue
+        x0, x1, y = left[m], right[m], lane[m]
+        if m.sum() > MAX_POINTS:
+            x0, x1, y = _merge_bars(x0, x1, y, span / MAX_POINTS)
+        verts = np.stack([np.c_[x0, y - half], np.c_[x0, y + half], np.c_[x1, y + half], np.c_[x1, y - half]], axis=1)
+        color = STATUS_COLORS.get(st, "0.5")
+        # A thin edge in the same colour keeps sub-pixel operations visible as a hairline.
+        ax.add_collection(
+            PolyCollection(list(verts), facecolors=color, edgecolors=color, linewidths=0.5, label=short(st).lower())
+        )
+    failed = status == Status.FAILED
+    if failed.any():
+        ax.plot(right[failed], lane[failed], "X", color="red", mec="black", ms=9, ls="none", label="_failure")
+        codes = ops["error_code"].astype(object).to_numpy()[failed]
+        for x, y, code in list(zip(right[failed], lane[failed], codes, strict=True))[-MAX_ERROR_LABELS:]:
+            ax.annotate(
+                short(code) or "no error code",
+                (x, y),
+                xytext=(5, -8),
+                textcoords="offset points",
+                fontsize="x-small",
+                color="darkred",
+            )
+    ax.autoscale_view()
+    ax.set_yticks(range(len(kinds)), kinds)
+    ax.set_ylim(len(kinds) - 0.5, -0.5)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", title="status")
+    return ax
