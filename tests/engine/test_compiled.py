@@ -47,6 +47,7 @@ def test_the_static_cache_decodes_as_the_recompute():
     assert_same_samples(static, plain)
 
 
+@pytest.mark.slow  # a second decode with a static cache (~1 s); the static-cache concept stays fast in the test above
 def test_a_reused_cache_is_emptied():
     adapter = build_adapter("tiny", seed=0, device=CPU)
     compiler = Compiler(CPU)

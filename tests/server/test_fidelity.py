@@ -48,6 +48,7 @@ def upload(c: TestClient, sid: str, body: dict) -> str:
 # -- the payload side channel ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # long polls that wait on purpose (1-2 s)
 def test_a_batch_sent_through_the_side_channel_trains_on_the_upload_not_the_stand_in(c):
     """256 GRPO samples (over 0.5 MiB: the SDK's threshold) give the same loss inline and uploaded, on two
     sessions with the same base weights; the 8-token stand-in alone gives another loss."""
@@ -235,6 +236,7 @@ def test_the_reaper_runs_by_itself(tmp_path):
 # -- the long-poll extension ----------------------------------------------------------------------
 
 
+@pytest.mark.slow  # long polls that wait on purpose (1-2 s)
 def test_long_poll_answers_when_the_status_changes(tmp_path):
     """Each poll waits up to 30 s: an answer well before that came from the change, however loaded the machine."""
     with app_client(tmp_path, op_delay=1.0) as c:
@@ -259,6 +261,7 @@ def test_long_poll_answers_when_the_status_changes(tmp_path):
         assert too_long.status_code == 400 and too_long.json()["error"]["param"] == "wait"
 
 
+@pytest.mark.slow  # long polls that wait on purpose (1-2 s)
 def test_a_long_poll_does_not_hold_up_other_requests(tmp_path):
     """A poll held until the 2 s operation ends; another request is answered while the poll is still held."""
     with app_client(tmp_path, op_delay=2.0) as c:

@@ -24,6 +24,7 @@ def study_of(trials):
     return optuna.load_study(study_name="rlnb-sweep", storage=storage)
 
 
+@pytest.mark.slow  # an Optuna study of several trials (~1 s)
 def test_space_of_floats_ints_and_choices_reaches_the_params(tmp_path):
     space = {
         "learning_rate": Float(1e-3, 1e-1, log=True),
@@ -75,6 +76,7 @@ def test_bad_spaces_are_refused_naming_the_field(tmp_path, space, kwargs, error,
     assert not list(tmp_path.iterdir())  # refused before the sweep folder was made
 
 
+@pytest.mark.slow  # an Optuna study of several trials (~1 s)
 def test_pruned_trials_are_rows_with_their_history(tmp_path):
     """A learning rate of ~1e-7 learns nothing: the mean reward stays far below 0.5, so a threshold
     pruner stops every trial at its first report after warm-up."""
@@ -136,6 +138,7 @@ def test_loss_objective_is_minimised(tmp_path):
     assert study.trials[0].value == pytest.approx(losses.mean()) == pytest.approx(trials.value.iloc[0])
 
 
+@pytest.mark.slow  # an Optuna study of several trials (~1 s)
 def test_a_stopped_search_resumes_and_reruns_the_stopped_trial(tmp_path):
     """The reward function sets Stop during trial 1's second step (8 rewards per step): trial 1 ends
     STOPPED; resuming runs its params again, then the rest of the budget."""
@@ -166,6 +169,7 @@ def test_a_stopped_search_resumes_and_reruns_the_stopped_trial(tmp_path):
     assert Path(again.run_path.iloc[0]) == Path(first.run_path.iloc[0])
 
 
+@pytest.mark.slow  # an Optuna study of several trials (~1 s)
 def test_a_killed_search_resumes(tmp_path):
     """A process killed mid-trial leaves the trial RUNNING in the study: resuming marks it failed and
     asks its params again."""

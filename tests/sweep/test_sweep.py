@@ -275,6 +275,7 @@ def test_missing_extras_say_how_to_install_them(tmp_path, monkeypatch, module, k
         sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, **kwargs)
 
 
+@pytest.mark.slow  # trains a batched ensemble (~1.5 s)
 def test_compatible_local_trials_train_as_one_ensemble_with_the_rows_of_lone_trials(tmp_path):
     """The default executor batches a grid of local trials (one stacked ensemble): the same rows, rewards
     and run folders as the same trials on threads, and the table says where each ran."""
@@ -297,6 +298,7 @@ def test_trials_that_cannot_be_batched_run_on_threads_and_say_why(tmp_path):
     assert list(trials.executor) == ["threads"] and "not a built-in model" in trials.not_batched.iloc[0]
 
 
+@pytest.mark.slow  # trains a batched ensemble (~1.5 s)
 def test_stop_during_an_ensemble_keeps_every_member_as_a_row(tmp_path):
     stop = threading.Event()
     configs = grid(learning_rate=[1e-3, 2e-3, 3e-3])

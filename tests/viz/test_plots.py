@@ -337,6 +337,7 @@ def test_live_view_throttles_and_always_shows_the_last_state():
     view.close()
 
 
+@pytest.mark.slow  # waits for throttled redraws (~1-2 s)
 def test_close_waits_for_the_redraw_in_progress():
     """A redraw still running on the view's timer thread when the interpreter exits can crash it (a daemon
     thread inside matplotlib at shutdown: a segfault or an abort): close() returns once it has ended."""
@@ -415,6 +416,7 @@ def test_live_view_reads_neither_the_operations_table_nor_the_steps_table(monkey
     view.close()
 
 
+@pytest.mark.slow  # waits for throttled redraws (~1-2 s)
 def test_live_view_redraws_only_what_changed():
     h = hand_history([1.0] * 1000, norms=[1.0 + 0.01 * (i % 7) for i in range(1000)])
     view = LiveView(h, metrics=("reward",), every=0)
