@@ -1,10 +1,11 @@
 """Find LR on the sessions a teacher has: where the flat threshold comes from, and what Muon suggests.
 
-For each seed, 30-step range tests (the widget's default) with the default preset ("Learns in 30 steps":
-AdamW 1e-2, Muon 0.05 with AdamW 1e-2) on the built-in tiny model and the digits task, on:
+For each seed, 30-step range tests (the widget's default) with the values of the digits-era default preset
+(``DIGITS_PRESET``: AdamW 1e-2, Muon 0.05 with AdamW 1e-2, which solves digits in ~40 steps) on the built-in
+tiny model and the digits task, on:
 
 * a fresh Adam session, and a fresh Muon session (step 0);
-* notebook 05's Muon session after its 6 steps (Step, then Run N with N = 5);
+* a Muon session after 6 steps (notebook 05's Step, then Run N with N = 5, when it trained digits);
 * Adam and Muon sessions trained ``--trained`` steps with the preset (the reward is ~1.0: converged).
 
 Each row prints the smoothed curve's rise before its best point as a fraction of its size (``rise``, what
@@ -28,14 +29,18 @@ import rlnb
 from rlnb.sweep import lr_find
 from rlnb.sweep.lr_curve import FLAT, rise
 from rlnb.tasks import digits_task, rl_step
-from rlnb.widgets.presets import DEFAULT_PRESET, PRESETS
+
+DIGITS_PRESET = {"adam": {"learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.0,
+                          "grad_clip_norm": 1.0},
+                 "muon": {"learning_rate": 0.05, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.0,
+                          "grad_clip_norm": 1.0}}
+"""The values this bench's figures (bench/README.md) were measured with."""
 
 
 def preset(kind: str) -> rlnb.AdamParams | rlnb.MuonParams:
-    values = PRESETS[DEFAULT_PRESET]
     if kind == "adam":
-        return rlnb.AdamParams(**values["adam"])
-    return rlnb.MuonParams(**values["muon"], adam=values["muon.adam"])
+        return rlnb.AdamParams(**DIGITS_PRESET["adam"])
+    return rlnb.MuonParams(**DIGITS_PRESET["muon"], adam=DIGITS_PRESET["adam"])
 
 
 def trained(kind: str, seed: int, steps: int) -> tuple[rlnb.Session, float]:

@@ -19,7 +19,7 @@ DIVERGE = 4.0
 """A loss run stops once the smoothed loss exceeds this many times its best."""
 FLAT = 0.05
 """The smoothed curve is flat — no clear suggestion — when its rise before the best point is below this
-fraction of its largest magnitude. Measured by ``bench/bench_find_lr.py`` (30-step tests of the default
+fraction of its largest magnitude. Measured by ``bench/bench_find_lr.py`` (30-step tests of the digits-era
 preset on the digits task, seeds 0-4): fresh and notebook-05 sessions rise 0.68-0.96; sessions trained
 40 steps to reward 1.0 rise 0.000 (every group's rewards equal: no gradient at any rate)."""
 
