@@ -1,8 +1,8 @@
 """``Operation``: a handle on one submitted operation.
 
 Submitting never waits: a Session returns an Operation at once, and the backend reports each status
-change (PENDING → RUNNING → COMPLETED / FAILED) through ``_update``. ``result()`` blocks until the
-end, ``await op`` does the same without blocking an event loop.
+change (``wire.OperationStatus``: pending, running, then completed or failed) through ``_update``.
+``result()`` blocks until the end, ``await op`` does the same without blocking an event loop.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ class Operation(Generic[T]):
         return f"<Operation {self.kind} {self.id} {wire.short_name(self.status)}>"
 
     @property
-    def status(self) -> str:
-        """``TRAINING_OPERATION_STATUS_*``, as last reported."""
+    def status(self) -> wire.OperationStatus:
+        """The status last reported (``wire.OperationStatus``)."""
         return self._env.status
 
     @property
@@ -56,11 +56,11 @@ class Operation(Generic[T]):
 
     @property
     def error(self) -> wire.OperationError | None:
-        """The API's error object (``code``, ``message``) once the operation has FAILED; None otherwise."""
+        """The API's error object (``code``, ``message``) once the operation has failed; None otherwise."""
         return self._env.error
 
     def done(self) -> bool:
-        """Whether the operation has ended (COMPLETED or FAILED); never blocks."""
+        """Whether the operation has ended (completed or failed); never blocks."""
         return self._future.done()
 
     def result(self, timeout: float | None = None) -> T:
