@@ -3,9 +3,12 @@ picks, with the machine as it is and with a competing process spinning on one co
 
 Workloads (each through the public API, recording off):
 
-* train: 20 steps of forward-backward (8 sequences x 64 tokens, cross-entropy) + optim-step (Adam) on ``small``;
-* sample: ``small``, 16 samples x 64 tokens;
+* train: 40 steps of forward-backward (8 sequences x 64 tokens, cross-entropy) + optim-step (Adam) on ``small``;
+* sample: ``small``, 10 calls of 16 samples x 16 tokens;
 * batched: ``run_batched`` of 16 ``tiny`` members, 3 RL steps of the demo task.
+
+``auto`` is the policy: the rule's guess, then (sessions) each kind of operation timed at 1 and 2 threads,
+the faster kept; its column shows the rule's first count and the counts the timings kept.
 
 Conditions: "as is" (no load of ours; the other processes' load is measured and printed, because this
 machine is shared) and "spinner" (one child process running ``while True: pass``). Within a condition the
@@ -22,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import rlnb
 from rlnb import samples
@@ -31,30 +35,40 @@ from rlnb.engine.threads import POLICY, CpuMeter
 SETTINGS: list[int | None] = [1, 2, None]  # None: the policy decides
 
 
-def train(threads: int | None) -> int | None:
+def counts(config: dict[str, Any]) -> str:
+    """The rule's first count, and what the timings kept per kind of operation (the last decision of each)."""
+    kept = {d["operation"]: d["threads"] for d in config.get("thread_decisions", [])}
+    return f"{config['threads']}" + "".join(f" {SHORT.get(k, k)}:{n}" for k, n in kept.items())
+
+
+SHORT = {"forward-backward": "fb", "optim-step": "opt", "sample": "smp"}
+
+
+def train(threads: int | None) -> str:
     g = list(range(1, 65))
     batch = [samples.cross_entropy([(t * 7 + i) % 256 for t in g]) for i in range(8)]
     with rlnb.connect("local", model="small", device="cpu", record=False, threads=threads) as s:
-        for _ in range(20):
+        for _ in range(40):
             s.forward_backward(batch)
             s.optim_step(rlnb.AdamParams(learning_rate=1e-3))
         s.wait()
-        return s.backend.config()["threads"]
+        return counts(s.backend.config())
 
 
-def sample(threads: int | None) -> int | None:
+def sample(threads: int | None) -> str:
     with rlnb.connect("local", model="small", device="cpu", record=False, threads=threads) as s:
-        s.sample(["n="], num_samples=16, max_tokens=64, seed=0).result()
-        return s.backend.config()["threads"]
+        for i in range(10):
+            s.sample(["n="], num_samples=16, max_tokens=16, seed=i).result()
+        return counts(s.backend.config())
 
 
-def batched(threads: int | None) -> int | None:
+def batched(threads: int | None) -> str:
     members = [Member(rlnb.AdamParams(learning_rate=1e-3 * (1 + i)), seed=0) for i in range(16)]
     results = run_batched("tiny", "adam", members, steps=3, device="cpu", threads=threads)
-    return results[0].history.config["threads"]
+    return counts(results[0].history.config)
 
 
-WORKLOADS: dict[str, Callable[[int | None], int | None]] = {"train": train, "sample": sample, "batched": batched}
+WORKLOADS: dict[str, Callable[[int | None], str]] = {"train": train, "sample": sample, "batched": batched}
 
 
 def other_load(seconds: float = 1.0) -> float:
@@ -63,11 +77,11 @@ def other_load(seconds: float = 1.0) -> float:
     return meter.other() or 0.0
 
 
-def measure(name: str, reps: int) -> dict[str, tuple[float, int | None]]:
+def measure(name: str, reps: int) -> dict[str, tuple[float, str]]:
     fn = WORKLOADS[name]
     for threads in SETTINGS:  # warm-up
         fn(threads)
-    best: dict[str, tuple[float, int | None]] = {}
+    best: dict[str, tuple[float, str]] = {}
     for _ in range(reps):
         for threads in SETTINGS:
             start = time.perf_counter()
@@ -99,7 +113,7 @@ def main() -> None:
                 best = measure(name, args.reps)
                 t1, t2 = best["1 thread"][0], best["2 threads"][0]
                 ta, used = best["auto"]
-                print(f"    {name:8s} 1 thread {t1:6.2f} s   2 threads {t2:6.2f} s   auto ({used}) {ta:6.2f} s   "
+                print(f"    {name:8s} 1 thread {t1:6.2f} s   2 threads {t2:6.2f} s   auto {ta:6.2f} s ({used})   "
                       f"2/1 = {t2 / t1:.2f}   auto / best = {ta / min(t1, t2):.2f}")
         finally:
             if spinner is not None:

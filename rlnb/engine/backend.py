@@ -133,11 +133,14 @@ class LocalBackend:
 
     def _run(self, kind: wire.OperationKind, body: Any, cancelled: threading.Event) -> Any:
         """One operation on the worker thread, with the thread count the policy gives it."""
-        self._threads.before(self.engine.step)
+        self._threads.before(self.engine.step, kind, body)
+        ok = False
         try:
-            return handlers.run(self.engine, kind, body, cancelled)
+            output = handlers.run(self.engine, kind, body, cancelled)
+            ok = True
+            return output
         finally:
-            self._threads.after()
+            self._threads.after(ok)
 
     def _model(
         self, model: str | nn.Module, options: ModelOptions, resume: dict[str, Any] | None

@@ -3,19 +3,24 @@
 On a few cores, torch's default (one OpenMP thread per core) is often the worst choice: when another
 process, or another of this process's sessions, holds a core, every parallel region waits for its
 descheduled thread, and a step can take several times longer than on one thread (``bench/bench_threads.py``).
-So the engine decides: ``auto_threads`` gives each busy worker ``(cores - other) // busy`` threads, at least
-one, where ``other`` is the cores' worth of CPU that other processes used lately (Linux ``/proc/stat``;
-0 where it cannot be read) and ``busy`` the workers that ran an operation in the last ``BUSY_FOR`` seconds.
-One session on an idle machine gets every core; two sessions on two cores, or one beside a busy process,
-get one thread each. ``rlnb.connect(..., threads=N)`` fixes a session's count instead.
+So the engine decides, in two parts:
+
+* The rule (``auto_threads``) gives each busy worker ``(cores - other) // busy`` threads, at least one, where
+  ``other`` is the cores' worth of CPU that other processes used lately (Linux ``/proc/stat``; 0 where it
+  cannot be read) and ``busy`` the workers that ran an operation in the last ``BUSY_FOR`` seconds. It is a
+  first guess; the cap is ``cores // busy``: a worker never takes more than its share of this process's cores.
+* The timings (``rlnb.engine.tuner``): a session times its operations at the cap and at a lower count, per
+  kind and size of operation, and keeps the faster. A batched ensemble, one long call, keeps the rule's count.
+
+``rlnb.connect(..., threads=N)`` fixes a session's count instead (nothing is timed).
 
 Torch's count is per thread once that thread has run a parallel op (OpenMP's ``nthreads`` is a per-thread
 setting), but ``torch.set_num_threads`` also sets the process default that new threads start from and MKL's
 count, which are process-wide. So one ``ThreadPolicy`` per process (``POLICY``) hands out ``Lease``s: each
 engine worker holds one, and before each operation applies the count to its own thread, only when it
-changed (re-creating the thread pool costs ~10 ms). The decision is re-made when a worker starts or stops,
-and at most every ``RECHECK`` seconds as the machine's load moves. CUDA sessions take no lease: their
-work is on the GPU, and their CPU threads are left as torch set them.
+changed. The rule is re-decided when a worker starts or stops, and at most every ``RECHECK`` seconds as the
+machine's load moves. CUDA sessions take no lease: their work is on the GPU, and their CPU threads are left
+as torch set them.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from rlnb import wire
+from rlnb.engine.tuner import Key, Tuner, work
 
 RECHECK = 5.0
 """Seconds between re-decisions while the set of workers stays the same (the machine's load moves slowly,
@@ -116,25 +124,30 @@ def auto_threads(cores: int, busy: int, other: float) -> int:
 
 @dataclass(eq=False)
 class Lease:
-    """One worker's claim on the policy. ``apply()`` (on the worker's own thread, before each operation)
+    """One worker's claim on the policy. ``apply(key)`` (on the worker's own thread, before each operation)
     sets that thread's torch count if it changed; ``idle()`` after it."""
 
     policy: ThreadPolicy
     fixed: int | None
     last_active: float = field(default_factory=time.monotonic)
     running: bool = False
+    tuner: Tuner = field(default_factory=Tuner)
 
-    def threads(self) -> int:
-        """The count this worker should use now."""
-        return self.fixed if self.fixed is not None else self.policy.count()
+    def threads(self, key: Key | None = None) -> int:
+        """The count this worker should use now: the fixed one, else the timings' choice for operations of
+        ``key`` (``rlnb.engine.tuner``) between the rule's guess and the cap, else (no key) the guess."""
+        if self.fixed is not None:
+            return self.fixed
+        guess, cap = self.policy.limits()
+        return guess if key is None else self.tuner.choose(key, guess, cap)
 
     def busy(self, now: float) -> bool:
         return self.running or now - self.last_active < BUSY_FOR
 
-    def apply(self) -> int:
-        """An operation starts on this thread: set its torch count (only if it changed)."""
+    def apply(self, key: Key | None = None) -> int:
+        """An operation (of ``key``) starts on this thread: set its torch count (only if it changed)."""
         self.running, self.last_active = True, time.monotonic()
-        want = self.threads()
+        want = self.threads(key)
         if want != torch.get_num_threads():
             torch.set_num_threads(want)
         return want
@@ -174,9 +187,10 @@ class ThreadPolicy:
                 self._leases.remove(lease)
             self._decided = None
 
-    def count(self) -> int:
-        """Threads per busy worker under the rule, re-decided when a worker came or went, or every
-        ``RECHECK`` seconds (not at every change of who is busy: each change of count costs a pool)."""
+    def limits(self) -> tuple[int, int]:
+        """(guess, cap): the rule's count per busy worker, and the most a worker may try (the cores shared
+        among this process's busy workers, whatever other processes use). Re-decided when a worker came or
+        went, or every ``RECHECK`` seconds (not at every change of who is busy)."""
         now = time.monotonic()
         with self._lock:
             if self._decided is None or now - self._at >= RECHECK:
@@ -185,7 +199,11 @@ class ThreadPolicy:
                 if measured is not None:
                     self._other = measured
                 self._decided, self._at, self._busy = auto_threads(self.cores, busy, self._other), now, busy
-            return self._decided
+            return self._decided, max(1, self.cores // self._busy)
+
+    def count(self) -> int:
+        """Threads per busy worker under the rule."""
+        return self.limits()[0]
 
     def describe(self) -> dict[str, object]:
         """What the last decision was based on (for a run's config and the docs' examples)."""
@@ -199,29 +217,46 @@ POLICY = ThreadPolicy()
 
 
 class ThreadUse:
-    """A worker's use of the policy, and what its run records: ``config()`` gives ``threads`` (the count it
-    started with; None on CUDA, where the policy leaves torch alone), ``thread_policy`` (``"auto"``, ``"fixed"``
-    or ``"off"``) and, once the count changed, ``thread_changes`` (each new count with the step it began at)."""
+    """A worker's use of the policy, and what its run records: ``config()`` gives ``threads`` (the rule's count
+    when it started; None on CUDA, where the policy leaves torch alone), ``thread_policy`` (``"auto"``,
+    ``"fixed"`` or ``"off"``) and, once timings kept a count, ``thread_decisions``: each kept count that differs
+    from the one kept before for that kind and size, with the optimizer step it was kept at and the median
+    milliseconds per unit of size (token or token slot) each candidate took."""
 
     def __init__(self, device: torch.device, threads: int | None, policy: ThreadPolicy | None = None) -> None:
         self.lease = (policy or POLICY).lease(threads) if device.type == "cpu" else None
         self.mode = "off" if self.lease is None else "auto" if threads is None else "fixed"
         self.first = self.lease.threads() if self.lease is not None else None
-        self.current = self.first
-        self.changes: list[dict[str, int]] = []
+        self.decisions: list[dict[str, Any]] = []
+        self._kept: dict[Key, int] = {}
+        self._op: tuple[Key, float] | None = None
+        self._count, self._step, self._start = 0, 0, 0.0
 
-    def before(self, step: int) -> None:
-        """An operation starts on this thread, at optimizer step ``step``."""
+    def before(self, step: int, kind: wire.OperationKind | None = None, body: Any = None) -> None:
+        """An operation (``kind``, ``body``; None: not one to time) starts on this thread at optimizer step
+        ``step``."""
         if self.lease is None:
             return
-        count = self.lease.apply()
-        if count != self.current:
-            self.current = count
-            self.changes.append({"step": step, "threads": count})
+        self._op = work(kind, body) if kind is not None and self.mode == "auto" else None
+        self._count = self.lease.apply(self._op[0] if self._op is not None else None)
+        self._step, self._start = step, time.perf_counter()
 
-    def after(self) -> None:
-        if self.lease is not None:
-            self.lease.idle()
+    def after(self, ok: bool = True) -> None:
+        """The operation ended (``ok``: it completed, so its time counts)."""
+        if self.lease is None:
+            return
+        took = time.perf_counter() - self._start
+        self.lease.idle()
+        if not ok or self._op is None:
+            return
+        kept = self.lease.tuner.record(self._op[0], self._count, took, self._op[1])
+        if kept is not None and self._kept.get(kept.key) != kept.threads:
+            self._kept[kept.key] = kept.threads
+            kind, size = kept.key
+            self.decisions.append({
+                "step": self._step, "operation": kind, "size": size, "threads": kept.threads,
+                "ms_per_unit": {str(n): float(f"{t * 1e3:.4g}") for n, t in sorted(kept.timed.items())},
+            })  # fmt: skip
 
     def restore(self, previous: int) -> None:
         """Give the calling thread back the count it had (a worker that ran on a caller's thread)."""
@@ -234,6 +269,6 @@ class ThreadUse:
 
     def config(self) -> dict[str, Any]:
         out: dict[str, Any] = {"threads": self.first, "thread_policy": self.mode}
-        if self.changes:
-            out["thread_changes"] = list(self.changes)
+        if self.decisions:
+            out["thread_decisions"] = list(self.decisions)
         return out

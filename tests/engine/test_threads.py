@@ -3,15 +3,16 @@ what its run records."""
 
 import json
 import threading
+import time
 
 import pytest
 import torch
 from torch import nn
 
 import rlnb
-from rlnb import samples
+from rlnb import samples, wire
 from rlnb.batched import Member, run_batched
-from rlnb.engine import threads
+from rlnb.engine import threads, tuner
 from rlnb.engine.threads import CpuMeter, ThreadPolicy, ThreadUse, auto_threads
 
 
@@ -109,21 +110,38 @@ def test_apply_sets_the_count_of_the_calling_thread(policy):
     assert seen == [1]
 
 
-def test_a_session_runs_with_the_policys_count_and_records_it(policy, monkeypatch, tmp_path):
-    model = Counting()
+class SlowAt(Counting):
+    """``Counting`` that also takes 20 ms longer per forward at one thread count."""
+
+    def __init__(self, slow: int) -> None:
+        super().__init__()
+        self.slow = slow
+
+    def forward(self, idx):
+        if torch.get_num_threads() == self.slow:
+            time.sleep(0.02)
+        return super().forward(idx)
+
+
+@pytest.mark.parametrize("slow", [2, 1])
+def test_a_session_times_both_counts_keeps_the_faster_and_records_it(policy, tmp_path, slow):
+    model = SlowAt(slow)
     s = rlnb.connect("local", model=model, device="cpu", runs_dir=tmp_path, run_id="r")
     assert s.history.config["threads"] == 2 and s.history.config["thread_policy"] == "auto"
     batch = [samples.cross_entropy([1, 2, 3, 4])]
-    s.forward_backward(batch).result()
-    s.optim_step().result()
-    monkeypatch.setattr(threads, "RECHECK", 0.0)
-    policy.load.value = 1.0  # another process takes a core: the next operation runs on one thread
-    s.forward_backward(batch).result()
+    for _ in range(1 + 2 * tuner.TRIALS + 3):
+        s.forward_backward(batch).result()
     s.close()
-    assert model.seen[-2:] == [2, 1]  # the probe at build time runs on the caller's thread
+    fast = 3 - slow
+    timed = model.seen[-(1 + 2 * tuner.TRIALS + 3):]
+    assert timed[0] == 2  # the first, untimed, at the rule's guess (one session, idle machine)
+    assert sorted(timed[1:1 + 2 * tuner.TRIALS]) == [1] * tuner.TRIALS + [2] * tuner.TRIALS  # both, in turns
+    assert timed[-3:] == [fast] * 3  # then the faster one only
     written = json.loads((tmp_path / "r" / "config.json").read_text())
-    assert written["threads"] == 2
-    assert written["thread_changes"] == [{"step": 1, "threads": 1}]
+    [decision] = written["thread_decisions"]
+    assert decision["operation"] == wire.OperationKind.FORWARD_BACKWARD and decision["size"] == 4
+    assert decision["threads"] == fast
+    assert decision["ms_per_unit"][str(slow)] > decision["ms_per_unit"][str(fast)] + 20 / 3 / 2  # 20 ms / 3 tokens
 
 
 def test_threads_fixes_a_sessions_count(policy, tmp_path):

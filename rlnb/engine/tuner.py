@@ -1,0 +1,102 @@
+"""Timing the thread counts: a worker tries its operations at two intra-op thread counts and keeps the faster.
+
+No rule about the machine predicts which count is faster on a few shared cores. Measured on this project's
+2 vCPUs (``bench/bench_threads.py``): beside a competing process, batched trials ran 5-7x *slower* on two
+threads than on one, a lone ``small`` session 1.4-3x *faster*; on an idle machine a ``tiny`` session behind a
+notebook thread that keeps submitting ran 2-3x slower on two. So the policy's rule gives only a first guess and
+a ceiling (``ThreadPolicy.limits``), and each worker times what it actually runs.
+
+Operations are compared within a *key*: their kind and the power of two above their size (tokens for a
+forward-backward, rows x ``max_tokens`` for a sample), since the faster count depends on how much work one
+operation holds. For each key the worker runs one untimed operation at the guess (first calls pay for
+allocations and lazy set-up), then alternates the two candidates until each has ``TRIALS`` timings, and keeps
+the one with the smaller median time per unit of size. The decision stands for ``KEEP`` seconds, then both are
+timed again, as the machine's load moves. An operation that failed is not timed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlnb import wire
+
+TRIALS = 3
+"""Timed operations at each candidate count before one is kept (the median of 3 survives one outlier)."""
+KEEP = 60.0
+"""Seconds a decision stands before the worker times both counts again."""
+
+Key = tuple[str, int]
+"""An operation's kind and its size bucket."""
+
+
+def work(kind: wire.OperationKind, body: Any) -> tuple[Key, float]:
+    """The key that makes two operations comparable, and the size that one operation's time is divided by."""
+    size = 1
+    if isinstance(body, wire.ForwardBackwardBody | wire.CustomForwardBackwardBody):
+        size = sum(len(s.model_input.tokens) for s in body.samples)
+    elif isinstance(body, wire.SampleBody):
+        sp = body.sampling_params
+        max_tokens = sp.max_tokens if sp is not None and sp.max_tokens is not None else wire.DEFAULT_MAX_TOKENS
+        size = len(body.model_inputs) * (body.num_samples or 1) * max_tokens
+    size = max(1, size)
+    return (str(kind), 1 << (size - 1).bit_length()), float(size)
+
+
+@dataclass
+class Decision:
+    """A key's kept count, with the median seconds per unit of size each candidate took."""
+
+    key: Key
+    threads: int
+    timed: dict[int, float]
+
+
+@dataclass
+class _State:
+    pair: tuple[int, int]
+    times: dict[int, list[float]] = field(default_factory=dict)
+    kept: int | None = None
+    at: float = 0.0
+
+
+class Tuner:
+    """One worker's timings (used by its own thread only). ``choose`` before an operation, ``record`` after."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._states: dict[Hashable, _State] = {}
+        self._seen: set[Hashable] = set()
+
+    def choose(self, key: Key, guess: int, cap: int) -> int:
+        """The count for the next operation of ``key``: the kept one, else the candidate timed least so far."""
+        if cap <= 1:
+            return 1
+        st = self._states.get(key)
+        if st is None or st.pair[0] != cap or (st.kept is not None and self._clock() - st.at >= KEEP):
+            other = guess if guess < cap else max(1, cap // 2)
+            st = self._states[key] = _State((cap, other), {cap: [], other: []})
+        if st.kept is not None:
+            return st.kept
+        if key not in self._seen:
+            return guess
+        high, low = st.pair
+        return low if len(st.times[low]) < len(st.times[high]) else high
+
+    def record(self, key: Key, threads: int, seconds: float, size: float) -> Decision | None:
+        """One operation's time; the new decision when this timing completes the trials."""
+        if key not in self._seen:  # the untimed first operation
+            self._seen.add(key)
+            return None
+        st = self._states.get(key)
+        if st is None or st.kept is not None or threads not in st.times:
+            return None
+        st.times[threads].append(seconds / size)
+        if min(len(t) for t in st.times.values()) < TRIALS:
+            return None
+        timed = {n: statistics.median(t) for n, t in st.times.items()}
+        st.kept, st.at = min(timed, key=lambda n: (timed[n], n)), self._clock()
+        return Decision(key, st.kept, timed)
