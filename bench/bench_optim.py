@@ -15,7 +15,7 @@ outside the timed region; contenders take turns step by step so drifts in machin
 the first ``--warmup`` steps are not timed. Reported: the median and the fastest step.
 
     python bench/bench_optim.py [--size bench|tiny|small] [--reps 30] [--warmup 5]
-    python bench/bench_optim.py --overhead [--pairs 5] [--steps 300]
+    python bench/bench_optim.py --overhead [--pairs 5] [--steps 300] [--threads N]
 """
 
 from __future__ import annotations
@@ -91,14 +91,15 @@ def matmul_ms(dtype: torch.dtype, n: int = 512, reps: int = 10) -> float:
 TEXT = list(b"hello world, this is a training step of rlnb")
 
 
-def session_loop(steps: int, runs: str) -> tuple[float, float, int]:
-    """(wall, CPU) seconds per step of the Session loop, and the thread count it ran with."""
+def session_loop(steps: int, runs: str, threads: int | None = None) -> tuple[float, float, int]:
+    """(wall, CPU) seconds per step of the Session loop, and the thread count it ran with (``threads``: a
+    fixed count; None: the policy's)."""
     import rlnb
     from rlnb import samples
 
     batch = [samples.cross_entropy(TEXT)]
     hp = rlnb.AdamParams(learning_rate=1e-3)
-    with rlnb.connect("local", model="tiny", device="cpu", runs_dir=runs) as s:
+    with rlnb.connect("local", model="tiny", device="cpu", runs_dir=runs, threads=threads) as s:
         for _ in range(20):
             s.forward_backward(batch)
             s.optim_step(hp)
@@ -139,13 +140,13 @@ def bare_loop(steps: int, threads: int) -> tuple[float, float]:
     return (time.perf_counter() - wall) / steps, (time.process_time() - cpu) / steps
 
 
-def overhead(pairs: int, steps: int) -> None:
+def overhead(pairs: int, steps: int, fixed: int | None) -> None:
     print("command: python " + " ".join(sys.argv))
     print(f"(c) load average {os.getloadavg()[0]:.2f} at the start; torch {torch.__version__}")
     runs = tempfile.mkdtemp()
     rows = []
     for _ in range(pairs):  # taking turns, so that a change of load hits both
-        s_wall, s_cpu, threads = session_loop(steps, runs)
+        s_wall, s_cpu, threads = session_loop(steps, runs, fixed)
         b_wall, b_cpu = bare_loop(steps, threads)
         rows.append((s_wall, s_cpu, b_wall, b_cpu, threads))
     for s_wall, s_cpu, b_wall, b_cpu, threads in rows:
@@ -156,7 +157,8 @@ def overhead(pairs: int, steps: int) -> None:
     best_cpu = min(r[1] for r in rows) / min(r[3] for r in rows)
     med_wall = statistics.median(r[0] / r[2] for r in rows)
     med_cpu = statistics.median(r[1] / r[3] for r in rows)
-    print(f"(c) engine overhead on tiny, {steps} pipelined steps, {pairs} pairs, threads as the policy picked "
+    print(f"(c) engine overhead on tiny, {steps} pipelined steps, {pairs} pairs, threads "
+          f"{'as the policy picked' if fixed is None else 'fixed by --threads'} "
           f"({sorted({r[4] for r in rows})}): best/best wall {best_wall:.2f}x, CPU {best_cpu:.2f}x; median of pairs "
           f"wall {med_wall:.2f}x, CPU {med_cpu:.2f}x (target <= 1.1: wall {'PASS' if best_wall <= 1.1 else 'FAIL'}, "
           f"CPU {'PASS' if best_cpu <= 1.1 else 'FAIL'})")
@@ -171,9 +173,11 @@ def main() -> None:
     ap.add_argument("--overhead", action="store_true", help="(c) only: Session vs a bare loop")
     ap.add_argument("--pairs", type=int, default=5, help="(c): Session / bare pairs")
     ap.add_argument("--steps", type=int, default=300, help="(c): timed steps per run")
+    ap.add_argument("--threads", type=int, default=None, help="(c): a fixed torch thread count for both loops "
+                    "(default: the count the engine's policy picks)")
     args = ap.parse_args()
     if args.overhead:
-        overhead(args.pairs, args.steps)
+        overhead(args.pairs, args.steps, args.threads)
         return
     if args.reps < 1 or args.warmup < 0:
         raise ValueError("--reps must be >= 1 and --warmup >= 0")
