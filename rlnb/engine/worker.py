@@ -70,7 +70,7 @@ class _Job:
 class Worker:
     def __init__(self, run: Run, name: str, classify: Classify = _unknown):
         self._run_op, self._classify = run, classify
-        self._queue: queue.Queue[_Job | threading.Event | None] = queue.Queue()
+        self._queue: queue.SimpleQueue[_Job | threading.Event | None] = queue.SimpleQueue()  # C: cheap per op
         self._lock = threading.Lock()
         self.cancelled = threading.Event()
         self.closed = False
@@ -124,7 +124,9 @@ class Worker:
             if self.closed:  # stopped while this waited in the queue: it never runs
                 self._finish(job, error=(Code.SESSION_NOT_ACTIVE, "the session was stopped before this ran"))
                 continue
-            job.env = job.env.model_copy(update={"status": Status.RUNNING})
+            # A new envelope per change (a listener may keep the one it was given); built, not copied:
+            # pydantic's model_copy costs more than validating these two fields.
+            job.env = wire.Operation(id=job.env.id, status=Status.RUNNING)
             self._notify(job)
             try:
                 output = self._run_op(job.kind, job.body, self.cancelled)
@@ -138,7 +140,7 @@ class Worker:
         if error is not None:
             job.env = wire.Operation.failed(job.env.id, *error)
         else:
-            job.env = job.env.model_copy(update={"status": Status.COMPLETED, "output": output})
+            job.env = wire.Operation(id=job.env.id, status=Status.COMPLETED, output=output)
         self._notify(job)
 
     @staticmethod
