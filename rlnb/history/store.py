@@ -153,7 +153,8 @@ def try_lock(fh: IO[str]) -> None:
 
 class RunStore:
     """An append-only run folder, written by one session at a time (``run.lock``; a second writer gets
-    ``RunLocked``). Every line is flushed at once, so a ``kill -9`` loses nothing that was recorded."""
+    ``RunLocked``). Every line goes to the OS at once (one unbuffered write), so a ``kill -9`` loses nothing that
+    was recorded."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
