@@ -7,15 +7,16 @@
     Target (b) assumes a CPU without bf16 matmul units, where torch.optim.Muon's bf16 Newton-Schulz
     is tens of times slower than our fp32 one; the "bf16/fp32 matmul" line shows what this CPU does.
 (c) Engine overhead (``--overhead``): forward-backward + optim-step pipelined through ``Session`` (recording
-    on, the thread count the policy picks) against a bare torch loop doing the same maths on the same
-    thread count, on ``tiny``: wall and CPU time per step (CPU: every thread of the process).  target <= 1.1
+    on, the thread count the policy picks or ``--threads``) against a bare torch loop doing the same maths on
+    the same thread count, on ``tiny``, the two taking turns every 25 steps: wall and CPU time per step (CPU:
+    every thread of the process).                                                    target <= 1.1
 
 Each contender steps its own copy of one model. Fresh random gradients are set before every step,
 outside the timed region; contenders take turns step by step so drifts in machine load hit all alike;
 the first ``--warmup`` steps are not timed. Reported: the median and the fastest step.
 
     python bench/bench_optim.py [--size bench|tiny|small] [--reps 30] [--warmup 5]
-    python bench/bench_optim.py --overhead [--pairs 5] [--steps 300]
+    python bench/bench_optim.py --overhead [--pairs 5] [--steps 300] [--threads N]
 """
 
 from __future__ import annotations
@@ -91,63 +92,86 @@ def matmul_ms(dtype: torch.dtype, n: int = 512, reps: int = 10) -> float:
 TEXT = list(b"hello world, this is a training step of rlnb")
 
 
-def session_loop(steps: int, runs: str) -> tuple[float, float, int]:
-    """(wall, CPU) seconds per step of the Session loop, and the thread count it ran with."""
-    import rlnb
-    from rlnb import samples
+BLOCK = 25
+"""(c): steps per turn. The Session and the bare loop take turns every BLOCK steps (50 pipelined operations),
+so that a change of machine load between turns, seconds long on a shared machine, hits both alike."""
 
-    batch = [samples.cross_entropy(TEXT)]
-    hp = rlnb.AdamParams(learning_rate=1e-3)
-    with rlnb.connect("local", model="tiny", device="cpu", runs_dir=runs) as s:
-        for _ in range(20):
-            s.forward_backward(batch)
-            s.optim_step(hp)
-        s.wait()
+
+class SessionLoop:
+    """The Session side of (c): one session, recording into ``runs``, with a fixed thread count or the policy's."""
+
+    def __init__(self, runs: str, threads: int | None) -> None:
+        import rlnb
+        from rlnb import samples
+
+        self.batch = [samples.cross_entropy(TEXT)]
+        self.hp = rlnb.AdamParams(learning_rate=1e-3)
+        self.session = rlnb.connect("local", model="tiny", device="cpu", runs_dir=runs, threads=threads)
+        self.run(20)
+        self.threads: int = self.session.backend.config()["threads"]
+
+    def run(self, steps: int) -> tuple[float, float]:
+        """(wall, CPU) seconds of ``steps`` pipelined steps: submitted at once, then waited for."""
         wall, cpu = time.perf_counter(), time.process_time()
         for _ in range(steps):
-            s.forward_backward(batch)
-            s.optim_step(hp)
-        s.wait()
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        threads = s.backend.config()["threads"]
-    return wall / steps, cpu / steps, threads
+            self.session.forward_backward(self.batch)
+            self.session.optim_step(self.hp)
+        self.session.wait()
+        return time.perf_counter() - wall, time.process_time() - cpu
+
+    def close(self) -> None:
+        self.session.close()
 
 
-def bare_loop(steps: int, threads: int) -> tuple[float, float]:
+class BareLoop:
     """The same maths as a session's step (log-probs, summed loss, grad norm with its host sync, clipping,
     AdamW with the session's defaults), on this thread with ``threads`` torch threads."""
-    torch.set_num_threads(threads)
-    model = build_model("tiny", 0)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=True)
-    idx, tgt = torch.tensor([TEXT[:-1]]), torch.tensor([TEXT[1:]])
 
-    def step() -> None:
-        lp = torch.log_softmax(model(idx).float(), -1).gather(-1, tgt[..., None])[..., 0]
+    def __init__(self, threads: int) -> None:
+        torch.set_num_threads(threads)
+        self.model = build_model("tiny", 0)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8,
+                                     weight_decay=0.1, foreach=True)
+        self.idx, self.tgt = torch.tensor([TEXT[:-1]]), torch.tensor([TEXT[1:]])
+        self.run(20)
+
+    def step(self) -> None:
+        lp = torch.log_softmax(self.model(self.idx).float(), -1).gather(-1, self.tgt[..., None])[..., 0]
         (-lp.sum()).backward()
-        total = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
+        params = list(self.model.parameters())
+        total = torch.nn.utils.get_total_norm([p.grad for p in params])
         total.item()
-        torch.nn.utils.clip_grads_with_norm_(list(model.parameters()), 1.0, total)
-        opt.step()
-        for p in model.parameters():
+        torch.nn.utils.clip_grads_with_norm_(params, 1.0, total)
+        self.opt.step()
+        for p in params:
             p.grad = None
 
-    for _ in range(20):
-        step()
-    wall, cpu = time.perf_counter(), time.process_time()
-    for _ in range(steps):
-        step()
-    return (time.perf_counter() - wall) / steps, (time.process_time() - cpu) / steps
+    def run(self, steps: int) -> tuple[float, float]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            self.step()
+        return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def overhead(pairs: int, steps: int) -> None:
+def overhead(pairs: int, steps: int, fixed: int | None) -> None:
     print("command: python " + " ".join(sys.argv))
     print(f"(c) load average {os.getloadavg()[0]:.2f} at the start; torch {torch.__version__}")
     runs = tempfile.mkdtemp()
     rows = []
-    for _ in range(pairs):  # taking turns, so that a change of load hits both
-        s_wall, s_cpu, threads = session_loop(steps, runs)
-        b_wall, b_cpu = bare_loop(steps, threads)
-        rows.append((s_wall, s_cpu, b_wall, b_cpu, threads))
+    for _ in range(pairs):
+        session = SessionLoop(runs, fixed)
+        bare = BareLoop(session.threads)
+        totals = [0.0, 0.0, 0.0, 0.0]
+        try:
+            for done in range(0, steps, BLOCK):  # taking turns, so that a change of load hits both
+                n = min(BLOCK, steps - done)
+                s_wall, s_cpu = session.run(n)
+                b_wall, b_cpu = bare.run(n)
+                for i, x in enumerate((s_wall, s_cpu, b_wall, b_cpu)):
+                    totals[i] += x
+        finally:
+            session.close()
+        rows.append((*(x / steps for x in totals), session.threads))
     for s_wall, s_cpu, b_wall, b_cpu, threads in rows:
         print(f"    {threads} thread(s): Session {s_wall * 1e3:6.2f} ms/step wall, {s_cpu * 1e3:6.2f} CPU;  bare "
               f"{b_wall * 1e3:6.2f} wall, {b_cpu * 1e3:6.2f} CPU;  wall {s_wall / b_wall:.2f}x  "
@@ -156,7 +180,8 @@ def overhead(pairs: int, steps: int) -> None:
     best_cpu = min(r[1] for r in rows) / min(r[3] for r in rows)
     med_wall = statistics.median(r[0] / r[2] for r in rows)
     med_cpu = statistics.median(r[1] / r[3] for r in rows)
-    print(f"(c) engine overhead on tiny, {steps} pipelined steps, {pairs} pairs, threads as the policy picked "
+    print(f"(c) engine overhead on tiny, {steps} steps pipelined {BLOCK} at a time, {pairs} pairs, threads "
+          f"{'as the policy picked' if fixed is None else 'fixed by --threads'} "
           f"({sorted({r[4] for r in rows})}): best/best wall {best_wall:.2f}x, CPU {best_cpu:.2f}x; median of pairs "
           f"wall {med_wall:.2f}x, CPU {med_cpu:.2f}x (target <= 1.1: wall {'PASS' if best_wall <= 1.1 else 'FAIL'}, "
           f"CPU {'PASS' if best_cpu <= 1.1 else 'FAIL'})")
@@ -170,10 +195,12 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps per contender first")
     ap.add_argument("--overhead", action="store_true", help="(c) only: Session vs a bare loop")
     ap.add_argument("--pairs", type=int, default=5, help="(c): Session / bare pairs")
-    ap.add_argument("--steps", type=int, default=300, help="(c): timed steps per run")
+    ap.add_argument("--steps", type=int, default=300, help="(c): timed steps per side and pair")
+    ap.add_argument("--threads", type=int, default=None, help="(c): a fixed torch thread count for both loops "
+                    "(default: the count the engine's policy picks)")
     args = ap.parse_args()
     if args.overhead:
-        overhead(args.pairs, args.steps)
+        overhead(args.pairs, args.steps, args.threads)
         return
     if args.reps < 1 or args.warmup < 0:
         raise ValueError("--reps must be >= 1 and --warmup >= 0")

@@ -30,8 +30,8 @@ def check_tokens(adapter: ModelAdapter, tokens: list[int], where: str) -> list[i
     if len(tokens) > limit:
         raise OperationError(Code.INVALID_INPUT, f"{where}: {len(tokens)} tokens exceed the model's context of {limit}")
     vocab = adapter.vocab_size
-    bad = next((t for t in tokens if not 0 <= t < vocab), None)
-    if bad is not None:
+    if min(tokens) < 0 or max(tokens) >= vocab:  # min/max run in C: the common, valid case costs little
+        bad = next(t for t in tokens if not 0 <= t < vocab)
         raise OperationError(Code.INVALID_INPUT, f"{where}: token {bad} is outside the vocabulary [0, {vocab})")
     return tokens
 
@@ -48,12 +48,13 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
         for key, td in s.loss_fn_inputs.items():
             if td.dtype == "int64":
                 ids = [int(v) for v in td.data]
-                if ids != td.data or any(not INT64_MIN <= v <= INT64_MAX for v in ids):
+                low, high = (min(ids), max(ids)) if ids else (0, 0)
+                if ids != td.data or low < INT64_MIN or high > INT64_MAX:
                     raise OperationError(
                         Code.INVALID_INPUT,
                         f"samples[{i}].loss_fn_inputs.{key}: int64 data must be integers in int64 range",
                     )
-                if key == "target_tokens" and ids and not (min(ids) >= 0 and max(ids) < vocab):
+                if key == "target_tokens" and not (low >= 0 and high < vocab):
                     raise OperationError(
                         Code.INVALID_INPUT, f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {vocab})"
                     )
@@ -76,6 +77,8 @@ def logprobs(
     tgt = torch.nn.utils.rnn.pad_sequence(targets, batch_first=True).to(adapter.device)
     logits = adapter.forward(model, idx)  # (B, T, V)
     lp, entropy = losses_mod.logprobs_and_entropy(logits, tgt)
+    if len(lens) == 1 and lp.device.type == "cpu":
+        return [lp[0]], [entropy[0]]
     if len(lens) == 1:
         return [lp[0].cpu()], [entropy[0].cpu()]
     return [lp[b, :n].cpu() for b, n in enumerate(lens)], [entropy[b, :n].cpu() for b, n in enumerate(lens)]

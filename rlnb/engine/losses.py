@@ -190,12 +190,12 @@ def compute(
     of each bound is kept by min() and still learns); for CISPO, whose clipped ratio is a coefficient,
     r outside a bound with A != 0.
     """
-    lp = torch.cat(logprobs)
+    lp = _joined(logprobs)
     if loss_type == _CROSS_ENTROPY:
         w = _cat(inputs, "weights", lp.device).to(lp.dtype)
         metrics = {"loss/tokens": w.sum().item()}
         if entropy is not None:
-            metrics["loss/entropy/mean"] = _masked_mean(torch.cat(entropy).to(lp.device), (w != 0).to(lp.dtype))
+            metrics["loss/entropy/mean"] = _masked_mean(_joined(entropy).to(lp.device), (w != 0).to(lp.dtype))
         return -(w * lp).sum(), metrics
 
     q, adv = _cat(inputs, "logprobs", lp.device), _cat(inputs, "advantages", lp.device)
@@ -245,7 +245,7 @@ def compute(
     metrics["loss/ratio/mean"] = _masked_mean(r, m)
     metrics["loss/sampler_kl/mean"] = _masked_mean(q - lp.detach(), m)
     if entropy is not None:
-        metrics["loss/entropy/mean"] = _masked_mean(torch.cat(entropy).to(lp.device), m)
+        metrics["loss/entropy/mean"] = _masked_mean(_joined(entropy).to(lp.device), m)
     if loss_type in (_PPO, _GRPO):
         lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
         metrics["loss/clip/low_fraction"] = _masked_mean((r < lo) & (adv < 0), m)
@@ -269,13 +269,25 @@ def logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor) -> tuple[t
     lp = logp.gather(-1, targets[..., None])[..., 0]
     with torch.no_grad():
         flat = logp.detach().reshape(-1, logp.shape[-1])
-        chunks = [-(c.exp() * c.clamp(min=torch.finfo(c.dtype).min)).sum(-1) for c in flat.split(ENTROPY_ROWS)]
+        if 0 < len(flat) <= ENTROPY_ROWS:  # one chunk: no split and cat (a training step's Python overhead)
+            return lp, _entropy(flat).reshape(logp.shape[:-1])
+        chunks = [_entropy(c) for c in flat.split(ENTROPY_ROWS)]
         entropy = torch.cat(chunks).reshape(logp.shape[:-1]) if chunks else flat.new_zeros(logp.shape[:-1])
     return lp, entropy
 
 
+def _entropy(logp: torch.Tensor) -> torch.Tensor:
+    """-Σ p·log p over the last axis; a log-prob of -inf (p = 0) adds 0, not NaN."""
+    return -(logp.exp() * logp.clamp(min=torch.finfo(logp.dtype).min)).sum(-1)
+
+
 def _cat(inputs: list[dict[str, torch.Tensor]], key: str, device: torch.device) -> torch.Tensor:
-    return torch.cat([x[key] for x in inputs]).to(device)
+    return _joined([x[key] for x in inputs]).to(device)
+
+
+def _joined(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.cat``, without the copy for one sample (nothing here writes into its result in place)."""
+    return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
 
 
 def _seq_sum(x: torch.Tensor, lens: list[int]) -> torch.Tensor:

@@ -165,7 +165,9 @@ class Session:
         with self._lock:
             pending = list(self._pending)
         deadline = None if timeout is None else time.monotonic() + timeout
-        for op in pending:
+        # The newest first: operations end in submission order, so the rest have ended by then and this
+        # thread wakes once, not once per operation (each wake-up takes the GIL from the worker mid-step).
+        for op in pending[-1:] + pending[:-1]:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 op.result(left)

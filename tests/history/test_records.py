@@ -247,3 +247,35 @@ def test_one_bad_run_is_a_row_with_its_error(tmp_path):
     assert "ops.jsonl is not a file" in rows.loc["bad", "error"] and pd.isna(rows.loc["bad", "operations"])
     assert pd.isna(rows.loc["weird", "error"]) and pd.isna(rows.loc["weird", "created_at"])
     assert table.run_id.iloc[0] == "good"  # newest first, unknown times last
+
+
+class Trickle:
+    """A raw file that takes at most ``n`` bytes per write, as write(2) may; 0 bytes: it takes nothing."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.data, self.closed, self.name = n, b"", False, "trickle"
+
+    def write(self, data) -> int:
+        taken = bytes(data[: self.n])
+        self.data += taken
+        return len(taken)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_line_the_os_takes_in_pieces_is_written_whole_and_one_it_refuses_stops_the_store_with_a_warning(
+    tmp_path,
+):
+    from rlnb.history.store import RunStore
+
+    store = RunStore(tmp_path / "r")
+    store._ops.close()
+    store._ops = Trickle(3)
+    store.write_op({"seq": 0, "kind": "sample", "note": "ünïcode"})
+    assert json.loads(store._ops.data.decode("utf-8")) == {"seq": 0, "kind": "sample", "note": "ünïcode"}
+    store._ops = Trickle(0)
+    with pytest.warns(RunStoreWarning, match="could not write"):
+        store.write_op({"seq": 1, "kind": "sample"})
+    assert store.failed is not None
+    store.close()
