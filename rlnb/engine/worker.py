@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import logging
 import queue
-import random
 import threading
+import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,17 +45,6 @@ Run = Callable[[wire.OperationKind, Any, threading.Event], Any]
 """``run(kind, body, cancelled) -> output``: does one operation; may watch ``cancelled`` between steps."""
 Classify = Callable[[Exception], OperationError | None]
 """``classify(exc)``: the ``OperationError`` (code and message) an exception stands for; None for a bug."""
-
-
-_IDS = random.Random()  # its own generator, seeded from the OS: a user's random.seed() cannot repeat ids
-_V4 = (0x4000 << 64) | (0x8000 << 48)  # RFC 4122 version 4, variant 10
-_V4_MASK = ~((0xF000 << 64) | (0xC000 << 48))
-
-
-def new_op_id() -> str:
-    """A random UUID4 string, as ``str(uuid.uuid4())`` but without a system call per operation."""
-    h = f"{_IDS.getrandbits(128) & _V4_MASK | _V4:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _unknown(exc: Exception) -> OperationError | None:
@@ -91,7 +80,7 @@ class Worker:
 
     def submit(self, kind: wire.OperationKind, body: Any, listener: Listener) -> None:
         """Queue one operation and report it PENDING (or FAILED at once if the worker is closed)."""
-        env: wire.Operation[Any] = wire.Operation(id=new_op_id(), status=Status.PENDING)
+        env: wire.Operation[Any] = wire.Operation(id=str(uuid.uuid4()), status=Status.PENDING)
         job = _Job(kind, body, env, listener)
         with self._lock:
             self._notify(job)
