@@ -28,6 +28,7 @@ from torch import nn
 from rlnb import wire
 from rlnb._options import refuse_unknown, take
 from rlnb.engine import checkpoints, handlers
+from rlnb.engine.models import packed
 from rlnb.engine.models.adapter import ModelAdapter, build_adapter
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.hf import DTYPES
@@ -178,7 +179,7 @@ class LocalBackend:
         return handlers.Engine(
             adapter=adapter,
             trainer=trainer,
-            sampler=sampler_copy(trainer),
+            sampler=self._sampler(trainer),
             optim=optim,
             kind=self.optimizer,
             store=checkpoints.CheckpointStore(saved.checkpoint_dir),
@@ -193,6 +194,14 @@ class LocalBackend:
             op_delay=op_delay,
             compiler=compiler,
         )
+
+    def _sampler(self, trainer: nn.Module) -> nn.Module:
+        """The sampler copy, its large linear layers packed for the CPU (``rlnb.engine.models.packed``; not under
+        LoRA, whose sampler shares the base weights)."""
+        sampler = sampler_copy(trainer)
+        if self.lora is None and packed.available(self.device):
+            packed.pack(sampler)
+        return sampler
 
     # -- what notebooks and the server read --------------------------------------------------------
 
