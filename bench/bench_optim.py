@@ -107,8 +107,11 @@ class SessionLoop:
         self.batch = [samples.cross_entropy(TEXT)]
         self.hp = rlnb.AdamParams(learning_rate=1e-3)
         self.session = rlnb.connect("local", model="tiny", device="cpu", runs_dir=runs, threads=threads)
-        self.run(20)
-        self.threads: int = self.session.backend.config()["threads"]
+        self.run(20)  # also the policy's timings: each kind of operation keeps its faster count within 20 steps
+        config = self.session.backend.config()
+        kept = {d["operation"]: d["threads"] for d in config.get("thread_decisions", [])}
+        self.threads: int = kept.get("forward-backward", config["threads"])
+        """The count the forward-backward runs at (the step's bulk), which the bare loop then uses."""
 
     def run(self, steps: int) -> tuple[float, float]:
         """(wall, CPU) seconds of ``steps`` pipelined steps: submitted at once, then waited for."""

@@ -9,9 +9,9 @@ a ceiling (``ThreadPolicy.limits``), and each worker times what it actually runs
 Operations are compared within a *key*: their kind and the power of two above their size (tokens for a
 forward-backward, rows x ``max_tokens`` for a sample), since the faster count depends on how much work one
 operation holds. For each key the worker runs one untimed operation at the guess (first calls pay for
-allocations and lazy set-up), then alternates the two candidates until each has ``TRIALS`` timings, and keeps
-the one with the smaller median time per unit of size. The decision stands for ``KEEP`` seconds, then both are
-timed again, as the machine's load moves. An operation that failed is not timed.
+allocations and lazy set-up), then alternates the two candidates until each has ``TRIALS`` timings, or one is
+clearly slower (``CLEAR``), and keeps the one with the smaller median time per unit of size. The decision stands
+for ``KEEP`` seconds, then both are timed again, as the machine's load moves. A failed operation is not timed.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from rlnb import wire
 
 TRIALS = 3
 """Timed operations at each candidate count before one is kept (the median of 3 survives one outlier)."""
+CLEAR = 1.5
+"""A count whose every timing is this many times the other's slowest loses at once, before ``TRIALS``: a short
+run (ten samples) should not spend a third of its operations on a count that is twice as slow."""
 KEEP = 60.0
 """Seconds a decision stands before the worker times both counts again."""
 
@@ -95,7 +98,9 @@ class Tuner:
         if st is None or st.kept is not None or threads not in st.times:
             return None
         st.times[threads].append(seconds / size)
-        if min(len(t) for t in st.times.values()) < TRIALS:
+        (a, ta), (b, tb) = st.times.items()
+        clear = bool(ta and tb) and (min(ta) >= CLEAR * max(tb) or min(tb) >= CLEAR * max(ta))
+        if min(len(ta), len(tb)) < TRIALS and not clear:
             return None
         timed = {n: statistics.median(t) for n, t in st.times.items()}
         st.kept, st.at = min(timed, key=lambda n: (timed[n], n)), self._clock()

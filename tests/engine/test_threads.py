@@ -134,9 +134,8 @@ def test_a_session_times_both_counts_keeps_the_faster_and_records_it(policy, tmp
     s.close()
     fast = 3 - slow
     timed = model.seen[-(1 + 2 * tuner.TRIALS + 3):]
-    assert timed[0] == 2  # the first, untimed, at the rule's guess (one session, idle machine)
-    assert sorted(timed[1:1 + 2 * tuner.TRIALS]) == [1] * tuner.TRIALS + [2] * tuner.TRIALS  # both, in turns
-    assert timed[-3:] == [fast] * 3  # then the faster one only
+    assert timed[:3] == [2, 2, 1]  # the first, untimed, at the rule's guess (one session, idle machine); then both
+    assert timed[3:] == [fast] * (len(timed) - 3)  # 20 ms on a 1 ms operation is clearly slower: the faster only
     written = json.loads((tmp_path / "r" / "config.json").read_text())
     [decision] = written["thread_decisions"]
     assert decision["operation"] == wire.OperationKind.FORWARD_BACKWARD and decision["size"] == 4

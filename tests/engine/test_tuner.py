@@ -30,7 +30,7 @@ def run(t: Tuner, seconds: dict[int, float], n: int, key=KEY, guess: int = 2, ca
     return used
 
 
-@pytest.mark.parametrize(("seconds", "fast"), [({1: 0.01, 2: 0.03}, 1), ({1: 0.03, 2: 0.01}, 2)])
+@pytest.mark.parametrize(("seconds", "fast"), [({1: 0.010, 2: 0.012}, 1), ({1: 0.012, 2: 0.010}, 2)])
 def test_the_first_is_untimed_then_both_in_turns_then_the_faster(seconds, fast):
     used = run(Tuner(), seconds, 1 + 2 * tuner.TRIALS + 4)
     assert used[0] == 2  # the guess, untimed
@@ -38,34 +38,39 @@ def test_the_first_is_untimed_then_both_in_turns_then_the_faster(seconds, fast):
     assert used[1 + 2 * tuner.TRIALS:] == [fast] * 4
 
 
+@pytest.mark.parametrize(("seconds", "fast"), [({1: 0.010, 2: 0.016}, 1), ({1: 0.016, 2: 0.010}, 2)])
+def test_a_clearly_slower_count_loses_after_one_timing(seconds, fast):
+    assert run(Tuner(), seconds, 6) == [2, 2, 1] + [fast] * 3
+
+
 def test_the_median_survives_one_outlier():
     t = Tuner()
     t.choose(KEY, 2, 2)
     t.record(KEY, 2, 1.0, 1.0)  # untimed
-    for two, one in [(0.01, 0.02), (0.5, 0.02), (0.01, 0.02)]:  # one stall of the 2-thread runs
+    for two, one in [(0.010, 0.012), (0.5, 0.012), (0.010, 0.012)]:  # one stall of the 2-thread runs
         t.record(KEY, t.choose(KEY, 2, 2), two, 1.0)
         decision = t.record(KEY, t.choose(KEY, 2, 2), one, 1.0)
-    assert decision is not None and decision.threads == 2 and decision.timed == {2: 0.01, 1: 0.02}
+    assert decision is not None and decision.threads == 2 and decision.timed == {2: 0.010, 1: 0.012}
 
 
 def test_a_decision_stands_for_keep_seconds_then_both_are_timed_again():
     clock = Clock()
     t = Tuner(clock)
-    run(t, {1: 0.01, 2: 0.03}, 1 + 2 * tuner.TRIALS)
+    run(t, {1: 0.010, 2: 0.012}, 1 + 2 * tuner.TRIALS)
     clock.now += tuner.KEEP - 1
-    assert run(t, {1: 0.03, 2: 0.01}, 2) == [1, 1]  # kept, although 2 is now the faster
+    assert run(t, {1: 0.012, 2: 0.010}, 2) == [1, 1]  # kept, although 2 is now the faster
     clock.now += 1
-    assert run(t, {1: 0.03, 2: 0.01}, 2 * tuner.TRIALS + 2) == [2, 1] * tuner.TRIALS + [2, 2]  # no untimed one
+    assert run(t, {1: 0.012, 2: 0.010}, 2 * tuner.TRIALS + 2) == [2, 1] * tuner.TRIALS + [2, 2]  # no untimed one
 
 
 def test_keys_and_caps():
     t = Tuner()
     assert run(t, {1: 0.01}, 3, cap=1) == [1, 1, 1]  # nothing to choose
-    run(t, {1: 0.01, 2: 0.03}, 1 + 2 * tuner.TRIALS)
+    run(t, {1: 0.010, 2: 0.012}, 1 + 2 * tuner.TRIALS)
     other = ("sample", 1024)
-    assert run(t, {1: 0.03, 2: 0.01}, 1 + 2 * tuner.TRIALS + 1, key=other)[-1] == 2  # timed on its own
+    assert run(t, {1: 0.012, 2: 0.010}, 1 + 2 * tuner.TRIALS + 1, key=other)[-1] == 2  # timed on its own
     assert t.choose(KEY, 2, 2) == 1
-    assert run(t, {1: 0.01, 2: 0.03, 4: 0.05}, 2 * tuner.TRIALS + 1, cap=4)[:2] == [4, 2]  # a new cap: timed anew
+    assert run(t, {1: 0.010, 2: 0.011, 4: 0.012}, 2 * tuner.TRIALS + 1, cap=4)[:2] == [4, 2]  # a new cap: timed anew
     assert t.choose(KEY, 1, 4) == 2  # a new guess alone does not restart the timings
 
 
