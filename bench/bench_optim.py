@@ -110,8 +110,7 @@ class SessionLoop:
         self.run(20)  # also the policy's timings: each kind of operation keeps its faster count within 20 steps
         config = self.session.backend.config()
         kept = {d["operation"]: d["threads"] for d in config.get("thread_decisions", [])}
-        self.threads: int = kept.get("forward-backward", config["threads"])
-        """The count the forward-backward runs at (the step's bulk), which the bare loop then uses."""
+        self.threads: int = kept.get("forward-backward", config["threads"])  # the step's bulk; the bare loop's count
 
     def run(self, steps: int) -> tuple[float, float]:
         """(wall, CPU) seconds of ``steps`` pipelined steps: submitted at once, then waited for."""
