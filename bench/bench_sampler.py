@@ -4,7 +4,8 @@
     sampling at temperature 1: rlnb's sampler through ``Session.sample`` (eager, and with ``compile=True``)
     against ``model.generate`` with its default cache and with its static cache and ``torch.compile``.
     Targets: rlnb >= 2x generate (default cache), >= 1.0x generate (static + compile).
-(b) The same models: rlnb's tokens/s (compiled) as a fraction of the memory-bandwidth bound, at batch 1 and 16.
+(b) The same models: rlnb's tokens/s (its faster setting) as a fraction of the memory-bandwidth bound, at batch
+    1 and 16.
     The bound: a decode step reads every weight once (the input embedding only for the rows' tokens), so it
     takes at least weight bytes / copy rate, with the copy rate measured here (a 256 MiB tensor copied, bytes
     copied per second); tokens/s bound = batch / that.
@@ -14,6 +15,9 @@
 (t) Compile times (``--parts t``): a child process with an empty inductor cache (cold), then a second one on the
     same cache folder (warm), each sampling 16 x 200 on ``small`` and 16 x 160 on the 21 M Qwen3 with
     ``compile=True`` and printing the session's recorded compiles.
+(p) Packed weights (``--parts p``): ``F.linear`` against the packed product the sampler uses
+    (``rlnb.engine.models.packed``) at decode shapes (1 and 16 rows) for the layer sizes of (a), and whether
+    ``pack`` packs them.
 (e) Memory of the trainer/sampler pair, full-weight vs LoRA (unique tensor bytes with the sampler's packed weight
     copies, and peak RSS in a child).
 
@@ -354,6 +358,47 @@ def packed_bytes(sampler: torch.nn.Module) -> int:
     return sum(m.weight.numel() * m.weight.element_size() for m in sampler.modules() if isinstance(m, PackedLinear))
 
 
+def bench_packed(reps: int) -> None:
+    """(p): one linear layer, plain and packed, at decode shapes."""
+    from rlnb.engine.models import packed
+
+    print(f"(p) {load()}; microseconds per product, best of {reps} x 100 calls")
+    for rows in (1, 16):
+        for k, n in [(256, 256), (256, 768), (512, 512), (512, 1536), (1536, 512), (512, 8192)]:
+            layer = torch.nn.Linear(k, n, bias=False)
+            plain = torch.nn.Linear(k, n, bias=False)
+            plain.load_state_dict(layer.state_dict())
+            was_packed = packed.pack(layer) == 1
+            x = torch.randn(rows, 1, k)
+            times = {}
+            with torch.no_grad():
+                for name, module in (("plain", plain), ("packed", layer if was_packed else packed_copy(plain))):
+                    module(x)
+                    best = float("inf")
+                    for _ in range(reps):
+                        start = time.perf_counter()
+                        for _ in range(100):
+                            module(x)
+                        best = min(best, (time.perf_counter() - start) / 100)
+                    times[name] = best * 1e6
+            print(f"(p) {rows:2d} rows, {k:4d} x {n:4d}: plain {times['plain']:8.1f}  packed {times['packed']:8.1f}  "
+                  f"plain / packed {times['plain'] / times['packed']:.2f}  (rlnb packs it: {was_packed})")
+
+
+def packed_copy(layer: torch.nn.Linear) -> torch.nn.Module:
+    """``layer`` packed whatever its size (``pack`` leaves small ones plain), to time what packing would give."""
+    from rlnb.engine.models import packed
+
+    copy = torch.nn.Linear(layer.in_features, layer.out_features, bias=False)
+    copy.load_state_dict(layer.state_dict())
+    saved, packed.MIN_ELEMENTS = packed.MIN_ELEMENTS, 0
+    try:
+        packed.pack(copy)
+    finally:
+        packed.MIN_ELEMENTS = saved
+    return copy
+
+
 def bench_memory() -> None:
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     out = {}
@@ -370,7 +415,7 @@ def bench_memory() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo", action="store_true", help="only (d), the demo's steps/s")
-    parser.add_argument("--parts", default="abce", help="which of a (with b), c, e, t to run")
+    parser.add_argument("--parts", default="abce", help="which of a (with b), c, p, e, t to run")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for every contender")
     parser.add_argument("--sizes", default="3m,21m", help="Qwen3 shapes for (a) and (b): " + ", ".join(SIZES))
@@ -388,6 +433,8 @@ def main() -> None:
         bench_small(args.reps, args.threads)
     if "t" in args.parts:
         bench_compile_times()
+    if "p" in args.parts:
+        bench_packed(args.reps)
     if "e" in args.parts:
         bench_memory()
     print(f"{load()} at the end")

@@ -1,8 +1,8 @@
 """Prepacked weights for the sampler's large linear layers on the CPU.
 
 A decode step multiplies a few rows (the batch) by every weight matrix, and for that shape oneDNN's blocked
-weight layout runs 1.2-2.6x faster than the plain one on this project's CPU (a 512 x 8192 output head at 16
-rows: 4.9 -> 1.9 ms; ``bench/bench_sampler.py``); on small matrices (256 x 256) it is slower. So ``pack``
+weight layout runs 1.2-2.7x faster than the plain one on this project's CPU at 16 rows (a 512 x 8192 output
+head: 3.6 -> 1.3 ms; ``bench/bench_sampler.py --parts p``); on small matrices (256 x 256) it is slower. So ``pack``
 turns the sampler copy's large float32 ``nn.Linear`` layers into ``PackedLinear``: the same module, parameters
 and state dict, plus a packed copy of the weight, re-packed when the weight was written in place since
 (weights-sync, a checkpoint's restore: torch counts in-place writes in ``Tensor._version``): by the layer itself
