@@ -2,9 +2,11 @@
 written in place is re-packed before it is used, and what a session's sampler holds."""
 
 import gc
+from copy import deepcopy
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import rlnb
@@ -61,23 +63,31 @@ def test_a_packed_layer_computes_what_linear_does_and_follows_in_place_writes():
 def test_refresh_repacks_what_changed_for_a_compiled_caller():
     lin = nn.Linear(512, 512)
     packed.pack(lin)
-    old = packed._PACKED[lin.slot]
+    old = packed._PACKED[id(lin)]
     packed.refresh(lin)
-    assert packed._PACKED[lin.slot] is old  # nothing written since: nothing re-packed
+    assert packed._PACKED[id(lin)] is old  # nothing written since: nothing re-packed
     with torch.no_grad():
         lin.weight.mul_(2)
     packed.refresh(lin)
-    assert packed._PACKED[lin.slot] is not old and lin.packed_version == lin.weight._version
+    assert packed._PACKED[id(lin)] is not old and lin.packed_version == lin.weight._version
 
 
-def test_a_dropped_layer_frees_its_packed_weight():
+def test_a_dropped_layer_frees_its_packed_weight_and_a_copy_packs_its_own():
     lin = nn.Linear(512, 512)
     packed.pack(lin)
-    slot = lin.slot
-    assert slot in packed._PACKED
+    copy = deepcopy(lin)
+    x = torch.randn(4, 512)
+    with torch.no_grad():
+        copy.weight.mul_(-1)
+        close(copy(x), -lin(x) + 2 * lin.bias)  # the copy's own (negated) weight, not the original's
+        close(lin(x), F.linear(x, lin.weight, lin.bias))
+    key = id(lin)
+    assert key in packed._PACKED
     del lin
     gc.collect()
-    assert slot not in packed._PACKED
+    assert key not in packed._PACKED
+    with torch.no_grad():
+        close(copy(x), F.linear(x, copy.weight, copy.bias))
 
 
 def test_a_session_samples_with_the_trained_weights_only_after_weights_sync():

@@ -16,7 +16,6 @@ the compiler calls as it is, so compiled and eager decoding run the same kernel.
 
 from __future__ import annotations
 
-import itertools
 import weakref
 
 import torch
@@ -27,9 +26,8 @@ MIN_ELEMENTS = 1 << 18
 """Pack weights of at least this many elements (512 x 512): below, oneDNN's packed product is no faster."""
 
 _PACKED: dict[int, Tensor] = {}
-"""Each live ``PackedLinear``'s packed weight, by slot (the custom op finds it there: a packed oneDNN tensor
-cannot be a traced input)."""
-_SLOTS = itertools.count()
+"""Each live ``PackedLinear``'s packed weight, by the layer's ``id`` (the custom op finds it there: a packed oneDNN
+tensor cannot be a traced input). A layer's entry goes when the layer does; a copy of a layer packs its own."""
 
 
 def available(device: torch.device) -> bool:
@@ -39,31 +37,36 @@ def available(device: torch.device) -> bool:
 class PackedLinear(nn.Linear):
     """An ``nn.Linear`` that multiplies by a packed copy of its weight (see the module docstring)."""
 
-    slot: int
     packed_version: int
 
+    def stale(self) -> bool:
+        """Whether the weight was written since it was packed (or this layer, a copy, was never packed)."""
+        return id(self) not in _PACKED or self.weight._version != self.packed_version
+
     def repack(self) -> None:
-        _PACKED[self.slot] = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), None)
+        if id(self) not in _PACKED:
+            weakref.finalize(self, _PACKED.pop, id(self), None)
+        _PACKED[id(self)] = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), None)
         self.packed_version = self.weight._version
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dtype != torch.float32:
             return F.linear(x, self.weight, self.bias)
         if torch.compiler.is_compiling():  # refreshed before the compiled step runs (``refresh``)
-            return packed_linear(x, self.weight, self.bias, self.slot)
-        if self.weight._version != self.packed_version:
+            return packed_linear(x, self.weight, self.bias, id(self))
+        if self.stale():
             self.repack()
-        return torch.ops.mkldnn._linear_pointwise(x, _PACKED[self.slot], self.bias, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(x, _PACKED[id(self)], self.bias, "none", [], "")
 
 
 @torch.library.custom_op("rlnb::packed_linear", mutates_args=())
-def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, slot: int) -> Tensor:
-    """``x @ weight.T + bias`` with the packed copy of ``weight`` kept in ``slot``."""
-    return torch.ops.mkldnn._linear_pointwise(x, _PACKED[slot], bias, "none", [], "")
+def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, layer: int) -> Tensor:
+    """``x @ weight.T + bias`` with the packed copy of ``weight`` that layer ``id`` ``layer`` keeps."""
+    return torch.ops.mkldnn._linear_pointwise(x, _PACKED[layer], bias, "none", [], "")
 
 
 @packed_linear.register_fake
-def _(x: Tensor, weight: Tensor, bias: Tensor | None, slot: int) -> Tensor:
+def _(x: Tensor, weight: Tensor, bias: Tensor | None, layer: int) -> Tensor:
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
@@ -74,8 +77,6 @@ def pack(model: nn.Module) -> int:
         if type(module) is nn.Linear and module.weight.dtype == torch.float32 and module.weight.numel() >= MIN_ELEMENTS:
             module.__class__ = PackedLinear
             packed: PackedLinear = module  # type: ignore[assignment]  # the class was just swapped
-            packed.slot = next(_SLOTS)
-            weakref.finalize(packed, _PACKED.pop, packed.slot, None)
             packed.repack()
             count += 1
     return count
@@ -84,5 +85,5 @@ def pack(model: nn.Module) -> int:
 def refresh(model: nn.Module) -> None:
     """Re-pack every layer whose weight was written in place since it was packed."""
     for module in model.modules():
-        if isinstance(module, PackedLinear) and module.weight._version != module.packed_version:
+        if isinstance(module, PackedLinear) and module.stale():
             module.repack()
