@@ -108,7 +108,7 @@ def test_a_session_samples_with_the_trained_weights_only_after_weights_sync():
             return s.sample([prompt], num_samples=1, max_tokens=4, seed=3).result().results[0].sequences[0]
 
         s.forward_backward([samples.cross_entropy(list(range(1, 40)))])
-        s.optim_step(rlnb.AdamParams(learning_rate=0.05)).result()
+        s.optim_step(rlnb.AdamParams(learning_rate=3e-3)).result()  # moderate logits: float32 rounding stays ~1e-5
         q = sample()  # not synced yet: the sampler still has the start weights
         assert q.logprobs == pytest.approx(logprobs(initial, q.tokens), abs=1e-4)
         s.weights_sync().result()
