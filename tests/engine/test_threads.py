@@ -149,7 +149,7 @@ def test_threads_fixes_a_sessions_count(policy, tmp_path):
         s.forward_backward([samples.cross_entropy([1, 2, 3])]).result()
     assert model.seen[-1] == 1
     written = json.loads((tmp_path / "r" / "config.json").read_text())
-    assert (written["threads"], written["thread_policy"]) == (1, "fixed") and "thread_changes" not in written
+    assert (written["threads"], written["thread_policy"]) == (1, "fixed") and "thread_decisions" not in written
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
