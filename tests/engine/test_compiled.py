@@ -11,7 +11,7 @@ import rlnb
 from rlnb.engine import sampling
 from rlnb.engine.models.adapter import build_adapter
 from rlnb.engine.models.compiled import BUCKET, Compiler, bucket
-from rlnb.engine.models.decoders import HFDecoder, RecomputeDecoder
+from rlnb.engine.models.decoders import DECODE_ATTENTION, HFDecoder, RecomputeDecoder
 
 CPU = torch.device("cpu")
 
@@ -119,6 +119,9 @@ def test_compiled_hf_sampling_gives_the_eager_tokens(hf_dirs):
         want = eager.sample(prompts, num_samples=3, max_tokens=16, seed=3).result()
     with rlnb.connect("local", compile=True, **kw) as s:
         got = s.sample(prompts, num_samples=3, max_tokens=16, seed=3).result()
+        # grouped-query attention without copying the cache's heads, in the sampler's copy only
+        assert s.backend.sampler.config._attn_implementation == DECODE_ATTENTION
+        assert s.backend.trainer.config._attn_implementation == "sdpa"
     assert_same_samples([r.sequences for r in got.results], [r.sequences for r in want.results])
 
 

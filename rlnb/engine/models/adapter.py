@@ -19,7 +19,15 @@ from torch import Tensor, nn
 
 from rlnb.engine.models import hf
 from rlnb.engine.models.compiled import Compiler, mark_static
-from rlnb.engine.models.decoders import BuiltinDecoder, Decoder, HFDecoder, RecomputeDecoder, hf_step, positions
+from rlnb.engine.models.decoders import (
+    BuiltinDecoder,
+    Decoder,
+    HFDecoder,
+    RecomputeDecoder,
+    hf_step,
+    positions,
+    use_decode_attention,
+)
 from rlnb.engine.models.gpt2 import from_gpt2, gpt2_config, to_gpt2
 from rlnb.engine.models.tiny import SIZES, KVCache, TinyTransformer, build_model
 from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
@@ -209,6 +217,7 @@ class HFAdapter(ModelAdapter):
         from transformers import StaticCache
 
         base = _unwrap(model)  # peft's wrapper adds nothing to a LoRA forward, and would be compiled too
+        use_decode_attention(base)  # the sampler copy's own config: the trainer keeps transformers' sdpa
         config = base.config
         cache = compiler.cache(("hf", batch, max_len), lambda: StaticCache(config=config, max_cache_len=max_len))
         step = compiler.wrap(hf_step, "decode step", _architecture(base), batch=batch, length=max_len)
