@@ -110,7 +110,8 @@ class SessionLoop:
         self.run(20)  # also the policy's timings: each kind of operation keeps its faster count within 20 steps
         config = self.session.backend.config()
         kept = {d["operation"]: d["threads"] for d in config.get("thread_decisions", [])}
-        self.threads: int = kept.get("forward-backward", config["threads"])  # the step's bulk; the bare loop's count
+        # the forward-backward's count (the step's bulk) is the bare loop's
+        self.threads: int = kept.get(rlnb.wire.OperationKind.FORWARD_BACKWARD, config["threads"])
 
     def run(self, steps: int) -> tuple[float, float]:
         """(wall, CPU) seconds of ``steps`` pipelined steps: submitted at once, then waited for."""

@@ -391,11 +391,7 @@ def packed_copy(layer: torch.nn.Linear) -> torch.nn.Module:
 
     copy = torch.nn.Linear(layer.in_features, layer.out_features, bias=False)
     copy.load_state_dict(layer.state_dict())
-    saved, packed.MIN_ELEMENTS = packed.MIN_ELEMENTS, 0
-    try:
-        packed.pack(copy)
-    finally:
-        packed.MIN_ELEMENTS = saved
+    packed.pack(copy, min_elements=0)
     return copy
 
 

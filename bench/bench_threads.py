@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import rlnb
-from rlnb import samples
+from rlnb import samples, wire
 from rlnb.batched import Member, run_batched
 from rlnb.engine.threads import POLICY, CpuMeter
 
@@ -41,7 +41,8 @@ def counts(config: dict[str, Any]) -> str:
     return f"{config['threads']}" + "".join(f" {SHORT.get(k, k)}:{n}" for k, n in kept.items())
 
 
-SHORT = {"forward-backward": "fb", "optim-step": "opt", "sample": "smp"}
+K = wire.OperationKind
+SHORT = {K.FORWARD_BACKWARD: "fb", K.OPTIM_STEP: "opt", K.SAMPLE: "smp"}
 
 
 def train(threads: int | None) -> str:

@@ -216,10 +216,10 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
             Code.INVALID_INPUT, "this session is trainer-only (0 generator replicas): sample is rejected"
         )
     sp, n, settings, prompts = inputs_mod.sample_request(engine.adapter, body)
-    packed.refresh(engine.sampler)  # weights written since the last sample (a compiled step cannot re-pack)
     seed = sp.seed % 2**63 if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))
     longest, rows, chooser = max(len(p) for p in prompts) + settings.max_tokens, len(prompts) * n, sampling.pick
     if engine.compiler is not None:  # compiled: lengths in buckets, so that nearby ones share a graph
+        packed.refresh(engine.sampler)  # weights written since the last sample: a compiled step cannot re-pack
         longest = bucket(longest, engine.adapter.context_length)
         dtype = next(engine.sampler.parameters()).dtype  # of the logits the choice reads
         chooser = engine.compiler.wrap(sampling.pick, "token choice", dtype, batch=rows,

@@ -77,8 +77,6 @@ def logprobs(
     tgt = torch.nn.utils.rnn.pad_sequence(targets, batch_first=True).to(adapter.device)
     logits = adapter.forward(model, idx)  # (B, T, V)
     lp, entropy = losses_mod.logprobs_and_entropy(logits, tgt)
-    if len(lens) == 1 and lp.device.type == "cpu":
-        return [lp[0]], [entropy[0]]
     if len(lens) == 1:
         return [lp[0].cpu()], [entropy[0].cpu()]
     return [lp[b, :n].cpu() for b, n in enumerate(lens)], [entropy[b, :n].cpu() for b, n in enumerate(lens)]

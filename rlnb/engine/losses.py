@@ -269,10 +269,8 @@ def logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor) -> tuple[t
     lp = logp.gather(-1, targets[..., None])[..., 0]
     with torch.no_grad():
         flat = logp.detach().reshape(-1, logp.shape[-1])
-        if 0 < len(flat) <= ENTROPY_ROWS:  # one chunk: no split and cat (a training step's Python overhead)
-            return lp, _entropy(flat).reshape(logp.shape[:-1])
         chunks = [_entropy(c) for c in flat.split(ENTROPY_ROWS)]
-        entropy = torch.cat(chunks).reshape(logp.shape[:-1]) if chunks else flat.new_zeros(logp.shape[:-1])
+        entropy = _joined(chunks).reshape(logp.shape[:-1]) if chunks else flat.new_zeros(logp.shape[:-1])
     return lp, entropy
 
 

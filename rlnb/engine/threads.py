@@ -39,8 +39,7 @@ from rlnb import wire
 from rlnb.engine.tuner import Key, Tuner, work
 
 RECHECK = 5.0
-"""Seconds between re-decisions while the set of workers stays the same (the machine's load moves slowly,
-and each change of count re-creates torch's thread pool)."""
+"""Seconds between re-decisions while the set of workers stays the same (the machine's load moves slowly)."""
 BUSY_FOR = 2.0
 """A worker counts as busy while it runs an operation and until this long after (or after it started)."""
 MIN_WINDOW = 0.1
@@ -200,16 +199,6 @@ class ThreadPolicy:
                     self._other = measured
                 self._decided, self._at, self._busy = auto_threads(self.cores, busy, self._other), now, busy
             return self._decided, max(1, self.cores // self._busy)
-
-    def count(self) -> int:
-        """Threads per busy worker under the rule."""
-        return self.limits()[0]
-
-    def describe(self) -> dict[str, object]:
-        """What the last decision was based on (for a run's config and the docs' examples)."""
-        with self._lock:
-            return {"cores": self.cores, "busy_workers": self._busy, "other_load": round(self._other, 2),
-                    "threads": self._decided}
 
 
 POLICY = ThreadPolicy()

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rlnb import wire
@@ -60,8 +60,8 @@ class Decision:
 
 @dataclass
 class _State:
-    pair: tuple[int, int]
-    times: dict[int, list[float]] = field(default_factory=dict)
+    times: dict[int, list[float]]
+    """Each candidate's timings: the cap first, then the lower count."""
     kept: int | None = None
     at: float = 0.0
 
@@ -71,22 +71,22 @@ class Tuner:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._states: dict[Hashable, _State] = {}
-        self._seen: set[Hashable] = set()
+        self._states: dict[Key, _State] = {}
+        self._seen: set[Key] = set()
 
     def choose(self, key: Key, guess: int, cap: int) -> int:
         """The count for the next operation of ``key``: the kept one, else the candidate timed least so far."""
         if cap <= 1:
             return 1
         st = self._states.get(key)
-        if st is None or st.pair[0] != cap or (st.kept is not None and self._clock() - st.at >= KEEP):
+        if st is None or next(iter(st.times)) != cap or (st.kept is not None and self._clock() - st.at >= KEEP):
             other = guess if guess < cap else max(1, cap // 2)
-            st = self._states[key] = _State((cap, other), {cap: [], other: []})
+            st = self._states[key] = _State({cap: [], other: []})
         if st.kept is not None:
             return st.kept
         if key not in self._seen:
             return guess
-        high, low = st.pair
+        high, low = st.times
         return low if len(st.times[low]) < len(st.times[high]) else high
 
     def record(self, key: Key, threads: int, seconds: float, size: float) -> Decision | None:
@@ -98,7 +98,7 @@ class Tuner:
         if st is None or st.kept is not None or threads not in st.times:
             return None
         st.times[threads].append(seconds / size)
-        (a, ta), (b, tb) = st.times.items()
+        ta, tb = st.times.values()
         clear = bool(ta and tb) and (min(ta) >= CLEAR * max(tb) or min(tb) >= CLEAR * max(ta))
         if min(len(ta), len(tb)) < TRIALS and not clear:
             return None

@@ -52,12 +52,13 @@ def test_a_packed_layer_computes_what_linear_does_and_follows_in_place_writes():
     ref.load_state_dict(lin.state_dict())
     packed.pack(lin)
     with torch.no_grad():
-        close(lin(x), ref(x))
+        before = lin(x)
+        close(before, ref(x))
         new = torch.randn(1024, 512)
         lin.weight.copy_(new)  # as weights-sync writes it
         ref.weight.copy_(new)
         close(lin(x), ref(x))
-        assert not torch.allclose(lin(x), ref(x) + 1)
+        assert not torch.allclose(lin(x), before, atol=1e-2)  # the new weight, not the packed copy of the old
 
 
 def test_refresh_repacks_what_changed_for_a_compiled_caller():

@@ -110,12 +110,15 @@ DECODE_ATTENTION = "rlnb_decode_sdpa"
 """transformers' ``sdpa`` attention, except that a one-token query under ``torch.compile`` attends with SDPA's own
 grouped-query support (``enable_gqa``). With a padding mask on the CPU, transformers repeats the key/value heads
 when compiling (``repeat_kv``): a copy of every layer's whole static cache at every step, which made compiled
-decoding of a Qwen3 of 21 M parameters 2.3x slower (``bench/bench_sampler.py``). Eager decoding already avoids
-the copy (transformers packs the query's heads instead)."""
+decoding of Qwen3 shapes of 5 M and 21 M parameters 2.0x and 1.27x slower (``bench/bench_sampler.py``). Eager
+decoding already avoids the copy (transformers packs the query's heads instead)."""
 
 
 def use_decode_attention(model: nn.Module) -> None:
     """Make ``model`` (a transformers model using ``sdpa``) attend with ``DECODE_ATTENTION``."""
+    config: Any = model.config
+    if config._attn_implementation != "sdpa":  # another implementation, or this one already
+        return
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
@@ -131,9 +134,6 @@ def use_decode_attention(model: nn.Module) -> None:
         )
         return out.transpose(1, 2).contiguous(), None
 
-    config: Any = model.config
-    if config._attn_implementation != "sdpa":
-        return
     AttentionInterface.register(DECODE_ATTENTION, attention)
     AttentionMaskInterface.register(DECODE_ATTENTION, sdpa_mask)
     config._attn_implementation = DECODE_ATTENTION

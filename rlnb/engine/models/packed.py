@@ -70,11 +70,12 @@ def _(x: Tensor, weight: Tensor, bias: Tensor | None, layer: int) -> Tensor:
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
-def pack(model: nn.Module) -> int:
-    """Turn ``model``'s large float32 linear layers into ``PackedLinear`` in place; how many were."""
+def pack(model: nn.Module, min_elements: int = MIN_ELEMENTS) -> int:
+    """Turn ``model``'s float32 linear layers of at least ``min_elements`` weights into ``PackedLinear`` in place;
+    how many were."""
     count = 0
     for module in model.modules():
-        if type(module) is nn.Linear and module.weight.dtype == torch.float32 and module.weight.numel() >= MIN_ELEMENTS:
+        if type(module) is nn.Linear and module.weight.dtype == torch.float32 and module.weight.numel() >= min_elements:
             module.__class__ = PackedLinear
             packed: PackedLinear = module  # type: ignore[assignment]  # the class was just swapped
             packed.repack()
