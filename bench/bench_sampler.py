@@ -234,8 +234,7 @@ def bench_small(reps: int, threads: int) -> None:
     compiler = Compiler(torch.device("cpu"))
     rows, longest = BATCH, len(prompt) + 200
     long_bucket = bucket(longest, adapter.context_length)
-    chooser = compiler.wrap(sampling.pick, "token choice", torch.float32, batch=rows, vocab=adapter.vocab_size,
-                            temperature=1.0, top_p=1.0, top_k=-1)
+    chooser = sampling.compiled_pick(compiler, settings, torch.float32, rows, adapter.vocab_size, adapter.device)
 
     def sample(compiled: bool) -> Callable[[], object]:
         def run() -> object:

@@ -217,15 +217,14 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
         )
     sp, n, settings, prompts = inputs_mod.sample_request(engine.adapter, body)
     seed = sp.seed % 2**63 if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))
-    longest, rows, chooser = max(len(p) for p in prompts) + settings.max_tokens, len(prompts) * n, sampling.pick
+    longest, rows = max(len(p) for p in prompts) + settings.max_tokens, len(prompts) * n
+    chooser: sampling.Pick = sampling.pick
     if engine.compiler is not None:  # compiled: lengths in buckets, so that nearby ones share a graph
         packed.refresh(engine.sampler)  # weights written since the last sample: a compiled step cannot re-pack
         longest = bucket(longest, engine.adapter.context_length)
         dtype = next(engine.sampler.parameters()).dtype  # of the logits the choice reads
-        chooser = engine.compiler.wrap(sampling.pick, "token choice", dtype, batch=rows,
-                                       vocab=engine.adapter.vocab_size,
-                                       temperature=settings.temperature, top_p=settings.top_p,
-                                       top_k=settings.top_k)
+        chooser = sampling.compiled_pick(engine.compiler, settings, dtype, rows, engine.adapter.vocab_size,
+                                         engine.device)
     decoder = _Cancellable(engine.adapter.decoder(engine.sampler, rows, longest, engine.compiler), cancelled)
     groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device, chooser)
     results = []

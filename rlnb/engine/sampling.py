@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from rlnb import wire
+from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.decoders import Decoder
 from rlnb.text import Codec, StopMatcher
 
@@ -74,16 +75,20 @@ def uniforms(seed: int, prompts: int, n: int, steps: int, device: torch.device) 
     return torch.cat(blocks, dim=1)
 
 
-def choose(logits: Tensor, temperature: float, top_p: float, top_k: int, u: Tensor) -> Tensor:
-    """Next token per row: greedy at temperature ~0, else top-k / top-p filtered sampling at the row's
-    uniform ``u`` (inverse CDF: the first token whose cumulative probability exceeds u)."""
-    if temperature < MIN_TEMPERATURE:
+def choose(
+    logits: Tensor, temperature: float | Tensor, top_p: float | Tensor, top_k: int, u: Tensor, greedy: bool,
+    nucleus: bool,
+) -> Tensor:
+    """Next token per row: greedy, else top-k / top-p (``nucleus``) filtered sampling at the row's uniform ``u``
+    (inverse CDF: the first token whose cumulative probability exceeds u). ``temperature`` and ``top_p`` may be
+    0-d tensors: a compiled choice takes them as inputs, so that a new value does not compile again."""
+    if greedy:
         return logits.argmax(-1)
     logits = logits / temperature
     if 0 < top_k < logits.shape[-1]:
         kth = logits.topk(top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, -math.inf)
-    if top_p < 1.0:
+    if nucleus:
         probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
         drop = probs.cumsum(-1) - probs > top_p  # keep the smallest prefix whose mass reaches top_p
         logits = logits.masked_fill(drop.scatter(-1, order, drop), -math.inf)
@@ -92,15 +97,41 @@ def choose(logits: Tensor, temperature: float, top_p: float, top_k: int, u: Tens
     return token.clamp(max=logits.shape[-1] - 1)  # u * total < total, so only rounding could reach V
 
 
-def pick(logits: Tensor, u: Tensor, temperature: float, top_p: float, top_k: int) -> tuple[Tensor, Tensor]:
+def choice(
+    logits: Tensor, u: Tensor, temperature: float | Tensor, top_p: float | Tensor, top_k: int, greedy: bool,
+    nucleus: bool,
+) -> tuple[Tensor, Tensor]:
     """One step's choice: each row's next token (``choose``) and its untempered log-prob."""
     logits = logits.float()
-    token = choose(logits, temperature, top_p, top_k, u)
+    token = choose(logits, temperature, top_p, top_k, u, greedy, nucleus)
     return token, torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
 
 
+def pick(logits: Tensor, u: Tensor, temperature: float, top_p: float, top_k: int) -> tuple[Tensor, Tensor]:
+    """``choice`` for these settings: greedy below ``MIN_TEMPERATURE``, nucleus filtering when top_p < 1."""
+    return choice(logits, u, temperature, top_p, top_k, temperature < MIN_TEMPERATURE, top_p < 1.0)
+
+
 Pick = Callable[[Tensor, Tensor, float, float, int], tuple[Tensor, Tensor]]
-"""``pick`` or a compiled version of it (``Compiler.wrap``)."""
+"""``pick`` or its compiled form (``compiled_pick``)."""
+
+
+def compiled_pick(
+    compiler: Compiler, settings: Settings, dtype: torch.dtype, rows: int, vocab: int, device: torch.device
+) -> Pick:
+    """``pick`` for one sample's ``settings``, as a compiled ``choice``: one graph per kind of choice (greedy or
+    not, nucleus or not, top_k) and shape. Temperature and top_p enter as tensors, so that a sweep over them
+    compiles once (``torch.compile`` makes a graph per value of a float argument)."""
+    greedy, nucleus = settings.temperature < MIN_TEMPERATURE, settings.top_p < 1.0
+    k = settings.top_k if 0 < settings.top_k < vocab else -1
+    step = compiler.wrap(choice, "token choice", dtype, batch=rows, vocab=vocab, greedy=greedy, nucleus=nucleus,
+                         top_k=k)  # fmt: skip
+    temperature, top_p = (torch.tensor(x, device=device) for x in (settings.temperature, settings.top_p))
+
+    def run(logits: Tensor, u: Tensor, *_: object) -> tuple[Tensor, Tensor]:  # the settings: this sample's, above
+        return step(logits, u, temperature, top_p, k, greedy, nucleus)
+
+    return run
 
 
 @dataclass

@@ -134,3 +134,38 @@ def test_one_query_attention_is_sdpa():
     mask[..., 0] = True  # every row sees a key
     want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     torch.testing.assert_close(one_query_attention(q, k, v, mask), want, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_compiled_choice_compiles_once_per_kind_not_per_temperature():
+    """Temperature and top_p are graph inputs: a sweep over them compiles once per kind of choice (nucleus or
+    not), and every setting gives eager ``pick``'s tokens and log-probs."""
+    compiler, g = Compiler(CPU), torch.Generator().manual_seed(0)
+    logits, u = torch.randn(4, 64, generator=g) * 3, torch.rand(4, generator=g)
+    for temperature, top_p in [(1.0, 1.0), (0.7, 1.0), (1.3, 1.0), (0.5, 0.9), (1.0, 0.8), (2.0, 0.95)]:
+        settings = sampling.Settings(max_tokens=1, temperature=temperature, top_p=top_p, top_k=20)
+        got = sampling.compiled_pick(compiler, settings, torch.float32, 4, 64, CPU)(logits, u, temperature, top_p, 20)
+        want = sampling.pick(logits, u, temperature, top_p, 20)
+        assert got[0].tolist() == want[0].tolist(), (temperature, top_p)
+        torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=0)
+    assert sorted(c["nucleus"] for c in compiler.compiles) == [False, True]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_more_shapes_than_torchs_default_limit_all_compile():
+    """torch keeps 8 graphs per function by default and runs further shapes eager; a compiled step gets
+    ``RECOMPILE_LIMIT``: ten batch sizes are ten graphs."""
+    from torch._dynamo.utils import counters
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2).softmax(-1)
+
+    compiler = Compiler(CPU)
+    before = counters["stats"]["unique_graphs"]
+    for rows in range(1, 11):
+        x = torch.randn(rows, 8)
+        torch.testing.assert_close(compiler.wrap(step, "test step", "arch", batch=rows)(x), step(x))
+    assert counters["stats"]["unique_graphs"] - before == 10
+    assert [c["batch"] for c in compiler.compiles] == list(range(1, 11))

@@ -9,7 +9,9 @@ top-k / top-p, the log-prob) compiles as well.
 Compiling costs seconds to minutes, paid once per process and shape: torch caches each compiled graph per
 function and input shapes (and inductor its kernels on disk, so a later process pays less). Cache lengths
 are rounded up to a multiple of ``BUCKET`` slots (``bucket``), so that samples of nearby lengths share one
-graph; a new batch size or length bucket compiles again. Every compile's time is measured, logged and kept
+graph; a new batch size or length bucket compiles again (up to ``RECOMPILE_LIMIT`` graphs per function). The
+sampling settings a token choice reads as numbers (temperature, top_p) are tensors, so new values do not compile
+again (``sampling.compiled_pick``). Every compile's time is measured, logged and kept
 in ``Compiler.compiles`` (the run's config.json records them). The compiled step gives the same tokens as
 the eager one at a fixed seed and log-probs within ~1e-6 (the kernels sum in another order).
 """
@@ -29,6 +31,10 @@ log = logging.getLogger("rlnb")
 
 BUCKET = 64
 """Cache lengths of compiled samples are rounded up to a multiple of this many slots."""
+RECOMPILE_LIMIT = 64
+"""Graphs torch may keep per compiled function in a process, where its default is 8: each batch size and length
+bucket of a decode step is one graph, and so is each kind of token choice. Past the limit torch logs a warning
+and runs the new shape eager."""
 
 _LOCK = threading.Lock()
 _COMPILED: dict[tuple[Any, ...], Callable[..., Any]] = {}
@@ -88,7 +94,8 @@ class Compiler:
             if key in _SEEN:
                 return _detach(compiled(*args), cuda)
             start = time.perf_counter()
-            out = _detach(compiled(*args), cuda)
+            with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):  # only a new shape may compile
+                out = _detach(compiled(*args), cuda)
             seconds = time.perf_counter() - start
             with _LOCK:
                 _SEEN.add(key)
