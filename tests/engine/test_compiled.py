@@ -47,6 +47,18 @@ def test_the_static_cache_decodes_as_the_recompute():
     assert_same_samples(static, plain)
 
 
+def test_an_eager_step_attends_over_the_filled_slots_only():
+    """The eager static step slices the cache to its filled slots (a compiled one keeps every slot)."""
+    adapter = build_adapter("tiny", seed=3, device=CPU)
+    model = adapter.module.eval()
+    attn, seen = model.blocks[0].attn, []
+    kernel = attn.attention
+    attn.attention = lambda q, k, v, **kw: (seen.append(k.shape[2]), kernel(q, k, v, **kw))[1]
+    longest = max(map(len, PROMPTS))
+    decode(adapter, adapter.decoder(model, 9, longest + 30), PROMPTS, max_tokens=5)
+    assert seen == [longest, longest + 1, longest + 2, longest + 3, longest + 4]  # the prompts, then 4 steps
+
+
 @pytest.mark.slow  # a second decode with a static cache (~1 s); the static-cache concept stays fast in the test above
 def test_a_reused_cache_is_emptied():
     adapter = build_adapter("tiny", seed=0, device=CPU)

@@ -56,9 +56,13 @@ class BuiltinDecoder:
         self.cache.real[:, : ids.shape[1]] = mask.bool()
         self.pos = positions(mask)[:, -1] + 1  # each row's next position: its real tokens so far
         self.slot = torch.tensor([ids.shape[1]], device=ids.device)
+        self.filled = ids.shape[1]
         return logits
 
     def step(self, tokens: Tensor) -> Tensor:
+        self.filled += 1
+        if not self.cache.compiled:  # eager: attend over the filled slots only (a compiled step keeps its shapes)
+            self.cache.end = self.filled
         logits = self.decode_step(self.model, tokens, self.pos, self.slot, self.cache)
         self.pos, self.slot = self.pos + 1, self.slot + 1
         return logits

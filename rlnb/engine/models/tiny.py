@@ -165,8 +165,9 @@ class TinyTransformer(nn.Module):
         """Logits ``[B, V]`` after one new token per row, ``tokens`` ``[B]`` at positions ``pos`` ``[B]``, written at
         cache slot ``slot`` (a 1-element tensor): a static-shape step (see ``KVCache``). A query sees the real
         slots up to its own."""
-        slots = torch.arange(cache.real.shape[1], device=tokens.device)
-        mask = (cache.real & (slots <= slot))[:, None, None, :]  # (B, 1, 1, S)
+        S = cache.real.shape[1] if cache.end is None else cache.end
+        slots = torch.arange(S, device=tokens.device)
+        mask = (cache.real[:, :S] & (slots <= slot))[:, None, None, :]  # (B, 1, 1, S)
         cache.slot = slot
         x = self.wte(tokens[:, None]) + self.wpe(pos[:, None])  # (B, 1, C)
         for i, block in enumerate(self.blocks):
@@ -195,7 +196,10 @@ class KVCache:
     writes one token at that slot and attends over all ``max_len`` slots, the mask hiding the rest: every
     shape is fixed by the cache, so one compiled step (``torch.compile``, CUDA graphs) serves a whole sample.
     ``real`` ``[B, max_len]`` marks the slots that hold real tokens (not left padding). A ``compiled`` cache's
-    static steps attend with ``one_query_attention`` (plain ops that fuse, slower than the fused kernel eagerly)."""
+    static steps attend with ``one_query_attention`` (plain ops that fuse, slower than the fused kernel eagerly).
+    An eager static step may attend over only the first ``end`` slots (the filled ones: ``BuiltinDecoder`` sets
+    it), where a compiled one must keep its shapes: attention over all 202 slots of a 16 x 200 sample was 40% of
+    the eager step on ``small``."""
 
     def __init__(
         self, config: TinyConfig, batch: int, max_len: int, device: torch.device, dtype: torch.dtype,
@@ -208,6 +212,7 @@ class KVCache:
         self.real = torch.ones(batch, max_len, dtype=torch.bool, device=device)
         self.length = 0
         self.slot: Tensor | None = None
+        self.end: int | None = None
         self.compiled = compiled
 
     @classmethod
@@ -216,7 +221,7 @@ class KVCache:
         filled: how a stacked model hands each member its slice of one cache inside ``torch.func.vmap``."""
         cache = cls.__new__(cls)
         cache.k, cache.v, cache.length = list(k.unbind(0)), list(v.unbind(0)), length
-        cache.slot, cache.compiled = None, False
+        cache.slot, cache.end, cache.compiled = None, None, False
         return cache
 
     def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
@@ -225,7 +230,7 @@ class KVCache:
         if self.slot is not None:
             keys.index_copy_(2, self.slot, k)
             values.index_copy_(2, self.slot, v)
-            return keys, values
+            return (keys, values) if self.end is None else (keys[:, :, : self.end], values[:, :, : self.end])
         end = self.length + k.shape[2]
         keys[:, :, self.length : end] = k
         values[:, :, self.length : end] = v
