@@ -20,12 +20,15 @@
     ``pack`` packs them.
 (e) Memory of the trainer/sampler pair, full-weight vs LoRA (unique tensor bytes with the sampler's packed weight
     copies, and peak RSS in a child).
+(f) Where a compiled sample's time goes (``--parts f``): one sample of (a)'s models on this thread, as the sample
+    handler runs it, under ``torch.profiler``: self CPU time in packed products, plain matmuls, attention,
+    inductor's compiled kernels, dynamo's guard checks and the rest.
 
 Compile times are reported once, and every timed run comes after a warm-up; contenders take turns run by run
 (best of ``--reps``), so a change in the machine's load hits all alike. The thread count is the same for every
 contender (``--threads``, default 1: this machine's 2 vCPUs are shared; see bench_threads.py).
 
-    .venv/bin/python bench/bench_sampler.py [--parts abcet] [--reps 3] [--threads 1]
+    .venv/bin/python bench/bench_sampler.py [--parts abcetpf] [--reps 3] [--threads 1]
     .venv/bin/python bench/bench_sampler.py --demo
 """
 
@@ -101,6 +104,60 @@ def eager_decode(model: torch.nn.Module, prompts: list[list[int]], new: int) -> 
             dec = adapter.decoder(adapter.module, len(prompts), longest)
             return sampling.generate(dec, prompts, 1, settings, 1, adapter.codec, adapter.device)
     return run
+
+
+def compiled_decode(model: torch.nn.Module, prompts: list[list[int]], new: int) -> Callable[[], object]:
+    """rlnb's compiled sampler on this thread, as the sample handler runs it with ``compile=True``."""
+    from rlnb.engine.models import packed
+    from rlnb.engine.models.adapter import build_adapter
+
+    adapter = build_adapter(model, device=torch.device("cpu"))
+    if packed.available(adapter.device):
+        packed.pack(adapter.module)
+    settings = sampling.Settings(max_tokens=new)
+    compiler, rows = Compiler(adapter.device), len(prompts)
+    longest = bucket(max(map(len, prompts)) + new, adapter.context_length)
+    chooser = sampling.compiled_pick(compiler, settings, torch.float32, rows, adapter.vocab_size, adapter.device)
+
+    def run() -> object:
+        with torch.no_grad():
+            dec = adapter.decoder(adapter.module, rows, longest, compiler)
+            return sampling.generate(dec, prompts, 1, settings, 1, adapter.codec, adapter.device, chooser)
+    return run
+
+
+GROUPS = {
+    "packed products": ("mkldnn::_linear_pointwise", "rlnb::packed_linear"),
+    "plain matmuls": ("aten::mm", "aten::addmm", "aten::bmm"),
+    "attention": ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math"),
+    "compiled kernels": ("## Call CompiledFxGraph",),
+    "dynamo's guards": ("TorchDynamo Cache Lookup",),
+}
+"""(f): profiler event names (or their prefixes) by what they do."""
+
+
+def bench_profile(size: str) -> None:
+    """(f) Where a compiled sample's time goes: the profiler's self CPU time of one sample, grouped."""
+    from torch.profiler import profile
+
+    model = qwen3(size)
+    prompts = prompts_for(model.config.vocab_size, BATCH)
+    run = compiled_decode(model, prompts, NEW)
+    timed_first(f"compiled sample, {size}", run)
+    start = time.perf_counter()
+    run()
+    wall = time.perf_counter() - start
+    with profile() as prof:
+        run()
+    times = {"other": 0.0, **{name: 0.0 for name in GROUPS}}
+    for e in prof.key_averages():
+        group = next((g for g, keys in GROUPS.items() if any(e.key.startswith(k) for k in keys)), "other")
+        times[group] += e.self_cpu_time_total / 1e6
+    total = sum(times.values())
+    print(f"(f) {load()}; Qwen3 {size}, {BATCH} x {NEW} tokens compiled: {wall:.2f} s unprofiled, {total:.2f} s of "
+          f"self CPU time profiled ({total / NEW * 1e3:.1f} ms a step)")
+    for name, t in times.items():
+        print(f"(f)     {name:17s} {t:6.2f} s  {t / total:4.0%}")
 
 
 def timed_first(label: str, fn: Callable[[], object]) -> None:
@@ -410,7 +467,7 @@ def bench_memory() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo", action="store_true", help="only (d), the demo's steps/s")
-    parser.add_argument("--parts", default="abce", help="which of a (with b), c, p, e, t to run")
+    parser.add_argument("--parts", default="abce", help="which of a (with b), c, p, e, t, f to run")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for every contender")
     parser.add_argument("--sizes", default="3m,21m", help="Qwen3 shapes for (a) and (b): " + ", ".join(SIZES))
@@ -432,6 +489,9 @@ def main() -> None:
         bench_packed(args.reps)
     if "e" in args.parts:
         bench_memory()
+    if "f" in args.parts:
+        for size in args.sizes.split(","):
+            bench_profile(size)
     print(f"{load()} at the end")
 
 
