@@ -181,3 +181,32 @@ def test_more_shapes_than_torchs_default_limit_all_compile():
         torch.testing.assert_close(compiler.wrap(step, "test step", "arch", batch=rows)(x), step(x))
     assert counters["stats"]["unique_graphs"] - before == 10
     assert [c["batch"] for c in compiler.compiles] == list(range(1, 11))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("kind", ["builtin", "hf lora"])
+def test_a_compiled_session_samples_the_synced_weights_as_an_eager_one(kind, request):
+    """Train, weights-sync, sample again: the compiled graphs read the new weights (full weights: re-packed;
+    LoRA: the sampler's adapter), never ones baked in at compile time; a temperature change compiles nothing."""
+    if kind == "builtin":
+        kw = {"model": "tiny", "seed": 4}
+    else:
+        kw = {"model": request.getfixturevalue("hf_dirs")["llama"], "seed": 4, "lora": {"rank": 4}}
+    runs = {}
+    for compile_ in (False, True):
+        with rlnb.connect("local", device="cpu", record=False, compile=compile_, **kw) as s:
+            prompts = ["n=", "the loss"]
+            before = s.sample(prompts, num_samples=2, max_tokens=12, seed=3).result()
+            for _ in range(3):
+                s.forward_backward([rlnb.samples.cross_entropy(s.encode("n=1+1=2, n=2+2=4"))])
+                s.optim_step(rlnb.AdamParams(learning_rate=5e-2))
+            s.weights_sync().result()
+            after = s.sample(prompts, num_samples=2, max_tokens=12, seed=3, temperature=0.8).result()
+            runs[compile_] = [[r.sequences for r in out.results] for out in (before, after)]
+            if compile_:  # (none if an earlier test compiled these shapes in this process)
+                whats = [c["what"] for c in s.backend.engine.compiler.compiles]
+                assert whats.count("token choice") <= 1 and whats.count("decode step") <= 1
+    for got, want in zip(runs[True], runs[False], strict=True):
+        assert_same_samples(got, want)
+    assert tokens_and_logprobs(runs[True][0])[0] != tokens_and_logprobs(runs[True][1])[0]  # training changed them
