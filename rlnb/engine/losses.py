@@ -191,12 +191,12 @@ def compute(
     r outside a bound with A != 0.
     """
     lp = _joined(logprobs)
+    means: dict[str, torch.Tensor] = {}  # per-token values whose masked mean is a metric (``_summary``)
+    if entropy is not None:
+        means["loss/entropy/mean"] = _joined(entropy).to(lp.device)
     if loss_type == _CROSS_ENTROPY:
         w = _cat(inputs, "weights", lp.device).to(lp.dtype)
-        metrics = {"loss/tokens": w.sum().item()}
-        if entropy is not None:
-            metrics["loss/entropy/mean"] = _masked_mean(_joined(entropy).to(lp.device), (w != 0).to(lp.dtype))
-        return -(w * lp).sum(), metrics
+        return -(w * lp).sum(), _summary(w.sum(), (w != 0).to(lp.dtype), means)
 
     q, adv = _cat(inputs, "logprobs", lp.device), _cat(inputs, "advantages", lp.device)
     m = torch.cat([loss_mask(loss_type, x) for x in inputs]).to(lp.device)
@@ -206,7 +206,6 @@ def compute(
         r = seq_log_r.exp().repeat_interleave(torch.tensor(lens, device=lp.device))
     else:
         r = (lp - q).exp()
-    metrics = {}
 
     if loss_type == _IMPORTANCE_SAMPLING:
         loss = -(r * adv * m).sum()
@@ -220,7 +219,7 @@ def compute(
         dp = lp.detach().exp() - q.exp()  # p - p_old
         outside = (adv > 0) & (dp > params["delta_high"]) | (adv < 0) & (-dp > params["delta_low"])
         loss = -(r * adv * m * ~outside).sum()
-        metrics["loss/trust_region/masked_fraction"] = _masked_mean(outside, m)
+        means["loss/trust_region/masked_fraction"] = outside
     elif loss_type == _DRO:
         loss = -((lp * adv - 0.5 * params["beta"] * (lp - q) ** 2) * m).sum()
     else:  # GRPO
@@ -232,7 +231,7 @@ def compute(
             if params["use_bias_correction_kl"]:  # the unbiased reverse-KL gradient (DeepSeek-V3.2)
                 kl = kl * r
             obj = obj - params["beta"] * kl
-            metrics["loss/kl_ref/mean"] = _masked_mean(kl, m)
+            means["loss/kl_ref/mean"] = kl
         token_loss = -obj * m
         if params["agg_type"] == _TOKEN_MEAN:
             loss = token_loss.sum() / m.sum().clamp(min=1)
@@ -241,20 +240,17 @@ def compute(
         else:  # FIXED_HORIZON
             loss = token_loss.sum() / max(len(lens) * horizon, 1)
 
-    metrics["loss/tokens"] = m.sum().item()
-    metrics["loss/ratio/mean"] = _masked_mean(r, m)
-    metrics["loss/sampler_kl/mean"] = _masked_mean(q - lp.detach(), m)
-    if entropy is not None:
-        metrics["loss/entropy/mean"] = _masked_mean(_joined(entropy).to(lp.device), m)
+    means["loss/ratio/mean"] = r
+    means["loss/sampler_kl/mean"] = q - lp.detach()
     if loss_type in (_PPO, _GRPO):
         lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
-        metrics["loss/clip/low_fraction"] = _masked_mean((r < lo) & (adv < 0), m)
-        metrics["loss/clip/high_fraction"] = _masked_mean((r > hi) & (adv > 0), m)
+        means["loss/clip/low_fraction"] = (r < lo) & (adv < 0)
+        means["loss/clip/high_fraction"] = (r > hi) & (adv > 0)
     elif loss_type == _CISPO:
         lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
-        metrics["loss/clip/low_fraction"] = _masked_mean((r < lo) & (adv != 0), m)
-        metrics["loss/clip/high_fraction"] = _masked_mean((r > hi) & (adv != 0), m)
-    return loss, metrics
+        means["loss/clip/low_fraction"] = (r < lo) & (adv != 0)
+        means["loss/clip/high_fraction"] = (r > hi) & (adv != 0)
+    return loss, _summary(m.sum(), m, means)
 
 
 ENTROPY_ROWS = 256
@@ -293,5 +289,10 @@ def _seq_sum(x: torch.Tensor, lens: list[int]) -> torch.Tensor:
 
 
 @torch.no_grad()
-def _masked_mean(x: torch.Tensor, m: torch.Tensor) -> float:
-    return ((x * m).sum() / m.sum().clamp(min=1)).item()
+def _summary(tokens: torch.Tensor, m: torch.Tensor, means: dict[str, torch.Tensor]) -> dict[str, float]:
+    """``loss/tokens`` and each of ``means``' masked mean over ``m`` (a denominator of 0 counts as 1), brought to
+    the host in one transfer: on a GPU each ``.item()`` would wait for the device."""
+    names = list(means)
+    values = torch.stack([x.to(m.dtype) for x in means.values()]) @ m if names else m.new_zeros(0)
+    out = torch.cat([tokens.reshape(1).to(m.dtype), values / m.sum().clamp(min=1)]).tolist()
+    return {"loss/tokens": out[0], **dict(zip(names, out[1:], strict=True))}
