@@ -376,7 +376,7 @@ def bench_compile_times() -> None:
 
 
 MEMORY = """
-import resource, sys, torch, rlnb
+import sys, torch, rlnb
 from bench.bench_sampler import llama, packed_bytes, unique_bytes
 lora = {"rank": 16, "alpha": 32} if sys.argv[1] == "lora" else None
 s = rlnb.connect("local", model=llama(512, 8, 32000), lora=lora, device="cpu", record=False)
@@ -385,7 +385,9 @@ weights = unique_bytes(b.trainer, b.sampler) + packed_bytes(b.sampler)
 s.forward_backward([rlnb.samples.cross_entropy(list(range(3, 200)))])
 s.optim_step().result()
 s.weights_sync().result()
-print(weights, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+# VmHWM: this process image's peak RSS (ru_maxrss would carry the parent's, fork-time RSS across exec)
+peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(weights, peak * 1024)
 """
 
 
