@@ -8,8 +8,8 @@
     is tens of times slower than our fp32 one; the "bf16/fp32 matmul" line shows what this CPU does.
 (c) Engine overhead (``--overhead``): forward-backward + optim-step pipelined through ``Session`` (recording
     on, the thread count the policy picks or ``--threads``) against a bare torch loop doing the same maths on
-    the same thread count, on ``tiny``, taking turns every 25 steps: wall and CPU time per step (CPU: every
-    thread of the process).                                                          target <= 1.1
+    the same thread count, on ``tiny`` (or ``--model small``), taking turns every 25 steps: wall and CPU time
+    per step (CPU: every thread of the process).                                     target <= 1.1
     A third contender splits the overhead: the session's engine called on the main thread (the operations'
     own checks, metrics and thread policy, without the worker, the envelopes, the history and the run store).
 
@@ -18,7 +18,7 @@ outside the timed region; contenders take turns step by step so drifts in machin
 the first ``--warmup`` steps are not timed. Reported: the median and the fastest step.
 
     python bench/bench_optim.py [--size bench|tiny|small] [--reps 30] [--warmup 5]
-    python bench/bench_optim.py --overhead [--pairs 5] [--steps 300] [--threads N]
+    python bench/bench_optim.py --overhead [--pairs 5] [--steps 300] [--threads N] [--model tiny|small]
 """
 
 from __future__ import annotations
@@ -102,13 +102,13 @@ so that a change of machine load between turns, seconds long on a shared machine
 class SessionLoop:
     """The Session side of (c): one session, recording into ``runs``, with a fixed thread count or the policy's."""
 
-    def __init__(self, runs: str, threads: int | None) -> None:
+    def __init__(self, runs: str, threads: int | None, model: str = "tiny") -> None:
         import rlnb
         from rlnb import samples
 
         self.batch = [samples.cross_entropy(TEXT)]
         self.hp = rlnb.AdamParams(learning_rate=1e-3)
-        self.session = rlnb.connect("local", model="tiny", device="cpu", runs_dir=runs, threads=threads)
+        self.session = rlnb.connect("local", model=model, device="cpu", runs_dir=runs, threads=threads)
         self.run(20)  # also the policy's timings: each kind of operation keeps its faster count within 20 steps
         config = self.session.backend.config()
         kept = {d["operation"]: d["threads"] for d in config.get("thread_decisions", [])}
@@ -147,9 +147,9 @@ class BareLoop:
     """The same maths as a session's step (log-probs, summed loss, grad norm with its host sync, clipping,
     AdamW with the session's defaults), on this thread with ``threads`` torch threads."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, model: str = "tiny") -> None:
         torch.set_num_threads(threads)
-        self.model = build_model("tiny", 0)
+        self.model = build_model(model, 0)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8,
                                      weight_decay=0.1, foreach=True)
         self.idx, self.tgt = torch.tensor([TEXT[:-1]]), torch.tensor([TEXT[1:]])
@@ -173,14 +173,14 @@ class BareLoop:
         return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def overhead(pairs: int, steps: int, fixed: int | None) -> None:
+def overhead(pairs: int, steps: int, fixed: int | None, model: str) -> None:
     print("command: python " + " ".join(sys.argv))
     print(f"(c) load average {os.getloadavg()[0]:.2f} at the start; torch {torch.__version__}")
     runs = tempfile.mkdtemp()
     rows = []
     for _ in range(pairs):
-        session = SessionLoop(runs, fixed)
-        bare = BareLoop(session.threads)
+        session = SessionLoop(runs, fixed, model)
+        bare = BareLoop(session.threads, model)
         totals = [0.0] * 6  # wall and CPU of: Session, its engine on this thread, bare
         try:
             for done in range(0, steps, BLOCK):  # taking turns, so that a change of load hits all three
@@ -201,7 +201,7 @@ def overhead(pairs: int, steps: int, fixed: int | None) -> None:
     med_wall = statistics.median(r[0] / r[4] for r in rows)
     med_cpu = statistics.median(r[1] / r[5] for r in rows)
     med_engine = statistics.median(r[2] / r[4] for r in rows)
-    print(f"(c) engine overhead on tiny, {steps} steps pipelined {BLOCK} at a time, {pairs} pairs, threads "
+    print(f"(c) engine overhead on {model}, {steps} steps pipelined {BLOCK} at a time, {pairs} pairs, threads "
           f"{'as the policy picked' if fixed is None else 'fixed by --threads'} "
           f"({sorted({r[6] for r in rows})}): best/best wall {best_wall:.2f}x, CPU {best_cpu:.2f}x; median of pairs "
           f"wall {med_wall:.2f}x, CPU {med_cpu:.2f}x (target <= 1.1: wall {'PASS' if best_wall <= 1.1 else 'FAIL'}, "
@@ -219,11 +219,12 @@ def main() -> None:
     ap.add_argument("--overhead", action="store_true", help="(c) only: Session vs a bare loop")
     ap.add_argument("--pairs", type=int, default=5, help="(c): Session / bare pairs")
     ap.add_argument("--steps", type=int, default=300, help="(c): timed steps per side and pair")
+    ap.add_argument("--model", choices=["tiny", "small"], default="tiny", help="(c): the built-in model")
     ap.add_argument("--threads", type=int, default=None, help="(c): a fixed torch thread count for both loops "
                     "(default: the count the engine's policy picks)")
     args = ap.parse_args()
     if args.overhead:
-        overhead(args.pairs, args.steps, args.threads)
+        overhead(args.pairs, args.steps, args.threads, args.model)
         return
     if args.reps < 1 or args.warmup < 0:
         raise ValueError("--reps must be >= 1 and --warmup >= 0")

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from rlnb import wire
+from rlnb.engine import heap
 from rlnb.engine.tuner import Key, Tuner, work
 
 RECHECK = 5.0
@@ -208,12 +209,14 @@ POLICY = ThreadPolicy()
 class ThreadUse:
     """A worker's use of the policy, and what its run records: ``config()`` gives ``threads`` (the rule's count
     when it started; None on CUDA, where the policy leaves torch alone), ``thread_policy`` (``"auto"``,
-    ``"fixed"`` or ``"off"``) and, once timings kept a count, ``thread_decisions``: each kept count that differs
+    ``"fixed"`` or ``"off"``), ``malloc`` (``heap.keep_freed_memory``'s answer on the CPU, else None) and, once
+    timings kept a count, ``thread_decisions``: each kept count that differs
     from the one kept before for that kind and size, with the optimizer step it was kept at and the median
     milliseconds per unit of size (token or token slot) each candidate took."""
 
     def __init__(self, device: torch.device, threads: int | None, policy: ThreadPolicy | None = None) -> None:
         self.lease = (policy or POLICY).lease(threads) if device.type == "cpu" else None
+        self.malloc = heap.keep_freed_memory() if device.type == "cpu" else None
         self.mode = "off" if self.lease is None else "auto" if threads is None else "fixed"
         self.first = self.lease.threads() if self.lease is not None else None
         self.decisions: list[dict[str, Any]] = []
@@ -257,7 +260,7 @@ class ThreadUse:
             self.lease.release()
 
     def config(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"threads": self.first, "thread_policy": self.mode}
+        out: dict[str, Any] = {"threads": self.first, "thread_policy": self.mode, "malloc": self.malloc}
         if self.decisions:
             out["thread_decisions"] = list(self.decisions)
         return out

@@ -162,7 +162,7 @@ def test_cuda_sessions_take_no_lease(policy):
     use = ThreadUse(torch.device("cuda"), None)
     assert use.lease is None and not policy._leases
     use.before(0)  # touches nothing
-    assert use.config() == {"threads": None, "thread_policy": "off"}
+    assert use.config() == {"threads": None, "thread_policy": "off", "malloc": None}
 
 
 def test_batched_trials_record_and_restore_the_count(policy, tmp_path):
