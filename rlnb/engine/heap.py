@@ -1,14 +1,15 @@
-"""Freed memory stays in the process: glibc's malloc tuned for training steps on the CPU.
+"""Freed memory stays in the process while an engine runs: glibc's malloc tuned for training steps on the CPU.
 
 A training step frees its activations and gradients, and the next step allocates them again. glibc's malloc
 gives freed memory back to the system (it trims the top of a heap, and unmaps chunks of over 128 KiB that it
 mapped on their own), so every step touches fresh pages and the kernel faults each one in, zeroed. A session's
 worker thread took ~930 page faults per `small` step on this project's machine, and the session ran 1.21x a
-bare loop against 1.07x with the settings below (``bench/bench_optim.py --overhead --model small``). So when
-the first local session or batched ensemble starts on the CPU, rlnb sets two of glibc's ``mallopt``
-thresholds for the process, as torch's CUDA caching allocator keeps GPU memory: chunks up to
-``MMAP_THRESHOLD`` come from the heaps, and a heap keeps up to ``TRIM_THRESHOLD`` of free memory at its top.
-The cost: the process's resident memory stays near its peak instead of shrinking after each step.
+bare loop against 1.07x with the settings below (``bench/bench_optim.py --overhead --model small``). So while
+a local session or batched ensemble runs on the CPU, two of glibc's ``mallopt`` thresholds are raised for the
+process, as torch's CUDA caching allocator keeps GPU memory: chunks up to ``MMAP_THRESHOLD`` come from the
+heaps, and a heap keeps up to ``TRIM_THRESHOLD`` free at its top. When the last one closes, glibc's default
+values come back and ``malloc_trim`` returns the free memory to the system (``rlnb serve`` stays flat over
+session cycles). The cost: while engines run, the process's resident memory stays near its peak.
 
 Only with glibc (Linux); nothing elsewhere. ``RLNB_MALLOC=default`` in the environment leaves malloc as it is.
 """
@@ -16,6 +17,7 @@ Only with glibc (Linux); nothing elsewhere. ``RLNB_MALLOC=default`` in the envir
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import platform
@@ -30,29 +32,55 @@ TRIM_THRESHOLD = 512 << 20
 ENV = "RLNB_MALLOC"
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 
+DEFAULT_THRESHOLD = 128 << 10
+"""glibc's initial value of both thresholds, put back when the last engine closes (fixed from then on: glibc
+no longer raises them by itself)."""
+
 _LOCK = threading.Lock()
-_state: str | None = None
+_users = 0
 
 
-def keep_freed_memory() -> str:
-    """Set the thresholds once per process; what malloc does now: ``"keep freed"``, ``"default"`` (``RLNB_MALLOC
-    =default``) or ``"not glibc"``."""
-    global _state
+def acquire() -> str:
+    """An engine starts on the CPU: keep freed memory (the first one sets the thresholds). What malloc does
+    now: ``"keep freed"``, ``"default"`` (``RLNB_MALLOC=default``, or glibc refused) or ``"not glibc"``."""
+    global _users
     with _LOCK:
-        if _state is None:
-            _state = _apply()
-        return _state
+        state = _state()
+        if state == "keep freed":
+            if _users == 0 and not _set(MMAP_THRESHOLD, TRIM_THRESHOLD):
+                log.warning("rlnb: glibc refused the malloc thresholds; freed memory goes back to the system")
+                return "default"
+            _users += 1
+        return state
 
 
-def _apply() -> str:
+def release() -> None:
+    """An engine that ``acquire`` counted closed; after the last one, glibc's defaults and a trim."""
+    global _users
+    with _LOCK:
+        if _users == 0:
+            return
+        _users -= 1
+        if _users == 0:
+            _set(DEFAULT_THRESHOLD, DEFAULT_THRESHOLD)
+            _libc().malloc_trim(0)
+
+
+def _state() -> str:
     if os.environ.get(ENV, "").lower() == "default":
         return "default"
-    if platform.libc_ver()[0] != "glibc":
-        return "not glibc"
-    mallopt = ctypes.CDLL(None).mallopt
-    if not (mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
-        log.warning("rlnb: glibc refused the malloc thresholds; freed memory goes back to the system")
-        return "default"
-    log.info("rlnb: malloc keeps freed memory (chunks up to %d MiB, %d MiB free per heap)",
-             MMAP_THRESHOLD >> 20, TRIM_THRESHOLD >> 20)  # fmt: skip
-    return "keep freed"
+    return "keep freed" if _is_glibc() else "not glibc"
+
+
+@functools.cache
+def _is_glibc() -> bool:
+    return platform.libc_ver()[0] == "glibc"  # reads the interpreter's binary: once
+
+
+def _set(mmap: int, trim: int) -> bool:
+    mallopt = _libc().mallopt
+    return bool(mallopt(_M_MMAP_THRESHOLD, mmap) and mallopt(_M_TRIM_THRESHOLD, trim))
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None)

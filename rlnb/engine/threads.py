@@ -209,14 +209,15 @@ POLICY = ThreadPolicy()
 class ThreadUse:
     """A worker's use of the policy, and what its run records: ``config()`` gives ``threads`` (the rule's count
     when it started; None on CUDA, where the policy leaves torch alone), ``thread_policy`` (``"auto"``,
-    ``"fixed"`` or ``"off"``), ``malloc`` (``heap.keep_freed_memory``'s answer on the CPU, else None) and, once
+    ``"fixed"`` or ``"off"``), ``malloc`` (``heap.acquire``'s answer on the CPU, else None) and, once
     timings kept a count, ``thread_decisions``: each kept count that differs
     from the one kept before for that kind and size, with the optimizer step it was kept at and the median
     milliseconds per unit of size (token or token slot) each candidate took."""
 
     def __init__(self, device: torch.device, threads: int | None, policy: ThreadPolicy | None = None) -> None:
         self.lease = (policy or POLICY).lease(threads) if device.type == "cpu" else None
-        self.malloc = heap.keep_freed_memory() if device.type == "cpu" else None
+        self.malloc = heap.acquire() if device.type == "cpu" else None
+        self._holds_heap = self.malloc == "keep freed"
         self.mode = "off" if self.lease is None else "auto" if threads is None else "fixed"
         self.first = self.lease.threads() if self.lease is not None else None
         self.decisions: list[dict[str, Any]] = []
@@ -258,6 +259,9 @@ class ThreadUse:
     def close(self) -> None:
         if self.lease is not None:
             self.lease.release()
+        if self._holds_heap:
+            self._holds_heap = False
+            heap.release()
 
     def config(self) -> dict[str, Any]:
         out: dict[str, Any] = {"threads": self.first, "thread_policy": self.mode, "malloc": self.malloc}

@@ -9,6 +9,9 @@ import sys
 
 import pytest
 
+import rlnb
+from rlnb.engine import heap
+
 STEPS = """
 import json, resource, rlnb
 from rlnb import samples
@@ -44,8 +47,27 @@ def test_training_steps_reuse_freed_memory_instead_of_faulting_it_back():
 
 
 def test_without_glibc_malloc_is_left_alone(monkeypatch):
-    from rlnb.engine import heap
-
-    monkeypatch.setattr(heap.platform, "libc_ver", lambda: ("", ""))
+    monkeypatch.setattr(heap, "_is_glibc", lambda: False)
     monkeypatch.delenv(heap.ENV, raising=False)
-    assert heap._apply() == "not glibc"
+    assert heap.acquire() == "not glibc" and heap._users == 0
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt only")
+def test_the_last_session_to_close_gives_the_memory_back(monkeypatch):
+    """Each CPU session holds the setting; when the last one closes, glibc's defaults return (and a trim)."""
+    monkeypatch.delenv(heap.ENV, raising=False)
+    calls = []
+    monkeypatch.setattr(heap, "_set", lambda mmap, trim: calls.append((mmap, trim)) or True)
+    before = heap._users
+    a = rlnb.connect("local", model="tiny", device="cpu", record=False)
+    b = rlnb.connect("local", model="tiny", device="cpu", record=False)
+    assert a.backend.config()["malloc"] == b.backend.config()["malloc"] == "keep freed"
+    assert heap._users == before + 2
+    a.close()
+    a.close()  # twice: counted once
+    assert heap._users == before + 1
+    b.close()
+    assert heap._users == before
+    if before == 0:  # no other engine of this process holds it
+        assert calls == [(heap.MMAP_THRESHOLD, heap.TRIM_THRESHOLD), (heap.DEFAULT_THRESHOLD, heap.DEFAULT_THRESHOLD)]
+    assert b.backend.config()["malloc"] == "keep freed"  # the run records what it ran with
