@@ -11,7 +11,8 @@ heaps, and a heap keeps up to ``TRIM_THRESHOLD`` free at its top. When the last 
 values come back and ``malloc_trim`` returns the free memory to the system (``rlnb serve`` stays flat over
 session cycles). The cost: while engines run, the process's resident memory stays near its peak.
 
-Only with glibc (Linux); nothing elsewhere. ``RLNB_MALLOC=default`` in the environment leaves malloc as it is.
+Only with glibc (Linux); nothing elsewhere. ``RLNB_MALLOC=default`` in the environment leaves malloc as it is
+(``keep``, the default, is the only other value).
 """
 
 from __future__ import annotations
@@ -67,7 +68,11 @@ def release() -> None:
 
 
 def _state() -> str:
-    if os.environ.get(ENV, "").lower() == "default":
+    value = os.environ.get(ENV, "keep")
+    if value not in ("keep", "default"):
+        raise ValueError(f"{ENV} must be 'keep' (the default: freed memory stays while engines run) or 'default' "
+                         f"(glibc's own behaviour), got {value!r}")  # fmt: skip
+    if value == "default":
         return "default"
     return "keep freed" if _is_glibc() else "not glibc"
 

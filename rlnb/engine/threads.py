@@ -215,9 +215,9 @@ class ThreadUse:
     milliseconds per unit of size (token or token slot) each candidate took."""
 
     def __init__(self, device: torch.device, threads: int | None, policy: ThreadPolicy | None = None) -> None:
-        self.lease = (policy or POLICY).lease(threads) if device.type == "cpu" else None
-        self.malloc = heap.acquire() if device.type == "cpu" else None
+        self.malloc = heap.acquire() if device.type == "cpu" else None  # first: a bad RLNB_MALLOC leaves no lease
         self._holds_heap = self.malloc == "keep freed"
+        self.lease = (policy or POLICY).lease(threads) if device.type == "cpu" else None
         self.mode = "off" if self.lease is None else "auto" if threads is None else "fixed"
         self.first = self.lease.threads() if self.lease is not None else None
         self.decisions: list[dict[str, Any]] = []

@@ -71,3 +71,20 @@ def test_the_last_session_to_close_gives_the_memory_back(monkeypatch):
     if before == 0:  # no other engine of this process holds it
         assert calls == [(heap.MMAP_THRESHOLD, heap.TRIM_THRESHOLD), (heap.DEFAULT_THRESHOLD, heap.DEFAULT_THRESHOLD)]
     assert b.backend.config()["malloc"] == "keep freed"  # the run records what it ran with
+
+
+@pytest.mark.parametrize("bad", ["off", "0", "DEFAULT", ""])
+def test_rlnb_malloc_takes_keep_or_default_only(monkeypatch, bad):
+    from rlnb.engine.threads import POLICY
+
+    monkeypatch.setenv(heap.ENV, bad)
+    users, leases = heap._users, len(POLICY._leases)
+    with pytest.raises(ValueError, match="RLNB_MALLOC must be 'keep' .* or 'default'"):
+        rlnb.connect("local", model="tiny", device="cpu", record=False)
+    assert (heap._users, len(POLICY._leases)) == (users, leases)  # the refused session holds nothing
+
+
+def test_rlnb_malloc_default_leaves_malloc_alone(monkeypatch):
+    monkeypatch.setenv(heap.ENV, "default")
+    with rlnb.connect("local", model="tiny", device="cpu", record=False) as s:
+        assert s.backend.config()["malloc"] == "default"
