@@ -87,9 +87,11 @@ def matmul_time(fn: Callable[[], object]) -> tuple[float, float]:
     return mm / 1e6, total / 1e6
 
 
-def eager_decode(model: torch.nn.Module, prompts: list[list[int]], new: int) -> Callable[[], object]:
-    """rlnb's eager sampler on this thread (the session runs the same code on its worker, with the weights packed
-    as its sampler copy's are)."""
+def local_decode(
+    model: torch.nn.Module, prompts: list[list[int]], new: int, compiled: bool = False
+) -> Callable[[], object]:
+    """rlnb's sampler on this thread, as the sample handler runs it (the session runs the same code on its worker,
+    with the weights packed as its sampler copy's are), eager or as with ``compile=True``."""
     from rlnb.engine.models import packed
     from rlnb.engine.models.adapter import build_adapter
 
@@ -97,27 +99,11 @@ def eager_decode(model: torch.nn.Module, prompts: list[list[int]], new: int) -> 
     if packed.available(adapter.device):
         packed.pack(adapter.module)
     settings = sampling.Settings(max_tokens=new)
-    longest = max(map(len, prompts)) + new
-
-    def run() -> object:
-        with torch.no_grad():
-            dec = adapter.decoder(adapter.module, len(prompts), longest)
-            return sampling.generate(dec, prompts, 1, settings, 1, adapter.codec, adapter.device)
-    return run
-
-
-def compiled_decode(model: torch.nn.Module, prompts: list[list[int]], new: int) -> Callable[[], object]:
-    """rlnb's compiled sampler on this thread, as the sample handler runs it with ``compile=True``."""
-    from rlnb.engine.models import packed
-    from rlnb.engine.models.adapter import build_adapter
-
-    adapter = build_adapter(model, device=torch.device("cpu"))
-    if packed.available(adapter.device):
-        packed.pack(adapter.module)
-    settings = sampling.Settings(max_tokens=new)
-    compiler, rows = Compiler(adapter.device), len(prompts)
-    longest = bucket(max(map(len, prompts)) + new, adapter.context_length)
-    chooser = sampling.compiled_pick(compiler, settings, torch.float32, rows, adapter.vocab_size, adapter.device)
+    rows, longest = len(prompts), max(map(len, prompts)) + new
+    compiler, chooser = None, sampling.pick
+    if compiled:
+        compiler, longest = Compiler(adapter.device), bucket(longest, adapter.context_length)
+        chooser = sampling.compiled_pick(compiler, settings, torch.float32, rows, adapter.vocab_size, adapter.device)
 
     def run() -> object:
         with torch.no_grad():
@@ -142,7 +128,7 @@ def bench_profile(size: str) -> None:
 
     model = qwen3(size)
     prompts = prompts_for(model.config.vocab_size, BATCH)
-    run = compiled_decode(model, prompts, NEW)
+    run = local_decode(model, prompts, NEW, compiled=True)
     timed_first(f"compiled sample, {size}", run)
     start = time.perf_counter()
     run()
@@ -254,7 +240,7 @@ def bench_vs_generate(reps: int, threads: int, size: str) -> None:
     other = "rlnb (compile=True)" if mode == "rlnb (eager)" else "rlnb (eager)"
     print(f"(a) info: {other} / generate default cache: {best['generate (default cache)'] / best[other]:.2f}x; "
           f"compiles paid by the session: {compiled.backend.engine.compiler.compiles}")
-    mm, total = matmul_time(eager_decode(qwen3(size), prompts, NEW))
+    mm, total = matmul_time(local_decode(qwen3(size), prompts, NEW))
     print(f"(a) floor: matmuls are {mm / total:.0%} of rlnb eager's op time ({mm:.2f} of {total:.2f} s, profiler); "
           f"removing every other cost would make it at most {total / mm:.2f}x faster, "
           f"{total / mm * best['generate (default cache)'] / best['rlnb (eager)']:.2f}x generate (default cache)")
