@@ -29,6 +29,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 
@@ -126,17 +127,18 @@ class SessionLoop:
 
     def run_engine(self, steps: int) -> tuple[float, float]:
         """(wall, CPU) seconds of ``steps`` steps of the same session's engine called on this thread: each
-        operation as its worker runs it (handlers, thread policy), without the worker thread, the operation
-        envelopes, the history or the run store."""
+        operation's handler as its worker runs it, at this thread's torch count (the bare loop's, which is the
+        policy's), without the worker thread, the operation envelopes, the history or the run store."""
         from rlnb import wire
+        from rlnb.engine import handlers
 
-        backend = self.session.backend
+        engine, cancelled = self.session.backend.engine, threading.Event()
         fb = wire.ForwardBackwardBody(samples=self.batch, loss=wire.loss_config("cross_entropy", None))
         step = wire.OptimStepBody.model_construct(adam_params=self.hp)
         wall, cpu = time.perf_counter(), time.process_time()
         for _ in range(steps):
-            backend._run(wire.OperationKind.FORWARD_BACKWARD, fb, backend._worker.cancelled)
-            backend._run(wire.OperationKind.OPTIM_STEP, step, backend._worker.cancelled)
+            handlers.run(engine, wire.OperationKind.FORWARD_BACKWARD, fb, cancelled)
+            handlers.run(engine, wire.OperationKind.OPTIM_STEP, step, cancelled)
         return time.perf_counter() - wall, time.process_time() - cpu
 
     def close(self) -> None:

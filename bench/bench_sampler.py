@@ -45,6 +45,7 @@ import torch
 
 import rlnb
 from rlnb.engine import sampling
+from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler, bucket
 from rlnb.engine.models.decoders import RecomputeDecoder
 
@@ -98,17 +99,26 @@ def local_decode(
     adapter = build_adapter(model, device=torch.device("cpu"))
     if packed.available(adapter.device):
         packed.pack(adapter.module)
+    return decode(adapter, adapter.module, prompts, 1, new, Compiler(adapter.device) if compiled else None, seed=1)
+
+
+def decode(
+    adapter: ModelAdapter, module: torch.nn.Module, prompts: list[list[int]], n: int, new: int,
+    compiler: Compiler | None, seed: int = 0,
+) -> Callable[[], object]:
+    """One sample of ``n`` completions per prompt by ``module`` (its weights already as the sampler holds them),
+    as the sample handler runs it: eager, or compiled by ``compiler`` (the static cache's length bucketed)."""
     settings = sampling.Settings(max_tokens=new)
-    rows, longest = len(prompts), max(map(len, prompts)) + new
-    compiler, chooser = None, sampling.pick
-    if compiled:
-        compiler, longest = Compiler(adapter.device), bucket(longest, adapter.context_length)
+    rows, longest = len(prompts) * n, max(map(len, prompts)) + new
+    chooser = sampling.pick
+    if compiler is not None:
+        longest = bucket(longest, adapter.context_length)
         chooser = sampling.compiled_pick(compiler, settings, torch.float32, rows, adapter.vocab_size, adapter.device)
 
     def run() -> object:
         with torch.no_grad():
-            dec = adapter.decoder(adapter.module, rows, longest, compiler)
-            return sampling.generate(dec, prompts, 1, settings, 1, adapter.codec, adapter.device, chooser)
+            dec = adapter.decoder(module, rows, longest, compiler)
+            return sampling.generate(dec, prompts, n, settings, seed, adapter.codec, adapter.device, chooser)
     return run
 
 
@@ -276,18 +286,9 @@ def bench_small(reps: int, threads: int) -> None:
     settings = sampling.Settings(max_tokens=200)
     compiler = Compiler(torch.device("cpu"))
     rows, longest = BATCH, len(prompt) + 200
-    long_bucket = bucket(longest, adapter.context_length)
-    chooser = sampling.compiled_pick(compiler, settings, torch.float32, rows, adapter.vocab_size, adapter.device)
 
     def sample(compiled: bool) -> Callable[[], object]:
-        def run() -> object:
-            with torch.no_grad():
-                if compiled:  # as the sample handler runs it with compile=True
-                    dec = adapter.decoder(model, rows, long_bucket, compiler)
-                    return sampling.generate(dec, [prompt], rows, settings, 0, adapter.codec, adapter.device, chooser)
-                dec = adapter.decoder(model, rows, longest)
-                return sampling.generate(dec, [prompt], rows, settings, 0, adapter.codec, adapter.device)
-        return run
+        return decode(adapter, model, [prompt], rows, 200, compiler if compiled else None)
 
     ids = torch.randint(0, 256, (rows, longest))
 

@@ -74,7 +74,8 @@ def logprobs(
     lens = [len(s) for s in seqs]
     width = max(lens)
     idx = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=adapter.device)
-    tgt = torch.nn.utils.rnn.pad_sequence(targets, batch_first=True).to(adapter.device)
+    tgt = targets[0][None] if len(targets) == 1 else torch.nn.utils.rnn.pad_sequence(targets, batch_first=True)
+    tgt = tgt.to(adapter.device)
     logits = adapter.forward(model, idx)  # (B, T, V)
     lp, entropy = losses_mod.logprobs_and_entropy(logits, tgt)
     if len(lens) == 1:

@@ -15,6 +15,7 @@ SEQUENCE_MEAN) over two half batches gives *twice* the gradient of one mean over
 the learning rate, or the advantages, if you split a batch.
 """
 
+import math
 from typing import Any, get_args
 
 import torch
@@ -139,7 +140,7 @@ def _check_tensor(where: str, t: Any, dtypes: tuple[torch.dtype, ...], n: int) -
         raise InvalidLossInput(f"{where} must be {' or '.join(map(str, dtypes))}, got {t.dtype}")
     if t.dim() != 1 or len(t) != n:
         raise InvalidLossInput(f"{where} must be 1-D of length {n} (the model input's), got {tuple(t.shape)}")
-    if t.is_floating_point() and not torch.isfinite(t).all():
+    if t.is_floating_point() and not math.isfinite(t.sum(dtype=torch.float64)):  # one op: no finite sum overflows
         raise InvalidLossInput(f"{where} has non-finite values")
 
 
@@ -196,7 +197,7 @@ def compute(
         means["loss/entropy/mean"] = _joined(entropy).to(lp.device)
     if loss_type == _CROSS_ENTROPY:
         w = _cat(inputs, "weights", lp.device).to(lp.dtype)
-        return -(w * lp).sum(), _summary(w.sum(), (w != 0).to(lp.dtype), means)
+        return -torch.dot(w, lp), _summary((w != 0).to(lp.dtype), means, tokens=w)
 
     q, adv = _cat(inputs, "logprobs", lp.device), _cat(inputs, "advantages", lp.device)
     m = torch.cat([loss_mask(loss_type, x) for x in inputs]).to(lp.device)
@@ -250,7 +251,7 @@ def compute(
         lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
         means["loss/clip/low_fraction"] = (r < lo) & (adv != 0)
         means["loss/clip/high_fraction"] = (r > hi) & (adv != 0)
-    return loss, _summary(m.sum(), m, means)
+    return loss, _summary(m, means)
 
 
 ENTROPY_ROWS = 256
@@ -289,10 +290,13 @@ def _seq_sum(x: torch.Tensor, lens: list[int]) -> torch.Tensor:
 
 
 @torch.no_grad()
-def _summary(tokens: torch.Tensor, m: torch.Tensor, means: dict[str, torch.Tensor]) -> dict[str, float]:
-    """``loss/tokens`` and each of ``means``' masked mean over ``m`` (a denominator of 0 counts as 1), brought to
-    the host in one transfer: on a GPU each ``.item()`` would wait for the device."""
-    names = list(means)
-    values = torch.stack([x.to(m.dtype) for x in means.values()]) @ m if names else m.new_zeros(0)
-    out = torch.cat([tokens.reshape(1).to(m.dtype), values / m.sum().clamp(min=1)]).tolist()
-    return {"loss/tokens": out[0], **dict(zip(names, out[1:], strict=True))}
+def _summary(m: torch.Tensor, means: dict[str, torch.Tensor], tokens: torch.Tensor | None = None) -> dict[str, float]:
+    """``loss/tokens`` (Σ ``tokens``, default Σ m) and each of ``means``' masked mean over the 0/1 mask ``m`` (a
+    denominator of 0 counts as 1). Every sum is a row of one product with ``m``, brought to the host in one
+    transfer: on a GPU each ``.item()`` would wait for the device, and on a CPU each small op costs more than
+    its arithmetic. ``tokens`` must be 0 where ``m`` is (cross-entropy's weights), so that Σ tokens·m = Σ tokens."""
+    rows = [m, *([tokens] if tokens is not None else []), *(x.to(m.dtype) for x in means.values())]
+    sums = (torch.stack(rows) @ m).tolist()
+    count = sums.pop(0)
+    total = sums.pop(0) if tokens is not None else count
+    return {"loss/tokens": total, **{k: v / max(count, 1.0) for k, v in zip(means, sums, strict=True)}}

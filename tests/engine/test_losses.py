@@ -519,6 +519,19 @@ def test_validate_rejects(loss_type, params, mutate, needles):
         assert needle in str(err.value)
 
 
+
+def test_validate_accepts_values_near_float32s_limits():
+    """The finite check sums in float64, where no float32 values overflow: only NaN and infinities are refused."""
+    inputs = make_inputs()
+    for x in inputs:
+        x["advantages"] = torch.full_like(x["advantages"], torch.finfo(torch.float32).max)
+    inputs[0]["advantages"][0] = -torch.finfo(torch.float32).max
+    validate(PPO, None, inputs, SEQ_LENS)  # no InvalidLossInput
+    inputs[1]["advantages"][-1] = math.inf
+    with pytest.raises(InvalidLossInput, match="sample 1: input 'advantages' has non-finite values"):
+        validate(PPO, None, inputs, SEQ_LENS)
+
+
 # ---------------------------------------------------------------- entropy
 
 
