@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import os
 import statistics
 import sys
@@ -183,6 +184,7 @@ def overhead(pairs: int, steps: int, fixed: int | None, model: str) -> None:
     for _ in range(pairs):
         session = SessionLoop(runs, fixed, model)
         bare = BareLoop(session.threads, model)
+        gc.collect()  # the one full collection of the imports' objects is not a per-step cost: none in a block
         totals = [0.0] * 6  # wall and CPU of: Session, its engine on this thread, bare
         try:
             for done in range(0, steps, BLOCK):  # taking turns, so that a change of load hits all three
