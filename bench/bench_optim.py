@@ -11,7 +11,9 @@
     the same thread count, on ``tiny`` (or ``--model small``), taking turns every 25 steps: wall and CPU time
     per step (CPU: every thread of the process).                                     target <= 1.1
     A third contender splits the overhead: the session's engine called on the main thread (the operations'
-    own checks, metrics and thread policy, without the worker, the envelopes, the history and the run store).
+    own checks and metrics, without the worker, the envelopes, the history and the run store). Each also
+    prints the process's minor page faults a step (freed memory handed back to the system and faulted in
+    again: ``rlnb.engine.heap``). A full garbage collection runs before each pair's timed blocks.
 
 Each contender steps its own copy of one model. Fresh random gradients are set before every step,
 outside the timed region; contenders take turns step by step so drifts in machine load hit all alike;
@@ -27,6 +29,7 @@ import argparse
 import copy
 import gc
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -96,6 +99,16 @@ def matmul_ms(dtype: torch.dtype, n: int = 512, reps: int = 10) -> float:
 TEXT = list(b"hello world, this is a training step of rlnb")
 
 
+def clock() -> tuple[float, float, int]:
+    """Wall and process CPU seconds and the process's minor page faults (all threads), for ``since``."""
+    return time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def since(start: tuple[float, float, int]) -> tuple[float, float, int]:
+    now = clock()
+    return now[0] - start[0], now[1] - start[1], now[2] - start[2]
+
+
 BLOCK = 25
 """(c): steps per turn. The Session and the bare loop take turns every BLOCK steps (50 pipelined operations),
 so that a change of machine load between turns, seconds long on a shared machine, hits both alike."""
@@ -117,30 +130,30 @@ class SessionLoop:
         # the forward-backward's count (the step's bulk) is the bare loop's
         self.threads: int = kept.get(rlnb.wire.OperationKind.FORWARD_BACKWARD, config["threads"])
 
-    def run(self, steps: int) -> tuple[float, float]:
-        """(wall, CPU) seconds of ``steps`` pipelined steps: submitted at once, then waited for."""
-        wall, cpu = time.perf_counter(), time.process_time()
+    def run(self, steps: int) -> tuple[float, float, int]:
+        """(wall, CPU seconds, minor page faults) of ``steps`` pipelined steps: submitted at once, then waited for."""
+        start = clock()
         for _ in range(steps):
             self.session.forward_backward(self.batch)
             self.session.optim_step(self.hp)
         self.session.wait()
-        return time.perf_counter() - wall, time.process_time() - cpu
+        return since(start)
 
-    def run_engine(self, steps: int) -> tuple[float, float]:
-        """(wall, CPU) seconds of ``steps`` steps of the same session's engine called on this thread: each
-        operation's handler as its worker runs it, at this thread's torch count (the bare loop's, which is the
-        policy's), without the worker thread, the operation envelopes, the history or the run store."""
+    def run_engine(self, steps: int) -> tuple[float, float, int]:
+        """(wall, CPU seconds, minor page faults) of ``steps`` steps of the same session's engine called on this
+        thread: each operation's handler as its worker runs it, at this thread's torch count (the bare loop's,
+        which is the policy's), without the worker thread, the operation envelopes, the history or the run store."""
         from rlnb import wire
         from rlnb.engine import handlers
 
         engine, cancelled = self.session.backend.engine, threading.Event()
         fb = wire.ForwardBackwardBody(samples=self.batch, loss=wire.loss_config("cross_entropy", None))
         step = wire.OptimStepBody.model_construct(adam_params=self.hp)
-        wall, cpu = time.perf_counter(), time.process_time()
+        start = clock()
         for _ in range(steps):
             handlers.run(engine, wire.OperationKind.FORWARD_BACKWARD, fb, cancelled)
             handlers.run(engine, wire.OperationKind.OPTIM_STEP, step, cancelled)
-        return time.perf_counter() - wall, time.process_time() - cpu
+        return since(start)
 
     def close(self) -> None:
         self.session.close()
@@ -169,11 +182,11 @@ class BareLoop:
         for p in params:
             p.grad = None
 
-    def run(self, steps: int) -> tuple[float, float]:
-        wall, cpu = time.perf_counter(), time.process_time()
+    def run(self, steps: int) -> tuple[float, float, int]:
+        start = clock()
         for _ in range(steps):
             self.step()
-        return time.perf_counter() - wall, time.process_time() - cpu
+        return since(start)
 
 
 def overhead(pairs: int, steps: int, fixed: int | None, model: str) -> None:
@@ -185,33 +198,36 @@ def overhead(pairs: int, steps: int, fixed: int | None, model: str) -> None:
         session = SessionLoop(runs, fixed, model)
         bare = BareLoop(session.threads, model)
         gc.collect()  # the one full collection of the imports' objects is not a per-step cost: none in a block
-        totals = [0.0] * 6  # wall and CPU of: Session, its engine on this thread, bare
+        totals = [0.0] * 9  # wall, CPU and faults of: Session, its engine on this thread, bare
         try:
             for done in range(0, steps, BLOCK):  # taking turns, so that a change of load hits all three
                 n = min(BLOCK, steps - done)
-                for i, times in enumerate((session.run(n), session.run_engine(n), bare.run(n))):
-                    totals[2 * i] += times[0]
-                    totals[2 * i + 1] += times[1]
+                for i, took in enumerate((session.run(n), session.run_engine(n), bare.run(n))):
+                    for j in range(3):
+                        totals[3 * i + j] += took[j]
         finally:
             session.close()
         rows.append((*(x / steps for x in totals), session.threads))
-    for s_wall, s_cpu, e_wall, e_cpu, b_wall, b_cpu, threads in rows:
+    for s_wall, s_cpu, s_flt, e_wall, e_cpu, e_flt, b_wall, b_cpu, b_flt, threads in rows:
         print(f"    {threads} thread(s): Session {s_wall * 1e3:6.2f} ms/step wall, {s_cpu * 1e3:6.2f} CPU;  engine "
               f"alone {e_wall * 1e3:6.2f} wall, {e_cpu * 1e3:6.2f} CPU;  bare {b_wall * 1e3:6.2f} wall, "
               f"{b_cpu * 1e3:6.2f} CPU;  wall {s_wall / b_wall:.2f}x (engine alone {e_wall / b_wall:.2f}x)  "
-              f"CPU {s_cpu / b_cpu:.2f}x")
-    best = [min(r[i] for r in rows) for i in range(6)]
-    best_wall, best_cpu, engine_wall = best[0] / best[4], best[1] / best[5], best[2] / best[4]
-    med_wall = statistics.median(r[0] / r[4] for r in rows)
-    med_cpu = statistics.median(r[1] / r[5] for r in rows)
-    med_engine = statistics.median(r[2] / r[4] for r in rows)
+              f"CPU {s_cpu / b_cpu:.2f}x;  page faults/step {s_flt:.0f} / {e_flt:.0f} / {b_flt:.0f}")
+    best = [min(r[i] for r in rows) for i in range(9)]
+    best_wall, best_cpu, engine_wall = best[0] / best[6], best[1] / best[7], best[3] / best[6]
+    med_wall = statistics.median(r[0] / r[6] for r in rows)
+    med_cpu = statistics.median(r[1] / r[7] for r in rows)
+    med_engine = statistics.median(r[3] / r[6] for r in rows)
     print(f"(c) engine overhead on {model}, {steps} steps pipelined {BLOCK} at a time, {pairs} pairs, threads "
           f"{'as the policy picked' if fixed is None else 'fixed by --threads'} "
-          f"({sorted({r[6] for r in rows})}): best/best wall {best_wall:.2f}x, CPU {best_cpu:.2f}x; median of pairs "
+          f"({sorted({r[9] for r in rows})}): best/best wall {best_wall:.2f}x, CPU {best_cpu:.2f}x; median of pairs "
           f"wall {med_wall:.2f}x, CPU {med_cpu:.2f}x (target <= 1.1: wall {'PASS' if best_wall <= 1.1 else 'FAIL'}, "
           f"CPU {'PASS' if best_cpu <= 1.1 else 'FAIL'})")
     print(f"(c) of which the operations' own work (the engine called on this thread, no worker, envelopes, history "
           f"or run store): best/best wall {engine_wall:.2f}x, median of pairs {med_engine:.2f}x")
+    print(f"(c) minor page faults a step (the process, every thread), median of pairs: Session "
+          f"{statistics.median(r[2] for r in rows):.0f}, engine alone {statistics.median(r[5] for r in rows):.0f}, "
+          f"bare {statistics.median(r[8] for r in rows):.0f}")
     print(f"(c) load average {os.getloadavg()[0]:.2f} at the end")
 
 

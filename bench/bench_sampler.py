@@ -22,7 +22,8 @@
     copies, and peak RSS in a child).
 (f) Where a compiled sample's time goes (``--parts f``): one sample of (a)'s models on this thread, as the sample
     handler runs it, under ``torch.profiler``: self CPU time in packed products, plain matmuls, attention,
-    inductor's compiled kernels, dynamo's guard checks and the rest.
+    inductor's compiled kernels, dynamo's guard checks and the rest. Run with (a) (``--parts af``), it also
+    prints the bound the products alone set on (a): (a)'s ratio / the products' share, both from this run.
 
 Compile times are reported once, and every timed run comes after a warm-up; contenders take turns run by run
 (best of ``--reps``), so a change in the machine's load hits all alike. The thread count is the same for every
@@ -132,8 +133,9 @@ GROUPS = {
 """(f): profiler event names (or their prefixes) by what they do."""
 
 
-def bench_profile(size: str) -> None:
-    """(f) Where a compiled sample's time goes: the profiler's self CPU time of one sample, grouped."""
+def bench_profile(size: str) -> float:
+    """(f) Where a compiled sample's time goes: the profiler's self CPU time of one sample, grouped. Returns the
+    share of the products (packed and plain)."""
     from torch.profiler import profile
 
     model = qwen3(size)
@@ -154,6 +156,7 @@ def bench_profile(size: str) -> None:
           f"self CPU time profiled ({total / NEW * 1e3:.1f} ms a step)")
     for name, t in times.items():
         print(f"(f)     {name:17s} {t:6.2f} s  {t / total:4.0%}")
+    return (times["packed products"] + times["plain matmuls"]) / total
 
 
 def timed_first(label: str, fn: Callable[[], object]) -> None:
@@ -205,7 +208,8 @@ def prompts_for(vocab: int, n: int) -> list[list[int]]:
     return [torch.randint(3, vocab, (k,), generator=g).tolist() for k in lengths]
 
 
-def bench_vs_generate(reps: int, threads: int, size: str) -> None:
+def bench_vs_generate(reps: int, threads: int, size: str) -> float:
+    """(a) and (b) on one Qwen3 shape. Returns ``compile=True``'s speed over ``generate`` with its default cache."""
     from transformers import CompileConfig
 
     print(f"(a) {load()}")
@@ -257,6 +261,7 @@ def bench_vs_generate(reps: int, threads: int, size: str) -> None:
     bench_bandwidth(model, eager if mode == "rlnb (eager)" else compiled, reps)
     eager.close()
     compiled.close()
+    return best["generate (default cache)"] / best["rlnb (compile=True)"]
 
 
 def bench_bandwidth(model: torch.nn.Module, s: rlnb.Session, reps: int) -> None:
@@ -467,9 +472,10 @@ def main() -> None:
     if args.demo:
         bench_demo()
         return
+    sizes = args.sizes.split(",")
+    ratios = {}
     if "a" in args.parts or "b" in args.parts:
-        for size in args.sizes.split(","):
-            bench_vs_generate(args.reps, args.threads, size)
+        ratios = {size: bench_vs_generate(args.reps, args.threads, size) for size in sizes}
     if "c" in args.parts:
         bench_small(args.reps, args.threads)
     if "t" in args.parts:
@@ -479,8 +485,11 @@ def main() -> None:
     if "e" in args.parts:
         bench_memory()
     if "f" in args.parts:
-        for size in args.sizes.split(","):
-            bench_profile(size)
+        products = {size: bench_profile(size) for size in sizes}
+        for size in ratios:  # (a) and (f) in one run
+            print(f"(a+f) {size}: the products are {products[size]:.0%} of a compiled sample's profiled time; with no "
+                  f"other cost, compile=True would be at most {ratios[size] / products[size]:.2f}x generate "
+                  f"(default cache), against {ratios[size]:.2f}x now")
     print(f"{load()} at the end")
 
 
