@@ -519,7 +519,6 @@ def test_validate_rejects(loss_type, params, mutate, needles):
         assert needle in str(err.value)
 
 
-
 def test_validate_accepts_values_near_float32s_limits():
     """The finite check sums in float64, where no float32 values overflow: only NaN and infinities are refused."""
     inputs = make_inputs()
