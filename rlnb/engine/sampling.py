@@ -129,7 +129,8 @@ def compiled_pick(
     temperature, top_p = (torch.tensor(x, device=device) for x in (settings.temperature, settings.top_p))
 
     def run(logits: Tensor, u: Tensor, *_: object) -> tuple[Tensor, Tensor]:  # the settings: this sample's, above
-        return step(logits, u, temperature, top_p, k, greedy, nucleus)
+        # The prompt's last logits are a strided view, a decode step's are not: one layout, one graph per kind.
+        return step(logits.contiguous(), u, temperature, top_p, k, greedy, nucleus)
 
     return run
 

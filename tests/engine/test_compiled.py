@@ -166,6 +166,25 @@ def test_a_compiled_choice_compiles_once_per_kind_not_per_temperature():
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
+def test_a_sample_compiles_one_choice_graph_per_kind():
+    """A sample's first token is chosen from the prompt's last logits, a strided view, and the others from a
+    decode step's: they must share one graph, or every kind of choice costs two and torch's default limit of 8
+    (which only a first call lifts) sends the ninth to eager. Odd rows and top_k: graphs no other test made."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    def graphs() -> int:
+        return len(_debug_get_cache_entry_list(sampling.choice.__code__))
+
+    with rlnb.connect("local", model="tiny", device="cpu", compile=True, record=False) as s:
+        before = graphs()
+        for top_k in (13, 17):
+            s.sample([list(b"ab=")], num_samples=3, max_tokens=4, seed=1, top_k=top_k).result(600)
+        assert graphs() - before == 2
+        assert [c["top_k"] for c in s.backend.config()["compiles"] if c["what"] == "token choice"] == [13, 17]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_more_shapes_than_torchs_default_limit_all_compile():
     """torch keeps 8 graphs per function by default and runs further shapes eager; a compiled step gets
     ``RECOMPILE_LIMIT``: ten batch sizes are ten graphs."""
