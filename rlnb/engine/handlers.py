@@ -106,6 +106,13 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
     value = float(loss.detach())
     if not math.isfinite(value):
         raise OperationError(Code.NON_FINITE_LOSS, f"loss is {value}; no gradients were accumulated")
+    bad = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
+    if bad is not None:  # a finite loss can still carry an overflowed ratio, whose gradient would be NaN
+        raise OperationError(
+            Code.NON_FINITE_LOSS,
+            f"{bad} is {metrics[bad]} (are loss_fn_inputs' logprobs far from the policy's?); no gradients were "
+            "accumulated",
+        )
     if not forward_only:
         loss.backward()
     outputs = None

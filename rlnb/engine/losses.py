@@ -199,8 +199,12 @@ def compute(
         w = _cat(inputs, "weights", lp.device).to(lp.dtype)
         return -torch.dot(w, lp), _summary((w != 0).to(lp.dtype), means, tokens=w)
 
-    q, adv = _cat(inputs, "logprobs", lp.device), _cat(inputs, "advantages", lp.device)
     m = torch.cat([loss_mask(loss_type, x) for x in inputs]).to(lp.device)
+    # A masked token's inputs are never read: neutral values there (ratio 1, advantage 0), so that what a caller
+    # leaves at a prompt's positions (a -100 log-prob) cannot overflow and turn a product with the 0 mask to NaN.
+    on, lp_held = m != 0, lp.detach()
+    q = torch.where(on, _cat(inputs, "logprobs", lp.device), lp_held)
+    adv = torch.where(on, _cat(inputs, "advantages", lp.device), 0.0)
     lens = [len(t) for t in logprobs]
     if params.get("ratio_type") == _RATIO_SEQUENCE:
         seq_log_r = _seq_sum((lp - q) * m, lens) / _seq_sum(m, lens).clamp(min=1)
@@ -227,7 +231,7 @@ def compute(
         lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
         obj = torch.minimum(r * adv, r.clamp(lo, hi) * adv)
         if params["beta"] > 0:
-            d = _cat(inputs, "reference_logprobs", lp.device) - lp
+            d = torch.where(on, _cat(inputs, "reference_logprobs", lp.device), lp_held) - lp
             kl = d.exp() - d - 1
             if params["use_bias_correction_kl"]:  # the unbiased reverse-KL gradient (DeepSeek-V3.2)
                 kl = kl * r

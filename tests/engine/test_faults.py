@@ -123,3 +123,17 @@ def test_a_loss_input_that_would_be_ignored_fails_invalid_input_naming_it():
         s.backend.wait_idle(30)
         assert got[-1].error.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
         assert "no loss reads input 'weight'" in got[-1].error.message
+
+
+def test_an_overflowing_ratio_fails_the_forward_backward_not_the_next_step():
+    """Sampler log-probs far below the policy's overflow e^(lp - q) to inf. PPO's clipped term keeps the loss
+    finite, but the gradient of the unclipped one is inf x 0 = NaN: the forward-backward fails, naming the
+    metric, accumulates nothing, and the session trains on."""
+    with local_session(model="tiny") as s:
+        bad = samples.policy(list(b"3+4="), list(b"7!"), [-100.0, -100.0], 1.0)
+        with pytest.raises(rlnb.errors.OperationFailed) as err:
+            s.forward_backward([bad], "ppo").result(60)
+        assert err.value.code == wire.OperationErrorCode.NON_FINITE_LOSS
+        assert "loss/ratio/mean is inf" in str(err.value) and "no gradients were accumulated" in str(err.value)
+        s.forward_backward([samples.policy(list(b"3+4="), list(b"7!"), [-2.0, -2.0], 1.0)], "ppo").result(60)
+        assert math.isfinite(s.optim_step().result(60).metrics["grad_norm"])

@@ -531,6 +531,27 @@ def test_validate_accepts_values_near_float32s_limits():
         validate(PPO, None, inputs, SEQ_LENS)
 
 
+
+@pytest.mark.parametrize(("loss_type", "params"), [
+    (IS, None), (PPO, None), (CISPO, None), (DPPO, None), (DRO, {"beta": 0.1}),
+    (GRPO, {"beta": 0.1}), (GRPO, {"ratio_type": RATIO_SEQUENCE, "agg_type": SEQUENCE_MEAN}),
+])  # fmt: skip
+def test_values_at_masked_positions_change_nothing(loss_type, params):
+    """What a caller leaves at masked positions (a prompt's -1e30 log-prob: e^(lp - q) overflows) is never read:
+    the loss, the gradients and every metric are those of neutral values there, and finite."""
+    want = run(loss_type, params)
+    junk = make_inputs()
+    for x, w in zip(junk, W, strict=True):
+        off = torch.tensor(w) == 0
+        for key, value in (("logprobs", -1e30), ("advantages", 1e30), ("reference_logprobs", -1e30)):
+            x[key] = torch.where(off, torch.tensor(value), x[key])
+    loss, grads, metrics = run(loss_type, params, junk)
+    assert math.isfinite(loss) and all(map(math.isfinite, grads)) and all(map(math.isfinite, metrics.values()))
+    assert loss == pytest.approx(want[0], abs=TOL)
+    assert grads == pytest.approx(want[1], abs=TOL)
+    assert metrics == pytest.approx(want[2], abs=TOL)
+
+
 # ---------------------------------------------------------------- entropy
 
 
