@@ -13,7 +13,9 @@ over 200 session cycles of ``rlnb serve``, against +99 MB when only trimming). T
 process's resident memory stays near its peak.
 
 Only with glibc (Linux); nothing elsewhere. ``RLNB_MALLOC=default`` in the environment leaves malloc as it is
-(``keep``, the default, is the only other value).
+(``keep``, the default, is the only other value), and so does a process whose malloc the environment already
+sets either threshold (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, or ``glibc.malloc.*`` in
+``GLIBC_TUNABLES``): those are the user's values, which rlnb can neither read back nor restore.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ TRIM_THRESHOLD = 512 << 20
 """A heap keeps up to 512 MiB of free memory at its top before giving any back."""
 ENV = "RLNB_MALLOC"
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+_NAMES = ("mmap_threshold", "trim_threshold")
 
 DEFAULT_THRESHOLD = 128 << 10
 """glibc's initial value of both thresholds, put back when the last engine closes (fixed from then on: glibc
@@ -44,7 +47,8 @@ _users = 0
 
 def acquire() -> str:
     """An engine starts on the CPU: keep freed memory (the first one sets the thresholds). What malloc does
-    now: ``"keep freed"``, ``"default"`` (``RLNB_MALLOC=default``, or glibc refused) or ``"not glibc"``."""
+    now: ``"keep freed"``, ``"default"`` (``RLNB_MALLOC=default``, or glibc refused), ``"tuned by the environment"``
+    or ``"not glibc"``."""
     global _users
     with _LOCK:
         state = _state()
@@ -75,7 +79,15 @@ def _state() -> str:
                          f"(glibc's own behaviour), got {value!r}")  # fmt: skip
     if value == "default":
         return "default"
-    return "keep freed" if _is_glibc() else "not glibc"
+    if not _is_glibc():
+        return "not glibc"
+    return "tuned by the environment" if _tuned() else "keep freed"
+
+
+def _tuned() -> bool:
+    """Whether the environment sets either threshold (glibc reads it once, when the process starts)."""
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    return any(f"MALLOC_{name.upper()}_" in os.environ or f"glibc.malloc.{name}=" in tunables for name in _NAMES)
 
 
 @functools.cache

@@ -47,13 +47,18 @@ MIN_WINDOW = 0.1
 """Shortest span of ``/proc/stat`` readings that measures a load (its clock ticks are 10 ms)."""
 
 
+MAX_THREADS = 1024
+"""The most intra-op threads a session may ask for: torch starts them all, and a mistyped count (a million)
+would exhaust the process's memory or overflow torch's integer before the first operation."""
+
+
 def check_threads(threads: object) -> int | None:
-    """``threads`` as given to ``rlnb.connect``: None (the policy decides) or an integer >= 1."""
+    """``threads`` as given to ``rlnb.connect``: None (the policy decides) or an integer in [1, ``MAX_THREADS``]."""
     if threads is None:
         return None
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be None (the engine's thread policy decides) or an integer >= 1, "
-                         f"got {threads!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise ValueError(f"threads must be None (the engine's thread policy decides) or an integer >= 1 and "
+                         f"<= {MAX_THREADS}, got {threads!r}")
     return threads
 
 
