@@ -7,6 +7,7 @@ These helpers do that shift so notebook code can think in whole sequences.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,11 @@ from rlnb import wire
 from rlnb.text import Message, as_codec, to_tokens
 
 
-def _tensor(data: Sequence[float], dtype: wire.TensorDType) -> wire.TensorData:
+def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> wire.TensorData:
+    """``data`` as wire tensor data; a value it cannot hold (NaN, inf) is refused naming the argument ``name``."""
+    bad = next((x for x in data if isinstance(x, float) and not math.isfinite(x)), None)
+    if bad is not None:
+        raise ValueError(f"{name} must be finite numbers, got {bad}")
     return wire.TensorData(data=list(data), dtype=dtype)
 
 
@@ -34,7 +39,10 @@ def cross_entropy(tokens: Sequence[int], weights: Sequence[float] | None = None)
         raise ValueError(f"weights has {len(weights)} entries; it needs one per token ({len(tokens)})")
     return wire.Sample(
         model_input=wire.ModelInput.from_tokens(tokens[:-1]),
-        loss_fn_inputs={"target_tokens": _tensor(tokens[1:], "int64"), "weights": _tensor(weights[1:], "float32")},
+        loss_fn_inputs={
+            "target_tokens": _tensor(tokens[1:], "int64"),
+            "weights": _tensor(weights[1:], "float32", "weights"),
+        },
     )
 
 
@@ -63,14 +71,14 @@ def policy(
     tokens = prompt + completion
     inputs = {
         "target_tokens": _tensor(tokens[1:], "int64"),
-        "logprobs": _tensor([0.0] * pad + list(sampler_logprobs), "float32"),
-        "advantages": _tensor([0.0] * pad + adv, "float32"),
+        "logprobs": _tensor([0.0] * pad + list(sampler_logprobs), "float32", "sampler_logprobs"),
+        "advantages": _tensor([0.0] * pad + adv, "float32", "advantage"),
         "mask": _tensor([0] * pad + [1] * n, "int64"),
     }
     if reference_logprobs is not None:
         if len(reference_logprobs) != n:
             raise ValueError(f"reference_logprobs has {len(reference_logprobs)} entries for {n} completion tokens")
-        inputs["reference_logprobs"] = _tensor([0.0] * pad + list(reference_logprobs), "float32")
+        inputs["reference_logprobs"] = _tensor([0.0] * pad + list(reference_logprobs), "float32", "reference_logprobs")
     return wire.Sample(model_input=wire.ModelInput.from_tokens(tokens[:-1]), loss_fn_inputs=inputs)
 
 
