@@ -7,7 +7,6 @@ These helpers do that shift so notebook code can think in whole sequences.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +16,7 @@ from rlnb.text import Message, as_codec, to_tokens
 
 def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> wire.TensorData:
     """``data`` as wire tensor data; a value it cannot hold (NaN, inf) is refused naming the argument ``name``."""
-    bad = next((x for x in data if isinstance(x, float) and not math.isfinite(x)), None)
+    bad = wire.non_finite(data)
     if bad is not None:
         raise ValueError(f"{name} must be finite numbers, got {bad}")
     return wire.TensorData(data=list(data), dtype=dtype)

@@ -13,9 +13,9 @@ over 200 session cycles of ``rlnb serve``, against +99 MB when only trimming). T
 process's resident memory stays near its peak.
 
 Only with glibc (Linux); nothing elsewhere. ``RLNB_MALLOC=default`` in the environment leaves malloc as it is
-(``keep``, the default, is the only other value), and so does a process whose malloc the environment already
-sets either threshold (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, or ``glibc.malloc.*`` in
-``GLIBC_TUNABLES``): those are the user's values, which rlnb can neither read back nor restore.
+(``keep``, the default, is the only other value). So does a process whose environment sets either threshold
+(``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, or ``glibc.malloc.*`` in ``GLIBC_TUNABLES``): those are
+the user's values, which rlnb can neither read back nor restore.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import (
@@ -27,6 +28,7 @@ __all__ = [
     "_Model",
     "_Request",
     "_finite_list",
+    "non_finite",
 ]
 
 
@@ -85,8 +87,13 @@ StrictBool = Annotated[bool, Strict()]
 """``true`` or ``false``, not ``1`` or ``"yes"`` (the schema says ``boolean``)."""
 
 
+def non_finite(values: Iterable[Any]) -> float | None:
+    """The first NaN or ±Inf among ``values``, None when there is none: JSON cannot carry them."""
+    return next((v for v in values if isinstance(v, float) and not math.isfinite(v)), None)
+
+
 def _finite_list(values: list[float]) -> list[float]:
-    if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+    if non_finite(values) is not None:
         raise ValueError("tensor data must be finite (no NaN or Inf)")
     return values
 

@@ -531,7 +531,6 @@ def test_validate_accepts_values_near_float32s_limits():
         validate(PPO, None, inputs, SEQ_LENS)
 
 
-
 @pytest.mark.parametrize(("loss_type", "params"), [
     (IS, None), (PPO, None), (CISPO, None), (DPPO, None), (DRO, {"beta": 0.1}),
     (GRPO, {"beta": 0.1}), (GRPO, {"ratio_type": RATIO_SEQUENCE, "agg_type": SEQUENCE_MEAN}),
