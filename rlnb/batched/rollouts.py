@@ -11,7 +11,6 @@ member's loss over its rows.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +19,9 @@ import torch
 from torch import Tensor
 
 from rlnb import wire
-from rlnb.engine import losses
+from rlnb.engine import handlers, losses
 from rlnb.engine.sampling import LENGTH, STOP, Drawn
+from rlnb.errors import OperationError
 
 
 @dataclass
@@ -64,7 +64,7 @@ def member_losses(
 ) -> list[MemberLoss]:
     """Each member's loss over its ``rows / members`` rows of ``batch``, from its rows of the policy's log-probs
     ``lp`` and entropies ``entropy`` (``[rows, width]``): ``losses.compute`` on that member's samples alone, as
-    the forward-backward handler computes it for a session (a non-finite loss is ``NON_FINITE_LOSS``;
+    the forward-backward handler computes it for a session (a non-finite loss or metric is ``NON_FINITE_LOSS``;
     ``horizon`` is FIXED_HORIZON's constant, the model's context length)."""
     B = batch.ids.shape[0] // members
     out: list[MemberLoss] = []
@@ -80,10 +80,10 @@ def member_losses(
         loss, metrics = losses.compute(
             loss_type, params, batch.cut(lp, *rows), inputs, horizon=horizon, entropy=batch.cut(entropy, *rows)
         )
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            message = f"loss is {value}; no gradients were accumulated"
-            out.append(MemberLoss(error=(wire.OperationErrorCode.NON_FINITE_LOSS, message)))
+        try:
+            value = handlers.finite_loss(loss, metrics)
+        except OperationError as exc:
+            out.append(MemberLoss(error=(exc.code, str(exc))))
             continue
         out.append(MemberLoss(loss, wire.ForwardBackwardResult(loss=value, metrics=metrics)))
     return out

@@ -86,6 +86,22 @@ def classify(exc: Exception) -> OperationError | None:
 # -- forward-backward ------------------------------------------------------------------------------
 
 
+def finite_loss(loss: torch.Tensor, metrics: dict[str, float]) -> float:
+    """The loss's value, before any backward; ``NON_FINITE_LOSS`` if it or a metric is not finite (a finite loss
+    can still carry an overflowed ratio, whose gradient would be NaN). Batched trials' members check the same."""
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise OperationError(Code.NON_FINITE_LOSS, f"loss is {value}; no gradients were accumulated")
+    bad = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
+    if bad is not None:
+        raise OperationError(
+            Code.NON_FINITE_LOSS,
+            f"{bad} is {metrics[bad]} (are loss_fn_inputs' logprobs far from the policy's?); no gradients were "
+            "accumulated",
+        )
+    return value
+
+
 def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: threading.Event) -> Any:
     loss_type = body.loss.type
     if loss_type not in losses_mod.LOSS_TYPES:
@@ -103,16 +119,7 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
         loss, metrics = losses_mod.compute(
             loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length, entropy=entropy
         )  # FIXED_HORIZON's constant: the session's maximum sequence length
-    value = float(loss.detach())
-    if not math.isfinite(value):
-        raise OperationError(Code.NON_FINITE_LOSS, f"loss is {value}; no gradients were accumulated")
-    bad = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
-    if bad is not None:  # a finite loss can still carry an overflowed ratio, whose gradient would be NaN
-        raise OperationError(
-            Code.NON_FINITE_LOSS,
-            f"{bad} is {metrics[bad]} (are loss_fn_inputs' logprobs far from the policy's?); no gradients were "
-            "accumulated",
-        )
+    value = finite_loss(loss, metrics)
     if not forward_only:
         loss.backward()
     outputs = None

@@ -1,0 +1,35 @@
+"""Each batched member's loss is checked as a session's forward-backward checks it (``handlers.finite_loss``)."""
+
+import math
+
+import torch
+
+from rlnb import wire
+from rlnb.batched.rollouts import PolicyBatch, member_losses
+
+
+def one_row_each(sampler_logprobs: list[float]) -> PolicyBatch:
+    """One rollout per member: input ``[5, 6, 7]``, targets ``[6, 7, 8]``, the last two tokens trained."""
+    rows = len(sampler_logprobs)
+    return PolicyBatch(
+        ids=torch.tensor([[5, 6, 7]] * rows),
+        targets=torch.tensor([[6, 7, 8]] * rows),
+        logprobs=torch.tensor([[0.0, q, q] for q in sampler_logprobs]),
+        advantages=torch.ones(rows, 3),
+        mask=torch.tensor([[0.0, 1.0, 1.0]] * rows),
+        lengths=torch.tensor([3] * rows),
+    )
+
+
+def test_a_member_whose_ratio_overflows_fails_its_forward_backward_alone():
+    """Member 1's sampler log-probs are far below the policy's: e^(lp - q) overflows. PPO's clip keeps its loss
+    finite, but its gradient would be NaN: it fails NON_FINITE_LOSS naming the metric, as a session does
+    (tests/engine/test_faults.py), and member 0 is untouched."""
+    batch = one_row_each([-1.0, -100.0])
+    lp = torch.full((2, 3), -1.0, requires_grad=True)
+    first, second = member_losses(lp, torch.zeros(2, 3), batch, 2, "LOSS_TYPE_PPO", None, horizon=16)
+    assert first.error is None and first.result is not None and math.isfinite(first.result.loss)
+    assert second.loss is None and second.result is None and second.error is not None
+    code, message = second.error
+    assert code == wire.OperationErrorCode.NON_FINITE_LOSS
+    assert message.startswith("loss/ratio/mean is inf") and message.endswith("no gradients were accumulated")
