@@ -170,8 +170,8 @@ class RunStore:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self._held = _lock(self.path)
-            self._ops = open(self.path / OPS_FILE, "ab", buffering=0)  # noqa: SIM115 - kept open
-            self._metrics = open(self.path / METRICS_FILE, "ab", buffering=0)  # noqa: SIM115
+            self._ops = _append_to(self.path / OPS_FILE)
+            self._metrics = _append_to(self.path / METRICS_FILE)
         except OSError as exc:
             self._fail(exc)
 
@@ -201,7 +201,7 @@ class RunStore:
                 return
             try:
                 if self._completions is None:
-                    self._completions = open(self.path / COMPLETIONS_FILE, "ab", buffering=0)  # noqa: SIM115
+                    self._completions = _append_to(self.path / COMPLETIONS_FILE)
                 _write_all(self._completions, lines)
             except OSError as exc:
                 self._fail(exc)
@@ -236,6 +236,22 @@ class RunStore:
             for fh in (self._ops, self._metrics, self._completions):
                 _close_quietly(fh)
             _close_quietly(self._held)  # releases run.lock
+
+
+def _append_to(path: Path) -> IO[bytes]:
+    """``path`` opened to append unbuffered lines (see ``RunStore``). A run continued after a crash may end in a
+    half-written line: it is ended first, so that the first new line is not glued to it and lost with it."""
+    fh = open(path, "ab", buffering=0)  # noqa: SIM115 - kept open by the store
+    try:
+        if fh.tell():
+            with open(path, "rb") as tail:
+                tail.seek(-1, os.SEEK_END)
+                if tail.read(1) != b"\n":
+                    _write_all(fh, b"\n")
+    except OSError:
+        fh.close()
+        raise
+    return fh
 
 
 def _write_all(fh: IO[bytes], data: bytes) -> None:

@@ -22,6 +22,7 @@ from rlnb.testing import FakeBackend
 from tests.support.fake_api import BASE, KEY, FakeAPI
 
 DONE, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
+PENDING = "TRAINING_OPERATION_STATUS_PENDING"
 BATCH = [samples.cross_entropy(list(b"hello records"))]
 
 
@@ -99,6 +100,29 @@ def test_a_second_writer_of_a_run_is_refused_and_a_continued_run_appends(tmp_pat
     assert len(second.history.df) == 20  # the continued session's history holds the earlier records too
     config = json.loads((tmp_path / "shared" / "config.json").read_text())
     assert config["created_at"] == first.history.config["created_at"] and len(config["continued_at"]) == 1
+
+
+def test_a_run_continued_after_a_crash_mid_line_loses_none_of_its_new_lines(tmp_path):
+    """A killed process may leave a half-written last line. The session that continues the run ends that line
+    first: its own first lines are not glued to the damaged one and skipped with it on reload."""
+    first = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    first.forward_backward(BATCH).result(30)
+    first.history.log(0, reward=0.1)
+    first.close()
+    run = tmp_path / "r"
+    for name in ("ops.jsonl", "metrics.jsonl"):  # the crash: the last line cut short
+        (run / name).write_bytes((run / name).read_bytes()[:-5])
+    with pytest.warns(RuntimeWarning, match="corrupt or half-written"):
+        second = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    second.forward_backward(BATCH).result(30)
+    second.history.log(1, reward=0.9)
+    second.close()
+    with pytest.warns(RuntimeWarning, match="corrupt or half-written") as caught:
+        loaded = History.load(run)
+    assert all("1 corrupt or half-written" in str(w.message) for w in caught)  # the crash's own line, no more
+    assert loaded.logged.to_dict("records") == [{"step": 1, "reward": 0.9}]
+    # The first operation's end line was the one cut: its submission line remains. The second is whole.
+    assert loaded.df.seq.tolist() == [0, 1] and loaded.df.status.tolist() == [PENDING, DONE]
 
 
 WRITER = """
