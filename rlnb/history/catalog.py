@@ -65,6 +65,8 @@ def runs(path: str | Path | None = None) -> pd.DataFrame:
     found = sorted(p for p in root.iterdir() if (p / OPS_FILE).exists()) if root.exists() else []
     frame = pd.DataFrame([_row(run) for run in found], columns=COLUMNS)
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
+    errors = [e if isinstance(e, str) else None for e in frame["error"]]
+    frame["error"] = pd.Series(errors, index=frame.index, dtype=object)  # None, not NaN, for the others
     return frame.sort_values("created_at", ascending=False, ignore_index=True, na_position="last")
 
 

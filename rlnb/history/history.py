@@ -30,7 +30,7 @@ import pandas as pd
 from rlnb import wire
 from rlnb.history.completion_log import CompletionLog, read_completions
 from rlnb.history.record import Record, as_row, fold_output, from_row, logged_row, warn_bad
-from rlnb.history.steplog import StepLog
+from rlnb.history.steplog import StepLog, logged_figures
 from rlnb.history.store import (
     METRICS_FILE,
     OPS_FILE,
@@ -43,7 +43,11 @@ from rlnb.history.store import (
 )
 from rlnb.history.tables import _columns, _concat, _ops_frame
 
-__all__ = ["History"]
+__all__ = ["History", "RunContinuedWarning"]
+
+class RunContinuedWarning(UserWarning):
+    """A session continues a run whose earlier session reached a later step than this one starts at."""
+
 
 class History:
     """The operations of one session, in submission order, plus your own logged figures.
@@ -80,8 +84,8 @@ class History:
         store = RunStore(path)  # the lock first: nobody else writes while the earlier records are read
         now = time.time()
         try:
-            ops = path / OPS_FILE
-            earlier = cls.load(path) if ops.is_file() and ops.stat().st_size else None
+            written = [f for f in (path / OPS_FILE, path / METRICS_FILE) if f.is_file() and f.stat().st_size]
+            earlier = cls.load(path) if written else None  # a run that only logged figures is continued too
         except BaseException:
             store.close()
             raise
@@ -130,6 +134,13 @@ class History:
         """Feed every record and logged row to a fresh step log."""
         self.step_log.reset()
         self.step_log.feed(self._records, self._logged, unfinished)
+
+    def steps_reached(self) -> int:
+        """The highest step its completed optim-steps reached or a figure was logged at (0 for a new run)."""
+        with self._lock:
+            done = (r.step for r in self._records if r.kind == wire.OperationKind.OPTIM_STEP
+                    and r.status == wire.OperationStatus.COMPLETED and r.step is not None)
+            return max(max(done, default=0), max((row["step"] for row in self._logged), default=0))
 
     def annotate(self, **fields: Any) -> None:
         """Add fields to the run's config (e.g. a sweep's label), on disk too."""
@@ -224,8 +235,10 @@ class History:
         return min(at, max(rec.submitted_at, self._last_finished))
 
     def log(self, step: int, **metrics: float) -> None:
-        """Record your own per-step figures (e.g. ``reward=0.4``) next to the operations."""
-        row = {"step": int(step), **{k: float(v) for k, v in metrics.items()}}
+        """Record your own per-step figures (e.g. ``reward=0.4``) next to the operations. Refused with a
+        ``ValueError``, before anything is recorded: a step that is not an integer >= 0, a figure that is not a
+        real number, or one named like a column of the steps table (``loss`` is the forward-backwards' own)."""
+        row = logged_figures(step, metrics)
         with self._lock:
             self._logged.append(row)
             self.step_log.logged(row)

@@ -29,6 +29,33 @@ from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
 
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 """Figures of a completed optim-step, copied into its row."""
+STEP_COLUMNS = ("step", "loss", *ROW_FLOATS, "step_time_s", "queue_s", "weights_version")
+"""The steps table's own columns: a logged figure may not take one of these names."""
+SHADOWED = "{} (logged)"
+"""The column of a logged figure named like one of ``STEP_COLUMNS`` in a run written before ``log`` refused it."""
+MAX_STEP = 2**63 - 1
+"""The largest step a table column (int64) holds."""
+
+
+def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
+    """The row ``History.log(step, **figures)`` records, or ``ValueError`` naming what cannot be one: a step
+    that is not an integer in [0, 2**63), a figure that is not a real number, or one named like a steps column."""
+    if isinstance(step, bool) or not hasattr(step, "__index__") or not 0 <= int(step) <= MAX_STEP:
+        raise ValueError(f"history.log: step must be an integer >= 0 and < 2**63, got {step!r}")
+    row: dict[str, Any] = {"step": int(step)}
+    for name, value in figures.items():
+        if name in STEP_COLUMNS:
+            raise ValueError(
+                f"history.log: {name!r} is a column of the steps table ({', '.join(STEP_COLUMNS)}); log it under "
+                f"another name (e.g. 'my_{name}')"
+            )
+        try:
+            if isinstance(value, bool | str | bytes):
+                raise TypeError
+            row[name] = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"history.log: {name} must be a real number, got {value!r}"[:300]) from None
+    return row
 
 
 _Row = tuple[int, int, float, float, float, float, float, float, int]
@@ -239,10 +266,7 @@ class StepLog:
         frame["step_time_s"] = times[:, 0] if len(times) else np.empty(0)
         frame["queue_s"] = times[:, 1] if len(times) else np.empty(0)
         frame["weights_version"] = versions
-        if any_logged:  # a logged figure may not shadow a column of the table
-            clash = set(user) & set(frame.columns)
-            if clash:
-                raise ValueError(f"logged figures may not be named like a steps column: {sorted(clash)}")
+        if any_logged:  # a figure named like a column (logged before ``log`` refused it) keeps its own column
             for name, values in user.items():
-                frame[name] = values
+                frame[SHADOWED.format(name) if name in STEP_COLUMNS else name] = values
         return frame

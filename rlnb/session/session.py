@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -20,7 +21,7 @@ from typing import Any, cast
 
 from rlnb import _exit, wire
 from rlnb.errors import OperationFailed, SessionClosed
-from rlnb.history import History
+from rlnb.history import History, RunContinuedWarning
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
 from rlnb.session.backend import Backend
 from rlnb.session.operation import Operation
@@ -65,6 +66,16 @@ class Session:
         self.id: str = info.id
         """The session id (it never changes, so it is read once)."""
         self._steps_submitted = int(info.step)
+        reached = history.steps_reached()
+        if reached > self._steps_submitted:
+            warnings.warn(
+                f"run {history.config.get('run_id')} continues an earlier session that reached step {reached}, and "
+                f"this one starts at step {self._steps_submitted}: steps {self._steps_submitted + 1}-{reached} will "
+                "appear twice in history.steps, each with the figure logged last at that step (history.logged "
+                "keeps every row). Use a new run_id, or resume_from= a checkpoint of that run to go on counting.",
+                RunContinuedWarning,
+                stacklevel=2,
+            )
         self._closed = False
         self._lock = threading.Lock()
         self._pending: deque[Operation[Any]] = deque()

@@ -45,6 +45,8 @@ SCALING_NAMES = {"MUON_SCALING_STRATEGY_ORIGINAL": "original", "MUON_SCALING_STR
 
 StepFn = Callable[[Session, OptimizerParams, int], float]
 """``step_fn(session, params, i) -> float``: one training step with ``params``, returning the objective."""
+LOGGED: dict[str, str] = {"reward": "reward", "loss": "lr_find_loss"}
+"""The name each objective is logged under (``loss`` is a column of the steps table already)."""
 
 
 @dataclass
@@ -163,7 +165,7 @@ def lr_find(
                 ended = f"{(exc.code or 'FAILED').rsplit('_CODE_', 1)[-1]} at lr {lr:.3g}"
                 break
             values.append(value)
-            trial.history.log(trial.step, **{objective: value, "lr_find_lr": lr})
+            trial.history.log(trial.step, **{LOGGED[objective]: value, "lr_find_lr": lr})
             if progress is not None:
                 progress(i + 1, steps)
             if not math.isfinite(value) or diverged(smooth(values), objective):

@@ -274,3 +274,52 @@ def test_step_log_hands_out_only_rows_that_will_not_change():
 def test_a_reloaded_run_has_the_same_steps(tmp_path):
     h = run_session(tmp_path, "reload", steps=3)
     pd.testing.assert_frame_equal(History.load(tmp_path / "reload").steps, h.steps)
+
+
+def test_log_refuses_what_a_table_cannot_hold_before_recording_it(tmp_path):
+    """A figure named like a steps column (``loss`` is the forward-backwards' own), a figure that is not a real
+    number, a step that is not an integer >= 0: each refused naming it, with nothing written to memory or disk."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.forward_backward([samples.cross_entropy([1, 2, 3])])
+    s.optim_step().result(30)
+    refused = {
+        "is a column of the steps table": [dict(loss=0.5), dict(grad_norm=1.0), dict(queue_s=0.1)],
+        "reward must be a real number": [dict(reward="0.5"), dict(reward=None), dict(reward=[1]),
+                                          dict(reward=True), dict(reward=10**400)],
+    }
+    for message, cases in refused.items():
+        for figures in cases:
+            with pytest.raises(ValueError, match=message):
+                s.history.log(1, **figures)
+    for step in (1.7, -1, True, "1", 2**63):
+        with pytest.raises(ValueError, match=r"step must be an integer >= 0 and < 2\*\*63"):
+            s.history.log(step, reward=1.0)
+    s.history.log(1, reward=0.5, my_loss=0.25)
+    s.close()
+    assert (tmp_path / "r" / "metrics.jsonl").read_text().count("\n") == 1
+    row = {"step": 1, "reward": 0.5, "my_loss": 0.25}
+    for h in (s.history, History.load(tmp_path / "r")):
+        assert h.logged.to_dict("records") == [row] and h.steps[list(row)].to_dict("records") == [row]
+
+
+def test_a_run_that_logged_a_steps_column_name_still_builds_its_tables(tmp_path):
+    """Runs written before ``log`` refused such names: the figure keeps its own column, the steps column its own."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.forward_backward([samples.cross_entropy([1, 2, 3])])
+    s.optim_step().result(30)
+    s.close()
+    with open(tmp_path / "r" / "metrics.jsonl", "a") as fh:
+        fh.write('{"step":1,"loss":0.5,"reward":1.0}\n')
+    steps = History.load(tmp_path / "r").steps
+    assert steps["loss (logged)"].tolist() == [0.5] and steps["reward"].tolist() == [1.0]
+    assert steps["loss"].tolist() == [s.history.steps["loss"].iloc[0]]
+    listing = runs(tmp_path)
+    assert listing.run_id.tolist() == ["r"] and listing.error.tolist() == [None]
+
+
+def test_runs_lists_none_as_the_error_of_a_readable_run_beside_a_broken_one(tmp_path):
+    rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="good").close()
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "ops.jsonl").mkdir()  # not a file: the run cannot be read
+    listing = runs(tmp_path).set_index("run_id")
+    assert listing.loc["good", "error"] is None and "is not a file" in listing.loc["bad", "error"]

@@ -16,7 +16,7 @@ import pytest
 
 import rlnb
 from rlnb import samples
-from rlnb.history import History
+from rlnb.history import History, RunContinuedWarning
 from rlnb.history.store import RunStoreWarning
 from rlnb.testing import FakeBackend
 from tests.support.fake_api import BASE, KEY, FakeAPI
@@ -89,7 +89,8 @@ def test_a_second_writer_of_a_run_is_refused_and_a_continued_run_appends(tmp_pat
         first.optim_step()
     first.wait()
     first.close()
-    second = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="shared")
+    with pytest.warns(RunContinuedWarning, match="reached step 5, and this one starts at step 0: steps 1-5 will"):
+        second = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="shared")
     for _ in range(5):
         second.forward_backward(BATCH)
         second.optim_step()
@@ -123,6 +124,23 @@ def test_a_run_continued_after_a_crash_mid_line_loses_none_of_its_new_lines(tmp_
     assert loaded.logged.to_dict("records") == [{"step": 1, "reward": 0.9}]
     # The first operation's end line was the one cut: its submission line remains. The second is whole.
     assert loaded.df.seq.tolist() == [0, 1] and loaded.df.status.tolist() == [PENDING, DONE]
+
+
+def test_a_continued_run_keeps_figures_logged_without_operations_and_warns_when_steps_repeat(tmp_path):
+    first = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    for step in (1, 2, 3):
+        first.history.log(step, reward=step / 10)
+    first.close()
+    with pytest.warns(RunContinuedWarning, match="reached step 3") as caught:
+        second = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    assert len(caught) == 1
+    second.history.log(1, reward=9.0)
+    assert second.history.logged.reward.tolist() == [0.1, 0.2, 0.3, 9.0]  # the first session's rows, loaded
+    assert len(second.history.config["continued_at"]) == 1
+    second.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fresh run, or one continued from where it stopped: no warning
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="new").close()
 
 
 WRITER = """

@@ -79,6 +79,8 @@ def test_a_diverging_loss_ends_the_test_early(tmp_path):
     assert len(result.values) < 25 and "diverged at lr" in result.reason
     assert result.suggestion is not None and result.suggestion < 1e-3
     assert result.reason.startswith("steepest descent")
+    steps = History.load(result.run_path).steps  # the objective is logged beside the steps table's own loss
+    assert steps.lr_find_loss.tolist() == result.values and "loss" in steps
 
 
 def test_a_local_session_is_copied_and_left_untouched(tmp_path):

@@ -152,7 +152,9 @@ def test_rl_step_logs_the_metrics_and_keeps_the_completions(tmp_path):
     assert (path / "completions.jsonl").read_text().count("\n") == len(table)
     pd.testing.assert_frame_equal(History.load(path).completions, table)
     pd.testing.assert_frame_equal(rlnb.history.completions(path), table)
-    with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as again:
+    with pytest.warns(rlnb.history.RunContinuedWarning, match="starts at step 0"):
+        again = rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r")
+    with again:
         rl_step(again, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=4, seed=9)
     kept = again.history.completions  # a continued run keeps the earlier ones (a fresh session counts from 1)
     assert len(kept) == len(table) + 24 and list(kept.step) == list(table.step) + [1] * 24

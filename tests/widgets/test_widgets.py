@@ -333,6 +333,17 @@ def test_run_panel_shows_every_exception_of_a_step(panel_session):
     panel.close()
 
 
+def test_run_panel_stops_on_a_figure_named_like_a_steps_column(panel_session):
+    """A step function returning ``loss`` (the forward-backwards' own column) stops the run, saying so; the
+    steps table still builds."""
+    panel = RunPanel(panel_session, step_fn=lambda s, p: {"loss": 0.5}, every=0.05)
+    assert panel.start(3)
+    assert panel.join(60)
+    assert isinstance(panel.error, ValueError) and "'loss' is a column of the steps table" in panel.status.value
+    assert panel_session.history.logged.empty and "loss" in panel_session.history.steps
+    panel.close()
+
+
 def test_run_panel_refuses_a_bool_or_non_integer_n_and_a_start_after_close(panel_session):
     panel = RunPanel(panel_session, step_fn=lambda s, p: {"x": 1.0}, every=0.05)
     for n in (True, False, 2.0, "3", 0, -1):
