@@ -75,16 +75,28 @@ def as_row(rec: Record) -> dict[str, Any]:
     return {name: getattr(rec, name) for name in COLUMNS}
 
 
+INT64 = 2**63
+"""Integer fields must fit a table's int64 column."""
+LATEST_TIME = 9.2e9
+"""Seconds from 1970 that pandas' datetimes hold (about 292 years either side): a time past it is damage."""
+
+
 def _number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
+def _integer(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64
+
+
 def _valid(name: str, v: Any) -> bool:
     """Whether a loaded value fits the ``Record`` field (``None`` stands for NaN in float fields)."""
-    if name in FLOATS or name in TIMES:
+    if name in TIMES:
+        return v is None or (_number(v) and not abs(v) > LATEST_TIME)  # NaN is a time not yet reached
+    if name in FLOATS:
         return v is None or _number(v)
     if name in _INTS:
-        return v is None or (isinstance(v, int) and not isinstance(v, bool))
+        return v is None or _integer(v)
     if name in _TEXTS:
         return isinstance(v, str)
     if name in _OPTIONAL_TEXTS:
@@ -100,7 +112,7 @@ def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
     """A Record from a loaded line: ``None`` without a usable ``seq`` and ``kind``; a field of the wrong
     type keeps its default and is named in ``bad``."""
     seq, kind = row.get("seq"), row.get("kind")
-    if not (isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 and isinstance(kind, str)):
+    if not (_integer(seq) and seq >= 0 and isinstance(kind, str)):
         bad.append(f"seq, kind = {seq!r}, {kind!r}"[:80])
         return None
     values: dict[str, Any] = {}
@@ -118,7 +130,7 @@ def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
 def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
     """A ``log()`` row from ``metrics.jsonl``: an integer ``step`` and numbers; other values are left out."""
     step = row.get("step")
-    if not (isinstance(step, int) and not isinstance(step, bool)):
+    if not _integer(step):
         bad.append(f"step = {step!r}"[:80])
         return None
     kept: dict[str, Any] = {"step": step}

@@ -262,15 +262,20 @@ def test_well_formed_lines_with_wrong_types_load_what_is_readable(tmp_path):
         fh.write(json.dumps({"seq": "7", "kind": "optim-step"}) + "\n")  # no usable seq: skipped
         fh.write(json.dumps({"seq": 8, "kind": "optim-step", "status": DONE, "step": True, "metrics": [1]}) + "\n")
         fh.write(json.dumps({"seq": 9, "kind": 5}) + "\n")
+        fh.write(json.dumps({"seq": 2**70, "kind": "optim-step"}) + "\n")  # past int64: skipped
+        fh.write(json.dumps({"seq": 10, "kind": "sample", "status": DONE, "weights_version": 2**70,
+                             "finished_at": 1e300}) + "\n")  # past int64 / any datetime: left out
     with open(run / "metrics.jsonl", "a") as fh:
         fh.write(json.dumps({"step": 4, "reward": "high", "kl": 0.1}) + "\n")
         fh.write(json.dumps({"step": "5", "reward": 1.0}) + "\n")
+        fh.write(json.dumps({"step": 2**70, "reward": 1.0}) + "\n")
     with pytest.warns(RuntimeWarning, match="wrong type") as caught:
         h = History.load(run)
     assert any("loss = 'oops'" in str(w.message) for w in caught)
     df, steps = h.df, h.steps  # building the tables must not fail
-    assert list(df.seq) == [0, 1, 2, 3, 4, 5, 6, 8]
+    assert list(df.seq) == [0, 1, 2, 3, 4, 5, 6, 8, 10]
     assert pd.isna(df.loss.iloc[6]) and pd.isna(df.step.iloc[7]) and df.metrics.iloc[7] == {}
+    assert pd.isna(df.weights_version.iloc[8]) and pd.isna(df.finished_at.iloc[8])
     assert h.logged.step.tolist() == [1, 2, 3, 4] and pd.isna(h.logged.reward.iloc[3])
     assert len(steps) == 3
 
@@ -285,9 +290,9 @@ def test_one_bad_run_is_a_row_with_its_error(tmp_path):
     table = rlnb.runs(tmp_path)
     assert set(table.run_id) == {"good", "bad", "weird"}
     rows = table.set_index("run_id")
-    assert pd.isna(rows.loc["good", "error"]) and rows.loc["good", "steps"] == 3
+    assert rows.loc["good", "error"] is None and rows.loc["good", "steps"] == 3
     assert "ops.jsonl is not a file" in rows.loc["bad", "error"] and pd.isna(rows.loc["bad", "operations"])
-    assert pd.isna(rows.loc["weird", "error"]) and pd.isna(rows.loc["weird", "created_at"])
+    assert rows.loc["weird", "error"] is None and pd.isna(rows.loc["weird", "created_at"])
     assert table.run_id.iloc[0] == "good"  # newest first, unknown times last
 
 
