@@ -32,6 +32,9 @@ def compare(
         frame = frame_or_histories
     else:
         frame = compare_runs(list(frame_or_histories))
+    if len(frame) and y not in frame:
+        shown = ", ".join(c for c in frame.columns if c not in ("run", "seed", "step"))
+        raise ValueError(f"y={y!r} is not a column of these runs' steps tables; they have: {shown}")
     ax = _axes(ax)
     ax.set(xlabel="optimizer step", ylabel=y, title=f"{y} by {by}")
     for i, (label, group) in enumerate(frame.groupby(by, sort=False, dropna=False)):

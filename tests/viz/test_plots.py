@@ -241,6 +241,8 @@ def test_compare_draws_mean_and_std_band_per_label():
     np.testing.assert_array_equal(xy(plots.compare(seeded_runs(), band="std").lines[0]), xy(ax.lines[0]))
     one = plots.compare(seeded_runs()[:1], y="grad_norm")
     assert [ln.get_label() for ln in one.lines] == ["adam"] and not one.collections
+    with pytest.raises(ValueError, match=r"y='reward' is not a column of these runs' steps tables; they have: loss"):
+        plots.compare(frame, y="reward")  # these runs logged no reward (a raw KeyError before)
 
 
 def test_compare_ema_smooths_each_seed_before_averaging():
