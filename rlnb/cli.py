@@ -135,7 +135,7 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 
 def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=_port, default=8000, help="1-65535 (default: 8000)")
     p.add_argument("--token", default=None, help="require this bearer token (default: no auth)")
     p.add_argument("--device", default="auto")
     p.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
@@ -163,8 +163,20 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _port(text: str) -> int:
+    """A TCP port to listen on. Port 0 (any free port) is refused: the announced address and presigned URLs
+    need the real port, which is known only once bound; past 65535 the socket layer wraps it silently."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 1-65535, got {port}")
+    return port
+
+
 def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from rlnb.server import serve
+    from rlnb.server.app import app_for, run
     from rlnb.server.settings import parse_limits
     from rlnb.server.state import StateDirError
 
@@ -178,10 +190,8 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (ValueError, ImportError) as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
-    print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
-    print(f"rlnb serve: models {', '.join(models)}", flush=True)
     try:
-        serve(
+        app = app_for(
             args.host,
             args.port,
             token=args.token,
@@ -195,9 +205,13 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             **extra,
             **limits,
         )
-    except StateDirError as exc:  # locked, or a signing key that cannot be trusted or written
+    # A setting out of range; a state directory that is locked, is a file, or has a bad signing key.
+    except (ValueError, StateDirError) as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
+    print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
+    print(f"rlnb serve: models {', '.join(models)}", flush=True)
+    run(app, args.host, args.port)
     return 0
 
 
