@@ -15,6 +15,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, try_lock
+
+RUN_FILES = {OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE, CONFIG_FILE + ".tmp", LOCK_FILE}
+"""Every file rlnb writes in a run folder: the demo replaces a ``run/`` that holds nothing else."""
+
 DEMO_PARAMS: dict[str, dict[str, Any]] = {
     # The builder's "Learns in 40 steps" preset (its lesson is measured on seeds 0-9 by bench/bench_lessons.py).
     # Together's documented Adam default (1e-4) is meant for large pretrained models: it barely moves a
@@ -26,6 +31,28 @@ DEMO_PARAMS: dict[str, dict[str, Any]] = {
              "adam": {"learning_rate": 2e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.0,
                       "grad_clip_norm": 1.0}},
 }
+
+
+def _clear_previous_run(run: Path) -> None:
+    """Delete ``run`` only when it is a run folder that rlnb wrote (rlnb's run files and nothing else) that no
+    live session holds; anything else there may be the user's, so refuse with ``ValueError`` naming it."""
+    if not run.exists() and not run.is_symlink():
+        return
+    refuse = f"{run} is not an rlnb run folder (it holds other files); move it away or pick another --out"
+    if run.is_symlink() or not run.is_dir():
+        raise ValueError(refuse)
+    names = {p.name for p in run.iterdir()}
+    if not names:  # an empty folder: the run is written into it, nothing is lost
+        return
+    if OPS_FILE not in names or not names <= RUN_FILES:
+        raise ValueError(refuse)
+    with open(run / LOCK_FILE, "a+", encoding="utf-8") as held:
+        try:
+            try_lock(held)
+        except OSError:
+            busy = f"{run} is being written by another rlnb session; wait for it or pick another --out"
+            raise ValueError(busy) from None
+        shutil.rmtree(run)
 
 
 def demo(
@@ -57,8 +84,11 @@ def demo(
         values["learning_rate"] = lr
     params = (rlnb.AdamParams if optimizer == "adam" else rlnb.MuonParams).from_dict(values)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(out / "run", ignore_errors=True)  # a run id that exists would be continued: start afresh
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
+    _clear_previous_run(out / "run")  # a run id that exists would be continued: start afresh
     adapter = {"rank": lora, "alpha": 2 * lora} if lora else None
     options: dict[str, Any] = {"model": model, "dtype": dtype, "lora": adapter}
     session = rlnb.connect(
@@ -242,7 +272,8 @@ def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             args.optimizer, args.steps, args.out, args.seed, args.device, args.model, args.lr, args.lora, args.dtype,
             args.task,
         )
-    except (ValueError, ImportError) as exc:  # a model that cannot load, a device that is not there
+    # A model that cannot load, a device that is not there, an --out that cannot take the run.
+    except (ValueError, ImportError) as exc:
         print(f"rlnb demo: {exc}", file=sys.stderr)
         return 2
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from rlnb.cli import main
+from rlnb.cli import _clear_previous_run, main
+from rlnb.history.store import RunStore
 
 
 @pytest.fixture(autouse=True)
@@ -48,3 +49,35 @@ def test_bad_serve_options_stop_it_with_one_line_and_exit_2(options, words, tmp_
     assert main(["serve", *(o.format(file=tmp_path / "file") for o in options)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rlnb serve: ") and words in err and err.count("\n") == 1
+
+
+def test_demo_into_a_file_stops_with_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "file").write_text("not a folder")
+    assert main(["demo", "--out", str(tmp_path / "file")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rlnb demo: cannot write the demo's files in {tmp_path / 'file'}") and err.count("\n") == 1
+
+
+def test_demo_keeps_a_run_folder_it_did_not_write(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("precious")  # the demo used to delete it without a word
+    (tmp_path / "run" / "ops.jsonl").write_text("")
+    assert main(["demo", "--steps", "1", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"rlnb demo: {tmp_path / 'run'} is not an rlnb run folder (it holds other files); move it away or pick "
+        "another --out\n"
+    )
+    assert (tmp_path / "run" / "notes.txt").read_text() == "precious"
+
+
+def test_demo_replaces_a_run_folder_only_when_no_session_writes_it(tmp_path, capsys):
+    store = RunStore(tmp_path / "run")  # what an earlier demo's session leaves
+    store.write_config({"run_id": "run"})
+    store.write_op({"kind": "sample"})
+    store.write_completions([{"step": 1, "completion": "a"}])
+    assert main(["demo", "--steps", "1", "--out", str(tmp_path)]) == 2  # still open: a live session's
+    assert "is being written by another rlnb session" in capsys.readouterr().err
+    assert (tmp_path / "run" / "ops.jsonl").read_text()
+    store.close()
+    _clear_previous_run(tmp_path / "run")
+    assert not (tmp_path / "run").exists()
