@@ -33,6 +33,16 @@ DEMO_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+SEED_STRIDE = 1_000_003
+"""Step ``i`` of the demo samples with seed ``seed * SEED_STRIDE + i``."""
+
+
+def seed_range(steps: int) -> tuple[int, int]:
+    """The demo seeds whose every step seed (``seed * SEED_STRIDE + i``, ``i < steps``) is an int64, as the
+    API's ``seed`` must be."""
+    return -(2**63 // SEED_STRIDE), (2**63 - steps) // SEED_STRIDE
+
+
 def _clear_previous_run(run: Path) -> None:
     """Delete ``run`` only when it is a run folder that rlnb wrote (rlnb's run files and nothing else) that no
     live session holds; anything else there may be the user's, so refuse with ``ValueError`` naming it."""
@@ -106,7 +116,7 @@ def demo(
         print(f"{'step':>4}  {'loss':>8}  {'reward':>6}  {'grad norm':>9}  {'time':>6}  status")
         for i in range(steps):
             try:
-                r = rl_step(session, task, params, seed=seed * 1_000_003 + i)
+                r = rl_step(session, task, params, seed=seed * SEED_STRIDE + i)
             except rlnb.OperationFailed as exc:
                 print(f"{i + 1:>4}  {'':>8}  {'':>6}  {'':>9}  {time.perf_counter() - start:>5.1f}s  FAILED {exc.code}")
                 continue
@@ -126,7 +136,7 @@ def demo(
     logged.to_csv(out / "rewards.csv", index=False)
     plots.overview(history).savefig(out / "demo.png", dpi=110)  # reward first; rl_step logged the RL metrics
     if "reward" in logged:
-        rewards = logged["reward"]
+        rewards = logged["reward"].dropna()  # the eval/accuracy rows have no reward
         k = max(1, min(5, len(rewards) // 4))
         first, last = rewards[:k].mean(), rewards[-k:].mean()
         print(f"mean reward: first {k} steps {first:.3f} -> last {k} steps {last:.3f}")
@@ -267,6 +277,9 @@ def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(f"--lora must be >= 0 (0 = train all weights), got {args.lora}")
     if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
         parser.error(f"--lr must be a finite number > 0, got {args.lr}")
+    lowest, highest = seed_range(args.steps)
+    if not lowest <= args.seed <= highest:
+        parser.error(f"--seed must be in [{lowest}, {highest}] for {args.steps} steps, got {args.seed}")
     try:
         return demo(
             args.optimizer, args.steps, args.out, args.seed, args.device, args.model, args.lr, args.lora, args.dtype,

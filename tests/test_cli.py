@@ -12,6 +12,9 @@ def never_serve(monkeypatch):
     monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("rlnb serve started listening"))
 
 
+SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003 + i) must be an int64
+
+
 @pytest.mark.parametrize(
     "argv, words",
     [
@@ -23,6 +26,8 @@ def never_serve(monkeypatch):
         (["serve", "--port", "70000"], "argument --port: must be 1-65535, got 70000"),  # it listened on 4464
         (["serve", "--port", "0"], "argument --port: must be 1-65535, got 0"),  # it announced :0
         (["serve", "--port", "-1"], "argument --port: must be 1-65535, got -1"),
+        (["demo", "--seed", str(2**62)], f"--seed must be in {SEEDS} for 40 steps, got {2**62}"),  # failed late
+        (["demo", "--seed", str(-(2**62))], f"--seed must be in {SEEDS}"),
         (["train"], "invalid choice: 'train'"),
     ],
 )
@@ -81,3 +86,16 @@ def test_demo_replaces_a_run_folder_only_when_no_session_writes_it(tmp_path, cap
     store.close()
     _clear_previous_run(tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # trains the tiny model for a step, twice (~6 s)
+def test_demo_replaces_its_own_earlier_run_and_averages_only_rewards(tmp_path, capsys):
+    import rlnb
+
+    low, high = (s.strip() for s in SEEDS.strip("[]").split(","))
+    for seed in (low, high):  # both ends of the seed range train
+        assert main(["demo", "--steps", "1", "--device", "cpu", "--seed", seed, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert len(rlnb.History.load(tmp_path / "run").steps) == 1  # replaced, not continued
+    means = [ln for ln in out.splitlines() if ln.startswith("mean reward:")]
+    assert len(means) == 2 and "nan" not in "".join(means)  # the eval/accuracy rows have no reward
