@@ -15,6 +15,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, try_lock
+
+RUN_FILES = {OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE, CONFIG_FILE + ".tmp", LOCK_FILE}
+"""Every file rlnb writes in a run folder: the demo replaces a ``run/`` that holds nothing else."""
+
 DEMO_PARAMS: dict[str, dict[str, Any]] = {
     # The builder's "Learns in 40 steps" preset (its lesson is measured on seeds 0-9 by bench/bench_lessons.py).
     # Together's documented Adam default (1e-4) is meant for large pretrained models: it barely moves a
@@ -26,6 +31,38 @@ DEMO_PARAMS: dict[str, dict[str, Any]] = {
              "adam": {"learning_rate": 2e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.0,
                       "grad_clip_norm": 1.0}},
 }
+
+
+SEED_STRIDE = 1_000_003
+"""Step ``i`` of the demo samples with seed ``seed * SEED_STRIDE + i``."""
+
+
+def seed_range(steps: int) -> tuple[int, int]:
+    """The demo seeds whose every step seed (``seed * SEED_STRIDE + i``, ``i < steps``) is an int64, as the
+    API's ``seed`` must be."""
+    return -(2**63 // SEED_STRIDE), (2**63 - steps) // SEED_STRIDE
+
+
+def _clear_previous_run(run: Path) -> None:
+    """Delete ``run`` only when it is a run folder that rlnb wrote (rlnb's run files and nothing else) that no
+    live session holds; anything else there may be the user's, so refuse with ``ValueError`` naming it."""
+    if not run.exists() and not run.is_symlink():
+        return
+    refuse = f"{run} is not an rlnb run folder (it holds other files); move it away or pick another --out"
+    if run.is_symlink() or not run.is_dir():
+        raise ValueError(refuse)
+    names = {p.name for p in run.iterdir()}
+    if not names:  # an empty folder: the run is written into it, nothing is lost
+        return
+    if OPS_FILE not in names or not names <= RUN_FILES:
+        raise ValueError(refuse)
+    with open(run / LOCK_FILE, "a+", encoding="utf-8") as held:
+        try:
+            try_lock(held)
+        except OSError:
+            busy = f"{run} is being written by another rlnb session; wait for it or pick another --out"
+            raise ValueError(busy) from None
+        shutil.rmtree(run)
 
 
 def demo(
@@ -57,8 +94,11 @@ def demo(
         values["learning_rate"] = lr
     params = (rlnb.AdamParams if optimizer == "adam" else rlnb.MuonParams).from_dict(values)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(out / "run", ignore_errors=True)  # a run id that exists would be continued: start afresh
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
+    _clear_previous_run(out / "run")  # a run id that exists would be continued: start afresh
     adapter = {"rank": lora, "alpha": 2 * lora} if lora else None
     options: dict[str, Any] = {"model": model, "dtype": dtype, "lora": adapter}
     session = rlnb.connect(
@@ -76,7 +116,7 @@ def demo(
         print(f"{'step':>4}  {'loss':>8}  {'reward':>6}  {'grad norm':>9}  {'time':>6}  status")
         for i in range(steps):
             try:
-                r = rl_step(session, task, params, seed=seed * 1_000_003 + i)
+                r = rl_step(session, task, params, seed=seed * SEED_STRIDE + i)
             except rlnb.OperationFailed as exc:
                 print(f"{i + 1:>4}  {'':>8}  {'':>6}  {'':>9}  {time.perf_counter() - start:>5.1f}s  FAILED {exc.code}")
                 continue
@@ -96,7 +136,7 @@ def demo(
     logged.to_csv(out / "rewards.csv", index=False)
     plots.overview(history).savefig(out / "demo.png", dpi=110)  # reward first; rl_step logged the RL metrics
     if "reward" in logged:
-        rewards = logged["reward"]
+        rewards = logged["reward"].dropna()  # the eval/accuracy rows have no reward
         k = max(1, min(5, len(rewards) // 4))
         first, last = rewards[:k].mean(), rewards[-k:].mean()
         print(f"mean reward: first {k} steps {first:.3f} -> last {k} steps {last:.3f}")
@@ -135,7 +175,7 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 
 def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=_port, default=8000, help="1-65535 (default: 8000)")
     p.add_argument("--token", default=None, help="require this bearer token (default: no auth)")
     p.add_argument("--device", default="auto")
     p.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
@@ -163,8 +203,20 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _port(text: str) -> int:
+    """A TCP port to listen on. Port 0 (any free port) is refused: the announced address and presigned URLs
+    need the real port, which is known only once bound; past 65535 the socket layer wraps it silently."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 1-65535, got {port}")
+    return port
+
+
 def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from rlnb.server import serve
+    from rlnb.server.app import app_for, run
     from rlnb.server.settings import parse_limits
     from rlnb.server.state import StateDirError
 
@@ -178,10 +230,8 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (ValueError, ImportError) as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
-    print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
-    print(f"rlnb serve: models {', '.join(models)}", flush=True)
     try:
-        serve(
+        app = app_for(
             args.host,
             args.port,
             token=args.token,
@@ -195,9 +245,13 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             **extra,
             **limits,
         )
-    except StateDirError as exc:  # locked, or a signing key that cannot be trusted or written
+    # A setting out of range; a state directory that is locked, is a file, or has a bad signing key.
+    except (ValueError, StateDirError) as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
+    print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
+    print(f"rlnb serve: models {', '.join(models)}", flush=True)
+    run(app, args.host, args.port)
     return 0
 
 
@@ -223,12 +277,16 @@ def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(f"--lora must be >= 0 (0 = train all weights), got {args.lora}")
     if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
         parser.error(f"--lr must be a finite number > 0, got {args.lr}")
+    lowest, highest = seed_range(args.steps)
+    if not lowest <= args.seed <= highest:
+        parser.error(f"--seed must be in [{lowest}, {highest}] for {args.steps} steps, got {args.seed}")
     try:
         return demo(
             args.optimizer, args.steps, args.out, args.seed, args.device, args.model, args.lr, args.lora, args.dtype,
             args.task,
         )
-    except (ValueError, ImportError) as exc:  # a model that cannot load, a device that is not there
+    # A model that cannot load, a device that is not there, an --out that cannot take the run.
+    except (ValueError, ImportError) as exc:
         print(f"rlnb demo: {exc}", file=sys.stderr)
         return 2
 

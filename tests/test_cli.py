@@ -2,7 +2,17 @@
 
 import pytest
 
-from rlnb.cli import main
+from rlnb.cli import _clear_previous_run, main
+from rlnb.history.store import RunStore
+
+
+@pytest.fixture(autouse=True)
+def never_serve(monkeypatch):
+    """A bad option must stop ``rlnb serve`` before it listens: a test that reached uvicorn would hang."""
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("rlnb serve started listening"))
+
+
+SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003 + i) must be an int64
 
 
 @pytest.mark.parametrize(
@@ -13,6 +23,11 @@ from rlnb.cli import main
         (["demo", "--lr", "nan"], "--lr must be a finite number > 0, got nan"),
         (["serve", "--model", "rlnb/tiny=tiny"], "--model rlnb/tiny: the name is already served"),
         (["serve", "--limit", "no_such_limit=1"], "no_such_limit"),
+        (["serve", "--port", "70000"], "argument --port: must be 1-65535, got 70000"),  # it listened on 4464
+        (["serve", "--port", "0"], "argument --port: must be 1-65535, got 0"),  # it announced :0
+        (["serve", "--port", "-1"], "argument --port: must be 1-65535, got -1"),
+        (["demo", "--seed", str(2**62)], f"--seed must be in {SEEDS} for 40 steps, got {2**62}"),  # failed late
+        (["demo", "--seed", str(-(2**62))], f"--seed must be in {SEEDS}"),
         (["train"], "invalid choice: 'train'"),
     ],
 )
@@ -20,3 +35,67 @@ def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(argv)
     assert stopped.value.code == 2 and words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (["--op-delay", "nan"], "op_delay must be a finite number >= 0, got nan"),  # every operation failed
+        (["--op-delay", "inf"], "op_delay must be a finite number >= 0, got inf"),
+        (["--op-delay=-1"], "op_delay must be a finite number >= 0, got -1.0"),
+        (["--fail-rate", "2"], "fail_rate must be in [0, 1), got 2.0"),
+        (["--offload-results-over=-5"], "result_offload_bytes must be None or an integer >= 0, got -5"),
+        (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),
+        (["--state-dir", "{file}"], "cannot keep the server's state in"),
+    ],
+)
+def test_bad_serve_options_stop_it_with_one_line_and_exit_2(options, words, tmp_path, capsys):
+    (tmp_path / "file").write_text("not a folder")
+    assert main(["serve", *(o.format(file=tmp_path / "file") for o in options)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlnb serve: ") and words in err and err.count("\n") == 1
+
+
+def test_demo_into_a_file_stops_with_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "file").write_text("not a folder")
+    assert main(["demo", "--out", str(tmp_path / "file")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rlnb demo: cannot write the demo's files in {tmp_path / 'file'}") and err.count("\n") == 1
+
+
+def test_demo_keeps_a_run_folder_it_did_not_write(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("precious")  # the demo used to delete it without a word
+    (tmp_path / "run" / "ops.jsonl").write_text("")
+    assert main(["demo", "--steps", "1", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"rlnb demo: {tmp_path / 'run'} is not an rlnb run folder (it holds other files); move it away or pick "
+        "another --out\n"
+    )
+    assert (tmp_path / "run" / "notes.txt").read_text() == "precious"
+
+
+def test_demo_replaces_a_run_folder_only_when_no_session_writes_it(tmp_path, capsys):
+    store = RunStore(tmp_path / "run")  # what an earlier demo's session leaves
+    store.write_config({"run_id": "run"})
+    store.write_op({"kind": "sample"})
+    store.write_completions([{"step": 1, "completion": "a"}])
+    assert main(["demo", "--steps", "1", "--out", str(tmp_path)]) == 2  # still open: a live session's
+    assert "is being written by another rlnb session" in capsys.readouterr().err
+    assert (tmp_path / "run" / "ops.jsonl").read_text()
+    store.close()
+    _clear_previous_run(tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # trains the tiny model for a step, twice (~6 s)
+def test_demo_replaces_its_own_earlier_run_and_averages_only_rewards(tmp_path, capsys):
+    import rlnb
+
+    low, high = (s.strip() for s in SEEDS.strip("[]").split(","))
+    for seed in (low, high):  # both ends of the seed range train
+        assert main(["demo", "--steps", "1", "--device", "cpu", "--seed", seed, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert len(rlnb.History.load(tmp_path / "run").steps) == 1  # replaced, not continued
+    means = [ln for ln in out.splitlines() if ln.startswith("mean reward:")]
+    assert len(means) == 2 and "nan" not in "".join(means)  # the eval/accuracy rows have no reward

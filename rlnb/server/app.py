@@ -106,8 +106,20 @@ def create_app(
 def serve(host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
     """Run the server with uvicorn (blocking); ``options`` go to ``create_app``. Presigned URLs are built
     on ``public_url``, by default ``http://{host}:{port}`` (loopback for a wildcard host)."""
-    import uvicorn
+    run(app_for(host, port, **options), host, port)
 
+
+def app_for(host: str, port: int, **options: Any) -> FastAPI:
+    """``create_app(**options)`` as ``serve(host, port)`` builds it. Separate so that ``rlnb serve`` can
+    report a bad option (``ValueError``) or state directory (``OSError``, ``StateDirError``) before it
+    starts listening."""
     reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # noqa: S104 - naming it, not binding
     options.setdefault("public_url", f"http://{reachable}:{port}")
-    uvicorn.run(create_app(**options), host=host, port=port, log_level="warning")
+    return create_app(**options)
+
+
+def run(app: FastAPI, host: str, port: int) -> None:
+    """Serve ``app`` with uvicorn until interrupted."""
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="warning")

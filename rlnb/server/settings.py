@@ -7,6 +7,7 @@ take the server's memory or a core for minutes; ``rlnb serve --limit NAME=VALUE`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,10 +103,18 @@ class ServerSettings:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if not self.public_url.startswith(("http://", "https://")):
             raise ValueError(f"public_url must start with http:// or https://, got {self.public_url!r}")
-        if not 0 <= self.fail_rate < 1:
+        if not 0 <= self.fail_rate < 1:  # NaN fails this too
             raise ValueError(f"fail_rate must be in [0, 1), got {self.fail_rate}")
-        if self.op_delay < 0:
-            raise ValueError(f"op_delay must be >= 0, got {self.op_delay}")
+        # NaN and infinity pass a plain ``< 0``, and then every operation's sleep or deadline fails.
+        if not (math.isfinite(self.op_delay) and self.op_delay >= 0):
+            raise ValueError(f"op_delay must be a finite number >= 0, got {self.op_delay}")
+        if not (math.isfinite(self.reap_interval) and self.reap_interval > 0):
+            raise ValueError(f"reap_interval must be a finite number > 0, got {self.reap_interval}")
+        if self.result_offload_bytes is not None and (
+            isinstance(self.result_offload_bytes, bool) or not isinstance(self.result_offload_bytes, int)
+            or self.result_offload_bytes < 0
+        ):
+            raise ValueError(f"result_offload_bytes must be None or an integer >= 0, got {self.result_offload_bytes!r}")
         if not self.models:
             raise ValueError("models must name at least one served model")
 

@@ -49,8 +49,11 @@ class StateDirLocked(StateDirError):
 class Journal:
     def __init__(self, directory: Path):
         self.dir = directory
-        directory.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(directory / LOCK_FILE, "a+")  # noqa: SIM115 - held for the server's life
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._lock_file = open(directory / LOCK_FILE, "a+")  # noqa: SIM115 - held for the server's life
+        except OSError as exc:  # a file of that name, a folder without write access
+            raise StateDirError(f"cannot keep the server's state in {directory}: {exc}") from None
         try:
             try_lock(self._lock_file)
         except OSError:

@@ -5,6 +5,7 @@ and presigned download links. Each limit is a ServerSettings field, set small he
 
 import gc
 import json
+import math
 import threading
 import time
 import uuid
@@ -303,3 +304,21 @@ def test_limits_are_settings_and_command_line_flags():
         ServerSettings(max_sample_tokens=0)
     with pytest.raises(ValueError, match="public_url"):
         ServerSettings(public_url="rl.example")
+
+
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("op_delay", math.nan, "op_delay must be a finite number >= 0"),  # passed `< 0`; every operation failed
+        ("op_delay", math.inf, "op_delay must be a finite number >= 0"),
+        ("op_delay", -1.0, "op_delay must be a finite number >= 0"),
+        ("fail_rate", math.nan, r"fail_rate must be in \[0, 1\)"),
+        ("fail_rate", 1.0, r"fail_rate must be in \[0, 1\)"),
+        ("reap_interval", math.nan, "reap_interval must be a finite number > 0"),
+        ("reap_interval", 0.0, "reap_interval must be a finite number > 0"),
+        ("result_offload_bytes", -5, "result_offload_bytes must be None or an integer >= 0"),
+    ],
+)
+def test_settings_refuse_numbers_that_are_not_finite_or_out_of_range(field, value, says):
+    with pytest.raises(ValueError, match=says):
+        ServerSettings(**{field: value})
