@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from rlnb import wire
 
@@ -85,7 +85,7 @@ def _number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _integer(v: Any) -> bool:
+def _integer(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64
 
 
