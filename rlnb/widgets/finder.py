@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import ipywidgets as W
@@ -58,6 +59,10 @@ class LRFinderControls:
         self.result: Any = None
         """The last ``LRFind``."""
         self.error: Exception | None = None
+        self.busy: Callable[[], str | None] = lambda: None
+        """Why a range test must wait, or None: a RunPanel says so while its run trains the session."""
+        self.on_change: Callable[[], None] = lambda: None
+        """Called when a range test starts and ends (a RunPanel disables and enables its own buttons)."""
         self.button = W.Button(description="Find LR", icon="search", tooltip="learning-rate range test")
         self.apply_button = W.Button(
             description="Apply", icon="check", disabled=True, tooltip="put the suggested rate(s) in the form"
@@ -69,6 +74,7 @@ class LRFinderControls:
         self.plot = W.Image(format="png", layout=W.Layout(width="360px", display="none"))
         self.widget = W.VBox([W.HBox([self.button, self.apply_button, self.scaling]), self.status, self.plot])
         self._thread: threading.Thread | None = None
+        self._going = threading.Event()
         self._said = ""  # the status of the last range test, shown again once the form is valid
         self._converting = False
         self.button.on_click(lambda _: self.start())
@@ -135,16 +141,25 @@ class LRFinderControls:
 
     # -- the range test -----------------------------------------------------------------------------
 
+    @property
+    def running(self) -> bool:
+        """Whether a range test is going on its background thread (False from its last moment on, when
+        ``on_change`` is called)."""
+        return self._going.is_set()
+
     def sync(self) -> None:
-        """Follow the form: disabled, saying why, while it is invalid (the builder calls this on every change)."""
-        running = self._thread is not None and self._thread.is_alive()
-        self.button.disabled = running or not self.builder.valid
+        """Follow the form and the panel: disabled, saying why, while the form is invalid or a run is going
+        (the builder calls this on every change, the RunPanel when its run starts and ends)."""
+        running, waiting = self.running, self.busy()
+        self.button.disabled = running or not self.builder.valid or waiting is not None
         if not running:
-            if self.builder.valid:
-                self._say(self._said)
-            else:
+            if not self.builder.valid:
                 why = html.escape("; ".join(self.builder.errors))
                 self._say(f"<span style='color:{RED}'>Find LR needs a valid config — {why}</span>")
+            elif waiting is not None:
+                self._say(f"Find LR waits: {html.escape(waiting)}")
+            else:
+                self._say(self._said)
 
     def _say(self, text: str) -> None:
         self.status.value = text
@@ -202,13 +217,15 @@ class LRFinderControls:
 
     def start(self) -> None:
         """Run on a background thread (the button); errors show in the status line and in ``.error``."""
-        if (self._thread is not None and self._thread.is_alive()) or not self.builder.valid:
+        if self.running or not self.builder.valid or self.busy() is not None:
             self.sync()
             return
         self.error = None
         self.button.disabled = True
+        self._going.set()
         self._thread = threading.Thread(target=self._run, name="rlnb-lr-find", daemon=True)
         self._thread.start()
+        self.on_change()
 
     def _run(self) -> None:
         try:
@@ -218,7 +235,9 @@ class LRFinderControls:
             self._said = f"<span style='color:{RED}'>✗ {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
             self._say(self._said)
         finally:
-            self.button.disabled = not self.builder.valid
+            self._going.clear()
+            self.button.disabled = not self.builder.valid or self.busy() is not None
+            self.on_change()
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:

@@ -66,6 +66,9 @@ class RunPanel:
         self.builder.lr_finder.session = session
         self.task = task or first_letter_task()
         self.builder.lr_finder.options.setdefault("task", self.task)  # Find LR probes the task the panel trains
+        # One at a time on the session: a range test checkpoints it, and two trainings would share the cores.
+        self.builder.lr_finder.busy = lambda: "a run is going on this session" if self.running else None
+        self.builder.lr_finder.on_change = self._sync_buttons
         self.step_fn = step_fn or self._rl_step
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
         self.run_button = W.Button(description="Run N", icon="play")
@@ -151,6 +154,8 @@ class RunPanel:
     def _refusal(self, n: int) -> Exception | None:
         if self.running:
             return RuntimeError("a run is going; Stop it first")
+        if self.builder.lr_finder.running:
+            return RuntimeError("Find LR is running on this session; wait for it")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             return ValueError(f"N = {n!r} is invalid: must be an integer >= 1")
         if not self.builder.valid:
@@ -267,10 +272,11 @@ class RunPanel:
         self._sync_buttons()
 
     def _sync_buttons(self) -> None:
-        busy = self.running
-        self.step_button.disabled = busy or not self.builder.valid
-        self.run_button.disabled = busy or not self.builder.valid or not self._n_ok()
+        busy, finding = self.running, self.builder.lr_finder.running
+        self.step_button.disabled = busy or finding or not self.builder.valid
+        self.run_button.disabled = busy or finding or not self.builder.valid or not self._n_ok()
         self.stop_button.disabled = not busy
+        self.builder.lr_finder.sync()
 
     def close(self, timeout: float = 60.0) -> None:
         """Stop any run and wait for it (``TimeoutError`` if a step is still going after ``timeout``

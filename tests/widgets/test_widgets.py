@@ -344,6 +344,29 @@ def test_run_panel_stops_on_a_figure_named_like_a_steps_column(panel_session):
     panel.close()
 
 
+def test_run_panel_and_find_lr_take_turns_on_the_session(panel_session):
+    """A range test checkpoints the panel's session and trains beside it: while a run goes, Find LR waits
+    (disabled, saying why); while a range test goes, Step and Run wait."""
+    release = threading.Event()
+    panel = RunPanel(panel_session, step_fn=lambda s, p: release.wait(30) and None, every=0.05)
+    finder = panel.builder.lr_finder
+    assert panel.start(1)
+    assert finder.button.disabled and "Find LR waits: a run is going" in finder.status.value
+    finder.button.click()
+    assert not finder.running  # refused while the run goes
+    release.set()
+    assert panel.join(60) and not finder.button.disabled and "waits" not in finder.status.value
+    release.clear()
+    finder.run = lambda: release.wait(30)  # a range test that takes its time
+    finder.button.click()
+    assert finder.running and panel.step_button.disabled and panel.run_button.disabled
+    assert panel.start(1) is False and "Find LR is running on this session" in panel.status.value
+    release.set()
+    finder.join(60)
+    assert not finder.running and not panel.step_button.disabled and not panel.run_button.disabled
+    panel.close()
+
+
 def test_run_panel_refuses_a_bool_or_non_integer_n_and_a_start_after_close(panel_session):
     panel = RunPanel(panel_session, step_fn=lambda s, p: {"x": 1.0}, every=0.05)
     for n in (True, False, 2.0, "3", 0, -1):
