@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rlnb._options import check_int
 from rlnb.schedule import Schedule
 from rlnb.tasks import Task, digits_task
 
@@ -84,8 +85,8 @@ class ExecutorOptions:
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
-        if self.max_concurrent is not None and self.max_concurrent < 1:
-            raise ValueError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
+        if self.max_concurrent is not None:
+            check_int("max_concurrent", self.max_concurrent, 1)
         if self.executor == "ray":
             from .ray_executor import check_resources
 
