@@ -342,3 +342,63 @@ def test_option_groups_are_the_flat_keywords(tmp_path):
     assert History.load(trials.run_path.iloc[0]).config["device"] == "cpu"
     with pytest.raises(ValueError, match="need steps >= 1"):
         TrialOptions(steps=0)
+
+
+def _within(seconds, call):
+    """``call()``'s result (or its exception, raised here), or a failed test if it has not returned within
+    ``seconds``: a hung sweep."""
+    out = []
+
+    def target():
+        try:
+            out.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            out.append((False, exc))
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still running after {seconds} s: hung"
+    ok, value = out[0]
+    if not ok:
+        raise value
+    return value
+
+
+@pytest.mark.parametrize("value", [2.5, True, "2", 0])
+def test_max_concurrent_must_be_an_integer_before_a_folder_is_made(tmp_path, value):
+    with pytest.raises(ValueError, match=rf"max_concurrent must be an integer >= 1, got {re.escape(repr(value))}"):
+        _within(10, lambda: sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, max_concurrent=value))
+    assert not any(tmp_path.iterdir())
+
+
+def test_an_error_escaping_the_batched_executor_is_a_failed_row_per_trial_not_a_hang(tmp_path, monkeypatch):
+    """A bug in the batched executor's own thread (here: grouping the trials fails) ends every trial
+    FAILED, naming the error; the sweep returns."""
+    from rlnb.sweep import batched_executor
+
+    def broken(spec):
+        raise RuntimeError("grouping broke")
+
+    monkeypatch.setattr(batched_executor, "_key", broken)
+    trials = _within(10, lambda: sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, runs_dir=tmp_path,
+                                       progress=False, executor="batched"))  # fmt: skip
+    assert list(trials.status) == ["FAILED", "FAILED"]
+    assert (trials.reason == "batched executor: RuntimeError: grouping broke").all()
+
+
+def test_a_member_whose_row_cannot_be_made_is_still_a_row(tmp_path, monkeypatch):
+    """``on_done`` puts a FAILED row when building the row raises; a member that never ends is FAILED
+    by the ensemble's error: the sweep returns with one row per trial."""
+    from rlnb.sweep import batched_executor
+
+    def fake_run_batched(model, kind, members, *, on_done, **kwargs):
+        on_done(0, object())  # not a MemberResult: making its row raises
+        raise RuntimeError("ensemble broke")
+
+    monkeypatch.setattr(batched_executor, "run_batched", fake_run_batched)
+    trials = _within(10, lambda: sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, runs_dir=tmp_path,
+                                       progress=False, executor="batched"))  # fmt: skip
+    assert list(trials.status) == ["FAILED", "FAILED"]
+    assert trials.reason[0].startswith("its row could not be made: AttributeError")
+    assert trials.reason[1] == "RuntimeError: ensemble broke"
