@@ -340,7 +340,7 @@ def test_option_groups_are_the_flat_keywords(tmp_path):
     assert list(trials.seed) == [3] and list(trials.steps_done) == [2] and list(trials.executor) == ["threads"]
     assert list(trials.final_reward) == [0.5]
     assert History.load(trials.run_path.iloc[0]).config["device"] == "cpu"
-    with pytest.raises(ValueError, match="need steps >= 1"):
+    with pytest.raises(ValueError, match="steps must be an integer >= 1, got 0"):
         TrialOptions(steps=0)
 
 
@@ -402,3 +402,38 @@ def test_a_member_whose_row_cannot_be_made_is_still_a_row(tmp_path, monkeypatch)
     assert list(trials.status) == ["FAILED", "FAILED"]
     assert trials.reason[0].startswith("its row could not be made: AttributeError")
     assert trials.reason[1] == "RuntimeError: ensemble broke"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"steps": 2.5}, "steps must be an integer >= 1, got 2.5"),
+        ({"steps": "3"}, "steps must be an integer >= 1, got '3'"),
+        ({"steps": True}, "steps must be an integer >= 1, got True"),
+        ({"seeds": 5}, "seeds must be a non-empty sequence of integers.*got 5"),
+        ({"seeds": "ab"}, "seeds must be a non-empty sequence of integers.*got 'ab'"),
+        ({"seeds": [1.5]}, r"seeds must be a non-empty sequence of integers.*got \[1.5\]"),
+        ({"seeds": [True]}, r"seeds must be a non-empty sequence of integers.*got \[True\]"),
+        ({"seeds": []}, r"seeds must be a non-empty sequence of integers.*got \[\]"),
+    ],
+)
+def test_trial_options_are_refused_naming_the_field_before_a_folder_is_made(tmp_path, kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        sweep(BASE, **{"steps": 1, **kwargs}, runs_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"stpes": 3}, "unexpected keyword argument.*: stpes .*for target 'local'"),
+        ({"target": "http://127.0.0.1:9", "device": "cpu"}, "unexpected keyword argument.*: device"),
+        ({"seed": 3}, "sweep\\(\\) sets seed for each trial itself"),
+        ({"optimizer": "muon"}, "sweep\\(\\) sets optimizer for each trial itself"),
+    ],
+)
+def test_a_connect_option_no_trial_can_take_is_one_type_error_up_front(tmp_path, kwargs, words):
+    """A misspelt option made every trial FAILED with the same TypeError, after the sweep folder was made."""
+    with pytest.raises(TypeError, match=words):
+        sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, runs_dir=tmp_path, progress=False, **kwargs)
+    assert not any(tmp_path.iterdir())
