@@ -39,6 +39,14 @@ def test_grid_and_random_search():
     assert set(steps) == {3, 4, 5, 6} and all(isinstance(n, int) for n in steps)
 
 
+@pytest.mark.parametrize("values", ["0.001", 1e-3, {"a": 1e-3}])
+def test_a_grid_axis_must_be_a_list_of_values(values):
+    """A string is iterable: grid(learning_rate="0.001") made one config per character."""
+    with pytest.raises(ValueError, match=f"grid: learning_rate must be a list of values.*{re.escape(repr(values))}"):
+        grid(learning_rate=values)
+    assert len(grid(learning_rate=np.logspace(-4, -2, 3), newton_schulz_steps=range(4, 6))) == 6  # arrays, ranges
+
+
 def test_apply_validates_before_anything_runs():
     muon = apply(BASE, {"optimizer": "muon", "learning_rate": 0.02, "adam.learning_rate": 1e-3})
     assert isinstance(muon, rlnb.MuonParams) and muon.adam.learning_rate == 1e-3
