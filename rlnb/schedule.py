@@ -27,10 +27,10 @@ class Schedule:
     def __post_init__(self) -> None:
         if self.kind not in ("constant", "linear", "cosine"):
             raise ValueError(f"Schedule.kind must be 'constant', 'linear' or 'cosine', got {self.kind!r}")
-        if self.warmup_steps < 0:
-            raise ValueError(f"Schedule.warmup_steps = {self.warmup_steps} is invalid: must be >= 0")
-        if self.total_steps < 1:
-            raise ValueError(f"Schedule.total_steps = {self.total_steps} is invalid: must be >= 1")
+        for name, low in (("warmup_steps", 0), ("total_steps", 1)):  # an int: NaN passes every comparison
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"Schedule.{name} = {value!r} is invalid: must be an integer >= {low}")
         if self.warmup_steps > self.total_steps:  # the run would end before its warmup
             raise ValueError(
                 f"Schedule.warmup_steps = {self.warmup_steps} is invalid: must be <= total_steps ({self.total_steps})"

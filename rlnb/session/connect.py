@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import inspect
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,31 @@ def connect(
     except BaseException:
         backend.close()
         raise
+
+
+def keywords(target: str) -> frozenset[str]:
+    """Every keyword ``connect(target, ...)`` takes: its own, its backend's and the fields of the backend's
+    option groups. A caller that passes options on to many sessions (``sweep``) refuses a misspelt one once,
+    up front, instead of in every session."""
+    if target == "local":
+        from rlnb.engine.backend import LocalBackend
+        from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions
+
+        backend: Callable[..., Any] = LocalBackend.__init__
+        groups: tuple[type, ...] = (ModelOptions, MuonOptions, CheckpointOptions, ComputeOptions)
+        popped: tuple[str, ...] = ()
+    else:
+        from rlnb.remote.backend import RemoteBackend
+        from rlnb.remote.client import ClientOptions
+        from rlnb.remote.poller import PollOptions
+        from rlnb.remote.start import SessionOptions
+
+        backend, groups = RemoteBackend.connect, (SessionOptions, ClientOptions, PollOptions)
+        popped = ("tokenizer", "trust_remote_code")  # taken by connect itself, above
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = {p.name for fn in (connect, backend) for p in inspect.signature(fn).parameters.values() if p.kind in named}
+    names.update(f.name for group in groups for f in dataclasses.fields(group))
+    return frozenset(names.union(popped) - {"target", "self", "base_url"})  # base_url: the remote target
 
 
 def _tokenizer(tokenizer: Any, trust_remote_code: bool) -> Any:

@@ -78,23 +78,34 @@ class BatchedExecutor:
     # -- the background thread ---------------------------------------------------------------------
 
     def _run(self, specs: list[TrialSpec]) -> None:
-        groups: dict[Hashable, list[TrialSpec]] = defaultdict(list)
-        for spec in specs:
-            groups[_key(spec)].append(spec)
-        for group in groups.values():
-            for start in range(0, len(group), self._max):
-                self._ensemble(group[start : start + self._max])
+        """Anything that escapes (a bug here, not a trial's failure) ends every trial not yet returned
+        FAILED: the driver waits for one row per submitted trial, so a dead thread would hang the sweep."""
+        sent: set[int] = set()
+        try:
+            groups: dict[Hashable, list[TrialSpec]] = defaultdict(list)
+            for spec in specs:
+                groups[_key(spec)].append(spec)
+            for group in groups.values():
+                for start in range(0, len(group), self._max):
+                    self._ensemble(group[start : start + self._max], sent)
+        except BaseException as exc:  # noqa: BLE001 - never a hang: each trial left is a FAILED row
+            for spec in specs:
+                if spec.trial not in sent:
+                    self._put(base_row(spec, "FAILED", f"batched executor: {type(exc).__name__}: {exc}"), sent)
 
-    def _ensemble(self, specs: list[TrialSpec]) -> None:
+    def _put(self, row: dict[str, Any], sent: set[int]) -> None:
+        sent.add(row["trial"])
+        self._rows.put(row)
+
+    def _ensemble(self, specs: list[TrialSpec], sent: set[int]) -> None:
         if self._stop.is_set():
             for spec in specs:
-                self._rows.put(base_row(spec, "STOPPED", "stopped before it started"))
+                self._put(base_row(spec, "STOPPED", "stopped before it started"), sent)
             return
         first = specs[0]
         rewards: list[list[float]] = [[] for _ in specs]
         losses: list[list[float]] = [[] for _ in specs]
         start = time.perf_counter()
-        done: set[int] = set()
 
         def on_step(i: int, report: StepReport) -> str | None:
             rewards[i].append(report.reward)
@@ -107,8 +118,11 @@ class BatchedExecutor:
             return verdict
 
         def on_done(i: int, result: MemberResult) -> None:
-            done.add(i)
-            self._rows.put(self._row(specs[i], result))
+            try:
+                row = self._row(specs[i], result)
+            except Exception as exc:  # noqa: BLE001 - the member ended; its row must still come back
+                row = base_row(specs[i], "FAILED", f"its row could not be made: {type(exc).__name__}: {exc}")
+            self._put(row, sent)
 
         members = [
             Member(_params_at(spec), spec.seed, spec.run_id, run_annotations(spec, self._runs_dir)) for spec in specs
@@ -120,11 +134,11 @@ class BatchedExecutor:
                 runs_dir=self._runs_dir, stop=self._stop, on_step=on_step, on_done=on_done, **options,
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the ensemble could not run: each trial is a FAILED row
-            for i, spec in enumerate(specs):
-                if i not in done:
+            for spec in specs:
+                if spec.trial not in sent:
                     row = base_row(spec, "FAILED", f"{type(exc).__name__}: {exc}")
                     row["wall_s"] = time.perf_counter() - start
-                    self._rows.put(row)
+                    self._put(row, sent)
 
     def _row(self, spec: TrialSpec, result: MemberResult) -> dict[str, Any]:
         row = base_row(spec, result.status, result.reason)

@@ -24,7 +24,7 @@ from rlnb.params import OptimizerParams
 from .batched_executor import MAX_MEMBERS, BatchedExecutor
 from .executors import Executor, ThreadExecutor, route
 from .folder import append_row, begin, new_folder, settings, table, trial_run_id
-from .options import ExecutorOptions, SearchOptions, TrialOptions
+from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
 from .space import apply, parse_space
 from .trial import TrialSpec, base_row
 
@@ -99,6 +99,7 @@ def sweep(
     trial = take(TrialOptions, options, trial_options)
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
+    check_connect_options(options, trial.target)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()))
     folder = Path(resume) if resume is not None else new_folder(runs_dir)
     the_task = trial.the_task()

@@ -25,6 +25,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from rlnb._options import check_int
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import OperationFailed
 from rlnb.history import new_run_id
@@ -42,6 +43,8 @@ DEFAULT_RANGES = {"adam": (1e-5, 1.0), "original": (1e-3, 10.0), "match_adam": (
 """(start_lr, end_lr) by optimizer / Muon scaling convention: a decade or more either side of the usual
 values (Adam 3e-4..3e-3; Muon 0.02 in "original" units)."""
 SCALING_NAMES = {"MUON_SCALING_STRATEGY_ORIGINAL": "original", "MUON_SCALING_STRATEGY_MATCH_ADAM": "match_adam"}
+STEPS = (5, 10_000)
+"""``steps`` allowed: a curve needs a few points to smooth; the rates are listed before the first step."""
 
 StepFn = Callable[[Session, OptimizerParams, int], float]
 """``step_fn(session, params, i) -> float``: one training step with ``params``, returning the objective."""
@@ -133,22 +136,26 @@ def lr_find(
     fresh session on ``target`` with ``options``. A step is one RL step of ``task`` (default: the demo's)
     reporting the mean reward or the loss (``objective``), or your ``step_fn(session, params, i)``.
     ``stop`` ends it early; ``progress(done, total)`` after each step. Nothing is applied anywhere.
+
+    ``steps`` is an integer in ``STEPS``; ``start_lr`` / ``end_lr`` (None: ``DEFAULT_RANGES``) finite with
+    0 < start_lr < end_lr, checked before anything is opened or sent (a default that depends on a new remote
+    Muon session's scaling, once that session is open).
     """
-    if steps < 5:
-        raise ValueError(f"steps must be >= 5 for a range test, got {steps}")
+    check_int("steps", steps, *STEPS)
     if objective not in ("reward", "loss"):
         raise ValueError(f"objective must be 'reward' or 'loss', got {objective!r}")
     kind = "adam" if isinstance(base, AdamParams) else "muon"
     resolved = base.resolved()
     ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
+    _check_lrs(start_lr, end_lr, _range_key(kind, session, target, options))  # before anything is opened or sent
     trial = _open(kind, session, target, seed, runs_dir, options)
     scaling = SCALING_NAMES.get(str(trial.history.config.get("muon_scaling")), trial.history.config.get("muon_scaling"))
     scaling = scaling if kind == "muon" else None
-    lo, hi = DEFAULT_RANGES[scaling or "adam"]
-    start_lr, end_lr = start_lr or lo, end_lr or hi
-    if not 0 < start_lr < end_lr:
+    try:  # checked above, unless a default is a new remote Muon session's: its scaling is the service's choice
+        start_lr, end_lr = _lr_range(start_lr, end_lr, scaling or "adam")
+    except ValueError:
         trial.close()
-        raise ValueError(f"need 0 < start_lr < end_lr, got start_lr={start_lr}, end_lr={end_lr}")
+        raise
     the_task = task or digits_task()
     run = step_fn or _rl_step(the_task, objective, seed)
     lrs = [start_lr * (end_lr / start_lr) ** (i / (steps - 1)) for i in range(steps)]
@@ -196,6 +203,37 @@ def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> Optimize
         adam = lr * resolved.adam.learning_rate / resolved.learning_rate
         data["adam"] = {**data.get("adam", {}), "learning_rate": significant(adam) if rounded else adam}
     return type(base)(**data)
+
+
+def _check_lrs(start_lr: float | None, end_lr: float | None, key: str | None) -> None:
+    """``ValueError`` naming the rate unless each given one is finite and > 0, and unless start < end where
+    the defaults are known (``key`` of ``DEFAULT_RANGES``; None: known only once the session is open)."""
+    for name, lr in (("start_lr", start_lr), ("end_lr", end_lr)):
+        if lr is not None and (isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr < math.inf):
+            raise ValueError(f"{name} must be a finite number > 0 (None: the default), got {lr!r}")
+    if key is not None or (start_lr is not None and end_lr is not None):
+        _lr_range(start_lr, end_lr, key or "adam")
+
+
+def _lr_range(start_lr: float | None, end_lr: float | None, key: str) -> tuple[float, float]:
+    """(start_lr, end_lr), None filled in from ``DEFAULT_RANGES[key]``; ``ValueError`` unless start < end."""
+    lo, hi = DEFAULT_RANGES[key]
+    start, end = float(lo if start_lr is None else start_lr), float(hi if end_lr is None else end_lr)
+    if not start < end:
+        raise ValueError(f"start_lr must be < end_lr, got start_lr={start}, end_lr={end}")
+    return start, end
+
+
+def _range_key(kind: str, session: Session | None, target: str, options: dict[str, Any]) -> str | None:
+    """The ``DEFAULT_RANGES`` key, from the arguments and the session's config before anything is opened;
+    None where only the service knows it (a remote Muon session's scaling when nobody named it)."""
+    if kind == "adam":
+        return "adam"
+    config = session.history.config if session is not None else {}
+    given = options.get("muon_scaling") or config.get("muon_scaling")
+    local = config.get("backend") != "remote" if session is not None else target == "local"
+    name = SCALING_NAMES.get(str(given), given) if given is not None else ("original" if local else None)
+    return name if name in DEFAULT_RANGES else None
 
 
 def _rl_step(task: Task, objective: Objective, seed: int) -> StepFn:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rlnb._options import check_int
 from rlnb.schedule import Schedule
 from rlnb.tasks import Task, digits_task
 
@@ -40,8 +41,11 @@ class TrialOptions:
     def __post_init__(self) -> None:
         if self.objective not in ("reward", "loss"):
             raise ValueError(f"objective must be 'reward' or 'loss', got {self.objective!r}")
-        if self.steps < 1 or not self.seeds:
-            raise ValueError(f"need steps >= 1 and at least one seed, got steps={self.steps}, seeds={list(self.seeds)}")
+        check_int("steps", self.steps, 1)
+        seeds = self.seeds  # a str is a sequence too: seeds="ab" ran seeds 'a' and 'b'
+        listed = isinstance(seeds, Sequence) and not isinstance(seeds, str | bytes)
+        if not listed or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+            raise ValueError(f"seeds must be a non-empty sequence of integers, such as (0, 1), got {seeds!r}")
 
     def the_task(self) -> Task:
         """``task`` as a ``Task``."""
@@ -84,9 +88,30 @@ class ExecutorOptions:
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
-        if self.max_concurrent is not None and self.max_concurrent < 1:
-            raise ValueError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
+        if self.max_concurrent is not None:
+            check_int("max_concurrent", self.max_concurrent, 1)
         if self.executor == "ray":
             from .ray_executor import check_resources
 
             check_resources(self.resources_per_trial)
+
+
+SET_PER_TRIAL = frozenset({"optimizer", "run_id", "seed", "history"})
+"""``rlnb.connect`` keywords the sweep sets for each trial itself (the seed from ``seeds``)."""
+
+
+def check_connect_options(options: Mapping[str, Any], target: str) -> None:
+    """``TypeError`` naming a keyword that is neither a group's field nor one ``rlnb.connect`` takes for
+    ``target`` (or one the sweep sets per trial): once, before the sweep folder is made, rather than as the
+    reason of every trial's FAILED row."""
+    from rlnb.session.connect import keywords
+
+    unknown = sorted(set(options) - keywords(target))
+    if unknown:
+        raise TypeError(
+            f"sweep() got unexpected keyword argument(s): {', '.join(unknown)} (neither a field of TrialOptions, "
+            f"SearchOptions or ExecutorOptions nor an option of rlnb.connect for target {target!r})"
+        )
+    taken = sorted(set(options) & SET_PER_TRIAL)
+    if taken:
+        raise TypeError(f"sweep() sets {', '.join(taken)} for each trial itself (seeds= gives the seeds)")

@@ -12,10 +12,12 @@ from __future__ import annotations
 import importlib
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from rlnb._options import check_int
 
 from .space import Categorical, Dimension, Float, Int
 from .trial import Objective, TrialSpec
@@ -24,7 +26,10 @@ STUDY_NAME = "rlnb-sweep"
 """Fixed, so that a resumed sweep finds its study (and Hyperband's brackets are reproducible)."""
 STUDY_FILE = "study.db"
 SAMPLER_SEED = 0
-"""Samplers named by string are seeded with this; pass an Optuna sampler object for another seed."""
+"""Samplers named by string are seeded with this plus the trials the study already has (0 for a new sweep):
+a resumed sweep draws new points, not the ones it drew before. Pass an Optuna sampler object for another seed."""
+MAX_GRID_POINTS = 10_000
+"""The most points ``sampler='grid'`` runs: each is a trial, and far more is a search, not a grid."""
 STOPPED_ATTR, RERUN_ATTR = "rlnb_stopped", "rlnb_rerun_of"
 
 
@@ -67,19 +72,19 @@ def check_search(dims: Mapping[str, Dimension], n_trials: int | None, sampler: A
         grid_values(dims)  # raises for a Float range
     elif n_trials is None:
         raise ValueError("search='optuna' needs n_trials (only sampler='grid' knows its own size)")
-    if n_trials is not None and n_trials < 1:
-        raise ValueError(f"n_trials must be >= 1, got {n_trials}")
+    if n_trials is not None:
+        check_int("n_trials", n_trials, 1)
 
 
-def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension]) -> Any:
+def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension], seed: int = SAMPLER_SEED) -> Any:
     if isinstance(sampler, optuna.samplers.GridSampler):
         raise ValueError("use sampler='grid' (a GridSampler object stops the study from tell(), outside optimize())")
     if not isinstance(sampler, str):
         return sampler
     if sampler == "tpe":
-        return optuna.samplers.TPESampler(seed=SAMPLER_SEED)
+        return optuna.samplers.TPESampler(seed=seed)
     if sampler == "random":
-        return optuna.samplers.RandomSampler(seed=SAMPLER_SEED)
+        return optuna.samplers.RandomSampler(seed=seed)
     if sampler == "grid":
 
         class AskTellGridSampler(optuna.samplers.GridSampler):
@@ -89,18 +94,26 @@ def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension]) -> An
             def after_trial(self, *args: Any) -> None:
                 return None
 
-        return AskTellGridSampler(grid_values(dims), seed=SAMPLER_SEED)
+        return AskTellGridSampler(grid_values(dims), seed=seed)
     raise ValueError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler, got {sampler!r}")
 
 
 def grid_values(dims: Mapping[str, Dimension]) -> dict[str, list[Any]]:
-    """The points of ``sampler='grid'``: every choice of each dimension (a Float range has none)."""
-    grid: dict[str, list[Any]] = {}
+    """The points of ``sampler='grid'``: every choice of each dimension (a Float range has none), at most
+    ``MAX_GRID_POINTS`` combinations (sized before any list is built: ``Int(1, 10**9)`` would fill memory)."""
+    axes: dict[str, Sequence[Any]] = {}
     for name, dim in dims.items():
         if isinstance(dim, Float):
             raise ValueError(f"sampler='grid' needs a list of values for {name!r} (or an Int range), not {dim}")
-        grid[name] = list(dim.choices) if isinstance(dim, Categorical) else list(range(dim.low, dim.high + 1))
-    return grid
+        axes[name] = dim.choices if isinstance(dim, Categorical) else range(dim.low, dim.high + 1)
+    points = math.prod(len(values) for values in axes.values())
+    if points > MAX_GRID_POINTS:
+        each = " × ".join(f"{name} {len(values)}" for name, values in axes.items())
+        raise ValueError(
+            f"sampler='grid' has {points} points ({each}): at most {MAX_GRID_POINTS}; "
+            "use sampler='tpe' or 'random' with n_trials"
+        )
+    return {name: list(values) for name, values in axes.items()}
 
 
 def make_pruner(optuna: Any, pruner: Any, steps: int) -> Any:
@@ -144,7 +157,6 @@ class OptunaSource:
         optuna = self._optuna = import_optuna()
         self._lock = threading.Lock()
         self._distributions = {name: _distribution(optuna, dim) for name, dim in dims.items()}
-        self.sampler = make_sampler(optuna, sampler, dims)
         self.pruner_name = pruner if isinstance(pruner, str) else type(pruner).__name__
         level = optuna.logging.get_verbosity()
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line in the notebook
@@ -153,12 +165,14 @@ class OptunaSource:
                 storage=storage_url(folder / STUDY_FILE),
                 study_name=STUDY_NAME,
                 direction="maximize" if objective == "reward" else "minimize",
-                sampler=self.sampler,
+                sampler=make_sampler(optuna, sampler, dims),
                 pruner=make_pruner(optuna, pruner, steps),
                 load_if_exists=True,
             )
         finally:
             optuna.logging.set_verbosity(level)
+        # seeded past the trials a resumed study has: seed 0 again would draw the same points again
+        self.sampler = self.study.sampler = make_sampler(optuna, sampler, dims, SAMPLER_SEED + len(self.study.trials))
         self._make_spec = make_spec
         self._objective = objective
         self._trials: dict[int, Any] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +109,9 @@ def sample(dims: Mapping[str, Dimension], rng: random.Random) -> dict[str, Any]:
 
 def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
     """Every combination: ``grid(learning_rate=[1e-3, 1e-2], momentum=[0.9, 0.95])`` → 4 configs."""
+    for name, values in axes.items():  # a string is a collection too: "0.001" made 5 configs, one per character
+        if isinstance(values, str | bytes | Mapping) or not isinstance(values, Collection):
+            raise ValueError(f"grid: {name} must be a list of values, such as [1e-3, 1e-2], got {values!r}")
     empty = [name for name, values in axes.items() if not len(values)]
     if empty:  # an empty axis would make an empty grid: a sweep of nothing, silently
         raise ValueError(f"grid: {', '.join(empty)} has no values (give at least one per field)")

@@ -136,9 +136,9 @@ def test_a_remote_session_is_copied_on_the_same_service(server, tmp_path):
 
 
 def test_bad_arguments(tmp_path):
-    with pytest.raises(ValueError, match="steps must be >= 5"):
+    with pytest.raises(ValueError, match=r"steps must be an integer in \[5, 10000\], got 3"):
         lr_find(rlnb.AdamParams(), steps=3)
-    with pytest.raises(ValueError, match="start_lr < end_lr"):
+    with pytest.raises(ValueError, match="start_lr must be < end_lr"):
         lr_find(rlnb.AdamParams(), start_lr=1.0, end_lr=0.1, steps=5, runs_dir=tmp_path)
     session = rlnb.connect("local", optimizer="adam", record=False, device="cpu")
     with pytest.raises(ValueError, match="session's optimizer is adam"):
@@ -346,3 +346,40 @@ def test_a_converged_session_gives_no_clear_suggestion(tmp_path):
     assert min(result.values) == 1.0  # a copy of the converged weights: the reward stays at 1
     assert result.suggestion is None and "flat" in result.reason
     session.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"start_lr": 1.0, "end_lr": 1e-5}, "start_lr must be < end_lr, got start_lr=1.0, end_lr=1e-05"),
+        ({"start_lr": 2.0}, "start_lr must be < end_lr, got start_lr=2.0, end_lr=1.0"),  # Adam's default end
+        ({"start_lr": 0.0, "end_lr": 1e-2}, "start_lr must be a finite number > 0 .*got 0.0"),  # not the default
+        ({"end_lr": 0}, "end_lr must be a finite number > 0 .*got 0"),
+        ({"end_lr": math.inf}, "end_lr must be a finite number > 0 .*got inf"),
+        ({"start_lr": math.nan}, "start_lr must be a finite number > 0 .*got nan"),
+        ({"start_lr": "1e-3"}, "start_lr must be a finite number > 0 .*got '1e-3'"),
+        ({"steps": 5.5}, r"steps must be an integer in \[5, 10000\], got 5.5"),
+        ({"steps": True}, r"steps must be an integer in \[5, 10000\], got True"),
+        ({"steps": 10**9}, r"steps must be an integer in \[5, 10000\], got 1000000000"),
+    ],
+)
+def test_a_bad_range_is_refused_before_anything_is_opened_or_sent(tmp_path, kwargs, words):
+    """Refused before a session is opened, a run folder made, or a checkpoint saved on the user's session."""
+    session = rlnb.connect("local", optimizer="adam", device="cpu", runs_dir=tmp_path, run_id="user")
+    runs = tmp_path / "lr-find"
+    with pytest.raises(ValueError, match=words):
+        lr_find(rlnb.AdamParams(), session, **{"steps": 5, **kwargs}, runs_dir=runs)
+    with pytest.raises(ValueError, match=words):
+        lr_find(rlnb.AdamParams(), **{"steps": 5, **kwargs}, runs_dir=runs)
+    assert len(session.history) == 0 and not runs.exists()
+    session.close()
+
+
+def test_muon_defaults_are_known_before_a_session_is_opened(tmp_path):
+    """Muon's default range depends on its scaling: read from ``muon_scaling=`` (or the session's) first."""
+    runs = tmp_path / "lr-find"
+    with pytest.raises(ValueError, match="start_lr must be < end_lr, got start_lr=2.0, end_lr=1.0"):
+        lr_find(rlnb.MuonParams(), start_lr=2.0, muon_scaling="match_adam", steps=5, runs_dir=runs)
+    with pytest.raises(ValueError, match="start_lr must be < end_lr, got start_lr=20.0, end_lr=10.0"):
+        lr_find(rlnb.MuonParams(), start_lr=20.0, steps=5, runs_dir=runs)  # local: "original"
+    assert not runs.exists()

@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 import rlnb
 from rlnb.history import History
 from rlnb.sweep import Float, Int, histories, sweep
+from rlnb.sweep.space import parse_space
 from rlnb.tasks import Task
 
 ADAM = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
@@ -66,7 +67,10 @@ def test_space_of_floats_ints_and_choices_reaches_the_params(tmp_path):
         ({"learning_rate": (1e-4, 1e-2)}, {"sampler": "cmaes"}, ValueError, "sampler must be"),
         ({"learning_rate": (1e-4, 1e-2)}, {"pruner": "hyperband"}, ValueError, "pruner must be"),
         ({}, {}, ValueError, "space is empty"),
-        ({"learning_rate": (1e-4, 1e-2)}, {"n_trials": 0}, ValueError, "n_trials must be >= 1"),
+        ({"learning_rate": (1e-4, 1e-2)}, {"n_trials": 0}, ValueError, "n_trials must be an integer >= 1"),
+        ({"learning_rate": (1e-4, 1e-2)}, {"n_trials": 2.5}, ValueError, "n_trials must be an integer >= 1, got 2.5"),
+        ({"learning_rate": (1e-4, 1e-2)}, {"n_trials": True}, ValueError, "n_trials must be an integer >= 1, got True"),
+        ({"learning_rate": Int(1, 10**9)}, {"sampler": "grid"}, ValueError, r"1000000000 points .*at most 10000"),
     ],
 )
 def test_bad_spaces_are_refused_naming_the_field(tmp_path, space, kwargs, error, words):
@@ -203,3 +207,25 @@ def test_a_runs_dir_a_database_url_cannot_carry_is_refused_before_anything_is_ma
     with pytest.raises(ValueError, match="cannot be stored under .*not valid UTF-8"):
         sweep(ADAM, space={"learning_rate": [1e-3]}, search="optuna", sampler="grid", steps=1, runs_dir=bad)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_a_resumed_search_draws_new_points_not_the_ones_it_drew(tmp_path, sampler):
+    """Two trials asked and told, then the study reloaded as ``resume=`` does: the next two are new
+    points (a sampler seeded 0 again drew the first two again). No training: the source alone."""
+    from rlnb.sweep.optuna_search import OptunaSource
+
+    dims = parse_space(ADAM, {"learning_rate": (1e-4, 1e-1, "log")})
+
+    def source():
+        return OptunaSource(tmp_path, dims, 4, lambda n, config: (n, config), sampler=sampler, pruner=None,
+                            objective="reward", steps=1)  # fmt: skip
+
+    drawn = []
+    for _ in range(2):  # the first sweep, then its resume
+        study = source()
+        for _ in range(2):
+            n, config = study.next_spec()
+            drawn.append(config["learning_rate"])
+            study.finish({"trial": n, "status": "COMPLETED", "value": config["learning_rate"]})
+    assert len(set(drawn)) == 4, drawn

@@ -39,6 +39,14 @@ def test_grid_and_random_search():
     assert set(steps) == {3, 4, 5, 6} and all(isinstance(n, int) for n in steps)
 
 
+@pytest.mark.parametrize("values", ["0.001", 1e-3, {"a": 1e-3}])
+def test_a_grid_axis_must_be_a_list_of_values(values):
+    """A string is iterable: grid(learning_rate="0.001") made one config per character."""
+    with pytest.raises(ValueError, match=f"grid: learning_rate must be a list of values.*{re.escape(repr(values))}"):
+        grid(learning_rate=values)
+    assert len(grid(learning_rate=np.logspace(-4, -2, 3), newton_schulz_steps=range(4, 6))) == 6  # arrays, ranges
+
+
 def test_apply_validates_before_anything_runs():
     muon = apply(BASE, {"optimizer": "muon", "learning_rate": 0.02, "adam.learning_rate": 1e-3})
     assert isinstance(muon, rlnb.MuonParams) and muon.adam.learning_rate == 1e-3
@@ -340,5 +348,100 @@ def test_option_groups_are_the_flat_keywords(tmp_path):
     assert list(trials.seed) == [3] and list(trials.steps_done) == [2] and list(trials.executor) == ["threads"]
     assert list(trials.final_reward) == [0.5]
     assert History.load(trials.run_path.iloc[0]).config["device"] == "cpu"
-    with pytest.raises(ValueError, match="need steps >= 1"):
+    with pytest.raises(ValueError, match="steps must be an integer >= 1, got 0"):
         TrialOptions(steps=0)
+
+
+def _within(seconds, call):
+    """``call()``'s result (or its exception, raised here), or a failed test if it has not returned within
+    ``seconds``: a hung sweep."""
+    out = []
+
+    def target():
+        try:
+            out.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            out.append((False, exc))
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still running after {seconds} s: hung"
+    ok, value = out[0]
+    if not ok:
+        raise value
+    return value
+
+
+@pytest.mark.parametrize("value", [2.5, True, "2", 0])
+def test_max_concurrent_must_be_an_integer_before_a_folder_is_made(tmp_path, value):
+    with pytest.raises(ValueError, match=rf"max_concurrent must be an integer >= 1, got {re.escape(repr(value))}"):
+        _within(10, lambda: sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, max_concurrent=value))
+    assert not any(tmp_path.iterdir())
+
+
+def test_an_error_escaping_the_batched_executor_is_a_failed_row_per_trial_not_a_hang(tmp_path, monkeypatch):
+    """A bug in the batched executor's own thread (here: grouping the trials fails) ends every trial
+    FAILED, naming the error; the sweep returns."""
+    from rlnb.sweep import batched_executor
+
+    def broken(spec):
+        raise RuntimeError("grouping broke")
+
+    monkeypatch.setattr(batched_executor, "_key", broken)
+    trials = _within(10, lambda: sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, runs_dir=tmp_path,
+                                       progress=False, executor="batched"))  # fmt: skip
+    assert list(trials.status) == ["FAILED", "FAILED"]
+    assert (trials.reason == "batched executor: RuntimeError: grouping broke").all()
+
+
+def test_a_member_whose_row_cannot_be_made_is_still_a_row(tmp_path, monkeypatch):
+    """``on_done`` puts a FAILED row when building the row raises; a member that never ends is FAILED
+    by the ensemble's error: the sweep returns with one row per trial."""
+    from rlnb.sweep import batched_executor
+
+    def fake_run_batched(model, kind, members, *, on_done, **kwargs):
+        on_done(0, object())  # not a MemberResult: making its row raises
+        raise RuntimeError("ensemble broke")
+
+    monkeypatch.setattr(batched_executor, "run_batched", fake_run_batched)
+    trials = _within(10, lambda: sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, runs_dir=tmp_path,
+                                       progress=False, executor="batched"))  # fmt: skip
+    assert list(trials.status) == ["FAILED", "FAILED"]
+    assert trials.reason[0].startswith("its row could not be made: AttributeError")
+    assert trials.reason[1] == "RuntimeError: ensemble broke"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"steps": 2.5}, "steps must be an integer >= 1, got 2.5"),
+        ({"steps": "3"}, "steps must be an integer >= 1, got '3'"),
+        ({"steps": True}, "steps must be an integer >= 1, got True"),
+        ({"seeds": 5}, "seeds must be a non-empty sequence of integers.*got 5"),
+        ({"seeds": "ab"}, "seeds must be a non-empty sequence of integers.*got 'ab'"),
+        ({"seeds": [1.5]}, r"seeds must be a non-empty sequence of integers.*got \[1.5\]"),
+        ({"seeds": [True]}, r"seeds must be a non-empty sequence of integers.*got \[True\]"),
+        ({"seeds": []}, r"seeds must be a non-empty sequence of integers.*got \[\]"),
+    ],
+)
+def test_trial_options_are_refused_naming_the_field_before_a_folder_is_made(tmp_path, kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        sweep(BASE, **{"steps": 1, **kwargs}, runs_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"stpes": 3}, "unexpected keyword argument.*: stpes .*for target 'local'"),
+        ({"target": "http://127.0.0.1:9", "device": "cpu"}, "unexpected keyword argument.*: device"),
+        ({"seed": 3}, "sweep\\(\\) sets seed for each trial itself"),
+        ({"optimizer": "muon"}, "sweep\\(\\) sets optimizer for each trial itself"),
+    ],
+)
+def test_a_connect_option_no_trial_can_take_is_one_type_error_up_front(tmp_path, kwargs, words):
+    """A misspelt option made every trial FAILED with the same TypeError, after the sweep folder was made."""
+    with pytest.raises(TypeError, match=words):
+        sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, runs_dir=tmp_path, progress=False, **kwargs)
+    assert not any(tmp_path.iterdir())

@@ -2,6 +2,7 @@
 widgets send and show, not what the engine computes."""
 
 import json
+import math
 import re
 import threading
 import time
@@ -164,6 +165,22 @@ def test_schedule_is_a_pure_function():
     assert [round(s.multiplier(i), 6) for i in (0, 1, 2, 7, 12, 20)] == [0.5, 1.0, 1.0, 0.55, 0.1, 0.1]
     with pytest.raises(ValueError, match="kind"):
         Schedule("step")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"total_steps": math.nan}, "Schedule.total_steps = nan is invalid: must be an integer >= 1"),
+        ({"total_steps": 2.5}, "Schedule.total_steps = 2.5 is invalid: must be an integer >= 1"),
+        ({"total_steps": True}, "Schedule.total_steps = True is invalid: must be an integer >= 1"),
+        ({"warmup_steps": math.nan}, "Schedule.warmup_steps = nan is invalid: must be an integer >= 0"),
+        ({"warmup_steps": 1.5}, "Schedule.warmup_steps = 1.5 is invalid: must be an integer >= 0"),
+    ],
+)
+def test_schedule_step_counts_are_integers(kwargs, words):
+    """NaN passed every comparison: total_steps=nan gave a multiplier of -3.5, a negative learning rate."""
+    with pytest.raises(ValueError, match=words):
+        Schedule("linear", **kwargs)
 
 
 def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
