@@ -33,13 +33,11 @@ DEMO_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
-SEED_STRIDE = 1_000_003
-"""Step ``i`` of the demo samples with seed ``seed * SEED_STRIDE + i``."""
-
-
 def seed_range(steps: int) -> tuple[int, int]:
     """The demo seeds whose every step seed (``seed * SEED_STRIDE + i``, ``i < steps``) is an int64, as the
     API's ``seed`` must be."""
+    from rlnb.tasks import SEED_STRIDE
+
     return -(2**63 // SEED_STRIDE), (2**63 - steps) // SEED_STRIDE
 
 
@@ -83,7 +81,7 @@ def demo(
     ``rlnb.History.load``, its completions in ``completions.jsonl``). ``lr`` replaces the learning rate
     (Muon's for a Muon run); ``lora`` > 0 trains a LoRA adapter of that rank instead of all weights."""
     import rlnb
-    from rlnb.tasks import EVAL_EVERY, TASKS, VerifiedTask, rl_step
+    from rlnb.tasks import EVAL_EVERY, SEED_STRIDE, TASKS, VerifiedTask, rl_step
     from rlnb.tasks.lesson import log_accuracy
     from rlnb.viz import plots
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb.batched.members import SEED_STRIDE, Member, MemberResult, OnStep
+from rlnb.batched.members import Member, MemberResult, OnStep
 from rlnb.batched.optim import StackedOptimizer, no_gradient, plan
 from rlnb.batched.recorder import Op, Recorder, member_config
 from rlnb.batched.rollouts import member_losses, policy_batch, sample_output
@@ -32,7 +32,7 @@ from rlnb.engine.models.adapter import build_adapter
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.engine.worker import failure
 from rlnb.params import PARAMS, OptimizerParams
-from rlnb.tasks import StepReport, Task
+from rlnb.tasks import SEED_STRIDE, StepReport, Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, score, step_metrics
 from rlnb.text import to_tokens
 from rlnb.wire import OperationErrorCode as Code

@@ -16,9 +16,6 @@ from rlnb.history import History
 from rlnb.params import OptimizerParams
 from rlnb.tasks import StepReport
 
-SEED_STRIDE = 1_000_003
-"""Step i of a trial samples with seed ``seed * SEED_STRIDE + i`` (as ``rlnb.sweep`` runs a trial alone)."""
-
 
 @dataclass
 class Member:

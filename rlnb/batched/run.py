@@ -35,7 +35,7 @@ import torch
 
 from rlnb import wire
 from rlnb.batched.ensemble import Ensemble
-from rlnb.batched.members import SEED_STRIDE, Member, MemberResult, OnStep
+from rlnb.batched.members import Member, MemberResult, OnStep
 from rlnb.engine.backend import resolve_device
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.hf import DTYPES
@@ -43,7 +43,7 @@ from rlnb.engine.models.tiny import SIZES
 from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.threads import ThreadUse, check_threads
 from rlnb.params import AdamParams, MuonParams
-from rlnb.tasks import Task, digits_task
+from rlnb.tasks import SEED_STRIDE, Task, digits_task
 from rlnb.wire import OptimizerKind, loss_config
 
 __all__ = [

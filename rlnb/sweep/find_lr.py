@@ -31,7 +31,7 @@ from rlnb.errors import OperationFailed
 from rlnb.history import new_run_id
 from rlnb.params import AdamParams, MuonHyperparams, OptimizerParams
 from rlnb.session import Session, connect
-from rlnb.tasks import Task, digits_task, rl_step
+from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 from rlnb.viz.plots import NotebookFigure
 
 from .lr_curve import FLAT, SMOOTHING, diverged, significant, smooth, suggest
@@ -238,7 +238,7 @@ def _range_key(kind: str, session: Session | None, target: str, options: dict[st
 
 def _rl_step(task: Task, objective: Objective, seed: int) -> StepFn:
     def step(session: Session, params: OptimizerParams, i: int) -> float:
-        report = rl_step(session, task, params, seed=seed * 1_000_003 + i)
+        report = rl_step(session, task, params, seed=seed * SEED_STRIDE + i)
         return report.reward if objective == "reward" else report.loss
 
     return step

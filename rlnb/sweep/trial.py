@@ -21,7 +21,7 @@ from rlnb.history import History
 from rlnb.params import AdamParams, OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session, connect
-from rlnb.tasks import Task, rl_step
+from rlnb.tasks import SEED_STRIDE, Task, rl_step
 
 from .space import label
 
@@ -119,7 +119,7 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
             if control.stopping():
                 row.update(status="STOPPED", reason=f"stopped after {i} of {spec.steps} steps")
                 break
-            report = rl_step(session, spec.task, step_params(spec, i), seed=spec.seed * 1_000_003 + i)
+            report = rl_step(session, spec.task, step_params(spec, i), seed=spec.seed * SEED_STRIDE + i)
             rewards.append(report.reward)
             losses.append(report.loss)  # rl_step logged the reward and the other RL metrics
             verdict = control.report(i + 1, objective_value(spec.objective, rewards, losses))

@@ -3,7 +3,7 @@
 supervised runs (``corpus``), one RL step (``rl``), the scoring and metrics of its completions
 (``rollouts``) and one measured training run that lessons are judged on (``lesson``)."""
 
-from rlnb.tasks.rl import StepReport, rl_step
+from rlnb.tasks.rl import SEED_STRIDE, StepReport, rl_step
 from rlnb.tasks.rollouts import RL_METRICS, AdvantageScale, Rollout, group_advantages, score, step_metrics
 from rlnb.tasks.task import Task, digit_fraction, digits_task
 from rlnb.tasks.verified import (
@@ -20,6 +20,7 @@ __all__ = [
     "EVAL_ACCURACY",
     "EVAL_EVERY",
     "RL_METRICS",
+    "SEED_STRIDE",
     "TASKS",
     "AdvantageScale",
     "Rollout",

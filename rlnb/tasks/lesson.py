@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.tasks.rl import rl_step
+from rlnb.tasks.rl import SEED_STRIDE, rl_step
 from rlnb.tasks.verified import EVAL_ACCURACY, EVAL_EVERY, VerifiedTask
 
 
@@ -50,7 +50,7 @@ def train(session: Session, task: VerifiedTask, params: OptimizerParams, steps: 
     run.accuracy[session.step] = log_accuracy(session, task)
     for i in range(steps):
         try:
-            report = rl_step(session, task, params, seed=seed * 1_000_003 + i)
+            report = rl_step(session, task, params, seed=seed * SEED_STRIDE + i)
         except OperationFailed as exc:
             run.failed = exc.code or "FAILED"
             break

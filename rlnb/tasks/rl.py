@@ -14,6 +14,10 @@ from rlnb.session import Session
 from rlnb.tasks.rollouts import AdvantageScale, Rollout, completion_rows, score, step_metrics
 from rlnb.tasks.task import Task
 
+SEED_STRIDE = 1_000_003
+"""Step ``i`` of a run with seed ``s`` samples with seed ``s * SEED_STRIDE + i``: the demo, a lesson, a sweep trial,
+Find LR and a batched member alike, so that the same seed draws the same samples wherever it runs."""
+
 
 @dataclass
 class StepReport:
