@@ -35,8 +35,9 @@ class Schedule:
             raise ValueError(
                 f"Schedule.warmup_steps = {self.warmup_steps} is invalid: must be <= total_steps ({self.total_steps})"
             )
-        if not 0 < self.min_lr_ratio <= 1:  # the API needs learning_rate > 0 at every step
-            raise ValueError(f"Schedule.min_lr_ratio = {self.min_lr_ratio} is invalid: must be in (0, 1]")
+        ratio = self.min_lr_ratio  # the API needs learning_rate > 0 at every step; NaN fails the range too
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1:
+            raise ValueError(f"Schedule.min_lr_ratio = {ratio!r} is invalid: must be a number in (0, 1]")
 
     def multiplier(self, step: int) -> float:
         """The factor applied to the base learning rate at ``step``."""

@@ -175,6 +175,9 @@ def test_schedule_is_a_pure_function():
         ({"total_steps": True}, "Schedule.total_steps = True is invalid: must be an integer >= 1"),
         ({"warmup_steps": math.nan}, "Schedule.warmup_steps = nan is invalid: must be an integer >= 0"),
         ({"warmup_steps": 1.5}, "Schedule.warmup_steps = 1.5 is invalid: must be an integer >= 0"),
+        ({"min_lr_ratio": "0.5"}, r"Schedule.min_lr_ratio = '0.5' is invalid: must be a number in \(0, 1\]"),
+        ({"min_lr_ratio": math.nan}, r"Schedule.min_lr_ratio = nan is invalid: must be a number in \(0, 1\]"),
+        ({"min_lr_ratio": True}, r"Schedule.min_lr_ratio = True is invalid"),
     ],
 )
 def test_schedule_step_counts_are_integers(kwargs, words):
