@@ -80,4 +80,9 @@ def suggest(lrs: Sequence[float], smoothed: Sequence[float], objective: Objectiv
     i = skip + int(np.nanargmax(slope[skip:]))
     if not slope[i] > 0:
         return None, "no clear suggestion: the objective did not improve: try a wider range or more steps"
+    if i == len(y) - 1:  # still improving fastest at the top: where it would stop is not in the range
+        return None, (
+            f"no clear suggestion: the smoothed {objective} improved fastest at the end of the range (lr "
+            f"{lrs[i]:.3g}): try a larger end_lr or more steps"
+        )
     return significant(lrs[i]), f"steepest {'ascent' if sign > 0 else 'descent'} of the smoothed {objective}"

@@ -44,6 +44,16 @@ def sigmoid_reward(center: float = 1e-2):
     return step
 
 
+def test_no_suggestion_when_the_objective_improves_fastest_at_the_top_of_the_range(tmp_path):
+    """A reward still rising fastest at end_lr (its sigmoid centred past the range): where it would stop is not
+    measured, and the last rate is no upper edge of anything (a 5-step test suggested end_lr itself)."""
+    result = lr_find(rlnb.AdamParams(), start_lr=1e-4, end_lr=1e-2, steps=9, step_fn=sigmoid_reward(1.0),
+                     runs_dir=tmp_path)
+    assert result.suggestion is None and result.params is None
+    assert result.reason == ("no clear suggestion: the smoothed reward improved fastest at the end of the range "
+                             "(lr 0.01): try a larger end_lr or more steps")
+
+
 def forward_loss(session) -> float:
     return session.forward_backward([samples.cross_entropy(TOKENS)], forward_only=True).result().loss
 
