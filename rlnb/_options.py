@@ -37,9 +37,12 @@ def refuse_unknown(options: dict[str, Any], where: str) -> None:
         raise TypeError(f"{where} got unexpected keyword argument(s): {', '.join(sorted(options))}")
 
 
-def check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
+def check_int(name: str, value: Any, low: int, high: int | None = None, *, optional: bool = False) -> None:
     """``ValueError`` naming ``name`` and its range unless ``value`` is an int (not a bool, which is one in
-    Python) in [``low``, ``high``]: a float such as 2.5 or NaN passes every ``<`` check and fails later."""
+    Python) in [``low``, ``high``], or None when ``optional``: a float such as 2.5 or NaN passes every ``<``
+    check and fails later."""
+    if optional and value is None:
+        return
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"{name} must be an integer {allowed}, got {value!r}")
+        raise ValueError(f"{name} must be {'None or ' if optional else ''}an integer {allowed}, got {value!r}")

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from rlnb import wire
+from rlnb._options import check_int
 from rlnb.batched.ensemble import Ensemble
 from rlnb.batched.members import Member, MemberResult, OnStep
 from rlnb.engine.backend import resolve_device
@@ -139,10 +140,8 @@ def _check(model: str, optimizer: str, members: Sequence[Member], steps: int, gr
     wire.optimizer_kind(optimizer)
     if not members:
         raise ValueError("members is empty: an ensemble needs at least one trial")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or not 1 <= group_size <= MAX_NUM_SAMPLES:
-        raise ValueError(f"group_size must be an integer in [1, {MAX_NUM_SAMPLES}], got {group_size!r}")
+    check_int("steps", steps, 0)
+    check_int("group_size", group_size, 1, MAX_NUM_SAMPLES)
     if not (isinstance(temp, int | float) and math.isfinite(temp) and temp >= 0):
         raise ValueError(f"temperature must be a finite number >= 0, got {temp!r}")
     ids = [m.run_id for m in members if m.run_id is not None]

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlnb._options import check_int
+
 MAX_LIST_LIMIT = 100
 """Largest ``limit`` of a list request (the API's bound)."""
 DEFAULT_LIST_LIMIT = 20
@@ -98,9 +100,7 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         for name in LIMITS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            check_int(name, getattr(self, name), 1)
         if not self.public_url.startswith(("http://", "https://")):
             raise ValueError(f"public_url must start with http:// or https://, got {self.public_url!r}")
         if not 0 <= self.fail_rate < 1:  # NaN fails this too
@@ -110,11 +110,7 @@ class ServerSettings:
             raise ValueError(f"op_delay must be a finite number >= 0, got {self.op_delay}")
         if not (math.isfinite(self.reap_interval) and self.reap_interval > 0):
             raise ValueError(f"reap_interval must be a finite number > 0, got {self.reap_interval}")
-        if self.result_offload_bytes is not None and (
-            isinstance(self.result_offload_bytes, bool) or not isinstance(self.result_offload_bytes, int)
-            or self.result_offload_bytes < 0
-        ):
-            raise ValueError(f"result_offload_bytes must be None or an integer >= 0, got {self.result_offload_bytes!r}")
+        check_int("result_offload_bytes", self.result_offload_bytes, 0, optional=True)
         if not self.models:
             raise ValueError("models must name at least one served model")
 
