@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, try_lock
+from rlnb.errors import RunLocked
+from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, lock_run
 
 RUN_FILES = {OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE, CONFIG_FILE + ".tmp", LOCK_FILE}
 """Every file rlnb writes in a run folder: the demo replaces a ``run/`` that holds nothing else."""
@@ -54,12 +55,12 @@ def _clear_previous_run(run: Path) -> None:
         return
     if OPS_FILE not in names or not names <= RUN_FILES:
         raise ValueError(refuse)
-    with open(run / LOCK_FILE, "a+", encoding="utf-8") as held:
-        try:
-            try_lock(held)
-        except OSError:
-            busy = f"{run} is being written by another rlnb session; wait for it or pick another --out"
-            raise ValueError(busy) from None
+    try:
+        held = lock_run(run)
+    except RunLocked as exc:
+        busy = f"{run} is being written by another rlnb session (pid {exc.holder}); wait for it or pick another --out"
+        raise ValueError(busy) from None
+    with held:
         shutil.rmtree(run)
 
 

@@ -85,7 +85,12 @@ class SessionClosed(RlnbError):
 
 
 class RunLocked(RlnbError):
-    """Another session (in this process or another) is writing to the run folder: one writer at a time."""
+    """Another session (in this process or another) is writing to the run folder: one writer at a time.
+    ``holder`` is the writer's process id as it wrote it in ``run.lock`` (``"unknown"`` if it wrote none)."""
+
+    def __init__(self, message: str, *, holder: str = "unknown"):
+        super().__init__(message)
+        self.holder = holder
 
 
 class APIError(RlnbError):

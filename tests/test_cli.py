@@ -1,5 +1,7 @@
 """The command line refuses bad arguments with a message naming them, before a model loads or a server starts."""
 
+import os
+
 import pytest
 
 from rlnb.cli import _clear_previous_run, main
@@ -81,7 +83,7 @@ def test_demo_replaces_a_run_folder_only_when_no_session_writes_it(tmp_path, cap
     store.write_op({"kind": "sample"})
     store.write_completions([{"step": 1, "completion": "a"}])
     assert main(["demo", "--steps", "1", "--out", str(tmp_path)]) == 2  # still open: a live session's
-    assert "is being written by another rlnb session" in capsys.readouterr().err
+    assert f"is being written by another rlnb session (pid {os.getpid()})" in capsys.readouterr().err
     assert (tmp_path / "run" / "ops.jsonl").read_text()
     store.close()
     _clear_previous_run(tmp_path / "run")

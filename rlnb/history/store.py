@@ -118,7 +118,7 @@ def environment() -> dict[str, str]:
     return versions
 
 
-def _lock(path: Path) -> IO[str]:
+def lock_run(path: Path) -> IO[str]:
     """Hold ``run.lock`` exclusively until the returned file is closed (the OS releases it if the process
     dies), or raise ``RunLocked`` naming the holder."""
     fh = open(path / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the lock's life
@@ -130,7 +130,8 @@ def _lock(path: Path) -> IO[str]:
         fh.close()
         raise RunLocked(
             f"run folder {path} is being written by another session (pid {holder}): close that session, or pick "
-            "another run_id"
+            "another run_id",
+            holder=holder,
         ) from None
     with contextlib.suppress(OSError):  # a full disk: the lock is held all the same; the pid is a courtesy
         fh.truncate(0)
@@ -169,7 +170,7 @@ class RunStore:
         self._held: IO[str] | None = None
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._held = _lock(self.path)
+            self._held = lock_run(self.path)
             self._ops = _append_to(self.path / OPS_FILE)
             self._metrics = _append_to(self.path / METRICS_FILE)
         except OSError as exc:
