@@ -12,7 +12,6 @@ run records, and how it fails, follows its session alone (see ``Ensemble._step``
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,8 +20,9 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb.batched.members import Member, MemberResult, OnStep
+from rlnb.batched.members import Hooks, Member, MemberResult
 from rlnb.batched.optim import StackedOptimizer, no_gradient, plan
+from rlnb.batched.options import EngineOptions, StepOptions
 from rlnb.batched.recorder import Op, Recorder, member_config
 from rlnb.batched.rollouts import member_losses, policy_batch, sample_output
 from rlnb.batched.stacked import StackedModel
@@ -53,14 +53,13 @@ class Ensemble:
 
     def __init__(
         self, model: str, optimizer: OptimizerKind, members: list[Member], *, steps: int, task: Task,
-        runs_dir: str | Path | None, stop: threading.Event, on_step: OnStep | None,
-        on_done: Callable[[int, MemberResult], None] | None, device: torch.device, ns_dtype: torch.dtype,
-        muon_scaling: str, group_size: int, temperature: float, loss: str, loss_params: dict[str, Any] | None,
-        keep_weights: bool,
+        runs_dir: str | Path | None, hooks: Hooks, engine: EngineOptions, step: StepOptions, keep_weights: bool,
     ) -> None:
-        self.members, self.kind, self.steps, self.task, self.stop = members, optimizer, steps, task, stop
-        self.on_step, self.on_done, self.keep_weights = on_step, on_done, keep_weights
-        self.group_size, self.loss, self.loss_params = group_size, loss, loss_params
+        self.members, self.kind, self.steps, self.task, self.hooks = members, optimizer, steps, task, hooks
+        self.keep_weights = keep_weights
+        self.group_size = task.group_size if step.group_size is None else step.group_size
+        self.loss, self.loss_params = step.loss_type_and_params()
+        device, ns_dtype, muon_scaling = engine.torch_device(), engine.ns(), engine.muon_scaling
         adapters = [build_adapter(model, seed=m.seed, device=device) for m in members]  # as connect builds them
         first = adapters[0]
         adam, groups = plan(first.module, optimizer, first.embedding_params())
@@ -73,7 +72,9 @@ class Ensemble:
         if self.longest > first.context_length:
             raise ValueError(f"task {task.name!r}: prompt + max_tokens = {self.longest} tokens exceed the model's "
                              f"context of {first.context_length}")
-        self.settings = Settings(max_tokens=task.max_tokens, temperature=temperature, eos=self.codec.eos_token_ids)
+        self.settings = Settings(
+            max_tokens=task.max_tokens, temperature=float(step.temperature), eos=self.codec.eos_token_ids
+        )
         ensemble = f"ensemble-{time.strftime('%Y%m%d-%H%M%S')}-{id(self):x}"
         muon_names = [n for g in groups for n in g]
         self.records = [
@@ -98,7 +99,7 @@ class Ensemble:
             for i in range(self.steps):
                 if not self.live:
                     break
-                if self.stop.is_set():
+                if self.hooks.stop.is_set():
                     self._end(list(self.live), "STOPPED", f"stopped after {i} of {self.steps} steps")
                     break
                 try:
@@ -109,7 +110,7 @@ class Ensemble:
                     self._crash(*failure(exc, handlers.classify))
             self._end(list(self.live), "COMPLETED", None)
         except KeyboardInterrupt:  # as a sweep's Ctrl-C: stop, keep what finished
-            self.stop.set()
+            self.hooks.stop.set()
             for m in list(self.live):
                 self.records[m].abandon("the session was stopped while this operation ran")
                 self._end([m], "STOPPED", f"stopped after {len(self.rewards[m])} of {self.steps} steps")
@@ -142,7 +143,7 @@ class Ensemble:
         self.live = [self.live[k] for k in keep]
         for m in members:
             self.records[m].close()
-            self._notify(self.on_done, m, self.results[m])
+            self._notify(self.hooks.on_done, m, self.results[m])
 
     @staticmethod
     def _notify(callback: Callable[..., Any] | None, *args: Any) -> Any:
@@ -220,7 +221,7 @@ class Ensemble:
             rewards = [r.reward for g in rollouts[m] for r in g]
             loss, done = fb_results[m].loss, wire.OperationStatus.COMPLETED
             report = StepReport(rec.step, metrics["reward"], loss, stats.grad_norm, done, rewards, metrics)
-            verdict = self._notify(self.on_step, m, report)
+            verdict = self._notify(self.hooks.on_step, m, report)
             if verdict is not None and len(self.rewards[m]) < self.steps:
                 pruned[m] = str(verdict)
         for m, reason in pruned.items():

@@ -6,6 +6,7 @@ local session seeded with ``seed``, sampling with seed ``seed * SEED_STRIDE + st
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,3 +54,13 @@ class MemberResult:
         return len(self.rewards)
 
 
+
+
+@dataclass
+class Hooks:
+    """How the caller follows and ends an ensemble: ``stop`` ends it before the next step, ``on_step`` follows
+    each completed step of a member (``OnStep``) and ``on_done(i, result)`` each member's end."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    on_step: OnStep | None = None
+    on_done: Callable[[int, MemberResult], None] | None = None

@@ -24,7 +24,6 @@ Which trials qualify: ``why_not_batched``. The step loop is ``rlnb.batched.ensem
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -34,24 +33,22 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb._options import check_int
+from rlnb._options import check_int, refuse_unknown, take
 from rlnb.batched.ensemble import Ensemble
-from rlnb.batched.members import Member, MemberResult, OnStep
-from rlnb.engine.backend import resolve_device
+from rlnb.batched.members import Hooks, Member, MemberResult, OnStep
+from rlnb.batched.options import ENGINE_OPTIONS, EngineOptions, StepOptions
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
-from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.models.tiny import SIZES
-from rlnb.engine.optim.muon import ns_dtype_for
-from rlnb.engine.threads import ThreadUse, check_threads
+from rlnb.engine.threads import ThreadUse
 from rlnb.params import AdamParams, MuonParams
 from rlnb.tasks import SEED_STRIDE, Task, digits_task
-from rlnb.wire import OptimizerKind, loss_config
+from rlnb.wire import OptimizerKind
 
 __all__ = [
     "BATCHABLE_OPTIONS", "SEED_STRIDE", "Member", "MemberResult", "OnStep", "run_batched", "why_not_batched"
 ]
 
-BATCHABLE_OPTIONS = frozenset({"model", "device", "ns_dtype", "muon_scaling", "threads"})
+BATCHABLE_OPTIONS = frozenset({"model"} | ENGINE_OPTIONS)
 """The ``rlnb.connect`` options a batched trial honours; a trial with any other cannot be batched."""
 
 
@@ -81,52 +78,37 @@ def run_batched(
     stop: threading.Event | None = None,
     on_step: OnStep | None = None,
     on_done: Callable[[int, MemberResult], None] | None = None,
-    device: str | torch.device = "auto",
-    ns_dtype: str | None = None,
-    muon_scaling: str = "original",
-    group_size: int | None = None,
-    temperature: float = 1.0,
-    loss: str = "grpo",
-    loss_params: dict[str, Any] | None = None,
     keep_weights: bool = False,
-    threads: int | None = None,
+    **options: Any,
 ) -> list[MemberResult]:
     """Train every member for ``steps`` RL steps of ``task`` (default: the demo's digits task) as one
     ensemble; one result per member, in order.
 
-    ``model`` is ``"tiny"`` or ``"small"``, ``optimizer`` ``"adam"`` or ``"muon"``; ``device``, ``ns_dtype``
-    and ``muon_scaling`` as for ``rlnb.connect``; ``group_size`` (default: the task's), ``temperature``, ``loss``
-    and ``loss_params`` as for ``rl_step``. Each member's History records under ``runs_dir/<run_id>`` (in memory
-    when ``runs_dir`` is None). ``on_step(i, report)`` follows each completed step of member i (a string
-    answer prunes it: PRUNED with that reason) and ``on_done(i, result)`` its end. Setting ``stop`` ends
-    the run before the next step (members end STOPPED); Ctrl-C does the same and sets ``stop``.
-    ``keep_weights`` returns each member's final weights. ``threads`` as for ``rlnb.connect``: the ensemble
-    is one worker of the engine's thread policy, on the calling thread (its count is restored afterwards).
+    ``model`` is ``"tiny"`` or ``"small"``, ``optimizer`` ``"adam"`` or ``"muon"``. Each member's History
+    records under ``runs_dir/<run_id>`` (in memory when ``runs_dir`` is None). ``on_step(i, report)`` follows
+    each completed step of member i (a string answer prunes it: PRUNED with that reason) and
+    ``on_done(i, result)`` its end. Setting ``stop`` ends the run before the next step (members end
+    STOPPED); Ctrl-C does the same and sets ``stop``. ``keep_weights`` returns each member's final weights.
+
+    ``options`` are the fields of two groups, by name: ``StepOptions`` as for ``rl_step`` (``group_size``,
+    default the task's; ``temperature``, ``loss``, ``loss_params``) and ``EngineOptions`` as for
+    ``rlnb.connect`` (``device``, ``ns_dtype``, ``muon_scaling``, ``threads``: the ensemble is one worker of
+    the engine's thread policy, on the calling thread, and its count is restored afterwards).
     """
+    left = dict(options)
+    step, engine = take(StepOptions, left), take(EngineOptions, left)
+    refuse_unknown(left, "run_batched()")
     task = task or digits_task()
-    group_size = task.group_size if group_size is None else group_size
-    _check(model, optimizer, members, steps, group_size, temperature)
-    config = loss_config(loss, loss_params)  # as Session.forward_backward builds it: bad params raise here
-    field = wire.LOSS_PARAMS_FIELD[config.type]
-    given = getattr(config, field) if field else None
-    device = resolve_device(device)
-    ns = ns_dtype_for(device) if ns_dtype is None else DTYPES.get(ns_dtype)
-    if ns is None:
-        raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)}, got {ns_dtype!r}")
-    if muon_scaling not in ("original", "match_adam"):
-        raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {muon_scaling!r}")
-    use, previous = ThreadUse(device, check_threads(threads)), torch.get_num_threads()
+    _check(model, optimizer, members, steps)
+    check_int("group_size", task.group_size if step.group_size is None else step.group_size, 1, MAX_NUM_SAMPLES)
+    use, previous = ThreadUse(engine.torch_device(), engine.threads), torch.get_num_threads()
     described = {**use.config(), "compile": False}  # as a session alone records it
     members = [replace(m, annotations={**described, **m.annotations}) for m in members]
     try:
         use.before(0)
-        ensemble = Ensemble(
-            model, optimizer, list(members), steps=steps, task=task, runs_dir=runs_dir,
-            stop=stop or threading.Event(), on_step=on_step, on_done=on_done, device=device, ns_dtype=ns,
-            muon_scaling=muon_scaling, group_size=group_size, temperature=float(temperature),
-            loss=config.type, loss_params=given.model_dump(exclude_none=True) if given is not None else None,
-            keep_weights=keep_weights,
-        )
+        hooks = Hooks(stop or threading.Event(), on_step, on_done)
+        ensemble = Ensemble(model, optimizer, list(members), steps=steps, task=task, runs_dir=runs_dir, hooks=hooks,
+                            engine=engine, step=step, keep_weights=keep_weights)  # fmt: skip
         return ensemble.run()
     finally:
         use.after()
@@ -134,16 +116,13 @@ def run_batched(
         use.close()
 
 
-def _check(model: str, optimizer: str, members: Sequence[Member], steps: int, group_size: int, temp: float) -> None:
+def _check(model: str, optimizer: str, members: Sequence[Member], steps: int) -> None:
     if not (isinstance(model, str) and model in SIZES):
         raise ValueError(f"model must be a built-in model ({' / '.join(SIZES)}), got {model!r}")
     wire.optimizer_kind(optimizer)
     if not members:
         raise ValueError("members is empty: an ensemble needs at least one trial")
     check_int("steps", steps, 0)
-    check_int("group_size", group_size, 1, MAX_NUM_SAMPLES)
-    if not (isinstance(temp, int | float) and math.isfinite(temp) and temp >= 0):
-        raise ValueError(f"temperature must be a finite number >= 0, got {temp!r}")
     ids = [m.run_id for m in members if m.run_id is not None]
     if len(set(ids)) != len(ids):
         raise ValueError(f"members' run_id must differ (each member records its own run): {sorted(ids)}")

@@ -331,10 +331,14 @@ def test_which_trials_can_be_batched_and_bad_input():
         ({"ns_dtype": "float8"}, "ns_dtype"),
         ({"muon_scaling": "big"}, "muon_scaling"),
         ({"temperature": math.nan}, "temperature"),
+        ({"group_size": 2.5}, r"group_size must be None or an integer in \[1, \d+\], got 2.5"),
+        ({"threads": 0}, "threads must be None"),
     ]:
         args = {"model": "tiny", "optimizer": "adam", "members": one, "steps": 1, "device": "cpu", **kwargs}
         with pytest.raises(ValueError, match=match):
             run_batched(args.pop("model"), args.pop("optimizer"), args.pop("members"), **args)
+    with pytest.raises(TypeError, match=r"run_batched\(\) got unexpected keyword argument\(s\): temprature"):
+        run_batched("tiny", "adam", one, steps=1, temprature=0.5)  # a misspelt option is not ignored
 
 
 # -- the stacked pieces against their one-session twins ------------------------------------------------

@@ -1,0 +1,82 @@
+"""The option groups of ``run_batched``: what each RL step is (``StepOptions``, the keywords ``rl_step``
+takes) and how the ensemble runs (``EngineOptions``, the keywords ``rlnb.connect`` takes).
+
+``run_batched(..., temperature=0.7, threads=1)`` sorts its keywords into these groups with
+``rlnb._options.take``, as ``sweep`` does; each group checks its fields when it is built, before a model is
+made, naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rlnb._options import check_int
+from rlnb.engine.backend import resolve_device
+from rlnb.engine.inputs import MAX_NUM_SAMPLES
+from rlnb.engine.models.hf import DTYPES
+from rlnb.engine.optim.muon import ns_dtype_for
+from rlnb.engine.threads import check_threads
+from rlnb.wire import LOSS_PARAMS_FIELD, LossConfig, loss_config
+
+MUON_SCALINGS = ("original", "match_adam")
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """Each member's RL step, as ``rl_step`` takes these: ``group_size`` samples per prompt (None: the
+    task's), sampling ``temperature``, and the policy ``loss`` with its ``loss_params``."""
+
+    group_size: int | None = None
+    temperature: float = 1.0
+    loss: str = "grpo"
+    loss_params: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        check_int("group_size", self.group_size, 1, MAX_NUM_SAMPLES, optional=True)
+        temp = self.temperature
+        if isinstance(temp, bool) or not (isinstance(temp, int | float) and math.isfinite(temp) and temp >= 0):
+            raise ValueError(f"temperature must be a finite number >= 0, got {temp!r}")
+        self.config()  # as Session.forward_backward builds it: bad loss params raise here
+
+    def config(self) -> LossConfig:
+        return loss_config(self.loss, self.loss_params)
+
+    def loss_type_and_params(self) -> tuple[str, dict[str, Any] | None]:
+        """The loss's wire type and its params as the engine's losses read them."""
+        config = self.config()
+        field = LOSS_PARAMS_FIELD[config.type]
+        given = getattr(config, field) if field else None
+        return config.type, given.model_dump(exclude_none=True) if given is not None else None
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Where and how the ensemble trains, as ``rlnb.connect`` takes these: ``device``, ``ns_dtype`` (Muon's
+    Newton-Schulz dtype; None: the device's), ``muon_scaling`` and ``threads`` (None: the thread policy)."""
+
+    device: str | torch.device = "auto"
+    ns_dtype: str | None = None
+    muon_scaling: str = "original"
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.ns_dtype is not None and self.ns_dtype not in DTYPES:
+            raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)}, got {self.ns_dtype!r}")
+        if self.muon_scaling not in MUON_SCALINGS:
+            raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {self.muon_scaling!r}")
+        check_threads(self.threads)
+
+    def torch_device(self) -> torch.device:
+        return resolve_device(self.device)
+
+    def ns(self) -> torch.dtype:
+        """Newton-Schulz's compute dtype on this device."""
+        return ns_dtype_for(self.torch_device()) if self.ns_dtype is None else DTYPES[self.ns_dtype]
+
+
+ENGINE_OPTIONS = frozenset(f.name for f in dataclasses.fields(EngineOptions))
