@@ -33,7 +33,7 @@ from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.engine.worker import failure
 from rlnb.params import PARAMS, OptimizerParams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task
-from rlnb.tasks.rollouts import Rollout, completion_rows, score, step_metrics
+from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score, step_metrics
 from rlnb.text import to_tokens
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
@@ -67,7 +67,7 @@ class Ensemble:
         self.optim = StackedOptimizer(self.model, optimizer, adam, groups, muon_scaling, ns_dtype)
         self.codec, self.device, self.context_length = first.codec, device, first.context_length
         self.prompts = [to_tokens(self.codec, p) for p in task.prompts]
-        self.prompt_texts = [self.codec.decode(p) for p in self.prompts]
+        self.prompt_texts = prompt_texts(task, self.prompts, self._completion_text)
         self.longest = max(len(p) for p in self.prompts) + task.max_tokens
         if self.longest > first.context_length:
             raise ValueError(f"task {task.name!r}: prompt + max_tokens = {self.longest} tokens exceed the model's "

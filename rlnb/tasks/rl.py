@@ -4,6 +4,7 @@ weights-sync (``rl_step``), and what it reports (``StepReport``)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,7 @@ from rlnb import samples
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.tasks.rollouts import AdvantageScale, Rollout, completion_rows, score, step_metrics
+from rlnb.tasks.rollouts import AdvantageScale, Rollout, completion_rows, prompt_texts, score, step_metrics
 from rlnb.tasks.task import Task
 
 SEED_STRIDE = 1_000_003
@@ -59,8 +60,10 @@ def rl_step(
     sampled = session.sample(
         prompts, num_samples=group_size, max_tokens=task.max_tokens, temperature=temperature, seed=seed
     ).result()
-    texts = [session.decode(ids) for ids in prompts]
-    groups = score(task, texts, sampled.results, lambda t: session.decode(t, skip_special=True), advantage_scale)
+    def plain(tokens: Sequence[int]) -> str:  # what a reward reads: no EOS, no special tokens
+        return session.decode(tokens, skip_special=True)
+
+    groups = score(task, prompt_texts(task, prompts, plain), sampled.results, plain, advantage_scale)
     batch = [
         samples.policy(ids, list(seq.tokens), seq.logprobs or [], r.advantage)
         for ids, result, group in zip(prompts, sampled.results, groups, strict=True)

@@ -12,6 +12,7 @@ rlnb's own: the distinct completions per group, a mean over groups (a collapsed 
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,7 +104,7 @@ def score(
     for i, (prompt, result) in enumerate(zip(prompts, results, strict=True)):
         seqs = result.sequences
         texts = [decode(s.tokens) for s in seqs]
-        rewards = [float(task.reward(prompt, text)) for text in texts]
+        rewards = [_reward(task, prompt, text) for text in texts]
         advantages = group_advantages(rewards, scale)
         if not all(math.isfinite(a) for a in advantages):
             raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
@@ -112,6 +113,25 @@ def score(
             for s, text, r, a in zip(seqs, texts, rewards, advantages, strict=True)
         ])
     return groups
+
+
+def prompt_texts(
+    task: Task, tokens: Sequence[Sequence[int]], decode: Callable[[Sequence[int]], str]
+) -> list[str]:
+    """What a reward reads as each of ``task``'s prompts: its own text, or its tokens (``tokens[i]``) decoded
+    by ``decode``, which drops special tokens: a tokenizer's BOS is no part of the prompt a reward parses."""
+    return [p if isinstance(p, str) else decode(ids) for p, ids in zip(task.prompts, tokens, strict=True)]
+
+
+def _reward(task: Task, prompt: str, completion: str) -> float:
+    """``task.reward(prompt, completion)`` as a float; ``TypeError`` naming the task and the texts unless it
+    is a real number (a string such as '0.5' is refused too: a reward that returns text is a bug)."""
+    value = task.reward(prompt, completion)
+    if not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned {value!r}; it must return a number"
+        )
+    return float(value)
 
 
 def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str, float] | None) -> dict[str, float]:

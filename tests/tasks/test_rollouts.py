@@ -4,6 +4,7 @@ reward reads (no EOS, no special tokens), and what ``rl_step`` logs and keeps in
 from __future__ import annotations
 
 import math
+import re
 import statistics
 
 import pandas as pd
@@ -216,3 +217,38 @@ def test_completions_that_cannot_be_written_warn_once_and_stay_in_memory(tmp_pat
             rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=2, seed=i)
     assert len([w for w in caught if w.category is RunStoreWarning]) == 1
     assert len(s.history.completions) == 2 * 6 * 2 and len(s.history.steps) == 2  # the run went on, in memory
+
+
+@pytest.mark.slow
+def test_a_reward_reads_the_prompt_without_the_tokenizers_bos(hf_dirs, tmp_path):
+    """A Llama-style tokenizer adds ``<s>`` to every prompt: the reward still reads the task's own prompt text
+    (a str prompt), or the prompt's tokens decoded without special tokens (a token-list prompt)."""
+    import shutil
+
+    from tokenizers import processors
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "llama-bos"
+    shutil.copytree(hf_dirs["llama"], folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok._tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", tok.bos_token_id)]
+    )
+    tok.save_pretrained(folder)
+    seen: list[str] = []
+    with rlnb.connect("local", model=str(folder), seed=0, device="cpu", record=False) as s:
+        ids = s.encode("cadb>")
+        assert ids[0] == tok.bos_token_id  # the session's prompts carry the BOS
+        task = Task("spy", ["cadb>", ids], lambda p, c: seen.append(p) or 0.0, max_tokens=1, group_size=2)
+        rl_step(s, task, rlnb.AdamParams(), seed=1)
+        assert set(seen) == {"cadb>"}
+        assert set(s.history.completions.prompt) == {"cadb>"}
+
+
+@pytest.mark.parametrize("answer", [None, "0.5", [1.0]])
+def test_a_reward_that_does_not_return_a_number_is_named(answer):
+    task = Task("t", ["n="], lambda p, c: answer, max_tokens=2, group_size=2)
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        with pytest.raises(TypeError, match=rf"task 't': reward\('n=', .*\) returned {re.escape(repr(answer))}; "
+                                            "it must return a number"):
+            rl_step(s, task, rlnb.AdamParams(), seed=0)
