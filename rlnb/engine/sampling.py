@@ -90,7 +90,7 @@ def choose(
         logits = logits.masked_fill(logits < kth, -math.inf)
     if nucleus:
         probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
-        drop = probs.cumsum(-1) - probs > top_p  # keep the smallest prefix whose mass reaches top_p
+        drop = probs.cumsum(-1) - probs >= top_p  # keep the smallest prefix whose mass reaches top_p
         logits = logits.masked_fill(drop.scatter(-1, order, drop), -math.inf)
     cdf = torch.softmax(logits, dim=-1).cumsum(dim=-1)
     token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]

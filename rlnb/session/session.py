@@ -15,7 +15,7 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -100,7 +100,10 @@ class Session:
 
     def encode(self, prompt: Prompt) -> list[int]:
         """Token ids of text, of chat messages (the tokenizer's chat template, with the generation
-        prompt), or of token ids (unchanged; no tokenizer needed for those, e.g. on Together)."""
+        prompt), or of token ids (unchanged; no tokenizer needed for those, e.g. on Together; a numpy array
+        or tensor of ids too)."""
+        if hasattr(prompt, "tolist"):
+            prompt = prompt.tolist()
         if _is_token_list(prompt):
             return [int(t) for t in cast(Sequence[int], prompt)]
         return to_tokens(self._text_codec(), prompt)
@@ -324,7 +327,12 @@ def _is_token_list(p: Any) -> bool:
 
 
 def _prompt_list(prompts: Any) -> list[Prompt]:
-    """One prompt or many, as a list of prompts."""
+    """One prompt or many, as a list of prompts. A generator is read once, whole (testing its first item
+    first would lose it); an array or tensor of ids is its ``tolist()``."""
+    if hasattr(prompts, "tolist"):  # numpy, torch
+        prompts = prompts.tolist()
+    elif isinstance(prompts, Iterator):
+        prompts = list(prompts)
     if isinstance(prompts, str) or _is_token_list(prompts):
         return [prompts]
     items = list(prompts)

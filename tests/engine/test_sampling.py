@@ -88,3 +88,32 @@ def test_greedy_is_the_argmax(s):
     tokens = draw(s, n_prompts=1, temperature=0)
     assert set(tokens.tolist()) == {int(LOGITS.argmax())}
     assert math.isclose(float(frequencies(tokens)[0]), 1.0)
+
+
+def test_top_p_at_an_exact_tie_keeps_only_the_prefix_that_reaches_it():
+    """Probabilities [0.5, 0.25, 0.25]: top_p=0.5 is reached by the first token alone (as Hugging Face's
+    top-p warper keeps it); 0.75 by the first two."""
+    from rlnb.engine.sampling import choose
+
+    logits = torch.tensor([[math.log(2.0), 0.0, 0.0]]).expand(400, 3)
+    u = torch.linspace(0.0, 0.999, 400)
+    for top_p, kept in ((0.5, {0}), (0.75, {0, 1}), (0.8, {0, 1, 2})):
+        tokens = choose(logits, 1.0, top_p, -1, u, greedy=False, nucleus=True)
+        assert set(tokens.tolist()) == kept, top_p
+
+
+def test_prompts_as_a_generator_or_arrays_are_all_sampled():
+    """A generator is read whole (testing its first item used to drop it), and an array or tensor of ids is a
+    prompt like the list of its ids."""
+    import numpy as np
+
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as t:
+        listed = t.sample(["a>", "bb>", "ccc>"], max_tokens=3, seed=1).result().results
+        generated = t.sample((w for w in ["a>", "bb>", "ccc>"]), max_tokens=3, seed=1).result().results
+        ids = list(b"bb>")
+        as_list = t.sample([ids], max_tokens=3, seed=2).result().results
+        as_arrays = t.sample([np.array(ids), torch.tensor(ids)], max_tokens=3, seed=2).result().results
+        one_array = t.sample(np.array(ids), max_tokens=3, seed=2).result().results
+    assert [r.sequences[0].tokens for r in generated] == [r.sequences[0].tokens for r in listed]
+    assert len(as_arrays) == 2 and len(one_array) == 1
+    assert as_arrays[0].sequences[0].tokens == as_list[0].sequences[0].tokens == one_array[0].sequences[0].tokens
