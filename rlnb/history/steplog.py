@@ -162,9 +162,9 @@ class StepLog:
         left = self._open_fb.pop(fed, 0) - 1
         if left > 0:
             self._open_fb[fed] = left
-        if done and not math.isnan(rec.loss):
+        if done and not math.isnan(rec.step_loss):
             losses = self._losses.setdefault(fed, [])
-            losses.append(rec.loss)
+            losses.append(rec.step_loss)
             self._loss[fed] = math.fsum(losses)
 
     def _optim_step_finished(self, rec: Any, done: bool, segment: int) -> None:

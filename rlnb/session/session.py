@@ -22,6 +22,7 @@ from typing import Any, cast
 from rlnb import _exit, wire
 from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.history import History, RunContinuedWarning
+from rlnb.history.record import FORWARD_ONLY
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
 from rlnb.session.backend import Backend
 from rlnb.session.operation import Operation
@@ -216,7 +217,7 @@ class Session:
             forward_only=forward_only or None,
             return_loss_fn_outputs=return_loss_fn_outputs or None,
         )
-        return self._submit(Kind.FORWARD_BACKWARD, body)
+        return self._submit(Kind.FORWARD_BACKWARD, body, {FORWARD_ONLY: True} if forward_only else None)
 
     def check_params(self, params: OptimizerParams | dict[str, Any] | None = None) -> OptimizerParams:
         """``params`` as this session's optimizer kind takes them (None: the defaults; a dict is parsed),

@@ -62,8 +62,8 @@ class Steps:
         if rec.step is None:
             return []
         if rec.kind == OperationKind.FORWARD_BACKWARD:
-            if not math.isnan(rec.loss):
-                self._loss[rec.step + 1] = self._loss.get(rec.step + 1, 0.0) + rec.loss
+            if not math.isnan(rec.step_loss):
+                self._loss[rec.step + 1] = self._loss.get(rec.step + 1, 0.0) + rec.step_loss
             return []
         values = {"loss": self._loss.pop(rec.step, math.nan), **{f: getattr(rec, f) for f in STEP_FIELDS}}
         values["step_time_s"], values["queue_s"] = step_times(times)

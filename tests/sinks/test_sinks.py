@@ -450,6 +450,31 @@ def test_points_match_history_steps_when_completions_arrive_out_of_order():
     ]
 
 
+
+def test_a_forward_only_evaluation_is_no_part_of_its_steps_loss(tmp_path):
+    """Notebook 02 measures a held-out loss with ``forward_only=True`` between training steps: the steps table
+    (in memory and reloaded) and every sink's points keep the training loss alone; the evaluation's loss stays
+    in the operations table, marked ``forward_only``."""
+    train, held = [samples.cross_entropy(list(b"hello world"))], [samples.cross_entropy(list(b"held out"))]
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
+        for i in range(3):
+            fb = s.forward_backward(train)
+            evaluation = s.forward_backward(held, forward_only=True) if i == 1 else None
+            s.optim_step(rlnb.AdamParams(learning_rate=1e-3)).result()
+            assert s.history.steps.loss.iloc[-1] == pytest.approx(fb.result().loss)
+            if evaluation is not None:
+                assert evaluation.result().loss > 0
+        history = s.history
+    ops = history.df[history.df.kind == "forward-backward"]
+    assert [bool(p.get("forward_only")) for p in ops.params] == [False, False, True, False]
+    again = History.load(tmp_path / "r")
+    pd.testing.assert_series_equal(again.steps.loss, history.steps.loss)
+    assert list(history.steps.loss) == pytest.approx(list(ops.loss.iloc[[0, 1, 3]]))
+    steps = Steps()
+    made, _ = merge([item for rec in history.records for item in steps.record(rec)] + steps.drain())
+    assert [p.values["loss"] for p in made] == pytest.approx(list(history.steps.loss))
+
+
 # -- imports and interpreter exit ----------------------------------------------------------------
 
 
