@@ -225,8 +225,12 @@ class LiveView:
             if self._restyle:
                 changed = set(self.panels)
                 self._restyle = False
-            for name in changed:
-                self._draw_panel(name)
+            try:
+                for name in changed:
+                    self._draw_panel(name)
+            except Exception:
+                self._restyle = True  # the next redraw draws every panel again, in one style
+                raise
             self.steps_table.value = self._steps_html(log.latest(self.rows))
             self._draw_tabs()
             self._draw_completions()
@@ -257,7 +261,6 @@ class LiveView:
     def _draw_panel(self, name: str) -> None:
         panel = self.panels[name]
         smooth, log_y = self.ema_toggle.value, self.log_toggle.value
-        panel.set_log(log_y)
         keys = [k for k in panel.lines if not k.endswith(":ema") and k != "grad_clip_norm"]
         lo, hi, x_last = math.inf, -math.inf, 0.0
         for key in keys:
@@ -278,6 +281,7 @@ class LiveView:
             panel.legend([k + ":ema" if smooth else k for k in keys] + ["grad_clip_norm"])
         elif not math.isfinite(hi):
             note = f"no {name!r} logged yet" if name in self.metrics else "no completed optimizer step yet"
+        panel.set_log(log_y and hi > 0)  # a log axis needs a positive point: until one comes, it stays linear
         panel.set_note(note)
         panel.set_limits(x_last, lo, hi)
         self.images[name].value = panel.render()

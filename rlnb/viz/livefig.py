@@ -101,8 +101,8 @@ class _Buckets:
 
 
 class Series:
-    """A line fed point by point: its decimated points, their EMA (``s = ema·s + (1 − ema)·y``, NaNs
-    skipped and kept as gaps, as ``plots.smooth``), how many points came, and the finite range."""
+    """A line fed point by point: its decimated points, their EMA (``s = ema·s + (1 − ema)·y``, NaNs and
+    infinities skipped and kept as gaps, as ``plots.smooth``), how many points came, and the finite range."""
 
     def __init__(self, ema: float = 0.9, cap: int = LIVE_POINTS) -> None:
         self.ema = ema
@@ -117,6 +117,7 @@ class Series:
     def add(self, x: float, y: float) -> None:
         self.n += 1
         self.last, self.last_x = y, x
+        y = y if math.isfinite(y) else math.nan  # an inf is a gap, as in the static plots: not the range, not the EMA
         self.raw.add(x, y)
         if math.isnan(y):
             self.smooth.add(x, y)

@@ -469,6 +469,41 @@ def test_markers_ema_and_log_y_toggles():
     view.close()
 
 
+
+def test_log_y_before_a_run_or_on_values_that_are_not_positive_stays_linear_until_one_is():
+    """Ticking *log y* on an empty view (before a run), or with a panel of zero rewards, raised from the
+    checkbox (matplotlib cannot log-scale limits that include 0) and left panels in mixed scales."""
+    h = History()
+    view = LiveView(h, metrics=("reward",), every=0)
+    view.log_toggle.value = True  # nothing yet: every panel stays linear, nothing raises
+    view.ema_toggle.value = True
+    assert {p.ax.get_yscale() for p in view.panels.values()} == {"linear"}
+    for i in range(5):
+        h.log(i + 1, reward=0.0)
+    view.refresh()
+    assert view.panels["reward"].ax.get_yscale() == "linear"
+    h.log(6, reward=0.5)
+    view.refresh()
+    assert view.panels["reward"].ax.get_yscale() == "log"
+    view.close()
+
+
+def test_an_infinite_figure_is_a_gap_in_the_live_view_not_the_end_of_its_panel():
+    h = History()
+    view = LiveView(h, metrics=("ppl",), every=0)
+    view.ema_toggle.value = True
+    for i, v in enumerate([10.0, 12.0, math.inf, 170.0, 300.0]):
+        h.log(i + 1, ppl=v)
+    view.refresh()
+    panel = view.panels["ppl"]
+    assert panel.note.get_text() == ""
+    low, high = panel.ax.get_ylim()
+    assert low < 10.0 and 300.0 < high < 1000.0
+    ema = xy(panel.lines["ppl:ema"])[:, 1]
+    assert np.isfinite(ema[-1]) and 10.0 < ema[-1] < 300.0
+    view.close()
+
+
 def test_live_clip_threshold_never_squashes_the_norms():
     h = hand_history([1.0] * 3, norms=[0.30, 0.32, 0.28], metrics=lambda gn: optim_metrics(gn, clip=10.0))
     view = LiveView(h, every=0)
