@@ -72,13 +72,34 @@ def runs(path: str | Path | None = None) -> pd.DataFrame:
 
 def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | None = None) -> pd.DataFrame:
     """Several runs' ``steps`` tables stacked, with ``run`` (label) and ``seed`` columns, ready for
-    ``plots.compare`` or a pivot (``df.pivot(index="step", columns="run", values="loss")``)."""
+    ``plots.compare`` or a pivot (``df.pivot(index="step", columns="run", values="loss")``).
+
+    A run's label is ``labels[i]``, else its config's ``label`` or ``run_id``. Runs that share a label and
+    differ in seed are one configuration's seeds (``plots.compare`` draws their mean and band); two runs with
+    the same label and seed would merge into one line, so a derived label takes its runs folder's name
+    (``"adam-lo/trial"``) and given ``labels`` that collide so are refused."""
+    given = list(histories)
+    runs = [h if isinstance(h, History) else History.load(h) for h in given]
+    where = [h.path if isinstance(h, History) else Path(h) for h in given]
+    if labels is not None and len(labels) != len(runs):
+        raise ValueError(f"labels has {len(labels)} entries for {len(runs)} runs: give one label per run")
+    names = [
+        labels[i] if labels is not None else str(h.config.get("label") or h.config.get("run_id") or i)
+        for i, h in enumerate(runs)
+    ]
+    keys = [(name, h.config.get("seed")) for name, h in zip(names, runs, strict=True)]
+    clash = {k for k in keys if keys.count(k) > 1}
+    if clash and labels is not None:
+        label, seed = sorted(clash, key=str)[0]
+        raise ValueError(f"runs {[i for i, k in enumerate(keys) if k == (label, seed)]} share label {label!r} and "
+                         f"seed {seed}: they would be one line; give them different labels")
+    for i, path in enumerate(where):
+        if keys[i] in clash:  # the same run_id in two runs folders: say which folder
+            names[i] = f"{path.parent.name}/{names[i]}" if path is not None else f"{names[i]} ({i})"
     frames = []
-    for i, h in enumerate(histories):
-        h = h if isinstance(h, History) else History.load(h)
-        label = labels[i] if labels is not None else str(h.config.get("label") or h.config.get("run_id") or i)
+    for name, h in zip(names, runs, strict=True):
         frame = h.steps
-        frame.insert(0, "run", label)
+        frame.insert(0, "run", name)
         frame.insert(1, "seed", h.config.get("seed"))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "seed", "step"])

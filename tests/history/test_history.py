@@ -141,6 +141,24 @@ def test_runs_and_compare(tmp_path):
     assert rlnb.runs is runs and rlnb.compare is compare
 
 
+
+def test_compare_keeps_two_runs_of_one_run_id_apart(tmp_path):
+    """The same run_id in two runs folders (and the same seed) used to merge into one averaged line."""
+    for folder, seed_steps in (("adam-lo", 3), ("adam-hi", 2)):
+        run_session(tmp_path / folder, "trial", backend=LocalBackend("adam", "tiny", device="cpu", seed=1),
+                    steps=seed_steps)
+    both = compare([tmp_path / "adam-lo" / "trial", tmp_path / "adam-hi" / "trial"])
+    assert list(both.run) == ["adam-lo/trial"] * 3 + ["adam-hi/trial"] * 2
+    assert both.pivot(index="step", columns="run", values="loss").shape == (3, 2)
+    with pytest.raises(ValueError, match=r"runs \[0, 1\] share label 'x' and seed 1: they would be one line"):
+        compare([tmp_path / "adam-lo" / "trial", tmp_path / "adam-hi" / "trial"], labels=["x", "x"])
+    with pytest.raises(ValueError, match="labels has 1 entries for 2 runs"):
+        compare([tmp_path / "adam-lo" / "trial", tmp_path / "adam-hi" / "trial"], labels=["x"])
+    seeds = [run_session(tmp_path / "seeds", f"s{k}", backend=LocalBackend("adam", "tiny", device="cpu", seed=k))
+             for k in (1, 2)]
+    assert set(compare(seeds, labels=["adam", "adam"]).run) == {"adam"}  # one config's seeds stay one label
+
+
 def test_html_summary_and_record_off(tmp_path):
     h = run_session(tmp_path, "h", steps=1)
     html = h._repr_html_()
