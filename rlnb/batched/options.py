@@ -21,6 +21,7 @@ from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.threads import check_threads
+from rlnb.tasks.rl import check_loss
 from rlnb.wire import LOSS_PARAMS_FIELD, LossConfig, loss_config
 
 MUON_SCALINGS = ("original", "match_adam")
@@ -41,7 +42,7 @@ class StepOptions:
         temp = self.temperature
         if isinstance(temp, bool) or not (isinstance(temp, int | float) and math.isfinite(temp) and temp >= 0):
             raise ValueError(f"temperature must be a finite number >= 0, got {temp!r}")
-        self.config()  # as Session.forward_backward builds it: bad loss params raise here
+        check_loss(self.loss, self.loss_params)  # as rl_step checks it: bad loss params raise here
 
     def config(self) -> LossConfig:
         return loss_config(self.loss, self.loss_params)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlnb import samples
+from rlnb import samples, wire
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
@@ -55,6 +55,7 @@ def rl_step(
     completions go to ``session.history.log_completions`` (also when its forward-backward or optim-step
     fails), and its RL metrics (``rlnb.tasks.RL_METRICS``) to ``session.history.log``."""
     params = session.check_params(params)
+    check_loss(loss, loss_params)
     group_size = task.group_size if group_size is None else group_size
     prompts = [session.encode(p) for p in task.prompts]
     sampled = session.sample(
@@ -91,6 +92,17 @@ def rl_step(
         rewards=[r.reward for g in groups for r in g],
         metrics=metrics,
     )
+
+
+def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:
+    """``ValueError`` before anything is sent when ``rl_step`` cannot train with this loss: bad params (named by
+    ``wire.loss_config``), or a KL penalty, which needs reference log-probs that ``rl_step`` does not have."""
+    if wire.needs_reference(wire.loss_config(loss, loss_params)):
+        raise ValueError(
+            f"loss_params beta = {loss_params and loss_params.get('beta')} needs each sample's reference_logprobs, "
+            "which rl_step does not compute: use beta = 0, or build samples.policy(..., reference_logprobs=...) "
+            "and call forward_backward yourself"
+        )
 
 
 def _keep_failed(session: Session, groups: list[list[Rollout]]) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "LossType",
     "PpoLossParams",
     "loss_config",
+    "needs_reference",
     "unread_inputs",
 ]
 
@@ -228,7 +229,18 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
         raise ValueError(f"loss must be one of {', '.join(LOSS_NAMES)} (or a LossConfig), got {loss!r}")
     if params and spec.params_field is None:
         raise ValueError(f"{spec.type} takes no params, got {params!r}")
+    if params and spec.params is not None:  # a misspelt key would be sent, and refused only by the service
+        unknown = sorted(set(params) - set(spec.params.model_fields))
+        if unknown:
+            raise ValueError(f"{spec.name} params have no field {', '.join(map(repr, unknown))}; "
+                             f"its fields: {', '.join(spec.params.model_fields)}")
     config: dict[str, Any] = {"type": spec.type}
     if spec.params_field is not None and (params or spec.type == "LOSS_TYPE_DRO"):
         config[spec.params_field] = params or {}
     return LossConfig.model_validate(config)
+
+
+def needs_reference(config: LossConfig) -> bool:
+    """Whether every sample of ``config``'s loss must carry ``reference_logprobs``: GRPO with a KL penalty
+    (``beta`` > 0), as ``LossSpec`` lists the key among GRPO's optional inputs."""
+    return config.grpo_params is not None and (config.grpo_params.beta or 0.0) > 0

@@ -224,15 +224,19 @@ def test_a_member_whose_samples_go_non_finite_stops_alone():
     assert results[0].status == "COMPLETED" and results[0].rewards == alone("adam", members[0], 5, **QUICK).rewards
 
 
-def test_a_failing_forward_backward_is_recorded_as_a_session_records_it():
+def test_a_failing_forward_backward_is_recorded_as_a_session_records_it(monkeypatch):
+    from rlnb.engine import losses
+
+    def refuse(*args, **kwargs):  # the engine's loss check refusing the step's samples, in both paths
+        raise losses.InvalidLossInput("sample 0: refused by this test")
+
+    monkeypatch.setattr(losses, "validate", refuse)
     members = [Member(rlnb.AdamParams(), seed=0), Member(rlnb.AdamParams(learning_rate=1e-3), seed=3)]
-    bad = {"beta": 0.1}  # valid params, but the rollouts carry no reference_logprobs: INVALID_INPUT
-    results = run_batched("tiny", "adam", members, steps=3, device="cpu", loss_params=bad, keep_weights=True, **QUICK)
+    results = run_batched("tiny", "adam", members, steps=3, device="cpu", keep_weights=True, **QUICK)
     for member, got in zip(members, results, strict=True):
-        ref = alone("adam", member, steps=3, loss_params=bad, **QUICK)
+        ref = alone("adam", member, steps=3, **QUICK)
         assert got.status == ref.status == "FAILED" and got.reason == ref.reason
-        assert got.reason == ("TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT: sample 0: missing input "
-                              "'reference_logprobs', required when beta > 0")
+        assert got.reason == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT: sample 0: refused by this test"
         assert_same_records(got.history, ref.history)  # optim-step completes with no gradient, sync publishes 1
         pd.testing.assert_frame_equal(got.history.completions, ref.history.completions)
         assert set(got.history.completions.step) == {1} and "reward" not in got.history.steps
@@ -240,6 +244,8 @@ def test_a_failing_forward_backward_is_recorded_as_a_session_records_it():
         assert all(torch.equal(got.weights[n], p) for n, p in fresh.items())
     with pytest.raises(ValueError, match="clip_low_threshold"):  # out of the API's bounds: refused up front
         run_batched("tiny", "adam", members, steps=1, device="cpu", loss_params={"clip_low_threshold": 2.0})
+    with pytest.raises(ValueError, match="loss_params beta = 0.1 needs each sample's reference_logprobs"):
+        run_batched("tiny", "adam", members, steps=1, device="cpu", loss_params={"beta": 0.1})  # as rl_step
 
 
 def test_params_that_fail_at_a_step_end_that_member_only():

@@ -422,6 +422,8 @@ def test_loss_config_errors_before_sending():
             s.forward_backward([samples.cross_entropy([1, 2])], "dro")
         with pytest.raises(ValueError, match="loss must be one of"):
             s.forward_backward([samples.cross_entropy([1, 2])], "mse")
+        with pytest.raises(ValueError, match=r"grpo params have no field 'betta'; its fields: clip_low.*, beta"):
+            s.forward_backward([samples.cross_entropy([1, 2])], "grpo", {"betta": 0.1})  # was sent, refused later
         assert len(s.history) == 0
 
 

@@ -248,7 +248,23 @@ def test_a_reward_reads_the_prompt_without_the_tokenizers_bos(hf_dirs, tmp_path)
 @pytest.mark.parametrize("answer", [None, "0.5", [1.0]])
 def test_a_reward_that_does_not_return_a_number_is_named(answer):
     task = Task("t", ["n="], lambda p, c: answer, max_tokens=2, group_size=2)
+    words = rf"task 't': reward\('n=', .*\) returned {re.escape(repr(answer))}; it must return a number"
+    s = rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False)
+    with s, pytest.raises(TypeError, match=words):
+        rl_step(s, task, rlnb.AdamParams(), seed=0)
+
+
+@pytest.mark.parametrize(
+    ("loss_params", "words"),
+    [
+        ({"beta": 0.04}, r"loss_params beta = 0.04 needs each sample's reference_logprobs, which rl_step does not"),
+        ({"betta": 0.1}, r"grpo params have no field 'betta'"),
+    ],
+)
+def test_rl_step_refuses_a_loss_it_cannot_train_before_sampling(loss_params, words):
+    """A KL penalty needs reference log-probs rl_step does not have: every step failed its forward-backward
+    while the optim-step behind it still counted a step."""
     with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
-        with pytest.raises(TypeError, match=rf"task 't': reward\('n=', .*\) returned {re.escape(repr(answer))}; "
-                                            "it must return a number"):
-            rl_step(s, task, rlnb.AdamParams(), seed=0)
+        with pytest.raises(ValueError, match=words):
+            rl_step(s, digits_task(), rlnb.AdamParams(), loss_params=loss_params)
+        assert len(s.history) == 0 and s.step == 0
