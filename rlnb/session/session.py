@@ -278,8 +278,16 @@ class Session:
         tokens = [self.encode(p) for p in batch]
         if stop and isinstance(self.codec, NoTokenizerCodec):  # stop strings are matched on decoded text
             raise ValueError(f"stop: {self.codec.refusal()}")
+        params = wire.SamplingParams(  # checked first: a bad value is named before the prompts are measured
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            stop=[stop] if isinstance(stop, str) else list(stop) if stop else None,  # "\n\n" is one string
+            seed=seed,
+        )
         context: int | None = getattr(self.backend, "context_length", None)  # known for in-process models
-        room = max_tokens if max_tokens is not None else wire.DEFAULT_MAX_TOKENS
+        room = params.max_tokens if params.max_tokens is not None else wire.DEFAULT_MAX_TOKENS
         unset = " (the default: max_tokens is unset)" if max_tokens is None else ""
         if context is not None:
             for i, t in enumerate(tokens):
@@ -293,14 +301,7 @@ class Session:
         body = wire.SampleBody(
             model_inputs=[wire.ModelInput.from_tokens(t) for t in tokens],
             num_samples=num_samples,
-            sampling_params=wire.SamplingParams(
-                max_tokens=max_tokens,
-                temperature=temperature,
-                top_p=top_p,
-                top_k=top_k,
-                stop=[stop] if isinstance(stop, str) else list(stop) if stop else None,  # "\n\n" is one string
-                seed=seed,
-            ),
+            sampling_params=params,
             prompt_logprobs=prompt_logprobs or None,
             topk_prompt_logprobs=topk_prompt_logprobs or None,
         )

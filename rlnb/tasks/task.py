@@ -6,9 +6,10 @@ model with its tokenizer (the session's codec turns text into tokens and back).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rlnb._options import check_int
 from rlnb.session import Prompt
 
 
@@ -28,6 +29,12 @@ class Task:
     max_tokens: int = 8
     group_size: int = 8
     """Samples per prompt in one RL step (the GRPO group) unless the caller gives another."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prompts, str | bytes) or not isinstance(self.prompts, Sequence) or not self.prompts:
+            raise TypeError(f"Task.prompts must be a non-empty list of prompts, such as ['n='], got {self.prompts!r}")
+        check_int("Task.max_tokens", self.max_tokens, 1)
+        check_int("Task.group_size", self.group_size, 1)
 
 
 def digits_task() -> Task:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import product
 
+from rlnb._options import check_int
 from rlnb.session import Session
 from rlnb.tasks.task import Task, digits_task
 
@@ -47,6 +48,7 @@ class VerifiedTask(Task):
         (``split="train"``: the training prompts). Reads the sampler's weights, i.e. the last weights-sync."""
         if split not in ("eval", "train"):
             raise ValueError(f"split must be 'eval' or 'train', got {split!r}")
+        check_int("n", n, 1, optional=True)  # n=-1 evaluated all but the last prompt
         prompts = self.eval_prompts if split == "eval" else [str(p) for p in self.prompts]
         prompts = prompts[:n] if n is not None else prompts
         if not prompts:

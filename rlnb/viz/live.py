@@ -80,7 +80,7 @@ class LiveView:
             raise ValueError(f"ema must be in [0, 1), got {ema}")
         self.history = history
         self.auto = metrics is None
-        self.metrics: list[str] = [] if metrics is None else list(metrics)
+        self.metrics: list[str] = [] if metrics is None else [metrics] if isinstance(metrics, str) else list(metrics)
         self.every, self.rows, self.ema = every, rows, ema
         self.redraws = 0
         """How many times the view was brought up to date."""

@@ -47,7 +47,7 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     rl = "reward" in logged.columns
     panels = [p for p in RL_PANELS if any(c in logged.columns for c, _ in p[1])] if rl else []
     shown = {"reward", EVAL, *(c for _, lines, _ in panels for c, _ in lines)} if rl else set()
-    extra = [m for m in dict.fromkeys(metrics) if m not in shown]
+    extra = [m for m in dict.fromkeys([metrics] if isinstance(metrics, str) else metrics) if m not in shown]
     n = (1 if rl else 0) + len(panels) + len(extra) + 2
     cols = min(COLUMNS, n)
     fig = NotebookFigure(figsize=(4.2 * cols, 3.3 * math.ceil(n / cols)), layout="constrained")

@@ -117,3 +117,12 @@ def test_prompts_as_a_generator_or_arrays_are_all_sampled():
     assert [r.sequences[0].tokens for r in generated] == [r.sequences[0].tokens for r in listed]
     assert len(as_arrays) == 2 and len(one_array) == 1
     assert as_arrays[0].sequences[0].tokens == as_list[0].sequences[0].tokens == one_array[0].sequences[0].tokens
+
+
+def test_sampling_params_are_named_before_the_prompts_are_measured():
+    """``max_tokens="8"`` used to raise a bare ``TypeError`` from the context check."""
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as t:
+        for kwargs, field in (({"max_tokens": "8"}, "max_tokens"), ({"seed": 1.5}, "seed"), ({"top_p": 2.0}, "top_p")):
+            with pytest.raises(ValueError, match=rf"SamplingParams\n{field}\n"):
+                t.sample("n=", **kwargs)
+        assert len(t.history) == 0

@@ -69,6 +69,26 @@ def test_evaluate_scores_greedy_answers_on_the_held_out_split():
             task.evaluate(s, split="test")
         with pytest.raises(ValueError, match="has no eval prompts"):
             dataclasses.replace(task, eval_prompts=[]).evaluate(s)
+        for n in (-1, 0, 2.5):  # -1 evaluated all prompts but the last
+            with pytest.raises(ValueError, match=rf"n must be None or an integer >= 1, got {n}"):
+                task.evaluate(s, n)
+        with pytest.raises(ValueError, match="eval_every must be an integer >= 1, got 0"):
+            rlnb.tasks.lesson.train(s, task, rlnb.AdamParams(), 3, eval_every=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"prompts": "n="}, r"Task.prompts must be a non-empty list of prompts, such as \['n='\], got 'n='"),
+        ({"prompts": []}, "Task.prompts must be a non-empty list"),
+        ({"max_tokens": 0}, "Task.max_tokens must be an integer >= 1, got 0"),
+        ({"group_size": 2.5}, "Task.group_size must be an integer >= 1, got 2.5"),
+    ],
+)
+def test_a_task_refuses_prompts_given_as_one_string_and_bad_sizes(kwargs, words):
+    """``Task("t", "n=", reward)`` trained on the characters 'n' and '=' as two prompts."""
+    with pytest.raises((TypeError, ValueError), match=words):
+        rlnb.tasks.Task(**{"name": "t", "prompts": ["n="], "reward": lambda p, c: 0.0, **kwargs})
 
 
 def test_a_lesson_run_reads_its_last_numbers():

@@ -609,3 +609,14 @@ def test_live_view_rl_metrics_tab_and_no_automatic_panel_per_rl_metric(tmp_path)
     view.completions.selected_index = 0
     assert view.completions_table.value.count("<tr>") == 13
     view.close()
+
+
+def test_one_metric_given_as_a_string_is_one_panel():
+    """``metrics="reward"`` drew panels r, e, w, a, d."""
+    h = History()
+    h.log(1, reward=0.5, ppl=3.0)
+    view = LiveView(h, metrics="reward", every=0)
+    assert view.metrics == ["reward"]
+    view.close()
+    titles = [ax.get_title() for ax in plots.overview(h, metrics="ppl").axes]
+    assert "ppl" in titles and "p" not in titles
