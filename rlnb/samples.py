@@ -7,6 +7,7 @@ These helpers do that shift so notebook code can think in whole sequences.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,18 @@ def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> w
     return wire.TensorData(data=list(data), dtype=dtype)
 
 
+def _ids(tokens: Any, name: str) -> list[int]:
+    """``tokens`` as a list of ints: a list, bytes, or an array / tensor of ids; text, floats and bools are refused
+    naming ``name`` (``int(1.7)`` would quietly train on token 1)."""
+    if isinstance(tokens, str):
+        raise TypeError(f"{name} must be token ids, not text: use samples.from_text(session, prompt, completion)")
+    listed = tokens.tolist() if hasattr(tokens, "tolist") else list(tokens)
+    bad = next((t for t in listed if isinstance(t, bool) or not isinstance(t, numbers.Integral)), None)
+    if bad is not None:
+        raise TypeError(f"{name} must be integer token ids, got {bad!r}")
+    return [int(t) for t in listed]
+
+
 def cross_entropy(tokens: Sequence[int], weights: Sequence[float] | None = None) -> wire.Sample:
     """A supervised sample: predict every token of ``tokens`` from the ones before it.
 
@@ -29,7 +42,7 @@ def cross_entropy(tokens: Sequence[int], weights: Sequence[float] | None = None)
     counts (e.g. ``[0] * len(prompt) + [1] * len(answer)``). ``weights[0]`` is unused, since the
     first token is never predicted. Fractional weights are honoured.
     """
-    tokens = [int(t) for t in tokens]
+    tokens = _ids(tokens, "tokens")
     if len(tokens) < 2:
         raise ValueError(f"tokens needs at least 2 entries (one input, one target), got {len(tokens)}")
     if weights is None:
@@ -58,13 +71,16 @@ def policy(
     them); ``advantage`` is one number for the whole completion or one per completion token.
     Prompt positions are masked out of the loss.
     """
-    prompt, completion = [int(t) for t in prompt_tokens], [int(t) for t in completion_tokens]
+    prompt, completion = _ids(prompt_tokens, "prompt_tokens"), _ids(completion_tokens, "completion_tokens")
     if not prompt or not completion:
         raise ValueError("prompt_tokens and completion_tokens must both be non-empty")
     n, pad = len(completion), len(prompt) - 1
     if len(sampler_logprobs) != n:
         raise ValueError(f"sampler_logprobs has {len(sampler_logprobs)} entries for {n} completion tokens")
-    adv = [float(advantage)] * n if isinstance(advantage, int | float) else [float(a) for a in advantage]
+    given = advantage.tolist() if hasattr(advantage, "tolist") else advantage  # numpy / torch, 0-d or not
+    if isinstance(given, str) or not isinstance(given, numbers.Real | Sequence):
+        raise TypeError(f"advantage must be a number or one number per completion token, got {advantage!r}")
+    adv = [float(given)] * n if isinstance(given, numbers.Real) else [float(a) for a in given]
     if len(adv) != n:
         raise ValueError(f"advantage has {len(adv)} entries for {n} completion tokens")
     tokens = prompt + completion

@@ -24,3 +24,24 @@ def test_finite_values_pass_through():
     x = s.loss_fn_inputs
     assert x["logprobs"].data == [0.0, -1.5, -0.5] and x["advantages"].data == [0.0, 2.0, -1.0]
     assert x["reference_logprobs"].data == [0.0, -1.0, -2.0] and x["mask"].data == [0, 1, 1]
+
+
+def test_token_ids_and_advantages_in_the_forms_a_notebook_has():
+    """Arrays, tensors and numpy scalars are taken; text, fractional ids and bools are refused naming the
+    argument (``int(1.7)`` quietly trained on token 1)."""
+    import numpy as np
+    import torch
+
+    ref = samples.policy([1, 2], [3, 4], [-1.0, -2.0], 0.5)
+    for advantage in (np.float32(0.5), np.float64(0.5), torch.tensor(0.5), [0.5, 0.5], np.array([0.5, 0.5])):
+        got = samples.policy(np.array([1, 2]), torch.tensor([3, 4]), [-1.0, -2.0], advantage)
+        assert got == ref
+    assert samples.cross_entropy(b"hello") == samples.cross_entropy(list(b"hello"))
+    with pytest.raises(TypeError, match="tokens must be token ids, not text: use samples.from_text"):
+        samples.cross_entropy("hello")
+    with pytest.raises(TypeError, match="tokens must be integer token ids, got 1.7"):
+        samples.cross_entropy([1.7, 2.2, 3.9])
+    with pytest.raises(TypeError, match="prompt_tokens must be integer token ids, got True"):
+        samples.policy([True, 2], [3], [-1.0], 0.5)
+    with pytest.raises(TypeError, match="advantage must be a number or one number per completion token, got '0.5'"):
+        samples.policy([1, 2], [3], [-1.0], "0.5")
