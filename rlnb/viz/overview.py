@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from rlnb.history import History
 from rlnb.tasks import EVAL_ACCURACY
-from rlnb.viz.plots import NotebookFigure, _grad_norm, _loss, _metric, _series, _steps
+from rlnb.viz.plots import MAX_POINTS, NotebookFigure, _extremes, _grad_norm, _loss, _metric, _series, _steps
 
 COLUMNS = 4
 """Panels per row."""
@@ -100,7 +100,10 @@ def _lines(
         _series(ax, rows["step"], rows[column], ema, f"C{(i + 4) % 10}", label)
     if band is not None and set(band) <= set(frame.columns):
         rows = frame[["step", *band]].dropna()
-        ax.fill_between(rows["step"], rows[band[0]], rows[band[1]], color="C4", alpha=0.2, lw=0, label="min-max")
+        low, high = rows[band[0]].to_numpy(dtype=float), rows[band[1]].to_numpy(dtype=float)
+        keep = _extremes(low, high, MAX_POINTS)  # decimated as the lines are: 100k steps drew 100k vertices
+        ax.fill_between(rows["step"].to_numpy()[keep], low[keep], high[keep], color="C4", alpha=0.2, lw=0,
+                        label="min-max")
     if len(ax.get_legend_handles_labels()[0]) > 1:
         ax.legend(loc="best", fontsize="small")
     return ax

@@ -620,3 +620,17 @@ def test_one_metric_given_as_a_string_is_one_panel():
     view.close()
     titles = [ax.get_title() for ax in plots.overview(h, metrics="ppl").axes]
     assert "ppl" in titles and "p" not in titles
+
+
+def test_the_overviews_min_max_band_is_decimated_like_its_lines():
+    """100k RL steps drew a 100k-vertex band (0.99 s against 0.3 s without it)."""
+    h = History()
+    n = 3 * plots.MAX_POINTS
+    for i in range(n):
+        h.log(i + 1, reward=0.5, **{"completions/mean_length": 4.0, "completions/min_length": 1.0 + i % 7,
+                                    "completions/max_length": 8.0 + (i == n // 2)})
+    ax = next(ax for ax in plots.overview(h).axes if ax.get_title() == "completion length (tokens)")
+    (band,) = ax.collections
+    vertices = band.get_paths()[0].vertices
+    assert len(vertices) <= 2 * plots.MAX_POINTS + 10
+    assert vertices[:, 1].max() == 9.0 and vertices[:, 1].min() == 1.0  # the extremes survive
