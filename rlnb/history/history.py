@@ -72,6 +72,9 @@ class History:
         self._refinished = 0  # updates of already finished records (they invalidate the cached frame)
         self._next_seq = 0
         self._last_finished = -math.inf  # when the latest operation was seen to end
+        self.ended_at: float | None = None
+        """A loaded run's latest recorded time (POSIX seconds): operations it never saw finish end there in a
+        timeline, not at the moment it is drawn. None for a live run."""
 
     @classmethod
     def create(cls, config: dict[str, Any], runs_dir: str | Path | None = None, run_id: str | None = None) -> History:
@@ -128,6 +131,8 @@ class History:
         warn_bad(path / METRICS_FILE, bad)
         history._completions.add(read_completions(path))
         history._replay(unfinished=False)  # a loaded run's unfinished operations never finish
+        times = [t for r in history._records for t in (r.submitted_at, r.started_at, r.finished_at) if t == t]
+        history.ended_at = max(times, default=None)
         return history
 
     def _replay(self, unfinished: bool) -> None:

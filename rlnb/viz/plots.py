@@ -246,7 +246,7 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
 def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float | None = None) -> Axes:
     """Operation status over time: one lane per operation kind (in order of first submission), one bar
     per operation from its start (its submission while pending) to its end (``now`` while unfinished,
-    default the current POSIX time), coloured by status. A failure gets a red X at its end and its
+    default the current POSIX time, or a loaded run's latest recorded time), coloured by status. A failure gets a red X at its end and its
     short error code (for the latest ``MAX_ERROR_LABELS`` failures). x: seconds since the first
     submission. Takes a History or ``history.df``.
 

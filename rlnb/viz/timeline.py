@@ -38,6 +38,8 @@ def _seconds(times: pd.Series, t0: pd.Timestamp) -> np.ndarray:
 def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float | None = None) -> Axes:
     """The figure ``plots.timeline`` documents."""
     ops = history.df if isinstance(history, History) else history
+    if now is None and isinstance(history, History):
+        now = history.ended_at  # a loaded run: its unfinished bars end where its records do
     ax = _axes(ax)
     ax.set(xlabel="seconds since the first submission", title="operations")
     if ops.empty:

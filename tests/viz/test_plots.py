@@ -634,3 +634,19 @@ def test_the_overviews_min_max_band_is_decimated_like_its_lines():
     vertices = band.get_paths()[0].vertices
     assert len(vertices) <= 2 * plots.MAX_POINTS + 10
     assert vertices[:, 1].max() == 9.0 and vertices[:, 1].min() == 1.0  # the extremes survive
+
+
+def test_a_loaded_runs_unfinished_bars_end_where_its_records_do(tmp_path):
+    """A run killed mid-operation and opened a day later drew a bar to "now": 86,400 s, every real
+    operation a hairline."""
+    h = timeline_history()
+    h.ended_at = T0 + 7  # as History.load sets it
+    bars = {c.get_label(): c for c in plots.timeline(h).collections if isinstance(c, PolyCollection)}
+    assert bars["running"].get_paths()[0].vertices[:, 0].max() == pytest.approx(7)
+    assert bars["pending"].get_paths()[0].vertices[:, 0].max() == pytest.approx(7)
+    with rlnb.connect("local", model="tiny", device="cpu", runs_dir=tmp_path, run_id="r") as s:
+        s.forward_backward([samples.cross_entropy(list(b"hello"))])
+        s.optim_step().result()
+    assert s.history.ended_at is None  # a live run's bars end now
+    loaded = History.load(tmp_path / "r")
+    assert loaded.ended_at == max(r.finished_at for r in loaded.records)
