@@ -73,5 +73,8 @@ def tiles(text: str, window: int) -> list[list[int]]:
 def cross_entropy(windows: list[list[int]]) -> list[Sample]:
     """Cross-entropy samples of ``windows``, each predicted token weighted 1/N, so a forward-backward's
     loss is the mean nats per token over the batch."""
+    short = [i for i, w in enumerate(windows) if len(w) < 2]
+    if not windows or short:
+        raise ValueError(f"windows must be a non-empty list of windows of at least 2 tokens; too short: {short}")
     n = sum(len(w) - 1 for w in windows)
     return [samples.cross_entropy(w, [0.0] + [1.0 / n] * (len(w) - 1)) for w in windows]

@@ -35,6 +35,9 @@ def compare(
     if len(frame) and y not in frame:
         shown = ", ".join(c for c in frame.columns if c not in ("run", "seed", "step"))
         raise ValueError(f"y={y!r} is not a column of these runs' steps tables; they have: {shown}")
+    if len(frame) and by not in frame:
+        raise ValueError(f"by={by!r} is not a column of these runs' table; group by 'run' or one of: "
+                         f"{', '.join(c for c in frame.columns if c not in ('seed', 'step'))}")
     ax = _axes(ax)
     ax.set(xlabel="optimizer step", ylabel=y, title=f"{y} by {by}")
     for i, (label, group) in enumerate(frame.groupby(by, sort=False, dropna=False)):

@@ -30,6 +30,7 @@ from typing import Any
 import ipywidgets as widgets
 import numpy as np
 
+from rlnb._options import check_int
 from rlnb.history import History
 from rlnb.history.steplog import StepRow
 from rlnb.viz.livefig import Panel, Series
@@ -78,6 +79,7 @@ class LiveView:
             raise ValueError(f"every must be >= 0 seconds, got {every}")
         if not 0 <= ema < 1:
             raise ValueError(f"ema must be in [0, 1), got {ema}")
+        check_int("rows", rows, 1)  # rows=0 said "no completed optimizer step yet" under steps that exist
         self.history = history
         self.auto = metrics is None
         self.metrics: list[str] = [] if metrics is None else [metrics] if isinstance(metrics, str) else list(metrics)

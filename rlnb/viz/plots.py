@@ -168,6 +168,9 @@ def _steps(data: History | pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
 
 
 def _loss(ax: Axes, steps: pd.DataFrame, ema: float | None) -> Axes:
+    if "loss" not in steps or "step" not in steps:
+        raise ValueError(f"this table has no step and loss columns (it has {', '.join(map(str, steps.columns))}): "
+                         "pass a History, history.df or history.steps; plots.metric draws a logged figure")
     _series(ax, steps["step"], steps["loss"], ema, "C0", "loss")
     ax.set(xlabel="optimizer step", ylabel="loss", title="loss")
     return ax
@@ -246,9 +249,9 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
 def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float | None = None) -> Axes:
     """Operation status over time: one lane per operation kind (in order of first submission), one bar
     per operation from its start (its submission while pending) to its end (``now`` while unfinished,
-    default the current POSIX time, or a loaded run's latest recorded time), coloured by status. A failure gets a red X at its end and its
-    short error code (for the latest ``MAX_ERROR_LABELS`` failures). x: seconds since the first
-    submission. Takes a History or ``history.df``.
+    default the current POSIX time, or a loaded run's latest recorded time), coloured by status. A
+    failure gets a red X at its end and its short error code (for the latest ``MAX_ERROR_LABELS``
+    failures). x: seconds since the first submission. Takes a History or ``history.df``.
 
     A status with more than ``MAX_POINTS`` bars is decimated: bars of one lane closer than
     1/``MAX_POINTS`` of the time span (under a pixel) are merged into one."""

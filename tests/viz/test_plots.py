@@ -650,3 +650,19 @@ def test_a_loaded_runs_unfinished_bars_end_where_its_records_do(tmp_path):
     assert s.history.ended_at is None  # a live run's bars end now
     loaded = History.load(tmp_path / "r")
     assert loaded.ended_at == max(r.finished_at for r in loaded.records)
+
+
+def test_arguments_that_are_not_columns_are_named():
+    frame = rlnb.compare([hand_history([1.0, 2.0], config={"label": "a", "seed": 1})])
+    with pytest.raises(ValueError, match="by='nope' is not a column of these runs' table; group by 'run'"):
+        plots.compare(frame, by="nope")
+    h = History()
+    h.log(1, reward=1.0)
+    with pytest.raises(ValueError, match="this table has no step and loss columns .*plots.metric draws a logged"):
+        plots.loss(h.logged)
+    with pytest.raises(ValueError, match="rows must be an integer >= 1, got 0"):
+        LiveView(h, rows=0)
+    from rlnb.tasks import corpus
+
+    with pytest.raises(ValueError, match=r"too short: \[0\]"):
+        corpus.cross_entropy([[5]])
