@@ -97,9 +97,11 @@ def rl_step(
 def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:
     """``ValueError`` before anything is sent when ``rl_step`` cannot train with this loss: bad params (named by
     ``wire.loss_config``), or a KL penalty, which needs reference log-probs that ``rl_step`` does not have."""
-    if wire.needs_reference(wire.loss_config(loss, loss_params)):
+    config = wire.loss_config(loss, loss_params)
+    if wire.needs_reference(config):
+        beta = config.grpo_params.beta if config.grpo_params is not None else None
         raise ValueError(
-            f"loss_params beta = {loss_params and loss_params.get('beta')} needs each sample's reference_logprobs, "
+            f"loss_params beta = {beta} needs each sample's reference_logprobs, "
             "which rl_step does not compute: use beta = 0, or build samples.policy(..., reference_logprobs=...) "
             "and call forward_backward yourself"
         )
