@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ import httpx
 from pydantic import BaseModel, SecretStr
 
 from rlnb import _secrets
+from rlnb._options import check_int
 from rlnb.errors import APIConnectionError, APITimeoutError
 from rlnb.remote import bodies
 from rlnb.remote.retry import RetryPolicy
@@ -62,6 +64,12 @@ class ServerFeatures:
     """``GET .../operations/{kind}/{id}?wait=S`` is served, for S up to this (rlnb serve)."""
     in_order: bool = False
     """A session's operations run one at a time in submission order (rlnb serve)."""
+
+
+def _check_seconds(name: str, value: object) -> None:
+    """``ValueError`` naming ``name`` unless ``value`` is a finite number of seconds > 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
 
 
 class Call(NamedTuple):
@@ -96,8 +104,10 @@ class Caller:
         server_extensions: bool = True,
         max_response_bytes: int | None = None,
     ):
-        if not deadline > 0:
-            raise ValueError(f"deadline must be > 0 seconds, got {deadline}")
+        _check_seconds("deadline", deadline)
+        if not isinstance(timeout, httpx.Timeout):
+            _check_seconds("timeout", timeout)
+        check_int("max_retries", max_retries, 0, optional=True)
         if http_client is not None and transport is not None:
             raise ValueError("pass http_client or transport, not both")
         if retry is not None and max_retries is not None:
@@ -105,6 +115,10 @@ class Caller:
         self.retry = retry or (RetryPolicy() if max_retries is None else RetryPolicy(max_retries=max_retries))
         self.base_url = (base_url or os.environ.get(ENV_BASE_URL) or DEFAULT_BASE_URL).rstrip("/")
         key = api_key if api_key is not None else os.environ.get(ENV_API_KEY)
+        if key:  # refused before it is registered or sent: no header, message or log line can quote it
+            _secrets.check_key(key, "api_key" if api_key is not None else ENV_API_KEY)
+        elif api_key is not None and not isinstance(api_key, str):
+            raise TypeError(f"api_key must be a str, got {type(api_key).__name__}")
         self._api_key = SecretStr(key) if key else None
         if key:
             _secrets.register(key)
@@ -135,6 +149,7 @@ class Caller:
         attempt = 0
         while True:
             started = time.monotonic()
+            failure: httpx.RequestError | None = None
             try:
                 with deadline(end):
                     response = self._http.send(request, stream=True)
@@ -143,7 +158,9 @@ class Caller:
                     finally:
                         response.close()
             except httpx.RequestError as exc:
-                time.sleep(self._after_failure(request, attempt, None, exc, end))
+                failure = exc  # judged outside ``except``: an error raised there would keep it as __context__
+            if failure is not None:
+                time.sleep(self._after_failure(request, attempt, None, failure, end))
             else:
                 log.debug(
                     "%s %s -> %d in %.0f ms", request.method, request.url, response.status_code,
@@ -203,8 +220,8 @@ class Caller:
         if response is not None:
             retry = self.retry.should_retry(response)
             what = f"{response.status_code} {response.reason_phrase}"
-        else:
-            retry = True
+        else:  # a request that could not even be built (LocalProtocolError) fails the same way every time
+            retry = not isinstance(error, httpx.LocalProtocolError)
             what = f"{type(error).__name__}: {self.redact(str(error)) or 'no response'}"
         delay = self.retry.delay(attempt, response.headers if response is not None else None)
         late = time.monotonic() + delay >= end
@@ -217,9 +234,18 @@ class Caller:
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
             if late:
                 tries += f"; the call's deadline ({self.deadline:g} s) passed"
-            raise cls(what + tries, method=method, url=url) from error
+            raise cls(what + tries, method=method, url=url) from self._cause(error)
         log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries, delay)
         return delay
+
+    def _cause(self, error: Exception | None) -> Exception | None:
+        """``error`` to chain, unless its text, or its own cause's, quotes a key (then nothing is chained)."""
+        seen: BaseException | None = error
+        while seen is not None:
+            if self.redact(str(seen)) != str(seen):
+                return None
+            seen = seen.__cause__ or seen.__context__
+        return error
 
     def _parse(self, response: httpx.Response, model: type[M]) -> M:
         return self._bodies.parse(response, model)
