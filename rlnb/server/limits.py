@@ -148,16 +148,25 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
             f"tokens; the limit is {settings.max_sample_tokens} per request (max_sample_tokens): split it",
             param="num_samples",
         )
+    longest = max((len(prompt.tokens) for prompt in body.model_inputs), default=0)
+    if prompts * n * longest > settings.max_sample_prompt_tokens:  # every row is prefilled, padded to the longest
+        raise ServerError(
+            400,
+            f"this sample prefills {prompts} prompts x {n} samples x {longest} tokens (the longest prompt) = "
+            f"{prompts * n * longest} prompt tokens; the limit is {settings.max_sample_prompt_tokens} per request "
+            "(max_sample_prompt_tokens): split it",
+            param="model_inputs",
+        )
     stop = sp.stop or []
     if len(stop) > settings.max_stop_strings:
         raise ServerError(
             400, f"sampling_params.stop has {len(stop)} strings; the limit is {settings.max_stop_strings}",
             param="sampling_params.stop",
         )  # fmt: skip
-    longest = max((len(s) for s in stop), default=0)
-    if longest > settings.max_stop_chars:
+    chars = max((len(s) for s in stop), default=0)
+    if chars > settings.max_stop_chars:
         raise ServerError(
-            400, f"a stop string has {longest} characters; the limit is {settings.max_stop_chars}",
+            400, f"a stop string has {chars} characters; the limit is {settings.max_stop_chars}",
             param="sampling_params.stop",
         )  # fmt: skip
 
