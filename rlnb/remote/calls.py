@@ -21,6 +21,7 @@ Apart from ``client`` so that the endpoints read as the API's list, and the send
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import logging
 import math
 import os
@@ -52,6 +53,11 @@ DEFAULT_DEADLINE = 120.0
 """Seconds one API call may take in all — every attempt, retry backoff and byte of the answer (plus a
 long-poll's wait): a server that drips its answer, or keeps failing, cannot hold a call longer."""
 
+
+REFUSED = frozenset({408, 409, 429})
+"""Statuses that say the server did not act on the request (a create may be sent again after them)."""
+UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+"""Failures before a request's first byte left: a create may be sent again after them."""
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -85,6 +91,9 @@ class Call(NamedTuple):
     """False for presigned URLs: they must not see the key."""
     wait: float = 0.0
     """Seconds the server may hold the answer (long-poll): added to the read timeout."""
+    idempotent: bool = True
+    """False for a create that takes no Idempotency-Key: once it may have reached the server it is not
+    sent again (retried only when no connection was made, or on 408 / 409 / 429, which refuse it)."""
 
 
 class Caller:
@@ -133,6 +142,8 @@ class Caller:
         self._http = http_client
         self.features = ServerFeatures()
         self.server_extensions = server_extensions
+        self._clock_offset = 0.0
+        """The server's clock minus ours, from the latest ``Date`` header (0 until one came)."""
 
     @property
     def max_retries(self) -> int:
@@ -160,7 +171,7 @@ class Caller:
             except httpx.RequestError as exc:
                 failure = exc  # judged outside ``except``: an error raised there would keep it as __context__
             if failure is not None:
-                time.sleep(self._after_failure(request, attempt, None, failure, end))
+                time.sleep(self._after_failure(request, attempt, None, failure, end, call.idempotent))
             else:
                 log.debug(
                     "%s %s -> %d in %.0f ms", request.method, request.url, response.status_code,
@@ -169,7 +180,7 @@ class Caller:
                 self._learn(response)
                 if response.is_success:
                     return response
-                time.sleep(self._after_failure(request, attempt, response, None, end))
+                time.sleep(self._after_failure(request, attempt, response, None, end, call.idempotent))
             attempt += 1
 
     def _build(self, call: Call) -> httpx.Request:
@@ -188,7 +199,15 @@ class Caller:
             call.method, url, content=call.content, params=call.params, headers=headers, timeout=timeout
         )
 
+    def server_time(self, local: float) -> float:
+        """A ``time.time()`` of this machine on the server's clock (as its last ``Date`` header told)."""
+        return local + self._clock_offset
+
     def _learn(self, response: httpx.Response) -> None:
+        date = response.headers.get("date")
+        if date is not None:
+            with contextlib.suppress(TypeError, ValueError):  # Date has whole seconds: its middle is nearest
+                self._clock_offset = email.utils.parsedate_to_datetime(date).timestamp() + 0.5 - time.time()
         if not self.server_extensions:
             return
         wait = response.headers.get("rlnb-long-poll-max-wait")
@@ -209,19 +228,22 @@ class Caller:
         response: httpx.Response | None,
         error: Exception | None,
         end: float,
+        idempotent: bool = True,
     ) -> float:
         """The one place failures are judged: the delay before the next attempt, or the final error raised.
 
         ``error`` is the httpx exception when no response came; it becomes ``APITimeoutError`` or
         ``APIConnectionError`` (``from`` it, with the request's Authorization header masked). An error
-        status becomes ``status_error_class(status)``. No retry starts past the call's deadline ``end``.
+        status becomes ``status_error_class(status)``. No retry starts past the call's deadline ``end``. A
+        call that is not ``idempotent`` is retried only when it surely did not act: no connection was made,
+        or the server refused it (408, 409, 429).
         """
         method, url = request.method, self.redact(str(request.url.copy_with(query=None)))
         if response is not None:
-            retry = self.retry.should_retry(response)
+            retry = self.retry.should_retry(response) and (idempotent or response.status_code in REFUSED)
             what = f"{response.status_code} {response.reason_phrase}"
         else:  # a request that could not even be built (LocalProtocolError) fails the same way every time
-            retry = not isinstance(error, httpx.LocalProtocolError)
+            retry = not isinstance(error, httpx.LocalProtocolError) and (idempotent or isinstance(error, UNSENT))
             what = f"{type(error).__name__}: {self.redact(str(error)) or 'no response'}"
         delay = self.retry.delay(attempt, response.headers if response is not None else None)
         late = time.monotonic() + delay >= end

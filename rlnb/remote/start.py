@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from rlnb import wire
 from rlnb.errors import APIError, OperationTimeout, RlnbError, SessionClosed
+from rlnb.remote import recover
 from rlnb.remote.client import APIClient
 from rlnb.remote.poller import PollOptions, poll_interval
 from rlnb.wire import OptimizerKind
@@ -109,7 +110,9 @@ class Start:
         rid = _checked(self.resource(options), options.optimizer).id
         resource = self.wait(lambda: self.client.get_model_resources(rid), wire.ModelResourcesStatus.READY,
                              wire.RESOURCE_ENDED)  # fmt: skip
-        info = self.client.create_session(options.session_request(rid))
+        request = options.session_request(rid)
+        create = lambda: self.client.create_session(request)  # noqa: E731
+        info = recover.create_once(create, recover.sessions_since(self.client, request), self.client, "a session")
         self.created_session = info.id
         log.info("started training session %s on %s", info.id, rid)
         return self.running(info.id), resource
@@ -124,7 +127,10 @@ class Start:
             if not models:
                 raise RlnbError(f"{self.client.base_url} lists no supported models; pass base_model")
             base_model = models[0].base_model
-        resource = self.client.create_model_resources(options.resource_request(base_model))
+        request = options.resource_request(base_model)
+        create = lambda: self.client.create_model_resources(request)  # noqa: E731
+        find = recover.resources_since(self.client, request)
+        resource = recover.create_once(create, find, self.client, "a model resource")
         self.created_resource = resource.id
         log.info("created model resource %s (%s)", resource.id, resource.base_model)
         return resource
