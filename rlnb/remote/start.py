@@ -107,7 +107,7 @@ class Start:
         return self.running(info.id), resource
 
     def new(self, options: SessionOptions) -> tuple[wire.Session, wire.ModelResources]:
-        rid = _checked(self.resource(options), options.optimizer).id
+        rid = _checked(self.resource(options), options.optimizer, options.lora).id
         resource = self.wait(lambda: self.client.get_model_resources(rid), wire.ModelResourcesStatus.READY,
                              wire.RESOURCE_ENDED)  # fmt: skip
         request = options.session_request(rid)
@@ -147,13 +147,22 @@ class Start:
         self.client.close()
 
 
-def _checked(resource: wire.ModelResources, optimizer: OptimizerKind | None) -> wire.ModelResources:
-    """``resource``, unless it uses another optimizer than the one asked for (``ValueError``)."""
+def _checked(
+    resource: wire.ModelResources, optimizer: OptimizerKind | None, lora: object = None
+) -> wire.ModelResources:
+    """``resource``, unless it uses another optimizer than the one asked for, or ``lora`` (when given) asks
+    for LoRA on a full-weight resource or full weights on a LoRA one (``ValueError``)."""
     kind = wire.optimizer_of(resource.optimizer_config)
     if optimizer is not None and optimizer != kind:
         raise ValueError(
             f"model resource {resource.id} uses {kind}, not {optimizer} (the optimizer is fixed when the resource "
             "is created)"
+        )
+    if lora is not None and (wire.lora_config(lora) is not False) != resource.lora_enabled:
+        has, asked = ("LoRA", "full weights") if resource.lora_enabled else ("full weights", "LoRA")
+        raise ValueError(
+            f"model resource {resource.id} trains {has}, but lora={lora!r} asks for {asked} (LoRA or full weights "
+            "is fixed when the resource is created): leave lora out to use the resource as it is"
         )
     return resource
 

@@ -211,6 +211,12 @@ class Registry(ResourcesMixin, OperationsMixin):
             if live >= self.settings.max_live_sessions:
                 raise ServerError(429, f"this server already runs {live} sessions (max_live_sessions): stop one first")
             resume = self._resume_path(req)
+            if req.lora_config is not None and not res.lora_enabled:  # not dropped: the user asked for LoRA
+                raise ServerError(
+                    400, f"lora_config applies to a LoRA model resource; {res.id} trains all weights "
+                    "(lora_enabled is false): create a resource with lora_enabled true, or leave lora_config out",
+                    param="lora_config",
+                )  # fmt: skip
             lora = req.lora_config if res.lora_enabled else None
             if lora is not None and lora.rank is not None and lora.rank > self.settings.max_lora_rank:
                 raise ServerError(
@@ -235,7 +241,8 @@ class Registry(ResourcesMixin, OperationsMixin):
             from rlnb.engine.checkpoints import CheckpointMismatch
 
             if isinstance(exc, CheckpointMismatch) or (isinstance(exc, RuntimeError) and resume is not None):
-                detail = " ".join(str(exc).split())[:300]  # the checkpoint's weights do not fit this session
+                # the checkpoint's weights do not fit this session; its path on this server is none of the client's
+                detail = " ".join(str(exc).replace(str(resume), str(req.resume_from_checkpoint_id)).split())[:300]
                 raise ServerError(400, detail, param="resume_from_checkpoint_id") from None
             if isinstance(exc, ValueError):
                 raise ServerError(400, str(exc), param="lora_config" if snapshot.lora_enabled else None) from None
@@ -261,7 +268,7 @@ class Registry(ResourcesMixin, OperationsMixin):
             raise ServerError(400, "load_optimizer is only valid with a training checkpoint", param="load_optimizer")
         if not ckpt.path.exists():
             raise ServerError(
-                409, f"checkpoint {cid}'s files are gone from {ckpt.path.parent}", param="resume_from_checkpoint_id"
+                409, f"checkpoint {cid}'s files are gone from this server", param="resume_from_checkpoint_id"
             )
         return ckpt.path
 
@@ -269,7 +276,7 @@ class Registry(ResourcesMixin, OperationsMixin):
         self, after: str | None, limit: int, status: str | None, created_by: str | None, rid: str | None, user: str
     ) -> wire.SessionList:
         who = user if created_by == "me" else created_by
-        keep = status_filter(status)
+        keep = status_filter(status, wire.SessionStatus)
         with self.lock:
             views = [s.view() for s in self.sessions.values()]
 

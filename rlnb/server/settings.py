@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlnb import _secrets
 from rlnb._options import check_int
 
 MAX_LIST_LIMIT = 100
@@ -116,6 +117,13 @@ class ServerSettings:
         check_int("result_offload_bytes", self.result_offload_bytes, 0, optional=True)
         if not self.models:
             raise ValueError("models must name at least one served model")
+        if self.token is not None:  # "--token $TOKEN" with TOKEN unset: every request would get a 401
+            if self.token == "":
+                raise ValueError("token is empty (an unset variable?): give one, or leave --token out to turn auth off")
+            _secrets.check_key(self.token, "token")
+        from rlnb.engine.backend import resolve_device  # torch: imported only when settings are made
+
+        resolve_device(self.device)  # a device that is not there stops the server before it listens
 
 
 LIMITS = (
