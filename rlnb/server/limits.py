@@ -179,6 +179,18 @@ CHECKS: dict[str, tuple[Callable[[ServerSettings, Any], None], ...]] = {
 """The limits each kind's body is checked against (the other kinds have none)."""
 
 
+def check_lora(settings: ServerSettings, res: wire.ModelResources, lora: wire.LoraConfig | None) -> None:
+    """A session's ``lora_config``: on a LoRA resource only (it is not dropped: the user asked for LoRA),
+    of a rank up to ``max_lora_rank``."""
+    if lora is not None and not res.lora_enabled:
+        raise ServerError(
+            400, f"lora_config applies to a LoRA model resource; {res.id} trains all weights (lora_enabled is "
+            "false): create a resource with lora_enabled true, or leave lora_config out", param="lora_config",
+        )  # fmt: skip
+    if lora is not None and lora.rank is not None and lora.rank > settings.max_lora_rank:
+        raise ServerError(400, f"lora_config.rank must be <= {settings.max_lora_rank}", param="lora_config.rank")
+
+
 def check_known(model: BaseModel, prefix: str = "") -> None:
     """400 naming the first field, at any depth, that the API's schema does not have."""
     for name in model.model_extra or {}:

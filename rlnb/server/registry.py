@@ -30,6 +30,7 @@ from typing import Any
 from rlnb import wire
 from rlnb.server.backends import checkpoint_dir, make_backend
 from rlnb.server.errors import ServerError, not_found
+from rlnb.server.limits import check_lora
 from rlnb.server.links import Signer
 from rlnb.server.ops import OperationsMixin
 from rlnb.server.payloads import PayloadStore
@@ -211,17 +212,8 @@ class Registry(ResourcesMixin, OperationsMixin):
             if live >= self.settings.max_live_sessions:
                 raise ServerError(429, f"this server already runs {live} sessions (max_live_sessions): stop one first")
             resume = self._resume_path(req)
-            if req.lora_config is not None and not res.lora_enabled:  # not dropped: the user asked for LoRA
-                raise ServerError(
-                    400, f"lora_config applies to a LoRA model resource; {res.id} trains all weights "
-                    "(lora_enabled is false): create a resource with lora_enabled true, or leave lora_config out",
-                    param="lora_config",
-                )  # fmt: skip
-            lora = req.lora_config if res.lora_enabled else None
-            if lora is not None and lora.rank is not None and lora.rank > self.settings.max_lora_rank:
-                raise ServerError(
-                    400, f"lora_config.rank must be <= {self.settings.max_lora_rank}", param="lora_config.rank"
-                )
+            check_lora(self.settings, res, req.lora_config)
+            lora = req.lora_config
             now = self.now()
             rec = SessionRecord(
                 id=f"sess-{uuid.uuid4()}", resource_id=res.id, base_model=res.base_model, created_by=user,
