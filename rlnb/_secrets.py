@@ -1,8 +1,10 @@
 """API keys never leave rlnb: every text rlnb shows, raises or logs can be scrubbed of them.
 
 ``register(key)`` remembers a key (the remote client does, for its own); ``redact(text)`` replaces each
-remembered key with ``***``. The client redacts what a server sends after JSON decoding, so a server
-that echoes the key with ``\\u`` escapes is caught too.
+remembered key with ``***``, as written and as Python's ``repr`` of it (or of its bytes) would quote it.
+The client redacts what a server sends after JSON decoding, so a server that echoes the key with ``\\u``
+escapes is caught too. ``check_key`` refuses a key that no HTTP header can carry (a newline read from a
+file, a control or a non-ASCII character) before it is sent anywhere, without quoting it.
 
 httpcore's DEBUG log prints every response header, so a server or proxy that echoes the Authorization
 header puts the key in it. ``RedactingFilter`` scrubs log records; ``configure_logging`` installs a handler
@@ -31,17 +33,54 @@ def register(key: str) -> None:
             _keys.add(key)
 
 
+def check_key(key: object, name: str) -> str:
+    """``key``, unless it is no str (``TypeError``) or holds a character an HTTP header cannot carry as
+    written (``ValueError``): whitespace (a key read from a file keeps its newline), a control or a non-ASCII
+    character. The message names ``name`` and the position, never the key."""
+    if not isinstance(key, str):
+        raise TypeError(f"{name} must be a str, got {type(key).__name__}")
+    for i, char in enumerate(key):
+        if not "!" <= char <= "~":
+            what = "a non-ASCII character" if ord(char) > 0x7F else "a control character"
+            what = "whitespace" if char.isspace() else what
+            hint = " (a key read from a file keeps its newline: strip it)" if key[i:].isspace() else ""
+            raise ValueError(
+                f"{name} holds {what} at position {i} of its {len(key)} characters{hint}: an API key is printable "
+                "ASCII without spaces"
+            )
+    return key
+
+
 def known() -> list[str]:
     """The registered keys (a copy)."""
     with _lock:
         return list(_keys)
 
 
+def forms(key: str) -> list[str]:
+    """How ``key`` may appear in a text: as written, as ``repr`` or ``ascii`` quote it (``\\n`` for a newline), as the
+    ``repr`` of its UTF-8 bytes quotes it (``b'Bearer ...\\n'`` in an h11 or httpcore message)."""
+    escaped, as_ascii = repr(key)[1:-1], ascii(key)[1:-1]
+    as_bytes = repr(key.encode("utf-8", "surrogatepass"))[2:-1]
+    return list(dict.fromkeys(k for k in (key, escaped, as_ascii, as_bytes) if k))
+
+
 def redact(text: str) -> str:
-    """``text`` with every registered key replaced by ``***``."""
-    for key in sorted(known(), key=len, reverse=True):  # a key that contains another goes first
-        if key in text:
-            text = text.replace(key, MASK)
+    """``text`` with every registered key (in each of its ``forms``) replaced by ``***``."""
+    return redact_keys(text, known())
+
+
+def holds(text: str, keys: list[str]) -> bool:
+    """Whether ``text`` holds one of ``keys`` in one of its ``forms``."""
+    return any(form in text for key in keys for form in forms(key))
+
+
+def redact_keys(text: str, keys: list[str]) -> str:
+    """``text`` with each of ``keys``, in each of its ``forms``, replaced by ``***``."""
+    every = {form for key in keys for form in forms(key)}
+    for form in sorted(every, key=len, reverse=True):  # a key that contains another goes first
+        if form in text:
+            text = text.replace(form, MASK)
     return text
 
 

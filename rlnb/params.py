@@ -230,9 +230,11 @@ def _muon(params: wire.MuonParams | None) -> MuonHyperparams:
 def resolve(optimizer: wire.OptimizerKind, body: wire.OptimStepBody) -> Hyperparams:
     """The hyperparameters of an optim-step body for a session whose optimizer is ``optimizer``: its params
     (checked when the body was built or parsed) with the defaults filled in. A body that carries only the
-    other optimizer's params is a ``ValueError`` saying so."""
+    other optimizer's params, or both, is a ``ValueError`` saying so (the other's would be ignored)."""
     mine = wire.OPTIMIZER_PARAMS_FIELD[optimizer]
     others = [f for k, f in wire.OPTIMIZER_PARAMS_FIELD.items() if k != optimizer and getattr(body, f) is not None]
     if getattr(body, mine) is None and others:
         raise ValueError(f"this session's optimizer is {optimizer}: send {mine}, not {others[0]}")
+    if others:
+        raise ValueError(f"this session's optimizer is {optimizer}: send {mine} only, not {mine} and {others[0]}")
     return _adam(body.adam_params) if optimizer == "adam" else _muon(body.muon_params)

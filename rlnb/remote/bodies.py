@@ -72,9 +72,7 @@ class Scrubber:
         return sorted(keys, key=len, reverse=True)
 
     def redact(self, text: str) -> str:
-        for key in self._keys():
-            text = text.replace(key, _secrets.MASK)
-        return text
+        return _secrets.redact_keys(text, self._keys())
 
     def scrub(self, data: Any) -> Any:
         """Decoded JSON with every string (keys of objects too) redacted."""
@@ -88,7 +86,7 @@ class Scrubber:
 
     def _clean(self, text: str) -> bool:
         """Whether no decoded string of this JSON text can hold a key (no escapes, no key as written)."""
-        return "\\" not in text and not any(key in text for key in self._keys())
+        return "\\" not in text and not _secrets.holds(text, self._keys())
 
     def decode(self, response: httpx.Response, what: str) -> Any:
         """The body as JSON, every string scrubbed; ``APIError`` (no raw text chained) if it is not JSON."""

@@ -21,7 +21,9 @@ Apart from ``client`` so that the endpoints read as the API's list, and the send
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ import httpx
 from pydantic import BaseModel, SecretStr
 
 from rlnb import _secrets
+from rlnb._options import check_int
 from rlnb.errors import APIConnectionError, APITimeoutError
 from rlnb.remote import bodies
 from rlnb.remote.retry import RetryPolicy
@@ -51,6 +54,11 @@ DEFAULT_DEADLINE = 120.0
 long-poll's wait): a server that drips its answer, or keeps failing, cannot hold a call longer."""
 
 
+REFUSED = frozenset({408, 409, 429})
+"""Statuses that say the server did not act on the request (a create may be sent again after them)."""
+UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+"""Failures before a request's first byte left: a create may be sent again after them."""
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -62,6 +70,12 @@ class ServerFeatures:
     """``GET .../operations/{kind}/{id}?wait=S`` is served, for S up to this (rlnb serve)."""
     in_order: bool = False
     """A session's operations run one at a time in submission order (rlnb serve)."""
+
+
+def _check_seconds(name: str, value: object) -> None:
+    """``ValueError`` naming ``name`` unless ``value`` is a finite number of seconds > 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
 
 
 class Call(NamedTuple):
@@ -77,6 +91,9 @@ class Call(NamedTuple):
     """False for presigned URLs: they must not see the key."""
     wait: float = 0.0
     """Seconds the server may hold the answer (long-poll): added to the read timeout."""
+    idempotent: bool = True
+    """False for a create that takes no Idempotency-Key: once it may have reached the server it is not
+    sent again (retried only when no connection was made, or on 408 / 409 / 429, which refuse it)."""
 
 
 class Caller:
@@ -96,8 +113,10 @@ class Caller:
         server_extensions: bool = True,
         max_response_bytes: int | None = None,
     ):
-        if not deadline > 0:
-            raise ValueError(f"deadline must be > 0 seconds, got {deadline}")
+        _check_seconds("deadline", deadline)
+        if not isinstance(timeout, httpx.Timeout):
+            _check_seconds("timeout", timeout)
+        check_int("max_retries", max_retries, 0, optional=True)
         if http_client is not None and transport is not None:
             raise ValueError("pass http_client or transport, not both")
         if retry is not None and max_retries is not None:
@@ -105,6 +124,10 @@ class Caller:
         self.retry = retry or (RetryPolicy() if max_retries is None else RetryPolicy(max_retries=max_retries))
         self.base_url = (base_url or os.environ.get(ENV_BASE_URL) or DEFAULT_BASE_URL).rstrip("/")
         key = api_key if api_key is not None else os.environ.get(ENV_API_KEY)
+        if key:  # refused before it is registered or sent: no header, message or log line can quote it
+            _secrets.check_key(key, "api_key" if api_key is not None else ENV_API_KEY)
+        elif api_key is not None and not isinstance(api_key, str):
+            raise TypeError(f"api_key must be a str, got {type(api_key).__name__}")
         self._api_key = SecretStr(key) if key else None
         if key:
             _secrets.register(key)
@@ -119,6 +142,8 @@ class Caller:
         self._http = http_client
         self.features = ServerFeatures()
         self.server_extensions = server_extensions
+        self._clock_offset = 0.0
+        """The server's clock minus ours, from the latest ``Date`` header (0 until one came)."""
 
     @property
     def max_retries(self) -> int:
@@ -135,6 +160,7 @@ class Caller:
         attempt = 0
         while True:
             started = time.monotonic()
+            failure: httpx.RequestError | None = None
             try:
                 with deadline(end):
                     response = self._http.send(request, stream=True)
@@ -143,7 +169,9 @@ class Caller:
                     finally:
                         response.close()
             except httpx.RequestError as exc:
-                time.sleep(self._after_failure(request, attempt, None, exc, end))
+                failure = exc  # judged outside ``except``: an error raised there would keep it as __context__
+            if failure is not None:
+                time.sleep(self._after_failure(request, attempt, None, failure, end, call.idempotent))
             else:
                 log.debug(
                     "%s %s -> %d in %.0f ms", request.method, request.url, response.status_code,
@@ -152,7 +180,7 @@ class Caller:
                 self._learn(response)
                 if response.is_success:
                     return response
-                time.sleep(self._after_failure(request, attempt, response, None, end))
+                time.sleep(self._after_failure(request, attempt, response, None, end, call.idempotent))
             attempt += 1
 
     def _build(self, call: Call) -> httpx.Request:
@@ -171,7 +199,15 @@ class Caller:
             call.method, url, content=call.content, params=call.params, headers=headers, timeout=timeout
         )
 
+    def server_time(self, local: float) -> float:
+        """A ``time.time()`` of this machine on the server's clock (as its last ``Date`` header told)."""
+        return local + self._clock_offset
+
     def _learn(self, response: httpx.Response) -> None:
+        date = response.headers.get("date")
+        if date is not None:
+            with contextlib.suppress(TypeError, ValueError):  # Date has whole seconds: its middle is nearest
+                self._clock_offset = email.utils.parsedate_to_datetime(date).timestamp() + 0.5 - time.time()
         if not self.server_extensions:
             return
         wait = response.headers.get("rlnb-long-poll-max-wait")
@@ -192,19 +228,22 @@ class Caller:
         response: httpx.Response | None,
         error: Exception | None,
         end: float,
+        idempotent: bool = True,
     ) -> float:
         """The one place failures are judged: the delay before the next attempt, or the final error raised.
 
         ``error`` is the httpx exception when no response came; it becomes ``APITimeoutError`` or
         ``APIConnectionError`` (``from`` it, with the request's Authorization header masked). An error
-        status becomes ``status_error_class(status)``. No retry starts past the call's deadline ``end``.
+        status becomes ``status_error_class(status)``. No retry starts past the call's deadline ``end``. A
+        call that is not ``idempotent`` is retried only when it surely did not act: no connection was made,
+        or the server refused it (408, 409, 429).
         """
         method, url = request.method, self.redact(str(request.url.copy_with(query=None)))
         if response is not None:
-            retry = self.retry.should_retry(response)
+            retry = self.retry.should_retry(response) and (idempotent or response.status_code in REFUSED)
             what = f"{response.status_code} {response.reason_phrase}"
-        else:
-            retry = True
+        else:  # a request that could not even be built (LocalProtocolError) fails the same way every time
+            retry = not isinstance(error, httpx.LocalProtocolError) and (idempotent or isinstance(error, UNSENT))
             what = f"{type(error).__name__}: {self.redact(str(error)) or 'no response'}"
         delay = self.retry.delay(attempt, response.headers if response is not None else None)
         late = time.monotonic() + delay >= end
@@ -217,9 +256,18 @@ class Caller:
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
             if late:
                 tries += f"; the call's deadline ({self.deadline:g} s) passed"
-            raise cls(what + tries, method=method, url=url) from error
+            raise cls(what + tries, method=method, url=url) from self._cause(error)
         log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries, delay)
         return delay
+
+    def _cause(self, error: Exception | None) -> Exception | None:
+        """``error`` to chain, unless its text, or its own cause's, quotes a key (then nothing is chained)."""
+        seen: BaseException | None = error
+        while seen is not None:
+            if self.redact(str(seen)) != str(seen):
+                return None
+            seen = seen.__cause__ or seen.__context__
+        return error
 
     def _parse(self, response: httpx.Response, model: type[M]) -> M:
         return self._bodies.parse(response, model)

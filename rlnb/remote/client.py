@@ -13,6 +13,7 @@ and results that name a ``payload_id`` are fetched and merged before they are pa
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -103,7 +104,17 @@ class APIClient(Caller):
         return self._parse(self._send(Call("GET", "/supported-models")), wire.SupportedModels)
 
     def create_model_resources(self, request: wire.CreateModelResourcesRequest) -> wire.ModelResources:
-        return self._parse(self._send(Call("POST", "/model-resources", _json(request))), wire.ModelResources)
+        """Sent once it may have reached the server (no Idempotency-Key: a resend could create two); see
+        ``rlnb.remote.recover`` for finding it when the answer is lost."""
+        call = Call("POST", "/model-resources", _json(request), idempotent=False)
+        return self._parse(self._send(call), wire.ModelResources)
+
+    def list_model_resources(
+        self, *, status: Iterable[str] = (), created_by: str | None = None, after: str | None = None, limit: int = 100
+    ) -> wire.ModelResourcesList:
+        """One page, newest first on rlnb serve; ``status`` any of these (comma-joined, as the SDK sends a list)."""
+        params = _list_params(status=",".join(sorted(status)), created_by=created_by, after=after, limit=str(limit))
+        return self._parse(self._send(Call("GET", "/model-resources", params=params)), wire.ModelResourcesList)
 
     def get_model_resources(self, model_resources_id: str) -> wire.ModelResources:
         path = f"/model-resources/{_seg(model_resources_id, 'model_resources_id')}"
@@ -116,7 +127,25 @@ class APIClient(Caller):
         return self._parse(self._send(call), wire.ModelResources)
 
     def create_session(self, request: wire.StartTrainingSessionRequest) -> wire.Session:
-        return self._parse(self._send(Call("POST", "/training-sessions", _json(request))), wire.Session)
+        """Sent once it may have reached the server, as ``create_model_resources``."""
+        call = Call("POST", "/training-sessions", _json(request), idempotent=False)
+        return self._parse(self._send(call), wire.Session)
+
+    def list_sessions(
+        self,
+        *,
+        model_resources_id: str | None = None,
+        status: Iterable[str] = (),
+        created_by: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> wire.SessionList:
+        """One page of sessions, filtered as ``list_model_resources``."""
+        params = _list_params(
+            model_resources_id=model_resources_id, status=",".join(sorted(status)), created_by=created_by,
+            after=after, limit=str(limit),
+        )  # fmt: skip
+        return self._parse(self._send(Call("GET", "/training-sessions", params=params)), wire.SessionList)
 
     def get_session(self, session_id: str) -> wire.Session:
         path = f"/training-sessions/{_seg(session_id, 'session_id')}"
@@ -200,6 +229,11 @@ class APIClient(Caller):
             inline = {k: v for k, v in output.items() if k != "payload_id"}
             data["output"] = {**inline, **self.download_payload(session_id, str(output["payload_id"]))}
         return self._bodies.validate(response, data, model)
+
+
+def _list_params(**params: str | None) -> dict[str, str]:
+    """Query parameters, without the unset (None or empty) ones."""
+    return {name: value for name, value in params.items() if value}
 
 
 def _json(model: wire._Model) -> bytes:

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rlnb import wire
+from rlnb._options import check_int
 from rlnb.errors import APIError, OperationTimeout, RlnbError, SessionClosed
+from rlnb.remote import recover
 from rlnb.remote.client import APIClient
 from rlnb.remote.poller import PollOptions, poll_interval
 from rlnb.wire import OptimizerKind
@@ -64,6 +66,13 @@ class SessionOptions:
     display_name: str | None = None
 
     def __post_init__(self) -> None:
+        for name in ("model_resources_id", "base_model", "resume_from_checkpoint_id", "display_name"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, str) and value):
+                raise ValueError(f"{name} must be None or a non-empty str, got {value!r}")
+        if self.load_optimizer is not None and not isinstance(self.load_optimizer, bool):
+            raise ValueError(f"load_optimizer must be None, True or False, got {self.load_optimizer!r}")
+        check_int("num_generator_replicas", self.num_generator_replicas, 0)
         wire.lora_config(self.lora)  # a ValueError naming lora
         wire.optimizer_config(self.optimizer or "adam", self.muon_scaling)  # optimizer and muon_scaling
 
@@ -106,10 +115,12 @@ class Start:
         return self.running(info.id), resource
 
     def new(self, options: SessionOptions) -> tuple[wire.Session, wire.ModelResources]:
-        rid = _checked(self.resource(options), options.optimizer).id
+        rid = _checked(self.resource(options), options.optimizer, options.lora).id
         resource = self.wait(lambda: self.client.get_model_resources(rid), wire.ModelResourcesStatus.READY,
                              wire.RESOURCE_ENDED)  # fmt: skip
-        info = self.client.create_session(options.session_request(rid))
+        request = options.session_request(rid)
+        create = lambda: self.client.create_session(request)  # noqa: E731
+        info = recover.create_once(create, recover.sessions_since(self.client, request), self.client, "a session")
         self.created_session = info.id
         log.info("started training session %s on %s", info.id, rid)
         return self.running(info.id), resource
@@ -124,7 +135,10 @@ class Start:
             if not models:
                 raise RlnbError(f"{self.client.base_url} lists no supported models; pass base_model")
             base_model = models[0].base_model
-        resource = self.client.create_model_resources(options.resource_request(base_model))
+        request = options.resource_request(base_model)
+        create = lambda: self.client.create_model_resources(request)  # noqa: E731
+        find = recover.resources_since(self.client, request)
+        resource = recover.create_once(create, find, self.client, "a model resource")
         self.created_resource = resource.id
         log.info("created model resource %s (%s)", resource.id, resource.base_model)
         return resource
@@ -141,13 +155,22 @@ class Start:
         self.client.close()
 
 
-def _checked(resource: wire.ModelResources, optimizer: OptimizerKind | None) -> wire.ModelResources:
-    """``resource``, unless it uses another optimizer than the one asked for (``ValueError``)."""
+def _checked(
+    resource: wire.ModelResources, optimizer: OptimizerKind | None, lora: object = None
+) -> wire.ModelResources:
+    """``resource``, unless it uses another optimizer than the one asked for, or ``lora`` (when given) asks
+    for LoRA on a full-weight resource or full weights on a LoRA one (``ValueError``)."""
     kind = wire.optimizer_of(resource.optimizer_config)
     if optimizer is not None and optimizer != kind:
         raise ValueError(
             f"model resource {resource.id} uses {kind}, not {optimizer} (the optimizer is fixed when the resource "
             "is created)"
+        )
+    if lora is not None and (wire.lora_config(lora) is not False) != resource.lora_enabled:
+        has, asked = ("LoRA", "full weights") if resource.lora_enabled else ("full weights", "LoRA")
+        raise ValueError(
+            f"model resource {resource.id} trains {has}, but lora={lora!r} asks for {asked} (LoRA or full weights "
+            "is fixed when the resource is created): leave lora out to use the resource as it is"
         )
     return resource
 

@@ -148,16 +148,25 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
             f"tokens; the limit is {settings.max_sample_tokens} per request (max_sample_tokens): split it",
             param="num_samples",
         )
+    longest = max((len(prompt.tokens) for prompt in body.model_inputs), default=0)
+    if prompts * n * longest > settings.max_sample_prompt_tokens:  # every row is prefilled, padded to the longest
+        raise ServerError(
+            400,
+            f"this sample prefills {prompts} prompts x {n} samples x {longest} tokens (the longest prompt) = "
+            f"{prompts * n * longest} prompt tokens; the limit is {settings.max_sample_prompt_tokens} per request "
+            "(max_sample_prompt_tokens): split it",
+            param="model_inputs",
+        )
     stop = sp.stop or []
     if len(stop) > settings.max_stop_strings:
         raise ServerError(
             400, f"sampling_params.stop has {len(stop)} strings; the limit is {settings.max_stop_strings}",
             param="sampling_params.stop",
         )  # fmt: skip
-    longest = max((len(s) for s in stop), default=0)
-    if longest > settings.max_stop_chars:
+    chars = max((len(s) for s in stop), default=0)
+    if chars > settings.max_stop_chars:
         raise ServerError(
-            400, f"a stop string has {longest} characters; the limit is {settings.max_stop_chars}",
+            400, f"a stop string has {chars} characters; the limit is {settings.max_stop_chars}",
             param="sampling_params.stop",
         )  # fmt: skip
 
@@ -168,6 +177,18 @@ CHECKS: dict[str, tuple[Callable[[ServerSettings, Any], None], ...]] = {
     wire.OperationKind.SAMPLE: (check_sample,),
 }
 """The limits each kind's body is checked against (the other kinds have none)."""
+
+
+def check_lora(settings: ServerSettings, res: wire.ModelResources, lora: wire.LoraConfig | None) -> None:
+    """A session's ``lora_config``: on a LoRA resource only (it is not dropped: the user asked for LoRA),
+    of a rank up to ``max_lora_rank``."""
+    if lora is not None and not res.lora_enabled:
+        raise ServerError(
+            400, f"lora_config applies to a LoRA model resource; {res.id} trains all weights (lora_enabled is "
+            "false): create a resource with lora_enabled true, or leave lora_config out", param="lora_config",
+        )  # fmt: skip
+    if lora is not None and lora.rank is not None and lora.rank > settings.max_lora_rank:
+        raise ServerError(400, f"lora_config.rank must be <= {settings.max_lora_rank}", param="lora_config.rank")
 
 
 def check_known(model: BaseModel, prefix: str = "") -> None:

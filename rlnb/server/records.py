@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -140,7 +141,13 @@ def page(
     return chunk, wire.ListMeta(limit=limit, has_more=more, next_cursor=ident(chunk[-1]) if more and chunk else "")
 
 
-def status_filter(status: str | None) -> Callable[[Any], bool]:
-    """``status`` is comma-joined, as the SDK sends a list; None keeps everything."""
+def status_filter(status: str | None, catalogue: type[StrEnum]) -> Callable[[Any], bool]:
+    """``status`` is comma-joined, as the SDK sends a list; None keeps everything. A value that is not one of
+    ``catalogue`` (a typo, an empty item) is a 400 naming ``status``: it would match nothing, silently."""
     wanted = set(status.split(",")) if status else None
+    unknown = sorted(wanted - set(catalogue)) if wanted is not None else []
+    if unknown:
+        raise ServerError(
+            400, f"status {unknown[0]!r} is not a {catalogue.__name__}: one of {', '.join(catalogue)}", param="status"
+        )
     return lambda item: wanted is None or item.status in wanted

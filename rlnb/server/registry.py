@@ -30,6 +30,7 @@ from typing import Any
 from rlnb import wire
 from rlnb.server.backends import checkpoint_dir, make_backend
 from rlnb.server.errors import ServerError, not_found
+from rlnb.server.limits import check_lora
 from rlnb.server.links import Signer
 from rlnb.server.ops import OperationsMixin
 from rlnb.server.payloads import PayloadStore
@@ -211,11 +212,8 @@ class Registry(ResourcesMixin, OperationsMixin):
             if live >= self.settings.max_live_sessions:
                 raise ServerError(429, f"this server already runs {live} sessions (max_live_sessions): stop one first")
             resume = self._resume_path(req)
-            lora = req.lora_config if res.lora_enabled else None
-            if lora is not None and lora.rank is not None and lora.rank > self.settings.max_lora_rank:
-                raise ServerError(
-                    400, f"lora_config.rank must be <= {self.settings.max_lora_rank}", param="lora_config.rank"
-                )
+            check_lora(self.settings, res, req.lora_config)
+            lora = req.lora_config
             now = self.now()
             rec = SessionRecord(
                 id=f"sess-{uuid.uuid4()}", resource_id=res.id, base_model=res.base_model, created_by=user,
@@ -235,7 +233,8 @@ class Registry(ResourcesMixin, OperationsMixin):
             from rlnb.engine.checkpoints import CheckpointMismatch
 
             if isinstance(exc, CheckpointMismatch) or (isinstance(exc, RuntimeError) and resume is not None):
-                detail = " ".join(str(exc).split())[:300]  # the checkpoint's weights do not fit this session
+                # the checkpoint's weights do not fit this session; its path on this server is none of the client's
+                detail = " ".join(str(exc).replace(str(resume), str(req.resume_from_checkpoint_id)).split())[:300]
                 raise ServerError(400, detail, param="resume_from_checkpoint_id") from None
             if isinstance(exc, ValueError):
                 raise ServerError(400, str(exc), param="lora_config" if snapshot.lora_enabled else None) from None
@@ -261,7 +260,7 @@ class Registry(ResourcesMixin, OperationsMixin):
             raise ServerError(400, "load_optimizer is only valid with a training checkpoint", param="load_optimizer")
         if not ckpt.path.exists():
             raise ServerError(
-                409, f"checkpoint {cid}'s files are gone from {ckpt.path.parent}", param="resume_from_checkpoint_id"
+                409, f"checkpoint {cid}'s files are gone from this server", param="resume_from_checkpoint_id"
             )
         return ckpt.path
 
@@ -269,7 +268,7 @@ class Registry(ResourcesMixin, OperationsMixin):
         self, after: str | None, limit: int, status: str | None, created_by: str | None, rid: str | None, user: str
     ) -> wire.SessionList:
         who = user if created_by == "me" else created_by
-        keep = status_filter(status)
+        keep = status_filter(status, wire.SessionStatus)
         with self.lock:
             views = [s.view() for s in self.sessions.values()]
 

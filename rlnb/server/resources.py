@@ -88,7 +88,7 @@ class ResourcesMixin:
         self, after: str | None, limit: int, status: str | None, created_by: str | None, user: str
     ) -> wire.ModelResourcesList:
         who = user if created_by == "me" else created_by
-        keep = status_filter(status)
+        keep = status_filter(status, wire.ModelResourcesStatus)
         with self.lock:
             items = [r.model_copy(deep=True) for r in self.resources.values()]
         data, meta = page(

@@ -48,6 +48,8 @@ def connect(
     A Hugging Face folder (``model=`` or ``tokenizer=``) that ships its own Python code (``auto_map``) is
     refused unless ``trust_remote_code=True`` is passed: only for a folder you trust, as that runs its code.
     """
+    if not isinstance(target, str):
+        raise TypeError(f"target must be 'local' or an http(s):// URL, got {type(target).__name__} {target!r}")
     kind = wire.optimizer_kind(optimizer) if optimizer is not None else None
     if run_id is not None and record and history is None:
         run_folder(runs_dir, run_id)  # before a model is loaded or a remote session started

@@ -456,11 +456,24 @@ def test_attach_with_the_wrong_optimizer_is_refused_and_stops_nothing():
 def test_a_session_on_an_existing_resource_keeps_the_resource():
     fake = FakeAPI()
     rid = fake.add_resource({"adam": {}})
+    fake.resources[rid]["lora_enabled"] = True
     with connect(fake, model_resources_id=rid, lora={"rank": 8, "alpha": 16}) as session:
         assert session.info().model_resources_id == rid
     [start] = fake.calls("POST", r"/training-sessions$")
     assert json.loads(start.content) == {"model_resources_id": rid, "lora_config": {"rank": 8, "alpha": 16}}
     assert fake.resources[rid]["status"] == "MODEL_RESOURCES_STATUS_READY"
+
+
+@pytest.mark.parametrize("lora_enabled, lora", [(False, {"rank": 4}), (False, True), (True, False)])
+def test_lora_that_the_given_resource_does_not_train_is_refused_and_stops_nothing(lora_enabled, lora):
+    """It was silently ignored: LoRA asked for, all weights trained (or the other way round)."""
+    fake = FakeAPI()
+    rid = fake.add_resource({"adam": {}})
+    fake.resources[rid]["lora_enabled"] = lora_enabled
+    has, asked = ("LoRA", "full weights") if lora_enabled else ("full weights", "LoRA")
+    with pytest.raises(ValueError, match=f"model resource {rid} trains {has}, but lora=.* asks for {asked}"):
+        connect(fake, model_resources_id=rid, lora=lora)
+    assert not fake.calls("POST") and fake.resources[rid]["status"] == "MODEL_RESOURCES_STATUS_READY"
 
 
 def test_muon_lora_and_keep_resource_options():

@@ -35,6 +35,16 @@ def recording() -> tuple[FakeAPI, list[httpx.Request], httpx.MockTransport]:
         ({"muon_scaling": "original"}, ValueError, "muon_scaling applies to optimizer='muon' only"),
         ({"poll_maxx": 1.0}, TypeError, "unexpected keyword argument.*poll_maxx"),
         ({"max_response_bytes": 0}, ValueError, "max_response_bytes must be >= 1"),
+        # each of these reached the server (after a resource was created), or raised Python's own TypeError
+        ({"display_name": 5}, ValueError, "display_name must be None or a non-empty str, got 5"),
+        ({"load_optimizer": "no"}, ValueError, "load_optimizer must be None, True or False, got 'no'"),
+        ({"resume_from_checkpoint_id": ""}, ValueError, "resume_from_checkpoint_id must be None or a non-empty"),
+        ({"num_generator_replicas": -1}, ValueError, "num_generator_replicas must be an integer >= 0, got -1"),
+        ({"timeout": 0}, ValueError, "timeout must be a finite number of seconds > 0, got 0"),
+        ({"timeout": "10"}, ValueError, "timeout must be a finite number of seconds > 0, got '10'"),
+        ({"deadline": "30"}, ValueError, "deadline must be a finite number of seconds > 0, got '30'"),
+        ({"deadline": float("nan")}, ValueError, "deadline must be a finite number of seconds > 0, got nan"),
+        ({"max_retries": 1.5}, ValueError, "max_retries must be None or an integer >= 0, got 1.5"),
     ],
 )
 def test_bad_options_are_refused_before_anything_is_sent(options, error, match):
@@ -79,3 +89,9 @@ def test_an_attached_session_takes_no_new_session_options():
     with pytest.raises(ValueError, match="uses adam, not muon"):
         RemoteBackend.connect(BASE, KEY, session_id=sid, transport=transport, optimizer="muon", ready_timeout=5)
     assert not fake.calls("POST")  # attaching creates nothing
+
+
+@pytest.mark.parametrize("target", [None, 8000, b"http://x"])
+def test_a_target_that_is_no_str_is_a_type_error_naming_it(target):
+    with pytest.raises(TypeError, match="target must be 'local' or an http"):
+        rlnb.connect(target, record=False)

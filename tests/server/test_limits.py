@@ -90,6 +90,22 @@ def test_a_sampling_budget_and_stop_strings_are_capped(tmp_path):
         assert ok["status"] == wire.OperationStatus.COMPLETED
 
 
+def test_the_prompt_tokens_a_sample_prefills_are_capped(tmp_path):
+    """Each prompt costs the prefill its padded length x num_samples rows, whatever max_tokens is."""
+    with app_client(tmp_path, max_sample_prompt_tokens=1000) as c:
+        _, sid = new_session(c)
+        long_prompt = wire.ModelInput.from_tokens(list(b"x" * 250)).to_json_dict()
+        short = sample_body(1, 1, 1)["model_inputs"][0]
+        body = {"model_inputs": [long_prompt] * 2 + [short], "num_samples": 2, "sampling_params": {"max_tokens": 1}}
+        err = error_of(post(c, sid, "sample", body), 400)
+        assert err["param"] == "model_inputs"
+        assert "3 prompts x 2 samples x 250 tokens (the longest prompt) = 1500 prompt tokens" in err["message"]
+        assert "limit is 1000 per request (max_sample_prompt_tokens)" in err["message"]
+        ok = {**body, "model_inputs": [long_prompt] * 2}  # 2 x 2 x 250 = 1000
+        assert wait(c, sid, "sample", submit(c, sid, "sample", ok)["id"])["status"] == wire.OperationStatus.COMPLETED
+    assert parse_limits(["max_sample_prompt_tokens=5e5"]) == {"max_sample_prompt_tokens": 500000}
+
+
 def test_live_resources_and_sessions_are_capped(tmp_path):
     with app_client(tmp_path, max_live_resources=2, max_live_sessions=2, full_session_cap=2) as c:
         tiny = {"base_model": "rlnb/tiny"}

@@ -30,7 +30,6 @@ def list_sessions(
     model_resources_id: str | None = None,
     created_by: Annotated[str | None, Query(description="A creator id, or `me`")] = None,
 ) -> wire.SessionList:
-    limit = limit
     return registry.list_sessions(after, limit, status, created_by, model_resources_id, who)
 
 
@@ -41,6 +40,7 @@ def get_session(session_id: str, registry: RegistryDep) -> wire.Session:
 
 @router.patch("/{session_id}")
 def update_session(session_id: str, body: wire.UpdateSessionRequest, registry: RegistryDep) -> wire.Session:
+    check_known(body)
     return registry.update_session(session_id, body)
 
 

@@ -1,0 +1,119 @@
+"""Creating a model resource or a session when its answer may be lost: ``create_once``.
+
+Together's API takes no Idempotency-Key on ``POST /model-resources`` or ``POST /training-sessions``, so
+resending one whose answer was lost after the server acted (a dropped connection, a proxy's timeout or 502)
+creates a second object: an orphaned resource that holds reserved GPUs until its ``inactive_timeout``, or
+a 429 because the first session already took the resource's one session slot. So a create is sent once
+as soon as it may have reached the server (``Call.idempotent``: retried only when no connection was made,
+or on 408 / 409 / 429, which refuse it), and when its answer is lost rlnb lists the active objects this
+user created since it was sent, on the server's clock, and adopts the one that matches the request. Two
+matches (another create of the same thing in the same seconds) cannot be told apart: the error names both.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from rlnb import wire
+from rlnb.errors import APIError, APIStatusError, RlnbError
+from rlnb.remote.client import APIClient
+
+log = logging.getLogger("rlnb")
+
+T = TypeVar("T", wire.ModelResources, wire.Session)
+
+SLACK = 2.0
+"""Seconds before the create's send that still count as "since": the server's ``Date`` has whole seconds."""
+MAX_PAGES = 10
+"""Pages of 100 listed at most when looking for a lost create (active objects of one user)."""
+
+
+def may_have_acted(error: APIError) -> bool:
+    """Whether a create that failed with ``error`` may have created its object anyway: no answer, a 5xx
+    (a proxy's 502 or a 503 after the server acted) or an unreadable 200 — not a status that refuses it."""
+    return not (isinstance(error, APIStatusError) and error.status_code < 500)
+
+
+def create_once(create: Callable[[], T], find: Callable[[float], list[T]], client: APIClient, what: str) -> T:
+    """``create()``; when its answer is lost, the one object ``find(since)`` lists (``since``: when it was
+    sent, on the server's clock), or the original error when there is none."""
+    sent = time.time()
+    try:
+        return create()
+    except APIError as exc:
+        if not may_have_acted(exc):
+            raise
+        lost = exc
+    try:
+        found = find(client.server_time(sent) - SLACK)
+    except APIError as exc:
+        log.warning("the answer to creating %s was lost (%s), and listing failed too: %s", what, lost, exc)
+        found = []
+    if len(found) == 1:
+        log.warning("the answer to creating %s was lost (%s); found it by listing: %s", what, lost, found[0].id)
+        return found[0]
+    if found:
+        ids = ", ".join(obj.id for obj in found)
+        raise RlnbError(
+            f"the answer to creating {what} was lost ({lost}), and {len(found)} matching ones were created since "
+            f"it was sent: {ids}. rlnb cannot tell which is its own: stop those you do not use"
+        ) from lost
+    raise lost
+
+
+def _pages(fetch: Callable[[str | None], wire.ModelResourcesList | wire.SessionList]) -> Iterator[Any]:
+    """Every object of up to ``MAX_PAGES`` pages (each of the one type its ``fetch`` lists)."""
+    after = None
+    for _ in range(MAX_PAGES):
+        page = fetch(after)
+        yield from page.data
+        if not (page.meta.has_more and page.meta.next_cursor):
+            return
+        after = page.meta.next_cursor
+
+
+def resources_since(
+    client: APIClient, request: wire.CreateModelResourcesRequest
+) -> Callable[[float], list[wire.ModelResources]]:
+    """``find`` for ``create_once``: this user's active resources created since, as ``request`` asks."""
+    replicas = request.compute_config.num_generator_replicas if request.compute_config else None
+    optimizer = wire.optimizer_of(request.optimizer_config) if request.optimizer_config else None
+
+    def matches(r: wire.ModelResources) -> bool:
+        return (
+            r.base_model == request.base_model
+            and request.lora_enabled in (None, r.lora_enabled)
+            and optimizer in (None, wire.optimizer_of(r.optimizer_config))
+            and replicas in (None, r.compute_config.num_generator_replicas)
+        )
+
+    def find(since: float) -> list[wire.ModelResources]:
+        fetch = lambda after: client.list_model_resources(  # noqa: E731
+            status=wire.RESOURCE_ACTIVE, created_by="me", after=after
+        )
+        return [r for r in _pages(fetch) if r.created_at.timestamp() >= since and matches(r)]
+
+    return find
+
+
+def sessions_since(
+    client: APIClient, request: wire.StartTrainingSessionRequest
+) -> Callable[[float], list[wire.Session]]:
+    """``find`` for ``create_once``: this user's active sessions on the resource created since, as asked."""
+
+    def matches(s: wire.Session) -> bool:
+        return (
+            s.display_name == request.display_name
+            and s.resume_from_checkpoint_id == request.resume_from_checkpoint_id
+        )
+
+    def find(since: float) -> list[wire.Session]:
+        fetch = lambda after: client.list_sessions(  # noqa: E731
+            model_resources_id=request.model_resources_id, status=wire.SESSION_ACTIVE, created_by="me", after=after
+        )
+        return [s for s in _pages(fetch) if s.created_at.timestamp() >= since and matches(s)]
+
+    return find

@@ -1,0 +1,114 @@
+"""Creating a model resource or a session takes no Idempotency-Key: a create whose answer is lost after the
+server acted is not sent again (that made a second, orphaned resource, or a 429 for the session slot the
+first one took), and ``connect`` finds what it created by listing. Against the real app, in process."""
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+import rlnb
+from rlnb import wire
+from rlnb.remote.client import APIClient
+from tests.support.fake_api import BASE, KEY, error, quick
+from tests.support.server import app_client
+
+RESOURCES, SESSIONS = "/v1/rl/model-resources", "/v1/rl/training-sessions"
+
+
+class LoseAnswer:
+    """An ``httpx.MockTransport`` handler that passes every request to the app behind ``c`` (a TestClient,
+    whose own httpx is another copy), but loses the answer to the first POST to ``path`` after the app acted
+    (as a proxy's timeout does): ``failure`` is raised, or returned when it is a response."""
+
+    def __init__(self, c: TestClient, path: str, failure: Exception | httpx.Response):
+        self.c, self.path, self.failure = c, path, failure
+        self.posts = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        answer = self.c.request(request.method, str(request.url), content=request.read(), headers=request.headers)
+        if request.method == "POST" and request.url.path == self.path:
+            self.posts += 1
+            if self.posts == 1:
+                if isinstance(self.failure, httpx.Response):
+                    return self.failure
+                raise self.failure
+        return httpx.Response(answer.status_code, headers=answer.headers.multi_items(), content=answer.content)
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(transport=httpx.MockTransport(self))
+
+
+def listed(c: httpx.Client, what: str) -> list[dict]:
+    return c.get(what.removeprefix("/v1/rl"), params={"limit": 100}).json()["data"]
+
+
+LOST = {
+    "disconnect": httpx.RemoteProtocolError("Server disconnected without sending a response."),
+    "read timeout": httpx.ReadTimeout("timed out"),
+    "502 from a proxy": error(502, "bad gateway"),
+}
+
+
+@pytest.mark.parametrize("path", [RESOURCES, SESSIONS], ids=["resource", "session"])
+@pytest.mark.parametrize("failure", LOST.values(), ids=LOST.keys())
+def test_a_lost_answer_to_a_create_is_not_resent_and_connect_finds_what_it_made(tmp_path, path, failure):
+    with app_client(tmp_path) as c:
+        lossy = LoseAnswer(c, path, failure)
+        with lossy.client() as http:
+            s = rlnb.connect(
+                "http://testserver", base_model="rlnb/tiny", http_client=http, record=False, max_retries=3
+            )
+            with s:
+                assert s.info().status == wire.SessionStatus.RUNNING
+                resource = s.info().model_resources_id
+        assert lossy.posts == 1  # sent once: a second POST made a second resource, or a 429
+        resources, sessions = listed(c, RESOURCES), listed(c, SESSIONS)
+        assert [r["id"] for r in resources] == [resource]
+        assert [x["model_resources_id"] for x in sessions] == [resource]
+        assert {r["status"] for r in resources} == {wire.ModelResourcesStatus.STOPPED}  # close stopped it: no orphan
+        assert {x["status"] for x in sessions} == {wire.SessionStatus.STOPPED}
+
+
+def test_two_matching_resources_created_meanwhile_are_named_not_adopted(tmp_path):
+    with app_client(tmp_path) as c:
+
+        class AndAnother(LoseAnswer):
+            def __call__(self, request: httpx.Request) -> httpx.Response:
+                if request.method == "POST" and request.url.path == RESOURCES and not self.posts:
+                    c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": False})
+                return super().__call__(request)
+
+        lossy = AndAnother(c, RESOURCES, httpx.ReadTimeout("timed out"))
+        with (
+            lossy.client() as http,
+            pytest.raises(rlnb.RlnbError, match=r"2 matching ones were created since it was sent: mr-.*, mr-") as info,
+        ):
+            rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=http, record=False)
+        assert isinstance(info.value.__cause__, rlnb.APITimeoutError) and lossy.posts == 1
+
+
+def test_a_create_is_resent_only_when_the_server_surely_did_not_act():
+    """No connection made, or a status that refuses it (429): sent again. A 503 or a read timeout: not."""
+    calls = []
+
+    def handler(script):
+        def answer(request: httpx.Request) -> httpx.Response:
+            calls.append(request)
+            step = script.pop(0) if script else httpx.Response(200, json={"data": []})
+            if isinstance(step, Exception):
+                raise step
+            return step
+
+        return answer
+
+    request = wire.CreateModelResourcesRequest(base_model="m")
+    for script, sent in (
+        ([httpx.ConnectError("refused"), error(429, "slow down"), error(400, "done")], 3),
+        ([error(503, "acted, maybe")], 1),
+        ([httpx.ReadTimeout("slow")], 1),
+    ):
+        calls.clear()
+        transport = httpx.MockTransport(handler(script))
+        with APIClient(BASE, KEY, transport=transport, **quick({})) as client, pytest.raises(rlnb.APIError):
+            client.create_model_resources(request)
+        assert len(calls) == sent, script

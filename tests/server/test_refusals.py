@@ -1,0 +1,85 @@
+"""What `rlnb serve` used to accept, ignore or answer oddly, and now refuses with a 400 naming the field: a
+``lora_config`` on a full-weight resource, unknown fields in a PATCH or a cost estimate, both optimizers'
+params, a status filter that matches nothing; and a resume mismatch that showed the server's own path."""
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from rlnb import samples, wire
+from tests.support.server import app_client, new_session, submit, wait
+
+CE = wire.ForwardBackwardBody(
+    samples=[samples.cross_entropy(list(b"refusals"))], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
+).to_json_dict()
+
+
+@pytest.fixture(scope="module")
+def c(tmp_path_factory) -> Iterator[TestClient]:
+    with app_client(tmp_path_factory.mktemp("ckpt"), full_session_cap=4) as client:
+        yield client
+
+
+def error_of(r, status: int = 400) -> dict:
+    assert r.status_code == status, r.text
+    return r.json()["error"]
+
+
+def test_a_lora_config_on_a_full_weight_resource_is_refused_not_dropped(c):
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": False}).json()["id"]
+    err = error_of(c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"rank": 4}}))
+    assert err["param"] == "lora_config" and f"{rid} trains all weights (lora_enabled is false)" in err["message"]
+    assert c.get("/training-sessions", params={"model_resources_id": rid}).json()["data"] == []
+    assert c.post("/training-sessions", json={"model_resources_id": rid}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"metadata": {"foo": {"x": 1}}}, "metadata.foo"),
+        ({"metadata": {"wandb": {"projct": "typo"}}}, "metadata.wandb.projct"),
+        ({"display_name": "x", "colour": "red"}, "colour"),
+    ],
+)
+def test_a_patch_refuses_unknown_fields_at_any_depth_as_create_does(c, body, param):
+    _, sid = new_session(c)
+    err = error_of(c.patch(f"/training-sessions/{sid}", json=body))
+    assert err["param"] == param and err["message"].startswith(f"{param}: ")
+    assert c.get(f"/training-sessions/{sid}").json()["metadata"] == {"wandb": None}  # nothing was kept
+
+
+def test_a_cost_estimate_refuses_unknown_fields(c):
+    body = {"base_model": "rlnb/tiny", "compute_config": {"num_generator_replicas": 1, "gpus": 8}}
+    assert error_of(c.post("/model-resources/estimate-cost", json=body))["param"] == "compute_config.gpus"
+
+
+def test_both_optimizers_params_fail_the_step_invalid_input_naming_both(c):
+    """The muon_params of an Adam session were silently ignored. The submission itself is accepted (the SDK's
+    own tests send both), the step fails as muon_params alone does."""
+    _, sid = new_session(c)
+    body = {"adam_params": {"learning_rate": 1e-3}, "muon_params": {"learning_rate": 0.02}}
+    env = wait(c, sid, "optim-step", submit(c, sid, "optim-step", body)["id"])
+    assert env["error"]["code"] == wire.OperationErrorCode.INVALID_INPUT
+    assert "send adam_params only, not adam_params and muon_params" in env["error"]["message"]
+    assert c.get(f"/training-sessions/{sid}").json()["step"] == "0"
+
+
+@pytest.mark.parametrize("path", ["/training-sessions", "/model-resources"])
+@pytest.mark.parametrize("status", ["RUNNING,,x", "TRAINING_SESSION_STATUS_RUNING", ","])
+def test_a_status_filter_that_names_no_status_is_a_400(c, path, status):
+    err = error_of(c.get(path, params={"status": status}))
+    assert err["param"] == "status" and "is not a" in err["message"]
+
+
+def test_a_resume_mismatch_does_not_show_the_servers_checkpoint_path(c, tmp_path_factory):
+    _, sid = new_session(c)
+    submit(c, sid, "forward-backward", CE)
+    submit(c, sid, "optim-step", {})
+    ckpt = wait(c, sid, "training-checkpoint", submit(c, sid, "training-checkpoint")["id"])["output"]["checkpoint"]
+    muon = {"base_model": "rlnb/tiny", "optimizer_config": {"muon": {}}}
+    rid = c.post("/model-resources", json=muon).json()["id"]
+    r = c.post("/training-sessions", json={"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["id"]})
+    err = error_of(r)
+    assert err["param"] == "resume_from_checkpoint_id" and ckpt["id"] in err["message"]
+    assert "/" not in err["message"].replace(ckpt["id"], ""), err["message"]
