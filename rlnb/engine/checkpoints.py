@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from rlnb.engine.models.adapter import ModelAdapter
-from rlnb.engine.models.hf import DTYPES, failure_text
+from rlnb.engine.models.hf import DTYPES, failure_text, untie_head
 from rlnb.engine.models.lora import LoraSettings, merged_state_dict, save_adapter
 from rlnb.engine.optim.trainer import TrainerOptimizer
 
@@ -230,6 +230,8 @@ def restore_weights(
                 "checkpoint and session differ in LoRA: resume a LoRA checkpoint in a LoRA session, and vice versa"
             )
         weights = state["weights"]
+    if lora is None and adapter.kind == "hf":
+        untie_head(adapter.module, weights)  # a merged head LoRA trained apart from a tied embedding stays apart
     try:
         result = trainer.load_state_dict(weights, strict=lora is None)
     except RuntimeError as exc:  # torch: shapes or names differ (another base model, another LoRA rank)

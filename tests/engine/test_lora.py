@@ -97,6 +97,33 @@ def test_inference_checkpoint_exports_the_adapter_for_peft_and_a_merged_model(
     torch.testing.assert_close(got_adapter, expected, atol=1e-5, rtol=0)
 
 
+def test_a_full_session_resumed_from_a_lora_merged_tied_model_is_the_trained_model(hf_dirs, tmp_path):
+    """GPT-2 ties its head to the embedding; LoRA trains the head apart (train_unembed), so the merged model is
+    untied. A full-weight session resumed from it unties its own head (loading both into the one shared tensor
+    made it another model), and its own checkpoints resume as the same model again."""
+    spec = hf_dirs["gpt2"]
+
+    def logits(s, ids):
+        with torch.no_grad():
+            return s.backend.adapter.forward(s.backend.trainer, ids), s.backend.adapter.forward(s.backend.sampler, ids)
+
+    with lora_session(spec, lora={"rank": 4, "alpha": 8}, checkpoint_dir=tmp_path) as s:
+        train(s)
+        folder = s.backend.checkpoint_path(s.save_inference_checkpoint().result().checkpoint.id)
+        ids = torch.tensor([s.encode("n=42 the model")])
+        expected, _ = logits(s, ids)
+    with lora_session(spec, resume_from=folder, checkpoint_dir=tmp_path / "full") as r:
+        for got in logits(r, ids):
+            torch.testing.assert_close(got, expected, atol=1e-4, rtol=0)
+        model = r.backend.adapter.module
+        assert model.get_output_embeddings().weight is not model.get_input_embeddings().weight
+        train(r, steps=1)
+        path = r.backend.checkpoint_path(r.save_training_checkpoint().result().checkpoint.id)
+        trained, _ = logits(r, ids)
+    with lora_session(spec, resume_from=path) as again:
+        torch.testing.assert_close(logits(again, ids)[0], trained, atol=1e-5, rtol=0)
+
+
 def test_lora_training_checkpoint_holds_only_the_adapter_and_resumes(tmp_path):
     hp = rlnb.AdamParams(learning_rate=0.05)
     batch = [samples.cross_entropy(list(b"n=12345"))]
