@@ -159,7 +159,7 @@ class LocalBackend:
         if self.lora is not None:
             trainer = apply_lora(trainer, adapter.lora_targets(self.lora.train_unembed), self.lora)
         if resume is not None:
-            checkpoints.restore_weights(resume, adapter, trainer, self.lora)
+            checkpoints.restore_weights(resume, adapter, trainer, self.lora, options.seed)
         return adapter, trainer
 
     def _engine(
@@ -186,6 +186,7 @@ class LocalBackend:
             meta={
                 "base_model": adapter.name,
                 "base_model_dir": checkpoints.model_dir(adapter),
+                "seed": self.seed if adapter.kind == "builtin" else None,  # builds the base a LoRA checkpoint adapts
                 "lora": self.lora.as_dict() if self.lora else None,
                 "ns_dtype": str(ns).removeprefix("torch."),
                 "optimizer_kind": self.optimizer,
