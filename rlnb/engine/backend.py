@@ -36,7 +36,7 @@ from rlnb.engine.models.lora import LoraSettings, apply_lora
 from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
-from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions
+from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions, eos_ids
 from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
 from rlnb.text import Codec
@@ -155,6 +155,7 @@ class LocalBackend:
             model, tokenizer=tokenizer, seed=options.seed, dtype=options.dtype, device=self.device,
             eos_token_id=options.eos_token_id, trust_remote_code=options.trust_remote_code,
         )  # fmt: skip
+        eos_ids(options.eos_token_id, adapter.vocab_size)  # the vocabulary is known now: before the session starts
         trainer = adapter.module
         if self.lora is not None:
             trainer = apply_lora(trainer, adapter.lora_targets(self.lora.train_unembed), self.lora)
