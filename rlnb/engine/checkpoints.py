@@ -261,7 +261,7 @@ def _check_lora(state: dict[str, Any], adapter: ModelAdapter, lora: LoraSettings
         if name in saved and saved[name] != getattr(lora, name):
             raise CheckpointMismatch(
                 f"checkpoint's LoRA {name} is {saved[name]!r}, this session's is {getattr(lora, name)!r}: the resumed "
-                f"model would differ; resume with lora={saved!r}"
+                f"run would not be the saved one; resume with lora={saved!r}"
             )
     base_seed = state.get("seed")
     if adapter.kind == "builtin" and base_seed is not None and base_seed != seed:

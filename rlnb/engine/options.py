@@ -70,9 +70,10 @@ def eos_ids(value: object, vocab: int | None = None) -> list[int]:
     ids: list[Any] = list(value) if isinstance(value, list | tuple) and value else [value]
     high = vocab if vocab is not None else 2**63
     if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < high for i in ids):
+        where = f"[0, {vocab - 1}] (the vocabulary)" if vocab is not None else "[0, the vocabulary's size)"
         raise ValueError(
-            f"eos_token_id must be None, a token id or a non-empty list of token ids, each an integer in "
-            f"[0, {high - 1}]{' (the vocabulary)' if vocab is not None else ''}, got {value!r}"
+            f"eos_token_id must be None, a token id or a non-empty list of token ids, each an integer in {where}, "
+            f"got {value!r}"
         )
     return ids
 
