@@ -28,7 +28,7 @@ from rlnb.text import ByteCodec
         ({"sampling_seed": 2**64}, ValueError, r"sampling_seed must be None or an integer in \[-9223372036854775808"),
         ({"num_generator_replicas": -1}, ValueError, "num_generator_replicas must be an integer >= 0, got -1"),
         ({"num_generator_replicas": "1"}, ValueError, "num_generator_replicas must be an integer >= 0, got '1'"),
-        ({"eos_token_id": "</s>"}, ValueError, r"eos_token_id must be .* ids, each an integer in \[0, the vocabulary's size\), got '</s"),
+        ({"eos_token_id": "</s>"}, ValueError, r"eos_token_id must be .*in \[0, the vocabulary's size\), got '</s"),
         ({"eos_token_id": 2**70}, ValueError, "eos_token_id must be .*got 1180591620717411303424"),
         ({"eos_token_id": -1}, ValueError, "eos_token_id must be .*got -1"),
         ({"eos_token_id": True}, ValueError, "eos_token_id must be .*got True"),
