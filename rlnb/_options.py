@@ -9,6 +9,8 @@ value is refused before anything starts, naming the field.
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -46,3 +48,11 @@ def check_int(name: str, value: Any, low: int, high: int | None = None, *, optio
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"{name} must be {'None or ' if optional else ''}an integer {allowed}, got {value!r}")
+
+
+def user_path(name: str, value: object) -> Path:
+    """A folder or file a user named, ``~`` expanded as a shell would (``Path("~/runs")`` is a folder called
+    ``~``); a ``TypeError`` naming ``name`` unless ``value`` is a ``str`` or ``os.PathLike``."""
+    if not isinstance(value, str | os.PathLike):
+        raise TypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}: {value!r}"[:300])
+    return Path(value).expanduser()

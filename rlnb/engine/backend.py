@@ -36,7 +36,7 @@ from rlnb.engine.models.lora import LoraSettings, apply_lora
 from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
-from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions
+from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions, eos_ids
 from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
 from rlnb.text import Codec
@@ -155,11 +155,12 @@ class LocalBackend:
             model, tokenizer=tokenizer, seed=options.seed, dtype=options.dtype, device=self.device,
             eos_token_id=options.eos_token_id, trust_remote_code=options.trust_remote_code,
         )  # fmt: skip
+        eos_ids(options.eos_token_id, adapter.vocab_size)  # the vocabulary is known now: before the session starts
         trainer = adapter.module
         if self.lora is not None:
             trainer = apply_lora(trainer, adapter.lora_targets(self.lora.train_unembed), self.lora)
         if resume is not None:
-            checkpoints.restore_weights(resume, adapter, trainer, self.lora)
+            checkpoints.restore_weights(resume, adapter, trainer, self.lora, options.seed)
         return adapter, trainer
 
     def _engine(
@@ -186,6 +187,7 @@ class LocalBackend:
             meta={
                 "base_model": adapter.name,
                 "base_model_dir": checkpoints.model_dir(adapter),
+                "seed": self.seed if adapter.kind == "builtin" else None,  # builds the base a LoRA checkpoint adapts
                 "lora": self.lora.as_dict() if self.lora else None,
                 "ns_dtype": str(ns).removeprefix("torch."),
                 "optimizer_kind": self.optimizer,

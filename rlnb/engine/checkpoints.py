@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from rlnb.engine.models.adapter import ModelAdapter
-from rlnb.engine.models.hf import DTYPES, failure_text
+from rlnb.engine.models.hf import DTYPES, failure_text, untie_head
 from rlnb.engine.models.lora import LoraSettings, merged_state_dict, save_adapter
 from rlnb.engine.optim.trainer import TrainerOptimizer
 
@@ -178,7 +178,7 @@ def _inference_meta(path: Path) -> dict[str, Any]:
     )
 
 
-_OPTIONAL: dict[str, type] = {"base_model_dir": str, "lora": dict, "ns_dtype": str}
+_OPTIONAL: dict[str, type] = {"base_model_dir": str, "lora": dict, "ns_dtype": str, "seed": int}
 _INFERENCE: dict[str, type] = {"base_model": str, "step": int, **_OPTIONAL}
 _TRAINING: dict[str, type] = {**_INFERENCE, "weights": dict, "optimizer": dict}
 """The fields resume reads, and their types (those of ``_OPTIONAL`` may be null or absent)."""
@@ -211,9 +211,10 @@ def model_dir(adapter: ModelAdapter) -> str | None:
 
 
 def restore_weights(
-    state: dict[str, Any], adapter: ModelAdapter, trainer: nn.Module, lora: LoraSettings | None
+    state: dict[str, Any], adapter: ModelAdapter, trainer: nn.Module, lora: LoraSettings | None, seed: int = 0
 ) -> None:
-    """Load a checkpoint's weights into ``trainer``, checking that it belongs to this kind of session."""
+    """Load a checkpoint's weights into ``trainer``, checking that it belongs to this kind of session (``seed``:
+    the session's, which builds a built-in model's base weights)."""
     saved, here = state.get("base_model_dir"), model_dir(adapter)
     same = saved == here if saved and here else state["base_model"] == adapter.name
     if not same:
@@ -229,7 +230,11 @@ def restore_weights(
             raise CheckpointMismatch(
                 "checkpoint and session differ in LoRA: resume a LoRA checkpoint in a LoRA session, and vice versa"
             )
+        if lora is not None:
+            _check_lora(state, adapter, lora, seed)
         weights = state["weights"]
+    if lora is None and adapter.kind == "hf":
+        untie_head(adapter.module, weights)  # a merged head LoRA trained apart from a tied embedding stays apart
     try:
         result = trainer.load_state_dict(weights, strict=lora is None)
     except RuntimeError as exc:  # torch: shapes or names differ (another base model, another LoRA rank)
@@ -240,6 +245,29 @@ def restore_weights(
         raise CheckpointMismatch(
             "checkpoint does not fit this session's model: "
             f"missing {missing[:3]}, unexpected {result.unexpected_keys[:3]}"
+        )
+
+
+LORA_FIELDS = ("rank", "alpha", "dropout", "train_unembed")
+"""The LoRA settings a resumed adapter must share with its checkpoint (LoRA's ``seed`` only drew the initial
+adapter, which the checkpoint's weights replace)."""
+
+
+def _check_lora(state: dict[str, Any], adapter: ModelAdapter, lora: LoraSettings, seed: int) -> None:
+    """A ``CheckpointMismatch`` naming the first LoRA setting, or a built-in model's base ``seed`` (its LoRA
+    checkpoint keeps only the adapter: the base is rebuilt from the seed), that differs from the checkpoint's."""
+    saved = state["lora"]
+    for name in LORA_FIELDS:
+        if name in saved and saved[name] != getattr(lora, name):
+            raise CheckpointMismatch(
+                f"checkpoint's LoRA {name} is {saved[name]!r}, this session's is {getattr(lora, name)!r}: the resumed "
+                f"run would not be the saved one; resume with lora={saved!r}"
+            )
+    base_seed = state.get("seed")
+    if adapter.kind == "builtin" and base_seed is not None and base_seed != seed:
+        raise CheckpointMismatch(
+            f"checkpoint's seed is {base_seed}, this session's is {seed}: a LoRA checkpoint of a built-in model keeps "
+            f"only the adapter, and seed builds the base weights it adapts; resume with seed={base_seed}"
         )
 
 

@@ -215,10 +215,10 @@ def compute(
     if loss_type == _IMPORTANCE_SAMPLING:
         loss = -(r * adv * m).sum()
     elif loss_type == _PPO:
-        lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
+        lo, hi = _clip(params, r.dtype)
         loss = -(torch.minimum(r * adv, r.clamp(lo, hi) * adv) * m).sum()
     elif loss_type == _CISPO:
-        lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
+        lo, hi = _clip(params, r.dtype)
         loss = -(r.clamp(lo, hi).detach() * adv * lp * m).sum()
     elif loss_type == _DPPO:
         dp = lp.detach().exp() - q.exp()  # p - p_old
@@ -228,7 +228,7 @@ def compute(
     elif loss_type == _DRO:
         loss = -((lp * adv - 0.5 * params["beta"] * (lp - q) ** 2) * m).sum()
     else:  # GRPO
-        lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
+        lo, hi = _clip(params, r.dtype)
         obj = torch.minimum(r * adv, r.clamp(lo, hi) * adv)
         if params["beta"] > 0:
             d = torch.where(on, _cat(inputs, "reference_logprobs", lp.device), lp_held) - lp
@@ -248,14 +248,21 @@ def compute(
     means["loss/ratio/mean"] = r
     means["loss/sampler_kl/mean"] = q - lp.detach()
     if loss_type in (_PPO, _GRPO):
-        lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
+        lo, hi = _clip(params, r.dtype)
         means["loss/clip/low_fraction"] = (r < lo) & (adv < 0)
         means["loss/clip/high_fraction"] = (r > hi) & (adv > 0)
     elif loss_type == _CISPO:
-        lo, hi = params["clip_low_threshold"], params["clip_high_threshold"]
+        lo, hi = _clip(params, r.dtype)
         means["loss/clip/low_fraction"] = (r < lo) & (adv != 0)
         means["loss/clip/high_fraction"] = (r > hi) & (adv != 0)
     return loss, _summary(m, means)
+
+
+def _clip(params: dict[str, Any], dtype: torch.dtype) -> tuple[float, float]:
+    """The clip thresholds within what the ratio's dtype holds: a threshold past float32's range (1e300 for
+    "no clipping") clips nothing, as it says, instead of failing torch's conversion of the scalar."""
+    big = torch.finfo(dtype).max
+    return max(params["clip_low_threshold"], -big), min(params["clip_high_threshold"], big)
 
 
 ENTROPY_ROWS = 256

@@ -8,6 +8,8 @@ built, before a model is loaded.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +17,7 @@ from typing import Any, Literal
 import torch
 
 from rlnb import wire
+from rlnb._options import check_int, user_path
 from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.optim.split import SplitOverride
 from rlnb.engine.threads import check_threads
@@ -29,7 +32,8 @@ class ModelOptions:
     ``seed`` seeds the built-in model's initial weights and (unless ``sampling_seed`` is given) unseeded
     sampling. ``device``: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ...; ``dtype``: ``"auto"``
     (the checkpoint's; float32 for built-ins), ``"float32"``, ``"bfloat16"``. ``eos_token_id``: an extra
-    token that ends a sampled sequence (the tokenizer's EOS always does). ``lora``: ``None``/``False``
+    token that ends a sampled sequence, or a list of them as generation configs write it (the tokenizer's EOS
+    always does; a reward's text leaves out whichever ended it). ``lora``: ``None``/``False``
     trains all weights; ``True`` or a LoRA config dict (rank, alpha, dropout, seed, train_unembed) freezes
     them and trains peft adapters on the linear layers. ``num_generator_replicas``: 0 makes a trainer-only
     session that rejects ``sample``. ``trust_remote_code``: let a Hugging Face folder whose config maps
@@ -40,13 +44,38 @@ class ModelOptions:
     sampling_seed: int | None = None
     device: str | torch.device = "auto"
     dtype: str = "auto"
-    eos_token_id: int | None = None
+    eos_token_id: int | Sequence[int] | None = None
     lora: bool | dict[str, Any] | None = None
     num_generator_replicas: int = 1
     trust_remote_code: bool = False
 
     def __post_init__(self) -> None:
+        check_int("seed", self.seed, *SEED_RANGE)
+        check_int("sampling_seed", self.sampling_seed, *SEED_RANGE, optional=True)
+        check_int("num_generator_replicas", self.num_generator_replicas, 0)
+        eos_ids(self.eos_token_id)  # the vocabulary's end is checked once the model is loaded
         wire.lora_config(self.lora)  # a ValueError naming lora
+
+
+SEED_RANGE = (-(2**63), 2**63 - 1)
+"""What a seed may be: torch's generators take any int64."""
+
+
+def eos_ids(value: object, vocab: int | None = None) -> list[int]:
+    """``eos_token_id`` as a list of token ids: None, an id or a list of ids, each an int (not a bool) in
+    [0, ``vocab``) (below int64's end while the vocabulary is not known); a ``ValueError`` naming
+    ``eos_token_id`` and the range otherwise (a string such as ``"</s>"`` is not its id)."""
+    if value is None:
+        return []
+    ids: list[Any] = list(value) if isinstance(value, list | tuple) and value else [value]
+    high = vocab if vocab is not None else 2**63
+    if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < high for i in ids):
+        where = f"[0, {vocab - 1}] (the vocabulary)" if vocab is not None else "[0, the vocabulary's size)"
+        raise ValueError(
+            f"eos_token_id must be None, a token id or a non-empty list of token ids, each an integer in {where}, "
+            f"got {value!r}"
+        )
+    return ids
 
 
 @dataclass(frozen=True)
@@ -75,6 +104,39 @@ class CheckpointOptions:
     checkpoint_dir: str | Path | None = None
     resume_from: str | Path | None = None
     load_optimizer: bool | None = None
+
+    def __post_init__(self) -> None:
+        """Paths as ``Path``s with ``~`` expanded; a ``checkpoint_dir`` that is (or is under) a file is refused
+        here, not at the first save."""
+        if self.load_optimizer is not None and not isinstance(self.load_optimizer, bool):
+            raise TypeError(f"load_optimizer must be None, True or False, got {self.load_optimizer!r}")
+        if self.checkpoint_dir is not None:
+            object.__setattr__(self, "checkpoint_dir", _folder(self.checkpoint_dir))
+        if self.resume_from is not None:
+            object.__setattr__(self, "resume_from", _checkpoint(self.resume_from))
+
+
+def _folder(value: object) -> Path:
+    if value == "":
+        raise ValueError("checkpoint_dir must be a folder path or None (a fresh temporary folder), got ''")
+    folder = user_path("checkpoint_dir", value)
+    above = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if above is not None and not above.is_dir():
+        where = "is a file" if above == folder else f"is under {str(above)!r}, a file"
+        raise ValueError(f"checkpoint_dir {str(folder)!r} {where}: checkpoints go into a folder")
+    return folder
+
+
+def _checkpoint(value: object) -> Path:
+    if value == "":
+        raise ValueError("resume_from must be a checkpoint's path or None, got ''")
+    checkpoint = getattr(value, "checkpoint", None)
+    if checkpoint is not None and not isinstance(value, str | os.PathLike):
+        raise TypeError(
+            f"resume_from must be a checkpoint's path, not the result of a save ({type(value).__name__}): pass "
+            f"session.backend.checkpoint_path(result.checkpoint.id), here for {getattr(checkpoint, 'id', '?')!r}"
+        )
+    return user_path("resume_from", value)
 
 
 @dataclass(frozen=True)

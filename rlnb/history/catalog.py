@@ -61,7 +61,7 @@ def _row(run: Path) -> dict[str, Any]:
 def runs(path: str | Path | None = None) -> pd.DataFrame:
     """The runs under a folder (default ``./rlnb-runs``), newest first, one row each. A run that cannot be
     read is listed with its ``error`` (None for the others)."""
-    root = Path(path) if path is not None else default_runs_dir()
+    root = Path(path).expanduser() if path is not None else default_runs_dir()
     found = sorted(p for p in root.iterdir() if (p / OPS_FILE).exists()) if root.exists() else []
     frame = pd.DataFrame([_row(run) for run in found], columns=COLUMNS)
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)

@@ -91,4 +91,4 @@ def read_completions(path: Path) -> list[dict[str, Any]]:
 
 def completions(path: str | Path) -> pd.DataFrame:
     """The completions table of the run folder ``path``, without loading its operations."""
-    return frame(read_completions(Path(path)))
+    return frame(read_completions(Path(path).expanduser()))

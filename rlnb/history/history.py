@@ -110,7 +110,7 @@ class History:
     def load(cls, path: str | Path) -> History:
         """Restore a run folder written by a (possibly killed) session. What cannot be read — a corrupt
         ``config.json``, a half-written line, a value of the wrong type — is left out with a warning."""
-        path = Path(path)
+        path = Path(path).expanduser()
         if not (path / OPS_FILE).exists():
             raise FileNotFoundError(f"{path} is not an rlnb run folder (no {OPS_FILE})")
         if not (path / OPS_FILE).is_file():

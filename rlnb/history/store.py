@@ -62,7 +62,7 @@ class RunStoreWarning(RuntimeWarning):
 
 def default_runs_dir() -> Path:
     """Where runs go when ``runs_dir`` is not given: ``$RLNB_RUNS_DIR``, else ``./rlnb-runs``."""
-    return Path(os.environ.get(RUNS_DIR_ENV, "rlnb-runs"))
+    return Path(os.environ.get(RUNS_DIR_ENV, "rlnb-runs")).expanduser()
 
 
 def new_run_id(label: str = "") -> str:
@@ -96,7 +96,7 @@ def check_run_id(run_id: object) -> str:
 def run_folder(runs_dir: str | Path | None, run_id: str) -> Path:
     """``<runs_dir>/<run_id>``, checked: a run id that is a symbolic link there is refused, as writing through
     it would put the run wherever the link points."""
-    path = (Path(runs_dir) if runs_dir is not None else default_runs_dir()) / check_run_id(run_id)
+    path = (Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()) / check_run_id(run_id)
     if path.is_symlink():
         raise ValueError(
             f"run_id {run_id!r}: {path} is a symbolic link (to {os.readlink(path)!r}); rlnb writes a run only into "

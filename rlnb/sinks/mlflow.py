@@ -9,6 +9,7 @@ tags ``rlnb.failure.<seq>``; names MLflow refuses are cleaned (``key``). View wi
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import threading
@@ -38,6 +39,11 @@ def store_uri(where: str | Path | None) -> str | None:
     """None stays MLflow's default; ``scheme://...`` is kept; a plain path is a SQLite file."""
     if where is None:
         return None
+    if not isinstance(where, str | os.PathLike) or not str(where):
+        error = TypeError if not isinstance(where, str | os.PathLike) else ValueError
+        raise error(
+            f"MLflow.tracking_uri must be None (MLflow's default store), a URI or a SQLite file path, got {where!r}"
+        )
     text = str(where)
     if "://" in text or text.startswith(("databricks", "file:")):
         return text

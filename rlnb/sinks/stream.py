@@ -15,7 +15,7 @@ import queue
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +173,11 @@ class Attachment:
 
 def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:
     """``sinks`` as a list, or a ``TypeError`` naming what is not a sink (before anything starts)."""
+    if isinstance(sinks, str | bytes) or not isinstance(sinks, Sink | Iterable):
+        raise TypeError(
+            "sinks must be a sink or a list of sink objects (rlnb.sinks.TensorBoard(...), MLflow(...), WandB(...), "
+            f"Trackio(...)), got {type(sinks).__name__}: {sinks!r}"
+        )
     listed = [sinks] if isinstance(sinks, Sink) else list(sinks)
     for sink in listed:
         if not isinstance(sink, Sink):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlnb._options import user_path
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
 
 FAILURES_TAG = "failed_operations"
@@ -24,7 +25,7 @@ class TensorBoard(Sink):
     extra = "tensorboard"
 
     def __init__(self, logdir: str | Path = "runs", *, interval: float = FLUSH_INTERVAL, process: bool = False):
-        self.logdir = Path(logdir)
+        self.logdir = user_path("TensorBoard.logdir", logdir)  # ~ is home; None or 5 named here
         super().__init__(interval=interval, process=process)
 
     def spec(self) -> tuple[str, str, dict[str, Any]]:

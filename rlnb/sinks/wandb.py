@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlnb._options import user_path
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
 
 MODES = ("offline", "online")
@@ -42,7 +43,7 @@ class WandB(Sink):
         if not isinstance(project, str) or not project:
             raise ValueError(f"WandB.project = {project!r} is invalid: must be a non-empty name")
         self.project, self.mode, self.entity = project, mode, entity
-        self.dir = Path(dir) if dir is not None else None
+        self.dir = user_path("WandB.dir", dir) if dir is not None else None
         self._settings = settings
         super().__init__(interval=interval, process=process)
 

@@ -100,8 +100,8 @@ def sweep(
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
     check_connect_options(options, trial.target)
-    dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()))
-    folder = Path(resume) if resume is not None else new_folder(runs_dir)
+    dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
+    folder = Path(resume).expanduser() if resume is not None else new_folder(runs_dir)
     the_task = trial.the_task()
     previous = begin(folder, settings(base, configs, trial, study, the_task), resume is not None)
 

@@ -64,6 +64,7 @@ TRAINING = {
     "step-text": (training({"step": "3"}), "its step is str, expected int"),
     "step-negative": (training({"step": -1}), "its step is -1"),
     "ns-dtype": (training({"ns_dtype": "int8"}), "its ns_dtype 'int8' is not one of"),
+    "seed-text": (training({"seed": "3"}), "its seed is str, expected int"),
     "optimizer-junk": (training({"optimizer": {"kind": "adam", "adamw": {}, "momentum": {}}}), MISFIT),
     "optimizer-muon": (training({"optimizer": {"kind": "muon", "adamw": None, "momentum": {}}}), MISFIT),
 }

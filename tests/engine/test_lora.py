@@ -9,6 +9,7 @@ import torch
 
 import rlnb
 from rlnb import samples
+from rlnb.engine.checkpoints import CheckpointMismatch
 from rlnb.engine.models.tiny import build_model
 from tests.support.lora import BAD_LORA
 
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.usefixtures("peft", "transformers")  # Hugging Face: sl
 def lora_session(model, **kw):
     kw.setdefault("device", "cpu")
     kw.setdefault("record", False)
+    kw.setdefault("threads", 1)  # resumes are compared bit for bit: the thread tuner's counts would change the sums
     return rlnb.connect("local", model=model, **kw)
 
 
@@ -97,6 +99,33 @@ def test_inference_checkpoint_exports_the_adapter_for_peft_and_a_merged_model(
     torch.testing.assert_close(got_adapter, expected, atol=1e-5, rtol=0)
 
 
+def test_a_full_session_resumed_from_a_lora_merged_tied_model_is_the_trained_model(hf_dirs, tmp_path):
+    """GPT-2 ties its head to the embedding; LoRA trains the head apart (train_unembed), so the merged model is
+    untied. A full-weight session resumed from it unties its own head (loading both into the one shared tensor
+    made it another model), and its own checkpoints resume as the same model again."""
+    spec = hf_dirs["gpt2"]
+
+    def logits(s, ids):
+        with torch.no_grad():
+            return s.backend.adapter.forward(s.backend.trainer, ids), s.backend.adapter.forward(s.backend.sampler, ids)
+
+    with lora_session(spec, lora={"rank": 4, "alpha": 8}, checkpoint_dir=tmp_path) as s:
+        train(s)
+        folder = s.backend.checkpoint_path(s.save_inference_checkpoint().result().checkpoint.id)
+        ids = torch.tensor([s.encode("n=42 the model")])
+        expected, _ = logits(s, ids)
+    with lora_session(spec, resume_from=folder, checkpoint_dir=tmp_path / "full") as r:
+        for got in logits(r, ids):
+            torch.testing.assert_close(got, expected, atol=1e-4, rtol=0)
+        model = r.backend.adapter.module
+        assert model.get_output_embeddings().weight is not model.get_input_embeddings().weight
+        train(r, steps=1)
+        path = r.backend.checkpoint_path(r.save_training_checkpoint().result().checkpoint.id)
+        trained, _ = logits(r, ids)
+    with lora_session(spec, resume_from=path) as again:
+        torch.testing.assert_close(logits(again, ids)[0], trained, atol=1e-5, rtol=0)
+
+
 def test_lora_training_checkpoint_holds_only_the_adapter_and_resumes(tmp_path):
     hp = rlnb.AdamParams(learning_rate=0.05)
     batch = [samples.cross_entropy(list(b"n=12345"))]
@@ -116,10 +145,32 @@ def test_lora_training_checkpoint_holds_only_the_adapter_and_resumes(tmp_path):
         r.optim_step(hp).result()
         got = {k: v for k, v in r.backend.trainer.state_dict().items() if "lora_" in k}
     assert all(torch.equal(got[k], never_stopped[k]) for k in never_stopped)
-    with pytest.raises(ValueError, match="does not fit"):
+    with pytest.raises(CheckpointMismatch, match="checkpoint's LoRA rank is 2, this session's is 4"):
         lora_session("tiny", lora={"rank": 4}, resume_from=path)
     with pytest.raises(ValueError, match="differ in LoRA"):
         lora_session("tiny", resume_from=path)
+
+
+def test_a_lora_resume_refuses_other_lora_settings_or_another_base_seed(tmp_path):
+    """alpha, dropout and train_unembed change the resumed model (or which layers it adapts) as rank does; a
+    built-in model's LoRA checkpoint keeps only the adapter, so its base seed must be the session's too."""
+    batch = [samples.cross_entropy(list(b"n=12345"))]
+    with lora_session("tiny", lora={"rank": 2, "alpha": 8}, seed=3, checkpoint_dir=tmp_path) as s:
+        s.forward_backward(batch)
+        s.optim_step(rlnb.AdamParams(learning_rate=0.05))
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+        loss = s.forward_backward(batch, forward_only=True).result().loss
+    assert torch.load(path, weights_only=True)["seed"] == 3
+    for lora, seed, message in (
+        ({"rank": 2, "alpha": 16}, 3, "LoRA alpha is 8, this session's is 16"),
+        ({"rank": 2, "alpha": 8, "dropout": 0.1}, 3, "LoRA dropout is 0.0, this session's is 0.1"),
+        ({"rank": 2, "alpha": 8, "train_unembed": False}, 3, "LoRA train_unembed is True, this session's is False"),
+        ({"rank": 2, "alpha": 8}, 0, "checkpoint's seed is 3, this session's is 0.*resume with seed=3"),
+    ):
+        with pytest.raises(CheckpointMismatch, match=message):
+            lora_session("tiny", lora=lora, seed=seed, resume_from=path)
+    with lora_session("tiny", lora={"rank": 2, "alpha": 8, "seed": 9}, seed=3, resume_from=path) as r:
+        assert r.forward_backward(batch, forward_only=True).result().loss == loss  # LoRA's own seed: only the init
 
 
 def test_lora_takes_true_false_none_or_a_dict_and_refuses_anything_else():

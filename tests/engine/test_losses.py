@@ -360,6 +360,21 @@ def test_grpo_clip_thresholds_are_honoured():
     assert metrics["loss/clip/high_fraction"] == pytest.approx(2 / 6, abs=TOL)
 
 
+@pytest.mark.parametrize("loss_type", [PPO, GRPO, CISPO])
+@pytest.mark.parametrize("low, high", [(-1e300, 1e300), (0.0, 3.5e38), (-3.5e38, 1.0)])
+def test_clip_thresholds_past_float32s_range_clip_nothing_beyond_it(loss_type, low, high):
+    """1e300 as "no clipping" on float32 log-probs: the threshold is held at float32's largest value, which no
+    ratio passes (torch could not convert the scalar: INTERNAL_ERROR), so the loss is that of a finite bound."""
+    finite = {"clip_low_threshold": max(low, -1e30), "clip_high_threshold": min(high, 1e30)}
+    huge = {"clip_low_threshold": low, "clip_high_threshold": high}
+    loss, grads, metrics = run(loss_type, huge, dtype=torch.float32)
+    assert (loss, grads, metrics) == run(loss_type, finite, dtype=torch.float32)
+    if high > 1e30:
+        assert metrics["loss/clip/high_fraction"] == 0.0
+    if loss_type == PPO and (low, high) == (-1e300, 1e300):  # PPO that clips nothing is importance sampling
+        assert loss == pytest.approx(run(IS, None, dtype=torch.float32)[0], abs=1e-5)
+
+
 def test_grpo_sequence_ratio_metrics():
     _, _, metrics = run(GRPO, {"ratio_type": RATIO_SEQUENCE})
     # masked mean log-ratios: sample 0 (-0.5 + 0.1 + 0.6) / 3 inside [0.8, 1.28]; sample 1 1.6 / 3 above,

@@ -5,8 +5,10 @@ a model loads."""
 import pytest
 
 import rlnb
+from rlnb import samples
 from rlnb.engine.backend import LocalBackend
 from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions
+from rlnb.text import ByteCodec
 
 
 @pytest.mark.parametrize(
@@ -19,6 +21,24 @@ from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions,
         ({"threads": 10**6}, ValueError, "threads must be None .* <= 1024, got 1000000"),
         ({"threads": 2**63}, ValueError, "threads must be None .* <= 1024, got 9223372036854775808"),
         ({"compile": "yes"}, ValueError, "compile must be True or False"),
+        ({"seed": 2**64}, ValueError, r"seed must be an integer in \[-9223372036854775808, 9223372036854775807\]"),
+        ({"seed": "0"}, ValueError, r"seed must be an integer in \[-9223372036854775808, .*got '0'"),
+        ({"seed": 1.5}, ValueError, "seed must be an integer .*got 1.5"),
+        ({"seed": True}, ValueError, "seed must be an integer .*got True"),
+        ({"sampling_seed": 2**64}, ValueError, r"sampling_seed must be None or an integer in \[-9223372036854775808"),
+        ({"num_generator_replicas": -1}, ValueError, "num_generator_replicas must be an integer >= 0, got -1"),
+        ({"num_generator_replicas": "1"}, ValueError, "num_generator_replicas must be an integer >= 0, got '1'"),
+        ({"eos_token_id": "</s>"}, ValueError, r"eos_token_id must be .*in \[0, the vocabulary's size\), got '</s"),
+        ({"eos_token_id": 2**70}, ValueError, "eos_token_id must be .*got 1180591620717411303424"),
+        ({"eos_token_id": -1}, ValueError, "eos_token_id must be .*got -1"),
+        ({"eos_token_id": True}, ValueError, "eos_token_id must be .*got True"),
+        ({"eos_token_id": 2.5}, ValueError, "eos_token_id must be .*got 2.5"),
+        ({"eos_token_id": []}, ValueError, r"eos_token_id must be .*got \[\]"),
+        ({"eos_token_id": [2, "x"]}, ValueError, r"eos_token_id must be .*got \[2, 'x'\]"),
+        ({"load_optimizer": "no"}, TypeError, "load_optimizer must be None, True or False, got 'no'"),
+        ({"checkpoint_dir": 5}, TypeError, "checkpoint_dir must be a path .*got int: 5"),
+        ({"checkpoint_dir": ""}, ValueError, "checkpoint_dir must be a folder path or None"),
+        ({"resume_from": ""}, ValueError, "resume_from must be a checkpoint's path or None"),
     ],
 )
 def test_bad_options_are_refused_before_the_model_loads(options, error, match):
@@ -53,3 +73,52 @@ def test_groups_and_flat_keywords_are_the_same_settings(tmp_path):
         assert backend.checkpoint_path(ckpt.checkpoint.id).parent == tmp_path / "ckpt"
     finally:
         backend.close()
+
+
+def test_eos_token_id_is_a_token_of_the_vocabulary_checked_once_the_model_is_loaded():
+    with pytest.raises(ValueError, match=r"eos_token_id must be .*in \[0, 255\] \(the vocabulary\), got 300"):
+        LocalBackend("adam", "tiny", device="cpu", eos_token_id=300)
+    with pytest.raises(ValueError, match=r"in \[0, 255\] \(the vocabulary\), got \[10, 256\]"):
+        LocalBackend("adam", "tiny", device="cpu", eos_token_id=[10, 256])
+
+
+def test_an_eos_list_ends_samples_and_leaves_the_reward_text_as_one_id_does():
+    """Generation configs write eos_token_id as a list: sampling and the text a reward reads treat [t] as t."""
+    def greedy(eos):
+        with rlnb.connect("local", model="tiny", device="cpu", threads=1, record=False, eos_token_id=eos) as s:
+            seq = s.sample("n=", max_tokens=12, temperature=0.0).result().results[0].sequences[0]
+            return seq.tokens, seq.stop_reason, s.decode(seq.tokens, skip_special=True)
+
+    free, _, _ = greedy(None)
+    stop = free[3]
+    cut = free[: free.index(stop) + 1]
+    other = next(t for t in range(256) if t not in free)
+    for eos in (stop, [stop], (other, stop)):
+        tokens, reason, text = greedy(eos)
+        assert tokens == cut and reason == "STOP_REASON_STOP", eos
+        assert text == ByteCodec().decode(cut[:-1]), eos
+
+
+def test_user_paths_expand_home_and_a_checkpoint_dir_under_a_file_is_refused(tmp_path, monkeypatch):
+    """``~`` is the home folder in checkpoint_dir, resume_from and runs_dir, as in model=: no ``./~`` folder."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    options = {"model": "tiny", "device": "cpu", "threads": 1}
+    with rlnb.connect("local", checkpoint_dir="~/ck", runs_dir="~/runs", run_id="r", **options) as s:
+        s.forward_backward([samples.cross_entropy(list(b"n=12"))])
+        s.optim_step()
+        result = s.save_training_checkpoint().result()
+        path = s.backend.checkpoint_path(result.checkpoint.id)
+    assert path.parent == home / "ck" and (home / "runs" / "r").is_dir() and not (tmp_path / "~").exists()
+    assert len(rlnb.History.load("~/runs/r")) == 3 and list(rlnb.runs("~/runs")["run_id"]) == ["r"]
+    with rlnb.connect("local", resume_from=f"~/ck/{path.name}", record=False, **options) as r:
+        assert r.step == 1
+    with pytest.raises(TypeError, match=r"resume_from must be a checkpoint's path, not the result of a save "
+                                        r"\(TrainingCheckpointResult\): pass session.backend.checkpoint_path"):
+        rlnb.connect("local", resume_from=result, **options)
+    file = tmp_path / "file"
+    file.write_text("not a folder")
+    for folder, where in ((file, "is a file"), (file / "sub", f"is under '{file}', a file")):
+        with pytest.raises(ValueError, match=f"checkpoint_dir '{folder}' {where}: checkpoints go into a folder"):
+            rlnb.connect("local", checkpoint_dir=folder, **options)

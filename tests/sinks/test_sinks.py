@@ -402,6 +402,25 @@ def test_bad_sinks_are_refused_before_anything_starts():
         sinks.TensorBoard("tb", interval=-1)
     with pytest.raises(ValueError, match=r"MLflow.experiment = '' is invalid"):
         sinks.MLflow(experiment="")
+    with pytest.raises(TypeError, match=r"sinks must be a sink or a list of sink objects .*got str: 'tb'"):
+        rlnb.connect("local", device="cpu", sinks="tb")
+    for logdir, kind in ((None, "NoneType: None"), (5, "int: 5")):
+        with pytest.raises(TypeError, match=rf"TensorBoard.logdir must be a path \(str or os.PathLike\), got {kind}"):
+            sinks.TensorBoard(logdir)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"MLflow.tracking_uri must be None .*, a URI or a SQLite file path, got 5"):
+        sinks.MLflow(tracking_uri=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"MLflow.tracking_uri must be None .*got ''"):
+        sinks.MLflow(tracking_uri="")
+    with pytest.raises(TypeError, match=r"WandB.dir must be a path \(str or os.PathLike\), got int: 5"):
+        sinks.WandB("p", dir=5, process=True)  # type: ignore[arg-type]
+
+
+def test_sink_folders_expand_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert sinks.TensorBoard("~/tb").logdir == tmp_path / "tb"
+    with warnings.catch_warnings():  # process=True imports nothing here; without wandb the sink warns and drops
+        warnings.simplefilter("ignore", sinks.SinkWarning)
+        assert sinks.WandB("p", dir="~/w", process=True).dir == tmp_path / "w"
 
 
 # -- the step builder against History.steps ------------------------------------------------------

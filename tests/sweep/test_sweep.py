@@ -445,3 +445,14 @@ def test_a_connect_option_no_trial_can_take_is_one_type_error_up_front(tmp_path,
     with pytest.raises(TypeError, match=words):
         sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, runs_dir=tmp_path, progress=False, **kwargs)
     assert not any(tmp_path.iterdir())
+
+
+def test_a_sweep_folder_and_its_resume_expand_home(tmp_path, monkeypatch):
+    """``~`` is the home folder in runs_dir and resume, as in connect's runs_dir (not a ``./~`` folder)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    first = sweep(BASE, grid(learning_rate=[1e-3]), steps=1, runs_dir="~/sweeps", progress=False)
+    folder = Path(first.attrs["path"])
+    assert folder.parent == tmp_path / "home" / "sweeps" and not (tmp_path / "~").exists()
+    again = sweep(BASE, grid(learning_rate=[1e-3]), steps=1, resume=f"~/sweeps/{folder.name}", progress=False)
+    assert list(again.status) == ["COMPLETED"] and again.run_path.iloc[0] == first.run_path.iloc[0]

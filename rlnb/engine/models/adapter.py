@@ -11,6 +11,7 @@ between them stay together.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -286,7 +287,7 @@ def build_adapter(
     seed: int = 0,
     dtype: str = "auto",
     device: torch.device,
-    eos_token_id: int | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
     trust_remote_code: bool = False,
 ) -> ModelAdapter:
     """The adapter for ``model``: ``"tiny"`` / ``"small"``, a Hugging Face directory or hub id, a loaded
@@ -294,7 +295,7 @@ def build_adapter(
     ``trust_remote_code`` lets a Hugging Face folder run its own code (see ``hf.check_code``)."""
     if dtype != "auto" and dtype not in hf.DTYPES:
         raise ValueError(f"dtype must be 'auto' or one of {sorted(hf.DTYPES)}, got {dtype!r}")
-    extra_eos = [eos_token_id] if eos_token_id is not None else []
+    extra_eos = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id or [])
     cls: type[ModelAdapter]
     if isinstance(model, str) and model in SIZES:
         module: nn.Module = build_model(model, seed)
