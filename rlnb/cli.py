@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
+import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -215,9 +217,7 @@ def _port(text: str) -> int:
 
 
 def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from rlnb.server.app import app_for, run
     from rlnb.server.settings import parse_limits
-    from rlnb.server.state import StateDirError
 
     try:
         limits = parse_limits(args.limit)
@@ -229,6 +229,23 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (ValueError, ImportError) as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
+    scratch = None  # no --checkpoint-dir or --state-dir: checkpoints live as long as the server, as its registry
+    if args.checkpoint_dir is None and args.state_dir is None:
+        scratch = tempfile.mkdtemp(prefix="rlnb-serve-checkpoints-")
+    try:
+        return _serve_app(args, models, scratch, extra, limits)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _serve_app(
+    args: argparse.Namespace, models: dict[str, str], scratch: str | None, extra: dict[str, Any],
+    limits: dict[str, Any],
+) -> int:
+    from rlnb.server.app import app_for, run
+    from rlnb.server.state import StateDirError
+
     try:
         app = app_for(
             args.host,
@@ -236,7 +253,7 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             token=args.token,
             device=args.device,
             op_delay=args.op_delay,
-            checkpoint_dir=args.checkpoint_dir,
+            checkpoint_dir=args.checkpoint_dir or scratch,
             fail_rate=args.fail_rate,
             result_offload_bytes=args.offload_results_over,
             models=models,
@@ -250,6 +267,9 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 2
     print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
     print(f"rlnb serve: models {', '.join(models)}", flush=True)
+    # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks (the checkpoints'
+    # temporary folder), not by the default handler
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     run(app, args.host, args.port)
     return 0
 
