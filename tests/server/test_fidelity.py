@@ -242,9 +242,9 @@ def test_long_poll_answers_when_the_status_changes(tmp_path):
     with app_client(tmp_path, op_delay=1.0) as c:
         _, sid = new_session(c)
         assert c.get("/supported-models").headers["rlnb-long-poll-max-wait"] == "30.0"
+        t0 = time.monotonic()  # before the submission: the operation may start running before submit returns
         op = submit(c, sid, "optim-step", {})
         path = OPS.format(sid=sid) + f"/optim-step/{op['id']}"
-        t0 = time.monotonic()
         running = c.get(path, params={"wait": 30, "seen": wire.OperationStatus.PENDING}).json()
         assert running["status"] == wire.OperationStatus.RUNNING and time.monotonic() - t0 < 15
         held = c.get(
