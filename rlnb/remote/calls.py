@@ -142,8 +142,9 @@ class Caller:
         self._http = http_client
         self.features = ServerFeatures()
         self.server_extensions = server_extensions
-        self._clock_offset = 0.0
-        """The server's clock minus ours, from the latest ``Date`` header (0 until one came)."""
+        self._date: tuple[str, float] | None = None
+        """The latest ``Date`` header and our ``time.time()`` when it came; parsed only when asked
+        (``server_time``), not on every answer."""
 
     @property
     def max_retries(self) -> int:
@@ -201,13 +202,17 @@ class Caller:
 
     def server_time(self, local: float) -> float:
         """A ``time.time()`` of this machine on the server's clock (as its last ``Date`` header told)."""
-        return local + self._clock_offset
+        if self._date is None:
+            return local
+        date, when = self._date
+        with contextlib.suppress(TypeError, ValueError):  # Date has whole seconds: its middle is nearest
+            return local + email.utils.parsedate_to_datetime(date).timestamp() + 0.5 - when
+        return local
 
     def _learn(self, response: httpx.Response) -> None:
         date = response.headers.get("date")
         if date is not None:
-            with contextlib.suppress(TypeError, ValueError):  # Date has whole seconds: its middle is nearest
-                self._clock_offset = email.utils.parsedate_to_datetime(date).timestamp() + 0.5 - time.time()
+            self._date = (date, time.time())
         if not self.server_extensions:
             return
         wait = response.headers.get("rlnb-long-poll-max-wait")
