@@ -33,7 +33,7 @@ from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.engine.worker import failure
 from rlnb.params import PARAMS, OptimizerParams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task
-from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score, step_metrics
+from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score, step_metrics, unscored
 from rlnb.text import to_tokens
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
@@ -263,9 +263,11 @@ class Ensemble:
                 continue
             out = sample_output(drawn, P, n, range(k * P * n, (k + 1) * P * n), self.records[m].step)
             self.records[m].complete(ops[m], out)
+            groups = unscored(self.prompt_texts, out.results, self._completion_text)
             try:  # rewards and group advantages as rl_step computes them
-                rollouts[m] = score(self.task, self.prompt_texts, out.results, self._completion_text)
+                rollouts[m] = score(self.task, groups)
             except Exception as exc:  # noqa: BLE001 - the user's reward function, or advantages that cannot train
+                self.records[m].history.log_completions(self.records[m].step + 1, completion_rows(groups))
                 bad[m] = f"{type(exc).__name__}: {exc}"
         for m, reason in bad.items():
             self._end([m], "FAILED", reason)

@@ -4,7 +4,15 @@ supervised runs (``corpus``), one RL step (``rl``), the scoring and metrics of i
 (``rollouts``) and one measured training run that lessons are judged on (``lesson``)."""
 
 from rlnb.tasks.rl import SEED_STRIDE, StepReport, rl_step
-from rlnb.tasks.rollouts import RL_METRICS, AdvantageScale, Rollout, group_advantages, score, step_metrics
+from rlnb.tasks.rollouts import (
+    RL_METRICS,
+    AdvantageScale,
+    Rollout,
+    group_advantages,
+    score,
+    step_metrics,
+    unscored,
+)
 from rlnb.tasks.task import Task, digit_fraction, digits_task
 from rlnb.tasks.verified import (
     EVAL_ACCURACY,
@@ -36,4 +44,5 @@ __all__ = [
     "rl_step",
     "score",
     "step_metrics",
+    "unscored",
 ]

@@ -12,7 +12,15 @@ from rlnb import samples, wire
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.tasks.rollouts import AdvantageScale, Rollout, completion_rows, prompt_texts, score, step_metrics
+from rlnb.tasks.rollouts import (
+    AdvantageScale,
+    Rollout,
+    completion_rows,
+    prompt_texts,
+    score,
+    step_metrics,
+    unscored,
+)
 from rlnb.tasks.task import Task
 
 SEED_STRIDE = 1_000_003
@@ -53,7 +61,8 @@ def rl_step(
     its EOS and special tokens; the loss trains on its tokens,
     EOS included. Advantages are ``group_advantages(rewards, advantage_scale)`` per prompt. The step's
     completions go to ``session.history.log_completions`` (also when its forward-backward or optim-step
-    fails), and its RL metrics (``rlnb.tasks.RL_METRICS``) to ``session.history.log``."""
+    fails, and with NaN rewards when the reward raises), and its RL metrics (``rlnb.tasks.RL_METRICS``) to
+    ``session.history.log``."""
     params = session.check_params(params)
     check_loss(loss, loss_params)
     group_size = task.group_size if group_size is None else group_size
@@ -64,7 +73,12 @@ def rl_step(
     def plain(tokens: Sequence[int]) -> str:  # what a reward reads: no EOS, no special tokens
         return session.decode(tokens, skip_special=True)
 
-    groups = score(task, prompt_texts(task, prompts, plain), sampled.results, plain, advantage_scale)
+    groups = unscored(prompt_texts(task, prompts, plain), sampled.results, plain)
+    try:
+        groups = score(task, groups, advantage_scale)
+    except Exception:  # the user's reward (or advantages that cannot train): the completions are kept unscored
+        _keep_failed(session, groups)
+        raise
     batch = [
         samples.policy(ids, list(seq.tokens), seq.logprobs or [], r.advantage)
         for ids, result, group in zip(prompts, sampled.results, groups, strict=True)
@@ -108,7 +122,7 @@ def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:
 
 
 def _keep_failed(session: Session, groups: list[list[Rollout]]) -> None:
-    """The completions of a step whose optim-step failed, under the step it was to complete. Every earlier
+    """The completions of a step whose reward or optim-step failed, under the step it was to complete. Every earlier
     operation has finished (the samples came after them), so that is the session's step + 1; a session that
     cannot say (it was stopped) keeps none, and the failure is raised all the same."""
     with contextlib.suppress(Exception):

@@ -15,7 +15,7 @@ import math
 import numbers
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
 from rlnb import wire
@@ -90,29 +90,30 @@ class Rollout:
     advantage: float
 
 
-def score(
-    task: Task,
-    prompts: Sequence[str],
-    results: Sequence[wire.SampleResult],
-    decode: Callable[[Sequence[int]], str],
-    scale: AdvantageScale = "sample_std",
+def unscored(
+    prompts: Sequence[str], results: Sequence[wire.SampleResult], decode: Callable[[Sequence[int]], str]
 ) -> list[list[Rollout]]:
-    """Each prompt's completions (``results[i]`` answers ``prompts[i]``), with the task's reward of their
-    text (``decode``, which drops EOS and special tokens) and their group advantages. Raises what the
-    reward raises, and ``ValueError`` when the advantages are not finite (a policy sample refuses them)."""
-    groups = []
-    for i, (prompt, result) in enumerate(zip(prompts, results, strict=True)):
-        seqs = result.sequences
-        texts = [decode(s.tokens) for s in seqs]
-        rewards = [_reward(task, prompt, text) for text in texts]
+    """Each prompt's completions (``results[i]`` answers ``prompts[i]``) as sampled, their text as a reward reads
+    it (``decode``, which drops EOS and special tokens), not yet scored: rewards and advantages are NaN. A step
+    whose reward raises keeps these rows."""
+    return [
+        [Rollout(i, prompt, decode(s.tokens), tuple(s.tokens), s.stop_reason == wire.STOP_REASON_LENGTH, math.nan,
+                 math.nan) for s in result.sequences]  # fmt: skip
+        for i, (prompt, result) in enumerate(zip(prompts, results, strict=True))
+    ]
+
+
+def score(task: Task, groups: Sequence[Sequence[Rollout]], scale: AdvantageScale = "sample_std") -> list[list[Rollout]]:
+    """``groups`` (``unscored``) with the task's reward of each completion and their group advantages. Raises what
+    the reward raises, and ``ValueError`` when the advantages are not finite (a policy sample refuses them)."""
+    scored = []
+    for group in groups:
+        rewards = [_reward(task, r.prompt, r.completion) for r in group]
         advantages = group_advantages(rewards, scale)
         if not all(math.isfinite(a) for a in advantages):
             raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
-        groups.append([
-            Rollout(i, prompt, text, tuple(s.tokens), s.stop_reason == wire.STOP_REASON_LENGTH, r, a)
-            for s, text, r, a in zip(seqs, texts, rewards, advantages, strict=True)
-        ])
-    return groups
+        scored.append([replace(r, reward=w, advantage=a) for r, w, a in zip(group, rewards, advantages, strict=True)])
+    return scored
 
 
 def prompt_texts(

@@ -28,7 +28,7 @@ from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, generate, uniforms
 from rlnb.history import History
 from rlnb.schedule import Schedule
-from rlnb.tasks import RL_METRICS, digits_task, rl_step
+from rlnb.tasks import RL_METRICS, Task, digits_task, rl_step
 from rlnb.viz import plots
 
 pytestmark = pytest.mark.slow  # trains ensembles of models for many RL steps
@@ -222,6 +222,28 @@ def test_a_member_whose_samples_go_non_finite_stops_alone():
     failed = ("sample", "TRAINING_OPERATION_STATUS_FAILED", DIVERGED)
     assert [(r.kind, r.status, r.error_message) for r in last] == [failed] * 2
     assert results[0].status == "COMPLETED" and results[0].rewards == alone("adam", members[0], 5, **QUICK).rewards
+
+
+def test_a_reward_that_raises_ends_its_member_and_keeps_the_steps_completions_unscored():
+    digits, calls = digits_task(), []
+
+    def reward(prompt: str, completion: str) -> float:  # fails from the second member's first step on
+        calls.append(completion)
+        if len(calls) > len(digits.prompts) * 4:
+            raise KeyError(completion)
+        return digits.reward(prompt, completion)
+
+    task = Task("flaky", digits.prompts, reward, max_tokens=digits.max_tokens, group_size=4)
+    results = run_batched("tiny", "adam", ADAM[:2], steps=3, device="cpu", task=task)
+    assert [r.status for r in results] == ["FAILED", "FAILED"] and [r.steps_done for r in results] == [1, 0]
+    assert all(r.reason is not None and r.reason.startswith("KeyError: ") for r in results)
+    first, second = (r.history.completions for r in results)
+    rows = len(digits.prompts) * 4
+    assert list(first.step) == [1] * rows + [2] * rows and list(second.step) == [1] * rows
+    assert first.reward[:rows].notna().all() and first.reward[rows:].isna().all()  # step 1 scored, step 2 not
+    assert second.reward.isna().all() and second.advantage.isna().all()
+    assert second.completion.iloc[0] == calls[rows]  # the completion its reward raised on
+    assert list(results[1].history.df.kind) == ["sample"]
 
 
 def test_a_failing_forward_backward_is_recorded_as_a_session_records_it(monkeypatch):

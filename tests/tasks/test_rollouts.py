@@ -14,7 +14,17 @@ import torch
 import rlnb
 from rlnb import samples, wire
 from rlnb.history import History
-from rlnb.tasks import RL_METRICS, Rollout, Task, digits_task, group_advantages, rl_step, score, step_metrics
+from rlnb.tasks import (
+    RL_METRICS,
+    Rollout,
+    Task,
+    digits_task,
+    group_advantages,
+    rl_step,
+    score,
+    step_metrics,
+    unscored,
+)
 
 LENGTH, STOP = "STOP_REASON_LENGTH", "STOP_REASON_STOP"
 
@@ -71,8 +81,11 @@ def test_score_gives_the_reward_the_completion_text_and_keeps_the_tokens():
 
     task = Task("t", ["a", "b"], reward)
     decode = rlnb.text.ByteCodec(eos_token_ids=[300]).decode
-    groups = score(task, ["a", "b"], [result(seq([49, 50, 300], STOP), seq([49, 50, 51])), result(seq([50]))],
-                   lambda t: decode(t, True))
+    sampled = unscored(["a", "b"], [result(seq([49, 50, 300], STOP), seq([49, 50, 51])), result(seq([50]))],
+                       lambda t: decode(t, True))
+    assert not seen and [r.completion for g in sampled for r in g] == ["12", "123", "2"]
+    assert all(math.isnan(r.reward) and math.isnan(r.advantage) for g in sampled for r in g)
+    groups = score(task, sampled)
     assert seen == [("a", "12"), ("a", "123"), ("b", "2")]
     first = groups[0][0]
     assert first == Rollout(0, "a", "12", (49, 50, 300), False, 1.0, first.advantage)
@@ -81,9 +94,9 @@ def test_score_gives_the_reward_the_completion_text_and_keeps_the_tokens():
     assert groups[1][0].advantage == 0.0  # a group of one
     nan_task = Task("t", ["a"], lambda p, c: math.nan)
     with pytest.raises(ValueError, match=r"the advantages are not finite: the task's rewards were \[nan, nan\]"):
-        score(nan_task, ["a"], [result(seq([1]), seq([2]))], lambda t: "x")
+        score(nan_task, unscored(["a"], [result(seq([1]), seq([2]))], lambda t: "x"))
     with pytest.raises(ZeroDivisionError):  # the task's own error, as it raised it
-        score(Task("t", ["a"], lambda p, c: 1 / 0), ["a"], [result(seq([1]))], lambda t: "x")
+        score(Task("t", ["a"], lambda p, c: 1 / 0), unscored(["a"], [result(seq([1]))], lambda t: "x"))
 
 
 def rollouts(rewards: list[list[float]], tokens: list[list[tuple[int, ...]]], truncated: list[list[bool]]):
@@ -159,6 +172,28 @@ def test_rl_step_logs_the_metrics_and_keeps_the_completions(tmp_path):
         rl_step(again, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=4, seed=9)
     kept = again.history.completions  # a continued run keeps the earlier ones (a fresh session counts from 1)
     assert len(kept) == len(table) + 24 and list(kept.step) == list(table.step) + [1] * 24
+
+
+def test_a_reward_that_raises_keeps_the_steps_completions_unscored(tmp_path):
+    calls = []
+
+    def reward(prompt: str, completion: str) -> float:
+        calls.append(completion)
+        if len(calls) > 5:
+            raise KeyError(completion)
+        return 1.0
+
+    task = Task("flaky", ["a=", "b="], reward, group_size=3, max_tokens=4)
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
+        with pytest.raises(KeyError):
+            rl_step(s, task, rlnb.AdamParams(learning_rate=3e-3), seed=0)
+        kinds = list(s.history.df.kind)
+    assert kinds == ["sample"] and s.step == 0  # nothing was trained on
+    table = s.history.completions
+    assert len(table) == 6 and list(table.prompt) == ["a="] * 3 + ["b="] * 3 and set(table.step) == {1}
+    assert list(table.completion) == calls[:6] and table.reward.isna().all() and table.advantage.isna().all()
+    assert (table.length >= 1).all()
+    pd.testing.assert_frame_equal(History.load(tmp_path / "r").completions, table)
 
 
 def test_an_sft_run_writes_no_completions_file(tmp_path):
