@@ -50,6 +50,13 @@ def check_int(name: str, value: Any, low: int, high: int | None = None, *, optio
         raise ValueError(f"{name} must be {'None or ' if optional else ''}an integer {allowed}, got {value!r}")
 
 
+def check_bool(name: str, value: Any, *, optional: bool = False) -> None:
+    """``ValueError`` naming ``name`` unless ``value`` is True or False (or None when ``optional``): a string
+    such as ``"no"`` is truthy and would silently mean yes."""
+    if not (isinstance(value, bool) or (optional and value is None)):
+        raise ValueError(f"{name} must be {'None, ' if optional else ''}True or False, got {value!r}")
+
+
 def user_path(name: str, value: object) -> Path:
     """A folder or file a user named, ``~`` expanded as a shell would (``Path("~/runs")`` is a folder called
     ``~``); a ``TypeError`` naming ``name`` unless ``value`` is a ``str`` or ``os.PathLike``."""

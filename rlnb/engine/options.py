@@ -17,7 +17,7 @@ from typing import Any, Literal
 import torch
 
 from rlnb import wire
-from rlnb._options import check_int, user_path
+from rlnb._options import check_bool, check_int, user_path
 from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.optim.split import SplitOverride
 from rlnb.engine.threads import check_threads
@@ -108,8 +108,7 @@ class CheckpointOptions:
     def __post_init__(self) -> None:
         """Paths as ``Path``s with ``~`` expanded; a ``checkpoint_dir`` that is (or is under) a file is refused
         here, not at the first save."""
-        if self.load_optimizer is not None and not isinstance(self.load_optimizer, bool):
-            raise TypeError(f"load_optimizer must be None, True or False, got {self.load_optimizer!r}")
+        check_bool("load_optimizer", self.load_optimizer, optional=True)
         if self.checkpoint_dir is not None:
             object.__setattr__(self, "checkpoint_dir", _folder(self.checkpoint_dir))
         if self.resume_from is not None:

@@ -35,7 +35,7 @@ from rlnb.text import ByteCodec
         ({"eos_token_id": 2.5}, ValueError, "eos_token_id must be .*got 2.5"),
         ({"eos_token_id": []}, ValueError, r"eos_token_id must be .*got \[\]"),
         ({"eos_token_id": [2, "x"]}, ValueError, r"eos_token_id must be .*got \[2, 'x'\]"),
-        ({"load_optimizer": "no"}, TypeError, "load_optimizer must be None, True or False, got 'no'"),
+        ({"load_optimizer": "no"}, ValueError, "load_optimizer must be None, True or False, got 'no'"),
         ({"checkpoint_dir": 5}, TypeError, "checkpoint_dir must be a path .*got int: 5"),
         ({"checkpoint_dir": ""}, ValueError, "checkpoint_dir must be a folder path or None"),
         ({"resume_from": ""}, ValueError, "resume_from must be a checkpoint's path or None"),

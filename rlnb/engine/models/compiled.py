@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from rlnb._options import check_bool
+
 log = logging.getLogger("rlnb")
 
 BUCKET = 64
@@ -43,9 +45,8 @@ _SEEN: set[tuple[Any, ...]] = set()
 
 
 def check_compile(compile: object) -> bool:
-    if not isinstance(compile, bool):
-        raise ValueError(f"compile must be True or False, got {compile!r}")
-    return compile
+    check_bool("compile", compile)
+    return bool(compile)
 
 
 def bucket(length: int, limit: int) -> int:
