@@ -13,6 +13,7 @@ with it for rlnb, httpx and httpcore.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import threading
@@ -57,12 +58,14 @@ def known() -> list[str]:
         return list(_keys)
 
 
-def forms(key: str) -> list[str]:
+@functools.lru_cache(maxsize=64)
+def forms(key: str) -> tuple[str, ...]:
     """How ``key`` may appear in a text: as written, as ``repr`` or ``ascii`` quote it (``\\n`` for a newline), as the
-    ``repr`` of its UTF-8 bytes quotes it (``b'Bearer ...\\n'`` in an h11 or httpcore message)."""
+    ``repr`` of its UTF-8 bytes quotes it (``b'Bearer ...\\n'`` in an h11 or httpcore message). Cached: every log
+    record and error message is redacted."""
     escaped, as_ascii = repr(key)[1:-1], ascii(key)[1:-1]
     as_bytes = repr(key.encode("utf-8", "surrogatepass"))[2:-1]
-    return list(dict.fromkeys(k for k in (key, escaped, as_ascii, as_bytes) if k))
+    return tuple(dict.fromkeys(k for k in (key, escaped, as_ascii, as_bytes) if k))
 
 
 def redact(text: str) -> str:
