@@ -49,6 +49,8 @@ def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
         (["--offload-results-over=-5"], "result_offload_bytes must be None or an integer >= 0, got -5"),
         (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),
         (["--state-dir", "{file}"], "cannot keep the server's state in"),
+        (["--checkpoint-dir", "{file}"], "is a file: checkpoints go into a folder"),
+        (["--checkpoint-dir", "/proc/rlnb-ckpt"], "cannot hold checkpoints"),  # failed at each save
         (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),  # listened, then 400s
         (["--token="], "token is empty (an unset variable?)"),  # listened, then 401 to every key
         (["--token", "secret\n"], "token holds whitespace at position 6"),

@@ -9,6 +9,7 @@ built, before a model is loaded.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,16 +107,17 @@ class CheckpointOptions:
     load_optimizer: bool | None = None
 
     def __post_init__(self) -> None:
-        """Paths as ``Path``s with ``~`` expanded; a ``checkpoint_dir`` that is (or is under) a file is refused
-        here, not at the first save."""
+        """Paths as ``Path``s with ``~`` expanded; a ``checkpoint_dir`` that is (or is under) a file, or that cannot
+        be made or written, is refused here, not at the first save."""
         check_bool("load_optimizer", self.load_optimizer, optional=True)
         if self.checkpoint_dir is not None:
-            object.__setattr__(self, "checkpoint_dir", _folder(self.checkpoint_dir))
+            object.__setattr__(self, "checkpoint_dir", checkpoint_folder(self.checkpoint_dir))
         if self.resume_from is not None:
             object.__setattr__(self, "resume_from", _checkpoint(self.resume_from))
 
 
-def _folder(value: object) -> Path:
+def checkpoint_folder(value: object) -> Path:
+    """``value`` as a folder that can hold checkpoints (made now), else a ``ValueError`` naming ``checkpoint_dir``."""
     if value == "":
         raise ValueError("checkpoint_dir must be a folder path or None (a fresh temporary folder), got ''")
     folder = user_path("checkpoint_dir", value)
@@ -123,6 +125,11 @@ def _folder(value: object) -> Path:
     if above is not None and not above.is_dir():
         where = "is a file" if above == folder else f"is under {str(above)!r}, a file"
         raise ValueError(f"checkpoint_dir {str(folder)!r} {where}: checkpoints go into a folder")
+    try:  # made and written to now: a folder under /proc, or one not writable, would fail only at the first save
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        raise ValueError(f"checkpoint_dir {str(folder)!r} cannot hold checkpoints: {exc.strerror or exc}") from None
     return folder
 
 

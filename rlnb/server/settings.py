@@ -122,8 +122,11 @@ class ServerSettings:
                 raise ValueError("token is empty (an unset variable?): give one, or leave --token out to turn auth off")
             _secrets.check_key(self.token, "token")
         from rlnb.engine.backend import resolve_device  # torch: imported only when settings are made
+        from rlnb.engine.options import checkpoint_folder
 
         resolve_device(self.device)  # a device that is not there stops the server before it listens
+        if self.checkpoint_dir is not None:  # nor does a folder that cannot hold checkpoints
+            object.__setattr__(self, "checkpoint_dir", checkpoint_folder(self.checkpoint_dir))
 
 
 LIMITS = (

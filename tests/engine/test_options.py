@@ -38,6 +38,7 @@ from rlnb.text import ByteCodec
         ({"load_optimizer": "no"}, ValueError, "load_optimizer must be None, True or False, got 'no'"),
         ({"checkpoint_dir": 5}, TypeError, "checkpoint_dir must be a path .*got int: 5"),
         ({"checkpoint_dir": ""}, ValueError, "checkpoint_dir must be a folder path or None"),
+        ({"checkpoint_dir": "/proc/rlnb"}, ValueError, "checkpoint_dir '/proc/rlnb' cannot hold checkpoints: No such"),
         ({"resume_from": ""}, ValueError, "resume_from must be a checkpoint's path or None"),
     ],
 )
