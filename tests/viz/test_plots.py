@@ -392,7 +392,8 @@ def test_live_view_follows_a_real_session_from_backend_threads(tmp_path):
         s.forward_backward([samples.cross_entropy(list(b"live view"))])
         s.optim_step(rlnb.MuonParams(learning_rate=0.02, grad_clip_norm=0.5 * (i + 1)))
     s.wait()
-    wait_until(lambda: len(line(view, "loss", "loss")) == 3)
+    shown = [("loss", "loss"), *(("grad_norm", k) for k in ("grad_norm", "grad_norm_muon", "grad_clip_norm"))]
+    wait_until(lambda: all(len(line(view, *key)) == 3 for key in shown))  # every line, not only the loss
     settle(view, quiet=0.2)
     steps = s.history.steps
     np.testing.assert_array_equal(line(view, "grad_norm", "grad_norm")[:, 1], steps.grad_norm)
