@@ -140,9 +140,11 @@ class Registry(ResourcesMixin, OperationsMixin):
         self.journal.rewrite(entries)
 
     def _end(self, s: SessionRecord, status: wire.SessionStatus, reason: str | None = None) -> None:
-        """Mark a session ended (under the lock) and free its payloads; its backend is closed and let go by
-        ``_close``."""
+        """Mark a session ended (under the lock) and free its payloads (its offloaded results are served whole
+        from now on); its backend is closed and let go by ``_close``."""
         self.payloads.drop_session(s.id)
+        for op in s.ops.values():
+            op.offloaded = None
         now = self.now()
         s.status, s.updated_at = status, now
         if reason is not None:

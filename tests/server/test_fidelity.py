@@ -113,6 +113,30 @@ def test_large_results_come_back_through_download_url(tmp_path):
         assert "payload_id" not in small["output"] and small["output"]["loss"] > 0  # small results stay inline
 
 
+
+def test_a_stopped_sessions_large_results_are_served_whole_and_make_no_payload(tmp_path):
+    with app_client(tmp_path, result_offload_bytes=200) as c:
+        _, sid = new_session(c)
+        body = {"model_inputs": [wire.ModelInput.from_tokens([1, 2]).to_json_dict()], "num_samples": 4,
+                "sampling_params": {"max_tokens": 16, "seed": 1}}  # fmt: skip
+        seen, unseen = (submit(c, sid, "sample", body)["id"] for _ in range(2))
+        before = wait(c, sid, "sample", seen)["output"]
+        registry = c.app.state.registry
+        record = registry.sessions[sid].ops[unseen]  # finished, but never asked for (no GET offloads it)
+        deadline = time.monotonic() + 60
+        while record.env.status != wire.OperationStatus.COMPLETED:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert c.post(f"/training-sessions/{sid}/stop").status_code == 200
+        payloads = registry.payloads
+        for op in (seen, unseen):  # one offloaded before the stop, one never fetched before it
+            env = c.get(OPS.format(sid=sid) + f"/sample/{op}").json()
+            assert env["status"] == wire.OperationStatus.COMPLETED and "payload_id" not in env["output"]
+            assert [len(s["tokens"]) for s in env["output"]["results"][0]["sequences"]] == [16] * 4
+        assert payloads.held(sid) == 0 and not [p for p in payloads._payloads.values() if p.session_id == sid]
+        gone = c.post(f"/training-sessions/{sid}/payloads/{before['payload_id']}/download-url")
+        assert gone.status_code == 404
+
 # -- requests the SDK may send --------------------------------------------------------------------
 
 

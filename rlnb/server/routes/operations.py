@@ -64,13 +64,16 @@ def with_payload(registry: Registry, session_id: str, request_type: type[wire._M
 
 def served(registry: Registry, session_id: str, op: OpRecord, env: wire.Operation[Any]) -> dict[str, Any]:
     """The envelope as JSON; a completed output over ``result_offload_bytes`` keeps its small members and
-    names a payload holding the rest (made once per operation)."""
+    names a payload holding the rest (made once per operation, while the session is active: its payloads go
+    when it ends, and its results are then served whole)."""
     data = env.model_dump(mode="json")
     limit = registry.settings.result_offload_bytes
     members = wire.OFFLOADED_RESULT_MEMBERS.get(op.kind)
     if limit is None or env.status != wire.OperationStatus.COMPLETED or members is None:
         return data
     with registry.lock:
+        if registry.sessions[session_id].status not in wire.SESSION_ACTIVE:
+            return data
         if op.offloaded is None:
             out = data["output"]
             if len(json.dumps(out, separators=(",", ":"))) > limit:
