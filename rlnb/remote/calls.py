@@ -94,6 +94,9 @@ class Call(NamedTuple):
     idempotent: bool = True
     """False for a create that takes no Idempotency-Key: once it may have reached the server it is not
     sent again (retried only when no connection was made, or on 408 / 409 / 429, which refuse it)."""
+    until: float | None = None
+    """A ``time.monotonic()`` by which the call ends, if sooner than its deadline (a poll within its failure
+    window)."""
 
 
 class Caller:
@@ -158,7 +161,10 @@ class Caller:
         """Send with the retry policy, within the call's deadline; a 2xx response, or the mapped exception."""
         request = self._build(call)
         end = time.monotonic() + self.deadline + call.wait
-        attempt = 0
+        limit = f"the call's deadline ({self.deadline:g} s)"
+        if call.until is not None and call.until < end:
+            end, limit = call.until, "the caller's time for it"
+        attempt, answered = 0, None  # the latest error answer
         while True:
             started = time.monotonic()
             failure: httpx.RequestError | None = None
@@ -171,8 +177,10 @@ class Caller:
                         response.close()
             except httpx.RequestError as exc:
                 failure = exc  # judged outside ``except``: an error raised there would keep it as __context__
-            if failure is not None:
-                time.sleep(self._after_failure(request, attempt, None, failure, end, call.idempotent))
+            if failure is not None:  # a retry cut short by the end: the error answer before it says more
+                cut = answered is not None and time.monotonic() >= end
+                said, error = (answered, None) if cut else (None, failure)
+                time.sleep(self._after_failure(request, attempt, said, error, end, limit, call.idempotent))
             else:
                 log.debug(
                     "%s %s -> %d in %.0f ms", request.method, request.url, response.status_code,
@@ -181,7 +189,8 @@ class Caller:
                 self._learn(response)
                 if response.is_success:
                     return response
-                time.sleep(self._after_failure(request, attempt, response, None, end, call.idempotent))
+                answered = response
+                time.sleep(self._after_failure(request, attempt, response, None, end, limit, call.idempotent))
             attempt += 1
 
     def _build(self, call: Call) -> httpx.Request:
@@ -233,13 +242,15 @@ class Caller:
         response: httpx.Response | None,
         error: Exception | None,
         end: float,
+        limit: str,
         idempotent: bool = True,
     ) -> float:
         """The one place failures are judged: the delay before the next attempt, or the final error raised.
 
         ``error`` is the httpx exception when no response came; it becomes ``APITimeoutError`` or
         ``APIConnectionError`` (``from`` it, with the request's Authorization header masked). An error
-        status becomes ``status_error_class(status)``. No retry starts past the call's deadline ``end``. A
+        status becomes ``status_error_class(status)``. No retry starts past the call's ``end`` (``limit`` says
+        what set it). A
         call that is not ``idempotent`` is retried only when it surely did not act: no connection was made,
         or the server refused it (408, 409, 429).
         """
@@ -260,7 +271,7 @@ class Caller:
             cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
             if late:
-                tries += f"; the call's deadline ({self.deadline:g} s) passed"
+                tries += f"; {limit} passed"
             raise cls(what + tries, method=method, url=url) from self._cause(error)
         log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries, delay)
         return delay

@@ -194,12 +194,15 @@ class APIClient(Caller):
         *,
         wait: float | None = None,
         seen: str | None = None,
+        until: float | None = None,
     ) -> wire.Operation[Any]:
         """GET one operation. ``wait``/``seen`` use rlnb serve's long-poll (see ``features``): the answer
-        comes when the status differs from ``seen``, the operation ends, or ``wait`` seconds pass."""
+        comes when the status differs from ``seen``, the operation ends, or ``wait`` seconds pass. ``until``
+        (``time.monotonic()``) ends the call, retries included, if that is sooner than its deadline."""
         path = f"{_operations_path(session_id, kind)}/{_seg(operation_id, 'operation_id')}"
         params = {"wait": f"{wait:g}", **({"seen": seen} if seen else {})} if wait else None
-        return self._operation(session_id, kind, self._send(Call("GET", path, params=params, wait=wait or 0.0)))
+        call = Call("GET", path, params=params, wait=wait or 0.0, until=until)
+        return self._operation(session_id, kind, self._send(call))
 
     def upload_payload(self, session_id: str, content: bytes) -> str:
         """The side channel's upload: a presigned URL from the API, then a PUT without the key."""

@@ -12,7 +12,8 @@ Three strategies, chosen from what the server offers (``APIClient.features``):
 
 A poll that gets no answer (or a 5xx / 429 after the client's retries) is tried again; once every poll of
 the session has failed for ``poll_failure_window`` seconds, counted from the first failing poll's start
-(the server died, or answers 502 to everything), every operation in flight fails ``TIMEOUT`` at once,
+(the server died, or answers 502 to everything), every operation in flight fails ``TIMEOUT`` at once, when
+the window ends (a poll's retries end with it),
 saying so: polls go one at a time, and one per operation against a server that never answers would
 take a whole deadline each. A 404 — the server no longer knows the
 operation, e.g. it restarted without its state — fails it at once (``SESSION_NOT_ACTIVE``).
@@ -106,6 +107,7 @@ class Poller:
         self.poll_min, self.poll_max = options.poll_min, options.poll_max
         self.operation_timeout, self.failure_window = options.operation_timeout, options.poll_failure_window
         self._failing_since: float | None = None  # monotonic time of the first of the polls failing in a row
+        self._last_failure: APIError | None = None  # what the latest of them said (a poll cut short says less)
         self._inflight: list[InFlight] = []  # submission order
         self._cond = threading.Condition()
         self._stopping = False
@@ -161,8 +163,14 @@ class Poller:
             wait = max(0.0, min(max_wait, LONG_POLL_WAIT, op.deadline - time.monotonic()))
         transient = False
         started = time.monotonic()
+        # Retries end with the failure window: by its end when polls are failing already, else a window
+        # (and the long-poll's wait) after this poll starts, which a server that answers never reaches.
+        failing = self._failing_since
+        until = failing + self.failure_window if failing is not None else started + self.failure_window + (wait or 0)
         try:
-            env = self.client.get_operation(self.session_id, op.kind, op.env.id, wait=wait, seen=op.env.status)
+            env = self.client.get_operation(
+                self.session_id, op.kind, op.env.id, wait=wait, seen=op.env.status, until=until
+            )
         except (APIConnectionError, APIStatusError) as exc:
             if isinstance(exc, APIStatusError) and exc.status_code == 404:
                 env = wire.Operation.failed(
@@ -176,15 +184,17 @@ class Poller:
             else:
                 if self._failing_since is None:
                     self._failing_since = started
+                if time.monotonic() < until or self._last_failure is None:  # not a poll cut short by the window
+                    self._last_failure = exc
                 if time.monotonic() - self._failing_since >= self.failure_window:
-                    self._fail_all(exc)
+                    self._fail_all(self._last_failure)
                     return
                 log.warning("polling %s %s failed, will try again: %s", op.kind, op.env.id, exc)
                 env, transient = op.env, True
         except APIError as exc:  # an unparsable response: not worth repeating
             env = wire.Operation.failed(op.env.id, None, f"polling failed: {exc}")
         else:
-            self._failing_since = None
+            self._failing_since, self._last_failure = None, None
         now = time.monotonic()
         if env.status not in wire.TERMINAL_STATUSES and now >= op.deadline:
             env = wire.Operation.failed(

@@ -76,6 +76,29 @@ def test_every_poll_a_502_fails_the_operation_after_the_failure_window():
         session.close()
 
 
+def test_a_polls_retries_end_with_the_failure_window():
+    """A slow backoff (~13 s of retries in one poll) does not carry the failure past a 1 s window."""
+    fake = FakeAPI()
+    fake.hold = True
+    with serve_fake(fake) as server:
+        slow = RetryPolicy(max_retries=8, initial_delay=1.0, max_delay=2.0, jitter=0.0)
+        session = rlnb.connect(server.url, api_key=KEY, ready_timeout=10, retry=slow, poll_failure_window=1.0,
+                               record=False, **FAST_POLL)  # fmt: skip
+        op = session.forward_backward(BATCH)
+        posted([op])
+        route = fake.route
+        fake.route = lambda r: (  # type: ignore[method-assign]
+            httpx.Response(502, text="Bad Gateway") if r.method == "GET" else route(r)
+        )
+        start = time.monotonic()
+        with pytest.raises(rlnb.OperationFailed) as info:
+            op.result(timeout=60)
+        assert 1.0 <= time.monotonic() - start < 6.0  # the first poll's retries alone would take 13 s
+        assert "every poll failed" in info.value.message and "poll_failure_window 1 s" in info.value.message
+        fake.route = route  # type: ignore[method-assign]
+        session.close()
+
+
 def test_a_dead_server_fails_every_operation_in_flight_after_the_window():
     fake = FakeAPI()
     fake.hold = True
