@@ -175,14 +175,20 @@ def lr_find(
             trial.history.log(trial.step, **{LOGGED[objective]: value, "lr_find_lr": lr})
             if progress is not None:
                 progress(i + 1, steps)
-            if not math.isfinite(value) or diverged(smooth(values), objective):
+            if not math.isfinite(value):
+                ended = f"diverged at lr {lr:.3g} ({objective} {value})"
+                break
+            if diverged(smooth(values), objective):
                 ended = f"diverged at lr {lr:.3g}"
                 break
     finally:
         trial.wait()
         trial.close()
-    smoothed = smooth(smooth(values)[::-1])[::-1]  # forward, then backward: no lag
-    suggestion, why = suggest(lrs[: len(values)], smoothed, objective)
+    # A non-finite last value (only the last: it ends the run) stays in ``values`` but not in the curve: one
+    # NaN or inf in the EMA made every smoothed point NaN (or inf), read as "flat" with no suggestion.
+    curve = values if not values or math.isfinite(values[-1]) else values[:-1]
+    smoothed = smooth(smooth(curve)[::-1])[::-1] + [math.nan] * (len(values) - len(curve))  # no lag
+    suggestion, why = suggest(lrs[: len(curve)], smoothed[: len(curve)], objective)
     reason = why + (f"; ended early: {ended}" if ended else "")
     if suggestion is not None and ratio is not None:
         reason += f"; AdamW part at {ratio:.2g}× it: {significant(suggestion * ratio)}"

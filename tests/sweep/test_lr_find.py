@@ -93,6 +93,25 @@ def test_a_diverging_loss_ends_the_test_early(tmp_path):
     assert steps.lr_find_loss.tolist() == result.values and "loss" in steps
 
 
+def test_a_loss_that_turns_nan_still_gives_the_curve_and_suggestion_before_it(tmp_path):
+    """A step_fn whose loss is NaN past 0.03 (a supervised step that blew up): one NaN in the EMA made every
+    smoothed point NaN, and the test said "the smoothed loss is flat" with no suggestion."""
+
+    def step(session, params, i):
+        ce_step(session, params)
+        x = math.log10(params.learning_rate)
+        return math.nan if x > math.log10(0.03) else 1 + (x + 2) ** 2
+
+    result = lr_find(
+        rlnb.AdamParams(), start_lr=1e-6, end_lr=1.0, steps=25, step_fn=step, objective="loss", runs_dir=tmp_path
+    )
+    assert math.isnan(result.values[-1]) and all(math.isfinite(v) for v in result.values[:-1])
+    assert math.isnan(result.smoothed[-1]) and all(math.isfinite(v) for v in result.smoothed[:-1])
+    assert result.reason.startswith("steepest descent") and "diverged at lr" in result.reason
+    assert "loss nan" in result.reason
+    assert result.suggestion is not None and result.suggestion < 1e-2  # before the minimum
+
+
 def test_a_local_session_is_copied_and_left_untouched(tmp_path):
     session = rlnb.connect("local", optimizer="adam", seed=3, device="cpu", record=False)
     for _ in range(2):
