@@ -3,21 +3,26 @@ flushed at once), one run folder per trial, and for Optuna ``study.db``. What ma
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
+from rlnb.errors import RunLocked
 from rlnb.history import default_runs_dir, new_run_id
+from rlnb.history.store import try_lock
 from rlnb.params import OptimizerParams
 from rlnb.tasks import Task
 
 from .options import SearchOptions, TrialOptions
-from .trial import Objective
+from .trial import TERMINAL, Objective
 
-SETTINGS_FILE, ROWS_FILE = "sweep.json", "trials.jsonl"
+SETTINGS_FILE, ROWS_FILE, LOCK_FILE = "sweep.json", "trials.jsonl", "sweep.lock"
 
 
 def append_row(folder: Path, row: dict[str, Any]) -> None:
@@ -30,6 +35,31 @@ def new_folder(runs_dir: str | Path | None) -> Path:
     folder = (Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()) / new_run_id("sweep")
     folder.mkdir(parents=True)
     return folder
+
+
+def lock(folder: Path, resume: bool) -> IO[str]:
+    """Hold the folder's ``sweep.lock`` for the sweep's life (the OS releases it if the process dies), or raise
+    ``RunLocked`` naming the holder. Two sweeps resumed on one folder both ran its unfinished trials, and the
+    second's rows (FAILED: each trial's run folder was the first's) were recorded after, and over, the first's."""
+    if resume and not (folder / SETTINGS_FILE).exists():
+        raise FileNotFoundError(f"resume: {folder} is not a sweep folder (no {SETTINGS_FILE})")
+    fh = open(folder / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the sweep's life
+    try:
+        try_lock(fh)
+    except OSError:
+        fh.seek(0)
+        holder = fh.read().strip() or "unknown"
+        fh.close()
+        raise RunLocked(
+            f"sweep folder {folder} is being run by another sweep (pid {holder}): let it finish, or stop it, "
+            "before resuming it",
+            holder=holder,
+        ) from None
+    with contextlib.suppress(OSError):  # a full disk: the lock is held all the same; the pid is a courtesy
+        fh.truncate(0)
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+    return fh
 
 
 def settings(
@@ -62,8 +92,6 @@ def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str
     if not resume:
         path.write_text(json.dumps(settings, indent=2, default=str))
         return []
-    if not path.exists():
-        raise FileNotFoundError(f"resume: {folder} is not a sweep folder (no {SETTINGS_FILE})")
     stored = json.loads(path.read_text())
     now = json.loads(json.dumps(settings, default=str))
     changed = [f"{k}: {now.get(k)!r} (the sweep used {stored.get(k)!r})" for k in now if now.get(k) != stored.get(k)]
@@ -73,12 +101,22 @@ def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str
     if not rows_path.exists():
         return []
     rows = []
-    for line in rows_path.read_text(encoding="utf-8").splitlines():
+    for n, line in enumerate(rows_path.read_text(encoding="utf-8").splitlines(), 1):
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except ValueError:
             continue  # a half-written last line of a killed sweep: that trial runs again
+        if _is_row(row):
+            rows.append(row)
+        else:  # a line edited by hand: a KeyError ('status') ended the resume
+            warnings.warn(f"{rows_path} line {n} is not a trial's row (an object with an integer 'trial' and a "
+                          f"'status' of {', '.join(TERMINAL)}); skipped: {line[:80]!r}", stacklevel=3)  # fmt: skip
     return rows
+
+
+def _is_row(row: Any) -> bool:
+    trial = row.get("trial") if isinstance(row, dict) else None
+    return isinstance(trial, int) and not isinstance(trial, bool) and trial >= 0 and row.get("status") in TERMINAL
 
 
 def trial_run_id(folder: Path, trial: int, seed: int) -> str:

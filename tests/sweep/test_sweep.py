@@ -204,6 +204,56 @@ def test_resume_runs_what_was_stopped_and_keeps_what_finished(tmp_path):
     assert all(len(h.steps) == 2 for h in histories(again))
 
 
+def test_a_sweep_folder_runs_one_sweep_at_a_time(tmp_path):
+    """Two resumes of one stopped sweep at once both ran its trials; the second's rows (FAILED: "run folder
+    trial-000-seed0 is being written by another session", for every trial) were recorded after the first's, so
+    a later resume showed the finished trials FAILED and never ran them again."""
+    stop = threading.Event()
+    stop.set()
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    first = sweep(BASE, configs, steps=2, runs_dir=tmp_path, stop=stop, progress=False)
+    folder = Path(first.attrs["path"])
+    assert list(first.status) == ["STOPPED", "STOPPED"]
+    started, release = threading.Event(), threading.Event()
+
+    def hold(done, total, row):  # the first resume keeps the folder while the second one tries
+        started.set()
+        assert release.wait(120)
+
+    out: dict[str, pd.DataFrame] = {}
+    runner = threading.Thread(target=lambda: out.update(a=sweep(BASE, configs, steps=2, resume=folder, progress=hold)))
+    runner.start()
+    try:
+        assert started.wait(120)
+        with pytest.raises(rlnb.RunLocked, match="is being run by another sweep"):
+            sweep(BASE, configs, steps=2, resume=folder, progress=False)
+    finally:
+        release.set()
+        runner.join(120)
+    assert list(out["a"].status) == ["COMPLETED", "COMPLETED"]
+    again = sweep(BASE, configs, steps=2, resume=folder, progress=False)  # the lock went with the first sweep
+    assert list(again.status) == ["COMPLETED", "COMPLETED"]
+    assert list(again.run_path) == list(out["a"].run_path)
+    rows = [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["STOPPED", "STOPPED", "COMPLETED", "COMPLETED"]
+
+
+def test_a_hand_edited_trials_file_is_resumed_with_its_bad_lines_skipped(tmp_path):
+    """A line of trials.jsonl that is JSON but not a trial's row (``{"trial": 5}``, ``[1, 2]``) ended the resume
+    with a bare ``KeyError: 'status'``."""
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    first = sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False)
+    folder = Path(first.attrs["path"])
+    with open(folder / "trials.jsonl", "a") as fh:
+        fh.write('{"trial": 5}\n[1, 2]\n{"trial": true, "status": "COMPLETED"}\n')
+    with pytest.warns(UserWarning) as caught:
+        again = sweep(BASE, configs, steps=1, resume=folder, progress=False)
+    skipped = [str(w.message) for w in caught if "is not a trial's row" in str(w.message)]
+    assert [m.split(" line ")[1].split()[0] for m in skipped] == ["3", "4", "5"]
+    assert list(again.trial) == [0, 1] and (again.status == "COMPLETED").all()
+    assert list(again.run_path) == list(first.run_path)  # nothing ran again
+
+
 def test_summarize_sorts_learning_rates_as_numbers():
     rows = [
         {"trial": i, "label": f"learning_rate={lr}", "learning_rate": lr, "seed": s, "status": st, "final_reward": r}
