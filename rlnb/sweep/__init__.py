@@ -68,10 +68,14 @@ def ablate(
 
     Returns ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric``
     over seeds with its delta against the baseline."""
+    if "baseline" in changes:  # it replaced the baseline itself, and every delta was against that change
+        raise ValueError("changes: 'baseline' is the name of the unchanged run; name your variant otherwise")
     variants = {"baseline": {}, **{name: dict(change) for name, change in changes.items()}}
     trials = sweep(base, list(variants.values()), seeds=seeds, **sweep_options)
-    names = {label(c): name for name, c in variants.items()}
-    trials.insert(1, "variant", trials["label"].map(names))
+    # Trial n is variant n // len(seeds) (the sweep's plan: configs × seeds). Matching by label merged variants
+    # whose configs share one (the same change twice, an empty change and the baseline, 1e-3 and 1.0004e-3).
+    names = list(variants)
+    trials.insert(1, "variant", [names[n // len(seeds)] for n in trials["trial"]])
     ok = trials[trials.status == "COMPLETED"]
     summary = ok.groupby("variant", sort=False)[metric].agg(["mean", "std", "count"]).reindex(list(variants))
     summary["delta"] = summary["mean"] - summary.loc["baseline", "mean"]

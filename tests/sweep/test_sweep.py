@@ -130,6 +130,19 @@ def test_ablation_summary(tmp_path):
     assert set(trials.variant) == {"baseline", "higher lr", "muon"}
 
 
+def test_ablation_variants_that_share_a_label_stay_apart(tmp_path):
+    """Variants were matched to trials by label: an empty change took the baseline's rows (its summary NaN), the
+    same change under two names went all to the second (the first NaN, the second with both counts)."""
+    changes = {"control": {}, "wd": {"weight_decay": 0.1}, "wd again": {"weight_decay": 0.1}}
+    trials, summary = ablate(BASE, changes, seeds=[0, 1], steps=1, runs_dir=tmp_path, progress=False)
+    assert list(trials.variant) == ["baseline"] * 2 + ["control"] * 2 + ["wd"] * 2 + ["wd again"] * 2
+    assert list(summary.index) == ["baseline", "control", "wd", "wd again"]
+    assert list(summary["count"]) == [2, 2, 2, 2] and list(summary["failed"]) == [0, 0, 0, 0]
+    assert summary.loc["control", "delta"] == 0  # the same config and seeds as the baseline: the same numbers
+    with pytest.raises(ValueError, match="'baseline' is the name of the unchanged run"):
+        ablate(BASE, {"baseline": {"learning_rate": 1e-2}}, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
+
+
 def test_remote_pool_waits_at_the_session_cap(server, tmp_path):
     """Four trials, four at a time, on one full-weight resource (cap 1 session): the provider answers
     429 to the others, and they wait their turn instead of failing."""
