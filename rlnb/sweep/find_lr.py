@@ -31,7 +31,7 @@ from rlnb.errors import OperationFailed
 from rlnb.history import new_run_id
 from rlnb.params import AdamParams, MuonHyperparams, OptimizerParams
 from rlnb.session import Session, connect
-from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
+from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step, seed_range
 from rlnb.viz.plots import NotebookFigure
 
 from .lr_curve import FLAT, SMOOTHING, diverged, significant, smooth, suggest
@@ -142,6 +142,7 @@ def lr_find(
     Muon session's scaling, once that session is open).
     """
     check_int("steps", steps, *STEPS)
+    check_int("seed", seed, *seed_range(steps))  # step i samples with seed * SEED_STRIDE + i, an int64
     if objective not in ("reward", "loss"):
         raise ValueError(f"objective must be 'reward' or 'loss', got {objective!r}")
     kind = "adam" if isinstance(base, AdamParams) else "muon"

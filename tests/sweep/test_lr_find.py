@@ -390,6 +390,7 @@ def test_a_converged_session_gives_no_clear_suggestion(tmp_path):
         ({"steps": 5.5}, r"steps must be an integer in \[5, 10000\], got 5.5"),
         ({"steps": True}, r"steps must be an integer in \[5, 10000\], got True"),
         ({"steps": 10**9}, r"steps must be an integer in \[5, 10000\], got 1000000000"),
+        ({"seed": 2**44}, r"seed must be an integer in \[-9223344366821, 9223344366821\], got 17592186044416"),
     ],
 )
 def test_a_bad_range_is_refused_before_anything_is_opened_or_sent(tmp_path, kwargs, words):

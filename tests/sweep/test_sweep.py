@@ -486,6 +486,8 @@ def test_a_member_whose_row_cannot_be_made_is_still_a_row(tmp_path, monkeypatch)
         ({"seeds": [1.5]}, r"seeds must be a non-empty sequence of integers.*got \[1.5\]"),
         ({"seeds": [True]}, r"seeds must be a non-empty sequence of integers.*got \[True\]"),
         ({"seeds": []}, r"seeds must be a non-empty sequence of integers.*got \[\]"),
+        ({"seeds": [0, 1, 0]}, r"seeds lists 0 more than once, got \[0, 1, 0\]"),
+        ({"seeds": [2**44]}, r"seeds must be in \[-9223344366821, 9223344366821\] with steps=1 .*got 17592186044416"),
     ],
 )
 def test_trial_options_are_refused_naming_the_field_before_a_folder_is_made(tmp_path, kwargs, words):
