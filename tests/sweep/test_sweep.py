@@ -1,9 +1,11 @@
 """Sweeps and ablations: one row per trial, failures kept, stop keeps finished trials, remote pools."""
 
+import _thread
 import json
 import re
 import sys
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -195,6 +197,45 @@ def test_interrupt_keeps_finished_trials_and_the_folder_has_every_row(tmp_path):
     assert (trials.executor == "threads").all()
     lines = (Path(trials.attrs["path"]) / "trials.jsonl").read_text().splitlines()
     assert sorted(json.loads(line)["trial"] for line in lines) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("executor", ["threads", "batched"])
+def test_a_second_interrupt_ends_a_sweep_whose_reward_never_returns(tmp_path, executor):
+    """A reward stuck for ever (a verifier that never answers): the first Ctrl-C asks each trial to stop at its
+    next step, which never comes; the second (and every later one) did nothing, and the notebook was stuck."""
+    entered, release, returned = threading.Semaphore(0), threading.Event(), threading.Event()
+
+    def stuck(prompt, completion):
+        entered.release()
+        release.wait(300)  # the test's own deadline: set below if the sweep does not return
+        return 0.0
+
+    def interrupter():
+        try:
+            assert entered.acquire(timeout=120)  # a trial is inside its reward
+            for _ in range(2):
+                time.sleep(0.5)
+                _thread.interrupt_main()  # Ctrl-C
+            returned.wait(60)
+        finally:
+            release.set()  # without the fix: let the trials end, so the test fails rather than hangs
+
+    helper = threading.Thread(target=interrupter, daemon=True)
+    helper.start()
+    start = time.monotonic()
+    trials = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, runs_dir=tmp_path, progress=False, task=stuck,
+                   executor=executor, max_concurrent=2)  # fmt: skip
+    returned.set()
+    helper.join(60)
+    assert not release.is_set() or time.monotonic() - start < 60
+    assert list(trials.status) == ["STOPPED", "STOPPED"]
+    assert all(r.startswith("abandoned by a second interrupt") for r in trials.reason)
+    release.set()  # the abandoned threads end on their own; wait for them, not for the process's exit
+    for thread in threading.enumerate():
+        if thread.name.startswith("rlnb-sweep"):
+            thread.join(120)
+    lines = (Path(trials.attrs["path"]) / "trials.jsonl").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in lines] == ["STOPPED", "STOPPED"]  # nothing recorded after
 
 
 def test_resume_runs_what_was_stopped_and_keeps_what_finished(tmp_path):
