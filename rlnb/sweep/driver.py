@@ -105,7 +105,7 @@ def sweep(
     folder = Path(resume).expanduser() if resume is not None else new_folder(runs_dir)
     with contextlib.closing(lock(folder, resume is not None)):  # one sweep at a time in a folder
         the_task = trial.the_task()
-        previous = begin(folder, settings(base, configs, trial, study, the_task), resume is not None)
+        previous = begin(folder, settings(base, configs, trial, study, the_task, options), resume is not None)
 
         def make_spec(n: int, config: dict[str, Any], seed: int | None = None) -> TrialSpec:
             seed = trial.seeds[n % len(trial.seeds)] if seed is None else seed

@@ -4,6 +4,7 @@ flushed at once), one run folder per trial, and for Optuna ``study.db``. What ma
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import warnings
@@ -23,6 +24,13 @@ from .options import SearchOptions, TrialOptions
 from .trial import TERMINAL, Objective
 
 SETTINGS_FILE, ROWS_FILE, LOCK_FILE = "sweep.json", "trials.jsonl", "sweep.lock"
+RESULT_OPTIONS = frozenset(
+    {"model", "base_model", "dtype", "lora", "muon_scaling", "muon_split", "ns_dtype", "sampling_seed", "eos_token_id",
+     "tokenizer", "resume_from", "resume_from_checkpoint_id", "load_optimizer", "model_options", "muon_options"}
+)  # fmt: skip
+"""The ``rlnb.connect`` options that change what a trial computes, recorded in ``sweep.json`` so that a resume
+with others is refused (``muon_scaling="match_adam"`` on resume ran the rest of an "original" sweep in other
+units, in one table). Keys, sinks, timeouts, threads and the like may differ on resume."""
 
 
 def append_row(folder: Path, row: dict[str, Any]) -> None:
@@ -68,6 +76,7 @@ def settings(
     trial: TrialOptions,
     study: SearchOptions,
     task: Task,
+    options: Mapping[str, Any],
 ) -> dict[str, Any]:
     """What ``sweep.json`` records of the sweep (a resume must be given the same)."""
     searching = study.search is not None
@@ -83,7 +92,23 @@ def settings(
         "steps": trial.steps,
         "task": task.name,
         "target": trial.target,
+        "schedule": _plain(trial.schedule),
+        "options": {k: _plain(v) for k, v in sorted(options.items()) if k in RESULT_OPTIONS},
     }
+
+
+def _plain(value: Any) -> Any:
+    """A setting as JSON can compare it: a plain value as is, a dataclass (a ``Schedule``, an option group) by its
+    fields, any other object (an ``nn.Module``) by its type: it is made anew for each call."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return f"<{type(value).__name__}>"
 
 
 def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str, Any]]:
@@ -94,7 +119,8 @@ def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str
         return []
     stored = json.loads(path.read_text())
     now = json.loads(json.dumps(settings, default=str))
-    changed = [f"{k}: {now.get(k)!r} (the sweep used {stored.get(k)!r})" for k in now if now.get(k) != stored.get(k)]
+    # a key the stored settings lack was not recorded by the rlnb that made the folder: nothing to compare
+    changed = [f"{k}: {now[k]!r} (the sweep used {stored[k]!r})" for k in now if k in stored and now[k] != stored[k]]
     if changed:
         raise ValueError("resume: run it with the same arguments; changed: " + "; ".join(changed))
     rows_path = folder / ROWS_FILE

@@ -16,6 +16,7 @@ import pytest
 import rlnb
 from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
 from rlnb.history import History
+from rlnb.schedule import Schedule
 from rlnb.sweep import ablate, apply, grid, histories, random_search, summarize, sweep
 from rlnb.tasks import Task
 
@@ -168,8 +169,6 @@ def test_remote_pool_waits_at_the_session_cap(server, tmp_path):
 
 
 def test_sweep_sends_the_scheduled_learning_rate(tmp_path):
-    from rlnb.schedule import Schedule
-
     trials = sweep(
         BASE,
         [{}],
@@ -306,6 +305,27 @@ def test_a_hand_edited_trials_file_is_resumed_with_its_bad_lines_skipped(tmp_pat
     assert [m.split(" line ")[1].split()[0] for m in skipped] == ["3", "4", "5"]
     assert list(again.trial) == [0, 1] and (again.status == "COMPLETED").all()
     assert list(again.run_path) == list(first.run_path)  # nothing ran again
+
+
+def test_a_resume_with_another_schedule_or_model_option_is_refused(tmp_path):
+    """sweep.json did not record the schedule or the connect options: resuming a Muon sweep with
+    muon_scaling="match_adam" (or a schedule) ran its other trials in other units, in one table."""
+    stop = threading.Event()
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    muon = rlnb.MuonParams()
+    first = sweep(muon, configs, steps=1, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set(),
+                  executor="threads", muon_scaling="original", threads=1)  # fmt: skip
+    folder = first.attrs["path"]
+    assert list(first.status) == ["COMPLETED", "STOPPED"]
+    with pytest.raises(ValueError, match=r"changed: options: \{'muon_scaling': 'match_adam'\} \(the sweep used "
+                                         r"\{'muon_scaling': 'original'\}\)"):  # fmt: skip
+        sweep(muon, configs, steps=1, resume=folder, progress=False, muon_scaling="match_adam", threads=1)
+    with pytest.raises(ValueError, match="changed: schedule: .*'kind': 'linear'.* \\(the sweep used None\\)"):
+        sweep(muon, configs, steps=1, resume=folder, progress=False, muon_scaling="original",
+              schedule=Schedule("linear", total_steps=1))  # fmt: skip
+    # options that do not change the numbers (threads, sinks, keys, timeouts) may differ
+    again = sweep(muon, configs, steps=1, resume=folder, progress=False, muon_scaling="original", threads=2)
+    assert list(again.status) == ["COMPLETED", "COMPLETED"]
 
 
 def test_summarize_sorts_learning_rates_as_numbers():
