@@ -53,6 +53,10 @@ class _Plan:
     def finish(self, row: dict[str, Any]) -> None:
         """Nothing to tell: a plan does not learn from results."""
 
+    def superseded(self) -> set[int]:
+        """None: a plan runs a stopped trial again under its own number, whose new row replaces the old."""
+        return set()
+
 
 def sweep(
     base: OptimizerParams,
@@ -133,7 +137,7 @@ def sweep(
         finally:
             for ex in run.executors.values():
                 ex.close()
-        return table(previous + run.rows, folder, trial.objective)
+        return table(previous + run.rows, folder, trial.objective, source.superseded())
 
 
 def _trials(

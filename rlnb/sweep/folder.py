@@ -154,10 +154,10 @@ def trial_run_id(folder: Path, trial: int, seed: int) -> str:
     return run_id
 
 
-def table(rows: list[dict[str, Any]], folder: Path, objective: Objective) -> pd.DataFrame:
+def table(rows: list[dict[str, Any]], folder: Path, objective: Objective, superseded: set[int]) -> pd.DataFrame:
     """What ``sweep`` returns: the latest row of each trial (a trial run again after a stop replaces
-    its STOPPED row), by trial number."""
-    latest = {r["trial"]: r for r in rows}
+    its STOPPED row; an Optuna trial asked again under a new number, ``superseded``, leaves), by trial number."""
+    latest = {r["trial"]: r for r in rows if r["trial"] not in superseded}
     out = pd.DataFrame(list(latest.values()))
     if len(out):
         out = out.sort_values("trial", ignore_index=True)
