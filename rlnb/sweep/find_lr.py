@@ -168,7 +168,7 @@ def lr_find(
                 ended = f"stopped after {i} steps"
                 break
             try:
-                value = float(run(trial, with_lr(base, lr), i))
+                value = _number(run(trial, with_lr(base, lr), i), i, lr)
             except OperationFailed as exc:
                 ended = f"{(exc.code or 'FAILED').rsplit('_CODE_', 1)[-1]} at lr {lr:.3g}"
                 break
@@ -210,6 +210,18 @@ def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> Optimize
         adam = lr * resolved.adam.learning_rate / resolved.learning_rate
         data["adam"] = {**data.get("adam", {}), "learning_rate": significant(adam) if rounded else adam}
     return type(base)(**data)
+
+
+def _number(raw: Any, i: int, lr: float) -> float:
+    """A step's objective as a float; anything else (None from a ``step_fn`` without ``return``, a dict of
+    metrics, a flag) is a ``TypeError`` naming ``step_fn``, not float()'s "must be a string or a real number"."""
+    try:
+        if isinstance(raw, bool | str | bytes):
+            raise TypeError
+        return float(raw)
+    except (TypeError, ValueError):
+        raise TypeError(f"step_fn returned {raw!r} at step {i} (lr {lr:.3g}): it must return the objective, a "
+                        "number") from None  # fmt: skip
 
 
 def _check_lrs(start_lr: float | None, end_lr: float | None, key: str | None) -> None:

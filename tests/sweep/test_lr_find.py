@@ -112,6 +112,22 @@ def test_a_loss_that_turns_nan_still_gives_the_curve_and_suggestion_before_it(tm
     assert result.suggestion is not None and result.suggestion < 1e-2  # before the minimum
 
 
+@pytest.mark.parametrize("answer", [None, {"loss": 1.0}, True])
+def test_a_step_fn_that_returns_no_number_is_named(tmp_path, answer):
+    """A step_fn without ``return`` raised float()'s "argument must be a string or a real number, not
+    'NoneType'", which names neither step_fn nor the step; True counted as an objective of 1.0."""
+
+    def step(session, params, i):
+        ce_step(session, params)
+        return answer
+
+    with pytest.raises(TypeError, match=r"step_fn returned .* at step 0 \(lr 1e-05\): it must return the objective"):
+        lr_find(rlnb.AdamParams(), steps=5, step_fn=step, objective="loss", runs_dir=tmp_path)
+    assert lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: torch.tensor(2.0), runs_dir=tmp_path).values == [
+        2.0
+    ] * 5  # a one-element tensor is a number
+
+
 def test_a_local_session_is_copied_and_left_untouched(tmp_path):
     session = rlnb.connect("local", optimizer="adam", seed=3, device="cpu", record=False)
     for _ in range(2):
