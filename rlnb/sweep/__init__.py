@@ -25,7 +25,7 @@ from rlnb.history import History
 from rlnb.params import OptimizerParams
 
 from .driver import sweep
-from .figures import search_plot
+from .figures import check_column, search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, SearchOptions, TrialOptions
@@ -87,6 +87,7 @@ def ablate(
 def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFrame:
     """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text): mean,
     std, min and max of ``metric`` over the COMPLETED trials, and how many trials ended otherwise."""
+    check_column(trials, "metric", metric)
     keys = [c for c in trials.columns if c not in RESULT_COLUMNS and c != "variant"] or ["label"]
     groups = trials.groupby(keys, dropna=False)
     ok = trials[trials.status == "COMPLETED"].groupby(keys, dropna=False)[metric]
