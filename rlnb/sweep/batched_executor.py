@@ -76,11 +76,11 @@ class BatchedExecutor:
         """Stop waiting for the ensemble: its thread cannot be killed, and a member stuck in user code (a reward
         that never returns) held the sweep, and every further Ctrl-C, for ever. The rows that came back are
         kept, every other trial is a STOPPED row now, and what the thread sends later is dropped."""
-        rows = self.poll(0) if self._pending else []
+        rows = self.stop()  # collected and not started: never started now
+        rows += self.poll(0) if self._pending else []
         rows += [base_row(spec, "STOPPED", ABANDONED) for spec in self._pending.values()]
         self._abandoned |= bool(self._pending)
         self._pending.clear()
-        self._waiting = []
         return rows
 
     def close(self) -> None:
