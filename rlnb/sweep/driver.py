@@ -280,13 +280,19 @@ class _Run:
         return sum(ex.running() for ex in self.executors.values())
 
     def drain(self) -> None:
-        """After an error: stop, and store what comes back (running trials end at their next step)."""
+        """After an error: stop, and store what comes back (running trials end at their next step). An
+        interrupt stops waiting, as a second one does in ``drive``: a trial stuck in its step held the error,
+        and the kernel, for ever."""
         self.stop.set()
         for rows, where in self.stop_all():
             self.store(rows, where)
-        while self.running():
-            for ex in [ex for ex in self.executors.values() if ex.running()]:
-                self.store(ex.poll(POLL_S), ex.name)
+        try:
+            while self.running():
+                for ex in [ex for ex in self.executors.values() if ex.running()]:
+                    self.store(ex.poll(POLL_S), ex.name)
+        except KeyboardInterrupt:
+            for rows, where in self.stop_all(kill=True):
+                self.store(rows, where)
 
 
 def _progress(progress: Progress | bool, total: int) -> Progress:

@@ -237,6 +237,49 @@ def test_a_second_interrupt_ends_a_sweep_whose_reward_never_returns(tmp_path, ex
     assert [json.loads(line)["status"] for line in lines] == ["STOPPED", "STOPPED"]  # nothing recorded after
 
 
+def test_an_interrupt_ends_the_wait_after_an_error_for_a_trial_that_never_returns(tmp_path):
+    """The progress callback raises while another trial's reward is stuck: the sweep waited for that trial
+    before raising the error, for ever, and Ctrl-C then hung in the thread pool's shutdown."""
+    fast, release, returned = [], threading.Event(), threading.Event()
+    stuck_in = threading.Semaphore(0)
+
+    def reward(prompt, completion):
+        if not fast:
+            fast.append(threading.current_thread())
+        if threading.current_thread() is not fast[0]:
+            stuck_in.release()
+            release.wait(300)  # the test's own deadline: set below if the sweep does not return
+        return 0.0
+
+    def boom(done, total, row):
+        raise RuntimeError("my progress bar broke")
+
+    def interrupter():
+        try:
+            assert stuck_in.acquire(timeout=120)
+            time.sleep(1.0)
+            _thread.interrupt_main()  # Ctrl-C while the sweep waits to raise the error
+            returned.wait(60)
+        finally:
+            release.set()
+
+    helper = threading.Thread(target=interrupter, daemon=True)
+    helper.start()
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="my progress bar broke"):
+        sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, runs_dir=tmp_path, progress=boom, task=reward,
+              executor="threads", max_concurrent=2)  # fmt: skip
+    returned.set()
+    assert time.monotonic() - start < 60  # before the test let the stuck reward go
+    release.set()
+    for thread in threading.enumerate():
+        if thread.name.startswith("rlnb-sweep"):
+            thread.join(120)
+    folder = next(tmp_path.iterdir())
+    rows = [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
+    assert sorted((r["status"], (r["reason"] or "")[:9]) for r in rows) == [("COMPLETED", ""), ("STOPPED", "abandoned")]
+
+
 def test_resume_runs_what_was_stopped_and_keeps_what_finished(tmp_path):
     stop = threading.Event()
     configs = grid(learning_rate=[1e-3, 2e-3])
