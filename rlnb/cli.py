@@ -36,14 +36,6 @@ DEMO_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
-def seed_range(steps: int) -> tuple[int, int]:
-    """The demo seeds whose every step seed (``seed * SEED_STRIDE + i``, ``i < steps``) is an int64, as the
-    API's ``seed`` must be."""
-    from rlnb.tasks import SEED_STRIDE
-
-    return -(2**63 // SEED_STRIDE), (2**63 - steps) // SEED_STRIDE
-
-
 def _clear_previous_run(run: Path) -> None:
     """Delete ``run`` only when it is a run folder that rlnb wrote (rlnb's run files and nothing else) that no
     live session holds; anything else there may be the user's, so refuse with ``ValueError`` naming it."""
@@ -296,6 +288,8 @@ def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(f"--lora must be >= 0 (0 = train all weights), got {args.lora}")
     if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
         parser.error(f"--lr must be a finite number > 0, got {args.lr}")
+    from rlnb.tasks import seed_range
+
     lowest, highest = seed_range(args.steps)
     if not lowest <= args.seed <= highest:
         parser.error(f"--seed must be in [{lowest}, {highest}] for {args.steps} steps, got {args.seed}")

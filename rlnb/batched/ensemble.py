@@ -228,6 +228,9 @@ class Ensemble:
             self._end([m], "PRUNED", reason)
 
     def _params(self, i: int) -> dict[int, OptimizerParams]:
+        """Each live member's params at step ``i``; a member whose params function raises anything (InvalidParams,
+        a bug in the user's schedule) leaves FAILED with it (only ValueError / TypeError did; a RuntimeError
+        failed every member of the ensemble with that one member's error)."""
         expected = PARAMS[self.kind]
         out, bad = {}, {}
         for m in self.live:
@@ -238,7 +241,7 @@ class Ensemble:
                     raise TypeError(f"this session's optimizer is {self.kind}: pass {expected.__name__}, "
                                     f"not {type(value).__name__}")
                 out[m] = value
-            except (ValueError, TypeError) as exc:  # InvalidParams is a ValueError
+            except Exception as exc:  # noqa: BLE001 - the member's own code: its trial fails, not the ensemble
                 bad[m] = f"{type(exc).__name__}: {exc}"
         for m, reason in bad.items():
             self._end([m], "FAILED", reason)

@@ -25,7 +25,7 @@ from rlnb.history import History
 from rlnb.params import OptimizerParams
 
 from .driver import sweep
-from .figures import search_plot
+from .figures import check_column, search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, SearchOptions, TrialOptions
@@ -68,10 +68,14 @@ def ablate(
 
     Returns ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric``
     over seeds with its delta against the baseline."""
+    if "baseline" in changes:  # it replaced the baseline itself, and every delta was against that change
+        raise ValueError("changes: 'baseline' is the name of the unchanged run; name your variant otherwise")
     variants = {"baseline": {}, **{name: dict(change) for name, change in changes.items()}}
     trials = sweep(base, list(variants.values()), seeds=seeds, **sweep_options)
-    names = {label(c): name for name, c in variants.items()}
-    trials.insert(1, "variant", trials["label"].map(names))
+    # Trial n is variant n // len(seeds) (the sweep's plan: configs × seeds). Matching by label merged variants
+    # whose configs share one (the same change twice, an empty change and the baseline, 1e-3 and 1.0004e-3).
+    names = list(variants)
+    trials.insert(1, "variant", [names[n // len(seeds)] for n in trials["trial"]])
     ok = trials[trials.status == "COMPLETED"]
     summary = ok.groupby("variant", sort=False)[metric].agg(["mean", "std", "count"]).reindex(list(variants))
     summary["delta"] = summary["mean"] - summary.loc["baseline", "mean"]
@@ -83,6 +87,7 @@ def ablate(
 def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFrame:
     """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text): mean,
     std, min and max of ``metric`` over the COMPLETED trials, and how many trials ended otherwise."""
+    check_column(trials, "metric", metric)
     keys = [c for c in trials.columns if c not in RESULT_COLUMNS and c != "variant"] or ["label"]
     groups = trials.groupby(keys, dropna=False)
     ok = trials[trials.status == "COMPLETED"].groupby(keys, dropna=False)[metric]

@@ -20,6 +20,7 @@ from typing import Any
 from rlnb.batched import Member, MemberResult, run_batched
 from rlnb.tasks import StepReport
 
+from .executors import ABANDONED
 from .trial import TrialSpec, base_row, objective_value, run_annotations, step_params, summary
 
 MAX_MEMBERS = 32
@@ -33,18 +34,19 @@ class BatchedExecutor:
         self._runs_dir, self._stop, self._reporter, self._max = runs_dir, stop, reporter, max_members
         self._waiting: list[TrialSpec] = []
         self._rows: queue.Queue[dict[str, Any]] = queue.Queue()
-        self._count = 0  # submitted and not yet returned as a row
+        self._pending: dict[int, TrialSpec] = {}  # submitted and not yet returned as a row, by trial
         self._thread: threading.Thread | None = None
+        self._abandoned = False
 
     def capacity(self) -> int:
         return self._max
 
     def running(self) -> int:
-        return self._count
+        return len(self._pending)
 
     def submit(self, spec: TrialSpec) -> None:
         self._waiting.append(spec)
-        self._count += 1
+        self._pending[spec.trial] = spec
 
     def poll(self, timeout: float) -> list[dict[str, Any]]:
         if self._waiting and (self._thread is None or not self._thread.is_alive()):
@@ -58,21 +60,31 @@ class BatchedExecutor:
                 rows.append(self._rows.get_nowait())
         except queue.Empty:
             pass
-        self._count -= len(rows)
+        for row in rows:
+            self._pending.pop(row["trial"])
         return rows
 
     def stop(self) -> list[dict[str, Any]]:
         """Collected trials that have not started end STOPPED now; running members stop at their next step
         (the ensemble watches the sweep's stop event)."""
         waiting, self._waiting = self._waiting, []
-        self._count -= len(waiting)
+        for spec in waiting:
+            self._pending.pop(spec.trial)
         return [base_row(spec, "STOPPED", "stopped before it started") for spec in waiting]
 
     def kill(self) -> list[dict[str, Any]]:
-        return []  # a thread cannot be killed; the ensemble stops at its next step
+        """Stop waiting for the ensemble: its thread cannot be killed, and a member stuck in user code (a reward
+        that never returns) held the sweep, and every further Ctrl-C, for ever. The rows that came back are
+        kept, every other trial is a STOPPED row now, and what the thread sends later is dropped."""
+        rows = self.stop()  # collected and not started: never started now
+        rows += self.poll(0) if self._pending else []
+        rows += [base_row(spec, "STOPPED", ABANDONED) for spec in self._pending.values()]
+        self._abandoned |= bool(self._pending)
+        self._pending.clear()
+        return rows
 
     def close(self) -> None:
-        if self._thread is not None:
+        if self._thread is not None and not self._abandoned:
             self._thread.join()
 
     # -- the background thread ---------------------------------------------------------------------

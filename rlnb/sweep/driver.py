@@ -9,6 +9,7 @@ stopped sweep there: finished trials are kept, the rest run.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,7 @@ from rlnb.params import OptimizerParams
 
 from .batched_executor import MAX_MEMBERS, BatchedExecutor
 from .executors import Executor, ThreadExecutor, route
-from .folder import append_row, begin, new_folder, settings, table, trial_run_id
+from .folder import append_row, begin, lock, new_folder, settings, table, trial_run_id
 from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
 from .space import apply, parse_space
 from .trial import TrialSpec, base_row
@@ -51,6 +52,10 @@ class _Plan:
 
     def finish(self, row: dict[str, Any]) -> None:
         """Nothing to tell: a plan does not learn from results."""
+
+    def superseded(self) -> set[int]:
+        """None: a plan runs a stopped trial again under its own number, whose new row replaces the old."""
+        return set()
 
 
 def sweep(
@@ -102,36 +107,37 @@ def sweep(
     check_connect_options(options, trial.target)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
     folder = Path(resume).expanduser() if resume is not None else new_folder(runs_dir)
-    the_task = trial.the_task()
-    previous = begin(folder, settings(base, configs, trial, study, the_task), resume is not None)
+    with contextlib.closing(lock(folder, resume is not None)):  # one sweep at a time in a folder
+        the_task = trial.the_task()
+        previous = begin(folder, settings(base, configs, trial, study, the_task, options), resume is not None)
 
-    def make_spec(n: int, config: dict[str, Any], seed: int | None = None) -> TrialSpec:
-        seed = trial.seeds[n % len(trial.seeds)] if seed is None else seed
-        run_id = trial_run_id(folder, n, seed)
-        return TrialSpec(n, config, apply(base, config), seed, run_id, trial.steps, the_task, trial.target, options,
-                         trial.schedule, trial.objective)  # fmt: skip
+        def make_spec(n: int, config: dict[str, Any], seed: int | None = None) -> TrialSpec:
+            seed = trial.seeds[n % len(trial.seeds)] if seed is None else seed
+            run_id = trial_run_id(folder, n, seed)
+            return TrialSpec(n, config, apply(base, config), seed, run_id, trial.steps, the_task, trial.target, options,
+                             trial.schedule, trial.objective)  # fmt: skip
 
-    finished = {r["trial"] for r in previous if r["status"] in ("COMPLETED", "FAILED", "PRUNED")}
-    source: Any
-    if study.search == "optuna":
-        from .optuna_search import OptunaSource
+        finished = {r["trial"] for r in previous if r["status"] in ("COMPLETED", "FAILED", "PRUNED")}
+        source: Any
+        if study.search == "optuna":
+            from .optuna_search import OptunaSource
 
-        source = OptunaSource(folder, dims, study.n_trials, make_spec, sampler=study.sampler, pruner=study.pruner,
-                              objective=trial.objective, steps=trial.steps)  # fmt: skip
-        reporter = source.report
-    else:
-        source = _Plan([make_spec(i, c, s) for i, (c, s) in enumerate(plan)], finished)
-        reporter = None
-    run = _start(folder, source, reporter, where, study, stop or threading.Event(), progress)
-    try:
-        run.drive()
-    except BaseException:
-        run.drain()  # an error escaping (say, from a progress callback): keep every row, then raise it
-        raise
-    finally:
-        for ex in run.executors.values():
-            ex.close()
-    return table(previous + run.rows, folder, trial.objective)
+            source = OptunaSource(folder, dims, study.n_trials, make_spec, sampler=study.sampler, pruner=study.pruner,
+                                  objective=trial.objective, steps=trial.steps)  # fmt: skip
+            reporter = source.report
+        else:
+            source = _Plan([make_spec(i, c, s) for i, (c, s) in enumerate(plan)], finished)
+            reporter = None
+        run = _start(folder, source, reporter, where, study, stop or threading.Event(), progress)
+        try:
+            run.drive()
+        except BaseException:
+            run.drain()  # an error escaping (say, from a progress callback): keep every row, then raise it
+            raise
+        finally:
+            for ex in run.executors.values():
+                ex.close()
+        return table(previous + run.rows, folder, trial.objective, source.superseded())
 
 
 def _trials(
@@ -274,13 +280,19 @@ class _Run:
         return sum(ex.running() for ex in self.executors.values())
 
     def drain(self) -> None:
-        """After an error: stop, and store what comes back (running trials end at their next step)."""
+        """After an error: stop, and store what comes back (running trials end at their next step). An
+        interrupt stops waiting, as a second one does in ``drive``: a trial stuck in its step held the error,
+        and the kernel, for ever."""
         self.stop.set()
         for rows, where in self.stop_all():
             self.store(rows, where)
-        while self.running():
-            for ex in [ex for ex in self.executors.values() if ex.running()]:
-                self.store(ex.poll(POLL_S), ex.name)
+        try:
+            while self.running():
+                for ex in [ex for ex in self.executors.values() if ex.running()]:
+                    self.store(ex.poll(POLL_S), ex.name)
+        except KeyboardInterrupt:
+            for rows, where in self.stop_all(kill=True):
+                self.store(rows, where)
 
 
 def _progress(progress: Progress | bool, total: int) -> Progress:

@@ -20,6 +20,11 @@ from .trial import TrialSpec, base_row, run_trial
 
 Reporter = Callable[[TrialSpec, int, float], "str | None"]
 """``reporter(spec, step, value)``: the search's verdict on a trial's progress (a prune reason or None)."""
+ABANDONED = (
+    "abandoned by a second interrupt: it was still in a step (a thread cannot be killed; it may go on writing its "
+    "run folder, and what it returns is not recorded)"
+)
+"""The reason of a trial on this process's threads that a second interrupt stopped waiting for."""
 
 
 class Executor(Protocol):
@@ -69,6 +74,7 @@ class ThreadExecutor:
         self._pool = ThreadPoolExecutor(max_workers=self._max, thread_name_prefix="rlnb-sweep")
         self._runs_dir, self._stop, self._reporter = runs_dir, stop, reporter
         self._futures: dict[Future[dict[str, Any]], TrialSpec] = {}
+        self._abandoned = False
 
     def capacity(self) -> int:
         return self._max
@@ -99,10 +105,17 @@ class ThreadExecutor:
         return rows
 
     def kill(self) -> list[dict[str, Any]]:
-        return []  # a thread cannot be killed; each running trial stops at its next step
+        """Stop waiting for the running trials: a thread cannot be killed, and one stuck in user code (a reward
+        that never returns) held the sweep, and every further Ctrl-C, for ever. Each is a STOPPED row now
+        (a trial that already ended keeps its own row); what its thread returns later is dropped."""
+        futures = self._futures.items()
+        rows = [fut.result() if fut.done() else base_row(spec, "STOPPED", ABANDONED) for fut, spec in futures]
+        self._abandoned |= not all(fut.done() for fut in self._futures)
+        self._futures.clear()
+        return rows
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        self._pool.shutdown(wait=not self._abandoned, cancel_futures=True)
 
 
 def route(spec: TrialSpec, wanted: str) -> tuple[str, str | None]:

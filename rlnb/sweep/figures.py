@@ -18,6 +18,8 @@ def _axes(ax: Axes | None) -> Axes:
 def search_plot(trials: pd.DataFrame, x: str = "learning_rate", y: str = "value", ax: Axes | None = None) -> Axes:
     """``y`` (default: the objective, the mean of the last 5 steps) against ``x`` per trial, one marker
     per status; the best completed trial is starred and named in the legend."""
+    check_column(trials, "x", x)
+    check_column(trials, "y", y)
     ax = _axes(ax)
     for status, group in trials.groupby("status", sort=False):
         marker, color = MARKERS.get(str(status), ("o", "C1"))
@@ -35,6 +37,13 @@ def search_plot(trials: pd.DataFrame, x: str = "learning_rate", y: str = "value"
     )
     ax.legend(loc="best", fontsize="small")
     return ax
+
+
+def check_column(trials: pd.DataFrame, name: str, column: str) -> None:
+    """``ValueError`` naming the argument and the table's numeric columns, not pandas' bare ``KeyError``."""
+    if column not in trials.columns:
+        numeric = ", ".join(str(c) for c in trials.select_dtypes("number").columns)
+        raise ValueError(f"{name}={column!r} is not a column of these trials; numeric columns: {numeric}")
 
 
 def _maximise(trials: pd.DataFrame, y: str) -> bool:

@@ -31,7 +31,7 @@ from rlnb.errors import OperationFailed
 from rlnb.history import new_run_id
 from rlnb.params import AdamParams, MuonHyperparams, OptimizerParams
 from rlnb.session import Session, connect
-from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
+from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step, seed_range
 from rlnb.viz.plots import NotebookFigure
 
 from .lr_curve import FLAT, SMOOTHING, diverged, significant, smooth, suggest
@@ -142,6 +142,7 @@ def lr_find(
     Muon session's scaling, once that session is open).
     """
     check_int("steps", steps, *STEPS)
+    check_int("seed", seed, *seed_range(steps))  # step i samples with seed * SEED_STRIDE + i, an int64
     if objective not in ("reward", "loss"):
         raise ValueError(f"objective must be 'reward' or 'loss', got {objective!r}")
     kind = "adam" if isinstance(base, AdamParams) else "muon"
@@ -167,7 +168,7 @@ def lr_find(
                 ended = f"stopped after {i} steps"
                 break
             try:
-                value = float(run(trial, with_lr(base, lr), i))
+                value = _number(run(trial, with_lr(base, lr), i), i, lr)
             except OperationFailed as exc:
                 ended = f"{(exc.code or 'FAILED').rsplit('_CODE_', 1)[-1]} at lr {lr:.3g}"
                 break
@@ -175,14 +176,20 @@ def lr_find(
             trial.history.log(trial.step, **{LOGGED[objective]: value, "lr_find_lr": lr})
             if progress is not None:
                 progress(i + 1, steps)
-            if not math.isfinite(value) or diverged(smooth(values), objective):
+            if not math.isfinite(value):
+                ended = f"diverged at lr {lr:.3g} ({objective} {value})"
+                break
+            if diverged(smooth(values), objective):
                 ended = f"diverged at lr {lr:.3g}"
                 break
     finally:
         trial.wait()
         trial.close()
-    smoothed = smooth(smooth(values)[::-1])[::-1]  # forward, then backward: no lag
-    suggestion, why = suggest(lrs[: len(values)], smoothed, objective)
+    # A non-finite last value (only the last: it ends the run) stays in ``values`` but not in the curve: one
+    # NaN or inf in the EMA made every smoothed point NaN (or inf), read as "flat" with no suggestion.
+    curve = values if not values or math.isfinite(values[-1]) else values[:-1]
+    smoothed = smooth(smooth(curve)[::-1])[::-1] + [math.nan] * (len(values) - len(curve))  # no lag
+    suggestion, why = suggest(lrs[: len(curve)], smoothed[: len(curve)], objective)
     reason = why + (f"; ended early: {ended}" if ended else "")
     if suggestion is not None and ratio is not None:
         reason += f"; AdamW part at {ratio:.2g}× it: {significant(suggestion * ratio)}"
@@ -203,6 +210,18 @@ def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> Optimize
         adam = lr * resolved.adam.learning_rate / resolved.learning_rate
         data["adam"] = {**data.get("adam", {}), "learning_rate": significant(adam) if rounded else adam}
     return type(base)(**data)
+
+
+def _number(raw: Any, i: int, lr: float) -> float:
+    """A step's objective as a float; anything else (None from a ``step_fn`` without ``return``, a dict of
+    metrics, a flag) is a ``TypeError`` naming ``step_fn``, not float()'s "must be a string or a real number"."""
+    try:
+        if isinstance(raw, bool | str | bytes):
+            raise TypeError
+        return float(raw)
+    except (TypeError, ValueError):
+        raise TypeError(f"step_fn returned {raw!r} at step {i} (lr {lr:.3g}): it must return the objective, a "
+                        "number") from None  # fmt: skip
 
 
 def _check_lrs(start_lr: float | None, end_lr: float | None, key: str | None) -> None:

@@ -3,21 +3,34 @@ flushed at once), one run folder per trial, and for Optuna ``study.db``. What ma
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
+import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
+from rlnb.errors import RunLocked
 from rlnb.history import default_runs_dir, new_run_id
+from rlnb.history.store import try_lock
 from rlnb.params import OptimizerParams
 from rlnb.tasks import Task
 
 from .options import SearchOptions, TrialOptions
-from .trial import Objective
+from .trial import TERMINAL, Objective
 
-SETTINGS_FILE, ROWS_FILE = "sweep.json", "trials.jsonl"
+SETTINGS_FILE, ROWS_FILE, LOCK_FILE = "sweep.json", "trials.jsonl", "sweep.lock"
+RESULT_OPTIONS = frozenset(
+    {"model", "base_model", "dtype", "lora", "muon_scaling", "muon_split", "ns_dtype", "sampling_seed", "eos_token_id",
+     "tokenizer", "resume_from", "resume_from_checkpoint_id", "load_optimizer", "model_options", "muon_options"}
+)  # fmt: skip
+"""The ``rlnb.connect`` options that change what a trial computes, recorded in ``sweep.json`` so that a resume
+with others is refused (``muon_scaling="match_adam"`` on resume ran the rest of an "original" sweep in other
+units, in one table). Keys, sinks, timeouts, threads and the like may differ on resume."""
 
 
 def append_row(folder: Path, row: dict[str, Any]) -> None:
@@ -32,12 +45,38 @@ def new_folder(runs_dir: str | Path | None) -> Path:
     return folder
 
 
+def lock(folder: Path, resume: bool) -> IO[str]:
+    """Hold the folder's ``sweep.lock`` for the sweep's life (the OS releases it if the process dies), or raise
+    ``RunLocked`` naming the holder. Two sweeps resumed on one folder both ran its unfinished trials, and the
+    second's rows (FAILED: each trial's run folder was the first's) were recorded after, and over, the first's."""
+    if resume and not (folder / SETTINGS_FILE).exists():
+        raise FileNotFoundError(f"resume: {folder} is not a sweep folder (no {SETTINGS_FILE})")
+    fh = open(folder / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the sweep's life
+    try:
+        try_lock(fh)
+    except OSError:
+        fh.seek(0)
+        holder = fh.read().strip() or "unknown"
+        fh.close()
+        raise RunLocked(
+            f"sweep folder {folder} is being run by another sweep (pid {holder}): let it finish, or stop it, "
+            "before resuming it",
+            holder=holder,
+        ) from None
+    with contextlib.suppress(OSError):  # a full disk: the lock is held all the same; the pid is a courtesy
+        fh.truncate(0)
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+    return fh
+
+
 def settings(
     base: OptimizerParams,
     configs: Sequence[Mapping[str, Any]] | None,
     trial: TrialOptions,
     study: SearchOptions,
     task: Task,
+    options: Mapping[str, Any],
 ) -> dict[str, Any]:
     """What ``sweep.json`` records of the sweep (a resume must be given the same)."""
     searching = study.search is not None
@@ -53,7 +92,23 @@ def settings(
         "steps": trial.steps,
         "task": task.name,
         "target": trial.target,
+        "schedule": _plain(trial.schedule),
+        "options": {k: _plain(v) for k, v in sorted(options.items()) if k in RESULT_OPTIONS},
     }
+
+
+def _plain(value: Any) -> Any:
+    """A setting as JSON can compare it: a plain value as is, a dataclass (a ``Schedule``, an option group) by its
+    fields, any other object (an ``nn.Module``) by its type: it is made anew for each call."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return f"<{type(value).__name__}>"
 
 
 def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str, Any]]:
@@ -62,23 +117,32 @@ def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str
     if not resume:
         path.write_text(json.dumps(settings, indent=2, default=str))
         return []
-    if not path.exists():
-        raise FileNotFoundError(f"resume: {folder} is not a sweep folder (no {SETTINGS_FILE})")
     stored = json.loads(path.read_text())
     now = json.loads(json.dumps(settings, default=str))
-    changed = [f"{k}: {now.get(k)!r} (the sweep used {stored.get(k)!r})" for k in now if now.get(k) != stored.get(k)]
+    # a key the stored settings lack was not recorded by the rlnb that made the folder: nothing to compare
+    changed = [f"{k}: {now[k]!r} (the sweep used {stored[k]!r})" for k in now if k in stored and now[k] != stored[k]]
     if changed:
         raise ValueError("resume: run it with the same arguments; changed: " + "; ".join(changed))
     rows_path = folder / ROWS_FILE
     if not rows_path.exists():
         return []
     rows = []
-    for line in rows_path.read_text(encoding="utf-8").splitlines():
+    for n, line in enumerate(rows_path.read_text(encoding="utf-8").splitlines(), 1):
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except ValueError:
             continue  # a half-written last line of a killed sweep: that trial runs again
+        if _is_row(row):
+            rows.append(row)
+        else:  # a line edited by hand: a KeyError ('status') ended the resume
+            warnings.warn(f"{rows_path} line {n} is not a trial's row (an object with an integer 'trial' and a "
+                          f"'status' of {', '.join(TERMINAL)}); skipped: {line[:80]!r}", stacklevel=3)  # fmt: skip
     return rows
+
+
+def _is_row(row: Any) -> bool:
+    trial = row.get("trial") if isinstance(row, dict) else None
+    return isinstance(trial, int) and not isinstance(trial, bool) and trial >= 0 and row.get("status") in TERMINAL
 
 
 def trial_run_id(folder: Path, trial: int, seed: int) -> str:
@@ -90,10 +154,10 @@ def trial_run_id(folder: Path, trial: int, seed: int) -> str:
     return run_id
 
 
-def table(rows: list[dict[str, Any]], folder: Path, objective: Objective) -> pd.DataFrame:
+def table(rows: list[dict[str, Any]], folder: Path, objective: Objective, superseded: set[int]) -> pd.DataFrame:
     """What ``sweep`` returns: the latest row of each trial (a trial run again after a stop replaces
-    its STOPPED row), by trial number."""
-    latest = {r["trial"]: r for r in rows}
+    its STOPPED row; an Optuna trial asked again under a new number, ``superseded``, leaves), by trial number."""
+    latest = {r["trial"]: r for r in rows if r["trial"] not in superseded}
     out = pd.DataFrame(list(latest.values()))
     if len(out):
         out = out.sort_values("trial", ignore_index=True)

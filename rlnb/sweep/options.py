@@ -14,7 +14,7 @@ from typing import Any
 
 from rlnb._options import check_int
 from rlnb.schedule import Schedule
-from rlnb.tasks import Task, digits_task
+from rlnb.tasks import Task, digits_task, seed_range
 
 from .executors import EXECUTORS
 from .trial import Objective
@@ -46,6 +46,14 @@ class TrialOptions:
         listed = isinstance(seeds, Sequence) and not isinstance(seeds, str | bytes)
         if not listed or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
             raise ValueError(f"seeds must be a non-empty sequence of integers, such as (0, 1), got {seeds!r}")
+        twice = sorted({s for s in seeds if list(seeds).count(s) > 1})
+        if twice:  # the same config and seed is the same run: summarize counted it as two seeds that agree
+            raise ValueError(f"seeds lists {', '.join(map(str, twice))} more than once, got {seeds!r}: give each once")
+        lowest, highest = seed_range(self.steps)
+        outside = [s for s in seeds if not lowest <= s <= highest]
+        if outside:  # a batched trial ran (its seeds wrapped), the same trial on a thread FAILED, after the folder
+            raise ValueError(f"seeds must be in [{lowest}, {highest}] with steps={self.steps} (step i samples with "
+                             f"seed * SEED_STRIDE + i, an int64), got {outside[0]}")  # fmt: skip
 
     def the_task(self) -> Task:
         """``task`` as a ``Task``."""

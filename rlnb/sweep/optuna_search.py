@@ -199,6 +199,15 @@ class OptunaSource:
                 self.study.enqueue_trial(t.params, user_attrs={RERUN_ATTR: t.number})
         return finished
 
+    def superseded(self) -> set[int]:
+        """Stopped trials that were asked again (under a new number): the table shows the new attempt only, as a
+        plan's rerun replaces its STOPPED row (both rows stayed, and ``summarize`` counted a completed config's
+        stopped attempt as not completed)."""
+        waiting = self._optuna.trial.TrialState.WAITING
+        with self._lock:
+            trials = self.study.get_trials(deepcopy=False)
+        return {t.user_attrs[RERUN_ATTR] for t in trials if RERUN_ATTR in t.user_attrs and t.state != waiting}
+
     def next_spec(self) -> TrialSpec | None:
         """The next trial to run, or None when the budget (or the grid) is used up."""
         with self._lock:

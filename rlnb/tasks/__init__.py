@@ -3,7 +3,7 @@
 supervised runs (``corpus``), one RL step (``rl``), the scoring and metrics of its completions
 (``rollouts``) and one measured training run that lessons are judged on (``lesson``)."""
 
-from rlnb.tasks.rl import SEED_STRIDE, StepReport, rl_step
+from rlnb.tasks.rl import SEED_STRIDE, StepReport, rl_step, seed_range
 from rlnb.tasks.rollouts import (
     RL_METRICS,
     AdvantageScale,
@@ -43,6 +43,7 @@ __all__ = [
     "group_advantages",
     "rl_step",
     "score",
+    "seed_range",
     "step_metrics",
     "unscored",
 ]

@@ -28,6 +28,12 @@ SEED_STRIDE = 1_000_003
 Find LR and a batched member alike, so that the same seed draws the same samples wherever it runs."""
 
 
+def seed_range(steps: int) -> tuple[int, int]:
+    """The run seeds whose every step seed (``seed * SEED_STRIDE + i``, ``i < steps``) is an int64, as the
+    API's ``seed`` must be."""
+    return -(2**63 // SEED_STRIDE), (2**63 - steps) // SEED_STRIDE
+
+
 @dataclass
 class StepReport:
     """What one RL step produced (the operations stay in the session's history)."""

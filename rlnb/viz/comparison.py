@@ -14,7 +14,7 @@ from matplotlib.axes import Axes
 
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
-from rlnb.viz.plots import MAX_POINTS, STD_BAND_MIN_SEEDS, _axes, _extremes, decimate, smooth
+from rlnb.viz.plots import MAX_POINTS, STD_BAND_MIN_SEEDS, _axes, _extremes, _note, decimate, smooth
 
 
 def compare(
@@ -40,11 +40,18 @@ def compare(
                          f"{', '.join(c for c in frame.columns if c not in ('seed', 'step'))}")
     ax = _axes(ax)
     ax.set(xlabel="optimizer step", ylabel=y, title=f"{y} by {by}")
+    missing = []
     for i, (label, group) in enumerate(frame.groupby(by, sort=False, dropna=False)):
         seeds = group.groupby("seed", sort=False, dropna=False) if "seed" in group else [(None, group)]
         members = [m.sort_values("step") for _, m in seeds]
         series = [m[y].to_numpy(dtype=float) if ema is None else smooth(m[y], ema) for m in members]
         values = pd.DataFrame({"step": np.concatenate([m["step"] for m in members]), y: np.concatenate(series)})
+        # only the steps that have it: a metric logged every k steps (NaN between) drew no line at all, and a
+        # run without it was an empty line in the legend
+        values = values.dropna(subset=[y])
+        if values.empty:
+            missing.append(str(label))
+            continue
         stats = values.groupby("step")[y].agg(["mean", "std", "min", "max"])
         x, mean = stats.index.to_numpy(dtype=float), stats["mean"].to_numpy()
         color = f"C{i % 10}"
@@ -54,7 +61,8 @@ def compare(
             continue
         if band == "seeds":
             for m, s in zip(members, series, strict=True):
-                ax.plot(*decimate(m["step"].to_numpy(dtype=float), s), color=color, lw=0.7, alpha=0.5)
+                has = ~np.isnan(s)
+                ax.plot(*decimate(m["step"].to_numpy(dtype=float)[has], s[has]), color=color, lw=0.7, alpha=0.5)
             continue
         low, high = stats["min"].to_numpy(), stats["max"].to_numpy()
         if band == "std" or (band == "auto" and len(members) >= STD_BAND_MIN_SEEDS):
@@ -65,6 +73,10 @@ def compare(
                 low, high = np.maximum(low, mean - std), np.minimum(high, mean + std)
         keep = _extremes(low, high, MAX_POINTS)
         ax.fill_between(x[keep], low[keep], high[keep], color=color, alpha=0.25, lw=0)
-    if len(frame):
+    if missing and len(missing) == frame[by].nunique(dropna=False):
+        _note(ax, f"no {y!r} logged in these runs")
+    elif missing:
+        ax.set_title(f"{y} by {by}\n(none logged: {', '.join(missing)})", fontsize="small")
+    if len(frame) and len(missing) < frame[by].nunique(dropna=False):
         ax.legend(loc="best", fontsize="small")
     return ax

@@ -282,6 +282,21 @@ def test_params_that_fail_at_a_step_end_that_member_only():
     assert wrong.status == "FAILED" and "pass AdamParams, not MuonParams" in wrong.reason
 
 
+def test_a_params_function_that_raises_any_error_ends_that_member_only():
+    """Only ValueError / TypeError were the member's: a RuntimeError (a bug in the user's schedule) failed
+    every member of the ensemble with it."""
+
+    def bug(i: int) -> rlnb.AdamParams:
+        if i == 1:
+            raise RuntimeError("my schedule broke")
+        return rlnb.AdamParams(learning_rate=1e-3)
+
+    results = run_batched("tiny", "adam", [Member(bug), ADAM[0]], steps=3, device="cpu", **QUICK)
+    assert results[0].status == "FAILED" and results[0].reason == "RuntimeError: my schedule broke"
+    assert results[0].steps_done == 1
+    assert results[1].status == "COMPLETED" and results[1].steps_done == 3 and results[1].reason is None
+
+
 def test_member_runs_read_as_any_run(tmp_path):
     members = [Member(rlnb.AdamParams(learning_rate=lr), seed=s, run_id=f"trial-{i}", annotations={"label": f"lr={lr}"})
                for i, (lr, s) in enumerate([(1e-3, 0), (3e-3, 1)])]

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PathCollection, PolyCollection
 
-from rlnb.sweep import search_plot
+from rlnb.sweep import random_search, search_plot, summarize
 from rlnb.viz import plots
 
 
@@ -70,3 +70,21 @@ def test_search_plot_marks_each_status_and_the_best():
     trials.attrs["objective"] = "loss"
     stars = [c for c in search_plot(trials).collections if isinstance(c, PathCollection)][-1]
     assert stars.get_offsets().tolist() == [[3e-3, 0.6]]  # a loss is minimised
+
+
+def test_a_column_the_trials_lack_is_named():
+    """``summarize(trials, metric="reward")``, ``search_plot`` of a search without a learning rate, and
+    ``random_search(2.5, ...)`` raised pandas' and range()'s bare errors."""
+    trials = pd.DataFrame({"trial": [0, 1], "label": ["a", "b"], "weight_decay": [0.0, 0.1], "seed": [0, 0],
+                           "status": ["COMPLETED"] * 2, "final_reward": [0.5, 0.7], "value": [0.5, 0.7]})  # fmt: skip
+    with pytest.raises(ValueError, match=r"metric='reward' is not a column of these trials; numeric columns: trial, "
+                                         r"weight_decay, seed, final_reward, value"):  # fmt: skip
+        summarize(trials, metric="reward")
+    with pytest.raises(ValueError, match="x='learning_rate' is not a column of these trials"):
+        search_plot(trials)
+    with pytest.raises(ValueError, match="y='reward' is not a column of these trials"):
+        search_plot(trials, x="weight_decay", y="reward")
+    assert len(search_plot(trials, x="weight_decay").collections) == 2  # the completed trials and the best
+    for n in (2.5, -1, True):
+        with pytest.raises(ValueError, match=f"n must be an integer >= 1, got {n}"):
+            random_search(n, learning_rate=(1e-4, 1e-2))

@@ -93,6 +93,41 @@ def test_a_diverging_loss_ends_the_test_early(tmp_path):
     assert steps.lr_find_loss.tolist() == result.values and "loss" in steps
 
 
+def test_a_loss_that_turns_nan_still_gives_the_curve_and_suggestion_before_it(tmp_path):
+    """A step_fn whose loss is NaN past 0.03 (a supervised step that blew up): one NaN in the EMA made every
+    smoothed point NaN, and the test said "the smoothed loss is flat" with no suggestion."""
+
+    def step(session, params, i):
+        ce_step(session, params)
+        x = math.log10(params.learning_rate)
+        return math.nan if x > math.log10(0.03) else 1 + (x + 2) ** 2
+
+    result = lr_find(
+        rlnb.AdamParams(), start_lr=1e-6, end_lr=1.0, steps=25, step_fn=step, objective="loss", runs_dir=tmp_path
+    )
+    assert math.isnan(result.values[-1]) and all(math.isfinite(v) for v in result.values[:-1])
+    assert math.isnan(result.smoothed[-1]) and all(math.isfinite(v) for v in result.smoothed[:-1])
+    assert result.reason.startswith("steepest descent") and "diverged at lr" in result.reason
+    assert "loss nan" in result.reason
+    assert result.suggestion is not None and result.suggestion < 1e-2  # before the minimum
+
+
+@pytest.mark.parametrize("answer", [None, {"loss": 1.0}, True])
+def test_a_step_fn_that_returns_no_number_is_named(tmp_path, answer):
+    """A step_fn without ``return`` raised float()'s "argument must be a string or a real number, not
+    'NoneType'", which names neither step_fn nor the step; True counted as an objective of 1.0."""
+
+    def step(session, params, i):
+        ce_step(session, params)
+        return answer
+
+    with pytest.raises(TypeError, match=r"step_fn returned .* at step 0 \(lr 1e-05\): it must return the objective"):
+        lr_find(rlnb.AdamParams(), steps=5, step_fn=step, objective="loss", runs_dir=tmp_path)
+    assert lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: torch.tensor(2.0), runs_dir=tmp_path).values == [
+        2.0
+    ] * 5  # a one-element tensor is a number
+
+
 def test_a_local_session_is_copied_and_left_untouched(tmp_path):
     session = rlnb.connect("local", optimizer="adam", seed=3, device="cpu", record=False)
     for _ in range(2):
@@ -371,6 +406,7 @@ def test_a_converged_session_gives_no_clear_suggestion(tmp_path):
         ({"steps": 5.5}, r"steps must be an integer in \[5, 10000\], got 5.5"),
         ({"steps": True}, r"steps must be an integer in \[5, 10000\], got True"),
         ({"steps": 10**9}, r"steps must be an integer in \[5, 10000\], got 1000000000"),
+        ({"seed": 2**44}, r"seed must be an integer in \[-9223344366821, 9223344366821\], got 17592186044416"),
     ],
 )
 def test_a_bad_range_is_refused_before_anything_is_opened_or_sent(tmp_path, kwargs, words):

@@ -1,6 +1,7 @@
 """Optuna search: spaces with today's field names, per-step reports and pruning, PRUNED rows, the study
 in the sweep folder (SQLite) and resuming a stopped or killed sweep."""
 
+import json
 import math
 import os
 import threading
@@ -12,7 +13,7 @@ from optuna.trial import TrialState
 
 import rlnb
 from rlnb.history import History
-from rlnb.sweep import Float, Int, histories, sweep
+from rlnb.sweep import Float, Int, histories, summarize, sweep
 from rlnb.sweep.space import parse_space
 from rlnb.tasks import Task
 
@@ -160,13 +161,13 @@ def test_a_stopped_search_resumes_and_reruns_the_stopped_trial(tmp_path):
     first = sweep(ADAM, **args, runs_dir=tmp_path, stop=stop, progress=False)
     assert list(first.status) == ["COMPLETED", "STOPPED"] and first.steps_done.iloc[1] == 2
     again = sweep(ADAM, **args, resume=first.attrs["path"], progress=False)
-    assert list(again.trial) == [0, 1, 2, 3] and list(again.status) == [
-        "COMPLETED",
-        "STOPPED",
-        "COMPLETED",
-        "COMPLETED",
-    ]
-    assert again.learning_rate.iloc[2] == first.learning_rate.iloc[1]  # the stopped trial, run again
+    # trial 2 is trial 1 run again, and replaces its STOPPED row, as a plan's rerun does (both rows stayed, and
+    # summarize counted the completed config's stopped attempt as not completed)
+    assert list(again.trial) == [0, 2, 3] and (again.status == "COMPLETED").all()
+    assert again.learning_rate.iloc[1] == first.learning_rate.iloc[1]  # the stopped trial, run again
+    assert list(summarize(again)["not_completed"]) == [0, 0, 0]
+    rows = (Path(first.attrs["path"]) / "trials.jsonl").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in rows][:2] == ["COMPLETED", "STOPPED"]  # the record keeps it
     study = study_of(again)
     assert study.trials[2].user_attrs["rlnb_rerun_of"] == 1
     assert sum(t.state == TrialState.COMPLETE for t in study.trials) == 3

@@ -1,9 +1,11 @@
 """Sweeps and ablations: one row per trial, failures kept, stop keeps finished trials, remote pools."""
 
+import _thread
 import json
 import re
 import sys
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -14,6 +16,7 @@ import pytest
 import rlnb
 from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
 from rlnb.history import History
+from rlnb.schedule import Schedule
 from rlnb.sweep import ablate, apply, grid, histories, random_search, summarize, sweep
 from rlnb.tasks import Task
 
@@ -130,6 +133,19 @@ def test_ablation_summary(tmp_path):
     assert set(trials.variant) == {"baseline", "higher lr", "muon"}
 
 
+def test_ablation_variants_that_share_a_label_stay_apart(tmp_path):
+    """Variants were matched to trials by label: an empty change took the baseline's rows (its summary NaN), the
+    same change under two names went all to the second (the first NaN, the second with both counts)."""
+    changes = {"control": {}, "wd": {"weight_decay": 0.1}, "wd again": {"weight_decay": 0.1}}
+    trials, summary = ablate(BASE, changes, seeds=[0, 1], steps=1, runs_dir=tmp_path, progress=False)
+    assert list(trials.variant) == ["baseline"] * 2 + ["control"] * 2 + ["wd"] * 2 + ["wd again"] * 2
+    assert list(summary.index) == ["baseline", "control", "wd", "wd again"]
+    assert list(summary["count"]) == [2, 2, 2, 2] and list(summary["failed"]) == [0, 0, 0, 0]
+    assert summary.loc["control", "delta"] == 0  # the same config and seeds as the baseline: the same numbers
+    with pytest.raises(ValueError, match="'baseline' is the name of the unchanged run"):
+        ablate(BASE, {"baseline": {"learning_rate": 1e-2}}, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
+
+
 def test_remote_pool_waits_at_the_session_cap(server, tmp_path):
     """Four trials, four at a time, on one full-weight resource (cap 1 session): the provider answers
     429 to the others, and they wait their turn instead of failing."""
@@ -153,8 +169,6 @@ def test_remote_pool_waits_at_the_session_cap(server, tmp_path):
 
 
 def test_sweep_sends_the_scheduled_learning_rate(tmp_path):
-    from rlnb.schedule import Schedule
-
     trials = sweep(
         BASE,
         [{}],
@@ -184,6 +198,88 @@ def test_interrupt_keeps_finished_trials_and_the_folder_has_every_row(tmp_path):
     assert sorted(json.loads(line)["trial"] for line in lines) == [0, 1, 2]
 
 
+@pytest.mark.parametrize("executor", ["threads", "batched"])
+def test_a_second_interrupt_ends_a_sweep_whose_reward_never_returns(tmp_path, executor):
+    """A reward stuck for ever (a verifier that never answers): the first Ctrl-C asks each trial to stop at its
+    next step, which never comes; the second (and every later one) did nothing, and the notebook was stuck."""
+    entered, release, returned = threading.Semaphore(0), threading.Event(), threading.Event()
+
+    def stuck(prompt, completion):
+        entered.release()
+        release.wait(300)  # the test's own deadline: set below if the sweep does not return
+        return 0.0
+
+    def interrupter():
+        try:
+            assert entered.acquire(timeout=120)  # a trial is inside its reward
+            for _ in range(2):
+                time.sleep(0.5)
+                _thread.interrupt_main()  # Ctrl-C
+            returned.wait(60)
+        finally:
+            release.set()  # without the fix: let the trials end, so the test fails rather than hangs
+
+    helper = threading.Thread(target=interrupter, daemon=True)
+    helper.start()
+    start = time.monotonic()
+    trials = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, runs_dir=tmp_path, progress=False, task=stuck,
+                   executor=executor, max_concurrent=2)  # fmt: skip
+    returned.set()
+    helper.join(60)
+    assert not release.is_set() or time.monotonic() - start < 60
+    assert list(trials.status) == ["STOPPED", "STOPPED"]
+    assert all(r.startswith("abandoned by a second interrupt") for r in trials.reason)
+    release.set()  # the abandoned threads end on their own; wait for them, not for the process's exit
+    for thread in threading.enumerate():
+        if thread.name.startswith("rlnb-sweep"):
+            thread.join(120)
+    lines = (Path(trials.attrs["path"]) / "trials.jsonl").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in lines] == ["STOPPED", "STOPPED"]  # nothing recorded after
+
+
+def test_an_interrupt_ends_the_wait_after_an_error_for_a_trial_that_never_returns(tmp_path):
+    """The progress callback raises while another trial's reward is stuck: the sweep waited for that trial
+    before raising the error, for ever, and Ctrl-C then hung in the thread pool's shutdown."""
+    fast, release, returned = [], threading.Event(), threading.Event()
+    stuck_in = threading.Semaphore(0)
+
+    def reward(prompt, completion):
+        if not fast:
+            fast.append(threading.current_thread())
+        if threading.current_thread() is not fast[0]:
+            stuck_in.release()
+            release.wait(300)  # the test's own deadline: set below if the sweep does not return
+        return 0.0
+
+    def boom(done, total, row):
+        raise RuntimeError("my progress bar broke")
+
+    def interrupter():
+        try:
+            assert stuck_in.acquire(timeout=120)
+            time.sleep(1.0)
+            _thread.interrupt_main()  # Ctrl-C while the sweep waits to raise the error
+            returned.wait(60)
+        finally:
+            release.set()
+
+    helper = threading.Thread(target=interrupter, daemon=True)
+    helper.start()
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="my progress bar broke"):
+        sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, runs_dir=tmp_path, progress=boom, task=reward,
+              executor="threads", max_concurrent=2)  # fmt: skip
+    returned.set()
+    assert time.monotonic() - start < 60  # before the test let the stuck reward go
+    release.set()
+    for thread in threading.enumerate():
+        if thread.name.startswith("rlnb-sweep"):
+            thread.join(120)
+    folder = next(tmp_path.iterdir())
+    rows = [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
+    assert sorted((r["status"], (r["reason"] or "")[:9]) for r in rows) == [("COMPLETED", ""), ("STOPPED", "abandoned")]
+
+
 def test_resume_runs_what_was_stopped_and_keeps_what_finished(tmp_path):
     stop = threading.Event()
     configs = grid(learning_rate=[1e-3, 2e-3])
@@ -202,6 +298,77 @@ def test_resume_runs_what_was_stopped_and_keeps_what_finished(tmp_path):
     assert done == [(2, 4), (3, 4), (4, 4)]  # trial 0 was not run again
     assert again.run_path.iloc[0] == first.run_path.iloc[0]
     assert all(len(h.steps) == 2 for h in histories(again))
+
+
+def test_a_sweep_folder_runs_one_sweep_at_a_time(tmp_path):
+    """Two resumes of one stopped sweep at once both ran its trials; the second's rows (FAILED: "run folder
+    trial-000-seed0 is being written by another session", for every trial) were recorded after the first's, so
+    a later resume showed the finished trials FAILED and never ran them again."""
+    stop = threading.Event()
+    stop.set()
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    first = sweep(BASE, configs, steps=2, runs_dir=tmp_path, stop=stop, progress=False)
+    folder = Path(first.attrs["path"])
+    assert list(first.status) == ["STOPPED", "STOPPED"]
+    started, release = threading.Event(), threading.Event()
+
+    def hold(done, total, row):  # the first resume keeps the folder while the second one tries
+        started.set()
+        assert release.wait(120)
+
+    out: dict[str, pd.DataFrame] = {}
+    runner = threading.Thread(target=lambda: out.update(a=sweep(BASE, configs, steps=2, resume=folder, progress=hold)))
+    runner.start()
+    try:
+        assert started.wait(120)
+        with pytest.raises(rlnb.RunLocked, match="is being run by another sweep"):
+            sweep(BASE, configs, steps=2, resume=folder, progress=False)
+    finally:
+        release.set()
+        runner.join(120)
+    assert list(out["a"].status) == ["COMPLETED", "COMPLETED"]
+    again = sweep(BASE, configs, steps=2, resume=folder, progress=False)  # the lock went with the first sweep
+    assert list(again.status) == ["COMPLETED", "COMPLETED"]
+    assert list(again.run_path) == list(out["a"].run_path)
+    rows = [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["STOPPED", "STOPPED", "COMPLETED", "COMPLETED"]
+
+
+def test_a_hand_edited_trials_file_is_resumed_with_its_bad_lines_skipped(tmp_path):
+    """A line of trials.jsonl that is JSON but not a trial's row (``{"trial": 5}``, ``[1, 2]``) ended the resume
+    with a bare ``KeyError: 'status'``."""
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    first = sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False)
+    folder = Path(first.attrs["path"])
+    with open(folder / "trials.jsonl", "a") as fh:
+        fh.write('{"trial": 5}\n[1, 2]\n{"trial": true, "status": "COMPLETED"}\n')
+    with pytest.warns(UserWarning) as caught:
+        again = sweep(BASE, configs, steps=1, resume=folder, progress=False)
+    skipped = [str(w.message) for w in caught if "is not a trial's row" in str(w.message)]
+    assert [m.split(" line ")[1].split()[0] for m in skipped] == ["3", "4", "5"]
+    assert list(again.trial) == [0, 1] and (again.status == "COMPLETED").all()
+    assert list(again.run_path) == list(first.run_path)  # nothing ran again
+
+
+def test_a_resume_with_another_schedule_or_model_option_is_refused(tmp_path):
+    """sweep.json did not record the schedule or the connect options: resuming a Muon sweep with
+    muon_scaling="match_adam" (or a schedule) ran its other trials in other units, in one table."""
+    stop = threading.Event()
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    muon = rlnb.MuonParams()
+    first = sweep(muon, configs, steps=1, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set(),
+                  executor="threads", muon_scaling="original", threads=1)  # fmt: skip
+    folder = first.attrs["path"]
+    assert list(first.status) == ["COMPLETED", "STOPPED"]
+    with pytest.raises(ValueError, match=r"changed: options: \{'muon_scaling': 'match_adam'\} \(the sweep used "
+                                         r"\{'muon_scaling': 'original'\}\)"):  # fmt: skip
+        sweep(muon, configs, steps=1, resume=folder, progress=False, muon_scaling="match_adam", threads=1)
+    with pytest.raises(ValueError, match="changed: schedule: .*'kind': 'linear'.* \\(the sweep used None\\)"):
+        sweep(muon, configs, steps=1, resume=folder, progress=False, muon_scaling="original",
+              schedule=Schedule("linear", total_steps=1))  # fmt: skip
+    # options that do not change the numbers (threads, sinks, keys, timeouts) may differ
+    again = sweep(muon, configs, steps=1, resume=folder, progress=False, muon_scaling="original", threads=2)
+    assert list(again.status) == ["COMPLETED", "COMPLETED"]
 
 
 def test_summarize_sorts_learning_rates_as_numbers():
@@ -423,6 +590,8 @@ def test_a_member_whose_row_cannot_be_made_is_still_a_row(tmp_path, monkeypatch)
         ({"seeds": [1.5]}, r"seeds must be a non-empty sequence of integers.*got \[1.5\]"),
         ({"seeds": [True]}, r"seeds must be a non-empty sequence of integers.*got \[True\]"),
         ({"seeds": []}, r"seeds must be a non-empty sequence of integers.*got \[\]"),
+        ({"seeds": [0, 1, 0]}, r"seeds lists 0 more than once, got \[0, 1, 0\]"),
+        ({"seeds": [2**44]}, r"seeds must be in \[-9223344366821, 9223344366821\] with steps=1 .*got 17592186044416"),
     ],
 )
 def test_trial_options_are_refused_naming_the_field_before_a_folder_is_made(tmp_path, kwargs, words):

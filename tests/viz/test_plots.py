@@ -239,7 +239,7 @@ def test_compare_draws_mean_and_std_band_per_label():
     assert at2.min() == pytest.approx(4 - std) and at2.max() == pytest.approx(4 + std)
     # A list of histories gives the same figure; a single seed gets a line and no band.
     np.testing.assert_array_equal(xy(plots.compare(seeded_runs(), band="std").lines[0]), xy(ax.lines[0]))
-    one = plots.compare(seeded_runs()[:1], y="grad_norm")
+    one = plots.compare(seeded_runs()[:1], y="loss")
     assert [ln.get_label() for ln in one.lines] == ["adam"] and not one.collections
     with pytest.raises(ValueError, match=r"y='reward' is not a column of these runs' steps tables; they have: loss"):
         plots.compare(frame, y="reward")  # these runs logged no reward (a raw KeyError before)
@@ -250,6 +250,22 @@ def test_compare_ema_smooths_each_seed_before_averaging():
     ax = plots.compare(frame, ema=0.5)
     per_seed = [plots.smooth(g.loss, 0.5) for _, g in frame[frame.run == "adam"].groupby("seed")]
     np.testing.assert_allclose(xy(ax.lines[0])[:, 1], np.mean(per_seed, axis=0))
+
+
+def test_compare_draws_a_metric_logged_every_few_steps_and_leaves_out_runs_without_it():
+    """A metric logged every 3 steps is NaN between: each point sat alone between gaps and no line was drawn
+    (an empty axes with a legend); a run that never logged it was an empty line in the legend."""
+    rows = [{"run": "a", "seed": s, "step": t, "acc": (0.1 * t + s if t % 3 == 0 else math.nan), "loss": 1.0}
+            for s in (0, 1) for t in range(1, 7)]  # fmt: skip
+    rows += [{"run": "b", "seed": 0, "step": t, "acc": math.nan, "loss": 2.0} for t in range(1, 7)]
+    frame = pd.DataFrame(rows)
+    for band in ("auto", "seeds"):
+        ax = plots.compare(frame, y="acc", band=band)
+        assert ax.lines[0].get_label() == "a (2 seeds)"
+        np.testing.assert_allclose(xy(ax.lines[0]), [[3, 0.8], [6, 1.1]])  # mean over the seeds
+        assert "b" not in [ln.get_label() for ln in ax.lines] and "none logged: b" in ax.get_title()
+    nothing = plots.compare(frame[frame.run == "b"], y="acc")
+    assert [t.get_text() for t in nothing.texts] == ["no 'acc' logged in these runs"] and nothing.get_legend() is None
 
 
 def test_large_histories_are_decimated_keeping_spikes():
