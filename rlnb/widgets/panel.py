@@ -67,7 +67,7 @@ class RunPanel:
         self.task = task or first_letter_task()
         self.builder.lr_finder.options.setdefault("task", self.task)  # Find LR probes the task the panel trains
         # One at a time on the session: a range test checkpoints it, and two trainings would share the cores.
-        self.builder.lr_finder.busy = lambda: "a run is going on this session" if self.running else None
+        self.builder.lr_finder.busy = lambda: "a run is going on this session" if self.running else self._taken()
         self.builder.lr_finder.on_change = self._sync_buttons
         self.step_fn = step_fn or self._rl_step
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
@@ -121,6 +121,7 @@ class RunPanel:
         self._show(f"step {session.step} · ready")
         self._sync_buttons()
         self._sync_schedule()
+        _PANELS.add(self)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -140,6 +141,7 @@ class RunPanel:
         if problem is not None:
             self.error = problem
             self._show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
+            self._sync_buttons()
             return False
         self._stop.clear()
         self.error = None
@@ -147,13 +149,15 @@ class RunPanel:
         self._busy.set()
         self._thread = threading.Thread(target=self._run, args=(n,), name="rlnb-run-panel", daemon=True)
         self._thread.start()
-        _RUNNING.add(self)
         self._sync_buttons()
         return True
 
     def _refusal(self, n: int) -> Exception | None:
         if self.running:
             return RuntimeError("a run is going; Stop it first")
+        taken = self._taken()
+        if taken is not None:
+            return RuntimeError(taken)
         if self.builder.lr_finder.running:
             return RuntimeError("Find LR is running on this session; wait for it")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -166,11 +170,31 @@ class RunPanel:
             return exc
         return None
 
+    def _others(self) -> list[RunPanel]:
+        """The other open panels on this session: running a cell again makes a new panel while the old one,
+        out of sight, may still be running."""
+        return [p for p in list(_PANELS) if p is not self and p.session is self.session]
+
+    def _taken(self) -> str | None:
+        """Why another panel holds this session (its run or its Find LR goes), or None: two runs' operations
+        would interleave on the session, each step mixing the other's samples, gradients and rates."""
+        for other in self._others():
+            if other.running:
+                return "a run of another RunPanel is going on this session (was its cell run again?); Stop ends it"
+            if other.builder.lr_finder.running:
+                return "another RunPanel's Find LR is running on this session; wait for it"
+        return None
+
     def stop(self) -> None:
-        """Ask the run to stop after the step in progress."""
+        """Ask the run to stop after the step in progress; also the run of another panel on this session (one
+        whose cell was run again is out of sight, and only this Stop can reach it)."""
         self._stop.set()
         if self.running:
             self._show("stopping after this step …")
+        for other in self._others():
+            if other.running:
+                other._stop.set()
+                self._show("asked the other panel's run on this session to stop after its step in progress")
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the current run has ended, its last redraw included; False if it is still going
@@ -275,7 +299,7 @@ class RunPanel:
         busy, finding = self.running, self.builder.lr_finder.running
         self.step_button.disabled = busy or finding or not self.builder.valid
         self.run_button.disabled = busy or finding or not self.builder.valid or not self._n_ok()
-        self.stop_button.disabled = not busy
+        self.stop_button.disabled = not busy and self._taken() is None
         self.builder.lr_finder.sync()
 
     def close(self, timeout: float = 60.0) -> None:
@@ -285,6 +309,7 @@ class RunPanel:
         if not self.join(timeout):
             raise TimeoutError(f"the run was asked to stop but a step is still going after {timeout} s")
         self._closed = True
+        _PANELS.discard(self)
         self.live.close()
         close_tree(self.widget)
 
@@ -292,15 +317,16 @@ class RunPanel:
 EXIT_DEADLINE = 30.0
 """Seconds an interpreter exit waits for a panel's step in progress before its session is closed under it."""
 
-_RUNNING: weakref.WeakSet[RunPanel] = weakref.WeakSet()
+_PANELS: weakref.WeakSet[RunPanel] = weakref.WeakSet()
+"""Every open panel: one at a time steps a session, and an exit stops their runs."""
 
 
 def _stop_running_panels() -> None:
     """Interpreter exit mid-run: stop each panel after its step in progress, so that no step is still
     submitting (or running torch) while its session closes and the interpreter tears down."""
-    for panel in list(_RUNNING):
+    for panel in list(_PANELS):
         panel.stop()
-    for panel in list(_RUNNING):
+    for panel in list(_PANELS):
         panel.join(EXIT_DEADLINE)
 
 

@@ -558,3 +558,32 @@ def test_warmup_longer_than_the_run_is_refused():
     b = OptimizerBuilder("adam", total_steps=30)
     b.warmup.value = 50
     assert not b.valid and INVALID in b.warmup._dom_classes
+
+
+def test_a_second_panel_on_a_session_waits_for_the_first_ones_run_and_its_stop_ends_it(panel_session):
+    """Running the cell ``panel = RunPanel(session)`` again makes a new panel while the old one's run goes on,
+    out of sight: two runs interleaved their operations on the session (a sample of one, the forward-backward
+    and optim-step of the other)."""
+    release, steps = threading.Event(), []
+
+    def blocking_step(session, params):
+        steps.append(session.step)
+        release.wait(30)
+        session.forward_backward([rlnb.samples.cross_entropy(list(b"a step"))])
+        session.optim_step(params).result()
+
+    old = RunPanel(panel_session, step_fn=blocking_step, every=0.05)
+    assert old.start(50)
+    new = RunPanel(panel_session, step_fn=blocking_step, every=0.05)  # the same cell, run again
+    assert new.start(1) is False and isinstance(new.error, RuntimeError) and not new.running
+    assert "a run of another RunPanel is going on this session" in new.status.value
+    new.builder.lr_finder.button.click()
+    assert not new.builder.lr_finder.running and "Find LR waits" in new.builder.lr_finder.status.value
+    assert not new.stop_button.disabled  # the only Stop on screen reaches the old run
+    new.stop_button.click()
+    release.set()
+    assert old.join(60) and "stopped early after 1 of 50" in old.status.value
+    assert panel_session.step == 1 and steps == [0]
+    assert new.start(1) and new.join(60) and new.error is None and panel_session.step == 2
+    old.close()
+    new.close()
