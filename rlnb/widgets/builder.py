@@ -299,5 +299,7 @@ class OptimizerBuilder:
                 mark(fields[name], True)
 
     def close(self) -> None:
-        """Close every control of the builder (the front end removes them)."""
+        """Close every control of the builder (the front end removes them); a Find LR in flight stops after
+        its step, instead of training on, unseen."""
+        self.lr_finder.stop()
         close_tree(self.widget)

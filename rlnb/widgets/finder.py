@@ -75,6 +75,7 @@ class LRFinderControls:
         self.widget = W.VBox([W.HBox([self.button, self.apply_button, self.scaling]), self.status, self.plot])
         self._thread: threading.Thread | None = None
         self._going = threading.Event()
+        self._halt = threading.Event()  # ends the range test in flight after its step (``stop``)
         self._said = ""  # the status of the last range test, shown again once the form is valid
         self._converting = False
         self.button.on_click(lambda _: self.start())
@@ -164,6 +165,10 @@ class LRFinderControls:
     def _say(self, text: str) -> None:
         self.status.value = text
 
+    def _progress(self, done: int, total: int) -> None:
+        if not self._halt.is_set():
+            self._say(f"range test running … {done}/{total} steps")
+
     def run(self) -> Any:
         """Run the range test now (in this thread). Shows the suggestion; applies nothing."""
         from rlnb.sweep import lr_find
@@ -172,13 +177,18 @@ class LRFinderControls:
             raise ValueError("Find LR needs a valid config: " + "; ".join(self.builder.errors))
         kind = self.builder.kind
         options = dict(self.options)
+        options.setdefault("stop", self._halt)
+        options.setdefault("progress", self._progress)
         if self.session is None:
             options.setdefault("model", self.model)
             if kind == "muon":
                 options.setdefault("muon_scaling", self.scaling.value)
         self.apply_button.disabled = True
         self._say("range test running …")
-        result = lr_find(self.builder.params, self.session, **options)
+        try:
+            result = lr_find(self.builder.params, self.session, **options)
+        finally:
+            self._halt.clear()  # a stop is for the test it was asked of, not the next one
         self.plot.value = png(result.figure())
         self.plot.layout.display = None
         self.result = result
@@ -195,9 +205,10 @@ class LRFinderControls:
         rates = f"lr {result.suggestion:g}"
         if result.adam_ratio is not None:
             rates += f" (AdamW {result.params.adam.learning_rate:g})"
-        why = result.reason.split(";")[0]
+        why, *more = result.reason.split("; ")
+        ended = "".join(f" ({part})" for part in more if part.startswith("ended early"))  # stopped, failed
         # measured (bench/bench_lessons.py): held for 40 steps, the suggestion learned on none of seeds 0-9
-        return f"suggested {rates} — {why}; the upper edge of the useful range: sweep below it. Apply sets it"
+        return f"suggested {rates} — {why}{ended}; the upper edge of the useful range: sweep below it. Apply sets it"
 
     def apply(self) -> None:
         """Put the last suggestion in the form (Muon: both rates)."""
@@ -222,6 +233,7 @@ class LRFinderControls:
             return
         self.error = None
         self.button.disabled = True
+        self._halt.clear()
         self._going.set()
         self._thread = threading.Thread(target=self._run, name="rlnb-lr-find", daemon=True)
         self._thread.start()
@@ -239,6 +251,16 @@ class LRFinderControls:
             self.button.disabled = not self.builder.valid or self.busy() is not None
             self.on_change()
 
-    def join(self, timeout: float | None = None) -> None:
+    def stop(self) -> None:
+        """End the range test in flight after its step in progress; it then suggests from the steps it has
+        and says it was stopped. A RunPanel's Stop and close call this: nothing else could end a long test."""
+        if self.running:
+            self._halt.set()
+            self._say("range test stopping after this step …")
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until the range test in flight has ended; False if it is still going after ``timeout`` s."""
         if self._thread is not None:
             self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -186,12 +187,14 @@ class RunPanel:
         return None
 
     def stop(self) -> None:
-        """Ask the run to stop after the step in progress; also the run of another panel on this session (one
-        whose cell was run again is out of sight, and only this Stop can reach it)."""
+        """Ask the run, or the Find LR, to stop after the step in progress; also the run of another panel on
+        this session (one whose cell was run again is out of sight, and only this Stop can reach it)."""
         self._stop.set()
+        self.builder.lr_finder.stop()
         if self.running:
             self._show("stopping after this step …")
         for other in self._others():
+            other.builder.lr_finder.stop()
             if other.running:
                 other._stop.set()
                 self._show("asked the other panel's run on this session to stop after its step in progress")
@@ -299,14 +302,15 @@ class RunPanel:
         busy, finding = self.running, self.builder.lr_finder.running
         self.step_button.disabled = busy or finding or not self.builder.valid
         self.run_button.disabled = busy or finding or not self.builder.valid or not self._n_ok()
-        self.stop_button.disabled = not busy and self._taken() is None
+        self.stop_button.disabled = not (busy or finding) and self._taken() is None
         self.builder.lr_finder.sync()
 
     def close(self, timeout: float = 60.0) -> None:
-        """Stop any run and wait for it (``TimeoutError`` if a step is still going after ``timeout``
-        seconds; the panel then stays open), stop following the history and close the widgets."""
+        """Stop any run or Find LR and wait for it (``TimeoutError`` if a step is still going after
+        ``timeout`` seconds; the panel then stays open), stop following the history and close the widgets."""
         self.stop()
-        if not self.join(timeout):
+        deadline = time.monotonic() + timeout
+        if not self.join(timeout) or not self.builder.lr_finder.join(max(0.0, deadline - time.monotonic())):
             raise TimeoutError(f"the run was asked to stop but a step is still going after {timeout} s")
         self._closed = True
         _PANELS.discard(self)
@@ -328,6 +332,7 @@ def _stop_running_panels() -> None:
         panel.stop()
     for panel in list(_PANELS):
         panel.join(EXIT_DEADLINE)
+        panel.builder.lr_finder.join(EXIT_DEADLINE)
 
 
 _exit.on_exit("panels", _stop_running_panels)
