@@ -430,3 +430,33 @@ def test_a_suggestion_says_when_its_test_ended_early():
                    "steepest ascent of the smoothed reward; ended early: stopped after 2 steps")  # fmt: skip
     said = LRFinderControls.describe(found)
     assert said.startswith("suggested lr 0.01 — steepest ascent of the smoothed reward (ended early: stopped after 2")
+
+
+def test_apply_puts_a_muon_suggestion_in_the_units_the_form_is_in_now():
+    """A suggestion found in "original" units, applied after the units were switched to "match_adam", went in
+    unconverted: another step size (2x on the tiny model; 10x and more on wide ones)."""
+    b = OptimizerBuilder("muon")
+    finder = b.lr_finder
+    finder.options = {"steps": 21, "start_lr": 1e-3, "end_lr": 10.0, "step_fn": sigmoid_reward(0.1)}
+    found = finder.run()
+    assert found.muon_scaling == "original" and found.suggestion is not None
+    finder.scaling.value = "match_adam"
+    finder.apply_button.click()
+    want = significant(convert_muon_lr(found.suggestion, "original", "match_adam", "tiny"))
+    assert b.params.learning_rate == want != found.suggestion
+    assert b.params.adam.learning_rate == found.params.adam.learning_rate  # AdamW's rate has one convention
+    assert f"applied lr {want:g} in match_adam units (found as {found.suggestion:g} in original units)" in (
+        finder.status.value
+    )
+
+
+def test_apply_says_which_tab_it_set_when_another_is_shown():
+    b = OptimizerBuilder("adam")
+    finder = b.lr_finder
+    finder.options = {"steps": 21, "start_lr": 1e-5, "end_lr": 1.0, "step_fn": sigmoid_reward(1e-3)}
+    found = finder.run()
+    b.kind = "muon"
+    sent = b.params.request_body()
+    finder.apply()
+    assert b.adam["learning_rate"].value == found.suggestion and b.params.request_body() == sent
+    assert "on the Adam tab, the optimizer of the test, not the one shown" in finder.status.value
