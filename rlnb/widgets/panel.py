@@ -147,6 +147,8 @@ class RunPanel:
         self._stop.clear()
         self.error = None
         self.progress.max, self.progress.value = n, 0
+        # said before the first step, which can take minutes: the line showed "ready", or the last run's error
+        self._show(f"step {self.session.step} · running: 0/{n} done …")
         self._busy.set()
         self._thread = threading.Thread(target=self._run, args=(n,), name="rlnb-run-panel", daemon=True)
         self._thread.start()

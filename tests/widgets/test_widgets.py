@@ -587,3 +587,24 @@ def test_a_second_panel_on_a_session_waits_for_the_first_ones_run_and_its_stop_e
     assert new.start(1) and new.join(60) and new.error is None and panel_session.step == 2
     old.close()
     new.close()
+
+
+def test_the_status_says_running_from_the_start_not_the_last_runs_error(panel_session):
+    """Until its first step ended, a new run's status line still showed the last run's red error (or "ready")."""
+    release, calls = threading.Event(), []
+
+    def step(session, params):
+        calls.append(session.step)
+        if len(calls) == 1:
+            raise ValueError("my reward function broke")
+        release.wait(30)
+
+    panel = RunPanel(panel_session, step_fn=step, every=0.05)
+    assert panel.start(1) and panel.join(60) and "my reward function broke" in panel.status.value
+    assert panel.start(5) and panel.running
+    assert "step 0 · running: 0/5 done" in panel.status.value and "broke" not in panel.status.value
+    assert "#b00020" not in panel.status.value
+    panel.stop()
+    release.set()
+    assert panel.join(60)
+    panel.close()
