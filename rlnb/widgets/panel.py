@@ -71,6 +71,7 @@ class RunPanel:
         self.builder.lr_finder.busy = lambda: "a run is going on this session" if self.running else self._taken()
         self.builder.lr_finder.on_change = self._sync_buttons
         self.step_fn = step_fn or self._rl_step
+        self._logs = step_fn is not None  # the default step logs its own figures (rl_step logs the RL metrics)
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
         self.run_button = W.Button(description="Run N", icon="play")
         self.n = W.IntText(
@@ -222,7 +223,7 @@ class RunPanel:
                 done += 1
                 self.progress.value = done
                 step = self.session.step
-                if figures:
+                if figures and self._logs:
                     self.session.history.log(step, **figures)
                 self._show(
                     f"step {step} · {done}/{n} done" + "".join(f" · {k} {v:.3g}" for k, v in (figures or {}).items())
@@ -249,10 +250,13 @@ class RunPanel:
                 self._sync_buttons()
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
+        """One RL step, its figures logged here: rl_step logs the reward, which the panel logged once more
+        (two rows per step in ``history.logged``, the run folder and every sink). Returns them for the status."""
         report = rl_step(session, self.task, params)
         out = {"reward": report.reward}
         if isinstance(self.task, VerifiedTask) and report.step % EVAL_EVERY == 0:
             out[EVAL_ACCURACY] = self.task.evaluate(session)  # the step's weights are synced: reward vs learning
+            session.history.log(report.step, **{EVAL_ACCURACY: out[EVAL_ACCURACY]})
         return out
 
     def _show(self, text: str, error: bool = False) -> None:

@@ -608,3 +608,14 @@ def test_the_status_says_running_from_the_start_not_the_last_runs_error(panel_se
     release.set()
     assert panel.join(60)
     panel.close()
+
+
+def test_the_default_step_logs_each_figure_once(panel_session):
+    """rl_step logs the step's reward, and the panel logged it again: two rows per step in history.logged, the
+    run folder and every sink."""
+    panel = RunPanel(panel_session, every=0.05)
+    assert panel.start(10) and panel.join(120) and panel.error is None
+    logged = panel_session.history.logged
+    assert list(logged.step[logged.reward.notna()]) == list(range(1, 11))
+    assert list(logged.step[logged["eval/accuracy"].notna()]) == [10]  # the held-out check, every 10 steps
+    panel.close()
