@@ -460,3 +460,12 @@ def test_apply_says_which_tab_it_set_when_another_is_shown():
     finder.apply()
     assert b.adam["learning_rate"].value == found.suggestion and b.params.request_body() == sent
     assert "on the Adam tab, the optimizer of the test, not the one shown" in finder.status.value
+
+
+def test_a_range_test_of_rl_steps_logs_each_reward_once(tmp_path):
+    """rl_step logs the step's reward, and the range test logged it again: two reward rows per step."""
+    result = lr_find(rlnb.AdamParams(learning_rate=1e-3), steps=5, runs_dir=tmp_path)
+    logged = History.load(result.run_path).logged
+    assert list(logged.step[logged.reward.notna()]) == [1, 2, 3, 4, 5]
+    assert list(logged.reward.dropna()) == pytest.approx(result.values)
+    assert list(logged.lr_find_lr.dropna()) == pytest.approx(result.lrs)
