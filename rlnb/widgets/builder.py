@@ -132,7 +132,8 @@ class OptimizerBuilder:
 
     @kind.setter
     def kind(self, value: str) -> None:
-        self.tabs.selected_index = 0 if value == "adam" else 1
+        """``ValueError`` naming ``kind`` unless "adam" or "muon": anything else selected the Muon tab."""
+        self.tabs.selected_index = 0 if wire.optimizer_kind(value, "kind") == "adam" else 1
 
     @property
     def valid(self) -> bool:

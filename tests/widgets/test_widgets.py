@@ -619,3 +619,13 @@ def test_the_default_step_logs_each_figure_once(panel_session):
     assert list(logged.step[logged.reward.notna()]) == list(range(1, 11))
     assert list(logged.step[logged["eval/accuracy"].notna()]) == [10]  # the held-out check, every 10 steps
     panel.close()
+
+
+def test_a_kind_that_is_no_optimizer_is_refused_not_taken_for_muon():
+    b = OptimizerBuilder("adam")
+    for kind in ("Adam", "adamw", "sgd", None):
+        with pytest.raises(ValueError, match=f"kind must be one of adam, muon, got {kind!r}"):
+            b.kind = kind  # "Adam" selected the Muon tab
+        assert b.kind == "adam" and "adam_params" in preview_json(b)
+    b.kind = "muon"
+    assert b.kind == "muon"
