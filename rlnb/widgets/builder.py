@@ -162,11 +162,12 @@ class OptimizerBuilder:
         tab's controls are disabled, and while it is selected the builder is invalid and says why."""
         wire.optimizer_kind(kind, "kind")
         self.locked = kind
-        other = "muon" if kind == "adam" else "adam"
-        for group in (self.muon, self.muon_adam) if other == "muon" else (self.adam,):
-            for c in group.values():
-                c.disabled = True
-        self.tabs.set_title(1 if other == "muon" else 0, f"{other.capitalize()} (locked)")
+        # a builder locked before (to another panel's session) is unlocked first: else every control stayed off
+        for name, groups, index in (("adam", (self.adam,), 0), ("muon", (self.muon, self.muon_adam), 1)):
+            for group in groups:
+                for c in group.values():
+                    c.disabled = name != kind
+            self.tabs.set_title(index, name.capitalize() + ("" if name == kind else " (locked)"))
         self.kind = kind
         self._changed()
 

@@ -629,3 +629,18 @@ def test_a_kind_that_is_no_optimizer_is_refused_not_taken_for_muon():
         assert b.kind == "adam" and "adam_params" in preview_json(b)
     b.kind = "muon"
     assert b.kind == "muon"
+
+
+def test_a_builder_locked_again_to_another_session_unlocks_its_tab(panel_session, muon_session):
+    """A builder given to an Adam session's panel, then to a Muon session's: every control stayed disabled and
+    both tabs said locked."""
+    b = OptimizerBuilder("adam")
+    first = RunPanel(panel_session, b, every=0.05)
+    second = RunPanel(muon_session, b, every=0.05)
+    assert b.kind == "muon" and (b.tabs.get_title(0), b.tabs.get_title(1)) == ("Adam (locked)", "Muon")
+    assert not any(c.disabled for c in [*b.muon.values(), *b.muon_adam.values()])
+    assert all(c.disabled for c in b.adam.values())
+    second.step_button.click()
+    assert second.join(60) and second.error is None and muon_session.step == 1
+    first.close()
+    second.close()
