@@ -226,7 +226,8 @@ class RunPanel:
                 if figures and self._logs:
                     self.session.history.log(step, **figures)
                 self._show(
-                    f"step {step} · {done}/{n} done" + "".join(f" · {k} {v:.3g}" for k, v in (figures or {}).items())
+                    f"step {step} · {done}/{n} done"
+                    + "".join(f" · {html.escape(k, quote=False)} {v:.3g}" for k, v in (figures or {}).items())
                 )
                 self._sync_schedule()
         except Exception as exc:  # every failure of a step is shown; none is lost

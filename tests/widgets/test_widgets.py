@@ -644,3 +644,23 @@ def test_a_builder_locked_again_to_another_session_unlocks_its_tab(panel_session
     assert second.join(60) and second.error is None and muon_session.step == 1
     first.close()
     second.close()
+
+
+def test_a_figure_named_with_markup_shows_as_its_name(panel_session):
+    release = threading.Event()
+
+    def step(session, params):
+        if session.history.logged.empty:
+            return {"acc<b>test</b> & more": 0.5}
+        release.wait(30)
+
+    panel = RunPanel(panel_session, step_fn=step, every=0.05)
+    assert panel.start(2)
+    deadline = time.monotonic() + 60
+    while "1/2 done" not in panel.status.value:
+        assert time.monotonic() < deadline and panel.running, panel.status.value
+        time.sleep(0.01)
+    assert "acc&lt;b&gt;test&lt;/b&gt; &amp; more 0.5" in panel.status.value
+    release.set()
+    assert panel.join(60)
+    panel.close()
