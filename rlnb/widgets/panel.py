@@ -8,6 +8,7 @@ laptop screen (1366×768): buttons, status and the reward plot on screen togethe
 
 from __future__ import annotations
 
+import contextlib
 import html
 import threading
 import time
@@ -245,7 +246,8 @@ class RunPanel:
             )
         finally:
             try:
-                self.live.refresh()
+                with contextlib.suppress(Exception):  # shown on the live view, kept in live.error
+                    self.live.refresh()
             finally:
                 self._busy.clear()
                 self._sync_buttons()
