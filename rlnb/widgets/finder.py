@@ -170,11 +170,16 @@ class LRFinderControls:
             self._say(f"range test running … {done}/{total} steps")
 
     def run(self) -> Any:
-        """Run the range test now (in this thread). Shows the suggestion; applies nothing."""
+        """Run the range test now (in this thread). Shows the suggestion; applies nothing. ``RuntimeError``
+        while a RunPanel's run goes on the session: called from a cell, it interleaved a checkpoint into the run
+        and trained beside it, as the button may not."""
         from rlnb.sweep import lr_find
 
         if not self.builder.valid:
             raise ValueError("Find LR needs a valid config: " + "; ".join(self.builder.errors))
+        waiting = self.busy()
+        if waiting is not None:
+            raise RuntimeError(f"Find LR waits: {waiting}")
         kind = self.builder.kind
         options = dict(self.options)
         options.setdefault("stop", self._halt)

@@ -664,3 +664,17 @@ def test_a_figure_named_with_markup_shows_as_its_name(panel_session):
     release.set()
     assert panel.join(60)
     panel.close()
+
+
+def test_find_lr_run_from_a_cell_waits_for_the_panels_run_too(panel_session):
+    """The button is refused while a run goes; lr_finder.run() from a cell (the kernel is free during a run)
+    checkpointed the running session and trained beside it."""
+    release = threading.Event()
+    panel = RunPanel(panel_session, step_fn=lambda s, p: release.wait(30) and None, every=0.05)
+    assert panel.start(1)
+    with pytest.raises(RuntimeError, match="Find LR waits: a run is going on this session"):
+        panel.builder.lr_finder.run()
+    release.set()
+    assert panel.join(60)
+    assert [op for op in panel_session.history.df.kind] == []  # nothing was checkpointed or sent
+    panel.close()
