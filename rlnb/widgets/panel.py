@@ -213,24 +213,29 @@ class RunPanel:
         return True
 
     def _run(self, n: int) -> None:
-        done = 0
+        # The session's step as last read, for the status line: reading it is a GET on a remote session, which
+        # failed again in the handler of a server that had gone (the error escaped, the status stayed green).
+        done, seen = 0, "?"
         try:
+            step = self.session.step
+            seen = str(step)
             for _ in range(n):
                 if self._stop.is_set():
                     break
-                params = self.builder.params_at(self.session.step)
+                params = self.builder.params_at(step)
                 self.session.check_params(params)
                 figures = self.step_fn(self.session, params)
                 done += 1
                 self.progress.value = done
                 step = self.session.step
+                seen = str(step)
                 if figures and self._logs:
                     self.session.history.log(step, **figures)
                 self._show(
                     f"step {step} · {done}/{n} done"
                     + "".join(f" · {html.escape(k, quote=False)} {v:.3g}" for k, v in (figures or {}).items())
                 )
-                self._sync_schedule()
+                self._sync_schedule(step)
         except Exception as exc:  # every failure of a step is shown; none is lost
             self.error = exc
             if isinstance(exc, OperationFailed):
@@ -238,12 +243,10 @@ class RunPanel:
             else:
                 what, message = type(exc).__name__, str(exc)
             what, message = html.escape(what, quote=False), html.escape(message, quote=False)
-            self._show(f"step {self.session.step} · stopped: <b>{what}</b> — {message}", error=True)
+            self._show(f"step {seen} · stopped: <b>{what}</b> — {message}", error=True)
         else:
             stopped = done < n
-            self._show(
-                f"step {self.session.step} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done")
-            )
+            self._show(f"step {seen} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done"))
         finally:
             try:
                 with contextlib.suppress(Exception):  # shown on the live view, kept in live.error
@@ -270,22 +273,24 @@ class RunPanel:
         self._sync_buttons()
         self._sync_schedule()
 
-    def _sync_schedule(self) -> None:
-        """Show where the next step is on the builder's schedule and its rate; warn once on passing the
-        end of a decaying schedule (again only after the schedule was changed so that it no longer had)."""
+    def _sync_schedule(self, step: int | None = None) -> None:
+        """Show where the next step (``step``: the session's, read now) is on the builder's schedule and its
+        rate; warn once on passing the end of a decaying schedule (again only after the schedule was changed
+        so that it no longer had)."""
+        step = self.session.step if step is None else step
         try:
             schedule = self.builder.get_schedule()
             base = float(self.builder.params.learning_rate or 0.0)
         except ValueError:  # the builder says what is wrong, and nothing can be sent
             self.schedule_line.value = ""
             return
-        text, past = position(schedule, self.session.step, base)
+        text, past = position(schedule, step, base)
         color = "#b45309" if past else "#555"
         self.schedule_line.value = f"<span style='color:{color}'>{html.escape(text)}</span>"
         if past and not self._past_end:
-            floor = schedule(self.session.step, base)
+            floor = schedule(step, base)
             said = (
-                f"⚠ step {self.session.step} is past the end of the {schedule.kind} schedule (total steps "
+                f"⚠ step {step} is past the end of the {schedule.kind} schedule (total steps "
                 f"{schedule.total_steps}): every step from here gets its floor, {schedule.min_lr_ratio:g}× the base "
                 f"rate (lr {floor:.1e}). To keep decaying, raise total steps in the optimizer form."
             )

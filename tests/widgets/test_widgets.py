@@ -7,6 +7,7 @@ import re
 import threading
 import time
 
+import httpx
 import pytest
 
 import rlnb
@@ -16,6 +17,7 @@ from rlnb.testing import FakeBackend
 from rlnb.widgets import LESSONS, PRESETS, OptimizerBuilder, RunPanel
 from rlnb.widgets.controls import INVALID
 from rlnb.widgets.presets import DEFAULT_PRESET
+from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
 
 
 def preview_json(b: OptimizerBuilder) -> dict:
@@ -695,3 +697,36 @@ def test_the_schedule_plot_of_a_billion_steps_is_drawn_from_a_few_hundred(monkey
     assert 0 < len(calls) <= describe.PLOT_STEPS + 2 and {0, 3, 10**6, 1_100_000} <= set(calls)
     b.total.value = 10**9
     assert b.valid and b.schedule_plot.value[:8] == b"\x89PNG\r\n\x1a\n" and "at step 1000000000" in b.summary
+
+
+def test_a_remote_server_that_goes_away_mid_run_is_said_in_the_status(monkeypatch):
+    """The run's error handler read the session's step, a GET to the server that had just gone: that failed too,
+    escaped the run's thread (to the kernel's log) and the status line still said the last step went well."""
+    class Dying(FakeAPI):
+        dead = False
+
+        def __call__(self, request):
+            if self.dead:
+                raise httpx.ConnectError("connection refused")
+            return super().__call__(request)
+
+    escaped, hook = [], threading.excepthook
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value) or hook(args))
+    fake = Dying()
+    session = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), ready_timeout=5,
+                           poll_failure_window=2, **FAST_POLL, **quick({}))  # fmt: skip
+
+    def step(session, params):
+        session.forward_backward([rlnb.samples.cross_entropy([1, 2, 3, 4])])
+        session.optim_step(params).result()
+        fake.dead = session.step >= 2  # the server goes away after the second step
+        return {"x": 1.0}
+
+    panel = RunPanel(session, step_fn=step, every=0.05)
+    assert panel.start(5) and panel.join(60)
+    assert isinstance(panel.error, rlnb.APIConnectionError) and escaped == []
+    assert "#b00020" in panel.status.value and "stopped: <b>APIConnectionError</b>" in panel.status.value
+    assert "connection refused" in panel.status.value and KEY not in panel.status.value
+    panel.close()
+    fake.dead = False  # back, to stop the session
+    session.close()
