@@ -150,7 +150,8 @@ class RunPanel:
         self.error = None
         self.progress.max, self.progress.value = n, 0
         # said before the first step, which can take minutes: the line showed "ready", or the last run's error
-        self._show(f"step {self.session.step} · running: 0/{n} done …")
+        # (not the session's step: a GET on a remote session, on the kernel's thread)
+        self._show(f"running: 0/{n} done …")
         self._busy.set()
         self._thread = threading.Thread(target=self._run, args=(n,), name="rlnb-run-panel", daemon=True)
         self._thread.start()
