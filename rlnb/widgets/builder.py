@@ -276,7 +276,11 @@ class OptimizerBuilder:
         else:
             self.preview.value = f"<pre style='margin:0'>{json.dumps(body, indent=2)}</pre>"
         if schedule is not None and body is not None:
-            self.schedule_plot.value = schedule_png(schedule, float(self.params.learning_rate or 0.0))
+            try:
+                self.schedule_plot.value = schedule_png(schedule, float(self.params.learning_rate or 0.0))
+                self.schedule_plot.layout.display = None
+            except ValueError:  # matplotlib cannot tick rates near the largest float (1e308): no plot, all else
+                self.schedule_plot.layout.display = "none"  # (summary, Find LR, the panel's buttons) follows
         params = self.params if body is not None else None
         self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value), len(self.errors)))
         self.lr_finder.sync()

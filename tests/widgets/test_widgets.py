@@ -730,3 +730,18 @@ def test_a_remote_server_that_goes_away_mid_run_is_said_in_the_status(monkeypatc
     panel.close()
     fake.dead = False  # back, to stop the session
     session.close()
+
+
+def test_a_rate_near_the_largest_float_leaves_the_form_up_to_date(panel_session):
+    """lr 1e308 (valid for the API): drawing its schedule raised from the field's observer, before the summary,
+    Find LR and the panel's buttons were updated, so the summary still named the rate before."""
+    panel = RunPanel(panel_session, every=0.05)
+    b = panel.builder
+    b.adam["learning_rate"].value = -1.0
+    assert panel.run_button.disabled
+    b.adam["learning_rate"].value = 1e308
+    assert b.valid and "lr 1e+308" in b.summary and not panel.run_button.disabled
+    assert b.schedule_plot.layout.display == "none"  # no plot rather than a wrong one
+    b.adam["learning_rate"].value = 1e-3
+    assert b.schedule_plot.layout.display is None and "lr 0.001" in b.summary
+    panel.close()
