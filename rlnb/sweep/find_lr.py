@@ -159,6 +159,7 @@ def lr_find(
         raise
     the_task = task or digits_task()
     run = step_fn or _rl_step(the_task, objective, seed)
+    logs = step_fn is not None or objective != "reward"  # rl_step logs the reward itself: not twice a step
     lrs = [start_lr * (end_lr / start_lr) ** (i / (steps - 1)) for i in range(steps)]
     values: list[float] = []
     ended = ""
@@ -173,7 +174,7 @@ def lr_find(
                 ended = f"{(exc.code or 'FAILED').rsplit('_CODE_', 1)[-1]} at lr {lr:.3g}"
                 break
             values.append(value)
-            trial.history.log(trial.step, **{LOGGED[objective]: value, "lr_find_lr": lr})
+            trial.history.log(trial.step, **({LOGGED[objective]: value} if logs else {}), lr_find_lr=lr)
             if progress is not None:
                 progress(i + 1, steps)
             if not math.isfinite(value):

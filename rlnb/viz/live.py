@@ -20,6 +20,7 @@ series and the HTML it draws are already in ``livefig`` and ``livetables``.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import math
 import threading
@@ -116,7 +117,10 @@ class LiveView:
         )
         self._completions_seen: list[dict[str, Any]] | None = None
         toggles = widgets.HBox([self.ema_toggle, self.log_toggle])
-        self.widget = widgets.VBox([toggles, self.plots, self.tables, self.completions])
+        self.error: Exception | None = None
+        """Why the last redraw failed (shown above the plots), None once one succeeds."""
+        self.message = widgets.HTML(layout=widgets.Layout(display="none"))
+        self.widget = widgets.VBox([toggles, self.message, self.plots, self.tables, self.completions])
         self.widget.add_class("rlnb-live")
         clash = {"loss", "grad_norm", "learning_rate"} & set(self.metrics)
         if clash:
@@ -185,14 +189,15 @@ class LiveView:
             self._last = time.monotonic()
         with self._draw_lock:
             if not self._closed:  # a close() that came in between waited for no redraw: this one is not drawn
-                self._redraw()
+                with contextlib.suppress(Exception):  # shown on the view and kept in .error by _redraw
+                    self._redraw()
 
     def _on_style(self, _change: Any) -> None:
         self._restyle = True
         self.refresh()
 
     def refresh(self) -> None:
-        """Bring the view up to date now, on this thread."""
+        """Bring the view up to date now, on this thread (a failure is raised, and shown as ``_redraw`` says)."""
         with self._lock:
             self._last = time.monotonic()
         self._redraw()
@@ -214,6 +219,21 @@ class LiveView:
     # -- drawing ---------------------------------------------------------------------------------
 
     def _redraw(self) -> None:
+        """Draw; a failure is shown above the plots and kept in ``error``, then raised: a timer thread's had
+        nobody to raise to (it went to the kernel's log) and the view froze without a word."""
+        try:
+            self._draw()
+        except Exception as exc:
+            self.error = exc
+            said = html.escape(f"{type(exc).__name__}: {exc}", quote=False)
+            self.message.value = f"<span style='color:#b00020'>✗ the live view could not redraw: {said}</span>"
+            self.message.layout.display = None
+            raise
+        if self.error is not None:
+            self.error = None
+            self.message.layout.display = "none"
+
+    def _draw(self) -> None:
         with self._draw_lock:
             log = self.history.step_log
             if log.generation != self._generation:  # the step log started over (rare): so do the lines

@@ -32,6 +32,9 @@ NICE = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 X_ROOM = 1.05
 """The x axis ends at a round number past this multiple of the newest step."""
+Y_SPAN = 1e300
+"""The y-axis ends at ±this: figures near the largest float (1.7e308) made its limits overflow to inf (a
+``ValueError`` on every redraw after), and the tick locator fails on them; larger points run off the frame."""
 
 
 def nice_ceiling(value: float) -> float:
@@ -207,6 +210,7 @@ class Panel:
     def _ylim(self, lo: float, hi: float) -> tuple[float, float] | None:
         if not (math.isfinite(lo) and math.isfinite(hi)):
             return None
+        lo, hi = (min(max(v, -Y_SPAN), Y_SPAN) for v in (lo, hi))  # past it, the margins and the ticks overflow
         log = self.ax.get_yscale() == "log"
         if log:
             if hi <= 0:

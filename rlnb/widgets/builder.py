@@ -132,7 +132,8 @@ class OptimizerBuilder:
 
     @kind.setter
     def kind(self, value: str) -> None:
-        self.tabs.selected_index = 0 if value == "adam" else 1
+        """``ValueError`` naming ``kind`` unless "adam" or "muon": anything else selected the Muon tab."""
+        self.tabs.selected_index = 0 if wire.optimizer_kind(value, "kind") == "adam" else 1
 
     @property
     def valid(self) -> bool:
@@ -161,11 +162,12 @@ class OptimizerBuilder:
         tab's controls are disabled, and while it is selected the builder is invalid and says why."""
         wire.optimizer_kind(kind, "kind")
         self.locked = kind
-        other = "muon" if kind == "adam" else "adam"
-        for group in (self.muon, self.muon_adam) if other == "muon" else (self.adam,):
-            for c in group.values():
-                c.disabled = True
-        self.tabs.set_title(1 if other == "muon" else 0, f"{other.capitalize()} (locked)")
+        # a builder locked before (to another panel's session) is unlocked first: else every control stayed off
+        for name, groups, index in (("adam", (self.adam,), 0), ("muon", (self.muon, self.muon_adam), 1)):
+            for group in groups:
+                for c in group.values():
+                    c.disabled = name != kind
+            self.tabs.set_title(index, name.capitalize() + ("" if name == kind else " (locked)"))
         self.kind = kind
         self._changed()
 
@@ -274,7 +276,11 @@ class OptimizerBuilder:
         else:
             self.preview.value = f"<pre style='margin:0'>{json.dumps(body, indent=2)}</pre>"
         if schedule is not None and body is not None:
-            self.schedule_plot.value = schedule_png(schedule, float(self.params.learning_rate or 0.0))
+            try:
+                self.schedule_plot.value = schedule_png(schedule, float(self.params.learning_rate or 0.0))
+                self.schedule_plot.layout.display = None
+            except ValueError:  # matplotlib cannot tick rates near the largest float (1e308): no plot, all else
+                self.schedule_plot.layout.display = "none"  # (summary, Find LR, the panel's buttons) follows
         params = self.params if body is not None else None
         self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value), len(self.errors)))
         self.lr_finder.sync()
@@ -299,5 +305,7 @@ class OptimizerBuilder:
                 mark(fields[name], True)
 
     def close(self) -> None:
-        """Close every control of the builder (the front end removes them)."""
+        """Close every control of the builder (the front end removes them); a Find LR in flight stops after
+        its step, instead of training on, unseen."""
+        self.lr_finder.stop()
         close_tree(self.widget)

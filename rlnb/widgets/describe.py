@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from rlnb.params import MuonHyperparams, OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.viz.plots import png
+
+PLOT_STEPS = 601
+"""Steps the schedule's plot evaluates (evenly spaced, and its corners: the warmup's end and total steps). One
+per step took 0.65 s at a million total steps and hung the kernel at a billion, a finger held on 0."""
 
 
 def rate(value: float) -> str:
@@ -61,7 +66,9 @@ def schedule_png(schedule: Schedule, base_lr: float) -> bytes:
     """The schedule's rate over its steps and a tenth past them, as a small PNG. Cached: the builder asks
     again on every edit, and most edits (betas, eps, clipping) leave the schedule and the rate as they were,
     while a PNG costs about 0.1 s of CPU, a lag a person feels while dragging a slider."""
-    steps = range(0, int(schedule.total_steps * 1.1) + 1)
+    end = int(schedule.total_steps * 1.1)
+    corners = {schedule.warmup_steps, schedule.total_steps}
+    steps = sorted({*np.linspace(0, end, PLOT_STEPS).round().astype(int).tolist(), *corners})
     fig = Figure(figsize=(3.75, 1.6), dpi=80, layout="constrained")
     ax = fig.add_subplot()
     ax.plot(list(steps), [schedule(s, base_lr) for s in steps], color="C0")

@@ -75,6 +75,7 @@ class LRFinderControls:
         self.widget = W.VBox([W.HBox([self.button, self.apply_button, self.scaling]), self.status, self.plot])
         self._thread: threading.Thread | None = None
         self._going = threading.Event()
+        self._halt = threading.Event()  # ends the range test in flight after its step (``stop``)
         self._said = ""  # the status of the last range test, shown again once the form is valid
         self._converting = False
         self.button.on_click(lambda _: self.start())
@@ -164,21 +165,35 @@ class LRFinderControls:
     def _say(self, text: str) -> None:
         self.status.value = text
 
+    def _progress(self, done: int, total: int) -> None:
+        if not self._halt.is_set():
+            self._say(f"range test running … {done}/{total} steps")
+
     def run(self) -> Any:
-        """Run the range test now (in this thread). Shows the suggestion; applies nothing."""
+        """Run the range test now (in this thread). Shows the suggestion; applies nothing. ``RuntimeError``
+        while a RunPanel's run goes on the session: called from a cell, it interleaved a checkpoint into the run
+        and trained beside it, as the button may not."""
         from rlnb.sweep import lr_find
 
         if not self.builder.valid:
             raise ValueError("Find LR needs a valid config: " + "; ".join(self.builder.errors))
+        waiting = self.busy()
+        if waiting is not None:
+            raise RuntimeError(f"Find LR waits: {waiting}")
         kind = self.builder.kind
         options = dict(self.options)
+        options.setdefault("stop", self._halt)
+        options.setdefault("progress", self._progress)
         if self.session is None:
             options.setdefault("model", self.model)
             if kind == "muon":
                 options.setdefault("muon_scaling", self.scaling.value)
         self.apply_button.disabled = True
         self._say("range test running …")
-        result = lr_find(self.builder.params, self.session, **options)
+        try:
+            result = lr_find(self.builder.params, self.session, **options)
+        finally:
+            self._halt.clear()  # a stop is for the test it was asked of, not the next one
         self.plot.value = png(result.figure())
         self.plot.layout.display = None
         self.result = result
@@ -195,25 +210,41 @@ class LRFinderControls:
         rates = f"lr {result.suggestion:g}"
         if result.adam_ratio is not None:
             rates += f" (AdamW {result.params.adam.learning_rate:g})"
-        why = result.reason.split(";")[0]
+        why, *more = result.reason.split("; ")
+        ended = "".join(f" ({part})" for part in more if part.startswith("ended early"))  # stopped, failed
         # measured (bench/bench_lessons.py): held for 40 steps, the suggestion learned on none of seeds 0-9
-        return f"suggested {rates} — {why}; the upper edge of the useful range: sweep below it. Apply sets it"
+        return f"suggested {rates} — {why}{ended}; the upper edge of the useful range: sweep below it. Apply sets it"
 
     def apply(self) -> None:
-        """Put the last suggestion in the form (Muon: both rates)."""
+        """Put the last suggestion in the form (Muon: both rates). A Muon rate found in other units than the
+        form's now (the units were switched since) is converted to them: as found, it would be another step
+        size. The status line says what was set, and on which tab when it is not the one shown."""
+        from rlnb.sweep import convert_muon_lr
+        from rlnb.sweep.lr_curve import significant
+
         params = self.result.params if self.result is not None else None
         if params is None:
             return
+        lr, found, units = params.learning_rate, self.result.muon_scaling, self.scaling.value
+        said = ""
+        if self.result.optimizer == "muon" and found is not None and found != units:
+            if self.shapes is None:
+                self._say(f"<span style='color:{RED}'>✗ not applied: the suggestion is in {found} units and the "
+                          f"form's are {units} — {html.escape(self.scaling.tooltip)}</span>")  # fmt: skip
+                return
+            lr = significant(convert_muon_lr(lr, found, units, self.shapes))
+            said = f" in {units} units (found as {params.learning_rate:g} in {found} units)"
         if self.result.optimizer == "adam":
-            self.builder.adam["learning_rate"].value = params.learning_rate
+            self.builder.adam["learning_rate"].value = lr
         else:
-            self.builder.muon["learning_rate"].value = params.learning_rate
+            self.builder.muon["learning_rate"].value = lr
             self.builder.muon_adam["learning_rate"].value = params.adam.learning_rate
+            said += f" (AdamW {params.adam.learning_rate:g})"
+        if self.result.optimizer != self.builder.kind:
+            said += f" on the {self.result.optimizer.capitalize()} tab, the optimizer of the test, not the one shown"
         self.apply_button.disabled = True
-        self._said = f"applied lr {params.learning_rate:g}" + (
-            f" (AdamW {params.adam.learning_rate:g})" if self.result.optimizer == "muon" else ""
-        )
-        self._say(html.escape(self._said))
+        self._said = html.escape(f"applied lr {lr:g}{said}")
+        self._say(self._said)
 
     def start(self) -> None:
         """Run on a background thread (the button); errors show in the status line and in ``.error``."""
@@ -222,6 +253,7 @@ class LRFinderControls:
             return
         self.error = None
         self.button.disabled = True
+        self._halt.clear()
         self._going.set()
         self._thread = threading.Thread(target=self._run, name="rlnb-lr-find", daemon=True)
         self._thread.start()
@@ -239,6 +271,16 @@ class LRFinderControls:
             self.button.disabled = not self.builder.valid or self.busy() is not None
             self.on_change()
 
-    def join(self, timeout: float | None = None) -> None:
+    def stop(self) -> None:
+        """End the range test in flight after its step in progress; it then suggests from the steps it has
+        and says it was stopped. A RunPanel's Stop and close call this: nothing else could end a long test."""
+        if self.running:
+            self._halt.set()
+            self._say("range test stopping after this step …")
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until the range test in flight has ended; False if it is still going after ``timeout`` s."""
         if self._thread is not None:
             self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True

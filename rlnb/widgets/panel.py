@@ -8,8 +8,10 @@ laptop screen (1366×768): buttons, status and the reward plot on screen togethe
 
 from __future__ import annotations
 
+import contextlib
 import html
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -67,9 +69,10 @@ class RunPanel:
         self.task = task or first_letter_task()
         self.builder.lr_finder.options.setdefault("task", self.task)  # Find LR probes the task the panel trains
         # One at a time on the session: a range test checkpoints it, and two trainings would share the cores.
-        self.builder.lr_finder.busy = lambda: "a run is going on this session" if self.running else None
+        self.builder.lr_finder.busy = lambda: "a run is going on this session" if self.running else self._taken()
         self.builder.lr_finder.on_change = self._sync_buttons
         self.step_fn = step_fn or self._rl_step
+        self._logs = step_fn is not None  # the default step logs its own figures (rl_step logs the RL metrics)
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
         self.run_button = W.Button(description="Run N", icon="play")
         self.n = W.IntText(
@@ -121,6 +124,7 @@ class RunPanel:
         self._show(f"step {session.step} · ready")
         self._sync_buttons()
         self._sync_schedule()
+        _PANELS.add(self)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -140,20 +144,26 @@ class RunPanel:
         if problem is not None:
             self.error = problem
             self._show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
+            self._sync_buttons()
             return False
         self._stop.clear()
         self.error = None
         self.progress.max, self.progress.value = n, 0
+        # said before the first step, which can take minutes: the line showed "ready", or the last run's error
+        # (not the session's step: a GET on a remote session, on the kernel's thread)
+        self._show(f"running: 0/{n} done …")
         self._busy.set()
         self._thread = threading.Thread(target=self._run, args=(n,), name="rlnb-run-panel", daemon=True)
         self._thread.start()
-        _RUNNING.add(self)
         self._sync_buttons()
         return True
 
     def _refusal(self, n: int) -> Exception | None:
         if self.running:
             return RuntimeError("a run is going; Stop it first")
+        taken = self._taken()
+        if taken is not None:
+            return RuntimeError(taken)
         if self.builder.lr_finder.running:
             return RuntimeError("Find LR is running on this session; wait for it")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -166,11 +176,33 @@ class RunPanel:
             return exc
         return None
 
+    def _others(self) -> list[RunPanel]:
+        """The other open panels on this session: running a cell again makes a new panel while the old one,
+        out of sight, may still be running."""
+        return [p for p in list(_PANELS) if p is not self and p.session is self.session]
+
+    def _taken(self) -> str | None:
+        """Why another panel holds this session (its run or its Find LR goes), or None: two runs' operations
+        would interleave on the session, each step mixing the other's samples, gradients and rates."""
+        for other in self._others():
+            if other.running:
+                return "a run of another RunPanel is going on this session (was its cell run again?); Stop ends it"
+            if other.builder.lr_finder.running:
+                return "another RunPanel's Find LR is running on this session; wait for it"
+        return None
+
     def stop(self) -> None:
-        """Ask the run to stop after the step in progress."""
+        """Ask the run, or the Find LR, to stop after the step in progress; also the run of another panel on
+        this session (one whose cell was run again is out of sight, and only this Stop can reach it)."""
         self._stop.set()
+        self.builder.lr_finder.stop()
         if self.running:
             self._show("stopping after this step …")
+        for other in self._others():
+            other.builder.lr_finder.stop()
+            if other.running:
+                other._stop.set()
+                self._show("asked the other panel's run on this session to stop after its step in progress")
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the current run has ended, its last redraw included; False if it is still going
@@ -182,23 +214,29 @@ class RunPanel:
         return True
 
     def _run(self, n: int) -> None:
-        done = 0
+        # The session's step as last read, for the status line: reading it is a GET on a remote session, which
+        # failed again in the handler of a server that had gone (the error escaped, the status stayed green).
+        done, seen = 0, "?"
         try:
+            step = self.session.step
+            seen = str(step)
             for _ in range(n):
                 if self._stop.is_set():
                     break
-                params = self.builder.params_at(self.session.step)
+                params = self.builder.params_at(step)
                 self.session.check_params(params)
                 figures = self.step_fn(self.session, params)
                 done += 1
                 self.progress.value = done
                 step = self.session.step
-                if figures:
+                seen = str(step)
+                if figures and self._logs:
                     self.session.history.log(step, **figures)
                 self._show(
-                    f"step {step} · {done}/{n} done" + "".join(f" · {k} {v:.3g}" for k, v in (figures or {}).items())
+                    f"step {step} · {done}/{n} done"
+                    + "".join(f" · {html.escape(k, quote=False)} {v:.3g}" for k, v in (figures or {}).items())
                 )
-                self._sync_schedule()
+                self._sync_schedule(step)
         except Exception as exc:  # every failure of a step is shown; none is lost
             self.error = exc
             if isinstance(exc, OperationFailed):
@@ -206,24 +244,26 @@ class RunPanel:
             else:
                 what, message = type(exc).__name__, str(exc)
             what, message = html.escape(what, quote=False), html.escape(message, quote=False)
-            self._show(f"step {self.session.step} · stopped: <b>{what}</b> — {message}", error=True)
+            self._show(f"step {seen} · stopped: <b>{what}</b> — {message}", error=True)
         else:
             stopped = done < n
-            self._show(
-                f"step {self.session.step} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done")
-            )
+            self._show(f"step {seen} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done"))
         finally:
             try:
-                self.live.refresh()
+                with contextlib.suppress(Exception):  # shown on the live view, kept in live.error
+                    self.live.refresh()
             finally:
                 self._busy.clear()
                 self._sync_buttons()
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
+        """One RL step, its figures logged here: rl_step logs the reward, which the panel logged once more
+        (two rows per step in ``history.logged``, the run folder and every sink). Returns them for the status."""
         report = rl_step(session, self.task, params)
         out = {"reward": report.reward}
         if isinstance(self.task, VerifiedTask) and report.step % EVAL_EVERY == 0:
             out[EVAL_ACCURACY] = self.task.evaluate(session)  # the step's weights are synced: reward vs learning
+            session.history.log(report.step, **{EVAL_ACCURACY: out[EVAL_ACCURACY]})
         return out
 
     def _show(self, text: str, error: bool = False) -> None:
@@ -234,22 +274,24 @@ class RunPanel:
         self._sync_buttons()
         self._sync_schedule()
 
-    def _sync_schedule(self) -> None:
-        """Show where the next step is on the builder's schedule and its rate; warn once on passing the
-        end of a decaying schedule (again only after the schedule was changed so that it no longer had)."""
+    def _sync_schedule(self, step: int | None = None) -> None:
+        """Show where the next step (``step``: the session's, read now) is on the builder's schedule and its
+        rate; warn once on passing the end of a decaying schedule (again only after the schedule was changed
+        so that it no longer had)."""
+        step = self.session.step if step is None else step
         try:
             schedule = self.builder.get_schedule()
             base = float(self.builder.params.learning_rate or 0.0)
         except ValueError:  # the builder says what is wrong, and nothing can be sent
             self.schedule_line.value = ""
             return
-        text, past = position(schedule, self.session.step, base)
+        text, past = position(schedule, step, base)
         color = "#b45309" if past else "#555"
         self.schedule_line.value = f"<span style='color:{color}'>{html.escape(text)}</span>"
         if past and not self._past_end:
-            floor = schedule(self.session.step, base)
+            floor = schedule(step, base)
             said = (
-                f"⚠ step {self.session.step} is past the end of the {schedule.kind} schedule (total steps "
+                f"⚠ step {step} is past the end of the {schedule.kind} schedule (total steps "
                 f"{schedule.total_steps}): every step from here gets its floor, {schedule.min_lr_ratio:g}× the base "
                 f"rate (lr {floor:.1e}). To keep decaying, raise total steps in the optimizer form."
             )
@@ -275,16 +317,18 @@ class RunPanel:
         busy, finding = self.running, self.builder.lr_finder.running
         self.step_button.disabled = busy or finding or not self.builder.valid
         self.run_button.disabled = busy or finding or not self.builder.valid or not self._n_ok()
-        self.stop_button.disabled = not busy
+        self.stop_button.disabled = not (busy or finding) and self._taken() is None
         self.builder.lr_finder.sync()
 
     def close(self, timeout: float = 60.0) -> None:
-        """Stop any run and wait for it (``TimeoutError`` if a step is still going after ``timeout``
-        seconds; the panel then stays open), stop following the history and close the widgets."""
+        """Stop any run or Find LR and wait for it (``TimeoutError`` if a step is still going after
+        ``timeout`` seconds; the panel then stays open), stop following the history and close the widgets."""
         self.stop()
-        if not self.join(timeout):
+        deadline = time.monotonic() + timeout
+        if not self.join(timeout) or not self.builder.lr_finder.join(max(0.0, deadline - time.monotonic())):
             raise TimeoutError(f"the run was asked to stop but a step is still going after {timeout} s")
         self._closed = True
+        _PANELS.discard(self)
         self.live.close()
         close_tree(self.widget)
 
@@ -292,16 +336,18 @@ class RunPanel:
 EXIT_DEADLINE = 30.0
 """Seconds an interpreter exit waits for a panel's step in progress before its session is closed under it."""
 
-_RUNNING: weakref.WeakSet[RunPanel] = weakref.WeakSet()
+_PANELS: weakref.WeakSet[RunPanel] = weakref.WeakSet()
+"""Every open panel: one at a time steps a session, and an exit stops their runs."""
 
 
 def _stop_running_panels() -> None:
     """Interpreter exit mid-run: stop each panel after its step in progress, so that no step is still
     submitting (or running torch) while its session closes and the interpreter tears down."""
-    for panel in list(_RUNNING):
+    for panel in list(_PANELS):
         panel.stop()
-    for panel in list(_RUNNING):
+    for panel in list(_PANELS):
         panel.join(EXIT_DEADLINE)
+        panel.builder.lr_finder.join(EXIT_DEADLINE)
 
 
 _exit.on_exit("panels", _stop_running_panels)

@@ -4,6 +4,7 @@ suggestion to two significant figures or none on a flat curve, a copy of a sessi
 nothing applied before Apply, disabled while the form is invalid."""
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -17,10 +18,12 @@ from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.history import History
 from rlnb.sweep import convert_muon_lr, lr_find, muon_shapes
+from rlnb.sweep.find_lr import LRFind
 from rlnb.sweep.lr_curve import FLAT, rise, significant, suggest
 from rlnb.tasks import digits_task, rl_step
 from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel
+from rlnb.widgets.finder import LRFinderControls
 from rlnb.widgets.presets import DEFAULT_PRESET, PRESETS
 
 TOKENS = list(b"the digits 0123456789 and more text")
@@ -429,3 +432,76 @@ def test_muon_defaults_are_known_before_a_session_is_opened(tmp_path):
     with pytest.raises(ValueError, match="start_lr must be < end_lr, got start_lr=20.0, end_lr=10.0"):
         lr_find(rlnb.MuonParams(), start_lr=20.0, steps=5, runs_dir=runs)  # local: "original"
     assert not runs.exists()
+
+
+def test_a_find_lr_in_flight_is_ended_by_the_panels_stop_and_close():
+    """Nothing could end a range test: the panel's Stop was disabled during one, and closing the panel left it
+    training out of sight for all its steps (on the cores the next run would use)."""
+    session = rlnb.connect("local", record=False, device="cpu")
+    panel = RunPanel(session, every=0.05)
+    finder = panel.builder.lr_finder
+    finder.options.update(steps=5000, step_fn=lambda s, p, i: ce_step(s, p) * 0 + 1.0)
+
+    def started():
+        finder.button.click()
+        deadline = time.monotonic() + 60
+        while "/5000 steps" not in finder.status.value:  # its progress shows
+            assert time.monotonic() < deadline and finder.running, finder.status.value
+            time.sleep(0.01)
+
+    started()
+    assert not panel.stop_button.disabled
+    panel.stop_button.click()
+    assert finder.join(60) and not finder.running and finder.error is None
+    assert len(finder.result.values) < 5000 and "ended early: stopped after" in finder.status.value
+    assert not panel.run_button.disabled
+    started()
+    panel.close(timeout=60)  # stops it and waits for it
+    assert not finder.running and "ended early: stopped after" in finder.result.reason
+    session.close()
+
+
+def test_a_suggestion_says_when_its_test_ended_early():
+    found = LRFind([1e-3, 1e-2], [0.0, 1.0], [0.0, 1.0], 0.01, "reward", "adam", None,
+                   "steepest ascent of the smoothed reward; ended early: stopped after 2 steps")  # fmt: skip
+    said = LRFinderControls.describe(found)
+    assert said.startswith("suggested lr 0.01 — steepest ascent of the smoothed reward (ended early: stopped after 2")
+
+
+def test_apply_puts_a_muon_suggestion_in_the_units_the_form_is_in_now():
+    """A suggestion found in "original" units, applied after the units were switched to "match_adam", went in
+    unconverted: another step size (2x on the tiny model; 10x and more on wide ones)."""
+    b = OptimizerBuilder("muon")
+    finder = b.lr_finder
+    finder.options = {"steps": 21, "start_lr": 1e-3, "end_lr": 10.0, "step_fn": sigmoid_reward(0.1)}
+    found = finder.run()
+    assert found.muon_scaling == "original" and found.suggestion is not None
+    finder.scaling.value = "match_adam"
+    finder.apply_button.click()
+    want = significant(convert_muon_lr(found.suggestion, "original", "match_adam", "tiny"))
+    assert b.params.learning_rate == want != found.suggestion
+    assert b.params.adam.learning_rate == found.params.adam.learning_rate  # AdamW's rate has one convention
+    assert f"applied lr {want:g} in match_adam units (found as {found.suggestion:g} in original units)" in (
+        finder.status.value
+    )
+
+
+def test_apply_says_which_tab_it_set_when_another_is_shown():
+    b = OptimizerBuilder("adam")
+    finder = b.lr_finder
+    finder.options = {"steps": 21, "start_lr": 1e-5, "end_lr": 1.0, "step_fn": sigmoid_reward(1e-3)}
+    found = finder.run()
+    b.kind = "muon"
+    sent = b.params.request_body()
+    finder.apply()
+    assert b.adam["learning_rate"].value == found.suggestion and b.params.request_body() == sent
+    assert "on the Adam tab, the optimizer of the test, not the one shown" in finder.status.value
+
+
+def test_a_range_test_of_rl_steps_logs_each_reward_once(tmp_path):
+    """rl_step logs the step's reward, and the range test logged it again: two reward rows per step."""
+    result = lr_find(rlnb.AdamParams(learning_rate=1e-3), steps=5, runs_dir=tmp_path)
+    logged = History.load(result.run_path).logged
+    assert list(logged.step[logged.reward.notna()]) == [1, 2, 3, 4, 5]
+    assert list(logged.reward.dropna()) == pytest.approx(result.values)
+    assert list(logged.lr_find_lr.dropna()) == pytest.approx(result.lrs)

@@ -683,3 +683,43 @@ def test_arguments_that_are_not_columns_are_named():
 
     with pytest.raises(ValueError, match=r"too short: \[0\]"):
         corpus.cross_entropy([[5]])
+
+
+def test_figures_near_the_largest_float_are_drawn():
+    """A figure of 1.7e308 (or two of opposite signs past 9e307): the y-limits overflowed to inf, and every
+    redraw after raised, on the timer thread, where nobody saw it: the view froze."""
+    h = History()
+    view = LiveView(h, metrics=("big",), every=0)
+    for i, v in enumerate([1.7e308, -1.7e308, 5.0]):
+        h.log(i + 1, big=v)
+        view.refresh()
+    panel = view.panels["big"]
+    low, high = panel.ax.get_ylim()
+    assert math.isfinite(low) and math.isfinite(high) and low < 5.0 < high and view.error is None
+    assert is_png(view.images["big"].value) and "<td" in view.steps_table.value
+    view.log_toggle.value = True
+    assert panel.ax.get_yscale() == "log" and view.error is None
+    view.close()
+
+
+def test_a_redraw_that_fails_on_the_timer_thread_is_shown_on_the_view(monkeypatch):
+    """A failed redraw on the timer thread went to the kernel's log (or nowhere) and the view froze without a
+    word; it is shown above the plots and kept in view.error until a redraw succeeds."""
+    from rlnb.viz.livefig import Panel
+
+    escaped, hook = [], threading.excepthook
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value) or hook(args))
+    h = History()
+    view = LiveView(h, metrics=("reward",), every=0.05)
+    render = Panel.render
+    monkeypatch.setattr(Panel, "render", lambda self: (_ for _ in ()).throw(RuntimeError("no <memory> left")))
+    h.log(1, reward=0.5)  # a redraw on the timer thread
+    wait_until(lambda: view.error is not None)
+    assert isinstance(view.error, RuntimeError) and view.message.layout.display is None
+    assert "the live view could not redraw: RuntimeError: no &lt;memory&gt; left" in view.message.value
+    monkeypatch.setattr(Panel, "render", render)
+    h.log(2, reward=0.7)
+    wait_until(lambda: view.error is None)
+    assert view.message.layout.display == "none" and list(line(view, "reward", "reward")[:, 1]) == [0.5, 0.7]
+    view.close()
+    assert escaped == []

@@ -7,6 +7,7 @@ import re
 import threading
 import time
 
+import httpx
 import pytest
 
 import rlnb
@@ -16,6 +17,7 @@ from rlnb.testing import FakeBackend
 from rlnb.widgets import LESSONS, PRESETS, OptimizerBuilder, RunPanel
 from rlnb.widgets.controls import INVALID
 from rlnb.widgets.presets import DEFAULT_PRESET
+from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
 
 
 def preview_json(b: OptimizerBuilder) -> dict:
@@ -558,3 +560,188 @@ def test_warmup_longer_than_the_run_is_refused():
     b = OptimizerBuilder("adam", total_steps=30)
     b.warmup.value = 50
     assert not b.valid and INVALID in b.warmup._dom_classes
+
+
+def test_a_second_panel_on_a_session_waits_for_the_first_ones_run_and_its_stop_ends_it(panel_session):
+    """Running the cell ``panel = RunPanel(session)`` again makes a new panel while the old one's run goes on,
+    out of sight: two runs interleaved their operations on the session (a sample of one, the forward-backward
+    and optim-step of the other)."""
+    release, steps = threading.Event(), []
+
+    def blocking_step(session, params):
+        steps.append(session.step)
+        release.wait(30)
+        session.forward_backward([rlnb.samples.cross_entropy(list(b"a step"))])
+        session.optim_step(params).result()
+
+    old = RunPanel(panel_session, step_fn=blocking_step, every=0.05)
+    assert old.start(50)
+    new = RunPanel(panel_session, step_fn=blocking_step, every=0.05)  # the same cell, run again
+    assert new.start(1) is False and isinstance(new.error, RuntimeError) and not new.running
+    assert "a run of another RunPanel is going on this session" in new.status.value
+    new.builder.lr_finder.button.click()
+    assert not new.builder.lr_finder.running and "Find LR waits" in new.builder.lr_finder.status.value
+    assert not new.stop_button.disabled  # the only Stop on screen reaches the old run
+    new.stop_button.click()
+    release.set()
+    assert old.join(60) and "stopped early after 1 of 50" in old.status.value
+    assert panel_session.step == 1 and steps == [0]
+    assert new.start(1) and new.join(60) and new.error is None and panel_session.step == 2
+    old.close()
+    new.close()
+
+
+def test_the_status_says_running_from_the_start_not_the_last_runs_error(panel_session):
+    """Until its first step ended, a new run's status line still showed the last run's red error (or "ready")."""
+    release, calls = threading.Event(), []
+
+    def step(session, params):
+        calls.append(session.step)
+        if len(calls) == 1:
+            raise ValueError("my reward function broke")
+        release.wait(30)
+
+    panel = RunPanel(panel_session, step_fn=step, every=0.05)
+    assert panel.start(1) and panel.join(60) and "my reward function broke" in panel.status.value
+    assert panel.start(5) and panel.running
+    assert "running: 0/5 done" in panel.status.value and "broke" not in panel.status.value
+    assert "#b00020" not in panel.status.value
+    panel.stop()
+    release.set()
+    assert panel.join(60)
+    panel.close()
+
+
+def test_the_default_step_logs_each_figure_once(panel_session):
+    """rl_step logs the step's reward, and the panel logged it again: two rows per step in history.logged, the
+    run folder and every sink."""
+    panel = RunPanel(panel_session, every=0.05)
+    assert panel.start(10) and panel.join(120) and panel.error is None
+    logged = panel_session.history.logged
+    assert list(logged.step[logged.reward.notna()]) == list(range(1, 11))
+    assert list(logged.step[logged["eval/accuracy"].notna()]) == [10]  # the held-out check, every 10 steps
+    panel.close()
+
+
+def test_a_kind_that_is_no_optimizer_is_refused_not_taken_for_muon():
+    b = OptimizerBuilder("adam")
+    for kind in ("Adam", "adamw", "sgd", None):
+        with pytest.raises(ValueError, match=f"kind must be one of adam, muon, got {kind!r}"):
+            b.kind = kind  # "Adam" selected the Muon tab
+        assert b.kind == "adam" and "adam_params" in preview_json(b)
+    b.kind = "muon"
+    assert b.kind == "muon"
+
+
+def test_a_builder_locked_again_to_another_session_unlocks_its_tab(panel_session, muon_session):
+    """A builder given to an Adam session's panel, then to a Muon session's: every control stayed disabled and
+    both tabs said locked."""
+    b = OptimizerBuilder("adam")
+    first = RunPanel(panel_session, b, every=0.05)
+    second = RunPanel(muon_session, b, every=0.05)
+    assert b.kind == "muon" and (b.tabs.get_title(0), b.tabs.get_title(1)) == ("Adam (locked)", "Muon")
+    assert not any(c.disabled for c in [*b.muon.values(), *b.muon_adam.values()])
+    assert all(c.disabled for c in b.adam.values())
+    second.step_button.click()
+    assert second.join(60) and second.error is None and muon_session.step == 1
+    first.close()
+    second.close()
+
+
+def test_a_figure_named_with_markup_shows_as_its_name(panel_session):
+    release = threading.Event()
+
+    def step(session, params):
+        if session.history.logged.empty:
+            return {"acc<b>test</b> & more": 0.5}
+        release.wait(30)
+
+    panel = RunPanel(panel_session, step_fn=step, every=0.05)
+    assert panel.start(2)
+    deadline = time.monotonic() + 60
+    while "1/2 done" not in panel.status.value:
+        assert time.monotonic() < deadline and panel.running, panel.status.value
+        time.sleep(0.01)
+    assert "acc&lt;b&gt;test&lt;/b&gt; &amp; more 0.5" in panel.status.value
+    release.set()
+    assert panel.join(60)
+    panel.close()
+
+
+def test_find_lr_run_from_a_cell_waits_for_the_panels_run_too(panel_session):
+    """The button is refused while a run goes; lr_finder.run() from a cell (the kernel is free during a run)
+    checkpointed the running session and trained beside it."""
+    release = threading.Event()
+    panel = RunPanel(panel_session, step_fn=lambda s, p: release.wait(30) and None, every=0.05)
+    assert panel.start(1)
+    with pytest.raises(RuntimeError, match="Find LR waits: a run is going on this session"):
+        panel.builder.lr_finder.run()
+    release.set()
+    assert panel.join(60)
+    assert [op for op in panel_session.history.df.kind] == []  # nothing was checkpointed or sent
+    panel.close()
+
+
+def test_the_schedule_plot_of_a_billion_steps_is_drawn_from_a_few_hundred(monkeypatch):
+    """The plot evaluated every step: 0.65 s per edit at a million total steps, a hung kernel at a billion (a
+    finger held on 0 in the total steps box)."""
+    import rlnb.widgets.describe as describe
+
+    calls, call = [], Schedule.__call__
+    monkeypatch.setattr(Schedule, "__call__", lambda self, step, base: calls.append(step) or call(self, step, base))
+    describe.schedule_png.cache_clear()
+    b = OptimizerBuilder("adam")
+    b.sched_kind.value, b.warmup.value = "cosine", 3
+    calls.clear()
+    b.total.value = 10**6
+    assert 0 < len(calls) <= describe.PLOT_STEPS + 2 and {0, 3, 10**6, 1_100_000} <= set(calls)
+    b.total.value = 10**9
+    assert b.valid and b.schedule_plot.value[:8] == b"\x89PNG\r\n\x1a\n" and "at step 1000000000" in b.summary
+
+
+def test_a_remote_server_that_goes_away_mid_run_is_said_in_the_status(monkeypatch):
+    """The run's error handler read the session's step, a GET to the server that had just gone: that failed too,
+    escaped the run's thread (to the kernel's log) and the status line still said the last step went well."""
+    class Dying(FakeAPI):
+        dead = False
+
+        def __call__(self, request):
+            if self.dead:
+                raise httpx.ConnectError("connection refused")
+            return super().__call__(request)
+
+    escaped, hook = [], threading.excepthook
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value) or hook(args))
+    fake = Dying()
+    session = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), ready_timeout=5,
+                           poll_failure_window=2, **FAST_POLL, **quick({}))  # fmt: skip
+
+    def step(session, params):
+        session.forward_backward([rlnb.samples.cross_entropy([1, 2, 3, 4])])
+        session.optim_step(params).result()
+        fake.dead = session.step >= 2  # the server goes away after the second step
+        return {"x": 1.0}
+
+    panel = RunPanel(session, step_fn=step, every=0.05)
+    assert panel.start(5) and panel.join(60)
+    assert isinstance(panel.error, rlnb.APIConnectionError) and escaped == []
+    assert "#b00020" in panel.status.value and "stopped: <b>APIConnectionError</b>" in panel.status.value
+    assert "connection refused" in panel.status.value and KEY not in panel.status.value
+    panel.close()
+    fake.dead = False  # back, to stop the session
+    session.close()
+
+
+def test_a_rate_near_the_largest_float_leaves_the_form_up_to_date(panel_session):
+    """lr 1e308 (valid for the API): drawing its schedule raised from the field's observer, before the summary,
+    Find LR and the panel's buttons were updated, so the summary still named the rate before."""
+    panel = RunPanel(panel_session, every=0.05)
+    b = panel.builder
+    b.adam["learning_rate"].value = -1.0
+    assert panel.run_button.disabled
+    b.adam["learning_rate"].value = 1e308
+    assert b.valid and "lr 1e+308" in b.summary and not panel.run_button.disabled
+    assert b.schedule_plot.layout.display == "none"  # no plot rather than a wrong one
+    b.adam["learning_rate"].value = 1e-3
+    assert b.schedule_plot.layout.display is None and "lr 0.001" in b.summary
+    panel.close()
