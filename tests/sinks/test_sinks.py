@@ -294,6 +294,7 @@ class Flaky(Sink):
         self.closed = True
 
 
+@pytest.mark.slow  # a session trained until its sink's disk fills (~1.3 s)
 def test_a_full_disk_warns_once_drops_the_sink_and_training_goes_on(tmp_path):
     full = Flaky(2, OSError(errno.ENOSPC, "No space left on device"), interval=0)
     tb = sinks.TensorBoard(tmp_path / "tb", interval=0)

@@ -124,6 +124,7 @@ def test_named_pruners_stop_bad_trials_early(tmp_path, pruner):
         assert set(pruned.steps_done) <= {1, 3}
 
 
+@pytest.mark.slow  # a grid of trials (~1.7 s)
 def test_grid_sampler_runs_each_point_once(tmp_path):
     trials = sweep(
         ADAM, space={"learning_rate": [1e-3, 3e-3], "beta1": [0.9]}, search="optuna", sampler="grid",

@@ -198,6 +198,7 @@ def test_interrupt_keeps_finished_trials_and_the_folder_has_every_row(tmp_path):
     assert sorted(json.loads(line)["trial"] for line in lines) == [0, 1, 2]
 
 
+@pytest.mark.slow  # waits out a trial stuck in its reward (~1.3 s each)
 @pytest.mark.parametrize("executor", ["threads", "batched"])
 def test_a_second_interrupt_ends_a_sweep_whose_reward_never_returns(tmp_path, executor):
     """A reward stuck for ever (a verifier that never answers): the first Ctrl-C asks each trial to stop at its
@@ -237,6 +238,7 @@ def test_a_second_interrupt_ends_a_sweep_whose_reward_never_returns(tmp_path, ex
     assert [json.loads(line)["status"] for line in lines] == ["STOPPED", "STOPPED"]  # nothing recorded after
 
 
+@pytest.mark.slow  # as above
 def test_an_interrupt_ends_the_wait_after_an_error_for_a_trial_that_never_returns(tmp_path):
     """The progress callback raises while another trial's reward is stuck: the sweep waited for that trial
     before raising the error, for ever, and Ctrl-C then hung in the thread pool's shutdown."""

@@ -467,6 +467,7 @@ def test_live_series_keep_at_most_a_screenful_with_the_spikes():
     assert len(Series().raw.xy()[0]) == 0
 
 
+@pytest.mark.slow  # every toggle redraws the live view (~1 s)
 def test_markers_ema_and_log_y_toggles():
     h = hand_history([1.0 / (i + 1) for i in range(30)], norms=[1.0] * 30)
     view = LiveView(h, every=0)

@@ -612,6 +612,7 @@ def test_the_status_says_running_from_the_start_not_the_last_runs_error(panel_se
     panel.close()
 
 
+@pytest.mark.slow  # ten RL steps and a held-out check through the panel (~3 s)
 def test_the_default_step_logs_each_figure_once(panel_session):
     """rl_step logs the step's reward, and the panel logged it again: two rows per step in history.logged, the
     run folder and every sink."""
