@@ -121,7 +121,11 @@ class RunPanel:
         self.stop_button.on_click(lambda _: self.stop())
         self.builder.on_change(self._builder_changed)
         self.n.observe(self._n_changed, names="value")
-        self._show(f"step {session.step} · ready")
+        self._step = session.step
+        """The session's step as the panel last read it (at its start, and at each step of a run): an edit of
+        the form shows the schedule at this step, without asking a remote server (one that had gone held the
+        kernel ~13 s per keystroke, then raised)."""
+        self._show(f"step {self._step} · ready")
         self._sync_buttons()
         self._sync_schedule()
         _PANELS.add(self)
@@ -218,7 +222,7 @@ class RunPanel:
         # failed again in the handler of a server that had gone (the error escaped, the status stayed green).
         done, seen = 0, "?"
         try:
-            step = self.session.step
+            step = self._step = self.session.step
             seen = str(step)
             for _ in range(n):
                 if self._stop.is_set():
@@ -228,7 +232,7 @@ class RunPanel:
                 figures = self.step_fn(self.session, params)
                 done += 1
                 self.progress.value = done
-                step = self.session.step
+                step = self._step = self.session.step
                 seen = str(step)
                 if figures and self._logs:
                     self.session.history.log(step, **figures)
@@ -275,10 +279,10 @@ class RunPanel:
         self._sync_schedule()
 
     def _sync_schedule(self, step: int | None = None) -> None:
-        """Show where the next step (``step``: the session's, read now) is on the builder's schedule and its
-        rate; warn once on passing the end of a decaying schedule (again only after the schedule was changed
-        so that it no longer had)."""
-        step = self.session.step if step is None else step
+        """Show where the next step (``step``: default the session's as last read, ``_step``) is on the builder's
+        schedule and its rate; warn once on passing the end of a decaying schedule (again only after the schedule
+        was changed so that it no longer had)."""
+        step = self._step if step is None else step
         try:
             schedule = self.builder.get_schedule()
             base = float(self.builder.params.learning_rate or 0.0)
@@ -310,7 +314,7 @@ class RunPanel:
         if not self._n_ok():
             self._show(html.escape(f"N = {self.n.value} is invalid: must be an integer >= 1"), error=True)
         elif not self.running:
-            self._show(f"step {self.session.step} · ready")
+            self._show(f"step {self._step} · ready")
         self._sync_buttons()
 
     def _sync_buttons(self) -> None:

@@ -733,6 +733,30 @@ def test_a_remote_server_that_goes_away_mid_run_is_said_in_the_status(monkeypatc
     session.close()
 
 
+
+@pytest.mark.slow  # a remote session's run, then a stop against retries (~1-2 s)
+def test_editing_the_form_asks_no_server_for_the_step():
+    """Each edit read the session's step, a GET on the kernel's thread: against a server that had gone, one edit
+    took ~13 s of retries and then raised from the field's observer. The panel shows the step it last read."""
+    fake = FakeAPI()
+    session = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), ready_timeout=5, **FAST_POLL)
+
+    def step(session, params):
+        session.forward_backward([rlnb.samples.cross_entropy([1, 2, 3, 4])])
+        session.optim_step(params).result()
+        return {"x": 1.0}
+
+    panel = RunPanel(session, step_fn=step, every=0.05)
+    assert panel.start(2) and panel.join(60) and panel.error is None
+    asked = []
+    fake.route = lambda request: asked.append(request) or httpx.Response(503)  # type: ignore[method-assign]
+    panel.builder.adam["beta1"].value = 0.8
+    panel.n.value = 7
+    assert asked == [] and "step 2 · ready" in panel.status.value
+    panel.close()
+    del fake.route  # the class's own again, to stop the session
+    session.close()
+
 def test_a_rate_near_the_largest_float_leaves_the_form_up_to_date(panel_session):
     """lr 1e308 (valid for the API): drawing its schedule raised from the field's observer, before the summary,
     Find LR and the panel's buttons were updated, so the summary still named the rate before."""
