@@ -153,9 +153,10 @@ class OptimizerBuilder:
             self._params = self._build()
         return self._params
 
-    def on_change(self, callback: Callable[[OptimizerBuilder], None]) -> None:
-        """Call ``callback(builder)`` after every change of a control."""
+    def on_change(self, callback: Callable[[OptimizerBuilder], None]) -> Callable[[], None]:
+        """Call ``callback(builder)`` after every change of a control; returns a function that unsubscribes."""
         self._callbacks.append(callback)
+        return lambda: self._callbacks.remove(callback)
 
     def lock(self, kind: str) -> None:
         """Allow only ``kind`` (a session's optimizer, fixed when the session was created): the other

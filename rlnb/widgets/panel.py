@@ -64,6 +64,7 @@ class RunPanel:
     ):
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
+        self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)
         self.builder.lock(session.optimizer)
         self.builder.lr_finder.session = session
         self.task = task or first_letter_task()
@@ -119,7 +120,7 @@ class RunPanel:
         self.step_button.on_click(lambda _: self.start(1))
         self.run_button.on_click(lambda _: self.start(int(self.n.value)))
         self.stop_button.on_click(lambda _: self.stop())
-        self.builder.on_change(self._builder_changed)
+        self._unfollow = self.builder.on_change(self._builder_changed)
         self.n.observe(self._n_changed, names="value")
         self._step = session.step
         """The session's step as the panel last read it (at its start, and at each step of a run): an edit of
@@ -326,13 +327,19 @@ class RunPanel:
 
     def close(self, timeout: float = 60.0) -> None:
         """Stop any run or Find LR and wait for it (``TimeoutError`` if a step is still going after
-        ``timeout`` seconds; the panel then stays open), stop following the history and close the widgets."""
+        ``timeout`` seconds; the panel then stays open), stop following the history and close the widgets. A
+        builder passed in stays open, without the panel's hooks, to be shown again or given to another panel."""
         self.stop()
         deadline = time.monotonic() + timeout
         if not self.join(timeout) or not self.builder.lr_finder.join(max(0.0, deadline - time.monotonic())):
             raise TimeoutError(f"the run was asked to stop but a step is still going after {timeout} s")
         self._closed = True
         _PANELS.discard(self)
+        self._unfollow()
+        if not self._own_builder:
+            finder = self.builder.lr_finder
+            finder.busy, finder.on_change = (lambda: None), (lambda: None)
+            self.widget.children = [c for c in self.widget.children if c is not self.builder.widget]
         self.live.close()
         close_tree(self.widget)
 

@@ -757,6 +757,25 @@ def test_editing_the_form_asks_no_server_for_the_step():
     del fake.route  # the class's own again, to stop the session
     session.close()
 
+
+@pytest.mark.slow  # one RL step in the second panel (~1-2 s)
+def test_closing_a_panel_leaves_a_builder_it_was_given_open_and_free(panel_session):
+    """panel.close() closed every widget of a builder the user had passed in: it could not be shown again."""
+    b = OptimizerBuilder("adam")
+    panel = RunPanel(panel_session, b, every=0.05)
+    panel.close()
+    assert panel.step_button.comm is None and panel.live.widget.comm is None
+    assert b.widget.comm is not None and b.tabs.comm is not None
+    panel._sync_buttons = lambda: pytest.fail("a closed panel still follows the builder")  # type: ignore[method-assign]
+    b.adam["beta1"].value = 0.8
+    assert b.valid and b.lr_finder.busy() is None
+    again = RunPanel(panel_session, b, every=0.05)  # given to a new panel, it works there
+    assert again.start(1) and again.join(60) and again.error is None
+    again.close()
+    own = RunPanel(panel_session, every=0.05)
+    own.close()
+    assert own.builder.widget.comm is None  # a panel's own builder goes with it
+
 def test_a_rate_near_the_largest_float_leaves_the_form_up_to_date(panel_session):
     """lr 1e308 (valid for the API): drawing its schedule raised from the field's observer, before the summary,
     Find LR and the panel's buttons were updated, so the summary still named the rate before."""
