@@ -60,17 +60,21 @@ def ablate(
     base: OptimizerParams,
     changes: Mapping[str, Mapping[str, Any]],
     *,
-    seeds: Sequence[int] = (0, 1, 2),
+    seeds: Sequence[int] | None = None,
     metric: str = "final_reward",
     **sweep_options: Any,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One factor at a time against the baseline: ``changes={"muon": {"optimizer": "muon"}, ...}``.
 
-    Returns ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric``
-    over seeds with its delta against the baseline."""
+    ``seeds``: default the ``seeds`` of a ``trial_options`` group if one is given, else (0, 1, 2). Returns
+    ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric`` over seeds with
+    its delta against the baseline."""
     if "baseline" in changes:  # it replaced the baseline itself, and every delta was against that change
         raise ValueError("changes: 'baseline' is the name of the unchanged run; name your variant otherwise")
     variants = {"baseline": {}, **{name: dict(change) for name, change in changes.items()}}
+    if seeds is None:  # a fixed default here won over the group's seeds, as a field by name does
+        group = sweep_options.get("trial_options")
+        seeds = group.seeds if group is not None else (0, 1, 2)
     trials = sweep(base, list(variants.values()), seeds=seeds, **sweep_options)
     # Trial n is variant n // len(seeds) (the sweep's plan: configs × seeds). Matching by label merged variants
     # whose configs share one (the same change twice, an empty change and the baseline, 1e-3 and 1.0004e-3).

@@ -17,6 +17,7 @@ from rlnb.schedule import Schedule
 from rlnb.tasks import Task, digits_task, seed_range
 
 from .executors import EXECUTORS
+from .space import check_once
 from .trial import Objective
 
 SEARCHES = (None, "optuna")
@@ -46,9 +47,7 @@ class TrialOptions:
         listed = isinstance(seeds, Sequence) and not isinstance(seeds, str | bytes)
         if not listed or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
             raise ValueError(f"seeds must be a non-empty sequence of integers, such as (0, 1), got {seeds!r}")
-        twice = sorted({s for s in seeds if list(seeds).count(s) > 1})
-        if twice:  # the same config and seed is the same run: summarize counted it as two seeds that agree
-            raise ValueError(f"seeds lists {', '.join(map(str, twice))} more than once, got {seeds!r}: give each once")
+        check_once("seeds", seeds)  # the same config and seed is the same run
         lowest, highest = seed_range(self.steps)
         outside = [s for s in seeds if not lowest <= s <= highest]
         if outside:  # a batched trial ran (its seeds wrapped), the same trial on a thread FAILED, after the folder

@@ -71,7 +71,17 @@ def dimension(name: str, spec: Any) -> Dimension:
             raise ValueError(f"space[{name!r}]: a log range needs low > 0, got {dim.low!r}")
     elif not dim.choices:
         raise ValueError(f"space[{name!r}]: no choices")
+    else:
+        check_once(f"space[{name!r}]", dim.choices)
     return dim
+
+
+def check_once(name: str, values: Sequence[Any]) -> None:
+    """``ValueError`` naming ``name`` when ``values`` lists a value twice: the same config ran twice as two
+    trials (and a grid point twice in Optuna's grid), which ``summarize`` counts as seeds that agree."""
+    twice = [v for i, v in enumerate(values) if v in values[:i]]
+    if twice:
+        raise ValueError(f"{name} lists {', '.join(map(repr, twice))} more than once, got {list(values)!r}")
 
 
 def parse_space(base: OptimizerParams, space: Mapping[str, Any]) -> dict[str, Dimension]:
@@ -116,6 +126,8 @@ def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
     empty = [name for name, values in axes.items() if not len(values)]
     if empty:  # an empty axis would make an empty grid: a sweep of nothing, silently
         raise ValueError(f"grid: {', '.join(empty)} has no values (give at least one per field)")
+    for name, values in axes.items():
+        check_once(f"grid: {name}", list(values))
     names = list(axes)
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(axes[n] for n in names))]
 

@@ -72,6 +72,8 @@ def test_space_of_floats_ints_and_choices_reaches_the_params(tmp_path):
         ({"learning_rate": (1e-4, 1e-2)}, {"n_trials": 2.5}, ValueError, "n_trials must be an integer >= 1, got 2.5"),
         ({"learning_rate": (1e-4, 1e-2)}, {"n_trials": True}, ValueError, "n_trials must be an integer >= 1, got True"),
         ({"learning_rate": Int(1, 10**9)}, {"sampler": "grid"}, ValueError, r"1000000000 points .*at most 10000"),
+        ({"learning_rate": [1e-3, 0.001]}, {"sampler": "grid"}, ValueError,
+         r"space\['learning_rate'\] lists 0.001 more than once"),  # the grid ran that point twice
     ],
 )
 def test_bad_spaces_are_refused_naming_the_field(tmp_path, space, kwargs, error, words):

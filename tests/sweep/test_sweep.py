@@ -17,7 +17,7 @@ import rlnb
 from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
 from rlnb.history import History
 from rlnb.schedule import Schedule
-from rlnb.sweep import ablate, apply, grid, histories, random_search, summarize, sweep
+from rlnb.sweep import TrialOptions, ablate, apply, grid, histories, random_search, summarize, sweep
 from rlnb.tasks import Task
 
 BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
@@ -132,6 +132,13 @@ def test_ablation_summary(tmp_path):
     assert summary.loc["higher lr", "delta"] == pytest.approx(expected)
     assert set(trials.variant) == {"baseline", "higher lr", "muon"}
 
+
+
+def test_ablation_takes_the_seeds_of_a_trial_options_group(tmp_path):
+    """ablate's own default seeds (0, 1, 2) won over the group's, as a field by name does: three seeds ran."""
+    trials, summary = ablate(BASE, {"wd": {"weight_decay": 0.1}}, trial_options=TrialOptions(steps=1, seeds=(4,)),
+                             runs_dir=tmp_path, progress=False)  # fmt: skip
+    assert list(trials.seed) == [4, 4] and list(summary["count"]) == [1, 1]
 
 def test_ablation_variants_that_share_a_label_stay_apart(tmp_path):
     """Variants were matched to trials by label: an empty change took the baseline's rows (its summary NaN), the
@@ -491,6 +498,8 @@ def test_stop_during_an_ensemble_keeps_every_member_as_a_row(tmp_path):
 def test_an_empty_grid_or_config_list_is_refused_not_run_as_the_base(tmp_path):
     with pytest.raises(ValueError, match="grid: learning_rate has no values"):
         grid(learning_rate=[], momentum=[0.9])
+    with pytest.raises(ValueError, match=r"grid: learning_rate lists 0.001 more than once, got \[0.001, 0.01, 0.001\]"):
+        grid(learning_rate=[1e-3, 1e-2, 1e-3])  # the same config ran twice, summarized as two seeds that agree
     with pytest.raises(ValueError, match="configs is empty"):
         sweep(BASE, [], steps=1, runs_dir=tmp_path, progress=False)
     assert not list(tmp_path.iterdir())  # refused before a folder was made
