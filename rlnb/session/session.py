@@ -130,6 +130,11 @@ class Session:
         """The session object, as the API's GET returns it."""
         return self.backend.session()
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called: the session takes no more operations."""
+        return self._closed
+
     def close(self) -> None:
         """Stop the session. Operations not yet finished end FAILED (SESSION_NOT_ACTIVE), and are
         recorded as such before the run's files are closed."""

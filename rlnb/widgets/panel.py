@@ -19,7 +19,7 @@ from typing import Any
 import ipywidgets as W
 
 from rlnb import _exit
-from rlnb.errors import OperationFailed
+from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
 from rlnb.tasks import EVAL_ACCURACY, EVAL_EVERY, Task, VerifiedTask, first_letter_task, rl_step
@@ -141,7 +141,8 @@ class RunPanel:
 
     def start(self, n: int) -> bool:
         """Run ``n`` steps on a background thread. Returns False, saying why in the status line (and in
-        ``error``), when it cannot: a run is going, ``n`` is not an integer >= 1, or the config is refused.
+        ``error``), when it cannot: a run is going, the session is closed, ``n`` is not an integer >= 1, or the
+        config is refused.
         A closed panel raises ``RuntimeError``: it has no status line left to say so."""
         if self._closed:
             raise RuntimeError("this RunPanel is closed: make a new one to run more steps")
@@ -166,6 +167,8 @@ class RunPanel:
     def _refusal(self, n: int) -> Exception | None:
         if self.running:
             return RuntimeError("a run is going; Stop it first")
+        if self.session.closed:  # else accepted, and failed at its first step
+            return SessionClosed(f"session {self.session.id} is closed: connect a new one to train")
         taken = self._taken()
         if taken is not None:
             return RuntimeError(taken)

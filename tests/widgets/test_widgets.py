@@ -776,6 +776,15 @@ def test_closing_a_panel_leaves_a_builder_it_was_given_open_and_free(panel_sessi
     own.close()
     assert own.builder.widget.comm is None  # a panel's own builder goes with it
 
+
+def test_a_closed_session_is_refused_at_start():
+    s = rlnb.Session(FakeBackend("adam"), record=False)
+    panel = RunPanel(s, every=0.05)
+    s.close()
+    assert s.closed and not panel.start(3)  # accepted before, then failed at its first step
+    assert isinstance(panel.error, rlnb.SessionClosed) and "is closed: connect a new one" in panel.status.value
+    panel.close()
+
 def test_a_rate_near_the_largest_float_leaves_the_form_up_to_date(panel_session):
     """lr 1e308 (valid for the API): drawing its schedule raised from the field's observer, before the summary,
     Find LR and the panel's buttons were updated, so the summary still named the rate before."""
