@@ -121,18 +121,21 @@ def environment() -> dict[str, str]:
 def lock_run(path: Path) -> IO[str]:
     """Hold ``run.lock`` exclusively until the returned file is closed (the OS releases it if the process
     dies), or raise ``RunLocked`` naming the holder."""
-    fh = open(path / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the lock's life
+    busy = f"run folder {path} is being written by another session (pid {{holder}}): close that session, or pick "
+    return hold_lock(path / LOCK_FILE, busy + "another run_id")
+
+
+def hold_lock(file: Path, busy: str) -> IO[str]:
+    """Hold ``file`` exclusively until the returned handle is closed (the OS releases it if the process dies),
+    writing this process's pid in it; else ``RunLocked`` with ``busy`` (its ``{holder}``: the holder's pid)."""
+    fh = open(file, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the lock's life
     try:
         try_lock(fh)
     except OSError:
         fh.seek(0)
         holder = fh.read().strip() or "unknown"
         fh.close()
-        raise RunLocked(
-            f"run folder {path} is being written by another session (pid {holder}): close that session, or pick "
-            "another run_id",
-            holder=holder,
-        ) from None
+        raise RunLocked(busy.replace("{holder}", holder), holder=holder) from None  # a path may hold braces
     with contextlib.suppress(OSError):  # a full disk: the lock is held all the same; the pid is a courtesy
         fh.truncate(0)
         fh.write(f"{os.getpid()}\n")

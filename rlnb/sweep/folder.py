@@ -3,10 +3,8 @@ flushed at once), one run folder per trial, and for Optuna ``study.db``. What ma
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -14,9 +12,8 @@ from typing import IO, Any
 
 import pandas as pd
 
-from rlnb.errors import RunLocked
 from rlnb.history import default_runs_dir, new_run_id
-from rlnb.history.store import try_lock
+from rlnb.history.store import hold_lock
 from rlnb.params import OptimizerParams
 from rlnb.tasks import Task
 
@@ -51,24 +48,8 @@ def lock(folder: Path, resume: bool) -> IO[str]:
     second's rows (FAILED: each trial's run folder was the first's) were recorded after, and over, the first's."""
     if resume and not (folder / SETTINGS_FILE).exists():
         raise FileNotFoundError(f"resume: {folder} is not a sweep folder (no {SETTINGS_FILE})")
-    fh = open(folder / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the sweep's life
-    try:
-        try_lock(fh)
-    except OSError:
-        fh.seek(0)
-        holder = fh.read().strip() or "unknown"
-        fh.close()
-        raise RunLocked(
-            f"sweep folder {folder} is being run by another sweep (pid {holder}): let it finish, or stop it, "
-            "before resuming it",
-            holder=holder,
-        ) from None
-    with contextlib.suppress(OSError):  # a full disk: the lock is held all the same; the pid is a courtesy
-        fh.truncate(0)
-        fh.write(f"{os.getpid()}\n")
-        fh.flush()
-    return fh
-
+    busy = f"sweep folder {folder} is being run by another sweep (pid {{holder}}): let it finish, or stop it, "
+    return hold_lock(folder / LOCK_FILE, busy + "before resuming it")
 
 def settings(
     base: OptimizerParams,
