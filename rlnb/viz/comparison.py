@@ -52,11 +52,16 @@ def compare(
         if values.empty:
             missing.append(str(label))
             continue
-        stats = values.groupby("step")[y].agg(["mean", "std", "min", "max"])
+        stats = values.groupby("step")[y].agg(["mean", "std", "min", "max", "count"])
         x, mean = stats.index.to_numpy(dtype=float), stats["mean"].to_numpy()
         color = f"C{i % 10}"
         name = f"{label} ({len(members)} seeds)" if len(members) > 1 else str(label)
-        ax.plot(*decimate(x, mean), color=color, label=name)
+        # past the last step every seed reached, the mean is of those left: dashed, not "(n seeds)" any more
+        every = np.flatnonzero(stats["count"].to_numpy() == len(members))
+        end = every[-1] + 1 if len(every) else 1
+        ax.plot(*decimate(x[:end], mean[:end]), color=color, label=name)
+        if end < len(x):
+            ax.plot(*decimate(x[end - 1 :], mean[end - 1 :]), color=color, ls="--", label="_fewer seeds")
         if len(members) < 2:
             continue
         if band == "seeds":

@@ -279,7 +279,8 @@ def compare(
     leaves the range the metric can take (a reward in [0, 1] drawn down to -0.2) — else mean ± std
     clipped to the min-max. ``ema`` smooths each member before averaging. Takes ``rlnb.compare([...])``
     output or a list of histories / run folders (given to it). The band is decimated like the lines,
-    keeping each bucket's lowest lower edge and highest upper edge."""
+    keeping each bucket's lowest lower edge and highest upper edge. Past the last step every member of a
+    group reached (a seed that failed or stopped early), its mean of the others goes on dashed."""
     from rlnb.viz.comparison import compare as draw  # it builds on this module's helpers
 
     return draw(frame_or_histories, y, ax, ema, by, band)

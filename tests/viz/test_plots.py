@@ -268,6 +268,20 @@ def test_compare_draws_a_metric_logged_every_few_steps_and_leaves_out_runs_witho
     assert [t.get_text() for t in nothing.texts] == ["no 'acc' logged in these runs"] and nothing.get_legend() is None
 
 
+
+def test_compare_dashes_the_mean_past_the_last_step_every_seed_reached():
+    """A seed that ended at step 3 (failed, or stopped): the mean went on as the other seed alone, solid, under
+    the legend's "(2 seeds)"."""
+    rows = [{"run": "a", "seed": s, "step": t, "loss": float(t + 10 * s)} for s in (0, 1) for t in range(1, 7)
+            if s == 0 or t <= 3]  # fmt: skip
+    ax = plots.compare(pd.DataFrame(rows), band="minmax")
+    (solid, dashed) = ax.lines
+    assert solid.get_label() == "a (2 seeds)" and solid.get_linestyle() == "-"
+    np.testing.assert_allclose(xy(solid), [[1, 6], [2, 7], [3, 8]])
+    assert dashed.get_linestyle() == "--" and dashed.get_label().startswith("_")  # not in the legend
+    np.testing.assert_allclose(xy(dashed), [[3, 8], [4, 4], [5, 5], [6, 6]])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a (2 seeds)"]
+
 def test_large_histories_are_decimated_keeping_spikes():
     n = 100_000
     loss = np.linspace(5, 1, n)
