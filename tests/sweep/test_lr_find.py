@@ -468,6 +468,7 @@ def test_a_suggestion_says_when_its_test_ended_early():
     assert said.startswith("suggested lr 0.01 — steepest ascent of the smoothed reward (ended early: stopped after 2")
 
 
+@pytest.mark.slow  # a Muon range test (~2 s)
 def test_apply_puts_a_muon_suggestion_in_the_units_the_form_is_in_now():
     """A suggestion found in "original" units, applied after the units were switched to "match_adam", went in
     unconverted: another step size (2x on the tiny model; 10x and more on wide ones)."""

@@ -514,6 +514,7 @@ def test_threads_in_the_options_fix_every_trials_count(tmp_path, executor):
         assert (h.config["threads"], h.config["thread_policy"]) == (1, "fixed")
 
 
+@pytest.mark.slow  # two sweeps of trials (~2 s)
 def test_option_groups_are_the_flat_keywords(tmp_path):
     """A group given whole and the same fields by name run the same sweep; a name wins over its group,
     and a keyword no group has goes to rlnb.connect for every trial."""

@@ -242,6 +242,7 @@ def test_rewards_read_the_completion_without_eos_and_the_loss_keeps_it(hf_dirs):
     assert list(s.history.completions.completion) == ["7", "7"]
 
 
+@pytest.mark.slow  # RL steps until the completions file fails (~2 s)
 def test_completions_that_cannot_be_written_warn_once_and_stay_in_memory(tmp_path):
     from rlnb.history.store import RunStoreWarning
 
