@@ -1,10 +1,12 @@
 """What the widgets show about a config: the builder's one-line summary (its title while folded), its
-schedule's plot, and where a session is on that schedule."""
+schedule's plot, and where a session is on that schedule (``ScheduleNote``, the run panel's line)."""
 
 from __future__ import annotations
 
 import functools
+import html
 
+import ipywidgets as W
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -59,6 +61,41 @@ def position(schedule: Schedule, step: int, base_lr: float) -> tuple[str, bool]:
         return f"constant schedule · {lr}", False
     past = step >= schedule.total_steps
     return f"step {step} / {schedule.total_steps} of the {schedule.kind} schedule · {lr}", past
+
+
+class ScheduleNote:
+    """A run panel's line saying where the next step is on the schedule and the rate it gets, and the orange
+    warning shown once on passing the end of a decaying schedule (again only after the schedule was changed so
+    that it no longer had); ``warnings`` keeps what it said."""
+
+    def __init__(self) -> None:
+        self.line = W.HTML()
+        self.line.add_class("rlnb-schedule")
+        self.warning = W.HTML(layout=W.Layout(display="none"))
+        self.warning.add_class("rlnb-warning")
+        self.warnings: list[str] = []
+        self._past_end = False  # the last check found the next step past the schedule's end
+
+    def show(self, schedule: Schedule | None, step: int, base_lr: float) -> None:
+        """Where ``step`` is on ``schedule`` (None: no valid schedule, an empty line)."""
+        if schedule is None:
+            self.line.value = ""
+            return
+        text, past = position(schedule, step, base_lr)
+        color = "#b45309" if past else "#555"
+        self.line.value = f"<span style='color:{color}'>{html.escape(text)}</span>"
+        if past and not self._past_end:
+            said = (
+                f"⚠ step {step} is past the end of the {schedule.kind} schedule (total steps "
+                f"{schedule.total_steps}): every step from here gets its floor, {schedule.min_lr_ratio:g}× the base "
+                f"rate (lr {schedule(step, base_lr):.1e}). To keep decaying, raise total steps in the optimizer form."
+            )
+            self.warnings.append(said)
+            self.warning.value = f"<span style='color:#b45309'>{html.escape(said)}</span>"
+            self.warning.layout.display = None
+        elif not past:
+            self.warning.layout.display = "none"
+        self._past_end = past
 
 
 @functools.lru_cache(maxsize=32)

@@ -12,22 +12,22 @@ import contextlib
 import html
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
 
-from rlnb import _exit
 from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.params import OptimizerParams
+from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.tasks import EVAL_ACCURACY, EVAL_EVERY, Task, VerifiedTask, first_letter_task, rl_step
 from rlnb.viz.live import LiveView
 from rlnb.viz.plots import short
+from rlnb.widgets import turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
-from rlnb.widgets.describe import position
+from rlnb.widgets.describe import ScheduleNote
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel", "StepFn"]
 
@@ -70,7 +70,7 @@ class RunPanel:
         self.task = task or first_letter_task()
         self.builder.lr_finder.options.setdefault("task", self.task)  # Find LR probes the task the panel trains
         # One at a time on the session: a range test checkpoints it, and two trainings would share the cores.
-        self.builder.lr_finder.busy = lambda: "a run is going on this session" if self.running else self._taken()
+        self.builder.lr_finder.busy = lambda: "a run is going on this session" if self.running else turns.taken(self)
         self.builder.lr_finder.on_change = self._sync_buttons
         self.step_fn = step_fn or self._rl_step
         self._logs = step_fn is not None  # the default step logs its own figures (rl_step logs the RL metrics)
@@ -82,13 +82,10 @@ class RunPanel:
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", disabled=True)
         self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="220px"))
         self.status = W.HTML()
-        self.schedule_line = W.HTML()
-        self.schedule_line.add_class("rlnb-schedule")
-        self.warning = W.HTML(layout=W.Layout(display="none"))
-        self.warning.add_class("rlnb-warning")
-        self.warnings: list[str] = []
+        self._note = ScheduleNote()
+        self.schedule_line, self.warning = self._note.line, self._note.warning
+        self.warnings: list[str] = self._note.warnings
         """Every warning the panel has shown (the schedule's end passed), once each."""
-        self._past_end = False  # the last schedule check found the next step past the schedule's end
         default = step_fn is None
         self.live = LiveView(
             session.history,
@@ -129,7 +126,7 @@ class RunPanel:
         self._show(f"step {self._step} · ready")
         self._sync_buttons()
         self._sync_schedule()
-        _PANELS.add(self)
+        turns.opened(self)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -169,7 +166,7 @@ class RunPanel:
             return RuntimeError("a run is going; Stop it first")
         if self.session.closed:  # else accepted, and failed at its first step
             return SessionClosed(f"session {self.session.id} is closed: connect a new one to train")
-        taken = self._taken()
+        taken = turns.taken(self)
         if taken is not None:
             return RuntimeError(taken)
         if self.builder.lr_finder.running:
@@ -184,21 +181,6 @@ class RunPanel:
             return exc
         return None
 
-    def _others(self) -> list[RunPanel]:
-        """The other open panels on this session: running a cell again makes a new panel while the old one,
-        out of sight, may still be running."""
-        return [p for p in list(_PANELS) if p is not self and p.session is self.session]
-
-    def _taken(self) -> str | None:
-        """Why another panel holds this session (its run or its Find LR goes), or None: two runs' operations
-        would interleave on the session, each step mixing the other's samples, gradients and rates."""
-        for other in self._others():
-            if other.running:
-                return "a run of another RunPanel is going on this session (was its cell run again?); Stop ends it"
-            if other.builder.lr_finder.running:
-                return "another RunPanel's Find LR is running on this session; wait for it"
-        return None
-
     def stop(self) -> None:
         """Ask the run, or the Find LR, to stop after the step in progress; also the run of another panel on
         this session (one whose cell was run again is out of sight, and only this Stop can reach it)."""
@@ -206,7 +188,7 @@ class RunPanel:
         self.builder.lr_finder.stop()
         if self.running:
             self._show("stopping after this step …")
-        for other in self._others():
+        for other in turns.others(self):
             other.builder.lr_finder.stop()
             if other.running:
                 other._stop.set()
@@ -284,31 +266,13 @@ class RunPanel:
 
     def _sync_schedule(self, step: int | None = None) -> None:
         """Show where the next step (``step``: default the session's as last read, ``_step``) is on the builder's
-        schedule and its rate; warn once on passing the end of a decaying schedule (again only after the schedule
-        was changed so that it no longer had)."""
-        step = self._step if step is None else step
+        schedule; nothing while the builder is invalid (it says what is wrong, and nothing can be sent)."""
         try:
-            schedule = self.builder.get_schedule()
+            schedule: Schedule | None = self.builder.get_schedule()
             base = float(self.builder.params.learning_rate or 0.0)
-        except ValueError:  # the builder says what is wrong, and nothing can be sent
-            self.schedule_line.value = ""
-            return
-        text, past = position(schedule, step, base)
-        color = "#b45309" if past else "#555"
-        self.schedule_line.value = f"<span style='color:{color}'>{html.escape(text)}</span>"
-        if past and not self._past_end:
-            floor = schedule(step, base)
-            said = (
-                f"⚠ step {step} is past the end of the {schedule.kind} schedule (total steps "
-                f"{schedule.total_steps}): every step from here gets its floor, {schedule.min_lr_ratio:g}× the base "
-                f"rate (lr {floor:.1e}). To keep decaying, raise total steps in the optimizer form."
-            )
-            self.warnings.append(said)
-            self.warning.value = f"<span style='color:#b45309'>{html.escape(said)}</span>"
-            self.warning.layout.display = None
-        elif not past:
-            self.warning.layout.display = "none"
-        self._past_end = past
+        except ValueError:
+            schedule, base = None, 0.0
+        self._note.show(schedule, self._step if step is None else step, base)
 
     def _n_ok(self) -> bool:
         return isinstance(self.n.value, int) and self.n.value >= 1
@@ -325,7 +289,7 @@ class RunPanel:
         busy, finding = self.running, self.builder.lr_finder.running
         self.step_button.disabled = busy or finding or not self.builder.valid
         self.run_button.disabled = busy or finding or not self.builder.valid or not self._n_ok()
-        self.stop_button.disabled = not (busy or finding) and self._taken() is None
+        self.stop_button.disabled = not (busy or finding) and turns.taken(self) is None
         self.builder.lr_finder.sync()
 
     def close(self, timeout: float = 60.0) -> None:
@@ -337,7 +301,7 @@ class RunPanel:
         if not self.join(timeout) or not self.builder.lr_finder.join(max(0.0, deadline - time.monotonic())):
             raise TimeoutError(f"the run was asked to stop but a step is still going after {timeout} s")
         self._closed = True
-        _PANELS.discard(self)
+        turns.closed(self)
         self._unfollow()
         if not self._own_builder:
             finder = self.builder.lr_finder
@@ -345,23 +309,3 @@ class RunPanel:
             self.widget.children = [c for c in self.widget.children if c is not self.builder.widget]
         self.live.close()
         close_tree(self.widget)
-
-
-EXIT_DEADLINE = 30.0
-"""Seconds an interpreter exit waits for a panel's step in progress before its session is closed under it."""
-
-_PANELS: weakref.WeakSet[RunPanel] = weakref.WeakSet()
-"""Every open panel: one at a time steps a session, and an exit stops their runs."""
-
-
-def _stop_running_panels() -> None:
-    """Interpreter exit mid-run: stop each panel after its step in progress, so that no step is still
-    submitting (or running torch) while its session closes and the interpreter tears down."""
-    for panel in list(_PANELS):
-        panel.stop()
-    for panel in list(_PANELS):
-        panel.join(EXIT_DEADLINE)
-        panel.builder.lr_finder.join(EXIT_DEADLINE)
-
-
-_exit.on_exit("panels", _stop_running_panels)
