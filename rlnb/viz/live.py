@@ -5,26 +5,20 @@ figure on the Agg canvas, never pyplot), a table of the latest optimizer steps w
 and the RL metrics one tab away, and the latest RL step's completions in a collapsed ``Accordion``
 (their HTML is ``rlnb.viz.livetables``). Assigning a widget's value works from any thread and while a
 cell is still running, in JupyterLab, Notebook 7, VS Code and Voila, with no custom front end and no
-``clear_output``: nothing flickers. Redraws are throttled, and each costs the same at any length of
-run: new steps are appended to decimated series (``rlnb.viz.livefig``), only panels whose data changed
-are drawn, and mostly only their lines::
+``clear_output``: nothing flickers. Redraws are throttled (``rlnb.viz.throttle``), and each costs the
+same at any length of run: new steps are appended to decimated series (``rlnb.viz.livefig``), only
+panels whose data changed are drawn, and mostly only their lines::
 
     view = LiveView(session.history, metrics=("reward",))
     display(view)
     for i in range(steps):
         ...  # submit operations, history.log(step, reward=...); the view follows
-
-Longer than ~300 lines because ``LiveView`` is one widget whose parts share its throttled redraw; the
-series and the HTML it draws are already in ``livefig`` and ``livetables``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import html
 import math
-import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,8 +29,9 @@ from rlnb._options import check_int
 from rlnb.history import History
 from rlnb.history.steplog import StepRow
 from rlnb.viz.livefig import Panel, Series
-from rlnb.viz.livetables import CELL_STYLE, RL_TABLE, TABLE_STYLE, completions_html, number, ops_html, rl_html, seconds
+from rlnb.viz.livetables import RL_TABLE, completions_html, ops_html, rl_html, steps_html
 from rlnb.viz.plots import CLIP_HEADROOM
+from rlnb.viz.throttle import Throttle
 
 NORMS = {
     "grad_norm": ("C1", "global"),
@@ -87,11 +82,7 @@ class LiveView:
         self.every, self.rows, self.ema = every, rows, ema
         self.redraws = 0
         """How many times the view was brought up to date."""
-        self._lock = threading.Lock()  # guards the schedule below
-        self._draw_lock = threading.RLock()  # one redraw at a time (re-entered by a close from a redraw)
-        self._timer: threading.Timer | None = None
-        self._last = -math.inf  # time.monotonic() of the last scheduled redraw
-        self._closed = False
+        self._throttle = Throttle(self._redraw, every)
         self._rows_seen = self._logs_seen = 0
         self._generation = history.step_log.generation
         self._restyle = True
@@ -168,29 +159,9 @@ class LiveView:
     def __repr__(self) -> str:
         return f"<LiveView of {self.history!r}, {self.redraws} redraws>"
 
-    # -- scheduling ------------------------------------------------------------------------------
-
     def _on_change(self, _change: Any) -> None:
         """On a backend thread (a record) or yours (a ``log``): schedule a redraw, never draw here."""
-        with self._lock:
-            if self._closed or self._timer is not None:
-                return  # a redraw is already due, and it will read this change
-            wait = max(0.0, self._last + self.every - time.monotonic())
-            self._timer = threading.Timer(wait, self._fire)
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _fire(self) -> None:
-        with self._lock:
-            self._timer = None
-            if self._closed:
-                return
-            # From here a new change schedules the next redraw, which then reads it: none is lost.
-            self._last = time.monotonic()
-        with self._draw_lock:
-            if not self._closed:  # a close() that came in between waited for no redraw: this one is not drawn
-                with contextlib.suppress(Exception):  # shown on the view and kept in .error by _redraw
-                    self._redraw()
+        self._throttle.poke()
 
     def _on_style(self, _change: Any) -> None:
         self._restyle = True
@@ -198,23 +169,15 @@ class LiveView:
 
     def refresh(self) -> None:
         """Bring the view up to date now, on this thread (a failure is raised, and shown as ``_redraw`` says)."""
-        with self._lock:
-            self._last = time.monotonic()
-        self._redraw()
+        self._throttle.now()
 
     def close(self) -> None:
         """Stop following the history (the widgets keep showing the last state), once a redraw in progress
         has ended (at most ``CLOSE_WAIT`` seconds)."""
-        with self._lock:
-            self._closed = True
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            unsubscribe, self._unsubscribe = self._unsubscribe, []
+        unsubscribe, self._unsubscribe = self._unsubscribe, []
         for u in unsubscribe:
             u()
-        if self._draw_lock.acquire(timeout=CLOSE_WAIT):  # the redraw in progress, if any, has ended
-            self._draw_lock.release()
+        self._throttle.close(CLOSE_WAIT)
 
     # -- drawing ---------------------------------------------------------------------------------
 
@@ -234,29 +197,28 @@ class LiveView:
             self.message.layout.display = "none"
 
     def _draw(self) -> None:
-        with self._draw_lock:
-            log = self.history.step_log
-            if log.generation != self._generation:  # the step log started over (rare): so do the lines
-                self._generation, self._rows_seen, self._logs_seen, self._restyle = log.generation, 0, 0, True
-                self.series = {key: Series(self.ema) for key in self.series}
-            rows = log.settled(self._rows_seen)
-            logs = log.logged_since(self._logs_seen)
-            self._rows_seen += len(rows)
-            self._logs_seen += len(logs)
-            changed = self._feed(rows, logs)
-            if self._restyle:
-                changed = set(self.panels)
-                self._restyle = False
-            try:
-                for name in changed:
-                    self._draw_panel(name)
-            except Exception:
-                self._restyle = True  # the next redraw draws every panel again, in one style
-                raise
-            self.steps_table.value = self._steps_html(log.latest(self.rows))
-            self._draw_tabs()
-            self._draw_completions()
-            self.redraws += 1
+        log = self.history.step_log
+        if log.generation != self._generation:  # the step log started over (rare): so do the lines
+            self._generation, self._rows_seen, self._logs_seen, self._restyle = log.generation, 0, 0, True
+            self.series = {key: Series(self.ema) for key in self.series}
+        rows = log.settled(self._rows_seen)
+        logs = log.logged_since(self._logs_seen)
+        self._rows_seen += len(rows)
+        self._logs_seen += len(logs)
+        changed = self._feed(rows, logs)
+        if self._restyle:
+            changed = set(self.panels)
+            self._restyle = False
+        try:
+            for name in changed:
+                self._draw_panel(name)
+        except Exception:
+            self._restyle = True  # the next redraw draws every panel again, in one style
+            raise
+        self.steps_table.value = steps_html(log.latest(self.rows), self.metrics, loss="loss" in self.panels)
+        self._draw_tabs()
+        self._draw_completions()
+        self.redraws += 1
 
     def _feed(self, rows: list[StepRow], logs: list[dict[str, Any]]) -> set[str]:
         changed: set[str] = set()
@@ -319,29 +281,6 @@ class LiveView:
             "grad_clip_norm", "clip threshold" if near or not on else f"clip threshold {clip.hi:g} (off the top)"
         )
         return (min(lo, clip.lo), max(hi, clip.hi)) if near else (lo, hi)
-
-    def _steps_html(self, latest: list[tuple[StepRow, dict[str, float]]]) -> str:
-        """The latest steps, newest first: ``time`` is the step's compute time, ``wait`` its time queued
-        behind other operations (``rlnb.history.timing``)."""
-        cols = ["step", *self.metrics, *(["loss"] if "loss" in self.panels else [])]
-        cols += ["grad norm", "clip", "lr", "time", "wait"]
-        head = "".join(f"<th style='{CELL_STYLE}'>{html.escape(c)}</th>" for c in cols)
-        body = []
-        for row, user in reversed(latest):
-            cells = [
-                str(row.step),
-                *(number(user.get(m)) for m in self.metrics),
-                *([number(row.loss)] if "loss" in self.panels else []),
-                number(row.grad_norm),
-                "off" if row.grad_clip_norm == 0 else number(row.grad_clip_norm),
-                number(row.learning_rate),
-                seconds(row.run_s),
-                seconds(row.queue_s),
-            ]
-            body.append("<tr>" + "".join(f"<td style='{CELL_STYLE}'>{c}</td>" for c in cells) + "</tr>")
-        if not body:
-            body.append(f"<tr><td colspan='{len(cols)}'><i>no completed optimizer step yet</i></td></tr>")
-        return f"<table class='rlnb-steps' style='{TABLE_STYLE}'><tr>{head}</tr>{''.join(body)}</table>"
 
     def _draw_tabs(self) -> None:
         """The tab on show (hidden ones are drawn when shown)."""

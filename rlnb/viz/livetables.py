@@ -1,4 +1,4 @@
-"""The HTML tables of the live view: the latest operations, and what RL runs add: the RL metrics of the
+"""The HTML tables of the live view: the latest steps and operations, and what RL runs add: the RL metrics of the
 latest steps and one step's completions. A completion is any text a model wrote, so every cell is escaped
 and control characters are shown as escapes."""
 
@@ -105,3 +105,27 @@ def ops_html(records: list[Record]) -> str:
         )
         body.append("<tr>" + "".join(f"<td style='{CELL_STYLE};text-align:left'>{c}</td>" for c in row) + "</tr>")
     return f"<table class='rlnb-ops' style='{TABLE_STYLE}'><tr>{cells}</tr>{''.join(body)}</table>"
+
+
+def steps_html(latest: list[tuple[StepRow, dict[str, float]]], metrics: list[str], loss: bool) -> str:
+    """The latest steps, newest first, with the figures ``metrics`` logged at each: ``time`` is the step's compute
+    time, ``wait`` its time queued behind other operations (``rlnb.history.timing``)."""
+    cols = ["step", *metrics, *(["loss"] if loss else [])]
+    cols += ["grad norm", "clip", "lr", "time", "wait"]
+    head = "".join(f"<th style='{CELL_STYLE}'>{html.escape(c)}</th>" for c in cols)
+    body = []
+    for row, user in reversed(latest):
+        cells = [
+            str(row.step),
+            *(number(user.get(m)) for m in metrics),
+            *([number(row.loss)] if loss else []),
+            number(row.grad_norm),
+            "off" if row.grad_clip_norm == 0 else number(row.grad_clip_norm),
+            number(row.learning_rate),
+            seconds(row.run_s),
+            seconds(row.queue_s),
+        ]
+        body.append("<tr>" + "".join(f"<td style='{CELL_STYLE}'>{c}</td>" for c in cells) + "</tr>")
+    if not body:
+        body.append(f"<tr><td colspan='{len(cols)}'><i>no completed optimizer step yet</i></td></tr>")
+    return f"<table class='rlnb-steps' style='{TABLE_STYLE}'><tr>{head}</tr>{''.join(body)}</table>"
