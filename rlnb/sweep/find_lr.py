@@ -114,7 +114,6 @@ def lr_find(
     base: OptimizerParams,
     session: Session | None = None,
     *,
-    target: str = "local",
     start_lr: float | None = None,
     end_lr: float | None = None,
     steps: int = 40,
@@ -122,7 +121,6 @@ def lr_find(
     step_fn: StepFn | None = None,
     objective: Objective = "reward",
     seed: int = 0,
-    runs_dir: str | Path | None = None,
     stop: threading.Event | None = None,
     progress: Callable[[int, int], None] | None = None,
     **options: Any,
@@ -133,7 +131,9 @@ def lr_find(
     ``session``: its current weights are copied (a training checkpoint, loaded into a new session with a
     fresh optimizer: a local one in this process — pass ``model=`` for a custom ``nn.Module`` —, a remote
     one on the same service; ``api_key`` from ``options`` or ``TOGETHER_API_KEY``). Without a session, a
-    fresh session on ``target`` with ``options``. A step is one RL step of ``task`` (default: the demo's)
+    fresh session from ``rlnb.connect(**options)`` (``target`` "local" unless given). ``options`` are
+    ``connect``'s (``target``, ``runs_dir``, ``model``, ``threads``, ...) for the session the test runs on.
+    A step is one RL step of ``task`` (default: the demo's)
     reporting the mean reward or the loss (``objective``), or your ``step_fn(session, params, i)``.
     ``stop`` ends it early; ``progress(done, total)`` after each step. Nothing is applied anywhere.
 
@@ -145,6 +145,7 @@ def lr_find(
     check_int("seed", seed, *seed_range(steps))  # step i samples with seed * SEED_STRIDE + i, an int64
     if objective not in ("reward", "loss"):
         raise ValueError(f"objective must be 'reward' or 'loss', got {objective!r}")
+    target, runs_dir = options.pop("target", "local"), options.pop("runs_dir", None)
     kind = "adam" if isinstance(base, AdamParams) else "muon"
     resolved = base.resolved()
     ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
