@@ -4,6 +4,8 @@ flushed at once), one run folder per trial, and for Optuna ``study.db``. What ma
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import inspect
 import json
 import warnings
 from collections.abc import Mapping, Sequence
@@ -72,10 +74,31 @@ def settings(
         "seeds": list(trial.seeds),
         "steps": trial.steps,
         "task": task.name,
+        "task_detail": task_detail(task),
         "target": trial.target,
         "schedule": _plain(trial.schedule),
         "options": {k: _plain(v) for k, v in sorted(options.items()) if k in RESULT_OPTIONS},
     }
+
+
+def task_detail(task: Task) -> str:
+    """What a resume compares of the task beside its name: the reward function (its qualified name and a digest of
+    its source), the prompts' digest and the lengths. Every reward passed as a function is named "custom": another
+    one on resume ran the rest of the sweep with it, its rows beside the first's in one table."""
+    reward = task.reward
+    name = f"{getattr(reward, '__module__', '?')}.{getattr(reward, '__qualname__', type(reward).__qualname__)}"
+    try:
+        source: Any = inspect.getsource(reward)
+    except (OSError, TypeError):  # no source file (made by exec, a builtin): its bytecode, else its name alone
+        code = getattr(reward, "__code__", None)
+        source = code.co_code if code is not None else name
+    prompts = json.dumps(task.prompts, default=str, sort_keys=True)
+    return (f"reward {name} ({_digest(source)}), {len(task.prompts)} prompts ({_digest(prompts)}), max_tokens "
+            f"{task.max_tokens}, group_size {task.group_size}")  # fmt: skip
+
+
+def _digest(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()[:12]
 
 
 def _plain(value: Any) -> Any:

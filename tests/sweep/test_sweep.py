@@ -637,3 +637,44 @@ def test_a_sweep_folder_and_its_resume_expand_home(tmp_path, monkeypatch):
     assert folder.parent == tmp_path / "home" / "sweeps" and not (tmp_path / "~").exists()
     again = sweep(BASE, grid(learning_rate=[1e-3]), steps=1, resume=f"~/sweeps/{folder.name}", progress=False)
     assert list(again.status) == ["COMPLETED"] and again.run_path.iloc[0] == first.run_path.iloc[0]
+
+
+def _reward_a(prompt, completion):
+    return float(completion.startswith("1"))
+
+
+def _reward_b(prompt, completion):
+    return float(completion.startswith("2"))
+
+
+def test_a_resume_with_another_reward_function_or_prompts_is_refused(tmp_path):
+    """Every reward passed as a function is the task "custom": a resume with another one ran the rest of the sweep
+    with it, its rows beside the first's in one table. The same function (or the same Task) resumes."""
+    stop = threading.Event()
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    first = sweep(BASE, configs, steps=1, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set(),
+                  executor="threads", task=_reward_a)  # fmt: skip
+    folder = first.attrs["path"]
+    assert list(first.status) == ["COMPLETED", "STOPPED"]
+    with pytest.raises(ValueError, match=r"changed: task_detail: 'reward .*_reward_b \(.*\(the sweep used 'reward "
+                                         r".*_reward_a"):  # fmt: skip
+        sweep(BASE, configs, steps=1, resume=folder, progress=False, task=_reward_b)
+    other_prompts = Task("custom", ["a=", "b="], _reward_a, 8)
+    with pytest.raises(ValueError, match=r"changed: task_detail: .*2 prompts"):
+        sweep(BASE, configs, steps=1, resume=folder, progress=False, task=other_prompts)
+    again = sweep(BASE, configs, steps=1, resume=folder, progress=False, task=_reward_a)
+    assert list(again.status) == ["COMPLETED", "COMPLETED"]
+
+
+def test_a_sweep_folder_made_before_the_task_detail_was_recorded_still_resumes(tmp_path):
+    """``sweep.json`` of an older rlnb has no ``task_detail``: nothing to compare, the resume goes on."""
+    stop = threading.Event()
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    first = sweep(BASE, configs, steps=1, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set(),
+                  executor="threads")  # fmt: skip
+    path = Path(first.attrs["path"]) / "sweep.json"
+    stored = json.loads(path.read_text())
+    del stored["task_detail"]
+    path.write_text(json.dumps(stored))
+    again = sweep(BASE, configs, steps=1, resume=first.attrs["path"], progress=False)
+    assert list(again.status) == ["COMPLETED", "COMPLETED"]
