@@ -4,7 +4,8 @@ rlnb's pieces are imported lazily and ``atexit`` runs hooks last-registered firs
 would run in whatever order the imports happened (a session's worker could close under a RunPanel's
 step). Instead each piece adds its step to a phase, and the phases run in this order: running panels
 stop after their step, sessions close (failing what is still queued ``SESSION_NOT_ACTIVE``, recorded),
-workers stop, then sinks flush everything, those last records included.
+workers stop, then sinks flush everything, those last records included; last, temporary files go (checkpoints
+saved without a ``checkpoint_dir``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import logging
 from collections.abc import Callable
 from typing import Literal
 
-Phase = Literal["panels", "sessions", "workers", "sinks"]
-PHASES: tuple[Phase, ...] = ("panels", "sessions", "workers", "sinks")
+Phase = Literal["panels", "sessions", "workers", "sinks", "files"]
+PHASES: tuple[Phase, ...] = ("panels", "sessions", "workers", "sinks", "files")
 
 log = logging.getLogger("rlnb")
 _STEPS: dict[Phase, list[Callable[[], None]]] = {phase: [] for phase in PHASES}
