@@ -9,9 +9,10 @@ value is refused before anything starts, naming the field.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -39,15 +40,34 @@ def refuse_unknown(options: dict[str, Any], where: str) -> None:
         raise TypeError(f"{where} got unexpected keyword argument(s): {', '.join(sorted(options))}")
 
 
-def check_int(name: str, value: Any, low: int, high: int | None = None, *, optional: bool = False) -> None:
-    """``ValueError`` naming ``name`` and its range unless ``value`` is an int (not a bool, which is one in
-    Python) in [``low``, ``high``], or None when ``optional``: a float such as 2.5 or NaN passes every ``<``
-    check and fails later."""
+def is_integer(value: Any) -> bool:
+    """Whether ``value`` is an integer: a Python int but not a bool (one in Python), or a numpy integer."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+@overload
+def check_int(name: str, value: Any, low: int, high: int | None = None, *, optional: Literal[False] = False) -> int: ...
+@overload
+def check_int(name: str, value: Any, low: int, high: int | None = None, *, optional: bool) -> int | None: ...
+def check_int(name: str, value: Any, low: int, high: int | None = None, *, optional: bool = False) -> int | None:
+    """``value`` as a Python int, or a ``ValueError`` naming ``name`` and its range unless it is an integer (not a
+    bool, which is one in Python) in [``low``, ``high``], or None when ``optional``: a float such as 2.5 or NaN
+    passes every ``<`` check and fails later. A numpy integer (``np.arange`` makes them) is one: what is returned is
+    a plain int, which JSON and pydantic take."""
     if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        return None
+    if not is_integer(value) or value < low or (high is not None and value > high):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"{name} must be {'None or ' if optional else ''}an integer {allowed}, got {value!r}")
+    return int(value)
+
+
+def set_int(
+    group: Any, field: str, low: int, high: int | None = None, *, optional: bool = False, name: str = ""
+) -> None:
+    """``check_int`` on a frozen option group's ``field``, kept as a plain int (in ``__post_init__``)."""
+    value = check_int(name or field, getattr(group, field), low, high, optional=optional)
+    object.__setattr__(group, field, value)
 
 
 def check_bool(name: str, value: Any, *, optional: bool = False) -> None:

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from rlnb._options import is_integer
+
 ScheduleKind = Literal["constant", "linear", "cosine"]
 
 
@@ -29,8 +31,9 @@ class Schedule:
             raise ValueError(f"Schedule.kind must be 'constant', 'linear' or 'cosine', got {self.kind!r}")
         for name, low in (("warmup_steps", 0), ("total_steps", 1)):  # an int: NaN passes every comparison
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            if not is_integer(value) or value < low:
                 raise ValueError(f"Schedule.{name} = {value!r} is invalid: must be an integer >= {low}")
+            object.__setattr__(self, name, int(value))  # a numpy integer kept as one: JSON refuses it
         if self.warmup_steps > self.total_steps:  # the run would end before its warmup
             raise ValueError(
                 f"Schedule.warmup_steps = {self.warmup_steps} is invalid: must be <= total_steps ({self.total_steps})"
@@ -41,7 +44,7 @@ class Schedule:
 
     def multiplier(self, step: int) -> float:
         """The factor applied to the base learning rate at ``step``."""
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        if not is_integer(step) or step < 0:
             raise ValueError(f"step must be an integer >= 0 (steps count from 0, the first optim-step), got {step!r}")
         # 1) linear warmup from 1/warmup to 1
         if step < self.warmup_steps:

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rlnb._options import check_int
+from rlnb._options import set_int
 from rlnb.engine.backend import resolve_device
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.hf import DTYPES
@@ -38,7 +38,7 @@ class StepOptions:
     loss_params: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        check_int("group_size", self.group_size, 1, MAX_NUM_SAMPLES, optional=True)
+        set_int(self, "group_size", 1, MAX_NUM_SAMPLES, optional=True)
         temp = self.temperature
         if isinstance(temp, bool) or not (isinstance(temp, int | float) and math.isfinite(temp) and temp >= 0):
             raise ValueError(f"temperature must be a finite number >= 0, got {temp!r}")

@@ -99,7 +99,7 @@ def run_batched(
     step, engine = take(StepOptions, left), take(EngineOptions, left)
     refuse_unknown(left, "run_batched()")
     task = task or digits_task()
-    _check(model, optimizer, members, steps)
+    steps = _check(model, optimizer, members, steps)
     check_int("group_size", task.group_size if step.group_size is None else step.group_size, 1, MAX_NUM_SAMPLES)
     use, previous = ThreadUse(engine.torch_device(), engine.threads), torch.get_num_threads()
     described = {**use.config(), "compile": False}  # as a session alone records it
@@ -116,13 +116,14 @@ def run_batched(
         use.close()
 
 
-def _check(model: str, optimizer: str, members: Sequence[Member], steps: int) -> None:
+def _check(model: str, optimizer: str, members: Sequence[Member], steps: int) -> int:
+    """``steps`` as a plain int, once everything is checked."""
     if not (isinstance(model, str) and model in SIZES):
         raise ValueError(f"model must be a built-in model ({' / '.join(SIZES)}), got {model!r}")
     wire.optimizer_kind(optimizer)
     if not members:
         raise ValueError("members is empty: an ensemble needs at least one trial")
-    check_int("steps", steps, 0)
+    steps = check_int("steps", steps, 0)
     ids = [m.run_id for m in members if m.run_id is not None]
     if len(set(ids)) != len(ids):
         raise ValueError(f"members' run_id must differ (each member records its own run): {sorted(ids)}")
@@ -131,5 +132,6 @@ def _check(model: str, optimizer: str, members: Sequence[Member], steps: int) ->
         if not callable(m.params) and not isinstance(m.params, expected):
             raise ValueError(f"members[{i}].params must be {expected.__name__} (optimizer={optimizer!r}), "
                              f"or a function of the step returning one; got {type(m.params).__name__}")
+    return steps
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import torch
 
 from rlnb import wire
-from rlnb._options import check_bool, check_int, user_path
+from rlnb._options import check_bool, set_int, user_path
 from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.optim.split import SplitOverride
 from rlnb.engine.threads import check_threads
@@ -51,9 +51,9 @@ class ModelOptions:
     trust_remote_code: bool = False
 
     def __post_init__(self) -> None:
-        check_int("seed", self.seed, *SEED_RANGE)
-        check_int("sampling_seed", self.sampling_seed, *SEED_RANGE, optional=True)
-        check_int("num_generator_replicas", self.num_generator_replicas, 0)
+        set_int(self, "seed", *SEED_RANGE)
+        set_int(self, "sampling_seed", *SEED_RANGE, optional=True)
+        set_int(self, "num_generator_replicas", 0)
         eos_ids(self.eos_token_id)  # the vocabulary's end is checked once the model is loaded
         wire.lora_config(self.lora)  # a ValueError naming lora
 

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from rlnb import wire
+from rlnb._options import is_integer
 from rlnb.engine import heap
 from rlnb.engine.tuner import Key, Tuner, work
 
@@ -56,10 +57,10 @@ def check_threads(threads: object) -> int | None:
     """``threads`` as given to ``rlnb.connect``: None (the policy decides) or an integer in [1, ``MAX_THREADS``]."""
     if threads is None:
         return None
-    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+    if not is_integer(threads) or not 1 <= threads <= MAX_THREADS:  # type: ignore[operator]
         raise ValueError(f"threads must be None (the engine's thread policy decides) or an integer >= 1 and "
                          f"<= {MAX_THREADS}, got {threads!r}")
-    return threads
+    return int(threads)  # type: ignore[call-overload]
 
 
 def cores() -> int:

@@ -119,7 +119,7 @@ class Caller:
         _check_seconds("deadline", deadline)
         if not isinstance(timeout, httpx.Timeout):
             _check_seconds("timeout", timeout)
-        check_int("max_retries", max_retries, 0, optional=True)
+        max_retries = check_int("max_retries", max_retries, 0, optional=True)
         if http_client is not None and transport is not None:
             raise ValueError("pass http_client or transport, not both")
         if retry is not None and max_retries is not None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rlnb import wire
-from rlnb._options import check_bool, check_int
+from rlnb._options import check_bool, set_int
 from rlnb.errors import APIError, OperationTimeout, RlnbError, SessionClosed
 from rlnb.remote import recover
 from rlnb.remote.client import APIClient
@@ -71,7 +71,7 @@ class SessionOptions:
             if value is not None and not (isinstance(value, str) and value):
                 raise ValueError(f"{name} must be None or a non-empty str, got {value!r}")
         check_bool("load_optimizer", self.load_optimizer, optional=True)
-        check_int("num_generator_replicas", self.num_generator_replicas, 0)
+        set_int(self, "num_generator_replicas", 0)
         wire.lora_config(self.lora)  # a ValueError naming lora
         wire.optimizer_config(self.optimizer or "adam", self.muon_scaling)  # optimizer and muon_scaling
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import _secrets
-from rlnb._options import check_int
+from rlnb._options import set_int
 
 MAX_LIST_LIMIT = 100
 """Largest ``limit`` of a list request (the API's bound)."""
@@ -104,7 +104,7 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         for name in LIMITS:
-            check_int(name, getattr(self, name), 1)
+            set_int(self, name, 1)
         if not self.public_url.startswith(("http://", "https://")):
             raise ValueError(f"public_url must start with http:// or https://, got {self.public_url!r}")
         if not 0 <= self.fail_rate < 1:  # NaN fails this too
@@ -114,7 +114,7 @@ class ServerSettings:
             raise ValueError(f"op_delay must be a finite number >= 0, got {self.op_delay}")
         if not (math.isfinite(self.reap_interval) and self.reap_interval > 0):
             raise ValueError(f"reap_interval must be a finite number > 0, got {self.reap_interval}")
-        check_int("result_offload_bytes", self.result_offload_bytes, 0, optional=True)
+        set_int(self, "result_offload_bytes", 0, optional=True)
         if not self.models:
             raise ValueError("models must name at least one served model")
         if self.token is not None:  # "--token $TOKEN" with TOKEN unset: every request would get a 401

@@ -141,8 +141,8 @@ def lr_find(
     0 < start_lr < end_lr, checked before anything is opened or sent (a default that depends on a new remote
     Muon session's scaling, once that session is open).
     """
-    check_int("steps", steps, *STEPS)
-    check_int("seed", seed, *seed_range(steps))  # step i samples with seed * SEED_STRIDE + i, an int64
+    steps = check_int("steps", steps, *STEPS)
+    seed = check_int("seed", seed, *seed_range(steps))  # step i samples with seed * SEED_STRIDE + i, an int64
     if objective not in ("reward", "loss"):
         raise ValueError(f"objective must be 'reward' or 'loss', got {objective!r}")
     target, runs_dir = options.pop("target", "local"), options.pop("runs_dir", None)

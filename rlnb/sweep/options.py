@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb._options import check_int
+from rlnb._options import is_integer, set_int
 from rlnb.schedule import Schedule
 from rlnb.tasks import Task, digits_task, seed_range
 
@@ -42,11 +42,13 @@ class TrialOptions:
     def __post_init__(self) -> None:
         if self.objective not in ("reward", "loss"):
             raise ValueError(f"objective must be 'reward' or 'loss', got {self.objective!r}")
-        check_int("steps", self.steps, 1)
+        set_int(self, "steps", 1)
         seeds = self.seeds  # a str is a sequence too: seeds="ab" ran seeds 'a' and 'b'
-        listed = isinstance(seeds, Sequence) and not isinstance(seeds, str | bytes)
-        if not listed or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        listed = isinstance(seeds, Sequence) and not isinstance(seeds, str | bytes) or hasattr(seeds, "tolist")
+        if not listed or not len(seeds) or not all(is_integer(s) for s in seeds):
             raise ValueError(f"seeds must be a non-empty sequence of integers, such as (0, 1), got {seeds!r}")
+        seeds = tuple(int(s) for s in seeds)  # np.arange(3) too; plain ints, which sweep.json's JSON takes
+        object.__setattr__(self, "seeds", seeds)
         check_once("seeds", seeds)  # the same config and seed is the same run
         lowest, highest = seed_range(self.steps)
         outside = [s for s in seeds if not lowest <= s <= highest]
@@ -96,7 +98,7 @@ class ExecutorOptions:
         if self.executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
         if self.max_concurrent is not None:
-            check_int("max_concurrent", self.max_concurrent, 1)
+            set_int(self, "max_concurrent", 1)
         if self.executor == "ray":
             from .ray_executor import check_resources
 

@@ -73,7 +73,7 @@ def check_search(dims: Mapping[str, Dimension], n_trials: int | None, sampler: A
     elif n_trials is None:
         raise ValueError("search='optuna' needs n_trials (only sampler='grid' knows its own size)")
     if n_trials is not None:
-        check_int("n_trials", n_trials, 1)
+        n_trials = check_int("n_trials", n_trials, 1)
 
 
 def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension], seed: int = SAMPLER_SEED) -> Any:

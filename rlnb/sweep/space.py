@@ -134,7 +134,7 @@ def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
 
 def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
     """``n`` configs drawn from ``space`` (dimensions or shorthands, see the module docstring)."""
-    check_int("n", n, 1)  # 2.5 was range()'s bare TypeError, -1 an empty list, True one config
+    n = check_int("n", n, 1)  # 2.5 was range()'s bare TypeError, -1 an empty list, True one config
     dims = {name: dimension(name, spec) for name, spec in space.items()}
     rng = random.Random(seed)
     return [sample(dims, rng) for _ in range(n)]

@@ -47,8 +47,8 @@ def train(session: Session, task: VerifiedTask, params: OptimizerParams, steps: 
     held-out accuracy before, every ``eval_every`` steps and at the end. A failed step ends the run and is
     recorded (``failed``), not raised: a lesson may be that the run fails. The accuracy is also logged to
     the history as ``eval/accuracy``."""
-    check_int("steps", steps, 0)
-    check_int("eval_every", eval_every, 1)
+    steps = check_int("steps", steps, 0)
+    eval_every = check_int("eval_every", eval_every, 1)
     run = LessonRun()
     run.accuracy[session.step] = log_accuracy(session, task)
     for i in range(steps):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rlnb._options import check_int
+from rlnb._options import set_int
 from rlnb.session import Prompt
 
 
@@ -33,8 +33,8 @@ class Task:
     def __post_init__(self) -> None:
         if isinstance(self.prompts, str | bytes) or not isinstance(self.prompts, Sequence) or not self.prompts:
             raise TypeError(f"Task.prompts must be a non-empty list of prompts, such as ['n='], got {self.prompts!r}")
-        check_int("Task.max_tokens", self.max_tokens, 1)
-        check_int("Task.group_size", self.group_size, 1)
+        set_int(self, "max_tokens", 1, name="Task.max_tokens")
+        set_int(self, "group_size", 1, name="Task.group_size")
 
 
 def digits_task() -> Task:

@@ -48,7 +48,7 @@ class VerifiedTask(Task):
         (``split="train"``: the training prompts). Reads the sampler's weights, i.e. the last weights-sync."""
         if split not in ("eval", "train"):
             raise ValueError(f"split must be 'eval' or 'train', got {split!r}")
-        check_int("n", n, 1, optional=True)  # n=-1 evaluated all but the last prompt
+        n = check_int("n", n, 1, optional=True)  # n=-1 evaluated all but the last prompt
         prompts = self.eval_prompts if split == "eval" else [str(p) for p in self.prompts]
         prompts = prompts[:n] if n is not None else prompts
         if not prompts:

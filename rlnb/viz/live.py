@@ -75,7 +75,7 @@ class LiveView:
             raise ValueError(f"every must be >= 0 seconds, got {every}")
         if not 0 <= ema < 1:
             raise ValueError(f"ema must be in [0, 1), got {ema}")
-        check_int("rows", rows, 1)  # rows=0 said "no completed optimizer step yet" under steps that exist
+        rows = check_int("rows", rows, 1)  # rows=0 said "no completed optimizer step yet" under steps that exist
         self.history = history
         self.auto = metrics is None
         self.metrics: list[str] = [] if metrics is None else [metrics] if isinstance(metrics, str) else list(metrics)

@@ -17,6 +17,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from rlnb._options import is_integer
 from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
@@ -171,7 +172,7 @@ class RunPanel:
             return RuntimeError(taken)
         if self.builder.lr_finder.running:
             return RuntimeError("Find LR is running on this session; wait for it")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if not is_integer(n) or n < 1:
             return ValueError(f"N = {n!r} is invalid: must be an integer >= 1")
         if not self.builder.valid:
             return ValueError("; ".join(self.builder.errors))
