@@ -8,17 +8,30 @@ runs' operations would interleave on the session, each step mixing the other's s
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, TypeVar
 
 from rlnb import _exit
 
-if TYPE_CHECKING:
-    from rlnb.widgets.panel import RunPanel
+
+class RunPanel(Protocol):
+    """What this module needs of a panel (``rlnb.widgets.panel.RunPanel``)."""
+
+    session: Any
+    builder: Any
+
+    @property
+    def running(self) -> bool: ...
+    def stop(self) -> None: ...
+    def join(self, timeout: float | None = None) -> bool: ...
+
+
+P = TypeVar("P", bound=RunPanel)
+
 
 EXIT_DEADLINE = 30.0
 """Seconds an interpreter exit waits for a panel's step in progress before its session is closed under it."""
 
-_OPEN: weakref.WeakSet[RunPanel] = weakref.WeakSet()
+_OPEN: weakref.WeakSet[Any] = weakref.WeakSet()  # RunPanels
 
 
 def opened(panel: RunPanel) -> None:
@@ -29,7 +42,7 @@ def closed(panel: RunPanel) -> None:
     _OPEN.discard(panel)
 
 
-def others(panel: RunPanel) -> list[RunPanel]:
+def others(panel: P) -> list[P]:
     """The other open panels on ``panel``'s session."""
     return [p for p in list(_OPEN) if p is not panel and p.session is panel.session]
 
