@@ -14,7 +14,7 @@ from matplotlib.axes import Axes
 
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
-from rlnb.viz.plots import MAX_POINTS, STD_BAND_MIN_SEEDS, _axes, _extremes, _note, decimate, smooth
+from rlnb.viz.draw import MAX_POINTS, STD_BAND_MIN_SEEDS, decimate, extremes, new_axes, note, smooth
 
 
 def compare(
@@ -38,7 +38,7 @@ def compare(
     if len(frame) and by not in frame:
         raise ValueError(f"by={by!r} is not a column of these runs' table; group by 'run' or one of: "
                          f"{', '.join(c for c in frame.columns if c not in ('seed', 'step'))}")
-    ax = _axes(ax)
+    ax = new_axes(ax)
     ax.set(xlabel="optimizer step", ylabel=y, title=f"{y} by {by}")
     missing = []
     for i, (label, group) in enumerate(frame.groupby(by, sort=False, dropna=False)):
@@ -76,10 +76,10 @@ def compare(
                 low, high = mean - std, mean + std
             else:  # many seeds: the spread of the typical seed, never past the extreme ones
                 low, high = np.maximum(low, mean - std), np.minimum(high, mean + std)
-        keep = _extremes(low, high, MAX_POINTS)
+        keep = extremes(low, high, MAX_POINTS)
         ax.fill_between(x[keep], low[keep], high[keep], color=color, alpha=0.25, lw=0)
     if missing and len(missing) == frame[by].nunique(dropna=False):
-        _note(ax, f"no {y!r} logged in these runs")
+        note(ax, f"no {y!r} logged in these runs")
     elif missing:
         ax.set_title(f"{y} by {by}\n(none logged: {', '.join(missing)})", fontsize="small")
     if len(frame) and len(missing) < frame[by].nunique(dropna=False):

@@ -28,9 +28,9 @@ import numpy as np
 from rlnb._options import check_int
 from rlnb.history import History
 from rlnb.history.steplog import StepRow
+from rlnb.viz.draw import CLIP_HEADROOM
 from rlnb.viz.livefig import Panel, Series
 from rlnb.viz.livetables import RL_TABLE, completions_html, ops_html, rl_html, steps_html
-from rlnb.viz.plots import CLIP_HEADROOM
 from rlnb.viz.throttle import Throttle
 
 NORMS = {

@@ -14,7 +14,7 @@ from matplotlib.colors import to_hex
 from rlnb.history import Record
 from rlnb.history.steplog import StepRow
 from rlnb.tasks import RL_METRICS
-from rlnb.viz.plots import STATUS_COLORS, short
+from rlnb.viz.draw import STATUS_COLORS, short
 
 MAX_COMPLETIONS = 64
 """Completions shown at most (a step's, in prompt order); the run folder keeps them all."""

@@ -18,7 +18,16 @@ from matplotlib.figure import Figure
 
 from rlnb.history import History
 from rlnb.tasks import EVAL_ACCURACY
-from rlnb.viz.plots import MAX_POINTS, NotebookFigure, _extremes, _grad_norm, _loss, _metric, _series, _steps
+from rlnb.viz.draw import (
+    MAX_POINTS,
+    NotebookFigure,
+    extremes,
+    grad_norm_panel,
+    loss_panel,
+    metric_panel,
+    series,
+    steps_of,
+)
 
 COLUMNS = 4
 """Panels per row."""
@@ -42,7 +51,7 @@ them; a panel none of whose lines was logged is left out."""
 
 
 def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: float | None = None) -> Figure:
-    steps, reason = _steps(history)
+    steps, reason = steps_of(history)
     logged = history.logged if isinstance(history, History) else steps
     rl = "reward" in logged.columns
     panels = [p for p in RL_PANELS if any(c in logged.columns for c, _ in p[1])] if rl else []
@@ -59,13 +68,13 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
         for title, lines, band in panels:
             _lines(axes.pop(0), logged, title, lines, band, ema)
     else:
-        _loss(axes.pop(0), steps, ema)
-        _grad_norm(axes.pop(0), steps, reason, ema)
+        loss_panel(axes.pop(0), steps, ema)
+        grad_norm_panel(axes.pop(0), steps, reason, ema)
     for name in extra:
-        _metric(axes.pop(0), logged, name, ema)
+        metric_panel(axes.pop(0), logged, name, ema)
     if rl:
-        _grad_norm(axes.pop(0), steps, reason, ema)
-        ax = _loss(axes.pop(0), steps, ema)
+        grad_norm_panel(axes.pop(0), steps, reason, ema)
+        ax = loss_panel(axes.pop(0), steps, ema)
         if "completions/mean_length" in logged.columns:  # rl_step's run: a policy loss
             ax.set_title("GRPO loss (secondary)")
             ax.text(0.02, 0.97, LOSS_NOTE, transform=ax.transAxes, va="top", fontsize="x-small", color="0.35")
@@ -79,7 +88,7 @@ def _column(frame: pd.DataFrame, name: str) -> pd.DataFrame:
 
 def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None) -> Axes:
     rows = _column(frame, "reward")
-    _series(ax, rows["step"], rows["reward"], ema, "C2", "reward (train)")
+    series(ax, rows["step"], rows["reward"], ema, "C2", "reward (train)")
     title = "reward"
     if EVAL in frame.columns:
         acc = _column(frame, EVAL)
@@ -97,11 +106,11 @@ def _lines(
     drawn = [(c, label) for c, label in lines if c in frame.columns]
     for i, (column, label) in enumerate(drawn):
         rows = _column(frame, column)
-        _series(ax, rows["step"], rows[column], ema, f"C{(i + 4) % 10}", label)
+        series(ax, rows["step"], rows[column], ema, f"C{(i + 4) % 10}", label)
     if band is not None and set(band) <= set(frame.columns):
         rows = frame[["step", *band]].dropna()
         low, high = rows[band[0]].to_numpy(dtype=float), rows[band[1]].to_numpy(dtype=float)
-        keep = _extremes(low, high, MAX_POINTS)  # decimated as the lines are: 100k steps drew 100k vertices
+        keep = extremes(low, high, MAX_POINTS)  # decimated as the lines are: 100k steps drew 100k vertices
         ax.fill_between(rows["step"].to_numpy()[keep], low[keep], high[keep], color="C4", alpha=0.2, lw=0,
                         label="min-max")
     if len(ax.get_legend_handles_labels()[0]) > 1:

@@ -14,7 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 
 from rlnb.history import History
-from rlnb.viz.plots import MAX_ERROR_LABELS, MAX_POINTS, STATUS_COLORS, _axes, _note, short
+from rlnb.viz.draw import MAX_ERROR_LABELS, MAX_POINTS, STATUS_COLORS, new_axes, note, short
 from rlnb.wire import OperationStatus as Status
 
 
@@ -40,10 +40,10 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
     ops = history.df if isinstance(history, History) else history
     if now is None and isinstance(history, History):
         now = history.ended_at  # a loaded run: its unfinished bars end where its records do
-    ax = _axes(ax)
+    ax = new_axes(ax)
     ax.set(xlabel="seconds since the first submission", title="operations")
     if ops.empty:
-        _note(ax, "no operations yet")
+        note(ax, "no operations yet")
         return ax
     t0 = ops["submitted_at"].min()
     submitted = _seconds(ops["submitted_at"], t0)

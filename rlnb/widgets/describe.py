@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from rlnb.params import MuonHyperparams, OptimizerParams
 from rlnb.schedule import Schedule
-from rlnb.viz.plots import png
+from rlnb.viz.draw import png
 
 PLOT_STEPS = 601
 """Steps the schedule's plot evaluates (evenly spaced, and its corners: the warmup's end and total steps). One

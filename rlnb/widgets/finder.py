@@ -20,7 +20,7 @@ import ipywidgets as W
 
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.viz.plots import png
+from rlnb.viz.draw import png
 from rlnb.widgets.controls import WIDE
 
 RED = "#b00020"

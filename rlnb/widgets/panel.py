@@ -23,8 +23,8 @@ from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.tasks import EVAL_ACCURACY, EVAL_EVERY, Task, VerifiedTask, first_letter_task, rl_step
+from rlnb.viz.draw import short
 from rlnb.viz.live import LiveView
-from rlnb.viz.plots import short
 from rlnb.widgets import turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
