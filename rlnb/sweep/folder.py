@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import json
+import types
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -83,22 +83,43 @@ def settings(
 
 def task_detail(task: Task) -> str:
     """What a resume compares of the task beside its name: the reward function (its qualified name and a digest of
-    its source), the prompts' digest and the lengths. Every reward passed as a function is named "custom": another
+    its code), the prompts' digest and the lengths. Every reward passed as a function is named "custom": another
     one on resume ran the rest of the sweep with it, its rows beside the first's in one table."""
     reward = task.reward
     name = f"{getattr(reward, '__module__', '?')}.{getattr(reward, '__qualname__', type(reward).__qualname__)}"
-    try:
-        source: Any = inspect.getsource(reward)
-    except (OSError, TypeError):  # no source file (made by exec, a builtin): its bytecode, else its name alone
-        code = getattr(reward, "__code__", None)
-        source = code.co_code if code is not None else name
     prompts = json.dumps(task.prompts, default=str, sort_keys=True)
-    return (f"reward {name} ({_digest(source)}), {len(task.prompts)} prompts ({_digest(prompts)}), max_tokens "
-            f"{task.max_tokens}, group_size {task.group_size}")  # fmt: skip
+    return (f"reward {name} ({_digest(_code_of(reward))}), {len(task.prompts)} prompts ({_digest(prompts.encode())}), "
+            f"max_tokens {task.max_tokens}, group_size {task.group_size}")  # fmt: skip
 
 
-def _digest(data: str | bytes) -> str:
-    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()[:12]
+def _code_of(fn: Any) -> bytes:
+    """What a function computes, as bytes: its bytecode, names and constants (nested functions' too), defaults and
+    the plain values it closes over; not its source, which for a lambda written in the ``sweep(...)`` call is the
+    whole call, ``resume=`` included. A callable object: its class's ``__call__``."""
+    call = next((k.__dict__["__call__"] for k in type(fn).__mro__ if "__call__" in k.__dict__), None)
+    code = getattr(fn, "__code__", None) or getattr(call, "__code__", None)
+    if code is None:
+        return repr(type(fn)).encode()
+    cells = [c.cell_contents for c in getattr(fn, "__closure__", None) or () if _is_plain(c)]
+    return b"\0".join([_bytecode(code), repr(getattr(fn, "__defaults__", None)).encode(), repr(cells).encode()])
+
+
+def _is_plain(cell: Any) -> bool:
+    """A closed-over value whose repr is the same in every process (an object's repr shows its address)."""
+    try:
+        value = cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return value is None or isinstance(value, str | int | float | bool | bytes)
+
+
+def _bytecode(code: types.CodeType) -> bytes:
+    consts = [_bytecode(c) if isinstance(c, types.CodeType) else repr(c).encode() for c in code.co_consts]
+    return b"\0".join([code.co_code, repr(code.co_names).encode(), *consts])
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:12]
 
 
 def _plain(value: Any) -> Any:

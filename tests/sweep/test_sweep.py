@@ -678,3 +678,30 @@ def test_a_sweep_folder_made_before_the_task_detail_was_recorded_still_resumes(t
     path.write_text(json.dumps(stored))
     again = sweep(BASE, configs, steps=1, resume=first.attrs["path"], progress=False)
     assert list(again.status) == ["COMPLETED", "COMPLETED"]
+
+
+def _reward_for(first: str):
+    return lambda prompt, completion: float(completion.startswith(first))
+
+
+def test_a_resume_compares_what_a_reward_computes_not_where_it_is_written(tmp_path):
+    """A lambda written in the sweep call resumes from a call that adds ``resume=`` (its source line changed, its
+    code did not); another lambda, or the same factory closing over another value, is refused."""
+    stop = threading.Event()
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    first = sweep(BASE, configs, steps=1, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set(),
+                  executor="threads", task=lambda p, c: float(c.startswith("1")))  # fmt: skip
+    folder = first.attrs["path"]
+    with pytest.raises(ValueError, match="changed: task_detail"):
+        sweep(BASE, configs, steps=1, resume=folder, progress=False, task=lambda p, c: float(c.startswith("2")))
+    with pytest.raises(ValueError, match="changed: task_detail"):
+        sweep(BASE, configs, steps=1, resume=folder, progress=False, task=_reward_for("1"))
+    again = sweep(BASE, configs, steps=1, progress=False, task=lambda p, c: float(c.startswith("1")), resume=folder)
+    assert list(again.status) == ["COMPLETED", "COMPLETED"]
+    stop2 = threading.Event()
+    made = sweep(BASE, configs, steps=1, runs_dir=tmp_path, stop=stop2, progress=lambda *a: stop2.set(),
+                 executor="threads", task=_reward_for("1"))  # fmt: skip
+    with pytest.raises(ValueError, match="changed: task_detail"):
+        sweep(BASE, configs, steps=1, resume=made.attrs["path"], progress=False, task=_reward_for("2"))
+    assert list(sweep(BASE, configs, steps=1, resume=made.attrs["path"], progress=False,
+                      task=_reward_for("1")).status) == ["COMPLETED", "COMPLETED"]  # fmt: skip
