@@ -4,8 +4,7 @@ rlnb's pieces are imported lazily and ``atexit`` runs hooks last-registered firs
 would run in whatever order the imports happened (a session's worker could close under a RunPanel's
 step). Instead each piece adds its step to a phase, and the phases run in this order: running panels
 stop after their step, sessions close (failing what is still queued ``SESSION_NOT_ACTIVE``, recorded),
-workers stop, then sinks flush everything, those last records included; last, temporary files go (checkpoints
-saved without a ``checkpoint_dir``).
+workers stop, then sinks flush everything, those last records included.
 """
 
 from __future__ import annotations
@@ -15,8 +14,8 @@ import logging
 from collections.abc import Callable
 from typing import Literal
 
-Phase = Literal["panels", "sessions", "workers", "sinks", "files"]
-PHASES: tuple[Phase, ...] = ("panels", "sessions", "workers", "sinks", "files")
+Phase = Literal["panels", "sessions", "workers", "sinks"]
+PHASES: tuple[Phase, ...] = ("panels", "sessions", "workers", "sinks")
 
 log = logging.getLogger("rlnb")
 _STEPS: dict[Phase, list[Callable[[], None]]] = {phase: [] for phase in PHASES}

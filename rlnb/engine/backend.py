@@ -244,6 +244,11 @@ class LocalBackend:
         """The ``.pt`` file (training) or folder (inference) a checkpoint of this session was written to."""
         return self.engine.store.path(ckpt_id)
 
+    def discard_checkpoint(self, ckpt_id: str) -> None:
+        """Delete a checkpoint of this session that nobody will load again (Find LR's copy of the weights, once
+        loaded: weights and optimizer state, several GB on a real model, were left behind at every click)."""
+        self.engine.store.discard(ckpt_id)
+
     def checkpoint_files(self, ckpt_id: str, variant: checkpoints.Variant = "merged") -> list[Path]:
         """The files a download of the checkpoint serves (see ``CheckpointStore.files``)."""
         return self.engine.store.files(ckpt_id, variant)

@@ -29,7 +29,6 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from rlnb import _exit
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.hf import DTYPES, failure_text, untie_head
 from rlnb.engine.models.lora import LoraSettings, merged_state_dict, save_adapter
@@ -43,9 +42,7 @@ class CheckpointMismatch(ValueError):
 
 
 class CheckpointStore:
-    """Where a session's checkpoints go (default: a fresh temporary folder, made on first use and removed when the
-    process exits: each Find LR click checkpoints the session, weights and optimizer state, several GB on a
-    real model, and they stayed in the temporary folder until a reboot)."""
+    """Where a session's checkpoints go (default: a fresh temporary folder, made on first use)."""
 
     def __init__(self, directory: str | Path | None) -> None:
         self._dir = Path(directory) if directory else None
@@ -54,7 +51,6 @@ class CheckpointStore:
     def path_for(self, name: str) -> Path:
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="rlnb-checkpoints-"))
-            _TEMPORARY.append(self._dir)
         self._dir.mkdir(parents=True, exist_ok=True)
         return self._dir / name
 
@@ -62,6 +58,14 @@ class CheckpointStore:
         if ckpt_id not in self.paths:
             raise KeyError(f"no checkpoint {ckpt_id!r} in this session")
         return self.paths[ckpt_id]
+
+    def discard(self, ckpt_id: str) -> None:
+        """Delete a checkpoint's files; its id is then unknown here (``KeyError`` from ``path``)."""
+        path = self.paths.pop(ckpt_id)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
     def files(self, ckpt_id: str, variant: Variant = "merged") -> list[Path]:
         """The files a download of ``variant`` serves: the ``.pt`` of a training checkpoint; ``merged/``
@@ -75,19 +79,6 @@ class CheckpointStore:
                 f"checkpoint {ckpt_id} has no {variant} variant (the adapter exists only for LoRA sessions)"
             )
         return sorted(p for p in folder.rglob("*") if p.is_file())
-
-
-_TEMPORARY: list[Path] = []
-"""The temporary checkpoint folders this process made."""
-
-
-def _remove_temporary() -> None:
-    """Interpreter exit, after every session closed: remove the temporary checkpoint folders."""
-    while _TEMPORARY:
-        shutil.rmtree(_TEMPORARY.pop(), ignore_errors=True)
-
-
-_exit.on_exit("files", _remove_temporary)
 
 
 class DiskFull(OSError):

@@ -298,11 +298,14 @@ def _open(
         "seed": seed,
         **options,
     }
-    return connect(
-        "local",
-        optimizer=kind,
-        resume_from=session.backend.checkpoint_path(ckpt.id),  # type: ignore[attr-defined]
-        load_optimizer=False,
-        **record,
-        **copy,
-    )
+    try:
+        return connect(
+            "local",
+            optimizer=kind,
+            resume_from=session.backend.checkpoint_path(ckpt.id),  # type: ignore[attr-defined]
+            load_optimizer=False,
+            **record,
+            **copy,
+        )
+    finally:  # loaded (or refused): a copy nobody asked to keep, GBs on a real model at every Find LR click
+        session.backend.discard_checkpoint(ckpt.id)  # type: ignore[attr-defined]

@@ -132,7 +132,10 @@ def test_a_step_fn_that_returns_no_number_is_named(tmp_path, answer):
 
 
 def test_a_local_session_is_copied_and_left_untouched(tmp_path):
-    session = rlnb.connect("local", optimizer="adam", seed=3, device="cpu", record=False)
+    """The copy starts from the session's weights with a fresh optimizer; the checkpoint that carried them is deleted
+    once loaded (each Find LR click left weights and optimizer state behind, GBs on a real model)."""
+    kept = tmp_path / "checkpoints"
+    session = rlnb.connect("local", optimizer="adam", seed=3, device="cpu", record=False, checkpoint_dir=kept)
     for _ in range(2):
         ce_step(session, rlnb.AdamParams(learning_rate=1e-2))
     before = forward_loss(session)
@@ -147,6 +150,9 @@ def test_a_local_session_is_copied_and_left_untouched(tmp_path):
     assert seen == [(pytest.approx(before, rel=1e-6), 0)]  # the same weights, a fresh optimizer at step 0
     assert session.step == 2 and forward_loss(session) == pytest.approx(before, rel=1e-6)
     assert len(result.values) == 5
+    assert list(kept.iterdir()) == []  # Find LR's checkpoint is gone; one the user saves stays
+    ckpt = session.save_training_checkpoint().result().checkpoint
+    assert session.backend.checkpoint_path(ckpt.id).is_file()
     session.close()
 
 
