@@ -647,6 +647,7 @@ def _reward_b(prompt, completion):
     return float(completion.startswith("2"))
 
 
+@pytest.mark.slow
 def test_a_resume_with_another_reward_function_or_prompts_is_refused(tmp_path):
     """Every reward passed as a function is the task "custom": a resume with another one ran the rest of the sweep
     with it, its rows beside the first's in one table. The same function (or the same Task) resumes."""
@@ -666,6 +667,7 @@ def test_a_resume_with_another_reward_function_or_prompts_is_refused(tmp_path):
     assert list(again.status) == ["COMPLETED", "COMPLETED"]
 
 
+@pytest.mark.slow
 def test_a_sweep_folder_made_before_the_task_detail_was_recorded_still_resumes(tmp_path):
     """``sweep.json`` of an older rlnb has no ``task_detail``: nothing to compare, the resume goes on."""
     stop = threading.Event()
@@ -684,6 +686,7 @@ def _reward_for(first: str):
     return lambda prompt, completion: float(completion.startswith(first))
 
 
+@pytest.mark.slow
 def test_a_resume_compares_what_a_reward_computes_not_where_it_is_written(tmp_path):
     """A lambda written in the sweep call resumes from a call that adds ``resume=`` (its source line changed, its
     code did not); another lambda, or the same factory closing over another value, is refused."""
