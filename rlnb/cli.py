@@ -141,7 +141,7 @@ def demo(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rlnb", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="rlnb", description="rlnb command line: a thin layer over the public API.")
     sub = parser.add_subparsers(dest="command", required=True)
     _demo_arguments(sub.add_parser("demo", help="run the RL loop on the in-process torch backend"))
     _serve_arguments(sub.add_parser("serve", help="serve the Together RL API on the in-process backend"))
@@ -149,30 +149,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     return COMMANDS[args.command](args, parser)
 
 
+DTYPE_HELP = "weights' dtype; auto: the checkpoint's own, float32 for the built-ins (default: auto)"
+
+
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", choices=["first_letter", "addition", "digits"], default="first_letter",
                    help="first_letter: copy the first letter (exact match, held-out accuracy); addition: "
                    "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1)")
-    p.add_argument("--optimizer", choices=["adam", "muon"], default="adam")
-    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--optimizer", choices=["adam", "muon"], default="adam", help="(default: adam)")
+    p.add_argument("--steps", type=int, default=40, help="RL steps (default: 40)")
     p.add_argument("--out", default="rlnb-demo", help="folder for history.csv, rewards.csv and demo.png")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="model and sampling seed (default: 0)")
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda")
     p.add_argument(
         "--model", default="tiny", help="tiny, small, or a Hugging Face model directory / hub id in the local cache"
     )
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: tuned for the built-ins)")
     p.add_argument("--lora", type=int, default=0, metavar="RANK", help="train a LoRA adapter of this rank")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help=DTYPE_HELP)
 
 
 def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     p.add_argument("--port", type=_port, default=8000, help="1-65535 (default: 8000)")
     p.add_argument("--token", default=None, help="require this bearer token (default: no auth)")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda")
     p.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
-    p.add_argument("--checkpoint-dir", default=None)
+    p.add_argument(
+        "--checkpoint-dir",
+        default=None,
+        help="where checkpoints go (default: a temporary folder, removed at the stop unless --state-dir is given)",
+    )
     p.add_argument("--fail-rate", type=float, default=0.0, help="fault injection: fraction of answers lost")
     p.add_argument(
         "--model",
@@ -181,7 +188,7 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME=PATH_OR_ID",
         help="serve a Hugging Face model (folder or cached hub id) as base_model NAME; repeatable",
     )
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help=DTYPE_HELP)
     p.add_argument(
         "--offload-results-over",
         type=int,
