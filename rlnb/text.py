@@ -8,8 +8,9 @@ it asks which kind of model it is talking to.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+import numbers
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol, cast, runtime_checkable
 
 Message = Mapping[str, str]
 """A chat message, ``{"role": "user", "content": "..."}``."""
@@ -48,7 +49,11 @@ class ByteCodec:
     def decode(self, tokens: Sequence[int], skip_special: bool = False) -> str:
         if skip_special:
             tokens = _without_eos(tokens, self.eos_token_ids)
-        return bytes(int(t) for t in tokens if 0 <= t < 256).decode("utf-8", errors="replace")
+        # An id that is no byte (a custom model's vocabulary may be larger) shows as U+FFFD, as an invalid byte does
+        return "".join(
+            chunk.decode("utf-8", errors="replace") if isinstance(chunk, bytes) else "\ufffd"
+            for chunk in _byte_runs(tokens)
+        )
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
         raise ValueError("chat messages need a tokenizer with a chat template; the byte-level model has none")
@@ -100,11 +105,27 @@ class TokenizerCodec:
             raise ValueError(
                 f"{type(self.tokenizer).__name__} has no chat template: pass text (or set tokenizer.chat_template)"
             )
+        check_messages(messages)
         out = self.tokenizer.apply_chat_template(
             [dict(m) for m in messages], add_generation_prompt=add_generation_prompt, tokenize=True
         )
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(t) for t in ids]
+
+
+def _byte_runs(tokens: Sequence[int]) -> Iterator[bytes | int]:
+    """``tokens`` as runs of bytes, each id that is no byte on its own between them."""
+    run = bytearray()
+    for t in tokens:
+        if 0 <= int(t) < 256:
+            run.append(int(t))
+        else:
+            if run:
+                yield bytes(run)
+                run.clear()
+            yield int(t)
+    if run:
+        yield bytes(run)
 
 
 def _without_eos(tokens: Sequence[int], eos: Sequence[int]) -> Sequence[int]:
@@ -126,16 +147,84 @@ def as_codec(obj: Any) -> Codec:
     raise TypeError(f"expected a tokenizer, a Session or a Codec, got {type(obj).__name__}")
 
 
-def to_tokens(codec: Codec, prompt: str | Sequence[int] | Sequence[Message]) -> list[int]:
-    """Token ids of a prompt given as text, as token ids, or as chat messages (with the generation prompt)."""
+def is_token_id(t: Any) -> bool:
+    """An integer, Python's or numpy's, that is not a bool (``True`` is 1 in Python)."""
+    return isinstance(t, numbers.Integral) and not isinstance(t, bool)
+
+
+def a_type(value: Any) -> str:
+    """``value``'s type with its article, for an error: ``an int``, ``a set``."""
+    name = type(value).__name__
+    return f"an {name}" if name[0] in "aeiou" else f"a {name}"
+
+
+def token_ids(tokens: Any, name: str) -> list[int]:
+    """``tokens`` as a list of ints: a list, tuple, bytes, an iterator, or an array / tensor of ids; text, fractions
+    and bools are a ``TypeError`` naming ``name`` (``int(1.7)`` would quietly read token 1)."""
+    if isinstance(tokens, str) or tokens is None:
+        raise TypeError(f"{name} must be token ids (a list of integers), got {a_type(tokens)}")
+    listed = tokens.tolist() if hasattr(tokens, "tolist") else tokens
+    if is_token_id(listed) or not isinstance(listed, Sequence | Iterator):  # a 0-d array's tolist() is one number
+        raise TypeError(f"{name} must be token ids (a list of integers), got {a_type(listed)}")
+    listed = list(listed)  # a whole float is an id, as the wire's int64 tensor data holds them: 223.0
+    bad = next((t for t in listed if not (is_token_id(t) or (isinstance(t, float) and t.is_integer()))), None)
+    if bad is not None:
+        raise TypeError(f"{name} must be integer token ids, got {bad!r}")
+    return [int(t) for t in listed]
+
+
+def check_messages(messages: Sequence[Any], name: str = "messages") -> None:
+    """``ValueError`` naming the message unless each is a mapping with a non-empty string ``role`` and a
+    ``content`` that is a string or a list of content parts (``None`` only beside ``tool_calls``): a chat
+    template renders a missing field as nothing, and ``5`` as ``"5"``, a prompt no one wrote."""
+    for i, m in enumerate(messages):
+        where = f"{name}[{i}]"
+        if not isinstance(m, Mapping):
+            raise ValueError(f"{where} must be a chat message ({{'role': ..., 'content': ...}}), got {m!r}"[:300])
+        role, content = m.get("role"), m.get("content")
+        if not isinstance(role, str) or not role:
+            raise ValueError(f"{where}['role'] must be a non-empty string (e.g. 'user'), got {role!r}"[:300])
+        if not (isinstance(content, str | list) or (content is None and m.get("tool_calls"))):
+            raise ValueError(
+                f"{where}['content'] must be a string (or a list of content parts; None only with tool_calls), "
+                f"got {content!r}"[:300]
+            )
+
+
+def as_prompt(prompt: Any, name: str = "prompt") -> str | list[int] | list[Message]:
+    """One prompt as text, a list of token ids or a list of chat messages: an array, tensor or iterator of ids
+    is listed (once); anything else is a ``TypeError`` naming ``name``."""
     if isinstance(prompt, str):
-        return codec.encode(prompt)
-    items: list[Any] = list(prompt)
-    if items and all(isinstance(m, Mapping) for m in items):
-        return codec.chat(items, add_generation_prompt=True)
-    if all(isinstance(t, int) and not isinstance(t, bool) for t in items):
-        return [int(t) for t in items]
-    raise TypeError("a prompt is a string, a list of token ids, or a list of chat messages ({'role', 'content'})")
+        return prompt
+    if isinstance(prompt, Mapping):
+        raise TypeError(f"{name} is one chat message: a chat prompt is a list of messages, [message]")
+    if hasattr(prompt, "tolist"):  # numpy, torch
+        prompt = prompt.tolist()
+    if isinstance(prompt, Sequence | Iterator):
+        items: list[Any] = list(prompt)
+        if items and all(isinstance(m, Mapping) for m in items):
+            check_messages(items, name)
+            return items
+        if all(is_token_id(t) for t in items):
+            return [int(t) for t in items]
+        shown = next(t for t in items if not is_token_id(t))
+        raise TypeError(
+            f"{name} must be a string, a list of token ids, or a list of chat messages ({{'role', 'content'}}); "
+            f"it holds {shown!r}"[:300]
+        )
+    raise TypeError(
+        f"{name} must be a string, a list of token ids, or a list of chat messages, got {a_type(prompt)}"
+    )
+
+
+def to_tokens(codec: Codec, prompt: str | Sequence[int] | Sequence[Message], name: str = "prompt") -> list[int]:
+    """Token ids of a prompt given as text, as token ids, or as chat messages (with the generation prompt)."""
+    p = as_prompt(prompt, name)
+    if isinstance(p, str):
+        return codec.encode(p)
+    if p and isinstance(p[0], Mapping):
+        return codec.chat(p, add_generation_prompt=True)
+    return cast(list[int], p)
 
 
 class StopMatcher:

@@ -167,6 +167,13 @@ def test_chat_messages_and_text_samples(hf_dirs):
         trained = [t for t, w in zip(inputs["target_tokens"].data, inputs["weights"].data, strict=True) if w]
         assert s.decode(trained) == " 7</s>"
         assert s.forward_backward([sft, conv]).result().loss > 0
+        before = len(s.history)
+        for bad in ({"role": "user"}, {"content": "hi"}, {"role": "user", "content": 5}):  # the template rendered
+            with pytest.raises(ValueError, match=r"prompts\[0\]\[0\]\['(role|content)'\] must be"):  # them
+                s.sample([[bad]], max_tokens=2)
+        with pytest.raises(ValueError, match=r"tokens: token -1 is outside the vocabulary \[0, 320\)"):
+            s.decode([5, -1])  # an OverflowError from the tokenizer
+        assert len(s.history) == before
 
 
 def test_an_already_loaded_model_with_its_tokenizer(hf_dirs, transformers):

@@ -1,0 +1,149 @@
+"""Prompts, stop strings, chat messages and token ids as a notebook hands them over: each odd form is read as
+what it is, or refused naming the argument before anything is sent — never sampled as something else."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import rlnb
+from rlnb import samples
+from rlnb.text import ByteCodec, TokenizerCodec
+
+
+@pytest.fixture(scope="module")
+def s():
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as session:
+        yield session
+
+
+class Chars:
+    """A stand-in tokenizer: one token per UTF-8 byte, + 256 for BOS, and a chat template that renders
+    ``role: content``."""
+
+    chat_template = "{{ messages }}"
+    eos_token_id = 257
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return [256] * add_special_tokens + list(text.encode())
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return bytes(i for i in ids if i < 256).decode(errors="replace")
+
+    def apply_chat_template(self, messages, add_generation_prompt: bool = True, tokenize: bool = True) -> list[int]:
+        text = "".join(f"{m['role']}: {m.get('content')}\n" for m in messages)
+        return self.encode(text + ("assistant:" if add_generation_prompt else ""))
+
+
+def test_a_single_message_or_a_set_of_prompts_is_refused_not_sampled_as_its_items(s):
+    """A message dict was sampled as two prompts, "role" and "content"; a set's prompts came back in no order."""
+    before = len(s.history)
+    with pytest.raises(TypeError, match=r"prompts is one chat message.*\[message\]"):
+        s.sample({"role": "user", "content": "hi"}, max_tokens=2)
+    with pytest.raises(TypeError, match="prompts must be .* got a set"):
+        s.sample({"ab", "cd"}, max_tokens=2)
+    with pytest.raises(TypeError, match="stop must be a string or a list of strings, got a dict"):
+        s.sample("ab", max_tokens=2, stop={"a": 1})
+    assert len(s.history) == before
+
+
+def test_token_ids_in_the_forms_a_notebook_has(s):
+    """numpy ints in a list and a generator of ids are token ids (the generator used to encode to [])."""
+    ids = [np.int64(65), np.int64(66)]
+    assert s.encode(ids) == [65, 66]
+    assert s.encode(t for t in [65, 66]) == [65, 66]
+    one = s.sample([65, 66], max_tokens=3, seed=1).result().results
+    assert s.sample(ids, max_tokens=3, seed=1).result().results[0].sequences[0].tokens == one[0].sequences[0].tokens
+    gen = s.sample([(t for t in [65, 66])], max_tokens=3, seed=1).result().results
+    assert gen[0].sequences[0].tokens == one[0].sequences[0].tokens
+
+
+@pytest.mark.parametrize(
+    ("prompts", "where"),
+    [([], "prompts is empty"), ("", r"prompts\[0\]"), (["a", ""], r"prompts\[1\]"), ([[]], r"prompts\[0\]")],
+)
+def test_an_empty_prompt_is_refused_before_it_is_sent(s, prompts, where):
+    """It was sent, and the operation failed INVALID_INPUT."""
+    before = len(s.history)
+    with pytest.raises(ValueError, match=where):
+        s.sample(prompts, max_tokens=2)
+    assert len(s.history) == before
+
+
+@pytest.mark.parametrize(
+    ("prompts", "shown"),
+    [
+        (np.array([1.5, 2.0]), r"prompts\[0\] must be .*got a float"),
+        ([True, False], r"prompts\[0\] must be .*got a bool"),
+        (65, "prompts must be .* got an int"),
+        (None, "prompts must be .* got a NoneType"),
+        (torch.tensor(5), "prompts must be .* got an int"),
+        ([["1", "2"]], r"prompts\[0\] must be"),
+    ],
+)
+def test_what_is_no_prompt_is_named_not_a_bare_type_error(s, prompts, shown):
+    """``'float' object is not iterable`` and the like."""
+    with pytest.raises(TypeError, match=shown):
+        s.sample(prompts, max_tokens=2)
+
+
+@pytest.mark.parametrize(("stop", "shown"), [(5, "got an int"), (b"x", "got a bytes"), ([5], r"stop\[0\] .* got 5")])
+def test_stop_that_is_no_string_is_named(s, stop, shown):
+    """``stop=5`` was ``'int' object is not iterable``; ``stop=b"x"`` a pydantic error about the int 120."""
+    with pytest.raises(TypeError, match=shown):
+        s.sample("ab", max_tokens=2, stop=stop)
+
+
+def test_decode_refuses_what_is_no_token_id_and_shows_no_byte_as_a_replacement(s):
+    """``decode([65, 300, -1])`` was ``'A'`` (ids past the bytes dropped), ``decode([65.7])`` ``'A'``."""
+    with pytest.raises(ValueError, match=r"token 300 is outside the vocabulary \[0, 256\)"):
+        s.decode([65, 300])
+    with pytest.raises(ValueError, match=r"token -1 is outside the vocabulary \[0, 256\)"):
+        s.decode([-1])
+    for bad in ([65.7], "abc", [True], None):
+        with pytest.raises(TypeError, match="tokens must be"):
+            s.decode(bad)
+    assert s.decode(np.array([65, 66])) == "AB"
+    assert ByteCodec().decode([65, 300, 66]) == "A\ufffdB"  # a custom model's ids past 255: shown, not dropped
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        ({"role": "user"}, r"messages\[0\]\['content'\] must be a string"),
+        ({"content": "hi"}, r"messages\[0\]\['role'\] must be a non-empty string"),
+        ({"role": "user", "content": 5}, r"\['content'\] must be a string .* got 5"),
+        ({"role": "user", "content": None}, r"\['content'\] must be a string .* got None"),
+        ({"role": 1, "content": "hi"}, r"\['role'\] .* got 1"),
+    ],
+)
+def test_a_chat_message_without_a_role_or_text_content_is_refused(message, shown):
+    """The template rendered the missing content as nothing, or 5 as "5": a prompt the user did not write."""
+    codec = TokenizerCodec(Chars())
+    with pytest.raises(ValueError, match=shown):
+        codec.chat([message])
+    with pytest.raises(ValueError, match=shown):
+        samples.from_chat(codec, [message, {"role": "assistant", "content": "x"}])
+
+
+def test_chat_messages_the_templates_take_pass():
+    codec = TokenizerCodec(Chars())
+    parts = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    calls = {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}
+    assert codec.chat([parts, calls, {"role": "tool", "content": "4"}])
+
+
+def test_from_text_and_from_chat_name_what_they_refuse():
+    """``from_text(tok, "a", None)`` was ``'NoneType' object has no attribute 'encode'``; ``from_chat(tok, "hi")``
+    ``'str' object has no attribute 'get'``; a generator of messages ``has no len()``."""
+    codec = TokenizerCodec(Chars())
+    with pytest.raises(TypeError, match="completion must be a string, got None"):
+        samples.from_text(codec, "a", None)
+    with pytest.raises(TypeError, match="completion must be a string, got"):
+        samples.from_text(None, "a", [5, 6])
+    with pytest.raises(TypeError, match="messages must be a list of chat messages"):
+        samples.from_chat(codec, "hello there")
+    msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    listed = samples.from_chat(codec, msgs)
+    assert samples.from_chat(codec, (m for m in msgs)) == listed
