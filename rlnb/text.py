@@ -133,15 +133,23 @@ def _without_eos(tokens: Sequence[int], eos: Sequence[int]) -> Sequence[int]:
     return tokens[:-1] if len(tokens) and int(tokens[-1]) in eos else tokens
 
 
+def no_tokenizer(session_id: str) -> ValueError:
+    """The error for text asked of a session that has no tokenizer (a remote one without ``tokenizer=``)."""
+    return ValueError(
+        f"session {session_id} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
+    )
+
+
 def as_codec(obj: Any) -> Codec:
     """A Codec from a Codec, anything with a ``codec`` (a Session), a Hugging Face tokenizer, or None (bytes)."""
     if obj is None:
         return ByteCodec()
     if isinstance(obj, ByteCodec | NoTokenizerCodec | TokenizerCodec):
         return obj
-    codec = getattr(obj, "codec", None)
-    if codec is not None:
-        return codec
+    if hasattr(obj, "codec"):  # a Session: its codec (it has encode and decode too, but is no tokenizer)
+        if obj.codec is None:
+            raise no_tokenizer(getattr(obj, "id", "?"))
+        return cast(Codec, obj.codec)
     if callable(getattr(obj, "encode", None)) and callable(getattr(obj, "decode", None)):
         return TokenizerCodec(obj)
     raise TypeError(f"expected a tokenizer, a Session or a Codec, got {type(obj).__name__}")

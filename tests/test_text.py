@@ -147,3 +147,20 @@ def test_from_text_and_from_chat_name_what_they_refuse():
     msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
     listed = samples.from_chat(codec, msgs)
     assert samples.from_chat(codec, (m for m in msgs)) == listed
+
+
+def test_a_session_without_a_tokenizer_is_named_when_a_sample_needs_text():
+    """A remote session without ``tokenizer=`` was taken for a tokenizer: ``Session.encode() got an unexpected
+    keyword argument 'add_special_tokens'``, and from_chat said "Session has no chat template"."""
+    import httpx
+
+    from tests.support.fake_api import BASE, KEY, FakeAPI
+
+    with rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(FakeAPI()), ready_timeout=5, record=False, poll_min=0.002
+    ) as remote:
+        assert remote.codec is None
+        chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+        for build in (lambda: samples.from_text(remote, "a", "b"), lambda: samples.from_chat(remote, chat)):
+            with pytest.raises(ValueError, match=f"session {remote.id} has no tokenizer: pass tokenizer="):
+                build()

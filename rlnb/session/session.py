@@ -28,7 +28,17 @@ from rlnb.session.backend import Backend
 from rlnb.session.operation import Operation
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import attach
-from rlnb.text import Codec, Message, NoTokenizerCodec, a_type, as_prompt, is_token_id, to_tokens, token_ids
+from rlnb.text import (
+    Codec,
+    Message,
+    NoTokenizerCodec,
+    a_type,
+    as_prompt,
+    is_token_id,
+    no_tokenizer,
+    to_tokens,
+    token_ids,
+)
 from rlnb.wire import OperationKind as Kind
 
 Prompt = str | Sequence[int] | Sequence[Message]
@@ -126,9 +136,7 @@ class Session:
 
     def _text_codec(self) -> Codec:
         if self.codec is None:
-            raise ValueError(
-                f"session {self.id} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
-            )
+            raise no_tokenizer(self.id)
         return self.codec
 
     @property
