@@ -164,3 +164,16 @@ def test_a_session_without_a_tokenizer_is_named_when_a_sample_needs_text():
         for build in (lambda: samples.from_text(remote, "a", "b"), lambda: samples.from_chat(remote, chat)):
             with pytest.raises(ValueError, match=f"session {remote.id} has no tokenizer: pass tokenizer="):
                 build()
+
+
+def test_sampling_settings_as_numpy_or_torch_scalars(s):
+    """``max_tokens=np.int64(3)`` (a sweep over ``np.arange``) was "Input should be a valid integer", while ``seed``
+    took it; ``prompt_logprobs=np.True_`` "a valid boolean"."""
+    plain = s.sample("ab", num_samples=2, max_tokens=3, top_k=5, seed=4, topk_prompt_logprobs=2, prompt_logprobs=True)
+    scalars = s.sample(
+        "ab", num_samples=np.int64(2), max_tokens=np.int32(3), top_k=torch.tensor(5), seed=np.uint8(4),
+        topk_prompt_logprobs=np.int64(2), prompt_logprobs=np.True_, temperature=np.float32(1), top_p=torch.tensor(1.0),
+    )  # fmt: skip
+    assert scalars.result().results == plain.result().results
+    with pytest.raises(ValueError, match="max_tokens"):
+        s.sample("ab", max_tokens=np.float64(3.0))  # a float is no count, from numpy or not

@@ -305,10 +305,13 @@ class Session:
         stops = _stop_list(stop)
         if stops and isinstance(self.codec, NoTokenizerCodec):  # stop strings are matched on decoded text
             raise ValueError(f"stop: {self.codec.refusal()}")
+        max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs = map(
+            _scalar, (max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs)
+        )
         params = wire.SamplingParams(  # checked first: a bad value is named before the prompts are measured
             max_tokens=max_tokens,
-            temperature=temperature,
-            top_p=top_p,
+            temperature=_scalar(temperature),
+            top_p=_scalar(top_p),
             top_k=top_k,
             stop=stops,
             seed=seed,
@@ -377,6 +380,12 @@ def _prompt_list(prompts: Any) -> list[Prompt]:
     if all(isinstance(m, Mapping) for m in items):
         return [items]  # one conversation
     return items
+
+
+def _scalar(value: Any) -> Any:
+    """A numpy or torch scalar as the Python number it holds (``np.int64(8)`` is 8, ``np.True_`` True): the wire's
+    strict integers refuse numpy's, as they refuse ``8.0``. Anything else as it is."""
+    return value.item() if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)) else value
 
 
 def _stop_list(stop: Any) -> list[str] | None:
