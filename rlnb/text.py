@@ -49,11 +49,8 @@ class ByteCodec:
     def decode(self, tokens: Sequence[int], skip_special: bool = False) -> str:
         if skip_special:
             tokens = _without_eos(tokens, self.eos_token_ids)
-        # An id that is no byte (a custom model's vocabulary may be larger) shows as U+FFFD, as an invalid byte does
-        return "".join(
-            chunk.decode("utf-8", errors="replace") if isinstance(chunk, bytes) else "\ufffd"
-            for chunk in _byte_runs(tokens)
-        )
+        runs = _known_runs(tokens, 256)  # a custom model's vocabulary may be larger than the bytes
+        return "".join(UNKNOWN if r is None else bytes(r).decode("utf-8", errors="replace") for r in runs)
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
         raise ValueError("chat messages need a tokenizer with a chat template; the byte-level model has none")
@@ -91,6 +88,8 @@ class TokenizerCodec:
         self.tokenizer = tokenizer
         ids = [tokenizer.eos_token_id] if getattr(tokenizer, "eos_token_id", None) is not None else []
         self.eos_token_ids = tuple(dict.fromkeys([*ids, *extra_eos]))
+        self.size: int | None = len(tokenizer) if hasattr(tokenizer, "__len__") else None
+        """Tokens the tokenizer knows, added ones included (a slow tokenizer's ``len`` builds its vocabulary)."""
 
     def encode(self, text: str, special: bool = True) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=special))
@@ -98,7 +97,11 @@ class TokenizerCodec:
     def decode(self, tokens: Sequence[int], skip_special: bool = False) -> str:
         if skip_special:  # an EOS from the generation config need not be a special token of the tokenizer
             tokens = _without_eos(tokens, self.eos_token_ids)
-        return str(self.tokenizer.decode([int(t) for t in tokens], skip_special_tokens=skip_special))
+        # A model's rows past the tokenizer (a padded vocabulary): a fast tokenizer drops them, a slow one raises
+        runs = _known_runs(tokens, self.size)
+        return "".join(
+            UNKNOWN if r is None else str(self.tokenizer.decode(r, skip_special_tokens=skip_special)) for r in runs
+        )
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
         if not getattr(self.tokenizer, "chat_template", None):
@@ -113,19 +116,28 @@ class TokenizerCodec:
         return [int(t) for t in ids]
 
 
-def _byte_runs(tokens: Sequence[int]) -> Iterator[bytes | int]:
-    """``tokens`` as runs of bytes, each id that is no byte on its own between them."""
-    run = bytearray()
-    for t in tokens:
-        if 0 <= int(t) < 256:
-            run.append(int(t))
+def _known_runs(tokens: Sequence[int], size: int | None) -> list[list[int] | None]:
+    """``tokens`` as runs of ids in ``[0, size)``, each id outside it a None between them (one run when all are
+    known, found at C speed)."""
+    ids = [int(t) for t in tokens]
+    if size is None or not ids or (min(ids) >= 0 and max(ids) < size):
+        return [ids]
+    runs: list[list[int] | None] = [[]]
+    for t in ids:
+        if 0 <= t < size:
+            last = runs[-1]
+            if last is None:
+                runs.append([t])
+            else:
+                last.append(t)
         else:
-            if run:
-                yield bytes(run)
-                run.clear()
-            yield int(t)
-    if run:
-        yield bytes(run)
+            runs.append(None)
+    return runs
+
+
+UNKNOWN = "\ufffd"
+"""How ``decode`` shows an id its tokenizer has no token for (a padded vocabulary's spare rows, a custom
+model's ids past 255 under the byte codec): U+FFFD, as an invalid byte shows, never nothing."""
 
 
 def _without_eos(tokens: Sequence[int], eos: Sequence[int]) -> Sequence[int]:

@@ -25,11 +25,14 @@ class Chars:
     chat_template = "{{ messages }}"
     eos_token_id = 257
 
+    def __len__(self) -> int:
+        return 258
+
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return [256] * add_special_tokens + list(text.encode())
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
-        return bytes(i for i in ids if i < 256).decode(errors="replace")
+        return bytes(i for i in ids if i < 256).decode(errors="replace")  # as a fast tokenizer: unknown ids dropped
 
     def apply_chat_template(self, messages, add_generation_prompt: bool = True, tokenize: bool = True) -> list[int]:
         text = "".join(f"{m['role']}: {m.get('content')}\n" for m in messages)
@@ -106,6 +109,15 @@ def test_decode_refuses_what_is_no_token_id_and_shows_no_byte_as_a_replacement(s
             s.decode(bad)
     assert s.decode(np.array([65, 66])) == "AB"
     assert ByteCodec().decode([65, 300, 66]) == "A\ufffdB"  # a custom model's ids past 255: shown, not dropped
+
+
+def test_an_id_the_tokenizer_has_no_token_for_shows_as_a_replacement_not_nothing():
+    """A model's rows past its tokenizer (a padded vocabulary: Qwen3 has 151936 rows for 151669 tokens) decoded to
+    nothing, so ``.text`` and what a reward read left the sampled token out."""
+    codec = TokenizerCodec(Chars())
+    assert codec.decode([65, 300, 301, 66]) == "A\ufffd\ufffdB"
+    assert codec.decode([256, 65, 257], skip_special=True) == "A"
+    assert codec.decode([]) == "" and codec.decode([65, 66]) == "AB"
 
 
 @pytest.mark.parametrize(

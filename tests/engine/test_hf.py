@@ -173,6 +173,7 @@ def test_chat_messages_and_text_samples(hf_dirs):
                 s.sample([[bad]], max_tokens=2)
         with pytest.raises(ValueError, match=r"tokens: token -1 is outside the vocabulary \[0, 320\)"):
             s.decode([5, -1])  # an OverflowError from the tokenizer
+        assert s.decode([67, 310]) == s.decode([67]) + "\ufffd"  # a padded row past the tokenizer: was dropped
         assert len(s.history) == before
 
 
