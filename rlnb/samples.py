@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rlnb import wire
-from rlnb.text import Message, a_type, as_codec, check_messages, to_tokens, token_ids
+from rlnb.text import Message, a_type, as_codec, check_messages, check_text, to_tokens, token_ids
 
 
 def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> wire.TensorData:
@@ -102,6 +102,7 @@ def from_text(tokenizer: Any, prompt: str | Sequence[Message], completion: str, 
     codec = as_codec(tokenizer)
     if not isinstance(completion, str):
         raise TypeError(f"completion must be a string, got {completion!r}"[:300])
+    check_text(completion, "completion")
     head = to_tokens(codec, prompt)
     tail = codec.encode(completion, special=False)
     if eos:

@@ -193,6 +193,23 @@ def token_ids(tokens: Any, name: str) -> list[int]:
     return [int(t) for t in listed]
 
 
+def surrogate(text: str) -> int | None:
+    """Where ``text`` holds a lone surrogate (``"\\ud800"``: half of a UTF-16 pair, from a bad escape or a
+    string cut in two), None when it is valid Unicode. No tokenizer encodes one, and no decoded text holds one."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def check_text(text: str, name: str) -> None:
+    """``ValueError`` naming ``name`` if ``text`` holds a lone surrogate."""
+    at = surrogate(text)
+    if at is not None:
+        raise ValueError(f"{name} holds a lone surrogate, {text[at]!r} at position {at}: it is not valid Unicode text")
+
+
 def check_messages(messages: Sequence[Any], name: str = "messages") -> None:
     """``ValueError`` naming the message unless each is a mapping with a non-empty string ``role`` and a
     ``content`` that is a string or a list of content parts (``None`` only beside ``tool_calls``): a chat
@@ -241,6 +258,7 @@ def to_tokens(codec: Codec, prompt: str | Sequence[int] | Sequence[Message], nam
     """Token ids of a prompt given as text, as token ids, or as chat messages (with the generation prompt)."""
     p = as_prompt(prompt, name)
     if isinstance(p, str):
+        check_text(p, name)
         return codec.encode(p)
     if p and isinstance(p[0], Mapping):
         return codec.chat(p, add_generation_prompt=True)

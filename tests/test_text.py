@@ -189,3 +189,16 @@ def test_sampling_settings_as_numpy_or_torch_scalars(s):
     assert scalars.result().results == plain.result().results
     with pytest.raises(ValueError, match="max_tokens"):
         s.sample("ab", max_tokens=np.float64(3.0))  # a float is no count, from numpy or not
+
+
+def test_text_with_a_lone_surrogate_is_named(s):
+    """A prompt was a raw ``UnicodeEncodeError`` (a Hugging Face tokenizer: "TextEncodeInput must be Union[...]"),
+    and a stop string was sent and silently never matched (decoded text holds no lone surrogate)."""
+    before = len(s.history)
+    with pytest.raises(ValueError, match=r"prompts\[1\] holds a lone surrogate, '\\ud800' at position 1"):
+        s.sample(["ok", "a\ud800"], max_tokens=2)
+    with pytest.raises(ValueError, match=r"stop\[0\] holds a lone surrogate"):
+        s.sample("ab", max_tokens=2, stop="\udcff")
+    with pytest.raises(ValueError, match="completion holds a lone surrogate"):
+        samples.from_text(TokenizerCodec(Chars()), "a", "b\ud800")
+    assert len(s.history) == before

@@ -34,6 +34,7 @@ from rlnb.text import (
     NoTokenizerCodec,
     a_type,
     as_prompt,
+    check_text,
     is_token_id,
     no_tokenizer,
     to_tokens,
@@ -392,7 +393,7 @@ def _stop_list(stop: Any) -> list[str] | None:
     """``stop`` as the wire's list of strings (``"\\n\\n"`` is one string), or None; anything but a string or
     strings is a ``TypeError`` naming it (``b"x"`` would be the strings of its byte values)."""
     if stop is None or isinstance(stop, str):
-        return [stop] if stop else None
+        stop = [stop] if stop else []
     if isinstance(stop, Iterator):
         stop = list(stop)
     if not isinstance(stop, Sequence) or isinstance(stop, bytes | bytearray):
@@ -400,6 +401,8 @@ def _stop_list(stop: Any) -> list[str] | None:
     bad = next((i for i, x in enumerate(stop) if not isinstance(x, str)), None)
     if bad is not None:
         raise TypeError(f"stop[{bad}] must be a string, got {stop[bad]!r}"[:300])
+    for i, x in enumerate(stop):  # decoded text never holds a lone surrogate: such a stop could never match
+        check_text(x, f"stop[{i}]")
     return list(stop) or None
 
 
