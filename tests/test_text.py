@@ -163,7 +163,8 @@ def test_from_text_and_from_chat_name_what_they_refuse():
 
 def test_a_session_without_a_tokenizer_is_named_when_a_sample_needs_text():
     """A remote session without ``tokenizer=`` was taken for a tokenizer: ``Session.encode() got an unexpected
-    keyword argument 'add_special_tokens'``, and from_chat said "Session has no chat template"."""
+    keyword argument 'add_special_tokens'``, and from_chat said "Session has no chat template". Bytes are token
+    ids for the byte-level models only (``test_hf`` has the tokenizer's case)."""
     import httpx
 
     from tests.support.fake_api import BASE, KEY, FakeAPI
@@ -172,6 +173,8 @@ def test_a_session_without_a_tokenizer_is_named_when_a_sample_needs_text():
         BASE, api_key=KEY, transport=httpx.MockTransport(FakeAPI()), ready_timeout=5, record=False, poll_min=0.002
     ) as remote:
         assert remote.codec is None
+        with pytest.raises(TypeError, match=r"prompts\[0\] is bytes, which are token ids only for a byte-level model"):
+            remote.sample(b"hi", max_tokens=2)  # were the ids 104, 105 of the remote model's vocabulary
         chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
         for build in (lambda: samples.from_text(remote, "a", "b"), lambda: samples.from_chat(remote, chat)):
             with pytest.raises(ValueError, match=f"session {remote.id} has no tokenizer: pass tokenizer="):

@@ -174,6 +174,8 @@ def test_chat_messages_and_text_samples(hf_dirs):
         with pytest.raises(ValueError, match=r"tokens: token -1 is outside the vocabulary \[0, 320\)"):
             s.decode([5, -1])  # an OverflowError from the tokenizer
         assert s.decode([67, 310]) == s.decode([67]) + "\ufffd"  # a padded row past the tokenizer: was dropped
+        with pytest.raises(TypeError, match="bytes, which are token ids only for a byte-level model"):
+            s.sample(b"n=", max_tokens=2)  # b"n=" was the ids 110, 61: another prompt in this vocabulary
         assert len(s.history) == before
 
 
