@@ -64,10 +64,14 @@ def test_token_ids_in_the_forms_a_notebook_has(s):
 
 @pytest.mark.parametrize(
     ("prompts", "where"),
-    [([], "prompts is empty"), ("", r"prompts\[0\]"), (["a", ""], r"prompts\[1\]"), ([[]], r"prompts\[0\]")],
-)
+    [
+        ([], "prompts is empty"), ("", r"prompts\[0\]"), (["a", ""], r"prompts\[1\]"), ([[]], r"prompts\[0\]"),
+        ([[1, 2], [3, 256]], r"prompts\[1\]: token 256 is outside the vocabulary \[0, 256\)"),
+        (np.array([-1, 2]), r"prompts\[0\]: token -1 is outside the vocabulary"),
+    ],
+)  # fmt: skip
 def test_an_empty_prompt_is_refused_before_it_is_sent(s, prompts, where):
-    """It was sent, and the operation failed INVALID_INPUT."""
+    """It was sent, and the operation failed INVALID_INPUT; so was a token outside the vocabulary."""
     before = len(s.history)
     with pytest.raises(ValueError, match=where):
         s.sample(prompts, max_tokens=2)

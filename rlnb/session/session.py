@@ -134,12 +134,17 @@ class Session:
         session knows it; below 0 always) is a ``ValueError``."""
         ids = token_ids(tokens, "tokens")
         codec = self._text_codec()
-        vocab: int | None = getattr(self.backend, "vocab_size", None)
-        bad = next((t for t in ids if t < 0 or (vocab is not None and t >= vocab)), None)
-        if bad is not None:
-            allowed = f"the vocabulary [0, {vocab})" if vocab is not None else "the token ids (>= 0)"
-            raise ValueError(f"tokens: token {bad} is outside {allowed}")
+        self._check_ids(ids, "tokens")
         return codec.decode(ids, skip_special)
+
+    def _check_ids(self, ids: list[int], name: str) -> None:
+        """``ValueError`` naming ``name`` if an id is below 0 or past the model's vocabulary, where the session
+        knows it (in-process models)."""
+        vocab: int | None = getattr(self.backend, "vocab_size", None)
+        if ids and (min(ids) < 0 or (vocab is not None and max(ids) >= vocab)):
+            bad = next(t for t in ids if t < 0 or (vocab is not None and t >= vocab))
+            allowed = f"the vocabulary [0, {vocab})" if vocab is not None else "the token ids (>= 0)"
+            raise ValueError(f"{name}: token {bad} is outside {allowed}")
 
     def _text_codec(self) -> Codec:
         if self.codec is None:
@@ -306,9 +311,10 @@ class Session:
         decoded, when the session has a tokenizer (or is byte-level)."""
         batch = _prompt_list(prompts)
         tokens = [self._encode(p, f"prompts[{i}]") for i, p in enumerate(batch)]
-        empty = next((i for i, t in enumerate(tokens) if not t), None)
-        if empty is not None:  # the service would fail the operation: refused before it is sent
-            raise ValueError(f"prompts[{empty}] encodes to no tokens: a prompt needs at least one")
+        for i, t in enumerate(tokens):  # the service would fail the operation: refused before it is sent
+            if not t:
+                raise ValueError(f"prompts[{i}] encodes to no tokens: a prompt needs at least one")
+            self._check_ids(t, f"prompts[{i}]")
         stops = _stop_list(stop)
         if stops and isinstance(self.codec, NoTokenizerCodec):  # stop strings are matched on decoded text
             raise ValueError(f"stop: {self.codec.refusal()}")
