@@ -228,11 +228,17 @@ def check_messages(messages: Sequence[Any], name: str = "messages") -> None:
             )
 
 
-def as_prompt(prompt: Any, name: str = "prompt") -> str | list[int] | list[Message]:
+def as_prompt(prompt: Any, name: str = "prompt", codec: Codec | None = None) -> str | list[int] | list[Message]:
     """One prompt as text, a list of token ids or a list of chat messages: an array, tensor or iterator of ids
-    is listed (once); anything else is a ``TypeError`` naming ``name``."""
+    is listed (once); bytes are ids for ``codec`` a ``ByteCodec`` only; anything else is a ``TypeError`` naming
+    ``name``."""
     if isinstance(prompt, str):
         return prompt
+    if isinstance(prompt, bytes | bytearray) and not isinstance(codec, ByteCodec):
+        raise TypeError(  # b"hi" would be the ids 104, 105 of a vocabulary that is not bytes
+            f"{name} is bytes, which are token ids only for a byte-level model: pass text (b.decode()) or a list "
+            "of token ids"
+        )
     if isinstance(prompt, Mapping):
         raise TypeError(f"{name} is one chat message: a chat prompt is a list of messages, [message]")
     if hasattr(prompt, "tolist"):  # numpy, torch
@@ -256,7 +262,7 @@ def as_prompt(prompt: Any, name: str = "prompt") -> str | list[int] | list[Messa
 
 def to_tokens(codec: Codec, prompt: str | Sequence[int] | Sequence[Message], name: str = "prompt") -> list[int]:
     """Token ids of a prompt given as text, as token ids, or as chat messages (with the generation prompt)."""
-    p = as_prompt(prompt, name)
+    p = as_prompt(prompt, name, codec)
     if isinstance(p, str):
         check_text(p, name)
         return codec.encode(p)

@@ -158,6 +158,9 @@ def test_from_text_and_from_chat_name_what_they_refuse():
         samples.from_text(codec, "a", None)
     with pytest.raises(TypeError, match="completion must be a string, got"):
         samples.from_text(None, "a", [5, 6])
+    with pytest.raises(TypeError, match="prompt is bytes, which are token ids only for a byte-level model"):
+        samples.from_text(codec, b"n=", "b")  # were the tokenizer's ids 110, 61
+    assert samples.from_text(None, b"n=", "b") == samples.from_text(None, "n=", "b")  # the byte codec: the bytes
     with pytest.raises(TypeError, match="messages must be a list of chat messages"):
         samples.from_chat(codec, "hello there")
     msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]

@@ -29,7 +29,6 @@ from rlnb.session.operation import Operation
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import attach
 from rlnb.text import (
-    ByteCodec,
     Codec,
     Message,
     NoTokenizerCodec,
@@ -118,12 +117,7 @@ class Session:
         return self._encode(prompt, "prompt")
 
     def _encode(self, prompt: Any, name: str) -> list[int]:
-        if isinstance(prompt, bytes | bytearray) and not isinstance(self.codec, ByteCodec):
-            raise TypeError(  # b"hi" would be the ids 104, 105 of a vocabulary that is not bytes
-                f"{name} is bytes, which are token ids only for a byte-level model: pass text (b.decode()) or a "
-                "list of token ids"
-            )
-        p = as_prompt(prompt, name)
+        p = as_prompt(prompt, name, self.codec)
         if isinstance(p, str) or (p and isinstance(p[0], Mapping)):
             return to_tokens(self._text_codec(), p, name)
         return cast(list[int], p)
