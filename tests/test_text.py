@@ -212,3 +212,14 @@ def test_text_with_a_lone_surrogate_is_named(s):
     with pytest.raises(ValueError, match="completion holds a lone surrogate"):
         samples.from_text(TokenizerCodec(Chars()), "a", "b\ud800")
     assert len(s.history) == before
+
+
+def test_stop_strings_are_matched_in_the_completion_only(s):
+    """A stop string in the prompt does not end the completion at once; an empty one is no stop string."""
+    out = s.sample(["aaa", "zz"], num_samples=8, max_tokens=6, stop=["a", ""], seed=3).result().results
+    for seq in (q for r in out for q in r.sequences):
+        text = bytes(seq.tokens).decode("latin-1")
+        if seq.stop_reason == "STOP_REASON_STOP":
+            assert text.index("a") == len(text) - 1  # at the first "a" it drew
+        else:
+            assert "a" not in text and len(seq.tokens) == 6
