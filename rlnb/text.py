@@ -9,6 +9,7 @@ it asks which kind of model it is talking to.
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -149,6 +150,22 @@ def no_tokenizer(session_id: str) -> ValueError:
     """The error for text asked of a session that has no tokenizer (a remote one without ``tokenizer=``)."""
     return ValueError(
         f"session {session_id} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
+    )
+
+
+def tokenizer_spec(tokenizer: Any) -> Any:
+    """``tokenizer=`` as ``rlnb.connect`` takes it: None, a folder or cached hub id (a ``str``; an ``os.PathLike``
+    as its path), or a tokenizer object with ``encode`` and ``decode``; anything else is a ``TypeError`` naming
+    ``tokenizer`` (it was taken for a tokenizer, and the first text failed on its missing ``encode``)."""
+    if tokenizer is None or isinstance(tokenizer, str):
+        return tokenizer
+    if isinstance(tokenizer, os.PathLike):
+        return os.fspath(tokenizer)
+    if callable(getattr(tokenizer, "encode", None)) and callable(getattr(tokenizer, "decode", None)):
+        return tokenizer
+    raise TypeError(
+        f"tokenizer must be a Hugging Face tokenizer (with encode and decode), its folder or a hub id, got "
+        f"{a_type(tokenizer)}: {tokenizer!r}"[:300]
     )
 
 

@@ -223,3 +223,18 @@ def test_stop_strings_are_matched_in_the_completion_only(s):
             assert text.index("a") == len(text) - 1  # at the first "a" it drew
         else:
             assert "a" not in text and len(seq.tokens) == 6
+
+
+@pytest.mark.parametrize("tokenizer", [5, object(), b"/tmp"])
+def test_a_tokenizer_that_is_none_is_refused_at_connect(tokenizer):
+    """It was taken for a tokenizer, and the first text failed: ``'int' object has no attribute 'encode'``."""
+    import httpx
+
+    from tests.support.fake_api import BASE, KEY, FakeAPI
+
+    with pytest.raises(TypeError, match="tokenizer must be a Hugging Face tokenizer .*, its folder or a hub id"):
+        rlnb.connect("local", model="tiny", device="cpu", record=False, tokenizer=tokenizer)
+    fake = FakeAPI()
+    with pytest.raises(TypeError, match="tokenizer must be a Hugging Face tokenizer"):
+        rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), record=False, tokenizer=tokenizer)
+    assert not fake.resources  # refused before anything was started

@@ -22,6 +22,7 @@ from rlnb._options import check_bool, check_int, user_path
 from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.optim.split import SplitOverride
 from rlnb.engine.threads import check_threads
+from rlnb.text import tokenizer_spec
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class ModelOptions:
         check_int("seed", self.seed, *SEED_RANGE)
         check_int("sampling_seed", self.sampling_seed, *SEED_RANGE, optional=True)
         check_int("num_generator_replicas", self.num_generator_replicas, 0)
+        tokenizer_spec(self.tokenizer)  # a TypeError naming tokenizer; a path is loaded with the model
         eos_ids(self.eos_token_id)  # the vocabulary's end is checked once the model is loaded
         wire.lora_config(self.lora)  # a ValueError naming lora
 

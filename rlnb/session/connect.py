@@ -15,7 +15,7 @@ from rlnb.session.backend import Backend
 from rlnb.session.session import Session
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import validate
-from rlnb.text import ByteCodec, TokenizerCodec
+from rlnb.text import ByteCodec, TokenizerCodec, tokenizer_spec
 
 
 def connect(
@@ -106,6 +106,7 @@ def keywords(target: str) -> frozenset[str]:
 def _tokenizer(tokenizer: Any, trust_remote_code: bool) -> Any:
     """A tokenizer object, or one loaded from a local directory / cached hub id (before a remote session
     is started, so that a tokenizer that cannot be loaded leaves nothing running)."""
+    tokenizer = tokenizer_spec(tokenizer)
     if not isinstance(tokenizer, str):
         return tokenizer
     from rlnb.engine.backend import load_tokenizer

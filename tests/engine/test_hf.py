@@ -11,6 +11,7 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -244,6 +245,8 @@ def test_a_model_folder_without_a_tokenizer_takes_token_ids_and_refuses_text(hf_
             s._submit("sample", body).result(timeout=30)  # as a server's client sends it: refused, not INTERNAL_ERROR
         assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
     with local(folder, tokenizer=hf_dirs["qwen3"]) as s:  # tokenizer= gives it one
+        assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
+    with local(Path(folder), tokenizer=Path(hf_dirs["qwen3"])) as s:  # Paths: were refused / taken for a tokenizer
         assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
 
 
