@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rlnb import wire
+from rlnb._options import check_bool
 from rlnb.text import Message, a_type, as_codec, check_messages, check_text, to_tokens, token_ids
 
 
@@ -99,6 +100,7 @@ def from_text(tokenizer: Any, prompt: str | Sequence[Message], completion: str, 
     separately and joined, so the prompt's tokens are exactly what ``Session.sample`` would send;
     the completion gets no special tokens except, with ``eos``, the tokenizer's EOS at the end.
     """
+    check_bool("eos", eos)  # "no" is truthy: it would train on an EOS
     codec = as_codec(tokenizer)
     if not isinstance(completion, str):
         raise TypeError(f"completion must be a string, got {completion!r}"[:300])

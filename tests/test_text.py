@@ -238,3 +238,12 @@ def test_a_tokenizer_that_is_none_is_refused_at_connect(tokenizer):
     with pytest.raises(TypeError, match="tokenizer must be a Hugging Face tokenizer"):
         rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), record=False, tokenizer=tokenizer)
     assert not fake.resources  # refused before anything was started
+
+
+def test_a_flag_that_is_no_bool_is_refused(s):
+    """``skip_special="no"`` left the EOS out and ``from_text(..., eos="no")`` trained on one: a non-empty
+    string is truthy."""
+    with pytest.raises(ValueError, match="skip_special must be True or False, got 'no'"):
+        s.decode([65, 66], skip_special="no")
+    with pytest.raises(ValueError, match="eos must be True or False, got 'no'"):
+        samples.from_text(TokenizerCodec(Chars()), "a", "b", eos="no")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from rlnb import _exit, wire
+from rlnb._options import check_bool
 from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.history import History, RunContinuedWarning
 from rlnb.history.record import FORWARD_ONLY
@@ -126,6 +127,7 @@ class Session:
         """Text of token ids; ``skip_special`` leaves out the EOS that ended a completion and the
         tokenizer's special tokens (the text a reward sees). An id outside the model's vocabulary (where the
         session knows it; below 0 always) is a ``ValueError``."""
+        check_bool("skip_special", skip_special)  # "no" is truthy: it would leave the EOS out
         ids = token_ids(tokens, "tokens")
         codec = self._text_codec()
         self._check_ids(ids, "tokens")
