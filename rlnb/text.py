@@ -284,7 +284,12 @@ def to_tokens(codec: Codec, prompt: str | Sequence[int] | Sequence[Message], nam
         check_text(p, name)
         return codec.encode(p)
     if p and isinstance(p[0], Mapping):
-        return codec.chat(p, add_generation_prompt=True)
+        try:
+            return codec.chat(p, add_generation_prompt=True)
+        except ValueError:
+            raise  # rlnb's own, naming the message
+        except Exception as exc:  # the template's own refusal (jinja's TemplateError): which prompt, and why
+            raise ValueError(f"{name}: the chat template refused these messages: {exc}"[:500]) from exc
     return cast(list[int], p)
 
 

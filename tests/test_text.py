@@ -9,7 +9,7 @@ import torch
 
 import rlnb
 from rlnb import samples
-from rlnb.text import ByteCodec, TokenizerCodec
+from rlnb.text import ByteCodec, TokenizerCodec, to_tokens
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +141,22 @@ def test_a_chat_message_without_a_role_or_text_content_is_refused(message, shown
         codec.chat([message])
     with pytest.raises(ValueError, match=shown):
         samples.from_chat(codec, [message, {"role": "assistant", "content": "x"}])
+
+
+def test_a_chat_templates_own_refusal_names_the_prompt():
+    """A template's ``raise_exception("System role not supported")`` came out as jinja's bare TemplateError,
+    saying not which prompt of the batch."""
+
+    class Strict(Chars):
+        def apply_chat_template(self, messages, **kw):
+            if messages[0]["role"] == "system":
+                raise RuntimeError("System role not supported")  # as jinja2.TemplateError, an Exception
+            return super().apply_chat_template(messages, **kw)
+
+    codec = TokenizerCodec(Strict())
+    chats = ["hi", [{"role": "system", "content": "x"}]]
+    with pytest.raises(ValueError, match=r"prompts\[1\]: the chat template refused .*System role not supported"):
+        [to_tokens(codec, p, f"prompts[{i}]") for i, p in enumerate(chats)]
 
 
 def test_chat_messages_the_templates_take_pass():
