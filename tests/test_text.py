@@ -46,6 +46,10 @@ def test_a_single_message_or_a_set_of_prompts_is_refused_not_sampled_as_its_item
         s.sample({"role": "user", "content": "hi"}, max_tokens=2)
     with pytest.raises(TypeError, match="prompts must be .* got a set"):
         s.sample({"ab", "cd"}, max_tokens=2)
+    with pytest.raises(TypeError, match="got a dict_keys: it has no order"):
+        s.sample({"a": "ab"}.keys(), max_tokens=2)
+    assert len(s.sample({"a": "ab", "b": "cd"}.values(), max_tokens=2).result().results) == 2  # in order: taken
+    before += 1
     with pytest.raises(TypeError, match="stop must be a string or a list of strings, got a dict"):
         s.sample("ab", max_tokens=2, stop={"a": 1})
     assert len(s.history) == before

@@ -15,7 +15,8 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, cast
 
@@ -379,9 +380,10 @@ def _prompt_list(prompts: Any) -> list[Prompt]:
         raise TypeError("prompts is one chat message: a conversation is a list of messages, [message]")
     if isinstance(prompts, str) or _is_token_list(prompts):
         return [prompts]
-    if not isinstance(prompts, Sequence):
+    if isinstance(prompts, AbstractSet) or not isinstance(prompts, Iterable):  # a dict's values are in order
         raise TypeError(
             f"prompts must be a prompt (text, token ids or chat messages) or a list of prompts, got {a_type(prompts)}"
+            + (": it has no order to match the results by" if isinstance(prompts, AbstractSet) else "")
         )
     items = list(prompts)
     if not items:
