@@ -267,3 +267,12 @@ def test_a_flag_that_is_no_bool_is_refused(s):
         s.decode([65, 66], skip_special="no")
     with pytest.raises(ValueError, match="eos must be True or False, got 'no'"):
         samples.from_text(TokenizerCodec(Chars()), "a", "b", eos="no")
+
+
+@pytest.mark.parametrize("eos", [np.int64(10), [np.int64(10), 11], np.array([10, 11]), torch.tensor(10)])
+def test_eos_token_ids_from_numpy_or_torch(eos):
+    """``eos_token_id=np.int64(10)`` was "must be ... an integer ..., got np.int64(10)"; an array's truth value
+    was ambiguous."""
+    with rlnb.connect("local", model="tiny", device="cpu", record=False, eos_token_id=eos) as session:
+        assert session.codec.eos_token_ids[0] == 10 and all(type(i) is int for i in session.codec.eos_token_ids)
+        assert session.decode([65, 10], skip_special=True) == "A"

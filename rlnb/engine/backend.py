@@ -154,7 +154,7 @@ class LocalBackend:
             tokenizer = load_tokenizer(tokenizer, options.trust_remote_code)
         adapter = build_adapter(
             model, tokenizer=tokenizer, seed=options.seed, dtype=options.dtype, device=self.device,
-            eos_token_id=options.eos_token_id, trust_remote_code=options.trust_remote_code,
+            eos_token_id=eos_ids(options.eos_token_id), trust_remote_code=options.trust_remote_code,
         )  # fmt: skip
         eos_ids(options.eos_token_id, adapter.vocab_size)  # the vocabulary is known now: before the session starts
         trainer = adapter.module
