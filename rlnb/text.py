@@ -36,6 +36,10 @@ class Codec(Protocol):
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]: ...
 
 
+class TemplateRefused(ValueError):
+    """A chat template's own refusal of the messages (its ``raise_exception(...)``), as a ``ValueError``."""
+
+
 class ByteCodec:
     """UTF-8 bytes as token ids 0..255 (the built-in models). No chat template, no EOS."""
 
@@ -110,9 +114,12 @@ class TokenizerCodec:
                 f"{type(self.tokenizer).__name__} has no chat template: pass text (or set tokenizer.chat_template)"
             )
         check_messages(messages)
-        out = self.tokenizer.apply_chat_template(
-            [dict(m) for m in messages], add_generation_prompt=add_generation_prompt, tokenize=True
-        )
+        try:
+            out = self.tokenizer.apply_chat_template(
+                [dict(m) for m in messages], add_generation_prompt=add_generation_prompt, tokenize=True
+            )
+        except Exception as exc:  # the template's own refusal (jinja's TemplateError from raise_exception)
+            raise TemplateRefused(f"the chat template refused these messages: {exc}"[:500]) from exc
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(t) for t in ids]
 
@@ -286,10 +293,8 @@ def to_tokens(codec: Codec, prompt: str | Sequence[int] | Sequence[Message], nam
     if p and isinstance(p[0], Mapping):
         try:
             return codec.chat(p, add_generation_prompt=True)
-        except ValueError:
-            raise  # rlnb's own, naming the message
-        except Exception as exc:  # the template's own refusal (jinja's TemplateError): which prompt, and why
-            raise ValueError(f"{name}: the chat template refused these messages: {exc}"[:500]) from exc
+        except TemplateRefused as exc:  # which prompt of a batch
+            raise TemplateRefused(f"{name}: {exc}") from exc.__cause__
     return cast(list[int], p)
 
 

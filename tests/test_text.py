@@ -161,6 +161,9 @@ def test_a_chat_templates_own_refusal_names_the_prompt():
     chats = ["hi", [{"role": "system", "content": "x"}]]
     with pytest.raises(ValueError, match=r"prompts\[1\]: the chat template refused .*System role not supported"):
         [to_tokens(codec, p, f"prompts[{i}]") for i, p in enumerate(chats)]
+    system = [{"role": "system", "content": "x"}, {"role": "assistant", "content": "y"}]
+    with pytest.raises(ValueError, match="the chat template refused these messages: System role not supported"):
+        samples.from_chat(codec, system)
 
 
 def test_chat_messages_the_templates_take_pass():
