@@ -13,7 +13,8 @@ from typing import Any
 
 from rlnb import wire
 from rlnb._options import check_bool
-from rlnb.text import Message, a_type, as_codec, check_messages, check_text, to_tokens, token_ids
+from rlnb.prompts import a_type, check_messages, check_text, token_ids
+from rlnb.text import Message, as_codec, to_tokens
 
 
 def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> wire.TensorData:

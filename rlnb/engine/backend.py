@@ -40,7 +40,8 @@ from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions, eos_ids
 from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
-from rlnb.text import Codec, tokenizer_spec
+from rlnb.prompts import tokenizer_spec
+from rlnb.text import Codec
 from rlnb.wire import Listener, OptimizerKind
 
 

@@ -22,7 +22,7 @@ from rlnb._options import check_bool, check_int, user_path
 from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.optim.split import SplitOverride
 from rlnb.engine.threads import check_threads
-from rlnb.text import is_token_id, tokenizer_spec
+from rlnb.prompts import is_token_id, tokenizer_spec
 
 
 @dataclass(frozen=True)

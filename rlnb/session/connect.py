@@ -11,11 +11,12 @@ from typing import Any
 from rlnb import wire
 from rlnb.history import History
 from rlnb.history.store import run_folder
+from rlnb.prompts import tokenizer_spec
 from rlnb.session.backend import Backend
 from rlnb.session.session import Session
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import validate
-from rlnb.text import ByteCodec, TokenizerCodec, tokenizer_spec
+from rlnb.text import ByteCodec, TokenizerCodec
 
 
 def connect(

@@ -26,22 +26,12 @@ from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.history import History, RunContinuedWarning
 from rlnb.history.record import FORWARD_ONLY
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
+from rlnb.prompts import a_type, check_text, is_token_id, token_ids
 from rlnb.session.backend import Backend
 from rlnb.session.operation import Operation
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import attach
-from rlnb.text import (
-    Codec,
-    Message,
-    NoTokenizerCodec,
-    a_type,
-    as_prompt,
-    check_text,
-    is_token_id,
-    no_tokenizer,
-    to_tokens,
-    token_ids,
-)
+from rlnb.text import Codec, Message, NoTokenizerCodec, as_prompt, no_tokenizer, to_tokens
 from rlnb.wire import OperationKind as Kind
 
 Prompt = str | Sequence[int] | Sequence[Message]
