@@ -8,10 +8,12 @@ These helpers do that shift so notebook code can think in whole sequences.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rlnb import wire
+from rlnb._options import check_bool
+from rlnb.prompts import a_type, check_messages, check_text, token_ids
 from rlnb.text import Message, as_codec, to_tokens
 
 
@@ -24,15 +26,10 @@ def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> w
 
 
 def _ids(tokens: Any, name: str) -> list[int]:
-    """``tokens`` as a list of ints: a list, bytes, or an array / tensor of ids; text, floats and bools are refused
-    naming ``name`` (``int(1.7)`` would quietly train on token 1)."""
+    """``tokens`` as a list of ints (``rlnb.text.token_ids``); text is refused pointing to ``from_text``."""
     if isinstance(tokens, str):
         raise TypeError(f"{name} must be token ids, not text: use samples.from_text(session, prompt, completion)")
-    listed = tokens.tolist() if hasattr(tokens, "tolist") else list(tokens)
-    bad = next((t for t in listed if isinstance(t, bool) or not isinstance(t, numbers.Integral)), None)
-    if bad is not None:
-        raise TypeError(f"{name} must be integer token ids, got {bad!r}")
-    return [int(t) for t in listed]
+    return token_ids(tokens, name)
 
 
 def cross_entropy(tokens: Sequence[int], weights: Sequence[float] | None = None) -> wire.Sample:
@@ -104,7 +101,11 @@ def from_text(tokenizer: Any, prompt: str | Sequence[Message], completion: str, 
     separately and joined, so the prompt's tokens are exactly what ``Session.sample`` would send;
     the completion gets no special tokens except, with ``eos``, the tokenizer's EOS at the end.
     """
+    check_bool("eos", eos)  # "no" is truthy: it would train on an EOS
     codec = as_codec(tokenizer)
+    if not isinstance(completion, str):
+        raise TypeError(f"completion must be a string, got {completion!r}"[:300])
+    check_text(completion, "completion")
     head = to_tokens(codec, prompt)
     tail = codec.encode(completion, special=False)
     if eos:
@@ -120,6 +121,10 @@ def from_chat(tokenizer: Any, messages: Sequence[Message]) -> wire.Sample:
     """A supervised sample from a conversation: trains on the last message (the assistant's turn, with the
     chat template's end-of-turn tokens), given everything before it."""
     codec = as_codec(tokenizer)
+    if isinstance(messages, str | Mapping) or not isinstance(messages, Sequence | Iterator):
+        raise TypeError(f"messages must be a list of chat messages ({{'role', 'content'}}), got {a_type(messages)}")
+    messages = list(messages)
+    check_messages(messages)
     if len(messages) < 2 or messages[-1].get("role") != "assistant":
         raise ValueError("messages must end with an assistant message, after at least one other")
     head = codec.chat(messages[:-1], add_generation_prompt=True)

@@ -8,8 +8,10 @@ it asks which kind of model it is talking to.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol, cast, runtime_checkable
+
+from rlnb.prompts import a_type, check_messages, check_text, is_token_id
 
 Message = Mapping[str, str]
 """A chat message, ``{"role": "user", "content": "..."}``."""
@@ -34,6 +36,10 @@ class Codec(Protocol):
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]: ...
 
 
+class TemplateRefused(ValueError):
+    """A chat template's own refusal of the messages (its ``raise_exception(...)``), as a ``ValueError``."""
+
+
 class ByteCodec:
     """UTF-8 bytes as token ids 0..255 (the built-in models). No chat template, no EOS."""
 
@@ -48,7 +54,8 @@ class ByteCodec:
     def decode(self, tokens: Sequence[int], skip_special: bool = False) -> str:
         if skip_special:
             tokens = _without_eos(tokens, self.eos_token_ids)
-        return bytes(int(t) for t in tokens if 0 <= t < 256).decode("utf-8", errors="replace")
+        runs = _known_runs(tokens, 256)  # a custom model's vocabulary may be larger than the bytes
+        return "".join(UNKNOWN if r is None else bytes(r).decode("utf-8", errors="replace") for r in runs)
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
         raise ValueError("chat messages need a tokenizer with a chat template; the byte-level model has none")
@@ -86,6 +93,8 @@ class TokenizerCodec:
         self.tokenizer = tokenizer
         ids = [tokenizer.eos_token_id] if getattr(tokenizer, "eos_token_id", None) is not None else []
         self.eos_token_ids = tuple(dict.fromkeys([*ids, *extra_eos]))
+        self.size: int | None = len(tokenizer) if hasattr(tokenizer, "__len__") else None
+        """Tokens the tokenizer knows, added ones included (a slow tokenizer's ``len`` builds its vocabulary)."""
 
     def encode(self, text: str, special: bool = True) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=special))
@@ -93,23 +102,62 @@ class TokenizerCodec:
     def decode(self, tokens: Sequence[int], skip_special: bool = False) -> str:
         if skip_special:  # an EOS from the generation config need not be a special token of the tokenizer
             tokens = _without_eos(tokens, self.eos_token_ids)
-        return str(self.tokenizer.decode([int(t) for t in tokens], skip_special_tokens=skip_special))
+        # A model's rows past the tokenizer (a padded vocabulary): a fast tokenizer drops them, a slow one raises
+        runs = _known_runs(tokens, self.size)
+        return "".join(
+            UNKNOWN if r is None else str(self.tokenizer.decode(r, skip_special_tokens=skip_special)) for r in runs
+        )
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
         if not getattr(self.tokenizer, "chat_template", None):
             raise ValueError(
                 f"{type(self.tokenizer).__name__} has no chat template: pass text (or set tokenizer.chat_template)"
             )
-        out = self.tokenizer.apply_chat_template(
-            [dict(m) for m in messages], add_generation_prompt=add_generation_prompt, tokenize=True
-        )
+        check_messages(messages)
+        try:
+            out = self.tokenizer.apply_chat_template(
+                [dict(m) for m in messages], add_generation_prompt=add_generation_prompt, tokenize=True
+            )
+        except Exception as exc:  # the template's own refusal (jinja's TemplateError from raise_exception)
+            raise TemplateRefused(f"the chat template refused these messages: {exc}"[:500]) from exc
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(t) for t in ids]
+
+
+def _known_runs(tokens: Sequence[int], size: int | None) -> list[list[int] | None]:
+    """``tokens`` as runs of ids in ``[0, size)``, each id outside it a None between them (one run when all are
+    known, found at C speed)."""
+    ids = [int(t) for t in tokens]
+    if size is None or not ids or (min(ids) >= 0 and max(ids) < size):
+        return [ids]
+    runs: list[list[int] | None] = [[]]
+    for t in ids:
+        if 0 <= t < size:
+            last = runs[-1]
+            if last is None:
+                runs.append([t])
+            else:
+                last.append(t)
+        else:
+            runs.append(None)
+    return runs
+
+
+UNKNOWN = "\ufffd"
+"""How ``decode`` shows an id its tokenizer has no token for (a padded vocabulary's spare rows, a custom
+model's ids past 255 under the byte codec): U+FFFD, as an invalid byte shows, never nothing."""
 
 
 def _without_eos(tokens: Sequence[int], eos: Sequence[int]) -> Sequence[int]:
     """``tokens`` without the EOS that ended them (a sampled sequence stops at its first EOS)."""
     return tokens[:-1] if len(tokens) and int(tokens[-1]) in eos else tokens
+
+
+def no_tokenizer(session_id: str) -> ValueError:
+    """The error for text asked of a session that has no tokenizer (a remote one without ``tokenizer=``)."""
+    return ValueError(
+        f"session {session_id} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
+    )
 
 
 def as_codec(obj: Any) -> Codec:
@@ -118,24 +166,59 @@ def as_codec(obj: Any) -> Codec:
         return ByteCodec()
     if isinstance(obj, ByteCodec | NoTokenizerCodec | TokenizerCodec):
         return obj
-    codec = getattr(obj, "codec", None)
-    if codec is not None:
-        return codec
+    if hasattr(obj, "codec"):  # a Session: its codec (it has encode and decode too, but is no tokenizer)
+        if obj.codec is None:
+            raise no_tokenizer(getattr(obj, "id", "?"))
+        return cast(Codec, obj.codec)
     if callable(getattr(obj, "encode", None)) and callable(getattr(obj, "decode", None)):
         return TokenizerCodec(obj)
     raise TypeError(f"expected a tokenizer, a Session or a Codec, got {type(obj).__name__}")
 
 
-def to_tokens(codec: Codec, prompt: str | Sequence[int] | Sequence[Message]) -> list[int]:
-    """Token ids of a prompt given as text, as token ids, or as chat messages (with the generation prompt)."""
+def as_prompt(prompt: Any, name: str = "prompt", codec: Codec | None = None) -> str | list[int] | list[Message]:
+    """One prompt as text, a list of token ids or a list of chat messages: an array, tensor or iterator of ids
+    is listed (once); bytes are ids for ``codec`` a ``ByteCodec`` only; anything else is a ``TypeError`` naming
+    ``name``."""
     if isinstance(prompt, str):
-        return codec.encode(prompt)
-    items: list[Any] = list(prompt)
-    if items and all(isinstance(m, Mapping) for m in items):
-        return codec.chat(items, add_generation_prompt=True)
-    if all(isinstance(t, int) and not isinstance(t, bool) for t in items):
-        return [int(t) for t in items]
-    raise TypeError("a prompt is a string, a list of token ids, or a list of chat messages ({'role', 'content'})")
+        return prompt
+    if isinstance(prompt, bytes | bytearray) and not isinstance(codec, ByteCodec):
+        raise TypeError(  # b"hi" would be the ids 104, 105 of a vocabulary that is not bytes
+            f"{name} is bytes, which are token ids only for a byte-level model: pass text (b.decode()) or a list "
+            "of token ids"
+        )
+    if isinstance(prompt, Mapping):
+        raise TypeError(f"{name} is one chat message: a chat prompt is a list of messages, [message]")
+    if hasattr(prompt, "tolist"):  # numpy, torch
+        prompt = prompt.tolist()
+    if isinstance(prompt, Sequence | Iterator):
+        items: list[Any] = list(prompt)
+        if items and all(isinstance(m, Mapping) for m in items):
+            check_messages(items, name)
+            return items
+        if all(is_token_id(t) for t in items):
+            return [int(t) for t in items]
+        shown = next(t for t in items if not is_token_id(t))
+        raise TypeError(
+            f"{name} must be a string, a list of token ids, or a list of chat messages ({{'role', 'content'}}); "
+            f"it holds {shown!r}"[:300]
+        )
+    raise TypeError(
+        f"{name} must be a string, a list of token ids, or a list of chat messages, got {a_type(prompt)}"
+    )
+
+
+def to_tokens(codec: Codec, prompt: str | Sequence[int] | Sequence[Message], name: str = "prompt") -> list[int]:
+    """Token ids of a prompt given as text, as token ids, or as chat messages (with the generation prompt)."""
+    p = as_prompt(prompt, name, codec)
+    if isinstance(p, str):
+        check_text(p, name)
+        return codec.encode(p)
+    if p and isinstance(p[0], Mapping):
+        try:
+            return codec.chat(p, add_generation_prompt=True)
+        except TemplateRefused as exc:  # which prompt of a batch
+            raise TemplateRefused(f"{name}: {exc}") from exc.__cause__
+    return cast(list[int], p)
 
 
 class StopMatcher:

@@ -16,6 +16,7 @@ left when the session closes → ``SESSION_NOT_ACTIVE``.
 from __future__ import annotations
 
 import copy
+import os
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -39,6 +40,7 @@ from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions, eos_ids
 from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
+from rlnb.prompts import tokenizer_spec
 from rlnb.text import Codec
 from rlnb.wire import Listener, OptimizerKind
 
@@ -108,7 +110,7 @@ class LocalBackend:
         resume = checkpoints.load(Path(saved.resume_from), self.device) if saved.resume_from is not None else None
         if resume is not None and resume["type"] != "training" and saved.load_optimizer:
             raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
-        adapter, trainer = self._model(model, mo, resume)
+        adapter, trainer = self._model(os.fspath(model) if isinstance(model, os.PathLike) else model, mo, resume)
         started = resume.get("ns_dtype") if resume is not None else None  # resume with the run's own dtype
         ns = _ns_dtype(muon.ns_dtype if muon.ns_dtype is not None else started, self.device)
         compiler = Compiler(self.device) if compute.compile else None
@@ -148,12 +150,12 @@ class LocalBackend:
     ) -> tuple[ModelAdapter, nn.Module]:
         """The model behind its adapter, and the module that trains (with LoRA adapters when asked), with the
         checkpoint's weights when resuming."""
-        tokenizer = options.tokenizer
+        tokenizer = tokenizer_spec(options.tokenizer)
         if isinstance(tokenizer, str):
             tokenizer = load_tokenizer(tokenizer, options.trust_remote_code)
         adapter = build_adapter(
             model, tokenizer=tokenizer, seed=options.seed, dtype=options.dtype, device=self.device,
-            eos_token_id=options.eos_token_id, trust_remote_code=options.trust_remote_code,
+            eos_token_id=eos_ids(options.eos_token_id), trust_remote_code=options.trust_remote_code,
         )  # fmt: skip
         eos_ids(options.eos_token_id, adapter.vocab_size)  # the vocabulary is known now: before the session starts
         trainer = adapter.module

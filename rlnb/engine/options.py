@@ -22,6 +22,7 @@ from rlnb._options import check_bool, set_int, user_path
 from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.optim.split import SplitOverride
 from rlnb.engine.threads import check_threads
+from rlnb.prompts import is_token_id, tokenizer_spec
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class ModelOptions:
         set_int(self, "seed", *SEED_RANGE)
         set_int(self, "sampling_seed", *SEED_RANGE, optional=True)
         set_int(self, "num_generator_replicas", 0)
+        tokenizer_spec(self.tokenizer)  # a TypeError naming tokenizer; a path is loaded with the model
         eos_ids(self.eos_token_id)  # the vocabulary's end is checked once the model is loaded
         wire.lora_config(self.lora)  # a ValueError naming lora
 
@@ -68,15 +70,16 @@ def eos_ids(value: object, vocab: int | None = None) -> list[int]:
     ``eos_token_id`` and the range otherwise (a string such as ``"</s>"`` is not its id)."""
     if value is None:
         return []
-    ids: list[Any] = list(value) if isinstance(value, list | tuple) and value else [value]
+    listed = value.tolist() if hasattr(value, "tolist") else value  # numpy / torch: an id or an array of them
+    ids: list[Any] = list(listed) if isinstance(listed, list | tuple) and listed else [listed]
     high = vocab if vocab is not None else 2**63
-    if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < high for i in ids):
+    if any(not is_token_id(i) or not 0 <= i < high for i in ids):
         where = f"[0, {vocab - 1}] (the vocabulary)" if vocab is not None else "[0, the vocabulary's size)"
         raise ValueError(
             f"eos_token_id must be None, a token id or a non-empty list of token ids, each an integer in {where}, "
             f"got {value!r}"
         )
-    return ids
+    return [int(i) for i in ids]
 
 
 @dataclass(frozen=True)

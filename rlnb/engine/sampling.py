@@ -90,7 +90,10 @@ def choose(
         logits = logits.masked_fill(logits < kth, -math.inf)
     if nucleus:
         probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
-        drop = probs.cumsum(-1) - probs >= top_p  # keep the smallest prefix whose mass reaches top_p
+        before = probs.cumsum(-1) - probs  # the mass of the more likely tokens: exactly 0 for the most likely
+        # keep the smallest prefix whose mass reaches top_p, and always the most likely token: a top_p below
+        # float32's smallest (1e-300 is valid) is 0 here, and would drop every token
+        drop = (before >= top_p) & (before > 0)
         logits = logits.masked_fill(drop.scatter(-1, order, drop), -math.inf)
     cdf = torch.softmax(logits, dim=-1).cumsum(dim=-1)
     token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]

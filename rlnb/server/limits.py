@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb import wire
+from rlnb.prompts import surrogate
 from rlnb.server.errors import ServerError, error_response
 from rlnb.server.models import SAMPLING_DEFAULTS
 from rlnb.server.settings import ServerSettings
@@ -169,6 +170,12 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
             400, f"a stop string has {chars} characters; the limit is {settings.max_stop_chars}",
             param="sampling_params.stop",
         )  # fmt: skip
+    for i, text in enumerate(stop):  # decoded text never holds one: the stop string could never match
+        if surrogate(text) is not None:
+            raise ServerError(
+                400, f"sampling_params.stop.{i} holds a lone surrogate: it is not valid Unicode text and could "
+                "never match", param=f"sampling_params.stop.{i}",
+            )  # fmt: skip
 
 
 CHECKS: dict[str, tuple[Callable[[ServerSettings, Any], None], ...]] = {

@@ -11,6 +11,7 @@ from typing import Any
 from rlnb import wire
 from rlnb.history import History
 from rlnb.history.store import run_folder
+from rlnb.prompts import tokenizer_spec
 from rlnb.session.backend import Backend
 from rlnb.session.session import Session
 from rlnb.sinks.base import Sink
@@ -106,6 +107,7 @@ def keywords(target: str) -> frozenset[str]:
 def _tokenizer(tokenizer: Any, trust_remote_code: bool) -> Any:
     """A tokenizer object, or one loaded from a local directory / cached hub id (before a remote session
     is started, so that a tokenizer that cannot be loaded leaves nothing running)."""
+    tokenizer = tokenizer_spec(tokenizer)
     if not isinstance(tokenizer, str):
         return tokenizer
     from rlnb.engine.backend import load_tokenizer

@@ -15,20 +15,23 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, cast
 
 from rlnb import _exit, wire
+from rlnb._options import check_bool
 from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.history import History, RunContinuedWarning
 from rlnb.history.record import FORWARD_ONLY
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
+from rlnb.prompts import a_type, check_text, is_token_id, token_ids
 from rlnb.session.backend import Backend
 from rlnb.session.operation import Operation
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import attach
-from rlnb.text import Codec, Message, NoTokenizerCodec, to_tokens
+from rlnb.text import Codec, Message, NoTokenizerCodec, as_prompt, no_tokenizer, to_tokens
 from rlnb.wire import OperationKind as Kind
 
 Prompt = str | Sequence[int] | Sequence[Message]
@@ -101,24 +104,38 @@ class Session:
 
     def encode(self, prompt: Prompt) -> list[int]:
         """Token ids of text, of chat messages (the tokenizer's chat template, with the generation
-        prompt), or of token ids (unchanged; no tokenizer needed for those, e.g. on Together; a numpy array
-        or tensor of ids too)."""
-        if hasattr(prompt, "tolist"):
-            prompt = prompt.tolist()
-        if _is_token_list(prompt):
-            return [int(t) for t in cast(Sequence[int], prompt)]
-        return to_tokens(self._text_codec(), prompt)
+        prompt), or of token ids (unchanged; no tokenizer needed for those, e.g. on Together; a numpy array,
+        tensor or iterator of ids too)."""
+        return self._encode(prompt, "prompt")
+
+    def _encode(self, prompt: Any, name: str) -> list[int]:
+        p = as_prompt(prompt, name, self.codec)
+        if isinstance(p, str) or (p and isinstance(p[0], Mapping)):
+            return to_tokens(self._text_codec(), p, name)
+        return cast(list[int], p)
 
     def decode(self, tokens: Sequence[int], *, skip_special: bool = False) -> str:
         """Text of token ids; ``skip_special`` leaves out the EOS that ended a completion and the
-        tokenizer's special tokens (the text a reward sees)."""
-        return self._text_codec().decode(tokens, skip_special)
+        tokenizer's special tokens (the text a reward sees). An id outside the model's vocabulary (where the
+        session knows it; below 0 always) is a ``ValueError``."""
+        check_bool("skip_special", skip_special)  # "no" is truthy: it would leave the EOS out
+        ids = token_ids(tokens, "tokens")
+        codec = self._text_codec()
+        self._check_ids(ids, "tokens")
+        return codec.decode(ids, skip_special)
+
+    def _check_ids(self, ids: list[int], name: str) -> None:
+        """``ValueError`` naming ``name`` if an id is below 0 or past the model's vocabulary, where the session
+        knows it (in-process models)."""
+        vocab: int | None = getattr(self.backend, "vocab_size", None)
+        if ids and (min(ids) < 0 or (vocab is not None and max(ids) >= vocab)):
+            bad = next(t for t in ids if t < 0 or (vocab is not None and t >= vocab))
+            allowed = f"the vocabulary [0, {vocab})" if vocab is not None else "the token ids (>= 0)"
+            raise ValueError(f"{name}: token {bad} is outside {allowed}")
 
     def _text_codec(self) -> Codec:
         if self.codec is None:
-            raise ValueError(
-                f"session {self.id} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
-            )
+            raise no_tokenizer(self.id)
         return self.codec
 
     @property
@@ -280,15 +297,23 @@ class Session:
         them) and the tokenizer's EOS end a sequence. Each sampled sequence carries ``.text``, its tokens
         decoded, when the session has a tokenizer (or is byte-level)."""
         batch = _prompt_list(prompts)
-        tokens = [self.encode(p) for p in batch]
-        if stop and isinstance(self.codec, NoTokenizerCodec):  # stop strings are matched on decoded text
+        tokens = [self._encode(p, f"prompts[{i}]") for i, p in enumerate(batch)]
+        for i, t in enumerate(tokens):  # the service would fail the operation: refused before it is sent
+            if not t:
+                raise ValueError(f"prompts[{i}] encodes to no tokens: a prompt needs at least one")
+            self._check_ids(t, f"prompts[{i}]")
+        stops = _stop_list(stop)
+        if stops and isinstance(self.codec, NoTokenizerCodec):  # stop strings are matched on decoded text
             raise ValueError(f"stop: {self.codec.refusal()}")
+        max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs = map(
+            _scalar, (max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs)
+        )
         params = wire.SamplingParams(  # checked first: a bad value is named before the prompts are measured
             max_tokens=max_tokens,
-            temperature=temperature,
-            top_p=top_p,
+            temperature=_scalar(temperature),
+            top_p=_scalar(top_p),
             top_k=top_k,
-            stop=[stop] if isinstance(stop, str) else list(stop) if stop else None,  # "\n\n" is one string
+            stop=stops,
             seed=seed,
         )
         context: int | None = getattr(self.backend, "context_length", None)  # known for in-process models
@@ -330,22 +355,55 @@ class Session:
 
 
 def _is_token_list(p: Any) -> bool:
-    return not isinstance(p, str) and bool(p) and all(isinstance(t, int) and not isinstance(t, bool) for t in p)
+    return isinstance(p, Sequence) and not isinstance(p, str) and bool(p) and all(is_token_id(t) for t in p)
 
 
 def _prompt_list(prompts: Any) -> list[Prompt]:
     """One prompt or many, as a list of prompts. A generator is read once, whole (testing its first item
-    first would lose it); an array or tensor of ids is its ``tolist()``."""
+    first would lose it); an array or tensor of ids is its ``tolist()``. A message on its own, a set (no order
+    to match results by) and what is no prompt are a ``TypeError``; no prompt at all a ``ValueError``."""
     if hasattr(prompts, "tolist"):  # numpy, torch
         prompts = prompts.tolist()
     elif isinstance(prompts, Iterator):
         prompts = list(prompts)
+    if isinstance(prompts, Mapping):
+        raise TypeError("prompts is one chat message: a conversation is a list of messages, [message]")
     if isinstance(prompts, str) or _is_token_list(prompts):
         return [prompts]
+    if isinstance(prompts, AbstractSet) or not isinstance(prompts, Iterable):  # a dict's values are in order
+        raise TypeError(
+            f"prompts must be a prompt (text, token ids or chat messages) or a list of prompts, got {a_type(prompts)}"
+            + (": it has no order to match the results by" if isinstance(prompts, AbstractSet) else "")
+        )
     items = list(prompts)
-    if items and all(isinstance(m, Mapping) for m in items):
+    if not items:
+        raise ValueError("prompts is empty: pass at least one prompt")
+    if all(isinstance(m, Mapping) for m in items):
         return [items]  # one conversation
     return items
+
+
+def _scalar(value: Any) -> Any:
+    """A numpy or torch scalar as the Python number it holds (``np.int64(8)`` is 8, ``np.True_`` True): the wire's
+    strict integers refuse numpy's, as they refuse ``8.0``. Anything else as it is."""
+    return value.item() if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)) else value
+
+
+def _stop_list(stop: Any) -> list[str] | None:
+    """``stop`` as the wire's list of strings (``"\\n\\n"`` is one string), or None; anything but a string or
+    strings is a ``TypeError`` naming it (``b"x"`` would be the strings of its byte values)."""
+    if stop is None or isinstance(stop, str):
+        stop = [stop] if stop else []
+    if isinstance(stop, Iterator):
+        stop = list(stop)
+    if not isinstance(stop, Sequence) or isinstance(stop, bytes | bytearray):
+        raise TypeError(f"stop must be a string or a list of strings, got {a_type(stop)}")
+    bad = next((i for i, x in enumerate(stop) if not isinstance(x, str)), None)
+    if bad is not None:
+        raise TypeError(f"stop[{bad}] must be a string, got {stop[bad]!r}"[:300])
+    for i, x in enumerate(stop):  # decoded text never holds a lone surrogate: such a stop could never match
+        check_text(x, f"stop[{i}]")
+    return list(stop) or None
 
 
 _OPEN: weakref.WeakSet[Session] = weakref.WeakSet()

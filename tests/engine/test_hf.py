@@ -11,6 +11,7 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -167,6 +168,16 @@ def test_chat_messages_and_text_samples(hf_dirs):
         trained = [t for t, w in zip(inputs["target_tokens"].data, inputs["weights"].data, strict=True) if w]
         assert s.decode(trained) == " 7</s>"
         assert s.forward_backward([sft, conv]).result().loss > 0
+        before = len(s.history)
+        for bad in ({"role": "user"}, {"content": "hi"}, {"role": "user", "content": 5}):  # the template rendered
+            with pytest.raises(ValueError, match=r"prompts\[0\]\[0\]\['(role|content)'\] must be"):  # them
+                s.sample([[bad]], max_tokens=2)
+        with pytest.raises(ValueError, match=r"tokens: token -1 is outside the vocabulary \[0, 320\)"):
+            s.decode([5, -1])  # an OverflowError from the tokenizer
+        assert s.decode([67, 310]) == s.decode([67]) + "\ufffd"  # a padded row past the tokenizer: was dropped
+        with pytest.raises(TypeError, match="bytes, which are token ids only for a byte-level model"):
+            s.sample(b"n=", max_tokens=2)  # b"n=" was the ids 110, 61: another prompt in this vocabulary
+        assert len(s.history) == before
 
 
 def test_an_already_loaded_model_with_its_tokenizer(hf_dirs, transformers):
@@ -234,6 +245,8 @@ def test_a_model_folder_without_a_tokenizer_takes_token_ids_and_refuses_text(hf_
             s._submit("sample", body).result(timeout=30)  # as a server's client sends it: refused, not INTERNAL_ERROR
         assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
     with local(folder, tokenizer=hf_dirs["qwen3"]) as s:  # tokenizer= gives it one
+        assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
+    with local(Path(folder), tokenizer=Path(hf_dirs["qwen3"])) as s:  # Paths: were refused / taken for a tokenizer
         assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
 
 

@@ -126,3 +126,15 @@ def test_sampling_params_are_named_before_the_prompts_are_measured():
             with pytest.raises(ValueError, match=rf"SamplingParams\n{field}\n"):
                 t.sample("n=", **kwargs)
         assert len(t.history) == 0
+
+
+def test_a_top_p_below_float32s_smallest_keeps_the_most_likely_token(s):
+    """top_p=1e-300 (> 0, so valid) is 0 in float32: every token was dropped, the CDF was NaN and every row drew
+    the last token of the vocabulary."""
+    from rlnb.engine.sampling import choose
+
+    logits = LOGITS[None].expand(64, V)
+    u = torch.linspace(0.0, 0.999, 64)
+    for top_p in (1e-300, 1e-46, torch.tensor(1e-300)):
+        assert set(choose(logits, 1.0, top_p, -1, u, greedy=False, nucleus=True).tolist()) == {0}, top_p
+    assert set(draw(s, n_prompts=1, top_p=1e-300).tolist()) == {int(LOGITS.argmax())}

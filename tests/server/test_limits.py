@@ -86,6 +86,10 @@ def test_a_sampling_budget_and_stop_strings_are_capped(tmp_path):
         assert err["param"] == "sampling_params.stop" and "4 strings; the limit is 3" in err["message"]
         err = error_of(post(c, sid, "sample", sample_body(1, 1, 4, stop=["abcdef"])), 400)
         assert "6 characters; the limit is 5" in err["message"]
+        lone = json.dumps(sample_body(1, 1, 4, stop=["x", "\ud800"]))  # "\\ud800": JSON escapes it, UTF-8 cannot
+        headers = {"Idempotency-Key": str(uuid.uuid4()), "Content-Type": "application/json"}
+        err = error_of(c.post(OPS.format(sid=sid, kind="sample"), content=lone, headers=headers), 400)  # never matched
+        assert err["param"] == "sampling_params.stop.1" and "lone surrogate" in err["message"]
         ok = wait(c, sid, "sample", submit(c, sid, "sample", sample_body(4, 4, 8, stop=["x", "yy"]))["id"])
         assert ok["status"] == wire.OperationStatus.COMPLETED
 
