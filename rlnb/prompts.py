@@ -6,10 +6,11 @@ the argument it refuses.
 
 from __future__ import annotations
 
-import numbers
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+from rlnb._options import is_integer
 
 
 def tokenizer_spec(tokenizer: Any) -> Any:
@@ -28,11 +29,6 @@ def tokenizer_spec(tokenizer: Any) -> Any:
     )
 
 
-def is_token_id(t: Any) -> bool:
-    """An integer, Python's or numpy's, that is not a bool (``True`` is 1 in Python)."""
-    return isinstance(t, numbers.Integral) and not isinstance(t, bool)
-
-
 def a_type(value: Any) -> str:
     """``value``'s type with its article, for an error: ``an int``, ``a set``."""
     name = type(value).__name__
@@ -45,10 +41,10 @@ def token_ids(tokens: Any, name: str) -> list[int]:
     if isinstance(tokens, str) or tokens is None:
         raise TypeError(f"{name} must be token ids (a list of integers), got {a_type(tokens)}")
     listed = tokens.tolist() if hasattr(tokens, "tolist") else tokens
-    if is_token_id(listed) or not isinstance(listed, Sequence | Iterator):  # a 0-d array's tolist() is one number
+    if is_integer(listed) or not isinstance(listed, Sequence | Iterator):  # a 0-d array's tolist() is one number
         raise TypeError(f"{name} must be token ids (a list of integers), got {a_type(listed)}")
     listed = list(listed)  # a whole float is an id, as the wire's int64 tensor data holds them: 223.0
-    bad = next((t for t in listed if not (is_token_id(t) or (isinstance(t, float) and t.is_integer()))), None)
+    bad = next((t for t in listed if not (is_integer(t) or (isinstance(t, float) and t.is_integer()))), None)
     if bad is not None:
         raise TypeError(f"{name} must be integer token ids, got {bad!r}")
     return [int(t) for t in listed]

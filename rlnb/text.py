@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
-from rlnb.prompts import a_type, check_messages, check_text, is_token_id
+from rlnb._options import is_integer
+from rlnb.prompts import a_type, check_messages, check_text
 
 Message = Mapping[str, str]
 """A chat message, ``{"role": "user", "content": "..."}``."""
@@ -195,9 +196,9 @@ def as_prompt(prompt: Any, name: str = "prompt", codec: Codec | None = None) -> 
         if items and all(isinstance(m, Mapping) for m in items):
             check_messages(items, name)
             return items
-        if all(is_token_id(t) for t in items):
+        if all(is_integer(t) for t in items):
             return [int(t) for t in items]
-        shown = next(t for t in items if not is_token_id(t))
+        shown = next(t for t in items if not is_integer(t))
         raise TypeError(
             f"{name} must be a string, a list of token ids, or a list of chat messages ({{'role', 'content'}}); "
             f"it holds {shown!r}"[:300]

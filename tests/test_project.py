@@ -49,7 +49,8 @@ def test_environment_yml_mirrors_the_pip_install():
 
 LAYERS = [
     ["wire"],
-    ["errors", "_secrets", "_exit", "_options", "prompts"],
+    ["errors", "_secrets", "_exit", "_options"],
+    ["prompts"],
     ["text"],
     ["params", "schedule", "samples", "history"],
     ["sinks"],

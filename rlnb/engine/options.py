@@ -18,11 +18,11 @@ from typing import Any, Literal
 import torch
 
 from rlnb import wire
-from rlnb._options import check_bool, set_int, user_path
+from rlnb._options import check_bool, is_integer, set_int, user_path
 from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.optim.split import SplitOverride
 from rlnb.engine.threads import check_threads
-from rlnb.prompts import is_token_id, tokenizer_spec
+from rlnb.prompts import tokenizer_spec
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def eos_ids(value: object, vocab: int | None = None) -> list[int]:
     listed = value.tolist() if hasattr(value, "tolist") else value  # numpy / torch: an id or an array of them
     ids: list[Any] = list(listed) if isinstance(listed, list | tuple) and listed else [listed]
     high = vocab if vocab is not None else 2**63
-    if any(not is_token_id(i) or not 0 <= i < high for i in ids):
+    if any(not is_integer(i) or not 0 <= i < high for i in ids):
         where = f"[0, {vocab - 1}] (the vocabulary)" if vocab is not None else "[0, the vocabulary's size)"
         raise ValueError(
             f"eos_token_id must be None, a token id or a non-empty list of token ids, each an integer in {where}, "

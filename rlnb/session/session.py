@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from rlnb import _exit, wire
-from rlnb._options import check_bool
+from rlnb._options import check_bool, is_integer
 from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.history import History, RunContinuedWarning
 from rlnb.history.record import FORWARD_ONLY
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
-from rlnb.prompts import a_type, check_text, is_token_id, token_ids
+from rlnb.prompts import a_type, check_text, token_ids
 from rlnb.session.backend import Backend
 from rlnb.session.operation import Operation
 from rlnb.sinks.base import Sink
@@ -355,7 +355,7 @@ class Session:
 
 
 def _is_token_list(p: Any) -> bool:
-    return isinstance(p, Sequence) and not isinstance(p, str) and bool(p) and all(is_token_id(t) for t in p)
+    return isinstance(p, Sequence) and not isinstance(p, str) and bool(p) and all(is_integer(t) for t in p)
 
 
 def _prompt_list(prompts: Any) -> list[Prompt]:
