@@ -147,7 +147,10 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
             400,
             f"this sample asks for {prompts} prompts x {n} samples x {tokens} max_tokens = {prompts * n * tokens} "
             f"tokens; the limit is {settings.max_sample_tokens} per request (max_sample_tokens): split it",
-            param="num_samples",
+            param=max(  # the largest factor: 1 prompt x 1 sample x 10**6 max_tokens named num_samples
+                ((tokens, "sampling_params.max_tokens"), (n, "num_samples"), (prompts, "model_inputs")),
+                key=lambda factor: factor[0],
+            )[1],
         )
     longest = max((len(prompt.tokens) for prompt in body.model_inputs), default=0)
     if prompts * n * longest > settings.max_sample_prompt_tokens:  # every row is prefilled, padded to the longest

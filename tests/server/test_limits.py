@@ -79,7 +79,10 @@ def test_a_sampling_budget_and_stop_strings_are_capped(tmp_path):
         _, sid = new_session(c)
         err = error_of(post(c, sid, "sample", sample_body(30, 256, 63)), 400)
         assert "30 prompts x 256 samples x 63 max_tokens = 483840 tokens" in err["message"]
-        assert "limit is 1000" in err["message"]
+        assert "limit is 1000" in err["message"] and err["param"] == "num_samples"  # the largest factor
+        err = error_of(post(c, sid, "sample", sample_body(1, 1, 5000)), 400)
+        assert err["param"] == "sampling_params.max_tokens" and "1 prompts x 1 samples x 5000" in err["message"]
+        assert error_of(post(c, sid, "sample", sample_body(2000, 1, 1)), 400)["param"] == "model_inputs"
         unset = {"model_inputs": sample_body(1, 100, 1)["model_inputs"], "num_samples": 100}
         assert "x 16 max_tokens" in error_of(post(c, sid, "sample", unset), 400)["message"]  # the default counts
         err = error_of(post(c, sid, "sample", sample_body(1, 1, 4, stop=["a", "b", "c", "d"])), 400)
