@@ -16,6 +16,9 @@ from rlnb._options import check_bool
 from rlnb.prompts import a_type, check_messages, check_text, token_ids
 from rlnb.text import Message, as_codec, to_tokens
 
+LOGPROB_SLACK = 1e-4
+"""How far above 0 a sampler log-prob may round (a certain token's log-softmax) before it is refused as not one."""
+
 
 def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> wire.TensorData:
     """``data`` as wire tensor data; a value it cannot hold (NaN, inf) is refused naming the argument ``name``."""
@@ -26,10 +29,27 @@ def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> w
 
 
 def _ids(tokens: Any, name: str) -> list[int]:
-    """``tokens`` as a list of ints (``rlnb.text.token_ids``); text is refused pointing to ``from_text``."""
+    """``tokens`` as a list of ints >= 0 (``rlnb.prompts.token_ids``); text is refused pointing to ``from_text``."""
     if isinstance(tokens, str):
         raise TypeError(f"{name} must be token ids, not text: use samples.from_text(session, prompt, completion)")
-    return token_ids(tokens, name)
+    ids = token_ids(tokens, name)
+    negative = next((i for i, t in enumerate(ids) if t < 0), None)
+    if negative is not None:  # else sent, and refused by the engine as the forward-backward's INVALID_INPUT
+        raise ValueError(f"{name} must be token ids >= 0, got {ids[negative]} at index {negative}")
+    return ids
+
+
+def _numbers(values: Any, name: str) -> list[float]:
+    """``values`` (a list, an array, a generator) as floats; a bool, text or anything but a real number is a
+    ``TypeError`` naming ``name`` (``True`` is 1.0 in Python, a weight or advantage no one meant)."""
+    listed = values.tolist() if hasattr(values, "tolist") else values
+    if isinstance(listed, str | bytes) or not isinstance(listed, Sequence | Iterator):
+        raise TypeError(f"{name} must be a list of numbers, got {a_type(listed)}")
+    listed = list(listed)
+    bad = next((v for v in listed if isinstance(v, bool) or not isinstance(v, numbers.Real)), None)
+    if bad is not None:
+        raise TypeError(f"{name} must be numbers, got {bad!r}")
+    return [float(v) for v in listed]
 
 
 def cross_entropy(tokens: Sequence[int], weights: Sequence[float] | None = None) -> wire.Sample:
@@ -42,8 +62,7 @@ def cross_entropy(tokens: Sequence[int], weights: Sequence[float] | None = None)
     tokens = _ids(tokens, "tokens")
     if len(tokens) < 2:
         raise ValueError(f"tokens needs at least 2 entries (one input, one target), got {len(tokens)}")
-    if weights is None:
-        weights = [1.0] * len(tokens)
+    weights = [1.0] * len(tokens) if weights is None else _numbers(weights, "weights")
     if len(weights) != len(tokens):
         raise ValueError(f"weights has {len(weights)} entries; it needs one per token ({len(tokens)})")
     return wire.Sample(
@@ -72,12 +91,17 @@ def policy(
     if not prompt or not completion:
         raise ValueError("prompt_tokens and completion_tokens must both be non-empty")
     n, pad = len(completion), len(prompt) - 1
+    sampler_logprobs = _numbers(sampler_logprobs, "sampler_logprobs")
     if len(sampler_logprobs) != n:
         raise ValueError(f"sampler_logprobs has {len(sampler_logprobs)} entries for {n} completion tokens")
+    above = next((i for i, lp in enumerate(sampler_logprobs) if lp > LOGPROB_SLACK), None)
+    if above is not None:
+        raise ValueError(f"sampler_logprobs are log-probabilities (<= 0), got {sampler_logprobs[above]} at index "
+                         f"{above}: pass the log-probs sample returns, not probabilities")  # fmt: skip
     given = advantage.tolist() if hasattr(advantage, "tolist") else advantage  # numpy / torch, 0-d or not
-    if isinstance(given, str) or not isinstance(given, numbers.Real | Sequence):
+    if isinstance(given, str | bool) or not isinstance(given, numbers.Real | Sequence):
         raise TypeError(f"advantage must be a number or one number per completion token, got {advantage!r}")
-    adv = [float(given)] * n if isinstance(given, numbers.Real) else [float(a) for a in given]
+    adv = [float(given)] * n if isinstance(given, numbers.Real) else _numbers(given, "advantage")
     if len(adv) != n:
         raise ValueError(f"advantage has {len(adv)} entries for {n} completion tokens")
     tokens = prompt + completion
@@ -88,6 +112,7 @@ def policy(
         "mask": _tensor([0] * pad + [1] * n, "int64"),
     }
     if reference_logprobs is not None:
+        reference_logprobs = _numbers(reference_logprobs, "reference_logprobs")
         if len(reference_logprobs) != n:
             raise ValueError(f"reference_logprobs has {len(reference_logprobs)} entries for {n} completion tokens")
         inputs["reference_logprobs"] = _tensor([0.0] * pad + list(reference_logprobs), "float32", "reference_logprobs")

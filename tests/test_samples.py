@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from rlnb import samples
@@ -45,3 +46,25 @@ def test_token_ids_and_advantages_in_the_forms_a_notebook_has():
         samples.policy([True, 2], [3], [-1.0], 0.5)
     with pytest.raises(TypeError, match="advantage must be a number or one number per completion token, got '0.5'"):
         samples.policy([1, 2], [3], [-1.0], "0.5")
+
+
+def test_loose_inputs_are_refused_naming_the_argument():
+    """adv5a: ``advantage=True`` was 1.0, a positive sampler log-prob (a probability passed by mistake) was taken,
+    a negative token id was sent and refused by the engine, and a generator of weights failed on ``len``."""
+    with pytest.raises(TypeError, match="advantage must be a number"):
+        samples.policy([1, 2], [3], [-0.5], advantage=True)
+    with pytest.raises(TypeError, match="advantage must be numbers, got True"):
+        samples.policy([1, 2], [3, 4], [-0.5, -0.1], advantage=[1.0, True])
+    with pytest.raises(ValueError, match=r"sampler_logprobs are log-probabilities \(<= 0\), got 0.7 at index 1"):
+        samples.policy([1, 2], [3, 4], [-0.5, 0.7], advantage=1.0)
+    samples.policy([1, 2], [3, 4], [-0.5, 3e-7], advantage=1.0)  # a certain token's log-softmax, rounded up
+    with pytest.raises(ValueError, match="tokens must be token ids >= 0, got -2 at index 1"):
+        samples.cross_entropy([1, -2, 3])
+    with pytest.raises(ValueError, match="completion_tokens must be token ids >= 0"):
+        samples.policy([1, 2], [-3], [-0.5], advantage=1.0)
+    with pytest.raises(TypeError, match="weights must be numbers, got 'a'"):
+        samples.cross_entropy([1, 2, 3], ["a", 1, 1])
+    sample = samples.cross_entropy([1, 2, 3], (w for w in (0.0, 1.0, 0.5)))
+    assert sample.loss_fn_inputs["weights"].data == [1.0, 0.5]
+    sample = samples.policy([1, 2], [3, 4], np.array([-0.5, -0.25]), advantage=np.array([1.0, 2.0]))
+    assert sample.loss_fn_inputs["advantages"].data == [0.0, 1.0, 2.0]
