@@ -1,13 +1,15 @@
 """The checks of what a notebook hands over as text or token ids, before any codec reads it: token ids in the
 forms a notebook has them, text a tokenizer can encode, chat messages a template renders as written, and what
-``tokenizer=`` may be. Apart from ``rlnb.text`` (the codecs) so that each stays small; each check's error names
-the argument it refuses.
+``tokenizer=`` may be; and ``sample``'s arguments as the wire takes them (``prompt_list``, ``stop_list``,
+``scalar``). Apart from ``rlnb.text`` (the codecs) so that each stays small; each check's error names the argument
+it refuses.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from rlnb._options import is_integer
@@ -83,3 +85,55 @@ def check_messages(messages: Sequence[Any], name: str = "messages") -> None:
                 f"{where}['content'] must be a string (or a list of content parts; None only with tool_calls), "
                 f"got {content!r}"[:300]
             )
+
+
+def _is_token_list(p: Any) -> bool:
+    return isinstance(p, Sequence) and not isinstance(p, str) and bool(p) and all(is_integer(t) for t in p)
+
+
+def prompt_list(prompts: Any) -> list[Any]:
+    """One prompt or many, as a list of prompts. A generator is read once, whole (testing its first item
+    first would lose it); an array or tensor of ids is its ``tolist()``. A message on its own, a set (no order
+    to match results by) and what is no prompt are a ``TypeError``; no prompt at all a ``ValueError``."""
+    if hasattr(prompts, "tolist"):  # numpy, torch
+        prompts = prompts.tolist()
+    elif isinstance(prompts, Iterator):
+        prompts = list(prompts)
+    if isinstance(prompts, Mapping):
+        raise TypeError("prompts is one chat message: a conversation is a list of messages, [message]")
+    if isinstance(prompts, str) or _is_token_list(prompts):
+        return [prompts]
+    if isinstance(prompts, AbstractSet) or not isinstance(prompts, Iterable):  # a dict's values are in order
+        raise TypeError(
+            f"prompts must be a prompt (text, token ids or chat messages) or a list of prompts, got {a_type(prompts)}"
+            + (": it has no order to match the results by" if isinstance(prompts, AbstractSet) else "")
+        )
+    items = list(prompts)
+    if not items:
+        raise ValueError("prompts is empty: pass at least one prompt")
+    if all(isinstance(m, Mapping) for m in items):
+        return [items]  # one conversation
+    return items
+
+
+def scalar(value: Any) -> Any:
+    """A numpy or torch scalar as the Python number it holds (``np.int64(8)`` is 8, ``np.True_`` True): the wire's
+    strict integers refuse numpy's, as they refuse ``8.0``. Anything else as it is."""
+    return value.item() if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)) else value
+
+
+def stop_list(stop: Any) -> list[str] | None:
+    """``stop`` as the wire's list of strings (``"\\n\\n"`` is one string), or None; anything but a string or
+    strings is a ``TypeError`` naming it (``b"x"`` would be the strings of its byte values)."""
+    if stop is None or isinstance(stop, str):
+        stop = [stop] if stop else []
+    if isinstance(stop, Iterator):
+        stop = list(stop)
+    if not isinstance(stop, Sequence) or isinstance(stop, bytes | bytearray):
+        raise TypeError(f"stop must be a string or a list of strings, got {a_type(stop)}")
+    bad = next((i for i, x in enumerate(stop) if not isinstance(x, str)), None)
+    if bad is not None:
+        raise TypeError(f"stop[{bad}] must be a string, got {stop[bad]!r}"[:300])
+    for i, x in enumerate(stop):  # decoded text never holds a lone surrogate: such a stop could never match
+        check_text(x, f"stop[{i}]")
+    return list(stop) or None

@@ -15,18 +15,17 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from rlnb import _exit, wire
-from rlnb._options import check_bool, is_integer
+from rlnb._options import check_bool
 from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.history import History, RunContinuedWarning
 from rlnb.history.record import FORWARD_ONLY
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
-from rlnb.prompts import a_type, check_text, token_ids
+from rlnb.prompts import prompt_list, scalar, stop_list, token_ids
 from rlnb.session.backend import Backend
 from rlnb.session.operation import Operation
 from rlnb.sinks.base import Sink
@@ -296,22 +295,22 @@ class Session:
         (encoded with the session's tokenizer and chat template). ``stop`` (one string or a list of
         them) and the tokenizer's EOS end a sequence. Each sampled sequence carries ``.text``, its tokens
         decoded, when the session has a tokenizer (or is byte-level)."""
-        batch = _prompt_list(prompts)
+        batch = prompt_list(prompts)
         tokens = [self._encode(p, f"prompts[{i}]") for i, p in enumerate(batch)]
         for i, t in enumerate(tokens):  # the service would fail the operation: refused before it is sent
             if not t:
                 raise ValueError(f"prompts[{i}] encodes to no tokens: a prompt needs at least one")
             self._check_ids(t, f"prompts[{i}]")
-        stops = _stop_list(stop)
+        stops = stop_list(stop)
         if stops and isinstance(self.codec, NoTokenizerCodec):  # stop strings are matched on decoded text
             raise ValueError(f"stop: {self.codec.refusal()}")
         max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs = map(
-            _scalar, (max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs)
+            scalar, (max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs)
         )
         params = wire.SamplingParams(  # checked first: a bad value is named before the prompts are measured
             max_tokens=max_tokens,
-            temperature=_scalar(temperature),
-            top_p=_scalar(top_p),
+            temperature=scalar(temperature),
+            top_p=scalar(top_p),
             top_k=top_k,
             stop=stops,
             seed=seed,
@@ -352,58 +351,6 @@ class Session:
     def save_inference_checkpoint(self) -> Operation[wire.InferenceCheckpointResult]:
         """Save the current weights for serving or download."""
         return self._submit(Kind.INFERENCE_CHECKPOINT, None)
-
-
-def _is_token_list(p: Any) -> bool:
-    return isinstance(p, Sequence) and not isinstance(p, str) and bool(p) and all(is_integer(t) for t in p)
-
-
-def _prompt_list(prompts: Any) -> list[Prompt]:
-    """One prompt or many, as a list of prompts. A generator is read once, whole (testing its first item
-    first would lose it); an array or tensor of ids is its ``tolist()``. A message on its own, a set (no order
-    to match results by) and what is no prompt are a ``TypeError``; no prompt at all a ``ValueError``."""
-    if hasattr(prompts, "tolist"):  # numpy, torch
-        prompts = prompts.tolist()
-    elif isinstance(prompts, Iterator):
-        prompts = list(prompts)
-    if isinstance(prompts, Mapping):
-        raise TypeError("prompts is one chat message: a conversation is a list of messages, [message]")
-    if isinstance(prompts, str) or _is_token_list(prompts):
-        return [prompts]
-    if isinstance(prompts, AbstractSet) or not isinstance(prompts, Iterable):  # a dict's values are in order
-        raise TypeError(
-            f"prompts must be a prompt (text, token ids or chat messages) or a list of prompts, got {a_type(prompts)}"
-            + (": it has no order to match the results by" if isinstance(prompts, AbstractSet) else "")
-        )
-    items = list(prompts)
-    if not items:
-        raise ValueError("prompts is empty: pass at least one prompt")
-    if all(isinstance(m, Mapping) for m in items):
-        return [items]  # one conversation
-    return items
-
-
-def _scalar(value: Any) -> Any:
-    """A numpy or torch scalar as the Python number it holds (``np.int64(8)`` is 8, ``np.True_`` True): the wire's
-    strict integers refuse numpy's, as they refuse ``8.0``. Anything else as it is."""
-    return value.item() if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)) else value
-
-
-def _stop_list(stop: Any) -> list[str] | None:
-    """``stop`` as the wire's list of strings (``"\\n\\n"`` is one string), or None; anything but a string or
-    strings is a ``TypeError`` naming it (``b"x"`` would be the strings of its byte values)."""
-    if stop is None or isinstance(stop, str):
-        stop = [stop] if stop else []
-    if isinstance(stop, Iterator):
-        stop = list(stop)
-    if not isinstance(stop, Sequence) or isinstance(stop, bytes | bytearray):
-        raise TypeError(f"stop must be a string or a list of strings, got {a_type(stop)}")
-    bad = next((i for i, x in enumerate(stop) if not isinstance(x, str)), None)
-    if bad is not None:
-        raise TypeError(f"stop[{bad}] must be a string, got {stop[bad]!r}"[:300])
-    for i, x in enumerate(stop):  # decoded text never holds a lone surrogate: such a stop could never match
-        check_text(x, f"stop[{i}]")
-    return list(stop) or None
 
 
 _OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
