@@ -28,7 +28,7 @@ from torch import nn
 
 from rlnb import wire
 from rlnb._options import refuse_unknown, take
-from rlnb.engine import checkpoints, handlers
+from rlnb.engine import checkpoints, handlers, inputs
 from rlnb.engine.models import packed
 from rlnb.engine.models.adapter import ModelAdapter, build_adapter
 from rlnb.engine.models.compiled import Compiler
@@ -241,6 +241,9 @@ class LocalBackend:
     @property
     def context_length(self) -> int:
         return self.engine.adapter.context_length
+
+    max_num_samples = inputs.MAX_NUM_SAMPLES
+    """The most completions per prompt a sample may ask for (``rlnb.engine.inputs``)."""
 
     def checkpoint_path(self, ckpt_id: str) -> Path:
         """The ``.pt`` file (training) or folder (inference) a checkpoint of this session was written to."""

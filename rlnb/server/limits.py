@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb import wire
+from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.prompts import surrogate
 from rlnb.server.errors import ServerError, error_response
 from rlnb.server.models import SAMPLING_DEFAULTS
@@ -141,6 +142,14 @@ def check_loss(settings: ServerSettings, body: wire.ForwardBackwardBody) -> None
 def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
     sp = body.sampling_params or wire.SamplingParams()
     prompts, n = len(body.model_inputs), body.num_samples or 1
+    if not prompts:  # else accepted, and FAILED INVALID_INPUT once it ran
+        raise ServerError(400, "model_inputs is empty: a sample needs at least one prompt", param="model_inputs")
+    empty = next((i for i, prompt in enumerate(body.model_inputs) if not prompt.tokens), None)
+    if empty is not None:
+        raise ServerError(400, f"model_inputs[{empty}] has no tokens: a prompt needs at least one",
+                          param=f"model_inputs.{empty}")  # fmt: skip
+    if n > MAX_NUM_SAMPLES:
+        raise ServerError(400, f"num_samples must be in [1, {MAX_NUM_SAMPLES}], got {n}", param="num_samples")
     tokens = sp.max_tokens or SAMPLING_DEFAULTS.max_tokens or 1
     if prompts * n * tokens > settings.max_sample_tokens:
         raise ServerError(

@@ -327,6 +327,9 @@ class Session:
                         f"prompt {i}: {len(t)} tokens + max_tokens {room}{unset} exceed the model's context of "
                         f"{context}"
                     )
+        most: int | None = getattr(self.backend, "max_num_samples", None)  # the in-process engine's
+        if most is not None and num_samples is not None and num_samples > most:  # else FAILED once sent
+            raise ValueError(f"num_samples must be in [1, {most}] on this in-process session, got {num_samples}")
         body = wire.SampleBody(
             model_inputs=[wire.ModelInput.from_tokens(t) for t in tokens],
             num_samples=num_samples,

@@ -83,6 +83,10 @@ def test_a_sampling_budget_and_stop_strings_are_capped(tmp_path):
         err = error_of(post(c, sid, "sample", sample_body(1, 1, 5000)), 400)
         assert err["param"] == "sampling_params.max_tokens" and "1 prompts x 1 samples x 5000" in err["message"]
         assert error_of(post(c, sid, "sample", sample_body(2000, 1, 1)), 400)["param"] == "model_inputs"
+        no_tokens = {"model_inputs": [wire.ModelInput.from_tokens([]).to_json_dict()]}
+        for body, param in (({"model_inputs": []}, "model_inputs"), (sample_body(1, 300, 1), "num_samples"),
+                            (no_tokens, "model_inputs.0")):  # fmt: skip
+            assert error_of(post(c, sid, "sample", body), 400)["param"] == param  # FAILED once run, before
         unset = {"model_inputs": sample_body(1, 100, 1)["model_inputs"], "num_samples": 100}
         assert "x 16 max_tokens" in error_of(post(c, sid, "sample", unset), 400)["message"]  # the default counts
         err = error_of(post(c, sid, "sample", sample_body(1, 1, 4, stop=["a", "b", "c", "d"])), 400)
