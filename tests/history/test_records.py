@@ -326,3 +326,25 @@ def test_a_line_the_os_takes_in_pieces_is_written_whole_and_one_it_refuses_stops
         store.write_op({"seq": 1, "kind": "sample"})
     assert store.failed is not None
     store.close()
+
+
+def test_an_integer_past_any_float_in_a_figure_is_left_out_and_the_run_loads(tmp_path):
+    """JSON integers have no size limit: a figure of 10**400 (written by hand, or damage) is no float. It used to
+    stop History.load with OverflowError (metrics.jsonl) and the operations table with it (ops.jsonl)."""
+    run = good_run(tmp_path, "r")
+    huge = "1" + "0" * 400
+    with open(run / "ops.jsonl", "a") as fh:
+        fh.write(f'{{"seq": 6, "kind": "forward-backward", "status": "{DONE}", "step": 3, "loss": {huge}, '
+                 f'"metrics": {{"kl": {huge}}}}}\n')
+        fh.write(f'{{"seq": 7, "kind": "optim-step", "status": "{DONE}", "step": 4, "grad_norm": {huge}}}\n')
+    with open(run / "metrics.jsonl", "a") as fh:
+        fh.write(f'{{"step": 4, "reward": {huge}, "kl": 12}}\n')
+    with pytest.warns(RuntimeWarning, match="wrong type") as caught:
+        h = History.load(run)
+    assert any("loss = 1000" in str(w.message) for w in caught)
+    df, steps = h.df, h.steps
+    assert list(df.seq) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert pd.isna(df.loss.iloc[6]) and df.metrics.iloc[6] == {} and pd.isna(df.grad_norm.iloc[7])
+    assert h.logged.step.tolist() == [1, 2, 3, 4] and pd.isna(h.logged.reward.iloc[3]) and h.logged.kl.iloc[3] == 12
+    assert steps.step.tolist() == [1, 2, 3, 4]
+    h.to_parquet(tmp_path / "h.parquet")
