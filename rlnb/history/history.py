@@ -49,6 +49,21 @@ class RunContinuedWarning(UserWarning):
     """A session continues a run whose earlier session reached a later step than this one starts at."""
 
 
+def _continued(run_id: str, earlier: History | None, now: float) -> dict[str, Any]:
+    """The config fields of a run started or continued ``now``: the first ``created_at`` and the times it was
+    continued at. A damaged earlier config (a time that is no number, ``continued_at`` no list) loses only
+    those values."""
+    if earlier is None:
+        return {"run_id": run_id, "created_at": now}
+    created, times = earlier.config.get("created_at"), earlier.config.get("continued_at")
+    kept = [float(t) for t in times if _time(t)] if isinstance(times, list) else []
+    return {"run_id": run_id, "created_at": float(created) if _time(created) else now, "continued_at": [*kept, now]}
+
+
+def _time(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 class History:
     """The operations of one session, in submission order, plus your own logged figures.
 
@@ -85,19 +100,14 @@ class History:
         run_id = run_id if run_id is not None else new_run_id(str(config.get("optimizer", "")))
         path = run_folder(runs_dir, run_id)
         store = RunStore(path)  # the lock first: nobody else writes while the earlier records are read
-        now = time.time()
-        try:
+        try:  # whatever fails here, the lock is released: a retry is not refused as RunLocked
             written = [f for f in (path / OPS_FILE, path / METRICS_FILE) if f.is_file() and f.stat().st_size]
             earlier = cls.load(path) if written else None  # a run that only logged figures is continued too
+            config = {**_continued(run_id, earlier, time.time()), **config, "versions": environment()}
+            store.write_config(config)
         except BaseException:
             store.close()
             raise
-        first = {"run_id": run_id, "created_at": now}
-        if earlier is not None:
-            first["created_at"] = earlier.config.get("created_at", now)
-            config = {**config, "continued_at": [*earlier.config.get("continued_at", []), now]}
-        config = {**first, **config, "versions": environment()}
-        store.write_config(config)
         history = cls(store, config)
         if earlier is not None:
             history._records, history._logged = earlier._records, earlier._logged

@@ -348,3 +348,33 @@ def test_an_integer_past_any_float_in_a_figure_is_left_out_and_the_run_loads(tmp
     assert h.logged.step.tolist() == [1, 2, 3, 4] and pd.isna(h.logged.reward.iloc[3]) and h.logged.kl.iloc[3] == 12
     assert steps.step.tolist() == [1, 2, 3, 4]
     h.to_parquet(tmp_path / "h.parquet")
+
+
+@pytest.mark.parametrize("config", [{"continued_at": 5, "created_at": "yesterday"}, {"continued_at": "abc"},
+                                    {"continued_at": [1.0, "x", None, True], "created_at": [1]}])
+def test_a_run_whose_config_has_wrong_types_is_continued_and_its_lock_never_leaks(tmp_path, config):
+    """A config.json whose ``continued_at`` is no list (edited by hand, damage) stopped the next session on that
+    run id with ``TypeError: Value after * must be an iterable``, after the run's lock was taken: the lock stayed
+    held until the garbage collector found it, so even a retry was refused as RunLocked."""
+    run = good_run(tmp_path, "r")
+    (run / "config.json").write_text(json.dumps({"run_id": "r", **config}))
+    with pytest.warns(RunContinuedWarning):
+        s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.forward_backward(BATCH).result()
+    s.close()
+    h = History.load(run)
+    continued = h.config["continued_at"]
+    assert isinstance(continued, list) and all(type(t) is float for t in continued) and len(h) == 7
+    assert type(h.config["created_at"]) is float and continued[-1] >= h.config["created_at"]
+    with pytest.warns(RunContinuedWarning):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()  # the lock was released
+
+
+def test_a_session_that_fails_to_open_a_run_releases_its_lock(tmp_path, monkeypatch):
+    good_run(tmp_path, "r")
+    monkeypatch.setattr("rlnb.history.history.environment", lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    monkeypatch.undo()
+    with pytest.warns(RunContinuedWarning):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()  # not RunLocked
