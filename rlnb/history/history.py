@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import pandas as pd
 
@@ -60,7 +60,7 @@ def _continued(run_id: str, earlier: History | None, now: float) -> dict[str, An
     return {"run_id": run_id, "created_at": float(created) if _time(created) else now, "continued_at": [*kept, now]}
 
 
-def _time(value: Any) -> bool:
+def _time(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
