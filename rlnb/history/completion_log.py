@@ -12,8 +12,9 @@ from typing import Any
 
 import pandas as pd
 
+from rlnb.history.reading import read_jsonl
 from rlnb.history.record import warn_bad
-from rlnb.history.store import COMPLETIONS_FILE, read_jsonl
+from rlnb.history.store import COMPLETIONS_FILE
 
 COLUMNS: dict[str, type] = {
     "step": int,

@@ -29,6 +29,7 @@ import pandas as pd
 
 from rlnb import wire
 from rlnb.history.completion_log import CompletionLog, read_completions
+from rlnb.history.reading import read_config, read_jsonl
 from rlnb.history.record import Record, as_row, fold_output, from_row, logged_row, warn_bad
 from rlnb.history.steplog import StepLog, logged_figures
 from rlnb.history.store import (
@@ -37,8 +38,6 @@ from rlnb.history.store import (
     RunStore,
     environment,
     new_run_id,
-    read_config,
-    read_jsonl,
     run_folder,
 )
 from rlnb.history.tables import _columns, _concat, _ops_frame

@@ -378,3 +378,44 @@ def test_a_session_that_fails_to_open_a_run_releases_its_lock(tmp_path, monkeypa
     monkeypatch.undo()
     with pytest.warns(RunContinuedWarning):
         rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()  # not RunLocked
+
+
+ROW = {"group": 0, "prompt": "p", "completion": "c", "reward": 1.0, "advantage": 0.0, "length": 2, "truncated": False}
+
+
+def test_what_is_recorded_after_close_reaches_the_run_folder(tmp_path):
+    """A figure logged once the session has ended (an evaluation after ``with connect(...)``), completions kept
+    then, or a closed history given to a new session: all went to memory only, silently, since the store's files
+    were closed: ``History.load`` came back without them. Now each is appended under the run's lock."""
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r") as s:
+        s.forward_backward(BATCH)
+        s.optim_step()
+        s.wait()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s.history.log(1, eval_accuracy=0.75)
+        s.history.log_completions(1, [ROW])
+    with pytest.warns(RunContinuedWarning):  # a fresh FakeBackend starts at step 0 again
+        again = rlnb.Session(FakeBackend(), history=s.history)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again.forward_backward(BATCH).result()
+        again.close()
+    h = History.load(tmp_path / "r")
+    assert h.logged.to_dict("records") == [{"step": 1, "eval_accuracy": 0.75}]
+    assert h.completions.completion.tolist() == ["c"]
+    assert len(h) == 3 and h.df.status.tolist() == [DONE] * 3
+    pd.testing.assert_frame_equal(h.df, s.history.df)
+
+
+def test_a_figure_logged_on_a_closed_history_while_another_session_writes_its_run_warns(tmp_path):
+    first = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    first.history.log(1, reward=0.5)
+    first.close()
+    with pytest.warns(RunContinuedWarning):
+        second = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    with pytest.warns(RunStoreWarning, match="being written by another session.*goes on in memory"):
+        first.history.log(2, reward=0.6)
+    assert first.history.logged.reward.tolist() == [0.5, 0.6]  # kept in memory, and said so
+    second.close()
+    assert History.load(tmp_path / "r").logged.reward.tolist() == [0.5]
