@@ -50,6 +50,11 @@ class CompletionLog:
         with self._lock:
             return self._latest
 
+    def rows(self) -> list[dict[str, Any]]:
+        """Every row kept, in order."""
+        with self._lock:
+            return list(self._rows)
+
     def frame(self) -> pd.DataFrame:
         with self._lock:
             rows = list(self._rows)

@@ -17,7 +17,6 @@ what could stand apart (store, steplog, tables, catalog) already does.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -29,6 +28,7 @@ import pandas as pd
 
 from rlnb import wire
 from rlnb.history.completion_log import CompletionLog, read_completions
+from rlnb.history.export import save_run, with_json
 from rlnb.history.reading import read_config, read_jsonl
 from rlnb.history.record import Record, as_row, fold_output, from_row, logged_row, warn_bad
 from rlnb.history.steplog import StepLog, logged_figures
@@ -320,16 +320,22 @@ class History:
         behind others), the weights version published after it, and your logged figures."""
         return self.step_log.frame()
 
+    def save(self, path: str | Path) -> Path:
+        """Write the whole history — every operation, every logged figure, the completions, the config — as a run
+        folder at ``path`` that ``History.load`` restores (for a run whose own folder could not be written, or a
+        copy). ``FileExistsError`` if ``path`` holds a run already. Returns the folder."""
+        with self._lock:
+            ops, logged = [as_row(r) for r in self._records], list(self._logged)
+        return save_run(path, self.config, ops, logged, self._completions.rows())
+
     def to_csv(self, path: str | Path) -> None:
-        """Write ``df`` (one row per operation) to a CSV file."""
-        self.df.to_csv(path, index=False)
+        """Write ``df`` (one row per operation) to a CSV file; dict columns as JSON text. The logged figures and
+        completions are not in it: ``logged`` and ``completions`` are tables of their own, ``save`` keeps all."""
+        with_json(self.df).to_csv(path, index=False)
 
     def to_parquet(self, path: str | Path) -> None:
-        """Needs pyarrow (``pip install rlnb[parquet]``); dict columns are stored as JSON text."""
-        frame = self.df
-        for col in ("metrics", "params"):
-            frame[col] = frame[col].map(lambda d: json.dumps(d, default=str))
-        frame.to_parquet(path, index=False)
+        """``df`` as Parquet: needs pyarrow (``pip install rlnb[parquet]``); dict columns as JSON text."""
+        with_json(self.df).to_parquet(path, index=False)
 
     def _repr_html_(self) -> str:
         df = self.df

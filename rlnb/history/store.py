@@ -225,8 +225,8 @@ class RunStore:
         for fh in (self._ops, self._metrics, self._completions):
             _close_quietly(fh)
         warnings.warn(
-            f"rlnb cannot write the run folder {self.path} ({self.failed}); the run goes on in memory: "
-            "session.history keeps every record (save it elsewhere with history.to_csv or to_parquet)",
+            f"rlnb cannot write the run folder {self.path} ({self.failed}); the run goes on in memory: session.history "
+            "keeps every record (save it elsewhere with history.save(folder), which History.load reads back)",
             RunStoreWarning,
             stacklevel=2,
         )

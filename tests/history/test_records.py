@@ -419,3 +419,40 @@ def test_a_figure_logged_on_a_closed_history_while_another_session_writes_its_ru
     assert first.history.logged.reward.tolist() == [0.5, 0.6]  # kept in memory, and said so
     second.close()
     assert History.load(tmp_path / "r").logged.reward.tolist() == [0.5]
+
+
+def test_a_run_whose_folder_could_not_be_written_is_saved_whole_elsewhere(tmp_path):
+    """The full-disk warning said to save the history "elsewhere with history.to_csv or to_parquet": both write the
+    operations alone, so the logged figures, the completions and the config were lost even then, and neither
+    can be loaded back. ``history.save(folder)`` writes a run folder that ``History.load`` restores whole."""
+    full_disk(tmp_path / "runs" / "r")
+    with pytest.warns(RunStoreWarning, match=r"save it elsewhere with history.save\(folder\)"):
+        s = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r")
+        for i in range(2):
+            s.forward_backward(BATCH)
+            s.optim_step()
+            s.history.log_completions(i + 1, [ROW])
+            s.history.log(i + 1, reward=0.5 * i, **{"eval/acc": float("nan")})
+        s.close()
+    saved = s.history.save(tmp_path / "elsewhere")
+    h = History.load(saved)
+    pd.testing.assert_frame_equal(h.df, s.history.df)
+    pd.testing.assert_frame_equal(h.logged, s.history.logged)
+    pd.testing.assert_frame_equal(h.steps, s.history.steps)
+    pd.testing.assert_frame_equal(h.completions, s.history.completions)
+    assert h.config["run_id"] == "r" and h.config["optimizer"] == "adam"
+    with pytest.raises(FileExistsError, match="holds a run already"):
+        s.history.save(saved)  # never over a run
+    assert len(History.load(saved)) == 4
+
+
+def test_exports_write_dict_columns_as_json(tmp_path):
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.forward_backward(BATCH)
+    s.optim_step(rlnb.AdamParams(learning_rate=1e-3))
+    s.wait()
+    s.history.to_csv(tmp_path / "h.csv")
+    csv = pd.read_csv(tmp_path / "h.csv")
+    assert json.loads(csv.params.iloc[1]) == s.history.df.params.iloc[1]
+    assert json.loads(csv.metrics.iloc[1]) == s.history.df.metrics.iloc[1]
+    s.close()
