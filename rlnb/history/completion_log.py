@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from rlnb.history.reading import read_jsonl
-from rlnb.history.record import warn_bad
+from rlnb.history.record import _integer, _number, warn_bad
 from rlnb.history.store import COMPLETIONS_FILE
 
 COLUMNS: dict[str, type] = {
@@ -77,9 +77,7 @@ def row(line: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
         if kind is float and value is None:  # NaN is written as NaN; a null stands for it too
             line = {**line, name: math.nan}
             continue
-        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-        if kind is float:
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = _integer(value) if kind is int else _number(value) if kind is float else isinstance(value, kind)
         if not ok:
             bad.append(f"{name} = {value!r}"[:80])
             return None

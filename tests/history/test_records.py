@@ -456,3 +456,19 @@ def test_exports_write_dict_columns_as_json(tmp_path):
     assert json.loads(csv.params.iloc[1]) == s.history.df.params.iloc[1]
     assert json.loads(csv.metrics.iloc[1]) == s.history.df.metrics.iloc[1]
     s.close()
+
+
+def test_a_completion_with_a_number_no_table_column_holds_is_left_out(tmp_path):
+    """``completions.jsonl`` with a reward of 10**400 or a step / length past int64 loaded, but ``completions``
+    then failed with ``OverflowError: Python int too large to convert to C long``."""
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "ops.jsonl").write_text("")
+    lines = [{"step": 1, **ROW}, {"step": 1, **ROW, "reward": 10**400}, {"step": 2**70, **ROW},
+             {"step": 1, **ROW, "length": 2**70}, {"step": 1, **ROW, "group": -(2**64)}]
+    (run / "completions.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.warns(RuntimeWarning, match="left out 4 value"):
+        table = History.load(run).completions
+    assert table.to_dict("records") == [{"step": 1, **ROW}]
+    with pytest.warns(RuntimeWarning, match="left out 4 value"):
+        assert len(rlnb.history.completions(run)) == 1
