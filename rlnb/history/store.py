@@ -74,15 +74,32 @@ def check_run_id(run_id: object) -> str:
     return run_id
 
 
+def runs_root(runs_dir: str | Path | None) -> Path:
+    """The runs folder ``runs_dir`` (default ``$RLNB_RUNS_DIR`` or ``./rlnb-runs``), checked: ``ValueError`` naming
+    it when it is a file, or a path through one — no run could be written there."""
+    root = Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()
+    field = "runs_dir" if runs_dir is not None or RUNS_DIR_ENV not in os.environ else f"${RUNS_DIR_ENV}"
+    for folder in (root, *root.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(
+                    f"{field} {str(root)!r}: {folder} is a file, not a folder: pass a folder (made if missing)"
+                )
+            break
+    return root
+
+
 def run_folder(runs_dir: str | Path | None, run_id: str) -> Path:
-    """``<runs_dir>/<run_id>``, checked: a run id that is a symbolic link there is refused, as writing through
-    it would put the run wherever the link points."""
-    path = (Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()) / check_run_id(run_id)
+    """``<runs_dir>/<run_id>``, checked: a runs folder that is a file, a run id that is a file there or a symbolic
+    link there (writing through it would put the run wherever the link points) is refused."""
+    path = runs_root(runs_dir) / check_run_id(run_id)
     if path.is_symlink():
         raise ValueError(
             f"run_id {run_id!r}: {path} is a symbolic link (to {os.readlink(path)!r}); rlnb writes a run only into "
             "a folder inside the runs folder: pick another run_id, or pass the target's parent as runs_dir"
         )
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"run_id {run_id!r}: {path} is a file, not a run folder: pick another run_id")
     return path
 
 

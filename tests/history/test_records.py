@@ -472,3 +472,23 @@ def test_a_completion_with_a_number_no_table_column_holds_is_left_out(tmp_path):
     assert table.to_dict("records") == [{"step": 1, **ROW}]
     with pytest.warns(RuntimeWarning, match="left out 4 value"):
         assert len(rlnb.history.completions(run)) == 1
+
+
+def test_a_runs_dir_or_run_id_that_is_a_file_is_refused_up_front(tmp_path, monkeypatch):
+    """``runs_dir`` naming a file (or a path through one) was a RunStoreWarning and a run in memory only, after
+    the model was loaded: a typo cost the whole recording. Now a ValueError naming the field, before anything."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for runs_dir in (notes, notes / "runs"):
+            with pytest.raises(ValueError, match=r"runs_dir .*notes.txt is a file, not a folder"):
+                rlnb.connect("local", runs_dir=runs_dir)
+            with pytest.raises(ValueError, match=r"runs_dir .*notes.txt is a file, not a folder"):
+                rlnb.Session(FakeBackend(), runs_dir=runs_dir, run_id="r")
+        with pytest.raises(ValueError, match=r"run_id 'notes.txt': .*notes.txt is a file, not a run folder"):
+            rlnb.connect("local", runs_dir=tmp_path, run_id="notes.txt")
+        monkeypatch.setenv("RLNB_RUNS_DIR", str(notes))
+        with pytest.raises(ValueError, match=r"\$RLNB_RUNS_DIR .*notes.txt is a file, not a folder"):
+            rlnb.connect("local")
+    assert notes.read_text() == "mine"
