@@ -27,6 +27,7 @@ from typing import Any, TypeGuard
 import pandas as pd
 
 from rlnb import wire
+from rlnb._options import check_bool
 from rlnb.history.completion_log import CompletionLog, read_completions
 from rlnb.history.export import save_run, with_json
 from rlnb.history.reading import read_config, read_jsonl
@@ -39,13 +40,27 @@ from rlnb.history.store import (
     environment,
     new_run_id,
     run_folder,
+    runs_root,
 )
 from rlnb.history.tables import _columns, _concat, _ops_frame
 
-__all__ = ["History", "RunContinuedWarning"]
+__all__ = ["History", "RunContinuedWarning", "check_recording"]
 
 class RunContinuedWarning(UserWarning):
     """A session continues a run whose earlier session reached a later step than this one starts at."""
+
+
+def check_recording(history: object, runs_dir: str | Path | None, run_id: str | None, record: object) -> None:
+    """A session's recording options, checked before it starts: an error naming the first one that is of the
+    wrong kind (``record="no"`` is truthy), or a run folder that could not be written (``run_folder``)."""
+    check_bool("record", record)
+    if history is not None and not isinstance(history, History):
+        raise TypeError(f"history must be an rlnb.History or None, got {type(history).__name__}: {history!r}"[:300])
+    if record and history is None:
+        if run_id is None:
+            runs_root(runs_dir)
+        else:
+            run_folder(runs_dir, run_id)
 
 
 def _continued(run_id: str, earlier: History | None, now: float) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from rlnb._options import user_path
 from rlnb.errors import RunLocked
 
 RUNS_DIR_ENV = "RLNB_RUNS_DIR"
@@ -75,9 +76,11 @@ def check_run_id(run_id: object) -> str:
 
 
 def runs_root(runs_dir: str | Path | None) -> Path:
-    """The runs folder ``runs_dir`` (default ``$RLNB_RUNS_DIR`` or ``./rlnb-runs``), checked: ``ValueError`` naming
-    it when it is a file, or a path through one — no run could be written there."""
-    root = Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()
+    """The runs folder ``runs_dir`` (default ``$RLNB_RUNS_DIR`` or ``./rlnb-runs``), checked: an error naming it
+    when it is no path, ``''``, a file or a path through one — no run could be written there."""
+    if runs_dir == "":  # Path("") is the working folder
+        raise ValueError("runs_dir must be a folder's path or None, got ''")
+    root = user_path("runs_dir", runs_dir) if runs_dir is not None else default_runs_dir()
     field = "runs_dir" if runs_dir is not None or RUNS_DIR_ENV not in os.environ else f"${RUNS_DIR_ENV}"
     for folder in (root, *root.parents):
         if folder.exists():

@@ -10,7 +10,7 @@ from typing import Any
 
 from rlnb import wire
 from rlnb.history import History
-from rlnb.history.store import run_folder, runs_root
+from rlnb.history.history import check_recording
 from rlnb.session.backend import Backend
 from rlnb.session.session import Session
 from rlnb.sinks.base import Sink
@@ -51,10 +51,7 @@ def connect(
     if not isinstance(target, str):
         raise TypeError(f"target must be 'local' or an http(s):// URL, got {type(target).__name__} {target!r}")
     kind = wire.optimizer_kind(optimizer) if optimizer is not None else None
-    if record and history is None and run_id is not None:  # before a model is loaded or a remote session started
-        run_folder(runs_dir, run_id)
-    elif record and history is None:
-        runs_root(runs_dir)
+    check_recording(history, runs_dir, run_id, record)  # before a model is loaded or a remote session started
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
     if target == "local":
         from rlnb.engine.backend import LocalBackend

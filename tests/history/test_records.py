@@ -492,3 +492,20 @@ def test_a_runs_dir_or_run_id_that_is_a_file_is_refused_up_front(tmp_path, monke
         with pytest.raises(ValueError, match=r"\$RLNB_RUNS_DIR .*notes.txt is a file, not a folder"):
             rlnb.connect("local")
     assert notes.read_text() == "mine"
+
+
+@pytest.mark.parametrize(("kw", "error", "text"), [
+    ({"runs_dir": 5}, TypeError, "runs_dir must be a path .*got int: 5"),
+    ({"runs_dir": ""}, ValueError, "runs_dir must be a folder's path or None, got ''"),
+    ({"record": "no"}, ValueError, "record must be True or False, got 'no'"),
+    ({"history": "mine.csv"}, TypeError, "history must be an rlnb.History or None, got str"),
+])
+def test_recording_options_of_the_wrong_kind_are_refused_naming_them(tmp_path, monkeypatch, kw, error, text):
+    """``runs_dir=5`` was Path's TypeError naming no field; ``runs_dir=""`` wrote runs into the working folder;
+    ``record="no"`` (truthy) recorded; ``history="mine.csv"`` was an AttributeError (``steps_reached``)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error, match=text):
+        rlnb.connect("local", **kw)
+    with pytest.raises(error, match=text):
+        rlnb.Session(FakeBackend(), **kw)
+    assert list(tmp_path.iterdir()) == []
