@@ -14,6 +14,7 @@ import pandas as pd
 
 from rlnb import wire
 from rlnb.history.history import History
+from rlnb.history.steplog import SHADOWED
 from rlnb.history.store import OPS_FILE, default_runs_dir
 
 COLUMNS = [
@@ -30,6 +31,10 @@ COLUMNS = [
     "final_loss",
     "error",
 ]
+
+
+ADDED = ("run", "seed")
+"""The columns ``compare`` adds to the steps tables: a figure logged under one of these names is ``"run (logged)"``."""
 
 
 def _row(run: Path) -> dict[str, Any]:
@@ -98,7 +103,7 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
             names[i] = f"{path.parent.name}/{names[i]}" if path is not None else f"{names[i]} ({i})"
     frames = []
     for name, h in zip(names, runs, strict=True):
-        frame = h.steps
+        frame = h.steps.rename(columns={c: SHADOWED.format(c) for c in ADDED})  # a figure logged as run or seed
         frame.insert(0, "run", name)
         frame.insert(1, "seed", h.config.get("seed"))
         frames.append(frame)

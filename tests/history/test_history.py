@@ -159,6 +159,24 @@ def test_compare_keeps_two_runs_of_one_run_id_apart(tmp_path):
     assert set(compare(seeds, labels=["adam", "adam"]).run) == {"adam"}  # one config's seeds stay one label
 
 
+def test_compare_keeps_a_figure_logged_as_run_or_seed(tmp_path):
+    """``compare`` adds ``run`` and ``seed`` columns: a figure logged under either name stopped it (and
+    ``plots.compare``) with pandas' ``cannot insert run, already exists``."""
+    h = run_session(tmp_path, "a", steps=2)
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="b")
+    s.forward_backward([samples.cross_entropy(list(b"ab"))])
+    s.optim_step()
+    s.wait()
+    s.history.log(1, seed=7.0, run=3.0)
+    s.close()
+    both = compare([h, tmp_path / "b"], labels=["x", "y"])
+    assert list(both.run) == ["x", "x", "y"] and list(both["seed (logged)"].iloc[2:]) == [7.0]
+    assert list(both["run (logged)"].iloc[2:]) == [3.0] and both.seed.isna().all()
+    from rlnb.viz import plots
+
+    plots.compare([h, tmp_path / "b"])
+
+
 def test_html_summary_and_record_off(tmp_path):
     h = run_session(tmp_path, "h", steps=1)
     html = h._repr_html_()
