@@ -159,6 +159,21 @@ def test_compare_keeps_two_runs_of_one_run_id_apart(tmp_path):
     assert set(compare(seeds, labels=["adam", "adam"]).run) == {"adam"}  # one config's seeds stay one label
 
 
+def test_compare_keeps_two_runs_of_one_folder_label_and_seed_apart(tmp_path):
+    """Two runs of one runs folder annotated with the same label (and seed) took the folder's name, the same for
+    both, and were merged into one line; the same run given twice too."""
+    for run_id in ("a", "b"):
+        s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id=run_id)
+        s.history.annotate(label="adam", seed=1)
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.optim_step()
+        s.wait()
+        s.close()
+    both = compare([tmp_path / "a", tmp_path / "b"])
+    assert both.run.nunique() == 2 and both.pivot(index="step", columns="run", values="loss").shape == (1, 2)
+    assert compare([tmp_path / "a", tmp_path / "a"]).run.nunique() == 2
+
+
 def test_compare_keeps_a_figure_logged_as_run_or_seed(tmp_path):
     """``compare`` adds ``run`` and ``seed`` columns: a figure logged under either name stopped it (and
     ``plots.compare``) with pandas' ``cannot insert run, already exists``."""

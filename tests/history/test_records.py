@@ -509,3 +509,15 @@ def test_recording_options_of_the_wrong_kind_are_refused_naming_them(tmp_path, m
     with pytest.raises(error, match=text):
         rlnb.Session(FakeBackend(), **kw)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_takes_runs_whose_config_seed_is_damaged(tmp_path):
+    """A config.json ``seed`` that is a list (hand-edited, damage) stopped ``compare`` (and ``plots.compare``) with
+    ``TypeError: unhashable type: 'list'``; now the seed is left out with a warning and the runs are compared."""
+    for run_id in ("a", "b"):
+        run = good_run(tmp_path, run_id)
+        config = json.loads((run / "config.json").read_text())
+        (run / "config.json").write_text(json.dumps({**config, "seed": [1, 2], "label": {"lr": 1}}))
+    with pytest.warns(RuntimeWarning, match=r"config.json: its seed \[1, 2\] is not an integer; compared without"):
+        both = rlnb.compare([tmp_path / "a", tmp_path / "b"])
+    assert both.seed.isna().all() and len(both) == 6 and both.run.nunique() == 2
