@@ -50,12 +50,19 @@ def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
                 f"another name (e.g. 'my_{name}')"
             )
         try:
-            if isinstance(value, bool | str | bytes):
-                raise TypeError
+            if isinstance(value, bool | str | bytes | complex) or _bool_or_complex(getattr(value, "dtype", None)):
+                raise TypeError  # float() would take numpy's and torch's (as 1.0, or the real part)
             row[name] = float(value)
-        except (TypeError, ValueError, OverflowError):
+        except (TypeError, ValueError, OverflowError, RuntimeError):  # RuntimeError: torch's
             raise ValueError(f"history.log: {name} must be a real number, got {value!r}"[:300]) from None
     return row
+
+
+def _bool_or_complex(dtype: Any) -> bool:
+    """Whether a numpy or torch dtype is a bool or a complex one."""
+    if getattr(dtype, "kind", "") in ("b", "c"):  # numpy's
+        return True
+    return bool(getattr(dtype, "is_complex", False)) or str(dtype) == "torch.bool"
 
 
 _Row = tuple[int, int, float, float, float, float, float, float, int]

@@ -353,6 +353,21 @@ def test_log_refuses_what_a_table_cannot_hold_before_recording_it(tmp_path):
         assert h.logged.to_dict("records") == [row] and h.steps[list(row)].to_dict("records") == [row]
 
 
+def test_log_refuses_numpy_and_torch_bools_and_complex_numbers_as_it_refuses_python_ones():
+    """``np.True_`` and ``torch.tensor(True)`` were logged as 1.0 (a Python bool is refused), a numpy complex lost
+    its imaginary part with a ComplexWarning, a complex tensor raised torch's RuntimeError naming no figure."""
+    import numpy as np
+    import torch
+
+    h = History()
+    for value in (np.True_, torch.tensor(True), torch.tensor([False]), np.complex128(1 + 2j), 1 + 2j,
+                  torch.tensor(1 + 2j), np.array(1 + 0j)):
+        with pytest.raises(ValueError, match="history.log: reward must be a real number, got"):
+            h.log(1, reward=value)
+    h.log(1, a=np.float16(0.5), b=torch.tensor(2.0, dtype=torch.bfloat16), c=np.int64(3), d=torch.tensor([4]))
+    assert h.logged.to_dict("records") == [{"step": 1, "a": 0.5, "b": 2.0, "c": 3.0, "d": 4.0}]
+
+
 def test_a_run_that_logged_a_steps_column_name_still_builds_its_tables(tmp_path):
     """Runs written before ``log`` refused such names: the figure keeps its own column, the steps column its own."""
     s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
