@@ -1,10 +1,10 @@
 """The points and failures a sink receives, made from a History's records as ``History.steps`` does.
 
 One point per completed optim-step: the loss summed over the forward-backwards submitted since the
-step before (in submission order), the pre-clip grad norm(s), the clip threshold, the learning rate
-and the step's compute time and wait (``rlnb.history.timing``); ``history.log`` rows are points of their own, merged
-into their step's. Figures that are NaN (not reported) are left out. A failed operation of any kind
-is a ``Failure``.
+optim-step before (in submission order; a failed one ends its step too), the pre-clip grad norm(s), the clip
+threshold, the learning rate and the step's compute time and wait (``rlnb.history.timing``); ``history.log``
+rows are points of their own, merged into their step's. Figures that are NaN (not reported) are left out. A
+failed operation of any kind is a ``Failure``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Steps:
     def __init__(self) -> None:
         self._running: set[int] = set()
         self._ready: list[tuple[int, Record]] = []  # a heap by seq
-        self._loss: dict[int, float] = {}
+        self._loss = math.nan  # of the training forward-backwards since the last optim-step (a failed one too)
         self._times: list[Times] = []  # of the operations since the last optim-step
 
     def record(self, rec: Record) -> list[Item]:
@@ -57,15 +57,16 @@ class Steps:
             return []
         if rec.kind == OperationKind.OPTIM_STEP:  # every optim-step ends a step, a failed one too
             times, self._times = self._times, []
+            loss, self._loss = self._loss, math.nan
         if rec.status == OperationStatus.FAILED:
             return [failure(rec)]
-        if rec.step is None:
-            return []
         if rec.kind == OperationKind.FORWARD_BACKWARD:
             if not math.isnan(rec.step_loss):
-                self._loss[rec.step + 1] = self._loss.get(rec.step + 1, 0.0) + rec.step_loss
+                self._loss = rec.step_loss if math.isnan(self._loss) else self._loss + rec.step_loss
             return []
-        values = {"loss": self._loss.pop(rec.step, math.nan), **{f: getattr(rec, f) for f in STEP_FIELDS}}
+        if rec.step is None:
+            return []
+        values = {"loss": loss, **{f: getattr(rec, f) for f in STEP_FIELDS}}
         values["step_time_s"], values["queue_s"] = step_times(times)
         return [Point(rec.step, {k: float(v) for k, v in values.items() if not math.isnan(v)}, rec.finished_at)]
 

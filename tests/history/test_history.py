@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pandas as pd
 import pytest
@@ -16,7 +17,7 @@ import pytest
 import rlnb
 from rlnb import samples, wire
 from rlnb.engine.backend import LocalBackend
-from rlnb.history import History
+from rlnb.history import History, RunContinuedWarning
 from rlnb.history.catalog import compare, runs
 from rlnb.history.tables import steps_table
 from rlnb.testing import FakeBackend
@@ -157,6 +158,45 @@ def test_compare_keeps_two_runs_of_one_run_id_apart(tmp_path):
     seeds = [run_session(tmp_path / "seeds", f"s{k}", backend=LocalBackend("adam", "tiny", device="cpu", seed=k))
              for k in (1, 2)]
     assert set(compare(seeds, labels=["adam", "adam"]).run) == {"adam"}  # one config's seeds stay one label
+
+
+def test_a_failed_optim_step_does_not_shift_the_loss_of_the_steps_after_it(tmp_path):
+    """A step's loss is that of the forward-backwards submitted since the optim-step before, a failed one too (a
+    NON_FINITE_LOSS step drops their gradients). Keyed by the step number the session predicted at submission, every
+    step after a failed one showed the loss of the one before: step 1 had the failed step's 10, step 2 had 20."""
+    from rlnb.sinks.points import replay
+
+    failed = iter([True, False, False])
+    fail = lambda kind, body, step: "NON_FINITE_LOSS" if kind == "optim-step" and next(failed) else None  # noqa: E731
+    losses = iter([10.0, 20.0, 30.0])
+    s = rlnb.Session(FakeBackend(fail=fail, loss=lambda step: next(losses)), runs_dir=tmp_path, run_id="r")
+    for _ in range(3):
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.optim_step()
+        s.wait()
+    s.close()
+    for steps in (s.history.steps, History.load(tmp_path / "r").steps, steps_table(s.history.df)):
+        assert steps[["step", "loss"]].to_dict("records") == [{"step": 1, "loss": 20.0}, {"step": 2, "loss": 30.0}]
+    points, failures = replay(s.history, 0.0)
+    assert [(p.step, p.values["loss"]) for p in points] == [(1, 20.0), (2, 30.0)] and len(failures) == 1
+    pd.testing.assert_frame_equal(s.history.steps, reference_steps(s.history.df), check_dtype=False)
+    rows = s.history.step_log.settled(0)
+    assert [(r.step, r.loss) for r in rows] == [(1, 20.0), (2, 30.0)]
+
+
+def test_a_continued_run_keeps_each_sessions_loss_at_a_repeated_step(tmp_path):
+    """A second session on a run id from step 0 repeats its step numbers: each row of a repeated step showed the
+    sum of both sessions' losses (10 + 12 = 22, twice)."""
+    for loss in (10.0, 12.0):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RunContinuedWarning)
+            s = rlnb.Session(FakeBackend(loss=lambda step, loss=loss: loss), runs_dir=tmp_path, run_id="r")
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.optim_step()
+        s.wait()
+        s.close()
+    for h in (s.history, History.load(tmp_path / "r")):
+        assert h.steps[["step", "loss"]].to_dict("records") == [{"step": 1, "loss": 10.0}, {"step": 1, "loss": 12.0}]
 
 
 def test_compare_keeps_two_runs_of_one_folder_label_and_seed_apart(tmp_path):
