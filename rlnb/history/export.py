@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from rlnb._options import user_path
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, ENCODER, METRICS_FILE, OPS_FILE
 
 DICT_COLUMNS = ("metrics", "params")
@@ -25,7 +26,11 @@ def save_run(
     completions: Iterable[dict[str, Any]],
 ) -> Path:
     """Write a run folder at ``path`` (made if missing); ``FileExistsError`` if it holds a run already."""
-    folder = Path(path).expanduser()
+    if path == "":
+        raise ValueError("history.save: path must be a folder's path, got ''")
+    folder = user_path("path", path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"history.save: {folder} is a file, not a folder (nothing was written)")
     if any((folder / name).exists() for name in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE)):
         raise FileExistsError(f"{folder} holds a run already: save to a new folder (nothing was written)")
     folder.mkdir(parents=True, exist_ok=True)

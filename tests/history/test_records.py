@@ -444,6 +444,13 @@ def test_a_run_whose_folder_could_not_be_written_is_saved_whole_elsewhere(tmp_pa
     with pytest.raises(FileExistsError, match="holds a run already"):
         s.history.save(saved)  # never over a run
     assert len(History.load(saved)) == 4
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"history.save: .*notes.txt is a file, not a folder"):
+        s.history.save(tmp_path / "notes.txt")
+    with pytest.raises(ValueError, match=r"history.save: path must be a folder's path, got ''"):
+        s.history.save("")  # Path("") is the working folder
+    with pytest.raises(TypeError, match=r"path must be a path \(str or os.PathLike\), got int"):
+        s.history.save(5)
 
 
 def test_exports_write_dict_columns_as_json(tmp_path):
