@@ -39,7 +39,7 @@ def loads(text: str) -> Any:
 def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for every well-formed line; a corrupt or half-written line is skipped with
     a warning."""
-    if not path.exists():
+    if not _regular(path):
         return []
     rows, bad = [], []
     with open(path, encoding="utf-8", errors="replace") as fh:
@@ -68,7 +68,7 @@ def read_config(path: Path) -> dict[str, Any]:
     """The run's ``config.json``; one that is missing, corrupt or not an object gives ``{}`` (with a warning
     for the last two): the operations are worth loading without it."""
     file = path / CONFIG_FILE
-    if not file.exists():
+    if not _regular(file):
         return {}
     try:
         config = loads(file.read_text(encoding="utf-8", errors="replace"))
@@ -79,3 +79,13 @@ def read_config(path: Path) -> dict[str, Any]:
         warnings.warn(f"{file} is not a JSON object; loading the run without its config", RuntimeWarning, stacklevel=3)
         return {}
     return config
+
+
+def _regular(file: Path) -> bool:
+    """Whether ``file`` is a regular file to read. Anything else there — a named pipe (opening it would wait for a
+    writer forever), a folder, a device — is left out with a warning."""
+    if file.is_file():
+        return True
+    if file.exists():
+        warnings.warn(f"{file} is not a regular file; the run is loaded without it", RuntimeWarning, stacklevel=4)
+    return False

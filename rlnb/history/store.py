@@ -263,6 +263,8 @@ class RunStore:
 def _append_to(path: Path) -> IO[bytes]:
     """``path`` opened to append unbuffered lines (see ``RunStore``). A run continued after a crash may end in a
     half-written line: it is ended first, so that the first new line is not glued to it and lost with it."""
+    if path.is_fifo():  # opening it would wait for a reader forever
+        raise OSError(f"{path} is a named pipe, not a file")
     fh = open(path, "ab", buffering=0)  # noqa: SIM115 - kept open by the store
     try:
         if fh.tell():

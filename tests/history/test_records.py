@@ -528,3 +528,37 @@ def test_compare_takes_runs_whose_config_seed_is_damaged(tmp_path):
     with pytest.warns(RuntimeWarning, match=r"config.json: its seed \[1, 2\] is not an integer; compared without"):
         both = rlnb.compare([tmp_path / "a", tmp_path / "b"])
     assert both.seed.isna().all() and len(both) == 6 and both.run.nunique() == 2
+
+
+def in_thread(fn, timeout=10.0):
+    """``fn()``'s result, or a failure if it is still running after ``timeout`` (it would hang)."""
+    import threading
+
+    out: dict = {}
+    thread = threading.Thread(target=lambda: out.update(value=fn()), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"{fn} hung"
+    return out["value"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_named_pipe_in_a_run_folder_never_hangs_a_load_or_a_session(tmp_path):
+    """``metrics.jsonl`` / ``completions.jsonl`` / ``config.json`` a named pipe (``mkfifo``, to tail a run live):
+    ``History.load`` and ``rlnb.runs()`` waited forever for a writer to open it, and a session on that run id
+    waited forever for a reader."""
+    run = good_run(tmp_path, "r")
+    for name in ("metrics.jsonl", "completions.jsonl", "config.json"):
+        (run / name).unlink(missing_ok=True)
+        os.mkfifo(run / name)
+    with pytest.warns(RuntimeWarning, match="not a regular file") as caught:
+        h = in_thread(lambda: History.load(run))
+    assert len(h) == 6 and h.config == {} and len(caught) == 3
+    with pytest.warns(RuntimeWarning, match="not a regular file"):
+        assert in_thread(lambda: rlnb.runs(tmp_path)).operations.tolist() == [6]
+    with (pytest.warns(RunStoreWarning, match="metrics.jsonl is a named pipe"), pytest.warns(RunContinuedWarning),
+          pytest.warns(RuntimeWarning, match="not a regular file")):
+        s = in_thread(lambda: rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r"))
+    s.history.log(1, reward=1.0)
+    assert s.history.logged.reward.tolist() == [1.0]  # in memory
+    s.close()
