@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from rlnb.history.reading import read_jsonl
-from rlnb.history.record import _integer, _number, warn_bad
+from rlnb.history.record import INT64, _integer, _number, warn_bad
 from rlnb.history.store import COMPLETIONS_FILE
 
 COLUMNS: dict[str, type] = {
@@ -68,6 +69,23 @@ def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         if name in df:
             df[name] = df[name].astype({int: "int64", float: "float64", bool: "bool", str: "object"}[kind])
     return df
+
+
+def checked(step: Any, rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """``History.log_completions(step, rows)``'s rows with ``step``, or ``ValueError`` naming the first value the
+    table cannot hold (``COLUMNS``' types; a float may be None, for NaN): before anything is kept."""
+    if isinstance(step, bool) or not hasattr(step, "__index__") or not 0 <= int(step) < INT64:
+        raise ValueError(f"history.log_completions: step must be an integer >= 0 and < 2**63, got {step!r}"[:300])
+    batch = []
+    for i, given in enumerate(rows):
+        bad: list[str] = []
+        line = row({"step": int(step), **given} | {"step": int(step)}, bad) if isinstance(given, Mapping) else None
+        if line is None:
+            kinds = ", ".join(f"{name} {kind.__name__}" for name, kind in COLUMNS.items() if name != "step")
+            problem = bad[0] if bad else f"{given!r} is not a dict"
+            raise ValueError(f"history.log_completions: rows[{i}]: {problem}; a row holds {kinds}"[:400])
+        batch.append(line)
+    return batch
 
 
 def row(line: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:

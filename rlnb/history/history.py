@@ -28,7 +28,7 @@ import pandas as pd
 
 from rlnb import wire
 from rlnb._options import check_bool
-from rlnb.history.completion_log import CompletionLog, read_completions
+from rlnb.history.completion_log import CompletionLog, checked, read_completions
 from rlnb.history.export import save_run, with_json
 from rlnb.history.reading import read_config, read_jsonl
 from rlnb.history.record import Record, as_row, fold_output, from_row, logged_row, warn_bad
@@ -278,8 +278,9 @@ class History:
 
     def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
         """Keep an RL step's completions (``prompt``, ``completion``, ``reward``, ``advantage``, ...; see
-        ``rlnb.history.completion_log.COLUMNS``); call it before ``log`` so a live view sees both at once."""
-        batch = [{"step": int(step), **row} for row in rows]
+        ``rlnb.history.completion_log.COLUMNS``); call it before ``log`` so a live view sees both at once. A row
+        the table cannot hold (a column missing or of another type) is a ``ValueError``, before anything is kept."""
+        batch = checked(step, rows)
         self._completions.add(batch)
         if self.store:
             self.store.write_completions(batch)

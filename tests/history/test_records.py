@@ -562,3 +562,28 @@ def test_a_named_pipe_in_a_run_folder_never_hangs_a_load_or_a_session(tmp_path):
     s.history.log(1, reward=1.0)
     assert s.history.logged.reward.tolist() == [1.0]  # in memory
     s.close()
+
+
+@pytest.mark.parametrize(("step", "change", "problem"), [
+    (1, {"reward": "high"}, "reward = 'high'"),
+    (1, {"group": None}, "group = None"),
+    (1, {"length": 2.5}, "length = 2.5"),
+    (1, {"truncated": "no"}, "truncated = 'no'"),
+    (1, {"prompt": 5}, "prompt = 5"),
+    (1, {"completion": None}, "completion = None"),
+    (-1, {}, "step must be an integer >= 0 and < 2\\*\\*63, got -1"),
+    (True, {}, "step must be an integer >= 0 and < 2\\*\\*63, got True"),
+    (2**70, {}, "step must be an integer >= 0 and < 2\\*\\*63"),
+    ("1", {}, "step must be an integer >= 0 and < 2\\*\\*63, got '1'"),
+])
+def test_log_completions_refuses_a_row_no_table_can_hold_before_keeping_it(tmp_path, step, change, problem):
+    """A row the completions table cannot hold was kept in memory and on disk: from then on ``history.completions``
+    failed (ValueError, TypeError, OverflowError) at every call, or quietly held ``length`` 2 for 2.5 and
+    ``truncated`` True for "no"; a reload left the row out. Now a ValueError naming it, and nothing is kept."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.history.log_completions(1, [ROW])
+    with pytest.raises(ValueError, match=rf"history.log_completions: .*{problem}"):
+        s.history.log_completions(step, [ROW, {**ROW, **change}])
+    assert s.history.completions.to_dict("records") == [{"step": 1, **ROW}]
+    s.close()
+    assert History.load(tmp_path / "r").completions.to_dict("records") == [{"step": 1, **ROW}]
