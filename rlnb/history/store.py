@@ -162,7 +162,7 @@ class RunStore:
     was recorded."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # a relative one would follow os.chdir (``%cd`` in a notebook)
         self.failed: str | None = None
         """Why the store stopped writing (None while it writes)."""
         self._lock = threading.Lock()

@@ -587,3 +587,25 @@ def test_log_completions_refuses_a_row_no_table_can_hold_before_keeping_it(tmp_p
     assert s.history.completions.to_dict("records") == [{"step": 1, **ROW}]
     s.close()
     assert History.load(tmp_path / "r").completions.to_dict("records") == [{"step": 1, **ROW}]
+
+
+def test_a_run_in_a_relative_runs_folder_survives_a_change_of_working_folder(tmp_path, monkeypatch):
+    """The default runs folder is relative (``./rlnb-runs``): after ``os.chdir`` (``%cd`` in a notebook) the first
+    completions, ``config.json`` at close and ``history.path`` went to the new working folder — the store failed with
+    a RunStoreWarning and wrote nothing more, and ``History.load(history.path)`` found no run."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = rlnb.Session(FakeBackend(), runs_dir="rlnb-runs", run_id="r")  # the default, relative
+        s.forward_backward(BATCH).result()
+        monkeypatch.chdir(tmp_path / "b")
+        s.history.log_completions(1, [ROW])
+        s.optim_step().result()
+        s.close()
+        s.history.log(1, reward=1.0)
+    h = History.load(s.history.path)
+    assert s.history.path == tmp_path / "a" / "rlnb-runs" / "r"
+    assert len(h) == 2 and len(h.completions) == 1 and h.logged.reward.tolist() == [1.0]
+    assert h.config["session_id"] == s.id and list((tmp_path / "b").iterdir()) == []
