@@ -64,14 +64,16 @@ def check_recording(history: object, runs_dir: str | Path | None, run_id: str | 
 
 
 def _continued(run_id: str, earlier: History | None, now: float) -> dict[str, Any]:
-    """The config fields of a run started or continued ``now``: the first ``created_at`` and the times it was
-    continued at. A damaged earlier config (a time that is no number, ``continued_at`` no list) loses only
+    """The config fields of a run started or continued ``now``: the first ``created_at``, the times it was
+    continued at, and what the earlier config held (``annotate``'s fields: a label; the new session's own values
+    replace the others). A damaged earlier config (a time that is no number, ``continued_at`` no list) loses only
     those values."""
     if earlier is None:
         return {"run_id": run_id, "created_at": now}
     created, times = earlier.config.get("created_at"), earlier.config.get("continued_at")
     kept = [float(t) for t in times if _time(t)] if isinstance(times, list) else []
-    return {"run_id": run_id, "created_at": float(created) if _time(created) else now, "continued_at": [*kept, now]}
+    first = float(created) if _time(created) else now
+    return {**earlier.config, "run_id": run_id, "created_at": first, "continued_at": [*kept, now]}
 
 
 def _time(value: Any) -> TypeGuard[float]:

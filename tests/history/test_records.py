@@ -609,3 +609,19 @@ def test_a_run_in_a_relative_runs_folder_survives_a_change_of_working_folder(tmp
     assert s.history.path == tmp_path / "a" / "rlnb-runs" / "r"
     assert len(h) == 2 and len(h.completions) == 1 and h.logged.reward.tolist() == [1.0]
     assert h.config["session_id"] == s.id and list((tmp_path / "b").iterdir()) == []
+
+
+def test_a_continued_run_keeps_what_was_annotated_on_it(tmp_path):
+    """``config.json`` was rewritten from the new session's config alone: a label or note given with
+    ``history.annotate`` (a sweep's label, ``trial``) was lost when another session continued the run id, and
+    ``rlnb.compare`` named the run otherwise. The new session's own values win; the others are kept."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.history.annotate(label="baseline", note="first try")
+    s.forward_backward(BATCH).result()
+    s.close()
+    again = rlnb.Session(FakeBackend("muon"), runs_dir=tmp_path, run_id="r")
+    assert again.history.config["label"] == "baseline"
+    again.close()
+    config = History.load(tmp_path / "r").config
+    assert (config["label"], config["note"], config["optimizer"]) == ("baseline", "first try", "muon")
+    assert config["session_id"] == again.id and len(config["continued_at"]) == 1
