@@ -17,6 +17,7 @@ what could stand apart (store, steplog, tables, catalog) already does.
 
 from __future__ import annotations
 
+import html
 import math
 import threading
 import time
@@ -361,9 +362,9 @@ class History:
         steps = self.steps
         last = steps.iloc[-1] if len(steps) else None
         head = (
-            f"<b>rlnb history</b> {self.config.get('run_id', '')}: {len(df)} operations "
-            + ", ".join(
-                f"{n} {wire.short_name(s).lower()}" for s, n in by_status.items() if n
+            f"<b>rlnb history</b> {html.escape(str(self.config.get('run_id', '')))}: {len(df)} operations "
+            + ", ".join(  # a loaded run folder is data: what it says is escaped
+                f"{n} {html.escape(wire.short_name(s).lower())}" for s, n in by_status.items() if n
             )
             + (
                 f"; step {int(last.step)}, loss {last.loss:.4g}, grad norm {last.grad_norm:.3g}"

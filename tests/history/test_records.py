@@ -625,3 +625,15 @@ def test_a_continued_run_keeps_what_was_annotated_on_it(tmp_path):
     config = History.load(tmp_path / "r").config
     assert (config["label"], config["note"], config["optimizer"]) == ("baseline", "first try", "muon")
     assert config["session_id"] == again.id and len(config["continued_at"]) == 1
+
+
+def test_the_html_summary_of_a_loaded_run_escapes_what_the_run_folder_says(tmp_path):
+    """A run folder is data (one downloaded, shared): its ``config.json`` run id and its operations' status strings
+    went into the notebook's HTML summary raw, so ``History.load(path)`` displayed ran the folder's script."""
+    run = good_run(tmp_path, "r")
+    (run / "config.json").write_text(json.dumps({"run_id": "<script>alert(1)</script>"}))
+    with open(run / "ops.jsonl", "a") as fh:
+        fh.write(json.dumps({"seq": 6, "kind": "<b>k</b>", "status": "<img src=x onerror=alert(2)>"}) + "\n")
+    html = History.load(run)._repr_html_()
+    assert "<script>" not in html and "<img" not in html and "<b>k</b>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;img src=x onerror=alert(2)&gt;" in html
