@@ -131,6 +131,7 @@ class History:
             history._completions = earlier._completions
             history._next_seq = earlier._next_seq
             history._replay(unfinished=False)  # the earlier session's unfinished operations never finish
+            history.step_log.new_session()
         return history
 
     @classmethod
@@ -163,9 +164,11 @@ class History:
         return history
 
     def _replay(self, unfinished: bool) -> None:
-        """Feed every record and logged row to a fresh step log."""
+        """Feed every record and logged row to a fresh step log (each session that continued the run starts a step)."""
         self.step_log.reset()
-        self.step_log.feed(self._records, self._logged, unfinished)
+        times = self.config.get("continued_at")
+        sessions = [t for t in times if _time(t)] if isinstance(times, list) else []
+        self.step_log.feed(self._records, self._logged, unfinished, sessions)
 
     def steps_reached(self) -> int:
         """The highest step its completed optim-steps reached or a figure was logged at (0 for a new run)."""

@@ -103,11 +103,18 @@ class StepLog:
             self._clear()
             self.generation += 1
 
-    def feed(self, records: Iterable[Any], logged: Iterable[dict[str, Any]], unfinished: bool) -> None:
+    def feed(
+        self, records: Iterable[Any], logged: Iterable[dict[str, Any]], unfinished: bool, sessions: Iterable[float] = ()
+    ) -> None:
         """Feed records in order — finished ones as submitted and finished, the others as submitted with
         ``unfinished`` (a live history's) or else as ``skipped`` (a loaded run's) — then ``log()`` rows:
-        the state of a log that followed them as they happened."""
+        the state of a log that followed them as they happened. ``sessions``: when later sessions continued the
+        run (``continued_at``); each one's first record starts a step (``new_session``)."""
+        starts = sorted(sessions)
         for rec in records:
+            while starts and rec.submitted_at >= starts[0]:
+                starts.pop(0)
+                self.new_session()
             done = rec.status in TERMINAL_STATUSES
             if done or unfinished:
                 self.submitted(rec)
@@ -147,6 +154,12 @@ class StepLog:
                 self._open_fb[self._segment_of[rec.seq]] = self._open_fb.get(self._segment_of[rec.seq], 0) + 1
             elif rec.kind == OperationKind.OPTIM_STEP:
                 self._open_opt[rec.seq] = None
+
+    def new_session(self) -> None:
+        """Another session continues the run: its operations start a step of their own (the forward-backwards the
+        one before fed and never stepped, as it died, are no part of it)."""
+        with self._lock:
+            self._segments += 1
 
     def skipped(self, rec: Any) -> None:
         """``rec`` will never finish (a loaded run's): it only counts where the steps after it begin."""

@@ -29,7 +29,10 @@ class Steps:
     submitted before it has finished, so the loss and the step times match ``History.steps`` even
     when a remote backend notices completions out of order."""
 
-    def __init__(self) -> None:
+    def __init__(self, sessions: Iterable[float] = ()) -> None:
+        """``sessions``: when later sessions continued the run (its config's ``continued_at``): each one's first
+        operation starts a step, as in ``History.steps``."""
+        self._starts = sorted(sessions)
         self._running: set[int] = set()
         self._ready: list[tuple[int, Record]] = []  # a heap by seq
         self._loss = math.nan  # of the training forward-backwards since the last optim-step (a failed one too)
@@ -52,6 +55,9 @@ class Steps:
         return out
 
     def _emit(self, rec: Record) -> list[Item]:
+        while self._starts and rec.submitted_at >= self._starts[0]:  # a session that continued the run
+            self._starts.pop(0)
+            self._times, self._loss = [], math.nan
         self._times.append(op_times(rec.kind, rec.submitted_at, rec.started_at, rec.finished_at))
         if rec.kind not in TRAINING:
             return []
@@ -100,7 +106,8 @@ def merge(items: Iterable[Item]) -> tuple[list[Point], list[Failure]]:
 def replay(history: History, at: float) -> tuple[list[Point], list[Failure]]:
     """Every point and failure of a finished or reloaded run (``history.log`` rows stamped ``at``
     unless their step's point has a later time)."""
-    steps = Steps()
+    times = history.config.get("continued_at")
+    steps = Steps(t for t in times if isinstance(t, int | float)) if isinstance(times, list) else Steps()
     items: list[Item] = [i for rec in history.records for i in steps.record(rec)] + steps.drain()
     items += [logged(row, at) for row in history.logged.to_dict("records")]
     return merge(items)

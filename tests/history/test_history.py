@@ -199,6 +199,35 @@ def test_a_continued_run_keeps_each_sessions_loss_at_a_repeated_step(tmp_path):
         assert h.steps[["step", "loss"]].to_dict("records") == [{"step": 1, "loss": 10.0}, {"step": 1, "loss": 12.0}]
 
 
+def test_a_continued_run_starts_a_step_of_its_own(tmp_path):
+    """A session killed after a forward-backward (5) and before its optim-step, then continued: the new session's first
+    step showed 5 + 7 = 12, the dead session's loss summed into it, live and reloaded. A session starts a step."""
+    losses = iter([10.0, 5.0, 7.0, 1.0])
+    batch = [samples.cross_entropy(list(b"ab"))]
+    s = rlnb.Session(FakeBackend(loss=lambda step: next(losses)), runs_dir=tmp_path, run_id="r")
+    s.forward_backward(batch)
+    s.optim_step()
+    s.forward_backward(batch).result()
+    s.history.close()  # the process dies: its records are on disk
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RunContinuedWarning)
+        again = rlnb.Session(FakeBackend(loss=lambda step: next(losses)), runs_dir=tmp_path, run_id="r")
+    again.forward_backward(batch)
+    again.optim_step()
+    again.forward_backward(batch)
+    again.optim_step()
+    again.wait()
+    again.close()
+    expected = [{"step": 1, "loss": 10.0}, {"step": 1, "loss": 7.0}, {"step": 2, "loss": 1.0}]
+    for h in (again.history, History.load(tmp_path / "r")):
+        assert h.steps[["step", "loss"]].to_dict("records") == expected
+    from rlnb.sinks.points import Steps
+
+    steps = Steps(again.history.config["continued_at"])  # what rlnb.export sends a sink
+    items = [i for rec in History.load(tmp_path / "r").records for i in steps.record(rec)] + steps.drain()
+    assert [(p.step, p.values["loss"]) for p in items] == [(1, 10.0), (1, 7.0), (2, 1.0)]
+
+
 def test_compare_keeps_two_runs_of_one_folder_label_and_seed_apart(tmp_path):
     """Two runs of one runs folder annotated with the same label (and seed) took the folder's name, the same for
     both, and were merged into one line; the same run given twice too."""
