@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import pandas as pd
 
@@ -33,6 +33,7 @@ from rlnb.history.completion_log import CompletionLog, checked, read_completions
 from rlnb.history.export import save_run, with_json
 from rlnb.history.reading import read_config, read_jsonl
 from rlnb.history.record import Record, as_row, fold_output, from_row, logged_row, warn_bad
+from rlnb.history.runconfig import continued, continued_at
 from rlnb.history.steplog import StepLog, logged_figures
 from rlnb.history.store import (
     METRICS_FILE,
@@ -62,23 +63,6 @@ def check_recording(history: object, runs_dir: str | Path | None, run_id: str | 
             runs_root(runs_dir)
         else:
             run_folder(runs_dir, run_id)
-
-
-def _continued(run_id: str, earlier: History | None, now: float) -> dict[str, Any]:
-    """The config fields of a run started or continued ``now``: the first ``created_at``, the times it was
-    continued at, and what the earlier config held (``annotate``'s fields: a label; the new session's own values
-    replace the others). A damaged earlier config (a time that is no number, ``continued_at`` no list) loses only
-    those values."""
-    if earlier is None:
-        return {"run_id": run_id, "created_at": now}
-    created, times = earlier.config.get("created_at"), earlier.config.get("continued_at")
-    kept = [float(t) for t in times if _time(t)] if isinstance(times, list) else []
-    first = float(created) if _time(created) else now
-    return {**earlier.config, "run_id": run_id, "created_at": first, "continued_at": [*kept, now]}
-
-
-def _time(value: Any) -> TypeGuard[float]:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class History:
@@ -120,7 +104,8 @@ class History:
         try:  # whatever fails here, the lock is released: a retry is not refused as RunLocked
             written = [f for f in (path / OPS_FILE, path / METRICS_FILE) if f.is_file() and f.stat().st_size]
             earlier = cls.load(path) if written else None  # a run that only logged figures is continued too
-            config = {**_continued(run_id, earlier, time.time()), **config, "versions": environment()}
+            first = continued(run_id, earlier.config if earlier is not None else None, time.time())
+            config = {**first, **config, "versions": environment()}
             store.write_config(config)
         except BaseException:
             store.close()
@@ -166,9 +151,7 @@ class History:
     def _replay(self, unfinished: bool) -> None:
         """Feed every record and logged row to a fresh step log (each session that continued the run starts a step)."""
         self.step_log.reset()
-        times = self.config.get("continued_at")
-        sessions = [t for t in times if _time(t)] if isinstance(times, list) else []
-        self.step_log.feed(self._records, self._logged, unfinished, sessions)
+        self.step_log.feed(self._records, self._logged, unfinished, continued_at(self.config))
 
     def steps_reached(self) -> int:
         """The highest step its completed optim-steps reached or a figure was logged at (0 for a new run)."""

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rlnb.history import History, Record
+from rlnb.history.runconfig import continued_at
 from rlnb.history.timing import Times, op_times, step_times
 from rlnb.sinks.base import Failure, Point
 from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
@@ -106,8 +107,7 @@ def merge(items: Iterable[Item]) -> tuple[list[Point], list[Failure]]:
 def replay(history: History, at: float) -> tuple[list[Point], list[Failure]]:
     """Every point and failure of a finished or reloaded run (``history.log`` rows stamped ``at``
     unless their step's point has a later time)."""
-    times = history.config.get("continued_at")
-    steps = Steps(t for t in times if isinstance(t, int | float)) if isinstance(times, list) else Steps()
+    steps = Steps(continued_at(history.config))
     items: list[Item] = [i for rec in history.records for i in steps.record(rec)] + steps.drain()
     items += [logged(row, at) for row in history.logged.to_dict("records")]
     return merge(items)
