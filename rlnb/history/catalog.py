@@ -15,6 +15,7 @@ import pandas as pd
 
 from rlnb import wire
 from rlnb.history.history import History
+from rlnb.history.runconfig import is_time
 from rlnb.history.steplog import SHADOWED
 from rlnb.history.store import CONFIG_FILE, OPS_FILE, default_runs_dir
 
@@ -47,9 +48,7 @@ def _row(run: Path) -> dict[str, Any]:
         return {
             "run_id": str(cfg.get("run_id") or run.name),
             "path": str(run),
-            "created_at": pd.to_datetime(created, unit="s", utc=True)
-            if isinstance(created, int | float) and not isinstance(created, bool)
-            else pd.NaT,
+            "created_at": pd.to_datetime(created, unit="s", utc=True) if is_time(created) else pd.NaT,
             "backend": cfg.get("backend"),
             "model": cfg.get("model"),
             "optimizer": cfg.get("optimizer"),

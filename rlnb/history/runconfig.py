@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, TypeGuard
+
+from rlnb.history.record import LATEST_TIME
 
 
 def continued(run_id: str, earlier: dict[str, Any] | None, now: float) -> dict[str, Any]:
@@ -16,15 +17,16 @@ def continued(run_id: str, earlier: dict[str, Any] | None, now: float) -> dict[s
     if earlier is None:
         return {"run_id": run_id, "created_at": now}
     created = earlier.get("created_at")
-    first = float(created) if _time(created) else now
+    first = float(created) if is_time(created) else now
     return {**earlier, "run_id": run_id, "created_at": first, "continued_at": [*continued_at(earlier), now]}
 
 
 def continued_at(config: dict[str, Any]) -> list[float]:
     """When later sessions continued the run, as far as its config says (a value that is no time is left out)."""
     times = config.get("continued_at")
-    return [float(t) for t in times if _time(t)] if isinstance(times, list) else []
+    return [float(t) for t in times if is_time(t)] if isinstance(times, list) else []
 
 
-def _time(value: Any) -> TypeGuard[float]:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+def is_time(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` is a time (POSIX seconds) a datetime holds."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) <= LATEST_TIME

@@ -637,3 +637,14 @@ def test_the_html_summary_of_a_loaded_run_escapes_what_the_run_folder_says(tmp_p
     html = History.load(run)._repr_html_()
     assert "<script>" not in html and "<img" not in html and "<b>k</b>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;img src=x onerror=alert(2)&gt;" in html
+
+
+@pytest.mark.parametrize("created", [1e300, float("inf"), -1e12, 10**400])
+def test_runs_lists_a_run_whose_created_at_no_datetime_holds(tmp_path, created):
+    """A ``created_at`` past what a datetime holds made the whole run a row with only an error
+    (OutOfBoundsDatetime), though it loads; -1e12 showed as 1970-04-05. Now that time alone is missing."""
+    run = good_run(tmp_path, "r")
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "created_at": created}))
+    row = rlnb.runs(tmp_path).iloc[0]
+    assert row.error is None and row.operations == 6 and row.steps == 3 and pd.isna(row.created_at)
