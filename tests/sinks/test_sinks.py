@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import math
 import os
 import re
@@ -576,3 +577,22 @@ def test_exit_does_not_wait_on_a_sink_child_whose_set_up_never_returns(tmp_path)
     waited = re.search(r"MLflow did not finish writing within (\S+) s", err)
     assert waited and float(waited[1]) <= 3  # what is left of EXIT_TIMEOUT, then the child is killed
     assert len(History.load(next(tmp_path.iterdir())).steps) == 1  # the run store has everything
+
+
+@pytest.mark.parametrize("created", ["yesterday", 10**400, [1]])
+def test_export_takes_a_run_whose_created_at_is_damaged(tmp_path, created):
+    """``rlnb.export`` stamped logged figures with ``float(config["created_at"])``: a config.json whose created_at is
+    text, a list or 10**400 stopped the export with ValueError / TypeError / OverflowError before any point."""
+    from rlnb.testing import FakeBackend
+
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.forward_backward([samples.cross_entropy(list(b"ab"))])
+    s.optim_step()
+    s.wait()
+    s.history.log(1, reward=0.5)
+    s.close()
+    config = json.loads((tmp_path / "r" / "config.json").read_text())
+    (tmp_path / "r" / "config.json").write_text(json.dumps({**config, "created_at": created}))
+    sink = Flaky(0, OSError("never"))
+    rlnb.export(tmp_path / "r", sink)
+    assert [p.values["reward"] for p in sink.writes[0]] == [0.5] and sink.closed
