@@ -16,14 +16,18 @@ helpers (``overview``, ``timeline``, ``comparison``).
 
 from __future__ import annotations
 
+import functools
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from numpy.typing import ArrayLike
 
 from rlnb import wire
@@ -38,6 +42,7 @@ __all__ = [
     "STATUS_COLORS",
     "STD_BAND_MIN_SEEDS",
     "NotebookFigure",
+    "as_written",
     "compare",
     "decimate",
     "grad_norm",
@@ -204,12 +209,37 @@ def _metric(ax: Axes, frame: pd.DataFrame, name: str, ema: float | None) -> Axes
     return ax
 
 
+def as_written(artist: Artist) -> None:
+    """Every text of ``artist`` (an Axes, a Figure) drawn as written: matplotlib reads text between two ``$`` as TeX,
+    and a figure's, a run's or a loaded status's name is the user's text (``"$\\nope$ cost"`` failed to draw, and
+    ``"price $5 to $10"`` lost its dollars)."""
+    for text in artist.findobj(Text):
+        text.set_parse_math(False)
+
+
+_Drawn = TypeVar("_Drawn", Axes, Figure)
+
+
+def _written(draw: Callable[..., _Drawn]) -> Callable[..., _Drawn]:
+    """A public plot whose texts are drawn as written (``as_written``)."""
+
+    @functools.wraps(draw)
+    def drawn(*args: Any, **kwargs: Any) -> _Drawn:
+        out = draw(*args, **kwargs)
+        as_written(out)
+        return out
+
+    return drawn
+
+
+@_written
 def loss(history: History | pd.DataFrame, ax: Axes | None = None, ema: float | None = None) -> Axes:
     """Loss per optimizer step (``history.steps.loss``: the sum over the forward-backwards that fed
     the step). ``ema=0.9`` draws the raw line faint and its exponential moving average bold."""
     return _loss(_axes(ax), _steps(history)[0], ema)
 
 
+@_written
 def grad_norm(history: History | pd.DataFrame, ax: Axes | None = None, ema: float | None = None) -> Axes:
     """Pre-clip global gradient norm per optimizer step, the clip threshold dashed (absent where 0 =
     off) and, for Muon, the norms over the Muon matrices and the AdamW-tuned parameters. When the
@@ -218,6 +248,7 @@ def grad_norm(history: History | pd.DataFrame, ax: Axes | None = None, ema: floa
     return _grad_norm(_axes(ax), steps, reason, ema)
 
 
+@_written
 def learning_rate(history: History | pd.DataFrame, ax: Axes | None = None) -> Axes:
     """Learning rate used per optimizer step (Muon: the matrix learning rate)."""
     steps, reason = _steps(history)
@@ -230,12 +261,14 @@ def learning_rate(history: History | pd.DataFrame, ax: Axes | None = None) -> Ax
     return ax
 
 
+@_written
 def metric(history: History | pd.DataFrame, name: str, ax: Axes | None = None, ema: float | None = None) -> Axes:
     """A figure given to ``history.log(step, name=...)`` (e.g. ``"reward"``), per logged row."""
     frame = history.logged if isinstance(history, History) else history
     return _metric(_axes(ax), frame, name, ema)
 
 
+@_written
 def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: float | None = None) -> Figure:
     """One figure of the run. An RL run (``reward`` logged) leads with the reward (and ``eval/accuracy`` on
     the same axes when logged), then the RL metrics ``rl_step`` logs, each ``metrics`` figure, the gradient
@@ -246,6 +279,7 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     return draw(history, metrics, ema)
 
 
+@_written
 def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float | None = None) -> Axes:
     """Operation status over time: one lane per operation kind (in order of first submission), one bar
     per operation from its start (its submission while pending) to its end (``now`` while unfinished,
@@ -264,6 +298,7 @@ STD_BAND_MIN_SEEDS = 10
 """``compare(band="auto")`` draws a min-max band for fewer seeds than this, and mean ± std from here on."""
 
 
+@_written
 def compare(
     frame_or_histories: pd.DataFrame | Iterable[History | str],
     y: str = "loss",
