@@ -228,6 +228,22 @@ def test_a_continued_run_starts_a_step_of_its_own(tmp_path):
     assert [(p.step, p.values["loss"]) for p in items] == [(1, 10.0), (1, 7.0), (2, 1.0)]
 
 
+def test_the_steps_table_of_an_operations_table_leaves_out_evaluations():
+    """``steps_table(history.df)`` (what a plot given ``history.df`` draws) counted a ``forward_only`` evaluation's loss
+    in its step's: 2.0 where ``history.steps`` has 1.0 (the records it rebuilt had no params)."""
+    from rlnb.viz import plots
+
+    s = rlnb.Session(FakeBackend(), record=False)
+    for _ in range(2):
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.forward_backward([samples.cross_entropy(list(b"held out"))], forward_only=True)
+        s.optim_step()
+        s.wait()
+    s.close()
+    pd.testing.assert_frame_equal(steps_table(s.history.df), s.history.steps)
+    assert list(plots.loss(s.history.df).lines[0].get_ydata()) == [1.0, 0.5]
+
+
 def test_compare_keeps_two_runs_of_one_folder_label_and_seed_apart(tmp_path):
     """Two runs of one runs folder annotated with the same label (and seed) took the folder's name, the same for
     both, and were merged into one line; the same run given twice too."""
