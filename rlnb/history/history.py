@@ -36,10 +36,12 @@ from rlnb.history.record import Record, as_row, fold_output, from_row, logged_ro
 from rlnb.history.runconfig import continued, continued_at
 from rlnb.history.steplog import StepLog, logged_figures
 from rlnb.history.store import (
+    LOCK_FILE,
     METRICS_FILE,
     OPS_FILE,
     RunStore,
     environment,
+    lock_run,
     new_run_id,
     run_folder,
     runs_root,
@@ -54,15 +56,19 @@ class RunContinuedWarning(UserWarning):
 
 def check_recording(history: object, runs_dir: str | Path | None, run_id: str | None, record: object) -> None:
     """A session's recording options, checked before it starts: an error naming the first one that is of the
-    wrong kind (``record="no"`` is truthy), or a run folder that could not be written (``run_folder``)."""
+    wrong kind (``record="no"`` is truthy), a run folder that could not be written (``run_folder``), or
+    ``RunLocked`` for a run another session writes now."""
     check_bool("record", record)
     if history is not None and not isinstance(history, History):
         raise TypeError(f"history must be an rlnb.History or None, got {type(history).__name__}: {history!r}"[:300])
-    if record and history is None:
-        if run_id is None:
-            runs_root(runs_dir)
-        else:
-            run_folder(runs_dir, run_id)
+    if not record or history is not None:
+        return
+    if run_id is None:
+        runs_root(runs_dir)
+        return
+    path = run_folder(runs_dir, run_id)
+    if (path / LOCK_FILE).is_file():  # an open session holds it: RunLocked before a model loads or a session starts
+        lock_run(path).close()
 
 
 class History:

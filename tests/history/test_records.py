@@ -648,3 +648,25 @@ def test_runs_lists_a_run_whose_created_at_no_datetime_holds(tmp_path, created):
     (run / "config.json").write_text(json.dumps({**config, "created_at": created}))
     row = rlnb.runs(tmp_path).iloc[0]
     assert row.error is None and row.operations == 6 and row.steps == 3 and pd.isna(row.created_at)
+
+
+def test_a_run_id_held_by_another_session_is_refused_before_a_model_loads_or_a_remote_session_starts(
+    tmp_path, monkeypatch
+):
+    """A notebook cell ``connect(run_id="exp")`` run again while its first session is open: the model was loaded
+    (minutes for a large one) or a remote session started (billed), and only then was the run found locked."""
+    from rlnb.engine.backend import LocalBackend
+    from rlnb.errors import RunLocked
+
+    first = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="exp")
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded before the run's lock was tried")
+
+    monkeypatch.setattr(LocalBackend, "__init__", loaded)
+    with pytest.raises(RunLocked, match=f"pid {os.getpid()}"):
+        rlnb.connect("local", runs_dir=tmp_path, run_id="exp")
+    first.close()
+    monkeypatch.undo()
+    with rlnb.connect("local", runs_dir=tmp_path, run_id="exp") as again:  # free again
+        assert again.history.path == tmp_path / "exp"
