@@ -29,6 +29,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from rlnb.engine.inputs import INT64_MAX
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.hf import DTYPES, failure_text, untie_head
 from rlnb.engine.models.lora import LoraSettings, merged_state_dict, save_adapter
@@ -201,8 +202,8 @@ def _check_fields(file: Path, state: dict[str, Any], fields: dict[str, type]) ->
             raise _damaged(file, f"it has no {name}")
         if not isinstance(value, kind) or isinstance(value, bool):
             raise _damaged(file, f"its {name} is {type(value).__name__}, expected {kind.__name__}")
-    if state["step"] < 0:
-        raise _damaged(file, f"its step is {state['step']}")
+    if not 0 <= state["step"] < INT64_MAX:  # a step is an int64 on the wire, and the next one must fit too
+        raise _damaged(file, f"its step is {state['step']}{', past 2**63 - 2' if state['step'] > 0 else ''}")
     if state.get("ns_dtype") is not None and state["ns_dtype"] not in DTYPES:
         raise _damaged(file, f"its ns_dtype {state['ns_dtype']!r} is not one of {sorted(DTYPES)}")
 

@@ -133,7 +133,7 @@ def checkpoint_folder(value: object) -> Path:
         tempfile.TemporaryFile(dir=folder).close()
     except OSError as exc:
         raise ValueError(f"checkpoint_dir {str(folder)!r} cannot hold checkpoints: {exc.strerror or exc}") from None
-    return folder
+    return folder.absolute()  # a relative one would follow os.chdir (``%cd`` in a notebook)
 
 
 def _checkpoint(value: object) -> Path:

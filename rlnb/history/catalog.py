@@ -6,6 +6,7 @@ A run that cannot be read is a row with its ``error``, never a failure of the wh
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ import pandas as pd
 
 from rlnb import wire
 from rlnb.history.history import History
-from rlnb.history.store import OPS_FILE, default_runs_dir
+from rlnb.history.runconfig import is_time
+from rlnb.history.steplog import SHADOWED
+from rlnb.history.store import CONFIG_FILE, OPS_FILE, default_runs_dir
 
 COLUMNS = [
     "run_id",
@@ -32,6 +35,10 @@ COLUMNS = [
 ]
 
 
+ADDED = ("run", "seed")
+"""The columns ``compare`` adds to the steps tables: a figure logged under one of these names is ``"run (logged)"``."""
+
+
 def _row(run: Path) -> dict[str, Any]:
     """One run's summary; ``error`` says why a run could not be summarised (the rest is then missing)."""
     try:
@@ -41,9 +48,7 @@ def _row(run: Path) -> dict[str, Any]:
         return {
             "run_id": str(cfg.get("run_id") or run.name),
             "path": str(run),
-            "created_at": pd.to_datetime(created, unit="s", utc=True)
-            if isinstance(created, int | float) and not isinstance(created, bool)
-            else pd.NaT,
+            "created_at": pd.to_datetime(created, unit="s", utc=True) if is_time(created) else pd.NaT,
             "backend": cfg.get("backend"),
             "model": cfg.get("model"),
             "optimizer": cfg.get("optimizer"),
@@ -77,7 +82,8 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
     A run's label is ``labels[i]``, else its config's ``label`` or ``run_id``. Runs that share a label and
     differ in seed are one configuration's seeds (``plots.compare`` draws their mean and band); two runs with
     the same label and seed would merge into one line, so a derived label takes its runs folder's name
-    (``"adam-lo/trial"``) and given ``labels`` that collide so are refused."""
+    (``"adam-lo/trial"``), and where that is one folder its place in the list too (``"runs/adam (1)"``); given
+    ``labels`` that collide so are refused. A config ``seed`` that is no integer is left out with a warning."""
     given = list(histories)
     runs = [h if isinstance(h, History) else History.load(h) for h in given]
     where = [h.path if isinstance(h, History) else Path(h) for h in given]
@@ -87,7 +93,8 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
         labels[i] if labels is not None else str(h.config.get("label") or h.config.get("run_id") or i)
         for i, h in enumerate(runs)
     ]
-    keys = [(name, h.config.get("seed")) for name, h in zip(names, runs, strict=True)]
+    seeds = [_seed(h, path) for h, path in zip(runs, where, strict=True)]
+    keys = list(zip(names, seeds, strict=True))
     clash = {k for k in keys if keys.count(k) > 1}
     if clash and labels is not None:
         label, seed = sorted(clash, key=str)[0]
@@ -96,10 +103,25 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
     for i, path in enumerate(where):
         if keys[i] in clash:  # the same run_id in two runs folders: say which folder
             names[i] = f"{path.parent.name}/{names[i]}" if path is not None else f"{names[i]} ({i})"
+    keys = list(zip(names, seeds, strict=True))
+    for i, key in enumerate(keys):  # still one line (one folder, one label and seed): the run's place in the list
+        if keys.count(key) > 1:
+            names[i] = f"{names[i]} ({i})"
     frames = []
-    for name, h in zip(names, runs, strict=True):
-        frame = h.steps
+    for name, seed, h in zip(names, seeds, runs, strict=True):
+        frame = h.steps.rename(columns={c: SHADOWED.format(c) for c in ADDED})  # a figure logged as run or seed
         frame.insert(0, "run", name)
-        frame.insert(1, "seed", h.config.get("seed"))
+        frame.insert(1, "seed", seed)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "seed", "step"])
+
+
+def _seed(h: History, path: Path | None) -> int | None:
+    """The run's seed from its config; one that is no integer (damage) is left out with a warning."""
+    seed = h.config.get("seed")
+    if seed is None or isinstance(seed, int) and not isinstance(seed, bool):
+        return seed
+    where = path / CONFIG_FILE if path is not None else "the run's config"
+    warnings.warn(f"{where}: its seed {seed!r} is not an integer; compared without a seed"[:300], RuntimeWarning,
+                  stacklevel=3)
+    return None

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from rlnb.history.record import warn_bad
-from rlnb.history.store import COMPLETIONS_FILE, read_jsonl
+from rlnb.history.reading import read_jsonl
+from rlnb.history.record import INT64, _integer, _number, warn_bad
+from rlnb.history.store import COMPLETIONS_FILE
 
 COLUMNS: dict[str, type] = {
     "step": int,
@@ -49,6 +51,11 @@ class CompletionLog:
         with self._lock:
             return self._latest
 
+    def rows(self) -> list[dict[str, Any]]:
+        """Every row kept, in order."""
+        with self._lock:
+            return list(self._rows)
+
     def frame(self) -> pd.DataFrame:
         with self._lock:
             rows = list(self._rows)
@@ -64,6 +71,23 @@ def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
+def checked(step: Any, rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """``History.log_completions(step, rows)``'s rows with ``step``, or ``ValueError`` naming the first value the
+    table cannot hold (``COLUMNS``' types; a float may be None, for NaN): before anything is kept."""
+    if isinstance(step, bool) or not hasattr(step, "__index__") or not 0 <= int(step) < INT64:
+        raise ValueError(f"history.log_completions: step must be an integer >= 0 and < 2**63, got {step!r}"[:300])
+    batch = []
+    for i, given in enumerate(rows):
+        bad: list[str] = []
+        line = row({"step": int(step), **given} | {"step": int(step)}, bad) if isinstance(given, Mapping) else None
+        if line is None:
+            kinds = ", ".join(f"{name} {kind.__name__}" for name, kind in COLUMNS.items() if name != "step")
+            problem = bad[0] if bad else f"{given!r} is not a dict"
+            raise ValueError(f"history.log_completions: rows[{i}]: {problem}; a row holds {kinds}"[:400])
+        batch.append(line)
+    return batch
+
+
 def row(line: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
     """A completion from ``completions.jsonl``; one with a missing or mistyped column is left out."""
     for name, kind in COLUMNS.items():
@@ -71,9 +95,7 @@ def row(line: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
         if kind is float and value is None:  # NaN is written as NaN; a null stands for it too
             line = {**line, name: math.nan}
             continue
-        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-        if kind is float:
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = _integer(value) if kind is int else _number(value) if kind is float else isinstance(value, kind)
         if not ok:
             bad.append(f"{name} = {value!r}"[:80])
             return None

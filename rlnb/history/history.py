@@ -17,7 +17,7 @@ what could stand apart (store, steplog, tables, catalog) already does.
 
 from __future__ import annotations
 
-import json
+import html
 import math
 import threading
 import time
@@ -28,25 +28,47 @@ from typing import Any
 import pandas as pd
 
 from rlnb import wire
-from rlnb.history.completion_log import CompletionLog, read_completions
+from rlnb._options import check_bool
+from rlnb.history.completion_log import CompletionLog, checked, read_completions
+from rlnb.history.export import save_run, with_json
+from rlnb.history.reading import read_config, read_jsonl
 from rlnb.history.record import Record, as_row, fold_output, from_row, logged_row, warn_bad
+from rlnb.history.runconfig import continued, continued_at
 from rlnb.history.steplog import StepLog, logged_figures
 from rlnb.history.store import (
+    LOCK_FILE,
     METRICS_FILE,
     OPS_FILE,
     RunStore,
     environment,
+    lock_run,
     new_run_id,
-    read_config,
-    read_jsonl,
     run_folder,
+    runs_root,
 )
 from rlnb.history.tables import _columns, _concat, _ops_frame
 
-__all__ = ["History", "RunContinuedWarning"]
+__all__ = ["History", "RunContinuedWarning", "check_recording"]
 
 class RunContinuedWarning(UserWarning):
     """A session continues a run whose earlier session reached a later step than this one starts at."""
+
+
+def check_recording(history: object, runs_dir: str | Path | None, run_id: str | None, record: object) -> None:
+    """A session's recording options, checked before it starts: an error naming the first one that is of the
+    wrong kind (``record="no"`` is truthy), a run folder that could not be written (``run_folder``), or
+    ``RunLocked`` for a run another session writes now."""
+    check_bool("record", record)
+    if history is not None and not isinstance(history, History):
+        raise TypeError(f"history must be an rlnb.History or None, got {type(history).__name__}: {history!r}"[:300])
+    if not record or history is not None:
+        return
+    if run_id is None:
+        runs_root(runs_dir)
+        return
+    path = run_folder(runs_dir, run_id)
+    if (path / LOCK_FILE).is_file():  # an open session holds it: RunLocked before a model loads or a session starts
+        lock_run(path).close()
 
 
 class History:
@@ -85,25 +107,22 @@ class History:
         run_id = run_id if run_id is not None else new_run_id(str(config.get("optimizer", "")))
         path = run_folder(runs_dir, run_id)
         store = RunStore(path)  # the lock first: nobody else writes while the earlier records are read
-        now = time.time()
-        try:
+        try:  # whatever fails here, the lock is released: a retry is not refused as RunLocked
             written = [f for f in (path / OPS_FILE, path / METRICS_FILE) if f.is_file() and f.stat().st_size]
             earlier = cls.load(path) if written else None  # a run that only logged figures is continued too
+            first = continued(run_id, earlier.config if earlier is not None else None, time.time())
+            config = {**first, **config, "versions": environment()}
+            store.write_config(config)
         except BaseException:
             store.close()
             raise
-        first = {"run_id": run_id, "created_at": now}
-        if earlier is not None:
-            first["created_at"] = earlier.config.get("created_at", now)
-            config = {**config, "continued_at": [*earlier.config.get("continued_at", []), now]}
-        config = {**first, **config, "versions": environment()}
-        store.write_config(config)
         history = cls(store, config)
         if earlier is not None:
             history._records, history._logged = earlier._records, earlier._logged
             history._completions = earlier._completions
             history._next_seq = earlier._next_seq
             history._replay(unfinished=False)  # the earlier session's unfinished operations never finish
+            history.step_log.new_session()
         return history
 
     @classmethod
@@ -136,9 +155,9 @@ class History:
         return history
 
     def _replay(self, unfinished: bool) -> None:
-        """Feed every record and logged row to a fresh step log."""
+        """Feed every record and logged row to a fresh step log (each session that continued the run starts a step)."""
         self.step_log.reset()
-        self.step_log.feed(self._records, self._logged, unfinished)
+        self.step_log.feed(self._records, self._logged, unfinished, continued_at(self.config))
 
     def steps_reached(self) -> int:
         """The highest step its completed optim-steps reached or a figure was logged at (0 for a new run)."""
@@ -254,8 +273,9 @@ class History:
 
     def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
         """Keep an RL step's completions (``prompt``, ``completion``, ``reward``, ``advantage``, ...; see
-        ``rlnb.history.completion_log.COLUMNS``); call it before ``log`` so a live view sees both at once."""
-        batch = [{"step": int(step), **row} for row in rows]
+        ``rlnb.history.completion_log.COLUMNS``); call it before ``log`` so a live view sees both at once. A row
+        the table cannot hold (a column missing or of another type) is a ``ValueError``, before anything is kept."""
+        batch = checked(step, rows)
         self._completions.add(batch)
         if self.store:
             self.store.write_completions(batch)
@@ -311,16 +331,22 @@ class History:
         behind others), the weights version published after it, and your logged figures."""
         return self.step_log.frame()
 
+    def save(self, path: str | Path) -> Path:
+        """Write the whole history — every operation, every logged figure, the completions, the config — as a run
+        folder at ``path`` that ``History.load`` restores (for a run whose own folder could not be written, or a
+        copy). ``FileExistsError`` if ``path`` holds a run already. Returns the folder."""
+        with self._lock:
+            ops, logged = [as_row(r) for r in self._records], list(self._logged)
+        return save_run(path, self.config, ops, logged, self._completions.rows())
+
     def to_csv(self, path: str | Path) -> None:
-        """Write ``df`` (one row per operation) to a CSV file."""
-        self.df.to_csv(path, index=False)
+        """Write ``df`` (one row per operation) to a CSV file; dict columns as JSON text. The logged figures and
+        completions are not in it: ``logged`` and ``completions`` are tables of their own, ``save`` keeps all."""
+        with_json(self.df).to_csv(path, index=False)
 
     def to_parquet(self, path: str | Path) -> None:
-        """Needs pyarrow (``pip install rlnb[parquet]``); dict columns are stored as JSON text."""
-        frame = self.df
-        for col in ("metrics", "params"):
-            frame[col] = frame[col].map(lambda d: json.dumps(d, default=str))
-        frame.to_parquet(path, index=False)
+        """``df`` as Parquet: needs pyarrow (``pip install rlnb[parquet]``); dict columns as JSON text."""
+        with_json(self.df).to_parquet(path, index=False)
 
     def _repr_html_(self) -> str:
         df = self.df
@@ -328,9 +354,9 @@ class History:
         steps = self.steps
         last = steps.iloc[-1] if len(steps) else None
         head = (
-            f"<b>rlnb history</b> {self.config.get('run_id', '')}: {len(df)} operations "
-            + ", ".join(
-                f"{n} {wire.short_name(s).lower()}" for s, n in by_status.items() if n
+            f"<b>rlnb history</b> {html.escape(str(self.config.get('run_id', '')))}: {len(df)} operations "
+            + ", ".join(  # a loaded run folder is data: what it says is escaped
+                f"{n} {html.escape(wire.short_name(s).lower())}" for s, n in by_status.items() if n
             )
             + (
                 f"; step {int(last.step)}, loss {last.loss:.4g}, grad norm {last.grad_norm:.3g}"

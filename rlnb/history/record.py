@@ -9,6 +9,7 @@ Together's optim-step returns only ``step``, so a remote session has no gradient
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -90,12 +91,15 @@ def as_row(rec: Record) -> dict[str, Any]:
 
 INT64 = 2**63
 """Integer fields must fit a table's int64 column."""
+FLOAT_MAX = sys.float_info.max
+"""The largest figure a float holds; a larger JSON integer is damage."""
 LATEST_TIME = 9.2e9
 """Seconds from 1970 that pandas' datetimes hold (about 292 years either side): a time past it is damage."""
 
 
 def _number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
+    """A JSON number a float holds: JSON integers have no size limit, and ``float(10**400)`` raises."""
+    return isinstance(v, float) or isinstance(v, int) and not isinstance(v, bool) and abs(v) <= FLOAT_MAX
 
 
 def _integer(v: Any) -> TypeGuard[int]:

@@ -50,12 +50,19 @@ def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
                 f"another name (e.g. 'my_{name}')"
             )
         try:
-            if isinstance(value, bool | str | bytes):
-                raise TypeError
+            if isinstance(value, bool | str | bytes | complex) or _bool_or_complex(getattr(value, "dtype", None)):
+                raise TypeError  # float() would take numpy's and torch's (as 1.0, or the real part)
             row[name] = float(value)
-        except (TypeError, ValueError, OverflowError):
+        except (TypeError, ValueError, OverflowError, RuntimeError):  # RuntimeError: torch's
             raise ValueError(f"history.log: {name} must be a real number, got {value!r}"[:300]) from None
     return row
+
+
+def _bool_or_complex(dtype: Any) -> bool:
+    """Whether a numpy or torch dtype is a bool or a complex one."""
+    if getattr(dtype, "kind", "") in ("b", "c"):  # numpy's
+        return True
+    return bool(getattr(dtype, "is_complex", False)) or str(dtype) == "torch.bool"
 
 
 _Row = tuple[int, int, float, float, float, float, float, float, int]
@@ -96,11 +103,18 @@ class StepLog:
             self._clear()
             self.generation += 1
 
-    def feed(self, records: Iterable[Any], logged: Iterable[dict[str, Any]], unfinished: bool) -> None:
+    def feed(
+        self, records: Iterable[Any], logged: Iterable[dict[str, Any]], unfinished: bool, sessions: Iterable[float] = ()
+    ) -> None:
         """Feed records in order — finished ones as submitted and finished, the others as submitted with
         ``unfinished`` (a live history's) or else as ``skipped`` (a loaded run's) — then ``log()`` rows:
-        the state of a log that followed them as they happened."""
+        the state of a log that followed them as they happened. ``sessions``: when later sessions continued the
+        run (``continued_at``); each one's first record starts a step (``new_session``)."""
+        starts = sorted(sessions)
         for rec in records:
+            while starts and rec.submitted_at >= starts[0]:
+                starts.pop(0)
+                self.new_session()
             done = rec.status in TERMINAL_STATUSES
             if done or unfinished:
                 self.submitted(rec)
@@ -114,9 +128,11 @@ class StepLog:
     def _clear(self) -> None:
         # Completed optim-steps in submission order, one list per column (cheap to turn into arrays).
         self._rows: list[_Row] = []  # completed optim-steps in submission order, as StepRow's fields
-        self._losses: dict[int, list[float]] = {}  # step fed -> losses of its completed forward-backwards
-        self._loss: dict[int, float] = {}  # step fed -> their sum
-        self._open_fb: dict[int, int] = {}  # step fed -> forward-backwards not finished
+        # By segment (the optim-steps submitted before), not by the step the session expected at submission: a
+        # failed optim-step ends its segment without a step, and a continued run repeats step numbers.
+        self._losses: dict[int, list[float]] = {}  # segment -> losses of its completed forward-backwards
+        self._loss: dict[int, float] = {}  # segment -> their sum
+        self._open_fb: dict[int, int] = {}  # segment -> forward-backwards not finished
         self._open_opt: dict[int, None] = {}  # seqs of unfinished optim-steps, in submission order
         self._segments = 0  # optim-steps submitted so far: the segment the next operation belongs to
         self._segment_of: dict[int, int] = {}  # seq of an unfinished operation -> its segment
@@ -134,10 +150,16 @@ class StepLog:
         with self._lock:
             self._segment_of[rec.seq] = self._segments
             self._segments += rec.kind == OperationKind.OPTIM_STEP
-            if rec.kind == OperationKind.FORWARD_BACKWARD and rec.step is not None:
-                self._open_fb[rec.step + 1] = self._open_fb.get(rec.step + 1, 0) + 1
+            if rec.kind == OperationKind.FORWARD_BACKWARD:
+                self._open_fb[self._segment_of[rec.seq]] = self._open_fb.get(self._segment_of[rec.seq], 0) + 1
             elif rec.kind == OperationKind.OPTIM_STEP:
                 self._open_opt[rec.seq] = None
+
+    def new_session(self) -> None:
+        """Another session continues the run: its operations start a step of their own (the forward-backwards the
+        one before fed and never stepped, as it died, are no part of it)."""
+        with self._lock:
+            self._segments += 1
 
     def skipped(self, rec: Any) -> None:
         """``rec`` will never finish (a loaded run's): it only counts where the steps after it begin."""
@@ -155,17 +177,14 @@ class StepLog:
             if finish is not None:
                 finish(self, rec, rec.status == OperationStatus.COMPLETED, segment)
 
-    def _forward_backward_finished(self, rec: Any, done: bool, _segment: int) -> None:
-        if rec.step is None:
-            return
-        fed = rec.step + 1
-        left = self._open_fb.pop(fed, 0) - 1
+    def _forward_backward_finished(self, rec: Any, done: bool, segment: int) -> None:
+        left = self._open_fb.pop(segment, 0) - 1
         if left > 0:
-            self._open_fb[fed] = left
+            self._open_fb[segment] = left
         if done and not math.isnan(rec.step_loss):
-            losses = self._losses.setdefault(fed, [])
+            losses = self._losses.setdefault(segment, [])
             losses.append(rec.step_loss)
-            self._loss[fed] = math.fsum(losses)
+            self._loss[segment] = math.fsum(losses)
 
     def _optim_step_finished(self, rec: Any, done: bool, segment: int) -> None:
         self._open_opt.pop(rec.seq, None)
@@ -224,7 +243,7 @@ class StepLog:
     def _row(self, i: int) -> StepRow:
         seq, step, gn, muon, adam, clip, lr, finished, segment = self._rows[i]
         run, queue = step_times(self._times.get(segment, ()))
-        loss = self._loss.get(step, math.nan)
+        loss = self._loss.get(segment, math.nan)
         return StepRow(seq, step, gn, muon, adam, clip, lr, finished, loss=loss, run_s=run, queue_s=queue)
 
     def settled(self, start: int) -> list[StepRow]:
@@ -233,7 +252,7 @@ class StepLog:
         with self._lock:
             first_open = next(iter(self._open_opt), math.inf)
             rows, n = self._rows, self._settled
-            while n < len(rows) and rows[n][0] < first_open and not self._open_fb.get(rows[n][1]):
+            while n < len(rows) and rows[n][0] < first_open and not self._open_fb.get(rows[n][-1]):
                 n += 1
             self._settled = n
             return [self._row(i) for i in range(start, n)]
@@ -257,7 +276,7 @@ class StepLog:
             table = np.array(self._rows, dtype=float).reshape(-1, _FIGURES + 1)
             steps = [row[1] for row in self._rows]
             times = np.array([step_times(self._times.get(row[-1], ())) for row in self._rows], dtype=float)
-            loss = np.array([self._loss.get(s, math.nan) for s in steps], dtype=float)
+            loss = np.array([self._loss.get(row[-1], math.nan) for row in self._rows], dtype=float)
             versions = pd.array([s if s in self._versions else None for s in steps], dtype="Int64")
             user = {name: np.array([v.get(s, math.nan) for s in steps], dtype=float) for name, v in self._user.items()}
             any_logged = bool(self._logged)

@@ -5,8 +5,10 @@ Writing never stops a run. When a line cannot be written (a full disk, a folder 
 store warns once (``RunStoreWarning``), stops writing and the session carries on: its History keeps
 every record in memory, results still return and ``close()`` succeeds.
 
-Reading never stops at a bad line: ``read_jsonl`` skips what it cannot parse and says so — a line nested
-deeper than rlnb ever writes (``MAX_DEPTH``) included, as it would exhaust Python's stack later on.
+A closed store still writes what is recorded later (a figure logged after the session ended): each write
+takes the run's lock for itself, and one that another session holds stops the store with the same warning.
+
+Reading it back is ``rlnb.history.reading``.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from rlnb._options import user_path
 from rlnb.errors import RunLocked
 
 RUNS_DIR_ENV = "RLNB_RUNS_DIR"
@@ -32,28 +36,6 @@ COMPLETIONS_FILE = "completions.jsonl"
 
 ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 """One encoder for every line. NaN is written as ``NaN``, which Python's json (and pandas) read back."""
-MAX_DEPTH = 32
-"""Deepest nesting of a line or config read back. rlnb writes a few levels (a record's params, the
-config's versions); anything deeper is damage, and would give RecursionError in the JSON decoder, or
-later when the record is encoded again."""
-
-
-def loads(text: str) -> Any:
-    """One JSON value, or ``ValueError`` when it is not JSON or is nested deeper than ``MAX_DEPTH``."""
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise ValueError(f"nested deeper than Python's JSON decoder can read (rlnb writes <= {MAX_DEPTH})") from None
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        for child in children:
-            if isinstance(child, dict | list):
-                if depth + 1 > MAX_DEPTH:
-                    raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-                stack.append((child, depth + 1))
-    return value
 
 
 class RunStoreWarning(RuntimeWarning):
@@ -93,15 +75,34 @@ def check_run_id(run_id: object) -> str:
     return run_id
 
 
+def runs_root(runs_dir: str | Path | None) -> Path:
+    """The runs folder ``runs_dir`` (default ``$RLNB_RUNS_DIR`` or ``./rlnb-runs``), checked: an error naming it
+    when it is no path, ``''``, a file or a path through one — no run could be written there."""
+    if runs_dir == "":  # Path("") is the working folder
+        raise ValueError("runs_dir must be a folder's path or None, got ''")
+    root = user_path("runs_dir", runs_dir) if runs_dir is not None else default_runs_dir()
+    field = "runs_dir" if runs_dir is not None or RUNS_DIR_ENV not in os.environ else f"${RUNS_DIR_ENV}"
+    for folder in (root, *root.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(
+                    f"{field} {str(root)!r}: {folder} is a file, not a folder: pass a folder (made if missing)"
+                )
+            break
+    return root
+
+
 def run_folder(runs_dir: str | Path | None, run_id: str) -> Path:
-    """``<runs_dir>/<run_id>``, checked: a run id that is a symbolic link there is refused, as writing through
-    it would put the run wherever the link points."""
-    path = (Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()) / check_run_id(run_id)
+    """``<runs_dir>/<run_id>``, checked: a runs folder that is a file, a run id that is a file there or a symbolic
+    link there (writing through it would put the run wherever the link points) is refused."""
+    path = runs_root(runs_dir) / check_run_id(run_id)
     if path.is_symlink():
         raise ValueError(
             f"run_id {run_id!r}: {path} is a symbolic link (to {os.readlink(path)!r}); rlnb writes a run only into "
             "a folder inside the runs folder: pick another run_id, or pass the target's parent as runs_dir"
         )
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"run_id {run_id!r}: {path} is a file, not a run folder: pick another run_id")
     return path
 
 
@@ -161,7 +162,7 @@ class RunStore:
     was recorded."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # a relative one would follow os.chdir (``%cd`` in a notebook)
         self.failed: str | None = None
         """Why the store stopped writing (None while it writes)."""
         self._lock = threading.Lock()
@@ -171,6 +172,8 @@ class RunStore:
         self._metrics: IO[bytes] | None = None
         self._completions: IO[bytes] | None = None  # opened by the first completions written
         self._held: IO[str] | None = None
+        self.closed = False
+        """Whether ``close()`` was called: each later write takes the lock for itself."""
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self._held = lock_run(self.path)
@@ -181,47 +184,60 @@ class RunStore:
 
     def write_config(self, config: dict[str, Any]) -> None:
         """Replace ``config.json`` whole (write then rename: a crash leaves the old or the new one)."""
-        if self.failed:
-            return
-        tmp = self.path / (CONFIG_FILE + ".tmp")
-        try:
-            tmp.write_text(json.dumps(config, indent=2, default=str))
-            tmp.replace(self.path / CONFIG_FILE)
-        except OSError as exc:
-            self._fail(exc)
+        with self._lock:
+            if self.failed:
+                return
+            try:
+                with self._held_again():
+                    tmp = self.path / (CONFIG_FILE + ".tmp")
+                    tmp.write_text(json.dumps(config, indent=2, default=str))
+                    tmp.replace(self.path / CONFIG_FILE)
+            except (OSError, RunLocked) as exc:
+                self._fail(exc)
 
     def write_op(self, row: dict[str, Any]) -> None:
         """Append an operation's current state (at submission and at the end), flushed at once."""
-        self._append("_ops", row)
+        self._append("_ops", OPS_FILE, ENCODER.encode(row) + "\n")
 
     def write_metrics(self, row: dict[str, Any]) -> None:
-        self._append("_metrics", row)
+        self._append("_metrics", METRICS_FILE, ENCODER.encode(row) + "\n")
 
     def write_completions(self, rows: list[dict[str, Any]]) -> None:
         """Append one line per completion, flushed once; the file is created by the first rows written."""
-        lines = "".join(ENCODER.encode(row) + "\n" for row in rows).encode("utf-8")
+        self._append("_completions", COMPLETIONS_FILE, "".join(ENCODER.encode(row) + "\n" for row in rows))
+
+    def _append(self, which: str, name: str, text: str) -> None:
+        """Append ``text`` to the file ``name``, held open as attribute ``which`` while the store is open. After
+        ``close()`` (a figure logged once the session ended, a closed history given to a new session) the lock
+        is taken again for this one write; if another session holds it, the store warns and stops."""
+        data = text.encode("utf-8")
         with self._lock:
-            if self._ops is None or self._ops.closed:  # failed or closed
+            if self.failed:
                 return
             try:
-                if self._completions is None:
-                    self._completions = _append_to(self.path / COMPLETIONS_FILE)
-                _write_all(self._completions, lines)
-            except OSError as exc:
+                if self.closed:
+                    with self._held_again(), _appending(self.path / name) as fh:
+                        _write_all(fh, data)
+                    return
+                if getattr(self, which) is None:  # completions.jsonl: made by the first rows written
+                    setattr(self, which, _append_to(self.path / name))
+                _write_all(getattr(self, which), data)
+            except (OSError, RunLocked) as exc:
                 self._fail(exc)
 
-    def _append(self, which: str, row: dict[str, Any]) -> None:
-        line = (ENCODER.encode(row) + "\n").encode("utf-8")
-        with self._lock:
-            fh: IO[bytes] | None = getattr(self, which)
-            if fh is None or fh.closed:
-                return
-            try:
-                _write_all(fh, line)
-            except OSError as exc:
-                self._fail(exc)
+    @contextlib.contextmanager
+    def _held_again(self) -> Iterator[None]:
+        """The run's lock, taken for one write of a closed store (``RunLocked`` if another session holds it)."""
+        if not self.closed:
+            yield
+            return
+        held = lock_run(self.path)
+        try:
+            yield
+        finally:
+            held.close()
 
-    def _fail(self, exc: OSError) -> None:
+    def _fail(self, exc: OSError | RunLocked) -> None:
         """Stop writing, warn once; the History goes on in memory."""
         if self.failed:
             return
@@ -229,14 +245,16 @@ class RunStore:
         for fh in (self._ops, self._metrics, self._completions):
             _close_quietly(fh)
         warnings.warn(
-            f"rlnb cannot write the run folder {self.path} ({self.failed}); the run goes on in memory: "
-            "session.history keeps every record (save it elsewhere with history.to_csv or to_parquet)",
+            f"rlnb cannot write the run folder {self.path} ({self.failed}); the run goes on in memory: session.history "
+            "keeps every record (save it elsewhere with history.save(folder), which History.load reads back)",
             RunStoreWarning,
             stacklevel=2,
         )
 
     def close(self) -> None:
+        """Close the files and release the lock; what is written later takes the lock for its write alone."""
         with self._lock:
+            self.closed = True
             for fh in (self._ops, self._metrics, self._completions):
                 _close_quietly(fh)
             _close_quietly(self._held)  # releases run.lock
@@ -245,6 +263,8 @@ class RunStore:
 def _append_to(path: Path) -> IO[bytes]:
     """``path`` opened to append unbuffered lines (see ``RunStore``). A run continued after a crash may end in a
     half-written line: it is ended first, so that the first new line is not glued to it and lost with it."""
+    if path.is_fifo():  # opening it would wait for a reader forever
+        raise OSError(f"{path} is a named pipe, not a file")
     fh = open(path, "ab", buffering=0)  # noqa: SIM115 - kept open by the store
     try:
         if fh.tell():
@@ -256,6 +276,15 @@ def _append_to(path: Path) -> IO[bytes]:
         fh.close()
         raise
     return fh
+
+
+@contextlib.contextmanager
+def _appending(path: Path) -> Iterator[IO[bytes]]:
+    fh = _append_to(path)
+    try:
+        yield fh
+    finally:
+        fh.close()
 
 
 def _write_all(fh: IO[bytes], data: bytes) -> None:
@@ -273,48 +302,3 @@ def _close_quietly(fh: IO[Any] | None) -> None:
     if fh is not None:
         with contextlib.suppress(OSError):
             fh.close()
-
-
-def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every well-formed line; a corrupt or half-written line is skipped with
-    a warning."""
-    if not path.exists():
-        return []
-    rows, bad = [], []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = loads(line)
-            except ValueError:
-                bad.append(n)
-                continue
-            if isinstance(row, dict):
-                rows.append((n, row))
-            else:
-                bad.append(n)
-    if bad:
-        warnings.warn(
-            f"{path}: skipped {len(bad)} corrupt or half-written line(s) (line {', '.join(map(str, bad[:5]))})",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    return rows
-
-
-def read_config(path: Path) -> dict[str, Any]:
-    """The run's ``config.json``; one that is missing, corrupt or not an object gives ``{}`` (with a warning
-    for the last two): the operations are worth loading without it."""
-    file = path / CONFIG_FILE
-    if not file.exists():
-        return {}
-    try:
-        config = loads(file.read_text(encoding="utf-8", errors="replace"))
-    except ValueError as exc:
-        warnings.warn(f"{file} is corrupt ({exc}); loading the run without its config", RuntimeWarning, stacklevel=3)
-        return {}
-    if not isinstance(config, dict):
-        warnings.warn(f"{file} is not a JSON object; loading the run without its config", RuntimeWarning, stacklevel=3)
-        return {}
-    return config

@@ -10,7 +10,7 @@ from typing import Any
 
 from rlnb import wire
 from rlnb.history import History
-from rlnb.history.store import run_folder
+from rlnb.history.history import check_recording
 from rlnb.prompts import tokenizer_spec
 from rlnb.session.backend import Backend
 from rlnb.session.session import Session
@@ -52,8 +52,7 @@ def connect(
     if not isinstance(target, str):
         raise TypeError(f"target must be 'local' or an http(s):// URL, got {type(target).__name__} {target!r}")
     kind = wire.optimizer_kind(optimizer) if optimizer is not None else None
-    if run_id is not None and record and history is None:
-        run_folder(runs_dir, run_id)  # before a model is loaded or a remote session started
+    check_recording(history, runs_dir, run_id, record)  # before a model is loaded or a remote session started
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
     if target == "local":
         from rlnb.engine.backend import LocalBackend

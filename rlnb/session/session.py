@@ -23,6 +23,7 @@ from rlnb import _exit, wire
 from rlnb._options import check_bool
 from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.history import History, RunContinuedWarning
+from rlnb.history.history import check_recording
 from rlnb.history.record import FORWARD_ONLY
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
 from rlnb.prompts import prompt_list, scalar, stop_list, token_ids
@@ -58,6 +59,7 @@ class Session:
         codec: Codec | None = None,
         sinks: Sink | Sequence[Sink] = (),
     ):
+        check_recording(history, runs_dir, run_id, record)
         self.backend = backend
         self.codec: Codec | None = codec or getattr(backend, "codec", None)
         info = backend.session()  # before the run folder is opened (and locked): this may fail

@@ -1,10 +1,10 @@
 """The points and failures a sink receives, made from a History's records as ``History.steps`` does.
 
 One point per completed optim-step: the loss summed over the forward-backwards submitted since the
-step before (in submission order), the pre-clip grad norm(s), the clip threshold, the learning rate
-and the step's compute time and wait (``rlnb.history.timing``); ``history.log`` rows are points of their own, merged
-into their step's. Figures that are NaN (not reported) are left out. A failed operation of any kind
-is a ``Failure``.
+optim-step before (in submission order; a failed one ends its step too), the pre-clip grad norm(s), the clip
+threshold, the learning rate and the step's compute time and wait (``rlnb.history.timing``); ``history.log``
+rows are points of their own, merged into their step's. Figures that are NaN (not reported) are left out. A
+failed operation of any kind is a ``Failure``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rlnb.history import History, Record
+from rlnb.history.runconfig import continued_at
 from rlnb.history.timing import Times, op_times, step_times
 from rlnb.sinks.base import Failure, Point
 from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
@@ -29,10 +30,13 @@ class Steps:
     submitted before it has finished, so the loss and the step times match ``History.steps`` even
     when a remote backend notices completions out of order."""
 
-    def __init__(self) -> None:
+    def __init__(self, sessions: Iterable[float] = ()) -> None:
+        """``sessions``: when later sessions continued the run (its config's ``continued_at``): each one's first
+        operation starts a step, as in ``History.steps``."""
+        self._starts = sorted(sessions)
         self._running: set[int] = set()
         self._ready: list[tuple[int, Record]] = []  # a heap by seq
-        self._loss: dict[int, float] = {}
+        self._loss = math.nan  # of the training forward-backwards since the last optim-step (a failed one too)
         self._times: list[Times] = []  # of the operations since the last optim-step
 
     def record(self, rec: Record) -> list[Item]:
@@ -52,20 +56,24 @@ class Steps:
         return out
 
     def _emit(self, rec: Record) -> list[Item]:
+        while self._starts and rec.submitted_at >= self._starts[0]:  # a session that continued the run
+            self._starts.pop(0)
+            self._times, self._loss = [], math.nan
         self._times.append(op_times(rec.kind, rec.submitted_at, rec.started_at, rec.finished_at))
         if rec.kind not in TRAINING:
             return []
         if rec.kind == OperationKind.OPTIM_STEP:  # every optim-step ends a step, a failed one too
             times, self._times = self._times, []
+            loss, self._loss = self._loss, math.nan
         if rec.status == OperationStatus.FAILED:
             return [failure(rec)]
-        if rec.step is None:
-            return []
         if rec.kind == OperationKind.FORWARD_BACKWARD:
             if not math.isnan(rec.step_loss):
-                self._loss[rec.step + 1] = self._loss.get(rec.step + 1, 0.0) + rec.step_loss
+                self._loss = rec.step_loss if math.isnan(self._loss) else self._loss + rec.step_loss
             return []
-        values = {"loss": self._loss.pop(rec.step, math.nan), **{f: getattr(rec, f) for f in STEP_FIELDS}}
+        if rec.step is None:
+            return []
+        values = {"loss": loss, **{f: getattr(rec, f) for f in STEP_FIELDS}}
         values["step_time_s"], values["queue_s"] = step_times(times)
         return [Point(rec.step, {k: float(v) for k, v in values.items() if not math.isnan(v)}, rec.finished_at)]
 
@@ -99,7 +107,7 @@ def merge(items: Iterable[Item]) -> tuple[list[Point], list[Failure]]:
 def replay(history: History, at: float) -> tuple[list[Point], list[Failure]]:
     """Every point and failure of a finished or reloaded run (``history.log`` rows stamped ``at``
     unless their step's point has a later time)."""
-    steps = Steps()
+    steps = Steps(continued_at(history.config))
     items: list[Item] = [i for rec in history.records for i in steps.record(rec)] + steps.drain()
     items += [logged(row, at) for row in history.logged.to_dict("records")]
     return merge(items)

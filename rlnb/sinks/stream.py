@@ -21,6 +21,7 @@ from typing import Any
 
 from rlnb import _exit
 from rlnb.history import History, Record
+from rlnb.history.runconfig import is_time
 from rlnb.sinks.base import RunInfo, Sink, SinkError, SinkWarning, Writer
 from rlnb.sinks.points import Item, Steps, logged, merge, replay
 from rlnb.sinks.process import Lease, stop_all
@@ -198,7 +199,8 @@ def export(run: History | str | Path, sink: Sink) -> None:
     history = run if isinstance(run, History) else History.load(run)
     if sink.error is not None:
         raise SinkError(f"{sink!r} cannot be used") from sink.error
-    points, failures = replay(history, float(history.config.get("created_at") or time.time()))
+    created = history.config.get("created_at")  # a damaged config's (text, 10**400) is no time: now instead
+    points, failures = replay(history, float(created) if is_time(created) else time.time())
     info = RunInfo.from_config(history.config, history.path)
     lease = None
     try:

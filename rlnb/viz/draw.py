@@ -12,9 +12,11 @@ import io
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from numpy.typing import ArrayLike
 
 from rlnb import wire
@@ -28,6 +30,14 @@ def png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     (fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)).print_png(buf)
     return buf.getvalue()
+
+
+def as_written(artist: Artist) -> None:
+    """Every text of ``artist`` (an Axes, a Figure) drawn as written: matplotlib reads text between two ``$`` as TeX,
+    and a figure's, a run's or a loaded status's name is the user's text (``"$\\nope$ cost"`` failed to draw, and
+    ``"price $5 to $10"`` lost its dollars)."""
+    for text in artist.findobj(Text):
+        text.set_parse_math(False)
 
 
 class NotebookFigure(Figure):

@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from PIL import Image
 
-from rlnb.viz.draw import MARKERS_UP_TO
+from rlnb.viz.draw import MARKERS_UP_TO, as_written
 
 LIVE_POINTS = 512
 """Points drawn per line, at most: a lowest and a highest point per horizontal pixel of a panel."""
@@ -154,6 +154,7 @@ class Panel:
         self.note = self.ax.text(
             0.5, 0.5, "", transform=self.ax.transAxes, ha="center", va="center", wrap=True, color="0.35"
         )
+        as_written(self.ax)  # a figure's name is the user's text, not TeX
         self.full_draws = 0
         """How many times the whole figure was drawn (the rest were blits)."""
         self._background = None
@@ -235,7 +236,7 @@ class Panel:
             if old is not None:
                 old.remove()
             if keys:
-                self.ax.legend(
+                legend = self.ax.legend(
                     [self.lines[k] for k in keys],
                     [str(self.lines[k].get_label()) for k in keys],
                     loc="upper left",
@@ -243,6 +244,7 @@ class Panel:
                     fontsize="x-small",
                     frameon=False,
                 )
+                as_written(legend)
             self._stale = True
 
     def render(self) -> bytes:

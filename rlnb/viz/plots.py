@@ -16,7 +16,9 @@ This module is the public face of every figure; the larger ones are drawn by the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -34,6 +36,7 @@ from rlnb.viz.draw import (
     STATUS_COLORS,
     STD_BAND_MIN_SEEDS,
     NotebookFigure,
+    as_written,
     decimate,
     grad_norm_panel,
     loss_panel,
@@ -54,6 +57,7 @@ __all__ = [
     "STATUS_COLORS",
     "STD_BAND_MIN_SEEDS",
     "NotebookFigure",
+    "as_written",
     "compare",
     "decimate",
     "grad_norm",
@@ -68,12 +72,29 @@ __all__ = [
 ]
 
 
+_Drawn = TypeVar("_Drawn", Axes, Figure)
+
+
+def _written(draw: Callable[..., _Drawn]) -> Callable[..., _Drawn]:
+    """A public plot whose texts are drawn as written (``as_written``)."""
+
+    @functools.wraps(draw)
+    def drawn(*args: Any, **kwargs: Any) -> _Drawn:
+        out = draw(*args, **kwargs)
+        as_written(out)
+        return out
+
+    return drawn
+
+
+@_written
 def loss(history: History | pd.DataFrame, ax: Axes | None = None, ema: float | None = None) -> Axes:
     """Loss per optimizer step (``history.steps.loss``: the sum over the forward-backwards that fed
     the step). ``ema=0.9`` draws the raw line faint and its exponential moving average bold."""
     return loss_panel(new_axes(ax), steps_of(history)[0], ema)
 
 
+@_written
 def grad_norm(history: History | pd.DataFrame, ax: Axes | None = None, ema: float | None = None) -> Axes:
     """Pre-clip global gradient norm per optimizer step, the clip threshold dashed (absent where 0 =
     off) and, for Muon, the norms over the Muon matrices and the AdamW-tuned parameters. When the
@@ -82,6 +103,7 @@ def grad_norm(history: History | pd.DataFrame, ax: Axes | None = None, ema: floa
     return grad_norm_panel(new_axes(ax), steps, reason, ema)
 
 
+@_written
 def learning_rate(history: History | pd.DataFrame, ax: Axes | None = None) -> Axes:
     """Learning rate used per optimizer step (Muon: the matrix learning rate)."""
     steps, reason = steps_of(history)
@@ -94,12 +116,14 @@ def learning_rate(history: History | pd.DataFrame, ax: Axes | None = None) -> Ax
     return ax
 
 
+@_written
 def metric(history: History | pd.DataFrame, name: str, ax: Axes | None = None, ema: float | None = None) -> Axes:
     """A figure given to ``history.log(step, name=...)`` (e.g. ``"reward"``), per logged row."""
     frame = history.logged if isinstance(history, History) else history
     return metric_panel(new_axes(ax), frame, name, ema)
 
 
+@_written
 def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: float | None = None) -> Figure:
     """One figure of the run. An RL run (``reward`` logged) leads with the reward (and ``eval/accuracy`` on
     the same axes when logged), then the RL metrics ``rl_step`` logs, each ``metrics`` figure, the gradient
@@ -108,6 +132,7 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     return _overview.overview(history, metrics, ema)
 
 
+@_written
 def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float | None = None) -> Axes:
     """Operation status over time: one lane per operation kind (in order of first submission), one bar
     per operation from its start (its submission while pending) to its end (``now`` while unfinished,
@@ -120,6 +145,7 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
     return _timeline.timeline(history, ax, now)
 
 
+@_written
 def compare(
     frame_or_histories: pd.DataFrame | Iterable[History | str],
     y: str = "loss",

@@ -63,6 +63,10 @@ TRAINING = {
     "weights-not-tensors": (training({"weights": {"wte.weight": 1}}), "its weights are not named tensors"),
     "step-text": (training({"step": "3"}), "its step is str, expected int"),
     "step-negative": (training({"step": -1}), "its step is -1"),
+    # the session opened; its first optim-step failed INTERNAL_ERROR (2**63 - 1), or pydantic's ValidationError
+    # naming no file stopped the session (2**70)
+    "step-int64-max": (training({"step": 2**63 - 1}), r"its step is 9223372036854775807, past 2\*\*63 - 2"),
+    "step-past-int64": (training({"step": 2**70}), r"its step is 1180591620717411303424, past 2\*\*63 - 2"),
     "ns-dtype": (training({"ns_dtype": "int8"}), "its ns_dtype 'int8' is not one of"),
     "seed-text": (training({"seed": "3"}), "its seed is str, expected int"),
     "optimizer-junk": (training({"optimizer": {"kind": "adam", "adamw": {}, "momentum": {}}}), MISFIT),

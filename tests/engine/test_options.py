@@ -123,3 +123,12 @@ def test_user_paths_expand_home_and_a_checkpoint_dir_under_a_file_is_refused(tmp
     for folder, where in ((file, "is a file"), (file / "sub", f"is under '{file}', a file")):
         with pytest.raises(ValueError, match=f"checkpoint_dir '{folder}' {where}: checkpoints go into a folder"):
             rlnb.connect("local", checkpoint_dir=folder, **options)
+
+
+def test_a_relative_checkpoint_dir_stays_where_it_was_given(tmp_path, monkeypatch):
+    """A relative ``checkpoint_dir`` was kept relative: after ``os.chdir`` (``%cd`` in a notebook) checkpoints went to
+    a new folder under the new working folder, and ``checkpoint_path`` named a path that moved with the next chdir."""
+    from rlnb.engine.options import CheckpointOptions
+
+    monkeypatch.chdir(tmp_path)
+    assert CheckpointOptions(checkpoint_dir="ck").checkpoint_dir == tmp_path / "ck"

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pandas as pd
 import pytest
@@ -16,7 +17,7 @@ import pytest
 import rlnb
 from rlnb import samples, wire
 from rlnb.engine.backend import LocalBackend
-from rlnb.history import History
+from rlnb.history import History, RunContinuedWarning
 from rlnb.history.catalog import compare, runs
 from rlnb.history.tables import steps_table
 from rlnb.testing import FakeBackend
@@ -157,6 +158,123 @@ def test_compare_keeps_two_runs_of_one_run_id_apart(tmp_path):
     seeds = [run_session(tmp_path / "seeds", f"s{k}", backend=LocalBackend("adam", "tiny", device="cpu", seed=k))
              for k in (1, 2)]
     assert set(compare(seeds, labels=["adam", "adam"]).run) == {"adam"}  # one config's seeds stay one label
+
+
+def test_a_failed_optim_step_does_not_shift_the_loss_of_the_steps_after_it(tmp_path):
+    """A step's loss is that of the forward-backwards submitted since the optim-step before, a failed one too (a
+    NON_FINITE_LOSS step drops their gradients). Keyed by the step number the session predicted at submission, every
+    step after a failed one showed the loss of the one before: step 1 had the failed step's 10, step 2 had 20."""
+    from rlnb.sinks.points import replay
+
+    failed = iter([True, False, False])
+    fail = lambda kind, body, step: "NON_FINITE_LOSS" if kind == "optim-step" and next(failed) else None  # noqa: E731
+    losses = iter([10.0, 20.0, 30.0])
+    s = rlnb.Session(FakeBackend(fail=fail, loss=lambda step: next(losses)), runs_dir=tmp_path, run_id="r")
+    for _ in range(3):
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.optim_step()
+        s.wait()
+    s.close()
+    for steps in (s.history.steps, History.load(tmp_path / "r").steps, steps_table(s.history.df)):
+        assert steps[["step", "loss"]].to_dict("records") == [{"step": 1, "loss": 20.0}, {"step": 2, "loss": 30.0}]
+    points, failures = replay(s.history, 0.0)
+    assert [(p.step, p.values["loss"]) for p in points] == [(1, 20.0), (2, 30.0)] and len(failures) == 1
+    pd.testing.assert_frame_equal(s.history.steps, reference_steps(s.history.df), check_dtype=False)
+    rows = s.history.step_log.settled(0)
+    assert [(r.step, r.loss) for r in rows] == [(1, 20.0), (2, 30.0)]
+
+
+def test_a_continued_run_keeps_each_sessions_loss_at_a_repeated_step(tmp_path):
+    """A second session on a run id from step 0 repeats its step numbers: each row of a repeated step showed the
+    sum of both sessions' losses (10 + 12 = 22, twice)."""
+    for loss in (10.0, 12.0):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RunContinuedWarning)
+            s = rlnb.Session(FakeBackend(loss=lambda step, loss=loss: loss), runs_dir=tmp_path, run_id="r")
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.optim_step()
+        s.wait()
+        s.close()
+    for h in (s.history, History.load(tmp_path / "r")):
+        assert h.steps[["step", "loss"]].to_dict("records") == [{"step": 1, "loss": 10.0}, {"step": 1, "loss": 12.0}]
+
+
+def test_a_continued_run_starts_a_step_of_its_own(tmp_path):
+    """A session killed after a forward-backward (5) and before its optim-step, then continued: the new session's first
+    step showed 5 + 7 = 12, the dead session's loss summed into it, live and reloaded. A session starts a step."""
+    losses = iter([10.0, 5.0, 7.0, 1.0])
+    batch = [samples.cross_entropy(list(b"ab"))]
+    s = rlnb.Session(FakeBackend(loss=lambda step: next(losses)), runs_dir=tmp_path, run_id="r")
+    s.forward_backward(batch)
+    s.optim_step()
+    s.forward_backward(batch).result()
+    s.history.close()  # the process dies: its records are on disk
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RunContinuedWarning)
+        again = rlnb.Session(FakeBackend(loss=lambda step: next(losses)), runs_dir=tmp_path, run_id="r")
+    again.forward_backward(batch)
+    again.optim_step()
+    again.forward_backward(batch)
+    again.optim_step()
+    again.wait()
+    again.close()
+    expected = [{"step": 1, "loss": 10.0}, {"step": 1, "loss": 7.0}, {"step": 2, "loss": 1.0}]
+    for h in (again.history, History.load(tmp_path / "r")):
+        assert h.steps[["step", "loss"]].to_dict("records") == expected
+    from rlnb.sinks.points import Steps
+
+    steps = Steps(again.history.config["continued_at"])  # what rlnb.export sends a sink
+    items = [i for rec in History.load(tmp_path / "r").records for i in steps.record(rec)] + steps.drain()
+    assert [(p.step, p.values["loss"]) for p in items] == [(1, 10.0), (1, 7.0), (2, 1.0)]
+
+
+def test_the_steps_table_of_an_operations_table_leaves_out_evaluations():
+    """``steps_table(history.df)`` (what a plot given ``history.df`` draws) counted a ``forward_only`` evaluation's loss
+    in its step's: 2.0 where ``history.steps`` has 1.0 (the records it rebuilt had no params)."""
+    from rlnb.viz import plots
+
+    s = rlnb.Session(FakeBackend(), record=False)
+    for _ in range(2):
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.forward_backward([samples.cross_entropy(list(b"held out"))], forward_only=True)
+        s.optim_step()
+        s.wait()
+    s.close()
+    pd.testing.assert_frame_equal(steps_table(s.history.df), s.history.steps)
+    assert list(plots.loss(s.history.df).lines[0].get_ydata()) == [1.0, 0.5]
+
+
+def test_compare_keeps_two_runs_of_one_folder_label_and_seed_apart(tmp_path):
+    """Two runs of one runs folder annotated with the same label (and seed) took the folder's name, the same for
+    both, and were merged into one line; the same run given twice too."""
+    for run_id in ("a", "b"):
+        s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id=run_id)
+        s.history.annotate(label="adam", seed=1)
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.optim_step()
+        s.wait()
+        s.close()
+    both = compare([tmp_path / "a", tmp_path / "b"])
+    assert both.run.nunique() == 2 and both.pivot(index="step", columns="run", values="loss").shape == (1, 2)
+    assert compare([tmp_path / "a", tmp_path / "a"]).run.nunique() == 2
+
+
+def test_compare_keeps_a_figure_logged_as_run_or_seed(tmp_path):
+    """``compare`` adds ``run`` and ``seed`` columns: a figure logged under either name stopped it (and
+    ``plots.compare``) with pandas' ``cannot insert run, already exists``."""
+    h = run_session(tmp_path, "a", steps=2)
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="b")
+    s.forward_backward([samples.cross_entropy(list(b"ab"))])
+    s.optim_step()
+    s.wait()
+    s.history.log(1, seed=7.0, run=3.0)
+    s.close()
+    both = compare([h, tmp_path / "b"], labels=["x", "y"])
+    assert list(both.run) == ["x", "x", "y"] and list(both["seed (logged)"].iloc[2:]) == [7.0]
+    assert list(both["run (logged)"].iloc[2:]) == [3.0] and both.seed.isna().all()
+    from rlnb.viz import plots
+
+    plots.compare([h, tmp_path / "b"])
 
 
 def test_html_summary_and_record_off(tmp_path):
@@ -318,6 +436,21 @@ def test_log_refuses_what_a_table_cannot_hold_before_recording_it(tmp_path):
     row = {"step": 1, "reward": 0.5, "my_loss": 0.25}
     for h in (s.history, History.load(tmp_path / "r")):
         assert h.logged.to_dict("records") == [row] and h.steps[list(row)].to_dict("records") == [row]
+
+
+def test_log_refuses_numpy_and_torch_bools_and_complex_numbers_as_it_refuses_python_ones():
+    """``np.True_`` and ``torch.tensor(True)`` were logged as 1.0 (a Python bool is refused), a numpy complex lost
+    its imaginary part with a ComplexWarning, a complex tensor raised torch's RuntimeError naming no figure."""
+    import numpy as np
+    import torch
+
+    h = History()
+    for value in (np.True_, torch.tensor(True), torch.tensor([False]), np.complex128(1 + 2j), 1 + 2j,
+                  torch.tensor(1 + 2j), np.array(1 + 0j)):
+        with pytest.raises(ValueError, match="history.log: reward must be a real number, got"):
+            h.log(1, reward=value)
+    h.log(1, a=np.float16(0.5), b=torch.tensor(2.0, dtype=torch.bfloat16), c=np.int64(3), d=torch.tensor([4]))
+    assert h.logged.to_dict("records") == [{"step": 1, "a": 0.5, "b": 2.0, "c": 3.0, "d": 4.0}]
 
 
 def test_a_run_that_logged_a_steps_column_name_still_builds_its_tables(tmp_path):

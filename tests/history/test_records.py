@@ -326,3 +326,347 @@ def test_a_line_the_os_takes_in_pieces_is_written_whole_and_one_it_refuses_stops
         store.write_op({"seq": 1, "kind": "sample"})
     assert store.failed is not None
     store.close()
+
+
+def test_an_integer_past_any_float_in_a_figure_is_left_out_and_the_run_loads(tmp_path):
+    """JSON integers have no size limit: a figure of 10**400 (written by hand, or damage) is no float. It used to
+    stop History.load with OverflowError (metrics.jsonl) and the operations table with it (ops.jsonl)."""
+    run = good_run(tmp_path, "r")
+    huge = "1" + "0" * 400
+    with open(run / "ops.jsonl", "a") as fh:
+        fh.write(f'{{"seq": 6, "kind": "forward-backward", "status": "{DONE}", "step": 3, "loss": {huge}, '
+                 f'"metrics": {{"kl": {huge}}}}}\n')
+        fh.write(f'{{"seq": 7, "kind": "optim-step", "status": "{DONE}", "step": 4, "grad_norm": {huge}}}\n')
+    with open(run / "metrics.jsonl", "a") as fh:
+        fh.write(f'{{"step": 4, "reward": {huge}, "kl": 12}}\n')
+    with pytest.warns(RuntimeWarning, match="wrong type") as caught:
+        h = History.load(run)
+    assert any("loss = 1000" in str(w.message) for w in caught)
+    df, steps = h.df, h.steps
+    assert list(df.seq) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert pd.isna(df.loss.iloc[6]) and df.metrics.iloc[6] == {} and pd.isna(df.grad_norm.iloc[7])
+    assert h.logged.step.tolist() == [1, 2, 3, 4] and pd.isna(h.logged.reward.iloc[3]) and h.logged.kl.iloc[3] == 12
+    assert steps.step.tolist() == [1, 2, 3, 4]
+    h.to_parquet(tmp_path / "h.parquet")
+
+
+@pytest.mark.parametrize("config", [{"continued_at": 5, "created_at": "yesterday"}, {"continued_at": "abc"},
+                                    {"continued_at": [1.0, "x", None, True], "created_at": [1]}])
+def test_a_run_whose_config_has_wrong_types_is_continued_and_its_lock_never_leaks(tmp_path, config):
+    """A config.json whose ``continued_at`` is no list (edited by hand, damage) stopped the next session on that
+    run id with ``TypeError: Value after * must be an iterable``, after the run's lock was taken: the lock stayed
+    held until the garbage collector found it, so even a retry was refused as RunLocked."""
+    run = good_run(tmp_path, "r")
+    (run / "config.json").write_text(json.dumps({"run_id": "r", **config}))
+    with pytest.warns(RunContinuedWarning):
+        s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.forward_backward(BATCH).result()
+    s.close()
+    h = History.load(run)
+    continued = h.config["continued_at"]
+    assert isinstance(continued, list) and all(type(t) is float for t in continued) and len(h) == 7
+    assert type(h.config["created_at"]) is float and continued[-1] >= h.config["created_at"]
+    with pytest.warns(RunContinuedWarning):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()  # the lock was released
+
+
+def test_a_session_that_fails_to_open_a_run_releases_its_lock(tmp_path, monkeypatch):
+    good_run(tmp_path, "r")
+    monkeypatch.setattr("rlnb.history.history.environment", lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    monkeypatch.undo()
+    with pytest.warns(RunContinuedWarning):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()  # not RunLocked
+
+
+ROW = {"group": 0, "prompt": "p", "completion": "c", "reward": 1.0, "advantage": 0.0, "length": 2, "truncated": False}
+
+
+def test_what_is_recorded_after_close_reaches_the_run_folder(tmp_path):
+    """A figure logged once the session has ended (an evaluation after ``with connect(...)``), completions kept
+    then, or a closed history given to a new session: all went to memory only, silently, since the store's files
+    were closed: ``History.load`` came back without them. Now each is appended under the run's lock."""
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r") as s:
+        s.forward_backward(BATCH)
+        s.optim_step()
+        s.wait()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s.history.log(1, eval_accuracy=0.75)
+        s.history.log_completions(1, [ROW])
+    with pytest.warns(RunContinuedWarning):  # a fresh FakeBackend starts at step 0 again
+        again = rlnb.Session(FakeBackend(), history=s.history)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again.forward_backward(BATCH).result()
+        again.close()
+    h = History.load(tmp_path / "r")
+    assert h.logged.to_dict("records") == [{"step": 1, "eval_accuracy": 0.75}]
+    assert h.completions.completion.tolist() == ["c"]
+    assert len(h) == 3 and h.df.status.tolist() == [DONE] * 3
+    pd.testing.assert_frame_equal(h.df, s.history.df)
+
+
+def test_a_figure_logged_on_a_closed_history_while_another_session_writes_its_run_warns(tmp_path):
+    first = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    first.history.log(1, reward=0.5)
+    first.close()
+    with pytest.warns(RunContinuedWarning):
+        second = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    with pytest.warns(RunStoreWarning, match="being written by another session.*goes on in memory"):
+        first.history.log(2, reward=0.6)
+    assert first.history.logged.reward.tolist() == [0.5, 0.6]  # kept in memory, and said so
+    second.close()
+    assert History.load(tmp_path / "r").logged.reward.tolist() == [0.5]
+
+
+def test_a_run_whose_folder_could_not_be_written_is_saved_whole_elsewhere(tmp_path):
+    """The full-disk warning said to save the history "elsewhere with history.to_csv or to_parquet": both write the
+    operations alone, so the logged figures, the completions and the config were lost even then, and neither
+    can be loaded back. ``history.save(folder)`` writes a run folder that ``History.load`` restores whole."""
+    full_disk(tmp_path / "runs" / "r")
+    with pytest.warns(RunStoreWarning, match=r"save it elsewhere with history.save\(folder\)"):
+        s = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r")
+        for i in range(2):
+            s.forward_backward(BATCH)
+            s.optim_step()
+            s.history.log_completions(i + 1, [ROW])
+            s.history.log(i + 1, reward=0.5 * i, **{"eval/acc": float("nan")})
+        s.close()
+    saved = s.history.save(tmp_path / "elsewhere")
+    h = History.load(saved)
+    pd.testing.assert_frame_equal(h.df, s.history.df)
+    pd.testing.assert_frame_equal(h.logged, s.history.logged)
+    pd.testing.assert_frame_equal(h.steps, s.history.steps)
+    pd.testing.assert_frame_equal(h.completions, s.history.completions)
+    assert h.config["run_id"] == "r" and h.config["optimizer"] == "adam"
+    with pytest.raises(FileExistsError, match="holds a run already"):
+        s.history.save(saved)  # never over a run
+    assert len(History.load(saved)) == 4
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"history.save: .*notes.txt is a file, not a folder"):
+        s.history.save(tmp_path / "notes.txt")
+    with pytest.raises(ValueError, match=r"history.save: path must be a folder's path, got ''"):
+        s.history.save("")  # Path("") is the working folder
+    with pytest.raises(TypeError, match=r"path must be a path \(str or os.PathLike\), got int"):
+        s.history.save(5)
+
+
+def test_exports_write_dict_columns_as_json(tmp_path):
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.forward_backward(BATCH)
+    s.optim_step(rlnb.AdamParams(learning_rate=1e-3))
+    s.wait()
+    s.history.to_csv(tmp_path / "h.csv")
+    csv = pd.read_csv(tmp_path / "h.csv")
+    assert json.loads(csv.params.iloc[1]) == s.history.df.params.iloc[1]
+    assert json.loads(csv.metrics.iloc[1]) == s.history.df.metrics.iloc[1]
+    s.close()
+
+
+def test_a_completion_with_a_number_no_table_column_holds_is_left_out(tmp_path):
+    """``completions.jsonl`` with a reward of 10**400 or a step / length past int64 loaded, but ``completions``
+    then failed with ``OverflowError: Python int too large to convert to C long``."""
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "ops.jsonl").write_text("")
+    lines = [{"step": 1, **ROW}, {"step": 1, **ROW, "reward": 10**400}, {"step": 2**70, **ROW},
+             {"step": 1, **ROW, "length": 2**70}, {"step": 1, **ROW, "group": -(2**64)}]
+    (run / "completions.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.warns(RuntimeWarning, match="left out 4 value"):
+        table = History.load(run).completions
+    assert table.to_dict("records") == [{"step": 1, **ROW}]
+    with pytest.warns(RuntimeWarning, match="left out 4 value"):
+        assert len(rlnb.history.completions(run)) == 1
+
+
+def test_a_runs_dir_or_run_id_that_is_a_file_is_refused_up_front(tmp_path, monkeypatch):
+    """``runs_dir`` naming a file (or a path through one) was a RunStoreWarning and a run in memory only, after
+    the model was loaded: a typo cost the whole recording. Now a ValueError naming the field, before anything."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for runs_dir in (notes, notes / "runs"):
+            with pytest.raises(ValueError, match=r"runs_dir .*notes.txt is a file, not a folder"):
+                rlnb.connect("local", runs_dir=runs_dir)
+            with pytest.raises(ValueError, match=r"runs_dir .*notes.txt is a file, not a folder"):
+                rlnb.Session(FakeBackend(), runs_dir=runs_dir, run_id="r")
+        with pytest.raises(ValueError, match=r"run_id 'notes.txt': .*notes.txt is a file, not a run folder"):
+            rlnb.connect("local", runs_dir=tmp_path, run_id="notes.txt")
+        monkeypatch.setenv("RLNB_RUNS_DIR", str(notes))
+        with pytest.raises(ValueError, match=r"\$RLNB_RUNS_DIR .*notes.txt is a file, not a folder"):
+            rlnb.connect("local")
+    assert notes.read_text() == "mine"
+
+
+@pytest.mark.parametrize(("kw", "error", "text"), [
+    ({"runs_dir": 5}, TypeError, "runs_dir must be a path .*got int: 5"),
+    ({"runs_dir": ""}, ValueError, "runs_dir must be a folder's path or None, got ''"),
+    ({"record": "no"}, ValueError, "record must be True or False, got 'no'"),
+    ({"history": "mine.csv"}, TypeError, "history must be an rlnb.History or None, got str"),
+])
+def test_recording_options_of_the_wrong_kind_are_refused_naming_them(tmp_path, monkeypatch, kw, error, text):
+    """``runs_dir=5`` was Path's TypeError naming no field; ``runs_dir=""`` wrote runs into the working folder;
+    ``record="no"`` (truthy) recorded; ``history="mine.csv"`` was an AttributeError (``steps_reached``)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error, match=text):
+        rlnb.connect("local", **kw)
+    with pytest.raises(error, match=text):
+        rlnb.Session(FakeBackend(), **kw)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_takes_runs_whose_config_seed_is_damaged(tmp_path):
+    """A config.json ``seed`` that is a list (hand-edited, damage) stopped ``compare`` (and ``plots.compare``) with
+    ``TypeError: unhashable type: 'list'``; now the seed is left out with a warning and the runs are compared."""
+    for run_id in ("a", "b"):
+        run = good_run(tmp_path, run_id)
+        config = json.loads((run / "config.json").read_text())
+        (run / "config.json").write_text(json.dumps({**config, "seed": [1, 2], "label": {"lr": 1}}))
+    with pytest.warns(RuntimeWarning, match=r"config.json: its seed \[1, 2\] is not an integer; compared without"):
+        both = rlnb.compare([tmp_path / "a", tmp_path / "b"])
+    assert both.seed.isna().all() and len(both) == 6 and both.run.nunique() == 2
+
+
+def in_thread(fn, timeout=10.0):
+    """``fn()``'s result, or a failure if it is still running after ``timeout`` (it would hang)."""
+    import threading
+
+    out: dict = {}
+    thread = threading.Thread(target=lambda: out.update(value=fn()), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"{fn} hung"
+    return out["value"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_named_pipe_in_a_run_folder_never_hangs_a_load_or_a_session(tmp_path):
+    """``metrics.jsonl`` / ``completions.jsonl`` / ``config.json`` a named pipe (``mkfifo``, to tail a run live):
+    ``History.load`` and ``rlnb.runs()`` waited forever for a writer to open it, and a session on that run id
+    waited forever for a reader."""
+    run = good_run(tmp_path, "r")
+    for name in ("metrics.jsonl", "completions.jsonl", "config.json"):
+        (run / name).unlink(missing_ok=True)
+        os.mkfifo(run / name)
+    with pytest.warns(RuntimeWarning, match="not a regular file") as caught:
+        h = in_thread(lambda: History.load(run))
+    assert len(h) == 6 and h.config == {} and len(caught) == 3
+    with pytest.warns(RuntimeWarning, match="not a regular file"):
+        assert in_thread(lambda: rlnb.runs(tmp_path)).operations.tolist() == [6]
+    with (pytest.warns(RunStoreWarning, match="metrics.jsonl is a named pipe"), pytest.warns(RunContinuedWarning),
+          pytest.warns(RuntimeWarning, match="not a regular file")):
+        s = in_thread(lambda: rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r"))
+    s.history.log(1, reward=1.0)
+    assert s.history.logged.reward.tolist() == [1.0]  # in memory
+    s.close()
+
+
+@pytest.mark.parametrize(("step", "change", "problem"), [
+    (1, {"reward": "high"}, "reward = 'high'"),
+    (1, {"group": None}, "group = None"),
+    (1, {"length": 2.5}, "length = 2.5"),
+    (1, {"truncated": "no"}, "truncated = 'no'"),
+    (1, {"prompt": 5}, "prompt = 5"),
+    (1, {"completion": None}, "completion = None"),
+    (-1, {}, "step must be an integer >= 0 and < 2\\*\\*63, got -1"),
+    (True, {}, "step must be an integer >= 0 and < 2\\*\\*63, got True"),
+    (2**70, {}, "step must be an integer >= 0 and < 2\\*\\*63"),
+    ("1", {}, "step must be an integer >= 0 and < 2\\*\\*63, got '1'"),
+])
+def test_log_completions_refuses_a_row_no_table_can_hold_before_keeping_it(tmp_path, step, change, problem):
+    """A row the completions table cannot hold was kept in memory and on disk: from then on ``history.completions``
+    failed (ValueError, TypeError, OverflowError) at every call, or quietly held ``length`` 2 for 2.5 and
+    ``truncated`` True for "no"; a reload left the row out. Now a ValueError naming it, and nothing is kept."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.history.log_completions(1, [ROW])
+    with pytest.raises(ValueError, match=rf"history.log_completions: .*{problem}"):
+        s.history.log_completions(step, [ROW, {**ROW, **change}])
+    assert s.history.completions.to_dict("records") == [{"step": 1, **ROW}]
+    s.close()
+    assert History.load(tmp_path / "r").completions.to_dict("records") == [{"step": 1, **ROW}]
+
+
+def test_a_run_in_a_relative_runs_folder_survives_a_change_of_working_folder(tmp_path, monkeypatch):
+    """The default runs folder is relative (``./rlnb-runs``): after ``os.chdir`` (``%cd`` in a notebook) the first
+    completions, ``config.json`` at close and ``history.path`` went to the new working folder — the store failed with
+    a RunStoreWarning and wrote nothing more, and ``History.load(history.path)`` found no run."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = rlnb.Session(FakeBackend(), runs_dir="rlnb-runs", run_id="r")  # the default, relative
+        s.forward_backward(BATCH).result()
+        monkeypatch.chdir(tmp_path / "b")
+        s.history.log_completions(1, [ROW])
+        s.optim_step().result()
+        s.close()
+        s.history.log(1, reward=1.0)
+    h = History.load(s.history.path)
+    assert s.history.path == tmp_path / "a" / "rlnb-runs" / "r"
+    assert len(h) == 2 and len(h.completions) == 1 and h.logged.reward.tolist() == [1.0]
+    assert h.config["session_id"] == s.id and list((tmp_path / "b").iterdir()) == []
+
+
+def test_a_continued_run_keeps_what_was_annotated_on_it(tmp_path):
+    """``config.json`` was rewritten from the new session's config alone: a label or note given with
+    ``history.annotate`` (a sweep's label, ``trial``) was lost when another session continued the run id, and
+    ``rlnb.compare`` named the run otherwise. The new session's own values win; the others are kept."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.history.annotate(label="baseline", note="first try")
+    s.forward_backward(BATCH).result()
+    s.close()
+    again = rlnb.Session(FakeBackend("muon"), runs_dir=tmp_path, run_id="r")
+    assert again.history.config["label"] == "baseline"
+    again.close()
+    config = History.load(tmp_path / "r").config
+    assert (config["label"], config["note"], config["optimizer"]) == ("baseline", "first try", "muon")
+    assert config["session_id"] == again.id and len(config["continued_at"]) == 1
+
+
+def test_the_html_summary_of_a_loaded_run_escapes_what_the_run_folder_says(tmp_path):
+    """A run folder is data (one downloaded, shared): its ``config.json`` run id and its operations' status strings
+    went into the notebook's HTML summary raw, so ``History.load(path)`` displayed ran the folder's script."""
+    run = good_run(tmp_path, "r")
+    (run / "config.json").write_text(json.dumps({"run_id": "<script>alert(1)</script>"}))
+    with open(run / "ops.jsonl", "a") as fh:
+        fh.write(json.dumps({"seq": 6, "kind": "<b>k</b>", "status": "<img src=x onerror=alert(2)>"}) + "\n")
+    html = History.load(run)._repr_html_()
+    assert "<script>" not in html and "<img" not in html and "<b>k</b>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;img src=x onerror=alert(2)&gt;" in html
+
+
+@pytest.mark.parametrize("created", [1e300, float("inf"), -1e12, 10**400])
+def test_runs_lists_a_run_whose_created_at_no_datetime_holds(tmp_path, created):
+    """A ``created_at`` past what a datetime holds made the whole run a row with only an error
+    (OutOfBoundsDatetime), though it loads; -1e12 showed as 1970-04-05. Now that time alone is missing."""
+    run = good_run(tmp_path, "r")
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "created_at": created}))
+    row = rlnb.runs(tmp_path).iloc[0]
+    assert row.error is None and row.operations == 6 and row.steps == 3 and pd.isna(row.created_at)
+
+
+def test_a_run_id_held_by_another_session_is_refused_before_a_model_loads_or_a_remote_session_starts(
+    tmp_path, monkeypatch
+):
+    """A notebook cell ``connect(run_id="exp")`` run again while its first session is open: the model was loaded
+    (minutes for a large one) or a remote session started (billed), and only then was the run found locked."""
+    from rlnb.engine.backend import LocalBackend
+    from rlnb.errors import RunLocked
+
+    first = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="exp")
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded before the run's lock was tried")
+
+    monkeypatch.setattr(LocalBackend, "__init__", loaded)
+    with pytest.raises(RunLocked, match=f"pid {os.getpid()}"):
+        rlnb.connect("local", runs_dir=tmp_path, run_id="exp")
+    first.close()
+    monkeypatch.undo()
+    with rlnb.connect("local", runs_dir=tmp_path, run_id="exp") as again:  # free again
+        assert again.history.path == tmp_path / "exp"

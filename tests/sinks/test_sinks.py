@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import math
 import os
 import re
@@ -429,7 +430,7 @@ def test_sink_folders_expand_home(tmp_path, monkeypatch):
 
 def test_points_match_history_steps_when_completions_arrive_out_of_order():
     """A remote poller may notice an optim-step before the forward-backwards of its step: the
-    point waits for them. A failed optim-step leaves the step count behind, as History.steps."""
+    point waits for them. A failed optim-step leaves the step count behind and ends its step, as in History.steps."""
     from rlnb import wire
 
     history = History()
@@ -463,7 +464,9 @@ def test_points_match_history_steps_when_completions_arrive_out_of_order():
         items += steps.record(records[seq])
     made, failures = merge(items + steps.drain())
     assert {p.step: p.values for p in made} == expected(history)
-    assert expected(history)[2]["loss"] == 0.5  # the one before the failed step; 0.25 went to a step 3 never made
+    # the one submitted after the failed step (NON_FINITE_LOSS drops the gradients before it); it used to be the 0.5
+    # before the failed step, and 0.25 went to a step 3 never made
+    assert expected(history)[2]["loss"] == 0.25
     assert sorted((f.kind, f.code) for f in failures) == [
         ("optim-step", "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"),
         ("sample", INVALID),
@@ -574,3 +577,22 @@ def test_exit_does_not_wait_on_a_sink_child_whose_set_up_never_returns(tmp_path)
     waited = re.search(r"MLflow did not finish writing within (\S+) s", err)
     assert waited and float(waited[1]) <= 3  # what is left of EXIT_TIMEOUT, then the child is killed
     assert len(History.load(next(tmp_path.iterdir())).steps) == 1  # the run store has everything
+
+
+@pytest.mark.parametrize("created", ["yesterday", 10**400, [1]])
+def test_export_takes_a_run_whose_created_at_is_damaged(tmp_path, created):
+    """``rlnb.export`` stamped logged figures with ``float(config["created_at"])``: a config.json whose created_at is
+    text, a list or 10**400 stopped the export with ValueError / TypeError / OverflowError before any point."""
+    from rlnb.testing import FakeBackend
+
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.forward_backward([samples.cross_entropy(list(b"ab"))])
+    s.optim_step()
+    s.wait()
+    s.history.log(1, reward=0.5)
+    s.close()
+    config = json.loads((tmp_path / "r" / "config.json").read_text())
+    (tmp_path / "r" / "config.json").write_text(json.dumps({**config, "created_at": created}))
+    sink = Flaky(0, OSError("never"))
+    rlnb.export(tmp_path / "r", sink)
+    assert [p.values["reward"] for p in sink.writes[0]] == [0.5] and sink.closed

@@ -25,8 +25,9 @@ def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.Dat
     table = opt[cols].copy()
     table["step"] = table["step"].astype("int64")
     fb = done[done.kind == wire.OperationKind.FORWARD_BACKWARD]
-    loss = fb.groupby(fb["step"].astype("int64") + 1)["loss"].sum(min_count=1)
-    table["loss"] = table["step"].map(loss)
+    fb = fb.loc[fb.params.map(lambda p: not p.get("forward_only")).astype(bool)]  # an evaluation: not in the loss
+    loss = fb.groupby(segment[fb.index])["loss"].sum(min_count=1)  # since the optim-step before, a failed one too
+    table["loss"] = segment[opt.index].map(loss).to_numpy()
     ended = ops[ops.status.isin(list(wire.TERMINAL_STATUSES))]
     epoch = pd.Timestamp(0, tz="UTC")
     seconds = {c: (ended[c] - epoch).dt.total_seconds().to_numpy() for c in TIMES}

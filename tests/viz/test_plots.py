@@ -738,3 +738,29 @@ def test_a_redraw_that_fails_on_the_timer_thread_is_shown_on_the_view(monkeypatc
     assert view.message.layout.display == "none" and list(line(view, "reward", "reward")[:, 1]) == [0.5, 0.7]
     view.close()
     assert escaped == []
+
+
+def test_a_figure_or_run_named_with_dollar_signs_is_drawn_as_written():
+    """matplotlib reads text between two ``$`` as TeX: a figure logged as ``"$\\nope$ cost"`` (or a run label, a
+    status string of a loaded run) made ``plots.metric``, ``plots.overview``, ``plots.compare`` and the live view
+    fail when drawn (``ParseFatalException: Unknown symbol``), and ``"price $5 to $10"`` lost its dollars."""
+    import io
+
+    name = "$\\nope$ cost"
+    h = History(config={"label": "lr $1$ \\bad$"})
+    s = rlnb.Session(FakeBackend(), history=h)
+    for i in range(3):
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.optim_step()
+        s.wait()
+        h.log(i + 1, **{name: float(i), "price $5 to $10": 1.0})
+    s.close()
+    for drawn in (plots.metric(h, name), plots.metric(h, "price $5 to $10"), plots.overview(h, metrics=[name]),
+                  plots.compare([h]), plots.timeline(h)):
+        figure = drawn if isinstance(drawn, Figure) else drawn.figure
+        figure.savefig(io.BytesIO(), format="png")
+    assert not plots.metric(h, "price $5 to $10").title.get_parse_math()  # shown as written
+    view = LiveView(h, metrics=None, every=0)
+    view.refresh()
+    assert view.error is None
+    view.close()

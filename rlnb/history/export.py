@@ -1,0 +1,49 @@
+"""A history written out: ``save`` as a run folder ``History.load`` restores whole (every operation, every logged
+figure, the completions and the config; for a run whose own folder could not be written, or a copy), and the
+operations table as CSV or Parquet, its dict columns (``metrics``, ``params``) as JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rlnb._options import user_path
+from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, ENCODER, METRICS_FILE, OPS_FILE
+
+DICT_COLUMNS = ("metrics", "params")
+
+
+def save_run(
+    path: str | Path,
+    config: dict[str, Any],
+    ops: Iterable[dict[str, Any]],
+    logged: Iterable[dict[str, Any]],
+    completions: Iterable[dict[str, Any]],
+) -> Path:
+    """Write a run folder at ``path`` (made if missing); ``FileExistsError`` if it holds a run already."""
+    if path == "":
+        raise ValueError("history.save: path must be a folder's path, got ''")
+    folder = user_path("path", path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"history.save: {folder} is a file, not a folder (nothing was written)")
+    if any((folder / name).exists() for name in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE)):
+        raise FileExistsError(f"{folder} holds a run already: save to a new folder (nothing was written)")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str), encoding="utf-8")
+    for name, rows in ((OPS_FILE, ops), (METRICS_FILE, logged), (COMPLETIONS_FILE, completions)):
+        lines = "".join(ENCODER.encode(row) + "\n" for row in rows)
+        if lines or name != COMPLETIONS_FILE:  # a run without RL steps has no completions.jsonl
+            (folder / name).write_text(lines, encoding="utf-8")
+    return folder
+
+
+def with_json(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (a fresh ``History.df``) with its dict columns as JSON text, which CSV and Parquet hold."""
+    for col in DICT_COLUMNS:
+        frame[col] = frame[col].map(lambda d: ENCODER.encode(d))
+    return frame

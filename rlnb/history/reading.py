@@ -1,0 +1,91 @@
+"""Reading a run folder back: ``read_jsonl`` and ``read_config`` never stop at a bad line — they skip what they
+cannot parse and say so, a line nested deeper than rlnb ever writes (``MAX_DEPTH``) included, as it would
+exhaust Python's stack later on.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+from rlnb.history.store import CONFIG_FILE
+
+MAX_DEPTH = 32
+"""Deepest nesting of a line or config read back. rlnb writes a few levels (a record's params, the
+config's versions); anything deeper is damage, and would give RecursionError in the JSON decoder, or
+later when the record is encoded again."""
+
+
+def loads(text: str) -> Any:
+    """One JSON value, or ``ValueError`` when it is not JSON or is nested deeper than ``MAX_DEPTH``."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested deeper than Python's JSON decoder can read (rlnb writes <= {MAX_DEPTH})") from None
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > MAX_DEPTH:
+                    raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+                stack.append((child, depth + 1))
+    return value
+
+
+def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every well-formed line; a corrupt or half-written line is skipped with
+    a warning."""
+    if not _regular(path):
+        return []
+    rows, bad = [], []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = loads(line)
+            except ValueError:
+                bad.append(n)
+                continue
+            if isinstance(row, dict):
+                rows.append((n, row))
+            else:
+                bad.append(n)
+    if bad:
+        warnings.warn(
+            f"{path}: skipped {len(bad)} corrupt or half-written line(s) (line {', '.join(map(str, bad[:5]))})",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return rows
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """The run's ``config.json``; one that is missing, corrupt or not an object gives ``{}`` (with a warning
+    for the last two): the operations are worth loading without it."""
+    file = path / CONFIG_FILE
+    if not _regular(file):
+        return {}
+    try:
+        config = loads(file.read_text(encoding="utf-8", errors="replace"))
+    except ValueError as exc:
+        warnings.warn(f"{file} is corrupt ({exc}); loading the run without its config", RuntimeWarning, stacklevel=3)
+        return {}
+    if not isinstance(config, dict):
+        warnings.warn(f"{file} is not a JSON object; loading the run without its config", RuntimeWarning, stacklevel=3)
+        return {}
+    return config
+
+
+def _regular(file: Path) -> bool:
+    """Whether ``file`` is a regular file to read. Anything else there — a named pipe (opening it would wait for a
+    writer forever), a folder, a device — is left out with a warning."""
+    if file.is_file():
+        return True
+    if file.exists():
+        warnings.warn(f"{file} is not a regular file; the run is loaded without it", RuntimeWarning, stacklevel=4)
+    return False
