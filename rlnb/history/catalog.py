@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from rlnb import wire
+from rlnb._options import user_path
 from rlnb.history.history import History
 from rlnb.history.runconfig import is_time
 from rlnb.history.steplog import SHADOWED
@@ -66,7 +67,9 @@ def _row(run: Path) -> dict[str, Any]:
 def runs(path: str | Path | None = None) -> pd.DataFrame:
     """The runs under a folder (default ``./rlnb-runs``), newest first, one row each. A run that cannot be
     read is listed with its ``error`` (None for the others)."""
-    root = Path(path).expanduser() if path is not None else default_runs_dir()
+    root = user_path("path", path) if path is not None else default_runs_dir()
+    if root.exists() and not root.is_dir():  # a bare NotADirectoryError from iterdir()
+        raise ValueError(f"runs: path {str(root)!r} is a file, not a runs folder")
     found = sorted(p for p in root.iterdir() if (p / OPS_FILE).exists()) if root.exists() else []
     frame = pd.DataFrame([_row(run) for run in found], columns=COLUMNS)
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)

@@ -39,11 +39,14 @@ MAX_STEP = 2**63 - 1
 
 def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
     """The row ``History.log(step, **figures)`` records, or ``ValueError`` naming what cannot be one: a step
-    that is not an integer in [0, 2**63), a figure that is not a real number, or one named like a steps column."""
+    that is not an integer in [0, 2**63), a figure that is not a real number, one with an empty name, or one named like
+    a steps column."""
     if isinstance(step, bool) or not hasattr(step, "__index__") or not 0 <= int(step) <= MAX_STEP:
         raise ValueError(f"history.log: step must be an integer >= 0 and < 2**63, got {step!r}")
     row: dict[str, Any] = {"step": int(step)}
     for name, value in figures.items():
+        if not name.strip():  # a column named "" (or " "): no plot or table can name it back
+            raise ValueError(f"history.log: a figure needs a name, got {name!r}")
         if name in STEP_COLUMNS:
             raise ValueError(
                 f"history.log: {name!r} is a column of the steps table ({', '.join(STEP_COLUMNS)}); log it under "

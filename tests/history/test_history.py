@@ -474,3 +474,20 @@ def test_runs_lists_none_as_the_error_of_a_readable_run_beside_a_broken_one(tmp_
     (tmp_path / "bad" / "ops.jsonl").mkdir()  # not a file: the run cannot be read
     listing = runs(tmp_path).set_index("run_id")
     assert listing.loc["good", "error"] is None and "is not a file" in listing.loc["bad", "error"]
+
+
+def test_a_nameless_figure_and_a_runs_path_that_is_no_folder_are_refused(tmp_path):
+    """adv5b: ``history.log(1, **{"": 1.0})`` made a column named ""; ``rlnb.runs("afile")`` raised a bare
+    NotADirectoryError and ``rlnb.runs(5)`` a TypeError naming no argument."""
+    history = History(config={})
+    for name in ("", "  "):
+        with pytest.raises(ValueError, match="history.log: a figure needs a name"):
+            history.log(1, **{name: 1.0})
+    assert history.logged.empty
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(ValueError, match="runs: path .*afile' is a file, not a runs folder"):
+        rlnb.runs(afile)
+    with pytest.raises(TypeError, match="path must be a path"):
+        rlnb.runs(5)
+    assert rlnb.runs(tmp_path / "none yet").empty
