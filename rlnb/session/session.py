@@ -77,7 +77,8 @@ class Session:
                 f"run {history.config.get('run_id')} continues an earlier session that reached step {reached}, and "
                 f"this one starts at step {self._steps_submitted}: steps {self._steps_submitted + 1}-{reached} will "
                 "appear twice in history.steps, each with the figure logged last at that step (history.logged "
-                "keeps every row). Use a new run_id, or resume_from= a checkpoint of that run to go on counting.",
+                f"keeps every row). Use a new run_id, or resume_from= the run's checkpoint at step {reached} to go on "
+                "counting (an earlier checkpoint repeats the steps after it, as here).",
                 RunContinuedWarning,
                 stacklevel=2,
             )

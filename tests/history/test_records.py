@@ -89,8 +89,10 @@ def test_a_second_writer_of_a_run_is_refused_and_a_continued_run_appends(tmp_pat
         first.optim_step()
     first.wait()
     first.close()
-    with pytest.warns(RunContinuedWarning, match="reached step 5, and this one starts at step 0: steps 1-5 will"):
+    # adv5b: it advised "resume_from= a checkpoint of that run" to someone who had resumed from an earlier one
+    with pytest.warns(RunContinuedWarning, match="reached step 5, and this one starts at step 0: steps 1-5 will") as w:
         second = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="shared")
+    assert "resume_from= the run's checkpoint at step 5 to go on counting" in str(w[0].message)
     for _ in range(5):
         second.forward_backward(BATCH)
         second.optim_step()
