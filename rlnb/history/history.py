@@ -94,6 +94,8 @@ class History:
         self._refinished = 0  # updates of already finished records (they invalidate the cached frame)
         self._next_seq = 0
         self._last_finished = -math.inf  # when the latest operation was seen to end
+        self.loaded_from: Path | None = None
+        """The run folder ``load`` read this history from; None for one made by a session or by hand."""
         self.ended_at: float | None = None
         """A loaded run's latest recorded time (POSIX seconds): operations it never saw finish end there in a
         timeline, not at the moment it is drawn. None for a live run."""
@@ -152,6 +154,7 @@ class History:
         history._replay(unfinished=False)  # a loaded run's unfinished operations never finish
         times = [t for r in history._records for t in (r.submitted_at, r.started_at, r.finished_at) if t == t]
         history.ended_at = max(times, default=None)
+        history.loaded_from = path
         return history
 
     def _replay(self, unfinished: bool) -> None:

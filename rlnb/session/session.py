@@ -25,6 +25,7 @@ from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.history import History, RunContinuedWarning
 from rlnb.history.history import check_recording
 from rlnb.history.record import FORWARD_ONLY
+from rlnb.history.store import RunStoreWarning
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
 from rlnb.prompts import prompt_list, scalar, stop_list, token_ids
 from rlnb.session.backend import Backend
@@ -66,6 +67,14 @@ class Session:
         if history is None:
             config = backend.config()
             history = History.create(config, runs_dir, run_id) if record else History(config=config)
+        elif history.loaded_from is not None and history.store is None:
+            folder = history.loaded_from
+            warnings.warn(  # it went on silently in memory: the user meant to go on with that run
+                f"history= was loaded from {folder}: this session adds to it in memory only. To go on recording that "
+                f"run on disk, connect with runs_dir={str(folder.parent)!r}, run_id={folder.name!r} instead.",
+                RunStoreWarning,
+                stacklevel=2,
+            )
         self.history = history
         self.optimizer = backend.optimizer
         self.id: str = info.id

@@ -672,3 +672,20 @@ def test_a_run_id_held_by_another_session_is_refused_before_a_model_loads_or_a_r
     monkeypatch.undo()
     with rlnb.connect("local", runs_dir=tmp_path, run_id="exp") as again:  # free again
         assert again.history.path == tmp_path / "exp"
+
+
+def test_a_loaded_history_given_to_a_session_says_it_records_in_memory_only(tmp_path):
+    """adv5b: ``Session(backend, history=History.load(path))`` went on in memory only, silently."""
+    first = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    first.history.log(0, reward=0.5)  # step 0: no step repeats (RunContinuedWarning), only this warning
+    first.close()
+    loaded = History.load(tmp_path / "r")
+    assert loaded.loaded_from == tmp_path / "r"
+    with pytest.warns(RunStoreWarning, match=r"loaded from .*r: this session adds to it in memory only.*run_id='r'"):
+        again = rlnb.Session(FakeBackend(), history=loaded)
+    again.history.log(2, reward=0.7)
+    again.close()
+    assert History.load(tmp_path / "r").logged.reward.tolist() == [0.5]  # as it said: nothing written
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a history made by hand is in memory by choice
+        rlnb.Session(FakeBackend(), history=History(config={})).close()
