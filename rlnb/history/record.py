@@ -112,8 +112,8 @@ def _valid(name: str, v: Any) -> bool:
         return v is None or (_number(v) and not abs(v) > LATEST_TIME)  # NaN is a time not yet reached
     if name in FLOATS:
         return v is None or _number(v)
-    if name in _INTS:
-        return v is None or _integer(v)
+    if name in _INTS:  # step counts and versions: never below 0 (``log`` refuses a negative step too)
+        return v is None or (_integer(v) and v >= 0)
     if name in _TEXTS:
         return isinstance(v, str)
     if name in _OPTIONAL_TEXTS:
@@ -147,7 +147,7 @@ def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
 def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
     """A ``log()`` row from ``metrics.jsonl``: an integer ``step`` and numbers; other values are left out."""
     step = row.get("step")
-    if not _integer(step):
+    if not (_integer(step) and step >= 0):
         bad.append(f"step = {step!r}"[:80])
         return None
     kept: dict[str, Any] = {"step": step}

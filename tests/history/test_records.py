@@ -689,3 +689,20 @@ def test_a_loaded_history_given_to_a_session_says_it_records_in_memory_only(tmp_
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a history made by hand is in memory by choice
         rlnb.Session(FakeBackend(), history=History(config={})).close()
+
+
+def test_negative_steps_in_a_run_folder_are_left_out_on_load(tmp_path):
+    """adv5b: lines with a negative ``step`` (a hand edit; ``log`` refuses one) were kept on load."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.forward_backward(BATCH).result()
+    s.history.log(0, reward=0.5)
+    s.close()
+    with open(tmp_path / "r" / "metrics.jsonl", "a") as fh:
+        fh.write(json.dumps({"step": -3, "reward": 0.9}) + "\n")
+    with open(tmp_path / "r" / "ops.jsonl", "a") as fh:
+        fh.write(json.dumps({"seq": 7, "kind": "optim-step", "status": DONE, "step": -2}) + "\n")
+    with pytest.warns(RuntimeWarning, match="left out") as caught:
+        loaded = History.load(tmp_path / "r")
+    said = " ".join(str(w.message) for w in caught)
+    assert "step = -3" in said and "step = -2" in said
+    assert loaded.logged.step.tolist() == [0] and pd.isna(loaded.df.set_index("seq").loc[7, "step"])
