@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -105,15 +106,19 @@ def disk_full(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def _writing(path: Path) -> Iterator[None]:
-    """A save that fails leaves nothing behind; one that fails on a full disk raises ``DiskFull`` saying so."""
+def _writing(path: Path) -> Iterator[Path]:
+    """Where to write ``path``: a hidden sibling, renamed to ``path`` once whole, so that a process killed mid-save
+    leaves no half-written checkpoint under its name. A save that fails leaves nothing behind; one that fails on a
+    full disk raises ``DiskFull`` saying so."""
+    partial = path.with_name(f".{path.name}.partial")
     try:
-        yield
+        yield partial
+        os.replace(partial, path)
     except Exception as exc:
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+        if partial.is_dir():
+            shutil.rmtree(partial, ignore_errors=True)
         else:
-            path.unlink(missing_ok=True)
+            partial.unlink(missing_ok=True)
         if disk_full(exc):
             raise DiskFull(
                 f"the disk is full: checkpoint {path.name} could not be written to {path.parent} (nothing of it was "
@@ -127,18 +132,18 @@ def save_training(
 ) -> None:
     lora = meta.get("lora") is not None
     weights = {k: v for k, v in trainer.state_dict().items() if not lora or "lora_" in k}
-    with _writing(path), open(path, "wb") as fh:  # a Python file: a failed write keeps its errno (torch's own does not)
+    with _writing(path) as target, open(target, "wb") as fh:  # a Python file: a failed write keeps its errno
         torch.save({"type": "training", "weights": weights, "optimizer": optim_state, "step": step, **meta}, fh)
 
 
 def save_inference(
     path: Path, adapter: ModelAdapter, trainer: nn.Module, step: int, meta: dict[str, Any]
 ) -> None:
-    with _writing(path):
-        adapter.save_merged(merged_state_dict(trainer), path / "merged")
+    with _writing(path) as target:
+        adapter.save_merged(merged_state_dict(trainer), target / "merged")
         if meta.get("lora") is not None:
-            save_adapter(trainer, path / "adapter")
-        (path / "rlnb.json").write_text(json.dumps({"type": "inference", "step": step, **meta}, indent=2))
+            save_adapter(trainer, target / "adapter")
+        (target / "rlnb.json").write_text(json.dumps({"type": "inference", "step": step, **meta}, indent=2))
 
 
 EXPECTED = "a training checkpoint (<id>.pt) or an inference checkpoint folder (<id>/ with rlnb.json)"

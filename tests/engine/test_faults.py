@@ -55,6 +55,25 @@ def test_a_disk_that_fills_up_during_a_checkpoint_save_is_resource_exhausted_and
         assert s.save_training_checkpoint().result(timeout=30).checkpoint.step == 0  # space again: it saves
 
 
+def test_a_save_cut_short_leaves_no_checkpoint_under_its_name(tmp_path, monkeypatch):
+    """adv5b: a process killed mid-save left a partial ``<id>.pt`` (refused at resume, but there under the
+    checkpoint's name). The save writes a hidden ``.<id>.pt.partial`` and renames it once whole."""
+    from torch import nn
+
+    def killed(obj, fh, *args, **kwargs):
+        fh.write(b"half a checkpoint")
+        raise KeyboardInterrupt  # not an Exception: nothing cleans up, as when the process dies here
+
+    monkeypatch.setattr(checkpoints.torch, "save", killed)
+    path = tmp_path / "ckpt-train-1.pt"
+    with pytest.raises(KeyboardInterrupt):
+        checkpoints.save_training(path, nn.Linear(2, 2), {}, 0, {})
+    assert not path.exists() and [p.name for p in tmp_path.iterdir()] == [".ckpt-train-1.pt.partial"]
+    monkeypatch.undo()
+    checkpoints.save_training(path, nn.Linear(2, 2), {}, 0, {})
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt-train-1.pt"]  # the same name again: written, renamed
+
+
 def test_a_full_disk_under_an_inference_checkpoint_is_resource_exhausted(tmp_path, monkeypatch):
     """safetensors reports a full disk as ``I/O error: No space left on device (os error 28)``."""
     from safetensors import SafetensorError
