@@ -14,6 +14,9 @@ from typing import Any
 
 from rlnb._options import is_integer
 
+REPLACEMENT = "\ufffd"
+"""What a decoder shows for bytes that are no (complete) character; a stop string holding it cannot be matched."""
+
 
 def tokenizer_spec(tokenizer: Any) -> Any:
     """``tokenizer=`` as ``rlnb.connect`` takes it: None, a folder or cached hub id (a ``str``; an ``os.PathLike``
@@ -136,4 +139,7 @@ def stop_list(stop: Any) -> list[str] | None:
         raise TypeError(f"stop[{bad}] must be a string, got {stop[bad]!r}"[:300])
     for i, x in enumerate(stop):  # decoded text never holds a lone surrogate: such a stop could never match
         check_text(x, f"stop[{i}]")
+        if REPLACEMENT in x:
+            raise ValueError(f"stop[{i}] holds U+FFFD, which decoded text shows for bytes that are no character yet: "
+                             "it cannot be matched")  # fmt: skip
     return list(stop) or None

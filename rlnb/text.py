@@ -246,11 +246,18 @@ class StopMatcher:
         self.tokens.append(token)
         before = self.codec.decode(self.tokens[self._prefix : self._read])
         now = self.codec.decode(self.tokens[self._prefix :])
-        if len(now) <= len(before) or now.endswith("\ufffd"):
-            return False  # an incomplete character: wait for the rest of its bytes
+        if len(now) <= len(before):
+            return False
+        if now.endswith("\ufffd"):  # an incomplete character: keep nothing until the rest of its bytes come, but
+            whole = now.rstrip("\ufffd")  # what is whole before it may end a stop string (a last token's "!" + 0xC3)
+            return len(whole) > len(before) and self._found(whole[len(before) :])
         new = now[len(before) :]
         self._prefix, self._read = self._read, len(self.tokens)
-        tail_start = max(0, len(self.text) - self.longest + 1)
+        found = self._found(new)
         self.text += new
-        tail = self.text[tail_start:]
+        return found
+
+    def _found(self, new: str) -> bool:
+        """Whether a stop string appears in the text with ``new`` after it: only its tail can hold a new one."""
+        tail = self.text[max(0, len(self.text) - self.longest + 1) :] + new
         return any(s in tail for s in self.stop)

@@ -99,6 +99,12 @@ def test_what_is_no_prompt_is_named_not_a_bare_type_error(s, prompts, shown):
         s.sample(prompts, max_tokens=2)
 
 
+def test_a_stop_string_holding_u_fffd_is_refused(s):
+    """adv5a: decoded text shows U+FFFD for bytes that are no character yet, so such a stop string never matched."""
+    with pytest.raises(ValueError, match=r"stop\[1\] holds U\+FFFD"):
+        s.sample("ab", max_tokens=2, stop=["x", "a\ufffd"])
+
+
 @pytest.mark.parametrize(("stop", "shown"), [(5, "got an int"), (b"x", "got a bytes"), ([5], r"stop\[0\] .* got 5")])
 def test_stop_that_is_no_string_is_named(s, stop, shown):
     """``stop=5`` was ``'int' object is not iterable``; ``stop=b"x"`` a pydantic error about the int 120."""

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb import wire
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
-from rlnb.prompts import surrogate
+from rlnb.prompts import REPLACEMENT, surrogate
 from rlnb.server.errors import ServerError, error_response
 from rlnb.server.models import SAMPLING_DEFAULTS
 from rlnb.server.settings import ServerSettings
@@ -187,6 +187,11 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
             raise ServerError(
                 400, f"sampling_params.stop.{i} holds a lone surrogate: it is not valid Unicode text and could "
                 "never match", param=f"sampling_params.stop.{i}",
+            )  # fmt: skip
+        if REPLACEMENT in text:
+            raise ServerError(
+                400, f"sampling_params.stop.{i} holds U+FFFD, which decoded text shows for bytes that are no "
+                "character yet: it could never match", param=f"sampling_params.stop.{i}",
             )  # fmt: skip
 
 

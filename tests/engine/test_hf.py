@@ -151,6 +151,27 @@ def test_stop_strings_match_incrementally_across_multibyte_characters():
     assert hits == [False] * 5 + [True] and m.text == "café!"
 
 
+
+class _PairCodec:
+    """Tokens of two bytes each (as BPE merges bytes): one token can end a stop string and begin a character."""
+
+    def decode(self, tokens, skip_special=False):
+        return b"".join(t.to_bytes(2, "big") for t in tokens).decode("utf-8", errors="replace")
+
+
+def test_a_stop_string_before_half_a_character_ends_the_sequence_on_that_token():
+    """adv5a: a token "!" + the first byte of "é" ends with U+FFFD; the matcher waited for the rest of the
+    character, so when that token was the last one the stop "!" was missed (STOP_REASON_LENGTH)."""
+    from rlnb.text import StopMatcher
+
+    data = "ab!é".encode()  # tokens b"ab" and b"!\xc3": the second ends the stop "!" and begins "é"
+    tokens = [int.from_bytes(data[i : i + 2], "big") for i in (0, 2)]
+    m = StopMatcher(_PairCodec(), ["!"])
+    assert [m.push(t) for t in tokens] == [False, True]
+    m = StopMatcher(_PairCodec(), ["é"])  # not yet whole: no match until its last byte comes
+    assert [m.push(t) for t in tokens] == [False, False]
+
+
 def test_chat_messages_and_text_samples(hf_dirs):
     with local(hf_dirs["qwen3"]) as s:
         chat = [{"role": "user", "content": "give me a number"}]

@@ -97,6 +97,8 @@ def test_a_sampling_budget_and_stop_strings_are_capped(tmp_path):
         headers = {"Idempotency-Key": str(uuid.uuid4()), "Content-Type": "application/json"}
         err = error_of(c.post(OPS.format(sid=sid, kind="sample"), content=lone, headers=headers), 400)  # never matched
         assert err["param"] == "sampling_params.stop.1" and "lone surrogate" in err["message"]
+        err = error_of(post(c, sid, "sample", sample_body(1, 1, 4, stop=["x", "a\ufffd"])), 400)  # never matched
+        assert err["param"] == "sampling_params.stop.1" and "U+FFFD" in err["message"]
         ok = wait(c, sid, "sample", submit(c, sid, "sample", sample_body(4, 4, 8, stop=["x", "yy"]))["id"])
         assert ok["status"] == wire.OperationStatus.COMPLETED
 
