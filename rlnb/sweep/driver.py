@@ -106,7 +106,8 @@ def sweep(
     where = take(ExecutorOptions, options, executor_options)
     check_connect_options(options, trial.target)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
-    folder = Path(resume).expanduser() if resume is not None else new_folder(runs_dir)
+    # absolute: a relative folder read after a %cd would be another one (trial runs, resume=trials.attrs["path"])
+    folder = Path(resume).expanduser().absolute() if resume is not None else new_folder(runs_dir)
     with contextlib.closing(lock(folder, resume is not None)):  # one sweep at a time in a folder
         the_task = trial.the_task()
         previous = begin(folder, settings(base, configs, trial, study, the_task, options), resume is not None)

@@ -39,7 +39,8 @@ def append_row(folder: Path, row: dict[str, Any]) -> None:
 
 
 def new_folder(runs_dir: str | Path | None) -> Path:
-    folder = (Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()) / new_run_id("sweep")
+    root = Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()
+    folder = root.absolute() / new_run_id("sweep")
     folder.mkdir(parents=True)
     return folder
 

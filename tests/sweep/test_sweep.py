@@ -708,3 +708,18 @@ def test_a_resume_compares_what_a_reward_computes_not_where_it_is_written(tmp_pa
         sweep(BASE, configs, steps=1, resume=made.attrs["path"], progress=False, task=_reward_for("2"))
     assert list(sweep(BASE, configs, steps=1, resume=made.attrs["path"], progress=False,
                       task=_reward_for("1")).status) == ["COMPLETED", "COMPLETED"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_relative_sweep_folder_is_absolute_and_survives_a_change_of_folder(tmp_path, monkeypatch):
+    """adv5b: the sweep folder and its trials' run paths stayed relative; after a ``%cd`` they named other folders."""
+    monkeypatch.chdir(tmp_path)
+    first = sweep(BASE, grid(learning_rate=[1e-3]), steps=1, runs_dir="sweeps", progress=False)
+    folder = Path(first.attrs["path"])
+    assert folder.is_absolute() and folder.parent == tmp_path / "sweeps"
+    assert Path(first.run_path.iloc[0]).is_absolute()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert len(histories(first)) == 1  # read from where they are, not from ./sweeps under the new folder
+    again = sweep(BASE, grid(learning_rate=[1e-3]), steps=1, resume=str(folder), progress=False)
+    assert list(again.status) == ["COMPLETED"]
