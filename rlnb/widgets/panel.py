@@ -150,6 +150,7 @@ class RunPanel:
             self._show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
             self._sync_buttons()
             return False
+        n = int(n)  # a numpy integer too: the progress bar and the status take a plain one
         self._stop.clear()
         self.error = None
         self.progress.max, self.progress.value = n, 0
