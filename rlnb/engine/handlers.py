@@ -247,9 +247,10 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
             policy_segments=[wire.PolicyVersionSegment(start_token=0, version=engine.weights_version)], sequences=seqs
         )
         if body.prompt_logprobs or body.topk_prompt_logprobs:
-            forward = lambda ids: engine.adapter.forward(engine.sampler, ids)  # noqa: E731
+            ids = torch.tensor(prompt[:-1], device=engine.device)  # the last token predicts none of the prompt
+            chunks = engine.adapter.prompt_logits(engine.sampler, ids) if len(ids) else ()
             result.prompt_logprobs, result.topk_prompt_logprobs = sampling.prompt_logprobs(
-                forward, prompt, body.topk_prompt_logprobs or 0, engine.device
+                chunks, prompt, body.topk_prompt_logprobs or 0, engine.device
             )
         results.append(result)
     return wire.SampleOutput(results=results)

@@ -19,7 +19,7 @@ Log-probs are the untempered model's (``log_softmax`` of the raw logits), as the
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -233,18 +233,21 @@ def _sequences(
 
 
 def prompt_logprobs(
-    forward: Callable[[Tensor], Tensor], prompt: Sequence[int], k: int, device: torch.device
+    chunks: Iterable[Tensor], prompt: Sequence[int], k: int, device: torch.device
 ) -> tuple[list[float], list[wire.PromptTopLogprobs] | None]:
-    """Log-prob of each prompt token given the ones before it (0.0 for the first), and the top ``k``."""
-    logp = torch.log_softmax(forward(torch.tensor([list(prompt)], device=device))[0].float(), dim=-1)
-    targets = torch.tensor(prompt[1:], device=device)
-    chosen = logp[:-1].gather(-1, targets[:, None])[:, 0] if len(prompt) > 1 else logp.new_zeros(0)
-    values = [0.0, *chosen.tolist()]
-    if not k:
-        return values, None
-    top = logp[:-1].topk(min(k, logp.shape[-1]), dim=-1)
-    tops = [wire.PromptTopLogprobs()] + [
-        wire.PromptTopLogprobs(token_ids=i, logprobs=v)
-        for i, v in zip(top.indices.tolist(), top.values.tolist(), strict=True)
-    ]
+    """Log-prob of each prompt token given the ones before it (0.0 for the first), and the top ``k``.
+    ``chunks``: the logits after ``prompt[:-1]``, in consecutive chunks of positions (``prompt_logits``)."""
+    values, tops = [0.0], [wire.PromptTopLogprobs()] if k else None
+    done = 0
+    for logits in chunks:
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        targets = torch.tensor(prompt[done + 1 : done + 1 + len(logp)], device=device)
+        values += logp.gather(-1, targets[:, None])[:, 0].tolist()
+        if tops is not None:
+            top = logp.topk(min(k, logp.shape[-1]), dim=-1)
+            tops += [
+                wire.PromptTopLogprobs(token_ids=i, logprobs=v)
+                for i, v in zip(top.indices.tolist(), top.values.tolist(), strict=True)
+            ]
+        done += len(logp)
     return values, tops

@@ -107,6 +107,28 @@ def test_sampled_logprobs_equal_the_trainers(hf_dirs, arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
+def test_prompt_logprobs_in_chunks_equal_one_forward(hf_dirs, arch, monkeypatch):
+    """Prompt log-probs come a few positions at a time through the model's cache (a 32k-token prompt's logits
+    over a 151k vocabulary would be 19 GB at once): the same values and top-k as one full forward."""
+    from rlnb.engine.models import decoders
+
+    with local(hf_dirs[arch]) as s:
+        prompt = s.encode("the loss goes down and the reward goes up")
+        vocab = s.backend.adapter.vocab_size
+        monkeypatch.setattr(decoders, "PROMPT_LOGIT_BYTES", 4 * vocab * 3)  # chunks of 3 positions
+        got = s.sample([prompt], max_tokens=1, prompt_logprobs=True, topk_prompt_logprobs=4).result().results[0]
+        with torch.no_grad():
+            logp = torch.log_softmax(s.backend.adapter.forward(s.backend.sampler, torch.tensor([prompt]))[0], -1)
+    assert len(prompt) > 9 and len(got.prompt_logprobs) == len(prompt) and got.prompt_logprobs[0] == 0.0
+    want = logp[:-1].gather(-1, torch.tensor(prompt[1:])[:, None])[:, 0]
+    torch.testing.assert_close(torch.tensor(got.prompt_logprobs[1:]), want, atol=1e-5, rtol=0)
+    top = logp[:-1].topk(4, dim=-1)
+    assert [t.token_ids for t in got.topk_prompt_logprobs[1:]] == top.indices.tolist()
+    torch.testing.assert_close(torch.tensor([t.logprobs for t in got.topk_prompt_logprobs[1:]]), top.values,
+                               atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
 def test_greedy_tokens_match_transformers_generate(hf_dirs, arch):
     with local(hf_dirs[arch]) as s:
         prompts = ["n=", "the model answers in"]

@@ -11,7 +11,7 @@ between them stay together.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from rlnb.engine.models.decoders import (
     Decoder,
     HFDecoder,
     RecomputeDecoder,
+    hf_prompt_logits,
     hf_step,
     positions,
     use_decode_attention,
@@ -80,6 +81,10 @@ class ModelAdapter:
             out[rows, pad:] = logits
         assert out is not None
         return out
+
+    def prompt_logits(self, model: nn.Module, ids: Tensor) -> Iterator[Tensor]:
+        """Logits ``[T, V]`` of one prompt ``ids`` ``[T]``, in chunks of positions where the model has a cache."""
+        yield self.forward(model, ids[None])[0]
 
     def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
         """Incremental decoding of ``batch`` rows up to ``max_len`` tokens; ``compiler`` compiles its step (a plain
@@ -223,6 +228,9 @@ class HFAdapter(ModelAdapter):
         cache = compiler.cache(("hf", batch, max_len), lambda: StaticCache(config=config, max_cache_len=max_len))
         step = compiler.wrap(hf_step, "decode step", _architecture(base), batch=batch, length=max_len)
         return HFDecoder(base, (cache, max_len), step)
+
+    def prompt_logits(self, model: nn.Module, ids: Tensor) -> Iterator[Tensor]:
+        return hf_prompt_logits(model, ids, self.vocab_size)
 
     def embedding_params(self) -> list[nn.Parameter]:
         m: Any = self.module

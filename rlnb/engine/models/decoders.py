@@ -5,7 +5,7 @@ interface; ``ModelAdapter.decoder`` picks the implementation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import torch
@@ -102,6 +102,23 @@ class HFDecoder:
             self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
         self.last = self.last + 1
         return self.decode_step(self.model, tokens, self.mask, self.last, self.cache)
+
+
+PROMPT_LOGIT_BYTES = 1 << 28
+"""The most fp32 logits a prompt's log-probs hold at once: the whole prompt's would be 19 GB for a 32k-token
+prompt of a 151k-token vocabulary (Qwen3's)."""
+
+
+def hf_prompt_logits(model: nn.Module, ids: Tensor, vocab: int) -> Iterator[Tensor]:
+    """Logits ``[T, V]`` of a prompt ``ids`` ``[T]``, a few hundred positions at a time, each chunk attending
+    to the earlier ones through the model's own cache (chunked prefill, as vLLM computes prompt log-probs)."""
+    from transformers import DynamicCache
+
+    rows, cache = max(1, PROMPT_LOGIT_BYTES // (4 * vocab)), DynamicCache()
+    for start in range(0, len(ids), rows):
+        chunk = ids[start : start + rows]
+        pos = torch.arange(start, start + len(chunk), device=ids.device)
+        yield model(input_ids=chunk[None], position_ids=pos[None], cache=cache, use_cache=True).logits[0]
 
 
 def hf_step(model: nn.Module, tokens: Tensor, mask: Tensor, pos: Tensor, cache: Any) -> Tensor:
