@@ -131,9 +131,9 @@ def test_half_sent_bodies_are_cut_off_and_free_what_they_held(tmp_path):
         stalled.append(half_sent(url, "POST", "/v1/rl/model-resources", 1000, b'{"base_model": '))
         trickle = half_sent(url, "PUT", uploads[4].removeprefix(url), 1000, b"{")
 
-        def drip() -> None:  # a byte every half second: never idle, never done
-            for _ in range(30):
-                time.sleep(0.5)
+        def drip() -> None:  # a byte every quarter second: never idle, never done
+            for _ in range(60):
+                time.sleep(0.25)
                 try:
                     trickle.sendall(b" ")
                 except OSError:
@@ -161,7 +161,7 @@ def test_half_sent_bodies_are_cut_off_and_free_what_they_held(tmp_path):
 def test_45_concurrent_stops_of_busy_sessions_leave_the_server_answering(tmp_path):
     """``stop`` used to join each session's worker inside a request thread: 45 stops of sessions running a
     25 s operation took the whole thread pool and /health waited 19.5 s."""
-    n, delay = 45, 20
+    n, delay = 45, 30  # the bounds below leave 5 s of room to a loaded machine
     args = ["--op-delay", str(delay), "--limit", f"lora_session_cap={n}"]
     with running_server(*args, tmp_dir=str(tmp_path)) as url, httpx.Client(base_url=url + "/v1/rl", timeout=60) as c:
         rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
@@ -191,8 +191,8 @@ def test_45_concurrent_stops_of_busy_sessions_leave_the_server_answering(tmp_pat
         view = time.monotonic() - t0
         for t in threads:
             t.join(60)
-        assert health < 15 and view < 15, (health, view)  # not behind the 20 s operations
-        assert sorted(code for code, _ in stops) == [200] * n and max(s for _, s in stops) < 15, stops
+        assert health < 25 and view < 25, (health, view)  # not behind the 30 s operations
+        assert sorted(code for code, _ in stops) == [200] * n and max(s for _, s in stops) < 25, stops
         assert {c.get(f"/training-sessions/{sid}").json()["status"] for sid in sids} == {wire.SessionStatus.STOPPED}
         ends = [wait(c, sid, "optim-step", op["id"]) for sid, op in zip(sids, ops, strict=True)]
         # a running operation finishes, as documented
