@@ -140,7 +140,7 @@ class StepLog:
         self._segments = 0  # optim-steps submitted so far: the segment the next operation belongs to
         self._segment_of: dict[int, int] = {}  # seq of an unfinished operation -> its segment
         self._times: dict[int, list[Times]] = {}  # segment -> times of its finished operations
-        self._versions: set[int] = set()
+        self._versions: dict[int, int] = {}  # segment of an optim-step -> the version a weights-sync published after it
         self._logged: list[dict[str, Any]] = []
         self._user: dict[str, dict[int, float]] = {}  # figure -> step -> its last non-NaN logged value
         self._settled = 0
@@ -194,9 +194,9 @@ class StepLog:
         if done and rec.step is not None:
             self._add_row(rec, segment)
 
-    def _weights_sync_finished(self, rec: Any, done: bool, _segment: int) -> None:
-        if done and rec.weights_version is not None:
-            self._versions.add(int(rec.weights_version))
+    def _weights_sync_finished(self, rec: Any, done: bool, segment: int) -> None:
+        if done and rec.weights_version is not None:  # it published the weights of the optim-step before it
+            self._versions[segment - 1] = int(rec.weights_version)
 
     _FINISHED: dict[str, Callable[[StepLog, Any, bool, int], None]] = {
         OperationKind.FORWARD_BACKWARD: _forward_backward_finished,
@@ -280,7 +280,7 @@ class StepLog:
             steps = [row[1] for row in self._rows]
             times = np.array([step_times(self._times.get(row[-1], ())) for row in self._rows], dtype=float)
             loss = np.array([self._loss.get(row[-1], math.nan) for row in self._rows], dtype=float)
-            versions = pd.array([s if s in self._versions else None for s in steps], dtype="Int64")
+            versions = pd.array([self._versions.get(row[-1]) for row in self._rows], dtype="Int64")
             user = {name: np.array([v.get(s, math.nan) for s in steps], dtype=float) for name, v in self._user.items()}
             any_logged = bool(self._logged)
         columns = {c: table[:, 2 + i] for i, c in enumerate(ROW_FLOATS)}

@@ -199,6 +199,31 @@ def test_a_continued_run_keeps_each_sessions_loss_at_a_repeated_step(tmp_path):
         assert h.steps[["step", "loss"]].to_dict("records") == [{"step": 1, "loss": 10.0}, {"step": 1, "loss": 12.0}]
 
 
+def test_weights_version_is_the_one_published_after_that_step_in_its_own_session(tmp_path):
+    """A continued run repeats step numbers: session 1's syncs at steps 1 and 2 showed as published at session 2's
+    steps 1 and 2, which synced nothing. And a server that numbers versions on its own (here 101) is read as it says,
+    not looked up by step number."""
+    run_session(tmp_path, "r", steps=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RunContinuedWarning)
+        again = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    for _ in range(2):
+        again.forward_backward([samples.cross_entropy(list(b"ab"))])
+        again.optim_step()
+    again.wait()
+    again.close()
+    for h in (again.history, History.load(tmp_path / "r")):
+        assert list(h.steps.step) == [1, 2, 1, 2]
+        assert [None if pd.isna(v) else v for v in h.steps.weights_version] == [1, 2, None, None]
+    h = History()
+    recs = [h.new(kind, 0, None, at=T0) for kind in ("forward-backward", "optim-step", "weights-sync")]
+    for rec in recs[:2]:
+        finish(h, rec, T0 + 1)
+    synced = wire.Operation(id="op-2", status=COMPLETED, output=wire.WeightsSyncResult(weights_version=101))
+    h.update(recs[2], synced, T0 + 2)
+    assert h.steps[["step", "weights_version"]].to_dict("records") == [{"step": 1, "weights_version": 101}]
+
+
 def test_a_continued_run_starts_a_step_of_its_own(tmp_path):
     """A session killed after a forward-backward (5) and before its optim-step, then continued: the new session's first
     step showed 5 + 7 = 12, the dead session's loss summed into it, live and reloaded. A session starts a step."""
