@@ -196,7 +196,7 @@ class StepLog:
 
     def _weights_sync_finished(self, rec: Any, done: bool, segment: int) -> None:
         if done and rec.weights_version is not None:  # it published the weights of the optim-step before it
-            self._versions[segment - 1] = int(rec.weights_version)
+            self._versions.setdefault(segment - 1, int(rec.weights_version))
 
     _FINISHED: dict[str, Callable[[StepLog, Any, bool, int], None]] = {
         OperationKind.FORWARD_BACKWARD: _forward_backward_finished,
