@@ -310,7 +310,8 @@ class History:
     def df(self) -> pd.DataFrame:
         """One row per operation, in submission order, with typed columns: categorical ``kind`` /
         ``status`` / ``error_code``, UTC datetimes for the times, ``queue_s`` (waiting) and
-        ``run_s`` (running) in seconds.
+        ``run_s`` (running) in seconds. ``df.attrs["continued_at"]``: when later sessions continued the run (each
+        starts a step of its own: ``tables.steps_table`` reads it).
 
         Incremental: the rows of operations that had finished are kept from the previous call, so
         during a run only the newer ones are built again."""
@@ -324,7 +325,9 @@ class History:
             with self._lock:
                 if self._refinished == refinished:  # no finished record changed meanwhile
                     self._frame, self._frame_n = prefix, start + done
-        return _concat(prefix, _ops_frame(rest))
+        frame = _concat(prefix, _ops_frame(rest))
+        frame.attrs["continued_at"] = continued_at(self.config)
+        return frame
 
     @property
     def steps(self) -> pd.DataFrame:

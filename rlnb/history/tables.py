@@ -11,6 +11,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from rlnb.history.record import CATEGORIES, COLUMNS, FLOATS, TIMES, Record
+from rlnb.history.runconfig import continued_at
 from rlnb.history.steplog import StepLog
 
 
@@ -61,10 +62,11 @@ def _concat(head: pd.DataFrame | None, tail: pd.DataFrame) -> pd.DataFrame:
 
 def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:
     """``History.steps`` of an operations table (``History.df``, e.g. one a plot was given): its rows fed
-    to a ``StepLog``, the one builder of the steps table."""
+    to a ``StepLog``, the one builder of the steps table; where later sessions continued the run, as ``History.df``
+    says in ``attrs``."""
     log = StepLog()
     rows = logged.to_dict("records") if logged is not None and "step" in logged else []
-    log.feed(_records(ops), rows, unfinished=False)
+    log.feed(_records(ops), rows, unfinished=False, sessions=continued_at(ops.attrs))
     return log.frame()
 
 

@@ -246,6 +246,10 @@ def test_a_continued_run_starts_a_step_of_its_own(tmp_path):
     expected = [{"step": 1, "loss": 10.0}, {"step": 1, "loss": 7.0}, {"step": 2, "loss": 1.0}]
     for h in (again.history, History.load(tmp_path / "r")):
         assert h.steps[["step", "loss"]].to_dict("records") == expected
+        # a plot given the operations table sees where the session began too (it summed 5 + 7 = 12)
+        df = h.df
+        for ops in (df, df[df.kind != "sample"], df.copy()):
+            assert steps_table(ops)[["step", "loss"]].to_dict("records") == expected
     from rlnb.sinks.points import Steps
 
     steps = Steps(again.history.config["continued_at"])  # what rlnb.export sends a sink
