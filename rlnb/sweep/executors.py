@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -65,15 +65,17 @@ class _ThreadControl:
 
 
 class ThreadExecutor:
-    """Trials on a thread pool of this process (torch releases the GIL in its kernels)."""
+    """Trials on threads of this process (torch releases the GIL in its kernels), one per running trial: daemon
+    threads, so that a trial abandoned in user code (a reward that never returns) does not hold the process's exit,
+    as a ``ThreadPoolExecutor``'s workers would (they are joined at exit)."""
 
     name = "threads"
 
     def __init__(self, max_concurrent: int, runs_dir: Path, stop: threading.Event, reporter: Reporter | None):
         self._max = max(1, max_concurrent)
-        self._pool = ThreadPoolExecutor(max_workers=self._max, thread_name_prefix="rlnb-sweep")
         self._runs_dir, self._stop, self._reporter = runs_dir, stop, reporter
         self._futures: dict[Future[dict[str, Any]], TrialSpec] = {}
+        self._threads: list[threading.Thread] = []
         self._abandoned = False
 
     def capacity(self) -> int:
@@ -84,7 +86,19 @@ class ThreadExecutor:
 
     def submit(self, spec: TrialSpec) -> None:
         control = _ThreadControl(self._stop, spec, self._reporter)
-        self._futures[self._pool.submit(run_trial, spec, self._runs_dir, control)] = spec
+        fut: Future[dict[str, Any]] = Future()
+
+        def run() -> None:
+            if fut.set_running_or_notify_cancel():  # False: stopped before it started
+                try:
+                    fut.set_result(run_trial(spec, self._runs_dir, control))
+                except BaseException as exc:  # run_trial turns every failure into a row; anything else is a bug
+                    fut.set_exception(exc)
+
+        thread = threading.Thread(target=run, name=f"rlnb-sweep-{spec.trial}", daemon=True)
+        self._futures[fut] = spec
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
 
     def poll(self, timeout: float) -> list[dict[str, Any]]:
         if not self._futures:
@@ -115,7 +129,12 @@ class ThreadExecutor:
         return rows
 
     def close(self) -> None:
-        self._pool.shutdown(wait=not self._abandoned, cancel_futures=True)
+        """Wait for the trials' threads to end, unless one was abandoned (it may never end)."""
+        for fut in self._futures:
+            fut.cancel()
+        if not self._abandoned:
+            for thread in self._threads:
+                thread.join()
 
 
 def route(spec: TrialSpec, wanted: str) -> tuple[str, str | None]:

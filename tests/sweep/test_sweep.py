@@ -3,6 +3,7 @@
 import _thread
 import json
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -243,6 +244,40 @@ def test_a_second_interrupt_ends_a_sweep_whose_reward_never_returns(tmp_path, ex
             thread.join(120)
     lines = (Path(trials.attrs["path"]) / "trials.jsonl").read_text().splitlines()
     assert [json.loads(line)["status"] for line in lines] == ["STOPPED", "STOPPED"]  # nothing recorded after
+
+
+ABANDON = """
+import _thread, sys, threading, time
+import rlnb
+from rlnb.sweep import grid, sweep
+
+inside = threading.Event()
+
+def stuck(prompt, completion):
+    inside.set()
+    threading.Event().wait(600)  # a verifier that never answers
+    return 0.0
+
+def interrupter():
+    inside.wait(120)
+    for _ in range(2):
+        time.sleep(0.5)
+        _thread.interrupt_main()  # Ctrl-C, twice
+
+threading.Thread(target=interrupter, daemon=True).start()
+trials = sweep(rlnb.AdamParams(learning_rate=3e-3), grid(learning_rate=[1e-3]), steps=2, runs_dir=sys.argv[1],
+               progress=False, task=stuck, executor="threads")
+print(list(trials.status), flush=True)
+"""
+
+
+@pytest.mark.slow  # a Python process that sweeps
+def test_a_process_exits_while_an_abandoned_trial_is_stuck_in_its_reward(tmp_path):
+    """After a second Ctrl-C abandoned a trial stuck in its reward, the script ended and its process never exited:
+    the trial's thread pool was joined at exit."""
+    proc = subprocess.run([sys.executable, "-c", ABANDON, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "['STOPPED']"
 
 
 @pytest.mark.slow  # as above
