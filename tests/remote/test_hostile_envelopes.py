@@ -1,0 +1,58 @@
+"""Operation envelopes a hostile (or newer) server sends: a wrong id, a COMPLETED answer without the
+output the API requires, an error code rlnb does not know."""
+
+import json
+import threading
+from collections.abc import Callable
+
+import httpx
+
+import rlnb
+from rlnb import samples
+from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
+
+Edit = Callable[[dict], dict]
+
+
+def session_on(edit_post: Edit | None = None, edit_get: Edit | None = None) -> rlnb.Session:
+    """A session on the fake API whose operation answers (POST and GET) are rewritten by the edits."""
+    fake = FakeAPI(ready_after=1)
+    rid = fake.add_resource({"adam": {}})
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        edit = edit_post if request.method == "POST" else edit_get
+        if "/operations/" not in request.url.path or edit is None or response.status_code != 200:
+            return response
+        return httpx.Response(200, json=edit(json.loads(response.content)), headers=response.headers)
+
+    return rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=30, record=False, **FAST_POLL, **quick({}),
+    )  # fmt: skip
+
+
+def failure(op: rlnb.Operation) -> rlnb.OperationFailed:
+    try:
+        op.result(timeout=10)
+    except rlnb.OperationFailed as exc:
+        return exc
+    raise AssertionError(f"{op.kind} did not fail")
+
+
+def test_an_envelope_with_an_empty_or_another_id_fails_its_operation_and_polling_goes_on():
+    """An empty id used to kill the poll thread (ValueError): every later operation waited for ever, and
+    close() raised it; another operation's id was polled instead, and its 404 blamed a server restart."""
+    s = session_on(edit_post=lambda env: {**env, "id": ""} if env["id"] == "op-3" else env)
+    first = s.forward_backward([samples.cross_entropy([1, 2, 3])])
+    exc = failure(first)
+    assert "id" in exc.message and "''" in exc.message and "Operation" in exc.message
+    later = s.forward_backward([samples.cross_entropy([1, 2, 3])])
+    assert later.result(timeout=10).loss == 2.5  # the poller is alive
+    assert [t for t in threading.enumerate() if t.name == f"rlnb-poll-{s.id}"]
+    s.close()
+
+    other = session_on(edit_get=lambda env: {**env, "id": "op-999"})
+    exc = failure(other.forward_backward([samples.cross_entropy([1, 2, 3])]))
+    assert "op-999" in exc.message and "op-3" in exc.message and "restarted" not in exc.message
+    other.close()
