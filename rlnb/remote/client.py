@@ -228,7 +228,8 @@ class APIClient(Caller):
     ) -> wire.Operation[Any]:
         """The typed envelope; an output naming a ``payload_id`` gets the offloaded members merged in
         (downloaded keys win, as in the SDK). Its id must be the one asked for (``operation_id``), or any
-        but empty for a submission: the poller polls by it, and an empty one addresses no operation."""
+        but empty for a submission: the poller polls by it, and an empty one addresses no operation. A
+        COMPLETED one carries its output, unless its kind may go without (``wire.OUTPUT_OPTIONAL``)."""
         model = wire.ENVELOPES[kind]
         data = self._bodies.decode(response, model.__name__)
         output = data.get("output") if isinstance(data, dict) else None
@@ -239,6 +240,8 @@ class APIClient(Caller):
         if not env.id or (operation_id is not None and env.id != operation_id):
             asked = f"operation {operation_id!r}" if operation_id is not None else "a new operation"
             raise invalid(response, model.__name__, f"its id is {env.id!r}, for {asked}")
+        if env.status == wire.OperationStatus.COMPLETED and env.output is None and kind not in wire.OUTPUT_OPTIONAL:
+            raise invalid(response, model.__name__, f"{kind} {env.id} is COMPLETED without the output the API requires")
         return env
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "LARGE_PAYLOAD_BYTES",
     "OFFLOADED_KINDS",
     "OFFLOADED_RESULT_MEMBERS",
+    "OUTPUT_OPTIONAL",
     "REQUEST_TYPES",
     "RESULT_TYPES",
     "STOP_REASON_LENGTH",
@@ -384,6 +385,9 @@ RESULT_TYPES: dict[OperationKind, type[_Model]] = {
     OperationKind.TRAINING_CHECKPOINT: TrainingCheckpointResult,
 }
 """Each operation kind's result model, which the envelope's ``output`` parses to."""
+OUTPUT_OPTIONAL: Final = frozenset({OperationKind.OPTIM_STEP, OperationKind.CUSTOM_FORWARD_BACKWARD})
+"""The kinds that may be COMPLETED without ``output``: an optim-step legitimately may (the SDK says so),
+a custom-forward-backward's result has no fields. Every other kind's output carries the result."""
 
 
 def _typed_envelopes() -> dict[OperationKind, type[Operation[Any]]]:

@@ -56,3 +56,19 @@ def test_an_envelope_with_an_empty_or_another_id_fails_its_operation_and_polling
     exc = failure(other.forward_backward([samples.cross_entropy([1, 2, 3])]))
     assert "op-999" in exc.message and "op-3" in exc.message and "restarted" not in exc.message
     other.close()
+
+
+def test_a_completed_answer_without_the_output_the_api_requires_fails_naming_it():
+    """A COMPLETED sample, forward-backward, weights-sync or checkpoint without ``output`` used to give
+    ``result()`` None (then ``'NoneType' object has no attribute 'results'`` in the user's code). An
+    optim-step may complete without one (the SDK says so); a custom-forward-backward's has no fields."""
+    s = session_on(edit_get=lambda env: {k: v for k, v in env.items() if k != "output"})
+    fb = s.forward_backward([samples.cross_entropy([1, 2, 3])])
+    step = s.optim_step(rlnb.AdamParams(learning_rate=1e-3))
+    sync = s.weights_sync()
+    out = s.sample([[1, 2]], max_tokens=2)
+    for op in (fb, sync, out):
+        exc = failure(op)
+        assert "COMPLETED" in exc.message and "output" in exc.message, exc.message
+    assert step.result(timeout=10) is None
+    s.close()
