@@ -127,6 +127,18 @@ class OperationError(_Model):
     """Why the operation failed; ``None`` when the server gave no code."""
     message: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_code(cls, data: Any) -> Any:
+        """A code newer than this catalogue (as ``NON_FINITE_LOSS`` once was) is ``UNSPECIFIED``, and the
+        message keeps it: refusing the envelope would lose the server's message with it."""
+        code = data.get("code") if isinstance(data, dict) else None
+        if not isinstance(code, str) or code in OperationErrorCode._value2member_map_:
+            return data
+        said = data.get("message")
+        message = f"{code} (a code rlnb does not know)" + (f": {said}" if isinstance(said, str) else "")
+        return {**data, "code": OperationErrorCode.UNSPECIFIED, "message": message}
+
 
 class Operation(_Model, Generic[Output]):
     """The envelope every operation POST returns and every GET polls."""

@@ -72,3 +72,18 @@ def test_a_completed_answer_without_the_output_the_api_requires_fails_naming_it(
         assert "COMPLETED" in exc.message and "output" in exc.message, exc.message
     assert step.result(timeout=10) is None
     s.close()
+
+
+def test_an_error_code_rlnb_does_not_know_keeps_the_servers_code_and_message():
+    """A FAILED envelope with a code newer than rlnb (as NON_FINITE_LOSS once was) used to fail with
+    "polling failed: ... is not a valid Operation[...]: Input should be ..." and lose the server's message."""
+    code = "TRAINING_OPERATION_ERROR_CODE_QUOTA_EXCEEDED"
+    error = {"code": code, "message": "you are out of credits"}
+    s = session_on(edit_get=lambda env: {"id": env["id"], "status": env["status"].replace("COMPLETED", "FAILED"),
+                                         "error": error})  # fmt: skip
+    exc = failure(s.forward_backward([samples.cross_entropy([1, 2, 3])]))
+    assert exc.code == rlnb.wire.OperationErrorCode.UNSPECIFIED
+    assert code in exc.message and "you are out of credits" in exc.message and "polling failed" not in exc.message
+    row = s.history.df.iloc[-1]
+    assert row.error_code == rlnb.wire.OperationErrorCode.UNSPECIFIED and code in row.error_message
+    s.close()
