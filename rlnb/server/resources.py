@@ -85,7 +85,7 @@ class ResourcesMixin:
             return res.model_copy(deep=True)
 
     def list_resources(
-        self, after: str | None, limit: int, status: str | None, created_by: str | None, user: str
+        self, after: str | None, limit: int, status: list[str] | None, created_by: str | None, user: str
     ) -> wire.ModelResourcesList:
         who = user if created_by == "me" else created_by
         keep = status_filter(status, wire.ModelResourcesStatus)
