@@ -87,3 +87,13 @@ def test_an_error_code_rlnb_does_not_know_keeps_the_servers_code_and_message():
     row = s.history.df.iloc[-1]
     assert row.error_code == rlnb.wire.OperationErrorCode.UNSPECIFIED and code in row.error_message
     s.close()
+
+
+def test_a_failed_answer_without_an_error_says_so_not_none_none():
+    """Both members of a FAILED envelope's ``error`` are optional in the API; such a failure used to read
+    ``forward-backward op-3 failed: None: None``."""
+    s = session_on(edit_get=lambda env: {"id": env["id"], "status": env["status"].replace("COMPLETED", "FAILED")})
+    exc = failure(s.forward_backward([samples.cross_entropy([1, 2, 3])]))
+    assert "None" not in str(exc) and "no error code" in str(exc) and "op-3" in str(exc)
+    assert exc.code is None and exc.message is None
+    s.close()
