@@ -133,7 +133,7 @@ class OperationError(_Model):
         """A code newer than this catalogue (as ``NON_FINITE_LOSS`` once was) is ``UNSPECIFIED``, and the
         message keeps it: refusing the envelope would lose the server's message with it."""
         code = data.get("code") if isinstance(data, dict) else None
-        if not isinstance(code, str) or code in OperationErrorCode._value2member_map_:
+        if not isinstance(code, str) or code in set(OperationErrorCode):
             return data
         said = data.get("message")
         message = f"{code} (a code rlnb does not know)" + (f": {said}" if isinstance(said, str) else "")
