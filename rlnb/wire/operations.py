@@ -21,7 +21,7 @@ from rlnb.wire.base import Int64, StrictBool, StrictFloat, StrictInt, _finite_li
 from rlnb.wire.checkpoints import InferenceCheckpointResult, TrainingCheckpointResult
 from rlnb.wire.losses import LossConfig
 from rlnb.wire.optim import OptimStepBody, OptimStepResult
-from rlnb.wire.status import OperationErrorCode, OperationStatus
+from rlnb.wire.status import OperationErrorCode, OperationStatus, unknown_code
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -130,14 +130,8 @@ class OperationError(_Model):
     @model_validator(mode="before")
     @classmethod
     def _unknown_code(cls, data: Any) -> Any:
-        """A code newer than this catalogue (as ``NON_FINITE_LOSS`` once was) is ``UNSPECIFIED``, and the
-        message keeps it: refusing the envelope would lose the server's message with it."""
-        code = data.get("code") if isinstance(data, dict) else None
-        if not isinstance(code, str) or code in set(OperationErrorCode):
-            return data
-        said = data.get("message")
-        message = f"{code} (a code rlnb does not know)" + (f": {said}" if isinstance(said, str) else "")
-        return {**data, "code": OperationErrorCode.UNSPECIFIED, "message": message}
+        """A code newer than the catalogue is ``UNSPECIFIED``; the message keeps it (``unknown_code``)."""
+        return unknown_code(data, OperationErrorCode, OperationErrorCode.UNSPECIFIED)
 
 
 class Operation(_Model, Generic[Output]):

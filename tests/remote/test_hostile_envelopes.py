@@ -1,15 +1,17 @@
-"""Operation envelopes a hostile (or newer) server sends: a wrong id, a COMPLETED answer without the
-output the API requires, an error code rlnb does not know."""
+"""What a hostile (or newer) server sends in operation envelopes — a wrong id, a COMPLETED answer without
+the output the API requires, no error at all — and error codes rlnb does not know, on operations, sessions
+and model resources."""
 
 import json
 import threading
 from collections.abc import Callable
 
 import httpx
+import pytest
 
 import rlnb
-from rlnb import samples
-from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
+from rlnb import samples, wire
+from tests.support.fake_api import BASE, FAST_POLL, KEY, NOW, FakeAPI, quick
 
 Edit = Callable[[dict], dict]
 
@@ -82,10 +84,10 @@ def test_an_error_code_rlnb_does_not_know_keeps_the_servers_code_and_message():
     s = session_on(edit_get=lambda env: {"id": env["id"], "status": env["status"].replace("COMPLETED", "FAILED"),
                                          "error": error})  # fmt: skip
     exc = failure(s.forward_backward([samples.cross_entropy([1, 2, 3])]))
-    assert exc.code == rlnb.wire.OperationErrorCode.UNSPECIFIED
+    assert exc.code == wire.OperationErrorCode.UNSPECIFIED
     assert code in exc.message and "you are out of credits" in exc.message and "polling failed" not in exc.message
     row = s.history.df.iloc[-1]
-    assert row.error_code == rlnb.wire.OperationErrorCode.UNSPECIFIED and code in row.error_message
+    assert row.error_code == wire.OperationErrorCode.UNSPECIFIED and code in row.error_message
     s.close()
 
 
@@ -97,3 +99,32 @@ def test_a_failed_answer_without_an_error_says_so_not_none_none():
     assert "None" not in str(exc) and "no error code" in str(exc) and "op-3" in str(exc)
     assert exc.code is None and exc.message is None
     s.close()
+
+
+def test_a_resource_or_session_error_code_rlnb_does_not_know_keeps_the_servers_reason():
+    """A resource or session in ERROR with a code newer than rlnb's catalogue made ``connect`` fail with
+    pydantic's "200 response is not a valid ModelResources: ... Input should be ..." and no word of why."""
+    code = "MODEL_RESOURCES_ERROR_CODE_QUOTA_EXCEEDED"
+    fake = FakeAPI(ready_after=1)
+    fake.resource_fails = True
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        data = json.loads(response.content) if response.content else None
+        if isinstance(data, dict) and data.get("error") and "code" in data["error"]:
+            data["error"].update(code=code, message="your organisation has no GPU quota")
+            return httpx.Response(response.status_code, json=data)
+        return response
+
+    with pytest.raises(rlnb.RlnbError) as info:
+        rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), base_model="org/model-a",
+                     ready_timeout=5, record=False, **FAST_POLL, **quick({}))  # fmt: skip
+    assert code in str(info.value) and "no GPU quota" in str(info.value) and "validation" not in str(info.value)
+
+    view = wire.Session.model_validate({
+        "id": "s", "status": wire.SessionStatus.ERROR, "base_model": "m", "model_resources_id": "r",
+        "created_by": "u", "created_at": NOW, "updated_at": NOW,
+        "error": {"code": "TRAINING_SESSION_ERROR_CODE_PREEMPTED", "message": "the node went away", "occurred_at": NOW},
+    })  # fmt: skip
+    assert view.error is not None and view.error.code == wire.SessionErrorCode.SESSION_FAILED
+    assert "TRAINING_SESSION_ERROR_CODE_PREEMPTED" in view.error.message and "node went away" in view.error.message
