@@ -44,6 +44,7 @@ __all__ = [
     "LossFnOutput",
     "ModelInput",
     "ModelInputChunk",
+    "NoBody",
     "Operation",
     "OperationError",
     "OperationKind",
@@ -370,6 +371,10 @@ class PayloadDownloadUrl(_Model):
 
 # ---------------------------------------------------------------------------------------------
 # Per-kind request and result types, in one table (client and server both read it).
+
+class NoBody(_Request):
+    """The body of a kind that takes none (the checkpoints): absent or ``{}``; a field is a 400 naming it."""
+
 
 REQUEST_TYPES: dict[OperationKind, type[_Model] | None] = {
     OperationKind.FORWARD_BACKWARD: ForwardBackwardBody,

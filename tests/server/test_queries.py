@@ -36,3 +36,16 @@ def test_a_status_filter_repeated_in_the_query_keeps_every_value(c):
     assert statuses(c.get("/model-resources", params={"status": [gone.value, ready.value]})) == {ready, gone}
     r = c.get("/training-sessions", params={"status": [running.value, "RUNING"]})
     assert r.status_code == 400 and r.json()["error"]["param"] == "status" and "RUNING" in r.text
+
+
+def test_a_checkpoint_operation_refuses_a_body_field_instead_of_ignoring_it(c):
+    """Checkpoint operations take no body; ``{"name": "best"}`` used to be accepted and ignored (a checkpoint
+    named nothing), where every other body's unknown field is a 400 naming it. No body, or ``{}``, still works."""
+    _, sid = new_session(c)
+    for kind in (wire.OperationKind.INFERENCE_CHECKPOINT, wire.OperationKind.TRAINING_CHECKPOINT):
+        url = f"/training-sessions/{sid}/operations/{kind}"
+        r = c.post(url, json={"name": "best"}, headers={"Idempotency-Key": f"named-{kind}"})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "name", r.text
+        assert c.post(url, headers={"Idempotency-Key": f"bare-{kind}"}).status_code == 200
+        assert c.post(url, json={}, headers={"Idempotency-Key": f"empty-{kind}"}).status_code == 200
+    c.post(f"/training-sessions/{sid}/stop")
