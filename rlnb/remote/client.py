@@ -21,7 +21,7 @@ from urllib.parse import quote
 import httpx
 
 from rlnb import wire
-from rlnb.errors import APIError
+from rlnb.errors import APIError, APIStatusError
 from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid
 from rlnb.remote.calls import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call, Caller
@@ -235,7 +235,7 @@ class APIClient(Caller):
         output = data.get("output") if isinstance(data, dict) else None
         if isinstance(output, dict) and output.get("payload_id"):
             inline = {k: v for k, v in output.items() if k != "payload_id"}
-            data["output"] = {**inline, **self.download_payload(session_id, str(output["payload_id"]))}
+            data["output"] = {**inline, **self._result_payload(session_id, kind, data, str(output["payload_id"]))}
         env = self._bodies.validate(response, data, model)
         if not env.id or (operation_id is not None and env.id != operation_id):
             asked = f"operation {operation_id!r}" if operation_id is not None else "a new operation"
@@ -243,6 +243,16 @@ class APIClient(Caller):
         if env.status == wire.OperationStatus.COMPLETED and env.output is None and kind not in wire.OUTPUT_OPTIONAL:
             raise invalid(response, model.__name__, f"{kind} {env.id} is COMPLETED without the output the API requires")
         return env
+
+    def _result_payload(self, session_id: str, kind: wire.OperationKind, env: dict[str, Any], payload_id: str) -> Any:
+        """The offloaded members of a result. A refusal to hand them over (a 404: the payload expired, or its
+        session stopped meanwhile) is no word on the operation, so it is raised as a plain ``APIError``
+        naming the payload: a status error here would pass for the operation's own (a 404: "no longer known")."""
+        try:
+            return self.download_payload(session_id, payload_id)
+        except APIStatusError as exc:
+            why = f"{kind} {env.get('id')} is {env.get('status')}, but its result's payload {payload_id} could not "
+            raise APIError(f"{why}be fetched: {exc}") from None
 
 
 def _list_params(**params: str | None) -> dict[str, str]:

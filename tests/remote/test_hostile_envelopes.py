@@ -128,3 +128,24 @@ def test_a_resource_or_session_error_code_rlnb_does_not_know_keeps_the_servers_r
     })  # fmt: skip
     assert view.error is not None and view.error.code == wire.SessionErrorCode.SESSION_FAILED
     assert "TRAINING_SESSION_ERROR_CODE_PREEMPTED" in view.error.message and "node went away" in view.error.message
+
+
+def test_a_result_payload_that_cannot_be_fetched_is_named_not_taken_for_a_lost_operation():
+    """A completed result naming a payload whose download-url answers 404 (it expired, or its session stopped
+    meanwhile) used to fail the operation ``SESSION_NOT_ACTIVE``: "the server no longer knows this operation
+    ... it may have restarted", though the server had just reported it COMPLETED."""
+    fake = FakeAPI(ready_after=1)
+    fake.offload = True
+    rid = fake.add_resource({"adam": {}})
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/download-url"):
+            return httpx.Response(404, json={"error": {"message": "payload not found", "type": "not_found"}})
+        return fake(request)
+
+    s = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid,
+                     ready_timeout=5, record=False, **FAST_POLL, **quick({}))  # fmt: skip
+    exc = failure(s.forward_backward([samples.cross_entropy([1, 2, 3])]))
+    assert exc.code != wire.OperationErrorCode.SESSION_NOT_ACTIVE and "restarted" not in exc.message
+    assert "payload" in exc.message and "COMPLETED" in exc.message and "payload not found" in exc.message
+    s.close()
