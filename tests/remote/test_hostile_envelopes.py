@@ -4,6 +4,7 @@ and model resources."""
 
 import json
 import threading
+import time
 from collections.abc import Callable
 
 import httpx
@@ -149,3 +150,36 @@ def test_a_result_payload_that_cannot_be_fetched_is_named_not_taken_for_a_lost_o
     assert exc.code != wire.OperationErrorCode.SESSION_NOT_ACTIVE and "restarted" not in exc.message
     assert "payload" in exc.message and "COMPLETED" in exc.message and "payload not found" in exc.message
     s.close()
+
+
+def test_close_on_an_unreachable_server_does_not_wait_for_a_poll_in_flight():
+    """The stop cannot reach the server (connection refused) while a poll hangs on it: ``close()`` used to
+    join the poll thread, so it waited for that GET to end (up to its deadline, 120 s by default), though
+    it settles what is in flight without asking the server."""
+    fake = FakeAPI(ready_after=1)
+    fake.hold = True
+    rid = fake.add_resource({"adam": {}})
+    gone, released = threading.Event(), threading.Event()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if not gone.is_set():
+            return fake(request)
+        if request.method == "GET":
+            released.wait(10)  # a poll the dead server never answers
+        raise httpx.ConnectError("refused", request=request)
+
+    s = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid,
+                     ready_timeout=5, record=False, **FAST_POLL, **quick({"max_retries": 0}))  # fmt: skip
+    op = s.forward_backward([samples.cross_entropy([1, 2, 3])])
+    deadline = time.monotonic() + 5
+    while op.status != wire.OperationStatus.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.005)
+    gone.set()
+    time.sleep(0.1)  # the next poll is in flight, hanging
+    start = time.monotonic()
+    with pytest.raises(rlnb.APIConnectionError):
+        s.close()
+    took = time.monotonic() - start
+    released.set()
+    assert took < 2, took
+    assert failure(op).code == wire.OperationErrorCode.SESSION_NOT_ACTIVE
