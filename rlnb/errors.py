@@ -56,7 +56,8 @@ class OperationFailed(RlnbError):
         self.message = message
         self.operation_id = operation_id
         self.kind = kind
-        super().__init__(f"{kind} {operation_id} failed: {code}: {message}")
+        said = ": ".join(part for part in (code, message) if part) or "no error code and no message were given"
+        super().__init__(f"{kind} {operation_id} failed: {said}")
 
 
 class OperationError(Exception):

@@ -187,7 +187,7 @@ class RemoteBackend:
         if sending is not None:
             why = "the session was closed while this operation was being sent; its outcome is unknown"
             tell(sending, wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
-        self._settle(self._poller.stop(), ask=reachable)
+        self._settle(self._poller.stop(wait=reachable), ask=reachable)
         if self.stop_resource and reachable:
             try:
                 self.client.stop_model_resources(self._info.model_resources_id)

@@ -21,8 +21,9 @@ from urllib.parse import quote
 import httpx
 
 from rlnb import wire
-from rlnb.errors import APIError
+from rlnb.errors import APIError, APIStatusError
 from rlnb.remote import payloads
+from rlnb.remote.bodies import invalid
 from rlnb.remote.calls import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call, Caller
 from rlnb.remote.retry import RetryPolicy
 
@@ -184,7 +185,7 @@ class APIClient(Caller):
         if op.upload is not None and op.inline is not None:
             content = payloads.compact({**op.inline, "payload_id": self.upload_payload(session_id, op.upload)})
         call = Call("POST", _operations_path(session_id, op.kind), content, idempotency_key=op.idempotency_key)
-        return self._operation(session_id, op.kind, self._send(call))
+        return self._operation(session_id, op.kind, self._send(call), None)
 
     def get_operation(
         self,
@@ -202,7 +203,7 @@ class APIClient(Caller):
         path = f"{_operations_path(session_id, kind)}/{_seg(operation_id, 'operation_id')}"
         params = {"wait": f"{wait:g}", **({"seen": seen} if seen else {})} if wait else None
         call = Call("GET", path, params=params, wait=wait or 0.0, until=until)
-        return self._operation(session_id, kind, self._send(call))
+        return self._operation(session_id, kind, self._send(call), operation_id)
 
     def upload_payload(self, session_id: str, content: bytes) -> str:
         """The side channel's upload: a presigned URL from the API, then a PUT without the key."""
@@ -222,16 +223,36 @@ class APIClient(Caller):
 
     # -- request / response ----------------------------------------------------------------------
 
-    def _operation(self, session_id: str, kind: wire.OperationKind, response: httpx.Response) -> wire.Operation[Any]:
+    def _operation(
+        self, session_id: str, kind: wire.OperationKind, response: httpx.Response, operation_id: str | None
+    ) -> wire.Operation[Any]:
         """The typed envelope; an output naming a ``payload_id`` gets the offloaded members merged in
-        (downloaded keys win, as in the SDK)."""
+        (downloaded keys win, as in the SDK). Its id must be the one asked for (``operation_id``), or any
+        but empty for a submission: the poller polls by it, and an empty one addresses no operation. A
+        COMPLETED one carries its output, unless its kind may go without (``wire.OUTPUT_OPTIONAL``)."""
         model = wire.ENVELOPES[kind]
         data = self._bodies.decode(response, model.__name__)
         output = data.get("output") if isinstance(data, dict) else None
         if isinstance(output, dict) and output.get("payload_id"):
             inline = {k: v for k, v in output.items() if k != "payload_id"}
-            data["output"] = {**inline, **self.download_payload(session_id, str(output["payload_id"]))}
-        return self._bodies.validate(response, data, model)
+            data["output"] = {**inline, **self._result_payload(session_id, kind, data, str(output["payload_id"]))}
+        env = self._bodies.validate(response, data, model)
+        if not env.id or (operation_id is not None and env.id != operation_id):
+            asked = f"operation {operation_id!r}" if operation_id is not None else "a new operation"
+            raise invalid(response, model.__name__, f"its id is {env.id!r}, for {asked}")
+        if env.status == wire.OperationStatus.COMPLETED and env.output is None and kind not in wire.OUTPUT_OPTIONAL:
+            raise invalid(response, model.__name__, f"{kind} {env.id} is COMPLETED without the output the API requires")
+        return env
+
+    def _result_payload(self, session_id: str, kind: wire.OperationKind, env: dict[str, Any], payload_id: str) -> Any:
+        """The offloaded members of a result. A refusal to hand them over (a 404: the payload expired, or its
+        session stopped meanwhile) is no word on the operation, so it is raised as a plain ``APIError``
+        naming the payload: a status error here would pass for the operation's own (a 404: "no longer known")."""
+        try:
+            return self.download_payload(session_id, payload_id)
+        except APIStatusError as exc:
+            why = f"{kind} {env.get('id')} is {env.get('status')}, but its result's payload {payload_id} could not "
+            raise APIError(f"{why}be fetched: {exc}") from None
 
 
 def _list_params(**params: str | None) -> dict[str, str]:

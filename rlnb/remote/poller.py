@@ -129,13 +129,18 @@ class Poller:
             self._cond.notify()
         return True
 
-    def stop(self) -> list[InFlight]:
+    def stop(self, wait: bool = True) -> list[InFlight]:
+        """Stop polling; what was in flight, no longer reported by this poller. ``wait=False`` does not wait
+        for a poll in flight (the server cannot be reached: it may hang until its deadline)."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self._thread.join()
+        if wait:
+            self._thread.join()
         with self._cond:
             left, self._inflight = self._inflight, []
+            for op in left:
+                op.ended = True
         return left
 
     def _loop(self) -> None:
@@ -154,7 +159,12 @@ class Poller:
                 if self._stopping:
                     return
                 if not op.ended:
-                    self._poll(op)
+                    try:
+                        self._poll(op)
+                    except Exception:
+                        if not self._stopping:
+                            raise
+                        return  # a poll ``stop(wait=False)`` gave up on: its client may be closed under it
 
     def _poll(self, op: InFlight) -> None:
         max_wait = self.client.features.long_poll_max_wait
@@ -203,12 +213,15 @@ class Poller:
                 f"rlnb stopped waiting after {self.operation_timeout:g} s (operation_timeout); the operation "
                 f"was last {op.env.status} and the server may still finish it",
             )
+        if op.ended:  # settled meanwhile by the one who stopped this poller
+            return
         if env.status != op.env.status:
             op.env, op.changed = env, now
             report(op, env)
         if env.status in wire.TERMINAL_STATUSES:
             with self._cond:
-                self._inflight.remove(op)
+                if op in self._inflight:
+                    self._inflight.remove(op)
                 if self.in_order and self._inflight:  # the next one starts as this one ends: look now
                     head = self._inflight[0]
                     head.changed, head.due = now, now

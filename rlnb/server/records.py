@@ -141,10 +141,11 @@ def page(
     return chunk, wire.ListMeta(limit=limit, has_more=more, next_cursor=ident(chunk[-1]) if more and chunk else "")
 
 
-def status_filter(status: str | None, catalogue: type[StrEnum]) -> Callable[[Any], bool]:
-    """``status`` is comma-joined, as the SDK sends a list; None keeps everything. A value that is not one of
-    ``catalogue`` (a typo, an empty item) is a 400 naming ``status``: it would match nothing, silently."""
-    wanted = set(status.split(",")) if status else None
+def status_filter(status: list[str] | None, catalogue: type[StrEnum]) -> Callable[[Any], bool]:
+    """``status`` is each ``status`` of the query, comma-joined as the SDK sends a list or repeated as other
+    clients do (``?status=A&status=B``: every value counts); None keeps everything. A value that is not one
+    of ``catalogue`` (a typo, an empty item) is a 400 naming ``status``: it would match nothing, silently."""
+    wanted = {value for item in status for value in item.split(",")} if status else None
     unknown = sorted(wanted - set(catalogue)) if wanted is not None else []
     if unknown:
         raise ServerError(

@@ -267,7 +267,13 @@ class Registry(ResourcesMixin, OperationsMixin):
         return ckpt.path
 
     def list_sessions(
-        self, after: str | None, limit: int, status: str | None, created_by: str | None, rid: str | None, user: str
+        self,
+        after: str | None,
+        limit: int,
+        status: list[str] | None,
+        created_by: str | None,
+        rid: str | None,
+        user: str,
     ) -> wire.SessionList:
         who = user if created_by == "me" else created_by
         keep = status_filter(status, wire.SessionStatus)

@@ -52,6 +52,11 @@ class ResourcesMixin:
 
     def create_resource(self, req: wire.CreateModelResourcesRequest, user: str) -> wire.ModelResources:
         self.check_base_model(req.base_model)
+        if req.base_weights_ref is not None:  # it would train the base model's own weights, silently
+            raise ServerError(
+                400, "rlnb serve has no model registry to take base_weights_ref's weights from: leave it out (serve "
+                "those weights as a base model with --model NAME=PATH_OR_ID)", param="base_weights_ref",
+            )  # fmt: skip
         opt = req.optimizer_config or wire.optimizer_config("adam")
         if (opt.adam is None) == (opt.muon is None):
             raise ServerError(400, "optimizer_config needs exactly one of adam or muon", param="optimizer_config")
@@ -60,7 +65,6 @@ class ResourcesMixin:
         res = wire.ModelResources(
             id=f"mr-{uuid.uuid4()}",
             base_model=req.base_model,
-            base_weights_ref=req.base_weights_ref,
             compute_config=wire.ComputeConfig(
                 num_generator_replicas=1 if cc.num_generator_replicas is None else cc.num_generator_replicas,
                 gpu_type=cc.gpu_type or "B200-SXM",
@@ -85,7 +89,7 @@ class ResourcesMixin:
             return res.model_copy(deep=True)
 
     def list_resources(
-        self, after: str | None, limit: int, status: str | None, created_by: str | None, user: str
+        self, after: str | None, limit: int, status: list[str] | None, created_by: str | None, user: str
     ) -> wire.ModelResourcesList:
         who = user if created_by == "me" else created_by
         keep = status_filter(status, wire.ModelResourcesStatus)

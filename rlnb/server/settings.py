@@ -18,6 +18,8 @@ from rlnb._options import set_int
 MAX_LIST_LIMIT = 100
 """Largest ``limit`` of a list request (the API's bound)."""
 DEFAULT_LIST_LIMIT = 20
+STATUS_QUERY = "{} values, comma-joined (as the SDK sends a list) or repeated (`?status=A&status=B`)"
+"""What a list's ``status`` filter takes (``records.status_filter``)."""
 MAX_WAIT = 30.0
 """Longest long-poll (``GET .../operations/{kind}/{id}?wait=S``) a client may ask for; advertised in the
 ``rlnb-long-poll-max-wait`` header of every answer."""

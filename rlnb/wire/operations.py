@@ -21,13 +21,14 @@ from rlnb.wire.base import Int64, StrictBool, StrictFloat, StrictInt, _finite_li
 from rlnb.wire.checkpoints import InferenceCheckpointResult, TrainingCheckpointResult
 from rlnb.wire.losses import LossConfig
 from rlnb.wire.optim import OptimStepBody, OptimStepResult
-from rlnb.wire.status import OperationErrorCode, OperationStatus
+from rlnb.wire.status import OperationErrorCode, OperationStatus, unknown_code
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "LARGE_PAYLOAD_BYTES",
     "OFFLOADED_KINDS",
     "OFFLOADED_RESULT_MEMBERS",
+    "OUTPUT_OPTIONAL",
     "REQUEST_TYPES",
     "RESULT_TYPES",
     "STOP_REASON_LENGTH",
@@ -43,6 +44,7 @@ __all__ = [
     "LossFnOutput",
     "ModelInput",
     "ModelInputChunk",
+    "NoBody",
     "Operation",
     "OperationError",
     "OperationKind",
@@ -125,6 +127,12 @@ class OperationError(_Model):
     code: OperationErrorCode | None = None
     """Why the operation failed; ``None`` when the server gave no code."""
     message: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_code(cls, data: Any) -> Any:
+        """A code newer than the catalogue is ``UNSPECIFIED``; the message keeps it (``unknown_code``)."""
+        return unknown_code(data, OperationErrorCode, OperationErrorCode.UNSPECIFIED)
 
 
 class Operation(_Model, Generic[Output]):
@@ -364,6 +372,10 @@ class PayloadDownloadUrl(_Model):
 # ---------------------------------------------------------------------------------------------
 # Per-kind request and result types, in one table (client and server both read it).
 
+class NoBody(_Request):
+    """The body of a kind that takes none (the checkpoints): absent or ``{}``; a field is a 400 naming it."""
+
+
 REQUEST_TYPES: dict[OperationKind, type[_Model] | None] = {
     OperationKind.FORWARD_BACKWARD: ForwardBackwardBody,
     OperationKind.CUSTOM_FORWARD_BACKWARD: CustomForwardBackwardBody,
@@ -384,6 +396,9 @@ RESULT_TYPES: dict[OperationKind, type[_Model]] = {
     OperationKind.TRAINING_CHECKPOINT: TrainingCheckpointResult,
 }
 """Each operation kind's result model, which the envelope's ``output`` parses to."""
+OUTPUT_OPTIONAL: Final = frozenset({OperationKind.OPTIM_STEP, OperationKind.CUSTOM_FORWARD_BACKWARD})
+"""The kinds that may be COMPLETED without ``output``: an optim-step legitimately may (the SDK says so),
+a custom-forward-backward's result has no fields. Every other kind's output carries the result."""
 
 
 def _typed_envelopes() -> dict[OperationKind, type[Operation[Any]]]:

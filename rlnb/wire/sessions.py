@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from rlnb.wire.base import Int64, StrictBool, StrictFloat, StrictInt, _Model, _Request
 from rlnb.wire.checkpoints import InferenceCheckpoint, ListMeta, TrainingCheckpoint
@@ -16,6 +16,7 @@ from rlnb.wire.status import (
     ModelResourcesStatus,
     SessionErrorCode,
     SessionStatus,
+    unknown_code,
 )
 
 __all__ = [
@@ -124,6 +125,12 @@ class SessionError(_Model):
     message: str
     occurred_at: datetime
 
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_code(cls, data: Any) -> Any:
+        """A code newer than the catalogue is ``SESSION_FAILED``; the message keeps it (``unknown_code``)."""
+        return unknown_code(data, SessionErrorCode, SessionErrorCode.SESSION_FAILED)
+
 
 class Session(_Model):
     """A training session as the API returns it: status, step, policy state, checkpoints."""
@@ -207,6 +214,12 @@ class ModelResourcesError(_Model):
     code: ModelResourcesErrorCode
     message: str
     occurred_at: datetime
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_code(cls, data: Any) -> Any:
+        """A code newer than the catalogue is ``PROVISIONING_FAILED``; the message keeps it (``unknown_code``)."""
+        return unknown_code(data, ModelResourcesErrorCode, ModelResourcesErrorCode.PROVISIONING_FAILED)
 
 
 class ModelResources(_Model):

@@ -24,6 +24,7 @@ __all__ = [
     "SessionStatus",
     "error_code",
     "short_name",
+    "unknown_code",
 ]
 
 
@@ -121,6 +122,19 @@ _CATALOGUES: tuple[type[StrEnum], ...] = (
 _PREFIXES = tuple(next(iter(c)).value.removesuffix(next(iter(c)).name) for c in _CATALOGUES)
 """Each catalogue's common prefix (``TRAINING_OPERATION_STATUS_``, ...): a code a newer server added
 loses it too."""
+
+
+def unknown_code(data: object, catalogue: type[StrEnum], fallback: StrEnum) -> object:
+    """An error object (decoded JSON) whose ``code`` is newer than ``catalogue`` (as ``NON_FINITE_LOSS`` and
+    ``RESOURCE_UNAVAILABLE`` once were) with ``fallback`` as its code, its message starting with the code the
+    server sent: refusing the whole answer would lose the server's reason with it."""
+    code = data.get("code") if isinstance(data, dict) else None
+    if not isinstance(code, str) or code in set(catalogue):
+        return data
+    assert isinstance(data, dict)
+    said = data.get("message")
+    message = f"{code} (a code rlnb does not know)" + (f": {said}" if isinstance(said, str) else "")
+    return {**data, "code": fallback, "message": message}
 
 
 def error_code(code: str) -> OperationErrorCode:

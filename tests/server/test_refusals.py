@@ -83,3 +83,13 @@ def test_a_resume_mismatch_does_not_show_the_servers_checkpoint_path(c, tmp_path
     err = error_of(r)
     assert err["param"] == "resume_from_checkpoint_id" and ckpt["id"] in err["message"]
     assert "/" not in err["message"].replace(ckpt["id"], ""), err["message"]
+
+
+def test_a_base_weights_ref_is_refused_not_ignored(c):
+    """rlnb serve has no model registry: a resource asked to train ``base_weights_ref``'s weights used to be
+    made, echo the ref, and train the base model's own weights."""
+    before = len(c.get("/model-resources", params={"limit": 100}).json()["data"])
+    body = {"base_model": "rlnb/tiny", "base_weights_ref": "together://ml_A1b2C3d4E5f6G7h8I9j0K"}
+    err = error_of(c.post("/model-resources", json=body))
+    assert err["param"] == "base_weights_ref" and "registry" in err["message"]
+    assert len(c.get("/model-resources", params={"limit": 100}).json()["data"]) == before

@@ -105,8 +105,13 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
 
     if request_type is None:
 
-        def submit(session_id: str, idempotency_key: Key, registry: RegistryDep) -> Any:
-            return retry_or_submit(registry, session_id, idempotency_key, None)
+        def submit(
+            session_id: str,
+            idempotency_key: Key,
+            registry: RegistryDep,
+            body: Annotated[wire.NoBody | None, Body()] = None,
+        ) -> Any:
+            return retry_or_submit(registry, session_id, idempotency_key, None)  # a body has no field to keep
 
     else:
 

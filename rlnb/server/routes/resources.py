@@ -11,7 +11,7 @@ from rlnb.server.deps import AUTHENTICATED, RegistryDep, User
 from rlnb.server.limits import check_known
 from rlnb.server.models import supported_models
 from rlnb.server.resources import PRICE_PER_GPU_HOUR
-from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
+from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, STATUS_QUERY
 
 router = APIRouter(prefix="/v1/rl", tags=["model-resources"], **AUTHENTICATED)
 
@@ -42,7 +42,7 @@ def list_model_resources(
     who: User,
     after: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
-    status: Annotated[str | None, Query(description="Comma-joined ModelResourcesStatus values")] = None,
+    status: Annotated[list[str] | None, Query(description=STATUS_QUERY.format("ModelResourcesStatus"))] = None,
     created_by: Annotated[str | None, Query(description="A creator id, or `me`")] = None,
 ) -> wire.ModelResourcesList:
     return registry.list_resources(after, limit, status, created_by, who)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, RegistryDep, User
 from rlnb.server.limits import check_known
-from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
+from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, STATUS_QUERY
 
 router = APIRouter(prefix="/v1/rl/training-sessions", tags=["training-sessions"], **AUTHENTICATED)
 
@@ -26,7 +26,7 @@ def list_sessions(
     who: User,
     after: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
-    status: Annotated[str | None, Query(description="Comma-joined SessionStatus values")] = None,
+    status: Annotated[list[str] | None, Query(description=STATUS_QUERY.format("SessionStatus"))] = None,
     model_resources_id: str | None = None,
     created_by: Annotated[str | None, Query(description="A creator id, or `me`")] = None,
 ) -> wire.SessionList:

@@ -15,7 +15,8 @@ every placeholder is replaced by a live object of the server (``Live``). The rep
   exactly one optimizer); ``sparse_crow_indices`` / ``sparse_col_indices`` → dropped (reserved, rejected);
   a GRPO ``loss`` carrying every loss's params object → only ``grpo_params`` (params of another loss type
   are a 400, not silently ignored); the ``loss_fn_inputs`` key ``"foo"`` → ``"target_tokens"`` (an input
-  the operation does not read is a 400 naming it, not silently ignored).
+  the operation does not read is a 400 naming it, not silently ignored); ``base_weights_ref`` on create →
+  dropped (rlnb serve has no model registry: a 400, not silently the base model's own weights).
 * the async tests run on anyio's pytest plugin (the SDK uses pytest-asyncio); their ``aiohttp`` variant
   is left out (it needs the ``together[aiohttp]`` extra).
 

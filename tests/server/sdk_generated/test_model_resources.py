@@ -32,7 +32,6 @@ class TestModelResources:
     def test_method_create_with_all_params(self, client: Together, live: Live) -> None:
         model_resource = client.post_training.model_resources.create(
             base_model="rlnb/tiny",
-            base_weights_ref="together://ml_A1b2C3d4E5f6G7h8I9j0K",
             compute_config={
                 "gpu_type": "B200-SXM",
                 "num_generator_replicas": 2,
@@ -296,7 +295,6 @@ class TestAsyncModelResources:
     async def test_method_create_with_all_params(self, async_client: AsyncTogether, live: Live) -> None:
         model_resource = await async_client.post_training.model_resources.create(
             base_model="rlnb/tiny",
-            base_weights_ref="together://ml_A1b2C3d4E5f6G7h8I9j0K",
             compute_config={
                 "gpu_type": "B200-SXM",
                 "num_generator_replicas": 2,

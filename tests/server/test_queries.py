@@ -1,0 +1,51 @@
+"""How `rlnb serve` reads what a client puts in the query and the body, beyond the SDK's own spelling."""
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from rlnb import wire
+from tests.support.server import app_client, new_session
+
+
+@pytest.fixture(scope="module")
+def c(tmp_path_factory) -> Iterator[TestClient]:
+    with app_client(tmp_path_factory.mktemp("ckpt")) as client:
+        yield client
+
+
+def statuses(r) -> set[str]:
+    assert r.status_code == 200, r.text
+    return {item["status"] for item in r.json()["data"]}
+
+
+def test_a_status_filter_repeated_in_the_query_keeps_every_value(c):
+    """``?status=A&status=B`` (how httpx, requests and curl send a list) used to filter by B alone, silently;
+    the SDK's comma-joined ``?status=A,B`` and the repeated form now list the same."""
+    stopped_rid, stopped = new_session(c)
+    c.post(f"/training-sessions/{stopped}/stop")
+    c.post(f"/model-resources/{stopped_rid}/stop")
+    new_session(c)
+    running, done = wire.SessionStatus.RUNNING, wire.SessionStatus.STOPPED
+    both = {running.value, done.value}
+    assert statuses(c.get("/training-sessions", params={"status": f"{running},{done}"})) == both
+    assert statuses(c.get("/training-sessions", params={"status": [running.value, done.value]})) == both
+    assert statuses(c.get("/training-sessions", params={"status": [done.value, running.value]})) == both
+    ready, gone = wire.ModelResourcesStatus.READY, wire.ModelResourcesStatus.STOPPED
+    assert statuses(c.get("/model-resources", params={"status": [gone.value, ready.value]})) == {ready, gone}
+    r = c.get("/training-sessions", params={"status": [running.value, "RUNING"]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "status" and "RUNING" in r.text
+
+
+def test_a_checkpoint_operation_refuses_a_body_field_instead_of_ignoring_it(c):
+    """Checkpoint operations take no body; ``{"name": "best"}`` used to be accepted and ignored (a checkpoint
+    named nothing), where every other body's unknown field is a 400 naming it. No body, or ``{}``, still works."""
+    _, sid = new_session(c)
+    for kind in (wire.OperationKind.INFERENCE_CHECKPOINT, wire.OperationKind.TRAINING_CHECKPOINT):
+        url = f"/training-sessions/{sid}/operations/{kind}"
+        r = c.post(url, json={"name": "best"}, headers={"Idempotency-Key": f"named-{kind}"})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "name", r.text
+        assert c.post(url, headers={"Idempotency-Key": f"bare-{kind}"}).status_code == 200
+        assert c.post(url, json={}, headers={"Idempotency-Key": f"empty-{kind}"}).status_code == 200
+    c.post(f"/training-sessions/{sid}/stop")
