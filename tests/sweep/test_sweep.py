@@ -154,6 +154,24 @@ def test_ablation_variants_that_share_a_label_stay_apart(tmp_path):
         ablate(BASE, {"baseline": {"learning_rate": 1e-2}}, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
 
 
+@pytest.mark.parametrize(
+    ("changes", "metric", "error", "message"),
+    [
+        ({"wd": {"weight_decay": 0.1}}, "reward", ValueError, "metric must be one of final_reward, .*got 'reward'"),
+        ({"lr": 1e-2}, "final_reward", TypeError, r"changes\['lr'\] must be a dict of changed fields.*got 0.01"),
+        ([{"learning_rate": 1e-2}], "final_reward", TypeError, "changes must be a dict of variant name"),
+    ],
+)
+def test_an_ablation_with_a_bad_metric_or_change_is_refused_before_any_trial_runs(
+    tmp_path, changes, metric, error, message
+):
+    """metric='reward' (the column is final_reward) ran every trial, then raised pandas' KeyError: the table was
+    lost; a change given as a value ({"lr": 1e-2}) was 'float' object is not iterable."""
+    with pytest.raises(error, match=message):
+        ablate(BASE, changes, seeds=[0], steps=1, metric=metric, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []  # no sweep folder, no trial
+
+
 def test_remote_pool_waits_at_the_session_cap(server, tmp_path):
     """Four trials, four at a time, on one full-weight resource (cap 1 session): the provider answers
     429 to the others, and they wait their turn instead of failing."""
