@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
@@ -42,6 +42,20 @@ class VerifiedTask(Task):
     chance: float = 0.0
     """The eval accuracy of the best constant answer: what a collapsed policy (one output for every
     prompt) scores, the floor a lesson compares against."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        prompts = self.eval_prompts  # a string was evaluated one character a prompt
+        if isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence) or not all(
+            isinstance(p, str) for p in prompts
+        ):
+            raise TypeError(f"VerifiedTask.eval_prompts must be a list of text prompts, such as ['cadb>'], "
+                            f"got {prompts!r}")  # fmt: skip
+        self.eval_prompts = list(prompts)
+        trained = sorted(set(prompts) & {p for p in self.prompts if isinstance(p, str)})
+        if trained:  # its accuracy would be called held-out while measuring what training rewarded
+            raise ValueError(f"VerifiedTask.eval_prompts must be held out of the training prompts; both hold "
+                             f"{trained[:5]}{' ...' if len(trained) > 5 else ''} ({len(trained)} in all)")  # fmt: skip
 
     def evaluate(self, session: Session, n: int | None = None, *, split: str = "eval") -> float:
         """Accuracy, pass@1 at temperature 0 (greedy), on the first ``n`` prompts of the held-out split

@@ -91,6 +91,17 @@ def test_a_task_refuses_prompts_given_as_one_string_and_bad_sizes(kwargs, words)
         rlnb.tasks.Task(**{"name": "t", "prompts": ["n="], "reward": lambda p, c: 0.0, **kwargs})
 
 
+def test_a_verified_task_refuses_eval_prompts_as_one_string_or_shared_with_training():
+    """``eval_prompts="cadb>"`` was evaluated one character a prompt; eval prompts that are also training prompts
+    gave a "held-out" accuracy of what training rewarded."""
+    task = first_letter_task()
+    with pytest.raises(TypeError, match=r"eval_prompts must be a list of text prompts, such as \['cadb>'\], got 'ab>'"):
+        dataclasses.replace(task, eval_prompts="ab>")
+    with pytest.raises(ValueError, match=r"must be held out of the training prompts; both hold \[.*\] \(2 in"):
+        dataclasses.replace(task, eval_prompts=[*task.eval_prompts, *task.prompts[:2]])
+    assert dataclasses.replace(task, eval_prompts=tuple(task.eval_prompts)).eval_prompts == task.eval_prompts
+
+
 def test_a_lesson_run_reads_its_last_numbers():
     run = LessonRun({0: 0.0, 10: 0.5, 20: 0.75}, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 3.0)
     assert run.final_accuracy == 0.75 and run.final_reward == pytest.approx(0.4)
