@@ -33,6 +33,8 @@ class Task:
     def __post_init__(self) -> None:
         if isinstance(self.prompts, str | bytes) or not isinstance(self.prompts, Sequence) or not self.prompts:
             raise TypeError(f"Task.prompts must be a non-empty list of prompts, such as ['n='], got {self.prompts!r}")
+        if not callable(self.reward):  # each step sampled first, then failed "'str' object is not callable"
+            raise TypeError(f"Task.reward must be a function reward(prompt, completion) -> float, got {self.reward!r}")
         set_int(self, "max_tokens", 1, name="Task.max_tokens")
         set_int(self, "group_size", 1, name="Task.group_size")
 

@@ -681,6 +681,17 @@ def test_a_connect_option_no_trial_can_take_is_one_type_error_up_front(tmp_path,
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("task", ["first_letter", 5])
+def test_a_task_that_is_neither_a_task_nor_a_reward_is_refused_before_a_folder_is_made(tmp_path, task):
+    """``task="first_letter"`` (the demo's --task name) became a reward "function" that every trial called after
+    sampling: each row FAILED "'str' object is not callable", in a sweep folder."""
+    with pytest.raises(TypeError, match=rf"task must be a Task, a reward function .*got {task!r}"):
+        sweep(BASE, steps=1, task=task, runs_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(TypeError, match="Task.reward must be a function reward"):
+        Task("t", ["n="], task)  # type: ignore[arg-type]
+
+
 def test_a_sweep_folder_and_its_resume_expand_home(tmp_path, monkeypatch):
     """``~`` is the home folder in runs_dir and resume, as in connect's runs_dir (not a ``./~`` folder)."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
