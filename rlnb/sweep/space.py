@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import check_int
+from rlnb._options import check_int, is_integer
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
 
 
@@ -47,6 +47,8 @@ class Categorical:
 
 
 Dimension = Float | Int | Categorical
+REDRAWS = 20
+"""``random_search`` draws up to this many configs per one asked before it says the space is too small."""
 
 
 def dimension(name: str, spec: Any) -> Dimension:
@@ -133,11 +135,23 @@ def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
-    """``n`` configs drawn from ``space`` (dimensions or shorthands, see the module docstring)."""
+    """``n`` distinct configs drawn from ``space`` (dimensions or shorthands, see the module docstring). A draw
+    that repeats an earlier one is drawn again: the same config twice ran as two trials that ``summarize``
+    counted as seeds in perfect agreement (likely on a space of a few choices or integers)."""
     n = check_int("n", n, 1)  # 2.5 was range()'s bare TypeError, -1 an empty list, True one config
+    if not is_integer(seed):  # np.int64 was random's bare TypeError
+        raise ValueError(f"random_search: seed must be an integer, got {seed!r}")
     dims = {name: dimension(name, spec) for name, spec in space.items()}
-    rng = random.Random(seed)
-    return [sample(dims, rng) for _ in range(n)]
+    rng = random.Random(int(seed))
+    configs: list[dict[str, Any]] = []
+    for _ in range(n * REDRAWS):
+        config = sample(dims, rng)
+        configs += [config] if config not in configs else []
+        if len(configs) == n:
+            return configs
+    drawn_from = dict(space) or "an empty space"
+    raise ValueError(f"random_search: {n} distinct configs asked, but {n * REDRAWS} draws from {drawn_from} gave "
+                     f"{len(configs)}: draw fewer, or use grid(...)")  # fmt: skip
 
 
 def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:

@@ -39,8 +39,25 @@ def test_grid_and_random_search():
     assert {c["optimizer"] for c in configs} == {"adam", "muon"}
     with pytest.raises(ValueError, match="space"):
         random_search(1, lr=5)
-    steps = [c["newton_schulz_steps"] for c in random_search(30, newton_schulz_steps=(3, 6, "int"))]
+    steps = [c["newton_schulz_steps"] for c in random_search(4, newton_schulz_steps=(3, 6, "int"))]  # distinct
     assert set(steps) == {3, 4, 5, 6} and all(isinstance(n, int) for n in steps)
+
+
+def test_random_search_draws_distinct_configs_and_takes_a_numpy_seed():
+    """``random_search(3, optimizer=["adam", "muon"])`` gave adam twice: the sweep ran it as two trials and
+    ``summarize`` counted them as two seeds in perfect agreement (std 0); ``seed=np.int64(1)`` was random's
+    bare ``TypeError``."""
+    configs = random_search(4, seed=np.int64(1), newton_schulz_steps=(3, 6, "int"))
+    assert sorted(c["newton_schulz_steps"] for c in configs) == [3, 4, 5, 6]
+    log_lr = (1e-5, 1e-1, "log")
+    assert random_search(2, seed=1, learning_rate=log_lr) == random_search(2, seed=np.int64(1), learning_rate=log_lr)
+    with pytest.raises(ValueError, match=r"random_search: 3 distinct configs asked, but 60 draws from \{'optimizer'"
+                                         r": \['adam', 'muon'\]\} gave 2: draw fewer, or use grid"):
+        random_search(3, optimizer=["adam", "muon"])
+    with pytest.raises(ValueError, match="2 distinct configs asked, but 40 draws from an empty space gave 1"):
+        random_search(2)
+    with pytest.raises(ValueError, match="random_search: seed must be an integer, got 1.5"):
+        random_search(2, seed=1.5, learning_rate=(1e-5, 1e-1))
 
 
 @pytest.mark.parametrize("values", ["0.001", 1e-3, {"a": 1e-3}])
