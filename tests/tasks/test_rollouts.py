@@ -332,3 +332,22 @@ def test_rl_step_refuses_a_loss_it_cannot_train_before_sampling(loss_params, wor
         with pytest.raises(ValueError, match=words):
             rl_step(s, digits_task(), rlnb.AdamParams(), loss_params=loss_params)
         assert len(s.history) == 0 and s.step == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"advantage_scale": "std"}, "advantage_scale must be one of sample_std, population_std, none, got 'std'"),
+        ({"group_size": 0}, "group_size must be an integer >= 1, got 0"),
+        ({"group_size": 2.5}, "group_size must be an integer >= 1, got 2.5"),
+        ({"temperature": -1.0}, "temperature must be a finite number >= 0, got -1.0"),
+        ({"seed": 1.5}, r"seed must be None or an integer in \[-9223372036854775808, 9223372036854775807\], got 1.5"),
+    ],
+)
+def test_rl_step_refuses_bad_step_options_before_sampling(kwargs, words):
+    """``advantage_scale="std"`` sampled the step, recorded its completions with NaN rewards, then raised "scale
+    must be ..."; a bad group_size, temperature or seed was pydantic's ValidationError (num_samples, SamplingParams)."""
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        with pytest.raises(ValueError, match=words):
+            rl_step(s, digits_task(), rlnb.AdamParams(), **kwargs)
+        assert len(s.history) == 0 and len(s.history.completions) == 0 and s.step == 0
