@@ -1,6 +1,7 @@
 """Sweeps and ablations: one row per trial, failures kept, stop keeps finished trials, remote pools."""
 
 import _thread
+import functools
 import json
 import re
 import subprocess
@@ -789,6 +790,43 @@ def test_a_resume_compares_what_a_reward_computes_not_where_it_is_written(tmp_pa
         sweep(BASE, configs, steps=1, resume=made.attrs["path"], progress=False, task=_reward_for("2"))
     assert list(sweep(BASE, configs, steps=1, resume=made.attrs["path"], progress=False,
                       task=_reward_for("1")).status) == ["COMPLETED", "COMPLETED"]  # fmt: skip
+
+
+def _starts(prompt, completion, first):
+    return float(completion.startswith(first))
+
+
+def _ends(prompt, completion, first):
+    return float(completion.endswith(first))
+
+
+class _StartsWith:
+    def __init__(self, first):
+        self.first = first
+
+    def __call__(self, prompt, completion):
+        return float(completion.startswith(self.first))
+
+
+@pytest.mark.slow
+def test_a_resume_tells_partials_and_reward_objects_apart_by_what_they_bind(tmp_path):
+    """Every ``functools.partial`` was one digest, "reward functools.partial (eeac...)", whatever its function and
+    arguments; a reward object was its class's ``__call__`` alone: ``_StartsWith("2")`` resumed a sweep of
+    ``_StartsWith("1")``, and ``partial(_ends, ...)`` one of ``partial(_starts, ...)``."""
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    partial = functools.partial
+    for made, others in [
+        (partial(_starts, first="1"), [partial(_starts, first="2"), partial(_ends, first="1")]),
+        (_StartsWith("1"), [_StartsWith("2")]),
+    ]:
+        stop = threading.Event()
+        first = sweep(BASE, configs, steps=1, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set(),  # noqa: B023
+                      executor="threads", task=made)  # fmt: skip
+        for other in others:
+            with pytest.raises(ValueError, match="changed: task_detail"):
+                sweep(BASE, configs, steps=1, resume=first.attrs["path"], progress=False, task=other)
+        again = sweep(BASE, configs, steps=1, resume=first.attrs["path"], progress=False, task=made)
+        assert list(again.status) == ["COMPLETED", "COMPLETED"]
 
 
 @pytest.mark.slow
