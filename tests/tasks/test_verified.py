@@ -102,6 +102,18 @@ def test_a_verified_task_refuses_eval_prompts_as_one_string_or_shared_with_train
     assert dataclasses.replace(task, eval_prompts=tuple(task.eval_prompts)).eval_prompts == task.eval_prompts
 
 
+def test_a_lesson_refuses_a_task_without_a_held_out_split_and_a_bad_seed_before_anything_is_logged():
+    """``train(s, digits_task(), ...)`` was a bare ``AttributeError: 'Task' object has no attribute 'evaluate'``;
+    ``seed=2**62`` (or 1.5) logged an accuracy, then failed naming ``seed * SEED_STRIDE``, a number never given."""
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        with pytest.raises(TypeError, match=r"must be a VerifiedTask, such as first_letter_task\(\), got Task 'digits"):
+            rlnb.tasks.lesson.train(s, rlnb.tasks.digits_task(), rlnb.AdamParams(), 2)
+        for seed in (2**62, 1.5):
+            with pytest.raises(ValueError, match=rf"seed must be an integer in \[-\d+, \d+\], got {seed}"):
+                rlnb.tasks.lesson.train(s, first_letter_task(), rlnb.AdamParams(), 2, seed=seed)
+        assert len(s.history.logged) == 0 and len(s.history) == 0
+
+
 def test_a_lesson_run_reads_its_last_numbers():
     run = LessonRun({0: 0.0, 10: 0.5, 20: 0.75}, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 3.0)
     assert run.final_accuracy == 0.75 and run.final_reward == pytest.approx(0.4)
