@@ -710,6 +710,17 @@ def test_a_task_that_is_neither_a_task_nor_a_reward_is_refused_before_a_folder_i
         Task("t", ["n="], task)  # type: ignore[arg-type]
 
 
+def test_a_reward_that_cannot_take_a_prompt_and_a_completion_is_refused_before_a_folder_is_made(tmp_path):
+    """``task=lambda completion: ...`` made every trial sample its first step, then FAILED "<lambda>() takes 1
+    positional argument but 2 were given", in a sweep folder."""
+    with pytest.raises(TypeError, match=r"Task.reward must be a function reward\(prompt, completion\) -> float"):
+        sweep(BASE, steps=1, task=lambda completion: 1.0, runs_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(TypeError, match=r"Task.reward must be a function reward\(prompt, completion\)"):
+        Task("t", ["n="], lambda prompt, completion, answer: 1.0)
+    assert Task("t", ["n="], lambda *texts: 1.0).reward("n=", "7") == 1.0  # anything that takes the two texts
+
+
 def test_a_sweep_folder_and_its_resume_expand_home(tmp_path, monkeypatch):
     """``~`` is the home folder in runs_dir and resume, as in connect's runs_dir (not a ``./~`` folder)."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
