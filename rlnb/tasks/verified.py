@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from itertools import product
 
 from rlnb._options import check_int
-from rlnb.session import Session
+from rlnb.session import Prompt, Session
 from rlnb.tasks.task import Task, digits_task
 
 EVAL_ACCURACY = "eval/accuracy"
@@ -63,14 +63,19 @@ class VerifiedTask(Task):
         if split not in ("eval", "train"):
             raise ValueError(f"split must be 'eval' or 'train', got {split!r}")
         n = check_int("n", n, 1, optional=True)  # n=-1 evaluated all but the last prompt
-        prompts = self.eval_prompts if split == "eval" else [str(p) for p in self.prompts]
-        prompts = prompts[:n] if n is not None else prompts
+        prompts: list[Prompt] = list(self.eval_prompts if split == "eval" else self.prompts)[:n]
         if not prompts:
             raise ValueError(f"task {self.name!r} has no {split} prompts to evaluate")
         ids = [session.encode(p) for p in prompts]
         out = session.sample(ids, num_samples=1, max_tokens=self.max_tokens, temperature=0.0).result()
-        texts = [session.decode(r.sequences[0].tokens, skip_special=True) for r in out.results]
-        return statistics.fmean(float(t == self.answer(p)) for t, p in zip(texts, prompts, strict=True))
+
+        def plain(tokens: Sequence[int]) -> str:  # as rl_step's reward reads them
+            return session.decode(tokens, skip_special=True)
+
+        texts = [plain(r.sequences[0].tokens) for r in out.results]
+        # a training prompt of token ids (or chat messages) is its text as the reward reads it, not str() of a list
+        asked = [p if isinstance(p, str) else plain(i) for p, i in zip(prompts, ids, strict=True)]
+        return statistics.fmean(float(t == self.answer(p)) for t, p in zip(texts, asked, strict=True))
 
 
 def exact_match(answer: Callable[[str], str]) -> Callable[[str, str], float]:

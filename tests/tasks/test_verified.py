@@ -114,6 +114,18 @@ def test_a_lesson_refuses_a_task_without_a_held_out_split_and_a_bad_seed_before_
         assert len(s.history.logged) == 0 and len(s.history) == 0
 
 
+def test_evaluate_on_training_prompts_of_token_ids_reads_their_text():
+    """``split="train"`` scored ``str(prompt)``: a training prompt of token ids was sampled as the text
+    "[99, 97, 100, 98, 62]" and its answer computed from that text: the accuracy of other prompts, silently."""
+    task = first_letter_task(n_train=8, n_eval=4)
+    as_ids = dataclasses.replace(task, prompts=[list(p.encode()) for p in task.prompts])
+    seen: list[str] = []
+    spy = dataclasses.replace(as_ids, answer=lambda p: seen.append(p) or p[0])
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        assert spy.evaluate(s, split="train") == task.evaluate(s, split="train")
+        assert seen == task.prompts
+
+
 def test_a_lesson_run_reads_its_last_numbers():
     run = LessonRun({0: 0.0, 10: 0.5, 20: 0.75}, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 3.0)
     assert run.final_accuracy == 0.75 and run.final_reward == pytest.approx(0.4)
