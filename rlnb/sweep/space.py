@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,6 +152,22 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
     drawn_from = dict(space) or "an empty space"
     raise ValueError(f"random_search: {n} distinct configs asked, but {n * REDRAWS} draws from {drawn_from} gave "
                      f"{len(configs)}: draw fewer, or use grid(...)")  # fmt: skip
+
+
+def config_list(configs: Any) -> list[dict[str, Any]] | None:
+    """``sweep``'s ``configs`` as a list of dicts, read once: a generator ran its trials and was recorded in
+    ``sweep.json`` as ``[]`` (read again, empty), and one dict, or a list holding a name, was dict()'s "dictionary
+    update sequence element #0 has length 1"."""
+    if configs is None:
+        return None
+    if isinstance(configs, Mapping | str | bytes) or not isinstance(configs, Iterable):
+        raise TypeError(f"configs must be a list of dicts, such as grid(learning_rate=[1e-3, 1e-2]), got "
+                        f"{configs!r}{' (one config: put it in a list)' if isinstance(configs, Mapping) else ''}")
+    listed = list(configs)
+    for i, config in enumerate(listed):
+        if not isinstance(config, Mapping):
+            raise TypeError(f"configs[{i}] must be a dict of fields, such as {{'learning_rate': 1e-3}}, got {config!r}")
+    return [dict(c) for c in listed]
 
 
 def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:

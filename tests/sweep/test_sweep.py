@@ -44,6 +44,33 @@ def test_grid_and_random_search():
     assert set(steps) == {3, 4, 5, 6} and all(isinstance(n, int) for n in steps)
 
 
+def test_configs_given_as_a_generator_are_recorded_and_resume(tmp_path):
+    """A generator of configs ran its trials but ``sweep.json`` recorded ``"configs": []`` (read a second time):
+    the folder no longer said what ran, and a resume with the same configs was refused as changed."""
+    first = sweep(BASE, (c for c in grid(learning_rate=[1e-3, 2e-3])), steps=1, runs_dir=tmp_path, progress=False)
+    stored = json.loads((Path(first.attrs["path"]) / "sweep.json").read_text())
+    assert stored["configs"] == [{"learning_rate": 1e-3}, {"learning_rate": 2e-3}]
+    again = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, resume=first.attrs["path"], progress=False)
+    assert list(again.status) == ["COMPLETED", "COMPLETED"]
+
+
+@pytest.mark.parametrize(
+    ("configs", "words"),
+    [
+        ({"learning_rate": 1e-3}, r"configs must be a list of dicts, .*got \{'learning_rate': 0.001\} \(one config"),
+        ([{"learning_rate": 1e-3}, "x"], r"configs\[1\] must be a dict of fields, .*got 'x'"),
+        ([("learning_rate", 1e-3)], r"configs\[0\] must be a dict of fields, .*got \('learning_rate', 0.001\)"),
+        ("lr", "configs must be a list of dicts"),
+    ],
+)
+def test_configs_that_are_not_a_list_of_dicts_are_refused_naming_them(tmp_path, configs, words):
+    """One dict, or a list holding a string or a pair, was dict()'s "dictionary update sequence element #0 has
+    length 1; 2 is required", naming neither configs nor which one."""
+    with pytest.raises(TypeError, match=words):
+        sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+
+
 def test_random_search_draws_distinct_configs_and_takes_a_numpy_seed():
     """``random_search(3, optimizer=["adam", "muon"])`` gave adam twice: the sweep ran it as two trials and
     ``summarize`` counted them as two seeds in perfect agreement (std 0); ``seed=np.int64(1)`` was random's
