@@ -19,6 +19,7 @@ from typing import Any
 from rlnb import wire
 from rlnb._options import check_int, is_integer
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
+from rlnb.prompts import scalar
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,17 @@ REDRAWS = 20
 
 
 def dimension(name: str, spec: Any) -> Dimension:
-    """A dimension from its object or shorthand; a malformed one raises naming ``name``."""
-    if isinstance(spec, Float | Int | Categorical):
+    """A dimension from its object or shorthand; a malformed one raises naming ``name``. Numpy and torch scalars
+    among its choices or ends are the Python numbers they hold (params refuse ``np.int64``)."""
+    if isinstance(spec, tuple):
+        spec = tuple(scalar(v) for v in spec)
+    dim: Dimension
+    if isinstance(spec, Categorical):
+        dim = Categorical(tuple(scalar(c) for c in spec.choices))
+    elif isinstance(spec, Float | Int):
         dim = spec
     elif isinstance(spec, list):
-        dim = Categorical(tuple(spec))
+        dim = Categorical(tuple(scalar(c) for c in spec))
     elif isinstance(spec, tuple) and len(spec) == 3 and spec[2] in ("log", "int"):
         dim = Int(int(spec[0]), int(spec[1])) if spec[2] == "int" else Float(float(spec[0]), float(spec[1]), log=True)
     elif isinstance(spec, tuple) and len(spec) == 2 and all(isinstance(v, int | float) for v in spec):
@@ -131,7 +138,8 @@ def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
     for name, values in axes.items():
         check_once(f"grid: {name}", list(values))
     names = list(axes)
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(axes[n] for n in names))]
+    plain = ([scalar(v) for v in axes[n]] for n in names)  # np.arange's np.int64: plain ints, as params take them
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*plain)]
 
 
 def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
@@ -157,7 +165,7 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
 def config_list(configs: Any) -> list[dict[str, Any]] | None:
     """``sweep``'s ``configs`` as a list of dicts, read once: a generator ran its trials and was recorded in
     ``sweep.json`` as ``[]`` (read again, empty), and one dict, or a list holding a name, was dict()'s "dictionary
-    update sequence element #0 has length 1"."""
+    update sequence element #0 has length 1". Numpy and torch scalars become the Python numbers they hold."""
     if configs is None:
         return None
     if isinstance(configs, Mapping | str | bytes) or not isinstance(configs, Iterable):
@@ -167,7 +175,7 @@ def config_list(configs: Any) -> list[dict[str, Any]] | None:
     for i, config in enumerate(listed):
         if not isinstance(config, Mapping):
             raise TypeError(f"configs[{i}] must be a dict of fields, such as {{'learning_rate': 1e-3}}, got {config!r}")
-    return [dict(c) for c in listed]
+    return [{k: scalar(v) for k, v in c.items()} for c in listed]  # np.float32 went to JSON files as "0.001"
 
 
 def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:

@@ -71,6 +71,22 @@ def test_configs_that_are_not_a_list_of_dicts_are_refused_naming_them(tmp_path, 
     assert not any(tmp_path.iterdir())
 
 
+def test_numpy_values_in_configs_and_spaces_are_plain_numbers(tmp_path):
+    """``grid(newton_schulz_steps=np.arange(3, 5))`` (the docs take an array) was ``InvalidParams: np.int64(3) is
+    invalid: must be an integer``; an ``np.float32`` rate ran, but its label read 0.0010000000474974513 and
+    ``sweep.json`` / ``trials.jsonl`` stored it as the string "0.001" (so a read-back table sorted it as text)."""
+    assert grid(newton_schulz_steps=np.arange(3, 5)) == [{"newton_schulz_steps": 3}, {"newton_schulz_steps": 4}]
+    assert all(type(c["newton_schulz_steps"]) is int for c in grid(newton_schulz_steps=np.arange(3, 5)))
+    drawn = random_search(2, newton_schulz_steps=list(np.arange(3, 6)), learning_rate=(np.float32(1e-3), 1e-1))
+    assert all(type(c["newton_schulz_steps"]) is int and type(c["learning_rate"]) is float for c in drawn)
+    trials = sweep(rlnb.MuonParams(), grid(newton_schulz_steps=np.arange(3, 4)) + [{"learning_rate": np.float32(1e-3)}],
+                   steps=1, runs_dir=tmp_path, progress=False)  # fmt: skip
+    assert list(trials.status) == ["COMPLETED", "COMPLETED"]
+    assert list(trials.label) == ["newton_schulz_steps=3", "learning_rate=0.001"]
+    rows = [json.loads(line) for line in (Path(trials.attrs["path"]) / "trials.jsonl").read_text().splitlines()]
+    assert rows[1]["learning_rate"] == pytest.approx(1e-3) and rows[0]["newton_schulz_steps"] == 3
+
+
 def test_random_search_draws_distinct_configs_and_takes_a_numpy_seed():
     """``random_search(3, optimizer=["adam", "muon"])`` gave adam twice: the sweep ran it as two trials and
     ``summarize`` counted them as two seeds in perfect agreement (std 0); ``seed=np.int64(1)`` was random's
