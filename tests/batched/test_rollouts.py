@@ -50,3 +50,15 @@ def test_member_seeds_are_integers_in_the_step_seed_range_and_numpy_ones_train(t
             run_batched("tiny", "adam", [Member(rlnb.AdamParams()), Member(rlnb.AdamParams(), seed)], steps=1)
     (result,) = run_batched("tiny", "adam", [Member(rlnb.AdamParams(), np.int64(3))], steps=1, group_size=2)
     assert result.status == "COMPLETED" and result.history.config["seed"] == 3
+
+
+def test_an_on_step_answer_that_is_no_reason_is_the_callers_error_not_a_prune(tmp_path):
+    """``on_step=lambda i, report: report.reward > 0.5`` pruned the member at its first step, its reason 'False'."""
+    import rlnb
+    from rlnb.batched import Member, run_batched
+    from rlnb.history import History
+
+    with pytest.raises(TypeError, match="on_step returned False for member 0: return None to go on, or a reason"):
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="m")], steps=3, group_size=2, runs_dir=tmp_path,
+                    on_step=lambda i, report: report.reward > 0.5)  # fmt: skip
+    assert len(History.load(tmp_path / "m").steps) == 1  # the run stays readable
