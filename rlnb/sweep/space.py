@@ -165,7 +165,7 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
 def config_list(configs: Any) -> list[dict[str, Any]] | None:
     """``sweep``'s ``configs`` as a list of dicts, read once: a generator ran its trials and was recorded in
     ``sweep.json`` as ``[]`` (read again, empty), and one dict, or a list holding a name, was dict()'s "dictionary
-    update sequence element #0 has length 1". Numpy and torch scalars become the Python numbers they hold."""
+    update sequence element #0 has length 1". Each config as ``_flat`` spells it."""
     if configs is None:
         return None
     if isinstance(configs, Mapping | str | bytes) or not isinstance(configs, Iterable):
@@ -175,7 +175,20 @@ def config_list(configs: Any) -> list[dict[str, Any]] | None:
     for i, config in enumerate(listed):
         if not isinstance(config, Mapping):
             raise TypeError(f"configs[{i}] must be a dict of fields, such as {{'learning_rate': 1e-3}}, got {config!r}")
-    return [{k: scalar(v) for k, v in c.items()} for c in listed]  # np.float32 went to JSON files as "0.001"
+    return [_flat(c) for c in listed]
+
+
+def _flat(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A config with a nested group spelt as its dotted fields (``{"adam": {"learning_rate": 1e-3}}`` is
+    ``{"adam.learning_rate": 1e-3}``: its dict in a table column was unhashable to ``summarize``), each value a plain
+    number (``np.float32`` went to JSON files as "0.001")."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            out.update({f"{key}.{sub}": scalar(v) for sub, v in value.items()})
+        else:
+            out[key] = scalar(value)
+    return out
 
 
 def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:

@@ -87,6 +87,15 @@ def test_numpy_values_in_configs_and_spaces_are_plain_numbers(tmp_path):
     assert rows[1]["learning_rate"] == pytest.approx(1e-3) and rows[0]["newton_schulz_steps"] == 3
 
 
+def test_a_config_with_a_nested_group_is_its_dotted_fields_and_summarizes(tmp_path):
+    """``{"adam": {"learning_rate": 1e-3}}`` ran (MuonParams takes the group), but its table column held dicts:
+    ``summarize`` raised ``TypeError: unhashable type: 'dict'`` and the label read ``adam={'learning_rate': 0.001}``."""
+    configs = [{"adam": {"learning_rate": 1e-3}}, {"adam": {"learning_rate": 1e-2}}]
+    trials = sweep(rlnb.MuonParams(), configs, steps=1, runs_dir=tmp_path, progress=False)
+    assert list(trials.label) == ["adam.learning_rate=0.001", "adam.learning_rate=0.01"]
+    assert list(summarize(trials).index) == [1e-3, 1e-2] and "adam" not in trials.columns
+
+
 def test_random_search_draws_distinct_configs_and_takes_a_numpy_seed():
     """``random_search(3, optimizer=["adam", "muon"])`` gave adam twice: the sweep ran it as two trials and
     ``summarize`` counted them as two seeds in perfect agreement (std 0); ``seed=np.int64(1)`` was random's
