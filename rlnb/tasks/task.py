@@ -13,6 +13,7 @@ from typing import Any
 
 from rlnb._options import set_int
 from rlnb.session import Prompt
+from rlnb.text import as_prompt
 
 
 def digit_fraction(text: str) -> float:
@@ -35,6 +36,9 @@ class Task:
     def __post_init__(self) -> None:
         if isinstance(self.prompts, str | bytes) or not isinstance(self.prompts, Sequence) or not self.prompts:
             raise TypeError(f"Task.prompts must be a non-empty list of prompts, such as ['n='], got {self.prompts!r}")
+        for i, prompt in enumerate(self.prompts):  # a bad one failed each step (each sweep trial) after its start
+            if not isinstance(prompt, bytes | bytearray):  # ids of a byte-level model: the session knows
+                as_prompt(prompt, f"Task.prompts[{i}]")
         if not callable(self.reward) or not _takes_two(self.reward):  # each step sampled first, then failed
             raise TypeError(f"Task.reward must be a function reward(prompt, completion) -> float, got {self.reward!r}")
         set_int(self, "max_tokens", 1, name="Task.max_tokens")

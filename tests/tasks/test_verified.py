@@ -126,6 +126,21 @@ def test_evaluate_on_training_prompts_of_token_ids_reads_their_text():
         assert seen == task.prompts
 
 
+@pytest.mark.parametrize(
+    ("prompts", "words"),
+    [
+        (["n=", 5], r"Task.prompts\[1\] must be a string, a list of token ids, or a list of chat messages, got an int"),
+        ([[104, "x"]], r"Task.prompts\[0\] must be a string, .*it holds 'x'"),
+        ([{"role": "user", "content": "3+4="}], r"Task.prompts\[0\] is one chat message"),
+    ],
+)
+def test_a_task_refuses_a_prompt_no_session_can_encode(prompts, words):
+    """``Task("t", ["n=", 5], reward)`` was built; each step (each trial of a sweep, in its folder) then failed."""
+    with pytest.raises(TypeError, match=words):
+        rlnb.tasks.Task("t", prompts, lambda p, c: 0.0)
+    assert rlnb.tasks.Task("t", [b"hi", (104, 105), [{"role": "user", "content": "hi"}]], lambda p, c: 0.0)
+
+
 def test_a_lesson_run_reads_its_last_numbers():
     run = LessonRun({0: 0.0, 10: 0.5, 20: 0.75}, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 3.0)
     assert run.final_accuracy == 0.75 and run.final_reward == pytest.approx(0.4)
