@@ -762,6 +762,15 @@ def test_a_task_that_is_neither_a_task_nor_a_reward_is_refused_before_a_folder_i
         Task("t", ["n="], task)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("schedule", ["cosine", {"kind": "cosine"}])
+def test_a_schedule_that_is_no_schedule_is_refused_before_a_folder_is_made(tmp_path, schedule):
+    """``schedule="cosine"`` made every trial FAILED "AttributeError: 'str' object has no attribute 'multiplier'"."""
+    with pytest.raises(TypeError, match=r"schedule must be None or a Schedule, such as Schedule\('cosine', "
+                                        r"total_steps=3\), got"):
+        sweep(BASE, steps=3, schedule=schedule, runs_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_reward_that_cannot_take_a_prompt_and_a_completion_is_refused_before_a_folder_is_made(tmp_path):
     """``task=lambda completion: ...`` made every trial sample its first step, then FAILED "<lambda>() takes 1
     positional argument but 2 were given", in a sweep folder."""
