@@ -771,6 +771,18 @@ def test_a_schedule_that_is_no_schedule_is_refused_before_a_folder_is_made(tmp_p
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    ("target", "error", "words"),
+    [(None, TypeError, "target must be 'local' or an http"), (5, TypeError, "got int 5"),
+     ("locl", ValueError, "unknown target 'locl': use 'local' or an http")],
+)
+def test_a_target_no_session_can_connect_to_is_refused_before_a_folder_is_made(tmp_path, target, error, words):
+    """``target="locl"`` (or None) made every trial FAILED with connect's error, in a sweep folder."""
+    with pytest.raises(error, match=words):
+        sweep(BASE, steps=1, target=target, runs_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_reward_that_cannot_take_a_prompt_and_a_completion_is_refused_before_a_folder_is_made(tmp_path):
     """``task=lambda completion: ...`` made every trial sample its first step, then FAILED "<lambda>() takes 1
     positional argument but 2 were given", in a sweep folder."""
