@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import types
 import warnings
 from collections.abc import Mapping, Sequence
@@ -206,7 +207,10 @@ def table(rows: list[dict[str, Any]], folder: Path, objective: Objective, supers
     if len(out):
         out = out.sort_values("trial", ignore_index=True)
         for col in ("final_loss", "best_loss", "final_reward", "best_reward", "value", "wall_s"):
-            if col in out:
-                out[col] = out[col].astype(float)
+            # always there: a sweep whose every trial stopped before it started lacked them, and summarize, ablate
+            # and search_plot then raised (ablate losing its table)
+            out[col] = out[col].astype(float) if col in out else math.nan
+        if "run_path" not in out:
+            out["run_path"] = None
     out.attrs.update(path=str(folder), objective=objective)
     return out

@@ -96,6 +96,19 @@ def test_a_config_with_a_nested_group_is_its_dotted_fields_and_summarizes(tmp_pa
     assert list(summarize(trials).index) == [1e-3, 1e-2] and "adam" not in trials.columns
 
 
+def test_a_sweep_stopped_before_any_trial_started_still_summarizes(tmp_path):
+    """Every row was "stopped before it started", so the table had no ``final_reward`` / ``value`` / ``run_path``:
+    ``summarize`` raised "metric='final_reward' is not a column", ``ablate`` a ``KeyError`` (its table lost)."""
+    stop = threading.Event()
+    stop.set()
+    trials = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, runs_dir=tmp_path, progress=False, stop=stop)
+    assert list(trials.status) == ["STOPPED", "STOPPED"] and trials.value.isna().all()
+    assert list(summarize(trials)["not_completed"]) == [1, 1] and trials.run_path.isna().all()
+    variants, summary = ablate(BASE, {"wd": {"weight_decay": 0.1}}, seeds=[0], steps=1, runs_dir=tmp_path,
+                               progress=False, stop=stop)  # fmt: skip
+    assert list(variants.status) == ["STOPPED", "STOPPED"] and list(summary["failed"]) == [1, 1]
+
+
 def test_random_search_draws_distinct_configs_and_takes_a_numpy_seed():
     """``random_search(3, optimizer=["adam", "muon"])`` gave adam twice: the sweep ran it as two trials and
     ``summarize`` counted them as two seeds in perfect agreement (std 0); ``seed=np.int64(1)`` was random's
