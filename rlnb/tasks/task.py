@@ -7,7 +7,7 @@ model with its tokenizer (the session's codec turns text into tokens and back).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,8 @@ class Task:
         if isinstance(self.prompts, str | bytes) or not isinstance(self.prompts, Sequence) or not self.prompts:
             raise TypeError(f"Task.prompts must be a non-empty list of prompts, such as ['n='], got {self.prompts!r}")
         for i, prompt in enumerate(self.prompts):  # a bad one failed each step (each sweep trial) after its start
+            if isinstance(prompt, Iterator):  # every step reads the prompts: the second would find it empty
+                raise TypeError(f"Task.prompts[{i}] is an iterator, read once: give its ids as a list")
             if not isinstance(prompt, bytes | bytearray):  # ids of a byte-level model: the session knows
                 as_prompt(prompt, f"Task.prompts[{i}]")
         if not callable(self.reward) or not _takes_two(self.reward):  # each step sampled first, then failed

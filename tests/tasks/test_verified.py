@@ -132,6 +132,7 @@ def test_evaluate_on_training_prompts_of_token_ids_reads_their_text():
         (["n=", 5], r"Task.prompts\[1\] must be a string, a list of token ids, or a list of chat messages, got an int"),
         ([[104, "x"]], r"Task.prompts\[0\] must be a string, .*it holds 'x'"),
         ([{"role": "user", "content": "3+4="}], r"Task.prompts\[0\] is one chat message"),
+        (["n=", iter([104, 105])], r"Task.prompts\[1\] is an iterator, read once: give its ids as a list"),
     ],
 )
 def test_a_task_refuses_a_prompt_no_session_can_encode(prompts, words):
