@@ -222,8 +222,11 @@ class Ensemble:
             loss, done = fb_results[m].loss, wire.OperationStatus.COMPLETED
             report = StepReport(rec.step, metrics["reward"], loss, stats.grad_norm, done, rewards, metrics)
             verdict = self._notify(self.hooks.on_step, m, report)
+            if verdict is not None and not isinstance(verdict, str):  # False pruned it, with the reason 'False'
+                raise _CallbackFailed(TypeError(f"on_step returned {verdict!r} for member {m}: return None to go on, "
+                                                "or a reason (a str) to prune it"))  # fmt: skip
             if verdict is not None and len(self.rewards[m]) < self.steps:
-                pruned[m] = str(verdict)
+                pruned[m] = verdict
         for m, reason in pruned.items():
             self._end([m], "PRUNED", reason)
 

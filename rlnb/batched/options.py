@@ -9,7 +9,6 @@ made, naming the field.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.threads import check_threads
-from rlnb.tasks.rl import check_loss
+from rlnb.tasks.rl import check_loss, check_temperature
 from rlnb.wire import LOSS_PARAMS_FIELD, LossConfig, loss_config
 
 MUON_SCALINGS = ("original", "match_adam")
@@ -39,9 +38,7 @@ class StepOptions:
 
     def __post_init__(self) -> None:
         set_int(self, "group_size", 1, MAX_NUM_SAMPLES, optional=True)
-        temp = self.temperature
-        if isinstance(temp, bool) or not (isinstance(temp, int | float) and math.isfinite(temp) and temp >= 0):
-            raise ValueError(f"temperature must be a finite number >= 0, got {temp!r}")
+        check_temperature(self.temperature)
         check_loss(self.loss, self.loss_params)  # as rl_step checks it: bad loss params raise here
 
     def config(self) -> LossConfig:

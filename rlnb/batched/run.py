@@ -41,7 +41,7 @@ from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.tiny import SIZES
 from rlnb.engine.threads import ThreadUse
 from rlnb.params import AdamParams, MuonParams
-from rlnb.tasks import SEED_STRIDE, Task, digits_task
+from rlnb.tasks import SEED_STRIDE, Task, digits_task, seed_range
 from rlnb.wire import OptimizerKind
 
 __all__ = [
@@ -99,7 +99,7 @@ def run_batched(
     step, engine = take(StepOptions, left), take(EngineOptions, left)
     refuse_unknown(left, "run_batched()")
     task = task or digits_task()
-    steps = _check(model, optimizer, members, steps)
+    steps, members = _check(model, optimizer, members, steps)
     check_int("group_size", task.group_size if step.group_size is None else step.group_size, 1, MAX_NUM_SAMPLES)
     use, previous = ThreadUse(engine.torch_device(), engine.threads), torch.get_num_threads()
     described = {**use.config(), "compile": False}  # as a session alone records it
@@ -116,8 +116,8 @@ def run_batched(
         use.close()
 
 
-def _check(model: str, optimizer: str, members: Sequence[Member], steps: int) -> int:
-    """``steps`` as a plain int, once everything is checked."""
+def _check(model: str, optimizer: str, members: Sequence[Member], steps: int) -> tuple[int, list[Member]]:
+    """``steps`` and the members, with plain int seeds, once everything is checked."""
     if not (isinstance(model, str) and model in SIZES):
         raise ValueError(f"model must be a built-in model ({' / '.join(SIZES)}), got {model!r}")
     wire.optimizer_kind(optimizer)
@@ -128,10 +128,13 @@ def _check(model: str, optimizer: str, members: Sequence[Member], steps: int) ->
     if len(set(ids)) != len(ids):
         raise ValueError(f"members' run_id must differ (each member records its own run): {sorted(ids)}")
     expected = AdamParams if optimizer == "adam" else MuonParams
+    lowest, highest = seed_range(steps)  # a seed past it wrapped its step seeds; np.int64 overflowed in the sampler
+    checked = []
     for i, m in enumerate(members):
         if not callable(m.params) and not isinstance(m.params, expected):
             raise ValueError(f"members[{i}].params must be {expected.__name__} (optimizer={optimizer!r}), "
                              f"or a function of the step returning one; got {type(m.params).__name__}")
-    return steps
+        checked.append(replace(m, seed=check_int(f"members[{i}].seed", m.seed, lowest, highest)))
+    return steps, checked
 
 

@@ -49,8 +49,7 @@ def connect(
     A Hugging Face folder (``model=`` or ``tokenizer=``) that ships its own Python code (``auto_map``) is
     refused unless ``trust_remote_code=True`` is passed: only for a folder you trust, as that runs its code.
     """
-    if not isinstance(target, str):
-        raise TypeError(f"target must be 'local' or an http(s):// URL, got {type(target).__name__} {target!r}")
+    check_target(target)
     kind = wire.optimizer_kind(optimizer) if optimizer is not None else None
     check_recording(history, runs_dir, run_id, record)  # before a model is loaded or a remote session started
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
@@ -58,7 +57,7 @@ def connect(
         from rlnb.engine.backend import LocalBackend
 
         backend: Backend = LocalBackend(kind or "adam", **options)
-    elif target.startswith(("http://", "https://")):
+    else:
         from rlnb.remote.backend import RemoteBackend
 
         tokenizer = options.pop("tokenizer", None)
@@ -69,13 +68,20 @@ def connect(
             recording["codec"] = text_codec
         elif str(backend.session().base_model).startswith("rlnb/"):
             recording["codec"] = ByteCodec()  # rlnb serve's built-in models are byte-level
-    else:
-        raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
     try:
         return Session(backend, history, **recording)
     except BaseException:
         backend.close()
         raise
+
+
+def check_target(target: Any) -> None:
+    """``TypeError`` / ``ValueError`` unless ``target`` is ``"local"`` or an http(s):// URL: ``connect`` checks it,
+    and ``sweep`` before its folder is made (each trial FAILED with it)."""
+    if not isinstance(target, str):
+        raise TypeError(f"target must be 'local' or an http(s):// URL, got {type(target).__name__} {target!r}")
+    if target != "local" and not target.startswith(("http://", "https://")):
+        raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
 
 
 def keywords(target: str) -> frozenset[str]:

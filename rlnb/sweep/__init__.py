@@ -30,7 +30,7 @@ from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, SearchOptions, TrialOptions
 from .space import Categorical, Float, Int, apply, grid, label, random_search
-from .trial import RESULT_COLUMNS, REWARD_WINDOW
+from .trial import METRIC_COLUMNS, RESULT_COLUMNS, REWARD_WINDOW
 
 __all__ = [
     "REWARD_WINDOW",
@@ -69,8 +69,7 @@ def ablate(
     ``seeds``: default the ``seeds`` of a ``trial_options`` group if one is given, else (0, 1, 2). Returns
     ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric`` over seeds with
     its delta against the baseline."""
-    if "baseline" in changes:  # it replaced the baseline itself, and every delta was against that change
-        raise ValueError("changes: 'baseline' is the name of the unchanged run; name your variant otherwise")
+    _check_ablation(changes, metric)
     variants = {"baseline": {}, **{name: dict(change) for name, change in changes.items()}}
     if seeds is None:  # a fixed default here won over the group's seeds, as a field by name does
         group = sweep_options.get("trial_options")
@@ -88,10 +87,25 @@ def ablate(
     return trials, summary
 
 
+def _check_ablation(changes: Mapping[str, Mapping[str, Any]], metric: str) -> None:
+    """Before the sweep: a bad ``metric`` was a ``KeyError`` once every trial had run, and the table was lost."""
+    if metric not in METRIC_COLUMNS:
+        raise ValueError(f"metric must be one of {', '.join(METRIC_COLUMNS)}, got {metric!r}")
+    if not isinstance(changes, Mapping):
+        raise TypeError(f"changes must be a dict of variant name -> changed fields, such as "
+                        f"{{'higher lr': {{'learning_rate': 1e-2}}}}, got {type(changes).__name__}")  # fmt: skip
+    for name, change in changes.items():
+        if not isinstance(change, Mapping):
+            raise TypeError(f"changes[{name!r}] must be a dict of changed fields, such as {{'learning_rate': 1e-2}}, "
+                            f"got {change!r}")  # fmt: skip
+    if "baseline" in changes:  # it replaced the baseline itself, and every delta was against that change
+        raise ValueError("changes: 'baseline' is the name of the unchanged run; name your variant otherwise")
+
+
 def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFrame:
     """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text): mean,
     std, min and max of ``metric`` over the COMPLETED trials, and how many trials ended otherwise."""
-    check_column(trials, "metric", metric)
+    check_column(trials, "metric", metric, numeric=True)
     keys = [c for c in trials.columns if c not in RESULT_COLUMNS and c != "variant"] or ["label"]
     groups = trials.groupby(keys, dropna=False)
     ok = trials[trials.status == "COMPLETED"].groupby(keys, dropna=False)[metric]

@@ -26,7 +26,7 @@ from .batched_executor import MAX_MEMBERS, BatchedExecutor
 from .executors import Executor, ThreadExecutor, route
 from .folder import append_row, begin, lock, new_folder, settings, table, trial_run_id
 from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
-from .space import apply, parse_space
+from .space import apply, config_list, parse_space
 from .trial import TrialSpec, base_row
 
 Progress = Callable[[int, int, dict[str, Any]], None]
@@ -105,6 +105,7 @@ def sweep(
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
     check_connect_options(options, trial.target)
+    configs = config_list(configs)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
     # absolute: a relative folder read after a %cd would be another one (trial runs, resume=trials.attrs["path"])
     folder = Path(resume).expanduser().absolute() if resume is not None else new_folder(runs_dir)

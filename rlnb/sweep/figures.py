@@ -39,11 +39,13 @@ def search_plot(trials: pd.DataFrame, x: str = "learning_rate", y: str = "value"
     return ax
 
 
-def check_column(trials: pd.DataFrame, name: str, column: str) -> None:
-    """``ValueError`` naming the argument and the table's numeric columns, not pandas' bare ``KeyError``."""
-    if column not in trials.columns:
-        numeric = ", ".join(str(c) for c in trials.select_dtypes("number").columns)
-        raise ValueError(f"{name}={column!r} is not a column of these trials; numeric columns: {numeric}")
+def check_column(trials: pd.DataFrame, name: str, column: str, numeric: bool = False) -> None:
+    """``ValueError`` naming the argument and the table's numeric columns, not pandas' bare ``KeyError`` (with
+    ``numeric``, also for a column of text: ``summarize(metric="reason")`` gave NaN for every config, silently)."""
+    if column not in trials.columns or numeric and not pd.api.types.is_numeric_dtype(trials[column]):
+        columns = ", ".join(str(c) for c in trials.select_dtypes("number").columns)
+        kind = "a numeric column" if column in trials.columns else "a column"
+        raise ValueError(f"{name}={column!r} is not {kind} of these trials; numeric columns: {columns}")
 
 
 def _maximise(trials: pd.DataFrame, y: str) -> bool:

@@ -145,6 +145,8 @@ def lr_find(
     seed = check_int("seed", seed, *seed_range(steps))  # step i samples with seed * SEED_STRIDE + i, an int64
     if objective not in ("reward", "loss"):
         raise ValueError(f"objective must be 'reward' or 'loss', got {objective!r}")
+    if task is not None and not isinstance(task, Task):  # a reward function failed its first step, session opened
+        raise TypeError(f"task must be a Task, such as first_letter_task(), or None (the digits task), got {task!r}")
     target, runs_dir = options.pop("target", "local"), options.pop("runs_dir", None)
     kind = "adam" if isinstance(base, AdamParams) else "muon"
     resolved = base.resolved()

@@ -4,8 +4,10 @@ flushed at once), one run folder per trial, and for Optuna ``study.db``. What ma
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
+import math
 import types
 import warnings
 from collections.abc import Mapping, Sequence
@@ -87,7 +89,8 @@ def task_detail(task: Task) -> str:
     its code), the prompts' digest and the lengths. Every reward passed as a function is named "custom": another
     one on resume ran the rest of the sweep with it, its rows beside the first's in one table."""
     reward = task.reward
-    name = f"{getattr(reward, '__module__', '?')}.{getattr(reward, '__qualname__', type(reward).__qualname__)}"
+    named = reward.func if isinstance(reward, functools.partial) else reward
+    name = f"{getattr(named, '__module__', '?')}.{getattr(named, '__qualname__', type(named).__qualname__)}"
     prompts = json.dumps(task.prompts, default=str, sort_keys=True)
     return (f"reward {name} ({_digest(_code_of(reward))}), {len(task.prompts)} prompts ({_digest(prompts.encode())}), "
             f"max_tokens {task.max_tokens}, group_size {task.group_size}")  # fmt: skip
@@ -96,13 +99,25 @@ def task_detail(task: Task) -> str:
 def _code_of(fn: Any) -> bytes:
     """What a function computes, as bytes: its bytecode, names and constants (nested functions' too), defaults and
     the plain values it closes over; not its source, which for a lambda written in the ``sweep(...)`` call is the
-    whole call, ``resume=`` included. A callable object: its class's ``__call__``."""
+    whole call, ``resume=`` included. A ``functools.partial``: its function's, and the plain arguments it binds
+    (any partial was one digest, whatever its function). A callable object: its class's ``__call__``, and its
+    plain attributes (``Reward(answer="7")`` was ``Reward(answer="8")``)."""
+    if isinstance(fn, functools.partial):
+        bound = [*fn.args, *sorted(fn.keywords.items())]
+        return b"\0".join([_code_of(fn.func), repr(_plain_only(bound)).encode()])
     call = next((k.__dict__["__call__"] for k in type(fn).__mro__ if "__call__" in k.__dict__), None)
     code = getattr(fn, "__code__", None) or getattr(call, "__code__", None)
     if code is None:
         return repr(type(fn)).encode()
     cells = [c.cell_contents for c in getattr(fn, "__closure__", None) or () if _is_plain(c)]
-    return b"\0".join([_bytecode(code), repr(getattr(fn, "__defaults__", None)).encode(), repr(cells).encode()])
+    state = [] if hasattr(fn, "__code__") else _plain_only(sorted(getattr(fn, "__dict__", {}).items()))
+    return b"\0".join([_bytecode(code), repr(getattr(fn, "__defaults__", None)).encode(), repr(cells).encode(),
+                       *([repr(state).encode()] if state else [])])  # fmt: skip
+
+
+def _plain_only(values: list[Any]) -> list[Any]:
+    """The values (or (name, value) pairs) whose repr is the same in every process."""
+    return [v for v in values if _is_plain_value(v[1] if isinstance(v, tuple) else v)]
 
 
 def _is_plain(cell: Any) -> bool:
@@ -111,6 +126,10 @@ def _is_plain(cell: Any) -> bool:
         value = cell.cell_contents
     except ValueError:  # an empty cell
         return False
+    return _is_plain_value(value)
+
+
+def _is_plain_value(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool | bytes)
 
 
@@ -188,7 +207,10 @@ def table(rows: list[dict[str, Any]], folder: Path, objective: Objective, supers
     if len(out):
         out = out.sort_values("trial", ignore_index=True)
         for col in ("final_loss", "best_loss", "final_reward", "best_reward", "value", "wall_s"):
-            if col in out:
-                out[col] = out[col].astype(float)
+            # always there: a sweep whose every trial stopped before it started lacked them, and summarize, ablate
+            # and search_plot then raised (ablate losing its table)
+            out[col] = out[col].astype(float) if col in out else math.nan
+        if "run_path" not in out:
+            out["run_path"] = None
     out.attrs.update(path=str(folder), objective=objective)
     return out

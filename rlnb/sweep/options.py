@@ -14,6 +14,7 @@ from typing import Any
 
 from rlnb._options import is_integer, set_int
 from rlnb.schedule import Schedule
+from rlnb.session.connect import check_target
 from rlnb.tasks import Task, digits_task, seed_range
 
 from .executors import EXECUTORS
@@ -43,6 +44,14 @@ class TrialOptions:
         if self.objective not in ("reward", "loss"):
             raise ValueError(f"objective must be 'reward' or 'loss', got {self.objective!r}")
         set_int(self, "steps", 1)
+        if not (self.task is None or isinstance(self.task, Task) or callable(self.task)):  # every trial FAILED
+            raise TypeError(f"task must be a Task, a reward function reward(prompt, completion) -> float or None "
+                            f"(the digits task), such as first_letter_task(), got {self.task!r}")  # fmt: skip
+        self.the_task()  # a reward that cannot take (prompt, completion) is refused before the sweep folder is made
+        check_target(self.target)
+        if self.schedule is not None and not isinstance(self.schedule, Schedule):  # each trial FAILED: AttributeError
+            raise TypeError(f"schedule must be None or a Schedule, such as Schedule('cosine', total_steps="
+                            f"{self.steps}), got {self.schedule!r}")  # fmt: skip
         seeds = self.seeds  # a str is a sequence too: seeds="ab" ran seeds 'a' and 'b'
         listed = isinstance(seeds, Sequence) and not isinstance(seeds, str | bytes) or hasattr(seeds, "tolist")
         if not listed or not len(seeds) or not all(is_integer(s) for s in seeds):

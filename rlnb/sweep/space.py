@@ -12,13 +12,14 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import check_int
+from rlnb._options import check_int, is_integer
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
+from rlnb.prompts import scalar
 
 
 @dataclass(frozen=True)
@@ -47,14 +48,22 @@ class Categorical:
 
 
 Dimension = Float | Int | Categorical
+REDRAWS = 20
+"""``random_search`` draws up to this many configs per one asked before it says the space is too small."""
 
 
 def dimension(name: str, spec: Any) -> Dimension:
-    """A dimension from its object or shorthand; a malformed one raises naming ``name``."""
-    if isinstance(spec, Float | Int | Categorical):
+    """A dimension from its object or shorthand; a malformed one raises naming ``name``. Numpy and torch scalars
+    among its choices or ends are the Python numbers they hold (params refuse ``np.int64``)."""
+    if isinstance(spec, tuple):
+        spec = tuple(scalar(v) for v in spec)
+    dim: Dimension
+    if isinstance(spec, Categorical):
+        dim = Categorical(tuple(scalar(c) for c in spec.choices))
+    elif isinstance(spec, Float | Int):
         dim = spec
     elif isinstance(spec, list):
-        dim = Categorical(tuple(spec))
+        dim = Categorical(tuple(scalar(c) for c in spec))
     elif isinstance(spec, tuple) and len(spec) == 3 and spec[2] in ("log", "int"):
         dim = Int(int(spec[0]), int(spec[1])) if spec[2] == "int" else Float(float(spec[0]), float(spec[1]), log=True)
     elif isinstance(spec, tuple) and len(spec) == 2 and all(isinstance(v, int | float) for v in spec):
@@ -129,15 +138,57 @@ def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
     for name, values in axes.items():
         check_once(f"grid: {name}", list(values))
     names = list(axes)
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(axes[n] for n in names))]
+    plain = ([scalar(v) for v in axes[n]] for n in names)  # np.arange's np.int64: plain ints, as params take them
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*plain)]
 
 
 def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
-    """``n`` configs drawn from ``space`` (dimensions or shorthands, see the module docstring)."""
+    """``n`` distinct configs drawn from ``space`` (dimensions or shorthands, see the module docstring). A draw
+    that repeats an earlier one is drawn again: the same config twice ran as two trials that ``summarize``
+    counted as seeds in perfect agreement (likely on a space of a few choices or integers)."""
     n = check_int("n", n, 1)  # 2.5 was range()'s bare TypeError, -1 an empty list, True one config
+    if not is_integer(seed):  # np.int64 was random's bare TypeError
+        raise ValueError(f"random_search: seed must be an integer, got {seed!r}")
     dims = {name: dimension(name, spec) for name, spec in space.items()}
-    rng = random.Random(seed)
-    return [sample(dims, rng) for _ in range(n)]
+    rng = random.Random(int(seed))
+    configs: list[dict[str, Any]] = []
+    for _ in range(n * REDRAWS):
+        config = sample(dims, rng)
+        configs += [config] if config not in configs else []
+        if len(configs) == n:
+            return configs
+    drawn_from = dict(space) or "an empty space"
+    raise ValueError(f"random_search: {n} distinct configs asked, but {n * REDRAWS} draws from {drawn_from} gave "
+                     f"{len(configs)}: draw fewer, or use grid(...)")  # fmt: skip
+
+
+def config_list(configs: Any) -> list[dict[str, Any]] | None:
+    """``sweep``'s ``configs`` as a list of dicts, read once: a generator ran its trials and was recorded in
+    ``sweep.json`` as ``[]`` (read again, empty), and one dict, or a list holding a name, was dict()'s "dictionary
+    update sequence element #0 has length 1". Each config as ``_flat`` spells it."""
+    if configs is None:
+        return None
+    if isinstance(configs, Mapping | str | bytes) or not isinstance(configs, Iterable):
+        raise TypeError(f"configs must be a list of dicts, such as grid(learning_rate=[1e-3, 1e-2]), got "
+                        f"{configs!r}{' (one config: put it in a list)' if isinstance(configs, Mapping) else ''}")
+    listed = list(configs)
+    for i, config in enumerate(listed):
+        if not isinstance(config, Mapping):
+            raise TypeError(f"configs[{i}] must be a dict of fields, such as {{'learning_rate': 1e-3}}, got {config!r}")
+    return [_flat(c) for c in listed]
+
+
+def _flat(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A config with a nested group spelt as its dotted fields (``{"adam": {"learning_rate": 1e-3}}`` is
+    ``{"adam.learning_rate": 1e-3}``: its dict in a table column was unhashable to ``summarize``), each value a plain
+    number (``np.float32`` went to JSON files as "0.001")."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            out.update({f"{key}.{sub}": scalar(v) for sub, v in value.items()})
+        else:
+            out[key] = scalar(value)
+    return out
 
 
 def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:

@@ -39,6 +39,8 @@ RESULT_COLUMNS = frozenset(
      "best_reward", "value", "run_path", "wall_s", "executor", "host", "not_batched"}
 )  # fmt: skip
 """Every column of a trial's row that is not part of its config (the config's own fields are the others)."""
+METRIC_COLUMNS = ("final_reward", "best_reward", "value", "final_loss", "best_loss", "steps_done", "wall_s")
+"""The numbers every trial's row has: what ``ablate`` can summarise, known before anything runs."""
 
 
 @dataclass

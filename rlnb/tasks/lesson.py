@@ -14,7 +14,7 @@ from rlnb._options import check_int
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.tasks.rl import SEED_STRIDE, rl_step
+from rlnb.tasks.rl import SEED_STRIDE, rl_step, seed_range
 from rlnb.tasks.verified import EVAL_ACCURACY, EVAL_EVERY, VerifiedTask
 
 
@@ -49,6 +49,10 @@ def train(session: Session, task: VerifiedTask, params: OptimizerParams, steps: 
     the history as ``eval/accuracy``."""
     steps = check_int("steps", steps, 0)
     eval_every = check_int("eval_every", eval_every, 1)
+    seed = check_int("seed", seed, *seed_range(steps))  # checked by rl_step as seed * SEED_STRIDE + i, after an eval
+    if not isinstance(task, VerifiedTask):  # it has no held-out split: a bare AttributeError for 'evaluate'
+        raise TypeError(f"task must be a VerifiedTask, such as first_letter_task(), got {type(task).__name__} "
+                        f"{getattr(task, 'name', task)!r}")  # fmt: skip
     run = LessonRun()
     run.accuracy[session.step] = log_accuracy(session, task)
     for i in range(steps):

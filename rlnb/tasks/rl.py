@@ -4,11 +4,14 @@ weights-sync (``rl_step``), and what it reports (``StepReport``)."""
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from rlnb import samples, wire
+from rlnb._options import check_int
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
@@ -71,7 +74,14 @@ def rl_step(
     ``session.history.log``."""
     params = session.check_params(params)
     check_loss(loss, loss_params)
-    group_size = task.group_size if group_size is None else group_size
+    # before anything is sampled: a bad one was pydantic's error on num_samples, or (advantage_scale) "scale"
+    # after the step's samples, whose completions were then recorded unscored
+    group_size = check_int("group_size", task.group_size if group_size is None else group_size, 1)
+    check_temperature(temperature)
+    seed = check_int("seed", seed, -(2**63), 2**63 - 1, optional=True)  # the API's int64
+    if advantage_scale not in get_args(AdvantageScale):
+        scales = ", ".join(get_args(AdvantageScale))
+        raise ValueError(f"advantage_scale must be one of {scales}, got {advantage_scale!r}")
     prompts = [session.encode(p) for p in task.prompts]
     sampled = session.sample(
         prompts, num_samples=group_size, max_tokens=task.max_tokens, temperature=temperature, seed=seed
@@ -112,6 +122,13 @@ def rl_step(
         rewards=[r.reward for g in groups for r in g],
         metrics=metrics,
     )
+
+
+def check_temperature(temperature: Any) -> None:
+    """``ValueError`` unless the sampling temperature is a finite number >= 0 (0: greedy)."""
+    t = temperature
+    if isinstance(t, bool) or not (isinstance(t, numbers.Real) and math.isfinite(t) and float(t) >= 0):
+        raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
 
 
 def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:

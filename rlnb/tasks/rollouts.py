@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -105,7 +106,8 @@ def unscored(
 
 def score(task: Task, groups: Sequence[Sequence[Rollout]], scale: AdvantageScale = "sample_std") -> list[list[Rollout]]:
     """``groups`` (``unscored``) with the task's reward of each completion and their group advantages. Raises what
-    the reward raises, and ``ValueError`` when the advantages are not finite (a policy sample refuses them)."""
+    the reward raises, and ``ValueError`` when a reward or the advantages are not finite (a policy sample refuses
+    them)."""
     scored = []
     for group in groups:
         rewards = [_reward(task, r.prompt, r.completion) for r in group]
@@ -125,14 +127,23 @@ def prompt_texts(
 
 
 def _reward(task: Task, prompt: str, completion: str) -> float:
-    """``task.reward(prompt, completion)`` as a float; ``TypeError`` naming the task and the texts unless it
-    is a real number (a string such as '0.5' is refused too: a reward that returns text is a bug)."""
+    """``task.reward(prompt, completion)`` as a finite float: a real number, a bool (``completion == answer``), or
+    numpy's or torch's one (a reward model's score, a one-element tensor). Anything else — a string such as '0.5'
+    (a reward that returns text is a bug), a complex, NaN, inf, an int past float — is an error naming the task and
+    the texts (NaN was "the advantages are not finite", naming neither; 10**400 float()'s ``OverflowError``)."""
     value = task.reward(prompt, completion)
-    if not isinstance(value, numbers.Real):
+    try:
+        if isinstance(value, str | bytes | complex) or getattr(getattr(value, "dtype", None), "kind", "") == "c":
+            raise TypeError
+        number = float(value.item() if hasattr(value, "item") and not isinstance(value, numbers.Number) else value)
+    except (TypeError, ValueError, OverflowError, RuntimeError):  # RuntimeError: a tensor of many elements
         raise TypeError(
-            f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned {value!r}; it must return a number"
-        )
-    return float(value)
+            f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned {reprlib.repr(value)}; it must return a "
+            "number a float holds"
+        ) from None
+    if not math.isfinite(number):  # no advantage can be made of it
+        raise ValueError(f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned {number}; it must be finite")
+    return number
 
 
 def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str, float] | None) -> dict[str, float]:

@@ -6,11 +6,14 @@ model with its tokenizer (the session's codec turns text into tokens and back).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rlnb._options import set_int
 from rlnb.session import Prompt
+from rlnb.text import as_prompt
 
 
 def digit_fraction(text: str) -> float:
@@ -33,8 +36,26 @@ class Task:
     def __post_init__(self) -> None:
         if isinstance(self.prompts, str | bytes) or not isinstance(self.prompts, Sequence) or not self.prompts:
             raise TypeError(f"Task.prompts must be a non-empty list of prompts, such as ['n='], got {self.prompts!r}")
+        for i, prompt in enumerate(self.prompts):  # a bad one failed each step (each sweep trial) after its start
+            if isinstance(prompt, Iterator):  # every step reads the prompts: the second would find it empty
+                raise TypeError(f"Task.prompts[{i}] is an iterator, read once: give its ids as a list")
+            if not isinstance(prompt, bytes | bytearray):  # ids of a byte-level model: the session knows
+                as_prompt(prompt, f"Task.prompts[{i}]")
+        if not callable(self.reward) or not _takes_two(self.reward):  # each step sampled first, then failed
+            raise TypeError(f"Task.reward must be a function reward(prompt, completion) -> float, got {self.reward!r}")
         set_int(self, "max_tokens", 1, name="Task.max_tokens")
         set_int(self, "group_size", 1, name="Task.group_size")
+
+
+def _takes_two(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn(prompt, completion)`` can be called (a function whose signature cannot be read is trusted)."""
+    try:
+        inspect.signature(fn).bind("prompt", "completion")
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (some builtins)
+        return True
+    return True
 
 
 def digits_task() -> Task:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
 from rlnb._options import check_int
-from rlnb.session import Session
+from rlnb.session import Prompt, Session
 from rlnb.tasks.task import Task, digits_task
 
 EVAL_ACCURACY = "eval/accuracy"
@@ -43,20 +43,39 @@ class VerifiedTask(Task):
     """The eval accuracy of the best constant answer: what a collapsed policy (one output for every
     prompt) scores, the floor a lesson compares against."""
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        prompts = self.eval_prompts  # a string was evaluated one character a prompt
+        if isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence) or not all(
+            isinstance(p, str) for p in prompts
+        ):
+            raise TypeError(f"VerifiedTask.eval_prompts must be a list of text prompts, such as ['cadb>'], "
+                            f"got {prompts!r}")  # fmt: skip
+        self.eval_prompts = list(prompts)
+        trained = sorted(set(prompts) & {p for p in self.prompts if isinstance(p, str)})
+        if trained:  # its accuracy would be called held-out while measuring what training rewarded
+            raise ValueError(f"VerifiedTask.eval_prompts must be held out of the training prompts; both hold "
+                             f"{trained[:5]}{' ...' if len(trained) > 5 else ''} ({len(trained)} in all)")  # fmt: skip
+
     def evaluate(self, session: Session, n: int | None = None, *, split: str = "eval") -> float:
         """Accuracy, pass@1 at temperature 0 (greedy), on the first ``n`` prompts of the held-out split
         (``split="train"``: the training prompts). Reads the sampler's weights, i.e. the last weights-sync."""
         if split not in ("eval", "train"):
             raise ValueError(f"split must be 'eval' or 'train', got {split!r}")
         n = check_int("n", n, 1, optional=True)  # n=-1 evaluated all but the last prompt
-        prompts = self.eval_prompts if split == "eval" else [str(p) for p in self.prompts]
-        prompts = prompts[:n] if n is not None else prompts
+        prompts: list[Prompt] = list(self.eval_prompts if split == "eval" else self.prompts)[:n]
         if not prompts:
             raise ValueError(f"task {self.name!r} has no {split} prompts to evaluate")
         ids = [session.encode(p) for p in prompts]
         out = session.sample(ids, num_samples=1, max_tokens=self.max_tokens, temperature=0.0).result()
-        texts = [session.decode(r.sequences[0].tokens, skip_special=True) for r in out.results]
-        return statistics.fmean(float(t == self.answer(p)) for t, p in zip(texts, prompts, strict=True))
+
+        def plain(tokens: Sequence[int]) -> str:  # as rl_step's reward reads them
+            return session.decode(tokens, skip_special=True)
+
+        texts = [plain(r.sequences[0].tokens) for r in out.results]
+        # a training prompt of token ids (or chat messages) is its text as the reward reads it, not str() of a list
+        asked = [p if isinstance(p, str) else plain(i) for p, i in zip(prompts, ids, strict=True)]
+        return statistics.fmean(float(t == self.answer(p)) for t, p in zip(texts, asked, strict=True))
 
 
 def exact_match(answer: Callable[[str], str]) -> Callable[[str, str], float]:

@@ -1,7 +1,9 @@
-"""Each batched member's loss is checked as a session's forward-backward checks it (``handlers.finite_loss``)."""
+"""Each batched member's loss is checked as a session's forward-backward checks it (``handlers.finite_loss``), and its
+seed as a sweep checks one."""
 
 import math
 
+import pytest
 import torch
 
 from rlnb import wire
@@ -33,3 +35,30 @@ def test_a_member_whose_ratio_overflows_fails_its_forward_backward_alone():
     code, message = second.error
     assert code == wire.OperationErrorCode.NON_FINITE_LOSS
     assert message.startswith("loss/ratio/mean is inf") and message.endswith("no gradients were accumulated")
+
+
+def test_member_seeds_are_integers_in_the_step_seed_range_and_numpy_ones_train(tmp_path):
+    """``Member(params, np.int64(3))`` ended FAILED INTERNAL_ERROR (OverflowError in ``% 2**63``), ``seed=1.5``
+    FAILED after the model was built, ``seed=2**62`` COMPLETED on wrapped step seeds, ``None`` a bare TypeError."""
+    import numpy as np
+
+    import rlnb
+    from rlnb.batched import Member, run_batched
+
+    for seed in (1.5, 2**62, None, True):
+        with pytest.raises(ValueError, match=rf"members\[1\].seed must be an integer in \[-\d+, \d+\], got {seed}"):
+            run_batched("tiny", "adam", [Member(rlnb.AdamParams()), Member(rlnb.AdamParams(), seed)], steps=1)
+    (result,) = run_batched("tiny", "adam", [Member(rlnb.AdamParams(), np.int64(3))], steps=1, group_size=2)
+    assert result.status == "COMPLETED" and result.history.config["seed"] == 3
+
+
+def test_an_on_step_answer_that_is_no_reason_is_the_callers_error_not_a_prune(tmp_path):
+    """``on_step=lambda i, report: report.reward > 0.5`` pruned the member at its first step, its reason 'False'."""
+    import rlnb
+    from rlnb.batched import Member, run_batched
+    from rlnb.history import History
+
+    with pytest.raises(TypeError, match="on_step returned False for member 0: return None to go on, or a reason"):
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="m")], steps=3, group_size=2, runs_dir=tmp_path,
+                    on_step=lambda i, report: report.reward > 0.5)  # fmt: skip
+    assert len(History.load(tmp_path / "m").steps) == 1  # the run stays readable

@@ -88,3 +88,15 @@ def test_a_column_the_trials_lack_is_named():
     for n in (2.5, -1, True):
         with pytest.raises(ValueError, match=f"n must be an integer >= 1, got {n}"):
             random_search(n, learning_rate=(1e-4, 1e-2))
+
+
+def test_summarize_refuses_a_metric_of_text():
+    """``summarize(trials, metric="reason")`` (a column of None) gave NaN with count 0 for every config, silently;
+    ``metric="status"`` was pandas' "dtype 'str' does not support operation 'mean'"."""
+    trials = pd.DataFrame({"trial": [0, 1], "label": ["a", "b"], "weight_decay": [0.0, 0.1], "seed": [0, 0],
+                           "status": ["COMPLETED"] * 2, "reason": [None] * 2, "final_reward": [0.5, 0.7]})  # fmt: skip
+    for metric in ("reason", "status"):
+        with pytest.raises(ValueError, match=rf"metric='{metric}' is not a numeric column of these trials; numeric "
+                                             r"columns: trial, weight_decay, seed, final_reward"):  # fmt: skip
+            summarize(trials, metric=metric)
+    assert list(summarize(trials)["mean"]) == [0.5, 0.7]

@@ -430,6 +430,18 @@ def test_a_bad_range_is_refused_before_anything_is_opened_or_sent(tmp_path, kwar
     session.close()
 
 
+@pytest.mark.parametrize("task", [lambda prompt, completion: 1.0, "first_letter"])
+def test_a_task_that_is_no_task_is_refused_before_a_session_is_copied(tmp_path, task):
+    """``lr_find(..., task=reward)`` (as ``sweep`` takes one) copied the user's session through a checkpoint, opened
+    the copy and made its run folder, then failed its first step: ``'function' object has no attribute ...``."""
+    session = rlnb.connect("local", optimizer="adam", device="cpu", runs_dir=tmp_path, run_id="user")
+    runs = tmp_path / "lr-find"
+    with pytest.raises(TypeError, match="task must be a Task, such as first_letter_task"):
+        lr_find(rlnb.AdamParams(), session, steps=5, task=task, runs_dir=runs)
+    assert len(session.history) == 0 and not runs.exists()
+    session.close()
+
+
 def test_muon_defaults_are_known_before_a_session_is_opened(tmp_path):
     """Muon's default range depends on its scaling: read from ``muon_scaling=`` (or the session's) first."""
     runs = tmp_path / "lr-find"

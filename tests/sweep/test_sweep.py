@@ -1,6 +1,7 @@
 """Sweeps and ablations: one row per trial, failures kept, stop keeps finished trials, remote pools."""
 
 import _thread
+import functools
 import json
 import re
 import subprocess
@@ -39,8 +40,90 @@ def test_grid_and_random_search():
     assert {c["optimizer"] for c in configs} == {"adam", "muon"}
     with pytest.raises(ValueError, match="space"):
         random_search(1, lr=5)
-    steps = [c["newton_schulz_steps"] for c in random_search(30, newton_schulz_steps=(3, 6, "int"))]
+    steps = [c["newton_schulz_steps"] for c in random_search(4, newton_schulz_steps=(3, 6, "int"))]  # distinct
     assert set(steps) == {3, 4, 5, 6} and all(isinstance(n, int) for n in steps)
+
+
+def test_configs_given_as_a_generator_are_recorded_and_resume(tmp_path):
+    """A generator of configs ran its trials but ``sweep.json`` recorded ``"configs": []`` (read a second time):
+    the folder no longer said what ran, and a resume with the same configs was refused as changed."""
+    first = sweep(BASE, (c for c in grid(learning_rate=[1e-3, 2e-3])), steps=1, runs_dir=tmp_path, progress=False)
+    stored = json.loads((Path(first.attrs["path"]) / "sweep.json").read_text())
+    assert stored["configs"] == [{"learning_rate": 1e-3}, {"learning_rate": 2e-3}]
+    again = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, resume=first.attrs["path"], progress=False)
+    assert list(again.status) == ["COMPLETED", "COMPLETED"]
+
+
+@pytest.mark.parametrize(
+    ("configs", "words"),
+    [
+        ({"learning_rate": 1e-3}, r"configs must be a list of dicts, .*got \{'learning_rate': 0.001\} \(one config"),
+        ([{"learning_rate": 1e-3}, "x"], r"configs\[1\] must be a dict of fields, .*got 'x'"),
+        ([("learning_rate", 1e-3)], r"configs\[0\] must be a dict of fields, .*got \('learning_rate', 0.001\)"),
+        ("lr", "configs must be a list of dicts"),
+    ],
+)
+def test_configs_that_are_not_a_list_of_dicts_are_refused_naming_them(tmp_path, configs, words):
+    """One dict, or a list holding a string or a pair, was dict()'s "dictionary update sequence element #0 has
+    length 1; 2 is required", naming neither configs nor which one."""
+    with pytest.raises(TypeError, match=words):
+        sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+
+
+def test_numpy_values_in_configs_and_spaces_are_plain_numbers(tmp_path):
+    """``grid(newton_schulz_steps=np.arange(3, 5))`` (the docs take an array) was ``InvalidParams: np.int64(3) is
+    invalid: must be an integer``; an ``np.float32`` rate ran, but its label read 0.0010000000474974513 and
+    ``sweep.json`` / ``trials.jsonl`` stored it as the string "0.001" (so a read-back table sorted it as text)."""
+    assert grid(newton_schulz_steps=np.arange(3, 5)) == [{"newton_schulz_steps": 3}, {"newton_schulz_steps": 4}]
+    assert all(type(c["newton_schulz_steps"]) is int for c in grid(newton_schulz_steps=np.arange(3, 5)))
+    drawn = random_search(2, newton_schulz_steps=list(np.arange(3, 6)), learning_rate=(np.float32(1e-3), 1e-1))
+    assert all(type(c["newton_schulz_steps"]) is int and type(c["learning_rate"]) is float for c in drawn)
+    trials = sweep(rlnb.MuonParams(), grid(newton_schulz_steps=np.arange(3, 4)) + [{"learning_rate": np.float32(1e-3)}],
+                   steps=1, runs_dir=tmp_path, progress=False)  # fmt: skip
+    assert list(trials.status) == ["COMPLETED", "COMPLETED"]
+    assert list(trials.label) == ["newton_schulz_steps=3", "learning_rate=0.001"]
+    rows = [json.loads(line) for line in (Path(trials.attrs["path"]) / "trials.jsonl").read_text().splitlines()]
+    assert rows[1]["learning_rate"] == pytest.approx(1e-3) and rows[0]["newton_schulz_steps"] == 3
+
+
+def test_a_config_with_a_nested_group_is_its_dotted_fields_and_summarizes(tmp_path):
+    """``{"adam": {"learning_rate": 1e-3}}`` ran (MuonParams takes the group), but its table column held dicts:
+    ``summarize`` raised ``TypeError: unhashable type: 'dict'`` and the label read ``adam={'learning_rate': 0.001}``."""
+    configs = [{"adam": {"learning_rate": 1e-3}}, {"adam": {"learning_rate": 1e-2}}]
+    trials = sweep(rlnb.MuonParams(), configs, steps=1, runs_dir=tmp_path, progress=False)
+    assert list(trials.label) == ["adam.learning_rate=0.001", "adam.learning_rate=0.01"]
+    assert list(summarize(trials).index) == [1e-3, 1e-2] and "adam" not in trials.columns
+
+
+def test_a_sweep_stopped_before_any_trial_started_still_summarizes(tmp_path):
+    """Every row was "stopped before it started", so the table had no ``final_reward`` / ``value`` / ``run_path``:
+    ``summarize`` raised "metric='final_reward' is not a column", ``ablate`` a ``KeyError`` (its table lost)."""
+    stop = threading.Event()
+    stop.set()
+    trials = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, runs_dir=tmp_path, progress=False, stop=stop)
+    assert list(trials.status) == ["STOPPED", "STOPPED"] and trials.value.isna().all()
+    assert list(summarize(trials)["not_completed"]) == [1, 1] and trials.run_path.isna().all()
+    variants, summary = ablate(BASE, {"wd": {"weight_decay": 0.1}}, seeds=[0], steps=1, runs_dir=tmp_path,
+                               progress=False, stop=stop)  # fmt: skip
+    assert list(variants.status) == ["STOPPED", "STOPPED"] and list(summary["failed"]) == [1, 1]
+
+
+def test_random_search_draws_distinct_configs_and_takes_a_numpy_seed():
+    """``random_search(3, optimizer=["adam", "muon"])`` gave adam twice: the sweep ran it as two trials and
+    ``summarize`` counted them as two seeds in perfect agreement (std 0); ``seed=np.int64(1)`` was random's
+    bare ``TypeError``."""
+    configs = random_search(4, seed=np.int64(1), newton_schulz_steps=(3, 6, "int"))
+    assert sorted(c["newton_schulz_steps"] for c in configs) == [3, 4, 5, 6]
+    log_lr = (1e-5, 1e-1, "log")
+    assert random_search(2, seed=1, learning_rate=log_lr) == random_search(2, seed=np.int64(1), learning_rate=log_lr)
+    with pytest.raises(ValueError, match=r"random_search: 3 distinct configs asked, but 60 draws from \{'optimizer'"
+                                         r": \['adam', 'muon'\]\} gave 2: draw fewer, or use grid"):
+        random_search(3, optimizer=["adam", "muon"])
+    with pytest.raises(ValueError, match="2 distinct configs asked, but 40 draws from an empty space gave 1"):
+        random_search(2)
+    with pytest.raises(ValueError, match="random_search: seed must be an integer, got 1.5"):
+        random_search(2, seed=1.5, learning_rate=(1e-5, 1e-1))
 
 
 @pytest.mark.parametrize("values", ["0.001", 1e-3, {"a": 1e-3}])
@@ -152,6 +235,24 @@ def test_ablation_variants_that_share_a_label_stay_apart(tmp_path):
     assert summary.loc["control", "delta"] == 0  # the same config and seeds as the baseline: the same numbers
     with pytest.raises(ValueError, match="'baseline' is the name of the unchanged run"):
         ablate(BASE, {"baseline": {"learning_rate": 1e-2}}, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
+
+
+@pytest.mark.parametrize(
+    ("changes", "metric", "error", "message"),
+    [
+        ({"wd": {"weight_decay": 0.1}}, "reward", ValueError, "metric must be one of final_reward, .*got 'reward'"),
+        ({"lr": 1e-2}, "final_reward", TypeError, r"changes\['lr'\] must be a dict of changed fields.*got 0.01"),
+        ([{"learning_rate": 1e-2}], "final_reward", TypeError, "changes must be a dict of variant name"),
+    ],
+)
+def test_an_ablation_with_a_bad_metric_or_change_is_refused_before_any_trial_runs(
+    tmp_path, changes, metric, error, message
+):
+    """metric='reward' (the column is final_reward) ran every trial, then raised pandas' KeyError: the table was
+    lost; a change given as a value ({"lr": 1e-2}) was 'float' object is not iterable."""
+    with pytest.raises(error, match=message):
+        ablate(BASE, changes, seeds=[0], steps=1, metric=metric, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []  # no sweep folder, no trial
 
 
 def test_remote_pool_waits_at_the_session_cap(server, tmp_path):
@@ -663,6 +764,49 @@ def test_a_connect_option_no_trial_can_take_is_one_type_error_up_front(tmp_path,
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("task", ["first_letter", 5])
+def test_a_task_that_is_neither_a_task_nor_a_reward_is_refused_before_a_folder_is_made(tmp_path, task):
+    """``task="first_letter"`` (the demo's --task name) became a reward "function" that every trial called after
+    sampling: each row FAILED "'str' object is not callable", in a sweep folder."""
+    with pytest.raises(TypeError, match=rf"task must be a Task, a reward function .*got {task!r}"):
+        sweep(BASE, steps=1, task=task, runs_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(TypeError, match="Task.reward must be a function reward"):
+        Task("t", ["n="], task)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("schedule", ["cosine", {"kind": "cosine"}])
+def test_a_schedule_that_is_no_schedule_is_refused_before_a_folder_is_made(tmp_path, schedule):
+    """``schedule="cosine"`` made every trial FAILED "AttributeError: 'str' object has no attribute 'multiplier'"."""
+    with pytest.raises(TypeError, match=r"schedule must be None or a Schedule, such as Schedule\('cosine', "
+                                        r"total_steps=3\), got"):
+        sweep(BASE, steps=3, schedule=schedule, runs_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("target", "error", "words"),
+    [(None, TypeError, "target must be 'local' or an http"), (5, TypeError, "got int 5"),
+     ("locl", ValueError, "unknown target 'locl': use 'local' or an http")],
+)
+def test_a_target_no_session_can_connect_to_is_refused_before_a_folder_is_made(tmp_path, target, error, words):
+    """``target="locl"`` (or None) made every trial FAILED with connect's error, in a sweep folder."""
+    with pytest.raises(error, match=words):
+        sweep(BASE, steps=1, target=target, runs_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_reward_that_cannot_take_a_prompt_and_a_completion_is_refused_before_a_folder_is_made(tmp_path):
+    """``task=lambda completion: ...`` made every trial sample its first step, then FAILED "<lambda>() takes 1
+    positional argument but 2 were given", in a sweep folder."""
+    with pytest.raises(TypeError, match=r"Task.reward must be a function reward\(prompt, completion\) -> float"):
+        sweep(BASE, steps=1, task=lambda completion: 1.0, runs_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(TypeError, match=r"Task.reward must be a function reward\(prompt, completion\)"):
+        Task("t", ["n="], lambda prompt, completion, answer: 1.0)
+    assert Task("t", ["n="], lambda *texts: 1.0).reward("n=", "7") == 1.0  # anything that takes the two texts
+
+
 def test_a_sweep_folder_and_its_resume_expand_home(tmp_path, monkeypatch):
     """``~`` is the home folder in runs_dir and resume, as in connect's runs_dir (not a ``./~`` folder)."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -743,6 +887,43 @@ def test_a_resume_compares_what_a_reward_computes_not_where_it_is_written(tmp_pa
         sweep(BASE, configs, steps=1, resume=made.attrs["path"], progress=False, task=_reward_for("2"))
     assert list(sweep(BASE, configs, steps=1, resume=made.attrs["path"], progress=False,
                       task=_reward_for("1")).status) == ["COMPLETED", "COMPLETED"]  # fmt: skip
+
+
+def _starts(prompt, completion, first):
+    return float(completion.startswith(first))
+
+
+def _ends(prompt, completion, first):
+    return float(completion.endswith(first))
+
+
+class _StartsWith:
+    def __init__(self, first):
+        self.first = first
+
+    def __call__(self, prompt, completion):
+        return float(completion.startswith(self.first))
+
+
+@pytest.mark.slow
+def test_a_resume_tells_partials_and_reward_objects_apart_by_what_they_bind(tmp_path):
+    """Every ``functools.partial`` was one digest, "reward functools.partial (eeac...)", whatever its function and
+    arguments; a reward object was its class's ``__call__`` alone: ``_StartsWith("2")`` resumed a sweep of
+    ``_StartsWith("1")``, and ``partial(_ends, ...)`` one of ``partial(_starts, ...)``."""
+    configs = grid(learning_rate=[1e-3, 2e-3])
+    partial = functools.partial
+    for made, others in [
+        (partial(_starts, first="1"), [partial(_starts, first="2"), partial(_ends, first="1")]),
+        (_StartsWith("1"), [_StartsWith("2")]),
+    ]:
+        stop = threading.Event()
+        first = sweep(BASE, configs, steps=1, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set(),  # noqa: B023
+                      executor="threads", task=made)  # fmt: skip
+        for other in others:
+            with pytest.raises(ValueError, match="changed: task_detail"):
+                sweep(BASE, configs, steps=1, resume=first.attrs["path"], progress=False, task=other)
+        again = sweep(BASE, configs, steps=1, resume=first.attrs["path"], progress=False, task=made)
+        assert list(again.status) == ["COMPLETED", "COMPLETED"]
 
 
 @pytest.mark.slow

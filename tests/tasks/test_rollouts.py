@@ -7,6 +7,7 @@ import math
 import re
 import statistics
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -93,7 +94,7 @@ def test_score_gives_the_reward_the_completion_text_and_keeps_the_tokens():
     assert [r.advantage for r in groups[0]] == pytest.approx(trl_advantages([1.0, 0.0]))
     assert groups[1][0].advantage == 0.0  # a group of one
     nan_task = Task("t", ["a"], lambda p, c: math.nan)
-    with pytest.raises(ValueError, match=r"the advantages are not finite: the task's rewards were \[nan, nan\]"):
+    with pytest.raises(ValueError, match=r"task 't': reward\('a', 'x'\) returned nan; it must be finite"):
         score(nan_task, unscored(["a"], [result(seq([1]), seq([2]))], lambda t: "x"))
     with pytest.raises(ZeroDivisionError):  # the task's own error, as it raised it
         score(Task("t", ["a"], lambda p, c: 1 / 0), unscored(["a"], [result(seq([1]))], lambda t: "x"))
@@ -291,6 +292,33 @@ def test_a_reward_that_does_not_return_a_number_is_named(answer):
 
 
 @pytest.mark.parametrize(
+    ("answer", "taken"),
+    [(True, 1.0), (np.bool_(True), 1.0), (np.float32(0.5), 0.5), (torch.tensor(0.25), 0.25),
+     (torch.tensor([0.75]), 0.75), (np.int64(1), 1.0)],
+)
+def test_a_reward_of_numpy_or_torch_numbers_and_bools_is_taken_as_a_float(answer, taken):
+    """A reward model's ``torch.tensor(0.25)`` and ``np.bool_`` were refused as "not a number" where a bool and
+    ``np.float32`` were taken (and ``history.log`` takes both)."""
+    groups = score(Task("t", ["a"], lambda p, c: answer), unscored(["a"], [result(seq([1]))], lambda t: "x"))
+    assert groups[0][0].reward == taken and type(groups[0][0].reward) is float
+
+
+@pytest.mark.parametrize(
+    ("answer", "error", "words"),
+    [(math.inf, ValueError, "returned inf; it must be finite"), (np.float64("nan"), ValueError, "returned nan;"),
+     (10**400, TypeError, r"returned 1000.*000; it must return a number a float holds"),
+     (1 + 2j, TypeError, r"returned \(1\+2j\); it must return a number"),
+     (torch.tensor([0.5, 0.25]), TypeError, "returned tensor.*; it must return a number")],
+    ids=["inf", "nan", "10**400", "complex", "two-element tensor"],
+)
+def test_a_reward_that_is_not_finite_or_no_float_names_the_task_and_texts(answer, error, words):
+    """NaN and inf were "the advantages are not finite: the task's rewards were [inf]", naming no task, prompt or
+    completion; 10**400 was float()'s bare ``OverflowError``."""
+    with pytest.raises(error, match=rf"task 't': reward\('a', 'x'\) {words}"):
+        score(Task("t", ["a"], lambda p, c: answer), unscored(["a"], [result(seq([1]))], lambda t: "x"))
+
+
+@pytest.mark.parametrize(
     ("loss_params", "words"),
     [
         ({"beta": 0.04}, r"loss_params beta = 0.04 needs each sample's reference_logprobs, which rl_step does not"),
@@ -304,3 +332,22 @@ def test_rl_step_refuses_a_loss_it_cannot_train_before_sampling(loss_params, wor
         with pytest.raises(ValueError, match=words):
             rl_step(s, digits_task(), rlnb.AdamParams(), loss_params=loss_params)
         assert len(s.history) == 0 and s.step == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"advantage_scale": "std"}, "advantage_scale must be one of sample_std, population_std, none, got 'std'"),
+        ({"group_size": 0}, "group_size must be an integer >= 1, got 0"),
+        ({"group_size": 2.5}, "group_size must be an integer >= 1, got 2.5"),
+        ({"temperature": -1.0}, "temperature must be a finite number >= 0, got -1.0"),
+        ({"seed": 1.5}, r"seed must be None or an integer in \[-9223372036854775808, 9223372036854775807\], got 1.5"),
+    ],
+)
+def test_rl_step_refuses_bad_step_options_before_sampling(kwargs, words):
+    """``advantage_scale="std"`` sampled the step, recorded its completions with NaN rewards, then raised "scale
+    must be ..."; a bad group_size, temperature or seed was pydantic's ValidationError (num_samples, SamplingParams)."""
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        with pytest.raises(ValueError, match=words):
+            rl_step(s, digits_task(), rlnb.AdamParams(), **kwargs)
+        assert len(s.history) == 0 and len(s.history.completions) == 0 and s.step == 0

@@ -91,6 +91,57 @@ def test_a_task_refuses_prompts_given_as_one_string_and_bad_sizes(kwargs, words)
         rlnb.tasks.Task(**{"name": "t", "prompts": ["n="], "reward": lambda p, c: 0.0, **kwargs})
 
 
+def test_a_verified_task_refuses_eval_prompts_as_one_string_or_shared_with_training():
+    """``eval_prompts="cadb>"`` was evaluated one character a prompt; eval prompts that are also training prompts
+    gave a "held-out" accuracy of what training rewarded."""
+    task = first_letter_task()
+    with pytest.raises(TypeError, match=r"eval_prompts must be a list of text prompts, such as \['cadb>'\], got 'ab>'"):
+        dataclasses.replace(task, eval_prompts="ab>")
+    with pytest.raises(ValueError, match=r"must be held out of the training prompts; both hold \[.*\] \(2 in"):
+        dataclasses.replace(task, eval_prompts=[*task.eval_prompts, *task.prompts[:2]])
+    assert dataclasses.replace(task, eval_prompts=tuple(task.eval_prompts)).eval_prompts == task.eval_prompts
+
+
+def test_a_lesson_refuses_a_task_without_a_held_out_split_and_a_bad_seed_before_anything_is_logged():
+    """``train(s, digits_task(), ...)`` was a bare ``AttributeError: 'Task' object has no attribute 'evaluate'``;
+    ``seed=2**62`` (or 1.5) logged an accuracy, then failed naming ``seed * SEED_STRIDE``, a number never given."""
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        with pytest.raises(TypeError, match=r"must be a VerifiedTask, such as first_letter_task\(\), got Task 'digits"):
+            rlnb.tasks.lesson.train(s, rlnb.tasks.digits_task(), rlnb.AdamParams(), 2)
+        for seed in (2**62, 1.5):
+            with pytest.raises(ValueError, match=rf"seed must be an integer in \[-\d+, \d+\], got {seed}"):
+                rlnb.tasks.lesson.train(s, first_letter_task(), rlnb.AdamParams(), 2, seed=seed)
+        assert len(s.history.logged) == 0 and len(s.history) == 0
+
+
+def test_evaluate_on_training_prompts_of_token_ids_reads_their_text():
+    """``split="train"`` scored ``str(prompt)``: a training prompt of token ids was sampled as the text
+    "[99, 97, 100, 98, 62]" and its answer computed from that text: the accuracy of other prompts, silently."""
+    task = first_letter_task(n_train=8, n_eval=4)
+    as_ids = dataclasses.replace(task, prompts=[list(p.encode()) for p in task.prompts])
+    seen: list[str] = []
+    spy = dataclasses.replace(as_ids, answer=lambda p: seen.append(p) or p[0])
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        assert spy.evaluate(s, split="train") == task.evaluate(s, split="train")
+        assert seen == task.prompts
+
+
+@pytest.mark.parametrize(
+    ("prompts", "words"),
+    [
+        (["n=", 5], r"Task.prompts\[1\] must be a string, a list of token ids, or a list of chat messages, got an int"),
+        ([[104, "x"]], r"Task.prompts\[0\] must be a string, .*it holds 'x'"),
+        ([{"role": "user", "content": "3+4="}], r"Task.prompts\[0\] is one chat message"),
+        (["n=", iter([104, 105])], r"Task.prompts\[1\] is an iterator, read once: give its ids as a list"),
+    ],
+)
+def test_a_task_refuses_a_prompt_no_session_can_encode(prompts, words):
+    """``Task("t", ["n=", 5], reward)`` was built; each step (each trial of a sweep, in its folder) then failed."""
+    with pytest.raises(TypeError, match=words):
+        rlnb.tasks.Task("t", prompts, lambda p, c: 0.0)
+    assert rlnb.tasks.Task("t", [b"hi", (104, 105), [{"role": "user", "content": "hi"}]], lambda p, c: 0.0)
+
+
 def test_a_lesson_run_reads_its_last_numbers():
     run = LessonRun({0: 0.0, 10: 0.5, 20: 0.75}, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 3.0)
     assert run.final_accuracy == 0.75 and run.final_reward == pytest.approx(0.4)
