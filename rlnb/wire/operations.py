@@ -1,66 +1,52 @@
-"""Operations: the envelope, every kind's request body and result, and the payload side channel.
+"""Operations: the envelope, the training kinds' bodies and results, the kind tables, the payload side channel.
 
 Forward-backward, custom-forward-backward and sample bodies may carry ``payload_id``: the real body was
 uploaded through ``.../payloads/upload-url`` (SDK 3.1.1 does so above 0.5 MiB) and the inline one is a
 small stand-in that only passes validation. A result may carry ``payload_id`` too: its large members are
 then fetched through ``.../payloads/{payload_id}/download-url`` and merged over the inline ones.
 
-Longer than ~300 lines because it mirrors one resource of the API: every kind's body and result beside
-the envelope and the kind tables that pair them, which a split would scatter.
+What a model reads is ``inputs``; the sample request and its completions are ``sampling``; the optim-step
+and the checkpoints have modules of their own. The tables here pair every kind with its body and result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar
+from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar
 
-from pydantic import Field, field_serializer, model_validator
+from pydantic import model_validator
 
-from rlnb.wire.base import Int64, StrictBool, StrictFloat, StrictInt, _finite_list, _Model, _Request
+from rlnb.wire.base import Int64, StrictBool, StrictFloat, _Model, _Request
 from rlnb.wire.checkpoints import InferenceCheckpointResult, TrainingCheckpointResult
+from rlnb.wire.inputs import Sample, TensorData
 from rlnb.wire.losses import LossConfig
 from rlnb.wire.optim import OptimStepBody, OptimStepResult
+from rlnb.wire.sampling import SampleBody, SampleOutput
 from rlnb.wire.status import OperationErrorCode, OperationStatus, unknown_code
 
 __all__ = [
-    "DEFAULT_MAX_TOKENS",
     "LARGE_PAYLOAD_BYTES",
     "OFFLOADED_KINDS",
     "OFFLOADED_RESULT_MEMBERS",
     "OUTPUT_OPTIONAL",
     "REQUEST_TYPES",
     "RESULT_TYPES",
-    "STOP_REASON_LENGTH",
     "SYNC_NAMES",
     "CustomForwardBackwardBody",
     "CustomForwardBackwardResult",
     "DType",
-    "EncodedText",
     "ForwardBackwardBody",
     "ForwardBackwardResult",
     "GradientTensor",
     "Listener",
     "LossFnOutput",
-    "ModelInput",
-    "ModelInputChunk",
     "NoBody",
     "Operation",
     "OperationError",
     "OperationKind",
     "PayloadDownloadUrl",
     "PayloadUploadUrl",
-    "PolicyVersionSegment",
-    "PromptTopLogprobs",
-    "Sample",
-    "SampleBody",
-    "SampleOutput",
-    "SampleResult",
-    "SampledSequence",
-    "SamplingParams",
-    "StopReason",
-    "TensorDType",
-    "TensorData",
     "UPLOADED_MEMBERS",
     "WeightSyncType",
     "WeightsSyncBody",
@@ -82,8 +68,6 @@ class OperationKind(StrEnum):
 
 DType: TypeAlias = Literal["D_TYPE_UNSPECIFIED", "D_TYPE_INT64", "D_TYPE_FLOAT32", "D_TYPE_BFLOAT16"]
 """The dtype a custom-forward-backward gradient may declare (the values are float32 whatever it says)."""
-TensorDType: TypeAlias = Literal["int64", "float32"]
-"""A loss input tensor's dtype: ``int64`` for token ids, ``float32`` for the rest."""
 WeightSyncType: TypeAlias = Literal[
     "WEIGHT_SYNC_TYPE_SYNCHRONOUS", "WEIGHT_SYNC_TYPE_BACKGROUND_PUBLISH", "WEIGHT_SYNC_TYPE_PIPELINE"
 ]
@@ -94,10 +78,6 @@ SYNC_NAMES: dict[str, WeightSyncType] = {
     "pipeline": "WEIGHT_SYNC_TYPE_PIPELINE",
 }
 """Short names of the weight-sync types."""
-StopReason: TypeAlias = Literal["STOP_REASON_LENGTH", "STOP_REASON_STOP"]
-"""Why a sampled sequence ended: ``max_tokens`` reached (LENGTH) or a stop string / EOS (STOP)."""
-STOP_REASON_LENGTH: Final[StopReason] = "STOP_REASON_LENGTH"
-"""A sequence that reached ``max_tokens`` before EOS or a stop string (TRL calls it clipped)."""
 
 LARGE_PAYLOAD_BYTES: Final = 512 * 1024
 """Bodies above this (compact JSON) go through the payload side channel (SDK 3.1.1's threshold)."""
@@ -157,70 +137,6 @@ Listener: TypeAlias = Callable[[Operation[Any]], None]
 
 
 # ---------------------------------------------------------------------------------------------
-# Tensors and samples
-
-
-class TensorData(_Model):
-    """A flat 1-D tensor. ``shape``, if given, must equal ``[len(data)]``; sparse fields are rejected."""
-
-    data: list[StrictFloat]
-    dtype: TensorDType
-    shape: list[StrictInt] | None = None
-    sparse_crow_indices: list[int] | None = None
-    sparse_col_indices: list[int] | None = None
-
-    @field_serializer("data")
-    def _int64_as_integers(self, data: list[float]) -> list[float | int]:
-        """int64 data goes out as JSON integers (``215``, not ``215.0``), as the SDK insists."""
-        if self.dtype != "int64":
-            return list(data)
-        return [int(v) if float(v).is_integer() else v for v in data]
-
-    @model_validator(mode="after")
-    def _check(self) -> TensorData:
-        _finite_list(self.data)
-        if self.shape is not None and self.shape != [len(self.data)]:
-            raise ValueError(f"shape {self.shape} must be 1-D and equal to the data length {len(self.data)}")
-        if self.sparse_crow_indices is not None or self.sparse_col_indices is not None:
-            raise ValueError("sparse tensors are reserved and rejected")
-        return self
-
-
-class EncodedText(_Model):
-    """A chunk of token ids (int64, sent as JSON integers by clients)."""
-    tokens: list[Int64]
-
-
-class ModelInputChunk(_Model):
-    """One chunk of a model input; the API has only encoded text today."""
-    encoded_text: EncodedText
-
-
-class ModelInput(_Model):
-    """A prompt or a training sequence as the API sends it: a list of token chunks."""
-    chunks: list[ModelInputChunk]
-
-    @classmethod
-    def from_tokens(cls, tokens: list[int]) -> ModelInput:
-        """One chunk holding ``tokens``: the shape every rlnb client sends."""
-        return cls(chunks=[ModelInputChunk(encoded_text=EncodedText(tokens=list(tokens)))])
-
-    @property
-    def tokens(self) -> list[int]:
-        """All chunks' tokens, concatenated."""
-        return [t for c in self.chunks for t in c.encoded_text.tokens]
-
-
-class Sample(_Model):
-    """One sequence. Position convention: ``model_input = (prompt + response)[:-1]`` and slot ``i`` of
-    every loss tensor describes the token predicted at position ``i``."""
-
-    model_input: ModelInput
-    loss_fn_inputs: dict[str, TensorData]
-    routed_experts_key: str | None = None
-
-
-# ---------------------------------------------------------------------------------------------
 # Forward-backward and custom forward-backward
 
 
@@ -273,7 +189,7 @@ class CustomForwardBackwardResult(_Model):
 
 
 # ---------------------------------------------------------------------------------------------
-# Weights-sync and sample
+# Weights-sync
 
 
 class WeightsSyncBody(_Request):
@@ -285,71 +201,6 @@ class WeightsSyncResult(_Model):
     """The output of a weights-sync: the policy version the sampler now serves."""
     weights_version: Int64
     """Policy version now live (0 = initial model, +1 per optim-step)."""
-
-
-DEFAULT_MAX_TOKENS = 16
-"""``max_tokens`` when a sample request leaves it unset (rlnb's backends; advertised by ``rlnb serve``)."""
-
-
-class SamplingParams(_Model):
-    """Sampling settings of one sample request; unset fields take the session's defaults."""
-    max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
-    temperature: Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)] | None = None
-    top_p: Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
-    top_k: Annotated[StrictInt, Field(ge=-1)] | None = None
-    """-1 = off."""
-    stop: list[str] | None = None
-    seed: Int64 | None = None
-    """Same seed + same prompt + same weights -> same tokens."""
-
-
-class SampleBody(_Request):
-    """The sample request: prompts, samples per prompt, sampling settings, prompt log-probs."""
-    model_inputs: list[ModelInput]
-    num_samples: Annotated[StrictInt, Field(ge=1)] | None = None
-    sampling_params: SamplingParams | None = None
-    prompt_logprobs: StrictBool | None = None
-    topk_prompt_logprobs: Annotated[StrictInt, Field(ge=0, le=20)] | None = None
-    """0 disables; at most 20."""
-    return_routed_experts: StrictBool | None = None
-    payload_id: str | None = None
-    """The uploaded body replaces the inline stand-in."""
-
-
-class PolicyVersionSegment(_Model):
-    """From ``start_token`` on, the tokens came from policy ``version`` (weights may change mid-sample)."""
-    start_token: int
-    version: int
-
-
-class SampledSequence(_Model):
-    """One completion: its tokens, log-probs and stop reason (``text`` is decoded client-side)."""
-    tokens: list[Int64]
-    stop_reason: StopReason
-    prompt_cache_hit_tokens: int = 0
-    logprobs: list[float] | None = None
-    routed_experts_key: str | None = None
-    text: str | None = Field(default=None, exclude=True)
-    """rlnb, client side: ``tokens`` decoded with the session's tokenizer. Never sent on the wire."""
-
-
-class PromptTopLogprobs(_Model):
-    """The top-k candidate tokens and their log-probs at one prompt position."""
-    token_ids: list[int] = Field(default_factory=list)
-    logprobs: list[float] = Field(default_factory=list)
-
-
-class SampleResult(_Model):
-    """The completions of one prompt, with its prompt log-probs when asked for."""
-    policy_segments: list[PolicyVersionSegment]
-    sequences: list[SampledSequence]
-    prompt_logprobs: list[float] | None = None
-    topk_prompt_logprobs: list[PromptTopLogprobs] | None = None
-
-
-class SampleOutput(_Model):
-    """The output of a sample operation: one ``SampleResult`` per prompt, in request order."""
-    results: list[SampleResult]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,77 @@
+"""What a model reads: token chunks (``ModelInput``) and a sample's loss tensors (``TensorData``).
+
+Forward-backward and custom forward-backward bodies carry ``Sample``s; a sample request carries
+``ModelInput``s as its prompts.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+from pydantic import field_serializer, model_validator
+
+from rlnb.wire.base import Int64, StrictFloat, StrictInt, _finite_list, _Model
+
+__all__ = ["EncodedText", "ModelInput", "ModelInputChunk", "Sample", "TensorDType", "TensorData"]
+
+TensorDType: TypeAlias = Literal["int64", "float32"]
+"""A loss input tensor's dtype: ``int64`` for token ids, ``float32`` for the rest."""
+
+class TensorData(_Model):
+    """A flat 1-D tensor. ``shape``, if given, must equal ``[len(data)]``; sparse fields are rejected."""
+
+    data: list[StrictFloat]
+    dtype: TensorDType
+    shape: list[StrictInt] | None = None
+    sparse_crow_indices: list[int] | None = None
+    sparse_col_indices: list[int] | None = None
+
+    @field_serializer("data")
+    def _int64_as_integers(self, data: list[float]) -> list[float | int]:
+        """int64 data goes out as JSON integers (``215``, not ``215.0``), as the SDK insists."""
+        if self.dtype != "int64":
+            return list(data)
+        return [int(v) if float(v).is_integer() else v for v in data]
+
+    @model_validator(mode="after")
+    def _check(self) -> TensorData:
+        _finite_list(self.data)
+        if self.shape is not None and self.shape != [len(self.data)]:
+            raise ValueError(f"shape {self.shape} must be 1-D and equal to the data length {len(self.data)}")
+        if self.sparse_crow_indices is not None or self.sparse_col_indices is not None:
+            raise ValueError("sparse tensors are reserved and rejected")
+        return self
+
+
+class EncodedText(_Model):
+    """A chunk of token ids (int64, sent as JSON integers by clients)."""
+    tokens: list[Int64]
+
+
+class ModelInputChunk(_Model):
+    """One chunk of a model input; the API has only encoded text today."""
+    encoded_text: EncodedText
+
+
+class ModelInput(_Model):
+    """A prompt or a training sequence as the API sends it: a list of token chunks."""
+    chunks: list[ModelInputChunk]
+
+    @classmethod
+    def from_tokens(cls, tokens: list[int]) -> ModelInput:
+        """One chunk holding ``tokens``: the shape every rlnb client sends."""
+        return cls(chunks=[ModelInputChunk(encoded_text=EncodedText(tokens=list(tokens)))])
+
+    @property
+    def tokens(self) -> list[int]:
+        """All chunks' tokens, concatenated."""
+        return [t for c in self.chunks for t in c.encoded_text.tokens]
+
+
+class Sample(_Model):
+    """One sequence. Position convention: ``model_input = (prompt + response)[:-1]`` and slot ``i`` of
+    every loss tensor describes the token predicted at position ``i``."""
+
+    model_input: ModelInput
+    loss_fn_inputs: dict[str, TensorData]
+    routed_experts_key: str | None = None

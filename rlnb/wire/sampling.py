@@ -1,0 +1,92 @@
+"""Sampling: the sample request, its settings, and the completions it returns."""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Literal, TypeAlias
+
+from pydantic import Field
+
+from rlnb.wire.base import Int64, StrictBool, StrictFloat, StrictInt, _Model, _Request
+from rlnb.wire.inputs import ModelInput
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "STOP_REASON_LENGTH",
+    "PolicyVersionSegment",
+    "PromptTopLogprobs",
+    "SampleBody",
+    "SampleOutput",
+    "SampleResult",
+    "SampledSequence",
+    "SamplingParams",
+    "StopReason",
+]
+
+StopReason: TypeAlias = Literal["STOP_REASON_LENGTH", "STOP_REASON_STOP"]
+"""Why a sampled sequence ended: ``max_tokens`` reached (LENGTH) or a stop string / EOS (STOP)."""
+STOP_REASON_LENGTH: Final[StopReason] = "STOP_REASON_LENGTH"
+"""A sequence that reached ``max_tokens`` before EOS or a stop string (TRL calls it clipped)."""
+
+DEFAULT_MAX_TOKENS = 16
+"""``max_tokens`` when a sample request leaves it unset (rlnb's backends; advertised by ``rlnb serve``)."""
+
+
+class SamplingParams(_Model):
+    """Sampling settings of one sample request; unset fields take the session's defaults."""
+    max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    temperature: Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)] | None = None
+    top_p: Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    top_k: Annotated[StrictInt, Field(ge=-1)] | None = None
+    """-1 = off."""
+    stop: list[str] | None = None
+    seed: Int64 | None = None
+    """Same seed + same prompt + same weights -> same tokens."""
+
+
+class SampleBody(_Request):
+    """The sample request: prompts, samples per prompt, sampling settings, prompt log-probs."""
+    model_inputs: list[ModelInput]
+    num_samples: Annotated[StrictInt, Field(ge=1)] | None = None
+    sampling_params: SamplingParams | None = None
+    prompt_logprobs: StrictBool | None = None
+    topk_prompt_logprobs: Annotated[StrictInt, Field(ge=0, le=20)] | None = None
+    """0 disables; at most 20."""
+    return_routed_experts: StrictBool | None = None
+    payload_id: str | None = None
+    """The uploaded body replaces the inline stand-in."""
+
+
+class PolicyVersionSegment(_Model):
+    """From ``start_token`` on, the tokens came from policy ``version`` (weights may change mid-sample)."""
+    start_token: int
+    version: int
+
+
+class SampledSequence(_Model):
+    """One completion: its tokens, log-probs and stop reason (``text`` is decoded client-side)."""
+    tokens: list[Int64]
+    stop_reason: StopReason
+    prompt_cache_hit_tokens: int = 0
+    logprobs: list[float] | None = None
+    routed_experts_key: str | None = None
+    text: str | None = Field(default=None, exclude=True)
+    """rlnb, client side: ``tokens`` decoded with the session's tokenizer. Never sent on the wire."""
+
+
+class PromptTopLogprobs(_Model):
+    """The top-k candidate tokens and their log-probs at one prompt position."""
+    token_ids: list[int] = Field(default_factory=list)
+    logprobs: list[float] = Field(default_factory=list)
+
+
+class SampleResult(_Model):
+    """The completions of one prompt, with its prompt log-probs when asked for."""
+    policy_segments: list[PolicyVersionSegment]
+    sequences: list[SampledSequence]
+    prompt_logprobs: list[float] | None = None
+    topk_prompt_logprobs: list[PromptTopLogprobs] | None = None
+
+
+class SampleOutput(_Model):
+    """The output of a sample operation: one ``SampleResult`` per prompt, in request order."""
+    results: list[SampleResult]
