@@ -168,6 +168,22 @@ PARAMS: dict[wire.OptimizerKind, type[AdamParams] | type[MuonParams]] = {"adam":
 """The params class of each optimizer kind."""
 
 
+def params_for(optimizer: wire.OptimizerKind, params: OptimizerParams | dict[str, Any] | None) -> OptimizerParams:
+    """``params`` as a session of ``optimizer`` takes them (None: the defaults; a dict is parsed), or
+    ``TypeError`` for the other kind."""
+    expected = PARAMS[optimizer]
+    if params is None:
+        return expected()
+    if isinstance(params, dict):
+        return expected.from_dict(params)
+    if not isinstance(params, expected):
+        raise TypeError(
+            f"this session's optimizer is {optimizer}: pass {expected.__name__}, not {type(params).__name__} "
+            "(the optimizer is fixed when the session is created)"
+        )
+    return params
+
+
 @dataclass(frozen=True, slots=True)
 class AdamHyperparams:
     """Every AdamW hyperparameter of one step, defaults filled in: what ``AdamParams.resolved()`` gives

@@ -1,8 +1,8 @@
 """The checks of what a notebook hands over as text or token ids, before any codec reads it: token ids in the
 forms a notebook has them, text a tokenizer can encode, chat messages a template renders as written, and what
-``tokenizer=`` may be; and ``sample``'s arguments as the wire takes them (``prompt_list``, ``stop_list``,
-``scalar``). Apart from ``rlnb.text`` (the codecs) so that each stays small; each check's error names the argument
-it refuses.
+``tokenizer=`` may be; ``sample``'s arguments as the wire takes them (``prompt_list``, ``stop_list``, ``scalar``)
+and as the model can take them (``check_ids``, ``check_room``). Apart from ``rlnb.text`` (the codecs) so that
+each stays small; each check's error names the argument it refuses.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from rlnb import wire
 from rlnb._options import is_integer
 
 REPLACEMENT = "\ufffd"
@@ -143,3 +144,28 @@ def stop_list(stop: Any) -> list[str] | None:
             raise ValueError(f"stop[{i}] holds U+FFFD, which decoded text shows for bytes that are no character yet: "
                              "it cannot be matched")  # fmt: skip
     return list(stop) or None
+
+
+def check_ids(ids: Sequence[int], name: str, vocab: int | None) -> None:
+    """``ValueError`` naming ``name`` if an id is below 0 or, where ``vocab`` is known (in-process models), past
+    the vocabulary."""
+    if ids and (min(ids) < 0 or (vocab is not None and max(ids) >= vocab)):
+        bad = next(t for t in ids if t < 0 or (vocab is not None and t >= vocab))
+        allowed = f"the vocabulary [0, {vocab})" if vocab is not None else "the token ids (>= 0)"
+        raise ValueError(f"{name}: token {bad} is outside {allowed}")
+
+
+def check_room(prompts: Sequence[Sequence[int]], max_tokens: int | None, context: int | None) -> None:
+    """``ValueError`` naming the prompt that, with ``max_tokens`` (None: the default, ``wire.DEFAULT_MAX_TOKENS``)
+    new tokens, would not fit the model's ``context`` (known for in-process models; None: not checked)."""
+    if context is None:
+        return
+    room = max_tokens if max_tokens is not None else wire.DEFAULT_MAX_TOKENS
+    unset = " (the default: max_tokens is unset)" if max_tokens is None else ""
+    for i, t in enumerate(prompts):
+        if len(t) > context:
+            raise ValueError(f"prompt {i} has {len(t)} tokens, more than the model's context of {context}")
+        if len(t) + room > context:
+            raise ValueError(
+                f"prompt {i}: {len(t)} tokens + max_tokens {room}{unset} exceed the model's context of {context}"
+            )

@@ -10,17 +10,15 @@ a killed process loses nothing it had recorded. A run id that exists already is 
 are loaded and new ones are numbered after them.
 ``History.load(path)`` restores a run, loading what is readable and warning about the rest.
 
-The record format is ``rlnb.history.record``; the tables are built by ``rlnb.history.tables``. The
-module is longer than ~300 lines because ``History`` is one class, the record of a run and its views;
-what could stand apart (store, steplog, tables, catalog) already does.
+The record format is ``rlnb.history.record``; the tables are built by ``rlnb.history.tables``; a run folder is
+read back and opened again by ``rlnb.history.runs``. ``History`` is one class, the record of a run and its
+views, a little over ~300 lines; what can stand apart (store, runs, steplog, tables, catalog) does.
 """
 
 from __future__ import annotations
 
-import html
 import math
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,29 +27,16 @@ import pandas as pd
 
 from rlnb import wire
 from rlnb._options import check_bool
-from rlnb.history.completion_log import CompletionLog, checked, read_completions
+from rlnb.history.completion_log import CompletionLog, checked
 from rlnb.history.export import save_run, with_json
-from rlnb.history.reading import read_config, read_jsonl
-from rlnb.history.record import Record, as_row, fold_output, from_row, logged_row, warn_bad
-from rlnb.history.runconfig import continued, continued_at
+from rlnb.history.record import Record, as_row, fold_output
+from rlnb.history.runconfig import continued_at
+from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run
 from rlnb.history.steplog import StepLog, logged_figures
-from rlnb.history.store import (
-    LOCK_FILE,
-    METRICS_FILE,
-    OPS_FILE,
-    RunStore,
-    environment,
-    lock_run,
-    new_run_id,
-    run_folder,
-    runs_root,
-)
-from rlnb.history.tables import _columns, _concat, _ops_frame
+from rlnb.history.store import LOCK_FILE, RunStore, lock_run, run_folder, runs_root
+from rlnb.history.tables import _columns, _concat, _ops_frame, summary_html
 
 __all__ = ["History", "RunContinuedWarning", "check_recording"]
-
-class RunContinuedWarning(UserWarning):
-    """A session continues a run whose earlier session reached a later step than this one starts at."""
 
 
 def check_recording(history: object, runs_dir: str | Path | None, run_id: str | None, record: object) -> None:
@@ -106,24 +91,10 @@ class History:
 
         An existing run is continued: its records are loaded and new operations are numbered after them.
         One session at a time writes a run: a second one raises ``rlnb.RunLocked``."""
-        run_id = run_id if run_id is not None else new_run_id(str(config.get("optimizer", "")))
-        path = run_folder(runs_dir, run_id)
-        store = RunStore(path)  # the lock first: nobody else writes while the earlier records are read
-        try:  # whatever fails here, the lock is released: a retry is not refused as RunLocked
-            written = [f for f in (path / OPS_FILE, path / METRICS_FILE) if f.is_file() and f.stat().st_size]
-            earlier = cls.load(path) if written else None  # a run that only logged figures is continued too
-            first = continued(run_id, earlier.config if earlier is not None else None, time.time())
-            config = {**first, **config, "versions": environment()}
-            store.write_config(config)
-        except BaseException:
-            store.close()
-            raise
+        store, config, earlier = open_run(config, runs_dir, run_id)
         history = cls(store, config)
         if earlier is not None:
-            history._records, history._logged = earlier._records, earlier._logged
-            history._completions = earlier._completions
-            history._next_seq = earlier._next_seq
-            history._replay(unfinished=False)  # the earlier session's unfinished operations never finish
+            history._restore(earlier)  # the earlier session's unfinished operations never finish
             history.step_log.new_session()
         return history
 
@@ -131,31 +102,16 @@ class History:
     def load(cls, path: str | Path) -> History:
         """Restore a run folder written by a (possibly killed) session. What cannot be read — a corrupt
         ``config.json``, a half-written line, a value of the wrong type — is left out with a warning."""
-        path = Path(path).expanduser()
-        if not (path / OPS_FILE).exists():
-            raise FileNotFoundError(f"{path} is not an rlnb run folder (no {OPS_FILE})")
-        if not (path / OPS_FILE).is_file():
-            raise ValueError(f"{path / OPS_FILE} is not a file")
-        history = cls(config=read_config(path))
-        latest: dict[int, Record] = {}
-        bad: list[str] = []
-        for _, line in read_jsonl(path / OPS_FILE):
-            rec = from_row(line, bad)
-            if rec is not None:
-                latest[rec.seq] = rec  # the last line of an operation is its latest state
-        warn_bad(path / OPS_FILE, bad)
-        history._records = [latest[seq] for seq in sorted(latest)]
-        history._next_seq = max(latest, default=-1) + 1
-        bad = []
-        logged = (logged_row(line, bad) for _, line in read_jsonl(path / METRICS_FILE))
-        history._logged = [row for row in logged if row is not None]
-        warn_bad(path / METRICS_FILE, bad)
-        history._completions.add(read_completions(path))
-        history._replay(unfinished=False)  # a loaded run's unfinished operations never finish
-        times = [t for r in history._records for t in (r.submitted_at, r.started_at, r.finished_at) if t == t]
-        history.ended_at = max(times, default=None)
-        history.loaded_from = path
+        run = read_run(path)
+        history = cls(config=run.config)
+        history._restore(run)  # a loaded run's unfinished operations never finish
+        history.ended_at, history.loaded_from = run.ended_at, run.path
         return history
+
+    def _restore(self, run: RunFolder) -> None:
+        self._records, self._logged, self._next_seq = run.records, run.logged, run.next_seq
+        self._completions.add(run.completions)
+        self._replay(unfinished=False)
 
     def _replay(self, unfinished: bool) -> None:
         """Feed every record and logged row to a fresh step log (each session that continued the run starts a step)."""
@@ -355,20 +311,4 @@ class History:
         with_json(self.df).to_parquet(path, index=False)
 
     def _repr_html_(self) -> str:
-        df = self.df
-        by_status = df.status.value_counts()
-        steps = self.steps
-        last = steps.iloc[-1] if len(steps) else None
-        head = (
-            f"<b>rlnb history</b> {html.escape(str(self.config.get('run_id', '')))}: {len(df)} operations "
-            + ", ".join(  # a loaded run folder is data: what it says is escaped
-                f"{n} {html.escape(wire.short_name(s).lower())}" for s, n in by_status.items() if n
-            )
-            + (
-                f"; step {int(last.step)}, loss {last.loss:.4g}, grad norm {last.grad_norm:.3g}"
-                if last is not None
-                else ""
-            )
-        )
-        cols = ["seq", "kind", "status", "error_code", "step", "loss", "grad_norm", "learning_rate", "run_s"]
-        return f"<div>{head}</div>" + df[cols].tail(8).to_html(index=False, na_rep="n/a", float_format="{:.4g}".format)
+        return summary_html(self.df, self.steps, str(self.config.get("run_id", "")))

@@ -1,15 +1,18 @@
 """The pandas tables of a history: ``History.df`` built from records (incrementally: ``_concat`` appends
-the rows of newly finished operations to a cached frame) and the steps table of an operations table.
+the rows of newly finished operations to a cached frame), the steps table of an operations table, and the
+history's notebook display.
 """
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from rlnb import wire
 from rlnb.history.record import CATEGORIES, COLUMNS, FLOATS, TIMES, Record
 from rlnb.history.runconfig import continued_at
 from rlnb.history.steplog import StepLog
@@ -82,3 +85,18 @@ def _records(ops: pd.DataFrame) -> list[Record]:
     for name in TIMES:
         table[name] = (ops[name] - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
     return [Record(**row) for row in table.to_dict("records")]
+
+
+def summary_html(df: pd.DataFrame, steps: pd.DataFrame, run_id: str) -> str:
+    """A history's notebook display: its counts by status, its last step, and its last eight operations."""
+    by_status = df.status.value_counts()
+    last = steps.iloc[-1] if len(steps) else None
+    head = (
+        f"<b>rlnb history</b> {html.escape(run_id)}: {len(df)} operations "
+        + ", ".join(  # a loaded run folder is data: what it says is escaped
+            f"{n} {html.escape(wire.short_name(s).lower())}" for s, n in by_status.items() if n
+        )
+        + (f"; step {int(last.step)}, loss {last.loss:.4g}, grad norm {last.grad_norm:.3g}" if last is not None else "")
+    )
+    cols = ["seq", "kind", "status", "error_code", "step", "loss", "grad_norm", "learning_rate", "run_s"]
+    return f"<div>{head}</div>" + df[cols].tail(8).to_html(index=False, na_rep="n/a", float_format="{:.4g}".format)

@@ -4,15 +4,14 @@ Every method submits one operation and returns an ``Operation`` at once — it n
 forward-backward and the optim-step after it pipeline. Inputs are checked here, before anything is
 sent. Every operation is recorded in ``session.history``.
 
-Longer than ~300 lines because ``Session`` is one class with one method per operation of the API, each
-with the checks of its inputs.
+A little over ~300 lines because ``Session`` is one class with one method per operation of the API; the checks
+of their inputs are ``rlnb.prompts`` and ``rlnb.params``, the opening of its run ``rlnb.history.runs``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import warnings
 import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -22,12 +21,12 @@ from typing import Any, cast
 from rlnb import _exit, wire
 from rlnb._options import check_bool
 from rlnb.errors import OperationFailed, SessionClosed
-from rlnb.history import History, RunContinuedWarning
+from rlnb.history import History
 from rlnb.history.history import check_recording
 from rlnb.history.record import FORWARD_ONLY
-from rlnb.history.store import RunStoreWarning
-from rlnb.params import PARAMS, AdamParams, OptimizerParams
-from rlnb.prompts import prompt_list, scalar, stop_list, token_ids
+from rlnb.history.runs import warn_continued, warn_in_memory
+from rlnb.params import AdamParams, OptimizerParams, params_for
+from rlnb.prompts import check_ids, check_room, prompt_list, scalar, stop_list, token_ids
 from rlnb.session.backend import Backend
 from rlnb.session.operation import Operation
 from rlnb.sinks.base import Sink
@@ -68,29 +67,13 @@ class Session:
             config = backend.config()
             history = History.create(config, runs_dir, run_id) if record else History(config=config)
         elif history.loaded_from is not None and history.store is None:
-            folder = history.loaded_from
-            warnings.warn(  # it went on silently in memory: the user meant to go on with that run
-                f"history= was loaded from {folder}: this session adds to it in memory only. To go on recording that "
-                f"run on disk, connect with runs_dir={str(folder.parent)!r}, run_id={folder.name!r} instead.",
-                RunStoreWarning,
-                stacklevel=2,
-            )
+            warn_in_memory(history.loaded_from)  # it went on silently in memory: the user meant to go on with that run
         self.history = history
         self.optimizer = backend.optimizer
         self.id: str = info.id
         """The session id (it never changes, so it is read once)."""
         self._steps_submitted = int(info.step)
-        reached = history.steps_reached()
-        if reached > self._steps_submitted:
-            warnings.warn(
-                f"run {history.config.get('run_id')} continues an earlier session that reached step {reached}, and "
-                f"this one starts at step {self._steps_submitted}: steps {self._steps_submitted + 1}-{reached} will "
-                "appear twice in history.steps, each with the figure logged last at that step (history.logged "
-                f"keeps every row). Use a new run_id, or resume_from= the run's checkpoint at step {reached} to go on "
-                "counting (an earlier checkpoint repeats the steps after it, as here).",
-                RunContinuedWarning,
-                stacklevel=2,
-            )
+        warn_continued(history.config.get("run_id"), history.steps_reached(), self._steps_submitted)
         self._closed = False
         self._lock = threading.Lock()
         self._pending: deque[Operation[Any]] = deque()
@@ -132,17 +115,8 @@ class Session:
         check_bool("skip_special", skip_special)  # "no" is truthy: it would leave the EOS out
         ids = token_ids(tokens, "tokens")
         codec = self._text_codec()
-        self._check_ids(ids, "tokens")
+        check_ids(ids, "tokens", getattr(self.backend, "vocab_size", None))
         return codec.decode(ids, skip_special)
-
-    def _check_ids(self, ids: list[int], name: str) -> None:
-        """``ValueError`` naming ``name`` if an id is below 0 or past the model's vocabulary, where the session
-        knows it (in-process models)."""
-        vocab: int | None = getattr(self.backend, "vocab_size", None)
-        if ids and (min(ids) < 0 or (vocab is not None and max(ids) >= vocab)):
-            bad = next(t for t in ids if t < 0 or (vocab is not None and t >= vocab))
-            allowed = f"the vocabulary [0, {vocab})" if vocab is not None else "the token ids (>= 0)"
-            raise ValueError(f"{name}: token {bad} is outside {allowed}")
 
     def _text_codec(self) -> Codec:
         if self.codec is None:
@@ -256,17 +230,7 @@ class Session:
         """``params`` as this session's optimizer kind takes them (None: the defaults; a dict is parsed),
         or ``TypeError`` for the other kind. Check before submitting anything: a refused optim-step must
         not leave a forward-backward's gradients behind to inflate the next step."""
-        expected = PARAMS[self.optimizer]
-        if params is None:
-            return expected()
-        if isinstance(params, dict):
-            return expected.from_dict(params)
-        if not isinstance(params, expected):
-            raise TypeError(
-                f"this session's optimizer is {self.optimizer}: pass {expected.__name__}, not {type(params).__name__} "
-                "(the optimizer is fixed when the session is created)"
-            )
-        return params
+        return params_for(self.optimizer, params)
 
     def optim_step(self, params: OptimizerParams | dict[str, Any] | None = None) -> Operation[wire.OptimStepResult]:
         """Apply the accumulated gradients with ``params`` (``AdamParams`` or ``MuonParams``, matching
@@ -312,7 +276,7 @@ class Session:
         for i, t in enumerate(tokens):  # the service would fail the operation: refused before it is sent
             if not t:
                 raise ValueError(f"prompts[{i}] encodes to no tokens: a prompt needs at least one")
-            self._check_ids(t, f"prompts[{i}]")
+            check_ids(t, f"prompts[{i}]", getattr(self.backend, "vocab_size", None))
         stops = stop_list(stop)
         if stops and isinstance(self.codec, NoTokenizerCodec):  # stop strings are matched on decoded text
             raise ValueError(f"stop: {self.codec.refusal()}")
@@ -327,18 +291,7 @@ class Session:
             stop=stops,
             seed=seed,
         )
-        context: int | None = getattr(self.backend, "context_length", None)  # known for in-process models
-        room = params.max_tokens if params.max_tokens is not None else wire.DEFAULT_MAX_TOKENS
-        unset = " (the default: max_tokens is unset)" if max_tokens is None else ""
-        if context is not None:
-            for i, t in enumerate(tokens):
-                if len(t) > context:
-                    raise ValueError(f"prompt {i} has {len(t)} tokens, more than the model's context of {context}")
-                if len(t) + room > context:
-                    raise ValueError(
-                        f"prompt {i}: {len(t)} tokens + max_tokens {room}{unset} exceed the model's context of "
-                        f"{context}"
-                    )
+        check_room(tokens, params.max_tokens, getattr(self.backend, "context_length", None))
         most: int | None = getattr(self.backend, "max_num_samples", None)  # the in-process engine's
         if most is not None and num_samples is not None and num_samples > most:  # else FAILED once sent
             raise ValueError(f"num_samples must be in [1, {most}] on this in-process session, got {num_samples}")

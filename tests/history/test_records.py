@@ -374,7 +374,7 @@ def test_a_run_whose_config_has_wrong_types_is_continued_and_its_lock_never_leak
 
 def test_a_session_that_fails_to_open_a_run_releases_its_lock(tmp_path, monkeypatch):
     good_run(tmp_path, "r")
-    monkeypatch.setattr("rlnb.history.history.environment", lambda: 1 / 0)
+    monkeypatch.setattr("rlnb.history.runs.environment", lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
     monkeypatch.undo()

@@ -1,0 +1,117 @@
+"""A run folder read back, and opened again by a later session: ``read_run`` (what ``History.load`` restores),
+``open_run`` (a run folder locked for recording, continuing whatever it holds), and the warnings of a session
+that starts below the step its run reached (``warn_continued``) or adds to a loaded run in memory
+(``warn_in_memory``).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlnb.history.completion_log import read_completions
+from rlnb.history.reading import read_config, read_jsonl
+from rlnb.history.record import Record, from_row, logged_row, warn_bad
+from rlnb.history.runconfig import continued
+from rlnb.history.store import METRICS_FILE, OPS_FILE, RunStore, RunStoreWarning, environment, new_run_id, run_folder
+
+__all__ = ["RunContinuedWarning", "RunFolder", "open_run", "read_run", "warn_continued", "warn_in_memory"]
+
+
+class RunContinuedWarning(UserWarning):
+    """A session continues a run whose earlier session reached a later step than this one starts at."""
+
+
+@dataclass
+class RunFolder:
+    """What a run folder holds: its config, each operation's latest record (in submission order), the
+    logged figures and the completions."""
+
+    path: Path
+    config: dict[str, Any]
+    records: list[Record] = field(default_factory=list)
+    logged: list[dict[str, Any]] = field(default_factory=list)
+    completions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def next_seq(self) -> int:
+        """The number the next operation recorded in this run takes."""
+        return max((r.seq for r in self.records), default=-1) + 1
+
+    @property
+    def ended_at(self) -> float | None:
+        """The latest time recorded (POSIX seconds), or None."""
+        times = [t for r in self.records for t in (r.submitted_at, r.started_at, r.finished_at) if t == t]
+        return max(times, default=None)
+
+
+def read_run(path: str | Path) -> RunFolder:
+    """The run folder at ``path``, written by a (possibly killed) session. What cannot be read — a corrupt
+    ``config.json``, a half-written line, a value of the wrong type — is left out with a warning."""
+    path = Path(path).expanduser()
+    if not (path / OPS_FILE).exists():
+        raise FileNotFoundError(f"{path} is not an rlnb run folder (no {OPS_FILE})")
+    if not (path / OPS_FILE).is_file():
+        raise ValueError(f"{path / OPS_FILE} is not a file")
+    config = read_config(path)
+    latest: dict[int, Record] = {}
+    bad: list[str] = []
+    for _, line in read_jsonl(path / OPS_FILE):
+        rec = from_row(line, bad)
+        if rec is not None:
+            latest[rec.seq] = rec  # the last line of an operation is its latest state
+    warn_bad(path / OPS_FILE, bad)
+    bad = []
+    logged = (logged_row(line, bad) for _, line in read_jsonl(path / METRICS_FILE))
+    kept = [row for row in logged if row is not None]
+    warn_bad(path / METRICS_FILE, bad)
+    return RunFolder(path, config, [latest[seq] for seq in sorted(latest)], kept, read_completions(path))
+
+
+def open_run(
+    config: dict[str, Any], runs_dir: str | Path | None, run_id: str | None
+) -> tuple[RunStore, dict[str, Any], RunFolder | None]:
+    """The run folder ``<runs_dir>/<run_id>/`` locked for a new session (a new id when ``run_id`` is None),
+    the config to record (``config`` over the run's first one, with the versions of this environment), and
+    what the folder held already (None for a new run). A second writer gets ``rlnb.RunLocked``."""
+    run_id = run_id if run_id is not None else new_run_id(str(config.get("optimizer", "")))
+    path = run_folder(runs_dir, run_id)
+    store = RunStore(path)  # the lock first: nobody else writes while the earlier records are read
+    try:  # whatever fails here, the lock is released: a retry is not refused as RunLocked
+        written = [f for f in (path / OPS_FILE, path / METRICS_FILE) if f.is_file() and f.stat().st_size]
+        earlier = read_run(path) if written else None  # a run that only logged figures is continued too
+        first = continued(run_id, earlier.config if earlier is not None else None, time.time())
+        config = {**first, **config, "versions": environment()}
+        store.write_config(config)
+    except BaseException:
+        store.close()
+        raise
+    return store, config, earlier
+
+
+def warn_continued(run_id: Any, reached: int, start: int) -> None:
+    """``RunContinuedWarning`` when a session starting at step ``start`` continues a run that reached a later
+    step: the steps between appear twice."""
+    if reached <= start:
+        return
+    warnings.warn(
+        f"run {run_id} continues an earlier session that reached step {reached}, and this one starts at step "
+        f"{start}: steps {start + 1}-{reached} will appear twice in history.steps, each with the figure logged "
+        "last at that step (history.logged keeps every row). Use a new run_id, or resume_from= the run's "
+        f"checkpoint at step {reached} to go on counting (an earlier checkpoint repeats the steps after it, as here).",
+        RunContinuedWarning,
+        stacklevel=3,
+    )
+
+
+def warn_in_memory(folder: Path) -> None:
+    """``RunStoreWarning`` for a session given a history loaded from ``folder``: it records in memory only."""
+    warnings.warn(
+        f"history= was loaded from {folder}: this session adds to it in memory only. To go on recording that "
+        f"run on disk, connect with runs_dir={str(folder.parent)!r}, run_id={folder.name!r} instead.",
+        RunStoreWarning,
+        stacklevel=3,
+    )
