@@ -8,10 +8,10 @@ its history on disk; stopping keeps every finished trial, and ``resume=`` contin
 over seeds per config; ``lr_find`` runs a learning-rate range test.
 
 Modules: ``options`` (the groups of ``sweep``'s options: ``TrialOptions``, ``SearchOptions``,
-``ExecutorOptions``), ``space`` (configs, search spaces, params), ``trial`` (one run → one row), ``executors``
-(threads, and the per-trial routing), ``ray_executor``, ``optuna_search``, ``driver`` (``sweep``), ``folder``,
-``find_lr`` (``lr_find``, the LR range test), ``muon_lr`` (Muon rates between scaling conventions),
-``figures``.
+``ExecutorOptions``; ``lr_find``'s ``RangeTestOptions``), ``space`` (configs, search spaces, params), ``trial``
+(one run → one row), ``executors`` (threads, and the per-trial routing), ``ray_executor``, ``optuna_search``,
+``driver`` (``sweep``), ``folder``, ``find_lr`` (``lr_find``, the LR range test), ``muon_lr`` (Muon rates
+between scaling conventions), ``figures``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from .driver import sweep
 from .figures import check_column, search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
-from .options import ExecutorOptions, SearchOptions, TrialOptions
+from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions
 from .space import Categorical, Float, Int, apply, grid, label, random_search
 from .trial import METRIC_COLUMNS, RESULT_COLUMNS, REWARD_WINDOW
 
@@ -39,6 +39,7 @@ __all__ = [
     "Float",
     "Int",
     "LRFind",
+    "RangeTestOptions",
     "SearchOptions",
     "TrialOptions",
     "ablate",

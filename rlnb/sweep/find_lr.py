@@ -25,16 +25,17 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from rlnb._options import check_int
+from rlnb._options import take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import OperationFailed
 from rlnb.history import new_run_id
 from rlnb.params import AdamParams, MuonHyperparams, OptimizerParams
 from rlnb.session import Session, connect
-from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step, seed_range
+from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 from rlnb.viz.plots import NotebookFigure
 
 from .lr_curve import FLAT, SMOOTHING, diverged, significant, smooth, suggest
+from .options import RangeTestOptions, StepFn
 from .trial import Objective
 
 __all__ = ["DEFAULT_RANGES", "FLAT", "SCALING_NAMES", "SMOOTHING", "LRFind", "lr_find", "significant", "with_lr"]
@@ -43,11 +44,6 @@ DEFAULT_RANGES = {"adam": (1e-5, 1.0), "original": (1e-3, 10.0), "match_adam": (
 """(start_lr, end_lr) by optimizer / Muon scaling convention: a decade or more either side of the usual
 values (Adam 3e-4..3e-3; Muon 0.02 in "original" units)."""
 SCALING_NAMES = {"MUON_SCALING_STRATEGY_ORIGINAL": "original", "MUON_SCALING_STRATEGY_MATCH_ADAM": "match_adam"}
-STEPS = (5, 10_000)
-"""``steps`` allowed: a curve needs a few points to smooth; the rates are listed before the first step."""
-
-StepFn = Callable[[Session, OptimizerParams, int], float]
-"""``step_fn(session, params, i) -> float``: one training step with ``params``, returning the objective."""
 LOGGED: dict[str, str] = {"reward": "reward", "loss": "lr_find_loss"}
 """The name each objective is logged under (``loss`` is a column of the steps table already)."""
 
@@ -114,39 +110,34 @@ def lr_find(
     base: OptimizerParams,
     session: Session | None = None,
     *,
-    start_lr: float | None = None,
-    end_lr: float | None = None,
-    steps: int = 40,
-    task: Task | None = None,
-    step_fn: StepFn | None = None,
-    objective: Objective = "reward",
-    seed: int = 0,
     stop: threading.Event | None = None,
     progress: Callable[[int, int], None] | None = None,
+    range_test: RangeTestOptions | None = None,
     **options: Any,
 ) -> LRFind:
     """Run a range test with ``base``'s other fields, growing its ``learning_rate`` from ``start_lr`` to
     ``end_lr`` over ``steps`` steps (Muon: Muon's rate, and the ``adam`` part's with it at ``base``'s ratio).
 
+    ``options`` are first the fields of ``RangeTestOptions`` by name (``start_lr``, ``end_lr``, ``steps``,
+    ``task``, ``step_fn``, ``objective``, ``seed``; a name wins over ``range_test`` given whole), then
+    ``connect``'s (``target``, ``runs_dir``, ``model``, ``threads``, ...) for the session the test runs on.
+    A step is one RL step of ``task`` (default: the demo's) reporting the mean reward or the loss
+    (``objective``), or your ``step_fn(session, params, i)``. ``stop`` ends it early; ``progress(done,
+    total)`` after each step. Nothing is applied anywhere.
+
     ``session``: its current weights are copied (a training checkpoint, loaded into a new session with a
     fresh optimizer: a local one in this process — pass ``model=`` for a custom ``nn.Module`` —, a remote
     one on the same service; ``api_key`` from ``options`` or ``TOGETHER_API_KEY``). Without a session, a
-    fresh session from ``rlnb.connect(**options)`` (``target`` "local" unless given). ``options`` are
-    ``connect``'s (``target``, ``runs_dir``, ``model``, ``threads``, ...) for the session the test runs on.
-    A step is one RL step of ``task`` (default: the demo's)
-    reporting the mean reward or the loss (``objective``), or your ``step_fn(session, params, i)``.
-    ``stop`` ends it early; ``progress(done, total)`` after each step. Nothing is applied anywhere.
+    fresh session from ``rlnb.connect(**options)`` (``target`` "local" unless given).
 
-    ``steps`` is an integer in ``STEPS``; ``start_lr`` / ``end_lr`` (None: ``DEFAULT_RANGES``) finite with
-    0 < start_lr < end_lr, checked before anything is opened or sent (a default that depends on a new remote
-    Muon session's scaling, once that session is open).
+    Every option is checked before anything is opened or sent: ``steps`` in ``RANGE_TEST_STEPS``,
+    0 < start_lr < end_lr (a default that depends on a new remote Muon session's scaling: once that session
+    is open).
     """
-    steps = check_int("steps", steps, *STEPS)
-    seed = check_int("seed", seed, *seed_range(steps))  # step i samples with seed * SEED_STRIDE + i, an int64
-    if objective not in ("reward", "loss"):
-        raise ValueError(f"objective must be 'reward' or 'loss', got {objective!r}")
-    if task is not None and not isinstance(task, Task):  # a reward function failed its first step, session opened
-        raise TypeError(f"task must be a Task, such as first_letter_task(), or None (the digits task), got {task!r}")
+    test = take(RangeTestOptions, options, range_test)
+    start_lr, end_lr, steps, objective, seed, step_fn = (
+        test.start_lr, test.end_lr, test.steps, test.objective, test.seed, test.step_fn
+    )
     target, runs_dir = options.pop("target", "local"), options.pop("runs_dir", None)
     kind = "adam" if isinstance(base, AdamParams) else "muon"
     resolved = base.resolved()
@@ -160,7 +151,7 @@ def lr_find(
     except ValueError:
         trial.close()
         raise
-    the_task = task or digits_task()
+    the_task = test.task or digits_task()
     run = step_fn or _rl_step(the_task, objective, seed)
     logs = step_fn is not None or objective != "reward"  # rl_step logs the reward itself: not twice a step
     lrs = [start_lr * (end_lr / start_lr) ** (i / (steps - 1)) for i in range(steps)]
@@ -229,11 +220,8 @@ def _number(raw: Any, i: int, lr: float) -> float:
 
 
 def _check_lrs(start_lr: float | None, end_lr: float | None, key: str | None) -> None:
-    """``ValueError`` naming the rate unless each given one is finite and > 0, and unless start < end where
-    the defaults are known (``key`` of ``DEFAULT_RANGES``; None: known only once the session is open)."""
-    for name, lr in (("start_lr", start_lr), ("end_lr", end_lr)):
-        if lr is not None and (isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr < math.inf):
-            raise ValueError(f"{name} must be a finite number > 0 (None: the default), got {lr!r}")
+    """``ValueError`` unless start < end where the defaults are known (``key`` of ``DEFAULT_RANGES``; None: known
+    only once the session is open)."""
     if key is not None or (start_lr is not None and end_lr is not None):
         _lr_range(start_lr, end_lr, key or "adam")
 

@@ -1,5 +1,6 @@
 """The option groups of ``sweep``: what each trial is (``TrialOptions``), how Optuna picks configs
-(``SearchOptions``) and where trials run (``ExecutorOptions``).
+(``SearchOptions``) and where trials run (``ExecutorOptions``); and of ``lr_find``: what the range test runs
+(``RangeTestOptions``).
 
 ``sweep(base, configs, steps=50, seeds=(0, 1), max_concurrent=4)`` sets their fields by name; a group
 can also be given whole (``trial_options=TrialOptions(steps=50)``) and reused across sweeps. Each group
@@ -8,12 +9,15 @@ checks its fields when it is built, before a sweep folder is made or a trial sta
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rlnb._options import is_integer, set_int
+from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
+from rlnb.session import Session
 from rlnb.session.connect import check_target
 from rlnb.tasks import Task, digits_task, seed_range
 
@@ -22,6 +26,11 @@ from .space import check_once
 from .trial import Objective
 
 SEARCHES = (None, "optuna")
+RANGE_TEST_STEPS = (5, 10_000)
+"""``lr_find``'s ``steps`` allowed: a curve needs a few points to smooth; the rates are listed before the first step."""
+
+StepFn = Callable[[Session, OptimizerParams, int], float]
+"""``step_fn(session, params, i) -> float``: one training step with ``params``, returning the objective."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +121,35 @@ class ExecutorOptions:
             from .ray_executor import check_resources
 
             check_resources(self.resources_per_trial)
+
+
+@dataclass(frozen=True)
+class RangeTestOptions:
+    """What ``lr_find`` runs: ``steps`` steps (an integer in ``RANGE_TEST_STEPS``) as the rate grows from
+    ``start_lr`` to ``end_lr`` (finite and > 0; None: the optimizer's default range), each one RL step of
+    ``task`` (default: the demo's digits task) reporting ``objective`` (the mean reward, or the loss), or your
+    ``step_fn(session, params, i)``; step i samples with ``seed``."""
+
+    start_lr: float | None = None
+    end_lr: float | None = None
+    steps: int = 40
+    task: Task | None = None
+    step_fn: StepFn | None = None
+    objective: Objective = "reward"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        set_int(self, "steps", *RANGE_TEST_STEPS)
+        set_int(self, "seed", *seed_range(self.steps))  # step i samples with seed * SEED_STRIDE + i, an int64
+        if self.objective not in ("reward", "loss"):
+            raise ValueError(f"objective must be 'reward' or 'loss', got {self.objective!r}")
+        if self.task is not None and not isinstance(self.task, Task):  # a reward failed its first step, session open
+            raise TypeError(f"task must be a Task, such as first_letter_task(), or None (the digits task), got "
+                            f"{self.task!r}")  # fmt: skip
+        for name in ("start_lr", "end_lr"):
+            lr = getattr(self, name)
+            if lr is not None and (isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr < math.inf):
+                raise ValueError(f"{name} must be a finite number > 0 (None: the default), got {lr!r}")
 
 
 SET_PER_TRIAL = frozenset({"optimizer", "run_id", "seed", "history"})

@@ -430,6 +430,22 @@ def test_a_bad_range_is_refused_before_anything_is_opened_or_sent(tmp_path, kwar
     session.close()
 
 
+def test_the_range_test_settings_can_be_one_group_and_a_name_wins_over_it(tmp_path):
+    """``range_test=RangeTestOptions(...)`` given whole (reused across calls, as sweep's groups are); a setting
+    given by name replaces the group's; the group refuses a bad field when it is built, naming it."""
+    from rlnb.sweep import RangeTestOptions
+
+    group = RangeTestOptions(start_lr=1e-4, end_lr=1e-2, steps=6, step_fn=sigmoid_reward(1e-3), objective="reward")
+    result = lr_find(rlnb.AdamParams(), range_test=group, runs_dir=tmp_path)
+    assert len(result.lrs) == 6 and result.lrs[0] == pytest.approx(1e-4) and result.lrs[-1] == pytest.approx(1e-2)
+    result = lr_find(rlnb.AdamParams(), range_test=group, steps=7, end_lr=1e-1, runs_dir=tmp_path)
+    assert len(result.lrs) == 7 and result.lrs[-1] == pytest.approx(1e-1) and result.lrs[0] == pytest.approx(1e-4)
+    with pytest.raises(ValueError, match=r"steps must be an integer in \[5, 10000\], got 4"):
+        RangeTestOptions(steps=4)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\): stepz"):  # not a group's: connect's
+        lr_find(rlnb.AdamParams(), range_test=group, stepz=7, runs_dir=tmp_path)
+
+
 @pytest.mark.parametrize("task", [lambda prompt, completion: 1.0, "first_letter"])
 def test_a_task_that_is_no_task_is_refused_before_a_session_is_copied(tmp_path, task):
     """``lr_find(..., task=reward)`` (as ``sweep`` takes one) copied the user's session through a checkpoint, opened
