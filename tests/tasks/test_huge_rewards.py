@@ -44,7 +44,8 @@ def test_unscaled_advantages_no_float_holds_are_refused_naming_the_rewards_and_t
     with pytest.raises(ValueError, match=r"scale='none' .* rewards \[1\.7e\+308, -1\.7e\+308, -1\.7e\+308\] .*"
                                          r"below 8\.988e\+307, or use scale='sample_std'"):
         group_advantages([1.7e308, -1.7e308, -1.7e308], "none")
-    assert group_advantages([1.7e308, -1.7e308, -1.7e308]) == pytest.approx([2 / math.sqrt(3)] + [-1 / math.sqrt(3)] * 2)
+    root3 = math.sqrt(3)
+    assert group_advantages([1.7e308, -1.7e308, -1.7e308]) == pytest.approx([2 / root3, -1 / root3, -1 / root3])
 
 
 def rollout(reward: float) -> Rollout:
