@@ -20,6 +20,7 @@ from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.session.connect import check_target
 from rlnb.tasks import Task, digits_task, seed_range
+from rlnb.tasks.task import check_local_group_size
 
 from .executors import EXECUTORS
 from .space import check_once
@@ -58,6 +59,7 @@ class TrialOptions:
                             f"(the digits task), such as first_letter_task(), got {self.task!r}")  # fmt: skip
         self.the_task()  # a reward that cannot take (prompt, completion) is refused before the sweep folder is made
         check_target(self.target)
+        check_local_group_size(self.the_task(), self.target)  # every trial (batched: every member) FAILED
         if self.schedule is not None and not isinstance(self.schedule, Schedule):  # each trial FAILED: AttributeError
             raise TypeError(f"schedule must be None or a Schedule, such as Schedule('cosine', total_steps="
                             f"{self.steps}), got {self.schedule!r}")  # fmt: skip

@@ -1,0 +1,27 @@
+"""A sweep whose every trial would fail the same way is refused once, before its folder is made: a group larger
+than the in-process engine samples per prompt."""
+
+import pytest
+
+import rlnb
+from rlnb.sweep import TrialOptions, sweep
+from rlnb.tasks import Task
+
+BASE = rlnb.AdamParams(learning_rate=3e-3)
+NOWHERE = "http://127.0.0.1:9"
+"""A remote target nothing listens on: a sweep refused up front never reaches it."""
+
+
+def task(group_size: int) -> Task:
+    return Task("wide", ["n="], lambda prompt, completion: 0.0, group_size=group_size)
+
+
+@pytest.mark.parametrize("executor", ["auto", "threads", "batched"])
+def test_a_group_larger_than_the_engine_samples_is_refused_before_the_sweep_folder(tmp_path, executor):
+    """``Task(group_size=1000)``: every local trial FAILED at its first sample (the engine takes 256 per prompt),
+    and a batched sweep failed every member, after the sweep folder was made."""
+    with pytest.raises(ValueError, match=r"Task\.group_size must be in \[1, 256\] for target 'local' .* got 1000"):
+        sweep(BASE, task=task(1000), steps=1, runs_dir=tmp_path, progress=False, executor=executor)
+    assert list(tmp_path.iterdir()) == []
+    assert TrialOptions(task=task(256)).the_task().group_size == 256
+    assert TrialOptions(task=task(1000), target=NOWHERE).target == NOWHERE  # Together's API publishes no cap
