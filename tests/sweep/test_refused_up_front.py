@@ -1,9 +1,11 @@
 """A sweep whose every trial would fail the same way is refused once, before its folder is made: a group larger
-than the in-process engine samples per prompt."""
+than the in-process engine samples per prompt, and trainer-only sessions, which cannot sample at all."""
 
 import pytest
 
 import rlnb
+from rlnb.engine.options import ModelOptions
+from rlnb.remote.start import SessionOptions
 from rlnb.sweep import TrialOptions, sweep
 from rlnb.tasks import Task
 
@@ -25,3 +27,22 @@ def test_a_group_larger_than_the_engine_samples_is_refused_before_the_sweep_fold
     assert list(tmp_path.iterdir()) == []
     assert TrialOptions(task=task(256)).the_task().group_size == 256
     assert TrialOptions(task=task(1000), target=NOWHERE).target == NOWHERE  # Together's API publishes no cap
+
+
+@pytest.mark.parametrize(
+    ("target", "options"),
+    [
+        (NOWHERE, {"num_generator_replicas": 0}),
+        (NOWHERE, {"session": SessionOptions(num_generator_replicas=0)}),
+        ("local", {"num_generator_replicas": 0}),
+        ("local", {"model_options": ModelOptions(num_generator_replicas=0)}),
+    ],
+)
+def test_trainer_only_sessions_are_refused_before_the_sweep_folder(tmp_path, target, options):
+    """Every trial FAILED ``INVALID_INPUT: this session is trainer-only`` at its first sample, after the sweep
+    folder was made."""
+    with pytest.raises(ValueError, match=r"num_generator_replicas=0 starts trainer-only sessions, which cannot"):
+        sweep(BASE, target=target, steps=1, runs_dir=tmp_path, progress=False, **options)
+    with pytest.raises(ValueError, match=r"num_generator_replicas must be an integer >= 0, got -1"):
+        sweep(BASE, target=target, steps=1, runs_dir=tmp_path, progress=False, num_generator_replicas=-1)
+    assert list(tmp_path.iterdir()) == []
