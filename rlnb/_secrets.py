@@ -52,6 +52,21 @@ def check_key(key: object, name: str) -> str:
     return key
 
 
+def check_url(url: str, name: str) -> str:
+    """``url``, unless it carries user info (``https://user:password@host``): httpx would send it as Basic auth in
+    place of the Bearer key, and it would stand in every repr, error and run folder. The ``ValueError`` names
+    ``name`` and shows the URL with the user info masked, never the password."""
+    scheme, sep, rest = url.partition("://")
+    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0] if sep else ""
+    if "@" in authority:
+        shown = f"{scheme}://{MASK}@{rest[authority.rindex('@') + 1:]}"  # as httpx reads it: the last @ ends it
+        raise ValueError(
+            f"{name} must not carry credentials (user:password@ before the host; got {shown}): the server takes the "
+            "API key as a Bearer token, so pass the URL without them and the key as api_key"
+        )
+    return url
+
+
 def known() -> list[str]:
     """The registered keys (a copy)."""
     with _lock:

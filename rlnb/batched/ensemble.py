@@ -96,25 +96,26 @@ class Ensemble:
     def run(self) -> list[MemberResult]:
         """Every step, then the results in member order. Histories are closed whatever happens."""
         try:
-            for i in range(self.steps):
-                if not self.live:
-                    break
-                if self.hooks.stop.is_set():
-                    self._end(list(self.live), "STOPPED", f"stopped after {i} of {self.steps} steps")
-                    break
-                try:
-                    self._step(i)
-                except _CallbackFailed:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - the shared step broke: so did every live member's trial
-                    self._crash(*failure(exc, handlers.classify))
-            self._end(list(self.live), "COMPLETED", None)
-        except KeyboardInterrupt:  # as a sweep's Ctrl-C: stop, keep what finished
-            self.hooks.stop.set()
-            for m in list(self.live):
-                self.records[m].abandon("the session was stopped while this operation ran")
-                self._end([m], "STOPPED", f"stopped after {len(self.rewards[m])} of {self.steps} steps")
-        except _CallbackFailed as exc:
+            try:
+                for i in range(self.steps):
+                    if not self.live:
+                        break
+                    if self.hooks.stop.is_set():
+                        self._end(list(self.live), "STOPPED", f"stopped after {i} of {self.steps} steps")
+                        break
+                    try:
+                        self._step(i)
+                    except _CallbackFailed:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - the shared step broke: so did every live member's trial
+                        self._crash(*failure(exc, handlers.classify))
+                self._end(list(self.live), "COMPLETED", None)
+            except KeyboardInterrupt:  # as a sweep's Ctrl-C: stop, keep what finished
+                self.hooks.stop.set()
+                for m in list(self.live):
+                    self.records[m].abandon("the session was stopped while this operation ran")
+                    self._end([m], "STOPPED", f"stopped after {len(self.rewards[m])} of {self.steps} steps")
+        except _CallbackFailed as exc:  # on_step / on_done raised (in the Ctrl-C handler too): the caller's error
             raise exc.error from None
         finally:
             for rec in self.records:
@@ -147,10 +148,8 @@ class Ensemble:
 
     @staticmethod
     def _notify(callback: Callable[..., Any] | None, *args: Any) -> Any:
-        if callback is None:
-            return None
         try:
-            return callback(*args)
+            return callback(*args) if callback is not None else None
         except Exception as exc:
             raise _CallbackFailed(exc) from exc
 

@@ -125,7 +125,8 @@ class Caller:
         if retry is not None and max_retries is not None:
             raise ValueError("pass retry or max_retries, not both")
         self.retry = retry or (RetryPolicy() if max_retries is None else RetryPolicy(max_retries=max_retries))
-        self.base_url = (base_url or os.environ.get(ENV_BASE_URL) or DEFAULT_BASE_URL).rstrip("/")
+        url = base_url or os.environ.get(ENV_BASE_URL) or DEFAULT_BASE_URL
+        self.base_url = _secrets.check_url(url, "base_url" if base_url else ENV_BASE_URL).rstrip("/")
         key = api_key if api_key is not None else os.environ.get(ENV_API_KEY)
         if key:  # refused before it is registered or sent: no header, message or log line can quote it
             _secrets.check_key(key, "api_key" if api_key is not None else ENV_API_KEY)

@@ -73,6 +73,8 @@ def install_error_handlers(app: FastAPI) -> None:
         if first.get("type") == "json_invalid":  # loc is ("body", offset): no field to name
             why = first.get("ctx", {}).get("error")
             return error_response(400, "the body is not valid JSON" + (f" ({why})" if why else ""), ERROR_TYPES[400])
+        if tuple(first.get("loc", ())) == ("body",):  # the body as a whole: there was none, or it was not read as JSON
+            return error_response(400, _body_error(request, first.get("type")), ERROR_TYPES[400])
         loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
         param = ".".join(loc) or None
         return error_response(400, f"{param or 'request'}: {first.get('msg', 'invalid')}", ERROR_TYPES[400], param)
@@ -80,3 +82,17 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
+
+
+def _body_error(request: Request, kind: object) -> str:
+    """Why a body as a whole was refused: missing (``curl`` without ``-d``: "request: Field required"), or sent without
+    ``Content-Type: application/json`` (``curl -d`` sends a form's type, and the body was read as bytes: "Input should
+    be a valid dictionary"), or JSON that is not an object."""
+    given = request.headers.get("content-type")
+    media = (given or "").split(";", 1)[0].strip().lower()
+    if kind == "missing":
+        return "the request has no JSON body: this endpoint takes a JSON object (Content-Type: application/json)"
+    if media != "application/json" and not media.endswith("+json"):
+        got = f"got {given!r}" if given else "none was sent"
+        return f"the body must be JSON sent with Content-Type: application/json ({got})"
+    return "the body must be a JSON object"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,9 +17,13 @@ from rlnb import wire
 from rlnb.server.errors import ServerError, not_found
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, page
 from rlnb.server.settings import ServerSettings
+from rlnb.wire import OperationKind as Kind
 
 FileKind = Literal["merged", "adapter"]
 """The two sets of files of an inference checkpoint."""
+CHANGES_SESSION = frozenset({Kind.OPTIM_STEP, Kind.WEIGHTS_SYNC, Kind.TRAINING_CHECKPOINT, Kind.INFERENCE_CHECKPOINT})
+"""The kinds whose completion changes the session's own fields (``step``, ``policy_state``, its checkpoint lists):
+its ``updated_at`` moves then."""
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
@@ -32,6 +37,8 @@ class OperationsMixin:
     checkpoints: dict[str, CheckpointRecord]
 
     if TYPE_CHECKING:  # provided by Registry
+
+        def now(self) -> datetime: ...
 
         def session(self, sid: str) -> SessionRecord: ...
 
@@ -111,6 +118,8 @@ class OperationsMixin:
             waiters, op.waiters = op.waiters, []
             if env.status in wire.TERMINAL_STATUSES:
                 self._touch(s.resource_id)  # finishing is activity: a resource never expires mid-operation
+            if env.status == wire.OperationStatus.COMPLETED and kind in CHANGES_SESSION:
+                s.updated_at = self.now()
             if env.status == wire.OperationStatus.COMPLETED and isinstance(
                 env.output, wire.InferenceCheckpointResult | wire.TrainingCheckpointResult
             ):

@@ -120,7 +120,7 @@ class Registry(ResourcesMixin, OperationsMixin):
         self.checkpoints.update(restored.checkpoints)
         for res in self.resources.values():
             if res.status == wire.ModelResourcesStatus.READY:  # a restart counts as activity
-                res.expires_at = now + timedelta(seconds=res.inactive_timeout)
+                res.expires_at, res.updated_at = now + timedelta(seconds=res.inactive_timeout), now
         for s in self.sessions.values():
             if s.status in wire.SESSION_ACTIVE:
                 self._end(s, wire.SessionStatus.ERROR, RESTARTED.format(status=s.status))

@@ -111,9 +111,7 @@ class ResourcesMixin:
             res = self._resource(rid)
             if res.status != wire.ModelResourcesStatus.READY:
                 raise ServerError(409, f"model resource {rid} is {res.status}, not ready")
-            target = self.now() + timedelta(seconds=seconds)
-            if res.expires_at is None or target > res.expires_at:
-                res.expires_at = target
+            self._expire_later(res, self.now() + timedelta(seconds=seconds))
             self._save("resource", res)
             return res.model_copy(deep=True)
 
@@ -143,9 +141,14 @@ class ResourcesMixin:
     def _touch(self, rid: str) -> None:
         """Activity keeps a resource alive for ``inactive_timeout`` more seconds (never earlier)."""
         res = self.resources[rid]
-        later = self.now() + timedelta(seconds=res.inactive_timeout)
-        if res.status == wire.ModelResourcesStatus.READY and (res.expires_at is None or later > res.expires_at):
-            res.expires_at = later
+        if res.status == wire.ModelResourcesStatus.READY:
+            self._expire_later(res, self.now() + timedelta(seconds=res.inactive_timeout))
+
+    def _expire_later(self, res: wire.ModelResources, until: datetime) -> None:
+        """``expires_at`` moves to ``until`` if that is later (it never moves earlier), and ``updated_at`` to now with
+        it: it tells when the object last changed (it stayed at ``created_at`` through every extend-expiry)."""
+        if res.expires_at is None or until > res.expires_at:
+            res.expires_at, res.updated_at = until, self.now()
 
     def reap(self) -> int:
         """Stop every READY resource idle past its ``expires_at`` with nothing running; its sessions

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import wire
+from rlnb._secrets import check_url
 from rlnb.history import History
 from rlnb.history.history import check_recording
 from rlnb.prompts import tokenizer_spec
@@ -76,10 +77,11 @@ def connect(
 
 
 def check_target(target: Any) -> None:
-    """``TypeError`` / ``ValueError`` unless ``target`` is ``"local"`` or an http(s):// URL: ``connect`` checks it,
-    and ``sweep`` before its folder is made (each trial FAILED with it)."""
+    """``TypeError`` / ``ValueError`` unless ``target`` is ``"local"`` or an http(s):// URL without user info:
+    ``connect`` checks it, and ``sweep`` before its folder is made (each trial FAILED with it)."""
     if not isinstance(target, str):
         raise TypeError(f"target must be 'local' or an http(s):// URL, got {type(target).__name__} {target!r}")
+    check_url(target, "the target (the base_url)")  # before anything quotes it: a message, a sweep or run folder
     if target != "local" and not target.startswith(("http://", "https://")):
         raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
 

@@ -9,17 +9,19 @@ checks its fields when it is built, before a sweep folder is made or a trial sta
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb._options import is_integer, set_int
+from rlnb._options import check_int, is_integer, set_int
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.session.connect import check_target
 from rlnb.tasks import Task, digits_task, seed_range
+from rlnb.tasks.task import check_local_group_size
 
 from .executors import EXECUTORS
 from .space import check_once
@@ -58,6 +60,7 @@ class TrialOptions:
                             f"(the digits task), such as first_letter_task(), got {self.task!r}")  # fmt: skip
         self.the_task()  # a reward that cannot take (prompt, completion) is refused before the sweep folder is made
         check_target(self.target)
+        check_local_group_size(self.the_task(), self.target)  # every trial (batched: every member) FAILED
         if self.schedule is not None and not isinstance(self.schedule, Schedule):  # each trial FAILED: AttributeError
             raise TypeError(f"schedule must be None or a Schedule, such as Schedule('cosine', total_steps="
                             f"{self.steps}), got {self.schedule!r}")  # fmt: skip
@@ -158,8 +161,9 @@ SET_PER_TRIAL = frozenset({"optimizer", "run_id", "seed", "history"})
 
 def check_connect_options(options: Mapping[str, Any], target: str) -> None:
     """``TypeError`` naming a keyword that is neither a group's field nor one ``rlnb.connect`` takes for
-    ``target`` (or one the sweep sets per trial): once, before the sweep folder is made, rather than as the
-    reason of every trial's FAILED row."""
+    ``target`` (or one the sweep sets per trial), and ``ValueError`` for trainer-only sessions
+    (``num_generator_replicas=0``, by name or in a group), which no RL step can sample on: once, before the sweep
+    folder is made, rather than as the reason of every trial's FAILED row."""
     from rlnb.session.connect import keywords
 
     unknown = sorted(set(options) - keywords(target))
@@ -171,3 +175,10 @@ def check_connect_options(options: Mapping[str, Any], target: str) -> None:
     taken = sorted(set(options) & SET_PER_TRIAL)
     if taken:
         raise TypeError(f"sweep() sets {', '.join(taken)} for each trial itself (seeds= gives the seeds)")
+    grouped = [getattr(g, "num_generator_replicas", None) for g in options.values() if dataclasses.is_dataclass(g)]
+    replicas = options.get("num_generator_replicas", next((r for r in grouped if r is not None), 1))
+    if check_int("num_generator_replicas", replicas, 0) == 0:  # each trial FAILED INVALID_INPUT at its first sample
+        raise ValueError(
+            "num_generator_replicas=0 starts trainer-only sessions, which cannot sample, and every trial's RL step "
+            "samples its group: leave it out (1) or pass num_generator_replicas >= 1"
+        )

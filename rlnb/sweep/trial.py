@@ -9,7 +9,6 @@ and why, and what ran is in the trial's history.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from rlnb.params import AdamParams, OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, rl_step
+from rlnb.tasks.rollouts import finite_mean
 
 from .space import label
 
@@ -94,7 +94,7 @@ def objective_value(objective: Objective, rewards: list[float], losses: list[flo
     """The objective so far: the mean of the last ``REWARD_WINDOW`` steps' reward (or loss)."""
     values = rewards if objective == "reward" else losses
     window = [v for v in values[-REWARD_WINDOW:] if math.isfinite(v)]
-    return statistics.fmean(window) if window else math.nan
+    return finite_mean(window) if window else math.nan  # fmean overflowed past 1e308
 
 
 def run_annotations(spec: TrialSpec, runs_dir: Path) -> dict[str, Any]:

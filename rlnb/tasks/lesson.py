@@ -7,7 +7,6 @@ tests (seeds 0-2) all judge the same record, made the same way.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field
 
 from rlnb._options import check_int
@@ -15,6 +14,7 @@ from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
 from rlnb.tasks.rl import SEED_STRIDE, rl_step, seed_range
+from rlnb.tasks.rollouts import finite_mean
 from rlnb.tasks.verified import EVAL_ACCURACY, EVAL_EVERY, VerifiedTask
 
 
@@ -38,7 +38,7 @@ class LessonRun:
     @property
     def final_reward(self) -> float:
         """The mean training reward of the last five steps (NaN before any)."""
-        return statistics.fmean(self.rewards[-5:]) if self.rewards else math.nan
+        return finite_mean(self.rewards[-5:]) if self.rewards else math.nan
 
 
 def train(session: Session, task: VerifiedTask, params: OptimizerParams, steps: int, *, eval_every: int = EVAL_EVERY,

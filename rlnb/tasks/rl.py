@@ -76,7 +76,8 @@ def rl_step(
     check_loss(loss, loss_params)
     # before anything is sampled: a bad one was pydantic's error on num_samples, or (advantage_scale) "scale"
     # after the step's samples, whose completions were then recorded unscored
-    group_size = check_int("group_size", task.group_size if group_size is None else group_size, 1)
+    most = getattr(session.backend, "max_num_samples", None)  # the in-process engine's cap (256), else None
+    group_size = check_int("group_size", task.group_size if group_size is None else group_size, 1, most)
     check_temperature(temperature)
     seed = check_int("seed", seed, -(2**63), 2**63 - 1, optional=True)  # the API's int64
     if advantage_scale not in get_args(AdvantageScale):

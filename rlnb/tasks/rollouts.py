@@ -15,6 +15,7 @@ import math
 import numbers
 import reprlib
 import statistics
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
@@ -53,7 +54,9 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
     ``"sample_std"`` (TRL's definition): divided by the sample std (n - 1) + 1e-4. ``"population_std"``:
     divided by the population std, with no epsilon. ``"none"``: not divided (TRL's
     ``scale_rewards="none"``, Dr. GRPO's choice). A group whose rewards are all equal (one reward
-    included) gets advantages of exactly 0; a group with a non-finite reward gets NaN advantages.
+    included) gets advantages of exactly 0; a group with a non-finite reward gets NaN advantages. Rewards of any
+    finite size work (near 1e308, their sum overflowed): they are scaled by a power of two first, which changes no
+    bit of the result; with ``"none"``, an advantage no float holds is a ``ValueError`` naming the rewards.
     """
     if scale not in get_args(AdvantageScale):
         raise ValueError(f"scale must be one of {', '.join(get_args(AdvantageScale))}, got {scale!r}")
@@ -62,16 +65,48 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
         return [math.nan] * len(values)
     if not values or min(values) == max(values):
         return [0.0] * len(values)
-    mean = statistics.fmean(values)
+    e = _exponent(values)  # the sums of rewards near 1e308 overflow: work on them over 2**e, exactly as they are
+    unit = [math.ldexp(r, -e) for r in values]
+    mean = statistics.fmean(unit)
     if scale == "sample_std":
-        std = statistics.stdev(values) + ADVANTAGE_EPS
+        std = statistics.stdev(unit) + math.ldexp(ADVANTAGE_EPS, -e)
     elif scale == "population_std":
-        std = statistics.pstdev(values)
-        if std <= ZERO_STD:
+        std = statistics.pstdev(unit)
+        if std <= math.ldexp(ZERO_STD, -e):
             return [0.0] * len(values)
-    else:
-        std = 1.0
-    return [(r - mean) / std for r in values]
+    else:  # not divided: each reward's distance from the mean, which a float may not hold
+        try:
+            return [math.ldexp(u - mean, e) for u in unit]
+        except OverflowError:
+            raise ValueError(
+                f"scale='none' leaves the advantages unscaled, and rewards {reprlib.repr(values)} lie further from "
+                f"their group's mean than a float holds ({sys.float_info.max:.4g}): keep every |reward| below "
+                f"{sys.float_info.max / 2:.4g}, or use scale='sample_std'"
+            ) from None
+    return [(u - mean) / std for u in unit]
+
+
+def _exponent(values: Sequence[float]) -> int:
+    """``e`` such that every value over ``2**e`` lies in (-1, 1) (0 for values below 1): scaling by a power of two
+    changes no bit, and a sum of such values, or of their squares, cannot overflow."""
+    return max(math.frexp(max((abs(v) for v in values), default=0.0))[1], 0)
+
+
+def finite_mean(values: Sequence[float]) -> float:
+    """``statistics.fmean(values)`` of finite values, without its ``OverflowError`` when their sum passes a float's
+    largest (three rewards of 1e308)."""
+    e = _exponent(values)
+    return math.ldexp(statistics.fmean([math.ldexp(v, -e) for v in values]), e)
+
+
+def finite_stdev(values: Sequence[float]) -> float:
+    """``statistics.stdev(values)`` of finite values, without overflowing on their squares; ``inf`` when the std
+    itself passes a float's largest."""
+    e = _exponent(values)
+    try:
+        return math.ldexp(statistics.stdev([math.ldexp(v, -e) for v in values]), e)
+    except OverflowError:
+        return math.inf
 
 
 @dataclass(frozen=True)
@@ -154,8 +189,8 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str,
     rewards = [r.reward for r in rollouts]
     lengths = [len(r.tokens) for r in rollouts]
     out = {
-        "reward": statistics.fmean(rewards),
-        "reward_std": statistics.stdev(rewards) if len(rewards) > 1 else math.nan,
+        "reward": finite_mean(rewards),
+        "reward_std": finite_stdev(rewards) if len(rewards) > 1 else math.nan,
         "frac_reward_zero_std": statistics.fmean(_zero_std(g) for g in groups),
         "completions/mean_length": statistics.fmean(lengths),
         "completions/min_length": float(min(lengths)),
@@ -175,7 +210,7 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str,
 
 def _zero_std(group: Sequence[Rollout]) -> float:
     rewards = [r.reward for r in group]
-    return float(len(rewards) < 2 or statistics.stdev(rewards) <= ZERO_STD)
+    return float(len(rewards) < 2 or finite_stdev(rewards) <= ZERO_STD)
 
 
 def completion_rows(groups: Sequence[Sequence[Rollout]]) -> list[dict[str, Any]]:

@@ -47,6 +47,22 @@ class Task:
         set_int(self, "group_size", 1, name="Task.group_size")
 
 
+def check_local_group_size(task: Task, target: str) -> None:
+    """``ValueError`` naming ``group_size`` before anything is made when ``target`` is the in-process engine
+    (``"local"``), which samples at most ``MAX_NUM_SAMPLES`` (256) completions per prompt, and the task's group
+    is larger: each trial failed at its first sample. (``rlnb serve`` has the same cap, Together's API
+    publishes none: a remote URL is not checked here.)"""
+    if target != "local":
+        return
+    from rlnb.engine.inputs import MAX_NUM_SAMPLES  # torch: only for a local target, which imports it anyway
+
+    if task.group_size > MAX_NUM_SAMPLES:
+        raise ValueError(
+            f"Task.group_size must be in [1, {MAX_NUM_SAMPLES}] for target 'local' (the in-process engine samples "
+            f"at most {MAX_NUM_SAMPLES} completions per prompt), got {task.group_size} (task {task.name!r})"
+        )
+
+
 def _takes_two(fn: Callable[..., Any]) -> bool:
     """Whether ``fn(prompt, completion)`` can be called (a function whose signature cannot be read is trusted)."""
     try:

@@ -1,7 +1,8 @@
-"""Each batched member's loss is checked as a session's forward-backward checks it (``handlers.finite_loss``), and its
-seed as a sweep checks one."""
+"""Each batched member's loss is checked as a session's forward-backward checks it (``handlers.finite_loss``), its
+seed as a sweep checks one, and the caller's callbacks raise their own errors."""
 
 import math
+import threading
 
 import pytest
 import torch
@@ -62,3 +63,27 @@ def test_an_on_step_answer_that_is_no_reason_is_the_callers_error_not_a_prune(tm
         run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="m")], steps=3, group_size=2, runs_dir=tmp_path,
                     on_step=lambda i, report: report.reward > 0.5)  # fmt: skip
     assert len(History.load(tmp_path / "m").steps) == 1  # the run stays readable
+
+
+def test_an_on_done_that_raises_while_a_ctrl_c_stops_the_run_raises_its_own_error(tmp_path):
+    """Ctrl-C (a ``KeyboardInterrupt``, raised here from the reward, which runs on the run's thread) ends every member
+    STOPPED and calls ``on_done``: an error of ``on_done`` there escaped as rlnb's internal ``_CallbackFailed``, not
+    as the caller's own, and the member's run stays readable."""
+    import rlnb
+    from rlnb.batched import Member, run_batched
+    from rlnb.history import History
+    from rlnb.tasks import Task
+
+    def reward(prompt: str, completion: str) -> float:
+        raise KeyboardInterrupt
+
+    def on_done(i: int, result: object) -> None:
+        raise LookupError("my on_done bug")
+
+    stop = threading.Event()
+    with pytest.raises(LookupError, match="my on_done bug") as info:
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="m")], steps=2, runs_dir=tmp_path, stop=stop,
+                    task=Task("t", ["n="], reward, group_size=2, max_tokens=2), on_done=on_done)  # fmt: skip
+    assert type(info.value) is LookupError and stop.is_set()
+    assert set(History.load(tmp_path / "m").df.status) <= {"TRAINING_OPERATION_STATUS_COMPLETED",
+                                                           "TRAINING_OPERATION_STATUS_FAILED"}  # fmt: skip

@@ -1,6 +1,7 @@
 """An API key that no HTTP header can carry as written (``api_key=open("key.txt").read()`` keeps the
 newline) is refused before anything is sent, in a message that does not quote it; a request that cannot even
-be built is not retried; and a key quoted as Python's ``repr`` writes it is masked too."""
+be built is not retried; a key quoted as Python's ``repr`` writes it is masked too; and a base URL that carries
+credentials is refused without quoting them."""
 
 import logging
 
@@ -10,6 +11,7 @@ import pytest
 import rlnb
 from rlnb import _secrets
 from rlnb.remote.client import APIClient
+from rlnb.sweep import sweep
 from tests.support.fake_api import BASE, KEY, quick
 from tests.support.hostile import everything_in
 
@@ -80,3 +82,36 @@ def test_redact_masks_a_registered_keys_repr_forms():
     _secrets.register(key)
     text = f"{key!r} {key.encode()!r} {ascii(key)}"
     assert _secrets.redact(text) == "'***' b'***' '***'"
+
+
+CREDENTIALED = {
+    "user and password": "https://bob:hunter2-secret@rl.test",
+    "password with @": "http://bob:hunter2@secret@rl.test/v1",
+    "user only": "https://hunter2-secret@rl.test",
+}
+
+
+@pytest.mark.parametrize("url", CREDENTIALED.values(), ids=CREDENTIALED.keys())
+def test_a_base_url_with_credentials_is_refused_before_anything_is_sent_without_quoting_them(url, tmp_path):
+    """httpx sent ``user:password@`` as Basic auth in place of the Bearer key (never accepted by Together), and the
+    password stood in ``repr(APIClient)``, every ``APIError``'s URL and the run folder's ``config.json``."""
+    sent, transport = recording()
+    with pytest.raises(ValueError, match=r"base_url must not carry credentials .*rl\.test.* as api_key") as info:
+        APIClient(url, api_key=KEY, transport=transport)
+    text = everything_in(info.value)
+    assert "hunter2" not in text and "secret" not in text and "bob" not in text
+    with pytest.raises(ValueError, match=r"the target \(the base_url\) must not carry credentials") as info:
+        rlnb.connect(url, api_key=KEY, transport=transport, runs_dir=tmp_path)
+    assert "hunter2" not in everything_in(info.value)
+    with pytest.raises(ValueError, match=r"the target \(the base_url\) must not carry credentials") as info:
+        sweep(rlnb.AdamParams(), target=url, api_key=KEY, runs_dir=tmp_path, progress=False)
+    assert "hunter2" not in everything_in(info.value) and sent == [] and list(tmp_path.iterdir()) == []
+
+
+def test_a_base_url_with_credentials_from_the_environment_is_named_as_the_variable(monkeypatch):
+    monkeypatch.setenv("TOGETHER_BASE_URL", "https://bob:hunter2@rl.test")
+    with pytest.raises(ValueError, match=r"TOGETHER_BASE_URL must not carry credentials") as info:
+        APIClient(api_key=KEY, transport=recording()[1])
+    assert "hunter2" not in str(info.value)
+    client = APIClient(BASE + "/path@v1", api_key=KEY, transport=recording()[1])  # an @ after the host: no user info
+    assert repr(client).startswith("<APIClient http://rl.test/path@v1 ")

@@ -1,7 +1,9 @@
 """What `rlnb serve` used to accept, ignore or answer oddly, and now refuses with a 400 naming the field: a
 ``lora_config`` on a full-weight resource, unknown fields in a PATCH or a cost estimate, both optimizers'
-params, a status filter that matches nothing; and a resume mismatch that showed the server's own path."""
+params, a status filter that matches nothing; a resume mismatch that showed the server's own path; and a body that
+is missing or not sent as JSON, which the 400 now says."""
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -93,3 +95,27 @@ def test_a_base_weights_ref_is_refused_not_ignored(c):
     err = error_of(c.post("/model-resources", json=body))
     assert err["param"] == "base_weights_ref" and "registry" in err["message"]
     assert len(c.get("/model-resources", params={"limit": 100}).json()["data"]) == before
+
+
+@pytest.mark.parametrize(
+    ("send", "words"),
+    [
+        ({}, r"^the request has no JSON body: this endpoint takes a JSON object \(Content-Type: application/json\)$"),
+        ({"content": b'{"adam_params": {}}'}, r"Content-Type: application/json \(none was sent\)$"),
+        ({"data": {"adam_params": "x"}}, r"Content-Type: application/json \(got 'application/x-www-form-urlencoded'\)"),
+        ({"content": b"{}", "headers": {"Content-Type": "text/plain"}}, r"\(got 'text/plain'\)$"),
+        ({"json": []}, r"^the body must be a JSON object$"),
+    ],
+    ids=["no body", "no content type", "form", "text", "a list"],
+)
+def test_a_missing_body_or_one_not_sent_as_json_is_said_so(c, send, words):
+    """``curl -X POST`` without ``-d`` got "request: Field required", and ``curl -d '{...}'`` (a form's content type)
+    "request: Input should be a valid dictionary or object to extract fields from": neither said what was wrong."""
+    _, sid = new_session(c)
+    send = dict(send)
+    headers = {"Idempotency-Key": "k-" + sid, **send.pop("headers", {})}
+    for path in (f"/training-sessions/{sid}/operations/optim-step", "/model-resources"):
+        err = error_of(c.post(path, headers=headers, **send))
+        assert re.search(words, err["message"]) and err["param"] is None and err["type"] == "invalid_request_error"
+        assert set(err) == {"message", "type", "param", "code"}
+    assert c.get(f"/training-sessions/{sid}").json()["step"] == "0"

@@ -158,8 +158,28 @@ def test_corpus_windows_cover_the_text_and_weigh_tokens_equally():
     samples = corpus.cross_entropy(windows)
     weights = [w for s in samples for w in s.loss_fn_inputs["weights"].data]
     assert sum(weights) == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="window must be shorter than the text"):
-        corpus.batch("abc", 1, 3, rng)
+    with pytest.raises(ValueError, match=r"window must be an integer in \[1, 2\], got 3"):
+        corpus.batch("abc", 1, 3, rng)  # no shorter than the text
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda rng: corpus.batch(corpus.TRAIN_TEXT, 4, 0, rng), r"window must be an integer in \[1, \d+\], got 0"),
+        (lambda rng: corpus.batch(corpus.TRAIN_TEXT, 4, -3, rng), r"window must be an integer in \[1, \d+\], got -3"),
+        (lambda rng: corpus.batch(corpus.TRAIN_TEXT, 4, 2.5, rng), r"window must be an integer in \[1, \d+\], got 2.5"),
+        (lambda rng: corpus.batch(corpus.TRAIN_TEXT, 0, 16, rng), r"n must be an integer >= 1, got 0"),
+        (lambda rng: corpus.batch(corpus.TRAIN_TEXT, 2.5, 16, rng), r"n must be an integer >= 1, got 2.5"),
+        (lambda rng: corpus.tiles("abcdefghij", 0), r"window must be an integer in \[1, 9\], got 0"),
+        (lambda rng: corpus.tiles("abcdefghij", 4.0), r"window must be an integer in \[1, 9\], got 4.0"),
+        (lambda rng: corpus.tiles("a", 1), r"text must be at least 2 bytes long .* got 1"),
+    ],
+)
+def test_corpus_windows_refuse_a_bad_window_or_count_naming_it_and_its_range(call, words):
+    """``window=0`` failed in ``cross_entropy`` ("windows ... too short"), ``2.5`` and ``n=2.5`` in ``range()``, and
+    ``n=0`` gave no window at all: none named the argument or what it may be."""
+    with pytest.raises(ValueError, match=words):
+        call(random.Random(0))
 
 
 def test_the_task_list_names_what_the_demo_offers():

@@ -1,0 +1,48 @@
+"""A sweep whose every trial would fail the same way is refused once, before its folder is made: a group larger
+than the in-process engine samples per prompt, and trainer-only sessions, which cannot sample at all."""
+
+import pytest
+
+import rlnb
+from rlnb.engine.options import ModelOptions
+from rlnb.remote.start import SessionOptions
+from rlnb.sweep import TrialOptions, sweep
+from rlnb.tasks import Task
+
+BASE = rlnb.AdamParams(learning_rate=3e-3)
+NOWHERE = "http://127.0.0.1:9"
+"""A remote target nothing listens on: a sweep refused up front never reaches it."""
+
+
+def task(group_size: int) -> Task:
+    return Task("wide", ["n="], lambda prompt, completion: 0.0, group_size=group_size)
+
+
+@pytest.mark.parametrize("executor", ["auto", "threads", "batched"])
+def test_a_group_larger_than_the_engine_samples_is_refused_before_the_sweep_folder(tmp_path, executor):
+    """``Task(group_size=1000)``: every local trial FAILED at its first sample (the engine takes 256 per prompt),
+    and a batched sweep failed every member, after the sweep folder was made."""
+    with pytest.raises(ValueError, match=r"Task\.group_size must be in \[1, 256\] for target 'local' .* got 1000"):
+        sweep(BASE, task=task(1000), steps=1, runs_dir=tmp_path, progress=False, executor=executor)
+    assert list(tmp_path.iterdir()) == []
+    assert TrialOptions(task=task(256)).the_task().group_size == 256
+    assert TrialOptions(task=task(1000), target=NOWHERE).target == NOWHERE  # Together's API publishes no cap
+
+
+@pytest.mark.parametrize(
+    ("target", "options"),
+    [
+        (NOWHERE, {"num_generator_replicas": 0}),
+        (NOWHERE, {"session": SessionOptions(num_generator_replicas=0)}),
+        ("local", {"num_generator_replicas": 0}),
+        ("local", {"model_options": ModelOptions(num_generator_replicas=0)}),
+    ],
+)
+def test_trainer_only_sessions_are_refused_before_the_sweep_folder(tmp_path, target, options):
+    """Every trial FAILED ``INVALID_INPUT: this session is trainer-only`` at its first sample, after the sweep
+    folder was made."""
+    with pytest.raises(ValueError, match=r"num_generator_replicas=0 starts trainer-only sessions, which cannot"):
+        sweep(BASE, target=target, steps=1, runs_dir=tmp_path, progress=False, **options)
+    with pytest.raises(ValueError, match=r"num_generator_replicas must be an integer >= 0, got -1"):
+        sweep(BASE, target=target, steps=1, runs_dir=tmp_path, progress=False, num_generator_replicas=-1)
+    assert list(tmp_path.iterdir()) == []
