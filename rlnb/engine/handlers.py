@@ -155,7 +155,8 @@ def custom_forward_backward(
 def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Event) -> wire.OptimStepResult:
     try:
         hp = params_mod.resolve(engine.kind, body)
-    except ValueError as exc:  # the other optimizer's params
+        engine.optim.check(hp)
+    except ValueError as exc:  # the other optimizer's params, or an eps these weights cannot take
         raise OperationError(Code.INVALID_INPUT, str(exc)) from None
     try:
         stats = engine.optim.step(hp)

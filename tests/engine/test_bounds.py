@@ -4,6 +4,7 @@ each refused with the field named, or carried over whole."""
 import math
 
 import pytest
+import torch
 
 import rlnb
 from rlnb import samples, wire
@@ -31,4 +32,31 @@ def test_a_penalty_past_float32_is_refused_naming_it_not_a_nan_loss(loss):
             s.forward_backward([sample], config).result(timeout=30)
         assert all(p.grad is None for p in s.backend.trainer.parameters())
         assert math.isfinite(s.forward_backward([sample], loss, {"beta": 1e30}).result(timeout=30).loss)
+
+
+def _train(s, steps, params):
+    for i in range(steps):
+        s.forward_backward([samples.cross_entropy(s.encode(f"n={i} m={i + 1}"))])
+        s.optim_step(params)
+    s.wait()
+    return {k: v.detach().clone() for k, v in s.backend.trainer.state_dict().items()}
+
+
+def _same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize(("dtype", "eps", "least"), [("float32", 1e-50, "1.4e-45"), ("float16", None, "5.96e-08")])
+def test_an_adam_eps_that_is_zero_in_the_weights_dtype_fails_invalid_input_not_nan_weights(dtype, eps, least):
+    """eps 1e-50 is 0 in float32, and the default 1e-8 is 0 in float16: AdamW divided 0 by 0 for every weight whose
+    gradient was 0 (the embedding rows of unused tokens), the optim-step COMPLETED and those weights were NaN."""
+    with local_session(model="tiny", dtype=dtype, threads=1) as s:
+        before = {k: v.clone() for k, v in s.backend.trainer.state_dict().items()}
+        s.forward_backward([samples.cross_entropy(s.encode("n=1"))])
+        with pytest.raises(rlnb.OperationFailed, match=rf"adam_params.eps .* is 0 in {dtype}.*>= {least}") as info:
+            s.optim_step(rlnb.AdamParams(eps=eps)).result(timeout=30)
+        assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+        assert _same(before, s.backend.trainer.state_dict()) and s.step == 0
+        after = _train(s, 2, rlnb.AdamParams(eps=1e-6))  # an eps the dtype holds: the weights stay finite
+        assert all(v.isfinite().all() for v in after.values())
 

@@ -105,11 +105,30 @@ class TrainerOptimizer:
         for name, p in self.split.muon:
             self._muon_groups.setdefault((p.shape[0], p.shape[1]), []).append((name, p))
         self.momentum: dict[str, Tensor] = {}  # Muon's buffer B per matrix, by name; created at first use
+        # the smallest positive number of each dtype AdamW updates (half of it rounds to 0), for ``check``
+        finfo = {d: torch.finfo(d) for d in {p.dtype for p in adam_params}}
+        self._adam_tiny = {d: info.smallest_normal * info.eps for d, info in finfo.items()}
+
+    def check(self, hp: Hyperparams) -> None:
+        """Refuse ``hp`` unless it is this kind's (a ``TypeError``) and can step these weights (a ``ValueError`` naming
+        the field): an AdamW ``eps`` that is 0 in the dtype of the weights AdamW updates (1e-50 in float32; the default
+        1e-8 in float16) turned every weight whose gradient is 0 (an unused token's embedding row) into 0/0 = NaN."""
+        check_hyperparams(self.kind, hp)
+        eps = hp.adam.eps if isinstance(hp, MuonHyperparams) else hp.eps
+        for dtype, tiny in self._adam_tiny.items():
+            if eps <= tiny / 2:
+                field = "muon_params.adam.eps" if self.kind == "muon" else "adam_params.eps"
+                hint = " (or load the model with dtype='bfloat16' or 'float32')" if dtype == torch.float16 else ""
+                raise ValueError(
+                    f"{field} {eps:g} is 0 in {str(dtype).removeprefix('torch.')}, the dtype of the weights AdamW "
+                    f"updates: every weight whose gradient is 0 would become 0/0 = NaN; give {field} >= {tiny:.3g}"
+                    + hint
+                )
 
     @torch.no_grad()
     def step(self, hp: Hyperparams) -> StepStats:
         """Clip and apply this step's update with ``hp``, this optimizer kind's hyperparameters."""
-        check_hyperparams(self.kind, hp)
+        self.check(hp)
         adam_hp = hp.adam if isinstance(hp, MuonHyperparams) else hp
 
         get_total_norm = torch.nn.utils.get_total_norm
@@ -204,3 +223,4 @@ class TrainerOptimizer:
             # device already match, and two optimizers sharing exp_avg would each update it
             self._adamw.load_state_dict(copy.deepcopy(sd["adamw"]))
         self.momentum = {n: b.detach().to(matrices[n], copy=True) for n, b in sd["momentum"].items()}
+
