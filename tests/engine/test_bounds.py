@@ -8,6 +8,7 @@ import torch
 
 import rlnb
 from rlnb import samples, wire
+from rlnb.engine.checkpoints import CheckpointMismatch
 
 
 def local_session(**kw):
@@ -59,4 +60,22 @@ def test_an_adam_eps_that_is_zero_in_the_weights_dtype_fails_invalid_input_not_n
         assert _same(before, s.backend.trainer.state_dict()) and s.step == 0
         after = _train(s, 2, rlnb.AdamParams(eps=1e-6))  # an eps the dtype holds: the weights stay finite
         assert all(v.isfinite().all() for v in after.values())
+
+
+def test_a_muon_checkpoint_resumes_only_in_its_own_learning_rate_units(tmp_path):
+    """A Muon run in ``match_adam`` units resumed with the default ``original`` (or the reverse) took the same
+    rates in other units: its next step was not the saved run's, silently (the checkpoint did not say)."""
+    params = rlnb.MuonParams(learning_rate=0.01)
+    kw = dict(model="tiny", optimizer="muon", threads=1)
+    with local_session(muon_scaling="match_adam", checkpoint_dir=tmp_path, **kw) as s:
+        _train(s, 2, params)
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result(timeout=30).checkpoint.id)
+        never_stopped = _train(s, 1, params)
+    with pytest.raises(CheckpointMismatch, match=r"muon_scaling='match_adam' units, this session's in 'original'.*"
+                                                 r"resume with muon_scaling='match_adam'"):  # fmt: skip
+        local_session(resume_from=path, **kw)
+    with local_session(resume_from=path, muon_scaling="match_adam", **kw) as r:
+        assert r.step == 2 and _same(never_stopped, _train(r, 1, params))
+    with local_session(resume_from=path, load_optimizer=False, **kw) as fresh:  # its weights only: a new run
+        assert fresh.step == 0 and fresh.backend.optim.muon_scaling == "original"
 

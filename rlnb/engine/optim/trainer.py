@@ -205,6 +205,7 @@ class TrainerOptimizer:
             "kind": self.kind,
             "adamw": self._adamw.state_dict() if self._adamw is not None else None,
             "momentum": dict(self.momentum),
+            "muon_scaling": self.muon_scaling if self.kind == "muon" else None,
         }
 
     def load_state_dict(self, sd: Mapping[str, Any]) -> None:
@@ -214,6 +215,13 @@ class TrainerOptimizer:
         """
         if sd.get("kind") != self.kind:
             raise ValueError(f"state is for a {sd.get('kind')!r} optimizer, this one is {self.kind!r}")
+        scaling = sd.get("muon_scaling")
+        if self.kind == "muon" and scaling is not None and scaling != self.muon_scaling:
+            raise ValueError(
+                f"its Muon learning rates are in muon_scaling={scaling!r} units, this session's in "
+                f"{self.muon_scaling!r}: the same rates would move its matrices by other amounts; resume with "
+                f"muon_scaling={scaling!r}"
+            )
         matrices = dict(self.split.muon)
         for name, buf in sd["momentum"].items():
             if name not in matrices or buf.shape != matrices[name].shape:
