@@ -79,3 +79,37 @@ def test_a_muon_checkpoint_resumes_only_in_its_own_learning_rate_units(tmp_path)
     with local_session(resume_from=path, load_optimizer=False, **kw) as fresh:  # its weights only: a new run
         assert fresh.step == 0 and fresh.backend.optim.muon_scaling == "original"
 
+
+def _crafted(path, tmp_path, change):
+    state = torch.load(path, weights_only=True)
+    change(state["optimizer"])
+    crafted = tmp_path / f"crafted-{len(list(tmp_path.iterdir()))}.pt"
+    torch.save(state, crafted)
+    return crafted
+
+
+def test_a_crafted_optimizer_state_is_refused_naming_the_weight_or_its_options_are_not_taken(tmp_path):
+    """A training checkpoint's AdamW options were loaded as saved: ``maximize: True`` made the resumed run climb
+    the loss, silently; moments of another shape failed the first optim-step ``INTERNAL_ERROR``; a negative step
+    count or NaN moments turned the weights NaN at the first step, which COMPLETED."""
+    params = rlnb.AdamParams(learning_rate=1e-2)
+    with local_session(model="tiny", checkpoint_dir=tmp_path, threads=1) as s:
+        _train(s, 2, params)
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result(timeout=30).checkpoint.id)
+        never_stopped = _train(s, 2, params)
+    first = "wte.weight"  # the first weight AdamW updates
+
+    def options(opt):
+        for group in opt["adamw"]["param_groups"]:
+            group.update(maximize=True, amsgrad=True, foreach=False)
+
+    with local_session(model="tiny", resume_from=_crafted(path, tmp_path, options), threads=1) as r:
+        assert _same(never_stopped, _train(r, 2, params))  # the same run: the state's options were not taken
+    for change, says in (
+        (lambda opt: opt["adamw"]["state"][0].update(exp_avg=torch.zeros(3, 3)), f"exp_avg for {first} is \\(3, 3\\)"),
+        (lambda opt: opt["adamw"]["state"][0].pop("exp_avg_sq"), f"exp_avg_sq for {first} is NoneType"),
+        (lambda opt: opt["adamw"]["state"][0]["exp_avg"].fill_(float("nan")), f"exp_avg for {first} is not finite"),
+        (lambda opt: opt["adamw"]["state"][0]["step"].fill_(-3), f"step for {first} is -3, expected a whole number"),
+    ):
+        with pytest.raises(CheckpointMismatch, match=f"its optimizer state does not fit .*AdamW's {says}"):
+            local_session(model="tiny", resume_from=_crafted(path, tmp_path, change))

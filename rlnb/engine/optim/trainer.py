@@ -226,9 +226,37 @@ class TrainerOptimizer:
         for name, buf in sd["momentum"].items():
             if name not in matrices or buf.shape != matrices[name].shape:
                 raise ValueError(f"momentum buffer {name!r} {tuple(buf.shape)} matches no Muon matrix of this model")
+            _check_finite(f"momentum buffer {name!r}", buf)
         if self._adamw is not None:
+            own = [{k: v for k, v in g.items() if k != "params"} for g in self._adamw.param_groups]
             # deepcopy: torch.optim.Optimizer.load_state_dict keeps the given tensors when dtype and
             # device already match, and two optimizers sharing exp_avg would each update it
             self._adamw.load_state_dict(copy.deepcopy(sd["adamw"]))
+            for group, options in zip(self._adamw.param_groups, own, strict=True):
+                group.update(options)  # torch takes the state's options too: a saved maximize=True ascended the loss
+            self._check_adamw()
         self.momentum = {n: b.detach().to(matrices[n], copy=True) for n, b in sd["momentum"].items()}
 
+    def _check_adamw(self) -> None:
+        """A ``ValueError`` naming the weight whose loaded AdamW state would fail or corrupt the next step: moments
+        missing or of another shape (torch's step raised), not finite, or a step count that is not a whole number
+        >= 0 (a negative one makes the bias correction negative, its square root NaN, and the weights NaN)."""
+        assert self._adamw is not None
+        for name, p in self.split.adam:
+            state = self._adamw.state.get(p)
+            if not state:
+                continue
+            for key in ("step", "exp_avg", "exp_avg_sq"):
+                value = state.get(key)
+                if not isinstance(value, Tensor) or value.shape != (p.shape if key != "step" else ()):
+                    got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+                    raise ValueError(f"AdamW's {key} for {name} is {got}, expected a tensor of its shape")
+                _check_finite(f"AdamW's {key} for {name}", value)
+            step = float(state["step"])
+            if step < 0 or not step.is_integer():
+                raise ValueError(f"AdamW's step for {name} is {step:g}, expected a whole number >= 0")
+
+
+def _check_finite(what: str, t: Tensor) -> None:
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{what} is not finite")
