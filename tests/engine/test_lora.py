@@ -180,3 +180,19 @@ def test_lora_takes_true_false_none_or_a_dict_and_refuses_anything_else():
     for lora, expected in ((None, None), (False, None), (True, 8), ({}, 8), ({"rank": 2}, 2)):
         with lora_session("tiny", lora=lora) as s:  # an empty dict is LoRA with the defaults, as remotely
             assert (s.backend.lora.rank if s.backend.lora else None) == expected
+
+
+def test_a_module_an_earlier_lora_session_adapted_is_refused_not_trained_with_its_adapters():
+    """peft adapts the module it is given in place and freezes its weights: given again (a notebook cell run twice,
+    LoRA then full weights), a full-weight session trained only the earlier session's adapters and a LoRA session
+    put adapters on those adapters, both from the earlier run's weights, silently."""
+    model = build_model("tiny", seed=1)
+    with lora_session(model, lora={"rank": 2}) as s:
+        train(s, steps=1)
+    for lora in (None, {"rank": 2}):
+        with pytest.raises(ValueError, match=r"model \(TinyTransformer\) was adapted in place by an earlier LoRA "
+                                             r"session.*pass a fresh instance"):  # fmt: skip
+            lora_session(model, lora=lora)
+    with lora_session(build_model("tiny", seed=1)) as fresh:  # a fresh instance trains every weight
+        assert all(p.requires_grad for p in fresh.backend.trainer.parameters())
+

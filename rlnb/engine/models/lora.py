@@ -14,6 +14,7 @@ Checkpoints export the adapter in peft's own format (``adapter_config.json`` +
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -79,6 +80,7 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
         target_modules=targets,
         bias="none",
     )
+    refuse_adapted(model)
     devices = [p.device for p in model.parameters() if p.device.type == "cuda"][:1]
     with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
         # GPT-2 mixes Conv1D ([in, out]) and Linear layers: peft fixes fan_in_fan_out per layer, and says so.
@@ -86,7 +88,25 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
         warnings.filterwarnings("ignore", message=r".*tie_word_embeddings.*", category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
         torch.manual_seed(settings.seed)
-        return peft.get_peft_model(model, config)
+        adapted = peft.get_peft_model(model, config)
+    _ADAPTED[model] = None
+    return adapted
+
+
+_ADAPTED: weakref.WeakKeyDictionary[nn.Module, None] = weakref.WeakKeyDictionary()
+"""The modules a LoRA session adapted: peft wraps their linear layers in place and freezes their weights."""
+
+
+def refuse_adapted(model: object) -> None:
+    """A ``ValueError`` for a module an earlier LoRA session adapted (in place: peft's layers and frozen weights
+    stay in it): given to another session it trained, silently, that session's adapters on top of the earlier
+    run's (a full-weight session only them, the base frozen). A model of one's own built with peft is taken."""
+    if isinstance(model, nn.Module) and model in _ADAPTED:
+        raise ValueError(
+            f"model ({type(model).__name__}) was adapted in place by an earlier LoRA session: it holds that session's "
+            "adapters and its own weights are frozen; pass a fresh instance of the model (or a copy.deepcopy made "
+            "before its first session), or resume_from= that session's checkpoint"
+        )
 
 
 def merged_state_dict(model: nn.Module) -> dict[str, Tensor]:
