@@ -196,3 +196,23 @@ def test_a_module_an_earlier_lora_session_adapted_is_refused_not_trained_with_it
     with lora_session(build_model("tiny", seed=1)) as fresh:  # a fresh instance trains every weight
         assert all(p.requires_grad for p in fresh.backend.trainer.parameters())
 
+
+class _NoLinear(torch.nn.Module):
+    """Logits from an embedding and a bare weight matrix: no layer LoRA adapts."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(256, 8)
+        self.out = torch.nn.Parameter(torch.zeros(8, 256))
+
+    def forward(self, idx):
+        return self.emb(idx) @ self.out
+
+
+def test_lora_on_a_model_without_linear_layers_says_so():
+    """peft's NoMatchingPeftModuleError: "No `target_modules` passed but also no `target_parameters` found", about
+    an argument rlnb chooses."""
+    with pytest.raises(ValueError, match=r"lora: model \(_NoLinear\) has no linear layer for LoRA to adapt"):
+        lora_session(_NoLinear(), lora=True)
+    with lora_session(_NoLinear()) as s:  # all its weights train
+        assert {n for n, p in s.backend.trainer.named_parameters() if p.requires_grad} == {"emb.weight", "out"}

@@ -81,6 +81,11 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
         bias="none",
     )
     refuse_adapted(model)
+    if not targets:  # peft's NoMatchingPeftModuleError spoke of target_modules, which rlnb chooses
+        raise ValueError(
+            f"lora: model ({type(model).__name__}) has no linear layer for LoRA to adapt (it adapts nn.Linear and "
+            "GPT-2's Conv1D layers): train all its weights (lora=None), or give it linear layers"
+        )
     devices = [p.device for p in model.parameters() if p.device.type == "cuda"][:1]
     with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
         # GPT-2 mixes Conv1D ([in, out]) and Linear layers: peft fixes fan_in_fan_out per layer, and says so.
