@@ -183,7 +183,7 @@ class LocalBackend:
         return handlers.Engine(
             adapter=adapter,
             trainer=trainer,
-            sampler=self._sampler(trainer),
+            sampler=self._sampler(trainer) if num_generator_replicas else trainer,  # trainer-only: nothing samples
             optim=optim,
             kind=self.optimizer,
             store=checkpoints.CheckpointStore(saved.checkpoint_dir),
