@@ -216,3 +216,29 @@ def test_lora_on_a_model_without_linear_layers_says_so():
         lora_session(_NoLinear(), lora=True)
     with lora_session(_NoLinear()) as s:  # all its weights train
         assert {n for n, p in s.backend.trainer.named_parameters() if p.requires_grad} == {"emb.weight", "out"}
+
+
+class _Attention(torch.nn.Module):
+    """torch's own attention, as a model built from ``nn.TransformerEncoderLayer`` has it."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(256, 16)
+        self.attn = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        self.head = torch.nn.Linear(16, 256)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        return self.head(x + self.attn(x, x, x, need_weights=False)[0])
+
+
+def test_lora_does_not_adapt_the_projection_multihead_attention_reads_directly():
+    """nn.MultiheadAttention multiplies by ``out_proj.weight`` itself: the adapter LoRA put on ``out_proj`` was
+    trainable, yet never trained (its factors stayed at peft's init through every step)."""
+    with lora_session(_Attention(), lora={"rank": 2}) as s:
+        trainable = {n: p.detach().clone() for n, p in s.backend.trainer.named_parameters() if p.requires_grad}
+        assert trainable and not any("out_proj" in n for n in trainable)
+        train(s, steps=2)
+        after = dict(s.backend.trainer.named_parameters())
+        assert [n for n in trainable if "lora_B" in n and torch.equal(trainable[n], after[n])] == []

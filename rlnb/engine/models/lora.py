@@ -73,6 +73,16 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
     The adapter init draws from the global RNG inside ``fork_rng``, seeded with ``settings.seed``, so it
     is reproducible and leaves the caller's RNG as it was."""
     peft = _peft()
+    refuse_adapted(model)
+    # nn.MultiheadAttention multiplies by its out_proj's weight itself, never calling the layer: an adapter there
+    # never trained (its factors sat at their init, silently)
+    targets = [t for t in targets if not isinstance(model.get_submodule(t.rpartition(".")[0]), nn.MultiheadAttention)]
+    if not targets:  # peft's NoMatchingPeftModuleError spoke of target_modules, which rlnb chooses
+        raise ValueError(
+            f"lora: model ({type(model).__name__}) has no linear layer for LoRA to adapt (it adapts nn.Linear and "
+            "GPT-2's Conv1D layers, outside nn.MultiheadAttention): train all its weights (lora=None), or give it "
+            "linear layers"
+        )
     config = peft.LoraConfig(
         r=settings.rank,
         lora_alpha=settings.alpha,
@@ -80,12 +90,6 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
         target_modules=targets,
         bias="none",
     )
-    refuse_adapted(model)
-    if not targets:  # peft's NoMatchingPeftModuleError spoke of target_modules, which rlnb chooses
-        raise ValueError(
-            f"lora: model ({type(model).__name__}) has no linear layer for LoRA to adapt (it adapts nn.Linear and "
-            "GPT-2's Conv1D layers): train all its weights (lora=None), or give it linear layers"
-        )
     devices = [p.device for p in model.parameters() if p.device.type == "cuda"][:1]
     with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
         # GPT-2 mixes Conv1D ([in, out]) and Linear layers: peft fixes fan_in_fan_out per layer, and says so.
