@@ -113,3 +113,29 @@ def test_a_crafted_optimizer_state_is_refused_naming_the_weight_or_its_options_a
     ):
         with pytest.raises(CheckpointMismatch, match=f"its optimizer state does not fit .*AdamW's {says}"):
             local_session(model="tiny", resume_from=_crafted(path, tmp_path, change))
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "params", "field"),
+    [
+        ("adam", rlnb.AdamParams(learning_rate=1e39), "adam_params.learning_rate"),
+        ("adam", rlnb.AdamParams(learning_rate=1e36, beta1=0.999), "adam_params.learning_rate"),  # lr / (1 - beta1)
+        ("adam", rlnb.AdamParams(learning_rate=1.0, weight_decay=1e39), "adam_params.weight_decay"),
+        ("muon", rlnb.MuonParams(learning_rate=1e39), "muon_params.learning_rate"),
+        ("muon", rlnb.MuonParams(adam=rlnb.AdamParams(learning_rate=1e39)), "muon_params.adam.learning_rate"),
+    ],
+)
+def test_a_step_size_past_the_weights_dtype_fails_invalid_input_before_anything_moves(optimizer, params, field):
+    """lr 1e39 (the API takes any finite double) failed the optim-step ``INTERNAL_ERROR`` ("value cannot be converted
+    to type float without overflow") half-way: AdamW's moments and step count had moved, the weights had not, and
+    the next step counted as AdamW's second."""
+    with local_session(model="tiny", optimizer=optimizer, threads=1) as s, local_session(
+        model="tiny", optimizer=optimizer, threads=1
+    ) as twin:
+        s.forward_backward([samples.cross_entropy(s.encode("n=1"))])
+        with pytest.raises(rlnb.OperationFailed, match=rf"{field} is too large: .*past the 3.4e\+38") as info:
+            s.optim_step(params).result(timeout=30)
+        assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+        small = type(params)(learning_rate=1e-3)
+        twin.forward_backward([samples.cross_entropy(twin.encode("n=1"))])
+        assert _same(_train(s, 1, small), _train(twin, 1, small))  # as if the refused step had never been asked

@@ -108,21 +108,42 @@ class TrainerOptimizer:
         # the smallest positive number of each dtype AdamW updates (half of it rounds to 0), for ``check``
         finfo = {d: torch.finfo(d) for d in {p.dtype for p in adam_params}}
         self._adam_tiny = {d: info.smallest_normal * info.eps for d, info in finfo.items()}
+        # the largest number each group's weights hold, and Muon's largest shape scale, for ``check``
+        self._adam_max = min((info.max for info in finfo.values()), default=math.inf)
+        self._muon_max = min((torch.finfo(p.dtype).max for _, p in self.split.muon), default=math.inf)
+        self._muon_scale = max((shape_scale(r, c, muon_scaling) for r, c in self._muon_groups), default=1.0)
 
     def check(self, hp: Hyperparams) -> None:
         """Refuse ``hp`` unless it is this kind's (a ``TypeError``) and can step these weights (a ``ValueError`` naming
         the field): an AdamW ``eps`` that is 0 in the dtype of the weights AdamW updates (1e-50 in float32; the default
-        1e-8 in float16) turned every weight whose gradient is 0 (an unused token's embedding row) into 0/0 = NaN."""
+        1e-8 in float16) turned every weight whose gradient is 0 (an unused token's embedding row) into 0/0 = NaN; a
+        learning rate (or its product with the weight decay) past what the dtype holds failed the step half-way."""
         check_hyperparams(self.kind, hp)
-        eps = hp.adam.eps if isinstance(hp, MuonHyperparams) else hp.eps
+        adam = hp.adam if isinstance(hp, MuonHyperparams) else hp
+        prefix = "muon_params.adam." if isinstance(hp, MuonHyperparams) else "adam_params."
         for dtype, tiny in self._adam_tiny.items():
-            if eps <= tiny / 2:
-                field = "muon_params.adam.eps" if self.kind == "muon" else "adam_params.eps"
+            if adam.eps <= tiny / 2:
+                field, eps = f"{prefix}eps", adam.eps
                 hint = " (or load the model with dtype='bfloat16' or 'float32')" if dtype == torch.float16 else ""
                 raise ValueError(
                     f"{field} {eps:g} is 0 in {str(dtype).removeprefix('torch.')}, the dtype of the weights AdamW "
                     f"updates: every weight whose gradient is 0 would become 0/0 = NaN; give {field} >= {tiny:.3g}"
                     + hint
+                )
+        factors = [  # what the update multiplies by, (field, value, its largest): torch's conversion overflowed
+            (f"{prefix}learning_rate", adam.learning_rate / (1 - adam.beta1), self._adam_max),  # lr / (1 - beta1^t)
+            (f"{prefix}weight_decay", adam.learning_rate * adam.weight_decay, self._adam_max),  # 1 - lr * wd
+        ]
+        if isinstance(hp, MuonHyperparams):
+            factors += [
+                ("muon_params.learning_rate", hp.learning_rate * self._muon_scale, self._muon_max),
+                ("muon_params.weight_decay", hp.learning_rate * hp.weight_decay, self._muon_max),
+            ]
+        for field, value, largest in factors:
+            if value > largest:
+                raise ValueError(
+                    f"{field} is too large: the update would multiply by {value:.3g}, past the {largest:.3g} the "
+                    "weights' dtype holds; give a smaller one"
                 )
 
     @torch.no_grad()
