@@ -139,3 +139,17 @@ def test_a_step_size_past_the_weights_dtype_fails_invalid_input_before_anything_
         small = type(params)(learning_rate=1e-3)
         twin.forward_backward([samples.cross_entropy(twin.encode("n=1"))])
         assert _same(_train(s, 1, small), _train(twin, 1, small))  # as if the refused step had never been asked
+
+
+def test_a_batched_member_whose_step_its_weights_cannot_take_fails_alone_naming_the_field():
+    """In an ensemble, eps 1e-50 or lr 1e39 turned that member's weights NaN / inf at its first step (the step
+    completed), and it failed a step later as "the weights have diverged", naming neither field."""
+    from rlnb.batched import Member, run_batched
+
+    bad = {"eps": rlnb.AdamParams(eps=1e-50), "learning_rate": rlnb.AdamParams(learning_rate=1e39)}
+    members = [Member(p) for p in bad.values()] + [Member(rlnb.AdamParams(learning_rate=1e-3))]
+    results = run_batched("tiny", "adam", members, steps=2, keep_weights=True, device="cpu", threads=1)
+    for result, field in zip(results, bad, strict=False):
+        assert result.status == "FAILED" and result.reason.startswith(f"ValueError: adam_params.{field} ")
+        assert result.losses == [] and all(w.isfinite().all() for w in result.weights.values())
+    assert results[-1].status == "COMPLETED" and len(results[-1].losses) == 2

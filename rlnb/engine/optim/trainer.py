@@ -48,6 +48,55 @@ class StepStats:
     adam_learning_rate: float | None  # muon kind: the learning rate of the AdamW group
 
 
+@dataclass
+class StepLimits:
+    """What a step's hyperparameters must fit in the weights they update, given the dtypes of the AdamW group and
+    of the Muon group and Muon's largest shape scale s."""
+
+    adam_dtypes: list[torch.dtype]
+    muon_dtypes: list[torch.dtype]
+    muon_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        self.adam_dtypes = sorted(set(self.adam_dtypes), key=str)
+        self.muon_dtypes = sorted(set(self.muon_dtypes), key=str)
+
+    def check(self, hp: Hyperparams) -> None:
+        """A ``ValueError`` naming the field when ``hp`` would corrupt or half-step these weights. An AdamW ``eps`` that
+        is 0 in the weights' dtype (1e-50 in float32; the default 1e-8 in float16) turned every weight whose gradient
+        is 0 (an unused token's embedding row) into 0/0 = NaN; a step size past what the dtype holds (lr 1e39)
+        failed torch's conversion half-way through the step (AdamW's moments and step count moved)."""
+        adam = hp.adam if isinstance(hp, MuonHyperparams) else hp
+        prefix = "muon_params.adam." if isinstance(hp, MuonHyperparams) else "adam_params."
+        for dtype in self.adam_dtypes:
+            info = torch.finfo(dtype)
+            tiny = info.smallest_normal * info.eps  # the dtype's smallest positive number: half of it rounds to 0
+            if adam.eps <= tiny / 2:
+                hint = " (or load the model with dtype='bfloat16' or 'float32')" if dtype == torch.float16 else ""
+                raise ValueError(
+                    f"{prefix}eps {adam.eps:g} is 0 in {str(dtype).removeprefix('torch.')}, the dtype of the weights "
+                    f"AdamW updates: every weight whose gradient is 0 would become 0/0 = NaN; give {prefix}eps >= "
+                    f"{tiny:.3g}{hint}"
+                )
+        adam_max = min((torch.finfo(d).max for d in self.adam_dtypes), default=math.inf)
+        factors = [  # what the update multiplies by, (field, value, the largest the weights hold)
+            (f"{prefix}learning_rate", adam.learning_rate / (1 - adam.beta1), adam_max),  # lr / (1 - beta1^t)
+            (f"{prefix}weight_decay", adam.learning_rate * adam.weight_decay, adam_max),  # 1 - lr * wd
+        ]
+        if isinstance(hp, MuonHyperparams):
+            muon_max = min((torch.finfo(d).max for d in self.muon_dtypes), default=math.inf)
+            factors += [
+                ("muon_params.learning_rate", hp.learning_rate * self.muon_scale, muon_max),
+                ("muon_params.weight_decay", hp.learning_rate * hp.weight_decay, muon_max),
+            ]
+        for field, value, largest in factors:
+            if value > largest:
+                raise ValueError(
+                    f"{field} is too large: the update would multiply by {value:.3g}, past the {largest:.3g} the "
+                    "weights' dtype holds; give a smaller one"
+                )
+
+
 class TrainerOptimizer:
     """One training session's optimizer: ``kind`` "adam" (AdamW on everything) or "muon".
 
@@ -105,46 +154,16 @@ class TrainerOptimizer:
         for name, p in self.split.muon:
             self._muon_groups.setdefault((p.shape[0], p.shape[1]), []).append((name, p))
         self.momentum: dict[str, Tensor] = {}  # Muon's buffer B per matrix, by name; created at first use
-        # the smallest positive number of each dtype AdamW updates (half of it rounds to 0), for ``check``
-        finfo = {d: torch.finfo(d) for d in {p.dtype for p in adam_params}}
-        self._adam_tiny = {d: info.smallest_normal * info.eps for d, info in finfo.items()}
-        # the largest number each group's weights hold, and Muon's largest shape scale, for ``check``
-        self._adam_max = min((info.max for info in finfo.values()), default=math.inf)
-        self._muon_max = min((torch.finfo(p.dtype).max for _, p in self.split.muon), default=math.inf)
-        self._muon_scale = max((shape_scale(r, c, muon_scaling) for r, c in self._muon_groups), default=1.0)
+        self.limits = StepLimits(
+            [p.dtype for p in adam_params], [p.dtype for _, p in self.split.muon],
+            max((shape_scale(r, c, muon_scaling) for r, c in self._muon_groups), default=1.0),
+        )  # fmt: skip
+        """What a step's hyperparameters must fit in these weights (``check``)."""
 
     def check(self, hp: Hyperparams) -> None:
-        """Refuse ``hp`` unless it is this kind's (a ``TypeError``) and can step these weights (a ``ValueError`` naming
-        the field): an AdamW ``eps`` that is 0 in the dtype of the weights AdamW updates (1e-50 in float32; the default
-        1e-8 in float16) turned every weight whose gradient is 0 (an unused token's embedding row) into 0/0 = NaN; a
-        learning rate (or its product with the weight decay) past what the dtype holds failed the step half-way."""
+        """Refuse ``hp`` unless it is this kind's (a ``TypeError``) and fits these weights (``StepLimits.check``)."""
         check_hyperparams(self.kind, hp)
-        adam = hp.adam if isinstance(hp, MuonHyperparams) else hp
-        prefix = "muon_params.adam." if isinstance(hp, MuonHyperparams) else "adam_params."
-        for dtype, tiny in self._adam_tiny.items():
-            if adam.eps <= tiny / 2:
-                field, eps = f"{prefix}eps", adam.eps
-                hint = " (or load the model with dtype='bfloat16' or 'float32')" if dtype == torch.float16 else ""
-                raise ValueError(
-                    f"{field} {eps:g} is 0 in {str(dtype).removeprefix('torch.')}, the dtype of the weights AdamW "
-                    f"updates: every weight whose gradient is 0 would become 0/0 = NaN; give {field} >= {tiny:.3g}"
-                    + hint
-                )
-        factors = [  # what the update multiplies by, (field, value, its largest): torch's conversion overflowed
-            (f"{prefix}learning_rate", adam.learning_rate / (1 - adam.beta1), self._adam_max),  # lr / (1 - beta1^t)
-            (f"{prefix}weight_decay", adam.learning_rate * adam.weight_decay, self._adam_max),  # 1 - lr * wd
-        ]
-        if isinstance(hp, MuonHyperparams):
-            factors += [
-                ("muon_params.learning_rate", hp.learning_rate * self._muon_scale, self._muon_max),
-                ("muon_params.weight_decay", hp.learning_rate * hp.weight_decay, self._muon_max),
-            ]
-        for field, value, largest in factors:
-            if value > largest:
-                raise ValueError(
-                    f"{field} is too large: the update would multiply by {value:.3g}, past the {largest:.3g} the "
-                    "weights' dtype holds; give a smaller one"
-                )
+        self.limits.check(hp)
 
     @torch.no_grad()
     def step(self, hp: Hyperparams) -> StepStats:
