@@ -8,6 +8,7 @@ and why, and what ran is in the trial's history.
 
 from __future__ import annotations
 
+import copy
 import math
 import statistics
 import time
@@ -15,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
+from torch import nn
 
 from rlnb.errors import OperationFailed, RateLimitError
 from rlnb.history import History
@@ -164,7 +167,10 @@ class _Stopped(Exception):
 def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
     """A session for one trial. A remote provider at its session cap answers 429: wait for a slot."""
     delay = RATE_LIMIT_WAIT[0]
-    common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id, **spec.options}
+    # a module given as ``model=`` is each trial's own copy: the one instance trained trial after trial (a trial began
+    # where the one before it ended; concurrent trials shared weights), and it was the user's module that trained
+    options = {k: copy.deepcopy(v) if isinstance(v, nn.Module) else v for k, v in spec.options.items()}
+    common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id, **options}
     opener: Callable[[], Session] = (
         (lambda: connect("local", seed=spec.seed, **common))
         if spec.target == "local"
