@@ -35,7 +35,7 @@ from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step, seed_range
 from rlnb.viz.plots import NotebookFigure
 
 from .lr_curve import FLAT, SMOOTHING, diverged, significant, smooth, suggest
-from .trial import Objective
+from .trial import Objective, own_modules
 
 __all__ = ["DEFAULT_RANGES", "FLAT", "SCALING_NAMES", "SMOOTHING", "LRFind", "lr_find", "significant", "with_lr"]
 
@@ -273,7 +273,7 @@ def _open(
     record: dict[str, Any] = {"runs_dir": runs_dir, "run_id": new_run_id("lr-find")}
     if session is None:
         extra: dict[str, Any] = {"seed": seed} if target == "local" else {}
-        return connect(target, optimizer=kind, **record, **extra, **options)
+        return connect(target, optimizer=kind, **record, **extra, **own_modules(options))
     if session.optimizer != kind:
         raise ValueError(f"the session's optimizer is {session.optimizer}; pass {session.optimizer} params")
     config = session.history.config
@@ -298,7 +298,7 @@ def _open(
         "lora": config.get("lora"),
         "device": config.get("device", "auto"),
         "seed": seed,
-        **options,
+        **own_modules(options),
     }
     try:
         return connect(

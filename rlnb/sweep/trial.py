@@ -164,13 +164,18 @@ class _Stopped(Exception):
     """The sweep stopped while this trial waited for a session slot."""
 
 
+def own_modules(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with each ``nn.Module`` (a ``model=``) replaced by a copy, so that a trial (or Find LR's range
+    test) trains its own: given the one instance, a trial began where the one before it ended, concurrent trials
+    shared weights, and the caller's module was trained (by Find LR, up to rates that make it diverge)."""
+    return {k: copy.deepcopy(v) if isinstance(v, nn.Module) else v for k, v in options.items()}
+
+
 def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
     """A session for one trial. A remote provider at its session cap answers 429: wait for a slot."""
     delay = RATE_LIMIT_WAIT[0]
-    # a module given as ``model=`` is each trial's own copy: the one instance trained trial after trial (a trial began
-    # where the one before it ended; concurrent trials shared weights), and it was the user's module that trained
-    options = {k: copy.deepcopy(v) if isinstance(v, nn.Module) else v for k, v in spec.options.items()}
-    common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id, **options}
+    common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id,
+                              **own_modules(spec.options)}  # fmt: skip
     opener: Callable[[], Session] = (
         (lambda: connect("local", seed=spec.seed, **common))
         if spec.target == "local"

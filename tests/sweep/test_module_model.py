@@ -31,3 +31,15 @@ def test_each_trial_trains_its_own_copy_of_a_module_given_as_model(tmp_path):
     assert trials["final_reward"][0] == trials["final_reward"][1]
     assert trials["final_loss"][0] == trials["final_loss"][1]
     assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())  # the caller's module is as given
+
+
+def test_lr_find_on_a_module_given_as_model_leaves_the_module_as_given(tmp_path):
+    """Find LR trained the caller's ``model=`` module itself, up to rates that make it diverge ("nothing is
+    applied anywhere", its docs say)."""
+    from rlnb.sweep import lr_find
+
+    module = _Small()
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    found = lr_find(rlnb.AdamParams(), steps=5, model=module, runs_dir=tmp_path, device="cpu", threads=1)
+    assert len(found.lrs) == 5  # it ran, on a copy
+    assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())
