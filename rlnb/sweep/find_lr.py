@@ -35,7 +35,7 @@ from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step, seed_range
 from rlnb.viz.plots import NotebookFigure
 
 from .lr_curve import FLAT, SMOOTHING, diverged, significant, smooth, suggest
-from .trial import Objective, own_modules
+from .trial import Objective
 
 __all__ = ["DEFAULT_RANGES", "FLAT", "SCALING_NAMES", "SMOOTHING", "LRFind", "lr_find", "significant", "with_lr"]
 
@@ -270,6 +270,7 @@ def _rl_step(task: Task, objective: Objective, seed: int) -> StepFn:
 def _open(
     kind: str, session: Session | None, target: str, seed: int, runs_dir: str | Path | None, options: dict[str, Any]
 ) -> Session:
+    from .trial import own_modules  # each model= module is copied: the test never trains the caller's
     record: dict[str, Any] = {"runs_dir": runs_dir, "run_id": new_run_id("lr-find")}
     if session is None:
         extra: dict[str, Any] = {"seed": seed} if target == "local" else {}
