@@ -230,9 +230,8 @@ class Ensemble:
             self._end([m], "PRUNED", reason)
 
     def _params(self, i: int) -> dict[int, OptimizerParams]:
-        """Each live member's params at step ``i``; a member whose params function raises anything (InvalidParams,
-        a bug in the user's schedule) leaves FAILED with it (only ValueError / TypeError did; a RuntimeError
-        failed every member of the ensemble with that one member's error)."""
+        """Each live member's params at step ``i``; a member whose params raise anything (InvalidParams, a schedule's
+        bug, a step its weights cannot take) leaves FAILED with it (a RuntimeError once failed the whole ensemble)."""
         expected = PARAMS[self.kind]
         out, bad = {}, {}
         for m in self.live:
@@ -242,6 +241,7 @@ class Ensemble:
                 if not isinstance(value, expected):
                     raise TypeError(f"this session's optimizer is {self.kind}: pass {expected.__name__}, "
                                     f"not {type(value).__name__}")
+                self.optim.limits.check(value.resolved())  # as a session's optim-step: eps 0 in the dtype, lr past it
                 out[m] = value
             except Exception as exc:  # noqa: BLE001 - the member's own code: its trial fails, not the ensemble
                 bad[m] = f"{type(exc).__name__}: {exc}"

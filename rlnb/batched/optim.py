@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine.optim.muon import muon_update, shape_scale
 from rlnb.engine.optim.split import split_params
-from rlnb.engine.optim.trainer import CLIP_EPS, StepStats
+from rlnb.engine.optim.trainer import CLIP_EPS, StepLimits, StepStats
 from rlnb.params import AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
 
 
@@ -125,6 +125,9 @@ class StackedOptimizer:
         """Muon's buffer B of each shape group, ``[K * n, rows, cols]`` (member-major)."""
         self.steps = 0
         """AdamW's step count (every member steps together; a failed member leaves the ensemble)."""
+        scales = [shape_scale(r, c, muon_scaling) for *_, r, c in self.groups]
+        self.limits = StepLimits([model.dtype], [model.dtype] if scales else [], max(scales, default=1.0))
+        """What a member's step must fit in the weights, as a session's optim-step checks it."""
 
     def keep(self, index: Sequence[int]) -> None:
         """Drop every member not in ``index`` (the model is told separately)."""

@@ -33,7 +33,7 @@ from rlnb.engine.models import packed
 from rlnb.engine.models.adapter import ModelAdapter, build_adapter
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.hf import DTYPES
-from rlnb.engine.models.lora import LoraSettings, apply_lora
+from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted
 from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
@@ -150,6 +150,7 @@ class LocalBackend:
     ) -> tuple[ModelAdapter, nn.Module]:
         """The model behind its adapter, and the module that trains (with LoRA adapters when asked), with the
         checkpoint's weights when resuming."""
+        refuse_adapted(model)  # before a tokenizer or the model loads
         tokenizer = tokenizer_spec(options.tokenizer)
         if isinstance(tokenizer, str):
             tokenizer = load_tokenizer(tokenizer, options.trust_remote_code)
@@ -182,7 +183,7 @@ class LocalBackend:
         return handlers.Engine(
             adapter=adapter,
             trainer=trainer,
-            sampler=self._sampler(trainer),
+            sampler=self._sampler(trainer) if num_generator_replicas else trainer,  # trainer-only: nothing samples
             optim=optim,
             kind=self.optimizer,
             store=checkpoints.CheckpointStore(saved.checkpoint_dir),

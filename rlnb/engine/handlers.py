@@ -142,29 +142,7 @@ def custom_forward_backward(
 ) -> wire.CustomForwardBackwardResult:
     seqs, inputs = inputs_mod.read_samples(engine.adapter, body.samples)
     losses_mod.check_read(None, inputs)
-    if len(body.gradients) != len(seqs):
-        raise OperationError(Code.INVALID_INPUT, f"gradients has {len(body.gradients)} entries for {len(seqs)} samples")
-    grads = []
-    for i, (s, g, x) in enumerate(zip(seqs, body.gradients, inputs, strict=True)):
-        if "target_tokens" not in x:
-            raise OperationError(Code.INVALID_INPUT, f"samples[{i}].loss_fn_inputs.target_tokens is required")
-        if x["target_tokens"].shape != (len(s),):
-            raise OperationError(
-                Code.INVALID_INPUT,
-                f"samples[{i}].loss_fn_inputs.target_tokens has {x['target_tokens'].numel()} ids for {len(s)} tokens",
-            )
-        if len(g.data) != len(s):
-            raise OperationError(Code.INVALID_INPUT, f"gradients[{i}] has {len(g.data)} values for {len(s)} tokens")
-        mask = x.get("weights", x.get("mask"))
-        if mask is not None and mask.shape != (len(s),):
-            raise OperationError(
-                Code.INVALID_INPUT,
-                f"samples[{i}].loss_fn_inputs: the mask has {mask.numel()} values for {len(s)} tokens",
-            )
-        grad = torch.tensor(g.data, dtype=torch.float32)
-        if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
-            raise OperationError(Code.NON_FINITE_LOSS, f"gradients[{i}] is not finite; no gradients were accumulated")
-        grads.append(grad * ((mask != 0).float() if mask is not None else 1.0))
+    grads = inputs_mod.custom_gradients(seqs, inputs, body.gradients)
     lps, _ = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, [x["target_tokens"] for x in inputs])
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
     surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly
@@ -177,7 +155,8 @@ def custom_forward_backward(
 def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Event) -> wire.OptimStepResult:
     try:
         hp = params_mod.resolve(engine.kind, body)
-    except ValueError as exc:  # the other optimizer's params
+        engine.optim.check(hp)
+    except ValueError as exc:  # the other optimizer's params, or an eps these weights cannot take
         raise OperationError(Code.INVALID_INPUT, str(exc)) from None
     try:
         stats = engine.optim.step(hp)

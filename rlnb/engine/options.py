@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +20,7 @@ import torch
 from rlnb import wire
 from rlnb._options import check_bool, is_integer, set_int, user_path
 from rlnb.engine.models.compiled import check_compile
+from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.optim.split import SplitOverride
 from rlnb.engine.threads import check_threads
 from rlnb.prompts import tokenizer_spec
@@ -96,6 +97,18 @@ class MuonOptions:
     def __post_init__(self) -> None:
         if self.muon_scaling not in wire.MUON_SCALING:
             raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {self.muon_scaling!r}")
+        ns = self.ns_dtype  # checked before the model loads (minutes for a large one), not at the first step
+        if ns is not None and not (isinstance(ns, str) and ns in DTYPES or isinstance(ns, torch.dtype) and ns in
+                                   DTYPES.values()):  # fmt: skip
+            raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)} or None (chosen from the hardware), got {ns!r}")
+        split = self.muon_split  # a Mapping's groups are checked here too: a misspelt one failed once the model loaded
+        if split is not None and not callable(split) and not (
+            isinstance(split, Mapping) and all(isinstance(k, str) and v in ("muon", "adam") for k, v in split.items())
+        ):
+            raise ValueError(
+                "muon_split must be None, {name pattern: 'muon' | 'adam'} or a function (name, param) -> 'muon' | "
+                f"'adam' | None, got {split!r}"
+            )
 
 
 @dataclass(frozen=True)

@@ -258,10 +258,11 @@ def _rl_step(task: Task, objective: Objective, seed: int) -> StepFn:
 def _open(
     kind: str, session: Session | None, target: str, seed: int, runs_dir: str | Path | None, options: dict[str, Any]
 ) -> Session:
+    from .trial import own_modules  # each model= module is copied: the test never trains the caller's
     record: dict[str, Any] = {"runs_dir": runs_dir, "run_id": new_run_id("lr-find")}
     if session is None:
         extra: dict[str, Any] = {"seed": seed} if target == "local" else {}
-        return connect(target, optimizer=kind, **record, **extra, **options)
+        return connect(target, optimizer=kind, **record, **extra, **own_modules(options))
     if session.optimizer != kind:
         raise ValueError(f"the session's optimizer is {session.optimizer}; pass {session.optimizer} params")
     config = session.history.config
@@ -286,7 +287,7 @@ def _open(
         "lora": config.get("lora"),
         "device": config.get("device", "auto"),
         "seed": seed,
-        **options,
+        **own_modules(options),
     }
     try:
         return connect(

@@ -8,12 +8,15 @@ and why, and what ran is in the trial's history.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
+from torch import nn
 
 from rlnb.errors import OperationFailed, RateLimitError
 from rlnb.history import History
@@ -161,10 +164,18 @@ class _Stopped(Exception):
     """The sweep stopped while this trial waited for a session slot."""
 
 
+def own_modules(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with each ``nn.Module`` (a ``model=``) replaced by a copy, so that a trial (or Find LR's range
+    test) trains its own: given the one instance, a trial began where the one before it ended, concurrent trials
+    shared weights, and the caller's module was trained (by Find LR, up to rates that make it diverge)."""
+    return {k: copy.deepcopy(v) if isinstance(v, nn.Module) else v for k, v in options.items()}
+
+
 def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
     """A session for one trial. A remote provider at its session cap answers 429: wait for a slot."""
     delay = RATE_LIMIT_WAIT[0]
-    common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id, **spec.options}
+    common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id,
+                              **own_modules(spec.options)}  # fmt: skip
     opener: Callable[[], Session] = (
         (lambda: connect("local", seed=spec.seed, **common))
         if spec.target == "local"

@@ -58,7 +58,11 @@ ClipLow = Annotated[float, Strict(), Field(le=1, allow_inf_nan=False)]
 """An absolute lower bound on the importance ratio (<= 1)."""
 ClipHigh = Annotated[float, Strict(), Field(ge=1, allow_inf_nan=False)]
 """An absolute upper bound on the importance ratio (>= 1)."""
-Penalty = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest float32: a loss computes in float32, where a larger number is inf."""
+Penalty = Annotated[float, Strict(), Field(ge=0, le=FLOAT32_MAX, allow_inf_nan=False)]
+"""A penalty weight, at most ``FLOAT32_MAX``: past it the loss's float32 product is inf, and inf·0 NaN even where
+the penalised term is 0 (a masked token): the loss was NaN whatever the samples, naming nothing."""
 Probability = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
 """Loss params are strict numbers: a string or a bool is refused, an integer is taken as a float."""
 

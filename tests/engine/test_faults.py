@@ -156,3 +156,31 @@ def test_an_overflowing_ratio_fails_the_forward_backward_not_the_next_step():
         assert "loss/ratio/mean is inf" in str(err.value) and "no gradients were accumulated" in str(err.value)
         s.forward_backward([samples.policy(list(b"3+4="), list(b"7!"), [-2.0, -2.0], 1.0)], "ppo").result(60)
         assert math.isfinite(s.optim_step().result(60).metrics["grad_norm"])
+
+
+def _custom(s, sample, gradient):
+    body = wire.CustomForwardBackwardBody(samples=[sample], gradients=[wire.GradientTensor(data=gradient)])
+    got: list[wire.Operation] = []
+    s.backend.submit("custom-forward-backward", body, got.append)
+    s.backend.wait_idle(30)
+    return got[-1]
+
+
+def test_custom_forward_backward_refuses_float_targets_and_two_masks_and_accumulates_nothing():
+    """Float32 ``target_tokens`` reached torch's gather (``INTERNAL_ERROR``: "Expected dtype int64 for index");
+    ``weights`` and ``mask`` together trained by ``weights`` alone, silently (a forward-backward refuses both)."""
+    floats = samples.cross_entropy([1, 2, 3, 4])
+    floats.loss_fn_inputs["target_tokens"] = wire.TensorData(data=[2.0, 3.5, 4.0], dtype="float32")
+    both = samples.cross_entropy([1, 2, 3, 4])
+    both.loss_fn_inputs["mask"] = wire.TensorData(data=[0, 0, 1], dtype="int64")
+    with local_session(model="tiny") as s:
+        for sample, says in (
+            (floats, "samples[0].loss_fn_inputs.target_tokens must be int64 token ids"),
+            (both, "samples[0].loss_fn_inputs: give either weights or mask, not both"),
+        ):
+            op = _custom(s, sample, [1.0, 1.0, 1.0])
+            assert op.status == wire.OperationStatus.FAILED, op
+            assert op.error.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+            assert says in op.error.message
+            assert all(p.grad is None for p in s.backend.trainer.parameters())
+        assert _custom(s, samples.cross_entropy([1, 2, 3, 4]), [1.0, 1.0, 1.0]).status == wire.OperationStatus.COMPLETED

@@ -180,3 +180,65 @@ def test_lora_takes_true_false_none_or_a_dict_and_refuses_anything_else():
     for lora, expected in ((None, None), (False, None), (True, 8), ({}, 8), ({"rank": 2}, 2)):
         with lora_session("tiny", lora=lora) as s:  # an empty dict is LoRA with the defaults, as remotely
             assert (s.backend.lora.rank if s.backend.lora else None) == expected
+
+
+def test_a_module_an_earlier_lora_session_adapted_is_refused_not_trained_with_its_adapters():
+    """peft adapts the module it is given in place and freezes its weights: given again (a notebook cell run twice,
+    LoRA then full weights), a full-weight session trained only the earlier session's adapters and a LoRA session
+    put adapters on those adapters, both from the earlier run's weights, silently."""
+    model = build_model("tiny", seed=1)
+    with lora_session(model, lora={"rank": 2}) as s:
+        train(s, steps=1)
+    for lora in (None, {"rank": 2}):
+        with pytest.raises(ValueError, match=r"model \(TinyTransformer\) was adapted in place by an earlier LoRA "
+                                             r"session.*pass a fresh instance"):  # fmt: skip
+            lora_session(model, lora=lora)
+    with lora_session(build_model("tiny", seed=1)) as fresh:  # a fresh instance trains every weight
+        assert all(p.requires_grad for p in fresh.backend.trainer.parameters())
+
+
+class _NoLinear(torch.nn.Module):
+    """Logits from an embedding and a bare weight matrix: no layer LoRA adapts."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(256, 8)
+        self.out = torch.nn.Parameter(torch.zeros(8, 256))
+
+    def forward(self, idx):
+        return self.emb(idx) @ self.out
+
+
+def test_lora_on_a_model_without_linear_layers_says_so():
+    """peft's NoMatchingPeftModuleError: "No `target_modules` passed but also no `target_parameters` found", about
+    an argument rlnb chooses."""
+    with pytest.raises(ValueError, match=r"lora: model \(_NoLinear\) has no linear layer for LoRA to adapt"):
+        lora_session(_NoLinear(), lora=True)
+    with lora_session(_NoLinear()) as s:  # all its weights train
+        assert {n for n, p in s.backend.trainer.named_parameters() if p.requires_grad} == {"emb.weight", "out"}
+
+
+class _Attention(torch.nn.Module):
+    """torch's own attention, as a model built from ``nn.TransformerEncoderLayer`` has it."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(256, 16)
+        self.attn = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        self.head = torch.nn.Linear(16, 256)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        return self.head(x + self.attn(x, x, x, need_weights=False)[0])
+
+
+def test_lora_does_not_adapt_the_projection_multihead_attention_reads_directly():
+    """nn.MultiheadAttention multiplies by ``out_proj.weight`` itself: the adapter LoRA put on ``out_proj`` was
+    trainable, yet never trained (its factors stayed at peft's init through every step)."""
+    with lora_session(_Attention(), lora={"rank": 2}) as s:
+        trainable = {n: p.detach().clone() for n, p in s.backend.trainer.named_parameters() if p.requires_grad}
+        assert trainable and not any("out_proj" in n for n in trainable)
+        train(s, steps=2)
+        after = dict(s.backend.trainer.named_parameters())
+        assert [n for n in trainable if "lora_B" in n and torch.equal(trainable[n], after[n])] == []

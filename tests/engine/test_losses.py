@@ -488,7 +488,7 @@ BAD = [
     (CE, {"beta": 0.1}, None, ["unknown param 'beta'"]),
     (PPO, {"clip_low_threshold": 1.5}, None, ["'clip_low_threshold'", "<= 1", "1.5"]),
     (GRPO, {"clip_high_threshold": 0.9}, None, ["'clip_high_threshold'", ">= 1"]),
-    (GRPO, {"beta": -0.1}, None, ["'beta'", ">= 0"]),
+    (GRPO, {"beta": -0.1}, None, ["'beta'", "in [0, 3.40282e+38]"]),
     (CISPO, {"clip_high_threshold": math.inf}, None, ["'clip_high_threshold'", "finite"]),
     (PPO, {"clip_low_threshold": math.nan}, None, ["'clip_low_threshold'", "finite"]),
     (PPO, {"clip_low_threshold": "0.8"}, None, ["'clip_low_threshold'", "'0.8'"]),

@@ -3,6 +3,7 @@
 a model loads."""
 
 import pytest
+import torch
 
 import rlnb
 from rlnb import samples
@@ -40,6 +41,10 @@ from rlnb.text import ByteCodec
         ({"checkpoint_dir": ""}, ValueError, "checkpoint_dir must be a folder path or None"),
         ({"checkpoint_dir": "/proc/rlnb"}, ValueError, "checkpoint_dir '/proc/rlnb' cannot hold checkpoints: No such"),
         ({"resume_from": ""}, ValueError, "resume_from must be a checkpoint's path or None"),
+        ({"ns_dtype": "fp32"}, ValueError, r"ns_dtype must be one of \['bfloat16', .* or None .*got 'fp32'"),
+        ({"ns_dtype": torch.int64}, ValueError, "ns_dtype must be one of .*got torch.int64"),  # failed the first step
+        ({"muon_split": {"*.c_fc.weight": "Muon"}}, ValueError, r"muon_split must be None, \{name pattern: 'muon'"),
+        ({"muon_split": ["*.c_fc.weight"]}, ValueError, r"muon_split must be .*got \['\*.c_fc.weight'\]"),
     ],
 )
 def test_bad_options_are_refused_before_the_model_loads(options, error, match):

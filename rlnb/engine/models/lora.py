@@ -14,6 +14,7 @@ Checkpoints export the adapter in peft's own format (``adapter_config.json`` +
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -72,6 +73,16 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
     The adapter init draws from the global RNG inside ``fork_rng``, seeded with ``settings.seed``, so it
     is reproducible and leaves the caller's RNG as it was."""
     peft = _peft()
+    refuse_adapted(model)
+    # nn.MultiheadAttention multiplies by its out_proj's weight itself, never calling the layer: an adapter there
+    # never trained (its factors sat at their init, silently)
+    targets = [t for t in targets if not isinstance(model.get_submodule(t.rpartition(".")[0]), nn.MultiheadAttention)]
+    if not targets:  # peft's NoMatchingPeftModuleError spoke of target_modules, which rlnb chooses
+        raise ValueError(
+            f"lora: model ({type(model).__name__}) has no linear layer for LoRA to adapt (it adapts nn.Linear and "
+            "GPT-2's Conv1D layers, outside nn.MultiheadAttention): train all its weights (lora=None), or give it "
+            "linear layers"
+        )
     config = peft.LoraConfig(
         r=settings.rank,
         lora_alpha=settings.alpha,
@@ -86,7 +97,25 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
         warnings.filterwarnings("ignore", message=r".*tie_word_embeddings.*", category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
         torch.manual_seed(settings.seed)
-        return peft.get_peft_model(model, config)
+        adapted = peft.get_peft_model(model, config)
+    _ADAPTED[model] = None
+    return adapted
+
+
+_ADAPTED: weakref.WeakKeyDictionary[nn.Module, None] = weakref.WeakKeyDictionary()
+"""The modules a LoRA session adapted: peft wraps their linear layers in place and freezes their weights."""
+
+
+def refuse_adapted(model: object) -> None:
+    """A ``ValueError`` for a module an earlier LoRA session adapted (in place: peft's layers and frozen weights
+    stay in it): given to another session it trained, silently, that session's adapters on top of the earlier
+    run's (a full-weight session only them, the base frozen). A model of one's own built with peft is taken."""
+    if isinstance(model, nn.Module) and model in _ADAPTED:
+        raise ValueError(
+            f"model ({type(model).__name__}) was adapted in place by an earlier LoRA session: it holds that session's "
+            "adapters and its own weights are frozen; pass a fresh instance of the model (or a copy.deepcopy made "
+            "before its first session), or resume_from= that session's checkpoint"
+        )
 
 
 def merged_state_dict(model: nn.Module) -> dict[str, Tensor]:

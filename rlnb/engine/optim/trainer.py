@@ -48,6 +48,55 @@ class StepStats:
     adam_learning_rate: float | None  # muon kind: the learning rate of the AdamW group
 
 
+@dataclass
+class StepLimits:
+    """What a step's hyperparameters must fit in the weights they update, given the dtypes of the AdamW group and
+    of the Muon group and Muon's largest shape scale s."""
+
+    adam_dtypes: list[torch.dtype]
+    muon_dtypes: list[torch.dtype]
+    muon_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        self.adam_dtypes = sorted(set(self.adam_dtypes), key=str)
+        self.muon_dtypes = sorted(set(self.muon_dtypes), key=str)
+
+    def check(self, hp: Hyperparams) -> None:
+        """A ``ValueError`` naming the field when ``hp`` would corrupt or half-step these weights. An AdamW ``eps`` that
+        is 0 in the weights' dtype (1e-50 in float32; the default 1e-8 in float16) turned every weight whose gradient
+        is 0 (an unused token's embedding row) into 0/0 = NaN; a step size past what the dtype holds (lr 1e39)
+        failed torch's conversion half-way through the step (AdamW's moments and step count moved)."""
+        adam = hp.adam if isinstance(hp, MuonHyperparams) else hp
+        prefix = "muon_params.adam." if isinstance(hp, MuonHyperparams) else "adam_params."
+        for dtype in self.adam_dtypes:
+            info = torch.finfo(dtype)
+            tiny = info.smallest_normal * info.eps  # the dtype's smallest positive number: half of it rounds to 0
+            if adam.eps <= tiny / 2:
+                hint = " (or load the model with dtype='bfloat16' or 'float32')" if dtype == torch.float16 else ""
+                raise ValueError(
+                    f"{prefix}eps {adam.eps:g} is 0 in {str(dtype).removeprefix('torch.')}, the dtype of the weights "
+                    f"AdamW updates: every weight whose gradient is 0 would become 0/0 = NaN; give {prefix}eps >= "
+                    f"{tiny:.3g}{hint}"
+                )
+        adam_max = min((torch.finfo(d).max for d in self.adam_dtypes), default=math.inf)
+        factors = [  # what the update multiplies by, (field, value, the largest the weights hold)
+            (f"{prefix}learning_rate", adam.learning_rate / (1 - adam.beta1), adam_max),  # lr / (1 - beta1^t)
+            (f"{prefix}weight_decay", adam.learning_rate * adam.weight_decay, adam_max),  # 1 - lr * wd
+        ]
+        if isinstance(hp, MuonHyperparams):
+            muon_max = min((torch.finfo(d).max for d in self.muon_dtypes), default=math.inf)
+            factors += [
+                ("muon_params.learning_rate", hp.learning_rate * self.muon_scale, muon_max),
+                ("muon_params.weight_decay", hp.learning_rate * hp.weight_decay, muon_max),
+            ]
+        for field, value, largest in factors:
+            if value > largest:
+                raise ValueError(
+                    f"{field} is too large: the update would multiply by {value:.3g}, past the {largest:.3g} the "
+                    "weights' dtype holds; give a smaller one"
+                )
+
+
 class TrainerOptimizer:
     """One training session's optimizer: ``kind`` "adam" (AdamW on everything) or "muon".
 
@@ -105,11 +154,21 @@ class TrainerOptimizer:
         for name, p in self.split.muon:
             self._muon_groups.setdefault((p.shape[0], p.shape[1]), []).append((name, p))
         self.momentum: dict[str, Tensor] = {}  # Muon's buffer B per matrix, by name; created at first use
+        self.limits = StepLimits(
+            [p.dtype for p in adam_params], [p.dtype for _, p in self.split.muon],
+            max((shape_scale(r, c, muon_scaling) for r, c in self._muon_groups), default=1.0),
+        )  # fmt: skip
+        """What a step's hyperparameters must fit in these weights (``check``)."""
+
+    def check(self, hp: Hyperparams) -> None:
+        """Refuse ``hp`` unless it is this kind's (a ``TypeError``) and fits these weights (``StepLimits.check``)."""
+        check_hyperparams(self.kind, hp)
+        self.limits.check(hp)
 
     @torch.no_grad()
     def step(self, hp: Hyperparams) -> StepStats:
         """Clip and apply this step's update with ``hp``, this optimizer kind's hyperparameters."""
-        check_hyperparams(self.kind, hp)
+        self.check(hp)
         adam_hp = hp.adam if isinstance(hp, MuonHyperparams) else hp
 
         get_total_norm = torch.nn.utils.get_total_norm
@@ -186,6 +245,7 @@ class TrainerOptimizer:
             "kind": self.kind,
             "adamw": self._adamw.state_dict() if self._adamw is not None else None,
             "momentum": dict(self.momentum),
+            "muon_scaling": self.muon_scaling if self.kind == "muon" else None,
         }
 
     def load_state_dict(self, sd: Mapping[str, Any]) -> None:
@@ -195,12 +255,48 @@ class TrainerOptimizer:
         """
         if sd.get("kind") != self.kind:
             raise ValueError(f"state is for a {sd.get('kind')!r} optimizer, this one is {self.kind!r}")
+        scaling = sd.get("muon_scaling")
+        if self.kind == "muon" and scaling is not None and scaling != self.muon_scaling:
+            raise ValueError(
+                f"its Muon learning rates are in muon_scaling={scaling!r} units, this session's in "
+                f"{self.muon_scaling!r}: the same rates would move its matrices by other amounts; resume with "
+                f"muon_scaling={scaling!r}"
+            )
         matrices = dict(self.split.muon)
         for name, buf in sd["momentum"].items():
             if name not in matrices or buf.shape != matrices[name].shape:
                 raise ValueError(f"momentum buffer {name!r} {tuple(buf.shape)} matches no Muon matrix of this model")
+            _check_finite(f"momentum buffer {name!r}", buf)
         if self._adamw is not None:
+            own = [{k: v for k, v in g.items() if k != "params"} for g in self._adamw.param_groups]
             # deepcopy: torch.optim.Optimizer.load_state_dict keeps the given tensors when dtype and
             # device already match, and two optimizers sharing exp_avg would each update it
             self._adamw.load_state_dict(copy.deepcopy(sd["adamw"]))
+            for group, options in zip(self._adamw.param_groups, own, strict=True):
+                group.update(options)  # torch takes the state's options too: a saved maximize=True ascended the loss
+            self._check_adamw()
         self.momentum = {n: b.detach().to(matrices[n], copy=True) for n, b in sd["momentum"].items()}
+
+    def _check_adamw(self) -> None:
+        """A ``ValueError`` naming the weight whose loaded AdamW state would fail or corrupt the next step: moments
+        missing or of another shape (torch's step raised), not finite, or a step count that is not a whole number
+        >= 0 (a negative one makes the bias correction negative, its square root NaN, and the weights NaN)."""
+        assert self._adamw is not None
+        for name, p in self.split.adam:
+            state = self._adamw.state.get(p)
+            if not state:
+                continue
+            for key in ("step", "exp_avg", "exp_avg_sq"):
+                value = state.get(key)
+                if not isinstance(value, Tensor) or value.shape != (p.shape if key != "step" else ()):
+                    got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+                    raise ValueError(f"AdamW's {key} for {name} is {got}, expected a tensor of its shape")
+                _check_finite(f"AdamW's {key} for {name}", value)
+            step = float(state["step"])
+            if step < 0 or not step.is_integer():
+                raise ValueError(f"AdamW's step for {name} is {step:g}, expected a whole number >= 0")
+
+
+def _check_finite(what: str, t: Tensor) -> None:
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{what} is not finite")

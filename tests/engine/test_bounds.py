@@ -1,0 +1,155 @@
+"""The engine's optimizer and loss settings at and past their bounds, and optimizer state across checkpoints:
+each refused with the field named, or carried over whole."""
+
+import math
+
+import pytest
+import torch
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.engine.checkpoints import CheckpointMismatch
+
+
+def local_session(**kw):
+    kw.setdefault("device", "cpu")
+    kw.setdefault("record", False)
+    return rlnb.connect("local", **kw)
+
+
+@pytest.mark.parametrize("loss", ["dro", "grpo"])
+def test_a_penalty_past_float32_is_refused_naming_it_not_a_nan_loss(loss):
+    """``beta=1e39`` (the wire took any finite double) is inf in the loss's float32, and inf·0 NaN at every masked
+    position: the forward-backward failed ``NON_FINITE_LOSS`` "loss is nan", whatever the samples, naming nothing."""
+    with pytest.raises(ValueError, match=r"beta\n.*less than or equal to 3402823466"):
+        wire.loss_config(loss, {"beta": 1e39})
+    sample = samples.policy([1, 2], [3, 4], [-1.0, -1.0], 1.0, reference_logprobs=[-1.0, -1.0])
+    field = wire.LOSS_PARAMS_FIELD[wire.LOSS_NAMES[loss]]
+    params = wire.LOSSES[wire.LOSS_NAMES[loss]].params.model_construct(beta=1e39)  # as a crafted body would carry
+    config = wire.LossConfig.model_construct(type=wire.LOSS_NAMES[loss], **{field: params})
+    with local_session(model="tiny") as s:
+        says = r"param 'beta' .* must be a finite number in \[0, 3\.40282e\+38\]"
+        with pytest.raises(rlnb.OperationFailed, match=says):
+            s.forward_backward([sample], config).result(timeout=30)
+        assert all(p.grad is None for p in s.backend.trainer.parameters())
+        assert math.isfinite(s.forward_backward([sample], loss, {"beta": 1e30}).result(timeout=30).loss)
+
+
+def _train(s, steps, params):
+    for i in range(steps):
+        s.forward_backward([samples.cross_entropy(s.encode(f"n={i} m={i + 1}"))])
+        s.optim_step(params)
+    s.wait()
+    return {k: v.detach().clone() for k, v in s.backend.trainer.state_dict().items()}
+
+
+def _same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize(("dtype", "eps", "least"), [("float32", 1e-50, "1.4e-45"), ("float16", None, "5.96e-08")])
+def test_an_adam_eps_that_is_zero_in_the_weights_dtype_fails_invalid_input_not_nan_weights(dtype, eps, least):
+    """eps 1e-50 is 0 in float32, and the default 1e-8 is 0 in float16: AdamW divided 0 by 0 for every weight whose
+    gradient was 0 (the embedding rows of unused tokens), the optim-step COMPLETED and those weights were NaN."""
+    with local_session(model="tiny", dtype=dtype, threads=1) as s:
+        before = {k: v.clone() for k, v in s.backend.trainer.state_dict().items()}
+        s.forward_backward([samples.cross_entropy(s.encode("n=1"))])
+        with pytest.raises(rlnb.OperationFailed, match=rf"adam_params.eps .* is 0 in {dtype}.*>= {least}") as info:
+            s.optim_step(rlnb.AdamParams(eps=eps)).result(timeout=30)
+        assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+        assert _same(before, s.backend.trainer.state_dict()) and s.step == 0
+        after = _train(s, 2, rlnb.AdamParams(eps=1e-6))  # an eps the dtype holds: the weights stay finite
+        assert all(v.isfinite().all() for v in after.values())
+
+
+def test_a_muon_checkpoint_resumes_only_in_its_own_learning_rate_units(tmp_path):
+    """A Muon run in ``match_adam`` units resumed with the default ``original`` (or the reverse) took the same
+    rates in other units: its next step was not the saved run's, silently (the checkpoint did not say)."""
+    params = rlnb.MuonParams(learning_rate=0.01)
+    kw = dict(model="tiny", optimizer="muon", threads=1)
+    with local_session(muon_scaling="match_adam", checkpoint_dir=tmp_path, **kw) as s:
+        _train(s, 2, params)
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result(timeout=30).checkpoint.id)
+        never_stopped = _train(s, 1, params)
+    with pytest.raises(CheckpointMismatch, match=r"muon_scaling='match_adam' units, this session's in 'original'.*"
+                                                 r"resume with muon_scaling='match_adam'"):  # fmt: skip
+        local_session(resume_from=path, **kw)
+    with local_session(resume_from=path, muon_scaling="match_adam", **kw) as r:
+        assert r.step == 2 and _same(never_stopped, _train(r, 1, params))
+    with local_session(resume_from=path, load_optimizer=False, **kw) as fresh:  # its weights only: a new run
+        assert fresh.step == 0 and fresh.backend.optim.muon_scaling == "original"
+
+
+def _crafted(path, tmp_path, change):
+    state = torch.load(path, weights_only=True)
+    change(state["optimizer"])
+    crafted = tmp_path / f"crafted-{len(list(tmp_path.iterdir()))}.pt"
+    torch.save(state, crafted)
+    return crafted
+
+
+def test_a_crafted_optimizer_state_is_refused_naming_the_weight_or_its_options_are_not_taken(tmp_path):
+    """A training checkpoint's AdamW options were loaded as saved: ``maximize: True`` made the resumed run climb
+    the loss, silently; moments of another shape failed the first optim-step ``INTERNAL_ERROR``; a negative step
+    count or NaN moments turned the weights NaN at the first step, which COMPLETED."""
+    params = rlnb.AdamParams(learning_rate=1e-2)
+    with local_session(model="tiny", checkpoint_dir=tmp_path, threads=1) as s:
+        _train(s, 2, params)
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result(timeout=30).checkpoint.id)
+        never_stopped = _train(s, 2, params)
+    first = "wte.weight"  # the first weight AdamW updates
+
+    def options(opt):
+        for group in opt["adamw"]["param_groups"]:
+            group.update(maximize=True, amsgrad=True, foreach=False)
+
+    with local_session(model="tiny", resume_from=_crafted(path, tmp_path, options), threads=1) as r:
+        assert _same(never_stopped, _train(r, 2, params))  # the same run: the state's options were not taken
+    for change, says in (
+        (lambda opt: opt["adamw"]["state"][0].update(exp_avg=torch.zeros(3, 3)), f"exp_avg for {first} is \\(3, 3\\)"),
+        (lambda opt: opt["adamw"]["state"][0].pop("exp_avg_sq"), f"exp_avg_sq for {first} is NoneType"),
+        (lambda opt: opt["adamw"]["state"][0]["exp_avg"].fill_(float("nan")), f"exp_avg for {first} is not finite"),
+        (lambda opt: opt["adamw"]["state"][0]["step"].fill_(-3), f"step for {first} is -3, expected a whole number"),
+    ):
+        with pytest.raises(CheckpointMismatch, match=f"its optimizer state does not fit .*AdamW's {says}"):
+            local_session(model="tiny", resume_from=_crafted(path, tmp_path, change))
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "params", "field"),
+    [
+        ("adam", rlnb.AdamParams(learning_rate=1e39), "adam_params.learning_rate"),
+        ("adam", rlnb.AdamParams(learning_rate=1e36, beta1=0.999), "adam_params.learning_rate"),  # lr / (1 - beta1)
+        ("adam", rlnb.AdamParams(learning_rate=1.0, weight_decay=1e39), "adam_params.weight_decay"),
+        ("muon", rlnb.MuonParams(learning_rate=1e39), "muon_params.learning_rate"),
+        ("muon", rlnb.MuonParams(adam=rlnb.AdamParams(learning_rate=1e39)), "muon_params.adam.learning_rate"),
+    ],
+)
+def test_a_step_size_past_the_weights_dtype_fails_invalid_input_before_anything_moves(optimizer, params, field):
+    """lr 1e39 (the API takes any finite double) failed the optim-step ``INTERNAL_ERROR`` ("value cannot be converted
+    to type float without overflow") half-way: AdamW's moments and step count had moved, the weights had not, and
+    the next step counted as AdamW's second."""
+    with local_session(model="tiny", optimizer=optimizer, threads=1) as s, local_session(
+        model="tiny", optimizer=optimizer, threads=1
+    ) as twin:
+        s.forward_backward([samples.cross_entropy(s.encode("n=1"))])
+        with pytest.raises(rlnb.OperationFailed, match=rf"{field} is too large: .*past the 3.4e\+38") as info:
+            s.optim_step(params).result(timeout=30)
+        assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+        small = type(params)(learning_rate=1e-3)
+        twin.forward_backward([samples.cross_entropy(twin.encode("n=1"))])
+        assert _same(_train(s, 1, small), _train(twin, 1, small))  # as if the refused step had never been asked
+
+
+def test_a_batched_member_whose_step_its_weights_cannot_take_fails_alone_naming_the_field():
+    """In an ensemble, eps 1e-50 or lr 1e39 turned that member's weights NaN / inf at its first step (the step
+    completed), and it failed a step later as "the weights have diverged", naming neither field."""
+    from rlnb.batched import Member, run_batched
+
+    bad = {"eps": rlnb.AdamParams(eps=1e-50), "learning_rate": rlnb.AdamParams(learning_rate=1e39)}
+    members = [Member(p) for p in bad.values()] + [Member(rlnb.AdamParams(learning_rate=1e-3))]
+    results = run_batched("tiny", "adam", members, steps=2, keep_weights=True, device="cpu", threads=1)
+    for result, field in zip(results, bad, strict=False):
+        assert result.status == "FAILED" and result.reason.startswith(f"ValueError: adam_params.{field} ")
+        assert result.losses == [] and all(w.isfinite().all() for w in result.weights.values())
+    assert results[-1].status == "COMPLETED" and len(results[-1].losses) == 2
