@@ -35,7 +35,7 @@ from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 from rlnb.viz.plots import NotebookFigure
 
 from .lr_curve import FLAT, SMOOTHING, diverged, significant, smooth, suggest
-from .options import RangeTestOptions, StepFn
+from .options import RangeTestOptions, StepFn, check_range_test
 from .trial import Objective
 
 __all__ = ["DEFAULT_RANGES", "FLAT", "SCALING_NAMES", "SMOOTHING", "LRFind", "lr_find", "significant", "with_lr"]
@@ -143,6 +143,7 @@ def lr_find(
     resolved = base.resolved()
     ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
     _check_lrs(start_lr, end_lr, _range_key(kind, session, target, options))  # before anything is opened or sent
+    check_range_test(test, session.history.config.get("backend") != "remote" if session else target == "local", options)
     trial = _open(kind, session, target, seed, runs_dir, options)
     scaling = SCALING_NAMES.get(str(trial.history.config.get("muon_scaling")), trial.history.config.get("muon_scaling"))
     scaling = scaling if kind == "muon" else None

@@ -155,6 +155,17 @@ class RangeTestOptions:
                 raise ValueError(f"{name} must be a finite number > 0 (None: the default), got {lr!r}")
 
 
+def check_range_test(test: RangeTestOptions, local: bool, options: Mapping[str, Any]) -> None:
+    """What ``lr_find``'s RL steps (no ``step_fn``) cannot run, refused before a session is copied or opened: a
+    task's group past the in-process engine's cap (``local``), a trainer-only session (``num_generator_replicas=0``)."""
+    if test.step_fn is not None:  # the user's step may well not sample
+        return
+    check_local_group_size(test.task or digits_task(), "local" if local else "remote")
+    if check_int("num_generator_replicas", options.get("num_generator_replicas", 1), 0) == 0:
+        raise ValueError("num_generator_replicas=0 starts a trainer-only session, which cannot sample, and each step "
+                         "of the range test samples its group: leave it out (1), or pass a step_fn")  # fmt: skip
+
+
 SET_PER_TRIAL = frozenset({"optimizer", "run_id", "seed", "history"})
 """``rlnb.connect`` keywords the sweep sets for each trial itself (the seed from ``seeds``)."""
 

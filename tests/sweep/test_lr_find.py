@@ -540,3 +540,23 @@ def test_a_range_test_of_rl_steps_logs_each_reward_once(tmp_path):
     assert list(logged.step[logged.reward.notna()]) == [1, 2, 3, 4, 5]
     assert list(logged.reward.dropna()) == pytest.approx(result.values)
     assert list(logged.lr_find_lr.dropna()) == pytest.approx(result.lrs)
+
+
+def test_what_its_rl_steps_cannot_sample_is_refused_before_a_session_is_copied(tmp_path):
+    """A task's group past the engine's 256 samples per prompt, or trainer-only sessions: the session was copied
+    (a checkpoint saved, a session and run folder opened), then the first step failed. A ``step_fn`` may not
+    sample at all: trainer-only is its business."""
+    from rlnb.tasks import Task
+
+    session = rlnb.connect("local", optimizer="adam", device="cpu", runs_dir=tmp_path, run_id="user")
+    runs = tmp_path / "lr-find"
+    wide = Task("wide", ["n="], lambda prompt, completion: 0.0, group_size=1000)
+    with pytest.raises(ValueError, match=r"Task.group_size must be in \[1, 256\] for target 'local'.*got 1000"):
+        lr_find(rlnb.AdamParams(), session, steps=5, task=wide, runs_dir=runs)
+    with pytest.raises(ValueError, match="num_generator_replicas=0 starts a trainer-only session"):
+        lr_find(rlnb.AdamParams(), steps=5, num_generator_replicas=0, runs_dir=runs)
+    assert len(session.history) == 0 and not runs.exists()
+    session.close()
+    found = lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: ce_step(s, p), num_generator_replicas=0,
+                    runs_dir=runs)
+    assert len(found.values) == 5
