@@ -8,11 +8,12 @@ half-accumulated gradients.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -102,6 +103,20 @@ def finite_loss(loss: torch.Tensor, metrics: dict[str, float]) -> float:
     return value
 
 
+@contextlib.contextmanager
+def evaluating(model: nn.Module, on: bool) -> Iterator[None]:
+    """``model`` in eval mode while ``on`` (a forward-only evaluation): LoRA's dropout (or a custom module's) off,
+    so the same evaluation gives the same loss every time; training mode again after."""
+    training = on and model.training
+    if training:
+        model.eval()
+    try:
+        yield
+    finally:
+        if training:
+            model.train()
+
+
 def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: threading.Event) -> Any:
     loss_type = body.loss.type
     if loss_type not in losses_mod.LOSS_TYPES:
@@ -114,7 +129,7 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
         loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, [len(s) for s in seqs]
     )
     forward_only = bool(body.forward_only)
-    with torch.set_grad_enabled(not forward_only):
+    with torch.set_grad_enabled(not forward_only), evaluating(engine.trainer, forward_only):
         lps, entropy = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, [x["target_tokens"] for x in inputs])
         loss, metrics = losses_mod.compute(
             loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length, entropy=entropy

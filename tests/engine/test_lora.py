@@ -242,3 +242,18 @@ def test_lora_does_not_adapt_the_projection_multihead_attention_reads_directly()
         train(s, steps=2)
         after = dict(s.backend.trainer.named_parameters())
         assert [n for n in trainable if "lora_B" in n and torch.equal(trainable[n], after[n])] == []
+
+
+def test_a_forward_only_evaluation_runs_without_lora_dropout_and_training_keeps_it():
+    """With LoRA dropout, three ``forward_only`` evaluations of the same weights gave three losses (54.97, 56.50,
+    59.00): dropout was on. An evaluation now runs the model in eval mode (the same loss each time, that of the
+    weights without dropout); training steps keep their dropout and the model its training mode."""
+    batch = [samples.cross_entropy(list(b"n=12345 n=678"))]
+    with lora_session("tiny", lora={"rank": 4, "dropout": 0.5}, seed=0) as s:
+        train(s)  # the adapters move off zero: dropout on them changes the output
+        evals = [s.forward_backward(batch, forward_only=True).result().loss for _ in range(3)]
+        assert evals[0] == evals[1] == evals[2]
+        assert s.backend.trainer.training
+        trained = [s.forward_backward(batch).result().loss for _ in range(3)]  # gradients accumulate; not stepped
+        assert len(set(trained)) > 1  # dropout still on in training
+        assert s.forward_backward(batch, forward_only=True).result().loss == evals[0]  # no step since: the same
