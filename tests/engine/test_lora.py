@@ -257,3 +257,13 @@ def test_a_forward_only_evaluation_runs_without_lora_dropout_and_training_keeps_
         trained = [s.forward_backward(batch).result().loss for _ in range(3)]  # gradients accumulate; not stepped
         assert len(set(trained)) > 1  # dropout still on in training
         assert s.forward_backward(batch, forward_only=True).result().loss == evals[0]  # no step since: the same
+
+
+def test_a_rank_no_layer_can_use_is_refused_before_peft_allocates_it():
+    """``lora={"rank": 10**8}`` asked peft for ~1e11 floats (found reading the code; ``rlnb serve`` caps it with
+    ``max_lora_rank``, a local session did not): a rank above every adapted layer's smaller dimension adds weights
+    but no capacity. The largest usable rank is still taken."""
+    with pytest.raises(ValueError, match=r"lora: rank 100000000 is more than any adapted layer can use .* \[1, 64\]"):
+        lora_session("tiny", lora={"rank": 10**8})
+    with lora_session("tiny", lora={"rank": 64}) as s:
+        train(s, steps=1)
