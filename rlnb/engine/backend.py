@@ -275,6 +275,7 @@ class LocalBackend:
         )
         info.training_checkpoints = list(e.training_checkpoints)
         info.inference_checkpoints = list(e.inference_checkpoints)
+        info.updated_at = max(info.updated_at, e.changed_at or info.updated_at)
         return info
 
     def config(self) -> dict[str, Any]:

@@ -58,6 +58,8 @@ class Engine:
     sample_rng: torch.Generator = field(default_factory=torch.Generator)
     training_checkpoints: list[wire.TrainingCheckpoint] = field(default_factory=list)
     inference_checkpoints: list[wire.InferenceCheckpoint] = field(default_factory=list)
+    changed_at: datetime | None = None
+    """When an operation last changed the session's own fields (``wire.CHANGES_SESSION``): its ``updated_at``."""
 
     @property
     def device(self) -> torch.device:
@@ -68,7 +70,10 @@ def run(engine: Engine, kind: wire.OperationKind, body: Any, cancelled: threadin
     """The worker's entry point: one operation of ``kind``."""
     if engine.op_delay:
         time.sleep(engine.op_delay)
-    return HANDLERS[kind](engine, body, cancelled)
+    out = HANDLERS[kind](engine, body, cancelled)
+    if kind in wire.CHANGES_SESSION:
+        engine.changed_at = datetime.now(UTC)
+    return out
 
 
 def classify(exc: Exception) -> OperationError | None:

@@ -17,15 +17,9 @@ from rlnb import wire
 from rlnb.server.errors import ServerError, not_found
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, page
 from rlnb.server.settings import ServerSettings
-from rlnb.wire import OperationKind as Kind
 
 FileKind = Literal["merged", "adapter"]
 """The two sets of files of an inference checkpoint."""
-CHANGES_SESSION = frozenset({Kind.OPTIM_STEP, Kind.WEIGHTS_SYNC, Kind.TRAINING_CHECKPOINT, Kind.INFERENCE_CHECKPOINT})
-"""The kinds whose completion changes the session's own fields (``step``, ``policy_state``, its checkpoint lists):
-its ``updated_at`` moves then."""
-
-
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -118,7 +112,7 @@ class OperationsMixin:
             waiters, op.waiters = op.waiters, []
             if env.status in wire.TERMINAL_STATUSES:
                 self._touch(s.resource_id)  # finishing is activity: a resource never expires mid-operation
-            if env.status == wire.OperationStatus.COMPLETED and kind in CHANGES_SESSION:
+            if env.status == wire.OperationStatus.COMPLETED and kind in wire.CHANGES_SESSION:
                 s.updated_at = self.now()
             if env.status == wire.OperationStatus.COMPLETED and isinstance(
                 env.output, wire.InferenceCheckpointResult | wire.TrainingCheckpointResult

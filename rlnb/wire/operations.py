@@ -26,6 +26,7 @@ from rlnb.wire.sampling import SampleBody, SampleOutput
 from rlnb.wire.status import OperationErrorCode, OperationStatus, unknown_code
 
 __all__ = [
+    "CHANGES_SESSION",
     "LARGE_PAYLOAD_BYTES",
     "OFFLOADED_KINDS",
     "OFFLOADED_RESULT_MEMBERS",
@@ -247,6 +248,12 @@ RESULT_TYPES: dict[OperationKind, type[_Model]] = {
     OperationKind.TRAINING_CHECKPOINT: TrainingCheckpointResult,
 }
 """Each operation kind's result model, which the envelope's ``output`` parses to."""
+CHANGES_SESSION: Final = frozenset(
+    {OperationKind.OPTIM_STEP, OperationKind.WEIGHTS_SYNC, OperationKind.TRAINING_CHECKPOINT,
+     OperationKind.INFERENCE_CHECKPOINT}
+)
+"""The kinds whose completion changes the session's own fields (``step``, ``policy_state``, its checkpoint lists):
+its ``updated_at`` moves then."""
 OUTPUT_OPTIONAL: Final = frozenset({OperationKind.OPTIM_STEP, OperationKind.CUSTOM_FORWARD_BACKWARD})
 """The kinds that may be COMPLETED without ``output``: an optim-step legitimately may (the SDK says so),
 a custom-forward-backward's result has no fields. Every other kind's output carries the result."""

@@ -529,3 +529,22 @@ def test_optimizer_params_are_validated_once_per_step(monkeypatch):
         step = s.optim_step(params).result(30)
     assert step.step == 1 and step.metrics["grad_clip_norm"] == 0.5 and step.metrics["learning_rate"] == 1e-3
     assert counts == {"params": 1}
+
+
+def test_updated_at_moves_when_an_operation_changes_the_session_and_only_then():
+    """A local session's ``updated_at`` stayed at its creation while ``step``, ``policy_state`` and its checkpoint
+    lists moved (``rlnb serve``'s moves: the two say the same). A forward-backward or a sample changes none of
+    the session's fields: it stays."""
+    with local_session(record=False) as s:
+        created = s.info().updated_at
+        assert created == s.info().created_at
+        s.forward_backward([samples.cross_entropy(list(range(1, 8)))]).result()
+        s.sample([[1, 2]], max_tokens=2).result()
+        assert s.info().updated_at == created
+        for submit in (lambda: s.optim_step(), s.weights_sync, s.save_training_checkpoint):
+            before = s.info().updated_at
+            time.sleep(0.002)
+            submit().result()
+            after = s.info()
+            assert after.updated_at > before and after.updated_at >= after.created_at
+        assert s.info().step == 1 and s.info().training_checkpoints
