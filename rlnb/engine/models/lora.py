@@ -83,7 +83,7 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
             "GPT-2's Conv1D layers, outside nn.MultiheadAttention): train all its weights (lora=None), or give it "
             "linear layers"
         )
-    usable = max(min(model.get_submodule(t).weight.shape) for t in targets)  # a rank of B·A is at most that
+    usable = max(min(model.get_parameter(f"{t}.weight").shape) for t in targets)  # a rank of B·A is at most that
     if settings.rank > usable:  # more adds weights, not capacity: lora={"rank": 10**8} asked peft for ~1e11 floats
         raise ValueError(
             f"lora: rank {settings.rank} is more than any adapted layer can use (B·A has at most the rank of a "
