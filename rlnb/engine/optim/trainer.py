@@ -260,7 +260,8 @@ class TrainerOptimizer:
             raise ValueError(
                 f"its Muon learning rates are in muon_scaling={scaling!r} units, this session's in "
                 f"{self.muon_scaling!r}: the same rates would move its matrices by other amounts; resume with "
-                f"muon_scaling={scaling!r}"
+                f"muon_scaling={scaling!r} (over the API: on a model resource whose optimizer_config's Muon "
+                f"scaling_strategy is {wire.MUON_SCALING.get(scaling, scaling)})"
             )
         matrices = dict(self.split.muon)
         for name, buf in sd["momentum"].items():
