@@ -259,9 +259,8 @@ class TrainerOptimizer:
         if self.kind == "muon" and scaling is not None and scaling != self.muon_scaling:
             raise ValueError(
                 f"its Muon learning rates are in muon_scaling={scaling!r} units, this session's in "
-                f"{self.muon_scaling!r}: the same rates would move its matrices by other amounts; resume with "
-                f"muon_scaling={scaling!r} (over the API: on a model resource whose optimizer_config's Muon "
-                f"scaling_strategy is {wire.MUON_SCALING.get(scaling, scaling)})"
+                f"{self.muon_scaling!r}: the same rates move matrices by other amounts; resume with "
+                f"muon_scaling={scaling!r} (over the API: scaling_strategy {wire.MUON_SCALING.get(scaling, scaling)})"
             )
         matrices = dict(self.split.muon)
         for name, buf in sd["momentum"].items():
