@@ -58,9 +58,9 @@ class TrialOptions:
         if not (self.task is None or isinstance(self.task, Task) or callable(self.task)):  # every trial FAILED
             raise TypeError(f"task must be a Task, a reward function reward(prompt, completion) -> float or None "
                             f"(the digits task), such as first_letter_task(), got {self.task!r}")  # fmt: skip
-        self.the_task()  # a reward that cannot take (prompt, completion) is refused before the sweep folder is made
+        task = self.the_task()  # a reward that cannot take (prompt, completion) is refused before the sweep folder
         check_target(self.target)
-        check_local_group_size(self.the_task(), self.target)  # every trial (batched: every member) FAILED
+        check_local_group_size(task, self.target)  # every trial (batched: every member) FAILED
         if self.schedule is not None and not isinstance(self.schedule, Schedule):  # each trial FAILED: AttributeError
             raise TypeError(f"schedule must be None or a Schedule, such as Schedule('cosine', total_steps="
                             f"{self.steps}), got {self.schedule!r}")  # fmt: skip
@@ -161,9 +161,17 @@ def check_range_test(test: RangeTestOptions, local: bool, options: Mapping[str, 
     if test.step_fn is not None:  # the user's step may well not sample
         return
     check_local_group_size(test.task or digits_task(), "local" if local else "remote")
-    if check_int("num_generator_replicas", options.get("num_generator_replicas", 1), 0) == 0:
-        raise ValueError("num_generator_replicas=0 starts a trainer-only session, which cannot sample, and each step "
-                         "of the range test samples its group: leave it out (1), or pass a step_fn")  # fmt: skip
+    check_can_sample(options, "num_generator_replicas=0 starts a trainer-only session, which cannot sample, and each "
+                     "step of the range test samples its group: leave it out (1), or pass a step_fn")  # fmt: skip
+
+
+def check_can_sample(options: Mapping[str, Any], refusal: str) -> None:
+    """``ValueError(refusal)`` when ``options`` start trainer-only sessions (``num_generator_replicas=0``, by name
+    or in an option group given whole), which cannot sample."""
+    grouped = [getattr(g, "num_generator_replicas", None) for g in options.values() if dataclasses.is_dataclass(g)]
+    replicas = options.get("num_generator_replicas", next((r for r in grouped if r is not None), 1))
+    if check_int("num_generator_replicas", replicas, 0) == 0:
+        raise ValueError(refusal)
 
 
 SET_PER_TRIAL = frozenset({"optimizer", "run_id", "seed", "history"})
@@ -186,10 +194,7 @@ def check_connect_options(options: Mapping[str, Any], target: str) -> None:
     taken = sorted(set(options) & SET_PER_TRIAL)
     if taken:
         raise TypeError(f"sweep() sets {', '.join(taken)} for each trial itself (seeds= gives the seeds)")
-    grouped = [getattr(g, "num_generator_replicas", None) for g in options.values() if dataclasses.is_dataclass(g)]
-    replicas = options.get("num_generator_replicas", next((r for r in grouped if r is not None), 1))
-    if check_int("num_generator_replicas", replicas, 0) == 0:  # each trial FAILED INVALID_INPUT at its first sample
-        raise ValueError(
-            "num_generator_replicas=0 starts trainer-only sessions, which cannot sample, and every trial's RL step "
-            "samples its group: leave it out (1) or pass num_generator_replicas >= 1"
-        )
+    check_can_sample(  # each trial FAILED INVALID_INPUT at its first sample
+        options, "num_generator_replicas=0 starts trainer-only sessions, which cannot sample, and every trial's RL "
+        "step samples its group: leave it out (1) or pass num_generator_replicas >= 1"
+    )
