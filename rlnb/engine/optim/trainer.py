@@ -60,6 +60,11 @@ class StepLimits:
     def __post_init__(self) -> None:
         self.adam_dtypes = sorted(set(self.adam_dtypes), key=str)
         self.muon_dtypes = sorted(set(self.muon_dtypes), key=str)
+        # once, not at every optim-step: each dtype's smallest positive number (half of it rounds to 0), and the
+        # largest number the AdamW group's and the Muon group's weights hold
+        self._smallest = [(d, torch.finfo(d).smallest_normal * torch.finfo(d).eps) for d in self.adam_dtypes]
+        self._adam_max = min((torch.finfo(d).max for d in self.adam_dtypes), default=math.inf)
+        self._muon_max = min((torch.finfo(d).max for d in self.muon_dtypes), default=math.inf)
 
     def check(self, hp: Hyperparams) -> None:
         """A ``ValueError`` naming the field when ``hp`` would corrupt or half-step these weights. An AdamW ``eps`` that
@@ -68,9 +73,7 @@ class StepLimits:
         failed torch's conversion half-way through the step (AdamW's moments and step count moved)."""
         adam = hp.adam if isinstance(hp, MuonHyperparams) else hp
         prefix = "muon_params.adam." if isinstance(hp, MuonHyperparams) else "adam_params."
-        for dtype in self.adam_dtypes:
-            info = torch.finfo(dtype)
-            tiny = info.smallest_normal * info.eps  # the dtype's smallest positive number: half of it rounds to 0
+        for dtype, tiny in self._smallest:
             if adam.eps <= tiny / 2:
                 hint = " (or load the model with dtype='bfloat16' or 'float32')" if dtype == torch.float16 else ""
                 raise ValueError(
@@ -78,13 +81,12 @@ class StepLimits:
                     f"AdamW updates: every weight whose gradient is 0 would become 0/0 = NaN; give {prefix}eps >= "
                     f"{tiny:.3g}{hint}"
                 )
-        adam_max = min((torch.finfo(d).max for d in self.adam_dtypes), default=math.inf)
+        adam_max, muon_max = self._adam_max, self._muon_max
         factors = [  # what the update multiplies by, (field, value, the largest the weights hold)
             (f"{prefix}learning_rate", adam.learning_rate / (1 - adam.beta1), adam_max),  # lr / (1 - beta1^t)
             (f"{prefix}weight_decay", adam.learning_rate * adam.weight_decay, adam_max),  # 1 - lr * wd
         ]
         if isinstance(hp, MuonHyperparams):
-            muon_max = min((torch.finfo(d).max for d in self.muon_dtypes), default=math.inf)
             factors += [
                 ("muon_params.learning_rate", hp.learning_rate * self.muon_scale, muon_max),
                 ("muon_params.weight_decay", hp.learning_rate * hp.weight_decay, muon_max),
