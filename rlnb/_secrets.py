@@ -18,6 +18,7 @@ import logging
 import sys
 import threading
 from typing import IO
+from urllib.parse import urlsplit
 
 MASK = "***"
 MIN_LENGTH = 8
@@ -56,10 +57,9 @@ def check_url(url: str, name: str) -> str:
     """``url``, unless it carries user info (``https://user:password@host``): httpx would send it as Basic auth in
     place of the Bearer key, and it would stand in every repr, error and run folder. The ``ValueError`` names
     ``name`` and shows the URL with the user info masked, never the password."""
-    scheme, sep, rest = url.partition("://")
-    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0] if sep else ""
-    if "@" in authority:
-        shown = f"{scheme}://{MASK}@{rest[authority.rindex('@') + 1:]}"  # as httpx reads it: the last @ ends it
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        shown = parts._replace(netloc=f"{MASK}@{parts.netloc.rpartition('@')[2]}").geturl()  # the last @ ends it
         raise ValueError(
             f"{name} must not carry credentials (user:password@ before the host; got {shown}): the server takes the "
             "API key as a Bearer token, so pass the URL without them and the key as api_key"
