@@ -55,7 +55,7 @@ class ModelOptions:
     def __post_init__(self) -> None:
         set_int(self, "seed", *SEED_RANGE)
         set_int(self, "sampling_seed", *SEED_RANGE, optional=True)
-        set_int(self, "num_generator_replicas", 0)
+        set_int(self, "num_generator_replicas", 0, wire.INT32_MAX)
         tokenizer_spec(self.tokenizer)  # a TypeError naming tokenizer; a path is loaded with the model
         eos_ids(self.eos_token_id)  # the vocabulary's end is checked once the model is loaded
         wire.lora_config(self.lora)  # a ValueError naming lora
@@ -126,6 +126,9 @@ class CheckpointOptions:
         """Paths as ``Path``s with ``~`` expanded; a ``checkpoint_dir`` that is (or is under) a file, or that cannot
         be made or written, is refused here, not at the first save."""
         check_bool("load_optimizer", self.load_optimizer, optional=True)
+        if self.load_optimizer is not None and self.resume_from is None:  # would be ignored without a word
+            raise ValueError("load_optimizer applies only with resume_from (a training checkpoint to resume); "
+                             f"got load_optimizer={self.load_optimizer} and no resume_from")
         if self.checkpoint_dir is not None:
             object.__setattr__(self, "checkpoint_dir", checkpoint_folder(self.checkpoint_dir))
         if self.resume_from is not None:

@@ -254,6 +254,9 @@ class Registry(ResourcesMixin, OperationsMixin):
     def _resume_path(self, req: wire.StartTrainingSessionRequest) -> Path | None:
         cid = req.resume_from_checkpoint_id
         if cid is None:
+            if req.load_optimizer is not None:  # it would be ignored: a client that sets it expects a resume
+                raise ServerError(400, "load_optimizer is only valid with resume_from_checkpoint_id",
+                                  param="load_optimizer")
             return None
         ckpt = self.checkpoints.get(cid)
         if ckpt is None:

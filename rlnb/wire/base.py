@@ -19,6 +19,7 @@ from pydantic import (
 
 __all__ = [
     "FiniteFloat",
+    "INT32_MAX",
     "Int64",
     "StrictBool",
     "StrictFloat",
@@ -55,6 +56,8 @@ def _int64_json(value: int, info: SerializationInfo) -> str | int:
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+INT32_MAX = 2**31 - 1
+"""The largest int32, the type of the API's plain-number integer fields (counts, ranks; int64 ones are ``Int64``)."""
 Int64 = Annotated[
     int,
     BeforeValidator(_int64),

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, ValidationError, model_validator
 
-from rlnb.wire.base import Int64, StrictBool, StrictFloat, StrictInt, _Model, _Request
+from rlnb.wire.base import INT32_MAX, Int64, StrictBool, StrictFloat, StrictInt, _Model, _Request
 from rlnb.wire.checkpoints import InferenceCheckpoint, ListMeta, TrainingCheckpoint
 from rlnb.wire.optim import OptimizerConfig
 from rlnb.wire.status import (
@@ -62,9 +62,9 @@ RequestGpuType: TypeAlias = Literal["B200-SXM"]
 
 class LoraConfig(_Model):
     """LoRA adapters for a training session; unset fields take the service's defaults."""
-    rank: Annotated[StrictInt, Field(ge=1, le=2**31 - 1)] | None = None
+    rank: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
     """int32 on the wire (a JSON number, unlike the int64 ``seed``)."""
-    alpha: Annotated[StrictInt, Field(ge=1, le=2**31 - 1)] | None = None
+    alpha: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
     """int32 on the wire."""
     dropout: Annotated[StrictFloat, Field(ge=0, lt=1)] | None = None
     seed: Int64 | None = None
@@ -183,7 +183,7 @@ class SessionList(_Model):
 class ComputeConfigRequest(_Model):
     """The compute a model resource asks for: GPU type and sampler replicas."""
     gpu_type: RequestGpuType | None = None
-    num_generator_replicas: Annotated[StrictInt, Field(ge=0)] | None = None
+    num_generator_replicas: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] | None = None
     """0 = trainer only: sampling is rejected."""
 
 

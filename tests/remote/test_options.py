@@ -39,7 +39,11 @@ def recording() -> tuple[FakeAPI, list[httpx.Request], httpx.MockTransport]:
         ({"display_name": 5}, ValueError, "display_name must be None or a non-empty str, got 5"),
         ({"load_optimizer": "no"}, ValueError, "load_optimizer must be None, True or False, got 'no'"),
         ({"resume_from_checkpoint_id": ""}, ValueError, "resume_from_checkpoint_id must be None or a non-empty"),
-        ({"num_generator_replicas": -1}, ValueError, "num_generator_replicas must be an integer >= 0, got -1"),
+        ({"num_generator_replicas": -1}, ValueError, r"num_generator_replicas must be .*2147483647\], got -1"),
+        # echoed back past int64 by a server that took it; the API's field is an int32
+        ({"num_generator_replicas": 2**31}, ValueError, r"replicas must be an integer in \[0, 2147483647\], got \d+"),
+        # ignored without a resume: the user expected a checkpoint's optimizer state
+        ({"load_optimizer": True}, ValueError, "load_optimizer applies only with resume_from_checkpoint_id"),
         ({"timeout": 0}, ValueError, "timeout must be a finite number of seconds > 0, got 0"),
         ({"timeout": "10"}, ValueError, "timeout must be a finite number of seconds > 0, got '10'"),
         ({"deadline": "30"}, ValueError, "deadline must be a finite number of seconds > 0, got '30'"),

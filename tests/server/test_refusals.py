@@ -119,3 +119,21 @@ def test_a_missing_body_or_one_not_sent_as_json_is_said_so(c, send, words):
         assert re.search(words, err["message"]) and err["param"] is None and err["type"] == "invalid_request_error"
         assert set(err) == {"message", "type", "param", "code"}
     assert c.get(f"/training-sessions/{sid}").json()["step"] == "0"
+
+
+def test_num_generator_replicas_past_int32_is_refused_not_echoed(c):
+    """2**70 was kept and echoed back as a JSON integer past int64, which typed clients cannot read."""
+    body = {"base_model": "rlnb/tiny", "compute_config": {"num_generator_replicas": 2**70}}
+    err = error_of(c.post("/model-resources", json=body))
+    assert err["param"] == "compute_config.num_generator_replicas" and "2147483647" in err["message"]
+    body["compute_config"]["num_generator_replicas"] = 2**31 - 1
+    assert c.post("/model-resources/estimate-cost", json=body).status_code == 200
+
+
+def test_load_optimizer_without_a_resume_is_refused_not_ignored(c):
+    """``load_optimizer`` with no ``resume_from_checkpoint_id`` was silently ignored: a fresh session at step 0."""
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+    for value in (True, False):
+        err = error_of(c.post("/training-sessions", json={"model_resources_id": rid, "load_optimizer": value}))
+        assert err["param"] == "load_optimizer" and "resume_from_checkpoint_id" in err["message"]
+    assert c.get("/training-sessions", params={"model_resources_id": rid}).json()["data"] == []
