@@ -172,7 +172,16 @@ class GradientTensor(_Model):
     """d loss / d logprob for one sample's target tokens, in a custom forward-backward."""
     data: list[StrictFloat]
     dtype: DType | None = None
-    """Optional, as in the API: the values are float32 whatever it says."""
+    """Optional, as in the API: the values are used as float32 whatever it says, but ``D_TYPE_INT64`` data must be
+    integers (a fraction there says the dtype or the data is wrong)."""
+
+    @model_validator(mode="after")
+    def _int64_is_integers(self) -> GradientTensor:
+        if self.dtype == "D_TYPE_INT64":
+            bad = next((i for i, v in enumerate(self.data) if not float(v).is_integer()), None)
+            if bad is not None:
+                raise ValueError(f"data[{bad}] is {self.data[bad]!r}, but dtype D_TYPE_INT64 holds integers only")
+        return self
 
 
 class CustomForwardBackwardBody(_Request):

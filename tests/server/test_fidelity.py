@@ -148,6 +148,21 @@ def test_gradient_dtype_is_optional(c):
     assert env["status"] == wire.OperationStatus.COMPLETED, env
 
 
+def test_an_int64_gradient_with_a_fraction_is_a_400_naming_it(c):
+    """A ``D_TYPE_INT64`` gradient holding 0.5 was taken as float32: the dtype or the data is wrong, so say so."""
+    _, sid = new_session(c)
+    sample = samples.cross_entropy([5, 6, 7, 8]).to_json_dict()
+    body = {"samples": [sample], "gradients": [{"data": [1, 0.5, -2], "dtype": "D_TYPE_INT64"}]}
+    r = c.post(OPS.format(sid=sid) + "/custom-forward-backward", json=body, headers={"Idempotency-Key": "int64"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == "gradients.0"
+    assert "data[1] is 0.5, but dtype D_TYPE_INT64 holds integers only" in err["message"]
+    body["gradients"][0]["data"] = [1, 0, -2]  # integers: taken, as float32 values
+    env = wait(c, sid, "custom-forward-backward", submit(c, sid, "custom-forward-backward", body)["id"])
+    assert env["status"] == wire.OperationStatus.COMPLETED, env
+
+
 # -- lists, LoRA seeds, expiry --------------------------------------------------------------------
 
 
