@@ -13,7 +13,7 @@ from rlnb._options import check_int
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.tasks.rl import SEED_STRIDE, rl_step, seed_range
+from rlnb.tasks.rl import SEED_STRIDE, group_size_for, rl_step, seed_range
 from rlnb.tasks.rollouts import finite_mean
 from rlnb.tasks.verified import EVAL_ACCURACY, EVAL_EVERY, VerifiedTask
 
@@ -53,6 +53,8 @@ def train(session: Session, task: VerifiedTask, params: OptimizerParams, steps: 
     if not isinstance(task, VerifiedTask):  # it has no held-out split: a bare AttributeError for 'evaluate'
         raise TypeError(f"task must be a VerifiedTask, such as first_letter_task(), got {type(task).__name__} "
                         f"{getattr(task, 'name', task)!r}")  # fmt: skip
+    params = session.check_params(params)  # as rl_step does, but before the step-0 evaluation is logged
+    group_size_for(session, task)
     run = LessonRun()
     run.accuracy[session.step] = log_accuracy(session, task)
     for i in range(steps):

@@ -51,6 +51,13 @@ class StepReport:
     """The step's RL metrics (``rlnb.tasks.RL_METRICS``), as logged to the history."""
 
 
+def group_size_for(session: Session, task: Task, group_size: int | None = None) -> int:
+    """``group_size`` (default: the task's), or a ``ValueError`` naming it unless it is an integer >= 1 and, on
+    the in-process engine, at most its cap (256 completions per prompt)."""
+    most = getattr(session.backend, "max_num_samples", None)  # the in-process engine's cap, else None
+    return check_int("group_size", task.group_size if group_size is None else group_size, 1, most)
+
+
 def rl_step(
     session: Session,
     task: Task,
@@ -76,8 +83,7 @@ def rl_step(
     check_loss(loss, loss_params)
     # before anything is sampled: a bad one was pydantic's error on num_samples, or (advantage_scale) "scale"
     # after the step's samples, whose completions were then recorded unscored
-    most = getattr(session.backend, "max_num_samples", None)  # the in-process engine's cap (256), else None
-    group_size = check_int("group_size", task.group_size if group_size is None else group_size, 1, most)
+    group_size = group_size_for(session, task, group_size)
     check_temperature(temperature)
     seed = check_int("seed", seed, -(2**63), 2**63 - 1, optional=True)  # the API's int64
     if advantage_scale not in get_args(AdvantageScale):

@@ -111,6 +111,11 @@ def test_a_lesson_refuses_a_task_without_a_held_out_split_and_a_bad_seed_before_
         for seed in (2**62, 1.5):
             with pytest.raises(ValueError, match=rf"seed must be an integer in \[-\d+, \d+\], got {seed}"):
                 rlnb.tasks.lesson.train(s, first_letter_task(), rlnb.AdamParams(), 2, seed=seed)
+        # a group the engine cannot sample, and bad params: the step-0 accuracy was logged, then rl_step refused
+        with pytest.raises(ValueError, match=r"group_size must be an integer in \[1, 256\], got 300"):
+            rlnb.tasks.lesson.train(s, dataclasses.replace(first_letter_task(), group_size=300), rlnb.AdamParams(), 2)
+        with pytest.raises(TypeError, match="MuonParams"):  # Muon's on an Adam session
+            rlnb.tasks.lesson.train(s, first_letter_task(), rlnb.MuonParams(), 2)
         assert len(s.history.logged) == 0 and len(s.history) == 0
 
 
