@@ -203,7 +203,10 @@ class APIClient(Caller):
         path = f"{_operations_path(session_id, kind)}/{_seg(operation_id, 'operation_id')}"
         params = {"wait": f"{wait:g}", **({"seen": seen} if seen else {})} if wait else None
         call = Call("GET", path, params=params, wait=wait or 0.0, until=until)
-        return self._operation(session_id, kind, self._send(call), operation_id)
+        try:
+            return self._operation(session_id, kind, self._send(call), operation_id)
+        except _PayloadGone:  # rlnb serve answers a stopped session's results whole: asked again, it may need none
+            return self._operation(session_id, kind, self._send(Call("GET", path, until=until)), operation_id)
 
     def upload_payload(self, session_id: str, content: bytes) -> str:
         """The side channel's upload: a presigned URL from the API, then a PUT without the key."""
@@ -252,7 +255,11 @@ class APIClient(Caller):
             return self.download_payload(session_id, payload_id)
         except APIStatusError as exc:
             why = f"{kind} {env.get('id')} is {env.get('status')}, but its result's payload {payload_id} could not "
-            raise APIError(f"{why}be fetched: {exc}") from None
+            raise _PayloadGone(f"{why}be fetched: {exc}") from None
+
+
+class _PayloadGone(APIError):
+    """A result's payload the server would not hand over (``get_operation`` asks for the operation once more)."""
 
 
 def _list_params(**params: str | None) -> dict[str, str]:

@@ -3,6 +3,7 @@ the output the API requires, no error at all — and error codes rlnb does not k
 and model resources."""
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -149,6 +150,29 @@ def test_a_result_payload_that_cannot_be_fetched_is_named_not_taken_for_a_lost_o
     exc = failure(s.forward_backward([samples.cross_entropy([1, 2, 3])]))
     assert exc.code != wire.OperationErrorCode.SESSION_NOT_ACTIVE and "restarted" not in exc.message
     assert "payload" in exc.message and "COMPLETED" in exc.message and "payload not found" in exc.message
+    s.close()
+
+
+def test_a_result_payload_gone_is_asked_for_once_more_and_taken_whole():
+    """rlnb serve answers a stopped session's results whole (no payload): when the payload's download-url is a 404
+    (the session stopped between the poll and the download), the operation failed though one more GET had it."""
+    fake = FakeAPI(ready_after=1)
+    fake.offload = True
+    rid = fake.add_resource({"adam": {}})
+    refused = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/download-url"):
+            refused.append(request.url.path)
+            for op in fake.ops.values():  # the result is now served whole, as rlnb serve does after a stop
+                op.pop("offload", None)
+            return httpx.Response(404, json={"error": {"message": "payload not found", "type": "not_found"}})
+        return fake(request)
+
+    s = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid,
+                     ready_timeout=5, record=False, **FAST_POLL, **quick({}))  # fmt: skip
+    result = s.forward_backward([samples.cross_entropy([1, 2, 3])]).result(10)
+    assert math.isfinite(result.loss) and len(refused) == 1
     s.close()
 
 
