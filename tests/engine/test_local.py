@@ -12,6 +12,7 @@ import rlnb
 from rlnb import samples, wire
 from rlnb.engine.backend import LocalBackend
 from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
+from rlnb.engine.optim.muon import ns_dtype_for
 
 VOCAB = 32
 
@@ -288,6 +289,21 @@ def test_checkpoint_resume_gives_the_same_next_step(tmp_path):
             cold.optim_step(hp)
         cold.weights_sync().result()
         assert not states_equal(never_stopped, params_of(cold.backend.trainer))
+
+
+def test_only_a_continued_run_takes_its_checkpoints_newton_schulz_dtype(tmp_path):
+    """A checkpoint's ``ns_dtype`` is its run's: resumed with ``load_optimizer=False`` (weights only, a fresh run) it
+    was adopted all the same, so an Adam checkpoint from a GPU gave a CPU Muon run bfloat16 Newton-Schulz."""
+    own = ns_dtype_for(torch.device("cpu"))  # bfloat16 where the CPU has bf16 matmul units, else float32
+    other = torch.float32 if own == torch.bfloat16 else torch.bfloat16
+    with local_session(model="tiny", optimizer="muon", ns_dtype=other, checkpoint_dir=tmp_path) as s:
+        s.forward_backward([samples.cross_entropy(list(b"newton"))])
+        s.optim_step(rlnb.MuonParams(learning_rate=0.01))
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    with local_session(model="tiny", optimizer="muon", resume_from=path) as continued:
+        assert continued.backend.optim.ns_dtype == other and continued.step == 1
+    with local_session(model="tiny", optimizer="muon", resume_from=path, load_optimizer=False) as fresh:
+        assert fresh.backend.optim.ns_dtype == own and fresh.step == 0  # this device's own
 
 
 def test_a_resume_from_that_is_not_a_checkpoint_names_the_path_and_what_was_expected(tmp_path):
