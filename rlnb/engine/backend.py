@@ -111,14 +111,16 @@ class LocalBackend:
         if resume is not None and resume["type"] != "training" and saved.load_optimizer:
             raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
         adapter, trainer = self._model(os.fspath(model) if isinstance(model, os.PathLike) else model, mo, resume)
-        continued = resume is not None and resume["type"] == "training" and saved.load_optimizer is not False
-        started = resume.get("ns_dtype") if continued else None  # the run's own dtype; a fresh run picks its own
+        # the run that goes on from a training checkpoint (its optimizer state loaded), else None: a fresh run
+        goes_on = resume is not None and resume["type"] == "training" and saved.load_optimizer is not False
+        continued = resume if goes_on else None
+        started = continued.get("ns_dtype") if continued is not None else None  # the run's own dtype
         ns = _ns_dtype(muon.ns_dtype if muon.ns_dtype is not None else started, self.device)
         compiler = Compiler(self.device) if compute.compile else None
         self.engine = self._engine(adapter, trainer, muon, ns, saved, op_delay, mo.num_generator_replicas, compiler)
         self.engine.sample_rng.manual_seed(mo.seed if mo.sampling_seed is None else mo.sampling_seed)
-        if continued:
-            step = checkpoints.restore_optimizer(resume, self.engine.optim, Path(str(saved.resume_from)))
+        if continued is not None:
+            step = checkpoints.restore_optimizer(continued, self.engine.optim, Path(str(saved.resume_from)))
             self.engine.step = self.engine.weights_version = step
         created = datetime.now(UTC)
         self._info = wire.Session(
