@@ -107,12 +107,18 @@ def demo(
         if verified:
             print(f"held-out accuracy before training: {before:.3f} ({len(verified.eval_prompts)} prompts, greedy)")
         print(f"{'step':>4}  {'loss':>8}  {'reward':>6}  {'grad norm':>9}  {'time':>6}  status")
+        failure = None  # the first failure's reason, said once: a step that failed says why, not only its code
+        completed = 0
         for i in range(steps):
             try:
                 r = rl_step(session, task, params, seed=seed * SEED_STRIDE + i)
             except rlnb.OperationFailed as exc:
-                print(f"{i + 1:>4}  {'':>8}  {'':>6}  {'':>9}  {time.perf_counter() - start:>5.1f}s  FAILED {exc.code}")
+                said = "" if failure else f": {exc.message}"
+                failure = failure or f"{exc.code}: {exc.message}"
+                elapsed = time.perf_counter() - start
+                print(f"{i + 1:>4}  {'':>8}  {'':>6}  {'':>9}  {elapsed:>5.1f}s  FAILED {exc.code}{said}")
                 continue
+            completed += 1
             status = rlnb.wire.short_name(r.status)
             gn = f"{r.grad_norm:9.3f}" if not math.isnan(r.grad_norm) else f"{'n/a':>9}"
             elapsed = time.perf_counter() - start
@@ -137,6 +143,9 @@ def demo(
         f"wrote {out / 'history.csv'}, {out / 'rewards.csv'}, {out / 'demo.png'} in {time.perf_counter() - start:.0f}s;"
         f" the completions are in {out / 'run' / 'completions.jsonl'}"
     )
+    if not completed:  # nothing trained: say so and fail, so a script does not take the run for a success
+        print(f"rlnb demo: none of the {steps} steps completed; the first failed {failure}", file=sys.stderr)
+        return 1
     return 0
 
 

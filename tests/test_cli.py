@@ -106,3 +106,14 @@ def test_demo_replaces_its_own_earlier_run_and_averages_only_rewards(tmp_path, c
     assert len(rlnb.History.load(tmp_path / "run").steps) == 1  # replaced, not continued
     means = [ln for ln in out.splitlines() if ln.startswith("mean reward:")]
     assert len(means) == 2 and "nan" not in "".join(means)  # the eval/accuracy rows have no reward
+
+
+@pytest.mark.slow  # builds the tiny model and fails two steps (~4 s)
+def test_demo_whose_every_step_fails_says_why_and_exits_1(tmp_path, capsys):
+    # --lr 1e39 passes the parser (finite, > 0) but every optim-step is refused: the demo said only the code
+    # and exited 0, as if it had trained
+    assert main(["demo", "--steps", "2", "--device", "cpu", "--lr", "1e39", "--out", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "learning_rate is too large" in captured.out  # the failed step says why
+    assert "none of the 2 steps completed" in captured.err and "learning_rate" in captured.err
+    assert (tmp_path / "history.csv").exists()  # what was recorded is still written
