@@ -251,7 +251,7 @@ def _serve_app(
     args: argparse.Namespace, models: dict[str, str], scratch: str | None, extra: dict[str, Any],
     limits: dict[str, Any],
 ) -> int:
-    from rlnb.server.app import app_for, run
+    from rlnb.server.app import app_for, bind, run
     from rlnb.server.state import StateDirError
 
     try:
@@ -269,7 +269,9 @@ def _serve_app(
             **extra,
             **limits,
         )
-    # A setting out of range; a state directory that is locked, is a file, or has a bad signing key.
+        sock = bind(args.host, args.port)  # a port in use, said before the address is announced
+    # A setting out of range; a state directory that is locked, is a file, or has a bad signing key; an address
+    # that cannot be listened on.
     except (ValueError, StateDirError) as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
@@ -278,7 +280,7 @@ def _serve_app(
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks (the checkpoints'
     # temporary folder), not by the default handler
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    run(app, args.host, args.port)
+    run(app, sock)
     return 0
 
 

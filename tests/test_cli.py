@@ -11,7 +11,7 @@ from rlnb.history.store import RunStore
 @pytest.fixture(autouse=True)
 def never_serve(monkeypatch):
     """A bad option must stop ``rlnb serve`` before it listens: a test that reached uvicorn would hang."""
-    monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("rlnb serve started listening"))
+    monkeypatch.setattr("uvicorn.Server.run", lambda *a, **k: pytest.fail("rlnb serve started listening"))
 
 
 SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003 + i) must be an int64
@@ -117,3 +117,20 @@ def test_demo_whose_every_step_fails_says_why_and_exits_1(tmp_path, capsys):
     assert "learning_rate is too large" in captured.out  # the failed step says why
     assert "none of the 2 steps completed" in captured.err and "learning_rate" in captured.err
     assert (tmp_path / "history.csv").exists()  # what was recorded is still written
+
+
+def test_serve_on_a_port_in_use_or_a_host_not_here_says_which_option_and_exits_2(capsys):
+    # uvicorn's "[Errno 98] error while attempting to bind" came after "rlnb serve: http://...": the address
+    # was announced as served, and neither --port nor --host was named
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--device", "cpu", "--port", str(port)]) == 2
+        captured = capsys.readouterr()
+        assert captured.err == f"rlnb serve: --port {port}: 127.0.0.1:{port} is already in use; pick another --port\n"
+        assert "http://" not in captured.out  # not announced
+    assert main(["serve", "--device", "cpu", "--host", "no-such-host.invalid", "--port", str(port)]) == 2
+    assert capsys.readouterr().err.startswith("rlnb serve: --host 'no-such-host.invalid' is not an address of this")
