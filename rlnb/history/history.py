@@ -296,7 +296,7 @@ class History:
     def save(self, path: str | Path) -> Path:
         """Write the whole history — every operation, every logged figure, the completions, the config — as a run
         folder at ``path`` that ``History.load`` restores (for a run whose own folder could not be written, or a
-        copy). ``FileExistsError`` if ``path`` holds a run already. Returns the folder."""
+        copy). ``FileExistsError`` if ``path`` holds a run or a ``config.json`` already. Returns the folder."""
         with self._lock:
             ops, logged = [as_row(r) for r in self._records], list(self._logged)
         return save_run(path, self.config, ops, logged, self._completions.rows())

@@ -443,7 +443,7 @@ def test_a_run_whose_folder_could_not_be_written_is_saved_whole_elsewhere(tmp_pa
     pd.testing.assert_frame_equal(h.steps, s.history.steps)
     pd.testing.assert_frame_equal(h.completions, s.history.completions)
     assert h.config["run_id"] == "r" and h.config["optimizer"] == "adam"
-    with pytest.raises(FileExistsError, match="holds a run already"):
+    with pytest.raises(FileExistsError, match="holds ops.jsonl, metrics.jsonl, completions.jsonl, config.json"):
         s.history.save(saved)  # never over a run
     assert len(History.load(saved)) == 4
     (tmp_path / "notes.txt").write_text("mine")
@@ -453,6 +453,29 @@ def test_a_run_whose_folder_could_not_be_written_is_saved_whole_elsewhere(tmp_pa
         s.history.save("")  # Path("") is the working folder
     with pytest.raises(TypeError, match=r"path must be a path \(str or os.PathLike\), got int"):
         s.history.save(5)
+
+
+def test_save_never_writes_over_a_models_config_or_through_a_link(tmp_path):
+    """``history.save("my_model")`` into a Hugging Face model folder replaced its ``config.json`` with the run's
+    (the check looked only at the .jsonl files); a dangling link named ``ops.jsonl`` was written through."""
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.forward_backward(BATCH)
+    s.optim_step()
+    s.wait()
+    model = tmp_path / "my_model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "gpt2"}')
+    with pytest.raises(FileExistsError, match=r"holds config.json already .*nothing was written"):
+        s.history.save(model)
+    assert (model / "config.json").read_text() == '{"model_type": "gpt2"}'
+    assert sorted(p.name for p in model.iterdir()) == ["config.json"]
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "ops.jsonl").symlink_to(tmp_path / "elsewhere.txt")
+    with pytest.raises(FileExistsError, match="holds ops.jsonl already"):
+        s.history.save(linked)
+    assert not (tmp_path / "elsewhere.txt").exists()
+    s.close()
 
 
 def test_exports_write_dict_columns_as_json(tmp_path):
