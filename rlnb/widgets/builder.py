@@ -51,7 +51,7 @@ class OptimizerBuilder:
         expanded: bool = False,
     ):
         wire.optimizer_kind(optimizer)
-        if preset not in PRESETS:
+        if not isinstance(preset, str) or preset not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {preset!r}")
         self.adam = controls(ADAM_FIELDS, LR_RANGES["adam"])
         self.muon = controls(MUON_FIELDS, LR_RANGES["muon"])
@@ -173,7 +173,10 @@ class OptimizerBuilder:
         self._changed()
 
     def apply_preset(self, name: str) -> None:
-        """Fill every control from ``PRESETS[name]`` (one update of the preview at the end)."""
+        """Fill every control from ``PRESETS[name]`` (one update of the preview at the end); ``ValueError`` naming
+        the presets for any other name (the dropdown's "<preset> (modified)" label among them)."""
+        if not isinstance(name, str) or name not in PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {name!r}")
         preset = PRESETS[name]
         self._quiet = True
         try:

@@ -634,6 +634,23 @@ def test_a_kind_that_is_no_optimizer_is_refused_not_taken_for_muon():
     assert b.kind == "muon"
 
 
+def test_apply_preset_of_a_name_that_is_no_preset_names_the_presets():
+    """``b.apply_preset(b.preset.value)`` after an edit (the dropdown then reads "<preset> (modified)"), or a
+    misspelt name: a bare ``KeyError`` from the presets' dict."""
+    b = OptimizerBuilder("adam")
+    b.adam["learning_rate"].value = 0.0123
+    before = preview_json(b)
+    for name in (b.preset.value, "nope", None):
+        said = f"preset must be one of '{re.escape(DEFAULT_PRESET)}'.*got {re.escape(repr(name))}"
+        with pytest.raises(ValueError, match=said):
+            b.apply_preset(name)
+        assert preview_json(b) == before  # the form is as it was
+    with pytest.raises(ValueError, match="preset must be one of"):
+        OptimizerBuilder("adam", preset=["x"])  # an unhashable name: TypeError from the dict
+    b.apply_preset(DEFAULT_PRESET)
+    assert not b.modified
+
+
 def test_a_builder_locked_again_to_another_session_unlocks_its_tab(panel_session, muon_session):
     """A builder given to an Adam session's panel, then to a Muon session's: every control stayed disabled and
     both tabs said locked."""
