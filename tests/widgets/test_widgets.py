@@ -717,6 +717,22 @@ def test_the_schedule_plot_of_a_billion_steps_is_drawn_from_a_few_hundred(monkey
     assert b.valid and b.schedule_plot.value[:8] == b"\x89PNG\r\n\x1a\n" and "at step 1000000000" in b.summary
 
 
+def test_the_schedule_plot_of_the_largest_total_steps_plots_no_negative_step(monkeypatch):
+    """``total steps`` 2**63 - 1 (the box takes it; so does ``Schedule``): numpy's int64 cast of the evenly spaced
+    steps wrapped the last ones to -2**63 ("invalid value encountered in cast"), plotted as the curve's start."""
+    import rlnb.widgets.describe as describe
+
+    calls, call = [], Schedule.__call__
+    monkeypatch.setattr(Schedule, "__call__", lambda self, step, base: calls.append(step) or call(self, step, base))
+    describe.schedule_png.cache_clear()
+    b = OptimizerBuilder("adam")
+    b.sched_kind.value = "cosine"
+    calls.clear()
+    b.total.value = 2**63 - 1
+    assert b.valid and calls and min(calls) == 0 and max(calls) == int((2**63 - 1) * 1.1)
+    assert 2**63 - 1 in calls
+
+
 def test_a_remote_server_that_goes_away_mid_run_is_said_in_the_status(monkeypatch):
     """The run's error handler read the session's step, a GET to the server that had just gone: that failed too,
     escaped the run's thread (to the kernel's log) and the status line still said the last step went well."""
