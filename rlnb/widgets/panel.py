@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import reprlib
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,17 @@ __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel", "StepFn"]
 
 StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
 """``step_fn(session, params)`` runs one training step and returns figures to log (or None)."""
+
+
+def _figures(returned: object) -> dict[str, Any] | None:
+    """A step function's answer: ``None`` or a dict of named figures. Anything else (the loss as a bare number) was
+    ``History.log() argument after ** must be a mapping, not float``, naming neither the step function nor the fix."""
+    if returned is None or (isinstance(returned, dict) and all(isinstance(k, str) for k in returned)):
+        return returned
+    raise TypeError(
+        f"step_fn must return None or a dict of figures to log, such as {{'accuracy': 0.5}}, with str names; "
+        f"got {type(returned).__name__} {reprlib.repr(returned)}"
+    )
 
 
 class RunPanel:
@@ -217,7 +229,7 @@ class RunPanel:
                     break
                 params = self.builder.params_at(step)
                 self.session.check_params(params)
-                figures = self.step_fn(self.session, params)
+                figures = _figures(self.step_fn(self.session, params))
                 done += 1
                 self.progress.value = done
                 step = self._step = self.session.step

@@ -366,6 +366,20 @@ def test_run_panel_stops_on_a_figure_named_like_a_steps_column(panel_session):
     panel.close()
 
 
+@pytest.mark.parametrize("returned, said", [(0.5, "float 0.5"), ([("acc", 1.0)], "list [('acc', 1.0)]"),
+                                            ({5: 1.0}, "dict {5: 1.0}")])
+def test_run_panel_names_the_step_function_that_returns_no_dict_of_figures(panel_session, returned, said):
+    """A ``step_fn`` returning the loss as a bare number: "History.log() argument after ** must be a mapping, not
+    float" (or "keywords must be strings" for a number as a name), naming neither ``step_fn`` nor the fix."""
+    panel = RunPanel(panel_session, step_fn=lambda s, p: returned, every=0.05)
+    assert panel.start(3)
+    assert panel.join(60)
+    assert isinstance(panel.error, TypeError)
+    assert str(panel.error).startswith("step_fn must return None or a dict of figures to log")
+    assert str(panel.error).endswith(f"got {said}") and "step_fn must return" in panel.status.value
+    panel.close()
+
+
 def test_run_panel_and_find_lr_take_turns_on_the_session(panel_session):
     """A range test checkpoints the panel's session and trains beside it: while a run goes, Find LR waits
     (disabled, saying why); while a range test goes, Step and Run wait."""
