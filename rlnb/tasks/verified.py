@@ -105,23 +105,43 @@ def first_letter_task(alphabet: str = "abcd", length: int = 4, n_train: int = 64
     k = len(alphabet)
     if k < 2 or len(set(alphabet)) != k:
         raise ValueError(f"alphabet must have at least 2 distinct characters, got {alphabet!r}")
-    if n_train % k or n_eval % k or n_train <= 0 or n_eval <= 0:
+    length, n_train, n_eval = (check_int(name, v, 1) for name, v in
+                               (("length", length), ("n_train", n_train), ("n_eval", n_eval)))
+    if n_train % k or n_eval % k:
         raise ValueError(f"n_train ({n_train}) and n_eval ({n_eval}) must be positive multiples of {k}")
     rng = random.Random(split_seed)
     train: list[str] = []
     held_out: list[str] = []
     for c in alphabet:
-        words = [c + "".join(w) for w in product(alphabet, repeat=length - 1)]
-        if (n_train + n_eval) // k > len(words):
-            raise ValueError(f"length {length} gives only {len(words)} words per first letter; "
-                             f"n_train + n_eval needs {(n_train + n_eval) // k}")
-        rng.shuffle(words)
+        words = _words(c, alphabet, length, (n_train + n_eval) // k, rng)
         train += words[: n_train // k]
         held_out += words[n_train // k: (n_train + n_eval) // k]
     rng.shuffle(train)
     rng.shuffle(held_out)
     return VerifiedTask("first_letter", [w + ">" for w in train], exact_match(_first), max_tokens=1,
                         group_size=16, eval_prompts=[w + ">" for w in held_out], answer=_first, chance=1 / k)
+
+
+ENUMERATED = 2**16
+"""Up to this many words per first letter, every one is listed and shuffled (the splits the lessons were measured
+on); past it, words are drawn: listing 4**11 of them (``length=12``) ran for minutes and took gigabytes."""
+
+
+def _words(first: str, alphabet: str, length: int, needed: int, rng: random.Random) -> list[str]:
+    """``needed`` distinct words of ``length`` letters starting with ``first``, in ``rng``'s order."""
+    count = len(alphabet) ** (length - 1)
+    if needed > count:
+        raise ValueError(f"length {length} gives only {count} words per first letter; "
+                         f"n_train + n_eval needs {needed}")
+    if count <= ENUMERATED:
+        words = [first + "".join(w) for w in product(alphabet, repeat=length - 1)]
+        rng.shuffle(words)
+        return words[:needed]
+    drawn: dict[int, None] = {}  # distinct, in the order drawn
+    while len(drawn) < needed:
+        drawn.setdefault(rng.randrange(count), None)
+    k = len(alphabet)
+    return [first + "".join(alphabet[i // k**j % k] for j in range(length - 1)) for i in drawn]
 
 
 def _sum(prompt: str) -> str:

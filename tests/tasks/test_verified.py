@@ -37,12 +37,26 @@ def test_the_reward_is_exact_match_only():
     ({"alphabet": "a"}, "alphabet must have at least 2 distinct"),
     ({"alphabet": "aab"}, "alphabet must have at least 2 distinct"),
     ({"n_train": 63}, "positive multiples of 4"),
-    ({"n_eval": 0}, "positive multiples of 4"),
+    ({"n_eval": 0}, "n_eval must be an integer >= 1, got 0"),
     ({"length": 2}, "length 2 gives only 4 words per first letter"),
+    ({"length": 2.5}, "length must be an integer >= 1, got 2.5"),  # product()'s TypeError
+    ({"n_train": 64.0}, "n_train must be an integer >= 1, got 64.0"),  # a float slice index
 ])
 def test_first_letter_refuses_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         first_letter_task(**kwargs)
+
+
+@pytest.mark.timeout(30)
+def test_first_letter_of_long_words_draws_them_instead_of_listing_every_word():
+    """``first_letter_task(length=12)`` listed all 4**11 words of each first letter (minutes, gigabytes; at
+    ``length=40`` for ever) to keep 32 of them. Up to 2**16 words a letter they are still listed: the same splits."""
+    task = first_letter_task(length=40)
+    words = task.prompts + task.eval_prompts
+    assert len(set(words)) == 128 and all(len(w) == 41 and set(w[:-1]) <= set("abcd") for w in words)
+    assert sorted(p[0] for p in task.eval_prompts) == sorted("abcd" * 16) and task.prompts == first_letter_task(
+        length=40).prompts
+    assert first_letter_task().prompts[:3] == ["acca>", "bcdc>", "adda>"]  # the lessons' split, as measured
 
 
 def test_addition_refuses_an_eval_split_out_of_range():
