@@ -714,6 +714,24 @@ def test_find_lr_run_from_a_cell_waits_for_the_panels_run_too(panel_session):
     panel.close()
 
 
+def test_find_lr_run_from_a_cell_waits_for_the_buttons_range_test(panel_session, monkeypatch):
+    """lr_finder.run() from a cell while the Find LR button's test goes (the kernel is free meanwhile): a second
+    range test copied the session and trained beside the first, and the first one's end cleared the stop."""
+    import rlnb.sweep
+
+    release, calls = threading.Event(), []
+    monkeypatch.setattr(rlnb.sweep, "lr_find", lambda *a, **k: calls.append(a) or release.wait(30) and None)
+    panel = RunPanel(panel_session, every=0.05)
+    finder = panel.builder.lr_finder
+    finder.button.click()
+    assert finder.running
+    with pytest.raises(RuntimeError, match=r"Find LR waits: a range test is going \(the Find LR button's\)"):
+        finder.run()
+    release.set()
+    assert finder.join(30) and len(calls) == 1
+    panel.close()
+
+
 def test_the_schedule_plot_of_a_billion_steps_is_drawn_from_a_few_hundred(monkeypatch):
     """The plot evaluated every step: 0.65 s per edit at a million total steps, a hung kernel at a billion (a
     finger held on 0 in the total steps box)."""
