@@ -684,6 +684,20 @@ def test_a_loaded_runs_unfinished_bars_end_where_its_records_do(tmp_path):
     assert loaded.ended_at == max(r.finished_at for r in loaded.records)
 
 
+def test_a_timeline_of_operations_without_submission_times_still_draws(tmp_path):
+    """A run folder whose ``submitted_at`` values are all left out on load (hand-edited, or past pandas' dates):
+    ``plots.timeline`` raised "NaTType does not support timestamp"; with no time at all, the same."""
+    frame = timeline_history().df
+    frame["submitted_at"] = frame["submitted_at"].where(frame["submitted_at"].isna())  # NaT, in its dtype (UTC)
+    bars = {c.get_label(): c for c in plots.timeline(frame, now=T0 + 7).collections if isinstance(c, PolyCollection)}
+    # from the first start (T0 + 0.25), the failed optim-step ran from T0 + 4.25 to T0 + 4.75
+    assert bars["failed"].get_paths()[0].vertices[:, 0].min() == pytest.approx(4.0)
+    for column in ("started_at", "finished_at"):
+        frame[column] = frame[column].where(frame[column].isna())
+    ax = plots.timeline(frame)
+    assert [t.get_text() for t in ax.texts] == ["no operation has a recorded time"]
+
+
 def test_arguments_that_are_not_columns_are_named():
     frame = rlnb.compare([hand_history([1.0, 2.0], config={"label": "a", "seed": 1})])
     with pytest.raises(ValueError, match="by='nope' is not a column of these runs' table; group by 'run'"):
