@@ -9,6 +9,7 @@ value is refused before anything starts, naming the field.
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 import os
 from pathlib import Path
@@ -83,3 +84,17 @@ def user_path(name: str, value: object) -> Path:
     if not isinstance(value, str | os.PathLike):
         raise TypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}: {value!r}"[:300])
     return Path(value).expanduser()
+
+
+MAX_OP_DELAY = 86400.0
+"""The longest simulated compute an operation may take (a day): past ~1e10 s the sleep itself failed (every
+operation ``INTERNAL_ERROR: OverflowError``)."""
+
+
+def check_op_delay(value: Any) -> float:
+    """``op_delay`` as a float, or a ``ValueError`` naming it and its range: NaN, infinity and negatives pass a
+    plain ``< 0`` and then every operation's sleep failed; so did a string, after the model had loaded."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not 0 <= value <= MAX_OP_DELAY:
+        raise ValueError(f"op_delay must be a finite number of seconds in [0, {MAX_OP_DELAY:g}], got {value!r}")
+    return float(value)

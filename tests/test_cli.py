@@ -42,9 +42,10 @@ def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
 @pytest.mark.parametrize(
     "options, words",
     [
-        (["--op-delay", "nan"], "op_delay must be a finite number >= 0, got nan"),  # every operation failed
-        (["--op-delay", "inf"], "op_delay must be a finite number >= 0, got inf"),
-        (["--op-delay=-1"], "op_delay must be a finite number >= 0, got -1.0"),
+        (["--op-delay", "nan"], "op_delay must be a finite number of seconds in [0, 86400], got nan"),  # all failed
+        (["--op-delay", "inf"], "op_delay must be a finite number of seconds in [0, 86400], got inf"),
+        (["--op-delay=-1"], "op_delay must be a finite number of seconds in [0, 86400], got -1.0"),
+        (["--op-delay", "1e300"], "op_delay must be a finite number of seconds in [0, 86400], got 1e+300"),
         (["--fail-rate", "2"], "fail_rate must be in [0, 1), got 2.0"),
         (["--offload-results-over=-5"], "result_offload_bytes must be None or an integer >= 0, got -5"),
         (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),

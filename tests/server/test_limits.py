@@ -338,9 +338,10 @@ def test_limits_are_settings_and_command_line_flags():
 @pytest.mark.parametrize(
     "field, value, says",
     [
-        ("op_delay", math.nan, "op_delay must be a finite number >= 0"),  # passed `< 0`; every operation failed
-        ("op_delay", math.inf, "op_delay must be a finite number >= 0"),
-        ("op_delay", -1.0, "op_delay must be a finite number >= 0"),
+        ("op_delay", math.nan, r"op_delay must be a finite number of seconds in \[0, 86400\]"),  # passed `< 0`
+        ("op_delay", math.inf, r"op_delay must be a finite number of seconds in \[0, 86400\]"),
+        ("op_delay", -1.0, r"op_delay must be a finite number of seconds in \[0, 86400\]"),
+        ("op_delay", 1e300, r"op_delay .*got 1e\+300"),  # every operation failed INTERNAL_ERROR: OverflowError
         ("fail_rate", math.nan, r"fail_rate must be in \[0, 1\)"),
         ("fail_rate", 1.0, r"fail_rate must be in \[0, 1\)"),
         ("reap_interval", math.nan, "reap_interval must be a finite number > 0"),
