@@ -86,15 +86,15 @@ def user_path(name: str, value: object) -> Path:
     return Path(value).expanduser()
 
 
-MAX_OP_DELAY = 86400.0
-"""The longest simulated compute an operation may take (a day): past ~1e10 s the sleep itself failed (every
-operation ``INTERNAL_ERROR: OverflowError``)."""
+A_DAY = 86400.0
+"""The longest wait a seconds option takes: ``op_delay`` past ~1e10 s failed its sleep (every operation
+``INTERNAL_ERROR: OverflowError``), a live view's ``every`` its redraw timer (the view froze)."""
 
 
-def check_op_delay(value: Any) -> float:
-    """``op_delay`` as a float, or a ``ValueError`` naming it and its range: NaN, infinity and negatives pass a
-    plain ``< 0`` and then every operation's sleep failed; so did a string, after the model had loaded."""
+def check_seconds(name: str, value: Any, high: float = A_DAY) -> float:
+    """``value`` as a float, or a ``ValueError`` naming ``name`` and its range: NaN, infinity and negatives pass a
+    plain ``< 0`` and then every sleep or timer failed; so did a string, after a model had loaded."""
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not 0 <= value <= MAX_OP_DELAY:
-        raise ValueError(f"op_delay must be a finite number of seconds in [0, {MAX_OP_DELAY:g}], got {value!r}")
+    if not ok or not 0 <= value <= high:
+        raise ValueError(f"{name} must be a finite number of seconds in [0, {high:g}], got {value!r}")
     return float(value)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import _secrets
-from rlnb._options import check_op_delay, set_int
+from rlnb._options import check_seconds, set_int
 
 MAX_LIST_LIMIT = 100
 """Largest ``limit`` of a list request (the API's bound)."""
@@ -111,7 +111,7 @@ class ServerSettings:
             raise ValueError(f"public_url must start with http:// or https://, got {self.public_url!r}")
         if not 0 <= self.fail_rate < 1:  # NaN fails this too
             raise ValueError(f"fail_rate must be in [0, 1), got {self.fail_rate}")
-        object.__setattr__(self, "op_delay", check_op_delay(self.op_delay))
+        object.__setattr__(self, "op_delay", check_seconds("op_delay", self.op_delay))
         if not (math.isfinite(self.reap_interval) and self.reap_interval > 0):
             raise ValueError(f"reap_interval must be a finite number > 0, got {self.reap_interval}")
         set_int(self, "result_offload_bytes", 0, optional=True)

@@ -25,7 +25,7 @@ from typing import Any
 import ipywidgets as widgets
 import numpy as np
 
-from rlnb._options import check_int
+from rlnb._options import check_int, check_seconds
 from rlnb.history import History
 from rlnb.history.steplog import StepRow
 from rlnb.viz.draw import CLIP_HEADROOM
@@ -71,8 +71,8 @@ class LiveView:
         learning_rate: bool = True,
         ema: float = 0.9,
     ) -> None:
-        if every < 0:
-            raise ValueError(f"every must be >= 0 seconds, got {every}")
+        every = check_seconds("every", every)  # NaN redrew at every change; inf or 1e300 froze the view (the timer
+        # thread's OverflowError, in the kernel's log)
         if not 0 <= ema < 1:
             raise ValueError(f"ema must be in [0, 1), got {ema}")
         rows = check_int("rows", rows, 1)  # rows=0 said "no completed optimizer step yet" under steps that exist

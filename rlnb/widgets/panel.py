@@ -18,7 +18,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from rlnb._options import is_integer
+from rlnb._options import check_int, check_seconds, is_integer
 from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
@@ -75,6 +75,8 @@ class RunPanel:
         n_steps: int = 20,
         every: float = 0.5,
     ):
+        # before the builder given is locked to the session: n_steps=2.5 was taken as 2, 0 made a form with no Run
+        n_steps, every = check_int("n_steps", n_steps, 1), check_seconds("every", every)
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)

@@ -714,6 +714,15 @@ def test_arguments_that_are_not_columns_are_named():
         corpus.cross_entropy([[5]])
 
 
+@pytest.mark.parametrize("every", [math.inf, 1e300, math.nan, -1, "1", None])
+def test_a_live_view_refuses_a_redraw_interval_its_timer_cannot_keep(every):
+    """``LiveView(h, every=inf)`` (or 1e300) drew once, then its timer thread died on ``OverflowError: timestamp
+    out of range`` (in the kernel's log) and the view froze for the run; NaN passed ``every < 0`` and redrew at
+    every change; a string or None was a bare ``TypeError`` from ``<``."""
+    with pytest.raises(ValueError, match=r"every must be a finite number of seconds in \[0, 86400\], got "):
+        LiveView(History(), every=every)
+
+
 def test_figures_near_the_largest_float_are_drawn():
     """A figure of 1.7e308 (or two of opposite signs past 9e307): the y-limits overflowed to inf, and every
     redraw after raised, on the timer thread, where nobody saw it: the view froze."""

@@ -380,6 +380,19 @@ def test_run_panel_names_the_step_function_that_returns_no_dict_of_figures(panel
     panel.close()
 
 
+@pytest.mark.parametrize("option, value, said", [
+    ("n_steps", 2.5, "n_steps must be an integer >= 1, got 2.5"),  # taken as 2
+    ("n_steps", 0, "n_steps must be an integer >= 1, got 0"),  # a form with total steps 0 and no Run
+    ("every", math.inf, r"every must be a finite number of seconds in \[0, 86400\], got inf"),  # a frozen view
+])
+def test_run_panel_refuses_bad_options_before_it_touches_the_builder(panel_session, muon_session, option, value, said):
+    b = OptimizerBuilder("muon")
+    RunPanel(muon_session, b, every=0.05).close()  # the builder is the muon session's, unlocked on close
+    with pytest.raises(ValueError, match=said):
+        RunPanel(panel_session, b, **{option: value})
+    assert b.locked == "muon" and b.lr_finder.session is muon_session  # not taken by the refused panel
+
+
 def test_run_panel_and_find_lr_take_turns_on_the_session(panel_session):
     """A range test checkpoints the panel's session and trains beside it: while a run goes, Find LR waits
     (disabled, saying why); while a range test goes, Step and Run wait."""
