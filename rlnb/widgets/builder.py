@@ -17,6 +17,7 @@ from typing import Any
 import ipywidgets as W
 
 from rlnb import wire
+from rlnb._options import check_int
 from rlnb.errors import InvalidParams
 from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, OptimizerParams
 from rlnb.schedule import Schedule
@@ -51,6 +52,7 @@ class OptimizerBuilder:
         expanded: bool = False,
     ):
         wire.optimizer_kind(optimizer)
+        total_steps = check_int("total_steps", total_steps, 1)  # 2.5 was taken as 2, "10" as 10, NaN a TraitError
         if not isinstance(preset, str) or preset not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {preset!r}")
         self.adam = controls(ADAM_FIELDS, LR_RANGES["adam"])

@@ -100,10 +100,11 @@ class ScheduleNote:
 
 def plot_steps(schedule: Schedule) -> list[int]:
     """The steps the plot evaluates: ``PLOT_STEPS`` evenly spaced to a tenth past the end, and the warmup's end and
-    the total. Rounded as Python ints: numpy's int64 cast wrapped a total near 2**63 to negative steps."""
+    the total. Spaced as floats, rounded as Python ints: numpy's int64 cast wrapped a total near 2**63 to negative
+    steps, and a total past it (10**30, which the box and ``Schedule`` take) raised from the field's observer."""
     end = int(schedule.total_steps * 1.1)
     corners = {schedule.warmup_steps, schedule.total_steps}
-    return sorted({*(round(x) for x in np.linspace(0, end, PLOT_STEPS).tolist()), *corners})
+    return sorted({*(round(x) for x in np.linspace(0.0, float(end), PLOT_STEPS).tolist()), *corners})
 
 
 @functools.lru_cache(maxsize=32)

@@ -776,6 +776,11 @@ def test_the_schedule_plot_of_the_largest_total_steps_plots_no_negative_step(mon
     b.total.value = 2**63 - 1
     assert b.valid and calls and min(calls) == 0 and max(calls) == int((2**63 - 1) * 1.1)
     assert 2**63 - 1 in calls
+    b.total.value = 10**30  # past int64: numpy's linspace raised UFuncTypeError from the field's observer
+    assert b.valid and 10**30 in calls and "at step 1000000000000000000000000000000" in b.summary
+    for total in (2.5, "10", math.nan, 0):  # 2.5 was taken as 2, "10" as 10; NaN was a TraitError
+        with pytest.raises(ValueError, match=f"total_steps must be an integer >= 1, got {re.escape(repr(total))}"):
+            OptimizerBuilder("adam", total_steps=total)
 
 
 def test_a_remote_server_that_goes_away_mid_run_is_said_in_the_status(monkeypatch):
