@@ -49,6 +49,8 @@ def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
         (["--fail-rate", "2"], "fail_rate must be in [0, 1), got 2.0"),
         (["--offload-results-over=-5"], "result_offload_bytes must be None or an integer >= 0, got -5"),
         (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),
+        (["--public-url", "http://"], "public_url must name a host, such as"),  # every link read http:///v1/...
+        (["--public-url", "http://h:99999"], "public_url 'http://h:99999' is not a valid URL: Port out of range"),
         (["--state-dir", "{file}"], "cannot keep the server's state in"),
         (["--checkpoint-dir", "{file}"], "is a file: checkpoints go into a folder"),
         (["--checkpoint-dir", "/proc/rlnb-ckpt"], "cannot hold checkpoints"),  # failed at each save
@@ -135,3 +137,7 @@ def test_serve_on_a_port_in_use_or_a_host_not_here_says_which_option_and_exits_2
         assert "http://" not in captured.out  # not announced
     assert main(["serve", "--device", "cpu", "--host", "no-such-host.invalid", "--port", str(port)]) == 2
     assert capsys.readouterr().err.startswith("rlnb serve: --host 'no-such-host.invalid' is not an address of this")
+    from rlnb.server.app import bind
+
+    with bind("", port) as every_interface:  # --host '' is every interface, as uvicorn bound it
+        assert every_interface.getsockname()[1] == port

@@ -125,8 +125,8 @@ def bind(host: str, port: int) -> socket.socket:
     that is not this machine's is a ``ValueError`` naming ``--port`` / ``--host`` (uvicorn's own error came
     after the announcement, naming neither). Bound as uvicorn binds: IPv6 when the host has a colon."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        address = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)[0][4]
+    try:  # "" is every interface, as uvicorn binds it (getaddrinfo cannot resolve it)
+        address = (host, port) if host == "" else socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)[0][4]
     except socket.gaierror as exc:
         raise ValueError(f"--host {host!r} is not an address of this machine: {exc.strerror}") from None
     sock = socket.socket(family, socket.SOCK_STREAM)
