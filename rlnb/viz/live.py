@@ -71,6 +71,9 @@ class LiveView:
         learning_rate: bool = True,
         ema: float = 0.9,
     ) -> None:
+        if not isinstance(history, History):  # LiveView(session): "'Session' object has no attribute 'step_log'"
+            hint = ": pass session.history" if hasattr(history, "history") else ""
+            raise TypeError(f"LiveView takes a History, got {type(history).__name__}{hint}")
         every = check_seconds("every", every)  # NaN redrew at every change; inf or 1e300 froze the view (the timer
         # thread's OverflowError, in the kernel's log)
         if not 0 <= ema < 1:

@@ -714,6 +714,21 @@ def test_arguments_that_are_not_columns_are_named():
         corpus.cross_entropy([[5]])
 
 
+def test_a_session_given_for_its_history_is_named():
+    """``plots.loss(session)`` (any plot) and ``LiveView(session)``: ``AttributeError: 'Session' object has no
+    attribute 'columns'`` (or ``'step_log'``), naming neither the argument nor ``session.history``."""
+    s = rlnb.Session(FakeBackend(), record=False)
+    for draw in (plots.loss, plots.grad_norm, plots.learning_rate, plots.overview, plots.timeline):
+        with pytest.raises(TypeError, match=f"plots.{draw.__name__} takes a History or a DataFrame, got Session: pass"):
+            draw(s)
+    with pytest.raises(TypeError, match="plots.metric takes a History or a DataFrame, got NoneType$"):
+        plots.metric(None, "acc")
+    with pytest.raises(TypeError, match="LiveView takes a History, got Session: pass session.history"):
+        LiveView(s)
+    plots.metric(history=s.history, name="acc")  # by keyword, as before
+    s.close()
+
+
 @pytest.mark.parametrize("every", [math.inf, 1e300, math.nan, -1, "1", None])
 def test_a_live_view_refuses_a_redraw_interval_its_timer_cannot_keep(every):
     """``LiveView(h, every=inf)`` (or 1e300) drew once, then its timer thread died on ``OverflowError: timestamp
