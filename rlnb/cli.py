@@ -300,6 +300,9 @@ def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[
 
 
 def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    for option, value, what in (("--out", args.out, "a folder"), ("--model", args.model, "a folder or a model")):
+        if not value.strip():  # an unset variable: '' is the working folder (its files overwritten) for either
+            parser.error(f"{option} is empty (an unset variable?): give {what}")
     if args.steps < 1:
         parser.error(f"--steps must be >= 1, got {args.steps}")
     if args.lora < 0:

@@ -31,6 +31,9 @@ SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003
         (["demo", "--seed", str(2**62)], f"--seed must be in {SEEDS} for 40 steps, got {2**62}"),  # failed late
         (["demo", "--seed", str(-(2**62))], f"--seed must be in {SEEDS}"),
         (["train"], "invalid choice: 'train'"),
+        # an unset variable: the demo wrote history.csv, rewards.csv, demo.png and run/ into the working folder
+        (["demo", "--out", ""], "--out is empty (an unset variable?): give a folder"),
+        (["demo", "--model", " "], "--model is empty (an unset variable?): give a folder or a model"),
     ],
 )
 def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
