@@ -227,6 +227,10 @@ def _port(text: str) -> int:
 def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from rlnb.server.settings import parse_limits
 
+    for option, value in (("--state-dir", args.state_dir), ("--checkpoint-dir", args.checkpoint_dir)):
+        if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
+            print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
+            return 2
     try:
         limits = parse_limits(args.limit)
     except ValueError as exc:

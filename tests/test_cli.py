@@ -59,6 +59,8 @@ def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
         (["--checkpoint-dir", "/proc/rlnb-ckpt"], "cannot hold checkpoints"),  # failed at each save
         (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),  # listened, then 400s
         (["--token="], "token is empty (an unset variable?)"),  # listened, then 401 to every key
+        (["--state-dir="], "--state-dir is empty (an unset variable?)"),  # registry and signing.key in the cwd
+        (["--checkpoint-dir="], "--checkpoint-dir is empty (an unset variable?)"),  # ignored: a temporary folder
         (["--token", "secret\n"], "token holds whitespace at position 6"),
     ],
 )

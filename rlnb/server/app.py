@@ -77,6 +77,9 @@ def create_app(
     ``time.time`` for the inactivity expiry (tests)."""
     if settings is None:
         for name in ("checkpoint_dir", "state_dir"):
+            if isinstance(fields.get(name), str) and not fields[name].strip():  # Path("") is the working folder:
+                # the registry and signing key were written there (an unset variable in --state-dir "$DIR")
+                raise ValueError(f"{name} is empty (an unset variable?): give a folder, or None")
             if fields.get(name) is not None:
                 fields[name] = Path(fields[name])
         settings = ServerSettings(**fields)

@@ -352,3 +352,15 @@ def test_limits_are_settings_and_command_line_flags():
 def test_settings_refuse_numbers_that_are_not_finite_or_out_of_range(field, value, says):
     with pytest.raises(ValueError, match=says):
         ServerSettings(**{field: value})
+
+
+@pytest.mark.parametrize("field", ["state_dir", "checkpoint_dir"])
+def test_an_empty_folder_option_is_refused_not_taken_for_the_working_folder(field, tmp_path, monkeypatch):
+    """``create_app(state_dir="")`` (``--state-dir "$DIR"`` with DIR unset): ``Path("")`` is the working folder, and
+    the registry, its lock and the signing key were written there."""
+    from rlnb.server.app import create_app
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=f"{field} is empty \\(an unset variable\\?\\): give a folder, or None"):
+        create_app(**{field: ""}, device="cpu")
+    assert list(tmp_path.iterdir()) == []
