@@ -77,6 +77,10 @@ class RunPanel:
     ):
         # before the builder given is locked to the session: n_steps=2.5 was taken as 2, 0 made a form with no Run
         n_steps, every = check_int("n_steps", n_steps, 1), check_seconds("every", every)
+        if task is not None and not isinstance(task, Task):  # Run failed: "'str' object has no attribute 'group_size'"
+            raise TypeError(f"task must be a Task, such as first_letter_task(), or None (that task), got {task!r}")
+        if step_fn is not None and not callable(step_fn):  # Run failed: "'str' object is not callable"
+            raise TypeError(f"step_fn must be None or a function step_fn(session, params), got {step_fn!r}")
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)
