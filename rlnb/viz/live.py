@@ -82,6 +82,11 @@ class LiveView:
         self.history = history
         self.auto = metrics is None
         self.metrics: list[str] = [] if metrics is None else [metrics] if isinstance(metrics, str) else list(metrics)
+        if not all(isinstance(m, str) and m.strip() for m in self.metrics):  # [5]: "unsupported operand type(s) for
+            raise TypeError(f"metrics must be the names of logged figures, got {self.metrics!r}")  # +: 'int' and 'str'"
+        clash = {"loss", "grad_norm", "learning_rate"} & set(self.metrics)
+        if clash:
+            raise ValueError(f"metrics may not be named {sorted(clash)}: those panels are built in")
         self.every, self.rows, self.ema = every, rows, ema
         self.redraws = 0
         """How many times the view was brought up to date."""
@@ -116,9 +121,6 @@ class LiveView:
         self.message = widgets.HTML(layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([toggles, self.message, self.plots, self.tables, self.completions])
         self.widget.add_class("rlnb-live")
-        clash = {"loss", "grad_norm", "learning_rate"} & set(self.metrics)
-        if clash:
-            raise ValueError(f"metrics may not be named {sorted(clash)}: those panels are built in")
         for name in self.metrics:
             self._add_panel(name, name, "C2")
         if loss:

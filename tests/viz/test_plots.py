@@ -5,6 +5,7 @@ Muon norms of a live session, an RL step's metrics)."""
 import html
 import math
 import os
+import re
 import threading
 import time
 
@@ -725,6 +726,10 @@ def test_a_session_given_for_its_history_is_named():
         plots.metric(None, "acc")
     with pytest.raises(TypeError, match="LiveView takes a History, got Session: pass session.history"):
         LiveView(s)
+    for metrics in ([5], ["acc", ""], [None]):  # [5]: "unsupported operand type(s) for +: 'int' and 'str'"
+        said = f"metrics must be the names of logged figures, got {re.escape(repr(metrics))}"
+        with pytest.raises(TypeError, match=said):
+            LiveView(s.history, metrics=metrics)
     plots.metric(history=s.history, name="acc")  # by keyword, as before
     s.close()
 
