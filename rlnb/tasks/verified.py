@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
-from rlnb._options import check_int
+from rlnb._options import check_int, is_integer
 from rlnb.session import Prompt, Session
 from rlnb.tasks.task import Task, digits_task
 
@@ -109,7 +109,7 @@ def first_letter_task(alphabet: str = "abcd", length: int = 4, n_train: int = 64
                                (("length", length), ("n_train", n_train), ("n_eval", n_eval)))
     if n_train % k or n_eval % k:
         raise ValueError(f"n_train ({n_train}) and n_eval ({n_eval}) must be positive multiples of {k}")
-    rng = random.Random(split_seed)
+    rng = random.Random(_split_seed(split_seed))
     train: list[str] = []
     held_out: list[str] = []
     for c in alphabet:
@@ -120,6 +120,14 @@ def first_letter_task(alphabet: str = "abcd", length: int = 4, n_train: int = 64
     rng.shuffle(held_out)
     return VerifiedTask("first_letter", [w + ">" for w in train], exact_match(_first), max_tokens=1,
                         group_size=16, eval_prompts=[w + ">" for w in held_out], answer=_first, chance=1 / k)
+
+
+def _split_seed(seed: object) -> int:
+    """The seed that fixes a task's split: ``None`` seeded it from the system's entropy, a new held-out set at every
+    call (two tasks "the same" scored each other's training prompts), silently."""
+    if not is_integer(seed):
+        raise ValueError(f"split_seed must be an integer (it fixes the held-out split), got {seed!r}")
+    return int(seed)  # type: ignore[call-overload]
 
 
 ENUMERATED = 2**16
@@ -155,9 +163,9 @@ def addition_task(n_eval: int = 11, split_seed: int = 0) -> VerifiedTask:
     ``n_eval`` pairs are held out. A tiny model learns the training pairs by heart but does not learn to add
     from ~44 examples: its held-out accuracy is the lesson "reward is not generalisation"."""
     pairs = [(a, b) for a in range(10) for b in range(10) if a + b <= 9]
-    if not 1 <= n_eval < len(pairs):
-        raise ValueError(f"n_eval must be in [1, {len(pairs) - 1}], got {n_eval}")
-    random.Random(split_seed).shuffle(pairs)
+    if not is_integer(n_eval) or not 1 <= n_eval < len(pairs):  # 2.5: a slice's TypeError; True: 1
+        raise ValueError(f"n_eval must be an integer in [1, {len(pairs) - 1}], got {n_eval!r}")
+    random.Random(_split_seed(split_seed)).shuffle(pairs)
     held_out, train = pairs[:n_eval], pairs[n_eval:]
     answers = [str(a + b) for a, b in held_out]
     return VerifiedTask("addition", [f"{a}+{b}=" for a, b in train], exact_match(_sum), max_tokens=1,

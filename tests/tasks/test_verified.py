@@ -2,7 +2,9 @@
 
 import dataclasses
 import random
+import re
 
+import numpy as np
 import pytest
 
 import rlnb
@@ -60,8 +62,21 @@ def test_first_letter_of_long_words_draws_them_instead_of_listing_every_word():
 
 
 def test_addition_refuses_an_eval_split_out_of_range():
-    with pytest.raises(ValueError, match=r"n_eval must be in \[1, 54\], got 55"):
+    with pytest.raises(ValueError, match=r"n_eval must be an integer in \[1, 54\], got 55"):
         addition_task(n_eval=55)
+    for n in (2.5, True):  # a slice's TypeError; True held out one pair
+        with pytest.raises(ValueError, match=f"n_eval must be an integer in .*got {n!r}"):
+            addition_task(n_eval=n)
+
+
+@pytest.mark.parametrize("make", [first_letter_task, addition_task])
+def test_a_split_seed_that_is_no_integer_is_refused_not_a_new_split_each_call(make):
+    """``split_seed=None`` seeded the split from the system's entropy: two calls held out different prompts (one
+    task's held-out accuracy scored the other's training prompts), silently."""
+    for seed in (None, 1.5, "0"):
+        with pytest.raises(ValueError, match=f"split_seed must be an integer .*got {re.escape(repr(seed))}"):
+            make(split_seed=seed)
+    assert make(split_seed=np.int64(3)).eval_prompts == make(split_seed=3).eval_prompts
 
 
 def test_evaluate_scores_greedy_answers_on_the_held_out_split():
