@@ -58,7 +58,7 @@ class LRFinderControls:
         self.options: dict[str, Any] = {"steps": 30}
         self.result: Any = None
         """The last ``LRFind``."""
-        self.error: Exception | None = None
+        self.error: BaseException | None = None
         self.busy: Callable[[], str | None] = lambda: None
         """Why a range test must wait, or None: a RunPanel says so while its run trains the session."""
         self.on_change: Callable[[], None] = lambda: None
@@ -264,7 +264,7 @@ class LRFinderControls:
     def _run(self) -> None:
         try:
             self.run()
-        except Exception as exc:  # noqa: BLE001 - shown in the panel, kept in .error
+        except BaseException as exc:  # noqa: BLE001 - shown in the panel, kept in .error (a SystemExit ended it unseen)
             self.error = exc
             self._said = f"<span style='color:{RED}'>✗ {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
             self._say(self._said)

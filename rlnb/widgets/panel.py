@@ -127,7 +127,7 @@ class RunPanel:
             ]
         )
         self.widget.add_class("rlnb-run-panel")
-        self.error: Exception | None = None
+        self.error: BaseException | None = None
         """The exception that stopped the last run (or refused a start), if any."""
         self._stop = threading.Event()
         self._busy = threading.Event()
@@ -247,7 +247,9 @@ class RunPanel:
                     + "".join(f" · {html.escape(k, quote=False)} {v:.3g}" for k, v in (figures or {}).items())
                 )
                 self._sync_schedule(step)
-        except Exception as exc:  # every failure of a step is shown; none is lost
+        # every failure of a step is shown; none is lost. BaseException too: a step's SystemExit (argparse reading the
+        # kernel's argv) ended the thread silently, the status line still green and ``error`` None
+        except BaseException as exc:  # noqa: BLE001
             self.error = exc
             if isinstance(exc, OperationFailed):
                 what, message = short(exc.code) or "FAILED", exc.message or str(exc)

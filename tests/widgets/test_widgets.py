@@ -355,6 +355,26 @@ def test_run_panel_shows_every_exception_of_a_step(panel_session):
     panel.close()
 
 
+def test_a_step_or_range_test_that_exits_is_shown_not_lost(panel_session, monkeypatch):
+    """A step whose code calls ``sys.exit`` (argparse reading the kernel's argv raises ``SystemExit(2)``): the run's
+    thread ended silently (threading ignores SystemExit), the status line stayed green and ``error`` None."""
+    import rlnb.sweep
+
+    def exiting(*_args, **_kwargs):
+        raise SystemExit(2)
+
+    panel = RunPanel(panel_session, step_fn=exiting, every=0.05)
+    assert panel.start(3)
+    assert panel.join(60)
+    assert isinstance(panel.error, SystemExit) and "<b>SystemExit</b> — 2" in panel.status.value
+    assert "#b00020" in panel.status.value and not panel.running and not panel.step_button.disabled
+    monkeypatch.setattr(rlnb.sweep, "lr_find", exiting)
+    finder = panel.builder.lr_finder
+    finder.button.click()
+    assert finder.join(30) and isinstance(finder.error, SystemExit) and "SystemExit: 2" in finder.status.value
+    panel.close()
+
+
 def test_run_panel_stops_on_a_figure_named_like_a_steps_column(panel_session):
     """A step function returning ``loss`` (the forward-backwards' own column) stops the run, saying so; the
     steps table still builds."""
