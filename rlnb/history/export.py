@@ -6,6 +6,7 @@ operations table as CSV or Parquet, its dict columns (``metrics``, ``params``) a
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,9 @@ def save_run(
     folder = user_path("path", path)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"history.save: {folder} is a file, not a folder (nothing was written)")
+    if folder.is_symlink() and not folder.exists():  # mkdir's bare "[Errno 17] File exists"
+        raise ValueError(f"history.save: {folder} is a link to {os.readlink(folder)}, which does not exist "
+                         "(nothing was written)")  # fmt: skip
     # config.json too: a Hugging Face model folder has one (it was overwritten); a link counts, dangling or not
     # (a write through it lands wherever it points)
     taken = [n for n in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE) if _taken(folder / n)]
