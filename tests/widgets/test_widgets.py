@@ -603,6 +603,8 @@ def test_ns_steps_keeps_what_was_typed():
     assert any("MuonParams.newton_schulz_steps = 2.5 is invalid: must be an integer" in e for e in b.errors)
     b.muon["newton_schulz_steps"].value = 3
     assert b.valid and b.params.newton_schulz_steps == 3 and isinstance(b.params.newton_schulz_steps, int)
+    b.muon["newton_schulz_steps"].value = 1e300  # as an int, a 301-digit number in the error line and the summary
+    assert b.errors[0].startswith("MuonParams.newton_schulz_steps = 1e+300 is invalid") and len(b.errors[0]) < 200
 
 
 def test_warmup_longer_than_the_run_is_refused():
