@@ -327,6 +327,11 @@ def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (ValueError, ImportError) as exc:
         print(f"rlnb demo: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: a traceback through torch, and no word of what was kept
+        run = Path(args.out) / "run"
+        kept = f"; the steps so far are in {run} (rlnb.History.load)" if (run / OPS_FILE).exists() else ""
+        print(f"rlnb demo: interrupted{kept}", file=sys.stderr)
+        return 130
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {"demo": _demo, "serve": _serve}

@@ -146,3 +146,24 @@ def test_serve_on_a_port_in_use_or_a_host_not_here_says_which_option_and_exits_2
 
     with bind("", port) as every_interface:  # --host '' is every interface, as uvicorn bound it
         assert every_interface.getsockname()[1] == port
+
+
+@pytest.mark.slow  # builds the tiny model and trains a step (~3 s)
+def test_demo_interrupted_says_where_the_run_is_and_exits_130(tmp_path, capsys, monkeypatch):
+    """Ctrl-C during the demo: a KeyboardInterrupt traceback through torch, and no word of the run folder it kept."""
+    import rlnb
+    import rlnb.tasks
+
+    real, calls = rlnb.tasks.rl_step, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rlnb.tasks, "rl_step", interrupted)
+    assert main(["demo", "--steps", "5", "--device", "cpu", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert err == f"rlnb demo: interrupted; the steps so far are in {tmp_path / 'run'} (rlnb.History.load)\n"
+    assert len(rlnb.History.load(tmp_path / "run").steps) == 1
