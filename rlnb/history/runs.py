@@ -130,3 +130,14 @@ def warn_in_memory(folder: Path) -> None:
         RunStoreWarning,
         stacklevel=3,
     )
+
+
+def warn_memory_only(folder: Path) -> None:
+    """Say that a figure or completions logged on a history ``History.load`` read stay in memory: the run folder is
+    only read (another session may be writing it), and they were lost at the kernel's end, silently."""
+    warnings.warn(
+        f"this history was loaded from {folder}: what is logged on it stays in memory, not in that folder; "
+        "history.save(new_folder) writes it all, or continue the run with rlnb.connect(..., run_id=...)",
+        RunStoreWarning,
+        stacklevel=4  # the user's log call, through History._said_memory_only,
+    )

@@ -385,6 +385,23 @@ def test_a_session_that_fails_to_open_a_run_releases_its_lock(tmp_path, monkeypa
 ROW = {"group": 0, "prompt": "p", "completion": "c", "reward": 1.0, "advantage": 0.0, "length": 2, "truncated": False}
 
 
+def test_what_is_logged_on_a_loaded_history_is_said_to_stay_in_memory(tmp_path):
+    """``h = History.load(run); h.log(step, eval_accuracy=...)`` (a checkpoint evaluated a day later): kept in memory
+    only, silently, and lost with the kernel; ``History.load`` came back without it."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.history.log(1, reward=0.5)
+    s.close()
+    h = History.load(tmp_path / "r")
+    with pytest.warns(RunStoreWarning, match=r"loaded from .*r: what is logged on it stays in memory.*history.save"):
+        h.log(2, reward=0.7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        h.log_completions(2, [ROW])
+    assert h.logged.reward.tolist() == [0.5, 0.7]  # kept in memory, as said
+    assert History.load(tmp_path / "r").logged.reward.tolist() == [0.5]  # the folder is only read
+    History().log(1, reward=0.5)  # a history made by hand has no folder to speak of: nothing said
+
+
 def test_what_is_recorded_after_close_reaches_the_run_folder(tmp_path):
     """A figure logged once the session has ended (an evaluation after ``with connect(...)``), completions kept
     then, or a closed history given to a new session: all went to memory only, silently, since the store's files
