@@ -79,6 +79,8 @@ class RunPanel:
         n_steps, every = check_int("n_steps", n_steps, 1), check_seconds("every", every)
         if task is not None and not isinstance(task, Task):  # Run failed: "'str' object has no attribute 'group_size'"
             raise TypeError(f"task must be a Task, such as first_letter_task(), or None (that task), got {task!r}")
+        if builder is not None and not isinstance(builder, OptimizerBuilder):  # "'AdamParams' ... has no 'lock'"
+            raise TypeError(f"builder must be an OptimizerBuilder or None, got {type(builder).__name__}: {builder!r}")
         if step_fn is not None and not callable(step_fn):  # Run failed: "'str' object is not callable"
             raise TypeError(f"step_fn must be None or a function step_fn(session, params), got {step_fn!r}")
         self.session = session

@@ -408,12 +408,13 @@ def test_run_panel_names_the_step_function_that_returns_no_dict_of_figures(panel
     ("task", "first_letter", r"task must be a Task, such as first_letter_task\(\), or None .*got 'first_letter'"),
     ("task", lambda prompt, completion: 1.0, "task must be a Task"),
     ("step_fn", "ce", "step_fn must be None or a function step_fn\\(session, params\\), got 'ce'"),
+    ("builder", rlnb.AdamParams(), "builder must be an OptimizerBuilder or None, got AdamParams"),  # no 'lock'
 ])
 def test_run_panel_refuses_bad_options_before_it_touches_the_builder(panel_session, muon_session, option, value, said):
     b = OptimizerBuilder("muon")
     RunPanel(muon_session, b, every=0.05).close()  # the builder is the muon session's, unlocked on close
     with pytest.raises(ValueError if option in ("n_steps", "every") else TypeError, match=said):
-        RunPanel(panel_session, b, **{option: value})
+        RunPanel(panel_session, **{"builder": b, option: value})
     assert b.locked == "muon" and b.lr_finder.session is muon_session  # not taken by the refused panel
 
 
