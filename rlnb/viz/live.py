@@ -28,7 +28,7 @@ import numpy as np
 from rlnb._options import check_int, check_seconds
 from rlnb.history import History
 from rlnb.history.steplog import StepRow
-from rlnb.viz.draw import CLIP_HEADROOM
+from rlnb.viz.draw import CLIP_HEADROOM, check_ema
 from rlnb.viz.livefig import Panel, Series
 from rlnb.viz.livetables import RL_TABLE, completions_html, ops_html, rl_html, steps_html
 from rlnb.viz.throttle import Throttle
@@ -76,8 +76,7 @@ class LiveView:
             raise TypeError(f"LiveView takes a History, got {type(history).__name__}{hint}")
         every = check_seconds("every", every)  # NaN redrew at every change; inf or 1e300 froze the view (the timer
         # thread's OverflowError, in the kernel's log)
-        if not 0 <= ema < 1:
-            raise ValueError(f"ema must be in [0, 1), got {ema}")
+        check_ema(ema)
         rows = check_int("rows", rows, 1)  # rows=0 said "no completed optimizer step yet" under steps that exist
         self.history = history
         self.auto = metrics is None

@@ -734,6 +734,20 @@ def test_a_session_given_for_its_history_is_named():
     s.close()
 
 
+@pytest.mark.parametrize("ema", ["0.9", True, math.nan, 1])
+def test_an_ema_that_is_no_number_in_range_is_named(ema):
+    """``plots.metric(h, "acc", ema="0.9")`` (or ``LiveView(h, ema="0.9")``): a bare ``TypeError: '<=' not supported
+    between instances of 'int' and 'str'``."""
+    h = History()
+    h.log(1, acc=0.5)
+    said = f"ema must be a number in \\[0, 1\\), got {re.escape(repr(ema))}"
+    with pytest.raises(ValueError, match=said):
+        plots.metric(h, "acc", ema=ema)
+    with pytest.raises(ValueError, match=said):
+        LiveView(h, ema=ema)
+    plots.metric(h, "acc", ema=np.int64(0))  # a numpy number is a number
+
+
 @pytest.mark.parametrize("every", [math.inf, 1e300, math.nan, -1, "1", None])
 def test_a_live_view_refuses_a_redraw_interval_its_timer_cannot_keep(every):
     """``LiveView(h, every=inf)`` (or 1e300) drew once, then its timer thread died on ``OverflowError: timestamp
