@@ -9,6 +9,7 @@ value is refused before anything starts, naming the field.
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 import os
 from pathlib import Path
@@ -83,3 +84,17 @@ def user_path(name: str, value: object) -> Path:
     if not isinstance(value, str | os.PathLike):
         raise TypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}: {value!r}"[:300])
     return Path(value).expanduser()
+
+
+A_DAY = 86400.0
+"""The longest wait a seconds option takes: ``op_delay`` past ~1e10 s failed its sleep (every operation
+``INTERNAL_ERROR: OverflowError``), a live view's ``every`` its redraw timer (the view froze)."""
+
+
+def check_seconds(name: str, value: Any, high: float = A_DAY) -> float:
+    """``value`` as a float, or a ``ValueError`` naming ``name`` and its range: NaN, infinity and negatives pass a
+    plain ``< 0`` and then every sleep or timer failed; so did a string, after a model had loaded."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not 0 <= value <= high:
+        raise ValueError(f"{name} must be a finite number of seconds in [0, {high:g}], got {value!r}")
+    return float(value)

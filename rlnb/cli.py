@@ -107,12 +107,18 @@ def demo(
         if verified:
             print(f"held-out accuracy before training: {before:.3f} ({len(verified.eval_prompts)} prompts, greedy)")
         print(f"{'step':>4}  {'loss':>8}  {'reward':>6}  {'grad norm':>9}  {'time':>6}  status")
+        failure = None  # the first failure's reason, said once: a step that failed says why, not only its code
+        completed = 0
         for i in range(steps):
             try:
                 r = rl_step(session, task, params, seed=seed * SEED_STRIDE + i)
             except rlnb.OperationFailed as exc:
-                print(f"{i + 1:>4}  {'':>8}  {'':>6}  {'':>9}  {time.perf_counter() - start:>5.1f}s  FAILED {exc.code}")
+                said = "" if failure else f": {exc.message}"
+                failure = failure or f"{exc.code}: {exc.message}"
+                elapsed = time.perf_counter() - start
+                print(f"{i + 1:>4}  {'':>8}  {'':>6}  {'':>9}  {elapsed:>5.1f}s  FAILED {exc.code}{said}")
                 continue
+            completed += 1
             status = rlnb.wire.short_name(r.status)
             gn = f"{r.grad_norm:9.3f}" if not math.isnan(r.grad_norm) else f"{'n/a':>9}"
             elapsed = time.perf_counter() - start
@@ -137,6 +143,9 @@ def demo(
         f"wrote {out / 'history.csv'}, {out / 'rewards.csv'}, {out / 'demo.png'} in {time.perf_counter() - start:.0f}s;"
         f" the completions are in {out / 'run' / 'completions.jsonl'}"
     )
+    if not completed:  # nothing trained: say so and fail, so a script does not take the run for a success
+        print(f"rlnb demo: none of the {steps} steps completed; the first failed {failure}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -218,6 +227,10 @@ def _port(text: str) -> int:
 def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from rlnb.server.settings import parse_limits
 
+    for option, value in (("--state-dir", args.state_dir), ("--checkpoint-dir", args.checkpoint_dir)):
+        if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
+            print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
+            return 2
     try:
         limits = parse_limits(args.limit)
     except ValueError as exc:
@@ -242,7 +255,7 @@ def _serve_app(
     args: argparse.Namespace, models: dict[str, str], scratch: str | None, extra: dict[str, Any],
     limits: dict[str, Any],
 ) -> int:
-    from rlnb.server.app import app_for, run
+    from rlnb.server.app import app_for, bind, run
     from rlnb.server.state import StateDirError
 
     try:
@@ -260,7 +273,9 @@ def _serve_app(
             **extra,
             **limits,
         )
-    # A setting out of range; a state directory that is locked, is a file, or has a bad signing key.
+        sock = bind(args.host, args.port)  # a port in use, said before the address is announced
+    # A setting out of range; a state directory that is locked, is a file, or has a bad signing key; an address
+    # that cannot be listened on.
     except (ValueError, StateDirError) as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
@@ -269,7 +284,7 @@ def _serve_app(
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks (the checkpoints'
     # temporary folder), not by the default handler
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    run(app, args.host, args.port)
+    run(app, sock)
     return 0
 
 
@@ -289,6 +304,9 @@ def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[
 
 
 def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    for option, value, what in (("--out", args.out, "a folder"), ("--model", args.model, "a folder or a model")):
+        if not value.strip():  # an unset variable: '' is the working folder (its files overwritten) for either
+            parser.error(f"{option} is empty (an unset variable?): give {what}")
     if args.steps < 1:
         parser.error(f"--steps must be >= 1, got {args.steps}")
     if args.lora < 0:
@@ -309,6 +327,11 @@ def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (ValueError, ImportError) as exc:
         print(f"rlnb demo: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: a traceback through torch, and no word of what was kept
+        run = Path(args.out) / "run"
+        kept = f"; the steps so far are in {run} (rlnb.History.load)" if (run / OPS_FILE).exists() else ""
+        print(f"rlnb demo: interrupted{kept}", file=sys.stderr)
+        return 130
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {"demo": _demo, "serve": _serve}

@@ -11,7 +11,7 @@ from rlnb.history.store import RunStore
 @pytest.fixture(autouse=True)
 def never_serve(monkeypatch):
     """A bad option must stop ``rlnb serve`` before it listens: a test that reached uvicorn would hang."""
-    monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("rlnb serve started listening"))
+    monkeypatch.setattr("uvicorn.Server.run", lambda *a, **k: pytest.fail("rlnb serve started listening"))
 
 
 SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003 + i) must be an int64
@@ -31,6 +31,9 @@ SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003
         (["demo", "--seed", str(2**62)], f"--seed must be in {SEEDS} for 40 steps, got {2**62}"),  # failed late
         (["demo", "--seed", str(-(2**62))], f"--seed must be in {SEEDS}"),
         (["train"], "invalid choice: 'train'"),
+        # an unset variable: the demo wrote history.csv, rewards.csv, demo.png and run/ into the working folder
+        (["demo", "--out", ""], "--out is empty (an unset variable?): give a folder"),
+        (["demo", "--model", " "], "--model is empty (an unset variable?): give a folder or a model"),
     ],
 )
 def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
@@ -42,17 +45,22 @@ def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
 @pytest.mark.parametrize(
     "options, words",
     [
-        (["--op-delay", "nan"], "op_delay must be a finite number >= 0, got nan"),  # every operation failed
-        (["--op-delay", "inf"], "op_delay must be a finite number >= 0, got inf"),
-        (["--op-delay=-1"], "op_delay must be a finite number >= 0, got -1.0"),
+        (["--op-delay", "nan"], "op_delay must be a finite number of seconds in [0, 86400], got nan"),  # all failed
+        (["--op-delay", "inf"], "op_delay must be a finite number of seconds in [0, 86400], got inf"),
+        (["--op-delay=-1"], "op_delay must be a finite number of seconds in [0, 86400], got -1.0"),
+        (["--op-delay", "1e300"], "op_delay must be a finite number of seconds in [0, 86400], got 1e+300"),
         (["--fail-rate", "2"], "fail_rate must be in [0, 1), got 2.0"),
         (["--offload-results-over=-5"], "result_offload_bytes must be None or an integer >= 0, got -5"),
         (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),
+        (["--public-url", "http://"], "public_url must name a host, such as"),  # every link read http:///v1/...
+        (["--public-url", "http://h:99999"], "public_url 'http://h:99999' is not a valid URL: Port out of range"),
         (["--state-dir", "{file}"], "cannot keep the server's state in"),
         (["--checkpoint-dir", "{file}"], "is a file: checkpoints go into a folder"),
         (["--checkpoint-dir", "/proc/rlnb-ckpt"], "cannot hold checkpoints"),  # failed at each save
         (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),  # listened, then 400s
         (["--token="], "token is empty (an unset variable?)"),  # listened, then 401 to every key
+        (["--state-dir="], "--state-dir is empty (an unset variable?)"),  # registry and signing.key in the cwd
+        (["--checkpoint-dir="], "--checkpoint-dir is empty (an unset variable?)"),  # ignored: a temporary folder
         (["--token", "secret\n"], "token holds whitespace at position 6"),
     ],
 )
@@ -106,3 +114,56 @@ def test_demo_replaces_its_own_earlier_run_and_averages_only_rewards(tmp_path, c
     assert len(rlnb.History.load(tmp_path / "run").steps) == 1  # replaced, not continued
     means = [ln for ln in out.splitlines() if ln.startswith("mean reward:")]
     assert len(means) == 2 and "nan" not in "".join(means)  # the eval/accuracy rows have no reward
+
+
+@pytest.mark.slow  # builds the tiny model and fails two steps (~4 s)
+def test_demo_whose_every_step_fails_says_why_and_exits_1(tmp_path, capsys):
+    # --lr 1e39 passes the parser (finite, > 0) but every optim-step is refused: the demo said only the code
+    # and exited 0, as if it had trained
+    assert main(["demo", "--steps", "2", "--device", "cpu", "--lr", "1e39", "--out", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "learning_rate is too large" in captured.out  # the failed step says why
+    assert "none of the 2 steps completed" in captured.err and "learning_rate" in captured.err
+    assert (tmp_path / "history.csv").exists()  # what was recorded is still written
+
+
+def test_serve_on_a_port_in_use_or_a_host_not_here_says_which_option_and_exits_2(capsys):
+    # uvicorn's "[Errno 98] error while attempting to bind" came after "rlnb serve: http://...": the address
+    # was announced as served, and neither --port nor --host was named
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--device", "cpu", "--port", str(port)]) == 2
+        captured = capsys.readouterr()
+        assert captured.err == f"rlnb serve: --port {port}: 127.0.0.1:{port} is already in use; pick another --port\n"
+        assert "http://" not in captured.out  # not announced
+    assert main(["serve", "--device", "cpu", "--host", "no-such-host.invalid", "--port", str(port)]) == 2
+    assert capsys.readouterr().err.startswith("rlnb serve: --host 'no-such-host.invalid' is not an address of this")
+    from rlnb.server.app import bind
+
+    with bind("", port) as every_interface:  # --host '' is every interface, as uvicorn bound it
+        assert every_interface.getsockname()[1] == port
+
+
+@pytest.mark.slow  # builds the tiny model and trains a step (~3 s)
+def test_demo_interrupted_says_where_the_run_is_and_exits_130(tmp_path, capsys, monkeypatch):
+    """Ctrl-C during the demo: a KeyboardInterrupt traceback through torch, and no word of the run folder it kept."""
+    import rlnb
+    import rlnb.tasks
+
+    real, calls = rlnb.tasks.rl_step, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rlnb.tasks, "rl_step", interrupted)
+    assert main(["demo", "--steps", "5", "--device", "cpu", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert err == f"rlnb demo: interrupted; the steps so far are in {tmp_path / 'run'} (rlnb.History.load)\n"
+    assert len(rlnb.History.load(tmp_path / "run").steps) == 1

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from rlnb import wire
-from rlnb._options import refuse_unknown, take
+from rlnb._options import check_seconds, refuse_unknown, take
 from rlnb.engine import checkpoints, handlers, inputs
 from rlnb.engine.models import packed
 from rlnb.engine.models.adapter import ModelAdapter, build_adapter
@@ -98,6 +98,7 @@ class LocalBackend:
         **options: Any,
     ):
         self.optimizer: OptimizerKind = wire.optimizer_kind(optimizer)
+        op_delay = check_seconds("op_delay", op_delay)  # before the model loads
         mo = take(ModelOptions, options, model_options)
         muon = take(MuonOptions, options, muon_options)
         saved = take(CheckpointOptions, options, checkpoint_options)

@@ -70,6 +70,9 @@ def runs(path: str | Path | None = None) -> pd.DataFrame:
     root = user_path("path", path) if path is not None else default_runs_dir()
     if root.exists() and not root.is_dir():  # a bare NotADirectoryError from iterdir()
         raise ValueError(f"runs: path {str(root)!r} is a file, not a runs folder")
+    if (root / OPS_FILE).exists():  # a run folder itself listed no runs
+        raise ValueError(f"runs: {str(root)!r} is a run folder, not a folder of runs: History.load({str(root)!r}) "
+                         f"reads it, rlnb.runs({str(root.parent)!r}) lists it with its neighbours")
     found = sorted(p for p in root.iterdir() if (p / OPS_FILE).exists()) if root.exists() else []
     frame = pd.DataFrame([_row(run) for run in found], columns=COLUMNS)
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)

@@ -6,6 +6,7 @@ operations table as CSV or Parquet, its dict columns (``metrics``, ``params``) a
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -25,14 +26,23 @@ def save_run(
     logged: Iterable[dict[str, Any]],
     completions: Iterable[dict[str, Any]],
 ) -> Path:
-    """Write a run folder at ``path`` (made if missing); ``FileExistsError`` if it holds a run already."""
+    """Write a run folder at ``path`` (made if missing); ``FileExistsError`` if it holds a run file already."""
     if path == "":
         raise ValueError("history.save: path must be a folder's path, got ''")
     folder = user_path("path", path)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"history.save: {folder} is a file, not a folder (nothing was written)")
-    if any((folder / name).exists() for name in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE)):
-        raise FileExistsError(f"{folder} holds a run already: save to a new folder (nothing was written)")
+    if folder.is_symlink() and not folder.exists():  # mkdir's bare "[Errno 17] File exists"
+        raise ValueError(f"history.save: {folder} is a link to {os.readlink(folder)}, which does not exist "
+                         "(nothing was written)")  # fmt: skip
+    # config.json too: a Hugging Face model folder has one (it was overwritten); a link counts, dangling or not
+    # (a write through it lands wherever it points)
+    taken = [n for n in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE) if _taken(folder / n)]
+    if taken:
+        raise FileExistsError(
+            f"{folder} holds {', '.join(taken)} already (a run, or a model's config): save to a new folder "
+            "(nothing was written)"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str), encoding="utf-8")
     for name, rows in ((OPS_FILE, ops), (METRICS_FILE, logged), (COMPLETIONS_FILE, completions)):
@@ -40,6 +50,11 @@ def save_run(
         if lines or name != COMPLETIONS_FILE:  # a run without RL steps has no completions.jsonl
             (folder / name).write_text(lines, encoding="utf-8")
     return folder
+
+
+def _taken(file: Path) -> bool:
+    """Whether something is at ``file``: a file, a folder, or a link (even one to nothing)."""
+    return file.exists() or file.is_symlink()
 
 
 def with_json(frame: pd.DataFrame) -> pd.DataFrame:

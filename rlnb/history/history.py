@@ -31,7 +31,7 @@ from rlnb.history.completion_log import CompletionLog, checked
 from rlnb.history.export import save_run, with_json
 from rlnb.history.record import Record, as_row, fold_output
 from rlnb.history.runconfig import continued_at
-from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run
+from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run, warn_memory_only
 from rlnb.history.steplog import StepLog, logged_figures
 from rlnb.history.store import LOCK_FILE, RunStore, lock_run, run_folder, runs_root
 from rlnb.history.tables import _columns, _concat, _ops_frame, summary_html
@@ -81,6 +81,8 @@ class History:
         self._last_finished = -math.inf  # when the latest operation was seen to end
         self.loaded_from: Path | None = None
         """The run folder ``load`` read this history from; None for one made by a session or by hand."""
+        self.memory_only_said = False
+        """Whether a ``RunStoreWarning`` said that this loaded history records in memory only (said once)."""
         self.ended_at: float | None = None
         """A loaded run's latest recorded time (POSIX seconds): operations it never saw finish end there in a
         timeline, not at the moment it is drawn. None for a live run."""
@@ -227,8 +229,15 @@ class History:
             self.step_log.logged(row)
         if self.store:
             self.store.write_metrics(row)
+        else:
+            self._said_memory_only()
         for cb in list(self._log_listeners):
             cb(row)
+
+    def _said_memory_only(self) -> None:
+        if self.loaded_from is not None and not self.memory_only_said:
+            self.memory_only_said = True
+            warn_memory_only(self.loaded_from)
 
     def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
         """Keep an RL step's completions (``prompt``, ``completion``, ``reward``, ``advantage``, ...; see
@@ -238,6 +247,8 @@ class History:
         self._completions.add(batch)
         if self.store:
             self.store.write_completions(batch)
+        else:
+            self._said_memory_only()
 
     @property
     def completions(self) -> pd.DataFrame:
@@ -296,7 +307,7 @@ class History:
     def save(self, path: str | Path) -> Path:
         """Write the whole history — every operation, every logged figure, the completions, the config — as a run
         folder at ``path`` that ``History.load`` restores (for a run whose own folder could not be written, or a
-        copy). ``FileExistsError`` if ``path`` holds a run already. Returns the folder."""
+        copy). ``FileExistsError`` if ``path`` holds a run or a ``config.json`` already. Returns the folder."""
         with self._lock:
             ops, logged = [as_row(r) for r in self._records], list(self._logged)
         return save_run(path, self.config, ops, logged, self._completions.rows())

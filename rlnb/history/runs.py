@@ -6,12 +6,14 @@ that starts below the step its run reached (``warn_continued``) or adds to a loa
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlnb._options import user_path
 from rlnb.history.completion_log import read_completions
 from rlnb.history.reading import read_config, read_jsonl
 from rlnb.history.record import Record, from_row, logged_row, warn_bad
@@ -48,12 +50,25 @@ class RunFolder:
         return max(times, default=None)
 
 
+def _near_miss(path: Path) -> str:
+    """What ``path`` is instead of a run folder, when it is near one: a file of a run, or a folder of runs."""
+    with contextlib.suppress(OSError):
+        if path.is_file() and (path.parent / OPS_FILE).exists():
+            return f": it is a file of the run folder {path.parent}, which History.load takes"
+        if path.is_dir():
+            inside = sorted(p.name for p in path.iterdir() if (p / OPS_FILE).exists())
+            if inside:
+                return (f": it is a folder of {len(inside)} run(s); load one, such as {path / inside[0]}, or list "
+                        f"them with rlnb.runs({str(path)!r})")
+    return ""
+
+
 def read_run(path: str | Path) -> RunFolder:
     """The run folder at ``path``, written by a (possibly killed) session. What cannot be read — a corrupt
     ``config.json``, a half-written line, a value of the wrong type — is left out with a warning."""
-    path = Path(path).expanduser()
+    path = user_path("path", path)  # History.load(5): a bare TypeError from Path
     if not (path / OPS_FILE).exists():
-        raise FileNotFoundError(f"{path} is not an rlnb run folder (no {OPS_FILE})")
+        raise FileNotFoundError(f"{path} is not an rlnb run folder (no {OPS_FILE}){_near_miss(path)}")
     if not (path / OPS_FILE).is_file():
         raise ValueError(f"{path / OPS_FILE} is not a file")
     config = read_config(path)
@@ -114,4 +129,15 @@ def warn_in_memory(folder: Path) -> None:
         f"run on disk, connect with runs_dir={str(folder.parent)!r}, run_id={folder.name!r} instead.",
         RunStoreWarning,
         stacklevel=3,
+    )
+
+
+def warn_memory_only(folder: Path) -> None:
+    """Say that a figure or completions logged on a history ``History.load`` read stay in memory: the run folder is
+    only read (another session may be writing it), and they were lost at the kernel's end, silently."""
+    warnings.warn(
+        f"this history was loaded from {folder}: what is logged on it stays in memory, not in that folder; "
+        "history.save(new_folder) writes it all, or continue the run with rlnb.connect(..., run_id=...)",
+        RunStoreWarning,
+        stacklevel=4  # the user's log call, through History._said_memory_only,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -75,6 +77,9 @@ def create_app(
     ``time.time`` for the inactivity expiry (tests)."""
     if settings is None:
         for name in ("checkpoint_dir", "state_dir"):
+            if isinstance(fields.get(name), str) and not fields[name].strip():  # Path("") is the working folder:
+                # the registry and signing key were written there (an unset variable in --state-dir "$DIR")
+                raise ValueError(f"{name} is empty (an unset variable?): give a folder, or None")
             if fields.get(name) is not None:
                 fields[name] = Path(fields[name])
         settings = ServerSettings(**fields)
@@ -106,7 +111,7 @@ def create_app(
 def serve(host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
     """Run the server with uvicorn (blocking); ``options`` go to ``create_app``. Presigned URLs are built
     on ``public_url``, by default ``http://{host}:{port}`` (loopback for a wildcard host)."""
-    run(app_for(host, port, **options), host, port)
+    run(app_for(host, port, **options), bind(host, port))
 
 
 def app_for(host: str, port: int, **options: Any) -> FastAPI:
@@ -118,8 +123,33 @@ def app_for(host: str, port: int, **options: Any) -> FastAPI:
     return create_app(**options)
 
 
-def run(app: FastAPI, host: str, port: int) -> None:
-    """Serve ``app`` with uvicorn until interrupted."""
+def bind(host: str, port: int) -> socket.socket:
+    """The socket ``run`` listens on, bound before the server says where it listens: a port in use or a host
+    that is not this machine's is a ``ValueError`` naming ``--port`` / ``--host`` (uvicorn's own error came
+    after the announcement, naming neither). Bound as uvicorn binds: IPv6 when the host has a colon."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:  # "" is every interface, as uvicorn binds it (getaddrinfo cannot resolve it)
+        address = (host, port) if host == "" else socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)[0][4]
+    except socket.gaierror as exc:
+        raise ValueError(f"--host {host!r} is not an address of this machine: {exc.strerror}") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ValueError(f"--port {port}: {host}:{port} is already in use; pick another --port") from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise ValueError(f"--host {host!r} is not an address of this machine: {exc.strerror}") from None
+        raise ValueError(f"--host {host!r} --port {port}: cannot listen there: {exc.strerror}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(app: FastAPI, sock: socket.socket) -> None:
+    """Serve ``app`` with uvicorn on ``sock`` (from ``bind``) until interrupted."""
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    host, port = sock.getsockname()[:2]
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run(sockets=[sock])

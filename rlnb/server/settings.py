@@ -11,9 +11,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rlnb import _secrets
-from rlnb._options import set_int
+from rlnb._options import check_seconds, set_int
 
 MAX_LIST_LIMIT = 100
 """Largest ``limit`` of a list request (the API's bound)."""
@@ -109,11 +110,10 @@ class ServerSettings:
             set_int(self, name, 1)
         if not self.public_url.startswith(("http://", "https://")):
             raise ValueError(f"public_url must start with http:// or https://, got {self.public_url!r}")
+        check_public_host(self.public_url)
         if not 0 <= self.fail_rate < 1:  # NaN fails this too
             raise ValueError(f"fail_rate must be in [0, 1), got {self.fail_rate}")
-        # NaN and infinity pass a plain ``< 0``, and then every operation's sleep or deadline fails.
-        if not (math.isfinite(self.op_delay) and self.op_delay >= 0):
-            raise ValueError(f"op_delay must be a finite number >= 0, got {self.op_delay}")
+        object.__setattr__(self, "op_delay", check_seconds("op_delay", self.op_delay))
         if not (math.isfinite(self.reap_interval) and self.reap_interval > 0):
             raise ValueError(f"reap_interval must be a finite number > 0, got {self.reap_interval}")
         set_int(self, "result_offload_bytes", 0, optional=True)
@@ -170,3 +170,15 @@ def parse_limits(items: list[str]) -> dict[str, int]:
             raise ValueError(f"--limit {item!r}: must be an integer >= 1")
         limits[name] = int(number)
     return limits
+
+
+def check_public_host(url: str) -> None:
+    """A ``ValueError`` naming ``public_url`` unless it has a host and a valid port: ``http://`` (or ``http://:8000``,
+    ``http://h:99999``) started, and every presigned link read ``http:///v1/...``, a link no client can follow."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port out of range or not a number
+    except ValueError as exc:
+        raise ValueError(f"public_url {url!r} is not a valid URL: {exc}") from None
+    if not parts.hostname:
+        raise ValueError(f"public_url must name a host, such as http://rl.example:8000, got {url!r}")

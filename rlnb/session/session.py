@@ -68,6 +68,7 @@ class Session:
             history = History.create(config, runs_dir, run_id) if record else History(config=config)
         elif history.loaded_from is not None and history.store is None:
             warn_in_memory(history.loaded_from)  # it went on silently in memory: the user meant to go on with that run
+            history.memory_only_said = True
         self.history = history
         self.optimizer = backend.optimizer
         self.id: str = info.id

@@ -196,6 +196,9 @@ def export(run: History | str | Path, sink: Sink) -> None:
     or ``rlnb.export(session.history, ...)``. Raises ``SinkError`` if the sink cannot take it."""
     if not isinstance(run, History | str | os.PathLike):
         raise TypeError(f"export takes a History or a run folder (e.g. session.history), got {type(run).__name__}")
+    if not isinstance(sink, Sink):  # a list (as connect(sinks=...) takes) or a name: "... has no attribute 'error'"
+        raise TypeError(f"export takes one sink, such as rlnb.sinks.TensorBoard('tb') (a list: export to each in "
+                        f"turn), got {type(sink).__name__}: {sink!r}")  # fmt: skip
     history = run if isinstance(run, History) else History.load(run)
     if sink.error is not None:
         raise SinkError(f"{sink!r} cannot be used") from sink.error

@@ -36,6 +36,9 @@ def muon_shapes(model: str | nn.Module | Session = "tiny") -> list[tuple[int, in
                 "(a list of (rows, cols)) or the model as an nn.Module"
             )
         model = name
+    if not isinstance(model, str | nn.Module):  # 5 or a path object: AttributeError "no attribute 'parameters'"
+        raise TypeError(f"model must be a built-in model's name {sorted(SIZES)}, an nn.Module or a session, "
+                        f"got {type(model).__name__} {model!r}")  # fmt: skip
     module = build_model(model, seed=0) if isinstance(model, str) else model
     return [(int(p.shape[0]), int(p.shape[1])) for _, p in split_params(module, roles(module)).muon]
 

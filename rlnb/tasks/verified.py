@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
-from rlnb._options import check_int
+from rlnb._options import check_int, is_integer
 from rlnb.session import Prompt, Session
 from rlnb.tasks.task import Task, digits_task
 
@@ -105,23 +105,51 @@ def first_letter_task(alphabet: str = "abcd", length: int = 4, n_train: int = 64
     k = len(alphabet)
     if k < 2 or len(set(alphabet)) != k:
         raise ValueError(f"alphabet must have at least 2 distinct characters, got {alphabet!r}")
-    if n_train % k or n_eval % k or n_train <= 0 or n_eval <= 0:
+    length, n_train, n_eval = (check_int(name, v, 1) for name, v in
+                               (("length", length), ("n_train", n_train), ("n_eval", n_eval)))
+    if n_train % k or n_eval % k:
         raise ValueError(f"n_train ({n_train}) and n_eval ({n_eval}) must be positive multiples of {k}")
-    rng = random.Random(split_seed)
+    rng = random.Random(_split_seed(split_seed))
     train: list[str] = []
     held_out: list[str] = []
     for c in alphabet:
-        words = [c + "".join(w) for w in product(alphabet, repeat=length - 1)]
-        if (n_train + n_eval) // k > len(words):
-            raise ValueError(f"length {length} gives only {len(words)} words per first letter; "
-                             f"n_train + n_eval needs {(n_train + n_eval) // k}")
-        rng.shuffle(words)
+        words = _words(c, alphabet, length, (n_train + n_eval) // k, rng)
         train += words[: n_train // k]
         held_out += words[n_train // k: (n_train + n_eval) // k]
     rng.shuffle(train)
     rng.shuffle(held_out)
     return VerifiedTask("first_letter", [w + ">" for w in train], exact_match(_first), max_tokens=1,
                         group_size=16, eval_prompts=[w + ">" for w in held_out], answer=_first, chance=1 / k)
+
+
+def _split_seed(seed: object) -> int:
+    """The seed that fixes a task's split: ``None`` seeded it from the system's entropy, a new held-out set at every
+    call (two tasks "the same" scored each other's training prompts), silently."""
+    if not is_integer(seed):
+        raise ValueError(f"split_seed must be an integer (it fixes the held-out split), got {seed!r}")
+    return int(seed)  # type: ignore[call-overload]
+
+
+ENUMERATED = 2**16
+"""Up to this many words per first letter, every one is listed and shuffled (the splits the lessons were measured
+on); past it, words are drawn: listing 4**11 of them (``length=12``) ran for minutes and took gigabytes."""
+
+
+def _words(first: str, alphabet: str, length: int, needed: int, rng: random.Random) -> list[str]:
+    """``needed`` distinct words of ``length`` letters starting with ``first``, in ``rng``'s order."""
+    count = len(alphabet) ** (length - 1)
+    if needed > count:
+        raise ValueError(f"length {length} gives only {count} words per first letter; "
+                         f"n_train + n_eval needs {needed}")
+    if count <= ENUMERATED:
+        words = [first + "".join(w) for w in product(alphabet, repeat=length - 1)]
+        rng.shuffle(words)
+        return words[:needed]
+    drawn: dict[int, None] = {}  # distinct, in the order drawn
+    while len(drawn) < needed:
+        drawn.setdefault(rng.randrange(count), None)
+    k = len(alphabet)
+    return [first + "".join(alphabet[i // k**j % k] for j in range(length - 1)) for i in drawn]
 
 
 def _sum(prompt: str) -> str:
@@ -135,9 +163,9 @@ def addition_task(n_eval: int = 11, split_seed: int = 0) -> VerifiedTask:
     ``n_eval`` pairs are held out. A tiny model learns the training pairs by heart but does not learn to add
     from ~44 examples: its held-out accuracy is the lesson "reward is not generalisation"."""
     pairs = [(a, b) for a in range(10) for b in range(10) if a + b <= 9]
-    if not 1 <= n_eval < len(pairs):
-        raise ValueError(f"n_eval must be in [1, {len(pairs) - 1}], got {n_eval}")
-    random.Random(split_seed).shuffle(pairs)
+    if not is_integer(n_eval) or not 1 <= n_eval < len(pairs):  # 2.5: a slice's TypeError; True: 1
+        raise ValueError(f"n_eval must be an integer in [1, {len(pairs) - 1}], got {n_eval!r}")
+    random.Random(_split_seed(split_seed)).shuffle(pairs)
     held_out, train = pairs[:n_eval], pairs[n_eval:]
     answers = [str(a + b) for a, b in held_out]
     return VerifiedTask("addition", [f"{a}+{b}=" for a, b in train], exact_match(_sum), max_tokens=1,

@@ -9,6 +9,7 @@ gradient norm, a logged figure) that ``plots`` and ``overview`` put on their axe
 from __future__ import annotations
 
 import io
+import numbers
 
 import numpy as np
 import pandas as pd
@@ -103,11 +104,16 @@ def decimate(x: ArrayLike, y: ArrayLike, cap: int = MAX_POINTS) -> tuple[np.ndar
     return x[keep], y[keep]
 
 
+def check_ema(ema: object) -> None:
+    """A ``ValueError`` naming ``ema`` unless a number in [0, 1): ``"0.9"`` was a bare ``TypeError`` from ``<=``."""
+    if isinstance(ema, bool) or not isinstance(ema, numbers.Real) or not 0 <= float(ema) < 1:
+        raise ValueError(f"ema must be a number in [0, 1), got {ema!r}")
+
+
 def smooth(y: ArrayLike, ema: float) -> np.ndarray:
     """Exponential moving average ``s[0] = y[0]``, ``s[t] = ema·s[t-1] + (1 - ema)·y[t]``; NaNs are
     skipped and stay gaps."""
-    if not 0 <= ema < 1:
-        raise ValueError(f"ema must be in [0, 1), got {ema}")
+    check_ema(ema)
     values = pd.Series(np.asarray(y, dtype=float))
     out = values.ewm(alpha=1 - ema, adjust=False, ignore_na=True).mean()
     return out.where(values.notna()).to_numpy()

@@ -25,10 +25,10 @@ from typing import Any
 import ipywidgets as widgets
 import numpy as np
 
-from rlnb._options import check_int
+from rlnb._options import check_int, check_seconds
 from rlnb.history import History
 from rlnb.history.steplog import StepRow
-from rlnb.viz.draw import CLIP_HEADROOM
+from rlnb.viz.draw import CLIP_HEADROOM, check_ema
 from rlnb.viz.livefig import Panel, Series
 from rlnb.viz.livetables import RL_TABLE, completions_html, ops_html, rl_html, steps_html
 from rlnb.viz.throttle import Throttle
@@ -71,14 +71,21 @@ class LiveView:
         learning_rate: bool = True,
         ema: float = 0.9,
     ) -> None:
-        if every < 0:
-            raise ValueError(f"every must be >= 0 seconds, got {every}")
-        if not 0 <= ema < 1:
-            raise ValueError(f"ema must be in [0, 1), got {ema}")
+        if not isinstance(history, History):  # LiveView(session): "'Session' object has no attribute 'step_log'"
+            hint = ": pass session.history" if hasattr(history, "history") else ""
+            raise TypeError(f"LiveView takes a History, got {type(history).__name__}{hint}")
+        every = check_seconds("every", every)  # NaN redrew at every change; inf or 1e300 froze the view (the timer
+        # thread's OverflowError, in the kernel's log)
+        check_ema(ema)
         rows = check_int("rows", rows, 1)  # rows=0 said "no completed optimizer step yet" under steps that exist
         self.history = history
         self.auto = metrics is None
         self.metrics: list[str] = [] if metrics is None else [metrics] if isinstance(metrics, str) else list(metrics)
+        if not all(isinstance(m, str) and m.strip() for m in self.metrics):  # [5]: "unsupported operand type(s) for
+            raise TypeError(f"metrics must be the names of logged figures, got {self.metrics!r}")  # +: 'int' and 'str'"
+        clash = {"loss", "grad_norm", "learning_rate"} & set(self.metrics)
+        if clash:
+            raise ValueError(f"metrics may not be named {sorted(clash)}: those panels are built in")
         self.every, self.rows, self.ema = every, rows, ema
         self.redraws = 0
         """How many times the view was brought up to date."""
@@ -113,9 +120,6 @@ class LiveView:
         self.message = widgets.HTML(layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([toggles, self.message, self.plots, self.tables, self.completions])
         self.widget.add_class("rlnb-live")
-        clash = {"loss", "grad_norm", "learning_rate"} & set(self.metrics)
-        if clash:
-            raise ValueError(f"metrics may not be named {sorted(clash)}: those panels are built in")
         for name in self.metrics:
             self._add_panel(name, name, "C2")
         if loss:

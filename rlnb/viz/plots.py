@@ -76,10 +76,15 @@ _Drawn = TypeVar("_Drawn", Axes, Figure)
 
 
 def _written(draw: Callable[..., _Drawn]) -> Callable[..., _Drawn]:
-    """A public plot whose texts are drawn as written (``as_written``)."""
+    """A public plot whose texts are drawn as written (``as_written``), refusing what is no history by name."""
 
     @functools.wraps(draw)
     def drawn(*args: Any, **kwargs: Any) -> _Drawn:
+        data = args[0] if args else kwargs.get("history")
+        if draw.__name__ != "compare" and not isinstance(data, History | pd.DataFrame):
+            # plots.loss(session): AttributeError "'Session' object has no attribute 'columns'"
+            hint = ": pass session.history" if hasattr(data, "history") else ""
+            raise TypeError(f"plots.{draw.__name__} takes a History or a DataFrame, got {type(data).__name__}{hint}")
         out = draw(*args, **kwargs)
         as_written(out)
         return out

@@ -45,7 +45,12 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
     if ops.empty:
         note(ax, "no operations yet")
         return ax
-    t0 = ops["submitted_at"].min()
+    # the first submission; without any (each left out of a damaged run folder), the first time there is
+    t0 = min((t for t in (ops[c].min() for c in ("submitted_at", "started_at", "finished_at")) if pd.notna(t)),
+             default=None)  # fmt: skip
+    if t0 is None:  # NaT: "NaTType does not support timestamp" below
+        note(ax, "no operation has a recorded time")
+        return ax
     submitted = _seconds(ops["submitted_at"], t0)
     started, finished = _seconds(ops["started_at"], t0), _seconds(ops["finished_at"], t0)
     left = np.where(np.isnan(started), submitted, started)

@@ -17,6 +17,7 @@ from typing import Any
 import ipywidgets as W
 
 from rlnb import wire
+from rlnb._options import check_int
 from rlnb.errors import InvalidParams
 from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, OptimizerParams
 from rlnb.schedule import Schedule
@@ -51,7 +52,8 @@ class OptimizerBuilder:
         expanded: bool = False,
     ):
         wire.optimizer_kind(optimizer)
-        if preset not in PRESETS:
+        total_steps = check_int("total_steps", total_steps, 1)  # 2.5 was taken as 2, "10" as 10, NaN a TraitError
+        if not isinstance(preset, str) or preset not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {preset!r}")
         self.adam = controls(ADAM_FIELDS, LR_RANGES["adam"])
         self.muon = controls(MUON_FIELDS, LR_RANGES["muon"])
@@ -173,7 +175,10 @@ class OptimizerBuilder:
         self._changed()
 
     def apply_preset(self, name: str) -> None:
-        """Fill every control from ``PRESETS[name]`` (one update of the preview at the end)."""
+        """Fill every control from ``PRESETS[name]`` (one update of the preview at the end); ``ValueError`` naming
+        the presets for any other name (the dropdown's "<preset> (modified)" label among them)."""
+        if not isinstance(name, str) or name not in PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {name!r}")
         preset = PRESETS[name]
         self._quiet = True
         try:

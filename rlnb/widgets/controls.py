@@ -111,10 +111,11 @@ def mark(control: Any, invalid: bool) -> None:
 
 
 def values(group: dict[str, Any]) -> dict[str, Any]:
-    """The controls' values; a whole number of Newton-Schulz steps as an int (2.5 stays 2.5: refused)."""
+    """The controls' values; a whole number of Newton-Schulz steps as an int (2.5 stays 2.5: refused; so does 1e300,
+    which as an int filled the form's error line with 301 digits)."""
     out = {name: c.value for name, c in group.items()}
     ns = out.get("newton_schulz_steps")
-    if isinstance(ns, float) and ns.is_integer():
+    if isinstance(ns, float) and ns.is_integer() and abs(ns) <= 2**53:
         out["newton_schulz_steps"] = int(ns)
     return out
 

@@ -98,14 +98,21 @@ class ScheduleNote:
         self._past_end = past
 
 
+def plot_steps(schedule: Schedule) -> list[int]:
+    """The steps the plot evaluates: ``PLOT_STEPS`` evenly spaced to a tenth past the end, and the warmup's end and
+    the total. Spaced as floats, rounded as Python ints: numpy's int64 cast wrapped a total near 2**63 to negative
+    steps, and a total past it (10**30, which the box and ``Schedule`` take) raised from the field's observer."""
+    end = int(schedule.total_steps * 1.1)
+    corners = {schedule.warmup_steps, schedule.total_steps}
+    return sorted({*(round(x) for x in np.linspace(0.0, float(end), PLOT_STEPS).tolist()), *corners})
+
+
 @functools.lru_cache(maxsize=32)
 def schedule_png(schedule: Schedule, base_lr: float) -> bytes:
     """The schedule's rate over its steps and a tenth past them, as a small PNG. Cached: the builder asks
     again on every edit, and most edits (betas, eps, clipping) leave the schedule and the rate as they were,
     while a PNG costs about 0.1 s of CPU, a lag a person feels while dragging a slider."""
-    end = int(schedule.total_steps * 1.1)
-    corners = {schedule.warmup_steps, schedule.total_steps}
-    steps = sorted({*np.linspace(0, end, PLOT_STEPS).round().astype(int).tolist(), *corners})
+    steps = plot_steps(schedule)
     fig = Figure(figsize=(3.75, 1.6), dpi=80, layout="constrained")
     ax = fig.add_subplot()
     ax.plot(list(steps), [schedule(s, base_lr) for s in steps], color="C0")

@@ -58,7 +58,7 @@ class LRFinderControls:
         self.options: dict[str, Any] = {"steps": 30}
         self.result: Any = None
         """The last ``LRFind``."""
-        self.error: Exception | None = None
+        self.error: BaseException | None = None
         self.busy: Callable[[], str | None] = lambda: None
         """Why a range test must wait, or None: a RunPanel says so while its run trains the session."""
         self.on_change: Callable[[], None] = lambda: None
@@ -171,8 +171,8 @@ class LRFinderControls:
 
     def run(self) -> Any:
         """Run the range test now (in this thread). Shows the suggestion; applies nothing. ``RuntimeError``
-        while a RunPanel's run goes on the session: called from a cell, it interleaved a checkpoint into the run
-        and trained beside it, as the button may not."""
+        while a RunPanel's run, or the button's range test, goes on the session: called from a cell, it interleaved
+        a checkpoint into the run and trained beside it, as the button may not."""
         from rlnb.sweep import lr_find
 
         if not self.builder.valid:
@@ -180,6 +180,8 @@ class LRFinderControls:
         waiting = self.busy()
         if waiting is not None:
             raise RuntimeError(f"Find LR waits: {waiting}")
+        if self.running and threading.current_thread() is not self._thread:  # a cell, while the button's test goes
+            raise RuntimeError("Find LR waits: a range test is going (the Find LR button's); stop() or join() it first")
         kind = self.builder.kind
         options = dict(self.options)
         options.setdefault("stop", self._halt)
@@ -262,7 +264,7 @@ class LRFinderControls:
     def _run(self) -> None:
         try:
             self.run()
-        except Exception as exc:  # noqa: BLE001 - shown in the panel, kept in .error
+        except BaseException as exc:  # noqa: BLE001 - shown in the panel, kept in .error (a SystemExit ended it unseen)
             self.error = exc
             self._said = f"<span style='color:{RED}'>✗ {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
             self._say(self._said)

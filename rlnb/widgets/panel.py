@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import reprlib
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from rlnb._options import is_integer
+from rlnb._options import check_int, check_seconds, is_integer
 from rlnb.errors import OperationFailed, SessionClosed
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
@@ -34,6 +35,17 @@ __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel", "StepFn"]
 
 StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
 """``step_fn(session, params)`` runs one training step and returns figures to log (or None)."""
+
+
+def _figures(returned: object) -> dict[str, Any] | None:
+    """A step function's answer: ``None`` or a dict of named figures. Anything else (the loss as a bare number) was
+    ``History.log() argument after ** must be a mapping, not float``, naming neither the step function nor the fix."""
+    if returned is None or (isinstance(returned, dict) and all(isinstance(k, str) for k in returned)):
+        return returned
+    raise TypeError(
+        f"step_fn must return None or a dict of figures to log, such as {{'accuracy': 0.5}}, with str names; "
+        f"got {type(returned).__name__} {reprlib.repr(returned)}"
+    )
 
 
 class RunPanel:
@@ -63,6 +75,14 @@ class RunPanel:
         n_steps: int = 20,
         every: float = 0.5,
     ):
+        # before the builder given is locked to the session: n_steps=2.5 was taken as 2, 0 made a form with no Run
+        n_steps, every = check_int("n_steps", n_steps, 1), check_seconds("every", every)
+        if task is not None and not isinstance(task, Task):  # Run failed: "'str' object has no attribute 'group_size'"
+            raise TypeError(f"task must be a Task, such as first_letter_task(), or None (that task), got {task!r}")
+        if builder is not None and not isinstance(builder, OptimizerBuilder):  # "'AdamParams' ... has no 'lock'"
+            raise TypeError(f"builder must be an OptimizerBuilder or None, got {type(builder).__name__}: {builder!r}")
+        if step_fn is not None and not callable(step_fn):  # Run failed: "'str' object is not callable"
+            raise TypeError(f"step_fn must be None or a function step_fn(session, params), got {step_fn!r}")
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)
@@ -109,7 +129,7 @@ class RunPanel:
             ]
         )
         self.widget.add_class("rlnb-run-panel")
-        self.error: Exception | None = None
+        self.error: BaseException | None = None
         """The exception that stopped the last run (or refused a start), if any."""
         self._stop = threading.Event()
         self._busy = threading.Event()
@@ -217,7 +237,7 @@ class RunPanel:
                     break
                 params = self.builder.params_at(step)
                 self.session.check_params(params)
-                figures = self.step_fn(self.session, params)
+                figures = _figures(self.step_fn(self.session, params))
                 done += 1
                 self.progress.value = done
                 step = self._step = self.session.step
@@ -229,7 +249,9 @@ class RunPanel:
                     + "".join(f" · {html.escape(k, quote=False)} {v:.3g}" for k, v in (figures or {}).items())
                 )
                 self._sync_schedule(step)
-        except Exception as exc:  # every failure of a step is shown; none is lost
+        # every failure of a step is shown; none is lost. BaseException too: a step's SystemExit (argparse reading the
+        # kernel's argv) ended the thread silently, the status line still green and ``error`` None
+        except BaseException as exc:  # noqa: BLE001
             self.error = exc
             if isinstance(exc, OperationFailed):
                 what, message = short(exc.code) or "FAILED", exc.message or str(exc)

@@ -47,6 +47,11 @@ from rlnb.text import ByteCodec
         ({"ns_dtype": torch.int64}, ValueError, "ns_dtype must be one of .*got torch.int64"),  # failed the first step
         ({"muon_split": {"*.c_fc.weight": "Muon"}}, ValueError, r"muon_split must be None, \{name pattern: 'muon'"),
         ({"muon_split": ["*.c_fc.weight"]}, ValueError, r"muon_split must be .*got \['\*.c_fc.weight'\]"),
+        # every operation failed INTERNAL_ERROR: OverflowError (1e300), ValueError (-1, NaN) or TypeError ('1')
+        ({"op_delay": 1e300}, ValueError, r"op_delay must be a finite number of seconds in \[0, 86400\], got 1e\+300"),
+        ({"op_delay": -1}, ValueError, r"op_delay must be .* in \[0, 86400\], got -1"),
+        ({"op_delay": float("nan")}, ValueError, "op_delay must be .*got nan"),
+        ({"op_delay": "1"}, ValueError, "op_delay must be .*got '1'"),
     ],
 )
 def test_bad_options_are_refused_before_the_model_loads(options, error, match):

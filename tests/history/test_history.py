@@ -497,6 +497,22 @@ def test_a_run_that_logged_a_steps_column_name_still_builds_its_tables(tmp_path)
     assert listing.run_id.tolist() == ["r"] and listing.error.tolist() == [None]
 
 
+def test_a_run_folder_mistaken_for_its_file_or_its_runs_folder_says_which_to_give(tmp_path):
+    """``History.load(".../r/ops.jsonl")`` said "ops.jsonl is not an rlnb run folder (no ops.jsonl)";
+    ``History.load(runs_dir)`` said no more; ``History.load(5)`` was Path's bare TypeError; ``rlnb.runs(run_folder)``
+    listed no runs at all, silently."""
+    rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    with pytest.raises(FileNotFoundError, match=r"ops.jsonl is not .*: it is a file of the run folder .*r, which Hi"):
+        History.load(tmp_path / "r" / "ops.jsonl")
+    with pytest.raises(FileNotFoundError, match=r"it is a folder of 1 run\(s\); load one, such as .*r, or list them"):
+        History.load(tmp_path)
+    with pytest.raises(TypeError, match="path must be a path .*got int: 5"):
+        History.load(5)
+    with pytest.raises(ValueError, match=r"runs: '.*r' is a run folder, not a folder of runs: History.load\("):
+        runs(tmp_path / "r")
+    assert list(runs(tmp_path).run_id) == ["r"]
+
+
 def test_runs_lists_none_as_the_error_of_a_readable_run_beside_a_broken_one(tmp_path):
     rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="good").close()
     (tmp_path / "bad").mkdir()

@@ -385,6 +385,23 @@ def test_a_session_that_fails_to_open_a_run_releases_its_lock(tmp_path, monkeypa
 ROW = {"group": 0, "prompt": "p", "completion": "c", "reward": 1.0, "advantage": 0.0, "length": 2, "truncated": False}
 
 
+def test_what_is_logged_on_a_loaded_history_is_said_to_stay_in_memory(tmp_path):
+    """``h = History.load(run); h.log(step, eval_accuracy=...)`` (a checkpoint evaluated a day later): kept in memory
+    only, silently, and lost with the kernel; ``History.load`` came back without it."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.history.log(1, reward=0.5)
+    s.close()
+    h = History.load(tmp_path / "r")
+    with pytest.warns(RunStoreWarning, match=r"loaded from .*r: what is logged on it stays in memory.*history.save"):
+        h.log(2, reward=0.7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        h.log_completions(2, [ROW])
+    assert h.logged.reward.tolist() == [0.5, 0.7]  # kept in memory, as said
+    assert History.load(tmp_path / "r").logged.reward.tolist() == [0.5]  # the folder is only read
+    History().log(1, reward=0.5)  # a history made by hand has no folder to speak of: nothing said
+
+
 def test_what_is_recorded_after_close_reaches_the_run_folder(tmp_path):
     """A figure logged once the session has ended (an evaluation after ``with connect(...)``), completions kept
     then, or a closed history given to a new session: all went to memory only, silently, since the store's files
@@ -443,7 +460,7 @@ def test_a_run_whose_folder_could_not_be_written_is_saved_whole_elsewhere(tmp_pa
     pd.testing.assert_frame_equal(h.steps, s.history.steps)
     pd.testing.assert_frame_equal(h.completions, s.history.completions)
     assert h.config["run_id"] == "r" and h.config["optimizer"] == "adam"
-    with pytest.raises(FileExistsError, match="holds a run already"):
+    with pytest.raises(FileExistsError, match="holds ops.jsonl, metrics.jsonl, completions.jsonl, config.json"):
         s.history.save(saved)  # never over a run
     assert len(History.load(saved)) == 4
     (tmp_path / "notes.txt").write_text("mine")
@@ -453,6 +470,32 @@ def test_a_run_whose_folder_could_not_be_written_is_saved_whole_elsewhere(tmp_pa
         s.history.save("")  # Path("") is the working folder
     with pytest.raises(TypeError, match=r"path must be a path \(str or os.PathLike\), got int"):
         s.history.save(5)
+
+
+def test_save_never_writes_over_a_models_config_or_through_a_link(tmp_path):
+    """``history.save("my_model")`` into a Hugging Face model folder replaced its ``config.json`` with the run's
+    (the check looked only at the .jsonl files); a dangling link named ``ops.jsonl`` was written through."""
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.forward_backward(BATCH)
+    s.optim_step()
+    s.wait()
+    model = tmp_path / "my_model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "gpt2"}')
+    with pytest.raises(FileExistsError, match=r"holds config.json already .*nothing was written"):
+        s.history.save(model)
+    assert (model / "config.json").read_text() == '{"model_type": "gpt2"}'
+    assert sorted(p.name for p in model.iterdir()) == ["config.json"]
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "ops.jsonl").symlink_to(tmp_path / "elsewhere.txt")
+    with pytest.raises(FileExistsError, match="holds ops.jsonl already"):
+        s.history.save(linked)
+    assert not (tmp_path / "elsewhere.txt").exists()
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")  # mkdir's bare "[Errno 17] File exists"
+    with pytest.raises(ValueError, match=r"history.save: .*dangling is a link to .*nowhere, which does not exist"):
+        s.history.save(tmp_path / "dangling")
+    s.close()
 
 
 def test_exports_write_dict_columns_as_json(tmp_path):

@@ -338,9 +338,10 @@ def test_limits_are_settings_and_command_line_flags():
 @pytest.mark.parametrize(
     "field, value, says",
     [
-        ("op_delay", math.nan, "op_delay must be a finite number >= 0"),  # passed `< 0`; every operation failed
-        ("op_delay", math.inf, "op_delay must be a finite number >= 0"),
-        ("op_delay", -1.0, "op_delay must be a finite number >= 0"),
+        ("op_delay", math.nan, r"op_delay must be a finite number of seconds in \[0, 86400\]"),  # passed `< 0`
+        ("op_delay", math.inf, r"op_delay must be a finite number of seconds in \[0, 86400\]"),
+        ("op_delay", -1.0, r"op_delay must be a finite number of seconds in \[0, 86400\]"),
+        ("op_delay", 1e300, r"op_delay .*got 1e\+300"),  # every operation failed INTERNAL_ERROR: OverflowError
         ("fail_rate", math.nan, r"fail_rate must be in \[0, 1\)"),
         ("fail_rate", 1.0, r"fail_rate must be in \[0, 1\)"),
         ("reap_interval", math.nan, "reap_interval must be a finite number > 0"),
@@ -351,3 +352,15 @@ def test_limits_are_settings_and_command_line_flags():
 def test_settings_refuse_numbers_that_are_not_finite_or_out_of_range(field, value, says):
     with pytest.raises(ValueError, match=says):
         ServerSettings(**{field: value})
+
+
+@pytest.mark.parametrize("field", ["state_dir", "checkpoint_dir"])
+def test_an_empty_folder_option_is_refused_not_taken_for_the_working_folder(field, tmp_path, monkeypatch):
+    """``create_app(state_dir="")`` (``--state-dir "$DIR"`` with DIR unset): ``Path("")`` is the working folder, and
+    the registry, its lock and the signing key were written there."""
+    from rlnb.server.app import create_app
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=f"{field} is empty \\(an unset variable\\?\\): give a folder, or None"):
+        create_app(**{field: ""}, device="cpu")
+    assert list(tmp_path.iterdir()) == []

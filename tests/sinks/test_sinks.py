@@ -596,3 +596,17 @@ def test_export_takes_a_run_whose_created_at_is_damaged(tmp_path, created):
     sink = Flaky(0, OSError("never"))
     rlnb.export(tmp_path / "r", sink)
     assert [p.values["reward"] for p in sink.writes[0]] == [0.5] and sink.closed
+
+
+@pytest.mark.parametrize("sink", [None, "tensorboard", 5, "list"])
+def test_export_to_what_is_no_sink_names_it(tmp_path, sink):
+    """``rlnb.export(run, [tb])`` (a list, as ``connect(sinks=...)`` takes), ``"tensorboard"`` or None:
+    ``AttributeError: 'list' object has no attribute 'error'``, naming neither the argument nor the fix."""
+    from rlnb.testing import FakeBackend
+
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.close()
+    given = [Flaky(0, OSError("never"))] if sink == "list" else sink
+    said = f"export takes one sink, such as rlnb.sinks.TensorBoard.*got {type(given).__name__}"
+    with pytest.raises(TypeError, match=said):
+        rlnb.export(tmp_path / "r", given)

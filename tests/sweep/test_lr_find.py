@@ -344,6 +344,16 @@ def test_find_lr_is_disabled_while_the_form_is_invalid_and_says_why():
     assert not finder.button.disabled and finder.status.value == ""
 
 
+@pytest.mark.parametrize("model", [5, None, b"tiny"])
+def test_muon_shapes_of_what_is_no_model_names_the_argument(model):
+    """``OptimizerBuilder(model=5)`` (or ``muon_shapes``, ``convert_muon_lr``): ``AttributeError: 'int' object has
+    no attribute 'parameters'`` from deep in the optimizer split."""
+    with pytest.raises(TypeError, match=r"model must be a built-in model's name \['small', 'tiny'\], an nn.Module"):
+        muon_shapes(model)
+    with pytest.raises(TypeError, match=f"got {type(model).__name__} "):
+        OptimizerBuilder("muon", model=model)
+
+
 def test_muon_shapes_of_a_session_are_its_own():
     session = rlnb.connect("local", optimizer="muon", model="tiny", record=False, device="cpu")
     assert muon_shapes(session) == muon_shapes("tiny")

@@ -2,7 +2,9 @@
 
 import dataclasses
 import random
+import re
 
+import numpy as np
 import pytest
 
 import rlnb
@@ -37,17 +39,44 @@ def test_the_reward_is_exact_match_only():
     ({"alphabet": "a"}, "alphabet must have at least 2 distinct"),
     ({"alphabet": "aab"}, "alphabet must have at least 2 distinct"),
     ({"n_train": 63}, "positive multiples of 4"),
-    ({"n_eval": 0}, "positive multiples of 4"),
+    ({"n_eval": 0}, "n_eval must be an integer >= 1, got 0"),
     ({"length": 2}, "length 2 gives only 4 words per first letter"),
+    ({"length": 2.5}, "length must be an integer >= 1, got 2.5"),  # product()'s TypeError
+    ({"n_train": 64.0}, "n_train must be an integer >= 1, got 64.0"),  # a float slice index
 ])
 def test_first_letter_refuses_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         first_letter_task(**kwargs)
 
 
+@pytest.mark.timeout(30)
+def test_first_letter_of_long_words_draws_them_instead_of_listing_every_word():
+    """``first_letter_task(length=12)`` listed all 4**11 words of each first letter (minutes, gigabytes; at
+    ``length=40`` for ever) to keep 32 of them. Up to 2**16 words a letter they are still listed: the same splits."""
+    task = first_letter_task(length=40)
+    words = task.prompts + task.eval_prompts
+    assert len(set(words)) == 128 and all(len(w) == 41 and set(w[:-1]) <= set("abcd") for w in words)
+    assert sorted(p[0] for p in task.eval_prompts) == sorted("abcd" * 16) and task.prompts == first_letter_task(
+        length=40).prompts
+    assert first_letter_task().prompts[:3] == ["acca>", "bcdc>", "adda>"]  # the lessons' split, as measured
+
+
 def test_addition_refuses_an_eval_split_out_of_range():
-    with pytest.raises(ValueError, match=r"n_eval must be in \[1, 54\], got 55"):
+    with pytest.raises(ValueError, match=r"n_eval must be an integer in \[1, 54\], got 55"):
         addition_task(n_eval=55)
+    for n in (2.5, True):  # a slice's TypeError; True held out one pair
+        with pytest.raises(ValueError, match=f"n_eval must be an integer in .*got {n!r}"):
+            addition_task(n_eval=n)
+
+
+@pytest.mark.parametrize("make", [first_letter_task, addition_task])
+def test_a_split_seed_that_is_no_integer_is_refused_not_a_new_split_each_call(make):
+    """``split_seed=None`` seeded the split from the system's entropy: two calls held out different prompts (one
+    task's held-out accuracy scored the other's training prompts), silently."""
+    for seed in (None, 1.5, "0"):
+        with pytest.raises(ValueError, match=f"split_seed must be an integer .*got {re.escape(repr(seed))}"):
+            make(split_seed=seed)
+    assert make(split_seed=np.int64(3)).eval_prompts == make(split_seed=3).eval_prompts
 
 
 def test_evaluate_scores_greedy_answers_on_the_held_out_split():

@@ -5,6 +5,7 @@ Muon norms of a live session, an RL step's metrics)."""
 import html
 import math
 import os
+import re
 import threading
 import time
 
@@ -684,6 +685,20 @@ def test_a_loaded_runs_unfinished_bars_end_where_its_records_do(tmp_path):
     assert loaded.ended_at == max(r.finished_at for r in loaded.records)
 
 
+def test_a_timeline_of_operations_without_submission_times_still_draws(tmp_path):
+    """A run folder whose ``submitted_at`` values are all left out on load (hand-edited, or past pandas' dates):
+    ``plots.timeline`` raised "NaTType does not support timestamp"; with no time at all, the same."""
+    frame = timeline_history().df
+    frame["submitted_at"] = frame["submitted_at"].where(frame["submitted_at"].isna())  # NaT, in its dtype (UTC)
+    bars = {c.get_label(): c for c in plots.timeline(frame, now=T0 + 7).collections if isinstance(c, PolyCollection)}
+    # from the first start (T0 + 0.25), the failed optim-step ran from T0 + 4.25 to T0 + 4.75
+    assert bars["failed"].get_paths()[0].vertices[:, 0].min() == pytest.approx(4.0)
+    for column in ("started_at", "finished_at"):
+        frame[column] = frame[column].where(frame[column].isna())
+    ax = plots.timeline(frame)
+    assert [t.get_text() for t in ax.texts] == ["no operation has a recorded time"]
+
+
 def test_arguments_that_are_not_columns_are_named():
     frame = rlnb.compare([hand_history([1.0, 2.0], config={"label": "a", "seed": 1})])
     with pytest.raises(ValueError, match="by='nope' is not a column of these runs' table; group by 'run'"):
@@ -698,6 +713,48 @@ def test_arguments_that_are_not_columns_are_named():
 
     with pytest.raises(ValueError, match=r"too short: \[0\]"):
         corpus.cross_entropy([[5]])
+
+
+def test_a_session_given_for_its_history_is_named():
+    """``plots.loss(session)`` (any plot) and ``LiveView(session)``: ``AttributeError: 'Session' object has no
+    attribute 'columns'`` (or ``'step_log'``), naming neither the argument nor ``session.history``."""
+    s = rlnb.Session(FakeBackend(), record=False)
+    for draw in (plots.loss, plots.grad_norm, plots.learning_rate, plots.overview, plots.timeline):
+        with pytest.raises(TypeError, match=f"plots.{draw.__name__} takes a History or a DataFrame, got Session: pass"):
+            draw(s)
+    with pytest.raises(TypeError, match="plots.metric takes a History or a DataFrame, got NoneType$"):
+        plots.metric(None, "acc")
+    with pytest.raises(TypeError, match="LiveView takes a History, got Session: pass session.history"):
+        LiveView(s)
+    for metrics in ([5], ["acc", ""], [None]):  # [5]: "unsupported operand type(s) for +: 'int' and 'str'"
+        said = f"metrics must be the names of logged figures, got {re.escape(repr(metrics))}"
+        with pytest.raises(TypeError, match=said):
+            LiveView(s.history, metrics=metrics)
+    plots.metric(history=s.history, name="acc")  # by keyword, as before
+    s.close()
+
+
+@pytest.mark.parametrize("ema", ["0.9", True, math.nan, 1])
+def test_an_ema_that_is_no_number_in_range_is_named(ema):
+    """``plots.metric(h, "acc", ema="0.9")`` (or ``LiveView(h, ema="0.9")``): a bare ``TypeError: '<=' not supported
+    between instances of 'int' and 'str'``."""
+    h = History()
+    h.log(1, acc=0.5)
+    said = f"ema must be a number in \\[0, 1\\), got {re.escape(repr(ema))}"
+    with pytest.raises(ValueError, match=said):
+        plots.metric(h, "acc", ema=ema)
+    with pytest.raises(ValueError, match=said):
+        LiveView(h, ema=ema)
+    plots.metric(h, "acc", ema=np.int64(0))  # a numpy number is a number
+
+
+@pytest.mark.parametrize("every", [math.inf, 1e300, math.nan, -1, "1", None])
+def test_a_live_view_refuses_a_redraw_interval_its_timer_cannot_keep(every):
+    """``LiveView(h, every=inf)`` (or 1e300) drew once, then its timer thread died on ``OverflowError: timestamp
+    out of range`` (in the kernel's log) and the view froze for the run; NaN passed ``every < 0`` and redrew at
+    every change; a string or None was a bare ``TypeError`` from ``<``."""
+    with pytest.raises(ValueError, match=r"every must be a finite number of seconds in \[0, 86400\], got "):
+        LiveView(History(), every=every)
 
 
 def test_figures_near_the_largest_float_are_drawn():

@@ -355,6 +355,26 @@ def test_run_panel_shows_every_exception_of_a_step(panel_session):
     panel.close()
 
 
+def test_a_step_or_range_test_that_exits_is_shown_not_lost(panel_session, monkeypatch):
+    """A step whose code calls ``sys.exit`` (argparse reading the kernel's argv raises ``SystemExit(2)``): the run's
+    thread ended silently (threading ignores SystemExit), the status line stayed green and ``error`` None."""
+    import rlnb.sweep
+
+    def exiting(*_args, **_kwargs):
+        raise SystemExit(2)
+
+    panel = RunPanel(panel_session, step_fn=exiting, every=0.05)
+    assert panel.start(3)
+    assert panel.join(60)
+    assert isinstance(panel.error, SystemExit) and "<b>SystemExit</b> — 2" in panel.status.value
+    assert "#b00020" in panel.status.value and not panel.running and not panel.step_button.disabled
+    monkeypatch.setattr(rlnb.sweep, "lr_find", exiting)
+    finder = panel.builder.lr_finder
+    finder.button.click()
+    assert finder.join(30) and isinstance(finder.error, SystemExit) and "SystemExit: 2" in finder.status.value
+    panel.close()
+
+
 def test_run_panel_stops_on_a_figure_named_like_a_steps_column(panel_session):
     """A step function returning ``loss`` (the forward-backwards' own column) stops the run, saying so; the
     steps table still builds."""
@@ -364,6 +384,38 @@ def test_run_panel_stops_on_a_figure_named_like_a_steps_column(panel_session):
     assert isinstance(panel.error, ValueError) and "'loss' is a column of the steps table" in panel.status.value
     assert panel_session.history.logged.empty and "loss" in panel_session.history.steps
     panel.close()
+
+
+@pytest.mark.parametrize("returned, said", [(0.5, "float 0.5"), ([("acc", 1.0)], "list [('acc', 1.0)]"),
+                                            ({5: 1.0}, "dict {5: 1.0}")])
+def test_run_panel_names_the_step_function_that_returns_no_dict_of_figures(panel_session, returned, said):
+    """A ``step_fn`` returning the loss as a bare number: "History.log() argument after ** must be a mapping, not
+    float" (or "keywords must be strings" for a number as a name), naming neither ``step_fn`` nor the fix."""
+    panel = RunPanel(panel_session, step_fn=lambda s, p: returned, every=0.05)
+    assert panel.start(3)
+    assert panel.join(60)
+    assert isinstance(panel.error, TypeError)
+    assert str(panel.error).startswith("step_fn must return None or a dict of figures to log")
+    assert str(panel.error).endswith(f"got {said}") and "step_fn must return" in panel.status.value
+    panel.close()
+
+
+@pytest.mark.parametrize("option, value, said", [
+    ("n_steps", 2.5, "n_steps must be an integer >= 1, got 2.5"),  # taken as 2
+    ("n_steps", 0, "n_steps must be an integer >= 1, got 0"),  # a form with total steps 0 and no Run
+    ("every", math.inf, r"every must be a finite number of seconds in \[0, 86400\], got inf"),  # a frozen view
+    # accepted; Run then failed "'str' object has no attribute 'group_size'" / "'str' object is not callable"
+    ("task", "first_letter", r"task must be a Task, such as first_letter_task\(\), or None .*got 'first_letter'"),
+    ("task", lambda prompt, completion: 1.0, "task must be a Task"),
+    ("step_fn", "ce", "step_fn must be None or a function step_fn\\(session, params\\), got 'ce'"),
+    ("builder", rlnb.AdamParams(), "builder must be an OptimizerBuilder or None, got AdamParams"),  # no 'lock'
+])
+def test_run_panel_refuses_bad_options_before_it_touches_the_builder(panel_session, muon_session, option, value, said):
+    b = OptimizerBuilder("muon")
+    RunPanel(muon_session, b, every=0.05).close()  # the builder is the muon session's, unlocked on close
+    with pytest.raises(ValueError if option in ("n_steps", "every") else TypeError, match=said):
+        RunPanel(panel_session, **{"builder": b, option: value})
+    assert b.locked == "muon" and b.lr_finder.session is muon_session  # not taken by the refused panel
 
 
 def test_run_panel_and_find_lr_take_turns_on_the_session(panel_session):
@@ -552,6 +604,8 @@ def test_ns_steps_keeps_what_was_typed():
     assert any("MuonParams.newton_schulz_steps = 2.5 is invalid: must be an integer" in e for e in b.errors)
     b.muon["newton_schulz_steps"].value = 3
     assert b.valid and b.params.newton_schulz_steps == 3 and isinstance(b.params.newton_schulz_steps, int)
+    b.muon["newton_schulz_steps"].value = 1e300  # as an int, a 301-digit number in the error line and the summary
+    assert b.errors[0].startswith("MuonParams.newton_schulz_steps = 1e+300 is invalid") and len(b.errors[0]) < 200
 
 
 def test_warmup_longer_than_the_run_is_refused():
@@ -634,6 +688,23 @@ def test_a_kind_that_is_no_optimizer_is_refused_not_taken_for_muon():
     assert b.kind == "muon"
 
 
+def test_apply_preset_of_a_name_that_is_no_preset_names_the_presets():
+    """``b.apply_preset(b.preset.value)`` after an edit (the dropdown then reads "<preset> (modified)"), or a
+    misspelt name: a bare ``KeyError`` from the presets' dict."""
+    b = OptimizerBuilder("adam")
+    b.adam["learning_rate"].value = 0.0123
+    before = preview_json(b)
+    for name in (b.preset.value, "nope", None):
+        said = f"preset must be one of '{re.escape(DEFAULT_PRESET)}'.*got {re.escape(repr(name))}"
+        with pytest.raises(ValueError, match=said):
+            b.apply_preset(name)
+        assert preview_json(b) == before  # the form is as it was
+    with pytest.raises(ValueError, match="preset must be one of"):
+        OptimizerBuilder("adam", preset=["x"])  # an unhashable name: TypeError from the dict
+    b.apply_preset(DEFAULT_PRESET)
+    assert not b.modified
+
+
 def test_a_builder_locked_again_to_another_session_unlocks_its_tab(panel_session, muon_session):
     """A builder given to an Adam session's panel, then to a Muon session's: every control stayed disabled and
     both tabs said locked."""
@@ -683,6 +754,24 @@ def test_find_lr_run_from_a_cell_waits_for_the_panels_run_too(panel_session):
     panel.close()
 
 
+def test_find_lr_run_from_a_cell_waits_for_the_buttons_range_test(panel_session, monkeypatch):
+    """lr_finder.run() from a cell while the Find LR button's test goes (the kernel is free meanwhile): a second
+    range test copied the session and trained beside the first, and the first one's end cleared the stop."""
+    import rlnb.sweep
+
+    release, calls = threading.Event(), []
+    monkeypatch.setattr(rlnb.sweep, "lr_find", lambda *a, **k: calls.append(a) or release.wait(30) and None)
+    panel = RunPanel(panel_session, every=0.05)
+    finder = panel.builder.lr_finder
+    finder.button.click()
+    assert finder.running
+    with pytest.raises(RuntimeError, match=r"Find LR waits: a range test is going \(the Find LR button's\)"):
+        finder.run()
+    release.set()
+    assert finder.join(30) and len(calls) == 1
+    panel.close()
+
+
 def test_the_schedule_plot_of_a_billion_steps_is_drawn_from_a_few_hundred(monkeypatch):
     """The plot evaluated every step: 0.65 s per edit at a million total steps, a hung kernel at a billion (a
     finger held on 0 in the total steps box)."""
@@ -698,6 +787,27 @@ def test_the_schedule_plot_of_a_billion_steps_is_drawn_from_a_few_hundred(monkey
     assert 0 < len(calls) <= describe.PLOT_STEPS + 2 and {0, 3, 10**6, 1_100_000} <= set(calls)
     b.total.value = 10**9
     assert b.valid and b.schedule_plot.value[:8] == b"\x89PNG\r\n\x1a\n" and "at step 1000000000" in b.summary
+
+
+def test_the_schedule_plot_of_the_largest_total_steps_plots_no_negative_step(monkeypatch):
+    """``total steps`` 2**63 - 1 (the box takes it; so does ``Schedule``): numpy's int64 cast of the evenly spaced
+    steps wrapped the last ones to -2**63 ("invalid value encountered in cast"), plotted as the curve's start."""
+    import rlnb.widgets.describe as describe
+
+    calls, call = [], Schedule.__call__
+    monkeypatch.setattr(Schedule, "__call__", lambda self, step, base: calls.append(step) or call(self, step, base))
+    describe.schedule_png.cache_clear()
+    b = OptimizerBuilder("adam")
+    b.sched_kind.value = "cosine"
+    calls.clear()
+    b.total.value = 2**63 - 1
+    assert b.valid and calls and min(calls) == 0 and max(calls) == int((2**63 - 1) * 1.1)
+    assert 2**63 - 1 in calls
+    b.total.value = 10**30  # past int64: numpy's linspace raised UFuncTypeError from the field's observer
+    assert b.valid and 10**30 in calls and "at step 1000000000000000000000000000000" in b.summary
+    for total in (2.5, "10", math.nan, 0):  # 2.5 was taken as 2, "10" as 10; NaN was a TraitError
+        with pytest.raises(ValueError, match=f"total_steps must be an integer >= 1, got {re.escape(repr(total))}"):
+            OptimizerBuilder("adam", total_steps=total)
 
 
 def test_a_remote_server_that_goes_away_mid_run_is_said_in_the_status(monkeypatch):
