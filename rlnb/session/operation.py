@@ -16,6 +16,7 @@ from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
 from rlnb import wire
+from rlnb._options import check_timeout
 from rlnb.errors import OperationFailed, OperationTimeout
 
 T = TypeVar("T")
@@ -64,9 +65,11 @@ class Operation(Generic[T]):
         return self._future.done()
 
     def result(self, timeout: float | None = None) -> T:
-        """Wait for the end; return the output, or raise ``OperationFailed`` / ``OperationTimeout``."""
+        """Wait for the end; return the output, or raise ``OperationFailed`` / ``OperationTimeout``. ``timeout``:
+        seconds >= 0, or None (or infinity) for no limit; anything else is a ``ValueError`` naming it."""
+        limit = check_timeout("timeout", timeout)
         try:
-            return self._future.result(timeout)
+            return self._future.result(limit)
         except concurrent.futures.TimeoutError:
             raise OperationTimeout(f"{self.kind} {self.id} still {self.status} after {timeout} s") from None
 

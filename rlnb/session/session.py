@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from rlnb import _exit, wire
-from rlnb._options import check_bool
-from rlnb.errors import OperationFailed, SessionClosed
+from rlnb._options import check_bool, check_timeout
+from rlnb.errors import OperationFailed, OperationTimeout, SessionClosed
 from rlnb.history import History
 from rlnb.history.history import check_recording
 from rlnb.history.record import FORWARD_ONLY
@@ -183,10 +183,12 @@ class Session:
         return op
 
     def wait(self, timeout: float | None = None) -> None:
-        """Block until every operation submitted so far has finished (COMPLETED or FAILED)."""
+        """Block until every operation submitted so far has finished (COMPLETED or FAILED); ``OperationTimeout``
+        after ``timeout`` seconds (None or infinity: no limit; NaN, a negative number: ``ValueError``)."""
+        limit = check_timeout("timeout", timeout)
         with self._lock:
             pending = list(self._pending)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if limit is None else time.monotonic() + limit
         # The newest first: operations end in submission order, so the rest have ended by then and this
         # thread wakes once, not once per operation (each wake-up takes the GIL from the worker mid-step).
         for op in pending[-1:] + pending[:-1]:
@@ -195,6 +197,11 @@ class Session:
                 op.result(left)
             except OperationFailed:
                 continue
+            except OperationTimeout:
+                unfinished = sum(not o.done() for o in pending)
+                raise OperationTimeout(
+                    f"session {self.id}: {unfinished} of {len(pending)} operations still unfinished after {timeout} s"
+                ) from None
 
     def forward_backward(
         self,

@@ -1,0 +1,70 @@
+"""Waits, cancellation and callbacks of a session's operations, as a careless or hostile notebook uses them: every
+wait has a deadline or none on purpose, a cancelled wait leaves the operation and its record alone, and a callback
+may submit. A watchdog turns a hang into a failure."""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+import rlnb
+from rlnb import samples
+from rlnb.testing import FakeBackend
+
+BATCH = [samples.cross_entropy([1, 2, 3])]
+
+
+@contextmanager
+def watchdog(seconds: float = 20.0) -> Iterator[None]:
+    """A hang becomes a ``KeyboardInterrupt`` in the test (then a failure) instead of a frozen test run."""
+    fired = threading.Event()
+    main = threading.main_thread().ident
+    assert main is not None
+    # a real signal: it wakes a lock's wait, which _thread.interrupt_main's flag does not
+    timer = threading.Timer(seconds, lambda: (fired.set(), signal.pthread_kill(main, signal.SIGINT)))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except KeyboardInterrupt:
+        if fired.is_set():
+            pytest.fail(f"hung for {seconds} s")
+        raise
+    finally:
+        timer.cancel()
+
+
+@pytest.mark.parametrize("bad", [-1, -(10**400), math.nan, "1", True, [5]])
+def test_a_timeout_that_is_no_number_of_seconds_is_a_value_error_naming_it(bad):
+    s = rlnb.Session(FakeBackend(delay=0.05), record=False)
+    op = s.optim_step()
+    with pytest.raises(ValueError, match="timeout must be None"):
+        op.result(timeout=bad)
+    with pytest.raises(ValueError, match="timeout must be None"):
+        s.wait(timeout=bad)
+    s.close()
+
+
+@pytest.mark.parametrize("endless", [math.inf, 1e300, 10**400])
+def test_an_infinite_or_huge_timeout_waits_without_a_limit(endless):
+    s = rlnb.Session(FakeBackend(delay=0.05), record=False)
+    with watchdog():
+        assert s.optim_step().result(timeout=endless).step == 1
+        s.optim_step()
+        s.wait(timeout=endless)
+    assert s.step == 2
+    s.close()
+
+
+def test_a_wait_that_runs_out_says_how_many_operations_are_unfinished():
+    s = rlnb.Session(FakeBackend(delay=0.5), record=False)
+    for _ in range(3):
+        s.optim_step()
+    with pytest.raises(rlnb.OperationTimeout, match=r"3 of 3 operations still unfinished after 0 s"):
+        s.wait(timeout=0)
+    s.close()
