@@ -4,6 +4,7 @@ may submit. A watchdog turns a hang into a failure."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import signal
 import threading
@@ -68,3 +69,21 @@ def test_a_wait_that_runs_out_says_how_many_operations_are_unfinished():
     with pytest.raises(rlnb.OperationTimeout, match=r"3 of 3 operations still unfinished after 0 s"):
         s.wait(timeout=0)
     s.close()
+
+
+def test_cancelling_an_await_leaves_the_operation_running_and_recorded(tmp_path):
+    s = rlnb.Session(FakeBackend(delay=0.3), runs_dir=tmp_path, run_id="r")
+
+    async def impatient() -> rlnb.Operation:
+        op = s.optim_step()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(op, 0.01)  # cancels the awaiting task
+        return op
+
+    with watchdog():
+        op = asyncio.run(impatient())
+        assert op.result(timeout=10).step == 1  # not CancelledError
+        s.wait(timeout=10)
+    s.close()
+    df = rlnb.History.load(tmp_path / "r").df
+    assert list(df.status) == ["TRAINING_OPERATION_STATUS_COMPLETED"]

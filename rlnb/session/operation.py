@@ -74,8 +74,10 @@ class Operation(Generic[T]):
             raise OperationTimeout(f"{self.kind} {self.id} still {self.status} after {timeout} s") from None
 
     def __await__(self) -> Generator[Any, None, T]:
-        """``await op`` in asyncio code: the output, or ``OperationFailed``, without blocking the event loop."""
-        return asyncio.wrap_future(self._future).__await__()
+        """``await op`` in asyncio code: the output, or ``OperationFailed``, without blocking the event loop.
+        Cancelling the awaiting task (``asyncio.wait_for``'s timeout) stops the wait, not the operation: it goes
+        on, and is recorded, as ``result()``'s timeout leaves it."""
+        return asyncio.shield(asyncio.wrap_future(self._future)).__await__()
 
     def _update(self, env: wire.Operation[Any]) -> None:
         """Take a status report from the backend (any thread); ignores reports after the end."""
