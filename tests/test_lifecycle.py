@@ -87,3 +87,22 @@ def test_cancelling_an_await_leaves_the_operation_running_and_recorded(tmp_path)
     s.close()
     df = rlnb.History.load(tmp_path / "r").df
     assert list(df.status) == ["TRAINING_OPERATION_STATUS_COMPLETED"]
+
+
+@pytest.mark.parametrize("on", ["PENDING", "RUNNING", "COMPLETED"])
+def test_a_callback_may_submit_whatever_report_it_hears(on):
+    s = rlnb.Session(FakeBackend(delay=0.01), record=False)
+    follow: list[rlnb.Operation] = []
+
+    def then_step(rec):
+        if rec.kind == "forward-backward" and rec.status.endswith(on):
+            follow.append(s.optim_step())
+
+    s.history.on_record(then_step)
+    with watchdog():
+        s.forward_backward(BATCH).result(timeout=10)
+        while not follow:
+            threading.Event().wait(0.01)
+        assert follow[0].result(timeout=10).step == 1
+    assert [r.kind for r in s.history.records] == ["forward-backward", "optim-step"]
+    s.close()

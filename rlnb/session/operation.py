@@ -41,6 +41,7 @@ class Operation(Generic[T]):
         self._future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._lock = threading.Lock()
         self._on_update = on_update
+        self._held: list[tuple[wire.Operation[Any], float]] | None = None  # reports kept back (``_hold``)
 
     def __repr__(self) -> str:
         return f"<Operation {self.kind} {self.id} {wire.short_name(self.status)}>"
@@ -79,14 +80,32 @@ class Operation(Generic[T]):
         on, and is recorded, as ``result()``'s timeout leaves it."""
         return asyncio.shield(asyncio.wrap_future(self._future)).__await__()
 
+    def _hold(self) -> None:
+        """Keep the reports that arrive from now on until ``_release``: a session holds them while it submits,
+        under its lock, where a listener that submits in turn (on the PENDING report the submitting thread
+        gets) waited for that lock for ever."""
+        with self._lock:
+            self._held = []
+
+    def _release(self) -> None:
+        """Take the reports held since ``_hold``, in the order they came, and those after as they come."""
+        with self._lock:
+            held, self._held = self._held, None
+            for env, at in held or ():
+                self._take(env, at)
+
     def _update(self, env: wire.Operation[Any]) -> None:
         """Take a status report from the backend (any thread); ignores reports after the end."""
         with self._lock:
-            if self._future.done():
-                return
+            if self._held is not None:
+                self._held.append((env, time.time()))
+            else:
+                self._take(env, time.time())
+
+    def _take(self, env: wire.Operation[Any], at: float) -> None:
+        if not self._future.done():
             self._env = env
             self.id = env.id
-            at = time.time()
             if self._on_update is not None:
                 try:
                     self._on_update(env, at)

@@ -168,18 +168,22 @@ class Session:
     ) -> Operation[Any]:
         if self._closed:
             raise SessionClosed(f"session {self.id} is closed")
-        with self._lock:  # one order for the step counter, the history and the backend queue
-            op: Operation[Any] = Operation(kind, transform=transform)
-            rec = self.history.new(kind, self._steps_submitted, params, at=op.submitted_at)
-            op._on_update = lambda env, at: self.history.update(rec, env, at)
-            # returns at once (a remote backend POSTs from its own thread); input it cannot even encode
-            # raises here, recorded FAILED
-            self.backend.submit(kind, body, op._update)
-            if kind == Kind.OPTIM_STEP:
-                self._steps_submitted += 1
-            while self._pending and self._pending[0].done():  # operations end in order: O(1) amortised
-                self._pending.popleft()
-            self._pending.append(op)
+        op: Operation[Any] = Operation(kind, transform=transform)
+        op._hold()  # its listeners hear of it once the lock is released: they may submit too
+        try:
+            with self._lock:  # one order for the step counter, the history and the backend queue
+                rec = self.history.new(kind, self._steps_submitted, params, at=op.submitted_at)
+                op._on_update = lambda env, at: self.history.update(rec, env, at)
+                # returns at once (a remote backend POSTs from its own thread); input it cannot even encode
+                # raises here, recorded FAILED
+                self.backend.submit(kind, body, op._update)
+                if kind == Kind.OPTIM_STEP:
+                    self._steps_submitted += 1
+                while self._pending and self._pending[0].done():  # operations end in order: O(1) amortised
+                    self._pending.popleft()
+                self._pending.append(op)
+        finally:
+            op._release()
         return op
 
     def wait(self, timeout: float | None = None) -> None:
