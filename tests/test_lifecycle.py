@@ -106,3 +106,24 @@ def test_a_callback_may_submit_whatever_report_it_hears(on):
         assert follow[0].result(timeout=10).step == 1
     assert [r.kind for r in s.history.records] == ["forward-backward", "optim-step"]
     s.close()
+
+
+def test_a_listener_that_raises_starves_no_listener_after_it():
+    s = rlnb.Session(FakeBackend(), record=False)
+    seen: list[object] = []
+    logged: list[object] = []
+
+    def buggy(item):
+        raise RuntimeError("a notebook's bug")
+
+    s.history.on_record(buggy)
+    s.history.on_record(seen.append)  # registered later, as a live view is
+    s.history.on_log(buggy)
+    s.history.on_log(logged.append)
+    s.optim_step().result(timeout=10)
+    s.wait(timeout=10)
+    assert [r.status for r in seen][-1] == "TRAINING_OPERATION_STATUS_COMPLETED"
+    with pytest.raises(RuntimeError, match="a notebook's bug"):  # raised to the one who logged, once all heard
+        s.history.log(1, reward=0.5)
+    assert len(logged) == 1 and len(s.history.logged) == 1
+    s.close()
