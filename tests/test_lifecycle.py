@@ -127,3 +127,37 @@ def test_a_listener_that_raises_starves_no_listener_after_it():
         s.history.log(1, reward=0.5)
     assert len(logged) == 1 and len(s.history.logged) == 1
     s.close()
+
+
+@pytest.mark.parametrize("on", ["PENDING", "COMPLETED"])  # heard on the send thread, on the poll thread
+def test_a_remote_session_closed_from_a_callback_closes_and_settles_everything(tmp_path, on):
+    import httpx
+
+    from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
+
+    s = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(FakeAPI()), ready_timeout=5,
+                     runs_dir=tmp_path, run_id="r", **FAST_POLL, **quick({}))  # fmt: skip
+    errors: list[BaseException] = []
+
+    def close_on(rec):
+        if rec.status.endswith(on) and rec.op_id and not s.closed:
+            try:
+                s.close()
+            except BaseException as exc:
+                errors.append(exc)
+                raise
+
+    s.history.on_record(close_on)
+    with watchdog():
+        ops = [s.optim_step() for _ in range(4)]
+        for op in ops:
+            try:
+                op.result(timeout=10)
+            except rlnb.OperationFailed as exc:
+                assert exc.code == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
+        while s.backend.state.value != "closed":
+            threading.Event().wait(0.01)
+    assert errors == []  # was RuntimeError: cannot join current thread (left CLOSING, op-4 RUNNING for ever)
+    df = rlnb.History.load(tmp_path / "r").df
+    ended = {"TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"}
+    assert len(df) == 4 and set(df.status) <= ended
