@@ -161,3 +161,31 @@ def test_a_remote_session_closed_from_a_callback_closes_and_settles_everything(t
     df = rlnb.History.load(tmp_path / "r").df
     ended = {"TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"}
     assert len(df) == 4 and set(df.status) <= ended
+
+
+EXIT_WITH_A_STUCK_CALLBACK = """
+import sys, threading
+import rlnb, rlnb.engine.worker
+from rlnb.testing import FakeBackend
+rlnb.engine.worker.EXIT_DEADLINE = 1.0
+s = rlnb.Session(FakeBackend(delay=0.01), runs_dir=sys.argv[1], run_id="r")
+s.history.on_record(lambda rec: rec.status.endswith("COMPLETED") and threading.Event().wait())  # never returns
+for _ in range(3):
+    s.optim_step()
+s.history.log(0, reward=0.5)
+threading.Event().wait(0.3)
+"""
+
+
+@pytest.mark.slow
+def test_exit_is_bounded_when_a_callback_on_the_worker_never_returns(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", EXIT_WITH_A_STUCK_CALLBACK, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]  # the session's close joined its worker without a limit
+    assert "still running 1 s after exit began" in proc.stderr and "Traceback" not in proc.stderr
+    history = rlnb.History.load(tmp_path / "r")
+    assert list(history.df.status)[0] == "TRAINING_OPERATION_STATUS_COMPLETED" and len(history.df) == 3
+    assert list(history.logged.reward) == [0.5]

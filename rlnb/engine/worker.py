@@ -100,7 +100,10 @@ class Worker:
 
     def close(self, timeout: float | None = None) -> bool:
         """Stop: refuse new work, interrupt a running sample, fail the queue. False if the running
-        operation was still going after ``timeout``."""
+        operation was still going after ``timeout``. At interpreter exit (a session's close among the exit's
+        steps) no limit is ``EXIT_DEADLINE``: an operation, or a listener, that never returns hung the exit."""
+        if timeout is None and _exit.exiting():
+            timeout = EXIT_DEADLINE
         with self._lock:
             if not self.closed:
                 self.closed = True
