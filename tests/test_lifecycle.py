@@ -189,3 +189,25 @@ def test_exit_is_bounded_when_a_callback_on_the_worker_never_returns(tmp_path):
     history = rlnb.History.load(tmp_path / "r")
     assert list(history.df.status)[0] == "TRAINING_OPERATION_STATUS_COMPLETED" and len(history.df) == 3
     assert list(history.logged.reward) == [0.5]
+
+
+def test_waiting_without_a_timeout_in_a_callback_is_refused_not_a_hung_session():
+    s = rlnb.Session(FakeBackend(delay=0.01), record=False)
+    got: list[object] = []
+
+    def step_and_wait(rec):
+        if rec.kind == "forward-backward" and rec.status.endswith("COMPLETED"):
+            op = s.optim_step()
+            for wait in (op.result, s.wait):  # on the worker thread, which must run op: it waited for ever
+                try:
+                    wait()
+                except RuntimeError as exc:
+                    got.append(str(exc))
+
+    s.history.on_record(step_and_wait)
+    with watchdog():
+        s.forward_backward(BATCH).result(timeout=10)
+        s.wait(timeout=10)
+        assert s.optim_step().result(timeout=10).step == 2  # the session goes on
+    assert len(got) == 2 and all("would wait for ever" in g for g in got)
+    s.close()

@@ -89,6 +89,11 @@ class Worker:
                 return
             self._queue.put(job)
 
+    def runs_here(self) -> bool:
+        """Whether the caller is this worker's thread (a listener it is telling): waiting there for an operation
+        would wait for ever."""
+        return threading.current_thread() is self._thread
+
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until everything queued so far has finished; False if ``timeout`` passed first."""
         if self.closed:

@@ -171,7 +171,7 @@ class RemoteBackend:
         Called from a listener on this backend's own poll or send thread (a history callback), it closes on a
         thread of its own and returns: inline it joined the thread it ran on (``cannot join current thread``,
         the session left CLOSING and what was in flight never settled)."""
-        if self._poller.runs_here() or self._sender.runs_here():
+        if self.runs_here():
             threading.Thread(target=self._close_logged, name=f"rlnb-close-{self.session_id}", daemon=True).start()
             return
         with self._lock:
@@ -204,6 +204,10 @@ class RemoteBackend:
         self.state = Lifecycle.CLOSED
         if errors:
             raise errors[0]
+
+    def runs_here(self) -> bool:
+        """Whether the caller is this backend's poll or send thread (``Operation.result`` refuses to wait there)."""
+        return self._poller.runs_here() or self._sender.runs_here()
 
     def _close_logged(self) -> None:
         try:

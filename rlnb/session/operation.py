@@ -42,6 +42,8 @@ class Operation(Generic[T]):
         self._lock = threading.Lock()
         self._on_update = on_update
         self._held: list[tuple[wire.Operation[Any], float]] | None = None  # reports kept back (``_hold``)
+        self._reporter: Callable[[], bool] | None = None
+        """Whether the caller is the thread that reports this operation (a session's worker or poller)."""
 
     def __repr__(self) -> str:
         return f"<Operation {self.kind} {self.id} {wire.short_name(self.status)}>"
@@ -69,6 +71,12 @@ class Operation(Generic[T]):
         """Wait for the end; return the output, or raise ``OperationFailed`` / ``OperationTimeout``. ``timeout``:
         seconds >= 0, or None (or infinity) for no limit; anything else is a ``ValueError`` naming it."""
         limit = check_timeout("timeout", timeout)
+        if limit is None and not self._future.done() and self._reporter is not None and self._reporter():
+            raise RuntimeError(
+                f"{self.kind} {self.id}: result() without a timeout on the thread that runs and reports the session's "
+                "operations (in a history callback) would wait for ever, and hang the session: submit from the "
+                "callback without waiting, and wait on another thread"
+            )
         try:
             return self._future.result(limit)
         except concurrent.futures.TimeoutError:

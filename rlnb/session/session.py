@@ -169,6 +169,7 @@ class Session:
         if self._closed:
             raise SessionClosed(f"session {self.id} is closed")
         op: Operation[Any] = Operation(kind, transform=transform)
+        op._reporter = getattr(self.backend, "runs_here", None)
         op._hold()  # its listeners hear of it once the lock is released: they may submit too
         try:
             with self._lock:  # one order for the step counter, the history and the backend queue
