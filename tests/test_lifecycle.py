@@ -211,3 +211,22 @@ def test_waiting_without_a_timeout_in_a_callback_is_refused_not_a_hung_session()
         assert s.optim_step().result(timeout=10).step == 2  # the session goes on
     assert len(got) == 2 and all("would wait for ever" in g for g in got)
     s.close()
+
+
+def test_a_session_that_fails_to_start_lets_its_run_folder_go(tmp_path):
+    import warnings
+
+    from rlnb.history import RunContinuedWarning
+
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.optim_step()
+    s.wait(timeout=10)
+    s.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RunContinuedWarning)  # as -W error does
+        with pytest.raises(RunContinuedWarning) as failed:
+            rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    assert failed.value.__traceback__ is not None  # kept, as a notebook keeps the last error: its frames live on
+    with pytest.warns(RunContinuedWarning):
+        again = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")  # was RunLocked by this very process
+    again.close()

@@ -63,6 +63,7 @@ class Session:
         self.backend = backend
         self.codec: Codec | None = codec or getattr(backend, "codec", None)
         info = backend.session()  # before the run folder is opened (and locked): this may fail
+        made = history is None
         if history is None:
             config = backend.config()
             history = History.create(config, runs_dir, run_id) if record else History(config=config)
@@ -73,12 +74,17 @@ class Session:
         self.id: str = info.id
         """The session id (it never changes, so it is read once)."""
         self._steps_submitted = int(info.step)
-        warn_continued(history.config.get("run_id"), history.steps_reached(), self._steps_submitted)
         self._closed = False
         self._lock = threading.Lock()
         self._pending: deque[Operation[Any]] = deque()
+        try:  # a warning made an error, a sink that cannot start: the run folder it locked is let go
+            warn_continued(history.config.get("run_id"), history.steps_reached(), self._steps_submitted)
+            self._sinks = attach(history, sinks) if sinks else None
+        except BaseException:
+            if made:
+                history.close()
+            raise
         _OPEN.add(self)
-        self._sinks = attach(history, sinks) if sinks else None
 
     def __repr__(self) -> str:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
