@@ -230,3 +230,31 @@ def test_a_session_that_fails_to_start_lets_its_run_folder_go(tmp_path):
     with pytest.warns(RunContinuedWarning):
         again = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")  # was RunLocked by this very process
     again.close()
+
+
+class _AtOnce(FakeBackend):
+    """Reports every operation PENDING, RUNNING and COMPLETED before ``submit`` returns (a fast backend)."""
+
+    def submit(self, kind, body, listener):
+        from rlnb import wire
+
+        for status in ("PENDING", "RUNNING"):
+            listener(wire.Operation(id="op-1", status=f"TRAINING_OPERATION_STATUS_{status}"))
+        output = wire.ForwardBackwardResult(loss=1.0, metrics={})
+        listener(wire.Operation(id="op-1", status="TRAINING_OPERATION_STATUS_COMPLETED", output=output))
+
+
+def test_a_ctrl_c_in_a_callback_on_the_submitting_thread_loses_no_report(tmp_path):
+    s = rlnb.Session(_AtOnce(), runs_dir=tmp_path, run_id="r")
+
+    def slow_redraw(rec):
+        if rec.status.endswith("PENDING"):
+            raise KeyboardInterrupt  # as a Ctrl-C landing in a callback on the notebook's thread
+
+    s.history.on_record(slow_redraw)
+    with pytest.raises(KeyboardInterrupt):
+        s.forward_backward(BATCH)
+    with watchdog():
+        s.wait()  # the operation ended: its COMPLETED report was not dropped with the interrupt
+    s.close()
+    assert list(rlnb.History.load(tmp_path / "r").df.status) == ["TRAINING_OPERATION_STATUS_COMPLETED"]

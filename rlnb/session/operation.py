@@ -98,9 +98,13 @@ class Operation(Generic[T]):
     def _release(self) -> None:
         """Take the reports held since ``_hold``, in the order they came, and those after as they come."""
         with self._lock:
-            held, self._held = self._held, None
-            for env, at in held or ():
-                self._take(env, at)
+            held, self._held = self._held or [], None
+            try:
+                while held:
+                    self._take(*held.pop(0))
+            finally:  # a Ctrl-C in a listener on this thread: the reports after it still count (the result too)
+                for env, at in held:
+                    self._take(env, at)
 
     def _update(self, env: wire.Operation[Any]) -> None:
         """Take a status report from the backend (any thread); ignores reports after the end."""
