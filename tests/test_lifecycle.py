@@ -258,3 +258,31 @@ def test_a_ctrl_c_in_a_callback_on_the_submitting_thread_loses_no_report(tmp_pat
         s.wait()  # the operation ended: its COMPLETED report was not dropped with the interrupt
     s.close()
     assert list(rlnb.History.load(tmp_path / "r").df.status) == ["TRAINING_OPERATION_STATUS_COMPLETED"]
+
+
+def test_a_remote_close_interrupted_by_ctrl_c_stops_the_session_and_resource_when_called_again():
+    import httpx
+
+    from rlnb.session.session import _OPEN
+    from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
+
+    fake = FakeAPI()
+    interrupts = [1]
+
+    def ctrl_c_during_the_stop(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/stop") and "training-sessions" in request.url.path and interrupts:
+            interrupts.pop()
+            raise KeyboardInterrupt
+        return fake(request)
+
+    s = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(ctrl_c_during_the_stop), ready_timeout=5,
+                     record=False, **FAST_POLL, **quick({}))  # fmt: skip
+    s.optim_step().result(timeout=10)
+    with pytest.raises(KeyboardInterrupt):
+        s.close()
+    assert s in _OPEN  # the interpreter's exit closes it if nobody does
+    with watchdog():
+        s.close()  # returned at once: the session RUNNING and its resource READY (paid) for good
+    assert [v["status"] for v in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]
+    assert [v["status"] for v in fake.resources.values()] == ["MODEL_RESOURCES_STATUS_STOPPED"]
+    assert s not in _OPEN

@@ -178,6 +178,14 @@ class RemoteBackend:
             if self.state is not Lifecycle.OPEN:
                 return
             self.state = Lifecycle.CLOSING
+        try:
+            self._close()
+        except BaseException:
+            if self.state is not Lifecycle.CLOSED:  # a Ctrl-C mid-way: a later close() (or the exit) goes again
+                self.state = Lifecycle.OPEN  # it left the session and its paid resource running, for good
+            raise
+
+    def _close(self) -> None:
         unsent = "the session was closed before this was sent"
         for item in self._sender.close():
             tell(item, wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, unsent))

@@ -155,6 +155,10 @@ class Session:
         _OPEN.discard(self)
         try:
             self.backend.close()  # a remote stop may fail (server gone): the run is closed all the same
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # interrupted (Ctrl-C): the exit closes it again if nobody does
+                _OPEN.add(self)
+            raise
         finally:
             try:  # config.json says what the session ran with, including what changed meanwhile (thread counts)
                 self.history.annotate(**self.backend.config())
