@@ -149,7 +149,12 @@ def test_a_remote_session_closed_from_a_callback_closes_and_settles_everything(t
 
     s.history.on_record(close_on)
     with watchdog():
-        ops = [s.optim_step() for _ in range(4)]
+        ops = []
+        for _ in range(4):
+            try:
+                ops.append(s.optim_step())
+            except rlnb.SessionClosed:  # the callback closed it meanwhile
+                break
         for op in ops:
             try:
                 op.result(timeout=10)
@@ -160,7 +165,7 @@ def test_a_remote_session_closed_from_a_callback_closes_and_settles_everything(t
     assert errors == []  # was RuntimeError: cannot join current thread (left CLOSING, op-4 RUNNING for ever)
     df = rlnb.History.load(tmp_path / "r").df
     ended = {"TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"}
-    assert len(df) == 4 and set(df.status) <= ended
+    assert len(df) == len(ops) and set(df.status) <= ended
 
 
 EXIT_WITH_A_STUCK_CALLBACK = """
