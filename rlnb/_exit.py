@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import threading
 from collections.abc import Callable
 from typing import Literal
 
@@ -19,6 +20,7 @@ PHASES: tuple[Phase, ...] = ("panels", "sessions", "workers", "sinks")
 
 log = logging.getLogger("rlnb")
 _STEPS: dict[Phase, list[Callable[[], None]]] = {phase: [] for phase in PHASES}
+_EXITING = threading.Event()
 
 
 def on_exit(phase: Phase, step: Callable[[], None]) -> None:
@@ -26,7 +28,13 @@ def on_exit(phase: Phase, step: Callable[[], None]) -> None:
     _STEPS[phase].append(step)
 
 
+def exiting() -> bool:
+    """Whether interpreter exit has begun running these steps (a wait without a limit then gets one)."""
+    return _EXITING.is_set()
+
+
 def _run() -> None:
+    _EXITING.set()
     for phase in PHASES:
         for step in _STEPS[phase]:
             try:

@@ -12,6 +12,7 @@ import dataclasses
 import math
 import numbers
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -98,3 +99,19 @@ def check_seconds(name: str, value: Any, high: float = A_DAY) -> float:
     if not ok or not 0 <= value <= high:
         raise ValueError(f"{name} must be a finite number of seconds in [0, {high:g}], got {value!r}")
     return float(value)
+
+
+def check_timeout(name: str, value: Any) -> float | None:
+    """A wait's ``timeout`` in seconds, or None for no limit: a real number >= 0 (infinity, or one past what a lock
+    can wait, is no limit). NaN, a negative number, a bool or a string is a ``ValueError`` naming ``name``: NaN
+    waited not at all, infinity raised ``OverflowError`` from inside ``threading``."""
+    if value is None:
+        return None
+    seconds = math.nan
+    if is_integer(value):
+        seconds = float(min(max(int(value), -1), threading.TIMEOUT_MAX))  # 10**400 is past a float's range
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        seconds = float(value)
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"{name} must be None (no limit) or a number of seconds >= 0, got {value!r}"[:300])
+    return None if seconds >= threading.TIMEOUT_MAX else seconds

@@ -109,6 +109,10 @@ class FakeBackend:
         """Block until every queued operation has finished; False if ``timeout`` passed first."""
         return self._worker.wait_idle(timeout)
 
+    def runs_here(self) -> bool:
+        """Whether the caller is the worker's thread (``Operation.result`` refuses to wait there)."""
+        return self._worker.runs_here()
+
     def _run(self, kind: wire.OperationKind, body: Any, cancelled: threading.Event) -> wire._Model:
         """One operation, on the worker's thread: ``delay`` seconds, then its failure or its output."""
         if self.delay:  # sleep(0) is no yield here: it costs ~80 µs of timer slack

@@ -316,6 +316,11 @@ class LocalBackend:
         """Block until every queued operation has finished; False if ``timeout`` passed first."""
         return self._worker.wait_idle(timeout)
 
+    def runs_here(self) -> bool:
+        """Whether the caller is the thread that runs this session's operations (``Operation.result`` refuses to
+        wait there)."""
+        return self._worker.runs_here()
+
 
 def _ns_dtype(ns_dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
     if ns_dtype is None:

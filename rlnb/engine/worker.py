@@ -89,6 +89,11 @@ class Worker:
                 return
             self._queue.put(job)
 
+    def runs_here(self) -> bool:
+        """Whether the caller is this worker's thread (a listener it is telling): waiting there for an operation
+        would wait for ever."""
+        return threading.current_thread() is self._thread
+
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until everything queued so far has finished; False if ``timeout`` passed first."""
         if self.closed:
@@ -100,7 +105,10 @@ class Worker:
 
     def close(self, timeout: float | None = None) -> bool:
         """Stop: refuse new work, interrupt a running sample, fail the queue. False if the running
-        operation was still going after ``timeout``."""
+        operation was still going after ``timeout``. At interpreter exit (a session's close among the exit's
+        steps) no limit is ``EXIT_DEADLINE``: an operation, or a listener, that never returns hung the exit."""
+        if timeout is None and _exit.exiting():
+            timeout = EXIT_DEADLINE
         with self._lock:
             if not self.closed:
                 self.closed = True

@@ -207,8 +207,7 @@ class History:
                 self._replay(unfinished=True)
         if self.store and env.status in wire.TERMINAL_STATUSES:
             self.store.write_op(as_row(rec))  # RUNNING is not written: the final line carries started_at too
-        for cb in list(self._listeners):
-            cb(rec)
+        _tell(self._listeners, rec)
 
     def _start_unseen(self, rec: Record, at: float) -> float:
         """When an operation first seen finished started: a session runs its operations in order, so a
@@ -231,8 +230,7 @@ class History:
             self.store.write_metrics(row)
         else:
             self._said_memory_only()
-        for cb in list(self._log_listeners):
-            cb(row)
+        _tell(self._log_listeners, row)
 
     def _said_memory_only(self) -> None:
         if self.loaded_from is not None and not self.memory_only_said:
@@ -323,3 +321,16 @@ class History:
 
     def _repr_html_(self) -> str:
         return summary_html(self.df, self.steps, str(self.config.get("run_id", "")))
+
+
+def _tell(listeners: list[Callable[[Any], None]], item: Any) -> None:
+    """Call every listener, then raise the first one's error: a listener that raises (a notebook's bug) starved
+    every one after it (a live view, a sink attached later) of every record."""
+    error: Exception | None = None
+    for cb in list(listeners):
+        try:
+            cb(item)
+        except Exception as exc:  # noqa: BLE001 - raised once the others have heard
+            error = error or exc
+    if error is not None:
+        raise error

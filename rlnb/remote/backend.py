@@ -166,11 +166,26 @@ class RemoteBackend:
         flight returns), stop polling, settle what is still in flight, then stop the model resource if
         ``stop_resource``. Every step is tried — unless the server is unreachable (no answer, or a 5xx,
         to the stop), when what is in flight is settled without asking it or waiting for its POST. The
-        first API error is raised at the end."""
+        first API error is raised at the end.
+
+        Called from a listener on this backend's own poll or send thread (a history callback), it closes on a
+        thread of its own and returns: inline it joined the thread it ran on (``cannot join current thread``,
+        the session left CLOSING and what was in flight never settled)."""
+        if self.runs_here():
+            threading.Thread(target=self._close_logged, name=f"rlnb-close-{self.session_id}", daemon=True).start()
+            return
         with self._lock:
             if self.state is not Lifecycle.OPEN:
                 return
             self.state = Lifecycle.CLOSING
+        try:
+            self._close()
+        except BaseException:
+            if self.state is not Lifecycle.CLOSED:  # a Ctrl-C mid-way: a later close() (or the exit) goes again
+                self.state = Lifecycle.OPEN  # it left the session and its paid resource running, for good
+            raise
+
+    def _close(self) -> None:
         unsent = "the session was closed before this was sent"
         for item in self._sender.close():
             tell(item, wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, unsent))
@@ -197,6 +212,16 @@ class RemoteBackend:
         self.state = Lifecycle.CLOSED
         if errors:
             raise errors[0]
+
+    def runs_here(self) -> bool:
+        """Whether the caller is this backend's poll or send thread (``Operation.result`` refuses to wait there)."""
+        return self._poller.runs_here() or self._sender.runs_here()
+
+    def _close_logged(self) -> None:
+        try:
+            self.close()
+        except APIError as exc:  # nobody to raise it to: the listener that asked has returned
+            log.warning("rlnb: closing session %s from a callback: %s", self.session_id, exc)
 
     def _settle(self, inflight: list[Any], ask: bool) -> None:
         """After the stop: one last poll of each operation still in flight (while the server answers, if

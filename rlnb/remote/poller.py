@@ -114,6 +114,10 @@ class Poller:
         self._thread = threading.Thread(target=self._loop, name=f"rlnb-poll-{session_id}", daemon=True)
         self._thread.start()
 
+    def runs_here(self) -> bool:
+        """Whether the caller is this object's own thread (a listener it is telling), which it cannot join."""
+        return threading.current_thread() is self._thread
+
     @property
     def in_order(self) -> bool:
         return self.client.features.in_order

@@ -75,6 +75,10 @@ class Sender:
         self._thread = threading.Thread(target=self._loop, name=f"rlnb-send-{session_id}", daemon=True)
         self._thread.start()
 
+    def runs_here(self) -> bool:
+        """Whether the caller is this object's own thread (a listener it is telling), which it cannot join."""
+        return threading.current_thread() is self._thread
+
     def put(self, op: PreparedOperation, listener: Listener) -> bool:
         """Queue ``op``; False when the sender is closed."""
         with self._cond:

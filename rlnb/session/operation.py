@@ -16,6 +16,7 @@ from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
 from rlnb import wire
+from rlnb._options import check_timeout
 from rlnb.errors import OperationFailed, OperationTimeout
 
 T = TypeVar("T")
@@ -40,6 +41,9 @@ class Operation(Generic[T]):
         self._future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._lock = threading.Lock()
         self._on_update = on_update
+        self._held: list[tuple[wire.Operation[Any], float]] | None = None  # reports kept back (``_hold``)
+        self._reporter: Callable[[], bool] | None = None
+        """Whether the caller is the thread that reports this operation (a session's worker or poller)."""
 
     def __repr__(self) -> str:
         return f"<Operation {self.kind} {self.id} {wire.short_name(self.status)}>"
@@ -64,24 +68,56 @@ class Operation(Generic[T]):
         return self._future.done()
 
     def result(self, timeout: float | None = None) -> T:
-        """Wait for the end; return the output, or raise ``OperationFailed`` / ``OperationTimeout``."""
+        """Wait for the end; return the output, or raise ``OperationFailed`` / ``OperationTimeout``. ``timeout``:
+        seconds >= 0, or None (or infinity) for no limit; anything else is a ``ValueError`` naming it."""
+        limit = check_timeout("timeout", timeout)
+        if limit is None and not self._future.done() and self._reporter is not None and self._reporter():
+            raise RuntimeError(
+                f"{self.kind} {self.id}: result() without a timeout on the thread that runs and reports the session's "
+                "operations (in a history callback) would wait for ever, and hang the session: submit from the "
+                "callback without waiting, and wait on another thread"
+            )
         try:
-            return self._future.result(timeout)
+            return self._future.result(limit)
         except concurrent.futures.TimeoutError:
             raise OperationTimeout(f"{self.kind} {self.id} still {self.status} after {timeout} s") from None
 
     def __await__(self) -> Generator[Any, None, T]:
-        """``await op`` in asyncio code: the output, or ``OperationFailed``, without blocking the event loop."""
-        return asyncio.wrap_future(self._future).__await__()
+        """``await op`` in asyncio code: the output, or ``OperationFailed``, without blocking the event loop.
+        Cancelling the awaiting task (``asyncio.wait_for``'s timeout) stops the wait, not the operation: it goes
+        on, and is recorded, as ``result()``'s timeout leaves it."""
+        return asyncio.shield(asyncio.wrap_future(self._future)).__await__()
+
+    def _hold(self) -> None:
+        """Keep the reports that arrive from now on until ``_release``: a session holds them while it submits,
+        under its lock, where a listener that submits in turn (on the PENDING report the submitting thread
+        gets) waited for that lock for ever."""
+        with self._lock:
+            self._held = []
+
+    def _release(self) -> None:
+        """Take the reports held since ``_hold``, in the order they came, and those after as they come."""
+        with self._lock:
+            held, self._held = self._held or [], None
+            try:
+                while held:
+                    self._take(*held.pop(0))
+            finally:  # a Ctrl-C in a listener on this thread: the reports after it still count (the result too)
+                for env, at in held:
+                    self._take(env, at)
 
     def _update(self, env: wire.Operation[Any]) -> None:
         """Take a status report from the backend (any thread); ignores reports after the end."""
         with self._lock:
-            if self._future.done():
-                return
+            if self._held is not None:
+                self._held.append((env, time.time()))
+            else:
+                self._take(env, time.time())
+
+    def _take(self, env: wire.Operation[Any], at: float) -> None:
+        if not self._future.done():
             self._env = env
             self.id = env.id
-            at = time.time()
             if self._on_update is not None:
                 try:
                     self._on_update(env, at)

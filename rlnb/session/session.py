@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from rlnb import _exit, wire
-from rlnb._options import check_bool
-from rlnb.errors import OperationFailed, SessionClosed
+from rlnb._options import check_bool, check_timeout
+from rlnb.errors import OperationFailed, OperationTimeout, SessionClosed
 from rlnb.history import History
 from rlnb.history.history import check_recording
 from rlnb.history.record import FORWARD_ONLY
@@ -63,6 +63,7 @@ class Session:
         self.backend = backend
         self.codec: Codec | None = codec or getattr(backend, "codec", None)
         info = backend.session()  # before the run folder is opened (and locked): this may fail
+        made = history is None
         if history is None:
             config = backend.config()
             history = History.create(config, runs_dir, run_id) if record else History(config=config)
@@ -74,12 +75,17 @@ class Session:
         self.id: str = info.id
         """The session id (it never changes, so it is read once)."""
         self._steps_submitted = int(info.step)
-        warn_continued(history.config.get("run_id"), history.steps_reached(), self._steps_submitted)
         self._closed = False
         self._lock = threading.Lock()
         self._pending: deque[Operation[Any]] = deque()
+        try:  # a warning made an error, a sink that cannot start: the run folder it locked is let go
+            warn_continued(history.config.get("run_id"), history.steps_reached(), self._steps_submitted)
+            self._sinks = attach(history, sinks) if sinks else None
+        except BaseException:
+            if made:
+                history.close()
+            raise
         _OPEN.add(self)
-        self._sinks = attach(history, sinks) if sinks else None
 
     def __repr__(self) -> str:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
@@ -150,6 +156,10 @@ class Session:
         _OPEN.discard(self)
         try:
             self.backend.close()  # a remote stop may fail (server gone): the run is closed all the same
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # interrupted (Ctrl-C): the exit closes it again if nobody does
+                _OPEN.add(self)
+            raise
         finally:
             try:  # config.json says what the session ran with, including what changed meanwhile (thread counts)
                 self.history.annotate(**self.backend.config())
@@ -169,25 +179,32 @@ class Session:
     ) -> Operation[Any]:
         if self._closed:
             raise SessionClosed(f"session {self.id} is closed")
-        with self._lock:  # one order for the step counter, the history and the backend queue
-            op: Operation[Any] = Operation(kind, transform=transform)
-            rec = self.history.new(kind, self._steps_submitted, params, at=op.submitted_at)
-            op._on_update = lambda env, at: self.history.update(rec, env, at)
-            # returns at once (a remote backend POSTs from its own thread); input it cannot even encode
-            # raises here, recorded FAILED
-            self.backend.submit(kind, body, op._update)
-            if kind == Kind.OPTIM_STEP:
-                self._steps_submitted += 1
-            while self._pending and self._pending[0].done():  # operations end in order: O(1) amortised
-                self._pending.popleft()
-            self._pending.append(op)
+        op: Operation[Any] = Operation(kind, transform=transform)
+        op._reporter = getattr(self.backend, "runs_here", None)
+        op._hold()  # its listeners hear of it once the lock is released: they may submit too
+        try:
+            with self._lock:  # one order for the step counter, the history and the backend queue
+                rec = self.history.new(kind, self._steps_submitted, params, at=op.submitted_at)
+                op._on_update = lambda env, at: self.history.update(rec, env, at)
+                # returns at once (a remote backend POSTs from its own thread); input it cannot even encode
+                # raises here, recorded FAILED
+                self.backend.submit(kind, body, op._update)
+                if kind == Kind.OPTIM_STEP:
+                    self._steps_submitted += 1
+                while self._pending and self._pending[0].done():  # operations end in order: O(1) amortised
+                    self._pending.popleft()
+                self._pending.append(op)
+        finally:
+            op._release()
         return op
 
     def wait(self, timeout: float | None = None) -> None:
-        """Block until every operation submitted so far has finished (COMPLETED or FAILED)."""
+        """Block until every operation submitted so far has finished (COMPLETED or FAILED); ``OperationTimeout``
+        after ``timeout`` seconds (None or infinity: no limit; NaN, a negative number: ``ValueError``)."""
+        limit = check_timeout("timeout", timeout)
         with self._lock:
             pending = list(self._pending)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if limit is None else time.monotonic() + limit
         # The newest first: operations end in submission order, so the rest have ended by then and this
         # thread wakes once, not once per operation (each wake-up takes the GIL from the worker mid-step).
         for op in pending[-1:] + pending[:-1]:
@@ -196,6 +213,11 @@ class Session:
                 op.result(left)
             except OperationFailed:
                 continue
+            except OperationTimeout:
+                unfinished = sum(not o.done() for o in pending)
+                raise OperationTimeout(
+                    f"session {self.id}: {unfinished} of {len(pending)} operations still unfinished after {timeout} s"
+                ) from None
 
     def forward_backward(
         self,
