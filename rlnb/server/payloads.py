@@ -197,11 +197,18 @@ class PayloadStore:
             raise ServerError(400, f"payload {payload_id} must be a JSON object", param="payload_id")
         return obj
 
-    def used(self, payload_id: str) -> None:
-        """An operation was submitted with this upload: free its bytes; it takes no other."""
+    def claim(self, session_id: str, payload_id: str) -> None:
+        """An operation is being submitted with this upload: free its bytes; it takes no other. Called under the
+        lock that queues the operation, so two submissions naming one upload cannot both run it (both read it
+        first, and both used to run)."""
         with self._lock:
-            p = self._payloads.get(payload_id)
-            if p is not None and p.upload:
+            p = self.owned(session_id, payload_id)
+            if p.used:
+                raise ServerError(
+                    409, f"payload {payload_id} was already used by an operation: upload the body again",
+                    param="payload_id",
+                )  # fmt: skip
+            if p.upload:
                 p.used, p.data = True, None
                 self._release(p, p.held)
 

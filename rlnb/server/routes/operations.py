@@ -98,9 +98,7 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
             if body is not None:
                 check_known(body)
                 check_operation(registry.settings, kind, body)
-            known = registry.submit(session_id, kind, key, body, signed)
-            if payload_id:
-                registry.payloads.used(payload_id)  # its bytes are in the queued body now
+            known = registry.submit(session_id, kind, key, body, signed, payload_id)
         return JSONResponse(known.model_dump(mode="json"))
 
     if request_type is None:
