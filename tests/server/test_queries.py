@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rlnb import wire
-from tests.support.server import app_client, new_session
+from tests.support.server import app_client, new_session, submit
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +49,16 @@ def test_a_checkpoint_operation_refuses_a_body_field_instead_of_ignoring_it(c):
         assert c.post(url, headers={"Idempotency-Key": f"bare-{kind}"}).status_code == 200
         assert c.post(url, json={}, headers={"Idempotency-Key": f"empty-{kind}"}).status_code == 200
     c.post(f"/training-sessions/{sid}/stop")
+
+
+def test_long_poll_params_that_are_not_finite_or_would_be_ignored_are_400s_saying_so(tmp_path):
+    with app_client(tmp_path) as c:
+        _, sid = new_session(c)
+        path = f"/training-sessions/{sid}/operations/optim-step/{submit(c, sid, 'optim-step', {})['id']}"
+        for value in ("nan", "inf", "-inf"):
+            err = c.get(path, params={"wait": value}).json()["error"]
+            assert err["param"] == "wait" and "finite" in err["message"], err  # not "less than or equal to 30"
+        r = c.get(path, params={"seen": wire.OperationStatus.PENDING})  # no wait: it would hold nothing
+        assert r.status_code == 400 and r.json()["error"]["param"] == "seen", r.text
+        assert "only with wait" in r.json()["error"]["message"]
+        assert c.get(path, params={"wait": 0, "seen": wire.OperationStatus.PENDING}).status_code == 200

@@ -40,6 +40,7 @@ Wait = Annotated[
     Query(
         ge=0,
         le=MAX_WAIT,
+        allow_inf_nan=False,  # NaN was refused as "less than or equal to 30"
         description="rlnb extension: hold the answer up to this many seconds until the status changes",
     ),
 ]
@@ -125,6 +126,8 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
         session_id: str, operation_id: str, registry: RegistryDep, wait: Wait = None, seen: Seen = None
     ) -> Any:
         op = registry.operation(session_id, kind, operation_id)
+        if seen is not None and wait is None:  # it would be ignored: the caller expects to be held
+            raise ServerError(400, "seen applies only with wait (seconds to hold the answer)", param="seen")
         env = await registry.wait_for_change(op, seen, wait) if wait else op.env
         return JSONResponse(served(registry, session_id, op, env))
 
