@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections import Counter
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -33,7 +34,24 @@ def current_user(
     return "user-" + hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
+REPEATABLE = frozenset({"status"})
+"""Query parameters that take several values (``?status=A&status=B``); any other is given once."""
+
+
+def single_values(request: Request) -> None:
+    """A query parameter given twice is a 400 naming it: FastAPI kept the last value silently (``limit=1&limit=50``
+    listed 50; ``force=true&force=false`` did not force)."""
+    counts = Counter(name for name, _ in request.query_params.multi_items())
+    for name, n in counts.items():
+        if n > 1 and name not in REPEATABLE:
+            raise ServerError(400, f"query parameter {name!r} is given {n} times: give it once", param=name)
+
+
 RegistryDep = Annotated[Registry, Depends(get_registry)]
 User = Annotated[str, Depends(current_user)]
-AUTHENTICATED: dict[str, Any] = {"dependencies": [Depends(current_user)], "responses": ERROR_RESPONSES}
-"""``APIRouter(**AUTHENTICATED)``: every route checks the token and declares the error responses."""
+AUTHENTICATED: dict[str, Any] = {
+    "dependencies": [Depends(current_user), Depends(single_values)],
+    "responses": ERROR_RESPONSES,
+}
+"""``APIRouter(**AUTHENTICATED)``: every route checks the token and repeated query parameters, and declares the
+error responses."""

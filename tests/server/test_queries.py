@@ -62,3 +62,21 @@ def test_long_poll_params_that_are_not_finite_or_would_be_ignored_are_400s_sayin
         assert r.status_code == 400 and r.json()["error"]["param"] == "seen", r.text
         assert "only with wait" in r.json()["error"]["message"]
         assert c.get(path, params={"wait": 0, "seen": wire.OperationStatus.PENDING}).status_code == 200
+
+
+def test_a_query_parameter_given_twice_is_a_400_naming_it_not_the_last_value(tmp_path):
+    with app_client(tmp_path) as c:
+        rid, sid = new_session(c)
+        asked = {
+            "/training-sessions?limit=1&limit=50": "limit",
+            "/model-resources?created_by=me&created_by=someone": "created_by",
+            "/checkpoints?session_id=a&session_id=b": "session_id",
+            f"/model-resources/{rid}/stop?force=true&force=false": "force",
+        }
+        for url, name in asked.items():
+            r = c.request("POST" if url.endswith("false") else "GET", url)
+            assert r.status_code == 400, (url, r.text)
+            assert r.json()["error"]["param"] == name and "given 2 times" in r.json()["error"]["message"]
+        assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING  # not stopped
+        both = c.get("/training-sessions", params=[("status", "TRAINING_SESSION_STATUS_RUNNING")] * 2)
+        assert both.status_code == 200 and [s["id"] for s in both.json()["data"]] == [sid]  # status may repeat
