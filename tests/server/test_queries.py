@@ -80,3 +80,17 @@ def test_a_query_parameter_given_twice_is_a_400_naming_it_not_the_last_value(tmp
         assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING  # not stopped
         both = c.get("/training-sessions", params=[("status", "TRAINING_SESSION_STATUS_RUNNING")] * 2)
         assert both.status_code == 200 and [s["id"] for s in both.json()["data"]] == [sid]  # status may repeat
+
+
+def test_an_unknown_query_parameter_is_a_400_naming_it_not_ignored(tmp_path):
+    with app_client(tmp_path) as c:
+        rid, sid = new_session(c)
+        _, other = new_session(c)
+        r = c.get("/training-sessions", params={"model_resource_id": rid})  # misspelt: it listed every session
+        assert r.status_code == 400 and r.json()["error"]["param"] == "model_resource_id", r.text
+        assert "model_resources_id" in r.json()["error"]["message"]  # what the route reads
+        r = c.post(f"/training-sessions/{sid}/stop", params={"force": "true"})  # a session's stop takes none
+        assert r.status_code == 400 and r.json()["error"]["param"] == "force", r.text
+        assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING
+        ids = [s["id"] for s in c.get("/training-sessions", params={"model_resources_id": rid}).json()["data"]]
+        assert ids == [sid]  # the declared ones still work
