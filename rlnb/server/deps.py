@@ -61,6 +61,9 @@ def single_values(request: Request) -> None:
             raise ServerError(400, f"unknown query parameter {name!r} (this route reads {listed})", param=name)
         if n > 1 and name not in REPEATABLE:
             raise ServerError(400, f"query parameter {name!r} is given {n} times: give it once", param=name)
+    for name, value in request.query_params.multi_items():
+        if not value.strip():  # `?created_by=` (an unset variable) matched nothing: an empty list, silently
+            raise ServerError(400, f"query parameter {name!r} is empty: give a value or leave it out", param=name)
 
 
 RegistryDep = Annotated[Registry, Depends(get_registry)]

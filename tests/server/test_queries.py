@@ -94,3 +94,19 @@ def test_an_unknown_query_parameter_is_a_400_naming_it_not_ignored(tmp_path):
         assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING
         ids = [s["id"] for s in c.get("/training-sessions", params={"model_resources_id": rid}).json()["data"]]
         assert ids == [sid]  # the declared ones still work
+
+
+def test_an_empty_filter_is_a_400_naming_it_not_an_empty_list(tmp_path):
+    with app_client(tmp_path) as c:
+        new_session(c)
+        for url, name in {
+            "/training-sessions?model_resources_id=": "model_resources_id",
+            "/training-sessions?created_by=": "created_by",
+            "/model-resources?created_by=%20": "created_by",
+            "/checkpoints?session_id=": "session_id",
+            "/checkpoints?base_model=": "base_model",
+        }.items():
+            r = c.get(url)  # each answered an empty list: no object has an empty id
+            assert r.status_code == 400, (url, r.text)
+            assert r.json()["error"]["param"] == name and "is empty" in r.json()["error"]["message"]
+        assert len(c.get("/training-sessions").json()["data"]) == 1
