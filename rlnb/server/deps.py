@@ -61,6 +61,9 @@ def single_values(request: Request) -> None:
             raise ServerError(400, f"unknown query parameter {name!r} (this route reads {listed})", param=name)
         if n > 1 and name not in REPEATABLE:
             raise ServerError(400, f"query parameter {name!r} is given {n} times: give it once", param=name)
+    keys = request.headers.getlist("idempotency-key")
+    if len(keys) > 1:  # FastAPI joined them into one key, "a, b", that no retry sending "a" would match
+        raise ServerError(400, f"Idempotency-Key is given {len(keys)} times: give one key", param="Idempotency-Key")
     for name, value in request.query_params.multi_items():
         if not value.strip():  # `?created_by=` (an unset variable) matched nothing: an empty list, silently
             raise ServerError(400, f"query parameter {name!r} is empty: give a value or leave it out", param=name)

@@ -110,3 +110,13 @@ def test_an_empty_filter_is_a_400_naming_it_not_an_empty_list(tmp_path):
             assert r.status_code == 400, (url, r.text)
             assert r.json()["error"]["param"] == name and "is empty" in r.json()["error"]["message"]
         assert len(c.get("/training-sessions").json()["data"]) == 1
+
+
+def test_two_idempotency_key_headers_are_a_400_not_one_joined_key(tmp_path):
+    with app_client(tmp_path) as c:
+        _, sid = new_session(c)
+        path = f"/training-sessions/{sid}/operations/optim-step"
+        r = c.post(path, json={}, headers=[("Idempotency-Key", "a"), ("Idempotency-Key", "b")])
+        assert r.status_code == 400 and r.json()["error"]["param"] == "Idempotency-Key", r.text  # ran as key "a, b"
+        assert "given 2 times" in r.json()["error"]["message"]
+        assert c.app.state.registry.sessions[sid].ops == {}  # nothing was queued
