@@ -190,3 +190,22 @@ def test_two_concurrent_submissions_naming_one_upload_run_it_once(tmp_path):
         assert refused["param"] == "payload_id" and "already used" in refused["message"]
         ran = [op for op in c.app.state.registry.sessions[sid].ops.values() if op.kind == "forward-backward"]
         assert len(ran) == 1 and store.total == 0
+
+
+def test_unused_upload_urls_are_capped_per_session_and_freed_when_used_or_expired(tmp_path):
+    clock = Clock()
+    with app_client(tmp_path, clock=clock, max_session_uploads=3, payload_ttl=600) as c:
+        registry = c.app.state.registry
+        _, sid = new_session(c)
+        _, other = new_session(c)
+        held = [upload_url(c, sid) for _ in range(3)]
+        err = error_of(c.post(f"/training-sessions/{sid}/payloads/upload-url"), 429)  # one more record, without end
+        assert "max_session_uploads" in err["message"]
+        upload_url(c, other)  # another session's count is its own
+        assert c.put(held[0].upload_url, content=body_of(500)).status_code == 200
+        use(c, sid, held[0].payload_id)  # a used upload frees its place
+        upload_url(c, sid)
+        assert c.post(f"/training-sessions/{sid}/payloads/upload-url").status_code == 429
+        clock.now += 601
+        registry.reap()  # unused ones expire and free theirs
+        assert len([upload_url(c, sid) for _ in range(3)]) == 3
