@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections import Counter
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from rlnb.server.errors import ERROR_RESPONSES, ServerError
@@ -33,7 +36,44 @@ def current_user(
     return "user-" + hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
+REPEATABLE = frozenset({"status"})
+"""Query parameters that take several values (``?status=A&status=B``); any other is given once."""
+
+
+def _declared(dependant: Dependant) -> set[str]:
+    """The query parameters a route (and its dependencies) reads."""
+    names = {f.alias for f in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _declared(sub)
+    return names
+
+
+def single_values(request: Request) -> None:
+    """A query parameter the route does not read, or one given twice, is a 400 naming it, as an unknown body field
+    is: FastAPI ignored the first (a misspelt ``model_resource_id`` filter listed every session) and kept the last
+    value of the second (``limit=1&limit=50`` listed 50; ``force=true&force=false`` did not force)."""
+    route = request.scope.get("route")
+    known = _declared(route.dependant) if isinstance(route, APIRoute) else None
+    counts = Counter(name for name, _ in request.query_params.multi_items())
+    for name, n in counts.items():
+        if known is not None and name not in known:
+            listed = ", ".join(sorted(known)) or "none"
+            raise ServerError(400, f"unknown query parameter {name!r} (this route reads {listed})", param=name)
+        if n > 1 and name not in REPEATABLE:
+            raise ServerError(400, f"query parameter {name!r} is given {n} times: give it once", param=name)
+    keys = request.headers.getlist("idempotency-key")
+    if len(keys) > 1:  # FastAPI joined them into one key, "a, b", that no retry sending "a" would match
+        raise ServerError(400, f"Idempotency-Key is given {len(keys)} times: give one key", param="Idempotency-Key")
+    for name, value in request.query_params.multi_items():
+        if not value.strip():  # `?created_by=` (an unset variable) matched nothing: an empty list, silently
+            raise ServerError(400, f"query parameter {name!r} is empty: give a value or leave it out", param=name)
+
+
 RegistryDep = Annotated[Registry, Depends(get_registry)]
 User = Annotated[str, Depends(current_user)]
-AUTHENTICATED: dict[str, Any] = {"dependencies": [Depends(current_user)], "responses": ERROR_RESPONSES}
-"""``APIRouter(**AUTHENTICATED)``: every route checks the token and declares the error responses."""
+AUTHENTICATED: dict[str, Any] = {
+    "dependencies": [Depends(current_user), Depends(single_values)],
+    "responses": ERROR_RESPONSES,
+}
+"""``APIRouter(**AUTHENTICATED)``: every route checks the token and repeated query parameters, and declares the
+error responses."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rlnb import wire
 from rlnb.server.errors import ServerError, not_found
+from rlnb.server.payloads import PayloadStore
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, page
 from rlnb.server.settings import ServerSettings
 
@@ -29,6 +30,7 @@ class OperationsMixin:
     lock: threading.RLock
     settings: ServerSettings
     checkpoints: dict[str, CheckpointRecord]
+    payloads: PayloadStore
 
     if TYPE_CHECKING:  # provided by Registry
 
@@ -66,8 +68,15 @@ class OperationsMixin:
             return op.env
 
     def submit(
-        self, sid: str, kind: wire.OperationKind, key: str, body: wire._Model | None, fingerprint: str
+        self,
+        sid: str,
+        kind: wire.OperationKind,
+        key: str,
+        body: wire._Model | None,
+        fingerprint: str,
+        payload_id: str | None = None,
     ) -> wire.Operation[Any]:
+        """Queue an operation (or replay the key's); the upload ``body`` was read from is claimed under the lock."""
         with self.lock:
             known = self.replay(sid, kind, key, fingerprint)
             if known is not None:
@@ -85,6 +94,8 @@ class OperationsMixin:
                 return env
             if s.backend is None:
                 raise ServerError(409, f"session {sid} is still being created", param="session_id")
+            if payload_id:
+                self.payloads.claim(sid, payload_id)  # its bytes are in the body now
             first: list[str] = []
             s.backend.submit(kind, body, lambda env: self._record(s, kind, env, first, key, fingerprint))
             s.keys[key] = first[0]  # the backend reported PENDING at once

@@ -60,6 +60,8 @@ class PayloadStore:
         self._held: defaultdict[str, int] = defaultdict(int)
         self.total = 0
         """Uploaded bytes held now, all sessions together."""
+        self._unused: defaultdict[str, int] = defaultdict(int)
+        """Uploads not used yet, per session (``max_session_uploads``)."""
 
     def new_upload(self, session: SessionRecord) -> Payload:
         """A payload to upload to; only an active session takes uploads (409). Under the lock a stop takes
@@ -70,6 +72,13 @@ class PayloadStore:
             if session.status not in wire.SESSION_ACTIVE:
                 why = f"session {session.id} is {session.status}: it takes no uploads"
                 raise ServerError(409, why, param="session_id")
+            cap = self.settings.max_session_uploads
+            if self._unused[session.id] >= cap:
+                raise ServerError(
+                    429, f"session {session.id} holds {cap} upload URLs not used yet (max_session_uploads): submit "
+                    "the operations that use them, or let them expire",
+                )  # fmt: skip
+            self._unused[session.id] += 1
             self._payloads[p.id] = p
         return p
 
@@ -197,13 +206,21 @@ class PayloadStore:
             raise ServerError(400, f"payload {payload_id} must be a JSON object", param="payload_id")
         return obj
 
-    def used(self, payload_id: str) -> None:
-        """An operation was submitted with this upload: free its bytes; it takes no other."""
+    def claim(self, session_id: str, payload_id: str) -> None:
+        """An operation is being submitted with this upload: free its bytes; it takes no other. Called under the
+        lock that queues the operation, so two submissions naming one upload cannot both run it (both read it
+        first, and both used to run)."""
         with self._lock:
-            p = self._payloads.get(payload_id)
-            if p is not None and p.upload:
+            p = self.owned(session_id, payload_id)
+            if p.used:
+                raise ServerError(
+                    409, f"payload {payload_id} was already used by an operation: upload the body again",
+                    param="payload_id",
+                )  # fmt: skip
+            if p.upload:
                 p.used, p.data = True, None
                 self._release(p, p.held)
+                self._forget_unused(p)
 
     # -- dropping --------------------------------------------------------------------------------
 
@@ -226,3 +243,10 @@ class PayloadStore:
         del self._payloads[p.id]
         p.data, p.receiving = None, False
         self._release(p, p.held)
+        if p.upload and not p.used:
+            self._forget_unused(p)
+
+    def _forget_unused(self, p: Payload) -> None:
+        self._unused[p.session_id] -= 1
+        if not self._unused[p.session_id]:
+            del self._unused[p.session_id]

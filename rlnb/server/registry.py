@@ -290,14 +290,17 @@ class Registry(ResourcesMixin, OperationsMixin):
         return wire.SessionList(data=data, meta=meta)
 
     def update_session(self, sid: str, req: wire.UpdateSessionRequest) -> wire.Session:
+        """Apply a PATCH; ``updated_at`` moves only if a field changed (``{}`` or the same name used to move it)."""
         with self.lock:
             s = self.session(sid)
+            before = (s.display_name, s.metadata)
             if req.display_name is not None:
                 s.display_name = req.display_name or None  # an empty string clears it
             if req.metadata is not None:
                 s.metadata = req.metadata
-            s.updated_at = self.now()
-            self._save("session", s.view())
+            if (s.display_name, s.metadata) != before:
+                s.updated_at = self.now()
+                self._save("session", s.view())
             return s.view()
 
     def stop_session(self, sid: str) -> wire.Session:

@@ -88,6 +88,9 @@ class ServerSettings:
     until the operation that names it is submitted, it expires (``payload_ttl``) or its session stops."""
     max_total_payload_bytes: int = 4 << 30
     """Uploaded bytes all sessions together may hold at once (429 past it)."""
+    max_session_uploads: int = 1024
+    """Upload URLs one session may hold unused at once (429 past it): each is kept until it is used, it expires
+    or its session stops, and a loop of ``upload-url`` calls added records without end."""
     body_timeout: int = 300
     """Seconds a request body may take to arrive in full (408 past it, and the connection is closed)."""
     body_idle_timeout: int = 30
@@ -142,6 +145,7 @@ LIMITS = (
     "max_payload_bytes",
     "max_session_payload_bytes",
     "max_total_payload_bytes",
+    "max_session_uploads",
     "body_timeout",
     "body_idle_timeout",
     "max_sample_tokens",

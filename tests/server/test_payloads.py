@@ -4,6 +4,7 @@ takes none; URLs expire, an upload URL takes one body and only uploads, a downlo
 a payload that nests too deeply is a 400. In process (FastAPI TestClient), each limit set small."""
 
 import json
+import threading
 import uuid
 
 import httpx
@@ -155,3 +156,56 @@ def test_a_payload_that_nests_too_deeply_is_a_400(tmp_path, depth):
         deep = b'{"base_model":' + b"[" * depth + b"]" * depth + b"}"
         r = c.post("/model-resources", content=deep, headers={"content-type": "application/json"})
         assert r.status_code == 400, r.text  # an inline body too: FastAPI's parser refuses it
+
+
+def test_two_concurrent_submissions_naming_one_upload_run_it_once(tmp_path):
+    with app_client(tmp_path) as c:
+        store = c.app.state.registry.payloads
+        _, sid = new_session(c)
+        up = upload_url(c, sid)
+        assert c.put(up.upload_url, content=body_of(2_000)).status_code == 200
+        both_read = threading.Barrier(2, timeout=60)
+        read = store.body
+
+        def read_then_wait(session_id: str, payload_id: str) -> dict:
+            obj = read(session_id, payload_id)  # both requests read the upload before either is submitted
+            both_read.wait()
+            return obj
+
+        store.body = read_then_wait
+        answers: list[httpx.Response] = []
+
+        def post(key: str) -> None:
+            body = {**STAND_IN, "payload_id": up.payload_id}
+            path = f"/training-sessions/{sid}/operations/forward-backward"
+            answers.append(c.post(path, json=body, headers={"Idempotency-Key": key}))
+
+        threads = [threading.Thread(target=post, args=(k,)) for k in ("first", "second")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(r.status_code for r in answers) == [200, 409], [r.text for r in answers]
+        refused = next(r for r in answers if r.status_code == 409).json()["error"]
+        assert refused["param"] == "payload_id" and "already used" in refused["message"]
+        ran = [op for op in c.app.state.registry.sessions[sid].ops.values() if op.kind == "forward-backward"]
+        assert len(ran) == 1 and store.total == 0
+
+
+def test_unused_upload_urls_are_capped_per_session_and_freed_when_used_or_expired(tmp_path):
+    clock = Clock()
+    with app_client(tmp_path, clock=clock, max_session_uploads=3, payload_ttl=600) as c:
+        registry = c.app.state.registry
+        _, sid = new_session(c)
+        _, other = new_session(c)
+        held = [upload_url(c, sid) for _ in range(3)]
+        err = error_of(c.post(f"/training-sessions/{sid}/payloads/upload-url"), 429)  # one more record, without end
+        assert "max_session_uploads" in err["message"]
+        upload_url(c, other)  # another session's count is its own
+        assert c.put(held[0].upload_url, content=body_of(500)).status_code == 200
+        use(c, sid, held[0].payload_id)  # a used upload frees its place
+        upload_url(c, sid)
+        assert c.post(f"/training-sessions/{sid}/payloads/upload-url").status_code == 429
+        clock.now += 601
+        registry.reap()  # unused ones expire and free theirs
+        assert len([upload_url(c, sid) for _ in range(3)]) == 3

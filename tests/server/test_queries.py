@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rlnb import wire
-from tests.support.server import app_client, new_session
+from tests.support.server import app_client, new_session, submit
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +49,74 @@ def test_a_checkpoint_operation_refuses_a_body_field_instead_of_ignoring_it(c):
         assert c.post(url, headers={"Idempotency-Key": f"bare-{kind}"}).status_code == 200
         assert c.post(url, json={}, headers={"Idempotency-Key": f"empty-{kind}"}).status_code == 200
     c.post(f"/training-sessions/{sid}/stop")
+
+
+def test_long_poll_params_that_are_not_finite_or_would_be_ignored_are_400s_saying_so(tmp_path):
+    with app_client(tmp_path) as c:
+        _, sid = new_session(c)
+        path = f"/training-sessions/{sid}/operations/optim-step/{submit(c, sid, 'optim-step', {})['id']}"
+        for value in ("nan", "inf", "-inf"):
+            err = c.get(path, params={"wait": value}).json()["error"]
+            assert err["param"] == "wait" and "finite" in err["message"], err  # not "less than or equal to 30"
+        r = c.get(path, params={"seen": wire.OperationStatus.PENDING})  # no wait: it would hold nothing
+        assert r.status_code == 400 and r.json()["error"]["param"] == "seen", r.text
+        assert "only with wait" in r.json()["error"]["message"]
+        assert c.get(path, params={"wait": 0, "seen": wire.OperationStatus.PENDING}).status_code == 200
+
+
+def test_a_query_parameter_given_twice_is_a_400_naming_it_not_the_last_value(tmp_path):
+    with app_client(tmp_path) as c:
+        rid, sid = new_session(c)
+        asked = {
+            "/training-sessions?limit=1&limit=50": "limit",
+            "/model-resources?created_by=me&created_by=someone": "created_by",
+            "/checkpoints?session_id=a&session_id=b": "session_id",
+            f"/model-resources/{rid}/stop?force=true&force=false": "force",
+        }
+        for url, name in asked.items():
+            r = c.request("POST" if url.endswith("false") else "GET", url)
+            assert r.status_code == 400, (url, r.text)
+            assert r.json()["error"]["param"] == name and "given 2 times" in r.json()["error"]["message"]
+        assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING  # not stopped
+        both = c.get("/training-sessions", params=[("status", "TRAINING_SESSION_STATUS_RUNNING")] * 2)
+        assert both.status_code == 200 and [s["id"] for s in both.json()["data"]] == [sid]  # status may repeat
+
+
+def test_an_unknown_query_parameter_is_a_400_naming_it_not_ignored(tmp_path):
+    with app_client(tmp_path) as c:
+        rid, sid = new_session(c)
+        _, other = new_session(c)
+        r = c.get("/training-sessions", params={"model_resource_id": rid})  # misspelt: it listed every session
+        assert r.status_code == 400 and r.json()["error"]["param"] == "model_resource_id", r.text
+        assert "model_resources_id" in r.json()["error"]["message"]  # what the route reads
+        r = c.post(f"/training-sessions/{sid}/stop", params={"force": "true"})  # a session's stop takes none
+        assert r.status_code == 400 and r.json()["error"]["param"] == "force", r.text
+        assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING
+        ids = [s["id"] for s in c.get("/training-sessions", params={"model_resources_id": rid}).json()["data"]]
+        assert ids == [sid]  # the declared ones still work
+
+
+def test_an_empty_filter_is_a_400_naming_it_not_an_empty_list(tmp_path):
+    with app_client(tmp_path) as c:
+        new_session(c)
+        for url, name in {
+            "/training-sessions?model_resources_id=": "model_resources_id",
+            "/training-sessions?created_by=": "created_by",
+            "/model-resources?created_by=%20": "created_by",
+            "/checkpoints?session_id=": "session_id",
+            "/checkpoints?base_model=": "base_model",
+        }.items():
+            r = c.get(url)  # each answered an empty list: no object has an empty id
+            assert r.status_code == 400, (url, r.text)
+            assert r.json()["error"]["param"] == name and "is empty" in r.json()["error"]["message"]
+        assert len(c.get("/training-sessions").json()["data"]) == 1
+
+
+def test_two_idempotency_key_headers_are_a_400_not_one_joined_key(tmp_path):
+    with app_client(tmp_path) as c:
+        _, sid = new_session(c)
+        path = f"/training-sessions/{sid}/operations/optim-step"
+        r = c.post(path, json={}, headers=[("Idempotency-Key", "a"), ("Idempotency-Key", "b")])
+        assert r.status_code == 400 and r.json()["error"]["param"] == "Idempotency-Key", r.text  # ran as key "a, b"
+        assert "given 2 times" in r.json()["error"]["message"]
+        assert c.app.state.registry.sessions[sid].ops == {}  # nothing was queued

@@ -65,3 +65,22 @@ def test_a_sessions_updated_at_moves_with_its_step_policy_checkpoints_and_status
         stopped = wire.Session.model_validate(c.post(f"/training-sessions/{sid}/stop").json())
         assert stopped.status == wire.SessionStatus.STOPPED
         assert stopped.updated_at.timestamp() == at(clock.now)
+
+
+def test_a_patch_that_changes_nothing_leaves_updated_at(tmp_path):
+    clock = Clock()
+    with app_client(tmp_path, clock=clock) as c:
+        _, sid = new_session(c)
+
+        def patched(body: dict) -> wire.Session:
+            clock.now += 10
+            r = c.patch(f"/training-sessions/{sid}", json=body)
+            assert r.status_code == 200, r.text
+            return wire.Session.model_validate(r.json())
+
+        created = patched({}).updated_at.timestamp()  # nothing asked, nothing changed
+        assert patched({"display_name": None, "metadata": None}).updated_at.timestamp() == created
+        named = patched({"display_name": "run"})
+        assert named.display_name == "run" and named.updated_at.timestamp() == at(clock.now)
+        assert patched({"display_name": "run"}).updated_at == named.updated_at  # the same name again
+        assert patched({"display_name": ""}).updated_at.timestamp() == at(clock.now)  # cleared: a change

@@ -40,6 +40,7 @@ Wait = Annotated[
     Query(
         ge=0,
         le=MAX_WAIT,
+        allow_inf_nan=False,  # NaN was refused as "less than or equal to 30"
         description="rlnb extension: hold the answer up to this many seconds until the status changes",
     ),
 ]
@@ -98,9 +99,7 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
             if body is not None:
                 check_known(body)
                 check_operation(registry.settings, kind, body)
-            known = registry.submit(session_id, kind, key, body, signed)
-            if payload_id:
-                registry.payloads.used(payload_id)  # its bytes are in the queued body now
+            known = registry.submit(session_id, kind, key, body, signed, payload_id)
         return JSONResponse(known.model_dump(mode="json"))
 
     if request_type is None:
@@ -127,6 +126,8 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
         session_id: str, operation_id: str, registry: RegistryDep, wait: Wait = None, seen: Seen = None
     ) -> Any:
         op = registry.operation(session_id, kind, operation_id)
+        if seen is not None and wait is None:  # it would be ignored: the caller expects to be held
+            raise ServerError(400, "seen applies only with wait (seconds to hold the answer)", param="seen")
         env = await registry.wait_for_change(op, seen, wait) if wait else op.env
         return JSONResponse(served(registry, session_id, op, env))
 
