@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from rlnb.errors import RlnbError
+from rlnb.history.store import check_run_id
 
 Scalar = bool | int | float | str
 FLUSH_INTERVAL = 1.0
@@ -81,11 +82,19 @@ class RunInfo:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], path: Path | None = None) -> RunInfo:
         """The run's name, group, flattened config and tags, from a History's ``config`` (and its folder)."""
-        run_id = str(config.get("run_id") or "rlnb-run")
-        group = config.get("sweep")
+        run_id = _folder_name(config.get("run_id")) or _folder_name(path.name if path else None) or "rlnb-run"
+        group = _folder_name(config.get("sweep"))  # a hand-edited config's "../x" would lead TensorBoard out of logdir
         name = f"{group}/{run_id}" if group else run_id
         tags = {"rlnb.run_id": run_id} | ({"rlnb.run_path": str(path)} if path else {})
         return cls(name, str(group) if group else None, flatten(config), str(path) if path else None, tags)
+
+
+def _folder_name(value: object) -> str | None:
+    """``value`` if it is one plain folder name (a run id, a sweep folder's name), else None."""
+    try:
+        return check_run_id(value)
+    except ValueError:
+        return None
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:

@@ -610,3 +610,11 @@ def test_export_to_what_is_no_sink_names_it(tmp_path, sink):
     said = f"export takes one sink, such as rlnb.sinks.TensorBoard.*got {type(given).__name__}"
     with pytest.raises(TypeError, match=said):
         rlnb.export(tmp_path / "r", given)
+
+
+def test_a_damaged_configs_run_id_or_sweep_never_leads_a_sink_out_of_its_folder(tmp_path):
+    run = tmp_path / "runs" / "20260101-000000-abc123"
+    info = RunInfo.from_config({"run_id": "../../../escaped", "sweep": "../x"}, run)
+    assert (info.name, info.group) == ("20260101-000000-abc123", None)  # the folder's own name
+    assert RunInfo.from_config({"run_id": "/etc", "sweep": "s1"}).name == "s1/rlnb-run"
+    assert RunInfo.from_config({"run_id": "r1", "sweep": "s1"}).name == "s1/r1"
