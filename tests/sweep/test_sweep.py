@@ -939,3 +939,15 @@ def test_a_relative_sweep_folder_is_absolute_and_survives_a_change_of_folder(tmp
     assert len(histories(first)) == 1  # read from where they are, not from ./sweeps under the new folder
     again = sweep(BASE, grid(learning_rate=[1e-3]), steps=1, resume=str(folder), progress=False)
     assert list(again.status) == ["COMPLETED"]
+
+
+@pytest.mark.parametrize("text", ["", '{"search": nu', "[1, 2]", "null", "\xff"])
+def test_a_damaged_sweep_json_is_refused_naming_the_file(tmp_path, text):
+    """sweep.json cut short (a sweep killed while writing it) ended a resume with a bare JSONDecodeError naming no
+    file; a list resumed comparing nothing, ``null`` raised ``TypeError: argument of type 'NoneType'``."""
+    folder = tmp_path / "sweep-x"
+    folder.mkdir()
+    (folder / "sweep.json").write_bytes(text.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"resume: .*sweep\.json (is damaged|is not a sweep's settings)"):
+        sweep(BASE, grid(learning_rate=[1e-3]), steps=1, resume=folder, progress=False)
+    assert not (folder / "trials.jsonl").exists()
