@@ -951,3 +951,15 @@ def test_a_damaged_sweep_json_is_refused_naming_the_file(tmp_path, text):
     with pytest.raises(ValueError, match=r"resume: .*sweep\.json (is damaged|is not a sweep's settings)"):
         sweep(BASE, grid(learning_rate=[1e-3]), steps=1, resume=folder, progress=False)
     assert not (folder / "trials.jsonl").exists()
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"runs_dir": 5}, r"runs_dir must be a path \(str or os.PathLike\), got int: 5"),  # a TypeError naming nothing
+    ({"resume": 5}, r"resume must be a path"),
+    ({"stop": "yes"}, r"stop must be None or a threading.Event"),  # AttributeError after the folder was made
+])
+def test_a_bad_runs_dir_resume_or_stop_is_refused_before_the_folder(tmp_path, monkeypatch, kwargs, match):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeError, match=match):
+        sweep(BASE, grid(learning_rate=[1e-3]), steps=1, progress=False, **kwargs)
+    assert not list(tmp_path.iterdir())
