@@ -178,7 +178,12 @@ def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str
     if not rows_path.exists():
         return []
     rows = []
-    for n, line in enumerate(rows_path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, raw in enumerate(rows_path.read_bytes().splitlines(), 1):
+        try:  # a line edited by hand in another encoding ended the resume with a bare UnicodeDecodeError
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            warnings.warn(f"{rows_path} line {n} is not UTF-8 text; skipped: {raw[:80]!r}", stacklevel=3)
+            continue
         try:
             row = json.loads(line)
         except ValueError:

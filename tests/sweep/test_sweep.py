@@ -487,10 +487,13 @@ def test_a_hand_edited_trials_file_is_resumed_with_its_bad_lines_skipped(tmp_pat
     folder = Path(first.attrs["path"])
     with open(folder / "trials.jsonl", "a") as fh:
         fh.write('{"trial": 5}\n[1, 2]\n{"trial": true, "status": "COMPLETED"}\n')
+    with open(folder / "trials.jsonl", "ab") as fb:  # saved in Latin-1: a bare UnicodeDecodeError ended the resume
+        fb.write(b'{"trial": 0, "status": "COMPLETED", "label": "caf\xe9"}\n')
     with pytest.warns(UserWarning) as caught:
         again = sweep(BASE, configs, steps=1, resume=folder, progress=False)
     skipped = [str(w.message) for w in caught if "is not a trial's row" in str(w.message)]
     assert [m.split(" line ")[1].split()[0] for m in skipped] == ["3", "4", "5"]
+    assert any("line 6 is not UTF-8 text; skipped" in str(w.message) for w in caught)
     assert list(again.trial) == [0, 1] and (again.status == "COMPLETED").all()
     assert list(again.run_path) == list(first.run_path)  # nothing ran again
 
