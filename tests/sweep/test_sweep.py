@@ -966,3 +966,12 @@ def test_a_bad_runs_dir_resume_or_stop_is_refused_before_the_folder(tmp_path, mo
     with pytest.raises(TypeError, match=match):
         sweep(BASE, grid(learning_rate=[1e-3]), steps=1, progress=False, **kwargs)
     assert not list(tmp_path.iterdir())
+
+
+def test_an_enormous_grid_or_random_search_is_refused_before_it_is_built():
+    """``grid`` of three 1000-value axes built 10**9 dicts (memory filled); ``random_search(10**9)`` drew for ever."""
+    with pytest.raises(ValueError, match=r"grid has 120000 configs \(a 200 x b 200 x c 3\): at most 10000"):
+        grid(a=range(200), b=range(200), c=range(3))
+    with pytest.raises(ValueError, match=r"n must be an integer in \[1, 10000\], got 10001"):
+        random_search(10_001, learning_rate=(1e-5, 1e-1, "log"))
+    assert len(grid(learning_rate=list(range(1, 101)), beta1=[0.5 + i / 1000 for i in range(100)])) == 10_000
