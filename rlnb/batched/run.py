@@ -25,7 +25,7 @@ Which trials qualify: ``why_not_batched``. The step loop is ``rlnb.batched.ensem
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -116,11 +116,17 @@ def run_batched(
         use.close()
 
 
-def _check(model: str, optimizer: str, members: Sequence[Member], steps: int) -> tuple[int, list[Member]]:
+def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) -> tuple[int, list[Member]]:
     """``steps`` and the members, with plain int seeds, once everything is checked."""
     if not (isinstance(model, str) and model in SIZES):
         raise ValueError(f"model must be a built-in model ({' / '.join(SIZES)}), got {model!r}")
     wire.optimizer_kind(optimizer)
+    if isinstance(members, Member) or not isinstance(members, Iterable):
+        raise TypeError(f"members must be a list of Member objects, got {type(members).__name__}")
+    members = list(members)  # a generator was read by the run-id check, leaving no member: IndexError
+    wrong = next((i for i, m in enumerate(members) if not isinstance(m, Member)), None)
+    if wrong is not None:
+        raise TypeError(f"members[{wrong}] must be a Member(params, seed), got {type(members[wrong]).__name__}")
     if not members:
         raise ValueError("members is empty: an ensemble needs at least one trial")
     steps = check_int("steps", steps, 0)
@@ -134,6 +140,8 @@ def _check(model: str, optimizer: str, members: Sequence[Member], steps: int) ->
         if not callable(m.params) and not isinstance(m.params, expected):
             raise ValueError(f"members[{i}].params must be {expected.__name__} (optimizer={optimizer!r}), "
                              f"or a function of the step returning one; got {type(m.params).__name__}")
+        if not isinstance(m.annotations, Mapping):  # None: "'NoneType' object is not a mapping", naming no member
+            raise TypeError(f"members[{i}].annotations must be a dict of config fields, got {m.annotations!r}")
         checked.append(replace(m, seed=check_int(f"members[{i}].seed", m.seed, lowest, highest)))
     return steps, checked
 

@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import json
 import math
+import re
 import threading
 import warnings
 from abc import ABC, abstractmethod
@@ -21,11 +22,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from rlnb._secrets import redact
 from rlnb.errors import RlnbError
+from rlnb.history.store import check_run_id
 
 Scalar = bool | int | float | str
 FLUSH_INTERVAL = 1.0
 """Seconds a sink's thread gathers points before writing them as one batch."""
+
+
+_PASSWORD = re.compile(r"(\b[a-zA-Z][\w+.-]*://[^/\s:@]*:)[^@\s/]*@")
+
+
+def scrub(text: str) -> str:
+    """``text`` without secrets: a URL's password (``http://bob:***@host``: MLflow's errors quote its tracking URI
+    whole) and every key rlnb knows (``rlnb._secrets``)."""
+    return redact(_PASSWORD.sub(r"\1***@", text))
+
+
+def scrubbed(exc: BaseException) -> BaseException:
+    """``exc``, or a stand-in with its text scrubbed when that text held a secret (it is kept, shown and chained)."""
+    text = str(exc)
+    if scrub(text) == text:
+        return exc
+    return RuntimeError(f"{type(exc).__name__}: {scrub(text)}")
 
 
 class SinkWarning(RuntimeWarning):
@@ -81,11 +101,19 @@ class RunInfo:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], path: Path | None = None) -> RunInfo:
         """The run's name, group, flattened config and tags, from a History's ``config`` (and its folder)."""
-        run_id = str(config.get("run_id") or "rlnb-run")
-        group = config.get("sweep")
+        run_id = _folder_name(config.get("run_id")) or _folder_name(path.name if path else None) or "rlnb-run"
+        group = _folder_name(config.get("sweep"))  # a hand-edited config's "../x" would lead TensorBoard out of logdir
         name = f"{group}/{run_id}" if group else run_id
         tags = {"rlnb.run_id": run_id} | ({"rlnb.run_path": str(path)} if path else {})
         return cls(name, str(group) if group else None, flatten(config), str(path) if path else None, tags)
+
+
+def _folder_name(value: object) -> str | None:
+    """``value`` if it is one plain folder name (a run id, a sweep folder's name), else None."""
+    try:
+        return check_run_id(value)
+    except ValueError:
+        return None
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:
@@ -167,10 +195,10 @@ class Sink(ABC):
         with self._lock:
             if self.error is not None:
                 return
-            self.error = exc
+            self.error = exc = scrubbed(exc)  # MLflow's error quoted http://user:password@host
         where = f" while writing run {run}" if run else ""
         warnings.warn(
-            f"rlnb.sinks.{type(self).__name__} dropped{where}: {type(exc).__name__}: {exc}. "
+            f"rlnb.sinks.{type(self).__name__} dropped{where}: {type(exc).__name__}: {scrub(str(exc))}. "
             "Training and the rlnb run store carry on.",
             SinkWarning,
             stacklevel=2,

@@ -22,7 +22,7 @@ from typing import Any
 from rlnb import _exit
 from rlnb.history import History, Record
 from rlnb.history.runconfig import is_time
-from rlnb.sinks.base import RunInfo, Sink, SinkError, SinkWarning, Writer
+from rlnb.sinks.base import RunInfo, Sink, SinkError, SinkWarning, Writer, scrubbed
 from rlnb.sinks.points import Item, Steps, logged, merge, replay
 from rlnb.sinks.process import Lease, stop_all
 
@@ -213,7 +213,8 @@ def export(run: History | str | Path, sink: Sink) -> None:
             writer.write(points, failures)
         writer.close()
     except Exception as exc:
-        raise SinkError(f"could not export run {info.name} to {sink!r}: {type(exc).__name__}: {exc}") from exc
+        safe = scrubbed(exc)  # its text, and the chained cause, without a tracking URI's password
+        raise SinkError(f"could not export run {info.name} to {sink!r}: {type(safe).__name__}: {safe}") from safe
     finally:
         if lease is not None:
             lease.release()

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb._options import take
+from rlnb._options import take, user_path
 from rlnb.history import default_runs_dir
 from rlnb.params import OptimizerParams
 
@@ -105,6 +105,7 @@ def sweep(
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
     check_connect_options(options, trial.target)
+    _check_args(runs_dir, resume, stop)
     configs = config_list(configs)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
     # absolute: a relative folder read after a %cd would be another one (trial runs, resume=trials.attrs["path"])
@@ -140,6 +141,16 @@ def sweep(
             for ex in run.executors.values():
                 ex.close()
         return table(previous + run.rows, folder, trial.objective, source.superseded())
+
+
+def _check_args(runs_dir: object, resume: object, stop: object) -> None:
+    """Before the folder: ``runs_dir=5`` was a ``TypeError`` naming no argument, ``stop="yes"`` an ``AttributeError``
+    after the sweep folder was made."""
+    for name, value in (("runs_dir", runs_dir), ("resume", resume)):
+        if value is not None:
+            user_path(name, value)
+    if stop is not None and not (callable(getattr(stop, "set", None)) and callable(getattr(stop, "is_set", None))):
+        raise TypeError(f"stop must be None or a threading.Event (set it to stop the sweep), got {stop!r}"[:300])
 
 
 def _trials(

@@ -162,7 +162,13 @@ def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str
     if not resume:
         path.write_text(json.dumps(settings, indent=2, default=str))
         return []
-    stored = json.loads(path.read_text())
+    try:  # a sweep killed while writing it left it empty or cut short: a bare JSONDecodeError named no file
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"resume: {path} is damaged ({exc}); it records the sweep's arguments, so this folder "
+                         "cannot be resumed: start a new sweep") from exc  # fmt: skip
+    if not isinstance(stored, dict):  # a list or null: `k in stored` compared nothing, or raised a TypeError
+        raise ValueError(f"resume: {path} is not a sweep's settings (a JSON object), got {type(stored).__name__}")
     now = json.loads(json.dumps(settings, default=str))
     # a key the stored settings lack was not recorded by the rlnb that made the folder: nothing to compare
     changed = [f"{k}: {now[k]!r} (the sweep used {stored[k]!r})" for k in now if k in stored and now[k] != stored[k]]
@@ -172,7 +178,12 @@ def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str
     if not rows_path.exists():
         return []
     rows = []
-    for n, line in enumerate(rows_path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, raw in enumerate(rows_path.read_bytes().splitlines(), 1):
+        try:  # a line edited by hand in another encoding ended the resume with a bare UnicodeDecodeError
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            warnings.warn(f"{rows_path} line {n} is not UTF-8 text; skipped: {raw[:80]!r}", stacklevel=3)
+            continue
         try:
             row = json.loads(line)
         except ValueError:

@@ -68,12 +68,29 @@ def check_search(dims: Mapping[str, Dimension], n_trials: int | None, sampler: A
         raise ValueError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler, got {sampler!r}")
     if isinstance(pruner, str) and pruner not in PRUNERS:
         raise ValueError(f"pruner must be 'median', 'asha', None or an Optuna pruner, got {pruner!r}")
+    _check_objects(sampler, pruner)
     if sampler == "grid":
         grid_values(dims)  # raises for a Float range
     elif n_trials is None:
         raise ValueError("search='optuna' needs n_trials (only sampler='grid' knows its own size)")
     if n_trials is not None:
         n_trials = check_int("n_trials", n_trials, 1)
+
+
+def _check_objects(sampler: Any, pruner: Any) -> None:
+    """A sampler or pruner given as an object is Optuna's: ``sampler=5`` raised an ``AttributeError`` after the sweep
+    folder was made, ``pruner=5`` FAILED every trial (``'int' object has no attribute 'prune'``)."""
+    if isinstance(sampler, str) and (pruner is None or isinstance(pruner, str)):
+        return
+    import optuna
+
+    if not isinstance(sampler, str | optuna.samplers.BaseSampler):
+        raise TypeError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler (optuna.samplers.*), "
+                        f"got {sampler!r}")  # fmt: skip
+    if isinstance(sampler, optuna.samplers.GridSampler):
+        raise ValueError("use sampler='grid' (a GridSampler object stops the study from tell(), outside optimize())")
+    if not (pruner is None or isinstance(pruner, str | optuna.pruners.BasePruner)):
+        raise TypeError(f"pruner must be 'median', 'asha', None or an Optuna pruner (optuna.pruners.*), got {pruner!r}")
 
 
 def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension], seed: int = SAMPLER_SEED) -> Any:

@@ -127,6 +127,11 @@ def sample(dims: Mapping[str, Dimension], rng: random.Random) -> dict[str, Any]:
     return config
 
 
+MAX_CONFIGS = 10_000
+"""The most configs ``grid`` and ``random_search`` make (as ``sampler='grid'`` runs at most 10,000 points): each is
+a trial, and a list far longer is a mistake that fills memory (a grid) or draws for ever (each draw is compared)."""
+
+
 def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
     """Every combination: ``grid(learning_rate=[1e-3, 1e-2], momentum=[0.9, 0.95])`` → 4 configs."""
     for name, values in axes.items():  # a string is a collection too: "0.001" made 5 configs, one per character
@@ -135,6 +140,11 @@ def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
     empty = [name for name, values in axes.items() if not len(values)]
     if empty:  # an empty axis would make an empty grid: a sweep of nothing, silently
         raise ValueError(f"grid: {', '.join(empty)} has no values (give at least one per field)")
+    size = math.prod(len(values) for values in axes.values())
+    if size > MAX_CONFIGS:  # grid(a=range(1000), b=range(1000), c=range(1000)) built 10**9 dicts, filling memory
+        each = " x ".join(f"{name} {len(values)}" for name, values in axes.items())
+        raise ValueError(f"grid has {size} configs ({each}): at most {MAX_CONFIGS}, each a trial; use fewer values "
+                         "or random_search(n, ...)")  # fmt: skip
     for name, values in axes.items():
         check_once(f"grid: {name}", list(values))
     names = list(axes)
@@ -146,7 +156,7 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
     """``n`` distinct configs drawn from ``space`` (dimensions or shorthands, see the module docstring). A draw
     that repeats an earlier one is drawn again: the same config twice ran as two trials that ``summarize``
     counted as seeds in perfect agreement (likely on a space of a few choices or integers)."""
-    n = check_int("n", n, 1)  # 2.5 was range()'s bare TypeError, -1 an empty list, True one config
+    n = check_int("n", n, 1, MAX_CONFIGS)  # 2.5: range()'s bare TypeError, -1 [], True 1; 10**9 drew for ever
     if not is_integer(seed):  # np.int64 was random's bare TypeError
         raise ValueError(f"random_search: seed must be an integer, got {seed!r}")
     dims = {name: dimension(name, spec) for name, spec in space.items()}

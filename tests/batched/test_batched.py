@@ -380,6 +380,17 @@ def test_which_trials_can_be_batched_and_bad_input():
         args = {"model": "tiny", "optimizer": "adam", "members": one, "steps": 1, "device": "cpu", **kwargs}
         with pytest.raises(ValueError, match=match):
             run_batched(args.pop("model"), args.pop("optimizer"), args.pop("members"), **args)
+    for members, match in [  # a generator was read by the run-id check: IndexError: list index out of range
+        ((Member(rlnb.AdamParams(), seed=s) for s in range(2)), None),
+        (one[0], "members must be a list of Member objects, got Member"),
+        ([rlnb.AdamParams()], r"members\[0\] must be a Member\(params, seed\), got AdamParams"),
+        ([Member(rlnb.AdamParams(), annotations=None)], r"members\[0\].annotations must be a dict"),  # type: ignore[arg-type]
+    ]:
+        if match is None:
+            assert [r.status for r in run_batched("tiny", "adam", members, steps=0, device="cpu")] == ["COMPLETED"] * 2
+        else:
+            with pytest.raises(TypeError, match=match):
+                run_batched("tiny", "adam", members, steps=1, device="cpu")
     with pytest.raises(TypeError, match=r"run_batched\(\) got unexpected keyword argument\(s\): temprature"):
         run_batched("tiny", "adam", one, steps=1, temprature=0.5)  # a misspelt option is not ignored
 

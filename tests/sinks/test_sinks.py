@@ -610,3 +610,29 @@ def test_export_to_what_is_no_sink_names_it(tmp_path, sink):
     said = f"export takes one sink, such as rlnb.sinks.TensorBoard.*got {type(given).__name__}"
     with pytest.raises(TypeError, match=said):
         rlnb.export(tmp_path / "r", given)
+
+
+def test_a_damaged_configs_run_id_or_sweep_never_leads_a_sink_out_of_its_folder(tmp_path):
+    run = tmp_path / "runs" / "20260101-000000-abc123"
+    info = RunInfo.from_config({"run_id": "../../../escaped", "sweep": "../x"}, run)
+    assert (info.name, info.group) == ("20260101-000000-abc123", None)  # the folder's own name
+    assert RunInfo.from_config({"run_id": "/etc", "sweep": "s1"}).name == "s1/rlnb-run"
+    assert RunInfo.from_config({"run_id": "r1", "sweep": "s1"}).name == "s1/r1"
+
+
+def test_a_sink_error_quoting_a_tracking_uris_password_never_shows_it(tmp_path):
+    """MLflow's error quotes its tracking URI whole: ``MLflow("http://bob:<password>@host")`` on a server that is down
+    put the password in the SinkWarning, the sink's repr and ``export``'s SinkError and its chained cause."""
+    uri_error = RuntimeError("API request to http://bob:hunter2secret@127.0.0.1:1/api failed: refused")
+    with rlnb.connect("local", device="cpu", runs_dir=tmp_path) as session:
+        session.forward_backward(CE)
+        session.optim_step().result()
+    with pytest.raises(sinks.SinkError) as raised:
+        rlnb.export(session.history, Flaky(1, uri_error))
+    shown = [str(raised.value), repr(raised.value.__cause__)]
+    live = Flaky(1, uri_error, interval=0)
+    with pytest.warns(sinks.SinkWarning) as caught, rlnb.connect("local", device="cpu", sinks=[live]) as session:
+        session.forward_backward(CE)
+        session.optim_step().result()
+    shown += [str(w.message) for w in caught] + [repr(live), repr(live.error)]
+    assert all("hunter2secret" not in s and "http://bob:***@127.0.0.1:1/api" in s for s in shown), shown

@@ -86,7 +86,7 @@ def test_a_column_the_trials_lack_is_named():
         search_plot(trials, x="weight_decay", y="reward")
     assert len(search_plot(trials, x="weight_decay").collections) == 2  # the completed trials and the best
     for n in (2.5, -1, True):
-        with pytest.raises(ValueError, match=f"n must be an integer >= 1, got {n}"):
+        with pytest.raises(ValueError, match=rf"n must be an integer in \[1, 10000\], got {n}"):
             random_search(n, learning_rate=(1e-4, 1e-2))
 
 

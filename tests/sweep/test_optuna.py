@@ -74,6 +74,11 @@ def test_space_of_floats_ints_and_choices_reaches_the_params(tmp_path):
         ({"learning_rate": Int(1, 10**9)}, {"sampler": "grid"}, ValueError, r"1000000000 points .*at most 10000"),
         ({"learning_rate": [1e-3, 0.001]}, {"sampler": "grid"}, ValueError,
          r"space\['learning_rate'\] lists 0.001 more than once"),  # the grid ran that point twice
+        # an object not Optuna's: AttributeError after the folder was made / every trial FAILED
+        ({"learning_rate": (1e-4, 1e-2)}, {"sampler": 5}, TypeError, r"sampler must be .* Optuna sampler.*got 5"),
+        ({"learning_rate": (1e-4, 1e-2)}, {"pruner": 5}, TypeError, r"pruner must be .* Optuna pruner.*got 5"),
+        ({"learning_rate": [1e-4, 1e-2]}, {"sampler": optuna.samplers.GridSampler({"learning_rate": [1e-4]})},
+         ValueError, "use sampler='grid'"),
     ],
 )
 def test_bad_spaces_are_refused_naming_the_field(tmp_path, space, kwargs, error, words):

@@ -487,10 +487,13 @@ def test_a_hand_edited_trials_file_is_resumed_with_its_bad_lines_skipped(tmp_pat
     folder = Path(first.attrs["path"])
     with open(folder / "trials.jsonl", "a") as fh:
         fh.write('{"trial": 5}\n[1, 2]\n{"trial": true, "status": "COMPLETED"}\n')
+    with open(folder / "trials.jsonl", "ab") as fb:  # saved in Latin-1: a bare UnicodeDecodeError ended the resume
+        fb.write(b'{"trial": 0, "status": "COMPLETED", "label": "caf\xe9"}\n')
     with pytest.warns(UserWarning) as caught:
         again = sweep(BASE, configs, steps=1, resume=folder, progress=False)
     skipped = [str(w.message) for w in caught if "is not a trial's row" in str(w.message)]
     assert [m.split(" line ")[1].split()[0] for m in skipped] == ["3", "4", "5"]
+    assert any("line 6 is not UTF-8 text; skipped" in str(w.message) for w in caught)
     assert list(again.trial) == [0, 1] and (again.status == "COMPLETED").all()
     assert list(again.run_path) == list(first.run_path)  # nothing ran again
 
@@ -939,3 +942,36 @@ def test_a_relative_sweep_folder_is_absolute_and_survives_a_change_of_folder(tmp
     assert len(histories(first)) == 1  # read from where they are, not from ./sweeps under the new folder
     again = sweep(BASE, grid(learning_rate=[1e-3]), steps=1, resume=str(folder), progress=False)
     assert list(again.status) == ["COMPLETED"]
+
+
+@pytest.mark.parametrize("text", ["", '{"search": nu', "[1, 2]", "null", "\xff"])
+def test_a_damaged_sweep_json_is_refused_naming_the_file(tmp_path, text):
+    """sweep.json cut short (a sweep killed while writing it) ended a resume with a bare JSONDecodeError naming no
+    file; a list resumed comparing nothing, ``null`` raised ``TypeError: argument of type 'NoneType'``."""
+    folder = tmp_path / "sweep-x"
+    folder.mkdir()
+    (folder / "sweep.json").write_bytes(text.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"resume: .*sweep\.json (is damaged|is not a sweep's settings)"):
+        sweep(BASE, grid(learning_rate=[1e-3]), steps=1, resume=folder, progress=False)
+    assert not (folder / "trials.jsonl").exists()
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"runs_dir": 5}, r"runs_dir must be a path \(str or os.PathLike\), got int: 5"),  # a TypeError naming nothing
+    ({"resume": 5}, r"resume must be a path"),
+    ({"stop": "yes"}, r"stop must be None or a threading.Event"),  # AttributeError after the folder was made
+])
+def test_a_bad_runs_dir_resume_or_stop_is_refused_before_the_folder(tmp_path, monkeypatch, kwargs, match):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeError, match=match):
+        sweep(BASE, grid(learning_rate=[1e-3]), steps=1, progress=False, **kwargs)
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_enormous_grid_or_random_search_is_refused_before_it_is_built():
+    """``grid`` of three 1000-value axes built 10**9 dicts (memory filled); ``random_search(10**9)`` drew for ever."""
+    with pytest.raises(ValueError, match=r"grid has 120000 configs \(a 200 x b 200 x c 3\): at most 10000"):
+        grid(a=range(200), b=range(200), c=range(3))
+    with pytest.raises(ValueError, match=r"n must be an integer in \[1, 10000\], got 10001"):
+        random_search(10_001, learning_rate=(1e-5, 1e-1, "log"))
+    assert len(grid(learning_rate=list(range(1, 101)), beta1=[0.5 + i / 1000 for i in range(100)])) == 10_000
