@@ -105,7 +105,7 @@ def sweep(
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
     check_connect_options(options, trial.target)
-    _check_args(runs_dir, resume, stop)
+    _check_args(runs_dir, resume, stop, progress)
     configs = config_list(configs)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
     # absolute: a relative folder read after a %cd would be another one (trial runs, resume=trials.attrs["path"])
@@ -143,14 +143,16 @@ def sweep(
         return table(previous + run.rows, folder, trial.objective, source.superseded())
 
 
-def _check_args(runs_dir: object, resume: object, stop: object) -> None:
+def _check_args(runs_dir: object, resume: object, stop: object, progress: object) -> None:
     """Before the folder: ``runs_dir=5`` was a ``TypeError`` naming no argument, ``stop="yes"`` an ``AttributeError``
-    after the sweep folder was made."""
+    after the sweep folder was made, ``progress=5`` (or ``"no"``) a progress bar."""
     for name, value in (("runs_dir", runs_dir), ("resume", resume)):
         if value is not None:
             user_path(name, value)
     if stop is not None and not (callable(getattr(stop, "set", None)) and callable(getattr(stop, "is_set", None))):
         raise TypeError(f"stop must be None or a threading.Event (set it to stop the sweep), got {stop!r}"[:300])
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):  # None: no bar, as False
+        raise TypeError(f"progress must be True, False or a function (done, total, row), got {progress!r}"[:300])
 
 
 def _trials(

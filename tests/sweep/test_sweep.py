@@ -960,11 +960,13 @@ def test_a_damaged_sweep_json_is_refused_naming_the_file(tmp_path, text):
     ({"runs_dir": 5}, r"runs_dir must be a path \(str or os.PathLike\), got int: 5"),  # a TypeError naming nothing
     ({"resume": 5}, r"resume must be a path"),
     ({"stop": "yes"}, r"stop must be None or a threading.Event"),  # AttributeError after the folder was made
+    ({"progress": 5}, r"progress must be True, False or a function .*got 5"),  # a progress bar
+    ({"progress": "no"}, r"progress must be True, False or a function .*got 'no'"),  # a progress bar too
 ])
 def test_a_bad_runs_dir_resume_or_stop_is_refused_before_the_folder(tmp_path, monkeypatch, kwargs, match):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(TypeError, match=match):
-        sweep(BASE, grid(learning_rate=[1e-3]), steps=1, progress=False, **kwargs)
+        sweep(BASE, grid(learning_rate=[1e-3]), steps=1, **{"progress": False, **kwargs})
     assert not list(tmp_path.iterdir())
 
 
