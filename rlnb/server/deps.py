@@ -48,12 +48,23 @@ def _declared(dependant: Dependant) -> set[str]:
     return names
 
 
-def single_values(request: Request) -> None:
-    """A query parameter the route does not read, or one given twice, is a 400 naming it, as an unknown body field
-    is: FastAPI ignored the first (a misspelt ``model_resource_id`` filter listed every session) and kept the last
-    value of the second (``limit=1&limit=50`` listed 50; ``force=true&force=false`` did not force)."""
+def _route_params(route: APIRoute) -> frozenset[str]:
+    """``_declared`` once per route, kept on the route (which cannot be a dict key), not worked out per request."""
+    known: frozenset[str] | None = getattr(route, "_rlnb_query", None)
+    if known is None:
+        known = frozenset(_declared(route.dependant))
+        route._rlnb_query = known  # type: ignore[attr-defined]
+    return known
+
+
+def check_request(request: Request) -> None:
+    """A query parameter the route does not read, one given twice or one left empty, and two Idempotency-Key headers,
+    are each a 400 naming it, as an unknown body field is. FastAPI ignored the first (a misspelt ``model_resource_id``
+    filter listed every session), kept the last value of the second (``limit=1&limit=50`` listed 50), matched
+    nothing with the third (``?created_by=``, an unset variable: an empty list) and joined the headers into one key,
+    ``"a, b"``, that no retry sending ``a`` would match."""
     route = request.scope.get("route")
-    known = _declared(route.dependant) if isinstance(route, APIRoute) else None
+    known = _route_params(route) if isinstance(route, APIRoute) else None
     counts = Counter(name for name, _ in request.query_params.multi_items())
     for name, n in counts.items():
         if known is not None and name not in known:
@@ -62,18 +73,18 @@ def single_values(request: Request) -> None:
         if n > 1 and name not in REPEATABLE:
             raise ServerError(400, f"query parameter {name!r} is given {n} times: give it once", param=name)
     keys = request.headers.getlist("idempotency-key")
-    if len(keys) > 1:  # FastAPI joined them into one key, "a, b", that no retry sending "a" would match
+    if len(keys) > 1:
         raise ServerError(400, f"Idempotency-Key is given {len(keys)} times: give one key", param="Idempotency-Key")
     for name, value in request.query_params.multi_items():
-        if not value.strip():  # `?created_by=` (an unset variable) matched nothing: an empty list, silently
+        if not value.strip():
             raise ServerError(400, f"query parameter {name!r} is empty: give a value or leave it out", param=name)
 
 
 RegistryDep = Annotated[Registry, Depends(get_registry)]
 User = Annotated[str, Depends(current_user)]
 AUTHENTICATED: dict[str, Any] = {
-    "dependencies": [Depends(current_user), Depends(single_values)],
+    "dependencies": [Depends(current_user), Depends(check_request)],
     "responses": ERROR_RESPONSES,
 }
-"""``APIRouter(**AUTHENTICATED)``: every route checks the token and repeated query parameters, and declares the
+"""``APIRouter(**AUTHENTICATED)``: every route checks the token and the query (``check_request``), and declares the
 error responses."""
