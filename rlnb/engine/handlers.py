@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -68,8 +67,8 @@ class Engine:
 
 def run(engine: Engine, kind: wire.OperationKind, body: Any, cancelled: threading.Event) -> Any:
     """The worker's entry point: one operation of ``kind``."""
-    if engine.op_delay:
-        time.sleep(engine.op_delay)
+    if engine.op_delay:  # simulated compute, which a stop ends at once; the operation's own work still runs
+        cancelled.wait(engine.op_delay)
     out = HANDLERS[kind](engine, body, cancelled)
     if kind in wire.CHANGES_SESSION:
         engine.changed_at = datetime.now(UTC)

@@ -386,6 +386,19 @@ def test_close_fails_what_has_not_run():
         s.optim_step()
 
 
+def test_a_stop_ends_the_simulated_delay_and_the_running_operation_still_finishes():
+    """``op_delay=3600``: ``close()`` waited out the hour. The stop ends the delay; the operation's work still runs."""
+    s = local_session(model="tiny", op_delay=3600)
+    op = s.forward_backward([samples.cross_entropy(list(b"abc"))])
+    deadline = time.monotonic() + 30
+    while op.status != wire.OperationStatus.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.005)
+    started = time.monotonic()
+    s.close()
+    assert time.monotonic() - started < 60  # the whole hour before
+    assert op.status == wire.OperationStatus.COMPLETED and op.result().loss > 0
+
+
 def test_muon_session_splits_params_and_updates_both_groups():
     with local_session(optimizer="muon", model="tiny") as s:
         split = s.backend.optim.split
