@@ -30,7 +30,7 @@ from rlnb._options import check_bool
 from rlnb.history.completion_log import CompletionLog, checked
 from rlnb.history.export import save_run, with_json
 from rlnb.history.record import Record, as_row, fold_output
-from rlnb.history.runconfig import continued_at
+from rlnb.history.runconfig import RUN_FIELDS, continued_at
 from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run, warn_memory_only
 from rlnb.history.steplog import StepLog, logged_figures
 from rlnb.history.store import LOCK_FILE, RunStore, lock_run, run_folder, runs_root
@@ -128,7 +128,12 @@ class History:
             return max(max(done, default=0), max((row["step"] for row in self._logged), default=0))
 
     def annotate(self, **fields: Any) -> None:
-        """Add fields to the run's config (e.g. a sweep's label), on disk too."""
+        """Add fields to the run's config (e.g. a sweep's label), on disk too. The run's own fields (its id and
+        when it was created and continued) name its folder and order its sessions: they cannot be annotated."""
+        own = sorted(RUN_FIELDS & fields.keys())
+        if own:
+            raise ValueError(f"annotate: {', '.join(own)} is the run's own field (its folder and sessions); "
+                             "pick another name")
         self.config.update(fields)
         if self.store:
             self.store.write_config(self.config)

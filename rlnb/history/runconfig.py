@@ -8,6 +8,9 @@ from typing import Any, TypeGuard
 
 from rlnb.history.record import LATEST_TIME
 
+RUN_FIELDS = frozenset({"run_id", "created_at", "continued_at"})
+"""The config fields this module writes: the run's folder name and when its sessions started."""
+
 
 def continued(run_id: str, earlier: dict[str, Any] | None, now: float) -> dict[str, Any]:
     """The config fields of a run started or continued ``now`` (``earlier``: the config it had): the first

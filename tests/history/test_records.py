@@ -672,6 +672,18 @@ def test_a_continued_run_keeps_what_was_annotated_on_it(tmp_path):
     assert config["session_id"] == again.id and len(config["continued_at"]) == 1
 
 
+@pytest.mark.parametrize("field", ["run_id", "created_at", "continued_at"])
+def test_annotate_refuses_the_runs_own_fields_and_keeps_the_config(tmp_path, field):
+    """``annotate(run_id="x")`` rewrote the config's run id (not its folder): ``rlnb.runs`` and the sinks then named
+    the run ``x``. Those fields are the run's own: a ValueError naming the field, the config on disk unchanged."""
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r") as s:
+        before = (tmp_path / "r" / "config.json").read_text()
+        with pytest.raises(ValueError, match=f"annotate: {field} is the run's own field"):
+            s.history.annotate(label="kept?", **{field: "x"})
+        assert s.history.config["run_id"] == "r" and "label" not in s.history.config
+        assert (tmp_path / "r" / "config.json").read_text() == before
+
+
 def test_the_html_summary_of_a_loaded_run_escapes_what_the_run_folder_says(tmp_path):
     """A run folder is data (one downloaded, shared): its ``config.json`` run id and its operations' status strings
     went into the notebook's HTML summary raw, so ``History.load(path)`` displayed ran the folder's script."""
