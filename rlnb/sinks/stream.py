@@ -204,7 +204,7 @@ def export(run: History | str | Path, sink: Sink) -> None:
         raise SinkError(f"{sink!r} cannot be used") from sink.error
     created = history.config.get("created_at")  # a damaged config's (text, 10**400) is no time: now instead
     points, failures = replay(history, float(created) if is_time(created) else time.time())
-    info = RunInfo.from_config(history.config, history.path)
+    info = RunInfo.from_config(history.config, history.path or history.loaded_from)  # a loaded run has no store
     lease = None
     try:
         lease = Lease(sink)

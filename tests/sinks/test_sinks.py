@@ -620,6 +620,26 @@ def test_a_damaged_configs_run_id_or_sweep_never_leads_a_sink_out_of_its_folder(
     assert RunInfo.from_config({"run_id": "r1", "sweep": "s1"}).name == "s1/r1"
 
 
+def test_an_export_of_a_run_folder_whose_run_id_is_damaged_is_named_for_its_folder(tmp_path):
+    """A loaded run has no store, so the export had no folder to fall back on: every such run became ``rlnb-run``."""
+    from rlnb.testing import FakeBackend
+
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="20260101-000000-abc123") as s:
+        s.forward_backward(CE).result()
+    run = tmp_path / "20260101-000000-abc123"
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps(config | {"run_id": "../../escaped"}))
+    seen = []
+
+    class Named(Flaky):
+        def open(self, info: RunInfo):
+            seen.append(info)
+            return self
+
+    rlnb.export(run, Named(0, OSError("never")))
+    assert [(i.name, i.path) for i in seen] == [("20260101-000000-abc123", str(run))]
+
+
 def test_a_sink_error_quoting_a_tracking_uris_password_never_shows_it(tmp_path):
     """MLflow's error quotes its tracking URI whole: ``MLflow("http://bob:<password>@host")`` on a server that is down
     put the password in the SinkWarning, the sink's repr and ``export``'s SinkError and its chained cause."""
