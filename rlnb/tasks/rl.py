@@ -115,6 +115,10 @@ def rl_step(
     except OperationFailed:
         _keep_failed(session, groups)
         raise
+    except KeyboardInterrupt:  # Ctrl-C while the step trains on: its completions are kept, under its step
+        done = opt.status == wire.OperationStatus.COMPLETED  # it may have finished since
+        _keep_failed(session, groups, int(opt.result().step) if done else None)
+        raise
     step = int(out.step)
     session.history.log_completions(step, completion_rows(groups))
     fb_out = fb.result()  # a failed forward-backward raises here: its optim-step changed nothing
@@ -151,9 +155,10 @@ def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:
         )
 
 
-def _keep_failed(session: Session, groups: list[list[Rollout]]) -> None:
-    """The completions of a step whose reward or optim-step failed, under the step it was to complete. Every earlier
-    operation has finished (the samples came after them), so that is the session's step + 1; a session that
-    cannot say (it was stopped) keeps none, and the failure is raised all the same."""
+def _keep_failed(session: Session, groups: list[list[Rollout]], step: int | None = None) -> None:
+    """The completions of a step whose reward or optim-step failed (or was interrupted), under the step it was to
+    complete (``step``, when known). Every earlier operation has finished (the samples came after them), so that is
+    the session's step + 1; a session that cannot say (it was stopped) keeps none, and the failure is raised all
+    the same."""
     with contextlib.suppress(Exception):
-        session.history.log_completions(session.step + 1, completion_rows(groups))
+        session.history.log_completions(session.step + 1 if step is None else step, completion_rows(groups))

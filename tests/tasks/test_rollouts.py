@@ -197,6 +197,41 @@ def test_a_reward_that_raises_keeps_the_steps_completions_unscored(tmp_path):
     pd.testing.assert_frame_equal(History.load(tmp_path / "r").completions, table)
 
 
+class _CtrlC:
+    """The optim-step as ``rl_step`` sees it when Ctrl-C lands while it waits (``finished``: just after it ended)."""
+
+    def __init__(self, op, finished: bool):
+        self.op, self.finished = op, finished
+
+    @property
+    def status(self):
+        return self.op.status
+
+    def result(self, timeout=None):
+        if self.finished:
+            self.op.result()
+        if not hasattr(self, "interrupted"):  # once: what rl_step asks after the Ctrl-C is answered
+            self.interrupted = True
+            raise KeyboardInterrupt
+        return self.op.result(timeout)
+
+
+@pytest.mark.parametrize("finished", [False, True])
+def test_ctrl_c_while_rl_step_waits_for_its_optim_step_keeps_the_completions(tmp_path, monkeypatch, finished):
+    """The interrupted step goes on training, but its completions and rewards were lost (nothing logged)."""
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
+        rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=2, seed=0)
+        real = s.optim_step
+        monkeypatch.setattr(s, "optim_step", lambda params: _CtrlC(real(params), finished))
+        with pytest.raises(KeyboardInterrupt):
+            rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=2, seed=1)
+        s.wait(timeout=60)
+        assert s.step == 2  # the step trained
+    table = History.load(tmp_path / "r").completions
+    assert list(table.step.value_counts().sort_index().items()) == [(1, 12), (2, 12)]
+    assert table.reward.notna().all()
+
+
 def test_an_sft_run_writes_no_completions_file(tmp_path):
     with rlnb.connect("local", model="tiny", device="cpu", runs_dir=tmp_path, run_id="sft") as s:
         s.forward_backward([samples.cross_entropy(list(b"hello"))])
