@@ -77,7 +77,9 @@ def install_error_handlers(app: FastAPI) -> None:
             return error_response(400, _body_error(request, first.get("type")), ERROR_TYPES[400])
         loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
         param = ".".join(loc) or None
-        return error_response(400, f"{param or 'request'}: {first.get('msg', 'invalid')}", ERROR_TYPES[400], param)
+        why = str(first.get("msg", "invalid")).removeprefix("Value error, ")  # pydantic's prefix of a validator's own
+        said = why if param and why.startswith(param) else f"{param or 'request'}: {why}"  # words, which name the field
+        return error_response(400, said, ERROR_TYPES[400], param)
 
     @app.exception_handler(StarletteHTTPException)
     def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -195,6 +195,19 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
             )  # fmt: skip
 
 
+def check_labels(settings: ServerSettings, display_name: str | None, metadata: wire.SessionMetadata | None) -> None:
+    """A session's display name (UTF-8) and metadata (JSON), each at most ``max_label_bytes``."""
+    for param, value in (("display_name", display_name), ("metadata", metadata)):
+        if value is None:
+            continue
+        size = len(value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value.model_dump_json())
+        if size > settings.max_label_bytes:
+            raise ServerError(
+                400, f"{param} is {size:,} bytes; the limit is {settings.max_label_bytes:,} (max_label_bytes)",
+                param=param,
+            )  # fmt: skip
+
+
 CHECKS: dict[str, tuple[Callable[[ServerSettings, Any], None], ...]] = {
     wire.OperationKind.FORWARD_BACKWARD: (check_batch, check_inputs, check_loss),
     wire.OperationKind.CUSTOM_FORWARD_BACKWARD: (check_batch, check_inputs),

@@ -30,7 +30,7 @@ from typing import Any
 from rlnb import wire
 from rlnb.server.backends import checkpoint_dir, make_backend
 from rlnb.server.errors import ServerError, not_found
-from rlnb.server.limits import check_lora
+from rlnb.server.limits import check_labels, check_lora
 from rlnb.server.links import Signer
 from rlnb.server.ops import OperationsMixin
 from rlnb.server.payloads import PayloadStore
@@ -215,6 +215,7 @@ class Registry(ResourcesMixin, OperationsMixin):
                 raise ServerError(429, f"this server already runs {live} sessions (max_live_sessions): stop one first")
             resume = self._resume_path(req)
             check_lora(self.settings, res, req.lora_config)
+            check_labels(self.settings, req.display_name, req.metadata)
             lora = req.lora_config
             now = self.now()
             rec = SessionRecord(
@@ -293,6 +294,7 @@ class Registry(ResourcesMixin, OperationsMixin):
         """Apply a PATCH; ``updated_at`` moves only if a field changed (``{}`` or the same name used to move it)."""
         with self.lock:
             s = self.session(sid)
+            check_labels(self.settings, req.display_name, req.metadata)
             before = (s.display_name, s.metadata)
             if req.display_name is not None:
                 s.display_name = req.display_name or None  # an empty string clears it

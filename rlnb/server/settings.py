@@ -104,6 +104,9 @@ class ServerSettings:
     """Stop strings of one sample request (400 past it)."""
     max_stop_chars: int = 256
     """Characters of one stop string."""
+    max_label_bytes: int = 65536
+    """Bytes of a session's ``display_name``, and of its ``metadata`` as JSON (400 past it): a session keeps them for
+    good, in memory and in ``--state-dir``'s journal, and a 30 MB name was taken."""
     result_offload_bytes: int | None = None
     """Offload operation results larger than this through ``payloads/{id}/download-url``, as the service
     may; None (default) keeps every result inline, which low-level clients need."""
@@ -152,6 +155,7 @@ LIMITS = (
     "max_sample_prompt_tokens",
     "max_stop_strings",
     "max_stop_chars",
+    "max_label_bytes",
     "download_ttl",
     "payload_ttl",
 )

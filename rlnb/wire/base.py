@@ -29,6 +29,7 @@ __all__ = [
     "_Model",
     "_Request",
     "_finite_list",
+    "lone_surrogate",
     "non_finite",
 ]
 
@@ -93,6 +94,20 @@ StrictBool = Annotated[bool, Strict()]
 def non_finite(values: Iterable[Any]) -> float | None:
     """The first NaN or ±Inf among ``values``, None when there is none: JSON cannot carry them."""
     return next((v for v in values if isinstance(v, float) and not math.isfinite(v)), None)
+
+
+def lone_surrogate(value: Any, where: str) -> str | None:
+    """The first string in ``value`` (nested dicts and lists walked) holding a lone surrogate (``"\\udcff"``: half
+    of a UTF-16 pair, which JSON's escapes can spell), named from ``where``; None when every string is valid Unicode.
+    No UTF-8 answer can carry one, so a request that stored one made every later answer showing it fail."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"{where} holds a lone surrogate at character {exc.start}: it is not valid Unicode text"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return next((found for k, v in items if (found := lone_surrogate(v, f"{where}.{k}")) is not None), None)
 
 
 def _finite_list(values: list[float]) -> list[float]:

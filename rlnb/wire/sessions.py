@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from rlnb.wire.base import INT32_MAX, Int64, StrictBool, StrictFloat, StrictInt, _Model, _Request
+from rlnb.wire.base import INT32_MAX, Int64, StrictBool, StrictFloat, StrictInt, _Model, _Request, lone_surrogate
 from rlnb.wire.checkpoints import InferenceCheckpoint, ListMeta, TrainingCheckpoint
 from rlnb.wire.optim import OptimizerConfig
 from rlnb.wire.status import (
@@ -153,6 +153,14 @@ class Session(_Model):
     resume_from_checkpoint_id: str | None = None
 
 
+def _unicode(value: Any, info: Any) -> Any:
+    """A session keeps its label and metadata and shows them in every answer about it: text only."""
+    found = lone_surrogate(value.model_dump() if isinstance(value, _Model) else value, info.field_name)
+    if found is not None:
+        raise ValueError(found)
+    return value
+
+
 class StartTrainingSessionRequest(_Request):
     """Start a session on a READY model resource, optionally resuming from a training checkpoint."""
     model_resources_id: str
@@ -162,12 +170,16 @@ class StartTrainingSessionRequest(_Request):
     metadata: SessionMetadata | None = None
     resume_from_checkpoint_id: str | None = None
 
+    _text = field_validator("display_name", "metadata")(_unicode)
+
 
 class UpdateSessionRequest(_Request):
     """Change a session's display name or metadata (PATCH)."""
     display_name: str | None = None
     """Omitted: unchanged; empty string: cleared."""
     metadata: SessionMetadata | None = None
+
+    _text = field_validator("display_name", "metadata")(_unicode)
 
 
 class SessionList(_Model):

@@ -37,6 +37,7 @@ def recording() -> tuple[FakeAPI, list[httpx.Request], httpx.MockTransport]:
         ({"max_response_bytes": 0}, ValueError, "max_response_bytes must be >= 1"),
         # each of these reached the server (after a resource was created), or raised Python's own TypeError
         ({"display_name": 5}, ValueError, "display_name must be None or a non-empty str, got 5"),
+        ({"display_name": "run \udcff"}, ValueError, "display_name holds a lone surrogate at character 4"),
         ({"load_optimizer": "no"}, ValueError, "load_optimizer must be None, True or False, got 'no'"),
         ({"resume_from_checkpoint_id": ""}, ValueError, "resume_from_checkpoint_id must be None or a non-empty"),
         ({"num_generator_replicas": -1}, ValueError, r"num_generator_replicas must be .*2147483647\], got -1"),

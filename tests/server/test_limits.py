@@ -135,6 +135,43 @@ def test_live_resources_and_sessions_are_capped(tmp_path):
         assert c.post("/model-resources", json=tiny).status_code == 200
 
 
+def test_a_sessions_label_and_metadata_are_capped(tmp_path):
+    """A 30 MB ``display_name`` (or W&B metadata) was kept for good, in memory and in the state journal."""
+    with app_client(tmp_path, max_label_bytes=100) as c:
+        rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+        big = {"display_name": "é" * 51}  # 102 bytes of UTF-8 in 51 characters
+        err = error_of(c.post("/training-sessions", json={"model_resources_id": rid, **big}), 400)
+        assert err["param"] == "display_name" and "102 bytes; the limit is 100 (max_label_bytes)" in err["message"]
+        assert c.get("/training-sessions").json()["data"] == []  # nothing was reserved
+        sid = c.post("/training-sessions", json={"model_resources_id": rid, "display_name": "é" * 50}).json()["id"]
+        meta = {"metadata": {"wandb": {"url": "https://wandb.ai/" + "x" * 100}}}
+        err = error_of(c.patch(f"/training-sessions/{sid}", json=meta), 400)
+        assert err["param"] == "metadata" and "max_label_bytes" in err["message"]
+        assert c.get(f"/training-sessions/{sid}").json()["display_name"] == "é" * 50  # unchanged
+    assert parse_limits(["max_label_bytes=1024"]) == {"max_label_bytes": 1024}
+
+
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ('{"display_name": "run \\udcff"}', "display_name"),
+        ('{"metadata": {"wandb": {"entity": "a\\ud800b"}}}', "metadata"),
+    ],
+)
+def test_a_lone_surrogate_in_a_sessions_label_is_a_400_not_a_session_no_answer_can_show(tmp_path, body, param):
+    """JSON's escapes spell half a UTF-16 pair; the PATCH was kept, then answered 500, and so was every later GET of
+    the session and every list of sessions, for every client of the server."""
+    with app_client(tmp_path) as c:
+        _, sid = new_session(c)
+        r = c.patch(f"/training-sessions/{sid}", content=body, headers={"Content-Type": "application/json"})
+        err = error_of(r, 400)
+        assert err["param"] == param and "holds a lone surrogate" in err["message"]
+        assert err["message"].startswith(param)  # named once (not "display_name: Value error, display_name ...")
+        assert c.get(f"/training-sessions/{sid}").status_code == 200 and c.get("/training-sessions").status_code == 200
+    with pytest.raises(ValueError, match="holds a lone surrogate"):  # rlnb's client refuses it before sending
+        wire.UpdateSessionRequest(display_name="run \udcff")
+
+
 # -- idempotency ----------------------------------------------------------------------------------
 
 
