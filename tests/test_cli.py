@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from rlnb.cli import _clear_previous_run, main
+from rlnb.cli import main
+from rlnb.cli.demo import _clear_previous_run
 from rlnb.history.store import RunStore
 
 

@@ -69,31 +69,27 @@ def custom_gradients(
     seqs: list[list[int]], inputs: list[dict[str, Tensor]], gradients: list[wire.GradientTensor]
 ) -> list[Tensor]:
     """A custom forward-backward's gradients as float32 tensors, zero where the sample's mask is, once its inputs
-    are checked: one gradient per sample with one value per token; int64 ``target_tokens`` of the sample's
-    length (float ids would reach the log-prob gather, an ``INTERNAL_ERROR``); at most one of ``weights`` and
-    ``mask`` (a forward-backward refuses both; here ``mask`` was ignored). ``INVALID_INPUT`` naming the field,
+    are checked: one gradient per sample with one value per token; ``target_tokens`` and the mask checked by
+    ``losses.check_input``, a forward-backward's own check (int64 ids of the sample's length: float ids would
+    reach the log-prob gather, an ``INTERNAL_ERROR``); at most one of ``weights`` and ``mask`` (a
+    forward-backward refuses both; here ``mask`` was ignored). ``INVALID_INPUT`` naming the field,
     ``NON_FINITE_LOSS`` for a gradient that is not finite."""
     if len(gradients) != len(seqs):
         raise OperationError(Code.INVALID_INPUT, f"gradients has {len(gradients)} entries for {len(seqs)} samples")
     grads = []
     for i, (s, g, x) in enumerate(zip(seqs, gradients, inputs, strict=True)):
         where = f"samples[{i}].loss_fn_inputs"
-        targets = x.get("target_tokens")
-        if targets is None:
+        if "target_tokens" not in x:
             raise OperationError(Code.INVALID_INPUT, f"{where}.target_tokens is required")
-        if targets.dtype != torch.int64:
-            raise OperationError(Code.INVALID_INPUT, f"{where}.target_tokens must be int64 token ids, not float32")
-        if targets.shape != (len(s),):
-            raise OperationError(
-                Code.INVALID_INPUT, f"{where}.target_tokens has {targets.numel()} ids for {len(s)} tokens"
-            )
+        losses_mod.check_input(f"{where}.target_tokens", "target_tokens", x["target_tokens"], len(s))
         if len(g.data) != len(s):
             raise OperationError(Code.INVALID_INPUT, f"gradients[{i}] has {len(g.data)} values for {len(s)} tokens")
         if "weights" in x and "mask" in x:
             raise OperationError(Code.INVALID_INPUT, f"{where}: give either weights or mask, not both")
-        mask = x.get("weights", x.get("mask"))
-        if mask is not None and mask.shape != (len(s),):
-            raise OperationError(Code.INVALID_INPUT, f"{where}: the mask has {mask.numel()} values for {len(s)} tokens")
+        key = "weights" if "weights" in x else "mask"
+        mask = x.get(key)
+        if mask is not None:
+            losses_mod.check_input(f"{where}.{key}", key, mask, len(s))
         grad = torch.tensor(g.data, dtype=torch.float32)
         if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
             raise OperationError(Code.NON_FINITE_LOSS, f"gradients[{i}] is not finite; no gradients were accumulated")

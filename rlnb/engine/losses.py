@@ -68,8 +68,7 @@ def validate(
             raise InvalidLossInput(f"sample {i}: missing input 'reference_logprobs', required when beta > 0")
         for key in spec.required + spec.optional:
             if key in x:
-                dtypes = tuple(_DTYPES[d] for d in wire.LOSS_INPUT_DTYPES[key])
-                _check_tensor(f"sample {i}: input {key!r}", x[key], dtypes, n)
+                check_input(f"sample {i}: input {key!r}", key, x[key], n)
     return params
 
 
@@ -133,7 +132,12 @@ def _allowed(model: type[wire._Model], key: str) -> str:
     return "a finite number" + "".join(f" {b}" for b in (lo, hi) if b)
 
 
-def _check_tensor(where: str, t: Any, dtypes: tuple[torch.dtype, ...], n: int) -> None:
+def check_input(where: str, key: str, t: Any, n: int) -> None:
+    """The one check of a loss input tensor, ``validate``'s and a custom forward-backward's alike, so a bad
+    tensor reads the same wherever it comes from: a tensor of a dtype ``wire.LOSS_INPUT_DTYPES`` allows for
+    ``key``, 1-D of the model input's length ``n``, finite. ``where`` names it as its caller names fields.
+    Raise InvalidLossInput."""
+    dtypes = tuple(_DTYPES[d] for d in wire.LOSS_INPUT_DTYPES[key])
     if not isinstance(t, torch.Tensor):
         raise InvalidLossInput(f"{where} must be a tensor, got {type(t).__name__}")
     if t.dtype not in dtypes:

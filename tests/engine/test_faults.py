@@ -168,15 +168,22 @@ def _custom(s, sample, gradient):
 
 def test_custom_forward_backward_refuses_float_targets_and_two_masks_and_accumulates_nothing():
     """Float32 ``target_tokens`` reached torch's gather (``INTERNAL_ERROR``: "Expected dtype int64 for index");
-    ``weights`` and ``mask`` together trained by ``weights`` alone, silently (a forward-backward refuses both)."""
+    ``weights`` and ``mask`` together trained by ``weights`` alone, silently (a forward-backward refuses both).
+    A bad tensor is refused by the forward-backward's own check (``losses.check_input``), in its words."""
     floats = samples.cross_entropy([1, 2, 3, 4])
     floats.loss_fn_inputs["target_tokens"] = wire.TensorData(data=[2.0, 3.5, 4.0], dtype="float32")
     both = samples.cross_entropy([1, 2, 3, 4])
     both.loss_fn_inputs["mask"] = wire.TensorData(data=[0, 0, 1], dtype="int64")
+    short = samples.cross_entropy([1, 2, 3, 4])
+    short.loss_fn_inputs["weights"] = wire.TensorData(data=[1.0, 1.0], dtype="float32")
+    huge = samples.cross_entropy([1, 2, 3, 4])  # finite as JSON, inf as float32: a forward-backward refuses it
+    huge.loss_fn_inputs["weights"] = wire.TensorData(data=[1.0, 1e39, 1.0], dtype="float32")
     with local_session(model="tiny") as s:
         for sample, says in (
-            (floats, "samples[0].loss_fn_inputs.target_tokens must be int64 token ids"),
+            (floats, "samples[0].loss_fn_inputs.target_tokens must be torch.int64, got torch.float32"),
             (both, "samples[0].loss_fn_inputs: give either weights or mask, not both"),
+            (short, "samples[0].loss_fn_inputs.weights must be 1-D of length 3 (the model input's), got (2,)"),
+            (huge, "samples[0].loss_fn_inputs.weights has non-finite values"),
         ):
             op = _custom(s, sample, [1.0, 1.0, 1.0])
             assert op.status == wire.OperationStatus.FAILED, op

@@ -1,7 +1,7 @@
-"""``rlnb`` command line: a thin layer over the public API.
+"""``rlnb demo``: the RL loop end to end on the in-process torch backend, in one command.
 
-rlnb demo [--task first_letter|addition|digits] [--optimizer adam|muon] [--steps N] [--model ...]  the RL loop
-rlnb serve [--host 127.0.0.1] [--port 8000] [--token TOKEN]  a Together-compatible local server
+Its arguments, their checks, the run itself (``demo``) and the run folder it replaces live here, apart from the
+server's, so a change to the demo touches one module. torch, the tasks and the plots are imported when it runs.
 """
 
 from __future__ import annotations
@@ -9,14 +9,12 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
-import signal
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlnb.cli.options import device_argument, dtype_argument
 from rlnb.errors import RunLocked
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, lock_run
 
@@ -149,19 +147,8 @@ def demo(
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rlnb", description="rlnb command line: a thin layer over the public API.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    _demo_arguments(sub.add_parser("demo", help="run the RL loop on the in-process torch backend"))
-    _serve_arguments(sub.add_parser("serve", help="serve the Together RL API on the in-process backend"))
-    args = parser.parse_args(argv)
-    return COMMANDS[args.command](args, parser)
-
-
-DTYPE_HELP = "weights' dtype; auto: the checkpoint's own, float32 for the built-ins (default: auto)"
-
-
-def _demo_arguments(p: argparse.ArgumentParser) -> None:
+def arguments(p: argparse.ArgumentParser) -> None:
+    """``rlnb demo``'s options, on its subcommand's parser."""
     p.add_argument("--task", choices=["first_letter", "addition", "digits"], default="first_letter",
                    help="first_letter: copy the first letter (exact match, held-out accuracy); addition: "
                    "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1)")
@@ -169,141 +156,17 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=40, help="RL steps (default: 40)")
     p.add_argument("--out", default="rlnb-demo", help="folder for history.csv, rewards.csv and demo.png")
     p.add_argument("--seed", type=int, default=0, help="model and sampling seed (default: 0)")
-    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda")
+    device_argument(p)
     p.add_argument(
         "--model", default="tiny", help="tiny, small, or a Hugging Face model directory / hub id in the local cache"
     )
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: tuned for the built-ins)")
     p.add_argument("--lora", type=int, default=0, metavar="RANK", help="train a LoRA adapter of this rank")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help=DTYPE_HELP)
+    dtype_argument(p)
 
 
-def _serve_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    p.add_argument("--port", type=_port, default=8000, help="1-65535 (default: 8000)")
-    p.add_argument("--token", default=None, help="require this bearer token (default: no auth)")
-    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda")
-    p.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
-    p.add_argument(
-        "--checkpoint-dir",
-        default=None,
-        help="where checkpoints go (default: a temporary folder, removed at the stop unless --state-dir is given)",
-    )
-    p.add_argument("--fail-rate", type=float, default=0.0, help="fault injection: fraction of answers lost")
-    p.add_argument(
-        "--model",
-        action="append",
-        default=[],
-        metavar="NAME=PATH_OR_ID",
-        help="serve a Hugging Face model (folder or cached hub id) as base_model NAME; repeatable",
-    )
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help=DTYPE_HELP)
-    p.add_argument(
-        "--offload-results-over",
-        type=int,
-        default=None,
-        metavar="BYTES",
-        help="send larger results through the payload side channel, as the service may (default: never)",
-    )
-    p.add_argument("--state-dir", default=None, help="keep the registry here: it survives a restart")
-    p.add_argument("--public-url", default=None, help="the address presigned URLs use (default: host:port)")
-    p.add_argument(
-        "--limit", action="append", default=[], metavar="NAME=VALUE", help="change a limit, e.g. max_body_bytes=1e8"
-    )
-
-
-def _port(text: str) -> int:
-    """A TCP port to listen on. Port 0 (any free port) is refused: the announced address and presigned URLs
-    need the real port, which is known only once bound; past 65535 the socket layer wraps it silently."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 1-65535, got {port}")
-    return port
-
-
-def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from rlnb.server.settings import parse_limits
-
-    for option, value in (("--state-dir", args.state_dir), ("--checkpoint-dir", args.checkpoint_dir)):
-        if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
-            print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
-            return 2
-    try:
-        limits = parse_limits(args.limit)
-    except ValueError as exc:
-        parser.error(str(exc))
-    extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
-    try:
-        models = _served_models(args.model, parser)
-    except (ValueError, ImportError) as exc:
-        print(f"rlnb serve: {exc}", file=sys.stderr)
-        return 2
-    scratch = None  # no --checkpoint-dir or --state-dir: checkpoints live as long as the server, as its registry
-    if args.checkpoint_dir is None and args.state_dir is None:
-        scratch = tempfile.mkdtemp(prefix="rlnb-serve-checkpoints-")
-    try:
-        return _serve_app(args, models, scratch, extra, limits)
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _serve_app(
-    args: argparse.Namespace, models: dict[str, str], scratch: str | None, extra: dict[str, Any],
-    limits: dict[str, Any],
-) -> int:
-    from rlnb.server.app import app_for, bind, run
-    from rlnb.server.state import StateDirError
-
-    try:
-        app = app_for(
-            args.host,
-            args.port,
-            token=args.token,
-            device=args.device,
-            op_delay=args.op_delay,
-            checkpoint_dir=args.checkpoint_dir or scratch,
-            fail_rate=args.fail_rate,
-            result_offload_bytes=args.offload_results_over,
-            models=models,
-            dtype=args.dtype,
-            **extra,
-            **limits,
-        )
-        sock = bind(args.host, args.port)  # a port in use, said before the address is announced
-    # A setting out of range; a state directory that is locked, is a file, or has a bad signing key; an address
-    # that cannot be listened on.
-    except (ValueError, StateDirError) as exc:
-        print(f"rlnb serve: {exc}", file=sys.stderr)
-        return 2
-    print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
-    print(f"rlnb serve: models {', '.join(models)}", flush=True)
-    # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks (the checkpoints'
-    # temporary folder), not by the default handler
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    run(app, sock)
-    return 0
-
-
-def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:
-    """The built-in models and each ``--model NAME=PATH_OR_ID``; a model that cannot be found stops here."""
-    from rlnb.server.models import model_info, parse_model_option
-    from rlnb.server.settings import DEFAULT_MODELS
-
-    models = dict(DEFAULT_MODELS)
-    for option in options:
-        name, spec = parse_model_option(option)
-        if name in models:
-            parser.error(f"--model {name}: the name is already served")
-        model_info(spec)
-        models[name] = spec
-    return models
-
-
-def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``rlnb demo``: its arguments checked (a parser error, exit 2), then ``demo``; a failure is one line."""
     for option, value, what in (("--out", args.out, "a folder"), ("--model", args.model, "a folder or a model")):
         if not value.strip():  # an unset variable: '' is the working folder (its files overwritten) for either
             parser.error(f"{option} is empty (an unset variable?): give {what}")
@@ -328,15 +191,7 @@ def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"rlnb demo: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: a traceback through torch, and no word of what was kept
-        run = Path(args.out) / "run"
-        kept = f"; the steps so far are in {run} (rlnb.History.load)" if (run / OPS_FILE).exists() else ""
+        folder = Path(args.out) / "run"
+        kept = f"; the steps so far are in {folder} (rlnb.History.load)" if (folder / OPS_FILE).exists() else ""
         print(f"rlnb demo: interrupted{kept}", file=sys.stderr)
         return 130
-
-
-COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {"demo": _demo, "serve": _serve}
-"""Each subcommand's runner: parsed arguments in, exit status out."""
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,18 @@
+"""The options both subcommands take (``--device``, ``--dtype``), written once so they read and check alike."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def device_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda")
+
+
+def dtype_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16"],
+        help="weights' dtype; auto: the checkpoint's own, float32 for the built-ins (default: auto)",
+    )

@@ -1,0 +1,144 @@
+"""``rlnb serve``: the Together RL API served over HTTP by the in-process torch backend.
+
+Its options, their checks, the models it serves and the server's start and stop live here, apart from the
+demo's, so a change to serving touches one module. The server (uvicorn, torch) is imported when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import sys
+import tempfile
+from typing import Any
+
+from rlnb.cli.options import device_argument, dtype_argument
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """``rlnb serve``'s options, on its subcommand's parser."""
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
+    p.add_argument("--port", type=_port, default=8000, help="1-65535 (default: 8000)")
+    p.add_argument("--token", default=None, help="require this bearer token (default: no auth)")
+    device_argument(p)
+    p.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
+    p.add_argument(
+        "--checkpoint-dir",
+        default=None,
+        help="where checkpoints go (default: a temporary folder, removed at the stop unless --state-dir is given)",
+    )
+    p.add_argument("--fail-rate", type=float, default=0.0, help="fault injection: fraction of answers lost")
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=PATH_OR_ID",
+        help="serve a Hugging Face model (folder or cached hub id) as base_model NAME; repeatable",
+    )
+    dtype_argument(p)
+    p.add_argument(
+        "--offload-results-over",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="send larger results through the payload side channel, as the service may (default: never)",
+    )
+    p.add_argument("--state-dir", default=None, help="keep the registry here: it survives a restart")
+    p.add_argument("--public-url", default=None, help="the address presigned URLs use (default: host:port)")
+    p.add_argument(
+        "--limit", action="append", default=[], metavar="NAME=VALUE", help="change a limit, e.g. max_body_bytes=1e8"
+    )
+
+
+def _port(text: str) -> int:
+    """A TCP port to listen on. Port 0 (any free port) is refused: the announced address and presigned URLs
+    need the real port, which is known only once bound; past 65535 the socket layer wraps it silently."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 1-65535, got {port}")
+    return port
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``rlnb serve``: its options checked (exit 2 with one line), then the server until it is stopped."""
+    from rlnb.server.settings import parse_limits
+
+    for option, value in (("--state-dir", args.state_dir), ("--checkpoint-dir", args.checkpoint_dir)):
+        if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
+            print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
+            return 2
+    try:
+        limits = parse_limits(args.limit)
+    except ValueError as exc:
+        parser.error(str(exc))
+    extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
+    try:
+        models = _served_models(args.model, parser)
+    except (ValueError, ImportError) as exc:
+        print(f"rlnb serve: {exc}", file=sys.stderr)
+        return 2
+    scratch = None  # no --checkpoint-dir or --state-dir: checkpoints live as long as the server, as its registry
+    if args.checkpoint_dir is None and args.state_dir is None:
+        scratch = tempfile.mkdtemp(prefix="rlnb-serve-checkpoints-")
+    try:
+        return _serve_app(args, models, scratch, extra, limits)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _serve_app(
+    args: argparse.Namespace, models: dict[str, str], scratch: str | None, extra: dict[str, Any],
+    limits: dict[str, Any],
+) -> int:
+    from rlnb.server.app import app_for, bind
+    from rlnb.server.app import run as listen
+    from rlnb.server.state import StateDirError
+
+    try:
+        app = app_for(
+            args.host,
+            args.port,
+            token=args.token,
+            device=args.device,
+            op_delay=args.op_delay,
+            checkpoint_dir=args.checkpoint_dir or scratch,
+            fail_rate=args.fail_rate,
+            result_offload_bytes=args.offload_results_over,
+            models=models,
+            dtype=args.dtype,
+            **extra,
+            **limits,
+        )
+        sock = bind(args.host, args.port)  # a port in use, said before the address is announced
+    # A setting out of range; a state directory that is locked, is a file, or has a bad signing key; an address
+    # that cannot be listened on.
+    except (ValueError, StateDirError) as exc:
+        print(f"rlnb serve: {exc}", file=sys.stderr)
+        return 2
+    print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
+    print(f"rlnb serve: models {', '.join(models)}", flush=True)
+    # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks (the checkpoints'
+    # temporary folder), not by the default handler
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    listen(app, sock)
+    return 0
+
+
+def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The built-in models and each ``--model NAME=PATH_OR_ID``; a model that cannot be found stops here."""
+    from rlnb.server.models import model_info, parse_model_option
+    from rlnb.server.settings import DEFAULT_MODELS
+
+    models = dict(DEFAULT_MODELS)
+    for option in options:
+        name, spec = parse_model_option(option)
+        if name in models:
+            parser.error(f"--model {name}: the name is already served")
+        model_info(spec)
+        models[name] = spec
+    return models
