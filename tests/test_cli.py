@@ -128,6 +128,20 @@ def test_demo_whose_every_step_fails_says_why_and_exits_1(tmp_path, capsys):
     assert (tmp_path / "history.csv").exists()  # what was recorded is still written
 
 
+def test_serve_on_a_port_in_use_touches_no_state_dir(tmp_path, capsys):
+    """The state directory was made, given a signing key and locked before the bind failed (an in-process caller
+    then held the lock until its registry was collected)."""
+    import socket
+
+    state = tmp_path / "state"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--device", "cpu", "--port", str(port), "--state-dir", str(state)]) == 2
+    assert "is already in use" in capsys.readouterr().err and not state.exists()
+
+
 def test_serve_on_a_port_in_use_or_a_host_not_here_says_which_option_and_exits_2(capsys):
     # uvicorn's "[Errno 98] error while attempting to bind" came after "rlnb serve: http://...": the address
     # was announced as served, and neither --port nor --host was named

@@ -100,6 +100,12 @@ def _serve_app(
     from rlnb.server.state import StateDirError
 
     try:
+        sock = bind(args.host, args.port)  # a port in use, said before the address is announced or the state is
+        # locked: an in-process caller whose bind failed held --state-dir's lock until its registry was collected
+    except ValueError as exc:
+        print(f"rlnb serve: {exc}", file=sys.stderr)
+        return 2
+    try:
         app = app_for(
             args.host,
             args.port,
@@ -114,10 +120,9 @@ def _serve_app(
             **extra,
             **limits,
         )
-        sock = bind(args.host, args.port)  # a port in use, said before the address is announced
-    # A setting out of range; a state directory that is locked, is a file, or has a bad signing key; an address
-    # that cannot be listened on.
+    # A setting out of range; a state directory that is locked, is a file, or has a bad signing key.
     except (ValueError, StateDirError) as exc:
+        sock.close()
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
     print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)

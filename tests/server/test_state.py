@@ -16,12 +16,13 @@ import pytest
 
 from rlnb import cli, wire
 from rlnb.server.state import StateDirError
+from rlnb.testing import free_port
 from tests.support.server import app_client, new_session, submit, wait
 
 
 def serve_exit(capsys, state_dir: Path) -> tuple[int, str]:
     """``rlnb serve --state-dir`` as the command line runs it, when it stops before serving."""
-    code = cli.main(["serve", "--device", "cpu", "--port", "1", "--state-dir", str(state_dir)])
+    code = cli.main(["serve", "--device", "cpu", "--port", str(free_port()), "--state-dir", str(state_dir)])
     return code, capsys.readouterr().err
 
 
