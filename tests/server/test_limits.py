@@ -156,6 +156,7 @@ def test_a_sessions_label_and_metadata_are_capped(tmp_path):
     [
         ('{"display_name": "run \\udcff"}', "display_name"),
         ('{"metadata": {"wandb": {"entity": "a\\ud800b"}}}', "metadata"),
+        ('{"metadata": {"other": [1, {"x": "\\udcff"}]}}', "metadata"),  # metadata keeps fields it does not know
     ],
 )
 def test_a_lone_surrogate_in_a_sessions_label_is_a_400_not_a_session_no_answer_can_show(tmp_path, body, param):
