@@ -33,6 +33,7 @@ Muon.adam     (non-matrix params) the Adam defaults above
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -119,10 +120,27 @@ class _Params:
             data["adam"] = {**(data.get("adam") or {}), "learning_rate": resolved.adam.learning_rate * factor}
         return type(self)(**data)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
+        """A copy, with ``update``'s fields checked as the constructor checks them (pydantic's own copy took
+        them unchecked: ``learning_rate=-1`` stepped up the loss, a misspelt ``lr`` was dropped)."""
+        if not update:
+            return super().model_copy(deep=deep)  # type: ignore[misc]  # a mixin: BaseModel comes later in the MRO
+        return type(self)(**{**cast(wire._Model, self).model_dump(exclude_unset=True), **update})
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Any:
-        """Inverse of ``request_body()`` (also accepts the inner object)."""
-        inner = data.get(cls._body_key, data) if isinstance(data, dict) else data
+        """Inverse of ``request_body()`` (also accepts the inner object). Beside ``adam_params`` / ``muon_params``
+        a body holds nothing: another key (``learning_rate`` put beside it) is refused, not dropped."""
+        if not (isinstance(data, dict) and cls._body_key in data):
+            return cls(**data)
+        inner, extra = data[cls._body_key], [k for k in data if k != cls._body_key]
+        if extra:
+            rule = f"an optim-step body holds {cls._body_key} only; put its fields inside {cls._body_key}"
+            raise InvalidParams("optim-step body", [(k, data[k], rule) for k in extra])
+        if inner is None or isinstance(inner, cls):  # null is unset on the wire: the defaults
+            return inner or cls()
+        if not isinstance(inner, dict):
+            raise InvalidParams("optim-step body", [(cls._body_key, inner, f"must be a dict of {cls.__name__} fields")])
         return cls(**inner)
 
 
@@ -175,6 +193,13 @@ def params_for(optimizer: wire.OptimizerKind, params: OptimizerParams | dict[str
     if params is None:
         return expected()
     if isinstance(params, dict):
+        mine = wire.OPTIMIZER_PARAMS_FIELD[optimizer]
+        other = next((f for k, f in wire.OPTIMIZER_PARAMS_FIELD.items() if k != optimizer and f in params), None)
+        if other is not None:  # dropped for want of the key, or read as an unknown field of this kind's params
+            raise TypeError(
+                f"this session's optimizer is {optimizer}: send {mine} only, not {other} "
+                "(the optimizer is fixed when the session is created)"
+            )
         return expected.from_dict(params)
     if not isinstance(params, expected):
         raise TypeError(

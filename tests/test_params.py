@@ -7,7 +7,7 @@ import pytest
 
 import rlnb
 from rlnb import wire
-from rlnb.params import ADAM_DEFAULTS, MUON_DEFAULTS, resolve
+from rlnb.params import ADAM_DEFAULTS, MUON_DEFAULTS, params_for, resolve
 
 # (field, good values, bad values, words the message must contain)
 ADAM_FIELDS = [
@@ -127,6 +127,41 @@ def test_round_trip(p):
     assert again == p
     assert again.request_body() == p.request_body()
     assert type(p).from_dict(p.request_body()[p._body_key]) == p
+
+
+def test_a_copy_with_updates_is_checked_as_the_constructor_checks():
+    """pydantic's ``model_copy(update=...)`` takes its values unchecked: ``base.model_copy(update={"learning_rate":
+    -1e-3})`` went to a local session's optimizer as it was (a step up the loss), a misspelt ``lr`` was dropped."""
+    base = rlnb.AdamParams(learning_rate=1e-3, beta1=0.8)
+    with pytest.raises(rlnb.InvalidParams, match=r"AdamParams.learning_rate = -0.001 is invalid: .*> 0"):
+        base.model_copy(update={"learning_rate": -1e-3})
+    with pytest.raises(rlnb.InvalidParams, match="AdamParams.lr = 0.001 is invalid: unknown field"):
+        base.model_copy(update={"lr": 1e-3})
+    with pytest.raises(rlnb.InvalidParams, match=r"MuonParams.adam.eps = 0 is invalid"):
+        rlnb.MuonParams(momentum=0.9).model_copy(update={"adam": {"eps": 0}})
+    assert base.model_copy(update={"learning_rate": 3e-3}).request_body() == {
+        "adam_params": {"learning_rate": 3e-3, "beta1": 0.8}
+    }
+    assert base.model_copy() == base and base.model_copy(deep=True) == base
+
+
+def test_a_dict_holds_its_own_optimizers_params_and_nothing_beside_them():
+    """``optim_step({"adam_params": {...}, "learning_rate": 1e-3})`` dropped the learning rate, and a dict
+    with both optimizers' params the other's (``rlnb serve`` fails such a step naming both); a Muon session
+    given ``{"adam_params": ...}`` called it an unknown Muon field; ``{"adam_params": None}`` (null: unset on
+    the wire) was ``TypeError: argument after ** must be a mapping``."""
+    with pytest.raises(rlnb.InvalidParams, match="learning_rate = 0.001 is invalid: an optim-step body holds "
+                                                 "adam_params only; put its fields inside adam_params"):
+        params_for("adam", {"adam_params": {"beta1": 0.8}, "learning_rate": 1e-3})
+    with pytest.raises(TypeError, match="this session's optimizer is adam: send adam_params only, not muon_params"):
+        params_for("adam", {"adam_params": {}, "muon_params": {"learning_rate": 0.02}})
+    with pytest.raises(TypeError, match="this session's optimizer is muon: send muon_params only, not adam_params"):
+        params_for("muon", {"adam_params": {"learning_rate": 1e-3}})
+    with pytest.raises(rlnb.InvalidParams, match="adam_params = 5 is invalid: must be a dict of AdamParams fields"):
+        params_for("adam", {"adam_params": 5})
+    assert params_for("adam", {"adam_params": None}) == rlnb.AdamParams()
+    assert params_for("muon", {"muon_params": {"momentum": 0.9}}) == rlnb.MuonParams(momentum=0.9)
+    assert params_for("adam", {"beta1": 0.8}) == rlnb.AdamParams(beta1=0.8)  # the inner object alone
 
 
 def test_body_parses_as_the_wire_optim_step_body():
