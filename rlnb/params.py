@@ -41,6 +41,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import ConfigDict, ValidationError
 
 from rlnb import wire
+from rlnb._options import is_integer
 from rlnb.errors import InvalidParams
 
 ADAM_DEFAULTS: dict[str, float] = {
@@ -65,10 +66,13 @@ def _allowed(model: type[wire._Model], loc: tuple[Any, ...], err_type: str) -> s
     if err_type == "extra_forbidden":
         return f"unknown field; allowed fields are {', '.join(model.model_fields)}"
     field = model.model_fields.get(str(loc[0])) if loc else None
-    if field is not None and len(loc) > 1 and field.annotation is not None:
-        sub = next((a for a in getattr(field.annotation, "__args__", ()) if isinstance(a, type)), None)
-        if sub is not None and issubclass(sub, wire._Model):
+    if field is not None and field.annotation is not None:
+        args = getattr(field.annotation, "__args__", ())
+        sub = next((a for a in args if isinstance(a, type) and issubclass(a, wire._Model)), None)
+        if sub is not None and len(loc) > 1:
             return _allowed(sub, loc[1:], err_type)
+        if sub is not None:  # the object itself (``adam=5``) is no params: not "a finite number"
+            return f"must be {sub.__name__} or a dict of its fields ({', '.join(sub.model_fields)}); or unset"
     if field is None:
         return err_type
     bounds: list[Any] = []
@@ -96,6 +100,8 @@ class _Params:
     _body_key: ClassVar[str]
 
     def __init__(self, **data: Any) -> None:
+        # a numpy integer (np.arange's) is an integer, as everywhere in rlnb; numpy floats pass as floats already
+        data = {k: int(v) if is_integer(v) and not isinstance(v, int) else v for k, v in data.items()}
         try:
             super().__init__(**data)
         except ValidationError as exc:
@@ -164,6 +170,8 @@ class MuonParams(_Params, wire.MuonParams):
 
     def __init__(self, **data: Any) -> None:
         adam = data.get("adam")
+        if isinstance(adam, wire.AdamParams) and not isinstance(adam, AdamParams):  # rlnb.wire's: its fields
+            adam = data["adam"] = adam.model_dump(exclude_unset=True)
         if isinstance(adam, dict):
             try:
                 data["adam"] = AdamParams(**adam)

@@ -56,6 +56,28 @@ def test_nested_adam_errors_name_the_full_path():
         rlnb.MuonParams(adam={"beta1": 2})
 
 
+def test_an_adam_that_is_no_params_says_what_it_takes_and_numpy_integers_are_integers():
+    """``MuonParams(adam=5)`` said "must be a finite number"; ``adam=rlnb.wire.AdamParams(...)`` (the API's own
+    type) was refused with the same words; ``newton_schulz_steps=np.int64(5)`` (``np.arange``'s) was
+    "np.int64(5) is invalid: must be an integer", where numpy floats pass and rlnb takes numpy integers
+    everywhere else."""
+    np = pytest.importorskip("numpy")
+    for bad in (5, "fast", rlnb.MuonParams()):
+        with pytest.raises(rlnb.InvalidParams, match=r"MuonParams.adam = .* is invalid: must be AdamParams or a "
+                                                     r"dict of its fields \(learning_rate, beta1, "):
+            rlnb.MuonParams(adam=bad)
+    given = rlnb.MuonParams(adam=wire.AdamParams(learning_rate=1e-3))
+    assert given.adam == rlnb.AdamParams(learning_rate=1e-3) and type(given.adam) is rlnb.AdamParams
+    with pytest.raises(rlnb.InvalidParams, match="MuonParams.adam.lr = 1 is invalid: unknown field"):
+        rlnb.MuonParams(adam=wire.AdamParams(lr=1))
+    p = rlnb.MuonParams(newton_schulz_steps=np.int64(3), adam={"learning_rate": np.int64(1)})
+    assert p.request_body() == {"muon_params": {"newton_schulz_steps": 3, "adam": {"learning_rate": 1.0}}}
+    assert type(p.newton_schulz_steps) is int
+    for bad in (np.int64(21), np.bool_(True), np.float64(5.0)):
+        with pytest.raises(rlnb.InvalidParams, match="newton_schulz_steps"):
+            rlnb.MuonParams(newton_schulz_steps=bad)
+
+
 def test_assignment_is_validated_too():
     p = rlnb.AdamParams()
     with pytest.raises(ValueError, match="learning_rate"):
