@@ -94,23 +94,38 @@ def _allowed(model: type[wire._Model], loc: tuple[Any, ...], err_type: str) -> s
     return f"must be {kind}" + (f", {rng}" if rng else "") + "; or unset for the default"
 
 
+def _plain(value: Any) -> Any:
+    """A numpy integer (np.arange's) as an int, as everywhere in rlnb; numpy floats pass as floats already."""
+    return int(value) if is_integer(value) and not isinstance(value, int) else value
+
+
+def _invalid(model: Any, exc: ValidationError) -> InvalidParams:
+    errors = [
+        (".".join(str(p) for p in e["loc"]), e.get("input"), _allowed(model, e["loc"], e["type"])) for e in exc.errors()
+    ]
+    return InvalidParams(model.__name__, errors)
+
+
 class _Params:
     """Mixin: friendly errors, exact request body, resolved values."""
 
     _body_key: ClassVar[str]
 
     def __init__(self, **data: Any) -> None:
-        # a numpy integer (np.arange's) is an integer, as everywhere in rlnb; numpy floats pass as floats already
-        data = {k: int(v) if is_integer(v) and not isinstance(v, int) else v for k, v in data.items()}
         try:
-            super().__init__(**data)
+            super().__init__(**{k: _plain(v) for k, v in data.items()})
         except ValidationError as exc:
-            model: Any = type(self)
-            errors = [
-                (".".join(str(p) for p in e["loc"]), e.get("input"), _allowed(model, e["loc"], e["type"]))
-                for e in exc.errors()
-            ]
-            raise InvalidParams(model.__name__, errors) from None
+            raise _invalid(type(self), exc) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """An assignment is checked as the constructor checks: the same errors, numpy integers, ``adam`` as a dict
+        (pydantic's own check said "Input should be a valid integer" of ``np.int64(5)``)."""
+        if name == "adam" and not isinstance(value, AdamParams) and isinstance(value, dict | wire.AdamParams):
+            value = MuonParams(adam=value).adam
+        try:
+            super().__setattr__(name, _plain(value))
+        except ValidationError as exc:
+            raise _invalid(type(self), exc) from None
 
     def request_body(self) -> dict[str, Any]:
         """The exact optim-step JSON body, unset fields omitted."""

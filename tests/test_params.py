@@ -84,6 +84,29 @@ def test_assignment_is_validated_too():
         p.learning_rate = -1.0
 
 
+def test_an_assignment_is_checked_as_the_constructor_checks():
+    """Assignments went through pydantic's own check: ``m.newton_schulz_steps = np.int64(5)`` was "Input should be
+    a valid integer", ``m.adam = 5`` "Input should be a valid dictionary or instance of AdamParams", a pydantic
+    ``ValidationError`` where the constructor raises ``InvalidParams`` naming the allowed range."""
+    np = pytest.importorskip("numpy")
+    m = rlnb.MuonParams()
+    m.newton_schulz_steps = np.int64(3)
+    m.adam = {"learning_rate": 1e-3}
+    assert m.request_body() == {"muon_params": {"newton_schulz_steps": 3, "adam": {"learning_rate": 1e-3}}}
+    assert type(m.adam) is rlnb.AdamParams and type(m.newton_schulz_steps) is int
+    m.adam = wire.AdamParams(beta1=0.8)
+    assert m.adam == rlnb.AdamParams(beta1=0.8)
+    with pytest.raises(rlnb.InvalidParams, match="MuonParams.adam = 5 is invalid: must be AdamParams or a dict"):
+        m.adam = 5
+    with pytest.raises(rlnb.InvalidParams, match=r"MuonParams.adam.eps = 0 is invalid: .*> 0"):
+        m.adam = {"eps": 0}
+    with pytest.raises(rlnb.InvalidParams, match=r"MuonParams.newton_schulz_steps = 21 is invalid: .*<= 20"):
+        m.newton_schulz_steps = np.int64(21)
+    with pytest.raises(rlnb.InvalidParams, match=r"AdamParams.beta1 = 1.0 is invalid: .*>= 0 and < 1"):
+        m.adam.beta1 = 1.0
+    assert m.request_body() == {"muon_params": {"newton_schulz_steps": 3, "adam": {"beta1": 0.8}}}
+
+
 def test_several_errors_reported_together():
     with pytest.raises(rlnb.InvalidParams) as info:
         rlnb.AdamParams(beta1=2, eps=0)
