@@ -33,6 +33,7 @@ Muon.adam     (non-matrix params) the Adam defaults above
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -40,6 +41,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import ConfigDict, ValidationError
 
 from rlnb import wire
+from rlnb._options import is_integer
 from rlnb.errors import InvalidParams
 
 ADAM_DEFAULTS: dict[str, float] = {
@@ -64,10 +66,13 @@ def _allowed(model: type[wire._Model], loc: tuple[Any, ...], err_type: str) -> s
     if err_type == "extra_forbidden":
         return f"unknown field; allowed fields are {', '.join(model.model_fields)}"
     field = model.model_fields.get(str(loc[0])) if loc else None
-    if field is not None and len(loc) > 1 and field.annotation is not None:
-        sub = next((a for a in getattr(field.annotation, "__args__", ()) if isinstance(a, type)), None)
-        if sub is not None and issubclass(sub, wire._Model):
+    if field is not None and field.annotation is not None:
+        args = getattr(field.annotation, "__args__", ())
+        sub = next((a for a in args if isinstance(a, type) and issubclass(a, wire._Model)), None)
+        if sub is not None and len(loc) > 1:
             return _allowed(sub, loc[1:], err_type)
+        if sub is not None:  # the object itself (``adam=5``) is no params: not "a finite number"
+            return f"must be {sub.__name__} or a dict of its fields ({', '.join(sub.model_fields)}); or unset"
     if field is None:
         return err_type
     bounds: list[Any] = []
@@ -89,6 +94,18 @@ def _allowed(model: type[wire._Model], loc: tuple[Any, ...], err_type: str) -> s
     return f"must be {kind}" + (f", {rng}" if rng else "") + "; or unset for the default"
 
 
+def _plain(value: Any) -> Any:
+    """A numpy integer (np.arange's) as an int, as everywhere in rlnb; numpy floats pass as floats already."""
+    return int(value) if is_integer(value) and not isinstance(value, int) else value
+
+
+def _invalid(model: Any, exc: ValidationError) -> InvalidParams:
+    errors = [
+        (".".join(str(p) for p in e["loc"]), e.get("input"), _allowed(model, e["loc"], e["type"])) for e in exc.errors()
+    ]
+    return InvalidParams(model.__name__, errors)
+
+
 class _Params:
     """Mixin: friendly errors, exact request body, resolved values."""
 
@@ -96,14 +113,19 @@ class _Params:
 
     def __init__(self, **data: Any) -> None:
         try:
-            super().__init__(**data)
+            super().__init__(**{k: _plain(v) for k, v in data.items()})
         except ValidationError as exc:
-            model: Any = type(self)
-            errors = [
-                (".".join(str(p) for p in e["loc"]), e.get("input"), _allowed(model, e["loc"], e["type"]))
-                for e in exc.errors()
-            ]
-            raise InvalidParams(model.__name__, errors) from None
+            raise _invalid(type(self), exc) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """An assignment is checked as the constructor checks: the same errors, numpy integers, ``adam`` as a dict
+        (pydantic's own check said "Input should be a valid integer" of ``np.int64(5)``)."""
+        if name == "adam" and not isinstance(value, AdamParams) and isinstance(value, dict | wire.AdamParams):
+            value = MuonParams(adam=value).adam
+        try:
+            super().__setattr__(name, _plain(value))
+        except ValidationError as exc:
+            raise _invalid(type(self), exc) from None
 
     def request_body(self) -> dict[str, Any]:
         """The exact optim-step JSON body, unset fields omitted."""
@@ -119,10 +141,27 @@ class _Params:
             data["adam"] = {**(data.get("adam") or {}), "learning_rate": resolved.adam.learning_rate * factor}
         return type(self)(**data)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
+        """A copy, with ``update``'s fields checked as the constructor checks them (pydantic's own copy took
+        them unchecked: ``learning_rate=-1`` stepped up the loss, a misspelt ``lr`` was dropped)."""
+        if not update:
+            return super().model_copy(deep=deep)  # type: ignore[misc]  # a mixin: BaseModel comes later in the MRO
+        return type(self)(**{**cast(wire._Model, self).model_dump(exclude_unset=True), **update})
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Any:
-        """Inverse of ``request_body()`` (also accepts the inner object)."""
-        inner = data.get(cls._body_key, data) if isinstance(data, dict) else data
+        """Inverse of ``request_body()`` (also accepts the inner object). Beside ``adam_params`` / ``muon_params``
+        a body holds nothing: another key (``learning_rate`` put beside it) is refused, not dropped."""
+        if not (isinstance(data, dict) and cls._body_key in data):
+            return cls(**data)
+        inner, extra = data[cls._body_key], [k for k in data if k != cls._body_key]
+        if extra:
+            rule = f"an optim-step body holds {cls._body_key} only; put its fields inside {cls._body_key}"
+            raise InvalidParams("optim-step body", [(k, data[k], rule) for k in extra])
+        if inner is None or isinstance(inner, cls):  # null is unset on the wire: the defaults
+            return inner or cls()
+        if not isinstance(inner, dict):
+            raise InvalidParams("optim-step body", [(cls._body_key, inner, f"must be a dict of {cls.__name__} fields")])
         return cls(**inner)
 
 
@@ -146,6 +185,8 @@ class MuonParams(_Params, wire.MuonParams):
 
     def __init__(self, **data: Any) -> None:
         adam = data.get("adam")
+        if isinstance(adam, wire.AdamParams) and not isinstance(adam, AdamParams):  # rlnb.wire's: its fields
+            adam = data["adam"] = adam.model_dump(exclude_unset=True)
         if isinstance(adam, dict):
             try:
                 data["adam"] = AdamParams(**adam)
@@ -175,6 +216,13 @@ def params_for(optimizer: wire.OptimizerKind, params: OptimizerParams | dict[str
     if params is None:
         return expected()
     if isinstance(params, dict):
+        mine = wire.OPTIMIZER_PARAMS_FIELD[optimizer]
+        other = next((f for k, f in wire.OPTIMIZER_PARAMS_FIELD.items() if k != optimizer and f in params), None)
+        if other is not None:  # dropped for want of the key, or read as an unknown field of this kind's params
+            raise TypeError(
+                f"this session's optimizer is {optimizer}: send {mine} only, not {other} "
+                "(the optimizer is fixed when the session is created)"
+            )
         return expected.from_dict(params)
     if not isinstance(params, expected):
         raise TypeError(

@@ -7,7 +7,7 @@ import pytest
 
 import rlnb
 from rlnb import wire
-from rlnb.params import ADAM_DEFAULTS, MUON_DEFAULTS, resolve
+from rlnb.params import ADAM_DEFAULTS, MUON_DEFAULTS, params_for, resolve
 
 # (field, good values, bad values, words the message must contain)
 ADAM_FIELDS = [
@@ -56,10 +56,55 @@ def test_nested_adam_errors_name_the_full_path():
         rlnb.MuonParams(adam={"beta1": 2})
 
 
+def test_an_adam_that_is_no_params_says_what_it_takes_and_numpy_integers_are_integers():
+    """``MuonParams(adam=5)`` said "must be a finite number"; ``adam=rlnb.wire.AdamParams(...)`` (the API's own
+    type) was refused with the same words; ``newton_schulz_steps=np.int64(5)`` (``np.arange``'s) was
+    "np.int64(5) is invalid: must be an integer", where numpy floats pass and rlnb takes numpy integers
+    everywhere else."""
+    np = pytest.importorskip("numpy")
+    for bad in (5, "fast", rlnb.MuonParams()):
+        with pytest.raises(rlnb.InvalidParams, match=r"MuonParams.adam = .* is invalid: must be AdamParams or a "
+                                                     r"dict of its fields \(learning_rate, beta1, "):
+            rlnb.MuonParams(adam=bad)
+    given = rlnb.MuonParams(adam=wire.AdamParams(learning_rate=1e-3))
+    assert given.adam == rlnb.AdamParams(learning_rate=1e-3) and type(given.adam) is rlnb.AdamParams
+    with pytest.raises(rlnb.InvalidParams, match="MuonParams.adam.lr = 1 is invalid: unknown field"):
+        rlnb.MuonParams(adam=wire.AdamParams(lr=1))
+    p = rlnb.MuonParams(newton_schulz_steps=np.int64(3), adam={"learning_rate": np.int64(1)})
+    assert p.request_body() == {"muon_params": {"newton_schulz_steps": 3, "adam": {"learning_rate": 1.0}}}
+    assert type(p.newton_schulz_steps) is int
+    for bad in (np.int64(21), np.bool_(True), np.float64(5.0)):
+        with pytest.raises(rlnb.InvalidParams, match="newton_schulz_steps"):
+            rlnb.MuonParams(newton_schulz_steps=bad)
+
+
 def test_assignment_is_validated_too():
     p = rlnb.AdamParams()
     with pytest.raises(ValueError, match="learning_rate"):
         p.learning_rate = -1.0
+
+
+def test_an_assignment_is_checked_as_the_constructor_checks():
+    """Assignments went through pydantic's own check: ``m.newton_schulz_steps = np.int64(5)`` was "Input should be
+    a valid integer", ``m.adam = 5`` "Input should be a valid dictionary or instance of AdamParams", a pydantic
+    ``ValidationError`` where the constructor raises ``InvalidParams`` naming the allowed range."""
+    np = pytest.importorskip("numpy")
+    m = rlnb.MuonParams()
+    m.newton_schulz_steps = np.int64(3)
+    m.adam = {"learning_rate": 1e-3}
+    assert m.request_body() == {"muon_params": {"newton_schulz_steps": 3, "adam": {"learning_rate": 1e-3}}}
+    assert type(m.adam) is rlnb.AdamParams and type(m.newton_schulz_steps) is int
+    m.adam = wire.AdamParams(beta1=0.8)
+    assert m.adam == rlnb.AdamParams(beta1=0.8)
+    with pytest.raises(rlnb.InvalidParams, match="MuonParams.adam = 5 is invalid: must be AdamParams or a dict"):
+        m.adam = 5
+    with pytest.raises(rlnb.InvalidParams, match=r"MuonParams.adam.eps = 0 is invalid: .*> 0"):
+        m.adam = {"eps": 0}
+    with pytest.raises(rlnb.InvalidParams, match=r"MuonParams.newton_schulz_steps = 21 is invalid: .*<= 20"):
+        m.newton_schulz_steps = np.int64(21)
+    with pytest.raises(rlnb.InvalidParams, match=r"AdamParams.beta1 = 1.0 is invalid: .*>= 0 and < 1"):
+        m.adam.beta1 = 1.0
+    assert m.request_body() == {"muon_params": {"newton_schulz_steps": 3, "adam": {"beta1": 0.8}}}
 
 
 def test_several_errors_reported_together():
@@ -127,6 +172,41 @@ def test_round_trip(p):
     assert again == p
     assert again.request_body() == p.request_body()
     assert type(p).from_dict(p.request_body()[p._body_key]) == p
+
+
+def test_a_copy_with_updates_is_checked_as_the_constructor_checks():
+    """pydantic's ``model_copy(update=...)`` takes its values unchecked: ``base.model_copy(update={"learning_rate":
+    -1e-3})`` went to a local session's optimizer as it was (a step up the loss), a misspelt ``lr`` was dropped."""
+    base = rlnb.AdamParams(learning_rate=1e-3, beta1=0.8)
+    with pytest.raises(rlnb.InvalidParams, match=r"AdamParams.learning_rate = -0.001 is invalid: .*> 0"):
+        base.model_copy(update={"learning_rate": -1e-3})
+    with pytest.raises(rlnb.InvalidParams, match="AdamParams.lr = 0.001 is invalid: unknown field"):
+        base.model_copy(update={"lr": 1e-3})
+    with pytest.raises(rlnb.InvalidParams, match=r"MuonParams.adam.eps = 0 is invalid"):
+        rlnb.MuonParams(momentum=0.9).model_copy(update={"adam": {"eps": 0}})
+    assert base.model_copy(update={"learning_rate": 3e-3}).request_body() == {
+        "adam_params": {"learning_rate": 3e-3, "beta1": 0.8}
+    }
+    assert base.model_copy() == base and base.model_copy(deep=True) == base
+
+
+def test_a_dict_holds_its_own_optimizers_params_and_nothing_beside_them():
+    """``optim_step({"adam_params": {...}, "learning_rate": 1e-3})`` dropped the learning rate, and a dict
+    with both optimizers' params the other's (``rlnb serve`` fails such a step naming both); a Muon session
+    given ``{"adam_params": ...}`` called it an unknown Muon field; ``{"adam_params": None}`` (null: unset on
+    the wire) was ``TypeError: argument after ** must be a mapping``."""
+    with pytest.raises(rlnb.InvalidParams, match="learning_rate = 0.001 is invalid: an optim-step body holds "
+                                                 "adam_params only; put its fields inside adam_params"):
+        params_for("adam", {"adam_params": {"beta1": 0.8}, "learning_rate": 1e-3})
+    with pytest.raises(TypeError, match="this session's optimizer is adam: send adam_params only, not muon_params"):
+        params_for("adam", {"adam_params": {}, "muon_params": {"learning_rate": 0.02}})
+    with pytest.raises(TypeError, match="this session's optimizer is muon: send muon_params only, not adam_params"):
+        params_for("muon", {"adam_params": {"learning_rate": 1e-3}})
+    with pytest.raises(rlnb.InvalidParams, match="adam_params = 5 is invalid: must be a dict of AdamParams fields"):
+        params_for("adam", {"adam_params": 5})
+    assert params_for("adam", {"adam_params": None}) == rlnb.AdamParams()
+    assert params_for("muon", {"muon_params": {"momentum": 0.9}}) == rlnb.MuonParams(momentum=0.9)
+    assert params_for("adam", {"beta1": 0.8}) == rlnb.AdamParams(beta1=0.8)  # the inner object alone
 
 
 def test_body_parses_as_the_wire_optim_step_body():

@@ -259,14 +259,16 @@ class Session:
         """Apply the accumulated gradients with ``params`` (``AdamParams`` or ``MuonParams``, matching
         the session's optimizer; unset fields use the session defaults). Does not publish weights to
         the sampler — call ``weights_sync()`` for that."""
-        params = self.check_params(params)
+        # A copy: the operation runs later, and params are mutable (``p.learning_rate = ...`` in a loop changed the
+        # steps still queued, while the history recorded the rates they were submitted with).
+        taken: OptimizerParams = self.check_params(params).model_copy(deep=True)
         # The params were validated when they were built: the body wraps them as they are, and the
         # backend only fills in defaults (one validation per step).
-        if isinstance(params, AdamParams):
-            body = wire.OptimStepBody.model_construct(adam_params=params)
+        if isinstance(taken, AdamParams):
+            body = wire.OptimStepBody.model_construct(adam_params=taken)
         else:
-            body = wire.OptimStepBody.model_construct(muon_params=params)
-        return self._submit(Kind.OPTIM_STEP, body, params=params.model_dump(exclude_unset=True))
+            body = wire.OptimStepBody.model_construct(muon_params=taken)
+        return self._submit(Kind.OPTIM_STEP, body, params=taken.model_dump(exclude_unset=True))
 
     def weights_sync(self, sync_type: str = "synchronous") -> Operation[wire.WeightsSyncResult]:
         """Publish the trainer's current weights to the sampler; returns the new ``weights_version``."""

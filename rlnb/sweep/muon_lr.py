@@ -21,14 +21,15 @@ Shapes = Sequence[tuple[int, int]]
 
 
 def muon_shapes(model: str | nn.Module | Session = "tiny") -> list[tuple[int, int]]:
-    """The shapes (rows, cols) of the matrices Muon updates: in a built-in model (by name), an
+    """The shapes (rows, cols) = (fan_out, fan_in) of the matrices Muon updates (a GPT-2 layer stored [in, out]
+    counts as the nn.Linear it is, ``ParamSplit.fan_shape``): in a built-in model (by name), an
     ``nn.Module``, or a session — a local one's own optimizer split (a Hugging Face model, LoRA and
     ``muon_split`` included), a remote one's built-in model. A remote session on another model raises
     ``ValueError``: its shapes are not known here (pass the shapes, or the module)."""
     if isinstance(model, Session):
         optim = getattr(model.backend, "optim", None)
         if optim is not None:
-            return [(int(p.shape[0]), int(p.shape[1])) for _, p in optim.split.muon]
+            return optim.split.muon_shapes()
         name = str(model.history.config.get("model", "")).removeprefix("rlnb/")
         if name not in SIZES:
             raise ValueError(
@@ -40,7 +41,7 @@ def muon_shapes(model: str | nn.Module | Session = "tiny") -> list[tuple[int, in
         raise TypeError(f"model must be a built-in model's name {sorted(SIZES)}, an nn.Module or a session, "
                         f"got {type(model).__name__} {model!r}")  # fmt: skip
     module = build_model(model, seed=0) if isinstance(model, str) else model
-    return [(int(p.shape[0]), int(p.shape[1])) for _, p in split_params(module, roles(module)).muon]
+    return split_params(module, roles(module)).muon_shapes()
 
 
 def _scale(convention: str, rows: int, cols: int) -> float:

@@ -54,7 +54,7 @@ REDRAWS = 20
 
 def dimension(name: str, spec: Any) -> Dimension:
     """A dimension from its object or shorthand; a malformed one raises naming ``name``. Numpy and torch scalars
-    among its choices or ends are the Python numbers they hold (params refuse ``np.int64``)."""
+    among its choices or ends are the Python numbers they hold."""
     if isinstance(spec, tuple):
         spec = tuple(scalar(v) for v in spec)
     dim: Dimension
@@ -148,7 +148,7 @@ def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
     for name, values in axes.items():
         check_once(f"grid: {name}", list(values))
     names = list(axes)
-    plain = ([scalar(v) for v in axes[n]] for n in names)  # np.arange's np.int64: plain ints, as params take them
+    plain = ([scalar(v) for v in axes[n]] for n in names)  # np.arange's np.int64: plain ints for sweep.json
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*plain)]
 
 

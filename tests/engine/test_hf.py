@@ -424,3 +424,18 @@ def test_a_crafted_model_folder_is_a_model_load_error_naming_it(tmp_path, case):
         local(str(folder))
     assert str(folder) in str(info.value) and isinstance(info.value, ValueError)
     assert info.value.__context__ is None or info.value.__suppress_context__
+
+
+def test_muon_reads_gpt2s_conv1d_layers_by_their_fan_not_their_storage(hf_dirs):
+    """GPT-2's attention and MLP layers are transformers' ``Conv1D``, their weights stored [in, out]: Muon's
+    "original" scale read the stored shape, so every c_fc moved half as far as the same layer as an nn.Linear,
+    every c_proj of the MLP twice as far (``test_optim.py`` checks the update itself on a Conv1D)."""
+    from rlnb.sweep import muon_shapes
+
+    with local(hf_dirs["gpt2"], optimizer="muon", seed=0) as s:
+        split = s.backend.optim.split
+        conv1d = {n for n, _ in split.muon if n.rsplit(".", 2)[-2] in ("c_attn", "c_proj", "c_fc")}
+        assert conv1d and split.stored_in_out == conv1d
+        shapes = dict(zip([n for n, _ in split.muon], muon_shapes(s), strict=True))
+        fc = next(n for n in conv1d if ".mlp.c_fc." in n)
+        assert shapes[fc] == tuple(reversed(dict(split.muon)[fc].shape))  # [4d, d]: it widens

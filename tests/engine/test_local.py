@@ -532,6 +532,29 @@ def test_a_refused_submission_does_not_shift_step_numbers():
         assert s.id == s.info().id
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "muon"])
+def test_params_changed_after_a_submission_leave_the_queued_step_as_submitted(optimizer):
+    """``p.learning_rate = lr`` in a loop (params validate assignments, so they are meant to change): the steps
+    still queued behind the worker took the last rate (all three stepped at 3e-3), while the history recorded
+    1e-3, 2e-3 and 3e-3. Each step now takes its params as they were when it was submitted."""
+    params = rlnb.AdamParams() if optimizer == "adam" else rlnb.MuonParams(adam={})
+    lrs = [1e-3, 2e-3, 3e-3]
+    with local_session(model="tiny", optimizer=optimizer, seed=0, op_delay=0.05) as s:
+        steps = []
+        for lr in lrs:  # submissions return at once; the worker runs each operation 0.05 s later
+            params.learning_rate = lr
+            if optimizer == "muon":
+                params.adam.learning_rate = lr / 10
+            s.forward_backward([samples.cross_entropy(list(b"queued"))])
+            steps.append(s.optim_step(params))
+        metrics = [op.result(60).metrics for op in steps]
+        recorded = list(s.history.df[s.history.df.kind == "optim-step"].params)
+    assert [m["learning_rate"] for m in metrics] == lrs
+    assert [r["learning_rate"] for r in recorded] == lrs
+    if optimizer == "muon":
+        assert [m["adam/learning_rate"] for m in metrics] == [lr / 10 for lr in lrs]
+
+
 def test_optimizer_params_are_validated_once_per_step(monkeypatch):
     """The params a user builds are checked when built; the body, the backend and the optimizer take them as
     they are: one pydantic validation per step, not one per layer."""

@@ -175,6 +175,46 @@ def test_muon_matches_torch_muon(scaling: str, adjust_lr_fn: str | None, ns_dtyp
         torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0)
 
 
+class Conv1D(nn.Module):
+    """transformers' ``Conv1D`` (GPT-2's attention and MLP layers): a linear layer whose weight is stored
+    [in, out], ``y = x @ W``."""
+
+    def __init__(self, nf: int, nx: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(nx, nf))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x @ self.weight
+
+
+@pytest.mark.parametrize("scaling", ["original", "match_adam"])
+def test_muon_moves_a_layer_stored_in_out_as_the_linear_layer_it_is(scaling: str) -> None:
+    """GPT-2's layers store their weight [in, out]. Muon's "original" scale max(1, rows/cols)^½ read the
+    storage, so a widening layer (GPT-2's c_fc, 768 -> 3072) moved half as far as the same layer as an
+    nn.Linear, and a narrowing one (c_proj) twice as far. The update is the Linear's, transposed; the
+    shapes Find LR converts rates for (``muon_shapes``) are the layers' too."""
+    gen = torch.Generator().manual_seed(0)
+    weights = [torch.randn(32, 8, generator=gen), torch.randn(8, 32, generator=gen)]  # [out, in]: widen, narrow
+    grads = [[torch.randn(w.shape, generator=gen) for w in weights] for _ in range(2)]
+    linear = nn.Sequential(nn.Linear(8, 32, bias=False), nn.Linear(32, 8, bias=False))
+    conv = nn.Sequential(Conv1D(32, 8), Conv1D(8, 32))
+    moved = []
+    for model, layout in ((linear, lambda t: t), (conv, lambda t: t.T.contiguous())):
+        with torch.no_grad():
+            for layer, w in zip(model, weights, strict=True):
+                layer.weight.copy_(layout(w))
+        opt = TrainerOptimizer(model, "muon", muon_scaling=scaling, ns_dtype=torch.float32)
+        for step in grads:
+            for layer, g in zip(model, step, strict=True):
+                layer.weight.grad = layout(g)
+            opt.step(muon_hp(weight_decay=0.0, grad_clip_norm=0.0))
+        moved.append([layout(layer.weight.detach()) - w for layer, w in zip(model, weights, strict=True)])
+    assert split_params(conv).stored_in_out == {"0.weight", "1.weight"} and not split_params(linear).stored_in_out
+    for ours, linears in zip(*moved, strict=True):
+        torch.testing.assert_close(ours, linears, atol=1e-6, rtol=1e-5)
+    assert split_params(conv).muon_shapes() == split_params(linear).muon_shapes() == [(32, 8), (8, 32)]
+
+
 def test_split_params_tiny_transformer() -> None:
     model = build_model("tiny", seed=0)  # MLP width 4·64 = 256 = vocab: must not be mistaken for the head
     split = split_params(model)

@@ -22,6 +22,19 @@ class ParamSplit:
 
     muon: list[tuple[str, nn.Parameter]]
     adam: list[tuple[str, nn.Parameter]]
+    stored_in_out: frozenset[str] = frozenset()
+    """Muon matrices stored [in, out] (``IN_OUT_LAYERS``: GPT-2's layers) rather than nn.Linear's [out, in]."""
+
+    def fan_shape(self, name: str, p: nn.Parameter) -> tuple[int, int]:
+        """A Muon matrix's (fan_out, fan_in), the (rows, cols) of Muon's shape scale: its shape, swapped for one
+        stored [in, out]. The scale reads the layer, not its storage: a GPT-2 MLP's c_fc (stored 768 x 3072)
+        moved half as far as the same layer as an nn.Linear (3072 x 768), its c_proj twice as far."""
+        rows, cols = p.shape
+        return (cols, rows) if name in self.stored_in_out else (rows, cols)
+
+    def muon_shapes(self) -> list[tuple[int, int]]:
+        """Every Muon matrix's ``fan_shape``, in order."""
+        return [self.fan_shape(n, p) for n, p in self.muon]
 
     def describe(self) -> str:
         """One row per parameter (group, name, shape, size) and a count per group."""
@@ -39,6 +52,9 @@ class ParamSplit:
         """Parameter names per group, as a run's ``config.json`` records them."""
         return {"muon": [n for n, _ in self.muon], "adam": [n for n, _ in self.adam]}
 
+
+IN_OUT_LAYERS = ("Conv1D",)
+"""Class names of layers whose weight is stored [in, out]: transformers' ``Conv1D`` (GPT-2's attention and MLP)."""
 
 SplitOverride = Callable[[str, nn.Parameter], "str | None"] | Mapping[str, str]
 """Explicit Muon/AdamW assignment: a function ``(name, param) -> "muon" | "adam" | None`` (None = the
@@ -73,6 +89,9 @@ def split_params(
     4. Not a proper matrix: not 2-D (norms, biases, scalars), or 2-D with a side of 1 (a value head, a
        gate vector: orthogonalising a single row only normalises it) → AdamW.
     5. Otherwise → Muon.
+
+    A matrix stored [in, out] (``IN_OUT_LAYERS``) is named in ``stored_in_out``: Muon scales its update by the
+    layer's (fan_out, fan_in), not by its storage (``ParamSplit.fan_shape``).
     """
     role_ids = {id(p) for p in (model_roles(model) if roles is None else roles)}
     every = dict(model.named_parameters(remove_duplicate=False))
@@ -92,8 +111,11 @@ def split_params(
 
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     groups = {n: group(n, p) for n, p in named}
+    in_out = {id(m.weight) for m in model.modules() if type(m).__name__ in IN_OUT_LAYERS}
     return ParamSplit(
-        muon=[(n, p) for n, p in named if groups[n] == "muon"], adam=[(n, p) for n, p in named if groups[n] == "adam"]
+        muon=[(n, p) for n, p in named if groups[n] == "muon"],
+        adam=[(n, p) for n, p in named if groups[n] == "adam"],
+        stored_in_out=frozenset(n for n, p in named if groups[n] == "muon" and id(p) in in_out),
     )
 
 
