@@ -1,0 +1,27 @@
+"""Where `rlnb serve` strayed from the API reference (R-new), each now as the reference says."""
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from rlnb import wire
+from tests.support.server import app_client
+
+
+@pytest.fixture(scope="module")
+def c(tmp_path_factory) -> Iterator[TestClient]:
+    with app_client(tmp_path_factory.mktemp("ckpt")) as client:
+        yield client
+
+
+def test_a_status_filter_of_unspecified_is_a_400_not_an_empty_list(c):
+    """The list filter's statuses omit UNSPECIFIED (no session is ever in it): ``?status=..._UNSPECIFIED``
+    answered an empty list, as a misspelt status used to."""
+    running, unspecified = wire.SessionStatus.RUNNING, wire.SessionStatus.UNSPECIFIED
+    r = c.get("/training-sessions", params={"status": f"{running},{unspecified}"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == "status" and f"{unspecified.value!r} is not" in err["message"]
+    assert running in err["message"] and f"{unspecified}," not in err["message"]  # not offered as a choice
+    assert c.get("/training-sessions", params={"status": running}).status_code == 200
