@@ -25,3 +25,24 @@ def test_a_status_filter_of_unspecified_is_a_400_not_an_empty_list(c):
     assert err["param"] == "status" and f"{unspecified.value!r} is not" in err["message"]
     assert running in err["message"] and f"{unspecified}," not in err["message"]  # not offered as a choice
     assert c.get("/training-sessions", params={"status": running}).status_code == 200
+
+
+def test_an_empty_string_clears_a_label_at_create_and_in_metadata(c):
+    """"Empty strings clear": a PATCH of ``metadata.wandb.url: ""`` kept ``"url": ""``, and a session created
+    with ``display_name: ""`` showed ``""`` where a PATCH of the same cleared it (proto3 has no empty string
+    apart from unset)."""
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+    made = c.post(
+        "/training-sessions",
+        json={"model_resources_id": rid, "display_name": "", "metadata": {"wandb": {"project": "p", "group": ""}}},
+    )
+    assert made.status_code == 200, made.text
+    session = made.json()
+    assert session["display_name"] is None
+    assert session["metadata"]["wandb"]["project"] == "p" and session["metadata"]["wandb"]["group"] is None
+    patched = c.patch(f"/training-sessions/{session['id']}", json={"metadata": {"wandb": {"project": "p", "url": ""}}})
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["metadata"]["wandb"] == {
+        "entity": None, "group": None, "project": "p", "run_id": None, "run_name": None, "url": None,
+    }  # fmt: skip
+    assert patched.json()["updated_at"] == session["updated_at"]  # nothing changed
