@@ -1,12 +1,13 @@
 """Where `rlnb serve` strayed from the API reference (R-new), each now as the reference says."""
 
+import math
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
-from rlnb import wire
-from tests.support.server import app_client
+from rlnb import samples, wire
+from tests.support.server import app_client, new_session, submit, wait
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +47,16 @@ def test_an_empty_string_clears_a_label_at_create_and_in_metadata(c):
         "entity": None, "group": None, "project": "p", "run_id": None, "run_name": None, "url": None,
     }  # fmt: skip
     assert patched.json()["updated_at"] == session["updated_at"]  # nothing changed
+
+
+def test_positions_outside_the_loss_come_back_as_zero_not_minus_zero(c):
+    """``loss_fn_outputs`` logprobs at positions the loss excludes "come back as 0": they came back ``-0.0``
+    (a log-prob times a zero mask), which a client comparing the JSON, or dividing by it, tells from 0."""
+    _, sid = new_session(c)
+    sample = samples.cross_entropy([1, 2, 3, 4], weights=[0.0, 0.0, 1.0, 0.5])
+    body = {"samples": [sample.to_json_dict()], "loss": {"type": "LOSS_TYPE_CROSS_ENTROPY"},
+            "return_loss_fn_outputs": True, "forward_only": True}  # fmt: skip
+    env = wait(c, sid, "forward-backward", submit(c, sid, "forward-backward", body)["id"])
+    data = env["output"]["loss_fn_outputs"][0]["tensors"]["logprobs"]["data"]
+    assert data[0] == 0 and math.copysign(1.0, data[0]) == 1.0, data  # +0.0
+    assert data[1] < 0 and data[2] < 0  # a fractional weight still counts: its log-prob whole
