@@ -146,7 +146,7 @@ def status_filter(status: list[str] | None, catalogue: type[StrEnum]) -> Callabl
     clients do (``?status=A&status=B``: every value counts); None keeps everything. A value that is not one
     of ``catalogue`` (a typo, an empty item), or is its UNSPECIFIED (which the reference's filter omits), is a
     400 naming ``status``: it would match nothing, silently."""
-    choices = [member for member in catalogue if member.name != "UNSPECIFIED"]  # no object is ever in it
+    choices = wire.filterable(catalogue)
     wanted = {value for item in status for value in item.split(",")} if status else None
     unknown = sorted(wanted - set(choices)) if wanted is not None else []
     if unknown:
