@@ -147,7 +147,8 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
             wire.LossFnOutput(
                 tensors={
                     "logprobs": wire.TensorData(
-                        data=(lp.detach() * losses_mod.loss_mask(loss_type, x)).tolist(), dtype="float32"
+                        data=torch.where(losses_mod.loss_mask(loss_type, x) != 0, lp.detach(), 0.0).tolist(),  # +0.0
+                        dtype="float32",
                     )
                 }
             )

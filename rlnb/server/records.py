@@ -144,11 +144,13 @@ def page(
 def status_filter(status: list[str] | None, catalogue: type[StrEnum]) -> Callable[[Any], bool]:
     """``status`` is each ``status`` of the query, comma-joined as the SDK sends a list or repeated as other
     clients do (``?status=A&status=B``: every value counts); None keeps everything. A value that is not one
-    of ``catalogue`` (a typo, an empty item) is a 400 naming ``status``: it would match nothing, silently."""
+    of ``catalogue`` (a typo, an empty item), or is its UNSPECIFIED (which the reference's filter omits), is a
+    400 naming ``status``: it would match nothing, silently."""
+    choices = wire.filterable(catalogue)
     wanted = {value for item in status for value in item.split(",")} if status else None
-    unknown = sorted(wanted - set(catalogue)) if wanted is not None else []
+    unknown = sorted(wanted - set(choices)) if wanted is not None else []
     if unknown:
         raise ServerError(
-            400, f"status {unknown[0]!r} is not a {catalogue.__name__}: one of {', '.join(catalogue)}", param="status"
+            400, f"status {unknown[0]!r} is not a {catalogue.__name__}: one of {', '.join(choices)}", param="status"
         )
     return lambda item: wanted is None or item.status in wanted

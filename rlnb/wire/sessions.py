@@ -102,6 +102,12 @@ class WandbMetadata(_Model):
     run_name: str | None = None
     url: str | None = None
 
+    @field_validator("*")
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        """An empty string is no value (proto3 has no other): in a create or a PATCH it clears the field."""
+        return value or None
+
 
 class SessionMetadata(_Model):
     """Free-form metadata of a session (today: its W&B run)."""

@@ -23,6 +23,7 @@ __all__ = [
     "SessionErrorCode",
     "SessionStatus",
     "error_code",
+    "filterable",
     "short_name",
     "unknown_code",
 ]
@@ -135,6 +136,12 @@ def unknown_code(data: object, catalogue: type[StrEnum], fallback: StrEnum) -> o
     said = data.get("message")
     message = f"{code} (a code rlnb does not know)" + (f": {said}" if isinstance(said, str) else "")
     return {**data, "code": fallback, "message": message}
+
+
+def filterable(catalogue: type[StrEnum]) -> list[StrEnum]:
+    """The statuses a list's ``status`` filter takes: the catalogue without its UNSPECIFIED, which the
+    reference's filters omit (no object is ever in it)."""
+    return [member for member in catalogue if member.name != "UNSPECIFIED"]
 
 
 def error_code(code: str) -> OperationErrorCode:
