@@ -7,6 +7,7 @@ registry's one locking rule and uses its records.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import uuid
 from datetime import datetime
@@ -18,6 +19,8 @@ from rlnb.server.errors import ServerError, not_found
 from rlnb.server.payloads import PayloadStore
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, page
 from rlnb.server.settings import ServerSettings
+
+log = logging.getLogger("rlnb")
 
 FileKind = Literal["merged", "adapter"]
 """The two sets of files of an inference checkpoint."""
@@ -206,6 +209,7 @@ class OperationsMixin:
             raise ServerError(400, "the ADAPTER variant exists only for LoRA sessions", param="variant")
         folder = c.path / kind
         if not folder.is_dir():
-            raise ServerError(409, f"checkpoint {cid}'s files are gone from {c.path}", param="checkpoint_id")
+            log.warning("rlnb serve: checkpoint %s's files are gone from %s", cid, c.path)  # the operator's to see
+            raise ServerError(409, f"checkpoint {cid}'s files are gone from this server", param="checkpoint_id")
         inside = c.path.resolve()  # a symlink that leads out of the checkpoint's folder is never served
         return sorted(p for p in folder.rglob("*") if p.is_file() and p.resolve().is_relative_to(inside))

@@ -267,6 +267,20 @@ def test_training_checkpoint_resume_and_download_rules(c):
     assert resumed.json()["resume_from_checkpoint_id"] == ckpt["id"]
 
 
+def test_a_checkpoint_whose_files_are_gone_is_a_409_that_does_not_show_the_servers_folders(tmp_path):
+    """The 409 quoted the checkpoint's folder on the server (``/srv/.../checkpoints/ckpt-...``) to any client."""
+    import shutil
+
+    with app_client(tmp_path) as c:
+        _, sid = new_session(c)
+        op = submit(c, sid, "inference-checkpoint")["id"]
+        ckpt = wait(c, sid, "inference-checkpoint", op)["output"]["checkpoint"]
+        shutil.rmtree(next(p for p in tmp_path.rglob(ckpt["id"]) if p.is_dir()))
+        r = c.get(f"/checkpoints/{ckpt['id']}/download", params={"variant": "CHECKPOINT_VARIANT_MERGED"})
+        assert r.status_code == 409 and r.json()["error"]["message"].endswith("files are gone from this server")
+        assert str(tmp_path) not in r.text
+
+
 def test_trainer_only_resource_rejects_sample(c):
     _, sid = new_session(c, compute_config={"num_generator_replicas": 0})
     env = wait(
