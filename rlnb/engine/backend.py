@@ -60,10 +60,13 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
 
 def sampler_copy(trainer: nn.Module) -> nn.Module:
     """The sampler: a copy of the trainer that shares every tensor training never changes (frozen
-    parameters, buffers) and owns copies of the trainable ones. Full-weight sessions get a full
-    second copy; LoRA sessions only a second adapter."""
+    parameters, non-persistent buffers such as rotary tables and causal masks) and owns copies of the others
+    (trainable parameters, and persistent buffers: a BatchNorm's running statistics move with every training
+    forward, and the sampler must not see them before a weights-sync). Full-weight sessions get a full second
+    copy; LoRA sessions only a second adapter."""
     memo: dict[int, Any] = {id(p): p for p in trainer.parameters() if not p.requires_grad}
-    memo.update({id(b): b for b in trainer.buffers()})
+    memo.update({id(b): b for m in trainer.modules() for name, b in m.named_buffers(recurse=False)
+                 if name in m._non_persistent_buffers_set})  # fmt: skip
     sampler = copy.deepcopy(trainer, memo)
     for p in sampler.parameters():
         p.requires_grad_(False)  # shared tensors are frozen already; the copies need no grad either

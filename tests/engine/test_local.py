@@ -203,6 +203,37 @@ def test_sampling_uses_the_published_weights_only():
         assert s.info().policy_state.applied_weights_version == 2
 
 
+class Normed(nn.Module):
+    """A user model with running statistics, as a BatchNorm keeps them: every training forward moves them."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb, self.head = nn.Embedding(VOCAB, 8), nn.Linear(8, VOCAB)
+        self.register_buffer("running_mean", torch.zeros(VOCAB))
+
+    def forward(self, idx):
+        logits = self.head(self.emb(idx))
+        if self.training:
+            self.running_mean.mul_(0.5).add_(0.5 * logits.detach().reshape(-1, VOCAB).mean(0))
+        return logits - self.running_mean
+
+
+def test_running_statistics_reach_the_sampler_only_through_weights_sync():
+    """The sampler shared every buffer with the trainer: a forward-backward's new running statistics changed what
+    sampling returned before any weights-sync."""
+    with local_session(model=Normed()) as s:
+        def logprobs():
+            return s.sample([[1, 2, 3]], num_samples=2, max_tokens=4, seed=3).result().results[0].sequences[0].logprobs
+
+        first = logprobs()
+        s.forward_backward([samples.cross_entropy([4, 5, 6, 7, 8, 9])]).result()
+        assert logprobs() == first
+        s.weights_sync().result()
+        assert logprobs() != first  # the statistics are published with the weights
+        assert torch.equal(s.backend.sampler.running_mean, s.backend.trainer.running_mean)
+
+
 def test_seed_determinism():
     def run(model_seed, sample_seed):
         with local_session(model="tiny", seed=model_seed) as s:
