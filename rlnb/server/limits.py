@@ -130,9 +130,13 @@ def check_inputs(settings: ServerSettings, body: wire.ForwardBackwardBody | wire
 
 
 def check_loss(settings: ServerSettings, body: wire.ForwardBackwardBody) -> None:
-    """Params of another loss type are refused, not ignored."""
+    """Params of another loss type are refused, not ignored; params the loss requires (DRO's) must be there."""
     loss = body.loss
     own = wire.LOSS_PARAMS_FIELD.get(loss.type)
+    spec = next((s for s in wire.LOSSES.values() if s.type == loss.type), None)
+    if spec is not None and spec.params_required and getattr(loss, str(own), None) is None:
+        needed = ", ".join(n for n, f in spec.params.model_fields.items() if f.is_required()) if spec.params else ""
+        raise ServerError(400, f"loss.{own} is required for {loss.type} ({needed}: no default)", param=f"loss.{own}")
     for name in sorted(f for f in wire.LOSS_PARAMS_FIELD.values() if f is not None and f != own):
         if getattr(loss, name, None) is not None:
             takes = f"takes {own}" if own else "takes no params"

@@ -146,6 +146,11 @@ class LossSpec:
     """Keys read when present; a key no loss reads, or a mask this loss does not read, is refused
     (``unread_inputs``); another loss's inputs are ignored."""
 
+    @property
+    def params_required(self) -> bool:
+        """Whether its params must be sent: a field of them has no default (DRO's ``beta``)."""
+        return self.params is not None and any(f.is_required() for f in self.params.model_fields.values())
+
 
 _POLICY_REQUIRED = ("target_tokens", "logprobs", "advantages")
 _POLICY_OPTIONAL = ("weights", "mask")
@@ -239,7 +244,7 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
             raise ValueError(f"{spec.name} params have no field {', '.join(map(repr, unknown))}; "
                              f"its fields: {', '.join(spec.params.model_fields)}")
     config: dict[str, Any] = {"type": spec.type}
-    if spec.params_field is not None and (params or spec.type == "LOSS_TYPE_DRO"):
+    if spec.params_field is not None and (params or spec.params_required):
         config[spec.params_field] = params or {}
     return LossConfig.model_validate(config)
 

@@ -230,6 +230,8 @@ BAD_INPUT = {
         "type": "LOSS_TYPE_CROSS_ENTROPY", "ppo_params": {"clip_low_threshold": 0.8}}), "loss.ppo_params"),
     "grpo params on ppo": ("forward-backward", fb([1, 2], loss={
         "type": "LOSS_TYPE_PPO", "grpo_params": {"beta": 0.1}}), "loss.grpo_params"),
+    # the reference marks dro_params required (its beta has no default): it was accepted, then failed INVALID_INPUT
+    "dro without its params": ("forward-backward", fb([1, 2], loss={"type": "LOSS_TYPE_DRO"}), "loss.dro_params"),
     "bool clip threshold": ("forward-backward", fb([1, 2], loss={
         "type": "LOSS_TYPE_PPO", "ppo_params": {"clip_low_threshold": True}}), "loss.ppo_params.clip_low_threshold"),
     "bool weight": ("forward-backward", {**fb([1, 2]), "samples": [{**fb([1, 2])["samples"][0], "loss_fn_inputs": {
