@@ -133,9 +133,9 @@ def check_loss(settings: ServerSettings, body: wire.ForwardBackwardBody) -> None
     """Params of another loss type are refused, not ignored; params the loss requires (DRO's) must be there."""
     loss = body.loss
     own = wire.LOSS_PARAMS_FIELD.get(loss.type)
-    spec = next((s for s in wire.LOSSES.values() if s.type == loss.type), None)
-    if spec is not None and spec.params_required and getattr(loss, str(own), None) is None:
-        needed = ", ".join(n for n, f in spec.params.model_fields.items() if f.is_required()) if spec.params else ""
+    spec = wire.LOSSES.get(loss.type)
+    if spec is not None and spec.required_params and getattr(loss, str(own), None) is None:
+        needed = ", ".join(spec.required_params)
         raise ServerError(400, f"loss.{own} is required for {loss.type} ({needed}: no default)", param=f"loss.{own}")
     for name in sorted(f for f in wire.LOSS_PARAMS_FIELD.values() if f is not None and f != own):
         if getattr(loss, name, None) is not None:
@@ -204,7 +204,7 @@ def check_labels(settings: ServerSettings, display_name: str | None, metadata: w
     for param, value in (("display_name", display_name), ("metadata", metadata)):
         if value is None:
             continue
-        size = len(value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value.model_dump_json())
+        size = len((value if isinstance(value, str) else value.model_dump_json()).encode())  # bytes, not characters
         if size > settings.max_label_bytes:
             raise ServerError(
                 400, f"{param} is {size:,} bytes; the limit is {settings.max_label_bytes:,} (max_label_bytes)",

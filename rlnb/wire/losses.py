@@ -147,9 +147,10 @@ class LossSpec:
     (``unread_inputs``); another loss's inputs are ignored."""
 
     @property
-    def params_required(self) -> bool:
-        """Whether its params must be sent: a field of them has no default (DRO's ``beta``)."""
-        return self.params is not None and any(f.is_required() for f in self.params.model_fields.values())
+    def required_params(self) -> tuple[str, ...]:
+        """Its params' fields that have no default (DRO's ``beta``): if any, its params must be sent."""
+        fields = self.params.model_fields if self.params is not None else {}
+        return tuple(name for name, f in fields.items() if f.is_required())
 
 
 _POLICY_REQUIRED = ("target_tokens", "logprobs", "advantages")
@@ -244,7 +245,7 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
             raise ValueError(f"{spec.name} params have no field {', '.join(map(repr, unknown))}; "
                              f"its fields: {', '.join(spec.params.model_fields)}")
     config: dict[str, Any] = {"type": spec.type}
-    if spec.params_field is not None and (params or spec.params_required):
+    if spec.params_field is not None and (params or spec.required_params):
         config[spec.params_field] = params or {}
     return LossConfig.model_validate(config)
 
