@@ -20,7 +20,10 @@ The floor (``--floor``): the matmul FLOPs of one trial and of 16 (``torch.utils.
 best fp32 matmul rate at the same thread count (512 x 512, best of 20). 16 trials cannot take less than
 their FLOPs at that rate, whatever the overhead; the target asks for 3x one trial's wall time.
 
-    python bench/bench_batched.py [--reps 3] [--threads N] [--no-sequential] [--floor]
+Members (``--members``): an ensemble of one member too, so the 16-member run splits into the ensemble's fixed
+cost and what each member adds; with ``--floor``, a member's matmuls at the ensemble's own rate beside it.
+
+    python bench/bench_batched.py [--reps 3] [--threads N] [--no-sequential] [--floor] [--members]
 """
 
 from __future__ import annotations
@@ -59,9 +62,10 @@ def alone(lr: float, runs_dir: str) -> None:
     session.close()
 
 
-def batched(runs_dir: str) -> list[float]:
+def batched(runs_dir: str, k: int = 16) -> list[float]:
+    """The first ``k`` of the 16 trials as one ensemble; each member's mean reward over the last 5 steps."""
     members = [Member(rlnb.AdamParams(learning_rate=lr), seed=0, run_id=f"lr-{i:02d}") for i, lr in
-               enumerate(LEARNING_RATES)]
+               enumerate(LEARNING_RATES[:k])]
     results = run_batched("tiny", "adam", members, steps=STEPS, device="cpu", runs_dir=runs_dir, threads=THREADS)
     bad = [r.reason for r in results if r.status != "COMPLETED"]
     if bad:
@@ -96,7 +100,7 @@ def matmul_rate(threads: int, n: int = 512, reps: int = 20) -> float:
     return 2 * n**3 / best
 
 
-def floor(alone_s: float, batched_s: float) -> None:
+def floor(alone_s: float, batched_s: float) -> tuple[float, float]:
     """Where the floor is: 16 trials' FLOPs at this machine's best matmul rate, against 3x one trial."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -129,6 +133,26 @@ def floor(alone_s: float, batched_s: float) -> None:
           f"of "
           f"{total:.2f} s of op time, {mm / total:.0%}); at that rate 16 trials' matmuls alone take "
           f"{flops[16] / achieved:.2f} s")
+    return flops[16] / 16 / rate, flops[16] / 16 / achieved
+
+
+def marginal(alone_s: float, one_s: float, batched_s: float, matmul_s: tuple[float, float] | None) -> None:
+    """What one more member costs (16 members against 1, same ensemble code), against what the target leaves
+    each: 3x one trial alone, less the ensemble's fixed cost (the one-member run), over the 15 members added."""
+    added = (batched_s - one_s) / 15
+    budget = (TARGET * alone_s - one_s) / 15
+    print(f"    members: an ensemble of 1 took {one_s:.2f} s, of 16 {batched_s:.2f} s: each member added "
+          f"{added:.3f} s; the target leaves {budget:.3f} s a member ({TARGET:g}x one trial alone, less the "
+          f"one-member ensemble, over 15)")
+    if matmul_s is not None:
+        best, own = matmul_s
+        least = one_s + 15 * best
+        print(f"    members: a member's matmuls alone take {best:.3f} s at the best matmul rate "
+              f"({best / budget:.0%} of that budget), {own:.3f} s at the rate the ensemble runs them "
+              f"({own / budget:.0%})")
+        print(f"    members: so 16 trials take at least {least:.2f} s here (the one-member ensemble + 15 members' "
+              f"matmuls at the best rate) = {least / alone_s:.2f}x one trial alone: target <= {TARGET:g}x "
+              f"{'within reach' if least / alone_s <= TARGET else 'below the floor'}")
 
 
 def main() -> None:
@@ -137,6 +161,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the thread policy's)")
     parser.add_argument("--no-sequential", action="store_true", help="skip the 16 trials one after another")
     parser.add_argument("--floor", action="store_true", help="also measure the FLOPs floor")
+    parser.add_argument("--members", action="store_true",
+                        help="also time an ensemble of one member: what each added member costs")
     args = parser.parse_args()
     global THREADS
     THREADS = args.threads
@@ -146,6 +172,8 @@ def main() -> None:
     print(f"16 trials of the demo task (tiny, Adam, {STEPS} steps, learning rates {LEARNING_RATES[0]:.0e} .. "
           f"{LEARNING_RATES[-1]:.0e}) batched vs one trial alone (lr {LEARNING_RATES[8]:.2g})")
     settings: dict[str, Callable[[str], object]] = {"alone": lambda d: alone(LEARNING_RATES[8], d), "batched": batched}
+    if args.members:
+        settings["batched 1"] = lambda d: batched(d, 1)
     if not args.no_sequential:
         settings["sequential"] = sequential
     for fn in settings.values():  # warm-up: torch's first calls, allocator, code paths
@@ -167,8 +195,9 @@ def main() -> None:
     if "sequential" in med:
         print(f"    info: sequential 16 / alone 1: {med['sequential'] / med['alone']:.2f}x; "
               f"batched is {med['sequential'] / med['batched']:.2f}x faster than one after another")
-    if args.floor:
-        floor(med["alone"], med["batched"])
+    matmul_s = floor(med["alone"], med["batched"]) if args.floor else None
+    if args.members:
+        marginal(med["alone"], med["batched 1"], med["batched"], matmul_s)
     with tempfile.TemporaryDirectory() as tmp:
         rewards = batched(tmp)
     print("    final reward (mean of the last 5 steps) by learning rate: "
