@@ -106,6 +106,8 @@ def check_operation(settings: ServerSettings, kind: wire.OperationKind, body: An
 
 
 def check_batch(settings: ServerSettings, body: wire.ForwardBackwardBody | wire.CustomForwardBackwardBody) -> None:
+    if not body.samples:  # else accepted, and FAILED INVALID_INPUT once it ran
+        raise ServerError(400, "samples is empty: a forward-backward needs at least one sample", param="samples")
     if len(body.samples) > settings.max_batch_size:
         raise ServerError(
             400,
@@ -130,17 +132,12 @@ def check_inputs(settings: ServerSettings, body: wire.ForwardBackwardBody | wire
 
 
 def check_loss(settings: ServerSettings, body: wire.ForwardBackwardBody) -> None:
-    """Params of another loss type are refused, not ignored; params the loss requires (DRO's) must be there."""
-    loss = body.loss
-    own = wire.LOSS_PARAMS_FIELD.get(loss.type)
-    spec = wire.LOSSES.get(loss.type)
-    if spec is not None and spec.required_params and getattr(loss, str(own), None) is None:
-        needed = ", ".join(spec.required_params)
-        raise ServerError(400, f"loss.{own} is required for {loss.type} ({needed}: no default)", param=f"loss.{own}")
-    for name in sorted(f for f in wire.LOSS_PARAMS_FIELD.values() if f is not None and f != own):
-        if getattr(loss, name, None) is not None:
-            takes = f"takes {own}" if own else "takes no params"
-            raise ServerError(400, f"loss.{name} does not apply to {loss.type}, which {takes}", param=f"loss.{name}")
+    """A loss type that is no loss, params of another loss type (refused, not ignored), params the loss requires
+    (DRO's) missing: ``wire.loss_problem``, which rlnb's client checks before sending."""
+    problem = wire.loss_problem(body.loss)
+    if problem is not None:
+        param, why = problem
+        raise ServerError(400, why, param=param)
 
 
 def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:

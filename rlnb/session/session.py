@@ -235,6 +235,8 @@ class Session:
         ``loss_params`` fills the loss's params object (``{"beta": 0.1}``).
         """
         batch = [s if isinstance(s, wire.Sample) else wire.Sample.model_validate(s) for s in samples]
+        if not batch:  # else sent, and FAILED INVALID_INPUT once it ran
+            raise ValueError("samples is empty: pass at least one (rlnb.samples.cross_entropy(...) or .policy(...))")
         context = getattr(self.backend, "context_length", None)
         for i, s in enumerate(batch):
             if context is not None and len(s.model_input.tokens) > context:

@@ -29,6 +29,7 @@ __all__ = [
     "LossType",
     "PpoLossParams",
     "loss_config",
+    "loss_problem",
     "needs_reference",
     "unread_inputs",
 ]
@@ -227,13 +228,21 @@ def unread_inputs(loss_type: str | None, keys: Iterable[str]) -> list[str]:
 def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] | None = None) -> LossConfig:
     """A ``LossConfig`` from a short name (``"grpo"``), a wire type string, a dict or a model.
 
-    Refuses (``ValueError``) an unknown loss, params for a loss that takes none, and out-of-range params
-    (the message names the field and the bound) — before anything is sent.
+    Refuses (``ValueError``) an unknown loss, params for a loss that takes none, out-of-range params (the message
+    names the field and the bound), ``params`` beside a config (which carries its own) and a config with a
+    ``loss_problem`` — before anything is sent.
     """
-    if isinstance(loss, LossConfig):
-        return loss
-    if isinstance(loss, dict):
-        return LossConfig.model_validate(loss)
+    if isinstance(loss, LossConfig | dict):
+        if params:  # they would be dropped without a word
+            raise ValueError(
+                "loss_params go with a loss name (loss='grpo', loss_params={...}); a LossConfig or dict carries its "
+                "own params object (e.g. grpo_params): put them there"
+            )
+        given = loss if isinstance(loss, LossConfig) else LossConfig.model_validate(loss)
+        problem = loss_problem(given)
+        if problem is not None:
+            raise ValueError(problem[1])
+        return given
     spec = LOSSES.get(LOSS_NAMES.get(loss, loss))
     if spec is None:
         raise ValueError(f"loss must be one of {', '.join(LOSS_NAMES)} (or a LossConfig), got {loss!r}")
@@ -248,6 +257,24 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
     if spec.params_field is not None and (params or spec.required_params):
         config[spec.params_field] = params or {}
     return LossConfig.model_validate(config)
+
+
+def loss_problem(config: LossConfig) -> tuple[str, str] | None:
+    """What is wrong with ``config``, as (the field, why), or None. A type that is no loss (``UNSPECIFIED``), the
+    params object of another loss (refused, not ignored) and a missing params object a loss requires (DRO's).
+    ``loss_config`` raises it before anything is sent; ``rlnb serve`` answers 400 with it."""
+    spec = LOSSES.get(config.type)
+    if spec is None:
+        return "loss.type", f"loss.type must be one of {', '.join(LOSSES)}, got {config.type}"
+    own = spec.params_field
+    if spec.required_params and getattr(config, str(own)) is None:
+        needed = ", ".join(spec.required_params)
+        return f"loss.{own}", f"loss.{own} is required for {config.type} ({needed}: no default)"
+    for name in sorted(f for f in LOSS_PARAMS_FIELD.values() if f is not None and f != own):
+        if getattr(config, name) is not None:
+            takes = f"takes {own}" if own else "takes no params"
+            return f"loss.{name}", f"loss.{name} does not apply to {config.type}, which {takes}"
+    return None
 
 
 def needs_reference(config: LossConfig) -> bool:

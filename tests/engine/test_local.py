@@ -460,12 +460,25 @@ def test_other_kind_params_fail_invalid_input_on_the_backend():
 
 
 @pytest.mark.parametrize(
+    "loss,match",
+    [(wire.LossConfig(type="LOSS_TYPE_DRO"), "beta"), (wire.LossConfig(type="LOSS_TYPE_UNSPECIFIED"), "loss.type")],
+)
+def test_a_loss_the_session_refuses_fails_invalid_input_on_the_backend(loss, match):
+    """The engine's own check, for a body that reaches the backend without the session's (``wire.loss_problem``)."""
+    body = wire.ForwardBackwardBody.model_construct(samples=[samples.policy([1], [2, 3], [-1.0, -1.0], 1.0)], loss=loss)
+    with local_session(model="tiny") as s:
+        got = []
+        s.backend.submit("forward-backward", body, got.append)
+        s.backend.wait_idle()
+    assert got[-1].error.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT" and match in got[-1].error.message
+
+
+@pytest.mark.parametrize(
     "sample,loss,match",
     [
         (samples.cross_entropy([1, 2, 300]), "cross_entropy", "target_tokens"),
         (wire.Sample(model_input=wire.ModelInput.from_tokens([]), loss_fn_inputs={}), "cross_entropy", "no tokens"),
         (samples.cross_entropy([1, 2, 3]), "grpo", "logprobs"),
-        (samples.policy([1], [2, 3], [-1.0, -1.0], 1.0), wire.LossConfig(type="LOSS_TYPE_DRO"), "beta"),
     ],
 )
 def test_bad_inputs_fail_invalid_input(sample, loss, match):
@@ -485,6 +498,28 @@ def test_loss_config_errors_before_sending():
         with pytest.raises(ValueError, match=r"grpo params have no field 'betta'; its fields: clip_low.*, beta"):
             s.forward_backward([samples.cross_entropy([1, 2])], "grpo", {"betta": 0.1})  # was sent, refused later
         assert len(s.history) == 0
+
+
+@pytest.mark.parametrize(
+    "samples_, loss, params, match",
+    [  # each was sent: it failed INVALID_INPUT once it ran (a remote one: a 400), or the params were dropped
+        ([], "cross_entropy", None, "samples is empty"),
+        (None, {"type": "LOSS_TYPE_UNSPECIFIED"}, None, "loss.type must be one of LOSS_TYPE_CROSS_ENTROPY, "),
+        (None, wire.LossConfig(type="LOSS_TYPE_UNSPECIFIED"), None, "got LOSS_TYPE_UNSPECIFIED"),
+        (None, {"type": "LOSS_TYPE_DRO"}, None, "loss.dro_params is required for LOSS_TYPE_DRO"),
+        (None, {"type": "LOSS_TYPE_GRPO", "ppo_params": {}}, None, "loss.ppo_params does not apply to LOSS_TYPE_GRPO"),
+        (None, wire.LossConfig(type="LOSS_TYPE_GRPO"), {"beta": 0.5}, "loss_params go with a loss name"),
+        (None, {"type": "LOSS_TYPE_GRPO"}, {"beta": 0.5}, "a LossConfig or dict carries its own params"),
+    ],
+)
+def test_a_loss_config_or_batch_the_session_cannot_run_is_refused_before_sending(samples_, loss, params, match):
+    batch = [samples.cross_entropy([1, 2])] if samples_ is None else samples_
+    with local_session(model="tiny") as s:
+        with pytest.raises(ValueError, match=match):
+            s.forward_backward(batch, loss, params)
+        assert len(s.history) == 0
+        # the same config, well formed, goes through
+        s.forward_backward([samples.cross_entropy([1, 2])], {"type": "LOSS_TYPE_CROSS_ENTROPY"}).result(60)
 
 
 def test_every_loss_runs_through_the_backend():

@@ -232,6 +232,10 @@ BAD_INPUT = {
         "type": "LOSS_TYPE_PPO", "grpo_params": {"beta": 0.1}}), "loss.grpo_params"),
     # the reference marks dro_params required (its beta has no default): it was accepted, then failed INVALID_INPUT
     "dro without its params": ("forward-backward", fb([1, 2], loss={"type": "LOSS_TYPE_DRO"}), "loss.dro_params"),
+    # both were accepted, then failed INVALID_INPUT once they ran
+    "unspecified loss type": ("forward-backward", fb([1, 2], loss={"type": "LOSS_TYPE_UNSPECIFIED"}), "loss.type"),
+    "no samples": ("forward-backward", {**fb([1, 2]), "samples": []}, "samples"),
+    "cfb no samples": ("custom-forward-backward", {**cfb([1, 2], [1, 2], [0.1] * 2), "samples": []}, "samples"),
     "bool clip threshold": ("forward-backward", fb([1, 2], loss={
         "type": "LOSS_TYPE_PPO", "ppo_params": {"clip_low_threshold": True}}), "loss.ppo_params.clip_low_threshold"),
     "bool weight": ("forward-backward", {**fb([1, 2]), "samples": [{**fb([1, 2])["samples"][0], "loss_fn_inputs": {
