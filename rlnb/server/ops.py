@@ -24,6 +24,14 @@ log = logging.getLogger("rlnb")
 
 FileKind = Literal["merged", "adapter"]
 """The two sets of files of an inference checkpoint."""
+
+
+def gone(settings: ServerSettings) -> str:
+    """Why an operation is no longer kept."""
+    n = settings.max_kept_operations
+    return f"a session keeps its newest {n:,} finished operation{'s' * (n != 1)}: max_kept_operations"
+
+
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -51,10 +59,19 @@ class OperationsMixin:
 
     def replay(self, sid: str, kind: wire.OperationKind, key: str, fingerprint: str) -> wire.Operation[Any] | None:
         """The operation an earlier request with this Idempotency-Key made (a retry: never a second run),
-        or None for a new key. A key reused for another kind or another body is a 409 saying so."""
+        or None for a new key. A key reused for another kind or another body is a 409 saying so, and so is the key
+        of an operation no longer kept (``max_kept_operations``): running it again could train twice."""
         with self.lock:
             s = self.session(sid)
-            op = s.ops.get(s.keys.get(key, ""))
+            op_id = s.keys.get(key, "")
+            op = s.ops.get(op_id)
+            if op is None and op_id in s.dropped:
+                raise ServerError(
+                    409,
+                    f"Idempotency-Key {key!r} was used for {s.dropped[op_id]} operation {op_id}, which this server "
+                    f"no longer keeps ({gone(self.settings)}); a new request needs a new key",
+                    param="Idempotency-Key",
+                )
             if op is None:
                 return None
             if op.kind != kind:
@@ -94,6 +111,7 @@ class OperationsMixin:
                 op = s.ops[env.id] = OpRecord(kind, env, key=key, fingerprint=fingerprint)
                 s.keys[key] = env.id
                 self._save_op(s, op)
+                s.finish(env.id, self.settings.max_kept_operations)
                 return env
             if s.backend is None:
                 raise ServerError(409, f"session {sid} is still being created", param="session_id")
@@ -134,6 +152,8 @@ class OperationsMixin:
                 self._record_checkpoint(s, env.output)
             if new or env.status in wire.TERMINAL_STATUSES:
                 self._save_op(s, op)
+            if env.status in wire.TERMINAL_STATUSES and env.id not in s.finished:
+                s.finish(env.id, self.settings.max_kept_operations)
         for loop, fut in waiters:
             loop.call_soon_threadsafe(_wake, fut)
 
@@ -152,7 +172,12 @@ class OperationsMixin:
 
     def operation(self, sid: str, kind: wire.OperationKind, op_id: str) -> OpRecord:
         with self.lock:
-            op = self.session(sid).ops.get(op_id)
+            s = self.session(sid)
+            op = s.ops.get(op_id)
+            if op is None and s.dropped.get(op_id) == kind:
+                raise ServerError(
+                    404, f"{kind} operation {op_id!r} is no longer kept ({gone(self.settings)})", param="operation_id"
+                )
             if op is None or op.kind != kind:
                 raise not_found(f"{kind} operation", op_id, "operation_id")
             return op

@@ -2,6 +2,10 @@
 
 A session holds its backend (model, optimizer, worker thread) only while it is active: when it stops, its
 last view is kept (``final``) and the backend is let go, so a stopped session costs a few records.
+
+A session keeps its newest ``max_kept_operations`` finished operations (``SessionRecord.finish``); an older one
+is let go, leaving its id, kind and Idempotency-Key (a tombstone of ~300 bytes), so that a GET or a retry of it
+is answered clearly. The Together API reference states no retention rule for operations (nor for keys).
 """
 
 from __future__ import annotations
@@ -66,7 +70,33 @@ class SessionRecord:
     error: wire.SessionError | None = None
     ops: dict[str, OpRecord] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)
-    """Idempotency-Key → operation id."""
+    """Idempotency-Key → operation id (of a kept or a dropped operation)."""
+    finished: dict[str, None] = field(default_factory=dict)
+    """Ids of the finished (COMPLETED, FAILED) operations in ``ops``, oldest first."""
+    dropped: dict[str, wire.OperationKind] = field(default_factory=dict)
+    """Operations let go by ``finish``: id → kind (their keys stay in ``keys``)."""
+
+    def finish(self, op_id: str, keep: int) -> None:
+        """Note that an operation ended, and let the oldest finished ones go past the newest ``keep``. A pending
+        or running one is never let go; a long-poll holds its record, and waits only on unfinished ones."""
+        self.finished[op_id] = None
+        while len(self.finished) > keep:
+            old = next(iter(self.finished))
+            del self.finished[old]
+            self.dropped[old] = self.ops.pop(old).kind
+
+    def op_line(self, op: OpRecord) -> dict[str, Any]:
+        """An operation as the state journal keeps it."""
+        entry = {"session": self.id, "kind": op.kind, "key": op.key, "fingerprint": op.fingerprint}
+        return {**entry, "env": op.env.model_dump(mode="json")}
+
+    def journal_lines(self) -> list[tuple[str, Any]]:
+        """The session, its tombstones and its kept operations as the state journal keeps them."""
+        lines: list[tuple[str, Any]] = [("session", self.view().model_dump(mode="json"))]
+        for key, op_id in self.keys.items():
+            if op_id in self.dropped:
+                lines.append(("dropped", {"session": self.id, "id": op_id, "kind": self.dropped[op_id], "key": key}))
+        return lines + [("op", self.op_line(op)) for op in self.ops.values()]
 
     def busy(self) -> bool:
         """Whether an operation of this session is queued or running."""

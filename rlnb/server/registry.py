@@ -66,7 +66,7 @@ class Registry(ResourcesMixin, OperationsMixin):
             raise
         self.signer = Signer(key, settings.public_url, clock)
         if self.journal is not None:
-            self._restore(self.journal.load())
+            self._restore(self.journal.load(settings.max_kept_operations))
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -106,8 +106,7 @@ class Registry(ResourcesMixin, OperationsMixin):
 
     def _save_op(self, s: SessionRecord, op: OpRecord) -> None:
         if self.journal is not None:
-            entry = {"session": s.id, "kind": op.kind, "key": op.key, "fingerprint": op.fingerprint}
-            self._save("op", {**entry, "env": op.env.model_dump(mode="json")})
+            self._save("op", s.op_line(op))
 
     def _restore(self, saved: dict[str, list[dict[str, Any]]]) -> None:
         """Read the journal back: what was active when the server stopped has ended, with the reason."""
@@ -124,17 +123,14 @@ class Registry(ResourcesMixin, OperationsMixin):
         for s in self.sessions.values():
             if s.status in wire.SESSION_ACTIVE:
                 self._end(s, wire.SessionStatus.ERROR, RESTARTED.format(status=s.status))
-            for op in s.ops.values():
-                if op.env.status not in wire.TERMINAL_STATUSES:
-                    why = f"rlnb serve restarted while this operation was {op.env.status}; it did not finish"
-                    op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, why)
+            for op in [op for op in s.ops.values() if op.env.status not in wire.TERMINAL_STATUSES]:
+                why = f"rlnb serve restarted while this operation was {op.env.status}; it did not finish"
+                op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, why)
+                s.finish(op.env.id, self.settings.max_kept_operations)
         assert self.journal is not None
         entries: list[tuple[str, Any]] = [("resource", r.model_dump(mode="json")) for r in self.resources.values()]
         for s in self.sessions.values():
-            entries.append(("session", s.view().model_dump(mode="json")))
-            for op in s.ops.values():
-                entry = {"session": s.id, "kind": op.kind, "key": op.key, "fingerprint": op.fingerprint}
-                entries.append(("op", {**entry, "env": op.env.model_dump(mode="json")}))
+            entries += s.journal_lines()
         entries += [("checkpoint", {"info": c.info.model_dump(mode="json"), "path": str(c.path)})
                     for c in self.checkpoints.values()]  # fmt: skip
         self.journal.rewrite(entries)
@@ -256,8 +252,9 @@ class Registry(ResourcesMixin, OperationsMixin):
         cid = req.resume_from_checkpoint_id
         if cid is None:
             if req.load_optimizer is not None:  # it would be ignored: a client that sets it expects a resume
-                raise ServerError(400, "load_optimizer is only valid with resume_from_checkpoint_id",
-                                  param="load_optimizer")
+                raise ServerError(
+                    400, "load_optimizer is only valid with resume_from_checkpoint_id", param="load_optimizer"
+                )
             return None
         ckpt = self.checkpoints.get(cid)
         if ckpt is None:

@@ -107,6 +107,10 @@ class ServerSettings:
     max_label_bytes: int = 65536
     """Bytes of a session's ``display_name``, and of its ``metadata`` as JSON (400 past it): a session keeps them for
     good, in memory and in ``--state-dir``'s journal, and a 30 MB name was taken."""
+    max_kept_operations: int = 10_000
+    """Finished operations each session keeps, the newest (a GET of an older one is a 404 saying so, a retry of its
+    Idempotency-Key a 409): a session kept every operation's record, and an RL run of 10,000 steps makes ~40,000,
+    each ~3 KB or more (a sample's holds its tokens and logprobs). Pending and running ones are always kept."""
     result_offload_bytes: int | None = None
     """Offload operation results larger than this through ``payloads/{id}/download-url``, as the service
     may; None (default) keeps every result inline, which low-level clients need."""
@@ -156,6 +160,7 @@ LIMITS = (
     "max_stop_strings",
     "max_stop_chars",
     "max_label_bytes",
+    "max_kept_operations",
     "download_ttl",
     "payload_ttl",
 )

@@ -2,8 +2,10 @@
 
 ``DIR/registry.jsonl`` is an append-only journal, one JSON object per line, the last line of an object
 winning: ``{"resource": ModelResources}``, ``{"session": Session}`` (its view), ``{"op": {"session",
-"kind", "key", "fingerprint", "env"}}`` (at submission and at its end) and ``{"checkpoint": {"info",
-"path"}}``. At start it is read back and rewritten compactly; ``DIR/signing.key`` keeps presigned URLs
+"kind", "key", "fingerprint", "env"}}`` (at submission and at its end), ``{"checkpoint": {"info",
+"path"}}`` and ``{"dropped": {"session", "id", "kind", "key"}}`` (an operation past ``max_kept_operations``:
+its tombstone). At start it is read back, keeping only each session's newest ``max_kept_operations`` finished
+operations in memory as it reads, and rewritten compactly; ``DIR/signing.key`` keeps presigned URLs
 valid across restarts and ``DIR/state.lock`` makes one server at a time its owner. Checkpoint files go
 to ``DIR/checkpoints`` unless ``checkpoint_dir`` says otherwise.
 
@@ -30,7 +32,7 @@ from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord
 log = logging.getLogger("rlnb")
 
 JOURNAL, KEY_FILE, LOCK_FILE = "registry.jsonl", "signing.key", "state.lock"
-KINDS = ("resource", "session", "op", "checkpoint")
+KINDS = ("resource", "session", "op", "checkpoint", "dropped")
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
@@ -84,9 +86,11 @@ class Journal:
             raise StateDirError(f"rlnb serve cannot write its signing key {path}: {exc}") from None
         return key
 
-    def load(self) -> dict[str, list[dict[str, Any]]]:
-        """The latest line of each object, by kind, in first-written order. Unreadable lines are skipped."""
+    def load(self, keep_ops: int) -> dict[str, list[dict[str, Any]]]:
+        """The latest line of each object, by kind, in first-written order. Unreadable lines are skipped. Past a
+        session's ``keep_ops`` newest finished operations, the older ones become tombstones as they are read."""
         latest: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in KINDS}
+        ops = _OpLines(keep_ops, latest["dropped"])
         path = self.dir / JOURNAL
         if path.exists():
             with open(path, encoding="utf-8", errors="replace") as fh:
@@ -95,10 +99,13 @@ class Journal:
                         entry = json.loads(line)
                         (kind, data), *_ = entry.items()
                         key = _ident(kind, data)
+                        if kind == "op":
+                            ops.add(key, data)
+                        else:
+                            latest[kind][key] = data
                     except (ValueError, AttributeError, KeyError, TypeError, RecursionError) as exc:
                         log.warning("%s:%d: skipped an unreadable line (%s)", path, n, type(exc).__name__)
-                        continue
-                    latest[kind][key] = data
+        latest["op"] = {key: data for lines in ops.kept.values() for key, data in lines.items()}
         return {kind: list(objs.values()) for kind, objs in latest.items()}
 
     def rewrite(self, entries: list[tuple[str, Any]]) -> None:
@@ -137,6 +144,33 @@ class Journal:
                         fh.close()
 
 
+class _OpLines:
+    """The op lines of a journal as it is read: per session, every unfinished operation and the newest ``keep``
+    finished ones; an older one becomes a tombstone, with the progress a restored session's view needs."""
+
+    def __init__(self, keep: int, dropped: dict[str, dict[str, Any]]):
+        self.keep, self.dropped = keep, dropped
+        self.kept: dict[str, dict[str, dict[str, Any]]] = {}
+        self.finished: dict[str, dict[str, None]] = {}
+
+    def add(self, op_id: str, data: dict[str, Any]) -> None:
+        sid = str(data["session"])
+        lines = self.kept.setdefault(sid, {})
+        lines[op_id] = data
+        self.dropped.pop(op_id, None)
+        if data["env"]["status"] not in wire.TERMINAL_STATUSES:
+            return
+        done = self.finished.setdefault(sid, {})
+        done[op_id] = None
+        while len(done) > self.keep:
+            old = next(iter(done))
+            del done[old]
+            gone = lines.pop(old)
+            out = gone["env"].get("output") if gone["env"]["status"] == wire.OperationStatus.COMPLETED else None
+            facts = {k: out[k] for k in ("step", "weights_version") if isinstance(out, dict) and k in out}
+            self.dropped[old] = {"session": sid, "id": old, "kind": gone["kind"], "key": gone["key"], **facts}
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -165,6 +199,8 @@ def _ident(kind: str, data: dict[str, Any]) -> str:
         return str(data["env"]["id"])
     if kind == "checkpoint":
         return str(data["info"]["id"])
+    if kind == "dropped":
+        return str(data["id"])
     if kind in KINDS:
         return str(data["id"])
     raise KeyError(kind)
@@ -201,6 +237,18 @@ def restore(saved: dict[str, list[dict[str, Any]]], checkpoints: Path) -> Restor
                 log.warning("rlnb serve: skipped checkpoint %s of the journal: %s is not in %s", info.id, path, root)
                 continue
             registry.checkpoints[info.id] = CheckpointRecord(info, path)
+    floors: dict[str, tuple[int, int]] = {}
+    """Per session, the largest step and weights version of its dropped operations."""
+    for data in saved["dropped"]:
+        with _skipping("dropped operation"):
+            s = registry.sessions.get(data["session"])
+            if s is None or data["kind"] not in wire.ENVELOPES:
+                continue
+            s.dropped[str(data["id"])] = wire.OperationKind(data["kind"])
+            if data["key"]:
+                s.keys[str(data["key"])] = str(data["id"])
+            step, version = floors.get(s.id, (0, 0))
+            floors[s.id] = max(step, int(data.get("step", 0))), max(version, int(data.get("weights_version", 0)))
     for data in saved["op"]:
         with _skipping("operation"):
             s = registry.sessions.get(data["session"])
@@ -209,11 +257,13 @@ def restore(saved: dict[str, list[dict[str, Any]]], checkpoints: Path) -> Restor
             kind = wire.OperationKind(data["kind"])
             env = wire.ENVELOPES[kind].model_validate(data["env"])
             s.ops[env.id] = OpRecord(kind, env, key=data["key"], fingerprint=data["fingerprint"])
+            if env.status in wire.TERMINAL_STATUSES:
+                s.finished[env.id] = None
             if data["key"]:
                 s.keys[data["key"]] = env.id
     for s in registry.sessions.values():
         if s.status in wire.SESSION_ACTIVE:
-            s.final = progress(s, list(registry.checkpoints.values()))
+            s.final = progress(s, list(registry.checkpoints.values()), floors.get(s.id, (0, 0)))
     return registry
 
 
@@ -225,12 +275,13 @@ def _skipping(what: str) -> Iterator[None]:
         log.warning("rlnb serve: skipped a %s of the journal that cannot be read: %s", what, exc)
 
 
-def progress(s: SessionRecord, checkpoints: list[CheckpointRecord]) -> wire.Session:
+def progress(s: SessionRecord, checkpoints: list[CheckpointRecord], floor: tuple[int, int] = (0, 0)) -> wire.Session:
     """A session's last view rebuilt from its completed operations and its checkpoints (a server that
-    stopped without closing it never saved one)."""
+    stopped without closing it never saved one); ``floor``: the step and weights version of dropped ones."""
     outputs = [op.env.output for op in s.ops.values() if op.env.status == wire.OperationStatus.COMPLETED]
-    step = max((int(out.step) for out in outputs if isinstance(out, wire.OptimStepResult)), default=0)
+    step = max((int(out.step) for out in outputs if isinstance(out, wire.OptimStepResult)), default=floor[0])
     version = max((int(out.weights_version) for out in outputs if isinstance(out, wire.WeightsSyncResult)), default=0)
+    version = max(version, floor[1])
     mine = sorted((c.info for c in checkpoints if c.info.session_id == s.id), key=lambda c: c.created_at)
     view = s.view()
     view.step = step
