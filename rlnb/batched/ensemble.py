@@ -24,7 +24,7 @@ from rlnb.batched.members import Hooks, Member, MemberResult
 from rlnb.batched.optim import StackedOptimizer, no_gradient, plan
 from rlnb.batched.options import EngineOptions, StepOptions
 from rlnb.batched.recorder import Op, Recorder, member_config
-from rlnb.batched.rollouts import member_losses, policy_batch, sample_output
+from rlnb.batched.rollouts import member_losses, policy_batch, prompt_tokens, sample_output
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine import handlers
 from rlnb.engine.handlers import optim_metrics
@@ -34,7 +34,6 @@ from rlnb.engine.worker import failure
 from rlnb.params import PARAMS, OptimizerParams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score, step_metrics, unscored
-from rlnb.text import to_tokens
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
 from rlnb.wire import OptimizerKind
@@ -66,7 +65,7 @@ class Ensemble:
         self.model = StackedModel([a.module for a in adapters], adam + [n for g in groups for n in g])
         self.optim = StackedOptimizer(self.model, optimizer, adam, groups, muon_scaling, ns_dtype)
         self.codec, self.device, self.context_length = first.codec, device, first.context_length
-        self.prompts = [to_tokens(self.codec, p) for p in task.prompts]
+        self.prompts = prompt_tokens(self.codec, task, first.vocab_size)
         self.prompt_texts = prompt_texts(task, self.prompts, self._completion_text)
         self.longest = max(len(p) for p in self.prompts) + task.max_tokens
         if self.longest > first.context_length:

@@ -522,3 +522,18 @@ def test_policy_batch_holds_what_samples_policy_builds():
         got = batch.inputs(r, r + 1)[0]
         for key, td in want.loss_fn_inputs.items():
             assert got[key].tolist() == pytest.approx(td.data), key
+
+
+@pytest.mark.parametrize(("prompt", "match"), [
+    ("", r"task 'bad': prompts\[1\] encodes to no tokens"),
+    ([300], r"task 'bad': prompts\[1\]: token 300 is outside the vocabulary \[0, 256\)"),
+])
+def test_a_task_prompt_the_model_cannot_read_is_refused_before_anything_runs(prompt, match, tmp_path):
+    """As ``Session.sample`` refuses it (``rl_step`` alone): it failed every member's first sample
+    ``INTERNAL_ERROR`` after their run folders were made."""
+    task = Task("bad", ["n=", prompt], lambda p, c: 0.5, max_tokens=4, group_size=2)
+    with pytest.raises(ValueError, match=match):
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r")], steps=1, task=task, device="cpu",
+                    runs_dir=tmp_path)
+    assert not (tmp_path / "r").exists()
+
