@@ -76,14 +76,11 @@ class Ensemble:
         )
         ensemble = f"ensemble-{time.strftime('%Y%m%d-%H%M%S')}-{id(self):x}"
         muon_names = [n for g in groups for n in g]
-        self.records = [
-            Recorder.open(
-                {**member_config(first, optimizer, muon_scaling, ns_dtype, muon_names, adam, seed=m.seed,
-                                 ensemble=ensemble, index=i, members=len(members)), **m.annotations},
-                runs_dir, m.run_id,
-            )
+        self.records = Recorder.open_all([
+            ({**member_config(first, optimizer, muon_scaling, ns_dtype, muon_names, adam, seed=m.seed,
+                              ensemble=ensemble, index=i, members=len(members)), **m.annotations}, m.run_id)
             for i, m in enumerate(members)
-        ]
+        ], runs_dir)  # fmt: skip
         self.results: list[MemberResult | None] = [None] * len(members)
         self.live = list(range(len(members)))
         self.rewards: list[list[float]] = [[] for _ in members]

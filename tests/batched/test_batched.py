@@ -537,3 +537,25 @@ def test_a_task_prompt_the_model_cannot_read_is_refused_before_anything_runs(pro
                     runs_dir=tmp_path)
     assert not (tmp_path / "r").exists()
 
+
+def test_a_run_id_already_in_runs_dir_is_continued_with_the_warning_a_session_gives(tmp_path):
+    members = [Member(rlnb.AdamParams(), run_id="again")]
+    run_batched("tiny", "adam", members, steps=2, device="cpu", runs_dir=tmp_path, **QUICK)
+    with pytest.warns(rlnb.history.RunContinuedWarning, match="run again continues an earlier session that reached "
+                      "step 2, and this one starts at step 0"):
+        second = run_batched("tiny", "adam", members, steps=2, device="cpu", runs_dir=tmp_path, **QUICK)[0]
+    assert second.status == "COMPLETED" and list(History.load(tmp_path / "again").steps.step) == [1, 2, 1, 2]
+
+
+def test_a_run_folder_that_cannot_be_opened_lets_go_of_those_opened_before_it(tmp_path, monkeypatch):
+    closed: list[Any] = []
+    real = History.close
+    monkeypatch.setattr(History, "close", lambda self: closed.append(self.config["run_id"]) or real(self))
+    held = rlnb.connect("local", model="tiny", device="cpu", runs_dir=tmp_path, run_id="b")
+    members = [Member(rlnb.AdamParams(), run_id="a"), Member(rlnb.AdamParams(), run_id="b")]
+    with pytest.raises(rlnb.RunLocked, match="pick another run_id"):
+        run_batched("tiny", "adam", members, steps=1, device="cpu", runs_dir=tmp_path, **QUICK)
+    assert closed == ["a"]  # at once, not when the garbage collector gets to it
+    held.close()
+    rlnb.connect("local", model="tiny", device="cpu", runs_dir=tmp_path, run_id="a").close()  # not locked
+
