@@ -98,6 +98,7 @@ def run_batched(
     left = dict(options)
     step, engine = take(StepOptions, left), take(EngineOptions, left)
     refuse_unknown(left, "run_batched()")
+    _check_args(task, stop, on_step, on_done, keep_weights)
     task = task or digits_task()
     steps, members = _check(model, optimizer, members, steps)
     check_int("group_size", task.group_size if step.group_size is None else step.group_size, 1, MAX_NUM_SAMPLES)
@@ -114,6 +115,20 @@ def run_batched(
         use.after()
         use.restore(previous)
         use.close()
+
+
+def _check_args(task: object, stop: object, on_step: object, on_done: object, keep_weights: object) -> None:
+    """Before any model is built or run folder made: ``task="digits"`` and ``stop=True`` were an ``AttributeError``
+    naming neither, ``on_step=5`` a ``TypeError`` after the first step had trained, ``keep_weights="no"`` kept them."""
+    if task is not None and not isinstance(task, Task):
+        raise TypeError(f"task must be None (the digits task) or a rlnb.tasks.Task, got {task!r}"[:300])
+    if stop is not None and not (callable(getattr(stop, "set", None)) and callable(getattr(stop, "is_set", None))):
+        raise TypeError(f"stop must be None or a threading.Event (set it to stop the run), got {stop!r}"[:300])
+    for name, value in (("on_step", on_step), ("on_done", on_done)):
+        if value is not None and not callable(value):
+            raise TypeError(f"{name} must be None or a function (member index, ...), got {value!r}"[:300])
+    if not isinstance(keep_weights, bool):
+        raise TypeError(f"keep_weights must be True or False, got {keep_weights!r}"[:300])
 
 
 def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) -> tuple[int, list[Member]]:

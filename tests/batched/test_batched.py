@@ -559,3 +559,16 @@ def test_a_run_folder_that_cannot_be_opened_lets_go_of_those_opened_before_it(tm
     held.close()
     rlnb.connect("local", model="tiny", device="cpu", runs_dir=tmp_path, run_id="a").close()  # not locked
 
+
+def test_callbacks_stop_task_and_keep_weights_of_the_wrong_type_are_refused_before_anything_runs(tmp_path):
+    one = [Member(rlnb.AdamParams(), run_id="r")]
+    for kwargs, match in [
+        ({"task": "digits"}, "task must be None .* or a rlnb.tasks.Task, got 'digits'"),
+        ({"stop": True}, "stop must be None or a threading.Event"),
+        ({"on_step": 5}, "on_step must be None or a function"),
+        ({"on_done": "print"}, "on_done must be None or a function"),
+        ({"keep_weights": "no"}, "keep_weights must be True or False, got 'no'"),
+    ]:
+        with pytest.raises(TypeError, match=match):
+            run_batched("tiny", "adam", one, steps=1, device="cpu", runs_dir=tmp_path, **kwargs)
+    assert not (tmp_path / "r").exists()
