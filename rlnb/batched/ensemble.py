@@ -203,6 +203,7 @@ class Ensemble:
             self._end([m], "FAILED", reason)  # before the update: it changes nothing of theirs
         stats_of = self.optim.step([hps[m] for m in self.live], norms) if self.live else []
         pruned: dict[int, str] = {}
+        reports: dict[int, StepReport] = {}  # every member's step is recorded before any on_step (Ctrl-C in one)
         for m, stats in zip(list(self.live), stats_of, strict=True):
             rec, (_, opt, sync) = self.records[m], ops[m]
             rec.step += 1
@@ -215,7 +216,8 @@ class Ensemble:
             self.losses[m].append(fb_results[m].loss)
             rewards = [r.reward for g in rollouts[m] for r in g]
             loss, done = fb_results[m].loss, wire.OperationStatus.COMPLETED
-            report = StepReport(rec.step, metrics["reward"], loss, stats.grad_norm, done, rewards, metrics)
+            reports[m] = StepReport(rec.step, metrics["reward"], loss, stats.grad_norm, done, rewards, metrics)
+        for m, report in reports.items():
             verdict = self._notify(self.hooks.on_step, m, report)
             if verdict is not None and not isinstance(verdict, str):  # False pruned it, with the reason 'False'
                 raise _CallbackFailed(TypeError(f"on_step returned {verdict!r} for member {m}: return None to go on, "

@@ -572,3 +572,25 @@ def test_callbacks_stop_task_and_keep_weights_of_the_wrong_type_are_refused_befo
         with pytest.raises(TypeError, match=match):
             run_batched("tiny", "adam", one, steps=1, device="cpu", runs_dir=tmp_path, **kwargs)
     assert not (tmp_path / "r").exists()
+
+
+def test_ctrl_c_in_on_step_leaves_every_members_trained_step_recorded(tmp_path):
+    """Ctrl-C while ``on_step`` runs for member 0 (a live plot): members 1 and 2 had trained that step too, yet their
+    optim-step and weights-sync were recorded FAILED "stopped", the step's metrics and completions dropped, and
+    ``steps_done`` one short of the weights they returned."""
+
+    def on_step(m: int, report: Any) -> None:
+        if m == 0 and report.step == 2:
+            raise KeyboardInterrupt
+
+    members = [Member(rlnb.AdamParams(), seed=s, run_id=f"m{s}") for s in range(3)]
+    results = run_batched("tiny", "adam", members, steps=4, device="cpu", runs_dir=tmp_path, on_step=on_step,
+                          keep_weights=True, **QUICK)
+    ref = alone("adam", members[1], steps=2, **QUICK)
+    for m, got in enumerate(results):
+        assert (got.status, got.reason, got.steps_done) == ("STOPPED", "stopped after 2 of 4 steps", 2), m
+        back = History.load(tmp_path / f"m{m}")
+        assert set(back.df.status) == {"TRAINING_OPERATION_STATUS_COMPLETED"}
+        assert list(back.steps.step) == [1, 2] and sorted(set(back.completions.step)) == [1, 2]
+    assert results[1].rewards == ref.rewards
+    assert_weights_close(results[1].weights, ref.weights)
