@@ -40,6 +40,7 @@ from rlnb.batched.options import ENGINE_OPTIONS, EngineOptions, StepOptions
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.tiny import SIZES
 from rlnb.engine.threads import ThreadUse
+from rlnb.history.runconfig import RUN_FIELDS
 from rlnb.params import AdamParams, MuonParams
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, seed_range
 from rlnb.wire import OptimizerKind
@@ -157,6 +158,11 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
                              f"or a function of the step returning one; got {type(m.params).__name__}")
         if not isinstance(m.annotations, Mapping):  # None: "'NoneType' object is not a mapping", naming no member
             raise TypeError(f"members[{i}].annotations must be a dict of config fields, got {m.annotations!r}")
+        bad = [k for k in m.annotations if not isinstance(k, str)]  # History.annotate(**fields) takes names only
+        own = sorted(RUN_FIELDS & set(m.annotations) - set(bad))  # {"run_id": "x"} relabelled the run's folder
+        if bad or own:
+            what = f"key {bad[0]!r} is not a str" if bad else f"{', '.join(own)} is the run's own field"
+            raise ValueError(f"members[{i}].annotations: {what}; pick another name, as History.annotate asks")
         checked.append(replace(m, seed=check_int(f"members[{i}].seed", m.seed, lowest, highest)))
     return steps, checked
 

@@ -594,3 +594,15 @@ def test_ctrl_c_in_on_step_leaves_every_members_trained_step_recorded(tmp_path):
         assert list(back.steps.step) == [1, 2] and sorted(set(back.completions.step)) == [1, 2]
     assert results[1].rewards == ref.rewards
     assert_weights_close(results[1].weights, ref.weights)
+
+
+def test_annotations_cannot_relabel_the_runs_own_fields(tmp_path):
+    """``annotations={"run_id": "x"}`` wrote run_id "x" into run folder "r"'s config (``created_at``: its sessions'
+    order); ``History.annotate`` refuses those, as a sweep's solo trial annotates its run."""
+    for annotations, match in [({"run_id": "x"}, "run_id is the run's own field"),
+                               ({"created_at": 0, "label": "a"}, "created_at is the run's own field"),
+                               ({5: "x"}, "key 5 is not a str")]:
+        with pytest.raises(ValueError, match=rf"members\[0\].annotations: {match}; pick another name"):
+            run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r", annotations=annotations)], steps=1,
+                        device="cpu", runs_dir=tmp_path)
+    assert not (tmp_path / "r").exists()
