@@ -33,13 +33,14 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb._options import check_int, refuse_unknown, take
+from rlnb._options import check_bool, check_int, refuse_unknown, take
 from rlnb.batched.ensemble import Ensemble
 from rlnb.batched.members import Hooks, Member, MemberResult, OnStep
 from rlnb.batched.options import ENGINE_OPTIONS, EngineOptions, StepOptions
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.tiny import SIZES
 from rlnb.engine.threads import ThreadUse
+from rlnb.history.history import check_recording
 from rlnb.history.runconfig import RUN_FIELDS
 from rlnb.params import AdamParams, MuonParams
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, seed_range
@@ -102,6 +103,8 @@ def run_batched(
     _check_args(task, stop, on_step, on_done, keep_weights)
     task = task or digits_task()
     steps, members = _check(model, optimizer, members, steps)
+    for m in members if runs_dir is not None else ():  # as connect checks it, before a model is built or a folder made
+        check_recording(None, runs_dir, m.run_id, True)
     check_int("group_size", task.group_size if step.group_size is None else step.group_size, 1, MAX_NUM_SAMPLES)
     use, previous = ThreadUse(engine.torch_device(), engine.threads), torch.get_num_threads()
     described = {**use.config(), "compile": False}  # as a session alone records it
@@ -128,8 +131,7 @@ def _check_args(task: object, stop: object, on_step: object, on_done: object, ke
     for name, value in (("on_step", on_step), ("on_done", on_done)):
         if value is not None and not callable(value):
             raise TypeError(f"{name} must be None or a function (member index, ...), got {value!r}"[:300])
-    if not isinstance(keep_weights, bool):
-        raise TypeError(f"keep_weights must be True or False, got {keep_weights!r}"[:300])
+    check_bool("keep_weights", keep_weights)  # as connect's record= is checked
 
 
 def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) -> tuple[int, list[Member]]:

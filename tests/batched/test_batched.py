@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, generate, uniforms
 from rlnb.history import History
+from rlnb.history.store import lock_run
 from rlnb.schedule import Schedule
 from rlnb.tasks import RL_METRICS, Task, digits_task, rl_step
 from rlnb.viz import plots
@@ -547,17 +549,35 @@ def test_a_run_id_already_in_runs_dir_is_continued_with_the_warning_a_session_gi
     assert second.status == "COMPLETED" and list(History.load(tmp_path / "again").steps.step) == [1, 2, 1, 2]
 
 
-def test_a_run_folder_that_cannot_be_opened_lets_go_of_those_opened_before_it(tmp_path, monkeypatch):
+def test_a_run_folder_that_cannot_be_opened_is_refused_before_any_is_made(tmp_path):
+    """As ``connect`` checks it: a locked run, or a file in its place, was found after every model was built and
+    the folders of the members before it were made (left behind as runs of no step)."""
+    held = rlnb.connect("local", model="tiny", device="cpu", runs_dir=tmp_path, run_id="b")
+    (tmp_path / "c").write_text("not a run")
+    for other, error, match in [("b", rlnb.RunLocked, "pick another run_id"), ("c", ValueError, "is a file")]:
+        members = [Member(rlnb.AdamParams(), run_id="a"), Member(rlnb.AdamParams(), run_id=other)]
+        with pytest.raises(error, match=match):
+            run_batched("tiny", "adam", members, steps=1, device="cpu", runs_dir=tmp_path, **QUICK)
+        assert not (tmp_path / "a").exists()
+    held.close()
+
+
+def test_a_run_that_cannot_be_continued_lets_go_of_those_opened_before_it(tmp_path, monkeypatch):
+    """With warnings as errors, member b's RunContinuedWarning raises: run a, opened before it, was left locked until
+    the garbage collector freed its History."""
+    run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="b")], steps=1, device="cpu", runs_dir=tmp_path,
+                **QUICK)
     closed: list[Any] = []
     real = History.close
     monkeypatch.setattr(History, "close", lambda self: closed.append(self.config["run_id"]) or real(self))
-    held = rlnb.connect("local", model="tiny", device="cpu", runs_dir=tmp_path, run_id="b")
     members = [Member(rlnb.AdamParams(), run_id="a"), Member(rlnb.AdamParams(), run_id="b")]
-    with pytest.raises(rlnb.RunLocked, match="pick another run_id"):
-        run_batched("tiny", "adam", members, steps=1, device="cpu", runs_dir=tmp_path, **QUICK)
-    assert closed == ["a"]  # at once, not when the garbage collector gets to it
-    held.close()
-    rlnb.connect("local", model="tiny", device="cpu", runs_dir=tmp_path, run_id="a").close()  # not locked
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", rlnb.history.RunContinuedWarning)
+        with pytest.raises(rlnb.history.RunContinuedWarning, match="run b continues"):
+            run_batched("tiny", "adam", members, steps=1, device="cpu", runs_dir=tmp_path, **QUICK)
+    assert sorted(closed) == ["a", "b"]  # at once, not when the garbage collector gets to it
+    for run_id in "ab":  # neither is locked
+        lock_run(tmp_path / run_id).close()
 
 
 def test_callbacks_stop_task_and_keep_weights_of_the_wrong_type_are_refused_before_anything_runs(tmp_path):
@@ -569,7 +589,7 @@ def test_callbacks_stop_task_and_keep_weights_of_the_wrong_type_are_refused_befo
         ({"on_done": "print"}, "on_done must be None or a function"),
         ({"keep_weights": "no"}, "keep_weights must be True or False, got 'no'"),
     ]:
-        with pytest.raises(TypeError, match=match):
+        with pytest.raises(ValueError if "keep_weights" in kwargs else TypeError, match=match):
             run_batched("tiny", "adam", one, steps=1, device="cpu", runs_dir=tmp_path, **kwargs)
     assert not (tmp_path / "r").exists()
 
@@ -599,10 +619,10 @@ def test_ctrl_c_in_on_step_leaves_every_members_trained_step_recorded(tmp_path):
 def test_annotations_cannot_relabel_the_runs_own_fields(tmp_path):
     """``annotations={"run_id": "x"}`` wrote run_id "x" into run folder "r"'s config (``created_at``: its sessions'
     order); ``History.annotate`` refuses those, as a sweep's solo trial annotates its run."""
-    for annotations, match in [({"run_id": "x"}, "run_id is the run's own field"),
-                               ({"created_at": 0, "label": "a"}, "created_at is the run's own field"),
-                               ({5: "x"}, "key 5 is not a str")]:
+    for fields, match in [({"run_id": "x"}, "run_id is the run's own field"),
+                          ({"created_at": 0, "label": "a"}, "created_at is the run's own field"),
+                          ({5: "x"}, "key 5 is not a str")]:
         with pytest.raises(ValueError, match=rf"members\[0\].annotations: {match}; pick another name"):
-            run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r", annotations=annotations)], steps=1,
+            run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r", annotations=fields)], steps=1,
                         device="cpu", runs_dir=tmp_path)
     assert not (tmp_path / "r").exists()
