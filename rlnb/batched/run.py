@@ -24,6 +24,7 @@ Which trials qualify: ``why_not_batched``. The step loop is ``rlnb.batched.ensem
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -99,7 +100,9 @@ def run_batched(
     """
     left = dict(options)
     step, engine = take(StepOptions, left), take(EngineOptions, left)
-    refuse_unknown(left, "run_batched()")
+    if left:  # lora=True named nothing run_batched takes, nor that such a trial runs alone
+        takes = ", ".join(f.name for group in (StepOptions, EngineOptions) for f in dataclasses.fields(group))
+        refuse_unknown(left, f"run_batched() (options: {takes}; LoRA, resume_from and Hugging Face models run alone)")
     _check_args(task, stop, on_step, on_done, keep_weights)
     task = task or digits_task()
     steps, members = _check(model, optimizer, members, steps)

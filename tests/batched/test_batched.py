@@ -393,8 +393,11 @@ def test_which_trials_can_be_batched_and_bad_input():
         else:
             with pytest.raises(TypeError, match=match):
                 run_batched("tiny", "adam", members, steps=1, device="cpu")
-    with pytest.raises(TypeError, match=r"run_batched\(\) got unexpected keyword argument\(s\): temprature"):
+    with pytest.raises(TypeError, match=r"run_batched\(\) .* got unexpected keyword argument\(s\): temprature"):
         run_batched("tiny", "adam", one, steps=1, temprature=0.5)  # a misspelt option is not ignored
+    with pytest.raises(TypeError, match=r"options: group_size, temperature, loss, loss_params, device, ns_dtype, "
+                       r"muon_scaling, threads; LoRA, resume_from .* run alone\) got unexpected .*: lora"):
+        run_batched("tiny", "adam", one, steps=1, lora=True)  # named no option it takes
 
 
 # -- the stacked pieces against their one-session twins ------------------------------------------------
