@@ -629,3 +629,18 @@ def test_annotations_cannot_relabel_the_runs_own_fields(tmp_path):
             run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r", annotations=fields)], steps=1,
                         device="cpu", runs_dir=tmp_path)
     assert not (tmp_path / "r").exists()
+
+
+def test_engine_options_are_checked_as_connect_checks_them():
+    """``ns_dtype=torch.float32``, which ``connect`` takes, was refused (a sweep with it: every batched trial FAILED
+    with that error); ``ns_dtype=["float32"]`` was ``unhashable type: 'list'`` and ``device=None`` torch's own
+    ``TypeError``, naming neither option."""
+    got = run_batched("tiny", "muon", [Member(rlnb.MuonParams())], steps=0, device="cpu", ns_dtype=torch.float32)[0]
+    assert got.status == "COMPLETED" and got.history.config["ns_dtype"] == "float32"
+    for kwargs, match in [({"ns_dtype": ["float32"]}, r"ns_dtype must be one of \['bfloat16', 'float16', 'float32'\] "
+                                                      r"or None \(chosen from the hardware\), got \['float32'\]"),
+                          ({"device": None}, r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got None")]:
+        with pytest.raises(ValueError, match=match):
+            run_batched("tiny", "muon", [Member(rlnb.MuonParams())], steps=1, **{"device": "cpu", **kwargs})
+        with pytest.raises(ValueError, match=match):
+            rlnb.connect("local", optimizer="muon", model="tiny", record=False, **{"device": "cpu", **kwargs})
