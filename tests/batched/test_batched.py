@@ -644,3 +644,19 @@ def test_engine_options_are_checked_as_connect_checks_them():
             run_batched("tiny", "muon", [Member(rlnb.MuonParams())], steps=1, **{"device": "cpu", **kwargs})
         with pytest.raises(ValueError, match=match):
             rlnb.connect("local", optimizer="muon", model="tiny", record=False, **{"device": "cpu", **kwargs})
+
+
+def test_a_loss_that_reads_no_advantages_is_refused_before_anything_is_sampled(tmp_path):
+    """``loss="cross_entropy"`` (supervised: it reads weights): every member's first forward-backward failed
+    ``INVALID_INPUT`` after its run folder was made and its samples drawn, with another message than the same trial
+    alone (``rl_step``), whose first step failed too."""
+    match = r"loss 'cross_entropy' is not a policy loss \(it reads target_tokens, weights, .*\): rl_step trains with"
+    with pytest.raises(ValueError, match=match):
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r")], steps=1, device="cpu", runs_dir=tmp_path,
+                    loss="cross_entropy")
+    assert not (tmp_path / "r").exists()
+    s = rlnb.connect("local", model="tiny", device="cpu", record=False)
+    with pytest.raises(ValueError, match=match):
+        rl_step(s, digits_task(), rlnb.AdamParams(), loss="cross_entropy")
+    assert len(s.history) == 0  # nothing was sampled
+    s.close()
