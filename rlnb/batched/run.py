@@ -142,7 +142,7 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
     if not (isinstance(model, str) and model in SIZES):
         raise ValueError(f"model must be a built-in model ({' / '.join(SIZES)}), got {model!r}")
     wire.optimizer_kind(optimizer)
-    if isinstance(members, Member) or not isinstance(members, Iterable):
+    if isinstance(members, Member | Mapping | str | bytes) or not isinstance(members, Iterable):  # a dict: its keys
         raise TypeError(f"members must be a list of Member objects, got {type(members).__name__}")
     members = list(members)  # a generator was read by the run-id check, leaving no member: IndexError
     wrong = next((i for i, m in enumerate(members) if not isinstance(m, Member)), None)

@@ -385,6 +385,7 @@ def test_which_trials_can_be_batched_and_bad_input():
     for members, match in [  # a generator was read by the run-id check: IndexError: list index out of range
         ((Member(rlnb.AdamParams(), seed=s) for s in range(2)), None),
         (one[0], "members must be a list of Member objects, got Member"),
+        ({"a": one[0]}, "members must be a list of Member objects, got dict"),  # was "members[0] ... got str"
         ([rlnb.AdamParams()], r"members\[0\] must be a Member\(params, seed\), got AdamParams"),
         ([Member(rlnb.AdamParams(), annotations=None)], r"members\[0\].annotations must be a dict"),  # type: ignore[arg-type]
     ]:
