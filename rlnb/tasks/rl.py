@@ -145,7 +145,8 @@ def check_temperature(temperature: Any) -> None:
 
 def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:
     """``ValueError`` before anything is sent when ``rl_step`` cannot train with this loss: bad params (named by
-    ``wire.loss_config``), or a KL penalty, which needs reference log-probs that ``rl_step`` does not have."""
+    ``wire.loss_config``), a loss that reads no advantages (``cross_entropy``), or a KL penalty, which needs
+    reference log-probs that ``rl_step`` does not have."""
     config = wire.loss_config(loss, loss_params)
     spec = LOSSES[config.type]
     if "advantages" not in spec.required:  # cross_entropy: every forward-backward failed INVALID_INPUT after sampling
