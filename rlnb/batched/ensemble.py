@@ -24,7 +24,7 @@ from rlnb.batched.members import Hooks, Member, MemberResult
 from rlnb.batched.optim import StackedOptimizer, no_gradient, plan
 from rlnb.batched.options import EngineOptions, StepOptions
 from rlnb.batched.recorder import Op, Recorder, member_config
-from rlnb.batched.rollouts import member_losses, policy_batch, sample_output
+from rlnb.batched.rollouts import member_losses, policy_batch, prompt_tokens, sample_output
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine import handlers
 from rlnb.engine.handlers import optim_metrics
@@ -34,7 +34,6 @@ from rlnb.engine.worker import failure
 from rlnb.params import PARAMS, OptimizerParams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score, step_metrics, unscored
-from rlnb.text import to_tokens
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
 from rlnb.wire import OptimizerKind
@@ -66,7 +65,7 @@ class Ensemble:
         self.model = StackedModel([a.module for a in adapters], adam + [n for g in groups for n in g])
         self.optim = StackedOptimizer(self.model, optimizer, adam, groups, muon_scaling, ns_dtype)
         self.codec, self.device, self.context_length = first.codec, device, first.context_length
-        self.prompts = [to_tokens(self.codec, p) for p in task.prompts]
+        self.prompts = prompt_tokens(self.codec, task, first.vocab_size)
         self.prompt_texts = prompt_texts(task, self.prompts, self._completion_text)
         self.longest = max(len(p) for p in self.prompts) + task.max_tokens
         if self.longest > first.context_length:
@@ -77,14 +76,11 @@ class Ensemble:
         )
         ensemble = f"ensemble-{time.strftime('%Y%m%d-%H%M%S')}-{id(self):x}"
         muon_names = [n for g in groups for n in g]
-        self.records = [
-            Recorder.open(
-                {**member_config(first, optimizer, muon_scaling, ns_dtype, muon_names, adam, seed=m.seed,
-                                 ensemble=ensemble, index=i, members=len(members)), **m.annotations},
-                runs_dir, m.run_id,
-            )
+        self.records = Recorder.open_all([
+            ({**member_config(first, optimizer, muon_scaling, ns_dtype, muon_names, adam, seed=m.seed,
+                              ensemble=ensemble, index=i, members=len(members)), **m.annotations}, m.run_id)
             for i, m in enumerate(members)
-        ]
+        ], runs_dir)  # fmt: skip
         self.results: list[MemberResult | None] = [None] * len(members)
         self.live = list(range(len(members)))
         self.rewards: list[list[float]] = [[] for _ in members]
@@ -207,6 +203,7 @@ class Ensemble:
             self._end([m], "FAILED", reason)  # before the update: it changes nothing of theirs
         stats_of = self.optim.step([hps[m] for m in self.live], norms) if self.live else []
         pruned: dict[int, str] = {}
+        reports: dict[int, StepReport] = {}  # every member's step is recorded before any on_step (Ctrl-C in one)
         for m, stats in zip(list(self.live), stats_of, strict=True):
             rec, (_, opt, sync) = self.records[m], ops[m]
             rec.step += 1
@@ -219,7 +216,8 @@ class Ensemble:
             self.losses[m].append(fb_results[m].loss)
             rewards = [r.reward for g in rollouts[m] for r in g]
             loss, done = fb_results[m].loss, wire.OperationStatus.COMPLETED
-            report = StepReport(rec.step, metrics["reward"], loss, stats.grad_norm, done, rewards, metrics)
+            reports[m] = StepReport(rec.step, metrics["reward"], loss, stats.grad_norm, done, rewards, metrics)
+        for m, report in reports.items():
             verdict = self._notify(self.hooks.on_step, m, report)
             if verdict is not None and not isinstance(verdict, str):  # False pruned it, with the reason 'False'
                 raise _CallbackFailed(TypeError(f"on_step returned {verdict!r} for member {m}: return None to go on, "

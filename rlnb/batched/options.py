@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -19,11 +19,10 @@ from rlnb.engine.backend import resolve_device
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.optim.muon import ns_dtype_for
+from rlnb.engine.options import MuonOptions
 from rlnb.engine.threads import check_threads
 from rlnb.tasks.rl import check_loss, check_temperature
 from rlnb.wire import LOSS_PARAMS_FIELD, LossConfig, loss_config
-
-MUON_SCALINGS = ("original", "match_adam")
 
 
 @dataclass(frozen=True)
@@ -58,15 +57,12 @@ class EngineOptions:
     Newton-Schulz dtype; None: the device's), ``muon_scaling`` and ``threads`` (None: the thread policy)."""
 
     device: str | torch.device = "auto"
-    ns_dtype: str | None = None
-    muon_scaling: str = "original"
+    ns_dtype: str | torch.dtype | None = None
+    muon_scaling: Literal["original", "match_adam"] = "original"
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        if self.ns_dtype is not None and self.ns_dtype not in DTYPES:
-            raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)}, got {self.ns_dtype!r}")
-        if self.muon_scaling not in MUON_SCALINGS:
-            raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {self.muon_scaling!r}")
+        MuonOptions(self.muon_scaling, self.ns_dtype)  # connect's checks: ns_dtype=torch.float32 is taken there too
         check_threads(self.threads)
 
     def torch_device(self) -> torch.device:
@@ -74,7 +70,9 @@ class EngineOptions:
 
     def ns(self) -> torch.dtype:
         """Newton-Schulz's compute dtype on this device."""
-        return ns_dtype_for(self.torch_device()) if self.ns_dtype is None else DTYPES[self.ns_dtype]
+        if self.ns_dtype is None:
+            return ns_dtype_for(self.torch_device())
+        return self.ns_dtype if isinstance(self.ns_dtype, torch.dtype) else DTYPES[self.ns_dtype]
 
 
 ENGINE_OPTIONS = frozenset(f.name for f in dataclasses.fields(EngineOptions))

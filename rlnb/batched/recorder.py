@@ -19,6 +19,7 @@ import torch
 from rlnb import wire
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.history import History, Record
+from rlnb.history.runs import warn_continued
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationStatus as Status
 
@@ -69,10 +70,31 @@ class Recorder:
 
     @classmethod
     def open(cls, config: dict[str, Any], runs_dir: str | Path | None, run_id: str | None) -> Recorder:
-        """Recording into ``runs_dir/run_id`` (a new id if None), or in memory when ``runs_dir`` is None."""
+        """Recording into ``runs_dir/run_id`` (a new id if None), or in memory when ``runs_dir`` is None. An
+        existing run is continued, with the ``RunContinuedWarning`` a session starting at step 0 gives."""
         if runs_dir is None:
             return cls(History(config=config))
-        return cls(History.create(config, runs_dir, run_id))
+        history = History.create(config, runs_dir, run_id)
+        try:  # a warning made an error: the run folder it locked is let go
+            warn_continued(history.config.get("run_id"), history.steps_reached(), 0)
+        except BaseException:
+            history.close()
+            raise
+        return cls(history)
+
+    @classmethod
+    def open_all(cls, runs: list[tuple[dict[str, Any], str | None]], runs_dir: str | Path | None) -> list[Recorder]:
+        """``open`` for each ``(config, run_id)``; if one cannot be opened (``RunLocked``, a file in its place),
+        those already open are closed, not left locked until garbage collection."""
+        opened: list[Recorder] = []
+        try:
+            for config, run_id in runs:
+                opened.append(cls.open(config, runs_dir, run_id))
+        except BaseException:
+            for rec in opened:
+                rec.close()
+            raise
+        return opened
 
     def submit(self, kind: wire.OperationKind, params: dict[str, Any] | None = None) -> Op:
         at = time.time()

@@ -24,6 +24,7 @@ Which trials qualify: ``why_not_batched``. The step loop is ``rlnb.batched.ensem
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -33,13 +34,15 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb._options import check_int, refuse_unknown, take
+from rlnb._options import check_bool, check_int, refuse_unknown, take
 from rlnb.batched.ensemble import Ensemble
 from rlnb.batched.members import Hooks, Member, MemberResult, OnStep
 from rlnb.batched.options import ENGINE_OPTIONS, EngineOptions, StepOptions
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.tiny import SIZES
 from rlnb.engine.threads import ThreadUse
+from rlnb.history.history import check_recording
+from rlnb.history.runconfig import RUN_FIELDS
 from rlnb.params import AdamParams, MuonParams
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, seed_range
 from rlnb.wire import OptimizerKind
@@ -97,9 +100,14 @@ def run_batched(
     """
     left = dict(options)
     step, engine = take(StepOptions, left), take(EngineOptions, left)
-    refuse_unknown(left, "run_batched()")
+    if left:  # lora=True named nothing run_batched takes, nor that such a trial runs alone
+        takes = ", ".join(f.name for group in (StepOptions, EngineOptions) for f in dataclasses.fields(group))
+        refuse_unknown(left, f"run_batched() (options: {takes}; LoRA, resume_from and Hugging Face models run alone)")
+    _check_args(task, stop, on_step, on_done, keep_weights)
     task = task or digits_task()
     steps, members = _check(model, optimizer, members, steps)
+    for m in members if runs_dir is not None else ():  # as connect checks it, before a model is built or a folder made
+        check_recording(None, runs_dir, m.run_id, True)
     check_int("group_size", task.group_size if step.group_size is None else step.group_size, 1, MAX_NUM_SAMPLES)
     use, previous = ThreadUse(engine.torch_device(), engine.threads), torch.get_num_threads()
     described = {**use.config(), "compile": False}  # as a session alone records it
@@ -116,12 +124,25 @@ def run_batched(
         use.close()
 
 
+def _check_args(task: object, stop: object, on_step: object, on_done: object, keep_weights: object) -> None:
+    """Before any model is built or run folder made: ``task="digits"`` and ``stop=True`` were an ``AttributeError``
+    naming neither, ``on_step=5`` a ``TypeError`` after the first step had trained, ``keep_weights="no"`` kept them."""
+    if task is not None and not isinstance(task, Task):
+        raise TypeError(f"task must be None (the digits task) or a rlnb.tasks.Task, got {task!r}"[:300])
+    if stop is not None and not (callable(getattr(stop, "set", None)) and callable(getattr(stop, "is_set", None))):
+        raise TypeError(f"stop must be None or a threading.Event (set it to stop the run), got {stop!r}"[:300])
+    for name, value in (("on_step", on_step), ("on_done", on_done)):
+        if value is not None and not callable(value):
+            raise TypeError(f"{name} must be None or a function (member index, ...), got {value!r}"[:300])
+    check_bool("keep_weights", keep_weights)  # as connect's record= is checked
+
+
 def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) -> tuple[int, list[Member]]:
     """``steps`` and the members, with plain int seeds, once everything is checked."""
     if not (isinstance(model, str) and model in SIZES):
         raise ValueError(f"model must be a built-in model ({' / '.join(SIZES)}), got {model!r}")
     wire.optimizer_kind(optimizer)
-    if isinstance(members, Member) or not isinstance(members, Iterable):
+    if isinstance(members, Member | Mapping | str | bytes) or not isinstance(members, Iterable):  # a dict: its keys
         raise TypeError(f"members must be a list of Member objects, got {type(members).__name__}")
     members = list(members)  # a generator was read by the run-id check, leaving no member: IndexError
     wrong = next((i for i, m in enumerate(members) if not isinstance(m, Member)), None)
@@ -142,6 +163,11 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
                              f"or a function of the step returning one; got {type(m.params).__name__}")
         if not isinstance(m.annotations, Mapping):  # None: "'NoneType' object is not a mapping", naming no member
             raise TypeError(f"members[{i}].annotations must be a dict of config fields, got {m.annotations!r}")
+        bad = [k for k in m.annotations if not isinstance(k, str)]  # History.annotate(**fields) takes names only
+        own = sorted(RUN_FIELDS & set(m.annotations) - set(bad))  # {"run_id": "x"} relabelled the run's folder
+        if bad or own:
+            what = f"key {bad[0]!r} is not a str" if bad else f"{', '.join(own)} is the run's own field"
+            raise ValueError(f"members[{i}].annotations: {what}; pick another name, as History.annotate asks")
         checked.append(replace(m, seed=check_int(f"members[{i}].seed", m.seed, lowest, highest)))
     return steps, checked
 

@@ -51,7 +51,7 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         resolved = torch.device(device)
-    except RuntimeError:
+    except (RuntimeError, TypeError):  # device=None: torch's "invalid combination of arguments"
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={str(device)!r} but this torch has no CUDA device (torch {torch.__version__})")

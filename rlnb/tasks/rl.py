@@ -25,6 +25,7 @@ from rlnb.tasks.rollouts import (
     unscored,
 )
 from rlnb.tasks.task import Task
+from rlnb.wire.losses import LOSSES
 
 SEED_STRIDE = 1_000_003
 """Step ``i`` of a run with seed ``s`` samples with seed ``s * SEED_STRIDE + i``: the demo, a lesson, a sweep trial,
@@ -144,8 +145,14 @@ def check_temperature(temperature: Any) -> None:
 
 def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:
     """``ValueError`` before anything is sent when ``rl_step`` cannot train with this loss: bad params (named by
-    ``wire.loss_config``), or a KL penalty, which needs reference log-probs that ``rl_step`` does not have."""
+    ``wire.loss_config``), a loss that reads no advantages (``cross_entropy``), or a KL penalty, which needs
+    reference log-probs that ``rl_step`` does not have."""
     config = wire.loss_config(loss, loss_params)
+    spec = LOSSES[config.type]
+    if "advantages" not in spec.required:  # cross_entropy: every forward-backward failed INVALID_INPUT after sampling
+        policy = ", ".join(s.name for s in LOSSES.values() if "advantages" in s.required)
+        raise ValueError(f"loss {spec.name!r} is not a policy loss (it reads {', '.join(spec.required)}, not the "
+                         f"samples' advantages): rl_step trains with one of {policy}")
     if wire.needs_reference(config):
         beta = config.grpo_params.beta if config.grpo_params is not None else None
         raise ValueError(

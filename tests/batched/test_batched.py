@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, generate, uniforms
 from rlnb.history import History
+from rlnb.history.store import lock_run
 from rlnb.schedule import Schedule
 from rlnb.tasks import RL_METRICS, Task, digits_task, rl_step
 from rlnb.viz import plots
@@ -383,6 +385,7 @@ def test_which_trials_can_be_batched_and_bad_input():
     for members, match in [  # a generator was read by the run-id check: IndexError: list index out of range
         ((Member(rlnb.AdamParams(), seed=s) for s in range(2)), None),
         (one[0], "members must be a list of Member objects, got Member"),
+        ({"a": one[0]}, "members must be a list of Member objects, got dict"),  # was "members[0] ... got str"
         ([rlnb.AdamParams()], r"members\[0\] must be a Member\(params, seed\), got AdamParams"),
         ([Member(rlnb.AdamParams(), annotations=None)], r"members\[0\].annotations must be a dict"),  # type: ignore[arg-type]
     ]:
@@ -391,8 +394,11 @@ def test_which_trials_can_be_batched_and_bad_input():
         else:
             with pytest.raises(TypeError, match=match):
                 run_batched("tiny", "adam", members, steps=1, device="cpu")
-    with pytest.raises(TypeError, match=r"run_batched\(\) got unexpected keyword argument\(s\): temprature"):
+    with pytest.raises(TypeError, match=r"run_batched\(\) .* got unexpected keyword argument\(s\): temprature"):
         run_batched("tiny", "adam", one, steps=1, temprature=0.5)  # a misspelt option is not ignored
+    with pytest.raises(TypeError, match=r"options: group_size, temperature, loss, loss_params, device, ns_dtype, "
+                       r"muon_scaling, threads; LoRA, resume_from .* run alone\) got unexpected .*: lora"):
+        run_batched("tiny", "adam", one, steps=1, lora=True)  # named no option it takes
 
 
 # -- the stacked pieces against their one-session twins ------------------------------------------------
@@ -522,3 +528,136 @@ def test_policy_batch_holds_what_samples_policy_builds():
         got = batch.inputs(r, r + 1)[0]
         for key, td in want.loss_fn_inputs.items():
             assert got[key].tolist() == pytest.approx(td.data), key
+
+
+@pytest.mark.parametrize(("prompt", "match"), [
+    ("", r"task 'bad': prompts\[1\] encodes to no tokens"),
+    ([300], r"task 'bad': prompts\[1\]: token 300 is outside the vocabulary \[0, 256\)"),
+])
+def test_a_task_prompt_the_model_cannot_read_is_refused_before_anything_runs(prompt, match, tmp_path):
+    """As ``Session.sample`` refuses it (``rl_step`` alone): it failed every member's first sample
+    ``INTERNAL_ERROR`` after their run folders were made."""
+    task = Task("bad", ["n=", prompt], lambda p, c: 0.5, max_tokens=4, group_size=2)
+    with pytest.raises(ValueError, match=match):
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r")], steps=1, task=task, device="cpu",
+                    runs_dir=tmp_path)
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_run_id_already_in_runs_dir_is_continued_with_the_warning_a_session_gives(tmp_path):
+    members = [Member(rlnb.AdamParams(), run_id="again")]
+    run_batched("tiny", "adam", members, steps=2, device="cpu", runs_dir=tmp_path, **QUICK)
+    with pytest.warns(rlnb.history.RunContinuedWarning, match="run again continues an earlier session that reached "
+                      "step 2, and this one starts at step 0"):
+        second = run_batched("tiny", "adam", members, steps=2, device="cpu", runs_dir=tmp_path, **QUICK)[0]
+    assert second.status == "COMPLETED" and list(History.load(tmp_path / "again").steps.step) == [1, 2, 1, 2]
+
+
+def test_a_run_folder_that_cannot_be_opened_is_refused_before_any_is_made(tmp_path):
+    """As ``connect`` checks it: a locked run, or a file in its place, was found after every model was built and
+    the folders of the members before it were made (left behind as runs of no step)."""
+    held = rlnb.connect("local", model="tiny", device="cpu", runs_dir=tmp_path, run_id="b")
+    (tmp_path / "c").write_text("not a run")
+    for other, error, match in [("b", rlnb.RunLocked, "pick another run_id"), ("c", ValueError, "is a file")]:
+        members = [Member(rlnb.AdamParams(), run_id="a"), Member(rlnb.AdamParams(), run_id=other)]
+        with pytest.raises(error, match=match):
+            run_batched("tiny", "adam", members, steps=1, device="cpu", runs_dir=tmp_path, **QUICK)
+        assert not (tmp_path / "a").exists()
+    held.close()
+
+
+def test_a_run_that_cannot_be_continued_lets_go_of_those_opened_before_it(tmp_path, monkeypatch):
+    """With warnings as errors, member b's RunContinuedWarning raises: run a, opened before it, was left locked until
+    the garbage collector freed its History."""
+    run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="b")], steps=1, device="cpu", runs_dir=tmp_path,
+                **QUICK)
+    closed: list[Any] = []
+    real = History.close
+    monkeypatch.setattr(History, "close", lambda self: closed.append(self.config["run_id"]) or real(self))
+    members = [Member(rlnb.AdamParams(), run_id="a"), Member(rlnb.AdamParams(), run_id="b")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", rlnb.history.RunContinuedWarning)
+        with pytest.raises(rlnb.history.RunContinuedWarning, match="run b continues"):
+            run_batched("tiny", "adam", members, steps=1, device="cpu", runs_dir=tmp_path, **QUICK)
+    assert sorted(closed) == ["a", "b"]  # at once, not when the garbage collector gets to it
+    for run_id in "ab":  # neither is locked
+        lock_run(tmp_path / run_id).close()
+
+
+def test_callbacks_stop_task_and_keep_weights_of_the_wrong_type_are_refused_before_anything_runs(tmp_path):
+    one = [Member(rlnb.AdamParams(), run_id="r")]
+    for kwargs, match in [
+        ({"task": "digits"}, "task must be None .* or a rlnb.tasks.Task, got 'digits'"),
+        ({"stop": True}, "stop must be None or a threading.Event"),
+        ({"on_step": 5}, "on_step must be None or a function"),
+        ({"on_done": "print"}, "on_done must be None or a function"),
+        ({"keep_weights": "no"}, "keep_weights must be True or False, got 'no'"),
+    ]:
+        with pytest.raises(ValueError if "keep_weights" in kwargs else TypeError, match=match):
+            run_batched("tiny", "adam", one, steps=1, device="cpu", runs_dir=tmp_path, **kwargs)
+    assert not (tmp_path / "r").exists()
+
+
+def test_ctrl_c_in_on_step_leaves_every_members_trained_step_recorded(tmp_path):
+    """Ctrl-C while ``on_step`` runs for member 0 (a live plot): members 1 and 2 had trained that step too, yet their
+    optim-step and weights-sync were recorded FAILED "stopped", the step's metrics and completions dropped, and
+    ``steps_done`` one short of the weights they returned."""
+
+    def on_step(m: int, report: Any) -> None:
+        if m == 0 and report.step == 2:
+            raise KeyboardInterrupt
+
+    members = [Member(rlnb.AdamParams(), seed=s, run_id=f"m{s}") for s in range(3)]
+    results = run_batched("tiny", "adam", members, steps=4, device="cpu", runs_dir=tmp_path, on_step=on_step,
+                          keep_weights=True, **QUICK)
+    ref = alone("adam", members[1], steps=2, **QUICK)
+    for m, got in enumerate(results):
+        assert (got.status, got.reason, got.steps_done) == ("STOPPED", "stopped after 2 of 4 steps", 2), m
+        back = History.load(tmp_path / f"m{m}")
+        assert set(back.df.status) == {"TRAINING_OPERATION_STATUS_COMPLETED"}
+        assert list(back.steps.step) == [1, 2] and sorted(set(back.completions.step)) == [1, 2]
+    assert results[1].rewards == ref.rewards
+    assert_weights_close(results[1].weights, ref.weights)
+
+
+def test_annotations_cannot_relabel_the_runs_own_fields(tmp_path):
+    """``annotations={"run_id": "x"}`` wrote run_id "x" into run folder "r"'s config (``created_at``: its sessions'
+    order); ``History.annotate`` refuses those, as a sweep's solo trial annotates its run."""
+    for fields, match in [({"run_id": "x"}, "run_id is the run's own field"),
+                          ({"created_at": 0, "label": "a"}, "created_at is the run's own field"),
+                          ({5: "x"}, "key 5 is not a str")]:
+        with pytest.raises(ValueError, match=rf"members\[0\].annotations: {match}; pick another name"):
+            run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r", annotations=fields)], steps=1,
+                        device="cpu", runs_dir=tmp_path)
+    assert not (tmp_path / "r").exists()
+
+
+def test_engine_options_are_checked_as_connect_checks_them():
+    """``ns_dtype=torch.float32``, which ``connect`` takes, was refused (a sweep with it: every batched trial FAILED
+    with that error); ``ns_dtype=["float32"]`` was ``unhashable type: 'list'`` and ``device=None`` torch's own
+    ``TypeError``, naming neither option."""
+    got = run_batched("tiny", "muon", [Member(rlnb.MuonParams())], steps=0, device="cpu", ns_dtype=torch.float32)[0]
+    assert got.status == "COMPLETED" and got.history.config["ns_dtype"] == "float32"
+    for kwargs, match in [({"ns_dtype": ["float32"]}, r"ns_dtype must be one of \['bfloat16', 'float16', 'float32'\] "
+                                                      r"or None \(chosen from the hardware\), got \['float32'\]"),
+                          ({"device": None}, r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got None")]:
+        with pytest.raises(ValueError, match=match):
+            run_batched("tiny", "muon", [Member(rlnb.MuonParams())], steps=1, **{"device": "cpu", **kwargs})
+        with pytest.raises(ValueError, match=match):
+            rlnb.connect("local", optimizer="muon", model="tiny", record=False, **{"device": "cpu", **kwargs})
+
+
+def test_a_loss_that_reads_no_advantages_is_refused_before_anything_is_sampled(tmp_path):
+    """``loss="cross_entropy"`` (supervised: it reads weights): every member's first forward-backward failed
+    ``INVALID_INPUT`` after its run folder was made and its samples drawn, with another message than the same trial
+    alone (``rl_step``), whose first step failed too."""
+    match = r"loss 'cross_entropy' is not a policy loss \(it reads target_tokens, weights, .*\): rl_step trains with"
+    with pytest.raises(ValueError, match=match):
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r")], steps=1, device="cpu", runs_dir=tmp_path,
+                    loss="cross_entropy")
+    assert not (tmp_path / "r").exists()
+    s = rlnb.connect("local", model="tiny", device="cpu", record=False)
+    with pytest.raises(ValueError, match=match):
+        rl_step(s, digits_task(), rlnb.AdamParams(), loss="cross_entropy")
+    assert len(s.history) == 0  # nothing was sampled
+    s.close()
