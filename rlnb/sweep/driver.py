@@ -167,8 +167,9 @@ def _trials(
     if study.search == "optuna":
         if configs is not None:
             raise ValueError("search='optuna' takes a space={...}, not configs")
-        from .optuna_search import STUDY_FILE, check_search, storage_url
+        from .optuna_search import STUDY_FILE, check_search, import_optuna, storage_url
 
+        import_optuna()  # the extra named, before storage_url's "No module named 'sqlalchemy'" (Optuna brings it)
         dims = parse_space(base, study.space or {})
         check_search(dims, study.n_trials, study.sampler, study.pruner)
         storage_url(parent / STUDY_FILE)  # before the sweep folder is made

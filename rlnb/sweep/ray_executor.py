@@ -17,10 +17,13 @@ A local Ray started here listens on 127.0.0.1 only (``start_local``).
 from __future__ import annotations
 
 import importlib
+import math
+import numbers
 import os
 import socket
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,14 +80,17 @@ def start_local(ray: Any) -> None:
 
 def check_resources(resources_per_trial: dict[str, float] | None) -> tuple[float, float]:
     """``(cpu, gpu)`` per trial (default 1 CPU, no GPU), checked before anything starts."""
+    if not isinstance(resources_per_trial, Mapping | None):  # a list was dict()'s "update sequence element #0"
+        raise ValueError(f"resources_per_trial must be a dict such as {{'cpu': 1, 'gpu': 0}}, got "
+                         f"{resources_per_trial!r}")  # fmt: skip
     resources = dict(resources_per_trial or {})
     unknown = set(resources) - set(RESOURCE_KEYS)
     if unknown:
         raise ValueError(f"resources_per_trial keys must be {RESOURCE_KEYS}, got {sorted(unknown)}")
-    cpu, gpu = float(resources.get("cpu", 1)), float(resources.get("gpu", 0))
-    if cpu < 0 or gpu < 0:
-        raise ValueError(f"resources_per_trial must be >= 0, got cpu={cpu}, gpu={gpu}")
-    return cpu, gpu
+    for key, value in resources.items():  # NaN passed `< 0`, and failed after Ray started and the folder was made
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
+            raise ValueError(f"resources_per_trial[{key!r}] must be a finite number >= 0, got {value!r}")
+    return float(resources.get("cpu", 1)), float(resources.get("gpu", 0))
 
 
 def post_office(ray: Any) -> Any:
@@ -168,21 +174,25 @@ class RayExecutor:
             else:
                 ray.init(address=address, include_dashboard=False, logging_level="error")
         have = ray.cluster_resources()
-        if gpu > have.get("GPU", 0):  # a task asking for a GPU the cluster lacks would wait forever
-            raise ValueError(f"resources_per_trial asks for {gpu:g} GPU(s); the Ray cluster has {have.get('GPU', 0):g}")
+        for asked, key in ((cpu, "CPU"), (gpu, "GPU")):  # a task asking for more than the cluster has waits forever
+            if asked > have.get(key, 0):
+                raise ValueError(f"resources_per_trial asks for {asked:g} {key}(s); the Ray cluster has "
+                                 f"{have.get(key, 0):g}")  # fmt: skip
         self._capacity = max(1, int(have.get("CPU", 1) // cpu)) if cpu > 0 else max(1, int(have.get("CPU", 1)))
         self._folder, self._reporter, self._key = folder, reporter, str(folder)
         self._office = post_office(ray)
         ray.get(self._office.open.remote(self._key), timeout=MAILBOX_TIMEOUT)
         self._task = ray.remote(ray_trial).options(num_cpus=cpu, num_gpus=gpu, max_retries=0)
         self._refs: dict[Any, TrialSpec] = {}
+        self._collected: list[dict[str, Any]] = []
+        """Rows of finished tasks not yet handed back (a Ctrl-C in ``poll`` leaves them for the next)."""
         self._stop_deadline: float | None = None
 
     def capacity(self) -> int:
         return self._capacity
 
     def running(self) -> int:
-        return len(self._refs)
+        return len(self._refs) + len(self._collected)
 
     def submit(self, spec: TrialSpec) -> None:
         self._refs[self._task.remote(spec, self._office, self._key, self._reporter is not None)] = spec
@@ -196,11 +206,13 @@ class RayExecutor:
             self._serve()
             wait = REPORT_POLL if self._reporter is not None else max(0.0, deadline - time.monotonic())
             ready = self._ray.wait(refs, num_returns=1, timeout=wait)[0] if refs else []
-            if ready or time.monotonic() >= deadline:
+            if ready or self._collected or time.monotonic() >= deadline:
                 break
         if ready:  # and any others that are done by now
             ready = self._ray.wait(refs, num_returns=len(refs), timeout=0)[0]
-        rows = [self._collect(ref) for ref in ready]
+        for ref in ready:  # a Ctrl-C while a row's files are fetched or written loses no row: the next poll has it
+            self._collected.append(self._collect(ref))
+        rows, self._collected = self._collected, []
         if self._stop_deadline is not None and time.monotonic() > self._stop_deadline:
             rows += self._cancel(force=True, reason=f"cancelled: did not stop within {STOP_GRACE:g} s")
         return rows
@@ -216,7 +228,13 @@ class RayExecutor:
             self._office.answer.remote(self._key, verdicts)
 
     def _collect(self, ref: Any) -> dict[str, Any]:
-        spec = self._refs.pop(ref)
+        """The task's row, its history written to the sweep folder; the task is let go of only then (a Ctrl-C in
+        the fetch, which takes the time of the files, dropped the trial from the table, its history with it)."""
+        row = self._fetch(ref, self._refs[ref])
+        self._refs.pop(ref)
+        return row
+
+    def _fetch(self, ref: Any, spec: TrialSpec) -> dict[str, Any]:
         try:
             row, files = self._ray.get(ref)
         except self._ray.exceptions.TaskCancelledError:

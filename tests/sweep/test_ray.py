@@ -190,12 +190,59 @@ def test_remote_target_trials_stay_on_threads(local_ray, server, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("resources", "words"), [({"gpu": 1}, "GPU"), ({"memory": 1e9}, "keys must be"), ({"cpu": -1}, ">= 0")]
+    ("resources", "words"),
+    [
+        ({"gpu": 1}, "GPU"),
+        ({"cpu": 3}, r"asks for 3 CPU\(s\); the Ray cluster has 2"),  # each waited for ever
+        ({"memory": 1e9}, "keys must be"),
+        ({"cpu": -1}, ">= 0"),
+    ],
 )
 def test_resources_per_trial_are_checked_before_anything_runs(local_ray, tmp_path, resources, words):
     with pytest.raises(ValueError, match=words):
         sweep(BASE, steps=1, executor="ray", resources_per_trial=resources, runs_dir=tmp_path, progress=False)
     assert not list(tmp_path.rglob("trial-*"))  # (a GPU the cluster lacks is found once Ray is asked)
+
+
+def _raising(exc: BaseException):
+    def reward(prompt, completion):
+        raise exc
+
+    return reward
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"), [(KeyboardInterrupt(), "KeyboardInterrupt"), (SystemExit(3), "SystemExit: 3")]
+)
+def test_a_reward_raising_keyboard_interrupt_or_exit_in_a_worker_is_a_failed_row(local_ray, tmp_path, exc, reason):
+    """A KeyboardInterrupt raised by the trial's code was Ray's sign of a cancel: a STOPPED "cancelled" row, though
+    nobody stopped anything; sys.exit() killed the worker: a WorkerCrashedError row without its reason or history."""
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, task=Task("raises", [[104, 105]], _raising(exc)),
+        executor="ray", runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert list(trials.status) == ["FAILED", "FAILED"] and trials.reason.str.startswith(reason).all()
+    assert all(Path(p).parent == Path(trials.attrs["path"]) for p in trials.run_path)  # its run folder came back
+
+
+def test_ctrl_c_while_a_finished_trial_is_fetched_keeps_its_row_and_history(local_ray, tmp_path, monkeypatch):
+    """The interrupt lands in ``ray.get`` of a finished task (its row and history files: the slow part of collecting
+    it). The trial was let go of before the fetch, and left the table, its history with it."""
+    real_get, interrupted = local_ray.get, []
+
+    def get(refs, *args, **kwargs):
+        if "timeout" not in kwargs and not interrupted:  # the mailbox's calls have a timeout; a task's row has none
+            interrupted.append(True)
+            raise KeyboardInterrupt
+        return real_get(refs, *args, **kwargs)
+
+    monkeypatch.setattr(local_ray, "get", get)
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, executor="ray", max_concurrent=1, runs_dir=tmp_path,
+        progress=False,
+    )  # fmt: skip
+    assert interrupted and list(trials.status) == ["COMPLETED", "STOPPED"]
+    assert len(History.load(trials.run_path.iloc[0]).steps) == 2
 
 
 LOOPBACK_SCRIPT = """
