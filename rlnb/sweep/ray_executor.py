@@ -137,6 +137,8 @@ class _RayControl:
             verdict = self._ray.get(answer, timeout=REPORT_TIMEOUT)
         except self._ray.exceptions.RayError:
             return None
+        if isinstance(verdict, bytes):  # the search raised on this report: the trial fails with it, as on a thread
+            raise self._ray.cloudpickle.loads(verdict)
         return str(verdict) if verdict is not None else None
 
 
@@ -224,8 +226,17 @@ class RayExecutor:
         reports = self._ray.get(self._office.take.remote(self._key), timeout=MAILBOX_TIMEOUT)
         if reports:
             specs = {s.trial: s for s in self._refs.values()}
-            verdicts = [(t, step, self._reporter(specs[t], step, v) if t in specs else None) for t, step, v in reports]
+            verdicts = [(t, step, self._verdict(specs[t], step, v) if t in specs else None) for t, step, v in reports]
             self._office.answer.remote(self._key, verdicts)
+
+    def _verdict(self, spec: TrialSpec, step: int, value: float) -> str | bytes | None:
+        """The search's answer to one report; an error it raises (a pruner's) goes to the trial, pickled, and fails
+        it there, as on a thread (it escaped ``sweep`` and stopped every trial)."""
+        assert self._reporter is not None
+        try:
+            return self._reporter(spec, step, value)
+        except Exception as exc:  # noqa: BLE001 - the trial's row says it
+            return bytes(self._ray.cloudpickle.dumps(exc))
 
     def _collect(self, ref: Any) -> dict[str, Any]:
         """The task's row, its history written to the sweep folder; the task is let go of only then (a Ctrl-C in

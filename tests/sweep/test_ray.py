@@ -245,6 +245,22 @@ def test_ctrl_c_while_a_finished_trial_is_fetched_keeps_its_row_and_history(loca
     assert len(History.load(trials.run_path.iloc[0]).steps) == 2
 
 
+class _RaisingPruner(optuna.pruners.BasePruner):
+    def prune(self, study, trial):
+        raise RuntimeError("pruner boom")
+
+
+def test_a_pruner_that_raises_fails_the_trial_it_judged_as_on_threads(local_ray, tmp_path):
+    """The pruner runs in the driver: its error escaped ``sweep`` and stopped every trial, where on threads each
+    trial it judged is FAILED with the error and the sweep goes on."""
+    trials = sweep(
+        BASE, space={"learning_rate": (1e-4, 1e-2, "log")}, search="optuna", n_trials=2, pruner=_RaisingPruner(),
+        steps=2, executor="ray", runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert list(trials.status) == ["FAILED", "FAILED"]
+    assert list(trials.reason) == ["RuntimeError: pruner boom"] * 2 and (trials.steps_done == 1).all()
+
+
 LOOPBACK_SCRIPT = """
 import sys
 from pathlib import Path
