@@ -78,6 +78,23 @@ def start_local(ray: Any) -> None:
             os.environ[SINGLE_MACHINE_FLAG] = saved_env
 
 
+CONNECT_TIMEOUT = 10.0
+"""Seconds a Ray at a ``host:port`` address gets to answer a TCP connect before the sweep is refused."""
+
+
+def check_reachable(address: str) -> None:
+    """``ConnectionError`` naming ``address`` unless something listens at its ``host:port`` (``"auto"`` and other
+    names are Ray's to find): ``ray.init`` waited minutes for a GCS that was not there (a mistyped host or port)."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        raise ConnectionError(f"address={address!r}: no Ray answers there ({exc}); start one (ray start --head) or "
+                              "fix the address") from None  # fmt: skip
+
+
 def check_resources(resources_per_trial: dict[str, float] | None) -> tuple[float, float]:
     """``(cpu, gpu)`` per trial (default 1 CPU, no GPU), checked before anything starts."""
     if not isinstance(resources_per_trial, Mapping | None):  # a list was dict()'s "update sequence element #0"
@@ -174,6 +191,7 @@ class RayExecutor:
             if address is None and not os.environ.get("RAY_ADDRESS"):
                 start_local(ray)
             else:
+                check_reachable(address or os.environ["RAY_ADDRESS"])
                 ray.init(address=address, include_dashboard=False, logging_level="error")
         have = ray.cluster_resources()
         for asked, key in ((cpu, "CPU"), (gpu, "GPU")):  # a task asking for more than the cluster has waits forever

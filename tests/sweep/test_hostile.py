@@ -1,6 +1,8 @@
 """A careless or hostile user of ``sweep``: trial code that raises what is not an ``Exception``, options that are
 the wrong kind, extras that are not installed. Each is a row or one clear error, never a lost trial."""
 
+import os
+import subprocess
 import sys
 
 import pytest
@@ -78,3 +80,27 @@ def test_a_missing_optuna_names_the_extra_not_sqlalchemy(tmp_path, monkeypatch):
         sweep(BASE, space={"learning_rate": (1e-4, 1e-2)}, search="optuna", n_trials=1, steps=1, runs_dir=tmp_path,
               progress=False)  # fmt: skip
     assert not list(tmp_path.iterdir())
+
+
+UNREACHABLE_SCRIPT = """
+import sys, time
+import rlnb
+from rlnb.sweep import sweep
+start = time.monotonic()
+try:
+    sweep(rlnb.AdamParams(), steps=1, executor="ray", address="127.0.0.1:1", runs_dir=sys.argv[1], progress=False)
+except ConnectionError as exc:
+    print("REFUSED", round(time.monotonic() - start), exc)
+"""
+
+
+@pytest.mark.slow  # a new Python process with torch
+def test_a_ray_address_where_nothing_listens_is_refused_in_seconds(tmp_path):
+    """``ray.init`` waited minutes (past 150 s here) for a GCS at a mistyped port."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    out = subprocess.run(
+        [sys.executable, "-c", UNREACHABLE_SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert "REFUSED" in out.stdout and "address='127.0.0.1:1': no Ray answers there" in out.stdout, out.stderr[-2000:]
+    assert not list(tmp_path.rglob("trial-*"))
