@@ -107,6 +107,10 @@ def sweep(
     check_connect_options(options, trial.target)
     _check_args(runs_dir, resume, stop, progress)
     configs = config_list(configs)
+    if where.executor == "ray" and trial.target == "local":  # a remote target's trials stay on threads
+        from .ray_checks import check_picklable
+
+        check_picklable(trial.the_task(), options)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
     # absolute: a relative folder read after a %cd would be another one (trial runs, resume=trials.attrs["path"])
     folder = Path(resume).expanduser().absolute() if resume is not None else new_folder(runs_dir)

@@ -127,7 +127,7 @@ class ExecutorOptions:
             raise ValueError(f"address must be None or a Ray address such as 'auto' or 'ray://head:10001', got "
                              f"{self.address!r}")  # fmt: skip
         if self.executor == "ray":
-            from .ray_executor import check_resources
+            from .ray_checks import check_resources
 
             check_resources(self.resources_per_trial)
 

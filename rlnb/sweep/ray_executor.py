@@ -16,19 +16,16 @@ A local Ray started here listens on 127.0.0.1 only (``start_local``).
 
 from __future__ import annotations
 
-import importlib
-import math
-import numbers
 import os
 import socket
 import tempfile
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from . import mailbox
 from .executors import Reporter
+from .ray_checks import check_reachable, check_resources, import_ray
 from .trial import TrialSpec, base_row, run_trial
 
 STOP_GRACE = 30.0
@@ -38,14 +35,6 @@ REPORT_TIMEOUT = 60.0
 MAILBOX_TIMEOUT = 30.0
 REPORT_POLL = 0.02
 """Seconds between the driver's looks at the mailbox while trials report (pruning)."""
-RESOURCE_KEYS = ("cpu", "gpu")
-
-
-def import_ray() -> Any:
-    try:
-        return importlib.import_module("ray")
-    except ImportError:
-        raise ImportError("executor='ray' needs Ray: pip install 'rlnb[ray]'") from None
 
 
 SINGLE_MACHINE_FLAG = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -76,38 +65,6 @@ def start_local(ray: Any) -> None:
             os.environ.pop(SINGLE_MACHINE_FLAG, None)
         else:
             os.environ[SINGLE_MACHINE_FLAG] = saved_env
-
-
-CONNECT_TIMEOUT = 10.0
-"""Seconds a Ray at a ``host:port`` address gets to answer a TCP connect before the sweep is refused."""
-
-
-def check_reachable(address: str) -> None:
-    """``ConnectionError`` naming ``address`` unless something listens at its ``host:port`` (``"auto"`` and other
-    names are Ray's to find): ``ray.init`` waited minutes for a GCS that was not there (a mistyped host or port)."""
-    host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not port.isdigit():
-        return
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
-    except OSError as exc:
-        raise ConnectionError(f"address={address!r}: no Ray answers there ({exc}); start one (ray start --head) or "
-                              "fix the address") from None  # fmt: skip
-
-
-def check_resources(resources_per_trial: dict[str, float] | None) -> tuple[float, float]:
-    """``(cpu, gpu)`` per trial (default 1 CPU, no GPU), checked before anything starts."""
-    if not isinstance(resources_per_trial, Mapping | None):  # a list was dict()'s "update sequence element #0"
-        raise ValueError(f"resources_per_trial must be a dict such as {{'cpu': 1, 'gpu': 0}}, got "
-                         f"{resources_per_trial!r}")  # fmt: skip
-    resources = dict(resources_per_trial or {})
-    unknown = set(resources) - set(RESOURCE_KEYS)
-    if unknown:
-        raise ValueError(f"resources_per_trial keys must be {RESOURCE_KEYS}, got {sorted(unknown)}")
-    for key, value in resources.items():  # NaN passed `< 0`, and failed after Ray started and the folder was made
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
-            raise ValueError(f"resources_per_trial[{key!r}] must be a finite number >= 0, got {value!r}")
-    return float(resources.get("cpu", 1)), float(resources.get("gpu", 0))
 
 
 def post_office(ray: Any) -> Any:

@@ -300,3 +300,18 @@ def test_a_local_ray_started_for_a_sweep_listens_on_loopback_only(tmp_path):
     assert gcs.rsplit(":", 1)[0] == "127.0.0.1"
     assert "NODE 127.0.0.1" in lines
     assert listening and listening <= {"127.0.0.1", "::ffff:127.0.0.1"}, listening
+
+
+def test_a_trial_that_cannot_be_pickled_to_a_worker_is_refused_before_the_folder(local_ray, tmp_path):
+    """A reward closing over a lock: Ray refused the first trial's task after the folder was made, and its error
+    ("Could not serialize the argument TrialSpec(...)") ended the sweep, the trial missing from trials.jsonl."""
+    lock = threading.Lock()
+
+    def reward(prompt, completion):
+        with lock:
+            return 0.5
+
+    with pytest.raises(TypeError, match=r"executor='ray' sends each trial to a worker pickled, and its task cannot"):
+        sweep(BASE, steps=1, task=Task("locked", [[104, 105]], reward), executor="ray", runs_dir=tmp_path,
+              progress=False)  # fmt: skip
+    assert not list(tmp_path.iterdir())
