@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import check_int, is_integer
+from rlnb._options import check_bool, check_int, is_integer
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
 from rlnb.prompts import scalar
 
@@ -89,6 +89,7 @@ def dimension(name: str, spec: Any) -> Dimension:
 def _numeric_ends(name: str, dim: Float | Int) -> Float | Int:
     """``dim`` with plain number ends, or a ``ValueError`` naming ``name``: ``(0.5, 0.9, "int")`` was truncated to
     ``Int(0, 0)``, ``Float("a", 1)`` was ``math.isfinite``'s bare TypeError."""
+    check_bool(f"space[{name!r}].log", dim.log)  # log="no" is truthy: it searched in log space
     ends = (scalar(dim.low), scalar(dim.high))
     if isinstance(dim, Int):
         if not all(is_integer(v) or isinstance(v, float) and v.is_integer() for v in ends):

@@ -63,6 +63,7 @@ def test_ray_options_of_the_wrong_kind_are_refused_naming_them_before_ray_or_a_f
         ({"learning_rate": ("a", 1.0, "log")}, r"space\['learning_rate'\]: a Float range needs number ends"),
         ({"learning_rate": rlnb.sweep.Float("a", 1.0)}, r"space\['learning_rate'\]: a Float range needs number ends"),
         ({"learning_rate": rlnb.sweep.Float(True, 1.0)}, r"needs number ends, got True"),
+        ({"learning_rate": rlnb.sweep.Float(1e-4, 1e-2, log="no")}, r"space\['learning_rate'\].log must be True or "),
     ],
 )
 def test_a_space_range_whose_ends_are_not_numbers_is_refused_naming_the_field(tmp_path, space, words):
