@@ -119,7 +119,12 @@ class _RayControl:
 def ray_trial(spec: TrialSpec, office: Any, sweep: str, reports: bool) -> tuple[dict[str, Any], dict[str, bytes]]:
     """The task: run the trial in a temporary folder, return its row and its history's files."""
     ray = import_ray()
-    if not ray.get(office.begin.remote(sweep, spec.trial), timeout=MAILBOX_TIMEOUT):
+    try:
+        started = ray.get(office.begin.remote(sweep, spec.trial), timeout=MAILBOX_TIMEOUT)
+    except ray.exceptions.RayError as exc:  # the sweep's mailbox died: FAILED with a traceback, and resume skipped it
+        return base_row(spec, "STOPPED", f"stopped before it started: the sweep's mailbox is gone "
+                                         f"({type(exc).__name__}); resume= runs it"), {}  # fmt: skip
+    if not started:
         return base_row(spec, "STOPPED", "stopped before it started"), {}
     with tempfile.TemporaryDirectory(prefix="rlnb-ray-trial-") as tmp:
         row = run_trial(spec, Path(tmp), _RayControl(ray, office, sweep, spec.trial, reports))

@@ -315,3 +315,30 @@ def test_a_trial_that_cannot_be_pickled_to_a_worker_is_refused_before_the_folder
         sweep(BASE, steps=1, task=Task("locked", [[104, 105]], reward), executor="ray", runs_dir=tmp_path,
               progress=False)  # fmt: skip
     assert not list(tmp_path.iterdir())
+
+
+def test_trials_that_find_the_sweeps_mailbox_dead_are_stopped_to_be_resumed(local_ray, tmp_path):
+    """The mailbox actor killed mid-sweep (a node lost, OOM): each trial not yet started was FAILED with Ray's
+    traceback, and ``resume=`` skips FAILED trials, so they never ran."""
+    from rlnb.sweep import ray_executor
+
+    marker = tmp_path / "rewarded"
+
+    def reward(prompt, completion):
+        marker.touch()
+        return 0.5
+
+    def kill_mailbox():
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for office in list(ray_executor._POST_OFFICES.values()):
+            local_ray.kill(office)
+
+    threading.Thread(target=kill_mailbox, daemon=True).start()
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=3, task=Task("mark", [[104, 105]], reward),
+        executor="ray", max_concurrent=1, runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert "FAILED" not in set(trials.status) and trials.status.iloc[2] == "STOPPED"
+    assert trials.reason.iloc[2].startswith("stopped before it started: the sweep's mailbox is gone")
