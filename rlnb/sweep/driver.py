@@ -107,6 +107,10 @@ def sweep(
     check_connect_options(options, trial.target)
     _check_args(runs_dir, resume, stop, progress)
     configs = config_list(configs)
+    if where.executor == "ray" and trial.target == "local":  # a remote target's trials stay on threads
+        from .ray_checks import check_picklable
+
+        check_picklable(trial.the_task(), options)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
     # absolute: a relative folder read after a %cd would be another one (trial runs, resume=trials.attrs["path"])
     folder = Path(resume).expanduser().absolute() if resume is not None else new_folder(runs_dir)
@@ -167,8 +171,9 @@ def _trials(
     if study.search == "optuna":
         if configs is not None:
             raise ValueError("search='optuna' takes a space={...}, not configs")
-        from .optuna_search import STUDY_FILE, check_search, storage_url
+        from .optuna_search import STUDY_FILE, check_search, import_optuna, storage_url
 
+        import_optuna()  # the extra named, before storage_url's "No module named 'sqlalchemy'" (Optuna brings it)
         dims = parse_space(base, study.space or {})
         check_search(dims, study.n_trials, study.sampler, study.pruner)
         storage_url(parent / STUDY_FILE)  # before the sweep folder is made

@@ -16,7 +16,7 @@ class _Sweep:
     stop: bool = False
     started: set[int] = field(default_factory=set)
     reports: list[tuple[int, int, float]] = field(default_factory=list)
-    waiting: dict[tuple[int, int], asyncio.Future[str | None]] = field(default_factory=dict)
+    waiting: dict[tuple[int, int], asyncio.Future[str | bytes | None]] = field(default_factory=dict)
 
     def wake(self) -> None:
         for future in self.waiting.values():
@@ -26,7 +26,8 @@ class _Sweep:
 
 
 class PostOffice:
-    """Async actor: ``report`` waits (without blocking the actor) until the driver answers."""
+    """Async actor: ``report`` waits (without blocking the actor) until the driver answers: a reason to prune, None, or
+    the pickled error the search raised."""
 
     def __init__(self) -> None:
         self._sweeps: dict[str, _Sweep] = {}
@@ -54,11 +55,11 @@ class PostOffice:
         box = self._sweeps.get(sweep)
         return box is None or box.stop
 
-    async def report(self, sweep: str, trial: int, step: int, value: float) -> str | None:
+    async def report(self, sweep: str, trial: int, step: int, value: float) -> str | bytes | None:
         box = self._sweeps.get(sweep)
         if box is None or box.stop:
             return None
-        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[str | bytes | None] = asyncio.get_running_loop().create_future()
         box.waiting[(trial, step)] = future
         box.reports.append((trial, step, value))
         return await future
@@ -68,7 +69,7 @@ class PostOffice:
         reports, box.reports = box.reports, []
         return reports
 
-    def answer(self, sweep: str, verdicts: list[tuple[int, int, str | None]]) -> None:
+    def answer(self, sweep: str, verdicts: list[tuple[int, int, str | bytes | None]]) -> None:
         box = self._sweeps.get(sweep)
         for trial, step, verdict in verdicts if box is not None else []:
             future = box.waiting.pop((trial, step), None)  # type: ignore[union-attr]

@@ -120,8 +120,14 @@ class ExecutorOptions:
             raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
         if self.max_concurrent is not None:
             set_int(self, "max_concurrent", 1)
+        if self.executor != "ray" and (self.address is not None or self.resources_per_trial is not None):
+            # they were ignored: resources_per_trial={"gpu": 1} on threads trained on the CPU (device= picks it there)
+            raise ValueError(f"address= and resources_per_trial= need executor='ray', got executor={self.executor!r}")
+        if not isinstance(self.address, str | None):
+            raise ValueError(f"address must be None or a Ray address such as 'auto' or 'ray://head:10001', got "
+                             f"{self.address!r}")  # fmt: skip
         if self.executor == "ray":
-            from .ray_executor import check_resources
+            from .ray_checks import check_resources
 
             check_resources(self.resources_per_trial)
 

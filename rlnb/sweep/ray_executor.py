@@ -16,7 +16,6 @@ A local Ray started here listens on 127.0.0.1 only (``start_local``).
 
 from __future__ import annotations
 
-import importlib
 import os
 import socket
 import tempfile
@@ -26,6 +25,7 @@ from typing import Any
 
 from . import mailbox
 from .executors import Reporter
+from .ray_checks import check_reachable, check_resources, import_ray
 from .trial import TrialSpec, base_row, run_trial
 
 STOP_GRACE = 30.0
@@ -35,14 +35,6 @@ REPORT_TIMEOUT = 60.0
 MAILBOX_TIMEOUT = 30.0
 REPORT_POLL = 0.02
 """Seconds between the driver's looks at the mailbox while trials report (pruning)."""
-RESOURCE_KEYS = ("cpu", "gpu")
-
-
-def import_ray() -> Any:
-    try:
-        return importlib.import_module("ray")
-    except ImportError:
-        raise ImportError("executor='ray' needs Ray: pip install 'rlnb[ray]'") from None
 
 
 SINGLE_MACHINE_FLAG = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -73,18 +65,6 @@ def start_local(ray: Any) -> None:
             os.environ.pop(SINGLE_MACHINE_FLAG, None)
         else:
             os.environ[SINGLE_MACHINE_FLAG] = saved_env
-
-
-def check_resources(resources_per_trial: dict[str, float] | None) -> tuple[float, float]:
-    """``(cpu, gpu)`` per trial (default 1 CPU, no GPU), checked before anything starts."""
-    resources = dict(resources_per_trial or {})
-    unknown = set(resources) - set(RESOURCE_KEYS)
-    if unknown:
-        raise ValueError(f"resources_per_trial keys must be {RESOURCE_KEYS}, got {sorted(unknown)}")
-    cpu, gpu = float(resources.get("cpu", 1)), float(resources.get("gpu", 0))
-    if cpu < 0 or gpu < 0:
-        raise ValueError(f"resources_per_trial must be >= 0, got cpu={cpu}, gpu={gpu}")
-    return cpu, gpu
 
 
 def post_office(ray: Any) -> Any:
@@ -131,13 +111,20 @@ class _RayControl:
             verdict = self._ray.get(answer, timeout=REPORT_TIMEOUT)
         except self._ray.exceptions.RayError:
             return None
+        if isinstance(verdict, bytes):  # the search raised on this report: the trial fails with it, as on a thread
+            raise self._ray.cloudpickle.loads(verdict)
         return str(verdict) if verdict is not None else None
 
 
 def ray_trial(spec: TrialSpec, office: Any, sweep: str, reports: bool) -> tuple[dict[str, Any], dict[str, bytes]]:
     """The task: run the trial in a temporary folder, return its row and its history's files."""
     ray = import_ray()
-    if not ray.get(office.begin.remote(sweep, spec.trial), timeout=MAILBOX_TIMEOUT):
+    try:
+        started = ray.get(office.begin.remote(sweep, spec.trial), timeout=MAILBOX_TIMEOUT)
+    except ray.exceptions.RayError as exc:  # the sweep's mailbox died: FAILED with a traceback, and resume skipped it
+        return base_row(spec, "STOPPED", f"stopped before it started: the sweep's mailbox is gone "
+                                         f"({type(exc).__name__}); resume= runs it"), {}  # fmt: skip
+    if not started:
         return base_row(spec, "STOPPED", "stopped before it started"), {}
     with tempfile.TemporaryDirectory(prefix="rlnb-ray-trial-") as tmp:
         row = run_trial(spec, Path(tmp), _RayControl(ray, office, sweep, spec.trial, reports))
@@ -166,23 +153,28 @@ class RayExecutor:
             if address is None and not os.environ.get("RAY_ADDRESS"):
                 start_local(ray)
             else:
+                check_reachable(address or os.environ["RAY_ADDRESS"])
                 ray.init(address=address, include_dashboard=False, logging_level="error")
         have = ray.cluster_resources()
-        if gpu > have.get("GPU", 0):  # a task asking for a GPU the cluster lacks would wait forever
-            raise ValueError(f"resources_per_trial asks for {gpu:g} GPU(s); the Ray cluster has {have.get('GPU', 0):g}")
+        for asked, key in ((cpu, "CPU"), (gpu, "GPU")):  # a task asking for more than the cluster has waits forever
+            if asked > have.get(key, 0):
+                raise ValueError(f"resources_per_trial asks for {asked:g} {key}(s); the Ray cluster has "
+                                 f"{have.get(key, 0):g}")  # fmt: skip
         self._capacity = max(1, int(have.get("CPU", 1) // cpu)) if cpu > 0 else max(1, int(have.get("CPU", 1)))
         self._folder, self._reporter, self._key = folder, reporter, str(folder)
         self._office = post_office(ray)
         ray.get(self._office.open.remote(self._key), timeout=MAILBOX_TIMEOUT)
         self._task = ray.remote(ray_trial).options(num_cpus=cpu, num_gpus=gpu, max_retries=0)
         self._refs: dict[Any, TrialSpec] = {}
+        self._collected: list[dict[str, Any]] = []
+        """Rows of finished tasks not yet handed back (a Ctrl-C in ``poll`` leaves them for the next)."""
         self._stop_deadline: float | None = None
 
     def capacity(self) -> int:
         return self._capacity
 
     def running(self) -> int:
-        return len(self._refs)
+        return len(self._refs) + len(self._collected)
 
     def submit(self, spec: TrialSpec) -> None:
         self._refs[self._task.remote(spec, self._office, self._key, self._reporter is not None)] = spec
@@ -196,11 +188,13 @@ class RayExecutor:
             self._serve()
             wait = REPORT_POLL if self._reporter is not None else max(0.0, deadline - time.monotonic())
             ready = self._ray.wait(refs, num_returns=1, timeout=wait)[0] if refs else []
-            if ready or time.monotonic() >= deadline:
+            if ready or self._collected or time.monotonic() >= deadline:
                 break
         if ready:  # and any others that are done by now
             ready = self._ray.wait(refs, num_returns=len(refs), timeout=0)[0]
-        rows = [self._collect(ref) for ref in ready]
+        for ref in ready:  # a Ctrl-C while a row's files are fetched or written loses no row: the next poll has it
+            self._collected.append(self._collect(ref))
+        rows, self._collected = self._collected, []
         if self._stop_deadline is not None and time.monotonic() > self._stop_deadline:
             rows += self._cancel(force=True, reason=f"cancelled: did not stop within {STOP_GRACE:g} s")
         return rows
@@ -212,11 +206,26 @@ class RayExecutor:
         reports = self._ray.get(self._office.take.remote(self._key), timeout=MAILBOX_TIMEOUT)
         if reports:
             specs = {s.trial: s for s in self._refs.values()}
-            verdicts = [(t, step, self._reporter(specs[t], step, v) if t in specs else None) for t, step, v in reports]
+            verdicts = [(t, step, self._verdict(specs[t], step, v) if t in specs else None) for t, step, v in reports]
             self._office.answer.remote(self._key, verdicts)
 
+    def _verdict(self, spec: TrialSpec, step: int, value: float) -> str | bytes | None:
+        """The search's answer to one report; an error it raises (a pruner's) goes to the trial, pickled, and fails
+        it there, as on a thread (it escaped ``sweep`` and stopped every trial)."""
+        assert self._reporter is not None
+        try:
+            return self._reporter(spec, step, value)
+        except Exception as exc:  # noqa: BLE001 - the trial's row says it
+            return bytes(self._ray.cloudpickle.dumps(exc))
+
     def _collect(self, ref: Any) -> dict[str, Any]:
-        spec = self._refs.pop(ref)
+        """The task's row, its history written to the sweep folder; the task is let go of only then (a Ctrl-C in
+        the fetch, which takes the time of the files, dropped the trial from the table, its history with it)."""
+        row = self._fetch(ref, self._refs[ref])
+        self._refs.pop(ref)
+        return row
+
+    def _fetch(self, ref: Any, spec: TrialSpec) -> dict[str, Any]:
         try:
             row, files = self._ray.get(ref)
         except self._ray.exceptions.TaskCancelledError:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import check_int, is_integer
+from rlnb._options import check_bool, check_int, is_integer
 from rlnb.params import PARAMS, AdamParams, OptimizerParams
 from rlnb.prompts import scalar
 
@@ -65,15 +65,16 @@ def dimension(name: str, spec: Any) -> Dimension:
     elif isinstance(spec, list):
         dim = Categorical(tuple(scalar(c) for c in spec))
     elif isinstance(spec, tuple) and len(spec) == 3 and spec[2] in ("log", "int"):
-        dim = Int(int(spec[0]), int(spec[1])) if spec[2] == "int" else Float(float(spec[0]), float(spec[1]), log=True)
+        dim = Int(spec[0], spec[1]) if spec[2] == "int" else Float(spec[0], spec[1], log=True)
     elif isinstance(spec, tuple) and len(spec) == 2 and all(isinstance(v, int | float) for v in spec):
-        dim = Float(float(spec[0]), float(spec[1]))
+        dim = Float(spec[0], spec[1])
     else:
         raise ValueError(
             f"space[{name!r}] must be a list of choices, (lo, hi), (lo, hi, 'log'), (lo, hi, 'int'), "
             f"Float, Int or Categorical; got {spec!r}"
         )
     if isinstance(dim, Float | Int):
+        dim = _numeric_ends(name, dim)
         if not (math.isfinite(dim.low) and math.isfinite(dim.high) and dim.low < dim.high):
             raise ValueError(f"space[{name!r}]: need finite low < high, got {dim.low!r}, {dim.high!r}")
         if dim.log and dim.low <= 0:
@@ -83,6 +84,20 @@ def dimension(name: str, spec: Any) -> Dimension:
     else:
         check_once(f"space[{name!r}]", dim.choices)
     return dim
+
+
+def _numeric_ends(name: str, dim: Float | Int) -> Float | Int:
+    """``dim`` with plain number ends, or a ``ValueError`` naming ``name``: ``(0.5, 0.9, "int")`` was truncated to
+    ``Int(0, 0)``, ``Float("a", 1)`` was ``math.isfinite``'s bare TypeError."""
+    check_bool(f"space[{name!r}].log", dim.log)  # log="no" is truthy: it searched in log space
+    ends = (scalar(dim.low), scalar(dim.high))
+    if isinstance(dim, Int):
+        if not all(is_integer(v) or isinstance(v, float) and v.is_integer() for v in ends):
+            raise ValueError(f"space[{name!r}]: an Int range needs integer ends, got {dim.low!r}, {dim.high!r}")
+        return Int(int(ends[0]), int(ends[1]), log=dim.log)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in ends):
+        raise ValueError(f"space[{name!r}]: a Float range needs number ends, got {dim.low!r}, {dim.high!r}")
+    return Float(float(ends[0]), float(ends[1]), log=dim.log)
 
 
 def check_once(name: str, values: Sequence[Any]) -> None:

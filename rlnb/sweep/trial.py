@@ -135,7 +135,10 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
         row.update(status="FAILED", reason=f"{exc.code}: {exc.message}")
     except _Stopped:
         row.update(status="STOPPED", reason="stopped while waiting for a session")
-    except Exception as exc:  # noqa: BLE001 - a failed trial is a row; the sweep goes on
+    except (Exception, KeyboardInterrupt, SystemExit) as exc:  # noqa: BLE001 - a failed trial is a row
+        # a trial runs on a thread or in a Ray task, never on the thread a Ctrl-C reaches: a KeyboardInterrupt or
+        # sys.exit() here is the trial's own code (a reward). On a thread it dropped the trial's row and stopped
+        # (or ended) the sweep; in a Ray task it was a STOPPED "cancelled" row, or a crashed worker
         row.update(status="FAILED", reason=f"{type(exc).__name__}: {exc}")
     finally:
         if session is not None:

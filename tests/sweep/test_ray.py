@@ -190,12 +190,75 @@ def test_remote_target_trials_stay_on_threads(local_ray, server, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("resources", "words"), [({"gpu": 1}, "GPU"), ({"memory": 1e9}, "keys must be"), ({"cpu": -1}, ">= 0")]
+    ("resources", "words"),
+    [
+        ({"gpu": 1}, "GPU"),
+        ({"cpu": 3}, r"asks for 3 CPU\(s\); the Ray cluster has 2"),  # each waited for ever
+        ({"memory": 1e9}, "keys must be"),
+        ({"cpu": -1}, ">= 0"),
+    ],
 )
 def test_resources_per_trial_are_checked_before_anything_runs(local_ray, tmp_path, resources, words):
     with pytest.raises(ValueError, match=words):
         sweep(BASE, steps=1, executor="ray", resources_per_trial=resources, runs_dir=tmp_path, progress=False)
     assert not list(tmp_path.rglob("trial-*"))  # (a GPU the cluster lacks is found once Ray is asked)
+
+
+def _raising(exc: BaseException):
+    def reward(prompt, completion):
+        raise exc
+
+    return reward
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"), [(KeyboardInterrupt(), "KeyboardInterrupt"), (SystemExit(3), "SystemExit: 3")]
+)
+def test_a_reward_raising_keyboard_interrupt_or_exit_in_a_worker_is_a_failed_row(local_ray, tmp_path, exc, reason):
+    """A KeyboardInterrupt raised by the trial's code was Ray's sign of a cancel: a STOPPED "cancelled" row, though
+    nobody stopped anything; sys.exit() killed the worker: a WorkerCrashedError row without its reason or history."""
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, task=Task("raises", [[104, 105]], _raising(exc)),
+        executor="ray", runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert list(trials.status) == ["FAILED", "FAILED"] and trials.reason.str.startswith(reason).all()
+    assert all(Path(p).parent == Path(trials.attrs["path"]) for p in trials.run_path)  # its run folder came back
+
+
+def test_ctrl_c_while_a_finished_trial_is_fetched_keeps_its_row_and_history(local_ray, tmp_path, monkeypatch):
+    """The interrupt lands in ``ray.get`` of a finished task (its row and history files: the slow part of collecting
+    it). The trial was let go of before the fetch, and left the table, its history with it."""
+    real_get, interrupted = local_ray.get, []
+
+    def get(refs, *args, **kwargs):
+        if "timeout" not in kwargs and not interrupted:  # the mailbox's calls have a timeout; a task's row has none
+            interrupted.append(True)
+            raise KeyboardInterrupt
+        return real_get(refs, *args, **kwargs)
+
+    monkeypatch.setattr(local_ray, "get", get)
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, executor="ray", max_concurrent=1, runs_dir=tmp_path,
+        progress=False,
+    )  # fmt: skip
+    assert interrupted and list(trials.status) == ["COMPLETED", "STOPPED"]
+    assert len(History.load(trials.run_path.iloc[0]).steps) == 2
+
+
+class _RaisingPruner(optuna.pruners.BasePruner):
+    def prune(self, study, trial):
+        raise RuntimeError("pruner boom")
+
+
+def test_a_pruner_that_raises_fails_the_trial_it_judged_as_on_threads(local_ray, tmp_path):
+    """The pruner runs in the driver: its error escaped ``sweep`` and stopped every trial, where on threads each
+    trial it judged is FAILED with the error and the sweep goes on."""
+    trials = sweep(
+        BASE, space={"learning_rate": (1e-4, 1e-2, "log")}, search="optuna", n_trials=2, pruner=_RaisingPruner(),
+        steps=2, executor="ray", runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert list(trials.status) == ["FAILED", "FAILED"]
+    assert list(trials.reason) == ["RuntimeError: pruner boom"] * 2 and (trials.steps_done == 1).all()
 
 
 LOOPBACK_SCRIPT = """
@@ -237,3 +300,45 @@ def test_a_local_ray_started_for_a_sweep_listens_on_loopback_only(tmp_path):
     assert gcs.rsplit(":", 1)[0] == "127.0.0.1"
     assert "NODE 127.0.0.1" in lines
     assert listening and listening <= {"127.0.0.1", "::ffff:127.0.0.1"}, listening
+
+
+def test_a_trial_that_cannot_be_pickled_to_a_worker_is_refused_before_the_folder(local_ray, tmp_path):
+    """A reward closing over a lock: Ray refused the first trial's task after the folder was made, and its error
+    ("Could not serialize the argument TrialSpec(...)") ended the sweep, the trial missing from trials.jsonl."""
+    lock = threading.Lock()
+
+    def reward(prompt, completion):
+        with lock:
+            return 0.5
+
+    with pytest.raises(TypeError, match=r"executor='ray' sends each trial to a worker pickled, and its task cannot"):
+        sweep(BASE, steps=1, task=Task("locked", [[104, 105]], reward), executor="ray", runs_dir=tmp_path,
+              progress=False)  # fmt: skip
+    assert not list(tmp_path.iterdir())
+
+
+def test_trials_that_find_the_sweeps_mailbox_dead_are_stopped_to_be_resumed(local_ray, tmp_path):
+    """The mailbox actor killed mid-sweep (a node lost, OOM): each trial not yet started was FAILED with Ray's
+    traceback, and ``resume=`` skips FAILED trials, so they never ran."""
+    from rlnb.sweep import ray_executor
+
+    marker = tmp_path / "rewarded"
+
+    def reward(prompt, completion):
+        marker.touch()
+        return 0.5
+
+    def kill_mailbox():
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for office in list(ray_executor._POST_OFFICES.values()):
+            local_ray.kill(office)
+
+    threading.Thread(target=kill_mailbox, daemon=True).start()
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=3, task=Task("mark", [[104, 105]], reward),
+        executor="ray", max_concurrent=1, runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert "FAILED" not in set(trials.status) and trials.status.iloc[2] == "STOPPED"
+    assert trials.reason.iloc[2].startswith("stopped before it started: the sweep's mailbox is gone")

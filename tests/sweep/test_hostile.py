@@ -1,0 +1,107 @@
+"""A careless or hostile user of ``sweep``: trial code that raises what is not an ``Exception``, options that are
+the wrong kind, extras that are not installed. Each is a row or one clear error, never a lost trial."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import rlnb
+from rlnb.sweep import grid, sweep
+from rlnb.tasks import Task
+
+BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
+
+
+def _raising(exc: BaseException):
+    def reward(prompt, completion):
+        raise exc
+
+    return reward
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"), [(KeyboardInterrupt(), "KeyboardInterrupt"), (SystemExit(3), "SystemExit: 3")]
+)
+def test_a_reward_raising_keyboard_interrupt_or_exit_on_a_thread_is_a_failed_row(tmp_path, exc, reason):
+    """Not a Ctrl-C (that reaches the main thread only): the trial's row was dropped and the sweep stopped (or
+    ``SystemExit`` escaped ``sweep``)."""
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, task=Task("raises", [[104, 105]], _raising(exc)),
+        executor="threads", runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert list(trials.status) == ["FAILED", "FAILED"]
+    assert trials.reason.str.startswith(reason).all() and (trials.steps_done == 0).all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"executor": "ray", "resources_per_trial": ["cpu"]}, r"resources_per_trial must be a dict"),
+        ({"executor": "ray", "resources_per_trial": {"cpu": float("nan")}}, r"\['cpu'\] must be a finite number"),
+        ({"executor": "ray", "resources_per_trial": {"gpu": float("inf")}}, r"\['gpu'\] must be a finite number"),
+        ({"executor": "ray", "resources_per_trial": {"cpu": "1"}}, r"\['cpu'\] must be a finite number"),
+        ({"executor": "ray", "resources_per_trial": {"cpu": True}}, r"\['cpu'\] must be a finite number"),
+        ({"executor": "ray", "address": 5}, "address must be None or a Ray address"),
+        ({"executor": "threads", "resources_per_trial": {"gpu": 1}}, "need executor='ray'"),  # was ignored
+        ({"address": "auto"}, "need executor='ray'"),
+    ],
+)
+def test_ray_options_of_the_wrong_kind_are_refused_naming_them_before_ray_or_a_folder(tmp_path, kwargs, words):
+    """Before Ray is started or imported: NaN CPUs failed in ``int()`` after a local Ray started and the sweep folder
+    was made; a GPU asked of threads was silently not given."""
+    with pytest.raises(ValueError, match=words):
+        sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, **kwargs)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("space", "words"),
+    [
+        ({"beta1": (0.5, 0.9, "int")}, r"space\['beta1'\]: an Int range needs integer ends, got 0.5, 0.9"),  # Int(0, 0)
+        ({"learning_rate": ("a", 1.0, "log")}, r"space\['learning_rate'\]: a Float range needs number ends"),
+        ({"learning_rate": rlnb.sweep.Float("a", 1.0)}, r"space\['learning_rate'\]: a Float range needs number ends"),
+        ({"learning_rate": rlnb.sweep.Float(True, 1.0)}, r"needs number ends, got True"),
+        ({"learning_rate": rlnb.sweep.Float(1e-4, 1e-2, log="no")}, r"space\['learning_rate'\].log must be True or "),
+    ],
+)
+def test_a_space_range_whose_ends_are_not_numbers_is_refused_naming_the_field(tmp_path, space, words):
+    with pytest.raises(ValueError, match=words):
+        sweep(BASE, space=space, search="optuna", n_trials=1, steps=1, runs_dir=tmp_path, progress=False)
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_missing_optuna_names_the_extra_not_sqlalchemy(tmp_path, monkeypatch):
+    """Optuna brings SQLAlchemy: without the extra, the study's URL was built first and raised "No module named
+    'sqlalchemy.engine'" (the existing test hid only ``optuna``)."""
+    for module in ("optuna", "sqlalchemy", "sqlalchemy.engine"):
+        monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(ImportError, match=r"pip install 'rlnb\[optuna\]'"):
+        sweep(BASE, space={"learning_rate": (1e-4, 1e-2)}, search="optuna", n_trials=1, steps=1, runs_dir=tmp_path,
+              progress=False)  # fmt: skip
+    assert not list(tmp_path.iterdir())
+
+
+UNREACHABLE_SCRIPT = """
+import sys, time
+import rlnb
+from rlnb.sweep import sweep
+start = time.monotonic()
+try:
+    sweep(rlnb.AdamParams(), steps=1, executor="ray", address="127.0.0.1:1", runs_dir=sys.argv[1], progress=False)
+except ConnectionError as exc:
+    print("REFUSED", round(time.monotonic() - start), exc)
+"""
+
+
+@pytest.mark.slow  # a new Python process with torch
+def test_a_ray_address_where_nothing_listens_is_refused_in_seconds(tmp_path):
+    """``ray.init`` waited minutes (past 150 s here) for a GCS at a mistyped port."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    out = subprocess.run(
+        [sys.executable, "-c", UNREACHABLE_SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert "REFUSED" in out.stdout and "address='127.0.0.1:1': no Ray answers there" in out.stdout, out.stderr[-2000:]
+    assert not list(tmp_path.rglob("trial-*"))
