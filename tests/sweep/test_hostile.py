@@ -9,16 +9,9 @@ import pytest
 
 import rlnb
 from rlnb.sweep import grid, sweep
-from rlnb.tasks import Task
+from tests.support.tasks import raising_task
 
 BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
-
-
-def _raising(exc: BaseException):
-    def reward(prompt, completion):
-        raise exc
-
-    return reward
 
 
 @pytest.mark.parametrize(
@@ -28,7 +21,7 @@ def test_a_reward_raising_keyboard_interrupt_or_exit_on_a_thread_is_a_failed_row
     """Not a Ctrl-C (that reaches the main thread only): the trial's row was dropped and the sweep stopped (or
     ``SystemExit`` escaped ``sweep``)."""
     trials = sweep(
-        BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, task=Task("raises", [[104, 105]], _raising(exc)),
+        BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, task=raising_task(exc),
         executor="threads", runs_dir=tmp_path, progress=False,
     )  # fmt: skip
     assert list(trials.status) == ["FAILED", "FAILED"]

@@ -18,6 +18,7 @@ import rlnb
 from rlnb.history import History
 from rlnb.sweep import grid, histories, sweep
 from rlnb.tasks import Task
+from tests.support.tasks import raising_task
 
 pytestmark = pytest.mark.slow  # starts a local Ray cluster
 
@@ -204,13 +205,6 @@ def test_resources_per_trial_are_checked_before_anything_runs(local_ray, tmp_pat
     assert not list(tmp_path.rglob("trial-*"))  # (a GPU the cluster lacks is found once Ray is asked)
 
 
-def _raising(exc: BaseException):
-    def reward(prompt, completion):
-        raise exc
-
-    return reward
-
-
 @pytest.mark.parametrize(
     ("exc", "reason"), [(KeyboardInterrupt(), "KeyboardInterrupt"), (SystemExit(3), "SystemExit: 3")]
 )
@@ -218,7 +212,7 @@ def test_a_reward_raising_keyboard_interrupt_or_exit_in_a_worker_is_a_failed_row
     """A KeyboardInterrupt raised by the trial's code was Ray's sign of a cancel: a STOPPED "cancelled" row, though
     nobody stopped anything; sys.exit() killed the worker: a WorkerCrashedError row without its reason or history."""
     trials = sweep(
-        BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, task=Task("raises", [[104, 105]], _raising(exc)),
+        BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, task=raising_task(exc),
         executor="ray", runs_dir=tmp_path, progress=False,
     )  # fmt: skip
     assert list(trials.status) == ["FAILED", "FAILED"] and trials.reason.str.startswith(reason).all()
