@@ -25,7 +25,6 @@ from rlnb.tasks.rollouts import (
     unscored,
 )
 from rlnb.tasks.task import Task
-from rlnb.wire.losses import LOSSES
 
 SEED_STRIDE = 1_000_003
 """Step ``i`` of a run with seed ``s`` samples with seed ``s * SEED_STRIDE + i``: the demo, a lesson, a sweep trial,
@@ -148,9 +147,9 @@ def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:
     ``wire.loss_config``), a loss that reads no advantages (``cross_entropy``), or a KL penalty, which needs
     reference log-probs that ``rl_step`` does not have."""
     config = wire.loss_config(loss, loss_params)
-    spec = LOSSES[config.type]
+    spec = wire.LOSSES[config.type]
     if "advantages" not in spec.required:  # cross_entropy: every forward-backward failed INVALID_INPUT after sampling
-        policy = ", ".join(s.name for s in LOSSES.values() if "advantages" in s.required)
+        policy = ", ".join(s.name for s in wire.LOSSES.values() if "advantages" in s.required)
         raise ValueError(f"loss {spec.name!r} is not a policy loss (it reads {', '.join(spec.required)}, not the "
                          f"samples' advantages): rl_step trains with one of {policy}")
     if wire.needs_reference(config):
