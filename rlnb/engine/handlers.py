@@ -122,9 +122,10 @@ def evaluating(model: nn.Module, on: bool) -> Iterator[None]:
 
 
 def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: threading.Event) -> Any:
+    problem = wire.loss_problem(body.loss)  # the check rlnb's client and ``rlnb serve`` make, in the same words
+    if problem is not None:
+        raise OperationError(Code.INVALID_INPUT, problem[1])
     loss_type = body.loss.type
-    if loss_type not in losses_mod.LOSS_TYPES:
-        raise OperationError(Code.INVALID_INPUT, f"loss.type must be one of {', '.join(losses_mod.LOSS_TYPES)}")
     field_name = wire.LOSS_PARAMS_FIELD[loss_type]
     given = getattr(body.loss, field_name) if field_name else None
     seqs, inputs = inputs_mod.read_samples(engine.adapter, body.samples)

@@ -24,8 +24,6 @@ from pydantic import ValidationError
 
 from rlnb import wire
 
-LOSS_TYPES: tuple[str, ...] = tuple(wire.LOSSES)
-
 _CROSS_ENTROPY = "LOSS_TYPE_CROSS_ENTROPY"
 _GRPO = "LOSS_TYPE_GRPO"
 _PPO = "LOSS_TYPE_PPO"
@@ -52,7 +50,7 @@ def validate(
     A param given as None takes its default. Raise InvalidLossInput."""
     spec = wire.LOSSES.get(loss_type)
     if spec is None:
-        raise InvalidLossInput(f"unknown loss type {loss_type!r}; expected one of {', '.join(LOSS_TYPES)}")
+        raise InvalidLossInput(f"unknown loss type {loss_type!r}; expected one of {', '.join(wire.LOSSES)}")
     params = _check_params(spec, params)
     if not inputs:
         raise InvalidLossInput("empty batch: at least one sample is required")

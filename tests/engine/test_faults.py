@@ -191,3 +191,26 @@ def test_custom_forward_backward_refuses_float_targets_and_two_masks_and_accumul
             assert says in op.error.message
             assert all(p.grad is None for p in s.backend.trainer.parameters())
         assert _custom(s, samples.cross_entropy([1, 2, 3, 4]), [1.0, 1.0, 1.0]).status == wire.OperationStatus.COMPLETED
+
+
+@pytest.mark.parametrize(
+    "loss, says",
+    [
+        (wire.LossConfig(type="LOSS_TYPE_UNSPECIFIED"), "loss.type must be one of LOSS_TYPE_CROSS_ENTROPY, "),
+        (wire.LossConfig(type="LOSS_TYPE_DRO"), "loss.dro_params is required for LOSS_TYPE_DRO (beta: no default)"),
+        (  # another loss's params object: refused, not silently ignored
+            wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY", grpo_params=wire.GrpoLossParams(beta=0.5)),
+            "loss.grpo_params does not apply to LOSS_TYPE_CROSS_ENTROPY, which takes cross_entropy_params",
+        ),
+    ],
+)
+def test_a_loss_config_sent_straight_to_the_backend_fails_invalid_input_as_rlnb_serve_answers(loss, says):
+    """The engine makes the client's and the server's one check (``wire.loss_problem``), in the same words."""
+    with local_session(model="tiny") as s:
+        got: list[wire.Operation] = []
+        body = wire.ForwardBackwardBody(samples=[samples.cross_entropy([1, 2, 3])], loss=loss)
+        s.backend.submit("forward-backward", body, got.append)
+        s.backend.wait_idle(30)
+        assert got[-1].error.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
+        assert got[-1].error.message.startswith(says), got[-1].error.message
+        assert all(p.grad is None for p in s.backend.trainer.parameters())

@@ -10,7 +10,8 @@ import math
 import pytest
 import torch
 
-from rlnb.engine.losses import LOSS_TYPES, InvalidLossInput, compute, logprobs_and_entropy, loss_mask, validate
+from rlnb import wire
+from rlnb.engine.losses import InvalidLossInput, compute, logprobs_and_entropy, loss_mask, validate
 
 CE, GRPO, IS = "LOSS_TYPE_CROSS_ENTROPY", "LOSS_TYPE_GRPO", "LOSS_TYPE_IMPORTANCE_SAMPLING"
 PPO, CISPO, DPPO, DRO = "LOSS_TYPE_PPO", "LOSS_TYPE_CISPO", "LOSS_TYPE_DPPO", "LOSS_TYPE_DRO"
@@ -448,7 +449,7 @@ def test_validate_fills_defaults():
     dro = validate(DRO, {"beta": 1}, inputs, SEQ_LENS)
     assert dro == {"beta": 1.0} and isinstance(dro["beta"], float)
     assert validate(CE, None, inputs, SEQ_LENS) == {}
-    assert sorted(LOSS_TYPES) == sorted([CE, GRPO, IS, PPO, CISPO, DPPO, DRO])
+    assert sorted(wire.LOSSES) == sorted([CE, GRPO, IS, PPO, CISPO, DPPO, DRO])
 
 
 def test_validate_ignores_unknown_input_keys():
