@@ -21,8 +21,8 @@ from rlnb import wire
 from rlnb._options import check_timeout
 from rlnb.errors import OperationFailed, OperationTimeout, SessionClosed
 from rlnb.history import History
-from rlnb.history.history import check_recording
 from rlnb.history.record import FORWARD_ONLY
+from rlnb.history.recording import check_recording
 from rlnb.history.runs import warn_continued, warn_in_memory
 from rlnb.params import OptimizerParams, params_for
 from rlnb.prompts import prompt_list
@@ -293,4 +293,3 @@ class Session:
     def save_inference_checkpoint(self) -> Operation[wire.InferenceCheckpointResult]:
         """Save the current weights for serving or download."""
         return self._submit(Kind.INFERENCE_CHECKPOINT, None)
-
