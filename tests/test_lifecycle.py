@@ -268,7 +268,7 @@ def test_a_ctrl_c_in_a_callback_on_the_submitting_thread_loses_no_report(tmp_pat
 def test_a_remote_close_interrupted_by_ctrl_c_stops_the_session_and_resource_when_called_again():
     import httpx
 
-    from rlnb.session.session import _OPEN
+    from rlnb.session.open_sessions import OPEN
     from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
 
     fake = FakeAPI()
@@ -285,9 +285,9 @@ def test_a_remote_close_interrupted_by_ctrl_c_stops_the_session_and_resource_whe
     s.optim_step().result(timeout=10)
     with pytest.raises(KeyboardInterrupt):
         s.close()
-    assert s in _OPEN  # the interpreter's exit closes it if nobody does
+    assert s in OPEN  # the interpreter's exit closes it if nobody does
     with watchdog():
         s.close()  # returned at once: the session RUNNING and its resource READY (paid) for good
     assert [v["status"] for v in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]
     assert [v["status"] for v in fake.resources.values()] == ["MODEL_RESOURCES_STATUS_STOPPED"]
-    assert s not in _OPEN
+    assert s not in OPEN

@@ -41,7 +41,7 @@ from rlnb.batched.options import ENGINE_OPTIONS, EngineOptions, StepOptions
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.tiny import SIZES
 from rlnb.engine.threads import ThreadUse
-from rlnb.history.history import check_recording
+from rlnb.history.recording import check_recording
 from rlnb.history.runconfig import RUN_FIELDS
 from rlnb.params import AdamParams, MuonParams
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, seed_range

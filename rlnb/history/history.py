@@ -11,8 +11,8 @@ are loaded and new ones are numbered after them.
 ``History.load(path)`` restores a run, loading what is readable and warning about the rest.
 
 The record format is ``rlnb.history.record``; the tables are built by ``rlnb.history.tables``; a run folder is
-read back and opened again by ``rlnb.history.runs``. ``History`` is one class, the record of a run and its
-views, a little over ~300 lines; what can stand apart (store, runs, steplog, tables, catalog) does.
+read back and opened again by ``rlnb.history.runs``; a session's recording options are checked by
+``rlnb.history.recording``; the callbacks told of each change are ``rlnb.history.listeners``.
 """
 
 from __future__ import annotations
@@ -26,34 +26,17 @@ from typing import Any
 import pandas as pd
 
 from rlnb import wire
-from rlnb._options import check_bool
 from rlnb.history.completion_log import CompletionLog, checked
 from rlnb.history.export import save_run, with_json
+from rlnb.history.listeners import Listeners
 from rlnb.history.record import Record, as_row, fold_output
 from rlnb.history.runconfig import RUN_FIELDS, continued_at
 from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run, warn_memory_only
 from rlnb.history.steplog import StepLog, logged_figures
-from rlnb.history.store import LOCK_FILE, RunStore, lock_run, run_folder, runs_root
-from rlnb.history.tables import _columns, _concat, _ops_frame, summary_html
+from rlnb.history.store import RunStore
+from rlnb.history.tables import OpsTable, summary_html
 
-__all__ = ["History", "RunContinuedWarning", "check_recording"]
-
-
-def check_recording(history: object, runs_dir: str | Path | None, run_id: str | None, record: object) -> None:
-    """A session's recording options, checked before it starts: an error naming the first one that is of the
-    wrong kind (``record="no"`` is truthy), a run folder that could not be written (``run_folder``), or
-    ``RunLocked`` for a run another session writes now."""
-    check_bool("record", record)
-    if history is not None and not isinstance(history, History):
-        raise TypeError(f"history must be an rlnb.History or None, got {type(history).__name__}: {history!r}"[:300])
-    if not record or history is not None:
-        return
-    if run_id is None:
-        runs_root(runs_dir)
-        return
-    path = run_folder(runs_dir, run_id)
-    if (path / LOCK_FILE).is_file():  # an open session holds it: RunLocked before a model loads or a session starts
-        lock_run(path).close()
+__all__ = ["History", "RunContinuedWarning"]
 
 
 class History:
@@ -66,17 +49,15 @@ class History:
     def __init__(self, store: RunStore | None = None, config: dict[str, Any] | None = None) -> None:
         self._records: list[Record] = []
         self._lock = threading.Lock()
-        self._listeners: list[Callable[[Record], None]] = []
-        self._log_listeners: list[Callable[[dict[str, Any]], None]] = []
+        self._listeners: Listeners[Record] = Listeners()
+        self._log_listeners: Listeners[dict[str, Any]] = Listeners()
         self._logged: list[dict[str, Any]] = []
         self._completions = CompletionLog()
         self.store = store
         self.config: dict[str, Any] = dict(config or {})
         self.step_log = StepLog()
         """The steps table kept up to date as operations finish (``steps`` reads it; live views follow it)."""
-        self._frame: pd.DataFrame | None = None  # ``df`` of the first ``_frame_n`` records, all finished
-        self._frame_n = 0
-        self._refinished = 0  # updates of already finished records (they invalidate the cached frame)
+        self._ops_table = OpsTable(self._lock)
         self._next_seq = 0
         self._last_finished = -math.inf  # when the latest operation was seen to end
         self.loaded_from: Path | None = None
@@ -169,8 +150,7 @@ class History:
     def on_record(self, callback: Callable[[Record], None]) -> Callable[[], None]:
         """Call ``callback(record)`` after every change (on the backend's thread); returns a function
         that unsubscribes."""
-        self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback)
+        return self._listeners.add(callback)
 
     def new(self, kind: str, step: int | None, params: dict[str, Any] | None, at: float) -> Record:
         """Start the record of a just-submitted operation."""
@@ -191,7 +171,7 @@ class History:
         with self._lock:
             was_done = rec.status in wire.TERMINAL_STATUSES
             if was_done:  # a finished record changed again: a cached frame may hold its old state
-                self._frame, self._frame_n, self._refinished = None, 0, self._refinished + 1
+                self._ops_table.refinished()
             rec.op_id = env.id
             rec.status = str(env.status)
             if env.status == wire.OperationStatus.RUNNING and math.isnan(rec.started_at):
@@ -212,7 +192,7 @@ class History:
                 self._replay(unfinished=True)
         if self.store and env.status in wire.TERMINAL_STATUSES:
             self.store.write_op(as_row(rec))  # RUNNING is not written: the final line carries started_at too
-        _tell(self._listeners, rec)
+        self._listeners.tell(rec)
 
     def _start_unseen(self, rec: Record, at: float) -> float:
         """When an operation first seen finished started: a session runs its operations in order, so a
@@ -235,7 +215,7 @@ class History:
             self.store.write_metrics(row)
         else:
             self._said_memory_only()
-        _tell(self._log_listeners, row)
+        self._log_listeners.tell(row)
 
     def _said_memory_only(self) -> None:
         if self.loaded_from is not None and not self.memory_only_said:
@@ -264,8 +244,7 @@ class History:
 
     def on_log(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
         """Call ``callback(row)`` after every ``log()``; returns a function that unsubscribes."""
-        self._log_listeners.append(callback)
-        return lambda: self._log_listeners.remove(callback)
+        return self._log_listeners.add(callback)
 
     # -- tables ----------------------------------------------------------------------------------
 
@@ -285,17 +264,7 @@ class History:
 
         Incremental: the rows of operations that had finished are kept from the previous call, so
         during a run only the newer ones are built again."""
-        with self._lock:
-            cached, start, refinished = self._frame, self._frame_n, self._refinished
-            tail = self._records[start:]
-            done = next((i for i, r in enumerate(tail) if r.status not in wire.TERMINAL_STATUSES), len(tail))
-            finished, rest = _columns(tail[:done]), _columns(tail[done:])
-        prefix = _concat(cached, _ops_frame(finished)) if done else cached
-        if done:
-            with self._lock:
-                if self._refinished == refinished:  # no finished record changed meanwhile
-                    self._frame, self._frame_n = prefix, start + done
-        frame = _concat(prefix, _ops_frame(rest))
+        frame = self._ops_table.frame(self._records)
         frame.attrs["continued_at"] = continued_at(self.config)
         return frame
 
@@ -326,16 +295,3 @@ class History:
 
     def _repr_html_(self) -> str:
         return summary_html(self.df, self.steps, str(self.config.get("run_id", "")))
-
-
-def _tell(listeners: list[Callable[[Any], None]], item: Any) -> None:
-    """Call every listener, then raise the first one's error: a listener that raises (a notebook's bug) starved
-    every one after it (a live view, a sink attached later) of every record."""
-    error: Exception | None = None
-    for cb in list(listeners):
-        try:
-            cb(item)
-        except Exception as exc:  # noqa: BLE001 - raised once the others have heard
-            error = error or exc
-    if error is not None:
-        raise error

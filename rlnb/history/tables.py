@@ -1,11 +1,12 @@
-"""The pandas tables of a history: ``History.df`` built from records (incrementally: ``_concat`` appends
-the rows of newly finished operations to a cached frame), the steps table of an operations table, and the
-history's notebook display.
+"""The pandas tables of a history: ``History.df`` built from records (incrementally, ``OpsTable``: ``_concat``
+appends the rows of newly finished operations to a cached frame), the steps table of an operations table, and
+the history's notebook display.
 """
 
 from __future__ import annotations
 
 import html
+import threading
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,36 @@ def _concat(head: pd.DataFrame | None, tail: pd.DataFrame) -> pd.DataFrame:
         if text and frame[col].dtype != text[0]:
             frame[col] = frame[col].astype(text[0])
     return frame
+
+
+class OpsTable:
+    """``History.df`` built incrementally: the rows of operations that had finished are kept from the previous
+    build, so during a run only the newer ones are built again."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock  # the history's: it guards its records and these kept rows together
+        self._frame: pd.DataFrame | None = None  # the rows of the first ``kept`` records, all finished
+        self.kept = 0
+        self._refinished = 0  # updates of already finished records (they invalidate the kept rows)
+
+    def refinished(self) -> None:
+        """A finished record changed again (called under the history's lock): the kept rows may hold its old
+        state."""
+        self._frame, self.kept, self._refinished = None, 0, self._refinished + 1
+
+    def frame(self, records: list[Record]) -> pd.DataFrame:
+        """One row per record, in order: the kept rows, then the newer ones built."""
+        with self._lock:
+            cached, start, refinished = self._frame, self.kept, self._refinished
+            tail = records[start:]
+            done = next((i for i, r in enumerate(tail) if r.status not in wire.TERMINAL_STATUSES), len(tail))
+            finished, rest = _columns(tail[:done]), _columns(tail[done:])
+        prefix = _concat(cached, _ops_frame(finished)) if done else cached
+        if done:
+            with self._lock:
+                if self._refinished == refinished:  # no finished record changed meanwhile
+                    self._frame, self.kept = prefix, start + done
+        return _concat(prefix, _ops_frame(rest))
 
 
 def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from typing import Any
 from rlnb import wire
 from rlnb._secrets import check_url
 from rlnb.history import History
-from rlnb.history.history import check_recording
+from rlnb.history.recording import check_recording
 from rlnb.prompts import tokenizer_spec
 from rlnb.session.backend import Backend
 from rlnb.session.session import Session

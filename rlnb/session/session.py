@@ -1,37 +1,39 @@
 """``Session``: the notebook's handle on one training session, local or remote.
 
 Every method submits one operation and returns an ``Operation`` at once — it never waits — so a
-forward-backward and the optim-step after it pipeline. Inputs are checked here, before anything is
-sent. Every operation is recorded in ``session.history``.
-
-A little over ~300 lines because ``Session`` is one class with one method per operation of the API; the checks
-of their inputs are ``rlnb.prompts`` and ``rlnb.params``, the opening of its run ``rlnb.history.runs``.
+forward-backward and the optim-step after it pipeline. Inputs are checked before anything is sent
+(``rlnb.session.bodies`` builds each operation's body, ``rlnb.session.tokens`` turns prompts into token ids;
+the checks are ``rlnb.prompts`` and ``rlnb.params``, the opening of its run ``rlnb.history.runs``). Every
+operation is recorded in ``session.history``; the sessions left open are closed at interpreter exit
+(``rlnb.session.open_sessions``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from rlnb import _exit, wire
-from rlnb._options import check_bool, check_timeout
+from rlnb import wire
+from rlnb._options import check_timeout
 from rlnb.errors import OperationFailed, OperationTimeout, SessionClosed
 from rlnb.history import History
-from rlnb.history.history import check_recording
 from rlnb.history.record import FORWARD_ONLY
+from rlnb.history.recording import check_recording
 from rlnb.history.runs import warn_continued, warn_in_memory
-from rlnb.params import AdamParams, OptimizerParams, params_for
-from rlnb.prompts import check_ids, check_room, prompt_list, scalar, stop_list, token_ids
+from rlnb.params import OptimizerParams, params_for
+from rlnb.prompts import prompt_list
 from rlnb.session.backend import Backend
+from rlnb.session.bodies import forward_backward_body, optim_step_body, sample_body, weights_sync_body
+from rlnb.session.open_sessions import OPEN
 from rlnb.session.operation import Operation
+from rlnb.session.tokens import decode_tokens, encode_prompt
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import attach
-from rlnb.text import Codec, Message, NoTokenizerCodec, as_prompt, no_tokenizer, to_tokens
+from rlnb.text import Codec, Message, NoTokenizerCodec
 from rlnb.wire import OperationKind as Kind
 
 Prompt = str | Sequence[int] | Sequence[Message]
@@ -85,7 +87,7 @@ class Session:
             if made:
                 history.close()
             raise
-        _OPEN.add(self)
+        OPEN.add(self)
 
     def __repr__(self) -> str:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"
@@ -110,25 +112,13 @@ class Session:
         return self._encode(prompt, "prompt")
 
     def _encode(self, prompt: Any, name: str) -> list[int]:
-        p = as_prompt(prompt, name, self.codec)
-        if isinstance(p, str) or (p and isinstance(p[0], Mapping)):
-            return to_tokens(self._text_codec(), p, name)
-        return cast(list[int], p)
+        return encode_prompt(self.codec, prompt, name, self.id)
 
     def decode(self, tokens: Sequence[int], *, skip_special: bool = False) -> str:
         """Text of token ids; ``skip_special`` leaves out the EOS that ended a completion and the
         tokenizer's special tokens (the text a reward sees). An id outside the model's vocabulary (where the
         session knows it; below 0 always) is a ``ValueError``."""
-        check_bool("skip_special", skip_special)  # "no" is truthy: it would leave the EOS out
-        ids = token_ids(tokens, "tokens")
-        codec = self._text_codec()
-        check_ids(ids, "tokens", getattr(self.backend, "vocab_size", None))
-        return codec.decode(ids, skip_special)
-
-    def _text_codec(self) -> Codec:
-        if self.codec is None:
-            raise no_tokenizer(self.id)
-        return self.codec
+        return decode_tokens(self.codec, self.backend, tokens, skip_special, self.id)
 
     @property
     def step(self) -> int:
@@ -153,12 +143,12 @@ class Session:
         """``flush_sinks=False`` (interpreter exit) leaves the sinks to the exit's sink phase, which
         flushes every session's sinks within one deadline, not one per session."""
         self._closed = True
-        _OPEN.discard(self)
+        OPEN.discard(self)
         try:
             self.backend.close()  # a remote stop may fail (server gone): the run is closed all the same
         except BaseException as exc:
             if not isinstance(exc, Exception):  # interrupted (Ctrl-C): the exit closes it again if nobody does
-                _OPEN.add(self)
+                OPEN.add(self)
             raise
         finally:
             try:  # config.json says what the session ran with, including what changed meanwhile (thread counts)
@@ -234,21 +224,10 @@ class Session:
         ``rlnb.samples.policy``. ``loss`` is a short name (``"grpo"``), a wire type or a LossConfig;
         ``loss_params`` fills the loss's params object (``{"beta": 0.1}``).
         """
-        batch = [s if isinstance(s, wire.Sample) else wire.Sample.model_validate(s) for s in samples]
-        if not batch:  # else sent, and FAILED INVALID_INPUT once it ran
-            raise ValueError("samples is empty: pass at least one (rlnb.samples.cross_entropy(...) or .policy(...))")
-        context = getattr(self.backend, "context_length", None)
-        for i, s in enumerate(batch):
-            if context is not None and len(s.model_input.tokens) > context:
-                raise ValueError(
-                    f"samples[{i}] has {len(s.model_input.tokens)} tokens, more than the model's context of {context}"
-                )
-        body = wire.ForwardBackwardBody(
-            samples=batch,
-            loss=wire.loss_config(loss, loss_params),
-            forward_only=forward_only or None,
-            return_loss_fn_outputs=return_loss_fn_outputs or None,
-        )
+        body = forward_backward_body(
+            self.backend, samples, loss, loss_params,
+            forward_only=forward_only, return_loss_fn_outputs=return_loss_fn_outputs,
+        )  # fmt: skip
         return self._submit(Kind.FORWARD_BACKWARD, body, {FORWARD_ONLY: True} if forward_only else None)
 
     def check_params(self, params: OptimizerParams | dict[str, Any] | None = None) -> OptimizerParams:
@@ -264,18 +243,11 @@ class Session:
         # A copy: the operation runs later, and params are mutable (``p.learning_rate = ...`` in a loop changed the
         # steps still queued, while the history recorded the rates they were submitted with).
         taken: OptimizerParams = self.check_params(params).model_copy(deep=True)
-        # The params were validated when they were built: the body wraps them as they are, and the
-        # backend only fills in defaults (one validation per step).
-        if isinstance(taken, AdamParams):
-            body = wire.OptimStepBody.model_construct(adam_params=taken)
-        else:
-            body = wire.OptimStepBody.model_construct(muon_params=taken)
-        return self._submit(Kind.OPTIM_STEP, body, params=taken.model_dump(exclude_unset=True))
+        return self._submit(Kind.OPTIM_STEP, optim_step_body(taken), params=taken.model_dump(exclude_unset=True))
 
     def weights_sync(self, sync_type: str = "synchronous") -> Operation[wire.WeightsSyncResult]:
         """Publish the trainer's current weights to the sampler; returns the new ``weights_version``."""
-        sync = wire.SYNC_NAMES.get(sync_type, sync_type)
-        return self._submit(Kind.WEIGHTS_SYNC, wire.WeightsSyncBody.model_validate({"weight_sync_type": sync}))
+        return self._submit(Kind.WEIGHTS_SYNC, weights_sync_body(sync_type))
 
     def sample(
         self,
@@ -298,37 +270,12 @@ class Session:
         (encoded with the session's tokenizer and chat template). ``stop`` (one string or a list of
         them) and the tokenizer's EOS end a sequence. Each sampled sequence carries ``.text``, its tokens
         decoded, when the session has a tokenizer (or is byte-level)."""
-        batch = prompt_list(prompts)
-        tokens = [self._encode(p, f"prompts[{i}]") for i, p in enumerate(batch)]
-        for i, t in enumerate(tokens):  # the service would fail the operation: refused before it is sent
-            if not t:
-                raise ValueError(f"prompts[{i}] encodes to no tokens: a prompt needs at least one")
-            check_ids(t, f"prompts[{i}]", getattr(self.backend, "vocab_size", None))
-        stops = stop_list(stop)
-        if stops and isinstance(self.codec, NoTokenizerCodec):  # stop strings are matched on decoded text
-            raise ValueError(f"stop: {self.codec.refusal()}")
-        max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs = map(
-            scalar, (max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs)
-        )
-        params = wire.SamplingParams(  # checked first: a bad value is named before the prompts are measured
-            max_tokens=max_tokens,
-            temperature=scalar(temperature),
-            top_p=scalar(top_p),
-            top_k=top_k,
-            stop=stops,
-            seed=seed,
-        )
-        check_room(tokens, params.max_tokens, getattr(self.backend, "context_length", None))
-        most: int | None = getattr(self.backend, "max_num_samples", None)  # the in-process engine's
-        if most is not None and num_samples is not None and num_samples > most:  # else FAILED once sent
-            raise ValueError(f"num_samples must be in [1, {most}] on this in-process session, got {num_samples}")
-        body = wire.SampleBody(
-            model_inputs=[wire.ModelInput.from_tokens(t) for t in tokens],
-            num_samples=num_samples,
-            sampling_params=params,
-            prompt_logprobs=prompt_logprobs or None,
-            topk_prompt_logprobs=topk_prompt_logprobs or None,
-        )
+        tokens = [self._encode(p, f"prompts[{i}]") for i, p in enumerate(prompt_list(prompts))]
+        body = sample_body(
+            self.backend, self.codec, tokens, num_samples=num_samples, max_tokens=max_tokens, temperature=temperature,
+            top_p=top_p, top_k=top_k, stop=stop, seed=seed, prompt_logprobs=prompt_logprobs,
+            topk_prompt_logprobs=topk_prompt_logprobs,
+        )  # fmt: skip
         text = self.codec is not None and not isinstance(self.codec, NoTokenizerCodec)
         return self._submit(Kind.SAMPLE, body, transform=self._decoded if text else None)
 
@@ -346,20 +293,3 @@ class Session:
     def save_inference_checkpoint(self) -> Operation[wire.InferenceCheckpointResult]:
         """Save the current weights for serving or download."""
         return self._submit(Kind.INFERENCE_CHECKPOINT, None)
-
-
-_OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
-
-
-def _close_open_sessions() -> None:
-    """Interpreter exit with operations in flight: stop each session (the running operation finishes or
-    stops between tokens, the rest fail SESSION_NOT_ACTIVE), record that, and close its run files. Their
-    sinks are flushed next, in the exit's sink phase."""
-    for session in list(_OPEN):
-        try:
-            session._close(flush_sinks=False)
-        except Exception:  # noqa: BLE001, S110 - exit goes on: one session's failure must not hide the others
-            continue
-
-
-_exit.on_exit("sessions", _close_open_sessions)

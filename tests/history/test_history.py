@@ -385,7 +385,7 @@ def test_incremental_df_and_steps_equal_a_fresh_build(changes, seed):
             pd.testing.assert_frame_equal(h.df, fresh, check_exact=True)
             pd.testing.assert_frame_equal(h.steps, reference_steps(fresh, h.logged))
             pd.testing.assert_frame_equal(steps_table(fresh, h.logged), reference_steps(fresh, h.logged))
-    assert len(h.steps) > changes // 30 and h._frame_n >= changes // 3
+    assert len(h.steps) > changes // 30 and h._ops_table.kept >= changes // 3
 
 
 def test_steps_does_not_rebuild_the_operations_table(monkeypatch):
@@ -400,11 +400,11 @@ def test_steps_does_not_rebuild_the_operations_table(monkeypatch):
 
 
 def test_df_builds_only_the_rows_that_were_not_finished(monkeypatch):
-    import rlnb.history.history as history_module
+    import rlnb.history.tables as tables_module
 
     built = []
-    real = history_module._ops_frame
-    monkeypatch.setattr(history_module, "_ops_frame", lambda cols: built.append(len(cols["seq"])) or real(cols))
+    real = tables_module._ops_frame
+    monkeypatch.setattr(tables_module, "_ops_frame", lambda cols: built.append(len(cols["seq"])) or real(cols))
     h = History()
     for i in range(50):
         finish(h, h.new("forward-backward", i, None, at=T0 + i), T0 + i)

@@ -413,7 +413,7 @@ def test_live_tables_show_steps_and_the_raw_operations_one_click_away():
     before = view.redraws
     add(h, "sample", at=T0 + 7, status=RUNNING)
     time.sleep(0.2)
-    assert view.redraws == before and h._listeners == []
+    assert view.redraws == before and len(h._listeners) == 0
 
 
 def test_live_view_follows_a_real_session_from_backend_threads(tmp_path):

@@ -1,0 +1,37 @@
+"""The callbacks a history tells of each change: one that raises (a notebook's bug) must not starve the others
+(a live view, a sink attached later) of what follows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Listeners(Generic[T]):
+    """Callbacks called with each new item, in the order they subscribed."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[T], None]] = []
+
+    def __len__(self) -> int:
+        """The number of callbacks subscribed."""
+        return len(self._callbacks)
+
+    def add(self, callback: Callable[[T], None]) -> Callable[[], None]:
+        """Subscribe ``callback``; returns a function that unsubscribes."""
+        self._callbacks.append(callback)
+        return lambda: self._callbacks.remove(callback)
+
+    def tell(self, item: T) -> None:
+        """Call every listener, then raise the first one's error: a listener that raises (a notebook's bug)
+        starved every one after it (a live view, a sink attached later) of every record."""
+        error: Exception | None = None
+        for cb in list(self._callbacks):
+            try:
+                cb(item)
+            except Exception as exc:  # noqa: BLE001 - raised once the others have heard
+                error = error or exc
+        if error is not None:
+            raise error

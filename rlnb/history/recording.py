@@ -1,0 +1,27 @@
+"""A session's recording options, checked before it starts: a wrong one fails before a model loads, a remote
+session starts or a run folder is made (``rlnb.connect``, ``Session``, ``run_batched``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlnb._options import check_bool
+from rlnb.history.history import History
+from rlnb.history.store import LOCK_FILE, lock_run, run_folder, runs_root
+
+
+def check_recording(history: object, runs_dir: str | Path | None, run_id: str | None, record: object) -> None:
+    """A session's recording options, checked before it starts: an error naming the first one that is of the
+    wrong kind (``record="no"`` is truthy), a run folder that could not be written (``run_folder``), or
+    ``RunLocked`` for a run another session writes now."""
+    check_bool("record", record)
+    if history is not None and not isinstance(history, History):
+        raise TypeError(f"history must be an rlnb.History or None, got {type(history).__name__}: {history!r}"[:300])
+    if not record or history is not None:
+        return
+    if run_id is None:
+        runs_root(runs_dir)
+        return
+    path = run_folder(runs_dir, run_id)
+    if (path / LOCK_FILE).is_file():  # an open session holds it: RunLocked before a model loads or a session starts
+        lock_run(path).close()

@@ -1,0 +1,103 @@
+"""The request body of each operation, built from a ``Session`` method's arguments and checked first: an input the
+service would fail the operation for is refused here, before anything is sent or recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rlnb import wire
+from rlnb.params import AdamParams, OptimizerParams
+from rlnb.prompts import check_ids, check_room, scalar, stop_list
+from rlnb.session.backend import Backend
+from rlnb.text import Codec, NoTokenizerCodec
+
+
+def forward_backward_body(
+    backend: Backend,
+    samples: Sequence[wire.Sample | dict[str, Any]],
+    loss: str | wire.LossConfig | dict[str, Any],
+    loss_params: dict[str, Any] | None,
+    *,
+    forward_only: bool,
+    return_loss_fn_outputs: bool,
+) -> wire.ForwardBackwardBody:
+    """``Session.forward_backward``'s body: at least one sample, none longer than the model's context."""
+    batch = [s if isinstance(s, wire.Sample) else wire.Sample.model_validate(s) for s in samples]
+    if not batch:  # else sent, and FAILED INVALID_INPUT once it ran
+        raise ValueError("samples is empty: pass at least one (rlnb.samples.cross_entropy(...) or .policy(...))")
+    context = getattr(backend, "context_length", None)
+    for i, s in enumerate(batch):
+        if context is not None and len(s.model_input.tokens) > context:
+            raise ValueError(
+                f"samples[{i}] has {len(s.model_input.tokens)} tokens, more than the model's context of {context}"
+            )
+    return wire.ForwardBackwardBody(
+        samples=batch,
+        loss=wire.loss_config(loss, loss_params),
+        forward_only=forward_only or None,
+        return_loss_fn_outputs=return_loss_fn_outputs or None,
+    )
+
+
+def optim_step_body(params: OptimizerParams) -> wire.OptimStepBody:
+    """``Session.optim_step``'s body around ``params``, already checked for the session's optimizer."""
+    # The params were validated when they were built: the body wraps them as they are, and the
+    # backend only fills in defaults (one validation per step).
+    if isinstance(params, AdamParams):
+        return wire.OptimStepBody.model_construct(adam_params=params)
+    return wire.OptimStepBody.model_construct(muon_params=params)
+
+
+def weights_sync_body(sync_type: str) -> wire.WeightsSyncBody:
+    """``Session.weights_sync``'s body: ``sync_type`` by its short name or its wire value."""
+    sync = wire.SYNC_NAMES.get(sync_type, sync_type)
+    return wire.WeightsSyncBody.model_validate({"weight_sync_type": sync})
+
+
+def sample_body(
+    backend: Backend,
+    codec: Codec | None,
+    tokens: list[list[int]],
+    *,
+    num_samples: int,
+    max_tokens: int | None,
+    temperature: float,
+    top_p: float,
+    top_k: int,
+    stop: str | Sequence[str] | None,
+    seed: int | None,
+    prompt_logprobs: bool,
+    topk_prompt_logprobs: int,
+) -> wire.SampleBody:
+    """``Session.sample``'s body for the prompts' ``tokens``: each one a prompt the model can take, with room in
+    its context for ``max_tokens``, stop strings only where there is text to match them on."""
+    for i, t in enumerate(tokens):  # the service would fail the operation: refused before it is sent
+        if not t:
+            raise ValueError(f"prompts[{i}] encodes to no tokens: a prompt needs at least one")
+        check_ids(t, f"prompts[{i}]", getattr(backend, "vocab_size", None))
+    stops = stop_list(stop)
+    if stops and isinstance(codec, NoTokenizerCodec):  # stop strings are matched on decoded text
+        raise ValueError(f"stop: {codec.refusal()}")
+    max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs = map(
+        scalar, (max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs)
+    )
+    params = wire.SamplingParams(  # checked first: a bad value is named before the prompts are measured
+        max_tokens=max_tokens,
+        temperature=scalar(temperature),
+        top_p=scalar(top_p),
+        top_k=top_k,
+        stop=stops,
+        seed=seed,
+    )
+    check_room(tokens, params.max_tokens, getattr(backend, "context_length", None))
+    most: int | None = getattr(backend, "max_num_samples", None)  # the in-process engine's
+    if most is not None and num_samples is not None and num_samples > most:  # else FAILED once sent
+        raise ValueError(f"num_samples must be in [1, {most}] on this in-process session, got {num_samples}")
+    return wire.SampleBody(
+        model_inputs=[wire.ModelInput.from_tokens(t) for t in tokens],
+        num_samples=num_samples,
+        sampling_params=params,
+        prompt_logprobs=prompt_logprobs or None,
+        topk_prompt_logprobs=topk_prompt_logprobs or None,
+    )

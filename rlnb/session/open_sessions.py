@@ -1,0 +1,29 @@
+"""The sessions not yet closed, so that a script may exit mid-run and keep every record: the interpreter's
+exit closes each of them (``rlnb._exit``'s sessions phase)."""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+from rlnb import _exit
+
+if TYPE_CHECKING:
+    from rlnb.session.session import Session
+
+OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
+"""Every session opened and not yet closed (a ``Session`` adds itself, and ``close`` takes it out)."""
+
+
+def _close_open_sessions() -> None:
+    """Interpreter exit with operations in flight: stop each session (the running operation finishes or
+    stops between tokens, the rest fail SESSION_NOT_ACTIVE), record that, and close its run files. Their
+    sinks are flushed next, in the exit's sink phase."""
+    for session in list(OPEN):
+        try:
+            session._close(flush_sinks=False)
+        except Exception:  # noqa: BLE001, S110 - exit goes on: one session's failure must not hide the others
+            continue
+
+
+_exit.on_exit("sessions", _close_open_sessions)
