@@ -11,7 +11,8 @@ from torch import nn
 
 from rlnb.engine import checkpoints
 from rlnb.engine.models import packed
-from rlnb.engine.models.adapter import ModelAdapter, build_adapter
+from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted
 from rlnb.engine.options import ModelOptions, eos_ids
 from rlnb.prompts import tokenizer_spec
