@@ -95,7 +95,7 @@ def local_decode(
     """rlnb's sampler on this thread, as the sample handler runs it (the session runs the same code on its worker,
     with the weights packed as its sampler copy's are), eager or as with ``compile=True``."""
     from rlnb.engine.models import packed
-    from rlnb.engine.models.adapter import build_adapter
+    from rlnb.engine.models.factory import build_adapter
 
     adapter = build_adapter(model, device=torch.device("cpu"))
     if packed.available(adapter.device):

@@ -28,7 +28,7 @@ from rlnb.batched.rollouts import member_losses, policy_batch, prompt_tokens, sa
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine import handlers
 from rlnb.engine.handlers import optim_metrics
-from rlnb.engine.models.adapter import build_adapter
+from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.engine.worker import failure
 from rlnb.params import PARAMS, OptimizerParams

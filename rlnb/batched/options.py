@@ -15,8 +15,8 @@ from typing import Any, Literal
 import torch
 
 from rlnb._options import set_int
-from rlnb.engine.backend import resolve_device
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
+from rlnb.engine.model_setup import resolve_device
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.options import MuonOptions

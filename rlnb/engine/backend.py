@@ -4,8 +4,8 @@ A ``LocalBackend`` is one training session. It owns two copies of the model: the
 forward-backward and optim-step change, and the *sampler*, which only weights-sync updates — so
 sampling before a weights-sync sees the old policy, exactly as on the service. Operations run on one
 worker thread, strictly in submission order (``worker``); what each does is in ``handlers``; the
-model, whatever its kind, is behind a ``ModelAdapter`` (``adapter``). Gradients accumulate across
-forward-backward calls until the next optim-step.
+model, whatever its kind, is behind a ``ModelAdapter`` (``adapter``), made with its sampler copy in
+``model_setup``. Gradients accumulate across forward-backward calls until the next optim-step.
 
 Failure codes follow the API: bad inputs → ``INVALID_INPUT``; a non-finite loss or gradient →
 ``NON_FINITE_LOSS`` with parameters and optimizer state untouched (the offending gradients are
@@ -15,7 +15,6 @@ left when the session closes → ``SESSION_NOT_ACTIVE``.
 
 from __future__ import annotations
 
-import copy
 import os
 import threading
 import uuid
@@ -28,49 +27,19 @@ from torch import nn
 
 from rlnb import wire
 from rlnb._options import check_seconds, refuse_unknown, take
-from rlnb.engine import checkpoints, handlers, inputs
-from rlnb.engine.models import packed
-from rlnb.engine.models.adapter import ModelAdapter, build_adapter
+from rlnb.engine import checkpoints, handlers, inputs, model_setup
+from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.hf import DTYPES
-from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted
+from rlnb.engine.models.lora import LoraSettings
 from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
-from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions, eos_ids
+from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions
 from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
-from rlnb.prompts import tokenizer_spec
 from rlnb.text import Codec
 from rlnb.wire import Listener, OptimizerKind
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` picks CUDA when available, else CPU; asking for CUDA without it is an error now, not later."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError):  # device=None: torch's "invalid combination of arguments"
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={str(device)!r} but this torch has no CUDA device (torch {torch.__version__})")
-    return resolved
-
-
-def sampler_copy(trainer: nn.Module) -> nn.Module:
-    """The sampler: a copy of the trainer that shares every tensor training never changes (frozen
-    parameters, non-persistent buffers such as rotary tables and causal masks) and owns copies of the others
-    (trainable parameters, and persistent buffers: a BatchNorm's running statistics move with every training
-    forward, and the sampler must not see them before a weights-sync). Full-weight sessions get a full second
-    copy; LoRA sessions only a second adapter."""
-    memo: dict[int, Any] = {id(p): p for p in trainer.parameters() if not p.requires_grad}
-    memo.update({id(b): b for m in trainer.modules() for name, b in m.named_buffers(recurse=False)
-                 if name in m._non_persistent_buffers_set})  # fmt: skip
-    sampler = copy.deepcopy(trainer, memo)
-    for p in sampler.parameters():
-        p.requires_grad_(False)  # shared tensors are frozen already; the copies need no grad either
-    return sampler.eval()
 
 
 class LocalBackend:
@@ -107,14 +76,15 @@ class LocalBackend:
         saved = take(CheckpointOptions, options, checkpoint_options)
         compute = take(ComputeOptions, options, compute_options)
         refuse_unknown(options, "LocalBackend()")
-        self.device = resolve_device(mo.device)
+        self.device = model_setup.resolve_device(mo.device)
         self.seed = mo.seed
         checked = wire.lora_config(mo.lora)
         self.lora = None if checked is False else LoraSettings.from_config(checked)
         resume = checkpoints.load(Path(saved.resume_from), self.device) if saved.resume_from is not None else None
         if resume is not None and resume["type"] != "training" and saved.load_optimizer:
             raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
-        adapter, trainer = self._model(os.fspath(model) if isinstance(model, os.PathLike) else model, mo, resume)
+        model = os.fspath(model) if isinstance(model, os.PathLike) else model
+        adapter, trainer = model_setup.build_model(model, mo, self.device, self.lora, resume)
         # the run that goes on from a training checkpoint (its optimizer state loaded), else None: a fresh run
         goes_on = resume is not None and resume["type"] == "training" and saved.load_optimizer is not False
         continued = resume if goes_on else None
@@ -152,27 +122,6 @@ class LocalBackend:
         finally:
             self._threads.after(ok)
 
-    def _model(
-        self, model: str | nn.Module, options: ModelOptions, resume: dict[str, Any] | None
-    ) -> tuple[ModelAdapter, nn.Module]:
-        """The model behind its adapter, and the module that trains (with LoRA adapters when asked), with the
-        checkpoint's weights when resuming."""
-        refuse_adapted(model)  # before a tokenizer or the model loads
-        tokenizer = tokenizer_spec(options.tokenizer)
-        if isinstance(tokenizer, str):
-            tokenizer = load_tokenizer(tokenizer, options.trust_remote_code)
-        adapter = build_adapter(
-            model, tokenizer=tokenizer, seed=options.seed, dtype=options.dtype, device=self.device,
-            eos_token_id=eos_ids(options.eos_token_id), trust_remote_code=options.trust_remote_code,
-        )  # fmt: skip
-        eos_ids(options.eos_token_id, adapter.vocab_size)  # the vocabulary is known now: before the session starts
-        trainer = adapter.module
-        if self.lora is not None:
-            trainer = apply_lora(trainer, adapter.lora_targets(self.lora.train_unembed), self.lora)
-        if resume is not None:
-            checkpoints.restore_weights(resume, adapter, trainer, self.lora, options.seed)
-        return adapter, trainer
-
     def _engine(
         self,
         adapter: ModelAdapter,
@@ -190,7 +139,8 @@ class LocalBackend:
         return handlers.Engine(
             adapter=adapter,
             trainer=trainer,
-            sampler=self._sampler(trainer) if num_generator_replicas else trainer,  # trainer-only: nothing samples
+            # trainer-only (no generator replicas): nothing samples, so the sampler is the trainer
+            sampler=model_setup.build_sampler(trainer, self.device, self.lora) if num_generator_replicas else trainer,
             optim=optim,
             kind=self.optimizer,
             store=checkpoints.CheckpointStore(saved.checkpoint_dir),
@@ -206,14 +156,6 @@ class LocalBackend:
             op_delay=op_delay,
             compiler=compiler,
         )
-
-    def _sampler(self, trainer: nn.Module) -> nn.Module:
-        """The sampler copy, its large linear layers packed for the CPU (``rlnb.engine.models.packed``; not under
-        LoRA, whose sampler shares the base weights)."""
-        sampler = sampler_copy(trainer)
-        if self.lora is None and packed.available(self.device):
-            packed.pack(sampler)
-        return sampler
 
     # -- what notebooks and the server read --------------------------------------------------------
 
@@ -334,9 +276,3 @@ def _ns_dtype(ns_dtype: str | torch.dtype | None, device: torch.device) -> torch
         raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)}, got {ns_dtype!r}")
     return DTYPES[ns_dtype]
 
-
-def load_tokenizer(spec: str, trust_remote_code: bool = False) -> Any:
-    """A Hugging Face tokenizer from a local folder or a cached hub id (``rlnb.connect``'s ``tokenizer=``)."""
-    from rlnb.engine.models import hf
-
-    return hf.load_tokenizer(hf.resolve(spec), spec, trust_remote_code)

@@ -133,7 +133,7 @@ class ServerSettings:
             if self.token == "":
                 raise ValueError("token is empty (an unset variable?): give one, or leave --token out to turn auth off")
             _secrets.check_key(self.token, "token")
-        from rlnb.engine.backend import resolve_device  # torch: imported only when settings are made
+        from rlnb.engine.model_setup import resolve_device  # torch: imported only when settings are made
         from rlnb.engine.options import checkpoint_folder
 
         resolve_device(self.device)  # a device that is not there stops the server before it listens

@@ -117,6 +117,6 @@ def _tokenizer(tokenizer: Any, trust_remote_code: bool) -> Any:
     tokenizer = tokenizer_spec(tokenizer)
     if not isinstance(tokenizer, str):
         return tokenizer
-    from rlnb.engine.backend import load_tokenizer
+    from rlnb.engine.model_setup import load_tokenizer
 
     return load_tokenizer(tokenizer, trust_remote_code)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from rlnb.engine.models.adapter import roles
+from rlnb.engine.models.factory import roles
 from rlnb.engine.models.tiny import SIZES, build_model
 from rlnb.engine.optim.muon import MATCH_ADAM_RMS
 from rlnb.engine.optim.split import split_params

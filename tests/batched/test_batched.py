@@ -22,7 +22,7 @@ from rlnb.batched.ensemble import Ensemble
 from rlnb.batched.optim import StackedOptimizer, plan
 from rlnb.batched.rollouts import policy_batch
 from rlnb.batched.stacked import StackedModel, batched_attention
-from rlnb.engine.models.adapter import build_adapter
+from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.models.tiny import build_model
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer

@@ -9,9 +9,9 @@ import torch
 
 import rlnb
 from rlnb.engine import sampling
-from rlnb.engine.models.adapter import build_adapter
 from rlnb.engine.models.compiled import BUCKET, Compiler, bucket
 from rlnb.engine.models.decoders import DECODE_ATTENTION, HFDecoder, RecomputeDecoder
+from rlnb.engine.models.factory import build_adapter
 
 CPU = torch.device("cpu")
 

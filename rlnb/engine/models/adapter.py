@@ -1,17 +1,16 @@
-"""The one place that knows what kind of model a session holds: built-in, Hugging Face, or a plain module.
+"""What each kind of model a session can hold answers: built-in, Hugging Face, or a plain module.
 
 The backend, the handlers and the sampler only call a ``ModelAdapter``: a full forward for training
 (``forward``), an incremental ``Decoder`` for sampling, the parameters whose *role* is embedding or
 output head (AdamW in a Muon session, whatever their shape), the layers LoRA adapts, and how a
-merged model is written so that transformers can load it. Nothing outside this module asks which
-kind of model it is, which is also why it is longer than ~300 lines: every kind's answers and the choice
-between them stay together.
+merged model is written so that transformers can load it. Nothing outside this module and ``factory``
+(which picks the kind for a model, and its codec) asks which kind of model it is.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +30,8 @@ from rlnb.engine.models.decoders import (
     use_decode_attention,
 )
 from rlnb.engine.models.gpt2 import from_gpt2, gpt2_config, to_gpt2
-from rlnb.engine.models.tiny import SIZES, KVCache, TinyTransformer, build_model
-from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
+from rlnb.engine.models.tiny import KVCache, TinyTransformer
+from rlnb.text import Codec
 
 DEFAULT_CONTEXT = 1024
 """Context length assumed for a plain module that does not say (no ``block_size`` attribute)."""
@@ -268,7 +267,7 @@ class HFAdapter(ModelAdapter):
         return dict(loaded.state_dict())
 
 
-# -- building -------------------------------------------------------------------------------------
+# -- shared by the kinds above --------------------------------------------------------------------
 
 
 def _architecture(model: nn.Module) -> tuple[Any, ...]:
@@ -286,68 +285,3 @@ def _unwrap(model: nn.Module) -> Any:
 def _dtype(module: nn.Module) -> torch.dtype:
     first = next(module.parameters(), None)
     return first.dtype if first is not None else torch.float32
-
-
-def build_adapter(
-    model: str | nn.Module,
-    *,
-    tokenizer: Any = None,
-    seed: int = 0,
-    dtype: str = "auto",
-    device: torch.device,
-    eos_token_id: int | Sequence[int] | None = None,
-    trust_remote_code: bool = False,
-) -> ModelAdapter:
-    """The adapter for ``model``: ``"tiny"`` / ``"small"``, a Hugging Face directory or hub id, a loaded
-    transformers model (with an optional tokenizer), or any ``nn.Module`` mapping ids to logits.
-    ``trust_remote_code`` lets a Hugging Face folder run its own code (see ``hf.check_code``)."""
-    if dtype != "auto" and dtype not in hf.DTYPES:
-        raise ValueError(f"dtype must be 'auto' or one of {sorted(hf.DTYPES)}, got {dtype!r}")
-    extra_eos = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id or [])
-    cls: type[ModelAdapter]
-    if isinstance(model, str) and model in SIZES:
-        module: nn.Module = build_model(model, seed)
-        name, cls = f"rlnb/{model}", BuiltinAdapter
-    elif isinstance(model, str):
-        module, loaded_tok = hf.load(model, dtype, trust_remote_code)
-        tokenizer = tokenizer if tokenizer is not None else loaded_tok
-        name, cls = model, HFAdapter
-    elif isinstance(model, nn.Module):
-        module = model
-        if hf.is_hf_model(model):
-            name, cls = str(getattr(model.config, "name_or_path", "") or type(model).__name__), HFAdapter
-        else:
-            name = f"custom/{type(model).__name__}"
-            cls = BuiltinAdapter if isinstance(model, TinyTransformer) else ModelAdapter
-    else:
-        raise ValueError(
-            f"model must be 'tiny', 'small', a Hugging Face directory or hub id, or an nn.Module; got {model!r}"
-        )
-    if cls is HFAdapter:
-        hf.check_vocab(module, tokenizer, name)
-        hf.disable_dropout(module)
-        gen = getattr(module, "generation_config", None)
-        ids = getattr(gen, "eos_token_id", None)
-        extra_eos += [ids] if isinstance(ids, int) else list(ids or [])
-    if dtype != "auto":
-        module = module.to(hf.DTYPES[dtype])
-    codec: Codec
-    if tokenizer is not None:
-        codec = TokenizerCodec(tokenizer, extra_eos)
-    elif cls is HFAdapter:  # its vocabulary is not bytes: token ids only, text is an error naming the model
-        codec = NoTokenizerCodec(name, extra_eos)
-    else:
-        codec = ByteCodec(extra_eos)
-    adapter = cls(module.to(device).train(), name, codec, device)
-    if isinstance(adapter, HFAdapter):
-        adapter.trust_remote_code = trust_remote_code
-    return adapter
-
-
-def roles(model: nn.Module) -> list[nn.Parameter]:
-    """The parameters whose role is embedding or output head, for any kind of model, found as a session
-    of it would find them (the module is not moved and its mode is not changed)."""
-    first = next(model.parameters(), None)
-    device = first.device if first is not None else torch.device("cpu")
-    cls = HFAdapter if hf.is_hf_model(model) else BuiltinAdapter if isinstance(model, TinyTransformer) else ModelAdapter
-    return cls(model, "", ByteCodec(), device).embedding_params()

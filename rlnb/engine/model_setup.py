@@ -1,0 +1,88 @@
+"""A session's model, made from its options: the device, the tokenizer, the model behind its adapter (LoRA-adapted,
+with a checkpoint's weights when resuming) and the sampler's copy of it; ``LocalBackend`` only runs what this makes."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlnb.engine import checkpoints
+from rlnb.engine.models import packed
+from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.engine.models.factory import build_adapter
+from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted
+from rlnb.engine.options import ModelOptions, eos_ids
+from rlnb.prompts import tokenizer_spec
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` picks CUDA when available, else CPU; asking for CUDA without it is an error now, not later."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):  # device=None: torch's "invalid combination of arguments"
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={str(device)!r} but this torch has no CUDA device (torch {torch.__version__})")
+    return resolved
+
+
+def load_tokenizer(spec: str, trust_remote_code: bool = False) -> Any:
+    """A Hugging Face tokenizer from a local folder or a cached hub id (``rlnb.connect``'s ``tokenizer=``)."""
+    from rlnb.engine.models import hf
+
+    return hf.load_tokenizer(hf.resolve(spec), spec, trust_remote_code)
+
+
+def build_model(
+    model: str | nn.Module,
+    options: ModelOptions,
+    device: torch.device,
+    lora: LoraSettings | None,
+    resume: dict[str, Any] | None,
+) -> tuple[ModelAdapter, nn.Module]:
+    """The model behind its adapter, and the module that trains (with LoRA adapters when asked), with the
+    checkpoint's weights when resuming."""
+    refuse_adapted(model)  # before a tokenizer or the model loads
+    tokenizer = tokenizer_spec(options.tokenizer)
+    if isinstance(tokenizer, str):
+        tokenizer = load_tokenizer(tokenizer, options.trust_remote_code)
+    adapter = build_adapter(
+        model, tokenizer=tokenizer, seed=options.seed, dtype=options.dtype, device=device,
+        eos_token_id=eos_ids(options.eos_token_id), trust_remote_code=options.trust_remote_code,
+    )  # fmt: skip
+    eos_ids(options.eos_token_id, adapter.vocab_size)  # the vocabulary is known now: before the session starts
+    trainer = adapter.module
+    if lora is not None:
+        trainer = apply_lora(trainer, adapter.lora_targets(lora.train_unembed), lora)
+    if resume is not None:
+        checkpoints.restore_weights(resume, adapter, trainer, lora, options.seed)
+    return adapter, trainer
+
+
+def sampler_copy(trainer: nn.Module) -> nn.Module:
+    """The sampler: a copy of the trainer that shares every tensor training never changes (frozen
+    parameters, non-persistent buffers such as rotary tables and causal masks) and owns copies of the others
+    (trainable parameters, and persistent buffers: a BatchNorm's running statistics move with every training
+    forward, and the sampler must not see them before a weights-sync). Full-weight sessions get a full second
+    copy; LoRA sessions only a second adapter."""
+    memo: dict[int, Any] = {id(p): p for p in trainer.parameters() if not p.requires_grad}
+    memo.update({id(b): b for m in trainer.modules() for name, b in m.named_buffers(recurse=False)
+                 if name in m._non_persistent_buffers_set})  # fmt: skip
+    sampler = copy.deepcopy(trainer, memo)
+    for p in sampler.parameters():
+        p.requires_grad_(False)  # shared tensors are frozen already; the copies need no grad either
+    return sampler.eval()
+
+
+def build_sampler(trainer: nn.Module, device: torch.device, lora: LoraSettings | None) -> nn.Module:
+    """The sampler copy, its large linear layers packed for the CPU (``rlnb.engine.models.packed``; not under
+    LoRA, whose sampler shares the base weights)."""
+    sampler = sampler_copy(trainer)
+    if lora is None and packed.available(device):
+        packed.pack(sampler)
+    return sampler

@@ -1,0 +1,80 @@
+"""Which kind of model a session was given, and the adapter it gets for it: a built-in size, a Hugging Face
+directory, hub id or loaded model, or a plain module; with the codec its text goes through."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlnb.engine.models import hf
+from rlnb.engine.models.adapter import BuiltinAdapter, HFAdapter, ModelAdapter
+from rlnb.engine.models.tiny import SIZES, TinyTransformer, build_model
+from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
+
+
+def build_adapter(
+    model: str | nn.Module,
+    *,
+    tokenizer: Any = None,
+    seed: int = 0,
+    dtype: str = "auto",
+    device: torch.device,
+    eos_token_id: int | Sequence[int] | None = None,
+    trust_remote_code: bool = False,
+) -> ModelAdapter:
+    """The adapter for ``model``: ``"tiny"`` / ``"small"``, a Hugging Face directory or hub id, a loaded
+    transformers model (with an optional tokenizer), or any ``nn.Module`` mapping ids to logits.
+    ``trust_remote_code`` lets a Hugging Face folder run its own code (see ``hf.check_code``)."""
+    if dtype != "auto" and dtype not in hf.DTYPES:
+        raise ValueError(f"dtype must be 'auto' or one of {sorted(hf.DTYPES)}, got {dtype!r}")
+    extra_eos = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id or [])
+    cls: type[ModelAdapter]
+    if isinstance(model, str) and model in SIZES:
+        module: nn.Module = build_model(model, seed)
+        name, cls = f"rlnb/{model}", BuiltinAdapter
+    elif isinstance(model, str):
+        module, loaded_tok = hf.load(model, dtype, trust_remote_code)
+        tokenizer = tokenizer if tokenizer is not None else loaded_tok
+        name, cls = model, HFAdapter
+    elif isinstance(model, nn.Module):
+        module = model
+        if hf.is_hf_model(model):
+            name, cls = str(getattr(model.config, "name_or_path", "") or type(model).__name__), HFAdapter
+        else:
+            name = f"custom/{type(model).__name__}"
+            cls = BuiltinAdapter if isinstance(model, TinyTransformer) else ModelAdapter
+    else:
+        raise ValueError(
+            f"model must be 'tiny', 'small', a Hugging Face directory or hub id, or an nn.Module; got {model!r}"
+        )
+    if cls is HFAdapter:
+        hf.check_vocab(module, tokenizer, name)
+        hf.disable_dropout(module)
+        gen = getattr(module, "generation_config", None)
+        ids = getattr(gen, "eos_token_id", None)
+        extra_eos += [ids] if isinstance(ids, int) else list(ids or [])
+    if dtype != "auto":
+        module = module.to(hf.DTYPES[dtype])
+    codec: Codec
+    if tokenizer is not None:
+        codec = TokenizerCodec(tokenizer, extra_eos)
+    elif cls is HFAdapter:  # its vocabulary is not bytes: token ids only, text is an error naming the model
+        codec = NoTokenizerCodec(name, extra_eos)
+    else:
+        codec = ByteCodec(extra_eos)
+    adapter = cls(module.to(device).train(), name, codec, device)
+    if isinstance(adapter, HFAdapter):
+        adapter.trust_remote_code = trust_remote_code
+    return adapter
+
+
+def roles(model: nn.Module) -> list[nn.Parameter]:
+    """The parameters whose role is embedding or output head, for any kind of model, found as a session
+    of it would find them (the module is not moved and its mode is not changed)."""
+    first = next(model.parameters(), None)
+    device = first.device if first is not None else torch.device("cpu")
+    cls = HFAdapter if hf.is_hf_model(model) else BuiltinAdapter if isinstance(model, TinyTransformer) else ModelAdapter
+    return cls(model, "", ByteCodec(), device).embedding_params()
