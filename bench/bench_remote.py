@@ -88,17 +88,18 @@ def _probed_submit(self, kind, body, listener):
 
 local.LocalBackend.submit = _probed_submit
 
-if _jitter:  # each simulated compute sleep (the op-delay; local.py sleeps for nothing else) x U(1, 1 + jitter)
+if _jitter:  # each op-delay (the simulated compute, handlers.run's only wait) x U(1, 1 + jitter)
+    from rlnb.engine import handlers
+
     _rng = random.Random(0)
+    _run = handlers.run
 
-    class _JitteredTime:
-        def __getattr__(self, name):
-            return getattr(time, name)
+    def _jittered_run(engine, kind, body, cancelled):
+        if engine.op_delay:  # the rest of the delay: handlers.run waits op_delay itself
+            cancelled.wait(engine.op_delay * _jitter * _rng.random())
+        return _run(engine, kind, body, cancelled)
 
-        def sleep(self, seconds):
-            time.sleep(seconds * (1 + _jitter * _rng.random()))
-
-    local.time = _JitteredTime()
+    handlers.run = _jittered_run
 from rlnb.cli import main
 
 sys.exit(main(sys.argv[1:]))

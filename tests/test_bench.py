@@ -30,3 +30,29 @@ def test_the_gpu_check_runs_on_cpu(tmp_path):
     assert sorted(c["what"] for c in decode["compiled"]["compiles"]) == ["decode step", "token choice"]
     assert decode["eager"]["thread_policy"] == decode["compiled"]["thread_policy"] == "auto"  # CPU: the policy
     assert decode["eager"]["threads_unchanged"]  # the sessions set their own threads, not the caller's
+
+
+@pytest.mark.slow
+def test_the_remote_benchs_jitter_varies_each_operations_delay(tmp_path, monkeypatch):
+    """``bench_remote.py --jitter``: each op-delay x U(1, 1 + jitter), seen in the probe's own timestamps (the
+    patch once replaced a ``time`` the engine no longer read, and every operation took the plain op-delay)."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    import bench_remote
+
+    import rlnb
+    from rlnb import samples
+
+    probe = tmp_path / "probe.txt"
+    with (
+        bench_remote.running_server("--op-delay", "0.3", probe=str(probe), jitter=3.0) as url,
+        rlnb.connect(url, api_key="k", base_model="rlnb/tiny", record=False) as s,
+    ):
+        for _ in range(8):  # one at a time: each runs from its RUNNING line to its COMPLETED line
+            s.forward_backward([samples.cross_entropy([1, 2, 3])]).result(120)
+    seen: dict[str, dict[str, float]] = {}
+    for line in probe.read_text().splitlines():
+        op_id, status, t = line.split()
+        seen.setdefault(op_id, {})[status] = float(t)
+    runs = [times["COMPLETED"] - times["RUNNING"] for times in seen.values() if "COMPLETED" in times][2:]
+    assert len(runs) == 6 and min(runs) >= 0.3  # the first two (warming up) left out
+    assert max(runs) - min(runs) > 0.25, runs  # seeded draws: extras of 0.23 to 0.71 s over the plain 0.3 s
