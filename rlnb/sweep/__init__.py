@@ -10,8 +10,8 @@ over seeds per config; ``lr_find`` runs a learning-rate range test.
 Modules: ``options`` (the groups of ``sweep``'s options: ``TrialOptions``, ``SearchOptions``,
 ``ExecutorOptions``; ``lr_find``'s ``RangeTestOptions``), ``space`` (configs, search spaces, params), ``trial``
 (one run → one row), ``executors`` (threads, and the per-trial routing), ``ray_executor``, ``optuna_search``,
-``driver`` (``sweep``), ``folder``, ``find_lr`` (``lr_find``, the LR range test), ``muon_lr`` (Muon rates
-between scaling conventions), ``figures``.
+``driver`` (``sweep``), ``dispatch`` (its plan of trials and the loop that runs them), ``folder``, ``find_lr``
+(``lr_find``, the LR range test), ``muon_lr`` (Muon rates between scaling conventions), ``figures``.
 """
 
 from __future__ import annotations

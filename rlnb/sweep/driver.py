@@ -8,11 +8,10 @@ stopped sweep there: finished trials are kept, the rest run.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import itertools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,40 +21,11 @@ from rlnb._options import take, user_path
 from rlnb.history import default_runs_dir
 from rlnb.params import OptimizerParams
 
-from .batched_executor import MAX_MEMBERS, BatchedExecutor
-from .executors import Executor, ThreadExecutor, route
-from .folder import append_row, begin, lock, new_folder, settings, table, trial_run_id
+from .dispatch import Plan, Progress, start
+from .folder import begin, lock, new_folder, settings, table, trial_run_id
 from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
 from .space import apply, config_list, parse_space
-from .trial import TrialSpec, base_row
-
-Progress = Callable[[int, int, dict[str, Any]], None]
-"""``progress(done, total, row)`` after each finished trial."""
-POLL_S = 0.2
-"""How long the driver waits for a finished trial before checking Stop again."""
-
-
-class _Plan:
-    """A fixed list of trials (``configs`` × ``seeds``); on resume, those already finished are skipped."""
-
-    def __init__(self, specs: list[TrialSpec], finished: set[int]):
-        self.total = len(specs)
-        self.done_before = len(finished)
-        self._todo = collections.deque(s for s in specs if s.trial not in finished)
-
-    def next_spec(self) -> TrialSpec | None:
-        return self._todo.popleft() if self._todo else None
-
-    def leftovers(self) -> list[TrialSpec]:
-        left, self._todo = list(self._todo), collections.deque()
-        return left
-
-    def finish(self, row: dict[str, Any]) -> None:
-        """Nothing to tell: a plan does not learn from results."""
-
-    def superseded(self) -> set[int]:
-        """None: a plan runs a stopped trial again under its own number, whose new row replaces the old."""
-        return set()
+from .trial import TrialSpec
 
 
 def sweep(
@@ -133,9 +103,9 @@ def sweep(
                                   objective=trial.objective, steps=trial.steps)  # fmt: skip
             reporter = source.report
         else:
-            source = _Plan([make_spec(i, c, s) for i, (c, s) in enumerate(plan)], finished)
+            source = Plan([make_spec(i, c, s) for i, (c, s) in enumerate(plan)], finished)
             reporter = None
-        run = _start(folder, source, reporter, where, study, stop or threading.Event(), progress)
+        run = start(folder, source, reporter, where, study, stop or threading.Event(), progress)
         try:
             run.drive()
         except BaseException:
@@ -184,150 +154,3 @@ def _trials(
     for config, _ in plan:
         apply(base, config)  # every config is validated before anything runs
     return {}, plan
-
-
-def _start(
-    folder: Path,
-    source: Any,
-    reporter: Any,
-    where: ExecutorOptions,
-    study: SearchOptions,
-    stop: threading.Event,
-    progress: Progress | bool,
-) -> _Run:
-    """The run of one sweep with its executors (the thread pool is made when a trial first needs it)."""
-    executors: dict[str, Executor] = {}
-    if where.executor == "ray":
-        from .ray_executor import RayExecutor
-
-        executors["ray"] = RayExecutor(folder, reporter, address=where.address,
-                                       resources_per_trial=where.resources_per_trial)  # fmt: skip
-    wanted = "threads" if where.executor == "auto" and study.search == "optuna" else where.executor
-    if wanted in ("auto", "batched"):
-        executors["batched"] = BatchedExecutor(folder, stop, reporter, max_members=where.max_concurrent or MAX_MEMBERS)
-    capacity = {"ray": "ray", "auto": "batched", "batched": "batched"}.get(wanted)
-    limit = where.max_concurrent or (executors[capacity].capacity() if capacity else 1)
-    run = _Run(folder, source, wanted, stop, _progress(progress, source.total), limit, executors)
-    run.make_threads = lambda: ThreadExecutor(where.max_concurrent or 1, folder, stop, reporter)
-    return run
-
-
-class _Run:
-    """One call of ``sweep``: keeps ``limit`` trials running on their executors, records every row."""
-
-    make_threads: Callable[[], Executor]
-    """Builds the thread pool when a trial is first routed to it."""
-
-    def __init__(
-        self,
-        folder: Path,
-        source: Any,
-        wanted: str,
-        stop: threading.Event,
-        report: Progress,
-        limit: int,
-        executors: dict[str, Executor],
-    ):
-        self.folder, self.source, self.wanted, self.stop, self.report = folder, source, wanted, stop, report
-        self.limit, self.executors = limit, executors
-        self.rows: list[dict[str, Any]] = []
-        self.not_batched: dict[int, str] = {}
-        """Trial → why it runs on a thread although batching was asked for."""
-
-    def executor_for(self, name: str) -> Executor:
-        if name not in self.executors:  # only "threads" is made on demand (remote-target trials under "ray")
-            self.executors[name] = self.make_threads()
-        return self.executors[name]
-
-    def store(self, rows: list[dict[str, Any]], where: str) -> None:
-        """Keep the rows (on disk at once) and tell the source; no user code runs here."""
-        for row in rows:
-            row["executor"] = where
-            if self.wanted in ("auto", "batched"):
-                row["not_batched"] = self.not_batched.get(row["trial"])
-            else:  # the column is always there: the table's shape does not depend on the executor
-                row["not_batched"] = f"executor={self.wanted!r} was asked for"
-            self.rows.append(row)
-            append_row(self.folder, row)
-            self.source.finish(row)
-
-    def record(self, rows: list[dict[str, Any]], where: str) -> None:
-        """Store every row first, then call the progress callback (which may raise) for each."""
-        self.store(rows, where)
-        done = self.source.done_before + len(self.rows) - len(rows)
-        for i, row in enumerate(rows, 1):
-            self.report(done + i, self.source.total, row)
-
-    def stop_all(self, kill: bool = False) -> list[tuple[list[dict[str, Any]], str]]:
-        """Cancel what has not started (and with ``kill``, what runs); return those rows by executor."""
-        out = [(ex.kill() if kill else ex.stop(), ex.name) for ex in list(self.executors.values())]
-        for spec in self.source.leftovers() if isinstance(self.source, _Plan) else []:
-            out.append(([base_row(spec, "STOPPED", "stopped before it started")], route(spec, self.wanted)[0]))
-        return out
-
-    def drive(self) -> None:
-        """Run until the source is used up or Stop; an interrupt stops, a second one kills."""
-        stopped = exhausted = False
-        interrupts = 0
-        while True:
-            try:
-                if self.stop.is_set() and not stopped:
-                    stopped = True
-                    for rows, where in self.stop_all():
-                        self.record(rows, where)
-                while not stopped and not exhausted and self.running() < self.limit:
-                    spec = self.source.next_spec()
-                    if spec is None:
-                        exhausted = True
-                        break
-                    where, why = route(spec, self.wanted)
-                    if why is not None:
-                        self.not_batched[spec.trial] = why
-                    self.executor_for(where).submit(spec)
-                busy = [ex for ex in self.executors.values() if ex.running()]
-                if not busy and (stopped or exhausted):
-                    return
-                for ex in busy:
-                    self.record(ex.poll(POLL_S / len(busy)), ex.name)
-            except KeyboardInterrupt:
-                interrupts += 1
-                self.stop.set()
-                if interrupts > 1:
-                    for rows, where in self.stop_all(kill=True):
-                        self.record(rows, where)
-
-    def running(self) -> int:
-        return sum(ex.running() for ex in self.executors.values())
-
-    def drain(self) -> None:
-        """After an error: stop, and store what comes back (running trials end at their next step). An
-        interrupt stops waiting, as a second one does in ``drive``: a trial stuck in its step held the error,
-        and the kernel, for ever."""
-        self.stop.set()
-        for rows, where in self.stop_all():
-            self.store(rows, where)
-        try:
-            while self.running():
-                for ex in [ex for ex in self.executors.values() if ex.running()]:
-                    self.store(ex.poll(POLL_S), ex.name)
-        except KeyboardInterrupt:
-            for rows, where in self.stop_all(kill=True):
-                self.store(rows, where)
-
-
-def _progress(progress: Progress | bool, total: int) -> Progress:
-    if callable(progress):
-        return progress
-    if not progress:
-        return lambda done, total, row: None
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=total, desc="sweep", unit="trial")
-
-    def update(done: int, total: int, row: dict[str, Any]) -> None:
-        bar.update(1)
-        bar.set_postfix_str(f"{row['label']} seed {row['seed']}: {row['status'].lower()}")
-        if done >= total:
-            bar.close()
-
-    return update

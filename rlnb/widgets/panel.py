@@ -10,42 +10,26 @@ from __future__ import annotations
 
 import contextlib
 import html
-import reprlib
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
 
 from rlnb._options import check_int, check_seconds, is_integer
-from rlnb.errors import OperationFailed, SessionClosed
+from rlnb.errors import SessionClosed
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
-from rlnb.tasks import EVAL_ACCURACY, EVAL_EVERY, Task, VerifiedTask, first_letter_task, rl_step
-from rlnb.viz.draw import short
+from rlnb.tasks import Task, first_letter_task
 from rlnb.viz.live import LiveView
 from rlnb.widgets import turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
 from rlnb.widgets.describe import ScheduleNote
+from rlnb.widgets.steps import StepFn, check_given, done_text, failure_text, figures, rl_figures
 
-__all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel", "StepFn"]
-
-StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
-"""``step_fn(session, params)`` runs one training step and returns figures to log (or None)."""
-
-
-def _figures(returned: object) -> dict[str, Any] | None:
-    """A step function's answer: ``None`` or a dict of named figures. Anything else (the loss as a bare number) was
-    ``History.log() argument after ** must be a mapping, not float``, naming neither the step function nor the fix."""
-    if returned is None or (isinstance(returned, dict) and all(isinstance(k, str) for k in returned)):
-        return returned
-    raise TypeError(
-        f"step_fn must return None or a dict of figures to log, such as {{'accuracy': 0.5}}, with str names; "
-        f"got {type(returned).__name__} {reprlib.repr(returned)}"
-    )
+__all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
 
 
 class RunPanel:
@@ -77,12 +61,7 @@ class RunPanel:
     ):
         # before the builder given is locked to the session: n_steps=2.5 was taken as 2, 0 made a form with no Run
         n_steps, every = check_int("n_steps", n_steps, 1), check_seconds("every", every)
-        if task is not None and not isinstance(task, Task):  # Run failed: "'str' object has no attribute 'group_size'"
-            raise TypeError(f"task must be a Task, such as first_letter_task(), or None (that task), got {task!r}")
-        if builder is not None and not isinstance(builder, OptimizerBuilder):  # "'AdamParams' ... has no 'lock'"
-            raise TypeError(f"builder must be an OptimizerBuilder or None, got {type(builder).__name__}: {builder!r}")
-        if step_fn is not None and not callable(step_fn):  # Run failed: "'str' object is not callable"
-            raise TypeError(f"step_fn must be None or a function step_fn(session, params), got {step_fn!r}")
+        check_given(task, builder, step_fn)
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)
@@ -237,28 +216,20 @@ class RunPanel:
                     break
                 params = self.builder.params_at(step)
                 self.session.check_params(params)
-                figures = _figures(self.step_fn(self.session, params))
+                figured = figures(self.step_fn(self.session, params))
                 done += 1
                 self.progress.value = done
                 step = self._step = self.session.step
                 seen = str(step)
-                if figures and self._logs:
-                    self.session.history.log(step, **figures)
-                self._show(
-                    f"step {step} · {done}/{n} done"
-                    + "".join(f" · {html.escape(k, quote=False)} {v:.3g}" for k, v in (figures or {}).items())
-                )
+                if figured and self._logs:
+                    self.session.history.log(step, **figured)
+                self._show(done_text(step, done, n, figured))
                 self._sync_schedule(step)
         # every failure of a step is shown; none is lost. BaseException too: a step's SystemExit (argparse reading the
         # kernel's argv) ended the thread silently, the status line still green and ``error`` None
         except BaseException as exc:  # noqa: BLE001
             self.error = exc
-            if isinstance(exc, OperationFailed):
-                what, message = short(exc.code) or "FAILED", exc.message or str(exc)
-            else:
-                what, message = type(exc).__name__, str(exc)
-            what, message = html.escape(what, quote=False), html.escape(message, quote=False)
-            self._show(f"step {seen} · stopped: <b>{what}</b> — {message}", error=True)
+            self._show(f"step {seen} · stopped: {failure_text(exc)}", error=True)
         else:
             stopped = done < n
             self._show(f"step {seen} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done"))
@@ -271,14 +242,8 @@ class RunPanel:
                 self._sync_buttons()
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
-        """One RL step, its figures logged here: rl_step logs the reward, which the panel logged once more
-        (two rows per step in ``history.logged``, the run folder and every sink). Returns them for the status."""
-        report = rl_step(session, self.task, params)
-        out = {"reward": report.reward}
-        if isinstance(self.task, VerifiedTask) and report.step % EVAL_EVERY == 0:
-            out[EVAL_ACCURACY] = self.task.evaluate(session)  # the step's weights are synced: reward vs learning
-            session.history.log(report.step, **{EVAL_ACCURACY: out[EVAL_ACCURACY]})
-        return out
+        """The default step: one RL step of the panel's task (``steps.rl_figures``)."""
+        return rl_figures(session, self.task, params)
 
     def _show(self, text: str, error: bool = False) -> None:
         color = "#b00020" if error else "inherit"

@@ -1,0 +1,69 @@
+"""One step of a RunPanel apart from its widgets: what a panel is given to step with, what a step function is and
+must return, the default RL step, and the status line's words for a step done or failed (the panel keeps the
+thread, the buttons and the lines)."""
+
+from __future__ import annotations
+
+import html
+import reprlib
+from collections.abc import Callable
+from typing import Any
+
+from rlnb.errors import OperationFailed
+from rlnb.params import OptimizerParams
+from rlnb.session import Session
+from rlnb.tasks import EVAL_ACCURACY, EVAL_EVERY, Task, VerifiedTask, rl_step
+from rlnb.viz.draw import short
+from rlnb.widgets.builder import OptimizerBuilder
+
+StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
+"""``step_fn(session, params)`` runs one training step and returns figures to log (or None)."""
+
+
+def check_given(task: object, builder: object, step_fn: object) -> None:
+    """A panel's ``task``, ``builder`` and ``step_fn``, checked when it is made (each wrong one failed later)."""
+    if task is not None and not isinstance(task, Task):  # Run failed: "'str' object has no attribute 'group_size'"
+        raise TypeError(f"task must be a Task, such as first_letter_task(), or None (that task), got {task!r}")
+    if builder is not None and not isinstance(builder, OptimizerBuilder):  # "'AdamParams' ... has no 'lock'"
+        raise TypeError(f"builder must be an OptimizerBuilder or None, got {type(builder).__name__}: {builder!r}")
+    if step_fn is not None and not callable(step_fn):  # Run failed: "'str' object is not callable"
+        raise TypeError(f"step_fn must be None or a function step_fn(session, params), got {step_fn!r}")
+
+
+def figures(returned: object) -> dict[str, Any] | None:
+    """A step function's answer: ``None`` or a dict of named figures. Anything else (the loss as a bare number) was
+    ``History.log() argument after ** must be a mapping, not float``, naming neither the step function nor the fix."""
+    if returned is None or (isinstance(returned, dict) and all(isinstance(k, str) for k in returned)):
+        return returned
+    raise TypeError(
+        f"step_fn must return None or a dict of figures to log, such as {{'accuracy': 0.5}}, with str names; "
+        f"got {type(returned).__name__} {reprlib.repr(returned)}"
+    )
+
+
+def rl_figures(session: Session, task: Task, params: OptimizerParams) -> dict[str, float]:
+    """One RL step of ``task``, its figures logged here: rl_step logs the reward, which the panel logged once more
+    (two rows per step in ``history.logged``, the run folder and every sink). Returns them for the status."""
+    report = rl_step(session, task, params)
+    out = {"reward": report.reward}
+    if isinstance(task, VerifiedTask) and report.step % EVAL_EVERY == 0:
+        out[EVAL_ACCURACY] = task.evaluate(session)  # the step's weights are synced: reward vs learning
+        session.history.log(report.step, **{EVAL_ACCURACY: out[EVAL_ACCURACY]})
+    return out
+
+
+def done_text(step: int, done: int, n: int, figures: dict[str, Any] | None) -> str:
+    """The status line after a step of a run: ``step 3 · 3/20 done · reward 0.5``, the names escaped."""
+    return f"step {step} · {done}/{n} done" + "".join(
+        f" · {html.escape(k, quote=False)} {v:.3g}" for k, v in (figures or {}).items()
+    )
+
+
+def failure_text(exc: BaseException) -> str:
+    """What stopped a run, for the status line: a failed operation by its error code and message, anything else
+    by its type and message; escaped."""
+    if isinstance(exc, OperationFailed):
+        what, message = short(exc.code) or "FAILED", exc.message or str(exc)
+    else:
+        what, message = type(exc).__name__, str(exc)
+    return f"<b>{html.escape(what, quote=False)}</b> — {html.escape(message, quote=False)}"
