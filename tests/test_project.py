@@ -158,3 +158,11 @@ def f(code="INVALID_INPUT"):
 '''
     hits = sorted(node.value for node in _wire_literals(ast.parse(source), _wire_strings()))
     assert hits == ["INVALID_INPUT", "TRAINING_OPERATION_STATUS_FAILED", "optim-step", "sample"]
+
+
+def test_no_module_runs_far_past_300_lines():
+    """The guide: no module needs more than ~300 lines to say one thing. Past 320, split it along a concept (as
+    ``session.bodies`` left ``session.session``), not by squeezing lines."""
+    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "rlnb").rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > 320}
+    assert not long, f"modules over 320 lines: {long}"
