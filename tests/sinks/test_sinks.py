@@ -395,6 +395,23 @@ def test_metric_names_mlflow_refuses_are_cleaned():
     ]
 
 
+@pytest.mark.slow  # MLflow itself (in-process, a SQLite store)
+def test_names_past_mlflows_length_limit_are_cut_and_kept_apart(tmp_path):
+    """A figure or config field named past 250 characters failed MLflow's whole batch: the export raised and a
+    streamed run dropped the sink. Both are cut, each ending in its own hash."""
+    long_a, long_b = "eval/" + "a" * 300, "eval/" + "a" * 299 + "b"
+    history = History.create({"seed": 0, "note_" + "n" * 300: "x"}, runs_dir=tmp_path, run_id="long")
+    history.log(1, **{long_a: 1.0, long_b: 2.0, "short": 3.0})
+    history.close()
+    rlnb.export(history, sinks.MLflow(tmp_path / "mlflow.db", "long", process=False))
+    params, points, _, status = read.mlflow(f"sqlite:///{tmp_path / 'mlflow.db'}", "long", "long")
+    assert status == "FINISHED" and points[1]["short"] == 3.0
+    cut = sorted(k for k in points[1] if k != "short")
+    assert len(cut) == 2 and all(len(k) == 250 and k.startswith("eval/aaa") for k in cut)
+    assert sorted(points[1][k] for k in cut) == [1.0, 2.0]
+    assert [v for k, v in params.items() if k.startswith("note_")] == ["x"]
+
+
 def test_bad_sinks_are_refused_before_anything_starts():
     with pytest.raises(TypeError, match="sinks must be rlnb.sinks objects"):
         rlnb.connect("local", device="cpu", sinks=["tensorboard"])
