@@ -498,6 +498,34 @@ def test_save_never_writes_over_a_models_config_or_through_a_link(tmp_path):
     s.close()
 
 
+def test_a_save_that_fails_part_way_leaves_nothing_and_can_be_retried(tmp_path, monkeypatch):
+    """A save onto a full disk (where the full-disk warning sends a run) wrote ``config.json`` and stopped at
+    ``ops.jsonl``: once space was freed, the retry was refused, "holds config.json already ... (nothing was
+    written)". What the save wrote is removed, and the folder if it made it."""
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.forward_backward(BATCH)
+    s.optim_step()
+    s.wait()
+    s.history.log(1, reward=0.5)
+    write_text = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name == "ops.jsonl":
+            raise OSError(28, "No space left on device")
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    for folder in (tmp_path / "new", tmp_path / "empty"):
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        with pytest.raises(OSError, match="No space left"):
+            s.history.save(folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"] and not any((tmp_path / "empty").iterdir())
+    monkeypatch.setattr(Path, "write_text", write_text)
+    for folder in (tmp_path / "new", tmp_path / "empty"):
+        pd.testing.assert_frame_equal(History.load(s.history.save(folder)).logged, s.history.logged)
+    s.close()
+
+
 def test_exports_write_dict_columns_as_json(tmp_path):
     s = rlnb.Session(FakeBackend(), record=False)
     s.forward_backward(BATCH)
