@@ -789,3 +789,17 @@ def test_negative_steps_in_a_run_folder_are_left_out_on_load(tmp_path):
     said = " ".join(str(w.message) for w in caught)
     assert "step = -3" in said and "step = -2" in said
     assert loaded.logged.step.tolist() == [0] and pd.isna(loaded.df.set_index("seq").loc[7, "step"])
+
+
+def test_the_completions_of_a_path_that_is_no_run_folder_are_refused_not_empty(tmp_path):
+    """``rlnb.history.completions("rlnb-runs/<mistyped id>")`` gave an empty table, as if the run had sampled
+    nothing; ``completions(5)`` Path's bare TypeError. A run of no RL step still gives an empty table."""
+    with pytest.raises(FileNotFoundError, match=r"typo is not an rlnb run folder \(no ops.jsonl\)"):
+        rlnb.history.completions(tmp_path / "typo")
+    with pytest.raises(TypeError, match=r"path must be a path \(str or os.PathLike\), got int"):
+        rlnb.history.completions(5)
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.forward_backward(BATCH)
+    s.close()
+    assert list(rlnb.history.completions(tmp_path / "r").columns)[:3] == ["step", "group", "prompt"]
+    assert rlnb.history.completions(tmp_path / "r").empty
