@@ -15,6 +15,7 @@ import queue
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,12 +115,15 @@ class Attachment:
     """A History streaming to sinks. ``close()`` flushes them (``Session.close`` calls it)."""
 
     def __init__(self, history: History, sinks: Sequence[Sink]):
+        self._history = history
         self._steps = Steps()
         self._lock = threading.Lock()
         self._closed = False
+        self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
         self._channels = [_Channel(s, history) for s in sinks if s.error is None]
         self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
         _ATTACHED.add(self)
+        _LATEST[history] = weakref.ref(self)  # a weak value: a strong one would keep the history alive for ever
 
     def _on_record(self, rec: Record) -> None:
         try:
@@ -136,6 +140,27 @@ class Attachment:
                     self._send([logged(row, time.time())])
         except Exception as exc:  # noqa: BLE001 - nor into history.log
             self._broken(exc)
+
+    def _logged_after_close(self, row: dict[str, Any]) -> None:
+        """A figure logged once the sinks finished their runs (an evaluation after the ``with`` block) reaches the run
+        folder alone: said once, as it went missing from the sinks silently. A later session given this history
+        (``history=``) with sinks of its own sends them the figure: nothing is said here then."""
+        with self._lock:
+            if not self._unheard:
+                return
+            unheard, self._unheard = self._unheard, []
+            self._unsubscribe.pop()()
+            latest = _LATEST.get(self._history)
+            if latest is None or latest() is not self:  # a later session streams it (or says this itself)
+                return
+        names = ", ".join(k for k in row if k != "step")[:200]
+        warnings.warn(
+            f"{names} logged at step {row['step']} after close(): rlnb.sinks {', '.join(unheard)} finished this run "
+            "at close(), so it reaches the rlnb run folder only (and so do later figures). Log figures before close(); "
+            "rlnb.export(history, sink) writes the whole run to a sink",
+            SinkWarning,
+            stacklevel=4,  # the user's log call, through Listeners.tell
+        )
 
     def _broken(self, exc: Exception) -> None:
         for channel in self._channels:
@@ -158,6 +183,9 @@ class Attachment:
             for unsubscribe in self._unsubscribe:
                 unsubscribe()
             self._send(self._steps.drain())
+            self._unheard = [type(c.sink).__name__ for c in self._channels if c.sink.error is None]
+            if self._unheard:
+                self._unsubscribe = [self._history.on_log(self._logged_after_close)]
         for channel in self._channels:
             channel.close()
         deadline = time.monotonic() + timeout
@@ -221,6 +249,8 @@ def export(run: History | str | Path, sink: Sink) -> None:
 
 
 _ATTACHED: set[Attachment] = set()
+_LATEST: weakref.WeakKeyDictionary[History, weakref.ref[Attachment]] = weakref.WeakKeyDictionary()
+"""Each history's latest attachment: the one that says a figure logged after its close() reached no sink."""
 
 
 def _close_all() -> None:

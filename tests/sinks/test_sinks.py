@@ -395,6 +395,38 @@ def test_metric_names_mlflow_refuses_are_cleaned():
     ]
 
 
+def test_a_figure_logged_after_close_is_said_to_miss_the_sinks(tmp_path):
+    """``history.log(step, eval_accuracy=...)`` after the ``with`` block reached the run folder and none of the sinks
+    (they finished their runs at close), silently. It is said once; a later session given the history with sinks
+    of its own streams the figure to them, and nothing is said."""
+    from rlnb.testing import FakeBackend
+
+    tb = sinks.TensorBoard(tmp_path / "tb", interval=0)
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[tb]) as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+    with pytest.warns(sinks.SinkWarning, match=r"eval_acc logged at step 1 after close\(\): rlnb.sinks TensorBoard "
+                                               "finished this run") as caught:  # fmt: skip
+        s.history.log(1, eval_acc=0.7)
+        s.history.log(1, eval_loss=0.2)  # said once
+    assert len(caught) == 1 and caught[0].filename == __file__  # at the user's log call
+    assert "eval_acc" not in read.tensorboard(tmp_path / "tb" / "r")[1][1]
+    assert History.load(tmp_path / "runs" / "r").logged.eval_loss.iloc[-1] == 0.2  # the run folder has both
+    tb2 = sinks.TensorBoard(tmp_path / "tb2", interval=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sinks.SinkWarning)
+        warnings.simplefilter("ignore", rlnb.history.RunContinuedWarning)  # a fresh backend on the run: step 1 again
+        with rlnb.Session(FakeBackend(), history=s.history, sinks=[tb2]) as again:
+            again.history.log(1, later=0.5)  # streamed by the new session: neither closed attachment speaks
+        with rlnb.Session(FakeBackend(), record=False) as bare:
+            bare.history.log(1, x=1.0)
+        bare.history.log(2, x=2.0)  # no sinks: nothing to miss
+    assert read.tensorboard(tmp_path / "tb2" / "r")[1][1]["later"] == 0.5
+    with pytest.warns(sinks.SinkWarning, match="after close") as caught:
+        again.history.log(2, last=1.0)
+    assert len(caught) == 1
+
+
 @pytest.mark.slow  # MLflow itself (in-process, a SQLite store)
 def test_names_past_mlflows_length_limit_are_cut_and_kept_apart(tmp_path):
     """A figure or config field named past 250 characters failed MLflow's whole batch: the export raised and a
