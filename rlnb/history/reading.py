@@ -42,7 +42,7 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     if not _regular(path):
         return []
     rows, bad = [], []
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:  # -sig: a BOM a Windows editor put first
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
@@ -71,7 +71,7 @@ def read_config(path: Path) -> dict[str, Any]:
     if not _regular(file):
         return {}
     try:
-        config = loads(file.read_text(encoding="utf-8", errors="replace"))
+        config = loads(file.read_text(encoding="utf-8-sig", errors="replace"))  # a BOM: read past it
     except ValueError as exc:
         warnings.warn(f"{file} is corrupt ({exc}); loading the run without its config", RuntimeWarning, stacklevel=3)
         return {}

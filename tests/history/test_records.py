@@ -230,6 +230,26 @@ def test_a_corrupt_config_does_not_stop_the_operations_loading(tmp_path):
     assert len(h) == 6 and h.config == {} and len(h.steps) == 3
 
 
+def test_a_run_folder_a_windows_editor_saved_with_a_bom_loads_and_continues_whole(tmp_path):
+    """A ``config.json`` given a label by hand and saved with a UTF-8 byte-order mark (PowerShell's
+    ``Set-Content -Encoding UTF8``, older Notepad) was "corrupt": loaded as ``{}``, and a session continuing the run
+    wrote its own config over it, the label and the first ``created_at`` lost for good. A BOM before the first line
+    of ``ops.jsonl`` lost that operation."""
+    run = good_run(tmp_path, "r")
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text("\ufeff" + json.dumps({**config, "label": "baseline"}), encoding="utf-8")
+    ops = run / "ops.jsonl"
+    ops.write_text("\ufeff" + ops.read_text(encoding="utf-8"), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        h = History.load(run)
+    assert len(h) == 6 and h.config["label"] == "baseline" and h.config["created_at"] == config["created_at"]
+    with pytest.warns(RunContinuedWarning):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    again = json.loads((run / "config.json").read_text())
+    assert again["label"] == "baseline" and again["created_at"] == config["created_at"]
+
+
 def deep(n: int) -> str:
     return "[" * n + "]" * n
 
