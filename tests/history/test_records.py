@@ -250,6 +250,35 @@ def test_a_run_folder_a_windows_editor_saved_with_a_bom_loads_and_continues_whol
     assert again["label"] == "baseline" and again["created_at"] == config["created_at"]
 
 
+def test_a_config_that_cannot_be_read_is_kept_aside_when_a_session_continues_the_run(tmp_path):
+    """A ``config.json`` annotated by hand with a trailing comma: a session continuing the run wrote its own config over
+    it, and the label, the note and the first ``created_at`` were gone for good. It is kept as
+    ``config.json.damaged`` (then ``.damaged.1``), said, for the user to mend."""
+    run = good_run(tmp_path, "r")
+    text = json.dumps({**json.loads((run / "config.json").read_text()), "label": "baseline"}, indent=2)
+    damaged = text[: text.rindex("}")].rstrip() + ",\n}"  # a trailing comma: no longer JSON
+    (run / "config.json").write_text(damaged)
+    for kept in ("config.json.damaged", "config.json.damaged.1"):
+        with pytest.warns(Warning) as caught:
+            rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+        said = [str(w.message) for w in caught if "could not be read" in str(w.message)]
+        assert len(said) == 1 and f"kept as {kept} (mend it" in said[0], [str(w.message) for w in caught]
+        assert (run / kept).read_text() == damaged
+        assert json.loads((run / "config.json").read_text())["run_id"] == "r"  # the new session's, readable
+        (run / "config.json").write_text(damaged)
+    (run / "config.json").write_text("[1, 2]")  # JSON, but no object
+    with pytest.warns(Warning) as caught:
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    assert any("kept as config.json.damaged.2" in str(w.message) for w in caught)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a readable config is left where it is
+        warnings.simplefilter("ignore", RunContinuedWarning)
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    assert sorted(p.name for p in run.glob("config.json*")) == [
+        "config.json", "config.json.damaged", "config.json.damaged.1", "config.json.damaged.2"
+    ]
+
+
 def deep(n: int) -> str:
     return "[" * n + "]" * n
 
