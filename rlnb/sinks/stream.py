@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import _exit
-from rlnb.history import History, Record
+from rlnb.history import History, Record, new_run_id
 from rlnb.history.runconfig import is_time
 from rlnb.sinks.base import RunInfo, Sink, SinkError, SinkWarning, Writer, scrubbed
 from rlnb.sinks.points import Item, Steps, logged, merge, replay
@@ -41,9 +41,10 @@ _CLOSE = object()
 class _Channel:
     """One run of one sink: a queue and a daemon thread that writes it in batches."""
 
-    def __init__(self, sink: Sink, history: History):
+    def __init__(self, sink: Sink, history: History, unnamed: str):
         self.sink = sink
         self._history = history
+        self._unnamed = unnamed
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closing = threading.Event()
         self.run_name = str(history.config.get("run_id", ""))
@@ -84,7 +85,7 @@ class _Channel:
                     _quietly_close(writer)
                     return
                 if writer is None:
-                    run = RunInfo.from_config(self._history.config, self._history.path)
+                    run = RunInfo.from_config(self._history.config, self._history.path, self._unnamed)
                     self.run_name = run.name
                     writer = lease.open(run)
                     _exit.run_first()
@@ -120,7 +121,8 @@ class Attachment:
         self._lock = threading.Lock()
         self._closed = False
         self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
-        self._channels = [_Channel(s, history) for s in sinks if s.error is None]
+        unnamed = new_run_id()  # one name in every sink for a run without an id (record=False)
+        self._channels = [_Channel(s, history, unnamed) for s in sinks if s.error is None]
         self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
         _ATTACHED.add(self)
         _LATEST[history] = weakref.ref(self)  # a weak value: a strong one would keep the history alive for ever
@@ -232,7 +234,7 @@ def export(run: History | str | Path, sink: Sink) -> None:
         raise SinkError(f"{sink!r} cannot be used") from sink.error
     created = history.config.get("created_at")  # a damaged config's (text, 10**400) is no time: now instead
     points, failures = replay(history, float(created) if is_time(created) else time.time())
-    info = RunInfo.from_config(history.config, history.path or history.loaded_from)  # a loaded run has no store
+    info = RunInfo.from_config(history.config, history.path or history.loaded_from, new_run_id())  # loaded: no store
     lease = None
     try:
         lease = Lease(sink)

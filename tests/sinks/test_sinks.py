@@ -427,6 +427,28 @@ def test_a_figure_logged_after_close_is_said_to_miss_the_sinks(tmp_path):
     assert len(caught) == 1
 
 
+def test_runs_without_a_run_id_are_never_merged_into_one_in_a_sink(tmp_path):
+    """Sessions with ``record=False`` have no run id: each was named ``rlnb-run``, so two of them streamed (or
+    exported) to ``TensorBoard("tb")`` wrote into one folder, one TensorBoard run mixing both.
+    Each such run gets a fresh name, the same in every sink it streams to."""
+    from rlnb.testing import FakeBackend
+
+    histories = []
+    for _ in range(2):
+        tb, tb2 = sinks.TensorBoard(tmp_path / "tb", interval=0), sinks.TensorBoard(tmp_path / "tb2", interval=0)
+        with rlnb.Session(FakeBackend(), record=False, sinks=[tb, tb2]) as s:
+            s.forward_backward(CE)
+            s.optim_step().result()
+        histories.append(s.history)
+    names = sorted(p.name for p in (tmp_path / "tb").iterdir())
+    assert len(names) == 2 and "rlnb-run" not in names
+    assert names == sorted(p.name for p in (tmp_path / "tb2").iterdir())  # one name per run, in every sink
+    assert all(list(read.tensorboard(tmp_path / "tb" / name)[1]) == [1] for name in names)
+    for h in histories:
+        rlnb.export(h, sinks.TensorBoard(tmp_path / "exported"))
+    assert len(list((tmp_path / "exported").iterdir())) == 2
+
+
 @pytest.mark.slow  # MLflow itself (in-process, a SQLite store)
 def test_names_past_mlflows_length_limit_are_cut_and_kept_apart(tmp_path):
     """A figure or config field named past 250 characters failed MLflow's whole batch: the export raised and a
