@@ -761,6 +761,30 @@ def test_annotate_refuses_the_runs_own_fields_and_keeps_the_config(tmp_path, fie
         assert (tmp_path / "r" / "config.json").read_text() == before
 
 
+def test_annotate_refuses_what_config_json_cannot_hold_and_the_close_still_flushes_the_sinks(tmp_path):
+    """``annotate(grid={(1, 2): 0.5})`` (or a list holding itself) raised the JSON encoder's TypeError after keeping the
+    value: every later config write failed with it, ``session.close()`` raised it too and left its sinks unflushed (the
+    last steps missing there until the interpreter exited). A value nested past what a load reads back was written,
+    and the whole config left out at the next load. Now a ValueError naming the field, with nothing kept."""
+    loop: list = []
+    loop.append(loop)
+    deep: list = []
+    for _ in range(40):
+        deep = [deep]
+    tb = rlnb.sinks.TensorBoard(tmp_path / "tb", interval=60)  # nothing is written before the close flushes it
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r", sinks=[tb])
+    s.forward_backward(BATCH)
+    s.optim_step().result()
+    for bad in ({(1, 2): 0.5}, loop, deep):
+        with pytest.raises(ValueError, match="annotate: grid cannot be written to config.json and read back"):
+            s.history.annotate(label="kept?", grid=bad)
+    assert "grid" not in s.history.config and "label" not in s.history.config
+    s.history.annotate(grid={"1,2": 0.5}, note=None)
+    s.close()
+    assert History.load(tmp_path / "r").config["grid"] == {"1,2": 0.5}
+    assert (tmp_path / "tb" / "r").is_dir() and list((tmp_path / "tb" / "r").iterdir())  # the close flushed it
+
+
 def test_the_html_summary_of_a_loaded_run_escapes_what_the_run_folder_says(tmp_path):
     """A run folder is data (one downloaded, shared): its ``config.json`` run id and its operations' status strings
     went into the notebook's HTML summary raw, so ``History.load(path)`` displayed ran the folder's script."""
