@@ -876,3 +876,22 @@ def test_the_completions_of_a_path_that_is_no_run_folder_are_refused_not_empty(t
     s.close()
     assert list(rlnb.history.completions(tmp_path / "r").columns)[:3] == ["step", "group", "prompt"]
     assert rlnb.history.completions(tmp_path / "r").empty
+
+
+def test_runs_lists_a_run_folder_it_cannot_look_into_as_a_row_with_its_error(tmp_path, monkeypatch):
+    """A runs folder shared with another user whose run folder is private (mode 700: its files give EACCES, which
+    ``Path.exists`` raises): ``rlnb.runs()`` failed whole with that PermissionError, listing none of the readable
+    runs. That folder is a row whose ``error`` says why, as another unreadable run is. (Simulated: root here.)"""
+    for run_id in ("a", "b"):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id=run_id).close()
+    stat = Path.stat
+
+    def private(self, **kwargs):
+        if self.parent == tmp_path / "b":
+            raise PermissionError(13, "Permission denied", str(self))
+        return stat(self, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", private)
+    table = rlnb.runs(tmp_path).set_index("run_id")
+    assert table.loc["a", "error"] is None and table.loc["a", "operations"] == 0
+    assert table.loc["b", "error"].startswith("PermissionError: [Errno 13] Permission denied")
