@@ -575,6 +575,20 @@ def test_a_save_that_fails_part_way_leaves_nothing_and_can_be_retried(tmp_path, 
     s.close()
 
 
+def test_save_into_a_folder_of_runs_is_refused_and_the_listing_keeps_working(tmp_path):
+    """``history.save("rlnb-runs")`` (the runs folder itself) wrote the run's files beside its runs: from then on
+    ``rlnb.runs("rlnb-runs")`` refused the folder as "a run folder, not a folder of runs"."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r")
+    s.forward_backward(BATCH)
+    s.close()
+    with pytest.raises(ValueError, match=r"save: .*runs is a folder of runs \(r, \.\.\.\): save to a new folder"):
+        s.history.save(tmp_path / "runs")
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["r"]
+    assert list(rlnb.runs(tmp_path / "runs").run_id) == ["r"]
+    s.history.save(tmp_path / "runs" / "copy")  # a new folder in it, as said
+    assert sorted(rlnb.runs(tmp_path / "runs").path.map(lambda p: Path(p).name)) == ["copy", "r"]
+
+
 def test_exports_write_dict_columns_as_json(tmp_path):
     s = rlnb.Session(FakeBackend(), record=False)
     s.forward_backward(BATCH)
