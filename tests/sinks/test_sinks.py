@@ -449,6 +449,25 @@ def test_runs_without_a_run_id_are_never_merged_into_one_in_a_sink(tmp_path):
     assert len(list((tmp_path / "exported").iterdir())) == 2
 
 
+def test_an_old_runs_figure_named_like_a_steps_column_never_replaces_the_steps_own_in_a_sink(tmp_path):
+    """A run written before ``log`` refused ``loss`` (its ``metrics.jsonl`` has ``{"step": 1, "loss": 99}``): its
+    ``history.steps`` shows the forward-backwards' loss and ``"loss (logged)"``, yet ``rlnb.export`` sent 99 as the
+    step's ``loss`` (and a logged ``queue_s`` over the step's wait)."""
+    from rlnb.testing import FakeBackend
+
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r")
+    s.forward_backward(CE)
+    s.optim_step().result()
+    s.close()
+    with open(tmp_path / "runs" / "r" / "metrics.jsonl", "a") as fh:
+        fh.write(json.dumps({"step": 1, "loss": 99.0, "queue_s": 7.0}) + "\n")
+    history = History.load(tmp_path / "runs" / "r")
+    rlnb.export(history, sinks.TensorBoard(tmp_path / "tb"))
+    _, points, _ = read.tensorboard(tmp_path / "tb" / "r")
+    assert_points(points, expected(history))
+    assert points[1]["loss"] == 1.0 and points[1]["loss (logged)"] == 99.0 and points[1]["queue_s (logged)"] == 7.0
+
+
 @pytest.mark.slow  # MLflow itself (in-process, a SQLite store)
 def test_names_past_mlflows_length_limit_are_cut_and_kept_apart(tmp_path):
     """A figure or config field named past 250 characters failed MLflow's whole batch: the export raised and a
