@@ -191,11 +191,13 @@ class Attachment:
         for channel in self._channels:
             channel.close()
         deadline = time.monotonic() + timeout
+        path = self._history.path  # record=False: no run store to point to, only the history in memory
+        kept = f"its run folder {path} has everything" if path else "session.history has everything, in memory only"
         for channel in self._channels:
             if not channel.join(max(0.0, deadline - time.monotonic())) and channel.sink.error is None:
                 warnings.warn(
                     f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; "
-                    "what it had not written yet may be missing there (the rlnb run store has everything)",
+                    f"what it had not written yet may be missing there ({kept})",
                     SinkWarning,
                     stacklevel=2,
                 )

@@ -382,6 +382,31 @@ def test_close_gives_up_on_a_sink_that_hangs(monkeypatch):
         release.set()
 
 
+@pytest.mark.parametrize("record", [False, True])
+def test_a_sink_given_up_on_says_where_everything_is(monkeypatch, tmp_path, record):
+    """The close's warning said "(the rlnb run store has everything)" for a session with ``record=False`` too, which
+    has no run store: nothing is on disk. It names the run folder, or says the history is in memory only."""
+    from rlnb.testing import FakeBackend
+
+    stuck = Flaky(0, RuntimeError("unused"), interval=0)
+    release = threading.Event()
+    stuck.close = lambda: release.wait(600)  # type: ignore[method-assign]
+    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 0.3)
+    session = rlnb.Session(FakeBackend(), record=record, runs_dir=tmp_path if record else None, sinks=[stuck])
+    session.forward_backward(CE)
+    session.optim_step().result()
+    try:
+        with pytest.warns(sinks.SinkWarning, match="did not finish writing within 0.3 s") as caught:
+            session.close()
+    finally:
+        release.set()
+    said = str(caught[0].message)
+    if record:
+        assert f"its run folder {session.history.path} has everything" in said
+    else:
+        assert "run store" not in said and "session.history has everything, in memory only" in said
+
+
 def test_metric_names_mlflow_refuses_are_cleaned():
     from rlnb.sinks.mlflow import key
 
