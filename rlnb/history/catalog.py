@@ -73,12 +73,21 @@ def runs(path: str | Path | None = None) -> pd.DataFrame:
     if (root / OPS_FILE).exists():  # a run folder itself listed no runs
         raise ValueError(f"runs: {str(root)!r} is a run folder, not a folder of runs: History.load({str(root)!r}) "
                          f"reads it, rlnb.runs({str(root.parent)!r}) lists it with its neighbours")
-    found = sorted(p for p in root.iterdir() if (p / OPS_FILE).exists()) if root.exists() else []
+    found = sorted(p for p in root.iterdir() if _may_hold_a_run(p)) if root.exists() else []
     frame = pd.DataFrame([_row(run) for run in found], columns=COLUMNS)
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
     errors = [e if isinstance(e, str) else None for e in frame["error"]]
     frame["error"] = pd.Series(errors, index=frame.index, dtype=object)  # None, not NaN, for the others
     return frame.sort_values("created_at", ascending=False, ignore_index=True, na_position="last")
+
+
+def _may_hold_a_run(folder: Path) -> bool:
+    """Whether ``folder`` holds a run. One that cannot be looked into (another user's, mode 700) is listed, with its
+    ``error`` saying why: its PermissionError failed the whole listing."""
+    try:
+        return (folder / OPS_FILE).exists()
+    except OSError:
+        return True
 
 
 def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | None = None) -> pd.DataFrame:

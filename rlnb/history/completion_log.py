@@ -13,9 +13,10 @@ from typing import Any
 
 import pandas as pd
 
+from rlnb._options import user_path
 from rlnb.history.reading import read_jsonl
 from rlnb.history.record import INT64, _integer, _number, warn_bad
-from rlnb.history.store import COMPLETIONS_FILE
+from rlnb.history.store import COMPLETIONS_FILE, OPS_FILE
 
 COLUMNS: dict[str, type] = {
     "step": int,
@@ -112,5 +113,11 @@ def read_completions(path: Path) -> list[dict[str, Any]]:
 
 
 def completions(path: str | Path) -> pd.DataFrame:
-    """The completions table of the run folder ``path``, without loading its operations."""
-    return frame(read_completions(Path(path).expanduser()))
+    """The completions table of the run folder ``path``, without loading its operations (empty for a run of no RL
+    step). A path that is no run folder is a ``FileNotFoundError``, as ``History.load`` says it: a mistyped path
+    gave an empty table, as if the run had sampled nothing."""
+    folder = user_path("path", path)
+    if not (folder / OPS_FILE).exists():
+        raise FileNotFoundError(f"{folder} is not an rlnb run folder (no {OPS_FILE}): give the folder History.load "
+                                "takes, such as rlnb-runs/<run id>")  # fmt: skip
+    return frame(read_completions(folder))

@@ -5,6 +5,7 @@ operations table as CSV or Parquet, its dict columns (``metrics``, ``params``) a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable
@@ -43,13 +44,45 @@ def save_run(
             f"{folder} holds {', '.join(taken)} already (a run, or a model's config): save to a new folder "
             "(nothing was written)"
         )
+    runs = sorted(c.name for c in folder.iterdir() if _is_run(c)) if folder.is_dir() else []
+    if runs:  # its files beside its runs: rlnb.runs(folder) then refused it as "a run folder, not a folder of runs"
+        raise ValueError(f"history.save: {folder} is a folder of runs ({runs[0]}, ...): save to a new folder in it, "
+                         f"such as {folder / 'saved'} (nothing was written)")  # fmt: skip
+    made = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str), encoding="utf-8")
-    for name, rows in ((OPS_FILE, ops), (METRICS_FILE, logged), (COMPLETIONS_FILE, completions)):
-        lines = "".join(ENCODER.encode(row) + "\n" for row in rows)
-        if lines or name != COMPLETIONS_FILE:  # a run without RL steps has no completions.jsonl
-            (folder / name).write_text(lines, encoding="utf-8")
+    written: list[Path] = []
+    try:
+        texts = [(CONFIG_FILE, json.dumps(config, indent=2, default=str))]
+        for name, rows in ((OPS_FILE, ops), (METRICS_FILE, logged), (COMPLETIONS_FILE, completions)):
+            lines = "".join(ENCODER.encode(row) + "\n" for row in rows)
+            if lines or name != COMPLETIONS_FILE:  # a run without RL steps has no completions.jsonl
+                texts.append((name, lines))
+        for name, text in texts:
+            written.append(folder / name)
+            written[-1].write_text(text, encoding="utf-8")
+    except BaseException:
+        _remove(written, folder if made else None)
+        raise
     return folder
+
+
+def _remove(files: list[Path], folder: Path | None) -> None:
+    """Undo a save that failed part way (a full disk): its files, and the folder if the save made it. Left behind,
+    they made a retry once space was freed refuse the folder as holding a run already."""
+    for file in files:
+        with contextlib.suppress(OSError):
+            file.unlink(missing_ok=True)
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only if empty: nothing but what the save wrote
+
+
+def _is_run(folder: Path) -> bool:
+    """Whether ``folder`` is a run folder (one that cannot be looked into is not counted)."""
+    try:
+        return (folder / OPS_FILE).is_file()
+    except OSError:
+        return False
 
 
 def _taken(file: Path) -> bool:

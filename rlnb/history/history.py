@@ -17,6 +17,7 @@ read back and opened again by ``rlnb.history.runs``; a session's recording optio
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from rlnb import wire
 from rlnb.history.completion_log import CompletionLog, checked
 from rlnb.history.export import save_run, with_json
 from rlnb.history.listeners import Listeners
+from rlnb.history.reading import loads
 from rlnb.history.record import Record, as_row, fold_output
 from rlnb.history.runconfig import RUN_FIELDS, continued_at
 from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run, warn_memory_only
@@ -115,6 +117,12 @@ class History:
         if own:
             raise ValueError(f"annotate: {', '.join(own)} is the run's own field (its folder and sessions); "
                              "pick another name")
+        for name, value in fields.items():  # one config.json cannot hold was kept, and failed every later write
+            try:  # (the session's close too, which then left its sinks unflushed)
+                loads(json.dumps({name: value}, default=str))
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise ValueError(f"annotate: {name} cannot be written to config.json and read back ({exc}); give "
+                                 "JSON-like values: str keys, at most 31 levels deep (nothing was annotated)") from None
         self.config.update(fields)
         if self.store:
             self.store.write_config(self.config)

@@ -5,6 +5,7 @@ exhaust Python's stack later on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 from pathlib import Path
@@ -42,7 +43,7 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     if not _regular(path):
         return []
     rows, bad = [], []
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:  # -sig: a BOM a Windows editor put first
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
@@ -71,7 +72,7 @@ def read_config(path: Path) -> dict[str, Any]:
     if not _regular(file):
         return {}
     try:
-        config = loads(file.read_text(encoding="utf-8", errors="replace"))
+        config = loads(file.read_text(encoding="utf-8-sig", errors="replace"))  # a BOM: read past it
     except ValueError as exc:
         warnings.warn(f"{file} is corrupt ({exc}); loading the run without its config", RuntimeWarning, stacklevel=3)
         return {}
@@ -79,6 +80,25 @@ def read_config(path: Path) -> dict[str, Any]:
         warnings.warn(f"{file} is not a JSON object; loading the run without its config", RuntimeWarning, stacklevel=3)
         return {}
     return config
+
+
+def set_aside_unreadable_config(path: Path) -> None:
+    """A ``config.json`` that cannot be read (a hand edit's trailing comma) is about to be replaced by the new
+    session's, which lost what it held (a label, a note, the first ``created_at``) for good: it is renamed
+    ``config.json.damaged`` (``.damaged.1``, ... if taken) first, with a warning naming it, so it can be mended."""
+    file = path / CONFIG_FILE
+    if not file.is_file() or file.stat().st_size == 0:
+        return
+    with contextlib.suppress(ValueError):
+        if isinstance(loads(file.read_text(encoding="utf-8-sig", errors="replace")), dict):
+            return
+    kept = next(k for n in range(10**6) if not (k := path / f"{CONFIG_FILE}.damaged{f'.{n}' if n else ''}").exists())
+    try:
+        file.rename(kept)
+    except OSError:  # a folder that cannot be written: the store says so when it writes the config
+        return
+    warnings.warn(f"{file} could not be read: kept as {kept.name} (mend it and copy back what it held, such as a "
+                  "label); this session writes a new config.json", RuntimeWarning, stacklevel=4)  # fmt: skip
 
 
 def _regular(file: Path) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 from rlnb._options import user_path
 from rlnb.history.completion_log import read_completions
-from rlnb.history.reading import read_config, read_jsonl
+from rlnb.history.reading import read_config, read_jsonl, set_aside_unreadable_config
 from rlnb.history.record import Record, from_row, logged_row, warn_bad
 from rlnb.history.runconfig import continued
 from rlnb.history.store import METRICS_FILE, OPS_FILE, RunStore, RunStoreWarning, environment, new_run_id, run_folder
@@ -98,6 +98,7 @@ def open_run(
     try:  # whatever fails here, the lock is released: a retry is not refused as RunLocked
         written = [f for f in (path / OPS_FILE, path / METRICS_FILE) if f.is_file() and f.stat().st_size]
         earlier = read_run(path) if written else None  # a run that only logged figures is continued too
+        set_aside_unreadable_config(path)
         first = continued(run_id, earlier.config if earlier is not None else None, time.time())
         config = {**first, **config, "versions": environment()}
         store.write_config(config)

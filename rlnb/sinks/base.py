@@ -99,9 +99,11 @@ class RunInfo:
     tags: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], path: Path | None = None) -> RunInfo:
-        """The run's name, group, flattened config and tags, from a History's ``config`` (and its folder)."""
-        run_id = _folder_name(config.get("run_id")) or _folder_name(path.name if path else None) or "rlnb-run"
+    def from_config(cls, config: Mapping[str, Any], path: Path | None = None, unnamed: str = "rlnb-run") -> RunInfo:
+        """The run's name, group, flattened config and tags, from a History's ``config`` (and its folder).
+        ``unnamed`` names a run that neither names (a session with ``record=False``): the sinks give each such run a
+        fresh one (``new_run_id``): every one of them was ``rlnb-run``, one TensorBoard folder mixing them."""
+        run_id = _folder_name(config.get("run_id")) or _folder_name(path.name if path else None) or unnamed
         group = _folder_name(config.get("sweep"))  # a hand-edited config's "../x" would lead TensorBoard out of logdir
         name = f"{group}/{run_id}" if group else run_id
         tags = {"rlnb.run_id": run_id} | ({"rlnb.run_path": str(path)} if path else {})

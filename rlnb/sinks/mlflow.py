@@ -3,12 +3,13 @@
 The store is MLflow's own default unless given: ``$MLFLOW_TRACKING_URI``, else the SQLite file
 ``./mlflow.db`` (MLflow 3 keeps its ``./mlruns`` file store in maintenance mode). A plain path is
 taken as a SQLite file. The config goes in as params, each batch as one ``log_batch``, failures as
-tags ``rlnb.failure.<seq>``; names MLflow refuses are cleaned (``key``). View with
+tags ``rlnb.failure.<seq>``; names MLflow refuses are cleaned (``key``: characters, and a length past 250). View with
 ``mlflow ui --backend-store-uri <uri>``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import re
@@ -23,15 +24,21 @@ BATCH_METRICS, BATCH_PARAMS, BATCH_TAGS = 1000, 100, 100
 """MLflow's limits per ``log_batch`` call."""
 MAX_PARAM, MAX_TAG = 6000, 8000
 """MLflow's longest param and tag values (characters)."""
+MAX_KEY = 250
+"""MLflow's longest metric or param name (characters): a longer one failed the whole batch, and dropped the sink."""
 
 
 def key(name: str) -> str:
     """``name`` as MLflow accepts it: characters other than letters, digits, ``_ - . / :`` and space
     become ``_`` (``reward@k`` → ``reward_k``), and a name that is not a clean relative path
-    (``a//b``, ``../x``) has its slashes replaced too."""
+    (``a//b``, ``../x``) has its slashes replaced too. A name past ``MAX_KEY`` characters is cut, and ends in
+    ``-`` and 8 hex digits of the whole name's hash, so that two long names that start alike stay two metrics."""
     clean = re.sub(r"[^\w.\- /:]", "_", name)
     if posixpath.normpath(clean) != clean or clean.startswith(("/", ".")):
         clean = clean.replace("/", "_").lstrip(".") or "_"
+    if len(clean) > MAX_KEY:
+        digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        clean = clean[: MAX_KEY - 9].rstrip("/") + "-" + digest
     return clean
 
 

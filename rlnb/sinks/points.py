@@ -16,6 +16,7 @@ from typing import Any
 
 from rlnb.history import History, Record
 from rlnb.history.runconfig import continued_at
+from rlnb.history.steplog import SHADOWED, STEP_COLUMNS
 from rlnb.history.timing import Times, op_times, step_times
 from rlnb.sinks.base import Failure, Point
 from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
@@ -84,8 +85,14 @@ def failure(rec: Record) -> Failure:
 
 
 def logged(row: dict[str, Any], at: float) -> Point:
-    """A ``history.log`` row as a point (NaN left out, as ``History.steps`` keeps the last number)."""
-    values = {k: float(v) for k, v in row.items() if k != "step" and not math.isnan(float(v))}
+    """A ``history.log`` row as a point (NaN left out, as ``History.steps`` keeps the last number). A figure named like
+    a steps column (``loss``, in a run written before ``log`` refused it) is ``"loss (logged)"``, as ``History.steps``
+    shows it: merged into its step's point, it replaced the step's own loss there."""
+    values = {
+        SHADOWED.format(k) if k in STEP_COLUMNS else k: float(v)
+        for k, v in row.items()
+        if k != "step" and not math.isnan(float(v))
+    }
     return Point(int(row["step"]), values, at)
 
 

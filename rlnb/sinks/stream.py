@@ -15,12 +15,13 @@ import queue
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rlnb import _exit
-from rlnb.history import History, Record
+from rlnb.history import History, Record, new_run_id
 from rlnb.history.runconfig import is_time
 from rlnb.sinks.base import RunInfo, Sink, SinkError, SinkWarning, Writer, scrubbed
 from rlnb.sinks.points import Item, Steps, logged, merge, replay
@@ -40,9 +41,10 @@ _CLOSE = object()
 class _Channel:
     """One run of one sink: a queue and a daemon thread that writes it in batches."""
 
-    def __init__(self, sink: Sink, history: History):
+    def __init__(self, sink: Sink, history: History, unnamed: str):
         self.sink = sink
         self._history = history
+        self._unnamed = unnamed
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closing = threading.Event()
         self.run_name = str(history.config.get("run_id", ""))
@@ -83,7 +85,7 @@ class _Channel:
                     _quietly_close(writer)
                     return
                 if writer is None:
-                    run = RunInfo.from_config(self._history.config, self._history.path)
+                    run = RunInfo.from_config(self._history.config, self._history.path, self._unnamed)
                     self.run_name = run.name
                     writer = lease.open(run)
                     _exit.run_first()
@@ -114,12 +116,16 @@ class Attachment:
     """A History streaming to sinks. ``close()`` flushes them (``Session.close`` calls it)."""
 
     def __init__(self, history: History, sinks: Sequence[Sink]):
+        self._history = history
         self._steps = Steps()
         self._lock = threading.Lock()
         self._closed = False
-        self._channels = [_Channel(s, history) for s in sinks if s.error is None]
+        self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
+        unnamed = new_run_id()  # one name in every sink for a run without an id (record=False)
+        self._channels = [_Channel(s, history, unnamed) for s in sinks if s.error is None]
         self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
         _ATTACHED.add(self)
+        _LATEST[history] = weakref.ref(self)  # a weak value: a strong one would keep the history alive for ever
 
     def _on_record(self, rec: Record) -> None:
         try:
@@ -136,6 +142,27 @@ class Attachment:
                     self._send([logged(row, time.time())])
         except Exception as exc:  # noqa: BLE001 - nor into history.log
             self._broken(exc)
+
+    def _logged_after_close(self, row: dict[str, Any]) -> None:
+        """A figure logged once the sinks finished their runs (an evaluation after the ``with`` block) reaches the run
+        folder alone: said once, as it went missing from the sinks silently. A later session given this history
+        (``history=``) with sinks of its own sends them the figure: nothing is said here then."""
+        with self._lock:
+            if not self._unheard:
+                return
+            unheard, self._unheard = self._unheard, []
+            self._unsubscribe.pop()()
+            latest = _LATEST.get(self._history)
+            if latest is None or latest() is not self:  # a later session streams it (or says this itself)
+                return
+        names = ", ".join(k for k in row if k != "step")[:200]
+        warnings.warn(
+            f"{names} logged at step {row['step']} after close(): rlnb.sinks {', '.join(unheard)} finished this run "
+            "at close(), so it reaches the rlnb run folder only (and so do later figures). Log figures before close(); "
+            "rlnb.export(history, sink) writes the whole run to a sink",
+            SinkWarning,
+            stacklevel=4,  # the user's log call, through Listeners.tell
+        )
 
     def _broken(self, exc: Exception) -> None:
         for channel in self._channels:
@@ -158,14 +185,19 @@ class Attachment:
             for unsubscribe in self._unsubscribe:
                 unsubscribe()
             self._send(self._steps.drain())
+            self._unheard = [type(c.sink).__name__ for c in self._channels if c.sink.error is None]
+            if self._unheard:
+                self._unsubscribe = [self._history.on_log(self._logged_after_close)]
         for channel in self._channels:
             channel.close()
         deadline = time.monotonic() + timeout
+        path = self._history.path  # record=False: no run store to point to, only the history in memory
+        kept = f"its run folder {path} has everything" if path else "session.history has everything, in memory only"
         for channel in self._channels:
             if not channel.join(max(0.0, deadline - time.monotonic())) and channel.sink.error is None:
                 warnings.warn(
                     f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; "
-                    "what it had not written yet may be missing there (the rlnb run store has everything)",
+                    f"what it had not written yet may be missing there ({kept})",
                     SinkWarning,
                     stacklevel=2,
                 )
@@ -204,7 +236,7 @@ def export(run: History | str | Path, sink: Sink) -> None:
         raise SinkError(f"{sink!r} cannot be used") from sink.error
     created = history.config.get("created_at")  # a damaged config's (text, 10**400) is no time: now instead
     points, failures = replay(history, float(created) if is_time(created) else time.time())
-    info = RunInfo.from_config(history.config, history.path or history.loaded_from)  # a loaded run has no store
+    info = RunInfo.from_config(history.config, history.path or history.loaded_from, new_run_id())  # loaded: no store
     lease = None
     try:
         lease = Lease(sink)
@@ -221,6 +253,8 @@ def export(run: History | str | Path, sink: Sink) -> None:
 
 
 _ATTACHED: set[Attachment] = set()
+_LATEST: weakref.WeakKeyDictionary[History, weakref.ref[Attachment]] = weakref.WeakKeyDictionary()
+"""Each history's latest attachment: the one that says a figure logged after its close() reached no sink."""
 
 
 def _close_all() -> None:

@@ -230,6 +230,55 @@ def test_a_corrupt_config_does_not_stop_the_operations_loading(tmp_path):
     assert len(h) == 6 and h.config == {} and len(h.steps) == 3
 
 
+def test_a_run_folder_a_windows_editor_saved_with_a_bom_loads_and_continues_whole(tmp_path):
+    """A ``config.json`` given a label by hand and saved with a UTF-8 byte-order mark (PowerShell's
+    ``Set-Content -Encoding UTF8``, older Notepad) was "corrupt": loaded as ``{}``, and a session continuing the run
+    wrote its own config over it, the label and the first ``created_at`` lost for good. A BOM before the first line
+    of ``ops.jsonl`` lost that operation."""
+    run = good_run(tmp_path, "r")
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text("\ufeff" + json.dumps({**config, "label": "baseline"}), encoding="utf-8")
+    ops = run / "ops.jsonl"
+    ops.write_text("\ufeff" + ops.read_text(encoding="utf-8"), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        h = History.load(run)
+    assert len(h) == 6 and h.config["label"] == "baseline" and h.config["created_at"] == config["created_at"]
+    with pytest.warns(RunContinuedWarning):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    again = json.loads((run / "config.json").read_text())
+    assert again["label"] == "baseline" and again["created_at"] == config["created_at"]
+
+
+def test_a_config_that_cannot_be_read_is_kept_aside_when_a_session_continues_the_run(tmp_path):
+    """A ``config.json`` annotated by hand with a trailing comma: a session continuing the run wrote its own config over
+    it, and the label, the note and the first ``created_at`` were gone for good. It is kept as
+    ``config.json.damaged`` (then ``.damaged.1``), said, for the user to mend."""
+    run = good_run(tmp_path, "r")
+    text = json.dumps({**json.loads((run / "config.json").read_text()), "label": "baseline"}, indent=2)
+    damaged = text[: text.rindex("}")].rstrip() + ",\n}"  # a trailing comma: no longer JSON
+    (run / "config.json").write_text(damaged)
+    for kept in ("config.json.damaged", "config.json.damaged.1"):
+        with pytest.warns(Warning) as caught:
+            rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+        said = [str(w.message) for w in caught if "could not be read" in str(w.message)]
+        assert len(said) == 1 and f"kept as {kept} (mend it" in said[0], [str(w.message) for w in caught]
+        assert (run / kept).read_text() == damaged
+        assert json.loads((run / "config.json").read_text())["run_id"] == "r"  # the new session's, readable
+        (run / "config.json").write_text(damaged)
+    (run / "config.json").write_text("[1, 2]")  # JSON, but no object
+    with pytest.warns(Warning) as caught:
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    assert any("kept as config.json.damaged.2" in str(w.message) for w in caught)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a readable config is left where it is
+        warnings.simplefilter("ignore", RunContinuedWarning)
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    assert sorted(p.name for p in run.glob("config.json*")) == [
+        "config.json", "config.json.damaged", "config.json.damaged.1", "config.json.damaged.2"
+    ]
+
+
 def deep(n: int) -> str:
     return "[" * n + "]" * n
 
@@ -498,6 +547,48 @@ def test_save_never_writes_over_a_models_config_or_through_a_link(tmp_path):
     s.close()
 
 
+def test_a_save_that_fails_part_way_leaves_nothing_and_can_be_retried(tmp_path, monkeypatch):
+    """A save onto a full disk (where the full-disk warning sends a run) wrote ``config.json`` and stopped at
+    ``ops.jsonl``: once space was freed, the retry was refused, "holds config.json already ... (nothing was
+    written)". What the save wrote is removed, and the folder if it made it."""
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.forward_backward(BATCH)
+    s.optim_step()
+    s.wait()
+    s.history.log(1, reward=0.5)
+    write_text = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name == "ops.jsonl":
+            raise OSError(28, "No space left on device")
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    for folder in (tmp_path / "new", tmp_path / "empty"):
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        with pytest.raises(OSError, match="No space left"):
+            s.history.save(folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"] and not any((tmp_path / "empty").iterdir())
+    monkeypatch.setattr(Path, "write_text", write_text)
+    for folder in (tmp_path / "new", tmp_path / "empty"):
+        pd.testing.assert_frame_equal(History.load(s.history.save(folder)).logged, s.history.logged)
+    s.close()
+
+
+def test_save_into_a_folder_of_runs_is_refused_and_the_listing_keeps_working(tmp_path):
+    """``history.save("rlnb-runs")`` (the runs folder itself) wrote the run's files beside its runs: from then on
+    ``rlnb.runs("rlnb-runs")`` refused the folder as "a run folder, not a folder of runs"."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r")
+    s.forward_backward(BATCH)
+    s.close()
+    with pytest.raises(ValueError, match=r"save: .*runs is a folder of runs \(r, \.\.\.\): save to a new folder"):
+        s.history.save(tmp_path / "runs")
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["r"]
+    assert list(rlnb.runs(tmp_path / "runs").run_id) == ["r"]
+    s.history.save(tmp_path / "runs" / "copy")  # a new folder in it, as said
+    assert sorted(rlnb.runs(tmp_path / "runs").path.map(lambda p: Path(p).name)) == ["copy", "r"]
+
+
 def test_exports_write_dict_columns_as_json(tmp_path):
     s = rlnb.Session(FakeBackend(), record=False)
     s.forward_backward(BATCH)
@@ -684,6 +775,30 @@ def test_annotate_refuses_the_runs_own_fields_and_keeps_the_config(tmp_path, fie
         assert (tmp_path / "r" / "config.json").read_text() == before
 
 
+def test_annotate_refuses_what_config_json_cannot_hold_and_the_close_still_flushes_the_sinks(tmp_path):
+    """``annotate(grid={(1, 2): 0.5})`` (or a list holding itself) raised the JSON encoder's TypeError after keeping the
+    value: every later config write failed with it, ``session.close()`` raised it too and left its sinks unflushed (the
+    last steps missing there until the interpreter exited). A value nested past what a load reads back was written,
+    and the whole config left out at the next load. Now a ValueError naming the field, with nothing kept."""
+    loop: list = []
+    loop.append(loop)
+    deep: list = []
+    for _ in range(40):
+        deep = [deep]
+    tb = rlnb.sinks.TensorBoard(tmp_path / "tb", interval=60)  # nothing is written before the close flushes it
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r", sinks=[tb])
+    s.forward_backward(BATCH)
+    s.optim_step().result()
+    for bad in ({(1, 2): 0.5}, loop, deep):
+        with pytest.raises(ValueError, match="annotate: grid cannot be written to config.json and read back"):
+            s.history.annotate(label="kept?", grid=bad)
+    assert "grid" not in s.history.config and "label" not in s.history.config
+    s.history.annotate(grid={"1,2": 0.5}, note=None)
+    s.close()
+    assert History.load(tmp_path / "r").config["grid"] == {"1,2": 0.5}
+    assert (tmp_path / "tb" / "r").is_dir() and list((tmp_path / "tb" / "r").iterdir())  # the close flushed it
+
+
 def test_the_html_summary_of_a_loaded_run_escapes_what_the_run_folder_says(tmp_path):
     """A run folder is data (one downloaded, shared): its ``config.json`` run id and its operations' status strings
     went into the notebook's HTML summary raw, so ``History.load(path)`` displayed ran the folder's script."""
@@ -761,3 +876,36 @@ def test_negative_steps_in_a_run_folder_are_left_out_on_load(tmp_path):
     said = " ".join(str(w.message) for w in caught)
     assert "step = -3" in said and "step = -2" in said
     assert loaded.logged.step.tolist() == [0] and pd.isna(loaded.df.set_index("seq").loc[7, "step"])
+
+
+def test_the_completions_of_a_path_that_is_no_run_folder_are_refused_not_empty(tmp_path):
+    """``rlnb.history.completions("rlnb-runs/<mistyped id>")`` gave an empty table, as if the run had sampled
+    nothing; ``completions(5)`` Path's bare TypeError. A run of no RL step still gives an empty table."""
+    with pytest.raises(FileNotFoundError, match=r"typo is not an rlnb run folder \(no ops.jsonl\)"):
+        rlnb.history.completions(tmp_path / "typo")
+    with pytest.raises(TypeError, match=r"path must be a path \(str or os.PathLike\), got int"):
+        rlnb.history.completions(5)
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.forward_backward(BATCH)
+    s.close()
+    assert list(rlnb.history.completions(tmp_path / "r").columns)[:3] == ["step", "group", "prompt"]
+    assert rlnb.history.completions(tmp_path / "r").empty
+
+
+def test_runs_lists_a_run_folder_it_cannot_look_into_as_a_row_with_its_error(tmp_path, monkeypatch):
+    """A runs folder shared with another user whose run folder is private (mode 700: its files give EACCES, which
+    ``Path.exists`` raises): ``rlnb.runs()`` failed whole with that PermissionError, listing none of the readable
+    runs. That folder is a row whose ``error`` says why, as another unreadable run is. (Simulated: root here.)"""
+    for run_id in ("a", "b"):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id=run_id).close()
+    stat = Path.stat
+
+    def private(self, **kwargs):
+        if self.parent == tmp_path / "b":
+            raise PermissionError(13, "Permission denied", str(self))
+        return stat(self, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", private)
+    table = rlnb.runs(tmp_path).set_index("run_id")
+    assert table.loc["a", "error"] is None and table.loc["a", "operations"] == 0
+    assert table.loc["b", "error"].startswith("PermissionError: [Errno 13] Permission denied")

@@ -382,6 +382,31 @@ def test_close_gives_up_on_a_sink_that_hangs(monkeypatch):
         release.set()
 
 
+@pytest.mark.parametrize("record", [False, True])
+def test_a_sink_given_up_on_says_where_everything_is(monkeypatch, tmp_path, record):
+    """The close's warning said "(the rlnb run store has everything)" for a session with ``record=False`` too, which
+    has no run store: nothing is on disk. It names the run folder, or says the history is in memory only."""
+    from rlnb.testing import FakeBackend
+
+    stuck = Flaky(0, RuntimeError("unused"), interval=0)
+    release = threading.Event()
+    stuck.close = lambda: release.wait(600)  # type: ignore[method-assign]
+    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 0.3)
+    session = rlnb.Session(FakeBackend(), record=record, runs_dir=tmp_path if record else None, sinks=[stuck])
+    session.forward_backward(CE)
+    session.optim_step().result()
+    try:
+        with pytest.warns(sinks.SinkWarning, match="did not finish writing within 0.3 s") as caught:
+            session.close()
+    finally:
+        release.set()
+    said = str(caught[0].message)
+    if record:
+        assert f"its run folder {session.history.path} has everything" in said
+    else:
+        assert "run store" not in said and "session.history has everything, in memory only" in said
+
+
 def test_metric_names_mlflow_refuses_are_cleaned():
     from rlnb.sinks.mlflow import key
 
@@ -393,6 +418,96 @@ def test_metric_names_mlflow_refuses_are_cleaned():
         "a__b",
         "_",
     ]
+
+
+def test_a_figure_logged_after_close_is_said_to_miss_the_sinks(tmp_path):
+    """``history.log(step, eval_accuracy=...)`` after the ``with`` block reached the run folder and none of the sinks
+    (they finished their runs at close), silently. It is said once; a later session given the history with sinks
+    of its own streams the figure to them, and nothing is said."""
+    from rlnb.testing import FakeBackend
+
+    tb = sinks.TensorBoard(tmp_path / "tb", interval=0)
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[tb]) as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+    with pytest.warns(sinks.SinkWarning, match=r"eval_acc logged at step 1 after close\(\): rlnb.sinks TensorBoard "
+                                               "finished this run") as caught:  # fmt: skip
+        s.history.log(1, eval_acc=0.7)
+        s.history.log(1, eval_loss=0.2)  # said once
+    assert len(caught) == 1 and caught[0].filename == __file__  # at the user's log call
+    assert "eval_acc" not in read.tensorboard(tmp_path / "tb" / "r")[1][1]
+    assert History.load(tmp_path / "runs" / "r").logged.eval_loss.iloc[-1] == 0.2  # the run folder has both
+    tb2 = sinks.TensorBoard(tmp_path / "tb2", interval=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sinks.SinkWarning)
+        warnings.simplefilter("ignore", rlnb.history.RunContinuedWarning)  # a fresh backend on the run: step 1 again
+        with rlnb.Session(FakeBackend(), history=s.history, sinks=[tb2]) as again:
+            again.history.log(1, later=0.5)  # streamed by the new session: neither closed attachment speaks
+        with rlnb.Session(FakeBackend(), record=False) as bare:
+            bare.history.log(1, x=1.0)
+        bare.history.log(2, x=2.0)  # no sinks: nothing to miss
+    assert read.tensorboard(tmp_path / "tb2" / "r")[1][1]["later"] == 0.5
+    with pytest.warns(sinks.SinkWarning, match="after close") as caught:
+        again.history.log(2, last=1.0)
+    assert len(caught) == 1
+
+
+def test_runs_without_a_run_id_are_never_merged_into_one_in_a_sink(tmp_path):
+    """Sessions with ``record=False`` have no run id: each was named ``rlnb-run``, so two of them streamed (or
+    exported) to ``TensorBoard("tb")`` wrote into one folder, one TensorBoard run mixing both.
+    Each such run gets a fresh name, the same in every sink it streams to."""
+    from rlnb.testing import FakeBackend
+
+    histories = []
+    for _ in range(2):
+        tb, tb2 = sinks.TensorBoard(tmp_path / "tb", interval=0), sinks.TensorBoard(tmp_path / "tb2", interval=0)
+        with rlnb.Session(FakeBackend(), record=False, sinks=[tb, tb2]) as s:
+            s.forward_backward(CE)
+            s.optim_step().result()
+        histories.append(s.history)
+    names = sorted(p.name for p in (tmp_path / "tb").iterdir())
+    assert len(names) == 2 and "rlnb-run" not in names
+    assert names == sorted(p.name for p in (tmp_path / "tb2").iterdir())  # one name per run, in every sink
+    assert all(list(read.tensorboard(tmp_path / "tb" / name)[1]) == [1] for name in names)
+    for h in histories:
+        rlnb.export(h, sinks.TensorBoard(tmp_path / "exported"))
+    assert len(list((tmp_path / "exported").iterdir())) == 2
+
+
+def test_an_old_runs_figure_named_like_a_steps_column_never_replaces_the_steps_own_in_a_sink(tmp_path):
+    """A run written before ``log`` refused ``loss`` (its ``metrics.jsonl`` has ``{"step": 1, "loss": 99}``): its
+    ``history.steps`` shows the forward-backwards' loss and ``"loss (logged)"``, yet ``rlnb.export`` sent 99 as the
+    step's ``loss`` (and a logged ``queue_s`` over the step's wait)."""
+    from rlnb.testing import FakeBackend
+
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r")
+    s.forward_backward(CE)
+    s.optim_step().result()
+    s.close()
+    with open(tmp_path / "runs" / "r" / "metrics.jsonl", "a") as fh:
+        fh.write(json.dumps({"step": 1, "loss": 99.0, "queue_s": 7.0}) + "\n")
+    history = History.load(tmp_path / "runs" / "r")
+    rlnb.export(history, sinks.TensorBoard(tmp_path / "tb"))
+    _, points, _ = read.tensorboard(tmp_path / "tb" / "r")
+    assert_points(points, expected(history))
+    assert points[1]["loss"] == 1.0 and points[1]["loss (logged)"] == 99.0 and points[1]["queue_s (logged)"] == 7.0
+
+
+@pytest.mark.slow  # MLflow itself (in-process, a SQLite store)
+def test_names_past_mlflows_length_limit_are_cut_and_kept_apart(tmp_path):
+    """A figure or config field named past 250 characters failed MLflow's whole batch: the export raised and a
+    streamed run dropped the sink. Both are cut, each ending in its own hash."""
+    long_a, long_b = "eval/" + "a" * 300, "eval/" + "a" * 299 + "b"
+    history = History.create({"seed": 0, "note_" + "n" * 300: "x"}, runs_dir=tmp_path, run_id="long")
+    history.log(1, **{long_a: 1.0, long_b: 2.0, "short": 3.0})
+    history.close()
+    rlnb.export(history, sinks.MLflow(tmp_path / "mlflow.db", "long", process=False))
+    params, points, _, status = read.mlflow(f"sqlite:///{tmp_path / 'mlflow.db'}", "long", "long")
+    assert status == "FINISHED" and points[1]["short"] == 3.0
+    cut = sorted(k for k in points[1] if k != "short")
+    assert len(cut) == 2 and all(len(k) == 250 and k.startswith("eval/aaa") for k in cut)
+    assert sorted(points[1][k] for k in cut) == [1.0, 2.0]
+    assert [v for k, v in params.items() if k.startswith("note_")] == ["x"]
 
 
 def test_bad_sinks_are_refused_before_anything_starts():
