@@ -17,6 +17,11 @@ lag — a causal EMA trails the raw curve by ~1/(1 - β) steps and would shift t
 larger rates."""
 DIVERGE = 4.0
 """A loss run stops once the smoothed loss exceeds this many times its best."""
+EDGE = 0.9
+"""No clear suggestion when the smoothed curve's slope at the first rate read is already this fraction of its
+steepest: it improves about as fast from the start, so where it improves fastest may be below ``start_lr``
+(a parabola in log(lr) was given its first rates as the answer; it reads 0.9998 there, a sigmoid centred
+in a 9-step test 0.55, one centred 0.8 decades above ``start_lr`` in a 20-step test 0.84)."""
 FLAT = 0.05
 """The smoothed curve is flat — no clear suggestion — when its rise before the best point is below this
 fraction of its largest magnitude. Measured by ``bench/bench_find_lr.py`` (30-step tests of the digits-era
@@ -60,7 +65,8 @@ def suggest(lrs: Sequence[float], smoothed: Sequence[float], objective: Objectiv
     """The rate of fastest improvement per decade of learning rate, before the best point (the steepest
     descent of the loss, the steepest ascent of the reward), to two significant figures. The first 10%
     of steps are skipped: the EMA has too little history there. None, saying why, when the curve is flat
-    (see ``FLAT``) or does not improve."""
+    (see ``FLAT``) or does not improve, or improves fastest at either edge of what is read (the steepest
+    point may lie outside the range)."""
     sign = 1.0 if objective == "reward" else -1.0
     y = sign * np.asarray(smoothed, dtype=float)
     if len(y) < 5:
@@ -80,6 +86,11 @@ def suggest(lrs: Sequence[float], smoothed: Sequence[float], objective: Objectiv
     i = skip + int(np.nanargmax(slope[skip:]))
     if not slope[i] > 0:
         return None, "no clear suggestion: the objective did not improve: try a wider range or more steps"
+    if slope[skip] >= EDGE * slope[i]:  # improving about as fast at the first rate read: the steepest may be below
+        return None, (
+            f"no clear suggestion: the smoothed {objective} already improved near its fastest at the start of the "
+            f"range (lr {lrs[skip]:.3g}): try a smaller start_lr"
+        )
     if i == len(y) - 1:  # still improving fastest at the top: where it would stop is not in the range
         return None, (
             f"no clear suggestion: the smoothed {objective} improved fastest at the end of the range (lr "

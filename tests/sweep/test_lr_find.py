@@ -19,7 +19,7 @@ from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.history import History
 from rlnb.sweep import convert_muon_lr, lr_find, muon_shapes
 from rlnb.sweep.find_lr import LRFind
-from rlnb.sweep.lr_curve import FLAT, rise, significant, suggest
+from rlnb.sweep.lr_curve import FLAT, rise, significant, smooth, suggest
 from rlnb.tasks import digits_task, rl_step
 from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel
@@ -78,13 +78,19 @@ def test_rates_grow_exponentially_and_the_suggestion_is_the_steepest_rise(tmp_pa
     assert len(marks) == 1 and marks[0].get_xdata()[0] == result.suggestion and ax.get_xscale() == "log"
 
 
+def descent(x: float, center: float) -> float:
+    """A loss falling from 2 to 1 as log10(lr) ``x`` grows, fastest at ``center`` (flat at the range's start)."""
+    return 1 + 1 / (1 + math.exp(3 * (x - center)))
+
+
 def test_a_diverging_loss_ends_the_test_early(tmp_path):
     """A loss with its minimum at 1e-3 that explodes above it: the test stops once the smoothed loss is
     4x its best, and suggests the steepest descent before the minimum."""
 
     def step(session, params, i):
         ce_step(session, params)
-        return 1 + (math.log10(params.learning_rate) + 3) ** 4
+        x = math.log10(params.learning_rate)
+        return 1 + (x + 3) ** 4 if x > -3 else descent(x, -4.5)
 
     result = lr_find(
         rlnb.AdamParams(), start_lr=1e-6, end_lr=1.0, steps=25, step_fn=step, objective="loss", runs_dir=tmp_path
@@ -103,7 +109,7 @@ def test_a_loss_that_turns_nan_still_gives_the_curve_and_suggestion_before_it(tm
     def step(session, params, i):
         ce_step(session, params)
         x = math.log10(params.learning_rate)
-        return math.nan if x > math.log10(0.03) else 1 + (x + 2) ** 2
+        return math.nan if x > math.log10(0.03) else 1 + (x + 2) ** 2 if x > -2 else descent(x, -3.5)
 
     result = lr_find(
         rlnb.AdamParams(), start_lr=1e-6, end_lr=1.0, steps=25, step_fn=step, objective="loss", runs_dir=tmp_path
@@ -323,7 +329,7 @@ def test_a_flat_curve_gives_no_clear_suggestion(tmp_path):
     lrs = [10 ** (-5 + i / 4) for i in range(20)]
     for objective, sign in (("reward", 1), ("loss", -1)):
         for step, clear in ((0.04, False), (0.06, True)):
-            curve = [sign * (1 + step * min(i, 10) / 10) for i in range(20)]
+            curve = [sign * (1 + step * min(max(i - 4, 0), 10) / 10) for i in range(20)]
             assert rise(curve, objective) == pytest.approx(step / (1 + step))
             assert (suggest(lrs, curve, objective)[0] is not None) is clear
     assert rise([], "reward") == 0.0 and rise([0.0] * 6, "reward") == 0.0 and FLAT == 0.05
@@ -570,3 +576,19 @@ def test_what_its_rl_steps_cannot_sample_is_refused_before_a_session_is_copied(t
     found = lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: ce_step(s, p), num_generator_replicas=0,
                     runs_dir=runs)
     assert len(found.values) == 5
+
+
+def test_no_suggestion_when_the_objective_improves_fastest_at_the_bottom_of_the_range(tmp_path):
+    """A reward already rising fastest at start_lr and slower ever after (a parabola in log10(lr) peaking at 0.1):
+    the steepest point is below the range, and the first rate read (lr 4.4e-05) was suggested as the answer."""
+    def step(session, params, i):
+        ce_step(session, params)
+        return -((math.log10(params.learning_rate) + 1) ** 2)
+
+    result = lr_find(rlnb.AdamParams(), start_lr=1e-5, end_lr=1.0, steps=40, step_fn=step, runs_dir=tmp_path)
+    assert result.suggestion is None and result.params is None
+    assert result.reason == ("no clear suggestion: the smoothed reward already improved near its fastest at the start "
+                             "of the range (lr 3.26e-05): try a smaller start_lr")
+    lrs = [10 ** (-5 + i * 5 / 19) for i in range(20)]  # a rise 0.8 decades above start_lr is still read
+    rising = [1 / (1 + math.exp(-3 * (math.log10(lr) + 4))) for lr in lrs]
+    assert suggest(lrs, smooth(smooth(rising)[::-1])[::-1], "reward")[0] == significant(lrs[4])
