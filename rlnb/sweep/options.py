@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,8 +158,11 @@ class RangeTestOptions:
                             f"{self.task!r}")  # fmt: skip
         for name in ("start_lr", "end_lr"):
             lr = getattr(self, name)
-            if lr is not None and (isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr < math.inf):
+            if lr is None:
+                continue
+            if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 < float(lr) < math.inf:
                 raise ValueError(f"{name} must be a finite number > 0 (None: the default), got {lr!r}")
+            object.__setattr__(self, name, float(lr))  # np.float32(1e-4) is a number too: a float, as every rate sent
 
 
 def check_range_test(test: RangeTestOptions, local: bool, options: Mapping[str, Any]) -> None:

@@ -580,7 +580,7 @@ def test_what_its_rl_steps_cannot_sample_is_refused_before_a_session_is_copied(t
 
 def test_no_suggestion_when_the_objective_improves_fastest_at_the_bottom_of_the_range(tmp_path):
     """A reward already rising fastest at start_lr and slower ever after (a parabola in log10(lr) peaking at 0.1):
-    the steepest point is below the range, and the first rate read (lr 4.4e-05) was suggested as the answer."""
+    the steepest point is below the range, and one of the first rates read (lr 4.4e-05) was suggested as the answer."""
     def step(session, params, i):
         ce_step(session, params)
         return -((math.log10(params.learning_rate) + 1) ** 2)
@@ -592,3 +592,12 @@ def test_no_suggestion_when_the_objective_improves_fastest_at_the_bottom_of_the_
     lrs = [10 ** (-5 + i * 5 / 19) for i in range(20)]  # a rise 0.8 decades above start_lr is still read
     rising = [1 / (1 + math.exp(-3 * (math.log10(lr) + 4))) for lr in lrs]
     assert suggest(lrs, smooth(smooth(rising)[::-1])[::-1], "reward")[0] == significant(lrs[4])
+
+
+def test_numpy_rates_are_numbers(tmp_path):
+    """``start_lr=np.float32(1e-4)`` (a rate taken from an array) was refused as "must be a finite number > 0"."""
+    found = lr_find(rlnb.AdamParams(), start_lr=np.float32(1e-4), end_lr=np.int64(1), steps=5,
+                    step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path)  # fmt: skip
+    assert found.lrs[0] == pytest.approx(1e-4) and found.lrs[-1] == 1.0 and type(found.lrs[0]) is float
+    with pytest.raises(ValueError, match="start_lr must be a finite number > 0 .*got np.float32"):
+        lr_find(rlnb.AdamParams(), start_lr=np.float32("nan"), steps=5, step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path)
