@@ -601,3 +601,11 @@ def test_numpy_rates_are_numbers(tmp_path):
     assert found.lrs[0] == pytest.approx(1e-4) and found.lrs[-1] == 1.0 and type(found.lrs[0]) is float
     with pytest.raises(ValueError, match="start_lr must be a finite number > 0 .*got np.float32"):
         lr_find(rlnb.AdamParams(), start_lr=np.float32("nan"), steps=5, step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path)
+
+
+def test_a_range_of_many_decades_is_spaced_without_overflow(tmp_path):
+    """start_lr=1e-300, end_lr=1e300: end / start is inf, and the test failed at its second step (InvalidParams,
+    learning_rate = inf), its session already opened."""
+    found = lr_find(rlnb.AdamParams(), start_lr=1e-300, end_lr=1e300, steps=5, step_fn=lambda s, p, i: 1.0,
+                    runs_dir=tmp_path)  # fmt: skip
+    assert found.lrs == [1e-300, pytest.approx(1e-150, rel=1e-9), pytest.approx(1.0), pytest.approx(1e150), 1e300]
