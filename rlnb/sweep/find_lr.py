@@ -168,6 +168,9 @@ def lr_find(
             except OperationFailed as exc:
                 ended = f"{(exc.code or 'FAILED').rsplit('_CODE_', 1)[-1]} at lr {lr:.3g}"
                 break
+            except KeyboardInterrupt:  # Ctrl-C, as ``stop``: the steps measured are the result (they were lost)
+                ended = f"interrupted after {i} steps"
+                break
             values.append(value)
             trial.history.log(trial.step, **({LOGGED[objective]: value} if logs else {}), lr_find_lr=lr)
             if progress is not None:

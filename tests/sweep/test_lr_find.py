@@ -609,3 +609,17 @@ def test_a_range_of_many_decades_is_spaced_without_overflow(tmp_path):
     found = lr_find(rlnb.AdamParams(), start_lr=1e-300, end_lr=1e300, steps=5, step_fn=lambda s, p, i: 1.0,
                     runs_dir=tmp_path)  # fmt: skip
     assert found.lrs == [1e-300, pytest.approx(1e-150, rel=1e-9), pytest.approx(1.0), pytest.approx(1e150), 1e300]
+
+
+def test_a_ctrl_c_mid_test_keeps_the_steps_measured(tmp_path):
+    """A KeyboardInterrupt in step 12 of 20 (Ctrl-C in a cell) lost the 12 steps measured: as ``stop``, they are
+    the result, with the suggestion from them and the reason saying so."""
+
+    def step(session, params, i):
+        if i == 12:
+            raise KeyboardInterrupt
+        return sigmoid_reward(1e-3)(session, params, i)
+
+    found = lr_find(rlnb.AdamParams(), start_lr=1e-5, end_lr=1.0, steps=20, step_fn=step, runs_dir=tmp_path)
+    assert len(found.values) == 12 and found.suggestion is not None
+    assert found.reason.endswith("; ended early: interrupted after 12 steps")
