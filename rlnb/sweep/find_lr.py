@@ -188,7 +188,7 @@ def lr_find(
     # NaN or inf in the EMA made every smoothed point NaN (or inf), read as "flat" with no suggestion.
     curve = values if not values or math.isfinite(values[-1]) else values[:-1]
     smoothed = smooth(smooth(curve)[::-1])[::-1] + [math.nan] * (len(values) - len(curve))  # no lag
-    suggestion, why = suggest(lrs[: len(curve)], smoothed[: len(curve)], objective)
+    suggestion, why = suggest(lrs[: len(curve)], smoothed[: len(curve)], objective, curve)
     reason = why + (f"; ended early: {ended}" if ended else "")
     if suggestion is not None and ratio is not None:
         reason += f"; AdamW part at {ratio:.2g}× it: {significant(suggestion * ratio)}"

@@ -623,3 +623,18 @@ def test_a_ctrl_c_mid_test_keeps_the_steps_measured(tmp_path):
     found = lr_find(rlnb.AdamParams(), start_lr=1e-5, end_lr=1.0, steps=20, step_fn=step, runs_dir=tmp_path)
     assert len(found.values) == 12 and found.suggestion is not None
     assert found.reason.endswith("; ended early: interrupted after 12 steps")
+
+
+def test_a_curve_of_noise_gives_no_clear_suggestion(tmp_path):
+    """Rewards drawn at random whatever the rate: the smoothed noise rose 20-50% of its size somewhere, and 3 tests
+    of 4 suggested a rate ("steepest ascent") from it. A noisy sigmoid is still read."""
+    rng = np.random.default_rng(1)
+    found = lr_find(rlnb.AdamParams(), steps=40, step_fn=lambda s, p, i: float(rng.uniform()), runs_dir=tmp_path)
+    assert found.suggestion is None and found.params is None
+    assert "under 3× the per-step noise" in found.reason and "the curve may be noise" in found.reason
+    lrs = [10 ** (-5 + i / 8) for i in range(41)]
+    for seed in range(3):
+        rewards = [1 / (1 + math.exp(-3 * (math.log10(lr) + 2))) for lr in lrs]
+        rewards += np.random.default_rng(seed).normal(0, 0.15, len(lrs))
+        suggestion, _ = suggest(lrs, smooth(smooth(list(rewards))[::-1])[::-1], "reward", list(rewards))
+        assert suggestion is not None and abs(math.log10(suggestion) + 2) < 0.5
