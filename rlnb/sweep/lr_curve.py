@@ -86,19 +86,23 @@ def suggest(
     if len(y) < 5:
         return None, f"no clear suggestion: too few steps ({len(y)}) to suggest a rate"
     improved = rise(smoothed, objective)
+    best, skip = int(np.nanargmax(y)), max(1, len(y) // 10)
+    if improved < FLAT and best <= skip and np.nanmax(y) - np.nanmin(y) >= FLAT * np.nanmax(np.abs(y)):
+        return None, (  # not flat: worse at every rate past the first few (a model diverging from the start)
+            f"no clear suggestion: the smoothed {objective} only gets worse after its best point, at the start of "
+            f"the range (lr {lrs[best]:.3g}): try a smaller start_lr"
+        )
     if improved < FLAT:
         return None, (
             f"no clear suggestion: the smoothed {objective} is flat (it improves {improved:.1%} of its size before "
             f"its best point; below {FLAT:.0%} counts as flat) — nothing here learns faster at one rate than another"
         )
-    best = int(np.nanargmax(y))
     gain, spread = float(y[best] - np.nanmin(y[: best + 1])), noise(values) if values is not None else 0.0
     if gain < NOISE * spread:
         return None, (
             f"no clear suggestion: the smoothed {objective} improves {gain:.3g} before its best point, under "
             f"{NOISE:g}× the per-step noise ({spread:.3g}): the curve may be noise — try more steps"
         )
-    skip = max(1, len(y) // 10)
     if best <= skip:
         where = f"at lr {lrs[best]:.3g}"
         return None, f"no clear suggestion: no improvement before the best point ({where}): try a smaller start_lr"

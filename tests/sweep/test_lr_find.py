@@ -638,3 +638,12 @@ def test_a_curve_of_noise_gives_no_clear_suggestion(tmp_path):
         rewards += np.random.default_rng(seed).normal(0, 0.15, len(lrs))
         suggestion, _ = suggest(lrs, smooth(smooth(list(rewards))[::-1])[::-1], "reward", list(rewards))
         assert suggestion is not None and abs(math.log10(suggestion) + 2) < 0.5
+
+
+def test_a_loss_that_rises_from_the_first_rate_is_not_called_flat(tmp_path):
+    """A model diverging from the first rate (its loss 1, 2, 3, ... until the test stops it): the reason said "the
+    smoothed loss is flat ... nothing here learns faster at one rate than another" beside a plot rising 6x."""
+    found = lr_find(rlnb.AdamParams(), steps=10, step_fn=lambda s, p, i: 1.0 + i, objective="loss", runs_dir=tmp_path)
+    assert found.suggestion is None and "flat" not in found.reason
+    assert found.reason.startswith("no clear suggestion: the smoothed loss only gets worse after its best point, at "
+                                   "the start of the range (lr 1e-05): try a smaller start_lr; ended early: diverged")
