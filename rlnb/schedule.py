@@ -4,6 +4,7 @@ the caller owns the schedule: ``Schedule`` turns a base rate into the rate for s
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,8 +40,9 @@ class Schedule:
                 f"Schedule.warmup_steps = {self.warmup_steps} is invalid: must be <= total_steps ({self.total_steps})"
             )
         ratio = self.min_lr_ratio  # the API needs learning_rate > 0 at every step; NaN fails the range too
-        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1:
+        if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not 0 < float(ratio) <= 1:
             raise ValueError(f"Schedule.min_lr_ratio = {ratio!r} is invalid: must be a number in (0, 1]")
+        object.__setattr__(self, "min_lr_ratio", float(ratio))  # np.float32(0.5) too, kept as a float
 
     def multiplier(self, step: int) -> float:
         """The factor applied to the base learning rate at ``step``."""

@@ -8,6 +8,7 @@ import threading
 import time
 
 import httpx
+import numpy as np
 import pytest
 
 import rlnb
@@ -186,6 +187,12 @@ def test_schedule_step_counts_are_integers(kwargs, words):
     """NaN passed every comparison: total_steps=nan gave a multiplier of -3.5, a negative learning rate."""
     with pytest.raises(ValueError, match=words):
         Schedule("linear", **kwargs)
+
+
+def test_a_schedule_takes_a_numpy_floor():
+    """``min_lr_ratio=np.float32(0.5)`` was refused: "must be a number in (0, 1]"."""
+    s = Schedule("linear", total_steps=10, min_lr_ratio=np.float32(0.5))
+    assert s.multiplier(20) == 0.5 and type(s.min_lr_ratio) is float
 
 
 def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
