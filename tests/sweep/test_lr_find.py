@@ -4,6 +4,7 @@ suggestion to two significant figures or none on a flat curve, a copy of a sessi
 nothing applied before Apply, disabled while the form is invalid."""
 
 import math
+import re
 import time
 
 import numpy as np
@@ -647,3 +648,20 @@ def test_a_loss_that_rises_from_the_first_rate_is_not_called_flat(tmp_path):
     assert found.suggestion is None and "flat" not in found.reason
     assert found.reason.startswith("no clear suggestion: the smoothed loss only gets worse after its best point, at "
                                    "the start of the range (lr 1e-05): try a smaller start_lr; ended early: diverged")
+
+
+@pytest.mark.parametrize("shapes", [[(4, 0)], [(0, 0)], [(-4, 4)], [(4.5, 4)], [(4,)], 5, [(4, 4), (0, 8)]])
+def test_converting_for_shapes_that_are_no_matrices_names_shapes(shapes):
+    """(4, 0) raised ZeroDivisionError, (-4, 4) converted as if it were a matrix, 5 "'int' object is not iterable"."""
+    with pytest.raises(ValueError, match=r"shapes must be a list of \(rows, cols\), integers >= 1"):
+        convert_muon_lr(0.02, "original", "match_adam", shapes)
+
+
+@pytest.mark.parametrize("lr", ["0.02", True, None])
+def test_converting_a_rate_that_is_no_number_names_it(lr):
+    """"0.02" raised "'>' not supported between instances of 'str' and 'int'"; True converted as 1."""
+    with pytest.raises(ValueError, match=f"learning_rate = {re.escape(repr(lr))} is invalid: must be a finite number"):
+        convert_muon_lr(lr, "original", "match_adam")
+    assert convert_muon_lr(np.float32(0.02), "original", "match_adam", [(np.int64(8), 8)]) == pytest.approx(
+        0.02 / (0.2 * 8**0.5)
+    )
