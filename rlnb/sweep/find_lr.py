@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from rlnb._options import take
 from rlnb.engine.models.tiny import SIZES
-from rlnb.errors import OperationFailed
+from rlnb.errors import InvalidParams, OperationFailed, RlnbError
 from rlnb.history import new_run_id
 from rlnb.params import AdamParams, MuonHyperparams, OptimizerParams
 from rlnb.session import Session, connect
@@ -167,6 +167,11 @@ def lr_find(
                 value = _number(run(trial, with_lr(base, lr), i), i, lr)
             except OperationFailed as exc:
                 ended = f"{(exc.code or 'FAILED').rsplit('_CODE_', 1)[-1]} at lr {lr:.3g}"
+                break
+            except InvalidParams:
+                raise
+            except RlnbError as exc:  # the session closed, timed out, or the service failed: the steps measured stand
+                ended = f"{type(exc).__name__} at lr {lr:.3g}: {exc}"
                 break
             except KeyboardInterrupt:  # Ctrl-C, as ``stop``: the steps measured are the result (they were lost)
                 ended = f"interrupted after {i} steps"

@@ -665,3 +665,19 @@ def test_converting_a_rate_that_is_no_number_names_it(lr):
     assert convert_muon_lr(np.float32(0.02), "original", "match_adam", [(np.int64(8), 8)]) == pytest.approx(
         0.02 / (0.2 * 8**0.5)
     )
+
+
+def test_a_session_closed_mid_test_keeps_the_steps_measured(tmp_path):
+    """The session closed under the test at step 8 of 12 (``SessionClosed``; a remote one timing out or losing
+    its service raises an ``RlnbError`` too): the 8 steps measured were lost with the traceback."""
+
+    def step(session, params, i):
+        if i == 8:
+            session.close()
+        return sigmoid_reward(1e-3)(session, params, i)
+
+    found = lr_find(rlnb.AdamParams(), start_lr=1e-5, end_lr=1.0, steps=12, step_fn=step, runs_dir=tmp_path)
+    assert len(found.values) == 8 and found.run_path is not None
+    assert "; ended early: SessionClosed at lr 0.0433: session " in found.reason and "is closed" in found.reason
+    with pytest.raises(rlnb.InvalidParams):  # a rate the params refuse is no failure of the session: raised
+        lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: rlnb.AdamParams(beta1=2.0), runs_dir=tmp_path)
