@@ -34,7 +34,7 @@ from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 from rlnb.viz.plots import NotebookFigure
 
-from .lr_curve import FLAT, SMOOTHING, diverged, significant, smooth, suggest
+from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, suggest
 from .options import RangeTestOptions, StepFn, check_range_test
 from .trial import Objective
 
@@ -157,6 +157,7 @@ def lr_find(
     logs = step_fn is not None or objective != "reward"  # rl_step logs the reward itself: not twice a step
     lrs = _spaced(start_lr, end_lr, steps)
     values: list[float] = []
+    diverging = Diverging(objective)
     ended = ""
     try:
         for i, lr in enumerate(lrs):
@@ -183,7 +184,7 @@ def lr_find(
             if not math.isfinite(value):
                 ended = f"diverged at lr {lr:.3g} ({objective} {value})"
                 break
-            if diverged(smooth(values), objective):
+            if diverging(value):
                 ended = f"diverged at lr {lr:.3g}"
                 break
     finally:

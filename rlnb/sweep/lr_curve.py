@@ -1,8 +1,9 @@
-"""The curve of a learning-rate range test: its smoothing, when a loss run has diverged, when the curve
+"""The curve of a learning-rate range test: its smoothing, when a loss run has diverged (``Diverging``), when the curve
 is flat, and the suggestion read from it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -48,11 +49,20 @@ def smooth(values: Sequence[float], beta: float = SMOOTHING) -> list[float]:
     return out
 
 
-def diverged(smoothed: list[float], objective: Objective) -> bool:
-    if objective != "loss" or len(smoothed) < 3:
-        return False
-    best = min(smoothed)
-    return best > 0 and smoothed[-1] > DIVERGE * best
+class Diverging:
+    """Fed each step's objective, whether a loss run has diverged: from its third step, its causal (bias-corrected)
+    EMA past ``DIVERGE`` × its best so far, that best > 0. Kept as it goes: smoothing every value again at each step
+    was quadratic, ~4 s of a 4000-step test's own time."""
+
+    def __init__(self, objective: Objective) -> None:
+        self.objective, self.avg, self.n, self.best = objective, 0.0, 0, math.inf
+
+    def __call__(self, value: float) -> bool:
+        self.n += 1
+        self.avg = SMOOTHING * self.avg + (1 - SMOOTHING) * value
+        now = self.avg / (1 - SMOOTHING**self.n)
+        self.best = min(self.best, now)
+        return self.objective == "loss" and self.n >= 3 and self.best > 0 and now > DIVERGE * self.best
 
 
 def rise(smoothed: Sequence[float], objective: Objective) -> float:

@@ -18,9 +18,10 @@ from rlnb import samples
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.history import History
-from rlnb.sweep import convert_muon_lr, lr_find, muon_shapes
+from rlnb.sweep import convert_muon_lr, lr_curve, lr_find, muon_shapes
+from rlnb.sweep import find_lr as find_lr_module
 from rlnb.sweep.find_lr import LRFind
-from rlnb.sweep.lr_curve import FLAT, rise, significant, smooth, suggest
+from rlnb.sweep.lr_curve import FLAT, Diverging, rise, significant, smooth, suggest
 from rlnb.tasks import digits_task, rl_step
 from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel
@@ -681,3 +682,21 @@ def test_a_session_closed_mid_test_keeps_the_steps_measured(tmp_path):
     assert "; ended early: SessionClosed at lr 0.0433: session " in found.reason and "is closed" in found.reason
     with pytest.raises(rlnb.InvalidParams):  # a rate the params refuse is no failure of the session: raised
         lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: rlnb.AdamParams(beta1=2.0), runs_dir=tmp_path)
+
+
+def test_a_long_test_does_not_smooth_every_value_again_at_each_step(tmp_path):
+    """10,000 steps (the most allowed) of a cheap step_fn: the whole curve was smoothed again after each step
+    (quadratic: ~27 s of the test's own time). The divergence check keeps its EMA as it goes, and stops as before."""
+    calls = []
+    real = lr_curve.smooth
+    def lr_curve_smooth(values, *a):
+        calls.append(len(values))
+        return real(values, *a)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(find_lr_module, "smooth", lr_curve_smooth)
+        found = lr_find(rlnb.AdamParams(), steps=2000, step_fn=lambda s, p, i: 1.0, objective="loss",
+                        runs_dir=tmp_path)  # fmt: skip
+    assert len(found.values) == 2000 and len(calls) <= 3  # the final curve only
+    check = Diverging("loss")  # the run stops where the smoothed loss passes 4x its best, from the third step
+    assert [check(v) for v in (1.0, 1.0, 1.0, 5.0, 30.0)] == [False, False, False, False, True]
