@@ -35,7 +35,7 @@ from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 from rlnb.viz.plots import NotebookFigure
 
 from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, suggest
-from .options import RangeTestOptions, StepFn, check_range_test
+from .options import RangeTestOptions, StepFn, check_base, check_range_test
 from .trial import Objective
 
 __all__ = ["DEFAULT_RANGES", "FLAT", "SCALING_NAMES", "SMOOTHING", "LRFind", "lr_find", "significant", "with_lr"]
@@ -134,6 +134,7 @@ def lr_find(
     0 < start_lr < end_lr (a default that depends on a new remote Muon session's scaling: once that session
     is open).
     """
+    check_base(base, session)
     test = take(RangeTestOptions, options, range_test)
     start_lr, end_lr, steps, objective, seed, step_fn = (
         test.start_lr, test.end_lr, test.steps, test.objective, test.seed, test.step_fn

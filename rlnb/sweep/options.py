@@ -165,6 +165,16 @@ class RangeTestOptions:
             object.__setattr__(self, name, float(lr))  # np.float32(1e-4) is a number too: a float, as every rate sent
 
 
+def check_base(base: Any, session: Any) -> None:
+    """``TypeError`` naming ``base`` or ``session`` of ``lr_find`` when it is no ``OptimizerParams`` / ``Session``:
+    an AttributeError on ``resolved`` or ``history`` named neither (``lr_find(params, "local")``: a target)."""
+    if not isinstance(base, OptimizerParams):
+        raise TypeError(f"base must be an OptimizerParams, such as rlnb.AdamParams() or rlnb.MuonParams(), got "
+                        f"{base!r}")  # fmt: skip
+    if session is not None and not isinstance(session, Session):
+        raise TypeError(f"session must be a Session or None (a fresh one; target= names where), got {session!r}")
+
+
 def check_range_test(test: RangeTestOptions, local: bool, options: Mapping[str, Any]) -> None:
     """What ``lr_find``'s RL steps (no ``step_fn``) cannot run, refused before a session is copied or opened: a
     task's group past the in-process engine's cap (``local``), a trainer-only session (``num_generator_replicas=0``)."""

@@ -700,3 +700,20 @@ def test_a_long_test_does_not_smooth_every_value_again_at_each_step(tmp_path):
     assert len(found.values) == 2000 and len(calls) <= 3  # the final curve only
     check = Diverging("loss")  # the run stops where the smoothed loss passes 4x its best, from the third step
     assert [check(v) for v in (1.0, 1.0, 1.0, 5.0, 30.0)] == [False, False, False, False, True]
+
+
+@pytest.mark.parametrize(
+    ("base", "session", "words"),
+    [
+        (None, None, "base must be an OptimizerParams, such as rlnb.AdamParams.* got None"),
+        ({"learning_rate": 1e-3}, None, r"base must be an OptimizerParams.* got \{'learning_rate': 0.001\}"),
+        (rlnb.AdamParams, None, "base must be an OptimizerParams.* got <class"),
+        (rlnb.AdamParams(), "local", r"session must be a Session or None \(a fresh one; target= names .*got 'local'"),
+    ],
+)
+def test_a_base_or_session_of_the_wrong_type_is_named(tmp_path, base, session, words):
+    """An AttributeError ("'dict' object has no attribute 'resolved'", "'str' object has no attribute 'history'")
+    named neither argument; ``lr_find(params, "local")`` passes the target where the session goes."""
+    with pytest.raises(TypeError, match=words):
+        lr_find(base, session, steps=5, step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
