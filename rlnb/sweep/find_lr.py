@@ -134,7 +134,7 @@ def lr_find(
     0 < start_lr < end_lr (a default that depends on a new remote Muon session's scaling: once that session
     is open).
     """
-    check_base(base, session)
+    check_base(base, session, stop, progress)
     test = take(RangeTestOptions, options, range_test)
     start_lr, end_lr, steps, objective, seed, step_fn = (
         test.start_lr, test.end_lr, test.steps, test.objective, test.seed, test.step_fn

@@ -717,3 +717,16 @@ def test_a_base_or_session_of_the_wrong_type_is_named(tmp_path, base, session, w
     with pytest.raises(TypeError, match=words):
         lr_find(base, session, steps=5, step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [({"stop": True}, "stop must be a threading.Event or None, got True"),
+     ({"progress": 5}, r"progress must be a callable progress\(done, total\) or None, got 5")],
+)  # fmt: skip
+def test_a_stop_or_progress_of_the_wrong_type_is_named_before_a_run_folder_is_made(tmp_path, kwargs, words):
+    """``stop=True`` raised "'bool' object has no attribute 'is_set'" at the first step, ``progress=5`` "'int' object
+    is not callable" after it: each with a run folder made and a session opened."""
+    with pytest.raises(TypeError, match=words):
+        lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path / "runs", **kwargs)
+    assert not (tmp_path / "runs").exists()
