@@ -34,7 +34,7 @@ from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 from rlnb.viz.plots import NotebookFigure
 
-from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, suggest
+from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest
 from .options import RangeTestOptions, StepFn, check_base, check_range_test
 from .trial import Objective
 
@@ -156,7 +156,7 @@ def lr_find(
     the_task = test.task or digits_task()
     run = step_fn or _rl_step(the_task, objective, seed)
     logs = step_fn is not None or objective != "reward"  # rl_step logs the reward itself: not twice a step
-    lrs = _spaced(start_lr, end_lr, steps)
+    lrs = spaced(start_lr, end_lr, steps)
     values: list[float] = []
     diverging = Diverging(objective)
     ended = ""
@@ -216,13 +216,6 @@ def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> Optimize
         adam = lr * resolved.adam.learning_rate / resolved.learning_rate
         data["adam"] = {**data.get("adam", {}), "learning_rate": significant(adam) if rounded else adam}
     return type(base)(**data)
-
-
-def _spaced(start: float, end: float, steps: int) -> list[float]:
-    """``steps`` rates from ``start`` to ``end``, evenly spaced in log: end / start overflowed to inf
-    (start_lr=1e-300, end_lr=1e300) and every rate past the first was inf, refused at step 1."""
-    lo, hi = math.log(start), math.log(end)
-    return [start, *(math.exp(lo + (hi - lo) * i / (steps - 1)) for i in range(1, steps - 1)), end]
 
 
 def _number(raw: Any, i: int, lr: float) -> float:

@@ -40,6 +40,13 @@ def significant(value: float, digits: int = 2) -> float:
     return float(f"{value:.{digits}g}")
 
 
+def spaced(start: float, end: float, steps: int) -> list[float]:
+    """``steps`` rates from ``start`` to ``end``, evenly spaced in log: end / start overflowed to inf
+    (start_lr=1e-300, end_lr=1e300) and every rate past the first was inf, refused at step 1."""
+    lo, hi = math.log(start), math.log(end)
+    return [start, *(math.exp(lo + (hi - lo) * i / (steps - 1)) for i in range(1, steps - 1)), end]
+
+
 def smooth(values: Sequence[float], beta: float = SMOOTHING) -> list[float]:
     """Bias-corrected EMA (fastai): the first points are not dragged towards 0."""
     out, avg = [], 0.0
