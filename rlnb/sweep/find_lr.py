@@ -189,8 +189,10 @@ def lr_find(
                 ended = f"diverged at lr {lr:.3g}"
                 break
     finally:
-        trial.wait()
-        trial.close()
+        try:
+            trial.wait()
+        finally:  # a second Ctrl-C in the wait, or its error, left the copy open (remote: a paid session running)
+            trial.close()
     # A non-finite last value (only the last: it ends the run) stays in ``values`` but not in the curve: one
     # NaN or inf in the EMA made every smoothed point NaN (or inf), read as "flat" with no suggestion.
     curve = values if not values or math.isfinite(values[-1]) else values[:-1]
