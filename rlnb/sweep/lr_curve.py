@@ -118,7 +118,8 @@ def suggest(
     if gain < NOISE * spread:
         return None, (
             f"no clear suggestion: the smoothed {objective} improves {gain:.3g} before its best point, under "
-            f"{NOISE:g}× the per-step noise ({spread:.3g}): the curve may be noise — try more steps"
+            f"{NOISE:g}× the per-step noise ({spread:.3g}): the curve may be noise — try more steps or another "
+            "objective"
         )
     if best <= skip:
         where = f"at lr {lrs[best]:.3g}"
