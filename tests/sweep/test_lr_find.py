@@ -746,3 +746,12 @@ def test_a_second_ctrl_c_in_the_final_wait_still_closes_the_copy(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         lr_find(rlnb.AdamParams(), steps=5, step_fn=step, runs_dir=tmp_path)
     assert copies[0].closed
+
+
+@pytest.mark.slow
+def test_the_loss_of_rl_steps_is_noise_and_gets_no_suggestion(tmp_path):
+    """objective="loss" of the default RL steps: a policy-gradient loss of ~1e-10 at every rate (float rounding),
+    from which a rate was suggested before the noise check."""
+    found = lr_find(rlnb.AdamParams(weight_decay=0.0), steps=30, objective="loss", runs_dir=tmp_path, device="cpu")
+    assert max(abs(v) for v in found.values) < 1e-6
+    assert found.suggestion is None and "the curve may be noise" in found.reason
