@@ -131,7 +131,7 @@ def suggest(
     if slope[skip] >= EDGE * slope[i]:  # improving about as fast at the first rate read: the steepest may be below
         return None, (
             f"no clear suggestion: the smoothed {objective} already improved near its fastest at the start of the "
-            f"range (lr {lrs[skip]:.3g}): try a smaller start_lr"
+            f"range (lr {lrs[skip]:.3g}): try a smaller start_lr or more steps"
         )
     if i == len(y) - 1:  # still improving fastest at the top: where it would stop is not in the range
         return None, (

@@ -590,10 +590,13 @@ def test_no_suggestion_when_the_objective_improves_fastest_at_the_bottom_of_the_
     result = lr_find(rlnb.AdamParams(), start_lr=1e-5, end_lr=1.0, steps=40, step_fn=step, runs_dir=tmp_path)
     assert result.suggestion is None and result.params is None
     assert result.reason == ("no clear suggestion: the smoothed reward already improved near its fastest at the start "
-                             "of the range (lr 3.26e-05): try a smaller start_lr")
+                             "of the range (lr 3.26e-05): try a smaller start_lr or more steps")
     lrs = [10 ** (-5 + i * 5 / 19) for i in range(20)]  # a rise 0.8 decades above start_lr is still read
     rising = [1 / (1 + math.exp(-3 * (math.log10(lr) + 4))) for lr in lrs]
     assert suggest(lrs, smooth(smooth(rising)[::-1])[::-1], "reward")[0] == significant(lrs[4])
+    coarse = [10 ** (-5 + i * 5 / 4) for i in range(5)]  # 5 steps over 5 decades: the smoothing spans them all
+    rising = [1 / (1 + math.exp(-3 * (math.log10(lr) + 3))) for lr in coarse]
+    assert suggest(coarse, smooth(smooth(rising)[::-1])[::-1], "reward")[1].endswith("or more steps")
 
 
 def test_numpy_rates_are_numbers(tmp_path):
