@@ -4,6 +4,7 @@ the caller owns the schedule: ``Schedule`` turns a base rate into the rate for s
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,8 +40,9 @@ class Schedule:
                 f"Schedule.warmup_steps = {self.warmup_steps} is invalid: must be <= total_steps ({self.total_steps})"
             )
         ratio = self.min_lr_ratio  # the API needs learning_rate > 0 at every step; NaN fails the range too
-        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1:
+        if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not 0 < float(ratio) <= 1:
             raise ValueError(f"Schedule.min_lr_ratio = {ratio!r} is invalid: must be a number in (0, 1]")
+        object.__setattr__(self, "min_lr_ratio", float(ratio))  # np.float32(0.5) too, kept as a float
 
     def multiplier(self, step: int) -> float:
         """The factor applied to the base learning rate at ``step``."""
@@ -61,4 +63,8 @@ class Schedule:
         return self.min_lr_ratio + (1 - self.min_lr_ratio) * shape
 
     def __call__(self, step: int, base_lr: float) -> float:
-        return base_lr * self.multiplier(step)
+        """The rate for ``step``; ``base_lr`` a finite number >= 0 (NaN, -1 and True gave a rate no step can use,
+        "1e-3" Python's "can't multiply sequence"; 0 is the widgets' "no rate yet", drawn as 0)."""
+        if isinstance(base_lr, bool) or not isinstance(base_lr, numbers.Real) or not 0 <= float(base_lr) < math.inf:
+            raise ValueError(f"base_lr = {base_lr!r} is invalid: must be a finite number >= 0")
+        return float(base_lr) * self.multiplier(step)

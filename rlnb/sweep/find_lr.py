@@ -27,15 +27,15 @@ from matplotlib.figure import Figure
 
 from rlnb._options import take
 from rlnb.engine.models.tiny import SIZES
-from rlnb.errors import OperationFailed
+from rlnb.errors import InvalidParams, OperationFailed, RlnbError
 from rlnb.history import new_run_id
 from rlnb.params import AdamParams, MuonHyperparams, OptimizerParams
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 from rlnb.viz.plots import NotebookFigure
 
-from .lr_curve import FLAT, SMOOTHING, diverged, significant, smooth, suggest
-from .options import RangeTestOptions, StepFn, check_range_test
+from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest
+from .options import RangeTestOptions, StepFn, check_base, check_range_test
 from .trial import Objective
 
 __all__ = ["DEFAULT_RANGES", "FLAT", "SCALING_NAMES", "SMOOTHING", "LRFind", "lr_find", "significant", "with_lr"]
@@ -134,6 +134,7 @@ def lr_find(
     0 < start_lr < end_lr (a default that depends on a new remote Muon session's scaling: once that session
     is open).
     """
+    check_base(base, session, stop, progress)
     test = take(RangeTestOptions, options, range_test)
     start_lr, end_lr, steps, objective, seed, step_fn = (
         test.start_lr, test.end_lr, test.steps, test.objective, test.seed, test.step_fn
@@ -155,8 +156,9 @@ def lr_find(
     the_task = test.task or digits_task()
     run = step_fn or _rl_step(the_task, objective, seed)
     logs = step_fn is not None or objective != "reward"  # rl_step logs the reward itself: not twice a step
-    lrs = [start_lr * (end_lr / start_lr) ** (i / (steps - 1)) for i in range(steps)]
+    lrs = spaced(start_lr, end_lr, steps)
     values: list[float] = []
+    diverging = Diverging(objective)
     ended = ""
     try:
         for i, lr in enumerate(lrs):
@@ -168,6 +170,14 @@ def lr_find(
             except OperationFailed as exc:
                 ended = f"{(exc.code or 'FAILED').rsplit('_CODE_', 1)[-1]} at lr {lr:.3g}"
                 break
+            except InvalidParams:
+                raise
+            except RlnbError as exc:  # the session closed, timed out, or the service failed: the steps measured stand
+                ended = f"{type(exc).__name__} at lr {lr:.3g}: {exc}"
+                break
+            except KeyboardInterrupt:  # Ctrl-C, as ``stop``: the steps measured are the result (they were lost)
+                ended = f"interrupted after {i} steps"
+                break
             values.append(value)
             trial.history.log(trial.step, **({LOGGED[objective]: value} if logs else {}), lr_find_lr=lr)
             if progress is not None:
@@ -175,17 +185,19 @@ def lr_find(
             if not math.isfinite(value):
                 ended = f"diverged at lr {lr:.3g} ({objective} {value})"
                 break
-            if diverged(smooth(values), objective):
+            if diverging(value):
                 ended = f"diverged at lr {lr:.3g}"
                 break
     finally:
-        trial.wait()
-        trial.close()
+        try:
+            trial.wait()
+        finally:  # a second Ctrl-C in the wait, or its error, left the copy open (remote: a paid session running)
+            trial.close()
     # A non-finite last value (only the last: it ends the run) stays in ``values`` but not in the curve: one
     # NaN or inf in the EMA made every smoothed point NaN (or inf), read as "flat" with no suggestion.
     curve = values if not values or math.isfinite(values[-1]) else values[:-1]
     smoothed = smooth(smooth(curve)[::-1])[::-1] + [math.nan] * (len(values) - len(curve))  # no lag
-    suggestion, why = suggest(lrs[: len(curve)], smoothed[: len(curve)], objective)
+    suggestion, why = suggest(lrs[: len(curve)], smoothed[: len(curve)], objective, curve)
     reason = why + (f"; ended early: {ended}" if ended else "")
     if suggestion is not None and ratio is not None:
         reason += f"; AdamW part at {ratio:.2g}× it: {significant(suggestion * ratio)}"

@@ -1,8 +1,9 @@
-"""The curve of a learning-rate range test: its smoothing, when a loss run has diverged, when the curve
+"""The curve of a learning-rate range test: its smoothing, when a loss run has diverged (``Diverging``), when the curve
 is flat, and the suggestion read from it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,6 +18,16 @@ lag — a causal EMA trails the raw curve by ~1/(1 - β) steps and would shift t
 larger rates."""
 DIVERGE = 4.0
 """A loss run stops once the smoothed loss exceeds this many times its best."""
+NOISE = 3.0
+"""No clear suggestion when the smoothed curve's rise before its best point is under this many times the
+per-step noise (the robust spread of step-to-step changes, / √2): on pure noise (30-40 steps, 500 seeds) the
+rise is under 3× it 99% of the time — and a suggestion was made on 3 curves of 4 —, on a sigmoid with noise
+1/7 of its height over 95%."""
+EDGE = 0.9
+"""No clear suggestion when the smoothed curve's slope at the first rate read is already this fraction of its
+steepest: it improves about as fast from the start, so where it improves fastest may be below ``start_lr``
+(a parabola in log(lr) was given its first rates as the answer; it reads 0.9998 there, a sigmoid centred
+in a 9-step test 0.55, one centred 0.8 decades above ``start_lr`` in a 20-step test 0.84)."""
 FLAT = 0.05
 """The smoothed curve is flat — no clear suggestion — when its rise before the best point is below this
 fraction of its largest magnitude. Measured by ``bench/bench_find_lr.py`` (30-step tests of the digits-era
@@ -29,6 +40,13 @@ def significant(value: float, digits: int = 2) -> float:
     return float(f"{value:.{digits}g}")
 
 
+def spaced(start: float, end: float, steps: int) -> list[float]:
+    """``steps`` rates from ``start`` to ``end``, evenly spaced in log: end / start overflowed to inf
+    (start_lr=1e-300, end_lr=1e300) and every rate past the first was inf, refused at step 1."""
+    lo, hi = math.log(start), math.log(end)
+    return [start, *(math.exp(lo + (hi - lo) * i / (steps - 1)) for i in range(1, steps - 1)), end]
+
+
 def smooth(values: Sequence[float], beta: float = SMOOTHING) -> list[float]:
     """Bias-corrected EMA (fastai): the first points are not dragged towards 0."""
     out, avg = [], 0.0
@@ -38,11 +56,20 @@ def smooth(values: Sequence[float], beta: float = SMOOTHING) -> list[float]:
     return out
 
 
-def diverged(smoothed: list[float], objective: Objective) -> bool:
-    if objective != "loss" or len(smoothed) < 3:
-        return False
-    best = min(smoothed)
-    return best > 0 and smoothed[-1] > DIVERGE * best
+class Diverging:
+    """Fed each step's objective, whether a loss run has diverged: from its third step, its causal (bias-corrected)
+    EMA past ``DIVERGE`` × its best so far, that best > 0. Kept as it goes: smoothing every value again at each step
+    was quadratic, ~4 s of a 4000-step test's own time."""
+
+    def __init__(self, objective: Objective) -> None:
+        self.objective, self.avg, self.n, self.best = objective, 0.0, 0, math.inf
+
+    def __call__(self, value: float) -> bool:
+        self.n += 1
+        self.avg = SMOOTHING * self.avg + (1 - SMOOTHING) * value
+        now = self.avg / (1 - SMOOTHING**self.n)
+        self.best = min(self.best, now)
+        return self.objective == "loss" and self.n >= 3 and self.best > 0 and now > DIVERGE * self.best
 
 
 def rise(smoothed: Sequence[float], objective: Objective) -> float:
@@ -56,23 +83,44 @@ def rise(smoothed: Sequence[float], objective: Objective) -> float:
     return float((y[best] - np.nanmin(y[: best + 1])) / scale)
 
 
-def suggest(lrs: Sequence[float], smoothed: Sequence[float], objective: Objective) -> tuple[float | None, str]:
+def noise(values: Sequence[float]) -> float:
+    """The per-step noise of ``values``: the median absolute deviation of their step-to-step changes, as a
+    standard deviation (× 1.4826) of one value (/ √2): a trend or one jump (a diverging step) barely moves it."""
+    d = np.diff(np.asarray(values, dtype=float))
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2)) if len(d) else 0.0
+
+
+def suggest(
+    lrs: Sequence[float], smoothed: Sequence[float], objective: Objective, values: Sequence[float] | None = None
+) -> tuple[float | None, str]:
     """The rate of fastest improvement per decade of learning rate, before the best point (the steepest
     descent of the loss, the steepest ascent of the reward), to two significant figures. The first 10%
     of steps are skipped: the EMA has too little history there. None, saying why, when the curve is flat
-    (see ``FLAT``) or does not improve."""
+    (see ``FLAT``), within the noise of ``values`` (the per-step objective, see ``NOISE``) or does not
+    improve, or improves fastest at either edge of what is read (the steepest point may lie outside the range)."""
     sign = 1.0 if objective == "reward" else -1.0
     y = sign * np.asarray(smoothed, dtype=float)
     if len(y) < 5:
         return None, f"no clear suggestion: too few steps ({len(y)}) to suggest a rate"
     improved = rise(smoothed, objective)
+    best, skip = int(np.nanargmax(y)), max(1, len(y) // 10)
+    if improved < FLAT and best <= skip and np.nanmax(y) - np.nanmin(y) >= FLAT * np.nanmax(np.abs(y)):
+        return None, (  # not flat: worse at every rate past the first few (a model diverging from the start)
+            f"no clear suggestion: the smoothed {objective} only gets worse after its best point, at the start of "
+            f"the range (lr {lrs[best]:.3g}): try a smaller start_lr"
+        )
     if improved < FLAT:
         return None, (
             f"no clear suggestion: the smoothed {objective} is flat (it improves {improved:.1%} of its size before "
             f"its best point; below {FLAT:.0%} counts as flat) — nothing here learns faster at one rate than another"
         )
-    best = int(np.nanargmax(y))
-    skip = max(1, len(y) // 10)
+    gain, spread = float(y[best] - np.nanmin(y[: best + 1])), noise(values) if values is not None else 0.0
+    if gain < NOISE * spread:
+        return None, (
+            f"no clear suggestion: the smoothed {objective} improves {gain:.3g} before its best point, under "
+            f"{NOISE:g}× the per-step noise ({spread:.3g}): the curve may be noise — try more steps or another "
+            "objective"
+        )
     if best <= skip:
         where = f"at lr {lrs[best]:.3g}"
         return None, f"no clear suggestion: no improvement before the best point ({where}): try a smaller start_lr"
@@ -80,6 +128,11 @@ def suggest(lrs: Sequence[float], smoothed: Sequence[float], objective: Objectiv
     i = skip + int(np.nanargmax(slope[skip:]))
     if not slope[i] > 0:
         return None, "no clear suggestion: the objective did not improve: try a wider range or more steps"
+    if slope[skip] >= EDGE * slope[i]:  # improving about as fast at the first rate read: the steepest may be below
+        return None, (
+            f"no clear suggestion: the smoothed {objective} already improved near its fastest at the start of the "
+            f"range (lr {lrs[skip]:.3g}): try a smaller start_lr or more steps"
+        )
     if i == len(y) - 1:  # still improving fastest at the top: where it would stop is not in the range
         return None, (
             f"no clear suggestion: the smoothed {objective} improved fastest at the end of the range (lr "

@@ -5,12 +5,14 @@ updates: a built-in model's, an ``nn.Module``'s, or a session's own."""
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from torch import nn
 
+from rlnb._options import is_integer
 from rlnb.engine.models.factory import roles
 from rlnb.engine.models.tiny import SIZES, build_model
 from rlnb.engine.optim.muon import MATCH_ADAM_RMS
@@ -61,11 +63,24 @@ def convert_muon_lr(lr: float, from_: str, to: str, shapes: Shapes | str | nn.Mo
     ratio differs between matrices, so the factor is the geometric mean of s_from/s_to weighted by each
     matrix's number of elements: the typical weight moves as before.
     """
-    if not (lr > 0 and math.isfinite(lr)):
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not (lr > 0 and math.isfinite(lr)):
         raise ValueError(f"learning_rate = {lr!r} is invalid: must be a finite number > 0")
-    dims = muon_shapes(shapes) if isinstance(shapes, str | nn.Module | Session) else list(shapes)
+    dims = muon_shapes(shapes) if isinstance(shapes, str | nn.Module | Session) else _dims(shapes)
     if not dims:
         raise ValueError("no Muon matrices to convert for")
     weights = np.array([r * c for r, c in dims], dtype=float)
     logs = np.array([math.log(_scale(from_, r, c) / _scale(to, r, c)) for r, c in dims])
     return float(lr * math.exp(float(weights @ logs / weights.sum())))
+
+
+def _dims(shapes: Any) -> list[tuple[int, int]]:
+    """``shapes`` as (rows, cols) pairs of integers >= 1: (4, 0) divided by zero, (-4, 4) weighed a matrix
+    negatively, 5 was "'int' object is not iterable"."""
+    try:
+        dims = [(int(r), int(c)) for r, c in shapes if is_integer(r) and is_integer(c) and r >= 1 and c >= 1]
+        if len(dims) == len(list(shapes)):
+            return dims
+    except (TypeError, ValueError):
+        pass
+    raise ValueError(f"shapes must be a list of (rows, cols), integers >= 1 (or a model's name, an nn.Module, a "
+                     f"Session), got {shapes!r}")  # fmt: skip

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,8 +158,26 @@ class RangeTestOptions:
                             f"{self.task!r}")  # fmt: skip
         for name in ("start_lr", "end_lr"):
             lr = getattr(self, name)
-            if lr is not None and (isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr < math.inf):
+            if lr is None:
+                continue
+            if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 < float(lr) < math.inf:
                 raise ValueError(f"{name} must be a finite number > 0 (None: the default), got {lr!r}")
+            object.__setattr__(self, name, float(lr))  # np.float32(1e-4) is a number too: a float, as every rate sent
+
+
+def check_base(base: Any, session: Any, stop: Any = None, progress: Any = None) -> None:
+    """``TypeError`` naming ``base``, ``session``, ``stop`` or ``progress`` of ``lr_find`` when it is no
+    ``OptimizerParams`` / ``Session`` / Event / callable: an AttributeError on ``resolved`` or ``history`` named
+    neither (``lr_find(params, "local")``: a target); ``stop=True`` failed at the first step, a run folder made."""
+    if not isinstance(base, OptimizerParams):
+        raise TypeError(f"base must be an OptimizerParams, such as rlnb.AdamParams() or rlnb.MuonParams(), got "
+                        f"{base!r}")  # fmt: skip
+    if session is not None and not isinstance(session, Session):
+        raise TypeError(f"session must be a Session or None (a fresh one; target= names where), got {session!r}")
+    if stop is not None and not callable(getattr(stop, "is_set", None)):
+        raise TypeError(f"stop must be a threading.Event or None, got {stop!r}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable progress(done, total) or None, got {progress!r}")
 
 
 def check_range_test(test: RangeTestOptions, local: bool, options: Mapping[str, Any]) -> None:

@@ -4,6 +4,7 @@ suggestion to two significant figures or none on a flat curve, a copy of a sessi
 nothing applied before Apply, disabled while the form is invalid."""
 
 import math
+import re
 import time
 
 import numpy as np
@@ -17,9 +18,10 @@ from rlnb import samples
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.history import History
-from rlnb.sweep import convert_muon_lr, lr_find, muon_shapes
+from rlnb.sweep import convert_muon_lr, lr_curve, lr_find, muon_shapes
+from rlnb.sweep import find_lr as find_lr_module
 from rlnb.sweep.find_lr import LRFind
-from rlnb.sweep.lr_curve import FLAT, rise, significant, suggest
+from rlnb.sweep.lr_curve import FLAT, Diverging, rise, significant, smooth, suggest
 from rlnb.tasks import digits_task, rl_step
 from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel
@@ -78,13 +80,19 @@ def test_rates_grow_exponentially_and_the_suggestion_is_the_steepest_rise(tmp_pa
     assert len(marks) == 1 and marks[0].get_xdata()[0] == result.suggestion and ax.get_xscale() == "log"
 
 
+def descent(x: float, center: float) -> float:
+    """A loss falling from 2 to 1 as log10(lr) ``x`` grows, fastest at ``center`` (flat at the range's start)."""
+    return 1 + 1 / (1 + math.exp(3 * (x - center)))
+
+
 def test_a_diverging_loss_ends_the_test_early(tmp_path):
     """A loss with its minimum at 1e-3 that explodes above it: the test stops once the smoothed loss is
     4x its best, and suggests the steepest descent before the minimum."""
 
     def step(session, params, i):
         ce_step(session, params)
-        return 1 + (math.log10(params.learning_rate) + 3) ** 4
+        x = math.log10(params.learning_rate)
+        return 1 + (x + 3) ** 4 if x > -3 else descent(x, -4.5)
 
     result = lr_find(
         rlnb.AdamParams(), start_lr=1e-6, end_lr=1.0, steps=25, step_fn=step, objective="loss", runs_dir=tmp_path
@@ -103,7 +111,7 @@ def test_a_loss_that_turns_nan_still_gives_the_curve_and_suggestion_before_it(tm
     def step(session, params, i):
         ce_step(session, params)
         x = math.log10(params.learning_rate)
-        return math.nan if x > math.log10(0.03) else 1 + (x + 2) ** 2
+        return math.nan if x > math.log10(0.03) else 1 + (x + 2) ** 2 if x > -2 else descent(x, -3.5)
 
     result = lr_find(
         rlnb.AdamParams(), start_lr=1e-6, end_lr=1.0, steps=25, step_fn=step, objective="loss", runs_dir=tmp_path
@@ -323,7 +331,7 @@ def test_a_flat_curve_gives_no_clear_suggestion(tmp_path):
     lrs = [10 ** (-5 + i / 4) for i in range(20)]
     for objective, sign in (("reward", 1), ("loss", -1)):
         for step, clear in ((0.04, False), (0.06, True)):
-            curve = [sign * (1 + step * min(i, 10) / 10) for i in range(20)]
+            curve = [sign * (1 + step * min(max(i - 4, 0), 10) / 10) for i in range(20)]
             assert rise(curve, objective) == pytest.approx(step / (1 + step))
             assert (suggest(lrs, curve, objective)[0] is not None) is clear
     assert rise([], "reward") == 0.0 and rise([0.0] * 6, "reward") == 0.0 and FLAT == 0.05
@@ -570,3 +578,183 @@ def test_what_its_rl_steps_cannot_sample_is_refused_before_a_session_is_copied(t
     found = lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: ce_step(s, p), num_generator_replicas=0,
                     runs_dir=runs)
     assert len(found.values) == 5
+
+
+def test_no_suggestion_when_the_objective_improves_fastest_at_the_bottom_of_the_range(tmp_path):
+    """A reward already rising fastest at start_lr and slower ever after (a parabola in log10(lr) peaking at 0.1):
+    the steepest point is below the range, and one of the first rates read (lr 4.4e-05) was suggested as the answer."""
+    def step(session, params, i):
+        ce_step(session, params)
+        return -((math.log10(params.learning_rate) + 1) ** 2)
+
+    result = lr_find(rlnb.AdamParams(), start_lr=1e-5, end_lr=1.0, steps=40, step_fn=step, runs_dir=tmp_path)
+    assert result.suggestion is None and result.params is None
+    assert result.reason == ("no clear suggestion: the smoothed reward already improved near its fastest at the start "
+                             "of the range (lr 3.26e-05): try a smaller start_lr or more steps")
+    lrs = [10 ** (-5 + i * 5 / 19) for i in range(20)]  # a rise 0.8 decades above start_lr is still read
+    rising = [1 / (1 + math.exp(-3 * (math.log10(lr) + 4))) for lr in lrs]
+    assert suggest(lrs, smooth(smooth(rising)[::-1])[::-1], "reward")[0] == significant(lrs[4])
+    coarse = [10 ** (-5 + i * 5 / 4) for i in range(5)]  # 5 steps over 5 decades: the smoothing spans them all
+    rising = [1 / (1 + math.exp(-3 * (math.log10(lr) + 3))) for lr in coarse]
+    assert suggest(coarse, smooth(smooth(rising)[::-1])[::-1], "reward")[1].endswith("or more steps")
+
+
+def test_numpy_rates_are_numbers(tmp_path):
+    """``start_lr=np.float32(1e-4)`` (a rate taken from an array) was refused as "must be a finite number > 0"."""
+    found = lr_find(rlnb.AdamParams(), start_lr=np.float32(1e-4), end_lr=np.int64(1), steps=5,
+                    step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path)  # fmt: skip
+    assert found.lrs[0] == pytest.approx(1e-4) and found.lrs[-1] == 1.0 and type(found.lrs[0]) is float
+    with pytest.raises(ValueError, match="start_lr must be a finite number > 0 .*got np.float32"):
+        lr_find(rlnb.AdamParams(), start_lr=np.float32("nan"), steps=5, step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path)
+
+
+def test_a_range_of_many_decades_is_spaced_without_overflow(tmp_path):
+    """start_lr=1e-300, end_lr=1e300: end / start is inf, and the test failed at its second step (InvalidParams,
+    learning_rate = inf), its session already opened."""
+    found = lr_find(rlnb.AdamParams(), start_lr=1e-300, end_lr=1e300, steps=5, step_fn=lambda s, p, i: 1.0,
+                    runs_dir=tmp_path)  # fmt: skip
+    assert found.lrs == [1e-300, pytest.approx(1e-150, rel=1e-9), pytest.approx(1.0), pytest.approx(1e150), 1e300]
+
+
+def test_a_ctrl_c_mid_test_keeps_the_steps_measured(tmp_path):
+    """A KeyboardInterrupt in step 12 of 20 (Ctrl-C in a cell) lost the 12 steps measured: as ``stop``, they are
+    the result, with the suggestion from them and the reason saying so."""
+
+    def step(session, params, i):
+        if i == 12:
+            raise KeyboardInterrupt
+        return sigmoid_reward(1e-3)(session, params, i)
+
+    found = lr_find(rlnb.AdamParams(), start_lr=1e-5, end_lr=1.0, steps=20, step_fn=step, runs_dir=tmp_path)
+    assert len(found.values) == 12 and found.suggestion is not None
+    assert found.reason.endswith("; ended early: interrupted after 12 steps")
+
+
+def test_a_curve_of_noise_gives_no_clear_suggestion(tmp_path):
+    """Rewards drawn at random whatever the rate: the smoothed noise rose 20-50% of its size somewhere, and 3 tests
+    of 4 suggested a rate ("steepest ascent") from it. A noisy sigmoid is still read."""
+    rng = np.random.default_rng(1)
+    found = lr_find(rlnb.AdamParams(), steps=40, step_fn=lambda s, p, i: float(rng.uniform()), runs_dir=tmp_path)
+    assert found.suggestion is None and found.params is None
+    assert "under 3× the per-step noise" in found.reason and "the curve may be noise" in found.reason
+    lrs = [10 ** (-5 + i / 8) for i in range(41)]
+    for seed in range(3):
+        rewards = [1 / (1 + math.exp(-3 * (math.log10(lr) + 2))) for lr in lrs]
+        rewards += np.random.default_rng(seed).normal(0, 0.15, len(lrs))
+        suggestion, _ = suggest(lrs, smooth(smooth(list(rewards))[::-1])[::-1], "reward", list(rewards))
+        assert suggestion is not None and abs(math.log10(suggestion) + 2) < 0.5
+
+
+def test_a_loss_that_rises_from_the_first_rate_is_not_called_flat(tmp_path):
+    """A model diverging from the first rate (its loss 1, 2, 3, ... until the test stops it): the reason said "the
+    smoothed loss is flat ... nothing here learns faster at one rate than another" beside a plot rising 6x."""
+    found = lr_find(rlnb.AdamParams(), steps=10, step_fn=lambda s, p, i: 1.0 + i, objective="loss", runs_dir=tmp_path)
+    assert found.suggestion is None and "flat" not in found.reason
+    assert found.reason.startswith("no clear suggestion: the smoothed loss only gets worse after its best point, at "
+                                   "the start of the range (lr 1e-05): try a smaller start_lr; ended early: diverged")
+
+
+@pytest.mark.parametrize("shapes", [[(4, 0)], [(0, 0)], [(-4, 4)], [(4.5, 4)], [(4,)], 5, [(4, 4), (0, 8)]])
+def test_converting_for_shapes_that_are_no_matrices_names_shapes(shapes):
+    """(4, 0) raised ZeroDivisionError, (-4, 4) converted as if it were a matrix, 5 "'int' object is not iterable"."""
+    with pytest.raises(ValueError, match=r"shapes must be a list of \(rows, cols\), integers >= 1"):
+        convert_muon_lr(0.02, "original", "match_adam", shapes)
+
+
+@pytest.mark.parametrize("lr", ["0.02", True, None])
+def test_converting_a_rate_that_is_no_number_names_it(lr):
+    """"0.02" raised "'>' not supported between instances of 'str' and 'int'"; True converted as 1."""
+    with pytest.raises(ValueError, match=f"learning_rate = {re.escape(repr(lr))} is invalid: must be a finite number"):
+        convert_muon_lr(lr, "original", "match_adam")
+    assert convert_muon_lr(np.float32(0.02), "original", "match_adam", [(np.int64(8), 8)]) == pytest.approx(
+        0.02 / (0.2 * 8**0.5)
+    )
+
+
+def test_a_session_closed_mid_test_keeps_the_steps_measured(tmp_path):
+    """The session closed under the test at step 8 of 12 (``SessionClosed``; a remote one timing out or losing
+    its service raises an ``RlnbError`` too): the 8 steps measured were lost with the traceback."""
+
+    def step(session, params, i):
+        if i == 8:
+            session.close()
+        return sigmoid_reward(1e-3)(session, params, i)
+
+    found = lr_find(rlnb.AdamParams(), start_lr=1e-5, end_lr=1.0, steps=12, step_fn=step, runs_dir=tmp_path)
+    assert len(found.values) == 8 and found.run_path is not None
+    assert "; ended early: SessionClosed at lr 0.0433: session " in found.reason and "is closed" in found.reason
+    with pytest.raises(rlnb.InvalidParams):  # a rate the params refuse is no failure of the session: raised
+        lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: rlnb.AdamParams(beta1=2.0), runs_dir=tmp_path)
+
+
+def test_a_long_test_does_not_smooth_every_value_again_at_each_step(tmp_path):
+    """10,000 steps (the most allowed) of a cheap step_fn: the whole curve was smoothed again after each step
+    (quadratic: ~27 s of the test's own time). The divergence check keeps its EMA as it goes, and stops as before."""
+    calls = []
+    real = lr_curve.smooth
+    def lr_curve_smooth(values, *a):
+        calls.append(len(values))
+        return real(values, *a)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(find_lr_module, "smooth", lr_curve_smooth)
+        found = lr_find(rlnb.AdamParams(), steps=2000, step_fn=lambda s, p, i: 1.0, objective="loss",
+                        runs_dir=tmp_path)  # fmt: skip
+    assert len(found.values) == 2000 and len(calls) <= 3  # the final curve only
+    check = Diverging("loss")  # the run stops where the smoothed loss passes 4x its best, from the third step
+    assert [check(v) for v in (1.0, 1.0, 1.0, 5.0, 30.0)] == [False, False, False, False, True]
+
+
+@pytest.mark.parametrize(
+    ("base", "session", "words"),
+    [
+        (None, None, "base must be an OptimizerParams, such as rlnb.AdamParams.* got None"),
+        ({"learning_rate": 1e-3}, None, r"base must be an OptimizerParams.* got \{'learning_rate': 0.001\}"),
+        (rlnb.AdamParams, None, "base must be an OptimizerParams.* got <class"),
+        (rlnb.AdamParams(), "local", r"session must be a Session or None \(a fresh one; target= names .*got 'local'"),
+    ],
+)
+def test_a_base_or_session_of_the_wrong_type_is_named(tmp_path, base, session, words):
+    """An AttributeError ("'dict' object has no attribute 'resolved'", "'str' object has no attribute 'history'")
+    named neither argument; ``lr_find(params, "local")`` passes the target where the session goes."""
+    with pytest.raises(TypeError, match=words):
+        lr_find(base, session, steps=5, step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [({"stop": True}, "stop must be a threading.Event or None, got True"),
+     ({"progress": 5}, r"progress must be a callable progress\(done, total\) or None, got 5")],
+)  # fmt: skip
+def test_a_stop_or_progress_of_the_wrong_type_is_named_before_a_run_folder_is_made(tmp_path, kwargs, words):
+    """``stop=True`` raised "'bool' object has no attribute 'is_set'" at the first step, ``progress=5`` "'int' object
+    is not callable" after it: each with a run folder made and a session opened."""
+    with pytest.raises(TypeError, match=words):
+        lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path / "runs", **kwargs)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_second_ctrl_c_in_the_final_wait_still_closes_the_copy(tmp_path):
+    """A KeyboardInterrupt (or an error) in the wait for the copy's last operations skipped its close: the copy
+    stayed open (a remote one: a session still running on the service)."""
+    copies = []
+
+    def step(session, params, i):
+        if not copies:
+            copies.append(session)
+            session.wait = lambda *a: (_ for _ in ()).throw(KeyboardInterrupt)
+        return 1.0
+
+    with pytest.raises(KeyboardInterrupt):
+        lr_find(rlnb.AdamParams(), steps=5, step_fn=step, runs_dir=tmp_path)
+    assert copies[0].closed
+
+
+@pytest.mark.slow
+def test_the_loss_of_rl_steps_is_noise_and_gets_no_suggestion(tmp_path):
+    """objective="loss" of the default RL steps: a policy-gradient loss of ~1e-10 at every rate (float rounding),
+    from which a rate was suggested before the noise check."""
+    found = lr_find(rlnb.AdamParams(weight_decay=0.0), steps=30, objective="loss", runs_dir=tmp_path, device="cpu")
+    assert max(abs(v) for v in found.values) < 1e-6
+    assert found.suggestion is None and "the curve may be noise" in found.reason

@@ -8,6 +8,7 @@ import threading
 import time
 
 import httpx
+import numpy as np
 import pytest
 
 import rlnb
@@ -186,6 +187,21 @@ def test_schedule_step_counts_are_integers(kwargs, words):
     """NaN passed every comparison: total_steps=nan gave a multiplier of -3.5, a negative learning rate."""
     with pytest.raises(ValueError, match=words):
         Schedule("linear", **kwargs)
+
+
+@pytest.mark.parametrize("base_lr", [math.nan, -1e-3, math.inf, True, "1e-3", None])
+def test_a_schedule_refuses_a_base_rate_no_step_can_use(base_lr):
+    """NaN, -1e-3 and True gave NaN, a negative rate and 0.97 at step 3; "1e-3" raised "can't multiply sequence by
+    non-int of type 'float'", naming nothing."""
+    with pytest.raises(ValueError, match=rf"base_lr = {re.escape(repr(base_lr))} is invalid: must be a finite number"):
+        Schedule("cosine", warmup_steps=2, total_steps=10)(3, base_lr)
+    assert Schedule()(np.int64(3), np.float32(0.5)) == 0.5 and type(Schedule()(3, np.float32(0.5))) is float
+
+
+def test_a_schedule_takes_a_numpy_floor():
+    """``min_lr_ratio=np.float32(0.5)`` was refused: "must be a number in (0, 1]"."""
+    s = Schedule("linear", total_steps=10, min_lr_ratio=np.float32(0.5))
+    assert s.multiplier(20) == 0.5 and type(s.min_lr_ratio) is float
 
 
 def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
