@@ -34,7 +34,7 @@ from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 from rlnb.viz.plots import NotebookFigure
 
-from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest
+from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest, why_none
 from .options import RangeTestOptions, StepFn, check_base, check_range_test
 from .trial import Objective
 
@@ -100,8 +100,10 @@ class LRFind:
             xscale="log",
             xlabel=f"{self.optimizer} learning rate{unit}{together}",
             ylabel=self.objective,
-            title="learning-rate range test" if self.suggestion is not None else "range test: no clear suggestion",
+            title="learning-rate range test" if self.suggestion is not None else why_none(self.reason),
         )
+        if self.suggestion is None:
+            ax.title.set_fontsize("small")  # a few lines of why
         ax.legend(loc="best", fontsize="small")
         return ax
 

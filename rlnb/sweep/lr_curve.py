@@ -4,6 +4,7 @@ is flat, and the suggestion read from it."""
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -139,3 +140,9 @@ def suggest(
             f"{lrs[i]:.3g}): try a larger end_lr or more steps"
         )
     return significant(lrs[i]), f"steepest {'ascent' if sign > 0 else 'descent'} of the smoothed {objective}"
+
+
+def why_none(reason: str) -> str:
+    """A figure's title for a test with no clear suggestion, wrapped: why, and what to try (a figure saved or shown
+    alone said "no clear suggestion" and nothing more)."""
+    return textwrap.fill(reason.replace(" — ", ": "), 64, max_lines=4, placeholder=" …")

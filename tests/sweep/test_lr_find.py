@@ -327,6 +327,8 @@ def test_a_flat_curve_gives_no_clear_suggestion(tmp_path):
     assert result.suggestion is None and result.params is None
     assert result.reason.startswith("no clear suggestion: the smoothed reward is flat")
     assert "suggested" not in [ln.get_label()[:9] for ln in result.plot().lines]
+    title = result.plot().get_title()  # the figure alone says why (it said "no clear suggestion" only)
+    assert title.replace("\n", " ").startswith("no clear suggestion: the smoothed reward is flat (it improves 0.0%")
     # the threshold: a rise of 4% of the curve's size is flat, 6% is not (rewards or losses)
     lrs = [10 ** (-5 + i / 4) for i in range(20)]
     for objective, sign in (("reward", 1), ("loss", -1)):
