@@ -156,9 +156,10 @@ class Attachment:
             if latest is None or latest() is not self:  # a later session streams it (or says this itself)
                 return
         names = ", ".join(k for k in row if k != "step")[:200]
+        kept = "the rlnb run folder" if self._history.path is not None else "session.history, in memory,"
         warnings.warn(
             f"{names} logged at step {row['step']} after close(): rlnb.sinks {', '.join(unheard)} finished this run "
-            "at close(), so it reaches the rlnb run folder only (and so do later figures). Log figures before close(); "
+            f"at close(), so it reaches {kept} only (and so do later figures). Log figures before close(); "
             "rlnb.export(history, sink) writes the whole run to a sink",
             SinkWarning,
             stacklevel=4,  # the user's log call, through Listeners.tell

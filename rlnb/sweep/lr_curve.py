@@ -105,7 +105,8 @@ def suggest(
         return None, f"no clear suggestion: too few steps ({len(y)}) to suggest a rate"
     improved = rise(smoothed, objective)
     best, skip = int(np.nanargmax(y)), max(1, len(y) // 10)
-    if improved < FLAT and best <= skip and np.nanmax(y) - np.nanmin(y) >= FLAT * np.nanmax(np.abs(y)):
+    spread = float(np.nanmax(y) - np.nanmin(y))
+    if improved < FLAT and best <= skip and spread > 0 and spread >= FLAT * np.nanmax(np.abs(y)):
         return None, (  # not flat: worse at every rate past the first few (a model diverging from the start)
             f"no clear suggestion: the smoothed {objective} only gets worse after its best point, at the start of "
             f"the range (lr {lrs[best]:.3g}): try a smaller start_lr"

@@ -77,8 +77,9 @@ def _dims(shapes: Any) -> list[tuple[int, int]]:
     """``shapes`` as (rows, cols) pairs of integers >= 1: (4, 0) divided by zero, (-4, 4) weighed a matrix
     negatively, 5 was "'int' object is not iterable"."""
     try:
-        dims = [(int(r), int(c)) for r, c in shapes if is_integer(r) and is_integer(c) and r >= 1 and c >= 1]
-        if len(dims) == len(list(shapes)):
+        given = list(shapes)  # once: a generator of shapes is spent by the first pass
+        dims = [(int(r), int(c)) for r, c in given if is_integer(r) and is_integer(c) and r >= 1 and c >= 1]
+        if len(dims) == len(given):
             return dims
     except (TypeError, ValueError):
         pass

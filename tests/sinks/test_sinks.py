@@ -446,6 +446,10 @@ def test_a_figure_logged_after_close_is_said_to_miss_the_sinks(tmp_path):
         with rlnb.Session(FakeBackend(), record=False) as bare:
             bare.history.log(1, x=1.0)
         bare.history.log(2, x=2.0)  # no sinks: nothing to miss
+    with rlnb.Session(FakeBackend(), record=False, sinks=[sinks.TensorBoard(tmp_path / "tb3", interval=0)]) as mem:
+        mem.history.log(1, x=1.0)
+    with pytest.warns(sinks.SinkWarning, match=r"reaches session.history, in memory, only"):  # no run folder to name
+        mem.history.log(2, x=2.0)
     assert read.tensorboard(tmp_path / "tb2" / "r")[1][1]["later"] == 0.5
     with pytest.warns(sinks.SinkWarning, match="after close") as caught:
         again.history.log(2, last=1.0)

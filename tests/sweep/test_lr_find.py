@@ -337,6 +337,9 @@ def test_a_flat_curve_gives_no_clear_suggestion(tmp_path):
             assert rise(curve, objective) == pytest.approx(step / (1 + step))
             assert (suggest(lrs, curve, objective)[0] is not None) is clear
     assert rise([], "reward") == 0.0 and rise([0.0] * 6, "reward") == 0.0 and FLAT == 0.05
+    for objective in ("reward", "loss"):  # all zeros (a task never scored on, the loss of rewards all 1): flat
+        flat = f"no clear suggestion: the smoothed {objective} is flat"
+        assert suggest(lrs, [0.0] * 20, objective)[1].startswith(flat)
 
 
 def test_find_lr_is_disabled_while_the_form_is_invalid_and_says_why():
@@ -671,6 +674,8 @@ def test_converting_a_rate_that_is_no_number_names_it(lr):
     assert convert_muon_lr(np.float32(0.02), "original", "match_adam", [(np.int64(8), 8)]) == pytest.approx(
         0.02 / (0.2 * 8**0.5)
     )
+    shapes = ((8, 8) for _ in range(2))  # a generator: read once (the check's second pass found it spent)
+    assert convert_muon_lr(0.02, "original", "match_adam", shapes) == pytest.approx(0.02 / (0.2 * 8**0.5))
 
 
 def test_a_session_closed_mid_test_keeps_the_steps_measured(tmp_path):
