@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from rlnb._options import take
 from rlnb.engine.models.tiny import SIZES
-from rlnb.errors import InvalidParams, OperationFailed, RlnbError
+from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
 from rlnb.history import new_run_id
 from rlnb.params import AdamParams, MuonHyperparams, OptimizerParams
 from rlnb.session import Session, connect
@@ -161,7 +161,7 @@ def lr_find(
     lrs = spaced(start_lr, end_lr, steps)
     values: list[float] = []
     diverging = Diverging(objective)
-    ended = ""
+    ended, hung = "", False
     try:
         for i, lr in enumerate(lrs):
             if stop is not None and stop.is_set():
@@ -176,6 +176,7 @@ def lr_find(
                 raise
             except RlnbError as exc:  # the session closed, timed out, or the service failed: the steps measured stand
                 ended = f"{type(exc).__name__} at lr {lr:.3g}: {exc}"
+                hung = isinstance(exc, OperationTimeout)  # no wait for what timed out: the close stops it
                 break
             except KeyboardInterrupt:  # Ctrl-C, as ``stop``: the steps measured are the result (they were lost)
                 ended = f"interrupted after {i} steps"
@@ -192,7 +193,8 @@ def lr_find(
                 break
     finally:
         try:
-            trial.wait()
+            if not hung:
+                trial.wait()
         finally:  # a second Ctrl-C in the wait, or its error, left the copy open (remote: a paid session running)
             trial.close()
     # A non-finite last value (only the last: it ends the run) stays in ``values`` but not in the curve: one

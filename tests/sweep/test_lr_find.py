@@ -694,6 +694,23 @@ def test_a_session_closed_mid_test_keeps_the_steps_measured(tmp_path):
         lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: rlnb.AdamParams(beta1=2.0), runs_dir=tmp_path)
 
 
+@pytest.mark.slow
+def test_an_operation_that_times_out_ends_the_test_without_waiting_for_it(tmp_path):
+    """A step_fn whose wait times out (a hung service): the test ended early, then waited for that very operation
+    with no limit before closing. It closes at once (the close stops it), with the steps measured."""
+    def step(session, params, i):
+        if i < 6:
+            return sigmoid_reward(1e-3)(session, params, i)
+        session.backend.engine.op_delay = 120.0  # from now on each operation takes 120 s: a hung service
+        session.forward_backward([samples.cross_entropy([1, 2, 3])]).result(timeout=0.2)
+        return 0.0
+
+    t0 = time.monotonic()
+    found = lr_find(rlnb.AdamParams(), steps=12, step_fn=step, runs_dir=tmp_path, model="tiny")
+    assert len(found.values) == 6 and "ended early: OperationTimeout at lr" in found.reason
+    assert time.monotonic() - t0 < 60  # the operation it gave up on takes 120 s
+
+
 def test_a_long_test_does_not_smooth_every_value_again_at_each_step(tmp_path):
     """10,000 steps (the most allowed) of a cheap step_fn: the whole curve was smoothed again after each step
     (quadratic: ~27 s of the test's own time). The divergence check keeps its EMA as it goes, and stops as before."""
