@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from rlnb._options import user_path
-from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, ENCODER, METRICS_FILE, OPS_FILE
+from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, ENCODER, METRICS_FILE, OPS_FILE, holds_run
 
 DICT_COLUMNS = ("metrics", "params")
 
@@ -44,7 +44,7 @@ def save_run(
             f"{folder} holds {', '.join(taken)} already (a run, or a model's config): save to a new folder "
             "(nothing was written)"
         )
-    runs = sorted(c.name for c in folder.iterdir() if _is_run(c)) if folder.is_dir() else []
+    runs = sorted(c.name for c in folder.iterdir() if holds_run(c, unreadable=False)) if folder.is_dir() else []
     if runs:  # its files beside its runs: rlnb.runs(folder) then refused it as "a run folder, not a folder of runs"
         raise ValueError(f"history.save: {folder} is a folder of runs ({runs[0]}, ...): save to a new folder in it, "
                          f"such as {folder / 'saved'} (nothing was written)")  # fmt: skip
@@ -75,14 +75,6 @@ def _remove(files: list[Path], folder: Path | None) -> None:
     if folder is not None:
         with contextlib.suppress(OSError):
             folder.rmdir()  # only if empty: nothing but what the save wrote
-
-
-def _is_run(folder: Path) -> bool:
-    """Whether ``folder`` is a run folder (one that cannot be looked into is not counted)."""
-    try:
-        return (folder / OPS_FILE).is_file()
-    except OSError:
-        return False
 
 
 def _taken(file: Path) -> bool:

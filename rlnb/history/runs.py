@@ -18,7 +18,16 @@ from rlnb.history.completion_log import read_completions
 from rlnb.history.reading import read_config, read_jsonl, set_aside_unreadable_config
 from rlnb.history.record import Record, from_row, logged_row, warn_bad
 from rlnb.history.runconfig import continued
-from rlnb.history.store import METRICS_FILE, OPS_FILE, RunStore, RunStoreWarning, environment, new_run_id, run_folder
+from rlnb.history.store import (
+    METRICS_FILE,
+    OPS_FILE,
+    RunStore,
+    RunStoreWarning,
+    environment,
+    holds_run,
+    new_run_id,
+    run_folder,
+)
 
 __all__ = ["RunContinuedWarning", "RunFolder", "open_run", "read_run", "warn_continued", "warn_in_memory"]
 
@@ -56,7 +65,7 @@ def _near_miss(path: Path) -> str:
         if path.is_file() and (path.parent / OPS_FILE).exists():
             return f": it is a file of the run folder {path.parent}, which History.load takes"
         if path.is_dir():
-            inside = sorted(p.name for p in path.iterdir() if (p / OPS_FILE).exists())
+            inside = sorted(p.name for p in path.iterdir() if holds_run(p, unreadable=False))
             if inside:
                 return (f": it is a folder of {len(inside)} run(s); load one, such as {path / inside[0]}, or list "
                         f"them with rlnb.runs({str(path)!r})")

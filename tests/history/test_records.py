@@ -909,3 +909,51 @@ def test_runs_lists_a_run_folder_it_cannot_look_into_as_a_row_with_its_error(tmp
     table = rlnb.runs(tmp_path).set_index("run_id")
     assert table.loc["a", "error"] is None and table.loc["a", "operations"] == 0
     assert table.loc["b", "error"].startswith("PermissionError: [Errno 13] Permission denied")
+
+
+def _unreadable(monkeypatch, *names: str) -> None:
+    """The folders ``names`` cannot be looked into (mode 700, another user's): what is in them gives EACCES, which
+    ``Path.exists`` raises. (Simulated: root reads anything.)"""
+    stat = Path.stat
+
+    def private(self, **kwargs):
+        if self.parent.name in names:
+            raise PermissionError(13, "Permission denied", str(self))
+        return stat(self, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", private)
+
+
+def test_one_probe_says_whether_a_folder_holds_a_run_each_caller_answering_for_an_unreadable_one(tmp_path, monkeypatch):
+    """``history.save`` and ``rlnb.runs`` each had a copy of the "is there an ``ops.jsonl`` here" probe, with opposite
+    answers for a folder that cannot be looked into. One probe, ``store.holds_run``; its caller gives that answer:
+    ``runs`` lists such a folder (with its error), ``save`` does not count it as a run beside which it would write."""
+    from rlnb.history.store import holds_run
+
+    rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="a").close()
+    for name in ("private", "empty"):
+        (tmp_path / "runs" / name).mkdir()
+    (tmp_path / "shared" / "private").mkdir(parents=True)
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.forward_backward(BATCH)
+    _unreadable(monkeypatch, "private")
+    runs = tmp_path / "runs"
+    assert [holds_run(runs / n, unreadable=True) for n in ("a", "private", "empty")] == [True, True, False]
+    assert [holds_run(runs / n, unreadable=False) for n in ("a", "private", "empty")] == [True, False, False]
+    listed = rlnb.runs(runs).set_index("run_id")
+    assert sorted(listed.index) == ["a", "private"] and listed.loc["private", "error"].startswith("PermissionError")
+    assert s.history.save(tmp_path / "shared") == tmp_path / "shared"  # its unreadable folder is no run
+    s.close()
+
+
+def test_runs_skips_a_lost_and_found_folder_it_cannot_look_into(tmp_path, monkeypatch):
+    """A runs folder at the root of a file system holds root's ``lost+found`` (mode 700): ``rlnb.runs()`` listed it as
+    a run with a PermissionError. It is the file system's own, never a run: left out. Another folder that cannot be
+    looked into is still listed with its error (another user's run)."""
+    for run_id in ("a", "b"):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id=run_id).close()
+    (tmp_path / "lost+found").mkdir()
+    _unreadable(monkeypatch, "lost+found", "b")
+    table = rlnb.runs(tmp_path).set_index("run_id")
+    assert sorted(table.index) == ["a", "b"] and table.loc["a", "error"] is None
+    assert table.loc["b", "error"].startswith("PermissionError")
