@@ -279,6 +279,40 @@ def test_a_config_that_cannot_be_read_is_kept_aside_when_a_session_continues_the
     ]
 
 
+def test_a_session_continuing_a_run_reads_its_config_once(tmp_path, monkeypatch):
+    """A session continuing a run read ``config.json`` through ``read_run``, then again (and parsed it again) to know
+    whether to set it aside as damaged. It is read once, the set-aside deciding from that read; a damaged config
+    is still kept aside, and a folder that holds a config and no operations is read once too."""
+    run = good_run(tmp_path, "r")
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "config.json").write_text('{"label": "x",}')  # damaged, no operations
+    reads: list[str] = []
+    read_text, read_bytes = Path.read_text, Path.read_bytes
+
+    def counted(real):
+        def read(self, *args, **kwargs):
+            if self.name == "config.json":
+                reads.append(self.parent.name)
+            return real(self, *args, **kwargs)
+
+        return read
+
+    monkeypatch.setattr(Path, "read_text", counted(read_text))
+    monkeypatch.setattr(Path, "read_bytes", counted(read_bytes))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RunContinuedWarning)
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    assert reads == ["r"]
+    (run / "config.json").write_text("[1]")  # no object: set aside, from the same single read
+    with pytest.warns(Warning) as caught:
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    assert any("kept as config.json.damaged" in str(w.message) for w in caught)
+    with pytest.warns(RuntimeWarning) as caught:
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="bare").close()
+    assert len(caught) == 1 and "kept as config.json.damaged (" in str(caught[0].message)  # no "corrupt" one
+    assert reads == ["r", "r", "bare"] and (tmp_path / "bare" / "config.json.damaged").exists()
+
+
 def deep(n: int) -> str:
     return "[" * n + "]" * n
 
