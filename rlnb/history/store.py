@@ -43,6 +43,7 @@ def holds_run(folder: Path, unreadable: bool) -> bool:
     except OSError:
         return unreadable
 
+
 ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 """One encoder for every line. NaN is written as ``NaN``, which Python's json (and pandas) read back."""
 
