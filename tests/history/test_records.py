@@ -609,6 +609,28 @@ def test_a_save_that_fails_part_way_leaves_nothing_and_can_be_retried(tmp_path, 
     s.close()
 
 
+def test_a_save_that_fails_part_way_removes_the_parent_folders_it_made(tmp_path, monkeypatch):
+    """``history.save("out/2026/run")`` onto a full disk made ``out/2026/run`` (``mkdir(parents=True)``) and, failing,
+    removed ``run`` alone: ``out/2026`` stayed behind, empty. Every folder the save made goes; those it found stay."""
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.forward_backward(BATCH)
+    s.wait()
+    (tmp_path / "kept").mkdir()
+    write_text = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name == "ops.jsonl":
+            raise OSError(28, "No space left on device")
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    for folder in (tmp_path / "out" / "2026" / "run", tmp_path / "kept" / "a" / "b"):
+        with pytest.raises(OSError, match="No space left"):
+            s.history.save(folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"] and not any((tmp_path / "kept").iterdir())
+    s.close()
+
+
 def test_save_into_a_folder_of_runs_is_refused_and_the_listing_keeps_working(tmp_path):
     """``history.save("rlnb-runs")`` (the runs folder itself) wrote the run's files beside its runs: from then on
     ``rlnb.runs("rlnb-runs")`` refused the folder as "a run folder, not a folder of runs"."""
