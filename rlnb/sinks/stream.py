@@ -205,8 +205,9 @@ class Attachment:
             if channel.sink.error is not None:  # dropped (one that hung in another run too): never waited for
                 continue
             if not channel.join(max(0.0, deadline - time.monotonic())):  # dropped: later closes never wait for it
-                said = (f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; what "
-                        f"it had not written yet may be missing there ({kept}); it is dropped: later runs skip it")  # fmt: skip
+                said = (f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; "
+                        f"what it had not written yet may be missing there ({kept}); it is dropped: later runs skip "
+                        "it")  # fmt: skip
                 channel.sink.fail(TimeoutError(said), channel.run_name, said)
         _ATTACHED.discard(self)
         self._say()
@@ -248,15 +249,16 @@ def export(run: History | str | Path, sink: Sink) -> None:
     points, failures = replay(history, float(created) if is_time(created) else time.time())
     info = RunInfo.from_config(config, history.path or history.loaded_from, unnamed(history))  # loaded: no store
     heard: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    name = f"rlnb-export-{type(sink).__name__}"
-    threading.Thread(target=_export, args=(sink, info, points, failures, heard), name=name, daemon=True).start()
+    work = (sink, info, points, failures, heard)
+    threading.Thread(target=_export, args=work, name=f"rlnb-export-{type(sink).__name__}", daemon=True).start()
     timeout, doing = CLOSE_TIMEOUT, "setting up the sink"
     while True:
         try:
             news = heard.get(timeout=timeout)
         except queue.Empty:
             raise SinkError(f"could not export run {info.name} to {sink!r}: no answer within {timeout:g} s "
-                            f"(rlnb.sinks.stream.CLOSE_TIMEOUT) while {doing}; its thread is left behind") from None  # fmt: skip
+                            f"(rlnb.sinks.stream.CLOSE_TIMEOUT) while {doing}; its thread is left behind"
+                            ) from None  # fmt: skip
         if news is None:
             return
         if isinstance(news, str):
@@ -274,12 +276,11 @@ def _export(sink: Sink, info: RunInfo, points: list[Point], failures: list[Failu
         try:
             heard.put(f"opening run {info.name}")
             writer = lease.open(info)
-            for i in range(0, len(points), EXPORT_BATCH):
-                heard.put(f"writing steps {points[i].step}-{points[min(i + EXPORT_BATCH, len(points)) - 1].step}")
-                writer.write(points[i : i + EXPORT_BATCH], [])
-            if failures:
-                heard.put("writing the failed operations")
-                writer.write([], failures)
+            batches: list[tuple[list[Point], list[Failure]]] = [([], failures)] if failures else []
+            batches[:0] = [(points[i : i + EXPORT_BATCH], []) for i in range(0, len(points), EXPORT_BATCH)]
+            for chunk, failed in batches:
+                heard.put(f"writing steps {chunk[0].step}-{chunk[-1].step}" if chunk else "writing the failures")
+                writer.write(chunk, failed)
             heard.put("closing the run")
             writer.close()
             heard.put("releasing the sink")
