@@ -18,7 +18,7 @@ from rlnb._options import user_path
 from rlnb.history.history import History
 from rlnb.history.runconfig import is_time
 from rlnb.history.steplog import SHADOWED
-from rlnb.history.store import CONFIG_FILE, OPS_FILE, default_runs_dir
+from rlnb.history.store import CONFIG_FILE, OPS_FILE, default_runs_dir, holds_run
 
 COLUMNS = [
     "run_id",
@@ -36,6 +36,9 @@ COLUMNS = [
 ]
 
 
+LOST_FOUND = "lost+found"
+"""A file system's own folder at its root (root's, mode 700): never a run, so not listed when it cannot be looked into,
+as another user's private run folder is (with its ``error``)."""
 ADDED = ("run", "seed")
 """The columns ``compare`` adds to the steps tables: a figure logged under one of these names is ``"run (logged)"``."""
 
@@ -66,28 +69,20 @@ def _row(run: Path) -> dict[str, Any]:
 
 def runs(path: str | Path | None = None) -> pd.DataFrame:
     """The runs under a folder (default ``./rlnb-runs``), newest first, one row each. A run that cannot be
-    read is listed with its ``error`` (None for the others)."""
+    read is listed with its ``error`` (None for the others), and so is a folder that cannot be looked into (another
+    user's run), except ``lost+found``, a file system's own."""
     root = user_path("path", path) if path is not None else default_runs_dir()
     if root.exists() and not root.is_dir():  # a bare NotADirectoryError from iterdir()
         raise ValueError(f"runs: path {str(root)!r} is a file, not a runs folder")
     if (root / OPS_FILE).exists():  # a run folder itself listed no runs
         raise ValueError(f"runs: {str(root)!r} is a run folder, not a folder of runs: History.load({str(root)!r}) "
                          f"reads it, rlnb.runs({str(root.parent)!r}) lists it with its neighbours")
-    found = sorted(p for p in root.iterdir() if _may_hold_a_run(p)) if root.exists() else []
+    found = sorted(p for p in root.iterdir() if holds_run(p, unreadable=p.name != LOST_FOUND)) if root.exists() else []
     frame = pd.DataFrame([_row(run) for run in found], columns=COLUMNS)
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
     errors = [e if isinstance(e, str) else None for e in frame["error"]]
     frame["error"] = pd.Series(errors, index=frame.index, dtype=object)  # None, not NaN, for the others
     return frame.sort_values("created_at", ascending=False, ignore_index=True, na_position="last")
-
-
-def _may_hold_a_run(folder: Path) -> bool:
-    """Whether ``folder`` holds a run. One that cannot be looked into (another user's, mode 700) is listed, with its
-    ``error`` saying why: its PermissionError failed the whole listing."""
-    try:
-        return (folder / OPS_FILE).exists()
-    except OSError:
-        return True
 
 
 def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | None = None) -> pd.DataFrame:

@@ -6,6 +6,7 @@ operations table as CSV or Parquet, its dict columns (``metrics``, ``params``) a
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 from collections.abc import Iterable
@@ -15,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from rlnb._options import user_path
-from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, ENCODER, METRICS_FILE, OPS_FILE
+from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, ENCODER, METRICS_FILE, OPS_FILE, holds_run
 
 DICT_COLUMNS = ("metrics", "params")
 
@@ -44,11 +45,11 @@ def save_run(
             f"{folder} holds {', '.join(taken)} already (a run, or a model's config): save to a new folder "
             "(nothing was written)"
         )
-    runs = sorted(c.name for c in folder.iterdir() if _is_run(c)) if folder.is_dir() else []
+    runs = sorted(c.name for c in folder.iterdir() if holds_run(c, unreadable=False)) if folder.is_dir() else []
     if runs:  # its files beside its runs: rlnb.runs(folder) then refused it as "a run folder, not a folder of runs"
         raise ValueError(f"history.save: {folder} is a folder of runs ({runs[0]}, ...): save to a new folder in it, "
                          f"such as {folder / 'saved'} (nothing was written)")  # fmt: skip
-    made = not folder.exists()
+    made = list(itertools.takewhile(lambda f: not f.exists(), (folder, *folder.parents)))  # the leaf first
     folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     try:
@@ -61,28 +62,23 @@ def save_run(
             written.append(folder / name)
             written[-1].write_text(text, encoding="utf-8")
     except BaseException:
-        _remove(written, folder if made else None)
+        _remove(written, made)
         raise
     return folder
 
 
-def _remove(files: list[Path], folder: Path | None) -> None:
-    """Undo a save that failed part way (a full disk): its files, and the folder if the save made it. Left behind,
-    they made a retry once space was freed refuse the folder as holding a run already."""
+def _remove(files: list[Path], made: list[Path]) -> None:
+    """Undo a save that failed part way (a full disk): its files, and the folders the save made (the folder and the
+    parents it needed, leaf first). Left behind, they made a retry once space was freed refuse the folder as holding a
+    run already, and left empty folders about."""
     for file in files:
         with contextlib.suppress(OSError):
             file.unlink(missing_ok=True)
-    if folder is not None:
-        with contextlib.suppress(OSError):
-            folder.rmdir()  # only if empty: nothing but what the save wrote
-
-
-def _is_run(folder: Path) -> bool:
-    """Whether ``folder`` is a run folder (one that cannot be looked into is not counted)."""
-    try:
-        return (folder / OPS_FILE).is_file()
-    except OSError:
-        return False
+    for folder in made:
+        try:
+            folder.rmdir()  # only if empty: nothing but what the save made
+        except OSError:
+            return
 
 
 def _taken(file: Path) -> bool:

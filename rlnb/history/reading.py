@@ -5,7 +5,6 @@ exhaust Python's stack later on.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import warnings
 from pathlib import Path
@@ -65,33 +64,35 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
-def read_config(path: Path) -> dict[str, Any]:
-    """The run's ``config.json``; one that is missing, corrupt or not an object gives ``{}`` (with a warning
-    for the last two): the operations are worth loading without it."""
+def read_config(path: Path, say: bool = True) -> tuple[dict[str, Any], bool]:
+    """The run's ``config.json``, and whether it is damaged: there and not empty, yet corrupt or not an object (a
+    session continuing the run sets it aside, ``set_aside_config``, from this one read). One that is missing,
+    corrupt or not an object gives ``{}`` (with a warning for the last two, if ``say``): the operations are worth
+    loading without it."""
     file = path / CONFIG_FILE
     if not _regular(file):
-        return {}
+        return {}, False
+    raw = file.read_bytes()
     try:
-        config = loads(file.read_text(encoding="utf-8-sig", errors="replace"))  # a BOM: read past it
+        config = loads(raw.decode("utf-8-sig", errors="replace"))  # a BOM: read past it
     except ValueError as exc:
-        warnings.warn(f"{file} is corrupt ({exc}); loading the run without its config", RuntimeWarning, stacklevel=3)
-        return {}
+        if say:
+            warnings.warn(f"{file} is corrupt ({exc}); loading the run without its config", RuntimeWarning,
+                          stacklevel=3)  # fmt: skip
+        return {}, bool(raw)
     if not isinstance(config, dict):
-        warnings.warn(f"{file} is not a JSON object; loading the run without its config", RuntimeWarning, stacklevel=3)
-        return {}
-    return config
+        if say:
+            warnings.warn(f"{file} is not a JSON object; loading the run without its config", RuntimeWarning,
+                          stacklevel=3)  # fmt: skip
+        return {}, True
+    return config, False
 
 
-def set_aside_unreadable_config(path: Path) -> None:
+def set_aside_config(path: Path) -> None:
     """A ``config.json`` that cannot be read (a hand edit's trailing comma) is about to be replaced by the new
     session's, which lost what it held (a label, a note, the first ``created_at``) for good: it is renamed
     ``config.json.damaged`` (``.damaged.1``, ... if taken) first, with a warning naming it, so it can be mended."""
     file = path / CONFIG_FILE
-    if not file.is_file() or file.stat().st_size == 0:
-        return
-    with contextlib.suppress(ValueError):
-        if isinstance(loads(file.read_text(encoding="utf-8-sig", errors="replace")), dict):
-            return
     kept = next(k for n in range(10**6) if not (k := path / f"{CONFIG_FILE}.damaged{f'.{n}' if n else ''}").exists())
     try:
         file.rename(kept)

@@ -15,10 +15,19 @@ from typing import Any
 
 from rlnb._options import user_path
 from rlnb.history.completion_log import read_completions
-from rlnb.history.reading import read_config, read_jsonl, set_aside_unreadable_config
+from rlnb.history.reading import read_config, read_jsonl, set_aside_config
 from rlnb.history.record import Record, from_row, logged_row, warn_bad
 from rlnb.history.runconfig import continued
-from rlnb.history.store import METRICS_FILE, OPS_FILE, RunStore, RunStoreWarning, environment, new_run_id, run_folder
+from rlnb.history.store import (
+    METRICS_FILE,
+    OPS_FILE,
+    RunStore,
+    RunStoreWarning,
+    environment,
+    holds_run,
+    new_run_id,
+    run_folder,
+)
 
 __all__ = ["RunContinuedWarning", "RunFolder", "open_run", "read_run", "warn_continued", "warn_in_memory"]
 
@@ -37,6 +46,8 @@ class RunFolder:
     records: list[Record] = field(default_factory=list)
     logged: list[dict[str, Any]] = field(default_factory=list)
     completions: list[dict[str, Any]] = field(default_factory=list)
+    config_damaged: bool = False
+    """Whether its ``config.json`` is there but cannot be read (``read_config``): set aside before it is replaced."""
 
     @property
     def next_seq(self) -> int:
@@ -56,7 +67,7 @@ def _near_miss(path: Path) -> str:
         if path.is_file() and (path.parent / OPS_FILE).exists():
             return f": it is a file of the run folder {path.parent}, which History.load takes"
         if path.is_dir():
-            inside = sorted(p.name for p in path.iterdir() if (p / OPS_FILE).exists())
+            inside = sorted(p.name for p in path.iterdir() if holds_run(p, unreadable=False))
             if inside:
                 return (f": it is a folder of {len(inside)} run(s); load one, such as {path / inside[0]}, or list "
                         f"them with rlnb.runs({str(path)!r})")
@@ -71,7 +82,7 @@ def read_run(path: str | Path) -> RunFolder:
         raise FileNotFoundError(f"{path} is not an rlnb run folder (no {OPS_FILE}){_near_miss(path)}")
     if not (path / OPS_FILE).is_file():
         raise ValueError(f"{path / OPS_FILE} is not a file")
-    config = read_config(path)
+    config, damaged = read_config(path)
     latest: dict[int, Record] = {}
     bad: list[str] = []
     for _, line in read_jsonl(path / OPS_FILE):
@@ -83,7 +94,7 @@ def read_run(path: str | Path) -> RunFolder:
     logged = (logged_row(line, bad) for _, line in read_jsonl(path / METRICS_FILE))
     kept = [row for row in logged if row is not None]
     warn_bad(path / METRICS_FILE, bad)
-    return RunFolder(path, config, [latest[seq] for seq in sorted(latest)], kept, read_completions(path))
+    return RunFolder(path, config, [latest[seq] for seq in sorted(latest)], kept, read_completions(path), damaged)
 
 
 def open_run(
@@ -98,7 +109,8 @@ def open_run(
     try:  # whatever fails here, the lock is released: a retry is not refused as RunLocked
         written = [f for f in (path / OPS_FILE, path / METRICS_FILE) if f.is_file() and f.stat().st_size]
         earlier = read_run(path) if written else None  # a run that only logged figures is continued too
-        set_aside_unreadable_config(path)
+        if earlier.config_damaged if earlier is not None else read_config(path, say=False)[1]:  # read once
+            set_aside_config(path)
         first = continued(run_id, earlier.config if earlier is not None else None, time.time())
         config = {**first, **config, "versions": environment()}
         store.write_config(config)

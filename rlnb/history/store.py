@@ -34,6 +34,16 @@ RUNS_DIR_ENV = "RLNB_RUNS_DIR"
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
 COMPLETIONS_FILE = "completions.jsonl"
 
+
+def holds_run(folder: Path, unreadable: bool) -> bool:
+    """Whether ``folder`` is a run folder (it has an ``ops.jsonl``). ``unreadable`` answers for one that cannot be
+    looked into (another user's, mode 700), as each caller decides: ``runs`` lists it, ``save`` does not count it."""
+    try:
+        return (folder / OPS_FILE).exists()
+    except OSError:
+        return unreadable
+
+
 ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 """One encoder for every line. NaN is written as ``NaN``, which Python's json (and pandas) read back."""
 

@@ -164,6 +164,7 @@ class Sink(ABC):
         self.error: BaseException | None = None
         """The error that dropped this sink, or None while it works."""
         self._lock = threading.Lock()
+        self._unsaid: list[str] = []  # its warning, until a user's thread says it (``say``)
         try:
             if self.process and importlib.util.find_spec(self.library) is None:
                 raise ImportError(f"No module named {self.library!r}")
@@ -172,6 +173,7 @@ class Sink(ABC):
         except ImportError as exc:
             hint = f"{self.library} is not installed: pip install 'rlnb[{self.extra}]'"
             self.fail(ImportError(f"{hint} ({exc})"), "")
+            self.say(stacklevel=3)
 
     def __repr__(self) -> str:
         state = f" dropped: {self.error}" if self.error else ""
@@ -192,16 +194,24 @@ class Sink(ABC):
     def spec(self) -> tuple[str, str, dict[str, Any]]:
         """``(module, class name, keyword arguments)`` that make this sink again in a child process."""
 
-    def fail(self, exc: BaseException, run: str) -> None:
-        """Drop this sink after its first error, with one warning."""
+    def fail(self, exc: BaseException, run: str, text: str = "") -> None:
+        """Drop this sink after its first error, with one warning (``text``, or one naming the error), kept for
+        ``say``: a warning raised on the sink's own thread could land in another thread's ``catch_warnings``
+        (filters are the process's), never reaching the user."""
         with self._lock:
             if self.error is not None:
                 return
             self.error = exc = scrubbed(exc)  # MLflow's error quoted http://user:password@host
-        where = f" while writing run {run}" if run else ""
-        warnings.warn(
-            f"rlnb.sinks.{type(self).__name__} dropped{where}: {type(exc).__name__}: {scrub(str(exc))}. "
-            "Training and the rlnb run store carry on.",
-            SinkWarning,
-            stacklevel=2,
-        )
+            where = f" while writing run {run}" if run else ""
+            self._unsaid.append(text or f"rlnb.sinks.{type(self).__name__} dropped{where}: {type(exc).__name__}: "
+                                f"{scrub(str(exc))}. Training and the rlnb run store carry on.")  # fmt: skip
+
+    def say(self, stacklevel: int = 2) -> None:
+        """Warn (``SinkWarning``) of this sink's failure, once, on the calling thread: the one that runs the session
+        (a log, a submission, its close), never the sink's own."""
+        if not self._unsaid:  # the common case, without the lock: called for every record
+            return
+        with self._lock:
+            unsaid, self._unsaid = self._unsaid, []
+        for text in unsaid:
+            warnings.warn(text, SinkWarning, stacklevel=stacklevel + 1)

@@ -23,7 +23,7 @@ from typing import Any
 from rlnb import _exit
 from rlnb.history import History, Record, new_run_id
 from rlnb.history.runconfig import is_time
-from rlnb.sinks.base import RunInfo, Sink, SinkError, SinkWarning, Writer, scrubbed
+from rlnb.sinks.base import Failure, Point, RunInfo, Sink, SinkError, SinkWarning, Writer, scrubbed
 from rlnb.sinks.points import Item, Steps, logged, merge, replay
 from rlnb.sinks.process import Lease, stop_all
 
@@ -33,6 +33,8 @@ EXIT_TIMEOUT = 30.0
 """Seconds, over all sinks, that interpreter exit waits for runs nobody closed (MLflow's child
 may still be starting: importing MLflow and creating a new store's tables take seconds). A sink's
 child process still busy then is killed."""
+EXPORT_BATCH = 1000
+"""Points ``export`` gives the library at a time: each batch starts its deadline (``CLOSE_TIMEOUT``) again."""
 MAX_BACKLOG = 100_000
 """Points a sink may fall behind before it is dropped (it cannot keep up with the run)."""
 _CLOSE = object()
@@ -84,8 +86,8 @@ class _Channel:
                 if self.sink.error is not None:  # dropped while writing another run
                     _quietly_close(writer)
                     return
-                if writer is None:
-                    run = RunInfo.from_config(self._history.config, self._history.path, self._unnamed)
+                if writer is None:  # a snapshot of the config: annotate() may add a field meanwhile, on another thread
+                    run = RunInfo.from_config(dict(self._history.config), self._history.path, self._unnamed)
                     self.run_name = run.name
                     writer = lease.open(run)
                     _exit.run_first()
@@ -121,8 +123,7 @@ class Attachment:
         self._lock = threading.Lock()
         self._closed = False
         self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
-        unnamed = new_run_id()  # one name in every sink for a run without an id (record=False)
-        self._channels = [_Channel(s, history, unnamed) for s in sinks if s.error is None]
+        self._channels = [_Channel(s, history, unnamed(history)) for s in sinks if s.error is None]
         self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
         _ATTACHED.add(self)
         _LATEST[history] = weakref.ref(self)  # a weak value: a strong one would keep the history alive for ever
@@ -142,6 +143,12 @@ class Attachment:
                     self._send([logged(row, time.time())])
         except Exception as exc:  # noqa: BLE001 - nor into history.log
             self._broken(exc)
+        self._say()  # at the user's log call: a sink that failed since is said there
+
+    def _say(self) -> None:
+        """Say each sink's failure (``Sink.say``) on this thread, the one that logs or closes."""
+        for channel in self._channels:
+            channel.sink.say(stacklevel=3)
 
     def _logged_after_close(self, row: dict[str, Any]) -> None:
         """A figure logged once the sinks finished their runs (an evaluation after the ``with`` block) reaches the run
@@ -195,14 +202,15 @@ class Attachment:
         path = self._history.path  # record=False: no run store to point to, only the history in memory
         kept = f"its run folder {path} has everything" if path else "session.history has everything, in memory only"
         for channel in self._channels:
-            if not channel.join(max(0.0, deadline - time.monotonic())) and channel.sink.error is None:
-                warnings.warn(
-                    f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; "
-                    f"what it had not written yet may be missing there ({kept})",
-                    SinkWarning,
-                    stacklevel=2,
-                )
+            if channel.sink.error is not None:  # dropped (one that hung in another run too): never waited for
+                continue
+            if not channel.join(max(0.0, deadline - time.monotonic())):  # dropped: later closes never wait for it
+                said = (f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; "
+                        f"what it had not written yet may be missing there ({kept}); it is dropped: later runs skip "
+                        "it")  # fmt: skip
+                channel.sink.fail(TimeoutError(said), channel.run_name, said)
         _ATTACHED.discard(self)
+        self._say()
 
 
 def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:
@@ -226,7 +234,8 @@ def attach(history: History, sinks: Sink | Sequence[Sink]) -> Attachment:
 
 def export(run: History | str | Path, sink: Sink) -> None:
     """Write a finished or reloaded run to ``sink``: ``rlnb.export("rlnb-runs/<id>", TensorBoard("tb"))``
-    or ``rlnb.export(session.history, ...)``. Raises ``SinkError`` if the sink cannot take it."""
+    or ``rlnb.export(session.history, ...)``. Raises ``SinkError`` if the sink cannot take it, or gives no answer
+    within ``CLOSE_TIMEOUT`` seconds (a tracking server that accepts and never answers): its thread is left behind."""
     if not isinstance(run, History | str | os.PathLike):
         raise TypeError(f"export takes a History or a run folder (e.g. session.history), got {type(run).__name__}")
     if not isinstance(sink, Sink):  # a list (as connect(sinks=...) takes) or a name: "... has no attribute 'error'"
@@ -235,27 +244,64 @@ def export(run: History | str | Path, sink: Sink) -> None:
     history = run if isinstance(run, History) else History.load(run)
     if sink.error is not None:
         raise SinkError(f"{sink!r} cannot be used") from sink.error
-    created = history.config.get("created_at")  # a damaged config's (text, 10**400) is no time: now instead
+    config = dict(history.config)  # a snapshot: annotate() may add a field meanwhile, on another thread
+    created = config.get("created_at")  # a damaged config's (text, 10**400) is no time: now instead
     points, failures = replay(history, float(created) if is_time(created) else time.time())
-    info = RunInfo.from_config(history.config, history.path or history.loaded_from, new_run_id())  # loaded: no store
-    lease = None
+    info = RunInfo.from_config(config, history.path or history.loaded_from, unnamed(history))  # loaded: no store
+    heard: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    work = (sink, info, points, failures, heard)
+    threading.Thread(target=_export, args=work, name=f"rlnb-export-{type(sink).__name__}", daemon=True).start()
+    timeout, doing = CLOSE_TIMEOUT, "setting up the sink"
+    while True:
+        try:
+            news = heard.get(timeout=timeout)
+        except queue.Empty:
+            raise SinkError(f"could not export run {info.name} to {sink!r}: no answer within {timeout:g} s "
+                            f"(rlnb.sinks.stream.CLOSE_TIMEOUT) while {doing}; its thread is left behind"
+                            ) from None  # fmt: skip
+        if news is None:
+            return
+        if isinstance(news, str):
+            doing = news
+            continue
+        safe = scrubbed(news)  # its text, and the chained cause, without a tracking URI's password
+        raise SinkError(f"could not export run {info.name} to {sink!r}: {type(safe).__name__}: {safe}") from safe
+
+
+def _export(sink: Sink, info: RunInfo, points: list[Point], failures: list[Failure], heard: Any) -> None:
+    """``export``'s calls to the library, on a thread of its own: each step is said on ``heard`` as it starts (the
+    deadline starts again), then None once all is written, or the error."""
     try:
         lease = Lease(sink)
-        writer = lease.open(info)
-        if points or failures:
-            writer.write(points, failures)
-        writer.close()
-    except Exception as exc:
-        safe = scrubbed(exc)  # its text, and the chained cause, without a tracking URI's password
-        raise SinkError(f"could not export run {info.name} to {sink!r}: {type(safe).__name__}: {safe}") from safe
-    finally:
-        if lease is not None:
+        try:
+            heard.put(f"opening run {info.name}")
+            writer = lease.open(info)
+            batches: list[tuple[list[Point], list[Failure]]] = [([], failures)] if failures else []
+            batches[:0] = [(points[i : i + EXPORT_BATCH], []) for i in range(0, len(points), EXPORT_BATCH)]
+            for chunk, failed in batches:
+                heard.put(f"writing steps {chunk[0].step}-{chunk[-1].step}" if chunk else "writing the failures")
+                writer.write(chunk, failed)
+            heard.put("closing the run")
+            writer.close()
+            heard.put("releasing the sink")
+        finally:
             lease.release()
+    except BaseException as exc:  # noqa: BLE001 - said to export, which raises it as SinkError
+        heard.put(exc)
+        return
+    heard.put(None)
+
+
+def unnamed(history: History) -> str:
+    """The name of a run without an id (``record=False``) in every sink, streamed or exported: one per history (an
+    export after the stream wrote a second run, under a fresh name)."""
+    return _UNNAMED.setdefault(history, new_run_id())
 
 
 _ATTACHED: set[Attachment] = set()
 _LATEST: weakref.WeakKeyDictionary[History, weakref.ref[Attachment]] = weakref.WeakKeyDictionary()
 """Each history's latest attachment: the one that says a figure logged after its close() reached no sink."""
+_UNNAMED: weakref.WeakKeyDictionary[History, str] = weakref.WeakKeyDictionary()
 
 
 def _close_all() -> None:

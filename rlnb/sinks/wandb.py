@@ -5,7 +5,8 @@ Rows carry their step in a ``step`` column that every chart uses as its x axis
 on their step. The config goes to ``run.config``; a failure is a row with a ``failed_operation``
 text. W&B's console capture and system metrics are off (they would wrap the notebook's output and
 cost CPU); pass ``settings=`` to choose. Offline runs land in ``<dir>/wandb/offline-run-*``:
-``wandb sync <that folder>`` uploads one.
+``wandb sync <that folder>`` uploads one. A figure named like a key of W&B's own (``_step``, ``_runtime``,
+``_timestamp``: W&B keeps every name that starts with ``_``) or like the failures' is sent as ``logged/<name>``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,15 @@ from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
 
 MODES = ("offline", "online")
 STEP_KEY, FAILURE_KEY = "step", "failed_operation"
+LOGGED = "logged/"
+"""The prefix of a figure whose own name W&B or rlnb's rows take (``key``)."""
+
+
+def key(name: str) -> str:
+    """``name`` as a key of its own in a W&B row: one that starts with ``_`` (W&B's ``_step``, ``_runtime``,
+    ``_timestamp``, ...: its own value replaced the figure, or the figure W&B's, and such keys are hidden) or is
+    ``step`` or ``failed_operation`` (rlnb's) is ``logged/<name>``, in a section of its own."""
+    return LOGGED + name if name.startswith("_") or name in (STEP_KEY, FAILURE_KEY) else name
 
 
 class WandB(Sink):
@@ -81,7 +91,7 @@ class _Writer:
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
         for point in points:
-            self.run.log({STEP_KEY: point.step, **point.values})
+            self.run.log({STEP_KEY: point.step, **{key(k): v for k, v in point.values.items()}})
         for fail in failures:
             self.run.log({STEP_KEY: fail.step, FAILURE_KEY: fail.text()})
 

@@ -279,6 +279,40 @@ def test_a_config_that_cannot_be_read_is_kept_aside_when_a_session_continues_the
     ]
 
 
+def test_a_session_continuing_a_run_reads_its_config_once(tmp_path, monkeypatch):
+    """A session continuing a run read ``config.json`` through ``read_run``, then again (and parsed it again) to know
+    whether to set it aside as damaged. It is read once, the set-aside deciding from that read; a damaged config
+    is still kept aside, and a folder that holds a config and no operations is read once too."""
+    run = good_run(tmp_path, "r")
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "config.json").write_text('{"label": "x",}')  # damaged, no operations
+    reads: list[str] = []
+    read_text, read_bytes = Path.read_text, Path.read_bytes
+
+    def counted(real):
+        def read(self, *args, **kwargs):
+            if self.name == "config.json":
+                reads.append(self.parent.name)
+            return real(self, *args, **kwargs)
+
+        return read
+
+    monkeypatch.setattr(Path, "read_text", counted(read_text))
+    monkeypatch.setattr(Path, "read_bytes", counted(read_bytes))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RunContinuedWarning)
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    assert reads == ["r"]
+    (run / "config.json").write_text("[1]")  # no object: set aside, from the same single read
+    with pytest.warns(Warning) as caught:
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    assert any("kept as config.json.damaged" in str(w.message) for w in caught)
+    with pytest.warns(RuntimeWarning) as caught:
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="bare").close()
+    assert len(caught) == 1 and "kept as config.json.damaged (" in str(caught[0].message)  # no "corrupt" one
+    assert reads == ["r", "r", "bare"] and (tmp_path / "bare" / "config.json.damaged").exists()
+
+
 def deep(n: int) -> str:
     return "[" * n + "]" * n
 
@@ -572,6 +606,28 @@ def test_a_save_that_fails_part_way_leaves_nothing_and_can_be_retried(tmp_path, 
     monkeypatch.setattr(Path, "write_text", write_text)
     for folder in (tmp_path / "new", tmp_path / "empty"):
         pd.testing.assert_frame_equal(History.load(s.history.save(folder)).logged, s.history.logged)
+    s.close()
+
+
+def test_a_save_that_fails_part_way_removes_the_parent_folders_it_made(tmp_path, monkeypatch):
+    """``history.save("out/2026/run")`` onto a full disk made ``out/2026/run`` (``mkdir(parents=True)``) and, failing,
+    removed ``run`` alone: ``out/2026`` stayed behind, empty. Every folder the save made goes; those it found stay."""
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.forward_backward(BATCH)
+    s.wait()
+    (tmp_path / "kept").mkdir()
+    write_text = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name == "ops.jsonl":
+            raise OSError(28, "No space left on device")
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    for folder in (tmp_path / "out" / "2026" / "run", tmp_path / "kept" / "a" / "b"):
+        with pytest.raises(OSError, match="No space left"):
+            s.history.save(folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"] and not any((tmp_path / "kept").iterdir())
     s.close()
 
 
@@ -909,3 +965,51 @@ def test_runs_lists_a_run_folder_it_cannot_look_into_as_a_row_with_its_error(tmp
     table = rlnb.runs(tmp_path).set_index("run_id")
     assert table.loc["a", "error"] is None and table.loc["a", "operations"] == 0
     assert table.loc["b", "error"].startswith("PermissionError: [Errno 13] Permission denied")
+
+
+def _unreadable(monkeypatch, *names: str) -> None:
+    """The folders ``names`` cannot be looked into (mode 700, another user's): what is in them gives EACCES, which
+    ``Path.exists`` raises. (Simulated: root reads anything.)"""
+    stat = Path.stat
+
+    def private(self, **kwargs):
+        if self.parent.name in names:
+            raise PermissionError(13, "Permission denied", str(self))
+        return stat(self, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", private)
+
+
+def test_one_probe_says_whether_a_folder_holds_a_run_each_caller_answering_for_an_unreadable_one(tmp_path, monkeypatch):
+    """``history.save`` and ``rlnb.runs`` each had a copy of the "is there an ``ops.jsonl`` here" probe, with opposite
+    answers for a folder that cannot be looked into. One probe, ``store.holds_run``; its caller gives that answer:
+    ``runs`` lists such a folder (with its error), ``save`` does not count it as a run beside which it would write."""
+    from rlnb.history.store import holds_run
+
+    rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="a").close()
+    for name in ("private", "empty"):
+        (tmp_path / "runs" / name).mkdir()
+    (tmp_path / "shared" / "private").mkdir(parents=True)
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.forward_backward(BATCH)
+    _unreadable(monkeypatch, "private")
+    runs = tmp_path / "runs"
+    assert [holds_run(runs / n, unreadable=True) for n in ("a", "private", "empty")] == [True, True, False]
+    assert [holds_run(runs / n, unreadable=False) for n in ("a", "private", "empty")] == [True, False, False]
+    listed = rlnb.runs(runs).set_index("run_id")
+    assert sorted(listed.index) == ["a", "private"] and listed.loc["private", "error"].startswith("PermissionError")
+    assert s.history.save(tmp_path / "shared") == tmp_path / "shared"  # its unreadable folder is no run
+    s.close()
+
+
+def test_runs_skips_a_lost_and_found_folder_it_cannot_look_into(tmp_path, monkeypatch):
+    """A runs folder at the root of a file system holds root's ``lost+found`` (mode 700): ``rlnb.runs()`` listed it as
+    a run with a PermissionError. It is the file system's own, never a run: left out. Another folder that cannot be
+    looked into is still listed with its error (another user's run)."""
+    for run_id in ("a", "b"):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id=run_id).close()
+    (tmp_path / "lost+found").mkdir()
+    _unreadable(monkeypatch, "lost+found", "b")
+    table = rlnb.runs(tmp_path).set_index("run_id")
+    assert sorted(table.index) == ["a", "b"] and table.loc["a", "error"] is None
+    assert table.loc["b", "error"].startswith("PermissionError")

@@ -22,6 +22,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -775,3 +776,175 @@ def test_a_sink_error_quoting_a_tracking_uris_password_never_shows_it(tmp_path):
         session.optim_step().result()
     shown += [str(w.message) for w in caught] + [repr(live), repr(live.error)]
     assert all("hunter2secret" not in s and "http://bob:***@127.0.0.1:1/api" in s for s in shown), shown
+
+
+def test_a_sink_that_hung_once_is_dropped_and_never_waited_for_again(monkeypatch):
+    """A sink whose close never returns (a tracking server gone silent) held every session's close for
+    ``CLOSE_TIMEOUT`` (N x 30 s in a sweep), warning each time. Once it has missed its deadline it is dropped, with one
+    ``SinkWarning`` naming it: the close of a session streaming to it at the same time neither waits nor warns, and
+    later sessions do not stream to it."""
+    from rlnb.testing import FakeBackend
+
+    stuck = Flaky(0, RuntimeError("unused"), interval=0)
+    release = threading.Event()
+    stuck.close = lambda: release.wait(600)  # type: ignore[method-assign]
+    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 0.3)
+    try:
+        a, b = (rlnb.Session(FakeBackend(), record=False, sinks=[stuck]) for _ in range(2))  # a sweep's trials
+        for s in (a, b):
+            s.forward_backward(CE)
+            s.optim_step().result()
+        with pytest.warns(sinks.SinkWarning) as caught:
+            a.close()
+            b.close()
+        assert [re.sub(r"\(.*\)", "(...)", str(w.message)) for w in caught] == [
+            "rlnb.sinks.Flaky did not finish writing within 0.3 s; what it had not written yet may be missing there "
+            "(...); it is dropped: later runs skip it"
+        ]
+        assert isinstance(stuck.error, TimeoutError) and "dropped" in repr(stuck)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with rlnb.Session(FakeBackend(), record=False, sinks=[stuck]) as c:
+                c.forward_backward(CE)
+    finally:
+        release.set()
+
+
+@pytest.mark.timeout(60)  # it waited for ever
+def test_export_to_a_sink_whose_set_up_never_answers_gives_up_at_the_deadline(monkeypatch, tmp_path):
+    """``rlnb.export`` to a sink whose set-up never returns (MLflow pointed at a server that accepts and never
+    answers) waited until Ctrl-C. It gives up after ``CLOSE_TIMEOUT`` with a ``SinkError`` naming the sink, the run
+    and what it was doing; a sink that answers in time is written whole, in batches."""
+    from rlnb.testing import FakeBackend
+
+    entered, release = threading.Event(), threading.Event()
+
+    class Silent(Flaky):
+        def prepare(self) -> None:
+            entered.set()
+            release.wait(600)
+
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r") as s:
+        for _ in range(5):
+            s.forward_backward(CE)
+            s.optim_step().result()
+    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 0.5)
+    said = r"could not export run r to <rlnb.sinks.Silent>: no answer within 0.5 s .* while setting up the sink"
+    try:
+        with pytest.raises(sinks.SinkError, match=said):
+            rlnb.export(s.history, Silent(0, OSError("never")))
+        assert entered.is_set()
+    finally:
+        release.set()
+    monkeypatch.setattr(stream, "EXPORT_BATCH", 2)
+    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 60.0)
+    done = Flaky(0, OSError("never"))
+    rlnb.export(tmp_path / "r", done)
+    assert [[p.step for p in w] for w in done.writes] == [[1, 2], [3, 4], [5]] and done.closed
+
+
+def test_wandb_figures_named_like_its_own_keys_are_sent_under_logged(tmp_path):
+    """``history.log(step, _step=..., _runtime=...)``: W&B keeps every key that starts with ``_`` for itself
+    (``_step``, ``_runtime``, ``_timestamp``), so such a figure was overwritten by W&B's own value (or replaced it),
+    and hidden; one named ``failed_operation`` was mixed with rlnb's failure rows. They are ``logged/<name>``."""
+    from rlnb.sinks.wandb import _Writer
+
+    class Run:
+        def __init__(self) -> None:
+            self.rows: list[dict[str, object]] = []
+
+        def define_metric(self, *args: object, **kwargs: object) -> None:
+            return None
+
+        def log(self, row: dict[str, object]) -> None:
+            self.rows.append(row)
+
+    run = Run()
+    values = {"_step": 9.0, "_runtime": 1.0, "_timestamp": 2.0, "failed_operation": 3.0, "reward": 0.5, "a_b": 1.0}
+    _Writer(run).write([Point(4, values, 0.0)], [Failure(1, 4, "optim_step", "op", "CODE", "boom", 0.0)])
+    assert run.rows == [
+        {"step": 4, "logged/_step": 9.0, "logged/_runtime": 1.0, "logged/_timestamp": 2.0,
+         "logged/failed_operation": 3.0, "reward": 0.5, "a_b": 1.0},
+        {"step": 4, "failed_operation": "optim_step op failed at step 4: CODE: boom"},
+    ]  # fmt: skip
+
+
+def test_a_field_annotated_while_the_sink_reads_the_config_never_drops_it(tmp_path):
+    """``history.annotate`` on one thread while a sink's thread first read ``history.config`` (to name the run and
+    send its hyperparameters): ``RuntimeError: dictionary changed size during iteration`` dropped the sink. It reads
+    a snapshot. (The race made certain: a config value whose text, made on the sink's thread, annotates.)"""
+    from rlnb.testing import FakeBackend
+
+    seen: list[RunInfo] = []
+
+    class Named(Flaky):
+        def open(self, info: RunInfo):
+            seen.append(info)
+            return self
+
+    sink = Named(0, OSError("never"), interval=0)
+    session = rlnb.Session(FakeBackend(), record=False, sinks=[sink])
+
+    class Annotating:
+        def __str__(self) -> str:
+            if "note" not in session.history.config:
+                session.history.annotate(note="added meanwhile")
+            return "annotating"
+
+    session.history.config["probe"] = [Annotating()]
+    session.forward_backward(CE)
+    session.optim_step().result()
+    session.close()
+    assert sink.error is None and sink.closed
+    assert seen[0].params["probe"] == '["annotating"]' and session.history.config["note"] == "added meanwhile"
+
+
+def test_a_sink_failure_reaches_the_user_past_another_threads_catch_warnings():
+    """A sink that failed warned on its own thread; warning filters are the process's, so a ``catch_warnings`` open
+    on another thread at that moment (a library quieting its own warnings) took the ``SinkWarning``: the user never
+    saw that the sink was dropped. It is said on the thread that logs or closes."""
+    from rlnb.testing import FakeBackend
+
+    failed, entered, leave = threading.Event(), threading.Event(), threading.Event()
+    swallowed: list[warnings.WarningMessage] = []
+
+    class Failing(Flaky):
+        def fail(self, *args: Any, **kwargs: Any) -> None:
+            super().fail(*args, **kwargs)
+            failed.set()
+
+    def quiet() -> None:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            entered.set()
+            leave.wait(60)
+        swallowed.extend(caught)
+
+    sink = Failing(1, OSError("disk gone"), interval=0)
+    other = threading.Thread(target=quiet)
+    with pytest.warns(sinks.SinkWarning, match="Failing dropped while writing run .*disk gone") as said:
+        other.start()
+        entered.wait(60)
+        session = rlnb.Session(FakeBackend(), record=False, sinks=[sink])
+        session.forward_backward(CE)
+        session.optim_step().result()
+        failed.wait(60)
+        leave.set()
+        other.join(60)
+        session.history.log(1, reward=1.0)  # said here, at the user's call
+        assert len(said) == 1
+        session.close()
+    assert [w for w in swallowed if issubclass(w.category, sinks.SinkWarning)] == [] and len(said) == 1
+
+
+def test_an_export_of_a_run_without_an_id_keeps_the_name_its_stream_used(tmp_path):
+    """A session with ``record=False`` streamed to a sink under a fresh name; ``rlnb.export`` of its history made
+    another fresh name, so the export was a second run beside the streamed one instead of the same run's name."""
+    from rlnb.testing import FakeBackend
+
+    with rlnb.Session(FakeBackend(), record=False, sinks=[sinks.TensorBoard(tmp_path / "tb", interval=0)]) as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+    rlnb.export(s.history, sinks.TensorBoard(tmp_path / "exported"))
+    streamed = [p.name for p in (tmp_path / "tb").iterdir()]
+    assert [p.name for p in (tmp_path / "exported").iterdir()] == streamed and len(streamed) == 1
