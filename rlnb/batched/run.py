@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb._options import check_bool, check_int, refuse_unknown, take
+from rlnb._options import check_bool, check_event, check_int, refuse_unknown, take
 from rlnb.batched.ensemble import Ensemble
 from rlnb.batched.members import Hooks, Member, MemberResult, OnStep
 from rlnb.batched.options import ENGINE_OPTIONS, EngineOptions, StepOptions
@@ -129,8 +129,7 @@ def _check_args(task: object, stop: object, on_step: object, on_done: object, ke
     naming neither, ``on_step=5`` a ``TypeError`` after the first step had trained, ``keep_weights="no"`` kept them."""
     if task is not None and not isinstance(task, Task):
         raise TypeError(f"task must be None (the digits task) or a rlnb.tasks.Task, got {task!r}"[:300])
-    if stop is not None and not (callable(getattr(stop, "set", None)) and callable(getattr(stop, "is_set", None))):
-        raise TypeError(f"stop must be None or a threading.Event (set it to stop the run), got {stop!r}"[:300])
+    check_event(stop, "the run")
     for name, value in (("on_step", on_step), ("on_done", on_done)):
         if value is not None and not callable(value):
             raise TypeError(f"{name} must be None or a function (member index, ...), got {value!r}"[:300])

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb._options import take, user_path
+from rlnb._options import check_event, take, user_path
 from rlnb.history import default_runs_dir
 from rlnb.params import OptimizerParams
 
@@ -123,8 +123,7 @@ def _check_args(runs_dir: object, resume: object, stop: object, progress: object
     for name, value in (("runs_dir", runs_dir), ("resume", resume)):
         if value is not None:
             user_path(name, value)
-    if stop is not None and not (callable(getattr(stop, "set", None)) and callable(getattr(stop, "is_set", None))):
-        raise TypeError(f"stop must be None or a threading.Event (set it to stop the sweep), got {stop!r}"[:300])
+    check_event(stop, "the sweep")
     if not (progress is None or isinstance(progress, bool) or callable(progress)):  # None: no bar, as False
         raise TypeError(f"progress must be True, False or a function (done, total, row), got {progress!r}"[:300])
 

@@ -588,7 +588,7 @@ def test_callbacks_stop_task_and_keep_weights_of_the_wrong_type_are_refused_befo
     one = [Member(rlnb.AdamParams(), run_id="r")]
     for kwargs, match in [
         ({"task": "digits"}, "task must be None .* or a rlnb.tasks.Task, got 'digits'"),
-        ({"stop": True}, "stop must be None or a threading.Event"),
+        ({"stop": True}, r"stop must be None or a threading.Event \(set it to stop the run\), got True"),
         ({"on_step": 5}, "on_step must be None or a function"),
         ({"on_done": "print"}, "on_done must be None or a function"),
         ({"keep_weights": "no"}, "keep_weights must be True or False, got 'no'"),

@@ -6,6 +6,7 @@ nothing applied before Apply, disabled while the form is invalid."""
 import math
 import re
 import time
+import types
 
 import numpy as np
 import pytest
@@ -748,7 +749,9 @@ def test_a_base_or_session_of_the_wrong_type_is_named(tmp_path, base, session, w
 
 @pytest.mark.parametrize(
     ("kwargs", "words"),
-    [({"stop": True}, "stop must be a threading.Event or None, got True"),
+    [({"stop": True}, r"stop must be None or a threading.Event \(set it to stop the test\), got True"),
+     # as sweep and run_batched check it (the three checks differed): an Event sets and reads its flag
+     ({"stop": types.SimpleNamespace(is_set=lambda: False)}, r"stop must be None or a threading.Event .*namespace"),
      ({"progress": 5}, r"progress must be a callable progress\(done, total\) or None, got 5")],
 )  # fmt: skip
 def test_a_stop_or_progress_of_the_wrong_type_is_named_before_a_run_folder_is_made(tmp_path, kwargs, words):
