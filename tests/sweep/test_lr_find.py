@@ -675,7 +675,11 @@ def test_converting_a_rate_that_is_no_number_names_it(lr):
     assert convert_muon_lr(np.float32(0.02), "original", "match_adam", [(np.int64(8), 8)]) == pytest.approx(
         0.02 / (0.2 * 8**0.5)
     )
-    shapes = ((8, 8) for _ in range(2))  # a generator: read once (the check's second pass found it spent)
+
+
+def test_converting_for_a_generator_of_shapes_reads_it_once():
+    """The shapes' check read a generator, and the conversion found it spent."""
+    shapes = ((8, 8) for _ in range(2))
     assert convert_muon_lr(0.02, "original", "match_adam", shapes) == pytest.approx(0.02 / (0.2 * 8**0.5))
 
 
