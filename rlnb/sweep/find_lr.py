@@ -25,6 +25,7 @@ from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
 from rlnb.history import new_run_id
 from rlnb.params import AdamParams, MuonHyperparams, OptimizerParams
+from rlnb.remote.poller import OPERATION_TIMEOUT
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 
@@ -96,7 +97,7 @@ def lr_find(
     lrs = spaced(start_lr, end_lr, steps)
     values: list[float] = []
     diverging = Diverging(objective)
-    ended, hung = "", False
+    ended, hung, interrupted, failure, late = "", False, False, None, ""
     try:
         for i, lr in enumerate(lrs):
             if stop is not None and stop.is_set():
@@ -113,9 +114,6 @@ def lr_find(
                 ended = f"{type(exc).__name__} at lr {lr:.3g}: {exc}"
                 hung = isinstance(exc, OperationTimeout)  # no wait for what timed out: the close stops it
                 break
-            except KeyboardInterrupt:  # Ctrl-C, as ``stop``: the steps measured are the result (they were lost)
-                ended = f"interrupted after {i} steps"
-                break
             values.append(value)
             trial.history.log(trial.step, **({LOGGED[objective]: value} if logs else {}), lr_find_lr=lr)
             if progress is not None:
@@ -126,10 +124,18 @@ def lr_find(
             if diverging(value):
                 ended = f"diverged at lr {lr:.3g}"
                 break
+    except KeyboardInterrupt:  # Ctrl-C, as ``stop``, in a step, the log or ``progress``: the steps measured stand
+        ended, interrupted = f"interrupted after {len(values)} steps", True
+    except Exception as exc:  # the user's step_fn or progress (or a rate refused): raised below, with the result
+        ended, failure = f"{type(exc).__name__} after {len(values)} steps: {exc}", exc
     finally:
         try:
             if not hung:
-                trial.wait()
+                trial.wait(_deadline(trial))
+        except KeyboardInterrupt:
+            late, interrupted = "; interrupted in the wait for the copy's last operations", True
+        except OperationTimeout as exc:  # a hung step: the close stops it
+            late = f"; not waited for: {exc} (lr_find waits as long as an operation may take)"
         finally:  # a second Ctrl-C in the wait, or its error, left the copy open (remote: a paid session running)
             trial.close()
     # A non-finite last value (only the last: it ends the run) stays in ``values`` but not in the curve: one
@@ -142,9 +148,21 @@ def lr_find(
         reason += f"; AdamW part at {ratio:.2g}× it: {significant(suggestion * ratio)}"
     path = str(trial.history.path) if trial.history.path else None
     params = with_lr(base, suggestion, rounded=True) if suggestion is not None else None
-    found = LRFind(lrs[: len(values)], values, smoothed, suggestion, objective, kind, scaling, reason, path)
-    found.adam_ratio, found.params = ratio, params
+    found = LRFind(lrs[: len(values)], values, smoothed, suggestion, objective, kind, scaling, reason + late, path)
+    found.adam_ratio, found.params, found.interrupted = ratio, params, interrupted
+    if failure is not None:  # the steps measured were lost with the traceback (the error named no run folder)
+        where = f"in the run folder {path}" if path else "(no run folder: record=False)"
+        failure.add_note(f"lr_find: the {len(values)} steps measured before this error are kept {where} and "
+                         "as this exception's lr_find attribute (an LRFind)")  # fmt: skip
+        setattr(failure, "lr_find", found)  # noqa: B010 (an attribute no exception type declares)
+        raise failure
     return found
+
+
+def _deadline(session: Session) -> float:
+    """How long lr_find waits for a session's operations (a checkpoint, a copy's last steps): a remote session's
+    ``operation_timeout`` (its poller fails them then), else as long (a local engine has no limit of its own)."""
+    return float(getattr(getattr(session.backend, "_poller", None), "operation_timeout", OPERATION_TIMEOUT))
 
 
 def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> OptimizerParams:
@@ -222,7 +240,13 @@ def _open(
     remote = config.get("backend") == "remote"
     if not remote and "model" not in options and model not in SIZES and not Path(model).is_dir():
         raise ValueError("lr_find copies a session on a custom model into model=<a fresh instance of it>; pass model=")
-    ckpt = session.save_training_checkpoint().result().checkpoint  # after every step submitted so far
+    wait = _deadline(session)
+    try:  # after every step submitted so far
+        ckpt = session.save_training_checkpoint().result(timeout=wait).checkpoint
+    except OperationTimeout:  # it waited with no limit behind a hung step
+        raise OperationTimeout(f"lr_find: the session's training checkpoint (the weights to copy) was not saved "
+                               f"within {wait:g} s, the longest an operation may take: is a step hung? Nothing was "
+                               "opened") from None  # fmt: skip
     if remote:
         fresh = {
             "base_model": config.get("model"),

@@ -766,22 +766,6 @@ def test_a_stop_or_progress_of_the_wrong_type_is_named_before_a_run_folder_is_ma
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_second_ctrl_c_in_the_final_wait_still_closes_the_copy(tmp_path):
-    """A KeyboardInterrupt (or an error) in the wait for the copy's last operations skipped its close: the copy
-    stayed open (a remote one: a session still running on the service)."""
-    copies = []
-
-    def step(session, params, i):
-        if not copies:
-            copies.append(session)
-            session.wait = lambda *a: (_ for _ in ()).throw(KeyboardInterrupt)
-        return 1.0
-
-    with pytest.raises(KeyboardInterrupt):
-        lr_find(rlnb.AdamParams(), steps=5, step_fn=step, runs_dir=tmp_path)
-    assert copies[0].closed
-
-
 @pytest.mark.slow
 def test_the_loss_of_rl_steps_is_noise_and_gets_no_suggestion(tmp_path):
     """objective="loss" of the default RL steps: a policy-gradient loss of ~1e-10 at every rate (float rounding),
