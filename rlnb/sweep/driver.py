@@ -8,7 +8,6 @@ stopped sweep there: finished trials are kept, the rest run.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 from collections.abc import Mapping, Sequence
@@ -22,7 +21,7 @@ from rlnb.history import default_runs_dir
 from rlnb.params import OptimizerParams
 
 from .dispatch import Plan, Progress, start
-from .folder import begin, lock, new_folder, settings, table, trial_run_id
+from .folder import begin, held, new_folder, settings, table, trial_run_id
 from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
 from .space import apply, config_list, parse_space
 from .trial import TrialSpec
@@ -84,7 +83,7 @@ def sweep(
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
     # absolute: a relative folder read after a %cd would be another one (trial runs, resume=trials.attrs["path"])
     folder = Path(resume).expanduser().absolute() if resume is not None else new_folder(runs_dir)
-    with contextlib.closing(lock(folder, resume is not None)):  # one sweep at a time in a folder
+    with held(folder, resume is not None) as state:  # one sweep at a time in a folder
         the_task = trial.the_task()
         previous = begin(folder, settings(base, configs, trial, study, the_task, options), resume is not None)
 
@@ -106,6 +105,7 @@ def sweep(
             source = Plan([make_spec(i, c, s) for i, (c, s) in enumerate(plan)], finished)
             reporter = None
         run = start(folder, source, reporter, where, study, stop or threading.Event(), progress)
+        state["started"] = True
         try:
             run.drive()
         except BaseException:
