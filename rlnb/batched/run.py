@@ -160,6 +160,10 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
         if not callable(m.params) and not isinstance(m.params, expected):
             raise ValueError(f"members[{i}].params must be {expected.__name__} (optimizer={optimizer!r}), "
                              f"or a function of the step returning one; got {type(m.params).__name__}")
+        first = _first(m.params) if callable(m.params) else None  # the other kind failed it at step 0, models built
+        if first is not None and not isinstance(first, expected):
+            raise ValueError(f"members[{i}].params(0) returned {type(first).__name__}: optimizer={optimizer!r} "
+                             f"takes {expected.__name__} at every step (a schedule for the other optimizer?)")
         if not isinstance(m.annotations, Mapping):  # None: "'NoneType' object is not a mapping", naming no member
             raise TypeError(f"members[{i}].annotations must be a dict of config fields, got {m.annotations!r}")
         bad = [k for k in m.annotations if not isinstance(k, str)]  # History.annotate(**fields) takes names only
@@ -171,3 +175,10 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
     return steps, checked
 
 
+def _first(params: Callable[[int], Any]) -> Any:
+    """A member's ``params(0)``, or None where it raises: its own error fails that member at its step 0, as at
+    any step (the ensemble's other members go on)."""
+    try:
+        return params(0)
+    except Exception:  # noqa: BLE001 - the member's own code, called again (and failed) at its step 0
+        return None

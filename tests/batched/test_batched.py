@@ -280,8 +280,24 @@ def test_params_that_fail_at_a_step_end_that_member_only():
     assert results[0].status == "FAILED" and results[0].steps_done == 2
     assert results[0].reason.startswith("InvalidParams: AdamParams.learning_rate = -1.0 is invalid")
     assert results[1].status == "COMPLETED" and results[1].steps_done == 4
-    wrong = run_batched("tiny", "adam", [Member(lambda i: rlnb.MuonParams())], steps=1, device="cpu", **QUICK)[0]
-    assert wrong.status == "FAILED" and "pass AdamParams, not MuonParams" in wrong.reason
+
+
+def test_a_schedule_of_the_other_optimizer_is_refused_before_anything_runs(tmp_path):
+    """A function of the step returning MuonParams to an Adam ensemble (a schedule written for the other optimizer):
+    its member was FAILED "TypeError: this session's optimizer is adam: pass AdamParams, not MuonParams" at step 0,
+    after the model was built and its run folder made, naming no member nor its params function."""
+    with pytest.raises(ValueError, match=r"members\[1\].params\(0\) returned MuonParams: optimizer='adam' takes "
+                       r"AdamParams at every step \(a schedule for the other optimizer\?\)"):  # fmt: skip
+        run_batched("tiny", "adam", [ADAM[0], Member(lambda i: rlnb.MuonParams(), run_id="m")], steps=1,
+                    device="cpu", runs_dir=tmp_path, **QUICK)  # fmt: skip
+    assert not list(tmp_path.iterdir())
+
+    def switches(i: int):  # the other kind from step 1 on: that member fails there, named
+        return rlnb.AdamParams() if i < 1 else rlnb.MuonParams()
+
+    wrong = run_batched("tiny", "adam", [Member(switches)], steps=2, device="cpu", **QUICK)[0]
+    assert wrong.status == "FAILED" and wrong.steps_done == 1
+    assert wrong.reason == "TypeError: params(1) returned MuonParams: optimizer='adam' takes AdamParams, not MuonParams"
 
 
 def test_a_params_function_that_raises_any_error_ends_that_member_only():
