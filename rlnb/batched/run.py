@@ -106,6 +106,8 @@ def run_batched(
     _check_args(task, stop, on_step, on_done, keep_weights)
     task = task or digits_task()
     steps, members = _check(model, optimizer, members, steps)
+    if runs_dir is not None:
+        check_open_files(len(members))
     for m in members if runs_dir is not None else ():  # as connect checks it, before a model is built or a folder made
         check_recording(None, runs_dir, m.run_id, True)
     check_int("group_size", task.group_size if step.group_size is None else step.group_size, 1, MAX_NUM_SAMPLES)
@@ -173,6 +175,37 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
             raise ValueError(f"members[{i}].annotations: {what}; pick another name, as History.annotate asks")
         checked.append(replace(m, seed=check_int(f"members[{i}].seed", m.seed, lowest, highest)))
     return steps, checked
+
+
+FILES_PER_MEMBER, FILES_RESERVED = 4, 64
+"""Files a recording member holds open for the ensemble's life (its run's lock and logs: measured on ``tiny``), and
+those left to the rest of the process."""
+
+
+def open_files_limit() -> int | None:
+    """How many files this process may open (``ulimit -n``), or None where it is not known (Windows)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def most_members() -> int | None:
+    """The most recording members this process can hold the files of (None: no known limit)."""
+    limit = open_files_limit()
+    return None if limit is None else max(0, (limit - FILES_RESERVED) // FILES_PER_MEMBER)
+
+
+def check_open_files(members: int) -> None:
+    """``ValueError`` naming the limit when ``members`` recording runs cannot all hold their files open: past it,
+    ``OSError: Too many open files`` came from some members' Histories, which went on in memory with a warning."""
+    most = most_members()
+    if most is not None and members > most:
+        raise ValueError(f"members: {members} recording members hold ~{FILES_PER_MEMBER} files open each, and this "
+                         f"process may open {open_files_limit()} (ulimit -n): at most {most} members here; pass "
+                         "fewer, raise the limit, or runs_dir=None (in memory)")  # fmt: skip
 
 
 def _first(params: Callable[[int], Any]) -> Any:

@@ -677,3 +677,21 @@ def test_a_loss_that_reads_no_advantages_is_refused_before_anything_is_sampled(t
         rl_step(s, digits_task(), rlnb.AdamParams(), loss="cross_entropy")
     assert len(s.history) == 0  # nothing was sampled
     s.close()
+
+
+def test_more_recording_members_than_the_process_may_open_files_for_are_refused(tmp_path, monkeypatch):
+    """60 members recording under ``runs_dir`` with ``ulimit -n`` 200: each holds ~4 files open for the run, and
+    past ~50 members every History hit "Too many open files" and went on in memory (a warning each, the run
+    folders cut short). Refused up front naming the limit; a sweep's batched groups stay within it."""
+    from rlnb.batched import run as run_module
+    from rlnb.sweep.batched_executor import BatchedExecutor
+
+    monkeypatch.setattr(run_module, "open_files_limit", lambda: 200)
+    members = [Member(rlnb.AdamParams(), seed=s, run_id=f"m{s}") for s in range(60)]
+    with pytest.raises(ValueError, match=r"members: 60 recording members hold ~4 files open each, and this process "
+                       r"may open 200 \(ulimit -n\): at most 34 members here; pass fewer, raise the limit, or "
+                       r"runs_dir=None \(in memory\)"):  # fmt: skip
+        run_batched("tiny", "adam", members, steps=1, device="cpu", runs_dir=tmp_path, **QUICK)
+    assert not list(tmp_path.iterdir())
+    assert BatchedExecutor(tmp_path, threading.Event(), max_members=100)._max == 34
+    assert BatchedExecutor(tmp_path, threading.Event(), max_members=8)._max == 8
