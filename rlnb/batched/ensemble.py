@@ -238,7 +238,7 @@ class Ensemble:
                 value = given(i) if callable(given) else given
                 if not isinstance(value, expected):  # named: "this session's" named no member, nor its params
                     raise TypeError(f"params({i}) returned {type(value).__name__}: optimizer={self.kind!r} takes "
-                                    f"{expected.__name__}, not {type(value).__name__}")
+                                    f"{expected.__name__}, not {type(value).__name__}")  # fmt: skip
                 self.optim.limits.check(value.resolved())  # as a session's optim-step: eps 0 in the dtype, lr past it
                 out[m] = value
             except Exception as exc:  # noqa: BLE001 - the member's own code: its trial fails, not the ensemble

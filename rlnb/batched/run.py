@@ -164,8 +164,8 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
                              f"or a function of the step returning one; got {type(m.params).__name__}")
         first = _first(m.params) if callable(m.params) else None  # the other kind failed it at step 0, models built
         if first is not None and not isinstance(first, expected):
-            raise ValueError(f"members[{i}].params(0) returned {type(first).__name__}: optimizer={optimizer!r} "
-                             f"takes {expected.__name__} at every step (a schedule for the other optimizer?)")
+            raise ValueError(f"members[{i}].params(0) returned {type(first).__name__}: optimizer={optimizer!r} takes "
+                             f"{expected.__name__} at every step (a schedule for the other optimizer?)")  # fmt: skip
         if not isinstance(m.annotations, Mapping):  # None: "'NoneType' object is not a mapping", naming no member
             raise TypeError(f"members[{i}].annotations must be a dict of config fields, got {m.annotations!r}")
         bad = [k for k in m.annotations if not isinstance(k, str)]  # History.annotate(**fields) takes names only

@@ -72,6 +72,7 @@ def held(folder: Path, resume: bool) -> Iterator[dict[str, bool]]:
         if not state["started"]:  # nothing ran: sweep.json and the lock only
             shutil.rmtree(folder, ignore_errors=True)
 
+
 def settings(
     base: OptimizerParams,
     configs: Sequence[Mapping[str, Any]] | None,
