@@ -137,7 +137,10 @@ def lr_find(
         except OperationTimeout as exc:  # a hung step: the close stops it
             late = f"; not waited for: {exc} (lr_find waits as long as an operation may take)"
         finally:  # a second Ctrl-C in the wait, or its error, left the copy open (remote: a paid session running)
-            trial.close()
+            try:
+                trial.close()
+            except KeyboardInterrupt:  # as it stands after a Ctrl-C that propagated, but the result is kept
+                late, interrupted = f"{late}; interrupted while the copy closed: it may still be open", True
     # A non-finite last value (only the last: it ends the run) stays in ``values`` but not in the curve: one
     # NaN or inf in the EMA made every smoothed point NaN (or inf), read as "flat" with no suggestion.
     curve = values if not values or math.isfinite(values[-1]) else values[:-1]

@@ -40,7 +40,7 @@ class LRFind:
     ``adam_ratio × lrs[i]``); None for Adam."""
     params: OptimizerParams | None = None
     interrupted: bool = False
-    """A Ctrl-C ended the test (wherever it landed: a step, the log, ``progress``, the final wait): the steps
+    """A Ctrl-C ended the test (wherever it landed: a step, the log, ``progress``, the final wait, the close): the steps
     measured are the result, as with ``stop``. A script calling ``lr_find`` in a loop stops on it (the Ctrl-C
     went no further): ``if found.interrupted: raise KeyboardInterrupt``."""
     extra: dict[str, Any] = field(default_factory=dict)

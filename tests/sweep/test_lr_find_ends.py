@@ -105,6 +105,30 @@ def test_a_ctrl_c_in_the_final_wait_keeps_the_result_and_closes_the_copy(tmp_pat
     assert found.reason.endswith("; interrupted in the wait for the copy's last operations")
 
 
+def test_a_ctrl_c_in_the_close_of_the_copy_keeps_the_result_and_says_so(tmp_path):
+    """A Ctrl-C landing in the copy's close propagated: the steps measured were lost, the copy no more closed."""
+    copies, raised = [], []
+
+    def step(session, params, i):
+        if not copies:
+            copies.append(session)
+            real = session.close
+
+            def close(*args, **kwargs):  # a Ctrl-C in the first close only
+                if not raised:
+                    raised.append(True)
+                    raise KeyboardInterrupt
+                return real(*args, **kwargs)
+
+            session.close = close
+        return float(i)
+
+    found = not_interrupted(base=rlnb.AdamParams(), steps=5, step_fn=step, runs_dir=tmp_path)
+    copies[0].close()  # the test's own cleanup
+    assert found.interrupted and len(found.values) == 5
+    assert found.reason.endswith("; interrupted while the copy closed: it may still be open")
+
+
 def test_the_final_wait_for_a_hung_operation_has_a_deadline(tmp_path, monkeypatch):
     """The last step left an operation running that never ends (a hung engine or service): the final wait had no
     limit. It waits as long as an operation may take (``OPERATION_TIMEOUT``, here 0.5 s), keeps the steps measured
