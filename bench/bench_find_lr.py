@@ -86,6 +86,9 @@ def main() -> None:
             variants = [("", None)] + ([(" (muon only)", muon_alone(preset("muon")))] if kind == "muon" else [])
             for label, step_fn in variants:
                 found = lr_find(preset(kind), session, steps=30, seed=seed, step_fn=step_fn, runs_dir=runs)
+                if found.interrupted:  # lr_find keeps a Ctrl-C's result and goes on: the bench stops here
+                    session.close()
+                    raise KeyboardInterrupt
                 r = rise(found.smoothed, "reward")
                 if not label:
                     rises[group].append(r)

@@ -150,6 +150,8 @@ def lrfind_run(seed: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         found = lr_find(rlnb.AdamParams(weight_decay=0.0), task=first_letter_task(), steps=30, seed=seed,
                         runs_dir=tmp, device="cpu")
+    if found.interrupted:  # lr_find keeps a Ctrl-C's result and goes on: stop the bench, and record no cut run
+        raise KeyboardInterrupt
     return {"suggestion": found.suggestion, "reason": found.reason}
 
 

@@ -79,6 +79,13 @@ def check_bool(name: str, value: Any, *, optional: bool = False) -> None:
         raise ValueError(f"{name} must be {'None, ' if optional else ''}True or False, got {value!r}")
 
 
+def check_event(value: Any, stops: str, name: str = "stop") -> None:
+    """``TypeError`` naming ``name`` unless ``value`` is None or an Event (``set`` and ``is_set``; ``stops`` says what
+    setting it stops): ``stop=True`` or ``"yes"`` was an ``AttributeError`` naming nothing, after a folder was made."""
+    if value is not None and not (callable(getattr(value, "set", None)) and callable(getattr(value, "is_set", None))):
+        raise TypeError(f"{name} must be None or a threading.Event (set it to stop {stops}), got {value!r}"[:300])
+
+
 def user_path(name: str, value: object) -> Path:
     """A folder or file a user named, ``~`` expanded as a shell would (``Path("~/runs")`` is a folder called
     ``~``); a ``TypeError`` naming ``name`` unless ``value`` is a ``str`` or ``os.PathLike``."""

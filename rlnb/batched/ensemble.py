@@ -236,9 +236,9 @@ class Ensemble:
             given = self.members[m].params
             try:
                 value = given(i) if callable(given) else given
-                if not isinstance(value, expected):
-                    raise TypeError(f"this session's optimizer is {self.kind}: pass {expected.__name__}, "
-                                    f"not {type(value).__name__}")
+                if not isinstance(value, expected):  # named: "this session's" named no member, nor its params
+                    raise TypeError(f"params({i}) returned {type(value).__name__}: optimizer={self.kind!r} takes "
+                                    f"{expected.__name__}, not {type(value).__name__}")  # fmt: skip
                 self.optim.limits.check(value.resolved())  # as a session's optim-step: eps 0 in the dtype, lr past it
                 out[m] = value
             except Exception as exc:  # noqa: BLE001 - the member's own code: its trial fails, not the ensemble

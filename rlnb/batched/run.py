@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb._options import check_bool, check_int, refuse_unknown, take
+from rlnb._options import check_bool, check_event, check_int, refuse_unknown, take
 from rlnb.batched.ensemble import Ensemble
 from rlnb.batched.members import Hooks, Member, MemberResult, OnStep
 from rlnb.batched.options import ENGINE_OPTIONS, EngineOptions, StepOptions
@@ -106,6 +106,8 @@ def run_batched(
     _check_args(task, stop, on_step, on_done, keep_weights)
     task = task or digits_task()
     steps, members = _check(model, optimizer, members, steps)
+    if runs_dir is not None:
+        check_open_files(len(members))
     for m in members if runs_dir is not None else ():  # as connect checks it, before a model is built or a folder made
         check_recording(None, runs_dir, m.run_id, True)
     check_int("group_size", task.group_size if step.group_size is None else step.group_size, 1, MAX_NUM_SAMPLES)
@@ -129,8 +131,7 @@ def _check_args(task: object, stop: object, on_step: object, on_done: object, ke
     naming neither, ``on_step=5`` a ``TypeError`` after the first step had trained, ``keep_weights="no"`` kept them."""
     if task is not None and not isinstance(task, Task):
         raise TypeError(f"task must be None (the digits task) or a rlnb.tasks.Task, got {task!r}"[:300])
-    if stop is not None and not (callable(getattr(stop, "set", None)) and callable(getattr(stop, "is_set", None))):
-        raise TypeError(f"stop must be None or a threading.Event (set it to stop the run), got {stop!r}"[:300])
+    check_event(stop, "the run")
     for name, value in (("on_step", on_step), ("on_done", on_done)):
         if value is not None and not callable(value):
             raise TypeError(f"{name} must be None or a function (member index, ...), got {value!r}"[:300])
@@ -161,6 +162,10 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
         if not callable(m.params) and not isinstance(m.params, expected):
             raise ValueError(f"members[{i}].params must be {expected.__name__} (optimizer={optimizer!r}), "
                              f"or a function of the step returning one; got {type(m.params).__name__}")
+        first = _first(m.params) if callable(m.params) else None  # the other kind failed it at step 0, models built
+        if first is not None and not isinstance(first, expected):
+            raise ValueError(f"members[{i}].params(0) returned {type(first).__name__}: optimizer={optimizer!r} takes "
+                             f"{expected.__name__} at every step (a schedule for the other optimizer?)")  # fmt: skip
         if not isinstance(m.annotations, Mapping):  # None: "'NoneType' object is not a mapping", naming no member
             raise TypeError(f"members[{i}].annotations must be a dict of config fields, got {m.annotations!r}")
         bad = [k for k in m.annotations if not isinstance(k, str)]  # History.annotate(**fields) takes names only
@@ -172,3 +177,41 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
     return steps, checked
 
 
+FILES_PER_MEMBER, FILES_RESERVED = 4, 64
+"""Files a recording member holds open for the ensemble's life (its run's lock and logs: measured on ``tiny``), and
+those left to the rest of the process."""
+
+
+def open_files_limit() -> int | None:
+    """How many files this process may open (``ulimit -n``), or None where it is not known (Windows)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def most_members() -> int | None:
+    """The most recording members this process can hold the files of (None: no known limit)."""
+    limit = open_files_limit()
+    return None if limit is None else max(0, (limit - FILES_RESERVED) // FILES_PER_MEMBER)
+
+
+def check_open_files(members: int) -> None:
+    """``ValueError`` naming the limit when ``members`` recording runs cannot all hold their files open: past it,
+    ``OSError: Too many open files`` came from some members' Histories, which went on in memory with a warning."""
+    most = most_members()
+    if most is not None and members > most:
+        raise ValueError(f"members: {members} recording members hold ~{FILES_PER_MEMBER} files open each, and this "
+                         f"process may open {open_files_limit()} (ulimit -n): at most {most} members here; pass "
+                         "fewer, raise the limit, or runs_dir=None (in memory)")  # fmt: skip
+
+
+def _first(params: Callable[[int], Any]) -> Any:
+    """A member's ``params(0)``, or None where it raises: its own error fails that member at its step 0, as at
+    any step (the ensemble's other members go on)."""
+    try:
+        return params(0)
+    except Exception:  # noqa: BLE001 - the member's own code, called again (and failed) at its step 0
+        return None

@@ -11,7 +11,8 @@ Modules: ``options`` (the groups of ``sweep``'s options: ``TrialOptions``, ``Sea
 ``ExecutorOptions``; ``lr_find``'s ``RangeTestOptions``), ``space`` (configs, search spaces, params), ``trial``
 (one run → one row), ``executors`` (threads, and the per-trial routing), ``ray_executor``, ``optuna_search``,
 ``driver`` (``sweep``), ``dispatch`` (its plan of trials and the loop that runs them), ``folder``, ``find_lr``
-(``lr_find``, the LR range test), ``muon_lr`` (Muon rates between scaling conventions), ``figures``.
+(``lr_find``, the LR range test; ``lr_curve``, its curve; ``lr_result``, its ``LRFind``), ``muon_lr`` (Muon rates
+between scaling conventions), ``figures``.
 """
 
 from __future__ import annotations

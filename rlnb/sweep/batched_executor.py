@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb.batched import Member, MemberResult, run_batched
+from rlnb.batched.run import most_members
 from rlnb.tasks import StepReport
 
 from .executors import ABANDONED
@@ -31,7 +32,9 @@ class BatchedExecutor:
     name = "batched"
 
     def __init__(self, runs_dir: Path, stop: threading.Event, reporter: Any = None, max_members: int = MAX_MEMBERS):
-        self._runs_dir, self._stop, self._reporter, self._max = runs_dir, stop, reporter, max_members
+        most = most_members()  # each member records its run: past the files this process may open, run_batched refuses
+        self._max = max_members if most is None else max(1, min(max_members, most))
+        self._runs_dir, self._stop, self._reporter = runs_dir, stop, reporter
         self._waiting: list[TrialSpec] = []
         self._rows: queue.Queue[dict[str, Any]] = queue.Queue()
         self._pending: dict[int, TrialSpec] = {}  # submitted and not yet returned as a row, by trial

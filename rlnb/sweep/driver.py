@@ -8,7 +8,6 @@ stopped sweep there: finished trials are kept, the rest run.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 from collections.abc import Mapping, Sequence
@@ -17,12 +16,12 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb._options import take, user_path
+from rlnb._options import check_event, take, user_path
 from rlnb.history import default_runs_dir
 from rlnb.params import OptimizerParams
 
 from .dispatch import Plan, Progress, start
-from .folder import begin, lock, new_folder, settings, table, trial_run_id
+from .folder import begin, held, new_folder, settings, table, trial_run_id
 from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
 from .space import apply, config_list, parse_space
 from .trial import TrialSpec
@@ -84,7 +83,7 @@ def sweep(
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
     # absolute: a relative folder read after a %cd would be another one (trial runs, resume=trials.attrs["path"])
     folder = Path(resume).expanduser().absolute() if resume is not None else new_folder(runs_dir)
-    with contextlib.closing(lock(folder, resume is not None)):  # one sweep at a time in a folder
+    with held(folder, resume is not None) as state:  # one sweep at a time in a folder
         the_task = trial.the_task()
         previous = begin(folder, settings(base, configs, trial, study, the_task, options), resume is not None)
 
@@ -106,6 +105,7 @@ def sweep(
             source = Plan([make_spec(i, c, s) for i, (c, s) in enumerate(plan)], finished)
             reporter = None
         run = start(folder, source, reporter, where, study, stop or threading.Event(), progress)
+        state["started"] = True
         try:
             run.drive()
         except BaseException:
@@ -123,8 +123,7 @@ def _check_args(runs_dir: object, resume: object, stop: object, progress: object
     for name, value in (("runs_dir", runs_dir), ("resume", resume)):
         if value is not None:
             user_path(name, value)
-    if stop is not None and not (callable(getattr(stop, "set", None)) and callable(getattr(stop, "is_set", None))):
-        raise TypeError(f"stop must be None or a threading.Event (set it to stop the sweep), got {stop!r}"[:300])
+    check_event(stop, "the sweep")
     if not (progress is None or isinstance(progress, bool) or callable(progress)):  # None: no bar, as False
         raise TypeError(f"progress must be True, False or a function (done, total, row), got {progress!r}"[:300])
 

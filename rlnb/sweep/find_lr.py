@@ -17,24 +17,20 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from rlnb._options import take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
 from rlnb.history import new_run_id
 from rlnb.params import AdamParams, MuonHyperparams, OptimizerParams
+from rlnb.remote.poller import OPERATION_TIMEOUT
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
-from rlnb.viz.plots import NotebookFigure
 
-from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest, why_none
+from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest
+from .lr_result import LRFind
 from .options import RangeTestOptions, StepFn, check_base, check_range_test
 from .trial import Objective
 
@@ -46,66 +42,6 @@ values (Adam 3e-4..3e-3; Muon 0.02 in "original" units)."""
 SCALING_NAMES = {"MUON_SCALING_STRATEGY_ORIGINAL": "original", "MUON_SCALING_STRATEGY_MATCH_ADAM": "match_adam"}
 LOGGED: dict[str, str] = {"reward": "reward", "loss": "lr_find_loss"}
 """The name each objective is logged under (``loss`` is a column of the steps table already)."""
-
-
-@dataclass
-class LRFind:
-    """A range test's result. ``plot()`` draws the objective against the learning rate with the
-    suggestion marked; ``frame`` is the per-step table; ``params`` is ``base`` with the suggested
-    rate(s), or None."""
-
-    lrs: list[float]
-    values: list[float]
-    smoothed: list[float]
-    suggestion: float | None
-    """The suggested rate (Muon: Muon's own), to two significant figures; None: no clear suggestion."""
-    objective: Objective
-    optimizer: str
-    muon_scaling: str | None
-    """The convention of every rate here, for Muon; None for Adam."""
-    reason: str
-    """How the suggestion was chosen, or why there is none; and why the test ended early, if it did."""
-    run_path: str | None = None
-    adam_ratio: float | None = None
-    """Muon: the AdamW rate / the Muon rate, kept at every step (the AdamW rate at ``lrs[i]`` is
-    ``adam_ratio × lrs[i]``); None for Adam."""
-    params: OptimizerParams | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def frame(self) -> pd.DataFrame:
-        """One row per step: learning rate (Muon: and the AdamW rate), the objective and its smoothed value."""
-        frame = pd.DataFrame({"learning_rate": self.lrs, self.objective: self.values, "smoothed": self.smoothed})
-        if self.adam_ratio is not None:
-            frame.insert(1, "adam_learning_rate", [lr * self.adam_ratio for lr in self.lrs])
-        return frame
-
-    def figure(self) -> Figure:
-        """A new figure with ``plot()`` on it; a notebook shows it where it is returned."""
-        fig = NotebookFigure(figsize=(5, 3), layout="constrained")  # shows itself where a notebook returns it
-        self.plot(fig.add_subplot())
-        return fig
-
-    def plot(self, ax: Axes | None = None) -> Axes:
-        """The objective per step and smoothed against the learning rate (log x), the suggestion dashed."""
-        if ax is None:
-            return self.figure().axes[0]
-        ax.plot(self.lrs, self.values, ".", color="0.6", label=f"{self.objective} per step")
-        ax.plot(self.lrs, self.smoothed, color="C0", label="smoothed")
-        if self.suggestion is not None:
-            ax.axvline(self.suggestion, color="C3", ls="--", label=f"suggested {self.suggestion:.2g}")
-        unit = f" ({self.muon_scaling} scaling)" if self.muon_scaling else ""
-        together = f"\nAdamW part at {self.adam_ratio:.2g}× it" if self.adam_ratio is not None else ""
-        ax.set(
-            xscale="log",
-            xlabel=f"{self.optimizer} learning rate{unit}{together}",
-            ylabel=self.objective,
-            title="learning-rate range test" if self.suggestion is not None else why_none(self.reason),
-        )
-        if self.suggestion is None:
-            ax.title.set_fontsize("small")  # a few lines of why
-        ax.legend(loc="best", fontsize="small")
-        return ax
 
 
 def lr_find(
@@ -161,7 +97,7 @@ def lr_find(
     lrs = spaced(start_lr, end_lr, steps)
     values: list[float] = []
     diverging = Diverging(objective)
-    ended, hung = "", False
+    ended, hung, interrupted, failure, late = "", False, False, None, ""
     try:
         for i, lr in enumerate(lrs):
             if stop is not None and stop.is_set():
@@ -178,9 +114,6 @@ def lr_find(
                 ended = f"{type(exc).__name__} at lr {lr:.3g}: {exc}"
                 hung = isinstance(exc, OperationTimeout)  # no wait for what timed out: the close stops it
                 break
-            except KeyboardInterrupt:  # Ctrl-C, as ``stop``: the steps measured are the result (they were lost)
-                ended = f"interrupted after {i} steps"
-                break
             values.append(value)
             trial.history.log(trial.step, **({LOGGED[objective]: value} if logs else {}), lr_find_lr=lr)
             if progress is not None:
@@ -191,12 +124,23 @@ def lr_find(
             if diverging(value):
                 ended = f"diverged at lr {lr:.3g}"
                 break
+    except KeyboardInterrupt:  # Ctrl-C, as ``stop``, in a step, the log or ``progress``: the steps measured stand
+        ended, interrupted = f"interrupted after {len(values)} steps", True
+    except Exception as exc:  # the user's step_fn or progress (or a rate refused): raised below, with the result
+        ended, failure = f"{type(exc).__name__} after {len(values)} steps: {exc}", exc
     finally:
         try:
             if not hung:
-                trial.wait()
+                trial.wait(_deadline(trial))
+        except KeyboardInterrupt:
+            late, interrupted = "; interrupted in the wait for the copy's last operations", True
+        except OperationTimeout as exc:  # a hung step: the close stops it
+            late = f"; not waited for: {exc} (lr_find waits as long as an operation may take)"
         finally:  # a second Ctrl-C in the wait, or its error, left the copy open (remote: a paid session running)
-            trial.close()
+            try:
+                trial.close()
+            except KeyboardInterrupt:  # as it stands after a Ctrl-C that propagated, but the result is kept
+                late, interrupted = f"{late}; interrupted while the copy closed: it may still be open", True
     # A non-finite last value (only the last: it ends the run) stays in ``values`` but not in the curve: one
     # NaN or inf in the EMA made every smoothed point NaN (or inf), read as "flat" with no suggestion.
     curve = values if not values or math.isfinite(values[-1]) else values[:-1]
@@ -207,9 +151,21 @@ def lr_find(
         reason += f"; AdamW part at {ratio:.2g}× it: {significant(suggestion * ratio)}"
     path = str(trial.history.path) if trial.history.path else None
     params = with_lr(base, suggestion, rounded=True) if suggestion is not None else None
-    found = LRFind(lrs[: len(values)], values, smoothed, suggestion, objective, kind, scaling, reason, path)
-    found.adam_ratio, found.params = ratio, params
+    found = LRFind(lrs[: len(values)], values, smoothed, suggestion, objective, kind, scaling, reason + late, path)
+    found.adam_ratio, found.params, found.interrupted = ratio, params, interrupted
+    if failure is not None:  # the steps measured were lost with the traceback (the error named no run folder)
+        where = f"in the run folder {path}" if path else "(no run folder: record=False)"
+        failure.add_note(f"lr_find: the {len(values)} steps measured before this error are kept {where} and "
+                         "as this exception's lr_find attribute (an LRFind)")  # fmt: skip
+        setattr(failure, "lr_find", found)  # noqa: B010 (an attribute no exception type declares)
+        raise failure
     return found
+
+
+def _deadline(session: Session) -> float:
+    """How long lr_find waits for a session's operations (a checkpoint, a copy's last steps): a remote session's
+    ``operation_timeout`` (its poller fails them then), else as long (a local engine has no limit of its own)."""
+    return float(getattr(getattr(session.backend, "_poller", None), "operation_timeout", OPERATION_TIMEOUT))
 
 
 def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> OptimizerParams:
@@ -287,7 +243,13 @@ def _open(
     remote = config.get("backend") == "remote"
     if not remote and "model" not in options and model not in SIZES and not Path(model).is_dir():
         raise ValueError("lr_find copies a session on a custom model into model=<a fresh instance of it>; pass model=")
-    ckpt = session.save_training_checkpoint().result().checkpoint  # after every step submitted so far
+    wait = _deadline(session)
+    try:  # after every step submitted so far
+        ckpt = session.save_training_checkpoint().result(timeout=wait).checkpoint
+    except OperationTimeout:  # it waited with no limit behind a hung step
+        raise OperationTimeout(f"lr_find: the session's training checkpoint (the weights to copy) was not saved "
+                               f"within {wait:g} s, the longest an operation may take: is a step hung? Nothing was "
+                               "opened") from None  # fmt: skip
     if remote:
         fresh = {
             "base_model": config.get("model"),

@@ -3,14 +3,16 @@ flushed at once), one run folder per trial, and for Optuna ``study.db``. What ma
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
 import math
+import shutil
 import types
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -55,6 +57,21 @@ def lock(folder: Path, resume: bool) -> IO[str]:
         raise FileNotFoundError(f"resume: {folder} is not a sweep folder (no {SETTINGS_FILE})")
     busy = f"sweep folder {folder} is being run by another sweep (pid {{holder}}): let it finish, or stop it, "
     return hold_lock(folder / LOCK_FILE, busy + "before resuming it")
+
+
+@contextlib.contextmanager
+def held(folder: Path, resume: bool) -> Iterator[dict[str, bool]]:
+    """``lock`` for the sweep's life. A new folder is removed after unless the sweep marks it ``started`` once its
+    executors are up: Ray refused (not installed, unreachable, too small) left an empty sweep folder behind."""
+    state = {"started": resume}
+    fh = lock(folder, resume)
+    try:
+        yield state
+    finally:
+        fh.close()
+        if not state["started"]:  # nothing ran: sweep.json and the lock only
+            shutil.rmtree(folder, ignore_errors=True)
+
 
 def settings(
     base: OptimizerParams,

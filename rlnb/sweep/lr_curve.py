@@ -98,15 +98,19 @@ def suggest(
     descent of the loss, the steepest ascent of the reward), to two significant figures. The first 10%
     of steps are skipped: the EMA has too little history there. None, saying why, when the curve is flat
     (see ``FLAT``), within the noise of ``values`` (the per-step objective, see ``NOISE``) or does not
-    improve, or improves fastest at either edge of what is read (the steepest point may lie outside the range)."""
+    improve, or improves fastest at either edge of what is read (the steepest point may lie outside the range).
+    A fall past the noise from a best among the first rates read is a finding (a smaller start_lr, not "may be
+    noise"); a curve rising at one rate throughout, or near its steepest at both edges, is told to widen both."""
     sign = 1.0 if objective == "reward" else -1.0
     y = sign * np.asarray(smoothed, dtype=float)
     if len(y) < 5:
         return None, f"no clear suggestion: too few steps ({len(y)}) to suggest a rate"
     improved = rise(smoothed, objective)
     best, skip = int(np.nanargmax(y)), max(1, len(y) // 10)
-    spread = float(np.nanmax(y) - np.nanmin(y))
-    if improved < FLAT and best <= skip and spread > 0 and spread >= FLAT * np.nanmax(np.abs(y)):
+    size, jitter = float(np.nanmax(y) - np.nanmin(y)), noise(values) if values is not None else 0.0
+    gain, fall = float(y[best] - np.nanmin(y[: best + 1])), float(y[best] - np.nanmin(y[best:]))
+    significant_fall = fall >= NOISE * jitter and size > 0 and size >= FLAT * np.nanmax(np.abs(y))
+    if improved < FLAT and best <= skip and significant_fall:  # not on pure noise (18% of 30-step curves were)
         return None, (  # not flat: worse at every rate past the first few (a model diverging from the start)
             f"no clear suggestion: the smoothed {objective} only gets worse after its best point, at the start of "
             f"the range (lr {lrs[best]:.3g}): try a smaller start_lr"
@@ -116,29 +120,37 @@ def suggest(
             f"no clear suggestion: the smoothed {objective} is flat (it improves {improved:.1%} of its size before "
             f"its best point; below {FLAT:.0%} counts as flat) — nothing here learns faster at one rate than another"
         )
-    gain, spread = float(y[best] - np.nanmin(y[: best + 1])), noise(values) if values is not None else 0.0
-    if gain < NOISE * spread:
-        return None, (
-            f"no clear suggestion: the smoothed {objective} improves {gain:.3g} before its best point, under "
-            f"{NOISE:g}× the per-step noise ({spread:.3g}): the curve may be noise — try more steps or another "
-            "objective"
-        )
-    if best <= skip:
+    if best <= skip and max(gain, fall) >= NOISE * jitter:  # was after the noise check, which told it "may be noise"
         where = f"at lr {lrs[best]:.3g}"
         return None, f"no clear suggestion: no improvement before the best point ({where}): try a smaller start_lr"
-    slope = np.gradient(y[: best + 1], np.log10(np.asarray(lrs[: best + 1])))
+    if gain < NOISE * jitter:  # every curve whose best is among the first rates read ends here or above
+        return None, (
+            f"no clear suggestion: the smoothed {objective} improves {gain:.3g} before its best point, under "
+            f"{NOISE:g}× the per-step noise ({jitter:.3g}): the curve may be noise — try more steps or another "
+            "objective"
+        )
+    x = np.log10(np.asarray(lrs[: best + 1]))
+    slope = np.gradient(y[: best + 1], x)
     i = skip + int(np.nanargmax(slope[skip:]))
     if not slope[i] > 0:
         return None, "no clear suggestion: the objective did not improve: try a wider range or more steps"
-    if slope[skip] >= EDGE * slope[i]:  # improving about as fast at the first rate read: the steepest may be below
+    start = slope[skip] >= EDGE * slope[i]  # improving about as fast at the first rate read: the steepest may be below
+    end = best == len(y) - 1 and slope[best] >= EDGE * slope[i]  # and at the last: where it would stop is above
+    even = best == len(y) - 1 and (y[best] - y[skip]) / (x[best] - x[skip]) >= EDGE * slope[i]  # one slope throughout
+    if even or start and end:  # either edge alone was half the advice: a straight rise was told "a smaller start_lr"
+        return None, (
+            f"no clear suggestion: the smoothed {objective} improved at about one rate across the whole range (lr "
+            f"{lrs[skip]:.3g} to {lrs[best]:.3g}): try a wider range (a smaller start_lr and a larger end_lr)"
+        )
+    if start:
         return None, (
             f"no clear suggestion: the smoothed {objective} already improved near its fastest at the start of the "
             f"range (lr {lrs[skip]:.3g}): try a smaller start_lr or more steps"
         )
-    if i == len(y) - 1:  # still improving fastest at the top: where it would stop is not in the range
+    if end:
         return None, (
-            f"no clear suggestion: the smoothed {objective} improved fastest at the end of the range (lr "
-            f"{lrs[i]:.3g}): try a larger end_lr or more steps"
+            f"no clear suggestion: the smoothed {objective} improved {'' if i == best else 'near its '}fastest at the "
+            f"end of the range (lr {lrs[best]:.3g}): try a larger end_lr or more steps"
         )
     return significant(lrs[i]), f"steepest {'ascent' if sign > 0 else 'descent'} of the smoothed {objective}"
 

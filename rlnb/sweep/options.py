@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb._options import check_int, is_integer, set_int
+from rlnb._options import check_event, check_int, is_integer, set_int
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
@@ -167,15 +167,15 @@ class RangeTestOptions:
 
 def check_base(base: Any, session: Any, stop: Any = None, progress: Any = None) -> None:
     """``TypeError`` naming ``base``, ``session``, ``stop`` or ``progress`` of ``lr_find`` when it is no
-    ``OptimizerParams`` / ``Session`` / Event / callable: an AttributeError on ``resolved`` or ``history`` named
-    neither (``lr_find(params, "local")``: a target); ``stop=True`` failed at the first step, a run folder made."""
+    ``OptimizerParams`` / ``Session`` / Event (``check_event``, as ``sweep`` and ``run_batched`` check it) /
+    callable: an AttributeError on ``resolved`` or ``history`` named neither (``lr_find(params, "local")``: a
+    target); ``stop=True`` failed at the first step, a run folder made."""
     if not isinstance(base, OptimizerParams):
         raise TypeError(f"base must be an OptimizerParams, such as rlnb.AdamParams() or rlnb.MuonParams(), got "
                         f"{base!r}")  # fmt: skip
     if session is not None and not isinstance(session, Session):
         raise TypeError(f"session must be a Session or None (a fresh one; target= names where), got {session!r}")
-    if stop is not None and not callable(getattr(stop, "is_set", None)):
-        raise TypeError(f"stop must be a threading.Event or None, got {stop!r}")
+    check_event(stop, "the test")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be a callable progress(done, total) or None, got {progress!r}")
 

@@ -280,8 +280,24 @@ def test_params_that_fail_at_a_step_end_that_member_only():
     assert results[0].status == "FAILED" and results[0].steps_done == 2
     assert results[0].reason.startswith("InvalidParams: AdamParams.learning_rate = -1.0 is invalid")
     assert results[1].status == "COMPLETED" and results[1].steps_done == 4
-    wrong = run_batched("tiny", "adam", [Member(lambda i: rlnb.MuonParams())], steps=1, device="cpu", **QUICK)[0]
-    assert wrong.status == "FAILED" and "pass AdamParams, not MuonParams" in wrong.reason
+
+
+def test_a_schedule_of_the_other_optimizer_is_refused_before_anything_runs(tmp_path):
+    """A function of the step returning MuonParams to an Adam ensemble (a schedule written for the other optimizer):
+    its member was FAILED "TypeError: this session's optimizer is adam: pass AdamParams, not MuonParams" at step 0,
+    after the model was built and its run folder made, naming no member nor its params function."""
+    with pytest.raises(ValueError, match=r"members\[1\].params\(0\) returned MuonParams: optimizer='adam' takes "
+                       r"AdamParams at every step \(a schedule for the other optimizer\?\)"):  # fmt: skip
+        run_batched("tiny", "adam", [ADAM[0], Member(lambda i: rlnb.MuonParams(), run_id="m")], steps=1,
+                    device="cpu", runs_dir=tmp_path, **QUICK)  # fmt: skip
+    assert not list(tmp_path.iterdir())
+
+    def switches(i: int):  # the other kind from step 1 on: that member fails there, named
+        return rlnb.AdamParams() if i < 1 else rlnb.MuonParams()
+
+    wrong = run_batched("tiny", "adam", [Member(switches)], steps=2, device="cpu", **QUICK)[0]
+    assert wrong.status == "FAILED" and wrong.steps_done == 1
+    assert wrong.reason == "TypeError: params(1) returned MuonParams: optimizer='adam' takes AdamParams, not MuonParams"
 
 
 def test_a_params_function_that_raises_any_error_ends_that_member_only():
@@ -588,7 +604,7 @@ def test_callbacks_stop_task_and_keep_weights_of_the_wrong_type_are_refused_befo
     one = [Member(rlnb.AdamParams(), run_id="r")]
     for kwargs, match in [
         ({"task": "digits"}, "task must be None .* or a rlnb.tasks.Task, got 'digits'"),
-        ({"stop": True}, "stop must be None or a threading.Event"),
+        ({"stop": True}, r"stop must be None or a threading.Event \(set it to stop the run\), got True"),
         ({"on_step": 5}, "on_step must be None or a function"),
         ({"on_done": "print"}, "on_done must be None or a function"),
         ({"keep_weights": "no"}, "keep_weights must be True or False, got 'no'"),
@@ -661,3 +677,21 @@ def test_a_loss_that_reads_no_advantages_is_refused_before_anything_is_sampled(t
         rl_step(s, digits_task(), rlnb.AdamParams(), loss="cross_entropy")
     assert len(s.history) == 0  # nothing was sampled
     s.close()
+
+
+def test_more_recording_members_than_the_process_may_open_files_for_are_refused(tmp_path, monkeypatch):
+    """60 members recording under ``runs_dir`` with ``ulimit -n`` 200: each holds ~4 files open for the run, and
+    past ~50 members every History hit "Too many open files" and went on in memory (a warning each, the run
+    folders cut short). Refused up front naming the limit; a sweep's batched groups stay within it."""
+    from rlnb.batched import run as run_module
+    from rlnb.sweep.batched_executor import BatchedExecutor
+
+    monkeypatch.setattr(run_module, "open_files_limit", lambda: 200)
+    members = [Member(rlnb.AdamParams(), seed=s, run_id=f"m{s}") for s in range(60)]
+    with pytest.raises(ValueError, match=r"members: 60 recording members hold ~4 files open each, and this process "
+                       r"may open 200 \(ulimit -n\): at most 34 members here; pass fewer, raise the limit, or "
+                       r"runs_dir=None \(in memory\)"):  # fmt: skip
+        run_batched("tiny", "adam", members, steps=1, device="cpu", runs_dir=tmp_path, **QUICK)
+    assert not list(tmp_path.iterdir())
+    assert BatchedExecutor(tmp_path, threading.Event(), max_members=100)._max == 34
+    assert BatchedExecutor(tmp_path, threading.Event(), max_members=8)._max == 8

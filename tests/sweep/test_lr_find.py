@@ -6,6 +6,7 @@ nothing applied before Apply, disabled while the form is invalid."""
 import math
 import re
 import time
+import types
 
 import numpy as np
 import pytest
@@ -674,7 +675,11 @@ def test_converting_a_rate_that_is_no_number_names_it(lr):
     assert convert_muon_lr(np.float32(0.02), "original", "match_adam", [(np.int64(8), 8)]) == pytest.approx(
         0.02 / (0.2 * 8**0.5)
     )
-    shapes = ((8, 8) for _ in range(2))  # a generator: read once (the check's second pass found it spent)
+
+
+def test_converting_for_a_generator_of_shapes_reads_it_once():
+    """The shapes' check read a generator, and the conversion found it spent."""
+    shapes = ((8, 8) for _ in range(2))
     assert convert_muon_lr(0.02, "original", "match_adam", shapes) == pytest.approx(0.02 / (0.2 * 8**0.5))
 
 
@@ -748,7 +753,9 @@ def test_a_base_or_session_of_the_wrong_type_is_named(tmp_path, base, session, w
 
 @pytest.mark.parametrize(
     ("kwargs", "words"),
-    [({"stop": True}, "stop must be a threading.Event or None, got True"),
+    [({"stop": True}, r"stop must be None or a threading.Event \(set it to stop the test\), got True"),
+     # as sweep and run_batched check it (the three checks differed): an Event sets and reads its flag
+     ({"stop": types.SimpleNamespace(is_set=lambda: False)}, r"stop must be None or a threading.Event .*namespace"),
      ({"progress": 5}, r"progress must be a callable progress\(done, total\) or None, got 5")],
 )  # fmt: skip
 def test_a_stop_or_progress_of_the_wrong_type_is_named_before_a_run_folder_is_made(tmp_path, kwargs, words):
@@ -757,22 +764,6 @@ def test_a_stop_or_progress_of_the_wrong_type_is_named_before_a_run_folder_is_ma
     with pytest.raises(TypeError, match=words):
         lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path / "runs", **kwargs)
     assert not (tmp_path / "runs").exists()
-
-
-def test_a_second_ctrl_c_in_the_final_wait_still_closes_the_copy(tmp_path):
-    """A KeyboardInterrupt (or an error) in the wait for the copy's last operations skipped its close: the copy
-    stayed open (a remote one: a session still running on the service)."""
-    copies = []
-
-    def step(session, params, i):
-        if not copies:
-            copies.append(session)
-            session.wait = lambda *a: (_ for _ in ()).throw(KeyboardInterrupt)
-        return 1.0
-
-    with pytest.raises(KeyboardInterrupt):
-        lr_find(rlnb.AdamParams(), steps=5, step_fn=step, runs_dir=tmp_path)
-    assert copies[0].closed
 
 
 @pytest.mark.slow

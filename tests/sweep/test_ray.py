@@ -311,6 +311,15 @@ def test_a_trial_that_cannot_be_pickled_to_a_worker_is_refused_before_the_folder
     assert not list(tmp_path.iterdir())
 
 
+def test_a_ray_cluster_too_small_for_a_trial_leaves_no_sweep_folder(local_ray, tmp_path):
+    """``resources_per_trial={"gpu": 1}`` on a cluster without GPUs is refused once Ray answers, after the sweep
+    folder was made: an empty one (sweep.json, the lock) stayed behind."""
+    with pytest.raises(ValueError, match=r"resources_per_trial asks for 1 GPU\(s\); the Ray cluster has 0"):
+        sweep(BASE, steps=1, executor="ray", resources_per_trial={"cpu": 1, "gpu": 1}, runs_dir=tmp_path,
+              progress=False)  # fmt: skip
+    assert not list(tmp_path.iterdir())
+
+
 def test_trials_that_find_the_sweeps_mailbox_dead_are_stopped_to_be_resumed(local_ray, tmp_path):
     """The mailbox actor killed mid-sweep (a node lost, OOM): each trial not yet started was FAILED with Ray's
     traceback, and ``resume=`` skips FAILED trials, so they never ran."""

@@ -1,6 +1,9 @@
 """A sweep whose every trial would fail the same way is refused once, before its folder is made: a group larger
 than the in-process engine samples per prompt, and trainer-only sessions, which cannot sample at all."""
 
+import sys
+from pathlib import Path
+
 import pytest
 
 import rlnb
@@ -46,3 +49,17 @@ def test_trainer_only_sessions_are_refused_before_the_sweep_folder(tmp_path, tar
     with pytest.raises(ValueError, match=r"num_generator_replicas must be an integer >= 0, got -1"):
         sweep(BASE, target=target, steps=1, runs_dir=tmp_path, progress=False, num_generator_replicas=-1)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_whose_ray_is_refused_leaves_no_folder(tmp_path, monkeypatch):
+    """``executor="ray"`` without Ray installed (a remote target's sweep: its trials' task is not pickled up front):
+    the error named the cause, and an empty sweep folder (sweep.json, the lock) stayed behind in runs_dir at each
+    try (as at an address no Ray answers, or on a cluster too small: tests/sweep/test_ray.py). A resumed sweep keeps
+    its folder."""
+    resumed = sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, executor="threads").attrs["path"]
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"executor='ray' needs Ray: pip install 'rlnb\[ray\]'"):
+        sweep(BASE, target=NOWHERE, api_key="k", steps=1, runs_dir=tmp_path, progress=False, executor="ray")
+    with pytest.raises(ImportError, match=r"executor='ray' needs Ray"):
+        sweep(BASE, steps=1, resume=resumed, progress=False, executor="ray", max_concurrent=1)
+    assert list(tmp_path.iterdir()) == [Path(resumed)]

@@ -959,7 +959,8 @@ def test_a_damaged_sweep_json_is_refused_naming_the_file(tmp_path, text):
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"runs_dir": 5}, r"runs_dir must be a path \(str or os.PathLike\), got int: 5"),  # a TypeError naming nothing
     ({"resume": 5}, r"resume must be a path"),
-    ({"stop": "yes"}, r"stop must be None or a threading.Event"),  # AttributeError after the folder was made
+    # stop: an AttributeError after the folder was made
+    ({"stop": "yes"}, r"stop must be None or a threading.Event \(set it to stop the sweep\), got 'yes'"),
     ({"progress": 5}, r"progress must be True, False or a function .*got 5"),  # a progress bar
     ({"progress": "no"}, r"progress must be True, False or a function .*got 'no'"),  # a progress bar too
 ])

@@ -1,0 +1,81 @@
+"""A learning-rate range test's result (``lr_find``'s ``LRFind``): the rates, the objective and its smoothed curve,
+the suggestion and why, and its figure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from rlnb.params import OptimizerParams
+from rlnb.viz.plots import NotebookFigure
+
+from .lr_curve import why_none
+from .trial import Objective
+
+
+@dataclass
+class LRFind:
+    """A range test's result. ``plot()`` draws the objective against the learning rate with the
+    suggestion marked; ``frame`` is the per-step table; ``params`` is ``base`` with the suggested
+    rate(s), or None."""
+
+    lrs: list[float]
+    values: list[float]
+    smoothed: list[float]
+    suggestion: float | None
+    """The suggested rate (Muon: Muon's own), to two significant figures; None: no clear suggestion."""
+    objective: Objective
+    optimizer: str
+    muon_scaling: str | None
+    """The convention of every rate here, for Muon; None for Adam."""
+    reason: str
+    """How the suggestion was chosen, or why there is none; and why the test ended early, if it did."""
+    run_path: str | None = None
+    adam_ratio: float | None = None
+    """Muon: the AdamW rate / the Muon rate, kept at every step (the AdamW rate at ``lrs[i]`` is
+    ``adam_ratio × lrs[i]``); None for Adam."""
+    params: OptimizerParams | None = None
+    interrupted: bool = False
+    """A Ctrl-C ended the test (wherever it landed: a step, the log, ``progress``, the final wait, the close): the steps
+    measured are the result, as with ``stop``. A script calling ``lr_find`` in a loop stops on it (the Ctrl-C
+    went no further): ``if found.interrupted: raise KeyboardInterrupt``."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """One row per step: learning rate (Muon: and the AdamW rate), the objective and its smoothed value."""
+        frame = pd.DataFrame({"learning_rate": self.lrs, self.objective: self.values, "smoothed": self.smoothed})
+        if self.adam_ratio is not None:
+            frame.insert(1, "adam_learning_rate", [lr * self.adam_ratio for lr in self.lrs])
+        return frame
+
+    def figure(self) -> Figure:
+        """A new figure with ``plot()`` on it; a notebook shows it where it is returned."""
+        fig = NotebookFigure(figsize=(5, 3), layout="constrained")  # shows itself where a notebook returns it
+        self.plot(fig.add_subplot())
+        return fig
+
+    def plot(self, ax: Axes | None = None) -> Axes:
+        """The objective per step and smoothed against the learning rate (log x), the suggestion dashed."""
+        if ax is None:
+            return self.figure().axes[0]
+        ax.plot(self.lrs, self.values, ".", color="0.6", label=f"{self.objective} per step")
+        ax.plot(self.lrs, self.smoothed, color="C0", label="smoothed")
+        if self.suggestion is not None:
+            ax.axvline(self.suggestion, color="C3", ls="--", label=f"suggested {self.suggestion:.2g}")
+        unit = f" ({self.muon_scaling} scaling)" if self.muon_scaling else ""
+        together = f"\nAdamW part at {self.adam_ratio:.2g}× it" if self.adam_ratio is not None else ""
+        ax.set(
+            xscale="log",
+            xlabel=f"{self.optimizer} learning rate{unit}{together}",
+            ylabel=self.objective,
+            title="learning-rate range test" if self.suggestion is not None else why_none(self.reason),
+        )
+        if self.suggestion is None:
+            ax.title.set_fontsize("small")  # a few lines of why
+        ax.legend(loc="best", fontsize="small")
+        return ax
