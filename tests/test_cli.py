@@ -79,6 +79,15 @@ def test_demo_into_a_file_stops_with_one_line_and_exit_2(tmp_path, capsys):
     assert err.startswith(f"rlnb demo: cannot write the demo's files in {tmp_path / 'file'}") and err.count("\n") == 1
 
 
+def test_demo_into_a_folder_that_takes_no_file_stops_before_training(capsys):
+    """An --out that exists but cannot be written (a read-only mount, another user's folder): the run trained in
+    memory under a RunStoreWarning, then writing history.csv raised a traceback and the run was lost."""
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", "/proc/self"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("rlnb demo: cannot write the demo's files in /proc/self: ")
+    assert captured.err.count("\n") == 1 and "step" not in captured.out  # nothing trained
+
+
 def test_demo_keeps_a_run_folder_it_did_not_write(tmp_path, capsys):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "notes.txt").write_text("precious")  # the demo used to delete it without a word

@@ -10,6 +10,7 @@ import argparse
 import math
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,9 @@ def demo(
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        # a folder that exists but takes no file: the run trained in memory, then writing history.csv raised
+        with tempfile.TemporaryFile(dir=out):
+            pass
     except OSError as exc:
         raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
     _clear_previous_run(out / "run")  # a run id that exists would be continued: start afresh
