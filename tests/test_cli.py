@@ -172,6 +172,32 @@ def test_serve_on_a_port_in_use_or_a_host_not_here_says_which_option_and_exits_2
         assert every_interface.getsockname()[1] == port
 
 
+def test_serve_on_an_ipv6_host_writes_its_urls_with_brackets(monkeypatch, capsys):
+    """``--host ::1`` was refused naming ``public_url`` (never given): the address it made, ``http://::1:8000``, is no
+    URL; the announced address was written so too."""
+    import socket
+
+    served = []
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: served.append(app) or sock.close())
+    with socket.socket(socket.AF_INET6) as probe:
+        try:
+            probe.bind(("::1", 0))
+        except OSError:
+            pytest.skip("no IPv6 loopback here")
+        port = probe.getsockname()[1]
+    assert main(["serve", "--device", "cpu", "--host", "::1", "--port", str(port)]) == 0
+    assert served[0].state.registry.settings.public_url == f"http://[::1]:{port}"
+    assert capsys.readouterr().out.startswith(f"rlnb serve: http://[::1]:{port}/v1/rl ")
+
+
+def test_serve_with_an_empty_host_stops_rather_than_listen_on_every_interface(capsys):
+    """``--host "$HOST"`` with ``HOST`` unset bound every interface (the default is this machine only) and announced
+    ``http://:8000/v1/rl``."""
+    assert main(["serve", "--device", "cpu", "--host", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlnb serve: --host is empty (an unset variable?)") and err.count("\n") == 1
+
+
 @pytest.mark.slow  # builds the tiny model and trains a step (~3 s)
 def test_demo_interrupted_says_where_the_run_is_and_exits_130(tmp_path, capsys, monkeypatch):
     """Ctrl-C during the demo: a KeyboardInterrupt traceback through torch, and no word of the run folder it kept."""
