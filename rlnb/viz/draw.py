@@ -41,6 +41,22 @@ def as_written(artist: Artist) -> None:
         text.set_parse_math(False)
 
 
+Y_SPAN = 1e300
+"""A y-axis ends at ±this: figures near the largest float (1.7e308) made the limits' margins overflow and the tick
+locator fail (``arange: cannot compute length``) when drawn; larger points run off the frame."""
+
+
+def within_span(drawn: Axes | Figure) -> None:
+    """Each axes of ``drawn`` whose data pass ±``Y_SPAN`` limited to it (the others are left to autoscale)."""
+    for ax in drawn.axes if isinstance(drawn, Figure) else [drawn]:
+        low, high = ax.dataLim.intervaly  # the data's range, before autoscale's margins (an empty axes: inf, -inf)
+        if np.isfinite([low, high]).all() and max(abs(low), abs(high)) > Y_SPAN:
+            low, high = np.clip([low, high], -Y_SPAN, Y_SPAN)
+            pad = max(high - low, abs(high), abs(low)) * 0.05
+            ax.set_autoscaley_on(False)  # else set_ylim first runs the pending autoscale, which overflows
+            ax.set_ylim(max(low - pad, -Y_SPAN), min(high + pad, Y_SPAN))
+
+
 class NotebookFigure(Figure):
     """A matplotlib ``Figure`` outside pyplot that Jupyter displays as a PNG where it is returned."""
 

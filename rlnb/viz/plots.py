@@ -47,6 +47,7 @@ from rlnb.viz.draw import (
     short,
     smooth,
     steps_of,
+    within_span,
 )
 
 __all__ = [
@@ -86,6 +87,7 @@ def _written(draw: Callable[..., _Drawn]) -> Callable[..., _Drawn]:
             hint = ": pass session.history" if hasattr(data, "history") else ""
             raise TypeError(f"plots.{draw.__name__} takes a History or a DataFrame, got {type(data).__name__}{hint}")
         out = draw(*args, **kwargs)
+        within_span(out)  # a figure of 1.7e308 failed when drawn (the tick locator's arange)
         as_written(out)
         return out
 

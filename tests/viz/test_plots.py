@@ -774,6 +774,29 @@ def test_figures_near_the_largest_float_are_drawn():
     view.close()
 
 
+def test_static_plots_of_figures_near_the_largest_float_are_drawn():
+    """The live view drew them, but ``plots.metric``, ``plots.overview`` and ``plots.compare`` of a figure of 1.7e308
+    (an ``exp(loss)`` that overflowed once) failed when shown: ``ValueError: arange: cannot compute length``."""
+    import io
+
+    h = History()
+    s = rlnb.Session(FakeBackend(), history=h)
+    for i, v in enumerate([1.7e308, -1.7e308, 5.0]):
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.optim_step()
+        s.wait()
+        h.log(i + 1, big=v)
+    s.close()
+    for drawn in (plots.metric(h, "big"), plots.metric(h, "big", ema=0.5), plots.overview(h, metrics=["big"]),
+                  plots.compare([h], y="big")):
+        figure = drawn if isinstance(drawn, Figure) else drawn.figure
+        figure.savefig(io.BytesIO(), format="png")
+        ax = drawn if not isinstance(drawn, Figure) else next(a for a in drawn.axes if a.get_title() == "big")
+        low, high = ax.get_ylim()
+        assert -1e300 <= low < 5.0 < high <= 1e300
+    assert plots.metric(h, "big").get_autoscaley_on() is False and plots.loss(h).get_autoscaley_on() is True
+
+
 def test_a_redraw_that_fails_on_the_timer_thread_is_shown_on_the_view(monkeypatch):
     """A failed redraw on the timer thread went to the kernel's log (or nowhere) and the view froze without a
     word; it is shown above the plots and kept in view.error until a redraw succeeds."""
