@@ -56,6 +56,7 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     rl = "reward" in logged.columns
     panels = [p for p in RL_PANELS if any(c in logged.columns for c, _ in p[1])] if rl else []
     shown = {"reward", EVAL, *(c for _, lines, _ in panels for c, _ in lines)} if rl else set()
+    shown |= {"loss", "grad_norm"} - set(logged.columns)  # their own panels: a second one said "no 'loss' logged"
     extra = [m for m in dict.fromkeys([metrics] if isinstance(metrics, str) else metrics) if m not in shown]
     n = (1 if rl else 0) + len(panels) + len(extra) + 2
     cols = min(COLUMNS, n)
@@ -70,8 +71,8 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     else:
         loss_panel(axes.pop(0), steps, ema)
         grad_norm_panel(axes.pop(0), steps, reason, ema)
-    for name in extra:
-        metric_panel(axes.pop(0), logged, name, ema)
+    for name in extra:  # a column of the steps table (learning_rate, step_time_s) is drawn from it
+        metric_panel(axes.pop(0), steps if name in steps.columns and name not in logged.columns else logged, name, ema)
     if rl:
         grad_norm_panel(axes.pop(0), steps, reason, ema)
         ax = loss_panel(axes.pop(0), steps, ema)

@@ -797,6 +797,19 @@ def test_static_plots_of_figures_near_the_largest_float_are_drawn():
     assert plots.metric(h, "big").get_autoscaley_on() is False and plots.loss(h).get_autoscaley_on() is True
 
 
+def test_a_column_of_the_steps_table_is_drawn_where_a_logged_figure_would_be(adam_history):
+    """``overview(h, metrics=["learning_rate"])`` and ``metric(h, "learning_rate")`` said "no 'learning_rate' logged
+    yet" under a run that reported one every step (the steps table has it, ``compare`` drew it); ``metrics=["loss"]``
+    added a second loss panel saying no loss was logged."""
+    lr = adam_history.steps["learning_rate"].to_numpy(float)
+    assert list(xy(plots.metric(adam_history, "learning_rate").lines[0])[:, 1]) == list(lr)
+    fig = plots.overview(adam_history, metrics=["learning_rate", "loss"])
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles.count("loss") == 1 and "learning_rate" in titles
+    panel = fig.axes[titles.index("learning_rate")]
+    assert list(xy(panel.lines[0])[:, 1]) == list(lr) and not panel.texts
+
+
 def test_a_redraw_that_fails_on_the_timer_thread_is_shown_on_the_view(monkeypatch):
     """A failed redraw on the timer thread went to the kernel's log (or nowhere) and the view froze without a
     word; it is shown above the plots and kept in view.error until a redraw succeeds."""
