@@ -131,6 +131,23 @@ def test_a_verified_task_refuses_eval_prompts_as_one_string_or_shared_with_train
     assert dataclasses.replace(task, eval_prompts=tuple(task.eval_prompts)).eval_prompts == task.eval_prompts
 
 
+def test_an_answer_that_is_no_text_is_refused_not_scored_zero_for_ever():
+    """``answer=lambda p: int(p[0]) + int(p[2])`` (the sum as an int) never equals a completion's text: every reward
+    and the held-out accuracy were 0, silently; a ``VerifiedTask`` without ``answer`` compared each completion to its
+    prompt (the default was ``str``)."""
+    as_int = addition_task()
+    as_int = dataclasses.replace(as_int, reward=exact_match(lambda p: int(p[0]) + int(p[2])),
+                                 answer=lambda p: int(p[0]) + int(p[2]))
+    with pytest.raises(TypeError, match=r"answer\('3\+4='\) returned 7 \(int\): it must return the answer's text"):
+        as_int.reward("3+4=", "7")
+    with pytest.raises(TypeError, match=r"VerifiedTask.answer must be a function answer\(prompt\) -> str"):
+        VerifiedTask("t", ["ab>"], exact_match(lambda p: p[0]), eval_prompts=["ba>"])
+    assert exact_match(lambda p: p[0])("ab>", "a") == 1.0
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        with pytest.raises(TypeError, match=r"answer\('\d\+\d='\) returned \d+ \(int\)"):
+            as_int.evaluate(s, 2)
+
+
 def test_a_lesson_refuses_a_task_without_a_held_out_split_and_a_bad_seed_before_anything_is_logged():
     """``train(s, digits_task(), ...)`` was a bare ``AttributeError: 'Task' object has no attribute 'evaluate'``;
     ``seed=2**62`` (or 1.5) logged an accuracy, then failed naming ``seed * SEED_STRIDE``, a number never given."""
