@@ -169,18 +169,28 @@ def steps_of(data: History | pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     return data, None
 
 
+def need(table: pd.DataFrame, columns: tuple[str, ...], give: str) -> None:
+    """A ``ValueError`` naming what ``table`` lacks and what to ``give`` instead: a plot of ``history.logged`` (the
+    wrong one of the tables) was a bare ``KeyError: 'grad_norm'``."""
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"this table has no {', '.join(missing)} column{'s' if len(missing) > 1 else ''} (it has "
+                         f"{', '.join(map(str, table.columns)) or 'none'}): {give}")  # fmt: skip
+
+
+STEPS_TABLE = "pass a History, history.df or history.steps; plots.metric draws a logged figure"
+"""What a plot of the steps table asks for in place of another table."""
+
+
 def loss_panel(ax: Axes, steps: pd.DataFrame, ema: float | None) -> Axes:
-    if "loss" not in steps or "step" not in steps:
-        raise ValueError(
-            f"this table has no step and loss columns (it has {', '.join(map(str, steps.columns))}): "
-            "pass a History, history.df or history.steps; plots.metric draws a logged figure"
-        )
+    need(steps, ("step", "loss"), STEPS_TABLE)
     series(ax, steps["step"], steps["loss"], ema, "C0", "loss")
     ax.set(xlabel="optimizer step", ylabel="loss", title="loss")
     return ax
 
 
 def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: float | None) -> Axes:
+    need(steps, ("step", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm"), STEPS_TABLE)
     ax.set(xlabel="optimizer step", ylabel="norm", title="gradient norm (pre-clip)")
     if not steps["grad_norm"].notna().any():
         note(ax, reason or ("no completed optimizer step yet" if steps.empty else "no gradient norm reported"))

@@ -35,12 +35,14 @@ from rlnb.viz.draw import (
     MAX_POINTS,
     STATUS_COLORS,
     STD_BAND_MIN_SEEDS,
+    STEPS_TABLE,
     NotebookFigure,
     as_written,
     decimate,
     grad_norm_panel,
     loss_panel,
     metric_panel,
+    need,
     new_axes,
     note,
     png,
@@ -114,6 +116,7 @@ def grad_norm(history: History | pd.DataFrame, ax: Axes | None = None, ema: floa
 def learning_rate(history: History | pd.DataFrame, ax: Axes | None = None) -> Axes:
     """Learning rate used per optimizer step (Muon: the matrix learning rate)."""
     steps, reason = steps_of(history)
+    need(steps, ("step", "learning_rate"), STEPS_TABLE)
     ax = new_axes(ax)
     ax.set(xlabel="optimizer step", ylabel="learning rate", title="learning rate")
     if steps["learning_rate"].notna().any():

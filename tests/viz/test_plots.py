@@ -705,7 +705,7 @@ def test_arguments_that_are_not_columns_are_named():
         plots.compare(frame, by="nope")
     h = History()
     h.log(1, reward=1.0)
-    with pytest.raises(ValueError, match="this table has no step and loss columns .*plots.metric draws a logged"):
+    with pytest.raises(ValueError, match="this table has no loss column .*plots.metric draws a logged"):
         plots.loss(h.logged)
     with pytest.raises(ValueError, match="rows must be an integer >= 1, got 0"):
         LiveView(h, rows=0)
@@ -713,6 +713,22 @@ def test_arguments_that_are_not_columns_are_named():
 
     with pytest.raises(ValueError, match=r"too short: \[0\]"):
         corpus.cross_entropy([[5]])
+
+
+def test_a_plot_given_the_wrong_table_of_a_history_names_what_it_lacks(adam_history):
+    """``plots.overview(h.logged)``, ``grad_norm(h.logged)``, ``learning_rate(h.logged)``, ``timeline(h.steps)`` (the
+    module takes "a History or a DataFrame, whichever it needs"): bare ``KeyError: 'grad_norm'`` / ``'submitted_at'``,
+    where ``loss(h.logged)`` named what it lacks."""
+    steps_table = r"\(it has step, reward\): pass a History, history.df or history.steps"
+    for draw in (plots.overview, plots.grad_norm):
+        with pytest.raises(ValueError, match=rf"this table has no grad_norm, .*grad_clip_norm columns {steps_table}"):
+            draw(adam_history.logged)
+    with pytest.raises(ValueError, match=rf"this table has no learning_rate column {steps_table}"):
+        plots.learning_rate(adam_history.logged)
+    for table in (adam_history.steps, adam_history.logged):
+        with pytest.raises(ValueError, match=r"this table has no kind, status, .*: plots.timeline draws the operations"):
+            plots.timeline(table)
+    assert plots.overview(adam_history.steps) and plots.timeline(adam_history.df)
 
 
 def test_a_session_given_for_its_history_is_named():
