@@ -40,8 +40,8 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
     ops = history.df if isinstance(history, History) else history
     if now is None and isinstance(history, History):
         now = history.ended_at  # a loaded run: its unfinished bars end where its records do
-    need(ops, ("kind", "status", "error_code", "submitted_at", "started_at", "finished_at"),
-         "plots.timeline draws the operations: pass a History or history.df")
+    columns = ("kind", "status", "error_code", "submitted_at", "started_at", "finished_at")
+    need(ops, columns, "plots.timeline draws the operations: pass a History or history.df")
     ax = new_axes(ax)
     ax.set(xlabel="seconds since the first submission", title="operations")
     if ops.empty:

@@ -135,17 +135,21 @@ def test_an_answer_that_is_no_text_is_refused_not_scored_zero_for_ever():
     """``answer=lambda p: int(p[0]) + int(p[2])`` (the sum as an int) never equals a completion's text: every reward
     and the held-out accuracy were 0, silently; a ``VerifiedTask`` without ``answer`` compared each completion to its
     prompt (the default was ``str``)."""
-    as_int = addition_task()
-    as_int = dataclasses.replace(as_int, reward=exact_match(lambda p: int(p[0]) + int(p[2])),
-                                 answer=lambda p: int(p[0]) + int(p[2]))
+
+    def total(p):
+        return int(p[0]) + int(p[2])
+
+    as_int = dataclasses.replace(addition_task(), reward=exact_match(total), answer=total)
     with pytest.raises(TypeError, match=r"answer\('3\+4='\) returned 7 \(int\): it must return the answer's text"):
         as_int.reward("3+4=", "7")
     with pytest.raises(TypeError, match=r"VerifiedTask.answer must be a function answer\(prompt\) -> str"):
         VerifiedTask("t", ["ab>"], exact_match(lambda p: p[0]), eval_prompts=["ba>"])
     assert exact_match(lambda p: p[0])("ab>", "a") == 1.0
-    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
-        with pytest.raises(TypeError, match=r"answer\('\d\+\d='\) returned \d+ \(int\)"):
-            as_int.evaluate(s, 2)
+    with (
+        rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s,
+        pytest.raises(TypeError, match=r"answer\('\d\+\d='\) returned \d+ \(int\)"),
+    ):
+        as_int.evaluate(s, 2)
 
 
 def test_a_lesson_refuses_a_task_without_a_held_out_split_and_a_bad_seed_before_anything_is_logged():

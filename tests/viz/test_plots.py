@@ -726,7 +726,7 @@ def test_a_plot_given_the_wrong_table_of_a_history_names_what_it_lacks(adam_hist
     with pytest.raises(ValueError, match=rf"this table has no learning_rate column {steps_table}"):
         plots.learning_rate(adam_history.logged)
     for table in (adam_history.steps, adam_history.logged):
-        with pytest.raises(ValueError, match=r"this table has no kind, status, .*: plots.timeline draws the operations"):
+        with pytest.raises(ValueError, match=r"this table has no kind, status, .*: plots.timeline draws the op"):
             plots.timeline(table)
     assert plots.overview(adam_history.steps) and plots.timeline(adam_history.df)
 
@@ -803,8 +803,8 @@ def test_static_plots_of_figures_near_the_largest_float_are_drawn():
         s.wait()
         h.log(i + 1, big=v)
     s.close()
-    for drawn in (plots.metric(h, "big"), plots.metric(h, "big", ema=0.5), plots.overview(h, metrics=["big"]),
-                  plots.compare([h], y="big")):
+    drawings = (plots.metric(h, "big"), plots.metric(h, "big", ema=0.5), plots.overview(h, metrics=["big"]))
+    for drawn in (*drawings, plots.compare([h], y="big")):
         figure = drawn if isinstance(drawn, Figure) else drawn.figure
         figure.savefig(io.BytesIO(), format="png")
         ax = drawn if not isinstance(drawn, Figure) else next(a for a in drawn.axes if a.get_title() == "big")
