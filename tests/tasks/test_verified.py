@@ -197,6 +197,18 @@ def test_a_task_refuses_a_prompt_no_session_can_encode(prompts, words):
     assert rlnb.tasks.Task("t", [b"hi", (104, 105), [{"role": "user", "content": "hi"}]], lambda p, c: 0.0)
 
 
+@pytest.mark.parametrize(
+    ("prompts", "shown"),
+    [(["n=", ""], r"\[1\] is empty \(''\)"), ([[]], r"\[0\] is empty \(\[\]\)"), ([b""], r"\[0\] is empty \(b''\)")],
+)
+def test_a_task_refuses_an_empty_prompt_before_any_step(prompts, shown):
+    """Prompts read from a file with a blank line (``text.split("\\n")``): the task was built, then every step (every
+    trial of a sweep, in its folder) failed with "prompts[1] encodes to no tokens"."""
+    with pytest.raises(ValueError, match=rf"Task.prompts{shown}: a prompt needs at least one token"):
+        rlnb.tasks.Task("t", prompts, lambda p, c: 0.0)
+    assert rlnb.tasks.Task("t", [" ", "\x00"], lambda p, c: 0.0)  # blank, but a token each
+
+
 def test_a_lesson_run_reads_its_last_numbers():
     run = LessonRun({0: 0.0, 10: 0.5, 20: 0.75}, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 3.0)
     assert run.final_accuracy == 0.75 and run.final_reward == pytest.approx(0.4)
