@@ -187,7 +187,23 @@ def test_serve_on_an_ipv6_host_writes_its_urls_with_brackets(monkeypatch, capsys
         port = probe.getsockname()[1]
     assert main(["serve", "--device", "cpu", "--host", "::1", "--port", str(port)]) == 0
     assert served[0].state.registry.settings.public_url == f"http://[::1]:{port}"
-    assert capsys.readouterr().out.startswith(f"rlnb serve: http://[::1]:{port}/v1/rl ")
+    assert capsys.readouterr().out.startswith(f"rlnb serve: http://[::1]:{port} (")
+
+
+def test_serve_announces_the_address_a_client_takes(monkeypatch, capsys):
+    """It announced ``http://127.0.0.1:P/v1/rl``, the API's root: pasted into ``rlnb.connect`` (or the Together SDK's
+    ``base_url``), which add ``/v1/rl`` themselves, every call was a 404 on ``/v1/rl/v1/rl/...``."""
+    import socket
+
+    from rlnb.remote.calls import API_PREFIX
+
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: sock.close())
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert main(["serve", "--device", "cpu", "--port", str(port)]) == 0
+    announced = capsys.readouterr().out.splitlines()[0].split()[2]
+    assert announced == f"http://127.0.0.1:{port}" and not announced.endswith(API_PREFIX)
 
 
 def test_serve_with_an_empty_host_stops_rather_than_listen_on_every_interface(capsys):

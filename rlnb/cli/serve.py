@@ -132,7 +132,9 @@ def _serve_app(
         sock.close()
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
-    print(f"rlnb serve: http://{_url_host(args.host)}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
+    # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
+    print(f"rlnb serve: http://{_url_host(args.host)}:{args.port} (give it to rlnb.connect or Together(base_url=...); "
+          "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
     print(f"rlnb serve: models {', '.join(models)}", flush=True)
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks (the checkpoints'
     # temporary folder), not by the default handler
