@@ -209,12 +209,19 @@ def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: floa
     return ax
 
 
+def logged_rows(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The rows of ``frame`` where ``name`` was logged: a figure logged in a ``history.log`` call of its own (an eval
+    accuracy every 10 steps) is NaN in the others' rows, and drawn with them it was dots between gaps, no line."""
+    return frame[["step", name]].dropna()
+
+
 def metric_panel(ax: Axes, frame: pd.DataFrame, name: str, ema: float | None) -> Axes:
     ax.set(xlabel="optimizer step", ylabel=name, title=name)
     if name not in frame.columns or not frame[name].notna().any():
         note(ax, f"no {name!r} logged yet")
         return ax
-    series(ax, frame["step"], frame[name], ema, "C2", name)
+    rows = logged_rows(frame, name)
+    series(ax, rows["step"], rows[name], ema, "C2", name)
     return ax
 
 

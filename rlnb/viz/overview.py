@@ -23,6 +23,7 @@ from rlnb.viz.draw import (
     NotebookFigure,
     extremes,
     grad_norm_panel,
+    logged_rows,
     loss_panel,
     metric_panel,
     series,
@@ -82,17 +83,12 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     return fig
 
 
-def _column(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-    """The rows of ``frame`` where ``name`` was logged (another figure logged at another step is a NaN here)."""
-    return frame[["step", name]].dropna()
-
-
 def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None) -> Axes:
-    rows = _column(frame, "reward")
+    rows = logged_rows(frame, "reward")
     series(ax, rows["step"], rows["reward"], ema, "C2", "reward (train)")
     title = "reward"
     if EVAL in frame.columns:
-        acc = _column(frame, EVAL)
+        acc = logged_rows(frame, EVAL)
         ax.plot(acc["step"], acc[EVAL], color="C3", marker="s", ms=4, label="eval accuracy (held out)")
         title = "reward and eval accuracy"
         ax.legend(loc="best", fontsize="small")
@@ -106,7 +102,7 @@ def _lines(
     ax.set(xlabel="optimizer step", title=title)
     drawn = [(c, label) for c, label in lines if c in frame.columns]
     for i, (column, label) in enumerate(drawn):
-        rows = _column(frame, column)
+        rows = logged_rows(frame, column)
         series(ax, rows["step"], rows[column], ema, f"C{(i + 4) % 10}", label)
     if band is not None and set(band) <= set(frame.columns):
         rows = frame[["step", *band]].dropna()

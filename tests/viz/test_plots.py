@@ -826,6 +826,21 @@ def test_a_column_of_the_steps_table_is_drawn_where_a_logged_figure_would_be(ada
     assert list(xy(panel.lines[0])[:, 1]) == list(lr) and not panel.texts
 
 
+def test_a_figure_logged_in_calls_of_its_own_is_drawn_as_a_line():
+    """An accuracy logged every 10 steps in a ``history.log`` call of its own (as ``lesson.train`` and ``rlnb demo``
+    log ``eval/accuracy``) is NaN in the reward's rows: ``plots.metric`` and ``overview(metrics=...)`` drew ten dots
+    between gaps and, past 30 rows (no markers), an empty axes; the reward's line broke at each of them."""
+    h = History()
+    for step in range(1, 101):
+        h.log(step, reward=step / 100)
+        if step % 10 == 0:
+            h.log(step, acc=step / 200)
+    fig = plots.overview(h, metrics=["acc"])
+    for ax in (plots.metric(h, "acc"), next(a for a in fig.axes if a.get_title() == "acc")):
+        assert xy(ax.lines[0]).tolist() == [[s, s / 200] for s in range(10, 101, 10)]
+    assert not np.isnan(xy(plots.metric(h, "reward").lines[0])).any()
+
+
 def test_a_redraw_that_fails_on_the_timer_thread_is_shown_on_the_view(monkeypatch):
     """A failed redraw on the timer thread went to the kernel's log (or nowhere) and the view froze without a
     word; it is shown above the plots and kept in view.error until a redraw succeeds."""
