@@ -233,3 +233,22 @@ def test_demo_interrupted_says_where_the_run_is_and_exits_130(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err == f"rlnb demo: interrupted; the steps so far are in {tmp_path / 'run'} (rlnb.History.load)\n"
     assert len(rlnb.History.load(tmp_path / "run").steps) == 1
+
+
+@pytest.mark.slow  # a process that imports torch and builds the tiny model (~8 s)
+def test_demo_whose_output_is_closed_stops_with_one_line(tmp_path):
+    """``rlnb demo | head -2``: a ``BrokenPipeError`` traceback at the next row, then "Exception ignored ... BrokenPipe"
+    as Python flushed the closed pipe at exit."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    argv = [sys.executable, "-m", "rlnb.cli", "demo", "--steps", "20", "--device", "cpu", "--out", str(tmp_path)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True) as proc:
+        assert proc.stdout.readline().startswith("rlnb demo: task=first_letter")
+        proc.stdout.close()  # as head does once it has its lines
+        err = proc.stderr.read()
+    assert proc.returncode == 141
+    kept = f"the steps so far are in {tmp_path / 'run'} (rlnb.History.load)"
+    assert err == f"rlnb demo: stopped, its output was closed; {kept}\n"
