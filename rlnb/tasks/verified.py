@@ -123,11 +123,17 @@ def first_letter_task(alphabet: str = "abcd", length: int = 4, n_train: int = 64
     held-out words never appear in training (fixed by ``split_seed``, not by the session's seed, so every
     run sees the same split). The model must attend from the last position back to the first and copy it,
     so held-out words test the mechanism, not memory. A four-letter alphabet makes the task learnable by
-    RL from a random init in ~20 steps; a collapsed policy answering one letter everywhere scores 0.25.
+    RL from a random init in ~20 steps; a collapsed policy answering one letter everywhere scores 0.25. The letters
+    are ASCII: a letter of two bytes is two tokens of the built-in models, an answer ``max_tokens=1`` never gives.
     """
     k = len(alphabet)
     if k < 2 or len(set(alphabet)) != k:
         raise ValueError(f"alphabet must have at least 2 distinct characters, got {alphabet!r}")
+    wide = [c for c in alphabet if len(c.encode()) > 1]
+    if wide:  # "αβγδ": a one-byte completion never equals a two-byte letter, so every reward and accuracy were 0
+        raise ValueError(f"alphabet must be of one-byte (ASCII) characters, got {''.join(wide)!r}: the answer is one "
+                         f"token, and the built-in byte-level models would need {len(wide[0].encode())} for "
+                         f"{wide[0]!r}, so no completion could score")  # fmt: skip
     length, n_train, n_eval = (check_int(name, v, 1) for name, v in
                                (("length", length), ("n_train", n_train), ("n_eval", n_eval)))
     if n_train % k or n_eval % k:

@@ -38,6 +38,8 @@ def test_the_reward_is_exact_match_only():
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"alphabet": "a"}, "alphabet must have at least 2 distinct"),
     ({"alphabet": "aab"}, "alphabet must have at least 2 distinct"),
+    # built, then every reward and accuracy 0: a one-byte completion is never a two-byte letter
+    ({"alphabet": "abγδ"}, r"alphabet must be of one-byte \(ASCII\) characters, got 'γδ': .* would need 2 for 'γ'"),
     ({"n_train": 63}, "positive multiples of 4"),
     ({"n_eval": 0}, "n_eval must be an integer >= 1, got 0"),
     ({"length": 2}, "length 2 gives only 4 words per first letter"),
