@@ -79,6 +79,15 @@ def test_demo_into_a_file_stops_with_one_line_and_exit_2(tmp_path, capsys):
     assert err.startswith(f"rlnb demo: cannot write the demo's files in {tmp_path / 'file'}") and err.count("\n") == 1
 
 
+def test_demo_into_a_folder_that_takes_no_file_stops_before_training(capsys):
+    """An --out that exists but cannot be written (a read-only mount, another user's folder): the run trained in
+    memory under a RunStoreWarning, then writing history.csv raised a traceback and the run was lost."""
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", "/proc/self"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("rlnb demo: cannot write the demo's files in /proc/self: ")
+    assert captured.err.count("\n") == 1 and "step" not in captured.out  # nothing trained
+
+
 def test_demo_keeps_a_run_folder_it_did_not_write(tmp_path, capsys):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "notes.txt").write_text("precious")  # the demo used to delete it without a word
@@ -163,6 +172,48 @@ def test_serve_on_a_port_in_use_or_a_host_not_here_says_which_option_and_exits_2
         assert every_interface.getsockname()[1] == port
 
 
+def test_serve_on_an_ipv6_host_writes_its_urls_with_brackets(monkeypatch, capsys):
+    """``--host ::1`` was refused naming ``public_url`` (never given): the address it made, ``http://::1:8000``, is no
+    URL; the announced address was written so too."""
+    import socket
+
+    served = []
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: served.append(app) or sock.close())
+    with socket.socket(socket.AF_INET6) as probe:
+        try:
+            probe.bind(("::1", 0))
+        except OSError:
+            pytest.skip("no IPv6 loopback here")
+        port = probe.getsockname()[1]
+    assert main(["serve", "--device", "cpu", "--host", "::1", "--port", str(port)]) == 0
+    assert served[0].state.registry.settings.public_url == f"http://[::1]:{port}"
+    assert capsys.readouterr().out.startswith(f"rlnb serve: http://[::1]:{port} (")
+
+
+def test_serve_announces_the_address_a_client_takes(monkeypatch, capsys):
+    """It announced ``http://127.0.0.1:P/v1/rl``, the API's root: pasted into ``rlnb.connect`` (or the Together SDK's
+    ``base_url``), which add ``/v1/rl`` themselves, every call was a 404 on ``/v1/rl/v1/rl/...``."""
+    import socket
+
+    from rlnb.remote.calls import API_PREFIX
+
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: sock.close())
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert main(["serve", "--device", "cpu", "--port", str(port)]) == 0
+    announced = capsys.readouterr().out.splitlines()[0].split()[2]
+    assert announced == f"http://127.0.0.1:{port}" and not announced.endswith(API_PREFIX)
+
+
+def test_serve_with_an_empty_host_stops_rather_than_listen_on_every_interface(capsys):
+    """``--host "$HOST"`` with ``HOST`` unset bound every interface (the default is this machine only) and announced
+    ``http://:8000/v1/rl``."""
+    assert main(["serve", "--device", "cpu", "--host", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlnb serve: --host is empty (an unset variable?)") and err.count("\n") == 1
+
+
 @pytest.mark.slow  # builds the tiny model and trains a step (~3 s)
 def test_demo_interrupted_says_where_the_run_is_and_exits_130(tmp_path, capsys, monkeypatch):
     """Ctrl-C during the demo: a KeyboardInterrupt traceback through torch, and no word of the run folder it kept."""
@@ -182,3 +233,22 @@ def test_demo_interrupted_says_where_the_run_is_and_exits_130(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err == f"rlnb demo: interrupted; the steps so far are in {tmp_path / 'run'} (rlnb.History.load)\n"
     assert len(rlnb.History.load(tmp_path / "run").steps) == 1
+
+
+@pytest.mark.slow  # a process that imports torch and builds the tiny model (~8 s)
+def test_demo_whose_output_is_closed_stops_with_one_line(tmp_path):
+    """``rlnb demo | head -2``: a ``BrokenPipeError`` traceback at the next row, then "Exception ignored ... BrokenPipe"
+    as Python flushed the closed pipe at exit."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    argv = [sys.executable, "-m", "rlnb.cli", "demo", "--steps", "20", "--device", "cpu", "--out", str(tmp_path)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True) as proc:
+        assert proc.stdout.readline().startswith("rlnb demo: task=first_letter")
+        proc.stdout.close()  # as head does once it has its lines
+        err = proc.stderr.read()
+    assert proc.returncode == 141
+    kept = f"the steps so far are in {tmp_path / 'run'} (rlnb.History.load)"
+    assert err == f"rlnb demo: stopped, its output was closed; {kept}\n"

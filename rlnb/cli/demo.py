@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,9 @@ def demo(
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        # a folder that exists but takes no file: the run trained in memory, then writing history.csv raised
+        with tempfile.TemporaryFile(dir=out):
+            pass
     except OSError as exc:
         raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
     _clear_previous_run(out / "run")  # a run id that exists would be continued: start afresh
@@ -191,7 +196,15 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"rlnb demo: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: a traceback through torch, and no word of what was kept
-        folder = Path(args.out) / "run"
-        kept = f"; the steps so far are in {folder} (rlnb.History.load)" if (folder / OPS_FILE).exists() else ""
-        print(f"rlnb demo: interrupted{kept}", file=sys.stderr)
+        print(f"rlnb demo: interrupted{_kept(args.out)}", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `rlnb demo | head`: a traceback, and another at exit (flushing into the closed pipe)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"rlnb demo: stopped, its output was closed{_kept(args.out)}", file=sys.stderr)
+        return 141  # 128 + SIGPIPE, as a shell reports a process its pipe ended
+
+
+def _kept(out: str) -> str:
+    """Where the steps of a demo that stopped early are, when its run folder was written."""
+    folder = Path(out) / "run"
+    return f"; the steps so far are in {folder} (rlnb.History.load)" if (folder / OPS_FILE).exists() else ""

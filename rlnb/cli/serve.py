@@ -67,6 +67,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``rlnb serve``: its options checked (exit 2 with one line), then the server until it is stopped."""
     from rlnb.server.settings import parse_limits
 
+    if not args.host.strip():  # an unset variable: "" binds every interface, where the default is this machine only
+        print("rlnb serve: --host is empty (an unset variable?): give an address, such as 127.0.0.1 (this machine "
+              "only) or 0.0.0.0 (every interface), or leave it out", file=sys.stderr)  # fmt: skip
+        return 2
     for option, value in (("--state-dir", args.state_dir), ("--checkpoint-dir", args.checkpoint_dir)):
         if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
             print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
@@ -75,7 +79,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         limits = parse_limits(args.limit)
     except ValueError as exc:
         parser.error(str(exc))
-    extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
+    public_url = args.public_url
+    if public_url is None and ":" in args.host and args.host != "::":  # IPv6 ("::": 127.0.0.1, as for 0.0.0.0)
+        public_url = f"http://{_url_host(args.host)}:{args.port}"  # http://::1:8000 was refused as no URL
+    extra = {"state_dir": args.state_dir, **({"public_url": public_url} if public_url else {})}
     try:
         models = _served_models(args.model, parser)
     except (ValueError, ImportError) as exc:
@@ -125,13 +132,20 @@ def _serve_app(
         sock.close()
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
-    print(f"rlnb serve: http://{args.host}:{args.port}/v1/rl (OpenAPI at /openapi.json)", flush=True)
+    # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
+    print(f"rlnb serve: http://{_url_host(args.host)}:{args.port} (give it to rlnb.connect or Together(base_url=...); "
+          "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
     print(f"rlnb serve: models {', '.join(models)}", flush=True)
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks (the checkpoints'
     # temporary folder), not by the default handler
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     listen(app, sock)
     return 0
+
+
+def _url_host(host: str) -> str:
+    """``host`` as a URL writes it: an IPv6 address in brackets (``[::1]``)."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:

@@ -40,7 +40,9 @@ class Task:
             if isinstance(prompt, Iterator):  # every step reads the prompts: the second would find it empty
                 raise TypeError(f"Task.prompts[{i}] is an iterator, read once: give its ids as a list")
             if not isinstance(prompt, bytes | bytearray):  # ids of a byte-level model: the session knows
-                as_prompt(prompt, f"Task.prompts[{i}]")
+                prompt = as_prompt(prompt, f"Task.prompts[{i}]")
+            if not prompt:  # a blank line of a prompts file: every step failed encoding it, after the task was made
+                raise ValueError(f"Task.prompts[{i}] is empty ({prompt!r}): a prompt needs at least one token")
         if not callable(self.reward) or not _takes_two(self.reward):  # each step sampled first, then failed
             raise TypeError(f"Task.reward must be a function reward(prompt, completion) -> float, got {self.reward!r}")
         set_int(self, "max_tokens", 1, name="Task.max_tokens")

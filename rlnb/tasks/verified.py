@@ -15,6 +15,7 @@ reward of 0.1 for "any letter" made learning slower (the policy first learns a p
 
 from __future__ import annotations
 
+import functools
 import random
 import statistics
 from collections.abc import Callable, Sequence
@@ -31,20 +32,39 @@ EVAL_EVERY = 10
 """Steps between two evaluations in the panel and in ``rlnb.tasks.lesson.train``."""
 
 
+def _no_answer(prompt: str) -> str:
+    """``VerifiedTask.answer`` unless one is given, which ``__post_init__`` refuses (a dataclass field after others
+    with defaults needs one)."""
+    raise TypeError("VerifiedTask.answer was not given")
+
+
+def expected(answer: Callable[[str], str], prompt: str) -> str:
+    """``answer(prompt)``, which must be text: an int (``7`` for ``"3+4="``) never equals a completion, so every
+    reward and the accuracy were 0, silently."""
+    value = answer(prompt)
+    if not isinstance(value, str):
+        raise TypeError(f"answer({prompt!r}) returned {value!r} ({type(value).__name__}): it must return the answer's "
+                        f"text, which the completion is compared to (such as str({value!r}))")  # fmt: skip
+    return value
+
+
 @dataclass
 class VerifiedTask(Task):
     """A ``Task`` whose reward is exact match against ``answer(prompt)``, with a held-out eval split."""
 
     eval_prompts: list[str] = field(default_factory=list)
     """Prompts never trained on: what ``evaluate`` scores."""
-    answer: Callable[[str], str] = str
-    """The reference answer of a prompt, computed from its text."""
+    answer: Callable[[str], str] = _no_answer
+    """The reference answer of a prompt, computed from its text (required)."""
     chance: float = 0.0
     """The eval accuracy of the best constant answer: what a collapsed policy (one output for every
     prompt) scores, the floor a lesson compares against."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.answer is _no_answer or not callable(self.answer):  # evaluate scored "completion == str(prompt)"
+            raise TypeError(f"VerifiedTask.answer must be a function answer(prompt) -> str, the text that evaluate "
+                            f"compares a completion to, got {self.answer!r}")  # fmt: skip
         prompts = self.eval_prompts  # a string was evaluated one character a prompt
         if isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence) or not all(
             isinstance(p, str) for p in prompts
@@ -75,12 +95,15 @@ class VerifiedTask(Task):
         texts = [plain(r.sequences[0].tokens) for r in out.results]
         # a training prompt of token ids (or chat messages) is its text as the reward reads it, not str() of a list
         asked = [p if isinstance(p, str) else plain(i) for p, i in zip(prompts, ids, strict=True)]
-        return statistics.fmean(float(t == self.answer(p)) for t, p in zip(texts, asked, strict=True))
+        return statistics.fmean(float(t == expected(self.answer, p)) for t, p in zip(texts, asked, strict=True))
 
 
 def exact_match(answer: Callable[[str], str]) -> Callable[[str, str], float]:
     """``reward(prompt, completion)``: 1.0 when the completion is exactly ``answer(prompt)``, else 0.0.
     No stripping or case folding: a lenient match is a reward that can be gamed."""
+
+    answer = functools.partial(expected, answer)  # checked, in a closed-over value: the reward's code (a sweep's
+    # resume compares its digest) is unchanged
 
     def reward(prompt: str, completion: str) -> float:
         return float(completion == answer(prompt))
@@ -100,11 +123,17 @@ def first_letter_task(alphabet: str = "abcd", length: int = 4, n_train: int = 64
     held-out words never appear in training (fixed by ``split_seed``, not by the session's seed, so every
     run sees the same split). The model must attend from the last position back to the first and copy it,
     so held-out words test the mechanism, not memory. A four-letter alphabet makes the task learnable by
-    RL from a random init in ~20 steps; a collapsed policy answering one letter everywhere scores 0.25.
+    RL from a random init in ~20 steps; a collapsed policy answering one letter everywhere scores 0.25. The letters
+    are ASCII: a letter of two bytes is two tokens of the built-in models, an answer ``max_tokens=1`` never gives.
     """
     k = len(alphabet)
     if k < 2 or len(set(alphabet)) != k:
         raise ValueError(f"alphabet must have at least 2 distinct characters, got {alphabet!r}")
+    wide = [c for c in alphabet if len(c.encode()) > 1]
+    if wide:  # "αβγδ": a one-byte completion never equals a two-byte letter, so every reward and accuracy were 0
+        raise ValueError(f"alphabet must be of one-byte (ASCII) characters, got {''.join(wide)!r}: the answer is one "
+                         f"token, and the built-in byte-level models would need {len(wide[0].encode())} for "
+                         f"{wide[0]!r}, so no completion could score")  # fmt: skip
     length, n_train, n_eval = (check_int(name, v, 1) for name, v in
                                (("length", length), ("n_train", n_train), ("n_eval", n_eval)))
     if n_train % k or n_eval % k:

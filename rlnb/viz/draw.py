@@ -41,6 +41,22 @@ def as_written(artist: Artist) -> None:
         text.set_parse_math(False)
 
 
+Y_SPAN = 1e300
+"""A y-axis ends at ±this: figures near the largest float (1.7e308) made the limits' margins overflow and the tick
+locator fail (``arange: cannot compute length``) when drawn; larger points run off the frame."""
+
+
+def within_span(drawn: Axes | Figure) -> None:
+    """Each axes of ``drawn`` whose data pass ±``Y_SPAN`` limited to it (the others are left to autoscale)."""
+    for ax in drawn.axes if isinstance(drawn, Figure) else [drawn]:
+        low, high = ax.dataLim.intervaly  # the data's range, before autoscale's margins (an empty axes: inf, -inf)
+        if np.isfinite([low, high]).all() and max(abs(low), abs(high)) > Y_SPAN:
+            low, high = np.clip([low, high], -Y_SPAN, Y_SPAN)
+            pad = max(high - low, abs(high), abs(low)) * 0.05
+            ax.set_autoscaley_on(False)  # else set_ylim first runs the pending autoscale, which overflows
+            ax.set_ylim(max(low - pad, -Y_SPAN), min(high + pad, Y_SPAN))
+
+
 class NotebookFigure(Figure):
     """A matplotlib ``Figure`` outside pyplot that Jupyter displays as a PNG where it is returned."""
 
@@ -153,18 +169,28 @@ def steps_of(data: History | pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     return data, None
 
 
+def need(table: pd.DataFrame, columns: tuple[str, ...], give: str) -> None:
+    """A ``ValueError`` naming what ``table`` lacks and what to ``give`` instead: a plot of ``history.logged`` (the
+    wrong one of the tables) was a bare ``KeyError: 'grad_norm'``."""
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"this table has no {', '.join(missing)} column{'s' if len(missing) > 1 else ''} (it has "
+                         f"{', '.join(map(str, table.columns)) or 'none'}): {give}")  # fmt: skip
+
+
+STEPS_TABLE = "pass a History, history.df or history.steps; plots.metric draws a logged figure"
+"""What a plot of the steps table asks for in place of another table."""
+
+
 def loss_panel(ax: Axes, steps: pd.DataFrame, ema: float | None) -> Axes:
-    if "loss" not in steps or "step" not in steps:
-        raise ValueError(
-            f"this table has no step and loss columns (it has {', '.join(map(str, steps.columns))}): "
-            "pass a History, history.df or history.steps; plots.metric draws a logged figure"
-        )
+    need(steps, ("step", "loss"), STEPS_TABLE)
     series(ax, steps["step"], steps["loss"], ema, "C0", "loss")
     ax.set(xlabel="optimizer step", ylabel="loss", title="loss")
     return ax
 
 
 def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: float | None) -> Axes:
+    need(steps, ("step", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm"), STEPS_TABLE)
     ax.set(xlabel="optimizer step", ylabel="norm", title="gradient norm (pre-clip)")
     if not steps["grad_norm"].notna().any():
         note(ax, reason or ("no completed optimizer step yet" if steps.empty else "no gradient norm reported"))
@@ -183,12 +209,19 @@ def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: floa
     return ax
 
 
+def logged_rows(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The rows of ``frame`` where ``name`` was logged: a figure logged in a ``history.log`` call of its own (an eval
+    accuracy every 10 steps) is NaN in the others' rows, and drawn with them it was dots between gaps, no line."""
+    return frame[["step", name]].dropna()
+
+
 def metric_panel(ax: Axes, frame: pd.DataFrame, name: str, ema: float | None) -> Axes:
     ax.set(xlabel="optimizer step", ylabel=name, title=name)
     if name not in frame.columns or not frame[name].notna().any():
         note(ax, f"no {name!r} logged yet")
         return ax
-    series(ax, frame["step"], frame[name], ema, "C2", name)
+    rows = logged_rows(frame, name)
+    series(ax, rows["step"], rows[name], ema, "C2", name)
     return ax
 
 

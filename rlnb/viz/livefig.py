@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from PIL import Image
 
-from rlnb.viz.draw import MARKERS_UP_TO, as_written
+from rlnb.viz.draw import MARKERS_UP_TO, Y_SPAN, as_written
 
 LIVE_POINTS = 512
 """Points drawn per line, at most: a lowest and a highest point per horizontal pixel of a panel."""
@@ -32,9 +32,6 @@ NICE = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 X_ROOM = 1.05
 """The x axis ends at a round number past this multiple of the newest step."""
-Y_SPAN = 1e300
-"""The y-axis ends at ±this: figures near the largest float (1.7e308) made its limits overflow to inf (a
-``ValueError`` on every redraw after), and the tick locator fails on them; larger points run off the frame."""
 
 
 def nice_ceiling(value: float) -> float:

@@ -23,6 +23,7 @@ from rlnb.viz.draw import (
     NotebookFigure,
     extremes,
     grad_norm_panel,
+    logged_rows,
     loss_panel,
     metric_panel,
     series,
@@ -56,6 +57,7 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     rl = "reward" in logged.columns
     panels = [p for p in RL_PANELS if any(c in logged.columns for c, _ in p[1])] if rl else []
     shown = {"reward", EVAL, *(c for _, lines, _ in panels for c, _ in lines)} if rl else set()
+    shown |= {"loss", "grad_norm"}  # their own panels: a second one said "no 'loss' logged yet"
     extra = [m for m in dict.fromkeys([metrics] if isinstance(metrics, str) else metrics) if m not in shown]
     n = (1 if rl else 0) + len(panels) + len(extra) + 2
     cols = min(COLUMNS, n)
@@ -70,8 +72,8 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     else:
         loss_panel(axes.pop(0), steps, ema)
         grad_norm_panel(axes.pop(0), steps, reason, ema)
-    for name in extra:
-        metric_panel(axes.pop(0), logged, name, ema)
+    for name in extra:  # a column of the steps table (learning_rate, step_time_s) is drawn from it
+        metric_panel(axes.pop(0), steps if name in steps.columns and name not in logged.columns else logged, name, ema)
     if rl:
         grad_norm_panel(axes.pop(0), steps, reason, ema)
         ax = loss_panel(axes.pop(0), steps, ema)
@@ -81,17 +83,12 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     return fig
 
 
-def _column(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-    """The rows of ``frame`` where ``name`` was logged (another figure logged at another step is a NaN here)."""
-    return frame[["step", name]].dropna()
-
-
 def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None) -> Axes:
-    rows = _column(frame, "reward")
+    rows = logged_rows(frame, "reward")
     series(ax, rows["step"], rows["reward"], ema, "C2", "reward (train)")
     title = "reward"
     if EVAL in frame.columns:
-        acc = _column(frame, EVAL)
+        acc = logged_rows(frame, EVAL)
         ax.plot(acc["step"], acc[EVAL], color="C3", marker="s", ms=4, label="eval accuracy (held out)")
         title = "reward and eval accuracy"
         ax.legend(loc="best", fontsize="small")
@@ -105,7 +102,7 @@ def _lines(
     ax.set(xlabel="optimizer step", title=title)
     drawn = [(c, label) for c, label in lines if c in frame.columns]
     for i, (column, label) in enumerate(drawn):
-        rows = _column(frame, column)
+        rows = logged_rows(frame, column)
         series(ax, rows["step"], rows[column], ema, f"C{(i + 4) % 10}", label)
     if band is not None and set(band) <= set(frame.columns):
         rows = frame[["step", *band]].dropna()

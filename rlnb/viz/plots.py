@@ -35,18 +35,21 @@ from rlnb.viz.draw import (
     MAX_POINTS,
     STATUS_COLORS,
     STD_BAND_MIN_SEEDS,
+    STEPS_TABLE,
     NotebookFigure,
     as_written,
     decimate,
     grad_norm_panel,
     loss_panel,
     metric_panel,
+    need,
     new_axes,
     note,
     png,
     short,
     smooth,
     steps_of,
+    within_span,
 )
 
 __all__ = [
@@ -86,6 +89,7 @@ def _written(draw: Callable[..., _Drawn]) -> Callable[..., _Drawn]:
             hint = ": pass session.history" if hasattr(data, "history") else ""
             raise TypeError(f"plots.{draw.__name__} takes a History or a DataFrame, got {type(data).__name__}{hint}")
         out = draw(*args, **kwargs)
+        within_span(out)  # a figure of 1.7e308 failed when drawn (the tick locator's arange)
         as_written(out)
         return out
 
@@ -112,6 +116,7 @@ def grad_norm(history: History | pd.DataFrame, ax: Axes | None = None, ema: floa
 def learning_rate(history: History | pd.DataFrame, ax: Axes | None = None) -> Axes:
     """Learning rate used per optimizer step (Muon: the matrix learning rate)."""
     steps, reason = steps_of(history)
+    need(steps, ("step", "learning_rate"), STEPS_TABLE)
     ax = new_axes(ax)
     ax.set(xlabel="optimizer step", ylabel="learning rate", title="learning rate")
     if steps["learning_rate"].notna().any():
@@ -123,8 +128,11 @@ def learning_rate(history: History | pd.DataFrame, ax: Axes | None = None) -> Ax
 
 @_written
 def metric(history: History | pd.DataFrame, name: str, ax: Axes | None = None, ema: float | None = None) -> Axes:
-    """A figure given to ``history.log(step, name=...)`` (e.g. ``"reward"``), per logged row."""
+    """A figure given to ``history.log(step, name=...)`` (e.g. ``"reward"``), per logged row, or a column of the
+    steps table (``"learning_rate"``, ``"step_time_s"``), per optimizer step."""
     frame = history.logged if isinstance(history, History) else history
+    if isinstance(history, History) and name not in frame.columns and name in history.steps.columns:
+        frame = history.steps  # it said "no 'learning_rate' logged yet" under a run that reported one every step
     return metric_panel(new_axes(ax), frame, name, ema)
 
 

@@ -14,7 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 
 from rlnb.history import History
-from rlnb.viz.draw import MAX_ERROR_LABELS, MAX_POINTS, STATUS_COLORS, new_axes, note, short
+from rlnb.viz.draw import MAX_ERROR_LABELS, MAX_POINTS, STATUS_COLORS, need, new_axes, note, short
 from rlnb.wire import OperationStatus as Status
 
 
@@ -40,6 +40,8 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
     ops = history.df if isinstance(history, History) else history
     if now is None and isinstance(history, History):
         now = history.ended_at  # a loaded run: its unfinished bars end where its records do
+    columns = ("kind", "status", "error_code", "submitted_at", "started_at", "finished_at")
+    need(ops, columns, "plots.timeline draws the operations: pass a History or history.df")
     ax = new_axes(ax)
     ax.set(xlabel="seconds since the first submission", title="operations")
     if ops.empty:

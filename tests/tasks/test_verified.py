@@ -38,6 +38,8 @@ def test_the_reward_is_exact_match_only():
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"alphabet": "a"}, "alphabet must have at least 2 distinct"),
     ({"alphabet": "aab"}, "alphabet must have at least 2 distinct"),
+    # built, then every reward and accuracy 0: a one-byte completion is never a two-byte letter
+    ({"alphabet": "abγδ"}, r"alphabet must be of one-byte \(ASCII\) characters, got 'γδ': .* would need 2 for 'γ'"),
     ({"n_train": 63}, "positive multiples of 4"),
     ({"n_eval": 0}, "n_eval must be an integer >= 1, got 0"),
     ({"length": 2}, "length 2 gives only 4 words per first letter"),
@@ -131,6 +133,27 @@ def test_a_verified_task_refuses_eval_prompts_as_one_string_or_shared_with_train
     assert dataclasses.replace(task, eval_prompts=tuple(task.eval_prompts)).eval_prompts == task.eval_prompts
 
 
+def test_an_answer_that_is_no_text_is_refused_not_scored_zero_for_ever():
+    """``answer=lambda p: int(p[0]) + int(p[2])`` (the sum as an int) never equals a completion's text: every reward
+    and the held-out accuracy were 0, silently; a ``VerifiedTask`` without ``answer`` compared each completion to its
+    prompt (the default was ``str``)."""
+
+    def total(p):
+        return int(p[0]) + int(p[2])
+
+    as_int = dataclasses.replace(addition_task(), reward=exact_match(total), answer=total)
+    with pytest.raises(TypeError, match=r"answer\('3\+4='\) returned 7 \(int\): it must return the answer's text"):
+        as_int.reward("3+4=", "7")
+    with pytest.raises(TypeError, match=r"VerifiedTask.answer must be a function answer\(prompt\) -> str"):
+        VerifiedTask("t", ["ab>"], exact_match(lambda p: p[0]), eval_prompts=["ba>"])
+    assert exact_match(lambda p: p[0])("ab>", "a") == 1.0
+    with (
+        rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s,
+        pytest.raises(TypeError, match=r"answer\('\d\+\d='\) returned \d+ \(int\)"),
+    ):
+        as_int.evaluate(s, 2)
+
+
 def test_a_lesson_refuses_a_task_without_a_held_out_split_and_a_bad_seed_before_anything_is_logged():
     """``train(s, digits_task(), ...)`` was a bare ``AttributeError: 'Task' object has no attribute 'evaluate'``;
     ``seed=2**62`` (or 1.5) logged an accuracy, then failed naming ``seed * SEED_STRIDE``, a number never given."""
@@ -174,6 +197,18 @@ def test_a_task_refuses_a_prompt_no_session_can_encode(prompts, words):
     with pytest.raises(TypeError, match=words):
         rlnb.tasks.Task("t", prompts, lambda p, c: 0.0)
     assert rlnb.tasks.Task("t", [b"hi", (104, 105), [{"role": "user", "content": "hi"}]], lambda p, c: 0.0)
+
+
+@pytest.mark.parametrize(
+    ("prompts", "shown"),
+    [(["n=", ""], r"\[1\] is empty \(''\)"), ([[]], r"\[0\] is empty \(\[\]\)"), ([b""], r"\[0\] is empty \(b''\)")],
+)
+def test_a_task_refuses_an_empty_prompt_before_any_step(prompts, shown):
+    """Prompts read from a file with a blank line (``text.split("\\n")``): the task was built, then every step (every
+    trial of a sweep, in its folder) failed with "prompts[1] encodes to no tokens"."""
+    with pytest.raises(ValueError, match=rf"Task.prompts{shown}: a prompt needs at least one token"):
+        rlnb.tasks.Task("t", prompts, lambda p, c: 0.0)
+    assert rlnb.tasks.Task("t", [" ", "\x00"], lambda p, c: 0.0)  # blank, but a token each
 
 
 def test_a_lesson_run_reads_its_last_numbers():

@@ -705,7 +705,7 @@ def test_arguments_that_are_not_columns_are_named():
         plots.compare(frame, by="nope")
     h = History()
     h.log(1, reward=1.0)
-    with pytest.raises(ValueError, match="this table has no step and loss columns .*plots.metric draws a logged"):
+    with pytest.raises(ValueError, match="this table has no loss column .*plots.metric draws a logged"):
         plots.loss(h.logged)
     with pytest.raises(ValueError, match="rows must be an integer >= 1, got 0"):
         LiveView(h, rows=0)
@@ -713,6 +713,22 @@ def test_arguments_that_are_not_columns_are_named():
 
     with pytest.raises(ValueError, match=r"too short: \[0\]"):
         corpus.cross_entropy([[5]])
+
+
+def test_a_plot_given_the_wrong_table_of_a_history_names_what_it_lacks(adam_history):
+    """``plots.overview(h.logged)``, ``grad_norm(h.logged)``, ``learning_rate(h.logged)``, ``timeline(h.steps)`` (the
+    module takes "a History or a DataFrame, whichever it needs"): bare ``KeyError: 'grad_norm'`` / ``'submitted_at'``,
+    where ``loss(h.logged)`` named what it lacks."""
+    steps_table = r"\(it has step, reward\): pass a History, history.df or history.steps"
+    for draw in (plots.overview, plots.grad_norm):
+        with pytest.raises(ValueError, match=rf"this table has no grad_norm, .*grad_clip_norm columns {steps_table}"):
+            draw(adam_history.logged)
+    with pytest.raises(ValueError, match=rf"this table has no learning_rate column {steps_table}"):
+        plots.learning_rate(adam_history.logged)
+    for table in (adam_history.steps, adam_history.logged):
+        with pytest.raises(ValueError, match=r"this table has no kind, status, .*: plots.timeline draws the op"):
+            plots.timeline(table)
+    assert plots.overview(adam_history.steps) and plots.timeline(adam_history.df)
 
 
 def test_a_session_given_for_its_history_is_named():
@@ -772,6 +788,57 @@ def test_figures_near_the_largest_float_are_drawn():
     view.log_toggle.value = True
     assert panel.ax.get_yscale() == "log" and view.error is None
     view.close()
+
+
+def test_static_plots_of_figures_near_the_largest_float_are_drawn():
+    """The live view drew them, but ``plots.metric``, ``plots.overview`` and ``plots.compare`` of a figure of 1.7e308
+    (an ``exp(loss)`` that overflowed once) failed when shown: ``ValueError: arange: cannot compute length``."""
+    import io
+
+    h = History()
+    s = rlnb.Session(FakeBackend(), history=h)
+    for i, v in enumerate([1.7e308, -1.7e308, 5.0]):
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.optim_step()
+        s.wait()
+        h.log(i + 1, big=v)
+    s.close()
+    drawings = (plots.metric(h, "big"), plots.metric(h, "big", ema=0.5), plots.overview(h, metrics=["big"]))
+    for drawn in (*drawings, plots.compare([h], y="big")):
+        figure = drawn if isinstance(drawn, Figure) else drawn.figure
+        figure.savefig(io.BytesIO(), format="png")
+        ax = drawn if not isinstance(drawn, Figure) else next(a for a in drawn.axes if a.get_title() == "big")
+        low, high = ax.get_ylim()
+        assert -1e300 <= low < 5.0 < high <= 1e300
+    assert plots.metric(h, "big").get_autoscaley_on() is False and plots.loss(h).get_autoscaley_on() is True
+
+
+def test_a_column_of_the_steps_table_is_drawn_where_a_logged_figure_would_be(adam_history):
+    """``overview(h, metrics=["learning_rate"])`` and ``metric(h, "learning_rate")`` said "no 'learning_rate' logged
+    yet" under a run that reported one every step (the steps table has it, ``compare`` drew it); ``metrics=["loss"]``
+    added a second loss panel saying no loss was logged."""
+    lr = adam_history.steps["learning_rate"].to_numpy(float)
+    assert list(xy(plots.metric(adam_history, "learning_rate").lines[0])[:, 1]) == list(lr)
+    fig = plots.overview(adam_history, metrics=["learning_rate", "loss"])
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles.count("loss") == 1 and "learning_rate" in titles
+    panel = fig.axes[titles.index("learning_rate")]
+    assert list(xy(panel.lines[0])[:, 1]) == list(lr) and not panel.texts
+
+
+def test_a_figure_logged_in_calls_of_its_own_is_drawn_as_a_line():
+    """An accuracy logged every 10 steps in a ``history.log`` call of its own (as ``lesson.train`` and ``rlnb demo``
+    log ``eval/accuracy``) is NaN in the reward's rows: ``plots.metric`` and ``overview(metrics=...)`` drew ten dots
+    between gaps and, past 30 rows (no markers), an empty axes; the reward's line broke at each of them."""
+    h = History()
+    for step in range(1, 101):
+        h.log(step, reward=step / 100)
+        if step % 10 == 0:
+            h.log(step, acc=step / 200)
+    fig = plots.overview(h, metrics=["acc"])
+    for ax in (plots.metric(h, "acc"), next(a for a in fig.axes if a.get_title() == "acc")):
+        assert xy(ax.lines[0]).tolist() == [[s, s / 200] for s in range(10, 101, 10)]
+    assert not np.isnan(xy(plots.metric(h, "reward").lines[0])).any()
 
 
 def test_a_redraw_that_fails_on_the_timer_thread_is_shown_on_the_view(monkeypatch):
