@@ -21,7 +21,6 @@ Apart from ``client`` so that the endpoints read as the API's list, and the send
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import logging
 import math
 import os
@@ -36,7 +35,7 @@ from rlnb import _secrets
 from rlnb._options import check_int
 from rlnb.errors import APIConnectionError, APITimeoutError
 from rlnb.remote import bodies
-from rlnb.remote.retry import RetryPolicy
+from rlnb.remote.retry import RetryPolicy, http_date
 from rlnb.remote.transport import DeadlineTransport, deadline
 
 log = logging.getLogger("rlnb")
@@ -215,9 +214,8 @@ class Caller:
         if self._date is None:
             return local
         date, when = self._date
-        with contextlib.suppress(TypeError, ValueError):  # Date has whole seconds: its middle is nearest
-            return local + email.utils.parsedate_to_datetime(date).timestamp() + 0.5 - when
-        return local
+        server = http_date(date)
+        return local if server is None else local + server + 0.5 - when  # Date has whole seconds: its middle
 
     def _learn(self, response: httpx.Response) -> None:
         date = response.headers.get("date")
