@@ -194,7 +194,7 @@ class Caller:
             attempt += 1
 
     def _build(self, call: Call) -> httpx.Request:
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        headers = {"Accept": "application/json", "Accept-Encoding": bodies.ACCEPT_ENCODING, "User-Agent": USER_AGENT}
         if call.auth and self._api_key is not None:
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         if call.idempotency_key is not None:

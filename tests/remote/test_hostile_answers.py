@@ -2,8 +2,11 @@
 statuses rlnb does not know — and a transport that raises what no API error is: nothing hangs, nothing
 fills the memory, the server's word is kept."""
 
+import gzip
 import json
 import threading
+import tracemalloc
+import zlib
 from collections.abc import Callable
 
 import httpx
@@ -84,3 +87,69 @@ def test_a_poll_that_raises_what_no_api_error_is_fails_its_operation_and_polling
     assert "RuntimeError: the proxy broke" in str(info.value) and KEY not in str(info.value)
     assert s.forward_backward(BATCH).result(timeout=10).loss == 2.5  # the poller lives on
     s.close()
+
+
+class Chunked(httpx.SyncByteStream):
+    """A body that arrives in 64 KiB reads, as over a socket (an ``httpx.Response`` of bytes is decoded when made)."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def __iter__(self):
+        return (self.data[i : i + 65536] for i in range(0, len(self.data), 65536))
+
+
+def gzip_layers(data: bytes, layers: int) -> bytes:
+    for _ in range(layers):
+        data = gzip.compress(data, 9)
+    return data
+
+
+def test_a_compressed_bomb_is_cut_at_max_response_bytes_without_decoding_it_whole():
+    """httpx decodes each chunk whole: 3 KB of ``Content-Encoding: gzip, gzip`` took 4 GB of memory before the
+    256 MiB cap was checked (brotli the same), so a few kilobytes could end the kernel."""
+    bomb = gzip_layers(b"\0" * (64 << 20), 2)  # 64 MiB in a few kilobytes
+    assert len(bomb) < 100_000
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, stream=Chunked(bomb), headers={"Content-Encoding": "gzip, gzip"})
+
+    with APIClient(BASE, KEY, transport=httpx.MockTransport(handler), max_response_bytes=1 << 20) as client:
+        tracemalloc.start()
+        try:
+            with pytest.raises(rlnb.APIError, match="larger than max_response_bytes"):
+                client.supported_models()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 16 << 20, f"{peak >> 20} MiB held for a 1 MiB cap"
+    assert len(seen) == 1 and seen[0].headers["Accept-Encoding"] == "gzip, deflate"
+
+
+@pytest.mark.parametrize("coding", ["gzip", "x-gzip", "deflate", "deflate-raw", "gzip, gzip", "identity"])
+def test_compressed_answers_are_read_as_they_were_before(coding):
+    body = json.dumps({"data": [{"base_model": "org/m", "default_gpu_type": "B200-SXM"}]}).encode()
+    if coding == "deflate":
+        body = zlib.compress(body)
+    elif coding == "deflate-raw":  # deflate without its zlib header, as some servers send it
+        z = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+        body, coding = z.compress(body) + z.flush(), "deflate"
+    elif "gzip" in coding:
+        body = gzip_layers(body, coding.count("gzip"))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=Chunked(body), headers={"Content-Encoding": coding})
+
+    with APIClient(BASE, KEY, transport=httpx.MockTransport(handler)) as client:
+        assert client.supported_models().data[0].base_model == "org/m"
+
+
+def test_a_coding_rlnb_did_not_ask_for_is_named_not_decoded():
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=Chunked(b"\x0b\x01\x80{}\x03"), headers={"Content-Encoding": "br"})
+
+    client = APIClient(BASE, KEY, transport=httpx.MockTransport(handler), max_retries=0)
+    with client, pytest.raises(rlnb.APIError, match="Content-Encoding br, which rlnb did not ask for"):
+        client.supported_models()
