@@ -160,7 +160,7 @@ class Scrubber:
         if not clean:
             return self.validate(response, self.decode(response, model.__name__), model)
         try:
-            return model.model_validate_json(text)
+            return model.model_validate_json(text, context=wire.FROM_SERVER)
         except ValidationError as exc:
             detail = self.redact(str(exc))
         raise invalid(response, model.__name__, detail)  # outside ``except``: no __context__ keeps the body
@@ -168,7 +168,7 @@ class Scrubber:
     def validate(self, response: httpx.Response, data: Any, model: type[M]) -> M:
         """Scrubbed ``data`` as ``model``, or ``APIError`` with no chained pydantic error (it quotes the body)."""
         try:
-            return model.model_validate(data)
+            return model.model_validate(data, context=wire.FROM_SERVER)
         except ValidationError as exc:
             detail = self.redact(str(exc))
         raise invalid(response, model.__name__, detail)

@@ -11,9 +11,10 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 import rlnb
-from rlnb import samples
+from rlnb import samples, wire
 from rlnb.remote.client import APIClient
 from rlnb.remote.retry import RetryPolicy
 from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
@@ -153,3 +154,61 @@ def test_a_coding_rlnb_did_not_ask_for_is_named_not_decoded():
     client = APIClient(BASE, KEY, transport=httpx.MockTransport(handler), max_retries=0)
     with client, pytest.raises(rlnb.APIError, match="Content-Encoding br, which rlnb did not ask for"):
         client.supported_models()
+
+
+def newer_revision(fake: Handler) -> Handler:
+    """The fake, answering as a newer API revision: a GPU type, a resource and a session status (a capacity queue
+    before READY / RUNNING) and a stop reason that rlnb's lists do not have."""
+    renames = {
+        "B200-SXM": "B300-SXM",
+        "MODEL_RESOURCES_STATUS_PENDING": "MODEL_RESOURCES_STATUS_QUEUED",
+        "TRAINING_SESSION_STATUS_CREATING": "TRAINING_SESSION_STATUS_WARMING_UP",
+    }
+    sequence = {"tokens": ["7"], "stop_reason": "STOP_REASON_TOOL_CALL"}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        text = response.content.decode()
+        for old, new in renames.items():
+            text = text.replace(old, new)
+        data = json.loads(text)
+        for resource in data.get("data", [data]) if isinstance(data, dict) else []:
+            if "compute_config" in resource:
+                resource["compute_config"]["gpu_type"] = "B300-SXM"
+        if "/operations/sample/" in request.url.path and data.get("status", "").endswith("COMPLETED"):
+            data["output"] = {"results": [{"policy_segments": [], "sequences": [sequence]}]}
+        return httpx.Response(response.status_code, json=data)
+
+    return handler
+
+
+@pytest.mark.parametrize("base_model", [None, "org/model-a"])
+def test_enum_values_of_a_newer_api_revision_are_kept_as_the_server_sends_them(base_model):
+    """A GPU type, a resource or session status or a stop reason newer than rlnb's lists refused the whole answer
+    (the official SDK keeps them): ``connect`` failed with pydantic's "Input should be 'B200-SXM'" (given a
+    ``base_model``, after creating the resource, which it left running), a resource queued for capacity ended the
+    start, and a sample with a new stop reason failed."""
+    fake = FakeAPI(ready_after=2)
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(newer_revision(fake)), base_model=base_model,
+        ready_timeout=5, record=False, **FAST_POLL, **quick({}),
+    )  # fmt: skip
+    assert s.info().status == wire.SessionStatus.RUNNING
+    assert s.backend.resource.compute_config.gpu_type == "B300-SXM"
+    out = s.sample([[1, 2]], max_tokens=1).result(timeout=10)
+    assert out.results[0].sequences[0].stop_reason == "STOP_REASON_TOOL_CALL"
+    s.close()
+    assert fake.resources[s.backend.resource.id]["status"] == "MODEL_RESOURCES_STATUS_STOPPED"
+
+
+def test_outside_a_servers_answer_the_lists_still_hold():
+    """``rlnb serve`` reads its own journal with the same models: a damaged status there is still refused."""
+    session = {
+        "id": "s", "status": "TRAINING_SESSION_STATUS_WARMING_UP", "base_model": "m", "model_resources_id": "r",
+        "created_by": "u", "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:00:00Z",
+    }  # fmt: skip
+    with pytest.raises(ValidationError, match="status"):
+        wire.Session.model_validate(session)
+    assert wire.Session.model_validate(session, context=wire.FROM_SERVER).status == session["status"]
+    with pytest.raises(ValidationError, match="status"):
+        wire.Session.model_validate({**session, "status": 5}, context=wire.FROM_SERVER)
