@@ -173,8 +173,9 @@ class Scrubber:
             detail = self.redact(str(exc))
         raise invalid(response, model.__name__, detail)
 
-    def status_error(self, request: httpx.Request, response: httpx.Response) -> APIStatusError:
-        """The exception for an error status, with the server's message and decoded body, both scrubbed."""
+    def status_error(self, request: httpx.Request, response: httpx.Response, base_url: str) -> APIStatusError:
+        """The exception for an error status, with the server's message and decoded body, both scrubbed (a
+        redirect: where to, and the ``base_url`` to use instead of ``base_url`` when the API is what moved)."""
         body: Any
         try:
             decoded = json.loads(_text(response.content))
@@ -187,9 +188,26 @@ class Scrubber:
                 message = wire.ErrorData.model_validate(body).error.message
             except ValidationError:
                 message = json.dumps(body, ensure_ascii=False)[:500]
+        if response.is_redirect:
+            message = self._redirect(request, response, base_url)
         cls = status_error_class(response.status_code)
         url = str(request.url.copy_with(query=None))  # presigned URLs carry a signature in the query
         return cls(message, method=request.method, url=url, status_code=response.status_code, body=body)
+
+    def _redirect(self, request: httpx.Request, response: httpx.Response, base_url: str) -> str:
+        """Where a redirect points and why it is not followed (it read "301 <html>Moved</html>", though http://
+        for https:// or an old host name is an easy mistake, whose fix is the address the server names)."""
+        where = request.url.join(response.headers["location"]).copy_with(query=None)  # httpx refused a bad one
+        base, asked = httpx.URL(base_url), request.url
+        fix = "use the address it names"
+        if asked.host == base.host and asked.path.startswith(base.path.rstrip("/") + "/"):  # a call of the API
+            tail = asked.path[len(base.path.rstrip("/")) :]
+            if where.path.endswith(tail):
+                fix = f"pass base_url={str(where.copy_with(path=where.path.removesuffix(tail) or '/')).rstrip('/')!r}"
+        return self.redact(
+            f"{response.reason_phrase}: the server redirects to {where}; rlnb follows no redirect (the API key would "
+            f"go with it): {fix}"
+        )
 
 
 def invalid(response: httpx.Response, what: str, detail: str) -> APIError:

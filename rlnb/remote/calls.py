@@ -266,7 +266,7 @@ class Caller:
             if "Authorization" in request.headers:  # the cause of what we raise keeps this request
                 request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
             if response is not None:
-                raise self._bodies.status_error(request, response)
+                raise self._bodies.status_error(request, response, self.base_url)
             cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
             if late:

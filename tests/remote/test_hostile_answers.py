@@ -212,3 +212,29 @@ def test_outside_a_servers_answer_the_lists_still_hold():
     assert wire.Session.model_validate(session, context=wire.FROM_SERVER).status == session["status"]
     with pytest.raises(ValidationError, match="status"):
         wire.Session.model_validate({**session, "status": 5}, context=wire.FROM_SERVER)
+
+
+@pytest.mark.parametrize(
+    ("base", "location", "said"),
+    [
+        ("http://rl.test", "https://rl.test/v1/rl/supported-models", "pass base_url='https://rl.test'"),
+        (
+            "https://old.test/proxy",
+            "https://new.test/proxy/v1/rl/supported-models?x=1",
+            "base_url='https://new.test/proxy'",
+        ),
+        ("http://rl.test", "/elsewhere", "redirects to http://rl.test/elsewhere; rlnb follows no redirect"),
+    ],
+)
+def test_a_redirect_says_where_to_and_takes_no_key_along(base, location, said):
+    """``connect("http://...")`` to an https API (or an old host name) failed "301 <html>Moved</html>"."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(301, headers={"Location": location}, text="<html>Moved</html>")
+
+    with pytest.raises(rlnb.APIStatusError) as info:
+        rlnb.connect(base, api_key=KEY, transport=httpx.MockTransport(handler), record=False, **quick({}))
+    assert said in str(info.value) and "301 Moved Permanently" in str(info.value) and "x=1" not in str(info.value)
+    assert info.value.status_code == 301 and len(seen) == 1  # not retried, not followed
