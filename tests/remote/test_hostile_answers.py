@@ -4,6 +4,7 @@ fills the memory, the server's word is kept."""
 
 import gzip
 import json
+import re
 import threading
 import tracemalloc
 import zlib
@@ -238,3 +239,30 @@ def test_a_redirect_says_where_to_and_takes_no_key_along(base, location, said):
         rlnb.connect(base, api_key=KEY, transport=httpx.MockTransport(handler), record=False, **quick({}))
     assert said in str(info.value) and "301 Moved Permanently" in str(info.value) and "x=1" not in str(info.value)
     assert info.value.status_code == 301 and len(seen) == 1  # not retried, not followed
+
+
+@pytest.mark.parametrize("what", ["training-sessions", "model-resources"])
+def test_an_answer_about_another_session_or_resource_is_refused_and_the_own_one_stopped(what):
+    """A GET of session (or resource) X answered with Y's object (a proxy's cache): ``connect`` took Y as its
+    session, ran on it, and ``close()`` stopped Y, someone else's, leaving the session it created running."""
+    fake = FakeAPI(ready_after=1)
+    rid = fake.add_resource({"adam": {}})
+    other_rid = fake.add_resource({"adam": {}})
+    other = fake.add_session(other_rid)  # someone else's, RUNNING
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        if request.method != "GET" or not re.fullmatch(rf"/v1/rl/{what}/[^/]+", request.url.path):
+            return response
+        return httpx.Response(
+            200, json={**json.loads(response.content), "id": other if "sessions" in what else other_rid}
+        )
+
+    with pytest.raises(rlnb.APIError, match=r"its id is '(sess|mr)-\d+', for '(sess|mr)-\d+'"):
+        rlnb.connect(
+            BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
+            record=False, **FAST_POLL, **quick({}),
+        )  # fmt: skip
+    assert fake.sessions[other]["status"] == "TRAINING_SESSION_STATUS_RUNNING"  # never touched
+    own = [s for sid, s in fake.sessions.items() if sid != other]
+    assert all(s["status"] == "TRAINING_SESSION_STATUS_STOPPED" for s in own)  # what it created is stopped
