@@ -27,6 +27,7 @@ import os
 import time
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, SecretStr
@@ -69,6 +70,21 @@ class ServerFeatures:
     """``GET .../operations/{kind}/{id}?wait=S`` is served, for S up to this (rlnb serve)."""
     in_order: bool = False
     """A session's operations run one at a time in submission order (rlnb serve)."""
+
+
+def check_base_url(url: str, name: str) -> str:
+    """``url`` as a base URL: no credentials (``_secrets.check_url``), and no query or fragment, which the API's
+    paths would be appended to (``https://host/?api_key=sk-...`` sent every call to ``/`` with the key in its
+    query, and failed "404" naming neither). The ``ValueError`` names ``name`` and never shows the query."""
+    _secrets.check_url(url, name)
+    parts = urlsplit(url)
+    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+        shown = parts._replace(query="", fragment="").geturl()
+        raise ValueError(
+            f"{name} must have no query (?...) or fragment (#...): rlnb appends the API's paths to it (got {shown} "
+            "and more); pass the API key as api_key"
+        )
+    return url
 
 
 def _check_seconds(name: str, value: object) -> None:
@@ -125,7 +141,7 @@ class Caller:
             raise ValueError("pass retry or max_retries, not both")
         self.retry = retry or (RetryPolicy() if max_retries is None else RetryPolicy(max_retries=max_retries))
         url = base_url or os.environ.get(ENV_BASE_URL) or DEFAULT_BASE_URL
-        self.base_url = _secrets.check_url(url, "base_url" if base_url else ENV_BASE_URL).rstrip("/")
+        self.base_url = check_base_url(url, "base_url" if base_url else ENV_BASE_URL).rstrip("/")
         key = api_key if api_key is not None else os.environ.get(ENV_API_KEY)
         if key:  # refused before it is registered or sent: no header, message or log line can quote it
             _secrets.check_key(key, "api_key" if api_key is not None else ENV_API_KEY)

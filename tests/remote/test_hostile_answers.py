@@ -266,3 +266,19 @@ def test_an_answer_about_another_session_or_resource_is_refused_and_the_own_one_
     assert fake.sessions[other]["status"] == "TRAINING_SESSION_STATUS_RUNNING"  # never touched
     own = [s for sid, s in fake.sessions.items() if sid != other]
     assert all(s["status"] == "TRAINING_SESSION_STATUS_STOPPED" for s in own)  # what it created is stopped
+
+
+@pytest.mark.parametrize("url", [f"https://rl.test/?api_key={KEY}", "https://rl.test#v1", "https://rl.test/?"])
+def test_a_base_url_with_a_query_or_fragment_is_refused_before_anything_is_sent(url, monkeypatch):
+    """``https://host/?api_key=sk-...`` sent every call to ``/``, the key in its query, and failed "404 ... GET
+    https://host/" naming neither the URL's mistake nor the fix."""
+    sent: list[httpx.Request] = []
+    transport = httpx.MockTransport(lambda request: sent.append(request) or httpx.Response(500))
+    with pytest.raises(ValueError, match="the target .* must have no query") as info:
+        rlnb.connect(url, transport=transport, record=False)
+    with pytest.raises(ValueError, match="base_url must have no query"):
+        APIClient(url, transport=transport)
+    monkeypatch.setenv("TOGETHER_BASE_URL", url)
+    with pytest.raises(ValueError, match="TOGETHER_BASE_URL must have no query"):
+        APIClient(transport=transport)
+    assert not sent and KEY not in str(info.value)
