@@ -282,3 +282,30 @@ def test_a_base_url_with_a_query_or_fragment_is_refused_before_anything_is_sent(
     with pytest.raises(ValueError, match="TOGETHER_BASE_URL must have no query"):
         APIClient(transport=transport)
     assert not sent and KEY not in str(info.value)
+
+
+def test_a_submission_answered_with_an_earlier_operations_id_fails_not_takes_its_result():
+    """A server that deduplicates by body (the same batch twice, as an overfitting loop sends it) answered the
+    second forward-backward with the first's envelope: it was polled as that one and completed with its loss,
+    though it never ran (its gradients were never added)."""
+    posts: dict[bytes, httpx.Response] = {}
+
+    def wrap(fake: Handler) -> Handler:
+        def handler(request: httpx.Request) -> httpx.Response:
+            if request.method == "POST" and "/operations/" in request.url.path:
+                if request.content not in posts:
+                    posts[request.content] = fake(request)
+                return posts[request.content]
+            return fake(request)
+
+        return handler
+
+    s = session_on(FakeAPI(ready_after=1), wrap)
+    first, again = s.forward_backward(BATCH), s.forward_backward(BATCH)
+    assert first.result(timeout=10).loss == 2.5
+    with pytest.raises(rlnb.OperationFailed, match=f"id of an earlier operation, {first.id}"):
+        again.result(timeout=10)
+    assert s.forward_backward([samples.cross_entropy([4, 5])]).result(timeout=10).loss == 2.5
+    assert list(s.history.df.status)[-3:] == [wire.OperationStatus.COMPLETED, wire.OperationStatus.FAILED,
+                                              wire.OperationStatus.COMPLETED]  # fmt: skip
+    s.close()
