@@ -309,3 +309,31 @@ def test_a_submission_answered_with_an_earlier_operations_id_fails_not_takes_its
     assert list(s.history.df.status)[-3:] == [wire.OperationStatus.COMPLETED, wire.OperationStatus.FAILED,
                                               wire.OperationStatus.COMPLETED]  # fmt: skip
     s.close()
+
+
+@pytest.mark.parametrize(
+    ("results", "sequences"), [(1, 2), (2, 1), (3, 2)], ids=["a-prompt-short", "a-sample-short", "extra"]
+)
+def test_a_sample_answer_that_does_not_fit_the_request_fails_naming_the_shapes(results, sequences):
+    """Two prompts of two samples each answered with another shape: ``result()`` gave it as it came, so a user's
+    ``zip(prompts, out.results)`` dropped a prompt in silence, ``rl_step`` failed "zip() argument 2 is shorter"
+    and a group's advantages came from fewer rewards."""
+    sequence = {"tokens": ["7"], "stop_reason": "STOP_REASON_LENGTH"}
+    output = {"results": [{"policy_segments": [], "sequences": [sequence] * sequences}] * results}
+
+    def wrap(fake: Handler) -> Handler:
+        def handler(request: httpx.Request) -> httpx.Response:
+            response = fake(request)
+            data = json.loads(response.content)
+            if "/operations/sample" in request.url.path and data.get("status", "").endswith("COMPLETED"):
+                return httpx.Response(200, json={**data, "output": output})
+            return response
+
+        return handler
+
+    s = session_on(FakeAPI(ready_after=1), wrap)
+    op = s.sample([[1, 2], [3]], num_samples=2, max_tokens=1)
+    with pytest.raises(rlnb.OperationFailed, match=rf"answered {results} results .* for 2 prompts of 2 samples each"):
+        op.result(timeout=10)
+    assert s.history.df.status.iloc[-1] == wire.OperationStatus.FAILED
+    s.close()
