@@ -6,12 +6,15 @@ metrics, an error message — and what is parsed ends up in ``session.info()``, 
 folder. Keys are masked *after* JSON decoding, so ``\\u``-escaped ones are caught too. A decoded body whose
 text holds neither a backslash nor a key cannot hide one, and is parsed straight from JSON (the fast path).
 
-A body is read in chunks up to ``max_bytes``: a server that streams without end cannot fill the memory.
+A body is read in chunks up to ``max_bytes``: a server that streams without end cannot fill the memory. The
+client asks for gzip or deflate only and decodes them itself, ``max_bytes`` at most per chunk: httpx decodes
+each chunk whole, so a few kilobytes of stacked gzip (``Content-Encoding: gzip, gzip``) or brotli took 4 GB.
 """
 
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any, TypeVar
 
 import httpx
@@ -28,15 +31,64 @@ channel; rlnb serve accepts payloads up to the same size, and the largest inline
 forward-backward's ``loss_fn_outputs`` over its biggest batch) fits well under it."""
 
 
+ACCEPT_ENCODING = "gzip, deflate"
+"""The codings the client asks for (``Accept-Encoding``): those it decodes under the size cap."""
+_ZLIB_BITS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+
+
+class _Inflater:
+    """One gzip or deflate coding, decoded at most ``limit`` bytes per chunk (what is left of the cap, plus one)."""
+
+    def __init__(self, coding: str):
+        self._bits, self._first = _ZLIB_BITS[coding], True
+        self._z = zlib.decompressobj(self._bits)
+
+    def __call__(self, data: bytes, limit: int) -> bytes:
+        first, self._first = self._first, False
+        try:
+            return self._z.decompress(data, limit)
+        except zlib.error as exc:
+            if first and self._bits == zlib.MAX_WBITS:  # deflate sent raw, without its zlib header (as httpx takes it)
+                self._bits, self._z = -zlib.MAX_WBITS, zlib.decompressobj(-zlib.MAX_WBITS)
+                return self(data, limit)
+            raise httpx.DecodingError(f"the body is not valid gzip or deflate: {exc}") from None
+
+
+def _inflaters(response: httpx.Response) -> list[_Inflater]:
+    """The decoders of the response's ``Content-Encoding``, outermost first; ``APIError`` for a coding not asked for."""
+    codings = [c.strip().lower() for c in response.headers.get("content-encoding", "").split(",")]
+    codings = [c for c in codings if c and c != "identity"]
+    other = [c for c in codings if c not in _ZLIB_BITS]
+    if other:
+        request = response.request
+        raise APIError(
+            f"{response.status_code} response has Content-Encoding {', '.join(other)}, which rlnb did not ask for "
+            f"(it asks for {ACCEPT_ENCODING}) and does not decode",
+            method=request.method,
+            url=str(request.url.copy_with(query=None)),
+        )
+    return [_Inflater(c) for c in reversed(codings)]
+
+
 def read(response: httpx.Response, max_bytes: int) -> None:
     """Read a streamed response's body into ``response.content``, or raise ``APIError`` past ``max_bytes``
     decoded bytes (a declared ``Content-Length`` past it is refused before reading)."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise _too_large(response, max_bytes)
+    if response.is_stream_consumed:  # read when it was made (an ``httpx.Response`` of bytes, as mocks answer)
+        if len(response.content) > max_bytes:
+            raise _too_large(response, max_bytes)
+        return
+    inflaters = _inflaters(response)
     chunks: list[bytes] = []
     size = 0
-    for chunk in response.iter_bytes():
+    for raw in response.iter_raw():
+        chunk = raw
+        for inflate in inflaters:  # each layer bounded by what is left of the cap: no layer holds more
+            chunk = inflate(chunk, max_bytes - size + 1)
+            if len(chunk) > max_bytes - size:
+                raise _too_large(response, max_bytes)
         size += len(chunk)
         if size > max_bytes:
             raise _too_large(response, max_bytes)
@@ -108,7 +160,7 @@ class Scrubber:
         if not clean:
             return self.validate(response, self.decode(response, model.__name__), model)
         try:
-            return model.model_validate_json(text)
+            return model.model_validate_json(text, context=wire.FROM_SERVER)
         except ValidationError as exc:
             detail = self.redact(str(exc))
         raise invalid(response, model.__name__, detail)  # outside ``except``: no __context__ keeps the body
@@ -116,13 +168,14 @@ class Scrubber:
     def validate(self, response: httpx.Response, data: Any, model: type[M]) -> M:
         """Scrubbed ``data`` as ``model``, or ``APIError`` with no chained pydantic error (it quotes the body)."""
         try:
-            return model.model_validate(data)
+            return model.model_validate(data, context=wire.FROM_SERVER)
         except ValidationError as exc:
             detail = self.redact(str(exc))
         raise invalid(response, model.__name__, detail)
 
-    def status_error(self, request: httpx.Request, response: httpx.Response) -> APIStatusError:
-        """The exception for an error status, with the server's message and decoded body, both scrubbed."""
+    def status_error(self, request: httpx.Request, response: httpx.Response, base_url: str) -> APIStatusError:
+        """The exception for an error status, with the server's message and decoded body, both scrubbed (a
+        redirect: where to, and the ``base_url`` to use instead of ``base_url`` when the API is what moved)."""
         body: Any
         try:
             decoded = json.loads(_text(response.content))
@@ -135,9 +188,26 @@ class Scrubber:
                 message = wire.ErrorData.model_validate(body).error.message
             except ValidationError:
                 message = json.dumps(body, ensure_ascii=False)[:500]
+        if response.is_redirect:
+            message = self._redirect(request, response, base_url)
         cls = status_error_class(response.status_code)
         url = str(request.url.copy_with(query=None))  # presigned URLs carry a signature in the query
         return cls(message, method=request.method, url=url, status_code=response.status_code, body=body)
+
+    def _redirect(self, request: httpx.Request, response: httpx.Response, base_url: str) -> str:
+        """Where a redirect points and why it is not followed (it read "301 <html>Moved</html>", though http://
+        for https:// or an old host name is an easy mistake, whose fix is the address the server names)."""
+        where = request.url.join(response.headers["location"]).copy_with(query=None)  # httpx refused a bad one
+        base, asked = httpx.URL(base_url), request.url
+        fix = "use the address it names"
+        if asked.host == base.host and asked.path.startswith(base.path.rstrip("/") + "/"):  # a call of the API
+            tail = asked.path[len(base.path.rstrip("/")) :]
+            if where.path.endswith(tail):
+                fix = f"pass base_url={str(where.copy_with(path=where.path.removesuffix(tail) or '/')).rstrip('/')!r}"
+        return self.redact(
+            f"{response.reason_phrase}: the server redirects to {where}; rlnb follows no redirect (the API key would "
+            f"go with it): {fix}"
+        )
 
 
 def invalid(response: httpx.Response, what: str, detail: str) -> APIError:

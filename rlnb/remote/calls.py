@@ -21,13 +21,13 @@ Apart from ``client`` so that the endpoints read as the API's list, and the send
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import logging
 import math
 import os
 import time
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, SecretStr
@@ -36,7 +36,7 @@ from rlnb import _secrets
 from rlnb._options import check_int
 from rlnb.errors import APIConnectionError, APITimeoutError
 from rlnb.remote import bodies
-from rlnb.remote.retry import RetryPolicy
+from rlnb.remote.retry import RetryPolicy, http_date
 from rlnb.remote.transport import DeadlineTransport, deadline
 
 log = logging.getLogger("rlnb")
@@ -70,6 +70,21 @@ class ServerFeatures:
     """``GET .../operations/{kind}/{id}?wait=S`` is served, for S up to this (rlnb serve)."""
     in_order: bool = False
     """A session's operations run one at a time in submission order (rlnb serve)."""
+
+
+def check_base_url(url: str, name: str) -> str:
+    """``url`` as a base URL: no credentials (``_secrets.check_url``), and no query or fragment, which the API's
+    paths would be appended to (``https://host/?api_key=sk-...`` sent every call to ``/`` with the key in its
+    query, and failed "404" naming neither). The ``ValueError`` names ``name`` and never shows the query."""
+    _secrets.check_url(url, name)
+    parts = urlsplit(url)
+    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+        shown = parts._replace(query="", fragment="").geturl()
+        raise ValueError(
+            f"{name} must have no query (?...) or fragment (#...): rlnb appends the API's paths to it (got {shown} "
+            "and more); pass the API key as api_key"
+        )
+    return url
 
 
 def _check_seconds(name: str, value: object) -> None:
@@ -126,7 +141,7 @@ class Caller:
             raise ValueError("pass retry or max_retries, not both")
         self.retry = retry or (RetryPolicy() if max_retries is None else RetryPolicy(max_retries=max_retries))
         url = base_url or os.environ.get(ENV_BASE_URL) or DEFAULT_BASE_URL
-        self.base_url = _secrets.check_url(url, "base_url" if base_url else ENV_BASE_URL).rstrip("/")
+        self.base_url = check_base_url(url, "base_url" if base_url else ENV_BASE_URL).rstrip("/")
         key = api_key if api_key is not None else os.environ.get(ENV_API_KEY)
         if key:  # refused before it is registered or sent: no header, message or log line can quote it
             _secrets.check_key(key, "api_key" if api_key is not None else ENV_API_KEY)
@@ -195,7 +210,7 @@ class Caller:
             attempt += 1
 
     def _build(self, call: Call) -> httpx.Request:
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        headers = {"Accept": "application/json", "Accept-Encoding": bodies.ACCEPT_ENCODING, "User-Agent": USER_AGENT}
         if call.auth and self._api_key is not None:
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         if call.idempotency_key is not None:
@@ -215,9 +230,8 @@ class Caller:
         if self._date is None:
             return local
         date, when = self._date
-        with contextlib.suppress(TypeError, ValueError):  # Date has whole seconds: its middle is nearest
-            return local + email.utils.parsedate_to_datetime(date).timestamp() + 0.5 - when
-        return local
+        server = http_date(date)
+        return local if server is None else local + server + 0.5 - when  # Date has whole seconds: its middle
 
     def _learn(self, response: httpx.Response) -> None:
         date = response.headers.get("date")
@@ -268,7 +282,7 @@ class Caller:
             if "Authorization" in request.headers:  # the cause of what we raise keeps this request
                 request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
             if response is not None:
-                raise self._bodies.status_error(request, response)
+                raise self._bodies.status_error(request, response, self.base_url)
             cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
             if late:

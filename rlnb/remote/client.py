@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -26,6 +26,8 @@ from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid
 from rlnb.remote.calls import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call, Caller
 from rlnb.remote.retry import RetryPolicy
+
+_Object = TypeVar("_Object", wire.ModelResources, wire.Session)
 
 
 @dataclass(frozen=True)
@@ -119,13 +121,13 @@ class APIClient(Caller):
 
     def get_model_resources(self, model_resources_id: str) -> wire.ModelResources:
         path = f"/model-resources/{_seg(model_resources_id, 'model_resources_id')}"
-        return self._parse(self._send(Call("GET", path)), wire.ModelResources)
+        return self._one(self._send(Call("GET", path)), wire.ModelResources, model_resources_id)
 
     def stop_model_resources(self, model_resources_id: str, *, force: bool = True) -> wire.ModelResources:
         """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails)."""
         path = f"/model-resources/{_seg(model_resources_id, 'model_resources_id')}/stop"
         call = Call("POST", path, params={"force": "true" if force else "false"})
-        return self._parse(self._send(call), wire.ModelResources)
+        return self._one(self._send(call), wire.ModelResources, model_resources_id)
 
     def create_session(self, request: wire.StartTrainingSessionRequest) -> wire.Session:
         """Sent once it may have reached the server, as ``create_model_resources``."""
@@ -150,11 +152,11 @@ class APIClient(Caller):
 
     def get_session(self, session_id: str) -> wire.Session:
         path = f"/training-sessions/{_seg(session_id, 'session_id')}"
-        return self._parse(self._send(Call("GET", path)), wire.Session)
+        return self._one(self._send(Call("GET", path)), wire.Session, session_id)
 
     def stop_session(self, session_id: str) -> wire.Session:
         path = f"/training-sessions/{_seg(session_id, 'session_id')}/stop"
-        return self._parse(self._send(Call("POST", path)), wire.Session)
+        return self._one(self._send(Call("POST", path)), wire.Session, session_id)
 
     def submit_operation(
         self, session_id: str, kind: wire.OperationKind, body: wire._Model | None, *, idempotency_key: str | None = None
@@ -225,6 +227,14 @@ class APIClient(Caller):
         return data
 
     # -- request / response ----------------------------------------------------------------------
+
+    def _one(self, response: httpx.Response, model: type[_Object], asked: str) -> _Object:
+        """The object asked for by id, or ``APIError``: an answer about another one (a proxy's cache) made
+        ``connect`` run, and ``close()`` stop, someone else's session, leaving its own running."""
+        obj = self._parse(response, model)
+        if obj.id != asked:
+            raise invalid(response, model.__name__, f"its id is {obj.id!r}, for {asked!r}")
+        return obj
 
     def _operation(
         self, session_id: str, kind: wire.OperationKind, response: httpx.Response, operation_id: str | None

@@ -165,10 +165,10 @@ class Poller:
                 if not op.ended:
                     try:
                         self._poll(op)
-                    except Exception:
-                        if not self._stopping:
-                            raise
-                        return  # a poll ``stop(wait=False)`` gave up on: its client may be closed under it
+                    except Exception as exc:  # noqa: BLE001 - the thread must live: it polls every other operation
+                        if self._stopping:
+                            return  # a poll ``stop(wait=False)`` gave up on: its client may be closed under it
+                        self._give_up(op, exc)
 
     def _poll(self, op: InFlight) -> None:
         max_wait = self.client.features.long_poll_max_wait
@@ -236,6 +236,20 @@ class Poller:
                 if at_once
                 else min(now + poll_interval(now - op.changed, self.poll_min, self.poll_max), op.deadline)
             )
+
+    def _give_up(self, op: InFlight, exc: Exception) -> None:
+        """A poll raised what no API error is (an injected transport's own error): ``op`` fails with it. Raised,
+        it ended this thread, and every operation of the session waited for ever, past ``operation_timeout``."""
+        log.error("polling %s %s raised", op.kind, op.env.id, exc_info=exc)
+        with self._cond:
+            if op not in self._inflight:
+                return
+            self._inflight.remove(op)
+            if self._inflight:  # in order: the next one is polled now
+                self._inflight[0].due = time.monotonic()
+        op.ended = True
+        why = f"polling failed: {type(exc).__name__}: {self.client.redact(str(exc))}"
+        report(op, wire.Operation.failed(op.env.id, None, why))
 
     def _fail_all(self, exc: APIError) -> None:
         """Every poll of the session has failed for ``failure_window`` seconds: the server is gone, so every

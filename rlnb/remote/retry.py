@@ -59,6 +59,19 @@ def _retry_after(headers: httpx.Headers) -> float | None:
         try:
             return float(value) * scale
         except ValueError:
-            if name == "retry-after" and (when := email.utils.parsedate_tz(value)) is not None:
-                return email.utils.mktime_tz(when) - time.time()
+            if name == "retry-after" and (when := http_date(value)) is not None:
+                return when - time.time()
     return None
+
+
+def http_date(value: str) -> float | None:
+    """An HTTP date (``Retry-After``, ``Date``) as a ``time.time()``; None when it is none, or names a time no
+    datetime holds (a year 99999: the stdlib raises ``ValueError`` / ``OverflowError``, which escaped the send
+    path and killed the poll thread, so the session's operations waited for ever)."""
+    when = email.utils.parsedate_tz(value)
+    if when is None:
+        return None
+    try:
+        return float(email.utils.mktime_tz(when))
+    except (ValueError, OverflowError):
+        return None

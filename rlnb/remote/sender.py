@@ -70,6 +70,8 @@ class Sender:
         self.client, self.session_id, self._poller = client, session_id, poller
         self._queue: deque[Queued] = deque()
         self._current: Queued | None = None
+        self._ids: set[str] = set()
+        """The ids the server gave this session's operations (smaller than the history's record of each)."""
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name=f"rlnb-send-{session_id}", daemon=True)
@@ -123,6 +125,14 @@ class Sender:
                 self._current = None
 
     def _sent(self, item: Queued, env: wire.Operation[Any]) -> None:
+        if env.id in self._ids:  # polled, it would get the earlier one's status and result as its own
+            why = (
+                f"the server answered this {item.op.kind} with the id of an earlier operation, {env.id}: it may not "
+                "have run it (a body-keyed cache or deduplication), and that operation's result is not this one's"
+            )
+            tell(item, wire.Operation.failed("", None, why))
+            return
+        self._ids.add(env.id)
         tell(item, env)
         if env.status not in wire.TERMINAL_STATUSES and not self._poller.add(item.op.kind, item.listener, env):
             # close() ran meanwhile and no longer polls: settle it here

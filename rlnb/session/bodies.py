@@ -101,3 +101,16 @@ def sample_body(
         prompt_logprobs=prompt_logprobs or None,
         topk_prompt_logprobs=topk_prompt_logprobs or None,
     )
+
+
+def sample_mismatch(body: wire.SampleBody, out: wire.SampleOutput) -> str | None:
+    """Why a sample's output does not answer ``body`` (one result per prompt, ``num_samples`` sequences each), or
+    None: a short answer was zipped against the prompts in silence, or failed far away (an ``IndexError``, a
+    ``zip()`` "argument 2 is shorter"), and fewer sequences made a group's advantages from fewer rewards."""
+    n, got = body.num_samples or 1, [len(r.sequences) for r in out.results]
+    if got == [n] * len(body.model_inputs):
+        return None
+    return (
+        f"the server answered {len(got)} results with {got} sequences for {len(body.model_inputs)} prompts of "
+        f"{n} samples each: not an answer to this request"
+    )

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import wire
-from rlnb._secrets import check_url
 from rlnb.history import History
 from rlnb.history.recording import check_recording
 from rlnb.prompts import tokenizer_spec
@@ -77,12 +76,16 @@ def connect(
 
 
 def check_target(target: Any) -> None:
-    """``TypeError`` / ``ValueError`` unless ``target`` is ``"local"`` or an http(s):// URL without user info:
-    ``connect`` checks it, and ``sweep`` before its folder is made (each trial FAILED with it)."""
+    """``TypeError`` / ``ValueError`` unless ``target`` is ``"local"`` or an http(s):// URL without user info, query
+    or fragment: ``connect`` checks it, and ``sweep`` before its folder is made (each trial FAILED with it)."""
     if not isinstance(target, str):
         raise TypeError(f"target must be 'local' or an http(s):// URL, got {type(target).__name__} {target!r}")
-    check_url(target, "the target (the base_url)")  # before anything quotes it: a message, a sweep or run folder
-    if target != "local" and not target.startswith(("http://", "https://")):
+    if target == "local":
+        return
+    from rlnb.remote.calls import check_base_url  # httpx: only for a remote target
+
+    check_base_url(target, "the target (the base_url)")  # before anything quotes it: a message, a sweep or run folder
+    if not target.startswith(("http://", "https://")):
         raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
 
 

@@ -10,10 +10,11 @@ operation is recorded in ``session.history``; the sessions left open are closed 
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,13 @@ from rlnb.history.runs import warn_continued, warn_in_memory
 from rlnb.params import OptimizerParams, params_for
 from rlnb.prompts import prompt_list
 from rlnb.session.backend import Backend
-from rlnb.session.bodies import forward_backward_body, optim_step_body, sample_body, weights_sync_body
+from rlnb.session.bodies import (
+    forward_backward_body,
+    optim_step_body,
+    sample_body,
+    sample_mismatch,
+    weights_sync_body,
+)
 from rlnb.session.open_sessions import OPEN
 from rlnb.session.operation import Operation
 from rlnb.session.tokens import decode_tokens, encode_prompt
@@ -166,7 +173,9 @@ class Session:
         body: wire._Model | None,
         params: dict[str, Any] | None = None,
         transform: Any = None,
+        mismatch: Callable[[Any], str | None] | None = None,
     ) -> Operation[Any]:
+        """``mismatch(output)``: why a COMPLETED output does not answer the request; it then ends FAILED, saying so."""
         if self._closed:
             raise SessionClosed(f"session {self.id} is closed")
         op: Operation[Any] = Operation(kind, transform=transform)
@@ -178,7 +187,7 @@ class Session:
                 op._on_update = lambda env, at: self.history.update(rec, env, at)
                 # returns at once (a remote backend POSTs from its own thread); input it cannot even encode
                 # raises here, recorded FAILED
-                self.backend.submit(kind, body, op._update)
+                self.backend.submit(kind, body, op._update if mismatch is None else _checked(op, mismatch))
                 if kind == Kind.OPTIM_STEP:
                     self._steps_submitted += 1
                 while self._pending and self._pending[0].done():  # operations end in order: O(1) amortised
@@ -277,7 +286,8 @@ class Session:
             topk_prompt_logprobs=topk_prompt_logprobs,
         )  # fmt: skip
         text = self.codec is not None and not isinstance(self.codec, NoTokenizerCodec)
-        return self._submit(Kind.SAMPLE, body, transform=self._decoded if text else None)
+        mismatch = functools.partial(sample_mismatch, body)
+        return self._submit(Kind.SAMPLE, body, transform=self._decoded if text else None, mismatch=mismatch)
 
     def _decoded(self, out: wire.SampleOutput) -> wire.SampleOutput:
         assert self.codec is not None
@@ -293,3 +303,13 @@ class Session:
     def save_inference_checkpoint(self) -> Operation[wire.InferenceCheckpointResult]:
         """Save the current weights for serving or download."""
         return self._submit(Kind.INFERENCE_CHECKPOINT, None)
+
+
+def _checked(op: Operation[Any], mismatch: Callable[[Any], str | None]) -> wire.Listener:
+    """``op``'s listener, for which a COMPLETED output that ``mismatch`` refuses is FAILED (recorded so too)."""
+
+    def listener(env: wire.Operation[Any]) -> None:
+        why = mismatch(env.output) if env.status == wire.OperationStatus.COMPLETED and env.output is not None else None
+        op._update(env if why is None else wire.Operation.failed(env.id, None, why))
+
+    return listener

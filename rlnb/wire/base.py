@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from pydantic import (
     BaseModel,
@@ -14,11 +14,17 @@ from pydantic import (
     PlainSerializer,
     SerializationInfo,
     Strict,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
     WithJsonSchema,
+    WrapValidator,
 )
 
 __all__ = [
+    "FROM_SERVER",
     "FiniteFloat",
+    "Newer",
     "INT32_MAX",
     "Int64",
     "StrictBool",
@@ -80,6 +86,26 @@ Int64 = Annotated[
 ]
 """int64 on the wire: ``"123"`` or ``123`` in; ``"123"`` out of the server, ``123`` in a client's request
 body (``to_json_dict``); the OpenAPI schema says both."""
+
+FROM_SERVER: Final = {"from_server": True}
+"""The validation context of what a server answers (``model_validate(..., context=FROM_SERVER)``): the
+fields marked ``Newer`` keep a value newer than rlnb's list there, and only there."""
+
+
+def _newer(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    try:
+        return handler(value)
+    except ValidationError:
+        if isinstance(value, str) and value and isinstance(info.context, dict) and info.context.get("from_server"):
+            return value
+        raise
+
+
+Newer = WrapValidator(_newer)
+"""Marks a response's enum whose list a newer API revision may extend (a GPU type, a stop reason, a session's or
+resource's status): a server's value that is not in it is kept as its string, as the official SDK keeps it,
+instead of refusing the whole answer (``connect`` failed on a new GPU type and left the resource it created
+running). The JSON schema is the list's; outside ``FROM_SERVER`` (the server's own journal) the list holds."""
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 """A float that is not NaN or ±Inf: JSON has no spelling for them."""

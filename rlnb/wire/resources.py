@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, model_validator
 
-from rlnb.wire.base import INT32_MAX, StrictBool, StrictInt, _Model, _Request
+from rlnb.wire.base import INT32_MAX, Newer, StrictBool, StrictInt, _Model, _Request
 from rlnb.wire.checkpoints import ListMeta
 from rlnb.wire.optim import OptimizerConfig
 from rlnb.wire.status import ModelResourcesErrorCode, ModelResourcesStatus, unknown_code
@@ -51,7 +51,7 @@ class ComputeConfigRequest(_Model):
 class ComputeConfig(_Model):
     """The compute a model resource got."""
     num_generator_replicas: int
-    gpu_type: GpuType | None = None
+    gpu_type: Annotated[GpuType, Newer] | None = None
 
 
 class CreateModelResourcesRequest(_Request):
@@ -93,7 +93,7 @@ class ModelResources(_Model):
     inactive_timeout: int
     lora_enabled: bool
     optimizer_config: OptimizerConfig
-    status: ModelResourcesStatus
+    status: Annotated[ModelResourcesStatus, Newer]
     status_details: ModelResourcesStatusDetails = Field(default_factory=ModelResourcesStatusDetails)
     updated_at: datetime
     base_weights_ref: str | None = None
@@ -157,7 +157,7 @@ class TrainerConfig(_Model):
 
 class SupportedComputeConfig(_Model):
     """One compute option of a supported model, with its sampler and trainer limits."""
-    gpu_type: RequestGpuType
+    gpu_type: Annotated[RequestGpuType, Newer]
     generator_config: GeneratorConfig | None = None
     trainer_config: TrainerConfig | None = None
 
@@ -165,7 +165,7 @@ class SupportedComputeConfig(_Model):
 class SupportedModel(_Model):
     """A base model the service can train, with its compute options."""
     base_model: str
-    default_gpu_type: RequestGpuType
+    default_gpu_type: Annotated[RequestGpuType, Newer]
     compute_configs: list[SupportedComputeConfig] = Field(default_factory=list)
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Final, Literal, TypeAlias
 
 from pydantic import Field
 
-from rlnb.wire.base import Int64, StrictBool, StrictFloat, StrictInt, _Model, _Request
+from rlnb.wire.base import Int64, Newer, StrictBool, StrictFloat, StrictInt, _Model, _Request
 from rlnb.wire.inputs import ModelInput
 
 __all__ = [
@@ -65,7 +65,7 @@ class PolicyVersionSegment(_Model):
 class SampledSequence(_Model):
     """One completion: its tokens, log-probs and stop reason (``text`` is decoded client-side)."""
     tokens: list[Int64]
-    stop_reason: StopReason
+    stop_reason: Annotated[StopReason, Newer]
     prompt_cache_hit_tokens: int = 0
     logprobs: list[float] | None = None
     routed_experts_key: str | None = None

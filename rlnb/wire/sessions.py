@@ -8,7 +8,17 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from rlnb.wire.base import INT32_MAX, Int64, StrictBool, StrictFloat, StrictInt, _Model, _Request, lone_surrogate
+from rlnb.wire.base import (
+    INT32_MAX,
+    Int64,
+    Newer,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    _Model,
+    _Request,
+    lone_surrogate,
+)
 from rlnb.wire.checkpoints import InferenceCheckpoint, ListMeta, TrainingCheckpoint
 from rlnb.wire.status import SessionErrorCode, SessionStatus, unknown_code
 
@@ -107,7 +117,7 @@ class SessionError(_Model):
 class Session(_Model):
     """A training session as the API returns it: status, step, policy state, checkpoints."""
     id: str
-    status: SessionStatus
+    status: Annotated[SessionStatus, Newer]
     base_model: str
     model_resources_id: str
     created_by: str

@@ -1,0 +1,339 @@
+"""What a hostile (or newer) server puts around its answers — headers no datetime holds, compressed bodies,
+statuses rlnb does not know — and a transport that raises what no API error is: nothing hangs, nothing
+fills the memory, the server's word is kept."""
+
+import gzip
+import json
+import re
+import threading
+import tracemalloc
+import zlib
+from collections.abc import Callable
+
+import httpx
+import pytest
+from pydantic import ValidationError
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.remote.client import APIClient
+from rlnb.remote.retry import RetryPolicy
+from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
+
+Handler = Callable[[httpx.Request], httpx.Response]
+BATCH = [samples.cross_entropy([1, 2, 3])]
+
+
+def session_on(fake: FakeAPI, wrap: Callable[[Handler], Handler]) -> rlnb.Session:
+    """A session on ``fake``, every request going through ``wrap(fake)``."""
+    rid = fake.add_resource({"adam": {}})
+    return rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(wrap(fake)), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=20, record=False, **FAST_POLL, **quick({}),
+    )  # fmt: skip
+
+
+def first_poll(answer: httpx.Response) -> Callable[[Handler], Handler]:
+    """The first GET of an operation gets ``answer``; everything else goes to the fake."""
+    done = threading.Event()
+
+    def wrap(fake: Handler) -> Handler:
+        def handler(request: httpx.Request) -> httpx.Response:
+            if request.method == "GET" and "/operations/" in request.url.path and not done.is_set():
+                done.set()
+                return answer
+            return fake(request)
+
+        return handler
+
+    return wrap
+
+
+@pytest.mark.parametrize("date", ["Mon, 01 Jan 99999 00:00:00 GMT", "Fri, 31 Dec 9999999999999999 23:59:59 GMT"])
+def test_a_retry_after_date_no_datetime_holds_is_backoff_not_a_dead_poll_thread(date):
+    """``Retry-After: <a year past 9999>`` raised ValueError / OverflowError from the stdlib inside the send path:
+    the poll thread died, and the operation waited for ever (``operation_timeout`` no longer applied)."""
+    s = session_on(FakeAPI(ready_after=1), first_poll(httpx.Response(503, headers={"Retry-After": date})))
+    assert s.forward_backward(BATCH).result(timeout=10).loss == 2.5
+    assert RetryPolicy().delay(0, httpx.Headers({"retry-after": date})) <= 0.5  # the backoff
+    s.close()
+
+
+def test_a_date_header_no_datetime_holds_leaves_the_clock_alone():
+    """The server's clock (``Date``) read after a lost create raised OverflowError out of ``connect``."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"data": []}, headers={"Date": "Fri, 31 Dec 9999999999999999 23:59:59 GMT"})
+
+    with APIClient(BASE, KEY, transport=httpx.MockTransport(handler)) as client:
+        client.supported_models()
+        assert client.server_time(1000.0) == 1000.0
+
+
+def test_a_poll_that_raises_what_no_api_error_is_fails_its_operation_and_polling_goes_on():
+    """An injected transport's own error (here a RuntimeError) in a poll ended the poll thread: that operation
+    and every later one of the session waited for ever."""
+
+    def wrap(fake: Handler) -> Handler:
+        def handler(request: httpx.Request) -> httpx.Response:
+            if request.method == "GET" and request.url.path.endswith("/op-3"):
+                raise RuntimeError(f"the proxy broke (Bearer {KEY})")
+            return fake(request)
+
+        return handler
+
+    s = session_on(FakeAPI(ready_after=1), wrap)
+    first = s.forward_backward(BATCH)
+    with pytest.raises(rlnb.OperationFailed) as info:
+        first.result(timeout=10)
+    assert "RuntimeError: the proxy broke" in str(info.value) and KEY not in str(info.value)
+    assert s.forward_backward(BATCH).result(timeout=10).loss == 2.5  # the poller lives on
+    s.close()
+
+
+class Chunked(httpx.SyncByteStream):
+    """A body that arrives in 64 KiB reads, as over a socket (an ``httpx.Response`` of bytes is decoded when made)."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def __iter__(self):
+        return (self.data[i : i + 65536] for i in range(0, len(self.data), 65536))
+
+
+def gzip_layers(data: bytes, layers: int) -> bytes:
+    for _ in range(layers):
+        data = gzip.compress(data, 9)
+    return data
+
+
+def test_a_compressed_bomb_is_cut_at_max_response_bytes_without_decoding_it_whole():
+    """httpx decodes each chunk whole: 3 KB of ``Content-Encoding: gzip, gzip`` took 4 GB of memory before the
+    256 MiB cap was checked (brotli the same), so a few kilobytes could end the kernel."""
+    bomb = gzip_layers(b"\0" * (64 << 20), 2)  # 64 MiB in a few kilobytes
+    assert len(bomb) < 100_000
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, stream=Chunked(bomb), headers={"Content-Encoding": "gzip, gzip"})
+
+    with APIClient(BASE, KEY, transport=httpx.MockTransport(handler), max_response_bytes=1 << 20) as client:
+        tracemalloc.start()
+        try:
+            with pytest.raises(rlnb.APIError, match="larger than max_response_bytes"):
+                client.supported_models()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 16 << 20, f"{peak >> 20} MiB held for a 1 MiB cap"
+    assert len(seen) == 1 and seen[0].headers["Accept-Encoding"] == "gzip, deflate"
+
+
+@pytest.mark.parametrize("coding", ["gzip", "x-gzip", "deflate", "deflate-raw", "gzip, gzip", "identity"])
+def test_compressed_answers_are_read_as_they_were_before(coding):
+    body = json.dumps({"data": [{"base_model": "org/m", "default_gpu_type": "B200-SXM"}]}).encode()
+    if coding == "deflate":
+        body = zlib.compress(body)
+    elif coding == "deflate-raw":  # deflate without its zlib header, as some servers send it
+        z = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+        body, coding = z.compress(body) + z.flush(), "deflate"
+    elif "gzip" in coding:
+        body = gzip_layers(body, coding.count("gzip"))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=Chunked(body), headers={"Content-Encoding": coding})
+
+    with APIClient(BASE, KEY, transport=httpx.MockTransport(handler)) as client:
+        assert client.supported_models().data[0].base_model == "org/m"
+
+
+def test_a_coding_rlnb_did_not_ask_for_is_named_not_decoded():
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=Chunked(b"\x0b\x01\x80{}\x03"), headers={"Content-Encoding": "br"})
+
+    client = APIClient(BASE, KEY, transport=httpx.MockTransport(handler), max_retries=0)
+    with client, pytest.raises(rlnb.APIError, match="Content-Encoding br, which rlnb did not ask for"):
+        client.supported_models()
+
+
+def newer_revision(fake: Handler) -> Handler:
+    """The fake, answering as a newer API revision: a GPU type, a resource and a session status (a capacity queue
+    before READY / RUNNING) and a stop reason that rlnb's lists do not have."""
+    renames = {
+        "B200-SXM": "B300-SXM",
+        "MODEL_RESOURCES_STATUS_PENDING": "MODEL_RESOURCES_STATUS_QUEUED",
+        "TRAINING_SESSION_STATUS_CREATING": "TRAINING_SESSION_STATUS_WARMING_UP",
+    }
+    sequence = {"tokens": ["7"], "stop_reason": "STOP_REASON_TOOL_CALL"}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        text = response.content.decode()
+        for old, new in renames.items():
+            text = text.replace(old, new)
+        data = json.loads(text)
+        for resource in data.get("data", [data]) if isinstance(data, dict) else []:
+            if "compute_config" in resource:
+                resource["compute_config"]["gpu_type"] = "B300-SXM"
+        if "/operations/sample/" in request.url.path and data.get("status", "").endswith("COMPLETED"):
+            data["output"] = {"results": [{"policy_segments": [], "sequences": [sequence]}]}
+        return httpx.Response(response.status_code, json=data)
+
+    return handler
+
+
+@pytest.mark.parametrize("base_model", [None, "org/model-a"])
+def test_enum_values_of_a_newer_api_revision_are_kept_as_the_server_sends_them(base_model):
+    """A GPU type, a resource or session status or a stop reason newer than rlnb's lists refused the whole answer
+    (the official SDK keeps them): ``connect`` failed with pydantic's "Input should be 'B200-SXM'" (given a
+    ``base_model``, after creating the resource, which it left running), a resource queued for capacity ended the
+    start, and a sample with a new stop reason failed."""
+    fake = FakeAPI(ready_after=2)
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(newer_revision(fake)), base_model=base_model,
+        ready_timeout=5, record=False, **FAST_POLL, **quick({}),
+    )  # fmt: skip
+    assert s.info().status == wire.SessionStatus.RUNNING
+    assert s.backend.resource.compute_config.gpu_type == "B300-SXM"
+    out = s.sample([[1, 2]], max_tokens=1).result(timeout=10)
+    assert out.results[0].sequences[0].stop_reason == "STOP_REASON_TOOL_CALL"
+    s.close()
+    assert fake.resources[s.backend.resource.id]["status"] == "MODEL_RESOURCES_STATUS_STOPPED"
+
+
+def test_outside_a_servers_answer_the_lists_still_hold():
+    """``rlnb serve`` reads its own journal with the same models: a damaged status there is still refused."""
+    session = {
+        "id": "s", "status": "TRAINING_SESSION_STATUS_WARMING_UP", "base_model": "m", "model_resources_id": "r",
+        "created_by": "u", "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:00:00Z",
+    }  # fmt: skip
+    with pytest.raises(ValidationError, match="status"):
+        wire.Session.model_validate(session)
+    assert wire.Session.model_validate(session, context=wire.FROM_SERVER).status == session["status"]
+    with pytest.raises(ValidationError, match="status"):
+        wire.Session.model_validate({**session, "status": 5}, context=wire.FROM_SERVER)
+
+
+@pytest.mark.parametrize(
+    ("base", "location", "said"),
+    [
+        ("http://rl.test", "https://rl.test/v1/rl/supported-models", "pass base_url='https://rl.test'"),
+        (
+            "https://old.test/proxy",
+            "https://new.test/proxy/v1/rl/supported-models?x=1",
+            "base_url='https://new.test/proxy'",
+        ),
+        ("http://rl.test", "/elsewhere", "redirects to http://rl.test/elsewhere; rlnb follows no redirect"),
+    ],
+)
+def test_a_redirect_says_where_to_and_takes_no_key_along(base, location, said):
+    """``connect("http://...")`` to an https API (or an old host name) failed "301 <html>Moved</html>"."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(301, headers={"Location": location}, text="<html>Moved</html>")
+
+    with pytest.raises(rlnb.APIStatusError) as info:
+        rlnb.connect(base, api_key=KEY, transport=httpx.MockTransport(handler), record=False, **quick({}))
+    assert said in str(info.value) and "301 Moved Permanently" in str(info.value) and "x=1" not in str(info.value)
+    assert info.value.status_code == 301 and len(seen) == 1  # not retried, not followed
+
+
+@pytest.mark.parametrize("what", ["training-sessions", "model-resources"])
+def test_an_answer_about_another_session_or_resource_is_refused_and_the_own_one_stopped(what):
+    """A GET of session (or resource) X answered with Y's object (a proxy's cache): ``connect`` took Y as its
+    session, ran on it, and ``close()`` stopped Y, someone else's, leaving the session it created running."""
+    fake = FakeAPI(ready_after=1)
+    rid = fake.add_resource({"adam": {}})
+    other_rid = fake.add_resource({"adam": {}})
+    other = fake.add_session(other_rid)  # someone else's, RUNNING
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        if request.method != "GET" or not re.fullmatch(rf"/v1/rl/{what}/[^/]+", request.url.path):
+            return response
+        return httpx.Response(
+            200, json={**json.loads(response.content), "id": other if "sessions" in what else other_rid}
+        )
+
+    with pytest.raises(rlnb.APIError, match=r"its id is '(sess|mr)-\d+', for '(sess|mr)-\d+'"):
+        rlnb.connect(
+            BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
+            record=False, **FAST_POLL, **quick({}),
+        )  # fmt: skip
+    assert fake.sessions[other]["status"] == "TRAINING_SESSION_STATUS_RUNNING"  # never touched
+    own = [s for sid, s in fake.sessions.items() if sid != other]
+    assert all(s["status"] == "TRAINING_SESSION_STATUS_STOPPED" for s in own)  # what it created is stopped
+
+
+@pytest.mark.parametrize("url", [f"https://rl.test/?api_key={KEY}", "https://rl.test#v1", "https://rl.test/?"])
+def test_a_base_url_with_a_query_or_fragment_is_refused_before_anything_is_sent(url, monkeypatch):
+    """``https://host/?api_key=sk-...`` sent every call to ``/``, the key in its query, and failed "404 ... GET
+    https://host/" naming neither the URL's mistake nor the fix."""
+    sent: list[httpx.Request] = []
+    transport = httpx.MockTransport(lambda request: sent.append(request) or httpx.Response(500))
+    with pytest.raises(ValueError, match="the target .* must have no query") as info:
+        rlnb.connect(url, transport=transport, record=False)
+    with pytest.raises(ValueError, match="base_url must have no query"):
+        APIClient(url, transport=transport)
+    monkeypatch.setenv("TOGETHER_BASE_URL", url)
+    with pytest.raises(ValueError, match="TOGETHER_BASE_URL must have no query"):
+        APIClient(transport=transport)
+    assert not sent and KEY not in str(info.value)
+
+
+def test_a_submission_answered_with_an_earlier_operations_id_fails_not_takes_its_result():
+    """A server that deduplicates by body (the same batch twice, as an overfitting loop sends it) answered the
+    second forward-backward with the first's envelope: it was polled as that one and completed with its loss,
+    though it never ran (its gradients were never added)."""
+    posts: dict[bytes, httpx.Response] = {}
+
+    def wrap(fake: Handler) -> Handler:
+        def handler(request: httpx.Request) -> httpx.Response:
+            if request.method == "POST" and "/operations/" in request.url.path:
+                if request.content not in posts:
+                    posts[request.content] = fake(request)
+                return posts[request.content]
+            return fake(request)
+
+        return handler
+
+    s = session_on(FakeAPI(ready_after=1), wrap)
+    first, again = s.forward_backward(BATCH), s.forward_backward(BATCH)
+    assert first.result(timeout=10).loss == 2.5
+    with pytest.raises(rlnb.OperationFailed, match=f"id of an earlier operation, {first.id}"):
+        again.result(timeout=10)
+    assert s.forward_backward([samples.cross_entropy([4, 5])]).result(timeout=10).loss == 2.5
+    assert list(s.history.df.status)[-3:] == [wire.OperationStatus.COMPLETED, wire.OperationStatus.FAILED,
+                                              wire.OperationStatus.COMPLETED]  # fmt: skip
+    s.close()
+
+
+@pytest.mark.parametrize(
+    ("results", "sequences"), [(1, 2), (2, 1), (3, 2)], ids=["a-prompt-short", "a-sample-short", "extra"]
+)
+def test_a_sample_answer_that_does_not_fit_the_request_fails_naming_the_shapes(results, sequences):
+    """Two prompts of two samples each answered with another shape: ``result()`` gave it as it came, so a user's
+    ``zip(prompts, out.results)`` dropped a prompt in silence, ``rl_step`` failed "zip() argument 2 is shorter"
+    and a group's advantages came from fewer rewards."""
+    sequence = {"tokens": ["7"], "stop_reason": "STOP_REASON_LENGTH"}
+    output = {"results": [{"policy_segments": [], "sequences": [sequence] * sequences}] * results}
+
+    def wrap(fake: Handler) -> Handler:
+        def handler(request: httpx.Request) -> httpx.Response:
+            response = fake(request)
+            data = json.loads(response.content)
+            if "/operations/sample" in request.url.path and data.get("status", "").endswith("COMPLETED"):
+                return httpx.Response(200, json={**data, "output": output})
+            return response
+
+        return handler
+
+    s = session_on(FakeAPI(ready_after=1), wrap)
+    op = s.sample([[1, 2], [3]], num_samples=2, max_tokens=1)
+    with pytest.raises(rlnb.OperationFailed, match=rf"answered {results} results .* for 2 prompts of 2 samples each"):
+        op.result(timeout=10)
+    assert s.history.df.status.iloc[-1] == wire.OperationStatus.FAILED
+    s.close()
