@@ -4,7 +4,9 @@ A ``Sink`` is a destination (a TensorBoard folder, an MLflow experiment, a W&B o
 Each run written to it gets its own ``Writer`` from ``Sink.open``; a sink can take several runs,
 one after another or at once (a sweep's trials). Sinks never raise into training: the first error
 of a sink (its library missing, its server down, its disk full) warns once with ``SinkWarning``
-and drops the sink; later runs skip it. The libraries are imported when a sink is created.
+and drops the sink; later runs skip it. A run whose close misses its deadline warns once too; no close
+waits for that sink again while that run's writer still runs (``Sink.stall``). The libraries are imported
+when a sink is created.
 """
 
 from __future__ import annotations
@@ -165,6 +167,7 @@ class Sink(ABC):
         """The error that dropped this sink, or None while it works."""
         self._lock = threading.Lock()
         self._unsaid: list[str] = []  # its warning, until a user's thread says it (``say``)
+        self.stalled: threading.Thread | None = None  # a run's writer that missed close()'s deadline (``stall``)
         try:
             if self.process and importlib.util.find_spec(self.library) is None:
                 raise ImportError(f"No module named {self.library!r}")
@@ -206,10 +209,23 @@ class Sink(ABC):
             self._unsaid.append(text or f"rlnb.sinks.{type(self).__name__} dropped{where}: {type(exc).__name__}: "
                                 f"{scrub(str(exc))}. Training and the rlnb run store carry on.")  # fmt: skip
 
+    def stall(self, writer: threading.Thread, text: str) -> None:
+        """Note a run's writer that missed ``close()``'s deadline, with one warning (kept for ``say``). A slow close
+        (W&B's ``finish`` of a long run) is no error: the sink stays, other runs keep writing to it, and no close
+        waits for it again while that writer still runs (a hung library held every session's close 30 s)."""
+        with self._lock:
+            self.stalled = writer
+            self._unsaid.append(text)
+
+    def is_stalled(self) -> bool:
+        """Whether a run's writer that missed a close's deadline is still writing (``stall``)."""
+        writer = self.stalled
+        return writer is not None and writer.is_alive()
+
     def say(self, stacklevel: int = 2) -> None:
-        """Warn (``SinkWarning``) of this sink's failure, once, on the calling thread: the one that runs the session
-        (a log, a submission, its close), never the sink's own."""
-        if not self._unsaid:  # the common case, without the lock: called for every record
+        """Warn (``SinkWarning``) of this sink's failure, once, on the calling thread: the one that logs or closes,
+        never the sink's own."""
+        if not self._unsaid:  # the common case, without the lock: called at every log
             return
         with self._lock:
             unsaid, self._unsaid = self._unsaid, []

@@ -50,8 +50,8 @@ class _Channel:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closing = threading.Event()
         self.run_name = str(history.config.get("run_id", ""))
-        self._thread = threading.Thread(target=self._run, name=f"rlnb-sink-{type(sink).__name__}", daemon=True)
-        self._thread.start()
+        self.thread = threading.Thread(target=self._run, name=f"rlnb-sink-{type(sink).__name__}", daemon=True)
+        self.thread.start()
 
     def put(self, item: Item) -> None:
         if self.sink.error is not None:
@@ -66,8 +66,8 @@ class _Channel:
         self._closing.set()
 
     def join(self, timeout: float) -> bool:
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
 
     def _run(self) -> None:
         lease: Lease | None = None
@@ -143,12 +143,12 @@ class Attachment:
                     self._send([logged(row, time.time())])
         except Exception as exc:  # noqa: BLE001 - nor into history.log
             self._broken(exc)
-        self._say()  # at the user's log call: a sink that failed since is said there
+        self._say(5)  # at the user's log call (say, _say, here, Listeners.tell, History.log, the user's line)
 
-    def _say(self) -> None:
+    def _say(self, stacklevel: int = 3) -> None:
         """Say each sink's failure (``Sink.say``) on this thread, the one that logs or closes."""
         for channel in self._channels:
-            channel.sink.say(stacklevel=3)
+            channel.sink.say(stacklevel=stacklevel)
 
     def _logged_after_close(self, row: dict[str, Any]) -> None:
         """A figure logged once the sinks finished their runs (an evaluation after the ``with`` block) reaches the run
@@ -202,13 +202,13 @@ class Attachment:
         path = self._history.path  # record=False: no run store to point to, only the history in memory
         kept = f"its run folder {path} has everything" if path else "session.history has everything, in memory only"
         for channel in self._channels:
-            if channel.sink.error is not None:  # dropped (one that hung in another run too): never waited for
-                continue
-            if not channel.join(max(0.0, deadline - time.monotonic())):  # dropped: later closes never wait for it
+            if channel.sink.error is not None or channel.sink.is_stalled():  # dropped, or still busy with a run
+                continue  # that missed an earlier close's deadline: never waited for again
+            if not channel.join(max(0.0, deadline - time.monotonic())):
                 said = (f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; "
-                        f"what it had not written yet may be missing there ({kept}); it is dropped: later runs skip "
-                        "it")  # fmt: skip
-                channel.sink.fail(TimeoutError(said), channel.run_name, said)
+                        f"what it had not written yet may be missing there ({kept}); no close waits for it again "
+                        "while it is still writing")  # fmt: skip
+                channel.sink.stall(channel.thread, said)
         _ATTACHED.discard(self)
         self._say()
 
