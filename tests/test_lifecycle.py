@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import pytest
 
 import rlnb
-from rlnb import samples
+from rlnb import samples, wire
 from rlnb.testing import FakeBackend
 
 BATCH = [samples.cross_entropy([1, 2, 3])]
@@ -291,3 +291,23 @@ def test_a_remote_close_interrupted_by_ctrl_c_stops_the_session_and_resource_whe
     assert [v["status"] for v in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]
     assert [v["status"] for v in fake.resources.values()] == ["MODEL_RESOURCES_STATUS_STOPPED"]
     assert s not in OPEN
+
+
+def test_a_sample_output_its_check_cannot_read_fails_the_operation_not_hangs_it():
+    """A backend of the user's own (the ``Backend`` protocol is public) that completes a sample with an output of
+    another type: the session's shape check raised inside the listener, which only logged it, and ``result()``
+    waited until its timeout. The operation fails, saying why."""
+    from rlnb.testing import FakeBackend
+
+    class Odd(FakeBackend):
+        def submit(self, kind, body, listener):
+            def odd(env):
+                done = env.status == wire.OperationStatus.COMPLETED and kind == wire.OperationKind.SAMPLE
+                listener(env.model_copy(update={"output": {"not": "a sample output"}}) if done else env)
+
+            super().submit(kind, body, odd)
+
+    s = rlnb.Session(Odd(), record=False)
+    with pytest.raises(rlnb.OperationFailed, match="its output could not be checked: AttributeError"):
+        s.sample([[1, 2]], num_samples=1, max_tokens=1).result(timeout=30)
+    s.close()

@@ -50,9 +50,9 @@ def save_run(
         raise ValueError(f"history.save: {folder} is a folder of runs ({runs[0]}, ...): save to a new folder in it, "
                          f"such as {folder / 'saved'} (nothing was written)")  # fmt: skip
     made = list(itertools.takewhile(lambda f: not f.exists(), (folder, *folder.parents)))  # the leaf first
-    folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     try:
+        folder.mkdir(parents=True, exist_ok=True)  # in the try: a parent made before it fails is removed too
         texts = [(CONFIG_FILE, json.dumps(config, indent=2, default=str))]
         for name, rows in ((OPS_FILE, ops), (METRICS_FILE, logged), (COMPLETIONS_FILE, completions)):
             lines = "".join(ENCODER.encode(row) + "\n" for row in rows)
@@ -77,6 +77,8 @@ def _remove(files: list[Path], made: list[Path]) -> None:
     for folder in made:
         try:
             folder.rmdir()  # only if empty: nothing but what the save made
+        except FileNotFoundError:  # the mkdir failed before it made this one
+            continue
         except OSError:
             return
 

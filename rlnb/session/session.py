@@ -309,7 +309,11 @@ def _checked(op: Operation[Any], mismatch: Callable[[Any], str | None]) -> wire.
     """``op``'s listener, for which a COMPLETED output that ``mismatch`` refuses is FAILED (recorded so too)."""
 
     def listener(env: wire.Operation[Any]) -> None:
-        why = mismatch(env.output) if env.status == wire.OperationStatus.COMPLETED and env.output is not None else None
+        try:
+            done = env.status == wire.OperationStatus.COMPLETED and env.output is not None
+            why = mismatch(env.output) if done else None
+        except Exception as exc:  # noqa: BLE001 - a check that raises must not leave the operation waiting
+            why = f"its output could not be checked: {type(exc).__name__}: {exc}"
         op._update(env if why is None else wire.Operation.failed(env.id, None, why))
 
     return listener

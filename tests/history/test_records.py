@@ -628,6 +628,18 @@ def test_a_save_that_fails_part_way_removes_the_parent_folders_it_made(tmp_path,
         with pytest.raises(OSError, match="No space left"):
             s.history.save(folder)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"] and not any((tmp_path / "kept").iterdir())
+    mkdir = Path.mkdir
+
+    def leaf_refused(self, *args, **kwargs):  # the parents are made, then the leaf fails (a full disk, EACCES)
+        if self.name == "run":
+            mkdir(self.parent, parents=True, exist_ok=True)
+            raise OSError(28, "No space left on device")
+        return mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", leaf_refused)
+    with pytest.raises(OSError, match="No space left"):
+        s.history.save(tmp_path / "out" / "2026" / "run")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
     s.close()
 
 
