@@ -34,6 +34,9 @@ forward-backward's ``loss_fn_outputs`` over its biggest batch) fits well under i
 ACCEPT_ENCODING = "gzip, deflate"
 """The codings the client asks for (``Accept-Encoding``): those it decodes under the size cap."""
 _ZLIB_BITS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+_COMPRESSIONS = {"br", "zstd", "compress", "x-compress", "bzip2", "xz", "lzma", "exi", "pack200-gzip", "aes128gcm"}
+"""Codings that change the bytes and that rlnb does not decode: refused. Any other token (``none``, ``utf-8``,
+``binary`` from a misconfigured proxy) names no coding; it is read as identity, as httpx reads it."""
 
 
 class _Inflater:
@@ -57,7 +60,7 @@ class _Inflater:
 def _inflaters(response: httpx.Response) -> list[_Inflater]:
     """The decoders of the response's ``Content-Encoding``, outermost first; ``APIError`` for a coding not asked for."""
     codings = [c.strip().lower() for c in response.headers.get("content-encoding", "").split(",")]
-    codings = [c for c in codings if c and c != "identity"]
+    codings = [c for c in codings if c in _ZLIB_BITS or c in _COMPRESSIONS]
     other = [c for c in codings if c not in _ZLIB_BITS]
     if other:
         request = response.request

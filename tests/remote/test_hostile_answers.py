@@ -157,6 +157,19 @@ def test_a_coding_rlnb_did_not_ask_for_is_named_not_decoded():
         client.supported_models()
 
 
+@pytest.mark.parametrize("coding", ["none", "utf-8", "binary", "Identity, none"])
+def test_a_content_encoding_that_names_no_coding_is_read_as_it_came(coding):
+    """A misconfigured proxy's ``Content-Encoding: none`` (or ``utf-8``, ``binary``): httpx read the body as it
+    came; refused as "a coding rlnb did not ask for", every call failed, unretried."""
+    body = json.dumps({"data": [{"base_model": "org/m", "default_gpu_type": "B200-SXM"}]}).encode()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=Chunked(body), headers={"Content-Encoding": coding})
+
+    with APIClient(BASE, KEY, transport=httpx.MockTransport(handler), max_retries=0) as client:
+        assert client.supported_models().data[0].base_model == "org/m"
+
+
 def newer_revision(fake: Handler) -> Handler:
     """The fake, answering as a newer API revision: a GPU type, a resource and a session status (a capacity queue
     before READY / RUNNING) and a stop reason that rlnb's lists do not have."""
