@@ -188,6 +188,9 @@ def test_serve_on_an_ipv6_host_writes_its_urls_with_brackets(monkeypatch, capsys
     assert main(["serve", "--device", "cpu", "--host", "::1", "--port", str(port)]) == 0
     assert served[0].state.registry.settings.public_url == f"http://[::1]:{port}"
     assert capsys.readouterr().out.startswith(f"rlnb serve: http://[::1]:{port} (")
+    from rlnb.server.app import app_for  # rlnb.server.serve(host="::1") builds the same URL: one rule for both
+
+    assert app_for("::1", 8000, device="cpu").state.registry.settings.public_url == "http://[::1]:8000"
 
 
 def test_serve_announces_the_address_a_client_takes(monkeypatch, capsys):

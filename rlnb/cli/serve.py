@@ -79,10 +79,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         limits = parse_limits(args.limit)
     except ValueError as exc:
         parser.error(str(exc))
-    public_url = args.public_url
-    if public_url is None and ":" in args.host and args.host != "::":  # IPv6 ("::": 127.0.0.1, as for 0.0.0.0)
-        public_url = f"http://{_url_host(args.host)}:{args.port}"  # http://::1:8000 was refused as no URL
-    extra = {"state_dir": args.state_dir, **({"public_url": public_url} if public_url else {})}
+    extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
     try:
         models = _served_models(args.model, parser)
     except (ValueError, ImportError) as exc:
@@ -102,7 +99,7 @@ def _serve_app(
     args: argparse.Namespace, models: dict[str, str], scratch: str | None, extra: dict[str, Any],
     limits: dict[str, Any],
 ) -> int:
-    from rlnb.server.app import app_for, bind
+    from rlnb.server.app import app_for, bind, url_host
     from rlnb.server.app import run as listen
     from rlnb.server.state import StateDirError
 
@@ -133,7 +130,7 @@ def _serve_app(
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
     # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
-    print(f"rlnb serve: http://{_url_host(args.host)}:{args.port} (give it to rlnb.connect or Together(base_url=...); "
+    print(f"rlnb serve: http://{url_host(args.host)}:{args.port} (give it to rlnb.connect or Together(base_url=...); "
           "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
     print(f"rlnb serve: models {', '.join(models)}", flush=True)
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks (the checkpoints'
@@ -141,11 +138,6 @@ def _serve_app(
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     listen(app, sock)
     return 0
-
-
-def _url_host(host: str) -> str:
-    """``host`` as a URL writes it: an IPv6 address in brackets (``[::1]``)."""
-    return f"[{host}]" if ":" in host else host
 
 
 def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:

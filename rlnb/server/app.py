@@ -119,8 +119,13 @@ def app_for(host: str, port: int, **options: Any) -> FastAPI:
     report a bad option (``ValueError``) or state directory (``OSError``, ``StateDirError``) before it
     starts listening."""
     reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # noqa: S104 - naming it, not binding
-    options.setdefault("public_url", f"http://{reachable}:{port}")
+    options.setdefault("public_url", f"http://{url_host(reachable)}:{port}")  # http://::1:8000 is no URL
     return create_app(**options)
+
+
+def url_host(host: str) -> str:
+    """``host`` as a URL writes it: an IPv6 address in brackets (``[::1]``)."""
+    return f"[{host}]" if ":" in host else host
 
 
 def bind(host: str, port: int) -> socket.socket:
