@@ -192,8 +192,19 @@ def open_files_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else int(soft)
 
 
-def most_members() -> int | None:
-    """The most recording members this process can hold the files of (None: no known limit)."""
+def most_members(wanted: int = 0) -> int | None:
+    """The most recording members this process can hold the files of (None: no known limit), first raising the soft
+    ``ulimit -n`` toward the hard one for ``wanted`` members where it is lower (macOS's soft 256, hard far above)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        need = wanted * FILES_PER_MEMBER + FILES_RESERVED
+        if soft != resource.RLIM_INFINITY and need > soft:
+            raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+    except (ImportError, ValueError, OSError):  # Windows, or a limit this process may not raise: refused below
+        pass
     limit = open_files_limit()
     return None if limit is None else max(0, (limit - FILES_RESERVED) // FILES_PER_MEMBER)
 
@@ -201,7 +212,7 @@ def most_members() -> int | None:
 def check_open_files(members: int) -> None:
     """``ValueError`` naming the limit when ``members`` recording runs cannot all hold their files open: past it,
     ``OSError: Too many open files`` came from some members' Histories, which went on in memory with a warning."""
-    most = most_members()
+    most = most_members(members)
     if most is not None and members > most:
         raise ValueError(f"members: {members} recording members hold ~{FILES_PER_MEMBER} files open each, and this "
                          f"process may open {open_files_limit()} (ulimit -n): at most {most} members here; pass "

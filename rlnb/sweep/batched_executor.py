@@ -32,7 +32,7 @@ class BatchedExecutor:
     name = "batched"
 
     def __init__(self, runs_dir: Path, stop: threading.Event, reporter: Any = None, max_members: int = MAX_MEMBERS):
-        most = most_members()  # each member records its run: past the files this process may open, run_batched refuses
+        most = most_members(max_members)  # each member records its run: past the files it may open, refused
         self._max = max_members if most is None else max(1, min(max_members, most))
         self._runs_dir, self._stop, self._reporter = runs_dir, stop, reporter
         self._waiting: list[TrialSpec] = []

@@ -93,6 +93,7 @@ fields marked ``Newer`` keep a value newer than rlnb's list there, and only ther
 
 
 def _newer(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    """The enum member, or (from a server only) the server's own string for a value newer than the list."""
     try:
         return handler(value)
     except ValidationError:

@@ -695,3 +695,20 @@ def test_more_recording_members_than_the_process_may_open_files_for_are_refused(
     assert not list(tmp_path.iterdir())
     assert BatchedExecutor(tmp_path, threading.Event(), max_members=100)._max == 34
     assert BatchedExecutor(tmp_path, threading.Event(), max_members=8)._max == 8
+
+
+def test_a_soft_open_files_limit_under_the_hard_one_is_raised_for_the_members_asked(monkeypatch):
+    """macOS's soft ``ulimit -n`` is 256 with a hard limit far above: 60 recording members were refused where the
+    process could raise its own soft limit (as Ray and Jupyter do). It is raised first; refused only past the hard."""
+    resource = pytest.importorskip("resource")
+    from rlnb.batched import run as run_module
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 400:
+        pytest.skip(f"the hard limit here ({hard}) leaves no room to raise")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (200, hard))
+    try:
+        run_module.check_open_files(60)  # 60 x 4 + 64 = 304 files: the soft limit is raised to them
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 304
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
