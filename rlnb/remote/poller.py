@@ -223,12 +223,7 @@ class Poller:
             op.env, op.changed = env, now
             report(op, env)
         if env.status in wire.TERMINAL_STATUSES:
-            with self._cond:
-                if op in self._inflight:
-                    self._inflight.remove(op)
-                if self.in_order and self._inflight:  # the next one starts as this one ends: look now
-                    head = self._inflight[0]
-                    head.changed, head.due = now, now
+            self._ended(op, now)
         else:
             at_once = wait and not transient  # a long-poll that answered: ask again right away
             op.due = (
@@ -241,15 +236,23 @@ class Poller:
         """A poll raised what no API error is (an injected transport's own error): ``op`` fails with it. Raised,
         it ended this thread, and every operation of the session waited for ever, past ``operation_timeout``."""
         log.error("polling %s %s raised", op.kind, op.env.id, exc_info=exc)
-        with self._cond:
-            if op not in self._inflight:
-                return
-            self._inflight.remove(op)
-            if self._inflight:  # in order: the next one is polled now
-                self._inflight[0].due = time.monotonic()
+        if not self._ended(op, time.monotonic()):
+            return
         op.ended = True
         why = f"polling failed: {type(exc).__name__}: {self.client.redact(str(exc))}"
         report(op, wire.Operation.failed(op.env.id, None, why))
+
+    def _ended(self, op: InFlight, now: float) -> bool:
+        """Take ``op`` out of the polls (False if it was out already); in order, the next one starts as this one
+        ends, so it is looked at now and its backoff counts from now."""
+        with self._cond:
+            if op not in self._inflight:
+                return False
+            self._inflight.remove(op)
+            if self.in_order and self._inflight:
+                head = self._inflight[0]
+                head.changed, head.due = now, now
+            return True
 
     def _fail_all(self, exc: APIError) -> None:
         """Every poll of the session has failed for ``failure_window`` seconds: the server is gone, so every
