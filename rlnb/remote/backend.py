@@ -137,6 +137,11 @@ class RemoteBackend:
             why = "the session was closed before this was sent"
             listener(wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
 
+    @property
+    def operation_timeout(self) -> float:
+        """Seconds after which an operation of this session fails ``TIMEOUT`` (``PollOptions.operation_timeout``)."""
+        return self._poller.operation_timeout
+
     def session(self) -> wire.Session:
         """The session as the API's GET returns it now; after ``close()``, as the stop returned it."""
         if self.state is Lifecycle.OPEN:

@@ -165,7 +165,7 @@ def lr_find(
 def _deadline(session: Session) -> float:
     """How long lr_find waits for a session's operations (a checkpoint, a copy's last steps): a remote session's
     ``operation_timeout`` (its poller fails them then), else as long (a local engine has no limit of its own)."""
-    return float(getattr(getattr(session.backend, "_poller", None), "operation_timeout", OPERATION_TIMEOUT))
+    return float(getattr(session.backend, "operation_timeout", OPERATION_TIMEOUT))
 
 
 def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> OptimizerParams:

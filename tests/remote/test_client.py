@@ -340,6 +340,7 @@ def test_operation_timeout_reports_failed_timeout():
     fake = FakeAPI()
     fake.hold = True
     backend = backend_for(fake, operation_timeout=0.05)
+    assert backend.operation_timeout == 0.05  # what lr_find waits for the session's operations (its _deadline)
     seen = Recorder()
     backend.submit("forward-backward", fb_body(), seen)
     assert seen.done.wait(5)
