@@ -109,7 +109,8 @@ def open_run(
     try:  # whatever fails here, the lock is released: a retry is not refused as RunLocked
         written = [f for f in (path / OPS_FILE, path / METRICS_FILE) if f.is_file() and f.stat().st_size]
         earlier = read_run(path) if written else None  # a run that only logged figures is continued too
-        if earlier.config_damaged if earlier is not None else read_config(path, say=False)[1]:  # read once
+        damaged = earlier.config_damaged if earlier is not None else read_config(path, say=False)[1]  # read once
+        if damaged:
             set_aside_config(path)
         first = continued(run_id, earlier.config if earlier is not None else None, time.time())
         config = {**first, **config, "versions": environment()}
