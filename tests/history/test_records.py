@@ -581,6 +581,19 @@ def test_save_never_writes_over_a_models_config_or_through_a_link(tmp_path):
     s.close()
 
 
+def _disk_full_at_ops(monkeypatch):
+    """Make ``Path.write_text`` fail "No space left on device" at ``ops.jsonl``; returns the real one."""
+    write_text = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name == "ops.jsonl":
+            raise OSError(28, "No space left on device")
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    return write_text
+
+
 def test_a_save_that_fails_part_way_leaves_nothing_and_can_be_retried(tmp_path, monkeypatch):
     """A save onto a full disk (where the full-disk warning sends a run) wrote ``config.json`` and stopped at
     ``ops.jsonl``: once space was freed, the retry was refused, "holds config.json already ... (nothing was
@@ -590,14 +603,7 @@ def test_a_save_that_fails_part_way_leaves_nothing_and_can_be_retried(tmp_path, 
     s.optim_step()
     s.wait()
     s.history.log(1, reward=0.5)
-    write_text = Path.write_text
-
-    def full(self, *args, **kwargs):
-        if self.name == "ops.jsonl":
-            raise OSError(28, "No space left on device")
-        return write_text(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "write_text", full)
+    write_text = _disk_full_at_ops(monkeypatch)
     for folder in (tmp_path / "new", tmp_path / "empty"):
         (tmp_path / "empty").mkdir(exist_ok=True)
         with pytest.raises(OSError, match="No space left"):
@@ -616,14 +622,7 @@ def test_a_save_that_fails_part_way_removes_the_parent_folders_it_made(tmp_path,
     s.forward_backward(BATCH)
     s.wait()
     (tmp_path / "kept").mkdir()
-    write_text = Path.write_text
-
-    def full(self, *args, **kwargs):
-        if self.name == "ops.jsonl":
-            raise OSError(28, "No space left on device")
-        return write_text(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "write_text", full)
+    _disk_full_at_ops(monkeypatch)
     for folder in (tmp_path / "out" / "2026" / "run", tmp_path / "kept" / "a" / "b"):
         with pytest.raises(OSError, match="No space left"):
             s.history.save(folder)
