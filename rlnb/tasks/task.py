@@ -41,7 +41,7 @@ class Task:
                 raise TypeError(f"Task.prompts[{i}] is an iterator, read once: give its ids as a list")
             if not isinstance(prompt, bytes | bytearray):  # ids of a byte-level model: the session knows
                 prompt = as_prompt(prompt, f"Task.prompts[{i}]")
-            if not prompt:  # a blank line of a prompts file: every step failed encoding it, after the task was made
+            if not prompt and not isinstance(prompt, str):  # no ids: every step failed, after the task was made
                 raise ValueError(f"Task.prompts[{i}] is empty ({prompt!r}): a prompt needs at least one token")
         if not callable(self.reward) or not _takes_two(self.reward):  # each step sampled first, then failed
             raise TypeError(f"Task.reward must be a function reward(prompt, completion) -> float, got {self.reward!r}")
