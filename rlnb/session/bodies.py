@@ -111,6 +111,6 @@ def sample_mismatch(body: wire.SampleBody, out: wire.SampleOutput) -> str | None
     if got == [n] * len(body.model_inputs):
         return None
     return (
-        f"the server answered {len(got)} results with {got} sequences for {len(body.model_inputs)} prompts of "
+        f"the backend answered {len(got)} results with {got} sequences for {len(body.model_inputs)} prompts of "
         f"{n} samples each: not an answer to this request"
     )

@@ -276,8 +276,9 @@ def _export(sink: Sink, info: RunInfo, points: list[Point], failures: list[Failu
         try:
             heard.put(f"opening run {info.name}")
             writer = lease.open(info)
-            batches: list[tuple[list[Point], list[Failure]]] = [([], failures)] if failures else []
-            batches[:0] = [(points[i : i + EXPORT_BATCH], []) for i in range(0, len(points), EXPORT_BATCH)]
+            batches: list[tuple[list[Point], list[Failure]]] = [
+                (points[i : i + EXPORT_BATCH], []) for i in range(0, len(points), EXPORT_BATCH)
+            ] + ([([], failures)] if failures else [])
             for chunk, failed in batches:
                 heard.put(f"writing steps {chunk[0].step}-{chunk[-1].step}" if chunk else "writing the failures")
                 writer.write(chunk, failed)
