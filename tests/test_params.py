@@ -273,3 +273,18 @@ def test_scaled_multiplies_the_effective_learning_rates():
     m = rlnb.MuonParams(momentum=0.9).scaled(0.1)
     assert m.learning_rate == pytest.approx(0.1 * MUON_DEFAULTS["learning_rate"]) and m.momentum == 0.9
     assert m.adam.learning_rate == pytest.approx(0.1 * ADAM_DEFAULTS["learning_rate"])
+
+
+@pytest.mark.parametrize("factor", ["2", None, True, math.nan, math.inf, 0, -0.5])
+def test_scaled_refuses_a_factor_that_is_no_multiplier_naming_it(factor):
+    """``scaled("2")`` was Python's "can't multiply sequence by non-int of type 'float'"; NaN, 0 or -0.5 an error
+    about ``learning_rate`` the user never set."""
+    with pytest.raises(ValueError, match=r"^scaled: factor must be a finite number > 0 \(a schedule's multiplier\)"):
+        rlnb.MuonParams().scaled(factor)
+
+
+@pytest.mark.parametrize("data", [None, [("learning_rate", 1e-3)], "adam_params", 5])
+def test_from_dict_of_what_is_no_dict_is_a_type_error_naming_it(data):
+    """``from_dict(None)`` was "rlnb.AdamParams() argument after ** must be a mapping, not NoneType"."""
+    with pytest.raises(TypeError, match=r"^AdamParams.from_dict takes a dict \(request_body\(\) or its inner object\)"):
+        rlnb.AdamParams.from_dict(data)
