@@ -144,7 +144,7 @@ def from_text(tokenizer: Any, prompt: str | Sequence[Message], completion: str, 
     if not isinstance(completion, str):
         raise TypeError(f"completion must be a string, got {completion!r}"[:300])
     check_text(completion, "completion")
-    head = to_tokens(codec, prompt)
+    head = _ids(to_tokens(codec, prompt), "prompt")  # ids given as the prompt: -1 was named "tokens"
     tail = codec.encode(completion, special=False)
     if eos:
         if not codec.eos_token_ids:

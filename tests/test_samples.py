@@ -104,3 +104,12 @@ def test_token_ids_past_int64_are_refused_naming_the_argument():
         samples.cross_entropy([1, 2**63])
     with pytest.raises(ValueError, match="^completion_tokens must be token ids < 2"):
         samples.policy([1], [2**64], [-0.5], 1.0)
+
+
+def test_from_text_names_the_prompt_whose_ids_are_out_of_range():
+    """``from_text(None, [-1, 2], "x")`` said "tokens must be token ids >= 0": no argument of from_text is tokens."""
+    with pytest.raises(ValueError, match="^prompt must be token ids >= 0, got -1 at index 0$"):
+        samples.from_text(None, [-1, 2], "x")
+    with pytest.raises(ValueError, match="^prompt must be token ids < 2"):
+        samples.from_text(None, [2**64], "x")
+    assert samples.from_text(None, [104, 105], "!") == samples.from_text(None, "hi", "!")
