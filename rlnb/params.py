@@ -45,6 +45,7 @@ from pydantic import ConfigDict, ValidationError
 from rlnb import wire
 from rlnb._options import is_integer
 from rlnb.errors import InvalidParams
+from rlnb.prompts import scalar
 
 ADAM_DEFAULTS: dict[str, float] = {
     "learning_rate": 1e-4,
@@ -97,7 +98,9 @@ def _allowed(model: type[wire._Model], loc: tuple[Any, ...], err_type: str) -> s
 
 
 def _plain(value: Any) -> Any:
-    """A numpy integer (np.arange's) as an int, as everywhere in rlnb; numpy floats pass as floats already."""
+    """A numpy or torch scalar as the Python number it holds: a numpy integer (np.arange's) is an int, as everywhere
+    in rlnb; a numpy or torch bool a bool, refused as ``True`` is (``np.True_`` was taken as 1.0)."""
+    value = scalar(value)
     return int(value) if is_integer(value) and not isinstance(value, int) else value
 
 
