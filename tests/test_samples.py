@@ -113,3 +113,13 @@ def test_from_text_names_the_prompt_whose_ids_are_out_of_range():
     with pytest.raises(ValueError, match="^prompt must be token ids < 2"):
         samples.from_text(None, [2**64], "x")
     assert samples.from_text(None, [104, 105], "!") == samples.from_text(None, "hi", "!")
+
+
+@pytest.mark.parametrize("tokenizer", [5, "gpt2", b"x"])
+def test_a_tokenizer_that_is_no_tokenizer_is_refused_naming_it(tokenizer):
+    """``from_text(5, ...)`` said "expected a tokenizer, a Session or a Codec, got int", naming no argument; a hub id
+    (what ``connect(tokenizer=...)`` takes) got no word on how to load it."""
+    with pytest.raises(TypeError, match=r"^tokenizer must be a Session, a Hugging Face tokenizer .* or None \(bytes\)"):
+        samples.from_text(tokenizer, "a", "b")
+    with pytest.raises(TypeError, match="AutoTokenizer.from_pretrained"):
+        samples.from_chat("gpt2", [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
