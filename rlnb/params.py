@@ -140,6 +140,7 @@ class _Params:
         """A copy whose learning rate(s) are ``factor`` × the effective ones (Muon: its ``adam`` too) —
         what a schedule sends at a step. Unset rates are made explicit from the defaults first. ``factor`` is a finite
         number > 0 (``"2"`` was Python's "can't multiply sequence"; NaN or 0 an error naming only the rate)."""
+        factor = scalar(factor)  # np.float32(0.5), torch.tensor(0.5): the number
         if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not 0 < float(factor) < math.inf:
             raise ValueError(f"scaled: factor must be a finite number > 0 (a schedule's multiplier), got {factor!r}")
         data = cast(wire._Model, self).model_dump(exclude_unset=True)

@@ -283,6 +283,14 @@ def test_scaled_refuses_a_factor_that_is_no_multiplier_naming_it(factor):
         rlnb.MuonParams().scaled(factor)
 
 
+def test_scaled_takes_a_numpy_or_torch_factor():
+    np, torch = pytest.importorskip("numpy"), pytest.importorskip("torch")
+    for factor in (np.float32(0.5), torch.tensor(0.5), np.float64(0.5)):
+        assert rlnb.AdamParams(learning_rate=1e-3).scaled(factor).learning_rate == 5e-4
+    with pytest.raises(ValueError, match=r"^scaled: factor must be a finite number > 0 .*, got True"):
+        rlnb.AdamParams().scaled(np.True_)
+
+
 @pytest.mark.parametrize("data", [None, [("learning_rate", 1e-3)], "adam_params", 5])
 def test_from_dict_of_what_is_no_dict_is_a_type_error_naming_it(data):
     """``from_dict(None)`` was "rlnb.AdamParams() argument after ** must be a mapping, not NoneType"."""
