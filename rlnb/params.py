@@ -33,6 +33,8 @@ Muon.adam     (non-matrix params) the Adam defaults above
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
@@ -43,6 +45,7 @@ from pydantic import ConfigDict, ValidationError
 from rlnb import wire
 from rlnb._options import is_integer
 from rlnb.errors import InvalidParams
+from rlnb.prompts import scalar
 
 ADAM_DEFAULTS: dict[str, float] = {
     "learning_rate": 1e-4,
@@ -95,7 +98,9 @@ def _allowed(model: type[wire._Model], loc: tuple[Any, ...], err_type: str) -> s
 
 
 def _plain(value: Any) -> Any:
-    """A numpy integer (np.arange's) as an int, as everywhere in rlnb; numpy floats pass as floats already."""
+    """A numpy or torch scalar as the Python number it holds: a numpy integer (np.arange's) is an int, as everywhere
+    in rlnb; a numpy or torch bool a bool, refused as ``True`` is (``np.True_`` was taken as 1.0)."""
+    value = scalar(value)
     return int(value) if is_integer(value) and not isinstance(value, int) else value
 
 
@@ -133,7 +138,11 @@ class _Params:
 
     def scaled(self, factor: float) -> Any:
         """A copy whose learning rate(s) are ``factor`` × the effective ones (Muon: its ``adam`` too) —
-        what a schedule sends at a step. Unset rates are made explicit from the defaults first."""
+        what a schedule sends at a step. Unset rates are made explicit from the defaults first. ``factor`` is a finite
+        number > 0 (``"2"`` was Python's "can't multiply sequence"; NaN or 0 an error naming only the rate)."""
+        factor = scalar(factor)  # np.float32(0.5), torch.tensor(0.5): the number
+        if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not 0 < float(factor) < math.inf:
+            raise ValueError(f"scaled: factor must be a finite number > 0 (a schedule's multiplier), got {factor!r}")
         data = cast(wire._Model, self).model_dump(exclude_unset=True)
         resolved = cast(Any, self).resolved()
         data["learning_rate"] = resolved.learning_rate * factor
@@ -152,7 +161,9 @@ class _Params:
     def from_dict(cls, data: dict[str, Any]) -> Any:
         """Inverse of ``request_body()`` (also accepts the inner object). Beside ``adam_params`` / ``muon_params``
         a body holds nothing: another key (``learning_rate`` put beside it) is refused, not dropped."""
-        if not (isinstance(data, dict) and cls._body_key in data):
+        if not isinstance(data, Mapping):  # None, a list: "argument after ** must be a mapping"
+            raise TypeError(f"{cls.__name__}.from_dict takes a dict (request_body() or its inner object), got {data!r}")
+        if cls._body_key not in data:
             return cls(**data)
         inner, extra = data[cls._body_key], [k for k in data if k != cls._body_key]
         if extra:

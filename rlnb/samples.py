@@ -7,6 +7,7 @@ These helpers do that shift so notebook code can think in whole sequences.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -15,16 +16,23 @@ from rlnb import wire
 from rlnb._options import check_bool
 from rlnb.prompts import a_type, check_messages, check_text, token_ids
 from rlnb.text import Message, as_codec, to_tokens
+from rlnb.wire.losses import FLOAT32_MAX  # the engine reads loss inputs as float32: past it, inf
 
 LOGPROB_SLACK = 1e-4
-"""How far above 0 a sampler log-prob may round (a certain token's log-softmax) before it is refused as not one."""
+"""How far above 0 a log-prob may round (a certain token's log-softmax) before it is refused as not one."""
+ID_MAX = 2**63 - 1
+"""The largest token id the wire's int64 carries."""
 
 
 def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> wire.TensorData:
-    """``data`` as wire tensor data; a value it cannot hold (NaN, inf) is refused naming the argument ``name``."""
+    """``data`` as wire tensor data; a value it cannot hold (NaN, inf; past float32's range, inf on the engine, which
+    failed the forward-backward as "non-finite") is refused naming the argument ``name``."""
     bad = wire.non_finite(data)
     if bad is not None:
         raise ValueError(f"{name} must be finite numbers, got {bad}")
+    big = next((v for v in data if abs(v) > FLOAT32_MAX), None) if dtype == "float32" else None
+    if big is not None:
+        raise ValueError(f"{name} must be numbers a float32 holds (at most {FLOAT32_MAX:.4g} in size), got {big:g}")
     return wire.TensorData(data=list(data), dtype=dtype)
 
 
@@ -33,10 +41,23 @@ def _ids(tokens: Any, name: str) -> list[int]:
     if isinstance(tokens, str):
         raise TypeError(f"{name} must be token ids, not text: use samples.from_text(session, prompt, completion)")
     ids = token_ids(tokens, name)
-    negative = next((i for i, t in enumerate(ids) if t < 0), None)
-    if negative is not None:  # else sent, and refused by the engine as the forward-backward's INVALID_INPUT
-        raise ValueError(f"{name} must be token ids >= 0, got {ids[negative]} at index {negative}")
+    bad = next((i for i, t in enumerate(ids) if not 0 <= t <= ID_MAX), None)
+    if bad is not None:  # else sent and refused by the engine, or past int64 a raw pydantic error on EncodedText
+        rule = ">= 0" if ids[bad] < 0 else "< 2**63 (the wire's int64)"
+        raise ValueError(f"{name} must be token ids {rule}, got {ids[bad]} at index {bad}")
     return ids
+
+
+def _logprobs(values: Any, name: str, n: int) -> list[float]:
+    """``values`` as ``n`` log-probs (<= 0, up to ``LOGPROB_SLACK``): probabilities passed by mistake are refused."""
+    lps = _numbers(values, name)
+    if len(lps) != n:
+        raise ValueError(f"{name} has {len(lps)} entries for {n} completion tokens")
+    above = next((i for i, lp in enumerate(lps) if LOGPROB_SLACK < lp < math.inf), None)  # inf: _tensor's error
+    if above is not None:
+        raise ValueError(f"{name} are log-probabilities (<= 0), got {lps[above]} at index {above}: pass log-probs, "
+                         "not probabilities")  # fmt: skip
+    return lps
 
 
 def _numbers(values: Any, name: str) -> list[float]:
@@ -91,13 +112,7 @@ def policy(
     if not prompt or not completion:
         raise ValueError("prompt_tokens and completion_tokens must both be non-empty")
     n, pad = len(completion), len(prompt) - 1
-    sampler_logprobs = _numbers(sampler_logprobs, "sampler_logprobs")
-    if len(sampler_logprobs) != n:
-        raise ValueError(f"sampler_logprobs has {len(sampler_logprobs)} entries for {n} completion tokens")
-    above = next((i for i, lp in enumerate(sampler_logprobs) if lp > LOGPROB_SLACK), None)
-    if above is not None:
-        raise ValueError(f"sampler_logprobs are log-probabilities (<= 0), got {sampler_logprobs[above]} at index "
-                         f"{above}: pass the log-probs sample returns, not probabilities")  # fmt: skip
+    sampler_logprobs = _logprobs(sampler_logprobs, "sampler_logprobs", n)
     given = advantage.tolist() if hasattr(advantage, "tolist") else advantage  # numpy / torch, 0-d or not
     if isinstance(given, str | bool) or not isinstance(given, numbers.Real | Sequence):
         raise TypeError(f"advantage must be a number or one number per completion token, got {advantage!r}")
@@ -112,9 +127,7 @@ def policy(
         "mask": _tensor([0] * pad + [1] * n, "int64"),
     }
     if reference_logprobs is not None:
-        reference_logprobs = _numbers(reference_logprobs, "reference_logprobs")
-        if len(reference_logprobs) != n:
-            raise ValueError(f"reference_logprobs has {len(reference_logprobs)} entries for {n} completion tokens")
+        reference_logprobs = _logprobs(reference_logprobs, "reference_logprobs", n)
         inputs["reference_logprobs"] = _tensor([0.0] * pad + list(reference_logprobs), "float32", "reference_logprobs")
     return wire.Sample(model_input=wire.ModelInput.from_tokens(tokens[:-1]), loss_fn_inputs=inputs)
 
@@ -131,7 +144,7 @@ def from_text(tokenizer: Any, prompt: str | Sequence[Message], completion: str, 
     if not isinstance(completion, str):
         raise TypeError(f"completion must be a string, got {completion!r}"[:300])
     check_text(completion, "completion")
-    head = to_tokens(codec, prompt)
+    head = _ids(to_tokens(codec, prompt), "prompt")  # ids given as the prompt: -1 was named "tokens"
     tail = codec.encode(completion, special=False)
     if eos:
         if not codec.eos_token_ids:

@@ -173,7 +173,11 @@ def as_codec(obj: Any) -> Codec:
         return cast(Codec, obj.codec)
     if callable(getattr(obj, "encode", None)) and callable(getattr(obj, "decode", None)):
         return TokenizerCodec(obj)
-    raise TypeError(f"expected a tokenizer, a Session or a Codec, got {type(obj).__name__}")
+    hint = ": load a folder or hub id with transformers.AutoTokenizer.from_pretrained" if isinstance(obj, str) else ""
+    raise TypeError(  # it named no argument; the samples helpers' is ``tokenizer``
+        f"tokenizer must be a Session, a Hugging Face tokenizer (with encode and decode) or None (bytes), got "
+        f"{a_type(obj)}{hint}"
+    )
 
 
 def as_prompt(prompt: Any, name: str = "prompt", codec: Codec | None = None) -> str | list[int] | list[Message]:

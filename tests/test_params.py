@@ -273,3 +273,43 @@ def test_scaled_multiplies_the_effective_learning_rates():
     m = rlnb.MuonParams(momentum=0.9).scaled(0.1)
     assert m.learning_rate == pytest.approx(0.1 * MUON_DEFAULTS["learning_rate"]) and m.momentum == 0.9
     assert m.adam.learning_rate == pytest.approx(0.1 * ADAM_DEFAULTS["learning_rate"])
+
+
+@pytest.mark.parametrize("factor", ["2", None, True, math.nan, math.inf, 0, -0.5])
+def test_scaled_refuses_a_factor_that_is_no_multiplier_naming_it(factor):
+    """``scaled("2")`` was Python's "can't multiply sequence by non-int of type 'float'"; NaN, 0 or -0.5 an error
+    about ``learning_rate`` the user never set."""
+    with pytest.raises(ValueError, match=r"^scaled: factor must be a finite number > 0 \(a schedule's multiplier\)"):
+        rlnb.MuonParams().scaled(factor)
+
+
+def test_scaled_takes_a_numpy_or_torch_factor():
+    np, torch = pytest.importorskip("numpy"), pytest.importorskip("torch")
+    for factor in (np.float32(0.5), torch.tensor(0.5), np.float64(0.5)):
+        assert rlnb.AdamParams(learning_rate=1e-3).scaled(factor).learning_rate == 5e-4
+    with pytest.raises(ValueError, match=r"^scaled: factor must be a finite number > 0 .*, got True"):
+        rlnb.AdamParams().scaled(np.True_)
+
+
+@pytest.mark.parametrize("data", [None, [("learning_rate", 1e-3)], "adam_params", 5])
+def test_from_dict_of_what_is_no_dict_is_a_type_error_naming_it(data):
+    """``from_dict(None)`` was "rlnb.AdamParams() argument after ** must be a mapping, not NoneType"."""
+    with pytest.raises(TypeError, match=r"^AdamParams.from_dict takes a dict \(request_body\(\) or its inner object\)"):
+        rlnb.AdamParams.from_dict(data)
+
+
+def test_numpy_and_torch_bools_are_refused_as_python_bools_are():
+    """``AdamParams(weight_decay=np.True_)`` (a numpy comparison, a DataFrame cell) was weight decay 1.0, and
+    ``beta1=torch.tensor(False)`` 0.0, where ``True`` is refused; a torch integer (``torch.tensor(3)``) is an
+    integer as a numpy one is."""
+    np, torch = pytest.importorskip("numpy"), pytest.importorskip("torch")
+    for bad in (np.True_, np.False_, torch.tensor(True)):
+        with pytest.raises(rlnb.InvalidParams, match=r"AdamParams.weight_decay = (True|False) is invalid: must be a"):
+            rlnb.AdamParams(weight_decay=bad)
+        with pytest.raises(rlnb.InvalidParams, match=r"MuonParams.adam.beta1 = (True|False) is invalid"):
+            rlnb.MuonParams(adam={"beta1": bad})
+        p = rlnb.AdamParams()
+        with pytest.raises(rlnb.InvalidParams, match=r"AdamParams.learning_rate = (True|False) is invalid"):
+            p.learning_rate = bad
+    p = rlnb.MuonParams(newton_schulz_steps=torch.tensor(3), learning_rate=torch.tensor(0.5))
+    assert p.request_body() == {"muon_params": {"newton_schulz_steps": 3, "learning_rate": 0.5}}

@@ -68,3 +68,58 @@ def test_loose_inputs_are_refused_naming_the_argument():
     assert sample.loss_fn_inputs["weights"].data == [1.0, 0.5]
     sample = samples.policy([1, 2], [3, 4], np.array([-0.5, -0.25]), advantage=np.array([1.0, 2.0]))
     assert sample.loss_fn_inputs["advantages"].data == [0.0, 1.0, 2.0]
+
+
+def test_reference_log_probs_that_are_probabilities_are_refused():
+    """Reference log-probs are log-probabilities as the sampler's are: probabilities passed by mistake (0.9) were taken
+    and the KL penalty trained on them silently, where a positive sampler log-prob was refused."""
+    with pytest.raises(ValueError, match=r"reference_logprobs are log-probabilities \(<= 0\), got 0.9 at index 1"):
+        samples.policy([1, 2], [3, 4], [-0.5, -0.1], 1.0, reference_logprobs=[-0.2, 0.9])
+    with pytest.raises(ValueError, match="reference_logprobs has 1 entries for 2 completion tokens"):
+        samples.policy([1, 2], [3, 4], [-0.5, -0.1], 1.0, reference_logprobs=[-0.2])
+    got = samples.policy([1, 2], [3, 4], [-0.5, -0.1], 1.0, reference_logprobs=[-0.2, 3e-7])  # rounded up
+    assert got.loss_fn_inputs["reference_logprobs"].data == [0.0, -0.2, 3e-7]
+
+
+@pytest.mark.parametrize(("build", "name"), [
+    (lambda: samples.cross_entropy([1, 2, 3], [0.0, 1e39, 1.0]), "weights"),
+    (lambda: samples.policy([1, 2], [3, 4], [-1e39, -1.0], 1.0), "sampler_logprobs"),
+    (lambda: samples.policy([1, 2], [3, 4], [-1.0, -1.0], -1e39), "advantage"),
+    (lambda: samples.policy([1, 2], [3, 4], [-1.0, -1.0], 1.0, [-1.0, -1e39]), "reference_logprobs"),
+])  # fmt: skip
+def test_values_past_float32_are_refused_naming_the_argument(build, name):
+    """The engine reads loss inputs as float32, where 1e39 is inf: the sample was built and sent, and the
+    forward-backward failed as "non-finite values". Refused when the sample is built, naming the argument."""
+    with pytest.raises(ValueError, match=f"^{name} must be numbers a float32 holds .*, got -?1e\\+39$"):
+        build()
+    samples.cross_entropy([1, 2, 3], [0.0, 3.4e38, 1.0])  # float32's largest is taken
+
+
+def test_token_ids_past_int64_are_refused_naming_the_argument():
+    """An id past int64 was a raw pydantic error on ``EncodedText`` (in the input), or sent as a float (a target)."""
+    at = r"^tokens must be token ids < 2\*\*63 \(the wire's int64\), got 1180591620717411303424 at index 0"
+    with pytest.raises(ValueError, match=at):
+        samples.cross_entropy([2**70, 1])
+    with pytest.raises(ValueError, match="^tokens must be token ids < 2"):
+        samples.cross_entropy([1, 2**63])
+    with pytest.raises(ValueError, match="^completion_tokens must be token ids < 2"):
+        samples.policy([1], [2**64], [-0.5], 1.0)
+
+
+def test_from_text_names_the_prompt_whose_ids_are_out_of_range():
+    """``from_text(None, [-1, 2], "x")`` said "tokens must be token ids >= 0": no argument of from_text is tokens."""
+    with pytest.raises(ValueError, match="^prompt must be token ids >= 0, got -1 at index 0$"):
+        samples.from_text(None, [-1, 2], "x")
+    with pytest.raises(ValueError, match="^prompt must be token ids < 2"):
+        samples.from_text(None, [2**64], "x")
+    assert samples.from_text(None, [104, 105], "!") == samples.from_text(None, "hi", "!")
+
+
+@pytest.mark.parametrize("tokenizer", [5, "gpt2", b"x"])
+def test_a_tokenizer_that_is_no_tokenizer_is_refused_naming_it(tokenizer):
+    """``from_text(5, ...)`` said "expected a tokenizer, a Session or a Codec, got int", naming no argument; a hub id
+    (what ``connect(tokenizer=...)`` takes) got no word on how to load it."""
+    with pytest.raises(TypeError, match=r"^tokenizer must be a Session, a Hugging Face tokenizer .* or None \(bytes\)"):
+        samples.from_text(tokenizer, "a", "b")
+    with pytest.raises(TypeError, match="AutoTokenizer.from_pretrained"):
+        samples.from_chat("gpt2", [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
