@@ -31,7 +31,7 @@ import torch
 import rlnb
 from rlnb import samples, sinks
 from rlnb.history import History
-from rlnb.sinks import stream
+from rlnb.sinks import exporting, stream
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink
 from rlnb.sinks.points import Steps, merge
 from rlnb.sweep import grid, sweep
@@ -853,7 +853,7 @@ def test_export_to_a_sink_whose_set_up_never_answers_gives_up_at_the_deadline(mo
         assert entered.is_set()
     finally:
         release.set()
-    monkeypatch.setattr(stream, "EXPORT_BATCH", 2)
+    monkeypatch.setattr(exporting, "EXPORT_BATCH", 2)
     monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 60.0)
     done = Flaky(0, OSError("never"))
     rlnb.export(tmp_path / "r", done)
