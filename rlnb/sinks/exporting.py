@@ -25,7 +25,8 @@ EXPORT_BATCH = 1000
 def export(run: History | str | Path, sink: Sink) -> None:
     """Write a finished or reloaded run to ``sink``: ``rlnb.export("rlnb-runs/<id>", TensorBoard("tb"))``
     or ``rlnb.export(session.history, ...)``. Raises ``SinkError`` if the sink cannot take it, or gives no answer
-    within ``CLOSE_TIMEOUT`` seconds (a tracking server that accepts and never answers): its thread is left behind."""
+    within ``stream.CLOSE_TIMEOUT`` seconds (a tracking server that accepts and never answers): the library's thread
+    is then left behind, a daemon (the process still exits), and may still write part of the run there."""
     if not isinstance(run, History | str | os.PathLike):
         raise TypeError(f"export takes a History or a run folder (e.g. session.history), got {type(run).__name__}")
     if not isinstance(sink, Sink):  # a list (as connect(sinks=...) takes) or a name: "... has no attribute 'error'"
@@ -47,7 +48,8 @@ def export(run: History | str | Path, sink: Sink) -> None:
             news = heard.get(timeout=timeout)
         except queue.Empty:
             raise SinkError(f"could not export run {info.name} to {sink!r}: no answer within {timeout:g} s "
-                            f"(rlnb.sinks.stream.CLOSE_TIMEOUT) while {doing}; its thread is left behind"
+                            f"(rlnb.sinks.stream.CLOSE_TIMEOUT) while {doing}; the library may still be writing this "
+                            "run there, on a daemon thread left behind (it never keeps the process from exiting)"
                             ) from None  # fmt: skip
         if news is None:
             return

@@ -860,6 +860,46 @@ def test_export_to_a_sink_whose_set_up_never_answers_gives_up_at_the_deadline(mo
     assert [[p.step for p in w] for w in done.writes] == [[1, 2], [3, 4], [5]] and done.closed
 
 
+
+EXPORT_HANGING_SCRIPT = """
+import sys, threading
+import rlnb
+from rlnb.history import History
+from rlnb.sinks import SinkError, stream
+from rlnb.sinks.base import Sink
+
+class Silent(Sink):
+    library, extra = "json", "none"
+    def spec(self): raise NotImplementedError
+    def prepare(self): threading.Event().wait()  # a tracking server that accepts and never answers
+    def open(self, run): raise AssertionError("never reached")
+
+history = History.create({}, sys.argv[1], "r")
+history.log(1, reward=1.0)
+history.close()
+stream.CLOSE_TIMEOUT = 0.5
+try:
+    rlnb.export(sys.argv[1] + "/r", Silent())
+except SinkError as exc:
+    print(exc)
+print("daemons:", all(t.daemon for t in threading.enumerate() if t.name.startswith("rlnb-export")), flush=True)
+"""
+
+
+@pytest.mark.slow  # a Python process
+def test_an_export_given_up_on_says_the_library_may_still_write_and_never_keeps_the_process_alive(tmp_path):
+    """``rlnb.export`` past its deadline left the library's thread running and said only "its thread is left
+    behind": not that the library may still be writing the run there (an export again may write it twice), nor
+    whether that thread keeps the process from exiting. It says so; the thread is a daemon: the script exits."""
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(EXPORT_HANGING_SCRIPT), str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env=os.environ,  # exiting at all is the behaviour
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "no answer within 0.5 s (rlnb.sinks.stream.CLOSE_TIMEOUT) while setting up the sink; the library may " \
+        "still be writing this run there, on a daemon thread left behind" in proc.stdout, proc.stdout
+    assert "daemons: True" in proc.stdout
+
 def test_wandb_figures_named_like_its_own_keys_are_sent_under_logged(tmp_path):
     """``history.log(step, _step=..., _runtime=...)``: W&B keeps every key that starts with ``_`` for itself
     (``_step``, ``_runtime``, ``_timestamp``), so such a figure was overwritten by W&B's own value (or replaced it),
