@@ -20,7 +20,7 @@ from typing import Any
 
 from rlnb import _exit
 from rlnb.history import History, Record, new_run_id
-from rlnb.sinks.base import RunInfo, Sink, SinkWarning, Writer
+from rlnb.sinks.base import RunInfo, Sink, SinkWarning, Writer, say_all
 from rlnb.sinks.points import Item, Steps, logged, merge
 from rlnb.sinks.process import Lease, stop_all
 
@@ -118,8 +118,10 @@ class Attachment:
         self._lock = threading.Lock()
         self._closed = False
         self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
+        say_all(3)  # a new run: a sink's failure not said yet (after the last log of a run never closed) is said now
         self._channels = [_Channel(s, history, unnamed(history)) for s in sinks if s.error is None]
         self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
+        history.on_read(self._on_read)  # kept after close(): a run's writer that missed its deadline may fail later
         _ATTACHED.add(self)
         _LATEST[history] = weakref.ref(self)  # a weak value: a strong one would keep the history alive for ever
 
@@ -139,6 +141,12 @@ class Attachment:
         except Exception as exc:  # noqa: BLE001 - nor into history.log
             self._broken(exc)
         self._say(5)  # at the user's log call (say, _say, here, Listeners.tell, History.log, the user's line)
+
+    def _on_read(self, _: None) -> None:
+        """A failure after the last ``log``, in a notebook that never closes (nor logs again), is said when the user
+        next reads the history's tables (a plot, ``steps``): on the notebook's thread only, never a live view's."""
+        if threading.current_thread() is threading.main_thread():
+            self._say(5)  # say, _say, here, Listeners.tell, History.steps, the user's line
 
     def _say(self, stacklevel: int = 3) -> None:
         """Say each sink's failure (``Sink.say``) on this thread, the one that logs or closes."""
@@ -246,6 +254,7 @@ def _close_all() -> None:
     for attachment in list(_ATTACHED):
         attachment.close(timeout=max(0.0, deadline - time.monotonic()))
     stop_all(timeout=max(0.0, deadline - time.monotonic()))
+    say_all()  # at the latest: a failure no log, close or read has said since (a writer that failed after its close)
 
 
 _exit.on_exit("sinks", _close_all)

@@ -994,6 +994,91 @@ def test_a_sink_failure_reaches_the_user_past_another_threads_catch_warnings():
     assert [w for w in swallowed if issubclass(w.category, sinks.SinkWarning)] == [] and len(said) == 1
 
 
+
+def test_a_sink_failure_after_the_last_log_is_said_at_the_next_read_or_new_run():
+    """A sink's failure was said only at the next ``history.log`` or ``close``: one after the last ``log``, in a
+    notebook that never closes its history, was never shown. It is said at the next read of the history's tables
+    (``steps``, ``df``, ``logged``: what a plot reads), once; or when a new run starts streaming."""
+    go, failed = threading.Event(), threading.Event()
+
+    class Late(Flaky):
+        def write(self, points: list[Point], failures: list[Failure]) -> None:
+            go.wait(60)  # fails only once the log call has returned
+            super().write(points, failures)
+
+        def fail(self, *args: Any, **kwargs: Any) -> None:
+            super().fail(*args, **kwargs)
+            failed.set()
+
+    history = History()
+    attachment = stream.attach(history, [Late(1, OSError("disk gone"), interval=0)])
+    try:
+        with warnings.catch_warnings(record=True) as early:
+            warnings.simplefilter("always")
+            history.log(1, reward=1.0)
+        assert not [w for w in early if issubclass(w.category, sinks.SinkWarning)]
+        go.set()
+        assert failed.wait(60)
+        with pytest.warns(sinks.SinkWarning, match="Late dropped while writing run .*disk gone") as said:
+            history.steps  # noqa: B018 - the read is the point
+        assert len(said) == 1 and said[0].filename == __file__  # at the user's line
+        with warnings.catch_warnings(record=True) as again:
+            warnings.simplefilter("always")
+            history.df  # noqa: B018
+        assert not [w for w in again if issubclass(w.category, sinks.SinkWarning)]  # said once
+        failed.clear()
+        other = Late(1, OSError("second disk gone"), interval=0)
+        second = stream.attach(History(), [other])
+        second._channels[0].put(Point(1, {"x": 1.0}, 0.0))
+        assert failed.wait(60)
+        with pytest.warns(sinks.SinkWarning, match="second disk gone"):
+            stream.attach(History(), []).close()  # a new run says what no read or log has said yet
+        second.close()
+    finally:
+        go.set()
+        attachment.close()
+
+
+FAILS_AFTER_CLOSE_SCRIPT = """
+import threading, warnings
+from rlnb.history import History
+from rlnb.sinks import attach
+from rlnb.sinks.base import Sink
+
+go = threading.Event()
+
+class Late(Sink):
+    library, extra = "json", "none"
+    def spec(self): raise NotImplementedError
+    def open(self, run): return self
+    def write(self, points, failures): pass
+    def close(self):
+        go.wait(60)
+        raise OSError("disk gone at close")
+
+history = History()
+attachment = attach(history, [Late(interval=0)])
+history.log(1, reward=1.0)
+with warnings.catch_warnings(record=True):
+    attachment.close(timeout=0.2)  # missed: said here ("did not finish writing"), the writer left running
+go.set()
+attachment._channels[0].thread.join(60)  # it fails now, after its close: nothing touches the history again
+print("ready", flush=True)
+"""
+
+
+@pytest.mark.slow  # a Python process
+def test_a_sink_failure_no_call_said_is_said_at_interpreter_exit(tmp_path):
+    """A run's writer that missed its close's deadline and failed afterwards: no log, close or read came again, and
+    the failure was never shown. Interpreter exit says it, at the latest."""
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(FAILS_AFTER_CLOSE_SCRIPT)],
+        capture_output=True, text=True, timeout=300, env=os.environ,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "ready" in proc.stdout, proc.stderr[-3000:]
+    assert re.search(r"SinkWarning: rlnb.sinks.Late dropped while writing run \S+: OSError: disk gone at close",
+                     proc.stderr), proc.stderr[-3000:]  # fmt: skip
+
 def test_an_export_of_a_run_without_an_id_keeps_the_name_its_stream_used(tmp_path):
     """A session with ``record=False`` streamed to a sink under a fresh name; ``rlnb.export`` of its history made
     another fresh name, so the export was a second run beside the streamed one instead of the same run's name."""
