@@ -11,13 +11,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from rlnb import wire
 from rlnb._options import user_path
 from rlnb.history.history import History
 from rlnb.history.runconfig import is_time
-from rlnb.history.steplog import SHADOWED
+from rlnb.history.steplog import SHADOWED, STEP_COLUMNS
 from rlnb.history.store import CONFIG_FILE, OPS_FILE, default_runs_dir, holds_run
 
 COLUMNS = [
@@ -119,11 +120,30 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
             names[i] = f"{names[i]} ({i})"
     frames = []
     for name, seed, h in zip(names, seeds, runs, strict=True):
-        frame = h.steps.rename(columns={c: SHADOWED.format(c) for c in ADDED})  # a figure logged as run or seed
+        frame = with_logged_only(h.steps, h.logged).rename(columns={c: SHADOWED.format(c) for c in ADDED})
         frame.insert(0, "run", name)
         frame.insert(1, "seed", seed)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "seed", "step"])
+
+
+def with_logged_only(steps: pd.DataFrame, logged: pd.DataFrame) -> pd.DataFrame:
+    """``steps`` with a row for each step figures were logged at and no optim-step reached (an accuracy logged at step
+    0, before training: the baseline on a comparison's plot; a run that only logged), placed before the first row of
+    a later step: its figures (the last of each), NaN elsewhere. The other rows as they were."""
+    if "step" not in logged or logged.empty:
+        return steps
+    alone = logged[~logged["step"].isin(steps["step"])]
+    if alone.empty:
+        return steps
+    extra = alone.groupby("step", sort=True).last().reset_index()  # last non-NaN value of each figure per step
+    extra = extra.rename(columns={c: SHADOWED.format(c) for c in STEP_COLUMNS if c != "step"})  # as ``steps`` names
+    reached = steps["step"].to_numpy()
+    at = [int(np.argmax(later)) if (later := reached > step).any() else len(steps) for step in extra["step"]]
+    order = np.argsort(np.concatenate([np.arange(len(steps)) * 2 + 1, np.array(at) * 2]), kind="stable")
+    both = pd.concat([steps, extra], ignore_index=True).iloc[order].reset_index(drop=True)
+    both["step"] = both["step"].astype(np.int64)
+    return both
 
 
 def _seed(h: History, path: Path | None) -> int | None:

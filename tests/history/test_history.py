@@ -288,6 +288,35 @@ def test_compare_keeps_two_runs_of_one_folder_label_and_seed_apart(tmp_path):
     assert compare([tmp_path / "a", tmp_path / "a"]).run.nunique() == 2
 
 
+
+def test_compare_keeps_a_baseline_logged_before_the_first_optim_step(tmp_path):
+    """``history.log(0, **{"eval/accuracy": 0.25})`` before training (the baseline a teacher wants on the plot):
+    ``rlnb.compare`` stacked the steps tables, one row per optim-step, and dropped it, from its table and from
+    ``plots.compare``, which drew the accuracy from step 2. It is a row of its own (its figures, NaN elsewhere);
+    the other rows are the steps table's, unchanged, and a figure logged after the last step is kept too."""
+    from rlnb.viz import plots
+
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="a")
+    s.history.log(0, **{"eval/accuracy": 0.25})
+    for step in (1, 2):
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.optim_step()
+        s.wait()
+        s.history.log(step, reward=0.5)
+    s.history.log(2, **{"eval/accuracy": 0.75})
+    s.history.log(3, **{"eval/accuracy": math.nan})  # NaN only: the last non-NaN of each figure, as steps keeps
+    s.history.log(3, **{"eval/accuracy": 0.8})
+    s.close()
+    table = compare([tmp_path / "a"])
+    assert list(table.step) == [0, 1, 2, 3] and table.step.dtype == "int64"
+    assert table["eval/accuracy"].tolist()[0] == 0.25 and table["eval/accuracy"].tolist()[2:] == [0.75, 0.8]
+    assert table.loss.iloc[[0, 3]].isna().all() and table.reward.iloc[[0, 3]].isna().all()
+    steps = s.history.steps
+    pd.testing.assert_frame_equal(table.iloc[1:3].drop(columns=["run", "seed"]).reset_index(drop=True), steps)
+    (line,) = plots.compare([tmp_path / "a"], y="eval/accuracy").lines
+    assert line.get_xydata().tolist() == [[0, 0.25], [2, 0.75], [3, 0.8]]
+    assert len(steps) == 2  # history.steps stays one row per optim-step (history.logged has every row)
+
 def test_compare_keeps_a_figure_logged_as_run_or_seed(tmp_path):
     """``compare`` adds ``run`` and ``seed`` columns: a figure logged under either name stopped it (and
     ``plots.compare``) with pandas' ``cannot insert run, already exists``."""
