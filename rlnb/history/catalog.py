@@ -6,6 +6,7 @@ A run that cannot be read is a row with its ``error``, never a failure of the wh
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -95,7 +96,9 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
     the same label and seed would merge into one line, so a derived label takes its runs folder's name
     (``"adam-lo/trial"``), and where that is one folder its place in the list too (``"runs/adam (1)"``); given
     ``labels`` that collide so are refused. A config ``seed`` that is no integer is left out with a warning."""
-    given = list(histories)
+    given = _runs_given(histories)
+    if isinstance(labels, str):  # "ab" labelled two runs a and b; one label for every run: [label] * len(runs)
+        raise TypeError(f"labels must be a list, one label per run, got the str {labels!r}"[:300])
     runs = [h if isinstance(h, History) else History.load(h) for h in given]
     where = [h.path if isinstance(h, History) else Path(h) for h in given]
     if labels is not None and len(labels) != len(runs):
@@ -125,6 +128,20 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
         frame.insert(1, "seed", seed)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "seed", "step"])
+
+
+def _runs_given(histories: object) -> list[History | str | os.PathLike[str]]:
+    """``histories`` as a list, or a ``TypeError`` naming what is no run: ``compare("rlnb-runs/a")`` loaded each
+    character as a run folder ("r is not an rlnb run folder"), a History or a Path alone was "not iterable"."""
+    if isinstance(histories, str | bytes | os.PathLike | History) or not isinstance(histories, Iterable):
+        raise TypeError(f"compare takes a list of runs (Histories or run folders), such as [h1, 'rlnb-runs/b'], got "
+                        f"{type(histories).__name__}: {histories!r}; one run alone: [run]"[:300])  # fmt: skip
+    given = list(histories)
+    for i, run in enumerate(given):
+        if not isinstance(run, History | str | os.PathLike):
+            raise TypeError(f"histories[{i}] must be a History or a run folder, got {type(run).__name__}: "
+                            f"{run!r}"[:300])  # fmt: skip
+    return given
 
 
 def with_logged_only(steps: pd.DataFrame, logged: pd.DataFrame) -> pd.DataFrame:

@@ -317,6 +317,29 @@ def test_compare_keeps_a_baseline_logged_before_the_first_optim_step(tmp_path):
     assert line.get_xydata().tolist() == [[0, 0.25], [2, 0.75], [3, 0.8]]
     assert len(steps) == 2  # history.steps stays one row per optim-step (history.logged has every row)
 
+
+@pytest.mark.parametrize(
+    "given, says",
+    [
+        ("a", r"compare takes a list of runs \(Histories or run folders\).* got str: '.*a'; one run alone: \[run\]"),
+        (None, "compare takes a list of runs .* got NoneType: None"),
+        ([5], r"histories\[0\] must be a History or a run folder, got int: 5"),  # "path must be a path"
+    ],
+)
+def test_compare_given_no_list_of_runs_names_it(tmp_path, given, says):
+    """``rlnb.compare("rlnb-runs/a")`` loaded each character as a run ("r is not an rlnb run folder"); a Path or a
+    History alone was "'PosixPath' object is not iterable"; ``labels="ab"`` labelled two runs a and b."""
+    run_session(tmp_path, "a", steps=1)
+    given = str(tmp_path / "a") if given == "a" else given
+    with pytest.raises(TypeError, match=says):
+        compare(given)
+    for alone in (tmp_path / "a", History.load(tmp_path / "a")):
+        with pytest.raises(TypeError, match="compare takes a list of runs"):
+            compare(alone)
+    with pytest.raises(TypeError, match="labels must be a list, one label per run, got the str 'ab'"):
+        compare([tmp_path / "a", tmp_path / "a"], labels="ab")
+    assert list(compare([tmp_path / "a"], labels=["x"]).run) == ["x"]
+
 def test_compare_keeps_a_figure_logged_as_run_or_seed(tmp_path):
     """``compare`` adds ``run`` and ``seed`` columns: a figure logged under either name stopped it (and
     ``plots.compare``) with pandas' ``cannot insert run, already exists``."""
