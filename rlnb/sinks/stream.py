@@ -224,9 +224,13 @@ def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:
             f"Trackio(...)), got {type(sinks).__name__}: {sinks!r}"
         )
     listed = [sinks] if isinstance(sinks, Sink) else list(sinks)
-    for sink in listed:
+    for i, sink in enumerate(listed):
         if not isinstance(sink, Sink):
             raise TypeError(f"sinks must be rlnb.sinks objects (TensorBoard, MLflow, WandB, Trackio), got {sink!r}")
+        first = next(j for j, other in enumerate(listed) if other is sink)
+        if first < i:  # two writers of one run into one library: every point twice (two TensorBoard event files)
+            raise ValueError(f"sinks[{i}] is sinks[{first}] ({sink!r}): the same sink twice would write every point "
+                             "of the run twice; give it once")  # fmt: skip
     return listed
 
 

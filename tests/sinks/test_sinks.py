@@ -537,6 +537,20 @@ def test_bad_sinks_are_refused_before_anything_starts():
         sinks.WandB("p", dir=5, process=True)  # type: ignore[arg-type]
 
 
+
+def test_the_same_sink_twice_is_refused_before_anything_starts(tmp_path):
+    """``sinks=[tb, tb]`` (a list built in two places) gave the run two writers into one library: every point
+    written twice (two TensorBoard event files of one run, each point doubled in the dashboard)."""
+    from rlnb.testing import FakeBackend
+
+    tb = sinks.TensorBoard(tmp_path / "tb")
+    said = r"sinks\[2\] is sinks\[0\] \(<rlnb.sinks.TensorBoard>\): the same sink twice would write every point"
+    with pytest.raises(ValueError, match=said):
+        rlnb.connect("local", device="cpu", runs_dir=tmp_path / "runs", sinks=[tb, sinks.TensorBoard(tmp_path), tb])
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "tb").exists()
+    with rlnb.Session(FakeBackend(), record=False, sinks=[tb, sinks.TensorBoard(tmp_path / "tb")]) as s:  # two sinks
+        s.forward_backward(CE)  # of one folder are two destinations the user chose: taken
+
 def test_sink_folders_expand_home(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     assert sinks.TensorBoard("~/tb").logdir == tmp_path / "tb"
