@@ -73,6 +73,8 @@ def runs(path: str | Path | None = None) -> pd.DataFrame:
     """The runs under a folder (default ``./rlnb-runs``), newest first, one row each. A run that cannot be
     read is listed with its ``error`` (None for the others), and so is a folder that cannot be looked into (another
     user's run), except ``lost+found``, a file system's own."""
+    if path == "":  # Path("") is the working folder: an unset variable listed it (connect's runs_dir refuses '')
+        raise ValueError("runs: path must be a runs folder's path or None (./rlnb-runs), got ''")
     root = user_path("path", path) if path is not None else default_runs_dir()
     if root.exists() and not root.is_dir():  # a bare NotADirectoryError from iterdir()
         raise ValueError(f"runs: path {str(root)!r} is a file, not a runs folder")

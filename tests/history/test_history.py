@@ -340,6 +340,16 @@ def test_compare_given_no_list_of_runs_names_it(tmp_path, given, says):
         compare([tmp_path / "a", tmp_path / "a"], labels="ab")
     assert list(compare([tmp_path / "a"], labels=["x"]).run) == ["x"]
 
+
+def test_runs_of_an_empty_path_is_refused_not_the_working_folder(tmp_path, monkeypatch):
+    """``rlnb.runs(os.environ.get("RUNS", ""))``: ``''`` listed the working folder (and its run folders), where
+    ``connect(runs_dir='')`` is refused."""
+    run_session(tmp_path, "a", steps=1)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"runs: path must be a runs folder's path or None \(./rlnb-runs\), got ''"):
+        rlnb.runs("")
+    assert list(rlnb.runs(".").run_id) == ["a"]  # the working folder, asked for
+
 def test_compare_keeps_a_figure_logged_as_run_or_seed(tmp_path):
     """``compare`` adds ``run`` and ``seed`` columns: a figure logged under either name stopped it (and
     ``plots.compare``) with pandas' ``cannot insert run, already exists``."""

@@ -535,6 +535,8 @@ def test_bad_sinks_are_refused_before_anything_starts():
         sinks.MLflow(tracking_uri="")
     with pytest.raises(TypeError, match=r"WandB.dir must be a path \(str or os.PathLike\), got int: 5"):
         sinks.WandB("p", dir=5, process=True)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="TensorBoard.logdir must be a folder's path, got ''"):
+        sinks.TensorBoard("")  # an unset variable: the run folders went into the working folder
 
 
 
