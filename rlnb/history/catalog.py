@@ -132,7 +132,7 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "seed", "step"])
 
 
-def _runs_given(histories: object) -> list[History | str | os.PathLike[str]]:
+def _runs_given(histories: object) -> list[History | str | Path]:
     """``histories`` as a list, or a ``TypeError`` naming what is no run: ``compare("rlnb-runs/a")`` loaded each
     character as a run folder ("r is not an rlnb run folder"), a History or a Path alone was "not iterable"."""
     if isinstance(histories, str | bytes | os.PathLike | History) or not isinstance(histories, Iterable):
