@@ -37,7 +37,7 @@ from rlnb.history.catalog import compare, runs
 from rlnb.params import AdamParams, MuonParams
 from rlnb.session import Session, connect
 from rlnb.session.operation import Operation
-from rlnb.sinks.stream import export
+from rlnb.sinks.exporting import export
 
 __version__ = "0.1.0"
 

@@ -26,6 +26,7 @@ SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003
         (["demo", "--lr", "nan"], "--lr must be a finite number > 0, got nan"),
         (["serve", "--model", "rlnb/tiny=tiny"], "--model rlnb/tiny: the name is already served"),
         (["serve", "--limit", "no_such_limit=1"], "no_such_limit"),
+        (["serve", "--limit", "body_timeout=1e300"], "body_timeout must be an integer in [1, 86400]"),  # was taken
         (["serve", "--port", "70000"], "argument --port: must be 1-65535, got 70000"),  # it listened on 4464
         (["serve", "--port", "0"], "argument --port: must be 1-65535, got 0"),  # it announced :0
         (["serve", "--port", "-1"], "argument --port: must be 1-65535, got -1"),

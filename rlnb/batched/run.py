@@ -182,40 +182,43 @@ FILES_PER_MEMBER, FILES_RESERVED = 4, 64
 those left to the rest of the process."""
 
 
-def open_files_limit() -> int | None:
-    """How many files this process may open (``ulimit -n``), or None where it is not known (Windows)."""
+def open_files_limit(wanted: int = 0) -> int | None:
+    """How many files this process may open (``ulimit -n``), or None where it is not known (Windows): read once,
+    after raising the soft limit toward the hard one where ``wanted`` files are more (macOS's soft 256, hard far
+    above)."""
     try:
         import resource
     except ImportError:  # pragma: no cover - Windows
         return None
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and wanted > soft:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):  # a limit this process may not raise: refused by the caller
+            pass
     return None if soft == resource.RLIM_INFINITY else int(soft)
 
 
 def most_members(wanted: int = 0) -> int | None:
-    """The most recording members this process can hold the files of (None: no known limit), first raising the soft
-    ``ulimit -n`` toward the hard one for ``wanted`` members where it is lower (macOS's soft 256, hard far above)."""
-    try:
-        import resource
+    """The most recording members this process can hold the files of (None: no known limit), the soft ``ulimit -n``
+    first raised for ``wanted`` members where it is lower."""
+    limit = open_files_limit(wanted * FILES_PER_MEMBER + FILES_RESERVED)
+    return None if limit is None else _members(limit)
 
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        need = wanted * FILES_PER_MEMBER + FILES_RESERVED
-        if soft != resource.RLIM_INFINITY and need > soft:
-            raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
-    except (ImportError, ValueError, OSError):  # Windows, or a limit this process may not raise: refused below
-        pass
-    limit = open_files_limit()
-    return None if limit is None else max(0, (limit - FILES_RESERVED) // FILES_PER_MEMBER)
+
+def _members(limit: int) -> int:
+    return max(0, (limit - FILES_RESERVED) // FILES_PER_MEMBER)
 
 
 def check_open_files(members: int) -> None:
     """``ValueError`` naming the limit when ``members`` recording runs cannot all hold their files open: past it,
     ``OSError: Too many open files`` came from some members' Histories, which went on in memory with a warning."""
-    most = most_members(members)
-    if most is not None and members > most:
+    limit = open_files_limit(members * FILES_PER_MEMBER + FILES_RESERVED)
+    if limit is not None and members > _members(limit):
         raise ValueError(f"members: {members} recording members hold ~{FILES_PER_MEMBER} files open each, and this "
-                         f"process may open {open_files_limit()} (ulimit -n): at most {most} members here; pass "
+                         f"process may open {limit} (ulimit -n): at most {_members(limit)} members here; pass "
                          "fewer, raise the limit, or runs_dir=None (in memory)")  # fmt: skip
 
 

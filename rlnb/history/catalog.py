@@ -6,18 +6,20 @@ A run that cannot be read is a row with its ``error``, never a failure of the wh
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from rlnb import wire
 from rlnb._options import user_path
 from rlnb.history.history import History
 from rlnb.history.runconfig import is_time
-from rlnb.history.steplog import SHADOWED
+from rlnb.history.steplog import SHADOWED, STEP_COLUMNS
 from rlnb.history.store import CONFIG_FILE, OPS_FILE, default_runs_dir, holds_run
 
 COLUMNS = [
@@ -71,6 +73,8 @@ def runs(path: str | Path | None = None) -> pd.DataFrame:
     """The runs under a folder (default ``./rlnb-runs``), newest first, one row each. A run that cannot be
     read is listed with its ``error`` (None for the others), and so is a folder that cannot be looked into (another
     user's run), except ``lost+found``, a file system's own."""
+    if path == "":  # Path("") is the working folder: an unset variable listed it (connect's runs_dir refuses '')
+        raise ValueError("runs: path must be a runs folder's path or None (./rlnb-runs), got ''")
     root = user_path("path", path) if path is not None else default_runs_dir()
     if root.exists() and not root.is_dir():  # a bare NotADirectoryError from iterdir()
         raise ValueError(f"runs: path {str(root)!r} is a file, not a runs folder")
@@ -94,7 +98,9 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
     the same label and seed would merge into one line, so a derived label takes its runs folder's name
     (``"adam-lo/trial"``), and where that is one folder its place in the list too (``"runs/adam (1)"``); given
     ``labels`` that collide so are refused. A config ``seed`` that is no integer is left out with a warning."""
-    given = list(histories)
+    given = _runs_given(histories)
+    if isinstance(labels, str):  # "ab" labelled two runs a and b; one label for every run: [label] * len(runs)
+        raise TypeError(f"labels must be a list, one label per run, got the str {labels!r}"[:300])
     runs = [h if isinstance(h, History) else History.load(h) for h in given]
     where = [h.path if isinstance(h, History) else Path(h) for h in given]
     if labels is not None and len(labels) != len(runs):
@@ -119,11 +125,44 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
             names[i] = f"{names[i]} ({i})"
     frames = []
     for name, seed, h in zip(names, seeds, runs, strict=True):
-        frame = h.steps.rename(columns={c: SHADOWED.format(c) for c in ADDED})  # a figure logged as run or seed
+        frame = with_logged_only(h.steps, h.logged).rename(columns={c: SHADOWED.format(c) for c in ADDED})
         frame.insert(0, "run", name)
         frame.insert(1, "seed", seed)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "seed", "step"])
+
+
+def _runs_given(histories: object) -> list[History | str | Path]:
+    """``histories`` as a list, or a ``TypeError`` naming what is no run: ``compare("rlnb-runs/a")`` loaded each
+    character as a run folder ("r is not an rlnb run folder"), a History or a Path alone was "not iterable"."""
+    if isinstance(histories, str | bytes | os.PathLike | History) or not isinstance(histories, Iterable):
+        raise TypeError(f"compare takes a list of runs (Histories or run folders), such as [h1, 'rlnb-runs/b'], got "
+                        f"{type(histories).__name__}: {histories!r}; one run alone: [run]"[:300])  # fmt: skip
+    given = list(histories)
+    for i, run in enumerate(given):
+        if not isinstance(run, History | str | os.PathLike):
+            raise TypeError(f"histories[{i}] must be a History or a run folder, got {type(run).__name__}: "
+                            f"{run!r}"[:300])  # fmt: skip
+    return given
+
+
+def with_logged_only(steps: pd.DataFrame, logged: pd.DataFrame) -> pd.DataFrame:
+    """``steps`` with a row for each step figures were logged at and no optim-step reached (an accuracy logged at step
+    0, before training: the baseline on a comparison's plot; a run that only logged), placed before the first row of
+    a later step: its figures (the last of each), NaN elsewhere. The other rows as they were."""
+    if "step" not in logged or logged.empty:
+        return steps
+    alone = logged[~logged["step"].isin(steps["step"])]
+    if alone.empty:
+        return steps
+    extra = alone.groupby("step", sort=True).last().reset_index()  # last non-NaN value of each figure per step
+    extra = extra.rename(columns={c: SHADOWED.format(c) for c in STEP_COLUMNS if c != "step"})  # as ``steps`` names
+    reached = steps["step"].to_numpy()
+    at = [int(np.argmax(later)) if (later := reached > step).any() else len(steps) for step in extra["step"]]
+    order = np.argsort(np.concatenate([np.arange(len(steps)) * 2 + 1, np.array(at) * 2]), kind="stable")
+    both = pd.concat([steps, extra], ignore_index=True).iloc[order].reset_index(drop=True)
+    both["step"] = both["step"].astype(np.int64)
+    return both
 
 
 def _seed(h: History, path: Path | None) -> int | None:

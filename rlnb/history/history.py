@@ -53,6 +53,7 @@ class History:
         self._lock = threading.Lock()
         self._listeners: Listeners[Record] = Listeners()
         self._log_listeners: Listeners[dict[str, Any]] = Listeners()
+        self._read_listeners: Listeners[None] = Listeners()  # told when its tables are read (``on_read``)
         self._logged: list[dict[str, Any]] = []
         self._completions = CompletionLog()
         self.store = store
@@ -254,11 +255,17 @@ class History:
         """Call ``callback(row)`` after every ``log()``; returns a function that unsubscribes."""
         return self._log_listeners.add(callback)
 
+    def on_read(self, callback: Callable[[None], None]) -> Callable[[], None]:
+        """Call ``callback(None)`` when ``steps``, ``df`` or ``logged`` is read (a plot, a table); returns a function
+        that unsubscribes. The sinks say there a failure not said yet."""
+        return self._read_listeners.add(callback)
+
     # -- tables ----------------------------------------------------------------------------------
 
     @property
     def logged(self) -> pd.DataFrame:
         """The figures given to ``log()``, one row per call."""
+        self._read_listeners.tell(None)
         with self._lock:
             rows = list(self._logged)
         return pd.DataFrame(rows, columns=None if rows else ["step"])
@@ -272,6 +279,7 @@ class History:
 
         Incremental: the rows of operations that had finished are kept from the previous call, so
         during a run only the newer ones are built again."""
+        self._read_listeners.tell(None)
         frame = self._ops_table.frame(self._records)
         frame.attrs["continued_at"] = continued_at(self.config)
         return frame
@@ -282,6 +290,7 @@ class History:
         pre-clip grad norm(s), clip threshold, learning rate, ``step_time_s`` (its compute time: how
         long its operations were running, ``rlnb.history.timing``) and ``queue_s`` (how long they waited
         behind others), the weights version published after it, and your logged figures."""
+        self._read_listeners.tell(None)
         return self.step_log.frame()
 
     def save(self, path: str | Path) -> Path:

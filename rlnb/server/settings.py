@@ -7,14 +7,13 @@ take the server's memory or a core for minutes; ``rlnb serve --limit NAME=VALUE`
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from rlnb import _secrets
-from rlnb._options import check_seconds, set_int
+from rlnb._options import A_DAY, check_seconds, set_int
 
 MAX_LIST_LIMIT = 100
 """Largest ``limit`` of a list request (the API's bound)."""
@@ -116,16 +115,17 @@ class ServerSettings:
     may; None (default) keeps every result inline, which low-level clients need."""
 
     def __post_init__(self) -> None:
-        for name in LIMITS:
-            set_int(self, name, 1)
+        for name, high in LIMITS.items():
+            set_int(self, name, 1, high)
         if not self.public_url.startswith(("http://", "https://")):
             raise ValueError(f"public_url must start with http:// or https://, got {self.public_url!r}")
         check_public_host(self.public_url)
         if not 0 <= self.fail_rate < 1:  # NaN fails this too
             raise ValueError(f"fail_rate must be in [0, 1), got {self.fail_rate}")
         object.__setattr__(self, "op_delay", check_seconds("op_delay", self.op_delay))
-        if not (math.isfinite(self.reap_interval) and self.reap_interval > 0):
-            raise ValueError(f"reap_interval must be a finite number > 0, got {self.reap_interval}")
+        interval = self.reap_interval  # NaN fails the comparison; 0 would spin, 1e300 overflowed the sleep
+        if isinstance(interval, bool) or not (isinstance(interval, int | float) and 0 < interval <= A_DAY):
+            raise ValueError(f"reap_interval must be a finite number of seconds in (0, {A_DAY:g}], got {interval!r}")
         set_int(self, "result_offload_bytes", 0, optional=True)
         if not self.models:
             raise ValueError("models must name at least one served model")
@@ -141,46 +141,41 @@ class ServerSettings:
             object.__setattr__(self, "checkpoint_dir", checkpoint_folder(self.checkpoint_dir))
 
 
-LIMITS = (
-    "full_session_cap",
-    "lora_session_cap",
-    "max_lora_rank",
-    "max_batch_size",
-    "max_live_resources",
-    "max_live_sessions",
-    "max_body_bytes",
-    "max_payload_bytes",
-    "max_session_payload_bytes",
-    "max_total_payload_bytes",
-    "max_session_uploads",
-    "body_timeout",
-    "body_idle_timeout",
-    "max_sample_tokens",
-    "max_sample_prompt_tokens",
-    "max_stop_strings",
-    "max_stop_chars",
-    "max_label_bytes",
-    "max_kept_operations",
-    "download_ttl",
-    "payload_ttl",
-)
-"""The integer limits (``rlnb serve --limit NAME=VALUE``)."""
+COUNT_MAX, BYTES_MAX, SECONDS_MAX, TTL_MAX = 2**31 - 1, 2**63 - 1, 86_400, 7 * 86_400
+"""Upper bounds of the limits: a count (an int32), a size in bytes (an int64: a file's size), a timeout (a day), a
+URL's lifetime (a week, as S3's presigned URLs): ``body_timeout=1e300`` was taken, a wait no timer can hold."""
+_SECONDS = ("body_timeout", "body_idle_timeout")
+_TTLS = ("download_ttl", "payload_ttl")
+_BYTES = ("max_body_bytes", "max_payload_bytes", "max_session_payload_bytes", "max_total_payload_bytes",
+          "max_label_bytes")  # fmt: skip
+_COUNTS = ("full_session_cap", "lora_session_cap", "max_lora_rank", "max_batch_size", "max_live_resources",
+           "max_live_sessions", "max_session_uploads", "max_sample_tokens", "max_sample_prompt_tokens",
+           "max_stop_strings", "max_stop_chars", "max_kept_operations")  # fmt: skip
+LIMITS: dict[str, int] = (
+    dict.fromkeys(_COUNTS, COUNT_MAX) | dict.fromkeys(_BYTES, BYTES_MAX)
+    | dict.fromkeys(_SECONDS, SECONDS_MAX) | dict.fromkeys(_TTLS, TTL_MAX)
+)  # fmt: skip
+"""The integer limits (``rlnb serve --limit NAME=VALUE``), each in [1, its upper bound]."""
 
 
 def parse_limits(items: list[str]) -> dict[str, int]:
     """``["max_body_bytes=1e8", ...]`` (``rlnb serve --limit``) as settings fields; ``ValueError`` naming
-    what is wrong."""
+    what is wrong, and the limit's range, before the server starts."""
     limits = {}
     for item in items:
         name, _, value = item.partition("=")
+        item = item if len(item) <= 100 else item[:97] + "..."  # as said: 500 digits would fill the terminal
         if name not in LIMITS:
             raise ValueError(f"--limit {item!r}: the limits are {', '.join(LIMITS)}")
         try:
-            number = float(value)
+            number: float = int(value)  # exactly, past a float's 53 bits
         except ValueError:
-            raise ValueError(f"--limit {item!r}: {value!r} is not a number") from None
-        if not number.is_integer() or number < 1:
-            raise ValueError(f"--limit {item!r}: must be an integer >= 1")
+            try:
+                number = float(value)
+            except ValueError:
+                raise ValueError(f"--limit {item!r}: {value!r} is not a number") from None
+        if not (1 <= number <= LIMITS[name] and float(number).is_integer()):  # NaN: no comparison holds
+            raise ValueError(f"--limit {item!r}: {name} must be an integer in [1, {LIMITS[name]}]")
         limits[name] = int(number)
     return limits
 

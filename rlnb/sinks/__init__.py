@@ -12,8 +12,9 @@ library is an extra (``pip install 'rlnb[tensorboard]'``, ...), imported when it
 """
 
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, SinkError, SinkWarning, Writer
+from rlnb.sinks.exporting import export
 from rlnb.sinks.mlflow import MLflow
-from rlnb.sinks.stream import Attachment, attach, export
+from rlnb.sinks.stream import Attachment, attach
 from rlnb.sinks.tensorboard import TensorBoard
 from rlnb.sinks.trackio import Trackio
 from rlnb.sinks.wandb import WandB

@@ -208,6 +208,7 @@ class Sink(ABC):
             where = f" while writing run {run}" if run else ""
             self._unsaid.append(text or f"rlnb.sinks.{type(self).__name__} dropped{where}: {type(exc).__name__}: "
                                 f"{scrub(str(exc))}. Training and the rlnb run store carry on.")  # fmt: skip
+            _UNSAID.add(self)
 
     def stall(self, writer: threading.Thread, text: str) -> None:
         """Note a run's writer that missed ``close()``'s deadline, with one warning (kept for ``say``). A slow close
@@ -216,6 +217,7 @@ class Sink(ABC):
         with self._lock:
             self.stalled = writer
             self._unsaid.append(text)
+            _UNSAID.add(self)
 
     def is_stalled(self) -> bool:
         """Whether a run's writer that missed a close's deadline is still writing (``stall``)."""
@@ -223,11 +225,23 @@ class Sink(ABC):
         return writer is not None and writer.is_alive()
 
     def say(self, stacklevel: int = 2) -> None:
-        """Warn (``SinkWarning``) of this sink's failure, once, on the calling thread: the one that logs or closes,
-        never the sink's own."""
+        """Warn (``SinkWarning``) of this sink's failure, once, on the calling thread: the one that logs, closes or
+        reads the history's tables, never the sink's own (``say_all`` at exit at the latest)."""
         if not self._unsaid:  # the common case, without the lock: called at every log
             return
         with self._lock:
             unsaid, self._unsaid = self._unsaid, []
+            _UNSAID.discard(self)
         for text in unsaid:
             warnings.warn(text, SinkWarning, stacklevel=stacklevel + 1)
+
+
+_UNSAID: set[Sink] = set()
+"""The sinks whose warning no thread has said yet (held until said: a notebook may drop its last reference first)."""
+
+
+def say_all(stacklevel: int = 2) -> None:
+    """Say every sink's failure not said yet, on this thread (a new run's start, interpreter exit): a failure after
+    the last ``log``, in a notebook that never closes its history, was never shown."""
+    for sink in list(_UNSAID):
+        sink.say(stacklevel + 1)

@@ -1,4 +1,4 @@
-"""A History streamed to sinks while it runs (``attach``), or written whole afterwards (``export``).
+"""A History streamed to sinks while it runs (``attach``); ``rlnb.sinks.exporting`` writes one whole afterwards.
 
 The History's hooks run on the backend's threads and the notebook's, so they do O(1) work under one
 lock: a step's point is made from its finished records (``rlnb.sinks.points``) and queued. Each sink
@@ -10,21 +10,18 @@ interpreter exiting without ``session.close()`` loses nothing and never hangs.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
 import warnings
 import weakref
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from rlnb import _exit
 from rlnb.history import History, Record, new_run_id
-from rlnb.history.runconfig import is_time
-from rlnb.sinks.base import Failure, Point, RunInfo, Sink, SinkError, SinkWarning, Writer, scrubbed
-from rlnb.sinks.points import Item, Steps, logged, merge, replay
+from rlnb.sinks.base import RunInfo, Sink, SinkWarning, Writer, say_all
+from rlnb.sinks.points import Item, Steps, logged, merge
 from rlnb.sinks.process import Lease, stop_all
 
 CLOSE_TIMEOUT = 30.0
@@ -33,8 +30,6 @@ EXIT_TIMEOUT = 30.0
 """Seconds, over all sinks, that interpreter exit waits for runs nobody closed (MLflow's child
 may still be starting: importing MLflow and creating a new store's tables take seconds). A sink's
 child process still busy then is killed."""
-EXPORT_BATCH = 1000
-"""Points ``export`` gives the library at a time: each batch starts its deadline (``CLOSE_TIMEOUT``) again."""
 MAX_BACKLOG = 100_000
 """Points a sink may fall behind before it is dropped (it cannot keep up with the run)."""
 _CLOSE = object()
@@ -123,8 +118,10 @@ class Attachment:
         self._lock = threading.Lock()
         self._closed = False
         self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
+        say_all(3)  # a new run: a sink's failure not said yet (after the last log of a run never closed) is said now
         self._channels = [_Channel(s, history, unnamed(history)) for s in sinks if s.error is None]
         self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
+        history.on_read(self._on_read)  # kept after close(): a run's writer that missed its deadline may fail later
         _ATTACHED.add(self)
         _LATEST[history] = weakref.ref(self)  # a weak value: a strong one would keep the history alive for ever
 
@@ -144,6 +141,12 @@ class Attachment:
         except Exception as exc:  # noqa: BLE001 - nor into history.log
             self._broken(exc)
         self._say(5)  # at the user's log call (say, _say, here, Listeners.tell, History.log, the user's line)
+
+    def _on_read(self, _: None) -> None:
+        """A failure after the last ``log``, in a notebook that never closes (nor logs again), is said when the user
+        next reads the history's tables (a plot, ``steps``): on the notebook's thread only, never a live view's."""
+        if threading.current_thread() is threading.main_thread():
+            self._say(5)  # say, _say, here, Listeners.tell, History.steps, the user's line
 
     def _say(self, stacklevel: int = 3) -> None:
         """Say each sink's failure (``Sink.say``) on this thread, the one that logs or closes."""
@@ -221,76 +224,19 @@ def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:
             f"Trackio(...)), got {type(sinks).__name__}: {sinks!r}"
         )
     listed = [sinks] if isinstance(sinks, Sink) else list(sinks)
-    for sink in listed:
+    for i, sink in enumerate(listed):
         if not isinstance(sink, Sink):
             raise TypeError(f"sinks must be rlnb.sinks objects (TensorBoard, MLflow, WandB, Trackio), got {sink!r}")
+        first = next(j for j, other in enumerate(listed) if other is sink)
+        if first < i:  # two writers of one run into one library: every point twice (two TensorBoard event files)
+            raise ValueError(f"sinks[{i}] is sinks[{first}] ({sink!r}): the same sink twice would write every point "
+                             "of the run twice; give it once")  # fmt: skip
     return listed
 
 
 def attach(history: History, sinks: Sink | Sequence[Sink]) -> Attachment:
     """Stream ``history`` to ``sinks`` from now on (operations recorded before are not sent)."""
     return Attachment(history, validate(sinks))
-
-
-def export(run: History | str | Path, sink: Sink) -> None:
-    """Write a finished or reloaded run to ``sink``: ``rlnb.export("rlnb-runs/<id>", TensorBoard("tb"))``
-    or ``rlnb.export(session.history, ...)``. Raises ``SinkError`` if the sink cannot take it, or gives no answer
-    within ``CLOSE_TIMEOUT`` seconds (a tracking server that accepts and never answers): its thread is left behind."""
-    if not isinstance(run, History | str | os.PathLike):
-        raise TypeError(f"export takes a History or a run folder (e.g. session.history), got {type(run).__name__}")
-    if not isinstance(sink, Sink):  # a list (as connect(sinks=...) takes) or a name: "... has no attribute 'error'"
-        raise TypeError(f"export takes one sink, such as rlnb.sinks.TensorBoard('tb') (a list: export to each in "
-                        f"turn), got {type(sink).__name__}: {sink!r}")  # fmt: skip
-    history = run if isinstance(run, History) else History.load(run)
-    if sink.error is not None:
-        raise SinkError(f"{sink!r} cannot be used") from sink.error
-    config = dict(history.config)  # a snapshot: annotate() may add a field meanwhile, on another thread
-    created = config.get("created_at")  # a damaged config's (text, 10**400) is no time: now instead
-    points, failures = replay(history, float(created) if is_time(created) else time.time())
-    info = RunInfo.from_config(config, history.path or history.loaded_from, unnamed(history))  # loaded: no store
-    heard: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    work = (sink, info, points, failures, heard)
-    threading.Thread(target=_export, args=work, name=f"rlnb-export-{type(sink).__name__}", daemon=True).start()
-    timeout, doing = CLOSE_TIMEOUT, "setting up the sink"
-    while True:
-        try:
-            news = heard.get(timeout=timeout)
-        except queue.Empty:
-            raise SinkError(f"could not export run {info.name} to {sink!r}: no answer within {timeout:g} s "
-                            f"(rlnb.sinks.stream.CLOSE_TIMEOUT) while {doing}; its thread is left behind"
-                            ) from None  # fmt: skip
-        if news is None:
-            return
-        if isinstance(news, str):
-            doing = news
-            continue
-        safe = scrubbed(news)  # its text, and the chained cause, without a tracking URI's password
-        raise SinkError(f"could not export run {info.name} to {sink!r}: {type(safe).__name__}: {safe}") from safe
-
-
-def _export(sink: Sink, info: RunInfo, points: list[Point], failures: list[Failure], heard: Any) -> None:
-    """``export``'s calls to the library, on a thread of its own: each step is said on ``heard`` as it starts (the
-    deadline starts again), then None once all is written, or the error."""
-    try:
-        lease = Lease(sink)
-        try:
-            heard.put(f"opening run {info.name}")
-            writer = lease.open(info)
-            batches: list[tuple[list[Point], list[Failure]]] = [
-                (points[i : i + EXPORT_BATCH], []) for i in range(0, len(points), EXPORT_BATCH)
-            ] + ([([], failures)] if failures else [])
-            for chunk, failed in batches:
-                heard.put(f"writing steps {chunk[0].step}-{chunk[-1].step}" if chunk else "writing the failures")
-                writer.write(chunk, failed)
-            heard.put("closing the run")
-            writer.close()
-            heard.put("releasing the sink")
-        finally:
-            lease.release()
-    except BaseException as exc:  # noqa: BLE001 - said to export, which raises it as SinkError
-        heard.put(exc)
-        return
-    heard.put(None)
 
 
 def unnamed(history: History) -> str:
@@ -312,6 +258,7 @@ def _close_all() -> None:
     for attachment in list(_ATTACHED):
         attachment.close(timeout=max(0.0, deadline - time.monotonic()))
     stop_all(timeout=max(0.0, deadline - time.monotonic()))
+    say_all()  # at the latest: a failure no log, close or read has said since (a writer that failed after its close)
 
 
 _exit.on_exit("sinks", _close_all)

@@ -32,12 +32,6 @@ EVAL_EVERY = 10
 """Steps between two evaluations in the panel and in ``rlnb.tasks.lesson.train``."""
 
 
-def _no_answer(prompt: str) -> str:
-    """``VerifiedTask.answer`` unless one is given, which ``__post_init__`` refuses (a dataclass field after others
-    with defaults needs one)."""
-    raise TypeError("VerifiedTask.answer was not given")
-
-
 def expected(answer: Callable[[str], str], prompt: str) -> str:
     """``answer(prompt)``, which must be text: an int (``7`` for ``"3+4="``) never equals a completion, so every
     reward and the accuracy were 0, silently."""
@@ -54,15 +48,16 @@ class VerifiedTask(Task):
 
     eval_prompts: list[str] = field(default_factory=list)
     """Prompts never trained on: what ``evaluate`` scores."""
-    answer: Callable[[str], str] = _no_answer
-    """The reference answer of a prompt, computed from its text (required)."""
+    answer: Callable[[str], str] = field(kw_only=True)
+    """The reference answer of a prompt, computed from its text: required, by keyword (a field without a default
+    after ones with defaults)."""
     chance: float = 0.0
     """The eval accuracy of the best constant answer: what a collapsed policy (one output for every
     prompt) scores, the floor a lesson compares against."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.answer is _no_answer or not callable(self.answer):  # evaluate scored "completion == str(prompt)"
+        if not callable(self.answer):  # evaluate scored "completion == str(prompt)"
             raise TypeError(f"VerifiedTask.answer must be a function answer(prompt) -> str, the text that evaluate "
                             f"compares a completion to, got {self.answer!r}")  # fmt: skip
         prompts = self.eval_prompts  # a string was evaluated one character a prompt

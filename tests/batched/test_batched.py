@@ -686,7 +686,7 @@ def test_more_recording_members_than_the_process_may_open_files_for_are_refused(
     from rlnb.batched import run as run_module
     from rlnb.sweep.batched_executor import BatchedExecutor
 
-    monkeypatch.setattr(run_module, "open_files_limit", lambda: 200)
+    monkeypatch.setattr(run_module, "open_files_limit", lambda wanted=0: 200)
     members = [Member(rlnb.AdamParams(), seed=s, run_id=f"m{s}") for s in range(60)]
     with pytest.raises(ValueError, match=r"members: 60 recording members hold ~4 files open each, and this process "
                        r"may open 200 \(ulimit -n\): at most 34 members here; pass fewer, raise the limit, or "
@@ -695,6 +695,22 @@ def test_more_recording_members_than_the_process_may_open_files_for_are_refused(
     assert not list(tmp_path.iterdir())
     assert BatchedExecutor(tmp_path, threading.Event(), max_members=100)._max == 34
     assert BatchedExecutor(tmp_path, threading.Event(), max_members=8)._max == 8
+
+
+def test_the_open_files_limit_is_read_once_per_check(monkeypatch):
+    """``check_open_files`` read ``getrlimit`` three times (to raise the soft limit, through ``open_files_limit``,
+    again for its message): what it raised and what it said could differ. One read, raised in place."""
+    resource = pytest.importorskip("resource")
+    from rlnb.batched import run as run_module
+
+    reads: list[int] = []
+    real = resource.getrlimit
+    monkeypatch.setattr(resource, "getrlimit", lambda which: reads.append(which) or real(which))
+    run_module.check_open_files(1)
+    assert reads == [resource.RLIMIT_NOFILE]
+    reads.clear()
+    run_module.most_members(1)
+    assert reads == [resource.RLIMIT_NOFILE]
 
 
 def test_a_soft_open_files_limit_under_the_hard_one_is_raised_for_the_members_asked(monkeypatch):

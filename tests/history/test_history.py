@@ -288,6 +288,68 @@ def test_compare_keeps_two_runs_of_one_folder_label_and_seed_apart(tmp_path):
     assert compare([tmp_path / "a", tmp_path / "a"]).run.nunique() == 2
 
 
+
+def test_compare_keeps_a_baseline_logged_before_the_first_optim_step(tmp_path):
+    """``history.log(0, **{"eval/accuracy": 0.25})`` before training (the baseline a teacher wants on the plot):
+    ``rlnb.compare`` stacked the steps tables, one row per optim-step, and dropped it, from its table and from
+    ``plots.compare``, which drew the accuracy from step 2. It is a row of its own (its figures, NaN elsewhere);
+    the other rows are the steps table's, unchanged, and a figure logged after the last step is kept too."""
+    from rlnb.viz import plots
+
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="a")
+    s.history.log(0, **{"eval/accuracy": 0.25})
+    for step in (1, 2):
+        s.forward_backward([samples.cross_entropy(list(b"ab"))])
+        s.optim_step()
+        s.wait()
+        s.history.log(step, reward=0.5)
+    s.history.log(2, **{"eval/accuracy": 0.75})
+    s.history.log(3, **{"eval/accuracy": math.nan})  # NaN only: the last non-NaN of each figure, as steps keeps
+    s.history.log(3, **{"eval/accuracy": 0.8})
+    s.close()
+    table = compare([tmp_path / "a"])
+    assert list(table.step) == [0, 1, 2, 3] and table.step.dtype == "int64"
+    assert table["eval/accuracy"].tolist()[0] == 0.25 and table["eval/accuracy"].tolist()[2:] == [0.75, 0.8]
+    assert table.loss.iloc[[0, 3]].isna().all() and table.reward.iloc[[0, 3]].isna().all()
+    steps = s.history.steps
+    pd.testing.assert_frame_equal(table.iloc[1:3].drop(columns=["run", "seed"]).reset_index(drop=True), steps)
+    (line,) = plots.compare([tmp_path / "a"], y="eval/accuracy").lines
+    assert line.get_xydata().tolist() == [[0, 0.25], [2, 0.75], [3, 0.8]]
+    assert len(steps) == 2  # history.steps stays one row per optim-step (history.logged has every row)
+
+
+@pytest.mark.parametrize(
+    "given, says",
+    [
+        ("a", r"compare takes a list of runs \(Histories or run folders\).* got str: '.*a'; one run alone: \[run\]"),
+        (None, "compare takes a list of runs .* got NoneType: None"),
+        ([5], r"histories\[0\] must be a History or a run folder, got int: 5"),  # "path must be a path"
+    ],
+)
+def test_compare_given_no_list_of_runs_names_it(tmp_path, given, says):
+    """``rlnb.compare("rlnb-runs/a")`` loaded each character as a run ("r is not an rlnb run folder"); a Path or a
+    History alone was "'PosixPath' object is not iterable"; ``labels="ab"`` labelled two runs a and b."""
+    run_session(tmp_path, "a", steps=1)
+    given = str(tmp_path / "a") if given == "a" else given
+    with pytest.raises(TypeError, match=says):
+        compare(given)
+    for alone in (tmp_path / "a", History.load(tmp_path / "a")):
+        with pytest.raises(TypeError, match="compare takes a list of runs"):
+            compare(alone)
+    with pytest.raises(TypeError, match="labels must be a list, one label per run, got the str 'ab'"):
+        compare([tmp_path / "a", tmp_path / "a"], labels="ab")
+    assert list(compare([tmp_path / "a"], labels=["x"]).run) == ["x"]
+
+
+def test_runs_of_an_empty_path_is_refused_not_the_working_folder(tmp_path, monkeypatch):
+    """``rlnb.runs(os.environ.get("RUNS", ""))``: ``''`` listed the working folder (and its run folders), where
+    ``connect(runs_dir='')`` is refused."""
+    run_session(tmp_path, "a", steps=1)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"runs: path must be a runs folder's path or None \(./rlnb-runs\), got ''"):
+        rlnb.runs("")
+    assert list(rlnb.runs(".").run_id) == ["a"]  # the working folder, asked for
+
 def test_compare_keeps_a_figure_logged_as_run_or_seed(tmp_path):
     """``compare`` adds ``run`` and ``seed`` columns: a figure logged under either name stopped it (and
     ``plots.compare``) with pandas' ``cannot insert run, already exists``."""

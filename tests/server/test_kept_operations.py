@@ -3,6 +3,7 @@
 the setting, a retry of its Idempotency-Key a 409 (never a second run); a restarted server applies the same bound."""
 
 import json
+import re
 import shutil
 import time
 
@@ -128,12 +129,13 @@ def test_a_restarted_server_keeps_the_bound_and_the_tombstones(tmp_path):
 
 @pytest.mark.parametrize("value", [0, -1, 2.5, "10", True, None])
 def test_max_kept_operations_must_be_a_positive_integer(value):
-    with pytest.raises(ValueError, match=f"max_kept_operations must be an integer >= 1, got {value!r}"):
+    said = re.escape(f"max_kept_operations must be an integer in [1, 2147483647], got {value!r}")
+    with pytest.raises(ValueError, match=said):
         ServerSettings(max_kept_operations=value)
 
 
 def test_max_kept_operations_is_a_command_line_limit():
     assert parse_limits(["max_kept_operations=1e4"]) == {"max_kept_operations": 10_000}
-    with pytest.raises(ValueError, match="integer >= 1"):
+    with pytest.raises(ValueError, match=re.escape("max_kept_operations must be an integer in [1, 2147483647]")):
         parse_limits(["max_kept_operations=0"])
     assert ServerSettings().max_kept_operations == 10_000

@@ -6,6 +6,7 @@ and presigned download links. Each limit is a ServerSettings field, set small he
 import gc
 import json
 import math
+import re
 import threading
 import time
 import uuid
@@ -370,14 +371,39 @@ def test_limits_are_settings_and_command_line_flags():
         "max_live_sessions": 8,
     }
     for bad, says in (("max_bodybytes=1", "the limits are"), ("max_body_bytes=x", "not a number"),
-                      ("max_body_bytes=0", "integer >= 1"), ("max_body_bytes=1.5", "integer >= 1")):  # fmt: skip
+                      ("max_body_bytes=0", "integer in"), ("max_body_bytes=1.5", "integer in")):  # fmt: skip
         with pytest.raises(ValueError, match=says):
             parse_limits([bad])
-    with pytest.raises(ValueError, match="max_sample_tokens must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"max_sample_tokens must be an integer in \[1, 2147483647\]"):
         ServerSettings(max_sample_tokens=0)
     with pytest.raises(ValueError, match="public_url"):
         ServerSettings(public_url="rl.example")
 
+
+
+@pytest.mark.parametrize(
+    "name, value, high",
+    [
+        ("body_timeout", "1e300", 86400),  # a wait no timer holds: taken, and asyncio.wait_for overflowed at the body
+        ("body_idle_timeout", "86401", 86400),
+        ("payload_ttl", "1e9", 7 * 86400),
+        ("max_body_bytes", str(2**63), 2**63 - 1),
+        ("max_stop_strings", "1e12", 2**31 - 1),
+        ("max_label_bytes", "9" * 5000, 2**63 - 1),  # past int()'s digits: read as a float (inf), refused the same
+    ],
+)
+def test_every_limit_has_an_upper_bound_named_with_its_range(name, value, high):
+    """``rlnb serve --limit body_timeout=1e300`` (or ``ServerSettings(max_body_bytes=2**64)``) was taken: no limit
+    had an upper bound. Each has one; the error names the limit and its range, before anything starts; the bound
+    itself is taken."""
+    says = re.escape(f"{name} must be an integer in [1, {high}]")
+    with pytest.raises(ValueError, match=says):
+        parse_limits([f"{name}={value}"])
+    with pytest.raises(ValueError, match=says):
+        ServerSettings(**{name: high + 1})
+    assert parse_limits([f"{name}={high}"]) == {name: high} and getattr(ServerSettings(**{name: high}), name) == high
+    with pytest.raises(ValueError, match=r"reap_interval must be a finite number of seconds in \(0, 86400\]"):
+        ServerSettings(reap_interval=1e300)
 
 @pytest.mark.parametrize(
     "field, value, says",
@@ -388,8 +414,8 @@ def test_limits_are_settings_and_command_line_flags():
         ("op_delay", 1e300, r"op_delay .*got 1e\+300"),  # every operation failed INTERNAL_ERROR: OverflowError
         ("fail_rate", math.nan, r"fail_rate must be in \[0, 1\)"),
         ("fail_rate", 1.0, r"fail_rate must be in \[0, 1\)"),
-        ("reap_interval", math.nan, "reap_interval must be a finite number > 0"),
-        ("reap_interval", 0.0, "reap_interval must be a finite number > 0"),
+        ("reap_interval", math.nan, r"reap_interval must be a finite number of seconds in \(0, 86400\]"),
+        ("reap_interval", 0.0, r"reap_interval must be a finite number of seconds in \(0, 86400\]"),
         ("result_offload_bytes", -5, "result_offload_bytes must be None or an integer >= 0"),
     ],
 )

@@ -31,7 +31,7 @@ import torch
 import rlnb
 from rlnb import samples, sinks
 from rlnb.history import History
-from rlnb.sinks import stream
+from rlnb.sinks import exporting, stream
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink
 from rlnb.sinks.points import Steps, merge
 from rlnb.sweep import grid, sweep
@@ -535,7 +535,23 @@ def test_bad_sinks_are_refused_before_anything_starts():
         sinks.MLflow(tracking_uri="")
     with pytest.raises(TypeError, match=r"WandB.dir must be a path \(str or os.PathLike\), got int: 5"):
         sinks.WandB("p", dir=5, process=True)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="TensorBoard.logdir must be a folder's path, got ''"):
+        sinks.TensorBoard("")  # an unset variable: the run folders went into the working folder
 
+
+
+def test_the_same_sink_twice_is_refused_before_anything_starts(tmp_path):
+    """``sinks=[tb, tb]`` (a list built in two places) gave the run two writers into one library: every point
+    written twice (two TensorBoard event files of one run, each point doubled in the dashboard)."""
+    from rlnb.testing import FakeBackend
+
+    tb = sinks.TensorBoard(tmp_path / "tb")
+    said = r"sinks\[2\] is sinks\[0\] \(<rlnb.sinks.TensorBoard>\): the same sink twice would write every point"
+    with pytest.raises(ValueError, match=said):
+        rlnb.connect("local", device="cpu", runs_dir=tmp_path / "runs", sinks=[tb, sinks.TensorBoard(tmp_path), tb])
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "tb").exists()
+    with rlnb.Session(FakeBackend(), record=False, sinks=[tb, sinks.TensorBoard(tmp_path / "tb")]) as s:  # two sinks
+        s.forward_backward(CE)  # of one folder are two destinations the user chose: taken
 
 def test_sink_folders_expand_home(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -853,12 +869,52 @@ def test_export_to_a_sink_whose_set_up_never_answers_gives_up_at_the_deadline(mo
         assert entered.is_set()
     finally:
         release.set()
-    monkeypatch.setattr(stream, "EXPORT_BATCH", 2)
+    monkeypatch.setattr(exporting, "EXPORT_BATCH", 2)
     monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 60.0)
     done = Flaky(0, OSError("never"))
     rlnb.export(tmp_path / "r", done)
     assert [[p.step for p in w] for w in done.writes] == [[1, 2], [3, 4], [5]] and done.closed
 
+
+
+EXPORT_HANGING_SCRIPT = """
+import sys, threading
+import rlnb
+from rlnb.history import History
+from rlnb.sinks import SinkError, stream
+from rlnb.sinks.base import Sink
+
+class Silent(Sink):
+    library, extra = "json", "none"
+    def spec(self): raise NotImplementedError
+    def prepare(self): threading.Event().wait()  # a tracking server that accepts and never answers
+    def open(self, run): raise AssertionError("never reached")
+
+history = History.create({}, sys.argv[1], "r")
+history.log(1, reward=1.0)
+history.close()
+stream.CLOSE_TIMEOUT = 0.5
+try:
+    rlnb.export(sys.argv[1] + "/r", Silent())
+except SinkError as exc:
+    print(exc)
+print("daemons:", all(t.daemon for t in threading.enumerate() if t.name.startswith("rlnb-export")), flush=True)
+"""
+
+
+@pytest.mark.slow  # a Python process
+def test_an_export_given_up_on_says_the_library_may_still_write_and_never_keeps_the_process_alive(tmp_path):
+    """``rlnb.export`` past its deadline left the library's thread running and said only "its thread is left
+    behind": not that the library may still be writing the run there (an export again may write it twice), nor
+    whether that thread keeps the process from exiting. It says so; the thread is a daemon: the script exits."""
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(EXPORT_HANGING_SCRIPT), str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env=os.environ,  # exiting at all is the behaviour
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "no answer within 0.5 s (rlnb.sinks.stream.CLOSE_TIMEOUT) while setting up the sink; the library may " \
+        "still be writing this run there, on a daemon thread left behind" in proc.stdout, proc.stdout
+    assert "daemons: True" in proc.stdout
 
 def test_wandb_figures_named_like_its_own_keys_are_sent_under_logged(tmp_path):
     """``history.log(step, _step=..., _runtime=...)``: W&B keeps every key that starts with ``_`` for itself
@@ -953,6 +1009,91 @@ def test_a_sink_failure_reaches_the_user_past_another_threads_catch_warnings():
         session.close()
     assert [w for w in swallowed if issubclass(w.category, sinks.SinkWarning)] == [] and len(said) == 1
 
+
+
+def test_a_sink_failure_after_the_last_log_is_said_at_the_next_read_or_new_run():
+    """A sink's failure was said only at the next ``history.log`` or ``close``: one after the last ``log``, in a
+    notebook that never closes its history, was never shown. It is said at the next read of the history's tables
+    (``steps``, ``df``, ``logged``: what a plot reads), once; or when a new run starts streaming."""
+    go, failed = threading.Event(), threading.Event()
+
+    class Late(Flaky):
+        def write(self, points: list[Point], failures: list[Failure]) -> None:
+            go.wait(60)  # fails only once the log call has returned
+            super().write(points, failures)
+
+        def fail(self, *args: Any, **kwargs: Any) -> None:
+            super().fail(*args, **kwargs)
+            failed.set()
+
+    history = History()
+    attachment = stream.attach(history, [Late(1, OSError("disk gone"), interval=0)])
+    try:
+        with warnings.catch_warnings(record=True) as early:
+            warnings.simplefilter("always")
+            history.log(1, reward=1.0)
+        assert not [w for w in early if issubclass(w.category, sinks.SinkWarning)]
+        go.set()
+        assert failed.wait(60)
+        with pytest.warns(sinks.SinkWarning, match="Late dropped while writing run .*disk gone") as said:
+            history.steps  # noqa: B018 - the read is the point
+        assert len(said) == 1 and said[0].filename == __file__  # at the user's line
+        with warnings.catch_warnings(record=True) as again:
+            warnings.simplefilter("always")
+            history.df  # noqa: B018
+        assert not [w for w in again if issubclass(w.category, sinks.SinkWarning)]  # said once
+        failed.clear()
+        other = Late(1, OSError("second disk gone"), interval=0)
+        second = stream.attach(History(), [other])
+        second._channels[0].put(Point(1, {"x": 1.0}, 0.0))
+        assert failed.wait(60)
+        with pytest.warns(sinks.SinkWarning, match="second disk gone"):
+            stream.attach(History(), []).close()  # a new run says what no read or log has said yet
+        second.close()
+    finally:
+        go.set()
+        attachment.close()
+
+
+FAILS_AFTER_CLOSE_SCRIPT = """
+import threading, warnings
+from rlnb.history import History
+from rlnb.sinks import attach
+from rlnb.sinks.base import Sink
+
+go = threading.Event()
+
+class Late(Sink):
+    library, extra = "json", "none"
+    def spec(self): raise NotImplementedError
+    def open(self, run): return self
+    def write(self, points, failures): pass
+    def close(self):
+        go.wait(60)
+        raise OSError("disk gone at close")
+
+history = History()
+attachment = attach(history, [Late(interval=0)])
+history.log(1, reward=1.0)
+with warnings.catch_warnings(record=True):
+    attachment.close(timeout=0.2)  # missed: said here ("did not finish writing"), the writer left running
+go.set()
+attachment._channels[0].thread.join(60)  # it fails now, after its close: nothing touches the history again
+print("ready", flush=True)
+"""
+
+
+@pytest.mark.slow  # a Python process
+def test_a_sink_failure_no_call_said_is_said_at_interpreter_exit(tmp_path):
+    """A run's writer that missed its close's deadline and failed afterwards: no log, close or read came again, and
+    the failure was never shown. Interpreter exit says it, at the latest."""
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(FAILS_AFTER_CLOSE_SCRIPT)],
+        capture_output=True, text=True, timeout=300, env=os.environ,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "ready" in proc.stdout, proc.stderr[-3000:]
+    assert re.search(r"SinkWarning: rlnb.sinks.Late dropped while writing run \S+: OSError: disk gone at close",
+                     proc.stderr), proc.stderr[-3000:]  # fmt: skip
 
 def test_an_export_of_a_run_without_an_id_keeps_the_name_its_stream_used(tmp_path):
     """A session with ``record=False`` streamed to a sink under a fresh name; ``rlnb.export`` of its history made

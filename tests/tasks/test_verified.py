@@ -145,13 +145,23 @@ def test_an_answer_that_is_no_text_is_refused_not_scored_zero_for_ever():
     with pytest.raises(TypeError, match=r"answer\('3\+4='\) returned 7 \(int\): it must return the answer's text"):
         as_int.reward("3+4=", "7")
     with pytest.raises(TypeError, match=r"VerifiedTask.answer must be a function answer\(prompt\) -> str"):
-        VerifiedTask("t", ["ab>"], exact_match(lambda p: p[0]), eval_prompts=["ba>"])
+        VerifiedTask("t", ["ab>"], exact_match(lambda p: p[0]), eval_prompts=["ba>"], answer="a")
     assert exact_match(lambda p: p[0])("ab>", "a") == 1.0
     with (
         rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s,
         pytest.raises(TypeError, match=r"answer\('\d\+\d='\) returned \d+ \(int\)"),
     ):
         as_int.evaluate(s, 2)
+
+
+def test_a_verified_tasks_answer_is_a_required_field():
+    """``answer`` had a default whose body raised, which ``__post_init__`` made unreachable by refusing it: the rule
+    "answer is required" was said by a sentinel and dead code. The dataclass says it: a field with no default."""
+    assert {f.name: f for f in dataclasses.fields(VerifiedTask)}["answer"].default is dataclasses.MISSING
+    with pytest.raises(TypeError, match=r"missing 1 required keyword-only argument: 'answer'"):
+        VerifiedTask("t", ["ab>"], exact_match(lambda p: p[0]), eval_prompts=["ba>"])  # type: ignore[call-arg]
+    task = VerifiedTask("t", ["ab>"], exact_match(lambda p: p[0]), eval_prompts=["ba>"], answer=lambda p: p[0])
+    assert task.answer("ba>") == "b" and task.chance == 0.0
 
 
 def test_a_lesson_refuses_a_task_without_a_held_out_split_and_a_bad_seed_before_anything_is_logged():
