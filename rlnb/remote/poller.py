@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb import wire
+from rlnb._options import OPERATION_TIMEOUT
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient
 from rlnb.wire import Listener
@@ -44,8 +45,6 @@ LONG_POLL_WAIT = 10.0
 """Longest wait asked of a long-polling server per GET (bounded by what it advertises)."""
 POLL_FAILURE_WINDOW = 120.0
 """Seconds of nothing but failed polls after which an operation fails (``TIMEOUT``): the server is gone."""
-OPERATION_TIMEOUT = 3600.0
-"""Seconds after submission at which the poller gives an operation up (reported FAILED, TIMEOUT)."""
 READY_TIMEOUT = 1800.0
 """Seconds ``RemoteBackend.connect`` waits for the model resource, then the session, to be up."""
 
