@@ -199,7 +199,8 @@ class RemoteBackend:
         try:
             self._info = self.client.stop_session(self.session_id)
         except APIError as exc:
-            errors.append(exc)
+            if not _gone(exc, f"session {self.session_id}"):
+                errors.append(exc)
             reachable = not isinstance(exc, APIConnectionError) and not (
                 isinstance(exc, APIStatusError) and exc.status_code >= 500
             )
@@ -212,7 +213,8 @@ class RemoteBackend:
             try:
                 self.client.stop_model_resources(self._info.model_resources_id)
             except APIError as exc:
-                errors.append(exc)
+                if not _gone(exc, f"model resource {self._info.model_resources_id}"):
+                    errors.append(exc)
         self.client.close()
         self.state = Lifecycle.CLOSED
         if errors:
@@ -246,3 +248,12 @@ class RemoteBackend:
                     reason += " (the server could not be reached, so its outcome is unknown)"
                 env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason)
             report(op, env)
+
+
+def _gone(exc: APIError, what: str) -> bool:
+    """Whether a stop's error says ``what`` is gone already (404: the server forgot it, e.g. it expired): stopped,
+    so closing succeeds, with a warning. Raised, it hid the error of the ``with`` block that was closing it."""
+    if not (isinstance(exc, APIStatusError) and exc.status_code == 404):
+        return False
+    log.warning("rlnb: %s was already gone when rlnb stopped it (%s)", what, exc)
+    return True
