@@ -110,6 +110,7 @@ class Poller:
         self._inflight: list[InFlight] = []  # submission order
         self._cond = threading.Condition()
         self._stopping = False
+        self._said: set[str] = set()  # the statuses newer than rlnb's list warned of (``_newer``)
         self._thread = threading.Thread(target=self._loop, name=f"rlnb-poll-{session_id}", daemon=True)
         self._thread.start()
 
@@ -125,6 +126,7 @@ class Poller:
         """Follow ``env`` until it ends; False when the poller has already stopped."""
         now = time.monotonic()
         op = InFlight(kind, listener, env, now + self.operation_timeout, now, now + self.poll_min)
+        self._newer(op, env.status)
         with self._cond:
             if self._stopping:
                 return False
@@ -208,13 +210,14 @@ class Poller:
             env = wire.Operation.failed(op.env.id, None, f"polling failed: {exc}")
         else:
             self._failing_since, self._last_failure = None, None
+            self._newer(op, env.status)
         now = time.monotonic()
         if env.status not in wire.TERMINAL_STATUSES and now >= op.deadline:
             env = wire.Operation.failed(
                 op.env.id,
                 wire.OperationErrorCode.TIMEOUT,
                 f"rlnb stopped waiting after {self.operation_timeout:g} s (operation_timeout); the operation "
-                f"was last {op.env.status} and the server may still finish it",
+                f"was last {_said(env.status)} and the server may still finish it",
             )
         if op.ended:  # settled meanwhile by the one who stopped this poller
             return
@@ -230,6 +233,16 @@ class Poller:
                 if at_once
                 else min(now + poll_interval(now - op.changed, self.poll_min, self.poll_max), op.deadline)
             )
+
+    def _newer(self, op: InFlight, status: str) -> None:
+        """A status newer than rlnb's list (``wire.Newer``) may or may not end the operation: it is polled on under its
+        deadline, and each such status is said once (it failed the operation at once, unparsed)."""
+        if not isinstance(status, wire.OperationStatus) and status not in self._said:
+            self._said.add(status)
+            log.warning(
+                "rlnb: %s %s is %s, a status rlnb does not know (a newer API revision?): polling on until a known end, "
+                "or operation_timeout (%g s)", op.kind, op.env.id, status, self.operation_timeout,
+            )  # fmt: skip
 
     def _give_up(self, op: InFlight, exc: Exception) -> None:
         """A poll raised what no API error is (an injected transport's own error): ``op`` fails with it. Raised,
@@ -266,7 +279,7 @@ class Poller:
                 op.env.id,
                 wire.OperationErrorCode.TIMEOUT,
                 f"every poll failed for {failing:.0f} s (poll_failure_window {self.failure_window:g} s), last: "
-                f"{exc}; the operation was last {op.env.status} and its outcome is unknown",
+                f"{exc}; the operation was last {_said(op.env.status)} and its outcome is unknown",
             ))  # fmt: skip
 
 
@@ -275,3 +288,8 @@ def report(op: InFlight, env: wire.Operation[Any]) -> None:
         op.listener(env)
     except Exception:  # a listener's bug must not stop the poller for every other operation
         log.exception("listener of %s %s raised", op.kind, op.env.id)
+
+
+def _said(status: str) -> str:
+    """A status as a message shows it: one newer than rlnb's list says so."""
+    return status if isinstance(status, wire.OperationStatus) else f"{status} (a status rlnb does not know)"
