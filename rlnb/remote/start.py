@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from rlnb import wire
@@ -27,21 +28,33 @@ def _wait_until(
 ) -> M:
     """Poll ``fetch()`` until its status is ``ready``, with ``poll_interval`` backoff (not a fixed 10 s).
 
-    Raises ``SessionClosed`` (a session) or ``RlnbError`` (a model resource) on a dead status, and
-    ``OperationTimeout`` after ``timeout`` seconds.
+    Raises ``SessionClosed`` (a session) or ``RlnbError`` (a model resource) on a dead status, or on a status newer
+    than rlnb's list that comes with an error (the API sets ``error`` on a failed one only), and ``OperationTimeout``
+    after ``timeout`` seconds, naming the newer statuses seen: the wait went on through them (warned once each)
+    and timed out saying only "still", with no word that rlnb could not read them.
     """
     start = time.monotonic()
+    newer: list[str] = []  # the statuses newer than the list seen, each warned once
     while True:
         obj = fetch()
         if obj.status == ready:
             return obj
+        what = f"{type(obj).__name__} {obj.id}"
+        cls = SessionClosed if isinstance(obj, wire.Session) else RlnbError
+        detail = f": {obj.error.code}: {obj.error.message}" if obj.error is not None else ""
         if obj.status in dead:
-            detail = f": {obj.error.code}: {obj.error.message}" if obj.error is not None else ""
-            cls = SessionClosed if isinstance(obj, wire.Session) else RlnbError
-            raise cls(f"{type(obj).__name__} {obj.id} is {obj.status}{detail}")
+            raise cls(f"{what} is {obj.status}{detail}")
+        if not isinstance(obj.status, StrEnum):  # ``wire.Newer`` kept a status newer than the list
+            if obj.error is not None:
+                raise cls(f"{what} is {obj.status}, a status rlnb does not know, with an error{detail}; rlnb stopped "
+                          f"waiting for {ready}")  # fmt: skip
+            if obj.status not in newer:
+                newer.append(obj.status)
+                log.warning("rlnb: %s is %s, a status rlnb does not know: waiting on for %s", what, obj.status, ready)
         elapsed = time.monotonic() - start
         if elapsed >= timeout:
-            raise OperationTimeout(f"{type(obj).__name__} {obj.id} still {obj.status} after {timeout:.0f} s")
+            seen = f" (statuses rlnb does not know seen: {', '.join(newer)})" if newer else ""
+            raise OperationTimeout(f"{what} still {obj.status} after {timeout:g} s, not {ready}{seen}")
         time.sleep(min(poll_interval(elapsed, poll_min, poll_max), timeout - elapsed))
 
 

@@ -377,3 +377,48 @@ def test_an_operation_left_in_a_newer_status_fails_at_its_deadline_naming_that_s
         s.forward_backward(BATCH).result(timeout=10)
     assert failed.value.code == wire.OperationErrorCode.TIMEOUT
     s.close()
+
+
+def newer_session_status(status: str, error: dict | None = None) -> Callable[[Handler], Handler]:
+    """The fake, its sessions answering in ``status`` (a newer revision's), with ``error`` if given."""
+
+    def wrap(fake: Handler) -> Handler:
+        def handler(request: httpx.Request) -> httpx.Response:
+            response = fake(request)
+            if request.method == "GET" and re.fullmatch(r"/v1/rl/training-sessions/[^/]+", request.url.path):
+                data = {**json.loads(response.content), "status": status, "error": error}
+                return httpx.Response(response.status_code, json=data)
+            return response
+
+        return handler
+
+    return wrap
+
+
+def test_a_session_kept_in_a_newer_status_times_out_naming_it_and_is_stopped(caplog):
+    """``connect`` waited its whole ``ready_timeout`` through a status it could not read, then said only "still"."""
+    fake = FakeAPI()
+    rid = fake.add_resource({"adam": {}})
+    transport = httpx.MockTransport(newer_session_status("TRAINING_SESSION_STATUS_HIBERNATING")(fake))
+    with pytest.raises(rlnb.OperationTimeout, match=r"statuses rlnb does not know seen: TRAINING_SESSION_STATUS_HIB"):
+        rlnb.connect(BASE, api_key=KEY, transport=transport, model_resources_id=rid, ready_timeout=0.3, **FAST_POLL)
+    said = [r.getMessage() for r in caplog.records if "a status rlnb does not know" in r.getMessage()]
+    assert len(said) == 1 and "HIBERNATING" in said[0]
+    assert [v["status"] for v in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]
+
+
+def test_a_session_in_a_newer_status_with_an_error_ends_the_wait_at_once():
+    """A newer status that comes with an error (the API sets one on a failed session only) is an end: ``connect``
+    waited its whole ``ready_timeout`` (30 min by default) for a session that had failed, then named no error."""
+    error = {
+        "code": "TRAINING_SESSION_ERROR_CODE_TIMED_OUT",
+        "message": "evicted",
+        "occurred_at": "2025-01-01T00:00:00Z",
+    }
+    fake = FakeAPI()
+    rid = fake.add_resource({"adam": {}})
+    transport = httpx.MockTransport(newer_session_status("TRAINING_SESSION_STATUS_EVICTED", error)(fake))
+    with pytest.raises(
+        rlnb.SessionClosed, match=r"STATUS_EVICTED, a status rlnb does not know, with an error: .*evicted"
+    ):
+        rlnb.connect(BASE, api_key=KEY, transport=transport, model_resources_id=rid, ready_timeout=60, **FAST_POLL)
