@@ -8,7 +8,9 @@ Three strategies, chosen from what the server offers (``APIClient.features``):
 * **Oldest first** (a server that runs a session's operations in order): only the oldest unfinished
   operation is polled; the next one cannot finish before it, and starts as it ends.
 * **Long-poll** (rlnb serve): the oldest unfinished operation's GET waits on the server until its
-  status changes, so each change is known within a round trip, with one GET per change.
+  status changes, so each change is known within a round trip, with one GET per change. One that comes back
+  unchanged before half its wait was not held (a proxy's, or a server's that does not long-poll): the next
+  waits ``poll_interval``, as a plain poll.
 
 A poll that gets no answer (or a 5xx / 429 after the client's retries) is tried again; once every poll of
 the session has failed for ``poll_failure_window`` seconds, counted from the first failing poll's start
@@ -221,13 +223,16 @@ class Poller:
             )
         if op.ended:  # settled meanwhile by the one who stopped this poller
             return
-        if env.status != op.env.status:
+        changed = env.status != op.env.status
+        if changed:
             op.env, op.changed = env, now
             report(op, env)
         if env.status in wire.TERMINAL_STATUSES:
             self._ended(op, now)
         else:
-            at_once = wait and not transient  # a long-poll that answered: ask again right away
+            # A long-poll that answered: ask again right away, unless it came back unchanged before half its wait (a
+            # server or proxy that does not hold it was asked in a loop, thousands of GETs a second).
+            at_once = wait and not transient and (changed or now - started >= wait / 2)
             op.due = (
                 now
                 if at_once

@@ -422,3 +422,21 @@ def test_a_session_in_a_newer_status_with_an_error_ends_the_wait_at_once():
         rlnb.SessionClosed, match=r"STATUS_EVICTED, a status rlnb does not know, with an error: .*evicted"
     ):
         rlnb.connect(BASE, api_key=KEY, transport=transport, model_resources_id=rid, ready_timeout=60, **FAST_POLL)
+
+
+def test_a_server_that_advertises_long_polls_but_answers_at_once_is_not_polled_in_a_loop():
+    """A server (or a proxy before it) that says ``rlnb-long-poll-max-wait`` but answers each ``?wait=`` GET at once,
+    unchanged: every answer was asked again at once, thousands of GETs a second for as long as the operation ran."""
+    fake = FakeAPI(op_states=("PENDING", "RUNNING"))
+    fake.advertise, fake.hold = True, True
+    rid = fake.add_resource({"adam": {}})
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=1, poll_min=0.05, poll_max=0.2, record=False, **quick({}),
+    )  # fmt: skip
+    assert s.backend.client.features.long_poll_max_wait == 30.0
+    with pytest.raises(rlnb.OperationFailed, match="operation_timeout"):
+        s.forward_backward(BATCH).result(timeout=10)
+    polls = fake.calls("GET", "/operations/")
+    assert polls[0].url.params["wait"] and len(polls) < 100  # about 15 backed off; the loop made 1,800 in this 1 s
+    s.close()
