@@ -352,16 +352,24 @@ def test_a_sample_answer_that_does_not_fit_the_request_fails_naming_the_shapes(r
     s.close()
 
 
-def test_an_operation_status_of_a_newer_revision_is_polled_on_and_said_once(caplog):
-    """An operation status newer than rlnb's list (a capacity queue, say) failed the operation at once ("polling
-    failed: ... Input should be ..."), though nothing says it ends it: it is polled on, and said once per status."""
-    fake = FakeAPI(op_states=("PENDING", "QUEUED_FOR_GPU", "QUEUED_FOR_GPU", "RUNNING"))
-    s = session_on(fake, lambda handler: handler)
+@pytest.mark.parametrize("first", ["PENDING", "QUEUED_FOR_GPU"])
+def test_an_operation_status_of_a_newer_revision_is_polled_on_and_said_once(caplog, tmp_path, first):
+    """An operation status newer than rlnb's list (a capacity queue, say), in a poll's answer or the submission's,
+    failed the operation at once ("... Input should be ..."), though nothing says it ends it: it is polled on, said
+    once per status, and recorded as it came."""
+    fake = FakeAPI(op_states=(first, "QUEUED_FOR_GPU", "QUEUED_FOR_GPU", "RUNNING"))
+    rid = fake.add_resource({"adam": {}})
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=20, runs_dir=tmp_path, **FAST_POLL, **quick({}),
+    )  # fmt: skip
     first, second = s.forward_backward(BATCH), s.forward_backward(BATCH)
     assert first.result(timeout=10).loss == second.result(timeout=10).loss == 2.5
     said = [r.getMessage() for r in caplog.records if "a status rlnb does not know" in r.getMessage()]
     assert len(said) == 1 and f"{wire.OperationStatus.FAILED.removesuffix('FAILED')}QUEUED_FOR_GPU" in said[0]
     s.close()
+    assert list(s.history.df.status) == [wire.OperationStatus.COMPLETED] * 2
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]  # recording went through the newer status too
 
 
 def test_an_operation_left_in_a_newer_status_fails_at_its_deadline_naming_that_status():
