@@ -210,10 +210,10 @@ class RemoteBackend:
             tell(sending, wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
         self._settle(self._poller.stop(wait=reachable), ask=reachable)
         if self.stop_resource and reachable:
-            try:
-                self.client.stop_model_resources(self._info.model_resources_id)
+            try:  # the one connect created: the stop's answer may name another (it stopped that one, not this)
+                self.client.stop_model_resources(self.resource.id)
             except APIError as exc:
-                if not _gone(exc, f"model resource {self._info.model_resources_id}"):
+                if not _gone(exc, f"model resource {self.resource.id}"):
                     errors.append(exc)
         self.client.close()
         self.state = Lifecycle.CLOSED

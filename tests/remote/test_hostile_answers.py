@@ -448,3 +448,25 @@ def test_a_server_that_advertises_long_polls_but_answers_at_once_is_not_polled_i
     polls = fake.calls("GET", "/operations/")
     assert polls[0].url.params["wait"] and len(polls) < 100  # about 15 backed off; the loop made 1,800 in this 1 s
     s.close()
+
+
+def test_close_stops_the_resource_connect_created_whatever_resource_the_stops_answer_names():
+    """The stop's answer named another model resource (a server's bug, a proxy's cache): ``close()`` stopped that
+    one, someone else's, with its sessions, and left the resource ``connect`` had created running, and paid for."""
+    fake = FakeAPI(ready_after=1)
+    other_rid = fake.add_resource({"adam": {}})
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        if request.url.path.endswith("/stop") and "/training-sessions/" in request.url.path:
+            return httpx.Response(200, json={**json.loads(response.content), "model_resources_id": other_rid})
+        return response
+
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(handler), base_model="org/model-a", ready_timeout=5,
+        record=False, **FAST_POLL, **quick({}),
+    )  # fmt: skip
+    own = s.backend.resource.id
+    s.close()
+    assert fake.resources[own]["status"] == "MODEL_RESOURCES_STATUS_STOPPED"
+    assert fake.resources[other_rid]["status"] == "MODEL_RESOURCES_STATUS_READY"
