@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from typing import Any
 
 from rlnb import wire
@@ -232,12 +233,14 @@ class RemoteBackend:
 
     def _settle(self, inflight: list[Any], ask: bool) -> None:
         """After the stop: one last poll of each operation still in flight (while the server answers, if
-        ``ask``); unfinished ones end FAILED (SESSION_NOT_ACTIVE), as on the local backend."""
+        ``ask``); unfinished ones end FAILED (SESSION_NOT_ACTIVE), as on the local backend. The polls share one
+        call's ``deadline``: a server answering each 503 with a ``Retry-After`` held close() one per operation."""
+        end = time.monotonic() + self.client.deadline
         for op in inflight:
             env = op.env
             if ask:
                 try:
-                    env = self.client.get_operation(self.session_id, op.kind, op.env.id)
+                    env = self.client.get_operation(self.session_id, op.kind, op.env.id, until=end)
                 except APIConnectionError:
                     ask = False  # gone: do not spend a deadline on each of the others
                 except APIError:

@@ -6,6 +6,7 @@ import gzip
 import json
 import re
 import threading
+import time
 import tracemalloc
 import zlib
 from collections.abc import Callable
@@ -470,3 +471,34 @@ def test_close_stops_the_resource_connect_created_whatever_resource_the_stops_an
     s.close()
     assert fake.resources[own]["status"] == "MODEL_RESOURCES_STATUS_STOPPED"
     assert fake.resources[other_rid]["status"] == "MODEL_RESOURCES_STATUS_READY"
+
+
+def test_the_last_polls_of_close_share_one_deadline():
+    """A server that takes the stop, then answers every poll 503 with ``Retry-After: 1``: each operation in flight
+    was asked for its whole call deadline in turn (120 s each by default: 20 minutes to close 10 operations)."""
+    fake = FakeAPI(ready_after=1, op_states=("RUNNING",))  # RUNNING when submitted: no poll before close
+    fake.hold = True
+    stopped, asked = threading.Event(), []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/stop"):
+            stopped.set()
+        elif stopped.is_set() and request.method == "GET" and "/operations/" in request.url.path:
+            asked.append(request.url.path)
+            return httpx.Response(503, headers={"Retry-After": "1"})
+        return fake(request)
+
+    rid = fake.add_resource({"adam": {}})
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
+        deadline=2.5, poll_min=60, poll_max=60, record=False, **quick({}),
+    )  # fmt: skip
+    ops = [s.forward_backward(BATCH) for _ in range(5)]
+    until = time.monotonic() + 10
+    while any(op.status != wire.OperationStatus.RUNNING for op in ops):  # all sent: in flight
+        assert time.monotonic() < until, [op.status for op in ops]
+        time.sleep(0.01)
+    s.close()
+    assert all(op.done() and op.error.code == wire.OperationErrorCode.SESSION_NOT_ACTIVE for op in ops)
+    per_op = [asked.count(path) for path in dict.fromkeys(asked)]
+    assert per_op == [3, 1, 1, 1, 1]  # asked at 0, 1 and 2 s, then the deadline was spent; each op 3 times, before
