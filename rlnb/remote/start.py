@@ -176,8 +176,14 @@ def _checked(
     resource: wire.ModelResources, optimizer: OptimizerKind | None, lora: object = None
 ) -> wire.ModelResources:
     """``resource``, unless it uses another optimizer than the one asked for, or ``lora`` (when given) asks
-    for LoRA on a full-weight resource or full weights on a LoRA one (``ValueError``)."""
-    kind = wire.optimizer_of(resource.optimizer_config)
+    for LoRA on a full-weight resource or full weights on a LoRA one (``ValueError``), or its optimizer is none
+    rlnb knows (``RlnbError``: a newer revision's was taken for Adam, and every optim-step sent Adam's body)."""
+    config = resource.optimizer_config
+    if config.adam is None and config.muon is None:
+        named = ", ".join(sorted(config.model_extra or {})) or "none"
+        raise RlnbError(f"model resource {resource.id} uses an optimizer rlnb does not know ({named}); it runs "
+                        f"{', '.join(wire.OPTIMIZERS)} only")  # fmt: skip
+    kind = wire.optimizer_of(config)
     if optimizer is not None and optimizer != kind:
         raise ValueError(
             f"model resource {resource.id} uses {kind}, not {optimizer} (the optimizer is fixed when the resource "

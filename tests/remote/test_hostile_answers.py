@@ -502,3 +502,18 @@ def test_the_last_polls_of_close_share_one_deadline():
     assert all(op.done() and op.error.code == wire.OperationErrorCode.SESSION_NOT_ACTIVE for op in ops)
     per_op = [asked.count(path) for path in dict.fromkeys(asked)]
     assert per_op == [3, 1, 1, 1, 1]  # asked at 0, 1 and 2 s, then the deadline was spent; each op 3 times, before
+
+
+@pytest.mark.parametrize("config", [{"lion": {"lr": 1}}, {}])
+def test_a_resource_whose_optimizer_rlnb_does_not_know_is_refused_not_taken_for_adam(config):
+    """A model resource with a newer revision's optimizer (or none named): ``connect`` took it for Adam, and every
+    optim-step would have sent Adam's parameters to it."""
+    fake = FakeAPI(ready_after=1)
+    rid = fake.add_resource(config)
+    named = "lion" if config else "none"
+    with pytest.raises(rlnb.RlnbError, match=rf"uses an optimizer rlnb does not know \({named}\); it runs adam, muon"):
+        rlnb.connect(
+            BASE, api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid, ready_timeout=5,
+            record=False, **FAST_POLL, **quick({}),
+        )  # fmt: skip
+    assert not fake.sessions
