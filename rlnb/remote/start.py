@@ -140,7 +140,11 @@ class Start:
         info = recover.create_once(create, recover.sessions_since(self.client, request), self.client, "a session")
         self.created_session = info.id
         log.info("started training session %s on %s", info.id, rid)
-        return self.running(info.id), resource
+        running = self.running(info.id)
+        if running.model_resources_id != rid:  # its optimizer and LoRA would be another's than those checked
+            raise RlnbError(f"session {info.id} was started on model resource {rid}, but the server says it runs on "
+                            f"{running.model_resources_id}")  # fmt: skip
+        return running, resource
 
     def resource(self, options: SessionOptions) -> wire.ModelResources:
         """The given model resource, or a new one for ``options.base_model`` (default: the first listed)."""

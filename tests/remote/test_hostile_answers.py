@@ -517,3 +517,24 @@ def test_a_resource_whose_optimizer_rlnb_does_not_know_is_refused_not_taken_for_
             record=False, **FAST_POLL, **quick({}),
         )  # fmt: skip
     assert not fake.sessions
+
+
+def test_a_session_said_to_run_on_another_resource_than_it_was_started_on_is_refused_and_stopped():
+    """The started session's answer named another model resource (a server's bug, a proxy's cache): ``connect``
+    ran it with the optimizer and LoRA checked on the resource it asked for, which were not the ones it ran on."""
+    fake = FakeAPI(ready_after=1)
+    rid, other_rid = fake.add_resource({"adam": {}}), fake.add_resource({"muon": {}})
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        if request.method == "GET" and re.fullmatch(r"/v1/rl/training-sessions/[^/]+", request.url.path):
+            return httpx.Response(200, json={**json.loads(response.content), "model_resources_id": other_rid})
+        return response
+
+    with pytest.raises(rlnb.RlnbError, match=rf"started on model resource {rid}, but the server says it runs on mr-"):
+        rlnb.connect(
+            BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
+            record=False, **FAST_POLL, **quick({}),
+        )  # fmt: skip
+    assert [s["status"] for s in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]
+    assert fake.resources[other_rid]["status"] == "MODEL_RESOURCES_STATUS_READY"
