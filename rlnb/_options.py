@@ -94,6 +94,9 @@ def user_path(name: str, value: object) -> Path:
     return Path(value).expanduser()
 
 
+OPERATION_TIMEOUT = 3600.0
+"""Seconds after submission at which a remote session gives an operation up (FAILED, TIMEOUT); what lr_find waits
+for a local session's operations too."""
 A_DAY = 86400.0
 """The longest wait a seconds option takes: ``op_delay`` past ~1e10 s failed its sleep (every operation
 ``INTERNAL_ERROR: OverflowError``), a live view's ``every`` its redraw timer (the view froze)."""

@@ -311,3 +311,50 @@ def test_a_sample_output_its_check_cannot_read_fails_the_operation_not_hangs_it(
     with pytest.raises(rlnb.OperationFailed, match="its output could not be checked: AttributeError"):
         s.sample([[1, 2]], num_samples=1, max_tokens=1).result(timeout=30)
     s.close()
+
+
+def _remote_session(wrap):
+    import httpx
+
+    from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
+
+    fake = FakeAPI()
+    s = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(wrap(fake)), ready_timeout=5, record=False,
+                     operation_timeout=10, **FAST_POLL, **quick({}))  # fmt: skip
+    return fake, s
+
+
+def test_closing_a_session_the_server_has_forgotten_succeeds_with_a_warning(caplog):
+    """The server forgot the session (it expired, or restarted without its state): the stop's 404 was raised by
+    ``close()``, though a session that is gone is as stopped as it gets; its resource is still stopped."""
+    fake, s = _remote_session(lambda fake: fake)
+    fake.sessions.clear()
+    with watchdog():
+        s.close()
+    assert "was already gone" in caplog.text and s.closed
+    assert [v["status"] for v in fake.resources.values()] == ["MODEL_RESOURCES_STATUS_STOPPED"]
+
+
+def test_a_close_that_fails_after_the_with_block_raised_leaves_the_blocks_error_raised(caplog):
+    """A ``with`` block that raised, then a stop that failed (here a 403): the stop's error replaced the block's, and
+    the notebook showed why the close failed, not why the run did."""
+    import httpx
+
+    from tests.support.fake_api import error
+
+    def refuse_the_stop(fake):
+        def handler(request: httpx.Request) -> httpx.Response:
+            if request.url.path.endswith("/stop") and "training-sessions" in request.url.path:
+                return error(403, "the key may not stop sessions")
+            return fake(request)
+
+        return handler
+
+    fake, s = _remote_session(refuse_the_stop)
+    with pytest.raises(ValueError, match="the run's own error") as raised, s:
+        raise ValueError("the run's own error")
+    assert "closing the session then failed too" in " ".join(raised.value.__notes__)
+    assert "may not stop sessions" in caplog.text and s.closed
+    _, s = _remote_session(refuse_the_stop)
+    with pytest.raises(rlnb.errors.APIStatusError, match="may not stop"), s:
+        pass  # without an error of its own, the block's close raises as close() does

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from typing import Any
 
 from rlnb import wire
@@ -199,7 +200,8 @@ class RemoteBackend:
         try:
             self._info = self.client.stop_session(self.session_id)
         except APIError as exc:
-            errors.append(exc)
+            if not _gone(exc, f"session {self.session_id}"):
+                errors.append(exc)
             reachable = not isinstance(exc, APIConnectionError) and not (
                 isinstance(exc, APIStatusError) and exc.status_code >= 500
             )
@@ -209,10 +211,11 @@ class RemoteBackend:
             tell(sending, wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
         self._settle(self._poller.stop(wait=reachable), ask=reachable)
         if self.stop_resource and reachable:
-            try:
-                self.client.stop_model_resources(self._info.model_resources_id)
+            try:  # the one connect created: the stop's answer may name another (it stopped that one, not this)
+                self.client.stop_model_resources(self.resource.id)
             except APIError as exc:
-                errors.append(exc)
+                if not _gone(exc, f"model resource {self.resource.id}"):
+                    errors.append(exc)
         self.client.close()
         self.state = Lifecycle.CLOSED
         if errors:
@@ -230,12 +233,14 @@ class RemoteBackend:
 
     def _settle(self, inflight: list[Any], ask: bool) -> None:
         """After the stop: one last poll of each operation still in flight (while the server answers, if
-        ``ask``); unfinished ones end FAILED (SESSION_NOT_ACTIVE), as on the local backend."""
+        ``ask``); unfinished ones end FAILED (SESSION_NOT_ACTIVE), as on the local backend. The polls share one
+        call's ``deadline``: a server answering each 503 with a ``Retry-After`` held close() one per operation."""
+        end = time.monotonic() + self.client.deadline
         for op in inflight:
             env = op.env
             if ask:
                 try:
-                    env = self.client.get_operation(self.session_id, op.kind, op.env.id)
+                    env = self.client.get_operation(self.session_id, op.kind, op.env.id, until=end)
                 except APIConnectionError:
                     ask = False  # gone: do not spend a deadline on each of the others
                 except APIError:
@@ -246,3 +251,12 @@ class RemoteBackend:
                     reason += " (the server could not be reached, so its outcome is unknown)"
                 env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason)
             report(op, env)
+
+
+def _gone(exc: APIError, what: str) -> bool:
+    """Whether a stop's error says ``what`` is gone already (404: the server forgot it, e.g. it expired): stopped,
+    so closing succeeds, with a warning. Raised, it hid the error of the ``with`` block that was closing it."""
+    if not (isinstance(exc, APIStatusError) and exc.status_code == 404):
+        return False
+    log.warning("rlnb: %s was already gone when rlnb stopped it (%s)", what, exc)
+    return True

@@ -142,6 +142,8 @@ class Caller:
         self.retry = retry or (RetryPolicy() if max_retries is None else RetryPolicy(max_retries=max_retries))
         url = base_url or os.environ.get(ENV_BASE_URL) or DEFAULT_BASE_URL
         self.base_url = check_base_url(url, "base_url" if base_url else ENV_BASE_URL).rstrip("/")
+        own = httpx.URL(self.base_url)
+        self._origin = (own.scheme, own.host, own.port)
         key = api_key if api_key is not None else os.environ.get(ENV_API_KEY)
         if key:  # refused before it is registered or sent: no header, message or log line can quote it
             _secrets.check_key(key, "api_key" if api_key is not None else ENV_API_KEY)
@@ -202,7 +204,7 @@ class Caller:
                     "%s %s -> %d in %.0f ms", request.method, request.url, response.status_code,
                     (time.monotonic() - started) * 1000,
                 )  # fmt: skip
-                self._learn(response)
+                self._learn(request.url, response)
                 if response.is_success:
                     return response
                 answered = response
@@ -233,7 +235,11 @@ class Caller:
         server = http_date(date)
         return local if server is None else local + server + 0.5 - when  # Date has whole seconds: its middle
 
-    def _learn(self, response: httpx.Response) -> None:
+    def _learn(self, url: httpx.URL, response: httpx.Response) -> None:
+        """The server's clock and features, from an answer of base_url's own host only: a presigned storage host
+        (payloads, checkpoints) is another server, whose headers said the API server long-polled, or did not."""
+        if (url.scheme, url.host, url.port) != self._origin:
+            return
         date = response.headers.get("date")
         if date is not None:
             self._date = (date, time.time())

@@ -8,7 +8,9 @@ Three strategies, chosen from what the server offers (``APIClient.features``):
 * **Oldest first** (a server that runs a session's operations in order): only the oldest unfinished
   operation is polled; the next one cannot finish before it, and starts as it ends.
 * **Long-poll** (rlnb serve): the oldest unfinished operation's GET waits on the server until its
-  status changes, so each change is known within a round trip, with one GET per change.
+  status changes, so each change is known within a round trip, with one GET per change. One that comes back
+  unchanged before half its wait was not held (a proxy's, or a server's that does not long-poll): the next
+  waits ``poll_interval``, as a plain poll.
 
 A poll that gets no answer (or a 5xx / 429 after the client's retries) is tried again; once every poll of
 the session has failed for ``poll_failure_window`` seconds, counted from the first failing poll's start
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb import wire
+from rlnb._options import OPERATION_TIMEOUT
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient
 from rlnb.wire import Listener
@@ -44,8 +47,6 @@ LONG_POLL_WAIT = 10.0
 """Longest wait asked of a long-polling server per GET (bounded by what it advertises)."""
 POLL_FAILURE_WINDOW = 120.0
 """Seconds of nothing but failed polls after which an operation fails (``TIMEOUT``): the server is gone."""
-OPERATION_TIMEOUT = 3600.0
-"""Seconds after submission at which the poller gives an operation up (reported FAILED, TIMEOUT)."""
 READY_TIMEOUT = 1800.0
 """Seconds ``RemoteBackend.connect`` waits for the model resource, then the session, to be up."""
 
@@ -111,6 +112,7 @@ class Poller:
         self._inflight: list[InFlight] = []  # submission order
         self._cond = threading.Condition()
         self._stopping = False
+        self._said: set[str] = set()  # the statuses newer than rlnb's list warned of (``_newer``)
         self._thread = threading.Thread(target=self._loop, name=f"rlnb-poll-{session_id}", daemon=True)
         self._thread.start()
 
@@ -126,6 +128,7 @@ class Poller:
         """Follow ``env`` until it ends; False when the poller has already stopped."""
         now = time.monotonic()
         op = InFlight(kind, listener, env, now + self.operation_timeout, now, now + self.poll_min)
+        self._newer(op, env.status)
         with self._cond:
             if self._stopping:
                 return False
@@ -209,28 +212,42 @@ class Poller:
             env = wire.Operation.failed(op.env.id, None, f"polling failed: {exc}")
         else:
             self._failing_since, self._last_failure = None, None
+            self._newer(op, env.status)
         now = time.monotonic()
         if env.status not in wire.TERMINAL_STATUSES and now >= op.deadline:
             env = wire.Operation.failed(
                 op.env.id,
                 wire.OperationErrorCode.TIMEOUT,
                 f"rlnb stopped waiting after {self.operation_timeout:g} s (operation_timeout); the operation "
-                f"was last {op.env.status} and the server may still finish it",
+                f"was last {_said(env.status)} and the server may still finish it",
             )
         if op.ended:  # settled meanwhile by the one who stopped this poller
             return
-        if env.status != op.env.status:
+        changed = env.status != op.env.status
+        if changed:
             op.env, op.changed = env, now
             report(op, env)
         if env.status in wire.TERMINAL_STATUSES:
             self._ended(op, now)
         else:
-            at_once = wait and not transient  # a long-poll that answered: ask again right away
+            # A long-poll that answered: ask again right away, unless it came back unchanged before half its wait (a
+            # server or proxy that does not hold it was asked in a loop, thousands of GETs a second).
+            at_once = wait and not transient and (changed or now - started >= wait / 2)
             op.due = (
                 now
                 if at_once
                 else min(now + poll_interval(now - op.changed, self.poll_min, self.poll_max), op.deadline)
             )
+
+    def _newer(self, op: InFlight, status: str) -> None:
+        """A status newer than rlnb's list (``wire.Newer``) may or may not end the operation: it is polled on under its
+        deadline, and each such status is said once (it failed the operation at once, unparsed)."""
+        if not isinstance(status, wire.OperationStatus) and status not in self._said:
+            self._said.add(status)
+            log.warning(
+                "rlnb: %s %s is %s, a status rlnb does not know (a newer API revision?): polling on until a known end, "
+                "or operation_timeout (%g s)", op.kind, op.env.id, status, self.operation_timeout,
+            )  # fmt: skip
 
     def _give_up(self, op: InFlight, exc: Exception) -> None:
         """A poll raised what no API error is (an injected transport's own error): ``op`` fails with it. Raised,
@@ -267,7 +284,7 @@ class Poller:
                 op.env.id,
                 wire.OperationErrorCode.TIMEOUT,
                 f"every poll failed for {failing:.0f} s (poll_failure_window {self.failure_window:g} s), last: "
-                f"{exc}; the operation was last {op.env.status} and its outcome is unknown",
+                f"{exc}; the operation was last {_said(op.env.status)} and its outcome is unknown",
             ))  # fmt: skip
 
 
@@ -276,3 +293,8 @@ def report(op: InFlight, env: wire.Operation[Any]) -> None:
         op.listener(env)
     except Exception:  # a listener's bug must not stop the poller for every other operation
         log.exception("listener of %s %s raised", op.kind, op.env.id)
+
+
+def _said(status: str) -> str:
+    """A status as a message shows it: one newer than rlnb's list says so."""
+    return status if isinstance(status, wire.OperationStatus) else f"{status} (a status rlnb does not know)"

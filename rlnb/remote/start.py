@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from rlnb import wire
@@ -27,21 +28,33 @@ def _wait_until(
 ) -> M:
     """Poll ``fetch()`` until its status is ``ready``, with ``poll_interval`` backoff (not a fixed 10 s).
 
-    Raises ``SessionClosed`` (a session) or ``RlnbError`` (a model resource) on a dead status, and
-    ``OperationTimeout`` after ``timeout`` seconds.
+    Raises ``SessionClosed`` (a session) or ``RlnbError`` (a model resource) on a dead status, or on a status newer
+    than rlnb's list that comes with an error (the API sets ``error`` on a failed one only), and ``OperationTimeout``
+    after ``timeout`` seconds, naming the newer statuses seen: the wait went on through them (warned once each)
+    and timed out saying only "still", with no word that rlnb could not read them.
     """
     start = time.monotonic()
+    newer: list[str] = []  # the statuses newer than the list seen, each warned once
     while True:
         obj = fetch()
         if obj.status == ready:
             return obj
+        what = f"{type(obj).__name__} {obj.id}"
+        cls = SessionClosed if isinstance(obj, wire.Session) else RlnbError
+        detail = f": {obj.error.code}: {obj.error.message}" if obj.error is not None else ""
         if obj.status in dead:
-            detail = f": {obj.error.code}: {obj.error.message}" if obj.error is not None else ""
-            cls = SessionClosed if isinstance(obj, wire.Session) else RlnbError
-            raise cls(f"{type(obj).__name__} {obj.id} is {obj.status}{detail}")
+            raise cls(f"{what} is {obj.status}{detail}")
+        if not isinstance(obj.status, StrEnum):  # ``wire.Newer`` kept a status newer than the list
+            if obj.error is not None:
+                raise cls(f"{what} is {obj.status}, a status rlnb does not know, with an error{detail}; rlnb stopped "
+                          f"waiting for {ready}")  # fmt: skip
+            if obj.status not in newer:
+                newer.append(obj.status)
+                log.warning("rlnb: %s is %s, a status rlnb does not know: waiting on for %s", what, obj.status, ready)
         elapsed = time.monotonic() - start
         if elapsed >= timeout:
-            raise OperationTimeout(f"{type(obj).__name__} {obj.id} still {obj.status} after {timeout:.0f} s")
+            seen = f" (statuses rlnb does not know seen: {', '.join(newer)})" if newer else ""
+            raise OperationTimeout(f"{what} still {obj.status} after {timeout:g} s, not {ready}{seen}")
         time.sleep(min(poll_interval(elapsed, poll_min, poll_max), timeout - elapsed))
 
 
@@ -127,7 +140,11 @@ class Start:
         info = recover.create_once(create, recover.sessions_since(self.client, request), self.client, "a session")
         self.created_session = info.id
         log.info("started training session %s on %s", info.id, rid)
-        return self.running(info.id), resource
+        running = self.running(info.id)
+        if running.model_resources_id != rid:  # its optimizer and LoRA would be another's than those checked
+            raise RlnbError(f"session {info.id} was started on model resource {rid}, but the server says it runs on "
+                            f"{running.model_resources_id}")  # fmt: skip
+        return running, resource
 
     def resource(self, options: SessionOptions) -> wire.ModelResources:
         """The given model resource, or a new one for ``options.base_model`` (default: the first listed)."""
@@ -163,8 +180,14 @@ def _checked(
     resource: wire.ModelResources, optimizer: OptimizerKind | None, lora: object = None
 ) -> wire.ModelResources:
     """``resource``, unless it uses another optimizer than the one asked for, or ``lora`` (when given) asks
-    for LoRA on a full-weight resource or full weights on a LoRA one (``ValueError``)."""
-    kind = wire.optimizer_of(resource.optimizer_config)
+    for LoRA on a full-weight resource or full weights on a LoRA one (``ValueError``), or its optimizer is none
+    rlnb knows (``RlnbError``: a newer revision's was taken for Adam, and every optim-step sent Adam's body)."""
+    config = resource.optimizer_config
+    if config.adam is None and config.muon is None:
+        named = ", ".join(sorted(config.model_extra or {})) or "none"
+        raise RlnbError(f"model resource {resource.id} uses an optimizer rlnb does not know ({named}); it runs "
+                        f"{', '.join(wire.OPTIMIZERS)} only")  # fmt: skip
+    kind = wire.optimizer_of(config)
     if optimizer is not None and optimizer != kind:
         raise ValueError(
             f"model resource {resource.id} uses {kind}, not {optimizer} (the optimizer is fixed when the resource "

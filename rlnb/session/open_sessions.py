@@ -3,13 +3,17 @@ exit closes each of them (``rlnb._exit``'s sessions phase)."""
 
 from __future__ import annotations
 
+import logging
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rlnb import _exit
 
 if TYPE_CHECKING:
     from rlnb.session.session import Session
+
+log = logging.getLogger("rlnb")
 
 OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
 """Every session opened and not yet closed (a ``Session`` adds itself, and ``close`` takes it out)."""
@@ -24,6 +28,20 @@ def _close_open_sessions() -> None:
             session._close(flush_sinks=False)
         except Exception:  # noqa: BLE001, S110 - exit goes on: one session's failure must not hide the others
             continue
+
+
+def close_keeping(close: Callable[[], None], raised: BaseException | None) -> None:
+    """``close()`` at the end of a ``with`` block. When the block raised, an error of the close is a note on the block's
+    error (and a warning), not raised over it: a failed stop hid why the block failed."""
+    if raised is None:
+        close()
+        return
+    try:
+        close()
+    except Exception as exc:  # noqa: BLE001 - the block's own error is the one to see; this one goes with it
+        said = f"{type(exc).__name__}: {exc}"
+        log.warning("rlnb: closing the session after an error in its with block failed too: %s", said)
+        raised.add_note(f"(closing the session then failed too: {said})")
 
 
 _exit.on_exit("sessions", _close_open_sessions)

@@ -35,7 +35,7 @@ from rlnb.session.bodies import (
     sample_mismatch,
     weights_sync_body,
 )
-from rlnb.session.open_sessions import OPEN
+from rlnb.session.open_sessions import OPEN, close_keeping
 from rlnb.session.operation import Operation
 from rlnb.session.tokens import decode_tokens, encode_prompt
 from rlnb.sinks.base import Sink
@@ -104,8 +104,8 @@ class Session:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Close the session (see ``close``), whether or not the block raised."""
-        self.close()
+        """Close the session (see ``close``); a close failing as the block raised adds a note (``close_keeping``)."""
+        close_keeping(self.close, exc[1] if isinstance(exc[1], BaseException) else None)
 
     @property
     def tokenizer(self) -> Any:

@@ -20,12 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlnb._options import take
+from rlnb._options import OPERATION_TIMEOUT, take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
 from rlnb.history import new_run_id
 from rlnb.params import AdamParams, MuonHyperparams, OptimizerParams
-from rlnb.remote.poller import OPERATION_TIMEOUT
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 

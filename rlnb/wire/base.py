@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from enum import Enum
 from typing import Annotated, Any, Final
 
 from pydantic import (
@@ -11,15 +12,17 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
     PlainSerializer,
     SerializationInfo,
+    SerializerFunctionWrapHandler,
     Strict,
     ValidationError,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
     WithJsonSchema,
-    WrapValidator,
 )
+from pydantic_core import core_schema
 
 __all__ = [
     "FROM_SERVER",
@@ -102,11 +105,26 @@ def _newer(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationIn
         raise
 
 
-Newer = WrapValidator(_newer)
+def _as_sent(value: Any, handler: SerializerFunctionWrapHandler) -> Any:
+    """A member as the enum serialises it; a newer string as it is (the enum's serialiser warned on it)."""
+    return handler(value) if isinstance(value, Enum) else value
+
+
+class _Newer:
+    """``Newer``'s validator and serialiser. The serialiser declares no return schema, so the JSON schema stays the
+    list's in both modes (a ``WrapSerializer`` takes one from its function's annotation, and changed it)."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        serialization = core_schema.wrap_serializer_function_ser_schema(_as_sent, return_schema=None)
+        return core_schema.with_info_wrap_validator_function(_newer, handler(source), serialization=serialization)
+
+
+Newer = _Newer()
 """Marks a response's enum whose list a newer API revision may extend (a GPU type, a stop reason, a session's or
 resource's status): a server's value that is not in it is kept as its string, as the official SDK keeps it,
 instead of refusing the whole answer (``connect`` failed on a new GPU type and left the resource it created
-running). The JSON schema is the list's; outside ``FROM_SERVER`` (the server's own journal) the list holds."""
+running), and serialised as it came. The JSON schema is the list's; outside ``FROM_SERVER`` (the server's own
+journal) the list holds."""
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 """A float that is not NaN or ±Inf: JSON has no spelling for them."""

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar
+from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import model_validator
 
-from rlnb.wire.base import Int64, StrictBool, StrictFloat, _Model, _Request
+from rlnb.wire.base import Int64, Newer, StrictBool, StrictFloat, _Model, _Request
 from rlnb.wire.checkpoints import InferenceCheckpointResult, TrainingCheckpointResult
 from rlnb.wire.inputs import Sample, TensorData
 from rlnb.wire.losses import LossConfig
@@ -120,7 +120,8 @@ class Operation(_Model, Generic[Output]):
     """The envelope every operation POST returns and every GET polls."""
 
     id: str
-    status: OperationStatus
+    status: Annotated[OperationStatus, Newer]
+    """A server's status newer than the list is kept as its string (``Newer``): not known to end the operation."""
     output: Output | None = None
     """The kind's result; present once COMPLETED (an optim-step may legitimately complete without it)."""
     error: OperationError | None = None

@@ -720,3 +720,30 @@ def test_server_extensions_can_be_turned_off():
     assert seen.done.wait(5)
     backend.close()
     assert all("wait" not in r.url.params for r in fake.calls("GET", "/operations/"))
+
+
+def test_server_features_are_learned_from_the_api_hosts_answers_only():
+    """A presigned storage host (payload and checkpoint up/downloads) is another server: its ``rlnb-*`` headers
+    made the client long-poll, or poll in order, an API server that offers neither (and its Date set the clock)."""
+    fake = FakeAPI()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        if request.url.host == "storage.test":
+            headers = {
+                "rlnb-long-poll-max-wait": "30.0",
+                "rlnb-in-order": "session",
+                "Date": "Mon, 01 Jan 2001 00:00:00 GMT",
+            }
+            response.headers.update(headers)
+        return response
+
+    client = client_for(handler)
+    sid = fake.add_session(fake.add_resource({"adam": {}}))
+    payload_id = client.upload_payload(sid, b'{"samples": []}')
+    assert client.download_payload(sid, payload_id) == {"samples": []}
+    assert client.features.long_poll_max_wait is None and not client.features.in_order
+    assert client.server_time(1000.0) == 1000.0
+    fake.advertise = True
+    client.supported_models()  # the API host's own word still counts
+    assert client.features.long_poll_max_wait == 30.0 and client.features.in_order

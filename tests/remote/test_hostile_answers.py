@@ -6,6 +6,7 @@ import gzip
 import json
 import re
 import threading
+import time
 import tracemalloc
 import zlib
 from collections.abc import Callable
@@ -350,3 +351,190 @@ def test_a_sample_answer_that_does_not_fit_the_request_fails_naming_the_shapes(r
         op.result(timeout=10)
     assert s.history.df.status.iloc[-1] == wire.OperationStatus.FAILED
     s.close()
+
+
+@pytest.mark.parametrize("first", ["PENDING", "QUEUED_FOR_GPU"])
+def test_an_operation_status_of_a_newer_revision_is_polled_on_and_said_once(caplog, tmp_path, first):
+    """An operation status newer than rlnb's list (a capacity queue, say), in a poll's answer or the submission's,
+    failed the operation at once ("... Input should be ..."), though nothing says it ends it: it is polled on, said
+    once per status, and recorded as it came."""
+    fake = FakeAPI(op_states=(first, "QUEUED_FOR_GPU", "QUEUED_FOR_GPU", "RUNNING"))
+    rid = fake.add_resource({"adam": {}})
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=20, runs_dir=tmp_path, **FAST_POLL, **quick({}),
+    )  # fmt: skip
+    first, second = s.forward_backward(BATCH), s.forward_backward(BATCH)
+    assert first.result(timeout=10).loss == second.result(timeout=10).loss == 2.5
+    said = [r.getMessage() for r in caplog.records if "a status rlnb does not know" in r.getMessage()]
+    assert len(said) == 1 and f"{wire.OperationStatus.FAILED.removesuffix('FAILED')}QUEUED_FOR_GPU" in said[0]
+    s.close()
+    assert list(s.history.df.status) == [wire.OperationStatus.COMPLETED] * 2
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]  # recording went through the newer status too
+
+
+def test_an_operation_left_in_a_newer_status_fails_at_its_deadline_naming_that_status():
+    """The deadline (``operation_timeout``) still ends an operation that a newer status holds, and says which."""
+    fake = FakeAPI(op_states=("PENDING", "THROTTLED"))
+    fake.hold = True
+    rid = fake.add_resource({"adam": {}})
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=0.5, record=False, **FAST_POLL, **quick({}),
+    )  # fmt: skip
+    with pytest.raises(rlnb.OperationFailed, match=r"STATUS_THROTTLED \(a status rlnb does not know\)") as failed:
+        s.forward_backward(BATCH).result(timeout=10)
+    assert failed.value.code == wire.OperationErrorCode.TIMEOUT
+    s.close()
+
+
+def newer_session_status(status: str, error: dict | None = None) -> Callable[[Handler], Handler]:
+    """The fake, its sessions answering in ``status`` (a newer revision's), with ``error`` if given."""
+
+    def wrap(fake: Handler) -> Handler:
+        def handler(request: httpx.Request) -> httpx.Response:
+            response = fake(request)
+            if request.method == "GET" and re.fullmatch(r"/v1/rl/training-sessions/[^/]+", request.url.path):
+                data = {**json.loads(response.content), "status": status, "error": error}
+                return httpx.Response(response.status_code, json=data)
+            return response
+
+        return handler
+
+    return wrap
+
+
+def test_a_session_kept_in_a_newer_status_times_out_naming_it_and_is_stopped(caplog):
+    """``connect`` waited its whole ``ready_timeout`` through a status it could not read, then said only "still"."""
+    fake = FakeAPI()
+    rid = fake.add_resource({"adam": {}})
+    transport = httpx.MockTransport(newer_session_status("TRAINING_SESSION_STATUS_HIBERNATING")(fake))
+    with pytest.raises(rlnb.OperationTimeout, match=r"statuses rlnb does not know seen: TRAINING_SESSION_STATUS_HIB"):
+        rlnb.connect(BASE, api_key=KEY, transport=transport, model_resources_id=rid, ready_timeout=0.3, **FAST_POLL)
+    said = [r.getMessage() for r in caplog.records if "a status rlnb does not know" in r.getMessage()]
+    assert len(said) == 1 and "HIBERNATING" in said[0]
+    assert [v["status"] for v in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]
+
+
+def test_a_session_in_a_newer_status_with_an_error_ends_the_wait_at_once():
+    """A newer status that comes with an error (the API sets one on a failed session only) is an end: ``connect``
+    waited its whole ``ready_timeout`` (30 min by default) for a session that had failed, then named no error."""
+    error = {
+        "code": "TRAINING_SESSION_ERROR_CODE_TIMED_OUT",
+        "message": "evicted",
+        "occurred_at": "2025-01-01T00:00:00Z",
+    }
+    fake = FakeAPI()
+    rid = fake.add_resource({"adam": {}})
+    transport = httpx.MockTransport(newer_session_status("TRAINING_SESSION_STATUS_EVICTED", error)(fake))
+    with pytest.raises(
+        rlnb.SessionClosed, match=r"STATUS_EVICTED, a status rlnb does not know, with an error: .*evicted"
+    ):
+        rlnb.connect(BASE, api_key=KEY, transport=transport, model_resources_id=rid, ready_timeout=60, **FAST_POLL)
+
+
+def test_a_server_that_advertises_long_polls_but_answers_at_once_is_not_polled_in_a_loop():
+    """A server (or a proxy before it) that says ``rlnb-long-poll-max-wait`` but answers each ``?wait=`` GET at once,
+    unchanged: every answer was asked again at once, thousands of GETs a second for as long as the operation ran."""
+    fake = FakeAPI(op_states=("PENDING", "RUNNING"))
+    fake.advertise, fake.hold = True, True
+    rid = fake.add_resource({"adam": {}})
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=1, poll_min=0.05, poll_max=0.2, record=False, **quick({}),
+    )  # fmt: skip
+    assert s.backend.client.features.long_poll_max_wait == 30.0
+    with pytest.raises(rlnb.OperationFailed, match="operation_timeout"):
+        s.forward_backward(BATCH).result(timeout=10)
+    polls = fake.calls("GET", "/operations/")
+    assert polls[0].url.params["wait"] and len(polls) < 100  # about 15 backed off; the loop made 1,800 in this 1 s
+    s.close()
+
+
+def test_close_stops_the_resource_connect_created_whatever_resource_the_stops_answer_names():
+    """The stop's answer named another model resource (a server's bug, a proxy's cache): ``close()`` stopped that
+    one, someone else's, with its sessions, and left the resource ``connect`` had created running, and paid for."""
+    fake = FakeAPI(ready_after=1)
+    other_rid = fake.add_resource({"adam": {}})
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        if request.url.path.endswith("/stop") and "/training-sessions/" in request.url.path:
+            return httpx.Response(200, json={**json.loads(response.content), "model_resources_id": other_rid})
+        return response
+
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(handler), base_model="org/model-a", ready_timeout=5,
+        record=False, **FAST_POLL, **quick({}),
+    )  # fmt: skip
+    own = s.backend.resource.id
+    s.close()
+    assert fake.resources[own]["status"] == "MODEL_RESOURCES_STATUS_STOPPED"
+    assert fake.resources[other_rid]["status"] == "MODEL_RESOURCES_STATUS_READY"
+
+
+def test_the_last_polls_of_close_share_one_deadline():
+    """A server that takes the stop, then answers every poll 503 with ``Retry-After: 1``: each operation in flight
+    was asked for its whole call deadline in turn (120 s each by default: 20 minutes to close 10 operations)."""
+    fake = FakeAPI(ready_after=1, op_states=("RUNNING",))  # RUNNING when submitted: no poll before close
+    fake.hold = True
+    stopped, asked = threading.Event(), []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/stop"):
+            stopped.set()
+        elif stopped.is_set() and request.method == "GET" and "/operations/" in request.url.path:
+            asked.append(request.url.path)
+            return httpx.Response(503, headers={"Retry-After": "1"})
+        return fake(request)
+
+    rid = fake.add_resource({"adam": {}})
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
+        deadline=2.5, poll_min=60, poll_max=60, record=False, **quick({}),
+    )  # fmt: skip
+    ops = [s.forward_backward(BATCH) for _ in range(5)]
+    until = time.monotonic() + 10
+    while any(op.status != wire.OperationStatus.RUNNING for op in ops):  # all sent: in flight
+        assert time.monotonic() < until, [op.status for op in ops]
+        time.sleep(0.01)
+    s.close()
+    assert all(op.done() and op.error.code == wire.OperationErrorCode.SESSION_NOT_ACTIVE for op in ops)
+    per_op = [asked.count(path) for path in dict.fromkeys(asked)]
+    assert per_op == [3, 1, 1, 1, 1]  # asked at 0, 1 and 2 s, then the deadline was spent; each op 3 times, before
+
+
+@pytest.mark.parametrize("config", [{"lion": {"lr": 1}}, {}])
+def test_a_resource_whose_optimizer_rlnb_does_not_know_is_refused_not_taken_for_adam(config):
+    """A model resource with a newer revision's optimizer (or none named): ``connect`` took it for Adam, and every
+    optim-step would have sent Adam's parameters to it."""
+    fake = FakeAPI(ready_after=1)
+    rid = fake.add_resource(config)
+    named = "lion" if config else "none"
+    with pytest.raises(rlnb.RlnbError, match=rf"uses an optimizer rlnb does not know \({named}\); it runs adam, muon"):
+        rlnb.connect(
+            BASE, api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid, ready_timeout=5,
+            record=False, **FAST_POLL, **quick({}),
+        )  # fmt: skip
+    assert not fake.sessions
+
+
+def test_a_session_said_to_run_on_another_resource_than_it_was_started_on_is_refused_and_stopped():
+    """The started session's answer named another model resource (a server's bug, a proxy's cache): ``connect``
+    ran it with the optimizer and LoRA checked on the resource it asked for, which were not the ones it ran on."""
+    fake = FakeAPI(ready_after=1)
+    rid, other_rid = fake.add_resource({"adam": {}}), fake.add_resource({"muon": {}})
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        if request.method == "GET" and re.fullmatch(r"/v1/rl/training-sessions/[^/]+", request.url.path):
+            return httpx.Response(200, json={**json.loads(response.content), "model_resources_id": other_rid})
+        return response
+
+    with pytest.raises(rlnb.RlnbError, match=rf"started on model resource {rid}, but the server says it runs on mr-"):
+        rlnb.connect(
+            BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
+            record=False, **FAST_POLL, **quick({}),
+        )  # fmt: skip
+    assert [s["status"] for s in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]
+    assert fake.resources[other_rid]["status"] == "MODEL_RESOURCES_STATUS_READY"

@@ -1,7 +1,9 @@
 """A remote session's options: flat keywords (``rlnb.connect(url, poll_max=...)``) and the groups they fill
 (``SessionOptions``, ``ClientOptions``, ``PollOptions``) are the same settings, checked before anything is sent."""
 
+import importlib
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -100,3 +102,17 @@ def test_an_attached_session_takes_no_new_session_options():
 def test_a_target_that_is_no_str_is_a_type_error_naming_it(target):
     with pytest.raises(TypeError, match="target must be 'local' or an http"):
         rlnb.connect(target, record=False)
+
+
+def test_the_operation_timeout_default_is_a_shared_default_lr_find_reads_without_the_remote_client():
+    """lr_find imported its wait from ``rlnb.remote.poller`` (the remote client, httpx with it) for local sessions too;
+    the default lives with the other shared ones in ``rlnb._options``, and both read that one value."""
+    from rlnb import _options
+
+    find_lr = importlib.import_module("rlnb.sweep.find_lr")
+
+    assert PollOptions().operation_timeout == _options.OPERATION_TIMEOUT == find_lr.OPERATION_TIMEOUT == 3600.0
+    imports = [
+        line for line in Path(find_lr.__file__).read_text().splitlines() if line.startswith(("from ", "import "))
+    ]
+    assert not [line for line in imports if "rlnb.remote" in line]
