@@ -180,11 +180,11 @@ def _checked(
     resource: wire.ModelResources, optimizer: OptimizerKind | None, lora: object = None
 ) -> wire.ModelResources:
     """``resource``, unless it uses another optimizer than the one asked for, or ``lora`` (when given) asks
-    for LoRA on a full-weight resource or full weights on a LoRA one (``ValueError``), or its optimizer is none
-    rlnb knows (``RlnbError``: a newer revision's was taken for Adam, and every optim-step sent Adam's body)."""
+    for LoRA on a full-weight resource or full weights on a LoRA one (``ValueError``), or it names an optimizer
+    rlnb does not know (``RlnbError``: a newer revision's was taken for Adam, and every optim-step sent Adam's body)."""
     config = resource.optimizer_config
-    if config.adam is None and config.muon is None:
-        named = ", ".join(sorted(config.model_extra or {})) or "none"
+    named = ", ".join(sorted(config.model_extra or {}))  # ``{}``: the server's default, Adam
+    if config.adam is None and config.muon is None and named:
         raise RlnbError(f"model resource {resource.id} uses an optimizer rlnb does not know ({named}); it runs "
                         f"{', '.join(wire.OPTIMIZERS)} only")  # fmt: skip
     kind = wire.optimizer_of(config)

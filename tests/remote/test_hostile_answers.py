@@ -504,19 +504,27 @@ def test_the_last_polls_of_close_share_one_deadline():
     assert per_op == [3, 1, 1, 1, 1]  # asked at 0, 1 and 2 s, then the deadline was spent; each op 3 times, before
 
 
-@pytest.mark.parametrize("config", [{"lion": {"lr": 1}}, {}])
-def test_a_resource_whose_optimizer_rlnb_does_not_know_is_refused_not_taken_for_adam(config):
-    """A model resource with a newer revision's optimizer (or none named): ``connect`` took it for Adam, and every
-    optim-step would have sent Adam's parameters to it."""
+def test_a_resource_whose_optimizer_rlnb_does_not_know_is_refused_not_taken_for_adam():
+    """A model resource with a newer revision's optimizer: ``connect`` took it for Adam, and every optim-step would
+    have sent Adam's parameters to it. (An empty ``optimizer_config`` is the server's default, Adam, as before.)"""
     fake = FakeAPI(ready_after=1)
-    rid = fake.add_resource(config)
-    named = "lion" if config else "none"
-    with pytest.raises(rlnb.RlnbError, match=rf"uses an optimizer rlnb does not know \({named}\); it runs adam, muon"):
+    rid = fake.add_resource({"lion": {"lr": 1}})
+    with pytest.raises(rlnb.RlnbError, match=r"uses an optimizer rlnb does not know \(lion\); it runs adam, muon"):
         rlnb.connect(
             BASE, api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid, ready_timeout=5,
             record=False, **FAST_POLL, **quick({}),
         )  # fmt: skip
     assert not fake.sessions
+
+
+def test_a_resource_with_an_empty_optimizer_config_is_the_servers_default_adam():
+    fake = FakeAPI(ready_after=1)
+    rid = fake.add_resource({})
+    with rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid, ready_timeout=5,
+        record=False, **FAST_POLL, **quick({}),
+    ) as s:  # fmt: skip
+        assert s.optimizer == "adam"
 
 
 def test_a_session_said_to_run_on_another_resource_than_it_was_started_on_is_refused_and_stopped():
