@@ -1,0 +1,136 @@
+"""The session's own cost per step, without a model (issue 20 §3). Prints figures; no target, no assertions.
+
+A ``Session`` on ``rlnb.testing.FakeBackend`` (operations that return at once), recording into a temporary
+run folder, runs --steps forward-backward + optim-step pairs (one 45-token cross-entropy sample, Adam),
+pipelined --block steps at a time (submitted, then waited for), at one torch thread. Per run: a fresh session,
+--warmup steps untimed, a full garbage collection, then the timed steps. Printed per run: process CPU time a
+step (every thread), of it the notebook thread's (its own CPU clock: the submissions and the wait) and the
+rest (the worker: envelopes, history, run store), and wall time a step; then the medians over --runs.
+Beside each run, "one thread": the same session on a backend that reports each operation PENDING, RUNNING and
+COMPLETED from within ``submit`` (no worker thread, no queue): what the two threads add is the difference.
+--profile: cProfile of both threads over one more run, the top functions of each by own time.
+
+    python bench/bench_session_overhead.py [--steps 2000] [--block 25] [--runs 3] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any
+
+import torch
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.testing import FakeBackend
+
+TOKENS = list(range(1, 46))
+S = wire.OperationStatus
+
+
+class OneThread(FakeBackend):
+    """FakeBackend's operations, run and reported on the submitting thread (the worker thread stays idle)."""
+
+    def submit(self, kind: wire.OperationKind, body: Any, listener: wire.Listener) -> None:
+        op_id = str(uuid.uuid4())
+        listener(wire.Operation(id=op_id, status=S.PENDING))
+        listener(wire.Operation(id=op_id, status=S.RUNNING))
+        output = self._run(kind, body, threading.Event())
+        listener(wire.Operation(id=op_id, status=S.COMPLETED, output=output))
+
+
+def steps(session: rlnb.Session, n: int, block: int, batch: list, hp: rlnb.AdamParams) -> None:
+    for done in range(0, n, block):
+        for _ in range(min(block, n - done)):
+            session.forward_backward(batch)
+            session.optim_step(hp)
+        session.wait()
+
+
+def one_run(runs: str, n: int, block: int, warmup: int, backend: type = FakeBackend) -> tuple[float, float, float]:
+    """(process CPU, notebook-thread CPU, wall) seconds a step."""
+    batch, hp = [samples.cross_entropy(TOKENS)], rlnb.AdamParams(learning_rate=1e-3)
+    session = rlnb.Session(backend(), runs_dir=runs)
+    try:
+        steps(session, warmup, block, batch, hp)
+        gc.collect()
+        wall, cpu, mine = time.perf_counter(), time.process_time(), time.thread_time()
+        steps(session, n, block, batch, hp)
+        wall, cpu, mine = time.perf_counter() - wall, time.process_time() - cpu, time.thread_time() - mine
+    finally:
+        session.close()
+    return cpu / n, mine / n, wall / n
+
+
+def profile(runs: str, n: int, block: int, warmup: int, top: int) -> None:
+    """cProfile on each thread, on its own CPU clock (``threading.setprofile`` reaches the worker, started after it
+    is set): a wall clock would charge the waits for the interpreter lock to whatever each thread was running."""
+    profiles: dict[str, cProfile.Profile] = {}
+
+    def start(frame: object, event: str, arg: object) -> None:
+        prof = profiles.setdefault(threading.current_thread().name, cProfile.Profile(time.thread_time))
+        sys.setprofile(None)
+        prof.enable()
+
+    threading.setprofile(start)
+    main = profiles["main"] = cProfile.Profile(time.thread_time)
+    main.enable()
+    try:
+        one_run(runs, n, block, warmup)
+    finally:
+        main.disable()
+        threading.setprofile(None)
+    for name, prof in profiles.items():  # the worker's profile ended with its thread
+        out = io.StringIO()
+        stats = pstats.Stats(prof, stream=out)
+        stats.sort_stats("tottime").print_stats(top)
+        print(f"--- thread {name} ---")
+        print("\n".join(out.getvalue().splitlines()[: top + 12]))
+
+
+def figures(cpu: float, mine: float, wall: float) -> str:
+    cpu, mine, wall = cpu * 1e6, mine * 1e6, wall * 1e6
+    return f"CPU {cpu:6.1f} us/step (notebook thread {mine:6.1f}, the rest {cpu - mine:6.1f}); wall {wall:6.1f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--block", type=int, default=25)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--top", type=int, default=25)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    print("command: python " + " ".join(sys.argv))
+    print(f"load average {os.getloadavg()[0]:.2f} at the start")
+    runs = tempfile.mkdtemp()
+    rows, alone = [], []
+    for _ in range(args.runs):
+        rows.append(one_run(runs, args.steps, args.block, args.warmup))
+        alone.append(one_run(runs, args.steps, args.block, args.warmup, OneThread)[0])
+        print(f"    {figures(*rows[-1])}; one thread: CPU {alone[-1] * 1e6:6.1f} us/step")
+    med = [statistics.median(r[i] for r in rows) for i in range(3)]
+    print(
+        f"session machinery, {args.steps} steps pipelined {args.block} at a time, median of {args.runs} runs: "
+        f"{figures(*med)}; one thread: CPU {statistics.median(alone) * 1e6:.1f} us/step"
+    )
+    if args.profile:
+        profile(runs, args.steps, args.block, args.warmup, args.top)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()
