@@ -5,7 +5,8 @@ run folder, runs --steps forward-backward + optim-step pairs (one 45-token cross
 pipelined --block steps at a time (submitted, then waited for), at one torch thread. Per run: a fresh session,
 --warmup steps untimed, a full garbage collection, then the timed steps. Printed per run: process CPU time a
 step (every thread), of it the notebook thread's (its own CPU clock: the submissions and the wait) and the
-rest (the worker: envelopes, history, run store), and wall time a step; then the medians over --runs.
+rest (the worker: envelopes, history, run store), and wall time a step; then the medians over --runs, and the
+best run (the lowest CPU time).
 Beside each run, "one thread": the same session on a backend that reports each operation PENDING, RUNNING and
 COMPLETED from within ``submit`` (no worker thread, no queue): what the two threads add is the difference.
 --profile: cProfile of both threads over one more run, the top functions of each by own time.
@@ -127,6 +128,9 @@ def main() -> None:
         f"session machinery, {args.steps} steps pipelined {args.block} at a time, median of {args.runs} runs: "
         f"{figures(*med)}; one thread: CPU {statistics.median(alone) * 1e6:.1f} us/step"
     )
+    # A shared machine's slow spells double a run's CPU time (other processes on the same cores): the best run is
+    # the steadier figure to compare code by.
+    print(f"best run: {figures(*min(rows))}; one thread: CPU {min(alone) * 1e6:.1f} us/step")
     if args.profile:
         profile(runs, args.steps, args.block, args.warmup, args.top)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
