@@ -358,3 +358,30 @@ def test_a_close_that_fails_after_the_with_block_raised_leaves_the_blocks_error_
     _, s = _remote_session(refuse_the_stop)
     with pytest.raises(rlnb.errors.APIStatusError, match="may not stop"), s:
         pass  # without an error of its own, the block's close raises as close() does
+
+
+def test_every_wait_on_an_operation_gets_its_outcome_whenever_it_began(tmp_path):
+    """Waits on several threads begun before the end, ``await`` before and after it, and a failure: each gets what
+    ``result()`` gives."""
+    s = rlnb.Session(FakeBackend(delay=0.2, fail={"optim-step": "NON_FINITE_LOSS"}), runs_dir=tmp_path)
+    with watchdog():
+        fb, step = s.forward_backward(BATCH), s.optim_step()
+        got: list[object] = []
+        waiters = [threading.Thread(target=lambda: got.append(fb.result(10).loss)) for _ in range(4)]
+        for w in waiters:
+            w.start()
+
+        async def both() -> tuple[float, float]:
+            early = await fb  # begun before the end (the worker is still sleeping)
+            with pytest.raises(rlnb.OperationFailed, match="NON_FINITE_LOSS"):
+                await step
+            return early.loss, (await fb).loss  # and after it
+
+        early, late = asyncio.run(both())
+        for w in waiters:
+            w.join(10)
+        assert got == [early] * 4 and late == early == fb.result(0).loss
+        with pytest.raises(rlnb.OperationFailed, match="NON_FINITE_LOSS"):
+            step.result(0)
+        assert fb.done() and step.done()
+    s.close()
