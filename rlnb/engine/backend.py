@@ -201,8 +201,13 @@ class LocalBackend:
 
     def discard_checkpoint(self, ckpt_id: str) -> None:
         """Delete a checkpoint of this session that nobody will load again (Find LR's copy of the weights, once
-        loaded: weights and optimizer state, several GB on a real model, were left behind at every click)."""
+        loaded: weights and optimizer state, several GB on a real model, were left behind at every click). The
+        session's info lists it no more: nothing could resume from it."""
         self.engine.store.discard(ckpt_id)
+        lists: tuple[list[Any], ...] = (self.engine.training_checkpoints, self.engine.inference_checkpoints)
+        for listed in lists:
+            for ckpt in [c for c in listed if c.id == ckpt_id]:
+                listed.remove(ckpt)  # in place: the worker may be appending a new checkpoint
 
     def checkpoint_files(self, ckpt_id: str, variant: checkpoints.Variant = "merged") -> list[Path]:
         """The files a download of the checkpoint serves (see ``CheckpointStore.files``)."""

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 from torch import nn
@@ -37,6 +37,7 @@ from rlnb.engine.models.lora import LoraSettings, merged_state_dict, save_adapte
 from rlnb.engine.optim.trainer import TrainerOptimizer
 
 Variant = Literal["merged", "adapter"]
+VARIANTS: tuple[Variant, ...] = get_args(Variant)
 
 
 class CheckpointMismatch(ValueError):
@@ -63,7 +64,8 @@ class CheckpointStore:
 
     def discard(self, ckpt_id: str) -> None:
         """Delete a checkpoint's files; its id is then unknown here (``KeyError`` from ``path``)."""
-        path = self.paths.pop(ckpt_id)
+        path = self.path(ckpt_id)
+        del self.paths[ckpt_id]
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
         else:
@@ -71,7 +73,10 @@ class CheckpointStore:
 
     def files(self, ckpt_id: str, variant: Variant = "merged") -> list[Path]:
         """The files a download of ``variant`` serves: the ``.pt`` of a training checkpoint; ``merged/``
-        or ``adapter/`` of an inference checkpoint."""
+        or ``adapter/`` of an inference checkpoint. ``variant`` names a subfolder: any other ('..') would serve
+        files outside the checkpoint."""
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
         path = self.path(ckpt_id)
         if path.is_file():
             return [path]

@@ -322,6 +322,33 @@ def test_checkpoint_resume_gives_the_same_next_step(tmp_path):
         assert not states_equal(never_stopped, params_of(cold.backend.trainer))
 
 
+def test_a_download_variant_names_a_folder_of_the_checkpoint_never_one_outside_it(tmp_path):
+    """``checkpoint_files(id, "../..")`` listed every file two folders above the checkpoint (the checkpoint folder's
+    parent and beyond: other sessions' checkpoints, the user's files) as the checkpoint's download."""
+    (tmp_path / "secret.txt").write_text("not a checkpoint's")
+    with local_session(model="tiny", checkpoint_dir=tmp_path / "ckpts") as s:
+        ckpt = s.save_inference_checkpoint().result().checkpoint
+        assert all(f.is_relative_to(tmp_path / "ckpts") for f in s.backend.checkpoint_files(ckpt.id))
+        for variant in ("../..", "..", "merged/..", "MERGED", ""):
+            with pytest.raises(ValueError, match=r"^variant must be one of \['merged', 'adapter'\], got "):
+                s.backend.checkpoint_files(ckpt.id, variant)
+
+
+def test_a_discarded_checkpoint_is_listed_no_more_and_an_unknown_one_is_named(tmp_path):
+    """A checkpoint deleted with ``discard_checkpoint`` (as Find LR deletes its copy) stayed in the session's info, its
+    file gone; discarding an id the session never made was a bare ``KeyError: 'x'``."""
+    with local_session(model="tiny", checkpoint_dir=tmp_path / "ckpts") as s:
+        kept, gone = (s.save_training_checkpoint().result().checkpoint for _ in range(2))
+        infer = s.save_inference_checkpoint().result().checkpoint
+        s.backend.discard_checkpoint(gone.id)
+        s.backend.discard_checkpoint(infer.id)
+        info = s.info()
+        assert [c.id for c in info.training_checkpoints] == [kept.id] and info.inference_checkpoints == []
+        assert sorted(p.name for p in (tmp_path / "ckpts").iterdir()) == [f"{kept.id}.pt"]
+        with pytest.raises(KeyError, match=f"no checkpoint '{gone.id}' in this session"):
+            s.backend.discard_checkpoint(gone.id)
+
+
 def test_only_a_continued_run_takes_its_checkpoints_newton_schulz_dtype(tmp_path):
     """A checkpoint's ``ns_dtype`` is its run's: resumed with ``load_optimizer=False`` (weights only, a fresh run) it
     was adopted all the same, so an Adam checkpoint from a GPU gave a CPU Muon run bfloat16 Newton-Schulz."""
