@@ -81,10 +81,10 @@ class CheckpointStore:
         if path.is_file():
             return [path]
         folder = path / variant
-        if not folder.is_dir():
-            raise ValueError(
-                f"checkpoint {ckpt_id} has no {variant} variant (the adapter exists only for LoRA sessions)"
-            )
+        if variant == "adapter" and path.is_dir() and not folder.is_dir():
+            raise ValueError(f"checkpoint {ckpt_id} has no adapter variant (it exists only for LoRA sessions)")
+        if not folder.is_dir():  # deleted by hand or by another process: not a variant the checkpoint lacks
+            raise FileNotFoundError(f"checkpoint {ckpt_id}'s files are gone from {path.parent}")
         return sorted(p for p in folder.rglob("*") if p.is_file())
 
 

@@ -2,6 +2,7 @@
 
 import asyncio
 import copy
+import shutil
 import time
 
 import pytest
@@ -332,6 +333,20 @@ def test_a_download_variant_names_a_folder_of_the_checkpoint_never_one_outside_i
         for variant in ("../..", "..", "merged/..", "MERGED", ""):
             with pytest.raises(ValueError, match=r"^variant must be one of \['merged', 'adapter'\], got "):
                 s.backend.checkpoint_files(ckpt.id, variant)
+
+
+def test_a_checkpoint_whose_files_were_deleted_is_said_to_be_gone_not_to_lack_a_variant(tmp_path):
+    """A training checkpoint's ``.pt`` or an inference checkpoint's folder deleted by hand: ``checkpoint_files`` said
+    the checkpoint "has no merged variant (the adapter exists only for LoRA sessions)"."""
+    with local_session(model="tiny", checkpoint_dir=tmp_path / "ckpts") as s:
+        train, infer = s.save_training_checkpoint().result(), s.save_inference_checkpoint().result()
+        with pytest.raises(ValueError, match="has no adapter variant"):
+            s.backend.checkpoint_files(infer.checkpoint.id, "adapter")  # a full-weight session's: it never had one
+        s.backend.checkpoint_path(train.checkpoint.id).unlink()
+        shutil.rmtree(s.backend.checkpoint_path(infer.checkpoint.id) / "merged")
+        for ckpt in (train.checkpoint, infer.checkpoint):
+            with pytest.raises(FileNotFoundError, match=rf"^checkpoint {ckpt.id}'s files are gone from .*ckpts$"):
+                s.backend.checkpoint_files(ckpt.id)
 
 
 def test_a_discarded_checkpoint_is_listed_no_more_and_an_unknown_one_is_named(tmp_path):
