@@ -94,7 +94,7 @@ class LocalBackend:
         self.engine = self._engine(adapter, trainer, muon, ns, saved, op_delay, mo.num_generator_replicas, compiler)
         self.engine.sample_rng.manual_seed(mo.seed if mo.sampling_seed is None else mo.sampling_seed)
         if continued is not None:
-            step = checkpoints.restore_optimizer(continued, self.engine.optim, Path(str(saved.resume_from)))
+            step = checkpoints.restore_optimizer(continued, self.engine.optim, trainer, Path(str(saved.resume_from)))
             self.engine.step = self.engine.weights_version = step
         created = datetime.now(UTC)
         self._info = wire.Session(

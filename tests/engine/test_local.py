@@ -364,6 +364,31 @@ def test_a_discarded_checkpoint_is_listed_no_more_and_an_unknown_one_is_named(tm
             s.backend.discard_checkpoint(gone.id)
 
 
+@pytest.mark.parametrize("lora", [None, pytest.param({"rank": 2}, marks=pytest.mark.slow)])  # LoRA: peft
+def test_a_checkpoint_saved_between_forward_backward_and_optim_step_keeps_the_gradients(tmp_path, lora):
+    """The accumulated gradients were not saved: the resumed session's next optim-step stepped on none
+    (grad_norm 0.0, and weight decay alone moved the weights) where the session that went on stepped on them."""
+    batch = [samples.cross_entropy(t) for t in ce_batch(0)[0]]
+    hp = rlnb.AdamParams(learning_rate=1e-2, weight_decay=0.1)
+    with local_session(model="tiny", lora=lora, checkpoint_dir=tmp_path) as s:
+        s.forward_backward(batch)
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+        went_on = s.optim_step(hp).result()
+        never_stopped = params_of(s.backend.trainer)
+    with local_session(model="tiny", lora=lora, resume_from=path) as r:
+        resumed = r.optim_step(hp).result()
+        assert resumed.metrics["grad_norm"] == went_on.metrics["grad_norm"] > 0
+        assert states_equal(never_stopped, params_of(r.backend.trainer))
+    with local_session(model="tiny", lora=lora, resume_from=path, load_optimizer=False) as fresh:
+        assert all(p.grad is None for p in fresh.backend.trainer.parameters())  # a fresh run: weights alone
+    state = torch.load(path, weights_only=True)
+    name = next(iter(state["grads"]))
+    state["grads"][name] = torch.zeros(3)  # tampered: a gradient no weight of the model has the shape of
+    torch.save(state, tmp_path / "tampered.pt")
+    with pytest.raises(ValueError, match=rf"its gradient '{name}' fits no trainable weight of this model"):
+        local_session(model="tiny", lora=lora, resume_from=tmp_path / "tampered.pt")
+
+
 def test_only_a_continued_run_takes_its_checkpoints_newton_schulz_dtype(tmp_path):
     """A checkpoint's ``ns_dtype`` is its run's: resumed with ``load_optimizer=False`` (weights only, a fresh run) it
     was adopted all the same, so an Adam checkpoint from a GPU gave a CPU Muon run bfloat16 Newton-Schulz."""
