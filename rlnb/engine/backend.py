@@ -96,6 +96,8 @@ class LocalBackend:
         if continued is not None:
             step = checkpoints.restore_optimizer(continued, self.engine.optim, trainer, Path(str(saved.resume_from)))
             self.engine.step = self.engine.weights_version = step
+            if mo.sampling_seed is None:  # unseeded samples go on from where the run was, unless seeded anew
+                _restore_sample_rng(continued, self.engine.sample_rng, Path(str(saved.resume_from)))
         created = datetime.now(UTC)
         self._info = wire.Session(
             id=f"local-{uuid.uuid4()}",
@@ -281,3 +283,14 @@ def _ns_dtype(ns_dtype: str | torch.dtype | None, device: torch.device) -> torch
         raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)}, got {ns_dtype!r}")
     return DTYPES[ns_dtype]
 
+
+
+def _restore_sample_rng(state: dict[str, Any], rng: torch.Generator, path: Path) -> None:
+    """Unseeded samples draw on from the generator a training checkpoint saved (an older one has none: the seed's)."""
+    saved = state.get("sample_rng")
+    try:
+        if saved is not None:
+            rng.set_state(saved)
+    except (TypeError, RuntimeError):  # torch's text names no file
+        raise ValueError(f"resume_from {str(path)!r} is not a usable rlnb checkpoint: its sample_rng is no "
+                         "generator state") from None  # fmt: skip

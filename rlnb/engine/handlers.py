@@ -277,7 +277,8 @@ class _Cancellable:
 def training_checkpoint(engine: Engine, body: None, cancelled: threading.Event) -> wire.TrainingCheckpointResult:
     ckpt = wire.TrainingCheckpoint(id=f"ckpt-train-{uuid.uuid4().hex[:12]}", step=engine.step, created_at=_now())
     path = engine.store.path_for(f"{ckpt.id}.pt")
-    checkpoints.save_training(path, engine.trainer, engine.optim.state_dict(), engine.step, engine.meta)
+    meta = {**engine.meta, "sample_rng": engine.sample_rng.get_state()}  # unseeded samples go on after a resume
+    checkpoints.save_training(path, engine.trainer, engine.optim.state_dict(), engine.step, meta)
     engine.store.paths[ckpt.id] = path
     engine.training_checkpoints.append(ckpt)
     return wire.TrainingCheckpointResult(checkpoint=ckpt)

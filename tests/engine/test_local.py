@@ -389,6 +389,29 @@ def test_a_checkpoint_saved_between_forward_backward_and_optim_step_keeps_the_gr
         local_session(model="tiny", lora=lora, resume_from=tmp_path / "tampered.pt")
 
 
+def test_unseeded_samples_go_on_after_a_resume_rather_than_repeat_the_runs_first_ones(tmp_path):
+    """The sampling generator was seeded afresh at resume: a resumed run's unseeded samples repeated, draw for draw,
+    the ones its run began with (the same completions again), not the ones the saved session drew next."""
+
+    def draw(session):
+        return [q.tokens for q in session.sample([[1, 2]], num_samples=4, max_tokens=6).result().results[0].sequences]
+
+    with local_session(model="tiny", checkpoint_dir=tmp_path) as s:
+        first = draw(s)
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+        went_on = draw(s)
+    assert went_on != first
+    with local_session(model="tiny", resume_from=path) as r:
+        assert draw(r) == went_on
+    with local_session(model="tiny", resume_from=path, sampling_seed=0) as seeded:  # a seed given now is the one
+        assert draw(seeded) == first
+    state = torch.load(path, weights_only=True)
+    state["sample_rng"] = torch.zeros(3)
+    torch.save(state, tmp_path / "tampered.pt")
+    with pytest.raises(ValueError, match=r"tampered.pt' is not a usable rlnb checkpoint: its sample_rng is no gen"):
+        local_session(model="tiny", resume_from=tmp_path / "tampered.pt")
+
+
 def test_only_a_continued_run_takes_its_checkpoints_newton_schulz_dtype(tmp_path):
     """A checkpoint's ``ns_dtype`` is its run's: resumed with ``load_optimizer=False`` (weights only, a fresh run) it
     was adopted all the same, so an Adam checkpoint from a GPU gave a CPU Muon run bfloat16 Newton-Schulz."""
