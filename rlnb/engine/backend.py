@@ -108,7 +108,7 @@ class LocalBackend:
             created_at=created,
             updated_at=created,
             lora_config=wire.LoraConfig(**self.lora.as_dict()) if self.lora else None,
-            resume_from_checkpoint_id=Path(saved.resume_from).stem if saved.resume_from is not None else None,
+            resume_from_checkpoint_id=None if resume is None else Path(str(saved.resume_from)).name.removesuffix(".pt"),
         )
         self._threads = ThreadUse(self.device, compute.threads)
         self._worker = Worker(self._run, name=f"rlnb-{self._info.id}", classify=handlers.classify)

@@ -412,6 +412,18 @@ def test_unseeded_samples_go_on_after_a_resume_rather_than_repeat_the_runs_first
         local_session(model="tiny", resume_from=tmp_path / "tampered.pt")
 
 
+def test_a_resumed_sessions_checkpoint_id_is_the_checkpoints_name_dots_and_all(tmp_path):
+    """A checkpoint folder renamed ``best.v2`` (or a file ``run.step5.pt``): the session's
+    ``resume_from_checkpoint_id``, which the run config records, said ``best`` (``Path.stem``)."""
+    with local_session(model="tiny", checkpoint_dir=tmp_path) as s:
+        infer = s.backend.checkpoint_path(s.save_inference_checkpoint().result().checkpoint.id)
+        train = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    for path, name in ((infer.rename(tmp_path / "best.v2"), "best.v2"), (train.rename(tmp_path / "run.step5.pt"),
+                                                                         "run.step5")):  # fmt: skip
+        with local_session(model="tiny", resume_from=path) as r:
+            assert r.info().resume_from_checkpoint_id == name
+
+
 def test_only_a_continued_run_takes_its_checkpoints_newton_schulz_dtype(tmp_path):
     """A checkpoint's ``ns_dtype`` is its run's: resumed with ``load_optimizer=False`` (weights only, a fresh run) it
     was adopted all the same, so an Adam checkpoint from a GPU gave a CPU Muon run bfloat16 Newton-Schulz."""
