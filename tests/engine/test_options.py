@@ -144,3 +144,16 @@ def test_a_relative_checkpoint_dir_stays_where_it_was_given(tmp_path, monkeypatc
 
     monkeypatch.chdir(tmp_path)
     assert CheckpointOptions(checkpoint_dir="ck").checkpoint_dir == tmp_path / "ck"
+
+
+def test_a_checkpoint_path_too_long_or_with_a_nul_is_refused_naming_the_option(tmp_path):
+    """A name past the file system's 255 bytes was a bare ``OSError: [Errno 36] File name too long`` (from ``exists``,
+    before the options' own checks), a NUL ``ValueError: embedded null byte``: neither named the option."""
+    long, nul = tmp_path / ("a" * 300), f"{tmp_path}/x\0y"
+    with pytest.raises(ValueError, match=r"^checkpoint_dir '.*a{100}' cannot hold checkpoints: File name too long"):
+        CheckpointOptions(checkpoint_dir=long)
+    with pytest.raises(ValueError, match=r"^resume_from '.*a{100}' cannot be read: File name too long"):
+        CheckpointOptions(resume_from=long)
+    for option in ("checkpoint_dir", "resume_from"):
+        with pytest.raises(ValueError, match=rf"^{option} holds a NUL character, which no path can: '.*x\\x00y'"):
+            CheckpointOptions(**{option: nul})
