@@ -162,10 +162,13 @@ def _checkpoint(value: object) -> Path:
             f"session.backend.checkpoint_path(result.checkpoint.id), here for {getattr(checkpoint, 'id', '?')!r}"
         )
     path = user_path("resume_from", value)
-    try:
-        path.exists()  # a missing one is named when it is loaded; this raises for a name too long, a folder not read
+    try:  # a missing one is named when it is loaded; this raises for a name too long, a folder not read
+        odd = path.exists() and not (path.is_file() or path.is_dir())
     except OSError as exc:
         raise ValueError(f"resume_from {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    if odd:  # torch.load would wait on a pipe for ever
+        raise ValueError(f"resume_from {str(path)!r} is neither a file nor a folder (a pipe, a device): "
+                         "not a checkpoint")  # fmt: skip
     return path
 
 

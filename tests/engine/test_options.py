@@ -2,6 +2,8 @@
 (``ModelOptions``, ``MuonOptions``, ``CheckpointOptions``, ``ComputeOptions``) are the same settings, checked before
 a model loads."""
 
+import os
+
 import pytest
 import torch
 
@@ -157,3 +159,12 @@ def test_a_checkpoint_path_too_long_or_with_a_nul_is_refused_naming_the_option(t
     for option in ("checkpoint_dir", "resume_from"):
         with pytest.raises(ValueError, match=rf"^{option} holds a NUL character, which no path can: '.*x\\x00y'"):
             CheckpointOptions(**{option: nul})
+
+
+def test_a_resume_from_that_is_a_pipe_is_refused_not_read_for_ever(tmp_path):
+    """``resume_from`` a named pipe (or ``/dev/stdin`` in a notebook): ``torch.load`` waited on it for ever."""
+    fifo = tmp_path / "ckpt.pt"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero"):
+        with pytest.raises(ValueError, match=r"is neither a file nor a folder \(a pipe, a device\): not a checkpoint"):
+            CheckpointOptions(resume_from=path)
