@@ -77,7 +77,8 @@ def run(engine: Engine, kind: wire.OperationKind, body: Any, cancelled: threadin
 
 def classify(exc: Exception) -> OperationError | None:
     """What an exception of torch or of the handlers' helpers stands for (the worker's ``classify``)."""
-    if isinstance(exc, torch.OutOfMemoryError):
+    cpu = isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc)  # torch's CPU allocator: no OOM type
+    if cpu or isinstance(exc, torch.OutOfMemoryError | MemoryError):
         return OperationError(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
     if isinstance(exc, losses_mod.InvalidLossInput):
         return OperationError(Code.INVALID_INPUT, str(exc))
