@@ -91,6 +91,8 @@ def user_path(name: str, value: object) -> Path:
     ``~``); a ``TypeError`` naming ``name`` unless ``value`` is a ``str`` or ``os.PathLike``."""
     if not isinstance(value, str | os.PathLike):
         raise TypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}: {value!r}"[:300])
+    if "\0" in os.fsdecode(value):  # no file can be named so: os's bare "embedded null byte" names no option
+        raise ValueError(f"{name} holds a NUL character, which no path can: {value!r}"[:300])
     return Path(value).expanduser()
 
 

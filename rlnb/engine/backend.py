@@ -94,8 +94,10 @@ class LocalBackend:
         self.engine = self._engine(adapter, trainer, muon, ns, saved, op_delay, mo.num_generator_replicas, compiler)
         self.engine.sample_rng.manual_seed(mo.seed if mo.sampling_seed is None else mo.sampling_seed)
         if continued is not None:
-            step = checkpoints.restore_optimizer(continued, self.engine.optim, Path(str(saved.resume_from)))
+            step = checkpoints.restore_optimizer(continued, self.engine.optim, trainer, Path(str(saved.resume_from)))
             self.engine.step = self.engine.weights_version = step
+            if mo.sampling_seed is None:  # unseeded samples go on from where the run was, unless seeded anew
+                _restore_sample_rng(continued, self.engine.sample_rng, Path(str(saved.resume_from)))
         created = datetime.now(UTC)
         self._info = wire.Session(
             id=f"local-{uuid.uuid4()}",
@@ -106,7 +108,7 @@ class LocalBackend:
             created_at=created,
             updated_at=created,
             lora_config=wire.LoraConfig(**self.lora.as_dict()) if self.lora else None,
-            resume_from_checkpoint_id=Path(saved.resume_from).stem if saved.resume_from is not None else None,
+            resume_from_checkpoint_id=None if resume is None else Path(str(saved.resume_from)).name.removesuffix(".pt"),
         )
         self._threads = ThreadUse(self.device, compute.threads)
         self._worker = Worker(self._run, name=f"rlnb-{self._info.id}", classify=handlers.classify)
@@ -201,8 +203,13 @@ class LocalBackend:
 
     def discard_checkpoint(self, ckpt_id: str) -> None:
         """Delete a checkpoint of this session that nobody will load again (Find LR's copy of the weights, once
-        loaded: weights and optimizer state, several GB on a real model, were left behind at every click)."""
+        loaded: weights and optimizer state, several GB on a real model, were left behind at every click). The
+        session's info lists it no more: nothing could resume from it."""
         self.engine.store.discard(ckpt_id)
+        lists: tuple[list[Any], ...] = (self.engine.training_checkpoints, self.engine.inference_checkpoints)
+        for listed in lists:
+            for ckpt in [c for c in listed if c.id == ckpt_id]:
+                listed.remove(ckpt)  # in place: the worker may be appending a new checkpoint
 
     def checkpoint_files(self, ckpt_id: str, variant: checkpoints.Variant = "merged") -> list[Path]:
         """The files a download of the checkpoint serves (see ``CheckpointStore.files``)."""
@@ -276,3 +283,15 @@ def _ns_dtype(ns_dtype: str | torch.dtype | None, device: torch.device) -> torch
         raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)}, got {ns_dtype!r}")
     return DTYPES[ns_dtype]
 
+
+
+def _restore_sample_rng(state: dict[str, Any], rng: torch.Generator, path: Path) -> None:
+    """Unseeded samples draw on from the generator a training checkpoint saved (an older one has none: the seed's).
+    The generator is the CPU's: a checkpoint loaded onto a GPU has its state there."""
+    saved = state.get("sample_rng")
+    try:
+        if saved is not None:
+            rng.set_state(saved.cpu() if isinstance(saved, torch.Tensor) else saved)
+    except (TypeError, RuntimeError):  # torch's text names no file
+        raise ValueError(f"resume_from {str(path)!r} is not a usable rlnb checkpoint: its sample_rng is no "
+                         "generator state") from None  # fmt: skip

@@ -2,8 +2,9 @@
 
 * A **training checkpoint** is one ``<id>.pt`` (``torch.save``): the trainable weights (the whole model
   for a full-weight session, only the adapter for LoRA: the base is rebuilt from the model it names),
-  the optimizer state, the step, the Newton-Schulz dtype and the LoRA settings — all that resume needs
-  to give the same next step as a session that never stopped.
+  the optimizer state, the gradients forward-backwards accumulated for the next optim-step, the step, the
+  Newton-Schulz dtype and the LoRA settings — all that resume needs to give the same next step as a session
+  that never stopped.
 * An **inference checkpoint** is a folder ``<id>/``: ``merged/`` holds the full model with the trained
   weights applied, in a format ``transformers.AutoModelForCausalLM.from_pretrained`` loads (a GPT-2
   checkpoint for the built-in models); a LoRA session adds ``adapter/``, the adapter alone in peft's
@@ -25,7 +26,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 from torch import nn
@@ -37,6 +38,7 @@ from rlnb.engine.models.lora import LoraSettings, merged_state_dict, save_adapte
 from rlnb.engine.optim.trainer import TrainerOptimizer
 
 Variant = Literal["merged", "adapter"]
+VARIANTS: tuple[Variant, ...] = get_args(Variant)
 
 
 class CheckpointMismatch(ValueError):
@@ -63,7 +65,8 @@ class CheckpointStore:
 
     def discard(self, ckpt_id: str) -> None:
         """Delete a checkpoint's files; its id is then unknown here (``KeyError`` from ``path``)."""
-        path = self.paths.pop(ckpt_id)
+        path = self.path(ckpt_id)
+        del self.paths[ckpt_id]
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
         else:
@@ -71,15 +74,18 @@ class CheckpointStore:
 
     def files(self, ckpt_id: str, variant: Variant = "merged") -> list[Path]:
         """The files a download of ``variant`` serves: the ``.pt`` of a training checkpoint; ``merged/``
-        or ``adapter/`` of an inference checkpoint."""
+        or ``adapter/`` of an inference checkpoint. ``variant`` names a subfolder: any other ('..') would serve
+        files outside the checkpoint."""
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
         path = self.path(ckpt_id)
         if path.is_file():
             return [path]
         folder = path / variant
-        if not folder.is_dir():
-            raise ValueError(
-                f"checkpoint {ckpt_id} has no {variant} variant (the adapter exists only for LoRA sessions)"
-            )
+        if variant == "adapter" and path.is_dir() and not folder.is_dir():
+            raise ValueError(f"checkpoint {ckpt_id} has no adapter variant (it exists only for LoRA sessions)")
+        if not folder.is_dir():  # deleted by hand or by another process: not a variant the checkpoint lacks
+            raise FileNotFoundError(f"checkpoint {ckpt_id}'s files are gone from {path.parent}")
         return sorted(p for p in folder.rglob("*") if p.is_file())
 
 
@@ -127,18 +133,16 @@ def _writing(path: Path) -> Iterator[Path]:
         raise
 
 
-def save_training(
-    path: Path, trainer: nn.Module, optim_state: dict[str, Any], step: int, meta: dict[str, Any]
-) -> None:
+def save_training(path: Path, trainer: nn.Module, optim_state: dict[str, Any], step: int, meta: dict[str, Any]) -> None:
     lora = meta.get("lora") is not None
     weights = {k: v for k, v in trainer.state_dict().items() if not lora or "lora_" in k}
+    grads = {n: p.grad for n, p in trainer.named_parameters() if p.grad is not None}  # saved between fb and step
+    state = {"type": "training", "weights": weights, "optimizer": optim_state, "grads": grads, "step": step, **meta}
     with _writing(path) as target, open(target, "wb") as fh:  # a Python file: a failed write keeps its errno
-        torch.save({"type": "training", "weights": weights, "optimizer": optim_state, "step": step, **meta}, fh)
+        torch.save(state, fh)
 
 
-def save_inference(
-    path: Path, adapter: ModelAdapter, trainer: nn.Module, step: int, meta: dict[str, Any]
-) -> None:
+def save_inference(path: Path, adapter: ModelAdapter, trainer: nn.Module, step: int, meta: dict[str, Any]) -> None:
     with _writing(path) as target:
         adapter.save_merged(merged_state_dict(trainer), target / "merged")
         if meta.get("lora") is not None:
@@ -192,7 +196,7 @@ def _inference_meta(path: Path) -> dict[str, Any]:
     )
 
 
-_OPTIONAL: dict[str, type] = {"base_model_dir": str, "lora": dict, "ns_dtype": str, "seed": int}
+_OPTIONAL: dict[str, type] = {"base_model_dir": str, "lora": dict, "ns_dtype": str, "seed": int, "grads": dict}
 _INFERENCE: dict[str, type] = {"base_model": str, "step": int, **_OPTIONAL}
 _TRAINING: dict[str, type] = {**_INFERENCE, "weights": dict, "optimizer": dict}
 """The fields resume reads, and their types (those of ``_OPTIONAL`` may be null or absent)."""
@@ -294,10 +298,16 @@ def _merged_weights(adapter: ModelAdapter, merged: Path) -> dict[str, torch.Tens
     raise ValueError(f"resume_from {str(merged.parent)!r}: its merged weights in {merged} cannot be loaded ({problem})")
 
 
-def restore_optimizer(state: dict[str, Any], optim: TrainerOptimizer, path: Path) -> int:
-    """Load a training checkpoint's optimizer state into ``optim``; the step it was saved at."""
+def restore_optimizer(state: dict[str, Any], optim: TrainerOptimizer, trainer: nn.Module, path: Path) -> int:
+    """Load a training checkpoint's optimizer state into ``optim``, and into ``trainer`` the gradients accumulated
+    for its next optim-step (saved between a forward-backward and it); the step it was saved at."""
     try:
         optim.load_state_dict(state["optimizer"])
+        params = {n: p for n, p in trainer.named_parameters() if p.requires_grad}
+        for name, grad in (state.get("grads") or {}).items():
+            if name not in params or not isinstance(grad, torch.Tensor) or grad.shape != params[name].shape:
+                raise ValueError(f"its gradient {name!r} fits no trainable weight of this model")
+            params[name].grad = grad.detach().to(params[name], copy=True)
     except Exception as exc:  # noqa: BLE001 - KeyError, TypeError, ValueError of a state of another kind or model
         problem = failure_text(exc)
     else:

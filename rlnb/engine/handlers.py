@@ -77,7 +77,8 @@ def run(engine: Engine, kind: wire.OperationKind, body: Any, cancelled: threadin
 
 def classify(exc: Exception) -> OperationError | None:
     """What an exception of torch or of the handlers' helpers stands for (the worker's ``classify``)."""
-    if isinstance(exc, torch.OutOfMemoryError):
+    cpu = isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc)  # torch's CPU allocator: no OOM type
+    if cpu or isinstance(exc, torch.OutOfMemoryError | MemoryError):
         return OperationError(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
     if isinstance(exc, losses_mod.InvalidLossInput):
         return OperationError(Code.INVALID_INPUT, str(exc))
@@ -277,7 +278,8 @@ class _Cancellable:
 def training_checkpoint(engine: Engine, body: None, cancelled: threading.Event) -> wire.TrainingCheckpointResult:
     ckpt = wire.TrainingCheckpoint(id=f"ckpt-train-{uuid.uuid4().hex[:12]}", step=engine.step, created_at=_now())
     path = engine.store.path_for(f"{ckpt.id}.pt")
-    checkpoints.save_training(path, engine.trainer, engine.optim.state_dict(), engine.step, engine.meta)
+    meta = {**engine.meta, "sample_rng": engine.sample_rng.get_state()}  # unseeded samples go on after a resume
+    checkpoints.save_training(path, engine.trainer, engine.optim.state_dict(), engine.step, meta)
     engine.store.paths[ckpt.id] = path
     engine.training_checkpoints.append(ckpt)
     return wire.TrainingCheckpointResult(checkpoint=ckpt)

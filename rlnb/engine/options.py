@@ -140,11 +140,11 @@ def checkpoint_folder(value: object) -> Path:
     if value == "":
         raise ValueError("checkpoint_dir must be a folder path or None (a fresh temporary folder), got ''")
     folder = user_path("checkpoint_dir", value)
-    above = next((p for p in (folder, *folder.parents) if p.exists()), None)
-    if above is not None and not above.is_dir():
-        where = "is a file" if above == folder else f"is under {str(above)!r}, a file"
-        raise ValueError(f"checkpoint_dir {str(folder)!r} {where}: checkpoints go into a folder")
     try:  # made and written to now: a folder under /proc, or one not writable, would fail only at the first save
+        above = next((p for p in (folder, *folder.parents) if p.exists()), None)  # OSError: a name too long
+        if above is not None and not above.is_dir():
+            where = "is a file" if above == folder else f"is under {str(above)!r}, a file"
+            raise ValueError(f"checkpoint_dir {str(folder)!r} {where}: checkpoints go into a folder")
         folder.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=folder).close()
     except OSError as exc:
@@ -161,7 +161,15 @@ def _checkpoint(value: object) -> Path:
             f"resume_from must be a checkpoint's path, not the result of a save ({type(value).__name__}): pass "
             f"session.backend.checkpoint_path(result.checkpoint.id), here for {getattr(checkpoint, 'id', '?')!r}"
         )
-    return user_path("resume_from", value)
+    path = user_path("resume_from", value)
+    try:  # a missing one is named when it is loaded; this raises for a name too long, a folder not read
+        odd = path.exists() and not (path.is_file() or path.is_dir())
+    except OSError as exc:
+        raise ValueError(f"resume_from {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    if odd:  # torch.load would wait on a pipe for ever
+        raise ValueError(f"resume_from {str(path)!r} is neither a file nor a folder (a pipe, a device): "
+                         "not a checkpoint")  # fmt: skip
+    return path
 
 
 @dataclass(frozen=True)

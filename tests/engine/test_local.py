@@ -2,6 +2,7 @@
 
 import asyncio
 import copy
+import shutil
 import time
 
 import pytest
@@ -320,6 +321,107 @@ def test_checkpoint_resume_gives_the_same_next_step(tmp_path):
             cold.optim_step(hp)
         cold.weights_sync().result()
         assert not states_equal(never_stopped, params_of(cold.backend.trainer))
+
+
+def test_a_download_variant_names_a_folder_of_the_checkpoint_never_one_outside_it(tmp_path):
+    """``checkpoint_files(id, "../..")`` listed every file two folders above the checkpoint (the checkpoint folder's
+    parent and beyond: other sessions' checkpoints, the user's files) as the checkpoint's download."""
+    (tmp_path / "secret.txt").write_text("not a checkpoint's")
+    with local_session(model="tiny", checkpoint_dir=tmp_path / "ckpts") as s:
+        ckpt = s.save_inference_checkpoint().result().checkpoint
+        assert all(f.is_relative_to(tmp_path / "ckpts") for f in s.backend.checkpoint_files(ckpt.id))
+        for variant in ("../..", "..", "merged/..", "MERGED", ""):
+            with pytest.raises(ValueError, match=r"^variant must be one of \['merged', 'adapter'\], got "):
+                s.backend.checkpoint_files(ckpt.id, variant)
+
+
+def test_a_checkpoint_whose_files_were_deleted_is_said_to_be_gone_not_to_lack_a_variant(tmp_path):
+    """A training checkpoint's ``.pt`` or an inference checkpoint's folder deleted by hand: ``checkpoint_files`` said
+    the checkpoint "has no merged variant (the adapter exists only for LoRA sessions)"."""
+    with local_session(model="tiny", checkpoint_dir=tmp_path / "ckpts") as s:
+        train, infer = s.save_training_checkpoint().result(), s.save_inference_checkpoint().result()
+        with pytest.raises(ValueError, match="has no adapter variant"):
+            s.backend.checkpoint_files(infer.checkpoint.id, "adapter")  # a full-weight session's: it never had one
+        s.backend.checkpoint_path(train.checkpoint.id).unlink()
+        shutil.rmtree(s.backend.checkpoint_path(infer.checkpoint.id) / "merged")
+        for ckpt in (train.checkpoint, infer.checkpoint):
+            with pytest.raises(FileNotFoundError, match=rf"^checkpoint {ckpt.id}'s files are gone from .*ckpts$"):
+                s.backend.checkpoint_files(ckpt.id)
+
+
+def test_a_discarded_checkpoint_is_listed_no_more_and_an_unknown_one_is_named(tmp_path):
+    """A checkpoint deleted with ``discard_checkpoint`` (as Find LR deletes its copy) stayed in the session's info, its
+    file gone; discarding an id the session never made was a bare ``KeyError: 'x'``."""
+    with local_session(model="tiny", checkpoint_dir=tmp_path / "ckpts") as s:
+        kept, gone = (s.save_training_checkpoint().result().checkpoint for _ in range(2))
+        infer = s.save_inference_checkpoint().result().checkpoint
+        s.backend.discard_checkpoint(gone.id)
+        s.backend.discard_checkpoint(infer.id)
+        info = s.info()
+        assert [c.id for c in info.training_checkpoints] == [kept.id] and info.inference_checkpoints == []
+        assert sorted(p.name for p in (tmp_path / "ckpts").iterdir()) == [f"{kept.id}.pt"]
+        with pytest.raises(KeyError, match=f"no checkpoint '{gone.id}' in this session"):
+            s.backend.discard_checkpoint(gone.id)
+
+
+@pytest.mark.parametrize("lora", [None, pytest.param({"rank": 2}, marks=pytest.mark.slow)])  # LoRA: peft
+def test_a_checkpoint_saved_between_forward_backward_and_optim_step_keeps_the_gradients(tmp_path, lora):
+    """The accumulated gradients were not saved: the resumed session's next optim-step stepped on none
+    (grad_norm 0.0, and weight decay alone moved the weights) where the session that went on stepped on them."""
+    batch = [samples.cross_entropy(t) for t in ce_batch(0)[0]]
+    hp = rlnb.AdamParams(learning_rate=1e-2, weight_decay=0.1)
+    with local_session(model="tiny", lora=lora, checkpoint_dir=tmp_path) as s:
+        s.forward_backward(batch)
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+        went_on = s.optim_step(hp).result()
+        never_stopped = params_of(s.backend.trainer)
+    with local_session(model="tiny", lora=lora, resume_from=path) as r:
+        resumed = r.optim_step(hp).result()
+        assert resumed.metrics["grad_norm"] == went_on.metrics["grad_norm"] > 0
+        assert states_equal(never_stopped, params_of(r.backend.trainer))
+    with local_session(model="tiny", lora=lora, resume_from=path, load_optimizer=False) as fresh:
+        assert all(p.grad is None for p in fresh.backend.trainer.parameters())  # a fresh run: weights alone
+    state = torch.load(path, weights_only=True)
+    name = next(iter(state["grads"]))
+    state["grads"][name] = torch.zeros(3)  # tampered: a gradient no weight of the model has the shape of
+    torch.save(state, tmp_path / "tampered.pt")
+    with pytest.raises(ValueError, match=rf"its gradient '{name}' fits no trainable weight of this model"):
+        local_session(model="tiny", lora=lora, resume_from=tmp_path / "tampered.pt")
+
+
+def test_unseeded_samples_go_on_after_a_resume_rather_than_repeat_the_runs_first_ones(tmp_path):
+    """The sampling generator was seeded afresh at resume: a resumed run's unseeded samples repeated, draw for draw,
+    the ones its run began with (the same completions again), not the ones the saved session drew next."""
+
+    def draw(session):
+        return [q.tokens for q in session.sample([[1, 2]], num_samples=4, max_tokens=6).result().results[0].sequences]
+
+    with local_session(model="tiny", checkpoint_dir=tmp_path) as s:
+        first = draw(s)
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+        went_on = draw(s)
+    assert went_on != first
+    with local_session(model="tiny", resume_from=path) as r:
+        assert draw(r) == went_on
+    with local_session(model="tiny", resume_from=path, sampling_seed=0) as seeded:  # a seed given now is the one
+        assert draw(seeded) == first
+    state = torch.load(path, weights_only=True)
+    state["sample_rng"] = torch.zeros(3)
+    torch.save(state, tmp_path / "tampered.pt")
+    with pytest.raises(ValueError, match=r"tampered.pt' is not a usable rlnb checkpoint: its sample_rng is no gen"):
+        local_session(model="tiny", resume_from=tmp_path / "tampered.pt")
+
+
+def test_a_resumed_sessions_checkpoint_id_is_the_checkpoints_name_dots_and_all(tmp_path):
+    """A checkpoint folder renamed ``best.v2`` (or a file ``run.step5.pt``): the session's
+    ``resume_from_checkpoint_id``, which the run config records, said ``best`` (``Path.stem``)."""
+    with local_session(model="tiny", checkpoint_dir=tmp_path) as s:
+        infer = s.backend.checkpoint_path(s.save_inference_checkpoint().result().checkpoint.id)
+        train = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    for path, name in ((infer.rename(tmp_path / "best.v2"), "best.v2"), (train.rename(tmp_path / "run.step5.pt"),
+                                                                         "run.step5")):  # fmt: skip
+        with local_session(model="tiny", resume_from=path) as r:
+            assert r.info().resume_from_checkpoint_id == name
 
 
 def test_only_a_continued_run_takes_its_checkpoints_newton_schulz_dtype(tmp_path):

@@ -2,6 +2,8 @@
 (``ModelOptions``, ``MuonOptions``, ``CheckpointOptions``, ``ComputeOptions``) are the same settings, checked before
 a model loads."""
 
+import os
+
 import pytest
 import torch
 
@@ -144,3 +146,25 @@ def test_a_relative_checkpoint_dir_stays_where_it_was_given(tmp_path, monkeypatc
 
     monkeypatch.chdir(tmp_path)
     assert CheckpointOptions(checkpoint_dir="ck").checkpoint_dir == tmp_path / "ck"
+
+
+def test_a_checkpoint_path_too_long_or_with_a_nul_is_refused_naming_the_option(tmp_path):
+    """A name past the file system's 255 bytes was a bare ``OSError: [Errno 36] File name too long`` (from ``exists``,
+    before the options' own checks), a NUL ``ValueError: embedded null byte``: neither named the option."""
+    long, nul = tmp_path / ("a" * 300), f"{tmp_path}/x\0y"
+    with pytest.raises(ValueError, match=r"^checkpoint_dir '.*a{100}' cannot hold checkpoints: File name too long"):
+        CheckpointOptions(checkpoint_dir=long)
+    with pytest.raises(ValueError, match=r"^resume_from '.*a{100}' cannot be read: File name too long"):
+        CheckpointOptions(resume_from=long)
+    for option in ("checkpoint_dir", "resume_from"):
+        with pytest.raises(ValueError, match=rf"^{option} holds a NUL character, which no path can: '.*x\\x00y'"):
+            CheckpointOptions(**{option: nul})
+
+
+def test_a_resume_from_that_is_a_pipe_is_refused_not_read_for_ever(tmp_path):
+    """``resume_from`` a named pipe (or ``/dev/stdin`` in a notebook): ``torch.load`` waited on it for ever."""
+    fifo = tmp_path / "ckpt.pt"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero"):
+        with pytest.raises(ValueError, match=r"is neither a file nor a folder \(a pipe, a device\): not a checkpoint"):
+            CheckpointOptions(resume_from=path)

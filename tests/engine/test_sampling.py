@@ -138,3 +138,24 @@ def test_a_top_p_below_float32s_smallest_keeps_the_most_likely_token(s):
     for top_p in (1e-300, 1e-46, torch.tensor(1e-300)):
         assert set(choose(logits, 1.0, top_p, -1, u, greedy=False, nucleus=True).tolist()) == {0}, top_p
     assert set(draw(s, n_prompts=1, top_p=1e-300).tolist()) == {int(LOGITS.argmax())}
+
+
+class Hungry(Fixed):
+    """Asks torch for memory no machine has once the batch is wider than 8 rows (a sample too big for the CPU)."""
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        if idx.shape[0] > 8:
+            torch.empty(2**50, dtype=torch.uint8)  # torch's CPU allocator fails at once: nothing is touched
+        return super().forward(idx)
+
+
+def test_a_sample_past_the_cpus_memory_is_resource_exhausted_and_the_session_samples_on():
+    """torch's CPU allocator fails with a ``RuntimeError`` (``DefaultCPUAllocator: can't allocate memory``), not the
+    CUDA ``OutOfMemoryError``: the operation failed ``INTERNAL_ERROR`` where the engine says out of memory is
+    ``RESOURCE_EXHAUSTED``."""
+    with rlnb.connect("local", model=Hungry(), device="cpu", record=False) as s:
+        with pytest.raises(rlnb.OperationFailed) as failed:
+            s.sample([[1]], num_samples=16, max_tokens=2).result()
+        assert failed.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
+        assert failed.value.message.startswith("out of memory: ") and "can't allocate memory" in failed.value.message
+        assert len(s.sample([[1]], num_samples=8, max_tokens=2).result().results[0].sequences) == 8
