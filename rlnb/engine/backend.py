@@ -284,7 +284,6 @@ def _ns_dtype(ns_dtype: str | torch.dtype | None, device: torch.device) -> torch
     return DTYPES[ns_dtype]
 
 
-
 def _restore_sample_rng(state: dict[str, Any], rng: torch.Generator, path: Path) -> None:
     """Unseeded samples draw on from the generator a training checkpoint saved (an older one has none: the seed's).
     The generator is the CPU's: a checkpoint loaded onto a GPU has its state there."""
