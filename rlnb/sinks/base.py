@@ -16,6 +16,7 @@ import importlib.util
 import json
 import math
 import re
+import sys
 import threading
 import warnings
 from abc import ABC, abstractmethod
@@ -176,7 +177,7 @@ class Sink(ABC):
         except ImportError as exc:
             hint = f"{self.library} is not installed: pip install 'rlnb[{self.extra}]'"
             self.fail(ImportError(f"{hint} ({exc})"), "")
-            self.say(stacklevel=3)
+            self.say()
 
     def __repr__(self) -> str:
         state = f" dropped: {self.error}" if self.error else ""
@@ -224,24 +225,34 @@ class Sink(ABC):
         writer = self.stalled
         return writer is not None and writer.is_alive()
 
-    def say(self, stacklevel: int = 2) -> None:
+    def say(self) -> None:
         """Warn (``SinkWarning``) of this sink's failure, once, on the calling thread: the one that logs, closes or
-        reads the history's tables, never the sink's own (``say_all`` at exit at the latest)."""
+        reads the history's tables, never the sink's own (``say_all`` at exit at the latest); at the user's line."""
         if not self._unsaid:  # the common case, without the lock: called at every log
             return
         with self._lock:
             unsaid, self._unsaid = self._unsaid, []
             _UNSAID.discard(self)
+        level = _user_level()
         for text in unsaid:
-            warnings.warn(text, SinkWarning, stacklevel=stacklevel + 1)
+            warnings.warn(text, SinkWarning, stacklevel=level)
+
+
+def _user_level() -> int:
+    """The ``stacklevel`` of the first frame outside rlnb, as seen from ``say``: the user's line, however deep in rlnb
+    the failure is said (a log, a close, a plot that reads the tables, a session that starts a run)."""
+    frame, level = sys._getframe(2), 2  # 1 is ``say``, 2 its caller
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "rlnb":
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 _UNSAID: set[Sink] = set()
 """The sinks whose warning no thread has said yet (held until said: a notebook may drop its last reference first)."""
 
 
-def say_all(stacklevel: int = 2) -> None:
+def say_all() -> None:
     """Say every sink's failure not said yet, on this thread (a new run's start, interpreter exit): a failure after
     the last ``log``, in a notebook that never closes its history, was never shown."""
     for sink in list(_UNSAID):
-        sink.say(stacklevel + 1)
+        sink.say()

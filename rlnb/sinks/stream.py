@@ -118,10 +118,11 @@ class Attachment:
         self._lock = threading.Lock()
         self._closed = False
         self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
-        say_all(3)  # a new run: a sink's failure not said yet (after the last log of a run never closed) is said now
+        if threading.current_thread() is threading.main_thread():  # a sweep's trial thread: another's catch_warnings
+            say_all()  # a new run: a sink's failure not said yet (after the last log of a run never closed) is said
         self._channels = [_Channel(s, history, unnamed(history)) for s in sinks if s.error is None]
         self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
-        history.on_read(self._on_read)  # kept after close(): a run's writer that missed its deadline may fail later
+        self._unread = history.on_read(self._on_read)  # kept after close() while a writer that missed it may fail
         _ATTACHED.add(self)
         _LATEST[history] = weakref.ref(self)  # a weak value: a strong one would keep the history alive for ever
 
@@ -140,18 +141,18 @@ class Attachment:
                     self._send([logged(row, time.time())])
         except Exception as exc:  # noqa: BLE001 - nor into history.log
             self._broken(exc)
-        self._say(5)  # at the user's log call (say, _say, here, Listeners.tell, History.log, the user's line)
+        self._say()  # at the user's log call
 
     def _on_read(self, _: None) -> None:
         """A failure after the last ``log``, in a notebook that never closes (nor logs again), is said when the user
         next reads the history's tables (a plot, ``steps``): on the notebook's thread only, never a live view's."""
         if threading.current_thread() is threading.main_thread():
-            self._say(5)  # say, _say, here, Listeners.tell, History.steps, the user's line
+            self._say()
 
-    def _say(self, stacklevel: int = 3) -> None:
+    def _say(self) -> None:
         """Say each sink's failure (``Sink.say``) on this thread, the one that logs or closes."""
         for channel in self._channels:
-            channel.sink.say(stacklevel=stacklevel)
+            channel.sink.say()
 
     def _logged_after_close(self, row: dict[str, Any]) -> None:
         """A figure logged once the sinks finished their runs (an evaluation after the ``with`` block) reaches the run
@@ -213,6 +214,8 @@ class Attachment:
                         "while it is still writing")  # fmt: skip
                 channel.sink.stall(channel.thread, said)
         _ATTACHED.discard(self)
+        if not any(channel.sink.is_stalled() for channel in self._channels):
+            self._unread()  # every writer ended: nothing left to say at a read (a history reused by many sessions)
         self._say()
 
 

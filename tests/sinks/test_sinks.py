@@ -1014,7 +1014,10 @@ def test_a_sink_failure_reaches_the_user_past_another_threads_catch_warnings():
 def test_a_sink_failure_after_the_last_log_is_said_at_the_next_read_or_new_run():
     """A sink's failure was said only at the next ``history.log`` or ``close``: one after the last ``log``, in a
     notebook that never closes its history, was never shown. It is said at the next read of the history's tables
-    (``steps``, ``df``, ``logged``: what a plot reads), once; or when a new run starts streaming."""
+    (``steps``, ``df``, ``logged``: what a plot reads) on the notebook's thread, once; or when a new run starts
+    streaming. Either way at the user's line."""
+    from rlnb.testing import FakeBackend
+
     go, failed = threading.Event(), threading.Event()
 
     class Late(Flaky):
@@ -1035,6 +1038,12 @@ def test_a_sink_failure_after_the_last_log_is_said_at_the_next_read_or_new_run()
         assert not [w for w in early if issubclass(w.category, sinks.SinkWarning)]
         go.set()
         assert failed.wait(60)
+        with warnings.catch_warnings(record=True) as on_thread:  # a live view's thread reading: never said there
+            warnings.simplefilter("always")
+            reader = threading.Thread(target=lambda: history.steps)
+            reader.start()
+            reader.join(60)
+        assert not [w for w in on_thread if issubclass(w.category, sinks.SinkWarning)]
         with pytest.warns(sinks.SinkWarning, match="Late dropped while writing run .*disk gone") as said:
             history.steps  # noqa: B018 - the read is the point
         assert len(said) == 1 and said[0].filename == __file__  # at the user's line
@@ -1047,8 +1056,16 @@ def test_a_sink_failure_after_the_last_log_is_said_at_the_next_read_or_new_run()
         second = stream.attach(History(), [other])
         second._channels[0].put(Point(1, {"x": 1.0}, 0.0))
         assert failed.wait(60)
-        with pytest.warns(sinks.SinkWarning, match="second disk gone"):
-            stream.attach(History(), []).close()  # a new run says what no read or log has said yet
+        quiet = Flaky(10**6, OSError("never raised"), interval=0)
+        with warnings.catch_warnings(record=True) as on_thread:  # a sweep's trial thread starting a run: not there
+            warnings.simplefilter("always")
+            trial = threading.Thread(target=lambda: rlnb.Session(FakeBackend(), record=False, sinks=[quiet]).close())
+            trial.start()
+            trial.join(60)
+        assert not [w for w in on_thread if issubclass(w.category, sinks.SinkWarning)]
+        with pytest.warns(sinks.SinkWarning, match="second disk gone") as said:
+            rlnb.Session(FakeBackend(), record=False, sinks=[quiet]).close()  # a new run says what nothing said yet
+        assert len(said) == 1 and said[0].filename == __file__  # at the user's line, not rlnb's Session
         second.close()
     finally:
         go.set()
@@ -1106,3 +1123,15 @@ def test_an_export_of_a_run_without_an_id_keeps_the_name_its_stream_used(tmp_pat
     rlnb.export(s.history, sinks.TensorBoard(tmp_path / "exported"))
     streamed = [p.name for p in (tmp_path / "tb").iterdir()]
     assert [p.name for p in (tmp_path / "exported").iterdir()] == streamed and len(streamed) == 1
+
+
+def test_a_closed_run_whose_writers_ended_listens_to_the_historys_reads_no_more():
+    """A history that many sessions continue (``history=``) gathered one read listener per run, each called at every
+    read of its tables: once every writer has ended, nothing is left to say there."""
+    history = History()
+    for _ in range(3):
+        stream.attach(history, [Flaky(10**6, OSError("never raised"), interval=0)]).close()
+    assert len(history._read_listeners) == 0
+    open_run = stream.attach(history, [Flaky(10**6, OSError("never raised"), interval=0)])
+    assert len(history._read_listeners) == 1  # an open run listens: its writer may fail after the last log
+    open_run.close()
