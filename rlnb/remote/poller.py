@@ -113,6 +113,7 @@ class Poller:
         self._cond = threading.Condition()
         self._stopping = False
         self._said: set[str] = set()  # the statuses newer than rlnb's list warned of (``_newer``)
+        self._head_only = False  # polling the oldest operation alone, long-polled (set and read by the poll thread)
         self._thread = threading.Thread(target=self._loop, name=f"rlnb-poll-{session_id}", daemon=True)
         self._thread.start()
 
@@ -157,7 +158,10 @@ class Poller:
                     if self._stopping:
                         return
                     now = time.monotonic()
-                    targets = self._inflight[:1] if self.in_order else self._inflight
+                    # A head in a status newer than rlnb's list may have ended: every operation, in plain polls
+                    # (only the head was polled, and a session stalled behind it until its operation_timeout).
+                    self._head_only = self.in_order and _known(self._inflight[:1])
+                    targets = self._inflight[:1] if self._head_only else self._inflight
                     due = [op for op in targets if op.due <= now]
                     if due:
                         break
@@ -176,7 +180,7 @@ class Poller:
     def _poll(self, op: InFlight) -> None:
         max_wait = self.client.features.long_poll_max_wait
         wait = None
-        if max_wait and self.in_order:
+        if max_wait and self._head_only:
             wait = max(0.0, min(max_wait, LONG_POLL_WAIT, op.deadline - time.monotonic()))
         transient = False
         started = time.monotonic()
@@ -298,3 +302,8 @@ def report(op: InFlight, env: wire.Operation[Any]) -> None:
 def _said(status: str) -> str:
     """A status as a message shows it: one newer than rlnb's list says so."""
     return status if isinstance(status, wire.OperationStatus) else f"{status} (a status rlnb does not know)"
+
+
+def _known(ops: list[InFlight]) -> bool:
+    """Whether each of ``ops`` is in a status rlnb knows (``wire.Newer`` keeps a newer one as a plain string)."""
+    return all(isinstance(op.env.status, wire.OperationStatus) for op in ops)

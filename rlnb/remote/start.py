@@ -183,7 +183,7 @@ def _checked(
     for LoRA on a full-weight resource or full weights on a LoRA one (``ValueError``), or it names an optimizer
     rlnb does not know (``RlnbError``: a newer revision's was taken for Adam, and every optim-step sent Adam's body)."""
     config = resource.optimizer_config
-    named = ", ".join(sorted(config.model_extra or {}))  # ``{}``: the server's default, Adam
+    named = ", ".join(sorted(k for k, v in (config.model_extra or {}).items() if v is not None))  # {}: Adam, default
     if config.adam is None and config.muon is None and named:
         raise RlnbError(f"model resource {resource.id} uses an optimizer rlnb does not know ({named}); it runs "
                         f"{', '.join(wire.OPTIMIZERS)} only")  # fmt: skip

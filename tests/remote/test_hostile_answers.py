@@ -373,6 +373,28 @@ def test_an_operation_status_of_a_newer_revision_is_polled_on_and_said_once(capl
     assert not [r for r in caplog.records if r.levelname == "ERROR"]  # recording went through the newer status too
 
 
+def test_operations_behind_one_in_a_newer_status_are_polled_on_a_server_that_runs_them_in_order():
+    """On an in-order server only the oldest operation was polled: one left in a newer status (a newer server's
+    ``CANCELLED``, an end rlnb cannot tell) held every later one, finished on the server, until its deadline."""
+    fake = FakeAPI(op_states=("PENDING",))
+    fake.advertise, fake.hold = True, True
+    rid = fake.add_resource({"adam": {}})
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=60, record=False, **FAST_POLL, **quick({}),
+    )  # fmt: skip
+    head, later = s.forward_backward(BATCH), s.forward_backward(BATCH)
+    until = time.monotonic() + 10
+    while not (head.id and later.id):
+        assert time.monotonic() < until
+        time.sleep(0.01)
+    fake.ops[head.id]["status"] = f"{wire.OperationStatus.FAILED.removesuffix('FAILED')}CANCELLED"
+    fake.ops[later.id]["status"] = "COMPLETED"
+    assert later.result(timeout=10).loss == 2.5
+    assert not head.done()  # still followed, under its own deadline
+    s.close()
+
+
 def test_an_operation_left_in_a_newer_status_fails_at_its_deadline_naming_that_status():
     """The deadline (``operation_timeout``) still ends an operation that a newer status holds, and says which."""
     fake = FakeAPI(op_states=("PENDING", "THROTTLED"))
@@ -431,6 +453,7 @@ def test_a_session_in_a_newer_status_with_an_error_ends_the_wait_at_once():
         rlnb.SessionClosed, match=r"STATUS_EVICTED, a status rlnb does not know, with an error: .*evicted"
     ):
         rlnb.connect(BASE, api_key=KEY, transport=transport, model_resources_id=rid, ready_timeout=60, **FAST_POLL)
+    assert [v["status"] for v in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]  # what it created
 
 
 def test_a_server_that_advertises_long_polls_but_answers_at_once_is_not_polled_in_a_loop():
@@ -517,9 +540,11 @@ def test_a_resource_whose_optimizer_rlnb_does_not_know_is_refused_not_taken_for_
     assert not fake.sessions
 
 
-def test_a_resource_with_an_empty_optimizer_config_is_the_servers_default_adam():
+@pytest.mark.parametrize("config", [{}, {"adam": None, "muon": None, "lion": None}])
+def test_a_resource_with_an_empty_optimizer_config_is_the_servers_default_adam(config):
+    """Nothing named (or every option written out as null): the server's default, Adam, as before."""
     fake = FakeAPI(ready_after=1)
-    rid = fake.add_resource({})
+    rid = fake.add_resource(config)
     with rlnb.connect(
         BASE, api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid, ready_timeout=5,
         record=False, **FAST_POLL, **quick({}),
