@@ -33,8 +33,8 @@ Muon.adam     (non-matrix params) the Adam defaults above
 
 from __future__ import annotations
 
-import math
 import numbers
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
@@ -141,8 +141,11 @@ class _Params:
         what a schedule sends at a step. Unset rates are made explicit from the defaults first. ``factor`` is a finite
         number > 0 (``"2"`` was Python's "can't multiply sequence"; NaN or 0 an error naming only the rate)."""
         factor = scalar(factor)  # np.float32(0.5), torch.tensor(0.5): the number
-        if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not 0 < float(factor) < math.inf:
-            raise ValueError(f"scaled: factor must be a finite number > 0 (a schedule's multiplier), got {factor!r}")
+        rule = f"scaled: factor must be a finite number > 0 (a schedule's multiplier), got {factor!r}"[:300]
+        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
+            raise TypeError(rule)
+        if not 0 < factor <= sys.float_info.max:  # NaN, inf, 10**400 (an OverflowError in float()) too
+            raise ValueError(rule)
         data = cast(wire._Model, self).model_dump(exclude_unset=True)
         resolved = cast(Any, self).resolved()
         data["learning_rate"] = resolved.learning_rate * factor

@@ -27,12 +27,13 @@ ID_MAX = 2**63 - 1
 def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> wire.TensorData:
     """``data`` as wire tensor data; a value it cannot hold (NaN, inf; past float32's range, inf on the engine, which
     failed the forward-backward as "non-finite") is refused naming the argument ``name``."""
-    bad = wire.non_finite(data)
-    if bad is not None:
+    span = FLOAT32_MAX if dtype == "float32" else math.inf
+    bad = next((v for v in data if not -span <= v <= span), None)  # one pass: NaN fails it too
+    if isinstance(bad, float) and not math.isfinite(bad):
         raise ValueError(f"{name} must be finite numbers, got {bad}")
-    big = next((v for v in data if abs(v) > FLOAT32_MAX), None) if dtype == "float32" else None
-    if big is not None:
-        raise ValueError(f"{name} must be numbers a float32 holds (at most {FLOAT32_MAX:.4g} in size), got {big:g}")
+    if bad is not None:  # an int past it too (10**400: no float, so not ``:g``)
+        shown = f"{bad:g}" if isinstance(bad, float) else f"{str(bad)[:20]}..."
+        raise ValueError(f"{name} must be numbers a float32 holds (at most {FLOAT32_MAX:.4g} in size), got {shown}")
     return wire.TensorData(data=list(data), dtype=dtype)
 
 
