@@ -27,13 +27,12 @@ ID_MAX = 2**63 - 1
 def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> wire.TensorData:
     """``data`` as wire tensor data; a value it cannot hold (NaN, inf; past float32's range, inf on the engine, which
     failed the forward-backward as "non-finite") is refused naming the argument ``name``."""
-    span = FLOAT32_MAX if dtype == "float32" else math.inf
-    bad = next((v for v in data if not -span <= v <= span), None)  # one pass: NaN fails it too
-    if isinstance(bad, float) and not math.isfinite(bad):
-        raise ValueError(f"{name} must be finite numbers, got {bad}")
-    if bad is not None:  # an int past it too (10**400: no float, so not ``:g``)
-        shown = f"{bad:g}" if isinstance(bad, float) else f"{str(bad)[:20]}..."
-        raise ValueError(f"{name} must be numbers a float32 holds (at most {FLOAT32_MAX:.4g} in size), got {shown}")
+    if dtype == "float32":  # an int64 tensor holds ids ``_ids`` checked, or rlnb's own mask
+        bad = next((v for v in data if not -FLOAT32_MAX <= v <= FLOAT32_MAX), None)  # one pass: NaN fails it too
+        if bad is not None and not math.isfinite(bad):
+            raise ValueError(f"{name} must be finite numbers, got {bad}")
+        if bad is not None:
+            raise ValueError(f"{name} must be numbers a float32 holds (at most {FLOAT32_MAX:.4g} in size), got {bad:g}")
     return wire.TensorData(data=list(data), dtype=dtype)
 
 
@@ -71,7 +70,11 @@ def _numbers(values: Any, name: str) -> list[float]:
     bad = next((v for v in listed if isinstance(v, bool) or not isinstance(v, numbers.Real)), None)
     if bad is not None:
         raise TypeError(f"{name} must be numbers, got {bad!r}")
-    return [float(v) for v in listed]
+    try:
+        return [float(v) for v in listed]
+    except OverflowError:  # an int no float holds (10**400): Python's message named no argument
+        raise ValueError(f"{name} must be numbers a float32 holds (at most {FLOAT32_MAX:.4g} in size), got an "
+                         "integer past any float") from None  # fmt: skip
 
 
 def cross_entropy(tokens: Sequence[int], weights: Sequence[float] | None = None) -> wire.Sample:
@@ -117,7 +120,7 @@ def policy(
     given = advantage.tolist() if hasattr(advantage, "tolist") else advantage  # numpy / torch, 0-d or not
     if isinstance(given, str | bool) or not isinstance(given, numbers.Real | Sequence):
         raise TypeError(f"advantage must be a number or one number per completion token, got {advantage!r}")
-    adv = [float(given)] * n if isinstance(given, numbers.Real) else _numbers(given, "advantage")
+    adv = _numbers([given], "advantage") * n if isinstance(given, numbers.Real) else _numbers(given, "advantage")
     if len(adv) != n:
         raise ValueError(f"advantage has {len(adv)} entries for {n} completion tokens")
     tokens = prompt + completion

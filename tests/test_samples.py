@@ -95,6 +95,14 @@ def test_values_past_float32_are_refused_naming_the_argument(build, name):
     samples.cross_entropy([1, 2, 3], [0.0, 3.4e38, 1.0])  # float32's largest is taken
 
 
+def test_integers_no_float_holds_are_refused_naming_the_argument():
+    """``10**400`` as a weight or an advantage was Python's bare "OverflowError: int too large to convert to float"."""
+    with pytest.raises(ValueError, match="^weights must be numbers a float32 holds .*integer past any float"):
+        samples.cross_entropy([1, 2], [1, 10**400])
+    with pytest.raises(ValueError, match="^advantage must be numbers a float32 holds .*integer past any float"):
+        samples.policy([1], [2], [-0.1], 10**400)
+
+
 def test_token_ids_past_int64_are_refused_naming_the_argument():
     """An id past int64 was a raw pydantic error on ``EncodedText`` (in the input), or sent as a float (a target)."""
     at = r"^tokens must be token ids < 2\*\*63 \(the wire's int64\), got 1180591620717411303424 at index 0"

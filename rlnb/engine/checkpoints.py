@@ -3,8 +3,8 @@
 * A **training checkpoint** is one ``<id>.pt`` (``torch.save``): the trainable weights (the whole model
   for a full-weight session, only the adapter for LoRA: the base is rebuilt from the model it names),
   the optimizer state, the gradients forward-backwards accumulated for the next optim-step, the step, the
-  Newton-Schulz dtype and the LoRA settings — all that resume needs to give the same next step as a session
-  that never stopped.
+  sampler's generator (unseeded samples go on after a resume), the Newton-Schulz dtype and the LoRA settings —
+  all that resume needs to give the same next step as a session that never stopped.
 * An **inference checkpoint** is a folder ``<id>/``: ``merged/`` holds the full model with the trained
   weights applied, in a format ``transformers.AutoModelForCausalLM.from_pretrained`` loads (a GPT-2
   checkpoint for the built-in models); a LoRA session adds ``adapter/``, the adapter alone in peft's
@@ -303,16 +303,15 @@ def restore_optimizer(state: dict[str, Any], optim: TrainerOptimizer, trainer: n
     for its next optim-step (saved between a forward-backward and it); the step it was saved at."""
     try:
         optim.load_state_dict(state["optimizer"])
-        params = {n: p for n, p in trainer.named_parameters() if p.requires_grad}
-        for name, grad in (state.get("grads") or {}).items():
-            if name not in params or not isinstance(grad, torch.Tensor) or grad.shape != params[name].shape:
-                raise ValueError(f"its gradient {name!r} fits no trainable weight of this model")
-            params[name].grad = grad.detach().to(params[name], copy=True)
     except Exception as exc:  # noqa: BLE001 - KeyError, TypeError, ValueError of a state of another kind or model
-        problem = failure_text(exc)
-    else:
-        return int(state["step"])
-    raise CheckpointMismatch(
-        f"resume_from {str(path)!r}: its optimizer state does not fit this session's {optim.kind} optimizer "
-        f"({problem}); load_optimizer=False loads its weights alone"
-    )
+        raise CheckpointMismatch(f"resume_from {str(path)!r}: its optimizer state does not fit this session's "
+                                 f"{optim.kind} optimizer ({failure_text(exc)}); load_optimizer=False loads its "
+                                 "weights alone") from None  # fmt: skip
+    params = {n: p for n, p in trainer.named_parameters() if p.requires_grad}
+    for name, grad in (state.get("grads") or {}).items():
+        if name not in params or not isinstance(grad, torch.Tensor) or grad.shape != params[name].shape:
+            raise CheckpointMismatch(f"resume_from {str(path)!r}: its gradient {name!r} (for the next optim-step) "
+                                     "fits no trainable weight of this model; load_optimizer=False loads its weights "
+                                     "alone")  # fmt: skip
+        params[name].grad = grad.detach().to(params[name], copy=True)
+    return int(state["step"])

@@ -36,7 +36,8 @@ from rlnb.wire import OptimizerKind
 
 @dataclass
 class Engine:
-    """The state a session's operations share. Only the worker thread touches it once the session runs."""
+    """The state a session's operations share. Only the worker thread touches it once the session runs, but for
+    ``LocalBackend.discard_checkpoint``, which removes a checkpoint from its lists in place (one list call each)."""
 
     adapter: ModelAdapter
     trainer: nn.Module

@@ -30,16 +30,16 @@ from rlnb.prompts import tokenizer_spec
 class ModelOptions:
     """The model and its sampler.
 
-    ``tokenizer``: a Hugging Face tokenizer (or its directory); None: a model loaded by name brings its
-    own, a Hugging Face model without one takes token ids only, other modules get the byte codec.
-    ``seed`` seeds the built-in model's initial weights and (unless ``sampling_seed`` is given) unseeded
-    sampling. ``device``: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ...; ``dtype``: ``"auto"``
-    (the checkpoint's; float32 for built-ins), ``"float32"``, ``"bfloat16"``. ``eos_token_id``: an extra
-    token that ends a sampled sequence, or a list of them as generation configs write it (the tokenizer's EOS
-    always does; a reward's text leaves out whichever ended it). ``lora``: ``None``/``False``
-    trains all weights; ``True`` or a LoRA config dict (rank, alpha, dropout, seed, train_unembed) freezes
-    them and trains peft adapters on the linear layers. ``num_generator_replicas``: 0 makes a trainer-only
-    session that rejects ``sample``. ``trust_remote_code``: let a Hugging Face folder whose config maps
+    ``tokenizer``: a Hugging Face tokenizer (or its directory); None: a model loaded by name brings its own, a Hugging
+    Face model without one takes token ids only, other modules get the byte codec. ``seed`` seeds the built-in model's
+    initial weights and (unless ``sampling_seed`` is given) unseeded sampling; a session resumed from a training
+    checkpoint goes on with the sampler's generator it saved (``sampling_seed=`` starts a new stream). ``device``:
+    ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ...; ``dtype``: ``"auto"`` (the checkpoint's; float32 for
+    built-ins), ``"float32"``, ``"bfloat16"``. ``eos_token_id``: an extra token that ends a sampled sequence, or a list
+    of them as generation configs write it (the tokenizer's EOS always does; a reward's text leaves out whichever ended
+    it). ``lora``: ``None``/``False`` trains all weights; ``True`` or a LoRA config dict (rank, alpha, dropout, seed,
+    train_unembed) freezes them and trains peft adapters on the linear layers. ``num_generator_replicas``: 0 makes a
+    trainer-only session that rejects ``sample``. ``trust_remote_code``: let a Hugging Face folder whose config maps
     classes to its own code (``auto_map``) run that code; by default such a folder is refused."""
 
     tokenizer: Any = None

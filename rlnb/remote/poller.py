@@ -269,8 +269,9 @@ class Poller:
         with self._cond:
             if op not in self._inflight:
                 return False
+            was_head = self._inflight[0] is op  # another ends first only behind a head in a newer status
             self._inflight.remove(op)
-            if self.in_order and self._inflight:
+            if self.in_order and was_head and self._inflight:
                 head = self._inflight[0]
                 head.changed, head.due = now, now
             return True

@@ -214,7 +214,7 @@ class Attachment:
                         "while it is still writing")  # fmt: skip
                 channel.sink.stall(channel.thread, said)
         _ATTACHED.discard(self)
-        if not any(channel.sink.is_stalled() for channel in self._channels):
+        if not any(channel.thread.is_alive() for channel in self._channels):
             self._unread()  # every writer ended: nothing left to say at a read (a history reused by many sessions)
         self._say()
 

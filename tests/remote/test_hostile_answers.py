@@ -383,16 +383,16 @@ def test_operations_behind_one_in_a_newer_status_are_polled_on_a_server_that_run
         BASE, api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid, ready_timeout=5,
         operation_timeout=60, record=False, **FAST_POLL, **quick({}),
     )  # fmt: skip
-    head, later = s.forward_backward(BATCH), s.forward_backward(BATCH)
-    until = time.monotonic() + 10
-    while not (head.id and later.id):
-        assert time.monotonic() < until
-        time.sleep(0.01)
-    fake.ops[head.id]["status"] = f"{wire.OperationStatus.FAILED.removesuffix('FAILED')}CANCELLED"
-    fake.ops[later.id]["status"] = "COMPLETED"
-    assert later.result(timeout=10).loss == 2.5
-    assert not head.done()  # still followed, under its own deadline
-    s.close()
+    with s:
+        head, later = s.forward_backward(BATCH), s.forward_backward(BATCH)
+        until = time.monotonic() + 10
+        while not (head.id and later.id):
+            assert time.monotonic() < until
+            time.sleep(0.01)
+        fake.ops[head.id]["status"] = f"{wire.OperationStatus.FAILED.removesuffix('FAILED')}CANCELLED"
+        fake.ops[later.id]["status"] = "COMPLETED"
+        assert later.result(timeout=10).loss == 2.5
+        assert not head.done()  # still followed, under its own deadline
 
 
 def test_an_operation_left_in_a_newer_status_fails_at_its_deadline_naming_that_status():
