@@ -28,6 +28,7 @@ from torch import nn
 from rlnb import wire
 from rlnb._options import check_seconds, refuse_unknown, take
 from rlnb.engine import checkpoints, handlers, inputs, model_setup
+from rlnb.engine.checkpoint_files import CheckpointStore, Variant
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.hf import DTYPES
@@ -145,7 +146,7 @@ class LocalBackend:
             sampler=model_setup.build_sampler(trainer, self.device, self.lora) if num_generator_replicas else trainer,
             optim=optim,
             kind=self.optimizer,
-            store=checkpoints.CheckpointStore(saved.checkpoint_dir),
+            store=CheckpointStore(saved.checkpoint_dir, lora=self.lora is not None),
             meta={
                 "base_model": adapter.name,
                 "base_model_dir": checkpoints.model_dir(adapter),
@@ -211,7 +212,7 @@ class LocalBackend:
             for ckpt in [c for c in listed if c.id == ckpt_id]:
                 listed.remove(ckpt)  # in place: the worker may be appending a new checkpoint
 
-    def checkpoint_files(self, ckpt_id: str, variant: checkpoints.Variant = "merged") -> list[Path]:
+    def checkpoint_files(self, ckpt_id: str, variant: Variant = "merged") -> list[Path]:
         """The files a download of the checkpoint serves (see ``CheckpointStore.files``)."""
         return self.engine.store.files(ckpt_id, variant)
 
