@@ -14,6 +14,7 @@ import socket
 import stat
 import tempfile
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, get_args
@@ -54,6 +55,9 @@ class CheckpointStore:
     def path_for(self, name: str) -> Path:
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="rlnb-checkpoints-"))
+        if self._dir.exists() and not self._dir.is_dir():  # mkdir's FileExistsError would say it "exists"
+            raise NotADirectoryError(errno.ENOTDIR, f"checkpoint_dir {str(self._dir)!r} is no longer a folder (a "
+                                     "file was put in its place); nothing was saved")  # fmt: skip
         self._dir.mkdir(parents=True, exist_ok=True)
         remove_leftovers(self._dir)
         return self._dir / name
@@ -124,10 +128,16 @@ def remove_leftovers(folder: Path) -> None:
         match = _PARTIAL.fullmatch(entry.name)
         if match is None or match["host"] not in (None, _HOST) or match["pid"] and _alive(int(match["pid"])):
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)  # another process's cleanup may race this one: both end gone
-        else:
-            entry.unlink(missing_ok=True)
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink(missing_ok=True)
+        except FileNotFoundError:  # another process's cleanup got there first
+            continue
+        except OSError as exc:  # the save or session goes on; what stays is said
+            warnings.warn(f"a partial checkpoint an ended process left could not be removed: {exc.filename or entry}: "
+                          f"{exc.strerror or exc}", RuntimeWarning, stacklevel=2)  # fmt: skip
 
 
 def _alive(pid: int) -> bool:

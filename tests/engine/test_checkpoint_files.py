@@ -225,3 +225,34 @@ def test_a_deleted_adapter_of_a_lora_checkpoint_is_said_to_be_gone(tmp_path):
         shutil.rmtree(s.backend.checkpoint_path(ckpt.id) / "adapter")
         with pytest.raises(FileNotFoundError, match=rf"^checkpoint {ckpt.id}'s files \(adapter/\) are gone from "):
             s.backend.checkpoint_files(ckpt.id, "adapter")
+
+
+def test_a_checkpoint_dir_replaced_by_a_file_is_said_to_be_no_folder(tmp_path):
+    """``checkpoint_dir`` deleted and a file put in its place mid-session: the save failed with mkdir's
+    ``FileExistsError: [Errno 17] File exists``, as if the folder were there."""
+    folder = tmp_path / "ckpts"
+    with local_session(checkpoint_dir=folder) as s:
+        folder.rmdir()
+        folder.write_text("a file")
+        said = rf"NotADirectoryError: \[Errno 20\] checkpoint_dir '{folder}' is no longer a folder \(a file was put"
+        with pytest.raises(rlnb.OperationFailed, match=said):
+            s.save_training_checkpoint().result(timeout=60)
+        assert folder.read_text() == "a file"
+
+
+def test_a_leftover_partial_that_cannot_be_removed_is_named_and_the_save_goes_on(tmp_path, monkeypatch):
+    """A dead process's partial that could not be removed (a permission) failed the save that found it."""
+    leftover = tmp_path / _partial(f"ckpt-train-{'0' * 12}.pt", _dead_pid())
+    leftover.write_bytes(b"half")
+    real_unlink = os.unlink
+
+    def refused(path, *args, **kwargs):
+        if os.fspath(path) == str(leftover):
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refused)
+    said = rf"^a partial checkpoint .* could not be removed: {leftover}: Permission"
+    with pytest.warns(RuntimeWarning, match=said), local_session(checkpoint_dir=tmp_path) as s:
+        assert s.save_training_checkpoint().result(timeout=60).checkpoint.step == 0
+    assert leftover.exists()
