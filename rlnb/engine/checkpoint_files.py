@@ -124,7 +124,13 @@ def _unsafe(ckpt_id: str, path: Path) -> UnsafeCheckpointFile:
 def remove_leftovers(folder: Path) -> None:
     """Remove the partials in ``folder`` that a process of this machine, now dead, left mid-save (and those of rlnb
     before partials named their writer); a live writer's, another machine's and any other file are kept."""
-    for entry in folder.iterdir():
+    try:
+        entries = list(folder.iterdir())
+    except OSError as exc:  # a folder that can be written but not listed (mode -wx): saves still work
+        warnings.warn(f"checkpoint_dir {str(folder)!r} cannot be listed ({exc.strerror or exc}): partial checkpoints "
+                      "an ended process left there are not looked for", RuntimeWarning, stacklevel=2)  # fmt: skip
+        return
+    for entry in entries:
         match = _PARTIAL.fullmatch(entry.name)
         if match is None or match["host"] not in (None, _HOST) or match["pid"] and _alive(int(match["pid"])):
             continue

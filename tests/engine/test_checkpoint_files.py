@@ -256,3 +256,19 @@ def test_a_leftover_partial_that_cannot_be_removed_is_named_and_the_save_goes_on
     with pytest.warns(RuntimeWarning, match=said), local_session(checkpoint_dir=tmp_path) as s:
         assert s.save_training_checkpoint().result(timeout=60).checkpoint.step == 0
     assert leftover.exists()
+
+
+def test_a_checkpoint_dir_that_can_be_written_but_not_listed_still_takes_checkpoints(tmp_path, monkeypatch):
+    """A folder of mode ``-wx`` (written, not listed): looking for leftovers there would fail every connect."""
+    real_iterdir = type(tmp_path).iterdir
+
+    def unlisted(path):
+        if path == tmp_path:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_iterdir(path)
+
+    monkeypatch.setattr(type(tmp_path), "iterdir", unlisted)
+    said = rf"^checkpoint_dir '{tmp_path}' cannot be listed \(Permission denied\): partial checkpoints"
+    with pytest.warns(RuntimeWarning, match=said), local_session(checkpoint_dir=tmp_path) as s:
+        ckpt = s.save_training_checkpoint().result(timeout=60).checkpoint
+        assert s.backend.checkpoint_path(ckpt.id).is_file()
