@@ -12,6 +12,7 @@ import re
 import shutil
 import socket
 import stat
+import sys
 import tempfile
 import uuid
 import warnings
@@ -73,7 +74,10 @@ class CheckpointStore:
         path = self.path(ckpt_id)
         try:
             if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
+                if sys.version_info >= (3, 12):
+                    shutil.rmtree(path, onexc=_named)
+                else:
+                    shutil.rmtree(path, onerror=_named)
             else:  # its file, or a link put in its place (the link goes, never what it leads to)
                 path.unlink(missing_ok=True)
         except OSError as exc:
@@ -106,6 +110,13 @@ class CheckpointStore:
             if file.is_symlink() or not (file.is_dir() or regular(file)):
                 raise _unsafe(ckpt_id, file)
         return [f for f in served if not f.is_dir()]
+
+
+def _named(func: object, name: str, exc: BaseException | tuple[type, BaseException, object]) -> None:
+    """``rmtree``'s error handler (``onexc``; ``onerror`` gives ``exc_info``): the error with the file's whole path
+    (``rmtree``'s own names the file alone, relative to its folder)."""
+    error = exc[1] if isinstance(exc, tuple) else exc
+    raise OSError(getattr(error, "errno", None), getattr(error, "strerror", None) or str(error), name) from None
 
 
 def regular(path: Path) -> bool:

@@ -181,7 +181,8 @@ def test_a_checkpoint_that_cannot_be_deleted_is_named_and_kept(tmp_path, monkeyp
     with local_session(checkpoint_dir=tmp_path) as s:
         ckpt = s.save_inference_checkpoint().result(timeout=60).checkpoint
         monkeypatch.setattr(os, "unlink", refused)
-        with pytest.raises(PermissionError, match=rf"^\[Errno 13\] checkpoint {ckpt.id} could not be deleted: "):
+        said = rf"^\[Errno 13\] checkpoint {ckpt.id} could not be deleted: {tmp_path}/{ckpt.id}/merged/config.json: "
+        with pytest.raises(PermissionError, match=said):
             s.backend.discard_checkpoint(ckpt.id)
         monkeypatch.undo()
         assert [c.id for c in s.info().inference_checkpoints] == [ckpt.id]
