@@ -212,7 +212,7 @@ def writing(path: Path) -> Iterator[Path]:
         _fsync(path.parent)
     except Exception as exc:
         if partial.is_dir():
-            shutil.rmtree(partial, ignore_errors=True)  # best effort: the next save removes what stays
+            shutil.rmtree(partial, ignore_errors=True)  # what stays goes once this process has ended
         else:
             partial.unlink(missing_ok=True)
         if disk_full(exc):

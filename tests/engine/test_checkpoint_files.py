@@ -62,6 +62,7 @@ def test_the_partials_of_dead_processes_are_removed_when_a_store_opens_or_saves_
     (gone[1] / "merged").mkdir(parents=True)
     kept = [
         folder / _partial(f"ckpt-train-{hex12}.pt", os.getpid()),  # this process's: a save under way
+        folder / _partial(f"ckpt-infer-{hex12}", os.getppid()),  # a live process's
         folder / _partial(f"ckpt-train-{hex12}.pt", dead, host="0" * 8),  # another machine's
         folder / ".notes.partial",
         folder / "ckpt-train-mine.pt.partial",
