@@ -205,7 +205,8 @@ class LocalBackend:
     def discard_checkpoint(self, ckpt_id: str) -> None:
         """Delete a checkpoint of this session that nobody will load again (Find LR's copy of the weights, once
         loaded: weights and optimizer state, several GB on a real model, were left behind at every click). The
-        session's info lists it no more: nothing could resume from it."""
+        session's info lists it no more: nothing could resume from it. A file that cannot be deleted is an ``OSError``
+        naming it, and the checkpoint stays listed."""
         self.engine.store.discard(ckpt_id)
         lists: tuple[list[Any], ...] = (self.engine.training_checkpoints, self.engine.inference_checkpoints)
         for listed in lists:

@@ -98,7 +98,8 @@ class CheckpointStore:
         if variant == "adapter" and not training and not self.lora:
             raise ValueError(f"checkpoint {ckpt_id} has no adapter variant (it exists only for LoRA sessions)")
         found = path if training else path / variant
-        if not (found.is_file() if training else path.is_dir() and found.is_dir()):
+        there = (found.is_symlink() or found.exists() and not found.is_dir()) if training else found.is_dir()
+        if not (there and (training or path.is_dir())):
             # deleted by hand or by another process (or a file put where its folder was): not a variant it lacks
             what = "" if variant == "merged" or training else f" ({variant}/)"
             raise FileNotFoundError(f"checkpoint {ckpt_id}'s files{what} are gone from {path.parent}")

@@ -153,6 +153,11 @@ def test_a_pipe_in_a_checkpoint_is_refused_by_a_download_and_by_resume_never_rea
         os.mkfifo(folder / "merged" / "pipe")
         with pytest.raises(UnsafeCheckpointFile, match=rf"^checkpoint {ckpt.id}'s {folder}/merged/pipe is not a "):
             s.backend.checkpoint_files(ckpt.id)
+        pt = s.backend.checkpoint_path(s.save_training_checkpoint().result(timeout=60).checkpoint.id)
+        pt.unlink()
+        os.mkfifo(pt)
+        with pytest.raises(UnsafeCheckpointFile, match=rf"'s {pt} is not a regular file"):  # it said "gone"
+            s.backend.checkpoint_files(pt.stem)
     (folder / "rlnb.json").unlink()
     os.mkfifo(folder / "rlnb.json")
 
