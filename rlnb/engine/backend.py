@@ -28,6 +28,7 @@ from torch import nn
 from rlnb import wire
 from rlnb._options import check_seconds, refuse_unknown, take
 from rlnb.engine import checkpoints, handlers, inputs, model_setup
+from rlnb.engine.checkpoint_files import CheckpointStore, Variant
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.hf import DTYPES
@@ -145,7 +146,7 @@ class LocalBackend:
             sampler=model_setup.build_sampler(trainer, self.device, self.lora) if num_generator_replicas else trainer,
             optim=optim,
             kind=self.optimizer,
-            store=checkpoints.CheckpointStore(saved.checkpoint_dir),
+            store=CheckpointStore(saved.checkpoint_dir, lora=self.lora is not None),
             meta={
                 "base_model": adapter.name,
                 "base_model_dir": checkpoints.model_dir(adapter),
@@ -204,14 +205,15 @@ class LocalBackend:
     def discard_checkpoint(self, ckpt_id: str) -> None:
         """Delete a checkpoint of this session that nobody will load again (Find LR's copy of the weights, once
         loaded: weights and optimizer state, several GB on a real model, were left behind at every click). The
-        session's info lists it no more: nothing could resume from it."""
+        session's info lists it no more: nothing could resume from it. A file that cannot be deleted is an ``OSError``
+        naming it, and the checkpoint stays listed."""
         self.engine.store.discard(ckpt_id)
         lists: tuple[list[Any], ...] = (self.engine.training_checkpoints, self.engine.inference_checkpoints)
         for listed in lists:
             for ckpt in [c for c in listed if c.id == ckpt_id]:
                 listed.remove(ckpt)  # in place: the worker may be appending a new checkpoint
 
-    def checkpoint_files(self, ckpt_id: str, variant: checkpoints.Variant = "merged") -> list[Path]:
+    def checkpoint_files(self, ckpt_id: str, variant: Variant = "merged") -> list[Path]:
         """The files a download of the checkpoint serves (see ``CheckpointStore.files``)."""
         return self.engine.store.files(ckpt_id, variant)
 

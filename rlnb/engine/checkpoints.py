@@ -18,119 +18,23 @@ to load with ``weights_only=False``, which would run code in the file).
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import torch
 from torch import nn
 
+from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, regular, writing
 from rlnb.engine.inputs import INT64_MAX
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.hf import DTYPES, failure_text, untie_head
 from rlnb.engine.models.lora import LoraSettings, merged_state_dict, save_adapter
 from rlnb.engine.optim.trainer import TrainerOptimizer
 
-Variant = Literal["merged", "adapter"]
-VARIANTS: tuple[Variant, ...] = get_args(Variant)
-
 
 class CheckpointMismatch(ValueError):
     """The checkpoint belongs to another kind of session (another base model, LoRA or not, another rank)."""
-
-
-class CheckpointStore:
-    """Where a session's checkpoints go (default: a fresh temporary folder, made on first use)."""
-
-    def __init__(self, directory: str | Path | None) -> None:
-        self._dir = Path(directory) if directory else None
-        self.paths: dict[str, Path] = {}
-
-    def path_for(self, name: str) -> Path:
-        if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="rlnb-checkpoints-"))
-        self._dir.mkdir(parents=True, exist_ok=True)
-        return self._dir / name
-
-    def path(self, ckpt_id: str) -> Path:
-        if ckpt_id not in self.paths:
-            raise KeyError(f"no checkpoint {ckpt_id!r} in this session")
-        return self.paths[ckpt_id]
-
-    def discard(self, ckpt_id: str) -> None:
-        """Delete a checkpoint's files; its id is then unknown here (``KeyError`` from ``path``)."""
-        path = self.path(ckpt_id)
-        del self.paths[ckpt_id]
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-
-    def files(self, ckpt_id: str, variant: Variant = "merged") -> list[Path]:
-        """The files a download of ``variant`` serves: the ``.pt`` of a training checkpoint; ``merged/``
-        or ``adapter/`` of an inference checkpoint. ``variant`` names a subfolder: any other ('..') would serve
-        files outside the checkpoint."""
-        if variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
-        path = self.path(ckpt_id)
-        if path.is_file():
-            return [path]
-        folder = path / variant
-        if variant == "adapter" and path.is_dir() and not folder.is_dir():
-            raise ValueError(f"checkpoint {ckpt_id} has no adapter variant (it exists only for LoRA sessions)")
-        if not folder.is_dir():  # deleted by hand or by another process: not a variant the checkpoint lacks
-            raise FileNotFoundError(f"checkpoint {ckpt_id}'s files are gone from {path.parent}")
-        return sorted(p for p in folder.rglob("*") if p.is_file())
-
-
-class DiskFull(OSError):
-    """A checkpoint could not be written because the disk (or the user's quota) is full."""
-
-
-_FULL = {errno.ENOSPC, errno.EDQUOT}
-_FULL_TEXTS = ("No space left on device", "Disk quota exceeded", "os error 28", "os error 122")
-"""How a full disk reads in the errors of safetensors (Rust's io::Error) and of code that drops the errno."""
-
-
-def disk_full(exc: BaseException) -> bool:
-    """Whether a failed write failed for lack of space, looking down the chain: torch.save into a Python
-    file reports torch's ``unexpected pos`` with the OSError as its context."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, OSError) and cause.errno in _FULL or any(t in str(cause) for t in _FULL_TEXTS):
-            return True
-        cause = cause.__cause__ or cause.__context__
-    return False
-
-
-@contextlib.contextmanager
-def _writing(path: Path) -> Iterator[Path]:
-    """Where to write ``path``: a hidden sibling, renamed to ``path`` once whole, so that a process killed mid-save
-    leaves no half-written checkpoint under its name. A save that fails leaves nothing behind; one that fails on a
-    full disk raises ``DiskFull`` saying so."""
-    partial = path.with_name(f".{path.name}.partial")
-    try:
-        yield partial
-        os.replace(partial, path)
-    except Exception as exc:
-        if partial.is_dir():
-            shutil.rmtree(partial, ignore_errors=True)
-        else:
-            partial.unlink(missing_ok=True)
-        if disk_full(exc):
-            raise DiskFull(
-                f"the disk is full: checkpoint {path.name} could not be written to {path.parent} (nothing of it was "
-                "kept); free space there and save again"
-            ) from None
-        raise
 
 
 def save_training(path: Path, trainer: nn.Module, optim_state: dict[str, Any], step: int, meta: dict[str, Any]) -> None:
@@ -138,12 +42,12 @@ def save_training(path: Path, trainer: nn.Module, optim_state: dict[str, Any], s
     weights = {k: v for k, v in trainer.state_dict().items() if not lora or "lora_" in k}
     grads = {n: p.grad for n, p in trainer.named_parameters() if p.grad is not None}  # saved between fb and step
     state = {"type": "training", "weights": weights, "optimizer": optim_state, "grads": grads, "step": step, **meta}
-    with _writing(path) as target, open(target, "wb") as fh:  # a Python file: a failed write keeps its errno
+    with writing(path) as target, open(target, "wb") as fh:  # a Python file: a failed write keeps its errno
         torch.save(state, fh)
 
 
 def save_inference(path: Path, adapter: ModelAdapter, trainer: nn.Module, step: int, meta: dict[str, Any]) -> None:
-    with _writing(path) as target:
+    with writing(path) as target:
         adapter.save_merged(merged_state_dict(trainer), target / "merged")
         if meta.get("lora") is not None:
             save_adapter(trainer, target / "adapter")
@@ -159,6 +63,7 @@ def load(path: Path, device: torch.device) -> dict[str, Any]:
     if not path.exists():
         raise ValueError(f"resume_from {str(path)!r} does not exist: expected {EXPECTED}")
     if path.is_dir():
+        _refuse_pipes(path)
         return {**_inference_meta(path), "path": path}
     try:
         state = torch.load(path, map_location=device, weights_only=True)
@@ -177,6 +82,16 @@ def load(path: Path, device: torch.device) -> dict[str, Any]:
         f"resume_from {str(path)!r} is not an rlnb checkpoint (torch.load: {kind}){': ' + detail if detail else ''}; "
         f"expected {EXPECTED}"
     )
+
+
+def _refuse_pipes(path: Path) -> None:
+    """An inference checkpoint's files that resume reads (``rlnb.json``, ``merged/``) are regular files: reading a
+    pipe put in their place would wait for ever."""
+    merged = path / "merged"
+    for file in [path / "rlnb.json", *(merged.iterdir() if merged.is_dir() else ())]:
+        if file.exists() and not (file.is_dir() or regular(file)):
+            raise UnsafeCheckpointFile(f"resume_from {str(path)!r}: its {file} is not a regular file (a pipe, a "
+                                       "device, a socket): reading it would wait for ever")  # fmt: skip
 
 
 def _inference_meta(path: Path) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from rlnb import wire
 from rlnb.engine import checkpoints, sampling
 from rlnb.engine import inputs as inputs_mod
 from rlnb.engine import losses as losses_mod
+from rlnb.engine.checkpoint_files import CheckpointStore, DiskFull
 from rlnb.engine.models import packed
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler, bucket
@@ -46,7 +47,7 @@ class Engine:
     trainer (all of them under LoRA, where only the adapter is copied), so LoRA holds one base."""
     optim: TrainerOptimizer
     kind: OptimizerKind
-    store: checkpoints.CheckpointStore
+    store: CheckpointStore
     meta: dict[str, Any]
     """What checkpoints record besides weights (base model, LoRA settings, Newton-Schulz dtype)."""
     num_generator_replicas: int = 1
@@ -83,7 +84,7 @@ def classify(exc: Exception) -> OperationError | None:
         return OperationError(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
     if isinstance(exc, losses_mod.InvalidLossInput):
         return OperationError(Code.INVALID_INPUT, str(exc))
-    if isinstance(exc, checkpoints.DiskFull):
+    if isinstance(exc, DiskFull):
         return OperationError(Code.RESOURCE_EXHAUSTED, str(exc))
     if isinstance(exc, sampling.Diverged):
         return OperationError(Code.NON_FINITE_LOSS, str(exc))

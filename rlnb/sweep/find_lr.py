@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -277,4 +278,7 @@ def _open(
             **copy,
         )
     finally:  # loaded (or refused): a copy nobody asked to keep, GBs on a real model at every Find LR click
-        session.backend.discard_checkpoint(ckpt.id)  # type: ignore[attr-defined]
+        try:
+            session.backend.discard_checkpoint(ckpt.id)  # type: ignore[attr-defined]
+        except OSError as exc:  # the test goes on (or its own error is raised); the copy left behind is named
+            warnings.warn(f"Find LR: {exc.strerror}", RuntimeWarning, stacklevel=3)

@@ -4,12 +4,13 @@ checkpoint save, NaN custom gradients, and ``loss_fn_inputs`` keys that would be
 import errno
 import io
 import math
+import re
 
 import pytest
 
 import rlnb
 from rlnb import samples, wire
-from rlnb.engine import checkpoints
+from rlnb.engine import checkpoint_files, checkpoints
 
 
 class FullDisk(io.RawIOBase):
@@ -57,7 +58,8 @@ def test_a_disk_that_fills_up_during_a_checkpoint_save_is_resource_exhausted_and
 
 def test_a_save_cut_short_leaves_no_checkpoint_under_its_name(tmp_path, monkeypatch):
     """adv5b: a process killed mid-save left a partial ``<id>.pt`` (refused at resume, but there under the
-    checkpoint's name). The save writes a hidden ``.<id>.pt.partial`` and renames it once whole."""
+    checkpoint's name). The save writes a hidden ``.<id>.pt.<host>-<pid>-<nonce>.partial`` and renames it once
+    whole."""
     from torch import nn
 
     def killed(obj, fh, *args, **kwargs):
@@ -68,10 +70,11 @@ def test_a_save_cut_short_leaves_no_checkpoint_under_its_name(tmp_path, monkeypa
     path = tmp_path / "ckpt-train-1.pt"
     with pytest.raises(KeyboardInterrupt):
         checkpoints.save_training(path, nn.Linear(2, 2), {}, 0, {})
-    assert not path.exists() and [p.name for p in tmp_path.iterdir()] == [".ckpt-train-1.pt.partial"]
+    (left,) = tmp_path.iterdir()
+    assert not path.exists() and re.fullmatch(r"\.ckpt-train-1\.pt\.[0-9a-f]{8}-\d+-[0-9a-f]{8}\.partial", left.name)
     monkeypatch.undo()
     checkpoints.save_training(path, nn.Linear(2, 2), {}, 0, {})
-    assert [p.name for p in tmp_path.iterdir()] == ["ckpt-train-1.pt"]  # the same name again: written, renamed
+    assert sorted(p.name for p in tmp_path.iterdir()) == [left.name, "ckpt-train-1.pt"]  # the same name: renamed
 
 
 def test_a_full_disk_under_an_inference_checkpoint_is_resource_exhausted(tmp_path, monkeypatch):
@@ -99,10 +102,10 @@ def test_disk_full_is_read_down_the_exception_chain_and_not_guessed():
             raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598") from None
     except RuntimeError as exc:
         chained = exc
-    assert chained.__cause__ is None and checkpoints.disk_full(chained)  # the context still holds the errno
-    assert checkpoints.disk_full(OSError(errno.EDQUOT, "Disk quota exceeded"))
-    assert not checkpoints.disk_full(OSError(errno.EACCES, "Permission denied"))
-    assert not checkpoints.disk_full(RuntimeError("unexpected pos 1 vs 2"))
+    assert chained.__cause__ is None and checkpoint_files.disk_full(chained)  # the context still holds the errno
+    assert checkpoint_files.disk_full(OSError(errno.EDQUOT, "Disk quota exceeded"))
+    assert not checkpoint_files.disk_full(OSError(errno.EACCES, "Permission denied"))
+    assert not checkpoint_files.disk_full(RuntimeError("unexpected pos 1 vs 2"))
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, 1e300])

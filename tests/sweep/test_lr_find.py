@@ -3,7 +3,9 @@ suggestion to two significant figures or none on a flat curve, a copy of a sessi
 (local or remote), Muon's scaling conventions for a session's own shapes, and the builder's controls:
 nothing applied before Apply, disabled while the form is invalid."""
 
+import errno
 import math
+import os
 import re
 import time
 import types
@@ -162,6 +164,26 @@ def test_a_local_session_is_copied_and_left_untouched(tmp_path):
     assert list(kept.iterdir()) == []  # Find LR's checkpoint is gone; one the user saves stays
     ckpt = session.save_training_checkpoint().result().checkpoint
     assert session.backend.checkpoint_path(ckpt.id).is_file()
+    session.close()
+
+
+def test_a_copy_checkpoint_that_cannot_be_deleted_is_named_in_a_warning(tmp_path, monkeypatch):
+    """Find LR's copy of the weights could not be deleted: nothing said so (GBs left behind at every click)."""
+    kept = tmp_path / "checkpoints"
+    real_unlink = os.unlink
+
+    def refused(path, *args, **kwargs):
+        if os.fspath(path).startswith(str(kept)):
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        real_unlink(path, *args, **kwargs)
+
+    session = rlnb.connect("local", optimizer="adam", device="cpu", record=False, checkpoint_dir=kept)
+    monkeypatch.setattr(os, "unlink", refused)
+    with pytest.warns(RuntimeWarning, match=r"^Find LR: checkpoint ckpt-train-\w+ could not be deleted: .*\.pt: "):
+        step = lambda copy, params, i: ce_step(copy, params)  # noqa: E731
+        result = lr_find(rlnb.AdamParams(), session, steps=5, step_fn=step, objective="loss", runs_dir=tmp_path)
+    monkeypatch.undo()
+    assert len(result.values) == 5 and len(list(kept.iterdir())) == 1
     session.close()
 
 

@@ -1,0 +1,224 @@
+"""A session's checkpoint files on the local disk: where they go, how a save is made whole before it takes the
+checkpoint's name (a hidden partial, fsynced, renamed), what a local download serves and what discard deletes.
+What a checkpoint holds, and how resume reads it, is ``rlnb.engine.checkpoints``."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import shutil
+import socket
+import stat
+import sys
+import tempfile
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal, get_args
+
+Variant = Literal["merged", "adapter"]
+VARIANTS: tuple[Variant, ...] = get_args(Variant)
+
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+"""Which machine wrote a partial: a process id says whether its writer is alive only on the machine it ran on."""
+_PARTIAL = re.compile(
+    r"\.(ckpt-(?:train-[0-9a-f]{12}\.pt|infer-[0-9a-f]{12}))(?:\.(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[0-9a-f]{8})?\.partial"
+)
+"""The partials of the checkpoints a session names (``.<id>.pt.<host>-<pid>-<nonce>.partial``, or a folder; rlnb
+before the writer's host and pid were in the name wrote ``.<id>.pt.partial``). No other file is ever removed."""
+
+
+class UnsafeCheckpointFile(ValueError):
+    """A checkpoint's files hold a symlink (a download would serve a file outside the checkpoint) or something
+    that is not a regular file (a pipe, a device, a socket: reading it would wait for ever)."""
+
+
+class DiskFull(OSError):
+    """A checkpoint could not be written because the disk (or the user's quota) is full."""
+
+
+class CheckpointStore:
+    """Where a session's checkpoints go (default: a fresh temporary folder, made on first use). ``lora``: whether
+    the session's inference checkpoints have an ``adapter/`` variant. Opening a folder, and each save, removes the
+    partials that an earlier process killed mid-save left there."""
+
+    def __init__(self, directory: str | Path | None, lora: bool = False) -> None:
+        self._dir = Path(directory) if directory else None
+        self.lora = lora
+        self.paths: dict[str, Path] = {}
+        if self._dir is not None and self._dir.is_dir():
+            remove_leftovers(self._dir)
+
+    def path_for(self, name: str) -> Path:
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="rlnb-checkpoints-"))
+        if self._dir.exists() and not self._dir.is_dir():  # mkdir's FileExistsError would say it "exists"
+            raise NotADirectoryError(errno.ENOTDIR, f"checkpoint_dir {str(self._dir)!r} is no longer a folder (a "
+                                     "file was put in its place); nothing was saved")  # fmt: skip
+        self._dir.mkdir(parents=True, exist_ok=True)
+        remove_leftovers(self._dir)
+        return self._dir / name
+
+    def path(self, ckpt_id: str) -> Path:
+        if ckpt_id not in self.paths:
+            raise KeyError(f"no checkpoint {ckpt_id!r} in this session")
+        return self.paths[ckpt_id]
+
+    def discard(self, ckpt_id: str) -> None:
+        """Delete a checkpoint's files; its id is then unknown here (``KeyError`` from ``path``). A file that cannot
+        be deleted is an ``OSError`` naming it, and the checkpoint stays (discard it again once mended)."""
+        path = self.path(ckpt_id)
+        try:
+            if path.is_dir() and not path.is_symlink():
+                if sys.version_info >= (3, 12):
+                    shutil.rmtree(path, onexc=_named)
+                else:
+                    shutil.rmtree(path, onerror=_named)
+            else:  # its file, or a link put in its place (the link goes, never what it leads to)
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            where = exc.filename or path
+            raise OSError(exc.errno, f"checkpoint {ckpt_id} could not be deleted: {where}: {exc.strerror or exc}; "
+                                     "it is kept (discard it again once that is mended)") from None  # fmt: skip
+        del self.paths[ckpt_id]
+
+    def files(self, ckpt_id: str, variant: Variant = "merged") -> list[Path]:
+        """The files a download of ``variant`` serves: the ``.pt`` of a training checkpoint; ``merged/``
+        or ``adapter/`` of an inference checkpoint. ``variant`` names a subfolder: any other ('..') would serve
+        files outside the checkpoint. A symlink or a file that is not regular among them is ``UnsafeCheckpointFile``
+        naming it: nothing outside the checkpoint is served, and nothing is read that would never end."""
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
+        path = self.path(ckpt_id)
+        training = path.suffix == ".pt"
+        if variant == "adapter" and not training and not self.lora:
+            raise ValueError(f"checkpoint {ckpt_id} has no adapter variant (it exists only for LoRA sessions)")
+        found = path if training else path / variant
+        there = (found.is_symlink() or found.exists() and not found.is_dir()) if training else found.is_dir()
+        if not (there and (training or path.is_dir())):
+            # deleted by hand or by another process (or a file put where its folder was): not a variant it lacks
+            what = "" if variant == "merged" or training else f" ({variant}/)"
+            raise FileNotFoundError(f"checkpoint {ckpt_id}'s files{what} are gone from {path.parent}")
+        for link in (path, found):
+            if link.is_symlink():
+                raise _unsafe(ckpt_id, link)
+        served = [found] if training else sorted(found.rglob("*"))
+        for file in served:
+            if file.is_symlink() or not (file.is_dir() or regular(file)):
+                raise _unsafe(ckpt_id, file)
+        return [f for f in served if not f.is_dir()]
+
+
+def _named(func: object, name: str, exc: BaseException | tuple[type, BaseException, object]) -> None:
+    """``rmtree``'s error handler (``onexc``; ``onerror`` gives ``exc_info``): the error with the file's whole path
+    (``rmtree``'s own names the file alone, relative to its folder)."""
+    error = exc[1] if isinstance(exc, tuple) else exc
+    raise OSError(getattr(error, "errno", None), getattr(error, "strerror", None) or str(error), name) from None
+
+
+def regular(path: Path) -> bool:
+    """Whether ``path`` (followed, if a link) is a regular file: not a pipe, device or socket."""
+    return stat.S_ISREG(path.stat().st_mode)
+
+
+def _unsafe(ckpt_id: str, path: Path) -> UnsafeCheckpointFile:
+    if path.is_symlink():
+        return UnsafeCheckpointFile(f"checkpoint {ckpt_id}'s {path} is a symlink (to {os.readlink(path)}), not a file "
+                                    "rlnb saved: a download serves only the checkpoint's own files")  # fmt: skip
+    return UnsafeCheckpointFile(f"checkpoint {ckpt_id}'s {path} is not a regular file (a pipe, a device, a socket): "
+                                "reading it would wait for ever")  # fmt: skip
+
+
+def remove_leftovers(folder: Path) -> None:
+    """Remove the partials in ``folder`` that a process of this machine, now dead, left mid-save (and those of rlnb
+    before partials named their writer); a live writer's, another machine's and any other file are kept."""
+    try:
+        entries = list(folder.iterdir())
+    except OSError as exc:  # a folder that can be written but not listed (mode -wx): saves still work
+        warnings.warn(f"checkpoint_dir {str(folder)!r} cannot be listed ({exc.strerror or exc}): partial checkpoints "
+                      "an ended process left there are not looked for", RuntimeWarning, stacklevel=2)  # fmt: skip
+        return
+    for entry in entries:
+        match = _PARTIAL.fullmatch(entry.name)
+        if match is None or match["host"] not in (None, _HOST) or match["pid"] and _alive(int(match["pid"])):
+            continue
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink(missing_ok=True)
+        except FileNotFoundError:  # another process's cleanup got there first
+            continue
+        except OSError as exc:  # the save or session goes on; what stays is said
+            warnings.warn(f"a partial checkpoint an ended process left could not be removed: {exc.filename or entry}: "
+                          f"{exc.strerror or exc}", RuntimeWarning, stacklevel=2)  # fmt: skip
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid() or os.name != "posix":  # on Windows, os.kill(pid, 0) would end the process
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, another user's
+        return True
+    return True
+
+
+def _fsync(path: Path) -> None:
+    """Flush ``path`` (a file, or on POSIX a folder: the names in it) to the disk."""
+    if path.is_dir() and os.name != "posix":
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_FULL = {errno.ENOSPC, errno.EDQUOT}
+_FULL_TEXTS = ("No space left on device", "Disk quota exceeded", "os error 28", "os error 122")
+"""How a full disk reads in the errors of safetensors (Rust's io::Error) and of code that drops the errno."""
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether a failed write failed for lack of space, looking down the chain: torch.save into a Python
+    file reports torch's ``unexpected pos`` with the OSError as its context."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno in _FULL or any(t in str(cause) for t in _FULL_TEXTS):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[Path]:
+    """Where to write ``path``: a hidden sibling, fsynced and renamed to ``path`` once whole (then its folder is
+    fsynced), so that neither a process killed mid-save nor a power loss leaves a half-written or empty checkpoint
+    under its name. A save that fails leaves nothing behind; one that fails on a full disk raises ``DiskFull``."""
+    partial = path.with_name(f".{path.name}.{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
+    try:
+        yield partial
+        for written in [*partial.rglob("*"), partial] if partial.is_dir() else [partial]:
+            _fsync(written)
+        os.replace(partial, path)
+        _fsync(path.parent)
+    except Exception as exc:
+        if partial.is_dir():
+            shutil.rmtree(partial, ignore_errors=True)  # what stays goes once this process has ended
+        else:
+            partial.unlink(missing_ok=True)
+        if disk_full(exc):
+            raise DiskFull(
+                f"the disk is full: checkpoint {path.name} could not be written to {path.parent} (nothing of it was "
+                "kept); free space there and save again"
+            ) from None
+        raise
