@@ -244,14 +244,34 @@ def test_text_with_a_lone_surrogate_is_named(s):
 
 
 def test_stop_strings_are_matched_in_the_completion_only(s):
-    """A stop string in the prompt does not end the completion at once; an empty one is no stop string."""
-    out = s.sample(["aaa", "zz"], num_samples=8, max_tokens=6, stop=["a", ""], seed=3).result().results
+    """A stop string in the prompt does not end the completion at once."""
+    out = s.sample(["aaa", "zz"], num_samples=8, max_tokens=6, stop=["a"], seed=3).result().results
     for seq in (q for r in out for q in r.sequences):
         text = bytes(seq.tokens).decode("latin-1")
         if seq.stop_reason == "STOP_REASON_STOP":
             assert text.index("a") == len(text) - 1  # at the first "a" it drew
         else:
             assert "a" not in text and len(seq.tokens) == 6
+
+
+def test_an_empty_stop_string_is_refused_by_the_client_and_the_engine(s):
+    """``stop=[""]`` was silently ignored here (the API gives it no meaning; a server that matches it ends every
+    sequence at once): the same request ran differently on two backends."""
+    from rlnb import wire
+    from rlnb.engine.inputs import sample_request
+    from rlnb.errors import OperationError
+
+    before = len(s.history)
+    with pytest.raises(ValueError, match=r"stop\[1\] is an empty string.*pass stop=None"):
+        s.sample("ab", max_tokens=2, stop=["x", ""])
+    with pytest.raises(ValueError, match=r"stop is an empty string"):
+        s.sample("ab", max_tokens=2, stop="")
+    assert len(s.history) == before
+    empty = wire.SamplingParams(stop=[""])
+    body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([1])], sampling_params=empty)
+    with pytest.raises(OperationError, match=r"sampling_params.stop\[0\] is an empty string") as refused:
+        sample_request(s.backend.engine.adapter, body)
+    assert refused.value.code == wire.OperationErrorCode.INVALID_INPUT
 
 
 @pytest.mark.parametrize("tokenizer", [5, object(), b"/tmp"])

@@ -14,6 +14,7 @@ from rlnb.engine import losses as losses_mod
 from rlnb.engine import sampling
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.errors import OperationError
+from rlnb.prompts import EMPTY_STOP
 from rlnb.text import NoTokenizerCodec
 from rlnb.wire import OperationErrorCode as Code
 
@@ -134,6 +135,9 @@ def sample_request(
         stop=tuple(sp.stop or ()),
         eos=adapter.codec.eos_token_ids,
     )
+    empty = next((i for i, s in enumerate(settings.stop) if not s), None)
+    if empty is not None:  # else ignored here, where a server that matches it ends every sequence at once
+        raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop[{empty}] {EMPTY_STOP}")
     codec = adapter.codec
     if settings.stop and isinstance(codec, NoTokenizerCodec):  # stop strings are matched on decoded text
         raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop: {codec.refusal()}")
