@@ -66,10 +66,20 @@ def left_pad(prompts: Sequence[Sequence[int]], n: int, device: torch.device) -> 
     return ids.to(device), mask.to(device)
 
 
+_HIGH = 0x9E3779B97F4A7C15
+"""An odd multiplier (2**64 / the golden ratio): ``high * _HIGH`` is a different 32-bit tail for each high half."""
+
+
 def uniforms(seed: int, prompts: int, n: int, steps: int, device: torch.device) -> Tensor:
     """``[steps, prompts * n]`` uniforms in [0, 1). Prompt i's block comes from its own generator, seeded
-    from ``seed`` and i only, and is filled step-major, so step t's values do not depend on ``steps``."""
-    seeds = torch.randint(2**62, (prompts,), generator=torch.Generator().manual_seed(seed)).tolist()
+    from ``seed`` (any int64) and i only, and is filled step-major, so step t's values do not depend on ``steps``.
+    torch's CPU generator reads 32 bits of a seed (``s`` and ``s + 2**32`` drew the same): the low half seeds the
+    prompts' seeds, and the high half (two's complement) is mixed into each of them (``_HIGH``; a seed below 2**32
+    draws as before), so that seeds differing only above bit 32 — ``s`` and ``s - 2**63`` — draw differently."""
+    low, high = seed % 2**32, seed % 2**64 >> 32
+    seeds = torch.randint(2**62, (prompts,), generator=torch.Generator().manual_seed(low)).tolist()
+    mix = high * _HIGH % 2**62  # odd: its low 32 bits differ for each high half, and are 0 only for 0
+    seeds = [s ^ mix for s in seeds]
     blocks = [torch.rand(steps, n, generator=torch.Generator(device=device).manual_seed(s), device=device)
               for s in seeds]
     return torch.cat(blocks, dim=1)

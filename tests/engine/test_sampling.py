@@ -159,3 +159,22 @@ def test_a_sample_past_the_cpus_memory_is_resource_exhausted_and_the_session_sam
         assert failed.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
         assert failed.value.message.startswith("out of memory: ") and "can't allocate memory" in failed.value.message
         assert len(s.sample([[1]], num_samples=8, max_tokens=2).result().results[0].sequences) == 8
+
+
+def test_distinct_int64_seeds_draw_distinct_samples_and_a_seed_past_int64_is_refused():
+    """The handler seeded torch with ``seed % 2**63``, and torch's CPU generator reads 32 bits of a seed: -1 sampled
+    what 2**63 - 1 did, -2**63 what 0 did, and 7 + 2**32 what 7 did."""
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as t:
+
+        def tokens(seed: int) -> list[list[int]]:
+            out = t.sample("n=", num_samples=4, max_tokens=12, seed=seed).result()
+            return [q.tokens for q in out.results[0].sequences]
+
+        assert tokens(-1) != tokens(2**63 - 1)
+        assert tokens(-(2**63)) != tokens(0)
+        assert tokens(7 + 2**32) != tokens(7)
+        assert tokens(-1) == tokens(-1)  # still a seed: the same one draws the same tokens
+        for seed, bound in ((2**63, "less than or equal to 9223372036854775807"),
+                            (-(2**63) - 1, "greater than or equal to -9223372036854775808")):  # fmt: skip
+            with pytest.raises(ValueError, match=rf"SamplingParams\nseed\n.*{bound}"):
+                t.sample("n=", max_tokens=2, seed=seed)
