@@ -298,6 +298,28 @@ def test_a_flag_that_is_no_bool_is_refused(s):
         samples.from_text(TokenizerCodec(Chars()), "a", "b", eos="no")
 
 
+def test_a_flag_from_numpy_or_torch_is_the_bool_it_holds_and_numbers_still_refuse_bools(s):
+    """``skip_special=np.True_`` (a flag read off an array) was "must be True or False, got np.True_"; what is kept
+    or sent is the Python bool (pydantic's strict bools and JSON refuse numpy's)."""
+    from rlnb.engine.models.compiled import check_compile
+    from rlnb.remote.start import SessionOptions
+    from rlnb.sweep.space import Float, dimension
+
+    codec = TokenizerCodec(Chars())
+    for yes, no in ((np.True_, np.False_), (torch.tensor(True), torch.tensor(False)), (np.array(True), np.bool_(0))):
+        assert s.decode([65, 10], skip_special=yes) == s.decode([65, 10], skip_special=True)
+        assert samples.from_text(codec, "a", "b", eos=yes) == samples.from_text(codec, "a", "b", eos=True)
+        assert check_compile(no) is False
+        options = SessionOptions(resume_from_checkpoint_id="ckpt-1", load_optimizer=yes)
+        assert type(options.load_optimizer) is bool and options.load_optimizer
+        assert type(dimension("lr", Float(1e-4, 1e-2, log=yes)).log) is bool
+    for flag in (torch.tensor(1), np.array([True]), np.int64(1), 1):  # a number, or an array of flags, is no flag
+        with pytest.raises(ValueError, match="skip_special must be True or False"):
+            s.decode([65], skip_special=flag)
+    with pytest.raises(ValueError, match="max_tokens"):
+        s.sample("ab", max_tokens=np.True_)  # a count still refuses a bool
+
+
 @pytest.mark.parametrize("eos", [np.int64(10), [np.int64(10), 11], np.array([10, 11]), torch.tensor(10)])
 def test_eos_token_ids_from_numpy_or_torch(eos):
     """``eos_token_id=np.int64(10)`` was "must be ... an integer ..., got np.int64(10)"; an array's truth value
