@@ -37,7 +37,7 @@ class SamplingParams(_Model):
     temperature: Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)] | None = None
     top_p: Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
     top_k: Annotated[StrictInt, Field(ge=-1)] | None = None
-    """-1 = off."""
+    """-1 = off (the API's word); 0 is off too (as vLLM takes it), and so is a k at or past the vocabulary."""
     stop: list[str] | None = None
     seed: Int64 | None = None
     """Same seed + same prompt + same weights -> same tokens."""

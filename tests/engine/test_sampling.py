@@ -178,3 +178,16 @@ def test_distinct_int64_seeds_draw_distinct_samples_and_a_seed_past_int64_is_ref
                             (-(2**63) - 1, "greater than or equal to -9223372036854775808")):  # fmt: skip
             with pytest.raises(ValueError, match=rf"SamplingParams\nseed\n.*{bound}"):
                 t.sample("n=", max_tokens=2, seed=seed)
+
+
+def test_top_k_zero_or_past_the_vocabulary_is_off_and_below_minus_one_is_refused(s):
+    """-1 is the API's off; 0 is off too (as vLLM takes it; it was so here, and said nowhere), as is a k >= V."""
+    off = draw(s, n_prompts=2).tolist()
+    for k in (None, -1, 0, V, 10**6):
+        assert draw(s, n_prompts=2, top_k=k).tolist() == off, k
+    assert draw(s, n_prompts=2, top_k=1).tolist() != off
+    before = len(s.history)
+    for k in (-2, -(2**40)):
+        with pytest.raises(ValueError, match=r"SamplingParams\ntop_k\n  Input should be greater than or equal to -1"):
+            s.sample([[1]], max_tokens=1, top_k=k)
+    assert len(s.history) == before
