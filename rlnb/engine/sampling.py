@@ -28,7 +28,9 @@ from torch import Tensor
 from rlnb import wire
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.decoders import Decoder
+from rlnb.errors import OperationError
 from rlnb.text import Codec, StopMatcher
+from rlnb.wire import OperationErrorCode as Code
 
 MIN_TEMPERATURE = 1e-5
 """Below this, sampling is greedy (dividing logits by a tinier temperature overflows)."""
@@ -52,6 +54,34 @@ class Settings:
     top_k: int = -1
     stop: tuple[str, ...] = ()
     eos: tuple[int, ...] = ()
+
+
+def free_memory(device: torch.device) -> int | None:
+    """Bytes a sample may still take on ``device``: CUDA's free memory plus what torch's allocator holds unused, or
+    the host's ``MemAvailable`` (Linux); None where it cannot be read (then there is no bound)."""
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    try:
+        with open("/proc/meminfo") as info:
+            return next((int(line.split()[1]) * 1024 for line in info if line.startswith("MemAvailable:")), None)
+    except OSError:
+        return None
+
+
+def check_cache(rows: int, length: int, per_token: int, device: torch.device) -> None:
+    """``RESOURCE_EXHAUSTED`` before anything is allocated when the KV cache of ``rows`` x ``length`` tokens would not
+    fit the memory free now (``free_memory``, the bound): the engine has no token budget (``rlnb serve`` has), and a
+    cache past it failed only once allocated or filled — or, where Linux overcommits memory, got the process killed."""
+    need = rows * length * per_token
+    free = free_memory(device) if need else None
+    if free is not None and need > free:
+        raise OperationError(
+            Code.RESOURCE_EXHAUSTED,
+            f"this sample's KV cache would take {need / 2**30:.2f} GiB ({rows} rows (prompts x num_samples) x {length} "
+            f"tokens (longest prompt + max_tokens) x {per_token} bytes), more than the {free / 2**30:.2f} GiB free on "
+            f"{device}: sample fewer prompts, num_samples or max_tokens at once",
+        )
 
 
 def left_pad(prompts: Sequence[Sequence[int]], n: int, device: torch.device) -> tuple[Tensor, Tensor]:

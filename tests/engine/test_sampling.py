@@ -191,3 +191,22 @@ def test_top_k_zero_or_past_the_vocabulary_is_off_and_below_minus_one_is_refused
         with pytest.raises(ValueError, match=r"SamplingParams\ntop_k\n  Input should be greater than or equal to -1"):
             s.sample([[1]], max_tokens=1, top_k=k)
     assert len(s.history) == before
+
+
+def test_a_sample_whose_kv_cache_would_not_fit_the_free_memory_is_refused_before_it_is_allocated(monkeypatch):
+    """The engine had no bound: prompts x num_samples x (prompt + max_tokens) took what memory there was, and failed
+    only once allocated or filled (or, where Linux overcommits, the process was killed)."""
+    from rlnb.engine import sampling
+
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as t:
+        per_token = t.backend.engine.adapter.kv_bytes_per_token()
+        assert per_token > 0
+        monkeypatch.setattr(sampling, "free_memory", lambda device: 100 * 20 * per_token)  # room for 100 rows x 20
+        with pytest.raises(rlnb.OperationFailed) as failed:
+            t.sample(["n=", "ab"], num_samples=64, max_tokens=18).result()
+        assert failed.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
+        assert f"(128 rows (prompts x num_samples) x 20 tokens (longest prompt + max_tokens) x {per_token} bytes)" in (
+            failed.value.message
+        )
+        assert "GiB free on cpu: sample fewer prompts, num_samples or max_tokens at once" in failed.value.message
+        assert len(t.sample("n=", num_samples=64, max_tokens=18).result().results[0].sequences) == 64
