@@ -210,3 +210,16 @@ def test_a_sample_whose_kv_cache_would_not_fit_the_free_memory_is_refused_before
         )
         assert "GiB free on cpu: sample fewer prompts, num_samples or max_tokens at once" in failed.value.message
         assert len(t.sample("n=", num_samples=64, max_tokens=18).result().results[0].sequences) == 64
+
+
+def test_the_apis_int32_sampling_fields_refuse_what_int32_cannot_hold(s):
+    """``top_k=2**31`` was sent (a remote session knows no vocabulary), where the API's plain integers are int32."""
+    import rlnb.wire as wire
+
+    with pytest.raises(ValueError, match=r"\ntop_k\n  Input should be less than or equal to 2147483647"):
+        s.sample([[1]], max_tokens=1, top_k=2**31)
+    for body, field in (({"sampling_params": {"max_tokens": 2**31}}, "sampling_params.max_tokens"),
+                        ({"num_samples": 2**31}, "num_samples")):  # fmt: skip  # locally, context and 256 come first
+        with pytest.raises(ValueError, match=rf"\n{field}\n  Input should be less than or equal to 2147483647"):
+            wire.SampleBody.model_validate({"model_inputs": [], **body})
+    assert draw(s, n_prompts=1, top_k=2**31 - 1).tolist() == draw(s, n_prompts=1).tolist()  # the largest: off
