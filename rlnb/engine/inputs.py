@@ -17,6 +17,7 @@ from rlnb.errors import OperationError
 from rlnb.prompts import EMPTY_STOP
 from rlnb.text import NoTokenizerCodec
 from rlnb.wire import OperationErrorCode as Code
+from rlnb.wire.losses import FLOAT32_MAX
 
 MAX_NUM_SAMPLES = 256
 """Completions per prompt in one sample operation."""
@@ -129,7 +130,9 @@ def sample_request(
         raise OperationError(Code.INVALID_INPUT, "model_inputs is empty")
     settings = sampling.Settings(
         max_tokens=sp.max_tokens or wire.DEFAULT_MAX_TOKENS,
-        temperature=1.0 if sp.temperature is None else sp.temperature,
+        # logits are float32: a larger temperature is inf there, and a masked (-inf) logit over it NaN, so every row
+        # drew the vocabulary's last token; at float32's largest every unmasked token is as likely, the limit
+        temperature=1.0 if sp.temperature is None else min(sp.temperature, FLOAT32_MAX),
         top_p=1.0 if sp.top_p is None else sp.top_p,
         top_k=-1 if sp.top_k is None else sp.top_k,
         stop=tuple(sp.stop or ()),

@@ -223,3 +223,18 @@ def test_the_apis_int32_sampling_fields_refuse_what_int32_cannot_hold(s):
         with pytest.raises(ValueError, match=rf"\n{field}\n  Input should be less than or equal to 2147483647"):
             wire.SampleBody.model_validate({"model_inputs": [], **body})
     assert draw(s, n_prompts=1, top_k=2**31 - 1).tolist() == draw(s, n_prompts=1).tolist()  # the largest: off
+
+
+class Masked(Fixed):
+    """Token 0's logit is -inf: the model never gives it (a masked token)."""
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return super().forward(idx).index_fill(-1, torch.tensor([0]), -math.inf)
+
+
+def test_a_temperature_past_float32_spreads_over_the_unmasked_tokens_not_the_last_one():
+    """``temperature=1e39`` is inf in float32, and -inf / inf is NaN: every row drew token V - 1, silently."""
+    with rlnb.connect("local", model=Masked(), device="cpu", record=False) as m:
+        for t in (1e39, 1e300):
+            got = frequencies(draw(m, n_prompts=1, temperature=t))
+            assert got[0] == 0 and got[1:].min() > 0.08, (t, got)  # uniform over the 7 others: 1/7 each
