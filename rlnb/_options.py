@@ -72,11 +72,21 @@ def set_int(
     object.__setattr__(group, field, value)
 
 
-def check_bool(name: str, value: Any, *, optional: bool = False) -> None:
-    """``ValueError`` naming ``name`` unless ``value`` is True or False (or None when ``optional``): a string
-    such as ``"no"`` is truthy and would silently mean yes."""
-    if not (isinstance(value, bool) or (optional and value is None)):
+@overload
+def check_bool(name: str, value: Any, *, optional: Literal[False] = False) -> bool: ...
+@overload
+def check_bool(name: str, value: Any, *, optional: bool) -> bool | None: ...
+def check_bool(name: str, value: Any, *, optional: bool = False) -> bool | None:
+    """``value`` as a Python bool, or a ``ValueError`` naming ``name`` unless it is True or False (or None when
+    ``optional``): a string such as ``"no"`` is truthy and would silently mean yes. numpy's ``np.True_`` and a 0-d
+    torch bool are booleans to a user (a flag read off an array): the bool they hold, which JSON and pydantic take.
+    (Numbers still refuse bools: ``is_integer``.)"""
+    if optional and value is None:
+        return None
+    held = value.item() if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)) else value
+    if not isinstance(held, bool):
         raise ValueError(f"{name} must be {'None, ' if optional else ''}True or False, got {value!r}")
+    return held
 
 
 def check_event(value: Any, stops: str, name: str = "stop") -> None:

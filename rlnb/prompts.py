@@ -126,9 +126,19 @@ def scalar(value: Any) -> Any:
     return value.item() if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)) else value
 
 
+EMPTY_STOP = (
+    "is an empty string, which the API gives no meaning (every text contains it: a server that matches it ends every "
+    "sequence at once); pass stop=None for no stop strings"
+)
+"""Why an empty stop string is refused, by the client, the in-process engine and ``rlnb serve`` alike."""
+
+
 def stop_list(stop: Any) -> list[str] | None:
     """``stop`` as the wire's list of strings (``"\\n\\n"`` is one string), or None; anything but a string or
-    strings is a ``TypeError`` naming it (``b"x"`` would be the strings of its byte values)."""
+    strings is a ``TypeError`` naming it (``b"x"`` would be the strings of its byte values), an empty string a
+    ``ValueError`` (``EMPTY_STOP``)."""
+    if isinstance(stop, str) and not stop:
+        raise ValueError(f"stop {EMPTY_STOP}")
     if stop is None or isinstance(stop, str):
         stop = [stop] if stop else []
     if isinstance(stop, Iterator):
@@ -139,6 +149,8 @@ def stop_list(stop: Any) -> list[str] | None:
     if bad is not None:
         raise TypeError(f"stop[{bad}] must be a string, got {stop[bad]!r}"[:300])
     for i, x in enumerate(stop):  # decoded text never holds a lone surrogate: such a stop could never match
+        if not x:
+            raise ValueError(f"stop[{i}] {EMPTY_STOP}")
         check_text(x, f"stop[{i}]")
         if REPLACEMENT in x:
             raise ValueError(f"stop[{i}] holds U+FFFD, which decoded text shows for bytes that are no character yet: "

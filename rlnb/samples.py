@@ -143,7 +143,7 @@ def from_text(tokenizer: Any, prompt: str | Sequence[Message], completion: str, 
     separately and joined, so the prompt's tokens are exactly what ``Session.sample`` would send;
     the completion gets no special tokens except, with ``eos``, the tokenizer's EOS at the end.
     """
-    check_bool("eos", eos)  # "no" is truthy: it would train on an EOS
+    eos = check_bool("eos", eos)  # "no" is truthy: it would train on an EOS
     codec = as_codec(tokenizer)
     if not isinstance(completion, str):
         raise TypeError(f"completion must be a string, got {completion!r}"[:300])

@@ -244,14 +244,34 @@ def test_text_with_a_lone_surrogate_is_named(s):
 
 
 def test_stop_strings_are_matched_in_the_completion_only(s):
-    """A stop string in the prompt does not end the completion at once; an empty one is no stop string."""
-    out = s.sample(["aaa", "zz"], num_samples=8, max_tokens=6, stop=["a", ""], seed=3).result().results
+    """A stop string in the prompt does not end the completion at once."""
+    out = s.sample(["aaa", "zz"], num_samples=8, max_tokens=6, stop=["a"], seed=3).result().results
     for seq in (q for r in out for q in r.sequences):
         text = bytes(seq.tokens).decode("latin-1")
         if seq.stop_reason == "STOP_REASON_STOP":
             assert text.index("a") == len(text) - 1  # at the first "a" it drew
         else:
             assert "a" not in text and len(seq.tokens) == 6
+
+
+def test_an_empty_stop_string_is_refused_by_the_client_and_the_engine(s):
+    """``stop=[""]`` was silently ignored here (the API gives it no meaning; a server that matches it ends every
+    sequence at once): the same request ran differently on two backends."""
+    from rlnb import wire
+    from rlnb.engine.inputs import sample_request
+    from rlnb.errors import OperationError
+
+    before = len(s.history)
+    with pytest.raises(ValueError, match=r"stop\[1\] is an empty string.*pass stop=None"):
+        s.sample("ab", max_tokens=2, stop=["x", ""])
+    with pytest.raises(ValueError, match=r"stop is an empty string"):
+        s.sample("ab", max_tokens=2, stop="")
+    assert len(s.history) == before
+    empty = wire.SamplingParams(stop=[""])
+    body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([1])], sampling_params=empty)
+    with pytest.raises(OperationError, match=r"sampling_params.stop\[0\] is an empty string") as refused:
+        sample_request(s.backend.engine.adapter, body)
+    assert refused.value.code == wire.OperationErrorCode.INVALID_INPUT
 
 
 @pytest.mark.parametrize("tokenizer", [5, object(), b"/tmp"])
@@ -276,6 +296,28 @@ def test_a_flag_that_is_no_bool_is_refused(s):
         s.decode([65, 66], skip_special="no")
     with pytest.raises(ValueError, match="eos must be True or False, got 'no'"):
         samples.from_text(TokenizerCodec(Chars()), "a", "b", eos="no")
+
+
+def test_a_flag_from_numpy_or_torch_is_the_bool_it_holds_and_numbers_still_refuse_bools(s):
+    """``skip_special=np.True_`` (a flag read off an array) was "must be True or False, got np.True_"; what is kept
+    or sent is the Python bool (pydantic's strict bools and JSON refuse numpy's)."""
+    from rlnb.engine.models.compiled import check_compile
+    from rlnb.remote.start import SessionOptions
+    from rlnb.sweep.space import Float, dimension
+
+    codec = TokenizerCodec(Chars())
+    for yes, no in ((np.True_, np.False_), (torch.tensor(True), torch.tensor(False)), (np.array(True), np.bool_(0))):
+        assert s.decode([65, 10], skip_special=yes) == s.decode([65, 10], skip_special=True)
+        assert samples.from_text(codec, "a", "b", eos=yes) == samples.from_text(codec, "a", "b", eos=True)
+        assert check_compile(no) is False
+        options = SessionOptions(resume_from_checkpoint_id="ckpt-1", load_optimizer=yes)
+        assert type(options.load_optimizer) is bool and options.load_optimizer
+        assert type(dimension("lr", Float(1e-4, 1e-2, log=yes)).log) is bool
+    for flag in (torch.tensor(1), np.array([True]), np.int64(1), 1):  # a number, or an array of flags, is no flag
+        with pytest.raises(ValueError, match="skip_special must be True or False"):
+            s.decode([65], skip_special=flag)
+    with pytest.raises(ValueError, match="max_tokens"):
+        s.sample("ab", max_tokens=np.True_)  # a count still refuses a bool
 
 
 @pytest.mark.parametrize("eos", [np.int64(10), [np.int64(10), 11], np.array([10, 11]), torch.tensor(10)])

@@ -253,7 +253,7 @@ class Ensemble:
         ops = {m: self.records[m].submit(Kind.SAMPLE) for m in live}
         for m in live:
             self.records[m].running(ops[m])
-        seeds = [(self.members[m].seed * SEED_STRIDE + i) % 2**63 for m in live]  # as the sample handler does
+        seeds = [self.members[m].seed * SEED_STRIDE + i for m in live]  # the step seed, as sample(seed=) takes it
         noise = torch.cat([uniforms(s, P, n, T, self.device) for s in seeds], dim=1)  # member k: columns k*P*n...
         decoder = self.model.decoder(P * n, self.longest)
         drawn = draw(decoder, self.prompts * len(live), n, self.settings, noise, self.codec, self.device)

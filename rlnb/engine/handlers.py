@@ -233,7 +233,7 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
             Code.INVALID_INPUT, "this session is trainer-only (0 generator replicas): sample is rejected"
         )
     sp, n, settings, prompts = inputs_mod.sample_request(engine.adapter, body)
-    seed = sp.seed % 2**63 if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))
+    seed = sp.seed if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))
     longest, rows = max(len(p) for p in prompts) + settings.max_tokens, len(prompts) * n
     chooser: sampling.Pick = sampling.pick
     if engine.compiler is not None:  # compiled: lengths in buckets, so that nearby ones share a graph
@@ -242,6 +242,7 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
         dtype = next(engine.sampler.parameters()).dtype  # of the logits the choice reads
         chooser = sampling.compiled_pick(engine.compiler, settings, dtype, rows, engine.adapter.vocab_size,
                                          engine.device)
+    sampling.check_cache(rows, longest, engine.adapter.kv_bytes_per_token(), engine.device)  # before any is allocated
     decoder = _Cancellable(engine.adapter.decoder(engine.sampler, rows, longest, engine.compiler), cancelled)
     groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device, chooser)
     results = []

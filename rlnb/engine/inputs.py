@@ -14,8 +14,10 @@ from rlnb.engine import losses as losses_mod
 from rlnb.engine import sampling
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.errors import OperationError
+from rlnb.prompts import EMPTY_STOP
 from rlnb.text import NoTokenizerCodec
 from rlnb.wire import OperationErrorCode as Code
+from rlnb.wire.losses import FLOAT32_MAX
 
 MAX_NUM_SAMPLES = 256
 """Completions per prompt in one sample operation."""
@@ -128,12 +130,17 @@ def sample_request(
         raise OperationError(Code.INVALID_INPUT, "model_inputs is empty")
     settings = sampling.Settings(
         max_tokens=sp.max_tokens or wire.DEFAULT_MAX_TOKENS,
-        temperature=1.0 if sp.temperature is None else sp.temperature,
+        # logits are float32: a larger temperature is inf there, and a masked (-inf) logit over it NaN, so every row
+        # drew the vocabulary's last token; at float32's largest every unmasked token is as likely, the limit
+        temperature=1.0 if sp.temperature is None else min(sp.temperature, FLOAT32_MAX),
         top_p=1.0 if sp.top_p is None else sp.top_p,
         top_k=-1 if sp.top_k is None else sp.top_k,
         stop=tuple(sp.stop or ()),
         eos=adapter.codec.eos_token_ids,
     )
+    empty = next((i for i, s in enumerate(settings.stop) if not s), None)
+    if empty is not None:  # else ignored here, where a server that matches it ends every sequence at once
+        raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop[{empty}] {EMPTY_STOP}")
     codec = adapter.codec
     if settings.stop and isinstance(codec, NoTokenizerCodec):  # stop strings are matched on decoded text
         raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop: {codec.refusal()}")

@@ -125,7 +125,7 @@ class CheckpointOptions:
     def __post_init__(self) -> None:
         """Paths as ``Path``s with ``~`` expanded; a ``checkpoint_dir`` that is (or is under) a file, or that cannot
         be made or written, is refused here, not at the first save."""
-        check_bool("load_optimizer", self.load_optimizer, optional=True)
+        object.__setattr__(self, "load_optimizer", check_bool("load_optimizer", self.load_optimizer, optional=True))
         if self.load_optimizer is not None and self.resume_from is None:  # would be ignored without a word
             raise ValueError("load_optimizer applies only with resume_from (a training checkpoint to resume); "
                              f"got load_optimizer={self.load_optimizer} and no resume_from")

@@ -28,7 +28,9 @@ from torch import Tensor
 from rlnb import wire
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.decoders import Decoder
+from rlnb.errors import OperationError
 from rlnb.text import Codec, StopMatcher
+from rlnb.wire import OperationErrorCode as Code
 
 MIN_TEMPERATURE = 1e-5
 """Below this, sampling is greedy (dividing logits by a tinier temperature overflows)."""
@@ -54,6 +56,34 @@ class Settings:
     eos: tuple[int, ...] = ()
 
 
+def free_memory(device: torch.device) -> int | None:
+    """Bytes a sample may still take on ``device``: CUDA's free memory plus what torch's allocator holds unused, or
+    the host's ``MemAvailable`` (Linux); None where it cannot be read (then there is no bound)."""
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    try:
+        with open("/proc/meminfo") as info:
+            return next((int(line.split()[1]) * 1024 for line in info if line.startswith("MemAvailable:")), None)
+    except OSError:
+        return None
+
+
+def check_cache(rows: int, length: int, per_token: int, device: torch.device) -> None:
+    """``RESOURCE_EXHAUSTED`` before anything is allocated when the KV cache of ``rows`` x ``length`` tokens would not
+    fit the memory free now (``free_memory``, the bound): the engine has no token budget (``rlnb serve`` has), and a
+    cache past it failed only once allocated or filled — or, where Linux overcommits memory, got the process killed."""
+    need = rows * length * per_token
+    free = free_memory(device) if need else None
+    if free is not None and need > free:
+        raise OperationError(
+            Code.RESOURCE_EXHAUSTED,
+            f"this sample's KV cache would take {need / 2**30:.2f} GiB ({rows} rows (prompts x num_samples) x {length} "
+            f"tokens (longest prompt + max_tokens) x {per_token} bytes), more than the {free / 2**30:.2f} GiB free on "
+            f"{device}: sample fewer prompts, num_samples or max_tokens at once",
+        )
+
+
 def left_pad(prompts: Sequence[Sequence[int]], n: int, device: torch.device) -> tuple[Tensor, Tensor]:
     """Token ids and attention mask ``[len(prompts) * n, longest]``: row ``i * n + j`` is sample j of prompt i."""
     longest = max(len(p) for p in prompts)
@@ -66,10 +96,20 @@ def left_pad(prompts: Sequence[Sequence[int]], n: int, device: torch.device) -> 
     return ids.to(device), mask.to(device)
 
 
+_HIGH = 0x9E3779B97F4A7C15
+"""An odd multiplier (2**64 / the golden ratio): ``high * _HIGH`` is a different 32-bit tail for each high half."""
+
+
 def uniforms(seed: int, prompts: int, n: int, steps: int, device: torch.device) -> Tensor:
     """``[steps, prompts * n]`` uniforms in [0, 1). Prompt i's block comes from its own generator, seeded
-    from ``seed`` and i only, and is filled step-major, so step t's values do not depend on ``steps``."""
-    seeds = torch.randint(2**62, (prompts,), generator=torch.Generator().manual_seed(seed)).tolist()
+    from ``seed`` (any int64) and i only, and is filled step-major, so step t's values do not depend on ``steps``.
+    torch's CPU generator reads 32 bits of a seed (``s`` and ``s + 2**32`` drew the same): the low half seeds the
+    prompts' seeds, and the high half (two's complement) is mixed into each of them (``_HIGH``; a seed below 2**32
+    draws as before), so that seeds differing only above bit 32 — ``s`` and ``s - 2**63`` — draw differently."""
+    low, high = seed % 2**32, seed % 2**64 >> 32
+    seeds = torch.randint(2**62, (prompts,), generator=torch.Generator().manual_seed(low)).tolist()
+    mix = high * _HIGH % 2**62  # odd: its low 32 bits differ for each high half, and are 0 only for 0
+    seeds = [s ^ mix for s in seeds]
     blocks = [torch.rand(steps, n, generator=torch.Generator(device=device).manual_seed(s), device=device)
               for s in seeds]
     return torch.cat(blocks, dim=1)

@@ -85,7 +85,7 @@ class SessionOptions:
                 raise ValueError(f"{name} must be None or a non-empty str, got {value!r}")
         if (found := wire.lone_surrogate(self.display_name, "display_name")) is not None:  # before the resource
             raise ValueError(found)
-        check_bool("load_optimizer", self.load_optimizer, optional=True)
+        object.__setattr__(self, "load_optimizer", check_bool("load_optimizer", self.load_optimizer, optional=True))
         if self.load_optimizer is not None and self.resume_from_checkpoint_id is None:  # the server refuses it
             raise ValueError("load_optimizer applies only with resume_from_checkpoint_id (a training checkpoint); "
                              f"got load_optimizer={self.load_optimizer} and no resume_from_checkpoint_id")

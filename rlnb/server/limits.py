@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb import wire
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
-from rlnb.prompts import REPLACEMENT, surrogate
+from rlnb.prompts import EMPTY_STOP, REPLACEMENT, surrogate
 from rlnb.server.errors import ServerError, error_response
 from rlnb.server.models import SAMPLING_DEFAULTS
 from rlnb.server.settings import ServerSettings
@@ -184,6 +184,8 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
             param="sampling_params.stop",
         )  # fmt: skip
     for i, text in enumerate(stop):  # decoded text never holds one: the stop string could never match
+        if not text:
+            raise ServerError(400, f"sampling_params.stop.{i} {EMPTY_STOP}", param=f"sampling_params.stop.{i}")
         if surrogate(text) is not None:
             raise ServerError(
                 400, f"sampling_params.stop.{i} holds a lone surrogate: it is not valid Unicode text and could "

@@ -276,9 +276,9 @@ class Session:
         last published by ``weights_sync``).
 
         ``prompts`` is one prompt or a list of them; a prompt is text, token ids, or chat messages
-        (encoded with the session's tokenizer and chat template). ``stop`` (one string or a list of
-        them) and the tokenizer's EOS end a sequence. Each sampled sequence carries ``.text``, its tokens
-        decoded, when the session has a tokenizer (or is byte-level)."""
+        (encoded with the session's tokenizer and chat template). ``top_k`` -1 or 0 is off (so is a k past the
+        vocabulary). ``stop`` (one non-empty string or a list of them) and the tokenizer's EOS end a sequence; ``seed``
+        is any int64. Each sequence carries ``.text``, its tokens decoded, with a tokenizer (or byte-level)."""
         tokens = [self._encode(p, f"prompts[{i}]") for i, p in enumerate(prompt_list(prompts))]
         body = sample_body(
             self.backend, self.codec, tokens, num_samples=num_samples, max_tokens=max_tokens, temperature=temperature,

@@ -24,7 +24,7 @@ def decode_tokens(
     codec: Codec | None, backend: Backend, tokens: Sequence[int], skip_special: bool, session_id: str
 ) -> str:
     """Text of token ids, each checked against ``backend``'s vocabulary where it knows it."""
-    check_bool("skip_special", skip_special)  # "no" is truthy: it would leave the EOS out
+    skip_special = check_bool("skip_special", skip_special)  # "no" is truthy: it would leave the EOS out
     ids = token_ids(tokens, "tokens")
     text = text_codec(codec, session_id)
     check_ids(ids, "tokens", getattr(backend, "vocab_size", None))

@@ -89,15 +89,15 @@ def dimension(name: str, spec: Any) -> Dimension:
 def _numeric_ends(name: str, dim: Float | Int) -> Float | Int:
     """``dim`` with plain number ends, or a ``ValueError`` naming ``name``: ``(0.5, 0.9, "int")`` was truncated to
     ``Int(0, 0)``, ``Float("a", 1)`` was ``math.isfinite``'s bare TypeError."""
-    check_bool(f"space[{name!r}].log", dim.log)  # log="no" is truthy: it searched in log space
+    log = check_bool(f"space[{name!r}].log", dim.log)  # log="no" is truthy: it searched in log space
     ends = (scalar(dim.low), scalar(dim.high))
     if isinstance(dim, Int):
         if not all(is_integer(v) or isinstance(v, float) and v.is_integer() for v in ends):
             raise ValueError(f"space[{name!r}]: an Int range needs integer ends, got {dim.low!r}, {dim.high!r}")
-        return Int(int(ends[0]), int(ends[1]), log=dim.log)
+        return Int(int(ends[0]), int(ends[1]), log=log)
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in ends):
         raise ValueError(f"space[{name!r}]: a Float range needs number ends, got {dim.low!r}, {dim.high!r}")
-    return Float(float(ends[0]), float(ends[1]), log=dim.log)
+    return Float(float(ends[0]), float(ends[1]), log=log)
 
 
 def check_once(name: str, values: Sequence[Any]) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated, Final, Literal, TypeAlias
 
 from pydantic import Field
 
-from rlnb.wire.base import Int64, Newer, StrictBool, StrictFloat, StrictInt, _Model, _Request
+from rlnb.wire.base import INT32_MAX, Int64, Newer, StrictBool, StrictFloat, StrictInt, _Model, _Request
 from rlnb.wire.inputs import ModelInput
 
 __all__ = [
@@ -32,12 +32,13 @@ DEFAULT_MAX_TOKENS = 16
 
 
 class SamplingParams(_Model):
-    """Sampling settings of one sample request; unset fields take the session's defaults."""
-    max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    """Sampling settings of one sample request; unset fields take the session's defaults. The integers other than
+    ``seed`` are the API's plain (int32) ones: a larger one was sent, for a server to refuse or wrap."""
+    max_tokens: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
     temperature: Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)] | None = None
     top_p: Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
-    top_k: Annotated[StrictInt, Field(ge=-1)] | None = None
-    """-1 = off."""
+    top_k: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] | None = None
+    """-1 = off (the API's word); 0 is off too (as vLLM takes it), and so is a k at or past the vocabulary."""
     stop: list[str] | None = None
     seed: Int64 | None = None
     """Same seed + same prompt + same weights -> same tokens."""
@@ -46,7 +47,7 @@ class SamplingParams(_Model):
 class SampleBody(_Request):
     """The sample request: prompts, samples per prompt, sampling settings, prompt log-probs."""
     model_inputs: list[ModelInput]
-    num_samples: Annotated[StrictInt, Field(ge=1)] | None = None
+    num_samples: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
     sampling_params: SamplingParams | None = None
     prompt_logprobs: StrictBool | None = None
     topk_prompt_logprobs: Annotated[StrictInt, Field(ge=0, le=20)] | None = None

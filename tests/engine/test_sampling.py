@@ -159,3 +159,82 @@ def test_a_sample_past_the_cpus_memory_is_resource_exhausted_and_the_session_sam
         assert failed.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
         assert failed.value.message.startswith("out of memory: ") and "can't allocate memory" in failed.value.message
         assert len(s.sample([[1]], num_samples=8, max_tokens=2).result().results[0].sequences) == 8
+
+
+def test_distinct_int64_seeds_draw_distinct_samples_and_a_seed_past_int64_is_refused():
+    """The handler seeded torch with ``seed % 2**63``, and torch's CPU generator reads 32 bits of a seed: -1 sampled
+    what 2**63 - 1 did, -2**63 what 0 did, and 7 + 2**32 what 7 did."""
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as t:
+
+        def tokens(seed: int) -> list[list[int]]:
+            out = t.sample("n=", num_samples=4, max_tokens=12, seed=seed).result()
+            return [q.tokens for q in out.results[0].sequences]
+
+        assert tokens(-1) != tokens(2**63 - 1)
+        assert tokens(-(2**63)) != tokens(0)
+        assert tokens(7 + 2**32) != tokens(7)
+        assert tokens(-1) == tokens(-1)  # still a seed: the same one draws the same tokens
+        for seed, bound in ((2**63, "less than or equal to 9223372036854775807"),
+                            (-(2**63) - 1, "greater than or equal to -9223372036854775808")):  # fmt: skip
+            with pytest.raises(ValueError, match=rf"SamplingParams\nseed\n.*{bound}"):
+                t.sample("n=", max_tokens=2, seed=seed)
+
+
+def test_top_k_zero_or_past_the_vocabulary_is_off_and_below_minus_one_is_refused(s):
+    """-1 is the API's off; 0 is off too (as vLLM takes it; it was so here, and said nowhere), as is a k >= V."""
+    off = draw(s, n_prompts=2).tolist()
+    for k in (None, -1, 0, V, 10**6):
+        assert draw(s, n_prompts=2, top_k=k).tolist() == off, k
+    assert draw(s, n_prompts=2, top_k=1).tolist() != off
+    before = len(s.history)
+    for k in (-2, -(2**40)):
+        with pytest.raises(ValueError, match=r"SamplingParams\ntop_k\n  Input should be greater than or equal to -1"):
+            s.sample([[1]], max_tokens=1, top_k=k)
+    assert len(s.history) == before
+
+
+def test_a_sample_whose_kv_cache_would_not_fit_the_free_memory_is_refused_before_it_is_allocated(monkeypatch):
+    """The engine had no bound: prompts x num_samples x (prompt + max_tokens) took what memory there was, and failed
+    only once allocated or filled (or, where Linux overcommits, the process was killed)."""
+    from rlnb.engine import sampling
+
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as t:
+        per_token = t.backend.engine.adapter.kv_bytes_per_token()
+        assert per_token > 0
+        monkeypatch.setattr(sampling, "free_memory", lambda device: 100 * 20 * per_token)  # room for 100 rows x 20
+        with pytest.raises(rlnb.OperationFailed) as failed:
+            t.sample(["n=", "ab"], num_samples=64, max_tokens=18).result()
+        assert failed.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
+        assert f"(128 rows (prompts x num_samples) x 20 tokens (longest prompt + max_tokens) x {per_token} bytes)" in (
+            failed.value.message
+        )
+        assert "GiB free on cpu: sample fewer prompts, num_samples or max_tokens at once" in failed.value.message
+        assert len(t.sample("n=", num_samples=64, max_tokens=18).result().results[0].sequences) == 64
+
+
+def test_the_apis_int32_sampling_fields_refuse_what_int32_cannot_hold(s):
+    """``top_k=2**31`` was sent (a remote session knows no vocabulary), where the API's plain integers are int32."""
+    import rlnb.wire as wire
+
+    with pytest.raises(ValueError, match=r"\ntop_k\n  Input should be less than or equal to 2147483647"):
+        s.sample([[1]], max_tokens=1, top_k=2**31)
+    for body, field in (({"sampling_params": {"max_tokens": 2**31}}, "sampling_params.max_tokens"),
+                        ({"num_samples": 2**31}, "num_samples")):  # fmt: skip  # locally, context and 256 come first
+        with pytest.raises(ValueError, match=rf"\n{field}\n  Input should be less than or equal to 2147483647"):
+            wire.SampleBody.model_validate({"model_inputs": [], **body})
+    assert draw(s, n_prompts=1, top_k=2**31 - 1).tolist() == draw(s, n_prompts=1).tolist()  # the largest: off
+
+
+class Masked(Fixed):
+    """Token 0's logit is -inf: the model never gives it (a masked token)."""
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return super().forward(idx).index_fill(-1, torch.tensor([0]), -math.inf)
+
+
+def test_a_temperature_past_float32_spreads_over_the_unmasked_tokens_not_the_last_one():
+    """``temperature=1e39`` is inf in float32, and -inf / inf is NaN: every row drew token V - 1, silently."""
+    with rlnb.connect("local", model=Masked(), device="cpu", record=False) as m:
+        for t in (1e39, 1e300):
+            got = frequencies(draw(m, n_prompts=1, temperature=t))
+            assert got[0] == 0 and got[1:].min() > 0.08, (t, got)  # uniform over the 7 others: 1/7 each

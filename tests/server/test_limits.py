@@ -217,6 +217,12 @@ BAD_INPUT = {
                                 "sampling_params.temperatur"),
     "bool learning rate": ("optim-step", {"adam_params": {"learning_rate": True}}, "adam_params.learning_rate"),
     "bool num_samples": ("sample", {**sample_body(1, 1, 2), "num_samples": True}, "num_samples"),
+    "empty stop string": ("sample", sample_body(1, 1, 2, stop=["x", ""]), "sampling_params.stop.1"),
+    "top_k below -1": ("sample", {**sample_body(1, 1, 2), "sampling_params": {"top_k": -2}}, "sampling_params.top_k"),
+    "top_k past int32": ("sample", {**sample_body(1, 1, 2), "sampling_params": {"top_k": 2**31}},
+                         "sampling_params.top_k"),
+    "max_tokens past int32": ("sample", {**sample_body(1, 1, 2), "sampling_params": {"max_tokens": 2**31}},
+                              "sampling_params.max_tokens"),
     "token 2^63-1": ("forward-backward", fb([1, 2**63 - 1, 3]), None),
     "token 1e30": ("forward-backward", fb([1, 1e30, 3]), "samples.0.model_input.chunks.0.encoded_text.tokens.1"),
     "sampled token 2^63-1": ("sample", {**sample_body(1, 1, 2), "model_inputs": [

@@ -85,6 +85,10 @@ class ModelAdapter:
         """Logits ``[T, V]`` of one prompt ``ids`` ``[T]``, in chunks of positions where the model has a cache."""
         yield self.forward(model, ids[None])[0]
 
+    def kv_bytes_per_token(self) -> int:
+        """Bytes the decoder's KV cache holds per row and token (0: none; a plain module recomputes)."""
+        return 0
+
     def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
         """Incremental decoding of ``batch`` rows up to ``max_len`` tokens; ``compiler`` compiles its step (a plain
         module's recompute cannot be: its shapes grow with every token)."""
@@ -162,6 +166,10 @@ class BuiltinAdapter(ModelAdapter):
                              length=max_len)
         return BuiltinDecoder(base, cache, step)
 
+    def kv_bytes_per_token(self) -> int:
+        c = self.module.config  # keys and values of every layer: n_embd each
+        return 2 * c.n_layer * c.n_embd * _dtype(self.module).itemsize
+
     def _static_cache(self, batch: int, max_len: int) -> KVCache:
         cache = KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module), compiled=True)
         mark_static([*cache.k, *cache.v])
@@ -208,6 +216,14 @@ class HFAdapter(ModelAdapter):
         head = m.get_output_embeddings()
         vocab = head.weight.shape[0] if head is not None else m.config.vocab_size
         return int(vocab), hf.context_length(m) or DEFAULT_CONTEXT
+
+    def kv_bytes_per_token(self) -> int:
+        c: Any = self.module.config
+        c = c.get_text_config() if callable(getattr(c, "get_text_config", None)) else c
+        heads = getattr(c, "num_attention_heads", 0) or 0
+        kv, dim = getattr(c, "num_key_value_heads", None) or heads, getattr(c, "head_dim", None)
+        dim = dim or (getattr(c, "hidden_size", 0) or 0) // max(heads, 1)
+        return 2 * (getattr(c, "num_hidden_layers", 0) or 0) * kv * dim * _dtype(self.module).itemsize
 
     def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         if mask is None:  # no left padding: plain causal attention (the fast path)

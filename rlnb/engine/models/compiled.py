@@ -45,8 +45,7 @@ _SEEN: set[tuple[Any, ...]] = set()
 
 
 def check_compile(compile: object) -> bool:
-    check_bool("compile", compile)
-    return bool(compile)
+    return check_bool("compile", compile)
 
 
 def bucket(length: int, limit: int) -> int:
