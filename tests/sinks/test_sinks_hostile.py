@@ -1,0 +1,50 @@
+"""Sinks used the way a careless or hostile user would: exports repeated, given up on, run under ``-W error``."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+
+import pytest
+
+from rlnb.sinks import SinkWarning
+from tests.sinks.test_sinks import FAILS_AFTER_CLOSE_SCRIPT, Flaky
+
+CLOSE = "with warnings.catch_warnings(record=True):\n"
+STRICT = "    warnings.simplefilter('always')\n"
+STRICT_SCRIPT = textwrap.dedent(FAILS_AFTER_CLOSE_SCRIPT).replace(CLOSE, CLOSE + STRICT)
+
+
+@pytest.mark.slow  # a Python process
+def test_a_sink_failure_said_at_exit_under_warnings_as_errors_reaches_stderr_once(tmp_path):
+    """``python -W error``: the exit-time warning of a sink failure no call said was raised, and logged as "an exit
+    step (sinks) failed" with a traceback (the flush of the other sinks skipped). It is printed to stderr, once."""
+    assert STRICT_SCRIPT.count("simplefilter") == 1  # the close's own warning is recorded, not raised
+    proc = subprocess.run(
+        [sys.executable, "-W", "error", "-c", STRICT_SCRIPT],
+        capture_output=True, text=True, timeout=300, env=os.environ,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "ready" in proc.stdout, proc.stderr[-3000:]
+    said = re.findall(r"SinkWarning: rlnb.sinks.Late dropped while writing run \S+: OSError: disk gone", proc.stderr)
+    assert len(said) == 1, proc.stderr[-3000:]
+    assert "exit step" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_under_warnings_as_errors_a_sinks_second_warning_is_said_later_not_lost():
+    """A sink with two warnings unsaid (a close's missed deadline, then its failure): under ``-W error`` the first was
+    raised and the second dropped with it. The second stays for the next call that says."""
+    sink = Flaky(0, OSError("never raised"))
+    sink.stall(threading.current_thread(), "first")
+    sink.fail(OSError("disk gone"), "r")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SinkWarning)
+        with pytest.raises(SinkWarning, match="first"):
+            sink.say()
+    with pytest.warns(SinkWarning, match="disk gone") as said:
+        sink.say()
+    assert len(said) == 1
