@@ -69,6 +69,7 @@ class _Channel:
         writer: Writer | None = None
         try:
             lease = Lease(self.sink)
+            lease.ready()
             while True:
                 batch = [self._queue.get()]
                 if batch[0] is not _CLOSE:

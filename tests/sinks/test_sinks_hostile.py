@@ -12,8 +12,12 @@ import warnings
 
 import pytest
 
-from rlnb.sinks import SinkWarning
+import rlnb
+from rlnb.history import History
+from rlnb.sinks import SinkError, SinkWarning, process, stream
+from rlnb.sinks.base import Sink
 from tests.sinks.test_sinks import FAILS_AFTER_CLOSE_SCRIPT, Flaky
+from tests.support.hanging_sink import Hanging
 
 CLOSE = "with warnings.catch_warnings(record=True):\n"
 STRICT = "    warnings.simplefilter('always')\n"
@@ -48,3 +52,30 @@ def test_under_warnings_as_errors_a_sinks_second_warning_is_said_later_not_lost(
     with pytest.warns(SinkWarning, match="disk gone") as said:
         sink.say()
     assert len(said) == 1
+
+
+@pytest.mark.slow  # a sink's child process
+def test_an_export_given_up_on_stops_the_sinks_child_process(monkeypatch, tmp_path):
+    """``rlnb.export`` to a ``process=True`` sink whose set-up never answers gave up at its deadline and left the
+    child running until interpreter exit (up to ``EXIT_TIMEOUT``). Giving up stops it, and the error says so."""
+    made: list[process.Child] = []
+    start = process.Child.__init__
+
+    def child(self: process.Child, sink: Sink) -> None:
+        start(self, sink)
+        made.append(self)
+
+    monkeypatch.setattr(process.Child, "__init__", child)
+    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 0.5)
+    history = History.create({}, tmp_path, "r")
+    history.log(1, reward=1.0)
+    history.close()
+    try:
+        with pytest.raises(SinkError, match="while setting up the sink; its child process was stopped"):
+            rlnb.export(tmp_path / "r", Hanging(process=True))
+        assert len(made) == 1 and made[0]._proc.poll() is not None  # gone once export returns
+        assert not process._children
+    finally:
+        for each in made:
+            each._proc.kill()
+            each._proc.wait()
