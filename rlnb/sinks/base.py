@@ -195,6 +195,11 @@ class Sink(ABC):
         """Slow set-up shared by this sink's runs, done when a run starts (before its first point)."""
         return None
 
+    def holds(self, run: RunInfo) -> str | None:
+        """Where this sink holds ``run`` already and how to remove it (``export`` refuses to write it twice), or None;
+        asked after ``prepare``. The default: never known."""
+        return None
+
     @abstractmethod
     def spec(self) -> tuple[str, str, dict[str, Any]]:
         """``(module, class name, keyword arguments)`` that make this sink again in a child process."""

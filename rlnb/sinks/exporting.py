@@ -24,7 +24,8 @@ EXPORT_BATCH = 1000
 
 def export(run: History | str | Path, sink: Sink) -> None:
     """Write a finished or reloaded run to ``sink``: ``rlnb.export("rlnb-runs/<id>", TensorBoard("tb"))``
-    or ``rlnb.export(session.history, ...)``. Raises ``SinkError`` if the sink cannot take it, or gives no answer
+    or ``rlnb.export(session.history, ...)``. Raises ``SinkError`` if the sink holds this run already (streamed or
+    exported before: every point twice), if the sink cannot take it, or gives no answer
     within ``stream.CLOSE_TIMEOUT`` seconds (a tracking server that accepts and never answers): the library's thread
     is then left behind, a daemon (the process still exits), and may still write part of the run there; a sink's
     child process (``process=True``) is stopped instead, unless another run still uses it."""
@@ -62,6 +63,8 @@ def export(run: History | str | Path, sink: Sink) -> None:
         if isinstance(news, Lease):
             lease = news
             continue
+        if isinstance(news, SinkError):
+            raise news
         safe = scrubbed(news)  # its text, and the chained cause, without a tracking URI's password
         raise SinkError(f"could not export run {info.name} to {sink!r}: {type(safe).__name__}: {safe}") from safe
 
@@ -74,6 +77,12 @@ def _export(sink: Sink, info: RunInfo, points: list[Point], failures: list[Failu
         heard.put(lease)  # for export to end the sink's child process, if it gives up
         try:
             lease.ready()
+            heard.put(f"looking for run {info.name} there")
+            where = lease.holds(info)
+            if where is not None:
+                heard.put(SinkError(f"{sink!r} holds run {info.name} already, {where}; nothing was written (exporting "
+                                    "it again wrote every point twice)"))  # fmt: skip
+                return
             heard.put(f"opening run {info.name}")
             writer = lease.open(info)
             batches: list[tuple[list[Point], list[Failure]]] = [

@@ -152,6 +152,10 @@ class Lease:
     def open(self, run: RunInfo) -> Writer:
         return self.sink.open(run) if self._child is None else ChildWriter(self._child, run)
 
+    def holds(self, run: RunInfo) -> str | None:
+        """``Sink.holds``, asked where the sink's library runs."""
+        return self.sink.holds(run) if self._child is None else self._child.call("holds", run)
+
     def release(self) -> None:
         child, self._child = self._child, None
         if child is None:
@@ -219,6 +223,8 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
                     raise sink.error
                 sink.prepare()
                 value: Any = None
+            elif op == "holds" and sink is not None:
+                value = sink.holds(args[0])
             elif op == "open" and sink is not None:
                 value = len(writers)
                 writers[value] = sink.open(args[0])

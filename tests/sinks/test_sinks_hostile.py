@@ -4,19 +4,34 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
 import warnings
+from pathlib import Path
 
 import pytest
 
 import rlnb
+from rlnb import sinks
 from rlnb.history import History
 from rlnb.sinks import SinkError, SinkWarning, process, stream
 from rlnb.sinks.base import Sink
-from tests.sinks.test_sinks import FAILS_AFTER_CLOSE_SCRIPT, Flaky
+from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
+    CE,
+    FAILS_AFTER_CLOSE_SCRIPT,
+    Flaky,
+    assert_points,
+    env,
+    expected,
+    four,
+    pytestmark,
+    read_all,
+    trackio_db,
+)
+from tests.support import sink_readers as read
 from tests.support.hanging_sink import Hanging
 
 CLOSE = "with warnings.catch_warnings(record=True):\n"
@@ -79,3 +94,49 @@ def test_an_export_given_up_on_stops_the_sinks_child_process(monkeypatch, tmp_pa
         for each in made:
             each._proc.kill()
             each._proc.wait()
+
+
+def _run(where: Path, steps: int = 3, sinks_: list[Sink] | None = None) -> History:
+    from rlnb.testing import FakeBackend
+
+    with rlnb.Session(FakeBackend(), runs_dir=where, run_id="r", sinks=sinks_ or []) as s:
+        for i in range(steps):
+            s.forward_backward(CE)
+            s.history.log(s.optim_step().result().step, reward=i / 10)
+    return s.history
+
+
+def test_an_export_of_a_streamed_run_to_the_same_tensorboard_folder_is_refused(tmp_path):
+    """A session streamed to TensorBoard, then ``rlnb.export`` of its run to the same logdir (or the same export
+    twice): every scalar was written twice, a second event file in the run's folder. It is refused, saying where the
+    run is and how to export it again; elsewhere it is written."""
+    history = _run(tmp_path / "runs", sinks_=[sinks.TensorBoard(tmp_path / "tb", interval=0)])
+    said = rf"holds run r already, as event files in {re.escape(str(tmp_path / 'tb' / 'r'))}: delete that folder"
+    for again in (history, tmp_path / "runs" / "r"):
+        with pytest.raises(SinkError, match=said + r".* nothing was written"):
+            rlnb.export(again, sinks.TensorBoard(tmp_path / "tb"))
+    assert len(list((tmp_path / "tb" / "r").iterdir())) == 1
+    _, points, _ = read.tensorboard(tmp_path / "tb" / "r")
+    assert_points(points, expected(history))
+    rlnb.export(history, sinks.TensorBoard(tmp_path / "other"))
+    with pytest.raises(SinkError, match="holds run r already"):
+        rlnb.export(history, sinks.TensorBoard(tmp_path / "other"))
+
+
+@pytest.mark.slow  # real sink libraries: MLflow's child process, W&B, Trackio
+def test_an_export_again_to_the_same_place_is_refused_by_every_library(tmp_path):
+    """Exporting one run twice to the same MLflow experiment, W&B folder and project, or Trackio project made a second
+    run of the same name (every point twice). The second export is refused, naming the run there; one run is left."""
+    history = _run(tmp_path / "runs")
+    for sink in four(tmp_path, "again"):
+        rlnb.export(history, sink)
+    for sink in four(tmp_path, "again"):  # other sink objects, the same places
+        with pytest.raises(SinkError, match=r"holds run r already, .*delete .*nothing was written"):
+            rlnb.export(tmp_path / "runs" / "r", sink)
+    for library, _, points, _ in read_all(tmp_path, "r", "again"):  # asserts one MLflow and one W&B run
+        assert_points(points, expected(history), library)
+    con = sqlite3.connect(trackio_db("again"))
+    try:
+        assert con.execute("select count(*) from metrics where run_name = 'r'").fetchone()[0] == len(expected(history))
+    finally:
+        con.close()
