@@ -223,6 +223,11 @@ class Sink(ABC):
         waits for it again while that writer still runs (a hung library held every session's close 30 s)."""
         with self._lock:
             self.stalled = writer
+        self.note(text)
+
+    def note(self, text: str) -> None:
+        """A warning that drops nothing (a run left out, a missed deadline), kept for ``say``."""
+        with self._lock:
             self._unsaid.append(text)
             _UNSAID.add(self)
 

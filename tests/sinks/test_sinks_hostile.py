@@ -17,6 +17,7 @@ import pytest
 import rlnb
 from rlnb import sinks
 from rlnb.history import History
+from rlnb.history.runs import RunContinuedWarning
 from rlnb.sinks import SinkError, SinkWarning, process, stream
 from rlnb.sinks.base import Sink
 from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
@@ -140,3 +141,20 @@ def test_an_export_again_to_the_same_place_is_refused_by_every_library(tmp_path)
         assert con.execute("select count(*) from metrics where run_name = 'r'").fetchone()[0] == len(expected(history))
     finally:
         con.close()
+
+
+def test_a_new_run_named_like_one_its_sink_holds_is_left_out_there_instead_of_mixed_into_it(tmp_path):
+    """A run folder deleted and its id used again (or another runs folder): the new run streamed into the
+    TensorBoard folder of the old one, and TensorBoard showed both runs' steps as one run. The new run is left out of
+    that sink, with a warning saying why and where everything is; a later session continuing the run streams on."""
+    _run(tmp_path / "a", steps=2, sinks_=[sinks.TensorBoard(tmp_path / "tb", interval=0)])
+    said = r"TensorBoard left run r out: it holds another run of that name, as event files in .*"
+    with pytest.warns(SinkWarning, match=said + "rlnb.export writes it there once the other is removed"):
+        _run(tmp_path / "b", steps=3, sinks_=[sinks.TensorBoard(tmp_path / "tb", interval=0)])
+    _, points, _ = read.tensorboard(tmp_path / "tb" / "r")
+    assert sorted(points) == [1, 2] and len(list((tmp_path / "tb" / "r").iterdir())) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SinkWarning)
+        warnings.simplefilter("ignore", RunContinuedWarning)  # it starts at step 1 again: FakeBackend has no resume
+        _run(tmp_path / "a", steps=1, sinks_=[sinks.TensorBoard(tmp_path / "tb", interval=0)])
+    assert len(list((tmp_path / "tb" / "r").iterdir())) == 2
