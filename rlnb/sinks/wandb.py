@@ -97,16 +97,25 @@ class WandB(Sink):
             reinit="create_new",  # several runs at once: a sweep's trials
             settings=settings,
         )
-        return _Writer(handle)
+        return _Writer(handle, offline=self.mode == "offline")
 
 
 class _Writer:
-    def __init__(self, run: Any):
+    def __init__(self, run: Any, offline: bool):
         self.run = run
+        self._folder = Path(run.dir).parent if offline else None  # offline-run-*: the run's only copy
         run.define_metric(STEP_KEY)
         run.define_metric("*", step_metric=STEP_KEY)
 
+    def _check(self) -> None:
+        """An offline run's folder deleted while the run is written (``rm -rf wandb``): W&B went on writing into the
+        deleted file, and nothing said that every step since was lost. That drops the sink, with a warning."""
+        if self._folder is not None and not self._folder.exists():
+            raise FileNotFoundError(f"{self._folder} was deleted while the run was written to it: nothing written "
+                                    "since reaches W&B (rlnb.export writes the whole run again)")  # fmt: skip
+
     def write(self, points: list[Point], failures: list[Failure]) -> None:
+        self._check()
         for point in points:
             self.run.log({STEP_KEY: point.step, **{key(k): v for k, v in point.values.items()}})
         for fail in failures:
@@ -114,6 +123,7 @@ class _Writer:
 
     def close(self) -> None:
         self.run.finish()
+        self._check()
 
 
 def _project_and_name(file: Path) -> tuple[str, str] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from rlnb import sinks
 from rlnb.history import History
 from rlnb.history.runs import RunContinuedWarning
 from rlnb.sinks import SinkError, SinkWarning, process, stream
-from rlnb.sinks.base import Sink
+from rlnb.sinks.base import Point, RunInfo, Sink
 from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
     CE,
     FAILS_AFTER_CLOSE_SCRIPT,
@@ -158,3 +159,22 @@ def test_a_new_run_named_like_one_its_sink_holds_is_left_out_there_instead_of_mi
         warnings.simplefilter("ignore", RunContinuedWarning)  # it starts at step 1 again: FakeBackend has no resume
         _run(tmp_path / "a", steps=1, sinks_=[sinks.TensorBoard(tmp_path / "tb", interval=0)])
     assert len(list((tmp_path / "tb" / "r").iterdir())) == 2
+
+
+@pytest.mark.slow  # W&B's wandb-core process
+def test_a_wandb_offline_run_folder_deleted_while_it_is_written_drops_the_sink_instead_of_writing_nowhere(tmp_path):
+    """``rm -rf wandb`` while a run streams to W&B offline: W&B went on writing into the deleted file, and nothing said
+    that every later step was lost. The next write, or the close, raises naming the folder, which drops the sink with a
+    warning; an export again finds nothing there and writes the whole run."""
+    sink = sinks.WandB("gone", dir=tmp_path / "wb")
+    for deleted_before in ("write", "close"):
+        writer = sink.open(RunInfo(deleted_before, None, {"seed": 0}))
+        writer.write([Point(1, {"loss": 1.0}, 0.0)], [])
+        (folder,) = (tmp_path / "wb" / "wandb").glob("offline-run-*")
+        shutil.rmtree(folder)
+        if deleted_before == "write":
+            with pytest.raises(FileNotFoundError, match="offline-run-.* was deleted while the run was written to it"):
+                writer.write([Point(2, {"loss": 0.5}, 0.0)], [])
+        with pytest.raises(FileNotFoundError, match="was deleted"):
+            writer.close()
+        assert sink.holds(RunInfo(deleted_before, None, {})) is None
