@@ -106,7 +106,11 @@ class MLflow(Sink):
         assert self._experiment_id is not None
         quote = "'" if "'" not in run.name else '"'
         if quote in run.name:  # no filter string can quote it: every run of the experiment, compared here
-            found = [r for r in self._client.search_runs([self._experiment_id]) if r.info.run_name == run.name][:1]
+            found: list[Any] = []
+            token: str | None = None
+            while not found and (token or token is None):  # page by page (1000 runs each)
+                page = self._client.search_runs([self._experiment_id], page_token=token)
+                found, token = [r for r in page if r.info.run_name == run.name], page.token or ""
         else:
             where = f"attributes.run_name = {quote}{run.name}{quote}"
             found = self._client.search_runs([self._experiment_id], filter_string=where, max_results=1)

@@ -178,3 +178,16 @@ def test_a_wandb_offline_run_folder_deleted_while_it_is_written_drops_the_sink_i
         with pytest.raises(FileNotFoundError, match="was deleted"):
             writer.close()
         assert sink.holds(RunInfo(deleted_before, None, {})) is None
+
+
+@pytest.mark.slow  # MLflow's store
+def test_mlflow_finds_a_run_it_holds_whatever_quotes_its_name_has(tmp_path):
+    """A run id may hold ``'`` and ``"`` (a folder name): MLflow's filter strings quote with one or the other, so a
+    name with both is looked for among every run of the experiment, page by page."""
+    sink = sinks.MLflow(tmp_path / "m.db", "quotes", process=False)
+    sink.prepare()
+    for name in ("it's", 'say "hi"', "both '\"", "plain"):
+        assert sink.holds(RunInfo(name, None, {})) is None
+        sink.open(RunInfo(name, None, {})).close()
+        assert "as MLflow run" in (sink.holds(RunInfo(name, None, {})) or ""), name
+    assert sink.holds(RunInfo("both '", None, {})) is None
