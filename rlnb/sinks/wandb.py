@@ -127,16 +127,21 @@ class _Writer:
 
 
 def _project_and_name(file: Path) -> tuple[str, str] | None:
-    """The project and display name in a ``.wandb`` file's run record, among its first records."""
+    """The project and display name in a ``.wandb`` file's run record, among its first records; None for a file that
+    holds none, or none it can read (a run cut short, another program's file): it must not stop the run or export."""
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
     from wandb.proto import wandb_internal_pb2
 
-    for i, raw in enumerate(_records(file)):
-        record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
-        record.ParseFromString(raw)
-        if record.WhichOneof("record_type") == "run":
-            return record.run.project, record.run.display_name
-        if i > 100:
-            break
+    try:
+        for i, raw in enumerate(_records(file)):
+            record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
+            record.ParseFromString(raw)
+            if record.WhichOneof("record_type") == "run":
+                return record.run.project, record.run.display_name
+            if i > 100:
+                break
+    except (OSError, struct.error, DecodeError):
+        return None
     return None
 
 

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import sqlite3
+import struct
 import subprocess
 import sys
 import textwrap
@@ -191,3 +192,16 @@ def test_mlflow_finds_a_run_it_holds_whatever_quotes_its_name_has(tmp_path):
         sink.open(RunInfo(name, None, {})).close()
         assert "as MLflow run" in (sink.holds(RunInfo(name, None, {})) or ""), name
     assert sink.holds(RunInfo("both '", None, {})) is None
+
+
+@pytest.mark.slow  # imports W&B
+def test_a_damaged_wandb_file_beside_the_runs_never_stops_a_run_or_an_export(tmp_path):
+    """W&B's offline folder may hold a run cut short (a truncated ``.wandb`` file) or another program's file: looking
+    for a run of the same name there reads past them instead of failing (which dropped the sink)."""
+    root = tmp_path / "wandb"
+    head = struct.pack("<HB", 0xBEE1, 0)
+    cut_short = {"1-x": head + struct.pack("<IHB", 0, 50, 1) + b"\xff" * 50, "2-y": b"", "3-z": head + b"\0\0\0\0\x09"}
+    for name, data in cut_short.items():
+        (root / f"offline-run-{name}").mkdir(parents=True)
+        (root / f"offline-run-{name}" / f"run-{name[2]}.wandb").write_bytes(b":W&B" + data)
+    assert sinks.WandB("p", dir=tmp_path).holds(RunInfo("r", None, {})) is None
