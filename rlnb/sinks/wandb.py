@@ -101,7 +101,7 @@ class WandB(Sink):
 
 
 class _Writer:
-    def __init__(self, run: Any, offline: bool):
+    def __init__(self, run: Any, offline: bool = False):
         self.run = run
         self._folder = Path(run.dir).parent if offline else None  # offline-run-*: the run's only copy
         run.define_metric(STEP_KEY)
