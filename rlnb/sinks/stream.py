@@ -255,7 +255,20 @@ def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:
         if first < i:  # two writers of one run into one library: every point twice (two TensorBoard event files)
             raise ValueError(f"sinks[{i}] is sinks[{first}] ({sink!r}): the same sink twice would write every point "
                              "of the run twice; give it once")  # fmt: skip
+        same = next((j for j, other in enumerate(listed[:i]) if _place(other) == _place(sink) is not None), None)
+        if same is not None:  # two objects, one place: the same, one run of one name written there twice
+            raise ValueError(f"sinks[{i}] writes where sinks[{same}] does ({_place(sink)}): two sinks of one place "
+                             "would write every point of the run twice; give one")  # fmt: skip
     return listed
+
+
+def _place(sink: Sink) -> str | None:
+    """Where ``sink`` writes (its ``spec`` but the interval), or None for a sink that cannot say."""
+    try:
+        module, name, kwargs = sink.spec()
+    except NotImplementedError:
+        return None
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items() if k != 'interval')})"
 
 
 def attach(history: History, sinks: Sink | Sequence[Sink]) -> Attachment:
