@@ -131,10 +131,10 @@ def part_a(args: argparse.Namespace, names: list[str]) -> float:
     return statistics.median(x[1] for x in results["no store"])
 
 
-def synthetic(n: int, store: Path | None = None) -> History:
+def synthetic(n: int, store: Path | None = None, run_id: str | None = None) -> History:
     """A run of ``n`` steps as the loop records it: forward-backward + optim-step + a logged reward
     (with ``store``, recorded in a run folder there)."""
-    config = {"run_id": f"synthetic-{n}", "optimizer": "adam", "model": "rlnb/tiny", "seed": 0}
+    config = {"run_id": run_id or f"synthetic-{n}", "optimizer": "adam", "model": "rlnb/tiny", "seed": 0}
     history = History.create(config, store) if store is not None else History(config=config)
     done = "TRAINING_OPERATION_STATUS_COMPLETED"
     t = 1_700_000_000.0
@@ -187,7 +187,7 @@ def part_b(args: argparse.Namespace, names: list[str], loop_cpu: float) -> None:
     recording(None), recording(TMP / "runs-b")  # warm-up: first-time costs are not per step
     in_memory = min(recording(None) for _ in range(3))
     store = (min(recording(TMP / "runs-b") for _ in range(3)) - in_memory) / args.points
-    big, small = synthetic(args.points), synthetic(1)
+    big = synthetic(args.points)
     print(
         f"(b) cost per step in this process (the CPU that competes with training), against the loop's "
         f"{loop_cpu * 1e3:.3f} ms of CPU per step without a store"
@@ -201,9 +201,11 @@ def part_b(args: argparse.Namespace, names: list[str], loop_cpu: float) -> None:
     for name in names:
         sink = SINKS[name]("export")
         lease = Lease(sink)  # keeps MLflow's child alive across the exports: its start-up is not per point
-        try:
-            export_cost(sink, small)  # first-time set-up out of the way
-            fixed = export_cost(sink, small)
+        try:  # each export a run of its own name: a sink refuses a run it holds already
+            lease.ready()
+            export_cost(sink, synthetic(1, run_id=f"warm-up-{name}"))  # first-time set-up out of the way
+            fixed = export_cost(sink, synthetic(1, run_id=f"synthetic-1-{name}"))
+            big.config["run_id"] = f"synthetic-{args.points}-{name}"  # the same steps, under this sink's name
             full = export_cost(sink, big)
         finally:
             lease.release()

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from rlnb import _exit
 from rlnb._secrets import redact
 from rlnb.errors import RlnbError
 from rlnb.history.store import check_run_id
@@ -194,6 +195,11 @@ class Sink(ABC):
         """Slow set-up shared by this sink's runs, done when a run starts (before its first point)."""
         return None
 
+    def holds(self, run: RunInfo) -> str | None:
+        """Where this sink holds ``run`` already and how to remove it (``export`` refuses to write it twice), or None;
+        asked after ``prepare``. The default: never known."""
+        return None
+
     @abstractmethod
     def spec(self) -> tuple[str, str, dict[str, Any]]:
         """``(module, class name, keyword arguments)`` that make this sink again in a child process."""
@@ -217,6 +223,11 @@ class Sink(ABC):
         waits for it again while that writer still runs (a hung library held every session's close 30 s)."""
         with self._lock:
             self.stalled = writer
+        self.note(text)
+
+    def note(self, text: str) -> None:
+        """A warning that drops nothing (a run left out, a missed deadline), kept for ``say``."""
+        with self._lock:
             self._unsaid.append(text)
             _UNSAID.add(self)
 
@@ -227,15 +238,26 @@ class Sink(ABC):
 
     def say(self) -> None:
         """Warn (``SinkWarning``) of this sink's failure, once, on the calling thread: the one that logs, closes or
-        reads the history's tables, never the sink's own (``say_all`` at exit at the latest); at the user's line."""
+        reads the history's tables, never the sink's own (``say_all`` at exit at the latest); at the user's line. Under
+        ``-W error`` it raises, except at exit, where it is printed to stderr instead."""
         if not self._unsaid:  # the common case, without the lock: called at every log
             return
         with self._lock:
             unsaid, self._unsaid = self._unsaid, []
             _UNSAID.discard(self)
         level = _user_level()
-        for text in unsaid:
-            warnings.warn(text, SinkWarning, stacklevel=level)
+        for i, text in enumerate(unsaid):
+            try:
+                warnings.warn(text, SinkWarning, stacklevel=level)
+            except SinkWarning:  # ``python -W error``: the warning is raised; what follows it is said later
+                if not _exit.exiting():
+                    with self._lock:
+                        self._unsaid[:0] = unsaid[i + 1 :]
+                        if self._unsaid:
+                            _UNSAID.add(self)
+                    raise
+                # at exit it was logged as a failed exit step, and the sinks' other warnings and flush skipped
+                print(f"SinkWarning: {text}", file=sys.stderr, flush=True)
 
 
 def _user_level() -> int:

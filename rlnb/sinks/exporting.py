@@ -24,9 +24,11 @@ EXPORT_BATCH = 1000
 
 def export(run: History | str | Path, sink: Sink) -> None:
     """Write a finished or reloaded run to ``sink``: ``rlnb.export("rlnb-runs/<id>", TensorBoard("tb"))``
-    or ``rlnb.export(session.history, ...)``. Raises ``SinkError`` if the sink cannot take it, or gives no answer
+    or ``rlnb.export(session.history, ...)``. Raises ``SinkError`` if the sink holds this run already (streamed or
+    exported before: every point twice), if the sink cannot take it, or gives no answer
     within ``stream.CLOSE_TIMEOUT`` seconds (a tracking server that accepts and never answers): the library's thread
-    is then left behind, a daemon (the process still exits), and may still write part of the run there."""
+    is then left behind, a daemon (the process still exits), and may still write part of the run there; a sink's
+    child process (``process=True``) is stopped instead, unless another run still uses it."""
     if not isinstance(run, History | str | os.PathLike):
         raise TypeError(f"export takes a History or a run folder (e.g. session.history), got {type(run).__name__}")
     if not isinstance(sink, Sink):  # a list (as connect(sinks=...) takes) or a name: "... has no attribute 'error'"
@@ -42,20 +44,27 @@ def export(run: History | str | Path, sink: Sink) -> None:
     heard: queue.SimpleQueue[Any] = queue.SimpleQueue()
     work = (sink, info, points, failures, heard)
     threading.Thread(target=_export, args=work, name=f"rlnb-export-{type(sink).__name__}", daemon=True).start()
-    timeout, doing = stream.CLOSE_TIMEOUT, "setting up the sink"
+    timeout, doing, lease = stream.CLOSE_TIMEOUT, "setting up the sink", None
     while True:
         try:
             news = heard.get(timeout=timeout)
         except queue.Empty:
+            left = ("its child process was stopped (terminated, then killed), so nothing more of this run is written "
+                    "there; part of it may be" if lease is not None and lease.abandon() else "the library may still "
+                    "be writing this run there, on a daemon thread left behind (it never keeps the process from "
+                    "exiting)")  # fmt: skip
             raise SinkError(f"could not export run {info.name} to {sink!r}: no answer within {timeout:g} s "
-                            f"(rlnb.sinks.stream.CLOSE_TIMEOUT) while {doing}; the library may still be writing this "
-                            "run there, on a daemon thread left behind (it never keeps the process from exiting)"
-                            ) from None  # fmt: skip
+                            f"(rlnb.sinks.stream.CLOSE_TIMEOUT) while {doing}; {left}") from None  # fmt: skip
         if news is None:
             return
         if isinstance(news, str):
             doing = news
             continue
+        if isinstance(news, Lease):
+            lease = news
+            continue
+        if isinstance(news, SinkError):
+            raise news
         safe = scrubbed(news)  # its text, and the chained cause, without a tracking URI's password
         raise SinkError(f"could not export run {info.name} to {sink!r}: {type(safe).__name__}: {safe}") from safe
 
@@ -65,7 +74,15 @@ def _export(sink: Sink, info: RunInfo, points: list[Point], failures: list[Failu
     deadline starts again), then None once all is written, or the error."""
     try:
         lease = Lease(sink)
+        heard.put(lease)  # for export to end the sink's child process, if it gives up
         try:
+            lease.ready()
+            heard.put(f"looking for run {info.name} there")
+            where = lease.holds(info)
+            if where is not None:
+                heard.put(SinkError(f"{sink!r} holds run {info.name} already, {where}; nothing was written (exporting "
+                                    "it again wrote every point twice)"))  # fmt: skip
+                return
             heard.put(f"opening run {info.name}")
             writer = lease.open(info)
             batches: list[tuple[list[Point], list[Failure]]] = [

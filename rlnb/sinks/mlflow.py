@@ -101,6 +101,25 @@ class MLflow(Sink):
             if self._experiment_id is None:
                 self._experiment_id = self._experiment(self._client)
 
+    def holds(self, run: RunInfo) -> str | None:
+        """An active MLflow run of that name in the experiment (a deleted one is not)."""
+        assert self._experiment_id is not None
+        quote = "'" if "'" not in run.name else '"'
+        if quote in run.name:  # no filter string can quote it: every run of the experiment, compared here
+            found: list[Any] = []
+            token: str | None = None
+            while not found and (token or token is None):  # page by page (1000 runs each)
+                page = self._client.search_runs([self._experiment_id], page_token=token)
+                found, token = [r for r in page if r.info.run_name == run.name], page.token or ""
+        else:
+            where = f"attributes.run_name = {quote}{run.name}{quote}"
+            found = self._client.search_runs([self._experiment_id], filter_string=where, max_results=1)
+        if not found:
+            return None
+        run_id = found[0].info.run_id
+        return (f"as MLflow run {run_id} of experiment {self.experiment!r}: delete it (mlflow runs delete --run-id "
+                f"{run_id}) to export it again, or export to another experiment")  # fmt: skip
+
     def open(self, run: RunInfo) -> _Writer:
         """Start the library's run for ``run``; called on the sink's own thread, as it may be slow."""
         self.prepare()

@@ -106,6 +106,19 @@ class Child:
         with contextlib.suppress(OSError):
             self._replies.close()
 
+    def end(self, grace: float = 2.0) -> None:
+        """Terminate it now, and kill it if it is still there after ``grace`` s: a run given up on (a library that
+        never answers) kept it until interpreter exit. A request waiting for its answer ends with an error."""
+        self._proc.terminate()
+        try:
+            self._proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        for pipe in (self._requests, self._replies):  # a reader waiting on it has its end of file by now
+            with contextlib.suppress(OSError, ValueError):
+                pipe.close()
+
 
 _children: dict[int, Child] = {}
 _children_lock = threading.Lock()
@@ -116,25 +129,32 @@ class Lease:
     (importing the library, starting the child, creating a store's tables) overlaps training."""
 
     def __init__(self, sink: Sink):
+        """Take the hold (starting the sink's child process if it has none); ``ready()`` then does the set-up."""
         self.sink = sink
         self._child: Child | None = None
         if not sink.process:
-            sink.prepare()
             return
         with _children_lock:  # one child per sink, started for its first run, stopped after its last
             child = _children.get(id(sink))
             if child is None:
                 child = _children[id(sink)] = Child(sink)
             child.runs += 1
-        self._child = child
-        try:
-            child.start()  # outside the registry's lock: the set-up may never return
-        except BaseException:
-            self.release()
-            raise
+            self._child = child
+
+    def ready(self) -> None:
+        """The slow set-up, outside the registry's lock (it may never return); ``release()`` after it, in any case."""
+        child = self._child
+        if child is not None:
+            child.start()
+        elif not self.sink.process:
+            self.sink.prepare()
 
     def open(self, run: RunInfo) -> Writer:
         return self.sink.open(run) if self._child is None else ChildWriter(self._child, run)
+
+    def holds(self, run: RunInfo) -> str | None:
+        """``Sink.holds``, asked where the sink's library runs."""
+        return self.sink.holds(run) if self._child is None else self._child.call("holds", run)
 
     def release(self) -> None:
         child, self._child = self._child, None
@@ -146,6 +166,20 @@ class Lease:
                 return
             _children.pop(id(self.sink), None)
         child.stop()
+
+    def abandon(self) -> bool:
+        """Give up on this run: the sink's child process is ended (``Child.end``) unless another run still uses it.
+        Whether it was ended."""
+        with _children_lock:
+            child, self._child = self._child, None
+            if child is None:
+                return False
+            child.runs -= 1
+            if child.runs > 0:
+                return False
+            _children.pop(id(self.sink), None)
+        child.end()
+        return True
 
 
 def stop_all(timeout: float = 2.0) -> None:
@@ -189,6 +223,8 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
                     raise sink.error
                 sink.prepare()
                 value: Any = None
+            elif op == "holds" and sink is not None:
+                value = sink.holds(args[0])
             elif op == "open" and sink is not None:
                 value = len(writers)
                 writers[value] = sink.open(args[0])

@@ -20,6 +20,7 @@ from typing import Any
 
 from rlnb import _exit
 from rlnb.history import History, Record, new_run_id
+from rlnb.history.runconfig import continued_at
 from rlnb.sinks.base import RunInfo, Sink, SinkWarning, Writer, say_all
 from rlnb.sinks.points import Item, Steps, logged, merge
 from rlnb.sinks.process import Lease, stop_all
@@ -38,10 +39,12 @@ _CLOSE = object()
 class _Channel:
     """One run of one sink: a queue and a daemon thread that writes it in batches."""
 
-    def __init__(self, sink: Sink, history: History, unnamed: str):
+    def __init__(self, sink: Sink, history: History, unnamed: str, fresh: bool):
         self.sink = sink
         self._history = history
         self._unnamed = unnamed
+        self._fresh = fresh  # a new run, not one a later session continues: the sink must not hold it yet
+        self._left_out = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closing = threading.Event()
         self.run_name = str(history.config.get("run_id", ""))
@@ -49,7 +52,7 @@ class _Channel:
         self.thread.start()
 
     def put(self, item: Item) -> None:
-        if self.sink.error is not None:
+        if self.sink.error is not None or self._left_out:
             return
         if self._queue.qsize() >= MAX_BACKLOG:
             self.sink.fail(RuntimeError(f"fell {MAX_BACKLOG} points behind the run"), self.run_name)
@@ -69,6 +72,7 @@ class _Channel:
         writer: Writer | None = None
         try:
             lease = Lease(self.sink)
+            lease.ready()
             while True:
                 batch = [self._queue.get()]
                 if batch[0] is not _CLOSE:
@@ -84,6 +88,8 @@ class _Channel:
                 if writer is None:  # a snapshot of the config: annotate() may add a field meanwhile, on another thread
                     run = RunInfo.from_config(dict(self._history.config), self._history.path, self._unnamed)
                     self.run_name = run.name
+                    if self._fresh and self._held(lease, run):
+                        return
                     writer = lease.open(run)
                     _exit.run_first()
                 points, failures = merge(i for i in batch if i is not _CLOSE)
@@ -98,6 +104,20 @@ class _Channel:
         finally:
             if lease is not None:
                 lease.release()
+
+    def _held(self, lease: Lease, run: RunInfo) -> bool:
+        """Whether the sink holds a run of this name already (``Sink.holds``), from another run (a run folder deleted
+        and its id used again, another runs folder): this run is then left out there, with a warning, instead of
+        being mixed into that one (a TensorBoard folder showing both runs' steps as one)."""
+        where = lease.holds(run)
+        if where is None:
+            return False
+        self._left_out = True
+        kept = self._history.path or "session.history, in memory"
+        self.sink.note(f"rlnb.sinks.{type(self.sink).__name__} left run {run.name} out: it holds another run of that "
+                       f"name, {where}; written there too, the two would be mixed. {kept} has everything: "
+                       "rlnb.export writes it there once the other is removed")  # fmt: skip
+        return True
 
 
 def _quietly_close(writer: Writer | None) -> None:
@@ -120,7 +140,8 @@ class Attachment:
         self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
         if threading.current_thread() is threading.main_thread():  # a sweep's trial thread: another's catch_warnings
             say_all()  # a new run: a sink's failure not said yet (after the last log of a run never closed) is said
-        self._channels = [_Channel(s, history, unnamed(history)) for s in sinks if s.error is None]
+        fresh = not continued_at(dict(history.config)) and history not in _LATEST  # no session streamed it before
+        self._channels = [_Channel(s, history, unnamed(history), fresh) for s in sinks if s.error is None]
         self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
         self._unread = history.on_read(self._on_read)  # kept after close() while a writer that missed it may fail
         _ATTACHED.add(self)
@@ -234,7 +255,20 @@ def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:
         if first < i:  # two writers of one run into one library: every point twice (two TensorBoard event files)
             raise ValueError(f"sinks[{i}] is sinks[{first}] ({sink!r}): the same sink twice would write every point "
                              "of the run twice; give it once")  # fmt: skip
+        same = next((j for j, other in enumerate(listed[:i]) if _place(other) == _place(sink) is not None), None)
+        if same is not None:  # two objects, one place: the same, one run of one name written there twice
+            raise ValueError(f"sinks[{i}] writes where sinks[{same}] does ({_place(sink)}): two sinks of one place "
+                             "would write every point of the run twice; give one")  # fmt: skip
     return listed
+
+
+def _place(sink: Sink) -> str | None:
+    """Where ``sink`` writes (its ``spec`` but the interval), or None for a sink that cannot say."""
+    try:
+        module, name, kwargs = sink.spec()
+    except NotImplementedError:
+        return None
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items() if k != 'interval')})"
 
 
 def attach(history: History, sinks: Sink | Sequence[Sink]) -> Attachment:

@@ -38,6 +38,13 @@ class TensorBoard(Sink):
         import tensorboard  # type: ignore[import-untyped]  # noqa: F401 - torch.utils.tensorboard needs it
         from torch.utils.tensorboard import SummaryWriter  # noqa: F401
 
+    def holds(self, run: RunInfo) -> str | None:
+        """Event files in the run's folder: a run streamed or exported there before."""
+        folder = self.logdir / run.name
+        if folder.is_dir() and any(folder.glob("events.out.tfevents.*")):
+            return f"as event files in {folder}: delete that folder to export it again, or export to another logdir"
+        return None
+
     def open(self, run: RunInfo) -> _Writer:
         """Start the library's run for ``run``; called on the sink's own thread, as it may be slow."""
         return _Writer(self.logdir / run.name, run)

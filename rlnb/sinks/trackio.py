@@ -10,6 +10,7 @@ View with ``trackio show --project <project>``.
 from __future__ import annotations
 
 import contextvars
+import os
 from typing import Any
 
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
@@ -34,6 +35,17 @@ class Trackio(Sink):
     def spec(self) -> tuple[str, str, dict[str, Any]]:
         """How a child process makes this sink again (``process=True``)."""
         return __name__, "Trackio", {"project": self.project, "interval": self.interval, **self._init}
+
+    def holds(self, run: RunInfo) -> str | None:
+        """A run of that name in the project's local database (a Space or server elsewhere is not asked)."""
+        if any(self._init.get(k) or os.environ.get(f"TRACKIO_{k.upper()}") for k in ("space_id", "server_url")):
+            return None
+        from trackio.sqlite_storage import SQLiteStorage
+
+        db = SQLiteStorage.get_project_db_path(self.project)
+        if not db.exists() or run.name not in SQLiteStorage.get_runs(self.project):
+            return None
+        return f"in Trackio project {self.project!r} ({db}): delete that run to export it again, or use another project"
 
     def open(self, run: RunInfo) -> _Writer:
         """Start the library's run for ``run``; called on the sink's own thread, as it may be slow."""

@@ -11,6 +11,9 @@ cost CPU); pass ``settings=`` to choose. Offline runs land in ``<dir>/wandb/offl
 
 from __future__ import annotations
 
+import os
+import struct
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,8 @@ from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
 
 MODES = ("offline", "online")
 STEP_KEY, FAILURE_KEY = "step", "failed_operation"
+BLOCK = 32768
+"""The block size of a ``.wandb`` file (a LevelDB-style log)."""
 LOGGED = "logged/"
 """The prefix of a figure whose own name W&B or rlnb's rows take (``key``)."""
 
@@ -62,6 +67,18 @@ class WandB(Sink):
         where = {"dir": str(self.dir) if self.dir else None, "entity": self.entity, "settings": self._settings}
         return __name__, "WandB", {"project": self.project, "mode": self.mode, **where, "interval": self.interval}
 
+    def holds(self, run: RunInfo) -> str | None:
+        """An offline run of that project and name under the sink's folder (W&B's server is not asked)."""
+        if self.mode != "offline":
+            return None
+        root = (self.dir or Path(os.environ.get("WANDB_DIR") or ".")).expanduser() / "wandb"
+        for file in sorted(root.glob("offline-run-*/run-*.wandb")):
+            if _project_and_name(file) == (self.project, run.name):
+                return (
+                    f"as the offline run {file.parent}: delete that folder to export it again, or export to another dir"
+                )
+        return None
+
     def open(self, run: RunInfo) -> _Writer:
         """Start the library's run for ``run``; called on the sink's own thread, as it may be slow."""
         import wandb
@@ -80,16 +97,25 @@ class WandB(Sink):
             reinit="create_new",  # several runs at once: a sweep's trials
             settings=settings,
         )
-        return _Writer(handle)
+        return _Writer(handle, offline=self.mode == "offline")
 
 
 class _Writer:
-    def __init__(self, run: Any):
+    def __init__(self, run: Any, offline: bool = False):
         self.run = run
+        self._folder = Path(run.dir).parent if offline else None  # offline-run-*: the run's only copy
         run.define_metric(STEP_KEY)
         run.define_metric("*", step_metric=STEP_KEY)
 
+    def _check(self) -> None:
+        """An offline run's folder deleted while the run is written (``rm -rf wandb``): W&B went on writing into the
+        deleted file, and nothing said that every step since was lost. That drops the sink, with a warning."""
+        if self._folder is not None and not self._folder.exists():
+            raise FileNotFoundError(f"{self._folder} was deleted while the run was written to it: nothing written "
+                                    "since reaches W&B (rlnb.export writes the whole run again)")  # fmt: skip
+
     def write(self, points: list[Point], failures: list[Failure]) -> None:
+        self._check()
         for point in points:
             self.run.log({STEP_KEY: point.step, **{key(k): v for k, v in point.values.items()}})
         for fail in failures:
@@ -97,3 +123,44 @@ class _Writer:
 
     def close(self) -> None:
         self.run.finish()
+        self._check()
+
+
+def _project_and_name(file: Path) -> tuple[str, str] | None:
+    """The project and display name in a ``.wandb`` file's run record, among its first records; None for a file that
+    holds none, or none it can read (a run cut short, another program's file): it must not stop the run or export."""
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+    from wandb.proto import wandb_internal_pb2
+
+    try:
+        for i, raw in enumerate(_records(file)):
+            record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
+            record.ParseFromString(raw)
+            if record.WhichOneof("record_type") == "run":
+                return record.run.project, record.run.display_name
+            if i > 100:
+                break
+    except (OSError, struct.error, DecodeError):
+        return None
+    return None
+
+
+def _records(file: Path) -> Iterator[bytes]:
+    """The records of a ``.wandb`` file: a 7-byte header (``:W&B``), then 32 KiB blocks of chunks, each with a
+    ``<crc32, length, type>`` header (1 a whole record; 2, 3, 4 its first, middle and last parts)."""
+    with file.open("rb") as f:
+        data, at, parts = f.read(BLOCK), 7, b""
+        if data[:4] != b":W&B":
+            return
+        while data:
+            while at + 7 <= len(data):
+                _, length, kind = struct.unpack("<IHB", data[at : at + 7])
+                chunk, at = data[at + 7 : at + 7 + length], at + 7 + length
+                if kind in (1, 4):
+                    yield parts + chunk
+                    parts = b""
+                elif kind in (2, 3):
+                    parts += chunk
+                else:
+                    return
+            data, at = f.read(BLOCK), 0

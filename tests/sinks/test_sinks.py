@@ -550,8 +550,11 @@ def test_the_same_sink_twice_is_refused_before_anything_starts(tmp_path):
     with pytest.raises(ValueError, match=said):
         rlnb.connect("local", device="cpu", runs_dir=tmp_path / "runs", sinks=[tb, sinks.TensorBoard(tmp_path), tb])
     assert not (tmp_path / "runs").exists() and not (tmp_path / "tb").exists()
-    with rlnb.Session(FakeBackend(), record=False, sinks=[tb, sinks.TensorBoard(tmp_path / "tb")]) as s:  # two sinks
-        s.forward_backward(CE)  # of one folder are two destinations the user chose: taken
+    said = r"sinks\[1\] writes where sinks\[0\] does \(TensorBoard\(logdir=.*\)\): two sinks of one place would"
+    with pytest.raises(ValueError, match=said):  # two objects of one folder: every point twice there all the same
+        rlnb.Session(FakeBackend(), record=False, sinks=[tb, sinks.TensorBoard(tmp_path / "tb", interval=0)])
+    with rlnb.Session(FakeBackend(), record=False, sinks=[tb, sinks.TensorBoard(tmp_path / "other")]) as s:
+        s.forward_backward(CE)
 
 def test_sink_folders_expand_home(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))

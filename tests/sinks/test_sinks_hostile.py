@@ -1,0 +1,207 @@
+"""Sinks used the way a careless or hostile user would: exports repeated, given up on, run under ``-W error``."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+
+import rlnb
+from rlnb import sinks
+from rlnb.history import History
+from rlnb.history.runs import RunContinuedWarning
+from rlnb.sinks import SinkError, SinkWarning, process, stream
+from rlnb.sinks.base import Point, RunInfo, Sink
+from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
+    CE,
+    FAILS_AFTER_CLOSE_SCRIPT,
+    Flaky,
+    assert_points,
+    env,
+    expected,
+    four,
+    pytestmark,
+    read_all,
+    trackio_db,
+)
+from tests.support import sink_readers as read
+from tests.support.hanging_sink import Hanging
+
+CLOSE = "with warnings.catch_warnings(record=True):\n"
+STRICT = "    warnings.simplefilter('always')\n"
+STRICT_SCRIPT = textwrap.dedent(FAILS_AFTER_CLOSE_SCRIPT).replace(CLOSE, CLOSE + STRICT)
+
+
+@pytest.mark.slow  # a Python process
+def test_a_sink_failure_said_at_exit_under_warnings_as_errors_reaches_stderr_once(tmp_path):
+    """``python -W error``: the exit-time warning of a sink failure no call said was raised, and logged as "an exit
+    step (sinks) failed" with a traceback (the flush of the other sinks skipped). It is printed to stderr, once."""
+    assert STRICT_SCRIPT.count("simplefilter") == 1  # the close's own warning is recorded, not raised
+    proc = subprocess.run(
+        [sys.executable, "-W", "error", "-c", STRICT_SCRIPT],
+        capture_output=True, text=True, timeout=300, env=os.environ,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "ready" in proc.stdout, proc.stderr[-3000:]
+    said = re.findall(r"SinkWarning: rlnb.sinks.Late dropped while writing run \S+: OSError: disk gone", proc.stderr)
+    assert len(said) == 1, proc.stderr[-3000:]
+    assert "exit step" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_under_warnings_as_errors_a_sinks_second_warning_is_said_later_not_lost():
+    """A sink with two warnings unsaid (a close's missed deadline, then its failure): under ``-W error`` the first was
+    raised and the second dropped with it. The second stays for the next call that says."""
+    sink = Flaky(0, OSError("never raised"))
+    sink.stall(threading.current_thread(), "first")
+    sink.fail(OSError("disk gone"), "r")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SinkWarning)
+        with pytest.raises(SinkWarning, match="first"):
+            sink.say()
+    with pytest.warns(SinkWarning, match="disk gone") as said:
+        sink.say()
+    assert len(said) == 1
+
+
+@pytest.mark.slow  # a sink's child process
+def test_an_export_given_up_on_stops_the_sinks_child_process(monkeypatch, tmp_path):
+    """``rlnb.export`` to a ``process=True`` sink whose set-up never answers gave up at its deadline and left the
+    child running until interpreter exit (up to ``EXIT_TIMEOUT``). Giving up stops it, and the error says so."""
+    made: list[process.Child] = []
+    start = process.Child.__init__
+
+    def child(self: process.Child, sink: Sink) -> None:
+        start(self, sink)
+        made.append(self)
+
+    monkeypatch.setattr(process.Child, "__init__", child)
+    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 0.5)
+    history = History.create({}, tmp_path, "r")
+    history.log(1, reward=1.0)
+    history.close()
+    try:
+        with pytest.raises(SinkError, match="while setting up the sink; its child process was stopped"):
+            rlnb.export(tmp_path / "r", Hanging(process=True))
+        assert len(made) == 1 and made[0]._proc.poll() is not None  # gone once export returns
+        assert not process._children
+    finally:
+        for each in made:
+            each._proc.kill()
+            each._proc.wait()
+
+
+def _run(where: Path, steps: int = 3, sinks_: list[Sink] | None = None) -> History:
+    from rlnb.testing import FakeBackend
+
+    with rlnb.Session(FakeBackend(), runs_dir=where, run_id="r", sinks=sinks_ or []) as s:
+        for i in range(steps):
+            s.forward_backward(CE)
+            s.history.log(s.optim_step().result().step, reward=i / 10)
+    return s.history
+
+
+def test_an_export_of_a_streamed_run_to_the_same_tensorboard_folder_is_refused(tmp_path):
+    """A session streamed to TensorBoard, then ``rlnb.export`` of its run to the same logdir (or the same export
+    twice): every scalar was written twice, a second event file in the run's folder. It is refused, saying where the
+    run is and how to export it again; elsewhere it is written."""
+    history = _run(tmp_path / "runs", sinks_=[sinks.TensorBoard(tmp_path / "tb", interval=0)])
+    said = rf"holds run r already, as event files in {re.escape(str(tmp_path / 'tb' / 'r'))}: delete that folder"
+    for again in (history, tmp_path / "runs" / "r"):
+        with pytest.raises(SinkError, match=said + r".* nothing was written"):
+            rlnb.export(again, sinks.TensorBoard(tmp_path / "tb"))
+    assert len(list((tmp_path / "tb" / "r").iterdir())) == 1
+    _, points, _ = read.tensorboard(tmp_path / "tb" / "r")
+    assert_points(points, expected(history))
+    rlnb.export(history, sinks.TensorBoard(tmp_path / "other"))
+    with pytest.raises(SinkError, match="holds run r already"):
+        rlnb.export(history, sinks.TensorBoard(tmp_path / "other"))
+
+
+@pytest.mark.slow  # real sink libraries: MLflow's child process, W&B, Trackio
+def test_an_export_again_to_the_same_place_is_refused_by_every_library(tmp_path):
+    """Exporting one run twice to the same MLflow experiment, W&B folder and project, or Trackio project made a second
+    run of the same name (every point twice). The second export is refused, naming the run there; one run is left."""
+    history = _run(tmp_path / "runs")
+    for sink in four(tmp_path, "again"):
+        rlnb.export(history, sink)
+    for sink in four(tmp_path, "again"):  # other sink objects, the same places
+        with pytest.raises(SinkError, match=r"holds run r already, .*delete .*nothing was written"):
+            rlnb.export(tmp_path / "runs" / "r", sink)
+    for library, _, points, _ in read_all(tmp_path, "r", "again"):  # asserts one MLflow and one W&B run
+        assert_points(points, expected(history), library)
+    con = sqlite3.connect(trackio_db("again"))
+    try:
+        assert con.execute("select count(*) from metrics where run_name = 'r'").fetchone()[0] == len(expected(history))
+    finally:
+        con.close()
+
+
+def test_a_new_run_named_like_one_its_sink_holds_is_left_out_there_instead_of_mixed_into_it(tmp_path):
+    """A run folder deleted and its id used again (or another runs folder): the new run streamed into the
+    TensorBoard folder of the old one, and TensorBoard showed both runs' steps as one run. The new run is left out of
+    that sink, with a warning saying why and where everything is; a later session continuing the run streams on."""
+    _run(tmp_path / "a", steps=2, sinks_=[sinks.TensorBoard(tmp_path / "tb", interval=0)])
+    said = r"TensorBoard left run r out: it holds another run of that name, as event files in .*"
+    with pytest.warns(SinkWarning, match=said + "rlnb.export writes it there once the other is removed"):
+        _run(tmp_path / "b", steps=3, sinks_=[sinks.TensorBoard(tmp_path / "tb", interval=0)])
+    _, points, _ = read.tensorboard(tmp_path / "tb" / "r")
+    assert sorted(points) == [1, 2] and len(list((tmp_path / "tb" / "r").iterdir())) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SinkWarning)
+        warnings.simplefilter("ignore", RunContinuedWarning)  # it starts at step 1 again: FakeBackend has no resume
+        _run(tmp_path / "a", steps=1, sinks_=[sinks.TensorBoard(tmp_path / "tb", interval=0)])
+    assert len(list((tmp_path / "tb" / "r").iterdir())) == 2
+
+
+@pytest.mark.slow  # W&B's wandb-core process
+def test_a_wandb_offline_run_folder_deleted_while_it_is_written_drops_the_sink_instead_of_writing_nowhere(tmp_path):
+    """``rm -rf wandb`` while a run streams to W&B offline: W&B went on writing into the deleted file, and nothing said
+    that every later step was lost. The next write, or the close, raises naming the folder, which drops the sink with a
+    warning; an export again finds nothing there and writes the whole run."""
+    sink = sinks.WandB("gone", dir=tmp_path / "wb")
+    for deleted_before in ("write", "close"):
+        writer = sink.open(RunInfo(deleted_before, None, {"seed": 0}))
+        writer.write([Point(1, {"loss": 1.0}, 0.0)], [])
+        (folder,) = (tmp_path / "wb" / "wandb").glob("offline-run-*")
+        shutil.rmtree(folder)
+        if deleted_before == "write":
+            with pytest.raises(FileNotFoundError, match="offline-run-.* was deleted while the run was written to it"):
+                writer.write([Point(2, {"loss": 0.5}, 0.0)], [])
+        with pytest.raises(FileNotFoundError, match="was deleted"):
+            writer.close()
+        assert sink.holds(RunInfo(deleted_before, None, {})) is None
+
+
+@pytest.mark.slow  # MLflow's store
+def test_mlflow_finds_a_run_it_holds_whatever_quotes_its_name_has(tmp_path):
+    """A run id may hold ``'`` and ``"`` (a folder name): MLflow's filter strings quote with one or the other, so a
+    name with both is looked for among every run of the experiment, page by page."""
+    sink = sinks.MLflow(tmp_path / "m.db", "quotes", process=False)
+    sink.prepare()
+    for name in ("it's", 'say "hi"', "both '\"", "plain"):
+        assert sink.holds(RunInfo(name, None, {})) is None
+        sink.open(RunInfo(name, None, {})).close()
+        assert "as MLflow run" in (sink.holds(RunInfo(name, None, {})) or ""), name
+    assert sink.holds(RunInfo("both '", None, {})) is None
+
+
+@pytest.mark.slow  # imports W&B
+def test_a_damaged_wandb_file_beside_the_runs_never_stops_a_run_or_an_export(tmp_path):
+    """W&B's offline folder may hold a run cut short (a truncated ``.wandb`` file) or another program's file: looking
+    for a run of the same name there reads past them instead of failing (which dropped the sink)."""
+    root = tmp_path / "wandb"
+    head = struct.pack("<HB", 0xBEE1, 0)
+    cut_short = {"1-x": head + struct.pack("<IHB", 0, 50, 1) + b"\xff" * 50, "2-y": b"", "3-z": head + b"\0\0\0\0\x09"}
+    for name, data in cut_short.items():
+        (root / f"offline-run-{name}").mkdir(parents=True)
+        (root / f"offline-run-{name}" / f"run-{name[2]}.wandb").write_bytes(b":W&B" + data)
+    assert sinks.WandB("p", dir=tmp_path).holds(RunInfo("r", None, {})) is None
