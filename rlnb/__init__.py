@@ -10,6 +10,8 @@ One API for a remote Together training session and an in-process torch backend:
     session.history.df
 """
 
+from importlib import import_module as _import_module
+
 from rlnb import samples, sinks, wire
 from rlnb._secrets import RedactingFilter, configure_logging
 from rlnb.errors import (
@@ -40,6 +42,19 @@ from rlnb.session.operation import Operation
 from rlnb.sinks.exporting import export
 
 __version__ = "0.1.0"
+
+# Reached as attributes (``rlnb.viz.plots.overview``) but imported on first use: they pull in matplotlib,
+# ipywidgets, transformers or FastAPI, which ``import rlnb`` should not pay for.
+_LAZY_SUBPACKAGES = frozenset(
+    {"batched", "cli", "engine", "history", "remote", "server", "session", "sweep", "tasks", "viz", "widgets"}
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY_SUBPACKAGES:
+        return _import_module(f"rlnb.{name}")
+    raise AttributeError(f"module 'rlnb' has no attribute {name!r}")
+
 
 __all__ = [
     "APIConnectionError",

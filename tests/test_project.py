@@ -2,8 +2,11 @@
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 import rlnb
@@ -20,6 +23,21 @@ def test_all_is_complete_and_classes_live_in_rlnb():
         obj = getattr(rlnb, name)
         if isinstance(obj, type):
             assert obj.__module__ == "rlnb", name
+
+
+@pytest.mark.slow
+def test_every_subpackage_is_an_attribute_of_a_bare_import_rlnb_loaded_on_first_use():
+    """The README's tour calls ``rlnb.viz.plots.overview`` after ``import rlnb`` (an AttributeError before)."""
+    folders = {p.name for p in (ROOT / "rlnb").iterdir() if (p / "__init__.py").exists()}
+    assert folders - {"samples", "sinks", "wire"} == rlnb._LAZY_SUBPACKAGES  # those three are imported at once
+    code = (
+        "import sys, rlnb\n"
+        "assert 'matplotlib' not in sys.modules and 'ipywidgets' not in sys.modules\n"
+        "print(rlnb.viz.plots.overview.__name__, rlnb.sweep.lr_find.__name__, rlnb.widgets.__name__)\n"
+        "try:\n    rlnb.vis\nexcept AttributeError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.splitlines() == ["overview lr_find rlnb.widgets", "module 'rlnb' has no attribute 'vis'"]
 
 
 def test_ci_runs_the_readme_test_command():
