@@ -14,7 +14,7 @@ from matplotlib.axes import Axes
 
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
-from rlnb.viz.draw import MAX_POINTS, STD_BAND_MIN_SEEDS, decimate, extremes, new_axes, note, smooth
+from rlnb.viz.draw import MARKERS_UP_TO, MAX_POINTS, STD_BAND_MIN_SEEDS, decimate, extremes, new_axes, note, smooth
 
 
 def compare(
@@ -59,9 +59,12 @@ def compare(
         # past the last step every seed reached, the mean is of those left: dashed, not "(n seeds)" any more
         every = np.flatnonzero(stats["count"].to_numpy() == len(members))
         end = every[-1] + 1 if len(every) else 1
-        ax.plot(*decimate(x[:end], mean[:end]), color=color, label=name)
+        # a marker at each point while there are few: a run of one step was a line of one point, drawn as nothing
+        marker = "o" if len(x) <= MARKERS_UP_TO else ""
+        ax.plot(*decimate(x[:end], mean[:end]), color=color, label=name, marker=marker, ms=3)
         if end < len(x):
-            ax.plot(*decimate(x[end - 1 :], mean[end - 1 :]), color=color, ls="--", label="_fewer seeds")
+            ax.plot(*decimate(x[end - 1 :], mean[end - 1 :]), color=color, ls="--", label="_fewer seeds",
+                    marker=marker, ms=3)
         if len(members) < 2:
             continue
         if band == "seeds":

@@ -184,8 +184,11 @@ STEPS_TABLE = "pass a History, history.df or history.steps; plots.metric draws a
 
 def loss_panel(ax: Axes, steps: pd.DataFrame, ema: float | None) -> Axes:
     need(steps, ("step", "loss"), STEPS_TABLE)
-    series(ax, steps["step"], steps["loss"], ema, "C0", "loss")
     ax.set(xlabel="optimizer step", ylabel="loss", title="loss")
+    if not steps["loss"].notna().any():  # empty axes said nothing, where the norm's panel beside them said why
+        note(ax, "no completed optimizer step yet" if steps.empty else "no loss reported")
+        return ax
+    series(ax, steps["step"], steps["loss"], ema, "C0", "loss")
     return ax
 
 

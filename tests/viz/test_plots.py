@@ -321,6 +321,16 @@ def test_clip_line_only_when_on_and_never_squashing_the_norms():
 def test_markers_while_there_are_few_points():
     assert plots.loss(hand_history([1.0] * 30)).lines[0].get_marker() == "o"
     assert plots.loss(hand_history([1.0] * 31)).lines[0].get_marker() in ("", "None")
+    # compare too (docs/history.md says "lines"): a run of one step was a line of one point, drawn as nothing
+    rows = [{"run": r, "seed": 0, "step": t, "loss": 1.0} for r, n in (("one", 1), ("many", 31)) for t in range(n)]
+    one, many = plots.compare(pd.DataFrame(rows)).lines
+    assert (one.get_label(), one.get_marker(), many.get_label(), many.get_marker()) == ("one", "o", "many", "")
+
+
+def test_a_loss_plot_without_a_step_says_so():
+    """Empty axes said nothing, where the gradient norm's and learning rate's panels said why."""
+    for ax in (plots.loss(History()), plots.overview(History()).axes[0]):
+        assert not ax.lines and [t.get_text() for t in ax.texts] == ["no completed optimizer step yet"]
 
 
 # -- LiveView --------------------------------------------------------------------------------------
