@@ -20,8 +20,9 @@ per step took 0.65 s at a million total steps and hung the kernel at a billion, 
 
 
 def rate(value: float) -> str:
-    """A learning rate as a person writes it: ``0.05``, ``1e-04``→``1e-4``, ``0.0026``."""
-    text = f"{value:.2g}"
+    """A learning rate as sent, in the fewest digits that read back as it (Python's repr): ``0.05``, ``0.00125``,
+    ``100``, ``1e-9``. Two significant figures showed 0.00125 as 0.0013 and 100 as 1e+2, a rate not sent."""
+    text = repr(float(value)).removesuffix(".0")
     return text.replace("e-0", "e-").replace("e+0", "e+")
 
 
