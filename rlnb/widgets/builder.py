@@ -29,7 +29,7 @@ from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS
 __all__ = ["DEFAULT_PRESET", "LESSONS", "LR_RANGES", "PRESETS", "OptimizerBuilder"]
 
 LR_RANGES = {"adam": (-6, 2), "muon": (-4, 2), "muon.adam": (-6, 2)}
-"""Slider ranges (log10) for the learning rate; the text box beside it takes any value."""
+"""Slider ranges (log10) for the learning rate; the text box takes any value (the slider then sits at an end)."""
 
 
 class OptimizerBuilder:
