@@ -6,7 +6,21 @@ import re
 
 import pytest
 
-from rlnb.widgets import OptimizerBuilder
+import rlnb
+from rlnb.testing import FakeBackend
+from rlnb.widgets import OptimizerBuilder, RunPanel
+
+
+@pytest.fixture
+def adam_session():
+    s = rlnb.Session(FakeBackend("adam"), record=False)
+    yield s
+    s.close()
+
+
+def ce_step(session, params):
+    session.forward_backward([rlnb.samples.cross_entropy(list(b"a step"))])
+    session.optim_step(params).result()
 
 
 @pytest.mark.parametrize("sent", [0.00125, 100.0, 1e-9, 3e-4, 0.0123456789, 2.5e-7])
@@ -41,3 +55,37 @@ def test_the_slider_shows_where_a_typed_rate_beyond_its_range_is():
     lr.text.value = 1000.0
     lr.slider.value = 0.5  # dragged back into range: the box follows
     assert lr.text.value == 0.5 and b.params.learning_rate == 0.5 and lr.slider.tooltip is None
+
+
+def test_the_warning_past_the_schedules_end_follows_every_change(adam_session):
+    """Once shown, the warning kept naming the total steps, floor and rate it was first said with, and stayed up
+    while the schedule was invalid."""
+    builder = OptimizerBuilder("adam", total_steps=3)
+    builder.sched_kind.value = "linear"
+    panel = RunPanel(adam_session, builder, step_fn=ce_step, n_steps=5, every=0.05)
+    panel.run_button.click()
+    assert panel.join(60) and adam_session.step == 5 and len(panel.warnings) == 1
+    assert "(total steps 3)" in panel.warning.value and panel.warning.layout.display is None
+    builder.total.value = 4  # still past the end: said anew, with the new end
+    assert "step 5 / 4 of the linear schedule" in panel.schedule_line.value
+    assert "step 5 is past the end of the linear schedule (total steps 4)" in panel.warning.value
+    assert panel.warning.layout.display is None and panel.warnings[-1] in panel.warning.value
+    builder.min_ratio.value = 0.5
+    assert "0.5× the base rate (lr 1.0e-03)" in panel.warning.value
+    builder.adam["learning_rate"].value = 4e-3
+    assert "0.5× the base rate (lr 2.0e-03)" in panel.warning.value
+    assert len(panel.warnings) == 4 and "(total steps 3)" in panel.warnings[0]  # every one it said, kept
+    builder.total.value = 0  # no valid schedule: nothing to warn about
+    assert not builder.valid and panel.warning.layout.display == "none"
+    builder.total.value = 4
+    assert panel.warning.layout.display is None and "(total steps 4)" in panel.warning.value
+    builder.sched_kind.value = "constant"  # nothing to pass the end of
+    assert panel.warning.layout.display == "none"
+    builder.sched_kind.value = "cosine"
+    assert panel.warning.layout.display is None and "the cosine schedule (total steps 4)" in panel.warning.value
+    n = len(panel.warnings)
+    builder.adam["beta1"].value = 0.8  # neither the schedule nor the rate: nothing new to say
+    assert len(panel.warnings) == n
+    builder.total.value = 10
+    assert panel.warning.layout.display == "none" and "step 5 / 10" in panel.schedule_line.value
+    panel.close()
