@@ -9,6 +9,7 @@ import pytest
 import rlnb
 from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel
+from rlnb.widgets.presets import DEFAULT_PRESET
 
 
 @pytest.fixture
@@ -89,3 +90,18 @@ def test_the_warning_past_the_schedules_end_follows_every_change(adam_session):
     builder.total.value = 10
     assert panel.warning.layout.display == "none" and "step 5 / 10" in panel.schedule_line.value
     panel.close()
+
+
+def test_modified_describes_the_tab_that_is_sent():
+    """The Muon tab edited while Adam was selected marked the Adam config, sent as the preset has it, "(modified)"."""
+    b = OptimizerBuilder("adam")
+    b.muon["momentum"].value = 0.5
+    b.muon_adam["beta1"].value = 0.5
+    assert not b.modified and b.preset.value == DEFAULT_PRESET and not b.summary.endswith("(modified)")
+    assert b.params.request_body() == OptimizerBuilder("adam").params.request_body()
+    b.kind = "muon"  # now the edited fields are sent
+    assert b.modified and b.preset.value == f"{DEFAULT_PRESET} (modified)" and b.summary.endswith("(modified)")
+    b.tabs.selected_index = 0  # a person clicks the Adam tab
+    assert not b.modified and b.preset.value == DEFAULT_PRESET and b.summary.endswith(f"preset {DEFAULT_PRESET}")
+    b.adam["beta1"].value = 0.8
+    assert b.modified and b.summary.endswith("(modified)")
