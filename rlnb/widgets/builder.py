@@ -24,7 +24,7 @@ from rlnb.schedule import Schedule
 from rlnb.widgets.controls import FIELD, STYLE, WIDE, LearningRate, close_tree, controls, grid, mark, values
 from rlnb.widgets.describe import schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
-from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, differs
+from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, differs, preset_values
 
 __all__ = ["DEFAULT_PRESET", "LESSONS", "LR_RANGES", "PRESETS", "OptimizerBuilder"]
 
@@ -175,11 +175,12 @@ class OptimizerBuilder:
         self._changed()
 
     def apply_preset(self, name: str) -> None:
-        """Fill every control from ``PRESETS[name]`` (one update of the preview at the end); ``ValueError`` naming
+        """Fill every control from ``PRESETS[name]``, Muon's rate in the form's units (a session's: the preset's
+        0.05 was loaded as is into a match_adam session); one update of the preview at the end. ``ValueError`` naming
         the presets for any other name (the dropdown's "<preset> (modified)" label among them)."""
         if not isinstance(name, str) or name not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {name!r}")
-        preset = PRESETS[name]
+        preset = preset_values(name, self.lr_finder.from_original)
         self._quiet = True
         try:
             for group, key in ((self.adam, "adam"), (self.muon, "muon"), (self.muon_adam, "muon.adam")):
@@ -236,9 +237,9 @@ class OptimizerBuilder:
 
     def _follow_preset(self) -> None:
         """``modified`` and the dropdown ("<preset> (modified)") say whether what will be sent, the selected tab's
-        fields, differs from the preset: an edit of the other tab (not sent) marked the Adam config sent as modified."""
+        fields, differs from the preset (in the form's units): an edit of the other tab marked the Adam config sent."""
         sent = ((self.adam, "adam"),) if self.kind == "adam" else ((self.muon, "muon"), (self.muon_adam, "muon.adam"))
-        modified = differs(sent, PRESETS[self._applied])
+        modified = differs(sent, preset_values(self._applied, self.lr_finder.from_original))
         if modified != self.modified:
             self.modified = modified
             label = f"{self._applied} (modified)"

@@ -44,6 +44,14 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 "original" units, as their lessons were measured (``preset_values`` gives them in a form's units)."""
 
 
+def preset_values(name: str, muon_rate: Callable[[float], float]) -> dict[str, dict[str, Any]]:
+    """``PRESETS[name]`` with Muon's own rate passed through ``muon_rate``: from "original" to a form's units (a
+    session made with ``muon_scaling="match_adam"`` read the preset's 0.05 as another, larger step size)."""
+    values = {key: dict(group) for key, group in PRESETS[name].items()}
+    values["muon"]["learning_rate"] = muon_rate(values["muon"]["learning_rate"])
+    return values
+
+
 def differs(groups: Iterable[tuple[dict[str, Any], str]], values: dict[str, dict[str, Any]]) -> bool:
     """Whether a control of ``groups`` (its controls by field, its key in ``values``) differs from ``values``; a rate
     by more than float rounding (one converted to other Muon units and back is the preset's still)."""

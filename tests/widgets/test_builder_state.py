@@ -7,8 +7,9 @@ import re
 import pytest
 
 import rlnb
+from rlnb.sweep import convert_muon_lr
 from rlnb.testing import FakeBackend
-from rlnb.widgets import OptimizerBuilder, RunPanel
+from rlnb.widgets import PRESETS, OptimizerBuilder, RunPanel
 from rlnb.widgets.presets import DEFAULT_PRESET
 
 
@@ -105,3 +106,41 @@ def test_modified_describes_the_tab_that_is_sent():
     assert not b.modified and b.preset.value == DEFAULT_PRESET and b.summary.endswith(f"preset {DEFAULT_PRESET}")
     b.adam["beta1"].value = 0.8
     assert b.modified and b.summary.endswith("(modified)")
+
+
+def test_presets_load_in_the_sessions_muon_units():
+    """On a ``muon_scaling="match_adam"`` session a fresh panel said "(modified)" (its rate converted from the
+    preset's), and picking a preset loaded its "original" rate as is: another, larger step size."""
+    session = rlnb.connect("local", optimizer="muon", muon_scaling="match_adam", record=False, device="cpu")
+    panel = RunPanel(session, every=0.05)
+    b = panel.builder
+    try:
+        assert b.lr_finder.scaling.value == "match_adam"
+        assert not b.modified and b.preset.value == DEFAULT_PRESET and b.summary.endswith(f"preset {DEFAULT_PRESET}")
+        in_units = convert_muon_lr(PRESETS[DEFAULT_PRESET]["muon"]["learning_rate"], "original", "match_adam", session)
+        assert b.params.learning_rate == in_units
+        for name in PRESETS:
+            b.preset.value = name
+            muon = PRESETS[name]["muon"]
+            assert b.params.learning_rate == convert_muon_lr(muon["learning_rate"], "original", "match_adam", session)
+            assert b.params.momentum == muon["momentum"]  # only the rate has units
+            assert b.params.adam.learning_rate == PRESETS[name]["muon.adam"]["learning_rate"]  # AdamW's: none
+            assert not b.modified and b.preset.value == name
+        b.muon["learning_rate"].value = 0.5
+        assert b.modified and b.preset.value == f"{name} (modified)"
+    finally:
+        panel.close()
+        session.close()
+
+
+def test_presets_follow_the_units_picked_in_the_form():
+    b = OptimizerBuilder("muon")
+    b.lr_finder.scaling.value = "match_adam"  # converts the form's rate: the preset's still, in other units
+    assert not b.modified and b.preset.value == DEFAULT_PRESET
+    b.preset.value = "Together docs"
+    given = PRESETS["Together docs"]["muon"]["learning_rate"]
+    assert b.params.learning_rate == convert_muon_lr(given, "original", "match_adam", "tiny")
+    assert not b.modified
+    b.lr_finder.scaling.value = "original"  # and back: the preset's own rate, to float rounding
+    assert b.params.learning_rate == pytest.approx(given, rel=1e-12)
+    assert not b.modified and b.preset.value == "Together docs"
