@@ -237,7 +237,7 @@ class OptimizerBuilder:
 
     def _follow_preset(self) -> None:
         """``modified`` and the dropdown ("<preset> (modified)") say whether what will be sent, the selected tab's
-        fields, differs from the preset (in the form's units): an edit of the other tab marked the Adam config sent."""
+        fields, differs from the preset (in the form's units): an edit of the other tab marked the config sent too."""
         sent = ((self.adam, "adam"),) if self.kind == "adam" else ((self.muon, "muon"), (self.muon_adam, "muon.adam"))
         modified = differs(sent, preset_values(self._applied, self.lr_finder.from_original))
         if modified != self.modified:
