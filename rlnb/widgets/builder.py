@@ -24,12 +24,12 @@ from rlnb.schedule import Schedule
 from rlnb.widgets.controls import FIELD, STYLE, WIDE, LearningRate, close_tree, controls, grid, mark, values
 from rlnb.widgets.describe import schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
-from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS
+from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, differs, preset_values
 
 __all__ = ["DEFAULT_PRESET", "LESSONS", "LR_RANGES", "PRESETS", "OptimizerBuilder"]
 
 LR_RANGES = {"adam": (-6, 2), "muon": (-4, 2), "muon.adam": (-6, 2)}
-"""Slider ranges (log10) for the learning rate; the text box beside it takes any value."""
+"""Slider ranges (log10) for the learning rate; the text box takes any value (the slider then sits at an end)."""
 
 
 class OptimizerBuilder:
@@ -38,7 +38,7 @@ class OptimizerBuilder:
     ``.params`` is the validated config (``InvalidParams`` if a field is out of range), ``.errors`` the
     current problems (the fields themselves turn red), the JSON preview (collapsed) equals
     ``.params.request_body()``, ``.schedule(step)`` is the scheduled learning rate and
-    ``.params_at(step)`` the config to send at that step. ``.modified``: a field differs from the preset.
+    ``.params_at(step)`` the config to send at that step. ``.modified``: a field sent differs from the preset.
     The form is folded under its one-line summary (``.summary``) unless ``expanded``.
     """
 
@@ -112,11 +112,11 @@ class OptimizerBuilder:
         self._quiet = False
         self._applied: str = preset
         self.modified = False
-        """True while a control differs from the preset last applied."""
+        """True while a control of the selected tab (what will be sent) differs from the preset last applied."""
         self.apply_preset(preset)
         for group in (self.adam, self.muon, self.muon_adam):
             for c in group.values():
-                c.observe(self._edited) if isinstance(c, LearningRate) else c.observe(self._edited, names="value")
+                c.observe(self._changed) if isinstance(c, LearningRate) else c.observe(self._changed, names="value")
         for c in (self.sched_kind, self.warmup, self.total, self.min_ratio):
             c.observe(self._changed, names="value")
         self.tabs.observe(self._changed, names="selected_index")
@@ -175,11 +175,12 @@ class OptimizerBuilder:
         self._changed()
 
     def apply_preset(self, name: str) -> None:
-        """Fill every control from ``PRESETS[name]`` (one update of the preview at the end); ``ValueError`` naming
+        """Fill every control from ``PRESETS[name]``, Muon's rate in the form's units (a session's: the preset's
+        0.05 was loaded as is into a match_adam session); one update of the preview at the end. ``ValueError`` naming
         the presets for any other name (the dropdown's "<preset> (modified)" label among them)."""
         if not isinstance(name, str) or name not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {name!r}")
-        preset = PRESETS[name]
+        preset = preset_values(name, self.lr_finder.from_original)
         self._quiet = True
         try:
             for group, key in ((self.adam, "adam"), (self.muon, "muon"), (self.muon_adam, "muon.adam")):
@@ -234,13 +235,12 @@ class OptimizerBuilder:
         if not self._quiet and change["new"] in PRESETS:
             self.apply_preset(change["new"])
 
-    def _edited(self, change: Any = None) -> None:
-        if self._quiet:
-            return
-        preset = PRESETS[self._applied]
-        groups = ((self.adam, "adam"), (self.muon, "muon"), (self.muon_adam, "muon.adam"))
-        modified = any(group[f].value != v for group, key in groups for f, v in preset[key].items())
-        if modified != self.modified:  # the dropdown says so: "<preset> (modified)"
+    def _follow_preset(self) -> None:
+        """``modified`` and the dropdown ("<preset> (modified)") say whether what will be sent, the selected tab's
+        fields, differs from the preset (in the form's units): an edit of the other tab marked the config sent too."""
+        sent = ((self.adam, "adam"),) if self.kind == "adam" else ((self.muon, "muon"), (self.muon_adam, "muon.adam"))
+        modified = differs(sent, preset_values(self._applied, self.lr_finder.from_original))
+        if modified != self.modified:
             self.modified = modified
             label = f"{self._applied} (modified)"
             self._quiet = True
@@ -249,11 +249,11 @@ class OptimizerBuilder:
                 self.preset.value = label if modified else self._applied
             finally:
                 self._quiet = False
-        self._changed()
 
     def _changed(self, change: Any = None) -> None:
         if self._quiet:
             return
+        self._follow_preset()
         self._params = None
         self.errors, bad = [], set()
         try:

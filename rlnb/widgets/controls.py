@@ -3,6 +3,7 @@ row, and a red mark on a refused field (a CSS class, styled by ``STYLE``)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +26,7 @@ def significant(value: float, digits: int = 3) -> float:
 
 class LearningRate:
     """A log-scale slider for dragging and a text box for exact entry, kept in step. Values set by
-    the slider are rounded to 3 significant digits."""
+    the slider are rounded to 3 significant digits; a value typed beyond its range puts it at that end."""
 
     def __init__(self, lo: int, hi: int, description: str):
         self.slider = W.FloatLogSlider(
@@ -55,9 +56,16 @@ class LearningRate:
             self._busy = False
 
     def _from_text(self, change: dict[str, Any]) -> None:
-        lo, hi = 10**self.slider.min, 10**self.slider.max
-        if lo <= change["new"] <= hi:  # out-of-range values stay in the text box for validation
-            self._sync(self.slider, change["new"])
+        """The slider follows every value typed; one outside its range (1000, 1e-9: valid rates) puts it at that end
+        and its tooltip says the box holds the rate sent. It stayed where it was, showing a rate not sent."""
+        v, lo, hi = change["new"], 10.0**self.slider.min, 10.0**self.slider.max
+        if lo <= v <= hi:
+            self.slider.tooltip = None
+        else:  # NaN leaves it where it is: refused, the box is marked and the form says why
+            where = "not a number" if math.isnan(v) else f"{'below' if v < lo else 'above'} the slider's range"
+            self.slider.tooltip = f"{v:g} is {where} ({lo:g} to {hi:g}): the box beside it holds the rate"
+        if not math.isnan(v):
+            self._sync(self.slider, min(max(v, lo), hi))
 
     @property
     def value(self) -> float:

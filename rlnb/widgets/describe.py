@@ -20,8 +20,9 @@ per step took 0.65 s at a million total steps and hung the kernel at a billion, 
 
 
 def rate(value: float) -> str:
-    """A learning rate as a person writes it: ``0.05``, ``1e-04``→``1e-4``, ``0.0026``."""
-    text = f"{value:.2g}"
+    """A learning rate as sent, in the fewest digits that read back as it (Python's repr): ``0.05``, ``0.00125``,
+    ``100``, ``1e-9``. Two significant figures showed 0.00125 as 0.0013 and 100 as 1e+2, a rate not sent."""
+    text = repr(float(value)).removesuffix(".0")
     return text.replace("e-0", "e-").replace("e+0", "e+")
 
 
@@ -65,8 +66,9 @@ def position(schedule: Schedule, step: int, base_lr: float) -> tuple[str, bool]:
 
 class ScheduleNote:
     """A run panel's line saying where the next step is on the schedule and the rate it gets, and the orange
-    warning shown once on passing the end of a decaying schedule (again only after the schedule was changed so
-    that it no longer had); ``warnings`` keeps what it said."""
+    warning shown on passing the end of a decaying schedule: once, and said anew whenever the schedule or the rate
+    changes while past it (it kept naming the old total steps, floor and rate); hidden while not past, or while
+    there is no valid schedule. ``warnings`` keeps everything it said."""
 
     def __init__(self) -> None:
         self.line = W.HTML()
@@ -74,17 +76,21 @@ class ScheduleNote:
         self.warning = W.HTML(layout=W.Layout(display="none"))
         self.warning.add_class("rlnb-warning")
         self.warnings: list[str] = []
-        self._past_end = False  # the last check found the next step past the schedule's end
+        self._warned: tuple[Schedule, float] | None = None  # what the warning shown is about
 
     def show(self, schedule: Schedule | None, step: int, base_lr: float) -> None:
-        """Where ``step`` is on ``schedule`` (None: no valid schedule, an empty line)."""
+        """Where ``step`` is on ``schedule`` (None: no valid schedule, an empty line and no warning)."""
         if schedule is None:
             self.line.value = ""
-            return
-        text, past = position(schedule, step, base_lr)
-        color = "#b45309" if past else "#555"
-        self.line.value = f"<span style='color:{color}'>{html.escape(text)}</span>"
-        if past and not self._past_end:
+            past = False
+        else:
+            text, past = position(schedule, step, base_lr)
+            color = "#b45309" if past else "#555"
+            self.line.value = f"<span style='color:{color}'>{html.escape(text)}</span>"
+        if schedule is None or not past:
+            self.warning.layout.display = "none"
+            self._warned = None
+        elif self._warned != (schedule, base_lr):
             said = (
                 f"⚠ step {step} is past the end of the {schedule.kind} schedule (total steps "
                 f"{schedule.total_steps}): every step from here gets its floor, {schedule.min_lr_ratio:g}× the base "
@@ -93,9 +99,7 @@ class ScheduleNote:
             self.warnings.append(said)
             self.warning.value = f"<span style='color:#b45309'>{html.escape(said)}</span>"
             self.warning.layout.display = None
-        elif not past:
-            self.warning.layout.display = "none"
-        self._past_end = past
+            self._warned = (schedule, base_lr)
 
 
 def plot_steps(schedule: Schedule) -> list[int]:

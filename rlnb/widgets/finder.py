@@ -123,6 +123,15 @@ class LRFinderControls:
         self.scaling.disabled = True
         self.scaling.tooltip = f"this session's units: {units} (fixed when the session was created)"
 
+    def from_original(self, lr: float) -> float:
+        """A Muon rate in "original" units (a preset's, as its lesson was measured) in the form's units, for the
+        shapes known here; as it is when they are not known (the status line says the rate was not converted)."""
+        from rlnb.sweep import convert_muon_lr
+
+        if self.scaling.value == "original" or self.shapes is None:
+            return lr
+        return convert_muon_lr(lr, "original", self.scaling.value, self.shapes)
+
     def _convert(self, change: dict[str, Any]) -> None:
         from rlnb.sweep import convert_muon_lr
 

@@ -7,7 +7,8 @@ built-in ``tiny`` model, ``LESSON_STEPS`` RL steps) and holds on at least 9 of s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,26 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # ~50,000x the rate that learns, clipping off.
     TOO_HIGH: _preset((100.0, 0.9, 0.95, 1e-8, 0.0, 0.0), (50.0, 0.95, 5, 0.0, 0.0)),
 }
-"""Optimizer values per preset and optimizer kind (``{name: {"adam": {...}, "muon": {...}}}``)."""
+"""Optimizer values per preset and optimizer kind (``{name: {"adam": {...}, "muon": {...}}}``); Muon's rates in
+"original" units, as their lessons were measured (``preset_values`` gives them in a form's units)."""
+
+
+def preset_values(name: str, muon_rate: Callable[[float], float]) -> dict[str, dict[str, Any]]:
+    """``PRESETS[name]`` with Muon's own rate passed through ``muon_rate``: from "original" to a form's units (a
+    session made with ``muon_scaling="match_adam"`` read the preset's 0.05 as another, larger step size)."""
+    values = {key: dict(group) for key, group in PRESETS[name].items()}
+    values["muon"]["learning_rate"] = muon_rate(values["muon"]["learning_rate"])
+    return values
+
+
+def differs(groups: Iterable[tuple[dict[str, Any], str]], values: dict[str, dict[str, Any]]) -> bool:
+    """Whether a control of ``groups`` (its controls by field, its key in ``values``) differs from ``values``; a rate
+    by more than float rounding (one converted to other Muon units and back is the preset's still)."""
+    return any(
+        not math.isclose(group[f].value, v, rel_tol=1e-12) if f == "learning_rate" else group[f].value != v
+        for group, key in groups
+        for f, v in values[key].items()
+    )
 
 
 @dataclass(frozen=True)
@@ -66,15 +86,22 @@ def _collapses(run: LessonRun, chance: float) -> bool:
 LESSONS: dict[str, Lesson] = {
     DEFAULT_PRESET: Lesson(
         f"learns the first-letter task: held-out accuracy ≥ 0.8 and training reward ≥ 0.4 by step {LESSON_STEPS}",
-        _learns),
+        _learns,
+    ),
     "Together docs": Lesson(
         f"sized for large models: on this tiny model the training reward stays below {REWARD_BARELY} for "
-        f"{LESSON_STEPS} steps (lr 1e-4 is far too small here)", _barely),
+        f"{LESSON_STEPS} steps (lr 1e-4 is far too small here)",
+        _barely,
+    ),
     "Keller Jordan Muon": Lesson(
         f"Muon's own defaults: AdamW at 3e-4 holds the embeddings and the head back, so the training reward "
-        f"stays below {REWARD_BARELY} for {LESSON_STEPS} steps", _barely),
+        f"stays below {REWARD_BARELY} for {LESSON_STEPS} steps",
+        _barely,
+    ),
     TOO_HIGH: Lesson(
         "far too high, clipping off: the policy collapses onto one answer for every prompt (completions stop "
-        "varying) and held-out accuracy ends at chance or below — or the loss turns non-finite", _collapses),
+        "varying) and held-out accuracy ends at chance or below — or the loss turns non-finite",
+        _collapses,
+    ),
 }
 """The lesson of each preset, checked on seeds 0-9 by bench/bench_lessons.py."""

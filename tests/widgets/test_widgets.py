@@ -215,8 +215,8 @@ def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
     assert "lr 0.02, AdamW 0.002" in b.summary and b.summary.endswith("preset Learns in 40 steps (modified)")
     b.muon["momentum"].value = 1.5
     assert b.summary.startswith("✗ 1 problem — open to fix · muon · ") and "lr " not in b.summary
-    b.kind = "adam"
-    assert b.summary == "adam · lr 0.002 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 40 steps (modified)"
+    b.kind = "adam"  # the Muon tab's edits are not sent: the Adam config sent is the preset's
+    assert b.summary == "adam · lr 0.002 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 40 steps"
     assert OptimizerBuilder("adam", expanded=True).fold.selected_index == 0
 
 

@@ -1,0 +1,146 @@
+"""The optimizer builder's state is never stale or misleading: what it shows (the folded summary, the slider, the
+"(modified)" mark, the panel's warning past the schedule's end, a preset's rates) follows what will be sent.
+Widgets driven as a person would, through ``.value`` and ``.click()``."""
+
+import re
+
+import pytest
+
+import rlnb
+from rlnb.sweep import convert_muon_lr
+from rlnb.testing import FakeBackend
+from rlnb.widgets import PRESETS, OptimizerBuilder, RunPanel
+from rlnb.widgets.presets import DEFAULT_PRESET
+
+
+@pytest.fixture
+def adam_session():
+    s = rlnb.Session(FakeBackend("adam"), record=False)
+    yield s
+    s.close()
+
+
+def ce_step(session, params):
+    session.forward_backward([rlnb.samples.cross_entropy(list(b"a step"))])
+    session.optim_step(params).result()
+
+
+@pytest.mark.parametrize("sent", [0.00125, 100.0, 1e-9, 3e-4, 0.0123456789, 2.5e-7])
+def test_the_summary_names_the_rate_that_is_sent_not_a_rounded_one(sent):
+    """Two significant figures: 0.00125 showed as 0.0013, 100 as 1e+2 — a rate other than the one sent."""
+    b = OptimizerBuilder("muon")
+    b.muon["learning_rate"].value, b.muon_adam["learning_rate"].value = sent, sent * 3
+    shown = re.search(r"lr (\S+), AdamW (\S+) ·", b.summary)
+    assert shown is not None, b.summary
+    assert float(shown.group(1)) == b.params.learning_rate == sent
+    assert float(shown.group(2)) == b.params.adam.learning_rate == sent * 3
+    b.kind = "adam"
+    b.adam["learning_rate"].value = sent
+    assert float(re.search(r"lr (\S+) ·", b.summary).group(1)) == b.params.learning_rate == sent
+
+
+def test_the_slider_shows_where_a_typed_rate_beyond_its_range_is():
+    """1000 or 1e-9 typed in the box (valid rates, sent) left the slider where it was: it showed 0.002."""
+    b = OptimizerBuilder("adam")
+    lr = b.adam["learning_rate"]
+    lo, hi = 10.0**lr.slider.min, 10.0**lr.slider.max
+    lr.text.value = 1000.0
+    assert b.params.learning_rate == 1000.0 and lr.slider.value == hi and lr.text.value == 1000.0
+    assert "1000 is above the slider's range" in lr.slider.tooltip and f"{hi:g}" in lr.slider.tooltip
+    lr.text.value = 1e-9
+    assert b.params.learning_rate == 1e-9 and lr.slider.value == lo and lr.text.value == 1e-9
+    assert "1e-09 is below the slider's range" in lr.slider.tooltip
+    lr.text.value = -1.0  # refused: the slider at its low end, the box marked, the form says why
+    assert lr.slider.value == lo and not b.valid and "learning_rate" in b.message.value
+    lr.text.value = 0.01
+    assert lr.slider.value == 0.01 and lr.slider.tooltip is None and b.params.learning_rate == 0.01
+    lr.text.value = 1000.0
+    lr.slider.value = 0.5  # dragged back into range: the box follows
+    assert lr.text.value == 0.5 and b.params.learning_rate == 0.5 and lr.slider.tooltip is None
+
+
+def test_the_warning_past_the_schedules_end_follows_every_change(adam_session):
+    """Once shown, the warning kept naming the total steps, floor and rate it was first said with, and stayed up
+    while the schedule was invalid."""
+    builder = OptimizerBuilder("adam", total_steps=3)
+    builder.sched_kind.value = "linear"
+    panel = RunPanel(adam_session, builder, step_fn=ce_step, n_steps=5, every=0.05)
+    panel.run_button.click()
+    assert panel.join(60) and adam_session.step == 5 and len(panel.warnings) == 1
+    assert "(total steps 3)" in panel.warning.value and panel.warning.layout.display is None
+    builder.total.value = 4  # still past the end: said anew, with the new end
+    assert "step 5 / 4 of the linear schedule" in panel.schedule_line.value
+    assert "step 5 is past the end of the linear schedule (total steps 4)" in panel.warning.value
+    assert panel.warning.layout.display is None and panel.warnings[-1] in panel.warning.value
+    builder.min_ratio.value = 0.5
+    assert "0.5× the base rate (lr 1.0e-03)" in panel.warning.value
+    builder.adam["learning_rate"].value = 4e-3
+    assert "0.5× the base rate (lr 2.0e-03)" in panel.warning.value
+    assert len(panel.warnings) == 4 and "(total steps 3)" in panel.warnings[0]  # every one it said, kept
+    builder.total.value = 0  # no valid schedule: nothing to warn about
+    assert not builder.valid and panel.warning.layout.display == "none"
+    builder.total.value = 4
+    assert panel.warning.layout.display is None and "(total steps 4)" in panel.warning.value
+    builder.sched_kind.value = "constant"  # nothing to pass the end of
+    assert panel.warning.layout.display == "none"
+    builder.sched_kind.value = "cosine"
+    assert panel.warning.layout.display is None and "the cosine schedule (total steps 4)" in panel.warning.value
+    n = len(panel.warnings)
+    builder.adam["beta1"].value = 0.8  # neither the schedule nor the rate: nothing new to say
+    assert len(panel.warnings) == n
+    builder.total.value = 10
+    assert panel.warning.layout.display == "none" and "step 5 / 10" in panel.schedule_line.value
+    panel.close()
+
+
+def test_modified_describes_the_tab_that_is_sent():
+    """The Muon tab edited while Adam was selected marked the Adam config, sent as the preset has it, "(modified)"."""
+    b = OptimizerBuilder("adam")
+    b.muon["momentum"].value = 0.5
+    b.muon_adam["beta1"].value = 0.5
+    assert not b.modified and b.preset.value == DEFAULT_PRESET and not b.summary.endswith("(modified)")
+    assert b.params.request_body() == OptimizerBuilder("adam").params.request_body()
+    b.kind = "muon"  # now the edited fields are sent
+    assert b.modified and b.preset.value == f"{DEFAULT_PRESET} (modified)" and b.summary.endswith("(modified)")
+    b.tabs.selected_index = 0  # a person clicks the Adam tab
+    assert not b.modified and b.preset.value == DEFAULT_PRESET and b.summary.endswith(f"preset {DEFAULT_PRESET}")
+    b.adam["beta1"].value = 0.8
+    assert b.modified and b.summary.endswith("(modified)")
+
+
+def test_presets_load_in_the_sessions_muon_units():
+    """On a ``muon_scaling="match_adam"`` session a fresh panel said "(modified)" (its rate converted from the
+    preset's), and picking a preset loaded its "original" rate as is: another, larger step size."""
+    session = rlnb.connect("local", optimizer="muon", muon_scaling="match_adam", record=False, device="cpu")
+    panel = RunPanel(session, every=0.05)
+    b = panel.builder
+    try:
+        assert b.lr_finder.scaling.value == "match_adam"
+        assert not b.modified and b.preset.value == DEFAULT_PRESET and b.summary.endswith(f"preset {DEFAULT_PRESET}")
+        in_units = convert_muon_lr(PRESETS[DEFAULT_PRESET]["muon"]["learning_rate"], "original", "match_adam", session)
+        assert b.params.learning_rate == in_units
+        for name in PRESETS:
+            b.preset.value = name
+            muon = PRESETS[name]["muon"]
+            assert b.params.learning_rate == convert_muon_lr(muon["learning_rate"], "original", "match_adam", session)
+            assert b.params.momentum == muon["momentum"]  # only the rate has units
+            assert b.params.adam.learning_rate == PRESETS[name]["muon.adam"]["learning_rate"]  # AdamW's: none
+            assert not b.modified and b.preset.value == name
+        b.muon["learning_rate"].value = 0.5
+        assert b.modified and b.preset.value == f"{name} (modified)"
+    finally:
+        panel.close()
+        session.close()
+
+
+def test_presets_follow_the_units_picked_in_the_form():
+    b = OptimizerBuilder("muon")
+    b.lr_finder.scaling.value = "match_adam"  # converts the form's rate: the preset's still, in other units
+    assert not b.modified and b.preset.value == DEFAULT_PRESET
+    b.preset.value = "Together docs"
+    given = PRESETS["Together docs"]["muon"]["learning_rate"]
+    assert b.params.learning_rate == convert_muon_lr(given, "original", "match_adam", "tiny")
+    assert not b.modified
+    b.lr_finder.scaling.value = "original"  # and back: the preset's own rate, to float rounding
+    assert b.params.learning_rate == pytest.approx(given, rel=1e-12)
+    assert not b.modified and b.preset.value == "Together docs"
