@@ -86,22 +86,15 @@ def _collapses(run: LessonRun, chance: float) -> bool:
 LESSONS: dict[str, Lesson] = {
     DEFAULT_PRESET: Lesson(
         f"learns the first-letter task: held-out accuracy ≥ 0.8 and training reward ≥ 0.4 by step {LESSON_STEPS}",
-        _learns,
-    ),
+        _learns),
     "Together docs": Lesson(
         f"sized for large models: on this tiny model the training reward stays below {REWARD_BARELY} for "
-        f"{LESSON_STEPS} steps (lr 1e-4 is far too small here)",
-        _barely,
-    ),
+        f"{LESSON_STEPS} steps (lr 1e-4 is far too small here)", _barely),
     "Keller Jordan Muon": Lesson(
         f"Muon's own defaults: AdamW at 3e-4 holds the embeddings and the head back, so the training reward "
-        f"stays below {REWARD_BARELY} for {LESSON_STEPS} steps",
-        _barely,
-    ),
+        f"stays below {REWARD_BARELY} for {LESSON_STEPS} steps", _barely),
     TOO_HIGH: Lesson(
         "far too high, clipping off: the policy collapses onto one answer for every prompt (completions stop "
-        "varying) and held-out accuracy ends at chance or below — or the loss turns non-finite",
-        _collapses,
-    ),
+        "varying) and held-out accuracy ends at chance or below — or the loss turns non-finite", _collapses),
 }
 """The lesson of each preset, checked on seeds 0-9 by bench/bench_lessons.py."""
