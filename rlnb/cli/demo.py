@@ -1,7 +1,8 @@
 """``rlnb demo``: the RL loop end to end on the in-process torch backend, in one command.
 
-Its arguments, their checks, the run itself (``demo``) and the run folder it replaces live here, apart from the
-server's, so a change to the demo touches one module. torch, the tasks and the plots are imported when it runs.
+Its arguments, their checks, the run itself (``demo``) and the earlier output it replaces (``--force``) live here,
+apart from the server's, so a change to the demo touches one module. torch, the tasks and the plots are imported
+when it runs.
 """
 
 from __future__ import annotations
@@ -36,19 +37,28 @@ DEMO_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
-def _clear_previous_run(run: Path) -> None:
-    """Delete ``run`` only when it is a run folder that rlnb wrote (rlnb's run files and nothing else) that no
-    live session holds; anything else there may be the user's, so refuse with ``ValueError`` naming it."""
+OUTPUTS = ("history.csv", "rewards.csv", "demo.png")
+"""The files the demo writes in ``--out`` beside its run folder ``run/``."""
+
+
+def _earlier_run(run: Path) -> bool:
+    """Whether ``run`` holds a run folder that rlnb wrote (rlnb's run files and nothing else); anything else there
+    may be the user's, so ``ValueError`` naming it (an empty folder: False, the run is written into it)."""
     if not run.exists() and not run.is_symlink():
-        return
+        return False
     refuse = f"{run} is not an rlnb run folder (it holds other files); move it away or pick another --out"
     if run.is_symlink() or not run.is_dir():
         raise ValueError(refuse)
     names = {p.name for p in run.iterdir()}
-    if not names:  # an empty folder: the run is written into it, nothing is lost
-        return
-    if OPS_FILE not in names or not names <= RUN_FILES:
+    if names and (OPS_FILE not in names or not names <= RUN_FILES):
         raise ValueError(refuse)
+    return bool(names)
+
+
+def _clear_previous_run(run: Path) -> None:
+    """Delete ``run`` when it is a run folder that rlnb wrote (``_earlier_run``) that no live session holds."""
+    if not _earlier_run(run):
+        return
     try:
         held = lock_run(run)
     except RunLocked as exc:
@@ -56,6 +66,24 @@ def _clear_previous_run(run: Path) -> None:
         raise ValueError(busy) from None
     with held:
         shutil.rmtree(run)
+
+
+def _clear_earlier_output(out: Path, force: bool) -> None:
+    """Before training: an earlier demo's files in ``out`` are replaced only with ``force`` (they were overwritten
+    without a word: a user's history.csv among them); a name there that is no plain file is never replaced."""
+    for name in OUTPUTS:
+        if (out / name).is_symlink() or (out / name).exists() and not (out / name).is_file():
+            raise ValueError(f"{out / name} is not a file an rlnb demo wrote; move it away or pick another --out")
+    earlier = [name for name in OUTPUTS if (out / name).exists()] + (["run/"] if _earlier_run(out / "run") else [])
+    if earlier and not force:
+        raise ValueError(f"{out} holds an earlier demo's output ({', '.join(earlier)}): pass --force to replace it, "
+                         "or pick another --out")  # fmt: skip
+    _clear_previous_run(out / "run")  # a run id that exists would be continued: start afresh
+    try:  # none of the earlier demo's files is left beside a new run that stops early
+        for name in OUTPUTS:
+            (out / name).unlink(missing_ok=True)
+    except OSError as exc:
+        raise ValueError(f"cannot replace the earlier demo's files in {out}: {exc}") from None
 
 
 def demo(
@@ -69,12 +97,14 @@ def demo(
     lora: int = 0,
     dtype: str = "auto",
     task_name: str = "first_letter",
+    force: bool = False,
 ) -> int:
     """Train ``model`` (built-in, or a Hugging Face directory / cached hub id) on the task ``task_name``
     (``rlnb.tasks.TASKS``) with GRPO; print a table and, for a verifiable task, the held-out accuracy
     before and after; write CSV + PNG, and keep the run folder (``out/run``, loadable with
-    ``rlnb.History.load``, its completions in ``completions.jsonl``). ``lr`` replaces the learning rate
-    (Muon's for a Muon run); ``lora`` > 0 trains a LoRA adapter of that rank instead of all weights."""
+    ``rlnb.History.load``, its completions in ``completions.jsonl``), replacing an earlier demo's only with
+    ``force``. ``lr`` replaces the learning rate (Muon's for a Muon run); ``lora`` > 0 trains a LoRA adapter of
+    that rank instead of all weights."""
     import rlnb
     from rlnb.tasks import EVAL_EVERY, SEED_STRIDE, TASKS, VerifiedTask, rl_step
     from rlnb.tasks.lesson import log_accuracy
@@ -94,7 +124,7 @@ def demo(
             pass
     except OSError as exc:
         raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
-    _clear_previous_run(out / "run")  # a run id that exists would be continued: start afresh
+    _clear_earlier_output(out, force)
     adapter = {"rank": lora, "alpha": 2 * lora} if lora else None
     options: dict[str, Any] = {"model": model, "dtype": dtype, "lora": adapter}
     session = rlnb.connect(
@@ -159,7 +189,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
                    "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1)")
     p.add_argument("--optimizer", choices=["adam", "muon"], default="adam", help="(default: adam)")
     p.add_argument("--steps", type=int, default=40, help="RL steps (default: 40)")
-    p.add_argument("--out", default="rlnb-demo", help="folder for history.csv, rewards.csv and demo.png")
+    p.add_argument("--out", default="rlnb-demo", help="folder for history.csv, rewards.csv, demo.png and run/")
+    p.add_argument("--force", action="store_true", help="replace an earlier demo's files in --out")
     p.add_argument("--seed", type=int, default=0, help="model and sampling seed (default: 0)")
     device_argument(p)
     p.add_argument(
@@ -189,7 +220,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         return demo(
             args.optimizer, args.steps, args.out, args.seed, args.device, args.model, args.lr, args.lora, args.dtype,
-            args.task,
+            args.task, args.force,
         )
     # A model that cannot load, a device that is not there, an --out that cannot take the run.
     except (ValueError, ImportError) as exc:
