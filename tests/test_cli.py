@@ -106,7 +106,7 @@ def test_demo_replaces_a_run_folder_only_when_no_session_writes_it(tmp_path, cap
     store.write_config({"run_id": "run"})
     store.write_op({"kind": "sample"})
     store.write_completions([{"step": 1, "completion": "a"}])
-    assert main(["demo", "--steps", "1", "--out", str(tmp_path)]) == 2  # still open: a live session's
+    assert main(["demo", "--steps", "1", "--out", str(tmp_path), "--force"]) == 2  # still open: a live session's
     assert f"is being written by another rlnb session (pid {os.getpid()})" in capsys.readouterr().err
     assert (tmp_path / "run" / "ops.jsonl").read_text()
     store.close()
@@ -114,15 +114,50 @@ def test_demo_replaces_a_run_folder_only_when_no_session_writes_it(tmp_path, cap
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("name", ["history.csv", "rewards.csv", "demo.png"])
+def test_demo_keeps_a_users_file_in_out_unless_told_to_replace_it(tmp_path, capsys, name):
+    """A ``history.csv`` (``rewards.csv``, ``demo.png``) of the user's in ``--out`` was overwritten without a word."""
+    (tmp_path / name).write_text("precious")
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == (f"rlnb demo: {tmp_path} holds files no earlier rlnb demo wrote there ({name}): pass "
+                            "--force to replace them, or pick another --out\n")  # fmt: skip
+    assert "step" not in captured.out and sorted(p.name for p in tmp_path.iterdir()) == [name]  # nothing trained
+    assert (tmp_path / name).read_text() == "precious"
+
+
+def test_demo_never_replaces_a_folder_or_a_link_in_place_of_its_files(tmp_path, capsys):
+    (tmp_path / "demo.png").mkdir()  # a folder of the user's, or a link writing through to a file elsewhere
+    (tmp_path / "elsewhere.csv").write_text("precious")
+    (tmp_path / "history.csv").symlink_to(tmp_path / "elsewhere.csv")
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", str(tmp_path), "--force"]) == 2
+    assert capsys.readouterr().err.startswith(f"rlnb demo: {tmp_path / 'history.csv'} is not a file an rlnb demo ")
+    (tmp_path / "history.csv").unlink()
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", str(tmp_path), "--force"]) == 2
+    assert capsys.readouterr().err == (f"rlnb demo: {tmp_path / 'demo.png'} is not a file an rlnb demo wrote; move "
+                                       "it away or pick another --out\n")  # fmt: skip
+    assert (tmp_path / "elsewhere.csv").read_text() == "precious" and (tmp_path / "demo.png").is_dir()
+
+
 @pytest.mark.slow  # trains the tiny model for a step, twice (~6 s)
-def test_demo_replaces_its_own_earlier_run_and_averages_only_rewards(tmp_path, capsys):
+def test_demo_replaces_its_own_earlier_output_and_others_only_with_force_and_averages_only_rewards(tmp_path, capsys):
+    """A second demo in the same --out replaces what the first wrote (the README's command, run again); a file of
+    its names that the user wrote or changed since is kept unless --force."""
     import rlnb
 
     low, high = (s.strip() for s in SEEDS.strip("[]").split(","))
-    for seed in (low, high):  # both ends of the seed range train
-        assert main(["demo", "--steps", "1", "--device", "cpu", "--seed", seed, "--out", str(tmp_path)]) == 0
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(tmp_path), "--seed"]
+    assert main([*demo, low]) == 0
+    (tmp_path / "history.csv").write_text("the user's edit")
+    assert main([*demo, high]) == 2
+    refused = f"rlnb demo: {tmp_path} holds files no earlier rlnb demo wrote there (history.csv): pass --force"
+    assert capsys.readouterr().err == f"{refused} to replace them, or pick another --out\n"
+    assert (tmp_path / "history.csv").read_text() == "the user's edit"
+    assert main([*demo, high, "--force"]) == 0  # both ends of the seed range train
+    assert main([*demo, low]) == 0  # its own output, unchanged since: replaced without --force
     out = capsys.readouterr().out
     assert len(rlnb.History.load(tmp_path / "run").steps) == 1  # replaced, not continued
+    assert (tmp_path / "history.csv").read_text() != "the user's edit"
     means = [ln for ln in out.splitlines() if ln.startswith("mean reward:")]
     assert len(means) == 2 and "nan" not in "".join(means)  # the eval/accuracy rows have no reward
 

@@ -1,12 +1,15 @@
 """``rlnb demo``: the RL loop end to end on the in-process torch backend, in one command.
 
-Its arguments, their checks, the run itself (``demo``) and the run folder it replaces live here, apart from the
-server's, so a change to the demo touches one module. torch, the tasks and the plots are imported when it runs.
+Its arguments, their checks, the run itself (``demo``) and the earlier output it replaces (its own; any other file
+of its names only with ``--force``) live here, apart from the server's, so a change to the demo touches one module.
+torch, the tasks and the plots are imported when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import math
 import os
 import shutil
@@ -36,19 +39,31 @@ DEMO_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
-def _clear_previous_run(run: Path) -> None:
-    """Delete ``run`` only when it is a run folder that rlnb wrote (rlnb's run files and nothing else) that no
-    live session holds; anything else there may be the user's, so refuse with ``ValueError`` naming it."""
+OUTPUTS = ("history.csv", "rewards.csv", "demo.png")
+"""The files the demo writes in ``--out`` beside its run folder ``run/``."""
+
+MANIFEST = ".rlnb-demo.json"
+"""In ``--out``: what the demo wrote there, so a later demo replaces its own files and no one else's."""
+
+
+def _earlier_run(run: Path) -> bool:
+    """Whether ``run`` holds a run folder that rlnb wrote (rlnb's run files and nothing else); anything else there
+    may be the user's, so ``ValueError`` naming it (an empty folder: False, the run is written into it)."""
     if not run.exists() and not run.is_symlink():
-        return
+        return False
     refuse = f"{run} is not an rlnb run folder (it holds other files); move it away or pick another --out"
     if run.is_symlink() or not run.is_dir():
         raise ValueError(refuse)
     names = {p.name for p in run.iterdir()}
-    if not names:  # an empty folder: the run is written into it, nothing is lost
-        return
-    if OPS_FILE not in names or not names <= RUN_FILES:
+    if names and (OPS_FILE not in names or not names <= RUN_FILES):
         raise ValueError(refuse)
+    return bool(names)
+
+
+def _clear_previous_run(run: Path) -> None:
+    """Delete ``run`` when it is a run folder that rlnb wrote (``_earlier_run``) that no live session holds."""
+    if not _earlier_run(run):
+        return
     try:
         held = lock_run(run)
     except RunLocked as exc:
@@ -56,6 +71,49 @@ def _clear_previous_run(run: Path) -> None:
         raise ValueError(busy) from None
     with held:
         shutil.rmtree(run)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _own_files(out: Path) -> dict[str, str]:
+    """What an earlier demo wrote in ``out`` (``MANIFEST``: each file's sha256, ``run/`` by name); {} when none did."""
+    try:
+        own = json.loads((out / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+    return own if isinstance(own, dict) else {}
+
+
+def _note_own_files(out: Path, names: list[str]) -> None:
+    """Remember ``names`` as the demo's own (``run/`` before training, the rest once written), replaced atomically."""
+    own = {name: ("" if name == "run/" else _digest(out / name)) for name in names}
+    tmp = out / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(own))
+    tmp.replace(out / MANIFEST)
+
+
+def _clear_earlier_output(out: Path, force: bool) -> None:
+    """Before training: the files an earlier demo wrote in ``out`` (and left unchanged) are replaced; any other file
+    of its names (a user's history.csv, overwritten without a word before) only with ``force``; a name there that
+    is no plain file never."""
+    for name in OUTPUTS:
+        if (out / name).is_symlink() or (out / name).exists() and not (out / name).is_file():
+            raise ValueError(f"{out / name} is not a file an rlnb demo wrote; move it away or pick another --out")
+    own = _own_files(out)
+    others = [name for name in OUTPUTS if (out / name).exists() and own.get(name) != _digest(out / name)]
+    others += ["run/"] if _earlier_run(out / "run") and "run/" not in own else []
+    if others and not force:
+        raise ValueError(f"{out} holds files no earlier rlnb demo wrote there ({', '.join(others)}): pass --force to "
+                         "replace them, or pick another --out")  # fmt: skip
+    _clear_previous_run(out / "run")  # a run id that exists would be continued: start afresh
+    try:  # none of the earlier demo's files is left beside a new run that stops early
+        for name in OUTPUTS:
+            (out / name).unlink(missing_ok=True)
+        _note_own_files(out, ["run/"])
+    except OSError as exc:
+        raise ValueError(f"cannot replace the earlier demo's files in {out}: {exc}") from None
 
 
 def demo(
@@ -69,12 +127,14 @@ def demo(
     lora: int = 0,
     dtype: str = "auto",
     task_name: str = "first_letter",
+    force: bool = False,
 ) -> int:
     """Train ``model`` (built-in, or a Hugging Face directory / cached hub id) on the task ``task_name``
     (``rlnb.tasks.TASKS``) with GRPO; print a table and, for a verifiable task, the held-out accuracy
     before and after; write CSV + PNG, and keep the run folder (``out/run``, loadable with
-    ``rlnb.History.load``, its completions in ``completions.jsonl``). ``lr`` replaces the learning rate
-    (Muon's for a Muon run); ``lora`` > 0 trains a LoRA adapter of that rank instead of all weights."""
+    ``rlnb.History.load``, its completions in ``completions.jsonl``), replacing what an earlier demo wrote there
+    (other files of those names only with ``force``). ``lr`` replaces the learning rate (Muon's for a Muon run);
+    ``lora`` > 0 trains a LoRA adapter of that rank instead of all weights."""
     import rlnb
     from rlnb.tasks import EVAL_EVERY, SEED_STRIDE, TASKS, VerifiedTask, rl_step
     from rlnb.tasks.lesson import log_accuracy
@@ -94,7 +154,7 @@ def demo(
             pass
     except OSError as exc:
         raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
-    _clear_previous_run(out / "run")  # a run id that exists would be continued: start afresh
+    _clear_earlier_output(out, force)
     adapter = {"rank": lora, "alpha": 2 * lora} if lora else None
     options: dict[str, Any] = {"model": model, "dtype": dtype, "lora": adapter}
     session = rlnb.connect(
@@ -137,6 +197,7 @@ def demo(
     logged = history.logged
     logged.to_csv(out / "rewards.csv", index=False)
     plots.overview(history).savefig(out / "demo.png", dpi=110)  # reward first; rl_step logged the RL metrics
+    _note_own_files(out, ["run/", *OUTPUTS])
     if "reward" in logged:
         rewards = logged["reward"].dropna()  # the eval/accuracy rows have no reward
         k = max(1, min(5, len(rewards) // 4))
@@ -159,7 +220,9 @@ def arguments(p: argparse.ArgumentParser) -> None:
                    "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1)")
     p.add_argument("--optimizer", choices=["adam", "muon"], default="adam", help="(default: adam)")
     p.add_argument("--steps", type=int, default=40, help="RL steps (default: 40)")
-    p.add_argument("--out", default="rlnb-demo", help="folder for history.csv, rewards.csv and demo.png")
+    p.add_argument("--out", default="rlnb-demo", help="folder for history.csv, rewards.csv, demo.png and run/")
+    p.add_argument("--force", action="store_true",
+                   help="replace files of the demo's names in --out that no earlier demo wrote there")
     p.add_argument("--seed", type=int, default=0, help="model and sampling seed (default: 0)")
     device_argument(p)
     p.add_argument(
@@ -189,7 +252,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         return demo(
             args.optimizer, args.steps, args.out, args.seed, args.device, args.model, args.lr, args.lora, args.dtype,
-            args.task,
+            args.task, args.force,
         )
     # A model that cannot load, a device that is not there, an --out that cannot take the run.
     except (ValueError, ImportError) as exc:

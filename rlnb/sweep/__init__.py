@@ -30,7 +30,7 @@ from .figures import check_column, search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions
-from .space import Categorical, Float, Int, apply, grid, label, random_search
+from .space import BASELINE, Categorical, Float, Int, apply, grid, label, random_search
 from .trial import METRIC_COLUMNS, RESULT_COLUMNS, REWARD_WINDOW
 
 __all__ = [
@@ -66,24 +66,23 @@ def ablate(
     metric: str = "final_reward",
     **sweep_options: Any,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One factor at a time against the baseline: ``changes={"muon": {"optimizer": "muon"}, ...}``.
+    """One factor at a time against the baseline: ``changes={"muon": {"optimizer": "muon"}, ...}``; every row and the
+    summary name their variant (``"baseline"`` for ``base`` unchanged, as its label).
 
     ``seeds``: default the ``seeds`` of a ``trial_options`` group if one is given, else (0, 1, 2). Returns
     ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric`` over seeds with
     its delta against the baseline."""
     _check_ablation(changes, metric)
-    variants = {"baseline": {}, **{name: dict(change) for name, change in changes.items()}}
+    variants = {BASELINE: {}, **{name: dict(change) for name, change in changes.items()}}
     if seeds is None:  # a fixed default here won over the group's seeds, as a field by name does
         group = sweep_options.get("trial_options")
         seeds = group.seeds if group is not None else (0, 1, 2)
-    trials = sweep(base, list(variants.values()), seeds=seeds, **sweep_options)
-    # Trial n is variant n // len(seeds) (the sweep's plan: configs × seeds). Matching by label merged variants
-    # whose configs share one (the same change twice, an empty change and the baseline, 1e-3 and 1.0004e-3).
-    names = list(variants)
-    trials.insert(1, "variant", [names[n // len(seeds)] for n in trials["trial"]])
+    # Each trial's row names its variant (kept in trials.jsonl and its run): matching by label merged variants whose
+    # configs share one (the same change twice, an empty change and the baseline, 1e-3 and 1.0004e-3).
+    trials = sweep(base, list(variants.values()), seeds=seeds, variants=list(variants), **sweep_options)
     ok = trials[trials.status == "COMPLETED"]
     summary = ok.groupby("variant", sort=False)[metric].agg(["mean", "std", "count"]).reindex(list(variants))
-    summary["delta"] = summary["mean"] - summary.loc["baseline", "mean"]
+    summary["delta"] = summary["mean"] - summary.loc[BASELINE, "mean"]
     summary["failed"] = trials.groupby("variant")["status"].apply(lambda s: int((s != "COMPLETED").sum()))
     summary.attrs["metric"] = metric
     return trials, summary
@@ -100,15 +99,15 @@ def _check_ablation(changes: Mapping[str, Mapping[str, Any]], metric: str) -> No
         if not isinstance(change, Mapping):
             raise TypeError(f"changes[{name!r}] must be a dict of changed fields, such as {{'learning_rate': 1e-2}}, "
                             f"got {change!r}")  # fmt: skip
-    if "baseline" in changes:  # it replaced the baseline itself, and every delta was against that change
-        raise ValueError("changes: 'baseline' is the name of the unchanged run; name your variant otherwise")
+    if BASELINE in changes:  # it replaced the baseline itself, and every delta was against that change
+        raise ValueError(f"changes: {BASELINE!r} is the name of the unchanged run; name your variant otherwise")
 
 
 def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFrame:
     """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text): mean,
     std, min and max of ``metric`` over the COMPLETED trials, and how many trials ended otherwise."""
     check_column(trials, "metric", metric, numeric=True)
-    keys = [c for c in trials.columns if c not in RESULT_COLUMNS and c != "variant"] or ["label"]
+    keys = [c for c in trials.columns if c not in RESULT_COLUMNS] or ["label"]
     groups = trials.groupby(keys, dropna=False)
     ok = trials[trials.status == "COMPLETED"].groupby(keys, dropna=False)[metric]
     table = ok.agg(["mean", "std", "min", "max", "count"]).reindex(groups.size().index)  # a config with none

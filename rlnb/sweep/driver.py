@@ -23,7 +23,7 @@ from rlnb.params import OptimizerParams
 from .dispatch import Plan, Progress, start
 from .folder import begin, held, new_folder, settings, table, trial_run_id
 from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
-from .space import apply, config_list, parse_space
+from .space import apply, check_variants, config_list, parse_space
 from .trial import TrialSpec
 
 
@@ -38,6 +38,7 @@ def sweep(
     trial_options: TrialOptions | None = None,
     search_options: SearchOptions | None = None,
     executor_options: ExecutorOptions | None = None,
+    variants: Sequence[str] | None = None,
     **options: Any,
 ) -> pd.DataFrame:
     """Run trials of ``steps`` RL steps each; one row per trial (``.attrs["path"]`` is the sweep folder).
@@ -64,7 +65,8 @@ def sweep(
     *What runs.* ``configs`` from ``grid(...)``, ``random_search(...)`` or a list of dicts (default: just
     ``base``), each with every seed; or the Optuna search. ``sinks=[rlnb.sinks.TensorBoard(...), ...]`` sends
     every trial there, as ``<sweep folder>/<trial>``. The ``executor`` column says where each trial ran,
-    ``not_batched`` why a trial that could have been batched was not.
+    ``not_batched`` why a trial that could have been batched was not. ``variants`` names the configs, one
+    name each (``ablate``'s): each row's ``variant`` column, kept in ``trials.jsonl`` and the trial's run.
 
     *Stopping.* Set ``stop`` (or interrupt the kernel): finished trials are kept, running ones end
     STOPPED at their next step, the rest are STOPPED before they start. ``resume=trials.attrs["path"]``
@@ -76,6 +78,7 @@ def sweep(
     check_connect_options(options, trial.target)
     _check_args(runs_dir, resume, stop, progress)
     configs = config_list(configs)
+    names = check_variants(variants, configs)
     if where.executor == "ray" and trial.target == "local":  # a remote target's trials stay on threads
         from .ray_checks import check_picklable
 
@@ -85,13 +88,15 @@ def sweep(
     folder = Path(resume).expanduser().absolute() if resume is not None else new_folder(runs_dir)
     with held(folder, resume is not None) as state:  # one sweep at a time in a folder
         the_task = trial.the_task()
-        previous = begin(folder, settings(base, configs, trial, study, the_task, options), resume is not None)
+        recorded = {**settings(base, configs, trial, study, the_task, options), "variants": names}
+        previous = begin(folder, recorded, resume is not None)
 
         def make_spec(n: int, config: dict[str, Any], seed: int | None = None) -> TrialSpec:
             seed = trial.seeds[n % len(trial.seeds)] if seed is None else seed
             run_id = trial_run_id(folder, n, seed)
+            variant = names[n // len(trial.seeds)] if names is not None else None  # the plan: configs × seeds
             return TrialSpec(n, config, apply(base, config), seed, run_id, trial.steps, the_task, trial.target, options,
-                             trial.schedule, trial.objective)  # fmt: skip
+                             trial.schedule, trial.objective, variant)  # fmt: skip
 
         finished = {r["trial"] for r in previous if r["status"] in ("COMPLETED", "FAILED", "PRUNED")}
         source: Any

@@ -58,7 +58,8 @@ def lr_find(
 
     ``options`` are first the fields of ``RangeTestOptions`` by name (``start_lr``, ``end_lr``, ``steps``,
     ``task``, ``step_fn``, ``objective``, ``seed``; a name wins over ``range_test`` given whole), then
-    ``connect``'s (``target``, ``runs_dir``, ``model``, ``threads``, ...) for the session the test runs on.
+    ``connect``'s (``target``, ``runs_dir``, ``model``, ``threads``, ...) for the session the test runs on. Without
+    ``runs_dir`` a session's copy records beside its run (nowhere when it records nothing), not in ./rlnb-runs.
     A step is one RL step of ``task`` (default: the demo's) reporting the mean reward or the loss
     (``objective``), or your ``step_fn(session, params, i)``. ``stop`` ends it early; ``progress(done,
     total)`` after each step. Nothing is applied anywhere.
@@ -233,6 +234,11 @@ def _open(
 ) -> Session:
     from .trial import own_modules  # each model= module is copied: the test never trains the caller's
     record: dict[str, Any] = {"runs_dir": runs_dir, "run_id": new_run_id("lr-find")}
+    if session is not None and runs_dir is None:  # where the session records, not ./rlnb-runs wherever Python runs
+        if session.history.path is not None:
+            record["runs_dir"] = session.history.path.parent
+        elif "record" not in options:  # a session kept in memory only: its copy too
+            record["record"] = False
     if session is None:
         extra: dict[str, Any] = {"seed": seed} if target == "local" else {}
         return connect(target, optimizer=kind, **record, **extra, **own_modules(options))

@@ -203,6 +203,21 @@ def config_list(configs: Any) -> list[dict[str, Any]] | None:
     return [_flat(c) for c in listed]
 
 
+def check_variants(variants: Any, configs: list[dict[str, Any]] | None) -> list[str] | None:
+    """``sweep``'s ``variants``: one distinct name per config of a list (``ablate``'s), or None."""
+    if variants is None:
+        return None
+    if configs is None:
+        raise ValueError("variants names the configs one by one: pass configs (a list of dicts) with it")
+    if isinstance(variants, Mapping | str | bytes) or not isinstance(variants, Iterable):
+        raise TypeError(f"variants must be a list of names, one per config, got {variants!r}"[:300])
+    names = list(variants)
+    if len(names) != len(configs) or len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
+        raise ValueError(f"variants must be {len(configs)} distinct names (non-empty strings), one per config, got "
+                         f"{names!r}"[:300])  # fmt: skip
+    return names
+
+
 def _flat(config: Mapping[str, Any]) -> dict[str, Any]:
     """A config with a nested group spelt as its dotted fields (``{"adam": {"learning_rate": 1e-3}}`` is
     ``{"adam.learning_rate": 1e-3}``: its dict in a table column was unhashable to ``summarize``), each value a plain
@@ -232,6 +247,11 @@ def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
     return cls(**data)
 
 
+BASELINE = "baseline"
+"""The name of the base config unchanged: its label, and ``ablate``'s variant of it (one was "base", the other
+"baseline")."""
+
+
 def label(config: Mapping[str, Any]) -> str:
-    """A short readable name for a config (floats to 3 significant digits)."""
-    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in config.items()) or "base"
+    """A short readable name for a config (floats to 3 significant digits; ``BASELINE`` for no change)."""
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in config.items()) or BASELINE

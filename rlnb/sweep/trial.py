@@ -38,7 +38,7 @@ each as the mean over the last ``REWARD_WINDOW`` steps."""
 TERMINAL = ("COMPLETED", "FAILED", "PRUNED", "STOPPED")
 """Every status a trial's row can end with."""
 RESULT_COLUMNS = frozenset(
-    {"trial", "label", "seed", "status", "reason", "steps_done", "final_loss", "best_loss", "final_reward",
+    {"trial", "variant", "label", "seed", "status", "reason", "steps_done", "final_loss", "best_loss", "final_reward",
      "best_reward", "value", "run_path", "wall_s", "executor", "host", "not_batched"}
 )  # fmt: skip
 """Every column of a trial's row that is not part of its config (the config's own fields are the others)."""
@@ -61,6 +61,8 @@ class TrialSpec:
     options: dict[str, Any] = field(default_factory=dict)
     schedule: Schedule | None = None
     objective: Objective = "reward"
+    variant: str | None = None
+    """The config's name (``ablate``'s variants): a ``variant`` column of the row and a field of its run."""
 
     @property
     def kind(self) -> str:
@@ -84,6 +86,7 @@ def base_row(spec: TrialSpec, status: str, reason: str | None = None) -> dict[st
     """The identifying columns of a trial's row (also the whole row of a trial that never ran)."""
     return {
         "trial": spec.trial,
+        **({"variant": spec.variant} if spec.variant is not None else {}),
         "label": label(spec.config),
         **spec.config,
         "seed": spec.seed,
@@ -101,8 +104,10 @@ def objective_value(objective: Objective, rewards: list[float], losses: list[flo
 
 
 def run_annotations(spec: TrialSpec, runs_dir: Path) -> dict[str, Any]:
-    """What a trial's run adds to its ``config.json``: its label, number, config and sweep."""
-    return {"label": label(spec.config), "trial": spec.trial, "sweep_config": spec.config, "sweep": runs_dir.name}
+    """What a trial's run adds to its ``config.json``: its label (and variant), number, config and sweep."""
+    named = {"variant": spec.variant} if spec.variant is not None else {}
+    return {"label": label(spec.config), **named, "trial": spec.trial, "sweep_config": spec.config,
+            "sweep": runs_dir.name}  # fmt: skip
 
 
 def step_params(spec: TrialSpec, step: int) -> OptimizerParams:

@@ -167,6 +167,29 @@ def test_a_local_session_is_copied_and_left_untouched(tmp_path):
     session.close()
 
 
+@pytest.mark.parametrize("record", [True, False])
+def test_a_copy_records_where_the_session_records_and_lets_its_run_go(tmp_path, monkeypatch, record):
+    """Without ``runs_dir``, the copy's run goes beside the session's (it went to ./rlnb-runs in whatever folder
+    Python ran in, the notebook's); a session kept in memory only gets a copy kept so too."""
+    monkeypatch.delenv("RLNB_RUNS_DIR")
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    mine = tmp_path / "mine"
+    session = rlnb.connect("local", optimizer="adam", device="cpu", runs_dir=mine, run_id="user", record=record)
+    result = lr_find(rlnb.AdamParams(), session, steps=5, step_fn=lambda s, p, i: ce_step(s, p), objective="loss")
+    session.close()
+    assert list((tmp_path / "cwd").iterdir()) == []
+    if not record:
+        assert result.run_path is None and not mine.exists()
+        return
+    assert os.path.dirname(result.run_path) == str(mine) and len(History.load(result.run_path).steps) == 5
+    assert sorted(p.name for p in mine.iterdir()) == sorted(["user", os.path.basename(result.run_path)])
+    with pytest.warns(rlnb.history.RunContinuedWarning):  # its run.lock was let go: a session may continue it
+        copy = rlnb.connect("local", optimizer="adam", device="cpu", runs_dir=mine,
+                            run_id=os.path.basename(result.run_path))  # fmt: skip
+    copy.close()
+
+
 def test_a_copy_checkpoint_that_cannot_be_deleted_is_named_in_a_warning(tmp_path, monkeypatch):
     """Find LR's copy of the weights could not be deleted: nothing said so (GBs left behind at every click)."""
     kept = tmp_path / "checkpoints"

@@ -237,6 +237,44 @@ def test_ablation_variants_that_share_a_label_stay_apart(tmp_path):
         ablate(BASE, {"baseline": {"learning_rate": 1e-2}}, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
 
 
+def test_an_ablations_rows_name_their_variant_and_the_baseline_one_way_on_disk_too(tmp_path):
+    """The unchanged config was labelled "base" where ablate called it "baseline", and only the table in memory
+    named each trial's variant: its trials.jsonl and its runs did not ("control" and the baseline, or two variants
+    of one change, could not be told apart once the kernel restarted)."""
+    changes = {"control": {}, "wd": {"weight_decay": 0.1}}
+    trials, summary = ablate(BASE, changes, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
+    assert list(trials.columns[:3]) == ["trial", "variant", "label"]
+    assert list(trials.variant) == ["baseline", "control", "wd"] == list(summary.index)
+    assert list(trials.label) == ["baseline", "baseline", "weight_decay=0.1"]
+    folder = Path(trials.attrs["path"])
+    rows = [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
+    assert sorted((r["trial"], r["variant"], r["label"]) for r in rows) == [
+        (0, "baseline", "baseline"), (1, "control", "baseline"), (2, "wd", "weight_decay=0.1")
+    ]  # fmt: skip
+    assert [History.load(p).config["variant"] for p in trials.run_path] == ["baseline", "control", "wd"]
+    assert sweep(BASE, [{}], steps=1, runs_dir=tmp_path, progress=False).label.tolist() == ["baseline"]
+    again, _ = ablate(BASE, changes, seeds=[0], steps=1, resume=folder, progress=False)  # a resume: the same names
+    assert list(again.variant) == ["baseline", "control", "wd"]
+
+
+@pytest.mark.parametrize(
+    ("configs", "variants", "message"),
+    [
+        ([{}, {"weight_decay": 0.1}], ["a"], r"variants must be 2 distinct names .*one per config, got \['a'\]"),
+        ([{}, {"weight_decay": 0.1}], ["a", "a"], "variants must be 2 distinct names"),
+        ([{}], [""], "variants must be 1 distinct names"),
+        ([{}], "a", "variants must be a list of names"),
+        (None, ["a"], "variants names the configs one by one: pass configs"),
+    ],
+)
+def test_sweep_variants_that_do_not_name_each_config_are_refused_before_anything_runs(
+    tmp_path, configs, variants, message
+):
+    with pytest.raises((TypeError, ValueError), match=message):
+        sweep(BASE, configs, variants=variants, steps=1, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("changes", "metric", "error", "message"),
     [
