@@ -104,10 +104,13 @@ def _check_ablation(changes: Mapping[str, Mapping[str, Any]], metric: str) -> No
 
 
 def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFrame:
-    """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text): mean,
-    std, min and max of ``metric`` over the COMPLETED trials, and how many trials ended otherwise."""
+    """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text; led by its variant
+    where the trials name one, as ``ablate``'s do): mean, std, min and max of ``metric`` over the COMPLETED trials,
+    and how many trials ended otherwise."""
     check_column(trials, "metric", metric, numeric=True)
     keys = [c for c in trials.columns if c not in RESULT_COLUMNS] or ["label"]
+    if "variant" in trials and trials["variant"].notna().any():  # two variants of one config (a {} control) merged
+        keys = ["variant", *keys]
     groups = trials.groupby(keys, dropna=False)
     ok = trials[trials.status == "COMPLETED"].groupby(keys, dropna=False)[metric]
     table = ok.agg(["mean", "std", "min", "max", "count"]).reindex(groups.size().index)  # a config with none

@@ -100,3 +100,13 @@ def test_summarize_refuses_a_metric_of_text():
                                              r"columns: trial, weight_decay, seed, final_reward"):  # fmt: skip
             summarize(trials, metric=metric)
     assert list(summarize(trials)["mean"]) == [0.5, 0.7]
+
+
+def test_summarize_keeps_variants_of_one_config_apart():
+    """``ablate``'s table of a ``{}`` control beside the baseline: one config, two variants, summarized as one."""
+    trials = pd.DataFrame({"variant": ["baseline", "control", "wd"] * 2, "weight_decay": [None, None, 0.1] * 2,
+                           "seed": [0, 0, 0, 1, 1, 1], "status": ["COMPLETED"] * 6,
+                           "final_reward": [0.5, 0.4, 0.7, 0.7, 0.2, 0.9]})  # fmt: skip
+    table = summarize(trials)
+    assert [v for v, _ in table.index] == ["baseline", "control", "wd"]
+    assert table["mean"].round(6).tolist() == [0.6, 0.3, 0.8] and table["count"].tolist() == [2, 2, 2]
