@@ -9,6 +9,7 @@ preset — so that a schedule set in another cell is never a surprise, and the f
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Callable
@@ -190,7 +191,6 @@ class OptimizerBuilder:
         finally:
             self._quiet = False
         self._applied, self.modified = name, False
-        self.lesson.value = f"<span style='color:#555'>{LESSONS[name].text}</span>"
         self._changed()
 
     def get_schedule(self) -> Schedule:
@@ -288,6 +288,8 @@ class OptimizerBuilder:
             except ValueError:  # matplotlib cannot tick rates near the largest float (1e308): no plot, all else
                 self.schedule_plot.layout.display = "none"  # (summary, Find LR, the panel's buttons) follows
         params = self.params if body is not None else None
+        lesson = html.escape(LESSONS[self._applied].text(self.kind), quote=False)  # this tab's: the values differ
+        self.lesson.value = f"<span style='color:#555'>{lesson}</span>"
         self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value), len(self.errors)))
         self.lr_finder.sync()
         for cb in list(self._callbacks):
