@@ -7,6 +7,7 @@ import math
 import re
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 
 import rlnb
 from rlnb.schedule import Schedule
-from rlnb.tasks import digits_task, first_letter_task, rl_step
+from rlnb.tasks import EVAL_ACCURACY, digits_task, first_letter_task, rl_step
 from rlnb.tasks.lesson import LessonRun
 from rlnb.testing import FakeBackend
 from rlnb.widgets import LESSONS, PRESETS, OptimizerBuilder, RunPanel
@@ -560,6 +561,37 @@ def test_the_panel_is_compact_and_made_for_rl(panel_session):
     custom.live.refresh()
     assert "accuracy" in custom.live.panels  # every figure the step returns gets its panel
     custom.close()
+
+
+def test_the_panel_draws_the_held_out_accuracy_its_steps_measure(panel_session):
+    """Notebook 05 and docs/tasks.md: the panel measures the held-out accuracy every 10 steps and the live view
+    draws it beside the reward. It was drawn nowhere: seen for one step in the status line, then gone."""
+    panel = RunPanel(panel_session, every=0.05)
+    assert panel.start(10) and panel.join(60) and panel.error is None
+    panel.live.refresh()
+    reward = panel.live.panels["reward"]
+    x, y = reward.lines[EVAL_ACCURACY].get_data()
+    logged = panel_session.history.logged[EVAL_ACCURACY].dropna().tolist()
+    assert list(x) == [10] and list(y) == logged and len(logged) == 1
+    assert reward.lines[EVAL_ACCURACY].get_visible() and reward.ax.get_legend() is not None
+    assert list(panel.live.panels) == ["reward", "grad_norm"]  # on the reward's axes: the panel still fits a laptop
+    panel.close()
+
+
+def test_notebook_05_says_what_the_panels_live_view_draws(panel_session):
+    """Notebook 05 said the live view shows the learning rate: the panel draws no such plot (two plots side by
+    side keep it on a laptop's screen); the rate is in the schedule line and the steps table's lr column."""
+    cells = json.loads((Path(__file__).parents[2] / "notebooks" / "05-widgets.ipynb").read_text())["cells"]
+    said = next(t for t in ("".join(c["source"]) for c in cells) if "The live view draws" in t)
+    drawn = said.split("The live view draws")[1].split("— not")[0]
+    assert "reward" in drawn and "held-out accuracy" in drawn and "gradient norm" in drawn
+    assert "learning" not in drawn and "rate is in the line beside the status" in said and "`lr` column" in said
+    panel = RunPanel(panel_session, every=0.05)
+    assert panel.start(1) and panel.join(60)
+    panel.live.refresh()
+    assert list(panel.live.panels) == ["reward", "grad_norm"]
+    assert ">lr</th>" in panel.live.steps_table.value and "lr " in panel.schedule_line.value
+    panel.close()
 
 
 # -- the builder's small ones ----------------------------------------------------------------------
