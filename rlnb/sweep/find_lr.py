@@ -59,7 +59,7 @@ def lr_find(
     ``options`` are first the fields of ``RangeTestOptions`` by name (``start_lr``, ``end_lr``, ``steps``,
     ``task``, ``step_fn``, ``objective``, ``seed``; a name wins over ``range_test`` given whole), then
     ``connect``'s (``target``, ``runs_dir``, ``model``, ``threads``, ...) for the session the test runs on.
-    A step is one RL step of ``task`` (default: the demo's) reporting the mean reward or the loss
+    A step is one RL step of ``task`` (default: the digits task) reporting the mean reward or the loss
     (``objective``), or your ``step_fn(session, params, i)``. ``stop`` ends it early; ``progress(done,
     total)`` after each step. Nothing is applied anywhere.
 

@@ -2,7 +2,7 @@
 
 The params object is the one source of truth, validated by the same rules (errors name the field,
 and the field itself turns red), previewed as the exact JSON body, with a learning-rate schedule and
-its plot. Presets teach: each says what a run with it does on the demo task (``rlnb.widgets.presets``).
+its plot. Presets teach: each says what a run with it does on the first-letter task (``rlnb.widgets.presets``).
 Folded (the default), the form is one line that says what will be sent: optimizer, rate(s), schedule,
 preset — so that a schedule set in another cell is never a surprise, and the form fits a laptop screen.
 """
