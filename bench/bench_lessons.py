@@ -211,9 +211,9 @@ def main() -> None:
                 rs = [as_run(runs.get(f"preset/{name}/{kind}/{sd}", functools.partial(preset_run, name, kind, sd)))
                       for sd in seeds]
                 print(f"{verdict(sum(lesson.holds(r, chance) for r in rs), len(rs))}  [{name} / {kind}] "
-                      f"{lesson.text}\n      accuracy@{LESSON_STEPS} {span([r.final_accuracy for r in rs])}; reward "
-                      f"(last 5) {span([r.final_reward for r in rs])}; distinct {span([r.distinct for r in rs])}; "
-                      f"failed {sum(bool(r.failed) for r in rs)}", flush=True)
+                      f"{lesson.text(kind)}\n      accuracy@{LESSON_STEPS} {span([r.final_accuracy for r in rs])}; "
+                      f"reward (last 5) {span([r.final_reward for r in rs])}; distinct "
+                      f"{span([r.distinct for r in rs])}; failed {sum(bool(r.failed) for r in rs)}", flush=True)
     if "ce" in only:
         res = {k: [runs.get(f"ce/{k}/{sd}", functools.partial(ce_run, k, sd)) for sd in seeds]
                for k in ("adam", "muon")}
@@ -289,8 +289,9 @@ def main() -> None:
             head = (f"info   learns on {hits}/{len(rs)}:" if claim is None else
                     f"{verdict(len(rs) - hits, len(rs))}  does not learn:")
             print(f"{head} [notebook 03] {LESSON_STEPS} steps at {label} (constant); learning = "
-                  f"{LESSONS[DEFAULT_PRESET].text}\n      accuracy {span([r.final_accuracy for r in rs])}; reward "
-                  f"{span([r.final_reward for r in rs])}; distinct {span([r.distinct for r in rs])}", flush=True)
+                  f"{LESSONS[DEFAULT_PRESET].claim}\n      accuracy "
+                  f"{span([r.final_accuracy for r in rs])}; reward {span([r.final_reward for r in rs])}; distinct "
+                  f"{span([r.distinct for r in rs])}", flush=True)
     print(f"bench wall time {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 

@@ -127,3 +127,39 @@ def test_the_readme_site_build_fails_on_a_broken_link(tmp_path, broken):
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     assert (done.returncode != 0) == broken, done.stderr
+
+
+def _preset_values(preset: dict) -> str:
+    """A preset's values as docs/widgets.md's table gives them: Adam session / Muon session."""
+    a, m = preset["adam"], preset["muon"]
+    assert preset["muon.adam"] == a, "the table says a Muon session's AdamW is the Adam session's: it is not"
+
+    def clip(v: float) -> str:
+        return f"clip {v:g}" if v else "no clipping"
+
+    adam = f"AdamW lr {a['learning_rate']:g}, betas {a['beta1']:g}/{a['beta2']:g}, eps {a['eps']:g}, "
+    adam += f"wd {a['weight_decay']:g}, {clip(a['grad_clip_norm'])}"
+    muon = f"Muon lr {m['learning_rate']:g}, momentum {m['momentum']:g}, {m['newton_schulz_steps']} NS steps, "
+    muon += f"wd {m['weight_decay']:g}, {clip(m['grad_clip_norm'])}"
+    return f"{adam} / {muon}, + that AdamW"
+
+
+def test_the_widgets_page_gives_the_presets_as_presets_py_has_them():
+    """docs/widgets.md said preset="Learns in 30 steps" and AdamW 0.01 long after both had changed: its presets
+    table (values and claims), the builder's default and its summary example are checked against the code."""
+    from rlnb.widgets import LESSONS, PRESETS, OptimizerBuilder
+    from rlnb.widgets.presets import DEFAULT_PRESET
+
+    page = (ROOT / "docs" / "widgets.md").read_text()
+    table = page[page.index("| preset | values (Adam session / Muon session) |") :].split("\n\n")[0]
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table.splitlines()[2:]]
+    assert [name for name, _, _ in rows] == [f"**{n}** (default)" if n == DEFAULT_PRESET else n for n in PRESETS]
+    for (_, values, claim), (name, preset) in zip(rows, PRESETS.items(), strict=True):
+        assert values == _preset_values(preset), name
+        assert claim == LESSONS[name].claim, name
+    assert f'preset="{DEFAULT_PRESET}"' in page
+    named = set(re.findall(r"preset ([A-Z][\w ()]+?steps)", page)) | set(re.findall(r"Learns in \d+ steps", page))
+    assert named <= set(PRESETS), named
+    b = OptimizerBuilder("muon", total_steps=30)
+    b.sched_kind.value, b.warmup.value = "cosine", 3
+    assert f"`{b.summary}`" in page

@@ -84,7 +84,7 @@ def run_batched(
     keep_weights: bool = False,
     **options: Any,
 ) -> list[MemberResult]:
-    """Train every member for ``steps`` RL steps of ``task`` (default: the demo's digits task) as one
+    """Train every member for ``steps`` RL steps of ``task`` (default: the digits task, ``digits_task()``) as one
     ensemble; one result per member, in order.
 
     ``model`` is ``"tiny"`` or ``"small"``, ``optimizer`` ``"adam"`` or ``"muon"``. Each member's History

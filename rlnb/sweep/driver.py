@@ -47,7 +47,7 @@ def sweep(
     ``rlnb.connect``'s options for every trial (``api_key``, ``model_resources_id``, ``sinks``, ...):
 
     * ``TrialOptions`` (``trial_options``): ``seeds`` (default ``(0,)``), ``steps`` (20), ``task`` (a
-      ``Task`` or a reward function; default the demo's digits task), ``target`` (``"local"`` or a URL),
+      ``Task`` or a reward function; default the digits task, ``digits_task()``), ``target`` (``"local"`` or a URL),
       ``schedule``, ``objective`` (``"reward"``, maximised, or ``"loss"``, minimised; the mean of the last
       5 steps).
     * ``SearchOptions`` (``search_options``): ``search="optuna"`` runs ``n_trials`` trials whose configs

@@ -60,7 +60,7 @@ def lr_find(
     ``task``, ``step_fn``, ``objective``, ``seed``; a name wins over ``range_test`` given whole), then
     ``connect``'s (``target``, ``runs_dir``, ``model``, ``threads``, ...) for the session the test runs on. Without
     ``runs_dir`` a session's copy records beside its run (nowhere when it records nothing), not in ./rlnb-runs.
-    A step is one RL step of ``task`` (default: the demo's) reporting the mean reward or the loss
+    A step is one RL step of ``task`` (default: the digits task) reporting the mean reward or the loss
     (``objective``), or your ``step_fn(session, params, i)``. ``stop`` ends it early; ``progress(done,
     total)`` after each step. Nothing is applied anywhere.
 

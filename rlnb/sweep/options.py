@@ -40,8 +40,9 @@ StepFn = Callable[[Session, OptimizerParams, int], float]
 class TrialOptions:
     """Each trial: ``steps`` RL steps of ``task`` on ``target``, once per seed in ``seeds``.
 
-    ``task`` is a ``Task`` or a reward function ``reward(prompt, completion) -> float`` used with the demo's
-    prompts (default: the demo's digits task). ``target`` is ``"local"`` or a URL (Together, ``rlnb serve``).
+    ``task`` is a ``Task`` or a reward function ``reward(prompt, completion) -> float`` used with the digits
+    task's prompts (default: the digits task, ``digits_task()``). ``target`` is ``"local"`` or a URL (Together,
+    ``rlnb serve``).
     ``schedule`` scales each step's learning rate. ``objective`` is what a trial reports and is judged by:
     ``"reward"`` (maximised) or ``"loss"`` (minimised), the mean of the last 5 steps."""
 
@@ -137,7 +138,7 @@ class ExecutorOptions:
 class RangeTestOptions:
     """What ``lr_find`` runs: ``steps`` steps (an integer in ``RANGE_TEST_STEPS``) as the rate grows from
     ``start_lr`` to ``end_lr`` (finite and > 0; None: the optimizer's default range), each one RL step of
-    ``task`` (default: the demo's digits task) reporting ``objective`` (the mean reward, or the loss), or your
+    ``task`` (default: the digits task) reporting ``objective`` (the mean reward, or the loss), or your
     ``step_fn(session, params, i)``; step i samples with ``seed``."""
 
     start_lr: float | None = None

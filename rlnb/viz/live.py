@@ -28,6 +28,7 @@ import numpy as np
 from rlnb._options import check_int, check_seconds
 from rlnb.history import History
 from rlnb.history.steplog import StepRow
+from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz.draw import CLIP_HEADROOM, check_ema
 from rlnb.viz.livefig import Panel, Series
 from rlnb.viz.livetables import RL_TABLE, completions_html, ops_html, rl_html, steps_html
@@ -48,7 +49,8 @@ _NONE = np.empty(0)
 
 class LiveView:
     """Panels for each of ``metrics`` (figures given to ``history.log``; ``None``: every one, as it
-    appears), the loss (``loss=False`` leaves it out: the GRPO loss is ≈0 by construction, watch the
+    appears; the ``reward`` panel draws ``eval/accuracy`` too, as the overview does, unless it has a panel of its
+    own), the loss (``loss=False`` leaves it out: the GRPO loss is ≈0 by construction, watch the
     reward), the pre-clip gradient norm (Muon runs also their two partial norms; the clip threshold
     while clipping is on) and the learning rate; below them the latest ``rows`` optimizer steps, the raw
     operations and the RL metrics (``rlnb.tasks.RL_METRICS``, as ``rl_step`` logs them) one tab away, and
@@ -136,7 +138,11 @@ class LiveView:
 
     def _add_panel(self, name: str, title: str, color: str) -> None:
         panel = Panel(title, legend=name == "grad_norm")
-        if name == "grad_norm":
+        if name == "reward" and EVAL_ACCURACY not in self.metrics:  # the held-out accuracy beside the reward
+            self._lines(panel, name, color, "reward (train)")
+            panel.line(EVAL_ACCURACY, color="C3", ms=4, label="eval accuracy (held out)", zorder=3)
+            self.series[EVAL_ACCURACY] = Series(self.ema)
+        elif name == "grad_norm":
             muon = self.history.config.get("optimizer") == "muon"
             for col, (c, label) in NORMS.items():
                 if muon or col == "grad_norm":
@@ -238,6 +244,10 @@ class LiveView:
             for name, value in entry.items():
                 if name == "step":
                     continue
+                if name == EVAL_ACCURACY and name in self.series and name not in self.metrics:  # on the reward panel
+                    self.series[name].add(entry["step"], value)
+                    changed.add("reward")
+                    continue
                 if self.auto and name not in self.panels and name not in RL_TABLE:
                     self.metrics.append(name)
                     self._add_panel(name, name, "C2" if len(self.metrics) == 1 else f"C{(len(self.metrics) + 3) % 10}")
@@ -254,10 +264,12 @@ class LiveView:
         for key in keys:
             s = self.series[key]
             raw = panel.lines[key]
-            panel.set(key, *s.raw.xy())
-            ex, ey = s.smooth.xy() if smooth else (_NONE, _NONE)  # the EMA is drawn only when shown
-            panel.set(key + ":ema", ex, ey, visible=smooth, markers=False)
-            raw.set_alpha(0.35 if smooth else 1.0)
+            smoothed = key + ":ema" in panel.lines  # all but the held-out accuracy: a few points, never smoothed
+            panel.set(key, *s.raw.xy(), visible=smoothed or s.n > 0)
+            if smoothed:
+                ex, ey = s.smooth.xy() if smooth else (_NONE, _NONE)  # the EMA is drawn only when shown
+                panel.set(key + ":ema", ex, ey, visible=smooth, markers=False)
+                raw.set_alpha(0.35 if smooth else 1.0)
             lo, hi = min(lo, s.lo), max(hi, s.hi)
             if s.n:
                 x_last = max(x_last, s.last_x)
@@ -269,6 +281,9 @@ class LiveView:
             panel.legend([k + ":ema" if smooth else k for k in keys] + ["grad_clip_norm"])
         elif not math.isfinite(hi):
             note = f"no {name!r} logged yet" if name in self.metrics else "no completed optimizer step yet"
+        if name == "reward" and EVAL_ACCURACY in panel.lines:  # a legend once the held-out accuracy is there
+            shown = [f"reward{':ema' if smooth else ''}", EVAL_ACCURACY] if self.series[EVAL_ACCURACY].n else []
+            panel.legend(shown, inside=True)
         panel.set_log(log_y and hi > 0)  # a log axis needs a positive point: until one comes, it stays linear
         panel.set_note(note)
         panel.set_limits(x_last, lo, hi)

@@ -224,8 +224,9 @@ class Panel:
         new = self._ylim_fits
         return (10 ** new[0], 10 ** new[1]) if log else new
 
-    def legend(self, keys: Sequence[str]) -> None:
-        """Show a legend of the lines ``keys`` (visible ones), redrawn only when the set changes."""
+    def legend(self, keys: Sequence[str], inside: bool = False) -> None:
+        """Show a legend of the lines ``keys`` (visible ones), redrawn only when the set changes: right of the
+        axes (the figure made with ``legend=True`` has room there), or ``inside`` them where the lines are not."""
         keys = tuple(k for k in keys if self.lines[k].get_visible())
         if keys != self._legend_keys or self.ax.get_legend() is None and keys:
             self._legend_keys = keys
@@ -236,8 +237,7 @@ class Panel:
                 legend = self.ax.legend(
                     [self.lines[k] for k in keys],
                     [str(self.lines[k].get_label()) for k in keys],
-                    loc="upper left",
-                    bbox_to_anchor=(1.02, 1.0),
+                    **({"loc": "best"} if inside else {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)}),
                     fontsize="x-small",
                     frameon=False,
                 )

@@ -2,13 +2,14 @@
 
 The params object is the one source of truth, validated by the same rules (errors name the field,
 and the field itself turns red), previewed as the exact JSON body, with a learning-rate schedule and
-its plot. Presets teach: each says what a run with it does on the demo task (``rlnb.widgets.presets``).
+its plot. Presets teach: each says what a run with it does on the first-letter task (``rlnb.widgets.presets``).
 Folded (the default), the form is one line that says what will be sent: optimizer, rate(s), schedule,
 preset — so that a schedule set in another cell is never a surprise, and the form fits a laptop screen.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Callable
@@ -191,7 +192,6 @@ class OptimizerBuilder:
         finally:
             self._quiet = False
         self._applied, self.modified = name, False
-        self.lesson.value = f"<span style='color:#555'>{LESSONS[name].text}</span>"
         self._changed()
 
     def get_schedule(self) -> Schedule:
@@ -288,6 +288,8 @@ class OptimizerBuilder:
             except ValueError:  # matplotlib cannot tick rates near the largest float (1e308): no plot, all else
                 self.schedule_plot.layout.display = "none"  # (summary, Find LR, the panel's buttons) follows
         params = self.params if body is not None else None
+        lesson = html.escape(LESSONS[self._applied].text(self.kind), quote=False)  # this tab's: the values differ
+        self.lesson.value = f"<span style='color:#555'>{lesson}</span>"
         self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value), len(self.errors)))
         self.lr_finder.sync()
         for cb in list(self._callbacks):

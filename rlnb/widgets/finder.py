@@ -1,7 +1,8 @@
 """The builder's "Find LR" controls: a learning-rate range test from the form, and Muon's lr units.
 
 **Find LR** runs ``rlnb.sweep.lr_find`` on a background thread, on a copy of the RunPanel's session
-(else a fresh local session of ``model``); errors show in the status line and in ``.error``. Its
+(else a fresh local session of ``model``), probing the panel's task (a builder on its own: ``lr_find``'s default,
+the digits task), which its status line names; errors show in the status line and in ``.error``. Its
 suggestion (Muon: with the AdamW rate at the config's ratio) shows beside the plot and changes nothing
 until **Apply** is clicked. While the builder is invalid, Find LR is disabled and says why.
 
@@ -46,7 +47,8 @@ class Form(Protocol):
 
 class LRFinderControls:
     """``session`` (set by the RunPanel) is what a range test copies; without one it runs on a fresh
-    local session of ``model``. ``options`` go to ``lr_find`` (``steps``, ``task``, ``start_lr``, ...).
+    local session of ``model``. ``options`` go to ``lr_find`` (``steps``, ``task``, ``start_lr``, ...; a RunPanel
+    sets ``task`` to its own, else ``lr_find`` runs the digits task: the status line says which).
     ``result`` is the last ``LRFind``; ``apply()`` (the Apply button) puts its suggestion in the form."""
 
     def __init__(self, builder: Form, model: Any = "tiny"):
@@ -77,6 +79,7 @@ class LRFinderControls:
         self._going = threading.Event()
         self._halt = threading.Event()  # ends the range test in flight after its step (``stop``)
         self._said = ""  # the status of the last range test, shown again once the form is valid
+        self._probe = ""  # what the range test in flight runs, for its status line
         self._converting = False
         self.button.on_click(lambda _: self.start())
         self.apply_button.on_click(lambda _: self.apply())
@@ -176,7 +179,7 @@ class LRFinderControls:
 
     def _progress(self, done: int, total: int) -> None:
         if not self._halt.is_set():
-            self._say(f"range test running … {done}/{total} steps")
+            self._say(f"range test of {self._probe} running … {done}/{total} steps")
 
     def run(self) -> Any:
         """Run the range test now (in this thread). Shows the suggestion; applies nothing. ``RuntimeError``
@@ -200,7 +203,8 @@ class LRFinderControls:
             if kind == "muon":
                 options.setdefault("muon_scaling", self.scaling.value)
         self.apply_button.disabled = True
-        self._say("range test running …")
+        self._probe = html.escape(self.probe())
+        self._say(f"range test of {self._probe} running …")
         try:
             result = lr_find(self.builder.params, self.session, **options)
         finally:
@@ -208,19 +212,29 @@ class LRFinderControls:
         self.plot.value = png(result.figure())
         self.plot.layout.display = None
         self.result = result
-        self._said = html.escape(self.describe(result))
+        self._said = html.escape(self.describe(result, self.probe()))
         self._say(self._said)
         self.apply_button.disabled = result.params is None
         return result
 
+    def probe(self) -> str:
+        """What a range test runs, in words: ``the first_letter task`` (a RunPanel's), ``the digits task``
+        (``lr_find``'s default), ``your step_fn``."""
+        from rlnb.tasks import digits_task
+
+        if self.options.get("step_fn") is not None:
+            return "your step_fn"
+        return f"the {getattr(self.options.get('task') or digits_task(), 'name', '?')} task"
+
     @staticmethod
-    def describe(result: Any) -> str:
-        """What the status line says about a range test."""
+    def describe(result: Any, probe: str = "") -> str:
+        """What the status line says about a range test (of ``probe``, named when given)."""
         if result.suggestion is None:
-            return result.reason
+            return result.reason + (f" ({probe})" if probe else "")
         rates = f"lr {result.suggestion:g}"
         if result.adam_ratio is not None:
             rates += f" (AdamW {result.params.adam.learning_rate:g})"
+        rates += f" on {probe}" if probe else ""
         why, *more = result.reason.split("; ")
         ended = "".join(f" ({part})" for part in more if part.startswith("ended early"))  # stopped, failed
         # measured (bench/bench_lessons.py): held for 40 steps, the suggestion learned on none of seeds 0-9

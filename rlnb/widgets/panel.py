@@ -42,7 +42,8 @@ class RunPanel:
     gets its floor rate) the panel says so, once, in an orange line (``warnings`` keeps what it said).
     By default a step is one RL step of ``task`` (the first-letter task, which the presets' lessons are
     measured on) and logs its mean reward (and, every 10 steps of a verifiable task, its held-out accuracy), and
-    the live view shows reward and gradient norm (not the GRPO loss, ≈0 by construction); pass
+    the live view draws the reward (the held-out accuracy on its axes) and gradient norm (not the GRPO loss, ≈0
+    by construction; the learning rate is in the schedule line and the steps table); pass
     ``step_fn`` for your own loop (the view then shows the loss, the learning rate and every figure you
     return). Runs go on a background thread, so the kernel stays free and Stop works mid-run (between
     steps). Any exception in a step stops the run and shows in the status line and in ``error``: a

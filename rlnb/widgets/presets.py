@@ -13,12 +13,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb.params import ADAM_FIELDS, MUON_FIELDS
+from rlnb.tasks import first_letter_task
 from rlnb.tasks.lesson import LessonRun
+from rlnb.wire import optimizer_kind
 
 LESSON_STEPS = 40
 """RL steps a preset's claim is made for."""
 REWARD_BARELY = 0.05
 """A training reward below this has barely moved (a random policy scores ~1/256 on first_letter)."""
+LEARNS_ACCURACY, LEARNS_REWARD = 0.8, 0.4
+"""Held-out accuracy and training reward at or above which a run has learned."""
+COLLAPSED_DISTINCT, CHANCE_MARGIN = 1.5, 0.1
+"""A collapsed run: at most this many distinct completions per group, and held-out accuracy at most chance + this."""
 
 
 def _preset(adam: tuple[float, float, float, float, float, float], muon: tuple[float, float, int, float, float]) -> Any:
@@ -64,15 +70,23 @@ def differs(groups: Iterable[tuple[dict[str, Any], str]], values: dict[str, dict
 
 @dataclass(frozen=True)
 class Lesson:
-    """What a preset teaches (``text``, shown beside it) and the check of one measured run against it."""
+    """What a preset teaches, said per optimizer (its values differ: a text citing Together's example or Keller
+    Jordan's defaults is about one optimizer), and the check of one measured run against it."""
 
-    text: str
+    claim: str
+    """What a run with the preset does, for either optimizer: what ``holds`` checks, no more."""
+    values: dict[str, str]
+    """By optimizer kind (``"adam"``, ``"muon"``): the values a session of that kind trains with, and their source."""
     holds: Callable[[LessonRun, float], bool]
     """``holds(run, chance)``: ``chance`` is the task's collapsed-policy accuracy (0.25 on first_letter)."""
 
+    def text(self, kind: str) -> str:
+        """The line beside the preset on a form of optimizer ``kind`` (``ValueError`` naming ``kind`` otherwise)."""
+        return f"{self.values[optimizer_kind(kind, 'kind')]}: {self.claim}"
+
 
 def _learns(run: LessonRun, chance: float) -> bool:
-    return not run.failed and run.final_accuracy >= 0.8 and run.final_reward >= 0.4
+    return not run.failed and run.final_accuracy >= LEARNS_ACCURACY and run.final_reward >= LEARNS_REWARD
 
 
 def _barely(run: LessonRun, chance: float) -> bool:
@@ -80,21 +94,52 @@ def _barely(run: LessonRun, chance: float) -> bool:
 
 
 def _collapses(run: LessonRun, chance: float) -> bool:
-    return bool(run.failed) or (run.distinct <= 1.5 and run.final_accuracy <= chance + 0.1)
+    return bool(run.failed) or (run.distinct <= COLLAPSED_DISTINCT and run.final_accuracy <= chance + CHANCE_MARGIN)
 
 
+def _rates(name: str) -> dict[str, str]:
+    """The rates each optimizer's session gets from preset ``name``, in words (so a text cannot go stale)."""
+    adam, muon, aux = (PRESETS[name][k]["learning_rate"] for k in ("adam", "muon", "muon.adam"))
+    return {"adam": f"AdamW lr {adam:g}", "muon": f"Muon lr {muon:g}, AdamW {aux:g} for the rest"}
+
+
+def _lesson(name: str, holds: Callable[[LessonRun, float], bool], claim: str, **said: str) -> Lesson:
+    """``said``: by optimizer, how to introduce its rates (``{}`` stands for them); default, the rates alone."""
+    return Lesson(claim, {k: said.get(k, "{}").format(v) for k, v in _rates(name).items()}, holds)
+
+
+_REWARD = "training reward (the mean of the last 5 steps)"
+CHANCE = first_letter_task().chance
+"""What a collapsed policy scores on the first-letter task, which the texts are about (0.25)."""
 LESSONS: dict[str, Lesson] = {
-    DEFAULT_PRESET: Lesson(
-        f"learns the first-letter task: held-out accuracy ≥ 0.8 and training reward ≥ 0.4 by step {LESSON_STEPS}",
-        _learns),
-    "Together docs": Lesson(
-        f"sized for large models: on this tiny model the training reward stays below {REWARD_BARELY} for "
-        f"{LESSON_STEPS} steps (lr 1e-4 is far too small here)", _barely),
-    "Keller Jordan Muon": Lesson(
-        f"Muon's own defaults: AdamW at 3e-4 holds the embeddings and the head back, so the training reward "
-        f"stays below {REWARD_BARELY} for {LESSON_STEPS} steps", _barely),
-    TOO_HIGH: Lesson(
-        "far too high, clipping off: the policy collapses onto one answer for every prompt (completions stop "
-        "varying) and held-out accuracy ends at chance or below — or the loss turns non-finite", _collapses),
+    DEFAULT_PRESET: _lesson(
+        DEFAULT_PRESET,
+        _learns,
+        f"learns the first-letter task — at step {LESSON_STEPS}, held-out accuracy ≥ "
+        f"{LEARNS_ACCURACY} and {_REWARD} ≥ {LEARNS_REWARD}",
+    ),
+    "Together docs": _lesson(
+        "Together docs",
+        _barely,
+        f"at step {LESSON_STEPS} the {_REWARD} is still below {REWARD_BARELY}",
+        adam="Together's example for Adam ({}, weight decay 0.1, clip 10)",
+        muon="{} (weight decay 0.1, as Together's AdamW example), clip 10",
+    ),
+    "Keller Jordan Muon": _lesson(
+        "Keller Jordan Muon",
+        _barely,
+        f"at step {LESSON_STEPS} the {_REWARD} is still below {REWARD_BARELY}",
+        adam="{}, eps 1e-10, no clipping: the AdamW of Keller Jordan's Muon defaults, here on every weight",
+        muon="Keller Jordan's Muon defaults: {}, eps 1e-10, no clipping",
+    ),
+    TOO_HIGH: _lesson(
+        TOO_HIGH,
+        _collapses,
+        f"far too high — the run fails (a non-finite loss, say) or at step {LESSON_STEPS} "
+        f"the policy has collapsed — at most {COLLAPSED_DISTINCT} distinct completions per group of 16 and "
+        f"held-out accuracy ≤ {CHANCE + CHANCE_MARGIN:g} (chance {CHANCE:g} + {CHANCE_MARGIN:g})",
+        adam="{}, no clipping",
+        muon="{}, no clipping",
+    ),
 }
 """The lesson of each preset, checked on seeds 0-9 by bench/bench_lessons.py."""

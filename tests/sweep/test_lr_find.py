@@ -571,6 +571,33 @@ def test_a_suggestion_says_when_its_test_ended_early():
     assert said.startswith("suggested lr 0.01 — steepest ascent of the smoothed reward (ended early: stopped after 2")
 
 
+def test_find_lr_names_the_task_it_probes(monkeypatch):
+    """A builder on its own probes lr_find's default, the digits task, which its docstrings called "the demo's" (the
+    demo trains first_letter) and its status line never named; a RunPanel's probes the panel's task."""
+    seen = []
+
+    def fake_lr_find(base, session, **options):
+        options["progress"](1, 30)
+        seen.append((getattr(options.get("task"), "name", None), finder.status.value))
+        return LRFind([1e-3, 1e-2], [0.0, 1.0], [0.0, 1.0], 0.01, "reward", "adam", None, "steepest ascent of it")
+
+    monkeypatch.setattr(rlnb.sweep, "lr_find", fake_lr_find)
+    finder = OptimizerBuilder("adam").lr_finder
+    finder.run()
+    assert seen[-1] == (None, "range test of the digits task running … 1/30 steps")  # lr_find's default: digits
+    assert finder.status.value.startswith("suggested lr 0.01 on the digits task — steepest ascent of it")
+    with rlnb.Session(FakeBackend("adam"), record=False) as session:
+        panel = RunPanel(session, every=0.05)
+        finder = panel.builder.lr_finder
+        finder.run()
+        assert seen[-1] == ("first_letter", "range test of the first_letter task running … 1/30 steps")
+        assert "suggested lr 0.01 on the first_letter task" in finder.status.value
+        finder.options["step_fn"] = lambda s, p, i: 1.0
+        finder.run()
+        assert seen[-1][1] == "range test of your step_fn running … 1/30 steps"
+        panel.close()
+
+
 @pytest.mark.slow  # a Muon range test (~2 s)
 def test_apply_puts_a_muon_suggestion_in_the_units_the_form_is_in_now():
     """A suggestion found in "original" units, applied after the units were switched to "match_adam", went in

@@ -654,6 +654,32 @@ def test_live_view_rl_metrics_tab_and_no_automatic_panel_per_rl_metric(tmp_path)
     view.close()
 
 
+def test_live_view_draws_the_held_out_accuracy_on_the_reward_panel():
+    """docs/tasks.md: eval/accuracy is drawn beside the reward by the overview *and the live view*; the live view
+    drew it nowhere unless asked for a panel of its own (RunPanel's view: the reward only)."""
+    from rlnb.tasks import EVAL_ACCURACY
+
+    h = History()
+    view = LiveView(h, metrics=("reward",), every=0)
+    reward = view.panels["reward"]
+    assert not reward.lines[EVAL_ACCURACY].get_visible() and reward.ax.get_legend() is None  # nothing yet
+    h.log(0, **{EVAL_ACCURACY: 0.25})  # a baseline before training, as lesson.train logs it
+    for step in range(1, 11):
+        h.log(step, reward=step / 20)
+    h.log(10, **{EVAL_ACCURACY: 0.9})
+    view.refresh()
+    assert list(view.panels) == ["reward", "loss", "grad_norm", "learning_rate"]  # no panel more
+    assert EVAL_ACCURACY not in view.panels and reward.lines[EVAL_ACCURACY].get_visible()
+    assert line(view, "reward", EVAL_ACCURACY).tolist() == [[0.0, 0.25], [10.0, 0.9]]
+    assert [t.get_text() for t in reward.ax.get_legend().get_texts()] == ["reward (train)", "eval accuracy (held out)"]
+    assert reward.ax.get_ylim()[1] > 0.9  # the accuracy is in view
+    view.close()
+    own = LiveView(h, metrics=("reward", EVAL_ACCURACY), every=0)  # asked for: a panel of its own, drawn once
+    assert EVAL_ACCURACY not in own.panels["reward"].lines
+    assert line(own, EVAL_ACCURACY, EVAL_ACCURACY).tolist() == [[0.0, 0.25], [10.0, 0.9]]
+    own.close()
+
+
 def test_one_metric_given_as_a_string_is_one_panel():
     """``metrics="reward"`` drew panels r, e, w, a, d."""
     h = History()

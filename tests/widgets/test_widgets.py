@@ -1,11 +1,13 @@
 """Widgets driven as a person would, through `.value` and `.click()`, on sessions of ``FakeBackend``: what the
 widgets send and show, not what the engine computes."""
 
+import html
 import json
 import math
 import re
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -13,11 +15,12 @@ import pytest
 
 import rlnb
 from rlnb.schedule import Schedule
-from rlnb.tasks import digits_task, rl_step
+from rlnb.tasks import EVAL_ACCURACY, digits_task, first_letter_task, rl_step
+from rlnb.tasks.lesson import LessonRun
 from rlnb.testing import FakeBackend
 from rlnb.widgets import LESSONS, PRESETS, OptimizerBuilder, RunPanel
 from rlnb.widgets.controls import INVALID
-from rlnb.widgets.presets import DEFAULT_PRESET
+from rlnb.widgets.presets import DEFAULT_PRESET, TOO_HIGH
 from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
 
 
@@ -560,6 +563,37 @@ def test_the_panel_is_compact_and_made_for_rl(panel_session):
     custom.close()
 
 
+def test_the_panel_draws_the_held_out_accuracy_its_steps_measure(panel_session):
+    """Notebook 05 and docs/tasks.md: the panel measures the held-out accuracy every 10 steps and the live view
+    draws it beside the reward. It was drawn nowhere: seen for one step in the status line, then gone."""
+    panel = RunPanel(panel_session, every=0.05)
+    assert panel.start(10) and panel.join(60) and panel.error is None
+    panel.live.refresh()
+    reward = panel.live.panels["reward"]
+    x, y = reward.lines[EVAL_ACCURACY].get_data()
+    logged = panel_session.history.logged[EVAL_ACCURACY].dropna().tolist()
+    assert list(x) == [10] and list(y) == logged and len(logged) == 1
+    assert reward.lines[EVAL_ACCURACY].get_visible() and reward.ax.get_legend() is not None
+    assert list(panel.live.panels) == ["reward", "grad_norm"]  # on the reward's axes: the panel still fits a laptop
+    panel.close()
+
+
+def test_notebook_05_says_what_the_panels_live_view_draws(panel_session):
+    """Notebook 05 said the live view shows the learning rate: the panel draws no such plot (two plots side by
+    side keep it on a laptop's screen); the rate is in the schedule line and the steps table's lr column."""
+    cells = json.loads((Path(__file__).parents[2] / "notebooks" / "05-widgets.ipynb").read_text())["cells"]
+    said = next(t for t in ("".join(c["source"]) for c in cells) if "The live view draws" in t)
+    drawn = said.split("The live view draws")[1].split("— not")[0]
+    assert "reward" in drawn and "held-out accuracy" in drawn and "gradient norm" in drawn
+    assert "learning" not in drawn and "rate is in the line beside the status" in said and "`lr` column" in said
+    panel = RunPanel(panel_session, every=0.05)
+    assert panel.start(1) and panel.join(60)
+    panel.live.refresh()
+    assert list(panel.live.panels) == ["reward", "grad_norm"]
+    assert ">lr</th>" in panel.live.steps_table.value and "lr " in panel.schedule_line.value
+    panel.close()
+
+
 # -- the builder's small ones ----------------------------------------------------------------------
 
 
@@ -598,12 +632,43 @@ def test_a_preset_shows_modified_once_edited():
     assert not b.modified and b.adam["beta1"].value == 0.9 and list(b.preset.options) == list(PRESETS)
 
 
-def test_each_preset_says_what_to_expect():
-    b = OptimizerBuilder("adam")
+def test_each_preset_says_what_to_expect_for_the_optimizer_shown():
+    """Together's example and Keller Jordan's defaults are about one optimizer each: an Adam session was told
+    "lr 1e-4 is far too small" under Muon 0.02, a Muon one "AdamW at 3e-4 holds the head back" of plain AdamW."""
     assert set(LESSONS) == set(PRESETS)
-    for name in PRESETS:
-        b.preset.value = name
-        assert LESSONS[name].text in b.lesson.value
+    for kind in ("adam", "muon"):
+        b = OptimizerBuilder(kind)
+        for name in PRESETS:
+            b.preset.value = name
+            assert html.escape(LESSONS[name].text(kind), quote=False) in b.lesson.value
+    b = OptimizerBuilder("adam", preset="Keller Jordan Muon")
+    assert "AdamW lr 0.0003" in b.lesson.value and "here on every weight" in b.lesson.value
+    b.kind = "muon"  # the tab switched: its lesson
+    assert "Muon lr 0.02, AdamW 0.0003" in b.lesson.value and "every weight" not in b.lesson.value
+    assert "Together's example for Adam (AdamW lr 0.0001" in LESSONS["Together docs"].text("adam")
+    assert LESSONS["Together docs"].text("muon").startswith("Muon lr 0.02, AdamW 0.0001 for the rest")
+    with pytest.raises(ValueError, match="kind must be one of adam, muon, got 'sgd'"):
+        LESSONS[DEFAULT_PRESET].text("sgd")
+
+
+def test_each_lesson_text_claims_what_its_check_verifies():
+    """The "Too high" text said "held-out accuracy ends at chance or below" while its check allows chance + 0.1;
+    "stays below 0.05 for 40 steps" while the check reads the mean of the last 5 steps."""
+    chance = first_letter_task().chance
+    edge = LessonRun(accuracy={40: chance + 0.1}, rewards=[0.3] * 40, distinct=1.5)
+    assert LESSONS[TOO_HIGH].holds(edge, chance)  # what the check lets through, the text must allow
+    early = LessonRun(accuracy={40: 0.3}, rewards=[0.5] + [0.0] * 39, distinct=3.0)
+    assert LESSONS["Together docs"].holds(early, chance)  # a reward of 0.5 at step 1 passes
+    for kind in ("adam", "muon"):
+        text = LESSONS[TOO_HIGH].text(kind)
+        assert "≤ 0.35 (chance 0.25 + 0.1)" in text and "chance or below" not in text
+        assert "at most 1.5 distinct completions per group of 16" in text and "fails" in text
+        for name in ("Together docs", "Keller Jordan Muon"):
+            said = LESSONS[name].text(kind)
+            assert "stays" not in said and "at step 40 the training reward (the mean of the last 5 steps)" in said
+        assert "held-out accuracy ≥ 0.8 and training reward (the mean of the last 5 steps) ≥ 0.4" in (
+            LESSONS[DEFAULT_PRESET].text(kind)
+        )
 
 
 def test_valid_is_never_shown_next_to_an_error():
