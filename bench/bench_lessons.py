@@ -250,7 +250,8 @@ def main() -> None:
         by = {lr: [t for t in trials if t["lr"] == lr] for lr in SWEEP["rates"]}
         small, right, large = SWEEP["rates"]
         checks = {
-            small: ("too small: the training reward stays below 0.05", lambda t: t["final_reward"] < 0.05),
+            small: (f"too small: at step {SWEEP['steps']} the training reward (mean of the last 5 steps) is still "
+                    "below 0.05", lambda t: t["final_reward"] < 0.05),
             right: ("right: the training reward reaches >= 0.4", lambda t: t["final_reward"] >= 0.4),
             large: (f"too large: the training reward ends at or below {chance + 0.1:.2f} (a constant letter scores "
                     f"{chance:.2f}), or the run fails", lambda t: t["status"] != "COMPLETED"
