@@ -224,7 +224,7 @@ class History:
             self.store.write_metrics(row)
         else:
             self._said_memory_only()
-        self._log_listeners.tell(row)
+        self._log_listeners.tell_logging(row, "history.on_log")
 
     def _said_memory_only(self) -> None:
         if self.loaded_from is not None and not self.memory_only_said:
@@ -252,7 +252,8 @@ class History:
         return self._completions.latest()
 
     def on_log(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
-        """Call ``callback(row)`` after every ``log()``; returns a function that unsubscribes."""
+        """Call ``callback(row)`` after every ``log()`` (one that raises is logged, as ``on_record``'s); returns a
+        function that unsubscribes."""
         return self._log_listeners.add(callback)
 
     def on_read(self, callback: Callable[[None], None]) -> Callable[[], None]:
