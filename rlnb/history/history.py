@@ -34,7 +34,7 @@ from rlnb.history.reading import loads
 from rlnb.history.record import Record, as_row, fold_output
 from rlnb.history.runconfig import RUN_FIELDS, continued_at
 from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run, warn_memory_only
-from rlnb.history.steplog import StepLog, logged_figures
+from rlnb.history.steplog import NO_STEP, StepLog, logged_figures
 from rlnb.history.store import RunStore
 from rlnb.history.tables import OpsTable, summary_html
 
@@ -212,7 +212,7 @@ class History:
             return at
         return min(at, max(rec.submitted_at, self._last_finished))
 
-    def log(self, step: int, **metrics: float) -> None:
+    def log(self, step: int = NO_STEP, /, **metrics: float) -> None:
         """Record your own per-step figures (e.g. ``reward=0.4``) next to the operations. Refused with a
         ``ValueError``, before anything is recorded: a step that is not an integer >= 0, a figure that is not a
         real number, or one named like a column of the steps table (``loss`` is the forward-backwards' own)."""
