@@ -234,7 +234,8 @@ class History:
     def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
         """Keep an RL step's completions (``prompt``, ``completion``, ``reward``, ``advantage``, ...; see
         ``rlnb.history.completion_log.COLUMNS``); call it before ``log`` so a live view sees both at once. A row
-        the table cannot hold (a column missing or of another type) is a ``ValueError``, before anything is kept."""
+        the table cannot hold (a column missing, unknown or of another type, a negative ``length``) is a
+        ``ValueError`` naming the row and the column, before anything is kept."""
         batch = checked(step, rows)
         self._completions.add(batch)
         if self.store:
