@@ -5,9 +5,9 @@ may submit. A watchdog turns a hang into a failure."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import signal
-import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager

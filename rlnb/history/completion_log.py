@@ -80,11 +80,11 @@ def checked(step: Any, rows: Iterable[Any]) -> list[dict[str, Any]]:
         raise ValueError(f"history.log_completions: step must be an integer >= 0 and < 2**63, got {step!r}"[:300])
     batch = []
     for i, given in enumerate(rows):
-        bad: list[str] = [] if not isinstance(given, Mapping) else _not_a_row(given)
-        line = row({"step": int(step), **given} | {"step": int(step)}, bad) if isinstance(given, Mapping) and not bad else None
+        bad: list[str] = _not_a_row(given) if isinstance(given, Mapping) else [f"{given!r} is not a dict"]
+        line = None if bad else row({"step": int(step), **given} | {"step": int(step)}, bad)
         if line is None:
             kinds = ", ".join(f"{name} {kind.__name__}" for name, kind in COLUMNS.items() if name != "step")
-            problem = bad[0] if bad else f"{given!r} is not a dict"
+            problem = bad[0]
             raise ValueError(f"history.log_completions: rows[{i}]: {problem}; a row holds {kinds}"[:400])
         batch.append(line)
     return batch

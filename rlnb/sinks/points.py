@@ -1,10 +1,10 @@
 """The points and failures a sink receives, made from a History's records as ``History.steps`` does.
 
 One point per completed optim-step: the loss summed over the forward-backwards submitted since the
-optim-step before (in submission order; a failed one ends its step too, unless it kept the gradients), the pre-clip grad norm(s), the clip
-threshold, the learning rate and the step's compute time and wait (``rlnb.history.timing``); ``history.log``
-rows are points of their own, merged into their step's. Figures that are NaN (not reported) are left out. A
-failed operation of any kind is a ``Failure``.
+optim-step before (in submission order; a failed one ends its step too, unless it kept the gradients), the
+pre-clip grad norm(s), the clip threshold, the learning rate and the step's compute time and wait
+(``rlnb.history.timing``); ``history.log`` rows are points of their own, merged into their step's. Figures that
+are NaN (not reported) are left out. A failed operation of any kind is a ``Failure``.
 """
 
 from __future__ import annotations

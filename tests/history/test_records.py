@@ -774,7 +774,8 @@ def test_a_named_pipe_in_a_run_folder_never_hangs_a_load_or_a_session(tmp_path):
     (1, {"truncated": "no"}, "truncated = 'no'"),
     (1, {"prompt": 5}, "prompt = 5"),
     (1, {"completion": None}, "completion = None"),
-    (1, {"advantage": ...}, r"rows\[1\]: advantage missing"),  # these were kept: NaN, a column of its own, a length of -1
+    # these three were kept: as NaN, as a column of its own, as a length of -1
+    (1, {"advantage": ...}, r"rows\[1\]: advantage missing"),
     (1, {"advantage_": 0.5}, "'advantage_' is no column"),
     (1, {"length": -1}, r"length = -1 \(tokens: >= 0\)"),
     (-1, {}, "step must be an integer >= 0 and < 2\\*\\*63, got -1"),
