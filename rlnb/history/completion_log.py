@@ -74,19 +74,30 @@ def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def checked(step: Any, rows: Iterable[Any]) -> list[dict[str, Any]]:
     """``History.log_completions(step, rows)``'s rows with ``step``, or ``ValueError`` naming the first value the
-    table cannot hold (``COLUMNS``' types; a float may be None, for NaN): before anything is kept."""
+    table cannot hold (``COLUMNS``' types, each one given and no other; a float may be None, for NaN; ``length`` >= 0):
+    before anything is kept. A row's own ``step`` is the one given."""
     if isinstance(step, bool) or not hasattr(step, "__index__") or not 0 <= int(step) < INT64:
         raise ValueError(f"history.log_completions: step must be an integer >= 0 and < 2**63, got {step!r}"[:300])
     batch = []
     for i, given in enumerate(rows):
-        bad: list[str] = []
-        line = row({"step": int(step), **given} | {"step": int(step)}, bad) if isinstance(given, Mapping) else None
+        bad: list[str] = _not_a_row(given) if isinstance(given, Mapping) else [f"{given!r} is not a dict"]
+        line = None if bad else row({"step": int(step), **given} | {"step": int(step)}, bad)
         if line is None:
             kinds = ", ".join(f"{name} {kind.__name__}" for name, kind in COLUMNS.items() if name != "step")
-            problem = bad[0] if bad else f"{given!r} is not a dict"
+            problem = bad[0]
             raise ValueError(f"history.log_completions: rows[{i}]: {problem}; a row holds {kinds}"[:400])
         batch.append(line)
     return batch
+
+
+def _not_a_row(given: Mapping[Any, Any]) -> list[str]:
+    """What makes a given row no row of the table: a missing column (it was kept as NaN), one it has not (it became a
+    column of its own) or a negative ``length``; ``row`` checks the types."""
+    missing = [name for name in COLUMNS if name != "step" and name not in given]
+    unknown = [name for name in given if name not in COLUMNS]
+    length = given.get("length")
+    return ([f"{missing[0]} missing"] if missing else [f"{unknown[0]!r} is no column"] if unknown
+            else [f"length = {length!r} (tokens: >= 0)"] if _integer(length) and length < 0 else [])  # fmt: skip
 
 
 def row(line: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:

@@ -34,7 +34,7 @@ from rlnb.history.reading import loads
 from rlnb.history.record import Record, as_row, fold_output
 from rlnb.history.runconfig import RUN_FIELDS, continued_at
 from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run, warn_memory_only
-from rlnb.history.steplog import StepLog, logged_figures
+from rlnb.history.steplog import NO_STEP, StepLog, logged_figures
 from rlnb.history.store import RunStore
 from rlnb.history.tables import OpsTable, summary_html
 
@@ -212,7 +212,7 @@ class History:
             return at
         return min(at, max(rec.submitted_at, self._last_finished))
 
-    def log(self, step: int, **metrics: float) -> None:
+    def log(self, step: int = NO_STEP, /, **metrics: float) -> None:
         """Record your own per-step figures (e.g. ``reward=0.4``) next to the operations. Refused with a
         ``ValueError``, before anything is recorded: a step that is not an integer >= 0, a figure that is not a
         real number, or one named like a column of the steps table (``loss`` is the forward-backwards' own)."""
@@ -224,7 +224,7 @@ class History:
             self.store.write_metrics(row)
         else:
             self._said_memory_only()
-        self._log_listeners.tell(row)
+        self._log_listeners.tell_logging(row, "history.on_log")
 
     def _said_memory_only(self) -> None:
         if self.loaded_from is not None and not self.memory_only_said:
@@ -234,7 +234,8 @@ class History:
     def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
         """Keep an RL step's completions (``prompt``, ``completion``, ``reward``, ``advantage``, ...; see
         ``rlnb.history.completion_log.COLUMNS``); call it before ``log`` so a live view sees both at once. A row
-        the table cannot hold (a column missing or of another type) is a ``ValueError``, before anything is kept."""
+        the table cannot hold (a column missing, unknown or of another type, a negative ``length``) is a
+        ``ValueError`` naming the row and the column, before anything is kept."""
         batch = checked(step, rows)
         self._completions.add(batch)
         if self.store:
@@ -252,7 +253,8 @@ class History:
         return self._completions.latest()
 
     def on_log(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
-        """Call ``callback(row)`` after every ``log()``; returns a function that unsubscribes."""
+        """Call ``callback(row)`` after every ``log()`` (one that raises is logged, as ``on_record``'s); returns a
+        function that unsubscribes."""
         return self._log_listeners.add(callback)
 
     def on_read(self, callback: Callable[[None], None]) -> Callable[[], None]:

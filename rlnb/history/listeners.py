@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger("rlnb")
 
 
 class Listeners(Generic[T]):
@@ -35,3 +37,11 @@ class Listeners(Generic[T]):
                 error = error or exc
         if error is not None:
             raise error
+
+    def tell_logging(self, item: T, what: str) -> None:
+        """``tell``, an error logged (``what`` names the call): what was told is recorded already, and an error
+        raised to the caller (``history.log``'s) read as if it was not, to be recorded twice when run again."""
+        try:
+            self.tell(item)
+        except Exception:  # noqa: BLE001 - a listener's bug; the caller's call succeeded
+            log.exception("a %s listener raised (it is recorded; the other listeners were told)", what)

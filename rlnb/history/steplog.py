@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from rlnb.history.timing import Times, op_times, step_times
-from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
+from rlnb.wire import TERMINAL_STATUSES, OperationErrorCode, OperationKind, OperationStatus
 
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 """Figures of a completed optim-step, copied into its row."""
@@ -35,12 +35,22 @@ SHADOWED = "{} (logged)"
 """The column of a logged figure named like one of ``STEP_COLUMNS`` in a run written before ``log`` refused it."""
 MAX_STEP = 2**63 - 1
 """The largest step a table column (int64) holds."""
+NO_STEP: Any = object()
+"""``History.log``'s step when given by name (``log(step=3, ...)``)."""
+KEPT_GRADIENTS = frozenset({OperationErrorCode.INVALID_INPUT})
+"""A failed optim-step's codes that changed nothing and kept the gradients: the next completed one applies them, so
+its row sums their loss (a ``NON_FINITE_LOSS`` one dropped them)."""
 
 
 def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
     """The row ``History.log(step, **figures)`` records, or ``ValueError`` naming what cannot be one: a step
     that is not an integer in [0, 2**63), a figure that is not a real number, one with an empty name, or one named like
     a steps column."""
+    if step is NO_STEP:  # History.log(step=3, ...)
+        step = figures.pop("step", None)  # History.log's own **figures
+    elif "step" in figures:  # History.log(1, step=...): it raised Python's "multiple values for argument 'step'"
+        raise ValueError(f"history.log: 'step' is a column of the steps table ({', '.join(STEP_COLUMNS)}); log "
+                         "it under another name (e.g. 'my_step')")  # fmt: skip
     if isinstance(step, bool) or not hasattr(step, "__index__") or not 0 <= int(step) <= MAX_STEP:
         raise ValueError(f"history.log: step must be an integer >= 0 and < 2**63, got {step!r}")
     row: dict[str, Any] = {"step": int(step)}
@@ -139,6 +149,7 @@ class StepLog:
         self._open_opt: dict[int, None] = {}  # seqs of unfinished optim-steps, in submission order
         self._segments = 0  # optim-steps submitted so far: the segment the next operation belongs to
         self._segment_of: dict[int, int] = {}  # seq of an unfinished operation -> its segment
+        self._into: dict[int, int] = {}  # segment of a failed optim-step that kept its gradients -> the next one
         self._times: dict[int, list[Times]] = {}  # segment -> times of its finished operations
         self._versions: dict[int, int] = {}  # segment of an optim-step -> the version a weights-sync published after it
         self._logged: list[dict[str, Any]] = []
@@ -172,15 +183,22 @@ class StepLog:
     def finished(self, rec: Any) -> None:
         """``rec`` has just reached a terminal status (call once per operation, after ``submitted``)."""
         with self._lock:
-            segment = self._segment_of.pop(rec.seq, self._segments)
-            self._times.setdefault(segment, []).append(
+            segment = self._segment_of.pop(rec.seq, self._segments)  # a weights-sync's: the optim-step before it
+            self._times.setdefault(self._home(segment), []).append(
                 op_times(rec.kind, float(rec.submitted_at), float(rec.started_at), float(rec.finished_at))
             )
             finish = self._FINISHED.get(rec.kind)
             if finish is not None:
                 finish(self, rec, rec.status == OperationStatus.COMPLETED, segment)
 
+    def _home(self, segment: int) -> int:
+        """The segment whose optim-step applies ``segment``'s gradients (itself unless its optim-step kept them)."""
+        while segment in self._into:
+            segment = self._into[segment]
+        return segment
+
     def _forward_backward_finished(self, rec: Any, done: bool, segment: int) -> None:
+        segment = self._home(segment)
         left = self._open_fb.pop(segment, 0) - 1
         if left > 0:
             self._open_fb[segment] = left
@@ -193,6 +211,13 @@ class StepLog:
         self._open_opt.pop(rec.seq, None)
         if done and rec.step is not None:
             self._add_row(rec, segment)
+        elif not done and rec.error_code in KEPT_GRADIENTS:  # the next segment's optim-step applies them
+            self._into[segment] = later = segment + 1
+            self._times.setdefault(later, []).extend(self._times.pop(segment, ()))
+            if losses := self._losses.pop(segment, []) + self._losses.get(later, []):
+                self._losses[later], self._loss[later] = losses, math.fsum(losses)
+            if open_fb := self._open_fb.pop(segment, 0) + self._open_fb.get(later, 0):
+                self._open_fb[later] = open_fb
 
     def _weights_sync_finished(self, rec: Any, done: bool, segment: int) -> None:
         if done and rec.weights_version is not None:  # it published the weights of the optim-step before it

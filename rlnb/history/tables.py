@@ -107,7 +107,7 @@ def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.Dat
 def _records(ops: pd.DataFrame) -> list[Record]:
     """The records behind an operations table, as far as the steps table reads them (missing values
     as ``Record`` holds them: None, NaN for figures; ``params``, which marks an evaluation)."""
-    table = ops[["seq", "kind", "status", "step", "weights_version", "na_reason"]].astype(object)
+    table = ops[["seq", "kind", "status", "error_code", "step", "weights_version", "na_reason"]].astype(object)
     table = table.where(table.notna(), None)
     if "params" in ops:  # it marks an evaluation (forward_only), whose loss is no part of its step's
         table["params"] = [p if isinstance(p, dict) else {} for p in ops["params"]]

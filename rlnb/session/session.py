@@ -28,13 +28,7 @@ from rlnb.history.runs import warn_continued, warn_in_memory
 from rlnb.params import OptimizerParams, params_for
 from rlnb.prompts import prompt_list
 from rlnb.session.backend import Backend
-from rlnb.session.bodies import (
-    forward_backward_body,
-    optim_step_body,
-    sample_body,
-    sample_mismatch,
-    weights_sync_body,
-)
+from rlnb.session.bodies import forward_backward_body, optim_step_body, sample_body, sample_mismatch, weights_sync_body
 from rlnb.session.open_sessions import OPEN, close_keeping
 from rlnb.session.operation import Operation
 from rlnb.session.tokens import decode_tokens, encode_prompt
@@ -84,6 +78,7 @@ class Session:
         self.id: str = info.id
         """The session id (it never changes, so it is read once)."""
         self._steps_submitted = int(info.step)
+        self._steps_failed, self._failed_lock = 0, threading.Lock()  # optim-steps that FAILED: no step counted
         self._closed = False
         self._lock = threading.Lock()
         self._pending: deque[Operation[Any]] = deque()
@@ -167,14 +162,8 @@ class Session:
 
     # -- operations ------------------------------------------------------------------------------
 
-    def _submit(
-        self,
-        kind: wire.OperationKind,
-        body: wire._Model | None,
-        params: dict[str, Any] | None = None,
-        transform: Any = None,
-        mismatch: Callable[[Any], str | None] | None = None,
-    ) -> Operation[Any]:
+    def _submit(self, kind: Kind, body: wire._Model | None, params: dict[str, Any] | None = None, transform: Any = None,
+                mismatch: Callable[[Any], str | None] | None = None) -> Operation[Any]:  # fmt: skip
         """``mismatch(output)``: why a COMPLETED output does not answer the request; it then ends FAILED, saying so."""
         if self._closed:
             raise SessionClosed(f"session {self.id} is closed")
@@ -183,8 +172,8 @@ class Session:
         op._hold()  # its listeners hear of it once the lock is released: they may submit too
         try:
             with self._lock:  # one order for the step counter, the history and the backend queue
-                rec = self.history.new(kind, self._steps_submitted, params, at=op.submitted_at)
-                op._on_update = lambda env, at: self.history.update(rec, env, at)
+                rec = self.history.new(kind, self._steps_submitted - self._steps_failed, params, at=op.submitted_at)
+                op._on_update = lambda env, at: self._recorded(rec, env, at)
                 # returns at once (a remote backend POSTs from its own thread); input it cannot even encode
                 # raises here, recorded FAILED
                 self.backend.submit(kind, body, op._update if mismatch is None else _checked(op, mismatch))
@@ -196,6 +185,13 @@ class Session:
         finally:
             op._release()
         return op
+
+    def _recorded(self, rec: Any, env: wire.Operation[Any], at: float) -> None:
+        """Record a report; a FAILED optim-step reached no step: what follows it feeds the step it failed to make."""
+        self.history.update(rec, env, at)
+        if rec.kind == Kind.OPTIM_STEP and env.status == wire.OperationStatus.FAILED:
+            with self._failed_lock:  # its report may come on the worker's thread or the submitting one
+                self._steps_failed += 1
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until every operation submitted so far has finished (COMPLETED or FAILED); ``OperationTimeout``

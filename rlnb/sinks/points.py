@@ -1,10 +1,10 @@
 """The points and failures a sink receives, made from a History's records as ``History.steps`` does.
 
 One point per completed optim-step: the loss summed over the forward-backwards submitted since the
-optim-step before (in submission order; a failed one ends its step too), the pre-clip grad norm(s), the clip
-threshold, the learning rate and the step's compute time and wait (``rlnb.history.timing``); ``history.log``
-rows are points of their own, merged into their step's. Figures that are NaN (not reported) are left out. A
-failed operation of any kind is a ``Failure``.
+optim-step before (in submission order; a failed one ends its step too, unless it kept the gradients), the
+pre-clip grad norm(s), the clip threshold, the learning rate and the step's compute time and wait
+(``rlnb.history.timing``); ``history.log`` rows are points of their own, merged into their step's. Figures that
+are NaN (not reported) are left out. A failed operation of any kind is a ``Failure``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from rlnb.history import History, Record
 from rlnb.history.runconfig import continued_at
-from rlnb.history.steplog import SHADOWED, STEP_COLUMNS
+from rlnb.history.steplog import KEPT_GRADIENTS, SHADOWED, STEP_COLUMNS
 from rlnb.history.timing import Times, op_times, step_times
 from rlnb.sinks.base import Failure, Point
 from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
@@ -63,7 +63,8 @@ class Steps:
         self._times.append(op_times(rec.kind, rec.submitted_at, rec.started_at, rec.finished_at))
         if rec.kind not in TRAINING:
             return []
-        if rec.kind == OperationKind.OPTIM_STEP:  # every optim-step ends a step, a failed one too
+        if rec.kind == OperationKind.OPTIM_STEP and rec.error_code not in KEPT_GRADIENTS:  # a failed one too, but
+            # one that kept the gradients: the next one applies them
             times, self._times = self._times, []
             loss, self._loss = self._loss, math.nan
         if rec.status == OperationStatus.FAILED:

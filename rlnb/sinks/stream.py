@@ -194,7 +194,7 @@ class Attachment:
             f"at close(), so it reaches {kept} only (and so do later figures). Log figures before close(); "
             "rlnb.export(history, sink) writes the whole run to a sink",
             SinkWarning,
-            stacklevel=4,  # the user's log call, through Listeners.tell
+            stacklevel=5,  # the user's log call, through Listeners.tell_logging and tell
         )
 
     def _broken(self, exc: Exception) -> None:

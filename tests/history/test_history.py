@@ -184,6 +184,39 @@ def test_a_failed_optim_step_does_not_shift_the_loss_of_the_steps_after_it(tmp_p
     assert [(r.step, r.loss) for r in rows] == [(1, 20.0), (2, 30.0)]
 
 
+def test_an_optim_step_that_failed_keeping_the_gradients_leaves_their_loss_to_the_step_that_applies_them(tmp_path):
+    """An optim-step that fails INVALID_INPUT keeps the gradients; the corrected one after it applies them: its row
+    showed loss NaN (the 10 was nowhere), and every forward-backward after it a step one higher in ``df``. Pipelined
+    (the second forward-backward submitted before the failure is known), both losses are the step's too."""
+    from rlnb.sinks.points import replay
+
+    failed = iter([True, False, False, True, False])
+    fail = lambda kind, body, step: "INVALID_INPUT" if kind == "optim-step" and next(failed) else None  # noqa: E731
+    losses = iter([10.0, 20.0, 30.0, 40.0])
+    s = rlnb.Session(FakeBackend(fail=fail, loss=lambda step: next(losses)), runs_dir=tmp_path, run_id="r")
+    batch = [samples.cross_entropy(list(b"ab"))]
+    s.forward_backward(batch).result()
+    with pytest.raises(rlnb.OperationFailed):
+        s.optim_step().result()
+    s.optim_step().result()  # step 1 applies the 10
+    s.forward_backward(batch)
+    s.optim_step()  # step 2: 20
+    s.forward_backward(batch)
+    s.optim_step()  # fails, keeping the 30
+    s.forward_backward(batch)  # submitted before the failure is known
+    s.optim_step()  # step 3: 30 + 40
+    s.wait()
+    s.close()
+    expected = [{"step": 1, "loss": 10.0}, {"step": 2, "loss": 20.0}, {"step": 3, "loss": 70.0}]
+    for steps in (s.history.steps, History.load(tmp_path / "r").steps, steps_table(s.history.df)):
+        assert steps[["step", "loss"]].to_dict("records") == expected
+    fb = s.history.df[s.history.df.kind == wire.OperationKind.FORWARD_BACKWARD]
+    assert list(fb.step)[:3] == [0, 1, 2]  # the last was submitted behind the failing step: it may not know
+    assert [(p.step, p.values["loss"]) for p in replay(s.history, 0.0)[0]] == [(1, 10.0), (2, 20.0), (3, 70.0)]
+    pd.testing.assert_frame_equal(s.history.steps, reference_steps(s.history.df), check_dtype=False)
+    assert [(r.step, r.loss) for r in s.history.step_log.settled(0)] == [(1, 10.0), (2, 20.0), (3, 70.0)]
+
+
 def test_a_continued_run_keeps_each_sessions_loss_at_a_repeated_step(tmp_path):
     """A second session on a run id from step 0 repeats its step numbers: each row of a repeated step showed the
     sum of both sessions' losses (10 + 12 = 22, twice)."""
@@ -521,7 +554,9 @@ def test_log_refuses_what_a_table_cannot_hold_before_recording_it(tmp_path):
     for step in (1.7, -1, True, "1", 2**63):
         with pytest.raises(ValueError, match=r"step must be an integer >= 0 and < 2\*\*63"):
             s.history.log(step, reward=1.0)
-    s.history.log(1, reward=0.5, my_loss=0.25)
+    with pytest.raises(ValueError, match="'step' is a column of the steps table"):  # Python's TypeError: "got
+        s.history.log(1, step=2.0)  # multiple values for argument 'step'"
+    s.history.log(step=1, reward=0.5, my_loss=0.25)  # the step by name
     s.close()
     assert (tmp_path / "r" / "metrics.jsonl").read_text().count("\n") == 1
     row = {"step": 1, "reward": 0.5, "my_loss": 0.25}

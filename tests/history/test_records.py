@@ -774,6 +774,10 @@ def test_a_named_pipe_in_a_run_folder_never_hangs_a_load_or_a_session(tmp_path):
     (1, {"truncated": "no"}, "truncated = 'no'"),
     (1, {"prompt": 5}, "prompt = 5"),
     (1, {"completion": None}, "completion = None"),
+    # these three were kept: as NaN, as a column of its own, as a length of -1
+    (1, {"advantage": ...}, r"rows\[1\]: advantage missing"),
+    (1, {"advantage_": 0.5}, "'advantage_' is no column"),
+    (1, {"length": -1}, r"length = -1 \(tokens: >= 0\)"),
     (-1, {}, "step must be an integer >= 0 and < 2\\*\\*63, got -1"),
     (True, {}, "step must be an integer >= 0 and < 2\\*\\*63, got True"),
     (2**70, {}, "step must be an integer >= 0 and < 2\\*\\*63"),
@@ -785,8 +789,9 @@ def test_log_completions_refuses_a_row_no_table_can_hold_before_keeping_it(tmp_p
     ``truncated`` True for "no"; a reload left the row out. Now a ValueError naming it, and nothing is kept."""
     s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
     s.history.log_completions(1, [ROW])
+    bad = {k: v for k, v in {**ROW, **change}.items() if v is not ...}
     with pytest.raises(ValueError, match=rf"history.log_completions: .*{problem}"):
-        s.history.log_completions(step, [ROW, {**ROW, **change}])
+        s.history.log_completions(step, [ROW, bad])
     assert s.history.completions.to_dict("records") == [{"step": 1, **ROW}]
     s.close()
     assert History.load(tmp_path / "r").completions.to_dict("records") == [{"step": 1, **ROW}]

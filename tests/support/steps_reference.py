@@ -12,13 +12,16 @@ import pandas as pd
 
 from rlnb import wire
 from rlnb.history.record import TIMES
+from rlnb.history.steplog import KEPT_GRADIENTS
 from rlnb.history.timing import Times, op_times, step_times
 
 
 def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:
     """``History.steps`` built from ``History.df`` and ``History.logged`` with pandas."""
-    is_opt = (ops.kind == wire.OperationKind.OPTIM_STEP).to_numpy(dtype=np.int64)
-    segment = pd.Series(np.cumsum(is_opt) - is_opt, index=ops.index)  # optim-steps submitted before each
+    kept = (ops.status == wire.OperationStatus.FAILED) & ops.error_code.isin(list(KEPT_GRADIENTS))
+    is_opt = ((ops.kind == wire.OperationKind.OPTIM_STEP) & ~kept).to_numpy(dtype=np.int64)
+    # optim-steps submitted before each, but one that failed keeping the gradients: the next one applies them
+    segment = pd.Series(np.cumsum(is_opt) - is_opt, index=ops.index)
     done = ops[ops.status == wire.OperationStatus.COMPLETED]
     opt = done[done.kind == wire.OperationKind.OPTIM_STEP]
     cols = ["step", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate"]
