@@ -117,8 +117,9 @@ class _Params:
     _body_key: ClassVar[str]
 
     def __init__(self, **data: Any) -> None:
+        """``None`` is unset, as on the wire: left out of the fields set, so no body carries it as null."""
         try:
-            super().__init__(**{k: _plain(v) for k, v in data.items()})
+            super().__init__(**{k: _plain(v) for k, v in data.items() if v is not None})
         except ValidationError as exc:
             raise _invalid(type(self), exc) from None
 
@@ -131,6 +132,8 @@ class _Params:
             super().__setattr__(name, _plain(value))
         except ValidationError as exc:
             raise _invalid(type(self), exc) from None
+        if value is None:  # unset again: omitted from the body, not sent as null
+            cast(wire._Model, self).model_fields_set.discard(name)
 
     def request_body(self) -> dict[str, Any]:
         """The exact optim-step JSON body, unset fields omitted."""

@@ -317,3 +317,18 @@ def test_numpy_and_torch_bools_are_refused_as_python_bools_are():
             p.learning_rate = bad
     p = rlnb.MuonParams(newton_schulz_steps=torch.tensor(3), learning_rate=torch.tensor(0.5))
     assert p.request_body() == {"muon_params": {"newton_schulz_steps": 3, "learning_rate": 0.5}}
+
+
+def test_none_is_unset_in_every_body_a_params_makes():
+    """docs/optimizers.md: "None counts as unset": no body carries a null (the remote client sent them to Together)."""
+    from rlnb.session.bodies import optim_step_body
+
+    adam = rlnb.AdamParams(learning_rate=None, beta1=0.5)
+    assert adam.request_body() == {"adam_params": {"beta1": 0.5}}
+    assert optim_step_body(adam).to_json_dict() == {"adam_params": {"beta1": 0.5}}
+    assert rlnb.MuonParams(adam=None, momentum=None).request_body() == {"muon_params": {}}
+    assert rlnb.MuonParams(adam={"eps": None}).request_body() == {"muon_params": {"adam": {}}}
+    assert "None" not in str(adam.scaled(2).request_body())
+    assert rlnb.AdamParams.from_dict({"adam_params": {"eps": None}}).request_body() == {"adam_params": {}}
+    adam.beta1 = None
+    assert adam.request_body() == {"adam_params": {}}
