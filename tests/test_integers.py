@@ -63,3 +63,15 @@ def test_a_run_panel_starts_numpy_steps():
     finally:
         panel.close()
         session.close()
+
+
+@pytest.mark.parametrize("seed", [42.0, "42", np.float64(2.0), True, 2**63])
+def test_a_sample_seed_is_an_int64_not_a_float_or_a_string(seed):
+    """docs/concepts.md: floats such as 5.0 are refused wherever an integer is asked for (42.0 and "42" ran as 42)."""
+    session = rlnb.Session(FakeBackend("adam"), record=False)
+    try:
+        with pytest.raises(ValueError, match=r"seed must be None or an integer in \[-9223372036854775808, 9223"):
+            session.sample([[1, 2]], max_tokens=1, seed=seed)
+        assert session.sample([[1, 2]], max_tokens=1, seed=np.int64(42)).result().results
+    finally:
+        session.close()
