@@ -75,3 +75,12 @@ def test_a_sample_seed_is_an_int64_not_a_float_or_a_string(seed):
         assert session.sample([[1, 2]], max_tokens=1, seed=np.int64(42)).result().results
     finally:
         session.close()
+
+
+def test_every_options_threads_is_kept_as_a_plain_int():
+    """docs/concepts.md: a numpy integer is kept as a plain int (``connect(threads=np.int64(1))`` wrote "1")."""
+    from rlnb.batched.options import EngineOptions
+    from rlnb.engine.options import ComputeOptions
+
+    assert type(ComputeOptions(threads=np.int32(2)).threads) is int
+    assert type(EngineOptions(threads=np.int64(2)).threads) is int
