@@ -332,3 +332,19 @@ def test_none_is_unset_in_every_body_a_params_makes():
     assert rlnb.AdamParams.from_dict({"adam_params": {"eps": None}}).request_body() == {"adam_params": {}}
     adam.beta1 = None
     assert adam.request_body() == {"adam_params": {}}
+
+
+def test_an_unknown_attribute_lists_the_fields_and_an_array_is_no_number():
+    """``p.lr = 2`` said "invalid: no_such_attribute"; ``torch.tensor([0.1])`` was taken as 0.1 (numpy's refused)."""
+    import numpy as np
+    import torch
+
+    p = rlnb.AdamParams()
+    with pytest.raises(ValueError, match="AdamParams.lr = 2 is invalid: unknown field; allowed fields are learning_rate"):
+        p.lr = 2
+    for array in (torch.tensor([0.1]), np.array([0.1]), torch.tensor([[0.1]])):
+        with pytest.raises(ValueError, match=r"learning_rate = .* is invalid: must be a finite number, > 0"):
+            rlnb.AdamParams(learning_rate=array)
+        with pytest.raises(ValueError, match=r"eps = .* is invalid: must be a finite number, > 0"):
+            p.eps = array
+    assert rlnb.AdamParams(learning_rate=torch.tensor(0.5)).learning_rate == 0.5  # a 0-d tensor is its number
