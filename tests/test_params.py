@@ -348,3 +348,17 @@ def test_an_unknown_attribute_lists_the_fields_and_an_array_is_no_number():
         with pytest.raises(ValueError, match=r"eps = .* is invalid: must be a finite number, > 0"):
             p.eps = array
     assert rlnb.AdamParams(learning_rate=torch.tensor(0.5)).learning_rate == 0.5  # a 0-d tensor is its number
+
+
+def test_a_loss_name_missing_its_params_or_given_params_it_has_no_field_for_says_so():
+    """``loss="dro"`` without params was pydantic's bare "Field required" (its dict form got the friendly message),
+    and cross-entropy with params said "its fields: " followed by nothing."""
+    from rlnb.wire.losses import loss_config
+
+    with pytest.raises(ValueError, match=r"loss.dro_params is required for LOSS_TYPE_DRO \(beta: no default\)"):
+        loss_config("dro")
+    with pytest.raises(ValueError, match=r"loss.dro_params is required for LOSS_TYPE_DRO \(beta: no default\)"):
+        loss_config("dro", {})
+    assert loss_config("dro", {"beta": 0.1}).dro_params is not None
+    with pytest.raises(ValueError, match="cross_entropy params have no field 'x'; its fields: none, it takes no params"):
+        loss_config("cross_entropy", {"x": 1})
