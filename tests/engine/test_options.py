@@ -183,3 +183,10 @@ def test_a_dtype_or_device_is_checked_when_its_group_is_built(options, match):
     if "device" in options:
         with pytest.raises(ValueError, match=match):
             EngineOptions(**options)
+
+
+def test_muon_options_on_an_adam_session_warn_naming_them():
+    """``optimizer="adam"`` with ``muon_split=...`` or ``muon_scaling="match_adam"`` took them in silence."""
+    said = r"muon_scaling='match_adam', muon_split=\{'\*': 'adam'\}: Muon's options; this session's optimizer is adam"
+    with pytest.warns(UserWarning, match=said + ", which ignores them"):
+        LocalBackend("adam", device="cpu", threads=1, muon_scaling="match_adam", muon_split={"*": "adam"}).close()
