@@ -84,3 +84,19 @@ def test_every_options_threads_is_kept_as_a_plain_int():
 
     assert type(ComputeOptions(threads=np.int32(2)).threads) is int
     assert type(EngineOptions(threads=np.int64(2)).threads) is int
+
+
+def test_a_remote_clients_integers_are_plain_ints_and_floats_are_refused():
+    """``ClientOptions(max_retries=np.int64(2))`` kept numpy's, ``max_retries=2.0`` and ``max_response_bytes=2.5``
+    were taken."""
+    from rlnb.remote.calls import Caller
+    from rlnb.remote.client import ClientOptions
+
+    options = ClientOptions(max_retries=np.int64(2), max_response_bytes=np.int64(4096))
+    assert type(options.max_retries) is int and type(options.max_response_bytes) is int
+    with pytest.raises(ValueError, match=r"max_retries must be None or an integer >= 0, got 2\.0"):
+        ClientOptions(max_retries=2.0)
+    with pytest.raises(ValueError, match=r"max_response_bytes must be None or an integer >= 1, got 2\.5"):
+        ClientOptions(max_response_bytes=2.5)
+    with pytest.raises(ValueError, match=r"max_response_bytes must be None or an integer >= 1, got 2\.5"):
+        Caller("http://localhost:1", max_response_bytes=2.5)  # the client checks the same, without the group
