@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -80,9 +79,9 @@ class LocalBackend:
         refuse_unknown(options, "LocalBackend()")
         unused = [f"{n}={v!r}" for n, v, default in (("muon_scaling", muon.muon_scaling, "original"),
                   ("muon_split", muon.muon_split, None)) if v != default]  # fmt: skip
-        if self.optimizer == "adam" and unused:  # taken in silence: an Adam session has no Muon group
-            warnings.warn(f"{', '.join(unused)}: Muon's options; this session's optimizer is adam, which ignores "
-                          "them (optimizer='muon' uses them)", stacklevel=3)  # fmt: skip
+        if self.optimizer == "adam" and unused:  # taken in silence; refused, as over the API (wire.optimizer_config)
+            raise ValueError(f"{', '.join(unused)}: muon_scaling and muon_split apply to optimizer='muon' only; this "
+                             "session's optimizer is adam")  # fmt: skip
         self.device = model_setup.resolve_device(mo.device)
         self.seed = mo.seed
         checked = wire.lora_config(mo.lora)

@@ -99,7 +99,7 @@ def eos_ids(value: object, vocab: int | None = None) -> list[int]:
 
 @dataclass(frozen=True)
 class MuonOptions:
-    """Muon's settings (ignored by Adam sessions, which warn of a scaling or split given): ``muon_scaling``
+    """Muon's settings (an Adam session refuses a scaling or split given; ``ns_dtype`` it ignores): ``muon_scaling``
     ``"original"`` (lr in spectral-norm units, KJ's 0.02) or ``"match_adam"``; ``ns_dtype``, the Newton-Schulz
     compute dtype (default: chosen from the device and CPU features); ``muon_split`` overrides the Muon/AdamW split
     (``rlnb.engine.optim.split.SplitOverride``)."""

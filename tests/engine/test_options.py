@@ -185,8 +185,11 @@ def test_a_dtype_or_device_is_checked_when_its_group_is_built(options, match):
             EngineOptions(**options)
 
 
-def test_muon_options_on_an_adam_session_warn_naming_them():
-    """``optimizer="adam"`` with ``muon_split=...`` or ``muon_scaling="match_adam"`` took them in silence."""
-    said = r"muon_scaling='match_adam', muon_split=\{'\*': 'adam'\}: Muon's options; this session's optimizer is adam"
-    with pytest.warns(UserWarning, match=said + ", which ignores them"):
-        LocalBackend("adam", device="cpu", threads=1, muon_scaling="match_adam", muon_split={"*": "adam"}).close()
+def test_muon_options_on_an_adam_session_are_refused_naming_them():
+    """``optimizer="adam"`` with ``muon_split=...`` or ``muon_scaling="match_adam"`` took them in silence (over the
+    API, ``muon_scaling`` with adam is refused)."""
+    said = r"muon_scaling='match_adam', muon_split=\{'\*': 'adam'\}: muon_scaling and muon_split apply to optimizer="
+    with pytest.raises(ValueError, match=said + r"'muon' only; this session's optimizer is adam"):
+        LocalBackend("adam", device="cpu", threads=1, muon_scaling="match_adam", muon_split={"*": "adam"})
+    with pytest.raises(ValueError, match=r"^muon_split=\{'\*': 'adam'\}: muon_scaling and muon_split apply"):
+        rlnb.connect("local", optimizer="adam", device="cpu", record=False, muon_split={"*": "adam"})
