@@ -48,25 +48,16 @@ from rlnb.errors import InvalidParams
 from rlnb.prompts import scalar
 
 ADAM_DEFAULTS: dict[str, float] = {
-    "learning_rate": 1e-4,
-    "beta1": 0.9,
-    "beta2": 0.95,
-    "eps": 1e-8,
-    "weight_decay": 0.1,
-    "grad_clip_norm": 1.0,
-}
+    "learning_rate": 1e-4, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "grad_clip_norm": 1.0,
+}  # fmt: skip
 MUON_DEFAULTS: dict[str, float | int] = {
-    "learning_rate": 0.02,
-    "momentum": 0.95,
-    "newton_schulz_steps": 5,
-    "weight_decay": 0.0,
-    "grad_clip_norm": 1.0,
-}
+    "learning_rate": 0.02, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.0, "grad_clip_norm": 1.0,
+}  # fmt: skip
 
 
 def _allowed(model: type[wire._Model], loc: tuple[Any, ...], err_type: str) -> str:
     """Describe a field's allowed values from its own metadata, so the rule lives in one place."""
-    if err_type == "extra_forbidden":
+    if err_type in ("extra_forbidden", "no_such_attribute"):  # AdamParams(lr=...), or p.lr = ...
         return f"unknown field; allowed fields are {', '.join(model.model_fields)}"
     field = model.model_fields.get(str(loc[0])) if loc else None
     if field is not None and field.annotation is not None:
@@ -104,6 +95,14 @@ def _plain(value: Any) -> Any:
     return int(value) if is_integer(value) and not isinstance(value, int) else value
 
 
+def _refuse_arrays(model: Any, data: Mapping[str, Any]) -> None:
+    """An array is no number, whatever its size: torch's ``tensor([0.1])`` was taken as 0.1 (pydantic calls its
+    ``__float__``) while numpy's ``array([0.1])`` was refused."""
+    arrays = [(k, v) for k, v in data.items() if getattr(v, "shape", ()) != () and k in model.model_fields]
+    if arrays:
+        raise InvalidParams(model.__name__, [(k, v, _allowed(model, (k,), "float_type")) for k, v in arrays])
+
+
 def _invalid(model: Any, exc: ValidationError) -> InvalidParams:
     errors = [
         (".".join(str(p) for p in e["loc"]), e.get("input"), _allowed(model, e["loc"], e["type"])) for e in exc.errors()
@@ -117,8 +116,11 @@ class _Params:
     _body_key: ClassVar[str]
 
     def __init__(self, **data: Any) -> None:
+        """``None`` is unset, as on the wire: left out of the fields set, so no body carries it as null."""
+        data = {k: _plain(v) for k, v in data.items() if v is not None}
+        _refuse_arrays(type(self), data)
         try:
-            super().__init__(**{k: _plain(v) for k, v in data.items()})
+            super().__init__(**data)
         except ValidationError as exc:
             raise _invalid(type(self), exc) from None
 
@@ -127,10 +129,13 @@ class _Params:
         (pydantic's own check said "Input should be a valid integer" of ``np.int64(5)``)."""
         if name == "adam" and not isinstance(value, AdamParams) and isinstance(value, dict | wire.AdamParams):
             value = MuonParams(adam=value).adam
+        _refuse_arrays(type(self), {name: _plain(value)})
         try:
             super().__setattr__(name, _plain(value))
         except ValidationError as exc:
             raise _invalid(type(self), exc) from None
+        if value is None:  # unset again: omitted from the body, not sent as null
+            cast(wire._Model, self).model_fields_set.discard(name)
 
     def request_body(self) -> dict[str, Any]:
         """The exact optim-step JSON body, unset fields omitted."""
@@ -273,9 +278,8 @@ class MuonHyperparams:
 
 Hyperparams = AdamHyperparams | MuonHyperparams
 HYPERPARAMS: dict[wire.OptimizerKind, type[AdamHyperparams] | type[MuonHyperparams]] = {
-    "adam": AdamHyperparams,
-    "muon": MuonHyperparams,
-}
+    "adam": AdamHyperparams, "muon": MuonHyperparams,
+}  # fmt: skip
 """What an optimizer of each kind steps with."""
 
 
@@ -291,9 +295,7 @@ def check_hyperparams(optimizer: str, hp: Any) -> None:
 
 def _given(params: wire._Model | None, exclude: set[str] | None = None) -> dict[str, Any]:
     """The fields a user (or a request) set; ``None`` counts as unset, as on the wire."""
-    if params is None:
-        return {}
-    return params.model_dump(exclude_unset=True, exclude_none=True, exclude=exclude)
+    return {} if params is None else params.model_dump(exclude_unset=True, exclude_none=True, exclude=exclude)
 
 
 def _adam(params: wire.AdamParams | None) -> AdamHyperparams:

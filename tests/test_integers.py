@@ -63,3 +63,40 @@ def test_a_run_panel_starts_numpy_steps():
     finally:
         panel.close()
         session.close()
+
+
+@pytest.mark.parametrize("seed", [42.0, "42", np.float64(2.0), True, 2**63])
+def test_a_sample_seed_is_an_int64_not_a_float_or_a_string(seed):
+    """docs/concepts.md: floats such as 5.0 are refused wherever an integer is asked for (42.0 and "42" ran as 42)."""
+    session = rlnb.Session(FakeBackend("adam"), record=False)
+    try:
+        with pytest.raises(ValueError, match=r"seed must be None or an integer in \[-9223372036854775808, 9223"):
+            session.sample([[1, 2]], max_tokens=1, seed=seed)
+        assert session.sample([[1, 2]], max_tokens=1, seed=np.int64(42)).result().results
+    finally:
+        session.close()
+
+
+def test_every_options_threads_is_kept_as_a_plain_int():
+    """docs/concepts.md: a numpy integer is kept as a plain int (``connect(threads=np.int64(1))`` wrote "1")."""
+    from rlnb.batched.options import EngineOptions
+    from rlnb.engine.options import ComputeOptions
+
+    assert type(ComputeOptions(threads=np.int32(2)).threads) is int
+    assert type(EngineOptions(threads=np.int64(2)).threads) is int
+
+
+def test_a_remote_clients_integers_are_plain_ints_and_floats_are_refused():
+    """``ClientOptions(max_retries=np.int64(2))`` kept numpy's, ``max_retries=2.0`` and ``max_response_bytes=2.5``
+    were taken."""
+    from rlnb.remote.calls import Caller
+    from rlnb.remote.client import ClientOptions
+
+    options = ClientOptions(max_retries=np.int64(2), max_response_bytes=np.int64(4096))
+    assert type(options.max_retries) is int and type(options.max_response_bytes) is int
+    with pytest.raises(ValueError, match=r"max_retries must be None or an integer >= 0, got 2\.0"):
+        ClientOptions(max_retries=2.0)
+    with pytest.raises(ValueError, match=r"max_response_bytes must be None or an integer >= 1, got 2\.5"):
+        ClientOptions(max_response_bytes=2.5)
+    with pytest.raises(ValueError, match=r"max_response_bytes must be None or an integer >= 1, got 2\.5"):
+        Caller("http://localhost:1", max_response_bytes=2.5)  # the client checks the same, without the group

@@ -317,3 +317,48 @@ def test_numpy_and_torch_bools_are_refused_as_python_bools_are():
             p.learning_rate = bad
     p = rlnb.MuonParams(newton_schulz_steps=torch.tensor(3), learning_rate=torch.tensor(0.5))
     assert p.request_body() == {"muon_params": {"newton_schulz_steps": 3, "learning_rate": 0.5}}
+
+
+def test_none_is_unset_in_every_body_a_params_makes():
+    """docs/optimizers.md: "None counts as unset": no body carries a null (the remote client sent them to Together)."""
+    from rlnb.session.bodies import optim_step_body
+
+    adam = rlnb.AdamParams(learning_rate=None, beta1=0.5)
+    assert adam.request_body() == {"adam_params": {"beta1": 0.5}}
+    assert optim_step_body(adam).to_json_dict() == {"adam_params": {"beta1": 0.5}}
+    assert rlnb.MuonParams(adam=None, momentum=None).request_body() == {"muon_params": {}}
+    assert rlnb.MuonParams(adam={"eps": None}).request_body() == {"muon_params": {"adam": {}}}
+    assert "None" not in str(adam.scaled(2).request_body())
+    assert rlnb.AdamParams.from_dict({"adam_params": {"eps": None}}).request_body() == {"adam_params": {}}
+    adam.beta1 = None
+    assert adam.request_body() == {"adam_params": {}}
+
+
+def test_an_unknown_attribute_lists_the_fields_and_an_array_is_no_number():
+    """``p.lr = 2`` said "invalid: no_such_attribute"; ``torch.tensor([0.1])`` was taken as 0.1 (numpy's refused)."""
+    import numpy as np
+    import torch
+
+    p = rlnb.AdamParams()
+    with pytest.raises(ValueError, match="AdamParams.lr = 2 is invalid: unknown field; allowed fields are learning_"):
+        p.lr = 2
+    for array in (torch.tensor([0.1]), np.array([0.1]), torch.tensor([[0.1]])):
+        with pytest.raises(ValueError, match=r"learning_rate = .* is invalid: must be a finite number, > 0"):
+            rlnb.AdamParams(learning_rate=array)
+        with pytest.raises(ValueError, match=r"eps = .* is invalid: must be a finite number, > 0"):
+            p.eps = array
+    assert rlnb.AdamParams(learning_rate=torch.tensor(0.5)).learning_rate == 0.5  # a 0-d tensor is its number
+
+
+def test_a_loss_name_missing_its_params_or_given_params_it_has_no_field_for_says_so():
+    """``loss="dro"`` without params was pydantic's bare "Field required" (its dict form got the friendly message),
+    and cross-entropy with params said "its fields: " followed by nothing."""
+    from rlnb.wire.losses import loss_config
+
+    with pytest.raises(ValueError, match=r"loss.dro_params is required for LOSS_TYPE_DRO \(beta: no default\)"):
+        loss_config("dro")
+    with pytest.raises(ValueError, match=r"loss.dro_params is required for LOSS_TYPE_DRO \(beta: no default\)"):
+        loss_config("dro", {})
+    assert loss_config("dro", {"beta": 0.1}).dro_params is not None
+    with pytest.raises(ValueError, match="cross_entropy params have no field 'x'; its fields: none, it takes no par"):
+        loss_config("cross_entropy", {"x": 1})

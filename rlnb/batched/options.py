@@ -19,7 +19,7 @@ from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.model_setup import resolve_device
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.optim.muon import ns_dtype_for
-from rlnb.engine.options import MuonOptions
+from rlnb.engine.options import MuonOptions, check_device
 from rlnb.engine.threads import check_threads
 from rlnb.tasks.rl import check_loss, check_temperature
 from rlnb.wire import LOSS_PARAMS_FIELD, LossConfig, loss_config
@@ -63,7 +63,8 @@ class EngineOptions:
 
     def __post_init__(self) -> None:
         MuonOptions(self.muon_scaling, self.ns_dtype)  # connect's checks: ns_dtype=torch.float32 is taken there too
-        check_threads(self.threads)
+        object.__setattr__(self, "threads", check_threads(self.threads))  # np.int64(2) kept as a plain int
+        check_device(self.device)
 
     def torch_device(self) -> torch.device:
         return resolve_device(self.device)

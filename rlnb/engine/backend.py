@@ -77,6 +77,11 @@ class LocalBackend:
         saved = take(CheckpointOptions, options, checkpoint_options)
         compute = take(ComputeOptions, options, compute_options)
         refuse_unknown(options, "LocalBackend()")
+        unused = [f"{n}={v!r}" for n, v, default in (("muon_scaling", muon.muon_scaling, "original"),
+                  ("muon_split", muon.muon_split, None)) if v != default]  # fmt: skip
+        if self.optimizer == "adam" and unused:  # taken in silence; refused, as over the API (wire.optimizer_config)
+            raise ValueError(f"{', '.join(unused)}: muon_scaling and muon_split apply to optimizer='muon' only; this "
+                             "session's optimizer is adam")  # fmt: skip
         self.device = model_setup.resolve_device(mo.device)
         self.seed = mo.seed
         checked = wire.lora_config(mo.lora)

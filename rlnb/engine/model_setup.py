@@ -14,18 +14,15 @@ from rlnb.engine.models import packed
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted
-from rlnb.engine.options import ModelOptions, eos_ids
+from rlnb.engine.options import ModelOptions, check_device, eos_ids
 from rlnb.prompts import tokenizer_spec
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """``"auto"`` picks CUDA when available, else CPU; asking for CUDA without it is an error now, not later."""
-    if str(device) == "auto":
+    resolved = check_device(device)
+    if resolved is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError):  # device=None: torch's "invalid combination of arguments"
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={str(device)!r} but this torch has no CUDA device (torch {torch.__version__})")
     return resolved

@@ -56,6 +56,9 @@ class ModelOptions:
         set_int(self, "seed", *SEED_RANGE)
         set_int(self, "sampling_seed", *SEED_RANGE, optional=True)
         set_int(self, "num_generator_replicas", 0, wire.INT32_MAX)
+        if self.dtype != "auto" and self.dtype not in DTYPES:  # refused when built, not once connect runs
+            raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES)}, got {self.dtype!r}")
+        check_device(self.device)
         tokenizer_spec(self.tokenizer)  # a TypeError naming tokenizer; a path is loaded with the model
         eos_ids(self.eos_token_id)  # the vocabulary's end is checked once the model is loaded
         wire.lora_config(self.lora)  # a ValueError naming lora
@@ -63,6 +66,17 @@ class ModelOptions:
 
 SEED_RANGE = (-(2**63), 2**63 - 1)
 """What a seed may be: torch's generators take any int64."""
+
+
+def check_device(device: object) -> torch.device | None:
+    """``device`` as torch names it (None for ``"auto"``), or a ``ValueError`` naming it: ``"tpu"`` was refused
+    only once ``connect`` ran. Whether CUDA is there is checked when the session starts."""
+    if str(device) == "auto":
+        return None
+    try:
+        return torch.device(device)  # type: ignore[call-overload]
+    except (RuntimeError, TypeError):  # device=None: torch's "invalid combination of arguments"
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
 
 
 def eos_ids(value: object, vocab: int | None = None) -> list[int]:
@@ -85,9 +99,9 @@ def eos_ids(value: object, vocab: int | None = None) -> list[int]:
 
 @dataclass(frozen=True)
 class MuonOptions:
-    """Muon's settings (ignored by Adam sessions): ``muon_scaling`` ``"original"`` (lr in spectral-norm
-    units, KJ's 0.02) or ``"match_adam"``; ``ns_dtype``, the Newton-Schulz compute dtype (default: chosen
-    from the device and CPU features); ``muon_split`` overrides the Muon/AdamW split
+    """Muon's settings (an Adam session refuses a scaling or split given; ``ns_dtype`` it ignores): ``muon_scaling``
+    ``"original"`` (lr in spectral-norm units, KJ's 0.02) or ``"match_adam"``; ``ns_dtype``, the Newton-Schulz
+    compute dtype (default: chosen from the device and CPU features); ``muon_split`` overrides the Muon/AdamW split
     (``rlnb.engine.optim.split.SplitOverride``)."""
 
     muon_scaling: Literal["original", "match_adam"] = "original"
@@ -183,5 +197,5 @@ class ComputeOptions:
     compile: bool = False
 
     def __post_init__(self) -> None:
-        check_threads(self.threads)
+        object.__setattr__(self, "threads", check_threads(self.threads))  # np.int64(2) kept as a plain int
         check_compile(self.compile)

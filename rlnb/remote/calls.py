@@ -153,9 +153,8 @@ class Caller:
         if key:
             _secrets.register(key)
         self._bodies = bodies.Scrubber(key or None)
-        self.max_response_bytes = bodies.MAX_RESPONSE_BYTES if max_response_bytes is None else max_response_bytes
-        if self.max_response_bytes < 1:
-            raise ValueError(f"max_response_bytes must be >= 1, got {self.max_response_bytes}")
+        most = check_int("max_response_bytes", max_response_bytes, 1, optional=True)  # 2.5 and np.int64 too
+        self.max_response_bytes = bodies.MAX_RESPONSE_BYTES if most is None else most
         self.deadline = deadline
         self._owns_http = http_client is None
         if http_client is None:

@@ -21,6 +21,7 @@ from urllib.parse import quote
 import httpx
 
 from rlnb import wire
+from rlnb._options import set_int
 from rlnb.errors import APIError, APIStatusError
 from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid
@@ -43,6 +44,11 @@ class ClientOptions:
     transport: httpx.BaseTransport | None = None
     server_extensions: bool = True
     max_response_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        """Integers checked when the group is built, kept as plain ints (``np.int64(2)`` stayed numpy's)."""
+        set_int(self, "max_retries", 0, optional=True)
+        set_int(self, "max_response_bytes", 1, optional=True)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlnb import wire
+from rlnb._options import check_int
 from rlnb.params import AdamParams, OptimizerParams
 from rlnb.prompts import check_ids, check_room, scalar, stop_list
 from rlnb.session.backend import Backend
@@ -82,6 +83,7 @@ def sample_body(
     max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs = map(
         scalar, (max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs)
     )
+    seed = check_int("seed", seed, -(2**63), 2**63 - 1, optional=True)  # the wire's int64 takes "42" and 42.0 in
     params = wire.SamplingParams(  # checked first: a bad value is named before the prompts are measured
         max_tokens=max_tokens,
         temperature=scalar(temperature),

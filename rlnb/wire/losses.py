@@ -251,8 +251,12 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
     if params and spec.params is not None:  # a misspelt key would be sent, and refused only by the service
         unknown = sorted(set(params) - set(spec.params.model_fields))
         if unknown:
-            raise ValueError(f"{spec.name} params have no field {', '.join(map(repr, unknown))}; "
-                             f"its fields: {', '.join(spec.params.model_fields)}")
+            fields = ", ".join(spec.params.model_fields) or "none, it takes no params"
+            raise ValueError(f"{spec.name} params have no field {', '.join(map(repr, unknown))}; its fields: {fields}")
+    missing = [f for f in spec.required_params if f not in (params or {})]  # pydantic's bare "Field required"
+    if missing:
+        raise ValueError(f"loss.{spec.params_field} is required for {spec.type} ({', '.join(missing)}: no default); "
+                         f"give loss_params={{{missing[0]!r}: ...}}")
     config: dict[str, Any] = {"type": spec.type}
     if spec.params_field is not None and (params or spec.required_params):
         config[spec.params_field] = params or {}

@@ -154,3 +154,19 @@ def test_a_batched_member_whose_step_its_weights_cannot_take_fails_alone_naming_
         assert result.status == "FAILED" and result.reason.startswith(f"ValueError: adam_params.{field} ")
         assert result.losses == [] and all(w.isfinite().all() for w in result.weights.values())
     assert results[-1].status == "COMPLETED" and len(results[-1].losses) == 2
+
+
+@pytest.mark.parametrize(
+    ("dtype", "least"), [(torch.float32, 1.4e-45), (torch.bfloat16, 9.18e-41), (torch.float16, 5.96e-08)]
+)
+def test_the_least_eps_is_the_one_the_error_names(dtype, least):
+    """eps 1e-45 (it rounds up in float32) passed though the error said "give eps >= 1.4e-45": what is refused is
+    what the error and docs/optimizers.md say, and the value they name passes."""
+    from rlnb.engine.optim.trainer import StepLimits
+    from rlnb.params import AdamParams
+
+    limits = StepLimits(adam_dtypes=[dtype], muon_dtypes=[])
+    limits.check(AdamParams(eps=least).resolved())
+    refused = rf"adam_params.eps .* in {str(dtype)[6:]}, .*give adam_params.eps >= {least:g}"
+    with pytest.raises(ValueError, match=refused):
+        limits.check(AdamParams(eps=least * 0.99).resolved())

@@ -250,6 +250,13 @@ def test_unknown_model_id_names_it_and_the_fetch_command(tmp_path, monkeypatch):
         local(str(tmp_path / "empty"))
 
 
+def test_a_mistyped_built_in_name_names_the_built_ins_too(tmp_path, monkeypatch):
+    """``model="medium"`` advised only ``hf download medium``."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(ModelLoadError, match=r"'medium'.*the built-in models are 'tiny', 'small'.*hf download medium"):
+        local("medium")
+
+
 def test_model_without_a_causal_lm_head(tmp_path, transformers):
     body = transformers.LlamaModel(transformers.LlamaConfig(**hf_models.HIDDEN))
     body.save_pretrained(tmp_path / "body")

@@ -168,3 +168,28 @@ def test_a_resume_from_that_is_a_pipe_is_refused_not_read_for_ever(tmp_path):
     for path in (fifo, "/dev/zero"):
         with pytest.raises(ValueError, match=r"is neither a file nor a folder \(a pipe, a device\): not a checkpoint"):
             CheckpointOptions(resume_from=path)
+
+
+@pytest.mark.parametrize(("options", "match"), [
+    ({"dtype": "float8"}, r"dtype must be 'auto' or one of \['bfloat16', 'float16', 'float32'\], got 'float8'"),
+    ({"device": "tpu"}, r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
+])  # fmt: skip
+def test_a_dtype_or_device_is_checked_when_its_group_is_built(options, match):
+    """docs/concepts.md: each group checks its fields when built (these were refused only once connect ran)."""
+    from rlnb.batched.options import EngineOptions
+
+    with pytest.raises(ValueError, match=match):
+        ModelOptions(**options)
+    if "device" in options:
+        with pytest.raises(ValueError, match=match):
+            EngineOptions(**options)
+
+
+def test_muon_options_on_an_adam_session_are_refused_naming_them():
+    """``optimizer="adam"`` with ``muon_split=...`` or ``muon_scaling="match_adam"`` took them in silence (over the
+    API, ``muon_scaling`` with adam is refused)."""
+    said = r"muon_scaling='match_adam', muon_split=\{'\*': 'adam'\}: muon_scaling and muon_split apply to optimizer="
+    with pytest.raises(ValueError, match=said + r"'muon' only; this session's optimizer is adam"):
+        LocalBackend("adam", device="cpu", threads=1, muon_scaling="match_adam", muon_split={"*": "adam"})
+    with pytest.raises(ValueError, match=r"^muon_split=\{'\*': 'adam'\}: muon_scaling and muon_split apply"):
+        rlnb.connect("local", optimizer="adam", device="cpu", record=False, muon_split={"*": "adam"})

@@ -131,7 +131,7 @@ def test_bodies_within_the_cap_are_read_whole_and_the_default_cap_fits_large_res
     ) as client:  # fmt: skip
         assert len(client.supported_models().data) == 200
     assert APIClient(BASE).max_response_bytes == bodies.MAX_RESPONSE_BYTES == 256 << 20
-    with pytest.raises(ValueError, match="max_response_bytes must be >= 1"):
+    with pytest.raises(ValueError, match="max_response_bytes must be None or an integer >= 1"):
         APIClient(BASE, max_response_bytes=0)
 
 

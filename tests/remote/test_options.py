@@ -36,7 +36,7 @@ def recording() -> tuple[FakeAPI, list[httpx.Request], httpx.MockTransport]:
         ({"lora": "yes"}, ValueError, "lora"),
         ({"muon_scaling": "original"}, ValueError, "muon_scaling applies to optimizer='muon' only"),
         ({"poll_maxx": 1.0}, TypeError, "unexpected keyword argument.*poll_maxx"),
-        ({"max_response_bytes": 0}, ValueError, "max_response_bytes must be >= 1"),
+        ({"max_response_bytes": 0}, ValueError, "max_response_bytes must be None or an integer >= 1"),
         # each of these reached the server (after a resource was created), or raised Python's own TypeError
         ({"display_name": 5}, ValueError, "display_name must be None or a non-empty str, got 5"),
         ({"display_name": "run \udcff"}, ValueError, "display_name holds a lone surrogate at character 4"),

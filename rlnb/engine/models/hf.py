@@ -107,10 +107,13 @@ def resolve(spec: str) -> Path:
             f"model {spec!r} is neither a local directory nor a Hugging Face model id (namespace/name)"
         ) from None
     except (LocalEntryNotFoundError, FileNotFoundError):
+        from rlnb.engine.models.tiny import SIZES  # a bare name may be a built-in one mistyped (model="medium")
+
+        builtin = "" if "/" in spec else f"; the built-in models are {', '.join(map(repr, SIZES))}"
         raise ModelLoadError(
             f"model {spec!r} is not a local directory and is not in the local Hugging Face cache "
-            f"({os.environ.get('HF_HUB_CACHE') or '~/.cache/huggingface/hub'}); rlnb loads models offline. "
-            f"Fetch it once with:  {fetch}"
+            f"({os.environ.get('HF_HUB_CACHE') or '~/.cache/huggingface/hub'}){builtin}; rlnb loads models "
+            f"offline. Fetch it once with:  {fetch}"
         ) from None
 
 

@@ -74,12 +74,14 @@ class StepLimits:
         adam = hp.adam if isinstance(hp, MuonHyperparams) else hp
         prefix = "muon_params.adam." if isinstance(hp, MuonHyperparams) else "adam_params."
         for dtype, tiny in self._smallest:
-            if adam.eps <= tiny / 2:
+            least = float(f"{tiny:.3g}")  # the bound checked is the one the error names (1e-45 passed ">= 1.4e-45")
+            if adam.eps < least:
                 hint = " (or load the model with dtype='bfloat16' or 'float32')" if dtype == torch.float16 else ""
+                what = "0" if adam.eps <= tiny / 2 else f"below {least:g}, the least positive number"
                 raise ValueError(
-                    f"{prefix}eps {adam.eps:g} is 0 in {str(dtype).removeprefix('torch.')}, the dtype of the weights "
-                    f"AdamW updates: every weight whose gradient is 0 would become 0/0 = NaN; give {prefix}eps >= "
-                    f"{tiny:.3g}{hint}"
+                    f"{prefix}eps {adam.eps:g} is {what} in {str(dtype).removeprefix('torch.')}, the dtype of the "
+                    f"weights AdamW updates: an eps of 0 there turns every weight whose gradient is 0 into 0/0 = NaN; "
+                    f"give {prefix}eps >= {least:g}{hint}"
                 )
         adam_max, muon_max = self._adam_max, self._muon_max
         factors = [  # what the update multiplies by, (field, value, the largest the weights hold)
