@@ -172,6 +172,10 @@ class _Stopped(Exception):
     """The sweep stopped while this trial waited for a session slot."""
 
 
+MUON_ONLY = frozenset({"muon_scaling", "muon_split"})
+"""Session options that only a Muon session takes."""
+
+
 def own_modules(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with each ``nn.Module`` (a ``model=``) replaced by a copy, so that a trial (or Find LR's range
     test) trains its own: given the one instance, a trial began where the one before it ended, concurrent trials
@@ -182,8 +186,11 @@ def own_modules(options: dict[str, Any]) -> dict[str, Any]:
 def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
     """A session for one trial. A remote provider at its session cap answers 429: wait for a slot."""
     delay = RATE_LIMIT_WAIT[0]
+    # a sweep's muon_scaling / muon_split are for its Muon trials: an Adam session refuses them (a mixed sweep's
+    # Adam trials FAILED on threads and Ray, where the batched ones ran)
+    options = {k: v for k, v in spec.options.items() if spec.kind == "muon" or k not in MUON_ONLY}
     common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id,
-                              **own_modules(spec.options)}  # fmt: skip
+                              **own_modules(options)}  # fmt: skip
     opener: Callable[[], Session] = (
         (lambda: connect("local", seed=spec.seed, **common))
         if spec.target == "local"

@@ -109,6 +109,16 @@ def test_a_sweep_stopped_before_any_trial_started_still_summarizes(tmp_path):
     assert list(variants.status) == ["STOPPED", "STOPPED"] and list(summary["failed"]) == [1, 1]
 
 
+def test_a_sweep_over_both_optimizers_gives_muon_options_to_its_muon_trials_only(tmp_path):
+    """An Adam session refuses muon_scaling: with it, a sweep's Adam trials FAILED on threads (batched ran them)."""
+    configs = [{"optimizer": "adam"}, {"optimizer": "muon", "learning_rate": 0.02}]
+    trials = sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False, executor="threads",
+                   muon_scaling="match_adam")  # fmt: skip
+    assert list(trials.status) == ["COMPLETED", "COMPLETED"], trials.reason.tolist()
+    configs = [json.loads((Path(p) / "config.json").read_text()) for p in trials.run_path]
+    assert [c.get("muon_scaling") for c in configs] == ["original", "match_adam"]  # the Adam session's default
+
+
 def test_random_search_draws_distinct_configs_and_takes_a_numpy_seed():
     """``random_search(3, optimizer=["adam", "muon"])`` gave adam twice: the sweep ran it as two trials and
     ``summarize`` counted them as two seeds in perfect agreement (std 0); ``seed=np.int64(1)`` was random's
