@@ -11,6 +11,8 @@ from rlnb.wire.inputs import ModelInput
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "MAX_STOP_CHARS",
+    "MAX_STOP_STRINGS",
     "STOP_REASON_LENGTH",
     "PolicyVersionSegment",
     "PromptTopLogprobs",
@@ -29,6 +31,12 @@ STOP_REASON_LENGTH: Final[StopReason] = "STOP_REASON_LENGTH"
 
 DEFAULT_MAX_TOKENS = 16
 """``max_tokens`` when a sample request leaves it unset (rlnb's backends; advertised by ``rlnb serve``)."""
+
+MAX_STOP_STRINGS = 16
+"""Stop strings of one sample request: ``rlnb serve``'s default limit (``max_stop_strings``), and the in-process
+engine's bound (each new token is searched for every stop string, in every row)."""
+MAX_STOP_CHARS = 256
+"""Characters of one stop string: ``rlnb serve``'s default limit (``max_stop_chars``), and the in-process engine's."""
 
 
 class SamplingParams(_Model):
