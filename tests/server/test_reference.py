@@ -84,13 +84,16 @@ def test_a_log_prob_of_minus_infinity_reaches_a_remote_client_as_the_local_engin
     ask = {"max_tokens": 2, "prompt_logprobs": True, "topk_prompt_logprobs": 16}
     with rlnb.connect("local", model=NoFive(), device="cpu", record=False) as s:
         local = s.sample([[1, 5, 2]], **ask).result().results[0]
-    with app_client(tmp_path, models={"x/no-five": NoFive()}) as c:
-        with rlnb.connect("http://testserver", base_model="x/no-five", http_client=c, record=False) as s:
-            op = s.sample([[1, 5, 2]], **ask)
-            remote = op.result(DEADLINE).results[0]
-            raw = c.get(f"/training-sessions/{s.info().id}/operations/sample/{op.envelope.id}").json()
+    with (
+        app_client(tmp_path, models={"x/no-five": NoFive()}) as c,
+        rlnb.connect("http://testserver", base_model="x/no-five", http_client=c, record=False) as s,
+    ):
+        op = s.sample([[1, 5, 2]], **ask)
+        remote = op.result(DEADLINE).results[0]
+        raw = c.get(f"/training-sessions/{s.info().id}/operations/sample/{op.envelope.id}").json()
     assert local.prompt_logprobs[1] == -math.inf and local.topk_prompt_logprobs[1].logprobs[-1] == -math.inf
     assert remote.prompt_logprobs == local.prompt_logprobs
     assert remote.topk_prompt_logprobs == local.topk_prompt_logprobs
     result = raw["output"]["results"][0]
-    assert result["prompt_logprobs"][1] == "-Infinity" and result["topk_prompt_logprobs"][1]["logprobs"][-1] == "-Infinity"
+    assert result["prompt_logprobs"][1] == "-Infinity"
+    assert result["topk_prompt_logprobs"][1]["logprobs"][-1] == "-Infinity"
