@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from rlnb.sinks.base import Point, RunInfo, Sink
 from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
     CE,
     FAILS_AFTER_CLOSE_SCRIPT,
+    LOADED_MACHINE_TIMEOUT,
     Flaky,
     assert_points,
     env,
@@ -205,3 +207,66 @@ def test_a_damaged_wandb_file_beside_the_runs_never_stops_a_run_or_an_export(tmp
         (root / f"offline-run-{name}").mkdir(parents=True)
         (root / f"offline-run-{name}" / f"run-{name[2]}.wandb").write_bytes(b":W&B" + data)
     assert sinks.WandB("p", dir=tmp_path).holds(RunInfo("r", None, {})) is None
+
+
+def _written(run_dir: Path, step: int, deadline: float = LOADED_MACHINE_TIMEOUT) -> None:
+    """Wait (up to ``deadline`` seconds) until ``run_dir``'s event files hold ``step``'s scalars."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+        scalars = acc.Reload().Tags()["scalars"] if run_dir.is_dir() else []
+        if any(event.step == step for tag in scalars for event in acc.Scalars(tag)):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"step {step} did not reach {run_dir} within {deadline} s")
+
+
+def test_a_tensorboard_folder_deleted_mid_run_drops_the_sink_saying_what_was_not_written(tmp_path, capfd):
+    """``rm -rf runs`` while a run streams to TensorBoard: the sink was dropped with a bare ``FileNotFoundError: [Errno
+    2] No such file or directory: b'.../events.out.tfevents...'`` (and TensorBoard's writer thread printed a traceback
+    of its own). As W&B's, the warning now names the sink, the folder, the first step not written, and where the run
+    is whole; the history keeps every step."""
+    from rlnb.testing import FakeBackend
+
+    folder = tmp_path / "tb" / "r"
+    said = (rf"rlnb.sinks.TensorBoard dropped while writing run r: FileNotFoundError: {re.escape(str(folder))} was "
+            r"deleted while the run was written to it: the points from step 2 on were not written there \(the run's "
+            r"history has everything: rlnb.export writes the whole run again\)")  # fmt: skip
+    session = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r",
+                           sinks=[sinks.TensorBoard(tmp_path / "tb", interval=0)])  # fmt: skip
+    with pytest.warns(SinkWarning, match=said), session as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+        s.forward_backward(CE)
+        _written(folder, 1)
+        shutil.rmtree(tmp_path / "tb")
+        s.optim_step().result()
+        s.forward_backward(CE)
+        s.optim_step().result()
+    assert list(s.history.steps.step) == [1, 2, 3]
+    assert "Exception in thread" not in capfd.readouterr().err
+
+
+@pytest.mark.slow  # MLflow's store, Trackio's
+@pytest.mark.parametrize("library", ["mlflow", "trackio"])
+def test_a_local_mlflow_or_trackio_store_deleted_mid_run_drops_the_sink_saying_what_was_not_written(tmp_path, library):
+    """The store file deleted while a run streams: MLflow failed with SQLAlchemy's "attempt to write a readonly
+    database", naming no file; Trackio made a new database and wrote the rest of the run there in silence, the steps
+    before it gone. The next write (or the close) now raises naming the store and the first step not written."""
+    if library == "mlflow":
+        sink: Sink = sinks.MLflow(tmp_path / "m.db", "gone", process=False)
+        store = tmp_path / "m.db"
+    else:
+        sink, store = sinks.Trackio("gone-mid-run"), trackio_db("gone-mid-run")
+    writer = sink.open(RunInfo("r", None, {"seed": 0}))
+    writer.write([Point(1, {"loss": 1.0}, 0.0)], [])
+    store.unlink()
+    said = rf"^{re.escape(str(store))} was deleted while the run was written to it: the points from step 2 on were not"
+    with pytest.raises(FileNotFoundError, match=said + r" written there \(the run's history has everything"):
+        writer.write([Point(2, {"loss": 0.5}, 0.0)], [])
+    with pytest.raises(FileNotFoundError, match="the run's end .*was not written there"):
+        writer.close()
+    assert not store.exists()  # nothing made anew there, holding half a run
+
