@@ -270,3 +270,64 @@ def test_a_local_mlflow_or_trackio_store_deleted_mid_run_drops_the_sink_saying_w
         writer.close()
     assert not store.exists()  # nothing made anew there, holding half a run
 
+
+def _held_at_open(cls: type[Sink]) -> type[Sink]:
+    """``cls`` whose ``open`` waits for ``go`` (``entered`` set first): a run that has started writing, and has not yet
+    made anything there."""
+
+    class Held(cls):  # type: ignore[valid-type, misc]
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.entered, self.go = threading.Event(), threading.Event()
+
+        def open(self, run):
+            self.entered.set()
+            assert self.go.wait(LOADED_MACHINE_TIMEOUT)
+            return super().open(run)
+
+    return Held
+
+
+def _steps(s: rlnb.Session, n: int) -> None:
+    for _ in range(n):
+        s.forward_backward(CE)
+        s.optim_step().result()
+
+
+@pytest.mark.parametrize("library", ["tensorboard", pytest.param("mlflow", marks=pytest.mark.slow)])
+def test_two_sessions_streaming_runs_of_one_name_to_one_place_at_once_write_one_and_say_so(tmp_path, library):
+    """Two sessions of one process, both ``run_id="r"`` (other runs folders), streaming to one TensorBoard logdir (or
+    MLflow experiment) at once: each looked there before either had written, found nothing, and both wrote, with no
+    word — two event files in one folder, shown by TensorBoard as one run of both runs' steps (two MLflow runs named
+    ``r``). The second is now left out of that sink, with a warning saying why and where it is whole."""
+    from rlnb.testing import FakeBackend
+
+    def make(cls: type[Sink]) -> Sink:
+        if library == "tensorboard":
+            return cls(tmp_path / "tb", interval=0)
+        return cls(tmp_path / "m.db", "same-name", interval=0, process=False)
+
+    plain: type[Sink] = sinks.TensorBoard if library == "tensorboard" else sinks.MLflow
+    first = make(_held_at_open(plain))
+    a = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "a", run_id="r", sinks=[first])
+    try:
+        _steps(a, 2)
+        assert first.entered.wait(LOADED_MACHINE_TIMEOUT)  # a's run is being written: nothing there yet
+        kept = re.escape(str(tmp_path / "b" / "r"))
+        said = (rf"{plain.__name__} left run r out: it holds another run of that name, being written there now by "
+                rf"another session of this process; .* {kept} has everything")  # fmt: skip
+        second = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "b", run_id="r", sinks=[make(plain)])
+        with pytest.warns(SinkWarning, match=said), second as b:
+            _steps(b, 3)
+    finally:
+        first.go.set()
+        a.close()
+    if library == "tensorboard":
+        assert len(list((tmp_path / "tb" / "r").iterdir())) == 1
+        assert sorted(read.tensorboard(tmp_path / "tb" / "r")[1]) == [1, 2]  # a's steps only
+    else:
+        from mlflow import MlflowClient
+
+        client = MlflowClient(f"sqlite:///{tmp_path / 'm.db'}")
+        experiment = client.get_experiment_by_name("same-name").experiment_id
+        assert len(client.search_runs([experiment], filter_string="attributes.run_name = 'r'")) == 1
