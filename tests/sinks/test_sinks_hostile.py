@@ -319,6 +319,8 @@ def test_two_sessions_streaming_runs_of_one_name_to_one_place_at_once_write_one_
         second = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "b", run_id="r", sinks=[make(plain)])
         with pytest.warns(SinkWarning, match=said), second as b:
             _steps(b, 3)
+        with pytest.raises(SinkError, match="holds run r already, being written there now by a session of this"):
+            rlnb.export(b.history, make(plain))  # nor is an export of that name mixed into it meanwhile
     finally:
         first.go.set()
         a.close()
