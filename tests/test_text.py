@@ -327,3 +327,22 @@ def test_eos_token_ids_from_numpy_or_torch(eos):
     with rlnb.connect("local", model="tiny", device="cpu", record=False, eos_token_id=eos) as session:
         assert session.codec.eos_token_ids[0] == 10 and all(type(i) is int for i in session.codec.eos_token_ids)
         assert session.decode([65, 10], skip_special=True) == "A"
+
+
+def test_stop_strings_past_rlnb_serves_limits_are_refused_in_process_naming_the_bound(s):
+    """``rlnb serve`` refuses more than 16 stop strings or one past 256 characters; the in-process engine took 100,000
+    (or one of 10 MB) and searched every row's new text for each of them at every token, slowing to a crawl without
+    a word. Now the same bounds (one constant, also the server's defaults) are refused before anything is sent."""
+    from rlnb import wire
+    from rlnb.server.settings import ServerSettings
+
+    before = len(s.history)
+    with pytest.raises(ValueError, match=r"^stop has 100000 strings; this in-process session takes at most 16$"):
+        s.sample("ab", max_tokens=2, stop=[f"x{i}" for i in range(100_000)])
+    with pytest.raises(ValueError, match=r"^stop\[1\] has 10000000 characters; .* at most 256 per stop string$"):
+        s.sample("ab", max_tokens=2, stop=["x", "y" * 10_000_000])
+    assert len(s.history) == before
+    most = ["x" * wire.MAX_STOP_CHARS] * wire.MAX_STOP_STRINGS  # at the bounds: taken
+    assert len(s.sample("ab", max_tokens=2, stop=most).result().results[0].sequences) == 1
+    limits = ServerSettings(device="cpu")
+    assert (limits.max_stop_strings, limits.max_stop_chars) == (wire.MAX_STOP_STRINGS, wire.MAX_STOP_CHARS)

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from rlnb import wire
+from rlnb.engine.memory import free_memory
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.decoders import Decoder
 from rlnb.errors import OperationError
@@ -54,19 +55,6 @@ class Settings:
     top_k: int = -1
     stop: tuple[str, ...] = ()
     eos: tuple[int, ...] = ()
-
-
-def free_memory(device: torch.device) -> int | None:
-    """Bytes a sample may still take on ``device``: CUDA's free memory plus what torch's allocator holds unused, or
-    the host's ``MemAvailable`` (Linux); None where it cannot be read (then there is no bound)."""
-    if device.type == "cuda":
-        free = torch.cuda.mem_get_info(device)[0]
-        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    try:
-        with open("/proc/meminfo") as info:
-            return next((int(line.split()[1]) * 1024 for line in info if line.startswith("MemAvailable:")), None)
-    except OSError:
-        return None
 
 
 def check_cache(rows: int, length: int, per_token: int, device: torch.device) -> None:

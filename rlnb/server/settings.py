@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rlnb import _secrets
+from rlnb import _secrets, wire
 from rlnb._options import A_DAY, check_seconds, set_int
 
 MAX_LIST_LIMIT = 100
@@ -99,9 +99,9 @@ class ServerSettings:
     max_sample_prompt_tokens: int = 131072
     """What one sample request prefills: prompts x num_samples x its longest prompt's tokens (every row is
     padded to the longest; 400 past it). 2,000 prompts of 250 tokens took the server from 0.4 to 2.4 GB."""
-    max_stop_strings: int = 16
+    max_stop_strings: int = wire.MAX_STOP_STRINGS
     """Stop strings of one sample request (400 past it)."""
-    max_stop_chars: int = 256
+    max_stop_chars: int = wire.MAX_STOP_CHARS
     """Characters of one stop string."""
     max_label_bytes: int = 65536
     """Bytes of a session's ``display_name``, and of its ``metadata`` as JSON (400 past it): a session keeps them for

@@ -78,6 +78,7 @@ def sample_body(
             raise ValueError(f"prompts[{i}] encodes to no tokens: a prompt needs at least one")
         check_ids(t, f"prompts[{i}]", getattr(backend, "vocab_size", None))
     stops = stop_list(stop)
+    check_stops(backend, stops or [])
     if stops and isinstance(codec, NoTokenizerCodec):  # stop strings are matched on decoded text
         raise ValueError(f"stop: {codec.refusal()}")
     max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs = map(
@@ -103,6 +104,21 @@ def sample_body(
         prompt_logprobs=prompt_logprobs or None,
         topk_prompt_logprobs=topk_prompt_logprobs or None,
     )
+
+
+def check_stops(backend: Backend, stops: list[str]) -> None:
+    """``ValueError`` naming ``stop`` past the in-process engine's bounds on stop strings (``rlnb serve`` has its own,
+    ``--limit max_stop_strings`` and ``max_stop_chars``, whose defaults these are)."""
+    most: int | None = getattr(backend, "max_stop_strings", None)
+    if most is not None and len(stops) > most:
+        raise ValueError(f"stop has {len(stops)} strings; this in-process session takes at most {most}")
+    chars: int | None = getattr(backend, "max_stop_chars", None)
+    longest = max(range(len(stops)), key=lambda i: len(stops[i]), default=None)
+    if chars is not None and longest is not None and len(stops[longest]) > chars:
+        raise ValueError(
+            f"stop[{longest}] has {len(stops[longest])} characters; this in-process session takes at most {chars} "
+            "per stop string"
+        )
 
 
 def sample_mismatch(body: wire.SampleBody, out: wire.SampleOutput) -> str | None:

@@ -78,7 +78,8 @@ def _export(sink: Sink, info: RunInfo, points: list[Point], failures: list[Failu
         try:
             lease.ready()
             heard.put(f"looking for run {info.name} there")
-            where = lease.holds(info)
+            where = None if lease.claim(info) else "being written there now by a session of this process"
+            where = where or lease.holds(info)
             if where is not None:
                 heard.put(SinkError(f"{sink!r} holds run {info.name} already, {where}; nothing was written (exporting "
                                     "it again wrote every point twice)"))  # fmt: skip

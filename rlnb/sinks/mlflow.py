@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+from rlnb.sinks.watched import Watched, lost_from
 
 BATCH_METRICS, BATCH_PARAMS, BATCH_TAGS = 1000, 100, 100
 """MLflow's limits per ``log_batch`` call."""
@@ -55,6 +56,15 @@ def store_uri(where: str | Path | None) -> str | None:
     if "://" in text or text.startswith(("databricks", "file:")):
         return text
     return f"sqlite:///{Path(text).expanduser().resolve()}"
+
+
+def local_store(uri: str) -> Path | None:
+    """The file or folder of a store on this machine: a SQLite file, a ``file:`` store's folder; None for a server."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///").partition("?")[0])  # sqlite:////abs/x.db is /abs/x.db
+    if uri.startswith("file:"):
+        return Path(uri.removeprefix("file:").removeprefix("//"))
+    return Path(uri) if "://" not in uri and not uri.startswith("databricks") else None
 
 
 class MLflow(Sink):
@@ -148,11 +158,13 @@ class _Writer:
         self._client, self._metric, self._tag = client, Metric, RunTag
         tags = dict(run.tags) | ({"rlnb.sweep": run.group} if run.group else {})
         self.run_id: str = client.create_run(experiment_id, run_name=run.name, tags=tags).info.run_id
+        self._store = Watched(local_store(str(client.tracking_uri)))
         params = [Param(key(k), str(v)[:MAX_PARAM]) for k, v in run.params.items()]
         for i in range(0, len(params), BATCH_PARAMS):
             client.log_batch(self.run_id, params=params[i : i + BATCH_PARAMS])
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
+        self._store.check(lost_from(points, failures))
         metrics = [
             self._metric(key(name), value, int(point.time * 1000), point.step)
             for point in points
@@ -165,4 +177,5 @@ class _Writer:
             self._client.log_batch(self.run_id, tags=tags[i : i + BATCH_TAGS])
 
     def close(self) -> None:
+        self._store.check("the run's end (its FINISHED status) was")
         self._client.set_terminated(self.run_id, "FINISHED", end_time=int(time.time() * 1000))

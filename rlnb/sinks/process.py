@@ -124,6 +124,21 @@ _children: dict[int, Child] = {}
 _children_lock = threading.Lock()
 
 
+def place(sink: Sink) -> str | None:
+    """Where ``sink`` writes (its ``spec`` but the interval; a folder as an absolute path), or None for a sink that
+    cannot say."""
+    try:
+        _, name, kwargs = sink.spec()
+    except NotImplementedError:
+        return None
+    kwargs = {k: os.path.abspath(v) if k in ("logdir", "dir") and isinstance(v, str) else v for k, v in kwargs.items()}
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items() if k != 'interval')})"
+
+
+_writing: set[tuple[str, str]] = set()
+"""(place, run name) of each run being written now in this process (``Lease.claim``), under ``_children_lock``."""
+
+
 class Lease:
     """A run's hold on its sink's library, taken as soon as the run starts, so that slow set-up
     (importing the library, starting the child, creating a store's tables) overlaps training."""
@@ -132,6 +147,7 @@ class Lease:
         """Take the hold (starting the sink's child process if it has none); ``ready()`` then does the set-up."""
         self.sink = sink
         self._child: Child | None = None
+        self._claim: tuple[str, str] | None = None
         if not sink.process:
             return
         with _children_lock:  # one child per sink, started for its first run, stopped after its last
@@ -156,7 +172,29 @@ class Lease:
         """``Sink.holds``, asked where the sink's library runs."""
         return self.sink.holds(run) if self._child is None else self._child.call("holds", run)
 
+    def claim(self, run: RunInfo) -> bool:
+        """Take ``run``'s name at the sink's place until ``release``; False if another run of that name is being
+        written there now, in this process: two sessions with one run id both found nothing there (``holds``) before
+        either wrote, and TensorBoard showed both runs' steps as one (two event files in one folder), MLflow made
+        two runs of one name."""
+        where = place(self.sink)
+        if where is None:
+            return True
+        with _children_lock:
+            if (where, run.name) in _writing:
+                return False
+            self._claim = (where, run.name)
+            _writing.add(self._claim)
+        return True
+
+    def _unclaim(self) -> None:
+        with _children_lock:
+            if self._claim is not None:
+                _writing.discard(self._claim)
+                self._claim = None
+
     def release(self) -> None:
+        self._unclaim()
         child, self._child = self._child, None
         if child is None:
             return
@@ -170,6 +208,7 @@ class Lease:
     def abandon(self) -> bool:
         """Give up on this run: the sink's child process is ended (``Child.end``) unless another run still uses it.
         Whether it was ended."""
+        self._unclaim()
         with _children_lock:
             child, self._child = self._child, None
             if child is None:

@@ -23,7 +23,7 @@ from rlnb.history import History, Record, new_run_id
 from rlnb.history.runconfig import continued_at
 from rlnb.sinks.base import RunInfo, Sink, SinkWarning, Writer, say_all
 from rlnb.sinks.points import Item, Steps, logged, merge
-from rlnb.sinks.process import Lease, stop_all
+from rlnb.sinks.process import Lease, place, stop_all
 
 CLOSE_TIMEOUT = 30.0
 """Seconds ``close()`` waits for the sinks to write what they hold before giving up on them."""
@@ -88,7 +88,7 @@ class _Channel:
                 if writer is None:  # a snapshot of the config: annotate() may add a field meanwhile, on another thread
                     run = RunInfo.from_config(dict(self._history.config), self._history.path, self._unnamed)
                     self.run_name = run.name
-                    if self._fresh and self._held(lease, run):
+                    if self._held(lease, run):
                         return
                     writer = lease.open(run)
                     _exit.run_first()
@@ -106,10 +106,12 @@ class _Channel:
                 lease.release()
 
     def _held(self, lease: Lease, run: RunInfo) -> bool:
-        """Whether the sink holds a run of this name already (``Sink.holds``), from another run (a run folder deleted
-        and its id used again, another runs folder): this run is then left out there, with a warning, instead of
-        being mixed into that one (a TensorBoard folder showing both runs' steps as one)."""
-        where = lease.holds(run)
+        """Whether another run of this name is being written to the sink's place now (``Lease.claim``: two sessions
+        of this process with one run id), or, for a new run, the sink holds one already (``Sink.holds``: a run folder
+        deleted and its id used again, another runs folder): this run is then left out there, with a warning,
+        instead of being mixed into that one (a TensorBoard folder showing both runs' steps as one)."""
+        where = None if lease.claim(run) else "being written there now by another session of this process"
+        where = where or (lease.holds(run) if self._fresh else None)
         if where is None:
             return False
         self._left_out = True
@@ -255,20 +257,11 @@ def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:
         if first < i:  # two writers of one run into one library: every point twice (two TensorBoard event files)
             raise ValueError(f"sinks[{i}] is sinks[{first}] ({sink!r}): the same sink twice would write every point "
                              "of the run twice; give it once")  # fmt: skip
-        same = next((j for j, other in enumerate(listed[:i]) if _place(other) == _place(sink) is not None), None)
+        same = next((j for j, other in enumerate(listed[:i]) if place(other) == place(sink) is not None), None)
         if same is not None:  # two objects, one place: the same, one run of one name written there twice
-            raise ValueError(f"sinks[{i}] writes where sinks[{same}] does ({_place(sink)}): two sinks of one place "
+            raise ValueError(f"sinks[{i}] writes where sinks[{same}] does ({place(sink)}): two sinks of one place "
                              "would write every point of the run twice; give one")  # fmt: skip
     return listed
-
-
-def _place(sink: Sink) -> str | None:
-    """Where ``sink`` writes (its ``spec`` but the interval), or None for a sink that cannot say."""
-    try:
-        module, name, kwargs = sink.spec()
-    except NotImplementedError:
-        return None
-    return f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items() if k != 'interval')})"
 
 
 def attach(history: History, sinks: Sink | Sequence[Sink]) -> Attachment:

@@ -7,11 +7,13 @@ to the Text dashboard under ``failed_operations``. View with ``tensorboard --log
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 from rlnb._options import user_path
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+from rlnb.sinks.watched import Watched, lost_from
 
 FAILURES_TAG = "failed_operations"
 STEP_METRICS = ("loss", "grad_norm", "learning_rate")
@@ -60,6 +62,8 @@ class _Writer:
         if self._writer.file_writer is None:
             raise RuntimeError(f"SummaryWriter({path}) opened no event file")
         self._files: Any = self._writer.file_writer
+        event_file = getattr(self._files.event_writer, "_file_name", path)  # tensorboard's own
+        self._file: Watched = Watched(Path(event_file), path)
         self._params: dict[str, Any] = dict(run.params)
         self._seen: set[str] = set(STEP_METRICS)
         self._write_hparams(end=False)
@@ -71,7 +75,18 @@ class _Writer:
         self._files.add_summary(experiment)
         self._files.add_summary(finish if end else start)
 
+    def _check(self, lost: str) -> None:
+        """``Watched.check``, having stopped the library's writer if the file is gone: its thread printed a traceback
+        of its own at its next flush."""
+        try:
+            self._file.check(lost)
+        except FileNotFoundError:
+            with contextlib.suppress(OSError):
+                self._writer.close()
+            raise
+
     def write(self, points: list[Point], failures: list[Failure]) -> None:
+        self._check(lost_from(points, failures))
         for point in points:
             values = [self._summary.Value(tag=k, simple_value=v) for k, v in point.values.items()]
             self._files.add_summary(self._summary(value=values), point.step, point.time)
@@ -81,5 +96,6 @@ class _Writer:
         self._writer.flush()
 
     def close(self) -> None:
+        self._check("the run's end (its hyperparameters' final metrics) was")
         self._write_hparams(end=True)
         self._writer.close()

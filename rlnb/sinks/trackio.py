@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextvars
 import os
+from pathlib import Path
 from typing import Any
 
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+from rlnb.sinks.watched import Watched, lost_from
 
 LOCAL = {"embed": False, "auto_log_cpu": False, "auto_log_gpu": False}
 
@@ -36,14 +38,27 @@ class Trackio(Sink):
         """How a child process makes this sink again (``process=True``)."""
         return __name__, "Trackio", {"project": self.project, "interval": self.interval, **self._init}
 
-    def holds(self, run: RunInfo) -> str | None:
-        """A run of that name in the project's local database (a Space or server elsewhere is not asked)."""
+    def local_db(self, *, written: bool = False) -> Path | None:
+        """The project's local database, or None where the runs go to a Space or server elsewhere. ``written``: the
+        one the run is written to, made now (Trackio makes it at its first write), or None where Trackio writes JSONL
+        files instead (``TRACKIO_STORAGE_MODE``: on a network file system)."""
         if any(self._init.get(k) or os.environ.get(f"TRACKIO_{k.upper()}") for k in ("space_id", "server_url")):
             return None
+        from trackio import utils
         from trackio.sqlite_storage import SQLiteStorage
 
-        db = SQLiteStorage.get_project_db_path(self.project)
-        if not db.exists() or run.name not in SQLiteStorage.get_runs(self.project):
+        if not written:
+            return Path(SQLiteStorage.get_project_db_path(self.project))
+        if getattr(utils, "get_storage_mode", lambda: "sqlite")() != "sqlite":
+            return None
+        return Path(SQLiteStorage.init_db(self.project))
+
+    def holds(self, run: RunInfo) -> str | None:
+        """A run of that name in the project's local database (a Space or server elsewhere is not asked)."""
+        from trackio.sqlite_storage import SQLiteStorage
+
+        db = self.local_db()
+        if db is None or not db.exists() or run.name not in SQLiteStorage.get_runs(self.project):
             return None
         return f"in Trackio project {self.project!r} ({db}): delete that run to export it again, or use another project"
 
@@ -56,16 +71,19 @@ class Trackio(Sink):
         # (rlnb.export runs on your thread) nor a sweep's other trials, nor Trackio's atexit.
         init = LOCAL | self._init
         kwargs = dict(project=self.project, name=run.name, group=run.group, config=run.params, **init)
-        return _Writer(contextvars.Context().run(trackio.init, **kwargs))
+        db = self.local_db(written=True)
+        return _Writer(contextvars.Context().run(trackio.init, **kwargs), db)
 
 
 class _Writer:
-    def __init__(self, run: Any):
+    def __init__(self, run: Any, db: Path | None = None):
         from trackio import AlertLevel
 
         self.run, self._error = run, AlertLevel.ERROR
+        self._db = Watched(db)  # deleted, Trackio made a new one and wrote the rest of the run there in silence
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
+        self._db.check(lost_from(points, failures))
         for point in points:
             self.run.log(point.values, step=point.step)
         for fail in failures:
@@ -73,4 +91,5 @@ class _Writer:
             self.run.alert(title=title, text=fail.text(), level=self._error, step=fail.step)
 
     def close(self) -> None:
+        self._db.check("the run's end was")
         self.run.finish()

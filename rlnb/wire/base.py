@@ -30,6 +30,7 @@ __all__ = [
     "Newer",
     "INT32_MAX",
     "Int64",
+    "LogProb",
     "StrictBool",
     "StrictFloat",
     "StrictInt",
@@ -128,6 +129,30 @@ journal) the list holds."""
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 """A float that is not NaN or ±Inf: JSON has no spelling for them."""
+_NON_FINITE_JSON: Final = ("-Infinity", "Infinity", "NaN")
+"""How protobuf JSON (the service's convention, as ``Int64``'s strings) spells the doubles JSON has no number for."""
+
+
+def _float_json(value: float) -> float | str:
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else _NON_FINITE_JSON[value > 0]
+
+
+LogProb = Annotated[
+    float,
+    PlainSerializer(_float_json, return_type=float | str, when_used="json"),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "number"}, {"type": "string", "enum": list(_NON_FINITE_JSON)}],
+            "description": "a log-prob: a number, or -Infinity (probability 0) as protobuf JSON spells it",
+        }
+    ),
+]
+"""A log-prob on the wire. A token the model gives probability 0 (its logit -inf: a masked or banned token) has
+log-prob -inf, which JSON has no number for: it is sent as the string ``"-Infinity"`` (protobuf JSON's spelling;
+``"Infinity"``, ``"NaN"`` likewise) and read back as ``float("-inf")``, the value the in-process engine gives.
+Plain floats were answered as a 500 ("Out of range float values are not JSON compliant") on every GET."""
 StrictInt = Annotated[int, Strict()]
 """An integer: no bool, no string, no float (the schema says ``integer``)."""
 StrictFloat = Annotated[float, Strict()]

@@ -6,11 +6,13 @@ from typing import Annotated, Final, Literal, TypeAlias
 
 from pydantic import Field
 
-from rlnb.wire.base import INT32_MAX, Int64, Newer, StrictBool, StrictFloat, StrictInt, _Model, _Request
+from rlnb.wire.base import INT32_MAX, Int64, LogProb, Newer, StrictBool, StrictFloat, StrictInt, _Model, _Request
 from rlnb.wire.inputs import ModelInput
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "MAX_STOP_CHARS",
+    "MAX_STOP_STRINGS",
     "STOP_REASON_LENGTH",
     "PolicyVersionSegment",
     "PromptTopLogprobs",
@@ -29,6 +31,12 @@ STOP_REASON_LENGTH: Final[StopReason] = "STOP_REASON_LENGTH"
 
 DEFAULT_MAX_TOKENS = 16
 """``max_tokens`` when a sample request leaves it unset (rlnb's backends; advertised by ``rlnb serve``)."""
+
+MAX_STOP_STRINGS = 16
+"""Stop strings of one sample request: ``rlnb serve``'s default limit (``max_stop_strings``), and the in-process
+engine's bound (each new token is searched for every stop string, in every row)."""
+MAX_STOP_CHARS = 256
+"""Characters of one stop string: ``rlnb serve``'s default limit (``max_stop_chars``), and the in-process engine's."""
 
 
 class SamplingParams(_Model):
@@ -68,7 +76,7 @@ class SampledSequence(_Model):
     tokens: list[Int64]
     stop_reason: Annotated[StopReason, Newer]
     prompt_cache_hit_tokens: int = 0
-    logprobs: list[float] | None = None
+    logprobs: list[LogProb] | None = None
     routed_experts_key: str | None = None
     text: str | None = Field(default=None, exclude=True)
     """rlnb, client side: ``tokens`` decoded with the session's tokenizer. Never sent on the wire."""
@@ -77,14 +85,15 @@ class SampledSequence(_Model):
 class PromptTopLogprobs(_Model):
     """The top-k candidate tokens and their log-probs at one prompt position."""
     token_ids: list[int] = Field(default_factory=list)
-    logprobs: list[float] = Field(default_factory=list)
+    logprobs: list[LogProb] = Field(default_factory=list)
 
 
 class SampleResult(_Model):
     """The completions of one prompt, with its prompt log-probs when asked for."""
     policy_segments: list[PolicyVersionSegment]
     sequences: list[SampledSequence]
-    prompt_logprobs: list[float] | None = None
+    prompt_logprobs: list[LogProb] | None = None
+    """A token the model gives probability 0 has ``-inf`` (``"-Infinity"`` in JSON: ``LogProb``)."""
     topk_prompt_logprobs: list[PromptTopLogprobs] | None = None
 
 

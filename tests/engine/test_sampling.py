@@ -240,3 +240,52 @@ def test_a_temperature_past_float32_spreads_over_the_unmasked_tokens_not_the_las
         for t in (1e39, 1e300):
             got = frequencies(draw(m, n_prompts=1, temperature=t))
             assert got[0] == 0 and got[1:].min() > 0.08, (t, got)  # uniform over the 7 others: 1/7 each
+
+
+def fake_host(monkeypatch, tmp_path, available_gib: float, own: str, cgroups: dict[str, dict[str, str]]):
+    """Point the memory reader at ``tmp_path``: ``/proc/meminfo`` with ``available_gib``, ``/proc/self/cgroup`` holding
+    ``own``, and each cgroup folder (relative to the mount) with its files."""
+    from rlnb.engine import memory
+
+    (tmp_path / "fs").mkdir(parents=True)
+    (tmp_path / "meminfo").write_text(f"MemTotal: 67108864 kB\nMemAvailable: {int(available_gib * 2**20)} kB\n")
+    (tmp_path / "self-cgroup").write_text(own)
+    for folder, files in cgroups.items():
+        (tmp_path / "fs" / folder).mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (tmp_path / "fs" / folder / name).write_text(text)
+    monkeypatch.setattr(memory, "MEMINFO", tmp_path / "meminfo")
+    monkeypatch.setattr(memory, "PROC_CGROUP", tmp_path / "self-cgroup")
+    monkeypatch.setattr(memory, "CGROUP", tmp_path / "fs")
+    return memory.free_memory(torch.device("cpu"))
+
+
+GiB = 2**30
+
+
+def test_the_kv_cache_check_takes_a_containers_memory_limit_not_only_the_hosts_memavailable(monkeypatch, tmp_path):
+    """The check read ``MemAvailable`` alone, the host's: in a container limited to 4 GiB on a 64 GiB host, a cache
+    of 10 GiB passed it, and the kernel killed the process. Now the cgroup's limit - usage (+ the file cache it
+    reclaims first) bounds it too: v2 (``memory.max``), v1 (``memory.limit_in_bytes``), and every cgroup above the
+    process's own; ``max`` (v2) is no limit."""
+    v2 = {"": {"memory.max": f"{4 * GiB}\n", "memory.current": f"{GiB + GiB // 2}\n",
+               "memory.stat": f"anon 1\ninactive_file {GiB // 2}\nactive_file 7\n"}}  # fmt: skip
+    assert fake_host(monkeypatch, tmp_path / "a", 64, "0::/\n", v2) == 3 * GiB
+    unlimited = {"": {"memory.max": "max\n", "memory.current": f"{GiB}\n"}}
+    assert fake_host(monkeypatch, tmp_path / "b", 64, "0::/\n", unlimited) == 64 * GiB
+    nested = {"": {}, "job": {"memory.max": f"{2 * GiB}\n", "memory.current": f"{GiB}\n"},
+              "job/step": {"memory.max": "max\n", "memory.current": f"{GiB}\n"}}  # fmt: skip
+    assert fake_host(monkeypatch, tmp_path / "c", 64, "0::/job/step\n", nested) == GiB  # the job's limit binds
+    v1 = {"memory": {"memory.limit_in_bytes": f"{4 * GiB}\n", "memory.usage_in_bytes": f"{3 * GiB}\n",
+                     "memory.stat": "cache 5\ntotal_inactive_file 0\n"}}  # fmt: skip
+    own_v1 = "4:memory:/docker/0123\n3:cpu:/docker/0123\n"  # the host's path, mounted as the container's root
+    assert fake_host(monkeypatch, tmp_path / "d", 64, own_v1, v1) == GiB
+    assert fake_host(monkeypatch, tmp_path / "e", 2, "0::/\n", v2) == 2 * GiB  # MemAvailable, when it is less
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as t:
+        per_token = t.backend.engine.adapter.kv_bytes_per_token()
+        room = {"": {"memory.max": f"{4 * GiB}\n", "memory.current": f"{4 * GiB - 100 * 20 * per_token}\n"}}
+        fake_host(monkeypatch, tmp_path / "f", 64, "0::/\n", room)  # room for 100 rows x 20 tokens
+        with pytest.raises(rlnb.OperationFailed) as failed:
+            t.sample(["n=", "ab"], num_samples=64, max_tokens=18).result()
+        assert failed.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
+        assert len(t.sample("n=", num_samples=64, max_tokens=18).result().results[0].sequences) == 64

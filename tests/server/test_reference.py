@@ -4,10 +4,12 @@ import math
 from collections.abc import Iterator
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
+import rlnb
 from rlnb import samples, wire
-from tests.support.server import app_client, new_session, submit, wait
+from tests.support.server import DEADLINE, app_client, new_session, submit, wait
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +62,38 @@ def test_positions_outside_the_loss_come_back_as_zero_not_minus_zero(c):
     data = env["output"]["loss_fn_outputs"][0]["tensors"]["logprobs"]["data"]
     assert data[0] == 0 and math.copysign(1.0, data[0]) == 1.0, data  # +0.0
     assert data[1] < 0 and data[2] < 0  # a fractional weight still counts: its log-prob whole
+
+
+class NoFive(torch.nn.Module):
+    """A model that gives token 5 probability 0 (its logit is -inf, as a banned or masked token's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb, self.head = torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16, bias=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        logits = self.head(self.emb(idx))
+        return logits.masked_fill(torch.arange(16) == 5, -math.inf)
+
+
+def test_a_log_prob_of_minus_infinity_reaches_a_remote_client_as_the_local_engine_gives_it(tmp_path):
+    """A prompt token of probability 0 has log-prob -inf: in process, ``float("-inf")``; over ``rlnb serve`` every GET
+    of the sample was a 500 ("Out of range float values are not JSON compliant") and the client's wait failed. Now
+    the wire spells it ``"-Infinity"`` (protobuf JSON) and the client reads ``float("-inf")`` back."""
+    ask = {"max_tokens": 2, "prompt_logprobs": True, "topk_prompt_logprobs": 16}
+    with rlnb.connect("local", model=NoFive(), device="cpu", record=False) as s:
+        local = s.sample([[1, 5, 2]], **ask).result().results[0]
+    with (
+        app_client(tmp_path, models={"x/no-five": NoFive()}) as c,
+        rlnb.connect("http://testserver", base_model="x/no-five", http_client=c, record=False) as s,
+    ):
+        op = s.sample([[1, 5, 2]], **ask)
+        remote = op.result(DEADLINE).results[0]
+        raw = c.get(f"/training-sessions/{s.info().id}/operations/sample/{op.envelope.id}").json()
+    assert local.prompt_logprobs[1] == -math.inf and local.topk_prompt_logprobs[1].logprobs[-1] == -math.inf
+    assert remote.prompt_logprobs == local.prompt_logprobs
+    assert remote.topk_prompt_logprobs == local.topk_prompt_logprobs
+    result = raw["output"]["results"][0]
+    assert result["prompt_logprobs"][1] == "-Infinity"
+    assert result["topk_prompt_logprobs"][1]["logprobs"][-1] == "-Infinity"

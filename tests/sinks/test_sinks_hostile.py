@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from rlnb.sinks.base import Point, RunInfo, Sink
 from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
     CE,
     FAILS_AFTER_CLOSE_SCRIPT,
+    LOADED_MACHINE_TIMEOUT,
     Flaky,
     assert_points,
     env,
@@ -205,3 +207,129 @@ def test_a_damaged_wandb_file_beside_the_runs_never_stops_a_run_or_an_export(tmp
         (root / f"offline-run-{name}").mkdir(parents=True)
         (root / f"offline-run-{name}" / f"run-{name[2]}.wandb").write_bytes(b":W&B" + data)
     assert sinks.WandB("p", dir=tmp_path).holds(RunInfo("r", None, {})) is None
+
+
+def _written(run_dir: Path, step: int, deadline: float = LOADED_MACHINE_TIMEOUT) -> None:
+    """Wait (up to ``deadline`` seconds) until ``run_dir``'s event files hold ``step``'s scalars."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+        scalars = acc.Reload().Tags()["scalars"] if run_dir.is_dir() else []
+        if any(event.step == step for tag in scalars for event in acc.Scalars(tag)):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"step {step} did not reach {run_dir} within {deadline} s")
+
+
+def test_a_tensorboard_folder_deleted_mid_run_drops_the_sink_saying_what_was_not_written(tmp_path, capfd):
+    """``rm -rf runs`` while a run streams to TensorBoard: the sink was dropped with a bare ``FileNotFoundError: [Errno
+    2] No such file or directory: b'.../events.out.tfevents...'`` (and TensorBoard's writer thread printed a traceback
+    of its own). As W&B's, the warning now names the sink, the folder, the first step not written, and where the run
+    is whole; the history keeps every step."""
+    from rlnb.testing import FakeBackend
+
+    folder = tmp_path / "tb" / "r"
+    said = (rf"rlnb.sinks.TensorBoard dropped while writing run r: FileNotFoundError: {re.escape(str(folder))} was "
+            r"deleted while the run was written to it: the points from step 2 on were not written there \(the run's "
+            r"history has everything: rlnb.export writes the whole run again\)")  # fmt: skip
+    session = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r",
+                           sinks=[sinks.TensorBoard(tmp_path / "tb", interval=0)])  # fmt: skip
+    with pytest.warns(SinkWarning, match=said), session as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+        s.forward_backward(CE)
+        _written(folder, 1)
+        shutil.rmtree(tmp_path / "tb")
+        s.optim_step().result()
+        s.forward_backward(CE)
+        s.optim_step().result()
+    assert list(s.history.steps.step) == [1, 2, 3]
+    assert "Exception in thread" not in capfd.readouterr().err
+
+
+@pytest.mark.slow  # MLflow's store, Trackio's
+@pytest.mark.parametrize("library", ["mlflow", "trackio"])
+def test_a_local_mlflow_or_trackio_store_deleted_mid_run_drops_the_sink_saying_what_was_not_written(tmp_path, library):
+    """The store file deleted while a run streams: MLflow failed with SQLAlchemy's "attempt to write a readonly
+    database", naming no file; Trackio made a new database and wrote the rest of the run there in silence, the steps
+    before it gone. The next write (or the close) now raises naming the store and the first step not written."""
+    if library == "mlflow":
+        sink: Sink = sinks.MLflow(tmp_path / "m.db", "gone", process=False)
+        store = tmp_path / "m.db"
+    else:
+        sink, store = sinks.Trackio("gone-mid-run"), trackio_db("gone-mid-run")
+    writer = sink.open(RunInfo("r", None, {"seed": 0}))
+    writer.write([Point(1, {"loss": 1.0}, 0.0)], [])
+    store.unlink()
+    said = rf"^{re.escape(str(store))} was deleted while the run was written to it: the points from step 2 on were not"
+    with pytest.raises(FileNotFoundError, match=said + r" written there \(the run's history has everything"):
+        writer.write([Point(2, {"loss": 0.5}, 0.0)], [])
+    with pytest.raises(FileNotFoundError, match="the run's end .*was not written there"):
+        writer.close()
+    assert not store.exists()  # nothing made anew there, holding half a run
+
+
+def _held_at_open(cls: type[Sink]) -> type[Sink]:
+    """``cls`` whose ``open`` waits for ``go`` (``entered`` set first): a run that has started writing, and has not yet
+    made anything there."""
+
+    class Held(cls):  # type: ignore[valid-type, misc]
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.entered, self.go = threading.Event(), threading.Event()
+
+        def open(self, run):
+            self.entered.set()
+            assert self.go.wait(LOADED_MACHINE_TIMEOUT)
+            return super().open(run)
+
+    return Held
+
+
+def _steps(s: rlnb.Session, n: int) -> None:
+    for _ in range(n):
+        s.forward_backward(CE)
+        s.optim_step().result()
+
+
+@pytest.mark.parametrize("library", ["tensorboard", pytest.param("mlflow", marks=pytest.mark.slow)])
+def test_two_sessions_streaming_runs_of_one_name_to_one_place_at_once_write_one_and_say_so(tmp_path, library):
+    """Two sessions of one process, both ``run_id="r"`` (other runs folders), streaming to one TensorBoard logdir (or
+    MLflow experiment) at once: each looked there before either had written, found nothing, and both wrote, with no
+    word — two event files in one folder, shown by TensorBoard as one run of both runs' steps (two MLflow runs named
+    ``r``). The second is now left out of that sink, with a warning saying why and where it is whole."""
+    from rlnb.testing import FakeBackend
+
+    def make(cls: type[Sink]) -> Sink:
+        if library == "tensorboard":
+            return cls(tmp_path / "tb", interval=0)
+        return cls(tmp_path / "m.db", "same-name", interval=0, process=False)
+
+    plain: type[Sink] = sinks.TensorBoard if library == "tensorboard" else sinks.MLflow
+    first = make(_held_at_open(plain))
+    a = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "a", run_id="r", sinks=[first])
+    try:
+        _steps(a, 2)
+        assert first.entered.wait(LOADED_MACHINE_TIMEOUT)  # a's run is being written: nothing there yet
+        kept = re.escape(str(tmp_path / "b" / "r"))
+        said = (rf"{plain.__name__} left run r out: it holds another run of that name, being written there now by "
+                rf"another session of this process; .* {kept} has everything")  # fmt: skip
+        second = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "b", run_id="r", sinks=[make(plain)])
+        with pytest.warns(SinkWarning, match=said), second as b:
+            _steps(b, 3)
+        with pytest.raises(SinkError, match="holds run r already, being written there now by a session of this"):
+            rlnb.export(b.history, make(plain))  # nor is an export of that name mixed into it meanwhile
+    finally:
+        first.go.set()
+        a.close()
+    if library == "tensorboard":
+        assert len(list((tmp_path / "tb" / "r").iterdir())) == 1
+        assert sorted(read.tensorboard(tmp_path / "tb" / "r")[1]) == [1, 2]  # a's steps only
+    else:
+        from mlflow import MlflowClient
+
+        client = MlflowClient(f"sqlite:///{tmp_path / 'm.db'}")
+        experiment = client.get_experiment_by_name("same-name").experiment_id
+        assert len(client.search_runs([experiment], filter_string="attributes.run_name = 'r'")) == 1

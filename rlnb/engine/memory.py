@@ -1,0 +1,90 @@
+"""The memory a sample may still take: CUDA's free memory, or the host's — the smaller of Linux's ``MemAvailable``
+and what the process's cgroup (a container's, a batch job's memory limit) leaves. ``MemAvailable`` is the whole
+host's: a container limited to 4 GiB on a 64 GiB host passed the KV-cache check and was OOM-killed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+MEMINFO = Path("/proc/meminfo")
+PROC_CGROUP = Path("/proc/self/cgroup")
+"""Which cgroup the process is in, per hierarchy (``0::/path`` for v2, ``N:memory:/path`` for v1)."""
+CGROUP = Path("/sys/fs/cgroup")
+"""Where the cgroup file system is mounted: v2's files in it, v1's under ``memory/`` (tests point these elsewhere)."""
+_FILES = {
+    "": ("memory.max", "memory.current", "inactive_file"),
+    "memory": ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
+}
+"""Per hierarchy (v2, v1): the limit, the usage, and the ``memory.stat`` key of the file cache the kernel reclaims
+before it kills (``docker stats`` leaves it out of the usage too)."""
+
+
+def free_memory(device: torch.device) -> int | None:
+    """Bytes a sample may still take on ``device``: CUDA's free memory plus what torch's allocator holds unused, or
+    the host's (``host_available``); None where it cannot be read (then there is no bound)."""
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return host_available()
+
+
+def host_available() -> int | None:
+    """The smaller of ``MemAvailable`` and ``cgroup_available``, those that can be read; None if neither can."""
+    return min((v for v in (meminfo_available(), cgroup_available()) if v is not None), default=None)
+
+
+def meminfo_available() -> int | None:
+    try:
+        with open(MEMINFO) as info:
+            return next((int(line.split()[1]) * 1024 for line in info if line.startswith("MemAvailable:")), None)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cgroup_available() -> int | None:
+    """The least any memory limit of the process's cgroup, or of one above it, leaves: limit - usage + reclaimable
+    file cache; None where no limit is set (``max``) or none can be read."""
+    own = _own_cgroups()
+    left = []
+    for hierarchy, files in _FILES.items():
+        top = CGROUP / hierarchy
+        folder = top / own.get(hierarchy, "").lstrip("/")
+        while folder.is_relative_to(top):  # in a container, its own cgroup is ``top``: the path named is the host's
+            if (room := _left(folder, *files)) is not None:
+                left.append(room)
+            folder = folder.parent
+    return min(left, default=None)
+
+
+def _own_cgroups() -> dict[str, str]:
+    own = {}
+    try:
+        for line in PROC_CGROUP.read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            hierarchy = "memory" if "memory" in controllers.split(",") else controllers  # "" is v2's
+            if hierarchy in _FILES:
+                own[hierarchy] = path
+    except (OSError, ValueError):
+        pass
+    return own
+
+
+def _left(folder: Path, limit_file: str, usage_file: str, cache_key: str) -> int | None:
+    try:
+        limit = (folder / limit_file).read_text().strip()
+        if limit == "max":
+            return None
+        left = int(limit) - int((folder / usage_file).read_text())
+    except (OSError, ValueError):
+        return None
+    cache = 0
+    try:
+        for line in (folder / "memory.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == cache_key:
+                cache = int(value)
+    except (OSError, ValueError):
+        pass
+    return max(0, left + cache)

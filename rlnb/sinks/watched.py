@@ -1,0 +1,43 @@
+"""The file or folder a run is written to on this machine, checked before each batch (``Watched``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlnb.sinks.base import Failure, Point
+
+
+class Watched:
+    """The file or folder a run is written to on this machine (a TensorBoard event file, an MLflow or Trackio SQLite
+    store), checked before each batch: deleted (``rm -rf runs``), the libraries failed with a bare ``[Errno 2]``, an
+    SQL error ("attempt to write a readonly database"), or made a new store and wrote the rest of the run there in
+    silence. ``check`` raises instead, which drops the sink with a warning naming the place and what was lost."""
+
+    def __init__(self, path: Path | None, shown: Path | None = None) -> None:
+        self.path, self.shown = path, shown or path  # shown: what the warning names (a file's run folder)
+        self._id = _identity(path)
+
+    def check(self, lost: str) -> None:
+        """``FileNotFoundError`` if the place is gone or is another file now; ``lost``: what then goes unwritten."""
+        now = _identity(self.path)
+        if self._id is None:  # not there when the run started: watched from when it is
+            self._id = now
+        elif now != self._id:
+            raise FileNotFoundError(
+                f"{self.shown} was deleted while the run was written to it: {lost} not written "
+                "there (the run's history has everything: rlnb.export writes the whole run again)"
+            )
+
+
+def lost_from(points: list[Point], failures: list[Failure]) -> str:
+    """What a batch that cannot be written loses, for ``Watched.check``."""
+    first = min([p.step for p in points] + [f.step for f in failures], default=0)
+    return f"the points from step {first} on were"
+
+
+def _identity(path: Path | None) -> tuple[int, int] | None:
+    try:
+        stat = path.stat() if path is not None else None
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino) if stat is not None else None
