@@ -197,14 +197,18 @@ def compute(
     means: dict[str, torch.Tensor] = {}  # per-token values whose masked mean is a metric (``_summary``)
     if entropy is not None:
         means["loss/entropy/mean"] = _joined(entropy).to(lp.device)
+    # A token of weight 0 is never read, not even its own log-prob: one the model gives probability 0 (-inf, a
+    # banned token in a prompt) would turn its product with the 0 weight into NaN and fail the step NON_FINITE_LOSS.
     if loss_type == _CROSS_ENTROPY:
         w = _cat(inputs, "weights", lp.device).to(lp.dtype)
-        return -torch.dot(w, lp), _summary((w != 0).to(lp.dtype), means, tokens=w)
+        return -torch.dot(w, torch.where(w != 0, lp, 0.0)), _summary((w != 0).to(lp.dtype), means, tokens=w)
 
     m = torch.cat([loss_mask(loss_type, x) for x in inputs]).to(lp.device)
-    # A masked token's inputs are never read: neutral values there (ratio 1, advantage 0), so that what a caller
+    # Neither are a masked token's inputs: neutral values there (ratio 1, advantage 0), so that what a caller
     # leaves at a prompt's positions (a -100 log-prob) cannot overflow and turn a product with the 0 mask to NaN.
-    on, lp_held = m != 0, lp.detach()
+    on = m != 0
+    lp = torch.where(on, lp, 0.0)
+    lp_held = lp.detach()
     q = torch.where(on, _cat(inputs, "logprobs", lp.device), lp_held)
     adv = torch.where(on, _cat(inputs, "advantages", lp.device), 0.0)
     lens = [len(t) for t in logprobs]

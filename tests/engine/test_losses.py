@@ -376,6 +376,34 @@ def test_clip_thresholds_past_float32s_range_clip_nothing_beyond_it(loss_type, l
         assert loss == pytest.approx(run(IS, None, dtype=torch.float32)[0], abs=1e-5)
 
 
+def run_at(loss_type, params, lp_rows):
+    """``run`` at the given per-token log-probs (float32, as the engine's): (loss, grads, metrics)."""
+    inputs = make_inputs()
+    params = validate(loss_type, params, inputs, SEQ_LENS)
+    lps = [torch.tensor(row, dtype=torch.float32, requires_grad=True) for row in lp_rows]
+    loss, metrics = compute(loss_type, params, lps, inputs, horizon=HORIZON)
+    loss.backward()
+    return loss.item(), flat([t.grad.tolist() for t in lps]), metrics
+
+
+@pytest.mark.parametrize(
+    "loss_type, params",
+    [(CE, None), (IS, None), (PPO, None), (CISPO, None), (DPPO, None), (DRO, {"beta": 0.5}),
+     (GRPO, {"beta": 0.125}), (GRPO, {"ratio_type": RATIO_SEQUENCE, "agg_type": SEQUENCE_MEAN})],
+)  # fmt: skip
+def test_a_token_of_weight_0_whose_log_prob_is_minus_infinity_is_not_read(loss_type, params):
+    """A prompt token the model gives probability 0 (log-prob -inf: a banned token) has weight 0, so it must not
+    count. 0 x -inf made the loss NaN, and the step failed NON_FINITE_LOSS: every loss now gives what it gives at
+    a finite log-prob there, with no gradient to it."""
+    banned = [
+        [-math.inf if m == 0 else lp for lp, m in zip(lps, ms, strict=True)] for lps, ms in zip(LP, M, strict=True)
+    ]
+    loss, grads, metrics = run_at(loss_type, params, banned)
+    assert math.isfinite(loss)
+    assert (loss, grads, metrics) == run_at(loss_type, params, LP)
+    assert all(g == 0.0 for g, m in zip(grads, flat(M), strict=True) if m == 0)
+
+
 def test_grpo_sequence_ratio_metrics():
     _, _, metrics = run(GRPO, {"ratio_type": RATIO_SEQUENCE})
     # masked mean log-ratios: sample 0 (-0.5 + 0.1 + 0.6) / 3 inside [0.8, 1.28]; sample 1 1.6 / 3 above,

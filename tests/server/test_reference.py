@@ -97,3 +97,11 @@ def test_a_log_prob_of_minus_infinity_reaches_a_remote_client_as_the_local_engin
     result = raw["output"]["results"][0]
     assert result["prompt_logprobs"][1] == "-Infinity"
     assert result["topk_prompt_logprobs"][1]["logprobs"][-1] == "-Infinity"
+
+
+def test_a_forward_backward_over_a_banned_prompt_token_of_weight_0_completes():
+    """The same model, trained on [1, 5, 2, 3] with token 5 at weight 0: its log-prob -inf made the loss NaN and the
+    step failed NON_FINITE_LOSS, though the token does not count."""
+    with rlnb.connect("local", model=NoFive(), device="cpu", record=False) as s:
+        out = s.forward_backward([samples.cross_entropy([1, 5, 2, 3], [0, 0, 1, 1])]).result(DEADLINE)
+    assert math.isfinite(out.loss)
