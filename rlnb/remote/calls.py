@@ -212,13 +212,14 @@ class Caller:
 
     def _build(self, call: Call) -> httpx.Request:
         headers = {"Accept": "application/json", "Accept-Encoding": bodies.ACCEPT_ENCODING, "User-Agent": USER_AGENT}
-        if call.auth and self._api_key is not None:
+        url = call.url if call.url.startswith(("http://", "https://")) else f"{self.base_url}{API_PREFIX}{call.url}"
+        target = httpx.URL(url)  # the key goes to base_url's own scheme, host and port, whatever the call says
+        if call.auth and self._api_key is not None and (target.scheme, target.host, target.port) == self._origin:
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         if call.idempotency_key is not None:
             headers["Idempotency-Key"] = call.idempotency_key
         if call.content is not None:
             headers["Content-Type"] = "application/json"
-        url = call.url if call.url.startswith(("http://", "https://")) else f"{self.base_url}{API_PREFIX}{call.url}"
         timeout = self._http.timeout
         if call.wait:  # the server may hold a long-poll that long: the read deadline starts after it
             timeout = httpx.Timeout(timeout.read, connect=timeout.connect, read=(timeout.read or 0) + call.wait)

@@ -220,14 +220,15 @@ class APIClient(Caller):
         """The side channel's upload: a presigned URL from the API, then a PUT without the key."""
         path = f"/training-sessions/{_seg(session_id, 'session_id')}/payloads/upload-url"
         url = self._parse(self._send(Call("POST", path)), wire.PayloadUploadUrl)
-        self._send(Call("PUT", url.upload_url, content, auth=False))
+        self._send(Call("PUT", payloads.presigned(url.upload_url, self.base_url, "upload_url"), content, auth=False))
         return url.payload_id
 
     def download_payload(self, session_id: str, payload_id: str) -> dict[str, Any]:
         """The side channel's download: a presigned URL from the API, then a GET without the key."""
         path = f"/training-sessions/{_seg(session_id, 'session_id')}/payloads/{_seg(payload_id, 'payload_id')}"
         url = self._parse(self._send(Call("POST", path + "/download-url")), wire.PayloadDownloadUrl)
-        data = self._bodies.decode(self._send(Call("GET", url.download_url, auth=False)), "payload")
+        where = payloads.presigned(url.download_url, self.base_url, "download_url")
+        data = self._bodies.decode(self._send(Call("GET", where, auth=False)), "payload")
         if not isinstance(data, dict):
             raise APIError(f"payload {payload_id} must be a JSON object, got {type(data).__name__}")
         return data
