@@ -160,9 +160,10 @@ class APIClient(Caller):
         path = f"/training-sessions/{_seg(session_id, 'session_id')}"
         return self._one(self._send(Call("GET", path)), wire.Session, session_id)
 
-    def stop_session(self, session_id: str) -> wire.Session:
+    def stop_session(self, session_id: str, *, reconnect: bool = True) -> wire.Session:
+        """``reconnect=False``: one try when no connection can be made (``Call.reconnect``)."""
         path = f"/training-sessions/{_seg(session_id, 'session_id')}/stop"
-        return self._one(self._send(Call("POST", path)), wire.Session, session_id)
+        return self._one(self._send(Call("POST", path, reconnect=reconnect)), wire.Session, session_id)
 
     def submit_operation(
         self, session_id: str, kind: wire.OperationKind, body: wire._Model | None, *, idempotency_key: str | None = None

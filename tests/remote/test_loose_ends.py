@@ -11,7 +11,7 @@ import pytest
 import rlnb
 import rlnb.remote.calls
 import rlnb.remote.client
-from tests.support.fake_api import BASE, FAST_POLL, KEY, NOW, FakeAPI
+from tests.support.fake_api import BASE, FAST_POLL, KEY, NOW, FakeAPI, error, quick
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -131,3 +131,44 @@ def test_an_operation_whose_result_sits_behind_an_http_url_under_https_fails_nam
         s.forward_backward([rlnb.samples.cross_entropy([1, 2, 3])]).result(timeout=10)
     s.close()
     assert not [r for r in fake.calls() if r.url.host == "storage.test"]
+
+
+@pytest.mark.parametrize("failure", [httpx.ConnectError, httpx.ConnectTimeout])
+def test_close_against_a_dead_server_asks_once_and_says_the_session_may_still_run(failure, caplog):
+    """A stop that could not connect was retried through the whole backoff (6 attempts, 14 s with the default
+    policy), and ``close()`` said nothing of the session (and resource) it left running."""
+    fake = FakeAPI(ready_after=1)
+    dead: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if dead:
+            dead.append(request)
+            raise failure("refused", request=request)
+        return fake(request)
+
+    s = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), ready_timeout=5, record=False,
+                     **FAST_POLL, **quick({}))  # fmt: skip
+    sid, rid = s.id, s.backend.resource.id
+    dead.append(httpx.Request("GET", BASE))  # from now on no connection can be made
+    with pytest.raises(rlnb.APIConnectionError, match="stop: "):
+        s.close()
+    assert [r.url.path for r in dead[1:]] == [f"/v1/rl/training-sessions/{sid}/stop"]  # once, and no resource stop
+    said = [r.getMessage() for r in caplog.records if "may still be running remotely" in r.getMessage()]
+    assert len(said) == 1 and f"session {sid} and model resource {rid}" in said[0] and f"stop_session({sid!r})" in said[0]
+
+
+def test_close_still_retries_a_stop_the_server_answers_with_a_503():
+    """Only a connection that cannot be made is not tried again: a server that answers is asked on."""
+    fake = FakeAPI(ready_after=1)
+    rid = fake.add_resource({"adam": {}})
+    busy = [error(503, "busy")] * 2
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/stop") and busy:
+            return busy.pop()
+        return fake(request)
+
+    s = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid,
+                     ready_timeout=5, record=False, **FAST_POLL, **quick({}))  # fmt: skip
+    s.close()
+    assert [v["status"] for v in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]
