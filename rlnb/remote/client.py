@@ -129,10 +129,13 @@ class APIClient(Caller):
         path = f"/model-resources/{_seg(model_resources_id, 'model_resources_id')}"
         return self._one(self._send(Call("GET", path)), wire.ModelResources, model_resources_id)
 
-    def stop_model_resources(self, model_resources_id: str, *, force: bool = True) -> wire.ModelResources:
-        """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails)."""
+    def stop_model_resources(
+        self, model_resources_id: str, *, force: bool = True, reconnect: bool = True
+    ) -> wire.ModelResources:
+        """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails). ``reconnect``:
+        as ``stop_session``'s."""
         path = f"/model-resources/{_seg(model_resources_id, 'model_resources_id')}/stop"
-        call = Call("POST", path, params={"force": "true" if force else "false"})
+        call = Call("POST", path, params={"force": "true" if force else "false"}, reconnect=reconnect)
         return self._one(self._send(call), wire.ModelResources, model_resources_id)
 
     def create_session(self, request: wire.StartTrainingSessionRequest) -> wire.Session:

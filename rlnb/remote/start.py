@@ -204,10 +204,12 @@ def _checked(
 
 
 def _stop_quietly(client: APIClient, session_id: str | None, model_resources_id: str | None) -> None:
-    """Best-effort cleanup after a failed start; the original error is the one worth raising."""
+    """Best-effort cleanup after a failed start; the original error is the one worth raising. A stop that cannot
+    connect is not tried again: on a dead server each one held the error back through every retry (14 s)."""
     for stop, target in ((client.stop_session, session_id), (client.stop_model_resources, model_resources_id)):
         if target is not None:
             try:
-                stop(target)
+                stop(target, reconnect=False)
             except APIError as exc:
-                log.warning("could not stop %s after a failed start: %s", target, exc)
+                log.warning("could not stop %s after a failed start (%s): it may still be running remotely", target,
+                            exc)  # fmt: skip

@@ -172,3 +172,27 @@ def test_close_still_retries_a_stop_the_server_answers_with_a_503():
                      ready_timeout=5, record=False, **FAST_POLL, **quick({}))  # fmt: skip
     s.close()
     assert [v["status"] for v in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]
+
+
+def test_a_start_that_fails_on_a_dead_server_asks_once_to_stop_each_thing_it_created(caplog):
+    """The server dies while ``connect`` waits for the session: undoing the start retried each stop through the
+    whole backoff (session, then resource: 12 attempts, 28 s with the default policy) before the error came."""
+    fake = FakeAPI(ready_after=3)
+    dead: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if not dead and fake.sessions and request.method == "GET":
+            dead.append(request)  # the session's first poll: the server is gone from here on
+        if dead:
+            dead.append(request)
+            raise httpx.ConnectError("refused", request=request)
+        return fake(request)
+
+    with pytest.raises(rlnb.APIConnectionError):
+        rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), ready_timeout=5, **FAST_POLL,
+                     **quick({}))  # fmt: skip
+    (sid,), (rid,) = fake.sessions, fake.resources
+    stops = [r.url.path for r in dead if r.url.path.endswith("/stop")]
+    assert stops == [f"/v1/rl/training-sessions/{sid}/stop", f"/v1/rl/model-resources/{rid}/stop"]
+    said = [r.getMessage() for r in caplog.records if "may still be running remotely" in r.getMessage()]
+    assert len(said) == 2 and sid in said[0] and rid in said[1]
