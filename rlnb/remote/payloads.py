@@ -34,7 +34,8 @@ def presigned(url: str, base_url: str, name: str) -> str:
                        "are: nothing was sent to it")  # fmt: skip
     if parts.scheme == "http" and urlsplit(base_url).scheme == "https":
         raise APIError(f"the server's {name} {shown} is http:// under an https base_url: rlnb sends and fetches "
-                       "payloads over https only there, and sent nothing to it")  # fmt: skip
+                       "payloads over https only there, and sent nothing to it (rlnb serve behind an https proxy: "
+                       "give it --public-url https://...)")  # fmt: skip
     return url
 
 
