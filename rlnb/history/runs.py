@@ -1,7 +1,7 @@
 """A run folder read back, and opened again by a later session: ``read_run`` (what ``History.load`` restores),
-``open_run`` (a run folder locked for recording, continuing whatever it holds), and the warnings of a session
-that starts below the step its run reached (``warn_continued``) or adds to a loaded run in memory
-(``warn_in_memory``).
+``open_run`` (a run folder locked for recording, continuing whatever it holds with the same optimizer:
+``same_optimizer``), and the warnings of a session that starts below the step its run reached
+(``warn_continued``) or adds to a loaded run in memory (``warn_in_memory``).
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ def open_run(
         damaged = earlier.config_damaged if earlier is not None else read_config(path, say=False)[1]  # read once
         if damaged:
             set_aside_config(path)
+        if earlier is not None:
+            same_optimizer(run_id, earlier.config, config)
         first = continued(run_id, earlier.config if earlier is not None else None, time.time())
         config = {**first, **config, "versions": environment()}
         store.write_config(config)
@@ -119,6 +121,18 @@ def open_run(
         store.close()
         raise
     return store, config, earlier
+
+
+def same_optimizer(run_id: str, earlier: dict[str, Any], config: dict[str, Any]) -> None:
+    """``ValueError`` naming both when a session continues a run recorded with another optimizer: one run is one
+    optimizer's (its config names one, which ``rlnb.runs`` and the plots go by), and the later session's silently
+    relabelled the earlier session's steps. An optimizer a damaged config does not name is not compared."""
+    before, now = earlier.get("optimizer"), config.get("optimizer")
+    if isinstance(before, str) and isinstance(now, str) and before != now:
+        raise ValueError(
+            f"run {run_id} was recorded with optimizer {before}, and this session's is {now}: one run holds one "
+            f"optimizer's steps. Use a new run_id (or continue run {run_id} with a {before} session)"
+        )
 
 
 def warn_continued(run_id: Any, reached: int, start: int) -> None:

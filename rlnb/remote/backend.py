@@ -171,8 +171,9 @@ class RemoteBackend:
         """Fail what was never sent, stop the session (the server ends what it runs, so a long-poll in
         flight returns), stop polling, settle what is still in flight, then stop the model resource if
         ``stop_resource``. Every step is tried — unless the server is unreachable (no answer, or a 5xx,
-        to the stop), when what is in flight is settled without asking it or waiting for its POST. The
-        first API error is raised at the end.
+        to the stop), when what is in flight is settled without asking it or waiting for its POST. A stop that
+        cannot connect is not tried again. The first API error is raised at the end, after a warning naming
+        what may still run remotely when the stop failed.
 
         Called from a listener on this backend's own poll or send thread (a history callback), it closes on a
         thread of its own and returns: inline it joined the thread it ran on (``cannot join current thread``,
@@ -197,14 +198,15 @@ class RemoteBackend:
             tell(item, wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, unsent))
         errors: list[APIError] = []
         reachable = True
-        try:
-            self._info = self.client.stop_session(self.session_id)
+        try:  # a server that takes no connection is asked once: close() waited out every retry's backoff (14 s)
+            self._info = self.client.stop_session(self.session_id, reconnect=False)
         except APIError as exc:
-            if not _gone(exc, f"session {self.session_id}"):
-                errors.append(exc)
             reachable = not isinstance(exc, APIConnectionError) and not (
                 isinstance(exc, APIStatusError) and exc.status_code >= 500
             )
+            if not _gone(exc, f"session {self.session_id}"):
+                errors.append(exc)
+                self._warn_running(exc, reachable)
         sending = self._sender.join(CLOSE_GRACE if reachable else 0.0)
         if sending is not None:
             why = "the session was closed while this operation was being sent; its outcome is unknown"
@@ -220,6 +222,15 @@ class RemoteBackend:
         self.state = Lifecycle.CLOSED
         if errors:
             raise errors[0]
+
+    def _warn_running(self, exc: APIError, reachable: bool) -> None:
+        """Say what may still run (and cost) remotely when the stop failed, and how to stop it later (the model
+        resource this backend would stop is not asked either when the server is unreachable)."""
+        resource = self.stop_resource and not reachable
+        what = f"session {self.session_id}" + (f" and model resource {self.resource.id}" if resource else "")
+        log.warning("rlnb: could not stop %s at %s (%s): it may still be running remotely; stop it once the server "
+                    "answers, e.g. rlnb.remote.client.APIClient(%r).stop_session(%r)", what, self.client.base_url,
+                    exc, self.client.base_url, self.session_id)  # fmt: skip
 
     def runs_here(self) -> bool:
         """Whether the caller is this backend's poll or send thread (``Operation.result`` refuses to wait there)."""

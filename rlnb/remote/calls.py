@@ -112,6 +112,9 @@ class Call(NamedTuple):
     until: float | None = None
     """A ``time.monotonic()`` by which the call ends, if sooner than its deadline (a poll within its failure
     window)."""
+    reconnect: bool = True
+    """False: a connection that cannot be made is not tried again (``close()``'s stop: a dead server held it
+    through every retry's backoff, 14 s)."""
 
 
 class Caller:
@@ -197,7 +200,7 @@ class Caller:
             if failure is not None:  # a retry cut short by the end: the error answer before it says more
                 cut = answered is not None and time.monotonic() >= end
                 said, error = (answered, None) if cut else (None, failure)
-                time.sleep(self._after_failure(request, attempt, said, error, end, limit, call.idempotent))
+                time.sleep(self._after_failure(request, attempt, said, error, end, limit, call))
             else:
                 log.debug(
                     "%s %s -> %d in %.0f ms", request.method, request.url, response.status_code,
@@ -207,18 +210,19 @@ class Caller:
                 if response.is_success:
                     return response
                 answered = response
-                time.sleep(self._after_failure(request, attempt, response, None, end, limit, call.idempotent))
+                time.sleep(self._after_failure(request, attempt, response, None, end, limit, call))
             attempt += 1
 
     def _build(self, call: Call) -> httpx.Request:
         headers = {"Accept": "application/json", "Accept-Encoding": bodies.ACCEPT_ENCODING, "User-Agent": USER_AGENT}
-        if call.auth and self._api_key is not None:
+        url = call.url if call.url.startswith(("http://", "https://")) else f"{self.base_url}{API_PREFIX}{call.url}"
+        target = httpx.URL(url)  # the key goes to base_url's own scheme, host and port, whatever the call says
+        if call.auth and self._api_key is not None and (target.scheme, target.host, target.port) == self._origin:
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         if call.idempotency_key is not None:
             headers["Idempotency-Key"] = call.idempotency_key
         if call.content is not None:
             headers["Content-Type"] = "application/json"
-        url = call.url if call.url.startswith(("http://", "https://")) else f"{self.base_url}{API_PREFIX}{call.url}"
         timeout = self._http.timeout
         if call.wait:  # the server may hold a long-poll that long: the read deadline starts after it
             timeout = httpx.Timeout(timeout.read, connect=timeout.connect, read=(timeout.read or 0) + call.wait)
@@ -263,23 +267,24 @@ class Caller:
         error: Exception | None,
         end: float,
         limit: str,
-        idempotent: bool = True,
+        call: Call,
     ) -> float:
         """The one place failures are judged: the delay before the next attempt, or the final error raised.
 
         ``error`` is the httpx exception when no response came; it becomes ``APITimeoutError`` or
         ``APIConnectionError`` (``from`` it, with the request's Authorization header masked). An error
         status becomes ``status_error_class(status)``. No retry starts past the call's ``end`` (``limit`` says
-        what set it). A
-        call that is not ``idempotent`` is retried only when it surely did not act: no connection was made,
-        or the server refused it (408, 409, 429).
+        what set it). A ``call`` that is not ``idempotent`` is retried only when it surely did not act: no
+        connection was made, or the server refused it (408, 409, 429); one that may not ``reconnect`` is not
+        retried when no connection was made.
         """
         method, url = request.method, self.redact(str(request.url.copy_with(query=None)))
         if response is not None:
-            retry = self.retry.should_retry(response) and (idempotent or response.status_code in REFUSED)
+            retry = self.retry.should_retry(response) and (call.idempotent or response.status_code in REFUSED)
             what = f"{response.status_code} {response.reason_phrase}"
         else:  # a request that could not even be built (LocalProtocolError) fails the same way every time
-            retry = not isinstance(error, httpx.LocalProtocolError) and (idempotent or isinstance(error, UNSENT))
+            unsent = isinstance(error, UNSENT)
+            retry = not isinstance(error, httpx.LocalProtocolError) and (call.reconnect if unsent else call.idempotent)
             what = f"{type(error).__name__}: {self.redact(str(error)) or 'no response'}"
         delay = self.retry.delay(attempt, response.headers if response is not None else None)
         late = time.monotonic() + delay >= end

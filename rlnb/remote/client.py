@@ -129,10 +129,13 @@ class APIClient(Caller):
         path = f"/model-resources/{_seg(model_resources_id, 'model_resources_id')}"
         return self._one(self._send(Call("GET", path)), wire.ModelResources, model_resources_id)
 
-    def stop_model_resources(self, model_resources_id: str, *, force: bool = True) -> wire.ModelResources:
-        """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails)."""
+    def stop_model_resources(
+        self, model_resources_id: str, *, force: bool = True, reconnect: bool = True
+    ) -> wire.ModelResources:
+        """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails). ``reconnect``:
+        as ``stop_session``'s."""
         path = f"/model-resources/{_seg(model_resources_id, 'model_resources_id')}/stop"
-        call = Call("POST", path, params={"force": "true" if force else "false"})
+        call = Call("POST", path, params={"force": "true" if force else "false"}, reconnect=reconnect)
         return self._one(self._send(call), wire.ModelResources, model_resources_id)
 
     def create_session(self, request: wire.StartTrainingSessionRequest) -> wire.Session:
@@ -160,9 +163,10 @@ class APIClient(Caller):
         path = f"/training-sessions/{_seg(session_id, 'session_id')}"
         return self._one(self._send(Call("GET", path)), wire.Session, session_id)
 
-    def stop_session(self, session_id: str) -> wire.Session:
+    def stop_session(self, session_id: str, *, reconnect: bool = True) -> wire.Session:
+        """``reconnect=False``: one try when no connection can be made (``Call.reconnect``)."""
         path = f"/training-sessions/{_seg(session_id, 'session_id')}/stop"
-        return self._one(self._send(Call("POST", path)), wire.Session, session_id)
+        return self._one(self._send(Call("POST", path, reconnect=reconnect)), wire.Session, session_id)
 
     def submit_operation(
         self, session_id: str, kind: wire.OperationKind, body: wire._Model | None, *, idempotency_key: str | None = None
@@ -220,14 +224,15 @@ class APIClient(Caller):
         """The side channel's upload: a presigned URL from the API, then a PUT without the key."""
         path = f"/training-sessions/{_seg(session_id, 'session_id')}/payloads/upload-url"
         url = self._parse(self._send(Call("POST", path)), wire.PayloadUploadUrl)
-        self._send(Call("PUT", url.upload_url, content, auth=False))
+        self._send(Call("PUT", payloads.presigned(url.upload_url, self.base_url, "upload_url"), content, auth=False))
         return url.payload_id
 
     def download_payload(self, session_id: str, payload_id: str) -> dict[str, Any]:
         """The side channel's download: a presigned URL from the API, then a GET without the key."""
         path = f"/training-sessions/{_seg(session_id, 'session_id')}/payloads/{_seg(payload_id, 'payload_id')}"
         url = self._parse(self._send(Call("POST", path + "/download-url")), wire.PayloadDownloadUrl)
-        data = self._bodies.decode(self._send(Call("GET", url.download_url, auth=False)), "payload")
+        where = payloads.presigned(url.download_url, self.base_url, "download_url")
+        data = self._bodies.decode(self._send(Call("GET", where, auth=False)), "payload")
         if not isinstance(data, dict):
             raise APIError(f"payload {payload_id} must be a JSON object, got {type(data).__name__}")
         return data

@@ -5,18 +5,38 @@ JSON is uploaded whole (``split``'s first part) and the operation is submitted w
 that passes validation (the second part, plus ``payload_id``): every numeric list cut to
 ``VALIDATION_LEN`` items, ``shape`` and the sparse keys dropped, and the model inputs' tokens cut to one
 shared budget of ``VALIDATION_LEN`` tokens. The server trains on the upload, never on the stand-in.
+The presigned URLs the API hands out are followed only when absolute, and never from https down to http
+(``presigned``).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from rlnb import wire
+from rlnb.errors import APIError
 
 VALIDATION_LEN = 8
 """Items kept per numeric list in the stand-in body (the SDK's ``_VALIDATION_MAX_SEQ_LEN``)."""
 OMITTED_KEYS = frozenset({"shape", "sparse_crow_indices", "sparse_col_indices"})
+
+
+def presigned(url: str, base_url: str, name: str) -> str:
+    """``url``, the API's ``upload_url`` / ``download_url`` (``name``), or ``APIError`` naming it (never its
+    signature): it must be absolute (a relative one was joined to ``base_url`` and went to the API server, a path
+    it does not have), and http only under an http ``base_url`` (the training data crossed in clear text)."""
+    parts = urlsplit(url)
+    shown = parts._replace(query="", fragment="").geturl()
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise APIError(f"the server's {name} {shown!r} is not an absolute http(s) URL, as the API's presigned URLs "
+                       "are: nothing was sent to it")  # fmt: skip
+    if parts.scheme == "http" and urlsplit(base_url).scheme == "https":
+        raise APIError(f"the server's {name} {shown} is http:// under an https base_url: rlnb sends and fetches "
+                       "payloads over https only there, and sent nothing to it (rlnb serve behind an https proxy: "
+                       "give it --public-url https://...)")  # fmt: skip
+    return url
 
 
 def compact(data: Any) -> bytes:

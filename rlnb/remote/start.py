@@ -28,10 +28,11 @@ def _wait_until(
 ) -> M:
     """Poll ``fetch()`` until its status is ``ready``, with ``poll_interval`` backoff (not a fixed 10 s).
 
-    Raises ``SessionClosed`` (a session) or ``RlnbError`` (a model resource) on a dead status, or on a status newer
-    than rlnb's list that comes with an error (the API sets ``error`` on a failed one only), and ``OperationTimeout``
-    after ``timeout`` seconds, naming the newer statuses seen: the wait went on through them (warned once each)
-    and timed out saying only "still", with no word that rlnb could not read them.
+    Raises ``SessionClosed`` (a session) or ``RlnbError`` (a model resource) on a dead status, or on any other
+    status that comes with an error (the API sets ``error`` only on one "in an error state": a CREATING session
+    with one has failed, and the wait used to go on to ``timeout``), and ``OperationTimeout`` after ``timeout``
+    seconds, naming the newer statuses seen: the wait went on through them (warned once each) and timed out
+    saying only "still", with no word that rlnb could not read them.
     """
     start = time.monotonic()
     newer: list[str] = []  # the statuses newer than the list seen, each warned once
@@ -44,13 +45,13 @@ def _wait_until(
         detail = f": {obj.error.code}: {obj.error.message}" if obj.error is not None else ""
         if obj.status in dead:
             raise cls(f"{what} is {obj.status}{detail}")
-        if not isinstance(obj.status, StrEnum):  # ``wire.Newer`` kept a status newer than the list
-            if obj.error is not None:
-                raise cls(f"{what} is {obj.status}, a status rlnb does not know, with an error{detail}; rlnb stopped "
-                          f"waiting for {ready}")  # fmt: skip
-            if obj.status not in newer:
-                newer.append(obj.status)
-                log.warning("rlnb: %s is %s, a status rlnb does not know: waiting on for %s", what, obj.status, ready)
+        known = isinstance(obj.status, StrEnum)  # else ``wire.Newer`` kept a status newer than the list
+        if obj.error is not None:  # set on a failed one only: waiting on would wait the whole timeout for nothing
+            newer_said = "" if known else ", a status rlnb does not know,"
+            raise cls(f"{what} is {obj.status}{newer_said} with an error{detail}; rlnb stopped waiting for {ready}")
+        if not known and obj.status not in newer:
+            newer.append(obj.status)
+            log.warning("rlnb: %s is %s, a status rlnb does not know: waiting on for %s", what, obj.status, ready)
         elapsed = time.monotonic() - start
         if elapsed >= timeout:
             seen = f" (statuses rlnb does not know seen: {', '.join(newer)})" if newer else ""
@@ -203,10 +204,12 @@ def _checked(
 
 
 def _stop_quietly(client: APIClient, session_id: str | None, model_resources_id: str | None) -> None:
-    """Best-effort cleanup after a failed start; the original error is the one worth raising."""
+    """Best-effort cleanup after a failed start; the original error is the one worth raising. A stop that cannot
+    connect is not tried again: on a dead server each one held the error back through every retry (14 s)."""
     for stop, target in ((client.stop_session, session_id), (client.stop_model_resources, model_resources_id)):
         if target is not None:
             try:
-                stop(target)
+                stop(target, reconnect=False)
             except APIError as exc:
-                log.warning("could not stop %s after a failed start: %s", target, exc)
+                log.warning("could not stop %s after a failed start (%s): it may still be running remotely", target,
+                            exc)  # fmt: skip

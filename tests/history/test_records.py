@@ -827,12 +827,12 @@ def test_a_continued_run_keeps_what_was_annotated_on_it(tmp_path):
     s.history.annotate(label="baseline", note="first try")
     s.forward_backward(BATCH).result()
     s.close()
-    again = rlnb.Session(FakeBackend("muon"), runs_dir=tmp_path, run_id="r")
+    again = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")  # another optimizer is refused (below)
     assert again.history.config["label"] == "baseline"
     again.close()
     config = History.load(tmp_path / "r").config
-    assert (config["label"], config["note"], config["optimizer"]) == ("baseline", "first try", "muon")
-    assert config["session_id"] == again.id and len(config["continued_at"]) == 1
+    assert (config["label"], config["note"]) == ("baseline", "first try")
+    assert config["session_id"] == again.id != s.id and len(config["continued_at"]) == 1
 
 
 @pytest.mark.parametrize("field", ["run_id", "created_at", "continued_at"])
@@ -1029,3 +1029,16 @@ def test_runs_skips_a_lost_and_found_folder_it_cannot_look_into(tmp_path, monkey
     table = rlnb.runs(tmp_path).set_index("run_id")
     assert sorted(table.index) == ["a", "b"] and table.loc["a", "error"] is None
     assert table.loc["b", "error"].startswith("PermissionError")
+
+
+def test_a_session_with_another_optimizer_than_its_run_is_refused_naming_both(tmp_path):
+    """A Muon session on an Adam run's id was taken in silence: the run's config said muon from then on, and
+    ``rlnb.runs()`` and the plots showed the Adam session's steps as Muon's."""
+    run = good_run(tmp_path, "r")
+    before = {f.name: f.read_bytes() for f in run.iterdir() if f.is_file() and f.name != ".lock"}
+    with pytest.raises(ValueError, match=r"run r was recorded with optimizer adam, and this session's is muon"):
+        rlnb.Session(FakeBackend(optimizer="muon"), runs_dir=tmp_path, run_id="r")
+    assert {f.name: f.read_bytes() for f in run.iterdir() if f.is_file() and f.name != ".lock"} == before
+    with pytest.warns(RunContinuedWarning):  # its lock was let go, and the run's own optimizer goes on
+        rlnb.Session(FakeBackend(optimizer="adam"), runs_dir=tmp_path, run_id="r").close()
+    assert History.load(run).config["optimizer"] == "adam"
