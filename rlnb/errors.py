@@ -27,6 +27,7 @@ Messages carry the method, URL, status and the server's message — never an API
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rlnb import wire
@@ -173,3 +174,12 @@ def status_error_class(status_code: int) -> type[APIStatusError]:
     if status_code >= 500:
         return InternalServerError
     return _STATUS_ERRORS.get(status_code, APIStatusError)
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning its caller gives at the user's line: the first frame outside rlnb,
+    however deep in rlnb the warning is given (a session that starts a run, a log, a close, a plot)."""
+    frame, level = sys._getframe(1), 1  # 1 is the caller, which calls ``warnings.warn``
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "rlnb":
+        frame, level = frame.f_back, level + 1
+    return level

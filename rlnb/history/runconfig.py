@@ -1,5 +1,6 @@
 """A run's ``config.json`` fields across sessions: what a session that starts or continues a run writes
-(``continued``), and when later sessions continued it (``continued_at``): each one starts a step.
+(``continued``), when later sessions continued it (``continued_at``): each one starts a step, and what the earlier
+sessions were set up with where a later one differs (``EARLIER``).
 """
 
 from __future__ import annotations
@@ -8,20 +9,37 @@ from typing import Any, TypeGuard
 
 from rlnb.history.record import LATEST_TIME
 
-RUN_FIELDS = frozenset({"run_id", "created_at", "continued_at"})
-"""The config fields this module writes: the run's folder name and when its sessions started."""
+EARLIER = "earlier_sessions"
+"""The config field that keeps each earlier session's own fields, oldest first, once a later session continued the
+run: the config's top level is the latest session's (its seed, model, ...), and the earlier ones' are not lost."""
+
+RUN_FIELDS = frozenset({"run_id", "created_at", "continued_at", EARLIER})
+"""The config fields this module writes: the run's folder name, when its sessions started, how they were set up."""
+
+PER_SESSION = frozenset({"session_id", "resume_from", "device", "threads", "thread_policy", "malloc", "compile",
+                         "versions"})  # fmt: skip
+"""Fields that differ from session to session of one run without changing what it trains: no warning."""
 
 
 def continued(run_id: str, earlier: dict[str, Any] | None, now: float) -> dict[str, Any]:
     """The config fields of a run started or continued ``now`` (``earlier``: the config it had): the first
-    ``created_at``, the times it was continued at, and what the earlier config held (``annotate``'s fields: a label;
-    the new session's own values replace the others). A damaged earlier config (a time that is no number,
-    ``continued_at`` no list) loses only those values."""
+    ``created_at``, the times it was continued at, each earlier session's own fields (``EARLIER``), and what the
+    earlier config held (``annotate``'s fields: a label; the new session's own values replace the others). A damaged
+    earlier config (a time that is no number, ``continued_at`` or ``EARLIER`` no list) loses only those values."""
     if earlier is None:
         return {"run_id": run_id, "created_at": now}
     created = earlier.get("created_at")
     first = float(created) if is_time(created) else now
-    return {**earlier, "run_id": run_id, "created_at": first, "continued_at": [*continued_at(earlier), now]}
+    kept = earlier.get(EARLIER)
+    sessions = [*(kept if isinstance(kept, list) else []), {k: v for k, v in earlier.items() if k not in RUN_FIELDS}]
+    return {**earlier, "run_id": run_id, "created_at": first, "continued_at": [*continued_at(earlier), now],
+            EARLIER: sessions}  # fmt: skip
+
+
+def changed(earlier: dict[str, Any], config: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The setup fields a session continuing a run changes (field: (earlier, now)), those of ``PER_SESSION`` apart."""
+    return {k: (earlier[k], v) for k, v in config.items()
+            if k in earlier and k not in RUN_FIELDS | PER_SESSION and earlier[k] != v}  # fmt: skip
 
 
 def continued_at(config: dict[str, Any]) -> list[float]:

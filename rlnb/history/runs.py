@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from rlnb._options import user_path
+from rlnb.errors import user_stacklevel
 from rlnb.history.completion_log import read_completions
 from rlnb.history.reading import read_config, read_jsonl, set_aside_config
 from rlnb.history.record import Record, from_row, logged_row, warn_bad
-from rlnb.history.runconfig import continued
+from rlnb.history.runconfig import EARLIER, changed, continued
 from rlnb.history.store import (
     METRICS_FILE,
     OPS_FILE,
@@ -114,6 +115,7 @@ def open_run(
             set_aside_config(path)
         if earlier is not None:
             same_optimizer(run_id, earlier.config, config)
+            warn_changed(run_id, changed(earlier.config, config))
         first = continued(run_id, earlier.config if earlier is not None else None, time.time())
         config = {**first, **config, "versions": environment()}
         store.write_config(config)
@@ -135,6 +137,16 @@ def same_optimizer(run_id: str, earlier: dict[str, Any], config: dict[str, Any])
         )
 
 
+def warn_changed(run_id: str, changes: dict[str, tuple[Any, Any]]) -> None:
+    """``RunContinuedWarning`` naming what a session continuing a run sets up otherwise than the session before it
+    (a seed, a model): the config's top level becomes this session's, the earlier one's is kept in ``EARLIER``."""
+    if changes:
+        said = ", ".join(f"{k} {before!r} -> {now!r}" for k, (before, now) in changes.items())
+        warnings.warn(f"run {run_id} continues a session set up otherwise ({said}): config.json now says this "
+                      f"session's values; the earlier sessions' are in its {EARLIER!r}", RunContinuedWarning,
+                      stacklevel=user_stacklevel())  # fmt: skip
+
+
 def warn_continued(run_id: Any, reached: int, start: int) -> None:
     """``RunContinuedWarning`` when a session starting at step ``start`` continues a run that reached a later
     step: the steps between appear twice."""
@@ -146,7 +158,7 @@ def warn_continued(run_id: Any, reached: int, start: int) -> None:
         "last at that step (history.logged keeps every row). Use a new run_id, or resume_from= the run's "
         f"checkpoint at step {reached} to go on counting (an earlier checkpoint repeats the steps after it, as here).",
         RunContinuedWarning,
-        stacklevel=3,
+        stacklevel=user_stacklevel(),
     )
 
 
@@ -156,7 +168,7 @@ def warn_in_memory(folder: Path) -> None:
         f"history= was loaded from {folder}: this session adds to it in memory only. To go on recording that "
         f"run on disk, connect with runs_dir={str(folder.parent)!r}, run_id={folder.name!r} instead.",
         RunStoreWarning,
-        stacklevel=3,
+        stacklevel=user_stacklevel(),
     )
 
 
@@ -167,5 +179,5 @@ def warn_memory_only(folder: Path) -> None:
         f"this history was loaded from {folder}: what is logged on it stays in memory, not in that folder; "
         "history.save(new_folder) writes it all, or continue the run with rlnb.connect(..., run_id=...)",
         RunStoreWarning,
-        stacklevel=4  # the user's log call, through History._said_memory_only,
+        stacklevel=user_stacklevel(),
     )

@@ -27,7 +27,8 @@ from typing import Any, ClassVar, Protocol
 
 from rlnb import _exit
 from rlnb._secrets import redact
-from rlnb.errors import RlnbError
+from rlnb.errors import RlnbError, user_stacklevel
+from rlnb.history.runconfig import EARLIER
 from rlnb.history.store import check_run_id
 
 Scalar = bool | int | float | str
@@ -111,7 +112,8 @@ class RunInfo:
         group = _folder_name(config.get("sweep"))  # a hand-edited config's "../x" would lead TensorBoard out of logdir
         name = f"{group}/{run_id}" if group else run_id
         tags = {"rlnb.run_id": run_id} | ({"rlnb.run_path": str(path)} if path else {})
-        return cls(name, str(group) if group else None, flatten(config), str(path) if path else None, tags)
+        params = flatten({k: v for k, v in config.items() if k != EARLIER})  # the latest session's: each library's
+        return cls(name, str(group) if group else None, params, str(path) if path else None, tags)  # value is short
 
 
 def _folder_name(value: object) -> str | None:
@@ -245,7 +247,7 @@ class Sink(ABC):
         with self._lock:
             unsaid, self._unsaid = self._unsaid, []
             _UNSAID.discard(self)
-        level = _user_level()
+        level = user_stacklevel()
         for i, text in enumerate(unsaid):
             try:
                 warnings.warn(text, SinkWarning, stacklevel=level)
@@ -258,15 +260,6 @@ class Sink(ABC):
                     raise
                 # at exit it was logged as a failed exit step, and the sinks' other warnings and flush skipped
                 print(f"SinkWarning: {text}", file=sys.stderr, flush=True)
-
-
-def _user_level() -> int:
-    """The ``stacklevel`` of the first frame outside rlnb, as seen from ``say``: the user's line, however deep in rlnb
-    the failure is said (a log, a close, a plot that reads the tables, a session that starts a run)."""
-    frame, level = sys._getframe(2), 2  # 1 is ``say``, 2 its caller
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "rlnb":
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 _UNSAID: set[Sink] = set()

@@ -1042,3 +1042,28 @@ def test_a_session_with_another_optimizer_than_its_run_is_refused_naming_both(tm
     with pytest.warns(RunContinuedWarning):  # its lock was let go, and the run's own optimizer goes on
         rlnb.Session(FakeBackend(optimizer="adam"), runs_dir=tmp_path, run_id="r").close()
     assert History.load(run).config["optimizer"] == "adam"
+
+
+def test_a_session_that_continues_a_run_with_another_seed_keeps_the_earlier_ones_and_says_so(tmp_path):
+    """A session with seed 7 continuing a seed-0 run replaced the run's config in silence: it said seed 7 for
+    every step, and nothing kept the earlier seed. Now a warning at the user's line names the change, and the
+    earlier sessions' own fields stay in ``earlier_sessions`` (left out of what a sink gets as hyperparameters)."""
+    from rlnb.sinks.base import RunInfo
+
+    def continue_with(seed: int) -> None:
+        with rlnb.connect("local", runs_dir=tmp_path, run_id="r", seed=seed, threads=1) as s:
+            s.forward_backward([samples.cross_entropy([1, 2, 3])]).result(60)
+
+    continue_with(0)
+    with pytest.warns(RunContinuedWarning, match=r"seed 0 -> 7") as said:
+        continue_with(7)
+    assert {w.filename for w in said if "seed 0 -> 7" in str(w.message)} == {__file__}
+    config = History.load(tmp_path / "r").config
+    assert config["seed"] == 7 and [e["seed"] for e in config["earlier_sessions"]] == [0]
+    assert config["earlier_sessions"][0]["session_id"] != config["session_id"]
+    assert "earlier_sessions" not in RunInfo.from_config(config).params
+    with warnings.catch_warnings(record=True) as said:  # the same setup again: nothing said, every session kept
+        warnings.simplefilter("always")
+        continue_with(7)
+    assert not [w for w in said if "set up otherwise" in str(w.message)]
+    assert [e["seed"] for e in History.load(tmp_path / "r").config["earlier_sessions"]] == [0, 7]
