@@ -103,6 +103,8 @@ class Registry(ResourcesMixin, OperationsMixin):
         """Journal one object's new state (under the lock, so lines keep the order of changes)."""
         if self.journal is not None:
             self.journal.append(kind, data.model_dump(mode="json") if isinstance(data, wire._Model) else data)
+            if self.journal.too_long():  # what is in memory is the newest state: it replaces every line before
+                self.journal.rewrite(self._entries())
 
     def _save_op(self, s: SessionRecord, op: OpRecord) -> None:
         if self.journal is not None:
@@ -128,12 +130,15 @@ class Registry(ResourcesMixin, OperationsMixin):
                 op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, why)
                 s.finish(op.env.id, self.settings.max_kept_operations)
         assert self.journal is not None
+        self.journal.rewrite(self._entries())
+
+    def _entries(self) -> list[tuple[str, Any]]:
+        """The registry as a compact journal: each object's latest line."""
         entries: list[tuple[str, Any]] = [("resource", r.model_dump(mode="json")) for r in self.resources.values()]
         for s in self.sessions.values():
             entries += s.journal_lines()
-        entries += [("checkpoint", {"info": c.info.model_dump(mode="json"), "path": str(c.path)})
-                    for c in self.checkpoints.values()]  # fmt: skip
-        self.journal.rewrite(entries)
+        return entries + [("checkpoint", {"info": c.info.model_dump(mode="json"), "path": str(c.path)})
+                          for c in self.checkpoints.values()]  # fmt: skip
 
     def _end(self, s: SessionRecord, status: wire.SessionStatus, reason: str | None = None) -> None:
         """Mark a session ended (under the lock) and free its payloads (its offloaded results are served whole

@@ -6,7 +6,9 @@ winning: ``{"resource": ModelResources}``, ``{"session": Session}`` (its view), 
 "path"}}`` and ``{"dropped": {"session", "id", "kind", "key"}}`` (an operation past ``max_kept_operations``:
 its tombstone). At start it is read back, keeping only each session's newest ``max_kept_operations`` finished
 operations in memory as it reads, and rewritten compactly; ``DIR/signing.key`` keeps presigned URLs
-valid across restarts and ``DIR/state.lock`` makes one server at a time its owner. Checkpoint files go
+valid across restarts and ``DIR/state.lock`` makes one server at a time its owner. A running server rewrites the
+journal the same way once it has grown past twice its compact size (``COMPACT_AFTER`` lines at least): every
+operation's two lines made it grow without bound, and a restart read every line ever written. Checkpoint files go
 to ``DIR/checkpoints`` unless ``checkpoint_dir`` says otherwise.
 
 A journal that cannot be written (a full disk) is logged once; the server goes on in memory.
@@ -36,6 +38,9 @@ KINDS = ("resource", "session", "op", "checkpoint", "dropped")
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
+COMPACT_AFTER = 100_000
+"""Lines appended since the last rewrite past which a journal twice its compact size is rewritten while serving."""
+
 MIN_KEY_BYTES = 32
 """A signing key shorter than this is refused: an empty one would let anyone sign a download URL."""
 
@@ -64,6 +69,7 @@ class Journal:
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
         self.failed = False
+        self.compact_lines = self.appended = 0  # the journal's lines at its last rewrite, and since
 
     def signing_key(self) -> bytes:
         """The key presigned URLs are signed with, made once and kept. It is written whole or not at all
@@ -112,14 +118,25 @@ class Journal:
         """Replace the journal by these entries (written then renamed), and append after them from now on."""
         path, tmp = self.dir / JOURNAL, self.dir / (JOURNAL + ".tmp")
         with self._lock:
+            if self.failed:
+                return
             try:
                 with open(tmp, "w", encoding="utf-8") as fh:
                     for kind, data in entries:
                         fh.write(_ENCODER.encode({kind: data}) + "\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())  # whole before it replaces the journal: a crash keeps one or the other
+                if self._fh is not None:
+                    self._fh.close()
                 tmp.replace(path)
                 self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+                self.compact_lines, self.appended = len(entries), 0
             except OSError as exc:
                 self._fail(exc)
+
+    def too_long(self) -> bool:
+        """Whether the lines appended since the last rewrite call for another (``COMPACT_AFTER``)."""
+        return self.appended > max(COMPACT_AFTER, self.compact_lines) and not self.failed
 
     def append(self, kind: str, data: Any) -> None:
         line = _ENCODER.encode({kind: data}) + "\n"
@@ -129,6 +146,7 @@ class Journal:
             try:
                 self._fh.write(line)
                 self._fh.flush()
+                self.appended += 1
             except OSError as exc:
                 self._fail(exc)
 

@@ -153,3 +153,23 @@ def test_a_restart_without_a_model_a_resource_uses_is_a_409_naming_it(tmp_path):
         err = r.json()["error"]
         assert "'my/extra'" in err["message"] and "--model my/extra=" in err["message"]
         assert err["param"] == "model_resources_id"
+
+
+def test_a_serving_journal_is_rewritten_compactly_and_a_restart_reads_the_same_state(tmp_path, monkeypatch):
+    """Every operation added two journal lines, and the journal was compacted only at start: a server that ran
+    for weeks read every line it ever wrote when it restarted. Past ``COMPACT_AFTER`` appended lines (and twice
+    its compact size) it is rewritten while serving, and a restart finds every operation as it was."""
+    from rlnb.server import state
+
+    monkeypatch.setattr(state, "COMPACT_AFTER", 8)
+    state_dir = tmp_path / "state"
+    body = {"model_inputs": [wire.ModelInput.from_tokens([1, 2]).to_json_dict()], "sampling_params": {"max_tokens": 1}}
+    with app_client(tmp_path / "ckpt", state_dir=state_dir) as c:
+        _, sid = new_session(c)
+        ops = [wait(c, sid, "sample", submit(c, sid, "sample", body)["id"]) for _ in range(12)]
+        lines = (state_dir / "registry.jsonl").read_text().splitlines()
+    assert len(lines) < 2 * len(ops)  # two lines an operation, and more for the session, before
+    with app_client(tmp_path / "ckpt", state_dir=state_dir) as c:
+        for op in ops:
+            again = c.get(f"/training-sessions/{sid}/operations/sample/{op['id']}").json()
+            assert (again["id"], again["status"]) == (op["id"], wire.OperationStatus.COMPLETED)
