@@ -5,6 +5,7 @@ and the stacked pieces (optimizer, attention, rollout batch, sampling noise) mat
 from __future__ import annotations
 
 import math
+import re
 import threading
 import warnings
 from dataclasses import dataclass
@@ -69,10 +70,15 @@ class Alone:
     weights: dict[str, torch.Tensor]
 
 
+def ns_float32(kind: str) -> dict[str, Any]:
+    """Newton-Schulz in float32 for a Muon run (an Adam session or ensemble refuses ``ns_dtype``)."""
+    return {"ns_dtype": "float32"} if kind == "muon" else {}
+
+
 def alone(kind: str, member: Member, steps: int = STEPS, **rl: Any) -> Alone:
     """The trial run as ``rlnb.sweep`` runs it today: a local session and ``rl_step`` per step."""
-    s = rlnb.connect("local", optimizer=kind, model="tiny", seed=member.seed, device="cpu", ns_dtype="float32",
-                     record=False)
+    s = rlnb.connect("local", optimizer=kind, model="tiny", seed=member.seed, device="cpu", record=False,
+                     **ns_float32(kind))
     sampled: list[Any] = []
     real = s.sample
     s.sample = lambda *a, **k: sampled.append(real(*a, **k)) or sampled[-1]  # type: ignore[method-assign]
@@ -132,8 +138,8 @@ def assert_same_records(got: History, want: History) -> None:
 
 @pytest.mark.parametrize(("kind", "members"), [("adam", ADAM), ("muon", MUON)], ids=["adam", "muon"])
 def test_every_member_equals_its_trial_run_alone(kind, members, sampled_tokens, tmp_path):
-    results = run_batched("tiny", kind, members, steps=STEPS, device="cpu", ns_dtype="float32", keep_weights=True,
-                          runs_dir=tmp_path)
+    results = run_batched("tiny", kind, members, steps=STEPS, device="cpu", keep_weights=True, runs_dir=tmp_path,
+                          **ns_float32(kind))
     clipped = 0
     for m, (member, got) in enumerate(zip(members, results, strict=True)):
         ref = alone(kind, member)
@@ -661,6 +667,21 @@ def test_engine_options_are_checked_as_connect_checks_them():
             run_batched("tiny", "muon", [Member(rlnb.MuonParams())], steps=1, **{"device": "cpu", **kwargs})
         with pytest.raises(ValueError, match=match):
             rlnb.connect("local", optimizer="muon", model="tiny", record=False, **{"device": "cpu", **kwargs})
+
+
+@pytest.mark.parametrize("options", [{"muon_scaling": "match_adam"}, {"ns_dtype": "float32"}])
+def test_muon_options_on_an_adam_ensemble_are_refused_as_an_adam_session_refuses_them(tmp_path, options):
+    """``run_batched(..., "adam", muon_scaling="match_adam")`` (or ``ns_dtype=``) trained Adam members that used
+    neither, in silence, where an Adam session refuses them: the same refusal, before a model or folder is made."""
+    (name, value), = options.items()
+    said = "^" + re.escape(f"{name}={value!r}") + r": muon_scaling, ns_dtype and muon_split are for Muon sessions \(optimizer='muon'\) only"
+    with pytest.raises(ValueError, match=said + "; this session's optimizer is adam$"):
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams())], steps=1, device="cpu", runs_dir=tmp_path, **options)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match=said):
+        rlnb.connect("local", optimizer="adam", model="tiny", device="cpu", record=False, **options)
+    got = run_batched("tiny", "muon", [Member(rlnb.MuonParams())], steps=0, device="cpu", **options)[0]
+    assert got.status == "COMPLETED" and got.history.config[name] == value
 
 
 def test_a_loss_that_reads_no_advantages_is_refused_before_anything_is_sampled(tmp_path):
