@@ -334,6 +334,30 @@ def test_none_is_unset_in_every_body_a_params_makes():
     assert adam.request_body() == {"adam_params": {}}
 
 
+def test_model_validate_goes_the_constructors_way():
+    """pydantic's ``model_validate`` (and ``_json``, ``_strings``) calls the constructor but wrapped its
+    ``InvalidParams`` in a ``ValidationError``, which ``except rlnb.InvalidParams`` missed; ``None`` stays unset."""
+    adam, muon = rlnb.AdamParams, rlnb.MuonParams
+    assert adam.model_validate({"learning_rate": None, "beta1": 0.5}).request_body() == {"adam_params": {"beta1": 0.5}}
+    assert adam.model_validate({"learning_rate": None}).resolved() == adam().resolved()  # None: the default, not null
+    assert adam.model_validate_json('{"learning_rate": null}').request_body() == {"adam_params": {}}
+    got = muon.model_validate({"learning_rate": None, "adam": {"eps": None, "beta2": 0.9}})
+    assert got.request_body() == {"muon_params": {"adam": {"beta2": 0.9}}}
+    with pytest.raises(rlnb.InvalidParams, match=r"^AdamParams.learning_rate = -1 is invalid: .*> 0"):
+        adam.model_validate({"learning_rate": -1})
+    with pytest.raises(rlnb.InvalidParams, match=r"^MuonParams.adam.eps = 0 is invalid"):
+        muon.model_validate({"adam": {"eps": 0}})
+    with pytest.raises(rlnb.InvalidParams, match=r"^AdamParams.lr = 1 is invalid: unknown field"):
+        adam.model_validate_json('{"lr": 1}')
+    with pytest.raises(rlnb.InvalidParams, match=r"^AdamParams.learning_rate = '0.1' is invalid"):
+        adam.model_validate_strings({"learning_rate": "0.1"})  # a string is no number here, as for the constructor
+    for wrong in (None, [1], adam()):
+        with pytest.raises(TypeError, match=r"^MuonParams takes a dict of its fields, got "):
+            muon.model_validate(wrong)
+    with pytest.raises(ValueError, match=r"^AdamParams: Invalid JSON"):
+        adam.model_validate_json("{bad")
+
+
 def test_an_unknown_attribute_lists_the_fields_and_an_array_is_no_number():
     """``p.lr = 2`` said "invalid: no_such_attribute"; ``torch.tensor([0.1])`` was taken as 0.1 (numpy's refused)."""
     import numpy as np

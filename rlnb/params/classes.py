@@ -16,7 +16,7 @@ from rlnb import wire
 from rlnb.errors import InvalidParams
 from rlnb.prompts import scalar
 
-from .fields import invalid, plain, refuse_arrays
+from .fields import invalid, plain, refuse_arrays, unwrapped
 from .hyperparams import AdamHyperparams, MuonHyperparams, adam_hyperparams, muon_hyperparams
 
 
@@ -46,6 +46,31 @@ class _Params:
             raise invalid(type(self), exc) from None
         if value is None:  # unset again: omitted from the body, not sent as null
             cast(wire._Model, self).model_fields_set.discard(name)
+
+    @classmethod
+    def model_validate(cls, obj: Any, **options: Any) -> Any:
+        """As the constructor: ``None`` unset, the same checks and the same ``InvalidParams`` (pydantic's own, which
+        calls ``__init__``, raised them wrapped in a ``ValidationError``, which ``except InvalidParams`` missed)."""
+        try:
+            return cast(Any, super()).model_validate(obj, **options)
+        except ValidationError as exc:
+            raise unwrapped(cls, exc) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, **options: Any) -> Any:
+        """``model_validate`` of a JSON text (``null`` is unset), with its errors."""
+        try:
+            return cast(Any, super()).model_validate_json(json_data, **options)
+        except ValidationError as exc:
+            raise unwrapped(cls, exc) from None
+
+    @classmethod
+    def model_validate_strings(cls, obj: Any, **options: Any) -> Any:
+        """``model_validate`` of strings, with its errors (a string is no number here, as for the constructor)."""
+        try:
+            return cast(Any, super()).model_validate_strings(obj, **options)
+        except ValidationError as exc:
+            raise unwrapped(cls, exc) from None
 
     def request_body(self) -> dict[str, Any]:
         """The exact optim-step JSON body, unset fields omitted."""

@@ -70,3 +70,16 @@ def invalid(model: Any, exc: ValidationError) -> InvalidParams:
         (".".join(str(p) for p in e["loc"]), e.get("input"), allowed(model, e["loc"], e["type"])) for e in exc.errors()
     ]
     return InvalidParams(model.__name__, errors)
+
+
+def unwrapped(model: Any, exc: ValidationError) -> Exception:
+    """The constructor's own ``InvalidParams`` where pydantic's ``model_validate`` (which calls ``__init__``) wrapped it
+    in a ``ValidationError``; a value that is no dict of fields (None, a list, the other kind's params) a
+    ``TypeError``, and text that is no JSON a ``ValueError``, naming the class."""
+    errors = exc.errors()
+    inner = errors[0].get("ctx", {}).get("error") if len(errors) == 1 else None
+    if isinstance(inner, InvalidParams):
+        return inner
+    if errors[0]["type"] == "model_type":
+        return TypeError(f"{model.__name__} takes a dict of its fields, got {errors[0]['input']!r}"[:300])
+    return invalid(model, exc) if errors[0]["loc"] else ValueError(f"{model.__name__}: {errors[0]['msg']}"[:300])
