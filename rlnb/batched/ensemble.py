@@ -31,7 +31,7 @@ from rlnb.engine.handlers import optim_metrics
 from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.engine.worker import failure
-from rlnb.params import PARAMS, OptimizerParams
+from rlnb.params import PARAMS, OptimizerParams, check_hyperparams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score, step_metrics, unscored
 from rlnb.wire import OperationErrorCode as Code
@@ -239,7 +239,9 @@ class Ensemble:
                 if not isinstance(value, expected):  # named: "this session's" named no member, nor its params
                     raise TypeError(f"params({i}) returned {type(value).__name__}: optimizer={self.kind!r} takes "
                                     f"{expected.__name__}, not {type(value).__name__}")  # fmt: skip
-                self.optim.limits.check(value.resolved())  # as a session's optim-step: eps 0 in the dtype, lr past it
+                hp = value.resolved()  # as a session's optim-step checks it: a decay that erases, eps 0, lr past dtype
+                check_hyperparams(self.kind, hp)
+                self.optim.limits.check(hp)
                 out[m] = value
             except Exception as exc:  # noqa: BLE001 - the member's own code: its trial fails, not the ensemble
                 bad[m] = f"{type(exc).__name__}: {exc}"

@@ -37,11 +37,13 @@ Muon.adam     (non-matrix params) the Adam defaults above
 from .classes import ADAM_FIELDS, MUON_FIELDS, PARAMS, AdamParams, MuonParams, OptimizerParams, params_for
 from .hyperparams import (
     ADAM_DEFAULTS,
+    DECAY_RULE,
     HYPERPARAMS,
     MUON_DEFAULTS,
     AdamHyperparams,
     Hyperparams,
     MuonHyperparams,
+    check_decay,
     check_hyperparams,
     resolve,
 )
@@ -49,6 +51,7 @@ from .hyperparams import (
 __all__ = [
     "ADAM_DEFAULTS",
     "ADAM_FIELDS",
+    "DECAY_RULE",
     "HYPERPARAMS",
     "MUON_DEFAULTS",
     "MUON_FIELDS",
@@ -59,6 +62,7 @@ __all__ = [
     "MuonHyperparams",
     "MuonParams",
     "OptimizerParams",
+    "check_decay",
     "check_hyperparams",
     "params_for",
     "resolve",

@@ -17,7 +17,7 @@ from rlnb.errors import InvalidParams
 from rlnb.prompts import scalar
 
 from .fields import invalid, plain, refuse_arrays, unwrapped
-from .hyperparams import AdamHyperparams, MuonHyperparams, adam_hyperparams, muon_hyperparams
+from .hyperparams import AdamHyperparams, MuonHyperparams, adam_hyperparams, check_decay, muon_hyperparams
 
 
 class _Params:
@@ -33,6 +33,7 @@ class _Params:
             super().__init__(**data)
         except ValidationError as exc:
             raise invalid(type(self), exc) from None
+        check_decay(cast(Any, self).resolved(), type(self).__name__)
 
     def __setattr__(self, name: str, value: Any) -> None:
         """An assignment is checked as the constructor checks: the same errors, numpy integers, ``adam`` as a dict
@@ -40,12 +41,20 @@ class _Params:
         if name == "adam" and not isinstance(value, AdamParams) and isinstance(value, dict | wire.AdamParams):
             value = MuonParams(adam=value).adam
         refuse_arrays(type(self), {name: plain(value)})
+        fields_set, before = cast(wire._Model, self).model_fields_set, getattr(self, name, None)
+        was_set = name in fields_set
         try:
             super().__setattr__(name, plain(value))
         except ValidationError as exc:
             raise invalid(type(self), exc) from None
         if value is None:  # unset again: omitted from the body, not sent as null
-            cast(wire._Model, self).model_fields_set.discard(name)
+            fields_set.discard(name)
+        try:
+            check_decay(cast(Any, self).resolved(), type(self).__name__)
+        except InvalidParams:  # refused: the params stay as they were
+            super().__setattr__(name, before)
+            (fields_set.add if was_set else fields_set.discard)(name)
+            raise
 
     @classmethod
     def model_validate(cls, obj: Any, **options: Any) -> Any:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from rlnb import wire
+from rlnb.errors import InvalidParams
 
 ADAM_DEFAULTS: dict[str, float] = {
     "learning_rate": 1e-4,
@@ -64,12 +65,36 @@ HYPERPARAMS: dict[wire.OptimizerKind, type[AdamHyperparams] | type[MuonHyperpara
 
 def check_hyperparams(optimizer: str, hp: Any) -> None:
     """``TypeError`` unless ``hp`` is the hyperparameters of ``optimizer`` (a dict, or Adam's for a Muon
-    optimizer, would fail half-way through a step)."""
+    optimizer, would fail half-way through a step); ``InvalidParams`` where its decay would erase the weights
+    (``check_decay``, the field named as in an optim-step body)."""
     expected = HYPERPARAMS[cast(wire.OptimizerKind, optimizer)]
     if not isinstance(hp, expected):
         raise TypeError(
             f"a {optimizer} optimizer steps with {expected.__name__} (params.resolved()), not {type(hp).__name__}"
         )
+    check_decay(hp, wire.OPTIMIZER_PARAMS_FIELD[cast(wire.OptimizerKind, optimizer)])
+
+
+DECAY_RULE = "learning_rate * weight_decay must be < 1"
+"""Decoupled weight decay multiplies every weight by 1 - learning_rate * weight_decay each step."""
+
+
+def check_decay(hp: Hyperparams, owner: str) -> None:
+    """``InvalidParams`` (``owner``'s ``weight_decay``, Muon's ``adam.weight_decay`` too) where ``DECAY_RULE`` fails:
+    at 1 a step erased every weight, past it flipped their sign, in silence."""
+    parts = [("", hp)] + ([("adam.", hp.adam)] if isinstance(hp, MuonHyperparams) else [])
+    errors = []
+    for at, part in parts:
+        product = part.learning_rate * part.weight_decay
+        if product >= 1:
+            said = (
+                f"{DECAY_RULE}, got {part.learning_rate:g} * {part.weight_decay:g} = {product:g}: decoupled decay "
+                "multiplies every weight by 1 - that each step (0 erases them, less flips their sign); give a smaller "
+                "learning_rate or weight_decay"
+            )
+            errors.append((f"{at}weight_decay", part.weight_decay, said))
+    if errors:
+        raise InvalidParams(owner, errors)
 
 
 def _given(params: wire._Model | None, exclude: set[str] | None = None) -> dict[str, Any]:
