@@ -105,14 +105,14 @@ def lr_find(
                 ended = f"stopped after {i} steps"
                 break
             try:
-                params = with_lr(base, lr)
+                at_lr = with_lr(base, lr)
             except InvalidParams as exc:  # past it, base's decay would erase the weights: the range ends here
                 if i == 0 or not any(DECAY_RULE in rule for *_, rule in exc.errors):
                     raise
                 ended = f"stopped at lr {lr:.3g}: {exc}"
                 break
             try:
-                value = _number(run(trial, params, i), i, lr)
+                value = _number(run(trial, at_lr, i), i, lr)
             except OperationFailed as exc:
                 ended = f"{(exc.code or 'FAILED').rsplit('_CODE_', 1)[-1]} at lr {lr:.3g}"
                 break

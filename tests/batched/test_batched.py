@@ -674,7 +674,8 @@ def test_muon_options_on_an_adam_ensemble_are_refused_as_an_adam_session_refuses
     """``run_batched(..., "adam", muon_scaling="match_adam")`` (or ``ns_dtype=``) trained Adam members that used
     neither, in silence, where an Adam session refuses them: the same refusal, before a model or folder is made."""
     (name, value), = options.items()
-    said = "^" + re.escape(f"{name}={value!r}") + r": muon_scaling, ns_dtype and muon_split are for Muon sessions \(optimizer='muon'\) only"
+    said = "^" + re.escape(f"{name}={value!r}") + r": muon_scaling, ns_dtype and muon_split are for Muon sessions "
+    said += r"\(optimizer='muon'\) only"
     with pytest.raises(ValueError, match=said + "; this session's optimizer is adam$"):
         run_batched("tiny", "adam", [Member(rlnb.AdamParams())], steps=1, device="cpu", runs_dir=tmp_path, **options)
     assert list(tmp_path.iterdir()) == []

@@ -78,7 +78,8 @@ def test_muon_options_for_a_sweep_without_a_muon_trial_are_refused_before_it_run
     """A sweep's Muon-only options go to its Muon trials; where none is Muon, they were dropped in silence and every
     trial ran without what was asked. A sweep over both optimizers keeps them for its Muon trials."""
     (name, value), = options.items()
-    said = "^" + re.escape(f"{name}={value!r}") + r": muon_scaling, ns_dtype and muon_split are for Muon sessions \(optimizer='muon'\) "
+    said = "^" + re.escape(f"{name}={value!r}") + r": muon_scaling, ns_dtype and muon_split are for Muon sessions "
+    said += r"\(optimizer='muon'\) "
     with pytest.raises(ValueError, match=said + r"only; no trial of this sweep is Muon \(each is adam\)"):
         sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False, **options, **search)
     assert list(tmp_path.iterdir()) == []
