@@ -56,6 +56,7 @@ MUON = [
 # CDF boundary (about one token in several thousand; a 10-step member draws 3840). These members draw
 # none; if a change of the RL step brings one, check that the first differing token is such a tie
 # before picking other learning rates (lr 1e-2 / 5e-3 here flip at steps 7 and 8 with TRL's advantages).
+CODE = "TRAINING_OPERATION_ERROR_CODE_"
 QUICK = {"group_size": 4}
 """Lighter RL steps for the tests whose point is not the default step's numbers."""
 
@@ -230,6 +231,49 @@ def test_a_member_whose_samples_go_non_finite_stops_alone():
     failed = ("sample", "TRAINING_OPERATION_STATUS_FAILED", DIVERGED)
     assert [(r.kind, r.status, r.error_message) for r in last] == [failed] * 2
     assert results[0].status == "COMPLETED" and results[0].rewards == alone("adam", members[0], 5, **QUICK).rewards
+
+
+def recorded(history: History) -> tuple[pd.DataFrame, pd.DataFrame, list[int]]:
+    """What a run records, less its times and ids: its records, its steps table and its completions' steps."""
+    records = history.df[["kind", "status", "error_code", "error_message", "step", "weights_version", "params"]]
+    steps = history.steps[["step", "loss", "grad_norm", "learning_rate", "weights_version", "reward"]]
+    return records.astype(object).fillna(-1), steps, list(history.completions.step)
+
+
+@pytest.mark.parametrize("failure", ["INVALID_INPUT", "NON_FINITE_LOSS"])
+def test_a_members_failed_optim_step_is_recorded_as_its_session_alone_records_it(failure, monkeypatch):
+    """Step 3's optim-step fails: params the weights cannot take (eps 0 in float32: a session's engine fails the
+    optim-step INVALID_INPUT, its gradients kept), or a NaN gradient (NON_FINITE_LOSS, dropped). The INVALID_INPUT
+    member left before sampling, its run without that step's sample, forward-backward, failed optim-step,
+    weights-sync and completions, its reason "ValueError: ..." not the session's code: solo and batched tables equal."""
+    eps = 1e-50 if failure == "INVALID_INPUT" else 1e-8
+    member = Member(lambda i: rlnb.AdamParams(learning_rate=3e-3, eps=eps if i == 2 else 1e-8), seed=1)
+    if failure == "NON_FINITE_LOSS":  # the first weight's gradient turns NaN at step 3, in both paths
+        fb, step, calls = Ensemble._forward_backward, TrainerOptimizer.step, []
+
+        def poisoned(self: Ensemble, *args: Any) -> Any:
+            out = fb(self, *args)
+            if len(self.rewards[0]) == 2:
+                self.model.grad[0, 0] = math.nan
+            return out
+
+        def poison_then_step(self: TrainerOptimizer, hp: Any) -> Any:
+            calls.append(1)
+            if len(calls) == 3:
+                self._named[0][1].grad[0, 0] = math.nan
+            return step(self, hp)
+
+        monkeypatch.setattr(Ensemble, "_forward_backward", poisoned)
+        monkeypatch.setattr(TrainerOptimizer, "step", poison_then_step)
+    got = run_batched("tiny", "adam", [member], steps=5, device="cpu", **QUICK)[0]
+    ref = alone("adam", member, steps=5, **QUICK)
+    assert (got.status, got.reason) == (ref.status, ref.reason) and ref.reason.startswith(f"{CODE}{failure}: ")
+    records, steps, completions = recorded(got.history)
+    want_records, want_steps, want_completions = recorded(ref.history)
+    pd.testing.assert_frame_equal(records, want_records)
+    pd.testing.assert_frame_equal(steps, want_steps, rtol=1e-4, atol=1e-6)
+    assert completions == want_completions and completions[-1] == 3  # the failed step's, as rl_step keeps them
+    assert list(steps.step) == [1, 2]
 
 
 def test_a_reward_that_raises_ends_its_member_and_keeps_the_steps_completions_unscored():
