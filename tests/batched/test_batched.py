@@ -717,7 +717,7 @@ def test_engine_options_are_checked_as_connect_checks_them():
 def test_muon_options_on_an_adam_ensemble_are_refused_as_an_adam_session_refuses_them(tmp_path, options):
     """``run_batched(..., "adam", muon_scaling="match_adam")`` (or ``ns_dtype=``) trained Adam members that used
     neither, in silence, where an Adam session refuses them: the same refusal, before a model or folder is made."""
-    (name, value), = options.items()
+    ((name, value),) = options.items()
     said = "^" + re.escape(f"{name}={value!r}") + r": muon_scaling, ns_dtype and muon_split are for Muon sessions "
     said += r"\(optimizer='muon'\) only"
     with pytest.raises(ValueError, match=said + "; this session's optimizer is adam$"):

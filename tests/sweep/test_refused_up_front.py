@@ -76,8 +76,8 @@ def test_a_sweep_whose_ray_is_refused_leaves_no_folder(tmp_path, monkeypatch):
 )
 def test_muon_options_for_a_sweep_without_a_muon_trial_are_refused_before_it_runs(tmp_path, configs, options, search):
     """A sweep's Muon-only options go to its Muon trials; where none is Muon, they were dropped in silence and every
-    trial ran without what was asked. A sweep over both optimizers keeps them for its Muon trials."""
-    (name, value), = options.items()
+    trial ran without what was asked (a sweep over both optimizers keeps them for its Muon trials: test_sweep.py)."""
+    ((name, value),) = options.items()
     said = "^" + re.escape(f"{name}={value!r}") + r": muon_scaling, ns_dtype and muon_split are for Muon sessions "
     said += r"\(optimizer='muon'\) "
     with pytest.raises(ValueError, match=said + r"only; no trial of this sweep is Muon \(each is adam\)"):
