@@ -334,6 +334,58 @@ def test_none_is_unset_in_every_body_a_params_makes():
     assert adam.request_body() == {"adam_params": {}}
 
 
+def test_model_validate_goes_the_constructors_way():
+    """pydantic's ``model_validate`` (and ``_json``, ``_strings``) calls the constructor but wrapped its
+    ``InvalidParams`` in a ``ValidationError``, which ``except rlnb.InvalidParams`` missed; ``None`` stays unset."""
+    adam, muon = rlnb.AdamParams, rlnb.MuonParams
+    assert adam.model_validate({"learning_rate": None, "beta1": 0.5}).request_body() == {"adam_params": {"beta1": 0.5}}
+    assert adam.model_validate({"learning_rate": None}).resolved() == adam().resolved()  # None: the default, not null
+    assert adam.model_validate_json('{"learning_rate": null}').request_body() == {"adam_params": {}}
+    got = muon.model_validate({"learning_rate": None, "adam": {"eps": None, "beta2": 0.9}})
+    assert got.request_body() == {"muon_params": {"adam": {"beta2": 0.9}}}
+    with pytest.raises(rlnb.InvalidParams, match=r"^AdamParams.learning_rate = -1 is invalid: .*> 0"):
+        adam.model_validate({"learning_rate": -1})
+    with pytest.raises(rlnb.InvalidParams, match=r"^MuonParams.adam.eps = 0 is invalid"):
+        muon.model_validate({"adam": {"eps": 0}})
+    with pytest.raises(rlnb.InvalidParams, match=r"^AdamParams.lr = 1 is invalid: unknown field"):
+        adam.model_validate_json('{"lr": 1}')
+    with pytest.raises(rlnb.InvalidParams, match=r"^AdamParams.learning_rate = '0.1' is invalid"):
+        adam.model_validate_strings({"learning_rate": "0.1"})  # a string is no number here, as for the constructor
+    for wrong in (None, [1], adam()):
+        with pytest.raises(TypeError, match=r"^MuonParams takes a dict of its fields, got "):
+            muon.model_validate(wrong)
+    with pytest.raises(ValueError, match=r"^AdamParams: Invalid JSON"):
+        adam.model_validate_json("{bad")
+
+
+def test_a_decay_that_would_erase_the_weights_is_refused_naming_both_fields():
+    """Decoupled weight decay multiplies every weight by 1 - learning_rate * weight_decay each step: at 1 a step
+    erased the weights, past it flipped their signs, in silence. Refused wherever params are built (the default decay
+    counts: Adam's 0.1 at lr 20), an assignment left as it was; a schedule only scales rates down (multiplier <= 1)."""
+    rule = r"is invalid: learning_rate \* weight_decay must be < 1, got "
+    with pytest.raises(rlnb.InvalidParams, match=r"^AdamParams.weight_decay = 0.1 " + rule + r"20 \* 0.1 = 2: "):
+        rlnb.AdamParams(learning_rate=20)
+    with pytest.raises(rlnb.InvalidParams, match=r"^MuonParams.weight_decay = 1.0 " + rule + r"1 \* 1 = 1: "):
+        rlnb.MuonParams(learning_rate=1, weight_decay=1.0)
+    with pytest.raises(rlnb.InvalidParams, match=r"^MuonParams.adam.weight_decay = 0.1 " + rule):
+        rlnb.MuonParams(adam={"learning_rate": 10})
+    with pytest.raises(rlnb.InvalidParams, match=r"^AdamParams.weight_decay = 0.5 " + rule + r"2 \* 0.5 = 1"):
+        rlnb.AdamParams(learning_rate=1e-3, weight_decay=0.5).scaled(2000)
+    with pytest.raises(rlnb.InvalidParams, match=rule):
+        rlnb.AdamParams(weight_decay=0.5).model_copy(update={"learning_rate": 2.0})
+    with pytest.raises(rlnb.InvalidParams, match=rule):
+        rlnb.AdamParams.from_dict({"adam_params": {"learning_rate": 5.0, "weight_decay": 0.5}})
+    p = rlnb.AdamParams(learning_rate=1.0)
+    with pytest.raises(rlnb.InvalidParams, match=r"^AdamParams.weight_decay = 1.0 " + rule):
+        p.weight_decay = 1.0
+    assert p.request_body() == {"adam_params": {"learning_rate": 1.0}}  # as it was: weight_decay still unset
+    m = rlnb.MuonParams(weight_decay=0.5)
+    with pytest.raises(rlnb.InvalidParams, match=r"^MuonParams.weight_decay = 0.5 " + rule):
+        m.learning_rate = 4.0
+    assert m.request_body() == {"muon_params": {"weight_decay": 0.5}}
+    assert rlnb.AdamParams(learning_rate=9.99, weight_decay=0.1).resolved().learning_rate == 9.99  # just under 1
+
+
 def test_an_unknown_attribute_lists_the_fields_and_an_array_is_no_number():
     """``p.lr = 2`` said "invalid: no_such_attribute"; ``torch.tensor([0.1])`` was taken as 0.1 (numpy's refused)."""
     import numpy as np

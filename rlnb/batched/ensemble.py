@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb.batched.members import Hooks, Member, MemberResult
+from rlnb.batched.members import Hooks, Member, MemberResult, params_at
 from rlnb.batched.optim import StackedOptimizer, no_gradient, plan
 from rlnb.batched.options import EngineOptions, StepOptions
 from rlnb.batched.recorder import Op, Recorder, member_config
@@ -31,7 +31,7 @@ from rlnb.engine.handlers import optim_metrics
 from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.engine.worker import failure
-from rlnb.params import PARAMS, OptimizerParams
+from rlnb.params import OptimizerParams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score, step_metrics, unscored
 from rlnb.wire import OperationErrorCode as Code
@@ -155,6 +155,8 @@ class Ensemble:
         """One RL step for every live member, with the records and failures of ``rl_step`` on a session:
 
         * the step's params cannot be made (a schedule raised, a wrong kind): FAILED before sampling;
+        * params the engine refuses (eps 0 in the weights' dtype, a step size past it): the step samples and
+          trains, its optim-step fails INVALID_INPUT (nothing changed), weights-sync publishes the unchanged step;
         * sampled log-probs not finite: the sample FAILED NON_FINITE_LOSS, as the sample handler fails it;
         * the reward raised, or the advantages are not finite (``rlnb.tasks.score`` refuses them): the sample
           is recorded COMPLETED, then FAILED with nothing more;
@@ -164,7 +166,7 @@ class Ensemble:
         * a non-finite gradient norm: optim-step FAILED NON_FINITE_LOSS (nothing changed), weights-sync
           publishes the unchanged step; the trial is FAILED with that error.
         """
-        params = self._params(i)
+        params, refused = self._params(i)
         if not self.live:
             return
         rollouts, drawn = self._sample(i)
@@ -183,7 +185,11 @@ class Ensemble:
         grad_norms, failed = norms.total.tolist(), {}
         for k, m in enumerate(self.live):
             rec, (_, opt, sync) = self.records[m], ops[m]
-            if m in fb_errors:  # no gradients: the step completes and changes nothing
+            if m in refused:  # as the engine's optim-step checks them first, whatever the forward-backward did
+                rec.fail(opt, Code.INVALID_INPUT, refused[m])
+                rec.history.log_completions(rec.step + 1, completion_rows(rollouts[m]))  # as rl_step keeps them
+                failed[m] = f"{Code.INVALID_INPUT}: {refused[m]}"
+            elif m in fb_errors:  # no gradients: the step completes and changes nothing
                 rec.step += 1
                 stats = no_gradient(hps[m])
                 rec.complete(opt, wire.OptimStepResult(step=rec.step, metrics=optim_metrics(stats, hps[m])))
@@ -227,25 +233,23 @@ class Ensemble:
         for m, reason in pruned.items():
             self._end([m], "PRUNED", reason)
 
-    def _params(self, i: int) -> dict[int, OptimizerParams]:
-        """Each live member's params at step ``i``; a member whose params raise anything (InvalidParams, a schedule's
-        bug, a step its weights cannot take) leaves FAILED with it (a RuntimeError once failed the whole ensemble)."""
-        expected = PARAMS[self.kind]
-        out, bad = {}, {}
+    def _params(self, i: int) -> tuple[dict[int, OptimizerParams], dict[int, str]]:
+        """Each live member's params at step ``i``, and why the engine refuses some (their optim-step fails as a
+        session's); a member whose params raise (InvalidParams, a schedule's bug) leaves FAILED with it."""
+        out, bad, refused = {}, {}, {}
         for m in self.live:
-            given = self.members[m].params
             try:
-                value = given(i) if callable(given) else given
-                if not isinstance(value, expected):  # named: "this session's" named no member, nor its params
-                    raise TypeError(f"params({i}) returned {type(value).__name__}: optimizer={self.kind!r} takes "
-                                    f"{expected.__name__}, not {type(value).__name__}")  # fmt: skip
-                self.optim.limits.check(value.resolved())  # as a session's optim-step: eps 0 in the dtype, lr past it
-                out[m] = value
+                value = params_at(self.members[m], i, self.kind)
+                hp = value.resolved()
             except Exception as exc:  # noqa: BLE001 - the member's own code: its trial fails, not the ensemble
                 bad[m] = f"{type(exc).__name__}: {exc}"
+                continue
+            out[m] = value
+            if (why := self.optim.refusal(hp)) is not None:
+                refused[m] = why
         for m, reason in bad.items():
             self._end([m], "FAILED", reason)
-        return out
+        return out, refused
 
     def _sample(self, i: int) -> tuple[dict[int, list[list[Rollout]]], Drawn]:
         """Every live member's samples, rewards and advantages (members whose samples cannot be trained on leave)."""

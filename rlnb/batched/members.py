@@ -14,8 +14,9 @@ from typing import Any
 from torch import Tensor
 
 from rlnb.history import History
-from rlnb.params import OptimizerParams
+from rlnb.params import PARAMS, OptimizerParams
 from rlnb.tasks import StepReport
+from rlnb.wire import OptimizerKind
 
 
 @dataclass
@@ -64,3 +65,16 @@ class Hooks:
     stop: threading.Event = field(default_factory=threading.Event)
     on_step: OnStep | None = None
     on_done: Callable[[int, MemberResult], None] | None = None
+
+
+def params_at(member: Member, i: int, kind: OptimizerKind) -> OptimizerParams:
+    """``member``'s params at step ``i``, or a ``TypeError`` naming what its function returned unless they are
+    ``kind``'s (a session's "this session's optimizer" named no member, nor its params)."""
+    value = member.params(i) if callable(member.params) else member.params
+    expected = PARAMS[kind]
+    if not isinstance(value, expected):
+        raise TypeError(
+            f"params({i}) returned {type(value).__name__}: optimizer={kind!r} takes {expected.__name__}, "
+            f"not {type(value).__name__}"
+        )
+    return value

@@ -153,6 +153,16 @@ class StackedOptimizer:
         norm = torch.linalg.vector_norm
         return Norms(total, norm(each[:, ~adam], dim=1), norm(each[:, adam], dim=1))
 
+    def refusal(self, hp: Hyperparams) -> str | None:
+        """Why a session's optim-step on these weights would refuse ``hp`` (``INVALID_INPUT``, nothing changed: a decay
+        that erases them, eps 0 in their dtype, a step size past it), or None."""
+        try:
+            check_hyperparams(self.kind, hp)
+            self.limits.check(hp)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
     @torch.no_grad()
     def step(self, hps: Sequence[Hyperparams], norms: Norms) -> list[StepStats]:
         """Clip and update every member: ``hps[k]`` is member k's hyperparameters (``params.resolved()``),

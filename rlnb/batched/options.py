@@ -54,7 +54,8 @@ class StepOptions:
 @dataclass(frozen=True)
 class EngineOptions:
     """Where and how the ensemble trains, as ``rlnb.connect`` takes these: ``device``, ``ns_dtype`` (Muon's
-    Newton-Schulz dtype; None: the device's), ``muon_scaling`` and ``threads`` (None: the thread policy)."""
+    Newton-Schulz dtype; None: the device's), ``muon_scaling`` (Muon's too: an Adam ensemble refuses both, as an Adam
+    session does) and ``threads`` (None: the thread policy)."""
 
     device: str | torch.device = "auto"
     ns_dtype: str | torch.dtype | None = None

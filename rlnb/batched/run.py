@@ -40,6 +40,7 @@ from rlnb.batched.members import Hooks, Member, MemberResult, OnStep
 from rlnb.batched.options import ENGINE_OPTIONS, EngineOptions, StepOptions
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.tiny import SIZES
+from rlnb.engine.options import MuonOptions, refuse_muon_only
 from rlnb.engine.threads import ThreadUse
 from rlnb.history.recording import check_recording
 from rlnb.history.runconfig import RUN_FIELDS
@@ -106,6 +107,7 @@ def run_batched(
     _check_args(task, stop, on_step, on_done, keep_weights)
     task = task or digits_task()
     steps, members = _check(model, optimizer, members, steps)
+    refuse_muon_only(optimizer, MuonOptions(engine.muon_scaling, engine.ns_dtype))  # as an Adam session refuses them
     if runs_dir is not None:
         check_open_files(len(members))
     for m in members if runs_dir is not None else ():  # as connect checks it, before a model is built or a folder made

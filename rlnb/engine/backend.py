@@ -36,7 +36,7 @@ from rlnb.engine.models.lora import LoraSettings
 from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
-from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions
+from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions, refuse_muon_only
 from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
 from rlnb.text import Codec
@@ -77,11 +77,7 @@ class LocalBackend:
         saved = take(CheckpointOptions, options, checkpoint_options)
         compute = take(ComputeOptions, options, compute_options)
         refuse_unknown(options, "LocalBackend()")
-        unused = [f"{n}={v!r}" for n, v, default in (("muon_scaling", muon.muon_scaling, "original"),
-                  ("muon_split", muon.muon_split, None)) if v != default]  # fmt: skip
-        if self.optimizer == "adam" and unused:  # taken in silence; refused, as over the API (wire.optimizer_config)
-            raise ValueError(f"{', '.join(unused)}: muon_scaling and muon_split apply to optimizer='muon' only; this "
-                             "session's optimizer is adam")  # fmt: skip
+        refuse_muon_only(self.optimizer, muon)  # taken in silence; refused, as over the API (wire.optimizer_config)
         self.device = model_setup.resolve_device(mo.device)
         self.seed = mo.seed
         checked = wire.lora_config(mo.lora)

@@ -8,6 +8,7 @@ built, before a model is loaded.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -99,7 +100,7 @@ def eos_ids(value: object, vocab: int | None = None) -> list[int]:
 
 @dataclass(frozen=True)
 class MuonOptions:
-    """Muon's settings (an Adam session refuses a scaling or split given; ``ns_dtype`` it ignores): ``muon_scaling``
+    """Muon's settings (``MUON_ONLY``: an Adam session refuses any given, ``refuse_muon_only``): ``muon_scaling``
     ``"original"`` (lr in spectral-norm units, KJ's 0.02) or ``"match_adam"``; ``ns_dtype``, the Newton-Schulz
     compute dtype (default: chosen from the device and CPU features); ``muon_split`` overrides the Muon/AdamW split
     (``rlnb.engine.optim.split.SplitOverride``)."""
@@ -123,6 +124,23 @@ class MuonOptions:
                 "muon_split must be None, {name pattern: 'muon' | 'adam'} or a function (name, param) -> 'muon' | "
                 f"'adam' | None, got {split!r}"
             )
+
+
+MUON_ONLY = frozenset(f.name for f in dataclasses.fields(MuonOptions))
+"""The session options only a Muon session takes: ``MuonOptions``' fields."""
+
+
+def refuse_muon_only(optimizer: str, muon: MuonOptions, why: str = "") -> None:
+    """``ValueError`` naming the ``MUON_ONLY`` options given other than their defaults unless ``optimizer`` is Muon: an
+    Adam session or ensemble took them and used none, in silence (over the API, ``muon_scaling`` with adam is
+    refused too). ``why`` ends the message (default: this session's optimizer)."""
+    fields = dataclasses.fields(MuonOptions)
+    given = [f"{f.name}={getattr(muon, f.name)!r}" for f in fields if getattr(muon, f.name) != f.default]
+    if optimizer != "muon" and given:
+        names = ", ".join(f.name for f in fields[:-1]) + f" and {fields[-1].name}"
+        said = ", ".join(given)[:300]  # a muon_split function or dict can print long
+        why = why or f"this session's optimizer is {optimizer}"
+        raise ValueError(f"{said}: {names} are for Muon sessions (optimizer='muon') only; {why}")
 
 
 @dataclass(frozen=True)

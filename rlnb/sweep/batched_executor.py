@@ -142,7 +142,7 @@ class BatchedExecutor:
         members = [
             Member(_params_at(spec), spec.seed, spec.run_id, run_annotations(spec, self._runs_dir)) for spec in specs
         ]
-        options = {k: v for k, v in first.options.items() if k != "model"}
+        options = {k: v for k, v in first.session_options.items() if k != "model"}
         try:
             run_batched(
                 first.options.get("model", "tiny"), first.kind, members, steps=first.steps, task=first.task,  # type: ignore[arg-type]

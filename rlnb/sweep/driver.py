@@ -17,13 +17,14 @@ from typing import Any
 import pandas as pd
 
 from rlnb._options import check_event, take, user_path
+from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.history import default_runs_dir
-from rlnb.params import OptimizerParams
+from rlnb.params import AdamParams, OptimizerParams
 
 from .dispatch import Plan, Progress, start
 from .folder import begin, held, new_folder, settings, table, trial_run_id
 from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
-from .space import apply, check_variants, config_list, parse_space
+from .space import Categorical, apply, check_variants, config_list, parse_space
 from .trial import TrialSpec
 
 
@@ -84,6 +85,7 @@ def sweep(
 
         check_picklable(trial.the_task(), options)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
+    _refuse_unused_muon_options(base, dims, plan, options)
     # absolute: a relative folder read after a %cd would be another one (trial runs, resume=trials.attrs["path"])
     folder = Path(resume).expanduser().absolute() if resume is not None else new_folder(runs_dir)
     with held(folder, resume is not None) as state:  # one sweep at a time in a folder
@@ -131,6 +133,22 @@ def _check_args(runs_dir: object, resume: object, stop: object, progress: object
     check_event(stop, "the sweep")
     if not (progress is None or isinstance(progress, bool) or callable(progress)):  # None: no bar, as False
         raise TypeError(f"progress must be True, False or a function (done, total, row), got {progress!r}"[:300])
+
+
+def _refuse_unused_muon_options(
+    base: OptimizerParams, dims: dict[str, Any], plan: list[tuple[dict[str, Any], int]], options: dict[str, Any]
+) -> None:
+    """A sweep's ``MUON_ONLY`` options go to its Muon trials only (``TrialSpec.session_options``): where no trial can
+    be Muon, nothing would use them, and they were dropped in silence; refused before any trial runs."""
+    picks = dims.get("optimizer")
+    if isinstance(picks, Categorical):
+        kinds = set(picks.choices)
+    else:
+        kinds = {"adam" if isinstance(apply(base, c), AdamParams) else "muon" for c, _ in plan or [({}, 0)]}
+    if "muon" not in kinds:
+        given = {k: v for k, v in options.items() if k in MUON_ONLY and v is not None}
+        why = "no trial of this sweep is Muon (each is adam), so none would use them"
+        refuse_muon_only("adam", MuonOptions(**given), why)
 
 
 def _trials(

@@ -148,7 +148,7 @@ def route(spec: TrialSpec, wanted: str) -> tuple[str, str | None]:
     if wanted in ("auto", "batched"):
         from rlnb.batched import why_not_batched
 
-        why = why_not_batched(spec.target, spec.options)
+        why = why_not_batched(spec.target, spec.session_options)
         return ("batched", None) if why is None else ("threads", why)
     return wanted, None
 

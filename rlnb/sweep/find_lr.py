@@ -25,7 +25,7 @@ from rlnb._options import OPERATION_TIMEOUT, take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
 from rlnb.history import new_run_id
-from rlnb.params import AdamParams, MuonHyperparams, OptimizerParams
+from rlnb.params import DECAY_RULE, AdamParams, MuonHyperparams, OptimizerParams
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 
@@ -105,7 +105,14 @@ def lr_find(
                 ended = f"stopped after {i} steps"
                 break
             try:
-                value = _number(run(trial, with_lr(base, lr), i), i, lr)
+                at_lr = with_lr(base, lr)
+            except InvalidParams as exc:  # past it, base's decay would erase the weights: the range ends here
+                if i == 0 or not any(DECAY_RULE in rule for *_, rule in exc.errors):
+                    raise
+                ended = f"stopped at lr {lr:.3g}: {exc}"
+                break
+            try:
+                value = _number(run(trial, at_lr, i), i, lr)
             except OperationFailed as exc:
                 ended = f"{(exc.code or 'FAILED').rsplit('_CODE_', 1)[-1]} at lr {lr:.3g}"
                 break

@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 
 from torch import nn
 
+from rlnb.engine.options import MUON_ONLY
 from rlnb.errors import OperationFailed, RateLimitError
 from rlnb.history import History
 from rlnb.params import AdamParams, OptimizerParams
@@ -67,6 +68,12 @@ class TrialSpec:
     @property
     def kind(self) -> str:
         return "adam" if isinstance(self.params, AdamParams) else "muon"
+
+    @property
+    def session_options(self) -> dict[str, Any]:
+        """``options`` as this trial's session takes them: a sweep's ``MUON_ONLY`` options are for its Muon trials
+        (an Adam session refuses them: a sweep over both optimizers had its Adam trials FAILED)."""
+        return {k: v for k, v in self.options.items() if self.kind == "muon" or k not in MUON_ONLY}
 
 
 class Control(Protocol):
@@ -172,10 +179,6 @@ class _Stopped(Exception):
     """The sweep stopped while this trial waited for a session slot."""
 
 
-MUON_ONLY = frozenset({"muon_scaling", "muon_split"})
-"""Session options that only a Muon session takes."""
-
-
 def own_modules(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with each ``nn.Module`` (a ``model=``) replaced by a copy, so that a trial (or Find LR's range
     test) trains its own: given the one instance, a trial began where the one before it ended, concurrent trials
@@ -186,11 +189,8 @@ def own_modules(options: dict[str, Any]) -> dict[str, Any]:
 def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
     """A session for one trial. A remote provider at its session cap answers 429: wait for a slot."""
     delay = RATE_LIMIT_WAIT[0]
-    # a sweep's muon_scaling / muon_split are for its Muon trials: an Adam session refuses them (a mixed sweep's
-    # Adam trials FAILED on threads and Ray, where the batched ones ran)
-    options = {k: v for k, v in spec.options.items() if spec.kind == "muon" or k not in MUON_ONLY}
     common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id,
-                              **own_modules(options)}  # fmt: skip
+                              **own_modules(spec.session_options)}  # fmt: skip
     opener: Callable[[], Session] = (
         (lambda: connect("local", seed=spec.seed, **common))
         if spec.target == "local"

@@ -5,6 +5,7 @@ and the stacked pieces (optimizer, attention, rollout batch, sampling noise) mat
 from __future__ import annotations
 
 import math
+import re
 import threading
 import warnings
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ MUON = [
 # CDF boundary (about one token in several thousand; a 10-step member draws 3840). These members draw
 # none; if a change of the RL step brings one, check that the first differing token is such a tie
 # before picking other learning rates (lr 1e-2 / 5e-3 here flip at steps 7 and 8 with TRL's advantages).
+CODE = "TRAINING_OPERATION_ERROR_CODE_"
 QUICK = {"group_size": 4}
 """Lighter RL steps for the tests whose point is not the default step's numbers."""
 
@@ -69,10 +71,15 @@ class Alone:
     weights: dict[str, torch.Tensor]
 
 
+def ns_float32(kind: str) -> dict[str, Any]:
+    """Newton-Schulz in float32 for a Muon run (an Adam session or ensemble refuses ``ns_dtype``)."""
+    return {"ns_dtype": "float32"} if kind == "muon" else {}
+
+
 def alone(kind: str, member: Member, steps: int = STEPS, **rl: Any) -> Alone:
     """The trial run as ``rlnb.sweep`` runs it today: a local session and ``rl_step`` per step."""
-    s = rlnb.connect("local", optimizer=kind, model="tiny", seed=member.seed, device="cpu", ns_dtype="float32",
-                     record=False)
+    s = rlnb.connect("local", optimizer=kind, model="tiny", seed=member.seed, device="cpu", record=False,
+                     **ns_float32(kind))
     sampled: list[Any] = []
     real = s.sample
     s.sample = lambda *a, **k: sampled.append(real(*a, **k)) or sampled[-1]  # type: ignore[method-assign]
@@ -132,8 +139,8 @@ def assert_same_records(got: History, want: History) -> None:
 
 @pytest.mark.parametrize(("kind", "members"), [("adam", ADAM), ("muon", MUON)], ids=["adam", "muon"])
 def test_every_member_equals_its_trial_run_alone(kind, members, sampled_tokens, tmp_path):
-    results = run_batched("tiny", kind, members, steps=STEPS, device="cpu", ns_dtype="float32", keep_weights=True,
-                          runs_dir=tmp_path)
+    results = run_batched("tiny", kind, members, steps=STEPS, device="cpu", keep_weights=True, runs_dir=tmp_path,
+                          **ns_float32(kind))
     clipped = 0
     for m, (member, got) in enumerate(zip(members, results, strict=True)):
         ref = alone(kind, member)
@@ -213,17 +220,60 @@ def test_a_member_whose_gradient_turns_non_finite_stops_alone(sampled_tokens, mo
 
 
 def test_a_member_whose_samples_go_non_finite_stops_alone():
-    members = [ADAM[0], Member(rlnb.AdamParams(learning_rate=1e3), seed=1)]  # its weights blow up in 3 steps
+    members = [ADAM[0], Member(rlnb.AdamParams(learning_rate=1e30, weight_decay=0.0), seed=1)]  # blows up at once
     results = run_batched("tiny", "adam", members, steps=5, device="cpu", **QUICK)
     ref = alone("adam", members[1], steps=5, **QUICK)  # its sample fails NON_FINITE_LOSS (JSON has no NaN)
     bad = results[1]
-    assert bad.status == ref.status == "FAILED" and bad.steps_done == len(ref.rewards) == 3
+    assert bad.status == ref.status == "FAILED" and bad.steps_done == len(ref.rewards) == 1
     assert bad.reason == ref.reason == f"TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS: {DIVERGED}"
     assert list(bad.history.df.kind) == list(ref.history.df.kind)  # ... the last is the sample, failed in both
     last = [h.df.iloc[-1] for h in (bad.history, ref.history)]
     failed = ("sample", "TRAINING_OPERATION_STATUS_FAILED", DIVERGED)
     assert [(r.kind, r.status, r.error_message) for r in last] == [failed] * 2
     assert results[0].status == "COMPLETED" and results[0].rewards == alone("adam", members[0], 5, **QUICK).rewards
+
+
+def recorded(history: History) -> tuple[pd.DataFrame, pd.DataFrame, list[int]]:
+    """What a run records, less its times and ids: its records, its steps table and its completions' steps."""
+    records = history.df[["kind", "status", "error_code", "error_message", "step", "weights_version", "params"]]
+    steps = history.steps[["step", "loss", "grad_norm", "learning_rate", "weights_version", "reward"]]
+    return records.astype(object).fillna(-1), steps, list(history.completions.step)
+
+
+@pytest.mark.parametrize("failure", ["INVALID_INPUT", "NON_FINITE_LOSS"])
+def test_a_members_failed_optim_step_is_recorded_as_its_session_alone_records_it(failure, monkeypatch):
+    """Step 3's optim-step fails: params the weights cannot take (eps 0 in float32: a session's engine fails the
+    optim-step INVALID_INPUT, its gradients kept), or a NaN gradient (NON_FINITE_LOSS, dropped). The INVALID_INPUT
+    member left before sampling, its run without that step's sample, forward-backward, failed optim-step,
+    weights-sync and completions, its reason "ValueError: ..." not the session's code: solo and batched tables equal."""
+    eps = 1e-50 if failure == "INVALID_INPUT" else 1e-8
+    member = Member(lambda i: rlnb.AdamParams(learning_rate=3e-3, eps=eps if i == 2 else 1e-8), seed=1)
+    if failure == "NON_FINITE_LOSS":  # the first weight's gradient turns NaN at step 3, in both paths
+        fb, step, calls = Ensemble._forward_backward, TrainerOptimizer.step, []
+
+        def poisoned(self: Ensemble, *args: Any) -> Any:
+            out = fb(self, *args)
+            if len(self.rewards[0]) == 2:
+                self.model.grad[0, 0] = math.nan
+            return out
+
+        def poison_then_step(self: TrainerOptimizer, hp: Any) -> Any:
+            calls.append(1)
+            if len(calls) == 3:
+                self._named[0][1].grad[0, 0] = math.nan
+            return step(self, hp)
+
+        monkeypatch.setattr(Ensemble, "_forward_backward", poisoned)
+        monkeypatch.setattr(TrainerOptimizer, "step", poison_then_step)
+    got = run_batched("tiny", "adam", [member], steps=5, device="cpu", **QUICK)[0]
+    ref = alone("adam", member, steps=5, **QUICK)
+    assert (got.status, got.reason) == (ref.status, ref.reason) and ref.reason.startswith(f"{CODE}{failure}: ")
+    records, steps, completions = recorded(got.history)
+    want_records, want_steps, want_completions = recorded(ref.history)
+    pd.testing.assert_frame_equal(records, want_records)
+    pd.testing.assert_frame_equal(steps, want_steps, rtol=1e-4, atol=1e-6)
+    assert completions == want_completions and completions[-1] == 3  # the failed step's, as rl_step keeps them
+    assert list(steps.step) == [1, 2]
 
 
 def test_a_reward_that_raises_ends_its_member_and_keeps_the_steps_completions_unscored():
@@ -661,6 +711,22 @@ def test_engine_options_are_checked_as_connect_checks_them():
             run_batched("tiny", "muon", [Member(rlnb.MuonParams())], steps=1, **{"device": "cpu", **kwargs})
         with pytest.raises(ValueError, match=match):
             rlnb.connect("local", optimizer="muon", model="tiny", record=False, **{"device": "cpu", **kwargs})
+
+
+@pytest.mark.parametrize("options", [{"muon_scaling": "match_adam"}, {"ns_dtype": "float32"}])
+def test_muon_options_on_an_adam_ensemble_are_refused_as_an_adam_session_refuses_them(tmp_path, options):
+    """``run_batched(..., "adam", muon_scaling="match_adam")`` (or ``ns_dtype=``) trained Adam members that used
+    neither, in silence, where an Adam session refuses them: the same refusal, before a model or folder is made."""
+    ((name, value),) = options.items()
+    said = "^" + re.escape(f"{name}={value!r}") + r": muon_scaling, ns_dtype and muon_split are for Muon sessions "
+    said += r"\(optimizer='muon'\) only"
+    with pytest.raises(ValueError, match=said + "; this session's optimizer is adam$"):
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams())], steps=1, device="cpu", runs_dir=tmp_path, **options)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match=said):
+        rlnb.connect("local", optimizer="adam", model="tiny", device="cpu", record=False, **options)
+    got = run_batched("tiny", "muon", [Member(rlnb.MuonParams())], steps=0, device="cpu", **options)[0]
+    assert got.status == "COMPLETED" and got.history.config[name] == value
 
 
 def test_a_loss_that_reads_no_advantages_is_refused_before_anything_is_sampled(tmp_path):

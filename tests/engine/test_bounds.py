@@ -2,6 +2,7 @@
 each refused with the field named, or carried over whole."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -119,11 +120,10 @@ def test_a_crafted_optimizer_state_is_refused_naming_the_weight_or_its_options_a
 @pytest.mark.parametrize(
     ("optimizer", "params", "field"),
     [
-        ("adam", rlnb.AdamParams(learning_rate=1e39), "adam_params.learning_rate"),
-        ("adam", rlnb.AdamParams(learning_rate=1e36, beta1=0.999), "adam_params.learning_rate"),  # lr / (1 - beta1)
-        ("adam", rlnb.AdamParams(learning_rate=1.0, weight_decay=1e39), "adam_params.weight_decay"),
+        ("adam", rlnb.AdamParams(learning_rate=1e39, weight_decay=0), "adam_params.learning_rate"),
+        ("adam", rlnb.AdamParams(learning_rate=1e36, beta1=0.999, weight_decay=0), "adam_params.learning_rate"),
         ("muon", rlnb.MuonParams(learning_rate=1e39), "muon_params.learning_rate"),
-        ("muon", rlnb.MuonParams(adam=rlnb.AdamParams(learning_rate=1e39)), "muon_params.adam.learning_rate"),
+        ("muon", rlnb.MuonParams(adam={"learning_rate": 1e39, "weight_decay": 0}), "muon_params.adam.learning_rate"),
     ],
 )
 def test_a_step_size_past_the_weights_dtype_fails_invalid_input_before_anything_moves(optimizer, params, field):
@@ -147,13 +147,46 @@ def test_a_batched_member_whose_step_its_weights_cannot_take_fails_alone_naming_
     completed), and it failed a step later as "the weights have diverged", naming neither field."""
     from rlnb.batched import Member, run_batched
 
-    bad = {"eps": rlnb.AdamParams(eps=1e-50), "learning_rate": rlnb.AdamParams(learning_rate=1e39)}
+    bad = {"eps": rlnb.AdamParams(eps=1e-50), "learning_rate": rlnb.AdamParams(learning_rate=1e39, weight_decay=0)}
     members = [Member(p) for p in bad.values()] + [Member(rlnb.AdamParams(learning_rate=1e-3))]
     results = run_batched("tiny", "adam", members, steps=2, keep_weights=True, device="cpu", threads=1)
     for result, field in zip(results, bad, strict=False):
-        assert result.status == "FAILED" and result.reason.startswith(f"ValueError: adam_params.{field} ")
+        said = f"TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT: adam_params.{field} "  # as a session's optim-step fails
+        assert result.status == "FAILED" and result.reason.startswith(said)
         assert result.losses == [] and all(w.isfinite().all() for w in result.weights.values())
     assert results[-1].status == "COMPLETED" and len(results[-1].losses) == 2
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "params", "field"),
+    [
+        ("adam", {"learning_rate": 20.0}, "adam_params.weight_decay = 0.1"),  # the default decay, 20 * 0.1 = 2
+        ("adam", {"learning_rate": 1.0, "weight_decay": 1.0}, "adam_params.weight_decay = 1.0"),  # 1 - 1: erased
+        ("muon", {"learning_rate": 0.5, "weight_decay": 4.0}, "muon_params.weight_decay = 4.0"),
+        ("muon", {"adam": {"learning_rate": 1.0, "weight_decay": 3.0}}, "muon_params.adam.weight_decay = 3.0"),
+    ],
+)
+def test_a_decay_that_would_erase_the_weights_is_refused_built_or_sent(optimizer, params, field):
+    """Decoupled decay multiplies every weight by 1 - learning_rate * weight_decay each step: at 1 the step erased
+    them, past it flipped their signs, and the optim-step COMPLETED. Params are refused when built; a body sent as it
+    is (as over ``rlnb serve``) fails INVALID_INPUT with the same rule, the weights untouched."""
+    rule = r"is invalid: learning_rate \* weight_decay must be < 1, got "
+    with pytest.raises(rlnb.InvalidParams, match=rule):
+        (rlnb.AdamParams if optimizer == "adam" else rlnb.MuonParams)(**params)
+    body = wire.OptimStepBody(**{wire.OPTIMIZER_PARAMS_FIELD[optimizer]: params})
+    with local_session(model="tiny", optimizer=optimizer, threads=1) as s:
+        s.forward_backward([samples.cross_entropy(s.encode("n=1"))])
+        s.wait()
+        before, got = _weights(s), []
+        s.backend.submit(wire.OperationKind.OPTIM_STEP, body, got.append)
+        s.backend.wait_idle()
+        assert got[-1].status == wire.OperationStatus.FAILED and _same(_weights(s), before)
+        assert got[-1].error.code == wire.OperationErrorCode.INVALID_INPUT
+        assert re.match(re.escape(field) + " " + rule, got[-1].error.message), got[-1].error.message
+
+
+def _weights(s):
+    return {k: v.detach().clone() for k, v in s.backend.trainer.state_dict().items()}
 
 
 @pytest.mark.parametrize(

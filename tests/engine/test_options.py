@@ -185,11 +185,27 @@ def test_a_dtype_or_device_is_checked_when_its_group_is_built(options, match):
             EngineOptions(**options)
 
 
+MUON_ONLY_SAID = r"muon_scaling, ns_dtype and muon_split are for Muon sessions \(optimizer='muon'\) only; "
+"""What an Adam session (or ensemble) given a Muon-only option is told."""
+
+
 def test_muon_options_on_an_adam_session_are_refused_naming_them():
     """``optimizer="adam"`` with ``muon_split=...`` or ``muon_scaling="match_adam"`` took them in silence (over the
     API, ``muon_scaling`` with adam is refused)."""
-    said = r"muon_scaling='match_adam', muon_split=\{'\*': 'adam'\}: muon_scaling and muon_split apply to optimizer="
-    with pytest.raises(ValueError, match=said + r"'muon' only; this session's optimizer is adam"):
+    said = r"^muon_scaling='match_adam', muon_split=\{'\*': 'adam'\}: " + MUON_ONLY_SAID
+    with pytest.raises(ValueError, match=said + r"this session's optimizer is adam$"):
         LocalBackend("adam", device="cpu", threads=1, muon_scaling="match_adam", muon_split={"*": "adam"})
-    with pytest.raises(ValueError, match=r"^muon_split=\{'\*': 'adam'\}: muon_scaling and muon_split apply"):
+    with pytest.raises(ValueError, match=r"^muon_split=\{'\*': 'adam'\}: " + MUON_ONLY_SAID):
         rlnb.connect("local", optimizer="adam", device="cpu", record=False, muon_split={"*": "adam"})
+
+
+@pytest.mark.parametrize("ns_dtype", ["float32", torch.bfloat16])
+def test_ns_dtype_on_an_adam_session_is_refused_as_the_other_muon_options(ns_dtype):
+    """``ns_dtype`` (Muon's Newton-Schulz dtype) on an Adam session was taken and ignored in silence, while
+    ``muon_scaling`` / ``muon_split`` were refused: the same refusal, from the one ``MUON_ONLY`` catalogue."""
+    with pytest.raises(ValueError, match=rf"^ns_dtype={ns_dtype!r}: " + MUON_ONLY_SAID + "this session's optimizer"):
+        rlnb.connect("local", optimizer="adam", device="cpu", record=False, ns_dtype=ns_dtype)
+    with pytest.raises(ValueError, match=rf"^ns_dtype={ns_dtype!r}: " + MUON_ONLY_SAID):
+        LocalBackend("adam", device="cpu", threads=1, muon_options=MuonOptions(ns_dtype=ns_dtype))
+    with rlnb.connect("local", optimizer="muon", device="cpu", record=False, ns_dtype=ns_dtype) as s:
+        assert s.backend.optim.ns_dtype == (ns_dtype if isinstance(ns_dtype, torch.dtype) else torch.float32)

@@ -689,9 +689,23 @@ def test_numpy_rates_are_numbers(tmp_path):
 def test_a_range_of_many_decades_is_spaced_without_overflow(tmp_path):
     """start_lr=1e-300, end_lr=1e300: end / start is inf, and the test failed at its second step (InvalidParams,
     learning_rate = inf), its session already opened."""
-    found = lr_find(rlnb.AdamParams(), start_lr=1e-300, end_lr=1e300, steps=5, step_fn=lambda s, p, i: 1.0,
-                    runs_dir=tmp_path)  # fmt: skip
+    found = lr_find(rlnb.AdamParams(weight_decay=0.0), start_lr=1e-300, end_lr=1e300, steps=5,
+                    step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path)  # fmt: skip
     assert found.lrs == [1e-300, pytest.approx(1e-150, rel=1e-9), pytest.approx(1.0), pytest.approx(1e150), 1e300]
+
+
+def test_a_range_ends_at_the_rate_whose_decay_would_erase_the_weights(tmp_path):
+    """Params whose learning_rate * weight_decay >= 1 are refused (the decay erased the weights, or flipped them):
+    the range test stops at the first such rate with the steps measured, and refuses a range that starts there."""
+    seen = []
+    found = lr_find(rlnb.AdamParams(weight_decay=0.5), start_lr=1e-3, end_lr=10.0, steps=5,
+                    step_fn=lambda s, p, i: seen.append(p.learning_rate) or 1.0, runs_dir=tmp_path)  # fmt: skip
+    assert seen == pytest.approx([1e-3, 1e-2, 1e-1, 1.0]) and found.lrs == seen
+    assert "ended early: stopped at lr 10: AdamParams.weight_decay = 0.5 is invalid: learning_rate * weight_decay " \
+           "must be < 1, got 10 * 0.5 = 5" in found.reason  # fmt: skip
+    with pytest.raises(rlnb.InvalidParams, match=r"learning_rate \* weight_decay must be < 1, got 4 \* 0.5 = 2"):
+        lr_find(rlnb.AdamParams(weight_decay=0.5), start_lr=4.0, end_lr=10.0, steps=5, step_fn=lambda s, p, i: 1.0,
+                runs_dir=tmp_path)  # fmt: skip
 
 
 def test_a_ctrl_c_mid_test_keeps_the_steps_measured(tmp_path):

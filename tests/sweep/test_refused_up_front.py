@@ -1,6 +1,7 @@
 """A sweep whose every trial would fail the same way is refused once, before its folder is made: a group larger
 than the in-process engine samples per prompt, and trainer-only sessions, which cannot sample at all."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -63,3 +64,22 @@ def test_a_sweep_whose_ray_is_refused_leaves_no_folder(tmp_path, monkeypatch):
     with pytest.raises(ImportError, match=r"executor='ray' needs Ray"):
         sweep(BASE, steps=1, resume=resumed, progress=False, executor="ray", max_concurrent=1)
     assert list(tmp_path.iterdir()) == [Path(resumed)]
+
+
+@pytest.mark.parametrize(
+    ("configs", "options", "search"),
+    [
+        (None, {"muon_scaling": "match_adam"}, {}),
+        ([{"learning_rate": 1e-3}, {"optimizer": "adam"}], {"muon_split": {"*": "adam"}}, {}),
+        (None, {"ns_dtype": "float32"}, {"search": "optuna", "n_trials": 2, "space": {"learning_rate": [1e-3, 1e-2]}}),
+    ],
+)
+def test_muon_options_for_a_sweep_without_a_muon_trial_are_refused_before_it_runs(tmp_path, configs, options, search):
+    """A sweep's Muon-only options go to its Muon trials; where none is Muon, they were dropped in silence and every
+    trial ran without what was asked (a sweep over both optimizers keeps them for its Muon trials: test_sweep.py)."""
+    ((name, value),) = options.items()
+    said = "^" + re.escape(f"{name}={value!r}") + r": muon_scaling, ns_dtype and muon_split are for Muon sessions "
+    said += r"\(optimizer='muon'\) "
+    with pytest.raises(ValueError, match=said + r"only; no trial of this sweep is Muon \(each is adam\)"):
+        sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False, **options, **search)
+    assert list(tmp_path.iterdir()) == []

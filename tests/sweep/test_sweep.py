@@ -109,12 +109,15 @@ def test_a_sweep_stopped_before_any_trial_started_still_summarizes(tmp_path):
     assert list(variants.status) == ["STOPPED", "STOPPED"] and list(summary["failed"]) == [1, 1]
 
 
-def test_a_sweep_over_both_optimizers_gives_muon_options_to_its_muon_trials_only(tmp_path):
-    """An Adam session refuses muon_scaling: with it, a sweep's Adam trials FAILED on threads (batched ran them)."""
+@pytest.mark.parametrize("executor", ["threads", "batched"])
+def test_a_sweep_over_both_optimizers_gives_muon_options_to_its_muon_trials_only(tmp_path, executor):
+    """An Adam session refuses muon_scaling: with it, a sweep's Adam trials FAILED on threads (batched ran them, and
+    an Adam ensemble refuses it now too)."""
     configs = [{"optimizer": "adam"}, {"optimizer": "muon", "learning_rate": 0.02}]
-    trials = sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False, executor="threads",
+    trials = sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False, executor=executor,
                    muon_scaling="match_adam")  # fmt: skip
     assert list(trials.status) == ["COMPLETED", "COMPLETED"], trials.reason.tolist()
+    assert list(trials.executor) == [executor, executor]
     configs = [json.loads((Path(p) / "config.json").read_text()) for p in trials.run_path]
     assert [c.get("muon_scaling") for c in configs] == ["original", "match_adam"]  # the Adam session's default
 

@@ -84,15 +84,11 @@ class StepLimits:
                     f"give {prefix}eps >= {least:g}{hint}"
                 )
         adam_max, muon_max = self._adam_max, self._muon_max
-        factors = [  # what the update multiplies by, (field, value, the largest the weights hold)
-            (f"{prefix}learning_rate", adam.learning_rate / (1 - adam.beta1), adam_max),  # lr / (1 - beta1^t)
-            (f"{prefix}weight_decay", adam.learning_rate * adam.weight_decay, adam_max),  # 1 - lr * wd
-        ]
+        # what the update multiplies by, (field, value, the largest the weights hold); the decay's 1 - lr * wd is
+        # checked first, and kept in (0, 1] (rlnb.params.check_decay)
+        factors = [(f"{prefix}learning_rate", adam.learning_rate / (1 - adam.beta1), adam_max)]  # lr / (1 - beta1^t)
         if isinstance(hp, MuonHyperparams):
-            factors += [
-                ("muon_params.learning_rate", hp.learning_rate * self.muon_scale, muon_max),
-                ("muon_params.weight_decay", hp.learning_rate * hp.weight_decay, muon_max),
-            ]
+            factors.append(("muon_params.learning_rate", hp.learning_rate * self.muon_scale, muon_max))
         for field, value, largest in factors:
             if value > largest:
                 raise ValueError(

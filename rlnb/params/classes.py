@@ -1,0 +1,195 @@
+"""The params a notebook builds: ``AdamParams`` / ``MuonParams``, checked when they are built (constructor,
+assignment, ``model_copy``, ``from_dict``), with ``request_body()`` and ``resolved()``; ``params_for`` picks a
+session's kind.
+"""
+
+from __future__ import annotations
+
+import numbers
+import sys
+from collections.abc import Mapping
+from typing import Any, ClassVar, cast
+
+from pydantic import ConfigDict, ValidationError
+
+from rlnb import wire
+from rlnb.errors import InvalidParams
+from rlnb.prompts import scalar
+
+from .fields import invalid, plain, refuse_arrays, unwrapped
+from .hyperparams import AdamHyperparams, MuonHyperparams, adam_hyperparams, check_decay, muon_hyperparams
+
+
+class _Params:
+    """Mixin: friendly errors, exact request body, resolved values."""
+
+    _body_key: ClassVar[str]
+
+    def __init__(self, **data: Any) -> None:
+        """``None`` is unset, as on the wire: left out of the fields set, so no body carries it as null."""
+        data = {k: plain(v) for k, v in data.items() if v is not None}
+        refuse_arrays(type(self), data)
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise invalid(type(self), exc) from None
+        check_decay(cast(Any, self).resolved(), type(self).__name__)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """An assignment is checked as the constructor checks: the same errors, numpy integers, ``adam`` as a dict
+        (pydantic's own check said "Input should be a valid integer" of ``np.int64(5)``)."""
+        if name == "adam" and not isinstance(value, AdamParams) and isinstance(value, dict | wire.AdamParams):
+            value = MuonParams(adam=value).adam
+        refuse_arrays(type(self), {name: plain(value)})
+        fields_set, before = cast(wire._Model, self).model_fields_set, getattr(self, name, None)
+        was_set = name in fields_set
+        try:
+            super().__setattr__(name, plain(value))
+        except ValidationError as exc:
+            raise invalid(type(self), exc) from None
+        if value is None:  # unset again: omitted from the body, not sent as null
+            fields_set.discard(name)
+        try:
+            check_decay(cast(Any, self).resolved(), type(self).__name__)
+        except InvalidParams:  # refused: the params stay as they were
+            super().__setattr__(name, before)
+            (fields_set.add if was_set else fields_set.discard)(name)
+            raise
+
+    @classmethod
+    def model_validate(cls, obj: Any, **options: Any) -> Any:
+        """As the constructor: ``None`` unset, the same checks and the same ``InvalidParams`` (pydantic's own, which
+        calls ``__init__``, raised them wrapped in a ``ValidationError``, which ``except InvalidParams`` missed)."""
+        try:
+            return cast(Any, super()).model_validate(obj, **options)
+        except ValidationError as exc:
+            raise unwrapped(cls, exc) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, **options: Any) -> Any:
+        """``model_validate`` of a JSON text (``null`` is unset), with its errors."""
+        try:
+            return cast(Any, super()).model_validate_json(json_data, **options)
+        except ValidationError as exc:
+            raise unwrapped(cls, exc) from None
+
+    @classmethod
+    def model_validate_strings(cls, obj: Any, **options: Any) -> Any:
+        """``model_validate`` of strings, with its errors (a string is no number here, as for the constructor)."""
+        try:
+            return cast(Any, super()).model_validate_strings(obj, **options)
+        except ValidationError as exc:
+            raise unwrapped(cls, exc) from None
+
+    def request_body(self) -> dict[str, Any]:
+        """The exact optim-step JSON body, unset fields omitted."""
+        return {self._body_key: cast(wire._Model, self).to_json_dict()}
+
+    def scaled(self, factor: float) -> Any:
+        """A copy whose learning rate(s) are ``factor`` × the effective ones (Muon: its ``adam`` too) —
+        what a schedule sends at a step. Unset rates are made explicit from the defaults first. ``factor`` is a finite
+        number > 0 (``"2"`` was Python's "can't multiply sequence"; NaN or 0 an error naming only the rate)."""
+        factor = scalar(factor)  # np.float32(0.5), torch.tensor(0.5): the number
+        rule = f"scaled: factor must be a finite number > 0 (a schedule's multiplier), got {factor!r}"[:300]
+        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
+            raise TypeError(rule)
+        if not 0 < factor <= sys.float_info.max:  # NaN, inf, 10**400 (an OverflowError in float()) too
+            raise ValueError(rule)
+        data = cast(wire._Model, self).model_dump(exclude_unset=True)
+        resolved = cast(Any, self).resolved()
+        data["learning_rate"] = resolved.learning_rate * factor
+        if isinstance(resolved, MuonHyperparams):
+            data["adam"] = {**(data.get("adam") or {}), "learning_rate": resolved.adam.learning_rate * factor}
+        return type(self)(**data)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
+        """A copy, with ``update``'s fields checked as the constructor checks them (pydantic's own copy took
+        them unchecked: ``learning_rate=-1`` stepped up the loss, a misspelt ``lr`` was dropped)."""
+        if not update:
+            return super().model_copy(deep=deep)  # type: ignore[misc]  # a mixin: BaseModel comes later in the MRO
+        return type(self)(**{**cast(wire._Model, self).model_dump(exclude_unset=True), **update})
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Any:
+        """Inverse of ``request_body()`` (also accepts the inner object). Beside ``adam_params`` / ``muon_params``
+        a body holds nothing: another key (``learning_rate`` put beside it) is refused, not dropped."""
+        if not isinstance(data, Mapping):  # None, a list: "argument after ** must be a mapping"
+            raise TypeError(f"{cls.__name__}.from_dict takes a dict (request_body() or its inner object), got {data!r}")
+        if cls._body_key not in data:
+            return cls(**data)
+        inner, extra = data[cls._body_key], [k for k in data if k != cls._body_key]
+        if extra:
+            rule = f"an optim-step body holds {cls._body_key} only; put its fields inside {cls._body_key}"
+            raise InvalidParams("optim-step body", [(k, data[k], rule) for k in extra])
+        if inner is None or isinstance(inner, cls):  # null is unset on the wire: the defaults
+            return inner or cls()
+        if not isinstance(inner, dict):
+            raise InvalidParams("optim-step body", [(cls._body_key, inner, f"must be a dict of {cls.__name__} fields")])
+        return cls(**inner)
+
+
+class AdamParams(_Params, wire.AdamParams):
+    """AdamW hyperparameters for one optim-step; unset fields use the session defaults."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    _body_key: ClassVar[str] = "adam_params"
+
+    def resolved(self) -> AdamHyperparams:
+        """Every field's effective value on the local backend (defaults filled in)."""
+        return adam_hyperparams(self)
+
+
+class MuonParams(_Params, wire.MuonParams):
+    """Muon hyperparameters for the 2-D hidden matrices, and ``adam`` for every other parameter."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    _body_key: ClassVar[str] = "muon_params"
+    adam: AdamParams | None = None
+
+    def __init__(self, **data: Any) -> None:
+        adam = data.get("adam")
+        if isinstance(adam, wire.AdamParams) and not isinstance(adam, AdamParams):  # rlnb.wire's: its fields
+            adam = data["adam"] = adam.model_dump(exclude_unset=True)
+        if isinstance(adam, dict):
+            try:
+                data["adam"] = AdamParams(**adam)
+            except InvalidParams as exc:
+                raise InvalidParams("MuonParams.adam", exc.errors) from None
+        super().__init__(**data)
+
+    def resolved(self) -> MuonHyperparams:
+        """Every field's effective value on the local backend; ``adam`` resolved the same way."""
+        return muon_hyperparams(self)
+
+
+OptimizerParams = AdamParams | MuonParams
+ADAM_FIELDS: tuple[str, ...] = tuple(AdamParams.model_fields)
+MUON_FIELDS: tuple[str, ...] = tuple(name for name in MuonParams.model_fields if name != "adam")
+"""Muon's own fields (``adam`` holds an ``AdamParams``)."""
+
+
+PARAMS: dict[wire.OptimizerKind, type[AdamParams] | type[MuonParams]] = {"adam": AdamParams, "muon": MuonParams}
+"""The params class of each optimizer kind."""
+
+
+def params_for(optimizer: wire.OptimizerKind, params: OptimizerParams | dict[str, Any] | None) -> OptimizerParams:
+    """``params`` as a session of ``optimizer`` takes them (None: the defaults; a dict is parsed), or
+    ``TypeError`` for the other kind."""
+    expected = PARAMS[optimizer]
+    if params is None:
+        return expected()
+    if isinstance(params, dict):
+        mine = wire.OPTIMIZER_PARAMS_FIELD[optimizer]
+        other = next((f for k, f in wire.OPTIMIZER_PARAMS_FIELD.items() if k != optimizer and f in params), None)
+        if other is not None:  # dropped for want of the key, or read as an unknown field of this kind's params
+            raise TypeError(
+                f"this session's optimizer is {optimizer}: send {mine} only, not {other} "
+                "(the optimizer is fixed when the session is created)"
+            )
+        return expected.from_dict(params)
+    if not isinstance(params, expected):
+        raise TypeError(
+            f"this session's optimizer is {optimizer}: pass {expected.__name__}, not {type(params).__name__} "
+            "(the optimizer is fixed when the session is created)"
+        )
+    return params

@@ -1,0 +1,126 @@
+"""What an optimizer steps with: ``AdamHyperparams`` / ``MuonHyperparams``, every field filled in.
+
+``resolve`` makes them from an optim-step body (the defaults, ``ADAM_DEFAULTS`` / ``MUON_DEFAULTS``, for what it
+leaves unset); ``check_hyperparams`` is what the engine checks before a step (the right kind; a decay that keeps the
+weights).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+from rlnb import wire
+from rlnb.errors import InvalidParams
+
+ADAM_DEFAULTS: dict[str, float] = {
+    "learning_rate": 1e-4,
+    "beta1": 0.9,
+    "beta2": 0.95,
+    "eps": 1e-8,
+    "weight_decay": 0.1,
+    "grad_clip_norm": 1.0,
+}
+MUON_DEFAULTS: dict[str, float | int] = {
+    "learning_rate": 0.02,
+    "momentum": 0.95,
+    "newton_schulz_steps": 5,
+    "weight_decay": 0.0,
+    "grad_clip_norm": 1.0,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AdamHyperparams:
+    """Every AdamW hyperparameter of one step, defaults filled in: what ``AdamParams.resolved()`` gives
+    and the optimizers' ``step`` takes. Made from params that were checked when they were built."""
+
+    learning_rate: float
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+    grad_clip_norm: float
+
+
+@dataclass(frozen=True, slots=True)
+class MuonHyperparams:
+    """Every Muon hyperparameter of one step, and ``adam``'s for the other parameters (see ``AdamHyperparams``)."""
+
+    learning_rate: float
+    momentum: float
+    newton_schulz_steps: int
+    weight_decay: float
+    grad_clip_norm: float
+    adam: AdamHyperparams
+
+
+Hyperparams = AdamHyperparams | MuonHyperparams
+HYPERPARAMS: dict[wire.OptimizerKind, type[AdamHyperparams] | type[MuonHyperparams]] = {
+    "adam": AdamHyperparams,
+    "muon": MuonHyperparams,
+}
+"""What an optimizer of each kind steps with."""
+
+
+def check_hyperparams(optimizer: str, hp: Any) -> None:
+    """``TypeError`` unless ``hp`` is the hyperparameters of ``optimizer`` (a dict, or Adam's for a Muon
+    optimizer, would fail half-way through a step); ``InvalidParams`` where its decay would erase the weights
+    (``check_decay``, the field named as in an optim-step body)."""
+    expected = HYPERPARAMS[cast(wire.OptimizerKind, optimizer)]
+    if not isinstance(hp, expected):
+        raise TypeError(
+            f"a {optimizer} optimizer steps with {expected.__name__} (params.resolved()), not {type(hp).__name__}"
+        )
+    check_decay(hp, wire.OPTIMIZER_PARAMS_FIELD[cast(wire.OptimizerKind, optimizer)])
+
+
+DECAY_RULE = "learning_rate * weight_decay must be < 1"
+"""Decoupled weight decay multiplies every weight by 1 - learning_rate * weight_decay each step."""
+
+
+def check_decay(hp: Hyperparams, owner: str) -> None:
+    """``InvalidParams`` (``owner``'s ``weight_decay``, Muon's ``adam.weight_decay`` too) where ``DECAY_RULE`` fails:
+    at 1 a step erased every weight, past it flipped their sign, in silence."""
+    parts = [("", hp)] + ([("adam.", hp.adam)] if isinstance(hp, MuonHyperparams) else [])
+    errors = []
+    for at, part in parts:
+        product = part.learning_rate * part.weight_decay
+        if product >= 1:
+            said = (
+                f"{DECAY_RULE}, got {part.learning_rate:g} * {part.weight_decay:g} = {product:g}: decoupled decay "
+                "multiplies every weight by 1 - that each step (0 erases them, less flips their sign); give a smaller "
+                "learning_rate or weight_decay"
+            )
+            errors.append((f"{at}weight_decay", part.weight_decay, said))
+    if errors:
+        raise InvalidParams(owner, errors)
+
+
+def _given(params: wire._Model | None, exclude: set[str] | None = None) -> dict[str, Any]:
+    """The fields a user (or a request) set; ``None`` counts as unset, as on the wire."""
+    return {} if params is None else params.model_dump(exclude_unset=True, exclude_none=True, exclude=exclude)
+
+
+def adam_hyperparams(params: wire.AdamParams | None) -> AdamHyperparams:
+    """``params`` (or none) with the Adam defaults filled in."""
+    return AdamHyperparams(**{**ADAM_DEFAULTS, **_given(params)})
+
+
+def muon_hyperparams(params: wire.MuonParams | None) -> MuonHyperparams:
+    """``params`` (or none) with the Muon defaults filled in, and its ``adam``'s with the Adam ones."""
+    own = {**MUON_DEFAULTS, **_given(params, exclude={"adam"})}
+    return MuonHyperparams(**own, adam=adam_hyperparams(params.adam if params is not None else None))
+
+
+def resolve(optimizer: wire.OptimizerKind, body: wire.OptimStepBody) -> Hyperparams:
+    """The hyperparameters of an optim-step body for a session whose optimizer is ``optimizer``: its params
+    (checked when the body was built or parsed) with the defaults filled in. A body that carries only the
+    other optimizer's params, or both, is a ``ValueError`` saying so (the other's would be ignored)."""
+    mine = wire.OPTIMIZER_PARAMS_FIELD[optimizer]
+    others = [f for k, f in wire.OPTIMIZER_PARAMS_FIELD.items() if k != optimizer and getattr(body, f) is not None]
+    if getattr(body, mine) is None and others:
+        raise ValueError(f"this session's optimizer is {optimizer}: send {mine}, not {others[0]}")
+    if others:
+        raise ValueError(f"this session's optimizer is {optimizer}: send {mine} only, not {mine} and {others[0]}")
+    return adam_hyperparams(body.adam_params) if optimizer == "adam" else muon_hyperparams(body.muon_params)
