@@ -103,14 +103,21 @@ class CheckpointStore:
             # deleted by hand or by another process (or a file put where its folder was): not a variant it lacks
             what = "" if variant == "merged" or training else f" ({variant}/)"
             raise FileNotFoundError(f"checkpoint {ckpt_id}'s files{what} are gone from {path.parent}")
-        for link in (path, found):
-            if link.is_symlink():
-                raise _unsafe(ckpt_id, link)
-        served = [found] if training else sorted(found.rglob("*"))
-        for file in served:
-            if file.is_symlink() or not (file.is_dir() or regular(file)):
-                raise _unsafe(ckpt_id, file)
-        return [f for f in served if not f.is_dir()]
+        return served_files(ckpt_id, path, found)
+
+
+def served_files(ckpt_id: str, path: Path, found: Path) -> list[Path]:
+    """The files under ``found`` (a variant's folder of the checkpoint at ``path``, or its ``.pt``) that a download
+    serves: all of them, or ``UnsafeCheckpointFile`` naming the first symlink or file that is not regular (the local
+    backend and ``rlnb serve`` both check here: a download is whole or refused, never a silent part)."""
+    for link in (path, found):
+        if link.is_symlink():
+            raise _unsafe(ckpt_id, link)
+    served = sorted(found.rglob("*")) if found.is_dir() else [found]
+    for file in served:
+        if file.is_symlink() or not (file.is_dir() or regular(file)):
+            raise _unsafe(ckpt_id, file)
+    return [f for f in served if not f.is_dir()]
 
 
 def _named(func: object, name: str, exc: BaseException | tuple[type, BaseException, object]) -> None:
