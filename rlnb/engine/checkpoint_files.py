@@ -14,11 +14,14 @@ import socket
 import stat
 import sys
 import tempfile
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, get_args
+
+from rlnb.engine import held
 
 Variant = Literal["merged", "adapter"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
@@ -50,6 +53,7 @@ class CheckpointStore:
         self._dir = Path(directory) if directory else None
         self.lora = lora
         self.paths: dict[str, Path] = {}
+        self._discarding = threading.Lock()  # two discards at once: one deletes, the other is told it is unknown
         if self._dir is not None and self._dir.is_dir():
             remove_leftovers(self._dir)
 
@@ -71,6 +75,10 @@ class CheckpointStore:
     def discard(self, ckpt_id: str) -> None:
         """Delete a checkpoint's files; its id is then unknown here (``KeyError`` from ``path``). A file that cannot
         be deleted is an ``OSError`` naming it, and the checkpoint stays (discard it again once mended)."""
+        with self._discarding:
+            self._discard(ckpt_id)
+
+    def _discard(self, ckpt_id: str) -> None:
         path = self.path(ckpt_id)
         try:
             if path.is_dir() and not path.is_symlink():
@@ -142,7 +150,8 @@ def _unsafe(ckpt_id: str, path: Path) -> UnsafeCheckpointFile:
 
 def remove_leftovers(folder: Path) -> None:
     """Remove the partials in ``folder`` that a process of this machine, now dead, left mid-save (and those of rlnb
-    before partials named their writer); a live writer's, another machine's and any other file are kept."""
+    before partials named their writer); a live writer's (its pid alive here, or its lock held: ``held``), another
+    machine's and any other file are kept."""
     try:
         entries = list(folder.iterdir())
     except OSError as exc:  # a folder that can be written but not listed (mode -wx): saves still work
@@ -154,10 +163,11 @@ def remove_leftovers(folder: Path) -> None:
         if match is None or match["host"] not in (None, _HOST) or match["pid"] and _alive(int(match["pid"])):
             continue
         try:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink(missing_ok=True)
+            with held.unheld(entry) as dead:  # a live writer in another container (one hostname) holds its lock
+                if dead and entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                elif dead:
+                    entry.unlink(missing_ok=True)
         except FileNotFoundError:  # another process's cleanup got there first
             continue
         except OSError as exc:  # the save or session goes on; what stays is said
@@ -211,13 +221,16 @@ def writing(path: Path) -> Iterator[Path]:
     """Where to write ``path``: a hidden sibling, fsynced and renamed to ``path`` once whole (then its folder is
     fsynced), so that neither a process killed mid-save nor a power loss leaves a half-written or empty checkpoint
     under its name. A save that fails leaves nothing behind; one that fails on a full disk raises ``DiskFull``."""
+    if path.exists() or path.is_symlink():
+        raise _taken(path)
     partial = path.with_name(f".{path.name}.{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
+    lock = None
     try:
+        lock = held.hold(partial, folder=path.suffix != ".pt")  # a training checkpoint is a file, the others folders
         yield partial
         for written in [*partial.rglob("*"), partial] if partial.is_dir() else [partial]:
             _fsync(written)
-        os.replace(partial, path)
-        _fsync(path.parent)
+        _rename(partial, path)
     except Exception as exc:
         if partial.is_dir():
             shutil.rmtree(partial, ignore_errors=True)  # what stays goes once this process has ended
@@ -229,3 +242,43 @@ def writing(path: Path) -> Iterator[Path]:
                 "kept); free space there and save again"
             ) from None
         raise
+    finally:
+        held.release(lock)
+    try:  # the checkpoint is whole under its name: a save that failed now would leave it unlisted, yet on disk
+        _fsync(path.parent)
+    except OSError as exc:
+        warnings.warn(f"checkpoint {path.name} is saved, but its folder {path.parent} could not be flushed to the "
+                      f"disk ({exc.strerror or exc}): a power loss now could lose its name", RuntimeWarning,
+                      stacklevel=3)  # fmt: skip
+
+
+def _rename(partial: Path, path: Path) -> None:
+    """Give ``partial`` the checkpoint's name, never over another save's: a folder only ever replaces an empty one,
+    and a file is linked (which never replaces) where links exist."""
+    try:
+        if partial.is_dir():
+            os.replace(partial, path)
+            return
+        try:
+            os.link(partial, path)
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links: the check before the save stands alone
+            if path.exists() or path.is_symlink():
+                raise FileExistsError(errno.EEXIST, str(path)) from None
+            os.replace(partial, path)
+            return
+        with contextlib.suppress(OSError):  # a second name of the checkpoint: removed as a leftover if it stays
+            partial.unlink()
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+            raise _taken(path) from None
+        raise
+
+
+def _taken(path: Path) -> FileExistsError:
+    return FileExistsError(
+        errno.EEXIST,
+        f"checkpoint {path.name} already exists in {path.parent} (another save of that name, or a file put there): "
+        "it is kept as it is, and this save was not made",
+    )
