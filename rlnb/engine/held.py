@@ -27,14 +27,17 @@ _SCRATCH_LOCK = ".held-by-rlnb-serve"
 """The lock file of a server's scratch folder: one without it (an older rlnb's) is never removed."""
 
 
-def _take(fd: int) -> bool:
-    """Take ``fd``'s lock without waiting: False if another open file holds it."""
+def _take(fd: int) -> bool | None:
+    """Take ``fd``'s lock without waiting: False if another open file holds it, None where locks cannot be taken
+    (no ``fcntl``; a file system without them, ENOLCK): nothing can be told."""
     if fcntl is None:
-        return False  # nothing can be told: the caller keeps what it found
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
+    except OSError:
+        return None
     return True
 
 
@@ -48,7 +51,13 @@ def hold(partial: Path, folder: bool) -> int | None:
         fd = os.open(partial, os.O_RDONLY)
     else:
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    _take(fd)  # a new file: nobody else has it open
+    try:
+        _take(fd)  # a new file: nobody else holds it (without locks, the process-id rule alone keeps it)
+        if os.stat(partial, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:  # removed before it was held
+            raise FileNotFoundError(f"the partial {partial} was removed by another process as it was made; save again")
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 
@@ -61,14 +70,14 @@ def release(fd: int | None) -> None:
 def unheld(entry: Path) -> Iterator[bool]:
     """Whether no live process holds ``entry``'s lock; if so it is taken until the block ends (while ``entry`` is
     removed). A link, or a file this process cannot open, holds no lock of rlnb's. Where locks do not exist
-    (Windows) it is True: the process-id rule decides alone there."""
+    (Windows, a file system without them) it is True: the process-id rule decides alone there."""
     try:
         fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         yield True
         return
     try:
-        yield fcntl is None or _take(fd)
+        yield _take(fd) is not False
     finally:
         os.close(fd)
 
@@ -83,7 +92,7 @@ def scratch_folder() -> tuple[Path, int | None]:
         except OSError:  # an older rlnb's, another user's: kept
             continue
         try:
-            if _take(fd):
+            if _take(fd):  # None (cannot tell): kept
                 shutil.rmtree(old)
         except OSError as exc:
             warnings.warn(f"a scratch folder that a stopped rlnb serve left could not be removed: "

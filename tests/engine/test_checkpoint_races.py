@@ -173,3 +173,19 @@ def test_the_scratch_folders_of_killed_servers_are_removed_by_the_next_one_and_n
     assert sorted(tmp_path.iterdir()) == sorted([live, older, third])
     held.release(lock)
     held.release(third_lock)
+
+
+@pytest.mark.skipif(held.fcntl is None, reason="flock is POSIX")
+def test_a_checkpoint_dir_without_locks_still_takes_checkpoints_and_the_pid_rule_decides(tmp_path, monkeypatch):
+    """A file system without flock (ENOLCK: some NFS mounts) must not fail every save; its partials fall back to
+    the process-id rule."""
+
+    def flock(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    dead = tmp_path / f".ckpt-train-0123456789ab.pt.{checkpoint_files._HOST}-{_dead_pid()}-0badc0de.partial"
+    dead.write_bytes(b"half")
+    monkeypatch.setattr(held.fcntl, "flock", flock)
+    with local_session(checkpoint_dir=tmp_path) as s:
+        ckpt = s.save_training_checkpoint().result(timeout=60).checkpoint
+        assert sorted(tmp_path.iterdir()) == [s.backend.checkpoint_path(ckpt.id)]
