@@ -37,7 +37,9 @@ before the writer's host and pid were in the name wrote ``.<id>.pt.partial``). N
 
 class UnsafeCheckpointFile(ValueError):
     """A checkpoint's files hold a symlink (a download would serve a file outside the checkpoint) or something
-    that is not a regular file (a pipe, a device, a socket: reading it would wait for ever)."""
+    that is not a regular file (a pipe, a device, a socket: reading it would wait for ever). ``file``: which."""
+
+    file: Path | None = None
 
 
 class DiskFull(OSError):
@@ -142,10 +144,13 @@ def regular(path: Path) -> bool:
 
 def _unsafe(ckpt_id: str, path: Path) -> UnsafeCheckpointFile:
     if path.is_symlink():
-        return UnsafeCheckpointFile(f"checkpoint {ckpt_id}'s {path} is a symlink (to {os.readlink(path)}), not a file "
-                                    "rlnb saved: a download serves only the checkpoint's own files")  # fmt: skip
-    return UnsafeCheckpointFile(f"checkpoint {ckpt_id}'s {path} is not a regular file (a pipe, a device, a socket): "
-                                "reading it would wait for ever")  # fmt: skip
+        error = UnsafeCheckpointFile(f"checkpoint {ckpt_id}'s {path} is a symlink (to {os.readlink(path)}), not a "
+                                     "file rlnb saved: a download serves only the checkpoint's own files")  # fmt: skip
+    else:
+        error = UnsafeCheckpointFile(f"checkpoint {ckpt_id}'s {path} is not a regular file (a pipe, a device, a "
+                                     "socket): reading it would wait for ever")  # fmt: skip
+    error.file = path
+    return error
 
 
 def remove_leftovers(folder: Path) -> None:

@@ -241,4 +241,7 @@ class OperationsMixin:
             return served_files(cid, c.path, folder)
         except UnsafeCheckpointFile as exc:
             log.warning("rlnb serve: checkpoint %s is not served: %s", cid, exc)  # the operator's to mend
-            raise ServerError(409, f"{exc}; the download is refused", param="checkpoint_id") from None
+            name = exc.file.relative_to(c.path) if exc.file and exc.file.is_relative_to(c.path) else kind
+            what = "a symlink" if exc.file and exc.file.is_symlink() else "not a regular file"
+            said = f"checkpoint {cid}'s file {name} is {what} (not a file rlnb saved): its download is refused"
+            raise ServerError(409, said, param="checkpoint_id") from None
