@@ -258,23 +258,13 @@ def writing(path: Path) -> Iterator[Path]:
 
 
 def _rename(partial: Path, path: Path) -> None:
-    """Give ``partial`` the checkpoint's name, never over another save's: a folder only ever replaces an empty one,
-    and a file is linked (which never replaces) where links exist."""
+    """Give ``partial`` the checkpoint's name, never over another save's: a name taken meanwhile is refused (a
+    folder only ever replaces an empty one; a file is looked for just before: ids are random, so two saves of one
+    name in that instant would take two draws of one 48-bit id)."""
     try:
-        if partial.is_dir():
-            os.replace(partial, path)
-            return
-        try:
-            os.link(partial, path)
-        except FileExistsError:
-            raise
-        except OSError:  # a file system without hard links: the check before the save stands alone
-            if path.exists() or path.is_symlink():
-                raise FileExistsError(errno.EEXIST, str(path)) from None
-            os.replace(partial, path)
-            return
-        with contextlib.suppress(OSError):  # a second name of the checkpoint: removed as a leftover if it stays
-            partial.unlink()
+        if path.exists() or path.is_symlink():
+            raise FileExistsError(errno.EEXIST, str(path))
+        os.replace(partial, path)
     except OSError as exc:
         if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
             raise _taken(path) from None
