@@ -225,7 +225,9 @@ def disk_full(exc: BaseException) -> bool:
 def writing(path: Path) -> Iterator[Path]:
     """Where to write ``path``: a hidden sibling, fsynced and renamed to ``path`` once whole (then its folder is
     fsynced), so that neither a process killed mid-save nor a power loss leaves a half-written or empty checkpoint
-    under its name. A save that fails leaves nothing behind; one that fails on a full disk raises ``DiskFull``."""
+    under its name. A save that fails leaves nothing behind; one that fails on a full disk raises ``DiskFull``, one
+    whose name is taken (before it writes, or by another save meanwhile) a ``FileExistsError`` naming it. Once
+    renamed the checkpoint is kept: a folder that cannot be fsynced then is a ``RuntimeWarning`` naming it."""
     if path.exists() or path.is_symlink():
         raise _taken(path)
     partial = path.with_name(f".{path.name}.{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
