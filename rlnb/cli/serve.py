@@ -10,10 +10,10 @@ import argparse
 import shutil
 import signal
 import sys
-import tempfile
 from typing import Any
 
 from rlnb.cli.options import device_argument, dtype_argument
+from rlnb.engine.held import release, scratch_folder
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
@@ -85,14 +85,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (ValueError, ImportError) as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
-    scratch = None  # no --checkpoint-dir or --state-dir: checkpoints live as long as the server, as its registry
-    if args.checkpoint_dir is None and args.state_dir is None:
-        scratch = tempfile.mkdtemp(prefix="rlnb-serve-checkpoints-")
+    scratch, lock = None, None  # no --checkpoint-dir or --state-dir: checkpoints live as long as the server
+    if args.checkpoint_dir is None and args.state_dir is None:  # a killed server's are removed by the next one
+        scratch_path, lock = scratch_folder()
+        scratch = str(scratch_path)
     try:
         return _serve_app(args, models, scratch, extra, limits)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+            release(lock)
 
 
 def _serve_app(

@@ -14,11 +14,14 @@ import socket
 import stat
 import sys
 import tempfile
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, get_args
+
+from rlnb.engine import held
 
 Variant = Literal["merged", "adapter"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
@@ -34,7 +37,9 @@ before the writer's host and pid were in the name wrote ``.<id>.pt.partial``). N
 
 class UnsafeCheckpointFile(ValueError):
     """A checkpoint's files hold a symlink (a download would serve a file outside the checkpoint) or something
-    that is not a regular file (a pipe, a device, a socket: reading it would wait for ever)."""
+    that is not a regular file (a pipe, a device, a socket: reading it would wait for ever). ``file``: which."""
+
+    file: Path | None = None
 
 
 class DiskFull(OSError):
@@ -50,6 +55,7 @@ class CheckpointStore:
         self._dir = Path(directory) if directory else None
         self.lora = lora
         self.paths: dict[str, Path] = {}
+        self._discarding = threading.Lock()  # two discards at once: one deletes, the other is told it is unknown
         if self._dir is not None and self._dir.is_dir():
             remove_leftovers(self._dir)
 
@@ -71,6 +77,10 @@ class CheckpointStore:
     def discard(self, ckpt_id: str) -> None:
         """Delete a checkpoint's files; its id is then unknown here (``KeyError`` from ``path``). A file that cannot
         be deleted is an ``OSError`` naming it, and the checkpoint stays (discard it again once mended)."""
+        with self._discarding:
+            self._discard(ckpt_id)
+
+    def _discard(self, ckpt_id: str) -> None:
         path = self.path(ckpt_id)
         try:
             if path.is_dir() and not path.is_symlink():
@@ -103,14 +113,21 @@ class CheckpointStore:
             # deleted by hand or by another process (or a file put where its folder was): not a variant it lacks
             what = "" if variant == "merged" or training else f" ({variant}/)"
             raise FileNotFoundError(f"checkpoint {ckpt_id}'s files{what} are gone from {path.parent}")
-        for link in (path, found):
-            if link.is_symlink():
-                raise _unsafe(ckpt_id, link)
-        served = [found] if training else sorted(found.rglob("*"))
-        for file in served:
-            if file.is_symlink() or not (file.is_dir() or regular(file)):
-                raise _unsafe(ckpt_id, file)
-        return [f for f in served if not f.is_dir()]
+        return served_files(ckpt_id, path, found)
+
+
+def served_files(ckpt_id: str, path: Path, found: Path) -> list[Path]:
+    """The files under ``found`` (a variant's folder of the checkpoint at ``path``, or its ``.pt``) that a download
+    serves: all of them, or ``UnsafeCheckpointFile`` naming the first symlink or file that is not regular (the local
+    backend and ``rlnb serve`` both check here: a download is whole or refused, never a silent part)."""
+    for link in (path, found):
+        if link.is_symlink():
+            raise _unsafe(ckpt_id, link)
+    served = sorted(found.rglob("*")) if found.is_dir() else [found]
+    for file in served:
+        if file.is_symlink() or not (file.is_dir() or regular(file)):
+            raise _unsafe(ckpt_id, file)
+    return [f for f in served if not f.is_dir()]
 
 
 def _named(func: object, name: str, exc: BaseException | tuple[type, BaseException, object]) -> None:
@@ -127,15 +144,19 @@ def regular(path: Path) -> bool:
 
 def _unsafe(ckpt_id: str, path: Path) -> UnsafeCheckpointFile:
     if path.is_symlink():
-        return UnsafeCheckpointFile(f"checkpoint {ckpt_id}'s {path} is a symlink (to {os.readlink(path)}), not a file "
-                                    "rlnb saved: a download serves only the checkpoint's own files")  # fmt: skip
-    return UnsafeCheckpointFile(f"checkpoint {ckpt_id}'s {path} is not a regular file (a pipe, a device, a socket): "
-                                "reading it would wait for ever")  # fmt: skip
+        error = UnsafeCheckpointFile(f"checkpoint {ckpt_id}'s {path} is a symlink (to {os.readlink(path)}), not a "
+                                     "file rlnb saved: a download serves only the checkpoint's own files")  # fmt: skip
+    else:
+        error = UnsafeCheckpointFile(f"checkpoint {ckpt_id}'s {path} is not a regular file (a pipe, a device, a "
+                                     "socket): reading it would wait for ever")  # fmt: skip
+    error.file = path
+    return error
 
 
 def remove_leftovers(folder: Path) -> None:
     """Remove the partials in ``folder`` that a process of this machine, now dead, left mid-save (and those of rlnb
-    before partials named their writer); a live writer's, another machine's and any other file are kept."""
+    before partials named their writer); a live writer's (its pid alive here, or its lock held: ``held``), another
+    machine's and any other file are kept."""
     try:
         entries = list(folder.iterdir())
     except OSError as exc:  # a folder that can be written but not listed (mode -wx): saves still work
@@ -147,10 +168,11 @@ def remove_leftovers(folder: Path) -> None:
         if match is None or match["host"] not in (None, _HOST) or match["pid"] and _alive(int(match["pid"])):
             continue
         try:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink(missing_ok=True)
+            with held.unheld(entry) as dead:  # a live writer in another container (one hostname) holds its lock
+                if dead and entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                elif dead:
+                    entry.unlink(missing_ok=True)
         except FileNotFoundError:  # another process's cleanup got there first
             continue
         except OSError as exc:  # the save or session goes on; what stays is said
@@ -203,14 +225,19 @@ def disk_full(exc: BaseException) -> bool:
 def writing(path: Path) -> Iterator[Path]:
     """Where to write ``path``: a hidden sibling, fsynced and renamed to ``path`` once whole (then its folder is
     fsynced), so that neither a process killed mid-save nor a power loss leaves a half-written or empty checkpoint
-    under its name. A save that fails leaves nothing behind; one that fails on a full disk raises ``DiskFull``."""
+    under its name. A save that fails leaves nothing behind; one that fails on a full disk raises ``DiskFull``, one
+    whose name is taken (before it writes, or by another save meanwhile) a ``FileExistsError`` naming it. Once
+    renamed the checkpoint is kept: a folder that cannot be fsynced then is a ``RuntimeWarning`` naming it."""
+    if path.exists() or path.is_symlink():
+        raise _taken(path)
     partial = path.with_name(f".{path.name}.{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
+    lock = None
     try:
+        lock = held.hold(partial, folder=path.suffix != ".pt")  # a training checkpoint is a file, the others folders
         yield partial
         for written in [*partial.rglob("*"), partial] if partial.is_dir() else [partial]:
             _fsync(written)
-        os.replace(partial, path)
-        _fsync(path.parent)
+        _rename(partial, path)
     except Exception as exc:
         if partial.is_dir():
             shutil.rmtree(partial, ignore_errors=True)  # what stays goes once this process has ended
@@ -222,3 +249,33 @@ def writing(path: Path) -> Iterator[Path]:
                 "kept); free space there and save again"
             ) from None
         raise
+    finally:
+        held.release(lock)
+    try:  # the checkpoint is whole under its name: a save that failed now would leave it unlisted, yet on disk
+        _fsync(path.parent)
+    except OSError as exc:
+        warnings.warn(f"checkpoint {path.name} is saved, but its folder {path.parent} could not be flushed to the "
+                      f"disk ({exc.strerror or exc}): a power loss now could lose its name", RuntimeWarning,
+                      stacklevel=3)  # fmt: skip
+
+
+def _rename(partial: Path, path: Path) -> None:
+    """Give ``partial`` the checkpoint's name, never over another save's: a name taken meanwhile is refused (a
+    folder only ever replaces an empty one; a file is looked for just before: ids are random, so two saves of one
+    name in that instant would take two draws of one 48-bit id)."""
+    try:
+        if path.exists() or path.is_symlink():
+            raise FileExistsError(errno.EEXIST, str(path))
+        os.replace(partial, path)
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+            raise _taken(path) from None
+        raise
+
+
+def _taken(path: Path) -> FileExistsError:
+    return FileExistsError(
+        errno.EEXIST,
+        f"checkpoint {path.name} already exists in {path.parent} (another save of that name, or a file put there): "
+        "it is kept as it is, and this save was not made",
+    )

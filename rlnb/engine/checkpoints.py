@@ -3,7 +3,8 @@
 * A **training checkpoint** is one ``<id>.pt`` (``torch.save``): the trainable weights (the whole model
   for a full-weight session, only the adapter for LoRA: the base is rebuilt from the model it names),
   the optimizer state, the gradients forward-backwards accumulated for the next optim-step, the step, the
-  sampler's generator (unseeded samples go on after a resume), the Newton-Schulz dtype and the LoRA settings —
+  sampler's generator (unseeded samples go on after a resume), LoRA dropout's generator (its masks go on), the
+  Newton-Schulz dtype and the LoRA settings —
   all that resume needs to give the same next step as a session that never stopped.
 * An **inference checkpoint** is a folder ``<id>/``: ``merged/`` holds the full model with the trained
   weights applied, in a format ``transformers.AutoModelForCausalLM.from_pretrained`` loads (a GPT-2
@@ -29,7 +30,7 @@ from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, regular, writing
 from rlnb.engine.inputs import INT64_MAX
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.hf import DTYPES, failure_text, untie_head
-from rlnb.engine.models.lora import LoraSettings, merged_state_dict, save_adapter
+from rlnb.engine.models.lora import LoraSettings, dropout_generator, merged_state_dict, save_adapter
 from rlnb.engine.optim.trainer import TrainerOptimizer
 
 
@@ -42,6 +43,9 @@ def save_training(path: Path, trainer: nn.Module, optim_state: dict[str, Any], s
     weights = {k: v for k, v in trainer.state_dict().items() if not lora or "lora_" in k}
     grads = {n: p.grad for n, p in trainer.named_parameters() if p.grad is not None}  # saved between fb and step
     state = {"type": "training", "weights": weights, "optimizer": optim_state, "grads": grads, "step": step, **meta}
+    dropout = dropout_generator(trainer)
+    if dropout is not None:  # LoRA's masks after a resume are those of the run that never stopped
+        state["dropout_rng"] = dropout.get_state()
     with writing(path) as target, open(target, "wb") as fh:  # a Python file: a failed write keeps its errno
         torch.save(state, fh)
 
@@ -183,7 +187,7 @@ def restore_weights(
 
 LORA_FIELDS = ("rank", "alpha", "dropout", "train_unembed")
 """The LoRA settings a resumed adapter must share with its checkpoint (LoRA's ``seed`` only drew the initial
-adapter, which the checkpoint's weights replace)."""
+adapter, which the checkpoint's weights replace, and seeded dropout's generator, whose state it carries)."""
 
 
 def _check_lora(state: dict[str, Any], adapter: ModelAdapter, lora: LoraSettings, seed: int) -> None:
@@ -215,7 +219,8 @@ def _merged_weights(adapter: ModelAdapter, merged: Path) -> dict[str, torch.Tens
 
 def restore_optimizer(state: dict[str, Any], optim: TrainerOptimizer, trainer: nn.Module, path: Path) -> int:
     """Load a training checkpoint's optimizer state into ``optim``, and into ``trainer`` the gradients accumulated
-    for its next optim-step (saved between a forward-backward and it); the step it was saved at."""
+    for its next optim-step (saved between a forward-backward and it) and LoRA dropout's generator; the step it was
+    saved at."""
     try:
         optim.load_state_dict(state["optimizer"])
     except Exception as exc:  # noqa: BLE001 - KeyError, TypeError, ValueError of a state of another kind or model
@@ -229,4 +234,10 @@ def restore_optimizer(state: dict[str, Any], optim: TrainerOptimizer, trainer: n
                                      "fits no trainable weight of this model; load_optimizer=False loads its weights "
                                      "alone")  # fmt: skip
         params[name].grad = grad.detach().to(params[name], copy=True)
+    dropout, saved = dropout_generator(trainer), state.get("dropout_rng")
+    if dropout is not None and saved is not None:  # an older checkpoint has none: the LoRA seed's draws
+        try:
+            dropout.set_state(saved.cpu() if isinstance(saved, torch.Tensor) else saved)
+        except (TypeError, RuntimeError):  # torch's text names no file
+            raise _damaged(path, "its dropout_rng is no generator state") from None
     return int(state["step"])

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rlnb import wire
+from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, served_files
 from rlnb.server.errors import ServerError, not_found
 from rlnb.server.payloads import PayloadStore
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, page
@@ -236,5 +237,11 @@ class OperationsMixin:
         if not folder.is_dir():
             log.warning("rlnb serve: checkpoint %s's files are gone from %s", cid, c.path)  # the operator's to see
             raise ServerError(409, f"checkpoint {cid}'s files are gone from this server", param="checkpoint_id")
-        inside = c.path.resolve()  # a symlink that leads out of the checkpoint's folder is never served
-        return sorted(p for p in folder.rglob("*") if p.is_file() and p.resolve().is_relative_to(inside))
+        try:  # a symlink, a pipe: the whole download is refused (a part of a model would load as a broken one)
+            return served_files(cid, c.path, folder)
+        except UnsafeCheckpointFile as exc:
+            log.warning("rlnb serve: checkpoint %s is not served: %s", cid, exc)  # the operator's to mend
+            name = exc.file.relative_to(c.path) if exc.file and exc.file.is_relative_to(c.path) else kind
+            what = "a symlink" if exc.file and exc.file.is_symlink() else "not a regular file"
+            said = f"checkpoint {cid}'s file {name} is {what} (not a file rlnb saved): its download is refused"
+            raise ServerError(409, said, param="checkpoint_id") from None

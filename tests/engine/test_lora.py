@@ -151,6 +151,34 @@ def test_lora_training_checkpoint_holds_only_the_adapter_and_resumes(tmp_path):
         lora_session("tiny", resume_from=path)
 
 
+def test_lora_dropout_resumes_bit_identical_and_leaves_the_global_rng_alone(tmp_path):
+    """LoRA's dropout drew its masks from torch's global RNG, which no checkpoint saved and anything else in the
+    process moves: a run resumed with dropout > 0 trained on other masks (other losses) than the run that never
+    stopped, and every LoRA step moved the RNG of the user's and the other sessions' code."""
+    lora, hp = {"rank": 2, "dropout": 0.3}, rlnb.AdamParams(learning_rate=0.05)
+    batch = [samples.cross_entropy(list(b"n=12345 n=678"))]
+
+    def steps(s, n):
+        out = []
+        for _ in range(n):
+            out.append(s.forward_backward(batch).result().metrics)
+            s.optim_step(hp).result()
+        return out
+
+    with lora_session("tiny", lora=lora, checkpoint_dir=tmp_path) as s:
+        steps(s, 2)
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+        global_rng = torch.get_rng_state()
+        never_stopped = steps(s, 2)
+        assert torch.equal(torch.get_rng_state(), global_rng)  # the session's own generator, not the process's
+        weights = {k: v.clone() for k, v in s.backend.trainer.state_dict().items() if "lora_" in k}
+    torch.manual_seed(12345)  # what else the process draws in between
+    with lora_session("tiny", lora=lora, resume_from=path) as r:
+        assert steps(r, 2) == never_stopped
+        got = {k: v for k, v in r.backend.trainer.state_dict().items() if "lora_" in k}
+    assert all(torch.equal(got[k], weights[k]) for k in weights)
+
+
 def test_a_lora_resume_refuses_other_lora_settings_or_another_base_seed(tmp_path):
     """alpha, dropout and train_unembed change the resumed model (or which layers it adapts) as rank does; a
     built-in model's LoRA checkpoint keeps only the adapter, so its base seed must be the session's too."""

@@ -100,6 +100,23 @@ def test_kill_9_then_restart_over_the_wire(tmp_path):
             assert upload["upload_url"].startswith(f"{url2}/v1/rl/payloads/")  # serve's host and port
 
 
+def test_a_killed_server_without_a_state_dir_has_its_checkpoints_removed_by_the_next_one(tmp_path, monkeypatch):
+    """Killed (SIGKILL, out of memory), a server never ran the cleanup of its temporary folder of checkpoints: it
+    stayed in /tmp for ever. Its lock went with it, and the next server removes it; a live server's is kept."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    killed = ServerProcess.rlnb_serve("--device", "cpu", timeout=START_DEADLINE)
+    with killed, ServerProcess.rlnb_serve("--device", "cpu", timeout=START_DEADLINE):
+        folders = set(tmp_path.glob("rlnb-serve-checkpoints-*"))
+        assert len(folders) == 2  # the second server kept the first's: it was alive
+        assert killed.proc is not None
+        killed.proc.kill()
+        killed.proc.wait(timeout=60)
+        assert set(tmp_path.glob("rlnb-serve-checkpoints-*")) == folders  # its cleanup never ran
+        with ServerProcess.rlnb_serve("--device", "cpu", timeout=START_DEADLINE):
+            left = set(tmp_path.glob("rlnb-serve-checkpoints-*"))
+            assert len(left) == 2 and len(left & folders) == 1  # the killed one's went; the live one's stayed
+
+
 def test_a_server_without_a_state_dir_removes_its_checkpoints_when_it_stops(tmp_path, monkeypatch):
     """Without --state-dir everything lives in memory, checkpoints too: each session's temporary folder
     stayed in /tmp for ever (550 of them, 517 MB, on this project's machine)."""

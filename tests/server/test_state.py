@@ -1,8 +1,9 @@
 """``rlnb serve --state-dir`` against a hostile or damaged state directory (issue 19 §1.2, §1.8, §1.11,
 §1.12): the signing key is written whole or not at all, and an empty, short or non-hex one stops the start
 with a clear message; a journal line that names a checkpoint outside the checkpoint folder (or a symlink
-out of it) is never served; a journal line nested too deeply is skipped; a restart that dropped a
-``--model`` answers a 409 naming it when a session is created on its resource."""
+out of it) is never served, and a checkpoint holding a symlink or a pipe is a 409 naming it, not a partial
+set; a journal line nested too deeply is skipped; a restart that dropped a ``--model`` answers a 409 naming
+it when a session is created on its resource."""
 
 import errno
 import hashlib
@@ -110,22 +111,42 @@ def test_a_journal_cannot_point_a_checkpoint_outside_the_checkpoint_folder(tmp_p
     (outside / "merged").mkdir(parents=True)
     (outside / "merged" / "secret.txt").write_text("not yours")
     (ckpts / "ckpt-link").symlink_to(outside)  # inside the folder by name, outside once resolved
-    (ckpts / real_id / "merged" / "passwd").symlink_to("/etc/passwd")  # a file that leads out
     hostile_journal(state_dir, [
         checkpoint_line("ckpt-abs", outside), checkpoint_line("ckpt-dots", ckpts / ".." / ".." / "elsewhere"),
         checkpoint_line("ckpt-link", ckpts / "ckpt-link"), checkpoint_line("ckpt-etc", Path("/etc")),
     ])  # fmt: skip
+    merged = {"variant": "CHECKPOINT_VARIANT_MERGED"}
     with caplog.at_level(logging.WARNING, "rlnb"), app_client(ckpts, state_dir=state_dir) as c:
         for cid in ("ckpt-abs", "ckpt-dots", "ckpt-link", "ckpt-etc"):
-            r = c.get(f"/checkpoints/{cid}/download", params={"variant": "CHECKPOINT_VARIANT_MERGED"})
+            r = c.get(f"/checkpoints/{cid}/download", params=merged)
             assert r.status_code == 404, r.text
-        files = c.get(f"/checkpoints/{real_id}/download", params={"variant": "CHECKPOINT_VARIANT_MERGED"}).json()
-        names = {f["filename"] for f in files["data"]}
-        assert "config.json" in names and "passwd" not in names
+        files = c.get(f"/checkpoints/{real_id}/download", params=merged).json()
         signed = next(f["url"] for f in files["data"] if f["filename"] == "config.json")
         assert c.get(signed.replace("config.json?", "passwd?")).status_code == 403  # signed for one file
+        (ckpts / real_id / "merged" / "passwd").symlink_to("/etc/passwd")  # a file that leads out
+        r = c.get(f"/checkpoints/{real_id}/download", params=merged)
+        said = r.json()["error"]["message"]
+        assert r.status_code == 409 and "file merged/passwd is a symlink" in said, r.text
+        assert str(tmp_path) not in said and "/etc" not in said  # the server's paths are the operator's
+        assert c.get(signed).status_code == 409  # not its files one by one either
     skipped = [r.getMessage() for r in caplog.records if "skipped checkpoint" in r.getMessage()]
     assert len(skipped) == 4 and all("is not in" in m for m in skipped)
+    refused = [r.getMessage() for r in caplog.records if "is not served" in r.getMessage()]
+    assert refused and all("passwd" in m for m in refused)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_download_holding_a_pipe_is_refused_naming_it_not_served_in_part(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, "rlnb"), app_client(tmp_path) as c:
+        _, sid = new_session(c)
+        done = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])
+        cid = done["output"]["checkpoint"]["id"]
+        os.mkfifo(tmp_path / cid / "merged" / "model.fifo")
+        r = c.get(f"/checkpoints/{cid}/download", params={"variant": "CHECKPOINT_VARIANT_MERGED"})
+    said = r.json()["error"]["message"]
+    assert r.status_code == 409 and "file merged/model.fifo is not a regular file" in said, r.text
+    assert str(tmp_path) not in said
+    assert any("model.fifo" in m.getMessage() for m in caplog.records if m.levelno == logging.WARNING)
 
 
 def test_a_journal_line_nested_too_deeply_is_skipped_and_said(tmp_path, caplog):

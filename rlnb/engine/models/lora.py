@@ -3,8 +3,10 @@
 A LoRA session freezes the model and trains ``y = W x + (alpha / rank) · B A dropout(x)`` on every
 linear layer (``ModelAdapter.lora_targets``); the output head gets an adapter only with
 ``train_unembed`` (the API's documented default: true). peft initialises ``A`` Kaiming-uniform and
-``B`` at zero, so the adapted model starts equal to the base; ``seed`` seeds that draw and nothing
-else (sessions of one resource share their base weights exactly).
+``B`` at zero, so the adapted model starts equal to the base; ``seed`` seeds that draw (sessions of one
+resource share their base weights exactly) and the session's own dropout generator: LoRA's dropout draws
+from it, never from torch's global RNG (shared by every session and library of the process), and a training
+checkpoint saves its state, so a resumed run draws the masks of the run that never stopped.
 
 Checkpoints export the adapter in peft's own format (``adapter_config.json`` +
 ``adapter_model.safetensors``, loadable with ``PeftModel.from_pretrained``) and the merged weights
@@ -105,7 +107,39 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
         torch.manual_seed(settings.seed)
         adapted = peft.get_peft_model(model, config)
     _ADAPTED[model] = None
+    if settings.dropout > 0:
+        device = next(model.parameters()).device
+        generator = torch.Generator(device=device).manual_seed(settings.seed)
+        layers = [
+            m.lora_dropout for m in adapted.modules() if isinstance(getattr(m, "lora_dropout", None), nn.ModuleDict)
+        ]
+        for drops in layers:  # peft's nn.Dropout, one per adapted layer
+            for name, drop in list(drops.items()):
+                if isinstance(drop, nn.Dropout):
+                    drops[name] = OwnDropout(drop.p, generator)
     return adapted
+
+
+class OwnDropout(nn.Module):
+    """``nn.Dropout`` drawing from a session's own generator (``nn.Dropout`` has no generator argument)."""
+
+    def __init__(self, p: float, generator: torch.Generator) -> None:
+        super().__init__()
+        self.p, self.generator = p, generator
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training:
+            return x
+        keep = torch.empty_like(x).bernoulli_(1 - self.p, generator=self.generator)
+        return x * keep / (1 - self.p)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+def dropout_generator(model: nn.Module) -> torch.Generator | None:
+    """The generator a LoRA session's dropout draws from (None without dropout)."""
+    return next((m.generator for m in model.modules() if isinstance(m, OwnDropout)), None)
 
 
 _ADAPTED: weakref.WeakKeyDictionary[nn.Module, None] = weakref.WeakKeyDictionary()

@@ -1,0 +1,103 @@
+"""Files a live process holds: an exclusive ``flock`` taken by the writer of a partial checkpoint (and by ``rlnb
+serve`` on its scratch folder) for as long as it writes, which the kernel releases however the process ends.
+
+A process id says whether a writer is alive only in the process namespace it ran in: two containers with one
+hostname sharing a ``checkpoint_dir`` would each see the other's live writer as a dead process (or a reused pid
+as alive). A lock that can be taken has no live holder, wherever it ran. Where ``fcntl`` is missing (Windows)
+nothing is held and the process-id rule alone decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+SCRATCH_PREFIX = "rlnb-serve-checkpoints-"
+_SCRATCH_LOCK = ".held-by-rlnb-serve"
+"""The lock file of a server's scratch folder: one without it (an older rlnb's) is never removed."""
+
+
+def _take(fd: int) -> bool | None:
+    """Take ``fd``'s lock without waiting: False if another open file holds it, None where locks cannot be taken
+    (no ``fcntl``; a file system without them, ENOLCK): nothing can be told."""
+    if fcntl is None:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return None
+    return True
+
+
+def hold(partial: Path, folder: bool) -> int | None:
+    """Make ``partial`` (an empty file, or a folder) and hold its lock: the descriptor to close once it is renamed
+    or removed (None where nothing can be held)."""
+    if folder:
+        partial.mkdir()
+        if fcntl is None:
+            return None
+        fd = os.open(partial, os.O_RDONLY)
+    else:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        _take(fd)  # a new file: nobody else holds it (without locks, the process-id rule alone keeps it)
+        if os.stat(partial, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:  # removed before it was held
+            raise FileNotFoundError(f"the partial {partial} was removed by another process as it was made; save again")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def release(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def unheld(entry: Path) -> Iterator[bool]:
+    """Whether no live process holds ``entry``'s lock; if so it is taken until the block ends (while ``entry`` is
+    removed). A link, or a file this process cannot open, holds no lock of rlnb's. Where locks do not exist
+    (Windows, a file system without them) it is True: the process-id rule decides alone there."""
+    try:
+        fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        yield True
+        return
+    try:
+        yield _take(fd) is not False
+    finally:
+        os.close(fd)
+
+
+def scratch_folder() -> tuple[Path, int | None]:
+    """A fresh temporary folder for a server's checkpoints, and the descriptor of its lock (held for the server's
+    life). The scratch folders of servers that died without their cleanup (killed, out of memory) are removed
+    first: their lock is free."""
+    for old in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        try:
+            fd = os.open(old / _SCRATCH_LOCK, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:  # an older rlnb's, another user's: kept
+            continue
+        try:
+            if _take(fd):  # None (cannot tell): kept
+                shutil.rmtree(old)
+        except OSError as exc:
+            warnings.warn(f"a scratch folder that a stopped rlnb serve left could not be removed: "
+                          f"{exc.filename or old}: {exc.strerror or exc}", RuntimeWarning, stacklevel=2)  # fmt: skip
+        finally:
+            os.close(fd)
+    scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+    return scratch, hold(scratch / _SCRATCH_LOCK, folder=False)

@@ -1,0 +1,191 @@
+"""Checkpoint files when two writers meet, a folder cannot be flushed, or a process dies: two saves of one name
+(one is refused, naming it, never a mix), two discards at once, a folder fsync that fails after the rename (the
+checkpoint is kept and listed, with a warning), partials of live writers in another container (their lock is held:
+kept), scratch folders of killed servers (removed by the next)."""
+
+import errno
+import shutil
+import threading
+import uuid
+import warnings
+
+import pytest
+
+import rlnb
+from rlnb.engine import checkpoint_files, handlers, held
+from rlnb.engine.checkpoint_files import writing
+
+
+def local_session(**kw):
+    return rlnb.connect("local", model="tiny", device="cpu", record=False, **kw)
+
+
+def _write(target, text: str) -> None:
+    if target.suffix == ".partial" and ".pt." in target.name:
+        target.write_text(text)
+    else:
+        (target / "merged").mkdir(exist_ok=True)
+        (target / "merged" / "config.json").write_text(text)
+
+
+@pytest.mark.parametrize("name", ["ckpt-train-0123456789ab.pt", "ckpt-infer-0123456789ab"])
+def test_two_saves_of_one_name_at_once_keep_the_first_whole_and_refuse_the_second_naming_it(tmp_path, name):
+    """The later rename replaced a training checkpoint another save had made and listed (lost without a word), and
+    an inference one failed with a bare 'Directory not empty'."""
+    path = tmp_path / name
+    with pytest.raises(FileExistsError, match=f"checkpoint {name} already exists") as refused, writing(path) as slow:
+        _write(slow, "slow")
+        with writing(path) as fast:
+            _write(fast, "fast")
+    assert refused.value.errno == errno.EEXIST
+    saved = path if name.endswith(".pt") else path / "merged" / "config.json"
+    assert saved.read_text() == "fast"  # the first to finish, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no partial of the refused one
+
+
+def test_a_save_onto_a_name_already_taken_is_refused_before_it_writes(tmp_path):
+    path = tmp_path / "ckpt-train-0123456789ab.pt"
+    path.write_text("the user's")
+    with pytest.raises(FileExistsError, match="ckpt-train-0123456789ab.pt already exists"), writing(path):
+        pytest.fail("a save began over an existing checkpoint")
+    assert path.read_text() == "the user's"
+
+
+def test_two_sessions_that_draw_one_checkpoint_id_into_one_folder_never_mix_their_saves(tmp_path, monkeypatch):
+    fixed = uuid.UUID(int=0xABC)
+    monkeypatch.setattr(handlers.uuid, "uuid4", lambda: fixed)
+    with local_session(checkpoint_dir=tmp_path, seed=1) as a, local_session(checkpoint_dir=tmp_path, seed=2) as b:
+        first = a.save_training_checkpoint().result(timeout=60).checkpoint
+        saved = a.backend.checkpoint_path(first.id).read_bytes()
+        with pytest.raises(rlnb.OperationFailed, match=f"checkpoint {first.id}.pt already exists"):
+            b.save_training_checkpoint().result(timeout=60)
+        assert a.backend.checkpoint_path(first.id).read_bytes() == saved
+        assert b.info().training_checkpoints == []
+
+
+def test_two_discards_of_one_checkpoint_at_once_delete_it_once_and_the_second_is_told_it_is_unknown(
+    tmp_path, monkeypatch
+):
+    """The second discard, racing the first's rmtree, reported 'could not be deleted ... it is kept' for a checkpoint
+    that was gone (and a third then a KeyError)."""
+    with local_session(checkpoint_dir=tmp_path) as s:
+        ckpt = s.save_inference_checkpoint().result(timeout=60).checkpoint
+        real_rmtree, errors, second = shutil.rmtree, {}, []
+
+        def discard(who):
+            try:
+                s.backend.discard_checkpoint(ckpt.id)
+            except Exception as exc:  # noqa: BLE001 - what each discard said is the test
+                errors[who] = exc
+
+        def rmtree(*args, **kwargs):
+            if not second:  # the first discard, mid-delete, while another one starts
+                second.append(threading.Thread(target=discard, args=("second",)))
+                second[0].start()
+                second[0].join(timeout=2)  # bounded: it waits for the first discard (or, racing, deletes it all)
+            real_rmtree(*args, **kwargs)
+
+        monkeypatch.setattr(shutil, "rmtree", rmtree)
+        discard("first")
+        second[0].join(timeout=60)
+        assert not second[0].is_alive()
+    assert "first" not in errors, errors
+    assert isinstance(errors.get("second"), KeyError) and ckpt.id in str(errors["second"])
+    assert not (tmp_path / ckpt.id).exists()
+
+
+@pytest.mark.parametrize("kind", ["training", "inference"])
+def test_a_folder_that_cannot_be_flushed_after_the_rename_keeps_the_checkpoint_listed_with_a_warning(
+    tmp_path, monkeypatch, kind
+):
+    """The fsync of the folder after the rename failed the save: the checkpoint was whole on disk under its name,
+    yet never returned nor listed (an orphan the user could not see nor discard)."""
+    real_fsync = checkpoint_files._fsync
+
+    def fsync(path):
+        if path == tmp_path:
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(path)
+
+    with local_session(checkpoint_dir=tmp_path) as s:
+        monkeypatch.setattr(checkpoint_files, "_fsync", fsync)
+        save = s.save_training_checkpoint if kind == "training" else s.save_inference_checkpoint
+        with pytest.warns(
+            RuntimeWarning, match=r"checkpoint ckpt-\S+ is saved, but its folder .* \(Input/output error\)"
+        ):
+            ckpt = save().result(timeout=60).checkpoint
+        monkeypatch.undo()
+        assert s.backend.checkpoint_path(ckpt.id).exists()
+        listed = s.info().training_checkpoints if kind == "training" else s.info().inference_checkpoints
+        assert [c.id for c in listed] == [ckpt.id]
+        s.backend.discard_checkpoint(ckpt.id)
+    assert list(tmp_path.iterdir()) == []
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    with subprocess.Popen(["true"]) as ended:
+        pass
+    return ended.pid
+
+
+@pytest.mark.skipif(held.fcntl is None, reason="flock is POSIX")
+def test_a_partial_whose_writer_holds_its_lock_is_kept_even_if_its_pid_is_dead_here(tmp_path):
+    """Two containers with one hostname share a checkpoint_dir: a live writer's pid, dead in this namespace, had its
+    partial removed mid-save by the other container's next session."""
+    name = f".ckpt-train-0123456789ab.pt.{checkpoint_files._HOST}-{_dead_pid()}-{uuid.uuid4().hex[:8]}.partial"
+    partial = tmp_path / name
+    writer = held.hold(partial, folder=False)  # the other container's writer, mid-save
+    try:
+        with local_session(checkpoint_dir=tmp_path):
+            assert partial.exists()
+    finally:
+        held.release(writer)
+    with local_session(checkpoint_dir=tmp_path):  # its writer ended: the lock is free
+        assert not partial.exists()
+
+
+@pytest.mark.skipif(held.fcntl is None, reason="flock is POSIX")
+def test_a_save_holds_the_lock_of_its_partial_until_it_is_renamed(tmp_path):
+    path = tmp_path / "ckpt-infer-0123456789ab"
+    with writing(path) as partial, held.unheld(partial) as free:
+        assert not free
+    with held.unheld(path) as free:
+        assert free
+
+
+@pytest.mark.skipif(held.fcntl is None, reason="flock is POSIX")
+def test_the_scratch_folders_of_killed_servers_are_removed_by_the_next_one_and_nothing_else(tmp_path, monkeypatch):
+    """A server without --checkpoint-dir killed (SIGKILL, out of memory) left its temporary folder of checkpoints
+    in /tmp for ever: its cleanup is a ``finally`` that never ran."""
+    monkeypatch.setattr(held.tempfile, "tempdir", str(tmp_path))
+    killed, live_folder = held.scratch_folder()
+    (killed / "ckpt-train-0123456789ab.pt").write_bytes(b"GBs")
+    held.release(live_folder)  # the killed server's lock went with it
+    live, lock = held.scratch_folder()
+    older = tmp_path / f"{held.SCRATCH_PREFIX}older"  # an older rlnb's: no lock file, never removed
+    older.mkdir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        third, third_lock = held.scratch_folder()
+    assert not killed.exists()
+    assert sorted(tmp_path.iterdir()) == sorted([live, older, third])
+    held.release(lock)
+    held.release(third_lock)
+
+
+@pytest.mark.skipif(held.fcntl is None, reason="flock is POSIX")
+def test_a_checkpoint_dir_without_locks_still_takes_checkpoints_and_the_pid_rule_decides(tmp_path, monkeypatch):
+    """A file system without flock (ENOLCK: some NFS mounts) must not fail every save; its partials fall back to
+    the process-id rule."""
+
+    def flock(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    dead = tmp_path / f".ckpt-train-0123456789ab.pt.{checkpoint_files._HOST}-{_dead_pid()}-0badc0de.partial"
+    dead.write_bytes(b"half")
+    monkeypatch.setattr(held.fcntl, "flock", flock)
+    with local_session(checkpoint_dir=tmp_path) as s:
+        ckpt = s.save_training_checkpoint().result(timeout=60).checkpoint
+        assert sorted(tmp_path.iterdir()) == [s.backend.checkpoint_path(ckpt.id)]
