@@ -267,8 +267,10 @@ class LocalBackend:
         if not self._worker.closed:
             self._info.status = wire.SessionStatus.STOPPED
             self._info.updated_at = datetime.now(UTC)
-        self._worker.close(timeout)
+        done = self._worker.close(timeout)
         self._threads.close()
+        if done:  # nothing runs that could still save there
+            self.engine.store.close()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until every queued operation has finished; False if ``timeout`` passed first."""

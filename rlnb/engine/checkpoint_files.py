@@ -53,6 +53,7 @@ class CheckpointStore:
 
     def __init__(self, directory: str | Path | None, lora: bool = False) -> None:
         self._dir = Path(directory) if directory else None
+        self._own = self._dir is None  # its own temporary folder: removed at close if nothing is left in it
         self.lora = lora
         self.paths: dict[str, Path] = {}
         self._discarding = threading.Lock()  # two discards at once: one deletes, the other is told it is unknown
@@ -68,6 +69,13 @@ class CheckpointStore:
         self._dir.mkdir(parents=True, exist_ok=True)
         remove_leftovers(self._dir)
         return self._dir / name
+
+    def close(self) -> None:
+        """Remove the store's own temporary folder when no checkpoint is left in it (each Find LR left one empty
+        folder behind); a folder that holds a checkpoint, or one the user named, is kept."""
+        if self._own and self._dir is not None:
+            with contextlib.suppress(OSError):  # not empty (a checkpoint the user keeps), or already gone
+                self._dir.rmdir()
 
     def path(self, ckpt_id: str) -> Path:
         if ckpt_id not in self.paths:

@@ -279,3 +279,25 @@ def test_a_checkpoint_dir_that_can_be_written_but_not_listed_still_takes_checkpo
     with pytest.warns(RuntimeWarning, match=said), local_session(checkpoint_dir=tmp_path) as s:
         ckpt = s.save_training_checkpoint().result(timeout=60).checkpoint
         assert s.backend.checkpoint_path(ckpt.id).is_file()
+
+
+def test_a_sessions_own_temporary_folder_goes_at_close_unless_a_checkpoint_is_left_in_it(tmp_path, monkeypatch):
+    """Find LR saves a checkpoint to copy the session and deletes it: its empty ``rlnb-checkpoints-*`` folder stayed
+    for good (356 on the machine of the tester who found it). The folder a session made for itself now goes at
+    close when nothing is left in it; one holding a checkpoint the user saved stays, as does a folder they named."""
+    import tempfile
+
+    from rlnb.sweep import lr_find
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with rlnb.connect("local", record=False, threads=1) as s:
+        lr_find(rlnb.AdamParams(), s, steps=5)
+    assert list(tmp_path.glob("rlnb-checkpoints-*")) == []
+    with rlnb.connect("local", record=False, threads=1) as s:
+        s.save_training_checkpoint().result(60)
+    (kept,) = tmp_path.glob("rlnb-checkpoints-*")
+    assert len(list(kept.iterdir())) == 1
+    named = tmp_path / "mine"
+    with rlnb.connect("local", record=False, threads=1, checkpoint_dir=named) as s:
+        lr_find(rlnb.AdamParams(), s, steps=5)
+    assert named.is_dir()
