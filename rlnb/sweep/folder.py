@@ -37,9 +37,26 @@ units, in one table). Keys, sinks, timeouts, threads and the like may differ on 
 
 
 def append_row(folder: Path, row: dict[str, Any]) -> None:
-    """One finished trial's row, on disk before anyone is told about it."""
+    """One finished trial's row, on disk before anyone is told about it; its ``run_path`` relative to the sweep
+    folder (an absolute one named the folder where it ran: moved, the table pointed at nothing, copied, at the
+    original's runs)."""
+    path = row.get("run_path")
+    if path and Path(path).is_relative_to(folder):
+        row = {**row, "run_path": Path(path).relative_to(folder).as_posix()}
     with open(folder / ROWS_FILE, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(row, default=str) + "\n")
+
+
+def run_path(folder: Path, recorded: Any) -> str | None:
+    """A row's ``run_path`` where the folder is now: a relative one under ``folder``; an absolute one (written by an
+    rlnb before relative paths, or in memory) there too when ``folder`` holds a run of its name (the folder was moved
+    or copied since), else as written."""
+    if not isinstance(recorded, str) or not recorded:
+        return None
+    path = Path(recorded)
+    if not path.is_absolute():
+        return str(folder / path)
+    return str(folder / path.name) if (folder / path.name).is_dir() else recorded
 
 
 def new_folder(runs_dir: str | Path | None) -> Path:
@@ -238,7 +255,6 @@ def table(rows: list[dict[str, Any]], folder: Path, objective: Objective, supers
             # always there: a sweep whose every trial stopped before it started lacked them, and summarize, ablate
             # and search_plot then raised (ablate losing its table)
             out[col] = out[col].astype(float) if col in out else math.nan
-        if "run_path" not in out:
-            out["run_path"] = None
+        out["run_path"] = [run_path(folder, p) for p in out["run_path"]] if "run_path" in out else None
     out.attrs.update(path=str(folder), objective=objective)
     return out
