@@ -21,7 +21,7 @@ from rlnb.history import default_runs_dir
 from rlnb.params import OptimizerParams
 
 from .dispatch import Plan, Progress, start
-from .folder import begin, held, new_folder, settings, table, trial_run_id
+from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
 from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
 from .space import apply, check_variants, config_list, parse_space
 from .trial import TrialSpec
@@ -109,6 +109,7 @@ def sweep(
         else:
             source = Plan([make_spec(i, c, s) for i, (c, s) in enumerate(plan)], finished)
             reporter = None
+        previous = planned_rows(folder, previous, source.planned)
         run = start(folder, source, reporter, where, study, stop or threading.Event(), progress)
         state["started"] = True
         try:

@@ -12,7 +12,7 @@ import math
 import shutil
 import types
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -220,14 +220,25 @@ def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str
             continue
         try:
             row = json.loads(line)
-        except ValueError:
-            continue  # a half-written last line of a killed sweep: that trial runs again
+        except ValueError:  # a half-written last line of a killed sweep, or a hand edit: was skipped silently
+            warnings.warn(f"{rows_path} line {n} is not JSON (a row cut short by a killed sweep, or edited); skipped, "
+                          f"so its trial runs again: {line[:80]!r}", stacklevel=3)  # fmt: skip
+            continue
         if _is_row(row):
             rows.append(row)
         else:  # a line edited by hand: a KeyError ('status') ended the resume
             warnings.warn(f"{rows_path} line {n} is not a trial's row (an object with an integer 'trial' and a "
                           f"'status' of {', '.join(TERMINAL)}); skipped: {line[:80]!r}", stacklevel=3)  # fmt: skip
     return rows
+
+
+def planned_rows(folder: Path, rows: list[dict[str, Any]], planned: Callable[[int], bool]) -> list[dict[str, Any]]:
+    """The rows of trials this sweep has; another trial's row (a hand edit: ``{"trial": 99, ...}``) is left out with
+    a warning: it was a row of the table with no config, and counted done ("done 5 of 4")."""
+    for trial in sorted({r["trial"] for r in rows if not planned(r["trial"])}):
+        warnings.warn(f"{folder / ROWS_FILE}: trial {trial} is not a trial of this sweep; its row is ignored",
+                      stacklevel=3)  # fmt: skip
+    return [r for r in rows if planned(r["trial"])]
 
 
 def _is_row(row: Any) -> bool:

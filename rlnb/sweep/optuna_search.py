@@ -205,6 +205,7 @@ class OptunaSource:
         state = self._optuna.trial.TrialState
         trials = self.study.get_trials(deepcopy=False)
         rerun = {t.user_attrs.get(RERUN_ATTR) for t in trials}
+        self._known = {t.number for t in trials}
         finished = 0
         for t in trials:
             if t.state == state.RUNNING:
@@ -215,6 +216,10 @@ class OptunaSource:
             if t.number not in rerun and t.params:
                 self.study.enqueue_trial(t.params, user_attrs={RERUN_ATTR: t.number})
         return finished
+
+    def planned(self, trial: int) -> bool:
+        """Whether ``trial`` is one the study had when the sweep (re)started: every recorded row's is."""
+        return trial in self._known
 
     def superseded(self) -> set[int]:
         """Stopped trials that were asked again (under a new number): the table shows the new attempt only, as a

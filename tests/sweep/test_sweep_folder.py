@@ -47,3 +47,23 @@ def test_a_moved_sweep_folder_resumes_and_its_table_reads_the_runs_where_they_ar
     assert list(copied.run_path) == [str(copy / "trial-000-seed0"), str(copy / "trial-001-seed0")]
 
 
+def test_a_hand_edited_trials_file_warns_for_a_broken_line_and_ignores_a_trial_outside_the_sweep(tmp_path):
+    """A line that is no JSON (a comma too many) was skipped without a word, and a row of trial 99 in a sweep of two
+    was a row of the table (its config NaN) and counted done: "done 3 of 2"."""
+    first = sweep(BASE, CONFIGS, steps=1, runs_dir=tmp_path, progress=False)
+    folder = Path(first.attrs["path"])
+    lines = (folder / "trials.jsonl").read_text().splitlines()
+    lines[0] = lines[0].replace('"seed": 0,', '"seed": 0,,')
+    lines.append(json.dumps({"trial": 99, "status": "COMPLETED", "final_reward": 5.0}))
+    (folder / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    done = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = sweep(BASE, CONFIGS, steps=1, resume=folder, progress=lambda d, t, r: done.append((d, t, r["trial"])))
+    messages = [str(w.message) for w in caught]
+    assert any("trials.jsonl line 1 is not JSON" in m and "runs again" in m for m in messages), messages
+    assert any("trial 99 is not a trial of this sweep; its row is ignored" in m for m in messages), messages
+    assert done == [(2, 2, 0)]  # trial 0 ran again; trial 99 is not done work
+    assert list(again.trial) == [0, 1] and not again.learning_rate.isna().any()
+
+
