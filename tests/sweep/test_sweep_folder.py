@@ -47,6 +47,43 @@ def test_a_moved_sweep_folder_resumes_and_its_table_reads_the_runs_where_they_ar
     assert list(copied.run_path) == [str(copy / "trial-000-seed0"), str(copy / "trial-001-seed0")]
 
 
+def test_an_optuna_trial_asked_again_after_a_stop_keeps_its_seed(tmp_path):
+    """Trial 0 (seed 0), stopped, was asked again as trial 1 with seeds[1]: another run of its config, whose row
+    replaced the stopped one as if it were that trial's."""
+    stop = threading.Event()
+
+    def reward(prompt, completion):
+        stop.set()  # trial 0 stops at its next step
+        return 0.0
+
+    options = dict(search="optuna", space={"learning_rate": (1e-4, 1e-1, "log")}, n_trials=2, steps=3, seeds=[0, 1],
+                   task=reward, sampler="random", pruner=None, max_concurrent=1, progress=False)  # fmt: skip
+    first = sweep(BASE, runs_dir=tmp_path, stop=stop, **options)
+    assert list(first.status) == ["STOPPED"] and list(first.seed) == [0]
+    again = sweep(BASE, resume=first.attrs["path"], **options)
+    rerun = again[again.learning_rate == first.learning_rate.iloc[0]]
+    assert list(rerun.trial) == [1] and list(rerun.seed) == [0] and list(rerun.status) == ["COMPLETED"]
+    assert History.load(rerun.run_path.iloc[0]).config["seed"] == 0
+
+
+def test_a_trial_stopped_again_keeps_its_first_attempts_seed(tmp_path):
+    """A rerun stopped again is asked once more with the seed of the first attempt, not of the rerun's number."""
+    dims = parse_space(BASE, {"learning_rate": (1e-4, 1e-1, "log")})
+
+    def source():
+        return OptunaSource(tmp_path, dims, 4, lambda n, config, seed_of: (n, config, seed_of), sampler="random",
+                            pruner=None, objective="reward", steps=1)  # fmt: skip
+
+    asked = []
+    for _ in range(3):  # the sweep, then two resumes, each stopped during its first trial
+        study = source()
+        n, config, seed_of = study.next_spec()
+        asked.append((n, config, seed_of))
+        study.finish({"trial": n, "status": "STOPPED"})
+    assert [(n, seed_of) for n, _, seed_of in asked] == [(0, None), (1, 0), (2, 0)]
+    assert asked[0][1] == asked[1][1] == asked[2][1]
+
+
 def test_a_hand_edited_trials_file_warns_for_a_broken_line_and_ignores_a_trial_outside_the_sweep(tmp_path):
     """A line that is no JSON (a comma too many) was skipped without a word, and a row of trial 99 in a sweep of two
     was a row of the table (its config NaN) and counted done: "done 3 of 2"."""
