@@ -104,3 +104,47 @@ def test_a_hand_edited_trials_file_warns_for_a_broken_line_and_ignores_a_trial_o
     assert list(again.trial) == [0, 1] and not again.learning_rate.isna().any()
 
 
+def test_the_docs_comparison_line_runs_after_a_stopped_sweep(tmp_path):
+    """docs/sweeps.md's line raised "labels has 2 entries for 0 runs" for a sweep stopped before its trials started:
+    histories() leaves out the rows without a run, the labels taken from the table did not."""
+    (line,) = [
+        ln
+        for ln in DOCS.read_text().splitlines()
+        if ln.startswith("rlnb.viz.plots.compare(rlnb.compare(rlnb.sweep.histories(")
+    ]
+    stop = threading.Event()
+    stopped = sweep(BASE, CONFIGS, steps=1, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set(),
+                    executor="threads")  # fmt: skip
+    assert list(stopped.status) == ["COMPLETED", "STOPPED"] and stopped.run_path.isna().tolist() == [False, True]
+    for trials in (stopped, stopped.iloc[1:]):  # one run; none
+        namespace = {"rlnb": rlnb, "trials": trials}
+        exec(compile(line, str(DOCS), "exec"), namespace)
+    plt.close("all")
+
+
+def test_an_empty_change_in_an_ablation_is_refused_naming_it(tmp_path):
+    """``{"same": {}}`` ran the baseline again, and the docs' compare line refused its runs: "share label 'baseline'
+    and seed 0"."""
+    with pytest.raises(ValueError, match=r"changes\['same'\] is empty: it repeats 'baseline'"):
+        ablate(BASE, {"muon": {"optimizer": "muon"}, "same": {}}, seeds=[0], steps=1, runs_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "build",
+    [lambda: random_search(3, lr=(1e-5, 1e-1, "log")), lambda: grid(lr=[1e-3]), lambda: grid(**{"adam.lr": [1e-3]})],
+)
+def test_grid_and_random_search_name_a_field_no_optimizer_has(build):
+    """docs/sweeps.md's ``random_search(n, lr=...)`` built configs that every sweep then refused."""
+    with pytest.raises(ValueError, match=r"unknown field '(adam\.)?lr'; allowed fields are optimizer, learning_rate"):
+        build()
+    (line,) = [ln for ln in DOCS.read_text().splitlines() if "`random_search(n, " in ln]
+    assert 'random_search(n, learning_rate=(1e-5, 1e-1, "log")' in line
+
+
+def test_a_grid_of_nans_is_refused():
+    """Two NaNs passed grid's distinct-values check (NaN != NaN)."""
+    with pytest.raises(ValueError, match="grid: learning_rate lists NaN"):
+        grid(learning_rate=[float("nan"), float("nan")])
+
+
