@@ -23,7 +23,7 @@ from rlnb.params import OptimizerParams
 from .dispatch import Plan, Progress, start
 from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
 from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
-from .space import apply, check_variants, config_list, parse_space
+from .space import apply, check_once, check_variants, config_list, parse_space
 from .trial import TrialSpec
 
 
@@ -79,6 +79,8 @@ def sweep(
     _check_args(runs_dir, resume, stop, progress)
     configs = config_list(configs)
     names = check_variants(variants, configs)
+    if configs is not None and names is None:  # a copy ran as a trial that summarize took for an agreeing seed
+        check_once("configs", configs)  # (ablate's variants name each config: the same change under two names)
     if where.executor == "ray" and trial.target == "local":  # a remote target's trials stay on threads
         from .ray_checks import check_picklable
 

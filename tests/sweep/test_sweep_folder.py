@@ -142,9 +142,27 @@ def test_grid_and_random_search_name_a_field_no_optimizer_has(build):
     assert 'random_search(n, learning_rate=(1e-5, 1e-1, "log")' in line
 
 
+def test_a_list_with_a_config_twice_is_refused_as_a_grid_is(tmp_path):
+    """A copied config ran as a trial that summarize took for a seed in perfect agreement."""
+    with pytest.raises(ValueError, match=r"configs lists \{'learning_rate': 0.001\} more than once"):
+        sweep(BASE, [{"learning_rate": 1e-3}, {"learning_rate": 1e-3}], steps=1, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_grid_of_nans_is_refused():
     """Two NaNs passed grid's distinct-values check (NaN != NaN)."""
     with pytest.raises(ValueError, match="grid: learning_rate lists NaN"):
         grid(learning_rate=[float("nan"), float("nan")])
 
 
+def test_a_sweep_without_recording_is_refused_naming_record(tmp_path):
+    """record=False left every run_path None, against the docs' "each trial's history is saved"."""
+    with pytest.raises(ValueError, match="record=False: a sweep records each trial's history"):
+        sweep(BASE, CONFIGS, steps=1, runs_dir=tmp_path, progress=False, record=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_runs_lists_a_sweeps_trials_from_its_folder_as_the_docs_say(tmp_path):
+    trials = sweep(BASE, CONFIGS, steps=1, runs_dir=tmp_path, progress=False)
+    assert '`rlnb.runs(trials.attrs["path"])`' in re.sub(r"\s+", " ", DOCS.read_text())
+    assert sorted(rlnb.runs(trials.attrs["path"]).path) == sorted(trials.run_path)
