@@ -259,13 +259,13 @@ def table(rows: list[dict[str, Any]], folder: Path, objective: Objective, supers
     """What ``sweep`` returns: the latest row of each trial (a trial run again after a stop replaces
     its STOPPED row; an Optuna trial asked again under a new number, ``superseded``, leaves), by trial number."""
     latest = {r["trial"]: r for r in rows if r["trial"] not in superseded}
-    out = pd.DataFrame(list(latest.values()))
-    if len(out):
-        out = out.sort_values("trial", ignore_index=True)
-        for col in ("final_loss", "best_loss", "final_reward", "best_reward", "value", "wall_s"):
-            # always there: a sweep whose every trial stopped before it started lacked them, and summarize, ablate
-            # and search_plot then raised (ablate losing its table)
-            out[col] = out[col].astype(float) if col in out else math.nan
-        out["run_path"] = [run_path(folder, p) for p in out["run_path"]] if "run_path" in out else None
+    # an Optuna search stopped before its first trial has no row: a table without columns, which summarize refused
+    out = pd.DataFrame(list(latest.values()), columns=None if latest else ["trial", "label", "seed", "status"])
+    out = out.sort_values("trial", ignore_index=True)
+    for col in ("final_loss", "best_loss", "final_reward", "best_reward", "value", "wall_s"):
+        # always there: a sweep whose every trial stopped before it started lacked them, and summarize, ablate
+        # and search_plot then raised (ablate losing its table)
+        out[col] = out[col].astype(float) if col in out else math.nan
+    out["run_path"] = [run_path(folder, p) for p in out["run_path"]] if "run_path" in out else None
     out.attrs.update(path=str(folder), objective=objective)
     return out

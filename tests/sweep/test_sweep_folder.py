@@ -13,7 +13,7 @@ import pytest
 
 import rlnb
 from rlnb.history import History
-from rlnb.sweep import ablate, grid, histories, random_search, sweep
+from rlnb.sweep import ablate, grid, histories, random_search, summarize, sweep
 from rlnb.sweep.optuna_search import OptunaSource
 from rlnb.sweep.space import parse_space
 
@@ -166,3 +166,14 @@ def test_runs_lists_a_sweeps_trials_from_its_folder_as_the_docs_say(tmp_path):
     trials = sweep(BASE, CONFIGS, steps=1, runs_dir=tmp_path, progress=False)
     assert '`rlnb.runs(trials.attrs["path"])`' in re.sub(r"\s+", " ", DOCS.read_text())
     assert sorted(rlnb.runs(trials.attrs["path"]).path) == sorted(trials.run_path)
+
+
+def test_an_optuna_search_stopped_before_its_first_trial_still_summarizes(tmp_path):
+    """It returned a table without a single column: ``summarize`` raised "metric='final_reward' is not a column",
+    and ``trials[["trial", "status"]]`` a KeyError, where a plan's stopped sweep has every column."""
+    stop = threading.Event()
+    stop.set()
+    trials = sweep(BASE, search="optuna", space={"learning_rate": (1e-4, 1e-1, "log")}, n_trials=2, steps=1,
+                   runs_dir=tmp_path, stop=stop, progress=False)  # fmt: skip
+    assert len(trials) == 0 and {"trial", "status", "final_reward", "value", "run_path"} <= set(trials.columns)
+    assert len(summarize(trials)) == 0 and histories(trials) == []
