@@ -99,6 +99,9 @@ def _check_ablation(changes: Mapping[str, Mapping[str, Any]], metric: str) -> No
         if not isinstance(change, Mapping):
             raise TypeError(f"changes[{name!r}] must be a dict of changed fields, such as {{'learning_rate': 1e-2}}, "
                             f"got {change!r}")  # fmt: skip
+        if not change:  # its trials shared the baseline's label and seeds: rlnb.compare refused them as one line
+            raise ValueError(f"changes[{name!r}] is empty: it repeats {BASELINE!r}, the unchanged run every ablation "
+                             "has; give it a changed field")  # fmt: skip
     if BASELINE in changes:  # it replaced the baseline itself, and every delta was against that change
         raise ValueError(f"changes: {BASELINE!r} is the name of the unchanged run; name your variant otherwise")
 
@@ -121,5 +124,7 @@ def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFram
 
 
 def histories(trials: pd.DataFrame) -> list[History]:
-    """The saved history of every trial of a sweep (for ``rlnb.compare`` and ``plots.compare``)."""
+    """The saved history of every trial of a sweep that has one (for ``rlnb.compare`` and ``plots.compare``, which
+    label each by the ``label`` its run records); a trial stopped before it started has none and is left out, so
+    labels taken from the table are those of ``trials[trials.run_path.notna()]``."""
     return [History.load(p) for p in trials["run_path"].dropna()]

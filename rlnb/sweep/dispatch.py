@@ -27,7 +27,7 @@ class Plan:
 
     def __init__(self, specs: list[TrialSpec], finished: set[int]):
         self.total = len(specs)
-        self.done_before = len(finished)
+        self.done_before = sum(s.trial in finished for s in specs)  # a row of another trial is none of the plan's
         self._todo = collections.deque(s for s in specs if s.trial not in finished)
 
     def next_spec(self) -> TrialSpec | None:
@@ -39,6 +39,10 @@ class Plan:
 
     def finish(self, row: dict[str, Any]) -> None:
         """Nothing to tell: a plan does not learn from results."""
+
+    def planned(self, trial: int) -> bool:
+        """Whether ``trial`` is one of the plan's (numbered from 0)."""
+        return 0 <= trial < self.total
 
     def superseded(self) -> set[int]:
         """None: a plan runs a stopped trial again under its own number, whose new row replaces the old."""

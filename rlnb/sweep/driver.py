@@ -22,9 +22,9 @@ from rlnb.history import default_runs_dir
 from rlnb.params import AdamParams, OptimizerParams
 
 from .dispatch import Plan, Progress, start
-from .folder import begin, held, new_folder, settings, table, trial_run_id
+from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
 from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
-from .space import Categorical, apply, check_variants, config_list, parse_space
+from .space import Categorical, apply, check_once, check_variants, config_list, parse_space
 from .trial import TrialSpec
 
 
@@ -54,7 +54,7 @@ def sweep(
     * ``SearchOptions`` (``search_options``): ``search="optuna"`` runs ``n_trials`` trials whose configs
       Optuna picks from ``space`` (``sampler`` ``"tpe"`` | ``"random"`` | ``"grid"``); each trial reports
       ``objective`` after every step, and ``pruner`` (``"median"`` | ``"asha"`` | None) stops bad ones early
-      (status PRUNED). Optuna trial ``n`` uses ``seeds[n % len(seeds)]``.
+      (status PRUNED). Optuna trial ``n`` uses ``seeds[n % len(seeds)]`` (a stopped one asked again keeps its seed).
     * ``ExecutorOptions`` (``executor_options``): ``executor="auto"`` (default) trains compatible local
       trials of a list of configs as stacked ensembles in this process (``"batched"``: one forward, backward
       and update for all; see ``rlnb.batched``) and the others on threads (Optuna trials too, asked one at
@@ -80,6 +80,8 @@ def sweep(
     _check_args(runs_dir, resume, stop, progress)
     configs = config_list(configs)
     names = check_variants(variants, configs)
+    if configs is not None and names is None:  # a copy ran as a trial that summarize took for an agreeing seed
+        check_once("configs", configs)  # (ablate's variants name each config: the same change under two names)
     if where.executor == "ray" and trial.target == "local":  # a remote target's trials stay on threads
         from .ray_checks import check_picklable
 
@@ -93,8 +95,10 @@ def sweep(
         recorded = {**settings(base, configs, trial, study, the_task, options), "variants": names}
         previous = begin(folder, recorded, resume is not None)
 
-        def make_spec(n: int, config: dict[str, Any], seed: int | None = None) -> TrialSpec:
-            seed = trial.seeds[n % len(trial.seeds)] if seed is None else seed
+        def make_spec(n: int, config: dict[str, Any], seed_of: int | None = None) -> TrialSpec:
+            """Trial ``n``, with the seed of trial ``seed_of`` (default ``n``): an Optuna trial asked again after a
+            stop keeps the seed it was stopped with (it ran with the new number's, replacing the stopped row)."""
+            seed = trial.seeds[(n if seed_of is None else seed_of) % len(trial.seeds)]
             run_id = trial_run_id(folder, n, seed)
             variant = names[n // len(trial.seeds)] if names is not None else None  # the plan: configs × seeds
             return TrialSpec(n, config, apply(base, config), seed, run_id, trial.steps, the_task, trial.target, options,
@@ -109,8 +113,9 @@ def sweep(
                                   objective=trial.objective, steps=trial.steps)  # fmt: skip
             reporter = source.report
         else:
-            source = Plan([make_spec(i, c, s) for i, (c, s) in enumerate(plan)], finished)
+            source = Plan([make_spec(i, c) for i, (c, _) in enumerate(plan)], finished)  # configs × seeds
             reporter = None
+        previous = planned_rows(folder, previous, source.planned)
         run = start(folder, source, reporter, where, study, stop or threading.Event(), progress)
         state["started"] = True
         try:

@@ -17,7 +17,8 @@ def _axes(ax: Axes | None) -> Axes:
 
 def search_plot(trials: pd.DataFrame, x: str = "learning_rate", y: str = "value", ax: Axes | None = None) -> Axes:
     """``y`` (default: the objective, the mean of the last 5 steps) against ``x`` per trial, one marker
-    per status; the best completed trial is starred and named in the legend."""
+    per status; the best completed trial (the highest reward, the lowest loss, ``value`` as the objective says) is
+    starred and named in the legend."""
     check_column(trials, "x", x)
     check_column(trials, "y", y)
     ax = _axes(ax)
@@ -49,5 +50,9 @@ def check_column(trials: pd.DataFrame, name: str, column: str, numeric: bool = F
 
 
 def _maximise(trials: pd.DataFrame, y: str) -> bool:
-    """Rewards are maximised; losses (and a search run with objective="loss") minimised."""
-    return "loss" not in y and trials.attrs.get("objective", "reward") == "reward"
+    """Whether the best of ``y`` is its largest: a reward's is, a loss's is not, whatever the search's objective (a
+    reward drawn from a search of the loss starred the worst trial); ``value`` and other columns follow the
+    objective."""
+    if "loss" in y or "reward" in y:
+        return "reward" in y
+    return trials.attrs.get("objective", "reward") == "reward"

@@ -12,7 +12,7 @@ import math
 import shutil
 import types
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,9 +37,26 @@ units, in one table). Keys, sinks, timeouts, threads and the like may differ on 
 
 
 def append_row(folder: Path, row: dict[str, Any]) -> None:
-    """One finished trial's row, on disk before anyone is told about it."""
+    """One finished trial's row, on disk before anyone is told about it; its ``run_path`` relative to the sweep
+    folder (an absolute one named the folder where it ran: moved, the table pointed at nothing, copied, at the
+    original's runs)."""
+    path = row.get("run_path")
+    if path and Path(path).is_relative_to(folder):
+        row = {**row, "run_path": Path(path).relative_to(folder).as_posix()}
     with open(folder / ROWS_FILE, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(row, default=str) + "\n")
+
+
+def run_path(folder: Path, recorded: Any) -> str | None:
+    """A row's ``run_path`` where the folder is now: a relative one under ``folder``; an absolute one (written by an
+    rlnb before relative paths, or in memory) there too when ``folder`` holds a run of its name (the folder was moved
+    or copied since), else as written."""
+    if not isinstance(recorded, str) or not recorded:
+        return None
+    path = Path(recorded)
+    if not path.is_absolute():
+        return str(folder / path)
+    return str(folder / path.name) if (folder / path.name).is_dir() else recorded
 
 
 def new_folder(runs_dir: str | Path | None) -> Path:
@@ -203,14 +220,25 @@ def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str
             continue
         try:
             row = json.loads(line)
-        except ValueError:
-            continue  # a half-written last line of a killed sweep: that trial runs again
+        except ValueError:  # a half-written last line of a killed sweep, or a hand edit: was skipped silently
+            warnings.warn(f"{rows_path} line {n} is not JSON (a row cut short by a killed sweep, or edited); skipped, "
+                          f"so its trial runs again: {line[:80]!r}", stacklevel=3)  # fmt: skip
+            continue
         if _is_row(row):
             rows.append(row)
         else:  # a line edited by hand: a KeyError ('status') ended the resume
             warnings.warn(f"{rows_path} line {n} is not a trial's row (an object with an integer 'trial' and a "
                           f"'status' of {', '.join(TERMINAL)}); skipped: {line[:80]!r}", stacklevel=3)  # fmt: skip
     return rows
+
+
+def planned_rows(folder: Path, rows: list[dict[str, Any]], planned: Callable[[int], bool]) -> list[dict[str, Any]]:
+    """The rows of trials this sweep has; another trial's row (a hand edit: ``{"trial": 99, ...}``) is left out with
+    a warning: it was a row of the table with no config, and counted done ("done 5 of 4")."""
+    for trial in sorted({r["trial"] for r in rows if not planned(r["trial"])}):
+        warnings.warn(f"{folder / ROWS_FILE}: trial {trial} is not a trial of this sweep; its row is ignored",
+                      stacklevel=3)  # fmt: skip
+    return [r for r in rows if planned(r["trial"])]
 
 
 def _is_row(row: Any) -> bool:
@@ -231,14 +259,13 @@ def table(rows: list[dict[str, Any]], folder: Path, objective: Objective, supers
     """What ``sweep`` returns: the latest row of each trial (a trial run again after a stop replaces
     its STOPPED row; an Optuna trial asked again under a new number, ``superseded``, leaves), by trial number."""
     latest = {r["trial"]: r for r in rows if r["trial"] not in superseded}
-    out = pd.DataFrame(list(latest.values()))
-    if len(out):
-        out = out.sort_values("trial", ignore_index=True)
-        for col in ("final_loss", "best_loss", "final_reward", "best_reward", "value", "wall_s"):
-            # always there: a sweep whose every trial stopped before it started lacked them, and summarize, ablate
-            # and search_plot then raised (ablate losing its table)
-            out[col] = out[col].astype(float) if col in out else math.nan
-        if "run_path" not in out:
-            out["run_path"] = None
+    # an Optuna search stopped before its first trial has no row: a table without columns, which summarize refused
+    out = pd.DataFrame(list(latest.values()), columns=None if latest else ["trial", "label", "seed", "status"])
+    out = out.sort_values("trial", ignore_index=True)
+    for col in ("final_loss", "best_loss", "final_reward", "best_reward", "value", "wall_s"):
+        # always there: a sweep whose every trial stopped before it started lacked them, and summarize, ablate
+        # and search_plot then raised (ablate losing its table)
+        out[col] = out[col].astype(float) if col in out else math.nan
+    out["run_path"] = [run_path(folder, p) for p in out["run_path"]] if "run_path" in out else None
     out.attrs.update(path=str(folder), objective=objective)
     return out

@@ -30,7 +30,8 @@ SAMPLER_SEED = 0
 a resumed sweep draws new points, not the ones it drew before. Pass an Optuna sampler object for another seed."""
 MAX_GRID_POINTS = 10_000
 """The most points ``sampler='grid'`` runs: each is a trial, and far more is a search, not a grid."""
-STOPPED_ATTR, RERUN_ATTR = "rlnb_stopped", "rlnb_rerun_of"
+STOPPED_ATTR, RERUN_ATTR, SEED_OF_ATTR = "rlnb_stopped", "rlnb_rerun_of", "rlnb_seed_of"
+"""Trial attributes: stopped by the user; asked again for that trial; runs with that (first) trial's seed."""
 
 
 def import_optuna() -> Any:
@@ -164,7 +165,7 @@ class OptunaSource:
         folder: Path,
         dims: Mapping[str, Dimension],
         n_trials: int | None,
-        make_spec: Callable[[int, dict[str, Any]], TrialSpec],
+        make_spec: Callable[[int, dict[str, Any], int | None], TrialSpec],
         *,
         sampler: Any,
         pruner: Any,
@@ -201,10 +202,11 @@ class OptunaSource:
 
     def _requeue_stopped(self) -> int:
         """Resume: trials stopped by the user, or left RUNNING by a process that died, are asked again
-        with the same params. Returns how many trials already finished for real."""
+        with the same params and seed. Returns how many trials already finished for real."""
         state = self._optuna.trial.TrialState
         trials = self.study.get_trials(deepcopy=False)
         rerun = {t.user_attrs.get(RERUN_ATTR) for t in trials}
+        self._known = {t.number for t in trials}
         finished = 0
         for t in trials:
             if t.state == state.RUNNING:
@@ -213,8 +215,13 @@ class OptunaSource:
                 finished += t.state in (state.COMPLETE, state.PRUNED, state.FAIL)
                 continue
             if t.number not in rerun and t.params:
-                self.study.enqueue_trial(t.params, user_attrs={RERUN_ATTR: t.number})
+                first = t.user_attrs.get(SEED_OF_ATTR, t.number)  # a rerun stopped again: its first attempt's
+                self.study.enqueue_trial(t.params, user_attrs={RERUN_ATTR: t.number, SEED_OF_ATTR: first})
         return finished
+
+    def planned(self, trial: int) -> bool:
+        """Whether ``trial`` is one the study had when the sweep (re)started: every recorded row's is."""
+        return trial in self._known
 
     def superseded(self) -> set[int]:
         """Stopped trials that were asked again (under a new number): the table shows the new attempt only, as a
@@ -235,7 +242,7 @@ class OptunaSource:
             trial = self.study.ask(self._distributions)
             self._left -= 1
             self._trials[trial.number] = trial
-            return self._make_spec(trial.number, dict(trial.params))
+            return self._make_spec(trial.number, dict(trial.params), trial.user_attrs.get(SEED_OF_ATTR))
 
     def report(self, spec: TrialSpec, step: int, value: float) -> str | None:
         """Called by a running trial after each step: report, and say whether the pruner stops it."""

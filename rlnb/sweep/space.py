@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 
 from rlnb import wire
 from rlnb._options import check_bool, check_int, is_integer
-from rlnb.params import PARAMS, AdamParams, OptimizerParams
+from rlnb.params import ADAM_FIELDS, PARAMS, AdamParams, OptimizerParams
 from rlnb.prompts import scalar
 
 
@@ -102,7 +103,9 @@ def _numeric_ends(name: str, dim: Float | Int) -> Float | Int:
 
 def check_once(name: str, values: Sequence[Any]) -> None:
     """``ValueError`` naming ``name`` when ``values`` lists a value twice: the same config ran twice as two
-    trials (and a grid point twice in Optuna's grid), which ``summarize`` counts as seeds that agree."""
+    trials (and a grid point twice in Optuna's grid), which ``summarize`` counts as seeds that agree; or a NaN."""
+    if any(isinstance(v, numbers.Real) and math.isnan(v) for v in values):  # NaN != NaN: two passed as distinct
+        raise ValueError(f"{name} lists NaN, which is no value to try, got {list(values)!r}")
     twice = [v for i, v in enumerate(values) if v in values[:i]]
     if twice:
         raise ValueError(f"{name} lists {', '.join(map(repr, twice))} more than once, got {list(values)!r}")
@@ -147,8 +150,19 @@ MAX_CONFIGS = 10_000
 a trial, and a list far longer is a mistake that fills memory (a grid) or draws for ever (each draw is compared)."""
 
 
+def check_fields(where: str, names: Iterable[str]) -> None:
+    """``ValueError`` naming a field no optimizer has and the allowed ones: ``random_search(3, lr=...)`` built configs
+    that every sweep then refused."""
+    own = dict.fromkeys(f for cls in PARAMS.values() for f in cls.model_fields if f != "adam")
+    allowed = ["optimizer", *own, *(f"adam.{f}" for f in ADAM_FIELDS)]
+    unknown = [n for n in names if n not in allowed]
+    if unknown:
+        raise ValueError(f"{where}: unknown field {unknown[0]!r}; allowed fields are {', '.join(allowed)}")
+
+
 def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
     """Every combination: ``grid(learning_rate=[1e-3, 1e-2], momentum=[0.9, 0.95])`` → 4 configs."""
+    check_fields("grid", axes)
     for name, values in axes.items():  # a string is a collection too: "0.001" made 5 configs, one per character
         if isinstance(values, str | bytes | Mapping) or not isinstance(values, Collection):
             raise ValueError(f"grid: {name} must be a list of values, such as [1e-3, 1e-2], got {values!r}")
@@ -172,6 +186,7 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
     that repeats an earlier one is drawn again: the same config twice ran as two trials that ``summarize``
     counted as seeds in perfect agreement (likely on a space of a few choices or integers)."""
     n = check_int("n", n, 1, MAX_CONFIGS)  # 2.5: range()'s bare TypeError, -1 [], True 1; 10**9 drew for ever
+    check_fields("random_search", space)
     if not is_integer(seed):  # np.int64 was random's bare TypeError
         raise ValueError(f"random_search: seed must be an integer, got {seed!r}")
     dims = {name: dimension(name, spec) for name, spec in space.items()}

@@ -227,7 +227,7 @@ def test_a_resumed_search_draws_new_points_not_the_ones_it_drew(tmp_path, sample
     dims = parse_space(ADAM, {"learning_rate": (1e-4, 1e-1, "log")})
 
     def source():
-        return OptunaSource(tmp_path, dims, 4, lambda n, config: (n, config), sampler=sampler, pruner=None,
+        return OptunaSource(tmp_path, dims, 4, lambda n, config, seed_of: (n, config), sampler=sampler, pruner=None,
                             objective="reward", steps=1)  # fmt: skip
 
     drawn = []

@@ -39,7 +39,7 @@ def test_grid_and_random_search():
     assert all(1e-5 <= c["learning_rate"] <= 1e-1 and 0.8 <= c["beta1"] <= 0.95 for c in configs)
     assert {c["optimizer"] for c in configs} == {"adam", "muon"}
     with pytest.raises(ValueError, match="space"):
-        random_search(1, lr=5)
+        random_search(1, learning_rate=5)
     steps = [c["newton_schulz_steps"] for c in random_search(4, newton_schulz_steps=(3, 6, "int"))]  # distinct
     assert set(steps) == {3, 4, 5, 6} and all(isinstance(n, int) for n in steps)
 
@@ -238,14 +238,15 @@ def test_ablation_takes_the_seeds_of_a_trial_options_group(tmp_path):
     assert list(trials.seed) == [4, 4] and list(summary["count"]) == [1, 1]
 
 def test_ablation_variants_that_share_a_label_stay_apart(tmp_path):
-    """Variants were matched to trials by label: an empty change took the baseline's rows (its summary NaN), the
-    same change under two names went all to the second (the first NaN, the second with both counts)."""
-    changes = {"control": {}, "wd": {"weight_decay": 0.1}, "wd again": {"weight_decay": 0.1}}
+    """Variants were matched to trials by label: a change that sets the base's own value took the baseline's rows
+    (its summary NaN), the same change under two names went all to the second (the first NaN, the second with both
+    counts)."""
+    changes = {"control": {"learning_rate": 3e-3}, "wd": {"weight_decay": 0.1}, "wd again": {"weight_decay": 0.1}}
     trials, summary = ablate(BASE, changes, seeds=[0, 1], steps=1, runs_dir=tmp_path, progress=False)
     assert list(trials.variant) == ["baseline"] * 2 + ["control"] * 2 + ["wd"] * 2 + ["wd again"] * 2
     assert list(summary.index) == ["baseline", "control", "wd", "wd again"]
     assert list(summary["count"]) == [2, 2, 2, 2] and list(summary["failed"]) == [0, 0, 0, 0]
-    assert summary.loc["control", "delta"] == 0  # the same config and seeds as the baseline: the same numbers
+    assert summary.loc["control", "delta"] == 0  # the same params and seeds as the baseline: the same numbers
     with pytest.raises(ValueError, match="'baseline' is the name of the unchanged run"):
         ablate(BASE, {"baseline": {"learning_rate": 1e-2}}, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
 
@@ -254,15 +255,15 @@ def test_an_ablations_rows_name_their_variant_and_the_baseline_one_way_on_disk_t
     """The unchanged config was labelled "base" where ablate called it "baseline", and only the table in memory
     named each trial's variant: its trials.jsonl and its runs did not ("control" and the baseline, or two variants
     of one change, could not be told apart once the kernel restarted)."""
-    changes = {"control": {}, "wd": {"weight_decay": 0.1}}
+    changes = {"control": {"learning_rate": 3e-3}, "wd": {"weight_decay": 0.1}}
     trials, summary = ablate(BASE, changes, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
     assert list(trials.columns[:3]) == ["trial", "variant", "label"]
     assert list(trials.variant) == ["baseline", "control", "wd"] == list(summary.index)
-    assert list(trials.label) == ["baseline", "baseline", "weight_decay=0.1"]
+    assert list(trials.label) == ["baseline", "learning_rate=0.003", "weight_decay=0.1"]
     folder = Path(trials.attrs["path"])
     rows = [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
     assert sorted((r["trial"], r["variant"], r["label"]) for r in rows) == [
-        (0, "baseline", "baseline"), (1, "control", "baseline"), (2, "wd", "weight_decay=0.1")
+        (0, "baseline", "baseline"), (1, "control", "learning_rate=0.003"), (2, "wd", "weight_decay=0.1")
     ]  # fmt: skip
     assert [History.load(p).config["variant"] for p in trials.run_path] == ["baseline", "control", "wd"]
     assert sweep(BASE, [{}], steps=1, runs_dir=tmp_path, progress=False).label.tolist() == ["baseline"]
@@ -1024,8 +1025,8 @@ def test_a_bad_runs_dir_resume_or_stop_is_refused_before_the_folder(tmp_path, mo
 
 def test_an_enormous_grid_or_random_search_is_refused_before_it_is_built():
     """``grid`` of three 1000-value axes built 10**9 dicts (memory filled); ``random_search(10**9)`` drew for ever."""
-    with pytest.raises(ValueError, match=r"grid has 120000 configs \(a 200 x b 200 x c 3\): at most 10000"):
-        grid(a=range(200), b=range(200), c=range(3))
+    with pytest.raises(ValueError, match=r"grid has 120000 configs \(eps 200 x beta1 200 x beta2 3\): at most 10000"):
+        grid(eps=range(200), beta1=range(200), beta2=range(3))
     with pytest.raises(ValueError, match=r"n must be an integer in \[1, 10000\], got 10001"):
         random_search(10_001, learning_rate=(1e-5, 1e-1, "log"))
     assert len(grid(learning_rate=list(range(1, 101)), beta1=[0.5 + i / 1000 for i in range(100)])) == 10_000
