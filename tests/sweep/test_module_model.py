@@ -24,9 +24,9 @@ def test_each_trial_trains_its_own_copy_of_a_module_given_as_model(tmp_path):
     rewards 0.0493 and 0.0513 (the second began where the first ended), and the caller's module was trained."""
     module = _Small()
     before = {k: v.clone() for k, v in module.state_dict().items()}
-    same = {"learning_rate": 1e-2}
+    same = {"learning_rate": 1e-2}  # a list repeats a config only under two variant names
     trials = sweep(rlnb.AdamParams(), [same, same], model=module, steps=2, runs_dir=tmp_path, executor="threads",
-                   progress=False, device="cpu", threads=1)  # fmt: skip
+                   progress=False, device="cpu", threads=1, variants=["a", "b"])  # fmt: skip
     assert list(trials["status"]) == ["COMPLETED", "COMPLETED"]
     assert trials["final_reward"][0] == trials["final_reward"][1]
     assert trials["final_loss"][0] == trials["final_loss"][1]
