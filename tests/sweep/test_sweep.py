@@ -355,6 +355,19 @@ def test_interrupt_keeps_finished_trials_and_the_folder_has_every_row(tmp_path):
     assert sorted(json.loads(line)["trial"] for line in lines) == [0, 1, 2]
 
 
+def test_an_interrupted_sweep_says_so_on_its_table_and_a_finished_one_does_not(tmp_path):
+    """The Ctrl-C went no further than the sweep and nothing on the table said so: a script's loop over sweeps went
+    on to the next one. As ``lr_find``'s ``found.interrupted``."""
+
+    def interrupt(done, total, row):
+        raise KeyboardInterrupt
+
+    kwargs = {"steps": 1, "runs_dir": tmp_path, "executor": "threads"}
+    stopped = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), progress=interrupt, **kwargs)
+    assert list(stopped.status) == ["COMPLETED", "STOPPED"] and stopped.attrs["interrupted"] is True
+    assert sweep(BASE, progress=False, **kwargs).attrs["interrupted"] is False
+
+
 @pytest.mark.slow  # waits out a trial stuck in its reward (~1.3 s each)
 @pytest.mark.parametrize("executor", ["threads", "batched"])
 def test_a_second_interrupt_ends_a_sweep_whose_reward_never_returns(tmp_path, executor):
