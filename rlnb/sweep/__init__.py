@@ -29,7 +29,7 @@ from .driver import sweep
 from .figures import check_column, search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
-from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions
+from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions, check_params
 from .space import BASELINE, Categorical, Float, Int, apply, grid, label, random_search
 from .trial import METRIC_COLUMNS, RESULT_COLUMNS, REWARD_WINDOW
 
@@ -72,6 +72,7 @@ def ablate(
     ``seeds``: default the ``seeds`` of a ``trial_options`` group if one is given, else (0, 1, 2). Returns
     ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric`` over seeds with
     its delta against the baseline."""
+    check_params(base)
     _check_ablation(changes, metric)
     variants = {BASELINE: {}, **{name: dict(change) for name, change in changes.items()}}
     if seeds is None:  # a fixed default here won over the group's seeds, as a field by name does

@@ -22,7 +22,7 @@ from rlnb.params import OptimizerParams
 
 from .dispatch import Plan, Progress, start
 from .folder import begin, held, new_folder, settings, table, trial_run_id
-from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
+from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options, check_params
 from .space import apply, check_variants, config_list, parse_space
 from .trial import TrialSpec
 
@@ -74,6 +74,7 @@ def sweep(
     ``trials.attrs["interrupted"]`` (a script sweeping in a loop stops on it, as on ``lr_find``'s ``interrupted``:
     ``if trials.attrs["interrupted"]: raise KeyboardInterrupt``).
     """
+    check_params(base)
     trial = take(TrialOptions, options, trial_options)
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
