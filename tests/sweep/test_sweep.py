@@ -106,7 +106,9 @@ def test_a_sweep_stopped_before_any_trial_started_still_summarizes(tmp_path):
     assert list(summarize(trials)["not_completed"]) == [1, 1] and trials.run_path.isna().all()
     variants, summary = ablate(BASE, {"wd": {"weight_decay": 0.1}}, seeds=[0], steps=1, runs_dir=tmp_path,
                                progress=False, stop=stop)  # fmt: skip
-    assert list(variants.status) == ["STOPPED", "STOPPED"] and list(summary["failed"]) == [1, 1]
+    assert list(variants.status) == ["STOPPED", "STOPPED"] and list(summary["stopped"]) == [1, 1]
+    # stopped trials were counted failed, and no completed one was a count of NaN
+    assert list(summary["failed"]) == [0, 0] and list(summary["count"]) == [0, 0]
 
 
 def test_a_sweep_over_both_optimizers_gives_muon_options_to_its_muon_trials_only(tmp_path):
