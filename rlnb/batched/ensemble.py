@@ -11,6 +11,7 @@ run records, and how it fails, follows its session alone (see ``Ensemble._step``
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -158,11 +159,11 @@ class Ensemble:
         * sampled log-probs not finite: the sample FAILED NON_FINITE_LOSS, as the sample handler fails it;
         * the reward raised, or the advantages are not finite (``rlnb.tasks.score`` refuses them): the sample
           is recorded COMPLETED, then FAILED with nothing more;
-        * params its weights cannot take (INVALID_INPUT, first), or a non-finite gradient norm (NON_FINITE_LOSS):
-          optim-step FAILED (nothing changed), weights-sync publishes the unchanged step; the trial is FAILED with it;
-        * else forward-backward fails (INVALID_INPUT, NON_FINITE_LOSS: no gradients): its optim-step completes
+        * forward-backward fails (INVALID_INPUT, NON_FINITE_LOSS: no gradients): its optim-step completes
           with no gradients (norm 0, nothing changes) and weights-sync publishes step + 1, as a session
-          runs them; the trial is FAILED with the forward-backward's error.
+          runs them; the trial is FAILED with the forward-backward's error;
+        * a non-finite gradient norm: optim-step FAILED NON_FINITE_LOSS (nothing changed), weights-sync
+          publishes the unchanged step; the trial is FAILED with that error.
         """
         params = self._params(i)
         if not self.live:
@@ -183,17 +184,17 @@ class Ensemble:
         grad_norms, failed = norms.total.tolist(), {}
         for k, m in enumerate(self.live):
             rec, (_, opt, sync) = self.records[m], ops[m]
-            refused = self.optim.refusal(hps[m], grad_norms[k])  # as a session's optim-step refuses it
-            if refused is None and m in fb_errors:  # no gradients: the step completes and changes nothing
+            if m in fb_errors:  # no gradients: the step completes and changes nothing
                 rec.step += 1
                 stats = no_gradient(hps[m])
                 rec.complete(opt, wire.OptimStepResult(step=rec.step, metrics=optim_metrics(stats, hps[m])))
                 rec.history.log_completions(rec.step, completion_rows(rollouts[m]))
                 failed[m] = fb_errors[m]
-            elif refused is not None:  # nothing changed
-                rec.fail(opt, *refused)
+            elif not math.isfinite(grad_norms[k]):
+                message = f"gradient norm is {grad_norms[k]}; parameters and optimizer state unchanged"
+                rec.fail(opt, Code.NON_FINITE_LOSS, message)
                 rec.history.log_completions(rec.step + 1, completion_rows(rollouts[m]))  # as rl_step keeps them
-                failed[m] = f"{refused[0]}: {refused[1]}"
+                failed[m] = f"{Code.NON_FINITE_LOSS}: {message}"
             else:
                 continue
             self._sync(m, sync)
@@ -229,8 +230,7 @@ class Ensemble:
 
     def _params(self, i: int) -> dict[int, OptimizerParams]:
         """Each live member's params at step ``i``; a member whose params raise anything (InvalidParams, a schedule's
-        bug) leaves FAILED with it (a RuntimeError once failed the whole ensemble). Params its weights cannot take
-        fail its optim-step, as a session's (``StackedOptimizer.refusal``)."""
+        bug, a step its weights cannot take) leaves FAILED with it (a RuntimeError once failed the whole ensemble)."""
         expected = PARAMS[self.kind]
         out, bad = {}, {}
         for m in self.live:
@@ -240,9 +240,10 @@ class Ensemble:
                 if not isinstance(value, expected):  # named: "this session's" named no member, nor its params
                     raise TypeError(f"params({i}) returned {type(value).__name__}: optimizer={self.kind!r} takes "
                                     f"{expected.__name__}, not {type(value).__name__}")  # fmt: skip
+                self.optim.limits.check(value.resolved())  # as a session's optim-step: eps 0 in the dtype, lr past it
                 out[m] = value
-            except own_errors() as exc:  # the member's own code: its trial fails, not the ensemble
-                bad[m] = describe(exc)
+            except Exception as exc:  # noqa: BLE001 - the member's own code: its trial fails, not the ensemble
+                bad[m] = f"{type(exc).__name__}: {exc}"
         for m, reason in bad.items():
             self._end([m], "FAILED", reason)
         return out
@@ -271,12 +272,11 @@ class Ensemble:
                 rollouts[m] = score(self.task, groups)
             except own_errors() as exc:  # the user's reward function, or advantages that cannot train
                 self.records[m].history.log_completions(self.records[m].step + 1, completion_rows(groups))
-                bad[m] = describe(exc)
+                bad[m] = describe(exc)  # an exception whose str() raises is named by its type
         for m, reason in bad.items():
             self._end([m], "FAILED", reason)
         if bad:  # their rows leave the batch too
-            B = P * n
-            keep = torch.tensor([r for k, m in enumerate(live) if m not in bad for r in range(k * B, (k + 1) * B)])
+            keep = torch.tensor([k * P * n + r for k, m in enumerate(live) if m not in bad for r in range(P * n)])
             drawn = Drawn(drawn.tokens[keep], drawn.logprobs[keep], drawn.lengths[keep], drawn.stopped[keep])
         return rollouts, drawn
 

@@ -17,7 +17,6 @@ trial alone would make, to float rounding:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -30,7 +29,6 @@ from rlnb.engine.optim.muon import muon_update, shape_scale
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import CLIP_EPS, StepLimits, StepStats
 from rlnb.params import AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
-from rlnb.wire import OperationErrorCode
 
 
 @dataclass
@@ -140,20 +138,6 @@ class StackedOptimizer:
             buf.view(-1, n, r, c).index_select(0, rows).view(-1, r, c)
             for buf, (*_, n, r, c) in zip(self.momentum, self.groups, strict=True)
         ]
-
-    def refusal(self, hp: Hyperparams, grad_norm: float) -> tuple[OperationErrorCode, str] | None:
-        """The code and message a session's optim-step fails a member's step with, or None: params these weights
-        cannot take (``INVALID_INPUT``, checked first, as the session checks them), then a non-finite norm."""
-        try:
-            self.limits.check(hp)
-        except ValueError as exc:  # an AdamW eps that is 0 in the dtype, a step size past it
-            return OperationErrorCode.INVALID_INPUT, str(exc)
-        if not math.isfinite(grad_norm):
-            return (
-                OperationErrorCode.NON_FINITE_LOSS,
-                f"gradient norm is {grad_norm}; parameters and optimizer state unchanged",
-            )
-        return None
 
     @torch.no_grad()
     def norms(self) -> Norms:
