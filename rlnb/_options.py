@@ -91,8 +91,10 @@ def check_bool(name: str, value: Any, *, optional: bool = False) -> bool | None:
 
 def check_event(value: Any, stops: str, name: str = "stop") -> None:
     """``TypeError`` naming ``name`` unless ``value`` is None or an Event (``set`` and ``is_set``; ``stops`` says what
-    setting it stops): ``stop=True`` or ``"yes"`` was an ``AttributeError`` naming nothing, after a folder was made."""
-    if value is not None and not (callable(getattr(value, "set", None)) and callable(getattr(value, "is_set", None))):
+    setting it stops): ``stop=True`` or ``"yes"`` was an ``AttributeError`` naming nothing, after a folder was made;
+    ``stop=threading.Event``, the class (its methods are callable), failed at a sweep's first check, its folder left."""
+    duck = callable(getattr(value, "set", None)) and callable(getattr(value, "is_set", None))
+    if value is not None and (isinstance(value, type) or not duck):
         raise TypeError(f"{name} must be None or a threading.Event (set it to stop {stops}), got {value!r}"[:300])
 
 

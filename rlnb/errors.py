@@ -78,6 +78,15 @@ class Cancelled(OperationError):
         super().__init__(wire.OperationErrorCode.SESSION_NOT_ACTIVE, "the session was stopped while this operation ran")
 
 
+def describe(exc: BaseException) -> str:
+    """``"Type: message"`` of ``exc`` for a row or a log; its type alone when ``str(exc)`` itself raises (a user's
+    exception class): a sweep's row was lost to one, and the sweep with it."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - whatever its __str__ raised, the failure is still said
+        return f"{type(exc).__name__} (its message could not be made)"
+
+
 class OperationTimeout(RlnbError, TimeoutError):
     """The operation did not finish within the time asked for; it may still finish later."""
 

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb.batched.members import Hooks, Member, MemberResult, params_at
+from rlnb.batched.members import Hooks, Member, MemberResult, own_errors, params_at
 from rlnb.batched.optim import StackedOptimizer, no_gradient, plan
 from rlnb.batched.options import EngineOptions, StepOptions
 from rlnb.batched.recorder import Op, Recorder, member_config
@@ -31,6 +31,7 @@ from rlnb.engine.handlers import optim_metrics
 from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.engine.worker import failure
+from rlnb.errors import describe
 from rlnb.params import OptimizerParams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score, step_metrics, unscored
@@ -273,14 +274,13 @@ class Ensemble:
             groups = unscored(self.prompt_texts, out.results, self._completion_text)
             try:  # rewards and group advantages as rl_step computes them
                 rollouts[m] = score(self.task, groups)
-            except Exception as exc:  # noqa: BLE001 - the user's reward function, or advantages that cannot train
+            except own_errors() as exc:  # the user's reward function, or advantages that cannot train
                 self.records[m].history.log_completions(self.records[m].step + 1, completion_rows(groups))
-                bad[m] = f"{type(exc).__name__}: {exc}"
+                bad[m] = describe(exc)  # an exception whose str() raises is named by its type
         for m, reason in bad.items():
             self._end([m], "FAILED", reason)
         if bad:  # their rows leave the batch too
-            B = P * n
-            keep = torch.tensor([r for k, m in enumerate(live) if m not in bad for r in range(k * B, (k + 1) * B)])
+            keep = torch.tensor([k * P * n + r for k, m in enumerate(live) if m not in bad for r in range(P * n)])
             drawn = Drawn(drawn.tokens[keep], drawn.logprobs[keep], drawn.lengths[keep], drawn.stopped[keep])
         return rollouts, drawn
 

@@ -29,7 +29,7 @@ from .driver import sweep
 from .figures import check_column, search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
-from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions
+from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions, check_params
 from .space import BASELINE, Categorical, Float, Int, apply, grid, label, random_search
 from .trial import METRIC_COLUMNS, RESULT_COLUMNS, REWARD_WINDOW
 
@@ -70,8 +70,9 @@ def ablate(
     summary name their variant (``"baseline"`` for ``base`` unchanged, as its label).
 
     ``seeds``: default the ``seeds`` of a ``trial_options`` group if one is given, else (0, 1, 2). Returns
-    ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric`` over seeds with
-    its delta against the baseline."""
+    ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric`` over its COMPLETED trials
+    (``count`` of them) with its delta against the baseline, and how many trials ``failed`` and were ``stopped``."""
+    check_params(base)
     _check_ablation(changes, metric)
     variants = {BASELINE: {}, **{name: dict(change) for name, change in changes.items()}}
     if seeds is None:  # a fixed default here won over the group's seeds, as a field by name does
@@ -82,8 +83,11 @@ def ablate(
     trials = sweep(base, list(variants.values()), seeds=seeds, variants=list(variants), **sweep_options)
     ok = trials[trials.status == "COMPLETED"]
     summary = ok.groupby("variant", sort=False)[metric].agg(["mean", "std", "count"]).reindex(list(variants))
+    summary["count"] = summary["count"].fillna(0).astype(int)  # a variant none of whose trials completed: 0, not NaN
     summary["delta"] = summary["mean"] - summary.loc[BASELINE, "mean"]
-    summary["failed"] = trials.groupby("variant")["status"].apply(lambda s: int((s != "COMPLETED").sum()))
+    ended = trials.groupby("variant")["status"]  # a stopped trial is no failure: it runs again on resume
+    summary["failed"] = ended.apply(lambda s: int((s == "FAILED").sum()))
+    summary["stopped"] = ended.apply(lambda s: int((s == "STOPPED").sum()))
     summary.attrs["metric"] = metric
     return trials, summary
 

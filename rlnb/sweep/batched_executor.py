@@ -19,6 +19,7 @@ from typing import Any
 
 from rlnb.batched import Member, MemberResult, run_batched
 from rlnb.batched.run import most_members
+from rlnb.errors import describe
 from rlnb.tasks import StepReport
 
 from .executors import ABANDONED
@@ -106,7 +107,7 @@ class BatchedExecutor:
         except BaseException as exc:  # noqa: BLE001 - never a hang: each trial left is a FAILED row
             for spec in specs:
                 if spec.trial not in sent:
-                    self._put(base_row(spec, "FAILED", f"batched executor: {type(exc).__name__}: {exc}"), sent)
+                    self._put(base_row(spec, "FAILED", f"batched executor: {describe(exc)}"), sent)
 
     def _put(self, row: dict[str, Any], sent: set[int]) -> None:
         sent.add(row["trial"])
@@ -136,7 +137,7 @@ class BatchedExecutor:
             try:
                 row = self._row(specs[i], result)
             except Exception as exc:  # noqa: BLE001 - the member ended; its row must still come back
-                row = base_row(specs[i], "FAILED", f"its row could not be made: {type(exc).__name__}: {exc}")
+                row = base_row(specs[i], "FAILED", f"its row could not be made: {describe(exc)}")
             self._put(row, sent)
 
         members = [
@@ -151,7 +152,7 @@ class BatchedExecutor:
         except Exception as exc:  # noqa: BLE001 - the ensemble could not run: each trial is a FAILED row
             for spec in specs:
                 if spec.trial not in sent:
-                    row = base_row(spec, "FAILED", f"{type(exc).__name__}: {exc}")
+                    row = base_row(spec, "FAILED", describe(exc))
                     row["wall_s"] = time.perf_counter() - start
                     self._put(row, sent)
 

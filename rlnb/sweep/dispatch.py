@@ -96,6 +96,8 @@ class Run:
         self.rows: list[dict[str, Any]] = []
         self.not_batched: dict[int, str] = {}
         """Trial → why it runs on a thread although batching was asked for."""
+        self.interrupted = False
+        """Whether a Ctrl-C stopped it (the table's ``attrs["interrupted"]``)."""
 
     def executor_for(self, name: str) -> Executor:
         if name not in self.executors:  # only "threads" is made on demand (remote-target trials under "ray")
@@ -154,6 +156,7 @@ class Run:
                     self.record(ex.poll(POLL_S / len(busy)), ex.name)
             except KeyboardInterrupt:
                 interrupts += 1
+                self.interrupted = True
                 self.stop.set()
                 if interrupts > 1:
                     for rows, where in self.stop_all(kill=True):

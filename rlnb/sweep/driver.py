@@ -23,7 +23,7 @@ from rlnb.params import AdamParams, OptimizerParams
 
 from .dispatch import Plan, Progress, start
 from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
-from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options
+from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options, check_params
 from .space import Categorical, apply, check_once, check_variants, config_list, parse_space
 from .trial import TrialSpec
 
@@ -71,8 +71,11 @@ def sweep(
 
     *Stopping.* Set ``stop`` (or interrupt the kernel): finished trials are kept, running ones end
     STOPPED at their next step, the rest are STOPPED before they start. ``resume=trials.attrs["path"]``
-    continues that sweep in its folder with the same arguments.
+    continues that sweep in its folder with the same arguments. A Ctrl-C ends the sweep so and sets
+    ``trials.attrs["interrupted"]`` (a script sweeping in a loop stops on it, as on ``lr_find``'s ``interrupted``:
+    ``if trials.attrs["interrupted"]: raise KeyboardInterrupt``).
     """
+    check_params(base)
     trial = take(TrialOptions, options, trial_options)
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
@@ -126,7 +129,9 @@ def sweep(
         finally:
             for ex in run.executors.values():
                 ex.close()
-        return table(previous + run.rows, folder, trial.objective, source.superseded())
+        trials = table(previous + run.rows, folder, trial.objective, source.superseded())
+        trials.attrs["interrupted"] = run.interrupted  # it went no further: a loop over sweeps stops on it
+        return trials
 
 
 def _check_args(runs_dir: object, resume: object, stop: object, progress: object) -> None:

@@ -16,6 +16,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any, Protocol
 
+from rlnb.errors import describe
+
 from .trial import TrialSpec, base_row, run_trial
 
 Reporter = Callable[[TrialSpec, int, float], "str | None"]
@@ -92,8 +94,8 @@ class ThreadExecutor:
             if fut.set_running_or_notify_cancel():  # False: stopped before it started
                 try:
                     fut.set_result(run_trial(spec, self._runs_dir, control))
-                except BaseException as exc:  # run_trial turns every failure into a row; anything else is a bug
-                    fut.set_exception(exc)
+                except BaseException as exc:  # noqa: BLE001 - run_trial makes every failure a row; a bug still is one
+                    fut.set_result(base_row(spec, "FAILED", f"the trial's thread: {describe(exc)}"))
 
         thread = threading.Thread(target=run, name=f"rlnb-sweep-{spec.trial}", daemon=True)
         self._futures[fut] = spec
@@ -107,7 +109,7 @@ class ThreadExecutor:
         rows = []
         for fut in done:
             self._futures.pop(fut)
-            rows.append(fut.result())  # run_trial turns every failure into a row; anything else is a bug to see
+            rows.append(fut.result())  # always a row: a failure escaping run_trial is one too (it lost every row)
         return rows
 
     def stop(self) -> list[dict[str, Any]]:

@@ -62,7 +62,12 @@ def run_path(folder: Path, recorded: Any) -> str | None:
 def new_folder(runs_dir: str | Path | None) -> Path:
     root = Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()
     folder = root.absolute() / new_run_id("sweep")
-    folder.mkdir(parents=True)
+    try:
+        folder.mkdir(parents=True)
+    except NotADirectoryError:  # a bare "[Errno 20] Not a directory: '<file>/<sweep id>'" named no argument
+        given = "runs_dir" if runs_dir is not None else f"the default runs_dir ({root})"
+        raise NotADirectoryError(f"{given} must be a folder (or where one can be made), but {root} is a file or "
+                                 "lies under one") from None  # fmt: skip
     return folder
 
 

@@ -166,14 +166,20 @@ class RangeTestOptions:
             object.__setattr__(self, name, float(lr))  # np.float32(1e-4) is a number too: a float, as every rate sent
 
 
+def check_params(base: Any) -> None:
+    """``TypeError`` naming ``base`` (of ``lr_find``, ``sweep``, ``ablate``) unless it is an ``OptimizerParams``: a dict
+    of fields was an ``AttributeError`` on ``request_body`` naming neither."""
+    if not isinstance(base, OptimizerParams):
+        raise TypeError(f"base must be an OptimizerParams, such as rlnb.AdamParams() or rlnb.MuonParams(), got "
+                        f"{base!r}"[:300])  # fmt: skip
+
+
 def check_base(base: Any, session: Any, stop: Any = None, progress: Any = None) -> None:
     """``TypeError`` naming ``base``, ``session``, ``stop`` or ``progress`` of ``lr_find`` when it is no
     ``OptimizerParams`` / ``Session`` / Event (``check_event``, as ``sweep`` and ``run_batched`` check it) /
     callable: an AttributeError on ``resolved`` or ``history`` named neither (``lr_find(params, "local")``: a
     target); ``stop=True`` failed at the first step, a run folder made."""
-    if not isinstance(base, OptimizerParams):
-        raise TypeError(f"base must be an OptimizerParams, such as rlnb.AdamParams() or rlnb.MuonParams(), got "
-                        f"{base!r}")  # fmt: skip
+    check_params(base)
     if session is not None and not isinstance(session, Session):
         raise TypeError(f"session must be a Session or None (a fresh one; target= names where), got {session!r}")
     check_event(stop, "the test")

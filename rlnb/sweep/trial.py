@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 from torch import nn
 
 from rlnb.engine.options import MUON_ONLY
-from rlnb.errors import OperationFailed, RateLimitError
+from rlnb.errors import OperationFailed, RateLimitError, describe
 from rlnb.history import History
 from rlnb.params import AdamParams, OptimizerParams
 from rlnb.schedule import Schedule
@@ -151,7 +151,7 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
         # a trial runs on a thread or in a Ray task, never on the thread a Ctrl-C reaches: a KeyboardInterrupt or
         # sys.exit() here is the trial's own code (a reward). On a thread it dropped the trial's row and stopped
         # (or ended) the sweep; in a Ray task it was a STOPPED "cancelled" row, or a crashed worker
-        row.update(status="FAILED", reason=f"{type(exc).__name__}: {exc}")
+        row.update(status="FAILED", reason=describe(exc))  # an exception whose str() raised lost the row
     finally:
         if session is not None:
             session.wait()

@@ -4,12 +4,14 @@ the wrong kind, extras that are not installed. Each is a row or one clear error,
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
 import rlnb
 from rlnb.sweep import grid, sweep
-from tests.support.tasks import raising_task
+from rlnb.tasks import Task
+from tests.support.tasks import UnprintableError, raising_once_task, raising_task
 
 BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
 
@@ -26,6 +28,58 @@ def test_a_reward_raising_keyboard_interrupt_or_exit_on_a_thread_is_a_failed_row
     )  # fmt: skip
     assert list(trials.status) == ["FAILED", "FAILED"]
     assert trials.reason.str.startswith(reason).all() and (trials.steps_done == 0).all()
+
+
+@pytest.mark.parametrize("executor", ["threads", "batched"])
+@pytest.mark.parametrize(
+    ("exc", "reason"), [(KeyboardInterrupt(), "KeyboardInterrupt"), (SystemExit(3), "SystemExit: 3")]
+)
+def test_a_reward_raising_keyboard_interrupt_or_exit_once_fails_that_trial_alone(tmp_path, executor, exc, reason):
+    """Batched: the reward's ``KeyboardInterrupt`` set the sweep's stop (every trial STOPPED, later groups "stopped
+    before it started") and its ``SystemExit`` failed every member of the group; on threads only its trial failed."""
+    stop = threading.Event()
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, task=raising_once_task(exc),
+        executor=executor, runs_dir=tmp_path, progress=False, stop=stop,
+    )  # fmt: skip
+    assert list(trials.status) == ["FAILED", "COMPLETED"] and list(trials.steps_done) == [0, 2]
+    assert trials.reason[0].startswith(reason) and (trials.executor == executor).all()
+    assert not stop.is_set()
+
+
+@pytest.mark.parametrize("executor", ["threads", "batched"])
+def test_a_reward_error_whose_str_raises_is_a_failed_row_named_by_its_type(tmp_path, executor):
+    """On threads the reason's ``str()`` raised out of ``run_trial``: the sweep raised and ``trials.jsonl`` was
+    empty, the other trial's row lost with it."""
+
+    def reward(prompt, completion):
+        raise UnprintableError()
+
+    task = Task("unprintable", [[104, 105]], reward, group_size=4)
+    trials = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, task=task, executor=executor, max_concurrent=2,
+                   runs_dir=tmp_path, progress=False)  # fmt: skip
+    assert list(trials.status) == ["FAILED", "FAILED"]
+    assert (trials.reason == "UnprintableError (its message could not be made)").all()
+    assert len((tmp_path / trials.attrs["path"] / "trials.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_failure_escaping_run_trial_is_that_trials_row_and_the_others_are_kept(tmp_path, monkeypatch):
+    """A bug past ``run_trial``'s own handling: ``poll``'s ``fut.result()`` raised it, every row gathered with it was
+    dropped and the sweep ended."""
+    from rlnb.sweep import executors
+
+    real = executors.run_trial
+
+    def buggy(spec, runs_dir, control):
+        if spec.trial == 0:
+            raise RuntimeError("a bug past run_trial")
+        return real(spec, runs_dir, control)
+
+    monkeypatch.setattr(executors, "run_trial", buggy)
+    trials = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, executor="threads", max_concurrent=2,
+                   runs_dir=tmp_path, progress=False)  # fmt: skip
+    assert list(trials.status) == ["FAILED", "COMPLETED"]
+    assert trials.reason[0] == "the trial's thread: RuntimeError: a bug past run_trial"
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ than the in-process engine samples per prompt, and trainer-only sessions, which 
 
 import re
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 import rlnb
 from rlnb.engine.options import ModelOptions
 from rlnb.remote.start import SessionOptions
-from rlnb.sweep import TrialOptions, sweep
+from rlnb.sweep import TrialOptions, ablate, sweep
 from rlnb.tasks import Task
 
 BASE = rlnb.AdamParams(learning_rate=3e-3)
@@ -31,6 +32,37 @@ def test_a_group_larger_than_the_engine_samples_is_refused_before_the_sweep_fold
     assert list(tmp_path.iterdir()) == []
     assert TrialOptions(task=task(256)).the_task().group_size == 256
     assert TrialOptions(task=task(1000), target=NOWHERE).target == NOWHERE  # Together's API publishes no cap
+
+
+@pytest.mark.parametrize("call", ["sweep", "ablate"])
+@pytest.mark.parametrize("base", [{"learning_rate": 1e-3}, None])
+def test_a_base_that_is_not_optimizer_params_is_refused_naming_it(tmp_path, call, base):
+    """An ``AttributeError: 'dict' object has no attribute 'request_body'`` named neither the argument nor what it
+    takes (``lr_find`` named both)."""
+    with pytest.raises(TypeError, match=r"base must be an OptimizerParams, such as rlnb\.AdamParams\(\) or "):
+        if call == "sweep":
+            sweep(base, runs_dir=tmp_path, progress=False)
+        else:
+            ablate(base, {"hi": {"learning_rate": 1e-2}}, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_event_class_as_stop_is_refused_before_the_sweep_folder(tmp_path):
+    """``stop=threading.Event`` (the class: its ``set`` and ``is_set`` are callable) passed the check and failed once
+    the sweep ran, leaving a folder with ``sweep.json`` and ``sweep.lock`` only."""
+    with pytest.raises(TypeError, match=r"stop must be None or a threading\.Event .*got <class 'threading\.Event'>"):
+        sweep(BASE, runs_dir=tmp_path, progress=False, stop=threading.Event)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_runs_dir_that_is_a_file_is_refused_naming_runs_dir(tmp_path):
+    """A bare ``NotADirectoryError: [Errno 20] Not a directory: '<file>/<sweep id>'``."""
+    file = tmp_path / "notes.txt"
+    file.write_text("mine")
+    for runs_dir in (file, file / "sub"):
+        with pytest.raises(NotADirectoryError, match=rf"runs_dir must be a folder .*but {file}(/sub)? is a file or"):
+            sweep(BASE, runs_dir=runs_dir, progress=False)
+    assert file.read_text() == "mine" and list(tmp_path.iterdir()) == [file]
 
 
 @pytest.mark.parametrize(

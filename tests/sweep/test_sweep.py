@@ -106,7 +106,9 @@ def test_a_sweep_stopped_before_any_trial_started_still_summarizes(tmp_path):
     assert list(summarize(trials)["not_completed"]) == [1, 1] and trials.run_path.isna().all()
     variants, summary = ablate(BASE, {"wd": {"weight_decay": 0.1}}, seeds=[0], steps=1, runs_dir=tmp_path,
                                progress=False, stop=stop)  # fmt: skip
-    assert list(variants.status) == ["STOPPED", "STOPPED"] and list(summary["failed"]) == [1, 1]
+    assert list(variants.status) == ["STOPPED", "STOPPED"] and list(summary["stopped"]) == [1, 1]
+    # stopped trials were counted failed, and no completed one was a count of NaN
+    assert list(summary["failed"]) == [0, 0] and list(summary["count"]) == [0, 0]
 
 
 @pytest.mark.parametrize("executor", ["threads", "batched"])
@@ -357,6 +359,19 @@ def test_interrupt_keeps_finished_trials_and_the_folder_has_every_row(tmp_path):
     assert (trials.executor == "threads").all()
     lines = (Path(trials.attrs["path"]) / "trials.jsonl").read_text().splitlines()
     assert sorted(json.loads(line)["trial"] for line in lines) == [0, 1, 2]
+
+
+def test_an_interrupted_sweep_says_so_on_its_table_and_a_finished_one_does_not(tmp_path):
+    """The Ctrl-C went no further than the sweep and nothing on the table said so: a script's loop over sweeps went
+    on to the next one. As ``lr_find``'s ``found.interrupted``."""
+
+    def interrupt(done, total, row):
+        raise KeyboardInterrupt
+
+    kwargs = {"steps": 1, "runs_dir": tmp_path, "executor": "threads"}
+    stopped = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), progress=interrupt, **kwargs)
+    assert list(stopped.status) == ["COMPLETED", "STOPPED"] and stopped.attrs["interrupted"] is True
+    assert sweep(BASE, progress=False, **kwargs).attrs["interrupted"] is False
 
 
 @pytest.mark.slow  # waits out a trial stuck in its reward (~1.3 s each)
