@@ -31,7 +31,7 @@ def schedule_text(schedule: Schedule) -> str:
     warmup = f", warmup {schedule.warmup_steps}" if schedule.warmup_steps else ""
     if schedule.kind == "constant":
         return f"constant{warmup}"
-    return f"{schedule.kind} to {schedule.min_lr_ratio:g}× at step {schedule.total_steps}{warmup}"
+    return f"{schedule.kind} to {rate(schedule.min_lr_ratio)}× at step {schedule.total_steps}{warmup}"
 
 
 def summary(kind: str, params: OptimizerParams | None, schedule: Schedule | None, preset: str, errors: int) -> str:
@@ -53,9 +53,10 @@ def summary(kind: str, params: OptimizerParams | None, schedule: Schedule | None
 
 def position(schedule: Schedule, step: int, base_lr: float) -> tuple[str, bool]:
     """Where step ``step`` (the next one sent, counting from 0) is on ``schedule`` and the rate it gets:
-    ``step 12 / 30 of the cosine schedule · lr 3.1e-3``. The flag says the step is past the end of a
-    decaying schedule, where every step gets the floor."""
-    lr = f"lr {schedule(step, base_lr):.1e}"
+    ``step 12 / 30 of the cosine schedule · lr 0.0031``, the rate as sent (``rate``: two significant figures showed
+    a 0.00125 that the summary shows exactly as 0.0013). The flag says the step is past the end of a decaying
+    schedule, where every step gets the floor."""
+    lr = f"lr {rate(schedule(step, base_lr))}"
     if step < schedule.warmup_steps:
         return f"step {step} / warmup {schedule.warmup_steps} · {lr}", False
     if schedule.kind == "constant":
@@ -68,7 +69,8 @@ class ScheduleNote:
     """A run panel's line saying where the next step is on the schedule and the rate it gets, and the orange
     warning shown on passing the end of a decaying schedule: once, and said anew whenever the schedule or the rate
     changes while past it (it kept naming the old total steps, floor and rate); hidden while not past, or while
-    there is no valid schedule. ``warnings`` keeps everything it said."""
+    there is no valid schedule. ``warnings`` holds the warning shown now, if any: it kept every version said while
+    a person edited the form (a new one per keystroke in a field), stale figures among them, without bound."""
 
     def __init__(self) -> None:
         self.line = W.HTML()
@@ -89,14 +91,16 @@ class ScheduleNote:
             self.line.value = f"<span style='color:{color}'>{html.escape(text)}</span>"
         if schedule is None or not past:
             self.warning.layout.display = "none"
+            self.warnings.clear()  # in place: a RunPanel's ``warnings`` is this list
             self._warned = None
         elif self._warned != (schedule, base_lr):
             said = (
                 f"⚠ step {step} is past the end of the {schedule.kind} schedule (total steps "
-                f"{schedule.total_steps}): every step from here gets its floor, {schedule.min_lr_ratio:g}× the base "
-                f"rate (lr {schedule(step, base_lr):.1e}). To keep decaying, raise total steps in the optimizer form."
+                f"{schedule.total_steps}): every step from here gets its floor, {rate(schedule.min_lr_ratio)}× the "
+                f"base rate (lr {rate(schedule(step, base_lr))}). To keep decaying, raise total steps in the optimizer "
+                "form."
             )
-            self.warnings.append(said)
+            self.warnings[:] = [said]
             self.warning.value = f"<span style='color:#b45309'>{html.escape(said)}</span>"
             self.warning.layout.display = None
             self._warned = (schedule, base_lr)

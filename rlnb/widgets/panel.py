@@ -39,7 +39,7 @@ class RunPanel:
 
     Each step sends ``builder.params_at(step)`` (the schedule applied), checked against the session
     before anything is submitted. Once the session passes the end of a decaying schedule (every step then
-    gets its floor rate) the panel says so, once, in an orange line (``warnings`` keeps what it said).
+    gets its floor rate) the panel says so, once, in an orange line (``warnings``: the warning shown now, if any).
     By default a step is one RL step of ``task`` (the first-letter task, which the presets' lessons are
     measured on) and logs its mean reward (and, every 10 steps of a verifiable task, its held-out accuracy), and
     the live view draws the reward (the held-out accuracy on its axes) and gradient norm (not the GRPO loss, ≈0
@@ -86,7 +86,8 @@ class RunPanel:
         self._note = ScheduleNote()
         self.schedule_line, self.warning = self._note.line, self._note.warning
         self.warnings: list[str] = self._note.warnings
-        """Every warning the panel has shown (the schedule's end passed), once each."""
+        """The warning shown now (the schedule's end passed), or none: the current figures, not each version said
+        while the form was edited."""
         default = step_fn is None
         self.live = LiveView(
             session.history,

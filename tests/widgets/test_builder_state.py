@@ -10,6 +10,7 @@ import rlnb
 from rlnb.sweep import convert_muon_lr
 from rlnb.testing import FakeBackend
 from rlnb.widgets import PRESETS, OptimizerBuilder, RunPanel
+from rlnb.widgets.describe import rate
 from rlnb.widgets.presets import DEFAULT_PRESET
 
 
@@ -73,12 +74,12 @@ def test_the_warning_past_the_schedules_end_follows_every_change(adam_session):
     assert "step 5 is past the end of the linear schedule (total steps 4)" in panel.warning.value
     assert panel.warning.layout.display is None and panel.warnings[-1] in panel.warning.value
     builder.min_ratio.value = 0.5
-    assert "0.5× the base rate (lr 1.0e-03)" in panel.warning.value
+    assert "0.5× the base rate (lr 0.001)" in panel.warning.value
     builder.adam["learning_rate"].value = 4e-3
-    assert "0.5× the base rate (lr 2.0e-03)" in panel.warning.value
-    assert len(panel.warnings) == 4 and "(total steps 3)" in panel.warnings[0]  # every one it said, kept
+    assert "0.5× the base rate (lr 0.002)" in panel.warning.value
+    assert panel.warnings == [panel.warnings[-1]] and "(lr 0.002)" in panel.warnings[0]  # the current one only
     builder.total.value = 0  # no valid schedule: nothing to warn about
-    assert not builder.valid and panel.warning.layout.display == "none"
+    assert not builder.valid and panel.warning.layout.display == "none" and panel.warnings == []
     builder.total.value = 4
     assert panel.warning.layout.display is None and "(total steps 4)" in panel.warning.value
     builder.sched_kind.value = "constant"  # nothing to pass the end of
@@ -90,6 +91,7 @@ def test_the_warning_past_the_schedules_end_follows_every_change(adam_session):
     assert len(panel.warnings) == n
     builder.total.value = 10
     assert panel.warning.layout.display == "none" and "step 5 / 10" in panel.schedule_line.value
+    assert panel.warnings == []
     panel.close()
 
 
@@ -144,3 +146,37 @@ def test_presets_follow_the_units_picked_in_the_form():
     b.lr_finder.scaling.value = "original"  # and back: the preset's own rate, to float rounding
     assert b.params.learning_rate == pytest.approx(given, rel=1e-12)
     assert not b.modified and b.preset.value == "Together docs"
+
+
+def test_the_warnings_hold_the_current_warning_not_every_version_said(adam_session):
+    """``panel.warnings`` grew by one stale warning per edit while past the schedule's end (a person typing a
+    rate digit by digit left one per digit), without bound."""
+    builder = OptimizerBuilder("adam", total_steps=2)
+    builder.sched_kind.value = "linear"
+    panel = RunPanel(adam_session, builder, step_fn=ce_step, n_steps=3, every=0.05)
+    panel.run_button.click()
+    assert panel.join(60) and len(panel.warnings) == 1
+    for digits in range(1, 40):  # a rate typed, and retyped, while past the end: each edit says it anew
+        builder.adam["learning_rate"].value = digits * 1e-4
+    builder.total.value = 1
+    assert len(panel.warnings) == 1 and panel.warnings[0] in panel.warning.value
+    assert "(total steps 1)" in panel.warnings[0] and f"(lr {39 * 1e-4 * 0.1!r})" in panel.warnings[0]
+    panel.close()
+
+
+@pytest.mark.parametrize("lr", [0.00125, 3e-4, 0.0123456789])
+def test_the_schedule_line_and_warning_show_the_rate_as_sent_as_the_summary_does(adam_session, lr):
+    """The line and the warning showed 0.00125 as 1.3e-03 while the summary showed 0.00125, the rate sent."""
+    builder = OptimizerBuilder("adam", total_steps=1)
+    builder.sched_kind.value = "linear"
+    builder.warmup.value = 0
+    builder.adam["learning_rate"].value = lr
+    panel = RunPanel(adam_session, builder, step_fn=ce_step, n_steps=2, every=0.05)
+    assert f"lr {lr}" in builder.summary and f"linear schedule · lr {lr}<" in panel.schedule_line.value
+    panel.run_button.click()
+    assert panel.join(60)
+    sent = list(adam_session.history.steps.learning_rate)
+    floor = rate(sent[-1])  # repr, as the summary writes it
+    assert float(sent[-1]) == lr * 0.1 and f"(lr {floor})" in panel.warning.value
+    assert f"step 2 / 1 of the linear schedule · lr {floor}<" in panel.schedule_line.value
+    panel.close()
