@@ -25,7 +25,7 @@ from rlnb.schedule import Schedule
 from rlnb.widgets.controls import FIELD, STYLE, WIDE, LearningRate, close_tree, controls, grid, mark, values
 from rlnb.widgets.describe import schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
-from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, differs, preset_values
+from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, differs, preset_values, unconverted
 
 __all__ = ["DEFAULT_PRESET", "LESSONS", "LR_RANGES", "PRESETS", "OptimizerBuilder"]
 
@@ -288,9 +288,10 @@ class OptimizerBuilder:
             except ValueError:  # matplotlib cannot tick rates near the largest float (1e308): no plot, all else
                 self.schedule_plot.layout.display = "none"  # (summary, Find LR, the panel's buttons) follows
         params = self.params if body is not None else None
-        lesson = html.escape(LESSONS[self._applied].text(self.kind), quote=False)  # this tab's: the values differ
+        note = unconverted(self._applied, self.kind, self.muon["learning_rate"].value, self.lr_finder.unconverted)
+        lesson = html.escape(LESSONS[self._applied].text(self.kind) + note, quote=False)  # this tab's: values differ
         self.lesson.value = f"<span style='color:#555'>{lesson}</span>"
-        self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value), len(self.errors)))
+        self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value) + note, len(self.errors)))
         self.lr_finder.sync()
         for cb in list(self._callbacks):
             cb(self)

@@ -126,6 +126,11 @@ class LRFinderControls:
         self.scaling.disabled = True
         self.scaling.tooltip = f"this session's units: {units} (fixed when the session was created)"
 
+    @property
+    def unconverted(self) -> str | None:
+        """The form's Muon units while a rate in "original" units cannot be converted to them (shapes not known)."""
+        return None if self.shapes is not None or self.scaling.value == "original" else str(self.scaling.value)
+
     def from_original(self, lr: float) -> float:
         """A Muon rate in "original" units (a preset's, as its lesson was measured) in the form's units, for the
         shapes known here; as it is when they are not known (the status line says the rate was not converted)."""

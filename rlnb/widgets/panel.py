@@ -66,8 +66,8 @@ class RunPanel:
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)
+        self.builder.lr_finder.session = session  # its units first: the summary that ``lock`` redraws names them
         self.builder.lock(session.optimizer)
-        self.builder.lr_finder.session = session
         self.task = task or first_letter_task()
         self.builder.lr_finder.options.setdefault("task", self.task)  # Find LR probes the task the panel trains
         # One at a time on the session: a range test checkpoints it, and two trainings would share the cores.

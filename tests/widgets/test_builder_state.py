@@ -180,3 +180,21 @@ def test_the_schedule_line_and_warning_show_the_rate_as_sent_as_the_summary_does
     assert float(sent[-1]) == lr * 0.1 and f"(lr {floor})" in panel.warning.value
     assert f"step 2 / 1 of the linear schedule · lr {floor}<" in panel.schedule_line.value
     panel.close()
+
+
+def test_a_preset_rate_left_unconverted_is_not_summarised_as_the_preset():
+    """A remote match_adam session whose shapes are unknown here: the form kept the preset's Muon 0.05, in "original"
+    units (another step size to this session), and the summary said ``preset Learns in 40 steps``, unmodified."""
+    fake = rlnb.Session(FakeBackend("muon"), record=False)  # remote-like: no model here, not a built-in
+    fake.history.config["muon_scaling"] = "match_adam"
+    panel = RunPanel(fake, every=0.05)
+    b, note = panel.builder, "— its Muon lr in original units, not converted to match_adam"
+    assert b.lr_finder.shapes is None and "not converted to match_adam" in b.lr_finder.status.value
+    assert b.params.learning_rate == 0.05 and not b.modified  # as the docs say: loaded as is, and said
+    assert b.summary.endswith(f"preset {DEFAULT_PRESET} {note}") and note in b.lesson.value
+    b.muon["learning_rate"].value = 0.01  # the person's own rate, in the session's units: nothing to convert
+    assert b.modified and b.summary.endswith(f"preset {DEFAULT_PRESET} (modified)") and note not in b.lesson.value
+    b.preset.value = "Together docs"
+    assert b.params.learning_rate == 0.02 and b.summary.endswith(f"preset Together docs {note}")
+    panel.close()
+    fake.close()
