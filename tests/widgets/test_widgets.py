@@ -581,7 +581,8 @@ def test_the_panel_draws_the_held_out_accuracy_its_steps_measure(panel_session):
 
 def test_notebook_05_says_what_the_panels_live_view_draws(panel_session):
     """Notebook 05 said the live view shows the learning rate: the panel draws no such plot (two plots side by
-    side keep it on a laptop's screen); the rate is in the schedule line and the steps table's lr column."""
+    side keep it on a laptop's screen: a third, measured in Lab, made it 800 px tall during a run, over 700); the
+    rate is in the schedule line and the steps table's lr column."""
     cells = json.loads((Path(__file__).parents[2] / "notebooks" / "05-widgets.ipynb").read_text())["cells"]
     said = next(t for t in ("".join(c["source"]) for c in cells) if "The live view draws" in t)
     drawn = said.split("The live view draws")[1].split("— not")[0]
