@@ -2,6 +2,7 @@
 "(modified)" mark, the panel's warning past the schedule's end, a preset's rates) follows what will be sent.
 Widgets driven as a person would, through ``.value`` and ``.click()``."""
 
+import html
 import re
 
 import pytest
@@ -198,3 +199,27 @@ def test_a_preset_rate_left_unconverted_is_not_summarised_as_the_preset():
     assert b.params.learning_rate == 0.02 and b.summary.endswith(f"preset Together docs {note}")
     panel.close()
     fake.close()
+
+
+def test_the_units_of_a_sessions_form_stay_the_sessions_when_set_in_code():
+    """The units dropdown is disabled on a match_adam session, but set in code it converted the form's rate to
+    "original" units, which the session reads as match_adam: another step size, the summary unchanged. No units at
+    all (``index = None``) raised from the observer, and every preset picked after raised too."""
+    session = rlnb.connect(
+        "local", optimizer="muon", model="tiny", muon_scaling="match_adam", record=False, device="cpu"
+    )
+    panel = RunPanel(session, every=0.05)
+    finder, sent = panel.builder.lr_finder, panel.builder.params.learning_rate
+    assert sent == pytest.approx(convert_muon_lr(0.05, "original", "match_adam", "tiny"))
+    finder.scaling.value = "original"
+    assert finder.scaling.value == "match_adam" and panel.builder.params.learning_rate == sent
+    assert "this session's units: match_adam" in html.unescape(finder.status.value)
+    panel.close()
+    session.close()
+    b = OptimizerBuilder("muon")
+    b.lr_finder.scaling.index = None
+    assert b.lr_finder.scaling.value == "original" and "'original' or 'match_adam'" in html.unescape(
+        b.lr_finder.status.value
+    )
+    b.preset.value = "Together docs"
+    assert b.params.learning_rate == 0.02 and b.summary.endswith("preset Together docs")
