@@ -23,7 +23,7 @@ from rlnb.errors import InvalidParams
 from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.widgets.controls import FIELD, STYLE, WIDE, LearningRate, close_tree, controls, grid, mark, values
-from rlnb.widgets.describe import schedule_png, summary
+from rlnb.widgets.describe import check_rates, schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
 from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, differs, preset_values, unconverted
 
@@ -267,6 +267,8 @@ class OptimizerBuilder:
             body = None
         try:
             schedule = self.get_schedule()
+            if body is not None:  # a step whose rate is 0 in float stopped the run there, from a valid form
+                check_rates(schedule, self.params)
         except ValueError as exc:
             self.errors.append(str(exc))
             match = re.match(r"Schedule\.(\w+)", str(exc))
@@ -298,10 +300,8 @@ class OptimizerBuilder:
 
     def _mark(self, bad: set[str]) -> None:
         """Turn the refused fields red, and only those."""
-        if self.kind == "adam":
-            fields = {name: c for name, c in self.adam.items()}
-        else:
-            fields = {**self.muon, **{"adam." + name: c for name, c in self.muon_adam.items()}}
+        aux = {"adam." + name: c for name, c in self.muon_adam.items()}
+        fields = dict(self.adam) if self.kind == "adam" else {**self.muon, **aux}
         for group in (self.adam, self.muon, self.muon_adam):
             for c in group.values():
                 mark(c, False)

@@ -10,6 +10,7 @@ import ipywidgets as W
 import numpy as np
 from matplotlib.figure import Figure
 
+from rlnb.errors import InvalidParams
 from rlnb.params import MuonHyperparams, OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.viz.draw import png
@@ -49,6 +50,25 @@ def summary(kind: str, params: OptimizerParams | None, schedule: Schedule | None
         parts.append(schedule_text(schedule))
     parts.append(f"preset {preset}")
     return " · ".join(parts)
+
+
+def check_rates(schedule: Schedule, params: OptimizerParams) -> None:
+    """``ValueError`` naming the schedule's field when its smallest rate with ``params`` (the floor, or the first
+    warmup step's) is 0 in float, which no optim-step takes: a min lr ratio of 1e-320, or 1e30 warmup steps."""
+    floor = schedule.min_lr_ratio if schedule.kind != "constant" else 1.0
+    first = schedule.multiplier(0)
+    try:
+        params.scaled(min(floor, first))
+    except InvalidParams:
+        if floor <= first:
+            raise ValueError(
+                f"Schedule.min_lr_ratio = {rate(floor)} is invalid: times the learning rate it is 0 in float, which "
+                "no optim-step takes; raise it"
+            ) from None
+        raise ValueError(
+            f"Schedule.warmup_steps = {schedule.warmup_steps} is invalid: the first step's rate, the learning rate / "
+            f"{schedule.warmup_steps}, is 0 in float, which no optim-step takes; shorten it"
+        ) from None
 
 
 def position(schedule: Schedule, step: int, base_lr: float) -> tuple[str, bool]:

@@ -223,3 +223,28 @@ def test_the_units_of_a_sessions_form_stay_the_sessions_when_set_in_code():
     )
     b.preset.value = "Together docs"
     assert b.params.learning_rate == 0.02 and b.summary.endswith("preset Together docs")
+
+
+def test_a_schedule_whose_smallest_rate_is_zero_in_float_is_refused_by_the_form(adam_session):
+    """A min lr ratio of 1e-320 (or a warmup of a million steps on a rate of 1e-320): the form said valid, and the
+    run stopped at the first step whose rate underflowed to 0 ("learning_rate = 0.0 is invalid")."""
+    builder = OptimizerBuilder("adam", total_steps=1)
+    builder.sched_kind.value = "linear"
+    builder.adam["learning_rate"].value = 1e-9
+    builder.min_ratio.value = 1e-320
+    assert not builder.valid and builder.errors == [
+        "Schedule.min_lr_ratio = 1e-320 is invalid: times the learning rate it is 0 in float, which no optim-step "
+        "takes; raise it"
+    ]
+    assert "rlnb-invalid" in builder.min_ratio._dom_classes and builder.summary.startswith("✗ 1 problem")
+    panel = RunPanel(adam_session, builder, step_fn=ce_step, n_steps=3, every=0.05)
+    assert panel.run_button.disabled and not panel.start(3) and adam_session.step == 0
+    builder.min_ratio.value = 1e-300  # 1e-309: small, yet a rate
+    assert builder.valid and panel.start(3) and panel.join(60) and adam_session.step == 3 and panel.error is None
+    builder.sched_kind.value = "constant"  # no floor: the ratio is not used
+    builder.min_ratio.value = 1e-320
+    assert builder.valid
+    builder.adam["learning_rate"].value, builder.total.value, builder.warmup.value = 1e-320, 10**7, 10**6
+    assert not builder.valid and "Schedule.warmup_steps = 1000000 is invalid" in builder.errors[0]
+    assert "rlnb-invalid" in builder.warmup._dom_classes
+    panel.close()
