@@ -26,7 +26,7 @@ from rlnb.viz.live import LiveView
 from rlnb.widgets import turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
-from rlnb.widgets.describe import ScheduleNote
+from rlnb.widgets.describe import ScheduleNote, base_rates
 from rlnb.widgets.steps import StepFn, check_given, done_text, failure_text, figures, rl_figures
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
@@ -260,10 +260,10 @@ class RunPanel:
         schedule; nothing while the builder is invalid (it says what is wrong, and nothing can be sent)."""
         try:
             schedule: Schedule | None = self.builder.get_schedule()
-            base = float(self.builder.params.learning_rate or 0.0)
+            rates = base_rates(self.builder.params)
         except ValueError:
-            schedule, base = None, 0.0
-        self._note.show(schedule, self._step if step is None else step, base)
+            schedule, rates = None, ()
+        self._note.show(schedule, self._step if step is None else step, rates)
 
     def _n_ok(self) -> bool:
         return isinstance(self.n.value, int) and self.n.value >= 1

@@ -248,3 +248,23 @@ def test_a_schedule_whose_smallest_rate_is_zero_in_float_is_refused_by_the_form(
     assert not builder.valid and "Schedule.warmup_steps = 1000000 is invalid" in builder.errors[0]
     assert "rlnb-invalid" in builder.warmup._dom_classes
     panel.close()
+
+
+def test_a_muon_sessions_schedule_line_and_warning_name_both_rates_sent():
+    """The line and the warning named Muon's rate alone ("lr 0.05") while each step also sends a scheduled AdamW
+    rate, which the summary names ("lr 0.05, AdamW 0.002")."""
+    session = rlnb.Session(FakeBackend("muon"), record=False)
+    builder = OptimizerBuilder("muon", total_steps=1)
+    builder.sched_kind.value = "linear"
+    builder.warmup.value = 0
+    panel = RunPanel(session, builder, step_fn=ce_step, n_steps=2, every=0.05)
+    assert "lr 0.05, AdamW 0.002 ·" in builder.summary
+    assert "step 0 / 1 of the linear schedule · lr 0.05, AdamW 0.002<" in panel.schedule_line.value
+    assert panel.start(2) and panel.join(60) and panel.error is None
+    floor = f"lr {rate(0.05 * 0.1)}, AdamW {rate(0.002 * 0.1)}"
+    assert f"step 2 / 1 of the linear schedule · {floor}<" in panel.schedule_line.value
+    assert f"0.1× the base rate ({floor})" in panel.warnings[0]
+    builder.muon_adam["learning_rate"].value = 0.004  # the AdamW rate alone: said anew
+    assert f"AdamW {rate(0.004 * 0.1)})" in panel.warnings[0] and len(panel.warnings) == 1
+    panel.close()
+    session.close()
