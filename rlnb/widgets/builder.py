@@ -23,9 +23,9 @@ from rlnb.errors import InvalidParams
 from rlnb.params import ADAM_FIELDS, MUON_FIELDS, AdamParams, MuonParams, OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.widgets.controls import FIELD, STYLE, WIDE, LearningRate, close_tree, controls, grid, mark, values
-from rlnb.widgets.describe import schedule_png, summary
+from rlnb.widgets.describe import check_rates, schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
-from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, differs, preset_values
+from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, differs, preset_values, unconverted
 
 __all__ = ["DEFAULT_PRESET", "LESSONS", "LR_RANGES", "PRESETS", "OptimizerBuilder"]
 
@@ -267,6 +267,8 @@ class OptimizerBuilder:
             body = None
         try:
             schedule = self.get_schedule()
+            if body is not None:  # a step whose rate is 0 in float stopped the run there, from a valid form
+                check_rates(schedule, self.params)
         except ValueError as exc:
             self.errors.append(str(exc))
             match = re.match(r"Schedule\.(\w+)", str(exc))
@@ -288,19 +290,18 @@ class OptimizerBuilder:
             except ValueError:  # matplotlib cannot tick rates near the largest float (1e308): no plot, all else
                 self.schedule_plot.layout.display = "none"  # (summary, Find LR, the panel's buttons) follows
         params = self.params if body is not None else None
-        lesson = html.escape(LESSONS[self._applied].text(self.kind), quote=False)  # this tab's: the values differ
+        note = unconverted(self._applied, self.kind, self.muon["learning_rate"].value, self.lr_finder.unconverted)
+        lesson = html.escape(LESSONS[self._applied].text(self.kind) + note, quote=False)  # this tab's: values differ
         self.lesson.value = f"<span style='color:#555'>{lesson}</span>"
-        self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value), len(self.errors)))
+        self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value) + note, len(self.errors)))
         self.lr_finder.sync()
         for cb in list(self._callbacks):
             cb(self)
 
     def _mark(self, bad: set[str]) -> None:
         """Turn the refused fields red, and only those."""
-        if self.kind == "adam":
-            fields = {name: c for name, c in self.adam.items()}
-        else:
-            fields = {**self.muon, **{"adam." + name: c for name, c in self.muon_adam.items()}}
+        aux = {"adam." + name: c for name, c in self.muon_adam.items()}
+        fields = dict(self.adam) if self.kind == "adam" else {**self.muon, **aux}
         for group in (self.adam, self.muon, self.muon_adam):
             for c in group.values():
                 mark(c, False)

@@ -10,6 +10,7 @@ import ipywidgets as W
 import numpy as np
 from matplotlib.figure import Figure
 
+from rlnb.errors import InvalidParams
 from rlnb.params import MuonHyperparams, OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.viz.draw import png
@@ -26,12 +27,20 @@ def rate(value: float) -> str:
     return text.replace("e-0", "e-").replace("e+0", "e+")
 
 
+def base_rates(params: OptimizerParams) -> tuple[float, ...]:
+    """The rates a config sends before its schedule: its own, and Muon's AdamW rate too (defaults filled in)."""
+    resolved = params.resolved()
+    if isinstance(resolved, MuonHyperparams):
+        return resolved.learning_rate, resolved.adam.learning_rate
+    return (resolved.learning_rate,)
+
+
 def schedule_text(schedule: Schedule) -> str:
     """``cosine to 0.1× at step 30, warmup 3`` / ``constant``."""
     warmup = f", warmup {schedule.warmup_steps}" if schedule.warmup_steps else ""
     if schedule.kind == "constant":
         return f"constant{warmup}"
-    return f"{schedule.kind} to {schedule.min_lr_ratio:g}× at step {schedule.total_steps}{warmup}"
+    return f"{schedule.kind} to {rate(schedule.min_lr_ratio)}× at step {schedule.total_steps}{warmup}"
 
 
 def summary(kind: str, params: OptimizerParams | None, schedule: Schedule | None, preset: str, errors: int) -> str:
@@ -40,22 +49,44 @@ def summary(kind: str, params: OptimizerParams | None, schedule: Schedule | None
     parts = [f"✗ {errors} problem{'s' if errors != 1 else ''} — open to fix"] if errors else []
     parts.append(kind)
     if params is not None:
-        resolved = params.resolved()
-        lr = f"lr {rate(resolved.learning_rate)}"
-        if isinstance(resolved, MuonHyperparams):
-            lr += f", AdamW {rate(resolved.adam.learning_rate)}"
-        parts.append(lr)
+        parts.append("lr " + ", AdamW ".join(map(rate, base_rates(params))))
     if schedule is not None:
         parts.append(schedule_text(schedule))
     parts.append(f"preset {preset}")
     return " · ".join(parts)
 
 
-def position(schedule: Schedule, step: int, base_lr: float) -> tuple[str, bool]:
-    """Where step ``step`` (the next one sent, counting from 0) is on ``schedule`` and the rate it gets:
-    ``step 12 / 30 of the cosine schedule · lr 3.1e-3``. The flag says the step is past the end of a
-    decaying schedule, where every step gets the floor."""
-    lr = f"lr {schedule(step, base_lr):.1e}"
+def check_rates(schedule: Schedule, params: OptimizerParams) -> None:
+    """``ValueError`` naming the schedule's field when its smallest rate with ``params`` (the floor, or the first
+    warmup step's) is 0 in float, which no optim-step takes: a min lr ratio of 1e-320, or 1e30 warmup steps."""
+    floor = schedule.min_lr_ratio if schedule.kind != "constant" else 1.0
+    first = schedule.multiplier(0)
+    try:
+        params.scaled(min(floor, first))
+    except InvalidParams:
+        if floor <= first:
+            raise ValueError(
+                f"Schedule.min_lr_ratio = {rate(floor)} is invalid: times the learning rate it is 0 in float, which "
+                "no optim-step takes; raise it"
+            ) from None
+        raise ValueError(
+            f"Schedule.warmup_steps = {schedule.warmup_steps} is invalid: the first step's rate, the learning rate / "
+            f"{schedule.warmup_steps}, is 0 in float, which no optim-step takes; shorten it"
+        ) from None
+
+
+def rates_at(schedule: Schedule, step: int, rates: tuple[float, ...]) -> str:
+    """The rates step ``step`` sends, as the summary writes them: ``lr 0.0031``; Muon's ``lr 0.031, AdamW 0.0012``
+    (the line named Muon's alone, while both are scheduled and sent)."""
+    return "lr " + ", AdamW ".join(rate(schedule(step, r)) for r in rates)
+
+
+def position(schedule: Schedule, step: int, rates: tuple[float, ...]) -> tuple[str, bool]:
+    """Where step ``step`` (the next one sent, counting from 0) is on ``schedule`` and the rates it gets (``rates``:
+    ``base_rates``): ``step 12 / 30 of the cosine schedule · lr 0.0031``, each rate as sent (``rate``: two
+    significant figures showed a 0.00125 that the summary shows exactly as 0.0013). The flag says the step is past
+    the end of a decaying schedule, where every step gets the floor."""
+    lr = rates_at(schedule, step, rates)
     if step < schedule.warmup_steps:
         return f"step {step} / warmup {schedule.warmup_steps} · {lr}", False
     if schedule.kind == "constant":
@@ -68,7 +99,8 @@ class ScheduleNote:
     """A run panel's line saying where the next step is on the schedule and the rate it gets, and the orange
     warning shown on passing the end of a decaying schedule: once, and said anew whenever the schedule or the rate
     changes while past it (it kept naming the old total steps, floor and rate); hidden while not past, or while
-    there is no valid schedule. ``warnings`` keeps everything it said."""
+    there is no valid schedule. ``warnings`` holds the warning shown now, if any: it kept every version said while
+    a person edited the form (a new one per keystroke in a field), stale figures among them, without bound."""
 
     def __init__(self) -> None:
         self.line = W.HTML()
@@ -76,30 +108,33 @@ class ScheduleNote:
         self.warning = W.HTML(layout=W.Layout(display="none"))
         self.warning.add_class("rlnb-warning")
         self.warnings: list[str] = []
-        self._warned: tuple[Schedule, float] | None = None  # what the warning shown is about
+        self._warned: tuple[Schedule, tuple[float, ...]] | None = None  # what the warning shown is about
 
-    def show(self, schedule: Schedule | None, step: int, base_lr: float) -> None:
-        """Where ``step`` is on ``schedule`` (None: no valid schedule, an empty line and no warning)."""
+    def show(self, schedule: Schedule | None, step: int, rates: tuple[float, ...]) -> None:
+        """Where ``step`` is on ``schedule`` with base ``rates`` (None: no valid schedule, an empty line and no
+        warning)."""
         if schedule is None:
             self.line.value = ""
             past = False
         else:
-            text, past = position(schedule, step, base_lr)
+            text, past = position(schedule, step, rates)
             color = "#b45309" if past else "#555"
             self.line.value = f"<span style='color:{color}'>{html.escape(text)}</span>"
         if schedule is None or not past:
             self.warning.layout.display = "none"
+            self.warnings.clear()  # in place: a RunPanel's ``warnings`` is this list
             self._warned = None
-        elif self._warned != (schedule, base_lr):
+        elif self._warned != (schedule, rates):
             said = (
                 f"⚠ step {step} is past the end of the {schedule.kind} schedule (total steps "
-                f"{schedule.total_steps}): every step from here gets its floor, {schedule.min_lr_ratio:g}× the base "
-                f"rate (lr {schedule(step, base_lr):.1e}). To keep decaying, raise total steps in the optimizer form."
+                f"{schedule.total_steps}): every step from here gets its floor, {rate(schedule.min_lr_ratio)}× the "
+                f"base rate ({rates_at(schedule, step, rates)}). To keep decaying, raise total steps in the optimizer "
+                "form."
             )
-            self.warnings.append(said)
+            self.warnings[:] = [said]
             self.warning.value = f"<span style='color:#b45309'>{html.escape(said)}</span>"
             self.warning.layout.display = None
-            self._warned = (schedule, base_lr)
+            self._warned = (schedule, rates)
 
 
 def plot_steps(schedule: Schedule) -> list[int]:

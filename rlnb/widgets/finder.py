@@ -81,6 +81,7 @@ class LRFinderControls:
         self._said = ""  # the status of the last range test, shown again once the form is valid
         self._probe = ""  # what the range test in flight runs, for its status line
         self._converting = False
+        self._units: str | None = None  # a session's, which the units must stay (set in code, they converted the rate)
         self.button.on_click(lambda _: self.start())
         self.apply_button.on_click(lambda _: self.apply())
         self.scaling.observe(self._convert, names="value")
@@ -100,7 +101,7 @@ class LRFinderControls:
 
         self._session = session
         if session is None or session.optimizer != "muon":
-            self.scaling.disabled = False
+            self.scaling.disabled, self._units = False, None
             return
         try:
             self.shapes = muon_shapes(session)
@@ -123,8 +124,13 @@ class LRFinderControls:
             self._say(self._said)
         elif units != self.scaling.value:
             self.scaling.value = units  # converts the form's rate with the session's own shapes
-        self.scaling.disabled = True
+        self.scaling.disabled, self._units = True, units
         self.scaling.tooltip = f"this session's units: {units} (fixed when the session was created)"
+
+    @property
+    def unconverted(self) -> str | None:
+        """The form's Muon units while a rate in "original" units cannot be converted to them (shapes not known)."""
+        return None if self.shapes is not None or self.scaling.value == "original" else str(self.scaling.value)
 
     def from_original(self, lr: float) -> float:
         """A Muon rate in "original" units (a preset's, as its lesson was measured) in the form's units, for the
@@ -141,13 +147,14 @@ class LRFinderControls:
         if self._converting:
             return
         lr = self.builder.muon["learning_rate"]
-        if self.shapes is None:
-            self._converting = True
+        if self.shapes is None or change["new"] is None or self._units not in (None, change["new"]):
+            self._converting = True  # None (no units) raised from this observer, and broke every preset picked after
             try:
                 self.scaling.value = change["old"]
             finally:
                 self._converting = False
-            self._say(f"<span style='color:{RED}'>✗ {html.escape(self.scaling.tooltip)}</span>")
+            why = self.scaling.tooltip if change["new"] is not None else "Muon lr units: 'original' or 'match_adam'"
+            self._say(f"<span style='color:{RED}'>✗ {html.escape(why)}</span>")
             return
         if lr.value > 0:
             lr.value = convert_muon_lr(lr.value, change["old"], change["new"], self.shapes)

@@ -26,7 +26,7 @@ from rlnb.viz.live import LiveView
 from rlnb.widgets import turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
-from rlnb.widgets.describe import ScheduleNote
+from rlnb.widgets.describe import ScheduleNote, base_rates
 from rlnb.widgets.steps import StepFn, check_given, done_text, failure_text, figures, rl_figures
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
@@ -39,7 +39,7 @@ class RunPanel:
 
     Each step sends ``builder.params_at(step)`` (the schedule applied), checked against the session
     before anything is submitted. Once the session passes the end of a decaying schedule (every step then
-    gets its floor rate) the panel says so, once, in an orange line (``warnings`` keeps what it said).
+    gets its floor rate) the panel says so, once, in an orange line (``warnings``: the warning shown now, if any).
     By default a step is one RL step of ``task`` (the first-letter task, which the presets' lessons are
     measured on) and logs its mean reward (and, every 10 steps of a verifiable task, its held-out accuracy), and
     the live view draws the reward (the held-out accuracy on its axes) and gradient norm (not the GRPO loss, ≈0
@@ -66,8 +66,8 @@ class RunPanel:
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)
+        self.builder.lr_finder.session = session  # its units first: the summary that ``lock`` redraws names them
         self.builder.lock(session.optimizer)
-        self.builder.lr_finder.session = session
         self.task = task or first_letter_task()
         self.builder.lr_finder.options.setdefault("task", self.task)  # Find LR probes the task the panel trains
         # One at a time on the session: a range test checkpoints it, and two trainings would share the cores.
@@ -86,7 +86,8 @@ class RunPanel:
         self._note = ScheduleNote()
         self.schedule_line, self.warning = self._note.line, self._note.warning
         self.warnings: list[str] = self._note.warnings
-        """Every warning the panel has shown (the schedule's end passed), once each."""
+        """The warning shown now (the schedule's end passed), or none: the current figures, not each version said
+        while the form was edited."""
         default = step_fn is None
         self.live = LiveView(
             session.history,
@@ -259,10 +260,10 @@ class RunPanel:
         schedule; nothing while the builder is invalid (it says what is wrong, and nothing can be sent)."""
         try:
             schedule: Schedule | None = self.builder.get_schedule()
-            base = float(self.builder.params.learning_rate or 0.0)
+            rates = base_rates(self.builder.params)
         except ValueError:
-            schedule, base = None, 0.0
-        self._note.show(schedule, self._step if step is None else step, base)
+            schedule, rates = None, ()
+        self._note.show(schedule, self._step if step is None else step, rates)
 
     def _n_ok(self) -> bool:
         return isinstance(self.n.value, int) and self.n.value >= 1

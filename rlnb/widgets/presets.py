@@ -58,6 +58,17 @@ def preset_values(name: str, muon_rate: Callable[[float], float]) -> dict[str, d
     return values
 
 
+def unconverted(name: str, kind: str, muon_lr: float, units: str | None) -> str:
+    """What a form of ``kind`` adds to preset ``name``'s label while it holds that preset's Muon rate, measured in
+    "original" units, unconverted to ``units`` (the form's, ``LRFinderControls.unconverted``): to a session reading
+    rates as match_adam the same number is another step size, yet the summary said the preset, unmodified."""
+    if kind != "muon" or units in (None, "original"):
+        return ""
+    if not math.isclose(muon_lr, PRESETS[name]["muon"]["learning_rate"], rel_tol=1e-12):
+        return ""  # a rate of the person's own
+    return f" — its Muon lr in original units, not converted to {units}"
+
+
 def differs(groups: Iterable[tuple[dict[str, Any], str]], values: dict[str, dict[str, Any]]) -> bool:
     """Whether a control of ``groups`` (its controls by field, its key in ``values``) differs from ``values``; a rate
     by more than float rounding (one converted to other Muon units and back is the preset's still)."""

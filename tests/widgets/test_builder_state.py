@@ -2,6 +2,7 @@
 "(modified)" mark, the panel's warning past the schedule's end, a preset's rates) follows what will be sent.
 Widgets driven as a person would, through ``.value`` and ``.click()``."""
 
+import html
 import re
 
 import pytest
@@ -10,6 +11,7 @@ import rlnb
 from rlnb.sweep import convert_muon_lr
 from rlnb.testing import FakeBackend
 from rlnb.widgets import PRESETS, OptimizerBuilder, RunPanel
+from rlnb.widgets.describe import rate
 from rlnb.widgets.presets import DEFAULT_PRESET
 
 
@@ -73,12 +75,12 @@ def test_the_warning_past_the_schedules_end_follows_every_change(adam_session):
     assert "step 5 is past the end of the linear schedule (total steps 4)" in panel.warning.value
     assert panel.warning.layout.display is None and panel.warnings[-1] in panel.warning.value
     builder.min_ratio.value = 0.5
-    assert "0.5× the base rate (lr 1.0e-03)" in panel.warning.value
+    assert "0.5× the base rate (lr 0.001)" in panel.warning.value
     builder.adam["learning_rate"].value = 4e-3
-    assert "0.5× the base rate (lr 2.0e-03)" in panel.warning.value
-    assert len(panel.warnings) == 4 and "(total steps 3)" in panel.warnings[0]  # every one it said, kept
+    assert "0.5× the base rate (lr 0.002)" in panel.warning.value
+    assert panel.warnings == [panel.warnings[-1]] and "(lr 0.002)" in panel.warnings[0]  # the current one only
     builder.total.value = 0  # no valid schedule: nothing to warn about
-    assert not builder.valid and panel.warning.layout.display == "none"
+    assert not builder.valid and panel.warning.layout.display == "none" and panel.warnings == []
     builder.total.value = 4
     assert panel.warning.layout.display is None and "(total steps 4)" in panel.warning.value
     builder.sched_kind.value = "constant"  # nothing to pass the end of
@@ -90,6 +92,7 @@ def test_the_warning_past_the_schedules_end_follows_every_change(adam_session):
     assert len(panel.warnings) == n
     builder.total.value = 10
     assert panel.warning.layout.display == "none" and "step 5 / 10" in panel.schedule_line.value
+    assert panel.warnings == []
     panel.close()
 
 
@@ -144,3 +147,124 @@ def test_presets_follow_the_units_picked_in_the_form():
     b.lr_finder.scaling.value = "original"  # and back: the preset's own rate, to float rounding
     assert b.params.learning_rate == pytest.approx(given, rel=1e-12)
     assert not b.modified and b.preset.value == "Together docs"
+
+
+def test_the_warnings_hold_the_current_warning_not_every_version_said(adam_session):
+    """``panel.warnings`` grew by one stale warning per edit while past the schedule's end (a person typing a
+    rate digit by digit left one per digit), without bound."""
+    builder = OptimizerBuilder("adam", total_steps=2)
+    builder.sched_kind.value = "linear"
+    panel = RunPanel(adam_session, builder, step_fn=ce_step, n_steps=3, every=0.05)
+    panel.run_button.click()
+    assert panel.join(60) and len(panel.warnings) == 1
+    for digits in range(1, 40):  # a rate typed, and retyped, while past the end: each edit says it anew
+        builder.adam["learning_rate"].value = digits * 1e-4
+    builder.total.value = 1
+    assert len(panel.warnings) == 1 and panel.warnings[0] in panel.warning.value
+    assert "(total steps 1)" in panel.warnings[0] and f"(lr {39 * 1e-4 * 0.1!r})" in panel.warnings[0]
+    panel.close()
+
+
+@pytest.mark.parametrize("lr", [0.00125, 3e-4, 0.0123456789])
+def test_the_schedule_line_and_warning_show_the_rate_as_sent_as_the_summary_does(adam_session, lr):
+    """The line and the warning showed 0.00125 as 1.3e-03 while the summary showed 0.00125, the rate sent."""
+    builder = OptimizerBuilder("adam", total_steps=1)
+    builder.sched_kind.value = "linear"
+    builder.warmup.value = 0
+    builder.adam["learning_rate"].value = lr
+    panel = RunPanel(adam_session, builder, step_fn=ce_step, n_steps=2, every=0.05)
+    assert f"lr {lr}" in builder.summary and f"linear schedule · lr {lr}<" in panel.schedule_line.value
+    panel.run_button.click()
+    assert panel.join(60)
+    sent = list(adam_session.history.steps.learning_rate)
+    floor = rate(sent[-1])  # repr, as the summary writes it
+    assert float(sent[-1]) == lr * 0.1 and f"(lr {floor})" in panel.warning.value
+    assert f"step 2 / 1 of the linear schedule · lr {floor}<" in panel.schedule_line.value
+    panel.close()
+
+
+def test_a_preset_rate_left_unconverted_is_not_summarised_as_the_preset():
+    """A remote match_adam session whose shapes are unknown here: the form kept the preset's Muon 0.05, in "original"
+    units (another step size to this session), and the summary said ``preset Learns in 40 steps``, unmodified."""
+    fake = rlnb.Session(FakeBackend("muon"), record=False)  # remote-like: no model here, not a built-in
+    fake.history.config["muon_scaling"] = "match_adam"
+    panel = RunPanel(fake, every=0.05)
+    b, note = panel.builder, "— its Muon lr in original units, not converted to match_adam"
+    assert b.lr_finder.shapes is None and "not converted to match_adam" in b.lr_finder.status.value
+    assert b.params.learning_rate == 0.05 and not b.modified  # as the docs say: loaded as is, and said
+    assert b.summary.endswith(f"preset {DEFAULT_PRESET} {note}") and note in b.lesson.value
+    b.muon["learning_rate"].value = 0.01  # the person's own rate, in the session's units: nothing to convert
+    assert b.modified and b.summary.endswith(f"preset {DEFAULT_PRESET} (modified)") and note not in b.lesson.value
+    b.preset.value = "Together docs"
+    assert b.params.learning_rate == 0.02 and b.summary.endswith(f"preset Together docs {note}")
+    panel.close()
+    fake.close()
+
+
+def test_the_units_of_a_sessions_form_stay_the_sessions_when_set_in_code():
+    """The units dropdown is disabled on a match_adam session, but set in code it converted the form's rate to
+    "original" units, which the session reads as match_adam: another step size, the summary unchanged. No units at
+    all (``index = None``) raised from the observer, and every preset picked after raised too."""
+    session = rlnb.connect(
+        "local", optimizer="muon", model="tiny", muon_scaling="match_adam", record=False, device="cpu"
+    )
+    panel = RunPanel(session, every=0.05)
+    finder, sent = panel.builder.lr_finder, panel.builder.params.learning_rate
+    assert sent == pytest.approx(convert_muon_lr(0.05, "original", "match_adam", "tiny"))
+    finder.scaling.value = "original"
+    assert finder.scaling.value == "match_adam" and panel.builder.params.learning_rate == sent
+    assert "this session's units: match_adam" in html.unescape(finder.status.value)
+    panel.close()
+    session.close()
+    b = OptimizerBuilder("muon")
+    b.lr_finder.scaling.index = None
+    assert b.lr_finder.scaling.value == "original" and "'original' or 'match_adam'" in html.unescape(
+        b.lr_finder.status.value
+    )
+    b.preset.value = "Together docs"
+    assert b.params.learning_rate == 0.02 and b.summary.endswith("preset Together docs")
+
+
+def test_a_schedule_whose_smallest_rate_is_zero_in_float_is_refused_by_the_form(adam_session):
+    """A min lr ratio of 1e-320 (or a warmup of a million steps on a rate of 1e-320): the form said valid, and the
+    run stopped at the first step whose rate underflowed to 0 ("learning_rate = 0.0 is invalid")."""
+    builder = OptimizerBuilder("adam", total_steps=1)
+    builder.sched_kind.value = "linear"
+    builder.adam["learning_rate"].value = 1e-9
+    builder.min_ratio.value = 1e-320
+    assert not builder.valid and builder.errors == [
+        "Schedule.min_lr_ratio = 1e-320 is invalid: times the learning rate it is 0 in float, which no optim-step "
+        "takes; raise it"
+    ]
+    assert "rlnb-invalid" in builder.min_ratio._dom_classes and builder.summary.startswith("✗ 1 problem")
+    panel = RunPanel(adam_session, builder, step_fn=ce_step, n_steps=3, every=0.05)
+    assert panel.run_button.disabled and not panel.start(3) and adam_session.step == 0
+    builder.min_ratio.value = 1e-300  # 1e-309: small, yet a rate
+    assert builder.valid and panel.start(3) and panel.join(60) and adam_session.step == 3 and panel.error is None
+    builder.sched_kind.value = "constant"  # no floor: the ratio is not used
+    builder.min_ratio.value = 1e-320
+    assert builder.valid
+    builder.adam["learning_rate"].value, builder.total.value, builder.warmup.value = 1e-320, 10**7, 10**6
+    assert not builder.valid and "Schedule.warmup_steps = 1000000 is invalid" in builder.errors[0]
+    assert "rlnb-invalid" in builder.warmup._dom_classes
+    panel.close()
+
+
+def test_a_muon_sessions_schedule_line_and_warning_name_both_rates_sent():
+    """The line and the warning named Muon's rate alone ("lr 0.05") while each step also sends a scheduled AdamW
+    rate, which the summary names ("lr 0.05, AdamW 0.002")."""
+    session = rlnb.Session(FakeBackend("muon"), record=False)
+    builder = OptimizerBuilder("muon", total_steps=1)
+    builder.sched_kind.value = "linear"
+    builder.warmup.value = 0
+    panel = RunPanel(session, builder, step_fn=ce_step, n_steps=2, every=0.05)
+    assert "lr 0.05, AdamW 0.002 ·" in builder.summary
+    assert "step 0 / 1 of the linear schedule · lr 0.05, AdamW 0.002<" in panel.schedule_line.value
+    assert panel.start(2) and panel.join(60) and panel.error is None
+    floor = f"lr {rate(0.05 * 0.1)}, AdamW {rate(0.002 * 0.1)}"
+    assert f"step 2 / 1 of the linear schedule · {floor}<" in panel.schedule_line.value
+    assert f"0.1× the base rate ({floor})" in panel.warnings[0]
+    builder.muon_adam["learning_rate"].value = 0.004  # the AdamW rate alone: said anew
+    assert f"AdamW {rate(0.004 * 0.1)})" in panel.warnings[0] and len(panel.warnings) == 1
+    panel.close()
+    session.close()
