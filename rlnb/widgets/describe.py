@@ -75,10 +75,19 @@ def check_rates(schedule: Schedule, params: OptimizerParams) -> None:
         ) from None
 
 
+def scheduled_rate(value: float) -> str:
+    """A rate a schedule computed: as sent (``rate``) where that takes at most 10 significant figures, else ``≈`` and
+    4 of them (``≈0.04864``, not ``0.04864308396768294``, which filled the panel's line)."""
+    exact = rate(value)
+    if len(exact.partition("e")[0].lstrip("-").replace(".", "").strip("0")) <= 10:
+        return exact
+    return "≈" + rate(float(f"{value:.4g}"))
+
+
 def rates_at(schedule: Schedule, step: int, rates: tuple[float, ...]) -> str:
     """The rates step ``step`` sends, as the summary writes them: ``lr 0.0031``; Muon's ``lr 0.031, AdamW 0.0012``
-    (the line named Muon's alone, while both are scheduled and sent)."""
-    return "lr " + ", AdamW ".join(rate(schedule(step, r)) for r in rates)
+    (the line named Muon's alone, while both are scheduled and sent); a computed one rounded, said so (``≈``)."""
+    return "lr " + ", AdamW ".join(scheduled_rate(schedule(step, r)) for r in rates)
 
 
 def position(schedule: Schedule, step: int, rates: tuple[float, ...]) -> tuple[str, bool]:

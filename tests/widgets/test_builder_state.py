@@ -11,7 +11,7 @@ import rlnb
 from rlnb.sweep import convert_muon_lr
 from rlnb.testing import FakeBackend
 from rlnb.widgets import PRESETS, OptimizerBuilder, RunPanel
-from rlnb.widgets.describe import rate
+from rlnb.widgets.describe import scheduled_rate
 from rlnb.widgets.presets import DEFAULT_PRESET
 
 
@@ -161,7 +161,7 @@ def test_the_warnings_hold_the_current_warning_not_every_version_said(adam_sessi
         builder.adam["learning_rate"].value = digits * 1e-4
     builder.total.value = 1
     assert len(panel.warnings) == 1 and panel.warnings[0] in panel.warning.value
-    assert "(total steps 1)" in panel.warnings[0] and f"(lr {39 * 1e-4 * 0.1!r})" in panel.warnings[0]
+    assert "(total steps 1)" in panel.warnings[0] and f"(lr {scheduled_rate(39 * 1e-4 * 0.1)})" in panel.warnings[0]
     panel.close()
 
 
@@ -177,7 +177,7 @@ def test_the_schedule_line_and_warning_show_the_rate_as_sent_as_the_summary_does
     panel.run_button.click()
     assert panel.join(60)
     sent = list(adam_session.history.steps.learning_rate)
-    floor = rate(sent[-1])  # repr, as the summary writes it
+    floor = scheduled_rate(sent[-1])  # as sent, or ≈ 4 figures where float arithmetic made it long
     assert float(sent[-1]) == lr * 0.1 and f"(lr {floor})" in panel.warning.value
     assert f"step 2 / 1 of the linear schedule · lr {floor}<" in panel.schedule_line.value
     panel.close()
@@ -261,10 +261,20 @@ def test_a_muon_sessions_schedule_line_and_warning_name_both_rates_sent():
     assert "lr 0.05, AdamW 0.002 ·" in builder.summary
     assert "step 0 / 1 of the linear schedule · lr 0.05, AdamW 0.002<" in panel.schedule_line.value
     assert panel.start(2) and panel.join(60) and panel.error is None
-    floor = f"lr {rate(0.05 * 0.1)}, AdamW {rate(0.002 * 0.1)}"
+    floor = f"lr {scheduled_rate(0.05 * 0.1)}, AdamW {scheduled_rate(0.002 * 0.1)}"
     assert f"step 2 / 1 of the linear schedule · {floor}<" in panel.schedule_line.value
     assert f"0.1× the base rate ({floor})" in panel.warnings[0]
     builder.muon_adam["learning_rate"].value = 0.004  # the AdamW rate alone: said anew
-    assert f"AdamW {rate(0.004 * 0.1)})" in panel.warnings[0] and len(panel.warnings) == 1
+    assert f"AdamW {scheduled_rate(0.004 * 0.1)})" in panel.warnings[0] and len(panel.warnings) == 1
     panel.close()
     session.close()
+
+
+def test_a_rate_a_schedule_computed_reads_in_four_figures_said_approximate():
+    """Rates as sent put ``lr 0.04864308396768294, AdamW 0.0019457233587073174`` (a cosine's step) or
+    ``0.005000000000000001`` (0.05 x 0.1) in the panel's line. A computed rate of more than 10 significant figures
+    is now ``≈`` and 4 of them; a rate that reads back in 10 or fewer is written as sent."""
+    assert [scheduled_rate(v) for v in (0.04864308396768294, 0.05 * 0.1, 0.0003 * 0.1, 1.2345678e-5)] == [
+        "≈0.04864", "≈0.005", "≈3e-5", "1.2345678e-5"]  # fmt: skip
+    as_sent = (0.00125, 100.0, 1e-9, 0.0123456789)
+    assert [scheduled_rate(v) for v in as_sent] == ["0.00125", "100", "1e-9", "0.0123456789"]
