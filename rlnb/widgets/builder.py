@@ -177,7 +177,7 @@ class OptimizerBuilder(BuilderForm):
             bad.add("schedule." + (match.group(1) if match else "kind"))
             schedule = None
         self.mark_refused(self.kind, bad)
-        self.show(self.errors, body)
+        self.show(self.errors, body, self.selection.take_notice())
         if schedule is not None and body is not None:
             try:
                 self.schedule_plot.value = schedule_png(schedule, float(self.params.learning_rate or 0.0))

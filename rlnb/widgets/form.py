@@ -90,9 +90,9 @@ class BuilderForm:
             self.sched_kind.value, int(self.warmup.value), int(self.total.value), float(self.min_ratio.value)
         )
 
-    def show(self, errors: list[str], body: dict[str, Any] | None) -> None:
-        """The message line and the JSON preview (``body``: None while the fields are not sendable)."""
-        said = ""
+    def show(self, errors: list[str], body: dict[str, Any] | None, notice: str = "") -> None:
+        """The message line (``notice``: a control set in code and put back, and why) and the JSON preview."""
+        said = f"<div style='color:{RED}'>✗ {notice}</div>" if notice else ""
         if errors:
             said += "".join(f"<div style='color:{RED}'>✗ {e}</div>" for e in errors)
         else:

@@ -1,7 +1,8 @@
 """Which optimizer tab and which preset the builder's form holds: the state its summary and lesson follow.
 
 A preset fills every control, Muon's rate in the form's units (a match_adam session read a preset's 0.05 as
-another step size); an edit of the selected tab marks it "<preset> (modified)".
+another step size); an edit of the selected tab marks it "<preset> (modified)". A tab set to none in code is
+put back, and the message line says why: the builder read no tab as Muon.
 """
 
 from __future__ import annotations
@@ -26,13 +27,15 @@ class Selection:
         self.modified = False
         self.quiet = False
         """True while the form's controls are set from here: the builder waits for one redraw at the end."""
+        self.notice = ""
+        """Why a control set in code was put back, shown once in the message line (``take_notice``)."""
         form.tabs.observe(self._tab, names="selected_index")
         form.preset.observe(self._picked, names="value")
 
     @property
     def kind(self) -> str:
-        """The selected tab's optimizer kind."""
-        return "adam" if self.form.tabs.selected_index == 0 else "muon"
+        """The selected tab's optimizer kind (no tab, set in code, is put back at once: ``_tab``)."""
+        return wire.OPTIMIZERS[self.form.tabs.selected_index or 0]
 
     @kind.setter
     def kind(self, value: str) -> None:
@@ -87,8 +90,20 @@ class Selection:
             finally:
                 self.quiet = False
 
+    def take_notice(self) -> str:
+        """The notice to show now, once: the next change clears it."""
+        notice, self.notice = self.notice, ""
+        return notice
+
     def _tab(self, change: dict[str, Any]) -> None:
-        self.changed()
+        if change["new"] is not None:
+            self.changed()
+            return
+        # ``selected_index = None`` (only code can) selected no tab, and the builder built and sent Muon params
+        kind = self.locked or wire.OPTIMIZERS[change["old"] or 0]
+        why = "this session's optimizer" if self.locked else "the tab selected before"
+        self.notice = f"tabs.selected_index = None selects no optimizer: put back to {kind.capitalize()}, {why}"
+        self.kind = kind
 
     def _picked(self, change: dict[str, Any]) -> None:
         if not self.quiet and change["new"] in PRESETS:

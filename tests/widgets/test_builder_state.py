@@ -278,3 +278,25 @@ def test_a_rate_a_schedule_computed_reads_in_four_figures_said_approximate():
         "≈0.04864", "≈0.005", "≈3e-5", "1.2345678e-5"]  # fmt: skip
     as_sent = (0.00125, 100.0, 1e-9, 0.0123456789)
     assert [scheduled_rate(v) for v in as_sent] == ["0.00125", "100", "1e-9", "0.0123456789"]
+
+
+def test_no_tab_selected_in_code_is_put_back_and_said(adam_session):
+    """``tabs.selected_index = None`` (code only) left no tab selected, and the builder read it as Muon: it built,
+    summarised and would send Muon params, and on an Adam session said the Muon tab could not be sent."""
+    b = OptimizerBuilder("adam")
+    b.tabs.selected_index = None
+    assert b.tabs.selected_index == 0 and b.kind == "adam" and b.valid
+    assert b.params.request_body() == OptimizerBuilder("adam").params.request_body()
+    assert b.summary.startswith("adam · lr 0.002")
+    said = html.unescape(b.message.value)
+    assert "tabs.selected_index = None selects no optimizer: put back to Adam, the tab selected before" in said
+    b.kind = "muon"
+    b.tabs.selected_index = None
+    assert b.kind == "muon" and "put back to Muon" in html.unescape(b.message.value)
+    b.muon["momentum"].value = 0.9  # the next change clears the notice
+    assert "selected_index" not in b.message.value and "✓ valid" in b.message.value
+    panel = RunPanel(adam_session, step_fn=ce_step, n_steps=3, every=0.05)
+    panel.builder.tabs.selected_index = None  # locked: back to the session's optimizer
+    assert panel.builder.kind == "adam" and panel.builder.valid and not panel.step_button.disabled
+    assert "put back to Adam, this session's optimizer" in html.unescape(panel.builder.message.value)
+    panel.close()
