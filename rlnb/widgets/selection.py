@@ -1,8 +1,8 @@
 """Which optimizer tab and which preset the builder's form holds: the state its summary and lesson follow.
 
 A preset fills every control, Muon's rate in the form's units (a match_adam session read a preset's 0.05 as
-another step size); an edit of the selected tab marks it "<preset> (modified)". A tab set to none in code is
-put back, and the message line says why: the builder read no tab as Muon.
+another step size); an edit of the selected tab marks it "<preset> (modified)". A tab or preset set to none in
+code is put back, and the message line says why: the builder read no tab as Muon and kept a blank preset's label.
 """
 
 from __future__ import annotations
@@ -106,5 +106,15 @@ class Selection:
         self.kind = kind
 
     def _picked(self, change: dict[str, Any]) -> None:
-        if not self.quiet and change["new"] in PRESETS:
+        if self.quiet:
+            return
+        if change["new"] is None:  # ``index = None`` (code): a blank dropdown, while the summary named the preset
+            self.quiet = True
+            try:
+                self.form.preset.value = change["old"]
+            finally:
+                self.quiet = False
+            self.notice = f"preset.index = None selects no preset: put back to {change['old']}, what the form holds"
+            self.changed()
+        elif change["new"] in PRESETS:
             self.apply(change["new"])

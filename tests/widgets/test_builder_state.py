@@ -300,3 +300,22 @@ def test_no_tab_selected_in_code_is_put_back_and_said(adam_session):
     assert panel.builder.kind == "adam" and panel.builder.valid and not panel.step_button.disabled
     assert "put back to Adam, this session's optimizer" in html.unescape(panel.builder.message.value)
     panel.close()
+
+
+@pytest.mark.parametrize("edited", [False, True])
+def test_no_preset_selected_in_code_is_put_back_and_said(edited):
+    """``preset.index = None`` (code) left the dropdown blank while the summary named the preset (or, after the next
+    change, "preset None"): the form holds the preset (or its edit) still, so the dropdown says so again."""
+    b = OptimizerBuilder("adam")
+    if edited:
+        b.adam["beta1"].value = 0.5
+    label = f"{DEFAULT_PRESET} (modified)" if edited else DEFAULT_PRESET
+    sent = b.params
+    b.preset.index = None
+    assert b.preset.value == label and b.summary.endswith(f"preset {label}") and b.modified is edited
+    assert b.params == sent and b.valid
+    assert f"preset.index = None selects no preset: put back to {label}" in html.unescape(b.message.value)
+    b.adam["beta2"].value = 0.9  # a later edit: still the preset's label, never "None"
+    assert b.summary.endswith(f"preset {DEFAULT_PRESET} (modified)") and "preset.index" not in b.message.value
+    b.preset.value = "Together docs"  # a preset picked after is applied as before
+    assert b.params.learning_rate == 1e-4 and b.summary.endswith("preset Together docs")
