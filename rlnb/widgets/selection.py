@@ -114,7 +114,7 @@ class Selection:
                 self.form.preset.value = change["old"]
             finally:
                 self.quiet = False
-            self.notice = f"preset.index = None selects no preset: put back to {change['old']}, what the form holds"
+            self.notice = f"no preset selected (None, set in code): put back to {change['old']}, what the form holds"
             self.changed()
         elif change["new"] in PRESETS:
             self.apply(change["new"])

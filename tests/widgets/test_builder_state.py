@@ -314,8 +314,8 @@ def test_no_preset_selected_in_code_is_put_back_and_said(edited):
     b.preset.index = None
     assert b.preset.value == label and b.summary.endswith(f"preset {label}") and b.modified is edited
     assert b.params == sent and b.valid
-    assert f"preset.index = None selects no preset: put back to {label}" in html.unescape(b.message.value)
+    assert f"no preset selected (None, set in code): put back to {label}" in html.unescape(b.message.value)
     b.adam["beta2"].value = 0.9  # a later edit: still the preset's label, never "None"
-    assert b.summary.endswith(f"preset {DEFAULT_PRESET} (modified)") and "preset.index" not in b.message.value
+    assert b.summary.endswith(f"preset {DEFAULT_PRESET} (modified)") and "no preset" not in b.message.value
     b.preset.value = "Together docs"  # a preset picked after is applied as before
     assert b.params.learning_rate == 1e-4 and b.summary.endswith("preset Together docs")
