@@ -278,3 +278,44 @@ def test_a_rate_a_schedule_computed_reads_in_four_figures_said_approximate():
         "≈0.04864", "≈0.005", "≈3e-5", "1.2345678e-5"]  # fmt: skip
     as_sent = (0.00125, 100.0, 1e-9, 0.0123456789)
     assert [scheduled_rate(v) for v in as_sent] == ["0.00125", "100", "1e-9", "0.0123456789"]
+
+
+def test_no_tab_selected_in_code_is_put_back_and_said(adam_session):
+    """``tabs.selected_index = None`` (code only) left no tab selected, and the builder read it as Muon: it built,
+    summarised and would send Muon params, and on an Adam session said the Muon tab could not be sent."""
+    b = OptimizerBuilder("adam")
+    b.tabs.selected_index = None
+    assert b.tabs.selected_index == 0 and b.kind == "adam" and b.valid
+    assert b.params.request_body() == OptimizerBuilder("adam").params.request_body()
+    assert b.summary.startswith("adam · lr 0.002")
+    said = html.unescape(b.message.value)
+    assert "tabs.selected_index = None selects no optimizer: put back to Adam, the tab selected before" in said
+    b.kind = "muon"
+    b.tabs.selected_index = None
+    assert b.kind == "muon" and "put back to Muon" in html.unescape(b.message.value)
+    b.muon["momentum"].value = 0.9  # the next change clears the notice
+    assert "selected_index" not in b.message.value and "✓ valid" in b.message.value
+    panel = RunPanel(adam_session, step_fn=ce_step, n_steps=3, every=0.05)
+    panel.builder.tabs.selected_index = None  # locked: back to the session's optimizer
+    assert panel.builder.kind == "adam" and panel.builder.valid and not panel.step_button.disabled
+    assert "put back to Adam, this session's optimizer" in html.unescape(panel.builder.message.value)
+    panel.close()
+
+
+@pytest.mark.parametrize("edited", [False, True])
+def test_no_preset_selected_in_code_is_put_back_and_said(edited):
+    """``preset.index = None`` (code) left the dropdown blank while the summary named the preset (or, after the next
+    change, "preset None"): the form holds the preset (or its edit) still, so the dropdown says so again."""
+    b = OptimizerBuilder("adam")
+    if edited:
+        b.adam["beta1"].value = 0.5
+    label = f"{DEFAULT_PRESET} (modified)" if edited else DEFAULT_PRESET
+    sent = b.params
+    b.preset.index = None
+    assert b.preset.value == label and b.summary.endswith(f"preset {label}") and b.modified is edited
+    assert b.params == sent and b.valid
+    assert f"no preset selected (None, set in code): put back to {label}" in html.unescape(b.message.value)
+    b.adam["beta2"].value = 0.9  # a later edit: still the preset's label, never "None"
+    assert b.summary.endswith(f"preset {DEFAULT_PRESET} (modified)") and "no preset" not in b.message.value
+    b.preset.value = "Together docs"  # a preset picked after is applied as before
+    assert b.params.learning_rate == 1e-4 and b.summary.endswith("preset Together docs")

@@ -1,0 +1,119 @@
+"""The optimizer builder's controls and their layout: what the form shows, not what it means.
+
+Folded (the default), the form is one line that says what will be sent: optimizer, rate(s), schedule,
+preset — so that a schedule set in another cell is never a surprise, and the form fits a laptop screen.
+``rlnb.widgets.builder`` gives the controls their meaning; ``rlnb.widgets.selection`` keeps the tab and preset.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import ipywidgets as W
+
+from rlnb.params import ADAM_FIELDS, MUON_FIELDS
+from rlnb.schedule import Schedule
+from rlnb.widgets.controls import FIELD, STYLE, WIDE, controls, grid, mark
+from rlnb.widgets.presets import PRESETS
+
+LR_RANGES = {"adam": (-6, 2), "muon": (-4, 2), "muon.adam": (-6, 2)}
+"""Slider ranges (log10) for the learning rate; the text box takes any value (the slider then sits at an end)."""
+RED, GREEN = "#b00020", "#1b5e20"
+
+
+class BuilderForm:
+    """Every control of the builder, laid out: the preset and its lesson, the Adam / Muon tabs, the message line,
+    the schedule and its plot, ``finder`` (the Find LR controls' widget), the JSON preview; all under ``fold``."""
+
+    def __init__(self, optimizer: str, total_steps: int, expanded: bool, finder: W.Widget):
+        self.adam = controls(ADAM_FIELDS, LR_RANGES["adam"])
+        self.muon = controls(MUON_FIELDS, LR_RANGES["muon"])
+        self.muon_adam = controls(ADAM_FIELDS, LR_RANGES["muon.adam"])
+        self.tabs = W.Tab(
+            children=[
+                grid(self.adam),
+                W.VBox(
+                    [
+                        grid(self.muon),
+                        W.HTML("<b>adam</b> — for embeddings, output head, norms, biases"),
+                        grid(self.muon_adam),
+                    ]
+                ),
+            ],
+            titles=("Adam", "Muon"),
+        )
+        self.tabs.selected_index = 0 if optimizer == "adam" else 1
+        self.preset = W.Dropdown(options=list(PRESETS), description="preset", layout=W.Layout(width="290px"))
+        self.lesson = W.HTML()
+        self.sched_kind = W.Dropdown(
+            options=["constant", "linear", "cosine"], description="schedule", style=WIDE, layout=FIELD
+        )
+        self.warmup = W.IntText(value=0, description="warmup steps", style=WIDE, layout=FIELD)
+        self.total = W.IntText(value=total_steps, description="total steps", style=WIDE, layout=FIELD)
+        self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=WIDE, layout=FIELD)
+        self.preview = W.HTML()
+        self.json = W.Accordion(children=[self.preview], titles=("request body (JSON)",), selected_index=None)
+        self.message = W.HTML()
+        self.message.add_class("rlnb-message")
+        self.schedule_plot = W.Image(format="png", layout=W.Layout(width="300px"))
+        schedule = W.GridBox(
+            [self.sched_kind, self.warmup, self.total, self.min_ratio],
+            layout=W.Layout(grid_template_columns="repeat(2, 300px)", grid_gap="2px 8px", align_content="center"),
+        )
+        form = W.VBox(
+            [
+                W.HBox([self.preset, self.lesson], layout=W.Layout(align_items="center")),
+                self.tabs,
+                self.message,
+                W.HBox([schedule, self.schedule_plot], layout=W.Layout(flex_flow="row wrap")),
+                finder,
+                self.json,
+            ]
+        )
+        self.fold = W.Accordion(children=[form], titles=("optimizer",), selected_index=0 if expanded else None)
+        """The form under its one-line summary; ``selected_index`` None = folded."""
+        self.widget = W.VBox([W.HTML(STYLE), self.fold])
+        self.widget.add_class("rlnb-builder")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    @property
+    def summary(self) -> str:
+        """The line shown while folded: optimizer, rate(s), schedule, preset (and the problems first)."""
+        return str(self.fold.get_title(0))
+
+    def get_schedule(self) -> Schedule:
+        """The learning-rate schedule the form describes (kind, warmup, total steps, minimum ratio)."""
+        return Schedule(
+            self.sched_kind.value, int(self.warmup.value), int(self.total.value), float(self.min_ratio.value)
+        )
+
+    def show(self, errors: list[str], body: dict[str, Any] | None, notice: str = "") -> None:
+        """The message line (``notice``: a control set in code and put back, and why) and the JSON preview."""
+        said = f"<div style='color:{RED}'>✗ {notice}</div>" if notice else ""
+        if errors:
+            said += "".join(f"<div style='color:{RED}'>✗ {e}</div>" for e in errors)
+        else:
+            said += f"<span style='color:{GREEN}'>✓ valid</span>"
+        self.message.value = said
+        if body is None:
+            self.preview.value = "<i>not sendable until the fields above are fixed</i>"
+        else:
+            self.preview.value = f"<pre style='margin:0'>{json.dumps(body, indent=2)}</pre>"
+
+    def mark_refused(self, kind: str, bad: set[str]) -> None:
+        """Turn the refused fields (of the ``kind`` tab, and the schedule's) red, and only those."""
+        aux = {"adam." + name: c for name, c in self.muon_adam.items()}
+        fields = dict(self.adam) if kind == "adam" else {**self.muon, **aux}
+        for group in (self.adam, self.muon, self.muon_adam):
+            for c in group.values():
+                mark(c, False)
+        schedule = {"warmup_steps": self.warmup, "total_steps": self.total, "min_lr_ratio": self.min_ratio}
+        for name, c in schedule.items():
+            mark(c, "schedule." + name in bad)
+        mark(self.sched_kind, "schedule.kind" in bad)
+        for name in bad:
+            if name in fields:
+                mark(fields[name], True)
