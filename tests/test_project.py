@@ -29,7 +29,7 @@ def test_all_is_complete_and_classes_live_in_rlnb():
 def test_every_subpackage_is_an_attribute_of_a_bare_import_rlnb_loaded_on_first_use():
     """The README's tour calls ``rlnb.viz.plots.overview`` after ``import rlnb`` (an AttributeError before)."""
     folders = {p.name for p in (ROOT / "rlnb").iterdir() if (p / "__init__.py").exists()}
-    assert folders - {"samples", "sinks", "wire"} == rlnb._LAZY_SUBPACKAGES  # those three are imported at once
+    assert folders - {"params", "samples", "sinks", "wire"} == rlnb._LAZY_SUBPACKAGES  # those are imported at once
     code = (
         "import sys, rlnb\n"
         "assert 'matplotlib' not in sys.modules and 'ipywidgets' not in sys.modules\n"

@@ -17,7 +17,7 @@ RUN_FIELDS = frozenset({"run_id", "created_at", "continued_at", EARLIER})
 """The config fields this module writes: the run's folder name, when its sessions started, how they were set up."""
 
 PER_SESSION = frozenset({"session_id", "resume_from", "device", "threads", "thread_policy", "malloc", "compile",
-                         "versions"})  # fmt: skip
+                         "versions", "batched"})  # fmt: skip  (batched: its ensemble's id, size, the member's index)
 """Fields that differ from session to session of one run without changing what it trains: no warning."""
 
 
