@@ -109,7 +109,7 @@ def sampled_tokens(monkeypatch) -> dict[tuple[int, int], list[list[int]]]:
     def spy(self: Ensemble, i: int) -> Any:
         rollouts, drawn = real(self, i)
         toks, lens = drawn.tokens.tolist(), drawn.lengths.tolist()
-        B = len(self.prompts) * self.group_size
+        B = len(self.sampler.prompts) * self.sampler.group_size
         for k, m in enumerate(self.live):
             seen[(m, i)] = [toks[r][: lens[r]] for r in range(k * B, (k + 1) * B)]
         return rollouts, drawn
