@@ -30,6 +30,7 @@ from rlnb.batched.members import Member, params_at
 from rlnb.batched.optim import no_gradient
 from rlnb.batched.recorder import Op, Recorder
 from rlnb.engine.handlers import optim_metrics
+from rlnb.errors import describe
 from rlnb.params import Hyperparams, OptimizerParams
 from rlnb.tasks.rollouts import Rollout, completion_rows
 from rlnb.wire import OperationErrorCode as Code
@@ -37,10 +38,10 @@ from rlnb.wire import OptimizerKind
 
 
 def own_errors() -> tuple[type[BaseException], ...]:
-    """What a member's own code (its reward) may raise and fail that member alone. A Ctrl-C reaches only the main
-    thread: there a ``KeyboardInterrupt`` is the user's and stops the ensemble; on another thread (a sweep's ensembles
-    run on one) it and ``SystemExit`` are that code's own, as a sweep's threads take them (they stopped the whole
-    sweep, or failed every member of the group)."""
+    """What a member's own code (its reward, its params function) may raise and fail that member alone. A Ctrl-C
+    reaches only the main thread: there a ``KeyboardInterrupt`` is the user's and stops the ensemble; on another
+    thread (a sweep's ensembles run on one) it and ``SystemExit`` are that code's own, as a sweep's threads take them
+    (they stopped the whole sweep, or failed every member of the group)."""
     if threading.current_thread() is threading.main_thread():
         return (Exception,)
     return (Exception, KeyboardInterrupt, SystemExit)
@@ -66,8 +67,8 @@ def step_params(
         try:
             value = params_at(member, i, kind)
             hp = value.resolved()
-        except Exception as exc:  # noqa: BLE001 - the member's own code: its trial fails, not the ensemble
-            out.failed[m] = f"{type(exc).__name__}: {exc}"
+        except own_errors() as exc:  # the member's own code: its trial fails, not the ensemble
+            out.failed[m] = describe(exc)  # an exception whose str() raises is named by its type
             continue
         out.sent[m] = value
         if (why := refusal(hp)) is not None:
