@@ -55,18 +55,6 @@ class MemberResult:
         return len(self.rewards)
 
 
-
-
-def own_errors() -> tuple[type[BaseException], ...]:
-    """What a member's own code (its reward) may raise and fail that member alone. A Ctrl-C reaches only the main
-    thread: there a ``KeyboardInterrupt`` is the user's and stops the ensemble; on another thread (a sweep's ensembles
-    run on one) it and ``SystemExit`` are that code's own, as a sweep's threads take them (they stopped the whole
-    sweep, or failed every member of the group)."""
-    if threading.current_thread() is threading.main_thread():
-        return (Exception,)
-    return (Exception, KeyboardInterrupt, SystemExit)
-
-
 @dataclass
 class Hooks:
     """How the caller follows and ends an ensemble: ``stop`` ends it before the next step, ``on_step`` follows

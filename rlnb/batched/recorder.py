@@ -25,8 +25,17 @@ from rlnb.wire import OperationStatus as Status
 
 
 def member_config(
-    adapter: ModelAdapter, optimizer: str, muon_scaling: str, ns_dtype: torch.dtype, muon_names: list[str],
-    adam_names: list[str], *, seed: int, ensemble: str, index: int, members: int,
+    adapter: ModelAdapter,
+    optimizer: str,
+    muon_scaling: str,
+    ns_dtype: torch.dtype,
+    muon_names: list[str],
+    adam_names: list[str],
+    *,
+    seed: int,
+    ensemble: str,
+    index: int,
+    members: int,
 ) -> dict[str, Any]:
     """The ``config.json`` of a member's run: ``LocalBackend.config()``'s keys for the same trial alone, plus
     ``batched`` (the ensemble's id, its size and the member's index)."""
@@ -117,6 +126,11 @@ class Recorder:
         """End ``op`` FAILED with ``code``."""
         self._open.remove(op)
         self.history.update(op.record, wire.Operation.failed(op.id, code, message), time.time())
+
+    def publish(self, op: Op) -> None:
+        """Run and complete the weights-sync ``op``: it publishes the completed optim-steps as the weights version."""
+        self.running(op)
+        self.complete(op, wire.WeightsSyncResult(weights_version=self.step))
 
     def abandon(self, message: str, code: Code = Code.SESSION_NOT_ACTIVE) -> None:
         """Fail every operation not yet finished (the run stopped or broke while they were queued or running)."""

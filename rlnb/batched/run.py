@@ -36,6 +36,7 @@ import torch
 from rlnb import wire
 from rlnb._options import check_bool, check_event, check_int, refuse_unknown, take
 from rlnb.batched.ensemble import Ensemble
+from rlnb.batched.failures import own_errors
 from rlnb.batched.members import Hooks, Member, MemberResult, OnStep
 from rlnb.batched.options import ENGINE_OPTIONS, EngineOptions, StepOptions
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
@@ -229,5 +230,5 @@ def _first(params: Callable[[int], Any]) -> Any:
     any step (the ensemble's other members go on)."""
     try:
         return params(0)
-    except Exception:  # noqa: BLE001 - the member's own code, called again (and failed) at its step 0
+    except own_errors():  # the member's own code, called again (and failed) at its step 0
         return None

@@ -28,11 +28,13 @@ from rlnb.engine.models.tiny import build_model
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, generate, uniforms
+from rlnb.errors import describe
 from rlnb.history import History
 from rlnb.history.store import lock_run
 from rlnb.schedule import Schedule
 from rlnb.tasks import RL_METRICS, Task, digits_task, rl_step
 from rlnb.viz import plots
+from tests.support.tasks import UnprintableError
 
 pytestmark = pytest.mark.slow  # trains ensembles of models for many RL steps
 
@@ -109,7 +111,7 @@ def sampled_tokens(monkeypatch) -> dict[tuple[int, int], list[list[int]]]:
     def spy(self: Ensemble, i: int) -> Any:
         rollouts, drawn = real(self, i)
         toks, lens = drawn.tokens.tolist(), drawn.lengths.tolist()
-        B = len(self.prompts) * self.group_size
+        B = len(self.sampler.prompts) * self.sampler.group_size
         for k, m in enumerate(self.live):
             seen[(m, i)] = [toks[r][: lens[r]] for r in range(k * B, (k + 1) * B)]
         return rollouts, drawn
@@ -363,6 +365,37 @@ def test_a_params_function_that_raises_any_error_ends_that_member_only():
     assert results[0].status == "FAILED" and results[0].reason == "RuntimeError: my schedule broke"
     assert results[0].steps_done == 1
     assert results[1].status == "COMPLETED" and results[1].steps_done == 3 and results[1].reason is None
+
+
+@pytest.mark.parametrize("at", [0, 1])
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), SystemExit(3), UnprintableError()])
+def test_a_params_function_raising_anything_off_the_main_thread_ends_that_member_only(at, exc):
+    """As a reward's (a sweep runs its ensembles on a thread, where no Ctrl-C reaches): a ``KeyboardInterrupt`` at
+    step 1 stopped every member and set ``stop``, at step 0 it (and ``SystemExit``) escaped ``run_batched`` from
+    its up-front call of ``params(0)``, failing every member of the group; an exception whose ``str()`` raises
+    failed every member with that ``RuntimeError``."""
+
+    def params(i: int) -> rlnb.AdamParams:
+        if i == at:
+            raise exc
+        return rlnb.AdamParams(learning_rate=1e-3)
+
+    stop, got = threading.Event(), {}
+
+    def run() -> None:
+        try:
+            got["results"] = run_batched("tiny", "adam", [Member(params), ADAM[0]], steps=2, stop=stop, device="cpu",
+                                         **QUICK)  # fmt: skip
+        except BaseException as error:  # noqa: BLE001 - said by the assertion below
+            got["error"] = error
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=600)
+    assert not thread.is_alive() and "error" not in got, got.get("error")
+    failed, other = got["results"]
+    assert (failed.status, failed.reason, failed.steps_done) == ("FAILED", describe(exc), at)
+    assert (other.status, other.steps_done) == ("COMPLETED", 2) and not stop.is_set()
 
 
 def test_member_runs_read_as_any_run(tmp_path):

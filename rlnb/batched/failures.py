@@ -1,0 +1,110 @@
+"""How a member of an ensemble fails at a step, alone, recorded as the same trial on a session records it.
+
+A member fails at a step, and leaves the ensemble before the update (so the failed step changes nothing of it):
+
+* its step's params cannot be made (its params function raised, or returned the other optimizer's): FAILED
+  before sampling (``step_params``);
+* params the engine refuses (eps 0 in the weights' dtype, a step size past it): the step samples and trains,
+  its optim-step fails INVALID_INPUT (nothing changed), weights-sync publishes the unchanged step;
+* sampled log-probs not finite: the sample FAILED NON_FINITE_LOSS, as the sample handler fails it;
+* the reward raised, or the advantages are not finite (``rlnb.tasks.score`` refuses them): the sample is
+  recorded COMPLETED, then FAILED with nothing more (these two: ``rlnb.batched.sampler``);
+* forward-backward fails (INVALID_INPUT, NON_FINITE_LOSS: no gradients): its optim-step completes with no
+  gradients (norm 0, nothing changes) and weights-sync publishes step + 1, as a session runs them; the trial
+  is FAILED with the forward-backward's error;
+* a non-finite gradient norm: optim-step FAILED NON_FINITE_LOSS (nothing changed), weights-sync publishes the
+  unchanged step; the trial is FAILED with that error.
+
+The last three are ``fail_optim_step``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rlnb import wire
+from rlnb.batched.members import Member, params_at
+from rlnb.batched.optim import no_gradient
+from rlnb.batched.recorder import Op, Recorder
+from rlnb.engine.handlers import optim_metrics
+from rlnb.errors import describe
+from rlnb.params import Hyperparams, OptimizerParams
+from rlnb.tasks.rollouts import Rollout, completion_rows
+from rlnb.wire import OperationErrorCode as Code
+from rlnb.wire import OptimizerKind
+
+
+def own_errors() -> tuple[type[BaseException], ...]:
+    """What a member's own code (its reward, its params function) may raise and fail that member alone. A Ctrl-C
+    reaches only the main thread: there a ``KeyboardInterrupt`` is the user's and stops the ensemble; on another
+    thread (a sweep's ensembles run on one) it and ``SystemExit`` are that code's own, as a sweep's threads take them
+    (they stopped the whole sweep, or failed every member of the group)."""
+    if threading.current_thread() is threading.main_thread():
+        return (Exception,)
+    return (Exception, KeyboardInterrupt, SystemExit)
+
+
+@dataclass
+class StepParams:
+    """The members' params at a step: ``sent`` (what each optim-step sends), ``refused`` (why the engine refuses
+    some of those) and ``failed`` (why the others have none: their trial's reason)."""
+
+    sent: dict[int, OptimizerParams] = field(default_factory=dict)
+    refused: dict[int, str] = field(default_factory=dict)
+    failed: dict[int, str] = field(default_factory=dict)
+
+
+def step_params(
+    members: Mapping[int, Member], i: int, kind: OptimizerKind, refusal: Callable[[Hyperparams], str | None]
+) -> StepParams:
+    """Each of ``members``' params at step ``i``, and ``refusal``'s answer to them (``StackedOptimizer.refusal``:
+    their optim-step fails as a session's); a member whose params raise (InvalidParams, a schedule's bug) fails."""
+    out = StepParams()
+    for m, member in members.items():
+        try:
+            value = params_at(member, i, kind)
+            hp = value.resolved()
+        except own_errors() as exc:  # the member's own code: its trial fails, not the ensemble
+            out.failed[m] = describe(exc)  # an exception whose str() raises is named by its type
+            continue
+        out.sent[m] = value
+        if (why := refusal(hp)) is not None:
+            out.refused[m] = why
+    return out
+
+
+def fail_optim_step(
+    rec: Recorder,
+    ops: tuple[Op, Op],
+    groups: Sequence[Sequence[Rollout]],
+    hp: Hyperparams,
+    refused: str | None,
+    fb_error: str | None,
+    grad_norm: float,
+) -> str | None:
+    """The member's trial's reason if it cannot train on this step (``refused`` params, a ``fb_error``, a
+    non-finite ``grad_norm``), with its optim-step and weights-sync (``ops``) and the step's completions
+    (``groups``) recorded as a session records them; None (nothing recorded) if it can."""
+    opt, sync = ops
+    if refused is not None:  # as the engine's optim-step checks them first, whatever the forward-backward did
+        rec.fail(opt, Code.INVALID_INPUT, refused)
+        rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
+        reason = f"{Code.INVALID_INPUT}: {refused}"
+    elif fb_error is not None:  # no gradients: the step completes and changes nothing
+        rec.step += 1
+        stats = no_gradient(hp)
+        rec.complete(opt, wire.OptimStepResult(step=rec.step, metrics=optim_metrics(stats, hp)))
+        rec.history.log_completions(rec.step, completion_rows(groups))
+        reason = fb_error
+    elif not math.isfinite(grad_norm):
+        message = f"gradient norm is {grad_norm}; parameters and optimizer state unchanged"
+        rec.fail(opt, Code.NON_FINITE_LOSS, message)
+        rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
+        reason = f"{Code.NON_FINITE_LOSS}: {message}"
+    else:
+        return None
+    rec.publish(sync)
+    return reason
