@@ -301,7 +301,7 @@ class Registry(ResourcesMixin, OperationsMixin):
             if req.display_name is not None:
                 s.display_name = req.display_name or None  # an empty string clears it
             if req.metadata is not None:
-                s.metadata = req.metadata
+                s.metadata = s.metadata.patched(req.metadata)
             if (s.display_name, s.metadata) != before:
                 s.updated_at = self.now()
                 self._save("session", s.view())

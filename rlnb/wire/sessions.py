@@ -89,6 +89,15 @@ class SessionMetadata(_Model):
     """Free-form metadata of a session (today: its W&B run)."""
     wandb: WandbMetadata | None = None
 
+    def patched(self, change: SessionMetadata) -> SessionMetadata:
+        """This metadata after a PATCH of ``change``: the fields it names are set (an empty string, read as None,
+        clears one), the others are unchanged, as the API says (a PATCH replaced the whole of it: the W&B project
+        and entity were lost to a PATCH of the url alone)."""
+        if change.wandb is None:
+            return self
+        given = {k: getattr(change.wandb, k) for k in change.wandb.model_fields_set}
+        return self.model_copy(update={"wandb": (self.wandb or WandbMetadata()).model_copy(update=given)})
+
 
 class PolicyState(_Model):
     """Which weights version the trainer made, weights-sync promised, and the sampler serves."""

@@ -51,6 +51,21 @@ def test_an_empty_string_clears_a_label_at_create_and_in_metadata(c):
     assert patched.json()["updated_at"] == session["updated_at"]  # nothing changed
 
 
+def test_a_metadata_patch_changes_the_fields_it_names_and_keeps_the_others(c):
+    """"Omitted fields remain unchanged": a PATCH of ``metadata.wandb.url`` alone replaced the whole metadata, so the
+    W&B project and entity set at create were lost without a word."""
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+    wandb = {"project": "p", "entity": "team", "url": "http://u"}
+    sid = c.post("/training-sessions", json={"model_resources_id": rid, "metadata": {"wandb": wandb}}).json()["id"]
+    cleared = c.patch(f"/training-sessions/{sid}", json={"metadata": {"wandb": {"url": ""}}}).json()["metadata"]
+    assert cleared["wandb"] == {"entity": "team", "group": None, "project": "p", "run_id": None, "run_name": None,
+                                "url": None}  # fmt: skip
+    named = c.patch(f"/training-sessions/{sid}", json={"metadata": {"wandb": {"run_name": "r"}}}).json()["metadata"]
+    assert (named["wandb"]["project"], named["wandb"]["entity"], named["wandb"]["run_name"]) == ("p", "team", "r")
+    assert c.patch(f"/training-sessions/{sid}", json={"metadata": {}}).json()["metadata"] == named
+    assert c.get(f"/training-sessions/{sid}").json()["metadata"] == named
+
+
 def test_positions_outside_the_loss_come_back_as_zero_not_minus_zero(c):
     """``loss_fn_outputs`` logprobs at positions the loss excludes "come back as 0": they came back ``-0.0``
     (a log-prob times a zero mask), which a client comparing the JSON, or dividing by it, tells from 0."""
