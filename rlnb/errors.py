@@ -58,7 +58,8 @@ class OperationFailed(RlnbError):
         self.operation_id = operation_id
         self.kind = kind
         said = ": ".join(part for part in (code, message) if part) or "no error code and no message were given"
-        super().__init__(f"{kind} {operation_id} failed: {said}")
+        which = operation_id or "(never given an id: it was not sent)"  # "optim-step  failed": an empty slot
+        super().__init__(f"{kind} {which} failed: {said}")
 
 
 class OperationError(Exception):

@@ -32,8 +32,8 @@ DEFAULT_MODELS: dict[str, Any] = {"rlnb/tiny": "tiny", "rlnb/small": "small"}
 class ServerSettings:
     """What ``create_app`` serves and the limits it enforces."""
 
-    token: str | None = None
-    """Bearer token every ``/v1`` route requires; None turns auth off."""
+    token: str | None = field(default=None, repr=False)
+    """Bearer token every ``/v1`` route requires; None turns auth off (never in the settings' repr)."""
     device: str = "auto"
     op_delay: float = 0.0
     """Extra seconds each operation takes (simulated remote compute)."""

@@ -747,3 +747,18 @@ def test_server_features_are_learned_from_the_api_hosts_answers_only():
     fake.advertise = True
     client.supported_models()  # the API host's own word still counts
     assert client.features.long_poll_max_wait == 30.0 and client.features.in_order
+
+
+def test_an_operation_failed_before_it_was_sent_says_so_where_its_id_would_be():
+    """Submitted to a session closed meanwhile, the failure read ``optim-step  failed: ...``: an empty slot where the
+    operation's id goes, since the server never gave it one."""
+    fake = FakeAPI()
+    session = connect(fake, record=False)
+    session.backend.close()  # stopped under the session: what it submits now is never sent
+    with pytest.raises(rlnb.OperationFailed) as info:
+        session.forward_backward([samples.cross_entropy([1, 2, 3])]).result(timeout=10)
+    assert "  failed" not in str(info.value) and "forward-backward (never given an id: it was not sent) failed" in str(
+        info.value
+    )
+    assert info.value.operation_id == ""
+    session.close()

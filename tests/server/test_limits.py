@@ -440,3 +440,14 @@ def test_an_empty_folder_option_is_refused_not_taken_for_the_working_folder(fiel
     with pytest.raises(ValueError, match=f"{field} is empty \\(an unset variable\\?\\): give a folder, or None"):
         create_app(**{field: ""}, device="cpu")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_servers_token_is_not_in_its_settings_repr():
+    """``repr(ServerSettings(token=...))`` (a notebook showing the settings, a traceback's locals) printed the bearer
+    token in clear; the client side masks its key everywhere."""
+    from rlnb.server import create_app
+
+    settings = ServerSettings(token="sk-TOPSECRET-999")
+    assert "sk-TOPSECRET-999" not in repr(settings) and settings.token == "sk-TOPSECRET-999"
+    app = create_app(device="cpu", token="sk-TOPSECRET-999")
+    assert "sk-TOPSECRET-999" not in repr(app.state.registry.settings)
