@@ -25,11 +25,6 @@ SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003
         (["demo", "--lora", "-1"], "--lora must be >= 0"),
         (["demo", "--lr", "nan"], "--lr must be a finite number > 0, got nan"),
         (["serve", "--model", "rlnb/tiny=tiny"], "--model rlnb/tiny: the name is already served"),
-        (["serve", "--limit", "no_such_limit=1"], "no_such_limit"),
-        (["serve", "--limit", "body_timeout=1e300"], "body_timeout must be an integer in [1, 86400]"),  # was taken
-        (["serve", "--port", "70000"], "argument --port: must be 1-65535, got 70000"),  # it listened on 4464
-        (["serve", "--port", "0"], "argument --port: must be 1-65535, got 0"),  # it announced :0
-        (["serve", "--port", "-1"], "argument --port: must be 1-65535, got -1"),
         (["demo", "--seed", str(2**62)], f"--seed must be in {SEEDS} for 40 steps, got {2**62}"),  # failed late
         (["demo", "--seed", str(-(2**62))], f"--seed must be in {SEEDS}"),
         (["train"], "invalid choice: 'train'"),
@@ -52,7 +47,13 @@ def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
         (["--op-delay=-1"], "op_delay must be a finite number of seconds in [0, 86400], got -1.0"),
         (["--op-delay", "1e300"], "op_delay must be a finite number of seconds in [0, 86400], got 1e+300"),
         (["--fail-rate", "2"], "fail_rate must be in [0, 1), got 2.0"),
-        (["--offload-results-over=-5"], "result_offload_bytes must be None or an integer >= 0, got -5"),
+        (["--offload-results-over=-5"], "--offload-results-over must be >= 0 bytes (leave it out: never), got -5"),
+        (["--limit", "no_such_limit=1"], "--limit 'no_such_limit=1': the limits are"),  # argparse's usage, "rlnb:"
+        (["--limit", "body_timeout=1e300"], "body_timeout must be an integer in [1, 86400]"),  # was taken
+        (["--port", "70000"], "--port must be 1-65535, got 70000"),  # it listened on 4464
+        (["--port", "0"], "--port must be 1-65535, got 0"),  # it announced :0
+        (["--port=-1"], "--port must be 1-65535, got -1"),
+        (["--port", "http"], "--port must be an integer in 1-65535, got 'http'"),
         (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),
         (["--public-url", "http://"], "public_url must name a host, such as"),  # every link read http:///v1/...
         (["--public-url", "http://h:99999"], "public_url 'http://h:99999' is not a valid URL: Port out of range"),

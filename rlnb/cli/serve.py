@@ -19,7 +19,7 @@ from rlnb.engine.held import release, scratch_folder
 def arguments(p: argparse.ArgumentParser) -> None:
     """``rlnb serve``'s options, on its subcommand's parser."""
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    p.add_argument("--port", type=_port, default=8000, help="1-65535 (default: 8000)")
+    p.add_argument("--port", default="8000", help="1-65535 (default: 8000)")
     p.add_argument("--token", default=None, help="require this bearer token (default: no auth)")
     device_argument(p)
     p.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
@@ -52,14 +52,15 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _port(text: str) -> int:
-    """A TCP port to listen on. Port 0 (any free port) is refused: the announced address and presigned URLs
-    need the real port, which is known only once bound; past 65535 the socket layer wraps it silently."""
+    """A TCP port to listen on (``ValueError`` naming --port). Port 0 (any free port) is refused: the announced
+    address and presigned URLs need the real port, which is known only once bound; past 65535 the socket layer
+    wraps it silently."""
     try:
         port = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        raise ValueError(f"--port must be an integer in 1-65535, got {text!r}") from None
     if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 1-65535, got {port}")
+        raise ValueError(f"--port must be 1-65535, got {port}")
     return port
 
 
@@ -75,10 +76,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
             print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
             return 2
-    try:
-        limits = parse_limits(args.limit)
+    try:  # one line each, as every other option's (argparse printed its usage, or "rlnb: error: ...")
+        args.port, limits = _port(args.port), parse_limits(args.limit)
+        if args.offload_results_over is not None and args.offload_results_over < 0:
+            raise ValueError(f"--offload-results-over must be >= 0 bytes (leave it out: never), got "
+                             f"{args.offload_results_over}")  # fmt: skip
     except ValueError as exc:
-        parser.error(str(exc))
+        print(f"rlnb serve: {exc}", file=sys.stderr)
+        return 2
     extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
     try:
         models = _served_models(args.model, parser)
