@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlnb.errors import describe
+
 from . import mailbox
 from .executors import Reporter
 from .ray_checks import check_reachable, check_resources, import_ray
@@ -231,7 +233,7 @@ class RayExecutor:
         except self._ray.exceptions.TaskCancelledError:
             return base_row(spec, "STOPPED", "cancelled")
         except self._ray.exceptions.RayError as exc:  # the worker crashed, or the node went away
-            return base_row(spec, "FAILED", f"{type(exc).__name__}: {exc}")
+            return base_row(spec, "FAILED", describe(exc))
         if files:
             run = self._folder / spec.run_id
             for name, data in files.items():
