@@ -229,3 +229,35 @@ def test_a_compiled_session_samples_the_synced_weights_as_an_eager_one(kind, req
     for got, want in zip(runs[True], runs[False], strict=True):
         assert_same_samples(got, want)
     assert tokens_and_logprobs(runs[True][0])[0] != tokens_and_logprobs(runs[True][1])[0]  # training changed them
+
+
+@pytest.mark.slow
+def test_a_graph_torch_fails_to_compile_runs_eager_with_a_warning(monkeypatch, tmp_path, request):
+    """torch 2.11's inductor failed to generate the CUDA scan of a 151,936-token vocabulary's token choice, and
+    every sample of a compile=True session failed INTERNAL_ERROR (seen on an H200). A graph that does not compile
+    now runs eager, said once and recorded: the sample goes on with the eager tokens."""
+    from rlnb.engine.models import compiled
+
+    def broken(gm, example_inputs):
+        raise TypeError("list indices must be integers or slices, not NoneType")  # what inductor raised there
+
+    torch._dynamo.reset()  # dynamo keeps compiled frames per function: another test's graph of these shapes
+    request.addfinalizer(torch._dynamo.reset)  # and the frames that failed here must not outlive the test
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    monkeypatch.setattr(compiled, "_SEEN", set())
+    monkeypatch.setattr(compiled, "_EAGER", set())
+    monkeypatch.setattr(compiled, "_compiled", lambda fn, device: torch.compile(fn, dynamic=False, backend=broken))
+    kw = {"model": "tiny", "seed": 2, "device": "cpu", "runs_dir": tmp_path}
+    with rlnb.connect("local", run_id="eager", **kw) as eager:
+        want = eager.sample(["n=", "a"], num_samples=2, max_tokens=12, seed=7).result()
+    with rlnb.connect("local", compile=True, run_id="compiled", **kw) as s:
+        with pytest.warns(RuntimeWarning, match=r"compiling the (decode step|token choice) .* failed \(Backend"):
+            got = s.sample(["n=", "a"], num_samples=2, max_tokens=12, seed=7).result()
+        failed = list(s.backend.engine.compiler.compiles)
+        again = s.sample(["n=", "a"], num_samples=2, max_tokens=12, seed=7).result()  # not tried again: no warning
+        assert s.backend.engine.compiler.compiles == failed
+    assert_same_samples([r.sequences for r in got.results], [r.sequences for r in want.results])
+    assert_same_samples([r.sequences for r in again.results], [r.sequences for r in want.results])
+    assert sorted(c["what"] for c in failed) == ["decode step", "token choice"]
+    assert all("list indices must be integers" in c["error"] for c in failed)
+    assert json.loads((tmp_path / "compiled" / "config.json").read_text())["compiles"] == failed

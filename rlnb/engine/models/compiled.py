@@ -2,8 +2,11 @@
 
 On a small model a decode step is a hundred tiny ops, and the time goes to dispatching them, not to the
 maths. The step has fixed shapes (the built-in model's static ``KVCache`` step, transformers' ``StaticCache``),
-so it compiles: ``torch.compile`` (inductor's fused C++ kernels) on the CPU, and on a GPU also CUDA graphs
-(``mode="reduce-overhead"``), which replay the whole step as one launch. The token choice (temperature,
+so it compiles: ``torch.compile`` (inductor's fused kernels: C++ on the CPU, Triton on a GPU), one call per
+step instead of a thousand dispatches. Not CUDA graphs (``mode="reduce-overhead"``): torch's CUDA graph trees
+are kept per thread and the engine runs each session's steps on its own worker thread; on an H200 with torch
+2.11 that failed a user's own compiled code on the main thread (``_is_key_in_tls``) and crashed the process at a
+later garbage collection once a session's thread had ended (pytorch/pytorch#123177). The token choice (temperature,
 top-k / top-p, the log-prob) compiles as well.
 
 Compiling costs seconds to minutes, paid once per process and shape: torch caches each compiled graph per
@@ -14,6 +17,10 @@ sampling settings a token choice reads as numbers (temperature, top_p) are tenso
 again (``sampling.compiled_pick``). Every compile's time is measured, logged and kept
 in ``Compiler.compiles`` (the run's config.json records them). The compiled step gives the same tokens as
 the eager one at a fixed seed and log-probs within ~1e-6 (the kernels sum in another order).
+
+A graph that torch fails to compile (torch 2.11's inductor could not generate the CUDA scan of a 151,936-token
+vocabulary's token choice, for one) runs eager from then on, in that process, with a ``RuntimeWarning`` and the
+error in ``compiles``: the sample goes on, with the same tokens, and only that graph's speed-up is lost.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +36,7 @@ import torch
 from torch import Tensor
 
 from rlnb._options import check_bool
+from rlnb.errors import describe
 
 log = logging.getLogger("rlnb")
 
@@ -42,6 +51,8 @@ _LOCK = threading.Lock()
 _COMPILED: dict[tuple[Any, ...], Callable[..., Any]] = {}
 _SEEN: set[tuple[Any, ...]] = set()
 """Shapes compiled in this process (a second session of the same model does not compile again)."""
+_EAGER: set[tuple[Any, ...]] = set()
+"""Shapes whose compile failed in this process: they run eager (``Compiler.wrap``)."""
 
 
 def check_compile(compile: object) -> bool:
@@ -58,8 +69,7 @@ def _compiled(fn: Callable[..., Any], device: torch.device) -> Callable[..., Any
     key = (fn, device.type)
     with _LOCK:
         if key not in _COMPILED:
-            mode = "reduce-overhead" if device.type == "cuda" else None
-            _COMPILED[key] = torch.compile(fn, dynamic=False, mode=mode)
+            _COMPILED[key] = torch.compile(fn, dynamic=False)  # no CUDA graphs: see the module's docstring
         return _COMPILED[key]
 
 
@@ -73,7 +83,7 @@ class Compiler:
 
     def cache(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         """The session's KV cache for ``key`` (kind, batch, length), made once and reset for each sample: a
-        compiled graph's buffers keep their address (CUDA graphs replay on those very addresses)."""
+        compiled graph's buffers keep their address (``mark_static``)."""
         if key not in self._caches:
             self._caches[key] = make()
         else:
@@ -86,16 +96,18 @@ class Compiler:
         timed, logged and kept in ``compiles``."""
         compiled = _compiled(fn, self.device)
         key = (fn, self.device.type, arch, tuple(sorted(shape.items())))
-        cuda = self.device.type == "cuda"
 
         def call(*args: Any) -> Any:
-            if cuda:  # a new step of the CUDA graph: the previous step's outputs may be overwritten now
-                torch.compiler.cudagraph_mark_step_begin()
+            if key in _EAGER:
+                return fn(*args)
             if key in _SEEN:
-                return _detach(compiled(*args), cuda)
+                return compiled(*args)
             start = time.perf_counter()
-            with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):  # only a new shape may compile
-                out = _detach(compiled(*args), cuda)
+            try:
+                with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):  # only a new shape may compile
+                    out = compiled(*args)
+            except torch._dynamo.exc.BackendCompilerFailed as exc:  # inductor's too; raised before the graph ran
+                return self._eager(fn, key, what, shape, exc, time.perf_counter() - start)(*args)
             seconds = time.perf_counter() - start
             with _LOCK:
                 _SEEN.add(key)
@@ -105,14 +117,17 @@ class Compiler:
 
         return call
 
-
-def _detach(out: Any, cuda: bool) -> Any:
-    """CUDA graph outputs live in the graph's memory and are overwritten by its next replay: copy them out."""
-    if not cuda:
-        return out
-    if isinstance(out, tuple):
-        return tuple(t.clone() for t in out)
-    return out.clone()
+    def _eager(self, fn: Callable[..., Any], key: tuple[Any, ...], what: str, shape: dict[str, Any],
+               exc: Exception, seconds: float) -> Callable[..., Any]:
+        """``fn`` itself, from now on for ``key``, after its compile failed: said, recorded, and not tried again."""
+        inner = getattr(exc, "inner_exception", None)  # what the backend raised, under dynamo's wrapper
+        error = (f"{type(exc).__name__}: {describe(inner)}" if inner is not None else describe(exc)).splitlines()[0]
+        with _LOCK:
+            _EAGER.add(key)
+        self.compiles.append({"what": what, **shape, "seconds": round(seconds, 2), "error": error})
+        warnings.warn(f"rlnb: compiling the {what} for {shape} failed ({error}); it runs eager in this process "
+                      "(the same tokens, without that speed-up)", RuntimeWarning, stacklevel=2)
+        return fn
 
 
 def reset(cache: Any) -> None:
@@ -127,7 +142,7 @@ def reset(cache: Any) -> None:
 
 
 def mark_static(tensors: list[Tensor]) -> None:
-    """Tell the compiler that these buffers (a KV cache) keep their address, so CUDA graphs may write them
-    in place instead of refusing a graph whose inputs it mutates."""
+    """Tell the compiler that these buffers (a KV cache) keep their address: the session reuses one cache per
+    shape (``Compiler.cache``), so the compiled step may take them as fixed buffers, as it takes the weights."""
     for t in tensors:
         torch._dynamo.mark_static_address(t)
