@@ -208,7 +208,7 @@ def _checkpoint(value: object) -> Path:
 class ComputeOptions:
     """How operations compute: ``threads``, torch's intra-op threads for the session's operations on the
     CPU (None: the engine's thread policy decides, ``rlnb.engine.threads``; ignored on CUDA); ``compile``
-    compiles the sampler's decode step (``torch.compile``; CUDA graphs on a GPU) for faster tokens after a
+    compiles the sampler's decode step (``torch.compile``, without CUDA graphs) for faster tokens after a
     one-time compile per shape (``rlnb.engine.models.compiled``)."""
 
     threads: int | None = None

@@ -194,7 +194,7 @@ class KVCache:
     Two ways to write. A plain call (``slot`` None) appends its T new keys/values at ``length`` and attends
     over the filled slots. A static step (``slot`` a 1-element tensor, see ``TinyTransformer.decode_step``)
     writes one token at that slot and attends over all ``max_len`` slots, the mask hiding the rest: every
-    shape is fixed by the cache, so one compiled step (``torch.compile``, CUDA graphs) serves a whole sample.
+    shape is fixed by the cache, so one compiled step (``torch.compile``) serves a whole sample.
     ``real`` ``[B, max_len]`` marks the slots that hold real tokens (not left padding). A ``compiled`` cache's
     static steps attend with ``one_query_attention`` (plain ops that fuse, slower than the fused kernel eagerly).
     An eager static step may attend over only the first ``end`` slots (the filled ones: ``BuiltinDecoder`` sets
