@@ -14,11 +14,12 @@ PROC_CGROUP = Path("/proc/self/cgroup")
 CGROUP = Path("/sys/fs/cgroup")
 """Where the cgroup file system is mounted: v2's files in it, v1's under ``memory/`` (tests point these elsewhere)."""
 _FILES = {
-    "": ("memory.max", "memory.current", "inactive_file"),
-    "memory": ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
+    "": (("memory.max", "memory.high"), "memory.current", "inactive_file"),
+    "memory": (("memory.limit_in_bytes",), "memory.usage_in_bytes", "total_inactive_file"),
 }
-"""Per hierarchy (v2, v1): the limit, the usage, and the ``memory.stat`` key of the file cache the kernel reclaims
-before it kills (``docker stats`` leaves it out of the usage too)."""
+"""Per hierarchy (v2, v1): the limits, the usage, and the ``memory.stat`` key of the file cache the kernel reclaims
+before it kills (``docker stats`` leaves it out of the usage too). v2's ``memory.high`` kills nothing, but past it
+the kernel throttles the cgroup's every allocation into reclaim: a sample that fits only above it crawls."""
 
 
 def free_memory(device: torch.device) -> int | None:
@@ -44,8 +45,9 @@ def meminfo_available() -> int | None:
 
 
 def cgroup_available() -> int | None:
-    """The least any memory limit of the process's cgroup, or of one above it, leaves: limit - usage + reclaimable
-    file cache; None where no limit is set (``max``) or none can be read."""
+    """The least any memory limit of the process's cgroup, or of one above it, leaves: limit (the lower of v2's
+    ``memory.max`` and ``memory.high``) - usage + reclaimable file cache; None where no limit is set (``max``) or
+    none can be read."""
     own = _own_cgroups()
     left = []
     for hierarchy, files in _FILES.items():
@@ -71,12 +73,12 @@ def _own_cgroups() -> dict[str, str]:
     return own
 
 
-def _left(folder: Path, limit_file: str, usage_file: str, cache_key: str) -> int | None:
+def _left(folder: Path, limit_files: tuple[str, ...], usage_file: str, cache_key: str) -> int | None:
+    limits = [_limit(folder / name) for name in limit_files]
+    if (limit := min((v for v in limits if v is not None), default=None)) is None:
+        return None
     try:
-        limit = (folder / limit_file).read_text().strip()
-        if limit == "max":
-            return None
-        left = int(limit) - int((folder / usage_file).read_text())
+        left = limit - int((folder / usage_file).read_text())
     except (OSError, ValueError):
         return None
     cache = 0
@@ -88,3 +90,12 @@ def _left(folder: Path, limit_file: str, usage_file: str, cache_key: str) -> int
     except (OSError, ValueError):
         pass
     return max(0, left + cache)
+
+
+def _limit(path: Path) -> int | None:
+    """A limit file's bytes; None for ``max`` (no limit) or a file that cannot be read."""
+    try:
+        text = path.read_text().strip()
+        return None if text == "max" else int(text)
+    except (OSError, ValueError):
+        return None

@@ -281,6 +281,10 @@ def test_the_kv_cache_check_takes_a_containers_memory_limit_not_only_the_hosts_m
     own_v1 = "4:memory:/docker/0123\n3:cpu:/docker/0123\n"  # the host's path, mounted as the container's root
     assert fake_host(monkeypatch, tmp_path / "d", 64, own_v1, v1) == GiB
     assert fake_host(monkeypatch, tmp_path / "e", 2, "0::/\n", v2) == 2 * GiB  # MemAvailable, when it is less
+    high = {"": {**v2[""], "memory.high": f"{2 * GiB}\n"}}  # v2's throttle limit, below memory.max
+    assert fake_host(monkeypatch, tmp_path / "g", 64, "0::/\n", high) == GiB
+    only_high = {"": {"memory.max": "max\n", "memory.high": f"{2 * GiB}\n", "memory.current": f"{GiB}\n"}}
+    assert fake_host(monkeypatch, tmp_path / "h", 64, "0::/\n", only_high) == GiB
     with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as t:
         per_token = t.backend.engine.adapter.kv_bytes_per_token()
         room = {"": {"memory.max": f"{4 * GiB}\n", "memory.current": f"{4 * GiB - 100 * 20 * per_token}\n"}}
