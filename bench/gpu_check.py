@@ -35,6 +35,7 @@ import time
 import traceback
 
 import torch
+from bench_sampler import take_turns  # this folder is on sys.path when the script runs
 
 import rlnb
 from rlnb import samples
@@ -103,17 +104,6 @@ def rl_loop(optimizer: str, args, device: str, dtype: torch.dtype) -> dict:
     }
     s.close()
     return result
-
-
-def take_turns(contenders: dict, reps: int) -> dict[str, float]:
-    """Best wall time of each contender over ``reps`` rounds, contenders alternating within a round."""
-    best = dict.fromkeys(contenders, float("inf"))
-    for _ in range(reps):
-        for name, fn in contenders.items():
-            start = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
 
 
 def copy_rate(device: str, mib: int = 1024) -> float:
