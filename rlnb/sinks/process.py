@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from rlnb.sinks import claims
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, Writer
 
 _HEADER = struct.Struct("<I")
@@ -135,10 +136,6 @@ def place(sink: Sink) -> str | None:
     return f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items() if k != 'interval')})"
 
 
-_writing: set[tuple[str, str]] = set()
-"""(place, run name) of each run being written now in this process (``Lease.claim``), under ``_children_lock``."""
-
-
 class Lease:
     """A run's hold on its sink's library, taken as soon as the run starts, so that slow set-up
     (importing the library, starting the child, creating a store's tables) overlaps training."""
@@ -147,7 +144,7 @@ class Lease:
         """Take the hold (starting the sink's child process if it has none); ``ready()`` then does the set-up."""
         self.sink = sink
         self._child: Child | None = None
-        self._claim: tuple[str, str] | None = None
+        self._claim: claims.Claim | None = None
         if not sink.process:
             return
         with _children_lock:  # one child per sink, started for its first run, stopped after its last
@@ -173,25 +170,18 @@ class Lease:
         return self.sink.holds(run) if self._child is None else self._child.call("holds", run)
 
     def claim(self, run: RunInfo) -> bool:
-        """Take ``run``'s name at the sink's place until ``release``; False if another run of that name is being
-        written there now, in this process: two sessions with one run id both found nothing there (``holds``) before
-        either wrote, and TensorBoard showed both runs' steps as one (two event files in one folder), MLflow made
-        two runs of one name."""
+        """Take ``run``'s name at the sink's place until ``release`` (``rlnb.sinks.claims``); False if another run
+        of that name is being written there now, by this process or another on this machine."""
         where = place(self.sink)
         if where is None:
             return True
-        with _children_lock:
-            if (where, run.name) in _writing:
-                return False
-            self._claim = (where, run.name)
-            _writing.add(self._claim)
-        return True
+        self._claim = claims.take(where, run.name)
+        return self._claim is not None
 
     def _unclaim(self) -> None:
-        with _children_lock:
-            if self._claim is not None:
-                _writing.discard(self._claim)
-                self._claim = None
+        claim, self._claim = self._claim, None
+        if claim is not None:
+            claims.drop(claim)
 
     def release(self) -> None:
         self._unclaim()

@@ -21,6 +21,7 @@ from typing import Any
 from rlnb import _exit
 from rlnb.history import History, Record, new_run_id
 from rlnb.history.runconfig import continued_at
+from rlnb.sinks import claims
 from rlnb.sinks.base import RunInfo, Sink, SinkWarning, Writer, say_all
 from rlnb.sinks.points import Item, Steps, logged, merge
 from rlnb.sinks.process import Lease, place, stop_all
@@ -107,10 +108,10 @@ class _Channel:
 
     def _held(self, lease: Lease, run: RunInfo) -> bool:
         """Whether another run of this name is being written to the sink's place now (``Lease.claim``: two sessions
-        of this process with one run id), or, for a new run, the sink holds one already (``Sink.holds``: a run folder
+        of this machine with one run id), or, for a new run, the sink holds one already (``Sink.holds``: a run folder
         deleted and its id used again, another runs folder): this run is then left out there, with a warning,
         instead of being mixed into that one (a TensorBoard folder showing both runs' steps as one)."""
-        where = None if lease.claim(run) else "being written there now by another session of this process"
+        where = None if lease.claim(run) else claims.HELD
         where = where or (lease.holds(run) if self._fresh else None)
         if where is None:
             return False

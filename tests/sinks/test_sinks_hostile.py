@@ -315,11 +315,11 @@ def test_two_sessions_streaming_runs_of_one_name_to_one_place_at_once_write_one_
         assert first.entered.wait(LOADED_MACHINE_TIMEOUT)  # a's run is being written: nothing there yet
         kept = re.escape(str(tmp_path / "b" / "r"))
         said = (rf"{plain.__name__} left run r out: it holds another run of that name, being written there now by "
-                rf"another session of this process; .* {kept} has everything")  # fmt: skip
+                rf"another session \(of this process or another on this machine\); .* {kept} has everything")
         second = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "b", run_id="r", sinks=[make(plain)])
         with pytest.warns(SinkWarning, match=said), second as b:
             _steps(b, 3)
-        with pytest.raises(SinkError, match="holds run r already, being written there now by a session of this"):
+        with pytest.raises(SinkError, match="holds run r already, being written there now by another session"):
             rlnb.export(b.history, make(plain))  # nor is an export of that name mixed into it meanwhile
     finally:
         first.go.set()
@@ -333,3 +333,44 @@ def test_two_sessions_streaming_runs_of_one_name_to_one_place_at_once_write_one_
         client = MlflowClient(f"sqlite:///{tmp_path / 'm.db'}")
         experiment = client.get_experiment_by_name("same-name").experiment_id
         assert len(client.search_runs([experiment], filter_string="attributes.run_name = 'r'")) == 1
+
+
+@pytest.mark.slow
+def test_a_run_of_one_name_being_written_by_another_process_of_this_machine_is_left_out_too(tmp_path, monkeypatch):
+    """The claim on a place and run name was a set in the process: a second process (another notebook's kernel)
+    streaming a run of the same name to the same TensorBoard logdir wrote into it, both runs' steps shown as one.
+    The claim is now also an ``flock`` in the temporary folder, which the kernel releases when the holder ends."""
+    import tempfile
+
+    from rlnb.sinks import claims
+    from rlnb.testing import FakeBackend
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    holder = textwrap.dedent(f"""
+        import sys
+        from rlnb import sinks
+        from rlnb.sinks.base import RunInfo
+        from rlnb.sinks.process import Lease
+        lease = Lease(sinks.TensorBoard({str(tmp_path / "tb")!r}, interval=0))
+        print(lease.claim(RunInfo("r", None, {{}})), flush=True)
+        sys.stdin.read()  # holds the claim until the test closes its stdin
+    """)
+    child = subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
+    try:
+        assert child.stdout.readline().strip() == "True"
+        said = r"left run r out: it holds another run of that name, being written there now by another session"
+        tb = sinks.TensorBoard(tmp_path / "tb", interval=0)
+        with pytest.warns(SinkWarning, match=said), rlnb.Session(FakeBackend(), runs_dir=tmp_path / "a", run_id="r",
+                                                                 sinks=[tb]) as s:
+            _steps(s, 2)
+        assert not (tmp_path / "tb" / "r").exists()  # nothing written into the other process's run
+    finally:
+        child.stdin.close()
+        child.wait(LOADED_MACHINE_TIMEOUT)
+        child.stdout.close()
+    where = process.place(sinks.TensorBoard(tmp_path / "tb", interval=0))
+    claim = claims.take(where, "r")  # the holder ended: the kernel released its lock
+    assert claim is not None
+    claims.drop(claim)

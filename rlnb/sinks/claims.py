@@ -1,0 +1,90 @@
+"""One run of a name written to a sink's place at a time, on this machine (``Lease.claim``).
+
+Two sessions with one run id both find nothing at the place (``Sink.holds``) before either writes: TensorBoard then
+showed both runs' steps as one (two event files in one folder), MLflow made two runs of one name. A claim is a
+(place, run name) pair taken in this process (a set) and across the machine's processes (an ``flock`` on a file
+named by the pair's hash in the temporary folder, which the kernel releases however the process ends). Processes
+on other machines writing to one shared folder are not seen; neither are any where ``fcntl`` is missing (Windows).
+The lock files stay (an empty file per place and name): removing one while another process opens it would let two
+processes hold "the" lock at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import hashlib
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+HELD = "being written there now by another session (of this process or another on this machine)"
+"""Where a warning says the run is, when its claim is held."""
+
+_lock = threading.Lock()
+_writing: set[tuple[str, str]] = set()
+"""(place, run name) of each run being written now in this process."""
+
+
+def folder() -> Path:
+    """Where the lock files are: the user's own folder in the temporary folder (read each time: tests move it)."""
+    return Path(tempfile.gettempdir()) / f"rlnb-sink-claims-{getpass.getuser()}"
+
+
+@dataclass
+class Claim:
+    key: tuple[str, str]
+    fd: int | None
+    """The held lock file's descriptor, None where no lock could be taken (then this process's set alone)."""
+
+
+def take(where: str, name: str) -> Claim | None:
+    """The claim of run ``name`` at ``where``, or None if a session of this process or another process on this
+    machine holds it now."""
+    key = (where, name)
+    with _lock:
+        if key in _writing:
+            return None
+        fd = _hold(key)
+        if fd is False:
+            return None
+        _writing.add(key)
+        return Claim(key, fd)
+
+
+def drop(claim: Claim) -> None:
+    with _lock:
+        _writing.discard(claim.key)
+        if claim.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(claim.fd)  # the lock goes with the descriptor
+
+
+def _hold(key: tuple[str, str]) -> int | None | bool:
+    """The descriptor of the pair's lock file, locked; False if another process holds it; None where no lock can be
+    taken (no ``fcntl``, a folder that cannot be made, a file system without locks): nothing can be told."""
+    if fcntl is None:
+        return None
+    digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:32]
+    try:
+        where = folder()
+        where.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(where / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
