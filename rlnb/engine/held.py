@@ -82,11 +82,11 @@ def unheld(entry: Path) -> Iterator[bool]:
         os.close(fd)
 
 
-def scratch_folder() -> tuple[Path, int | None]:
-    """A fresh temporary folder for a server's checkpoints, and the descriptor of its lock (held for the server's
-    life). The scratch folders of servers that died without their cleanup (killed, out of memory) are removed
-    first: their lock is free."""
-    for old in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+def scratch_folder(prefix: str = SCRATCH_PREFIX) -> tuple[Path, int | None]:
+    """A fresh temporary folder (a server's checkpoints, a Ray trial's run), and the descriptor of its lock (held
+    for the folder's life). The folders of ``prefix`` whose holders died without their cleanup (killed, out of
+    memory) are removed first: their lock is free."""
+    for old in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
         try:
             fd = os.open(old / _SCRATCH_LOCK, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except OSError:  # an older rlnb's, another user's: kept
@@ -95,9 +95,9 @@ def scratch_folder() -> tuple[Path, int | None]:
             if _take(fd):  # None (cannot tell): kept
                 shutil.rmtree(old)
         except OSError as exc:
-            warnings.warn(f"a scratch folder that a stopped rlnb serve left could not be removed: "
+            warnings.warn(f"a scratch folder that a stopped process left could not be removed: "
                           f"{exc.filename or old}: {exc.strerror or exc}", RuntimeWarning, stacklevel=2)  # fmt: skip
         finally:
             os.close(fd)
-    scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
     return scratch, hold(scratch / _SCRATCH_LOCK, folder=False)

@@ -16,13 +16,17 @@ A local Ray started here listens on 127.0.0.1 only (``start_local``).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
-import tempfile
 import time
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rlnb.engine import held
 from rlnb.errors import describe
 
 from . import mailbox
@@ -128,12 +132,31 @@ def ray_trial(spec: TrialSpec, office: Any, sweep: str, reports: bool) -> tuple[
                                          f"({type(exc).__name__}); resume= runs it"), {}  # fmt: skip
     if not started:
         return base_row(spec, "STOPPED", "stopped before it started"), {}
-    with tempfile.TemporaryDirectory(prefix="rlnb-ray-trial-") as tmp:
-        row = run_trial(spec, Path(tmp), _RayControl(ray, office, sweep, spec.trial, reports))
-        run = Path(tmp) / spec.run_id
+    with trial_folder() as tmp:
+        row = run_trial(spec, tmp, _RayControl(ray, office, sweep, spec.trial, reports))
+        run = tmp / spec.run_id
         files = {str(p.relative_to(run)): p.read_bytes() for p in run.rglob("*") if p.is_file()}
     row["host"] = socket.gethostname()
     return row, files
+
+
+TRIAL_PREFIX = "rlnb-ray-trial-"
+
+
+@contextlib.contextmanager
+def trial_folder() -> Iterator[Path]:
+    """A Ray trial's temporary folder on its node, held (``rlnb.engine.held``) while the trial runs: a worker that
+    was killed left its folder in the node's /tmp for ever; the next trial on that node removes it."""
+    folder, lock = held.scratch_folder(TRIAL_PREFIX)
+    try:
+        yield folder
+    finally:
+        try:
+            shutil.rmtree(folder)
+        except OSError as exc:
+            warnings.warn(f"a Ray trial's temporary folder could not be removed: {exc.filename or folder}: "
+                          f"{exc.strerror or exc}", RuntimeWarning, stacklevel=3)  # fmt: skip
+        held.release(lock)
 
 
 class RayExecutor:

@@ -152,3 +152,24 @@ def test_a_ray_address_where_nothing_listens_is_refused_in_seconds(tmp_path):
     )
     assert "REFUSED" in out.stdout and "address='127.0.0.1:1': no Ray answers there" in out.stdout, out.stderr[-2000:]
     assert not list(tmp_path.rglob("trial-*"))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock is POSIX")
+def test_a_killed_ray_trials_temporary_folder_is_removed_by_the_next_trial_on_its_node(tmp_path, monkeypatch):
+    """A Ray trial ran in a ``TemporaryDirectory``: a worker killed mid-trial (out of memory, a node drained) left
+    the folder, its run and checkpoints in, in the node's /tmp for ever. A trial's folder is now held while it runs,
+    and the next trial on the node removes those whose holder is gone; a live trial's is kept."""
+    from rlnb.engine import held
+    from rlnb.sweep.ray_executor import TRIAL_PREFIX, trial_folder
+
+    monkeypatch.setattr(held.tempfile, "tempdir", str(tmp_path))
+    killed, lock = held.scratch_folder(TRIAL_PREFIX)
+    (killed / "run").mkdir()
+    held.release(lock)  # the killed worker's lock went with it
+    alive, alive_lock = held.scratch_folder(TRIAL_PREFIX)
+    with trial_folder() as folder:
+        assert folder.is_dir() and not killed.exists() and alive.exists()
+        (folder / "run").mkdir()
+    assert not folder.exists()
+    assert sorted(tmp_path.iterdir()) == [alive]
+    held.release(alive_lock)
