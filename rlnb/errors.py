@@ -58,7 +58,7 @@ class OperationFailed(RlnbError):
         self.operation_id = operation_id
         self.kind = kind
         said = ": ".join(part for part in (code, message) if part) or "no error code and no message were given"
-        which = operation_id or "(never given an id: it was not sent)"  # "optim-step  failed": an empty slot
+        which = operation_id or "(never given an id)"  # "optim-step  failed": an empty slot; the message says why
         super().__init__(f"{kind} {which} failed: {said}")
 
 
@@ -115,7 +115,12 @@ class APIError(RlnbError):
 
 
 class APIConnectionError(APIError):
-    """No response: the connection was refused, reset or could not be made."""
+    """No response: the connection was refused, reset or could not be made. ``sent``: False when no connection was
+    made (refused, a connect timeout), so the request surely did not reach the server."""
+
+    def __init__(self, message: str, *, method: str = "", url: str = "", sent: bool = True):
+        self.sent = sent
+        super().__init__(message, method=method, url=url)
 
 
 class APITimeoutError(APIConnectionError):

@@ -297,7 +297,7 @@ class Caller:
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
             if late:
                 tries += f"; {limit} passed"
-            raise cls(what + tries, method=method, url=url) from self._cause(error)
+            raise cls(what + tries, method=method, url=url, sent=not isinstance(error, UNSENT)) from self._cause(error)
         log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries, delay)
         return delay
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from rlnb import wire
-from rlnb.errors import APIError, APIStatusError, RlnbError
+from rlnb.errors import APIConnectionError, APIError, APIStatusError, RlnbError
 from rlnb.remote.client import APIClient
 
 log = logging.getLogger("rlnb")
@@ -33,7 +33,10 @@ MAX_PAGES = 10
 
 def may_have_acted(error: APIError) -> bool:
     """Whether a create that failed with ``error`` may have created its object anyway: no answer, a 5xx
-    (a proxy's 502 or a 503 after the server acted) or an unreadable 200 — not a status that refuses it."""
+    (a proxy's 502 or a 503 after the server acted) or an unreadable 200 — not a status that refuses it, nor a
+    connection never made (refused: a wrong port, a server not started), which sent nothing."""
+    if isinstance(error, APIConnectionError) and not error.sent:
+        return False
     return not (isinstance(error, APIStatusError) and error.status_code < 500)
 
 

@@ -757,8 +757,17 @@ def test_an_operation_failed_before_it_was_sent_says_so_where_its_id_would_be():
     session.backend.close()  # stopped under the session: what it submits now is never sent
     with pytest.raises(rlnb.OperationFailed) as info:
         session.forward_backward([samples.cross_entropy([1, 2, 3])]).result(timeout=10)
-    assert "  failed" not in str(info.value) and "forward-backward (never given an id: it was not sent) failed" in str(
-        info.value
-    )
+    said = str(info.value)
+    assert "  failed" not in said and "forward-backward (never given an id) failed" in said
+    assert "the session is stopped" in said  # why, in the message: not every operation without an id was unsent
     assert info.value.operation_id == ""
     session.close()
+
+
+def test_an_operation_the_server_refused_with_a_400_is_not_said_to_be_unsent(server):
+    """A sample the server refused (``num_samples`` over ``rlnb serve``'s limit) read "sample (never given an id: it
+    was not sent) failed: ... POST ...: 400": the server did receive it, and answered."""
+    with rlnb.connect(server, base_model="rlnb/tiny", record=False) as s, pytest.raises(rlnb.OperationFailed) as info:
+        s.sample("n=", max_tokens=2, num_samples=1000).result(timeout=60)
+    said = str(info.value)
+    assert "it was not sent" not in said and "(never given an id) failed" in said and "400" in said

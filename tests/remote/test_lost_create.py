@@ -112,3 +112,18 @@ def test_a_create_is_resent_only_when_the_server_surely_did_not_act():
         with APIClient(BASE, KEY, transport=transport, **quick({})) as client, pytest.raises(rlnb.APIError):
             client.create_model_resources(request)
         assert len(calls) == sent, script
+
+
+def test_a_create_whose_connection_was_refused_is_not_looked_for_as_lost(caplog):
+    """A wrong port or a server not started: every attempt's connection was refused, so nothing was sent. rlnb
+    still said "the answer to creating a model resource was lost (... Connection refused)" and listed the user's
+    resources to find it (that failed too, and was said as well)."""
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with caplog.at_level("INFO", logger="rlnb"), pytest.raises(rlnb.APIConnectionError) as refused:
+        rlnb.connect(f"http://127.0.0.1:{port}", base_model="rlnb/tiny", record=False, max_retries=1)
+    assert refused.value.sent is False and "Connect" in str(refused.value)
+    assert not [r for r in caplog.records if "was lost" in r.getMessage()]
