@@ -125,3 +125,34 @@ def test_exit_with_a_run_panel_mid_run_is_clean_and_records_everything(tmp_path,
     assert (df.kind == "optim-step").sum() >= 2
     # exit (or an explicit close) stops the run after the step in progress: nothing is cut short
     assert set(df.status) == {"TRAINING_OPERATION_STATUS_COMPLETED"}
+
+
+HUNG_PANELS = """
+import time
+import rlnb
+from rlnb.widgets import RunPanel, turns
+
+turns.EXIT_DEADLINE = {deadline}
+panels = []
+for _ in range(3):
+    s = rlnb.connect("local", model="tiny", device="cpu", record=False)
+    panels.append(RunPanel(s, step_fn=lambda session, params: time.sleep(200)))  # a step that hangs
+    panels[-1].start(5)
+time.sleep(0.5)
+print("exiting", flush=True)
+"""
+
+
+def test_an_exit_waits_for_hung_panels_once_in_all_not_once_per_panel():
+    """Each panel's step in progress was given ``EXIT_DEADLINE`` in turn (and each Find LR too): two hung panels
+    took 62 s to exit where docs/widgets.md says at most 30 s. One deadline now covers them all."""
+    deadline = 8.0
+    code = textwrap.dedent(HUNG_PANELS.format(deadline=deadline))
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        assert p.stdout.readline().strip() == "exiting"
+        start = time.monotonic()
+        p.wait(120)
+        waited = time.monotonic() - start
+        p.stderr.read()
+    assert p.returncode == 0
+    assert waited < 2.5 * deadline, waited  # one deadline and room for the sessions' close (~5 s), not three in turn

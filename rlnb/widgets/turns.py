@@ -7,6 +7,7 @@ runs' operations would interleave on the session, each step mixing the other's s
 
 from __future__ import annotations
 
+import time
 import weakref
 from typing import Any, Protocol, TypeVar
 
@@ -29,7 +30,8 @@ P = TypeVar("P", bound=RunPanel)
 
 
 EXIT_DEADLINE = 30.0
-"""Seconds an interpreter exit waits for a panel's step in progress before its session is closed under it."""
+"""Seconds an interpreter exit waits, in all, for the panels' steps in progress before their sessions are closed
+under them (it waited that long for each panel and each Find LR in turn: 62 s for two hung panels)."""
 
 _OPEN: weakref.WeakSet[Any] = weakref.WeakSet()  # RunPanels
 
@@ -62,9 +64,10 @@ def _stop_running_panels() -> None:
     submitting (or running torch) while its session closes and the interpreter tears down."""
     for panel in list(_OPEN):
         panel.stop()
+    end = time.monotonic() + EXIT_DEADLINE
     for panel in list(_OPEN):
-        panel.join(EXIT_DEADLINE)
-        panel.builder.lr_finder.join(EXIT_DEADLINE)
+        panel.join(max(0.0, end - time.monotonic()))
+        panel.builder.lr_finder.join(max(0.0, end - time.monotonic()))
 
 
 _exit.on_exit("panels", _stop_running_panels)
