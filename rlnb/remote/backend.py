@@ -21,7 +21,7 @@ from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient, ClientOptions
 from rlnb.remote.poller import Poller, PollOptions, report
 from rlnb.remote.sender import Sender, tell
-from rlnb.remote.start import SessionOptions, Start
+from rlnb.remote.start import STOP_RECONNECT, SessionOptions, Start
 from rlnb.wire import Listener, OptimizerKind
 
 log = logging.getLogger("rlnb")
@@ -172,8 +172,8 @@ class RemoteBackend:
         flight returns), stop polling, settle what is still in flight, then stop the model resource if
         ``stop_resource``. Every step is tried — unless the server is unreachable (no answer, or a 5xx,
         to the stop), when what is in flight is settled without asking it or waiting for its POST. A stop that
-        cannot connect is not tried again. The first API error is raised at the end, after a warning naming
-        what may still run remotely when the stop failed.
+        cannot connect is tried again for ``STOP_RECONNECT`` seconds only. The first API error is raised at the
+        end, after a warning naming what may still run remotely when the stop failed.
 
         Called from a listener on this backend's own poll or send thread (a history callback), it closes on a
         thread of its own and returns: inline it joined the thread it ran on (``cannot join current thread``,
@@ -198,39 +198,41 @@ class RemoteBackend:
             tell(item, wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, unsent))
         errors: list[APIError] = []
         reachable = True
-        try:  # a server that takes no connection is asked once: close() waited out every retry's backoff (14 s)
-            self._info = self.client.stop_session(self.session_id, reconnect=False)
+        try:  # a server that takes no connection is asked for 5 s: close() waited out every retry's backoff (14 s)
+            self._info = self.client.stop_session(self.session_id, reconnect_until=time.monotonic() + STOP_RECONNECT)
         except APIError as exc:
             reachable = not isinstance(exc, APIConnectionError) and not (
                 isinstance(exc, APIStatusError) and exc.status_code >= 500
             )
             if not _gone(exc, f"session {self.session_id}"):
                 errors.append(exc)
-                self._warn_running(exc, reachable)
+                resource = self.stop_resource and not reachable  # then it is not asked either
+                what = f"session {self.session_id}" + (f" and model resource {self.resource.id}" if resource else "")
+                self._warn_running(exc, what, f"stop_session({self.session_id!r})")
         sending = self._sender.join(CLOSE_GRACE if reachable else 0.0)
         if sending is not None:
             why = "the session was closed while this operation was being sent; its outcome is unknown"
             tell(sending, wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
         self._settle(self._poller.stop(wait=reachable), ask=reachable)
         if self.stop_resource and reachable:
-            try:  # the one connect created: the stop's answer may name another (it stopped that one, not this)
-                self.client.stop_model_resources(self.resource.id)
+            rid = self.resource.id  # the one connect created: the stop's answer may name another (it stopped that)
+            try:
+                self.client.stop_model_resources(rid, reconnect_until=time.monotonic() + STOP_RECONNECT)
             except APIError as exc:
-                if not _gone(exc, f"model resource {self.resource.id}"):
+                if not _gone(exc, f"model resource {rid}"):
                     errors.append(exc)
+                    self._warn_running(exc, f"model resource {rid}", f"stop_model_resources({rid!r})")
         self.client.close()
         self.state = Lifecycle.CLOSED
         if errors:
             raise errors[0]
 
-    def _warn_running(self, exc: APIError, reachable: bool) -> None:
-        """Say what may still run (and cost) remotely when the stop failed, and how to stop it later (the model
-        resource this backend would stop is not asked either when the server is unreachable)."""
-        resource = self.stop_resource and not reachable
-        what = f"session {self.session_id}" + (f" and model resource {self.resource.id}" if resource else "")
+    def _warn_running(self, exc: APIError, what: str, how: str) -> None:
+        """Say what may still run (and cost) remotely when its stop failed, and how to stop it later (``how``: the
+        ``APIClient`` call)."""
         log.warning("rlnb: could not stop %s at %s (%s): it may still be running remotely; stop it once the server "
-                    "answers, e.g. rlnb.remote.client.APIClient(%r).stop_session(%r)", what, self.client.base_url,
-                    exc, self.client.base_url, self.session_id)  # fmt: skip
+                    "answers, e.g. rlnb.remote.client.APIClient(%r).%s", what, self.client.base_url, exc,
+                    self.client.base_url, how)  # fmt: skip
 
     def runs_here(self) -> bool:
         """Whether the caller is this backend's poll or send thread (``Operation.result`` refuses to wait there)."""

@@ -112,9 +112,10 @@ class Call(NamedTuple):
     until: float | None = None
     """A ``time.monotonic()`` by which the call ends, if sooner than its deadline (a poll within its failure
     window)."""
-    reconnect: bool = True
-    """False: a connection that cannot be made is not tried again (``close()``'s stop: a dead server held it
-    through every retry's backoff, 14 s)."""
+    reconnect_until: float | None = None
+    """A ``time.monotonic()`` after which a connection that cannot be made is not tried again, and by which a retry
+    ends connecting (the stops that clean up, ``start.STOP_RECONNECT``: a dead server held them through every
+    retry's backoff, 14 s); None: retried as any failure, within the deadline."""
 
 
 class Caller:
@@ -189,7 +190,7 @@ class Caller:
             started = time.monotonic()
             failure: httpx.RequestError | None = None
             try:
-                with deadline(end):
+                with deadline(end, call.reconnect_until if attempt else None):  # the first try connects in full
                     response = self._http.send(request, stream=True)
                     try:
                         bodies.read(response, self.max_response_bytes)
@@ -275,28 +276,32 @@ class Caller:
         ``APIConnectionError`` (``from`` it, with the request's Authorization header masked). An error
         status becomes ``status_error_class(status)``. No retry starts past the call's ``end`` (``limit`` says
         what set it). A ``call`` that is not ``idempotent`` is retried only when it surely did not act: no
-        connection was made, or the server refused it (408, 409, 429); one that may not ``reconnect`` is not
-        retried when no connection was made.
+        connection was made, or the server refused it (408, 409, 429); when no connection was made, one with a
+        ``reconnect_until`` is retried only before it, at most ``RetryPolicy.reconnect_max_delay`` apart.
         """
         method, url = request.method, self.redact(str(request.url.copy_with(query=None)))
+        delay = self.retry.delay(attempt, response.headers if response is not None else None)
+        shut = False  # no connection was made, and the call's reconnect window has passed
         if response is not None:
             retry = self.retry.should_retry(response) and (call.idempotent or response.status_code in REFUSED)
             what = f"{response.status_code} {response.reason_phrase}"
         else:  # a request that could not even be built (LocalProtocolError) fails the same way every time
             unsent = isinstance(error, UNSENT)
-            retry = not isinstance(error, httpx.LocalProtocolError) and (call.reconnect if unsent else call.idempotent)
+            retry = not isinstance(error, httpx.LocalProtocolError) and (unsent or call.idempotent)
             what = f"{type(error).__name__}: {self.redact(str(error)) or 'no response'}"
-        delay = self.retry.delay(attempt, response.headers if response is not None else None)
-        late = time.monotonic() + delay >= end
-        if not retry or attempt >= self.retry.max_retries or late:
+            if unsent and call.reconnect_until is not None:
+                delay = min(delay, self.retry.reconnect_max_delay)
+                shut = time.monotonic() + delay >= call.reconnect_until
+        late = not shut and time.monotonic() + delay >= end
+        if not retry or attempt >= self.retry.max_retries or late or shut:
             if "Authorization" in request.headers:  # the cause of what we raise keeps this request
                 request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
             if response is not None:
                 raise self._bodies.status_error(request, response, self.base_url)
             cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
-            if late:
-                tries += f"; {limit} passed"
+            if late or shut:
+                tries += f"; {limit} passed" if late else "; its time to reconnect passed"
             raise cls(what + tries, method=method, url=url, sent=not isinstance(error, UNSENT)) from self._cause(error)
         log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries, delay)
         return delay

@@ -130,12 +130,13 @@ class APIClient(Caller):
         return self._one(self._send(Call("GET", path)), wire.ModelResources, model_resources_id)
 
     def stop_model_resources(
-        self, model_resources_id: str, *, force: bool = True, reconnect: bool = True
+        self, model_resources_id: str, *, force: bool = True, reconnect_until: float | None = None
     ) -> wire.ModelResources:
-        """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails). ``reconnect``:
-        as ``stop_session``'s."""
+        """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails).
+        ``reconnect_until``: as ``stop_session``'s."""
         path = f"/model-resources/{_seg(model_resources_id, 'model_resources_id')}/stop"
-        call = Call("POST", path, params={"force": "true" if force else "false"}, reconnect=reconnect)
+        params = {"force": "true" if force else "false"}
+        call = Call("POST", path, params=params, reconnect_until=reconnect_until)
         return self._one(self._send(call), wire.ModelResources, model_resources_id)
 
     def create_session(self, request: wire.StartTrainingSessionRequest) -> wire.Session:
@@ -163,10 +164,12 @@ class APIClient(Caller):
         path = f"/training-sessions/{_seg(session_id, 'session_id')}"
         return self._one(self._send(Call("GET", path)), wire.Session, session_id)
 
-    def stop_session(self, session_id: str, *, reconnect: bool = True) -> wire.Session:
-        """``reconnect=False``: one try when no connection can be made (``Call.reconnect``)."""
+    def stop_session(self, session_id: str, *, reconnect_until: float | None = None) -> wire.Session:
+        """``reconnect_until`` (a ``time.monotonic()``): a connection that cannot be made is tried again only
+        before it, with short backoff (``Call.reconnect_until``); None: as any failure, within the deadline."""
         path = f"/training-sessions/{_seg(session_id, 'session_id')}/stop"
-        return self._one(self._send(Call("POST", path, reconnect=reconnect)), wire.Session, session_id)
+        call = Call("POST", path, reconnect_until=reconnect_until)
+        return self._one(self._send(call), wire.Session, session_id)
 
     def submit_operation(
         self, session_id: str, kind: wire.OperationKind, body: wire._Model | None, *, idempotency_key: str | None = None

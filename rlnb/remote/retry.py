@@ -26,6 +26,9 @@ class RetryPolicy:
     """A server's ``Retry-After`` is obeyed when 0 < value <= this; otherwise the backoff applies."""
     statuses: frozenset[int] = frozenset({408, 409, 429})
     """Retried besides every status >= 500: request timeout, lock conflict, rate limit / session cap."""
+    reconnect_max_delay: float = 1.0
+    """The backoff's cap between the connection attempts of a call that may reconnect for a short window only (the
+    stops that clean up: ``rlnb.remote.start.STOP_RECONNECT``)."""
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:

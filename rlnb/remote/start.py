@@ -22,6 +22,11 @@ log = logging.getLogger("rlnb")
 
 M = TypeVar("M", wire.ModelResources, wire.Session)
 
+STOP_RECONNECT = 5.0
+"""Seconds the stops that clean up (``close()``'s, and those undoing a failed ``connect``) keep trying a server that
+takes no connection, a second apart at most, before a warning names what may still run: asked once, a network blip
+left a paid resource running; retried through the whole backoff, a dead server held them 14 s each."""
+
 
 def _wait_until(
     fetch: Callable[[], M], ready: str, dead: frozenset[str], timeout: float, poll_min: float, poll_max: float
@@ -204,12 +209,13 @@ def _checked(
 
 
 def _stop_quietly(client: APIClient, session_id: str | None, model_resources_id: str | None) -> None:
-    """Best-effort cleanup after a failed start; the original error is the one worth raising. A stop that cannot
-    connect is not tried again: on a dead server each one held the error back through every retry (14 s)."""
+    """Best-effort cleanup after a failed start; the original error is the one worth raising. The stops share one
+    ``STOP_RECONNECT`` to connect: on a dead server each one held the error back through every retry (14 s)."""
+    until = time.monotonic() + STOP_RECONNECT
     for stop, target in ((client.stop_session, session_id), (client.stop_model_resources, model_resources_id)):
         if target is not None:
             try:
-                stop(target, reconnect=False)
+                stop(target, reconnect_until=until)
             except APIError as exc:
                 log.warning("could not stop %s after a failed start (%s): it may still be running remotely", target,
                             exc)  # fmt: skip

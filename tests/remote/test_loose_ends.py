@@ -1,5 +1,5 @@
 """The remote client's loose ends: a waiting status that comes with an error, presigned URLs that point elsewhere
-than the API promises, and ``close()`` against a server that is gone."""
+than the API promises (``close()`` against a server that is gone: ``test_cleanup_stops``)."""
 
 import json
 import re
@@ -11,7 +11,7 @@ import pytest
 import rlnb
 import rlnb.remote.calls
 import rlnb.remote.client
-from tests.support.fake_api import BASE, FAST_POLL, KEY, NOW, FakeAPI, error, quick
+from tests.support.fake_api import BASE, FAST_POLL, KEY, NOW, FakeAPI
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -131,69 +131,3 @@ def test_an_operation_whose_result_sits_behind_an_http_url_under_https_fails_nam
         s.forward_backward([rlnb.samples.cross_entropy([1, 2, 3])]).result(timeout=10)
     s.close()
     assert not [r for r in fake.calls() if r.url.host == "storage.test"]
-
-
-@pytest.mark.parametrize("failure", [httpx.ConnectError, httpx.ConnectTimeout])
-def test_close_against_a_dead_server_asks_once_and_says_the_session_may_still_run(failure, caplog):
-    """A stop that could not connect was retried through the whole backoff (6 attempts, 14 s with the default
-    policy), and ``close()`` said nothing of the session (and resource) it left running."""
-    fake = FakeAPI(ready_after=1)
-    dead: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if dead:
-            dead.append(request)
-            raise failure("refused", request=request)
-        return fake(request)
-
-    s = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), ready_timeout=5, record=False,
-                     **FAST_POLL, **quick({}))  # fmt: skip
-    sid, rid = s.id, s.backend.resource.id
-    dead.append(httpx.Request("GET", BASE))  # from now on no connection can be made
-    with pytest.raises(rlnb.APIConnectionError, match="stop: "):
-        s.close()
-    assert [r.url.path for r in dead[1:]] == [f"/v1/rl/training-sessions/{sid}/stop"]  # once, and no resource stop
-    said = [r.getMessage() for r in caplog.records if "may still be running remotely" in r.getMessage()]
-    assert len(said) == 1 and f"session {sid} and model resource {rid}" in said[0]
-    assert f"stop_session({sid!r})" in said[0]  # how to stop it later
-
-
-def test_close_still_retries_a_stop_the_server_answers_with_a_503():
-    """Only a connection that cannot be made is not tried again: a server that answers is asked on."""
-    fake = FakeAPI(ready_after=1)
-    rid = fake.add_resource({"adam": {}})
-    busy = [error(503, "busy")] * 2
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/stop") and busy:
-            return busy.pop()
-        return fake(request)
-
-    s = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid,
-                     ready_timeout=5, record=False, **FAST_POLL, **quick({}))  # fmt: skip
-    s.close()
-    assert [v["status"] for v in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]
-
-
-def test_a_start_that_fails_on_a_dead_server_asks_once_to_stop_each_thing_it_created(caplog):
-    """The server dies while ``connect`` waits for the session: undoing the start retried each stop through the
-    whole backoff (session, then resource: 12 attempts, 28 s with the default policy) before the error came."""
-    fake = FakeAPI(ready_after=3)
-    dead: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if not dead and fake.sessions and request.method == "GET":
-            dead.append(request)  # the session's first poll: the server is gone from here on
-        if dead:
-            dead.append(request)
-            raise httpx.ConnectError("refused", request=request)
-        return fake(request)
-
-    with pytest.raises(rlnb.APIConnectionError):
-        rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), ready_timeout=5, **FAST_POLL,
-                     **quick({}))  # fmt: skip
-    (sid,), (rid,) = fake.sessions, fake.resources
-    stops = [r.url.path for r in dead if r.url.path.endswith("/stop")]
-    assert stops == [f"/v1/rl/training-sessions/{sid}/stop", f"/v1/rl/model-resources/{rid}/stop"]
-    said = [r.getMessage() for r in caplog.records if "may still be running remotely" in r.getMessage()]
-    assert len(said) == 2 and sid in said[0] and rid in said[1]
