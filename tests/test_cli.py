@@ -246,6 +246,44 @@ def test_serve_announces_the_address_a_client_takes(monkeypatch, capsys):
     assert announced == f"http://127.0.0.1:{port}" and not announced.endswith(API_PREFIX)
 
 
+def test_serve_says_when_its_checkpoints_folder_cannot_be_removed_at_the_stop(tmp_path, monkeypatch, capsys):
+    """The stop removed the temporary folder of checkpoints with ``ignore_errors``: one that stayed (a file it
+    could not remove) was said nowhere. Now a line names the folder and the error; the stop still succeeds and
+    removes the rest. (As root a read-only file is removable: the one unlink refused is patched in.)"""
+    import shutil
+    import socket
+
+    from rlnb.engine import held
+
+    monkeypatch.setattr(held.tempfile, "tempdir", str(tmp_path))
+    unlink = os.unlink
+
+    def refuse(path, *args, **kwargs):
+        if os.fspath(path).endswith("stuck.pt"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return unlink(path, *args, **kwargs)
+
+    def run(app, sock):  # the server "ran": it wrote two checkpoints, one of which cannot be removed
+        sock.close()
+        (scratch,) = tmp_path.glob(f"{held.SCRATCH_PREFIX}*")
+        (scratch / "ckpt.pt").write_bytes(b"w")
+        (scratch / "stuck.pt").write_bytes(b"w")
+        monkeypatch.setattr(os, "unlink", refuse)
+
+    monkeypatch.setattr("rlnb.server.app.run", run)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert main(["serve", "--device", "cpu", "--port", str(port)]) == 0
+    monkeypatch.setattr(os, "unlink", unlink)
+    (scratch,) = tmp_path.glob(f"{held.SCRATCH_PREFIX}*")
+    assert [p.name for p in scratch.iterdir()] == ["stuck.pt"]  # the rest went
+    err = capsys.readouterr().err
+    assert f"rlnb serve: could not remove the checkpoints' temporary folder {scratch} (" in err
+    assert "stuck.pt: Permission denied" in err
+    shutil.rmtree(scratch)
+
+
 def test_serve_with_an_empty_host_stops_rather_than_listen_on_every_interface(capsys):
     """``--host "$HOST"`` with ``HOST`` unset bound every interface (the default is this machine only) and announced
     ``http://:8000/v1/rl``."""

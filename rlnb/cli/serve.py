@@ -98,8 +98,20 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return _serve_app(args, models, scratch, extra, limits)
     finally:
         if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+            _remove_scratch(scratch)
             release(lock)
+
+
+def _remove_scratch(scratch: str) -> None:
+    """Remove the checkpoints' temporary folder at the stop. A failure is said on stderr, naming the folder and
+    what could not be removed (it was silent: the checkpoints stayed in the temporary folder unsaid), and not
+    raised: the server has stopped either way, and everything else in the folder is still removed."""
+    try:
+        shutil.rmtree(scratch)
+    except OSError as exc:
+        shutil.rmtree(scratch, ignore_errors=True)  # whatever else can go
+        print(f"rlnb serve: could not remove the checkpoints' temporary folder {scratch} ({exc.filename or scratch}: "
+              f"{exc.strerror or exc}); remove it by hand", file=sys.stderr)  # fmt: skip
 
 
 def _serve_app(
