@@ -15,6 +15,8 @@ from rlnb._options import user_path
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
 from rlnb.sinks.watched import Watched, lost_from
 
+EVENT_FILES = "events.out.tfevents.*"
+"""How TensorBoard names its event files (``SummaryWriter`` makes one per writer, under the run's folder)."""
 FAILURES_TAG = "failed_operations"
 STEP_METRICS = ("loss", "grad_norm", "learning_rate")
 """Metrics the HParams dashboard lists from the start (all seen are listed when the run ends)."""
@@ -43,7 +45,7 @@ class TensorBoard(Sink):
     def holds(self, run: RunInfo) -> str | None:
         """Event files in the run's folder: a run streamed or exported there before."""
         folder = self.logdir / run.name
-        if folder.is_dir() and any(folder.glob("events.out.tfevents.*")):
+        if folder.is_dir() and any(folder.glob(EVENT_FILES)):
             return f"as event files in {folder}: delete that folder to export it again, or export to another logdir"
         return None
 
@@ -58,12 +60,16 @@ class _Writer:
         from torch.utils.tensorboard import SummaryWriter
 
         self._summary = Summary
+        before = set(path.glob(EVENT_FILES))
         self._writer = SummaryWriter(log_dir=str(path))
-        if self._writer.file_writer is None:
-            raise RuntimeError(f"SummaryWriter({path}) opened no event file")
         self._files: Any = self._writer.file_writer
-        event_file = getattr(self._files.event_writer, "_file_name", path)  # tensorboard's own
-        self._file: Watched = Watched(Path(event_file), path)
+        # the event file it made, new in the folder: its name is no public attribute (it was read from tensorboard's
+        # private ``_file_name``, with the folder to watch instead if that went: a deleted event file went unseen)
+        made = sorted(set(path.glob(EVENT_FILES)) - before)
+        if self._files is None or len(made) != 1:
+            self._writer.close()
+            raise RuntimeError(f"SummaryWriter({path}) made {len(made)} event files, not one: {[m.name for m in made]}")
+        self._file: Watched = Watched(made[0], path)
         self._params: dict[str, Any] = dict(run.params)
         self._seen: set[str] = set(STEP_METRICS)
         self._write_hparams(end=False)

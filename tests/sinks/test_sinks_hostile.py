@@ -249,6 +249,36 @@ def test_a_tensorboard_folder_deleted_mid_run_drops_the_sink_saying_what_was_not
     assert "Exception in thread" not in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("private", ["kept", "gone"])
+def test_a_tensorboard_event_file_deleted_alone_drops_the_sink_and_another_writers_does_not(private, tmp_path,
+                                                                                             monkeypatch):  # fmt: skip
+    """The sink watches the event file its own writer made, found as the one new in the run's folder. It was read
+    from tensorboard's private ``_file_name``, the folder watched instead were that gone (``gone``: a tensorboard
+    that names it otherwise), and then a deleted event file went unseen, the rest of the run written to nothing."""
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    if private == "gone":
+        made = EventFileWriter.__init__
+
+        def renamed(self, *args, **kwargs):
+            made(self, *args, **kwargs)
+            self._renamed = self.__dict__.pop("_file_name")  # read in __init__ only
+
+        monkeypatch.setattr(EventFileWriter, "__init__", renamed)
+    folder = tmp_path / "tb" / "r"
+    folder.mkdir(parents=True)
+    other = folder / "events.out.tfevents.1700000000.elsewhere.1.0"  # another writer's, there before
+    other.write_bytes(b"")
+    writer = sinks.TensorBoard(tmp_path / "tb", interval=0).open(RunInfo("r", None, {"seed": 0}))
+    writer.write([Point(1, {"loss": 1.0}, 0.0)], [])
+    other.unlink()
+    writer.write([Point(2, {"loss": 0.5}, 0.0)], [])  # not its file: written on
+    (own,) = folder.glob(sinks.tensorboard.EVENT_FILES)
+    own.unlink()
+    with pytest.raises(FileNotFoundError, match=r"was deleted while the run was written to it: the points from step 3"):
+        writer.write([Point(3, {"loss": 0.25}, 0.0)], [])
+
+
 @pytest.mark.slow  # MLflow's store, Trackio's
 @pytest.mark.parametrize("library", ["mlflow", "trackio"])
 def test_a_local_mlflow_or_trackio_store_deleted_mid_run_drops_the_sink_saying_what_was_not_written(tmp_path, library):
