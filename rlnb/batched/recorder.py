@@ -126,6 +126,9 @@ class Recorder:
         """End ``op`` FAILED with ``code``."""
         self._open.remove(op)
         self.history.update(op.record, wire.Operation.failed(op.id, code, message), time.time())
+        if op.record.kind == wire.OperationKind.OPTIM_STEP:  # no step made, as a session counts it
+            self.submitted -= 1
+            self.history.uncount_step(op.record)
 
     def publish(self, op: Op) -> None:
         """Run and complete the weights-sync ``op``: it publishes the completed optim-steps as the weights version."""

@@ -203,6 +203,10 @@ class History:
             self.store.write_op(as_row(rec))  # RUNNING is not written: the final line carries started_at too
         self._listeners.tell(rec)
 
+    def uncount_step(self, failed: Record) -> None:
+        """What was submitted behind the FAILED optim-step ``failed`` counted a step: ``OpsTable.uncount``."""
+        self._ops_table.uncount(self._records, failed, self.store)
+
     def _start_unseen(self, rec: Record, at: float) -> float:
         """When an operation first seen finished started: a session runs its operations in order, so a
         completed one ran from when the one before it ended (or its submission, if later) — to within a

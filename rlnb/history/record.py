@@ -40,8 +40,9 @@ class Record:
     error_code: str | None = None
     error_message: str | None = None
     step: int | None = None
-    """optim-step: the step count after it. Others: optim-steps submitted before this op, i.e. the
-    trainer version it sees; a forward-backward with ``step=k`` feeds the optim-step that makes k+1."""
+    """optim-step: the step count after it (a failed one: before it). Others: optim-steps submitted before this op
+    that did not fail, i.e. the trainer version it sees; a forward-backward with ``step=k`` feeds the optim-step that
+    makes k+1."""
     loss: float = math.nan
     """forward-backward: the loss as returned (cross-entropy: a sum over trained tokens)."""
     metrics: dict[str, float] = field(default_factory=dict)
@@ -205,6 +206,20 @@ _FOLDS: dict[str, Callable[[Record, Any], None]] = {
     wire.OperationKind.SAMPLE: _fold_sample,
 }
 """What each kind's result adds to its record (the other kinds add nothing)."""
+
+
+def uncount(records: list[Record], failed: Record) -> list[Record]:
+    """Lower by one the ``step`` of the records after the optim-step ``failed`` (in submission order), which counted
+    it as a step when it made none; returns them. A completed optim-step's is its output's: it stays."""
+    lowered = []
+    for rec in reversed(records):
+        if rec.seq <= failed.seq:
+            break
+        stepped = rec.kind == wire.OperationKind.OPTIM_STEP and rec.status == wire.OperationStatus.COMPLETED
+        if rec.step and not stepped:
+            rec.step -= 1
+            lowered.append(rec)
+    return lowered[::-1]
 
 
 def fold_output(rec: Record, out: Any) -> None:

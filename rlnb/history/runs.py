@@ -114,8 +114,9 @@ def open_run(
         if damaged:
             set_aside_config(path)
         if earlier is not None:
-            same_optimizer(run_id, earlier.config, config)
-            warn_changed(run_id, changed(earlier.config, config))
+            changes = changed(earlier.config, config)
+            same_optimizer(run_id, changes)
+            warn_changed(run_id, changes)
         first = continued(run_id, earlier.config if earlier is not None else None, time.time())
         config = {**first, **config, "versions": environment()}
         store.write_config(config)
@@ -125,11 +126,12 @@ def open_run(
     return store, config, earlier
 
 
-def same_optimizer(run_id: str, earlier: dict[str, Any], config: dict[str, Any]) -> None:
-    """``ValueError`` naming both when a session continues a run recorded with another optimizer: one run is one
-    optimizer's (its config names one, which ``rlnb.runs`` and the plots go by), and the later session's silently
-    relabelled the earlier session's steps. An optimizer a damaged config does not name is not compared."""
-    before, now = earlier.get("optimizer"), config.get("optimizer")
+def same_optimizer(run_id: str, changes: dict[str, tuple[Any, Any]]) -> None:
+    """``ValueError`` naming both when ``changes`` (``runconfig.changed``: what a session continuing a run sets up
+    otherwise) holds the optimizer: one run is one optimizer's (its config names one, which ``rlnb.runs`` and the
+    plots go by), and the later session's silently relabelled the earlier session's steps. An optimizer a damaged
+    config does not name (no string) is not refused: ``warn_changed`` names it with the other changes."""
+    before, now = changes.get("optimizer", (None, None))
     if isinstance(before, str) and isinstance(now, str) and before != now:
         raise ValueError(
             f"run {run_id} was recorded with optimizer {before}, and this session's is {now}: one run holds one "

@@ -14,9 +14,10 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from rlnb import wire
-from rlnb.history.record import CATEGORIES, COLUMNS, FLOATS, TIMES, Record
+from rlnb.history.record import CATEGORIES, COLUMNS, FLOATS, TIMES, Record, as_row, uncount
 from rlnb.history.runconfig import continued_at
 from rlnb.history.steplog import StepLog
+from rlnb.history.store import RunStore
 
 
 def _columns(records: list[Record]) -> dict[str, list[Any]]:
@@ -78,6 +79,18 @@ class OpsTable:
         """A finished record changed again (called under the history's lock): the kept rows may hold its old
         state."""
         self._frame, self.kept, self._refinished = None, 0, self._refinished + 1
+
+    def uncount(self, records: list[Record], failed: Record, store: RunStore | None) -> None:
+        """``record.uncount`` under the history's lock. A record it lowers that had finished (reported before the
+        failure, out of order) drops the kept rows and is written again: a run's latest line of an operation is its
+        state."""
+        with self._lock:
+            finished = [rec for rec in uncount(records, failed) if rec.status in wire.TERMINAL_STATUSES]
+            if finished:
+                self.refinished()
+        if store is not None:
+            for rec in finished:
+                store.write_op(as_row(rec))
 
     def frame(self, records: list[Record]) -> pd.DataFrame:
         """One row per record, in order: the kept rows, then the newer ones built."""

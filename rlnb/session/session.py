@@ -172,7 +172,8 @@ class Session:
         op._hold()  # its listeners hear of it once the lock is released: they may submit too
         try:
             with self._lock:  # one order for the step counter, the history and the backend queue
-                rec = self.history.new(kind, self._steps_submitted - self._steps_failed, params, at=op.submitted_at)
+                with self._failed_lock:  # a failure counted and its records lowered (``_recorded``) at once
+                    rec = self.history.new(kind, self._steps_submitted - self._steps_failed, params, at=op.submitted_at)
                 op._on_update = lambda env, at: self._recorded(rec, env, at)
                 # returns at once (a remote backend POSTs from its own thread); input it cannot even encode
                 # raises here, recorded FAILED
@@ -187,11 +188,13 @@ class Session:
         return op
 
     def _recorded(self, rec: Any, env: wire.Operation[Any], at: float) -> None:
-        """Record a report; a FAILED optim-step reached no step: what follows it feeds the step it failed to make."""
+        """Record a report; a FAILED optim-step reached no step: what follows it feeds the step it failed to make,
+        what is submitted from now on and what was submitted behind it alike (``History.uncount_step``)."""
         self.history.update(rec, env, at)
         if rec.kind == Kind.OPTIM_STEP and env.status == wire.OperationStatus.FAILED:
             with self._failed_lock:  # its report may come on the worker's thread or the submitting one
                 self._steps_failed += 1
+                self.history.uncount_step(rec)
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until every operation submitted so far has finished (COMPLETED or FAILED); ``OperationTimeout``

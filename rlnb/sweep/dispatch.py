@@ -14,7 +14,7 @@ from .batched_executor import MAX_MEMBERS, BatchedExecutor
 from .executors import Executor, ThreadExecutor, route
 from .folder import append_row
 from .options import ExecutorOptions, SearchOptions
-from .trial import TrialSpec, base_row
+from .trial import TrialSpec, base_row, identity
 
 Progress = Callable[[int, int, dict[str, Any]], None]
 """``progress(done, total, row)`` after each finished trial."""
@@ -27,6 +27,7 @@ class Plan:
 
     def __init__(self, specs: list[TrialSpec], finished: set[int]):
         self.total = len(specs)
+        self._specs = {s.trial: s for s in specs}
         self.done_before = sum(s.trial in finished for s in specs)  # a row of another trial is none of the plan's
         self._todo = collections.deque(s for s in specs if s.trial not in finished)
 
@@ -40,9 +41,10 @@ class Plan:
     def finish(self, row: dict[str, Any]) -> None:
         """Nothing to tell: a plan does not learn from results."""
 
-    def planned(self, trial: int) -> bool:
-        """Whether ``trial`` is one of the plan's (numbered from 0)."""
-        return 0 <= trial < self.total
+    def expected(self, trial: int) -> dict[str, Any] | None:
+        """The identifying columns of ``trial``'s row as the plan has them, or None for a trial it does not have."""
+        spec = self._specs.get(trial)
+        return identity(spec) if spec is not None else None
 
     def superseded(self) -> set[int]:
         """None: a plan runs a stopped trial again under its own number, whose new row replaces the old."""

@@ -118,7 +118,7 @@ def sweep(
         else:
             source = Plan([make_spec(i, c) for i, (c, _) in enumerate(plan)], finished)  # configs × seeds
             reporter = None
-        previous = planned_rows(folder, previous, source.planned)
+        previous = planned_rows(folder, previous, source.expected)
         run = start(folder, source, reporter, where, study, stop or threading.Event(), progress)
         state["started"] = True
         try:

@@ -24,7 +24,7 @@ from rlnb.params import OptimizerParams
 from rlnb.tasks import Task
 
 from .options import SearchOptions, TrialOptions
-from .trial import TERMINAL, Objective
+from .trial import RESULT_COLUMNS, TERMINAL, Objective
 
 SETTINGS_FILE, ROWS_FILE, LOCK_FILE = "sweep.json", "trials.jsonl", "sweep.lock"
 RESULT_OPTIONS = frozenset(
@@ -237,13 +237,35 @@ def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str
     return rows
 
 
-def planned_rows(folder: Path, rows: list[dict[str, Any]], planned: Callable[[int], bool]) -> list[dict[str, Any]]:
-    """The rows of trials this sweep has; another trial's row (a hand edit: ``{"trial": 99, ...}``) is left out with
-    a warning: it was a row of the table with no config, and counted done ("done 5 of 4")."""
-    for trial in sorted({r["trial"] for r in rows if not planned(r["trial"])}):
+def planned_rows(
+    folder: Path, rows: list[dict[str, Any]], expected: Callable[[int], dict[str, Any] | None]
+) -> list[dict[str, Any]]:
+    """The rows of trials this sweep has, each with the number, variant, label, config and seed ``expected`` gives
+    it. Another trial's row (a hand edit: ``{"trial": 99, ...}``) is left out with a warning: it was a row of the
+    table with no config, and counted done ("done 5 of 4"). A planned trial's row that says otherwise (a config
+    edited by hand) is warned about, field by field, and takes the plan's: the plan is what the trial ran with,
+    and the table showed its result beside the edited config, silently."""
+    kept = []
+    for trial in sorted({r["trial"] for r in rows if expected(r["trial"]) is None}):
         warnings.warn(f"{folder / ROWS_FILE}: trial {trial} is not a trial of this sweep; its row is ignored",
                       stacklevel=3)  # fmt: skip
-    return [r for r in rows if planned(r["trial"])]
+    for row in rows:
+        plan = expected(row["trial"])
+        if plan is not None:
+            kept.append(_as_planned(folder, row, json.loads(json.dumps(plan, default=str))))  # as it was written
+    return kept
+
+
+def _as_planned(folder: Path, row: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with the plan's identifying columns, warning about each that differs (or that the plan lacks)."""
+    extra = [k for k in row if k not in plan and k not in RESULT_COLUMNS]  # a config field added by hand
+    differ = [f"{k}: {row.get(k)!r} (the plan has {plan[k]!r})" for k in plan if row.get(k) != plan[k]]
+    differ += [f"{k}: {row[k]!r} (the plan has no {k})" for k in extra]
+    if not differ:
+        return row
+    warnings.warn(f"{folder / ROWS_FILE}: trial {row['trial']}'s row differs from the sweep's plan (edited by hand?) "
+                  f"in {'; '.join(differ)}; the plan's is kept, as the trial ran with it", stacklevel=4)  # fmt: skip
+    return {**{k: v for k, v in row.items() if k not in extra}, **plan}
 
 
 def _is_row(row: Any) -> bool:

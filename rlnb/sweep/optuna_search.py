@@ -20,7 +20,7 @@ from urllib.parse import quote
 from rlnb._options import check_int
 
 from .space import Categorical, Dimension, Float, Int
-from .trial import Objective, TrialSpec
+from .trial import Objective, TrialSpec, identity
 
 STUDY_NAME = "rlnb-sweep"
 """Fixed, so that a resumed sweep finds its study (and Hyperband's brackets are reproducible)."""
@@ -206,7 +206,7 @@ class OptunaSource:
         state = self._optuna.trial.TrialState
         trials = self.study.get_trials(deepcopy=False)
         rerun = {t.user_attrs.get(RERUN_ATTR) for t in trials}
-        self._known = {t.number for t in trials}
+        self._known = {t.number: t for t in trials}
         finished = 0
         for t in trials:
             if t.state == state.RUNNING:
@@ -219,9 +219,13 @@ class OptunaSource:
                 self.study.enqueue_trial(t.params, user_attrs={RERUN_ATTR: t.number, SEED_OF_ATTR: first})
         return finished
 
-    def planned(self, trial: int) -> bool:
-        """Whether ``trial`` is one the study had when the sweep (re)started: every recorded row's is."""
-        return trial in self._known
+    def expected(self, trial: int) -> dict[str, Any] | None:
+        """The identifying columns of ``trial``'s row as the study has them (its params, and the seed it ran with),
+        or None for a trial the study did not have when the sweep (re)started: every recorded row's is one."""
+        asked = self._known.get(trial)
+        if asked is None:
+            return None
+        return identity(self._make_spec(trial, dict(asked.params), asked.user_attrs.get(SEED_OF_ATTR)))
 
     def superseded(self) -> set[int]:
         """Stopped trials that were asked again (under a new number): the table shows the new attempt only, as a

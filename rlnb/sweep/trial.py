@@ -89,18 +89,16 @@ class Control(Protocol):
         """Report the objective after ``step`` steps; the answer is a reason to prune, or None."""
 
 
+def identity(spec: TrialSpec) -> dict[str, Any]:
+    """The columns of a trial's row that its sweep decides (number, variant, label, config, seed): a resume
+    checks a recorded row's against them."""
+    named = {"variant": spec.variant} if spec.variant is not None else {}
+    return {"trial": spec.trial, **named, "label": label(spec.config), **spec.config, "seed": spec.seed}
+
+
 def base_row(spec: TrialSpec, status: str, reason: str | None = None) -> dict[str, Any]:
     """The identifying columns of a trial's row (also the whole row of a trial that never ran)."""
-    return {
-        "trial": spec.trial,
-        **({"variant": spec.variant} if spec.variant is not None else {}),
-        "label": label(spec.config),
-        **spec.config,
-        "seed": spec.seed,
-        "status": status,
-        "reason": reason,
-        "steps_done": 0,
-    }
+    return {**identity(spec), "status": status, "reason": reason, "steps_done": 0}
 
 
 def objective_value(objective: Objective, rewards: list[float], losses: list[float]) -> float:

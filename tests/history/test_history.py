@@ -210,11 +210,28 @@ def test_an_optim_step_that_failed_keeping_the_gradients_leaves_their_loss_to_th
     expected = [{"step": 1, "loss": 10.0}, {"step": 2, "loss": 20.0}, {"step": 3, "loss": 70.0}]
     for steps in (s.history.steps, History.load(tmp_path / "r").steps, steps_table(s.history.df)):
         assert steps[["step", "loss"]].to_dict("records") == expected
-    fb = s.history.df[s.history.df.kind == wire.OperationKind.FORWARD_BACKWARD]
-    assert list(fb.step)[:3] == [0, 1, 2]  # the last was submitted behind the failing step: it may not know
+    for df in (s.history.df, History.load(tmp_path / "r").df):  # the last one was submitted behind the failing step
+        assert list(df[df.kind == wire.OperationKind.FORWARD_BACKWARD].step) == [0, 1, 2, 2]  # it said 3
+        assert list(df[df.kind == wire.OperationKind.OPTIM_STEP].step) == [0, 1, 2, 2, 3]  # failed: the step before
     assert [(p.step, p.values["loss"]) for p in replay(s.history, 0.0)[0]] == [(1, 10.0), (2, 20.0), (3, 70.0)]
     pd.testing.assert_frame_equal(s.history.steps, reference_steps(s.history.df), check_dtype=False)
     assert [(r.step, r.loss) for r in s.history.step_log.settled(0)] == [(1, 10.0), (2, 20.0), (3, 70.0)]
+
+
+def test_a_record_finished_before_the_failure_behind_which_it_was_submitted_gets_its_step_lowered_on_disk(tmp_path):
+    """A remote poller may report a forward-backward COMPLETED before the optim-step it was submitted behind FAILED:
+    its line was written with the step it counted; ``uncount_step`` writes it again lowered, and ``df`` (whose
+    finished rows are cached) shows the new step, as the reloaded run does."""
+    h = History.create({"optimizer": "adam"}, tmp_path, "r")
+    opt = h.new("optim-step", 0, None, at=T0)
+    fb = h.new("forward-backward", 1, None, at=T0)
+    finish(h, fb, T0 + 1)
+    assert list(h.df.step) == [0, 1]  # the fb's row is not cached yet: the optim-step before it is unfinished
+    finish(h, opt, T0 + 2, ok=False)
+    assert list(h.df.step) == [0, 1]  # both rows cached now
+    h.uncount_step(opt)
+    h.close()
+    assert list(h.df.step) == [0, 0] and list(History.load(tmp_path / "r").df.step) == [0, 0]
 
 
 def test_a_continued_run_keeps_each_sessions_loss_at_a_repeated_step(tmp_path):

@@ -1044,6 +1044,18 @@ def test_a_session_with_another_optimizer_than_its_run_is_refused_naming_both(tm
     assert History.load(run).config["optimizer"] == "adam"
 
 
+def test_a_run_whose_config_names_no_optimizer_is_continued_with_the_change_named(tmp_path):
+    """An optimizer a damaged config.json does not name (5, no string) is not refused as another optimizer: the one
+    comparison of the two sessions' setups names it among the changes, as any other field."""
+    run = good_run(tmp_path, "r")
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "optimizer": 5}))
+    with pytest.warns(RunContinuedWarning) as said:  # and that it starts at step 0 again
+        rlnb.Session(FakeBackend(optimizer="adam"), runs_dir=tmp_path, run_id="r").close()
+    assert any("optimizer 5 -> 'adam'" in str(w.message) for w in said), [str(w.message) for w in said]
+    assert History.load(run).config["optimizer"] == "adam"
+
+
 def test_a_session_that_continues_a_run_with_another_seed_keeps_the_earlier_ones_and_says_so(tmp_path):
     """A session with seed 7 continuing a seed-0 run replaced the run's config in silence: it said seed 7 for
     every step, and nothing kept the earlier seed. Now a warning at the user's line names the change, and the

@@ -104,6 +104,49 @@ def test_a_hand_edited_trials_file_warns_for_a_broken_line_and_ignores_a_trial_o
     assert list(again.trial) == [0, 1] and not again.learning_rate.isna().any()
 
 
+def resume_warnings(folder: Path, **options) -> tuple[list[str], object]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = sweep(BASE, resume=folder, **options)
+    return [str(w.message) for w in caught], again
+
+
+def test_a_planned_trials_row_edited_by_hand_is_warned_about_and_takes_the_plans_config(tmp_path):
+    """Trial 1's row edited to learning_rate=0.5 (and trial 0's given a weight_decay) was taken as it stood on resume:
+    the table showed the result of the run at 2e-3 as the result of 0.5, without a word."""
+    first = sweep(BASE, CONFIGS, steps=1, runs_dir=tmp_path, progress=False)
+    folder = Path(first.attrs["path"])
+    rows = rows_of(folder)
+    rows[0]["weight_decay"] = 0.1
+    rows[1].update(learning_rate=0.5, label="learning_rate=0.5")
+    (folder / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = []
+    messages, again = resume_warnings(folder, configs=CONFIGS, steps=1, progress=lambda *a: done.append(a))
+    trials_file = folder / "trials.jsonl"
+    assert any(f"{trials_file}: trial 0's row differs from the sweep's plan" in m and "weight_decay: 0.1 (the plan has "
+               "no weight_decay)" in m for m in messages), messages  # fmt: skip
+    assert any(f"{trials_file}: trial 1's row differs from the sweep's plan" in m and "learning_rate: 0.5 (the plan "
+               "has 0.002)" in m and "the plan's is kept" in m for m in messages), messages  # fmt: skip
+    assert done == []  # both trials were done: neither ran again
+    assert list(again.learning_rate) == [1e-3, 2e-3] and list(again.label) == list(first.label)
+    assert "weight_decay" not in again and list(again.final_loss) == list(first.final_loss)
+    assert History.load(again.run_path.iloc[1]).config["sweep_config"] == {"learning_rate": 2e-3}  # what it ran with
+
+
+def test_an_optuna_trials_row_edited_by_hand_takes_the_studys_params_and_seed(tmp_path):
+    """The study's params (and the seed the trial ran with) are the plan of a search: an edited row was taken."""
+    options = dict(search="optuna", space={"learning_rate": (1e-4, 1e-1, "log")}, n_trials=1, steps=1, seeds=[0, 1],
+                   sampler="random", pruner=None, progress=False)  # fmt: skip
+    first = sweep(BASE, runs_dir=tmp_path, **options)
+    folder = Path(first.attrs["path"])
+    (row,) = rows_of(folder)
+    (folder / "trials.jsonl").write_text(json.dumps({**row, "learning_rate": 0.5, "seed": 1}) + "\n")
+    messages, again = resume_warnings(folder, **options)
+    assert any("trial 0's row differs from the sweep's plan" in m and "learning_rate: 0.5" in m and "seed: 1 (the plan "
+               "has 0)" in m for m in messages), messages  # fmt: skip
+    assert list(again.learning_rate) == list(first.learning_rate) and list(again.seed) == [0]
+
+
 def test_the_docs_comparison_line_runs_after_a_stopped_sweep(tmp_path):
     """docs/sweeps.md's line raised "labels has 2 entries for 0 runs" for a sweep stopped before its trials started:
     histories() leaves out the rows without a run, the labels taken from the table did not."""
