@@ -91,18 +91,29 @@ def ce_run(kind: str, seed: int) -> dict[str, Any]:
 
 def sweep_runs(seeds: list[int]) -> list[dict[str, Any]]:
     """Notebook 03's sweep on all seeds at once; per trial its final reward and last step's distinct count."""
-    from rlnb.sweep import grid, histories, sweep
+    from rlnb.sweep import grid, sweep
 
     with tempfile.TemporaryDirectory() as tmp:
         trials = sweep(rlnb.AdamParams(weight_decay=0.0), grid(learning_rate=SWEEP["rates"]), seeds=seeds,
                        steps=SWEEP["steps"], task=first_letter_task(), runs_dir=tmp, progress=False)
-        out = []
-        for (_, row), h in zip(trials.iterrows(), histories(trials), strict=True):
-            logged = h.logged.dropna(subset=["reward"])
-            out.append({"lr": float(row.learning_rate), "seed": int(row.seed), "status": row.status,
-                        "final_reward": float(row.final_reward),
-                        "distinct": float(logged["completions/distinct_mean"].iloc[-1]),
-                        "executor": row.executor})
+        return sweep_rows(trials)
+
+
+def sweep_rows(trials: Any) -> list[dict[str, Any]]:
+    """Each trial's row with the distinct count of its run's last step, each run found by the trial and seed it
+    records: a trial without a run (stopped before it started, or failed before its session opened) is kept,
+    distinct NaN. Zipped with ``histories(trials)``, which leaves those out, ``strict=True`` raised after a stop."""
+    from rlnb.sweep import histories
+
+    runs = {(h.config.get("trial"), h.config.get("seed")): h for h in histories(trials)}
+    out = []
+    for _, row in trials.iterrows():
+        h = runs.get((int(row.trial), int(row.seed)))
+        logged = h.logged.dropna(subset=["reward"]) if h is not None else None
+        distinct = float(logged["completions/distinct_mean"].iloc[-1]) if logged is not None and len(logged) else None
+        out.append({"lr": float(row.learning_rate), "seed": int(row.seed), "status": row.status,
+                    "final_reward": float(row.final_reward), "distinct": math.nan if distinct is None else distinct,
+                    "executor": row.executor})
     return out
 
 

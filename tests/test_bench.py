@@ -1,6 +1,7 @@
 """Smoke runs of the benchmark scripts that the test suite keeps working (their figures are in bench/README.md)."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -72,3 +73,36 @@ def test_the_remote_benchs_jitter_varies_each_operations_delay(tmp_path, monkeyp
     runs = [times["COMPLETED"] - times["RUNNING"] for times in seen.values() if "COMPLETED" in times][2:]
     assert len(runs) == 6 and min(runs) >= 0.3  # the first two (warming up) left out
     assert max(runs) - min(runs) > 0.25, runs  # seeded draws: extras of 0.23 to 0.71 s over the plain 0.3 s
+
+
+@pytest.mark.slow  # a sweep's RL step, and the bench's imports (~25 s on a loaded 2-core CPU)
+def test_the_lessons_bench_pairs_each_trial_with_its_own_run_after_a_stopped_sweep(tmp_path, monkeypatch):
+    """``bench_lessons.py`` zipped the sweep's rows with ``histories(trials)`` (``strict=True``), which leaves out a
+    trial without a run: after a sweep stopped before its second trial started, that raised. Each row is paired with
+    its own run now, and the trial without one is kept (distinct NaN)."""
+    import threading
+
+    import torch
+
+    import rlnb
+    from rlnb.sweep import grid, sweep
+    from rlnb.tasks import Task
+
+    threads = torch.get_num_threads()
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    import bench_lessons
+
+    torch.set_num_threads(threads)  # the bench runs torch on one thread: not the rest of this worker's tests
+    stop = threading.Event()
+
+    def reward(prompt, completion):
+        stop.set()  # in the first trial's step: the second never starts
+        return float(len(completion)) / 8
+
+    trials = sweep(rlnb.AdamParams(weight_decay=0.0), grid(learning_rate=[1e-3, 2e-3]), steps=1, stop=stop,
+                   task=Task("count", [[104, 105]], reward), executor="threads", max_concurrent=1, runs_dir=tmp_path,
+                   progress=False)  # fmt: skip
+    assert trials.run_path.notna().tolist() == [True, False]
+    rows = bench_lessons.sweep_rows(trials)
+    assert [(r["lr"], r["status"]) for r in rows] == list(zip(trials.learning_rate, trials.status, strict=True))
+    assert rows[0]["distinct"] >= 1 and math.isnan(rows[1]["distinct"]) and math.isnan(rows[1]["final_reward"])

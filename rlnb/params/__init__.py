@@ -45,6 +45,7 @@ from .hyperparams import (
     MuonHyperparams,
     check_decay,
     check_hyperparams,
+    decay_rule_holds,
     resolve,
 )
 
@@ -64,6 +65,7 @@ __all__ = [
     "OptimizerParams",
     "check_decay",
     "check_hyperparams",
+    "decay_rule_holds",
     "params_for",
     "resolve",
 ]

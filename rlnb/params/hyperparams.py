@@ -79,14 +79,19 @@ DECAY_RULE = "learning_rate * weight_decay must be < 1"
 """Decoupled weight decay multiplies every weight by 1 - learning_rate * weight_decay each step."""
 
 
+def decay_rule_holds(learning_rate: float, weight_decay: float) -> bool:
+    """Whether ``DECAY_RULE`` holds: the one test of it, for the params and for rates rounded to fit it."""
+    return learning_rate * weight_decay < 1
+
+
 def check_decay(hp: Hyperparams, owner: str) -> None:
     """``InvalidParams`` (``owner``'s ``weight_decay``, Muon's ``adam.weight_decay`` too) where ``DECAY_RULE`` fails:
     at 1 a step erased every weight, past it flipped their sign, in silence."""
     parts = [("", hp)] + ([("adam.", hp.adam)] if isinstance(hp, MuonHyperparams) else [])
     errors = []
     for at, part in parts:
-        product = part.learning_rate * part.weight_decay
-        if product >= 1:
+        if not decay_rule_holds(part.learning_rate, part.weight_decay):
+            product = part.learning_rate * part.weight_decay
             said = (
                 f"{DECAY_RULE}, got {part.learning_rate:g} * {part.weight_decay:g} = {product:g}: decoupled decay "
                 "multiplies every weight by 1 - that each step (0 erases them, less flips their sign); give a smaller "

@@ -8,6 +8,8 @@ from matplotlib.axes import Axes
 
 from rlnb.viz.plots import NotebookFigure
 
+EMPTY = "no finished trials yet"
+"""``search_plot``'s title while no trial has a value to draw."""
 MARKERS = {"COMPLETED": ("o", "C0"), "PRUNED": ("x", "C3"), "FAILED": ("s", "0.3"), "STOPPED": ("^", "0.6")}
 
 
@@ -18,7 +20,14 @@ def _axes(ax: Axes | None) -> Axes:
 def search_plot(trials: pd.DataFrame, x: str = "learning_rate", y: str = "value", ax: Axes | None = None) -> Axes:
     """``y`` (default: the objective, the mean of the last 5 steps) against ``x`` per trial, one marker
     per status; the best completed trial (the highest reward, the lowest loss, ``value`` as the objective says) is
-    starred and named in the legend."""
+    starred and named in the legend. Titled "no finished trials yet" while no trial has a ``y``: a sweep stopped
+    before its trials started draws them by status; an Optuna search stopped before its first trial (a table with
+    no rows, nor the columns of its space) draws empty axes, not an error naming a column it has no row to hold."""
+    ylabel = f"{trials.attrs.get('objective', 'reward')} (mean of the last 5 steps)" if y == "value" else y
+    if trials.empty:
+        ax = _axes(ax)
+        ax.set(title=EMPTY, xlabel=x, ylabel=ylabel)
+        return ax
     check_column(trials, "x", x)
     check_column(trials, "y", y)
     ax = _axes(ax)
@@ -33,9 +42,9 @@ def search_plot(trials: pd.DataFrame, x: str = "learning_rate", y: str = "value"
                    label=f"best {x} {best[x]:.2g}")  # fmt: skip
     if x in ("learning_rate", "adam.learning_rate", "eps", "weight_decay") and (trials[x] > 0).all():
         ax.set_xscale("log")
-    ax.set(
-        xlabel=x, ylabel=f"{trials.attrs.get('objective', 'reward')} (mean of the last 5 steps)" if y == "value" else y
-    )
+    ax.set(xlabel=x, ylabel=ylabel)
+    if trials[y].isna().all():
+        ax.set_title(EMPTY)
     ax.legend(loc="best", fontsize="small")
     return ax
 

@@ -25,7 +25,7 @@ from rlnb._options import OPERATION_TIMEOUT, take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
 from rlnb.history import new_run_id
-from rlnb.params import DECAY_RULE, AdamParams, MuonHyperparams, OptimizerParams
+from rlnb.params import DECAY_RULE, AdamParams, MuonHyperparams, MuonParams, OptimizerParams, decay_rule_holds
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 
@@ -153,12 +153,13 @@ def lr_find(
     # NaN or inf in the EMA made every smoothed point NaN (or inf), read as "flat" with no suggestion.
     curve = values if not values or math.isfinite(values[-1]) else values[:-1]
     smoothed = smooth(smooth(curve)[::-1])[::-1] + [math.nan] * (len(values) - len(curve))  # no lag
-    suggestion, why = suggest(lrs[: len(curve)], smoothed[: len(curve)], objective, curve)
+    measured, why = suggest(lrs[: len(curve)], smoothed[: len(curve)], objective, curve)
+    params = with_lr(base, measured, rounded=True) if measured is not None else None
+    suggestion = params.learning_rate if params is not None else None
     reason = why + (f"; ended early: {ended}" if ended else "")
-    if suggestion is not None and ratio is not None:
-        reason += f"; AdamW part at {ratio:.2g}× it: {significant(suggestion * ratio)}"
+    if isinstance(params, MuonParams) and ratio is not None:
+        reason += f"; AdamW part at {ratio:.2g}× it: {params.resolved().adam.learning_rate}"
     path = str(trial.history.path) if trial.history.path else None
-    params = with_lr(base, suggestion, rounded=True) if suggestion is not None else None
     found = LRFind(lrs[: len(values)], values, smoothed, suggestion, objective, kind, scaling, reason + late, path)
     found.adam_ratio, found.params, found.interrupted = ratio, params, interrupted
     if failure is not None:  # the steps measured were lost with the traceback (the error named no run folder)
@@ -177,15 +178,24 @@ def _deadline(session: Session) -> float:
 
 
 def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> OptimizerParams:
-    """``base`` at learning rate ``lr``; Muon's ``adam`` part moves with it at ``base``'s ratio (each
-    rate to two significant figures when ``rounded``)."""
+    """``base`` at learning rate ``lr``; Muon's ``adam`` part moves with it at ``base``'s ratio (when ``rounded``,
+    each rate to two significant figures, the AdamW one from Muon's as rounded; down where to nearest would break
+    ``DECAY_RULE``: a range test ends before the first rate it refuses, and 0.0106 at weight_decay 92 was suggested
+    as 0.011, refused)."""
     resolved = base.resolved()
     data = base.model_dump(exclude_unset=True)
-    data["learning_rate"] = significant(lr) if rounded else lr
+    data["learning_rate"] = _fit(lr, lr, resolved.weight_decay) if rounded else lr
     if isinstance(resolved, MuonHyperparams):
-        adam = lr * resolved.adam.learning_rate / resolved.learning_rate
-        data["adam"] = {**data.get("adam", {}), "learning_rate": significant(adam) if rounded else adam}
+        ratio = resolved.adam.learning_rate / resolved.learning_rate
+        adam = _fit(data["learning_rate"] * ratio, lr * ratio, resolved.adam.weight_decay) if rounded else lr * ratio
+        data["adam"] = {**data.get("adam", {}), "learning_rate": adam}
     return type(base)(**data)
+
+
+def _fit(lr: float, measured: float, weight_decay: float) -> float:
+    """``lr`` to two significant figures; where that breaks ``DECAY_RULE``, ``measured`` (a rate run) rounded down."""
+    near = significant(lr)
+    return near if decay_rule_holds(near, weight_decay) else significant(measured, down=True)
 
 
 def _number(raw: Any, i: int, lr: float) -> float:

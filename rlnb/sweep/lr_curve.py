@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Sequence
+from decimal import ROUND_FLOOR, Decimal
 
 import numpy as np
 
@@ -36,9 +37,13 @@ preset on the digits task, seeds 0-4): fresh and notebook-05 sessions rise 0.68-
 40 steps to reward 1.0 rise 0.000 (every group's rewards equal: no gradient at any rate)."""
 
 
-def significant(value: float, digits: int = 2) -> float:
-    """``0.0025929437974046674`` → ``0.0026``: a rate as a person would write it."""
-    return float(f"{value:.{digits}g}")
+def significant(value: float, digits: int = 2, down: bool = False) -> float:
+    """``0.0025929437974046674`` → ``0.0026``: a rate as a person would write it; ``down``: ``0.0025``, for a rate
+    that must stay under a bound the rate to nearest would reach (``find_lr.with_lr``)."""
+    if not down:
+        return float(f"{value:.{digits}g}")
+    exact = Decimal(repr(value))  # its shortest decimal: 0.099 stays 0.099 (binary 0.0989999... floored to 0.098)
+    return float(exact.quantize(Decimal(1).scaleb(exact.adjusted() - digits + 1), rounding=ROUND_FLOOR))
 
 
 def spaced(start: float, end: float, steps: int) -> list[float]:
@@ -95,7 +100,7 @@ def suggest(
     lrs: Sequence[float], smoothed: Sequence[float], objective: Objective, values: Sequence[float] | None = None
 ) -> tuple[float | None, str]:
     """The rate of fastest improvement per decade of learning rate, before the best point (the steepest
-    descent of the loss, the steepest ascent of the reward), to two significant figures. The first 10%
+    descent of the loss, the steepest ascent of the reward), as measured (``lr_find`` rounds it). The first 10%
     of steps are skipped: the EMA has too little history there. None, saying why, when the curve is flat
     (see ``FLAT``), within the noise of ``values`` (the per-step objective, see ``NOISE``) or does not
     improve, or improves fastest at either edge of what is read (the steepest point may lie outside the range).
@@ -152,7 +157,7 @@ def suggest(
             f"no clear suggestion: the smoothed {objective} improved {'' if i == best else 'near its '}fastest at the "
             f"end of the range (lr {lrs[best]:.3g}): try a larger end_lr or more steps"
         )
-    return significant(lrs[i]), f"steepest {'ascent' if sign > 0 else 'descent'} of the smoothed {objective}"
+    return lrs[i], f"steepest {'ascent' if sign > 0 else 'descent'} of the smoothed {objective}"
 
 
 def why_none(reason: str) -> str:

@@ -1,13 +1,11 @@
-"""The builder's "Find LR" controls: a learning-rate range test from the form, and Muon's lr units.
+"""The builder's "Find LR" controls: a learning-rate range test from the form, beside Muon's lr units
+(``rlnb.widgets.muon_units``).
 
 **Find LR** runs ``rlnb.sweep.lr_find`` on a background thread, on a copy of the RunPanel's session
 (else a fresh local session of ``model``), probing the panel's task (a builder on its own: ``lr_find``'s default,
 the digits task), which its status line names; errors show in the status line and in ``.error``. Its
 suggestion (Muon: with the AdamW rate at the config's ratio) shows beside the plot and changes nothing
 until **Apply** is clicked. While the builder is invalid, Find LR is disabled and says why.
-
-**Muon lr units** ("original" ↔ "match_adam") converts Muon's rate for the model's matrix shapes; on a
-session the units are the session's (fixed when it was created) and the shapes its own model's.
 """
 
 from __future__ import annotations
@@ -15,48 +13,24 @@ from __future__ import annotations
 import html
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import ipywidgets as W
 
-from rlnb.params import OptimizerParams
-from rlnb.session import Session
 from rlnb.viz.draw import png
-from rlnb.widgets.controls import WIDE
+from rlnb.widgets.muon_units import RED, Form, MuonUnits
 
-RED = "#b00020"
-
-
-class Form(Protocol):
-    """What the controls need of the builder they sit in (``rlnb.widgets.builder.OptimizerBuilder``)."""
-
-    adam: dict[str, Any]
-    muon: dict[str, Any]
-    muon_adam: dict[str, Any]
-    errors: list[str]
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def valid(self) -> bool: ...
-
-    @property
-    def params(self) -> OptimizerParams: ...
+__all__ = ["RED", "Form", "LRFinderControls"]
 
 
-class LRFinderControls:
+class LRFinderControls(MuonUnits):
     """``session`` (set by the RunPanel) is what a range test copies; without one it runs on a fresh
     local session of ``model``. ``options`` go to ``lr_find`` (``steps``, ``task``, ``start_lr``, ...; a RunPanel
     sets ``task`` to its own, else ``lr_find`` runs the digits task: the status line says which).
     ``result`` is the last ``LRFind``; ``apply()`` (the Apply button) puts its suggestion in the form."""
 
     def __init__(self, builder: Form, model: Any = "tiny"):
-        from rlnb.sweep import muon_shapes
-
-        self.builder, self.model = builder, model
-        self.shapes: list[tuple[int, int]] | None = muon_shapes(model)
-        self._session: Session | None = None
+        super().__init__(builder, model)
         self.options: dict[str, Any] = {"steps": 30}
         self.result: Any = None
         """The last ``LRFind``."""
@@ -69,8 +43,6 @@ class LRFinderControls:
         self.apply_button = W.Button(
             description="Apply", icon="check", disabled=True, tooltip="put the suggested rate(s) in the form"
         )
-        self.scaling = W.Dropdown(options=["original", "match_adam"], description="Muon lr units", style=WIDE)
-        self.status = W.HTML()
         self.status.add_class("rlnb-lr-find-status")
         # hidden until a range test has drawn something: an empty Image shows as a broken-image icon
         self.plot = W.Image(format="png", layout=W.Layout(width="360px", display="none"))
@@ -78,88 +50,9 @@ class LRFinderControls:
         self._thread: threading.Thread | None = None
         self._going = threading.Event()
         self._halt = threading.Event()  # ends the range test in flight after its step (``stop``)
-        self._said = ""  # the status of the last range test, shown again once the form is valid
         self._probe = ""  # what the range test in flight runs, for its status line
-        self._converting = False
-        self._units: str | None = None  # a session's, which the units must stay (set in code, they converted the rate)
         self.button.on_click(lambda _: self.start())
         self.apply_button.on_click(lambda _: self.apply())
-        self.scaling.observe(self._convert, names="value")
-
-    # -- the session ------------------------------------------------------------------------------
-
-    @property
-    def session(self) -> Session | None:
-        return self._session
-
-    @session.setter
-    def session(self, session: Session | None) -> None:
-        """Take a session's Muon units (converting the form's rate to them, for its model's shapes) and
-        lock the units: a rate in the other convention would mean another step size to this session."""
-        from rlnb.sweep import muon_shapes
-        from rlnb.sweep.find_lr import SCALING_NAMES
-
-        self._session = session
-        if session is None or session.optimizer != "muon":
-            self.scaling.disabled, self._units = False, None
-            return
-        try:
-            self.shapes = muon_shapes(session)
-        except ValueError as exc:  # a remote session on a model whose shapes are not known here
-            self.shapes = None
-            self.scaling.tooltip = str(exc)
-        given = session.history.config.get("muon_scaling")
-        units = SCALING_NAMES.get(str(given), given) or "original"
-        if units != self.scaling.value and self.shapes is None:
-            self._converting = True  # nothing to convert with: say so
-            try:
-                self.scaling.value = units
-            finally:
-                self._converting = False
-            self._said = (
-                f"<span style='color:{RED}'>✗ Muon's rate was not converted to {units}: "
-                + html.escape(self.scaling.tooltip)
-                + "</span>"
-            )
-            self._say(self._said)
-        elif units != self.scaling.value:
-            self.scaling.value = units  # converts the form's rate with the session's own shapes
-        self.scaling.disabled, self._units = True, units
-        self.scaling.tooltip = f"this session's units: {units} (fixed when the session was created)"
-
-    @property
-    def unconverted(self) -> str | None:
-        """The form's Muon units while a rate in "original" units cannot be converted to them (shapes not known)."""
-        return None if self.shapes is not None or self.scaling.value == "original" else str(self.scaling.value)
-
-    def from_original(self, lr: float) -> float:
-        """A Muon rate in "original" units (a preset's, as its lesson was measured) in the form's units, for the
-        shapes known here; as it is when they are not known (the status line says the rate was not converted)."""
-        from rlnb.sweep import convert_muon_lr
-
-        if self.scaling.value == "original" or self.shapes is None:
-            return lr
-        return convert_muon_lr(lr, "original", self.scaling.value, self.shapes)
-
-    def _convert(self, change: dict[str, Any]) -> None:
-        from rlnb.sweep import convert_muon_lr
-
-        if self._converting:
-            return
-        lr = self.builder.muon["learning_rate"]
-        if self.shapes is None or change["new"] is None or self._units not in (None, change["new"]):
-            self._converting = True  # None (no units) raised from this observer, and broke every preset picked after
-            try:
-                self.scaling.value = change["old"]
-            finally:
-                self._converting = False
-            why = self.scaling.tooltip if change["new"] is not None else "Muon lr units: 'original' or 'match_adam'"
-            self._say(f"<span style='color:{RED}'>✗ {html.escape(why)}</span>")
-            return
-        if lr.value > 0:
-            lr.value = convert_muon_lr(lr.value, change["old"], change["new"], self.shapes)
-
-    # -- the range test -----------------------------------------------------------------------------
 
     @property
     def running(self) -> bool:
@@ -180,9 +73,6 @@ class LRFinderControls:
                 self._say(f"Find LR waits: {html.escape(waiting)}")
             else:
                 self._say(self._said)
-
-    def _say(self, text: str) -> None:
-        self.status.value = text
 
     def _progress(self, done: int, total: int) -> None:
         if not self._halt.is_set():

@@ -1,12 +1,15 @@
 """The sweep lesson's figures, checked on their artists: seed bands that stay within the values the
-seeds took, and a search's trials by status against the learning rate."""
+seeds took, and a search's trials by status against the learning rate (none yet: said in the title)."""
+
+import threading
 
 import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.collections import PathCollection, PolyCollection
 
-from rlnb.sweep import random_search, search_plot, summarize
+import rlnb
+from rlnb.sweep import grid, random_search, search_plot, summarize, sweep
 from rlnb.viz import plots
 
 
@@ -124,3 +127,33 @@ def test_search_plot_stars_the_best_of_y_whatever_the_objective(objective, y, be
     trials.attrs["objective"] = objective
     stars = [c for c in search_plot(trials, y=y).collections if isinstance(c, PathCollection)][-1]
     assert stars.get_offsets().tolist() == [[best_lr, float(trials.loc[1, y])]]
+
+
+def stopped() -> threading.Event:
+    stop = threading.Event()
+    stop.set()
+    return stop
+
+
+@pytest.mark.slow  # an Optuna study (~5 s on a loaded CPU: optuna's import, its SQLite storage)
+def test_search_plot_of_a_search_stopped_before_its_first_trial_is_empty_axes_saying_so(tmp_path):
+    """An Optuna search stopped before its first trial returns a table with no rows, nor its space's columns:
+    ``search_plot`` raised "x='learning_rate' is not a column of these trials", in the cell meant to watch it."""
+    trials = sweep(rlnb.AdamParams(weight_decay=0.0), space={"learning_rate": (1e-4, 1e-2, "log")}, n_trials=2,
+                   search="optuna", steps=1, runs_dir=tmp_path, progress=False, stop=stopped())  # fmt: skip
+    assert trials.empty and "learning_rate" not in trials.columns
+    ax = search_plot(trials)
+    assert ax.get_title() == "no finished trials yet" and not ax.collections and ax.get_legend() is None
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("learning_rate", "reward (mean of the last 5 steps)")
+
+
+def test_search_plot_of_trials_stopped_before_they_started_says_none_finished(tmp_path):
+    """A list sweep stopped before any trial started: its rows are drawn by status (no value), the title says why
+    nothing is plotted."""
+    trials = sweep(rlnb.AdamParams(weight_decay=0.0), grid(learning_rate=[1e-3, 2e-3]), steps=1, runs_dir=tmp_path,
+                   progress=False, stop=stopped())  # fmt: skip
+    ax = search_plot(trials)
+    assert ax.get_title() == "no finished trials yet"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["stopped (2)"]
+    trials.loc[0, ["status", "value"]] = ["COMPLETED", 0.5]  # one finished: no such title
+    assert search_plot(trials).get_title() == ""
