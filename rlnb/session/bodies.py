@@ -52,7 +52,10 @@ def optim_step_body(params: OptimizerParams) -> wire.OptimStepBody:
 
 def weights_sync_body(sync_type: str) -> wire.WeightsSyncBody:
     """``Session.weights_sync``'s body: ``sync_type`` by its short name or its wire value."""
-    sync = wire.SYNC_NAMES.get(sync_type, sync_type)
+    sync = wire.SYNC_NAMES.get(sync_type, sync_type) if isinstance(sync_type, str) else sync_type
+    if sync not in wire.SYNC_NAMES.values():  # pydantic's error listed only the WEIGHT_SYNC_TYPE_* spellings
+        raise ValueError(f"sync_type must be one of {', '.join(wire.SYNC_NAMES)} (or its wire name, such as "
+                         f"{next(iter(wire.SYNC_NAMES.values()))!r}), got {sync_type!r}")  # fmt: skip
     return wire.WeightsSyncBody.model_validate({"weight_sync_type": sync})
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, get_args
 
 from pydantic import Field, Strict
 
@@ -24,6 +24,7 @@ __all__ = [
     "GrpoLossAggregationType",
     "GrpoLossParams",
     "GrpoLossRatioType",
+    "GRPO_PARAM_NAMES",
     "LossConfig",
     "LossSpec",
     "LossType",
@@ -54,6 +55,20 @@ GrpoLossAggregationType: TypeAlias = Literal[
 """How GRPO turns token losses into one number: FIXED_HORIZON (÷ samples × max length), TOKEN_MEAN or SEQUENCE_MEAN."""
 GrpoLossRatioType: TypeAlias = Literal["GRPO_LOSS_RATIO_TYPE_TOKEN", "GRPO_LOSS_RATIO_TYPE_SEQUENCE"]
 """GRPO's importance ratio per token (TOKEN) or per sample (SEQUENCE, as GSPO)."""
+
+
+def _short_names(values: Any, prefix: str) -> dict[str, str]:
+    """``{"TOKEN_MEAN": "GRPO_LOSS_AGGREGATION_TYPE_TOKEN_MEAN", ...}``: each wire value (but UNSPECIFIED, which
+    means "the default") by the name docs/losses.md gives it."""
+    return {v.removeprefix(prefix): v for v in get_args(values) if not v.endswith("_UNSPECIFIED")}
+
+
+GRPO_PARAM_NAMES: dict[str, dict[str, str]] = {
+    "agg_type": _short_names(GrpoLossAggregationType, "GRPO_LOSS_AGGREGATION_TYPE_"),
+    "ratio_type": _short_names(GrpoLossRatioType, "GRPO_LOSS_RATIO_TYPE_"),
+}
+"""The short names ``loss_params`` takes for GRPO's enum params (any case: ``"TOKEN_MEAN"``, ``"token_mean"``), as
+``weights_sync`` takes ``"pipeline"``; the wire values are taken too."""
 
 ClipLow = Annotated[float, Strict(), Field(le=1, allow_inf_nan=False)]
 """An absolute lower bound on the importance ratio (<= 1)."""
@@ -253,6 +268,8 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
         if unknown:
             fields = ", ".join(spec.params.model_fields) or "none, it takes no params"
             raise ValueError(f"{spec.name} params have no field {', '.join(map(repr, unknown))}; its fields: {fields}")
+    if params:
+        params = _wire_names(spec, params)
     missing = [f for f in spec.required_params if f not in (params or {})]  # pydantic's bare "Field required"
     if missing:
         raise ValueError(f"loss.{spec.params_field} is required for {spec.type} ({', '.join(missing)}: no default); "
@@ -261,6 +278,25 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
     if spec.params_field is not None and (params or spec.required_params):
         config[spec.params_field] = params or {}
     return LossConfig.model_validate(config)
+
+
+def _wire_names(spec: LossSpec, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with each GRPO enum param given by its short name (``"TOKEN_MEAN"``) as its wire value. A value that
+    is neither is a ``ValueError`` listing the names (pydantic's was several lines of the four wire values)."""
+    out = dict(params)
+    for field, names in GRPO_PARAM_NAMES.items():
+        value = out.get(field)
+        if value is None or spec.params is None or field not in spec.params.model_fields:
+            continue
+        wire_names = get_args(spec.params.model_fields[field].annotation)[0]  # Literal[...] | None
+        if value in get_args(wire_names):
+            continue
+        found = names.get(value.upper()) if isinstance(value, str) else None
+        if found is None:
+            raise ValueError(f"loss_params {field} must be one of {', '.join(names)} (or its wire name, such as "
+                             f"{next(iter(names.values()))!r}), got {value!r}")  # fmt: skip
+        out[field] = found
+    return out
 
 
 def loss_problem(config: LossConfig) -> tuple[str, str] | None:
