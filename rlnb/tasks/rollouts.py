@@ -165,8 +165,13 @@ def _reward(task: Task, prompt: str, completion: str) -> float:
     """``task.reward(prompt, completion)`` as a finite float: a real number, a bool (``completion == answer``), or
     numpy's or torch's one (a reward model's score, a one-element tensor). Anything else — a string such as '0.5'
     (a reward that returns text is a bug), a complex, NaN, inf, an int past float — is an error naming the task and
-    the texts (NaN was "the advantages are not finite", naming neither; 10**400 float()'s ``OverflowError``)."""
-    value = task.reward(prompt, completion)
+    the texts (NaN was "the advantages are not finite", naming neither; 10**400 float()'s ``OverflowError``). What
+    the reward raises is raised as it is, with a note naming them (a bare ``KeyError`` named nothing)."""
+    try:
+        value = task.reward(prompt, completion)
+    except Exception as exc:  # its own type, for the caller's except clauses; the note says where it came from
+        exc.add_note(f"raised by task {task.name!r}: reward({prompt!r}, {completion!r})")
+        raise
     try:
         if isinstance(value, str | bytes | complex) or getattr(getattr(value, "dtype", None), "kind", "") == "c":
             raise TypeError

@@ -96,8 +96,9 @@ def test_score_gives_the_reward_the_completion_text_and_keeps_the_tokens():
     nan_task = Task("t", ["a"], lambda p, c: math.nan)
     with pytest.raises(ValueError, match=r"task 't': reward\('a', 'x'\) returned nan; it must be finite"):
         score(nan_task, unscored(["a"], [result(seq([1]), seq([2]))], lambda t: "x"))
-    with pytest.raises(ZeroDivisionError):  # the task's own error, as it raised it
+    with pytest.raises(ZeroDivisionError) as raised:  # the task's own error, as it raised it, with where it came from
         score(Task("t", ["a"], lambda p, c: 1 / 0), unscored(["a"], [result(seq([1]))], lambda t: "x"))
+    assert raised.value.__notes__ == ["raised by task 't': reward('a', 'x')"]
 
 
 def rollouts(rewards: list[list[float]], tokens: list[list[tuple[int, ...]]], truncated: list[list[bool]]):
@@ -186,8 +187,9 @@ def test_a_reward_that_raises_keeps_the_steps_completions_unscored(tmp_path):
 
     task = Task("flaky", ["a=", "b="], reward, group_size=3, max_tokens=4)
     with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
-        with pytest.raises(KeyError):
+        with pytest.raises(KeyError) as raised:  # a bare KeyError named no task, prompt or completion
             rl_step(s, task, rlnb.AdamParams(learning_rate=3e-3), seed=0)
+        assert raised.value.__notes__ == [f"raised by task 'flaky': reward('b=', {calls[5]!r})"]
         kinds = list(s.history.df.kind)
     assert kinds == ["sample"] and s.step == 0  # nothing was trained on
     table = s.history.completions
