@@ -16,7 +16,7 @@ import numbers
 import reprlib
 import statistics
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
@@ -56,11 +56,14 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
     ``scale_rewards="none"``, Dr. GRPO's choice). A group whose rewards are all equal (one reward
     included) gets advantages of exactly 0; a group with a non-finite reward gets NaN advantages. Rewards of any
     finite size work (near 1e308, their sum overflowed): they are scaled by a power of two first, which changes no
-    bit of the result; with ``"none"``, an advantage no float holds is a ``ValueError`` naming the rewards.
+    bit of the result; with ``"none"``, an advantage no float holds is a ``ValueError`` naming the rewards. A reward
+    that is no number a float holds (text, which ``float`` reads; ``10**400``) is a ``TypeError`` naming it.
     """
     if scale not in get_args(AdvantageScale):
         raise ValueError(f"scale must be one of {', '.join(get_args(AdvantageScale))}, got {scale!r}")
-    values = [float(r) for r in rewards]
+    if isinstance(rewards, str | bytes) or not isinstance(rewards, Iterable):  # "10" was read as the rewards 1 and 0
+        raise TypeError(f"rewards must be a list of numbers, got {reprlib.repr(rewards)}")
+    values = [_number(r, f"rewards[{i}] is") for i, r in enumerate(rewards)]
     if not all(math.isfinite(r) for r in values):  # no advantage can be made of them: NaN, for the caller to refuse
         return [math.nan] * len(values)
     if not values or min(values) == max(values):
@@ -172,18 +175,22 @@ def _reward(task: Task, prompt: str, completion: str) -> float:
     except Exception as exc:  # its own type, for the caller's except clauses; the note says where it came from
         exc.add_note(f"raised by task {task.name!r}: reward({prompt!r}, {completion!r})")
         raise
-    try:
-        if isinstance(value, str | bytes | complex) or getattr(getattr(value, "dtype", None), "kind", "") == "c":
-            raise TypeError
-        number = float(value.item() if hasattr(value, "item") and not isinstance(value, numbers.Number) else value)
-    except (TypeError, ValueError, OverflowError, RuntimeError):  # RuntimeError: a tensor of many elements
-        raise TypeError(
-            f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned {reprlib.repr(value)}; it must return a "
-            "number a float holds"
-        ) from None
+    number = _number(value, f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned", "it must return")
     if not math.isfinite(number):  # no advantage can be made of it
         raise ValueError(f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned {number}; it must be finite")
     return number
+
+
+def _number(value: Any, said: str, must: str = "a reward must be") -> float:
+    """``value`` as a float: a real number, a bool, or numpy's or torch's one; else a ``TypeError`` saying ``said``
+    and the value: a string such as '0.5' (``float`` reads it), a complex, an int past float (10**400: ``float``'s
+    bare ``OverflowError``), a tensor of many elements. NaN and inf are floats: the caller decides on them."""
+    try:
+        if isinstance(value, str | bytes | complex) or getattr(getattr(value, "dtype", None), "kind", "") == "c":
+            raise TypeError
+        return float(value.item() if hasattr(value, "item") and not isinstance(value, numbers.Number) else value)
+    except (TypeError, ValueError, OverflowError, RuntimeError):  # RuntimeError: a tensor of many elements
+        raise TypeError(f"{said} {reprlib.repr(value)}; {must} a number a float holds") from None
 
 
 def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str, float] | None) -> dict[str, float]:

@@ -71,3 +71,18 @@ def test_an_rl_step_trains_on_huge_rewards(tmp_path):
     assert same.reward == pytest.approx(1.5e308) and same.metrics["frac_reward_zero_std"] == 1.0
     table = s.history.completions
     assert table.advantage.map(math.isfinite).all() and list(s.history.steps.reward) == [report.reward, same.reward]
+
+
+@pytest.mark.parametrize(
+    ("rewards", "words"),
+    [("10", r"rewards must be a list of numbers, got '10'"), (["1", "0"], r"rewards\[0\] is '1'; a reward must be a "
+     r"number a float holds"), ([0.0, 10**400], r"rewards\[1\] is 1000.*000; a reward must be a number a float holds"),
+     ([1.0, 2j], r"rewards\[1\] is 2j;"), (7, "rewards must be a list of numbers, got 7")],
+    ids=["text", "list of text", "10**400", "complex", "one number"],
+)  # fmt: skip
+def test_rewards_that_are_no_numbers_a_float_holds_are_refused_naming_them(rewards, words):
+    """``group_advantages("10")`` and ``(["1", "0"])`` gave [0.707, -0.707]: text read as rewards; ``[10**400, 0]``
+    was float()'s bare ``OverflowError``."""
+    with pytest.raises(TypeError, match=words):
+        group_advantages(rewards)
+    assert group_advantages([True, False]) == group_advantages([1, 0.0])  # bools and ints are numbers
