@@ -74,13 +74,18 @@ class VerifiedTask(Task):
 
     def evaluate(self, session: Session, n: int | None = None, *, split: str = "eval") -> float:
         """Accuracy, pass@1 at temperature 0 (greedy), on the first ``n`` prompts of the held-out split
-        (``split="train"``: the training prompts). Reads the sampler's weights, i.e. the last weights-sync."""
+        (``split="train"``: the training prompts; ``n`` None: all, more than there are: a ``ValueError``). Reads the
+        sampler's weights, i.e. the last weights-sync."""
         if split not in ("eval", "train"):
             raise ValueError(f"split must be 'eval' or 'train', got {split!r}")
         n = check_int("n", n, 1, optional=True)  # n=-1 evaluated all but the last prompt
-        prompts: list[Prompt] = list(self.eval_prompts if split == "eval" else self.prompts)[:n]
-        if not prompts:
+        every: list[Prompt] = list(self.eval_prompts if split == "eval" else self.prompts)
+        if not every:
             raise ValueError(f"task {self.name!r} has no {split} prompts to evaluate")
+        if n is not None and n > len(every):  # n=1000 scored the 64 there are, as if it were 1000
+            raise ValueError(f"n must be at most the {len(every)} {split} prompts of task {self.name!r} (or None: all "
+                             f"of them), got {n}")  # fmt: skip
+        prompts = every[:n]
         ids = [session.encode(p) for p in prompts]
         out = session.sample(ids, num_samples=1, max_tokens=self.max_tokens, temperature=0.0).result()
 

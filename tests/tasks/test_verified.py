@@ -10,6 +10,7 @@ import pytest
 import rlnb
 from rlnb.tasks import TASKS, VerifiedTask, addition_task, corpus, exact_match, first_letter_task
 from rlnb.tasks.lesson import LessonRun, log_accuracy
+from rlnb.testing import FakeBackend
 
 
 def test_first_letter_splits_are_disjoint_balanced_and_fixed():
@@ -79,6 +80,18 @@ def test_a_split_seed_that_is_no_integer_is_refused_not_a_new_split_each_call(ma
         with pytest.raises(ValueError, match=f"split_seed must be an integer .*got {re.escape(repr(seed))}"):
             make(split_seed=seed)
     assert make(split_seed=np.int64(3)).eval_prompts == make(split_seed=3).eval_prompts
+
+
+def test_an_n_past_the_prompts_there_are_is_refused_naming_both():
+    """``evaluate(session, n=1000)`` scored the 64 held-out prompts there are, as if it had scored 1000."""
+    task = first_letter_task()
+    with rlnb.Session(FakeBackend(), record=False) as s:
+        with pytest.raises(ValueError, match=r"n must be at most the 64 eval prompts of task 'first_letter' \(or None"
+                                             r": all of them\), got 65"):
+            task.evaluate(s, 65)
+        with pytest.raises(ValueError, match=r"at most the 64 train prompts .*got 1000$"):
+            task.evaluate(s, 1000, split="train")
+        assert 0.0 <= task.evaluate(s, 64) <= 1.0 and s.history.df.kind.tolist() == ["sample"]
 
 
 def test_evaluate_scores_greedy_answers_on_the_held_out_split():
