@@ -95,6 +95,20 @@ def test_override_by_pattern_or_predicate():
         assert s.backend.optim.split.muon == []
 
 
+def test_a_pattern_that_matches_no_trainable_parameter_is_refused_naming_it():
+    """``muon_split={"zzz*": "adam"}`` was taken, and a misspelt pattern changed nothing, in silence."""
+    model = HeadFirst()
+    words = (r"^muon_split pattern 'hiden\.\*' matches no trainable parameter of the model; its names are like "
+             r"table, head\.weight, hidden\.weight, hidden\.bias, \.\.\. \(6 in all\)$")
+    with pytest.raises(ValueError, match=words):
+        split_params(model, [model.head.weight, model.table], {"hidden.*": "adam", "hiden.*": "adam"})
+    model.hidden.requires_grad_(False)  # frozen: in neither group, so a pattern for it alone does nothing
+    with pytest.raises(ValueError, match="pattern 'hidden.weight' matches no trainable parameter"):
+        split_params(model, [model.head.weight, model.table], {"hidden.weight": "adam"})
+    with pytest.raises(ValueError, match="pattern 'zzz\\*' matches no trainable parameter .* like wte.weight, "):
+        rlnb.connect("local", optimizer="muon", model="tiny", device="cpu", record=False, muon_split={"zzz*": "adam"})
+
+
 def test_lora_factors_share_their_layers_group(peft):
     with rlnb.connect("local", optimizer="muon", model="tiny", lora={"rank": 2}, device="cpu") as s:
         muon_names, adam_names = groups(s.backend.optim.split)

@@ -110,6 +110,7 @@ def split_params(
         return "adam" if id(p) in role_ids or not _matrix(p) else "muon"
 
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    _check_patterns(override, [n for n, _ in named])
     groups = {n: group(n, p) for n, p in named}
     in_out = {id(m.weight) for m in model.modules() if type(m).__name__ in IN_OUT_LAYERS}
     return ParamSplit(
@@ -117,6 +118,18 @@ def split_params(
         adam=[(n, p) for n, p in named if groups[n] == "adam"],
         stored_in_out=frozenset(n for n, p in named if groups[n] == "muon" and id(p) in in_out),
     )
+
+
+def _check_patterns(override: SplitOverride | None, names: list[str]) -> None:
+    """``ValueError`` naming a pattern of a ``muon_split`` mapping that matches no trainable parameter, with a few
+    names there are: a misspelt one (``"zzz*"``, ``"h.*.mlp"`` for ``"*.mlp.*"``) was taken and did nothing."""
+    if not isinstance(override, Mapping):
+        return
+    for pattern in override:
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+            some = ", ".join(names[:4]) + (f", ... ({len(names)} in all)" if len(names) > 4 else "")
+            raise ValueError(f"muon_split pattern {pattern!r} matches no trainable parameter of the model; its names "
+                             f"are like {some or 'none: nothing is trainable'}")  # fmt: skip
 
 
 def _matrix(p: nn.Parameter) -> bool:
