@@ -12,6 +12,8 @@ import dataclasses
 import math
 import numbers
 import os
+import re
+import reprlib
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
@@ -24,8 +26,14 @@ G = TypeVar("G", bound="DataclassInstance")
 
 def take(group: type[G], options: dict[str, Any], given: G | None = None) -> G:
     """``group`` made of the keywords in ``options`` that name its fields (removed from ``options``), over
-    ``given`` (default: the group's defaults)."""
+    ``given`` (default: the group's defaults), which must be a ``group``: a dict was "replace() should be called on
+    dataclass instances" or "'dict' object has no attribute 'device'", naming neither the keyword nor the group."""
     names = {f.name for f in dataclasses.fields(group)}
+    if given is not None and not isinstance(given, group):
+        keyword = re.sub(r"(?<!^)(?=[A-Z])", "_", group.__name__).lower()  # ModelOptions: model_options
+        fields = ", ".join(f.name for f in dataclasses.fields(group))
+        raise TypeError(f"{keyword} must be a {group.__name__} or None, got {reprlib.repr(given)}; give "
+                        f"{group.__name__}(...) or its fields as keywords ({fields})")  # fmt: skip
     picked = {name: options.pop(name) for name in list(options) if name in names}
     base = given if given is not None else group()
     return dataclasses.replace(base, **picked) if picked else base

@@ -178,6 +178,12 @@ def params_for(optimizer: wire.OptimizerKind, params: OptimizerParams | dict[str
     expected = PARAMS[optimizer]
     if params is None:
         return expected()
+    if isinstance(params, AdamHyperparams | MuonHyperparams):  # was told "the optimizer is fixed", whatever the kind
+        name = type(params).__name__
+        raise TypeError(
+            f"params must be {expected.__name__} (or a dict of its fields), not {name}, which .resolved() gives for "
+            f"reading: pass the {name.replace('Hyperparams', 'Params')} it came from"
+        )
     if isinstance(params, dict):
         mine = wire.OPTIMIZER_PARAMS_FIELD[optimizer]
         other = next((f for k, f in wire.OPTIMIZER_PARAMS_FIELD.items() if k != optimizer and f in params), None)

@@ -3,8 +3,11 @@ service would fail the operation for is refused here, before anything is sent or
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import reprlib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from pydantic import ValidationError
 
 from rlnb import wire
 from rlnb._options import check_int
@@ -24,7 +27,7 @@ def forward_backward_body(
     return_loss_fn_outputs: bool,
 ) -> wire.ForwardBackwardBody:
     """``Session.forward_backward``'s body: at least one sample, none longer than the model's context."""
-    batch = [s if isinstance(s, wire.Sample) else wire.Sample.model_validate(s) for s in samples]
+    batch = sample_list(samples)
     if not batch:  # else sent, and FAILED INVALID_INPUT once it ran
         raise ValueError("samples is empty: pass at least one (rlnb.samples.cross_entropy(...) or .policy(...))")
     context = getattr(backend, "context_length", None)
@@ -39,6 +42,28 @@ def forward_backward_body(
         forward_only=forward_only or None,
         return_loss_fn_outputs=return_loss_fn_outputs or None,
     )
+
+
+def sample_list(samples: Any) -> list[wire.Sample]:
+    """``samples`` as ``wire.Sample``s; a ``ValueError`` naming ``samples`` or ``samples[i]`` where one is not a
+    sample (pydantic's "Input should be a valid dictionary or instance of Sample" named neither: one ``Sample``
+    passed alone was read as a list of its fields)."""
+    if isinstance(samples, wire.Sample | Mapping | str | bytes) or not isinstance(samples, Iterable):
+        one = isinstance(samples, wire.Sample | Mapping)
+        raise ValueError(f"samples must be a list of samples, such as [rlnb.samples.cross_entropy(...)], got "
+                         f"{'one sample: pass [sample]' if one else reprlib.repr(samples)}")  # fmt: skip
+    batch = []
+    for i, sample in enumerate(samples):
+        if not isinstance(sample, wire.Sample | Mapping):
+            raise ValueError(f"samples[{i}] must be a Sample (rlnb.samples.cross_entropy(...), .policy(...)) or its "
+                             f"dict, got {reprlib.repr(sample)}")  # fmt: skip
+        try:
+            batch.append(sample if isinstance(sample, wire.Sample) else wire.Sample.model_validate(sample))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in err["loc"])
+            raise ValueError(f"samples[{i}]{where}: {err['msg']}, got {reprlib.repr(err.get('input'))}") from None
+    return batch
 
 
 def optim_step_body(params: OptimizerParams) -> wire.OptimStepBody:

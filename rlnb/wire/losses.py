@@ -247,6 +247,8 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
     names the field and the bound), ``params`` beside a config (which carries its own) and a config with a
     ``loss_problem`` — before anything is sent.
     """
+    if params is not None and not isinstance(params, Mapping):  # [1, 2] was "ppo params have no field 1, 2"
+        raise ValueError(f"loss_params must be a dict of the loss's params, such as {{'beta': 0.1}}, got {params!r}"[:300])
     if isinstance(loss, LossConfig | dict):
         if params:  # they would be dropped without a word
             raise ValueError(

@@ -32,6 +32,10 @@ def build_adapter(
         raise ValueError(f"dtype must be 'auto' or one of {sorted(hf.DTYPES)}, got {dtype!r}")
     extra_eos = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id or [])
     cls: type[ModelAdapter]
+    if not isinstance(model, str | nn.Module) or isinstance(model, str) and not model.strip():
+        raise ValueError(  # "" loaded the working folder, and was refused as "a directory but holds no config.json"
+            f"model must be 'tiny', 'small', a Hugging Face directory or hub id, or an nn.Module; got {model!r}"
+        )
     if isinstance(model, str) and model in SIZES:
         module: nn.Module = build_model(model, seed)
         name, cls = f"rlnb/{model}", BuiltinAdapter
@@ -39,17 +43,13 @@ def build_adapter(
         module, loaded_tok = hf.load(model, dtype, trust_remote_code)
         tokenizer = tokenizer if tokenizer is not None else loaded_tok
         name, cls = model, HFAdapter
-    elif isinstance(model, nn.Module):
+    else:
         module = model
         if hf.is_hf_model(model):
             name, cls = str(getattr(model.config, "name_or_path", "") or type(model).__name__), HFAdapter
         else:
             name = f"custom/{type(model).__name__}"
             cls = BuiltinAdapter if isinstance(model, TinyTransformer) else ModelAdapter
-    else:
-        raise ValueError(
-            f"model must be 'tiny', 'small', a Hugging Face directory or hub id, or an nn.Module; got {model!r}"
-        )
     if cls is HFAdapter:
         hf.check_vocab(module, tokenizer, name)
         hf.disable_dropout(module)
