@@ -29,8 +29,8 @@ def nan_weights() -> dict:
              r"pass \[sample\]$"),
         (CE.model_dump(), r"samples must be a list of samples, .* got one sample: pass \[sample\]$"),
         ("abc", r"samples must be a list of samples, .* got 'abc'$"),
-        ([CE, None], r"^samples\[1\] must be a Sample \(rlnb.samples.cross_entropy\(...\), .policy\(...\)\) or its dict, "
-                     r"got None$"),
+        ([CE, None], r"^samples\[1\] must be a Sample \(rlnb.samples.cross_entropy\(...\), .policy\(...\)\) or "
+                     r"its dict, got None$"),
         ([CE, CE, 5], r"^samples\[2\] must be a Sample .* got 5$"),
         ([nan_weights()], r"^samples\[0\].loss_fn_inputs.weights: Value error, tensor data must be finite"),
     ],
@@ -49,7 +49,8 @@ def test_samples_that_are_no_list_of_samples_are_named(given, words):
 @pytest.mark.parametrize("params", [[1, 2], "beta", 0.1])
 def test_loss_params_that_are_no_dict_are_named(params):
     """``loss_params=[1, 2]`` was "ppo params have no field 1, 2"."""
-    words = "^" + re.escape(f"loss_params must be a dict of the loss's params, such as {{'beta': 0.1}}, got {params!r}") + "$"
+    said = f"loss_params must be a dict of the loss's params, such as {{'beta': 0.1}}, got {params!r}"
+    words = "^" + re.escape(said) + "$"
     with pytest.raises(ValueError, match=words):
         wire.loss_config("ppo", params)
     with pytest.raises(ValueError, match=words):

@@ -4,8 +4,11 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
+import rlnb
 from rlnb import samples
+from rlnb.testing import FakeBackend
 
 
 @pytest.mark.parametrize(("build", "name", "value"), [
@@ -131,3 +134,16 @@ def test_a_tokenizer_that_is_no_tokenizer_is_refused_naming_it(tokenizer):
         samples.from_text(tokenizer, "a", "b")
     with pytest.raises(TypeError, match="AutoTokenizer.from_pretrained"):
         samples.from_chat("gpt2", [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+
+
+def test_whole_floats_are_token_ids_in_samples_and_decode_but_not_in_prompts():
+    """What docs/concepts.md says (it said floats such as 5.0 are refused wherever an integer is asked for, while
+    samples took them on purpose): a whole float is an id in a sample and in ``decode``, not in a prompt."""
+    assert samples.cross_entropy([1, 2.0, np.float64(3.0)]) == samples.cross_entropy([1, 2, 3])
+    assert samples.cross_entropy(torch.tensor([1.0, 2.0])) == samples.cross_entropy([1, 2])
+    with pytest.raises(TypeError, match=r"must be integer token ids, got 1\.5"):
+        samples.cross_entropy([1, 1.5])
+    with rlnb.Session(FakeBackend(), record=False) as s:
+        assert s.decode([104.0, 105]) == "hi"
+        with pytest.raises(TypeError, match=r"prompts\[0\] must be a string, a list of token ids, .* it holds 1\.0"):
+            s.sample([[1.0]], max_tokens=1)

@@ -248,7 +248,8 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
     ``loss_problem`` — before anything is sent.
     """
     if params is not None and not isinstance(params, Mapping):  # [1, 2] was "ppo params have no field 1, 2"
-        raise ValueError(f"loss_params must be a dict of the loss's params, such as {{'beta': 0.1}}, got {params!r}"[:300])
+        said = f"loss_params must be a dict of the loss's params, such as {{'beta': 0.1}}, got {params!r}"
+        raise ValueError(said[:300])
     if isinstance(loss, LossConfig | dict):
         if params:  # they would be dropped without a word
             raise ValueError(
