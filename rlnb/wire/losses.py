@@ -57,18 +57,13 @@ GrpoLossRatioType: TypeAlias = Literal["GRPO_LOSS_RATIO_TYPE_TOKEN", "GRPO_LOSS_
 """GRPO's importance ratio per token (TOKEN) or per sample (SEQUENCE, as GSPO)."""
 
 
-def _short_names(values: Any, prefix: str) -> dict[str, str]:
-    """``{"TOKEN_MEAN": "GRPO_LOSS_AGGREGATION_TYPE_TOKEN_MEAN", ...}``: each wire value (but UNSPECIFIED, which
-    means "the default") by the name docs/losses.md gives it."""
-    return {v.removeprefix(prefix): v for v in get_args(values) if not v.endswith("_UNSPECIFIED")}
-
-
 GRPO_PARAM_NAMES: dict[str, dict[str, str]] = {
-    "agg_type": _short_names(GrpoLossAggregationType, "GRPO_LOSS_AGGREGATION_TYPE_"),
-    "ratio_type": _short_names(GrpoLossRatioType, "GRPO_LOSS_RATIO_TYPE_"),
-}
-"""The short names ``loss_params`` takes for GRPO's enum params (any case: ``"TOKEN_MEAN"``, ``"token_mean"``), as
-``weights_sync`` takes ``"pipeline"``; the wire values are taken too."""
+    field: {v.removeprefix(prefix): v for v in get_args(values) if not v.endswith("_UNSPECIFIED")}
+    for field, values, prefix in (("agg_type", GrpoLossAggregationType, "GRPO_LOSS_AGGREGATION_TYPE_"),
+                                  ("ratio_type", GrpoLossRatioType, "GRPO_LOSS_RATIO_TYPE_"))
+}  # fmt: skip
+"""The short names ``loss_params`` takes for GRPO's enum params, by the names docs/losses.md gives (any case:
+``"TOKEN_MEAN"``, ``"token_mean"``), as ``weights_sync`` takes ``"pipeline"``; the wire values are taken too."""
 
 ClipLow = Annotated[float, Strict(), Field(le=1, allow_inf_nan=False)]
 """An absolute lower bound on the importance ratio (<= 1)."""
@@ -272,7 +267,7 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
             fields = ", ".join(spec.params.model_fields) or "none, it takes no params"
             raise ValueError(f"{spec.name} params have no field {', '.join(map(repr, unknown))}; its fields: {fields}")
     if params:
-        params = _wire_names(spec, params)
+        params = _wire_names(params)  # only GRPO has these fields: the unknown ones were refused above
     missing = [f for f in spec.required_params if f not in (params or {})]  # pydantic's bare "Field required"
     if missing:
         raise ValueError(f"loss.{spec.params_field} is required for {spec.type} ({', '.join(missing)}: no default); "
@@ -283,22 +278,17 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
     return LossConfig.model_validate(config)
 
 
-def _wire_names(spec: LossSpec, params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` with each GRPO enum param given by its short name (``"TOKEN_MEAN"``) as its wire value. A value that
-    is neither is a ``ValueError`` listing the names (pydantic's was several lines of the four wire values)."""
+def _wire_names(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with GRPO's enum params given by a short name (``"TOKEN_MEAN"``) as their wire value; another value
+    is a ``ValueError`` listing the names (pydantic's was several lines of the wire values)."""
     out = dict(params)
     for field, names in GRPO_PARAM_NAMES.items():
         value = out.get(field)
-        if value is None or spec.params is None or field not in spec.params.model_fields:
-            continue
-        wire_names = get_args(spec.params.model_fields[field].annotation)[0]  # Literal[...] | None
-        if value in get_args(wire_names):
-            continue
-        found = names.get(value.upper()) if isinstance(value, str) else None
-        if found is None:
-            raise ValueError(f"loss_params {field} must be one of {', '.join(names)} (or its wire name, such as "
-                             f"{next(iter(names.values()))!r}), got {value!r}")  # fmt: skip
-        out[field] = found
+        if value is not None and value not in get_args(get_args(GrpoLossParams.model_fields[field].annotation)[0]):
+            out[field] = names.get(value.upper()) if isinstance(value, str) else None
+            if out[field] is None:
+                raise ValueError(f"loss_params {field} must be one of {', '.join(names)} (or its wire name, such "
+                                 f"as {next(iter(names.values()))!r}), got {value!r}")  # fmt: skip
     return out
 
 
