@@ -22,8 +22,9 @@ from tests.support.server import START_DEADLINE
 CE = [samples.cross_entropy(list(b"the digits 0123456789"))]
 DELAY = 0.1
 """Seconds every operation of a real session spends running (``op_delay``), on top of its real work."""
-PAUSE = 2.0
-"""Seconds between two steps (a person looking at the plot): more than the slow step computes."""
+PAUSE = 4.0
+"""Seconds between two steps (a person looking at the plot): more than the slow step computes, with room for a
+loaded machine (its 4 operations took 2.4 s at load 11, past a pause of 2 s)."""
 
 
 def submit_step(session, forward_backwards=1):
