@@ -80,12 +80,15 @@ class Cancelled(OperationError):
 
 
 def describe(exc: BaseException) -> str:
-    """``"Type: message"`` of ``exc`` for a row or a log; its type alone when ``str(exc)`` itself raises (a user's
-    exception class): a sweep's row was lost to one, and the sweep with it."""
+    """``"Type: message"`` of ``exc`` for a row or a log, then its notes (``add_note``: a task's reward names the
+    task, prompt and completion there); its type alone when ``str(exc)`` itself raises (a user's exception class):
+    a sweep's row was lost to one, and the sweep with it."""
     try:
-        return f"{type(exc).__name__}: {exc}"
+        said = f"{type(exc).__name__}: {exc}"
     except Exception:  # noqa: BLE001 - whatever its __str__ raised, the failure is still said
-        return f"{type(exc).__name__} (its message could not be made)"
+        said = f"{type(exc).__name__} (its message could not be made)"
+    notes = [note for note in getattr(exc, "__notes__", ()) if isinstance(note, str)]
+    return "; ".join([said, *notes])
 
 
 class OperationTimeout(RlnbError, TimeoutError):

@@ -59,7 +59,7 @@ def test_a_reward_error_whose_str_raises_is_a_failed_row_named_by_its_type(tmp_p
     trials = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=1, task=task, executor=executor, max_concurrent=2,
                    runs_dir=tmp_path, progress=False)  # fmt: skip
     assert list(trials.status) == ["FAILED", "FAILED"]
-    assert (trials.reason == "UnprintableError (its message could not be made)").all()
+    assert trials.reason.str.startswith("UnprintableError (its message could not be made); raised by task").all()
     assert len((tmp_path / trials.attrs["path"] / "trials.jsonl").read_text().splitlines()) == 2
 
 
@@ -173,3 +173,15 @@ def test_a_killed_ray_trials_temporary_folder_is_removed_by_the_next_trial_on_it
     assert not folder.exists()
     assert sorted(tmp_path.iterdir()) == [alive]
     held.release(alive_lock)
+
+
+@pytest.mark.parametrize("executor", ["threads", "batched"])
+def test_a_failed_rows_reason_keeps_what_the_task_noted_on_the_rewards_error(tmp_path, executor):
+    """A reward's error carries a note naming the task, the prompt and the completion (``rl_step``); a sweep's
+    FAILED row said the error alone (``errors.describe`` dropped the notes)."""
+    trials = sweep(
+        BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, task=raising_once_task(KeyError("kaboom")),
+        executor=executor, runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert list(trials.status) == ["FAILED", "COMPLETED"]
+    assert trials.reason[0].startswith("KeyError: 'kaboom'; raised by task 'raises once': reward(")
