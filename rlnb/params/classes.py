@@ -201,6 +201,7 @@ def rebuilt(params: OptimizerParams) -> OptimizerParams:
     with ``learning_rate=-5`` or NaN (every weight NaN after) where ``rlnb serve`` refused the same body. A copy too:
     a later change to ``params`` does not reach a step already submitted."""
     fields = {name: getattr(params, name, None) for name in params.model_fields_set}
-    if isinstance(fields.get("adam"), AdamParams):  # taken as it is by MuonParams: its own fields are checked again
-        fields["adam"] = {name: getattr(fields["adam"], name, None) for name in fields["adam"].model_fields_set}
+    adam = fields.get("adam")
+    if isinstance(adam, AdamParams):  # taken as it is by MuonParams: its own fields are checked again
+        fields["adam"] = {name: getattr(adam, name, None) for name in adam.model_fields_set}
     return type(params)(**fields)
