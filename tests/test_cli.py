@@ -21,22 +21,46 @@ SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (["demo", "--steps", "0"], "--steps must be >= 1, got 0"),
-        (["demo", "--lora", "-1"], "--lora must be >= 0"),
-        (["demo", "--lr", "nan"], "--lr must be a finite number > 0, got nan"),
         (["serve", "--model", "rlnb/tiny=tiny"], "--model rlnb/tiny: the name is already served"),
-        (["demo", "--seed", str(2**62)], f"--seed must be in {SEEDS} for 40 steps, got {2**62}"),  # failed late
-        (["demo", "--seed", str(-(2**62))], f"--seed must be in {SEEDS}"),
         (["train"], "invalid choice: 'train'"),
-        # an unset variable: the demo wrote history.csv, rewards.csv, demo.png and run/ into the working folder
-        (["demo", "--out", ""], "--out is empty (an unset variable?): give a folder"),
-        (["demo", "--model", " "], "--model is empty (an unset variable?): give a folder or a model"),
+        (["demo", "--steps", "1.5"], "argument --steps: invalid int value: '1.5'"),  # no number: argparse's own
     ],
 )
 def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(argv)
     assert stopped.value.code == 2 and words in capsys.readouterr().err
+
+
+STEPS = "--steps must be in [1, 1000003] (past that a seed's steps sample with the next seed's sampling seeds), got"
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [  # each was argparse's usage and "rlnb: error: ...", where the others were one line "rlnb demo: ..."
+        (["--steps", "0"], f"{STEPS} 0"),
+        (["--steps", "1000004"], f"{STEPS} 1000004"),  # past it, a seed's step seeds run into the next seed's
+        (["--steps", str(10**20)], f"{STEPS} {10**20}"),  # blamed --seed: "must be in [-9223344366821, -9077635...]"
+        (["--lora", "-3"], "--lora must be >= 0 (0 = train all weights), got -3"),
+        (["--lr", "nan"], "--lr must be a finite number > 0, got nan"),
+        (["--lr=-inf"], "--lr must be a finite number > 0, got -inf"),
+        (["--seed", str(2**62)], f"--seed must be in {SEEDS} for 40 steps, got {2**62}"),  # failed late
+        (["--seed", str(-(2**62))], f"--seed must be in {SEEDS}"),
+        (["--seed", str(2**63)], f"--seed must be in {SEEDS} for 40 steps, got {2**63}"),
+        # an unset variable: the demo wrote history.csv, rewards.csv, demo.png and run/ into the working folder
+        (["--out", ""], "--out is empty (an unset variable?): give a folder"),
+        (["--model", " "], "--model is empty (an unset variable?): give a folder or a model"),
+        (["--device", "meta"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'meta'"),  # then a traceback
+        (["--device", "mps"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'mps'"),
+        (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
+    ],
+)
+def test_bad_demo_options_stop_it_with_one_line_and_exit_2(options, words, tmp_path, capsys):
+    """As ``rlnb serve``'s: one line naming the option and its range, exit 2, before anything is written."""
+    assert main(["demo", "--out", str(tmp_path / "out"), *options]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("rlnb demo: ") and words in captured.err and captured.err.count("\n") == 1
+    assert not captured.out and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(
@@ -164,14 +188,43 @@ def test_demo_replaces_its_own_earlier_output_and_others_only_with_force_and_ave
 
 
 @pytest.mark.slow  # builds the tiny model and fails two steps (~4 s)
-def test_demo_whose_every_step_fails_says_why_and_exits_1(tmp_path, capsys):
-    # --lr 1e39 passes the parser (finite, > 0) but every optim-step is refused: the demo said only the code
-    # and exited 0, as if it had trained
-    assert main(["demo", "--steps", "2", "--device", "cpu", "--lr", "1e39", "--out", str(tmp_path)]) == 1
+def test_demo_whose_every_step_fails_says_why_and_exits_1(tmp_path, capsys, monkeypatch):
+    # every optim-step failing (here, the weights diverged: NaN gradients) was said only by its code, and the demo
+    # exited 0 as if it had trained
+    from rlnb.engine.optim.trainer import NonFiniteGradient, TrainerOptimizer
+
+    def diverged(self, hp):
+        raise NonFiniteGradient(float("nan"), ["wte.weight"])
+
+    monkeypatch.setattr(TrainerOptimizer, "step", diverged)
+    assert main(["demo", "--steps", "2", "--device", "cpu", "--out", str(tmp_path)]) == 1
     captured = capsys.readouterr()
-    assert "learning_rate is too large" in captured.out  # the failed step says why
-    assert "none of the 2 steps completed" in captured.err and "learning_rate" in captured.err
+    assert "NON_FINITE_LOSS: gradient norm is nan" in captured.out  # the failed step says why
+    assert "none of the 2 steps completed" in captured.err and "gradient norm is nan" in captured.err
     assert (tmp_path / "history.csv").exists()  # what was recorded is still written
+
+
+@pytest.mark.slow  # builds the tiny model (~2 s), and trains nothing
+@pytest.mark.parametrize(
+    "options, field",
+    [
+        (["--lr", "1e308"], "adam_params.learning_rate"),
+        (["--optimizer", "muon", "--lr", "1e39"], "muon_params.learning_rate"),
+    ],
+)
+def test_demo_with_an_lr_the_weights_cannot_take_stops_before_training(options, field, tmp_path, capsys):
+    """``--lr 1e308`` (finite and > 0) sampled, then failed all 40 optim-steps INVALID_INPUT, each "the update would
+    multiply by inf", and exited 1. The engine's own check of a step's params (``TrainerOptimizer.check``) now runs
+    once the model is built, before anything is sampled: one line naming --lr, the field and the bound, exit 2."""
+    assert main(["demo", "--steps", "2", "--device", "cpu", "--out", str(tmp_path), *options]) == 2
+    captured = capsys.readouterr()
+    said = (
+        f"rlnb demo: the optimizer's params do not fit this model (--lr {float(options[-1]):g}): {field} is too large"
+    )
+    assert captured.err.startswith(said) and "the weights' dtype holds" in captured.err
+    assert captured.err.count("\n") == 1 and not captured.out  # nothing sampled, no step
+    assert not (tmp_path / "history.csv").exists() and not (tmp_path / "run" / "ops.jsonl").read_text()  # no op
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", str(tmp_path)]) == 0  # the folder takes a demo
 
 
 def test_serve_on_a_port_in_use_touches_no_state_dir(tmp_path, capsys):

@@ -160,12 +160,13 @@ def demo(
     session = rlnb.connect(
         "local", optimizer=optimizer, seed=seed, device=device, runs_dir=out, run_id="run", **options
     )
-    print(
-        f"rlnb demo: task={task.name} model={model} optimizer={optimizer} steps={steps} "
-        f"params={params.request_body()}{f' lora rank {lora}' if lora else ''}"
-    )
     start = time.perf_counter()
     with session:
+        _check_fits(session, params, lr)
+        print(
+            f"rlnb demo: task={task.name} model={model} optimizer={optimizer} steps={steps} "
+            f"params={params.request_body()}{f' lora rank {lora}' if lora else ''}"
+        )
         before = after = log_accuracy(session, verified) if verified else math.nan
         if verified:
             print(f"held-out accuracy before training: {before:.3f} ({len(verified.eval_prompts)} prompts, greedy)")
@@ -213,6 +214,16 @@ def demo(
     return 0
 
 
+def _check_fits(session: Any, params: Any, lr: float | None) -> None:
+    """A ``ValueError`` when ``params`` do not fit the model's weights, by the engine's own check of each optim-step
+    (``TrainerOptimizer.check``), before training: ``--lr 1e308`` sampled and failed all its steps INVALID_INPUT."""
+    try:
+        session.backend.optim.check(params.resolved())
+    except ValueError as exc:
+        given = f" (--lr {lr:g})" if lr is not None else ""
+        raise ValueError(f"the optimizer's params do not fit this model{given}: {exc}") from None
+
+
 def arguments(p: argparse.ArgumentParser) -> None:
     """``rlnb demo``'s options, on its subcommand's parser."""
     p.add_argument("--task", choices=["first_letter", "addition", "digits"], default="first_letter",
@@ -234,22 +245,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """``rlnb demo``: its arguments checked (a parser error, exit 2), then ``demo``; a failure is one line."""
-    for option, value, what in (("--out", args.out, "a folder"), ("--model", args.model, "a folder or a model")):
-        if not value.strip():  # an unset variable: '' is the working folder (its files overwritten) for either
-            parser.error(f"{option} is empty (an unset variable?): give {what}")
-    if args.steps < 1:
-        parser.error(f"--steps must be >= 1, got {args.steps}")
-    if args.lora < 0:
-        parser.error(f"--lora must be >= 0 (0 = train all weights), got {args.lora}")
-    if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
-        parser.error(f"--lr must be a finite number > 0, got {args.lr}")
-    from rlnb.tasks import seed_range
-
-    lowest, highest = seed_range(args.steps)
-    if not lowest <= args.seed <= highest:
-        parser.error(f"--seed must be in [{lowest}, {highest}] for {args.steps} steps, got {args.seed}")
+    """``rlnb demo``: its arguments checked, then ``demo``; a bad argument or a failure is one line ``rlnb demo: ...``
+    (argparse's usage and "rlnb: error:" were printed for some options, as ``rlnb serve``'s were), exit 2."""
     try:
+        _check_arguments(args)
         return demo(
             args.optimizer, args.steps, args.out, args.seed, args.device, args.model, args.lr, args.lora, args.dtype,
             args.task, args.force,
@@ -265,6 +264,27 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         print(f"rlnb demo: stopped, its output was closed{_kept(args.out)}", file=sys.stderr)
         return 141  # 128 + SIGPIPE, as a shell reports a process its pipe ended
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """A ``ValueError`` naming the first option out of its range, before anything is written or a model loads."""
+    for option, value, what in (("--out", args.out, "a folder"), ("--model", args.model, "a folder or a model")):
+        if not value.strip():  # an unset variable: '' is the working folder (its files overwritten) for either
+            raise ValueError(f"{option} is empty (an unset variable?): give {what}")
+    from rlnb.engine.options import check_device
+    from rlnb.tasks import SEED_STRIDE, seed_range
+
+    if not 1 <= args.steps <= SEED_STRIDE:  # past it seed_range turned over: "--seed must be in [-9e12, -9e13]"
+        raise ValueError(f"--steps must be in [1, {SEED_STRIDE}] (past that a seed's steps sample with the next "
+                         f"seed's sampling seeds), got {args.steps}")  # fmt: skip
+    if args.lora < 0:
+        raise ValueError(f"--lora must be >= 0 (0 = train all weights), got {args.lora}")
+    if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
+        raise ValueError(f"--lr must be a finite number > 0, got {args.lr}")
+    lowest, highest = seed_range(args.steps)
+    if not lowest <= args.seed <= highest:
+        raise ValueError(f"--seed must be in [{lowest}, {highest}] for {args.steps} steps, got {args.seed}")
+    check_device(args.device)  # "meta" trained a session whose every operation failed, then a traceback
 
 
 def _kept(out: str) -> str:

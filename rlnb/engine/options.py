@@ -71,13 +71,22 @@ SEED_RANGE = (-(2**63), 2**63 - 1)
 
 def check_device(device: object) -> torch.device | None:
     """``device`` as torch names it (None for ``"auto"``), or a ``ValueError`` naming it: ``"tpu"`` was refused
-    only once ``connect`` ran. Whether CUDA is there is checked when the session starts."""
+    only once ``connect`` ran. Only the CPU and CUDA are taken: torch parses more names, and ``"meta"`` opened a
+    session whose every operation failed INTERNAL_ERROR, ``"mps"``, ``"xpu"``, ``"hpu"`` raised torch's own errors.
+    Whether CUDA is there is checked when the session starts."""
     if str(device) == "auto":
         return None
     try:
-        return torch.device(device)  # type: ignore[call-overload]
+        resolved = torch.device(device)  # type: ignore[call-overload]
     except (RuntimeError, TypeError):  # device=None: torch's "invalid combination of arguments"
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
+        resolved = None
+    if resolved is None or resolved.type not in DEVICE_TYPES:
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    return resolved
+
+
+DEVICE_TYPES = ("cpu", "cuda")
+"""The kinds of device the engine runs on."""
 
 
 def eos_ids(value: object, vocab: int | None = None) -> list[int]:

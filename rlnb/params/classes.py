@@ -173,7 +173,7 @@ PARAMS: dict[wire.OptimizerKind, type[AdamParams] | type[MuonParams]] = {"adam":
 
 
 def params_for(optimizer: wire.OptimizerKind, params: OptimizerParams | dict[str, Any] | None) -> OptimizerParams:
-    """``params`` as a session of ``optimizer`` takes them (None: the defaults; a dict is parsed), or
+    """``params`` as a session of ``optimizer`` takes them, a checked copy (None: the defaults; a dict is parsed), or
     ``TypeError`` for the other kind."""
     expected = PARAMS[optimizer]
     if params is None:
@@ -192,10 +192,22 @@ def params_for(optimizer: wire.OptimizerKind, params: OptimizerParams | dict[str
                 f"this session's optimizer is {optimizer}: send {mine} only, not {other} "
                 "(the optimizer is fixed when the session is created)"
             )
-        return expected.from_dict(params)
+        params = expected.from_dict(params)
     if not isinstance(params, expected):
         raise TypeError(
             f"this session's optimizer is {optimizer}: pass {expected.__name__}, not {type(params).__name__} "
             "(the optimizer is fixed when the session is created)"
         )
-    return params
+    return rebuilt(params)
+
+
+def rebuilt(params: OptimizerParams) -> OptimizerParams:
+    """A copy of ``params`` built again by its constructor, so checked by its own validators: pydantic's
+    ``model_construct`` (its public skip-validation path) makes params unchecked, and an in-process session stepped
+    with ``learning_rate=-5`` or NaN (every weight NaN after) where ``rlnb serve`` refused the same body. A copy too:
+    a later change to ``params`` does not reach a step already submitted."""
+    fields = {name: getattr(params, name, None) for name in params.model_fields_set}
+    adam = fields.get("adam")
+    if isinstance(adam, AdamParams):  # taken as it is by MuonParams: its own fields are checked again
+        fields["adam"] = {name: getattr(adam, name, None) for name in adam.model_fields_set}
+    return type(params)(**fields)

@@ -68,8 +68,8 @@ def sample_list(samples: Any) -> list[wire.Sample]:
 
 def optim_step_body(params: OptimizerParams) -> wire.OptimStepBody:
     """``Session.optim_step``'s body around ``params``, already checked for the session's optimizer."""
-    # The params were validated when they were built: the body wraps them as they are, and the
-    # backend only fills in defaults (one validation per step).
+    # The params were validated by params_for (Session.check_params): the body wraps them as they are, and the
+    # backend only fills in defaults.
     if isinstance(params, AdamParams):
         return wire.OptimStepBody.model_construct(adam_params=params)
     return wire.OptimStepBody.model_construct(muon_params=params)

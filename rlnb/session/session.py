@@ -239,8 +239,8 @@ class Session:
         return self._submit(Kind.FORWARD_BACKWARD, body, {FORWARD_ONLY: True} if forward_only else None)
 
     def check_params(self, params: OptimizerParams | dict[str, Any] | None = None) -> OptimizerParams:
-        """``params`` as this session's optimizer kind takes them (None: the defaults; a dict is parsed),
-        or ``TypeError`` for the other kind. Check before submitting anything: a refused optim-step must
+        """``params`` as this session's optimizer kind takes them, a checked copy (None: the defaults; a dict is
+        parsed), or ``TypeError`` for the other kind. Check before submitting anything: a refused optim-step must
         not leave a forward-backward's gradients behind to inflate the next step."""
         return params_for(self.optimizer, params)
 
@@ -248,9 +248,10 @@ class Session:
         """Apply the accumulated gradients with ``params`` (``AdamParams`` or ``MuonParams``, matching
         the session's optimizer; unset fields use the session defaults). Does not publish weights to
         the sampler — call ``weights_sync()`` for that."""
-        # A copy: the operation runs later, and params are mutable (``p.learning_rate = ...`` in a loop changed the
-        # steps still queued, while the history recorded the rates they were submitted with).
-        taken: OptimizerParams = self.check_params(params).model_copy(deep=True)
+        # A checked copy (params_for): the operation runs later, and params are mutable (``p.learning_rate = ...`` in a
+        # loop changed the steps still queued, while the history recorded the rates they were submitted with); params
+        # made by pydantic's model_construct were never checked (``rlnb serve`` refused them, this engine stepped).
+        taken: OptimizerParams = self.check_params(params)
         return self._submit(Kind.OPTIM_STEP, optim_step_body(taken), params=taken.model_dump(exclude_unset=True))
 
     def weights_sync(self, sync_type: str = "synchronous") -> Operation[wire.WeightsSyncResult]:

@@ -724,8 +724,9 @@ def test_params_changed_after_a_submission_leave_the_queued_step_as_submitted(op
 
 
 def test_optimizer_params_are_validated_once_per_step(monkeypatch):
-    """The params a user builds are checked when built; the body, the backend and the optimizer take them as
-    they are: one pydantic validation per step, not one per layer."""
+    """The params a user builds are checked when built, and once more when the session takes its copy (params made
+    by ``model_construct`` skipped the first); the body, the backend and the optimizer take them as they are: not
+    one validation per layer."""
     from rlnb import params as params_mod
 
     counts: dict[str, int] = {}
@@ -748,7 +749,39 @@ def test_optimizer_params_are_validated_once_per_step(monkeypatch):
         params = rlnb.AdamParams(learning_rate=1e-3, grad_clip_norm=0.5)
         step = s.optim_step(params).result(30)
     assert step.step == 1 and step.metrics["grad_clip_norm"] == 0.5 and step.metrics["learning_rate"] == 1e-3
-    assert counts == {"params": 1}
+    assert counts == {"params": 2}
+
+
+@pytest.mark.parametrize(
+    "optimizer, made, field",
+    [
+        ("adam", lambda: rlnb.AdamParams.model_construct(learning_rate=-5.0), "AdamParams.learning_rate = -5.0"),
+        ("adam", lambda: rlnb.AdamParams.model_construct(learning_rate=float("nan")), "AdamParams.learning_rate = nan"),
+        ("adam", lambda: rlnb.AdamParams.model_construct(beta2=1.0), "AdamParams.beta2 = 1.0"),
+        ("muon", lambda: rlnb.MuonParams.model_construct(momentum=-1.0), "MuonParams.momentum = -1.0"),
+        (
+            "muon",
+            lambda: rlnb.MuonParams.model_construct(adam=rlnb.AdamParams.model_construct(eps=float("inf"))),
+            "MuonParams.adam.eps = inf",
+        ),
+    ],
+)
+def test_params_made_unchecked_are_refused_before_a_step_as_the_server_refuses_them(optimizer, made, field):
+    """Pydantic's ``model_construct`` (its public skip-validation path) made params no check had seen: the in-process
+    engine stepped with ``learning_rate=-5`` or NaN (every weight NaN after) where ``rlnb serve`` refused the same body
+    with a 400. Now the session checks its copy with the params' own validators, before anything is submitted: the
+    error names the field and its range, the weights and the gradients are untouched, and a good step goes on."""
+    with local_session(model="tiny", optimizer=optimizer, seed=0, record=False) as s:
+        s.forward_backward([samples.cross_entropy(list(b"unchecked"))]).result(30)
+        before = params_of(s.backend.trainer)
+        with pytest.raises(rlnb.InvalidParams, match="must be a finite number") as refused:
+            s.optim_step(made())
+        assert str(refused.value).startswith(f"{field} is invalid: ")
+        assert all(torch.equal(v, params_of(s.backend.trainer)[k]) for k, v in before.items())
+        assert len(s.history.df) == 1  # nothing was submitted
+        step = s.optim_step().result(30)  # the forward-backward's gradients are still there
+        assert step.step == 1 and step.metrics["grad_norm"] > 0
+        assert all(torch.isfinite(v).all() for v in params_of(s.backend.trainer).values())
 
 
 def test_updated_at_moves_when_an_operation_changes_the_session_and_only_then():

@@ -185,6 +185,27 @@ def test_a_dtype_or_device_is_checked_when_its_group_is_built(options, match):
             EngineOptions(**options)
 
 
+@pytest.mark.parametrize("device", ["meta", "mps", "xpu", "hpu", "privateuseone", torch.device("meta"), "meta:0"])
+def test_a_device_torch_parses_but_the_engine_does_not_run_on_is_refused_up_front(device):
+    """torch parses many device names: ``"meta"`` opened a session whose forward-backward and sample failed
+    INTERNAL_ERROR (and whose optim-step completed); ``"mps"``, ``"xpu"`` and ``"hpu"`` raised torch's own errors
+    (a RuntimeError, a bare AssertionError, a ModuleNotFoundError) once the model was being built."""
+    from rlnb.batched.options import EngineOptions
+
+    said = f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}"
+    for build in (ModelOptions, EngineOptions):
+        with pytest.raises(ValueError) as refused:
+            build(device=device)
+        assert str(refused.value) == said
+    with pytest.raises(ValueError, match="device must be"):
+        rlnb.connect("local", model="tiny", device=device, record=False)
+
+
+@pytest.mark.parametrize("device", ["auto", "cpu", "cpu:0", "cuda", "cuda:1", torch.device("cpu")])
+def test_the_cpu_and_cuda_are_taken_when_the_options_are_built(device):
+    assert ModelOptions(device=device).device == device  # whether CUDA is there is checked when the session starts
+
+
 MUON_ONLY_SAID = r"muon_scaling, ns_dtype and muon_split are for Muon sessions \(optimizer='muon'\) only; "
 """What an Adam session (or ensemble) given a Muon-only option is told."""
 
