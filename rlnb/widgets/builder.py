@@ -191,7 +191,8 @@ class OptimizerBuilder(BuilderForm):
         params = self.params if body is not None else None
         applied = self.selection.applied
         note = unconverted(applied, self.kind, self.muon["learning_rate"].value, self.lr_finder.unconverted)
-        lesson = html.escape(LESSONS[applied].text(self.kind) + note, quote=False)  # this tab's: values differ
+        sent = self.lr_finder.from_original(PRESETS[applied]["muon"]["learning_rate"])  # in the form's units
+        lesson = html.escape(LESSONS[applied].text(self.kind, sent) + note, quote=False)  # this tab's: values differ
         self.lesson.value = f"<span style='color:#555'>{lesson}</span>"
         self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value) + note, len(self.errors)))
         self.lr_finder.sync()
