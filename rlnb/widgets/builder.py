@@ -55,6 +55,9 @@ class OptimizerBuilder(BuilderForm):
         self._callbacks: list[Callable[[OptimizerBuilder], None]] = []
         self._params: OptimizerParams | None = None
         self.errors: list[str] = []
+        self.panel: Any = None
+        """The open RunPanel that holds this builder now (the last given it): its session, task and turns are
+        Find LR's (``rlnb.widgets.turns.take``); None on its own."""
         self.selection = Selection(self, self._changed, self.lr_finder.from_original)
         """The tab and the preset: which is applied, and whether what will be sent differs from it."""
         self.apply_preset(preset)
@@ -104,9 +107,10 @@ class OptimizerBuilder(BuilderForm):
         self._callbacks.append(callback)
         return lambda: self._callbacks.remove(callback)
 
-    def lock(self, kind: str) -> None:
+    def lock(self, kind: str | None) -> None:
         """Allow only ``kind`` (a session's optimizer, fixed when the session was created): the other
-        tab's controls are disabled, and while it is selected the builder is invalid and says why."""
+        tab's controls are disabled, and while it is selected the builder is invalid and says why. ``None``
+        allows both again."""
         self.selection.lock(kind)
 
     def apply_preset(self, name: str) -> None:
@@ -187,7 +191,8 @@ class OptimizerBuilder(BuilderForm):
         params = self.params if body is not None else None
         applied = self.selection.applied
         note = unconverted(applied, self.kind, self.muon["learning_rate"].value, self.lr_finder.unconverted)
-        lesson = html.escape(LESSONS[applied].text(self.kind) + note, quote=False)  # this tab's: values differ
+        sent = self.lr_finder.from_original(PRESETS[applied]["muon"]["learning_rate"])  # in the form's units
+        lesson = html.escape(LESSONS[applied].text(self.kind, sent) + note, quote=False)  # this tab's: values differ
         self.lesson.value = f"<span style='color:#555'>{lesson}</span>"
         self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value) + note, len(self.errors)))
         self.lr_finder.sync()

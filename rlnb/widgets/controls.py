@@ -43,6 +43,8 @@ class LearningRate:
         self.text = W.FloatText(layout=W.Layout(width="110px"))
         self.box = W.HBox([self.slider, self.text])
         self._busy = False
+        self.units: dict[str, float] = {}
+        """Muon's rate in the units it was last converted from and to (``convert_units``), while it holds one."""
         self.slider.observe(lambda ch: self._sync(self.text, significant(ch["new"])), names="value")
         self.text.observe(self._from_text, names="value")
 
@@ -88,6 +90,27 @@ class LearningRate:
 
     def mark(self, invalid: bool) -> None:
         (self.text.add_class if invalid else self.text.remove_class)(INVALID)
+
+
+def convert_units(lr: LearningRate, old: str, new: str, shapes: Any) -> str:
+    """Set ``lr`` from Muon units ``old`` to ``new`` (for the model's matrix ``shapes``); returns what the form
+    must say, or "". Converted back, the rate is the one typed (0.0123 came back 0.012300000000000002, and 5e-324,
+    0 in match_adam units, came back 0); a rate that is not a finite number > 0 is left as it is, and said (inf
+    raised from the dropdown's observer, to the kernel's log only)."""
+    from rlnb.sweep import convert_muon_lr
+
+    v = lr.value
+    if lr.units.get(old) == v and new in lr.units:
+        lr.value = lr.units[new]
+        return ""
+    if not (math.isfinite(v) and v > 0):
+        return f"✗ Muon lr {v:g} was not converted to {new} units: only a finite rate > 0 converts; type it in {new}"
+    out = convert_muon_lr(v, old, new, shapes)
+    lr.units = {old: v, new: out}
+    lr.value = out
+    if math.isfinite(out) and out > 0:
+        return ""
+    return f"✗ Muon lr {v:g} in {old} units is {out:g} in {new} units, beyond a float: type a rate in {new} units"
 
 
 def controls(fields: tuple[str, ...], lr_range: tuple[int, int]) -> dict[str, Any]:

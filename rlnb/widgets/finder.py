@@ -200,8 +200,8 @@ class LRFinderControls(MuonUnits):
             self._halt.set()
             self._say("range test stopping after this step …")
 
-    def join(self, timeout: float | None = None) -> bool:
-        """Wait until the range test in flight has ended; False if it is still going after ``timeout`` s."""
+    def join(self, timeout: float = 600.0) -> bool:
+        """Wait until the range test in flight has ended; False if still going after ``timeout`` s (default 10 min)."""
         if self._thread is not None:
             self._thread.join(timeout)
             return not self._thread.is_alive()

@@ -12,7 +12,7 @@ import ipywidgets as W
 
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.widgets.controls import WIDE
+from rlnb.widgets.controls import WIDE, convert_units
 
 RED = "#b00020"
 
@@ -109,8 +109,6 @@ class MuonUnits:
         return convert_muon_lr(lr, "original", self.scaling.value, self.shapes)
 
     def _convert(self, change: dict[str, Any]) -> None:
-        from rlnb.sweep import convert_muon_lr
-
         if self._converting:
             return
         lr = self.builder.muon["learning_rate"]
@@ -123,5 +121,6 @@ class MuonUnits:
             why = self.scaling.tooltip if change["new"] is not None else "Muon lr units: 'original' or 'match_adam'"
             self._say(f"<span style='color:{RED}'>✗ {html.escape(why)}</span>")
             return
-        if lr.value > 0:
-            lr.value = convert_muon_lr(lr.value, change["old"], change["new"], self.shapes)
+        said = convert_units(lr, change["old"], change["new"], self.shapes)
+        if said:
+            self._say(f"<span style='color:{RED}'>{html.escape(said)}</span>")

@@ -16,8 +16,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from rlnb._options import check_int, check_seconds, is_integer
-from rlnb.errors import SessionClosed
+from rlnb._options import check_int, check_seconds
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
@@ -30,6 +29,9 @@ from rlnb.widgets.describe import ScheduleNote, base_rates
 from rlnb.widgets.steps import StepFn, check_given, done_text, failure_text, figures, rl_figures
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
+
+JOIN_DEADLINE = 600.0
+"""Seconds ``RunPanel.join()`` waits by default (a notebook's ``panel.join()`` under a hung step hung the kernel)."""
 
 
 class RunPanel:
@@ -66,13 +68,12 @@ class RunPanel:
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)
-        self.builder.lr_finder.session = session  # its units first: the summary that ``lock`` redraws names them
-        self.builder.lock(session.optimizer)
         self.task = task or first_letter_task()
-        self.builder.lr_finder.options.setdefault("task", self.task)  # Find LR probes the task the panel trains
-        # One at a time on the session: a range test checkpoints it, and two trainings would share the cores.
-        self.builder.lr_finder.busy = lambda: "a run is going on this session" if self.running else turns.taken(self)
-        self.builder.lr_finder.on_change = self._sync_buttons
+        self._busy = threading.Event()
+        self._stale = False  # the status line shows a start refused while Find LR went: "ready" once it ends
+        # Find LR copies this session and probes this task, one at a time with the runs (a range test checkpoints
+        # the session, and two trainings would share the cores): the hooks are the last panel's given the builder.
+        turns.take(self)
         self.step_fn = step_fn or self._rl_step
         self._logs = step_fn is not None  # the default step logs its own figures (rl_step logs the RL metrics)
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
@@ -113,7 +114,6 @@ class RunPanel:
         self.error: BaseException | None = None
         """The exception that stopped the last run (or refused a start), if any."""
         self._stop = threading.Event()
-        self._busy = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
         self.step_button.on_click(lambda _: self.start(1))
@@ -125,7 +125,7 @@ class RunPanel:
         """The session's step as the panel last read it (at its start, and at each step of a run): an edit of
         the form shows the schedule at this step, without asking a remote server (one that had gone held the
         kernel ~13 s per keystroke, then raised)."""
-        self._show(f"step {self._step} · ready")
+        self._show_ready()
         self._sync_buttons()
         self._sync_schedule()
         turns.opened(self)
@@ -140,14 +140,16 @@ class RunPanel:
 
     def start(self, n: int) -> bool:
         """Run ``n`` steps on a background thread. Returns False, saying why in the status line (and in
-        ``error``), when it cannot: a run is going, the session is closed, ``n`` is not an integer >= 1, or the
-        config is refused.
+        ``error``), when it cannot: the session is closed, ``n`` is not an integer >= 1, or the config is
+        refused; while a run is going, False alone (its line and ``error`` stay the run's).
         A closed panel raises ``RuntimeError``: it has no status line left to say so."""
         if self._closed:
             raise RuntimeError("this RunPanel is closed: make a new one to run more steps")
-        problem = self._refusal(n)
+        problem = turns.refusal(self, n)
+        if problem is not None and self.running:
+            return False  # a second click: the line and ``error`` stay the run's (they showed a success as failed)
         if problem is not None:
-            self.error = problem
+            self.error, self._stale = problem, self.builder.lr_finder.running
             self._show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
             self._sync_buttons()
             return False
@@ -164,26 +166,6 @@ class RunPanel:
         self._sync_buttons()
         return True
 
-    def _refusal(self, n: int) -> Exception | None:
-        if self.running:
-            return RuntimeError("a run is going; Stop it first")
-        if self.session.closed:  # else accepted, and failed at its first step
-            return SessionClosed(f"session {self.session.id} is closed: connect a new one to train")
-        taken = turns.taken(self)
-        if taken is not None:
-            return RuntimeError(taken)
-        if self.builder.lr_finder.running:
-            return RuntimeError("Find LR is running on this session; wait for it")
-        if not is_integer(n) or n < 1:
-            return ValueError(f"N = {n!r} is invalid: must be an integer >= 1")
-        if not self.builder.valid:
-            return ValueError("; ".join(self.builder.errors))
-        try:
-            self.session.check_params(self.builder.params)
-        except TypeError as exc:
-            return exc
-        return None
-
     def stop(self) -> None:
         """Ask the run, or the Find LR, to stop after the step in progress; also the run of another panel on
         this session (one whose cell was run again is out of sight, and only this Stop can reach it)."""
@@ -197,9 +179,10 @@ class RunPanel:
                 other._stop.set()
                 self._show("asked the other panel's run on this session to stop after its step in progress")
 
-    def join(self, timeout: float | None = None) -> bool:
+    def join(self, timeout: float = JOIN_DEADLINE) -> bool:
         """Wait until the current run has ended, its last redraw included; False if it is still going
-        after ``timeout`` seconds."""
+        after ``timeout`` seconds (default ``JOIN_DEADLINE``: a step that hangs does not hang the kernel)."""
+        timeout = check_seconds("timeout", timeout)
         thread = self._thread
         if thread is not None:
             thread.join(timeout)
@@ -273,13 +256,24 @@ class RunPanel:
         if not self._n_ok():
             self._show(html.escape(f"N = {self.n.value} is invalid: must be an integer >= 1"), error=True)
         elif not self.running:
-            self._show(f"step {self._step} · ready")
+            self._show_ready()
         self._sync_buttons()
+
+    def _show_ready(self) -> None:
+        """The line's "ready", or that the session is closed (a panel on one said ready, its buttons enabled)."""
+        if self.session.closed:
+            self._show(f"session {self.session.id} is closed: connect a new one to train", error=True)
+        else:
+            self._show(f"step {self._step} · ready")
 
     def _sync_buttons(self) -> None:
         busy, finding = self.running, self.builder.lr_finder.running
-        self.step_button.disabled = busy or finding or not self.builder.valid
-        self.run_button.disabled = busy or finding or not self.builder.valid or not self._n_ok()
+        if self._stale and not (busy or finding):
+            self._stale = False
+            self._show_ready()
+        off = busy or finding or not self.builder.valid or self.session.closed
+        self.step_button.disabled = off
+        self.run_button.disabled = off or not self._n_ok()
         self.stop_button.disabled = not (busy or finding) and turns.taken(self) is None
         self.builder.lr_finder.sync()
 
@@ -292,11 +286,10 @@ class RunPanel:
         if not self.join(timeout) or not self.builder.lr_finder.join(max(0.0, deadline - time.monotonic())):
             raise TimeoutError(f"the run was asked to stop but a step is still going after {timeout} s")
         self._closed = True
+        turns.release(self)
         turns.closed(self)
         self._unfollow()
         if not self._own_builder:
-            finder = self.builder.lr_finder
-            finder.busy, finder.on_change = (lambda: None), (lambda: None)
             self.widget.children = [c for c in self.widget.children if c is not self.builder.widget]
         self.live.close()
         close_tree(self.widget)

@@ -15,6 +15,7 @@ from typing import Any
 from rlnb.params import ADAM_FIELDS, MUON_FIELDS
 from rlnb.tasks import first_letter_task
 from rlnb.tasks.lesson import LessonRun
+from rlnb.widgets.describe import rate
 from rlnb.wire import optimizer_kind
 
 LESSON_STEPS = 40
@@ -90,10 +91,18 @@ class Lesson:
     """By optimizer kind (``"adam"``, ``"muon"``): the values a session of that kind trains with, and their source."""
     holds: Callable[[LessonRun, float], bool]
     """``holds(run, chance)``: ``chance`` is the task's collapsed-policy accuracy (0.25 on first_letter)."""
+    muon_lr: float = math.nan
+    """The preset's Muon rate, in "original" units (as the lesson was measured)."""
 
-    def text(self, kind: str) -> str:
-        """The line beside the preset on a form of optimizer ``kind`` (``ValueError`` naming ``kind`` otherwise)."""
-        return f"{self.values[optimizer_kind(kind, 'kind')]}: {self.claim}"
+    def text(self, kind: str, muon_lr: float | None = None) -> str:
+        """The line beside the preset on a form of optimizer ``kind`` (``ValueError`` naming ``kind`` otherwise);
+        ``muon_lr``: the preset's Muon rate in the form's units, named as sent (a match_adam session's line said
+        "Muon lr 0.05" while the form sent 0.0248)."""
+        said = self.values[optimizer_kind(kind, "kind")]
+        if kind == "muon" and muon_lr is not None and not math.isclose(muon_lr, self.muon_lr, rel_tol=1e-12):
+            given = f"Muon lr {self.muon_lr:g}"
+            said = said.replace(given, f"Muon lr {rate(muon_lr)} ({self.muon_lr:g} in original units)", 1)
+        return f"{said}: {self.claim}"
 
 
 def _learns(run: LessonRun, chance: float) -> bool:
@@ -116,7 +125,8 @@ def _rates(name: str) -> dict[str, str]:
 
 def _lesson(name: str, holds: Callable[[LessonRun, float], bool], claim: str, **said: str) -> Lesson:
     """``said``: by optimizer, how to introduce its rates (``{}`` stands for them); default, the rates alone."""
-    return Lesson(claim, {k: said.get(k, "{}").format(v) for k, v in _rates(name).items()}, holds)
+    values = {k: said.get(k, "{}").format(v) for k, v in _rates(name).items()}
+    return Lesson(claim, values, holds, PRESETS[name]["muon"]["learning_rate"])
 
 
 _REWARD = "training reward (the mean of the last 5 steps)"

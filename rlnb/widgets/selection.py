@@ -41,18 +41,21 @@ class Selection:
     def kind(self, value: str) -> None:
         self.form.tabs.selected_index = wire.OPTIMIZERS.index(wire.optimizer_kind(value, "kind"))
 
-    def lock(self, kind: str) -> None:
+    def lock(self, kind: str | None) -> None:
         """Allow only ``kind``: the other tab's controls are disabled (a builder locked before to another panel's
-        session is unlocked first: else every control stayed off), and ``kind``'s tab is selected."""
-        wire.optimizer_kind(kind, "kind")
+        session is unlocked first: else every control stayed off), and ``kind``'s tab is selected. ``None``
+        allows both again (a builder whose panel closed: it stayed locked to the dead session)."""
+        if kind is not None:
+            wire.optimizer_kind(kind, "kind")
         self.locked = kind
         groups = {"adam": (self.form.adam,), "muon": (self.form.muon, self.form.muon_adam)}
         for index, name in enumerate(wire.OPTIMIZERS):
             for group in groups[name]:
                 for c in group.values():
-                    c.disabled = name != kind
-            self.form.tabs.set_title(index, name.capitalize() + ("" if name == kind else " (locked)"))
-        self.kind = kind
+                    c.disabled = kind is not None and name != kind
+            self.form.tabs.set_title(index, name.capitalize() + ("" if kind in (None, name) else " (locked)"))
+        if kind is not None:
+            self.kind = kind
         self.changed()
 
     def apply(self, name: str) -> None:

@@ -1,5 +1,5 @@
-"""One panel at a time steps a session: the open panels, which of them holds a session now, and stopping
-their runs at interpreter exit.
+"""One panel at a time steps a session: the open panels, which of them holds a session now, which holds a builder
+given to several (its Find LR's session, task and turns), and stopping their runs at interpreter exit.
 
 Running a notebook cell again makes a new panel while the old one, out of sight, may still be running: two
 runs' operations would interleave on the session, each step mixing the other's samples, gradients and rates.
@@ -7,11 +7,14 @@ runs' operations would interleave on the session, each step mixing the other's s
 
 from __future__ import annotations
 
+import itertools
 import time
 import weakref
 from typing import Any, Protocol, TypeVar
 
 from rlnb import _exit
+from rlnb._options import is_integer
+from rlnb.errors import SessionClosed
 
 
 class RunPanel(Protocol):
@@ -19,11 +22,13 @@ class RunPanel(Protocol):
 
     session: Any
     builder: Any
+    task: Any
 
     @property
     def running(self) -> bool: ...
     def stop(self) -> None: ...
-    def join(self, timeout: float | None = None) -> bool: ...
+    def join(self, timeout: float = ...) -> bool: ...
+    def _sync_buttons(self) -> None: ...
 
 
 P = TypeVar("P", bound=RunPanel)
@@ -33,20 +38,78 @@ EXIT_DEADLINE = 30.0
 """Seconds an interpreter exit waits, in all, for the panels' steps in progress before their sessions are closed
 under them (it waited that long for each panel and each Find LR in turn: 62 s for two hung panels)."""
 
-_OPEN: weakref.WeakSet[Any] = weakref.WeakSet()  # RunPanels
+_OPEN: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()  # RunPanels, oldest first
+_COUNT = itertools.count()
 
 
 def opened(panel: RunPanel) -> None:
-    _OPEN.add(panel)
+    _OPEN[next(_COUNT)] = panel
 
 
 def closed(panel: RunPanel) -> None:
-    _OPEN.discard(panel)
+    for key, p in list(_OPEN.items()):
+        if p is panel:
+            del _OPEN[key]
 
 
 def others(panel: P) -> list[P]:
     """The other open panels on ``panel``'s session."""
-    return [p for p in list(_OPEN) if p is not panel and p.session is panel.session]
+    return [p for p in list(_OPEN.values()) if p is not panel and p.session is panel.session]
+
+
+def sharing(panel: P) -> list[P]:
+    """The open panels given ``panel``'s builder, ``panel`` among them, oldest first."""
+    return [p for p in list(_OPEN.values()) if p is panel or p.builder is panel.builder]
+
+
+def take(panel: RunPanel) -> None:
+    """``panel`` holds its builder now: Find LR copies its session, probes its task (unless the options name one of
+    the person's) and waits for the runs of every open panel given that builder. The hooks were the last panel's:
+    closing an older one cleared them while a newer one ran, and Find LR trained beside that run."""
+    builder, finder = panel.builder, panel.builder.lr_finder
+    held = getattr(builder, "panel", None)
+    if finder.options.get("task") is None or (held is not None and finder.options.get("task") is held.task):
+        finder.options["task"] = panel.task
+    builder.panel = panel
+    finder.session = panel.session  # its units first: the summary that ``lock`` redraws names them
+    builder.lock(panel.session.optimizer)
+    finder.busy = lambda: _finder_waits(panel)
+
+    def follow() -> None:  # a range test starts or ends: every panel given the builder waits for it, or is free
+        for p in sharing(panel):
+            p._sync_buttons()
+
+    finder.on_change = follow
+
+
+def release(panel: RunPanel) -> None:
+    """``panel`` closes: its builder goes to the newest other open panel given it, else it is free (unlocked, no
+    session: Find LR then runs on a fresh local session, as a builder on its own)."""
+    builder, finder = panel.builder, panel.builder.lr_finder
+    if getattr(builder, "panel", None) is not panel:
+        return  # another panel holds it now: its hooks stay
+    if finder.options.get("task") is panel.task:
+        del finder.options["task"]
+    rest = [p for p in sharing(panel) if p is not panel]
+    if rest:
+        take(rest[-1])
+        return
+    builder.panel = None
+    finder.busy, finder.on_change = (lambda: None), (lambda: None)
+    finder.session = None
+    builder.lock(None)
+
+
+def _finder_waits(holder: RunPanel) -> str | None:
+    """Why Find LR of ``holder``'s builder must wait: a run of a panel given it, or another panel's turn on the
+    session; a closed session (nothing to copy)."""
+    if holder.session.closed:
+        return f"session {holder.session.id} is closed: connect a new one"
+    for p in sharing(holder):
+        if p.running:
+            on = "this session" if p.session is holder.session else "another session, with this builder"
+            return f"a run is going on {on}"
+    return taken(holder)
 
 
 def taken(panel: RunPanel) -> str | None:
@@ -59,13 +122,35 @@ def taken(panel: RunPanel) -> str | None:
     return None
 
 
+def refusal(panel: Any, n: Any) -> Exception | None:
+    """Why ``panel`` cannot start a run of ``n`` steps now, or None."""
+    if panel.running:
+        return RuntimeError("a run is going; Stop it first")
+    if panel.session.closed:  # else accepted, and failed at its first step
+        return SessionClosed(f"session {panel.session.id} is closed: connect a new one to train")
+    why = taken(panel)
+    if why is not None:
+        return RuntimeError(why)
+    if panel.builder.lr_finder.running:
+        return RuntimeError("Find LR is running on this session; wait for it")
+    if not is_integer(n) or n < 1:
+        return ValueError(f"N = {n!r} is invalid: must be an integer >= 1")
+    if not panel.builder.valid:
+        return ValueError("; ".join(panel.builder.errors))
+    try:
+        panel.session.check_params(panel.builder.params)
+    except TypeError as exc:
+        return exc
+    return None
+
+
 def _stop_running_panels() -> None:
     """Interpreter exit mid-run: stop each panel after its step in progress, so that no step is still
     submitting (or running torch) while its session closes and the interpreter tears down."""
-    for panel in list(_OPEN):
+    for panel in list(_OPEN.values()):
         panel.stop()
     end = time.monotonic() + EXIT_DEADLINE
-    for panel in list(_OPEN):
+    for panel in list(_OPEN.values()):
         panel.join(max(0.0, end - time.monotonic()))
         panel.builder.lr_finder.join(max(0.0, end - time.monotonic()))
 

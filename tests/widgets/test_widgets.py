@@ -432,10 +432,11 @@ def test_run_panel_names_the_step_function_that_returns_no_dict_of_figures(panel
 ])
 def test_run_panel_refuses_bad_options_before_it_touches_the_builder(panel_session, muon_session, option, value, said):
     b = OptimizerBuilder("muon")
-    RunPanel(muon_session, b, every=0.05).close()  # the builder is the muon session's, unlocked on close
+    held = RunPanel(muon_session, b, every=0.05)  # the builder is the muon session's panel's
     with pytest.raises(ValueError if option in ("n_steps", "every") else TypeError, match=said):
         RunPanel(panel_session, **{"builder": b, option: value})
-    assert b.locked == "muon" and b.lr_finder.session is muon_session  # not taken by the refused panel
+    assert b.locked == "muon" and b.lr_finder.session is muon_session and b.panel is held  # not taken by the refused
+    held.close()
 
 
 def test_run_panel_and_find_lr_take_turns_on_the_session(panel_session):

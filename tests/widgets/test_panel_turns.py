@@ -1,0 +1,156 @@
+"""A builder given to several RunPanels, Find LR's turns beside their runs, and what the status line says around
+them: driven as a person would, through `.value` and `.click()`, on sessions of ``FakeBackend``."""
+
+import threading
+
+import pytest
+
+import rlnb
+import rlnb.sweep
+from rlnb.tasks import digits_task
+from rlnb.testing import FakeBackend
+from rlnb.widgets import OptimizerBuilder, RunPanel
+
+RED = "#b00020"
+
+
+@pytest.fixture
+def sessions():
+    made = [rlnb.Session(FakeBackend(kind), record=False) for kind in ("adam", "adam", "muon")]
+    yield made
+    for s in made:
+        s.close()
+
+
+@pytest.fixture
+def blocking():
+    """A step_fn that waits for ``release`` (set at the test's end at the latest)."""
+    release = threading.Event()
+    yield release, (lambda s, p: release.wait(30) and None)
+    release.set()
+
+
+@pytest.fixture
+def found(monkeypatch):
+    """``lr_find`` replaced: records the session and task of each range test, which waits for ``release``."""
+    release, calls = threading.Event(), []
+    monkeypatch.setattr(rlnb.sweep, "lr_find", lambda p, s, **k: calls.append((s, k.get("task"))) or release.wait(30))
+    yield release, calls
+    release.set()
+
+
+def test_closing_an_older_panel_leaves_find_lr_waiting_for_the_newer_ones_run(sessions, blocking):
+    """The panel cell run twice with one builder, then the old panel closed: close() cleared the hooks the new
+    panel had set, and Find LR, enabled during the new panel's run, checkpointed the session and trained beside it."""
+    s = sessions[0]
+    release, step = blocking
+    b = OptimizerBuilder()
+    old, new = RunPanel(s, b, every=0.05), RunPanel(s, b, step_fn=step, every=0.05)
+    old.close()
+    assert new.start(1)
+    assert b.lr_finder.button.disabled and "Find LR waits: a run is going on this session" in b.lr_finder.status.value
+    b.lr_finder.button.click()
+    assert not b.lr_finder.running
+    release.set()
+    assert new.join(60) and not b.lr_finder.button.disabled
+    new.close()
+
+
+def test_find_lr_waits_for_the_run_of_every_open_panel_given_its_builder(sessions, blocking, found):
+    """``p1 = RunPanel(s1, b); p2 = RunPanel(s2, b)``: Find LR (p2's session now) stayed enabled while p1 ran."""
+    s1, s2, _ = sessions
+    release, step = blocking
+    b = OptimizerBuilder()
+    p1, p2 = RunPanel(s1, b, step_fn=step, every=0.05), RunPanel(s2, b, every=0.05)
+    assert b.panel is p2 and b.lr_finder.session is s2
+    assert p1.start(1)
+    assert b.lr_finder.button.disabled and "a run is going on another session" in b.lr_finder.status.value
+    release.set()
+    assert p1.join(60) and not b.lr_finder.button.disabled
+    b.lr_finder.button.click()  # the range test goes: p1, given the builder too, waits for it
+    assert b.lr_finder.running and p1.step_button.disabled and p2.step_button.disabled
+    found[0].set()
+    assert b.lr_finder.join(30) and found[1][0][0] is s2 and not p1.step_button.disabled
+    p2.close()  # p1 holds the builder again: its session, its task
+    assert b.panel is p1 and b.lr_finder.session is s1 and b.lr_finder.options["task"] is p1.task
+    p1.close()
+
+
+def test_a_builder_given_to_a_new_panel_probes_that_panels_task(sessions):
+    s1, s2, _ = sessions
+    b = OptimizerBuilder()
+    RunPanel(s1, b, every=0.05).close()
+    q = RunPanel(s2, b, task=digits_task(), every=0.05)  # the first panel's task stayed Find LR's
+    assert b.lr_finder.options["task"] is q.task and b.lr_finder.probe() == "the digits task"
+    q.close()
+    mine = rlnb.tasks.addition_task()
+    b.lr_finder.options["task"] = mine  # the person's own choice stays
+    RunPanel(s1, b, every=0.05).close()
+    assert b.lr_finder.options["task"] is mine
+
+
+def test_a_builder_whose_panel_closed_is_free_of_its_session(sessions, found):
+    """After its panel closed, the builder stayed locked to the dead Muon session: the Adam tab refused, and Find
+    LR failed SessionClosed, although the docs say it can be shown again."""
+    muon = sessions[2]
+    b = OptimizerBuilder("adam")
+    RunPanel(muon, b, every=0.05).close()
+    muon.close()
+    assert b.locked is None and b.panel is None and b.lr_finder.session is None
+    assert (b.tabs.get_title(0), b.tabs.get_title(1)) == ("Adam", "Muon")
+    assert not b.adam["learning_rate"].disabled and not b.lr_finder.scaling.disabled
+    b.kind = "adam"
+    assert b.valid, b.errors
+    found[0].set()
+    b.lr_finder.button.click()
+    assert b.lr_finder.join(30) and not isinstance(b.lr_finder.error, rlnb.SessionClosed)
+    assert found[1] == [(None, None)]  # a fresh local session, lr_find's own task
+
+
+def test_the_status_says_ready_again_once_find_lr_has_ended(sessions, found):
+    panel = RunPanel(sessions[0], every=0.05)
+    panel.builder.lr_finder.button.click()
+    assert panel.start(1) is False and "not started: Find LR is running" in panel.status.value
+    found[0].set()
+    assert panel.builder.lr_finder.join(30)
+    assert "step 0 · ready" in panel.status.value and RED not in panel.status.value
+    panel.close()
+
+
+def test_a_second_click_during_a_run_leaves_the_run_its_line_and_error(sessions, blocking):
+    """Step clicked twice: the refusal set ``error`` (RuntimeError) over a run that then succeeded, and the line
+    turned red mid-run."""
+    release, step = blocking
+    panel = RunPanel(sessions[0], step_fn=step, every=0.05)
+    panel.step_button.click()
+    assert panel.start(1) is False  # what a second click does
+    assert panel.error is None and RED not in panel.status.value and "running" in panel.status.value
+    release.set()
+    assert panel.join(60) and panel.error is None and "1 done" in panel.status.value
+    panel.close()
+
+
+def test_a_panel_on_a_closed_session_says_so_with_its_buttons_off():
+    s = rlnb.Session(FakeBackend("adam"), record=False)
+    s.close()
+    panel = RunPanel(s, every=0.05)
+    assert "is closed: connect a new one" in panel.status.value and RED in panel.status.value
+    assert panel.step_button.disabled and panel.run_button.disabled and panel.builder.lr_finder.button.disabled
+    assert "is closed" in panel.builder.lr_finder.status.value
+    panel.n.value = 3
+    assert "is closed" in panel.status.value and panel.run_button.disabled
+    panel.close()
+
+
+def test_join_has_a_deadline_by_default(sessions, blocking):
+    from rlnb.widgets.panel import JOIN_DEADLINE
+
+    release, step = blocking
+    panel = RunPanel(sessions[0], step_fn=step, every=0.05)
+    assert RunPanel.join.__defaults__ == (JOIN_DEADLINE,) and 0 < JOIN_DEADLINE < 3600
+    with pytest.raises(ValueError, match="timeout"):
+        panel.join(float("inf"))
+    assert panel.start(1) and panel.join(0.05) is False
+    release.set()
+    assert panel.join() and panel.builder.lr_finder.join()
+    panel.close()

@@ -1,0 +1,60 @@
+"""Muon's lr units as the form says them: the preset's line names the rate sent, a rate that cannot be converted is
+said in the form, and a round trip between the units gives back the rate typed. Driven through ``.value``."""
+
+import html
+import math
+
+import pytest
+
+from rlnb.sweep import convert_muon_lr
+from rlnb.widgets import OptimizerBuilder
+from rlnb.widgets.describe import rate
+
+
+def test_the_presets_line_names_the_muon_rate_the_form_sends_in_match_adam_units():
+    """On match_adam units the line said "Muon lr 0.05" while the form (and the summary) sent 0.0248."""
+    b = OptimizerBuilder("muon")
+    assert "Muon lr 0.05, AdamW 0.002" in b.lesson.value
+    b.lr_finder.scaling.value = "match_adam"
+    sent = b.params.learning_rate
+    assert sent == convert_muon_lr(0.05, "original", "match_adam", "tiny") and not b.modified
+    said = html.unescape(b.lesson.value)
+    assert f"Muon lr {rate(sent)} (0.05 in original units), AdamW 0.002" in said and "Muon lr 0.05," not in said
+    b.lr_finder.scaling.value = "original"
+    assert "Muon lr 0.05, AdamW 0.002" in b.lesson.value
+
+
+@pytest.mark.parametrize("typed", [math.inf, math.nan, -1.0])
+def test_a_muon_rate_that_cannot_be_converted_is_said_in_the_form_not_raised(typed):
+    """inf, then "Muon lr units" switched: ValueError from the dropdown's observer (in a notebook, the kernel's log
+    only), the units switched and the rate not converted, without a word in the form."""
+    b = OptimizerBuilder("muon")
+    b.muon["learning_rate"].value = typed
+    b.lr_finder.scaling.value = "match_adam"
+    said = html.unescape(b.lr_finder.status.value)
+    assert f"Muon lr {typed:g} was not converted to match_adam units" in said and "finite rate > 0" in said
+    assert b.lr_finder.scaling.value == "match_adam" and not b.valid
+    assert any("learning_rate" in e for e in b.errors)
+    b.muon["learning_rate"].value = 0.02  # typed in match_adam units: sent as it is
+    assert b.valid and b.params.learning_rate == 0.02
+
+
+@pytest.mark.parametrize("typed", [0.0123, 0.05, 0.3, 5e-324, 1.7e308])
+def test_units_switched_there_and_back_give_back_the_rate_typed(typed):
+    """0.0123 came back 0.012300000000000002 (the summary and the body carried it); 5e-324, 0 in match_adam units
+    (refused), came back 0: the rate typed was lost."""
+    b = OptimizerBuilder("muon")
+    lr = b.muon["learning_rate"]
+    lr.value = typed
+    b.lr_finder.scaling.value = "match_adam"
+    there = lr.value
+    assert there == convert_muon_lr(typed, "original", "match_adam", "tiny")
+    if not (math.isfinite(there) and there > 0):  # beyond a float: refused, naming the field, and said
+        assert not b.valid and any("learning_rate" in e for e in b.errors)
+        assert "beyond a float" in html.unescape(b.lr_finder.status.value)
+    b.lr_finder.scaling.value = "original"
+    assert lr.value == typed and b.params.learning_rate == typed
+    b.lr_finder.scaling.value = "match_adam"
+    lr.value = 0.02  # a rate of the person's own, typed in match_adam units: converted, not the one remembered
+    b.lr_finder.scaling.value = "original"
+    assert lr.value == convert_muon_lr(0.02, "match_adam", "original", "tiny")
