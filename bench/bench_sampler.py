@@ -190,14 +190,20 @@ def weight_bytes(model: torch.nn.Module, batch: int) -> int:
     return total + batch * emb.shape[1] * emb.element_size()
 
 
-def copy_rate(mib: int = 256, reps: int = 5) -> float:
-    src = torch.empty(mib * 2**20 // 4).uniform_()
+def copy_rate(mib: int = 256, reps: int = 5, device: str = "cpu") -> float:
+    """Bytes copied per second (read once, written once) by a copy of ``mib`` MiB on ``device``, best of ``reps``
+    after a warm-up (on CUDA each timed between synchronisations)."""
+    src = torch.empty(mib * 2**20 // 4, device=device).uniform_()
     dst = torch.empty_like(src)
     dst.copy_(src)
     best = float("inf")
     for _ in range(reps):
+        if device == "cuda":
+            torch.cuda.synchronize()
         start = time.perf_counter()
         dst.copy_(src)
+        if device == "cuda":
+            torch.cuda.synchronize()
         best = min(best, time.perf_counter() - start)
     return src.numel() * 4 / best
 

@@ -35,7 +35,7 @@ import time
 import traceback
 
 import torch
-from bench_sampler import take_turns  # this folder is on sys.path when the script runs
+from bench_sampler import copy_rate, take_turns  # this folder is on sys.path when the script runs
 
 import rlnb
 from rlnb import samples
@@ -106,20 +106,6 @@ def rl_loop(optimizer: str, args, device: str, dtype: torch.dtype) -> dict:
     return result
 
 
-def copy_rate(device: str, mib: int = 1024) -> float:
-    """Bytes copied per second (read once, written once) by a device-to-device copy of ``mib`` MiB, best of 5."""
-    src = torch.empty(mib * 2**20 // 4, device=device).uniform_()
-    dst = torch.empty_like(src)
-    best = float("inf")
-    for _ in range(6):
-        sync(device)
-        start = time.perf_counter()
-        dst.copy_(src)
-        sync(device)
-        best = min(best, time.perf_counter() - start)
-    return src.numel() * 4 / best
-
-
 def decode(args, device: str, dtype: torch.dtype) -> dict:
     """rlnb's sampler eager and compiled vs HF ``generate`` on the same weights: tokens/s, compiles, same tokens."""
     from transformers import CompileConfig
@@ -183,7 +169,7 @@ def decode(args, device: str, dtype: torch.dtype) -> dict:
     for name in ("generate (default cache)", "generate (static cache + compile)"):
         if name in best:
             out["ratios"][f"rlnb over {name}"] = best[name] / best[fastest]
-    rate = copy_rate(device)
+    rate = copy_rate(1024, device=device)
     step_bytes = sum(p.numel() * p.element_size() for p in hf.parameters())  # tied: the unembedding reads it all
     bound = 64 * rate / step_bytes
     out["bandwidth"] = {"copy_rate_gb_s": rate / 1e9, "weight_bytes_per_step": step_bytes,

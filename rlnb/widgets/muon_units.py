@@ -13,8 +13,7 @@ import ipywidgets as W
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
 from rlnb.widgets.controls import WIDE, convert_units
-
-RED = "#b00020"
+from rlnb.widgets.form import RED
 
 
 class Form(Protocol):
