@@ -1,6 +1,7 @@
 """The memory a sample may still take: CUDA's free memory, or the host's — the smaller of Linux's ``MemAvailable``
 and what the process's cgroup (a container's, a batch job's memory limit) leaves. ``MemAvailable`` is the whole
-host's: a container limited to 4 GiB on a 64 GiB host passed the KV-cache check and was OOM-killed."""
+host's: a container limited to 4 GiB on a 64 GiB host passed the KV-cache check and was OOM-killed. Swap is left
+out on purpose: a KV cache paged out to disk makes every decode step wait on it, so "fits only with swap" is refused."""
 
 from __future__ import annotations
 
