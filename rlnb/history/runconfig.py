@@ -1,10 +1,12 @@
 """A run's ``config.json`` fields across sessions: what a session that starts or continues a run writes
 (``continued``), when later sessions continued it (``continued_at``): each one starts a step, and what the earlier
-sessions were set up with where a later one differs (``EARLIER``).
+sessions were set up with where a later one differs (``EARLIER``), and the package versions it ran with
+(``environment``).
 """
 
 from __future__ import annotations
 
+import platform
 from typing import Any, TypeGuard
 
 from rlnb.history.record import LATEST_TIME
@@ -51,3 +53,16 @@ def continued_at(config: dict[str, Any]) -> list[float]:
 def is_time(value: Any) -> TypeGuard[float]:
     """Whether ``value`` is a time (POSIX seconds) a datetime holds."""
     return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) <= LATEST_TIME
+
+
+def environment() -> dict[str, str]:
+    """Package versions for the run's config."""
+    import importlib.metadata as md
+
+    versions = {"python": platform.python_version()}
+    for pkg in ("rlnb", "torch", "pandas", "numpy", "pydantic", "httpx"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            continue
+    return versions
