@@ -29,12 +29,13 @@ import pandas as pd
 from rlnb import wire
 from rlnb.history.completion_log import CompletionLog, checked
 from rlnb.history.export import save_run, with_json
+from rlnb.history.figures import NO_STEP, logged_figures
 from rlnb.history.listeners import Listeners
 from rlnb.history.reading import loads
 from rlnb.history.record import Record, as_row, fold_output
 from rlnb.history.runconfig import RUN_FIELDS, continued_at
 from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run, warn_memory_only
-from rlnb.history.steplog import NO_STEP, StepLog, logged_figures
+from rlnb.history.steplog import StepLog
 from rlnb.history.store import RunStore
 from rlnb.history.tables import OpsTable, summary_html
 

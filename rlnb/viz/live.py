@@ -27,7 +27,7 @@ import numpy as np
 
 from rlnb._options import check_int, check_seconds
 from rlnb.history import History
-from rlnb.history.steplog import StepRow
+from rlnb.history.figures import StepRow
 from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz.draw import CLIP_HEADROOM, check_ema
 from rlnb.viz.livefig import Panel, Series
