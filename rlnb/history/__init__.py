@@ -3,8 +3,8 @@ and their pandas tables; ``runs()`` / ``compare()`` over many runs."""
 
 from rlnb.history.completion_log import completions
 from rlnb.history.history import History, RunContinuedWarning
+from rlnb.history.paths import default_runs_dir, new_run_id
 from rlnb.history.record import NA_NO_GRAD_NORM, Record
-from rlnb.history.store import default_runs_dir, new_run_id
 
 __all__ = [
     "NA_NO_GRAD_NORM", "History", "Record", "RunContinuedWarning", "completions", "default_runs_dir", "new_run_id",

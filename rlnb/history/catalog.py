@@ -17,10 +17,11 @@ import pandas as pd
 
 from rlnb import wire
 from rlnb._options import user_path
+from rlnb.history.figures import SHADOWED, STEP_COLUMNS
 from rlnb.history.history import History
+from rlnb.history.paths import default_runs_dir
 from rlnb.history.runconfig import is_time
-from rlnb.history.steplog import SHADOWED, STEP_COLUMNS
-from rlnb.history.store import CONFIG_FILE, OPS_FILE, default_runs_dir, holds_run
+from rlnb.history.store import CONFIG_FILE, OPS_FILE, holds_run
 
 COLUMNS = [
     "run_id",

@@ -10,38 +10,36 @@ a killed process loses nothing it had recorded. A run id that exists already is 
 are loaded and new ones are numbered after them.
 ``History.load(path)`` restores a run, loading what is readable and warning about the rest.
 
-The record format is ``rlnb.history.record``; the tables are built by ``rlnb.history.tables``; a run folder is
+The record format is ``rlnb.history.record``; the tables and exports are ``rlnb.history.views`` (``History``'s base),
+built by ``rlnb.history.tables``; a run folder is
 read back and opened again by ``rlnb.history.runs``; a session's recording options are checked by
 ``rlnb.history.recording``; the callbacks told of each change are ``rlnb.history.listeners``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from rlnb import wire
 from rlnb.history.completion_log import CompletionLog, checked
-from rlnb.history.export import save_run, with_json
+from rlnb.history.figures import NO_STEP, logged_figures
 from rlnb.history.listeners import Listeners
-from rlnb.history.reading import loads
-from rlnb.history.record import Record, as_row, fold_output
-from rlnb.history.runconfig import RUN_FIELDS, continued_at
+from rlnb.history.record import Record, as_row, fold_envelope
+from rlnb.history.runconfig import check_annotation, continued_at
 from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run, warn_memory_only
-from rlnb.history.steplog import NO_STEP, StepLog, logged_figures
+from rlnb.history.steplog import StepLog
 from rlnb.history.store import RunStore
-from rlnb.history.tables import OpsTable, summary_html
+from rlnb.history.tables import OpsTable
+from rlnb.history.views import HistoryViews
 
 __all__ = ["History", "RunContinuedWarning"]
 
 
-class History:
+class History(HistoryViews):
     """The operations of one session, in submission order, plus your own logged figures.
 
     Thread-safe: backends update records from their worker or poller threads. With ``store`` set
@@ -114,16 +112,7 @@ class History:
     def annotate(self, **fields: Any) -> None:
         """Add fields to the run's config (e.g. a sweep's label), on disk too. The run's own fields (its id and
         when it was created and continued) name its folder and order its sessions: they cannot be annotated."""
-        own = sorted(RUN_FIELDS & fields.keys())
-        if own:
-            raise ValueError(f"annotate: {', '.join(own)} is the run's own field (its folder and sessions); "
-                             "pick another name")
-        for name, value in fields.items():  # one config.json cannot hold was kept, and failed every later write
-            try:  # (the session's close too, which then left its sinks unflushed)
-                loads(json.dumps({name: value}, default=str))
-            except (TypeError, ValueError, RecursionError) as exc:
-                raise ValueError(f"annotate: {name} cannot be written to config.json and read back ({exc}); give "
-                                 "JSON-like values: str keys, at most 31 levels deep (nothing was annotated)") from None
+        check_annotation(fields)
         self.config.update(fields)
         if self.store:
             self.store.write_config(self.config)
@@ -181,20 +170,9 @@ class History:
             was_done = rec.status in wire.TERMINAL_STATUSES
             if was_done:  # a finished record changed again: a cached frame may hold its old state
                 self._ops_table.refinished()
-            rec.op_id = env.id
-            rec.status = str(env.status)
-            if env.status == wire.OperationStatus.RUNNING and math.isnan(rec.started_at):
-                rec.started_at = at
+            fold_envelope(rec, env, at, self._last_finished)
             if env.status in wire.TERMINAL_STATUSES:
-                rec.finished_at = at
-                if math.isnan(rec.started_at):  # never seen RUNNING: between two polls of a remote session
-                    rec.started_at = self._start_unseen(rec, at)
                 self._last_finished = max(self._last_finished, at)
-            if env.error is not None:
-                code = env.error.code
-                rec.error_code, rec.error_message = None if code is None else str(code), env.error.message
-            if env.output is not None:
-                fold_output(rec, env.output)
             if not was_done and rec.status in wire.TERMINAL_STATUSES:
                 self.step_log.finished(rec)
             elif was_done:  # finished twice (rare): the step log starts over from the records
@@ -206,15 +184,6 @@ class History:
     def uncount_step(self, failed: Record) -> None:
         """What was submitted behind the FAILED optim-step ``failed`` counted a step: ``OpsTable.uncount``."""
         self._ops_table.uncount(self._records, failed, self.store)
-
-    def _start_unseen(self, rec: Record, at: float) -> float:
-        """When an operation first seen finished started: a session runs its operations in order, so a
-        completed one ran from when the one before it ended (or its submission, if later) — to within a
-        poll, where ``at`` alone would make its compute time 0 and count it all as waiting. One that
-        failed unseen may never have run (refused, or cancelled in the queue): it gets no compute time."""
-        if rec.status != wire.OperationStatus.COMPLETED:
-            return at
-        return min(at, max(rec.submitted_at, self._last_finished))
 
     def log(self, step: int = NO_STEP, /, **metrics: float) -> None:
         """Record your own per-step figures (e.g. ``reward=0.4``) next to the operations. Refused with a
@@ -247,11 +216,6 @@ class History:
         else:
             self._said_memory_only()
 
-    @property
-    def completions(self) -> pd.DataFrame:
-        """Every RL step's completions, one row per completion, in the order they were kept."""
-        return self._completions.frame()
-
     def latest_completions(self) -> list[dict[str, Any]]:
         """The rows of the step whose completions were kept last (the same list until the next step's)."""
         return self._completions.latest()
@@ -265,56 +229,3 @@ class History:
         """Call ``callback(None)`` when ``steps``, ``df`` or ``logged`` is read (a plot, a table); returns a function
         that unsubscribes. The sinks say there a failure not said yet."""
         return self._read_listeners.add(callback)
-
-    # -- tables ----------------------------------------------------------------------------------
-
-    @property
-    def logged(self) -> pd.DataFrame:
-        """The figures given to ``log()``, one row per call."""
-        self._read_listeners.tell(None)
-        with self._lock:
-            rows = list(self._logged)
-        return pd.DataFrame(rows, columns=None if rows else ["step"])
-
-    @property
-    def df(self) -> pd.DataFrame:
-        """One row per operation, in submission order, with typed columns: categorical ``kind`` /
-        ``status`` / ``error_code``, UTC datetimes for the times, ``queue_s`` (waiting) and
-        ``run_s`` (running) in seconds. ``df.attrs["continued_at"]``: when later sessions continued the run (each
-        starts a step of its own: ``tables.steps_table`` reads it).
-
-        Incremental: the rows of operations that had finished are kept from the previous call, so
-        during a run only the newer ones are built again."""
-        self._read_listeners.tell(None)
-        frame = self._ops_table.frame(self._records)
-        frame.attrs["continued_at"] = continued_at(self.config)
-        return frame
-
-    @property
-    def steps(self) -> pd.DataFrame:
-        """One row per completed optimizer step: the loss summed over that step's forward-backwards,
-        pre-clip grad norm(s), clip threshold, learning rate, ``step_time_s`` (its compute time: how
-        long its operations were running, ``rlnb.history.timing``) and ``queue_s`` (how long they waited
-        behind others), the weights version published after it, and your logged figures."""
-        self._read_listeners.tell(None)
-        return self.step_log.frame()
-
-    def save(self, path: str | Path) -> Path:
-        """Write the whole history — every operation, every logged figure, the completions, the config — as a run
-        folder at ``path`` that ``History.load`` restores (for a run whose own folder could not be written, or a
-        copy). ``FileExistsError`` if ``path`` holds a run or a ``config.json`` already. Returns the folder."""
-        with self._lock:
-            ops, logged = [as_row(r) for r in self._records], list(self._logged)
-        return save_run(path, self.config, ops, logged, self._completions.rows())
-
-    def to_csv(self, path: str | Path) -> None:
-        """Write ``df`` (one row per operation) to a CSV file; dict columns as JSON text. The logged figures and
-        completions are not in it: ``logged`` and ``completions`` are tables of their own, ``save`` keeps all."""
-        with_json(self.df).to_csv(path, index=False)
-
-    def to_parquet(self, path: str | Path) -> None:
-        """``df`` as Parquet: needs pyarrow (``pip install rlnb[parquet]``); dict columns as JSON text."""
-        with_json(self.df).to_parquet(path, index=False)
-
-    def _repr_html_(self) -> str:
-        return summary_html(self.df, self.steps, str(self.config.get("run_id", "")))

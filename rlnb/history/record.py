@@ -1,6 +1,7 @@
 """One operation's record: the ``Record`` fields, the one place the record format lives, and how a
 record is written (``as_row``), read back from a run folder (``from_row``: values of the wrong type are left
-out, not trusted) and filled from an operation's output (``fold_output``).
+out, not trusted) and filled from an operation's envelope (``fold_envelope``: its status, times, error and
+output, ``fold_output``).
 
 Figures a backend does not report stay missing (NaN), never 0, and ``na_reason`` says why —
 Together's optim-step returns only ``step``, so a remote session has no gradient norm.
@@ -227,3 +228,31 @@ def fold_output(rec: Record, out: Any) -> None:
     fold = _FOLDS.get(rec.kind)  # keyed by members, found by the plain string: a StrEnum hashes as its value
     if fold is not None:
         fold(rec, out)
+
+
+def fold_envelope(rec: Record, env: wire.Operation[Any], at: float, last_finished: float) -> None:
+    """Fold an operation's envelope, seen at ``at``, into its record: its id, status, times, error and output
+    (``last_finished``: when the operation before it was last seen to end)."""
+    rec.op_id = env.id
+    rec.status = str(env.status)
+    if env.status == wire.OperationStatus.RUNNING and math.isnan(rec.started_at):
+        rec.started_at = at
+    if env.status in wire.TERMINAL_STATUSES:
+        rec.finished_at = at
+        if math.isnan(rec.started_at):  # never seen RUNNING: between two polls of a remote session
+            rec.started_at = _start_unseen(rec, at, last_finished)
+    if env.error is not None:
+        code = env.error.code
+        rec.error_code, rec.error_message = None if code is None else str(code), env.error.message
+    if env.output is not None:
+        fold_output(rec, env.output)
+
+
+def _start_unseen(rec: Record, at: float, last_finished: float) -> float:
+    """When an operation first seen finished started: a session runs its operations in order, so a
+    completed one ran from when the one before it ended (or its submission, if later) — to within a
+    poll, where ``at`` alone would make its compute time 0 and count it all as waiting. One that
+    failed unseen may never have run (refused, or cancelled in the queue): it gets no compute time."""
+    if rec.status != wire.OperationStatus.COMPLETED:
+        return at
+    return min(at, max(rec.submitted_at, last_finished))

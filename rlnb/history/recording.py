@@ -7,7 +7,8 @@ from pathlib import Path
 
 from rlnb._options import check_bool
 from rlnb.history.history import History
-from rlnb.history.store import LOCK_FILE, lock_run, run_folder, runs_root
+from rlnb.history.paths import run_folder, runs_root
+from rlnb.history.store import LOCK_FILE, lock_run
 
 
 def check_recording(history: object, runs_dir: str | Path | None, run_id: str | None, record: object) -> None:

@@ -1,12 +1,16 @@
 """A run's ``config.json`` fields across sessions: what a session that starts or continues a run writes
 (``continued``), when later sessions continued it (``continued_at``): each one starts a step, and what the earlier
-sessions were set up with where a later one differs (``EARLIER``).
+sessions were set up with where a later one differs (``EARLIER``), what ``annotate`` may add to it
+(``check_annotation``) and the package versions it ran with (``environment``).
 """
 
 from __future__ import annotations
 
+import json
+import platform
 from typing import Any, TypeGuard
 
+from rlnb.history.reading import loads
 from rlnb.history.record import LATEST_TIME
 
 EARLIER = "earlier_sessions"
@@ -51,3 +55,31 @@ def continued_at(config: dict[str, Any]) -> list[float]:
 def is_time(value: Any) -> TypeGuard[float]:
     """Whether ``value`` is a time (POSIX seconds) a datetime holds."""
     return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) <= LATEST_TIME
+
+
+def check_annotation(fields: dict[str, Any]) -> None:
+    """``History.annotate``'s fields, refused before any is added: one of the run's own (``RUN_FIELDS``: they name
+    its folder and order its sessions), or one that ``config.json`` cannot hold and give back."""
+    own = sorted(RUN_FIELDS & fields.keys())
+    if own:
+        raise ValueError(f"annotate: {', '.join(own)} is the run's own field (its folder and sessions); "
+                         "pick another name")  # fmt: skip
+    for name, value in fields.items():  # one config.json cannot hold was kept, and failed every later write
+        try:  # (the session's close too, which then left its sinks unflushed)
+            loads(json.dumps({name: value}, default=str))
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ValueError(f"annotate: {name} cannot be written to config.json and read back ({exc}); give "
+                             "JSON-like values: str keys, at most 31 levels deep (nothing was annotated)") from None
+
+
+def environment() -> dict[str, str]:
+    """Package versions for the run's config."""
+    import importlib.metadata as md
+
+    versions = {"python": platform.python_version()}
+    for pkg in ("rlnb", "torch", "pandas", "numpy", "pydantic", "httpx"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            continue
+    return versions

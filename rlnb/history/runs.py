@@ -16,19 +16,11 @@ from typing import Any
 from rlnb._options import user_path
 from rlnb.errors import user_stacklevel
 from rlnb.history.completion_log import read_completions
+from rlnb.history.paths import new_run_id, run_folder
 from rlnb.history.reading import read_config, read_jsonl, set_aside_config
 from rlnb.history.record import Record, from_row, logged_row, warn_bad
-from rlnb.history.runconfig import EARLIER, changed, continued
-from rlnb.history.store import (
-    METRICS_FILE,
-    OPS_FILE,
-    RunStore,
-    RunStoreWarning,
-    environment,
-    holds_run,
-    new_run_id,
-    run_folder,
-)
+from rlnb.history.runconfig import EARLIER, changed, continued, environment
+from rlnb.history.store import METRICS_FILE, OPS_FILE, RunStore, RunStoreWarning, holds_run
 
 __all__ = ["RunContinuedWarning", "RunFolder", "open_run", "read_run", "warn_continued", "warn_in_memory"]
 

@@ -5,8 +5,9 @@ A History feeds it each operation once when it is submitted and once when it end
 ``log()`` row. It keeps one row per completed optim-step (in submission order), the loss of the
 forward-backwards feeding each step, each step's operation times (its compute time and its wait,
 ``rlnb.history.timing``), the published weights versions and the last logged value of each figure per
-step. ``frame()`` is the steps table (``History.steps``; ``tables.steps_table`` feeds a fresh log from
-an operations table) at a cost that grows with the number of steps, not operations; ``settled(start)``
+step (the table's columns and rows, and how a ``log()`` row is checked: ``rlnb.history.figures``). ``frame()``
+is the steps table (``History.steps``; ``tables.steps_table`` feeds a fresh log from an operations table) at a
+cost that grows with the number of steps, not operations; ``settled(start)``
 hands a live view the rows that will not change any more, so it can append them to what it drew.
 
 Records are read through their attributes only (``seq``, ``kind``, ``status``, ``step``, ``loss``,
@@ -18,87 +19,23 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from rlnb.history.figures import ROW_FLOATS, SHADOWED, STEP_COLUMNS, StepRow
 from rlnb.history.timing import Times, op_times, step_times
 from rlnb.wire import TERMINAL_STATUSES, OperationErrorCode, OperationKind, OperationStatus
 
-ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
-"""Figures of a completed optim-step, copied into its row."""
-STEP_COLUMNS = ("step", "loss", *ROW_FLOATS, "step_time_s", "queue_s", "weights_version")
-"""The steps table's own columns: a logged figure may not take one of these names."""
-SHADOWED = "{} (logged)"
-"""The column of a logged figure named like one of ``STEP_COLUMNS`` in a run written before ``log`` refused it."""
-MAX_STEP = 2**63 - 1
-"""The largest step a table column (int64) holds."""
-NO_STEP: Any = object()
-"""``History.log``'s step when given by name (``log(step=3, ...)``)."""
 KEPT_GRADIENTS = frozenset({OperationErrorCode.INVALID_INPUT})
 """A failed optim-step's codes that changed nothing and kept the gradients: the next completed one applies them, so
 its row sums their loss (a ``NON_FINITE_LOSS`` one dropped them)."""
 
 
-def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
-    """The row ``History.log(step, **figures)`` records, or ``ValueError`` naming what cannot be one: a step
-    that is not an integer in [0, 2**63), a figure that is not a real number, one with an empty name, or one named like
-    a steps column."""
-    if step is NO_STEP:  # History.log(step=3, ...)
-        step = figures.pop("step", None)  # History.log's own **figures
-    elif "step" in figures:  # History.log(1, step=...): it raised Python's "multiple values for argument 'step'"
-        raise ValueError(f"history.log: 'step' is a column of the steps table ({', '.join(STEP_COLUMNS)}); log "
-                         "it under another name (e.g. 'my_step')")  # fmt: skip
-    if isinstance(step, bool) or not hasattr(step, "__index__") or not 0 <= int(step) <= MAX_STEP:
-        raise ValueError(f"history.log: step must be an integer >= 0 and < 2**63, got {step!r}")
-    row: dict[str, Any] = {"step": int(step)}
-    for name, value in figures.items():
-        if not name.strip():  # a column named "" (or " "): no plot or table can name it back
-            raise ValueError(f"history.log: a figure needs a name, got {name!r}")
-        if name in STEP_COLUMNS:
-            raise ValueError(
-                f"history.log: {name!r} is a column of the steps table ({', '.join(STEP_COLUMNS)}); log it under "
-                f"another name (e.g. 'my_{name}')"
-            )
-        try:
-            if isinstance(value, bool | str | bytes | complex) or _bool_or_complex(getattr(value, "dtype", None)):
-                raise TypeError  # float() would take numpy's and torch's (as 1.0, or the real part)
-            row[name] = float(value)
-        except (TypeError, ValueError, OverflowError, RuntimeError):  # RuntimeError: torch's
-            raise ValueError(f"history.log: {name} must be a real number, got {value!r}"[:300]) from None
-    return row
-
-
-def _bool_or_complex(dtype: Any) -> bool:
-    """Whether a numpy or torch dtype is a bool or a complex one."""
-    if getattr(dtype, "kind", "") in ("b", "c"):  # numpy's
-        return True
-    return bool(getattr(dtype, "is_complex", False)) or str(dtype) == "torch.bool"
-
-
 _Row = tuple[int, int, float, float, float, float, float, float, int]
 _FIGURES = 8
 """The numeric fields of a ``_Row`` (seq, step, 5 figures, finished_at); its last is the step's segment."""
-
-
-@dataclass(slots=True)
-class StepRow:
-    """One completed optimizer step. ``loss`` is the sum over its forward-backwards so far; ``run_s`` its
-    compute time and ``queue_s`` its wait (``rlnb.history.timing``), over its operations finished so far."""
-
-    seq: int
-    step: int
-    grad_norm: float
-    grad_norm_muon: float
-    grad_norm_adam: float
-    grad_clip_norm: float
-    learning_rate: float
-    finished_at: float
-    loss: float = math.nan
-    run_s: float = math.nan
-    queue_s: float = math.nan
 
 
 class StepLog:

@@ -1,5 +1,5 @@
 """The run folder on disk: ``config.json``, ``ops.jsonl``, ``metrics.jsonl``, ``completions.jsonl`` (RL runs)
-and the lock that makes one session at a time its writer.
+and the lock that makes one session at a time its writer (``rlnb.history.locks``).
 
 Writing never stops a run. When a line cannot be written (a full disk, a folder that went away), the
 store warns once (``RunStoreWarning``), stops writing and the session carries on: its History keeps
@@ -8,7 +8,8 @@ every record in memory, results still return and ``close()`` succeeds.
 A closed store still writes what is recorded later (a figure logged after the session ended): each write
 takes the run's lock for itself, and one that another session holds stops the store with the same warning.
 
-Reading it back is ``rlnb.history.reading``.
+Where the folder is (the runs folder, the run id) is ``rlnb.history.paths``; reading it back is
+``rlnb.history.reading``.
 """
 
 from __future__ import annotations
@@ -16,21 +17,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
-import sys
 import threading
-import time
-import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from rlnb._options import user_path
 from rlnb.errors import RunLocked
+from rlnb.history.locks import hold_lock
 
-RUNS_DIR_ENV = "RLNB_RUNS_DIR"
-"""Overrides the default run folder ``./rlnb-runs``."""
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
 COMPLETIONS_FILE = "completions.jsonl"
 
@@ -52,118 +47,11 @@ class RunStoreWarning(RuntimeWarning):
     """The run folder could not be written; the run goes on in memory (``session.history``)."""
 
 
-def default_runs_dir() -> Path:
-    """Where runs go when ``runs_dir`` is not given: ``$RLNB_RUNS_DIR``, else ``./rlnb-runs``."""
-    return Path(os.environ.get(RUNS_DIR_ENV, "rlnb-runs")).expanduser()
-
-
-def new_run_id(label: str = "") -> str:
-    """A fresh run id, ``<date>-<time>[-label]-<6 hex>``: ids sort by start time, and the random tail keeps
-    runs started in the same second apart."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return "-".join(p for p in (stamp, label, uuid.uuid4().hex[:6]) if p)
-
-
-MAX_RUN_ID_BYTES = 255
-"""The longest file name most file systems take (NAME_MAX): a longer run id cannot be a folder."""
-
-
-def check_run_id(run_id: object) -> str:
-    """``run_id`` names one folder inside the runs folder: a single plain path component that a file system
-    takes, so that no run is written (or continued) outside it, or only in memory."""
-    if (
-        not isinstance(run_id, str)
-        or run_id in ("", ".", "..")
-        or any(c in run_id for c in ("/", "\\", "\0"))
-    ):
-        raise ValueError(
-            f"run_id must be a folder name inside the runs folder (no '/', '\\', '..', not empty), got {run_id!r}"
-        )
-    size = len(run_id.encode("utf-8", "surrogateescape"))
-    if size > MAX_RUN_ID_BYTES:
-        raise ValueError(f"run_id must be at most {MAX_RUN_ID_BYTES} bytes (a folder name), got {size} bytes")
-    return run_id
-
-
-def runs_root(runs_dir: str | Path | None) -> Path:
-    """The runs folder ``runs_dir`` (default ``$RLNB_RUNS_DIR`` or ``./rlnb-runs``), checked: an error naming it
-    when it is no path, ``''``, a file or a path through one — no run could be written there."""
-    if runs_dir == "":  # Path("") is the working folder
-        raise ValueError("runs_dir must be a folder's path or None, got ''")
-    root = user_path("runs_dir", runs_dir) if runs_dir is not None else default_runs_dir()
-    field = "runs_dir" if runs_dir is not None or RUNS_DIR_ENV not in os.environ else f"${RUNS_DIR_ENV}"
-    for folder in (root, *root.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise ValueError(
-                    f"{field} {str(root)!r}: {folder} is a file, not a folder: pass a folder (made if missing)"
-                )
-            break
-    return root
-
-
-def run_folder(runs_dir: str | Path | None, run_id: str) -> Path:
-    """``<runs_dir>/<run_id>``, checked: a runs folder that is a file, a run id that is a file there or a symbolic
-    link there (writing through it would put the run wherever the link points) is refused."""
-    path = runs_root(runs_dir) / check_run_id(run_id)
-    if path.is_symlink():
-        raise ValueError(
-            f"run_id {run_id!r}: {path} is a symbolic link (to {os.readlink(path)!r}); rlnb writes a run only into "
-            "a folder inside the runs folder: pick another run_id, or pass the target's parent as runs_dir"
-        )
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"run_id {run_id!r}: {path} is a file, not a run folder: pick another run_id")
-    return path
-
-
-def environment() -> dict[str, str]:
-    """Package versions for the run's config."""
-    import importlib.metadata as md
-
-    versions = {"python": platform.python_version()}
-    for pkg in ("rlnb", "torch", "pandas", "numpy", "pydantic", "httpx"):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            continue
-    return versions
-
-
 def lock_run(path: Path) -> IO[str]:
     """Hold ``run.lock`` exclusively until the returned file is closed (the OS releases it if the process
     dies), or raise ``RunLocked`` naming the holder."""
     busy = f"run folder {path} is being written by another session (pid {{holder}}): close that session, or pick "
     return hold_lock(path / LOCK_FILE, busy + "another run_id")
-
-
-def hold_lock(file: Path, busy: str) -> IO[str]:
-    """Hold ``file`` exclusively until the returned handle is closed (the OS releases it if the process dies),
-    writing this process's pid in it; else ``RunLocked`` with ``busy`` (its ``{holder}``: the holder's pid)."""
-    fh = open(file, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the lock's life
-    try:
-        try_lock(fh)
-    except OSError:
-        fh.seek(0)
-        holder = fh.read().strip() or "unknown"
-        fh.close()
-        raise RunLocked(busy.replace("{holder}", holder), holder=holder) from None  # a path may hold braces
-    with contextlib.suppress(OSError):  # a full disk: the lock is held all the same; the pid is a courtesy
-        fh.truncate(0)
-        fh.write(f"{os.getpid()}\n")
-        fh.flush()
-    return fh
-
-
-def try_lock(fh: IO[str]) -> None:
-    """Lock ``fh`` exclusively without waiting (``OSError`` if another file holds it)."""
-    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-        import msvcrt
-
-        msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
-    else:
-        import fcntl
-
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 class RunStore:

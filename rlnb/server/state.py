@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb import wire
-from rlnb.history.store import try_lock
+from rlnb.history.locks import try_lock
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord
 
 log = logging.getLogger("rlnb")

@@ -28,8 +28,8 @@ from typing import Any, ClassVar, Protocol
 from rlnb import _exit
 from rlnb._secrets import redact
 from rlnb.errors import RlnbError, user_stacklevel
+from rlnb.history.paths import check_run_id
 from rlnb.history.runconfig import EARLIER
-from rlnb.history.store import check_run_id
 
 Scalar = bool | int | float | str
 FLUSH_INTERVAL = 1.0

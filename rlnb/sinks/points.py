@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from rlnb.history import History, Record
+from rlnb.history.figures import SHADOWED, STEP_COLUMNS
 from rlnb.history.runconfig import continued_at
-from rlnb.history.steplog import KEPT_GRADIENTS, SHADOWED, STEP_COLUMNS
+from rlnb.history.steplog import KEPT_GRADIENTS
 from rlnb.history.timing import Times, op_times, step_times
 from rlnb.sinks.base import Failure, Point
 from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus

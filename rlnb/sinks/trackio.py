@@ -38,20 +38,34 @@ class Trackio(Sink):
         """How a child process makes this sink again (``process=True``)."""
         return __name__, "Trackio", {"project": self.project, "interval": self.interval, **self._init}
 
-    def local_db(self, *, written: bool = False) -> Path | None:
-        """The project's local database, or None where the runs go to a Space or server elsewhere. ``written``: the
-        one the run is written to, made now (Trackio makes it at its first write), or None where Trackio writes JSONL
-        files instead (``TRACKIO_STORAGE_MODE``: on a network file system)."""
-        if any(self._init.get(k) or os.environ.get(f"TRACKIO_{k.upper()}") for k in ("space_id", "server_url")):
+    def local_db(self) -> Path | None:
+        """The project's local database, or None where the runs go to a Space or server elsewhere."""
+        if self._remote():
+            return None
+        from trackio.sqlite_storage import SQLiteStorage
+
+        return Path(SQLiteStorage.get_project_db_path(self.project))
+
+    def written_to(self) -> Path | None:
+        """What the run is written to on this machine, made now (Trackio makes it at its first write): the project's
+        database, or where Trackio writes JSONL fragments instead (``TRACKIO_STORAGE_MODE``, on a network file
+        system) the inbox folder its dashboard imports them from. None where a Space or server elsewhere gets it."""
+        if self._remote():
             return None
         from trackio import utils
         from trackio.sqlite_storage import SQLiteStorage
 
-        if not written:
-            return Path(SQLiteStorage.get_project_db_path(self.project))
-        if getattr(utils, "get_storage_mode", lambda: "sqlite")() != "sqlite":
-            return None
-        return Path(SQLiteStorage.init_db(self.project))
+        if getattr(utils, "get_storage_mode", lambda: "sqlite")() == "sqlite":
+            return Path(SQLiteStorage.init_db(self.project))
+        from trackio.fragments import local_inbox_dir
+
+        inbox = Path(local_inbox_dir())  # the dashboard empties it, never removes it: deleted, fragments were lost
+        inbox.mkdir(parents=True, exist_ok=True)
+        return inbox
+
+    def _remote(self) -> bool:
+        """Whether the runs go to a Space or a server (``space_id``, ``server_url``), not to this machine."""
+        return any(self._init.get(k) or os.environ.get(f"TRACKIO_{k.upper()}") for k in ("space_id", "server_url"))
 
     def holds(self, run: RunInfo) -> str | None:
         """A run of that name in the project's local database (a Space or server elsewhere is not asked)."""
@@ -71,19 +85,19 @@ class Trackio(Sink):
         # (rlnb.export runs on your thread) nor a sweep's other trials, nor Trackio's atexit.
         init = LOCAL | self._init
         kwargs = dict(project=self.project, name=run.name, group=run.group, config=run.params, **init)
-        db = self.local_db(written=True)
-        return _Writer(contextvars.Context().run(trackio.init, **kwargs), db)
+        where = self.written_to()
+        return _Writer(contextvars.Context().run(trackio.init, **kwargs), where)
 
 
 class _Writer:
-    def __init__(self, run: Any, db: Path | None = None):
+    def __init__(self, run: Any, where: Path | None = None):
         from trackio import AlertLevel
 
         self.run, self._error = run, AlertLevel.ERROR
-        self._db = Watched(db)  # deleted, Trackio made a new one and wrote the rest of the run there in silence
+        self._where = Watched(where)  # deleted, Trackio made it anew and wrote the rest of the run there in silence
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
-        self._db.check(lost_from(points, failures))
+        self._where.check(lost_from(points, failures))
         for point in points:
             self.run.log(point.values, step=point.step)
         for fail in failures:
@@ -91,5 +105,5 @@ class _Writer:
             self.run.alert(title=title, text=fail.text(), level=self._error, step=fail.step)
 
     def close(self) -> None:
-        self._db.check("the run's end was")
+        self._where.check("the run's end was")
         self.run.finish()

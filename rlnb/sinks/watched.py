@@ -9,23 +9,26 @@ from rlnb.sinks.base import Failure, Point
 
 class Watched:
     """The file or folder a run is written to on this machine (a TensorBoard event file, an MLflow or Trackio SQLite
-    store), checked before each batch: deleted (``rm -rf runs``), the libraries failed with a bare ``[Errno 2]``, an
-    SQL error ("attempt to write a readonly database"), or made a new store and wrote the rest of the run there in
-    silence. ``check`` raises instead, which drops the sink with a warning naming the place and what was lost."""
+    store, Trackio's inbox of JSONL fragments), checked before each batch: deleted (``rm -rf runs``), the libraries
+    failed with a bare ``[Errno 2]``, an SQL error ("attempt to write a readonly database"), or made a new store and
+    wrote the rest of the run there in silence. ``check`` raises instead, which drops the sink with a warning naming
+    the place and what was lost."""
 
-    def __init__(self, path: Path | None, shown: Path | None = None) -> None:
-        self.path, self.shown = path, shown or path  # shown: what the warning names (a file's run folder)
-        self._id = _identity(path)
+    def __init__(self, path: Path | None, folder: Path | None = None) -> None:
+        self.path, self.folder = path, folder  # folder: the one holding path, named if it went too
+        self._id, self._folder_id = _identity(path), _identity(folder)
 
     def check(self, lost: str) -> None:
-        """``FileNotFoundError`` if the place is gone or is another file now; ``lost``: what then goes unwritten."""
+        """``FileNotFoundError`` if the place is gone or is another file now; ``lost``: what then goes unwritten. It
+        names what was removed: the folder, if it went with the file (``rm -rf runs``), else the file alone."""
         now = _identity(self.path)
         if self._id is None:  # not there when the run started: watched from when it is
             self._id = now
         elif now != self._id:
+            folder_gone = self.folder is not None and _identity(self.folder) != self._folder_id
             raise FileNotFoundError(
-                f"{self.shown} was deleted while the run was written to it: {lost} not written "
-                "there (the run's history has everything: rlnb.export writes the whole run again)"
+                f"{self.folder if folder_gone else self.path} was deleted while the run was written to it: {lost} not "
+                "written there (the run's history has everything: rlnb.export writes the whole run again)"
             )
 
 

@@ -19,7 +19,7 @@ from typing import IO, Any
 import pandas as pd
 
 from rlnb.history import default_runs_dir, new_run_id
-from rlnb.history.store import hold_lock
+from rlnb.history.locks import hold_lock
 from rlnb.params import OptimizerParams
 from rlnb.tasks import Task
 

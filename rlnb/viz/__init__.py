@@ -4,7 +4,7 @@
 from importlib import import_module as _import_module
 
 _SUBMODULES = frozenset(
-    {"comparison", "draw", "live", "livefig", "livetables", "overview", "plots", "throttle", "timeline"}
+    {"comparison", "draw", "live", "livefig", "livepanels", "livetables", "overview", "plots", "throttle", "timeline"}
 )
 
 

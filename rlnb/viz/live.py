@@ -1,11 +1,11 @@
 """``LiveView``: plots and a per-step table that stay up to date in place while a run goes on.
 
 An ``ipywidgets.VBox``: EMA and log-y toggles, one small PNG ``Image`` per panel (each a matplotlib
-figure on the Agg canvas, never pyplot), a table of the latest optimizer steps with the raw operations
-and the RL metrics one tab away, and the latest RL step's completions in a collapsed ``Accordion``
-(their HTML is ``rlnb.viz.livetables``). Assigning a widget's value works from any thread and while a
-cell is still running, in JupyterLab, Notebook 7, VS Code and Voila, with no custom front end and no
-``clear_output``: nothing flickers. Redraws are throttled (``rlnb.viz.throttle``), and each costs the
+figure on the Agg canvas, never pyplot, drawn as ``rlnb.viz.livepanels`` says), a table of the latest
+optimizer steps with the raw operations and the RL metrics one tab away, and the latest RL step's completions
+in a collapsed ``Accordion`` (their HTML is ``rlnb.viz.livetables``). Assigning a widget's value works from
+any thread and while a cell is still running, in JupyterLab, Notebook 7, VS Code and Voila, with no custom
+front end and no ``clear_output``: nothing flickers. Redraws are throttled (``rlnb.viz.throttle``), and each costs the
 same at any length of run: new steps are appended to decimated series (``rlnb.viz.livefig``), only
 panels whose data changed are drawn, and mostly only their lines::
 
@@ -23,28 +23,20 @@ from collections.abc import Sequence
 from typing import Any
 
 import ipywidgets as widgets
-import numpy as np
 
 from rlnb._options import check_int, check_seconds
 from rlnb.history import History
-from rlnb.history.steplog import StepRow
+from rlnb.history.figures import StepRow
 from rlnb.tasks import EVAL_ACCURACY
-from rlnb.viz.draw import CLIP_HEADROOM, check_ema
+from rlnb.viz.draw import check_ema
 from rlnb.viz.livefig import Panel, Series
+from rlnb.viz.livepanels import NORMS, draw_panel, new_panel
 from rlnb.viz.livetables import RL_TABLE, completions_html, ops_html, rl_html, steps_html
 from rlnb.viz.throttle import Throttle
 
-NORMS = {
-    "grad_norm": ("C1", "global"),
-    "grad_norm_muon": ("C4", "Muon matrices"),
-    "grad_norm_adam": ("C2", "AdamW params"),
-}
 CLOSE_WAIT = 30.0
 """Seconds ``close`` waits for a redraw in progress: a timer thread still drawing when the interpreter exits can
 crash it (matplotlib at shutdown), so a view is closed only once its redraw has ended."""
-
-
-_NONE = np.empty(0)
 
 
 class LiveView:
@@ -137,31 +129,13 @@ class LiveView:
         self.refresh()
 
     def _add_panel(self, name: str, title: str, color: str) -> None:
-        panel = Panel(title, legend=name == "grad_norm")
-        if name == "reward" and EVAL_ACCURACY not in self.metrics:  # the held-out accuracy beside the reward
-            self._lines(panel, name, color, "reward (train)")
-            panel.line(EVAL_ACCURACY, color="C3", ms=4, label="eval accuracy (held out)", zorder=3)
-            self.series[EVAL_ACCURACY] = Series(self.ema)
-        elif name == "grad_norm":
-            muon = self.history.config.get("optimizer") == "muon"
-            for col, (c, label) in NORMS.items():
-                if muon or col == "grad_norm":
-                    self._lines(panel, col, c, label)
-            panel.line("grad_clip_norm", ls="--", color="0.4", label="clip threshold")
-            self.series["grad_clip_norm"] = Series(self.ema)
-        else:
-            self._lines(panel, name, color, name)
+        muon = self.history.config.get("optimizer") == "muon"
+        panel = new_panel(name, title, color, self.series, self.ema, self.metrics, muon)
         self.panels[name] = panel
         self.images[name] = widgets.Image(
             format="png", layout=widgets.Layout(width=f"{panel.canvas.get_width_height()[0]}px")
         )
         self.plots.children = [*self.plots.children, self.images[name]]
-
-    def _lines(self, panel: Panel, col: str, color: str, label: str) -> None:
-        self.series[col] = Series(self.ema)
-        z = 2.5 if col == "grad_norm" else 2  # the global norm on top of its two parts
-        panel.line(col, color=color, label=label, lw=1.5, ms=3, zorder=z)
-        panel.line(col + ":ema", color=color, lw=2.2, label=f"{label} (EMA {self.ema:g})", zorder=z)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -257,49 +231,10 @@ class LiveView:
         return changed
 
     def _draw_panel(self, name: str) -> None:
-        panel = self.panels[name]
-        smooth, log_y = self.ema_toggle.value, self.log_toggle.value
-        keys = [k for k in panel.lines if not k.endswith(":ema") and k != "grad_clip_norm"]
-        lo, hi, x_last = math.inf, -math.inf, 0.0
-        for key in keys:
-            s = self.series[key]
-            raw = panel.lines[key]
-            smoothed = key + ":ema" in panel.lines  # all but the held-out accuracy: a few points, never smoothed
-            panel.set(key, *s.raw.xy(), visible=smoothed or s.n > 0)
-            if smoothed:
-                ex, ey = s.smooth.xy() if smooth else (_NONE, _NONE)  # the EMA is drawn only when shown
-                panel.set(key + ":ema", ex, ey, visible=smooth, markers=False)
-                raw.set_alpha(0.35 if smooth else 1.0)
-            lo, hi = min(lo, s.lo), max(hi, s.hi)
-            if s.n:
-                x_last = max(x_last, s.last_x)
-        note = ""
-        if name == "grad_norm":
-            if not math.isfinite(hi):  # a remote API reports none: say why (the clip threshold may still show)
-                note = self.history.step_log.na_reason or "no gradient norm yet"
-            lo, hi = self._clip(panel, lo, hi)
-            panel.legend([k + ":ema" if smooth else k for k in keys] + ["grad_clip_norm"])
-        elif not math.isfinite(hi):
-            note = f"no {name!r} logged yet" if name in self.metrics else "no completed optimizer step yet"
-        if name == "reward" and EVAL_ACCURACY in panel.lines:  # a legend once the held-out accuracy is there
-            shown = [f"reward{':ema' if smooth else ''}", EVAL_ACCURACY] if self.series[EVAL_ACCURACY].n else []
-            panel.legend(shown, inside=True)
-        panel.set_log(log_y and hi > 0)  # a log axis needs a positive point: until one comes, it stays linear
-        panel.set_note(note)
-        panel.set_limits(x_last, lo, hi)
-        self.images[name].value = panel.render()
-
-    def _clip(self, panel: Panel, lo: float, hi: float) -> tuple[float, float]:
-        """The clip threshold where clipping is on. The y-range takes it in only when it is near the
-        norms; else the legend gives its value, off the top of the axes."""
-        clip = self.series["grad_clip_norm"]
-        on = math.isfinite(clip.hi)
-        panel.set("grad_clip_norm", *clip.raw.xy(), visible=on, markers=False)
-        near = on and (not math.isfinite(hi) or clip.hi <= CLIP_HEADROOM * hi)
-        panel.set_label(
-            "grad_clip_norm", "clip threshold" if near or not on else f"clip threshold {clip.hi:g} (off the top)"
-        )
-        return (min(lo, clip.lo), max(hi, clip.hi)) if near else (lo, hi)
+        self.images[name].value = draw_panel(
+            self.panels[name], name, self.series, smooth=self.ema_toggle.value, log_y=self.log_toggle.value,
+            na_reason=self.history.step_log.na_reason, logged=name in self.metrics,
+        )  # fmt: skip
 
     def _draw_tabs(self) -> None:
         """The tab on show (hidden ones are drawn when shown)."""

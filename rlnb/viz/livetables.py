@@ -12,7 +12,7 @@ from typing import Any
 from matplotlib.colors import to_hex
 
 from rlnb.history import Record
-from rlnb.history.steplog import StepRow
+from rlnb.history.figures import StepRow
 from rlnb.tasks import RL_METRICS
 from rlnb.viz.draw import STATUS_COLORS, short
 

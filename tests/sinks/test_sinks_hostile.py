@@ -279,6 +279,49 @@ def test_a_tensorboard_event_file_deleted_alone_drops_the_sink_and_another_write
         writer.write([Point(3, {"loss": 0.25}, 0.0)], [])
 
 
+def test_a_tensorboard_event_file_deleted_alone_is_named_not_its_run_folder(tmp_path):
+    """Only the event file deleted, its run's folder kept: the warning said the run folder was deleted. It names the
+    event file now (a folder deleted whole is named as before)."""
+    folder = tmp_path / "tb" / "r"
+    writer = sinks.TensorBoard(tmp_path / "tb", interval=0).open(RunInfo("r", None, {"seed": 0}))
+    writer.write([Point(1, {"loss": 1.0}, 0.0)], [])
+    (own,) = folder.glob(sinks.tensorboard.EVENT_FILES)
+    own.unlink()
+    said = rf"^{re.escape(str(own))} was deleted while the run was written to it: the points from step 2 on were not"
+    with pytest.raises(FileNotFoundError, match=said):
+        writer.write([Point(2, {"loss": 0.5}, 0.0)], [])
+    assert folder.is_dir()
+
+
+def _fragment_in(inbox: Path, deadline: float = LOADED_MACHINE_TIMEOUT) -> None:
+    """Wait (up to ``deadline`` seconds) until Trackio's writer thread has put a JSONL fragment in ``inbox``."""
+    end = time.monotonic() + deadline
+    while not any(inbox.rglob("*.jsonl")):
+        assert time.monotonic() < end, f"no fragment reached {inbox} within {deadline} s"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow  # Trackio's writer thread
+def test_a_trackio_jsonl_inbox_deleted_mid_run_drops_the_sink_saying_what_was_not_written(monkeypatch):
+    """Trackio on a network file system (``TRACKIO_STORAGE_MODE=jsonl``) writes JSONL fragments to an inbox folder
+    that its dashboard imports, not to the project's database: the sink watched nothing, and an inbox deleted mid-run
+    (the fragments not imported yet with it) was made anew by Trackio, the rest of the run written on in silence. The
+    inbox is watched as the database is: the next write (or the close) raises naming it and the first step lost."""
+    from trackio.fragments import local_inbox_dir
+
+    monkeypatch.setenv("TRACKIO_STORAGE_MODE", "jsonl")
+    inbox = Path(local_inbox_dir())
+    writer = sinks.Trackio("jsonl-mid-run").open(RunInfo("r", None, {"seed": 0}))
+    writer.write([Point(1, {"loss": 1.0}, 0.0)], [])
+    _fragment_in(inbox)  # JSONL mode: step 1 went there
+    shutil.rmtree(inbox)
+    said = rf"^{re.escape(str(inbox))} was deleted while the run was written to it: the points from step 2 on were not"
+    with pytest.raises(FileNotFoundError, match=said + r" written there \(the run's history has everything"):
+        writer.write([Point(2, {"loss": 0.5}, 0.0)], [])
+    with pytest.raises(FileNotFoundError, match="the run's end .*was not written there"):
+        writer.close()
+
+
 @pytest.mark.slow  # MLflow's store, Trackio's
 @pytest.mark.parametrize("library", ["mlflow", "trackio"])
 def test_a_local_mlflow_or_trackio_store_deleted_mid_run_drops_the_sink_saying_what_was_not_written(tmp_path, library):

@@ -1,0 +1,75 @@
+"""The steps table's columns, its row as a live view reads it (``StepRow``), and the figures ``History.log``
+records beside them: a ``log()`` row is checked here, before anything is kept, so that every figure is a real
+number at an integer step and none takes a column's name.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
+"""Figures of a completed optim-step, copied into its row."""
+STEP_COLUMNS = ("step", "loss", *ROW_FLOATS, "step_time_s", "queue_s", "weights_version")
+"""The steps table's own columns: a logged figure may not take one of these names."""
+SHADOWED = "{} (logged)"
+"""The column of a logged figure named like one of ``STEP_COLUMNS`` in a run written before ``log`` refused it."""
+MAX_STEP = 2**63 - 1
+"""The largest step a table column (int64) holds."""
+NO_STEP: Any = object()
+"""``History.log``'s step when given by name (``log(step=3, ...)``)."""
+
+
+@dataclass(slots=True)
+class StepRow:
+    """One completed optimizer step. ``loss`` is the sum over its forward-backwards so far; ``run_s`` its
+    compute time and ``queue_s`` its wait (``rlnb.history.timing``), over its operations finished so far."""
+
+    seq: int
+    step: int
+    grad_norm: float
+    grad_norm_muon: float
+    grad_norm_adam: float
+    grad_clip_norm: float
+    learning_rate: float
+    finished_at: float
+    loss: float = math.nan
+    run_s: float = math.nan
+    queue_s: float = math.nan
+
+
+def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
+    """The row ``History.log(step, **figures)`` records, or ``ValueError`` naming what cannot be one: a step
+    that is not an integer in [0, 2**63), a figure that is not a real number, one with an empty name, or one named like
+    a steps column."""
+    if step is NO_STEP:  # History.log(step=3, ...)
+        step = figures.pop("step", None)  # History.log's own **figures
+    elif "step" in figures:  # History.log(1, step=...): it raised Python's "multiple values for argument 'step'"
+        raise ValueError(f"history.log: 'step' is a column of the steps table ({', '.join(STEP_COLUMNS)}); log "
+                         "it under another name (e.g. 'my_step')")  # fmt: skip
+    if isinstance(step, bool) or not hasattr(step, "__index__") or not 0 <= int(step) <= MAX_STEP:
+        raise ValueError(f"history.log: step must be an integer >= 0 and < 2**63, got {step!r}")
+    row: dict[str, Any] = {"step": int(step)}
+    for name, value in figures.items():
+        if not name.strip():  # a column named "" (or " "): no plot or table can name it back
+            raise ValueError(f"history.log: a figure needs a name, got {name!r}")
+        if name in STEP_COLUMNS:
+            raise ValueError(
+                f"history.log: {name!r} is a column of the steps table ({', '.join(STEP_COLUMNS)}); log it under "
+                f"another name (e.g. 'my_{name}')"
+            )
+        try:
+            if isinstance(value, bool | str | bytes | complex) or _bool_or_complex(getattr(value, "dtype", None)):
+                raise TypeError  # float() would take numpy's and torch's (as 1.0, or the real part)
+            row[name] = float(value)
+        except (TypeError, ValueError, OverflowError, RuntimeError):  # RuntimeError: torch's
+            raise ValueError(f"history.log: {name} must be a real number, got {value!r}"[:300]) from None
+    return row
+
+
+def _bool_or_complex(dtype: Any) -> bool:
+    """Whether a numpy or torch dtype is a bool or a complex one."""
+    if getattr(dtype, "kind", "") in ("b", "c"):  # numpy's
+        return True
+    return bool(getattr(dtype, "is_complex", False)) or str(dtype) == "torch.bool"

@@ -1,0 +1,89 @@
+"""What a ``History`` shows of what it recorded: its pandas tables (``df``, ``steps``, ``logged``, ``completions``),
+its notebook display, and all of it written out (``save``, ``to_csv``, ``to_parquet``). ``HistoryViews`` is
+``History``'s base class: it reads the state ``rlnb.history.history`` keeps and changes none of it.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rlnb.history.completion_log import CompletionLog
+from rlnb.history.export import save_run, with_json
+from rlnb.history.listeners import Listeners
+from rlnb.history.record import Record, as_row
+from rlnb.history.runconfig import continued_at
+from rlnb.history.steplog import StepLog
+from rlnb.history.tables import OpsTable, summary_html
+
+
+class HistoryViews:
+    """``History``'s tables and exports; ``History.__init__`` sets the state they read."""
+
+    _lock: threading.Lock
+    _records: list[Record]
+    _logged: list[dict[str, Any]]
+    _completions: CompletionLog
+    _ops_table: OpsTable
+    _read_listeners: Listeners[None]
+    config: dict[str, Any]
+    step_log: StepLog
+
+    @property
+    def completions(self) -> pd.DataFrame:
+        """Every RL step's completions, one row per completion, in the order they were kept."""
+        return self._completions.frame()
+
+    @property
+    def logged(self) -> pd.DataFrame:
+        """The figures given to ``log()``, one row per call."""
+        self._read_listeners.tell(None)
+        with self._lock:
+            rows = list(self._logged)
+        return pd.DataFrame(rows, columns=None if rows else ["step"])
+
+    @property
+    def df(self) -> pd.DataFrame:
+        """One row per operation, in submission order, with typed columns: categorical ``kind`` /
+        ``status`` / ``error_code``, UTC datetimes for the times, ``queue_s`` (waiting) and
+        ``run_s`` (running) in seconds. ``df.attrs["continued_at"]``: when later sessions continued the run (each
+        starts a step of its own: ``tables.steps_table`` reads it).
+
+        Incremental: the rows of operations that had finished are kept from the previous call, so
+        during a run only the newer ones are built again."""
+        self._read_listeners.tell(None)
+        frame = self._ops_table.frame(self._records)
+        frame.attrs["continued_at"] = continued_at(self.config)
+        return frame
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """One row per completed optimizer step: the loss summed over that step's forward-backwards,
+        pre-clip grad norm(s), clip threshold, learning rate, ``step_time_s`` (its compute time: how
+        long its operations were running, ``rlnb.history.timing``) and ``queue_s`` (how long they waited
+        behind others), the weights version published after it, and your logged figures."""
+        self._read_listeners.tell(None)
+        return self.step_log.frame()
+
+    def save(self, path: str | Path) -> Path:
+        """Write the whole history — every operation, every logged figure, the completions, the config — as a run
+        folder at ``path`` that ``History.load`` restores (for a run whose own folder could not be written, or a
+        copy). ``FileExistsError`` if ``path`` holds a run or a ``config.json`` already. Returns the folder."""
+        with self._lock:
+            ops, logged = [as_row(r) for r in self._records], list(self._logged)
+        return save_run(path, self.config, ops, logged, self._completions.rows())
+
+    def to_csv(self, path: str | Path) -> None:
+        """Write ``df`` (one row per operation) to a CSV file; dict columns as JSON text. The logged figures and
+        completions are not in it: ``logged`` and ``completions`` are tables of their own, ``save`` keeps all."""
+        with_json(self.df).to_csv(path, index=False)
+
+    def to_parquet(self, path: str | Path) -> None:
+        """``df`` as Parquet: needs pyarrow (``pip install rlnb[parquet]``); dict columns as JSON text."""
+        with_json(self.df).to_parquet(path, index=False)
+
+    def _repr_html_(self) -> str:
+        return summary_html(self.df, self.steps, str(self.config.get("run_id", "")))

@@ -1,0 +1,99 @@
+"""The live view's panels (``rlnb.viz.live``): which lines each one holds (``new_panel``) and how one is drawn
+from its series (``draw_panel``): raw or smoothed, on a linear or log axis, the clip threshold where clipping is
+on, and a note saying why a panel has nothing to draw yet.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rlnb.tasks import EVAL_ACCURACY
+from rlnb.viz.draw import CLIP_HEADROOM
+from rlnb.viz.livefig import Panel, Series
+
+NORMS = {
+    "grad_norm": ("C1", "global"),
+    "grad_norm_muon": ("C4", "Muon matrices"),
+    "grad_norm_adam": ("C2", "AdamW params"),
+}
+
+_NONE = np.empty(0)
+
+
+def new_panel(
+    name: str, title: str, color: str, series: dict[str, Series], ema: float, metrics: list[str], muon: bool
+) -> Panel:
+    """The panel of ``name``, its lines' series added to ``series``: the reward's draws the held-out accuracy too
+    (unless it is one of ``metrics``), the gradient norm's the clip threshold (and, for Muon, the two partial norms)."""
+    panel = Panel(title, legend=name == "grad_norm")
+    if name == "reward" and EVAL_ACCURACY not in metrics:  # the held-out accuracy beside the reward
+        _lines(panel, series, ema, name, color, "reward (train)")
+        panel.line(EVAL_ACCURACY, color="C3", ms=4, label="eval accuracy (held out)", zorder=3)
+        series[EVAL_ACCURACY] = Series(ema)
+    elif name == "grad_norm":
+        for col, (c, label) in NORMS.items():
+            if muon or col == "grad_norm":
+                _lines(panel, series, ema, col, c, label)
+        panel.line("grad_clip_norm", ls="--", color="0.4", label="clip threshold")
+        series["grad_clip_norm"] = Series(ema)
+    else:
+        _lines(panel, series, ema, name, color, name)
+    return panel
+
+
+def _lines(panel: Panel, series: dict[str, Series], ema: float, col: str, color: str, label: str) -> None:
+    series[col] = Series(ema)
+    z = 2.5 if col == "grad_norm" else 2  # the global norm on top of its two parts
+    panel.line(col, color=color, label=label, lw=1.5, ms=3, zorder=z)
+    panel.line(col + ":ema", color=color, lw=2.2, label=f"{label} (EMA {ema:g})", zorder=z)
+
+
+def draw_panel(
+    panel: Panel, name: str, series: dict[str, Series], *, smooth: bool, log_y: bool, na_reason: str | None,
+    logged: bool,
+) -> bytes:  # fmt: skip
+    """The panel of ``name`` drawn as a PNG (``smooth``: its EMA shown; ``na_reason``: why the latest step has no
+    gradient norm; ``logged``: ``name`` is a figure given to ``log``, which says so while none has come)."""
+    keys = [k for k in panel.lines if not k.endswith(":ema") and k != "grad_clip_norm"]
+    lo, hi, x_last = math.inf, -math.inf, 0.0
+    for key in keys:
+        s = series[key]
+        raw = panel.lines[key]
+        smoothed = key + ":ema" in panel.lines  # all but the held-out accuracy: a few points, never smoothed
+        panel.set(key, *s.raw.xy(), visible=smoothed or s.n > 0)
+        if smoothed:
+            ex, ey = s.smooth.xy() if smooth else (_NONE, _NONE)  # the EMA is drawn only when shown
+            panel.set(key + ":ema", ex, ey, visible=smooth, markers=False)
+            raw.set_alpha(0.35 if smooth else 1.0)
+        lo, hi = min(lo, s.lo), max(hi, s.hi)
+        if s.n:
+            x_last = max(x_last, s.last_x)
+    note = ""
+    if name == "grad_norm":
+        if not math.isfinite(hi):  # a remote API reports none: say why (the clip threshold may still show)
+            note = na_reason or "no gradient norm yet"
+        lo, hi = _clip(panel, series["grad_clip_norm"], lo, hi)
+        panel.legend([k + ":ema" if smooth else k for k in keys] + ["grad_clip_norm"])
+    elif not math.isfinite(hi):
+        note = f"no {name!r} logged yet" if logged else "no completed optimizer step yet"
+    if name == "reward" and EVAL_ACCURACY in panel.lines:  # a legend once the held-out accuracy is there
+        shown = [f"reward{':ema' if smooth else ''}", EVAL_ACCURACY] if series[EVAL_ACCURACY].n else []
+        panel.legend(shown, inside=True)
+    panel.set_log(log_y and hi > 0)  # a log axis needs a positive point: until one comes, it stays linear
+    panel.set_note(note)
+    panel.set_limits(x_last, lo, hi)
+    return panel.render()
+
+
+def _clip(panel: Panel, clip: Series, lo: float, hi: float) -> tuple[float, float]:
+    """The clip threshold where clipping is on. The y-range takes it in only when it is near the
+    norms; else the legend gives its value, off the top of the axes."""
+    on = math.isfinite(clip.hi)
+    panel.set("grad_clip_norm", *clip.raw.xy(), visible=on, markers=False)
+    near = on and (not math.isfinite(hi) or clip.hi <= CLIP_HEADROOM * hi)
+    panel.set_label(
+        "grad_clip_norm", "clip threshold" if near or not on else f"clip threshold {clip.hi:g} (off the top)"
+    )
+    return (min(lo, clip.lo), max(hi, clip.hi)) if near else (lo, hi)
