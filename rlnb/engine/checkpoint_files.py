@@ -268,17 +268,34 @@ def writing(path: Path) -> Iterator[Path]:
 
 
 def _rename(partial: Path, path: Path) -> None:
-    """Give ``partial`` the checkpoint's name, never over another save's: a name taken meanwhile is refused (a
-    folder only ever replaces an empty one; a file is looked for just before: ids are random, so two saves of one
-    name in that instant would take two draws of one 48-bit id)."""
+    """Give ``partial`` the checkpoint's name, never over another save's: a name taken meanwhile is refused. A file
+    takes it with a hard link, which fails if the name exists (the look-then-rename it replaced let two processes
+    saving one name within the same microseconds both succeed, the later silently replacing the other's); a folder
+    only ever replaces an empty one. Where hard links do not exist the name is looked for just before."""
     try:
-        if path.exists() or path.is_symlink():
-            raise FileExistsError(errno.EEXIST, str(path))
-        os.replace(partial, path)
+        if partial.is_dir() or not _linked(partial, path):
+            if path.exists() or path.is_symlink():
+                raise FileExistsError(errno.EEXIST, str(path))
+            os.replace(partial, path)
     except OSError as exc:
         if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
             raise _taken(path) from None
         raise
+
+
+def _linked(partial: Path, path: Path) -> bool:
+    """Link ``path`` to the file ``partial`` and drop the partial's name: False where the file system has no hard
+    links (FAT, some network mounts), nothing done. A partial name left by a failed unlink is only a second name
+    of the checkpoint, removed as a leftover once this process ends."""
+    try:
+        os.link(partial, path)
+    except OSError as exc:
+        if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+            return False
+        raise
+    with contextlib.suppress(OSError):
+        partial.unlink()
+    return True
 
 
 def _taken(path: Path) -> FileExistsError:

@@ -4,10 +4,12 @@ checkpoint is kept and listed, with a warning), partials of live writers in anot
 kept), scratch folders of killed servers (removed by the next)."""
 
 import errno
+import os
 import shutil
 import threading
 import uuid
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +43,41 @@ def test_two_saves_of_one_name_at_once_keep_the_first_whole_and_refuse_the_secon
     saved = path if name.endswith(".pt") else path / "merged" / "config.json"
     assert saved.read_text() == "fast"  # the first to finish, whole
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no partial of the refused one
+
+
+def test_a_training_checkpoint_whose_name_another_process_takes_just_before_the_rename_is_refused(
+    tmp_path, monkeypatch
+):
+    """Two processes saving one name within microseconds: the name was looked for, then the partial renamed over it,
+    so a save that finished in between was replaced without a word (and its session listed a checkpoint it lost)."""
+    path = tmp_path / "ckpt-train-0123456789ab.pt"
+    real_link, real_replace = os.link, os.replace
+
+    def other_save_first(take):
+        def taking(src, dst, *args, **kwargs):
+            if Path(dst) == path and not path.exists():  # the other process's save takes the name at this instant
+                path.write_text("the other save's")
+            return take(src, dst, *args, **kwargs)
+
+        return taking
+
+    monkeypatch.setattr(os, "link", other_save_first(real_link))
+    monkeypatch.setattr(os, "replace", other_save_first(real_replace))
+    with pytest.raises(FileExistsError, match="ckpt-train-0123456789ab.pt already exists"), writing(path) as partial:
+        partial.write_text("this save's")
+    assert path.read_text() == "the other save's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no partial of the refused one
+
+
+def test_a_training_checkpoint_is_saved_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch):
+    def link(src, dst, *args, **kwargs):
+        raise OSError(errno.EPERM, "Operation not permitted")  # FAT, some network mounts
+
+    monkeypatch.setattr(os, "link", link)
+    path = tmp_path / "ckpt-train-0123456789ab.pt"
+    with writing(path) as partial:
+        partial.write_text("saved")
+    assert path.read_text() == "saved" and list(tmp_path.iterdir()) == [path]
 
 
 def test_a_save_onto_a_name_already_taken_is_refused_before_it_writes(tmp_path):
