@@ -56,7 +56,7 @@ class CheckpointStore:
         self._own = self._dir is None  # its own temporary folder: removed at close if nothing is left in it
         self.lora = lora
         self.paths: dict[str, Path] = {}
-        self._discarding = threading.Lock()  # two discards at once: one deletes, the other is told it is unknown
+        self._discarding = threading.Lock()  # a discard at a time, never during a listing of its files
         if self._dir is not None and self._dir.is_dir():
             remove_leftovers(self._dir)
 
@@ -108,7 +108,13 @@ class CheckpointStore:
         """The files a download of ``variant`` serves: the ``.pt`` of a training checkpoint; ``merged/``
         or ``adapter/`` of an inference checkpoint. ``variant`` names a subfolder: any other ('..') would serve
         files outside the checkpoint. A symlink or a file that is not regular among them is ``UnsafeCheckpointFile``
-        naming it: nothing outside the checkpoint is served, and nothing is read that would never end."""
+        naming it: nothing outside the checkpoint is served, and nothing is read that would never end. A discard of
+        the checkpoint meanwhile is waited for (the list is taken whole before it, or the id is unknown after it):
+        a list taken during its delete named files already gone, or only the part not yet deleted."""
+        with self._discarding:
+            return self._files(ckpt_id, variant)
+
+    def _files(self, ckpt_id: str, variant: Variant) -> list[Path]:
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
         path = self.path(ckpt_id)

@@ -131,6 +131,38 @@ def test_two_discards_of_one_checkpoint_at_once_delete_it_once_and_the_second_is
     assert not (tmp_path / ckpt.id).exists()
 
 
+def test_a_download_listed_during_a_discard_of_its_checkpoint_waits_for_it_and_is_told_the_id_is_unknown(
+    tmp_path, monkeypatch
+):
+    """``checkpoint_files`` taken while a discard was deleting the checkpoint listed the files not yet deleted: a
+    part of a model, served as if whole (or files already gone)."""
+    with local_session(checkpoint_dir=tmp_path) as s:
+        ckpt = s.save_inference_checkpoint().result(timeout=60).checkpoint
+        whole = s.backend.checkpoint_files(ckpt.id)
+        real_rmtree, listed, download = shutil.rmtree, {}, []
+
+        def list_files():
+            try:
+                listed["files"] = s.backend.checkpoint_files(ckpt.id)
+            except Exception as exc:  # noqa: BLE001 - what the download was told is the test
+                listed["error"] = exc
+
+        def rmtree(path, *args, **kwargs):
+            if not download:  # the discard, mid-delete (one file gone), while a download lists the files
+                whole[0].unlink()
+                download.append(threading.Thread(target=list_files))
+                download[0].start()
+                download[0].join(timeout=2)  # bounded: it waits for the discard (or, racing, lists a part)
+            real_rmtree(path, *args, **kwargs)
+
+        monkeypatch.setattr(shutil, "rmtree", rmtree)
+        s.backend.discard_checkpoint(ckpt.id)
+        download[0].join(timeout=60)
+        assert not download[0].is_alive()
+    assert "files" not in listed, f"a download listed {len(listed['files'])} of {len(whole)} files"
+    assert isinstance(listed["error"], KeyError) and ckpt.id in str(listed["error"])
+
+
 @pytest.mark.parametrize("kind", ["training", "inference"])
 def test_a_folder_that_cannot_be_flushed_after_the_rename_keeps_the_checkpoint_listed_with_a_warning(
     tmp_path, monkeypatch, kind
