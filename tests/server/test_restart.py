@@ -2,6 +2,7 @@
 and checkpoints; sessions that were active end ERROR with the reason, operations in flight FAILED with a
 code, and checkpoints can still be downloaded and resumed — after a clean shutdown and after kill -9."""
 
+import signal
 import time
 
 import httpx
@@ -115,6 +116,23 @@ def test_a_killed_server_without_a_state_dir_has_its_checkpoints_removed_by_the_
         with ServerProcess.rlnb_serve("--device", "cpu", timeout=START_DEADLINE):
             left = set(tmp_path.glob("rlnb-serve-checkpoints-*"))
             assert len(left) == 2 and len(left & folders) == 1  # the killed one's went; the live one's stayed
+
+
+def test_ctrl_c_stops_the_server_with_one_line_and_removes_its_checkpoints(tmp_path, monkeypatch):
+    """Ctrl-C, the way a terminal stops ``rlnb serve``, printed a 30-line KeyboardInterrupt traceback through asyncio
+    and uvicorn (which re-raises the signal once it has shut down)."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    server = ServerProcess.rlnb_serve("--device", "cpu", timeout=START_DEADLINE)
+    server.start()
+    try:
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGINT)
+        assert server.proc.wait(timeout=120) == 130
+        log = server.log()
+    finally:
+        server.stop()
+    assert "Traceback" not in log and log.strip().splitlines()[-1] == "rlnb serve: stopped (Ctrl-C)", log
+    assert not list(tmp_path.glob("rlnb-serve-checkpoints-*"))
 
 
 def test_a_server_without_a_state_dir_removes_its_checkpoints_when_it_stops(tmp_path, monkeypatch):
