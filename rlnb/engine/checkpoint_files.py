@@ -274,10 +274,9 @@ def writing(path: Path) -> Iterator[Path]:
 
 
 def _rename(partial: Path, path: Path) -> None:
-    """Give ``partial`` the checkpoint's name, never over another save's: a name taken meanwhile is refused. A file
-    takes it with a hard link, which fails if the name exists (the look-then-rename it replaced let two processes
-    saving one name within the same microseconds both succeed, the later silently replacing the other's); a folder
-    only ever replaces an empty one. Where hard links do not exist the name is looked for just before."""
+    """Give ``partial`` the checkpoint's name, never over another save's: a file takes it with a hard link, which
+    fails if it exists (a look, then a rename, let a save in between be replaced); a folder only ever replaces an
+    empty one. Where hard links do not exist the name is looked for just before."""
     try:
         if partial.is_dir() or not _linked(partial, path):
             if path.exists() or path.is_symlink():
@@ -290,9 +289,8 @@ def _rename(partial: Path, path: Path) -> None:
 
 
 def _linked(partial: Path, path: Path) -> bool:
-    """Link ``path`` to the file ``partial`` and drop the partial's name: False where the file system has no hard
-    links (FAT, some network mounts), nothing done. A partial name left by a failed unlink is only a second name
-    of the checkpoint, removed as a leftover once this process ends."""
+    """Link ``path`` to the file ``partial``, then drop the partial's name (if that fails, a leftover removed once
+    this process ends); False, nothing done, where the file system has no hard links (FAT, some network mounts)."""
     try:
         os.link(partial, path)
     except OSError as exc:
