@@ -240,7 +240,8 @@ def writing(path: Path) -> Iterator[Path]:
     """Where to write ``path``: a hidden sibling, fsynced and renamed to ``path`` once whole (then its folder is
     fsynced), so that neither a process killed mid-save nor a power loss leaves a half-written or empty checkpoint
     under its name. A save that fails leaves nothing behind; one that fails on a full disk raises ``DiskFull``, one
-    whose name is taken (before it writes, or by another save meanwhile) a ``FileExistsError`` naming it. Once
+    whose name is taken (before it writes, or by another save meanwhile) a ``FileExistsError`` naming it, one that
+    may not write there (read-only) its ``PermissionError`` naming the checkpoint (it named the hidden partial). Once
     renamed the checkpoint is kept: a folder that cannot be fsynced then is a ``RuntimeWarning`` naming it."""
     if path.exists() or path.is_symlink():
         raise _taken(path)
@@ -262,6 +263,9 @@ def writing(path: Path) -> Iterator[Path]:
                 f"the disk is full: checkpoint {path.name} could not be written to {path.parent} (nothing of it was "
                 "kept); free space there and save again"
             ) from None
+        if isinstance(exc, PermissionError) or isinstance(exc, OSError) and exc.errno == errno.EROFS:
+            raise type(exc)(exc.errno, f"checkpoint {path.name} could not be written to {path.parent} ({exc.strerror}: "
+                            "a read-only folder?); nothing of it was kept") from None  # fmt: skip
         raise
     finally:
         held.release(lock)

@@ -80,6 +80,30 @@ def test_a_training_checkpoint_is_saved_where_the_file_system_has_no_hard_links(
     assert path.read_text() == "saved" and list(tmp_path.iterdir()) == [path]
 
 
+@pytest.mark.parametrize("kind", ["training", "inference"])
+@pytest.mark.parametrize("error", [errno.EPERM, errno.EACCES, errno.EROFS])
+def test_a_save_into_a_folder_that_became_read_only_fails_naming_the_checkpoint_and_the_session_goes_on(
+    tmp_path, monkeypatch, kind, error
+):
+    """The operation failed 'PermissionError: [Errno 1] Operation not permitted: DIR/.ckpt-...-<pid>-<n>.partial':
+    the hidden partial, never the checkpoint, and no word of what was kept."""
+    real_hold = held.hold
+
+    def hold(partial, folder):  # what a read-only folder (chattr +i, a read-only mount) answers
+        raise (PermissionError if error != errno.EROFS else OSError)(error, os.strerror(error), str(partial))
+
+    with local_session(checkpoint_dir=tmp_path) as s:
+        save = s.save_training_checkpoint if kind == "training" else s.save_inference_checkpoint
+        monkeypatch.setattr(held, "hold", hold)
+        with pytest.raises(rlnb.OperationFailed) as failed:
+            save().result(timeout=60)
+        message = str(failed.value)
+        assert "partial" not in message and f"could not be written to {tmp_path}" in message, message
+        assert os.strerror(error) in message and "nothing of it was kept" in message, message
+        monkeypatch.setattr(held, "hold", real_hold)
+        assert save().result(timeout=60).checkpoint.id  # the folder mended: the session goes on
+
+
 def test_a_save_onto_a_name_already_taken_is_refused_before_it_writes(tmp_path):
     path = tmp_path / "ckpt-train-0123456789ab.pt"
     path.write_text("the user's")
