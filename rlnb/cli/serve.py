@@ -155,7 +155,11 @@ def _serve_app(
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks (the checkpoints'
     # temporary folder), not by the default handler
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    listen(app, sock)
+    try:
+        listen(app, sock)
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn shuts down, then re-raises it (a traceback through asyncio's runner)
+        print("rlnb serve: stopped (Ctrl-C)", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -56,7 +56,7 @@ class CheckpointStore:
         self._own = self._dir is None  # its own temporary folder: removed at close if nothing is left in it
         self.lora = lora
         self.paths: dict[str, Path] = {}
-        self._discarding = threading.Lock()  # two discards at once: one deletes, the other is told it is unknown
+        self._discarding = threading.Lock()  # a discard at a time, never during a listing of its files
         if self._dir is not None and self._dir.is_dir():
             remove_leftovers(self._dir)
 
@@ -108,7 +108,13 @@ class CheckpointStore:
         """The files a download of ``variant`` serves: the ``.pt`` of a training checkpoint; ``merged/``
         or ``adapter/`` of an inference checkpoint. ``variant`` names a subfolder: any other ('..') would serve
         files outside the checkpoint. A symlink or a file that is not regular among them is ``UnsafeCheckpointFile``
-        naming it: nothing outside the checkpoint is served, and nothing is read that would never end."""
+        naming it: nothing outside the checkpoint is served, and nothing is read that would never end. A discard of
+        the checkpoint meanwhile is waited for (the list is taken whole before it, or the id is unknown after it):
+        a list taken during its delete named files already gone, or only the part not yet deleted."""
+        with self._discarding:
+            return self._files(ckpt_id, variant)
+
+    def _files(self, ckpt_id: str, variant: Variant) -> list[Path]:
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
         path = self.path(ckpt_id)
@@ -234,7 +240,8 @@ def writing(path: Path) -> Iterator[Path]:
     """Where to write ``path``: a hidden sibling, fsynced and renamed to ``path`` once whole (then its folder is
     fsynced), so that neither a process killed mid-save nor a power loss leaves a half-written or empty checkpoint
     under its name. A save that fails leaves nothing behind; one that fails on a full disk raises ``DiskFull``, one
-    whose name is taken (before it writes, or by another save meanwhile) a ``FileExistsError`` naming it. Once
+    whose name is taken (before it writes, or by another save meanwhile) a ``FileExistsError`` naming it, one that
+    may not write there (read-only) its ``PermissionError`` naming the checkpoint (it named the hidden partial). Once
     renamed the checkpoint is kept: a folder that cannot be fsynced then is a ``RuntimeWarning`` naming it."""
     if path.exists() or path.is_symlink():
         raise _taken(path)
@@ -256,6 +263,9 @@ def writing(path: Path) -> Iterator[Path]:
                 f"the disk is full: checkpoint {path.name} could not be written to {path.parent} (nothing of it was "
                 "kept); free space there and save again"
             ) from None
+        if isinstance(exc, PermissionError) or isinstance(exc, OSError) and exc.errno == errno.EROFS:
+            raise type(exc)(exc.errno, f"checkpoint {path.name} could not be written to {path.parent} ({exc.strerror}: "
+                            "a read-only folder?); nothing of it was kept") from None  # fmt: skip
         raise
     finally:
         held.release(lock)
@@ -268,17 +278,32 @@ def writing(path: Path) -> Iterator[Path]:
 
 
 def _rename(partial: Path, path: Path) -> None:
-    """Give ``partial`` the checkpoint's name, never over another save's: a name taken meanwhile is refused (a
-    folder only ever replaces an empty one; a file is looked for just before: ids are random, so two saves of one
-    name in that instant would take two draws of one 48-bit id)."""
+    """Give ``partial`` the checkpoint's name, never over another save's: a file takes it with a hard link, which
+    fails if it exists (a look, then a rename, let a save in between be replaced); a folder only ever replaces an
+    empty one. Where hard links do not exist the name is looked for just before."""
     try:
-        if path.exists() or path.is_symlink():
-            raise FileExistsError(errno.EEXIST, str(path))
-        os.replace(partial, path)
+        if partial.is_dir() or not _linked(partial, path):
+            if path.exists() or path.is_symlink():
+                raise FileExistsError(errno.EEXIST, str(path))
+            os.replace(partial, path)
     except OSError as exc:
         if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
             raise _taken(path) from None
         raise
+
+
+def _linked(partial: Path, path: Path) -> bool:
+    """Link ``path`` to the file ``partial``, then drop the partial's name (if that fails, a leftover removed once
+    this process ends); False, nothing done, where the file system has no hard links (FAT, some network mounts)."""
+    try:
+        os.link(partial, path)
+    except OSError as exc:
+        if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+            return False
+        raise
+    with contextlib.suppress(OSError):
+        partial.unlink()
+    return True
 
 
 def _taken(path: Path) -> FileExistsError:

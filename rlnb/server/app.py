@@ -25,6 +25,10 @@ ADVERTISED = [(b"rlnb-long-poll-max-wait", str(MAX_WAIT).encode()), (b"rlnb-in-o
 """Response headers telling rlnb's client what this server offers beyond Together's API: the long-poll
 extension (and its longest wait) and in-order execution of each session's operations."""
 
+SHUTDOWN_GRACE = 10
+"""Seconds a stopping server waits for the requests in flight before it cuts them: a client that stopped reading a
+download (or never closes) held SIGTERM and Ctrl-C for ever. A long poll (at most ``MAX_WAIT``) is cut too."""
+
 
 class Advertise:
     """ASGI middleware adding ``ADVERTISED`` to every ``/v1`` answer."""
@@ -157,4 +161,5 @@ def run(app: FastAPI, sock: socket.socket) -> None:
     import uvicorn
 
     host, port = sock.getsockname()[:2]
-    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run(sockets=[sock])
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE)
+    uvicorn.Server(config).run(sockets=[sock])

@@ -4,10 +4,12 @@ checkpoint is kept and listed, with a warning), partials of live writers in anot
 kept), scratch folders of killed servers (removed by the next)."""
 
 import errno
+import os
 import shutil
 import threading
 import uuid
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +43,65 @@ def test_two_saves_of_one_name_at_once_keep_the_first_whole_and_refuse_the_secon
     saved = path if name.endswith(".pt") else path / "merged" / "config.json"
     assert saved.read_text() == "fast"  # the first to finish, whole
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no partial of the refused one
+
+
+def test_a_training_checkpoint_whose_name_another_process_takes_just_before_the_rename_is_refused(
+    tmp_path, monkeypatch
+):
+    """Two processes saving one name within microseconds: the name was looked for, then the partial renamed over it,
+    so a save that finished in between was replaced without a word (and its session listed a checkpoint it lost)."""
+    path = tmp_path / "ckpt-train-0123456789ab.pt"
+    real_link, real_replace = os.link, os.replace
+
+    def other_save_first(take):
+        def taking(src, dst, *args, **kwargs):
+            if Path(dst) == path and not path.exists():  # the other process's save takes the name at this instant
+                path.write_text("the other save's")
+            return take(src, dst, *args, **kwargs)
+
+        return taking
+
+    monkeypatch.setattr(os, "link", other_save_first(real_link))
+    monkeypatch.setattr(os, "replace", other_save_first(real_replace))
+    with pytest.raises(FileExistsError, match="ckpt-train-0123456789ab.pt already exists"), writing(path) as partial:
+        partial.write_text("this save's")
+    assert path.read_text() == "the other save's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no partial of the refused one
+
+
+def test_a_training_checkpoint_is_saved_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch):
+    def link(src, dst, *args, **kwargs):
+        raise OSError(errno.EPERM, "Operation not permitted")  # FAT, some network mounts
+
+    monkeypatch.setattr(os, "link", link)
+    path = tmp_path / "ckpt-train-0123456789ab.pt"
+    with writing(path) as partial:
+        partial.write_text("saved")
+    assert path.read_text() == "saved" and list(tmp_path.iterdir()) == [path]
+
+
+@pytest.mark.parametrize("kind", ["training", "inference"])
+@pytest.mark.parametrize("error", [errno.EPERM, errno.EACCES, errno.EROFS])
+def test_a_save_into_a_folder_that_became_read_only_fails_naming_the_checkpoint_and_the_session_goes_on(
+    tmp_path, monkeypatch, kind, error
+):
+    """The operation failed 'PermissionError: [Errno 1] Operation not permitted: DIR/.ckpt-...-<pid>-<n>.partial':
+    the hidden partial, never the checkpoint, and no word of what was kept."""
+    real_hold = held.hold
+
+    def hold(partial, folder):  # what a read-only folder (chattr +i, a read-only mount) answers
+        raise (PermissionError if error != errno.EROFS else OSError)(error, os.strerror(error), str(partial))
+
+    with local_session(checkpoint_dir=tmp_path) as s:
+        save = s.save_training_checkpoint if kind == "training" else s.save_inference_checkpoint
+        monkeypatch.setattr(held, "hold", hold)
+        with pytest.raises(rlnb.OperationFailed) as failed:
+            save().result(timeout=60)
+        message = str(failed.value)
+        assert "partial" not in message and f"could not be written to {tmp_path}" in message, message
+        assert os.strerror(error) in message and "nothing of it was kept" in message, message
+        monkeypatch.setattr(held, "hold", real_hold)
+        assert save().result(timeout=60).checkpoint.id  # the folder mended: the session goes on
 
 
 def test_a_save_onto_a_name_already_taken_is_refused_before_it_writes(tmp_path):
@@ -92,6 +153,38 @@ def test_two_discards_of_one_checkpoint_at_once_delete_it_once_and_the_second_is
     assert "first" not in errors, errors
     assert isinstance(errors.get("second"), KeyError) and ckpt.id in str(errors["second"])
     assert not (tmp_path / ckpt.id).exists()
+
+
+def test_a_download_listed_during_a_discard_of_its_checkpoint_waits_for_it_and_is_told_the_id_is_unknown(
+    tmp_path, monkeypatch
+):
+    """``checkpoint_files`` taken while a discard was deleting the checkpoint listed the files not yet deleted: a
+    part of a model, served as if whole (or files already gone)."""
+    with local_session(checkpoint_dir=tmp_path) as s:
+        ckpt = s.save_inference_checkpoint().result(timeout=60).checkpoint
+        whole = s.backend.checkpoint_files(ckpt.id)
+        real_rmtree, listed, download = shutil.rmtree, {}, []
+
+        def list_files():
+            try:
+                listed["files"] = s.backend.checkpoint_files(ckpt.id)
+            except Exception as exc:  # noqa: BLE001 - what the download was told is the test
+                listed["error"] = exc
+
+        def rmtree(path, *args, **kwargs):
+            if not download:  # the discard, mid-delete (one file gone), while a download lists the files
+                whole[0].unlink()
+                download.append(threading.Thread(target=list_files))
+                download[0].start()
+                download[0].join(timeout=2)  # bounded: it waits for the discard (or, racing, lists a part)
+            real_rmtree(path, *args, **kwargs)
+
+        monkeypatch.setattr(shutil, "rmtree", rmtree)
+        s.backend.discard_checkpoint(ckpt.id)
+        download[0].join(timeout=60)
+        assert not download[0].is_alive()
+    assert "files" not in listed, f"a download listed {len(listed['files'])} of {len(whole)} files"
+    assert isinstance(listed["error"], KeyError) and ckpt.id in str(listed["error"])
 
 
 @pytest.mark.parametrize("kind", ["training", "inference"])

@@ -2,6 +2,8 @@
 and checkpoints; sessions that were active end ERROR with the reason, operations in flight FAILED with a
 code, and checkpoints can still be downloaded and resumed — after a clean shutdown and after kill -9."""
 
+import signal
+import socket
 import time
 
 import httpx
@@ -115,6 +117,50 @@ def test_a_killed_server_without_a_state_dir_has_its_checkpoints_removed_by_the_
         with ServerProcess.rlnb_serve("--device", "cpu", timeout=START_DEADLINE):
             left = set(tmp_path.glob("rlnb-serve-checkpoints-*"))
             assert len(left) == 2 and len(left & folders) == 1  # the killed one's went; the live one's stayed
+
+
+def test_ctrl_c_stops_the_server_with_one_line_and_removes_its_checkpoints(tmp_path, monkeypatch):
+    """Ctrl-C, the way a terminal stops ``rlnb serve``, printed a 30-line KeyboardInterrupt traceback through asyncio
+    and uvicorn (which re-raises the signal once it has shut down)."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    server = ServerProcess.rlnb_serve("--device", "cpu", timeout=START_DEADLINE)
+    server.start()
+    try:
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGINT)
+        assert server.proc.wait(timeout=120) == 130
+        log = server.log()
+    finally:
+        server.stop()
+    assert "Traceback" not in log and log.strip().splitlines()[-1] == "rlnb serve: stopped (Ctrl-C)", log
+    assert not list(tmp_path.glob("rlnb-serve-checkpoints-*"))
+
+
+def test_a_client_that_stops_reading_a_download_does_not_hold_the_servers_stop(tmp_path):
+    """A download whose client stopped reading (or a connection never closed) kept SIGTERM waiting for ever: uvicorn
+    waited for every request in flight without a deadline."""
+    server = ServerProcess.rlnb_serve("--device", "cpu", "--checkpoint-dir", str(tmp_path), timeout=START_DEADLINE)
+    url = server.start()
+    stalled = socket.socket()
+    try:
+        with httpx.Client(base_url=url + "/v1/rl", timeout=60) as c:
+            _, sid = new_session(c)
+            ckpt = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])
+            cid = ckpt["output"]["checkpoint"]["id"]
+            with open(tmp_path / cid / "merged" / "big.bin", "wb") as big:  # sparse: more than any socket buffers
+                big.truncate(1 << 30)
+            links = c.get(f"/checkpoints/{cid}/download", params={"variant": "CHECKPOINT_VARIANT_MERGED"}).json()
+        link = httpx.URL(next(f["url"] for f in links["data"] if f["filename"] == "big.bin"))
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect((link.host, link.port))
+        stalled.sendall(f"GET {link.raw_path.decode()} HTTP/1.1\r\nHost: {link.host}\r\n\r\n".encode())
+        assert stalled.recv(64).startswith(b"HTTP/1.1 200")  # the download began; this client reads no more
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=120) == 0
+    finally:
+        stalled.close()
+        server.stop()
 
 
 def test_a_server_without_a_state_dir_removes_its_checkpoints_when_it_stops(tmp_path, monkeypatch):
