@@ -158,7 +158,8 @@ class RunPanel:
         n = int(n)  # a numpy integer too: the progress bar and the status take a plain one
         self._stop.clear()
         self.error, self._held = None, ""
-        self._config = (self.builder.params, self.builder.get_schedule())  # valid: checked by ``refusal``
+        # what the run sends until a valid edit (the form is valid: ``refusal`` checked it)
+        self._config = (self.session.check_params(self.builder.params), self.builder.get_schedule())
         self.progress.max, self.progress.value = n, 0
         # said before the first step, which can take minutes: the line showed "ready", or the last run's error
         # (not the session's step: a GET on a remote session, on the kernel's thread)

@@ -92,11 +92,11 @@ def take(panel: RunPanel) -> None:
 
 def follow(panel: RunPanel) -> None:
     """A run or a range test of ``panel`` started or ended: every open panel on its session or given its builder
-    redraws its buttons and line (waits, or ready again), those on the session at ``panel``'s step as last read. A
+    redraws its buttons and line (waits, or ready again), those on the session at the step last read by either. A
     panel made while another's run went said "ready", its Step enabled, and stayed so."""
     for p in {id(p): p for p in (panel, *others(panel), *sharing(panel))}.values():
         if p.session is panel.session:
-            p._step = panel._step
+            p._step = max(p._step, panel._step)  # the later read: a session's step only grows
         p._sync_buttons()
 
 
