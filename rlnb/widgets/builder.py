@@ -47,6 +47,8 @@ class OptimizerBuilder(BuilderForm):
         expanded: bool = False,
     ):
         wire.optimizer_kind(optimizer)
+        if not isinstance(expanded, bool):  # "no" opened the form: any truthy value did
+            raise TypeError(f"expanded must be True or False, got {expanded!r}")
         total_steps = check_int("total_steps", total_steps, 1)  # 2.5 was taken as 2, "10" as 10, NaN a TraitError
         if not isinstance(preset, str) or preset not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {preset!r}")

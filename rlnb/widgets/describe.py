@@ -104,6 +104,10 @@ def position(schedule: Schedule, step: int, rates: tuple[float, ...]) -> tuple[s
     return f"step {step} / {schedule.total_steps} of the {schedule.kind} schedule · {lr}", past
 
 
+ORANGE = "#b45309"
+"""A warning's colour: past the schedule's end, an edit the run does not send."""
+
+
 class ScheduleNote:
     """A run panel's line saying where the next step is on the schedule and the rate it gets, and the orange
     warning shown on passing the end of a decaying schedule: once, and said anew whenever the schedule or the rate
@@ -127,7 +131,7 @@ class ScheduleNote:
             past = False
         else:
             text, past = position(schedule, step, rates)
-            color = "#b45309" if past else "#555"
+            color = ORANGE if past else "#555"
             self.line.value = f"<span style='color:{color}'>{html.escape(text)}</span>"
         if schedule is None or not past:
             self.warning.layout.display = "none"
@@ -141,7 +145,7 @@ class ScheduleNote:
                 "form."
             )
             self.warnings[:] = [said]
-            self.warning.value = f"<span style='color:#b45309'>{html.escape(said)}</span>"
+            self.warning.value = f"<span style='color:{ORANGE}'>{html.escape(said)}</span>"
             self.warning.layout.display = None
             self._warned = (schedule, rates)
 

@@ -1,10 +1,5 @@
-"""Notebook widgets: build an optimizer config with controls, and drive a session from a panel.
-
-``OptimizerBuilder`` (``rlnb.widgets.builder``) is a form over ``AdamParams`` / ``MuonParams``. ``RunPanel``
-adds Step / Run N / Stop over a session, running on a background thread so the kernel stays free and
-Stop works mid-run; everything that goes wrong in a step shows in the panel. The panel is laid out for a
-laptop screen (1366×768): buttons, status and the reward plot on screen together, the form folded.
-"""
+"""``RunPanel``: Step / Run N / Stop over a session, with an ``OptimizerBuilder`` (``rlnb.widgets.builder``) and a
+live view, laid out for a laptop screen (1366×768): buttons, status and the reward plot on screen together."""
 
 from __future__ import annotations
 
@@ -25,8 +20,8 @@ from rlnb.viz.live import LiveView
 from rlnb.widgets import turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
-from rlnb.widgets.describe import ScheduleNote, base_rates
-from rlnb.widgets.steps import StepFn, check_given, done_text, failure_text, figures, rl_figures
+from rlnb.widgets.describe import ORANGE, ScheduleNote, base_rates
+from rlnb.widgets.steps import StepFn, check_given, done_text, failure_text, log_figures, rl_figures, taken_mid_run
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
 
@@ -39,9 +34,11 @@ class RunPanel:
     line with where the session is on the schedule, then the builder (locked to the session's optimizer,
     folded to its summary), then a live view of the run.
 
-    Each step sends ``builder.params_at(step)`` (the schedule applied), checked against the session
-    before anything is submitted. Once the session passes the end of a decaying schedule (every step then
-    gets its floor rate) the panel says so, once, in an orange line (``warnings``: the warning shown now, if any).
+    Each step sends the builder's config with its schedule applied (``builder.params_at(step)``), checked against
+    the session before anything is submitted; mid-run, an edit that leaves the form invalid (a half-typed value, a
+    click on the locked tab) is not taken: the run goes on with the last valid config, and the status line says
+    so. Once the session passes the end of a decaying schedule (every step then gets its floor rate) the panel
+    says so, once, in an orange line (``warnings``: the warning shown now, if any).
     By default a step is one RL step of ``task`` (the first-letter task, which the presets' lessons are
     measured on) and logs its mean reward (and, every 10 steps of a verifiable task, its held-out accuracy), and
     the live view draws the reward (the held-out accuracy on its axes) and gradient norm (not the GRPO loss, ≈0
@@ -70,7 +67,12 @@ class RunPanel:
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)
         self.task = task or first_letter_task()
         self._busy = threading.Event()
-        self._stale = False  # the status line shows a start refused while Find LR went: "ready" once it ends
+        self._stale = False  # the line says the session is another's turn (or Find LR's): "ready" once it ends
+        # The last valid config of the form (params, schedule), taken at a start and at each valid edit: what a run
+        # sends. A run read the form at each step, and a half-typed value, or a look at the locked tab, ended it.
+        self._config: tuple[OptimizerParams, Schedule]
+        self._held = ""  # why the form's edit is not what the run sends, said after the run's line
+        self._line = ""  # the run's own line, without that
         # Find LR copies this session and probes this task, one at a time with the runs (a range test checkpoints
         # the session, and two trainings would share the cores): the hooks are the last panel's given the builder.
         turns.take(self)
@@ -149,21 +151,23 @@ class RunPanel:
         if problem is not None and self.running:
             return False  # a second click: the line and ``error`` stay the run's (they showed a success as failed)
         if problem is not None:
-            self.error, self._stale = problem, self.builder.lr_finder.running
+            self.error, self._stale = problem, self.builder.lr_finder.running or turns.taken(self) is not None
             self._show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
             self._sync_buttons()
             return False
         n = int(n)  # a numpy integer too: the progress bar and the status take a plain one
         self._stop.clear()
-        self.error = None
+        self.error, self._held = None, ""
+        # what the run sends until a valid edit (the form is valid: ``refusal`` checked it)
+        self._config = (self.session.check_params(self.builder.params), self.builder.get_schedule())
         self.progress.max, self.progress.value = n, 0
         # said before the first step, which can take minutes: the line showed "ready", or the last run's error
         # (not the session's step: a GET on a remote session, on the kernel's thread)
-        self._show(f"running: 0/{n} done …")
+        self._show_run(f"running: 0/{n} done …")
         self._busy.set()
         self._thread = threading.Thread(target=self._run, args=(n,), name="rlnb-run-panel", daemon=True)
         self._thread.start()
-        self._sync_buttons()
+        turns.follow(self)
         return True
 
     def stop(self) -> None:
@@ -173,11 +177,8 @@ class RunPanel:
         self.builder.lr_finder.stop()
         if self.running:
             self._show("stopping after this step …")
-        for other in turns.others(self):
-            other.builder.lr_finder.stop()
-            if other.running:
-                other._stop.set()
-                self._show("asked the other panel's run on this session to stop after its step in progress")
+        if turns.stop_others(self):
+            self._show("asked the other panel's run on this session to stop after its step in progress")
 
     def join(self, timeout: float = JOIN_DEADLINE) -> bool:
         """Wait until the current run has ended, its last redraw included; False if it is still going
@@ -199,16 +200,16 @@ class RunPanel:
             for _ in range(n):
                 if self._stop.is_set():
                     break
-                params = self.builder.params_at(step)
+                base, schedule = self._config
+                params = base.scaled(schedule.multiplier(step))
                 self.session.check_params(params)
-                figured = figures(self.step_fn(self.session, params))
+                returned = self.step_fn(self.session, params)
                 done += 1
                 self.progress.value = done
                 step = self._step = self.session.step
-                seen = str(step)
-                if figured and self._logs:
-                    self.session.history.log(step, **figured)
-                self._show(done_text(step, done, n, figured))
+                seen = str(step)  # the step ran: a refused figure stops the run after it, and says so
+                figured = log_figures(self.session, step, returned, self._logs)
+                self._show_run(done_text(step, done, n, figured))
                 self._sync_schedule(step)
         # every failure of a step is shown; none is lost. BaseException too: a step's SystemExit (argparse reading the
         # kernel's argv) ended the thread silently, the status line still green and ``error`` None
@@ -224,7 +225,8 @@ class RunPanel:
                     self.live.refresh()
             finally:
                 self._busy.clear()
-                self._sync_buttons()
+                self._held = ""
+                turns.follow(self)  # another panel on the session waited for this run: it is ready now
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
         """The default step: one RL step of the panel's task (``steps.rl_figures``)."""
@@ -234,7 +236,16 @@ class RunPanel:
         color = "#b00020" if error else "inherit"
         self.status.value = f"<span class='rlnb-status' style='color:{color}'>{text}</span>"
 
-    def _builder_changed(self, _builder: OptimizerBuilder) -> None:
+    def _show_run(self, line: str) -> None:
+        """The run's line, and after it why the form's edit is not what the run sends (if so)."""
+        self._line = line
+        held = f" · <span style='color:{ORANGE}'>⚠ {html.escape(self._held, quote=False)}</span>" if self._held else ""
+        self._show(line + held)
+
+    def _builder_changed(self, builder: OptimizerBuilder) -> None:
+        if self.running:
+            self._held = taken_mid_run(self, builder)
+            self._show_run(self._line)
         self._sync_buttons()
         self._sync_schedule()
 
@@ -260,21 +271,26 @@ class RunPanel:
         self._sync_buttons()
 
     def _show_ready(self) -> None:
-        """The line's "ready", or that the session is closed (a panel on one said ready, its buttons enabled)."""
+        """The line's "ready"; that the session is closed (a panel on one said ready, its buttons enabled); or that
+        another panel's run or Find LR goes on it (the cell run again mid-run said ready, Step enabled)."""
+        waits = turns.taken(self)
+        self._stale = waits is not None
         if self.session.closed:
             self._show(f"session {self.session.id} is closed: connect a new one to train", error=True)
+        elif waits is not None:
+            self._show(f"step {self._step} · waits: {html.escape(waits, quote=False)}")
         else:
             self._show(f"step {self._step} · ready")
 
     def _sync_buttons(self) -> None:
         busy, finding = self.running, self.builder.lr_finder.running
-        if self._stale and not (busy or finding):
-            self._stale = False
+        waits = None if busy else turns.taken(self)
+        if (waits is not None and not self._stale) or (self._stale and not (busy or finding or waits)):
             self._show_ready()
-        off = busy or finding or not self.builder.valid or self.session.closed
+        off = busy or finding or waits is not None or not self.builder.valid or self.session.closed
         self.step_button.disabled = off
         self.run_button.disabled = off or not self._n_ok()
-        self.stop_button.disabled = not (busy or finding) and turns.taken(self) is None
+        self.stop_button.disabled = not (busy or finding) and waits is None
         self.builder.lr_finder.sync()
 
     def close(self, timeout: float = 60.0) -> None:

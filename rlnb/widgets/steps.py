@@ -52,6 +52,44 @@ def rl_figures(session: Session, task: Task, params: OptimizerParams) -> dict[st
     return out
 
 
+def log_figures(session: Session, step: int, returned: object, log: bool) -> dict[str, Any] | None:
+    """What a step function returned at ``step`` (which ran), as ``figures``, logged if ``log``. A figure that
+    ``history.log`` refuses stops the run with a ``ValueError`` naming ``step_fn`` and saying the step ran: it named
+    ``history.log``, which the person never called, and the line gave the step before, as if it had not run."""
+    figured = figures(returned)
+    if not (figured and log):
+        return figured
+    try:
+        session.history.log(step, **figured)
+        return figured
+    except ValueError as exc:
+        said = str(exc).removeprefix("history.log: ")
+        raise ValueError(f"step_fn's figures of step {step} were not logged (the step ran): {said}") from exc
+
+
+def taken_mid_run(panel: Any, builder: OptimizerBuilder) -> str:
+    """An edit of the form while ``panel``'s run goes: a valid config is taken (``panel._config``: sent from the next
+    step), any other is not, and the run goes on with the last valid one (a half-typed value ended the run). A click
+    on the locked tab is put back: nothing on it can be sent. Returns why the edit is not sent, for the status line,
+    or ''."""
+    locked, kind = builder.locked, builder.kind
+    if locked is not None and kind != locked:
+        why = (f"the {kind.capitalize()} tab is locked: this session's optimizer is {locked}, and the run goes on "
+               f"with the {locked.capitalize()} config")  # fmt: skip
+        builder.selection.notice = why
+        builder.kind = locked  # a redraw of the builder: this is called again, the form valid
+        return why
+    if not builder.valid:
+        problems = "; ".join(builder.errors)
+        return f"your edit is not used until the form is valid ({problems}); the run goes on with the last valid config"
+    try:
+        params = panel.session.check_params(builder.params)
+    except TypeError as exc:  # a builder locked to another panel's session since
+        return f"your edit is not used: {exc}; the run goes on with the last valid config"
+    panel._config = (params, builder.get_schedule())
+    return ""
+
+
 def done_text(step: int, done: int, n: int, figures: dict[str, Any] | None) -> str:
     """The status line after a step of a run: ``step 3 · 3/20 done · reward 0.5``, the names escaped."""
     return f"step {step} · {done}/{n} done" + "".join(

@@ -23,6 +23,8 @@ class RunPanel(Protocol):
     session: Any
     builder: Any
     task: Any
+    _step: int
+    _stop: Any
 
     @property
     def running(self) -> bool: ...
@@ -57,6 +59,17 @@ def others(panel: P) -> list[P]:
     return [p for p in list(_OPEN.values()) if p is not panel and p.session is panel.session]
 
 
+def stop_others(panel: RunPanel) -> bool:
+    """Ask the runs and Find LRs of the other panels on ``panel``'s session to stop; True if a run was going."""
+    running = False
+    for other in others(panel):
+        other.builder.lr_finder.stop()
+        if other.running:
+            other._stop.set()
+            running = True
+    return running
+
+
 def sharing(panel: P) -> list[P]:
     """The open panels given ``panel``'s builder, ``panel`` among them, oldest first."""
     return [p for p in list(_OPEN.values()) if p is panel or p.builder is panel.builder]
@@ -74,12 +87,17 @@ def take(panel: RunPanel) -> None:
     finder.session = panel.session  # its units first: the summary that ``lock`` redraws names them
     builder.lock(panel.session.optimizer)
     finder.busy = lambda: _finder_waits(panel)
+    finder.on_change = lambda: follow(panel)  # a range test starts or ends
 
-    def follow() -> None:  # a range test starts or ends: every panel given the builder waits for it, or is free
-        for p in sharing(panel):
-            p._sync_buttons()
 
-    finder.on_change = follow
+def follow(panel: RunPanel) -> None:
+    """A run or a range test of ``panel`` started or ended: every open panel on its session or given its builder
+    redraws its buttons and line (waits, or ready again), those on the session at the step last read by either. A
+    panel made while another's run went said "ready", its Step enabled, and stayed so."""
+    for p in {id(p): p for p in (panel, *others(panel), *sharing(panel))}.values():
+        if p.session is panel.session:
+            p._step = max(p._step, panel._step)  # the later read: a session's step only grows
+        p._sync_buttons()
 
 
 def release(panel: RunPanel) -> None:
