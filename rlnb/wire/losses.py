@@ -8,9 +8,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeAlias, get_args
 
-from pydantic import Field, Strict
+from pydantic import Field, Strict, ValidationError
 
 from rlnb.wire.base import StrictBool, _Model
+from rlnb.wire.rules import one_line
 
 __all__ = [
     "LOSSES",
@@ -251,7 +252,7 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
                 "loss_params go with a loss name (loss='grpo', loss_params={...}); a LossConfig or dict carries its "
                 "own params object (e.g. grpo_params): put them there"
             )
-        given = loss if isinstance(loss, LossConfig) else LossConfig.model_validate(loss)
+        given = loss if isinstance(loss, LossConfig) else _validated(loss, "loss", 0)
         problem = loss_problem(given)
         if problem is not None:
             raise ValueError(problem[1])
@@ -275,7 +276,16 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
     config: dict[str, Any] = {"type": spec.type}
     if spec.params_field is not None and (params or spec.required_params):
         config[spec.params_field] = params or {}
-    return LossConfig.model_validate(config)
+    return _validated(config, "loss_params", 1)
+
+
+def _validated(config: dict[str, Any], owner: str, skip: int) -> LossConfig:
+    """``config`` as a ``LossConfig``; a bad field one line naming it and its bounds (``rules.one_line``), as a bad
+    optimizer field is said, where pydantic's report took several lines per field."""
+    try:
+        return LossConfig.model_validate(config)
+    except ValidationError as exc:
+        raise ValueError(one_line(owner, LossConfig, exc, skip)) from None
 
 
 def _wire_names(params: dict[str, Any]) -> dict[str, Any]:
