@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -115,30 +115,19 @@ def sample_body(
     seed = check_int("seed", seed, -(2**63), 2**63 - 1, optional=True)  # the wire's int64 takes "42" and 42.0 in
     given = {"max_tokens": max_tokens, "temperature": scalar(temperature), "top_p": scalar(top_p), "top_k": top_k,
              "stop": stops, "seed": seed}  # fmt: skip
-    params = checked(wire.SamplingParams, given)  # first: a bad value is named before the prompts are measured
+    # first: a bad value is named (one line, its bounds from the wire model) before the prompts are measured
+    params = wire.validated(wire.SamplingParams, given, "SamplingParams")
     check_room(tokens, params.max_tokens, getattr(backend, "context_length", None))
     most: int | None = getattr(backend, "max_num_samples", None)  # the in-process engine's
     if most is not None and num_samples is not None and num_samples > most:  # else FAILED once sent
         raise ValueError(f"num_samples must be in [1, {most}] on this in-process session, got {num_samples}")
-    return checked(wire.SampleBody, {
+    return wire.validated(wire.SampleBody, {
         "model_inputs": [wire.ModelInput.from_tokens(t) for t in tokens],
         "num_samples": num_samples,
         "sampling_params": params,
         "prompt_logprobs": prompt_logprobs or None,
         "topk_prompt_logprobs": topk_prompt_logprobs or None,
-    })  # fmt: skip
-
-
-M = TypeVar("M", bound=wire._Model)
-
-
-def checked(model: type[M], fields: dict[str, Any]) -> M:
-    """``model`` of ``fields``; a bad one a ``ValueError`` of one line naming it and its bounds from ``model``'s own
-    metadata (``wire.one_line``), as a bad optimizer field is said: pydantic's report took three lines and a link."""
-    try:
-        return model(**fields)
-    except ValidationError as exc:
-        raise ValueError(wire.one_line(model.__name__, model, exc)) from None
+    }, "SampleBody")  # fmt: skip
 
 
 def check_stops(backend: Backend, stops: list[str]) -> None:

@@ -8,10 +8,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeAlias, get_args
 
-from pydantic import Field, Strict, ValidationError
+from pydantic import Field, Strict
 
 from rlnb.wire.base import StrictBool, _Model
-from rlnb.wire.rules import one_line
+from rlnb.wire.rules import validated
 
 __all__ = [
     "LOSSES",
@@ -252,7 +252,7 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
                 "loss_params go with a loss name (loss='grpo', loss_params={...}); a LossConfig or dict carries its "
                 "own params object (e.g. grpo_params): put them there"
             )
-        given = loss if isinstance(loss, LossConfig) else _validated(loss, "loss", 0)
+        given = loss if isinstance(loss, LossConfig) else validated(LossConfig, loss, "loss")
         problem = loss_problem(given)
         if problem is not None:
             raise ValueError(problem[1])
@@ -276,16 +276,7 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
     config: dict[str, Any] = {"type": spec.type}
     if spec.params_field is not None and (params or spec.required_params):
         config[spec.params_field] = params or {}
-    return _validated(config, "loss_params", 1)
-
-
-def _validated(config: dict[str, Any], owner: str, skip: int) -> LossConfig:
-    """``config`` as a ``LossConfig``; a bad field one line naming it and its bounds (``rules.one_line``), as a bad
-    optimizer field is said, where pydantic's report took several lines per field."""
-    try:
-        return LossConfig.model_validate(config)
-    except ValidationError as exc:
-        raise ValueError(one_line(owner, LossConfig, exc, skip)) from None
+    return validated(LossConfig, config, "loss_params", skip=1)  # loss_params.beta, not loss_params.grpo_params.beta
 
 
 def _wire_names(params: dict[str, Any]) -> dict[str, Any]:
