@@ -32,7 +32,8 @@ def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
     assert stopped.value.code == 2 and words in capsys.readouterr().err
 
 
-STEPS = "--steps must be in [1, 1000003] (past that a seed's steps sample with the next seed's sampling seeds), got"
+STEPS = ("--steps must be an integer in [1, 1000003] (step i of seed s samples with seed s * SEED_STRIDE + i: more "
+         "steps would sample with the next seed's seeds), got")
 
 
 @pytest.mark.parametrize(
@@ -215,16 +216,25 @@ def test_demo_whose_every_step_fails_says_why_and_exits_1(tmp_path, capsys, monk
 def test_demo_with_an_lr_the_weights_cannot_take_stops_before_training(options, field, tmp_path, capsys):
     """``--lr 1e308`` (finite and > 0) sampled, then failed all 40 optim-steps INVALID_INPUT, each "the update would
     multiply by inf", and exited 1. The engine's own check of a step's params (``TrainerOptimizer.check``) now runs
-    once the model is built, before anything is sampled: one line naming --lr, the field and the bound, exit 2."""
-    assert main(["demo", "--steps", "2", "--device", "cpu", "--out", str(tmp_path), *options]) == 2
+    once the model is built, before anything is sampled: one line naming --lr, the field and the bound, exit 2.
+    It ran once --out and its run/ were made (an empty run/ was left behind) and the earlier demo's files there
+    deleted: now it runs before --out is touched."""
+    fresh, earlier = tmp_path / "fresh", tmp_path / "earlier"
+    assert main(["demo", "--steps", "2", "--device", "cpu", "--out", str(fresh), *options]) == 2
     captured = capsys.readouterr()
     said = (
         f"rlnb demo: the optimizer's params do not fit this model (--lr {float(options[-1]):g}): {field} is too large"
     )
     assert captured.err.startswith(said) and "the weights' dtype holds" in captured.err
     assert captured.err.count("\n") == 1 and not captured.out  # nothing sampled, no step
-    assert not (tmp_path / "history.csv").exists() and not (tmp_path / "run" / "ops.jsonl").read_text()  # no op
-    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", str(tmp_path)]) == 0  # the folder takes a demo
+    assert not fresh.exists()  # no empty run/, nor the folder
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", str(earlier)]) == 0
+    kept = {p.relative_to(earlier): p.read_bytes() for p in earlier.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["demo", "--steps", "2", "--device", "cpu", "--out", str(earlier), *options]) == 2
+    assert capsys.readouterr().err.startswith(said)
+    assert {p.relative_to(earlier): p.read_bytes() for p in earlier.rglob("*") if p.is_file()} == kept  # untouched
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", str(earlier)]) == 0  # the folder takes a demo
 
 
 def test_serve_on_a_port_in_use_touches_no_state_dir(tmp_path, capsys):

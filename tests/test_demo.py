@@ -66,7 +66,7 @@ def test_demo_lists_its_tasks():
 
 def test_demo_rejects_bad_arguments():
     proc = subprocess.run([sys.executable, "-m", "rlnb.cli", "demo", "--steps", "0"], capture_output=True, text=True)
-    assert proc.returncode == 2 and proc.stderr.startswith("rlnb demo: --steps must be in [1, 1000003]")
+    assert proc.returncode == 2 and proc.stderr.startswith("rlnb demo: --steps must be an integer in [1, 1000003]")
 
 
 def test_demo_on_a_hugging_face_model_with_lora(hf_dirs, tmp_path):

@@ -46,7 +46,7 @@ from rlnb.engine.threads import ThreadUse
 from rlnb.history.recording import check_recording
 from rlnb.history.runconfig import RUN_FIELDS
 from rlnb.params import AdamParams, MuonParams
-from rlnb.tasks import SEED_STRIDE, Task, digits_task, seed_range
+from rlnb.tasks import SEED_STRIDE, Task, check_steps, digits_task, seed_range
 from rlnb.wire import OptimizerKind
 
 __all__ = [
@@ -154,7 +154,7 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
         raise TypeError(f"members[{wrong}] must be a Member(params, seed), got {type(members[wrong]).__name__}")
     if not members:
         raise ValueError("members is empty: an ensemble needs at least one trial")
-    steps = check_int("steps", steps, 0)
+    steps = check_steps(steps, 0)
     ids = [m.run_id for m in members if m.run_id is not None]
     if len(set(ids)) != len(ids):
         raise ValueError(f"members' run_id must differ (each member records its own run): {sorted(ids)}")

@@ -98,6 +98,19 @@ def _clear_earlier_output(out: Path, force: bool) -> None:
     """Before training: the files an earlier demo wrote in ``out`` (and left unchanged) are replaced; any other file
     of its names (a user's history.csv, overwritten without a word before) only with ``force``; a name there that
     is no plain file never."""
+    _refuse_others(out, force)
+    _clear_previous_run(out / "run")  # a run id that exists would be continued: start afresh
+    try:  # none of the earlier demo's files is left beside a new run that stops early
+        for name in OUTPUTS:
+            (out / name).unlink(missing_ok=True)
+        _note_own_files(out, ["run/"])
+    except OSError as exc:
+        raise ValueError(f"cannot replace the earlier demo's files in {out}: {exc}") from None
+
+
+def _refuse_others(out: Path, force: bool) -> None:
+    """``_clear_earlier_output``'s refusals, which change nothing: a name of the demo's that is no plain file, or other
+    files of its names without ``force``."""
     for name in OUTPUTS:
         if (out / name).is_symlink() or (out / name).exists() and not (out / name).is_file():
             raise ValueError(f"{out / name} is not a file an rlnb demo wrote; move it away or pick another --out")
@@ -107,13 +120,20 @@ def _clear_earlier_output(out: Path, force: bool) -> None:
     if others and not force:
         raise ValueError(f"{out} holds files no earlier rlnb demo wrote there ({', '.join(others)}): pass --force to "
                          "replace them, or pick another --out")  # fmt: skip
-    _clear_previous_run(out / "run")  # a run id that exists would be continued: start afresh
-    try:  # none of the earlier demo's files is left beside a new run that stops early
-        for name in OUTPUTS:
-            (out / name).unlink(missing_ok=True)
-        _note_own_files(out, ["run/"])
+
+
+def _check_out(out: Path, force: bool) -> None:
+    """A ``ValueError`` when ``out`` cannot take the demo's files, before anything is made or loaded: the nearest
+    folder of it that exists takes no file (a file named as ``--out``; ``/proc/self``, where the run trained in memory,
+    then writing history.csv raised), or it holds files no demo wrote (``_refuse_others``)."""
+    there = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    try:
+        with tempfile.TemporaryFile(dir=there):
+            pass
     except OSError as exc:
-        raise ValueError(f"cannot replace the earlier demo's files in {out}: {exc}") from None
+        raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
+    if out.is_dir():
+        _refuse_others(out, force)
 
 
 def demo(
@@ -136,6 +156,7 @@ def demo(
     (other files of those names only with ``force``). ``lr`` replaces the learning rate (Muon's for a Muon run);
     ``lora`` > 0 trains a LoRA adapter of that rank instead of all weights."""
     import rlnb
+    from rlnb.engine.backend import LocalBackend
     from rlnb.tasks import EVAL_EVERY, SEED_STRIDE, TASKS, VerifiedTask, rl_step
     from rlnb.tasks.lesson import log_accuracy
     from rlnb.viz import plots
@@ -147,22 +168,23 @@ def demo(
         values["learning_rate"] = lr
     params = (rlnb.AdamParams if optimizer == "adam" else rlnb.MuonParams).from_dict(values)
     out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        # a folder that exists but takes no file: the run trained in memory, then writing history.csv raised
-        with tempfile.TemporaryFile(dir=out):
-            pass
-    except OSError as exc:
-        raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
-    _clear_earlier_output(out, force)
+    _check_out(out, force)
     adapter = {"rank": lora, "alpha": 2 * lora} if lora else None
-    options: dict[str, Any] = {"model": model, "dtype": dtype, "lora": adapter}
-    session = rlnb.connect(
-        "local", optimizer=optimizer, seed=seed, device=device, runs_dir=out, run_id="run", **options
-    )
+    kind = rlnb.wire.optimizer_kind(optimizer)
+    backend = LocalBackend(kind, seed=seed, device=device, model=model, dtype=dtype, lora=adapter)
+    try:  # out and run/ are made once the params fit: --lr 1e308 was refused with an empty run/ left behind
+        _check_fits(backend, params, lr)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
+        _clear_earlier_output(out, force)
+        session = rlnb.Session(backend, runs_dir=out, run_id="run")
+    except BaseException:
+        backend.close()
+        raise
     start = time.perf_counter()
     with session:
-        _check_fits(session, params, lr)
         print(
             f"rlnb demo: task={task.name} model={model} optimizer={optimizer} steps={steps} "
             f"params={params.request_body()}{f' lora rank {lora}' if lora else ''}"
@@ -214,11 +236,11 @@ def demo(
     return 0
 
 
-def _check_fits(session: Any, params: Any, lr: float | None) -> None:
+def _check_fits(backend: Any, params: Any, lr: float | None) -> None:
     """A ``ValueError`` when ``params`` do not fit the model's weights, by the engine's own check of each optim-step
     (``TrainerOptimizer.check``), before training: ``--lr 1e308`` sampled and failed all its steps INVALID_INPUT."""
     try:
-        session.backend.optim.check(params.resolved())
+        backend.optim.check(params.resolved())
     except ValueError as exc:
         given = f" (--lr {lr:g})" if lr is not None else ""
         raise ValueError(f"the optimizer's params do not fit this model{given}: {exc}") from None
@@ -272,11 +294,9 @@ def _check_arguments(args: argparse.Namespace) -> None:
         if not value.strip():  # an unset variable: '' is the working folder (its files overwritten) for either
             raise ValueError(f"{option} is empty (an unset variable?): give {what}")
     from rlnb.engine.options import check_device
-    from rlnb.tasks import SEED_STRIDE, seed_range
+    from rlnb.tasks import check_steps, seed_range
 
-    if not 1 <= args.steps <= SEED_STRIDE:  # past it seed_range turned over: "--seed must be in [-9e12, -9e13]"
-        raise ValueError(f"--steps must be in [1, {SEED_STRIDE}] (past that a seed's steps sample with the next "
-                         f"seed's sampling seeds), got {args.steps}")  # fmt: skip
+    check_steps(args.steps, name="--steps")  # past 2**63, seed_range turned over: "--seed must be in [-9e12, -9e13]"
     if args.lora < 0:
         raise ValueError(f"--lora must be >= 0 (0 = train all weights), got {args.lora}")
     if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):

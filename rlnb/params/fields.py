@@ -1,6 +1,6 @@
-"""Why a params field is refused, in words: its allowed values, read from its own pydantic metadata (so each rule lives
-in one place, ``rlnb.wire``), and the numbers notebooks hand in (numpy's, torch's) taken as the Python numbers they
-hold.
+"""Why a params field is refused, in words: its allowed values, read from its own pydantic metadata by
+``wire.field_rule`` (so each rule lives in one place, ``rlnb.wire``), and the numbers notebooks hand in (numpy's,
+torch's) taken as the Python numbers they hold.
 """
 
 from __future__ import annotations
@@ -8,46 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from annotated_types import Ge, Gt, Le, Lt
 from pydantic import ValidationError
 
 from rlnb import wire
 from rlnb._options import is_integer
 from rlnb.errors import InvalidParams
 from rlnb.prompts import scalar
-
-
-def allowed(model: type[wire._Model], loc: tuple[Any, ...], err_type: str) -> str:
-    """Describe a field's allowed values from its own metadata, so the rule lives in one place."""
-    if err_type in ("extra_forbidden", "no_such_attribute"):  # AdamParams(lr=...), or p.lr = ...
-        return f"unknown field; allowed fields are {', '.join(model.model_fields)}"
-    field = model.model_fields.get(str(loc[0])) if loc else None
-    if field is not None and field.annotation is not None:
-        args = getattr(field.annotation, "__args__", ())
-        sub = next((a for a in args if isinstance(a, type) and issubclass(a, wire._Model)), None)
-        if sub is not None and len(loc) > 1:
-            return allowed(sub, loc[1:], err_type)
-        if sub is not None:  # the object itself (``adam=5``) is no params: not "a finite number"
-            return f"must be {sub.__name__} or a dict of its fields ({', '.join(sub.model_fields)}); or unset"
-    if field is None:
-        return err_type
-    bounds: list[Any] = []
-    for arg in getattr(field.annotation, "__args__", ()):
-        for meta in getattr(arg, "__metadata__", ()):
-            bounds.extend(getattr(meta, "metadata", [meta]))
-    lo = next((f">= {m.ge}" for m in bounds if isinstance(m, Ge)), None) or next(
-        (f"> {m.gt}" for m in bounds if isinstance(m, Gt)), None
-    )
-    hi = next((f"<= {m.le}" for m in bounds if isinstance(m, Le)), None) or next(
-        (f"< {m.lt}" for m in bounds if isinstance(m, Lt)), None
-    )
-    kind = (
-        "an integer (not a bool or float)"
-        if field.annotation is not None and "int" in str(field.annotation)
-        else "a finite number"
-    )
-    rng = " and ".join(b for b in (lo, hi) if b)
-    return f"must be {kind}" + (f", {rng}" if rng else "") + "; or unset for the default"
 
 
 def plain(value: Any) -> Any:
@@ -62,12 +28,13 @@ def refuse_arrays(model: Any, data: Mapping[str, Any]) -> None:
     ``__float__``) while numpy's ``array([0.1])`` was refused."""
     arrays = [(k, v) for k, v in data.items() if getattr(v, "shape", ()) != () and k in model.model_fields]
     if arrays:
-        raise InvalidParams(model.__name__, [(k, v, allowed(model, (k,), "float_type")) for k, v in arrays])
+        raise InvalidParams(model.__name__, [(k, v, wire.field_rule(model, (k,), "float_type")) for k, v in arrays])
 
 
 def invalid(model: Any, exc: ValidationError) -> InvalidParams:
     errors = [
-        (".".join(str(p) for p in e["loc"]), e.get("input"), allowed(model, e["loc"], e["type"])) for e in exc.errors()
+        (".".join(str(p) for p in e["loc"]), e.get("input"), wire.field_rule(model, e["loc"], e["type"]))
+        for e in exc.errors()
     ]
     return InvalidParams(model.__name__, errors)
 

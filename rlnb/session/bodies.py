@@ -113,25 +113,21 @@ def sample_body(
         scalar, (max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs)
     )
     seed = check_int("seed", seed, -(2**63), 2**63 - 1, optional=True)  # the wire's int64 takes "42" and 42.0 in
-    params = wire.SamplingParams(  # checked first: a bad value is named before the prompts are measured
-        max_tokens=max_tokens,
-        temperature=scalar(temperature),
-        top_p=scalar(top_p),
-        top_k=top_k,
-        stop=stops,
-        seed=seed,
-    )
+    given = {"max_tokens": max_tokens, "temperature": scalar(temperature), "top_p": scalar(top_p), "top_k": top_k,
+             "stop": stops, "seed": seed}  # fmt: skip
+    # first: a bad value is named (one line, its bounds from the wire model) before the prompts are measured
+    params = wire.validated(wire.SamplingParams, given, "SamplingParams")
     check_room(tokens, params.max_tokens, getattr(backend, "context_length", None))
     most: int | None = getattr(backend, "max_num_samples", None)  # the in-process engine's
     if most is not None and num_samples is not None and num_samples > most:  # else FAILED once sent
         raise ValueError(f"num_samples must be in [1, {most}] on this in-process session, got {num_samples}")
-    return wire.SampleBody(
-        model_inputs=[wire.ModelInput.from_tokens(t) for t in tokens],
-        num_samples=num_samples,
-        sampling_params=params,
-        prompt_logprobs=prompt_logprobs or None,
-        topk_prompt_logprobs=topk_prompt_logprobs or None,
-    )
+    return wire.validated(wire.SampleBody, {
+        "model_inputs": [wire.ModelInput.from_tokens(t) for t in tokens],
+        "num_samples": num_samples,
+        "sampling_params": params,
+        "prompt_logprobs": prompt_logprobs or None,
+        "topk_prompt_logprobs": topk_prompt_logprobs or None,
+    }, "SampleBody")  # fmt: skip
 
 
 def check_stops(backend: Backend, stops: list[str]) -> None:

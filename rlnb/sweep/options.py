@@ -21,7 +21,7 @@ from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.session.connect import check_target
-from rlnb.tasks import Task, digits_task, seed_range
+from rlnb.tasks import Task, check_steps, digits_task, seed_range
 from rlnb.tasks.task import check_local_group_size
 
 from .executors import EXECUTORS
@@ -56,7 +56,7 @@ class TrialOptions:
     def __post_init__(self) -> None:
         if self.objective not in ("reward", "loss"):
             raise ValueError(f"objective must be 'reward' or 'loss', got {self.objective!r}")
-        set_int(self, "steps", 1)
+        object.__setattr__(self, "steps", check_steps(self.steps))
         if not (self.task is None or isinstance(self.task, Task) or callable(self.task)):  # every trial FAILED
             raise TypeError(f"task must be a Task, a reward function reward(prompt, completion) -> float or None "
                             f"(the digits task), such as first_letter_task(), got {self.task!r}")  # fmt: skip

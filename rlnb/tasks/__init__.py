@@ -3,7 +3,7 @@
 supervised runs (``corpus``), one RL step (``rl``), the scoring and metrics of its completions
 (``rollouts``) and one measured training run that lessons are judged on (``lesson``)."""
 
-from rlnb.tasks.rl import SEED_STRIDE, StepReport, rl_step, seed_range
+from rlnb.tasks.rl import MAX_STEPS, SEED_STRIDE, StepReport, check_steps, rl_step, seed_range
 from rlnb.tasks.rollouts import (
     RL_METRICS,
     AdvantageScale,
@@ -27,6 +27,7 @@ from rlnb.tasks.verified import (
 __all__ = [
     "EVAL_ACCURACY",
     "EVAL_EVERY",
+    "MAX_STEPS",
     "RL_METRICS",
     "SEED_STRIDE",
     "TASKS",
@@ -36,6 +37,7 @@ __all__ = [
     "Task",
     "VerifiedTask",
     "addition_task",
+    "check_steps",
     "digit_fraction",
     "digits_task",
     "exact_match",

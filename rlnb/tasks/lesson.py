@@ -13,7 +13,7 @@ from rlnb._options import check_int
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.tasks.rl import SEED_STRIDE, group_size_for, rl_step, seed_range
+from rlnb.tasks.rl import SEED_STRIDE, check_steps, group_size_for, rl_step, seed_range
 from rlnb.tasks.rollouts import finite_mean
 from rlnb.tasks.verified import EVAL_ACCURACY, EVAL_EVERY, VerifiedTask
 
@@ -47,7 +47,7 @@ def train(session: Session, task: VerifiedTask, params: OptimizerParams, steps: 
     held-out accuracy before, every ``eval_every`` steps and at the end. A failed step ends the run and is
     recorded (``failed``), not raised: a lesson may be that the run fails. The accuracy is also logged to
     the history as ``eval/accuracy``."""
-    steps = check_int("steps", steps, 0)
+    steps = check_steps(steps, 0)
     eval_every = check_int("eval_every", eval_every, 1)
     seed = check_int("seed", seed, *seed_range(steps))  # checked by rl_step as seed * SEED_STRIDE + i, after an eval
     if not isinstance(task, VerifiedTask):  # it has no held-out split: a bare AttributeError for 'evaluate'

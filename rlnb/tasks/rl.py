@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from rlnb import samples, wire
-from rlnb._options import check_int
+from rlnb._options import check_int, is_integer
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
@@ -29,6 +29,21 @@ from rlnb.tasks.task import Task
 SEED_STRIDE = 1_000_003
 """Step ``i`` of a run with seed ``s`` samples with seed ``s * SEED_STRIDE + i``: the demo, a lesson, a sweep trial,
 Find LR and a batched member alike, so that the same seed draws the same samples wherever it runs."""
+
+
+MAX_STEPS = SEED_STRIDE
+"""The most RL steps one run takes (the demo, a lesson, a sweep trial, a batched member): seed ``s``'s step
+``SEED_STRIDE`` would sample with seed ``s + 1``'s step-0 seed, so two seeds' runs were no longer apart (and past 2**63
+steps ``seed_range`` turned over, a refusal that blamed the seed)."""
+
+
+def check_steps(steps: Any, low: int = 1, name: str = "steps") -> int:
+    """``steps`` as a plain int, or a ``ValueError`` naming ``name`` and [``low``, ``MAX_STEPS``]: the one check of
+    every entry that runs RL steps, made before anything runs."""
+    if not is_integer(steps) or not low <= steps <= MAX_STEPS:
+        raise ValueError(f"{name} must be an integer in [{low}, {MAX_STEPS}] (step i of seed s samples with seed "
+                         f"s * SEED_STRIDE + i: more steps would sample with the next seed's seeds), got {steps!r}")
+    return int(steps)
 
 
 def seed_range(steps: int) -> tuple[int, int]:

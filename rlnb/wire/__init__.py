@@ -17,12 +17,25 @@ inputs), the statuses and error codes of ``status`` with their groups (``TERMINA
 ``error_code``, ``short_name``), the per-kind tables of ``operations`` (``REQUEST_TYPES``,
 ``RESULT_TYPES``, ``ENVELOPES``, ``UPLOADED_MEMBERS``), and ``OPTIMIZERS`` (kinds, their optim-step
 field, ``optimizer_config``). One module per resource: ``base``, ``status``, ``losses``, ``optim``,
-``checkpoints``, ``inputs``, ``sampling``, ``operations``, ``sessions``, ``resources`` (model resources).
+``checkpoints``, ``inputs``, ``sampling``, ``operations``, ``sessions``, ``resources`` (model resources), ``rules``
+(a field's bounds in words, from its model's metadata: the one-line refusals of a bad params field).
 
 No torch, no httpx, no I/O here, so importing this package is cheap everywhere.
 """
 
-from rlnb.wire import base, checkpoints, inputs, losses, operations, optim, resources, sampling, sessions, status
+from rlnb.wire import (
+    base,
+    checkpoints,
+    inputs,
+    losses,
+    operations,
+    optim,
+    resources,
+    rules,
+    sampling,
+    sessions,
+    status,
+)
 from rlnb.wire.base import *  # noqa: F403
 from rlnb.wire.checkpoints import *  # noqa: F403
 from rlnb.wire.inputs import *  # noqa: F403
@@ -30,6 +43,7 @@ from rlnb.wire.losses import *  # noqa: F403
 from rlnb.wire.operations import *  # noqa: F403
 from rlnb.wire.optim import *  # noqa: F403
 from rlnb.wire.resources import *  # noqa: F403
+from rlnb.wire.rules import *  # noqa: F403
 from rlnb.wire.sampling import *  # noqa: F403
 from rlnb.wire.sessions import *  # noqa: F403
 from rlnb.wire.status import *  # noqa: F403
@@ -46,5 +60,6 @@ __all__ = sorted(
         *sampling.__all__,
         *sessions.__all__,
         *resources.__all__,
+        *rules.__all__,
     }
 )

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, TypeAlias, get_args
 from pydantic import Field, Strict
 
 from rlnb.wire.base import StrictBool, _Model
+from rlnb.wire.rules import validated
 
 __all__ = [
     "LOSSES",
@@ -251,7 +252,7 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
                 "loss_params go with a loss name (loss='grpo', loss_params={...}); a LossConfig or dict carries its "
                 "own params object (e.g. grpo_params): put them there"
             )
-        given = loss if isinstance(loss, LossConfig) else LossConfig.model_validate(loss)
+        given = loss if isinstance(loss, LossConfig) else validated(LossConfig, loss, "loss")
         problem = loss_problem(given)
         if problem is not None:
             raise ValueError(problem[1])
@@ -275,7 +276,7 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
     config: dict[str, Any] = {"type": spec.type}
     if spec.params_field is not None and (params or spec.required_params):
         config[spec.params_field] = params or {}
-    return LossConfig.model_validate(config)
+    return validated(LossConfig, config, "loss_params", skip=1)  # loss_params.beta, not loss_params.grpo_params.beta
 
 
 def _wire_names(params: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,79 @@
+"""A field's rule in words, read from its model's own pydantic metadata, so that each bound lives once, here in
+``rlnb.wire``: what the user-facing checks (optimizer, sampling and loss params) say instead of pydantic's report of
+several lines per field, with its link."""
+
+from __future__ import annotations
+
+import reprlib
+from typing import Any, TypeVar
+
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import ValidationError
+
+from rlnb.wire.base import _Model
+
+__all__ = ["field_rule", "one_line", "validated"]
+
+M = TypeVar("M", bound=_Model)
+
+SCALAR_ERRORS = frozenset({
+    "float_type", "float_parsing", "int_type", "int_parsing", "int_from_float", "finite_number", "bool_type",
+    "greater_than", "greater_than_equal", "less_than", "less_than_equal",
+})  # fmt: skip
+"""pydantic's error types for a number (or flag) out of its range or of the wrong type: said by the field's own
+bounds, not pydantic's words."""
+
+
+def field_rule(model: type[_Model], loc: tuple[Any, ...], err_type: str, msg: str = "") -> str:
+    """What ``model``'s field at ``loc`` allows, in words, from its own metadata (``must be a finite number, >= 0
+    and <= 1; or unset for the default``); an error that is no number's (a wrong literal) is pydantic's ``msg``."""
+    if err_type in ("extra_forbidden", "no_such_attribute"):  # AdamParams(lr=...), or p.lr = ...
+        return f"unknown field; allowed fields are {', '.join(model.model_fields)}"
+    field = model.model_fields.get(str(loc[0])) if loc else None
+    if field is not None and field.annotation is not None:
+        args = getattr(field.annotation, "__args__", ())
+        sub = next((a for a in args if isinstance(a, type) and issubclass(a, _Model)), None)
+        if sub is not None and len(loc) > 1:
+            return field_rule(sub, loc[1:], err_type, msg)
+        if sub is not None:  # the object itself (``adam=5``) is no params: not "a finite number"
+            return f"must be {sub.__name__} or a dict of its fields ({', '.join(sub.model_fields)}); or unset"
+    if field is None or (msg and err_type not in SCALAR_ERRORS):
+        return msg or err_type
+    bounds: list[Any] = list(field.metadata)  # a required field's (DRO's beta) are here, an optional one's in its args
+    for arg in getattr(field.annotation, "__args__", ()):
+        for meta in getattr(arg, "__metadata__", ()):
+            bounds.extend(getattr(meta, "metadata", [meta]))
+    lo = next((f">= {m.ge}" for m in bounds if isinstance(m, Ge)), None) or next(
+        (f"> {m.gt}" for m in bounds if isinstance(m, Gt)), None
+    )
+    hi = next((f"<= {m.le}" for m in bounds if isinstance(m, Le)), None) or next(
+        (f"< {m.lt}" for m in bounds if isinstance(m, Lt)), None
+    )
+    text = str(field.annotation)
+    kind = "True or False" if "bool" in text else "an integer (not a bool or float)" if "int" in text else (
+        "a finite number"
+    )
+    rng = " and ".join(b for b in (lo, hi) if b)
+    unset = "" if field.is_required() else "; or unset for the default"  # DRO's beta has no default
+    return f"must be {kind}" + (f", {rng}" if rng else "") + unset
+
+
+def one_line(owner: str, model: type[_Model], exc: ValidationError, skip: int = 0) -> str:
+    """``exc`` (of validating ``model``) as ``owner.field = value is invalid: rule``, its fields joined by ``; ``
+    into one line; ``skip`` leading parts of each field's path are left out of its name (``grpo_params`` where the
+    user gave ``loss_params``)."""
+    parts = []
+    for e in exc.errors():
+        name = ".".join(str(p) for p in e["loc"][skip:])
+        rule = field_rule(model, e["loc"], e["type"], e["msg"])
+        parts.append(f"{owner}.{name} = {reprlib.repr(e.get('input'))} is invalid: {rule}")
+    return "; ".join(parts)
+
+
+def validated(model: type[M], data: dict[str, Any], owner: str, skip: int = 0) -> M:
+    """``model`` of ``data``; a bad field a ``ValueError`` of one line (``one_line``), as a bad optimizer field is said,
+    where pydantic's report took three lines and a link per field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(one_line(owner, model, exc, skip)) from None
