@@ -32,9 +32,9 @@ def test_a_restarted_server_keeps_its_registry_and_resumes_its_checkpoints(tmp_p
         step = wait(c, sid, "optim-step", submit(c, sid, "optim-step", {}, key="step-1")["id"])
         ckpt = wait(c, sid, "training-checkpoint", submit(c, sid, "training-checkpoint")["id"])
         infer = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])
-        in_flight = [submit(c, sid, "optim-step", {}) for _ in range(3)]
         with pytest.raises(StateDirLocked):  # one server per state directory
             app_client(tmp_path / "other", state_dir=state).__enter__()
+        in_flight = [submit(c, sid, "optim-step", {}) for _ in range(5)]
     # the app shut down with operations queued: on restart they are FAILED, the session ERROR
     with app_client(tmp_path / "ckpt", state_dir=state) as c:
         assert c.get(f"/model-resources/{rid}").json()["status"] == wire.ModelResourcesStatus.READY
@@ -44,11 +44,9 @@ def test_a_restarted_server_keeps_its_registry_and_resumes_its_checkpoints(tmp_p
         kept = c.get(f"/training-sessions/{sid}/operations/optim-step/{step['id']}").json()
         assert kept == step
         ends = [c.get(f"/training-sessions/{sid}/operations/optim-step/{op['id']}").json() for op in in_flight]
-        done = [
-            e for e in ends if e["status"] == wire.OperationStatus.COMPLETED
-        ]  # the one running at shutdown finishes
-        lost = [e for e in ends if e["status"] == wire.OperationStatus.FAILED]
-        assert len(done) <= 1 and len(done) + len(lost) == 3
+        done = [e for e in ends if e["status"] == wire.OperationStatus.COMPLETED]  # and the one running at shutdown
+        lost = ends[len(done) :]  # queued at shutdown: however loaded the machine, 5 x 0.2 s do not all fit
+        assert done == ends[: len(done)] and lost and all(e["status"] == wire.OperationStatus.FAILED for e in lost)
         assert {e["error"]["code"] for e in lost} == {"TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"}
         assert view["step"] == str(1 + len(done))
         assert submit(c, sid, "optim-step", {}, key="step-1")["id"] == step["id"]  # keys survive too
