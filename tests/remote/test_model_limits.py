@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 import rlnb
 from rlnb import samples, wire
+from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
 from rlnb.remote.start import ModelLimits, model_limits
 from tests.support.fake_api import error
 from tests.support.server import app_client
@@ -134,3 +135,19 @@ def test_the_limits_are_the_resources_own_models_gpus_and_weights_and_never_a_gu
     })  # fmt: skip
     assert model_limits(listing, resource) == limits
     assert model_limits(wire.SupportedModels(data=[]), resource) == ModelLimits()  # a model not listed
+
+
+def test_a_module_served_from_python_lists_its_context_and_a_session_on_it_is_checked_against_it(tmp_path):
+    """``create_app(models={name: module})``: supported-models was a 500 for it (a spec that is no name), which the
+    remote session's connect now asks."""
+    module = TinyTransformer(TinyConfig(vocab_size=64, block_size=32, n_layer=1, n_head=2, n_embd=16))
+    with app_client(tmp_path, models={"x/mod": module}) as c:
+        listed = c.get("/supported-models").json()["data"][0]["compute_configs"][0]
+        assert listed["generator_config"]["context_length"] == 32
+        relay = Relay(c)
+        with relay.client() as http, rlnb.connect("http://testserver", base_model="x/mod", http_client=http,
+                                                  record=False) as s:  # fmt: skip
+            assert s.backend.context_length == 32
+            refusal = r"^prompt 0: 30 tokens \+ max_tokens 3 exceed the model's context of 32$"
+            with pytest.raises(ValueError, match=refusal):
+                s.sample([list(range(30))], max_tokens=3)
