@@ -167,9 +167,19 @@ def check_ids(ids: Sequence[int], name: str, vocab: int | None) -> None:
         raise ValueError(f"{name}: token {bad} is outside {allowed}")
 
 
+def no_room(length: int, max_tokens: int, context: int, note: str = "") -> str | None:
+    """Why a prompt of ``length`` tokens leaves no room for ``max_tokens`` new ones (``note`` said after them) in the
+    model's ``context``, or None when it fits: the one rule of a prompt's room, refused before sending
+    (``check_room``) and by the engine."""
+    if length + max_tokens <= context:
+        return None
+    return f"{length} tokens + max_tokens {max_tokens}{note} exceed the model's context of {context}"
+
+
 def check_room(prompts: Sequence[Sequence[int]], max_tokens: int | None, context: int | None) -> None:
     """``ValueError`` naming the prompt that, with ``max_tokens`` (None: the default, ``wire.DEFAULT_MAX_TOKENS``)
-    new tokens, would not fit the model's ``context`` (known for in-process models; None: not checked)."""
+    new tokens, would not fit the model's ``context`` (``no_room``; known for in-process models, and for remote ones
+    whose server lists it in supported-models; None: not checked)."""
     if context is None:
         return
     room = max_tokens if max_tokens is not None else wire.DEFAULT_MAX_TOKENS
@@ -177,7 +187,6 @@ def check_room(prompts: Sequence[Sequence[int]], max_tokens: int | None, context
     for i, t in enumerate(prompts):
         if len(t) > context:
             raise ValueError(f"prompt {i} has {len(t)} tokens, more than the model's context of {context}")
-        if len(t) + room > context:
-            raise ValueError(
-                f"prompt {i}: {len(t)} tokens + max_tokens {room}{unset} exceed the model's context of {context}"
-            )
+        why = no_room(len(t), room, context, unset)
+        if why is not None:
+            raise ValueError(f"prompt {i}: {why}")

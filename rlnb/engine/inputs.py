@@ -14,7 +14,7 @@ from rlnb.engine import losses as losses_mod
 from rlnb.engine import sampling
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.errors import OperationError
-from rlnb.prompts import EMPTY_STOP
+from rlnb.prompts import EMPTY_STOP, no_room
 from rlnb.text import NoTokenizerCodec
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire.losses import FLOAT32_MAX
@@ -148,11 +148,8 @@ def sample_request(
     prompts = []
     for i, mi in enumerate(body.model_inputs):
         prompt = check_tokens(adapter, mi.tokens, f"model_inputs[{i}]")
-        if len(prompt) + settings.max_tokens > context:
-            raise OperationError(
-                Code.INVALID_INPUT,
-                f"model_inputs[{i}]: {len(prompt)} prompt tokens + max_tokens {settings.max_tokens} "
-                f"exceed the model's context of {context}",
-            )
+        why = no_room(len(prompt), settings.max_tokens, context)
+        if why is not None:
+            raise OperationError(Code.INVALID_INPUT, f"model_inputs[{i}]: {why}")
         prompts.append(prompt)
     return sp, n, settings, prompts

@@ -21,7 +21,7 @@ from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient, ClientOptions
 from rlnb.remote.poller import Poller, PollOptions, report
 from rlnb.remote.sender import Sender, tell
-from rlnb.remote.start import STOP_RECONNECT, SessionOptions, Start
+from rlnb.remote.start import STOP_RECONNECT, ModelLimits, SessionOptions, Start
 from rlnb.wire import Listener, OptimizerKind
 
 log = logging.getLogger("rlnb")
@@ -54,8 +54,13 @@ class RemoteBackend:
         *,
         stop_resource: bool = False,
         poll: PollOptions | None = None,
+        limits: ModelLimits | None = None,
     ):
         self.optimizer: OptimizerKind = wire.optimizer_of(resource.optimizer_config)
+        limits = limits or ModelLimits()
+        self.context_length, self.max_seq_length = limits.context_length, limits.max_seq_length
+        """What the server's supported-models says of the model (``start.ModelLimits``): a ``Session`` refuses a
+        prompt or sample past them before sending it, as on the in-process engine; None: left to the server."""
         self.client, self.resource, self.session_id = client, resource, session.id
         self.stop_resource = stop_resource
         self.state = Lifecycle.OPEN
@@ -94,7 +99,8 @@ class RemoteBackend:
         ``keep_resource`` is false: an existing resource is never stopped. If anything fails or is
         interrupted while starting, what was created is stopped again. An ``optimizer`` that differs
         from an existing resource's raises ``ValueError``. Waiting polls quickly at first, backing
-        off to ``poll_max``, for up to ``ready_timeout`` seconds each for resource and session.
+        off to ``poll_max``, for up to ``ready_timeout`` seconds each for resource and session. Once it runs,
+        supported-models is asked (one call) for the model's context and training length (``start.ModelLimits``).
         ``server_extensions=False`` ignores what rlnb serve offers beyond Together's API (long-poll,
         polling only the oldest operation): the client then behaves as against Together.
 
@@ -112,11 +118,12 @@ class RemoteBackend:
         start = Start(APIClient(base_url, api_key, **kwargs(http)), waits)
         try:
             info, resource = start.attach(session_id, new.optimizer) if session_id is not None else start.new(new)
+            limits = start.limits(resource)
         except BaseException:  # also KeyboardInterrupt: never leave a paid resource running
             start.undo()
             raise
         stop = start.created_resource is not None and not keep_resource
-        return cls(start.client, info, resource, stop_resource=stop, poll=waits)
+        return cls(start.client, info, resource, stop_resource=stop, poll=waits, limits=limits)
 
     # -- Backend protocol ------------------------------------------------------------------------
 

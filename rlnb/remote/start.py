@@ -124,6 +124,34 @@ class SessionOptions:
         return wire.StartTrainingSessionRequest.model_validate({k: v for k, v in fields.items() if v is not None})
 
 
+@dataclass(frozen=True)
+class ModelLimits:
+    """What supported-models says of a session's model, for checking a request before it is sent; None: not said
+    (then not checked here, and the server refuses what does not fit)."""
+
+    context_length: int | None = None
+    """Prompt + completion tokens its sampler takes (``generator_config.context_length``)."""
+    max_seq_length: int | None = None
+    """Tokens of one training sample its trainer takes (``trainer_config``'s, full weights or LoRA as its resource)."""
+
+
+def model_limits(models: wire.SupportedModels, resource: wire.ModelResources) -> ModelLimits:
+    """``resource``'s limits as ``models`` lists them: of its base model's compute configs, those on its GPU type
+    (all when none is), each limit kept only when they agree on it (a guess could refuse a prompt that fits)."""
+    configs = [c for m in models.data if m.base_model == resource.base_model for c in m.compute_configs]
+    configs = [c for c in configs if c.gpu_type == resource.compute_config.gpu_type] or configs
+    trainers = [getattr(c.trainer_config, "lora" if resource.lora_enabled else "full", None) for c in configs]
+    return ModelLimits(
+        _agreed([c.generator_config.context_length if c.generator_config else None for c in configs]),
+        _agreed([t.max_seq_length if t is not None else None for t in trainers]),
+    )
+
+
+def _agreed(values: list[int | None]) -> int | None:
+    """The one value every entry has, else None."""
+    return values[0] if values and values.count(values[0]) == len(values) else None
+
+
 class Start:
     """Starting a remote session: what was created (to stop again if starting fails) and how to wait."""
 
@@ -131,6 +159,27 @@ class Start:
         self.client, self.poll = client, poll
         self.created_resource: str | None = None
         self.created_session: str | None = None
+        self._models: wire.SupportedModels | None = None
+        """The supported-models listing, once asked for (picking the default base model, or ``limits``)."""
+
+    def limits(self, resource: wire.ModelResources) -> ModelLimits:
+        """What supported-models says of ``resource``'s model (asked once, within the call's deadline). A server that
+        does not say (no such endpoint, no such model, no ``generator_config``) leaves the check to it, logged at
+        debug level only: Together-like servers need not list every limit."""
+        try:
+            limits = model_limits(self.supported_models(), resource)
+        except APIError as exc:
+            log.debug("rlnb: no model limits from %s (%s): requests are sent unchecked", self.client.base_url, exc)
+            return ModelLimits()
+        if limits.context_length is None:
+            log.debug("rlnb: %s lists no context length for %s: prompts are sent unchecked", self.client.base_url,
+                      resource.base_model)  # fmt: skip
+        return limits
+
+    def supported_models(self) -> wire.SupportedModels:
+        if self._models is None:
+            self._models = self.client.supported_models()
+        return self._models
 
     def attach(self, session_id: str, optimizer: OptimizerKind | None) -> tuple[wire.Session, wire.ModelResources]:
         info = self.client.get_session(session_id)
@@ -158,7 +207,7 @@ class Start:
             return self.client.get_model_resources(options.model_resources_id)
         base_model = options.base_model
         if base_model is None:
-            models = self.client.supported_models().data
+            models = self.supported_models().data
             if not models:
                 raise RlnbError(f"{self.client.base_url} lists no supported models; pass base_model")
             base_model = models[0].base_model

@@ -174,14 +174,14 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
     stop = sp.stop or []
     if len(stop) > settings.max_stop_strings:
         raise ServerError(
-            400, f"sampling_params.stop has {len(stop)} strings; the limit is {settings.max_stop_strings}",
-            param="sampling_params.stop",
+            400, f"sampling_params.stop has {len(stop)} strings; the limit is {settings.max_stop_strings} "
+            "(max_stop_strings)", param="sampling_params.stop",
         )  # fmt: skip
-    chars = max((len(s) for s in stop), default=0)
-    if chars > settings.max_stop_chars:
+    at = max(range(len(stop)), key=lambda i: len(stop[i]), default=None)  # named: "a stop string" was not
+    if at is not None and len(stop[at]) > settings.max_stop_chars:
         raise ServerError(
-            400, f"a stop string has {chars} characters; the limit is {settings.max_stop_chars}",
-            param="sampling_params.stop",
+            400, f"sampling_params.stop.{at} has {len(stop[at])} characters; the limit is "
+            f"{settings.max_stop_chars} per stop string (max_stop_chars)", param=f"sampling_params.stop.{at}",
         )  # fmt: skip
     for i, text in enumerate(stop):  # decoded text never holds one: the stop string could never match
         if not text:

@@ -22,17 +22,23 @@ class ModelInfo:
 def model_info(spec: Any) -> ModelInfo:
     """What supported-models says about a model spec (the one place that reads a model's limits): a
     built-in size, or a Hugging Face folder / cached hub id (its ``config.json``; ``ModelLoadError``
-    naming the spec when it cannot be found)."""
+    naming the spec when it cannot be found), or an ``nn.Module`` served from Python (``create_app``), as its
+    adapter reads it (supported-models was a 500 for one, which a remote session asks when it connects)."""
+    from torch import nn
+
     from rlnb.engine.models import hf
-    from rlnb.engine.models.adapter import DEFAULT_CONTEXT
+    from rlnb.engine.models.adapter import DEFAULT_CONTEXT, declared_context
     from rlnb.engine.models.tiny import SIZES
 
     if isinstance(spec, str) and spec in SIZES:
         return ModelInfo(context_length=SIZES[spec].block_size)
     if isinstance(spec, str):
         return ModelInfo(context_length=hf.spec_context_length(spec) or DEFAULT_CONTEXT)
+    if isinstance(spec, nn.Module):
+        return ModelInfo(context_length=declared_context(spec))
     raise ValueError(
-        f"a served model is a built-in size ({sorted(SIZES)}) or a Hugging Face folder / hub id, got {spec!r}"
+        f"a served model is a built-in size ({sorted(SIZES)}), a Hugging Face folder / hub id or an nn.Module, got "
+        f"{spec!r}"
     )
 
 

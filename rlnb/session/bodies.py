@@ -26,11 +26,12 @@ def forward_backward_body(
     forward_only: bool,
     return_loss_fn_outputs: bool,
 ) -> wire.ForwardBackwardBody:
-    """``Session.forward_backward``'s body: at least one sample, none longer than the model's context."""
+    """``Session.forward_backward``'s body: at least one sample, none longer than the model's context (a remote
+    one's trainer's ``max_seq_length``: its sampler's context may be another)."""
     batch = sample_list(samples)
     if not batch:  # else sent, and FAILED INVALID_INPUT once it ran
         raise ValueError("samples is empty: pass at least one (rlnb.samples.cross_entropy(...) or .policy(...))")
-    context = getattr(backend, "context_length", None)
+    context = getattr(backend, "max_seq_length", getattr(backend, "context_length", None))
     for i, s in enumerate(batch):
         if context is not None and len(s.model_input.tokens) > context:
             raise ValueError(

@@ -451,3 +451,23 @@ def test_the_servers_token_is_not_in_its_settings_repr():
     assert "sk-TOPSECRET-999" not in repr(settings) and settings.token == "sk-TOPSECRET-999"
     app = create_app(device="cpu", token="sk-TOPSECRET-999")
     assert "sk-TOPSECRET-999" not in repr(app.state.registry.settings)
+
+
+def test_the_stop_string_bounds_are_the_servers_own_at_their_defaults_naming_the_one_past_them(tmp_path):
+    """Raw HTTP, as a client other than rlnb's (the Together SDK, curl) sends it: the wire's bounds hold by default,
+    each refusal a 400 in the API's error format, the over-long string named by its index ("a stop string" was
+    not)."""
+    with app_client(tmp_path) as c:
+        _, sid = new_session(c)
+        many = error_of(post(c, sid, "sample", sample_body(1, 1, 4, stop=["x"] * (wire.MAX_STOP_STRINGS + 1))), 400)
+        assert many == {"message": f"sampling_params.stop has {wire.MAX_STOP_STRINGS + 1} strings; the limit is "
+                                   f"{wire.MAX_STOP_STRINGS} (max_stop_strings)", "type": "invalid_request_error",
+                        "param": "sampling_params.stop", "code": None}  # fmt: skip
+        long = ["x", "y", "z" * (wire.MAX_STOP_CHARS + 1)]
+        err = error_of(post(c, sid, "sample", sample_body(1, 1, 4, stop=long)), 400)
+        assert err["param"] == "sampling_params.stop.2" and err["message"] == (
+            f"sampling_params.stop.2 has {wire.MAX_STOP_CHARS + 1} characters; the limit is {wire.MAX_STOP_CHARS} per "
+            "stop string (max_stop_chars)"
+        )
+        at_bounds = ["x"] * (wire.MAX_STOP_STRINGS - 1) + ["z" * wire.MAX_STOP_CHARS]
+        assert submit(c, sid, "sample", sample_body(1, 1, 4, stop=at_bounds))["status"]  # at the bounds: taken

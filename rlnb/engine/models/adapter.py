@@ -37,6 +37,15 @@ DEFAULT_CONTEXT = 1024
 """Context length assumed for a plain module that does not say (no ``block_size`` attribute)."""
 
 
+def declared_context(module: nn.Module) -> int:
+    """The context length an adapter takes for ``module`` (and supported-models lists for a served one): a
+    transformers model's config, else a ``block_size`` of its config or its own, else ``DEFAULT_CONTEXT``."""
+    if hf.is_hf_model(module):
+        return hf.context_length(module) or DEFAULT_CONTEXT
+    block = getattr(getattr(module, "config", None), "block_size", None) or getattr(module, "block_size", None)
+    return int(block or DEFAULT_CONTEXT)
+
+
 class ModelAdapter:
     """A plain ``nn.Module`` mapping token ids ``[B, T]`` to logits ``[B, T, V]`` (the fallback kind).
 
@@ -53,16 +62,13 @@ class ModelAdapter:
         self.vocab_size, self.context_length = self._probe()
 
     def _probe(self) -> tuple[int, int]:
-        block = getattr(getattr(self.module, "config", None), "block_size", None) or getattr(
-            self.module, "block_size", None
-        )
         with torch.no_grad():
             logits = self.forward(self.module, torch.zeros(1, 1, dtype=torch.long, device=self.device))
         if logits.dim() != 3 or logits.shape[:2] != (1, 1):
             raise ValueError(
                 f"model must map token ids [B, T] to logits [B, T, vocab]; got shape {tuple(logits.shape)}"
             )
-        return int(logits.shape[-1]), int(block or DEFAULT_CONTEXT)
+        return int(logits.shape[-1]), declared_context(self.module)
 
     # -- maths -------------------------------------------------------------------------------------
 
@@ -215,7 +221,7 @@ class HFAdapter(ModelAdapter):
         m: Any = self.module
         head = m.get_output_embeddings()
         vocab = head.weight.shape[0] if head is not None else m.config.vocab_size
-        return int(vocab), hf.context_length(m) or DEFAULT_CONTEXT
+        return int(vocab), declared_context(m)
 
     def kv_bytes_per_token(self) -> int:
         c: Any = self.module.config

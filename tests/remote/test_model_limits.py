@@ -1,0 +1,153 @@
+"""A remote session learns its model's limits from supported-models when it connects (one call), and refuses a
+prompt whose max_tokens cannot fit, or a training sample past the trainer's length, before sending it, with the
+in-process session's error. A server that does not say leaves the check to itself. Against the real app, in process."""
+
+import logging
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
+from rlnb.remote.start import ModelLimits, model_limits
+from tests.support.fake_api import error
+from tests.support.server import app_client
+
+MODELS, SAMPLES = "/v1/rl/supported-models", "/v1/rl/training-sessions/{sid}/operations/sample"
+PROMPTS = [  # rlnb/tiny and the in-process "tiny" both take 256 tokens
+    (list(b"a" * 250), 7),  # 250 + 7 > 256
+    (list(b"a" * 250), None),  # the default max_tokens (16) does not fit either
+    (list(b"a" * 300), 1),  # longer than the context itself
+]
+
+
+class Relay:
+    """An ``httpx.MockTransport`` handler that passes every request to the app behind ``c`` and records it;
+    ``hide`` answers supported-models 404 (a server that does not serve it)."""
+
+    def __init__(self, c: TestClient, hide: bool = False):
+        self.c, self.hide = c, hide
+        self.sent: list[tuple[str, str]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append((request.method, request.url.path))
+        if self.hide and request.url.path == MODELS:
+            return error(404, "not found")
+        answer = self.c.request(request.method, str(request.url), content=request.read(), headers=request.headers)
+        return httpx.Response(answer.status_code, headers=answer.headers.multi_items(), content=answer.content)
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(transport=httpx.MockTransport(self))
+
+    def count(self, method: str, path: str) -> int:
+        return self.sent.count((method, path))
+
+
+def refusals(s: rlnb.Session) -> list[str]:
+    """The error of each of ``PROMPTS``, and of a training sample past the context."""
+    said = []
+    for prompt, max_tokens in PROMPTS:
+        with pytest.raises(ValueError) as info:
+            s.sample([prompt], max_tokens=max_tokens)
+        said.append(str(info.value))
+    with pytest.raises(ValueError) as info:
+        s.forward_backward([samples.cross_entropy(list(b"b" * 300))])
+    return [*said, str(info.value)]
+
+
+@pytest.mark.slow  # a sample on the app's model and an in-process session (4 s on a loaded machine)
+def test_a_prompt_past_the_remote_models_context_is_refused_before_sending_with_the_local_error(tmp_path):
+    with app_client(tmp_path) as c:
+        relay = Relay(c)
+        with relay.client() as http, rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=http,
+                                                  record=False) as s:  # fmt: skip
+            remote = refusals(s)
+            assert relay.count("GET", MODELS) == 1  # asked once, when it connected
+            fits = s.sample([list(b"a" * 250)], max_tokens=6).result(60)  # 250 + 6 = 256: sent, and it runs
+            assert len(fits.results[0].sequences[0].tokens) == 6
+            sid = s.backend.session_id
+            assert len(s.history) == 1  # the refused ones were never submitted
+        assert relay.count("POST", SAMPLES.format(sid=sid)) == 1
+        assert not [p for m, p in relay.sent if m == "POST" and p.endswith("/forward-backward")]
+        assert relay.count("GET", MODELS) == 1
+    with rlnb.connect("local", model="tiny", record=False) as local:
+        assert refusals(local) == remote  # one rule, one message
+    assert remote[0] == "prompt 0: 250 tokens + max_tokens 7 exceed the model's context of 256"
+    assert remote[1] == "prompt 0: 250 tokens + max_tokens 16 (the default: max_tokens is unset) exceed the model's " \
+                        "context of 256"  # fmt: skip
+
+
+def test_a_server_that_does_not_say_leaves_the_check_to_itself_saying_so_at_debug_level_only(tmp_path, caplog):
+    with app_client(tmp_path) as c:
+        relay = Relay(c, hide=True)
+        with (
+            caplog.at_level(logging.DEBUG, logger="rlnb"),
+            relay.client() as http,
+            rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=http, record=False) as s,
+        ):
+            assert s.backend.context_length is None and s.backend.max_seq_length is None
+            with pytest.raises(rlnb.OperationFailed, match="exceed the model's context of 256"):
+                s.sample([list(b"a" * 250)], max_tokens=7).result(60)  # sent: the server refuses it
+        assert relay.count("GET", MODELS) == 1  # asked once, not again for each sample
+        said = [r for r in caplog.records if "no model limits" in r.getMessage()]
+        assert [r.levelno for r in said] == [logging.DEBUG]
+        assert all(r.levelno < logging.WARNING for r in caplog.records if r.name == "rlnb")
+
+
+def config(gpu: str, context: int | None, full: int, lora: int | None) -> wire.SupportedComputeConfig:
+    defaults = wire.SamplingDefaults(logprobs=1, max_tokens=16, n=1, temperature=1.0)
+    generator = wire.GeneratorConfig(context_length=context, sampling_defaults=defaults) if context else None
+    return wire.SupportedComputeConfig.model_validate({
+        "gpu_type": gpu,
+        "generator_config": generator,
+        "trainer_config": wire.TrainerConfig(
+            full=wire.FullTrainerConfig(max_batch_size=8, max_seq_length=full),
+            lora=wire.LoraTrainerConfig(max_batch_size=8, max_rank=64, max_seq_length=lora) if lora else None,
+        ),
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("gpu", "lora", "configs", "limits"),
+    [
+        ("B200-SXM", False, [config("B200-SXM", 4096, 2048, 1024)], ModelLimits(4096, 2048)),
+        ("B200-SXM", True, [config("B200-SXM", 4096, 2048, 1024)], ModelLimits(4096, 1024)),
+        ("B200-SXM", True, [config("B200-SXM", 4096, 2048, None)], ModelLimits(4096, None)),  # no LoRA trainer said
+        ("B200-SXM", False, [config("B200-SXM", None, 2048, None)], ModelLimits(None, 2048)),  # no generator said
+        ("H100-80GB", False, [config("B200-SXM", 4096, 2048, None)], ModelLimits(4096, 2048)),  # none on its GPU
+        (None, False, [config("B200-SXM", 4096, 2048, None)] * 2, ModelLimits(4096, 2048)),  # they agree
+        (None, False, [config("B200-SXM", 4096, 2048, None), config("B200-SXM", 8192, 2048, None)],
+         ModelLimits(None, 2048)),  # they disagree on the context: not guessed
+    ],
+)  # fmt: skip
+def test_the_limits_are_the_resources_own_models_gpus_and_weights_and_never_a_guess(gpu, lora, configs, limits):
+    listing = wire.SupportedModels(data=[
+        wire.SupportedModel(base_model="other", default_gpu_type="B200-SXM",
+                            compute_configs=[config("B200-SXM", 8, 8, 8)]),
+        wire.SupportedModel(base_model="org/m", default_gpu_type="B200-SXM", compute_configs=configs),
+    ])  # fmt: skip
+    resource = wire.ModelResources.model_validate({
+        "id": "mr-1", "base_model": "org/m", "compute_config": {"num_generator_replicas": 1, "gpu_type": gpu},
+        "created_at": "2025-01-01T00:00:00Z", "created_by": "u", "inactive_timeout": 60, "lora_enabled": lora,
+        "optimizer_config": {}, "status": "MODEL_RESOURCES_STATUS_READY", "updated_at": "2025-01-01T00:00:00Z",
+    })  # fmt: skip
+    assert model_limits(listing, resource) == limits
+    assert model_limits(wire.SupportedModels(data=[]), resource) == ModelLimits()  # a model not listed
+
+
+def test_a_module_served_from_python_lists_its_context_and_a_session_on_it_is_checked_against_it(tmp_path):
+    """``create_app(models={name: module})``: supported-models was a 500 for it (a spec that is no name), which the
+    remote session's connect now asks."""
+    module = TinyTransformer(TinyConfig(vocab_size=64, block_size=32, n_layer=1, n_head=2, n_embd=16))
+    with app_client(tmp_path, models={"x/mod": module}) as c:
+        listed = c.get("/supported-models").json()["data"][0]["compute_configs"][0]
+        assert listed["generator_config"]["context_length"] == 32
+        relay = Relay(c)
+        with relay.client() as http, rlnb.connect("http://testserver", base_model="x/mod", http_client=http,
+                                                  record=False) as s:  # fmt: skip
+            assert s.backend.context_length == 32
+            refusal = r"^prompt 0: 30 tokens \+ max_tokens 3 exceed the model's context of 32$"
+            with pytest.raises(ValueError, match=refusal):
+                s.sample([list(range(30))], max_tokens=3)
