@@ -857,7 +857,8 @@ def test_a_schedule_that_is_no_schedule_is_refused_before_a_folder_is_made(tmp_p
 @pytest.mark.parametrize(
     ("target", "error", "words"),
     [(None, TypeError, "target must be 'local' or an http"), (5, TypeError, "got int 5"),
-     ("locl", ValueError, "unknown target 'locl': use 'local' or an http")],
+     ("locl", ValueError, "unknown target 'locl': use 'local' or an http"),
+     ("http://", ValueError, r"the target \(the base_url\) 'http://' names no host")],
 )
 def test_a_target_no_session_can_connect_to_is_refused_before_a_folder_is_made(tmp_path, target, error, words):
     """``target="locl"`` (or None) made every trial FAILED with connect's error, in a sweep folder."""
