@@ -180,6 +180,14 @@ def test_sweep_rows_histories_and_custom_reward(tmp_path):
     assert list(rlnb.compare(loaded).run.unique()) == list(trials.label.unique())
 
 
+@pytest.mark.parametrize("table", [pd.DataFrame({"mean": [0.5], "delta": [0.0]}, index=["baseline"]), ["a/run"]])
+def test_histories_of_a_table_that_is_no_sweeps_names_trials(table):
+    """``trials, summary = ablate(...)``, then ``histories(summary)``: a bare ``KeyError: 'run_path'``."""
+    with pytest.raises(ValueError, match=r"histories: trials must be a sweep's table of trials \(with its run_path "
+                                         r"column\).*got (a table of mean, delta|\['a/run'\])"):
+        histories(table)
+
+
 def test_failed_trials_are_recorded_not_lost(tmp_path):
     def broken(prompt, completion):
         raise rlnb.SessionClosed("the reward service is down")
