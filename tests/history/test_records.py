@@ -105,6 +105,18 @@ def test_a_second_writer_of_a_run_is_refused_and_a_continued_run_appends(tmp_pat
     assert config["created_at"] == first.history.config["created_at"] and len(config["continued_at"]) == 1
 
 
+def test_the_warning_of_a_continued_run_says_step_1_and_no_checkpoint_of_a_fresh_model(tmp_path):
+    """A fresh session on a run that reached step 1 was told "steps 1-1 will appear twice" and that an earlier
+    checkpoint repeats the steps after it "as here", though it resumed from no checkpoint."""
+    first = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    first.forward_backward(BATCH)
+    first.optim_step().result(30)
+    first.close()
+    with pytest.warns(RunContinuedWarning, match="starts at step 0: step 1 will appear twice in history.steps") as w:
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    assert "as here" not in str(w[0].message) and "1-1" not in str(w[0].message)
+
+
 def test_a_run_continued_after_a_crash_mid_line_loses_none_of_its_new_lines(tmp_path):
     """A killed process may leave a half-written last line. The session that continues the run ends that line
     first: its own first lines are not glued to the damaged one and skipped with it on reload."""
