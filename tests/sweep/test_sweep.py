@@ -289,6 +289,8 @@ def test_an_ablations_rows_name_their_variant_and_the_baseline_one_way_on_disk_t
         ([{}], [""], "variants must be 1 distinct names"),
         ([{}], "a", "variants must be a list of names"),
         (None, ["a"], "variants names the configs one by one: pass configs"),
+        # the table's text column refused it after every trial had run, in the sweep folder
+        ([{}], ["a\ud800"], r"variants\[0\] \('a\\ud800'\) holds a lone surrogate"),
     ],
 )
 def test_sweep_variants_that_do_not_name_each_config_are_refused_before_anything_runs(
@@ -305,6 +307,7 @@ def test_sweep_variants_that_do_not_name_each_config_are_refused_before_anything
         ({"wd": {"weight_decay": 0.1}}, "reward", ValueError, "metric must be one of final_reward, .*got 'reward'"),
         ({"lr": 1e-2}, "final_reward", TypeError, r"changes\['lr'\] must be a dict of changed fields.*got 0.01"),
         ([{"learning_rate": 1e-2}], "final_reward", TypeError, "changes must be a dict of variant name"),
+        ({"x\udcff": {"weight_decay": 0.1}}, "final_reward", ValueError, r"variants\[1\] .* holds a lone surrogate"),
     ],
 )
 def test_an_ablation_with_a_bad_metric_or_change_is_refused_before_any_trial_runs(
