@@ -3,6 +3,7 @@ writer per run id, continuing a run, loading damaged runs, listing a folder with
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -974,6 +975,23 @@ def test_the_completions_of_a_path_that_is_no_run_folder_are_refused_not_empty(t
     s.close()
     assert list(rlnb.history.completions(tmp_path / "r").columns)[:3] == ["step", "group", "prompt"]
     assert rlnb.history.completions(tmp_path / "r").empty
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="macOS and Windows refuse such a folder name")
+def test_runs_lists_a_run_folder_named_in_another_encoding_escaped_with_its_error(tmp_path):
+    """A run folder copied from a Latin-1 system (``b"r\\xff"``): Python lists its name with a lone surrogate, which
+    the table's text columns refuse, and ``rlnb.runs()`` failed whole with a ``UnicodeEncodeError``."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="good")
+    s.forward_backward(BATCH)
+    s.close()
+    shutil.copytree(os.fsencode(tmp_path / "good"), os.fsencode(tmp_path) + b"/r\xff")
+    table = rlnb.runs(tmp_path)
+    assert len(table) == 2 and table.operations.tolist() == [1, 1]  # both read
+    good, odd = (table[table.path.str.endswith(end)].iloc[0] for end in ("good", "r\\udcff"))
+    assert good.error is None
+    assert odd.error == ("path not valid Unicode text (a folder name in another encoding?): shown with escapes; "
+                         "rename the folder to load it by this path")
+    assert History.load(os.fsdecode(os.fsencode(tmp_path) + b"/r\xff")).df.seq.tolist() == [0]
 
 
 def test_runs_lists_a_run_folder_it_cannot_look_into_as_a_row_with_its_error(tmp_path, monkeypatch):
