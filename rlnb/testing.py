@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -226,6 +227,7 @@ class ServerProcess:
         self.cmd, self.url, self.health, self.timeout = cmd, url, health, timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
+        self._ender: weakref.finalize[Any, Any] | None = None
 
     @classmethod
     def rlnb_serve(cls, *args: str, port: int | None = None, timeout: float = 60.0) -> ServerProcess:
@@ -240,8 +242,13 @@ class ServerProcess:
         its stderr, if it dies or misses the deadline."""
         import httpx
 
+        if self.proc is not None:  # a second process on the same port would fail, and the first be lost
+            raise RuntimeError(f"this server is already started at {self.url}: stop() it first")
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server; closed by stop()
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        # A notebook that never reaches its stop() cell (an error before it, the cell re-run, the kernel shut down)
+        # left the server running after the kernel: it is stopped when this object is collected or Python exits.
+        self._ender = weakref.finalize(self, _end, self.proc, self._stderr)
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -257,18 +264,9 @@ class ServerProcess:
 
     def stop(self) -> None:
         """Terminate the server, then kill it if it has not exited within 15 s."""
-        if self.proc is None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
+        if self._ender is not None:
+            self._ender()  # runs _end once
+        self.proc, self._stderr, self._ender = None, None, None
 
     def log(self) -> str:
         """The server's stderr so far (its log and any traceback); empty once stopped."""
@@ -285,3 +283,15 @@ class ServerProcess:
     def __exit__(self, *exc: object) -> None:
         """Stop the server (see ``stop``), whether or not the block raised."""
         self.stop()
+
+
+def _end(proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
+    """Terminate ``proc``, then kill it if it has not exited within 15 s, and close its stderr file. A function of
+    its own, so that the finalizer holds no reference to the ``ServerProcess``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    stderr.close()

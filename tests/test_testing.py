@@ -105,6 +105,59 @@ def test_a_server_that_logs_a_lot_is_never_blocked_by_its_stderr():
     assert server.proc is None and server.log() == ""
 
 
+def _gone(pid: int, within: float = 60.0) -> bool:
+    """Whether process ``pid`` has ended (it may be a zombie of ours until reaped), polling until ``within`` s."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rpartition(")")[2].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+_HTTP = (
+    "import http.server, sys; "
+    "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), http.server.SimpleHTTPRequestHandler).serve_forever()"
+)
+
+
+@pytest.mark.slow  # a Python process
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_server_never_stopped_ends_with_its_python_process():
+    """Notebook 04 starts ``rlnb serve`` in one cell and stops it in the last: a kernel shut down (or a cell that
+    raised) before that cell left the server running after the kernel, for ever."""
+    script = textwrap.dedent(f"""
+        import sys
+        from rlnb.testing import ServerProcess, free_port
+        port = free_port()
+        server = ServerProcess([sys.executable, "-c", {_HTTP!r}, str(port)], f"http://127.0.0.1:{{port}}", timeout=60)
+        server.start()
+        print(server.proc.pid, flush=True)
+    """)  # no server.stop()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert _gone(int(done.stdout.split()[0]))
+
+
+@pytest.mark.slow  # a Python process
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_server_rebound_in_a_rerun_cell_is_stopped_and_one_is_started_once():
+    """Re-running notebook 04's first cell rebinds ``server`` to a new one: the old server ran on, unreachable. And
+    ``start()`` twice started a second process, losing the first."""
+    port = free_port()
+    server = ServerProcess([sys.executable, "-c", _HTTP, str(port)], f"http://127.0.0.1:{port}", timeout=60)
+    server.start()
+    assert server.proc is not None
+    pid = server.proc.pid
+    with pytest.raises(RuntimeError, match="already started at http://127.0.0.1:.*: stop\\(\\) it first"):
+        server.start()
+    server = None  # the cell run again: its old object is collected
+    assert _gone(pid)
+
+
 def test_one_stop_string_is_one_string_not_its_characters():
     backend = FakeBackend()
     s = rlnb.Session(backend, record=False)

@@ -22,6 +22,7 @@ from rlnb.history.history import History
 from rlnb.history.paths import default_runs_dir
 from rlnb.history.runconfig import is_time
 from rlnb.history.store import CONFIG_FILE, OPS_FILE, holds_run
+from rlnb.prompts import surrogate
 
 COLUMNS = [
     "run_id",
@@ -83,11 +84,24 @@ def runs(path: str | Path | None = None) -> pd.DataFrame:
         raise ValueError(f"runs: {str(root)!r} is a run folder, not a folder of runs: History.load({str(root)!r}) "
                          f"reads it, rlnb.runs({str(root.parent)!r}) lists it with its neighbours")
     found = sorted(p for p in root.iterdir() if holds_run(p, unreadable=p.name != LOST_FOUND)) if root.exists() else []
-    frame = pd.DataFrame([_row(run) for run in found], columns=COLUMNS)
+    frame = pd.DataFrame([_shown(_row(run)) for run in found], columns=COLUMNS)
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
     errors = [e if isinstance(e, str) else None for e in frame["error"]]
     frame["error"] = pd.Series(errors, index=frame.index, dtype=object)  # None, not NaN, for the others
     return frame.sort_values("created_at", ascending=False, ignore_index=True, na_position="last")
+
+
+def _shown(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with each text that is no valid Unicode shown with escapes (``'r\\udcff'``), its ``error`` saying so:
+    a folder named in another encoding (copied from another system) is listed with lone surrogates, which the table's
+    text columns refuse, and the whole listing failed with a ``UnicodeEncodeError``."""
+    bad = [key for key, value in row.items() if isinstance(value, str) and surrogate(value) is not None]
+    for key in bad:
+        row[key] = row[key].encode("utf-8", "backslashreplace").decode("utf-8")
+    if bad:
+        said = f"{' and '.join(bad)} not valid Unicode text (a folder name in another encoding?): shown with escapes; "
+        row["error"] = said + (row.get("error") or "rename the folder to load it by this path")
+    return row
 
 
 def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | None = None) -> pd.DataFrame:

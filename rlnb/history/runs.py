@@ -146,11 +146,13 @@ def warn_continued(run_id: Any, reached: int, start: int) -> None:
     step: the steps between appear twice."""
     if reached <= start:
         return
+    twice = f"step {reached} will appear" if reached == start + 1 else f"steps {start + 1}-{reached} will appear"
+    resumed = ", as here" if start > 0 else ""  # a session at step 0 resumed from no checkpoint: it has a fresh model
     warnings.warn(
         f"run {run_id} continues an earlier session that reached step {reached}, and this one starts at step "
-        f"{start}: steps {start + 1}-{reached} will appear twice in history.steps, each with the figure logged "
+        f"{start}: {twice} twice in history.steps, each with the figure logged "
         "last at that step (history.logged keeps every row). Use a new run_id, or resume_from= the run's "
-        f"checkpoint at step {reached} to go on counting (an earlier checkpoint repeats the steps after it, as here).",
+        f"checkpoint at step {reached} to go on counting (an earlier checkpoint repeats the steps after it{resumed}).",
         RunContinuedWarning,
         stacklevel=user_stacklevel(),
     )

@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rlnb import wire
 from rlnb.history import History
@@ -87,6 +88,8 @@ def check_target(target: Any) -> None:
     check_base_url(target, "the target (the base_url)")  # before anything quotes it: a message, a sweep or run folder
     if not target.startswith(("http://", "https://")):
         raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
+    if not urlsplit(target).hostname:  # "http://" was sent 6 times over 14 s, then "missing an 'http://' protocol"
+        raise ValueError(f"the target (the base_url) {target!r} names no host: use an http(s)://host[:port] URL")
 
 
 def keywords(target: str) -> frozenset[str]:

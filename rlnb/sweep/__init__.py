@@ -130,5 +130,10 @@ def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFram
 def histories(trials: pd.DataFrame) -> list[History]:
     """The saved history of every trial of a sweep that has one (for ``rlnb.compare`` and ``plots.compare``, which
     label each by the ``label`` its run records); a trial stopped before it started has none and is left out, so
-    labels taken from the table are those of ``trials[trials.run_path.notna()]``."""
+    labels taken from the table are those of ``trials[trials.run_path.notna()]``. Another table (``ablate``'s summary,
+    ``summarize``'s) is a ``ValueError`` naming ``trials``: it was a bare ``KeyError: 'run_path'``."""
+    if not isinstance(trials, pd.DataFrame) or "run_path" not in trials.columns:
+        got = f"a table of {', '.join(map(str, trials.columns))}" if isinstance(trials, pd.DataFrame) else repr(trials)
+        raise ValueError(f"histories: trials must be a sweep's table of trials (with its run_path column), such as "
+                         f"sweep(...) or ablate(...)[0] return, got {got:.200}")
     return [History.load(p) for p in trials["run_path"].dropna()]

@@ -20,7 +20,7 @@ from typing import Any
 from rlnb import wire
 from rlnb._options import check_bool, check_int, is_integer
 from rlnb.params import ADAM_FIELDS, PARAMS, AdamParams, OptimizerParams
-from rlnb.prompts import scalar
+from rlnb.prompts import check_text, scalar
 
 
 @dataclass(frozen=True)
@@ -230,6 +230,8 @@ def check_variants(variants: Any, configs: list[dict[str, Any]] | None) -> list[
     if len(names) != len(configs) or len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
         raise ValueError(f"variants must be {len(configs)} distinct names (non-empty strings), one per config, got "
                          f"{names!r}"[:300])  # fmt: skip
+    for i, name in enumerate(names):  # the table's text column refused it once the sweep had run, its folder made
+        check_text(name, f"variants[{i}] ({name!r})")
     return names
 
 

@@ -3,6 +3,7 @@ writer per run id, continuing a run, loading damaged runs, listing a folder with
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -103,6 +104,18 @@ def test_a_second_writer_of_a_run_is_refused_and_a_continued_run_appends(tmp_pat
     assert len(second.history.df) == 20  # the continued session's history holds the earlier records too
     config = json.loads((tmp_path / "shared" / "config.json").read_text())
     assert config["created_at"] == first.history.config["created_at"] and len(config["continued_at"]) == 1
+
+
+def test_the_warning_of_a_continued_run_says_step_1_and_no_checkpoint_of_a_fresh_model(tmp_path):
+    """A fresh session on a run that reached step 1 was told "steps 1-1 will appear twice" and that an earlier
+    checkpoint repeats the steps after it "as here", though it resumed from no checkpoint."""
+    first = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    first.forward_backward(BATCH)
+    first.optim_step().result(30)
+    first.close()
+    with pytest.warns(RunContinuedWarning, match="starts at step 0: step 1 will appear twice in history.steps") as w:
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    assert "as here" not in str(w[0].message) and "1-1" not in str(w[0].message)
 
 
 def test_a_run_continued_after_a_crash_mid_line_loses_none_of_its_new_lines(tmp_path):
@@ -962,6 +975,23 @@ def test_the_completions_of_a_path_that_is_no_run_folder_are_refused_not_empty(t
     s.close()
     assert list(rlnb.history.completions(tmp_path / "r").columns)[:3] == ["step", "group", "prompt"]
     assert rlnb.history.completions(tmp_path / "r").empty
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="macOS and Windows refuse such a folder name")
+def test_runs_lists_a_run_folder_named_in_another_encoding_escaped_with_its_error(tmp_path):
+    """A run folder copied from a Latin-1 system (``b"r\\xff"``): Python lists its name with a lone surrogate, which
+    the table's text columns refuse, and ``rlnb.runs()`` failed whole with a ``UnicodeEncodeError``."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="good")
+    s.forward_backward(BATCH)
+    s.close()
+    shutil.copytree(os.fsencode(tmp_path / "good"), os.fsencode(tmp_path) + b"/r\xff")
+    table = rlnb.runs(tmp_path)
+    assert len(table) == 2 and table.operations.tolist() == [1, 1]  # both read
+    good, odd = (table[table.path.str.endswith(end)].iloc[0] for end in ("good", "r\\udcff"))
+    assert good.error is None
+    assert odd.error == ("path not valid Unicode text (a folder name in another encoding?): shown with escapes; "
+                         "rename the folder to load it by this path")
+    assert History.load(os.fsdecode(os.fsencode(tmp_path) + b"/r\xff")).df.seq.tolist() == [0]
 
 
 def test_runs_lists_a_run_folder_it_cannot_look_into_as_a_row_with_its_error(tmp_path, monkeypatch):

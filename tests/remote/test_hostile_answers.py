@@ -282,6 +282,17 @@ def test_an_answer_about_another_session_or_resource_is_refused_and_the_own_one_
     assert all(s["status"] == "TRAINING_SESSION_STATUS_STOPPED" for s in own)  # what it created is stopped
 
 
+@pytest.mark.parametrize("url", ["http://", "https://:443", "http:///v1"])
+def test_a_target_that_names_no_host_is_refused_before_anything_is_sent(url):
+    """``rlnb.connect("http://")`` (an unset host in a notebook's f-string) sent its create 6 times over 14 s and
+    failed "Request URL is missing an 'http://' or 'https://' protocol", which it has."""
+    sent: list[httpx.Request] = []
+    transport = httpx.MockTransport(lambda request: sent.append(request) or httpx.Response(500))
+    with pytest.raises(ValueError, match=r"the target \(the base_url\) .* names no host"):
+        rlnb.connect(url, transport=transport, record=False, max_retries=0)
+    assert not sent
+
+
 @pytest.mark.parametrize("url", [f"https://rl.test/?api_key={KEY}", "https://rl.test#v1", "https://rl.test/?"])
 def test_a_base_url_with_a_query_or_fragment_is_refused_before_anything_is_sent(url, monkeypatch):
     """``https://host/?api_key=sk-...`` sent every call to ``/``, the key in its query, and failed "404 ... GET

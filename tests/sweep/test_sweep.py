@@ -180,6 +180,14 @@ def test_sweep_rows_histories_and_custom_reward(tmp_path):
     assert list(rlnb.compare(loaded).run.unique()) == list(trials.label.unique())
 
 
+@pytest.mark.parametrize("table", [pd.DataFrame({"mean": [0.5], "delta": [0.0]}, index=["baseline"]), ["a/run"]])
+def test_histories_of_a_table_that_is_no_sweeps_names_trials(table):
+    """``trials, summary = ablate(...)``, then ``histories(summary)``: a bare ``KeyError: 'run_path'``."""
+    with pytest.raises(ValueError, match=r"histories: trials must be a sweep's table of trials \(with its run_path "
+                                         r"column\).*got (a table of mean, delta|\['a/run'\])"):
+        histories(table)
+
+
 def test_failed_trials_are_recorded_not_lost(tmp_path):
     def broken(prompt, completion):
         raise rlnb.SessionClosed("the reward service is down")
@@ -281,6 +289,8 @@ def test_an_ablations_rows_name_their_variant_and_the_baseline_one_way_on_disk_t
         ([{}], [""], "variants must be 1 distinct names"),
         ([{}], "a", "variants must be a list of names"),
         (None, ["a"], "variants names the configs one by one: pass configs"),
+        # the table's text column refused it after every trial had run, in the sweep folder
+        ([{}], ["a\ud800"], r"variants\[0\] \('a\\ud800'\) holds a lone surrogate"),
     ],
 )
 def test_sweep_variants_that_do_not_name_each_config_are_refused_before_anything_runs(
@@ -297,6 +307,7 @@ def test_sweep_variants_that_do_not_name_each_config_are_refused_before_anything
         ({"wd": {"weight_decay": 0.1}}, "reward", ValueError, "metric must be one of final_reward, .*got 'reward'"),
         ({"lr": 1e-2}, "final_reward", TypeError, r"changes\['lr'\] must be a dict of changed fields.*got 0.01"),
         ([{"learning_rate": 1e-2}], "final_reward", TypeError, "changes must be a dict of variant name"),
+        ({"x\udcff": {"weight_decay": 0.1}}, "final_reward", ValueError, r"variants\[1\] .* holds a lone surrogate"),
     ],
 )
 def test_an_ablation_with_a_bad_metric_or_change_is_refused_before_any_trial_runs(
@@ -857,7 +868,8 @@ def test_a_schedule_that_is_no_schedule_is_refused_before_a_folder_is_made(tmp_p
 @pytest.mark.parametrize(
     ("target", "error", "words"),
     [(None, TypeError, "target must be 'local' or an http"), (5, TypeError, "got int 5"),
-     ("locl", ValueError, "unknown target 'locl': use 'local' or an http")],
+     ("locl", ValueError, "unknown target 'locl': use 'local' or an http"),
+     ("http://", ValueError, r"the target \(the base_url\) 'http://' names no host")],
 )
 def test_a_target_no_session_can_connect_to_is_refused_before_a_folder_is_made(tmp_path, target, error, words):
     """``target="locl"`` (or None) made every trial FAILED with connect's error, in a sweep folder."""
