@@ -55,10 +55,12 @@ def pause_then_queue(session, pause):
 
 
 def check(steps, ops, pause, delay, seen=0.9):
-    """Each operation runs ``delay`` seconds at least; ``seen`` of it at least is seen running (a remote
-    client sees RUNNING a poll late)."""
+    """Each operation runs ``delay`` seconds at least; ``seen`` of it at least is seen running. A remote client
+    sees RUNNING a poll late, or not at all (then it started when the one before it ended), so one operation's time
+    may show short on a loaded machine (0.012 s of 0.1 s): there the operations' sum is what holds."""
     ops = ops[ops.status == wire.OperationStatus.COMPLETED]
-    assert (ops.run_s >= delay * seen).all()  # every operation's time is its own run
+    assert ops.run_s.sum() >= len(ops) * delay * seen  # the operations' time is their own runs
+    assert seen < 0.9 or (ops.run_s >= delay * seen).all()  # a local session sees each one start
     first, slow, queued = steps.itertuples()
     ended = ops[ops.kind == wire.OperationKind.OPTIM_STEP].finished_at.tolist()
     since = (ended[1] - ended[0]).total_seconds()  # step 1 ended, then the pause, then the slow step ran
