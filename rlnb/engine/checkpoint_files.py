@@ -301,7 +301,7 @@ def _linked(partial: Path, path: Path) -> bool:
         if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
             return False
         raise
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):  # a second name of the saved file (no space of its own): swept as partials are
         partial.unlink()
     return True
 
