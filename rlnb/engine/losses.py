@@ -19,10 +19,10 @@ import math
 from typing import Any, get_args
 
 import torch
-from annotated_types import Ge, Gt, Le, Lt
 from pydantic import ValidationError
 
 from rlnb import wire
+from rlnb.wire.rules import bound_text, bounds
 
 _CROSS_ENTROPY = "LOSS_TYPE_CROSS_ENTROPY"
 _GRPO = "LOSS_TYPE_GRPO"
@@ -117,14 +117,7 @@ def _allowed(model: type[wire._Model], key: str) -> str:
     literals = [v for a in choices for v in get_args(a) if isinstance(v, str)]
     if literals:
         return "one of " + ", ".join(literals)
-    bounds = [m for a in choices for info in getattr(a, "__metadata__", ()) for m in getattr(info, "metadata", [info])]
-    bounds += model.model_fields[key].metadata
-    lo = next((f">= {m.ge:g}" for m in bounds if isinstance(m, Ge)), None) or next(
-        (f"> {m.gt:g}" for m in bounds if isinstance(m, Gt)), None
-    )
-    hi = next((f"<= {m.le:g}" for m in bounds if isinstance(m, Le)), None) or next(
-        (f"< {m.lt:g}" for m in bounds if isinstance(m, Lt)), None
-    )
+    lo, hi = (bound_text(b, "g") for b in bounds(model.model_fields[key]))
     if lo and hi:
         return f"a finite number in [{lo.split()[1]}, {hi.split()[1]}]"
     return "a finite number" + "".join(f" {b}" for b in (lo, hi) if b)

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import ValidationError
+from pydantic.fields import FieldInfo
 
 from rlnb.wire.base import _Model
 
@@ -39,16 +40,7 @@ def field_rule(model: type[_Model], loc: tuple[Any, ...], err_type: str, msg: st
             return f"must be {sub.__name__} or a dict of its fields ({', '.join(sub.model_fields)}); or unset"
     if field is None or (msg and err_type not in SCALAR_ERRORS):
         return msg or err_type
-    bounds: list[Any] = list(field.metadata)  # a required field's (DRO's beta) are here, an optional one's in its args
-    for arg in getattr(field.annotation, "__args__", ()):
-        for meta in getattr(arg, "__metadata__", ()):
-            bounds.extend(getattr(meta, "metadata", [meta]))
-    lo = next((f">= {m.ge}" for m in bounds if isinstance(m, Ge)), None) or next(
-        (f"> {m.gt}" for m in bounds if isinstance(m, Gt)), None
-    )
-    hi = next((f"<= {m.le}" for m in bounds if isinstance(m, Le)), None) or next(
-        (f"< {m.lt}" for m in bounds if isinstance(m, Lt)), None
-    )
+    lo, hi = (bound_text(b) for b in bounds(field))
     text = str(field.annotation)
     kind = "True or False" if "bool" in text else "an integer (not a bool or float)" if "int" in text else (
         "a finite number"
@@ -56,6 +48,26 @@ def field_rule(model: type[_Model], loc: tuple[Any, ...], err_type: str, msg: st
     rng = " and ".join(b for b in (lo, hi) if b)
     unset = "" if field.is_required() else "; or unset for the default"  # DRO's beta has no default
     return f"must be {kind}" + (f", {rng}" if rng else "") + unset
+
+
+def bounds(field: FieldInfo) -> tuple[Ge | Gt | None, Le | Lt | None]:
+    """``field``'s lower and upper bound, from its metadata: a required field's (DRO's beta) are on it, an optional
+    one's on its annotation's arguments."""
+    marks: list[Any] = list(field.metadata)
+    for arg in getattr(field.annotation, "__args__", ()):
+        for meta in getattr(arg, "__metadata__", ()):
+            marks.extend(getattr(meta, "metadata", [meta]))
+    lo = next((m for m in marks if isinstance(m, Ge)), None) or next((m for m in marks if isinstance(m, Gt)), None)
+    hi = next((m for m in marks if isinstance(m, Le)), None) or next((m for m in marks if isinstance(m, Lt)), None)
+    return lo, hi
+
+
+def bound_text(bound: Ge | Gt | Le | Lt | None, spec: str = "") -> str | None:
+    """``>= 0``, ``< 1``...: a bound in words, its number formatted by ``spec``."""
+    if bound is None:
+        return None
+    sign, value = {Ge: (">=", "ge"), Gt: (">", "gt"), Le: ("<=", "le"), Lt: ("<", "lt")}[type(bound)]
+    return f"{sign} {getattr(bound, value):{spec}}"
 
 
 def one_line(owner: str, model: type[_Model], exc: ValidationError, skip: int = 0) -> str:
