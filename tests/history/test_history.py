@@ -675,3 +675,17 @@ def test_a_figure_name_that_is_not_valid_unicode_is_refused_and_an_old_run_holdi
     assert h.steps["reward"].tolist() == [0.5]
     listing = runs(tmp_path)  # listed, with the warning as its note
     assert listing.run_id.tolist() == ["r"] and "'a\\ud800': a name that is not valid" in listing.error[0]
+
+
+def test_tail_takes_a_count_of_records_and_refuses_anything_else_naming_n():
+    """tnb U4: ``history.tail(-1)`` gave ``[]`` in silence, ``tail(2.5)`` a bare "slice indices must be integers"."""
+    import numpy as np
+
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.forward_backward([samples.cross_entropy([1, 2, 3])])
+    s.optim_step().result(30)
+    for n in (-1, 2.5, "2", True, None):
+        with pytest.raises(ValueError, match=r"^history.tail: n must be an integer >= 0, got "):
+            s.history.tail(n)
+    assert [r.kind for r in s.history.tail(np.int64(1))] == [wire.OperationKind.OPTIM_STEP]
+    assert [r.seq for r in s.history.tail(5)] == [0, 1] and s.history.tail(0) == []
