@@ -11,8 +11,8 @@ import platform
 from typing import Any, TypeGuard
 
 from rlnb.history.reading import loads
-from rlnb.prompts import check_text
 from rlnb.history.record import LATEST_TIME
+from rlnb.prompts import check_text
 
 EARLIER = "earlier_sessions"
 """The config field that keeps each earlier session's own fields, oldest first, once a later session continued the

@@ -655,7 +655,8 @@ def test_a_nameless_figure_and_a_runs_path_that_is_no_folder_are_refused(tmp_pat
 def test_a_figure_name_that_is_not_valid_unicode_is_refused_and_an_old_run_holding_one_loads_without_it(tmp_path):
     """tnb U1: ``history.log(1, **{"a\\ud800": 1.0})`` (a lone surrogate) was kept, and from then on ``steps`` and
     ``logged`` raised UnicodeEncodeError (pyarrow's strings), in memory and in every load of the run. Now refused
-    naming it; a run folder written before holds the column: loaded without it, a warning naming it, nothing else lost."""
+    naming it; a run folder written before holds the column: loaded without it, a warning naming it, nothing else
+    lost."""
     s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
     s.forward_backward([samples.cross_entropy([1, 2, 3])])
     s.optim_step().result(30)

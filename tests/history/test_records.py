@@ -895,9 +895,9 @@ def test_annotate_refuses_what_config_json_cannot_hold_and_the_close_still_flush
 
 
 def test_annotate_refuses_a_field_that_is_not_valid_unicode_naming_it(tmp_path):
-    """tnb U1: ``annotate(label="a\ud800")`` (a lone surrogate, in a name or anywhere in a value) was kept and written
-    as an escape: ``rlnb.compare`` of the run then failed (UnicodeEncodeError). Now a ValueError naming the field; nothing
-    kept, on disk or in memory."""
+    """tnb U1: ``annotate(label="a\\ud800")`` (a lone surrogate, in a name or anywhere in a value) was kept and
+    written as an escape: ``rlnb.compare`` of the run then failed (UnicodeEncodeError). Now a ValueError naming the
+    field; nothing kept, on disk or in memory."""
     with rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r") as s:
         before = (tmp_path / "r" / "config.json").read_text()
         for fields, named in (({"label": "a\ud800"}, "label"), ({"l\ud800": 1}, r"l\\ud800"),
