@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 
 MASK = "***"
 MIN_LENGTH = 8
-"""Shorter strings are not treated as secrets (masking "a" everywhere would garble every message)."""
+"""Shorter strings are not treated as secrets (masking "a" everywhere would garble every message): ``check_key``
+refuses them as keys."""
 
 _keys: set[str] = set()
 _lock = threading.Lock()
@@ -36,9 +37,10 @@ def register(key: str) -> None:
 
 
 def check_key(key: object, name: str) -> str:
-    """``key``, unless it is no str (``TypeError``) or holds a character an HTTP header cannot carry as
+    """``key``, unless it is no str (``TypeError``), holds a character an HTTP header cannot carry as
     written (``ValueError``): whitespace (a key read from a file keeps its newline), a control or a non-ASCII
-    character. The message names ``name`` and the position, never the key."""
+    character, or is shorter than ``MIN_LENGTH`` (a placeholder, which ``redact`` could not mask without garbling
+    every text). The message names ``name`` and the position or length, never the key."""
     if not isinstance(key, str):
         raise TypeError(f"{name} must be a str, got {type(key).__name__}")
     for i, char in enumerate(key):
@@ -50,6 +52,11 @@ def check_key(key: object, name: str) -> str:
                 f"{name} holds {what} at position {i} of its {len(key)} characters{hint}: an API key is printable "
                 "ASCII without spaces"
             )
+    if len(key) < MIN_LENGTH:  # "k": a placeholder, and masking every "k" garbled each message ("not ***nown")
+        raise ValueError(
+            f"{name} is {len(key)} character(s) long: an API key has at least {MIN_LENGTH} (Together's have dozens). "
+            "A placeholder is not needed: rlnb serve without --token takes requests with no key"
+        )
     return key
 
 

@@ -62,7 +62,7 @@ def test_the_remote_benchs_jitter_varies_each_operations_delay(tmp_path, monkeyp
     probe = tmp_path / "probe.txt"
     with (
         bench_remote.running_server("--op-delay", "0.3", probe=str(probe), jitter=3.0) as url,
-        rlnb.connect(url, api_key="k", base_model="rlnb/tiny", record=False) as s,
+        rlnb.connect(url, api_key="bench-key", base_model="rlnb/tiny", record=False) as s,
     ):
         for _ in range(8):  # one at a time: each runs from its RUNNING line to its COMPLETED line
             s.forward_backward([samples.cross_entropy([1, 2, 3])]).result(120)

@@ -90,6 +90,7 @@ def test_bad_demo_options_stop_it_with_one_line_and_exit_2(options, words, tmp_p
         (["--state-dir="], "--state-dir is empty (an unset variable?)"),  # registry and signing.key in the cwd
         (["--checkpoint-dir="], "--checkpoint-dir is empty (an unset variable?)"),  # ignored: a temporary folder
         (["--token", "secret\n"], "token holds whitespace at position 6"),
+        (["--token", "k"], "token is 1 character(s) long: an API key has at least 8"),  # no client could send it
     ],
 )
 def test_bad_serve_options_stop_it_with_one_line_and_exit_2(options, words, tmp_path, capsys):

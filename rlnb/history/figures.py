@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from rlnb.prompts import check_text
+
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 """Figures of a completed optim-step, copied into its row."""
 STEP_COLUMNS = ("step", "loss", *ROW_FLOATS, "step_time_s", "queue_s", "weights_version")
@@ -41,8 +43,8 @@ class StepRow:
 
 def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
     """The row ``History.log(step, **figures)`` records, or ``ValueError`` naming what cannot be one: a step
-    that is not an integer in [0, 2**63), a figure that is not a real number, one with an empty name, or one named like
-    a steps column."""
+    that is not an integer in [0, 2**63), a figure that is not a real number, one with an empty name or a name that is
+    not valid Unicode (a lone surrogate: no table column holds it), or one named like a steps column."""
     if step is NO_STEP:  # History.log(step=3, ...)
         step = figures.pop("step", None)  # History.log's own **figures
     elif "step" in figures:  # History.log(1, step=...): it raised Python's "multiple values for argument 'step'"
@@ -54,6 +56,7 @@ def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
     for name, value in figures.items():
         if not name.strip():  # a column named "" (or " "): no plot or table can name it back
             raise ValueError(f"history.log: a figure needs a name, got {name!r}")
+        check_text(name, f"history.log: the figure name {name!r}")
         if name in STEP_COLUMNS:
             raise ValueError(
                 f"history.log: {name!r} is a column of the steps table ({', '.join(STEP_COLUMNS)}); log it under "

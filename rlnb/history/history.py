@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import wire
+from rlnb._options import check_int
 from rlnb.history.completion_log import CompletionLog, checked
 from rlnb.history.figures import NO_STEP, logged_figures
 from rlnb.history.listeners import Listeners
@@ -141,7 +142,9 @@ class History(HistoryViews):
             return list(self._records)
 
     def tail(self, n: int) -> list[Record]:
-        """The latest ``n`` records (cheap at any length)."""
+        """The latest ``n`` records (cheap at any length). ``n`` is an integer >= 0: ``tail(-1)`` gave ``[]`` in
+        silence, ``tail(2.5)`` a bare slicing TypeError."""
+        n = check_int("history.tail: n", n, 0)
         with self._lock:
             return self._records[-n:] if n > 0 else []
 

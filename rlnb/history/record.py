@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from rlnb import wire
+from rlnb.prompts import surrogate
 
 FORWARD_ONLY = "forward_only"
 """The ``params`` key that marks a forward-backward run ``forward_only``: an evaluation, whose loss is no part of
@@ -147,7 +148,8 @@ def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
 
 
 def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
-    """A ``log()`` row from ``metrics.jsonl``: an integer ``step`` and numbers; other values are left out."""
+    """A ``log()`` row from ``metrics.jsonl``: an integer ``step`` and numbers; other values are left out, and so is
+    a figure whose name is not valid Unicode (written before ``log`` refused it): no table column holds it."""
     step = row.get("step")
     if not (_integer(step) and step >= 0):
         bad.append(f"step = {step!r}"[:80])
@@ -156,7 +158,9 @@ def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
     for k, v in row.items():
         if k == "step":
             continue
-        if v is None or _number(v):
+        if surrogate(k) is not None:
+            bad.append(f"{k!r}: a name that is not valid Unicode text (a lone surrogate)")
+        elif v is None or _number(v):
             kept[k] = math.nan if v is None else float(v)
         else:
             bad.append(f"{k} = {v!r}"[:80])
@@ -165,8 +169,9 @@ def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
 
 def warn_bad(path: Path, bad: list[str]) -> None:
     if bad:
+        shown = list(dict.fromkeys(bad))[:3]  # a column left out from every row is named once
         warnings.warn(
-            f"{path}: left out {len(bad)} value(s) of the wrong type (e.g. {'; '.join(bad[:3])})",
+            f"{path}: left out {len(bad)} value(s) of the wrong type or name (e.g. {'; '.join(shown)})",
             RuntimeWarning,
             stacklevel=4,
         )

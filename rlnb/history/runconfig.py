@@ -12,6 +12,7 @@ from typing import Any, TypeGuard
 
 from rlnb.history.reading import loads
 from rlnb.history.record import LATEST_TIME
+from rlnb.prompts import check_text
 
 EARLIER = "earlier_sessions"
 """The config field that keeps each earlier session's own fields, oldest first, once a later session continued the
@@ -67,9 +68,13 @@ def check_annotation(fields: dict[str, Any]) -> None:
     for name, value in fields.items():  # one config.json cannot hold was kept, and failed every later write
         try:  # (the session's close too, which then left its sinks unflushed)
             loads(json.dumps({name: value}, default=str))
+            check_text(name, "its name")  # a lone surrogate is written as an escape, and no table or sink shows it
+            check_text(json.dumps(value, default=str, ensure_ascii=False), "its value (as JSON)")
         except (TypeError, ValueError, RecursionError) as exc:
-            raise ValueError(f"annotate: {name} cannot be written to config.json and read back ({exc}); give "
-                             "JSON-like values: str keys, at most 31 levels deep (nothing was annotated)") from None
+            shown = name.encode("utf-8", "backslashreplace").decode()  # printing a lone surrogate fails
+            raise ValueError(f"annotate: {shown} cannot be written to config.json and read back ({exc}); give "
+                             "JSON-like values: str keys, valid Unicode text, at most 31 levels deep (nothing was "
+                             "annotated)") from None
 
 
 def environment() -> dict[str, str]:

@@ -27,7 +27,6 @@ import os
 import time
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
-from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, SecretStr
@@ -38,6 +37,7 @@ from rlnb.errors import APIConnectionError, APITimeoutError
 from rlnb.remote import bodies
 from rlnb.remote.retry import RetryPolicy, http_date
 from rlnb.remote.transport import DeadlineTransport, deadline
+from rlnb.remote.urls import check_base_url
 
 log = logging.getLogger("rlnb")
 
@@ -70,21 +70,6 @@ class ServerFeatures:
     """``GET .../operations/{kind}/{id}?wait=S`` is served, for S up to this (rlnb serve)."""
     in_order: bool = False
     """A session's operations run one at a time in submission order (rlnb serve)."""
-
-
-def check_base_url(url: str, name: str) -> str:
-    """``url`` as a base URL: no credentials (``_secrets.check_url``), and no query or fragment, which the API's
-    paths would be appended to (``https://host/?api_key=sk-...`` sent every call to ``/`` with the key in its
-    query, and failed "404" naming neither). The ``ValueError`` names ``name`` and never shows the query."""
-    _secrets.check_url(url, name)
-    parts = urlsplit(url)
-    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
-        shown = parts._replace(query="", fragment="").geturl()
-        raise ValueError(
-            f"{name} must have no query (?...) or fragment (#...): rlnb appends the API's paths to it (got {shown} "
-            "and more); pass the API key as api_key"
-        )
-    return url
 
 
 def _check_seconds(name: str, value: object) -> None:

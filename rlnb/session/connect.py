@@ -7,12 +7,12 @@ import inspect
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from rlnb import wire
 from rlnb.history import History
 from rlnb.history.recording import check_recording
 from rlnb.prompts import tokenizer_spec
+from rlnb.remote.urls import check_base_url
 from rlnb.session.backend import Backend
 from rlnb.session.session import Session
 from rlnb.sinks.base import Sink
@@ -83,13 +83,9 @@ def check_target(target: Any) -> None:
         raise TypeError(f"target must be 'local' or an http(s):// URL, got {type(target).__name__} {target!r}")
     if target == "local":
         return
-    from rlnb.remote.calls import check_base_url  # httpx: only for a remote target
-
-    check_base_url(target, "the target (the base_url)")  # before anything quotes it: a message, a sweep or run folder
-    if not target.startswith(("http://", "https://")):
+    if "://" not in target:  # "locl", "localhost:8000": no URL, so no credentials in one to hide
         raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
-    if not urlsplit(target).hostname:  # "http://" was sent 6 times over 14 s, then "missing an 'http://' protocol"
-        raise ValueError(f"the target (the base_url) {target!r} names no host: use an http(s)://host[:port] URL")
+    check_base_url(target, "the target (the base_url)")  # before anything quotes it: a message, a sweep or run folder
 
 
 def keywords(target: str) -> frozenset[str]:

@@ -650,3 +650,43 @@ def test_a_nameless_figure_and_a_runs_path_that_is_no_folder_are_refused(tmp_pat
     with pytest.raises(TypeError, match="path must be a path"):
         rlnb.runs(5)
     assert rlnb.runs(tmp_path / "none yet").empty
+
+
+def test_a_figure_name_that_is_not_valid_unicode_is_refused_and_an_old_run_holding_one_loads_without_it(tmp_path):
+    """tnb U1: ``history.log(1, **{"a\\ud800": 1.0})`` (a lone surrogate) was kept, and from then on ``steps`` and
+    ``logged`` raised UnicodeEncodeError (pyarrow's strings), in memory and in every load of the run. Now refused
+    naming it; a run folder written before holds the column: loaded without it, a warning naming it, nothing else
+    lost."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.forward_backward([samples.cross_entropy([1, 2, 3])])
+    s.optim_step().result(30)
+    with pytest.raises(ValueError, match=r"history.log: the figure name 'a\\ud800' holds a lone surrogate"):
+        s.history.log(1, **{"a\ud800": 1.0}, reward=0.5)
+    s.history.log(1, reward=0.5)
+    assert s.history.logged.to_dict("records") == [{"step": 1, "reward": 0.5}] and len(s.history.steps) == 1
+    s.close()
+    with open(tmp_path / "r" / "metrics.jsonl", "a") as fh:  # as json.dumps wrote it before log refused it
+        for step in (2, 3):
+            fh.write(json.dumps({"step": step, "a\ud800": 1.0, "reward": 0.25}) + "\n")
+    with pytest.warns(RuntimeWarning, match=r"metrics.jsonl: left out 2 value\(s\) .*'a\\ud800': a name that is not "
+                                            r"valid Unicode text") as caught:
+        h = History.load(tmp_path / "r")
+    assert len([w for w in caught if "a\\ud800" in str(w.message)]) == 1
+    assert h.logged.to_dict("records") == [{"step": n, "reward": r} for n, r in ((1, 0.5), (2, 0.25), (3, 0.25))]
+    assert h.steps["reward"].tolist() == [0.5]
+    listing = runs(tmp_path)  # listed, with the warning as its note
+    assert listing.run_id.tolist() == ["r"] and "'a\\ud800': a name that is not valid" in listing.error[0]
+
+
+def test_tail_takes_a_count_of_records_and_refuses_anything_else_naming_n():
+    """tnb U4: ``history.tail(-1)`` gave ``[]`` in silence, ``tail(2.5)`` a bare "slice indices must be integers"."""
+    import numpy as np
+
+    s = rlnb.Session(FakeBackend(), record=False)
+    s.forward_backward([samples.cross_entropy([1, 2, 3])])
+    s.optim_step().result(30)
+    for n in (-1, 2.5, "2", True, None):
+        with pytest.raises(ValueError, match=r"^history.tail: n must be an integer >= 0, got "):
+            s.history.tail(n)
+    assert [r.kind for r in s.history.tail(np.int64(1))] == [wire.OperationKind.OPTIM_STEP]
+    assert [r.seq for r in s.history.tail(5)] == [0, 1] and s.history.tail(0) == []

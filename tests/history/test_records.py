@@ -190,6 +190,16 @@ def test_a_run_id_longer_than_a_folder_name_is_refused_up_front(tmp_path):
         assert s.history.path is not None and s.history.path.is_dir()
 
 
+def test_a_run_id_with_a_lone_surrogate_is_a_value_error_naming_run_id(tmp_path):
+    """tnb U2: ``run_id="x\ud800y"`` was a bare UnicodeEncodeError from the size check, naming nothing."""
+    runs = tmp_path / "runs"
+    with pytest.raises(ValueError, match=r"run_id holds a lone surrogate, '\\ud800' at position 1"):
+        rlnb.connect("local", run_id="x\ud800y", runs_dir=runs)
+    with pytest.raises(ValueError, match="run_id holds a lone surrogate"):
+        History.create({}, runs, "x\ud800y")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_run_id_that_is_a_symlink_in_the_runs_folder_is_refused(tmp_path):
     runs, target = tmp_path / "runs", tmp_path / "elsewhere"
     runs.mkdir()
@@ -882,6 +892,21 @@ def test_annotate_refuses_what_config_json_cannot_hold_and_the_close_still_flush
     s.close()
     assert History.load(tmp_path / "r").config["grid"] == {"1,2": 0.5}
     assert (tmp_path / "tb" / "r").is_dir() and list((tmp_path / "tb" / "r").iterdir())  # the close flushed it
+
+
+def test_annotate_refuses_a_field_that_is_not_valid_unicode_naming_it(tmp_path):
+    """tnb U1: ``annotate(label="a\\ud800")`` (a lone surrogate, in a name or anywhere in a value) was kept and
+    written as an escape: ``rlnb.compare`` of the run then failed (UnicodeEncodeError). Now a ValueError naming the
+    field; nothing kept, on disk or in memory."""
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r") as s:
+        before = (tmp_path / "r" / "config.json").read_text()
+        for fields, named in (({"label": "a\ud800"}, "label"), ({"l\ud800": 1}, r"l\\ud800"),
+                              ({"grid": {"k\udcff": [1]}}, "grid"), ({"tags": ["ok", "b\udfff"]}, "tags")):
+            with pytest.raises(ValueError, match=f"annotate: {named} cannot be written .*lone surrogate"):
+                s.history.annotate(note="kept?", **fields)
+        assert "note" not in s.history.config and (tmp_path / "r" / "config.json").read_text() == before
+        s.history.annotate(label="café 日本")
+    assert History.load(tmp_path / "r").config["label"] == "café 日本"
 
 
 def test_the_html_summary_of_a_loaded_run_escapes_what_the_run_folder_says(tmp_path):

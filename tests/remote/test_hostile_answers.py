@@ -293,6 +293,24 @@ def test_a_target_that_names_no_host_is_refused_before_anything_is_sent(url):
     assert not sent
 
 
+@pytest.mark.parametrize("url", ["http://", "https://:443", "http:///v1", "ftp://rl.test", "rl.test:8000"])
+def test_an_api_client_base_url_that_names_no_host_or_no_http_scheme_is_refused_before_anything_is_sent(
+    url, monkeypatch
+):
+    """tnb U3: ``APIClient("http://")`` (and ``$TOGETHER_BASE_URL`` so set) was taken, as ``connect``'s target was
+    before F1; its first call was retried for seconds, then failed "missing an 'http://' protocol", which it has. One
+    check (``rlnb.remote.urls.check_base_url``) now serves both."""
+    sent: list[httpx.Request] = []
+    transport = httpx.MockTransport(lambda request: sent.append(request) or httpx.Response(500))
+    problem = r"names no host" if "://" in url and url.startswith("http") else r"must be an http\(s\)://host"
+    with pytest.raises(ValueError, match=rf"^base_url .*{problem}"):
+        APIClient(url, api_key=KEY, transport=transport, max_retries=0)
+    monkeypatch.setenv("TOGETHER_BASE_URL", url)
+    with pytest.raises(ValueError, match=rf"^TOGETHER_BASE_URL .*{problem}"):
+        APIClient(api_key=KEY, transport=transport, max_retries=0)
+    assert not sent
+
+
 @pytest.mark.parametrize("url", [f"https://rl.test/?api_key={KEY}", "https://rl.test#v1", "https://rl.test/?"])
 def test_a_base_url_with_a_query_or_fragment_is_refused_before_anything_is_sent(url, monkeypatch):
     """``https://host/?api_key=sk-...`` sent every call to ``/``, the key in its query, and failed "404 ... GET

@@ -52,6 +52,24 @@ def test_a_bad_key_from_the_environment_is_named_as_the_variable(monkeypatch):
     assert KEY not in str(info.value)
 
 
+@pytest.mark.parametrize("key", ["Q", "Qz7", "sk-Qz7x"])
+def test_a_key_too_short_to_be_one_is_refused_at_connect_without_quoting_it(key, monkeypatch):
+    """tnb U6: ``api_key="k"`` was sent, and masking it made every "k" of an error "***" ("Name or service not
+    ***nown"). A key under 8 characters is a placeholder (Together's have dozens; rlnb serve without --token needs
+    none): refused naming the argument or variable and the length, never the key; 8 characters are a key."""
+    sent, transport = recording()
+    with pytest.raises(ValueError, match=rf"^api_key is {len(key)} character\(s\) long: an API key has at least 8"
+                       ) as info:  # fmt: skip
+        rlnb.connect(BASE, api_key=key, transport=transport, record=False)
+    assert key not in everything_in(info.value) and sent == []
+    monkeypatch.setenv("TOGETHER_API_KEY", key)
+    with pytest.raises(ValueError, match=r"^TOGETHER_API_KEY is \d character\(s\) long"):
+        APIClient(BASE, transport=transport)
+    assert key not in _secrets.known()
+    client = APIClient(BASE, api_key=key + "x" * (8 - len(key)), transport=transport)
+    client.close()
+
+
 def test_a_key_of_another_type_is_a_type_error_naming_api_key():
     with pytest.raises(TypeError, match="api_key must be a str, got int"):
         APIClient(BASE, api_key=123456789012, transport=recording()[1])  # type: ignore[arg-type]

@@ -69,8 +69,8 @@ def test_the_signing_key_is_written_whole_or_not_at_all(tmp_path, monkeypatch, c
 def test_an_empty_key_cannot_forge_a_download(tmp_path):
     """The attack of issue 19: sign a URL with the empty key and download a checkpoint without a token."""
     state_dir = tmp_path / "state"
-    with app_client(tmp_path / "ckpt", state_dir=state_dir, token="t") as c:
-        auth = {"Authorization": "Bearer t"}
+    with app_client(tmp_path / "ckpt", state_dir=state_dir, token="t-secret") as c:
+        auth = {"Authorization": "Bearer t-secret"}
         rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}, headers=auth).json()["id"]
         sid = c.post("/training-sessions", json={"model_resources_id": rid}, headers=auth).json()["id"]
         key = {"Idempotency-Key": "k", **auth}

@@ -92,7 +92,7 @@ def test_a_sweep_whose_ray_is_refused_leaves_no_folder(tmp_path, monkeypatch):
     resumed = sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, executor="threads").attrs["path"]
     monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
     with pytest.raises(ImportError, match=r"executor='ray' needs Ray: pip install 'rlnb\[ray\]'"):
-        sweep(BASE, target=NOWHERE, api_key="k", steps=1, runs_dir=tmp_path, progress=False, executor="ray")
+        sweep(BASE, target=NOWHERE, api_key="sk-any-key", steps=1, runs_dir=tmp_path, progress=False, executor="ray")
     with pytest.raises(ImportError, match=r"executor='ray' needs Ray"):
         sweep(BASE, steps=1, resume=resumed, progress=False, executor="ray", max_concurrent=1)
     assert list(tmp_path.iterdir()) == [Path(resumed)]
