@@ -137,7 +137,7 @@ class OperationsMixin:
         long-polls, register checkpoints."""
         with self.lock:
             op = s.ops.get(env.id)
-            if op is not None and op.env.status in wire.TERMINAL_STATUSES:  # abandoned by a stop: its end is said
+            if op is not None and op.abandoned:  # by a stop, which said its end
                 return
             new = op is None
             if op is None:

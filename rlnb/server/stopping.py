@@ -57,6 +57,7 @@ def abandon(registry: Registry, timeout: float | None, hurry: threading.Event | 
             for op in [op for op in s.ops.values() if op.env.status not in wire.TERMINAL_STATUSES]:
                 message = ABANDONED.format(status=op.env.status, why=why)
                 op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, message)
+                op.abandoned = True
                 registry._save_op(s, op)
                 s.finish(op.env.id, registry.settings.max_kept_operations)
                 said.append(f"{op.kind} operation {op.env.id} of session {s.id}")
