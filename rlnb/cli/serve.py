@@ -172,7 +172,7 @@ def _serve_app(
         code = exc.code if isinstance(exc.code, int) else 0
     abandoned = app.state.registry.abandoned or []
     for what in abandoned:
-        print(f"rlnb serve: abandoned {what}, still running when the stop gave up on it (FAILED"
+        print(f"rlnb serve: abandoned {what}, unfinished when the stop gave up on it (FAILED"
               f"{' in --state-dir' if args.state_dir else ''})", file=sys.stderr)  # fmt: skip
     return code, bool(abandoned)
 
