@@ -7,6 +7,7 @@ demo's, so a change to serving touches one module. The server (uvicorn, torch) i
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import sys
@@ -95,11 +96,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         scratch_path, lock = scratch_folder()
         scratch = str(scratch_path)
     try:
-        return _serve_app(args, models, scratch, extra, limits)
+        code, abandoned = _serve_app(args, models, scratch, extra, limits)
     finally:
         if scratch is not None:
             _remove_scratch(scratch)
             release(lock)
+    if abandoned:  # their torch work still runs on worker threads: interpreter exit would wait for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _remove_scratch(scratch: str) -> None:
@@ -117,7 +123,8 @@ def _remove_scratch(scratch: str) -> None:
 def _serve_app(
     args: argparse.Namespace, models: dict[str, str], scratch: str | None, extra: dict[str, Any],
     limits: dict[str, Any],
-) -> int:
+) -> tuple[int, bool]:
+    """The server until it is stopped: its exit code, and whether operations were abandoned still running."""
     from rlnb.server.app import app_for, bind, url_host
     from rlnb.server.app import run as listen
     from rlnb.server.state import StateDirError
@@ -127,7 +134,7 @@ def _serve_app(
         # locked: an in-process caller whose bind failed held --state-dir's lock until its registry was collected
     except ValueError as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
-        return 2
+        return 2, False
     try:
         app = app_for(
             args.host,
@@ -147,7 +154,7 @@ def _serve_app(
     except (ValueError, StateDirError) as exc:
         sock.close()
         print(f"rlnb serve: {exc}", file=sys.stderr)
-        return 2
+        return 2, False
     # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
     print(f"rlnb serve: http://{url_host(args.host)}:{args.port} (give it to rlnb.connect or Together(base_url=...); "
           "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
@@ -155,12 +162,19 @@ def _serve_app(
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks (the checkpoints'
     # temporary folder), not by the default handler
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    code = 0
     try:
         listen(app, sock)
     except KeyboardInterrupt:  # Ctrl-C: uvicorn shuts down, then re-raises it (a traceback through asyncio's runner)
         print("rlnb serve: stopped (Ctrl-C)", file=sys.stderr)
-        return 130
-    return 0
+        code = 130
+    except SystemExit as exc:  # SIGTERM, re-raised by uvicorn once it has shut down: the handler above
+        code = exc.code if isinstance(exc.code, int) else 0
+    abandoned = app.state.registry.abandoned or []
+    for what in abandoned:
+        print(f"rlnb serve: abandoned {what}, unfinished when the stop gave up on it (FAILED"
+              f"{' in --state-dir' if args.state_dir else ''})", file=sys.stderr)  # fmt: skip
+    return code, bool(abandoned)
 
 
 def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:

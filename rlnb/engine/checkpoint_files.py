@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
-import re
 import shutil
-import socket
 import stat
 import sys
 import tempfile
@@ -22,17 +19,11 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from rlnb.engine import held
+from rlnb.engine.leftovers import _HOST, remove_leftovers
 
 Variant = Literal["merged", "adapter"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
 
-_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
-"""Which machine wrote a partial: a process id says whether its writer is alive only on the machine it ran on."""
-_PARTIAL = re.compile(
-    r"\.(ckpt-(?:train-[0-9a-f]{12}\.pt|infer-[0-9a-f]{12}))(?:\.(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[0-9a-f]{8})?\.partial"
-)
-"""The partials of the checkpoints a session names (``.<id>.pt.<host>-<pid>-<nonce>.partial``, or a folder; rlnb
-before the writer's host and pid were in the name wrote ``.<id>.pt.partial``). No other file is ever removed."""
 
 
 class UnsafeCheckpointFile(ValueError):
@@ -165,45 +156,6 @@ def _unsafe(ckpt_id: str, path: Path) -> UnsafeCheckpointFile:
                                      "socket): reading it would wait for ever")  # fmt: skip
     error.file = path
     return error
-
-
-def remove_leftovers(folder: Path) -> None:
-    """Remove the partials in ``folder`` that a process of this machine, now dead, left mid-save (and those of rlnb
-    before partials named their writer); a live writer's (its pid alive here, or its lock held: ``held``), another
-    machine's and any other file are kept."""
-    try:
-        entries = list(folder.iterdir())
-    except OSError as exc:  # a folder that can be written but not listed (mode -wx): saves still work
-        warnings.warn(f"checkpoint_dir {str(folder)!r} cannot be listed ({exc.strerror or exc}): partial checkpoints "
-                      "an ended process left there are not looked for", RuntimeWarning, stacklevel=2)  # fmt: skip
-        return
-    for entry in entries:
-        match = _PARTIAL.fullmatch(entry.name)
-        if match is None or match["host"] not in (None, _HOST) or match["pid"] and _alive(int(match["pid"])):
-            continue
-        try:
-            with held.unheld(entry) as dead:  # a live writer in another container (one hostname) holds its lock
-                if dead and entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry)
-                elif dead:
-                    entry.unlink(missing_ok=True)
-        except FileNotFoundError:  # another process's cleanup got there first
-            continue
-        except OSError as exc:  # the save or session goes on; what stays is said
-            warnings.warn(f"a partial checkpoint an ended process left could not be removed: {exc.filename or entry}: "
-                          f"{exc.strerror or exc}", RuntimeWarning, stacklevel=2)  # fmt: skip
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid() or os.name != "posix":  # on Windows, os.kill(pid, 0) would end the process
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: alive, another user's
-        return True
-    return True
 
 
 def _fsync(path: Path) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from rlnb.server import stopping
 from rlnb.server.errors import install_error_handlers
 from rlnb.server.faults import FaultInjector
 from rlnb.server.limits import BodyLimit
@@ -50,7 +51,8 @@ class Advertise:
 
 
 def _lifespan(registry: Registry) -> Callable[[FastAPI], Any]:
-    """Runs the inactivity reaper while the app serves; closes every session at shutdown."""
+    """Runs the inactivity reaper while the app serves; closes every session at shutdown, giving their running
+    operations ``STOP_DEADLINE`` seconds, or until ``app.state.hurry`` is set (a second Ctrl-C)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -67,7 +69,7 @@ def _lifespan(registry: Registry) -> Callable[[FastAPI], Any]:
         finally:
             stop.set()
             reaper.join()
-            registry.close()
+            registry.close(stopping.STOP_DEADLINE, app.state.hurry)
 
     return lifespan
 
@@ -93,7 +95,7 @@ def create_app(
     app = FastAPI(
         title="rlnb serve — Together-compatible RL training sessions", version="R-new", lifespan=_lifespan(registry)
     )
-    app.state.registry = registry
+    app.state.registry, app.state.hurry = registry, threading.Event()
     install_error_handlers(app)
 
     @app.get("/health", include_in_schema=False)
@@ -157,9 +159,22 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def run(app: FastAPI, sock: socket.socket) -> None:
-    """Serve ``app`` with uvicorn on ``sock`` (from ``bind``) until interrupted."""
+    """Serve ``app`` with uvicorn on ``sock`` (from ``bind``) until interrupted. A second signal while it stops
+    abandons the running operations at once (``app.state.hurry``); a stop that skipped the app's shutdown (uvicorn
+    does on a second Ctrl-C during ``SHUTDOWN_GRACE``) closes the registry here, abandoning them too."""
     import uvicorn
+
+    hurry: threading.Event = app.state.hurry
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.should_exit:
+                hurry.set()
+            super().handle_exit(sig, frame)
 
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE)
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        Server(config).run(sockets=[sock])
+    finally:
+        app.state.registry.close(0)

@@ -137,6 +137,8 @@ class OperationsMixin:
         long-polls, register checkpoints."""
         with self.lock:
             op = s.ops.get(env.id)
+            if op is not None and op.abandoned:  # by a stop, which said its end
+                return
             new = op is None
             if op is None:
                 op = s.ops[env.id] = OpRecord(kind, env, key=key, fingerprint=fingerprint)

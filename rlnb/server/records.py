@@ -48,6 +48,8 @@ class OpRecord:
     """The Idempotency-Key it was submitted with."""
     fingerprint: str = ""
     """Of the body it was submitted with (``limits.fingerprint``): the key is bound to it."""
+    abandoned: bool = False
+    """Recorded FAILED by a stop that gave up on it (``stopping.abandon``): what its worker reports later is not."""
 
 
 @dataclass

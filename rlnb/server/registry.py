@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import wire
+from rlnb.server import stopping
 from rlnb.server.backends import checkpoint_dir, make_backend
 from rlnb.server.errors import ServerError, not_found
 from rlnb.server.limits import check_labels, check_lora
@@ -58,6 +59,8 @@ class Registry(ResourcesMixin, OperationsMixin):
         self.payloads = PayloadStore(self.lock, settings, clock)
         self._closers: set[threading.Thread] = set()
         """Threads closing stopped sessions' backends (``_close_later``)."""
+        self.abandoned: list[str] | None = None
+        """Once closed: the operations the stop gave up on (``close``)."""
         self.journal = Journal(settings.state_dir) if settings.state_dir is not None else None
         try:
             key = self.journal.signing_key() if self.journal is not None else secrets.token_bytes(32)
@@ -71,31 +74,28 @@ class Registry(ResourcesMixin, OperationsMixin):
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
-    def close(self) -> None:
-        """Shut down: active sessions end ERROR (as after a crash, but their queued operations are
-        recorded FAILED by their workers), sessions stopped before are closed in full, then the journal
-        is closed."""
+    def close(self, timeout: float | None = None, hurry: threading.Event | None = None) -> list[str]:
+        """Shut down: active sessions end ERROR (their queued operations FAILED by their workers), backends close,
+        then the journal. What still runs after ``timeout`` s or ``hurry`` is abandoned (``stopping``) and named."""
+        if self.abandoned is not None:
+            return self.abandoned
         with self.lock:
             active = [s for s in self.sessions.values() if s.status in wire.SESSION_ACTIVE]
             for s in active:
                 self._end(s, wire.SessionStatus.ERROR, RESTARTED.format(status=s.status))
-        self._close(active)
-        self.settle()
+        for s in active:  # each on a thread of its own: one deadline for all
+            self._close_later([s])
+        if stopping.settle(self, timeout, hurry):
+            self.abandoned = []
+        else:
+            self.abandoned = stopping.abandon(self, timeout, hurry)
         if self.journal is not None:
             self.journal.close()
+        return self.abandoned
 
     def settle(self, timeout: float | None = None) -> bool:
         """Wait until every stopped session's backend is closed and let go; False if ``timeout`` passed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            with self.lock:
-                closers = list(self._closers)
-            if not closers:
-                return True
-            for t in closers:
-                t.join(None if deadline is None else max(deadline - time.monotonic(), 0))
-            if deadline is not None and time.monotonic() >= deadline:
-                return not any(t.is_alive() for t in closers)
+        return stopping.settle(self, timeout)
 
     # -- the journal -----------------------------------------------------------------------------
 
@@ -116,6 +116,8 @@ class Registry(ResourcesMixin, OperationsMixin):
         root = checkpoint_dir(self.settings)
         assert root is not None  # a state directory gives a checkpoint folder
         restored = restore(saved, root)
+        known = [c.path for c in restored.checkpoints.values()]
+        stopping.clear_leftovers(root, known, own=self.settings.checkpoint_dir is None)
         self.resources.update(restored.resources)
         self.sessions.update(restored.sessions)
         self.checkpoints.update(restored.checkpoints)

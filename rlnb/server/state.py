@@ -160,6 +160,7 @@ class Journal:
                 if fh is not None:
                     with contextlib.suppress(OSError):
                         fh.close()
+            self._fh = None  # a line after the close (an abandoned operation's worker, at last) is not written
 
 
 class _OpLines:

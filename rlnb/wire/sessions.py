@@ -163,6 +163,16 @@ class StartTrainingSessionRequest(_Request):
 
     _text = field_validator("display_name", "metadata")(_unicode)
 
+    @field_validator("resume_from_checkpoint_id")
+    @classmethod
+    def _resume_named(cls, value: str | None) -> str | None:
+        """``""`` (an unset variable) was looked up as a checkpoint: 404 "checkpoint '' not found". Read as no value,
+        as elsewhere, it would start from scratch a session meant to resume: refused, naming the field."""
+        if value == "":
+            raise ValueError("resume_from_checkpoint_id is empty (an empty string is no value): give a training "
+                             "checkpoint's id, or leave it out to start from the base model")  # fmt: skip
+        return value
+
 
 class UpdateSessionRequest(_Request):
     """Change a session's display name or metadata (PATCH)."""

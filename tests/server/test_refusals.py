@@ -137,3 +137,24 @@ def test_load_optimizer_without_a_resume_is_refused_not_ignored(c):
         err = error_of(c.post("/training-sessions", json={"model_resources_id": rid, "load_optimizer": value}))
         assert err["param"] == "load_optimizer" and "resume_from_checkpoint_id" in err["message"]
     assert c.get("/training-sessions", params={"model_resources_id": rid}).json()["data"] == []
+
+
+def test_an_empty_resume_from_checkpoint_id_is_refused_as_no_value(c):
+    """``""`` (an unset variable) was looked up as a checkpoint's id: 404 "checkpoint '' not found"."""
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+    err = error_of(c.post("/training-sessions", json={"model_resources_id": rid, "resume_from_checkpoint_id": ""}))
+    assert err["param"] == "resume_from_checkpoint_id" and "an empty string is no value" in err["message"], err
+    assert c.get("/training-sessions", params={"model_resources_id": rid}).json()["data"] == []
+
+
+def test_an_unknown_operation_kind_is_a_404_naming_it_and_the_kinds(c):
+    """``operations/bogus`` was FastAPI's route miss: 404 "Not Found", ``param`` null, unlike every other 404."""
+    _, sid = new_session(c)
+    base = f"/training-sessions/{sid}/operations"
+    for r in (c.post(f"{base}/bogus", json={}, headers={"Idempotency-Key": "k"}), c.get(f"{base}/bogus/some-id")):
+        err = error_of(r, 404)
+        assert err["param"] == "kind" and "unknown operation kind 'bogus'" in err["message"], err
+        assert all(kind in err["message"] for kind in wire.OperationKind), err
+    assert c.get(f"{base}/forward-backward").status_code == 405  # a known kind, the wrong method: as before
+    assert c.post(f"{base}/forward-backward/some-id", json={}).status_code == 405
+    assert error_of(c.get(f"{base}/optim-step/some-id"), 404)["param"] == "operation_id"

@@ -138,3 +138,14 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
 
 for _kind, _request_type in wire.REQUEST_TYPES.items():
     _add_routes(_kind, _request_type)
+
+
+def _unknown_kind(kind: str) -> None:
+    """A kind this API does not have (``operations/bogus``, a typo) was FastAPI's route miss, 404 "Not Found" naming
+    nothing; now it names the kind and the kinds there are. After every kind's routes: only a miss gets here."""
+    kinds = ", ".join(wire.OperationKind)
+    raise ServerError(404, f"unknown operation kind {kind!r}: the kinds are {kinds}", param="kind")
+
+
+router.add_api_route("/{kind}", _unknown_kind, methods=["POST"], include_in_schema=False)
+router.add_api_route("/{kind}/{operation_id}", _unknown_kind, methods=["GET"], include_in_schema=False)
