@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 from matplotlib.axes import Axes
+from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
 from rlnb.viz.plots import NotebookFigure
 
+from .trial import RESULT_COLUMNS
+
+LR = "learning_rate"
 EMPTY = "no finished trials yet"
 """``search_plot``'s title while no trial has a value to draw."""
 MARKERS = {"COMPLETED": ("o", "C0"), "PRUNED": ("x", "C3"), "FAILED": ("s", "0.3"), "STOPPED": ("^", "0.6")}
@@ -17,17 +21,20 @@ def _axes(ax: Axes | None) -> Axes:
     return ax if ax is not None else NotebookFigure(figsize=(5, 3), layout="constrained").add_subplot()
 
 
-def search_plot(trials: pd.DataFrame, x: str = "learning_rate", y: str = "value", ax: Axes | None = None) -> Axes:
+def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax: Axes | None = None) -> Axes:
     """``y`` (default: the objective, the mean of the last 5 steps) against ``x`` per trial, one marker
-    per status; the best completed trial (the highest reward, the lowest loss, ``value`` as the objective says) is
-    starred and named in the legend. Titled "no finished trials yet" while no trial has a ``y``: a sweep stopped
-    before its trials started draws them by status; an Optuna search stopped before its first trial (a table with
-    no rows, nor the columns of its space) draws empty axes, not an error naming a column it has no row to hold."""
+    per status; ``x`` by default the learning rate, else (a space without it) the first numeric parameter
+    searched, named in the title (it was a ``ValueError`` saying ``learning_rate`` is not a column); the best
+    completed trial (the highest reward, the lowest loss, ``value`` as the objective says) is starred and named in
+    the legend. Titled "no finished trials yet" while no trial has a ``y``: a sweep stopped before its trials started
+    draws them by status; an Optuna search stopped before its first trial (a table with no rows, nor the columns of
+    its space) draws empty axes, not an error naming a column it has no row to hold."""
     ylabel = f"{trials.attrs.get('objective', 'reward')} (mean of the last 5 steps)" if y == "value" else y
     if trials.empty:
         ax = _axes(ax)
-        ax.set(title=EMPTY, xlabel=x, ylabel=ylabel)
+        ax.set(title=EMPTY, xlabel=x or LR, ylabel=ylabel)
         return ax
+    chosen, x = x is None, x or searched(trials)
     check_column(trials, "x", x)
     check_column(trials, "y", y)
     ax = _axes(ax)
@@ -40,13 +47,29 @@ def search_plot(trials: pd.DataFrame, x: str = "learning_rate", y: str = "value"
         best = done.loc[done[y].idxmax() if _maximise(trials, y) else done[y].idxmin()]
         ax.scatter([best[x]], [best[y]], marker="*", s=220, color="gold", edgecolor="k", zorder=3,
                    label=f"best {x} {best[x]:.2g}")  # fmt: skip
-    if x in ("learning_rate", "adam.learning_rate", "eps", "weight_decay") and (trials[x] > 0).all():
+    if x in (LR, "adam.learning_rate", "eps", "weight_decay") and (trials[x] > 0).all():
         ax.set_xscale("log")
     ax.set(xlabel=x, ylabel=ylabel)
     if trials[y].isna().all():
         ax.set_title(EMPTY)
+    elif chosen and x != LR:
+        ax.set_title(f"against {x}, the first numeric parameter searched (no {LR})", fontsize="medium")
     ax.legend(loc="best", fontsize="small")
     return ax
+
+
+def searched(trials: pd.DataFrame) -> str:
+    """``search_plot``'s default ``x``: the learning rate if searched, else the first numeric column of the trials'
+    configs (a row is its trial, label, config in the space's order, seed, then results: ``RESULT_COLUMNS``);
+    ``ValueError`` naming ``x`` when there is none (a search of the optimizer alone)."""
+    if LR in trials.columns:
+        return LR
+    config = [c for c in trials.columns if c not in RESULT_COLUMNS]
+    numeric = [c for c in config if is_numeric_dtype(trials[c]) and not is_bool_dtype(trials[c])]
+    if not numeric:
+        raise ValueError(f"x: these trials searched no numeric parameter (their config columns: "
+                         f"{', '.join(map(str, config)) or 'none'}); pass x= a numeric column")  # fmt: skip
+    return str(numeric[0])
 
 
 def check_column(trials: pd.DataFrame, name: str, column: str, numeric: bool = False) -> None:

@@ -2,8 +2,9 @@
 (``rlnb.widgets.muon_units``).
 
 **Find LR** runs ``rlnb.sweep.lr_find`` on a background thread, on a copy of the RunPanel's session
-(else a fresh local session of ``model``), probing the panel's task (a builder on its own: ``lr_find``'s default,
-the digits task), which its status line names; errors show in the status line and in ``.error``. Its
+(else a fresh local session of ``model``), probing the panel's task or its own ``step_fn`` (``own_probe``; a
+builder on its own: ``lr_find``'s default, the digits task), which its status line names; errors show in the status
+line and in ``.error``. Its
 suggestion (Muon: with the AdamW rate at the config's ratio) shows beside the plot and changes nothing
 until **Apply** is clicked. While the builder is invalid, Find LR is disabled and says why.
 """
@@ -93,6 +94,9 @@ class LRFinderControls(MuonUnits):
             raise RuntimeError("Find LR waits: a range test is going (the Find LR button's); stop() or join() it first")
         kind = self.builder.kind
         options = dict(self.options)
+        own = self.own_step()  # a RunPanel's step_fn, adapted, else None (its task, or the options' step_fn)
+        if own is not None:
+            options["step_fn"], options["objective"] = own, own.objective
         options.setdefault("stop", self._halt)
         options.setdefault("progress", self._progress)
         if self.session is None:
@@ -100,7 +104,8 @@ class LRFinderControls(MuonUnits):
             if kind == "muon":
                 options.setdefault("muon_scaling", self.scaling.value)
         self.apply_button.disabled = True
-        self._probe = html.escape(self.probe())
+        probe = self.probe(own.objective if own is not None else None)
+        self._probe = html.escape(probe)
         self._say(f"range test of {self._probe} running …")
         try:
             result = lr_find(self.builder.params, self.session, **options)
@@ -109,16 +114,30 @@ class LRFinderControls(MuonUnits):
         self.plot.value = png(result.figure())
         self.plot.layout.display = None
         self.result = result
-        self._said = html.escape(self.describe(result, self.probe()))
+        self._said = html.escape(self.describe(result, probe))
         self._say(self._said)
         self.apply_button.disabled = result.params is None
         return result
 
-    def probe(self) -> str:
+    def own_step(self) -> Any:
+        """The step_fn of the RunPanel holding the builder as ``lr_find``'s (``own_probe.OwnStep``), or None: no
+        panel, a panel's RL task, or ``options["step_fn"]`` given. ``ValueError`` saying why and how when that
+        step_fn cannot be probed (its last step had no reward or loss): it probed the first_letter task instead."""
+        from rlnb.widgets.own_probe import OwnStep, objective_of
+
+        panel: Any = getattr(self.builder, "panel", None)
+        step_fn = getattr(panel, "own_step_fn", None)
+        if step_fn is None or self.options.get("step_fn") is not None:
+            return None
+        return OwnStep(step_fn, *objective_of(panel.session, panel.returned, self.options.get("objective")))
+
+    def probe(self, own: str | None = None) -> str:
         """What a range test runs, in words: ``the first_letter task`` (a RunPanel's), ``the digits task``
-        (``lr_find``'s default), ``your step_fn``."""
+        (``lr_find``'s default), ``your step_fn``, ``your step_fn's loss`` (a panel's, following ``own``)."""
         from rlnb.tasks import digits_task
 
+        if own is not None:
+            return f"your step_fn's {own}"
         if self.options.get("step_fn") is not None:
             return "your step_fn"
         return f"the {getattr(self.options.get('task') or digits_task(), 'name', '?')} task"
@@ -172,6 +191,13 @@ class LRFinderControls(MuonUnits):
         """Run on a background thread (the button); errors show in the status line and in ``.error``."""
         if self.running or not self.builder.valid or self.busy() is not None:
             self.sync()
+            return
+        try:  # refused here, saying why: a panel's step_fn that returns nothing to follow
+            self.own_step()
+        except ValueError as exc:
+            self.error = exc
+            self._said = f"<span style='color:{RED}'>✗ {html.escape(str(exc))}</span>"
+            self._say(self._said)
             return
         self.error = None
         self.button.disabled = True

@@ -77,6 +77,8 @@ class RunPanel:
         # the session, and two trainings would share the cores): the hooks are the last panel's given the builder.
         turns.take(self)
         self.step_fn = step_fn or self._rl_step
+        self.own_step_fn = step_fn  # Find LR probes it (``own_probe``) by what its last step returned, these names:
+        self.returned: tuple[str, ...] | None = None
         self._logs = step_fn is not None  # the default step logs its own figures (rl_step logs the RL metrics)
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
         self.run_button = W.Button(description="Run N", icon="play")
@@ -209,6 +211,7 @@ class RunPanel:
                 step = self._step = self.session.step
                 seen = str(step)  # the step ran: a refused figure stops the run after it, and says so
                 figured = log_figures(self.session, step, returned, self._logs)
+                self.returned = tuple(figured or ())
                 self._show_run(done_text(step, done, n, figured))
                 self._sync_schedule(step)
         # every failure of a step is shown; none is lost. BaseException too: a step's SystemExit (argparse reading the

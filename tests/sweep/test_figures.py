@@ -84,13 +84,33 @@ def test_a_column_the_trials_lack_is_named():
                                          r"weight_decay, seed, final_reward, value"):  # fmt: skip
         summarize(trials, metric="reward")
     with pytest.raises(ValueError, match="x='learning_rate' is not a column of these trials"):
-        search_plot(trials)
+        search_plot(trials, x="learning_rate")
     with pytest.raises(ValueError, match="y='reward' is not a column of these trials"):
         search_plot(trials, x="weight_decay", y="reward")
     assert len(search_plot(trials, x="weight_decay").collections) == 2  # the completed trials and the best
     for n in (2.5, -1, True):
         with pytest.raises(ValueError, match=rf"n must be an integer in \[1, 10000\], got {n}"):
             random_search(n, learning_rate=(1e-4, 1e-2))
+
+
+def test_search_plot_of_a_space_without_a_learning_rate_draws_its_first_numeric_parameter():
+    """``space={"optimizer": [...], "momentum": Float(...), "weight_decay": ...}``: ``search_plot(trials)`` was
+    ``ValueError: x='learning_rate' is not a column``; it draws momentum (the optimizer, text, is no axis), named."""
+    trials = pd.DataFrame({"trial": [0, 1, 2], "label": ["a", "b", "c"], "optimizer": ["muon"] * 3,
+                           "momentum": [0.8, 0.9, 0.95], "weight_decay": [0.0, 0.1, 0.01], "seed": [0, 0, 0],
+                           "status": ["COMPLETED", "COMPLETED", "PRUNED"], "final_reward": [0.2, 0.7, 0.1],
+                           "value": [0.2, 0.7, 0.1], "wall_s": [1.0, 1.0, 0.5]})  # fmt: skip
+    trials.attrs["objective"] = "reward"
+    ax = search_plot(trials)
+    assert ax.get_xlabel() == "momentum" and ax.get_xscale() == "linear"
+    assert ax.get_title() == "against momentum, the first numeric parameter searched (no learning_rate)"
+    points = [c.get_offsets().tolist() for c in ax.collections if isinstance(c, PathCollection)]
+    assert points == [[[0.8, 0.2], [0.9, 0.7]], [[0.95, 0.1]], [[0.9, 0.7]]]  # completed, pruned, the best
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "best momentum 0.9"
+    assert search_plot(trials, x="weight_decay").get_title() == ""  # an x given is not announced
+    with pytest.raises(ValueError, match=r"^x: these trials searched no numeric parameter \(their config columns: "
+                                         r"optimizer\); pass x= a numeric column$"):  # fmt: skip
+        search_plot(trials.drop(columns=["momentum", "weight_decay"]))
 
 
 def test_summarize_refuses_a_metric_of_text():

@@ -453,6 +453,7 @@ def test_run_panel_and_find_lr_take_turns_on_the_session(panel_session):
     assert panel.join(60) and not finder.button.disabled and "waits" not in finder.status.value
     release.clear()
     finder.run = lambda: release.wait(30)  # a range test that takes its time
+    finder.options["objective"] = "loss"  # the step_fn returns nothing: Find LR refused to probe it, told nothing
     finder.button.click()
     assert finder.running and panel.step_button.disabled and panel.run_button.disabled
     assert panel.start(1) is False and "Find LR is running on this session" in panel.status.value
