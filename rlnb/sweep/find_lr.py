@@ -139,7 +139,7 @@ def lr_find(
     finally:
         try:
             if not hung:
-                trial.wait(_deadline(trial))
+                trial.wait(wait_deadline(trial))
         except KeyboardInterrupt:
             late, interrupted = "; interrupted in the wait for the copy's last operations", True
         except OperationTimeout as exc:  # a hung step: the close stops it
@@ -171,7 +171,7 @@ def lr_find(
     return found
 
 
-def _deadline(session: Session) -> float:
+def wait_deadline(session: Session) -> float:
     """How long lr_find waits for a session's operations (a checkpoint, a copy's last steps): a remote session's
     ``operation_timeout`` (its poller fails them then), else as long (a local engine has no limit of its own)."""
     return float(getattr(session.backend, "operation_timeout", OPERATION_TIMEOUT))
@@ -266,7 +266,7 @@ def _open(
     remote = config.get("backend") == "remote"
     if not remote and "model" not in options and model not in SIZES and not Path(model).is_dir():
         raise ValueError("lr_find copies a session on a custom model into model=<a fresh instance of it>; pass model=")
-    wait = _deadline(session)
+    wait = wait_deadline(session)
     try:  # after every step submitted so far
         ckpt = session.save_training_checkpoint().result(timeout=wait).checkpoint
     except OperationTimeout:  # it waited with no limit behind a hung step

@@ -16,7 +16,7 @@ from typing import Any, get_args
 
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.sweep.find_lr import _deadline
+from rlnb.sweep.find_lr import wait_deadline
 from rlnb.sweep.trial import Objective
 from rlnb.widgets.steps import figures
 
@@ -68,7 +68,7 @@ class OwnStep:
                 raise TypeError(f"your step_fn returned {returned!r} at step {i} of the range test: Find LR follows "
                                 f"its 'reward' figure; {RECIPE}")  # fmt: skip
             return returned[REWARD]
-        session.wait(_deadline(session))  # its optim-step done: its row of the steps table is there
+        session.wait(wait_deadline(session))  # its optim-step done: its row of the steps table is there
         loss = step_loss(session)
         if i == 0 and not self.known and REWARD in returned:
             raise TypeError("your step_fn returns a 'reward': click Step once so that Find LR follows it, or set "
