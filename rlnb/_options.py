@@ -56,19 +56,26 @@ def is_integer(value: Any) -> bool:
 
 
 @overload
-def check_int(name: str, value: Any, low: int, high: int | None = None, *, optional: Literal[False] = False) -> int: ...
+def check_int(
+    name: str, value: Any, low: int, high: int | None = None, *, optional: Literal[False] = False, why: str = ""
+) -> int: ...
 @overload
-def check_int(name: str, value: Any, low: int, high: int | None = None, *, optional: bool) -> int | None: ...
-def check_int(name: str, value: Any, low: int, high: int | None = None, *, optional: bool = False) -> int | None:
+def check_int(
+    name: str, value: Any, low: int, high: int | None = None, *, optional: bool, why: str = ""
+) -> int | None: ...
+def check_int(
+    name: str, value: Any, low: int, high: int | None = None, *, optional: bool = False, why: str = ""
+) -> int | None:
     """``value`` as a Python int, or a ``ValueError`` naming ``name`` and its range unless it is an integer (not a
     bool, which is one in Python) in [``low``, ``high``], or None when ``optional``: a float such as 2.5 or NaN
     passes every ``<`` check and fails later. A numpy integer (``np.arange`` makes them) is one: what is returned is
-    a plain int, which JSON and pydantic take."""
+    a plain int, which JSON and pydantic take. ``why``: the reason for the range, said after it."""
     if optional and value is None:
         return None
     if not is_integer(value) or value < low or (high is not None and value > high):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"{name} must be {'None or ' if optional else ''}an integer {allowed}, got {value!r}")
+        because = f" ({why})" if why else ""
+        raise ValueError(f"{name} must be {'None or ' if optional else ''}an integer {allowed}{because}, got {value!r}")
     return int(value)
 
 

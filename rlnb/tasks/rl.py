@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from rlnb import samples, wire
-from rlnb._options import check_int, is_integer
+from rlnb._options import check_int
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
@@ -40,10 +40,8 @@ steps ``seed_range`` turned over, a refusal that blamed the seed)."""
 def check_steps(steps: Any, low: int = 1, name: str = "steps") -> int:
     """``steps`` as a plain int, or a ``ValueError`` naming ``name`` and [``low``, ``MAX_STEPS``]: the one check of
     every entry that runs RL steps, made before anything runs."""
-    if not is_integer(steps) or not low <= steps <= MAX_STEPS:
-        raise ValueError(f"{name} must be an integer in [{low}, {MAX_STEPS}] (step i of seed s samples with seed "
-                         f"s * SEED_STRIDE + i: more steps would sample with the next seed's seeds), got {steps!r}")
-    return int(steps)
+    why = "step i of seed s samples with seed s * SEED_STRIDE + i: more steps would sample with the next seed's seeds"
+    return check_int(name, steps, low, MAX_STEPS, why=why)
 
 
 def seed_range(steps: int) -> tuple[int, int]:
