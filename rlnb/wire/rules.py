@@ -62,12 +62,12 @@ def bounds(field: FieldInfo) -> tuple[Ge | Gt | None, Le | Lt | None]:
     return lo, hi
 
 
-def bound_text(bound: Ge | Gt | Le | Lt | None, spec: str = "") -> str | None:
-    """``>= 0``, ``< 1``...: a bound in words, its number formatted by ``spec``."""
+def bound_text(bound: Ge | Gt | Le | Lt | None) -> str | None:
+    """``>= 0``, ``< 1``...: a bound in words."""
     if bound is None:
         return None
     sign, value = {Ge: (">=", "ge"), Gt: (">", "gt"), Le: ("<=", "le"), Lt: ("<", "lt")}[type(bound)]
-    return f"{sign} {getattr(bound, value):{spec}}"
+    return f"{sign} {getattr(bound, value)}"
 
 
 def one_line(owner: str, model: type[_Model], exc: ValidationError, skip: int = 0) -> str:
