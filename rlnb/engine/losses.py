@@ -85,8 +85,8 @@ def check_read(loss_type: str | None, inputs: list[dict[str, torch.Tensor]]) -> 
 
 
 def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[str, Any]:
-    """The params by the rules of ``spec.params`` (the wire model's bounds), defaults filled in. A bad value is said as
-    rlnb's client says it (``wire.one_line``: the field of the body, its value and its rule), every bad field at once."""
+    """The params by the rules of ``spec.params`` (the wire model's bounds), defaults filled in. A bad value is said
+    as rlnb's client says it (``wire.one_line``: the body's field, its value and its rule), every bad field at once."""
     given = {k: v for k, v in (params or {}).items() if v is not None}
     fields: dict[str, Any] = dict(spec.params.model_fields) if spec.params is not None else {}
     for key in given:
