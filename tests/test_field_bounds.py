@@ -2,8 +2,12 @@
 as a bad optimizer field is, raised before anything is sent: pydantic's report took three lines and a link per field.
 ``rlnb serve`` still parses request bodies with the wire models (its 400/422 answers: tests/server)."""
 
+import reprlib
+
 import httpx
+import numpy as np
 import pytest
+import torch
 from pydantic import ValidationError
 
 import rlnb
@@ -74,6 +78,29 @@ def test_a_bad_loss_field_is_one_line_before_anything_is_sent_local_or_remote():
             refused(said, rl_step, local, digits_task(), rlnb.AdamParams(), loss=loss, loss_params=params)
             refused(said, StepOptions, loss=loss, loss_params=params)
         assert len(local.history) == 0
+    assert not fake.calls("POST", "operations")
+
+
+@pytest.mark.parametrize("array", [torch.tensor([0.5]), torch.tensor([[0.5]]), np.array([0.5])], ids=repr)
+def test_an_array_is_no_sampling_or_loss_number_whatever_its_size(array):
+    """``top_p=torch.tensor([0.5])`` or ``loss_params={"beta": torch.tensor([0.5])}`` was taken as 0.5 (pydantic calls
+    its ``__float__``) while numpy's ``array([0.5])`` was refused, and an optimizer field refuses both: refused alike,
+    one line naming the field, before anything is sent. A 0-d tensor or numpy scalar is the number it holds."""
+    fake = FakeAPI()
+    batch = [samples.policy([1, 2], [3, 4], [-1.0, -1.0], 0.5)]
+    shown = reprlib.repr(array)
+    with rlnb.connect("local", device="cpu", record=False) as local, remote(fake) as far:
+        for s in (local, far):
+            refused(f"SamplingParams.top_p = {shown} is invalid: must be a finite number, > 0 and <= 1", s.sample,
+                    [[1, 2]], max_tokens=1, top_p=array)  # fmt: skip
+            refused(f"SampleBody.num_samples = {shown} is invalid: must be an integer", s.sample, [[1, 2]],
+                    num_samples=array)  # fmt: skip
+            refused(f"loss_params.beta = {shown} is invalid: {BETA}", s.forward_backward, batch, "grpo",
+                    {"beta": array})  # fmt: skip
+            refused(f"loss.dro_params.beta = {shown} is invalid: {BETA}", s.forward_backward, batch,
+                    {"type": "LOSS_TYPE_DRO", "dro_params": {"beta": array}})  # fmt: skip
+            assert len(s.history) == 0
+        assert local.sample([[1, 2]], max_tokens=1, top_p=torch.tensor(0.5)).result(timeout=60).results
     assert not fake.calls("POST", "operations")
 
 

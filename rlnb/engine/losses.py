@@ -16,13 +16,12 @@ the learning rate, or the advantages, if you split a batch.
 """
 
 import math
-from typing import Any, get_args
+from typing import Any
 
 import torch
 from pydantic import ValidationError
 
 from rlnb import wire
-from rlnb.wire.rules import bound_text, bounds
 
 _CROSS_ENTROPY = "LOSS_TYPE_CROSS_ENTROPY"
 _GRPO = "LOSS_TYPE_GRPO"
@@ -86,7 +85,8 @@ def check_read(loss_type: str | None, inputs: list[dict[str, torch.Tensor]]) -> 
 
 
 def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[str, Any]:
-    """The params by the rules of ``spec.params`` (the wire model's bounds), defaults filled in."""
+    """The params by the rules of ``spec.params`` (the wire model's bounds), defaults filled in. A bad value is said
+    as rlnb's client says it (``wire.one_line``: the body's field, its value and its rule), every bad field at once."""
     given = {k: v for k, v in (params or {}).items() if v is not None}
     fields: dict[str, Any] = dict(spec.params.model_fields) if spec.params is not None else {}
     for key in given:
@@ -96,31 +96,14 @@ def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[st
         try:
             spec.params.model_validate(given)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            key = str(err["loc"][0])
-            if err["type"] == "missing":
-                raise InvalidLossInput(f"param {key!r} is required for {spec.type}") from None
-            raise InvalidLossInput(
-                f"param {key!r} of {spec.type} must be {_allowed(spec.params, key)}, got {err['input']!r}"
-            ) from None
+            missing = [str(e["loc"][0]) for e in exc.errors() if e["type"] == "missing"]
+            if missing:
+                raise InvalidLossInput(f"param {missing[0]!r} is required for {spec.type}") from None
+            raise InvalidLossInput(wire.one_line(f"loss.{spec.params_field}", spec.params, exc)) from None
     out = {**spec.defaults, **given}
     if out.get("agg_type") == _UNSPECIFIED_AGG:  # protobuf's "unset": the default aggregation
         out["agg_type"] = spec.defaults["agg_type"]
     return {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in out.items()}
-
-
-def _allowed(model: type[wire._Model], key: str) -> str:
-    """A field's allowed values, read from its own metadata (the bounds live only in ``rlnb.wire``)."""
-    choices = [a for a in get_args(model.model_fields[key].annotation) if a is not type(None)]
-    if any(get_args(a)[:1] == (bool,) for a in choices):
-        return "true or false"
-    literals = [v for a in choices for v in get_args(a) if isinstance(v, str)]
-    if literals:
-        return "one of " + ", ".join(literals)
-    lo, hi = (bound_text(b, "g") for b in bounds(model.model_fields[key]))
-    if lo and hi:
-        return f"a finite number in [{lo.split()[1]}, {hi.split()[1]}]"
-    return "a finite number" + "".join(f" {b}" for b in (lo, hi) if b)
 
 
 def check_input(where: str, key: str, t: Any, n: int) -> None:

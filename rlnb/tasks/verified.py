@@ -34,11 +34,15 @@ EVAL_EVERY = 10
 
 def expected(answer: Callable[[str], str], prompt: str) -> str:
     """``answer(prompt)``, which must be text: an int (``7`` for ``"3+4="``) never equals a completion, so every
-    reward and the accuracy were 0, silently."""
+    reward and the accuracy were 0, silently. Nor empty: a completion of EOS alone reads as ``""`` (the reward reads
+    no EOS), so a policy that stops at once earned every such reward."""
     value = answer(prompt)
     if not isinstance(value, str):
         raise TypeError(f"answer({prompt!r}) returned {value!r} ({type(value).__name__}): it must return the answer's "
                         f"text, which the completion is compared to (such as str({value!r}))")  # fmt: skip
+    if not value:
+        raise ValueError(f"answer({prompt!r}) returned '': a completion of EOS alone reads as '' (the reward reads no "
+                         "EOS), so a policy that stops at once would earn it; give every prompt a non-empty answer")
     return value
 
 

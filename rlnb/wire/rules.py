@@ -5,6 +5,7 @@ several lines per field, with its link."""
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from annotated_types import Ge, Gt, Le, Lt
@@ -32,8 +33,7 @@ def field_rule(model: type[_Model], loc: tuple[Any, ...], err_type: str, msg: st
         return f"unknown field; allowed fields are {', '.join(model.model_fields)}"
     field = model.model_fields.get(str(loc[0])) if loc else None
     if field is not None and field.annotation is not None:
-        args = getattr(field.annotation, "__args__", ())
-        sub = next((a for a in args if isinstance(a, type) and issubclass(a, _Model)), None)
+        sub = _params_model(field)
         if sub is not None and len(loc) > 1:
             return field_rule(sub, loc[1:], err_type, msg)
         if sub is not None:  # the object itself (``adam=5``) is no params: not "a finite number"
@@ -62,29 +62,58 @@ def bounds(field: FieldInfo) -> tuple[Ge | Gt | None, Le | Lt | None]:
     return lo, hi
 
 
-def bound_text(bound: Ge | Gt | Le | Lt | None, spec: str = "") -> str | None:
-    """``>= 0``, ``< 1``...: a bound in words, its number formatted by ``spec``."""
+def bound_text(bound: Ge | Gt | Le | Lt | None) -> str | None:
+    """``>= 0``, ``< 1``...: a bound in words."""
     if bound is None:
         return None
     sign, value = {Ge: (">=", "ge"), Gt: (">", "gt"), Le: ("<=", "le"), Lt: ("<", "lt")}[type(bound)]
-    return f"{sign} {getattr(bound, value):{spec}}"
+    return f"{sign} {getattr(bound, value)}"
+
+
+def _params_model(field: FieldInfo) -> type[_Model] | None:
+    """The wire model a field holds (``grpo_params``' ``GrpoLossParams``), or None."""
+    args = getattr(field.annotation, "__args__", ())
+    return next((a for a in args if isinstance(a, type) and issubclass(a, _Model)), None)
 
 
 def one_line(owner: str, model: type[_Model], exc: ValidationError, skip: int = 0) -> str:
     """``exc`` (of validating ``model``) as ``owner.field = value is invalid: rule``, its fields joined by ``; ``
     into one line; ``skip`` leading parts of each field's path are left out of its name (``grpo_params`` where the
     user gave ``loss_params``)."""
+    return _said(owner, model, exc.errors(), skip)
+
+
+def _said(owner: str, model: type[_Model], errors: Iterable[Mapping[str, Any]], skip: int) -> str:
     parts = []
-    for e in exc.errors():
+    for e in errors:
         name = ".".join(str(p) for p in e["loc"][skip:])
-        rule = field_rule(model, e["loc"], e["type"], e["msg"])
+        rule = field_rule(model, e["loc"], e["type"], e.get("msg", ""))
         parts.append(f"{owner}.{name} = {reprlib.repr(e.get('input'))} is invalid: {rule}")
     return "; ".join(parts)
 
 
+def _arrays(model: type[_Model], data: Mapping[str, Any], loc: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """An error (pydantic's shape) for each array among ``data``'s fields, a params object's (a dict) too: an array is
+    no number, whatever its size. pydantic took torch's ``tensor([0.5])`` as 0.5 (its ``__float__``) where numpy's
+    ``array([0.5])`` was refused, and an optimizer field refuses both (``rlnb.params``)."""
+    out: list[dict[str, Any]] = []
+    for key, value in data.items():
+        field = model.model_fields.get(str(key))
+        sub = _params_model(field) if field is not None else None
+        if sub is not None and isinstance(value, Mapping):
+            out += _arrays(sub, value, (*loc, str(key)))
+        elif field is not None and getattr(value, "shape", ()) != ():
+            out.append({"loc": (*loc, str(key)), "input": value, "type": "float_type"})
+    return out
+
+
 def validated(model: type[M], data: dict[str, Any], owner: str, skip: int = 0) -> M:
     """``model`` of ``data``; a bad field a ``ValueError`` of one line (``one_line``), as a bad optimizer field is said,
-    where pydantic's report took three lines and a link per field."""
+    where pydantic's report took three lines and a link per field. An array is refused as an optimizer field refuses
+    it, whatever its size (``_arrays``)."""
+    arrays = _arrays(model, data)
+    if arrays:
+        raise ValueError(_said(owner, model, arrays, skip))
     try:
         return model.model_validate(data)
     except ValidationError as exc:

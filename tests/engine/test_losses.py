@@ -515,20 +515,20 @@ BAD = [
     ("LOSS_TYPE_SFT", None, None, ["'LOSS_TYPE_SFT'", "unknown loss type"]),
     (PPO, {"beta": 0.1}, None, ["unknown param 'beta'", PPO]),
     (CE, {"beta": 0.1}, None, ["unknown param 'beta'"]),
-    (PPO, {"clip_low_threshold": 1.5}, None, ["'clip_low_threshold'", "<= 1", "1.5"]),
-    (GRPO, {"clip_high_threshold": 0.9}, None, ["'clip_high_threshold'", ">= 1"]),
-    (GRPO, {"beta": -0.1}, None, ["'beta'", "in [0, 3.40282e+38]"]),
-    (CISPO, {"clip_high_threshold": math.inf}, None, ["'clip_high_threshold'", "finite"]),
-    (PPO, {"clip_low_threshold": math.nan}, None, ["'clip_low_threshold'", "finite"]),
-    (PPO, {"clip_low_threshold": "0.8"}, None, ["'clip_low_threshold'", "'0.8'"]),
-    (DRO, {"beta": True}, None, ["'beta'"]),
-    (DPPO, {"delta_low": 1.5}, None, ["'delta_low'", "in [0, 1]"]),
-    (DPPO, {"delta_high": -0.1}, None, ["'delta_high'", "in [0, 1]"]),
+    (PPO, {"clip_low_threshold": 1.5}, None, ["loss.ppo_params.clip_low_threshold = 1.5 is invalid", "<= 1"]),
+    (GRPO, {"clip_high_threshold": 0.9}, None, ["grpo_params.clip_high_threshold = 0.9", ">= 1"]),
+    (GRPO, {"beta": -0.1}, None, ["grpo_params.beta = -0.1", ">= 0 and <= 3.4028234663852886e+38"]),
+    (CISPO, {"clip_high_threshold": math.inf}, None, ["cispo_params.clip_high_threshold = inf", "finite"]),
+    (PPO, {"clip_low_threshold": math.nan}, None, ["ppo_params.clip_low_threshold = nan", "finite"]),
+    (PPO, {"clip_low_threshold": "0.8"}, None, ["ppo_params.clip_low_threshold = '0.8'", "a finite number"]),
+    (DRO, {"beta": True}, None, ["dro_params.beta = True", "a finite number"]),
+    (DPPO, {"delta_low": 1.5}, None, ["dppo_params.delta_low = 1.5", ">= 0 and <= 1"]),
+    (DPPO, {"delta_high": -0.1}, None, ["dppo_params.delta_high = -0.1", ">= 0 and <= 1"]),
     (DRO, None, None, ["'beta'", "required"]),
-    (GRPO, {"agg_type": "MEAN"}, None, ["'agg_type'", TOKEN_MEAN]),
-    (GRPO, {"ratio_type": "TOKEN"}, None, ["'ratio_type'", RATIO_SEQUENCE]),
-    (GRPO, {"use_bias_correction_kl": 1}, None, ["'use_bias_correction_kl'", "true or false", "1"]),
-    (GRPO, {"use_bias_correction_kl": "yes"}, None, ["'use_bias_correction_kl'", "true or false"]),
+    (GRPO, {"agg_type": "MEAN"}, None, ["grpo_params.agg_type = 'MEAN'", TOKEN_MEAN]),
+    (GRPO, {"ratio_type": "TOKEN"}, None, ["grpo_params.ratio_type = 'TOKEN'", RATIO_SEQUENCE]),
+    (GRPO, {"use_bias_correction_kl": 1}, None, ["grpo_params.use_bias_correction_kl = 1", "True or False"]),
+    (GRPO, {"use_bias_correction_kl": "yes"}, None, ["grpo_params.use_bias_correction_kl = 'yes'", "True or False"]),
     (PPO, None, lambda xs: xs.clear(), ["empty batch"]),
     (PPO, None, lambda xs: xs.pop(), ["2 samples", "3 model inputs"]),
     (IS, None, _drop(1, "advantages"), ["sample 1", "'advantages'", "missing"]),
@@ -561,6 +561,24 @@ def test_validate_rejects(loss_type, params, mutate, needles):
         validate(loss_type, params, inputs, SEQ_LENS)
     for needle in needles:
         assert needle in str(err.value)
+
+
+@pytest.mark.parametrize(("loss_type", "params"), [
+    (GRPO, {"beta": -0.1}), (PPO, {"clip_low_threshold": 1.5}), (DRO, {"beta": 1e39}), (DPPO, {"delta_high": -0.1}),
+    (GRPO, {"use_bias_correction_kl": "yes"}), (GRPO, {"agg_type": "MEAN"}),
+    (GRPO, {"beta": -1.0, "clip_high_threshold": 0.5}),  # every bad field, not the first alone
+])
+def test_the_engine_refuses_a_bad_param_in_the_clients_words(loss_type, params):
+    """A body that reaches the engine with a param out of its bounds (a crafted body, a batched run) is refused in the
+    words rlnb's client uses for the same ``LossConfig`` (``wire.one_line``, one rule per field read from the wire
+    model): the engine walked the bounds itself and said them another way ("in [0, 3.40282e+38]")."""
+    field = wire.LOSS_PARAMS_FIELD[loss_type]
+    with pytest.raises(ValueError) as client:
+        wire.loss_config({"type": loss_type, field: params})
+    with pytest.raises(InvalidLossInput) as engine:
+        validate(loss_type, params, make_inputs(), SEQ_LENS)
+    assert str(engine.value) == str(client.value)
+    assert all(f"loss.{field}.{key} = " in str(engine.value) for key in params)
 
 
 def test_validate_accepts_values_near_float32s_limits():

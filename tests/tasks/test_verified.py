@@ -167,6 +167,21 @@ def test_an_answer_that_is_no_text_is_refused_not_scored_zero_for_ever():
         as_int.evaluate(s, 2)
 
 
+def test_an_empty_answer_is_refused_not_earned_by_stopping_at_once():
+    """A completion of EOS alone reads as '' (the reward reads no EOS): an ``answer`` that returned '' for a prompt gave
+    that completion the full reward, a policy that learns to stop at once, and counted it correct in ``evaluate``."""
+    blank = VerifiedTask("blank", ["ab>", "x>"], exact_match(lambda p: p[:-2]), eval_prompts=["ba>"],
+                         answer=lambda p: p[:-2], max_tokens=1)  # "x>" has no answer before its ">"
+    assert blank.reward("ab>", "a") == 1.0
+    with pytest.raises(ValueError, match=r"answer\('x>'\) returned '': a completion of EOS alone reads as ''"):
+        blank.reward("x>", "")
+    with (
+        rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False, eos_token_id=0) as s,
+        pytest.raises(ValueError, match=r"answer\('x>'\) returned ''"),
+    ):
+        blank.evaluate(s, split="train")
+
+
 def test_a_verified_tasks_answer_is_a_required_field():
     """``answer`` had a default whose body raised, which ``__post_init__`` made unreachable by refusing it: the rule
     "answer is required" was said by a sentinel and dead code. The dataclass says it: a field with no default."""
