@@ -32,7 +32,7 @@ def load_tokenizer(spec: str, trust_remote_code: bool = False) -> Any:
     """A Hugging Face tokenizer from a local folder or a cached hub id (``rlnb.connect``'s ``tokenizer=``)."""
     from rlnb.engine.models import hf
 
-    return hf.load_tokenizer(hf.resolve(spec), spec, trust_remote_code)
+    return hf.load_tokenizer(hf.resolve(spec, "tokenizer"), spec, trust_remote_code)
 
 
 def build_model(

@@ -300,6 +300,22 @@ def test_a_model_folder_without_a_tokenizer_takes_token_ids_and_refuses_text(hf_
         assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
 
 
+def test_a_tokenizer_folder_without_a_model_config_is_a_tokenizer(hf_dirs, tmp_path, transformers):
+    """``tokenizer.save_pretrained(folder)`` writes no config.json: such a folder, given as ``tokenizer=``, was refused
+    as "a directory but holds no config.json: not a Hugging Face model"; a folder or id that is no tokenizer is named
+    as the tokenizer, not as a model."""
+    transformers.AutoTokenizer.from_pretrained(hf_dirs["llama"]).save_pretrained(tmp_path / "tok")
+    assert not (tmp_path / "tok" / "config.json").exists()
+    folder = str(hf_models.save("llama", tmp_path / "notok", with_tokenizer=False))
+    with local(folder, tokenizer=str(tmp_path / "tok")) as s:
+        assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelLoadError, match=r"tokenizer '.*empty' is a directory but holds no tokenizer files"):
+        local(folder, tokenizer=str(tmp_path / "empty"))
+    with pytest.raises(ModelLoadError, match=r"^tokenizer '.*nope' is neither a local directory"):
+        local(folder, tokenizer=str(tmp_path / "nope"))
+
+
 def test_resume_knows_a_model_folder_however_its_path_is_spelled(tmp_path, monkeypatch):
     for where in ("a", "b"):  # two different folders with the same relative name
         hf_models.save("llama", tmp_path / where / "m", with_tokenizer=False)
