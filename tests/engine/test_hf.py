@@ -316,6 +316,18 @@ def test_a_tokenizer_folder_without_a_model_config_is_a_tokenizer(hf_dirs, tmp_p
         local(folder, tokenizer=str(tmp_path / "nope"))
 
 
+@pytest.mark.parametrize("model", ["tiny", "custom"])
+def test_a_tokenizer_larger_than_a_built_in_or_custom_models_vocabulary_is_refused_at_connect(hf_dirs, model):
+    """A 300-token tokenizer on ``tiny`` (256 rows) was taken: its text then failed prompt by prompt ("token 261 is
+    outside the vocabulary [0, 256)"), a forward-backward only once it ran."""
+    from tests.engine.test_local import Bigram
+
+    tokenizer = str(hf_dirs["llama"])
+    given = "tiny" if model == "tiny" else Bigram()
+    with pytest.raises(ModelLoadError, match=r"tokenizer of .* has 300 tokens but the model's embedding table has"):
+        local(given, tokenizer=tokenizer)
+
+
 def test_resume_knows_a_model_folder_however_its_path_is_spelled(tmp_path, monkeypatch):
     for where in ("a", "b"):  # two different folders with the same relative name
         hf_models.save("llama", tmp_path / where / "m", with_tokenizer=False)

@@ -203,14 +203,12 @@ def load(spec: str, dtype: str = "auto", trust_remote_code: bool = False) -> tup
     return model, tokenizer
 
 
-def check_vocab(model: nn.Module, tokenizer: Any, name: str) -> None:
-    """A tokenizer may be smaller than the embedding table (padded vocabularies), never larger."""
-    if tokenizer is None:
-        return
-    rows = model.get_input_embeddings().weight.shape[0]  # type: ignore[operator]
-    if len(tokenizer) > rows:
+def check_vocab(rows: int, tokenizer: Any, name: str) -> None:
+    """A tokenizer may be smaller than the model's vocabulary of ``rows`` (padded vocabularies), never larger."""
+    size = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else 0
+    if size > rows:
         raise ModelLoadError(
-            f"tokenizer of {name!r} has {len(tokenizer)} tokens but the model's embedding table has {rows} rows: "
+            f"tokenizer of {name!r} has {size} tokens but the model's embedding table has {rows} rows: "
             "they do not belong together (ids past the table would crash training)"
         )
 
