@@ -172,6 +172,20 @@ def test_a_chat_templates_own_refusal_names_the_prompt():
         samples.from_chat(codec, system)
 
 
+def test_a_tokenizer_without_a_chat_template_names_the_prompt_and_the_tokenizer():
+    """A tokenizer with no chat template said only "TokenizersBackend has no chat template", not which prompt of the
+    batch held messages."""
+
+    class Plain(Chars):
+        chat_template = None
+
+    codec = TokenizerCodec(Plain())
+    chats = ["hi", [{"role": "user", "content": "x"}]]
+    assert to_tokens(codec, chats[0], "prompts[0]")
+    with pytest.raises(ValueError, match=r"^prompts\[1\]: the tokenizer \(Plain\) has no chat template: pass text"):
+        to_tokens(codec, chats[1], "prompts[1]")
+
+
 def test_chat_messages_the_templates_take_pass():
     codec = TokenizerCodec(Chars())
     parts = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
