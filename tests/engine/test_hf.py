@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -326,6 +327,27 @@ def test_a_tokenizer_larger_than_a_built_in_or_custom_models_vocabulary_is_refus
     given = "tiny" if model == "tiny" else Bigram()
     with pytest.raises(ModelLoadError, match=r"tokenizer of .* has 300 tokens but the model's embedding table has"):
         local(given, tokenizer=tokenizer)
+
+
+def test_an_inference_checkpoint_whose_merged_folder_was_deleted_is_named_offline(hf_dirs, tmp_path, monkeypatch):
+    """``resume_from="ckpt-infer-…"`` (relative) with its ``merged/`` deleted by hand: transformers took
+    ``ckpt-infer-…/merged`` for a hub id and asked huggingface.co for it (47 s of retries offline) before the error."""
+    import socket
+
+    looked_up = []
+
+    def offline(*args, **kw):
+        looked_up.append(args[0])
+        raise socket.gaierror(socket.EAI_NONAME, "offline (test)")
+
+    with local(hf_dirs["llama"], checkpoint_dir=tmp_path) as s:
+        folder = s.backend.checkpoint_path(s.save_inference_checkpoint().result(timeout=60).checkpoint.id)
+    shutil.rmtree(folder / "merged")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(socket, "getaddrinfo", offline)
+    with pytest.raises(ValueError, match=rf"resume_from '{folder.name}': its merged weights folder .* is gone"):
+        local(hf_dirs["llama"], resume_from=folder.name)
+    assert looked_up == []
 
 
 def test_resume_knows_a_model_folder_however_its_path_is_spelled(tmp_path, monkeypatch):
