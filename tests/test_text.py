@@ -211,6 +211,16 @@ def test_from_text_and_from_chat_name_what_they_refuse():
     assert samples.from_chat(codec, (m for m in msgs)) == listed
 
 
+@pytest.mark.parametrize(
+    ("prompt", "completion", "named"),
+    [("a", "", "completion encodes"), ("", "b", "prompt encodes"), ("", "", "prompt and completion encode")],
+)
+def test_from_text_names_which_part_encodes_to_no_tokens(prompt, completion, named):
+    """It said "prompt and completion must both encode to at least one token" whichever of them was empty."""
+    with pytest.raises(ValueError, match=rf"^{named} to no tokens: from_text needs"):
+        samples.from_text(None, prompt, completion)
+
+
 def test_a_session_without_a_tokenizer_is_named_when_a_sample_needs_text():
     """A remote session without ``tokenizer=`` was taken for a tokenizer: ``Session.encode() got an unexpected
     keyword argument 'add_special_tokens'``, and from_chat said "Session has no chat template". Bytes are token
