@@ -210,8 +210,8 @@ def _check_lora(state: dict[str, Any], adapter: ModelAdapter, lora: LoraSettings
 
 def _merged_weights(adapter: ModelAdapter, merged: Path) -> dict[str, torch.Tensor]:
     """An inference checkpoint's merged weights, or a ``ValueError`` naming the folder and what is wrong. A ``merged/``
-    that is gone is said so before transformers sees its path: a relative one reads as a hub id (``ckpt-infer-…/merged``),
-    which it went to look for on the network."""
+    that is gone is said so before transformers sees its path: a relative one reads as a hub id
+    (``ckpt-infer-…/merged``), which it went to look for on the network."""
     if not merged.is_dir():
         raise ValueError(f"resume_from {str(merged.parent)!r}: its merged weights folder {merged} is gone (deleted by "
                          "hand?): nothing to resume from")  # fmt: skip

@@ -138,5 +138,5 @@ def test_sessions_of_a_served_module_each_train_their_own_copy(tmp_path, lora):
                 a.forward_backward(batch)
                 a.optim_step(rlnb.AdamParams(learning_rate=0.1)).result(DEADLINE)
             assert a.forward_backward(batch, forward_only=True).result(DEADLINE).loss < untrained  # a trained
-            assert b.forward_backward(batch, forward_only=True).result(DEADLINE).loss == untrained  # b did not move with it
+            assert b.forward_backward(batch, forward_only=True).result(DEADLINE).loss == untrained  # b did not move
     assert all(torch.equal(before[k], v) for k, v in served.state_dict().items())
