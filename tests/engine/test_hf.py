@@ -350,6 +350,18 @@ def test_an_inference_checkpoint_whose_merged_folder_was_deleted_is_named_offlin
     assert looked_up == []
 
 
+def test_an_inference_checkpoint_of_a_model_with_a_tokenizer_of_ones_own_keeps_its_weights(tmp_path):
+    """``tokenizer=`` an object with ``encode`` and ``decode`` only: every inference checkpoint failed INTERNAL_ERROR
+    "'Chars' object has no attribute 'save_pretrained'", nothing of the trained model saved."""
+    from tests.test_text import Chars
+
+    folder = str(hf_models.save("llama", tmp_path / "notok", with_tokenizer=False))
+    with local(folder, tokenizer=Chars(), checkpoint_dir=tmp_path) as s:
+        saved = s.backend.checkpoint_path(s.save_inference_checkpoint().result(timeout=60).checkpoint.id)
+    merged = {p.name for p in (saved / "merged").iterdir()}
+    assert {"config.json", "model.safetensors"} <= merged and "tokenizer.json" not in merged  # none to save
+
+
 def test_resume_knows_a_model_folder_however_its_path_is_spelled(tmp_path, monkeypatch):
     for where in ("a", "b"):  # two different folders with the same relative name
         hf_models.save("llama", tmp_path / where / "m", with_tokenizer=False)
