@@ -154,8 +154,10 @@ def from_text(tokenizer: Any, prompt: str | Sequence[Message], completion: str, 
         if not codec.eos_token_ids:
             raise ValueError("eos=True, but this tokenizer has no EOS token")
         tail.append(codec.eos_token_ids[0])
-    if not head or not tail:
-        raise ValueError("prompt and completion must both encode to at least one token")
+    empty = [name for name, ids in (("prompt", head), ("completion", tail)) if not ids]
+    if empty:  # said "prompt and completion must both ...", not which one was empty
+        raise ValueError(f"{' and '.join(empty)} {'encode' if len(empty) > 1 else 'encodes'} to no tokens: from_text "
+                         "needs a prompt and a completion of at least one token each")  # fmt: skip
     return cross_entropy(head + tail, [0.0] * len(head) + [1.0] * len(tail))
 
 

@@ -38,7 +38,8 @@ class Codec(Protocol):
 
 
 class TemplateRefused(ValueError):
-    """A chat template's own refusal of the messages (its ``raise_exception(...)``), as a ``ValueError``."""
+    """A chat template's own refusal of the messages (its ``raise_exception(...)``), or a tokenizer without one, as a
+    ``ValueError``."""
 
 
 class ByteCodec:
@@ -111,8 +112,9 @@ class TokenizerCodec:
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
         if not getattr(self.tokenizer, "chat_template", None):
-            raise ValueError(
-                f"{type(self.tokenizer).__name__} has no chat template: pass text (or set tokenizer.chat_template)"
+            raise TemplateRefused(  # a TemplateRefused: ``to_tokens`` names the prompt of the batch
+                f"the tokenizer ({type(self.tokenizer).__name__}) has no chat template: pass text (or set "
+                "tokenizer.chat_template)"
             )
         check_messages(messages)
         try:

@@ -72,6 +72,19 @@ def test_resolved_hyperparams_are_not_called_the_other_optimizer(optimizer):
             s.optim_step(rlnb.MuonParams() if optimizer == "adam" else rlnb.AdamParams())
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "muon"])
+def test_the_wires_params_class_is_named_apart_from_rlnbs(optimizer):
+    """``optim_step(rlnb.wire.AdamParams(...))`` on an Adam session said "this session's optimizer is adam: pass
+    AdamParams, not AdamParams (the optimizer is fixed ...)": the optimizer was right, the class was the wire's."""
+    name = "AdamParams" if optimizer == "adam" else "MuonParams"
+    words = rf"^params must be rlnb\.{name} \(or a dict of its fields\), not rlnb\.wire\.{name}, the body the wire"
+    with rlnb.Session(FakeBackend(optimizer), record=False) as s:
+        with pytest.raises(TypeError, match=words):
+            s.optim_step(getattr(wire, name)(learning_rate=1e-3))
+        with pytest.raises(TypeError, match="the optimizer is fixed when the session is created"):  # a real mismatch
+            s.optim_step(wire.MuonParams() if optimizer == "adam" else wire.AdamParams())
+
+
 @pytest.mark.parametrize("extra", [{}, {"seed": 1}])
 def test_an_option_group_given_as_a_dict_is_named(extra):
     """``connect(model_options={"device": "cpu"})`` was "'dict' object has no attribute 'device'", or with a flat

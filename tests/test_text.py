@@ -172,6 +172,20 @@ def test_a_chat_templates_own_refusal_names_the_prompt():
         samples.from_chat(codec, system)
 
 
+def test_a_tokenizer_without_a_chat_template_names_the_prompt_and_the_tokenizer():
+    """A tokenizer with no chat template said only "TokenizersBackend has no chat template", not which prompt of the
+    batch held messages."""
+
+    class Plain(Chars):
+        chat_template = None
+
+    codec = TokenizerCodec(Plain())
+    chats = ["hi", [{"role": "user", "content": "x"}]]
+    assert to_tokens(codec, chats[0], "prompts[0]")
+    with pytest.raises(ValueError, match=r"^prompts\[1\]: the tokenizer \(Plain\) has no chat template: pass text"):
+        to_tokens(codec, chats[1], "prompts[1]")
+
+
 def test_chat_messages_the_templates_take_pass():
     codec = TokenizerCodec(Chars())
     parts = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
@@ -195,6 +209,16 @@ def test_from_text_and_from_chat_name_what_they_refuse():
     msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
     listed = samples.from_chat(codec, msgs)
     assert samples.from_chat(codec, (m for m in msgs)) == listed
+
+
+@pytest.mark.parametrize(
+    ("prompt", "completion", "named"),
+    [("a", "", "completion encodes"), ("", "b", "prompt encodes"), ("", "", "prompt and completion encode")],
+)
+def test_from_text_names_which_part_encodes_to_no_tokens(prompt, completion, named):
+    """It said "prompt and completion must both encode to at least one token" whichever of them was empty."""
+    with pytest.raises(ValueError, match=rf"^{named} to no tokens: from_text needs"):
+        samples.from_text(None, prompt, completion)
 
 
 def test_a_session_without_a_tokenizer_is_named_when_a_sample_needs_text():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+import weakref
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,8 @@ class LocalBackend:
         )
         self._threads = ThreadUse(self.device, compute.threads)
         self._worker = Worker(self._run, name=f"rlnb-{self._info.id}", classify=handlers.classify)
+        worker = weakref.ref(self._worker)
+        model_setup.claim(model, lambda: (w := worker()) is not None and not w.closed)
 
     def _run(self, kind: wire.OperationKind, body: Any, cancelled: threading.Event) -> Any:
         """One operation on the worker thread, with the thread count the policy gives it."""

@@ -209,7 +209,12 @@ def _check_lora(state: dict[str, Any], adapter: ModelAdapter, lora: LoraSettings
 
 
 def _merged_weights(adapter: ModelAdapter, merged: Path) -> dict[str, torch.Tensor]:
-    """An inference checkpoint's merged weights, or a ``ValueError`` naming the folder and what is wrong."""
+    """An inference checkpoint's merged weights, or a ``ValueError`` naming the folder and what is wrong. A ``merged/``
+    that is gone is said so before transformers sees its path: a relative one reads as a hub id
+    (``ckpt-infer-…/merged``), which it went to look for on the network."""
+    if not merged.is_dir():
+        raise ValueError(f"resume_from {str(merged.parent)!r}: its merged weights folder {merged} is gone (deleted by "
+                         "hand?): nothing to resume from")  # fmt: skip
     try:
         return adapter.load_merged(merged)
     except Exception as exc:  # noqa: BLE001 - missing, damaged (SafetensorError), of another model (KeyError)

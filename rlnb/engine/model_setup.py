@@ -4,6 +4,8 @@ with a checkpoint's weights when resuming) and the sampler's copy of it; ``Local
 from __future__ import annotations
 
 import copy
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -32,7 +34,30 @@ def load_tokenizer(spec: str, trust_remote_code: bool = False) -> Any:
     """A Hugging Face tokenizer from a local folder or a cached hub id (``rlnb.connect``'s ``tokenizer=``)."""
     from rlnb.engine.models import hf
 
-    return hf.load_tokenizer(hf.resolve(spec), spec, trust_remote_code)
+    return hf.load_tokenizer(hf.resolve(spec, "tokenizer"), spec, trust_remote_code)
+
+
+_IN_USE: weakref.WeakKeyDictionary[nn.Module, Callable[[], bool]] = weakref.WeakKeyDictionary()
+"""The modules given as ``model=`` to a session, each with whether that session is still open: it trains them in
+place, so a second open session on one would step the same weights."""
+
+
+def claim(model: object, is_open: Callable[[], bool]) -> None:
+    """Record that an open session trains ``model`` (an ``nn.Module``; names and folders load their own copy)."""
+    if isinstance(model, nn.Module):
+        _IN_USE[model] = is_open
+
+
+def refuse_in_use(model: object) -> None:
+    """A ``ValueError`` for a module an open session trains: two sessions on one module shared its weights, and
+    each one's optim-step moved the other's model, silently."""
+    is_open = _IN_USE.get(model) if isinstance(model, nn.Module) else None
+    if is_open is not None and is_open():
+        raise ValueError(
+            f"model ({type(model).__name__}) is the model of another open session, which trains it in place: two "
+            "sessions on one module would step the same weights; close that session first, or pass a copy "
+            "(copy.deepcopy(model))"
+        )
 
 
 def build_model(
@@ -45,6 +70,7 @@ def build_model(
     """The model behind its adapter, and the module that trains (with LoRA adapters when asked), with the
     checkpoint's weights when resuming."""
     refuse_adapted(model)  # before a tokenizer or the model loads
+    refuse_in_use(model)
     tokenizer = tokenizer_spec(options.tokenizer)
     if isinstance(tokenizer, str):
         tokenizer = load_tokenizer(tokenizer, options.trust_remote_code)

@@ -193,6 +193,10 @@ def params_for(optimizer: wire.OptimizerKind, params: OptimizerParams | dict[str
                 "(the optimizer is fixed when the session is created)"
             )
         params = expected.from_dict(params)
+    if not isinstance(params, expected) and type(params) is getattr(wire, expected.__name__):
+        name = expected.__name__  # said "pass AdamParams, not AdamParams": the right optimizer, the wire's class
+        raise TypeError(f"params must be rlnb.{name} (or a dict of its fields), not rlnb.wire.{name}, the body the "
+                        f"wire sends: pass rlnb.{name}(...)")  # fmt: skip
     if not isinstance(params, expected):
         raise TypeError(
             f"this session's optimizer is {optimizer}: pass {expected.__name__}, not {type(params).__name__} "

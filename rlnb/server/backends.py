@@ -29,7 +29,15 @@ def make_backend(
 ) -> SessionBackend:
     """A session's backend: the resource's model (seeded by ``base_seed``, the same for every session of
     it), optimizer and replicas; LoRA adapters seeded by the session's own ``lora_config.seed``."""
+    import copy
+
+    from torch import nn
+
     from rlnb.engine.backend import LocalBackend
+
+    model = settings.models[resource.base_model]
+    if isinstance(model, nn.Module):  # one module for every session trained them all at once (a LoRA one adapted it)
+        model = copy.deepcopy(model)
 
     muon = resource.optimizer_config.muon
     adapters: dict[str, Any] | bool | None = None
@@ -37,7 +45,7 @@ def make_backend(
         adapters = (lora or wire.LoraConfig()).model_dump(exclude_none=True) or True
     return LocalBackend(
         wire.optimizer_of(resource.optimizer_config),
-        settings.models[resource.base_model],
+        model,
         seed=settings.base_seed,
         sampling_seed=secrets.randbits(62),  # sessions share base weights, not their unseeded samples
         device=settings.device,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -298,6 +299,67 @@ def test_a_model_folder_without_a_tokenizer_takes_token_ids_and_refuses_text(hf_
         assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
     with local(Path(folder), tokenizer=Path(hf_dirs["qwen3"])) as s:  # Paths: were refused / taken for a tokenizer
         assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
+
+
+def test_a_tokenizer_folder_without_a_model_config_is_a_tokenizer(hf_dirs, tmp_path, transformers):
+    """``tokenizer.save_pretrained(folder)`` writes no config.json: such a folder, given as ``tokenizer=``, was refused
+    as "a directory but holds no config.json: not a Hugging Face model"; a folder or id that is no tokenizer is named
+    as the tokenizer, not as a model."""
+    transformers.AutoTokenizer.from_pretrained(hf_dirs["llama"]).save_pretrained(tmp_path / "tok")
+    assert not (tmp_path / "tok" / "config.json").exists()
+    folder = str(hf_models.save("llama", tmp_path / "notok", with_tokenizer=False))
+    with local(folder, tokenizer=str(tmp_path / "tok")) as s:
+        assert s.tokenizer is not None and s.decode(s.encode("n=42")) == "n=42"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelLoadError, match=r"tokenizer '.*empty' is a directory but holds no tokenizer files"):
+        local(folder, tokenizer=str(tmp_path / "empty"))
+    with pytest.raises(ModelLoadError, match=r"^tokenizer '.*nope' is neither a local directory"):
+        local(folder, tokenizer=str(tmp_path / "nope"))
+
+
+@pytest.mark.parametrize("model", ["tiny", "custom"])
+def test_a_tokenizer_larger_than_a_built_in_or_custom_models_vocabulary_is_refused_at_connect(hf_dirs, model):
+    """A 300-token tokenizer on ``tiny`` (256 rows) was taken: its text then failed prompt by prompt ("token 261 is
+    outside the vocabulary [0, 256)"), a forward-backward only once it ran."""
+    from tests.engine.test_local import Bigram
+
+    tokenizer = str(hf_dirs["llama"])
+    given = "tiny" if model == "tiny" else Bigram()
+    with pytest.raises(ModelLoadError, match=r"tokenizer of .* has 300 tokens but the model's embedding table has"):
+        local(given, tokenizer=tokenizer)
+
+
+def test_an_inference_checkpoint_whose_merged_folder_was_deleted_is_named_offline(hf_dirs, tmp_path, monkeypatch):
+    """``resume_from="ckpt-infer-…"`` (relative) with its ``merged/`` deleted by hand: transformers took
+    ``ckpt-infer-…/merged`` for a hub id and asked huggingface.co for it (47 s of retries offline) before the error."""
+    import socket
+
+    looked_up = []
+
+    def offline(*args, **kw):
+        looked_up.append(args[0])
+        raise socket.gaierror(socket.EAI_NONAME, "offline (test)")
+
+    with local(hf_dirs["llama"], checkpoint_dir=tmp_path) as s:
+        folder = s.backend.checkpoint_path(s.save_inference_checkpoint().result(timeout=60).checkpoint.id)
+    shutil.rmtree(folder / "merged")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(socket, "getaddrinfo", offline)
+    with pytest.raises(ValueError, match=rf"resume_from '{folder.name}': its merged weights folder .* is gone"):
+        local(hf_dirs["llama"], resume_from=folder.name)
+    assert looked_up == []
+
+
+def test_an_inference_checkpoint_of_a_model_with_a_tokenizer_of_ones_own_keeps_its_weights(tmp_path):
+    """``tokenizer=`` an object with ``encode`` and ``decode`` only: every inference checkpoint failed INTERNAL_ERROR
+    "'Chars' object has no attribute 'save_pretrained'", nothing of the trained model saved."""
+    from tests.test_text import Chars
+
+    folder = str(hf_models.save("llama", tmp_path / "notok", with_tokenizer=False))
+    with local(folder, tokenizer=Chars(), checkpoint_dir=tmp_path) as s:
+        saved = s.backend.checkpoint_path(s.save_inference_checkpoint().result(timeout=60).checkpoint.id)
+    merged = {p.name for p in (saved / "merged").iterdir()}
+    assert {"config.json", "model.safetensors"} <= merged and "tokenizer.json" not in merged  # none to save
 
 
 def test_resume_knows_a_model_folder_however_its_path_is_spelled(tmp_path, monkeypatch):

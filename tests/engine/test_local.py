@@ -801,3 +801,18 @@ def test_updated_at_moves_when_an_operation_changes_the_session_and_only_then():
             after = s.info()
             assert after.updated_at > before and after.updated_at >= after.created_at
         assert s.info().step == 1 and s.info().training_checkpoints
+
+
+def test_a_module_an_open_session_trains_is_refused_to_a_second_session():
+    """Two open sessions given one ``nn.Module`` trained the same tensors: the first one's optim-step moved the second
+    one's model, silently. A module is free again once its session is closed (it keeps the weights trained)."""
+    model = Bigram()
+    with local_session(model=model) as first:
+        with pytest.raises(ValueError, match=r"model \(Bigram\) is the model of another open session.*copy\.deepcopy"):
+            local_session(model=model)
+        with local_session(model=copy.deepcopy(model)) as other:  # a copy trains on its own
+            other.forward_backward([samples.cross_entropy([1, 2, 3])])
+            other.optim_step(rlnb.AdamParams(learning_rate=0.1)).result()
+            assert not states_equal(params_of(first.backend.trainer), params_of(other.backend.trainer))
+    with local_session(model=model) as again:
+        assert again.backend.trainer is model

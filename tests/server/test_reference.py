@@ -120,3 +120,23 @@ def test_a_forward_backward_over_a_banned_prompt_token_of_weight_0_completes():
     with rlnb.connect("local", model=NoFive(), device="cpu", record=False) as s:
         out = s.forward_backward([samples.cross_entropy([1, 5, 2, 3], [0, 0, 1, 1])]).result(DEADLINE)
     assert math.isfinite(out.loss)
+
+
+@pytest.mark.parametrize("lora", [None, pytest.param(True, marks=pytest.mark.slow)])  # LoRA: peft
+def test_sessions_of_a_served_module_each_train_their_own_copy(tmp_path, lora):
+    """``create_app(models={"x": module})`` gave that one module to every session: one session's optim-step moved
+    the others' model (and the served module), and a second LoRA session was refused, the module "adapted in place by
+    an earlier LoRA session"."""
+    served = NoFive()
+    before = {k: v.clone() for k, v in served.state_dict().items()}
+    batch = [samples.cross_entropy([1, 2, 3, 4])]
+    with app_client(tmp_path, models={"x/no-five": served}) as c:
+        connect = dict(base_model="x/no-five", http_client=c, record=False, lora=lora)
+        with rlnb.connect("http://testserver", **connect) as a, rlnb.connect("http://testserver", **connect) as b:
+            untrained = b.forward_backward(batch, forward_only=True).result(DEADLINE).loss
+            for _ in range(3):
+                a.forward_backward(batch)
+                a.optim_step(rlnb.AdamParams(learning_rate=0.1)).result(DEADLINE)
+            assert a.forward_backward(batch, forward_only=True).result(DEADLINE).loss < untrained  # a trained
+            assert b.forward_backward(batch, forward_only=True).result(DEADLINE).loss == untrained  # b did not move
+    assert all(torch.equal(before[k], v) for k, v in served.state_dict().items())

@@ -276,8 +276,8 @@ class HFAdapter(ModelAdapter):
             m.save_pretrained(directory, state_dict=state)
         finally:
             m.config.tie_word_embeddings = tied
-        if self.codec.tokenizer is not None:
-            self.codec.tokenizer.save_pretrained(directory)
+        if callable(getattr(self.codec.tokenizer, "save_pretrained", None)):  # a tokenizer of one's own (encode and
+            self.codec.tokenizer.save_pretrained(directory)  # decode only) failed the whole save: the weights are kept
 
     def load_merged(self, directory: Path) -> dict[str, Tensor]:
         transformers = hf.require_transformers()

@@ -51,7 +51,7 @@ def build_adapter(
             name = f"custom/{type(model).__name__}"
             cls = BuiltinAdapter if isinstance(model, TinyTransformer) else ModelAdapter
     if cls is HFAdapter:
-        hf.check_vocab(module, tokenizer, name)
+        hf.check_vocab(module.get_input_embeddings().weight.shape[0], tokenizer, name)  # type: ignore[operator]
         hf.disable_dropout(module)
         gen = getattr(module, "generation_config", None)
         ids = getattr(gen, "eos_token_id", None)
@@ -66,6 +66,8 @@ def build_adapter(
     else:
         codec = ByteCodec(extra_eos)
     adapter = cls(module.to(device).train(), name, codec, device)
+    if cls is not HFAdapter:  # its vocabulary is known once probed: a larger tokenizer's text fails prompt by prompt
+        hf.check_vocab(adapter.vocab_size, tokenizer, name)
     if isinstance(adapter, HFAdapter):
         adapter.trust_remote_code = trust_remote_code
     return adapter

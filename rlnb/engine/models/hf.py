@@ -89,12 +89,20 @@ def is_hf_model(model: object) -> bool:
     return any(c.__module__.startswith("transformers.") for c in type(model).__mro__) and hasattr(model, "config")
 
 
-def resolve(spec: str) -> Path:
-    """The local directory holding ``spec``: the directory itself, or a hub id's cached snapshot."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+"""A folder holding any of these holds a tokenizer (``tokenizer.save_pretrained`` writes no config.json)."""
+
+
+def resolve(spec: str, what: str = "model") -> Path:
+    """The local directory holding ``spec``: the directory itself, or a hub id's cached snapshot. ``what``: "model"
+    (a folder needs its config.json) or "tokenizer" (a folder needs a tokenizer file), the name messages give it."""
     path = Path(spec).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
+        if what == "model" and not (path / "config.json").is_file():
             raise ModelLoadError(f"{spec!r} is a directory but holds no config.json: not a Hugging Face model")
+        if what == "tokenizer" and not any((path / f).is_file() for f in TOKENIZER_FILES):
+            raise ModelLoadError(f"tokenizer {spec!r} is a directory but holds no tokenizer files "
+                                 f"({', '.join(TOKENIZER_FILES)})")  # fmt: skip
         return path
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
@@ -104,14 +112,14 @@ def resolve(spec: str) -> Path:
         return Path(snapshot_download(spec, local_files_only=True))
     except HFValidationError:
         raise ModelLoadError(
-            f"model {spec!r} is neither a local directory nor a Hugging Face model id (namespace/name)"
+            f"{what} {spec!r} is neither a local directory nor a Hugging Face model id (namespace/name)"
         ) from None
     except (LocalEntryNotFoundError, FileNotFoundError):
         from rlnb.engine.models.tiny import SIZES  # a bare name may be a built-in one mistyped (model="medium")
 
-        builtin = "" if "/" in spec else f"; the built-in models are {', '.join(map(repr, SIZES))}"
+        builtin = "" if "/" in spec or what != "model" else f"; the built-in models are {', '.join(map(repr, SIZES))}"
         raise ModelLoadError(
-            f"model {spec!r} is not a local directory and is not in the local Hugging Face cache "
+            f"{what} {spec!r} is not a local directory and is not in the local Hugging Face cache "
             f"({os.environ.get('HF_HUB_CACHE') or '~/.cache/huggingface/hub'}){builtin}; rlnb loads models "
             f"offline. Fetch it once with:  {fetch}"
         ) from None
@@ -190,19 +198,17 @@ def load(spec: str, dtype: str = "auto", trust_remote_code: bool = False) -> tup
             f"{', '.join(sorted(head_names)) or 'an output layer'}, so its logits would come from random weights"
         )
     tokenizer = None
-    if any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+    if any((path / f).is_file() for f in TOKENIZER_FILES):
         tokenizer = load_tokenizer(path, spec, trust_remote_code)
     return model, tokenizer
 
 
-def check_vocab(model: nn.Module, tokenizer: Any, name: str) -> None:
-    """A tokenizer may be smaller than the embedding table (padded vocabularies), never larger."""
-    if tokenizer is None:
-        return
-    rows = model.get_input_embeddings().weight.shape[0]  # type: ignore[operator]
-    if len(tokenizer) > rows:
+def check_vocab(rows: int, tokenizer: Any, name: str) -> None:
+    """A tokenizer may be smaller than the model's vocabulary of ``rows`` (padded vocabularies), never larger."""
+    size = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else 0
+    if size > rows:
         raise ModelLoadError(
-            f"tokenizer of {name!r} has {len(tokenizer)} tokens but the model's embedding table has {rows} rows: "
+            f"tokenizer of {name!r} has {size} tokens but the model's embedding table has {rows} rows: "
             "they do not belong together (ids past the table would crash training)"
         )
 
