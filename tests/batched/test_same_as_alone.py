@@ -1,7 +1,7 @@
 """The central claim of batched trials, in the fast tier: an ensemble of K members gives each member what K separate
 runs give (``tests/batched/test_batched.py`` checks it at length, slow tier). Two members that differ in seed and
-learning rate, and K = 1, train 2 light steps (~0.5 s in all) and are compared with the same trial alone on a
-local session: rewards exactly (identical sampled tokens), losses to 1e-8 absolute, weights to 1e-4 of each
+learning rate, and K = 1, train 2 light steps (~1.5 s in all) and are compared with the same trial alone on a
+local session: rewards exactly (identical sampled tokens), losses to 1e-8 absolute, weights to 1e-3 of each
 tensor's largest entry (measured: up to 3.4e-4; the vmapped forward rounds differently from a session's, and
 Adam's update of a near-zero gradient magnifies that)."""
 
