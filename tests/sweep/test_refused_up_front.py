@@ -115,3 +115,20 @@ def test_muon_options_for_a_sweep_without_a_muon_trial_are_refused_before_it_run
     with pytest.raises(ValueError, match=said + r"only; no trial of this sweep is Muon \(each is adam\)"):
         sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False, **options, **search)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "where"),
+    [
+        ({"configs": [{"learning_rate": 1e-3}, {5: 1e-3}]}, r"configs\[1\]"),
+        ({"search": "optuna", "n_trials": 1, "space": {5: [1e-3, 1e-2]}}, "space"),
+    ],
+    ids=["config", "space"],
+)
+def test_a_field_name_that_is_not_a_string_is_refused_naming_it_and_the_allowed_ones(tmp_path, kwargs, where):
+    """``{5: 1e-3}`` was ``AttributeError: 'int' object has no attribute 'partition'``, naming no config or field."""
+    if "space" in kwargs:
+        pytest.importorskip("optuna")
+    with pytest.raises(ValueError, match=rf"^{where}: unknown field 5; allowed fields are optimizer, learning_rate"):
+        sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, **kwargs)
+    assert list(tmp_path.iterdir()) == []
