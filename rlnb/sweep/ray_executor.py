@@ -73,6 +73,21 @@ def start_local(ray: Any) -> None:
             os.environ[SINGLE_MACHINE_FLAG] = saved_env
 
 
+def _start(ray: Any, address: str | None) -> None:
+    """A new local Ray (``address`` None), or this process connected to the one at ``address``; a ``RuntimeError``
+    naming ``executor='ray'`` and what to do when it fails: Ray's own ``Exception: The current node timed out during
+    startup`` (a loaded machine) named neither the sweep's option nor a way on."""
+    try:
+        if address is None:
+            start_local(ray)
+        else:
+            ray.init(address=address, include_dashboard=False, logging_level="error")
+    except Exception as exc:
+        where = "a local Ray" if address is None else f"the connection to the Ray at address={address!r}"
+        raise RuntimeError(f"executor='ray': {where} did not start ({describe(exc)}); call ray.init(...) yourself "
+                           "before the sweep, or use executor='threads'") from exc  # fmt: skip
+
+
 def post_office(ray: Any) -> Any:
     """The driver's one ``PostOffice`` actor (made on first use, again if it died)."""
     key = ray.get_runtime_context().get_job_id()
@@ -175,11 +190,10 @@ class RayExecutor:
         cpu, gpu = check_resources(resources_per_trial)
         ray = self._ray = import_ray()
         if not ray.is_initialized():
-            if address is None and not os.environ.get("RAY_ADDRESS"):
-                start_local(ray)
-            else:
-                check_reachable(address or os.environ["RAY_ADDRESS"])
-                ray.init(address=address, include_dashboard=False, logging_level="error")
+            at = None if address is None and not os.environ.get("RAY_ADDRESS") else address or os.environ["RAY_ADDRESS"]
+            if at is not None:
+                check_reachable(at)
+            _start(ray, at)
         have = ray.cluster_resources()
         for asked, key in ((cpu, "CPU"), (gpu, "GPU")):  # a task asking for more than the cluster has waits forever
             if asked > have.get(key, 0):
