@@ -242,7 +242,10 @@ class RayExecutor:
         """Answer the reports waiting in the mailbox with the search's verdicts."""
         if self._reporter is None:
             return
-        reports = self._ray.get(self._office.take.remote(self._key), timeout=MAILBOX_TIMEOUT)
+        try:
+            reports = self._ray.get(self._office.take.remote(self._key), timeout=MAILBOX_TIMEOUT)
+        except self._ray.exceptions.RayError:  # the mailbox is gone: its trials stop at their next step, no report
+            return
         if reports:
             specs = {s.trial: s for s in self._refs.values()}
             verdicts = [(t, step, self._verdict(specs[t], step, v) if t in specs else None) for t, step, v in reports]
@@ -280,7 +283,12 @@ class RayExecutor:
         return row
 
     def stop(self) -> list[dict[str, Any]]:
-        started = set(self._ray.get(self._office.stop.remote(self._key), timeout=MAILBOX_TIMEOUT))
+        """Tasks still queued are cancelled; running trials stop at their next step. With the mailbox gone, every task
+        reads Stop from that (a queued one ends STOPPED at its start): none is cancelled, as if all had started."""
+        try:
+            started = set(self._ray.get(self._office.stop.remote(self._key), timeout=MAILBOX_TIMEOUT))
+        except self._ray.exceptions.RayError:  # Ray's error escaped the sweep, and running trials' rows were lost
+            started = {spec.trial for spec in self._refs.values()}
         self._stop_deadline = time.monotonic() + STOP_GRACE
         rows = []
         for ref, spec in list(self._refs.items()):
