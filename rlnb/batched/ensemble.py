@@ -127,6 +127,8 @@ class Ensemble:
         return [r for r in self.results if r is not None]
 
     def _crash(self, code: Code, message: str) -> None:
+        if code == Code.RESOURCE_EXHAUSTED and len(self.live) > 1:  # the step holds every member's activations at once
+            message += f" (an ensemble of {len(self.live)} members trains them all at once: run fewer per call)"
         for m in self.live:
             self.records[m].abandon(message, code)
         self._end(list(self.live), "FAILED", f"{code}: {message}")

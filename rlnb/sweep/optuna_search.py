@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from rlnb._options import check_int
 
-from .space import Categorical, Dimension, Float, Int
+from .space import MAX_CONFIGS, Categorical, Dimension, Float, Int
 from .trial import Objective, TrialSpec, identity
 
 STUDY_NAME = "rlnb-sweep"
@@ -74,8 +74,9 @@ def check_search(dims: Mapping[str, Dimension], n_trials: int | None, sampler: A
         grid_values(dims)  # raises for a Float range
     elif n_trials is None:
         raise ValueError("search='optuna' needs n_trials (only sampler='grid' knows its own size)")
-    if n_trials is not None:
-        n_trials = check_int("n_trials", n_trials, 1)
+    if n_trials is not None:  # 10**30 ran trials for ever, its progress bar counting toward 10**30
+        why = "each is a trial, as grid() and random_search() make at most that many configs"
+        n_trials = check_int("n_trials", n_trials, 1, MAX_CONFIGS, why=why)
 
 
 def _check_objects(sampler: Any, pruner: Any) -> None:

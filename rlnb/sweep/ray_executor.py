@@ -73,6 +73,21 @@ def start_local(ray: Any) -> None:
             os.environ[SINGLE_MACHINE_FLAG] = saved_env
 
 
+def _start(ray: Any, address: str | None) -> None:
+    """A new local Ray (``address`` None), or this process connected to the one at ``address``; a ``RuntimeError``
+    naming ``executor='ray'`` and what to do when it fails: Ray's own ``Exception: The current node timed out during
+    startup`` (a loaded machine) named neither the sweep's option nor a way on."""
+    try:
+        if address is None:
+            start_local(ray)
+        else:
+            ray.init(address=address, include_dashboard=False, logging_level="error")
+    except Exception as exc:
+        where = "a local Ray" if address is None else f"the connection to the Ray at address={address!r}"
+        raise RuntimeError(f"executor='ray': {where} did not start ({describe(exc)}); call ray.init(...) yourself "
+                           "before the sweep, or use executor='threads'") from exc  # fmt: skip
+
+
 def post_office(ray: Any) -> Any:
     """The driver's one ``PostOffice`` actor (made on first use, again if it died)."""
     key = ray.get_runtime_context().get_job_id()
@@ -175,11 +190,10 @@ class RayExecutor:
         cpu, gpu = check_resources(resources_per_trial)
         ray = self._ray = import_ray()
         if not ray.is_initialized():
-            if address is None and not os.environ.get("RAY_ADDRESS"):
-                start_local(ray)
-            else:
-                check_reachable(address or os.environ["RAY_ADDRESS"])
-                ray.init(address=address, include_dashboard=False, logging_level="error")
+            at = None if address is None and not os.environ.get("RAY_ADDRESS") else address or os.environ["RAY_ADDRESS"]
+            if at is not None:
+                check_reachable(at)
+            _start(ray, at)
         have = ray.cluster_resources()
         for asked, key in ((cpu, "CPU"), (gpu, "GPU")):  # a task asking for more than the cluster has waits forever
             if asked > have.get(key, 0):
@@ -228,7 +242,10 @@ class RayExecutor:
         """Answer the reports waiting in the mailbox with the search's verdicts."""
         if self._reporter is None:
             return
-        reports = self._ray.get(self._office.take.remote(self._key), timeout=MAILBOX_TIMEOUT)
+        try:
+            reports = self._ray.get(self._office.take.remote(self._key), timeout=MAILBOX_TIMEOUT)
+        except self._ray.exceptions.RayError:  # the mailbox is gone: its trials stop at their next step, no report
+            return
         if reports:
             specs = {s.trial: s for s in self._refs.values()}
             verdicts = [(t, step, self._verdict(specs[t], step, v) if t in specs else None) for t, step, v in reports]
@@ -266,7 +283,12 @@ class RayExecutor:
         return row
 
     def stop(self) -> list[dict[str, Any]]:
-        started = set(self._ray.get(self._office.stop.remote(self._key), timeout=MAILBOX_TIMEOUT))
+        """Tasks still queued are cancelled; running trials stop at their next step. With the mailbox gone, every task
+        reads Stop from that (a queued one ends STOPPED at its start): none is cancelled, as if all had started."""
+        try:
+            started = set(self._ray.get(self._office.stop.remote(self._key), timeout=MAILBOX_TIMEOUT))
+        except self._ray.exceptions.RayError:  # Ray's error escaped the sweep, and running trials' rows were lost
+            started = {spec.trial for spec in self._refs.values()}
         self._stop_deadline = time.monotonic() + STOP_GRACE
         rows = []
         for ref, spec in list(self._refs.items()):

@@ -119,6 +119,7 @@ def parse_space(base: OptimizerParams, space: Mapping[str, Any]) -> dict[str, Di
         raise ValueError(
             "space is empty: give at least one field to search, e.g. {'learning_rate': (1e-5, 1e-1, 'log')}"
         )
+    check_fields("space", [name for name in space if not isinstance(name, str)])  # 5: str.partition's AttributeError
     dims = {name: dimension(name, spec) for name, spec in space.items()}
     kinds = dims.pop("optimizer", Categorical(("adam" if isinstance(base, AdamParams) else "muon",)))
     if not isinstance(kinds, Categorical):
@@ -215,6 +216,7 @@ def config_list(configs: Any) -> list[dict[str, Any]] | None:
     for i, config in enumerate(listed):
         if not isinstance(config, Mapping):
             raise TypeError(f"configs[{i}] must be a dict of fields, such as {{'learning_rate': 1e-3}}, got {config!r}")
+        check_fields(f"configs[{i}]", [key for key in config if not isinstance(key, str)])  # {5: ...}: AttributeError
     return [_flat(c) for c in listed]
 
 

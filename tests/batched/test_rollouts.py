@@ -87,3 +87,25 @@ def test_an_on_done_that_raises_while_a_ctrl_c_stops_the_run_raises_its_own_erro
     assert type(info.value) is LookupError and stop.is_set()
     assert set(History.load(tmp_path / "m").df.status) <= {"TRAINING_OPERATION_STATUS_COMPLETED",
                                                            "TRAINING_OPERATION_STATUS_FAILED"}  # fmt: skip
+
+
+def test_an_ensemble_out_of_memory_fails_every_member_saying_to_run_fewer(monkeypatch):
+    """400 ``tiny`` members under a 3 GB limit (``ulimit -v``) all FAILED ``RESOURCE_EXHAUSTED: out of memory: ...
+    DefaultCPUAllocator: can't allocate memory``, after 26 s, naming neither the ensemble nor a way on. Here torch's
+    CPU allocator's error is raised where the ensemble's forward allocates, as it did there."""
+    import rlnb
+    from rlnb.batched import Member, run_batched
+    from rlnb.batched.stacked import StackedModel
+    from rlnb.tasks import Task
+
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried "
+                           "to allocate 98304000 bytes. Error code 12 (Cannot allocate memory)")  # fmt: skip
+
+    monkeypatch.setattr(StackedModel, "logprobs", no_memory)
+    members = [Member(rlnb.AdamParams(), seed=s) for s in range(3)]
+    results = run_batched("tiny", "adam", members, steps=1, task=Task("t", ["n="], lambda p, c: 0.0, group_size=2))
+    for r in results:
+        assert r.status == "FAILED" and r.reason is not None
+        assert r.reason.startswith(f"{wire.OperationErrorCode.RESOURCE_EXHAUSTED}: out of memory: [enforce fail")
+        assert r.reason.endswith("(an ensemble of 3 members trains them all at once: run fewer per call)")

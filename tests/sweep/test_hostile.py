@@ -185,3 +185,33 @@ def test_a_failed_rows_reason_keeps_what_the_task_noted_on_the_rewards_error(tmp
     )  # fmt: skip
     assert list(trials.status) == ["FAILED", "COMPLETED"]
     assert trials.reason[0].startswith("KeyError: 'kaboom'; raised by task 'raises once': reward(")
+
+
+def test_a_ray_sweeps_dead_mailbox_neither_raises_from_stop_nor_from_pruning(tmp_path):
+    """The mailbox actor lost (its node gone, out of memory): ``stop`` (Stop, Ctrl-C, an error's drain) and the
+    pruner's service raised Ray's ``RayActorError`` out of the sweep, and the rows of the trials still running were
+    lost. Its tasks read a dead mailbox as Stop (``_RayControl.stopping``, ``ray_trial``), so nothing is cancelled:
+    each ends STOPPED and its row comes back. A stand-in for Ray whose every ``get`` of the mailbox raises (importing
+    Ray takes seconds; a real dead mailbox: tests/sweep/test_ray.py)."""
+    from types import SimpleNamespace
+
+    from rlnb.sweep.ray_executor import RayExecutor
+
+    class RayActorError(Exception):
+        """Ray's error for a call to a dead actor (a ``RayError``)."""
+
+    def dead(*args, **kwargs):
+        raise RayActorError("The actor died unexpectedly before finishing this task.")
+
+    cancelled: list[str] = []
+    call = SimpleNamespace(remote=lambda *args: "ref")
+    ray = SimpleNamespace(get=dead, cancel=lambda ref, force=False: cancelled.append(ref),
+                          exceptions=SimpleNamespace(RayError=RayActorError))  # fmt: skip
+    ex = object.__new__(RayExecutor)  # as __init__ leaves it, two trials submitted
+    ex._ray, ex._office, ex._key = ray, SimpleNamespace(stop=call, take=call), "k"
+    ex._collected, ex._stop_deadline = [], None
+    ex._reporter = lambda spec, step, value: None
+    ex._refs = {"task-0": SimpleNamespace(trial=0), "task-1": SimpleNamespace(trial=1)}
+    ex._serve()  # the pruner's service: no report came, none is answered
+    assert ex.stop() == [] and cancelled == [] and ex.running() == 2  # each comes back as its own STOPPED row
+    assert ex._stop_deadline is not None  # and is force-cancelled STOP_GRACE seconds on if it does not

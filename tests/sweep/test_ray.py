@@ -345,3 +345,32 @@ def test_trials_that_find_the_sweeps_mailbox_dead_are_stopped_to_be_resumed(loca
     )  # fmt: skip
     assert "FAILED" not in set(trials.status) and trials.status.iloc[2] == "STOPPED"
     assert trials.reason.iloc[2].startswith("stopped before it started: the sweep's mailbox is gone")
+
+
+def test_an_optuna_search_whose_mailbox_dies_returns_its_table_with_the_trials_stopped(local_ray, tmp_path):
+    """The mailbox killed while an Optuna search's trial runs: the driver's pruning poll raised Ray's
+    ``ActorDiedError`` out of ``sweep`` (the running trial's row and history lost). Now the running trial ends
+    STOPPED at its next step and the ones asked after it find the mailbox gone, all for ``resume=`` to run."""
+    from rlnb.sweep import ray_executor
+
+    marker = tmp_path / "rewarded"
+
+    def reward(prompt, completion):
+        marker.touch()
+        return 0.5
+
+    def kill_mailbox():
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for office in list(ray_executor._POST_OFFICES.values()):
+            local_ray.kill(office)
+
+    threading.Thread(target=kill_mailbox, daemon=True).start()
+    trials = sweep(
+        BASE, search="optuna", space={"learning_rate": (1e-3, 1e-2, "log")}, n_trials=2, steps=20,
+        task=Task("mark", [[104, 105]], reward), executor="ray", max_concurrent=1, runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert list(trials.status) == ["STOPPED", "STOPPED"], list(trials.reason)
+    assert trials.reason.iloc[0].startswith("stopped after") and trials.run_path.iloc[0] is not None
+    assert trials.reason.iloc[1].startswith("stopped before it started: the sweep's mailbox is gone")

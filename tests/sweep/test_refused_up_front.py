@@ -4,6 +4,7 @@ than the in-process engine samples per prompt, and trainer-only sessions, which 
 import re
 import sys
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -114,4 +115,36 @@ def test_muon_options_for_a_sweep_without_a_muon_trial_are_refused_before_it_run
     said += r"\(optimizer='muon'\) "
     with pytest.raises(ValueError, match=said + r"only; no trial of this sweep is Muon \(each is adam\)"):
         sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False, **options, **search)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "where"),
+    [
+        ({"configs": [{"learning_rate": 1e-3}, {5: 1e-3}]}, r"configs\[1\]"),
+        ({"search": "optuna", "n_trials": 1, "space": {5: [1e-3, 1e-2]}}, "space"),
+    ],
+    ids=["config", "space"],
+)
+def test_a_field_name_that_is_not_a_string_is_refused_naming_it_and_the_allowed_ones(tmp_path, kwargs, where):
+    """``{5: 1e-3}`` was ``AttributeError: 'int' object has no attribute 'partition'``, naming no config or field."""
+    if "space" in kwargs:
+        pytest.importorskip("optuna")
+    with pytest.raises(ValueError, match=rf"^{where}: unknown field 5; allowed fields are optimizer, learning_rate"):
+        sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_ray_that_does_not_start_is_an_error_naming_executor_ray_and_leaves_no_folder(tmp_path, monkeypatch):
+    """On a loaded machine ``ray.init`` raised its bare ``Exception: The current node timed out during startup``,
+    naming neither ``executor='ray'`` nor a way on (seen on this project's 2-core machine at load 15)."""
+
+    def timed_out(*args, **kwargs):
+        raise Exception("The current node timed out during startup.")  # Ray's own type and words
+
+    words = r"^executor=.ray.: a local Ray did not start \(Exception: The current node timed out during startup\.\);"
+    with monkeypatch.context() as patch, pytest.raises(RuntimeError, match=words + r" call ray\.init"):
+        # a stand-in, gone when the test ends: importing Ray takes seconds (the fast tier does not)
+        patch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False, init=timed_out))
+        sweep(BASE, target=NOWHERE, api_key="sk-any-key", steps=1, runs_dir=tmp_path, progress=False, executor="ray")
     assert list(tmp_path.iterdir()) == []
