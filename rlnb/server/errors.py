@@ -6,6 +6,7 @@ it, for request validation and for Starlette's own errors all answer with the sa
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -52,6 +53,47 @@ def not_found(what: str, ident: str, param: str) -> ServerError:
     return ServerError(404, f"{what} {ident!r} not found", param=param)
 
 
+class _Huge:
+    """An integer literal longer than Python reads (``sys.get_int_max_str_digits()``: a guard against slow
+    conversions), kept as its digit count so that the error can say where it was."""
+
+    def __init__(self, literal: str):
+        self.digits = len(literal.lstrip("-"))
+
+
+def _int(literal: str) -> int | _Huge:
+    try:
+        return int(literal)
+    except ValueError:
+        return _Huge(literal)
+
+
+def _first_huge(value: Any, path: tuple[str, ...] = ()) -> tuple[str, int] | None:
+    if isinstance(value, _Huge):
+        return ".".join(path), value.digits
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if (found := _first_huge(item, (*path, str(key)))) is not None:
+            return found
+    return None
+
+
+def read_json(data: bytes | str, prefix: str = "") -> Any:
+    """``json.loads``, but an integer too long to read is a 400 naming its field (``prefix`` + its path) and the
+    range, not Python's advice to call ``sys.set_int_max_str_digits()`` (or "error parsing the body")."""
+    value = json.loads(data, parse_int=_int)
+    if (found := _first_huge(value)) is not None:
+        path, digits = found
+        param = ".".join(filter(None, (prefix, path))) or None
+        raise ServerError(
+            400,
+            f"{param or 'the body'}: an integer of {digits} digits is out of range for every field "
+            "(an int64 has at most 19 digits, a float64 at most 309)",
+            param=param,
+        )
+    return value
+
+
 def error_response(status: int, message: str, type: str, param: str | None = None) -> JSONResponse:
     body = wire.ErrorData(error=wire.ErrorDetail(message=message, type=type, param=param, code=None))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
@@ -82,8 +124,23 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(400, said, ERROR_TYPES[400], param)
 
     @app.exception_handler(StarletteHTTPException)
-    def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):  # FastAPI could not read the JSON body
+            return _unreadable_body(await request.body(), exc.__cause__)  # (read already: this is the cached copy)
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
+
+
+def _unreadable_body(body: bytes, cause: ValueError) -> JSONResponse:
+    """Why FastAPI's ``json.loads`` failed, where it said only "There was an error parsing the body": an integer
+    too long to read (named), or bytes that are not UTF-8/16/32 text."""
+    try:
+        read_json(body)
+    except ServerError as exc:
+        return error_response(exc.status, exc.message, exc.type, exc.param)
+    except ValueError:
+        pass
+    why = "it is not UTF-8 text" if isinstance(cause, UnicodeDecodeError) else type(cause).__name__
+    return error_response(400, f"the body is not valid JSON ({why})", ERROR_TYPES[400])
 
 
 def _body_error(request: Request, kind: object) -> str:
