@@ -7,7 +7,9 @@ it, for request validation and for Starlette's own errors all answer with the sa
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+from urllib.parse import unquote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -127,7 +129,31 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):  # FastAPI could not read the JSON body
             return _unreadable_body(await request.body(), exc.__cause__)  # (read already: this is the cached copy)
+        if exc.status_code in (404, 405) and (slashed := _encoded_slash(request)) is not None:
+            return error_response(404, slashed[1], ERROR_TYPES[404], slashed[0])
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
+
+
+SLASH = "\x00"
+"""Stands for a ``%2F`` while the raw path is matched against the routes (no path segment holds a NUL)."""
+
+
+def _encoded_slash(request: Request) -> tuple[str | None, str] | None:
+    """``param`` and message for a route miss caused by a ``%2F`` in an id (``/training-sessions/a%2Fb``): the ASGI
+    server decodes it into a ``/``, so no route matched and the answer was a bare "Not Found". None without one."""
+    raw = request.scope.get("raw_path", b"").decode("latin-1")
+    if "%2f" not in raw.lower():
+        return None
+    path = unquote(raw.replace("%2F", SLASH).replace("%2f", SLASH))
+    for template in request.app.openapi()["paths"]:  # the routes' paths, with {session_id} and the like
+        parts = re.split(r"\{(\w+)\}", template)  # text, name, text, name, ..., text
+        pattern = "".join(f"(?P<{part}>[^/]+)" if i % 2 else re.escape(part) for i, part in enumerate(parts))
+        match = re.fullmatch(pattern, path)
+        for name, value in (match.groupdict() if match else {}).items():
+            if SLASH in value:
+                shown = value.replace(SLASH, "/")
+                return name, f"{name} {shown!r} holds a '/' (sent as %2F): no {name} has one"
+    return None, "the path holds a '/' sent as %2F, and no route of this API matches it: no id has a '/'"
 
 
 def _unreadable_body(body: bytes, cause: ValueError) -> JSONResponse:

@@ -52,3 +52,27 @@ def test_a_5000_digit_integer_in_an_uploaded_payload_is_a_400_naming_its_field(c
 def test_a_body_that_is_not_utf8_says_so(c):
     err = post_raw(c, "/model-resources", b'{"base_model": "\xff"}')
     assert err["message"] == "the body is not valid JSON (it is not UTF-8 text)"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "param"),
+    [
+        ("GET", "/training-sessions/a%2Fb", "session_id"),
+        ("POST", "/training-sessions/a%2fb/stop", "session_id"),
+        ("GET", "/model-resources/a%2Fb", "model_resources_id"),
+        ("GET", "/checkpoints/a%2Fb/download?variant=CHECKPOINT_VARIANT_MERGED", "checkpoint_id"),
+        ("GET", "/training-sessions/s/operations/optim-step/a%2Fb", "operation_id"),
+    ],
+)
+def test_an_id_holding_an_encoded_slash_is_a_404_naming_it(c, method, path, param):
+    """The ASGI server decodes ``%2F`` into a ``/`` before routing: no route matched and the answer was a bare
+    "Not Found", naming neither the id nor the slash."""
+    r = c.request(method, path)
+    assert r.status_code == 404, r.text
+    err = r.json()["error"]
+    assert err["param"] == param
+    assert err["message"] == f"{param} 'a/b' holds a '/' (sent as %2F): no {param} has one"
+
+
+def test_a_route_miss_without_an_encoded_slash_is_unchanged(c):
+    assert c.get("/no-such-thing").json()["error"]["message"] == "Not Found"
