@@ -76,3 +76,10 @@ def test_an_id_holding_an_encoded_slash_is_a_404_naming_it(c, method, path, para
 
 def test_a_route_miss_without_an_encoded_slash_is_unchanged(c):
     assert c.get("/no-such-thing").json()["error"]["message"] == "Not Found"
+
+
+def test_a_5000_digit_int64_string_is_named_not_echoed_whole(c):
+    """An int64 may come as a decimal string; one of 5,000 digits was quoted whole in the 400's message."""
+    err = post_raw(c, "/training-sessions", f'{{"model_resources_id":"mr-x","lora_config":{{"seed":"{HUGE}"}}}}')
+    assert err["param"] == "lora_config.seed"
+    assert "(5000 characters)" in err["message"] and len(err["message"]) < 200, err["message"]
