@@ -18,7 +18,6 @@ Offloaded results are copies of results the session keeps anyway; they go when t
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import uuid
 from collections import defaultdict

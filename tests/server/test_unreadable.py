@@ -1,5 +1,6 @@
 """Requests `rlnb serve` cannot read or route: each answered with the API's error body naming what was wrong."""
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -27,7 +28,8 @@ def test_a_5000_digit_integer_is_a_400_naming_its_field(c):
     parsing the body" (FastAPI), naming nothing, and through the payload side channel with Python's advice to
     call ``sys.set_int_max_str_digits()``."""
     rid, sid = new_session(c)
-    err = post_raw(c, f"/training-sessions/{sid}/operations/optim-step", f'{{"adam_params":{{"learning_rate":{HUGE}}}}}')
+    optim = f"/training-sessions/{sid}/operations/optim-step"
+    err = post_raw(c, optim, f'{{"adam_params":{{"learning_rate":{HUGE}}}}}')
     assert err["param"] == "adam_params.learning_rate"
     assert "5000 digits" in err["message"] and "19 digits" in err["message"]
     err = post_raw(c, "/training-sessions", f'{{"model_resources_id":"{rid}","lora_config":{{"seed":{HUGE}}}}}')
@@ -43,10 +45,23 @@ def test_a_5000_digit_integer_in_an_uploaded_payload_is_a_400_naming_its_field(c
     up = c.post(f"/training-sessions/{sid}/payloads/upload-url").json()
     body = f'{{"model_inputs":[{{"chunks":[{{"encoded_text":{{"tokens":[1,{HUGE}]}}}}]}}]}}'
     assert c.put(up["upload_url"], content=body, headers={"Content-Type": "application/json"}).status_code == 200
-    inline = '{"model_inputs":[{"chunks":[{"encoded_text":{"tokens":[1]}}]}],"payload_id":"%s"}' % up["payload_id"]
+    stand_in = {"model_inputs": [{"chunks": [{"encoded_text": {"tokens": [1]}}]}], "payload_id": up["payload_id"]}
+    inline = json.dumps(stand_in)
     err = post_raw(c, f"/training-sessions/{sid}/operations/sample", inline)  # the SDK's shrunk stand-in
     assert err["param"] == "payload.model_inputs.0.chunks.0.encoded_text.tokens.1", err
     assert "5000 digits" in err["message"] and "set_int_max_str_digits" not in err["message"]
+
+
+def test_a_5000_digit_integer_under_900_lists_is_named_without_a_500(c):
+    """The field is found by a walk of the decoded JSON in a loop, so any depth the decoder reads is walked."""
+    err = post_raw(c, "/model-resources", '{"x":' + "[" * 900 + HUGE + "]" * 900 + "}")
+    assert err["param"] == "x" + ".0" * 900 and "5000 digits" in err["message"]
+
+
+def test_a_body_nested_past_the_stack_says_so(c):
+    """JSON nested past Python's stack was FastAPI's "There was an error parsing the body", naming nothing."""
+    err = post_raw(c, "/model-resources", '{"x":' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert err["message"] == "the body nests JSON too deeply to read"
 
 
 def test_a_body_that_is_not_utf8_says_so(c):
