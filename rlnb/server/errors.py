@@ -143,7 +143,7 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
 
 
-SLASH = "\x00"
+_SLASH = "\x00"
 """Stands for a ``%2F`` while the raw path is matched against the routes (no path segment holds a NUL)."""
 
 
@@ -153,14 +153,14 @@ def _encoded_slash(request: Request) -> tuple[str | None, str] | None:
     raw = request.scope.get("raw_path", b"").decode("latin-1")
     if "%2f" not in raw.lower():
         return None
-    path = unquote(raw.replace("%2F", SLASH).replace("%2f", SLASH))
+    path = unquote(raw.replace("%2F", _SLASH).replace("%2f", _SLASH))
     for template in request.app.openapi()["paths"]:  # the routes' paths, with {session_id} and the like
         parts = re.split(r"\{(\w+)\}", template)  # text, name, text, name, ..., text
         pattern = "".join(f"(?P<{part}>[^/]+)" if i % 2 else re.escape(part) for i, part in enumerate(parts))
         match = re.fullmatch(pattern, path)
         for name, value in (match.groupdict() if match else {}).items():
-            if SLASH in value:
-                shown = value.replace(SLASH, "/")
+            if _SLASH in value:
+                shown = value.replace(_SLASH, "/")
                 return name, f"{name} {shown!r} holds a '/' (sent as %2F): no {name} has one"
     return None, "the path holds a '/' sent as %2F, and no route of this API matches it: no id has a '/'"
 
