@@ -6,7 +6,10 @@ it, for request validation and for Starlette's own errors all answer with the sa
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
+from urllib.parse import unquote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -52,6 +55,56 @@ def not_found(what: str, ident: str, param: str) -> ServerError:
     return ServerError(404, f"{what} {ident!r} not found", param=param)
 
 
+class _Huge:
+    """An integer literal longer than Python reads (``sys.get_int_max_str_digits()``: a guard against slow
+    conversions), kept as its digit count so that the error can say where it was."""
+
+    def __init__(self, literal: str):
+        self.digits = len(literal.lstrip("-"))
+
+
+def _int(literal: str) -> int | _Huge:
+    try:
+        return int(literal)
+    except ValueError:
+        return _Huge(literal)
+
+
+def _first_huge(value: Any) -> tuple[str, int] | None:
+    """The path and digit count of the first ``_Huge`` in decoded JSON (a loop, not recursion: the JSON may nest
+    as deep as the decoder allows)."""
+    stack: list[tuple[tuple[str, ...], Any]] = [((), value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, _Huge):
+            return ".".join(path), item.digits
+        members = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+        stack.extend(reversed([((*path, str(key)), member) for key, member in members]))
+    return None
+
+
+def read_json(data: bytes | bytearray | str, prefix: str = "") -> Any:
+    """``json.loads``, but an integer too long to read is a 400 naming its field (``prefix`` + its path) and the
+    range, not Python's advice to call ``sys.set_int_max_str_digits()`` (or "error parsing the body"). Only a
+    failed decode is decoded again to find it: the common case keeps ``json.loads``'s speed."""
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer too long to read, or bytes that are not UTF-8/16/32 (raised again below)
+        found = _first_huge(json.loads(data, parse_int=_int))
+        if found is None:
+            raise
+    path, digits = found
+    param = ".".join(filter(None, (prefix, path))) or None
+    raise ServerError(
+        400,
+        f"{param or 'the body'}: an integer of {digits} digits is out of range for every field "
+        "(an int64 has at most 19 digits, a float64 at most 309)",
+        param=param,
+    )
+
+
 def error_response(status: int, message: str, type: str, param: str | None = None) -> JSONResponse:
     body = wire.ErrorData(error=wire.ErrorDetail(message=message, type=type, param=param, code=None))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
@@ -82,8 +135,49 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(400, said, ERROR_TYPES[400], param)
 
     @app.exception_handler(StarletteHTTPException)
-    def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and isinstance(exc.__cause__, (ValueError, RecursionError)):  # FastAPI's json.loads
+            return _unreadable_body(await request.body(), exc.__cause__)  # (read already: this is the cached copy)
+        if exc.status_code in (404, 405) and (slashed := _encoded_slash(request)) is not None:
+            return error_response(404, slashed[1], ERROR_TYPES[404], slashed[0])
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
+
+
+_SLASH = "\x00"
+"""Stands for a ``%2F`` while the raw path is matched against the routes (no path segment holds a NUL)."""
+
+
+def _encoded_slash(request: Request) -> tuple[str | None, str] | None:
+    """``param`` and message for a route miss caused by a ``%2F`` in an id (``/training-sessions/a%2Fb``): the ASGI
+    server decodes it into a ``/``, so no route matched and the answer was a bare "Not Found". None without one."""
+    raw = request.scope.get("raw_path", b"").decode("latin-1")
+    if "%2f" not in raw.lower():
+        return None
+    path = unquote(raw.replace("%2F", _SLASH).replace("%2f", _SLASH))
+    for template in request.app.openapi()["paths"]:  # the routes' paths, with {session_id} and the like
+        parts = re.split(r"\{(\w+)\}", template)  # text, name, text, name, ..., text
+        pattern = "".join(f"(?P<{part}>[^/]+)" if i % 2 else re.escape(part) for i, part in enumerate(parts))
+        match = re.fullmatch(pattern, path)
+        for name, value in (match.groupdict() if match else {}).items():
+            if _SLASH in value:
+                shown = value.replace(_SLASH, "/")
+                return name, f"{name} {shown!r} holds a '/' (sent as %2F): no {name} has one"
+    return None, "the path holds a '/' sent as %2F, and no route of this API matches it: no id has a '/'"
+
+
+def _unreadable_body(body: bytes, cause: ValueError | RecursionError) -> JSONResponse:
+    """Why FastAPI's ``json.loads`` failed, where it said only "There was an error parsing the body": JSON nested
+    past Python's stack, an integer too long to read (named), or bytes that are not UTF-8/16/32 text."""
+    if isinstance(cause, RecursionError):
+        return error_response(400, "the body nests JSON too deeply to read", ERROR_TYPES[400])
+    try:
+        read_json(body)
+    except ServerError as exc:
+        return error_response(exc.status, exc.message, exc.type, exc.param)
+    except ValueError:
+        pass
+    why = "it is not UTF-8 text" if isinstance(cause, UnicodeDecodeError) else type(cause).__name__
+    return error_response(400, f"the body is not valid JSON ({why})", ERROR_TYPES[400])
 
 
 def _body_error(request: Request, kind: object) -> str:

@@ -18,7 +18,6 @@ Offloaded results are copies of results the session keeps anyway; they go when t
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import uuid
 from collections import defaultdict
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb import wire
-from rlnb.server.errors import ServerError, not_found
+from rlnb.server.errors import ServerError, not_found, read_json
 from rlnb.server.records import SessionRecord
 from rlnb.server.settings import ServerSettings
 
@@ -197,7 +196,7 @@ class PayloadStore:
                 409, f"payload {payload_id} was never uploaded (PUT its upload_url first)", param="payload_id"
             )
         try:
-            obj = json.loads(data)
+            obj = read_json(data, "payload")  # a too-long integer: 400 naming it
         except ValueError as exc:
             raise ServerError(400, f"payload {payload_id} is not JSON: {exc}", param="payload_id") from None
         except RecursionError:

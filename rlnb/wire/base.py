@@ -44,6 +44,12 @@ __all__ = [
 ]
 
 
+def _shown(text: str, limit: int = 40) -> str:
+    """``text`` quoted for an error message, cut to ``limit`` characters: a 5,000-digit int64 string came back
+    whole in the 400's message (as would a megabyte)."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 def _int64(value: Any) -> Any:
     """Accept a protobuf-JSON string (``"42"``) as well as an int; reject bools and fractions."""
     if isinstance(value, bool):
@@ -52,7 +58,7 @@ def _int64(value: Any) -> Any:
         try:
             return int(value.strip())
         except ValueError:
-            raise ValueError(f"expected an int64 (integer or decimal string), got {value!r}") from None
+            raise ValueError(f"expected an int64 (integer or decimal string), got {_shown(value)}") from None
     if isinstance(value, float):
         if not value.is_integer():
             raise ValueError(f"expected an integer, got {value!r}")
