@@ -37,10 +37,33 @@ def key(name: str) -> str:
     clean = re.sub(r"[^\w.\- /:]", "_", name)
     if posixpath.normpath(clean) != clean or clean.startswith(("/", ".")):
         clean = clean.replace("/", "_").lstrip(".") or "_"
-    if len(clean) > MAX_KEY:
-        digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-        clean = clean[: MAX_KEY - 9].rstrip("/") + "-" + digest
-    return clean
+    return hashed(clean, name) if len(clean) > MAX_KEY else clean
+
+
+def hashed(clean: str, name: str) -> str:
+    """``clean`` cut to end in ``-`` and 8 hex digits of ``name``'s hash, within ``MAX_KEY`` characters."""
+    digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return clean[: MAX_KEY - 9].rstrip("/") + "-" + digest
+
+
+class Keys:
+    """One run's names as MLflow keys (``key``), each its own: two names cleaned alike (``a@b`` and ``a_b``, ``%`` and
+    ``..``) were one MLflow metric, both figures' values at each step mixed in it (a param: a batch MLflow refused,
+    which dropped the sink). The later name of such a pair ends in its own hash (``a_b-1c2d3e4f``)."""
+
+    def __init__(self) -> None:
+        self._key: dict[str, str] = {}
+        self._name: dict[str, str] = {}  # whose each key is
+
+    def __call__(self, name: str) -> str:
+        found = self._key.get(name)
+        if found is None:
+            found = key(name)
+            if self._name.setdefault(found, name) != name:
+                found = hashed(found, name)
+                self._name[found] = name
+            self._key[name] = found
+        return found
 
 
 def store_uri(where: str | Path | None) -> str | None:
@@ -159,14 +182,15 @@ class _Writer:
         tags = dict(run.tags) | ({"rlnb.sweep": run.group} if run.group else {})
         self.run_id: str = client.create_run(experiment_id, run_name=run.name, tags=tags).info.run_id
         self._store = Watched(local_store(str(client.tracking_uri)))
-        params = [Param(key(k), str(v)[:MAX_PARAM]) for k, v in run.params.items()]
+        self._keys, names = Keys(), Keys()  # a param and a metric may share a name
+        params = [Param(names(k), str(v)[:MAX_PARAM]) for k, v in run.params.items()]
         for i in range(0, len(params), BATCH_PARAMS):
             client.log_batch(self.run_id, params=params[i : i + BATCH_PARAMS])
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
         self._store.check(lost_from(points, failures))
         metrics = [
-            self._metric(key(name), value, int(point.time * 1000), point.step)
+            self._metric(self._keys(name), value, int(point.time * 1000), point.step)
             for point in points
             for name, value in point.values.items()
         ]

@@ -1,4 +1,5 @@
-"""Texts no sink library takes: lone surrogates in what a server says and in a run folder copied from elsewhere."""
+"""Names and texts a sink library takes otherwise: lone surrogates in what a server says and in a run folder copied
+from elsewhere; names MLflow cleans alike."""
 
 from __future__ import annotations
 
@@ -100,3 +101,24 @@ def test_a_run_folder_named_in_another_encoding_exports_to_tensorboard(tmp_path)
     params, points, _ = read.tensorboard(tmp_path / "tb" / r"r\udcff")
     assert points == {1: {"reward": 0.5}}
     assert params["note"] == r"caf\udce9" and params["model"] == "rlnb/tiny"
+
+
+@pytest.mark.slow  # MLflow itself (in-process, a SQLite store)
+def test_names_mlflow_cleans_alike_stay_apart(tmp_path):
+    """``reward@k`` and ``reward_k`` (or ``%`` and ``..``) are both ``reward_k`` (``_``) to MLflow: the two figures were
+    one metric holding both values at each step, and two such config fields made MLflow refuse the batch (the export
+    raised, a streamed run dropped the sink). The later of each pair ends in its own hash; a lone name is as before."""
+    from rlnb.sinks.mlflow import key
+
+    history = History.create({"lr@warm": 1, "lr_warm": 2}, runs_dir=tmp_path, run_id="alike")
+    for step in (1, 2):
+        history.log(step, **{"reward@k": step, "reward_k": 10 * step, "%": 100 * step, "..": 1000 * step, "ok@": 5})
+    history.close()
+    rlnb.export(history, sinks.MLflow(tmp_path / "mlflow.db", "alike", process=False))
+    params, points, _, _ = read.mlflow(f"sqlite:///{tmp_path / 'mlflow.db'}", "alike", "alike")
+    hashed = [k for k in points[1] if k not in ("reward_k", "_", key("ok@"))]
+    assert [k.rsplit("-", 1)[0] for k in sorted(hashed)] == ["_", "reward_k"] and key("ok@") == "ok_"
+    for step in (1, 2):
+        assert sorted(points[step].values()) == sorted([5, step, 10 * step, 100 * step, 1000 * step])
+        assert points[step]["reward_k"] == step and points[step]["_"] == 100 * step  # the first of each pair
+    assert sorted(v for k, v in params.items() if k.startswith("lr_warm")) == ["1", "2"]
