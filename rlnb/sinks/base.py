@@ -110,6 +110,8 @@ class RunInfo:
     path: str | None = None
     """The rlnb run folder, if the run is recorded on disk."""
     tags: dict[str, str] = field(default_factory=dict)
+    continued: bool = False
+    """A later session of a run streamed before: a library that can (MLflow) writes on into that run's record."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], path: Path | None = None, unnamed: str = "rlnb-run") -> RunInfo:

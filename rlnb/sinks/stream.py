@@ -88,6 +88,7 @@ class _Channel:
                     return
                 if writer is None:  # a snapshot of the config: annotate() may add a field meanwhile, on another thread
                     run = RunInfo.from_config(dict(self._history.config), self._history.path, self._unnamed)
+                    run.continued = not self._fresh
                     self.run_name = run.name
                     if self._held(lease, run):
                         return

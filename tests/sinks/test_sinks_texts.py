@@ -122,3 +122,32 @@ def test_names_mlflow_cleans_alike_stay_apart(tmp_path):
         assert sorted(points[step].values()) == sorted([5, step, 10 * step, 100 * step, 1000 * step])
         assert points[step]["reward_k"] == step and points[step]["_"] == 100 * step  # the first of each pair
     assert sorted(v for k, v in params.items() if k.startswith("lr_warm")) == ["1", "2"]
+
+
+@pytest.mark.slow  # MLflow's child process
+def test_a_later_session_of_a_run_writes_on_into_its_mlflow_run(tmp_path):
+    """A session continuing a run (``run_id=`` of one streamed before: a kernel restart) made a second MLflow run of
+    the same name, each holding one session's steps, where TensorBoard's folder and Trackio's run go on. It writes on
+    into the first, whose params keep their values (MLflow refuses to change one); a new run of that name is still
+    left out (``test_sinks_hostile``)."""
+    from mlflow import MlflowClient
+
+    from rlnb.history.runs import RunContinuedWarning
+    from rlnb.testing import FakeBackend
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for steps in (2, 3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", sinks.SinkWarning)
+            warnings.simplefilter("ignore", RunContinuedWarning)  # it starts at step 1 again: FakeBackend has no resume
+            sink = sinks.MLflow(tmp_path / "mlflow.db", "again")
+            with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[sink]) as s:
+                for _ in range(steps):
+                    s.forward_backward([rlnb.samples.cross_entropy([1, 2, 3])])
+                    s.history.log(s.optim_step().result().step, reward=float(steps))
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("again").experiment_id])
+    assert run.info.run_name == "r" and run.info.status == "FINISHED"
+    rewards = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "reward"))
+    assert rewards == [(1, 2.0), (1, 3.0), (2, 2.0), (2, 3.0), (3, 3.0)]  # as history.logged holds them
+    assert run.data.params["model"] == "fake"
