@@ -40,8 +40,24 @@ class Steps:
         self._ready: list[tuple[int, Record]] = []  # a heap by seq
         self._loss = math.nan  # of the training forward-backwards since the last optim-step (a failed one too)
         self._times: list[Times] = []  # of the operations since the last optim-step
+        self._seeded: set[int] = set()  # the records ``seed`` took finished
+
+    def seed(self, records: Iterable[Record]) -> None:
+        """Take in the records a History holds before a sink is attached to it mid-run, sending none of them: the
+        step under way then had its loss (and times) from the operations since only, a half of it (a
+        forward-backward before and one after: the sink's loss was half of ``History.steps``'). A record seen finished
+        here is not taken again when its hook comes after (it finished as the sink subscribed)."""
+        for rec in records:
+            if rec.status in TERMINAL_STATUSES:
+                self._seeded.add(rec.seq)
+                heapq.heappush(self._ready, (rec.seq, rec))
+            else:
+                self._running.add(rec.seq)
+        self.drain(min(self._running, default=math.inf))
 
     def record(self, rec: Record) -> list[Item]:
+        if rec.seq in self._seeded:
+            return []
         if rec.status not in TERMINAL_STATUSES:
             self._running.add(rec.seq)
             return []
