@@ -269,7 +269,8 @@ def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:
 
 
 def attach(history: History, sinks: Sink | Sequence[Sink]) -> Attachment:
-    """Stream ``history`` to ``sinks`` from now on (operations recorded before are not sent)."""
+    """Stream ``history`` to ``sinks`` from now on (the steps finished before are not sent; the one under way counts
+    its operations from before)."""
     return Attachment(history, validate(sinks))
 
 
