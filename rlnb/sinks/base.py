@@ -53,6 +53,14 @@ def scrubbed(exc: BaseException) -> BaseException:
     return RuntimeError(f"{type(exc).__name__}: {scrub(text)}")
 
 
+def shown(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (``"\\udcff"``): no library takes one. A server's
+    error message (a JSON ``"\\udcff"``), a run folder named in another encoding or a hand-edited ``config.json``
+    holds one: TensorBoard and MLflow were dropped at the batch holding it, and Trackio lost it saying only its own
+    ``UserWarning``."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class SinkWarning(RuntimeWarning):
     """A sink failed and was dropped; training and the run store carry on."""
 
@@ -102,6 +110,8 @@ class RunInfo:
     path: str | None = None
     """The rlnb run folder, if the run is recorded on disk."""
     tags: dict[str, str] = field(default_factory=dict)
+    continued: bool = False
+    """A later session of a run streamed before: a library that can (MLflow) writes on into that run's record."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], path: Path | None = None, unnamed: str = "rlnb-run") -> RunInfo:
@@ -109,11 +119,14 @@ class RunInfo:
         ``unnamed`` names a run that neither names (a session with ``record=False``): the sinks give each such run a
         fresh one (``new_run_id``): every one of them was ``rlnb-run``, one TensorBoard folder mixing them."""
         run_id = _folder_name(config.get("run_id")) or _folder_name(path.name if path else None) or unnamed
+        run_id = shown(run_id)  # a folder named in another encoding ("r\\udcff", its byte 0xff)
         group = _folder_name(config.get("sweep"))  # a hand-edited config's "../x" would lead TensorBoard out of logdir
+        group = shown(group) if group else None
         name = f"{group}/{run_id}" if group else run_id
-        tags = {"rlnb.run_id": run_id} | ({"rlnb.run_path": str(path)} if path else {})
+        where = shown(str(path)) if path else None
+        tags = {"rlnb.run_id": run_id} | ({"rlnb.run_path": where} if where else {})
         params = flatten({k: v for k, v in config.items() if k != EARLIER})  # the latest session's: each library's
-        return cls(name, str(group) if group else None, params, str(path) if path else None, tags)  # value is short
+        return cls(name, group, params, where, tags)  # value is short
 
 
 def _folder_name(value: object) -> str | None:
@@ -126,18 +139,20 @@ def _folder_name(value: object) -> str | None:
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:
     """``{"versions": {"torch": "2.13"}}`` → ``{"versions.torch": "2.13"}``; lists as JSON text;
-    None and NaN left out (every library wants a value)."""
+    None and NaN left out (every library wants a value); a lone surrogate as its escape (``shown``)."""
     flat: dict[str, Scalar] = {}
     for key, value in config.items():
-        name = f"{prefix}{key}"
+        name = shown(f"{prefix}{key}")
         if isinstance(value, Mapping):
             flat.update(flatten(value, name + "."))
         elif value is None or (isinstance(value, float) and math.isnan(value)):
             continue
-        elif isinstance(value, bool | int | float | str):
+        elif isinstance(value, str):
+            flat[name] = shown(value)
+        elif isinstance(value, bool | int | float):
             flat[name] = value
         else:
-            flat[name] = json.dumps(value, default=str)
+            flat[name] = json.dumps(value, default=str)  # a lone surrogate as its escape
     return flat
 
 

@@ -37,10 +37,33 @@ def key(name: str) -> str:
     clean = re.sub(r"[^\w.\- /:]", "_", name)
     if posixpath.normpath(clean) != clean or clean.startswith(("/", ".")):
         clean = clean.replace("/", "_").lstrip(".") or "_"
-    if len(clean) > MAX_KEY:
-        digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-        clean = clean[: MAX_KEY - 9].rstrip("/") + "-" + digest
-    return clean
+    return hashed(clean, name) if len(clean) > MAX_KEY else clean
+
+
+def hashed(clean: str, name: str) -> str:
+    """``clean`` cut to end in ``-`` and 8 hex digits of ``name``'s hash, within ``MAX_KEY`` characters."""
+    digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return clean[: MAX_KEY - 9].rstrip("/") + "-" + digest
+
+
+class Keys:
+    """One run's names as MLflow keys (``key``), each its own: two names cleaned alike (``a@b`` and ``a_b``, ``%`` and
+    ``..``) were one MLflow metric, both figures' values at each step mixed in it (a param: a batch MLflow refused,
+    which dropped the sink). The later name of such a pair ends in its own hash (``a_b-1c2d3e4f``)."""
+
+    def __init__(self) -> None:
+        self._key: dict[str, str] = {}
+        self._name: dict[str, str] = {}  # whose each key is
+
+    def __call__(self, name: str) -> str:
+        found = self._key.get(name)
+        if found is None:
+            found = key(name)
+            if self._name.setdefault(found, name) != name:
+                found = hashed(found, name)
+                self._name[found] = name
+            self._key[name] = found
+        return found
 
 
 def store_uri(where: str | Path | None) -> str | None:
@@ -111,22 +134,27 @@ class MLflow(Sink):
             if self._experiment_id is None:
                 self._experiment_id = self._experiment(self._client)
 
-    def holds(self, run: RunInfo) -> str | None:
-        """An active MLflow run of that name in the experiment (a deleted one is not)."""
+    def _find(self, name: str) -> Any:
+        """The latest active MLflow run named ``name`` in the experiment (a deleted one is not), or None."""
         assert self._experiment_id is not None
-        quote = "'" if "'" not in run.name else '"'
-        if quote in run.name:  # no filter string can quote it: every run of the experiment, compared here
+        quote = "'" if "'" not in name else '"'
+        if quote in name:  # no filter string can quote it: every run of the experiment, compared here
             found: list[Any] = []
             token: str | None = None
             while not found and (token or token is None):  # page by page (1000 runs each)
                 page = self._client.search_runs([self._experiment_id], page_token=token)
-                found, token = [r for r in page if r.info.run_name == run.name], page.token or ""
+                found, token = [r for r in page if r.info.run_name == name], page.token or ""
         else:
-            where = f"attributes.run_name = {quote}{run.name}{quote}"
+            where = f"attributes.run_name = {quote}{name}{quote}"
             found = self._client.search_runs([self._experiment_id], filter_string=where, max_results=1)
-        if not found:
+        return found[0] if found else None
+
+    def holds(self, run: RunInfo) -> str | None:
+        """An active MLflow run of that name in the experiment (a deleted one is not)."""
+        found = self._find(run.name)
+        if found is None:
             return None
-        run_id = found[0].info.run_id
+        run_id = found.info.run_id
         return (f"as MLflow run {run_id} of experiment {self.experiment!r}: delete it (mlflow runs delete --run-id "
                 f"{run_id}) to export it again, or export to another experiment")  # fmt: skip
 
@@ -134,7 +162,7 @@ class MLflow(Sink):
         """Start the library's run for ``run``; called on the sink's own thread, as it may be slow."""
         self.prepare()
         assert self._experiment_id is not None
-        return _Writer(self._client, self._experiment_id, run)
+        return _Writer(self._client, self._experiment_id, run, self._find(run.name) if run.continued else None)
 
     def _experiment(self, client: Any) -> str:
         from mlflow.exceptions import MlflowException
@@ -152,21 +180,30 @@ class MLflow(Sink):
 
 
 class _Writer:
-    def __init__(self, client: Any, experiment_id: str, run: RunInfo):
+    def __init__(self, client: Any, experiment_id: str, run: RunInfo, earlier: Any = None):
+        """``earlier``: the MLflow run of an earlier session of this run, written on into (a second MLflow run of one
+        name held each session's steps apart); its params keep their values (MLflow refuses to change one)."""
         from mlflow.entities import Metric, Param, RunTag
 
         self._client, self._metric, self._tag = client, Metric, RunTag
         tags = dict(run.tags) | ({"rlnb.sweep": run.group} if run.group else {})
-        self.run_id: str = client.create_run(experiment_id, run_name=run.name, tags=tags).info.run_id
+        if earlier is None:
+            self.run_id: str = client.create_run(experiment_id, run_name=run.name, tags=tags).info.run_id
+        else:
+            self.run_id = earlier.info.run_id
+            client.update_run(self.run_id, status="RUNNING")
+        kept = earlier.data.params if earlier is not None else {}
         self._store = Watched(local_store(str(client.tracking_uri)))
-        params = [Param(key(k), str(v)[:MAX_PARAM]) for k, v in run.params.items()]
+        self._keys, names = Keys(), Keys()  # a param and a metric may share a name
+        named = ((names(k), v) for k, v in run.params.items())
+        params = [Param(k, str(v)[:MAX_PARAM]) for k, v in named if k not in kept]
         for i in range(0, len(params), BATCH_PARAMS):
             client.log_batch(self.run_id, params=params[i : i + BATCH_PARAMS])
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
         self._store.check(lost_from(points, failures))
         metrics = [
-            self._metric(key(name), value, int(point.time * 1000), point.step)
+            self._metric(self._keys(name), value, int(point.time * 1000), point.step)
             for point in points
             for name, value in point.values.items()
         ]

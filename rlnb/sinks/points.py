@@ -19,7 +19,7 @@ from rlnb.history.figures import SHADOWED, STEP_COLUMNS
 from rlnb.history.runconfig import continued_at
 from rlnb.history.steplog import KEPT_GRADIENTS
 from rlnb.history.timing import Times, op_times, step_times
-from rlnb.sinks.base import Failure, Point
+from rlnb.sinks.base import Failure, Point, shown
 from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
 
 TRAINING = frozenset({OperationKind.FORWARD_BACKWARD, OperationKind.OPTIM_STEP})
@@ -40,8 +40,24 @@ class Steps:
         self._ready: list[tuple[int, Record]] = []  # a heap by seq
         self._loss = math.nan  # of the training forward-backwards since the last optim-step (a failed one too)
         self._times: list[Times] = []  # of the operations since the last optim-step
+        self._seeded: set[int] = set()  # the records ``seed`` took finished
+
+    def seed(self, records: Iterable[Record]) -> None:
+        """Take in the records a History holds before a sink is attached to it mid-run, sending none of them: the
+        step under way then had its loss (and times) from the operations since only, a half of it (a
+        forward-backward before and one after: the sink's loss was half of ``History.steps``'). A record seen finished
+        here is not taken again when its hook comes after (it finished as the sink subscribed)."""
+        for rec in records:
+            if rec.status in TERMINAL_STATUSES:
+                self._seeded.add(rec.seq)
+                heapq.heappush(self._ready, (rec.seq, rec))
+            else:
+                self._running.add(rec.seq)
+        self.drain(min(self._running, default=math.inf))
 
     def record(self, rec: Record) -> list[Item]:
+        if rec.seq in self._seeded:
+            return []
         if rec.status not in TERMINAL_STATUSES:
             self._running.add(rec.seq)
             return []
@@ -82,8 +98,10 @@ class Steps:
 
 
 def failure(rec: Record) -> Failure:
+    """``rec`` as a failure, its texts without lone surrogates (``shown``: a server's message may hold one)."""
     code, message = rec.error_code or "UNKNOWN", rec.error_message or ""
-    return Failure(rec.seq, rec.step or 0, rec.kind, rec.op_id, code, message, rec.finished_at)
+    kind, op_id, code, message = (shown(text) for text in (rec.kind, rec.op_id, code, message))
+    return Failure(rec.seq, rec.step or 0, kind, op_id, code, message, rec.finished_at)
 
 
 def logged(row: dict[str, Any], at: float) -> Point:

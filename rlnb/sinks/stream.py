@@ -88,6 +88,7 @@ class _Channel:
                     return
                 if writer is None:  # a snapshot of the config: annotate() may add a field meanwhile, on another thread
                     run = RunInfo.from_config(dict(self._history.config), self._history.path, self._unnamed)
+                    run.continued = not self._fresh
                     self.run_name = run.name
                     if self._held(lease, run):
                         return
@@ -137,7 +138,7 @@ class Attachment:
 
     def __init__(self, history: History, sinks: Sequence[Sink]):
         self._history = history
-        self._steps = Steps()
+        self._steps = Steps(continued_at(dict(history.config)))  # its earlier sessions' steps, as History.steps
         self._lock = threading.Lock()
         self._closed = False
         self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
@@ -145,7 +146,9 @@ class Attachment:
             say_all()  # a new run: a sink's failure not said yet (after the last log of a run never closed) is said
         fresh = not continued_at(dict(history.config)) and history not in _LATEST  # no session streamed it before
         self._channels = [_Channel(s, history, unnamed(history), fresh) for s in sinks if s.error is None]
-        self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
+        with self._lock:  # a record that finishes meanwhile is heard once its state is taken in: seen once
+            self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
+            self._steps.seed(history.records)  # attached mid-step: the step's operations so far count in it
         self._unread = history.on_read(self._on_read)  # kept after close() while a writer that missed it may fail
         _ATTACHED.add(self)
         _LATEST[history] = weakref.ref(self)  # a weak value: a strong one would keep the history alive for ever
@@ -266,7 +269,8 @@ def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:
 
 
 def attach(history: History, sinks: Sink | Sequence[Sink]) -> Attachment:
-    """Stream ``history`` to ``sinks`` from now on (operations recorded before are not sent)."""
+    """Stream ``history`` to ``sinks`` from now on (the steps finished before are not sent; the one under way counts
+    its operations from before)."""
     return Attachment(history, validate(sinks))
 
 

@@ -447,3 +447,23 @@ def test_a_run_of_one_name_being_written_by_another_process_of_this_machine_is_l
     claim = claims.take(where, "r")  # the holder ended: the kernel released its lock
     assert claim is not None
     claims.drop(claim)
+
+
+def test_a_sink_attached_mid_step_gets_that_steps_whole_loss(tmp_path):
+    """``sinks.attach(session.history, ...)`` between a step's forward-backwards: the sink's loss of that step was the
+    sum of those after it only (half of ``History.steps``'), its times too. The step's operations so far count now;
+    the steps before are not sent, as before."""
+    from rlnb.testing import FakeBackend
+
+    with rlnb.Session(FakeBackend(), record=False) as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+        s.forward_backward(CE).result()  # step 2's first forward-backward, before the sink
+        attached = sinks.attach(s.history, [sinks.TensorBoard(tmp_path / "tb", interval=0)])
+        _steps(s, 2)
+        attached.close(timeout=LOADED_MACHINE_TIMEOUT)
+    (run,) = (tmp_path / "tb").iterdir()
+    _, points, _ = read.tensorboard(run)
+    want = expected(s.history)
+    assert want[2]["loss"] == pytest.approx(2 * 0.5)  # two forward-backwards of FakeBackend's 1 / (1 + step 1)
+    assert_points(points, {step: want[step] for step in (2, 3)})
