@@ -224,3 +224,15 @@ def test_a_muon_adam_clip_sent_as_it_is_fails_invalid_input_and_a_corrected_step
         metrics = s.optim_step(rlnb.MuonParams(grad_clip_norm=1e-3)).result(timeout=30).metrics
         assert metrics["grad_clip_norm"] == 1e-3 and metrics["clip_coef"] < 1 and not _same(_weights(s), before)
 
+
+@pytest.mark.parametrize("optimizer", ["adam", "muon"])
+def test_an_optim_step_with_no_forward_backward_counts_a_step_and_moves_nothing(optimizer):
+    """docs/optimizers.md: with no gradient, no weight moves (no decay either, as torch's AdamW skips a parameter
+    without a gradient), the step counts and its grad_norm is 0; the next forward-backward trains as usual."""
+    params = rlnb.AdamParams(weight_decay=0.5) if optimizer == "adam" else rlnb.MuonParams(weight_decay=0.5)
+    with local_session(model="tiny", optimizer=optimizer, threads=1) as s:
+        before = _weights(s)
+        result = s.optim_step(params).result(timeout=30)
+        assert result.step == 1 and result.metrics["grad_norm"] == 0.0 and _same(_weights(s), before)
+        s.forward_backward([samples.cross_entropy(s.encode("n=1"))])
+        assert s.optim_step(params).result(timeout=30).step == 2 and not _same(_weights(s), before)
