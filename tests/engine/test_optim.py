@@ -260,6 +260,20 @@ def test_non_finite_gradient_changes_nothing(kind: str, bad: float) -> None:
     assert all(torch.equal(a, b) for a, b in zip(after, tensors(state), strict=True))
 
 
+def test_a_non_finite_gradient_names_a_few_of_its_weights_not_all() -> None:
+    """The error lists where the gradient is not finite; a NaN everywhere named every weight of the model, one line
+    of hundreds of names in an operation's error for a real model."""
+    model = build_model("tiny", seed=0)
+    opt = TrainerOptimizer(model, "adam")
+    set_grads(model, torch.Generator().manual_seed(0), scale=float("nan"))
+    with pytest.raises(NonFiniteGradient) as err:
+        opt.step(adam_hp())
+    names = [n for n, _ in model.named_parameters()]
+    assert err.value.names == names and len(names) > 5
+    first = ", ".join(names[:5])
+    assert str(err.value) == f"gradient norm is nan; non-finite gradients in: {first}, ... ({len(names)} in all)"
+
+
 @pytest.mark.parametrize("kind", ["adam", "muon"])
 def test_grad_clip(kind: str) -> None:
     model = build_model("tiny", seed=0)

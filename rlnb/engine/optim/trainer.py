@@ -31,7 +31,8 @@ class NonFiniteGradient(Exception):
     """The pre-clip gradient norm is NaN or infinite; ``step`` raised before changing anything."""
 
     def __init__(self, grad_norm: float, names: list[str]) -> None:
-        where = ", ".join(names) if names else "none (the norm itself overflowed)"
+        where = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+        where = where or "none (the norm itself overflowed)"
         super().__init__(f"gradient norm is {grad_norm}; non-finite gradients in: {where}")
         self.grad_norm = grad_norm
         self.names = names
@@ -109,8 +110,9 @@ class TrainerOptimizer:
        (the caller decides what to do with the gradients).
     3. grad_clip_norm c > 0: ∇ ← ∇·min(1, c / (g + 1e-6)) on all gradients, exactly
        ``torch.nn.utils.clip_grad_norm_``; c = 0 turns clipping off. For Muon the top-level
-       ``grad_clip_norm`` is this global clip and ``hp.adam.grad_clip_norm`` is ignored: one
-       norm over the whole model, so the two groups keep their relative scale.
+       ``grad_clip_norm`` is this global clip and ``hp.adam.grad_clip_norm`` is not read (params refuse any
+       other value: ``rlnb.params.check_adam_clip``): one norm over the whole model, so the two groups keep
+       their relative scale.
     4. AdamW (``torch.optim.AdamW``, foreach) with this step's lr, betas, eps and weight decay, on all
        parameters (adam kind) or on the AdamW group with ``hp.adam`` (muon kind).
     5. Muon kind: the module docstring's update on each hidden matrix, batched over equal shapes.
