@@ -104,7 +104,8 @@ class TrainerOptimizer:
     ``step(hp)`` runs, in this order:
 
     1. g = ‖(∇θ for every trainable θ with a gradient)‖₂, the pre-clip global norm, computed as
-       ``clip_grad_norm_`` does (same call, same order) so that clipping matches it bit for bit; for
+       ``clip_grad_norm_`` does (same call, same order) so that clipping matches it bit for bit (float16
+       gradients: in float32, ``total_norm``); for
        Muon also the norm of each group (g² = g_muon² + g_adam² up to rounding).
     2. g not finite → ``NonFiniteGradient``; parameters, gradients and optimizer state are untouched
        (the caller decides what to do with the gradients).
@@ -175,13 +176,12 @@ class TrainerOptimizer:
         self.check(hp)
         adam_hp = hp.adam if isinstance(hp, MuonHyperparams) else hp
 
-        get_total_norm = torch.nn.utils.get_total_norm
-        total = get_total_norm([p.grad for _, p in self._named if p.grad is not None])
+        total = total_norm([p.grad for _, p in self._named if p.grad is not None])
         grad_norm = total.item()
         norm_muon = norm_adam = None
         if self.kind == "muon":
             norm_muon, norm_adam = (
-                get_total_norm([p.grad for _, p in group if p.grad is not None]).item()
+                total_norm([p.grad for _, p in group if p.grad is not None]).item()
                 for group in (self.split.muon, self.split.adam)
             )
         if not math.isfinite(grad_norm):
@@ -298,6 +298,16 @@ class TrainerOptimizer:
             step = float(state["step"])
             if step < 0 or not step.is_integer():
                 raise ValueError(f"AdamW's step for {name} is {step:g}, expected a whole number >= 0")
+
+
+def total_norm(grads: list[Tensor]) -> Tensor:
+    """The global 2-norm of ``grads``: ``get_total_norm``'s (what ``clip_grad_norm_`` clips by, bit for bit), but in
+    float32 for float16 gradients, where a norm past 65504 was inf though every gradient was finite: the step failed
+    ``NON_FINITE_LOSS`` and its gradients were dropped, instead of being clipped."""
+    if any(g.dtype == torch.float16 for g in grads):
+        norms = [torch.linalg.vector_norm(g, dtype=torch.float32) for g in grads]
+        return torch.linalg.vector_norm(torch.stack(norms))
+    return torch.nn.utils.get_total_norm(grads)
 
 
 def _check_finite(what: str, t: Tensor) -> None:
