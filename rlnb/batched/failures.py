@@ -29,7 +29,7 @@ from rlnb import wire
 from rlnb.batched.members import Member, params_at
 from rlnb.batched.optim import no_gradient
 from rlnb.batched.recorder import Op, Recorder
-from rlnb.engine.handlers import non_finite_gradient, optim_metrics
+from rlnb.engine.handlers import optim_metrics
 from rlnb.engine.optim.trainer import NonFiniteGradient
 from rlnb.errors import describe
 from rlnb.params import Hyperparams, OptimizerParams
@@ -103,7 +103,7 @@ def fail_optim_step(
         rec.history.log_completions(rec.step, completion_rows(groups))
         reason = fb_error
     elif not math.isfinite(grad_norm):
-        message = non_finite_gradient(NonFiniteGradient(grad_norm, non_finite))
+        message = NonFiniteGradient(grad_norm, non_finite).dropped()
         rec.fail(opt, Code.NON_FINITE_LOSS, message)
         rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
         reason = f"{Code.NON_FINITE_LOSS}: {message}"

@@ -186,19 +186,10 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
         stats = engine.optim.step(hp)
     except NonFiniteGradient as exc:
         engine.optim.zero_grad()
-        raise OperationError(Code.NON_FINITE_LOSS, non_finite_gradient(exc)) from None
+        raise OperationError(Code.NON_FINITE_LOSS, exc.dropped()) from None
     engine.optim.zero_grad()
     engine.step += 1
     return wire.OptimStepResult(step=engine.step, metrics=optim_metrics(stats, hp))
-
-
-def non_finite_gradient(exc: NonFiniteGradient) -> str:
-    """A NON_FINITE_LOSS optim-step's message: the norm, which weights, and that the gradients are gone (it said only
-    the norm: a person could not tell where, nor that the next step needs a forward-backward)."""
-    return (
-        f"{exc}; parameters and optimizer state unchanged, the accumulated gradients dropped (run a forward-backward "
-        "to train on)"
-    )
 
 
 def optim_metrics(stats: StepStats, hp: params_mod.Hyperparams) -> dict[str, float]:

@@ -37,6 +37,11 @@ class NonFiniteGradient(Exception):
         self.grad_norm = grad_norm
         self.names = names
 
+    def dropped(self) -> str:
+        """A NON_FINITE_LOSS optim-step's message, a session's and a batched trial's: the gradients are gone too."""
+        return f"{self}; parameters and optimizer state unchanged, the accumulated gradients dropped (run a " \
+               "forward-backward to train on)"
+
 
 @dataclass
 class StepStats:
@@ -301,9 +306,8 @@ class TrainerOptimizer:
 
 
 def total_norm(grads: list[Tensor]) -> Tensor:
-    """The global 2-norm of ``grads``: ``get_total_norm``'s (what ``clip_grad_norm_`` clips by, bit for bit), but in
-    float32 for float16 gradients, where a norm past 65504 was inf though every gradient was finite: the step failed
-    ``NON_FINITE_LOSS`` and its gradients were dropped, instead of being clipped."""
+    """The global 2-norm of ``grads``, ``get_total_norm``'s (``clip_grad_norm_``'s, bit for bit), but in float32 for
+    float16 gradients: past 65504 it was inf though each was finite, and the step failed instead of clipping them."""
     if any(g.dtype == torch.float16 for g in grads):
         norms = [torch.linalg.vector_norm(g, dtype=torch.float32) for g in grads]
         return torch.linalg.vector_norm(torch.stack(norms))
