@@ -414,3 +414,25 @@ def test_a_loss_name_missing_its_params_or_given_params_it_has_no_field_for_says
     assert loss_config("dro", {"beta": 0.1}).dro_params is not None
     with pytest.raises(ValueError, match="cross_entropy params have no field 'x'; its fields: none, it takes no par"):
         loss_config("cross_entropy", {"x": 1})
+
+
+def test_a_muon_adam_clip_the_step_would_not_use_is_refused_naming_it():
+    """A Muon step clips one global norm, by Muon's own grad_clip_norm: ``adam.grad_clip_norm`` was taken and never
+    read, so ``adam=AdamParams(grad_clip_norm=0.01)`` clipped nothing. Another value is refused wherever params are
+    built (an assignment left as it was); the same one, or none, is taken."""
+    said = r"\.adam\.grad_clip_norm = {} is invalid: must be unset or equal to grad_clip_norm \({}\): a Muon step clips"
+    with pytest.raises(rlnb.InvalidParams, match=r"^MuonParams" + said.format(r"0\.01", 1)):
+        rlnb.MuonParams(adam=rlnb.AdamParams(grad_clip_norm=0.01))
+    with pytest.raises(rlnb.InvalidParams, match=r"^MuonParams" + said.format(r"1\.0", 0)):
+        rlnb.MuonParams.from_dict({"muon_params": {"grad_clip_norm": 0, "adam": {"grad_clip_norm": 1.0}}})
+    p = rlnb.MuonParams(adam={"grad_clip_norm": 1.0})  # Muon's default clip: the same
+    assert p.resolved().grad_clip_norm == p.resolved().adam.grad_clip_norm == 1.0
+    with pytest.raises(rlnb.InvalidParams, match=r"^MuonParams" + said.format(r"1\.0", 2)):
+        p.grad_clip_norm = 2.0
+    assert p.request_body() == {"muon_params": {"adam": {"grad_clip_norm": 1.0}}}
+    both = rlnb.MuonParams(grad_clip_norm=0.5, adam=rlnb.AdamParams(learning_rate=1e-3, grad_clip_norm=0.5))
+    assert both.scaled(0.5).resolved().adam.grad_clip_norm == 0.5
+    adam = wire.AdamParams(grad_clip_norm=3.0)
+    body = wire.OptimStepBody(muon_params=wire.MuonParams(grad_clip_norm=2.0, adam=adam))
+    with pytest.raises(rlnb.InvalidParams, match=r"^muon_params" + said.format(r"3\.0", 2)):
+        resolve("muon", body)

@@ -12,6 +12,7 @@ step is ``rlnb.batched.sampler``.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -182,7 +183,9 @@ class Ensemble:
         grad_norms, failed = norms.total.tolist(), {}
         for k, m in enumerate(self.live):
             refused, fb_error = params.refused.get(m), fb_errors.get(m)
-            reason = fail_optim_step(self.records[m], ops[m][1:], rollouts[m], hps[m], refused, fb_error, grad_norms[k])
+            bad = [] if math.isfinite(grad_norms[k]) else self.optim.non_finite(k)
+            reason = fail_optim_step(self.records[m], ops[m][1:], rollouts[m], hps[m], refused, fb_error,
+                                     grad_norms[k], bad)  # fmt: skip
             if reason is not None:
                 failed[m] = reason
         kept = [k for k, m in enumerate(self.live) if m not in failed]

@@ -30,6 +30,7 @@ from rlnb.batched.members import Member, params_at
 from rlnb.batched.optim import no_gradient
 from rlnb.batched.recorder import Op, Recorder
 from rlnb.engine.handlers import optim_metrics
+from rlnb.engine.optim.trainer import NonFiniteGradient
 from rlnb.errors import describe
 from rlnb.params import Hyperparams, OptimizerParams
 from rlnb.tasks.rollouts import Rollout, completion_rows
@@ -84,10 +85,12 @@ def fail_optim_step(
     refused: str | None,
     fb_error: str | None,
     grad_norm: float,
+    non_finite: list[str],
 ) -> str | None:
     """The member's trial's reason if it cannot train on this step (``refused`` params, a ``fb_error``, a
-    non-finite ``grad_norm``), with its optim-step and weights-sync (``ops``) and the step's completions
-    (``groups``) recorded as a session records them; None (nothing recorded) if it can."""
+    non-finite ``grad_norm``, the ``non_finite`` weights named as a session's step names them), with its optim-step
+    and weights-sync (``ops``) and the step's completions (``groups``) recorded as a session records them; None
+    (nothing recorded) if it can."""
     opt, sync = ops
     if refused is not None:  # as the engine's optim-step checks them first, whatever the forward-backward did
         rec.fail(opt, Code.INVALID_INPUT, refused)
@@ -100,7 +103,7 @@ def fail_optim_step(
         rec.history.log_completions(rec.step, completion_rows(groups))
         reason = fb_error
     elif not math.isfinite(grad_norm):
-        message = f"gradient norm is {grad_norm}; parameters and optimizer state unchanged"
+        message = NonFiniteGradient(grad_norm, non_finite).dropped()
         rec.fail(opt, Code.NON_FINITE_LOSS, message)
         rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
         reason = f"{Code.NON_FINITE_LOSS}: {message}"

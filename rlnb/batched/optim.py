@@ -153,6 +153,13 @@ class StackedOptimizer:
         norm = torch.linalg.vector_norm
         return Norms(total, norm(each[:, ~adam], dim=1), norm(each[:, adam], dim=1))
 
+    def non_finite(self, k: int) -> list[str]:
+        """Member ``k``'s parameters whose gradient is not finite, in the model's order (as a session's step names
+        them: ``NonFiniteGradient``)."""
+        g, columns = self.model.grad[k], self.model.columns
+        order = [name for name, _ in self.model.base.named_parameters()]
+        return [n for n in order if not bool(torch.isfinite(g[columns[n][0] : columns[n][1]]).all())]
+
     def refusal(self, hp: Hyperparams) -> str | None:
         """Why a session's optim-step on these weights would refuse ``hp`` (``INVALID_INPUT``, nothing changed: a decay
         that erases them, eps 0 in their dtype, a step size past it), or None."""

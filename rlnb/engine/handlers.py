@@ -186,9 +186,7 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
         stats = engine.optim.step(hp)
     except NonFiniteGradient as exc:
         engine.optim.zero_grad()
-        raise OperationError(
-            Code.NON_FINITE_LOSS, f"gradient norm is {exc.grad_norm}; parameters and optimizer state unchanged"
-        ) from None
+        raise OperationError(Code.NON_FINITE_LOSS, exc.dropped()) from None
     engine.optim.zero_grad()
     engine.step += 1
     return wire.OptimStepResult(step=engine.step, metrics=optim_metrics(stats, hp))

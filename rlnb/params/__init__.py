@@ -34,7 +34,16 @@ Muon.adam     (non-matrix params) the Adam defaults above
 ============  ==================  ========================================================
 """
 
-from .classes import ADAM_FIELDS, MUON_FIELDS, PARAMS, AdamParams, MuonParams, OptimizerParams, params_for
+from .classes import (
+    ADAM_FIELDS,
+    MUON_ADAM_FIELDS,
+    MUON_FIELDS,
+    PARAMS,
+    AdamParams,
+    MuonParams,
+    OptimizerParams,
+    params_for,
+)
 from .hyperparams import (
     ADAM_DEFAULTS,
     DECAY_RULE,
@@ -43,6 +52,7 @@ from .hyperparams import (
     AdamHyperparams,
     Hyperparams,
     MuonHyperparams,
+    check_adam_clip,
     check_decay,
     check_hyperparams,
     decay_rule_holds,
@@ -54,6 +64,7 @@ __all__ = [
     "ADAM_FIELDS",
     "DECAY_RULE",
     "HYPERPARAMS",
+    "MUON_ADAM_FIELDS",
     "MUON_DEFAULTS",
     "MUON_FIELDS",
     "PARAMS",
@@ -63,6 +74,7 @@ __all__ = [
     "MuonHyperparams",
     "MuonParams",
     "OptimizerParams",
+    "check_adam_clip",
     "check_decay",
     "check_hyperparams",
     "decay_rule_holds",

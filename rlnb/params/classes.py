@@ -17,7 +17,14 @@ from rlnb.errors import InvalidParams
 from rlnb.prompts import scalar
 
 from .fields import invalid, plain, refuse_arrays, unwrapped
-from .hyperparams import AdamHyperparams, MuonHyperparams, adam_hyperparams, check_decay, muon_hyperparams
+from .hyperparams import (
+    AdamHyperparams,
+    MuonHyperparams,
+    adam_hyperparams,
+    check_adam_clip,
+    check_decay,
+    muon_hyperparams,
+)
 
 
 class _Params:
@@ -33,7 +40,7 @@ class _Params:
             super().__init__(**data)
         except ValidationError as exc:
             raise invalid(type(self), exc) from None
-        check_decay(cast(Any, self).resolved(), type(self).__name__)
+        self._check()
 
     def __setattr__(self, name: str, value: Any) -> None:
         """An assignment is checked as the constructor checks: the same errors, numpy integers, ``adam`` as a dict
@@ -50,11 +57,15 @@ class _Params:
         if value is None:  # unset again: omitted from the body, not sent as null
             fields_set.discard(name)
         try:
-            check_decay(cast(Any, self).resolved(), type(self).__name__)
+            self._check()
         except InvalidParams:  # refused: the params stay as they were
             super().__setattr__(name, before)
             (fields_set.add if was_set else fields_set.discard)(name)
             raise
+
+    def _check(self) -> None:
+        """The rules that tie fields together (each field's own range is pydantic's): ``check_decay``."""
+        check_decay(cast(Any, self).resolved(), type(self).__name__)
 
     @classmethod
     def model_validate(cls, obj: Any, **options: Any) -> Any:
@@ -157,6 +168,11 @@ class MuonParams(_Params, wire.MuonParams):
                 raise InvalidParams("MuonParams.adam", exc.errors) from None
         super().__init__(**data)
 
+    def _check(self) -> None:
+        """``check_decay``, and ``check_adam_clip``: an ``adam.grad_clip_norm`` the step would not use."""
+        super()._check()
+        check_adam_clip(self, type(self).__name__)
+
     def resolved(self) -> MuonHyperparams:
         """Every field's effective value on the local backend; ``adam`` resolved the same way."""
         return muon_hyperparams(self)
@@ -166,6 +182,9 @@ OptimizerParams = AdamParams | MuonParams
 ADAM_FIELDS: tuple[str, ...] = tuple(AdamParams.model_fields)
 MUON_FIELDS: tuple[str, ...] = tuple(name for name in MuonParams.model_fields if name != "adam")
 """Muon's own fields (``adam`` holds an ``AdamParams``)."""
+MUON_ADAM_FIELDS: tuple[str, ...] = tuple(name for name in ADAM_FIELDS if name != "grad_clip_norm")
+"""The fields of Muon's ``adam`` that a Muon step reads: all but ``grad_clip_norm`` (the clip is Muon's own, one
+global norm; ``check_adam_clip``)."""
 
 
 PARAMS: dict[wire.OptimizerKind, type[AdamParams] | type[MuonParams]] = {"adam": AdamParams, "muon": MuonParams}

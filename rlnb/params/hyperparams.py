@@ -2,7 +2,7 @@
 
 ``resolve`` makes them from an optim-step body (the defaults, ``ADAM_DEFAULTS`` / ``MUON_DEFAULTS``, for what it
 leaves unset); ``check_hyperparams`` is what the engine checks before a step (the right kind; a decay that keeps the
-weights).
+weights); ``check_adam_clip`` refuses a Muon ``adam.grad_clip_norm`` that the step would not use.
 """
 
 from __future__ import annotations
@@ -102,6 +102,23 @@ def check_decay(hp: Hyperparams, owner: str) -> None:
         raise InvalidParams(owner, errors)
 
 
+def check_adam_clip(params: wire.MuonParams | None, owner: str) -> None:
+    """``InvalidParams`` (``owner``'s ``adam.grad_clip_norm``) where Muon's ``adam`` sets a clip other than the one a
+    Muon step uses: one global norm over all parameters, Muon's own ``grad_clip_norm`` (unset: 1.0). The nested one
+    was taken and never read, so ``adam=AdamParams(grad_clip_norm=0.01)`` clipped nothing, in silence. The same value
+    (or none) is taken: AdamW's params reused for Muon's ``adam`` carry one."""
+    adam = params.adam if params is not None else None
+    if adam is None or adam.grad_clip_norm is None or params is None:
+        return
+    clip = params.grad_clip_norm if params.grad_clip_norm is not None else MUON_DEFAULTS["grad_clip_norm"]
+    if adam.grad_clip_norm != clip:
+        said = (
+            f"must be unset or equal to grad_clip_norm ({clip:g}): a Muon step clips one global norm over all "
+            "parameters by Muon's own grad_clip_norm, and does not read this one; set grad_clip_norm instead"
+        )
+        raise InvalidParams(owner, [("adam.grad_clip_norm", adam.grad_clip_norm, said)])
+
+
 def _given(params: wire._Model | None, exclude: set[str] | None = None) -> dict[str, Any]:
     """The fields a user (or a request) set; ``None`` counts as unset, as on the wire."""
     return {} if params is None else params.model_dump(exclude_unset=True, exclude_none=True, exclude=exclude)
@@ -128,4 +145,6 @@ def resolve(optimizer: wire.OptimizerKind, body: wire.OptimStepBody) -> Hyperpar
         raise ValueError(f"this session's optimizer is {optimizer}: send {mine}, not {others[0]}")
     if others:
         raise ValueError(f"this session's optimizer is {optimizer}: send {mine} only, not {mine} and {others[0]}")
+    if optimizer == "muon":
+        check_adam_clip(body.muon_params, mine)
     return adam_hyperparams(body.adam_params) if optimizer == "adam" else muon_hyperparams(body.muon_params)

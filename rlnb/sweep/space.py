@@ -19,7 +19,7 @@ from typing import Any
 
 from rlnb import wire
 from rlnb._options import check_bool, check_int, is_integer
-from rlnb.params import ADAM_FIELDS, PARAMS, AdamParams, OptimizerParams
+from rlnb.params import MUON_ADAM_FIELDS, PARAMS, AdamParams, OptimizerParams
 from rlnb.prompts import check_text, scalar
 
 
@@ -153,9 +153,9 @@ a trial, and a list far longer is a mistake that fills memory (a grid) or draws 
 
 def check_fields(where: str, names: Iterable[str]) -> None:
     """``ValueError`` naming a field no optimizer has and the allowed ones: ``random_search(3, lr=...)`` built configs
-    that every sweep then refused."""
+    that every sweep then refused. Muon's ``adam.grad_clip_norm`` is none (a Muon step clips by its own)."""
     own = dict.fromkeys(f for cls in PARAMS.values() for f in cls.model_fields if f != "adam")
-    allowed = ["optimizer", *own, *(f"adam.{f}" for f in ADAM_FIELDS)]
+    allowed = ["optimizer", *own, *(f"adam.{f}" for f in MUON_ADAM_FIELDS)]
     unknown = [n for n in names if n not in allowed]
     if unknown:
         raise ValueError(f"{where}: unknown field {unknown[0]!r}; allowed fields are {', '.join(allowed)}")

@@ -12,7 +12,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from rlnb.params import ADAM_FIELDS, MUON_FIELDS
+from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
 from rlnb.schedule import Schedule
 from rlnb.widgets.controls import FIELD, STYLE, WIDE, controls, grid, mark
 from rlnb.widgets.presets import PRESETS
@@ -29,14 +29,14 @@ class BuilderForm:
     def __init__(self, optimizer: str, total_steps: int, expanded: bool, finder: W.Widget):
         self.adam = controls(ADAM_FIELDS, LR_RANGES["adam"])
         self.muon = controls(MUON_FIELDS, LR_RANGES["muon"])
-        self.muon_adam = controls(ADAM_FIELDS, LR_RANGES["muon.adam"])
+        self.muon_adam = controls(MUON_ADAM_FIELDS, LR_RANGES["muon.adam"])  # no clip: Muon's is global
         self.tabs = W.Tab(
             children=[
                 grid(self.adam),
                 W.VBox(
                     [
                         grid(self.muon),
-                        W.HTML("<b>adam</b> — for embeddings, output head, norms, biases"),
+                        W.HTML("<b>adam</b> — for embeddings, output head, norms, biases (clipped by the clip above)"),
                         grid(self.muon_adam),
                     ]
                 ),

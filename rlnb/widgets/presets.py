@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb.params import ADAM_FIELDS, MUON_FIELDS
+from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
 from rlnb.tasks import first_letter_task
 from rlnb.tasks.lesson import LessonRun
 from rlnb.widgets.describe import rate
@@ -29,9 +29,11 @@ COLLAPSED_DISTINCT, CHANCE_MARGIN = 1.5, 0.1
 
 
 def _preset(adam: tuple[float, float, float, float, float, float], muon: tuple[float, float, int, float, float]) -> Any:
-    """One preset: the same AdamW values for an Adam session and for Muon's non-matrix weights."""
+    """One preset: the same AdamW values for an Adam session and for Muon's non-matrix weights (but for the clip: a
+    Muon step clips one global norm, by Muon's own ``grad_clip_norm``)."""
     adam_values = dict(zip(ADAM_FIELDS, adam, strict=True))
-    return {"adam": adam_values, "muon": dict(zip(MUON_FIELDS, muon, strict=True)), "muon.adam": dict(adam_values)}
+    aux = {name: adam_values[name] for name in MUON_ADAM_FIELDS}
+    return {"adam": adam_values, "muon": dict(zip(MUON_FIELDS, muon, strict=True)), "muon.adam": aux}
 
 
 DEFAULT_PRESET = "Learns in 40 steps"

@@ -207,8 +207,9 @@ def test_a_member_whose_gradient_turns_non_finite_stops_alone(sampled_tokens, mo
     bad = results[1]
     assert bad.status == "FAILED" and bad.steps_done == 3
     assert bad.reason == f"{failure.value.code}: {failure.value.message}"
-    assert bad.reason == ("TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS: gradient norm is nan; parameters and "
-                          "optimizer state unchanged")
+    assert bad.reason == ("TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS: gradient norm is nan; non-finite gradients "
+                          "in: wte.weight; parameters and optimizer state unchanged, the accumulated gradients dropped "
+                          "(run a forward-backward to train on)")
     assert_same_records(bad.history, s.history)  # optim-step FAILED, weights-sync publishes the unchanged step
     pd.testing.assert_frame_equal(bad.history.completions, s.history.completions)
     assert sorted(set(s.history.completions.step)) == [1, 2, 3, 4]  # the failed step's completions are kept

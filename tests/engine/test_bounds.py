@@ -204,3 +204,36 @@ def test_the_least_eps_is_the_one_the_error_names(dtype, least):
     refused = rf"adam_params.eps .* in {str(dtype)[6:]}, .*give adam_params.eps >= {least:g}"
     with pytest.raises(ValueError, match=refused):
         limits.check(AdamParams(eps=least * 0.99).resolved())
+
+
+def test_a_muon_adam_clip_sent_as_it_is_fails_invalid_input_and_a_corrected_step_trains():
+    """``muon_params.adam.grad_clip_norm`` was taken and never read (the clip is Muon's own, one global norm): a body
+    sent as it is (as over ``rlnb serve``) with another value fails INVALID_INPUT naming it, the weights untouched
+    and the gradients kept for the corrected step, which clips by Muon's grad_clip_norm."""
+    body = wire.OptimStepBody(muon_params=wire.MuonParams(adam=wire.AdamParams(grad_clip_norm=1e-3)))
+    with local_session(model="tiny", optimizer="muon", threads=1) as s:
+        s.forward_backward([samples.cross_entropy(s.encode("n=1"))])
+        s.wait()
+        before, got = _weights(s), []
+        s.backend.submit(wire.OperationKind.OPTIM_STEP, body, got.append)
+        s.backend.wait_idle()
+        assert got[-1].status == wire.OperationStatus.FAILED and _same(_weights(s), before)
+        assert got[-1].error.code == wire.OperationErrorCode.INVALID_INPUT
+        assert got[-1].error.message.startswith("muon_params.adam.grad_clip_norm = 0.001 is invalid: must be unset or "
+                                                "equal to grad_clip_norm (1)"), got[-1].error.message
+        assert any(p.grad is not None for p in s.backend.trainer.parameters())
+        metrics = s.optim_step(rlnb.MuonParams(grad_clip_norm=1e-3)).result(timeout=30).metrics
+        assert metrics["grad_clip_norm"] == 1e-3 and metrics["clip_coef"] < 1 and not _same(_weights(s), before)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "muon"])
+def test_an_optim_step_with_no_forward_backward_counts_a_step_and_moves_nothing(optimizer):
+    """docs/optimizers.md: with no gradient, no weight moves (no decay either, as torch's AdamW skips a parameter
+    without a gradient), the step counts and its grad_norm is 0; the next forward-backward trains as usual."""
+    params = rlnb.AdamParams(weight_decay=0.5) if optimizer == "adam" else rlnb.MuonParams(weight_decay=0.5)
+    with local_session(model="tiny", optimizer=optimizer, threads=1) as s:
+        before = _weights(s)
+        result = s.optim_step(params).result(timeout=30)
+        assert result.step == 1 and result.metrics["grad_norm"] == 0.0 and _same(_weights(s), before)
+        s.forward_backward([samples.cross_entropy(s.encode("n=1"))])
+        assert s.optim_step(params).result(timeout=30).step == 2 and not _same(_weights(s), before)

@@ -147,6 +147,9 @@ def test_non_finite_gradient_fails_and_leaves_params_and_optimizer_state_bit_ide
             step.result(timeout=30)
         assert fb.result().loss > 0  # the loss itself was finite
         assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
+        # it names the weights whose gradient is not finite, and says the gradients are gone (it said neither)
+        said = "gradient norm is nan; non-finite gradients in: hidden.weight; parameters and optimizer state unchanged"
+        assert info.value.message.startswith(said) and "the accumulated gradients dropped" in info.value.message
         assert step.status == "TRAINING_OPERATION_STATUS_FAILED"
         assert states_equal(before_params, params_of(s.backend.trainer))
         after_state = s.backend.optim.state_dict()

@@ -260,6 +260,39 @@ def test_non_finite_gradient_changes_nothing(kind: str, bad: float) -> None:
     assert all(torch.equal(a, b) for a, b in zip(after, tensors(state), strict=True))
 
 
+def test_a_non_finite_gradient_names_a_few_of_its_weights_not_all() -> None:
+    """The error lists where the gradient is not finite; a NaN everywhere named every weight of the model, one line
+    of hundreds of names in an operation's error for a real model."""
+    model = build_model("tiny", seed=0)
+    opt = TrainerOptimizer(model, "adam")
+    set_grads(model, torch.Generator().manual_seed(0), scale=float("nan"))
+    with pytest.raises(NonFiniteGradient) as err:
+        opt.step(adam_hp())
+    names = [n for n, _ in model.named_parameters()]
+    assert err.value.names == names and len(names) > 5
+    first = ", ".join(names[:5])
+    assert str(err.value) == f"gradient norm is nan; non-finite gradients in: {first}, ... ({len(names)} in all)"
+
+
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+def test_a_float16_gradient_norm_past_65504_is_clipped_not_a_non_finite_failure(kind: str) -> None:
+    """Every gradient finite, their norm 85276: past float16's 65504, so it was inf, the step failed NON_FINITE_LOSS
+    ("the norm itself overflowed") and the gradients were dropped. The norm is taken in float32 and clips them as
+    ``clip_grad_norm_`` clips a float32 copy."""
+    model = nn.Sequential(nn.Linear(100, 100), nn.Linear(100, 100)).half()
+    ref = copy.deepcopy(model).float()
+    opt = TrainerOptimizer(model, kind, ns_dtype=torch.float32)
+    for m in (model, ref):
+        for p in m.parameters():
+            p.grad = torch.full_like(p, 600.0)
+    stats = opt.step(adam_hp(eps=1e-4) if kind == "adam" else muon_hp(adam=adam_hp(eps=1e-4)))  # eps: float16's
+    norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0).item()
+    assert stats.grad_norm == pytest.approx(norm, rel=1e-6) and norm > 65504 and stats.clipped
+    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad.float(), q.grad, rtol=1e-3, atol=0)
+        assert p.isfinite().all()
+
+
 @pytest.mark.parametrize("kind", ["adam", "muon"])
 def test_grad_clip(kind: str) -> None:
     model = build_model("tiny", seed=0)

@@ -185,6 +185,14 @@ def test_grid_and_random_search_name_a_field_no_optimizer_has(build):
     assert 'random_search(n, learning_rate=(1e-5, 1e-1, "log")' in line
 
 
+def test_a_sweep_of_muons_adam_clip_which_no_step_reads_is_refused():
+    """``grid(**{"adam.grad_clip_norm": [...]})`` ran trials that differed in nothing: a Muon step clips one global
+    norm by Muon's own grad_clip_norm, never by its ``adam``'s."""
+    with pytest.raises(ValueError, match=r"unknown field 'adam\.grad_clip_norm'; allowed fields are optimizer, "):
+        grid(**{"adam.grad_clip_norm": [0.5, 2.0]})
+    assert grid(grad_clip_norm=[0.5, 2.0]) == [{"grad_clip_norm": 0.5}, {"grad_clip_norm": 2.0}]
+
+
 def test_a_list_with_a_config_twice_is_refused_as_a_grid_is(tmp_path):
     """A copied config ran as a trial that summarize took for a seed in perfect agreement."""
     with pytest.raises(ValueError, match=r"configs lists \{'learning_rate': 0.001\} more than once"):

@@ -60,6 +60,8 @@ def test_every_muon_control_and_its_adam_sub_params():
     )
     assert (p.adam.learning_rate, p.adam.eps) == (5e-4, 1e-10)
     assert preview_json(b) == p.request_body()
+    # no clip of its own: a Muon step clips one global norm by Muon's grad_clip_norm (the adam one was never read)
+    assert "grad_clip_norm" not in b.muon_adam and "grad_clip_norm" not in p.request_body()["muon_params"]["adam"]
 
 
 def test_switching_tabs_switches_the_optimizer():

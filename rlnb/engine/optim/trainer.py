@@ -31,10 +31,16 @@ class NonFiniteGradient(Exception):
     """The pre-clip gradient norm is NaN or infinite; ``step`` raised before changing anything."""
 
     def __init__(self, grad_norm: float, names: list[str]) -> None:
-        where = ", ".join(names) if names else "none (the norm itself overflowed)"
+        where = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+        where = where or "none (the norm itself overflowed)"
         super().__init__(f"gradient norm is {grad_norm}; non-finite gradients in: {where}")
         self.grad_norm = grad_norm
         self.names = names
+
+    def dropped(self) -> str:
+        """A NON_FINITE_LOSS optim-step's message, a session's and a batched trial's: the gradients are gone too."""
+        return f"{self}; parameters and optimizer state unchanged, the accumulated gradients dropped (run a " \
+               "forward-backward to train on)"
 
 
 @dataclass
@@ -103,14 +109,16 @@ class TrainerOptimizer:
     ``step(hp)`` runs, in this order:
 
     1. g = ‖(∇θ for every trainable θ with a gradient)‖₂, the pre-clip global norm, computed as
-       ``clip_grad_norm_`` does (same call, same order) so that clipping matches it bit for bit; for
+       ``clip_grad_norm_`` does (same call, same order) so that clipping matches it bit for bit (float16
+       gradients: in float32, ``total_norm``); for
        Muon also the norm of each group (g² = g_muon² + g_adam² up to rounding).
     2. g not finite → ``NonFiniteGradient``; parameters, gradients and optimizer state are untouched
        (the caller decides what to do with the gradients).
     3. grad_clip_norm c > 0: ∇ ← ∇·min(1, c / (g + 1e-6)) on all gradients, exactly
        ``torch.nn.utils.clip_grad_norm_``; c = 0 turns clipping off. For Muon the top-level
-       ``grad_clip_norm`` is this global clip and ``hp.adam.grad_clip_norm`` is ignored: one
-       norm over the whole model, so the two groups keep their relative scale.
+       ``grad_clip_norm`` is this global clip and ``hp.adam.grad_clip_norm`` is not read (params refuse any
+       other value: ``rlnb.params.check_adam_clip``): one norm over the whole model, so the two groups keep
+       their relative scale.
     4. AdamW (``torch.optim.AdamW``, foreach) with this step's lr, betas, eps and weight decay, on all
        parameters (adam kind) or on the AdamW group with ``hp.adam`` (muon kind).
     5. Muon kind: the module docstring's update on each hidden matrix, batched over equal shapes.
@@ -173,13 +181,12 @@ class TrainerOptimizer:
         self.check(hp)
         adam_hp = hp.adam if isinstance(hp, MuonHyperparams) else hp
 
-        get_total_norm = torch.nn.utils.get_total_norm
-        total = get_total_norm([p.grad for _, p in self._named if p.grad is not None])
+        total = total_norm([p.grad for _, p in self._named if p.grad is not None])
         grad_norm = total.item()
         norm_muon = norm_adam = None
         if self.kind == "muon":
             norm_muon, norm_adam = (
-                get_total_norm([p.grad for _, p in group if p.grad is not None]).item()
+                total_norm([p.grad for _, p in group if p.grad is not None]).item()
                 for group in (self.split.muon, self.split.adam)
             )
         if not math.isfinite(grad_norm):
@@ -296,6 +303,15 @@ class TrainerOptimizer:
             step = float(state["step"])
             if step < 0 or not step.is_integer():
                 raise ValueError(f"AdamW's step for {name} is {step:g}, expected a whole number >= 0")
+
+
+def total_norm(grads: list[Tensor]) -> Tensor:
+    """The global 2-norm of ``grads``, ``get_total_norm``'s (``clip_grad_norm_``'s, bit for bit), but in float32 for
+    float16 gradients: past 65504 it was inf though each was finite, and the step failed instead of clipping them."""
+    if any(g.dtype == torch.float16 for g in grads):
+        norms = [torch.linalg.vector_norm(g, dtype=torch.float32) for g in grads]
+        return torch.linalg.vector_norm(torch.stack(norms))
+    return torch.nn.utils.get_total_norm(grads)
 
 
 def _check_finite(what: str, t: Tensor) -> None:
