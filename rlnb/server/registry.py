@@ -35,9 +35,10 @@ from rlnb.server.ops import OperationsMixin
 from rlnb.server.payloads import PayloadStore
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord
 from rlnb.server.resources import ResourcesMixin
+from rlnb.server.restore import restore
 from rlnb.server.sessions import SessionsMixin
 from rlnb.server.settings import ServerSettings
-from rlnb.server.state import Journal, restore
+from rlnb.server.state import Journal
 
 RESTARTED = (
     "rlnb serve restarted while this session was {status}; its model is gone: start a new session, resuming "
