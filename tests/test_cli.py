@@ -5,7 +5,7 @@ import os
 import pytest
 
 from rlnb.cli import main
-from rlnb.cli.demo import _clear_previous_run
+from rlnb.cli.demo_files import _clear_previous_run
 from rlnb.history.store import RunStore
 
 

@@ -117,6 +117,6 @@ def test_a_rule_is_read_from_the_models_metadata():
     """The words follow the bound: a field tightened in ``rlnb.wire`` is said so without another edit."""
 
     class Narrow(wire._Model):
-        k: wire.losses.Probability | None = None
+        k: wire.loss_params.Probability | None = None
 
     assert wire.field_rule(Narrow, ("k",), "less_than_equal") == f"must be a finite number, >= 0 and <= 1{UNSET}"

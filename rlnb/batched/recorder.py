@@ -72,7 +72,7 @@ class Recorder:
     def __init__(self, history: History) -> None:
         self.history = history
         self.submitted = 0
-        """Optim-steps submitted: the ``step`` a new record gets (a session's ``_steps_submitted``)."""
+        """Optim-steps submitted: the ``step`` a new record gets (a session's ``Submissions.steps_submitted``)."""
         self.step = 0
         """Optim-steps completed (the session's ``step``); weights-sync publishes it as the weights version."""
         self._open: list[Op] = []

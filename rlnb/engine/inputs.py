@@ -17,7 +17,7 @@ from rlnb.errors import OperationError
 from rlnb.prompts import EMPTY_STOP, no_room
 from rlnb.text import NoTokenizerCodec
 from rlnb.wire import OperationErrorCode as Code
-from rlnb.wire.losses import FLOAT32_MAX
+from rlnb.wire.loss_params import FLOAT32_MAX
 
 MAX_NUM_SAMPLES = 256
 """Completions per prompt in one sample operation."""

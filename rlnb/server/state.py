@@ -5,11 +5,11 @@ winning: ``{"resource": ModelResources}``, ``{"session": Session}`` (its view), 
 "kind", "key", "fingerprint", "env"}}`` (at submission and at its end), ``{"checkpoint": {"info",
 "path"}}`` and ``{"dropped": {"session", "id", "kind", "key"}}`` (an operation past ``max_kept_operations``:
 its tombstone). At start it is read back, keeping only each session's newest ``max_kept_operations`` finished
-operations in memory as it reads, and rewritten compactly; ``DIR/signing.key`` keeps presigned URLs
-valid across restarts and ``DIR/state.lock`` makes one server at a time its owner. A running server rewrites the
-journal the same way once it has grown past twice its compact size (``COMPACT_AFTER`` lines at least): every
-operation's two lines made it grow without bound, and a restart read every line ever written. Checkpoint files go
-to ``DIR/checkpoints`` unless ``checkpoint_dir`` says otherwise.
+operations in memory as it reads (``restore`` makes the registry's tables of it), and rewritten compactly;
+``DIR/signing.key`` keeps presigned URLs valid across restarts and ``DIR/state.lock`` makes one server at a time its
+owner. A running server rewrites the journal the same way once it has grown past twice its compact size
+(``COMPACT_AFTER`` lines at least): every operation's two lines made it grow without bound, and a restart read every
+line ever written. Checkpoint files go to ``DIR/checkpoints`` unless ``checkpoint_dir`` says otherwise.
 
 A journal that cannot be written (a full disk) is logged once; the server goes on in memory.
 """
@@ -22,14 +22,11 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from rlnb import wire
 from rlnb.history.locks import try_lock
-from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord
 
 log = logging.getLogger("rlnb")
 
@@ -223,98 +220,3 @@ def _ident(kind: str, data: dict[str, Any]) -> str:
     if kind in KINDS:
         return str(data["id"])
     raise KeyError(kind)
-
-
-@dataclass
-class Restored:
-    """What the journal held: the registry's three tables."""
-
-    resources: dict[str, wire.ModelResources] = field(default_factory=dict)
-    sessions: dict[str, SessionRecord] = field(default_factory=dict)
-    checkpoints: dict[str, CheckpointRecord] = field(default_factory=dict)
-
-
-def restore(saved: dict[str, list[dict[str, Any]]], checkpoints: Path) -> Restored:
-    """The registry's tables read back from the journal (what a line cannot be read as is skipped, with a
-    warning). Sessions that were active get their progress from their operations and checkpoints.
-    A checkpoint is kept only if its path, resolved, is an entry of the ``checkpoints`` folder: a journal
-    line can name any path, and its files would be served to anyone with a download link."""
-    registry = Restored()
-    root = checkpoints.resolve()
-    for data in saved["resource"]:
-        with _skipping("resource"):
-            res = wire.ModelResources.model_validate(data)
-            registry.resources[res.id] = res
-    for data in saved["session"]:
-        with _skipping("session"):
-            rec = SessionRecord.restored(wire.Session.model_validate(data))
-            registry.sessions[rec.id] = rec
-    for data in saved["checkpoint"]:
-        with _skipping("checkpoint"):
-            info, path = wire.Checkpoint.model_validate(data["info"]), Path(data["path"])
-            if path.resolve().parent != root:
-                log.warning("rlnb serve: skipped checkpoint %s of the journal: %s is not in %s", info.id, path, root)
-                continue
-            registry.checkpoints[info.id] = CheckpointRecord(info, path)
-    floors: dict[str, tuple[int, int]] = {}
-    """Per session, the largest step and weights version of its dropped operations."""
-    for data in saved["dropped"]:
-        with _skipping("dropped operation"):
-            s = registry.sessions.get(data["session"])
-            if s is None or data["kind"] not in wire.ENVELOPES:
-                continue
-            s.dropped[str(data["id"])] = wire.OperationKind(data["kind"])
-            if data["key"]:
-                s.keys[str(data["key"])] = str(data["id"])
-            step, version = floors.get(s.id, (0, 0))
-            floors[s.id] = max(step, int(data.get("step", 0))), max(version, int(data.get("weights_version", 0)))
-    for data in saved["op"]:
-        with _skipping("operation"):
-            s = registry.sessions.get(data["session"])
-            if s is None or data["kind"] not in wire.ENVELOPES:
-                continue
-            kind = wire.OperationKind(data["kind"])
-            env = wire.ENVELOPES[kind].model_validate(data["env"])
-            s.ops[env.id] = OpRecord(kind, env, key=data["key"], fingerprint=data["fingerprint"])
-            if env.status in wire.TERMINAL_STATUSES:
-                s.finished[env.id] = None
-            if data["key"]:
-                s.keys[data["key"]] = env.id
-    for s in registry.sessions.values():
-        if s.status in wire.SESSION_ACTIVE:
-            s.final = progress(s, list(registry.checkpoints.values()), floors.get(s.id, (0, 0)))
-    return registry
-
-
-@contextlib.contextmanager
-def _skipping(what: str) -> Iterator[None]:
-    try:
-        yield
-    except (ValueError, KeyError, TypeError, RuntimeError, OSError) as exc:  # RuntimeError: deep nesting, symlink loops
-        log.warning("rlnb serve: skipped a %s of the journal that cannot be read: %s", what, exc)
-
-
-def progress(s: SessionRecord, checkpoints: list[CheckpointRecord], floor: tuple[int, int] = (0, 0)) -> wire.Session:
-    """A session's last view rebuilt from its completed operations and its checkpoints (a server that
-    stopped without closing it never saved one); ``floor``: the step and weights version of dropped ones."""
-    outputs = [op.env.output for op in s.ops.values() if op.env.status == wire.OperationStatus.COMPLETED]
-    step = max((int(out.step) for out in outputs if isinstance(out, wire.OptimStepResult)), default=floor[0])
-    version = max((int(out.weights_version) for out in outputs if isinstance(out, wire.WeightsSyncResult)), default=0)
-    version = max(version, floor[1])
-    mine = sorted((c.info for c in checkpoints if c.info.session_id == s.id), key=lambda c: c.created_at)
-    view = s.view()
-    view.step = step
-    view.policy_state = wire.PolicyState(
-        applied_weights_version=version, target_weights_version=version, trainer_step=step
-    )
-    view.training_checkpoints = [
-        wire.TrainingCheckpoint(id=c.id, step=c.step, created_at=c.created_at)
-        for c in mine
-        if c.type == "CHECKPOINT_TYPE_TRAINING"
-    ]
-    view.inference_checkpoints = [
-        wire.InferenceCheckpoint(id=c.id, step=c.step, created_at=c.created_at)
-        for c in mine
-        if c.type == "CHECKPOINT_TYPE_INFERENCE"
-    ]
-    return view

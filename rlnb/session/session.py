@@ -4,23 +4,19 @@ Every method submits one operation and returns an ``Operation`` at once — it n
 forward-backward and the optim-step after it pipeline. Inputs are checked before anything is sent
 (``rlnb.session.bodies`` builds each operation's body, ``rlnb.session.tokens`` turns prompts into token ids;
 the checks are ``rlnb.prompts`` and ``rlnb.params``, the opening of its run ``rlnb.history.runs``). Every
-operation is recorded in ``session.history``; the sessions left open are closed at interpreter exit
-(``rlnb.session.open_sessions``).
+operation is recorded in ``session.history``, in the order it was submitted (``rlnb.session.submissions``); the
+sessions left open are closed at interpreter exit (``rlnb.session.open_sessions``).
 """
 
 from __future__ import annotations
 
 import functools
-import threading
-import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import check_timeout
-from rlnb.errors import OperationFailed, OperationTimeout, SessionClosed
+from rlnb.errors import SessionClosed
 from rlnb.history import History
 from rlnb.history.record import FORWARD_ONLY
 from rlnb.history.recording import check_recording
@@ -31,6 +27,7 @@ from rlnb.session.backend import Backend
 from rlnb.session.bodies import forward_backward_body, optim_step_body, sample_body, sample_mismatch, weights_sync_body
 from rlnb.session.open_sessions import OPEN, close_keeping
 from rlnb.session.operation import Operation
+from rlnb.session.submissions import Submissions
 from rlnb.session.tokens import decode_tokens, encode_prompt
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import attach
@@ -77,13 +74,10 @@ class Session:
         self.optimizer = backend.optimizer
         self.id: str = info.id
         """The session id (it never changes, so it is read once)."""
-        self._steps_submitted = int(info.step)
-        self._steps_failed, self._failed_lock = 0, threading.Lock()  # optim-steps that FAILED: no step counted
+        self._ops = Submissions(backend, history, self.id, int(info.step))
         self._closed = False
-        self._lock = threading.Lock()
-        self._pending: deque[Operation[Any]] = deque()
         try:  # a warning made an error, a sink that cannot start: the run folder it locked is let go
-            warn_continued(history.config.get("run_id"), history.steps_reached(), self._steps_submitted)
+            warn_continued(history.config.get("run_id"), history.steps_reached(), self._ops.steps_submitted)
             self._sinks = attach(history, sinks) if sinks else None
         except BaseException:
             if made:
@@ -164,58 +158,20 @@ class Session:
 
     def _submit(self, kind: Kind, body: wire._Model | None, params: dict[str, Any] | None = None, transform: Any = None,
                 mismatch: Callable[[Any], str | None] | None = None) -> Operation[Any]:  # fmt: skip
-        """``mismatch(output)``: why a COMPLETED output does not answer the request; it then ends FAILED, saying so."""
+        """One operation, in submission order (``Submissions.submit``); a closed session takes none."""
         if self._closed:
             raise SessionClosed(f"session {self.id} is closed")
-        op: Operation[Any] = Operation(kind, transform=transform)
-        op._reporter = getattr(self.backend, "runs_here", None)
-        op._hold()  # its listeners hear of it once the lock is released: they may submit too
-        try:
-            with self._lock:  # one order for the step counter, the history and the backend queue
-                with self._failed_lock:  # a failure counted and its records lowered (``_recorded``) at once
-                    rec = self.history.new(kind, self._steps_submitted - self._steps_failed, params, at=op.submitted_at)
-                op._on_update = lambda env, at: self._recorded(rec, env, at)
-                # returns at once (a remote backend POSTs from its own thread); input it cannot even encode
-                # raises here, recorded FAILED
-                self.backend.submit(kind, body, op._update if mismatch is None else _checked(op, mismatch))
-                if kind == Kind.OPTIM_STEP:
-                    self._steps_submitted += 1
-                while self._pending and self._pending[0].done():  # operations end in order: O(1) amortised
-                    self._pending.popleft()
-                self._pending.append(op)
-        finally:
-            op._release()
-        return op
+        return self._ops.submit(kind, body, self._recorded, params, transform, mismatch)
 
     def _recorded(self, rec: Any, env: wire.Operation[Any], at: float) -> None:
-        """Record a report; a FAILED optim-step reached no step: what follows it feeds the step it failed to make,
-        what is submitted from now on and what was submitted behind it alike (``History.uncount_step``)."""
-        self.history.update(rec, env, at)
-        if rec.kind == Kind.OPTIM_STEP and env.status == wire.OperationStatus.FAILED:
-            with self._failed_lock:  # its report may come on the worker's thread or the submitting one
-                self._steps_failed += 1
-                self.history.uncount_step(rec)
+        """A report recorded (``Submissions.recorded``). As its operation's hook, it keeps the session alive while the
+        operation is held or runs, so that the interpreter's exit still closes a session whose handle was let go."""
+        self._ops.recorded(rec, env, at)
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until every operation submitted so far has finished (COMPLETED or FAILED); ``OperationTimeout``
         after ``timeout`` seconds (None or infinity: no limit; NaN, a negative number: ``ValueError``)."""
-        limit = check_timeout("timeout", timeout)
-        with self._lock:
-            pending = list(self._pending)
-        deadline = None if limit is None else time.monotonic() + limit
-        # The newest first: operations end in submission order, so the rest have ended by then and this
-        # thread wakes once, not once per operation (each wake-up takes the GIL from the worker mid-step).
-        for op in pending[-1:] + pending[:-1]:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                op.result(left)
-            except OperationFailed:
-                continue
-            except OperationTimeout:
-                unfinished = sum(not o.done() for o in pending)
-                raise OperationTimeout(
-                    f"session {self.id}: {unfinished} of {len(pending)} operations still unfinished after {timeout} s"
-                ) from None
+        self._ops.wait(timeout)
 
     def forward_backward(
         self,
@@ -303,17 +259,3 @@ class Session:
     def save_inference_checkpoint(self) -> Operation[wire.InferenceCheckpointResult]:
         """Save the current weights for serving or download."""
         return self._submit(Kind.INFERENCE_CHECKPOINT, None)
-
-
-def _checked(op: Operation[Any], mismatch: Callable[[Any], str | None]) -> wire.Listener:
-    """``op``'s listener, for which a COMPLETED output that ``mismatch`` refuses is FAILED (recorded so too)."""
-
-    def listener(env: wire.Operation[Any]) -> None:
-        try:
-            done = env.status == wire.OperationStatus.COMPLETED and env.output is not None
-            why = mismatch(env.output) if done else None
-        except Exception as exc:  # noqa: BLE001 - a check that raises must not leave the operation waiting
-            why = f"its output could not be checked: {type(exc).__name__}: {exc}"
-        op._update(env if why is None else wire.Operation.failed(env.id, None, why))
-
-    return listener

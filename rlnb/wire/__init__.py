@@ -16,9 +16,10 @@ One catalogue per idea: ``LOSSES`` (short name, wire type, params model with bou
 inputs), the statuses and error codes of ``status`` with their groups (``TERMINAL_STATUSES``,
 ``error_code``, ``short_name``), the per-kind tables of ``operations`` (``REQUEST_TYPES``,
 ``RESULT_TYPES``, ``ENVELOPES``, ``UPLOADED_MEMBERS``), and ``OPTIMIZERS`` (kinds, their optim-step
-field, ``optimizer_config``). One module per resource: ``base``, ``status``, ``losses``, ``optim``,
-``checkpoints``, ``inputs``, ``sampling``, ``operations``, ``sessions``, ``resources`` (model resources), ``rules``
-(a field's bounds in words, from its model's metadata: the one-line refusals of a bad params field).
+field, ``optimizer_config``). One module per resource: ``base``, ``status``, ``losses`` (its params models in
+``loss_params``), ``optim``, ``checkpoints``, ``inputs``, ``sampling``, ``operations``, ``sessions``, ``resources``
+(model resources), ``rules`` (a field's bounds in words, from its model's metadata: the one-line refusals of a bad
+params field).
 
 No torch, no httpx, no I/O here, so importing this package is cheap everywhere.
 """

@@ -322,14 +322,14 @@ def test_a_long_poll_does_not_hold_up_other_requests(tmp_path):
 
 
 def test_a_session_that_fails_to_build_frees_its_slot(c, monkeypatch):
-    from rlnb.server import registry as registry_mod
+    from rlnb.server import sessions as sessions_mod  # where create_session finds make_backend
 
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]  # full weights: cap 1
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(registry_mod, "make_backend", broken)
+    monkeypatch.setattr(sessions_mod, "make_backend", broken)
     with pytest.raises(OSError):
         c.post("/training-sessions", json={"model_resources_id": rid})
     monkeypatch.undo()

@@ -1,0 +1,113 @@
+"""The files ``rlnb demo`` writes in ``--out``, and which of them a later demo may replace: its own (named in
+``MANIFEST``, unchanged since) and a run folder rlnb wrote that no live session holds; any other file of its names only
+with ``--force``, and a name there that is no plain file never. Checked before a model loads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from rlnb.errors import RunLocked
+from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, lock_run
+
+RUN_FILES = {OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE, CONFIG_FILE + ".tmp", LOCK_FILE}
+"""Every file rlnb writes in a run folder: the demo replaces a ``run/`` that holds nothing else."""
+
+OUTPUTS = ("history.csv", "rewards.csv", "demo.png")
+"""The files the demo writes in ``--out`` beside its run folder ``run/``."""
+
+MANIFEST = ".rlnb-demo.json"
+"""In ``--out``: what the demo wrote there, so a later demo replaces its own files and no one else's."""
+
+
+def _earlier_run(run: Path) -> bool:
+    """Whether ``run`` holds a run folder that rlnb wrote (rlnb's run files and nothing else); anything else there
+    may be the user's, so ``ValueError`` naming it (an empty folder: False, the run is written into it)."""
+    if not run.exists() and not run.is_symlink():
+        return False
+    refuse = f"{run} is not an rlnb run folder (it holds other files); move it away or pick another --out"
+    if run.is_symlink() or not run.is_dir():
+        raise ValueError(refuse)
+    names = {p.name for p in run.iterdir()}
+    if names and (OPS_FILE not in names or not names <= RUN_FILES):
+        raise ValueError(refuse)
+    return bool(names)
+
+
+def _clear_previous_run(run: Path) -> None:
+    """Delete ``run`` when it is a run folder that rlnb wrote (``_earlier_run``) that no live session holds."""
+    if not _earlier_run(run):
+        return
+    try:
+        held = lock_run(run)
+    except RunLocked as exc:
+        busy = f"{run} is being written by another rlnb session (pid {exc.holder}); wait for it or pick another --out"
+        raise ValueError(busy) from None
+    with held:
+        shutil.rmtree(run)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _own_files(out: Path) -> dict[str, str]:
+    """What an earlier demo wrote in ``out`` (``MANIFEST``: each file's sha256, ``run/`` by name); {} when none did."""
+    try:
+        own = json.loads((out / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+    return own if isinstance(own, dict) else {}
+
+
+def note_own_files(out: Path, names: list[str]) -> None:
+    """Remember ``names`` as the demo's own (``run/`` before training, the rest once written), replaced atomically."""
+    own = {name: ("" if name == "run/" else _digest(out / name)) for name in names}
+    tmp = out / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(own))
+    tmp.replace(out / MANIFEST)
+
+
+def clear_earlier_output(out: Path, force: bool) -> None:
+    """Before training: the files an earlier demo wrote in ``out`` (and left unchanged) are replaced; any other file
+    of its names (a user's history.csv, overwritten without a word before) only with ``force``; a name there that
+    is no plain file never."""
+    _refuse_others(out, force)
+    _clear_previous_run(out / "run")  # a run id that exists would be continued: start afresh
+    try:  # none of the earlier demo's files is left beside a new run that stops early
+        for name in OUTPUTS:
+            (out / name).unlink(missing_ok=True)
+        note_own_files(out, ["run/"])
+    except OSError as exc:
+        raise ValueError(f"cannot replace the earlier demo's files in {out}: {exc}") from None
+
+
+def _refuse_others(out: Path, force: bool) -> None:
+    """``clear_earlier_output``'s refusals, which change nothing: a name of the demo's that is no plain file, or other
+    files of its names without ``force``."""
+    for name in OUTPUTS:
+        if (out / name).is_symlink() or (out / name).exists() and not (out / name).is_file():
+            raise ValueError(f"{out / name} is not a file an rlnb demo wrote; move it away or pick another --out")
+    own = _own_files(out)
+    others = [name for name in OUTPUTS if (out / name).exists() and own.get(name) != _digest(out / name)]
+    others += ["run/"] if _earlier_run(out / "run") and "run/" not in own else []
+    if others and not force:
+        raise ValueError(f"{out} holds files no earlier rlnb demo wrote there ({', '.join(others)}): pass --force to "
+                         "replace them, or pick another --out")  # fmt: skip
+
+
+def check_out(out: Path, force: bool) -> None:
+    """A ``ValueError`` when ``out`` cannot take the demo's files, before anything is made or loaded: the nearest
+    folder of it that exists takes no file (a file named as ``--out``; ``/proc/self``, where the run trained in memory,
+    then writing history.csv raised), or it holds files no demo wrote (``_refuse_others``)."""
+    there = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    try:
+        with tempfile.TemporaryFile(dir=there):
+            pass
+    except OSError as exc:
+        raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
+    if out.is_dir():
+        _refuse_others(out, force)
