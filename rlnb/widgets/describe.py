@@ -132,7 +132,7 @@ class ScheduleNote:
         else:
             text, past = position(schedule, step, rates)
             color = ORANGE if past else "#555"
-            said = f" · <span style='color:{ORANGE}'>⚠ {html.escape(held)}</span>" if held else ""
+            said = f" · <span style='color:{ORANGE}'>⚠ {html.escape(held, quote=False)}</span>" if held else ""
             self.line.value = f"<span style='color:{color}'>{html.escape(text)}</span>{said}"
         if schedule is None or not past:
             self.warning.layout.display = "none"
