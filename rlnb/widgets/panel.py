@@ -238,8 +238,8 @@ class RunPanel:
             finally:
                 self._busy.clear()
                 self.line.held = ""
-                self._sync_schedule()  # the form's schedule again (an invalid form's: none), not the run's
                 turns.follow(self)  # another panel on the session waited for this run: it is ready now
+                self._sync_schedule()  # the form's schedule again (an invalid form's: none), not the run's
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
         """The default step: one RL step of the panel's task (``steps.rl_figures``)."""
