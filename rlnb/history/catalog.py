@@ -121,8 +121,8 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
     if labels is not None and len(labels) != len(runs):
         raise ValueError(f"labels has {len(labels)} entries for {len(runs)} runs: give one label per run")
     names = [
-        labels[i] if labels is not None else str(h.config.get("label") or h.config.get("run_id") or i)
-        for i, h in enumerate(runs)
+        _label(labels[i] if labels is not None else h.config.get("label") or h.config.get("run_id") or i, path)
+        for i, (h, path) in enumerate(zip(runs, where, strict=True))
     ]
     seeds = [_seed(h, path) for h, path in zip(runs, where, strict=True)]
     keys = list(zip(names, seeds, strict=True))
@@ -178,6 +178,20 @@ def with_logged_only(steps: pd.DataFrame, logged: pd.DataFrame) -> pd.DataFrame:
     both = pd.concat([steps, extra], ignore_index=True).iloc[order].reset_index(drop=True)
     both["step"] = both["step"].astype(np.int64)
     return both
+
+
+def _label(label: object, path: Path | None) -> str:
+    """A run's label as text the table holds: one that is no valid Unicode (a lone surrogate, in the ``config.json``
+    of an older rlnb, which did not check labels) is shown with escapes (``'adam \\udcff'``), with a warning. The
+    table's text column refused it, and the whole comparison failed with a ``UnicodeEncodeError``."""
+    text = str(label)
+    if surrogate(text) is None:
+        return text
+    shown = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    where = path / CONFIG_FILE if path is not None else "a run given as a History"
+    warnings.warn(f"{where}: its label {shown!r} is not valid Unicode text (written by an older rlnb?); compared "
+                  "under that label with escapes"[:300], RuntimeWarning, stacklevel=4)  # fmt: skip
+    return shown
 
 
 def _seed(h: History, path: Path | None) -> int | None:

@@ -13,7 +13,7 @@ from rlnb._options import check_int
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.tasks.rl import SEED_STRIDE, check_steps, group_size_for, rl_step, seed_range
+from rlnb.tasks.rl import MAX_STEPS, SEED_STRIDE, check_steps, group_size_for, rl_step, seed_range
 from rlnb.tasks.rollouts import finite_mean
 from rlnb.tasks.verified import EVAL_ACCURACY, EVAL_EVERY, VerifiedTask
 
@@ -48,7 +48,9 @@ def train(session: Session, task: VerifiedTask, params: OptimizerParams, steps: 
     recorded (``failed``), not raised: a lesson may be that the run fails. The accuracy is also logged to
     the history as ``eval/accuracy``."""
     steps = check_steps(steps, 0)
-    eval_every = check_int("eval_every", eval_every, 1)
+    # one above ``steps`` is taken (the default 10 in a 5-step lesson): the accuracy before and at the end only
+    eval_every = check_int("eval_every", eval_every, 1, MAX_STEPS, why="the most steps one run takes, MAX_STEPS; one "
+                           "above the lesson's steps evaluates before its first step and after its last only")
     seed = check_int("seed", seed, *seed_range(steps))  # checked by rl_step as seed * SEED_STRIDE + i, after an eval
     if not isinstance(task, VerifiedTask):  # it has no held-out split: a bare AttributeError for 'evaluate'
         raise TypeError(f"task must be a VerifiedTask, such as first_letter_task(), got {type(task).__name__} "

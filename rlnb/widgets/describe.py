@@ -123,16 +123,17 @@ class ScheduleNote:
         self.warnings: list[str] = []
         self._warned: tuple[Schedule, tuple[float, ...]] | None = None  # what the warning shown is about
 
-    def show(self, schedule: Schedule | None, step: int, rates: tuple[float, ...]) -> None:
+    def show(self, schedule: Schedule | None, rates: tuple[float, ...], held: str = "", *, step: int) -> None:
         """Where ``step`` is on ``schedule`` with base ``rates`` (None: no valid schedule, an empty line and no
-        warning)."""
+        warning); ``held``: why this is not the form's schedule (a run's, while an edit is not used), said after."""
         if schedule is None:
             self.line.value = ""
             past = False
         else:
             text, past = position(schedule, step, rates)
             color = ORANGE if past else "#555"
-            self.line.value = f"<span style='color:{color}'>{html.escape(text)}</span>"
+            said = f" · <span style='color:{ORANGE}'>⚠ {html.escape(held, quote=False)}</span>" if held else ""
+            self.line.value = f"<span style='color:{color}'>{html.escape(text)}</span>{said}"
         if schedule is None or not past:
             self.warning.layout.display = "none"
             self.warnings.clear()  # in place: a RunPanel's ``warnings`` is this list

@@ -23,6 +23,12 @@ from rlnb.widgets.muon_units import RED, Form, MuonUnits
 
 __all__ = ["RED", "Form", "LRFinderControls"]
 
+GUESSED = ("a guess: the panel has not stepped, so what your step_fn returns is not known yet; its first step here "
+           "checks, and one that returns a 'reward' ends the test")  # fmt: skip
+"""Said, before the range test's first step, of a panel's step_fn followed by its loss only because the panel never
+stepped: "range test of your step_fn's loss running" said as known what was a guess, and one returning a reward then
+failed the test."""
+
 
 class LRFinderControls(MuonUnits):
     """``session`` (set by the RunPanel) is what a range test copies; without one it runs on a fresh
@@ -105,8 +111,9 @@ class LRFinderControls(MuonUnits):
                 options.setdefault("muon_scaling", self.scaling.value)
         self.apply_button.disabled = True
         probe = self.probe(own.objective if own is not None else None)
-        self._probe = html.escape(probe)
-        self._say(f"range test of {self._probe} running …")
+        self._probe = html.escape(probe)  # the progress says it: by then the first step has checked a guess
+        guess = f" ({html.escape(GUESSED)})" if own is not None and not own.known else ""
+        self._say(f"range test of {self._probe}{guess} running …")
         try:
             result = lr_find(self.builder.params, self.session, **options)
         finally:

@@ -11,17 +11,28 @@ from typing import Any
 
 import ipywidgets as W
 
-from rlnb._options import check_int, check_seconds
+from rlnb._options import check_seconds
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
-from rlnb.tasks import Task, first_letter_task
+from rlnb.tasks import Task, check_steps, first_letter_task
 from rlnb.viz.live import LiveView
 from rlnb.widgets import turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
-from rlnb.widgets.describe import ORANGE, ScheduleNote, base_rates
-from rlnb.widgets.steps import StepFn, check_given, done_text, failure_text, log_figures, rl_figures, taken_mid_run
+from rlnb.widgets.describe import ScheduleNote
+from rlnb.widgets.status_line import StatusLine
+from rlnb.widgets.steps import (
+    StepFn,
+    check_given,
+    done_text,
+    failure_text,
+    log_figures,
+    n_problem,
+    rl_figures,
+    sent_schedule,
+    taken_mid_run,
+)
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
 
@@ -60,19 +71,16 @@ class RunPanel:
         every: float = 0.5,
     ):
         # before the builder given is locked to the session: n_steps=2.5 was taken as 2, 0 made a form with no Run
-        n_steps, every = check_int("n_steps", n_steps, 1), check_seconds("every", every)
+        n_steps, every = check_steps(n_steps, name="n_steps"), check_seconds("every", every)
         check_given(task, builder, step_fn)
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)
         self.task = task or first_letter_task()
         self._busy = threading.Event()
-        self._stale = False  # the line says the session is another's turn (or Find LR's): "ready" once it ends
         # The last valid config of the form (params, schedule), taken at a start and at each valid edit: what a run
         # sends. A run read the form at each step, and a half-typed value, or a look at the locked tab, ended it.
         self._config: tuple[OptimizerParams, Schedule]
-        self._held = ""  # why the form's edit is not what the run sends, said after the run's line
-        self._line = ""  # the run's own line, without that
         # Find LR copies this session and probes this task, one at a time with the runs (a range test checkpoints
         # the session, and two trainings would share the cores): the hooks are the last panel's given the builder.
         turns.take(self)
@@ -87,7 +95,8 @@ class RunPanel:
         )
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", disabled=True)
         self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="220px"))
-        self.status = W.HTML()
+        self.line = StatusLine()
+        self.status = self.line.widget
         self._note = ScheduleNote()
         self.schedule_line, self.warning = self._note.line, self._note.warning
         self.warnings: list[str] = self._note.warnings
@@ -153,19 +162,19 @@ class RunPanel:
         if problem is not None and self.running:
             return False  # a second click: the line and ``error`` stay the run's (they showed a success as failed)
         if problem is not None:
-            self.error, self._stale = problem, self.builder.lr_finder.running or turns.taken(self) is not None
-            self._show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
+            self.error, waits = problem, turns.taken(self)
+            self.line.refused(problem, waits or (str(problem) if self.builder.lr_finder.running else None))
             self._sync_buttons()
             return False
         n = int(n)  # a numpy integer too: the progress bar and the status take a plain one
         self._stop.clear()
-        self.error, self._held = None, ""
+        self.error, self.line.held, self.line.waits = None, "", None
         # what the run sends until a valid edit (the form is valid: ``refusal`` checked it)
         self._config = (self.session.check_params(self.builder.params), self.builder.get_schedule())
         self.progress.max, self.progress.value = n, 0
         # said before the first step, which can take minutes: the line showed "ready", or the last run's error
         # (not the session's step: a GET on a remote session, on the kernel's thread)
-        self._show_run(f"running: 0/{n} done …")
+        self.line.show_run(f"running: 0/{n} done …")
         self._busy.set()
         self._thread = threading.Thread(target=self._run, args=(n,), name="rlnb-run-panel", daemon=True)
         self._thread.start()
@@ -178,9 +187,9 @@ class RunPanel:
         self._stop.set()
         self.builder.lr_finder.stop()
         if self.running:
-            self._show("stopping after this step …")
+            self.line.show("stopping after this step …")
         if turns.stop_others(self):
-            self._show("asked the other panel's run on this session to stop after its step in progress")
+            self.line.show("asked the other panel's run on this session to stop after its step in progress")
 
     def join(self, timeout: float = JOIN_DEADLINE) -> bool:
         """Wait until the current run has ended, its last redraw included; False if it is still going
@@ -212,87 +221,62 @@ class RunPanel:
                 seen = str(step)  # the step ran: a refused figure stops the run after it, and says so
                 figured = log_figures(self.session, step, returned, self._logs)
                 self.returned = tuple(figured or ())
-                self._show_run(done_text(step, done, n, figured))
+                self.line.show_run(done_text(step, done, n, figured))
                 self._sync_schedule(step)
         # every failure of a step is shown; none is lost. BaseException too: a step's SystemExit (argparse reading the
         # kernel's argv) ended the thread silently, the status line still green and ``error`` None
         except BaseException as exc:  # noqa: BLE001
             self.error = exc
-            self._show(f"step {seen} · stopped: {failure_text(exc)}", error=True)
+            self.line.show(f"step {seen} · stopped: {failure_text(exc)}", error=True)
         else:
             stopped = done < n
-            self._show(f"step {seen} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done"))
+            self.line.show(f"step {seen} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done"))
         finally:
             try:
                 with contextlib.suppress(Exception):  # shown on the live view, kept in live.error
                     self.live.refresh()
             finally:
                 self._busy.clear()
-                self._held = ""
+                self.line.held = ""
                 turns.follow(self)  # another panel on the session waited for this run: it is ready now
+                self._sync_schedule()  # the form's schedule again (an invalid form's: none), not the run's
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
         """The default step: one RL step of the panel's task (``steps.rl_figures``)."""
         return rl_figures(session, self.task, params)
 
-    def _show(self, text: str, error: bool = False) -> None:
-        color = "#b00020" if error else "inherit"
-        self.status.value = f"<span class='rlnb-status' style='color:{color}'>{text}</span>"
-
-    def _show_run(self, line: str) -> None:
-        """The run's line, and after it why the form's edit is not what the run sends (if so)."""
-        self._line = line
-        held = f" · <span style='color:{ORANGE}'>⚠ {html.escape(self._held, quote=False)}</span>" if self._held else ""
-        self._show(line + held)
-
     def _builder_changed(self, builder: OptimizerBuilder) -> None:
         if self.running:
-            self._held = taken_mid_run(self, builder)
-            self._show_run(self._line)
+            self.line.held = taken_mid_run(self, builder)
+            self.line.show_run()
         self._sync_buttons()
         self._sync_schedule()
 
     def _sync_schedule(self, step: int | None = None) -> None:
-        """Show where the next step (``step``: default the session's as last read, ``_step``) is on the builder's
-        schedule; nothing while the builder is invalid (it says what is wrong, and nothing can be sent)."""
-        try:
-            schedule: Schedule | None = self.builder.get_schedule()
-            rates = base_rates(self.builder.params)
-        except ValueError:
-            schedule, rates = None, ()
-        self._note.show(schedule, self._step if step is None else step, rates)
-
-    def _n_ok(self) -> bool:
-        return isinstance(self.n.value, int) and self.n.value >= 1
+        """Show where the next step (``step``: default the session's as last read, ``_step``) is on the schedule
+        sent (``steps.sent_schedule``)."""
+        self._note.show(*sent_schedule(self), step=self._step if step is None else step)
 
     def _n_changed(self, _change: Any) -> None:
-        (self.n.remove_class if self._n_ok() else self.n.add_class)(INVALID)
-        if not self._n_ok():
-            self._show(html.escape(f"N = {self.n.value} is invalid: must be an integer >= 1"), error=True)
+        problem = n_problem(self.n.value)
+        (self.n.remove_class if problem is None else self.n.add_class)(INVALID)
+        if problem is not None:
+            self.line.show(html.escape(str(problem), quote=False), error=True)
         elif not self.running:
             self._show_ready()
         self._sync_buttons()
 
     def _show_ready(self) -> None:
-        """The line's "ready"; that the session is closed (a panel on one said ready, its buttons enabled); or that
-        another panel's run or Find LR goes on it (the cell run again mid-run said ready, Step enabled)."""
-        waits = turns.taken(self)
-        self._stale = waits is not None
-        if self.session.closed:
-            self._show(f"session {self.session.id} is closed: connect a new one to train", error=True)
-        elif waits is not None:
-            self._show(f"step {self._step} · waits: {html.escape(waits, quote=False)}")
-        else:
-            self._show(f"step {self._step} · ready")
+        self.line.ready(self.session, self._step, turns.taken(self))
 
     def _sync_buttons(self) -> None:
         busy, finding = self.running, self.builder.lr_finder.running
         waits = None if busy else turns.taken(self)
-        if (waits is not None and not self._stale) or (self._stale and not (busy or finding or waits)):
+        if self.line.stale(waits, busy or finding):
             self._show_ready()
         off = busy or finding or waits is not None or not self.builder.valid or self.session.closed
         self.step_button.disabled = off
-        self.run_button.disabled = off or not self._n_ok()
+        self.run_button.disabled = off or n_problem(self.n.value) is not None
         self.stop_button.disabled = not (busy or finding) and waits is None
         self.builder.lr_finder.sync()
 

@@ -11,10 +11,12 @@ from typing import Any
 
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
+from rlnb.schedule import Schedule
 from rlnb.session import Session
-from rlnb.tasks import EVAL_ACCURACY, EVAL_EVERY, Task, VerifiedTask, rl_step
+from rlnb.tasks import EVAL_ACCURACY, EVAL_EVERY, Task, VerifiedTask, check_steps, rl_step
 from rlnb.viz.draw import short
 from rlnb.widgets.builder import OptimizerBuilder
+from rlnb.widgets.describe import base_rates
 
 StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
 """``step_fn(session, params)`` runs one training step and returns figures to log (or None)."""
@@ -28,6 +30,16 @@ def check_given(task: object, builder: object, step_fn: object) -> None:
         raise TypeError(f"builder must be an OptimizerBuilder or None, got {type(builder).__name__}: {builder!r}")
     if step_fn is not None and not callable(step_fn):  # Run failed: "'str' object is not callable"
         raise TypeError(f"step_fn must be None or a function step_fn(session, params), got {step_fn!r}")
+
+
+def n_problem(n: object) -> ValueError | None:
+    """Why ``n`` cannot be the number of steps of a run (the N field, ``start(n)``), or None: ``check_steps``'s
+    range, [1, ``MAX_STEPS``], the one bound of every entry that runs steps (N had none: 10**12 was taken)."""
+    try:
+        check_steps(n, name="N")
+    except ValueError as exc:
+        return exc
+    return None
 
 
 def figures(returned: object) -> dict[str, Any] | None:
@@ -88,6 +100,21 @@ def taken_mid_run(panel: Any, builder: OptimizerBuilder) -> str:
         return f"your edit is not used: {exc}; the run goes on with the last valid config"
     panel._config = (params, builder.get_schedule())
     return ""
+
+
+def sent_schedule(panel: Any) -> tuple[Schedule | None, tuple[float, ...], str]:
+    """The schedule a step of ``panel`` sends, its base rates, and why it is not the form's, for the schedule line:
+    the form's; during a run, the run's (``panel._config``), saying so while an edit is not used (the line was empty
+    while the form was invalid mid-run, the run going on with a schedule it no longer showed); none while the form is
+    invalid and no run goes."""
+    if panel.running:
+        params, schedule = panel._config
+        held = "the run's schedule: your edit is not used until the form is valid" if panel.line.held else ""
+        return schedule, base_rates(params), held
+    try:
+        return panel.builder.get_schedule(), base_rates(panel.builder.params), ""
+    except ValueError:
+        return None, (), ""
 
 
 def done_text(step: int, done: int, n: int, figures: dict[str, Any] | None) -> str:

@@ -13,8 +13,8 @@ import weakref
 from typing import Any, Protocol, TypeVar
 
 from rlnb import _exit
-from rlnb._options import is_integer
 from rlnb.errors import SessionClosed
+from rlnb.widgets.steps import n_problem
 
 
 class RunPanel(Protocol):
@@ -131,11 +131,15 @@ def _finder_waits(holder: RunPanel) -> str | None:
 
 
 def taken(panel: RunPanel) -> str | None:
-    """Why another panel holds ``panel``'s session (its run or its Find LR goes), or None."""
+    """Why another panel holds ``panel``'s session (its run, or its Find LR on a copy of this session), or None. A
+    Find LR of a builder given to a panel on another session copies that one: it held this session too, the panel
+    saying "ready" (``follow`` redraws the panels on the session it copies) while it refused a start, and after the
+    test it still said "not started: another RunPanel's Find LR is running"."""
     for other in others(panel):
         if other.running:
             return "a run of another RunPanel is going on this session (was its cell run again?); Stop ends it"
-        if other.builder.lr_finder.running:
+        finder = other.builder.lr_finder
+        if finder.running and finder.session is panel.session:
             return "another RunPanel's Find LR is running on this session; wait for it"
     return None
 
@@ -151,8 +155,8 @@ def refusal(panel: Any, n: Any) -> Exception | None:
         return RuntimeError(why)
     if panel.builder.lr_finder.running:
         return RuntimeError("Find LR is running on this session; wait for it")
-    if not is_integer(n) or n < 1:
-        return ValueError(f"N = {n!r} is invalid: must be an integer >= 1")
+    if (bad := n_problem(n)) is not None:
+        return bad
     if not panel.builder.valid:
         return ValueError("; ".join(panel.builder.errors))
     try:

@@ -323,6 +323,27 @@ def test_the_steps_table_of_an_operations_table_leaves_out_evaluations():
     assert list(plots.loss(s.history.df).lines[0].get_ydata()) == [1.0, 0.5]
 
 
+def test_compare_loads_an_old_run_whose_label_is_no_valid_unicode_and_shows_it_escaped(tmp_path):
+    """A ``config.json`` label with a lone surrogate (an older rlnb wrote labels unchecked; JSON keeps it as
+    ``\\udcff``): ``rlnb.compare`` and ``plots.compare`` failed with a ``UnicodeEncodeError`` and no run was shown."""
+    from rlnb.viz import plots
+
+    run_session(tmp_path, "old", steps=2)
+    run_session(tmp_path, "new", steps=3)
+    config = tmp_path / "old" / "config.json"
+    written = json.loads(config.read_text())
+    config.write_text(json.dumps({**written, "label": "adam \udcff lo"}))  # as json.dumps writes one: an escape
+    assert "\\udcff" in config.read_text()
+    with pytest.warns(RuntimeWarning, match=r"old/config.json: its label 'adam \\\\udcff lo' is not valid Unicode"):
+        both = compare([tmp_path / "old", tmp_path / "new"])
+    assert list(both.run) == ["adam \\udcff lo"] * 2 + ["new"] * 3  # both runs, every step, the label escaped
+    assert list(both.step) == [1, 2, 1, 2, 3]
+    with pytest.warns(RuntimeWarning, match="not valid Unicode"):
+        ax = plots.compare([tmp_path / "old", tmp_path / "new"], y="reward")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["adam \\udcff lo", "new"]
+    ax.figure.canvas.draw()  # drawn, the escaped label included
+
+
 def test_compare_keeps_two_runs_of_one_folder_label_and_seed_apart(tmp_path):
     """Two runs of one runs folder annotated with the same label (and seed) took the folder's name, the same for
     both, and were merged into one line; the same run given twice too."""

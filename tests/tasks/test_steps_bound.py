@@ -43,6 +43,19 @@ def test_a_lesson_past_the_bound_is_refused_naming_steps_before_its_first_evalua
         assert len(s.history) == 0 and s.history.logged.empty  # nothing sampled, no accuracy logged
 
 
+@pytest.mark.parametrize("every", [0, *PAST])
+def test_a_lessons_eval_every_past_the_bound_is_refused_naming_it_and_its_range(every, monkeypatch):
+    """``eval_every`` had no upper bound (10**20 was taken); one above the lesson's steps is taken, and says what it
+    does: the accuracy before the first step and after the last only."""
+    monkeypatch.setattr("rlnb.tasks.lesson.log_accuracy", lambda *a: pytest.fail("the lesson ran"))
+    words = (rf"^eval_every must be an integer in \[1, {MAX_STEPS}\] \(the most steps one run takes, MAX_STEPS; one "
+             rf"above the lesson's steps evaluates before its first step and after its last only\), got {every}$")
+    with rlnb.connect("local", device="cpu", record=False) as s:
+        with pytest.raises(ValueError, match=words):
+            train(s, first_letter_task(), rlnb.AdamParams(), 3, eval_every=every)
+        assert len(s.history) == 0 and s.history.logged.empty
+
+
 @pytest.mark.parametrize("steps", PAST)
 def test_a_batched_run_past_the_bound_is_refused_naming_steps_before_a_model_is_built(steps, tmp_path):
     with pytest.raises(ValueError, match=said(0, steps)):

@@ -3,6 +3,8 @@ copy of the session (it probed the first_letter RL task: a suggestion for anothe
 it returns, else its step's loss; a step function with neither is refused, saying why and how. Real widgets on a
 local tiny-model session."""
 
+import threading
+
 import pytest
 
 import rlnb
@@ -74,6 +76,42 @@ def test_a_step_fn_not_stepped_yet_is_probed_by_its_loss_or_told_to_step_for_its
     assert "your step_fn returns a &#x27;reward&#x27;: click Step once" in finder.status.value
     finder = probed(panel, objective="reward")
     assert finder.error is None and len(calls) == 6 and finder.result.objective == "reward"
+    panel.close()
+
+
+def test_before_the_panels_first_step_the_line_says_the_loss_it_follows_is_a_guess(session):
+    """"range test of your step_fn's loss running …" said as known what was only guessed (the panel had never stepped,
+    what its step_fn returns unknown): one returning a reward then failed the test at its first step."""
+    step_fn, calls = recording(lambda loss: None)
+    first, go = threading.Event(), threading.Event()
+
+    def held(s, p):  # the range test's first step waits for the test's word
+        if not calls:
+            first.set()
+            assert go.wait(60)
+        return step_fn(s, p)
+
+    panel = RunPanel(session, step_fn=held, every=0.05)
+    finder = panel.builder.lr_finder
+    finder.options["steps"] = 5
+    finder.button.click()
+    assert first.wait(60)
+    said = finder.status.value
+    assert said.startswith("range test of your step_fn&#x27;s loss (a guess: the panel has not stepped, so what your "
+                           "step_fn returns is not known yet; its first step here checks, and one that returns a "
+                           "&#x27;reward&#x27; ends the test) running")  # fmt: skip
+    go.set()
+    assert finder.join(120) and finder.error is None and len(calls) == 5
+    assert "a guess" not in finder.status.value and "your step_fn&#x27;s loss" in finder.status.value  # it was checked
+    panel.step_button.click()  # the panel has stepped: what its step_fn returns is known, no guess said
+    assert panel.join(60) and panel.error is None
+    first.clear()
+    go.clear()
+    calls.clear()
+    finder.button.click()
+    assert first.wait(60) and finder.status.value.startswith("range test of your step_fn&#x27;s loss running")
+    go.set()
+    assert finder.join(120) and finder.error is None
     panel.close()
 
 

@@ -102,6 +102,36 @@ def test_an_invalid_edit_mid_run_is_not_sent_and_the_run_goes_on_with_the_last_v
     panel.close()
 
 
+def test_the_schedule_line_keeps_the_runs_schedule_while_an_edit_is_not_used(adam_local, gate):
+    """An invalid edit mid-run (total steps 0, on the way to 20) emptied the schedule line: the run went on with a
+    schedule and rate it no longer showed."""
+    panel = RunPanel(adam_local, step_fn=gate, every=0.05)
+    b = panel.builder
+    b.sched_kind.value, b.total.value, b.adam["learning_rate"].value = "cosine", 30, 2e-3
+    assert text(panel.schedule_line) == "step 0 / 30 of the cosine schedule · lr 0.002"
+    assert panel.start(3)
+    gate.called(1)
+    b.total.value = 0
+    held = " · ⚠ the run's schedule: your edit is not used until the form is valid"
+    assert not b.valid and text(panel.schedule_line) == "step 0 / 30 of the cosine schedule · lr 0.002" + held
+    gate.release()
+    gate.called(2)  # step 1 ran with the run's schedule; the line shows where step 2 is on it
+    assert text(panel.schedule_line).startswith("step 1 / 30 of the cosine schedule · lr ")
+    assert text(panel.schedule_line).endswith(held)
+    b.total.value = 20  # valid again: taken from the next step, the line its
+    line = text(panel.schedule_line)
+    assert line.startswith("step 1 / 20 of the cosine schedule · lr ") and "⚠" not in line
+    b.total.value = 0
+    gate.release()
+    gate.called(3)
+    gate.release()
+    assert panel.join(DEADLINE) and panel.error is None and adam_local.step == 3
+    assert text(panel.schedule_line) == ""  # no run: the form's schedule, none while it is invalid
+    b.total.value = 20
+    assert text(panel.schedule_line).startswith("step 3 / 20 of the cosine schedule · lr ")
+    panel.close()
+
+
 def test_a_click_on_the_locked_tab_mid_run_is_put_back_and_the_run_goes_on(muon_local, gate):
     """A look at the "Adam (locked)" tab of a Muon session's panel during a run stopped the run: "stopped:
     ValueError — this session's optimizer is muon"."""

@@ -1,6 +1,7 @@
 """A builder given to several RunPanels, Find LR's turns beside their runs, and what the status line says around
 them: driven as a person would, through `.value` and `.click()`, on sessions of ``FakeBackend``."""
 
+import re
 import threading
 
 import pytest
@@ -9,9 +10,15 @@ import rlnb
 import rlnb.sweep
 from rlnb.tasks import digits_task
 from rlnb.testing import FakeBackend
-from rlnb.widgets import OptimizerBuilder, RunPanel
+from rlnb.widgets import OptimizerBuilder, RunPanel, turns
 
 RED = "#b00020"
+RUN = "a run of another RunPanel is going on this session (was its cell run again?); Stop ends it"
+FINDER = "another RunPanel's Find LR is running on this session; wait for it"
+
+
+def text(widget) -> str:
+    return re.sub(r"<[^>]+>", "", widget.value)
 
 
 @pytest.fixture
@@ -154,3 +161,53 @@ def test_join_has_a_deadline_by_default(sessions, blocking):
     release.set()
     assert panel.join() and panel.builder.lr_finder.join()
     panel.close()
+
+
+def test_the_waiting_line_says_the_current_reason_when_it_changes(sessions, blocking, found, monkeypatch):
+    """``a`` waits for ``b``'s run; that run ends and ``c``'s Find LR starts before ``b``'s end has reached ``a`` (the
+    run's thread redraws the other panels after it has ended): ``a`` kept naming the run, which had ended, its Step off
+    for a reason it did not say."""
+    s = sessions[0]
+    release, step = blocking
+    a, b, c = RunPanel(s, every=0.05), RunPanel(s, step_fn=step, every=0.05), RunPanel(s, every=0.05)
+    ended, go_on, follow = threading.Event(), threading.Event(), turns.follow
+
+    def late(panel):
+        if panel is b and not b.running:  # b's run has ended: its redraw of the others comes late
+            ended.set()
+            assert go_on.wait(30)
+        follow(panel)
+
+    monkeypatch.setattr(turns, "follow", late)
+    assert b.start(1) and text(a.status) == f"step 0 · waits: {RUN}"
+    release.set()
+    assert ended.wait(30)
+    c.builder.lr_finder.button.click()
+    assert c.builder.lr_finder.running and text(a.status) == f"step 0 · waits: {FINDER}" and a.step_button.disabled
+    go_on.set()
+    assert b.join(30) and text(a.status) == f"step 0 · waits: {FINDER}"
+    found[0].set()
+    assert c.builder.lr_finder.join(30) and text(a.status) == "step 0 · ready" and not a.step_button.disabled
+    for p in (a, b, c):
+        p.close()
+
+
+def test_find_lr_of_a_builder_on_another_session_leaves_this_sessions_other_panels_free(sessions, blocking, found):
+    """Builder ``bld`` given to ``given`` (session s1), then ``holder`` (s2): its Find LR copies s2. Panel ``a`` on s1
+    said "ready", Step on, and refused a start ("another RunPanel's Find LR is running on this session"), a line it
+    kept after the range test had ended."""
+    s1, s2, _ = sessions
+    release, step = blocking
+    bld = OptimizerBuilder()
+    a = RunPanel(s1, step_fn=step, every=0.05)
+    given, holder = RunPanel(s1, bld, every=0.05), RunPanel(s2, bld, every=0.05)
+    bld.lr_finder.button.click()
+    assert bld.lr_finder.running and given.step_button.disabled and holder.step_button.disabled  # their builder's test
+    assert text(a.status) == "step 0 · ready" and not a.step_button.disabled
+    assert a.start(1) and a.error is None  # s1 is not the session the range test copies
+    release.set()
+    assert a.join(30) and a.error is None and text(a.status) == "step 0 · 1 done"
+    found[0].set()
+    assert bld.lr_finder.join(30) and found[1][0][0] is s2 and text(a.status) == "step 0 · 1 done"
+    for p in (a, given, holder):
+        p.close()

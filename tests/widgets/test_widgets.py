@@ -15,7 +15,7 @@ import pytest
 
 import rlnb
 from rlnb.schedule import Schedule
-from rlnb.tasks import EVAL_ACCURACY, digits_task, first_letter_task, rl_step
+from rlnb.tasks import EVAL_ACCURACY, MAX_STEPS, digits_task, first_letter_task, rl_step
 from rlnb.tasks.lesson import LessonRun
 from rlnb.testing import FakeBackend
 from rlnb.widgets import LESSONS, PRESETS, OptimizerBuilder, RunPanel
@@ -423,8 +423,9 @@ def test_run_panel_names_the_step_function_that_returns_no_dict_of_figures(panel
 
 
 @pytest.mark.parametrize("option, value, said", [
-    ("n_steps", 2.5, "n_steps must be an integer >= 1, got 2.5"),  # taken as 2
-    ("n_steps", 0, "n_steps must be an integer >= 1, got 0"),  # a form with total steps 0 and no Run
+    ("n_steps", 2.5, rf"n_steps must be an integer in \[1, {MAX_STEPS}\] \(step i of seed s .*, got 2.5"),  # taken as 2
+    ("n_steps", 0, rf"n_steps must be an integer in \[1, {MAX_STEPS}\] .*, got 0"),  # total steps 0 and no Run
+    ("n_steps", MAX_STEPS + 1, rf"n_steps must be an integer in \[1, {MAX_STEPS}\] .*, got {MAX_STEPS + 1}"),  # taken
     ("every", math.inf, r"every must be a finite number of seconds in \[0, 86400\], got inf"),  # a frozen view
     # accepted; Run then failed "'str' object has no attribute 'group_size'" / "'str' object is not callable"
     ("task", "first_letter", r"task must be a Task, such as first_letter_task\(\), or None .*got 'first_letter'"),
@@ -469,7 +470,9 @@ def test_run_panel_refuses_a_bool_or_non_integer_n_and_a_start_after_close(panel
     panel = RunPanel(panel_session, step_fn=lambda s, p: {"x": 1.0}, every=0.05)
     for n in (True, False, 2.0, "3", 0, -1):
         assert panel.start(n) is False and not panel.running  # True is not one step
-        assert isinstance(panel.error, ValueError) and f"N = {n!r} is invalid" in str(panel.error)
+        said = str(panel.error)
+        assert isinstance(panel.error, ValueError) and said.startswith(f"N must be an integer in [1, {MAX_STEPS}]")
+        assert said.endswith(f"got {n!r}")
         assert "not started" in panel.status.value
     assert panel_session.step == 0
     panel.close()
@@ -541,13 +544,17 @@ def test_rl_step_checks_the_params_before_it_submits_anything(muon_session):
     assert len(muon_session.history) == 0
 
 
-def test_n_below_one_is_refused_not_clamped(panel_session):
+@pytest.mark.parametrize("n", [0, MAX_STEPS + 1, 10**30])
+def test_n_out_of_range_is_refused_not_clamped(panel_session, n):
+    """Past ``MAX_STEPS`` too, the one bound of every entry that runs steps: N had no upper bound (10**12 was taken,
+    a run whose later steps would sample with the next seed's seeds)."""
     panel = RunPanel(panel_session, every=0.05)
-    panel.n.value = 0
-    assert panel.n.value == 0 and panel.run_button.disabled and INVALID in panel.n._dom_classes
-    assert "N = 0 is invalid: must be an integer &gt;= 1" in panel.status.value
-    assert panel.start(0) is False and panel_session.step == 0
-    panel.n.value = 2
+    panel.n.value = n
+    assert panel.n.value == n and panel.run_button.disabled and INVALID in panel.n._dom_classes
+    assert f"N must be an integer in [1, {MAX_STEPS}] (step i of seed s" in panel.status.value
+    assert panel.status.value.endswith(f"got {n}</span>")
+    assert panel.start(n) is False and panel_session.step == 0 and str(panel.error).endswith(f"got {n}")
+    panel.n.value = MAX_STEPS  # the bound itself is a run's N
     assert not panel.run_button.disabled and "ready" in panel.status.value
     panel.close()
 

@@ -1,0 +1,59 @@
+"""A RunPanel's status line: ready, a run's progress (and why an edit of the form is not what the run sends), a
+failure, or why the session is another panel's turn now, which it keeps saying anew whenever that reason changes."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as W
+
+from rlnb.widgets.describe import ORANGE
+
+RED = "#b00020"
+
+
+class StatusLine:
+    """``widget`` (the panel's ``status``) and what it says. ``waits`` is the reason the line gives for the session
+    being another's turn (the "waits" line, or a start refused for it), None when it gives none: the panel redraws
+    the line when the current reason is another (it kept the first reason said: the other run ended and a Find LR
+    began, and the line still named the run)."""
+
+    def __init__(self) -> None:
+        self.widget = W.HTML()
+        self.run = ""  # the run's own line, without ``held``
+        self.held = ""  # why the form's edit is not what the run sends, said after the run's line
+        self.waits: str | None = None
+
+    def show(self, text: str, error: bool = False) -> None:
+        """``text`` (HTML, escaped by the caller), red when ``error``."""
+        color = RED if error else "inherit"
+        self.widget.value = f"<span class='rlnb-status' style='color:{color}'>{text}</span>"
+
+    def show_run(self, line: str | None = None) -> None:
+        """The run's line (``line``, else the last one), and after it ``held`` if any."""
+        self.run = self.run if line is None else line
+        held = f" · <span style='color:{ORANGE}'>⚠ {html.escape(self.held, quote=False)}</span>" if self.held else ""
+        self.show(self.run + held)
+
+    def refused(self, problem: BaseException, waits: str | None) -> None:
+        """A start refused for ``problem``; ``waits``: the turn it waits for (another panel's run or Find LR, or its
+        own Find LR), said until that ends."""
+        self.waits = waits
+        self.show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
+
+    def ready(self, session: Any, step: int, waits: str | None) -> None:
+        """``step N · ready``; that ``session`` is closed (a panel on one said ready, its buttons enabled); or
+        ``step N · waits: …`` (``waits``: another panel's run or Find LR goes on it)."""
+        self.waits = waits
+        if session.closed:
+            self.show(f"session {session.id} is closed: connect a new one to train", error=True)
+        elif waits is not None:
+            self.show(f"step {step} · waits: {html.escape(waits, quote=False)}")
+        else:
+            self.show(f"step {step} · ready")
+
+    def stale(self, waits: str | None, busy: bool) -> bool:
+        """Whether the line must be drawn again (``ready``): the current reason to wait, ``waits``, is not the one it
+        says; ``busy``: a run or Find LR of this panel goes, which says its own line meanwhile."""
+        return waits != self.waits and not (waits is None and busy)
