@@ -176,18 +176,25 @@ def test_a_decay_that_would_erase_the_weights_is_refused_built_or_sent(optimizer
         (rlnb.AdamParams if optimizer == "adam" else rlnb.MuonParams)(**params)
     body = wire.OptimStepBody(**{wire.OPTIMIZER_PARAMS_FIELD[optimizer]: params})
     with local_session(model="tiny", optimizer=optimizer, threads=1) as s:
-        s.forward_backward([samples.cross_entropy(s.encode("n=1"))])
-        s.wait()
-        before, got = _weights(s), []
-        s.backend.submit(wire.OperationKind.OPTIM_STEP, body, got.append)
-        s.backend.wait_idle()
-        assert got[-1].status == wire.OperationStatus.FAILED and _same(_weights(s), before)
-        assert got[-1].error.code == wire.OperationErrorCode.INVALID_INPUT
-        assert re.match(re.escape(field) + " " + rule, got[-1].error.message), got[-1].error.message
+        message = _refused_as_sent(s, body)
+        assert re.match(re.escape(field) + " " + rule, message), message
 
 
 def _weights(s):
     return {k: v.detach().clone() for k, v in s.backend.trainer.state_dict().items()}
+
+
+def _refused_as_sent(s, body):
+    """Submit ``body`` as it is (as over ``rlnb serve``) after a forward-backward: the optim-step must fail
+    INVALID_INPUT with the weights untouched; its message is returned."""
+    s.forward_backward([samples.cross_entropy(s.encode("n=1"))])
+    s.wait()
+    before, got = _weights(s), []
+    s.backend.submit(wire.OperationKind.OPTIM_STEP, body, got.append)
+    s.backend.wait_idle()
+    assert got[-1].status == wire.OperationStatus.FAILED and _same(_weights(s), before)
+    assert got[-1].error.code == wire.OperationErrorCode.INVALID_INPUT
+    return got[-1].error.message
 
 
 @pytest.mark.parametrize(
@@ -212,15 +219,10 @@ def test_a_muon_adam_clip_sent_as_it_is_fails_invalid_input_and_a_corrected_step
     and the gradients kept for the corrected step, which clips by Muon's grad_clip_norm."""
     body = wire.OptimStepBody(muon_params=wire.MuonParams(adam=wire.AdamParams(grad_clip_norm=1e-3)))
     with local_session(model="tiny", optimizer="muon", threads=1) as s:
-        s.forward_backward([samples.cross_entropy(s.encode("n=1"))])
-        s.wait()
-        before, got = _weights(s), []
-        s.backend.submit(wire.OperationKind.OPTIM_STEP, body, got.append)
-        s.backend.wait_idle()
-        assert got[-1].status == wire.OperationStatus.FAILED and _same(_weights(s), before)
-        assert got[-1].error.code == wire.OperationErrorCode.INVALID_INPUT
-        assert got[-1].error.message.startswith("muon_params.adam.grad_clip_norm = 0.001 is invalid: must be unset or "
-                                                "equal to grad_clip_norm (1)"), got[-1].error.message
+        before = _weights(s)
+        message = _refused_as_sent(s, body)
+        assert message.startswith("muon_params.adam.grad_clip_norm = 0.001 is invalid: must be unset or equal to "
+                                  "grad_clip_norm (1)"), message
         assert any(p.grad is not None for p in s.backend.trainer.parameters())
         metrics = s.optim_step(rlnb.MuonParams(grad_clip_norm=1e-3)).result(timeout=30).metrics
         assert metrics["grad_clip_norm"] == 1e-3 and metrics["clip_coef"] < 1 and not _same(_weights(s), before)

@@ -320,9 +320,8 @@ def test_a_ray_cluster_too_small_for_a_trial_leaves_no_sweep_folder(local_ray, t
     assert not list(tmp_path.iterdir())
 
 
-def test_trials_that_find_the_sweeps_mailbox_dead_are_stopped_to_be_resumed(local_ray, tmp_path):
-    """The mailbox actor killed mid-sweep (a node lost, OOM): each trial not yet started was FAILED with Ray's
-    traceback, and ``resume=`` skips FAILED trials, so they never ran."""
+def _kill_mailbox_at_first_reward(local_ray, tmp_path):
+    """A reward function; the sweep's mailbox actors are killed (on another thread) once it has been called."""
     from rlnb.sweep import ray_executor
 
     marker = tmp_path / "rewarded"
@@ -339,6 +338,13 @@ def test_trials_that_find_the_sweeps_mailbox_dead_are_stopped_to_be_resumed(loca
             local_ray.kill(office)
 
     threading.Thread(target=kill_mailbox, daemon=True).start()
+    return reward
+
+
+def test_trials_that_find_the_sweeps_mailbox_dead_are_stopped_to_be_resumed(local_ray, tmp_path):
+    """The mailbox actor killed mid-sweep (a node lost, OOM): each trial not yet started was FAILED with Ray's
+    traceback, and ``resume=`` skips FAILED trials, so they never ran."""
+    reward = _kill_mailbox_at_first_reward(local_ray, tmp_path)
     trials = sweep(
         BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=3, task=Task("mark", [[104, 105]], reward),
         executor="ray", max_concurrent=1, runs_dir=tmp_path, progress=False,
@@ -351,22 +357,7 @@ def test_an_optuna_search_whose_mailbox_dies_returns_its_table_with_the_trials_s
     """The mailbox killed while an Optuna search's trial runs: the driver's pruning poll raised Ray's
     ``ActorDiedError`` out of ``sweep`` (the running trial's row and history lost). Now the running trial ends
     STOPPED at its next step and the ones asked after it find the mailbox gone, all for ``resume=`` to run."""
-    from rlnb.sweep import ray_executor
-
-    marker = tmp_path / "rewarded"
-
-    def reward(prompt, completion):
-        marker.touch()
-        return 0.5
-
-    def kill_mailbox():
-        deadline = time.monotonic() + 60
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for office in list(ray_executor._POST_OFFICES.values()):
-            local_ray.kill(office)
-
-    threading.Thread(target=kill_mailbox, daemon=True).start()
+    reward = _kill_mailbox_at_first_reward(local_ray, tmp_path)
     trials = sweep(
         BASE, search="optuna", space={"learning_rate": (1e-3, 1e-2, "log")}, n_trials=2, steps=20,
         task=Task("mark", [[104, 105]], reward), executor="ray", max_concurrent=1, runs_dir=tmp_path, progress=False,
