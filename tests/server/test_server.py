@@ -364,3 +364,27 @@ def test_listing_while_others_insert_is_never_a_5xx(tmp_path):
         assert not any(t.is_alive() for t in threads) and len(threads) == 2
         assert len(client.get("/training-sessions").json()["data"]) == 2
         assert len(client.get("/checkpoints").json()["data"]) == 2
+
+
+@pytest.mark.slow  # LoRA: peft
+def test_a_resume_takes_the_lora_settings_it_leaves_out_from_the_checkpoints_session(c):
+    """Together's Tinker shim resumes with ``lora_config: {"rank": r}`` alone: rlnb's defaults took the other
+    fields' places and the checkpoint of a session made with ``alpha`` 8 or ``train_unembed`` false was refused
+    (400 "checkpoint's LoRA alpha is 8, this session's is 16"). A setting the request gives is still checked."""
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
+    made = {"rank": 4, "alpha": 8, "dropout": 0.25, "train_unembed": False}
+    r = c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": made})
+    sid = r.json()["id"]
+    submit(c, sid, "forward-backward", CE)
+    submit(c, sid, "optim-step", {})
+    ckpt = wait(c, sid, "training-checkpoint", submit(c, sid, "training-checkpoint")["id"])["output"]["checkpoint"]
+    assert c.post(f"/training-sessions/{sid}/stop").status_code == 200
+    for given in ({"rank": 4}, None):
+        body = {"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["id"], "lora_config": given}
+        r = c.post("/training-sessions", json={k: v for k, v in body.items() if v is not None})
+        assert r.status_code == 200, r.text
+        assert {k: r.json()["lora_config"][k] for k in made} == made and r.json()["step"] == "1"
+        assert c.post(f"/training-sessions/{r.json()['id']}/stop").status_code == 200
+    body = {"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["id"], "lora_config": {"alpha": 16}}
+    r = c.post("/training-sessions", json=body)
+    assert r.status_code == 400 and "checkpoint's LoRA alpha is 8, this session's is 16" in r.json()["error"]["message"]
