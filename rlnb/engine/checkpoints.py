@@ -82,10 +82,19 @@ def load(path: Path, device: torch.device) -> dict[str, Any]:
             raise _damaged(path, "its weights are not named tensors")
         return dict(state)
     kind, _, detail = problem.partition(": ")  # outside ``except``: no torch error in the context chain
-    raise ValueError(
-        f"resume_from {str(path)!r} is not an rlnb checkpoint (torch.load: {kind}){': ' + detail if detail else ''}; "
-        f"expected {EXPECTED}"
-    )
+    said = f"(torch.load: {kind}){': ' + detail if detail else ''}"
+    if _zip_start(path):  # torch.save's own format: a copy cut short reads as "[Errno 22] Invalid argument" or so
+        raise _damaged(path, f"it is a torch file, damaged or cut short {said}")
+    raise ValueError(f"resume_from {str(path)!r} is not an rlnb checkpoint {said}; expected {EXPECTED}")
+
+
+def _zip_start(path: Path) -> bool:
+    """Whether the file begins as a zip archive does, which every ``torch.save`` file does."""
+    try:
+        with path.open("rb") as file:
+            return file.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
 
 
 def _refuse_pipes(path: Path) -> None:

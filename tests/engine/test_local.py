@@ -461,6 +461,21 @@ def test_a_resume_from_that_is_not_a_checkpoint_names_the_path_and_what_was_expe
         local_session(resume_from=a_list)
 
 
+def test_a_training_checkpoint_cut_short_is_said_to_be_damaged_at_any_length(tmp_path):
+    """A ``.pt`` copied in part read "is not an rlnb checkpoint (torch.load: OSError): [Errno 22] Invalid argument" at
+    some lengths: the file was one, cut short, and the message now says so whatever torch's error."""
+    with local_session(model="tiny", checkpoint_dir=tmp_path / "ckpt") as s:
+        s.forward_backward([samples.cross_entropy(list(b"cut"))])
+        s.optim_step(rlnb.AdamParams(learning_rate=0.01))
+        whole = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id).read_bytes()
+    cut = tmp_path / "cut.pt"
+    for length in sorted({8, 100, len(whole) // 3, len(whole) // 2, len(whole) - 100, len(whole) - 1}):
+        cut.write_bytes(whole[:length])
+        with pytest.raises(ValueError, match=rf"^resume_from '{cut}' is not a usable rlnb checkpoint: it is a torch "
+                                             r"file, damaged or cut short \(torch\.load: "):  # fmt: skip
+            local_session(resume_from=cut)
+
+
 def test_inference_checkpoint_is_a_model_transformers_loads(tmp_path, transformers):
     """The built-in model's inference checkpoint is a GPT-2 checkpoint with the same logits."""
     with local_session(model="tiny", checkpoint_dir=tmp_path) as s:
