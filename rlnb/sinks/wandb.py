@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rlnb import _exit
 from rlnb._options import user_path
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
 
@@ -83,6 +84,11 @@ class WandB(Sink):
         """Start the library's run for ``run``; called on the sink's own thread, as it may be slow."""
         import wandb
 
+        # W&B's service starts here and registers its teardown at exit: rlnb's exit hook is registered again right
+        # after, so it runs first. Done only once init returned, an interpreter exiting mid-init tore the service
+        # down under the sink's last points, dropping the sink ("ConnectionResetError: Connection lost").
+        wandb.setup()
+        _exit.run_first()
         if self.dir is not None:
             self.dir.mkdir(parents=True, exist_ok=True)
         settings = self._settings or wandb.Settings(console="off", x_disable_stats=True, silent=True)
