@@ -82,8 +82,8 @@ class LocalBackend:
         self.device = model_setup.resolve_device(mo.device)
         self.seed = mo.seed
         checked = wire.lora_config(mo.lora)
-        self.lora = None if checked is False else LoraSettings.from_config(checked)
         resume = checkpoints.load(Path(saved.resume_from), self.device) if saved.resume_from is not None else None
+        self.lora = None if checked is False else LoraSettings.from_config(checkpoints.with_saved_lora(checked, resume))
         if resume is not None and resume["type"] != "training" and saved.load_optimizer:
             raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
         model = os.fspath(model) if isinstance(model, os.PathLike) else model

@@ -32,6 +32,7 @@ from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.hf import DTYPES, failure_text, untie_head
 from rlnb.engine.models.lora import LoraSettings, dropout_generator, merged_state_dict, save_adapter
 from rlnb.engine.optim.trainer import TrainerOptimizer
+from rlnb.wire import LoraConfig
 
 
 class CheckpointMismatch(ValueError):
@@ -197,6 +198,17 @@ def restore_weights(
 LORA_FIELDS = ("rank", "alpha", "dropout", "train_unembed")
 """The LoRA settings a resumed adapter must share with its checkpoint (LoRA's ``seed`` only drew the initial
 adapter, which the checkpoint's weights replace, and seeded dropout's generator, whose state it carries)."""
+
+
+def with_saved_lora(config: LoraConfig | bool, state: dict[str, Any] | None) -> dict[str, Any] | LoraConfig | bool:
+    """``lora=`` with the settings it leaves out taken from the checkpoint it resumes, which the adapter must keep:
+    a resume with ``lora=True``, or ``{"rank": 4}`` alone as Together's Tinker shim sends, of a run made with
+    ``alpha`` 8 or ``train_unembed`` false took the defaults in their place and was refused."""
+    saved = state.get("lora") if state is not None else None
+    if not isinstance(saved, dict):
+        return config
+    given = {} if isinstance(config, bool) else config.model_dump(exclude_none=True)
+    return {**{name: saved[name] for name in LORA_FIELDS if name in saved}, **given}
 
 
 def _check_lora(state: dict[str, Any], adapter: ModelAdapter, lora: LoraSettings, seed: int) -> None:

@@ -66,9 +66,9 @@ class SessionsMixin:
             if live >= self.settings.max_live_sessions:
                 raise ServerError(429, f"this server already runs {live} sessions (max_live_sessions): stop one first")
             resume = self._resume_path(req)
-            lora = self._resumed_lora(req) if resume is not None and res.lora_enabled else req.lora_config
-            check_lora(self.settings, res, lora)
+            check_lora(self.settings, res, req.lora_config)
             check_labels(self.settings, req.display_name, req.metadata)
+            lora = req.lora_config
             now = self.now()
             rec = SessionRecord(
                 id=f"sess-{uuid.uuid4()}", resource_id=res.id, base_model=res.base_model, created_by=user,
@@ -122,17 +122,6 @@ class SessionsMixin:
                 409, f"checkpoint {cid}'s files are gone from this server", param="resume_from_checkpoint_id"
             )
         return ckpt.path
-
-    def _resumed_lora(self, req: wire.StartTrainingSessionRequest) -> wire.LoraConfig | None:
-        """The LoRA settings a resume leaves out, taken from the checkpoint's session: the adapter must keep them, and
-        Together's Tinker shim resumes with ``rank`` alone (rlnb's defaults in their place refused the checkpoint of
-        a session made with another ``alpha``, ``dropout`` or ``train_unembed``). Those the request sets are kept."""
-        cid = req.resume_from_checkpoint_id
-        source = self.sessions.get(self.checkpoints[cid].info.session_id) if cid else None
-        if source is None or source.lora_config is None:  # its session is unknown here: the settings are checked
-            return req.lora_config
-        given = req.lora_config.model_dump(exclude_none=True) if req.lora_config is not None else {}
-        return source.lora_config.model_copy(update=given)
 
     def list_sessions(
         self,

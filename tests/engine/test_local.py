@@ -12,6 +12,7 @@ from torch import nn
 import rlnb
 from rlnb import samples, wire
 from rlnb.engine.backend import LocalBackend
+from rlnb.engine.checkpoints import CheckpointMismatch
 from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
 from rlnb.engine.optim.muon import ns_dtype_for
 
@@ -459,6 +460,25 @@ def test_a_resume_from_that_is_not_a_checkpoint_names_the_path_and_what_was_expe
             local_session(resume_from=path)
     with pytest.raises(ValueError, match=rf"^resume_from '{a_list}' is a torch file but not an rlnb training"):
         local_session(resume_from=a_list)
+
+
+@pytest.mark.slow  # LoRA: peft
+def test_a_resume_takes_the_lora_settings_it_leaves_out_from_its_checkpoint(tmp_path):
+    """``lora=True`` (or ``{"rank": 4}`` alone, as Together's Tinker shim resumes) took the defaults for the rest, and
+    the checkpoint of a run made with alpha 8 or train_unembed false was refused; a setting given is still checked."""
+    made = {"rank": 4, "alpha": 8, "dropout": 0.25, "train_unembed": False}
+    with local_session(model="tiny", lora=made, checkpoint_dir=tmp_path) as s:
+        s.forward_backward([samples.cross_entropy(list(b"lora"))])
+        s.optim_step(rlnb.AdamParams(learning_rate=0.01))
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+        weights = params_of(s.backend.trainer)
+    for given in (True, {"rank": 4}):
+        with local_session(model="tiny", lora=given, resume_from=path) as r:
+            config = r.info().lora_config
+            assert {k: getattr(config, k) for k in made} == made and r.step == 1
+            assert states_equal(params_of(r.backend.trainer), weights)
+    with pytest.raises(CheckpointMismatch, match="checkpoint's LoRA alpha is 8, this session's is 16"):
+        local_session(model="tiny", lora={"alpha": 16}, resume_from=path)
 
 
 def test_a_training_checkpoint_cut_short_is_said_to_be_damaged_at_any_length(tmp_path):
