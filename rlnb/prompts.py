@@ -66,6 +66,12 @@ def surrogate(text: str) -> int | None:
     return None
 
 
+def escaped(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (``"\\udcff"``): for where it must be shown or stored
+    and no library, table or file takes one (a server's JSON escape, a folder named in another encoding)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def check_text(text: str, name: str) -> None:
     """``ValueError`` naming ``name`` if ``text`` holds a lone surrogate."""
     at = surrogate(text)

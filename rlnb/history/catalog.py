@@ -22,7 +22,7 @@ from rlnb.history.history import History
 from rlnb.history.paths import default_runs_dir
 from rlnb.history.runconfig import is_time
 from rlnb.history.store import CONFIG_FILE, OPS_FILE, holds_run
-from rlnb.prompts import surrogate
+from rlnb.prompts import escaped, surrogate
 
 COLUMNS = [
     "run_id",
@@ -97,7 +97,7 @@ def _shown(row: dict[str, Any]) -> dict[str, Any]:
     text columns refuse, and the whole listing failed with a ``UnicodeEncodeError``."""
     bad = [key for key, value in row.items() if isinstance(value, str) and surrogate(value) is not None]
     for key in bad:
-        row[key] = row[key].encode("utf-8", "backslashreplace").decode("utf-8")
+        row[key] = escaped(row[key])
     if bad:
         said = f"{' and '.join(bad)} not valid Unicode text (a folder name in another encoding?): shown with escapes; "
         row["error"] = said + (row.get("error") or "rename the folder to load it by this path")
@@ -187,7 +187,7 @@ def _label(label: object, path: Path | None) -> str:
     text = str(label)
     if surrogate(text) is None:
         return text
-    shown = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    shown = escaped(text)
     where = path / CONFIG_FILE if path is not None else "a run given as a History"
     warnings.warn(f"{where}: its label {shown!r} is not valid Unicode text (written by an older rlnb?); compared "
                   "under that label with escapes"[:300], RuntimeWarning, stacklevel=4)  # fmt: skip

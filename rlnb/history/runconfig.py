@@ -12,7 +12,7 @@ from typing import Any, TypeGuard
 
 from rlnb.history.reading import loads
 from rlnb.history.record import LATEST_TIME
-from rlnb.prompts import check_text
+from rlnb.prompts import check_text, escaped
 
 EARLIER = "earlier_sessions"
 """The config field that keeps each earlier session's own fields, oldest first, once a later session continued the
@@ -71,7 +71,7 @@ def check_annotation(fields: dict[str, Any]) -> None:
             check_text(name, "its name")  # a lone surrogate is written as an escape, and no table or sink shows it
             check_text(json.dumps(value, default=str, ensure_ascii=False), "its value (as JSON)")
         except (TypeError, ValueError, RecursionError) as exc:
-            shown = name.encode("utf-8", "backslashreplace").decode()  # printing a lone surrogate fails
+            shown = escaped(name)  # printing a lone surrogate fails
             raise ValueError(f"annotate: {shown} cannot be written to config.json and read back ({exc}); give "
                              "JSON-like values: str keys, valid Unicode text, at most 31 levels deep (nothing was "
                              "annotated)") from None

@@ -30,6 +30,7 @@ from rlnb._secrets import redact
 from rlnb.errors import RlnbError, user_stacklevel
 from rlnb.history.paths import check_run_id
 from rlnb.history.runconfig import EARLIER
+from rlnb.prompts import escaped
 
 Scalar = bool | int | float | str
 FLUSH_INTERVAL = 1.0
@@ -51,14 +52,6 @@ def scrubbed(exc: BaseException) -> BaseException:
     if scrub(text) == text:
         return exc
     return RuntimeError(f"{type(exc).__name__}: {scrub(text)}")
-
-
-def shown(text: str) -> str:
-    """``text`` with each lone surrogate written as its escape (``"\\udcff"``): no library takes one. A server's
-    error message (a JSON ``"\\udcff"``), a run folder named in another encoding or a hand-edited ``config.json``
-    holds one: TensorBoard and MLflow were dropped at the batch holding it, and Trackio lost it saying only its own
-    ``UserWarning``."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class SinkWarning(RuntimeWarning):
@@ -119,11 +112,11 @@ class RunInfo:
         ``unnamed`` names a run that neither names (a session with ``record=False``): the sinks give each such run a
         fresh one (``new_run_id``): every one of them was ``rlnb-run``, one TensorBoard folder mixing them."""
         run_id = _folder_name(config.get("run_id")) or _folder_name(path.name if path else None) or unnamed
-        run_id = shown(run_id)  # a folder named in another encoding ("r\\udcff", its byte 0xff)
+        run_id = escaped(run_id)  # a folder named in another encoding ("r\\udcff", its byte 0xff)
         group = _folder_name(config.get("sweep"))  # a hand-edited config's "../x" would lead TensorBoard out of logdir
-        group = shown(group) if group else None
+        group = escaped(group) if group else None
         name = f"{group}/{run_id}" if group else run_id
-        where = shown(str(path)) if path else None
+        where = escaped(str(path)) if path else None
         tags = {"rlnb.run_id": run_id} | ({"rlnb.run_path": where} if where else {})
         params = flatten({k: v for k, v in config.items() if k != EARLIER})  # the latest session's: each library's
         return cls(name, group, params, where, tags)  # value is short
@@ -139,16 +132,17 @@ def _folder_name(value: object) -> str | None:
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:
     """``{"versions": {"torch": "2.13"}}`` → ``{"versions.torch": "2.13"}``; lists as JSON text;
-    None and NaN left out (every library wants a value); a lone surrogate as its escape (``shown``)."""
+    None and NaN left out (every library wants a value); a lone surrogate as its escape (``escaped``: no library
+    takes one: TensorBoard and MLflow were dropped at the batch holding it)."""
     flat: dict[str, Scalar] = {}
     for key, value in config.items():
-        name = shown(f"{prefix}{key}")
+        name = escaped(f"{prefix}{key}")
         if isinstance(value, Mapping):
             flat.update(flatten(value, name + "."))
         elif value is None or (isinstance(value, float) and math.isnan(value)):
             continue
         elif isinstance(value, str):
-            flat[name] = shown(value)
+            flat[name] = escaped(value)
         elif isinstance(value, bool | int | float):
             flat[name] = value
         else:

@@ -19,7 +19,8 @@ from rlnb.history.figures import SHADOWED, STEP_COLUMNS
 from rlnb.history.runconfig import continued_at
 from rlnb.history.steplog import KEPT_GRADIENTS
 from rlnb.history.timing import Times, op_times, step_times
-from rlnb.sinks.base import Failure, Point, shown
+from rlnb.prompts import escaped
+from rlnb.sinks.base import Failure, Point
 from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
 
 TRAINING = frozenset({OperationKind.FORWARD_BACKWARD, OperationKind.OPTIM_STEP})
@@ -100,7 +101,7 @@ class Steps:
 def failure(rec: Record) -> Failure:
     """``rec`` as a failure, its texts without lone surrogates (``shown``: a server's message may hold one)."""
     code, message = rec.error_code or "UNKNOWN", rec.error_message or ""
-    kind, op_id, code, message = (shown(text) for text in (rec.kind, rec.op_id, code, message))
+    kind, op_id, code, message = (escaped(text) for text in (rec.kind, rec.op_id, code, message))
     return Failure(rec.seq, rec.step or 0, kind, op_id, code, message, rec.finished_at)
 
 
