@@ -160,7 +160,7 @@ def test_a_killed_ray_trials_temporary_folder_is_removed_by_the_next_trial_on_it
     the folder, its run and checkpoints in, in the node's /tmp for ever. A trial's folder is now held while it runs,
     and the next trial on the node removes those whose holder is gone; a live trial's is kept."""
     from rlnb.engine import held
-    from rlnb.sweep.ray_executor import TRIAL_PREFIX, trial_folder
+    from rlnb.sweep.ray_task import TRIAL_PREFIX, trial_folder
 
     monkeypatch.setattr(held.tempfile, "tempdir", str(tmp_path))
     killed, lock = held.scratch_folder(TRIAL_PREFIX)
@@ -190,7 +190,7 @@ def test_a_failed_rows_reason_keeps_what_the_task_noted_on_the_rewards_error(tmp
 def test_a_ray_sweeps_dead_mailbox_neither_raises_from_stop_nor_from_pruning(tmp_path):
     """The mailbox actor lost (its node gone, out of memory): ``stop`` (Stop, Ctrl-C, an error's drain) and the
     pruner's service raised Ray's ``RayActorError`` out of the sweep, and the rows of the trials still running were
-    lost. Its tasks read a dead mailbox as Stop (``_RayControl.stopping``, ``ray_trial``), so nothing is cancelled:
+    lost. Its tasks read a dead mailbox as Stop (``ray_task``), so nothing is cancelled:
     each ends STOPPED and its row comes back. A stand-in for Ray whose every ``get`` of the mailbox raises (importing
     Ray takes seconds; a real dead mailbox: tests/sweep/test_ray.py)."""
     from types import SimpleNamespace
