@@ -38,6 +38,7 @@ from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions, refuse_muon_only
+from rlnb.engine.state import Engine
 from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
 from rlnb.text import Codec
@@ -100,7 +101,7 @@ class LocalBackend:
             step = checkpoints.restore_optimizer(continued, self.engine.optim, trainer, Path(str(saved.resume_from)))
             self.engine.step = self.engine.weights_version = step
             if mo.sampling_seed is None:  # unseeded samples go on from where the run was, unless seeded anew
-                _restore_sample_rng(continued, self.engine.sample_rng, Path(str(saved.resume_from)))
+                checkpoints.restore_sample_rng(continued, self.engine.sample_rng, Path(str(saved.resume_from)))
         created = datetime.now(UTC)
         self._info = wire.Session(
             id=f"local-{uuid.uuid4()}",
@@ -139,11 +140,11 @@ class LocalBackend:
         op_delay: float,
         num_generator_replicas: int,
         compiler: Compiler | None,
-    ) -> handlers.Engine:
+    ) -> Engine:
         """What the handlers work on: the two copies of the model, the optimizer, the checkpoint store."""
         split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if self.optimizer == "muon" else None
         optim = TrainerOptimizer(trainer, self.optimizer, split, muon_scaling=muon.muon_scaling, ns_dtype=ns)
-        return handlers.Engine(
+        return Engine(
             adapter=adapter,
             trainer=trainer,
             # trainer-only (no generator replicas): nothing samples, so the sampler is the trainer
@@ -293,15 +294,3 @@ def _ns_dtype(ns_dtype: str | torch.dtype | None, device: torch.device) -> torch
     if ns_dtype not in DTYPES:
         raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)}, got {ns_dtype!r}")
     return DTYPES[ns_dtype]
-
-
-def _restore_sample_rng(state: dict[str, Any], rng: torch.Generator, path: Path) -> None:
-    """Unseeded samples draw on from the generator a training checkpoint saved (an older one has none: the seed's).
-    The generator is the CPU's: a checkpoint loaded onto a GPU has its state there."""
-    saved = state.get("sample_rng")
-    try:
-        if saved is not None:
-            rng.set_state(saved.cpu() if isinstance(saved, torch.Tensor) else saved)
-    except (TypeError, RuntimeError):  # torch's text names no file
-        raise ValueError(f"resume_from {str(path)!r} is not a usable rlnb checkpoint: its sample_rng is no "
-                         "generator state") from None  # fmt: skip

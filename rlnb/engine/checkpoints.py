@@ -267,3 +267,15 @@ def restore_optimizer(state: dict[str, Any], optim: TrainerOptimizer, trainer: n
         except (TypeError, RuntimeError):  # torch's text names no file
             raise _damaged(path, "its dropout_rng is no generator state") from None
     return int(state["step"])
+
+
+def restore_sample_rng(state: dict[str, Any], rng: torch.Generator, path: Path) -> None:
+    """Unseeded samples draw on from the generator a training checkpoint saved (an older one has none: the seed's).
+    The generator is the CPU's: a checkpoint loaded onto a GPU has its state there."""
+    saved = state.get("sample_rng")
+    try:
+        if saved is not None:
+            rng.set_state(saved.cpu() if isinstance(saved, torch.Tensor) else saved)
+    except (TypeError, RuntimeError):  # torch's text names no file
+        raise ValueError(f"resume_from {str(path)!r} is not a usable rlnb checkpoint: its sample_rng is no "
+                         "generator state") from None  # fmt: skip

@@ -1,6 +1,6 @@
 """What each operation does on the in-process backend: one function per kind, in one explicit table.
 
-Every handler takes the session's ``Engine`` (models, optimizer, counters), the request body and the
+Every handler takes the session's ``Engine`` (``rlnb.engine.state``), the request body and the
 cancel event, and returns the kind's wire result or raises ``OperationError`` with an API error code.
 Inputs are checked before any compute (``rlnb.engine.inputs``), so a bad request never leaves
 half-accumulated gradients.
@@ -13,7 +13,6 @@ import math
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,46 +24,13 @@ from rlnb import wire
 from rlnb.engine import checkpoints, sampling
 from rlnb.engine import inputs as inputs_mod
 from rlnb.engine import losses as losses_mod
-from rlnb.engine.checkpoint_files import CheckpointStore, DiskFull
+from rlnb.engine.checkpoint_files import DiskFull
 from rlnb.engine.models import packed
-from rlnb.engine.models.adapter import ModelAdapter
-from rlnb.engine.models.compiled import Compiler, bucket
-from rlnb.engine.optim.trainer import NonFiniteGradient, StepStats, TrainerOptimizer
+from rlnb.engine.models.compiled import bucket
+from rlnb.engine.optim.trainer import NonFiniteGradient, StepStats
+from rlnb.engine.state import Engine
 from rlnb.errors import Cancelled, OperationError
 from rlnb.wire import OperationErrorCode as Code
-from rlnb.wire import OptimizerKind
-
-
-@dataclass
-class Engine:
-    """The state a session's operations share. Only the worker thread touches it once the session runs, but for
-    ``LocalBackend.discard_checkpoint``, which removes a checkpoint from its lists in place (one list call each)."""
-
-    adapter: ModelAdapter
-    trainer: nn.Module
-    sampler: nn.Module
-    """A second copy for sampling, updated only by weights-sync. It shares every frozen tensor with the
-    trainer (all of them under LoRA, where only the adapter is copied), so LoRA holds one base."""
-    optim: TrainerOptimizer
-    kind: OptimizerKind
-    store: CheckpointStore
-    meta: dict[str, Any]
-    """What checkpoints record besides weights (base model, LoRA settings, Newton-Schulz dtype)."""
-    num_generator_replicas: int = 1
-    op_delay: float = 0.0
-    compiler: Compiler | None = None
-    """Compiles the sampler's decode step (``compile=True``); None: eager."""
-    step: int = 0
-    weights_version: int = 0
-    sample_rng: torch.Generator = field(default_factory=torch.Generator)
-    training_checkpoints: list[wire.TrainingCheckpoint] = field(default_factory=list)
-    inference_checkpoints: list[wire.InferenceCheckpoint] = field(default_factory=list)
-    changed_at: datetime | None = None
-    """When an operation last changed the session's own fields (``wire.CHANGES_SESSION``): its ``updated_at``."""
-
-    @property
-    def device(self) -> torch.device:
-        return self.adapter.device
 
 
 def run(engine: Engine, kind: wire.OperationKind, body: Any, cancelled: threading.Event) -> Any:

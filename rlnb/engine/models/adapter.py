@@ -3,8 +3,9 @@
 The backend, the handlers and the sampler only call a ``ModelAdapter``: a full forward for training
 (``forward``), an incremental ``Decoder`` for sampling, the parameters whose *role* is embedding or
 output head (AdamW in a Muon session, whatever their shape), the layers LoRA adapts, and how a
-merged model is written so that transformers can load it. Nothing outside this module and ``factory``
-(which picks the kind for a model, and its codec) asks which kind of model it is.
+merged model is written so that transformers can load it. A transformers model's adapter is ``hf_adapter``'s.
+Nothing outside these two modules and ``factory`` (which picks the kind for a model, and its codec) asks which
+kind of model it is.
 """
 
 from __future__ import annotations
@@ -22,12 +23,7 @@ from rlnb.engine.models.compiled import Compiler, mark_static
 from rlnb.engine.models.decoders import (
     BuiltinDecoder,
     Decoder,
-    HFDecoder,
     RecomputeDecoder,
-    hf_prompt_logits,
-    hf_step,
-    positions,
-    use_decode_attention,
 )
 from rlnb.engine.models.gpt2 import from_gpt2, gpt2_config, to_gpt2
 from rlnb.engine.models.tiny import KVCache, TinyTransformer
@@ -164,20 +160,21 @@ class BuiltinAdapter(ModelAdapter):
         return model(ids, mask)
 
     def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
-        base = _unwrap(model)  # under LoRA: the model with its adapted layers, without peft's wrapper
+        base = unwrap(model)  # under LoRA: the model with its adapted layers, without peft's wrapper
         if compiler is None:
-            return BuiltinDecoder(base, KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module)))
+            cache = KVCache(self.module.config, batch, max_len, self.device, model_dtype(self.module))
+            return BuiltinDecoder(base, cache)
         cache = compiler.cache(("builtin", batch, max_len), lambda: self._static_cache(batch, max_len))
-        step = compiler.wrap(TinyTransformer.decode_step, "decode step", _architecture(base), batch=batch,
+        step = compiler.wrap(TinyTransformer.decode_step, "decode step", architecture(base), batch=batch,
                              length=max_len)
         return BuiltinDecoder(base, cache, step)
 
     def kv_bytes_per_token(self) -> int:
         c = self.module.config  # keys and values of every layer: n_embd each
-        return 2 * c.n_layer * c.n_embd * _dtype(self.module).itemsize
+        return 2 * c.n_layer * c.n_embd * model_dtype(self.module).itemsize
 
     def _static_cache(self, batch: int, max_len: int) -> KVCache:
-        cache = KVCache(self.module.config, batch, max_len, self.device, _dtype(self.module), compiled=True)
+        cache = KVCache(self.module.config, batch, max_len, self.device, model_dtype(self.module), compiled=True)
         mark_static([*cache.k, *cache.v])
         return cache
 
@@ -210,100 +207,21 @@ class BuiltinAdapter(ModelAdapter):
         return from_gpt2(state, self.module.config)
 
 
-class HFAdapter(ModelAdapter):
-    """A transformers causal LM: ``.logits`` of its output, its own cache, its embeddings by role."""
-
-    kind = "hf"
-    trust_remote_code = False
-    """Whether the model was loaded with its folder's own code (then its merged checkpoints need it too)."""
-
-    def _probe(self) -> tuple[int, int]:
-        m: Any = self.module
-        head = m.get_output_embeddings()
-        vocab = head.weight.shape[0] if head is not None else m.config.vocab_size
-        return int(vocab), declared_context(m)
-
-    def kv_bytes_per_token(self) -> int:
-        c: Any = self.module.config
-        c = c.get_text_config() if callable(getattr(c, "get_text_config", None)) else c
-        heads = getattr(c, "num_attention_heads", 0) or 0
-        kv, dim = getattr(c, "num_key_value_heads", None) or heads, getattr(c, "head_dim", None)
-        dim = dim or (getattr(c, "hidden_size", 0) or 0) // max(heads, 1)
-        return 2 * (getattr(c, "num_hidden_layers", 0) or 0) * kv * dim * _dtype(self.module).itemsize
-
-    def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
-        if mask is None:  # no left padding: plain causal attention (the fast path)
-            return model(input_ids=ids, use_cache=False).logits
-        return model(
-            input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=False
-        ).logits
-
-    def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
-        if compiler is None:
-            return HFDecoder(model)
-        from transformers import StaticCache
-
-        base = _unwrap(model)  # peft's wrapper adds nothing to a LoRA forward, and would be compiled too
-        use_decode_attention(base)  # the sampler copy's own config: the trainer keeps transformers' sdpa
-        config = base.config
-        cache = compiler.cache(("hf", batch, max_len), lambda: StaticCache(config=config, max_cache_len=max_len))
-        step = compiler.wrap(hf_step, "decode step", _architecture(base), batch=batch, length=max_len)
-        return HFDecoder(base, (cache, max_len), step)
-
-    def prompt_logits(self, model: nn.Module, ids: Tensor) -> Iterator[Tensor]:
-        return hf_prompt_logits(model, ids, self.vocab_size)
-
-    def embedding_params(self) -> list[nn.Parameter]:
-        m: Any = self.module
-        layers = [m.get_input_embeddings(), m.get_output_embeddings()]
-        layers += [x for x in m.modules() if isinstance(x, nn.Embedding)]  # e.g. GPT-2's learned positions
-        return [p for layer in layers if layer is not None for p in layer.parameters()]
-
-    def head_module(self) -> nn.Module | None:
-        return self.module.get_output_embeddings()  # type: ignore[operator]  # a transformers model method, typed as a Tensor attribute by nn.Module
-
-    def save_merged(self, state: dict[str, Tensor], directory: Path) -> None:
-        """``save_pretrained`` of the merged weights (and the tokenizer), loadable by ``from_pretrained``."""
-        m: Any = self.module
-        tied = bool(getattr(m.config, "tie_word_embeddings", False))
-        head, emb = m.get_output_embeddings(), m.get_input_embeddings()
-        head_key = next(k for k, v in m.state_dict(keep_vars=True).items() if v is head.weight) if head else None
-        emb_key = next(k for k, v in m.state_dict(keep_vars=True).items() if v is emb.weight)
-        untie = tied and head_key is not None and not torch.equal(state[head_key], state[emb_key])
-        if untie:  # LoRA trained the head: its merged weight no longer equals the embedding
-            m.config.tie_word_embeddings = False
-        try:
-            m.save_pretrained(directory, state_dict=state)
-        finally:
-            m.config.tie_word_embeddings = tied
-        if callable(getattr(self.codec.tokenizer, "save_pretrained", None)):  # a tokenizer of one's own (encode and
-            self.codec.tokenizer.save_pretrained(directory)  # decode only) failed the whole save: the weights are kept
-
-    def load_merged(self, directory: Path) -> dict[str, Tensor]:
-        transformers = hf.require_transformers()
-        hf.check_code(directory, str(directory), self.trust_remote_code)
-        with hf._quiet(transformers):
-            loaded = transformers.AutoModelForCausalLM.from_pretrained(
-                directory, dtype=_dtype(self.module), trust_remote_code=self.trust_remote_code
-            )
-        return dict(loaded.state_dict())
+# -- shared by the kinds of model --------------------------------------------------------------------
 
 
-# -- shared by the kinds above --------------------------------------------------------------------
-
-
-def _architecture(model: nn.Module) -> tuple[Any, ...]:
+def architecture(model: nn.Module) -> tuple[Any, ...]:
     """What tells one compiled graph apart from another's: the parameters' names, shapes and dtypes (two
     sessions of one architecture share their graphs; LoRA adapters make another)."""
     return tuple((n, tuple(p.shape), p.dtype) for n, p in model.named_parameters())
 
 
-def _unwrap(model: nn.Module) -> Any:
+def unwrap(model: nn.Module) -> Any:
     """A peft model's base model (its layers adapted in place), or the model itself."""
     get_base = getattr(model, "get_base_model", None)
     return get_base() if callable(get_base) else model
 
 
-def _dtype(module: nn.Module) -> torch.dtype:
+def model_dtype(module: nn.Module) -> torch.dtype:
     first = next(module.parameters(), None)
     return first.dtype if first is not None else torch.float32

@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from rlnb.engine.models import hf
-from rlnb.engine.models.adapter import BuiltinAdapter, HFAdapter, ModelAdapter
+from rlnb.engine.models.adapter import BuiltinAdapter, ModelAdapter
+from rlnb.engine.models.hf_adapter import HFAdapter
 from rlnb.engine.models.tiny import SIZES, TinyTransformer, build_model
 from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
 

@@ -1,0 +1,95 @@
+"""A transformers causal LM behind the ``ModelAdapter`` interface (``adapter``): ``.logits`` of its output, its own
+KV cache (a ``StaticCache`` when compiled), its embeddings by role, ``save_pretrained`` for a merged checkpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from rlnb.engine.models import hf
+from rlnb.engine.models.adapter import ModelAdapter, architecture, declared_context, model_dtype, unwrap
+from rlnb.engine.models.compiled import Compiler
+from rlnb.engine.models.decoders import Decoder, HFDecoder, hf_prompt_logits, hf_step, positions, use_decode_attention
+
+
+class HFAdapter(ModelAdapter):
+    """A transformers causal LM: ``.logits`` of its output, its own cache, its embeddings by role."""
+
+    kind = "hf"
+    trust_remote_code = False
+    """Whether the model was loaded with its folder's own code (then its merged checkpoints need it too)."""
+
+    def _probe(self) -> tuple[int, int]:
+        m: Any = self.module
+        head = m.get_output_embeddings()
+        vocab = head.weight.shape[0] if head is not None else m.config.vocab_size
+        return int(vocab), declared_context(m)
+
+    def kv_bytes_per_token(self) -> int:
+        c: Any = self.module.config
+        c = c.get_text_config() if callable(getattr(c, "get_text_config", None)) else c
+        heads = getattr(c, "num_attention_heads", 0) or 0
+        kv, dim = getattr(c, "num_key_value_heads", None) or heads, getattr(c, "head_dim", None)
+        dim = dim or (getattr(c, "hidden_size", 0) or 0) // max(heads, 1)
+        return 2 * (getattr(c, "num_hidden_layers", 0) or 0) * kv * dim * model_dtype(self.module).itemsize
+
+    def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
+        if mask is None:  # no left padding: plain causal attention (the fast path)
+            return model(input_ids=ids, use_cache=False).logits
+        return model(
+            input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=False
+        ).logits
+
+    def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
+        if compiler is None:
+            return HFDecoder(model)
+        from transformers import StaticCache
+
+        base = unwrap(model)  # peft's wrapper adds nothing to a LoRA forward, and would be compiled too
+        use_decode_attention(base)  # the sampler copy's own config: the trainer keeps transformers' sdpa
+        config = base.config
+        cache = compiler.cache(("hf", batch, max_len), lambda: StaticCache(config=config, max_cache_len=max_len))
+        step = compiler.wrap(hf_step, "decode step", architecture(base), batch=batch, length=max_len)
+        return HFDecoder(base, (cache, max_len), step)
+
+    def prompt_logits(self, model: nn.Module, ids: Tensor) -> Iterator[Tensor]:
+        return hf_prompt_logits(model, ids, self.vocab_size)
+
+    def embedding_params(self) -> list[nn.Parameter]:
+        m: Any = self.module
+        layers = [m.get_input_embeddings(), m.get_output_embeddings()]
+        layers += [x for x in m.modules() if isinstance(x, nn.Embedding)]  # e.g. GPT-2's learned positions
+        return [p for layer in layers if layer is not None for p in layer.parameters()]
+
+    def head_module(self) -> nn.Module | None:
+        return self.module.get_output_embeddings()  # type: ignore[operator]  # a transformers model method, typed as a Tensor attribute by nn.Module
+
+    def save_merged(self, state: dict[str, Tensor], directory: Path) -> None:
+        """``save_pretrained`` of the merged weights (and the tokenizer), loadable by ``from_pretrained``."""
+        m: Any = self.module
+        tied = bool(getattr(m.config, "tie_word_embeddings", False))
+        head, emb = m.get_output_embeddings(), m.get_input_embeddings()
+        head_key = next(k for k, v in m.state_dict(keep_vars=True).items() if v is head.weight) if head else None
+        emb_key = next(k for k, v in m.state_dict(keep_vars=True).items() if v is emb.weight)
+        untie = tied and head_key is not None and not torch.equal(state[head_key], state[emb_key])
+        if untie:  # LoRA trained the head: its merged weight no longer equals the embedding
+            m.config.tie_word_embeddings = False
+        try:
+            m.save_pretrained(directory, state_dict=state)
+        finally:
+            m.config.tie_word_embeddings = tied
+        if callable(getattr(self.codec.tokenizer, "save_pretrained", None)):  # a tokenizer of one's own (encode and
+            self.codec.tokenizer.save_pretrained(directory)  # decode only) failed the whole save: the weights are kept
+
+    def load_merged(self, directory: Path) -> dict[str, Tensor]:
+        transformers = hf.require_transformers()
+        hf.check_code(directory, str(directory), self.trust_remote_code)
+        with hf._quiet(transformers):
+            loaded = transformers.AutoModelForCausalLM.from_pretrained(
+                directory, dtype=model_dtype(self.module), trust_remote_code=self.trust_remote_code
+            )
+        return dict(loaded.state_dict())
