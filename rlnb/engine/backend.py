@@ -155,6 +155,7 @@ class LocalBackend:
             meta={
                 "base_model": adapter.name,
                 "base_model_dir": checkpoints.model_dir(adapter),
+                "base_fingerprint": adapter.fingerprint,
                 "seed": self.seed if adapter.kind == "builtin" else None,  # builds the base a LoRA checkpoint adapts
                 "lora": self.lora.as_dict() if self.lora else None,
                 "ns_dtype": str(ns).removeprefix("torch."),

@@ -125,7 +125,9 @@ def _inference_meta(path: Path) -> dict[str, Any]:
     )
 
 
-_OPTIONAL: dict[str, type] = {"base_model_dir": str, "lora": dict, "ns_dtype": str, "seed": int, "grads": dict}
+_OPTIONAL: dict[str, type] = {
+    "base_model_dir": str, "base_fingerprint": str, "lora": dict, "ns_dtype": str, "seed": int, "grads": dict
+}  # fmt: skip
 _INFERENCE: dict[str, type] = {"base_model": str, "step": int, **_OPTIONAL}
 _TRAINING: dict[str, type] = {**_INFERENCE, "weights": dict, "optimizer": dict}
 """The fields resume reads, and their types (those of ``_OPTIONAL`` may be null or absent)."""
@@ -164,7 +166,7 @@ def restore_weights(
     the session's, which builds a built-in model's base weights)."""
     saved, here = state.get("base_model_dir"), model_dir(adapter)
     same = saved == here if saved and here else state["base_model"] == adapter.name
-    if not same:
+    if not same and state.get("base_fingerprint") != adapter.fingerprint:  # not the same weights moved elsewhere
         raise CheckpointMismatch(
             f"checkpoint is of model {saved or state['base_model']!r}, this session's model is {here or adapter.name!r}"
         )
@@ -226,6 +228,12 @@ def _check_lora(state: dict[str, Any], adapter: ModelAdapter, lora: LoraSettings
         raise CheckpointMismatch(
             f"checkpoint's seed is {base_seed}, this session's is {seed}: a LoRA checkpoint of a built-in model keeps "
             f"only the adapter, and seed builds the base weights it adapts; resume with seed={base_seed}"
+        )
+    if state.get("base_fingerprint") not in (None, adapter.fingerprint):  # an older checkpoint has none
+        raise CheckpointMismatch(
+            f"checkpoint's LoRA adapter was trained on other base weights than this session's model "
+            f"{model_dir(adapter) or adapter.name!r} (the same name or folder, other weights): it keeps only the "
+            f"adapter, which adapts the weights it was trained on; resume with the model it was made from"
         )
 
 

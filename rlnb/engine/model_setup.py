@@ -4,6 +4,7 @@ with a checkpoint's weights when resuming) and the sampler's copy of it; ``Local
 from __future__ import annotations
 
 import copy
+import hashlib
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -79,12 +80,32 @@ def build_model(
         eos_token_id=eos_ids(options.eos_token_id), trust_remote_code=options.trust_remote_code,
     )  # fmt: skip
     eos_ids(options.eos_token_id, adapter.vocab_size)  # the vocabulary is known now: before the session starts
+    adapter.fingerprint = fingerprint(adapter.module)  # of the base as loaded: before LoRA renames its layers
     trainer = adapter.module
     if lora is not None:
         trainer = apply_lora(trainer, adapter.lora_targets(lora.train_unembed), lora)
     if resume is not None:
         checkpoints.restore_weights(resume, adapter, trainer, lora, options.seed)
     return adapter, trainer
+
+
+FINGERPRINT_VALUES = 4096
+"""Evenly spaced values of each tensor a fingerprint reads: any two real models differ in them."""
+
+
+@torch.no_grad()
+def fingerprint(module: nn.Module) -> str:
+    """A digest of a model's weights: each tensor's name, shape, dtype and ``FINGERPRINT_VALUES`` of its values.
+    A checkpoint keeps its base model's, so a resume knows that base wherever its folder is now (a moved or
+    copied folder was refused by its path), and tells it from other weights at the same path (a LoRA adapter of
+    one base was loaded onto another). It reads a few thousand values per tensor, not gigabytes."""
+    digest = hashlib.sha256()
+    for name, tensor in module.state_dict().items():
+        flat = tensor.detach().reshape(-1)
+        sample = flat[:: max(1, flat.numel() // FINGERPRINT_VALUES)][:FINGERPRINT_VALUES]
+        digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}|".encode())
+        digest.update(sample.to("cpu", torch.float64).numpy().tobytes())
+    return digest.hexdigest()[:32]
 
 
 def sampler_copy(trainer: nn.Module) -> nn.Module:

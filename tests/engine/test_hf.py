@@ -363,8 +363,8 @@ def test_an_inference_checkpoint_of_a_model_with_a_tokenizer_of_ones_own_keeps_i
 
 
 def test_resume_knows_a_model_folder_however_its_path_is_spelled(tmp_path, monkeypatch):
-    for where in ("a", "b"):  # two different folders with the same relative name
-        hf_models.save("llama", tmp_path / where / "m", with_tokenizer=False)
+    for seed, where in enumerate(("a", "b")):  # two different models in folders with the same relative name
+        hf_models.save("llama", tmp_path / where / "m", with_tokenizer=False, seed=seed)
     monkeypatch.chdir(tmp_path / "a")
     with local("m", checkpoint_dir=tmp_path / "ck") as s:
         s.forward_backward([samples.cross_entropy([5, 6, 7, 8])])
@@ -376,6 +376,47 @@ def test_resume_knows_a_model_folder_however_its_path_is_spelled(tmp_path, monke
     monkeypatch.chdir(tmp_path / "b")  # "m" here is another folder: not the checkpoint's model
     with pytest.raises(CheckpointMismatch, match=rf"checkpoint is of model '{tmp_path / 'a' / 'm'}'"):
         local("m", resume_from=path)
+
+
+def _trained_checkpoint(model, tmp_path, **kw):
+    """One step on ``model``, then a training checkpoint: its path and the trained weights."""
+    with local(model, checkpoint_dir=tmp_path / "ck", seed=0, **kw) as s:
+        s.forward_backward([samples.cross_entropy([5, 6, 7, 8])])
+        s.optim_step()
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+        return path, {k: v.clone() for k, v in s.backend.trainer.state_dict().items()}
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_resume_finds_its_base_model_in_a_moved_folder(tmp_path, lora):
+    """A checkpoint named its base model by folder, so a resume from the same model moved or copied elsewhere
+    (another disk, another machine's path) was a CheckpointMismatch. It keeps the base weights' fingerprint
+    (``model_setup.fingerprint``): the same weights anywhere are its base."""
+    first = hf_models.save("llama", tmp_path / "models" / "m", with_tokenizer=False)
+    path, trained = _trained_checkpoint(str(first), tmp_path, lora=lora)
+    moved = tmp_path / "elsewhere" / "copy-of-m"
+    moved.parent.mkdir()
+    shutil.move(first, moved)
+    with local(str(moved), resume_from=path, lora=lora) as r:
+        assert r.step == 1
+        resumed = r.backend.trainer.state_dict()
+        assert resumed.keys() == trained.keys() and all(torch.equal(resumed[k], trained[k]) for k in trained)
+
+
+def test_a_lora_checkpoint_is_refused_on_other_weights_in_its_own_folder(tmp_path):
+    """A LoRA checkpoint keeps only the adapter; a resume whose folder now holds other weights (a new revision
+    downloaded over it, another model saved there) loaded that adapter onto them without a word. The base weights'
+    fingerprint tells them apart. A full-weight checkpoint replaces every weight: it still resumes there."""
+    folder = hf_models.save("llama", tmp_path / "m", with_tokenizer=False)
+    lora_path, _ = _trained_checkpoint(str(folder), tmp_path, lora=True)
+    full_path, trained = _trained_checkpoint(str(folder), tmp_path)
+    hf_models.save("llama", folder, with_tokenizer=False, seed=1)  # other weights, the same folder
+    with pytest.raises(CheckpointMismatch, match=r"LoRA adapter was trained on other base weights than this "
+                                                 rf"session's model '{folder}'"):  # fmt: skip
+        local(str(folder), resume_from=lora_path, lora=True)
+    with local(str(folder), resume_from=full_path) as r:
+        resumed = r.backend.trainer.state_dict()
+        assert all(torch.equal(resumed[k], trained[k]) for k in trained)
 
 
 def test_prompt_longer_than_the_context_and_cuda_without_cuda(hf_dirs):

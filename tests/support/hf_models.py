@@ -74,9 +74,9 @@ def build_model(arch: str, seed: int = 0):
     return model
 
 
-def save(arch: str, folder: Path, with_tokenizer: bool = True) -> Path:
+def save(arch: str, folder: Path, with_tokenizer: bool = True, seed: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    build_model(arch).save_pretrained(folder)
+    build_model(arch, seed).save_pretrained(folder)
     if with_tokenizer:
         build_tokenizer(folder)
     return folder

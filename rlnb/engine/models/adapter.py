@@ -49,6 +49,8 @@ class ModelAdapter:
     decoding recomputes the whole sequence per token (no cache)."""
 
     kind = "module"
+    fingerprint: str | None = None
+    """The base weights' digest as loaded (``model_setup.fingerprint``): what a checkpoint's base is checked by."""
 
     def __init__(self, module: nn.Module, name: str, codec: Codec, device: torch.device) -> None:
         self.module = module
