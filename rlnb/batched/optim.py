@@ -25,9 +25,10 @@ import torch
 from torch import Tensor, nn
 
 from rlnb.batched.stacked import StackedModel
+from rlnb.engine.optim.limits import StepLimits
 from rlnb.engine.optim.muon import muon_update, shape_scale
 from rlnb.engine.optim.split import split_params
-from rlnb.engine.optim.trainer import CLIP_EPS, StepLimits, StepStats
+from rlnb.engine.optim.trainer import CLIP_EPS, StepStats
 from rlnb.params import AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
 
 
