@@ -28,7 +28,7 @@ from rlnb.batched.stacked import StackedModel
 from rlnb.engine.optim.limits import StepLimits
 from rlnb.engine.optim.muon import muon_update, shape_scale
 from rlnb.engine.optim.split import split_params
-from rlnb.engine.optim.trainer import CLIP_EPS, StepStats
+from rlnb.engine.optim.trainer import CLIP_EPS, StepStats, norm_dtype
 from rlnb.params import AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
 
 
@@ -143,9 +143,13 @@ class StackedOptimizer:
     @torch.no_grad()
     def norms(self) -> Norms:
         """As ``get_total_norm``: each parameter's norm, then the norm of those (one reduction over a whole
-        row in float32 would be ~1e-6 off for a model of 150k weights)."""
+        row in float32 would be ~1e-6 off for a model of 150k weights), in a session's ``norm_dtype`` (float16's
+        were taken in float16: past 65504 they were inf though every gradient was finite)."""
         g = self.model.grad
-        each = torch.stack([torch.linalg.vector_norm(g[:, a:b], dim=1) for a, b, _ in self.model.columns.values()], 1)
+        dtype = norm_dtype(g.dtype)
+        each = torch.stack(
+            [torch.linalg.vector_norm(g[:, a:b], dim=1, dtype=dtype) for a, b, _ in self.model.columns.values()], 1
+        )
         total = torch.linalg.vector_norm(each, dim=1)
         if self.kind == "adam":
             return Norms(total, None, None)

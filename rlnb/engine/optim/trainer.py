@@ -257,11 +257,17 @@ class TrainerOptimizer:
                 raise ValueError(f"AdamW's step for {name} is {step:g}, expected a whole number >= 0")
 
 
+def norm_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a norm of ``dtype`` gradients is taken in, a session's (``total_norm``) and a batched run's alike:
+    float32 for float16 ones (past 65504 their norm was inf though each was finite, and the step failed instead of
+    clipping them), else their own, as ``get_total_norm`` takes it."""
+    return torch.float32 if dtype == torch.float16 else dtype
+
+
 def total_norm(grads: list[Tensor]) -> Tensor:
-    """The global 2-norm of ``grads``, ``get_total_norm``'s (``clip_grad_norm_``'s, bit for bit), but in float32 for
-    float16 gradients: past 65504 it was inf though each was finite, and the step failed instead of clipping them."""
-    if any(g.dtype == torch.float16 for g in grads):
-        norms = [torch.linalg.vector_norm(g, dtype=torch.float32) for g in grads]
+    """The global 2-norm of ``grads``, ``get_total_norm``'s (``clip_grad_norm_``'s, bit for bit), in ``norm_dtype``."""
+    if any(norm_dtype(g.dtype) != g.dtype for g in grads):
+        norms = [torch.linalg.vector_norm(g, dtype=norm_dtype(g.dtype)) for g in grads]
         return torch.linalg.vector_norm(torch.stack(norms))
     return torch.nn.utils.get_total_norm(grads)
 
