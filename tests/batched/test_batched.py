@@ -586,6 +586,34 @@ def test_a_stacked_gradient_norm_past_65504_is_the_true_norm_and_the_single_runs
             assert state[n].isfinite().all()
 
 
+def test_a_stacked_clip_coefficient_is_the_one_applied_and_the_single_runs():
+    """A member's clip factor is the one its gradients were multiplied by, a session's (``clip_coefficient``):
+    grad_clip_norm 1e-300 clips them to 0 (it was reported as 1e-300 / g); 1e-38 over a norm of ~4e5 is a float32
+    denormal; 1e5 on float16 weights was inf in their dtype, so it clipped nothing where a session clips."""
+    clips = [1e-300, 1e-38, 0.5, 1e5]
+    K = len(clips)
+    adapters = [build_adapter("tiny", seed=s, device=CPU) for s in range(K)]
+    for a in adapters:
+        a.module.half()
+    adam, _ = plan(adapters[0].module, "adam", adapters[0].embedding_params())
+    model = StackedModel([a.module for a in adapters], adam)
+    stacked = StackedOptimizer(model, "adam", adam)
+    ones = [TrainerOptimizer(a.module, "adam") for a in adapters]
+    g = torch.Generator().manual_seed(0)
+    for n, (lo, hi, shape) in model.columns.items():
+        model.grad[:, lo:hi] = (torch.randn(K, hi - lo, generator=g) * 1000).half()
+        for k, a in enumerate(adapters):
+            a.module.get_parameter(n).grad = model.grad[k, lo:hi].view(shape).clone()
+    before = model.grad.clone()
+    hps = [rlnb.AdamParams(eps=1e-4, grad_clip_norm=c).resolved() for c in clips]
+    got = stacked.step(hps, stacked.norms())
+    want = [o.step(hp) for o, hp in zip(ones, hps, strict=True)]
+    for k, (s, w) in enumerate(zip(got, want, strict=True)):
+        assert s.clipped and w.clipped and s.clip_coef == pytest.approx(w.clip_coef, rel=1e-6, abs=0)
+        assert torch.equal(model.grad[k], before[k] * s.clip_coef)
+    assert got[0].clip_coef == 0.0 and not model.grad[0].any() and 0 < got[1].clip_coef < 1e-43
+
+
 def test_dropping_members_keeps_the_others_state():
     adapters = [build_adapter("tiny", seed=s, device=CPU) for s in range(3)]
     adam, groups = plan(adapters[0].module, "muon", adapters[0].embedding_params())

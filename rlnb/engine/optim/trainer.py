@@ -50,7 +50,7 @@ class StepStats:
     grad_norm_muon: float | None  # the Muon group's share (muon kind only)
     grad_norm_adam: float | None  # the AdamW group's share (muon kind only)
     clipped: bool  # gradients were scaled down
-    clip_coef: float  # factor applied to the gradients: min(1, max_norm / (grad_norm + 1e-6)); 1 when off
+    clip_coef: float  # factor applied to the gradients, as applied (``clip_coefficient``); 1 when off
     learning_rate: float  # the step's top-level learning rate (AdamW's or Muon's)
     adam_learning_rate: float | None  # muon kind: the learning rate of the AdamW group
 
@@ -146,7 +146,7 @@ class TrainerOptimizer:
             raise NonFiniteGradient(grad_norm, bad)
 
         max_norm = hp.grad_clip_norm
-        clip_coef = min(1.0, max_norm / (grad_norm + CLIP_EPS)) if max_norm > 0 else 1.0
+        clip_coef = clip_coefficient(max_norm, total).item() if max_norm > 0 else 1.0
         if max_norm > 0:
             torch.nn.utils.clip_grads_with_norm_([p for _, p in self._named], max_norm, total)
 
@@ -270,6 +270,13 @@ def total_norm(grads: list[Tensor]) -> Tensor:
         norms = [torch.linalg.vector_norm(g, dtype=norm_dtype(g.dtype)) for g in grads]
         return torch.linalg.vector_norm(torch.stack(norms))
     return torch.nn.utils.get_total_norm(grads)
+
+
+def clip_coefficient(max_norm: float | Tensor, total: Tensor) -> Tensor:
+    """The factor ``clip_grads_with_norm_`` multiplies the gradients by, min(1, max_norm / (total + 1e-6)), computed as
+    it computes it, in ``total``'s dtype: what a step reports is what it applied. Worked in Python's float64,
+    grad_clip_norm 1e-300 was reported as 5e-302 while the gradients became exactly 0 (1e-300 is 0 in float32)."""
+    return (max_norm / (total + CLIP_EPS)).clamp(max=1.0)
 
 
 def _check_finite(what: str, t: Tensor) -> None:
