@@ -8,7 +8,8 @@ trial alone would make, to float rounding:
 
 1. per member, the pre-clip norm g of all its gradients (for Muon also of each group); ``norms()``;
 2. a member whose g is not finite is dropped by the caller before ``step`` (its state stays as it was);
-3. clipping ∇ ← ∇·min(1, c / (g + 1e-6)) with the member's c (c = 0: off), as ``clip_grads_with_norm_``;
+3. clipping ∇ ← ∇·min(1, c / (g + 1e-6)) with the member's c (c = 0: off), as ``clip_grads_with_norm_``, the factor
+   reported as applied (``clip_coefficient``);
 4. AdamW as ``torch.optim.AdamW(foreach=True)`` computes it: decay, moments, bias corrections, update —
    written out on the AdamW group's columns because torch's optimizer takes one scalar per hyperparameter;
 5. Muon: ``muon_update`` (momentum, Nesterov, Newton-Schulz) on every member's matrices of one shape as one
@@ -25,9 +26,10 @@ import torch
 from torch import Tensor, nn
 
 from rlnb.batched.stacked import StackedModel
+from rlnb.engine.optim.limits import StepLimits
 from rlnb.engine.optim.muon import muon_update, shape_scale
 from rlnb.engine.optim.split import split_params
-from rlnb.engine.optim.trainer import CLIP_EPS, StepLimits, StepStats
+from rlnb.engine.optim.trainer import StepStats, clip_coefficient, norm_dtype, total_norm
 from rlnb.params import AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
 
 
@@ -72,7 +74,7 @@ def no_gradient(hp: Hyperparams) -> StepStats:
         grad_norm_muon=0.0 if muon else None,
         grad_norm_adam=0.0 if muon else None,
         clipped=False,
-        clip_coef=min(1.0, c / CLIP_EPS) if c > 0 else 1.0,
+        clip_coef=clip_coefficient(c, total_norm([])).item() if c > 0 else 1.0,
         learning_rate=hp.learning_rate,
         adam_learning_rate=hp.adam.learning_rate if isinstance(hp, MuonHyperparams) else None,
     )
@@ -142,9 +144,13 @@ class StackedOptimizer:
     @torch.no_grad()
     def norms(self) -> Norms:
         """As ``get_total_norm``: each parameter's norm, then the norm of those (one reduction over a whole
-        row in float32 would be ~1e-6 off for a model of 150k weights)."""
+        row in float32 would be ~1e-6 off for a model of 150k weights), in a session's ``norm_dtype`` (float16's
+        were taken in float16: past 65504 they were inf though every gradient was finite)."""
         g = self.model.grad
-        each = torch.stack([torch.linalg.vector_norm(g[:, a:b], dim=1) for a, b, _ in self.model.columns.values()], 1)
+        dtype = norm_dtype(g.dtype)
+        each = torch.stack(
+            [torch.linalg.vector_norm(g[:, a:b], dim=1, dtype=dtype) for a, b, _ in self.model.columns.values()], 1
+        )
         total = torch.linalg.vector_norm(each, dim=1)
         if self.kind == "adam":
             return Norms(total, None, None)
@@ -182,12 +188,15 @@ class StackedOptimizer:
         adam_hps = [hp.adam if isinstance(hp, MuonHyperparams) else hp for hp in hps]
         grad_norms = norms.total.tolist()
         max_norms = [float(hp.grad_clip_norm) for hp in hps]
-        coefs = [min(1.0, c / (g + CLIP_EPS)) if c > 0 else 1.0 for c, g in zip(max_norms, grad_norms, strict=True)]
-        g = self.model.grad
-        if any(c > 0 for c in max_norms):  # as clip_grads_with_norm_: coef = clamp(c / (g + eps), max=1), in tensors
-            c = _column(max_norms, g)[:, 0]
-            coef = torch.where(c > 0, (c / (norms.total + CLIP_EPS)).clamp(max=1.0), torch.ones_like(c))
-            g.mul_(coef[:, None])
+        coef = torch.ones_like(norms.total)
+        if any(c > 0 for c in max_norms):
+            # a session's clip_coefficient, c in the norms' dtype (in float16 weights' own, 1e5 was inf: no clip); on
+            # where the given c > 0, as a session's (1e-300 is 0 in float32, yet clips to 0)
+            c = _column(max_norms, norms.total)[:, 0]
+            on = torch.tensor([c > 0 for c in max_norms], device=coef.device)
+            coef = torch.where(on, clip_coefficient(c, norms.total), coef)
+            self.model.grad.mul_(coef[:, None])
+        coefs = coef.tolist()
         if self.adam_end:
             self._adamw(adam_hps)
         if self.kind == "muon":

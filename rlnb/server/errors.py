@@ -130,6 +130,8 @@ def install_error_handlers(app: FastAPI) -> None:
             return error_response(400, _body_error(request, first.get("type")), ERROR_TYPES[400])
         loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
         param = ".".join(loc) or None
+        if tuple(first.get("loc", ()))[:2] == ("body", "loss") and (said := _loss_said(exc.body)) is not None:
+            return error_response(400, said, ERROR_TYPES[400], param)
         why = str(first.get("msg", "invalid")).removeprefix("Value error, ")  # pydantic's prefix of a validator's own
         said = why if param and why.startswith(param) else f"{param or 'request'}: {why}"  # words, which name the field
         return error_response(400, said, ERROR_TYPES[400], param)
@@ -178,6 +180,19 @@ def _unreadable_body(body: bytes, cause: ValueError | RecursionError) -> JSONRes
         pass
     why = "it is not UTF-8 text" if isinstance(cause, UnicodeDecodeError) else type(cause).__name__
     return error_response(400, f"the body is not valid JSON ({why})", ERROR_TYPES[400])
+
+
+def _loss_said(body: Any) -> str | None:
+    """A bad ``loss`` in the words rlnb's client and engine say it (``wire.validated``, as ``wire.loss_config`` checks
+    it before sending: each bad field, its value and its rule), where pydantic's named the first alone, in its own."""
+    loss = body.get("loss") if isinstance(body, dict) else None
+    if not isinstance(loss, dict):
+        return None
+    try:
+        wire.validated(wire.LossConfig, loss, "loss")
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _body_error(request: Request, kind: object) -> str:

@@ -547,6 +547,73 @@ def test_stacked_optimizer_equals_one_trainer_optimizer_per_member(kind):
             torch.testing.assert_close(state[n], p.detach(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_stacked_gradient_norm_past_65504_is_the_true_norm_and_the_single_runs(kind, dtype):
+    """Every gradient ~300 and finite, a member's norm ~115900: float16's per-member norm was taken in float16, so it
+    was inf (a false non-finite, every gradient dropped) where a session's is taken in float32 (``norm_dtype``)."""
+    K = 2
+    adapters = [build_adapter("tiny", seed=s, device=CPU) for s in range(K)]
+    for a in adapters:
+        a.module.to(dtype)
+    adam, groups = plan(adapters[0].module, kind, adapters[0].embedding_params())
+    model = StackedModel([a.module for a in adapters], adam + [n for g in groups for n in g])
+    stacked = StackedOptimizer(model, kind, adam, groups, ns_dtype=torch.float32)
+    split = lambda a: split_params(a.module, a.embedding_params()) if kind == "muon" else None  # noqa: E731
+    ones = [TrainerOptimizer(a.module, kind, split(a), ns_dtype=torch.float32) for a in adapters]
+    g = torch.Generator().manual_seed(0)
+    named = adapters[0].module.named_parameters()
+    grads = {n: (torch.randn(K, *p.shape, generator=g) * 300).to(dtype) for n, p in named}
+    for k, a in enumerate(adapters):
+        for n, p in a.module.named_parameters():
+            p.grad = grads[n][k].clone()
+    for n, (lo, hi, _) in model.columns.items():
+        model.grad[:, lo:hi] = grads[n].reshape(K, -1)
+    exact = [torch.cat([grads[n][k].double().reshape(-1) for n in grads]).norm().item() for k in range(K)]
+    norms = stacked.norms()
+    rel = 1e-6 if dtype == torch.float16 else 2**-8  # bfloat16's norm is its own, as get_total_norm takes it
+    assert norms.total.tolist() == pytest.approx(exact, rel=rel) and min(exact) > 65504
+    hp = (rlnb.AdamParams(eps=1e-4) if kind == "adam" else rlnb.MuonParams(adam={"eps": 1e-4})).resolved()
+    want = [o.step(hp) for o in ones]
+    for w, s in zip(want, stacked.step([hp] * K, norms), strict=True):
+        assert s.grad_norm == pytest.approx(w.grad_norm, rel=1e-6) and s.clipped and w.clipped
+        assert s.clip_coef == pytest.approx(w.clip_coef, rel=1e-6)
+    for k, a in enumerate(adapters):  # clipped alike, and every weight finite
+        state = model.state(k)
+        for n, p in a.module.named_parameters():
+            lo, hi, _ = model.columns[n]
+            torch.testing.assert_close(model.grad[k, lo:hi], p.grad.reshape(-1), rtol=2**-10, atol=0)
+            assert state[n].isfinite().all()
+
+
+def test_a_stacked_clip_coefficient_is_the_one_applied_and_the_single_runs():
+    """A member's clip factor is the one its gradients were multiplied by, a session's (``clip_coefficient``):
+    grad_clip_norm 1e-300 clips them to 0 (it was reported as 1e-300 / g); 1e-38 over a norm of ~4e5 is a float32
+    denormal; 1e5 on float16 weights was inf in their dtype, so it clipped nothing where a session clips."""
+    clips = [1e-300, 1e-38, 0.5, 1e5]
+    K = len(clips)
+    adapters = [build_adapter("tiny", seed=s, device=CPU) for s in range(K)]
+    for a in adapters:
+        a.module.half()
+    adam, _ = plan(adapters[0].module, "adam", adapters[0].embedding_params())
+    model = StackedModel([a.module for a in adapters], adam)
+    stacked = StackedOptimizer(model, "adam", adam)
+    ones = [TrainerOptimizer(a.module, "adam") for a in adapters]
+    g = torch.Generator().manual_seed(0)
+    for n, (lo, hi, shape) in model.columns.items():
+        model.grad[:, lo:hi] = (torch.randn(K, hi - lo, generator=g) * 1000).half()
+        for k, a in enumerate(adapters):
+            a.module.get_parameter(n).grad = model.grad[k, lo:hi].view(shape).clone()
+    before = model.grad.clone()
+    hps = [rlnb.AdamParams(eps=1e-4, grad_clip_norm=c).resolved() for c in clips]
+    got = stacked.step(hps, stacked.norms())
+    want = [o.step(hp) for o, hp in zip(ones, hps, strict=True)]
+    for k, (s, w) in enumerate(zip(got, want, strict=True)):
+        assert s.clipped and w.clipped and s.clip_coef == pytest.approx(w.clip_coef, rel=1e-6, abs=0)
+        assert torch.equal(model.grad[k], before[k] * s.clip_coef)
+    assert got[0].clip_coef == 0.0 and not model.grad[0].any() and 0 < got[1].clip_coef < 1e-43
+
+
 def test_dropping_members_keeps_the_others_state():
     adapters = [build_adapter("tiny", seed=s, device=CPU) for s in range(3)]
     adam, groups = plan(adapters[0].module, "muon", adapters[0].embedding_params())

@@ -203,7 +203,7 @@ def _refused_as_sent(s, body):
 def test_the_least_eps_is_the_one_the_error_names(dtype, least):
     """eps 1e-45 (it rounds up in float32) passed though the error said "give eps >= 1.4e-45": what is refused is
     what the error and docs/optimizers.md say, and the value they name passes."""
-    from rlnb.engine.optim.trainer import StepLimits
+    from rlnb.engine.optim.limits import StepLimits
     from rlnb.params import AdamParams
 
     limits = StepLimits(adam_dtypes=[dtype], muon_dtypes=[])

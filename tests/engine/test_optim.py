@@ -322,6 +322,21 @@ def test_grad_clip(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["adam", "muon"])
+@pytest.mark.parametrize("clip", [1e-300, 1e-41, 0.5])
+def test_the_clip_coefficient_reported_is_the_one_the_gradients_were_multiplied_by(kind: str, clip: float) -> None:
+    """grad_clip_norm 1e-300 is 0 in float32: the gradients became exactly 0 while the step reported 1e-300 / g
+    (worked in float64); 1e-41 gives a float32 denormal. The factor reported is the float32 one applied."""
+    model = build_model("tiny", seed=0)
+    grads = set_grads(model, torch.Generator().manual_seed(0))
+    stats = TrainerOptimizer(model, kind).step(hp_for(kind, grad_clip_norm=clip))
+    assert stats.clipped and stats.clip_coef == pytest.approx(clip / stats.grad_norm, rel=1e-3, abs=1e-44)
+    for p, g in zip(model.parameters(), grads, strict=True):
+        assert torch.equal(p.grad, g * stats.clip_coef)
+    if clip == 1e-300:
+        assert stats.clip_coef == 0.0 and all(not p.grad.any() for p in model.parameters())
+
+
+@pytest.mark.parametrize("kind", ["adam", "muon"])
 def test_state_dict_round_trip(kind: str) -> None:
     model = build_model("tiny", seed=0)
     opt = TrainerOptimizer(model, kind)

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from rlnb import wire
+from rlnb.engine.optim.limits import StepLimits
 from rlnb.engine.optim.muon import muon_update, ns_dtype_for, shape_scale
 from rlnb.engine.optim.split import ParamSplit, split_params
 from rlnb.params import Hyperparams, MuonHyperparams, check_hyperparams
@@ -49,58 +50,9 @@ class StepStats:
     grad_norm_muon: float | None  # the Muon group's share (muon kind only)
     grad_norm_adam: float | None  # the AdamW group's share (muon kind only)
     clipped: bool  # gradients were scaled down
-    clip_coef: float  # factor applied to the gradients: min(1, max_norm / (grad_norm + 1e-6)); 1 when off
+    clip_coef: float  # factor applied to the gradients, as applied (``clip_coefficient``); 1 when off
     learning_rate: float  # the step's top-level learning rate (AdamW's or Muon's)
     adam_learning_rate: float | None  # muon kind: the learning rate of the AdamW group
-
-
-@dataclass
-class StepLimits:
-    """What a step's hyperparameters must fit in the weights they update, given the dtypes of the AdamW group and
-    of the Muon group and Muon's largest shape scale s."""
-
-    adam_dtypes: list[torch.dtype]
-    muon_dtypes: list[torch.dtype]
-    muon_scale: float = 1.0
-
-    def __post_init__(self) -> None:
-        self.adam_dtypes = sorted(set(self.adam_dtypes), key=str)
-        self.muon_dtypes = sorted(set(self.muon_dtypes), key=str)
-        # once, not at every optim-step: each dtype's smallest positive number (half of it rounds to 0), and the
-        # largest number the AdamW group's and the Muon group's weights hold
-        self._smallest = [(d, torch.finfo(d).smallest_normal * torch.finfo(d).eps) for d in self.adam_dtypes]
-        self._adam_max = min((torch.finfo(d).max for d in self.adam_dtypes), default=math.inf)
-        self._muon_max = min((torch.finfo(d).max for d in self.muon_dtypes), default=math.inf)
-
-    def check(self, hp: Hyperparams) -> None:
-        """A ``ValueError`` naming the field when ``hp`` would corrupt or half-step these weights. An AdamW ``eps`` that
-        is 0 in the weights' dtype (1e-50 in float32; the default 1e-8 in float16) turned every weight whose gradient
-        is 0 (an unused token's embedding row) into 0/0 = NaN; a step size past what the dtype holds (lr 1e39)
-        failed torch's conversion half-way through the step (AdamW's moments and step count moved)."""
-        adam = hp.adam if isinstance(hp, MuonHyperparams) else hp
-        prefix = "muon_params.adam." if isinstance(hp, MuonHyperparams) else "adam_params."
-        for dtype, tiny in self._smallest:
-            least = float(f"{tiny:.3g}")  # the bound checked is the one the error names (1e-45 passed ">= 1.4e-45")
-            if adam.eps < least:
-                hint = " (or load the model with dtype='bfloat16' or 'float32')" if dtype == torch.float16 else ""
-                what = "0" if adam.eps <= tiny / 2 else f"below {least:g}, the least positive number"
-                raise ValueError(
-                    f"{prefix}eps {adam.eps:g} is {what} in {str(dtype).removeprefix('torch.')}, the dtype of the "
-                    f"weights AdamW updates: an eps of 0 there turns every weight whose gradient is 0 into 0/0 = NaN; "
-                    f"give {prefix}eps >= {least:g}{hint}"
-                )
-        adam_max, muon_max = self._adam_max, self._muon_max
-        # what the update multiplies by, (field, value, the largest the weights hold); the decay's 1 - lr * wd is
-        # checked first, and kept in (0, 1] (rlnb.params.check_decay)
-        factors = [(f"{prefix}learning_rate", adam.learning_rate / (1 - adam.beta1), adam_max)]  # lr / (1 - beta1^t)
-        if isinstance(hp, MuonHyperparams):
-            factors.append(("muon_params.learning_rate", hp.learning_rate * self.muon_scale, muon_max))
-        for field, value, largest in factors:
-            if value > largest:
-                raise ValueError(
-                    f"{field} is too large: the update would multiply by {value:.3g}, past the {largest:.3g} the "
-                    "weights' dtype holds; give a smaller one"
-                )
 
 
 class TrainerOptimizer:
@@ -194,7 +146,7 @@ class TrainerOptimizer:
             raise NonFiniteGradient(grad_norm, bad)
 
         max_norm = hp.grad_clip_norm
-        clip_coef = min(1.0, max_norm / (grad_norm + CLIP_EPS)) if max_norm > 0 else 1.0
+        clip_coef = clip_coefficient(max_norm, total).item() if max_norm > 0 else 1.0
         if max_norm > 0:
             torch.nn.utils.clip_grads_with_norm_([p for _, p in self._named], max_norm, total)
 
@@ -305,13 +257,26 @@ class TrainerOptimizer:
                 raise ValueError(f"AdamW's step for {name} is {step:g}, expected a whole number >= 0")
 
 
+def norm_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a norm of ``dtype`` gradients is taken in, a session's (``total_norm``) and a batched run's alike:
+    float32 for float16 ones (past 65504 their norm was inf though each was finite, and the step failed instead of
+    clipping them), else their own, as ``get_total_norm`` takes it."""
+    return torch.float32 if dtype == torch.float16 else dtype
+
+
 def total_norm(grads: list[Tensor]) -> Tensor:
-    """The global 2-norm of ``grads``, ``get_total_norm``'s (``clip_grad_norm_``'s, bit for bit), but in float32 for
-    float16 gradients: past 65504 it was inf though each was finite, and the step failed instead of clipping them."""
-    if any(g.dtype == torch.float16 for g in grads):
-        norms = [torch.linalg.vector_norm(g, dtype=torch.float32) for g in grads]
+    """The global 2-norm of ``grads``, ``get_total_norm``'s (``clip_grad_norm_``'s, bit for bit), in ``norm_dtype``."""
+    if any(norm_dtype(g.dtype) != g.dtype for g in grads):
+        norms = [torch.linalg.vector_norm(g, dtype=norm_dtype(g.dtype)) for g in grads]
         return torch.linalg.vector_norm(torch.stack(norms))
     return torch.nn.utils.get_total_norm(grads)
+
+
+def clip_coefficient(max_norm: float | Tensor, total: Tensor) -> Tensor:
+    """The factor ``clip_grads_with_norm_`` multiplies the gradients by, min(1, max_norm / (total + 1e-6)), computed as
+    it computes it, in ``total``'s dtype: what a step reports is what it applied. Worked in Python's float64,
+    grad_clip_norm 1e-300 was reported as 5e-302 while the gradients became exactly 0 (1e-300 is 0 in float32)."""
+    return (max_norm / (total + CLIP_EPS)).clamp(max=1.0)
 
 
 def _check_finite(what: str, t: Tensor) -> None:
