@@ -187,10 +187,7 @@ class Scrubber:
             message, body = (text.strip()[:500] or response.reason_phrase), text or None
         else:
             body = self.scrub(decoded)
-            try:
-                message = wire.ErrorData.model_validate(body).error.message
-            except ValidationError:
-                message = json.dumps(body, ensure_ascii=False)[:500]
+            message = _said(body) or json.dumps(body, ensure_ascii=False)[:500]
         if response.is_redirect:
             message = self._redirect(request, response, base_url)
         cls = status_error_class(response.status_code)
@@ -211,6 +208,18 @@ class Scrubber:
             f"{response.reason_phrase}: the server redirects to {where}; rlnb follows no redirect (the API key would "
             f"go with it): {fix}"
         )
+
+
+def _said(body: Any) -> str | None:
+    """The message of an error body: the API's ``{"error": {"message", ...}}`` (its ``type`` left out too), a
+    gateway's ``{"error": "..."}``, or a gRPC gateway's ``{"code": 3, "message": "...", "details": []}`` (which the
+    service may send instead); None for any other body. A body without the API's ``type`` used to be shown whole
+    as the message."""
+    err = body.get("error") if isinstance(body, dict) else None
+    for said in (err.get("message") if isinstance(err, dict) else err, body.get("message") if err is None else None):
+        if isinstance(said, str) and said.strip():
+            return said
+    return None
 
 
 def invalid(response: httpx.Response, what: str, detail: str) -> APIError:

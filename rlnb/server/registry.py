@@ -127,6 +127,8 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         for s in self.sessions.values():
             if s.status in wire.SESSION_ACTIVE:
                 self._end(s, wire.SessionStatus.ERROR, RESTARTED.format(status=s.status))
+            elif s.status == wire.SessionStatus.STOPPING:  # stopped before the server did: its model is gone now
+                self._end(s, wire.SessionStatus.STOPPED)
             for op in [op for op in s.ops.values() if op.env.status not in wire.TERMINAL_STATUSES]:
                 why = f"rlnb serve restarted while this operation was {op.env.status}; it did not finish"
                 op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, why)
@@ -163,6 +165,8 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
                 backend.close()
                 with self.lock:
                     s.final, s.backend = backend.session(), None
+                    if s.status == wire.SessionStatus.STOPPING:  # its running operation has finished
+                        s.status, s.updated_at = wire.SessionStatus.STOPPED, self.now()
                     self._save("session", s.view())
 
     def _close_later(self, sessions: list[SessionRecord]) -> None:

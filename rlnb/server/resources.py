@@ -40,6 +40,8 @@ class ResourcesMixin:
 
         def _close_later(self, sessions: list[SessionRecord]) -> None: ...
 
+        def _stopped(self, s: SessionRecord) -> wire.SessionStatus: ...
+
     def check_base_model(self, name: str) -> None:
         if name not in self.settings.models:
             raise ServerError(400, f"base_model must be one of {sorted(self.settings.models)}", param="base_model")
@@ -125,7 +127,7 @@ class ResourcesMixin:
                 )
             now = self.now()
             for s in active:
-                self._end(s, wire.SessionStatus.STOPPED)
+                self._end(s, self._stopped(s))
             if res.status in wire.RESOURCE_ACTIVE:
                 res.status, res.updated_at, res.expires_at = wire.ModelResourcesStatus.STOPPED, now, None
                 self._save("resource", res)

@@ -73,7 +73,7 @@ def restore(saved: dict[str, list[dict[str, Any]]], checkpoints: Path) -> Restor
             if data["key"]:
                 s.keys[data["key"]] = env.id
     for s in registry.sessions.values():
-        if s.status in wire.SESSION_ACTIVE:
+        if s.status in wire.SESSION_HOLDS_SLOT:  # its last view may predate operations that completed after it
             s.final = progress(s, list(registry.checkpoints.values()), floors.get(s.id, (0, 0)))
     return registry
 

@@ -60,9 +60,10 @@ class SessionsMixin:
                     param="model_resources_id",
                 )  # fmt: skip
             cap = self.settings.lora_session_cap if res.lora_enabled else self.settings.full_session_cap
-            if sum(s.resource_id == res.id and s.status in wire.SESSION_ACTIVE for s in self.sessions.values()) >= cap:
-                raise ServerError(429, f"model resource {res.id} already has {cap} active session(s)")
-            live = sum(s.status in wire.SESSION_ACTIVE for s in self.sessions.values())
+            held = wire.SESSION_HOLDS_SLOT
+            if sum(s.resource_id == res.id and s.status in held for s in self.sessions.values()) >= cap:
+                raise ServerError(429, f"model resource {res.id} already has {cap} active or stopping session(s)")
+            live = sum(s.status in held for s in self.sessions.values())
             if live >= self.settings.max_live_sessions:
                 raise ServerError(429, f"this server already runs {live} sessions (max_live_sessions): stop one first")
             resume = self._resume_path(req)
@@ -163,7 +164,15 @@ class SessionsMixin:
             s = self.session(sid)
             active = s.status in wire.SESSION_ACTIVE
             if active:
-                self._end(s, wire.SessionStatus.STOPPED)
+                self._end(s, self._stopped(s))
+            view = s.view()
         if active:
             self._close_later([s])
-        return s.view()
+        return view
+
+    def _stopped(self, s: SessionRecord) -> wire.SessionStatus:
+        """What a stop makes of an active session: STOPPING while an operation of it is queued or running (the
+        running one finishes, and may still change its step; ``_close`` makes it STOPPED once its backend is let
+        go), else STOPPED. A stopped session's step used to change after a stop answered STOPPED."""
+        busy = s.backend is not None and s.busy()
+        return wire.SessionStatus.STOPPING if busy else wire.SessionStatus.STOPPED

@@ -15,6 +15,7 @@ __all__ = [
     "RESOURCE_ENDED",
     "SESSION_ACTIVE",
     "SESSION_ENDED",
+    "SESSION_HOLDS_SLOT",
     "TERMINAL_STATUSES",
     "ModelResourcesErrorCode",
     "ModelResourcesStatus",
@@ -97,7 +98,10 @@ TERMINAL_STATUSES: Final = frozenset({OperationStatus.COMPLETED, OperationStatus
 """An operation in one of these never changes again."""
 
 SESSION_ACTIVE: Final = frozenset({SessionStatus.CREATING, SessionStatus.RUNNING})
-"""A session in one of these holds a slot of its model resource's session cap."""
+"""A session in one of these takes operations."""
+SESSION_HOLDS_SLOT: Final = SESSION_ACTIVE | {SessionStatus.STOPPING}
+"""A session in one of these holds a slot of its model resource's session cap (and of ``rlnb serve``'s
+``max_live_sessions``): a STOPPING one still finishes the operation it was running, on its model."""
 SESSION_ENDED: Final = frozenset(
     {SessionStatus.STOPPED, SessionStatus.STOPPING, SessionStatus.ERROR, SessionStatus.EXPIRED}
 )

@@ -238,6 +238,23 @@ def test_a_non_json_error_body_still_gives_a_status_error():
         client.supported_models()
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"code": 3, "message": "samples: must not be empty", "details": []},  # a gRPC gateway's
+        {"error": {"message": "samples: must not be empty"}},  # the API's, without its type
+        {"error": "samples: must not be empty"},
+    ],
+)
+def test_an_error_body_in_another_shape_still_gives_its_message(body):
+    """The API reference leaves open whether the service answers ``{"error": {...}}`` or a gRPC gateway's
+    ``{"code", "message", "details"}``: the message of either was shown as the whole body's JSON."""
+    flaky = Scripted([httpx.Response(400, json=body)])
+    with client_for(flaky) as client, pytest.raises(rlnb.BadRequestError) as info:
+        client.supported_models()
+    assert str(info.value).endswith(": 400 samples: must not be empty") and info.value.body == body
+
+
 def test_connection_errors_are_retried_then_raised_as_api_connection_error():
     flaky = Scripted([httpx.ConnectError("connection refused")] * 3)
     with client_for(flaky, max_retries=2) as client, pytest.raises(rlnb.APIConnectionError) as info:

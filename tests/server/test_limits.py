@@ -308,9 +308,11 @@ def test_a_stop_interrupts_a_running_sample(tmp_path):
         while c.get(url).json()["status"] != wire.OperationStatus.RUNNING:
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        assert c.post(f"/training-sessions/{sid}/stop").json()["status"] == wire.SessionStatus.STOPPED
+        assert c.post(f"/training-sessions/{sid}/stop").json()["status"] == wire.SessionStatus.STOPPING
         env = wait(c, sid, "sample", op["id"])
         assert env["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"  # not finished: stopped
+        assert c.app.state.registry.settle(60)
+        assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.STOPPED
 
 
 def test_stopped_sessions_let_their_models_and_threads_go(tmp_path):

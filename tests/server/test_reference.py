@@ -1,6 +1,9 @@
 """Where `rlnb serve` strayed from the API reference (R-new), each now as the reference says."""
 
 import math
+import shutil
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -140,3 +143,39 @@ def test_sessions_of_a_served_module_each_train_their_own_copy(tmp_path, lora):
             assert a.forward_backward(batch, forward_only=True).result(DEADLINE).loss < untrained  # a trained
             assert b.forward_backward(batch, forward_only=True).result(DEADLINE).loss == untrained  # b did not move
     assert all(torch.equal(before[k], v) for k, v in served.state_dict().items())
+
+
+def test_a_stop_with_an_operation_running_answers_stopping_and_holds_the_slot_until_it_ends(tmp_path, monkeypatch):
+    """A stop while an optim-step ran answered STOPPED at once, freed the resource's one slot, and the session's
+    step then moved to 1 under that STOPPED. Now it is STOPPING until its backend is let go (the running operation
+    finished): a new session on the resource is a 429 meanwhile, and then the session is STOPPED with its step. A
+    server restarted from the journal of that moment (its model gone) has it STOPPED."""
+    state = tmp_path / "state"
+    with app_client(tmp_path / "ckpt", state_dir=state, op_delay=DEADLINE) as c:  # the stop ends the delay
+        rid, sid = new_session(c)  # full weights: one session per resource
+        registry = c.app.state.registry
+        backend, gate = registry.session(sid).backend, threading.Event()
+        close = backend.close
+        monkeypatch.setattr(backend, "close", lambda: (gate.wait(DEADLINE), close()))  # held until the test says
+        running = submit(c, sid, "optim-step", {})
+        queued = submit(c, sid, "optim-step", {})
+        path, until = f"/training-sessions/{sid}/operations/optim-step/{running['id']}", time.monotonic() + DEADLINE
+        while c.get(path).json()["status"] != wire.OperationStatus.RUNNING:  # in its delay
+            assert time.monotonic() < until
+            time.sleep(0.01)
+        stopped = c.post(f"/training-sessions/{sid}/stop").json()
+        assert stopped["status"] == wire.SessionStatus.STOPPING, stopped["status"]
+        assert c.post("/training-sessions", json={"model_resources_id": rid}).status_code == 429
+        shutil.copytree(state, tmp_path / "copy", ignore=shutil.ignore_patterns("*.lock"))
+        with app_client(tmp_path / "ckpt2", state_dir=tmp_path / "copy") as restarted:
+            assert restarted.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.STOPPED
+        late = wait(c, sid, "optim-step", submit(c, sid, "optim-step", {})["id"])
+        assert late["error"]["code"] == wire.OperationErrorCode.SESSION_NOT_ACTIVE
+        gate.set()
+        assert registry.settle(DEADLINE)
+        assert wait(c, sid, "optim-step", running["id"])["output"]["step"] == "1"
+        assert wait(c, sid, "optim-step", queued["id"])["error"]["code"] == wire.OperationErrorCode.SESSION_NOT_ACTIVE
+        view = c.get(f"/training-sessions/{sid}").json()
+        assert (view["status"], view["step"]) == (wire.SessionStatus.STOPPED, "1")
+        assert view["updated_at"] > stopped["updated_at"]
+        assert c.post("/training-sessions", json={"model_resources_id": rid}).status_code == 200
