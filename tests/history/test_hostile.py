@@ -31,3 +31,26 @@ def test_a_file_system_that_cannot_lock_records_the_run_and_says_it_is_unlocked(
         session.close()
     loaded = History.load(tmp_path / "lustre")
     assert len(loaded) == 2 and list(loaded.steps.step) == [1]
+
+
+ROW = {"group": 0, "prompt": "2+2=", "completion": "4", "reward": 1.0, "advantage": 0.5, "length": 2, "truncated": False}
+
+
+@pytest.mark.parametrize("column", ["prompt", "completion"])
+def test_a_completion_that_is_not_valid_unicode_is_refused_and_one_written_before_is_shown_escaped(tmp_path, column):
+    """A lone surrogate was kept, and ``history.completions`` raised ``UnicodeEncodeError`` from then on, in every
+    load of the run too (``rlnb.history.completions(path)``): every completion of the run unreadable."""
+    history = History.create({"optimizer": "adam"}, tmp_path, "rl")
+    history.log_completions(1, [ROW])
+    with pytest.raises(ValueError, match=rf"rows\[0\]: {column} holds a lone surrogate at position 1"):
+        history.log_completions(2, [{**ROW, column: "a\ud800b"}])
+    assert list(history.completions.step) == [1]  # nothing of the refused step kept
+    history.close()
+    with (tmp_path / "rl" / "completions.jsonl").open("a") as fh:  # as an rlnb before this check wrote it
+        fh.write(f'{{"step": 2, "group": 0, "prompt": "a\\udcffb", "completion": "a\\ud800b", "reward": 1.0, '
+                 '"advantage": 0.5, "length": 2, "truncated": false}\n')
+    with pytest.warns(RuntimeWarning, match=r"1 completion\(s\) hold text that is not valid Unicode"):
+        table = History.load(tmp_path / "rl").completions
+    assert list(table.prompt) == ["2+2=", "a\\udcffb"] and list(table.completion) == ["4", "a\\ud800b"]
+    with pytest.warns(RuntimeWarning, match="shown with escapes"):
+        assert len(rlnb.history.completions(tmp_path / "rl")) == 2
