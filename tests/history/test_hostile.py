@@ -3,11 +3,12 @@ run folder deleted while it is written. Each must keep what was recorded, or say
 
 import errno
 import fcntl
+import json
 
 import pytest
 
 import rlnb
-from rlnb import samples
+from rlnb import samples, wire
 from rlnb.history import History
 from rlnb.history.locks import LockUnsupportedWarning
 from rlnb.testing import FakeBackend
@@ -54,3 +55,22 @@ def test_a_completion_that_is_not_valid_unicode_is_refused_and_one_written_befor
     assert list(table.prompt) == ["2+2=", "a\\udcffb"] and list(table.completion) == ["4", "a\\ud800b"]
     with pytest.warns(RuntimeWarning, match="shown with escapes"):
         assert len(rlnb.history.completions(tmp_path / "rl")) == 2
+
+
+def test_an_error_message_that_is_not_valid_unicode_is_kept_escaped_and_the_tables_build(tmp_path):
+    """A message holding a lone surrogate (a server's ``\\ud800`` escape, an exception's text) failed ``history.df``
+    with ``UnicodeEncodeError`` from then on, in every load of the run, ``rlnb.runs()`` and every plot too."""
+    history = History.create({"optimizer": "adam"}, tmp_path, "bad")
+    rec = history.new("sample", 0, None, 1.7e9)
+    history.update(rec, wire.Operation.failed("op-\ud800", "INVALID_INPUT", "no \udcff here"), 1.7e9 + 1)
+    df = history.df
+    assert df.op_id[0] == "op-\\ud800" and df.error_message[0].endswith("no \\udcff here")
+    history.close()
+    line = {**json.loads((tmp_path / "bad" / "ops.jsonl").read_text().splitlines()[-1]), "seq": 1}
+    line.update(kind="k\ud801", error_message="m\ud802", na_reason="n\ud803")  # as a hand edit or older rlnb wrote
+    with (tmp_path / "bad" / "ops.jsonl").open("a") as fh:
+        fh.write(json.dumps(line) + "\n")
+    loaded = History.load(tmp_path / "bad").df
+    assert list(loaded.kind) == ["sample", "k\\ud801"] and loaded.error_message[1] == "m\\ud802"
+    assert loaded.na_reason[1] == "n\\ud803"
+    assert rlnb.runs(tmp_path).error.tolist() == [None]
