@@ -119,7 +119,10 @@ class RunStore:
                     return
                 if getattr(self, which) is None:  # completions.jsonl: made by the first rows written
                     setattr(self, which, _append_to(self.path / name))
-                _write_all(getattr(self, which), data)
+                fh = getattr(self, which)
+                if not os.fstat(fh.fileno()).st_nlink:  # lines written on went nowhere, without a word
+                    raise OSError(f"{self.path / name} was deleted while the run was recorded")
+                _write_all(fh, data)
             except (OSError, RunLocked) as exc:
                 self._fail(exc)
 

@@ -4,6 +4,7 @@ run folder deleted while it is written. Each must keep what was recorded, or say
 import errno
 import fcntl
 import json
+import shutil
 
 import pytest
 
@@ -11,6 +12,7 @@ import rlnb
 from rlnb import samples, wire
 from rlnb.history import History
 from rlnb.history.locks import LockUnsupportedWarning
+from rlnb.history.store import RunStoreWarning
 from rlnb.testing import FakeBackend
 
 BATCH = [samples.cross_entropy(list(b"hostile"))]
@@ -74,3 +76,19 @@ def test_an_error_message_that_is_not_valid_unicode_is_kept_escaped_and_the_tabl
     assert list(loaded.kind) == ["sample", "k\\ud801"] and loaded.error_message[1] == "m\\ud802"
     assert loaded.na_reason[1] == "n\\ud803"
     assert rlnb.runs(tmp_path).error.tolist() == [None]
+
+
+def test_a_run_folder_deleted_while_recording_is_said_at_the_next_write_and_the_run_goes_on_in_memory(tmp_path):
+    """The open files kept taking every line into files no folder held any more: the run was gone with no word until
+    ``close()`` failed to write its config (and a kill before then said nothing at all)."""
+    session = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="gone")
+    session.forward_backward(BATCH)
+    session.wait()
+    shutil.rmtree(tmp_path / "gone")
+    with pytest.warns(RunStoreWarning, match=r"gone/ops\.jsonl was deleted while the run was recorded"):
+        session.optim_step().result(timeout=30)
+    session.history.log(1, reward=1.0)  # said once
+    session.close()
+    assert len(session.history) == 2 and list(session.history.steps.reward) == [1.0]
+    session.history.save(tmp_path / "kept")
+    assert len(History.load(tmp_path / "kept")) == 2
