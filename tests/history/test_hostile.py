@@ -4,7 +4,11 @@ run folder deleted while it is written. Each must keep what was recorded, or say
 import errno
 import fcntl
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -92,3 +96,49 @@ def test_a_run_folder_deleted_while_recording_is_said_at_the_next_write_and_the_
     assert len(session.history) == 2 and list(session.history.steps.reward) == [1.0]
     session.history.save(tmp_path / "kept")
     assert len(History.load(tmp_path / "kept")) == 2
+
+
+SAVER = """
+import sys
+from pathlib import Path
+from rlnb import wire
+from rlnb.history import History
+
+history = History()
+for i in range(50):
+    rec = history.new("forward-backward", i, None, 1.7e9 + i)
+    history.update(rec, wire.Operation(id=str(i), status="TRAINING_OPERATION_STATUS_COMPLETED",
+                                       output=wire.ForwardBackwardResult(loss=1.0)), 1.7e9 + i)
+    history.log(i, reward=0.5)
+write_text = Path.write_text
+
+def write_then_stop(self, *args, **kwargs):  # the kill lands right after the operations are written
+    write_text(self, *args, **kwargs)
+    if self.name.startswith("ops.jsonl"):
+        print("wrote", flush=True)
+        sys.stdin.read()
+
+Path.write_text = write_then_stop
+history.save(sys.argv[1])
+"""
+
+
+@pytest.mark.slow  # a Python process killed mid-save
+def test_a_save_killed_part_way_is_no_run_and_can_be_retried(tmp_path):
+    """A save killed after ``ops.jsonl`` left a folder that loaded as the run without its logged figures, without a
+    word, and refused a retry ("holds ops.jsonl, config.json already"): each file is written under a name of its own
+    and renamed into place once all are written, ``ops.jsonl`` last."""
+    saver = subprocess.Popen([sys.executable, "-c", SAVER, str(tmp_path / "saved")], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert saver.stdout is not None and saver.stdout.readline().strip() == "wrote"
+        os.kill(saver.pid, signal.SIGKILL)
+    finally:
+        saver.wait(timeout=30)
+        saver.stdin.close(), saver.stdout.close()
+    assert saver.returncode == -signal.SIGKILL
+    with pytest.raises(FileNotFoundError, match="not an rlnb run folder"):
+        History.load(tmp_path / "saved")
+    history = History()
+    history.log(1, reward=1.0)
+    assert History.load(history.save(tmp_path / "saved")).logged.to_dict("records") == [{"step": 1, "reward": 1.0}]
