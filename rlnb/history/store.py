@@ -87,6 +87,8 @@ class RunStore:
                 return
             try:
                 with self._held_again():
+                    if not self.closed:  # a closed store's lock is taken afresh for this write
+                        _still_there(self._held, self.path / LOCK_FILE, "another session may be writing the run now")
                     tmp = self.path / (CONFIG_FILE + ".tmp")
                     tmp.write_text(json.dumps(config, indent=2, default=str))
                     tmp.replace(self.path / CONFIG_FILE)
@@ -120,8 +122,10 @@ class RunStore:
                 if getattr(self, which) is None:  # completions.jsonl: made by the first rows written
                     setattr(self, which, _append_to(self.path / name))
                 fh = getattr(self, which)
-                if not os.fstat(fh.fileno()).st_nlink:  # lines written on went nowhere, without a word
-                    raise OSError(f"{self.path / name} was deleted while the run was recorded")
+                # Written on, the lines went nowhere without a word; a second session started on a run whose lock
+                # was deleted as stale as if none were, and their lines loaded as one run's, doubled.
+                _still_there(fh, self.path / name, "what is written on would go nowhere")
+                _still_there(self._held, self.path / LOCK_FILE, "another session may be writing the run now")
                 _write_all(fh, data)
             except (OSError, RunLocked) as exc:
                 self._fail(exc)
@@ -196,6 +200,13 @@ def _write_all(fh: IO[bytes], data: bytes) -> None:
         if not written:  # a regular file takes something or raises (ENOSPC): never spin here
             raise OSError(f"could not write to {getattr(fh, 'name', 'the run folder')}")
         view = view[written:]
+
+
+def _still_there(fh: IO[Any] | None, path: Path, why: str) -> None:
+    """``OSError`` if the open file ``fh`` at ``path`` was deleted (its folder removed, a lock file taken for a stale
+    one): one ``fstat`` per line written."""
+    if fh is not None and not os.fstat(fh.fileno()).st_nlink:
+        raise OSError(f"{path} was deleted while the run was recorded ({why})")
 
 
 def _close_quietly(fh: IO[Any] | None) -> None:

@@ -142,3 +142,23 @@ def test_a_save_killed_part_way_is_no_run_and_can_be_retried(tmp_path):
     history = History()
     history.log(1, reward=1.0)
     assert History.load(history.save(tmp_path / "saved")).logged.to_dict("records") == [{"step": 1, "reward": 1.0}]
+
+
+def test_a_run_lock_deleted_as_stale_while_recording_stops_the_store_before_a_second_writer_doubles_it(tmp_path):
+    """Deleting ``run.lock`` (as a stale lock of a crashed run) let a second session start on the run as if none
+    wrote it: both appended, numbering their operations alike. The first stops writing at its next line and says so;
+    what it records goes on in memory, and the run folder holds the second session's lines after the first's."""
+    first = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    first.forward_backward(BATCH)
+    first.wait()
+    (tmp_path / "r" / "run.lock").unlink()
+    second = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")  # nothing can tell it the run is written
+    with pytest.warns(RunStoreWarning, match=r"r/run\.lock was deleted while the run was recorded \(another session"):
+        first.history.annotate(label="first")  # config.json is the second's
+    first.forward_backward(BATCH).result(timeout=30)
+    second.forward_backward(BATCH).result(timeout=30)
+    first.close()
+    second.close()
+    assert len(first.history) == 2  # in memory
+    loaded = History.load(tmp_path / "r")
+    assert list(loaded.df.seq) == [0, 1] and "label" not in loaded.config  # the first's one op, then the second's
