@@ -40,7 +40,8 @@ def test_a_file_system_that_cannot_lock_records_the_run_and_says_it_is_unlocked(
     assert len(loaded) == 2 and list(loaded.steps.step) == [1]
 
 
-ROW = {"group": 0, "prompt": "2+2=", "completion": "4", "reward": 1.0, "advantage": 0.5, "length": 2, "truncated": False}
+ROW = {"group": 0, "prompt": "2+2=", "completion": "4", "reward": 1.0, "advantage": 0.5, "length": 2,
+       "truncated": False}  # fmt: skip
 
 
 @pytest.mark.parametrize("column", ["prompt", "completion"])
@@ -54,7 +55,7 @@ def test_a_completion_that_is_not_valid_unicode_is_refused_and_one_written_befor
     assert list(history.completions.step) == [1]  # nothing of the refused step kept
     history.close()
     with (tmp_path / "rl" / "completions.jsonl").open("a") as fh:  # as an rlnb before this check wrote it
-        fh.write(f'{{"step": 2, "group": 0, "prompt": "a\\udcffb", "completion": "a\\ud800b", "reward": 1.0, '
+        fh.write('{"step": 2, "group": 0, "prompt": "a\\udcffb", "completion": "a\\ud800b", "reward": 1.0, '
                  '"advantage": 0.5, "length": 2, "truncated": false}\n')
     with pytest.warns(RuntimeWarning, match=r"1 completion\(s\) hold text that is not valid Unicode"):
         table = History.load(tmp_path / "rl").completions
