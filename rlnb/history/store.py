@@ -204,8 +204,18 @@ def _write_all(fh: IO[bytes], data: bytes) -> None:
 
 def _still_there(fh: IO[Any] | None, path: Path, why: str) -> None:
     """``OSError`` if the open file ``fh`` at ``path`` was deleted (its folder removed, a lock file taken for a stale
-    one): one ``fstat`` per line written."""
-    if fh is not None and not os.fstat(fh.fileno()).st_nlink:
+    one): one ``fstat`` per line written. A file system that says no link where ``path`` is still the file (a FUSE
+    one may) is taken at its path."""
+    if fh is None:
+        return
+    held = os.fstat(fh.fileno())
+    if held.st_nlink:
+        return
+    try:
+        there = os.path.samestat(held, os.stat(path))
+    except OSError:
+        there = False
+    if not there:
         raise OSError(f"{path} was deleted while the run was recorded ({why})")
 
 

@@ -163,3 +163,15 @@ def test_a_run_lock_deleted_as_stale_while_recording_stops_the_store_before_a_se
     assert len(first.history) == 2  # in memory
     loaded = History.load(tmp_path / "r")
     assert list(loaded.df.seq) == [0, 1] and "label" not in loaded.config  # the first's one op, then the second's
+
+
+def test_a_file_system_that_counts_no_links_is_not_taken_for_a_deleted_run_folder(tmp_path, monkeypatch):
+    """The deleted-file check reads ``st_nlink``; a FUSE file system may say 0 for a file still in its folder."""
+    fstat = os.fstat
+    monkeypatch.setattr(os, "fstat", lambda fd: os.stat_result((*fstat(fd)[:3], 0, *fstat(fd)[4:])))
+    session = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="fuse")
+    session.forward_backward(BATCH)
+    session.optim_step()
+    session.wait()
+    session.close()
+    assert len(History.load(tmp_path / "fuse")) == 2
