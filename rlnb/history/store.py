@@ -88,7 +88,7 @@ class RunStore:
             try:
                 with self._held_again():
                     if not self.closed:  # a closed store's lock is taken afresh for this write
-                        _still_there(self._held, self.path / LOCK_FILE, "another session may be writing the run now")
+                        _lock_still_there(self._held, self.path)
                     tmp = self.path / (CONFIG_FILE + ".tmp")
                     tmp.write_text(json.dumps(config, indent=2, default=str))
                     tmp.replace(self.path / CONFIG_FILE)
@@ -121,12 +121,8 @@ class RunStore:
                     return
                 if getattr(self, which) is None:  # completions.jsonl: made by the first rows written
                     setattr(self, which, _append_to(self.path / name))
-                fh = getattr(self, which)
-                # Written on, the lines went nowhere without a word; a second session started on a run whose lock
-                # was deleted as stale as if none were, and their lines loaded as one run's, doubled.
-                _still_there(fh, self.path / name, "what is written on would go nowhere")
-                _still_there(self._held, self.path / LOCK_FILE, "another session may be writing the run now")
-                _write_all(fh, data)
+                _lock_still_there(self._held, self.path)  # its folder removed, or its lock deleted as stale
+                _write_all(getattr(self, which), data)
             except (OSError, RunLocked) as exc:
                 self._fail(exc)
 
@@ -202,21 +198,24 @@ def _write_all(fh: IO[bytes], data: bytes) -> None:
         view = view[written:]
 
 
-def _still_there(fh: IO[Any] | None, path: Path, why: str) -> None:
-    """``OSError`` if the open file ``fh`` at ``path`` was deleted (its folder removed, a lock file taken for a stale
-    one): one ``fstat`` per line written. A file system that says no link where ``path`` is still the file (a FUSE
-    one may) is taken at its path."""
-    if fh is None:
+def _lock_still_there(held: IO[str] | None, folder: Path) -> None:
+    """``OSError`` if the held ``run.lock`` in ``folder`` was deleted: the run folder removed (its lines went into
+    deleted files without a word), or the lock deleted as a stale one (a second session started on the run as if none
+    wrote it, and both appended). One ``fstat`` per line written; a file system that says no link where the path is
+    still the file (a FUSE one may) is taken at its path."""
+    if held is None:
         return
-    held = os.fstat(fh.fileno())
-    if held.st_nlink:
+    seen = os.fstat(held.fileno())
+    if seen.st_nlink:
         return
+    path = folder / LOCK_FILE
     try:
-        there = os.path.samestat(held, os.stat(path))
+        there = os.path.samestat(seen, os.stat(path))
     except OSError:
         there = False
     if not there:
-        raise OSError(f"{path} was deleted while the run was recorded ({why})")
+        raise OSError(f"{path} was deleted while the run was recorded (its run folder removed, or the lock deleted as "
+                      "a stale one): another session may be writing the run now")  # fmt: skip
 
 
 def _close_quietly(fh: IO[Any] | None) -> None:

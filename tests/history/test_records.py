@@ -405,15 +405,10 @@ def test_one_bad_run_is_a_row_with_its_error(tmp_path):
 
 
 class Trickle:
-    """A raw file that takes at most ``n`` bytes per write, as write(2) may; 0 bytes: it takes nothing. Its
-    ``fileno`` is ``file``'s (the store asks the OS whether the file is still in its folder)."""
+    """A raw file that takes at most ``n`` bytes per write, as write(2) may; 0 bytes: it takes nothing."""
 
-    def __init__(self, n: int, file: Path) -> None:
+    def __init__(self, n: int) -> None:
         self.n, self.data, self.closed, self.name = n, b"", False, "trickle"
-        self._file = file.open("ab")
-
-    def fileno(self) -> int:
-        return self._file.fileno()
 
     def write(self, data) -> int:
         taken = bytes(data[: self.n])
@@ -422,7 +417,6 @@ class Trickle:
 
     def close(self) -> None:
         self.closed = True
-        self._file.close()
 
 
 def test_a_line_the_os_takes_in_pieces_is_written_whole_and_one_it_refuses_stops_the_store_with_a_warning(
@@ -432,11 +426,10 @@ def test_a_line_the_os_takes_in_pieces_is_written_whole_and_one_it_refuses_stops
 
     store = RunStore(tmp_path / "r")
     store._ops.close()
-    store._ops = Trickle(3, tmp_path / "r" / "ops.jsonl")
+    store._ops = Trickle(3)
     store.write_op({"seq": 0, "kind": "sample", "note": "ünïcode"})
     assert json.loads(store._ops.data.decode("utf-8")) == {"seq": 0, "kind": "sample", "note": "ünïcode"}
-    store._ops.close()
-    store._ops = Trickle(0, tmp_path / "r" / "ops.jsonl")
+    store._ops = Trickle(0)
     with pytest.warns(RunStoreWarning, match="could not write"):
         store.write_op({"seq": 1, "kind": "sample"})
     assert store.failed is not None
