@@ -132,6 +132,11 @@ def _valid(name: str, v: Any) -> bool:
     return True
 
 
+def _text(value: str) -> str:
+    """``value`` as valid Unicode: a lone surrogate written as its escape (``TEXT_FIELDS``); ASCII, at once."""
+    return value if value.isascii() else escaped(value)
+
+
 def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
     """A Record from a loaded line: ``None`` without a usable ``seq`` and ``kind``; a field of the wrong
     type keeps its default and is named in ``bad``."""
@@ -149,7 +154,7 @@ def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
             continue
         values[name] = math.nan if v is None and (name in FLOATS or name in TIMES) else v
         if isinstance(v, str) and name in TEXT_FIELDS:
-            values[name] = escaped(v)
+            values[name] = _text(v)
     return Record(**values)
 
 
@@ -244,7 +249,7 @@ def fold_output(rec: Record, out: Any) -> None:
 def fold_envelope(rec: Record, env: wire.Operation[Any], at: float, last_finished: float) -> None:
     """Fold an operation's envelope, seen at ``at``, into its record: its id, status, times, error and output
     (``last_finished``: when the operation before it was last seen to end)."""
-    rec.op_id = escaped(env.id)
+    rec.op_id = _text(env.id)
     rec.status = str(env.status)
     if env.status == wire.OperationStatus.RUNNING and math.isnan(rec.started_at):
         rec.started_at = at
@@ -255,7 +260,7 @@ def fold_envelope(rec: Record, env: wire.Operation[Any], at: float, last_finishe
     if env.error is not None:
         code = env.error.code
         message = env.error.message
-        rec.error_code, rec.error_message = None if code is None else str(code), message and escaped(message)
+        rec.error_code, rec.error_message = None if code is None else str(code), message and _text(message)
     if env.output is not None:
         fold_output(rec, env.output)
 
