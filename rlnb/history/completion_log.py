@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from rlnb._options import user_path
 from rlnb.history.reading import read_jsonl
 from rlnb.history.record import INT64, _integer, _number, warn_bad
 from rlnb.history.store import COMPLETIONS_FILE, OPS_FILE
+from rlnb.prompts import escaped, surrogate
 
 COLUMNS: dict[str, type] = {
     "step": int,
@@ -30,6 +32,9 @@ COLUMNS: dict[str, type] = {
 }
 """The table's columns and their types: ``group`` is the prompt's index in the task, ``length`` the
 completion's tokens, ``truncated`` whether it reached ``max_tokens`` before a stop."""
+TEXTS = ("prompt", "completion")
+"""The text columns: valid Unicode only. A lone surrogate (``"\\ud800"``) failed every ``completions`` table of the
+run, loaded again or not (pandas' text columns hold UTF-8)."""
 
 
 class CompletionLog:
@@ -82,6 +87,9 @@ def checked(step: Any, rows: Iterable[Any]) -> list[dict[str, Any]]:
     for i, given in enumerate(rows):
         bad: list[str] = _not_a_row(given) if isinstance(given, Mapping) else [f"{given!r} is not a dict"]
         line = None if bad else row({"step": int(step), **given} | {"step": int(step)}, bad)
+        if line is not None and (name := next((n for n in TEXTS if surrogate(line[n]) is not None), None)):
+            bad.append(f"{name} holds a lone surrogate at position {surrogate(line[name])}: it is not valid Unicode")
+            line = None
         if line is None:
             kinds = ", ".join(f"{name} {kind.__name__}" for name, kind in COLUMNS.items() if name != "step")
             problem = bad[0]
@@ -120,6 +128,12 @@ def read_completions(path: Path) -> list[dict[str, Any]]:
     bad: list[str] = []
     rows = [r for r in (row(line, bad) for _, line in read_jsonl(path / COMPLETIONS_FILE)) if r is not None]
     warn_bad(path / COMPLETIONS_FILE, bad)
+    mended = [i for i, r in enumerate(rows) if any(surrogate(r[name]) is not None for name in TEXTS)]
+    for i in mended:  # written before log_completions refused them: kept, with escapes
+        rows[i] = {**rows[i], **{name: escaped(rows[i][name]) for name in TEXTS}}
+    if mended:
+        warnings.warn(f"{path / COMPLETIONS_FILE}: {len(mended)} completion(s) hold text that is not valid Unicode (a "
+                      "lone surrogate): shown with escapes, such as \\udcff", RuntimeWarning, stacklevel=3)  # fmt: skip
     return rows
 
 

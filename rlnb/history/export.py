@@ -19,6 +19,8 @@ from rlnb._options import user_path
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, ENCODER, METRICS_FILE, OPS_FILE, holds_run
 
 DICT_COLUMNS = ("metrics", "params")
+SAVING = ".saving"
+"""The suffix of a file ``save`` is writing: renamed into place once every file is written."""
 
 
 def save_run(
@@ -54,13 +56,16 @@ def save_run(
     try:
         folder.mkdir(parents=True, exist_ok=True)  # in the try: a parent made before it fails is removed too
         texts = [(CONFIG_FILE, json.dumps(config, indent=2, default=str))]
-        for name, rows in ((OPS_FILE, ops), (METRICS_FILE, logged), (COMPLETIONS_FILE, completions)):
+        for name, rows in ((METRICS_FILE, logged), (COMPLETIONS_FILE, completions), (OPS_FILE, ops)):
             lines = "".join(ENCODER.encode(row) + "\n" for row in rows)
             if lines or name != COMPLETIONS_FILE:  # a run without RL steps has no completions.jsonl
                 texts.append((name, lines))
-        for name, text in texts:
-            written.append(folder / name)
+        for name, text in texts:  # under names no reader takes, then renamed: a save killed part way made a folder
+            written.append(folder / (name + SAVING))  # that loaded as a run without its figures, and refused a retry
             written[-1].write_text(text, encoding="utf-8")
+        for name, _ in texts:  # ops.jsonl last: the folder is a run once every file is in place
+            (folder / (name + SAVING)).replace(folder / name)
+            written.append(folder / name)
     except BaseException:
         _remove(written, made)
         raise

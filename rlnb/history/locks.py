@@ -1,29 +1,50 @@
 """One writer at a time: a file lock the OS releases when its holder's process dies (a run folder's
 ``run.lock``, a sweep folder's, a server's state folder's), its holder's pid written inside for the error
-of whoever finds it taken."""
+of whoever finds it taken.
+
+A file system that takes no locks at all (Lustre mounted without ``flock``, an NFS without its lock daemon:
+``ENOSYS``, ``ENOLCK``, ``EOPNOTSUPP``) is not another writer: the folder is written unlocked, with a
+``LockUnsupportedWarning``. It was refused as ``RunLocked`` by "pid unknown", so no run could be recorded there.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import IO
 
-from rlnb.errors import RunLocked
+from rlnb.errors import RunLocked, user_stacklevel
+
+TAKEN = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES, errno.EDEADLK})
+"""The errors of a lock another file holds: flock's ``EWOULDBLOCK``; Windows' ``EACCES`` / ``EDEADLOCK``. Any
+other error is a file system that cannot lock."""
+
+
+class LockUnsupportedWarning(RuntimeWarning):
+    """The file system cannot lock files: the folder is written without its lock, and nothing keeps out a second
+    writer."""
 
 
 def hold_lock(file: Path, busy: str) -> IO[str]:
     """Hold ``file`` exclusively until the returned handle is closed (the OS releases it if the process dies),
-    writing this process's pid in it; else ``RunLocked`` with ``busy`` (its ``{holder}``: the holder's pid)."""
+    writing this process's pid in it; else ``RunLocked`` with ``busy`` (its ``{holder}``: the holder's pid). On a
+    file system that cannot lock, the handle is returned unlocked, with a ``LockUnsupportedWarning``."""
     fh = open(file, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the lock's life
     try:
         try_lock(fh)
-    except OSError:
-        fh.seek(0)
-        holder = fh.read().strip() or "unknown"
-        fh.close()
-        raise RunLocked(busy.replace("{holder}", holder), holder=holder) from None  # a path may hold braces
+    except OSError as exc:
+        if exc.errno in TAKEN:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            fh.close()
+            raise RunLocked(busy.replace("{holder}", holder), holder=holder) from None  # a path may hold braces
+        warnings.warn(f"{file} cannot be locked on this file system ({exc}): it is written without a lock, and "
+                      "nothing stops a second session or process writing it at once: run one at a time there",
+                      LockUnsupportedWarning, stacklevel=user_stacklevel())  # fmt: skip
     with contextlib.suppress(OSError):  # a full disk: the lock is held all the same; the pid is a courtesy
         fh.truncate(0)
         fh.write(f"{os.getpid()}\n")
@@ -32,7 +53,8 @@ def hold_lock(file: Path, busy: str) -> IO[str]:
 
 
 def try_lock(fh: IO[str]) -> None:
-    """Lock ``fh`` exclusively without waiting (``OSError`` if another file holds it)."""
+    """Lock ``fh`` exclusively without waiting (``OSError`` if another file holds it, or the file system cannot
+    lock: ``TAKEN`` tells them apart)."""
     if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
         import msvcrt
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from rlnb import wire
-from rlnb.prompts import surrogate
+from rlnb.prompts import escaped, surrogate
 
 FORWARD_ONLY = "forward_only"
 """The ``params`` key that marks a forward-backward run ``forward_only``: an evaluation, whose loss is no part of
@@ -86,6 +86,10 @@ TIMES = ("submitted_at", "started_at", "finished_at")
 _INTS = ("step", "weights_version")
 _TEXTS = ("op_id", "status")
 _OPTIONAL_TEXTS = ("error_code", "error_message", "na_reason")
+TEXT_FIELDS = frozenset({"kind", *_TEXTS, *_OPTIONAL_TEXTS})
+"""Text a record holds as valid Unicode: a lone surrogate (a server's ``"\\ud800"`` escape in an error message, a hand
+edit) is kept written as its escape. It failed ``History.df`` (pandas' text columns hold UTF-8) from then on, in every
+load of the run, ``rlnb.runs()`` and the plots too."""
 
 
 def as_row(rec: Record) -> dict[str, Any]:
@@ -128,6 +132,11 @@ def _valid(name: str, v: Any) -> bool:
     return True
 
 
+def _text(value: str) -> str:
+    """``value`` as valid Unicode: a lone surrogate written as its escape (``TEXT_FIELDS``); ASCII, at once."""
+    return value if value.isascii() else escaped(value)
+
+
 def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
     """A Record from a loaded line: ``None`` without a usable ``seq`` and ``kind``; a field of the wrong
     type keeps its default and is named in ``bad``."""
@@ -144,6 +153,8 @@ def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
             bad.append(f"{name} = {v!r}"[:80])
             continue
         values[name] = math.nan if v is None and (name in FLOATS or name in TIMES) else v
+        if isinstance(v, str) and name in TEXT_FIELDS:
+            values[name] = _text(v)
     return Record(**values)
 
 
@@ -238,7 +249,7 @@ def fold_output(rec: Record, out: Any) -> None:
 def fold_envelope(rec: Record, env: wire.Operation[Any], at: float, last_finished: float) -> None:
     """Fold an operation's envelope, seen at ``at``, into its record: its id, status, times, error and output
     (``last_finished``: when the operation before it was last seen to end)."""
-    rec.op_id = env.id
+    rec.op_id = _text(env.id)
     rec.status = str(env.status)
     if env.status == wire.OperationStatus.RUNNING and math.isnan(rec.started_at):
         rec.started_at = at
@@ -248,7 +259,8 @@ def fold_envelope(rec: Record, env: wire.Operation[Any], at: float, last_finishe
             rec.started_at = _start_unseen(rec, at, last_finished)
     if env.error is not None:
         code = env.error.code
-        rec.error_code, rec.error_message = None if code is None else str(code), env.error.message
+        message = env.error.message
+        rec.error_code, rec.error_message = None if code is None else str(code), message and _text(message)
     if env.output is not None:
         fold_output(rec, env.output)
 

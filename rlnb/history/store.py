@@ -87,6 +87,8 @@ class RunStore:
                 return
             try:
                 with self._held_again():
+                    if not self.closed:  # a closed store's lock is taken afresh for this write
+                        _lock_still_there(self._held, self.path)
                     tmp = self.path / (CONFIG_FILE + ".tmp")
                     tmp.write_text(json.dumps(config, indent=2, default=str))
                     tmp.replace(self.path / CONFIG_FILE)
@@ -119,6 +121,7 @@ class RunStore:
                     return
                 if getattr(self, which) is None:  # completions.jsonl: made by the first rows written
                     setattr(self, which, _append_to(self.path / name))
+                _lock_still_there(self._held, self.path)  # its folder removed, or its lock deleted as stale
                 _write_all(getattr(self, which), data)
             except (OSError, RunLocked) as exc:
                 self._fail(exc)
@@ -193,6 +196,26 @@ def _write_all(fh: IO[bytes], data: bytes) -> None:
         if not written:  # a regular file takes something or raises (ENOSPC): never spin here
             raise OSError(f"could not write to {getattr(fh, 'name', 'the run folder')}")
         view = view[written:]
+
+
+def _lock_still_there(held: IO[str] | None, folder: Path) -> None:
+    """``OSError`` if the held ``run.lock`` in ``folder`` was deleted: the run folder removed (its lines went into
+    deleted files without a word), or the lock deleted as a stale one (a second session started on the run as if none
+    wrote it, and both appended). One ``fstat`` per line written; a file system that says no link where the path is
+    still the file (a FUSE one may) is taken at its path."""
+    if held is None:
+        return
+    seen = os.fstat(held.fileno())
+    if seen.st_nlink:
+        return
+    path = folder / LOCK_FILE
+    try:
+        there = os.path.samestat(seen, os.stat(path))
+    except OSError:
+        there = False
+    if not there:
+        raise OSError(f"{path} was deleted while the run was recorded (its run folder removed, or the lock deleted as "
+                      "a stale one): another session may be writing the run now")  # fmt: skip
 
 
 def _close_quietly(fh: IO[Any] | None) -> None:

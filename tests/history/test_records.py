@@ -605,11 +605,12 @@ def test_save_never_writes_over_a_models_config_or_through_a_link(tmp_path):
 
 
 def _disk_full_at_ops(monkeypatch):
-    """Make ``Path.write_text`` fail "No space left on device" at ``ops.jsonl``; returns the real one."""
+    """Make ``Path.write_text`` fail "No space left on device" at ``ops.jsonl`` (``save`` writes it under a name of its
+    own, then renames it); returns the real one."""
     write_text = Path.write_text
 
     def full(self, *args, **kwargs):
-        if self.name == "ops.jsonl":
+        if self.name.startswith("ops.jsonl"):
             raise OSError(28, "No space left on device")
         return write_text(self, *args, **kwargs)
 
