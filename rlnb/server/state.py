@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb import wire
-from rlnb.history.locks import try_lock
+from rlnb.errors import RunLocked
+from rlnb.history.locks import hold_lock
 
 log = logging.getLogger("rlnb")
 
@@ -53,16 +54,14 @@ class StateDirLocked(StateDirError):
 class Journal:
     def __init__(self, directory: Path):
         self.dir = directory
-        try:
+        try:  # held for the server's life; unlocked, said, on a file system that cannot lock (it refused to start)
             directory.mkdir(parents=True, exist_ok=True)
-            self._lock_file = open(directory / LOCK_FILE, "a+")  # noqa: SIM115 - held for the server's life
+            self._lock_file = hold_lock(directory / LOCK_FILE, f"{directory} is in use by another rlnb serve (pid "
+                                                               "{holder})")  # fmt: skip
+        except RunLocked as exc:
+            raise StateDirLocked(str(exc)) from None
         except OSError as exc:  # a file of that name, a folder without write access
             raise StateDirError(f"cannot keep the server's state in {directory}: {exc}") from None
-        try:
-            try_lock(self._lock_file)
-        except OSError:
-            self._lock_file.close()
-            raise StateDirLocked(f"{directory} is in use by another rlnb serve") from None
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
         self.failed = False

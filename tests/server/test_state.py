@@ -194,3 +194,27 @@ def test_a_serving_journal_is_rewritten_compactly_and_a_restart_reads_the_same_s
         for op in ops:
             again = c.get(f"/training-sessions/{sid}/operations/sample/{op['id']}").json()
             assert (again["id"], again["status"]) == (op["id"], wire.OperationStatus.COMPLETED)
+
+
+def test_a_state_dir_on_a_file_system_that_cannot_lock_serves_and_says_it_is_unlocked(tmp_path, monkeypatch):
+    """``rlnb serve --state-dir`` on a file system without locks (Lustre without ``-o flock``: ENOSYS) would not start
+    at all ("in use by another rlnb serve", with none running); it starts now, warning that nothing keeps a second
+    server out. A lock another server holds is still refused, naming its pid."""
+    import fcntl
+
+    from rlnb.history.locks import LockUnsupportedWarning
+    from rlnb.server.state import Journal, StateDirLocked
+
+    held = Journal(tmp_path / "held")
+    with pytest.raises(StateDirLocked, match=rf"held is in use by another rlnb serve \(pid {os.getpid()}\)"):
+        Journal(tmp_path / "held")
+    held.close()
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.warns(LockUnsupportedWarning, match=r"state\.lock cannot be locked on this file system"):
+        with app_client(tmp_path / "ckpt", state_dir=tmp_path / "lustre") as c:
+            rid, sid = new_session(c)
+            assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING
