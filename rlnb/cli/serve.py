@@ -66,7 +66,21 @@ def _port(text: str) -> int:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """``rlnb serve``: its options checked (exit 2 with one line), then the server until it is stopped."""
+    """``rlnb serve``: its options checked (exit 2 with one line), then the server until it is stopped. A stop
+    while it starts (torch's import, a model's load: seconds) is as one while it listens: Ctrl-C printed a
+    ``KeyboardInterrupt`` traceback, and SIGTERM killed it before its checkpoints' temporary folder was removed."""
+    # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks, not by the default handler
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        return _run(args, parser)
+    except KeyboardInterrupt:  # once it listens, _serve_app says it stopped
+        print("rlnb serve: stopped (Ctrl-C) before it listened", file=sys.stderr)
+        return 130
+    finally:  # an in-process caller (a test) keeps its own
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from rlnb.server.settings import parse_limits
 
     if not args.host.strip():  # an unset variable: "" binds every interface, where the default is this machine only
@@ -155,13 +169,13 @@ def _serve_app(
         sock.close()
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2, False
+    except BaseException:  # Ctrl-C or SIGTERM during a model's load: the port is let go at once
+        sock.close()
+        raise
     # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
     print(f"rlnb serve: http://{url_host(args.host)}:{args.port} (give it to rlnb.connect or Together(base_url=...); "
           "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
     print(f"rlnb serve: models {', '.join(models)}", flush=True)
-    # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks (the checkpoints'
-    # temporary folder), not by the default handler
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     code = 0
     try:
         listen(app, sock)

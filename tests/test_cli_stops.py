@@ -1,0 +1,47 @@
+"""The command line stopped from outside (Ctrl-C, SIGTERM, a closed pipe) at any point: one line saying what was
+kept, the conventional exit status, no traceback, nothing of its own left behind."""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from rlnb.cli import main
+from rlnb.engine.held import SCRATCH_PREFIX
+from rlnb.testing import free_port
+
+ROOT = str(Path(__file__).resolve().parents[1])
+EXIT_DEADLINE = 120.0
+"""Seconds a stopped command may take to exit: it imports torch first, slowly on a loaded machine."""
+
+
+def test_serve_stopped_by_ctrl_c_while_it_starts_says_so_and_leaves_no_checkpoints_folder(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during the start-up (torch's import, a model's load: seconds) was a KeyboardInterrupt traceback."""
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr("rlnb.server.app.app_for", interrupted)
+    assert main(["serve", "--device", "cpu", "--port", str(free_port())]) == 130
+    assert capsys.readouterr().err == "rlnb serve: stopped (Ctrl-C) before it listened\n"
+    assert not list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))
+
+
+@pytest.mark.slow  # a process that imports torch
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_serve_stopped_by_sigterm_while_it_starts_exits_0_and_removes_its_checkpoints_folder(tmp_path):
+    """SIGTERM before it listened killed it by the default action (status -15): its checkpoints' temporary folder
+    stayed until the next ``rlnb serve`` of that temporary directory."""
+    stall = ("import os, signal, time, runpy, rlnb.server.app as a; "
+             "a.app_for = lambda *x, **k: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(60)); "
+             "runpy.run_module('rlnb.cli', run_name='__main__')")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": ROOT, "TMPDIR": str(tmp_path)}
+    argv = [sys.executable, "-c", stall, "serve", "--device", "cpu", "--port", str(free_port())]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=EXIT_DEADLINE)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and not list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))
