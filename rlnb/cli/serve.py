@@ -7,6 +7,7 @@ demo's, so a change to serving touches one module. The server (uvicorn, torch) i
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import shutil
 import signal
@@ -139,7 +140,7 @@ def _serve_app(
     limits: dict[str, Any],
 ) -> tuple[int, bool]:
     """The server until it is stopped: its exit code, and whether operations were abandoned still running."""
-    from rlnb.server.app import app_for, bind, url_host
+    from rlnb.server.app import app_for, bind, reachable, url_host
     from rlnb.server.app import run as listen
     from rlnb.server.state import StateDirError
 
@@ -173,7 +174,11 @@ def _serve_app(
         sock.close()
         raise
     # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
-    print(f"rlnb serve: http://{url_host(args.host)}:{args.port} (give it to rlnb.connect or Together(base_url=...); "
+    if args.token is None and not _loopback(args.host):
+        print(f"rlnb serve: warning: --host {args.host} takes requests from other machines and there is no --token: "
+              "anyone who reaches this port can train, sample and download checkpoints; give --token, or --host "
+              "127.0.0.1 for this machine only", file=sys.stderr)  # fmt: skip
+    print(f"rlnb serve: http://{url_host(reachable(args.host))}:{args.port} (give it to rlnb.connect or Together(base_url=...); "
           "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
     print(f"rlnb serve: models {', '.join(models)}", flush=True)
     code = 0
@@ -189,6 +194,16 @@ def _serve_app(
         print(f"rlnb serve: abandoned {what}, unfinished when the stop gave up on it (FAILED"
               f"{' in --state-dir' if args.state_dir else ''})", file=sys.stderr)  # fmt: skip
     return code, bool(abandoned)
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` takes connections from this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:  # a wildcard is an address; a name (this machine's, a LAN's) may be reached from elsewhere
+        return False
 
 
 def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:

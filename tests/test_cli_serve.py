@@ -1,0 +1,33 @@
+"""What ``rlnb serve`` says as it starts: the address a client takes, and a warning when anyone may reach it."""
+
+import pytest
+
+from rlnb.cli import main
+from rlnb.testing import free_port
+
+WARNING = "takes requests from other machines and there is no --token"
+
+
+@pytest.mark.parametrize(
+    "options, warned",
+    [
+        (["--host", "0.0.0.0"], True),  # every interface, no auth: it started without a word
+        (["--host", "0.0.0.0", "--token", "a-long-enough-token"], False),
+        (["--host", "127.0.0.1"], False),
+        (["--host", "localhost"], False),
+    ],
+)
+def test_serve_on_every_interface_without_a_token_warns_and_announces_an_address_a_client_takes(
+    options, warned, monkeypatch, capsys
+):
+    """``--host 0.0.0.0`` announced ``http://0.0.0.0:P``, not an address to connect to everywhere (the presigned URLs
+    already took 127.0.0.1), and said nothing of serving every machine that reaches it without a token."""
+    served = []
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: served.append(app) or sock.close())
+    port = free_port()
+    assert main(["serve", "--device", "cpu", "--port", str(port), *options]) == 0
+    captured = capsys.readouterr()
+    assert (WARNING in captured.err) == warned and captured.err.count("\n") == warned
+    announced = captured.out.splitlines()[0].split()[2]
+    host = "localhost" if "localhost" in options else "127.0.0.1"
+    assert announced == f"http://{host}:{port}" == served[0].state.registry.settings.public_url
