@@ -2,7 +2,6 @@
 kept, the conventional exit status, no traceback, nothing of its own left behind."""
 
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -19,7 +18,9 @@ EXIT_DEADLINE = 120.0
 """Seconds a stopped command may take to exit: it imports torch first, slowly on a loaded machine."""
 
 
-def test_serve_stopped_by_ctrl_c_while_it_starts_says_so_and_leaves_no_checkpoints_folder(tmp_path, monkeypatch, capsys):
+def test_serve_stopped_by_ctrl_c_while_it_starts_says_so_and_leaves_no_checkpoints_folder(
+    tmp_path, monkeypatch, capsys
+):
     """Ctrl-C during the start-up (torch's import, a model's load: seconds) was a KeyboardInterrupt traceback."""
 
     def interrupted(*args, **kwargs):
@@ -45,3 +46,31 @@ def test_serve_stopped_by_sigterm_while_it_starts_exits_0_and_removes_its_checkp
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=EXIT_DEADLINE)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and not list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))
+
+
+def _demo(out: Path, steps: int, **popen) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "rlnb.cli", "demo", "--steps", str(steps), "--device", "cpu", "--out", str(out)]
+    return subprocess.Popen(argv, env={**os.environ, "PYTHONPATH": ROOT}, text=True, **popen)
+
+
+@pytest.mark.slow  # builds the tiny model and trains a step, twice (~6 s)
+def test_demo_run_again_after_an_interrupt_says_it_replaces_the_steps_it_said_were_kept(tmp_path, monkeypatch, capsys):
+    """Ctrl-C said "the steps so far are in OUT/run"; the next demo in OUT deleted them without a word."""
+    import rlnb.tasks
+
+    real = rlnb.tasks.rl_step
+
+    def interrupted(*args, **kwargs):
+        monkeypatch.setattr(rlnb.tasks, "rl_step", real)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rlnb.tasks, "rl_step", interrupted)
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(tmp_path)]
+    assert main(demo) == 130
+    assert "the steps so far are in" in capsys.readouterr().err
+    assert main(demo) == 0
+    assert capsys.readouterr().err == f"rlnb demo: replacing the earlier output in {tmp_path}: run/\n"
+    assert main(demo) == 0
+    replaced = f"rlnb demo: replacing the earlier output in {tmp_path}: run/, history.csv, rewards.csv, demo.png\n"
+    assert capsys.readouterr().err == replaced
+

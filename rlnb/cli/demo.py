@@ -74,7 +74,9 @@ def demo(
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
-        clear_earlier_output(out, force)
+        removed = clear_earlier_output(out, force)
+        if removed:
+            print(f"rlnb demo: replacing the earlier output in {out}: {', '.join(removed)}", file=sys.stderr)
         session = rlnb.Session(backend, runs_dir=out, run_id="run")
     except BaseException:
         backend.close()
