@@ -173,12 +173,13 @@ def _serve_app(
     except BaseException:  # Ctrl-C or SIGTERM during a model's load: the port is let go at once
         sock.close()
         raise
-    # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
     if args.token is None and not _loopback(args.host):
         print(f"rlnb serve: warning: --host {args.host} takes requests from other machines and there is no --token: "
               "anyone who reaches this port can train, sample and download checkpoints; give --token, or --host "
               "127.0.0.1 for this machine only", file=sys.stderr)  # fmt: skip
-    print(f"rlnb serve: http://{url_host(reachable(args.host))}:{args.port} (give it to rlnb.connect or Together(base_url=...); "
+    # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
+    address = f"http://{url_host(reachable(args.host))}:{args.port}"
+    print(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
           "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
     print(f"rlnb serve: models {', '.join(models)}", flush=True)
     code = 0
