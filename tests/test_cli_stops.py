@@ -2,6 +2,7 @@
 kept, the conventional exit status, no traceback, nothing of its own left behind."""
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,3 +75,29 @@ def test_demo_run_again_after_an_interrupt_says_it_replaces_the_steps_it_said_we
     replaced = f"rlnb demo: replacing the earlier output in {tmp_path}: run/, history.csv, rewards.csv, demo.png\n"
     assert capsys.readouterr().err == replaced
 
+
+@pytest.mark.slow  # a process that imports torch and trains the tiny model (~10 s)
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_demo_stopped_by_sigterm_says_where_the_steps_are_and_exits_143(tmp_path):
+    """SIGTERM (``timeout``, a scheduler) killed it by the default action: no word of the steps it kept."""
+    with _demo(tmp_path, 500, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        for line in proc.stdout:
+            if line.lstrip().startswith("1 "):  # the first step's row
+                break
+        proc.send_signal(signal.SIGTERM)
+        err = proc.stderr.read()
+        proc.wait(timeout=EXIT_DEADLINE)
+    assert proc.returncode == 143, err
+    assert err == f"rlnb demo: stopped (SIGTERM); the steps so far are in {tmp_path / 'run'} (rlnb.History.load)\n"
+
+
+@pytest.mark.slow  # a process that imports torch and builds the tiny model (~8 s)
+def test_demo_whose_output_and_errors_are_one_closed_pipe_exits_141(tmp_path):
+    """``rlnb demo 2>&1 | head -2``: the line saying it stopped raised into the closed pipe too, exit status 1."""
+    with _demo(tmp_path, 500, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("rlnb demo: task=first_letter")
+        proc.stdout.close()  # as head does once it has its lines
+        proc.wait(timeout=EXIT_DEADLINE)
+    assert proc.returncode == 141
