@@ -31,3 +31,20 @@ def test_serve_on_every_interface_without_a_token_warns_and_announces_an_address
     announced = captured.out.splitlines()[0].split()[2]
     host = "localhost" if "localhost" in options else "127.0.0.1"
     assert announced == f"http://{host}:{port}" == served[0].state.registry.settings.public_url
+
+
+@pytest.mark.parametrize("command", ["demo", "serve"])
+def test_every_option_with_a_default_says_it_in_its_help(command):
+    """``rlnb demo --help`` left out the defaults of --task, --out, --device, --model and --lora; ``rlnb serve
+    --help`` those of --host, --device, --op-delay and --fail-rate (the docs had them)."""
+    import argparse
+
+    from rlnb import cli
+
+    parser = argparse.ArgumentParser(prog=f"rlnb {command}")
+    getattr(cli, command).arguments(parser)
+    for action in parser._actions:
+        if action.default in (None, False, [], argparse.SUPPRESS):
+            continue
+        shown = (action.help or "") % {**vars(action), "prog": parser.prog}  # as argparse expands it
+        assert f"(default: {action.default}" in shown, (action.option_strings, shown)

@@ -149,19 +149,24 @@ def arguments(p: argparse.ArgumentParser) -> None:
     """``rlnb demo``'s options, on its subcommand's parser."""
     p.add_argument("--task", choices=["first_letter", "addition", "digits"], default="first_letter",
                    help="first_letter: copy the first letter (exact match, held-out accuracy); addition: "
-                   "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1)")
-    p.add_argument("--optimizer", choices=["adam", "muon"], default="adam", help="(default: adam)")
-    p.add_argument("--steps", type=int, default=40, help="RL steps (default: 40)")
-    p.add_argument("--out", default="rlnb-demo", help="folder for history.csv, rewards.csv, demo.png and run/")
+                   "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1) "
+                   "(default: %(default)s)")
+    p.add_argument("--optimizer", choices=["adam", "muon"], default="adam", help="(default: %(default)s)")
+    p.add_argument("--steps", type=int, default=40, help="RL steps, 1-1000003 (default: %(default)s)")
+    p.add_argument("--out", default="rlnb-demo",
+                   help="folder for history.csv, rewards.csv, demo.png and run/ (default: %(default)s)")
     p.add_argument("--force", action="store_true",
                    help="replace files of the demo's names in --out that no earlier demo wrote there")
-    p.add_argument("--seed", type=int, default=0, help="model and sampling seed (default: 0)")
+    p.add_argument("--seed", type=int, default=0, help="model and sampling seed (default: %(default)s)")
     device_argument(p)
     p.add_argument(
-        "--model", default="tiny", help="tiny, small, or a Hugging Face model directory / hub id in the local cache"
+        "--model",
+        default="tiny",
+        help="tiny, small, or a Hugging Face model directory / hub id in the local cache (default: %(default)s)",
     )
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: tuned for the built-ins)")
-    p.add_argument("--lora", type=int, default=0, metavar="RANK", help="train a LoRA adapter of this rank")
+    p.add_argument("--lora", type=int, default=0, metavar="RANK",
+                   help="train a LoRA adapter of this rank (default: %(default)s: all weights)")
     dtype_argument(p)
 
 

@@ -20,17 +20,19 @@ from rlnb.engine.held import release, scratch_folder
 
 def arguments(p: argparse.ArgumentParser) -> None:
     """``rlnb serve``'s options, on its subcommand's parser."""
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    p.add_argument("--port", default="8000", help="1-65535 (default: 8000)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s, this machine only)")
+    p.add_argument("--port", default="8000", help="1-65535 (default: %(default)s)")
     p.add_argument("--token", default=None, help="require this bearer token (default: no auth)")
     device_argument(p)
-    p.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
+    p.add_argument("--op-delay", type=float, default=0.0,
+                   help="simulated compute seconds per operation, 0-86400 (default: %(default)s)")
     p.add_argument(
         "--checkpoint-dir",
         default=None,
         help="where checkpoints go (default: a temporary folder, removed at the stop unless --state-dir is given)",
     )
-    p.add_argument("--fail-rate", type=float, default=0.0, help="fault injection: fraction of answers lost")
+    p.add_argument("--fail-rate", type=float, default=0.0,
+                   help="fault injection: fraction of answers lost, in [0, 1) (default: %(default)s)")
     p.add_argument(
         "--model",
         action="append",
@@ -46,7 +48,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="send larger results through the payload side channel, as the service may (default: never)",
     )
-    p.add_argument("--state-dir", default=None, help="keep the registry here: it survives a restart")
+    p.add_argument("--state-dir", default=None,
+                   help="keep the registry here: it survives a restart (default: in memory)")
     p.add_argument("--public-url", default=None, help="the address presigned URLs use (default: host:port)")
     p.add_argument(
         "--limit", action="append", default=[], metavar="NAME=VALUE", help="change a limit, e.g. max_body_bytes=1e8"
