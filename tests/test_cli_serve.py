@@ -48,3 +48,27 @@ def test_every_option_with_a_default_says_it_in_its_help(command):
             continue
         shown = (action.help or "") % {**vars(action), "prog": parser.prog}  # as argparse expands it
         assert f"(default: {action.default}" in shown, (action.option_strings, shown)
+
+
+def test_serve_takes_its_token_from_the_environment_and_never_says_it(monkeypatch, capsys):
+    """``--token`` was the only way: its value sat in the command line, which every user of the machine reads."""
+    from rlnb.cli.serve import TOKEN_ENV
+
+    served = []
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: served.append(app) or sock.close())
+    monkeypatch.setenv(TOKEN_ENV, "a-token-from-the-env")
+    assert main(["serve", "--device", "cpu", "--port", str(free_port()), "--host", "0.0.0.0"]) == 0
+    assert served[0].state.registry.settings.token == "a-token-from-the-env"
+    captured = capsys.readouterr()
+    assert "a-token-from-the-env" not in captured.out + captured.err and WARNING not in captured.err
+    assert main(["serve", "--device", "cpu", "--port", str(free_port()), "--token", "the-flag-wins"]) == 0
+    assert served[1].state.registry.settings.token == "the-flag-wins"
+
+
+def test_serve_with_an_empty_token_variable_stops_with_one_line(monkeypatch, capsys):
+    from rlnb.cli.serve import TOKEN_ENV
+
+    monkeypatch.setenv(TOKEN_ENV, "")
+    assert main(["serve", "--device", "cpu", "--port", str(free_port())]) == 2
+    said = f"rlnb serve: ${TOKEN_ENV} is empty: give a token there, or unset it to turn auth off\n"
+    assert capsys.readouterr().err == said

@@ -17,12 +17,17 @@ from typing import Any
 from rlnb.cli.options import device_argument, dtype_argument
 from rlnb.engine.held import release, scratch_folder
 
+TOKEN_ENV = "RLNB_SERVE_TOKEN"
+"""The environment variable ``--token`` defaults to: a flag's value is in the process's command line, which every
+user of the machine reads (``ps``, ``/proc/PID/cmdline``); the environment only its owner."""
+
 
 def arguments(p: argparse.ArgumentParser) -> None:
     """``rlnb serve``'s options, on its subcommand's parser."""
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s, this machine only)")
     p.add_argument("--port", default="8000", help="1-65535 (default: %(default)s)")
-    p.add_argument("--token", default=None, help="require this bearer token (default: no auth)")
+    p.add_argument("--token", default=None, help=f"require this bearer token (default: ${TOKEN_ENV}, else no auth; "
+                   "the variable, unlike the flag, is not shown to other users by ps)")  # fmt: skip
     device_argument(p)
     p.add_argument("--op-delay", type=float, default=0.0,
                    help="simulated compute seconds per operation, 0-86400 (default: %(default)s)")
@@ -91,6 +96,12 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print("rlnb serve: --host is empty (an unset variable?): give an address, such as 127.0.0.1 (this machine "
               "only) or 0.0.0.0 (every interface), or leave it out", file=sys.stderr)  # fmt: skip
         return 2
+    if args.token is None and TOKEN_ENV in os.environ:
+        args.token = os.environ[TOKEN_ENV]
+        if not args.token:  # exported empty: "no auth" is said by leaving it unset, as by leaving --token out
+            print(f"rlnb serve: ${TOKEN_ENV} is empty: give a token there, or unset it to turn auth off",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     for option, value in (("--state-dir", args.state_dir), ("--checkpoint-dir", args.checkpoint_dir)):
         if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
             print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
