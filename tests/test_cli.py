@@ -21,7 +21,6 @@ SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (["serve", "--model", "rlnb/tiny=tiny"], "--model rlnb/tiny: the name is already served"),
         (["train"], "invalid choice: 'train'"),
         (["demo", "--steps", "1.5"], "argument --steps: invalid int value: '1.5'"),  # no number: argparse's own
     ],
@@ -91,6 +90,9 @@ def test_bad_demo_options_stop_it_with_one_line_and_exit_2(options, words, tmp_p
         (["--checkpoint-dir="], "--checkpoint-dir is empty (an unset variable?)"),  # ignored: a temporary folder
         (["--token", "secret\n"], "token holds whitespace at position 6"),
         (["--token", "k"], "token is 1 character(s) long: an API key has at least 8"),  # no client could send it
+        (["--model", "rlnb/tiny=tiny"], "--model rlnb/tiny: the name is already served"),  # usage, "rlnb: error:"
+        (["--limit", "body_timeout=60", "--limit", "body_timeout=9"],  # the last was taken without a word
+         "--limit body_timeout is given twice ('body_timeout=60', then 'body_timeout=9'): give it once"),
     ],
 )
 def test_bad_serve_options_stop_it_with_one_line_and_exit_2(options, words, tmp_path, capsys):

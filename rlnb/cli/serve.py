@@ -81,7 +81,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks, not by the default handler
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        return _run(args, parser)
+        return _run(args)
     except KeyboardInterrupt:  # once it listens, _serve_app says it stopped
         print("rlnb serve: stopped (Ctrl-C) before it listened", file=sys.stderr)
         return 130
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _run(args: argparse.Namespace) -> int:
     from rlnb.server.settings import parse_limits
 
     if not args.host.strip():  # an unset variable: "" binds every interface, where the default is this machine only
@@ -107,6 +107,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
             return 2
     try:  # one line each, as every other option's (argparse printed its usage, or "rlnb: error: ...")
+        _given_once(args.limit)
         args.port, limits = _port(args.port), parse_limits(args.limit)
         if args.offload_results_over is not None and args.offload_results_over < 0:
             raise ValueError(f"--offload-results-over must be >= 0 bytes (leave it out: never), got "
@@ -116,7 +117,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 2
     extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
     try:
-        models = _served_models(args.model, parser)
+        models = _served_models(args.model)
     except (ValueError, ImportError) as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
@@ -135,6 +136,17 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def _given_once(limits: list[str]) -> None:
+    """A ``ValueError`` naming a limit given twice: the last was taken without a word (a script's default, then the
+    user's lower value, silently raised back)."""
+    seen: dict[str, str] = {}
+    for item in limits:
+        name = item.partition("=")[0]
+        if name in seen:
+            raise ValueError(f"--limit {name} is given twice ({seen[name]!r}, then {item!r}): give it once")
+        seen[name] = item
 
 
 def _remove_scratch(scratch: str) -> None:
@@ -221,7 +233,7 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:
+def _served_models(options: list[str]) -> dict[str, str]:
     """The built-in models and each ``--model NAME=PATH_OR_ID``; a model that cannot be found stops here."""
     from rlnb.server.models import model_info, parse_model_option
     from rlnb.server.settings import DEFAULT_MODELS
@@ -230,7 +242,7 @@ def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[
     for option in options:
         name, spec = parse_model_option(option)
         if name in models:
-            parser.error(f"--model {name}: the name is already served")
+            raise ValueError(f"--model {name}: the name is already served")  # was argparse's usage and "rlnb:"
         model_info(spec)
         models[name] = spec
     return models
