@@ -102,11 +102,14 @@ def test_bad_serve_options_stop_it_with_one_line_and_exit_2(options, words, tmp_
     assert err.startswith("rlnb serve: ") and words in err and err.count("\n") == 1
 
 
-def test_demo_into_a_file_stops_with_one_line_and_exit_2(tmp_path, capsys):
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_demo_into_a_file_stops_with_one_line_and_exit_2(under, tmp_path, capsys):
+    """The line named a temporary file's name under the file: "Not a directory: '.../file/tmpgdge4jqb'"."""
     (tmp_path / "file").write_text("not a folder")
-    assert main(["demo", "--out", str(tmp_path / "file")]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"rlnb demo: cannot write the demo's files in {tmp_path / 'file'}") and err.count("\n") == 1
+    out = tmp_path / "file" / under
+    assert main(["demo", "--out", str(out)]) == 2
+    said = f"rlnb demo: cannot write the demo's files in {out}: {tmp_path / 'file'} is a file, not a folder\n"
+    assert capsys.readouterr().err == said
 
 
 def test_demo_into_a_folder_that_takes_no_file_stops_before_training(capsys):

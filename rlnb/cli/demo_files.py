@@ -110,6 +110,8 @@ def check_out(out: Path, force: bool) -> None:
     folder of it that exists takes no file (a file named as ``--out``; ``/proc/self``, where the run trained in memory,
     then writing history.csv raised), or it holds files no demo wrote (``_refuse_others``)."""
     there = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not there.is_dir():  # the error named a temporary file's name in it: "Not a directory: 'f/tmpgdge4jqb'"
+        raise ValueError(f"cannot write the demo's files in {out}: {there} is a file, not a folder")
     try:
         with tempfile.TemporaryFile(dir=there):
             pass
