@@ -74,10 +74,9 @@ def test_bad_demo_options_stop_it_with_one_line_and_exit_2(options, words, tmp_p
         (["--offload-results-over=-5"], "--offload-results-over must be >= 0 bytes (leave it out: never), got -5"),
         (["--limit", "no_such_limit=1"], "--limit 'no_such_limit=1': the limits are"),  # argparse's usage, "rlnb:"
         (["--limit", "body_timeout=1e300"], "body_timeout must be an integer in [1, 86400]"),  # was taken
-        (["--port", "70000"], "--port must be 1-65535, got 70000"),  # it listened on 4464
-        (["--port", "0"], "--port must be 1-65535, got 0"),  # it announced :0
-        (["--port=-1"], "--port must be 1-65535, got -1"),
-        (["--port", "http"], "--port must be an integer in 1-65535, got 'http'"),
+        (["--port", "70000"], "--port must be 0-65535 (0: any free port), got 70000"),  # it listened on 4464
+        (["--port=-1"], "--port must be 0-65535 (0: any free port), got -1"),
+        (["--port", "http"], "--port must be an integer in 0-65535 (0: any free port), got 'http'"),
         (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),
         (["--public-url", "http://"], "public_url must name a host, such as"),  # every link read http:///v1/...
         (["--public-url", "http://h:99999"], "public_url 'http://h:99999' is not a valid URL: Port out of range"),

@@ -72,3 +72,19 @@ def test_serve_with_an_empty_token_variable_stops_with_one_line(monkeypatch, cap
     assert main(["serve", "--device", "cpu", "--port", str(free_port())]) == 2
     said = f"rlnb serve: ${TOKEN_ENV} is empty: give a token there, or unset it to turn auth off\n"
     assert capsys.readouterr().err == said
+
+
+def test_serve_on_port_0_listens_on_a_free_port_and_announces_it(monkeypatch, capsys):
+    """``--port 0`` was refused (the address announced and the presigned URLs needed the real port, and the server
+    then bound after they were made); it is bound first now, so the port it got is said."""
+    served = []
+
+    def listen(app, sock):
+        served.append((app, sock.getsockname()[1]))
+        sock.close()
+
+    monkeypatch.setattr("rlnb.server.app.run", listen)
+    assert main(["serve", "--device", "cpu", "--port", "0"]) == 0
+    app, port = served[0]
+    assert port != 0 and app.state.registry.settings.public_url == f"http://127.0.0.1:{port}"
+    assert capsys.readouterr().out.startswith(f"rlnb serve: http://127.0.0.1:{port} (")

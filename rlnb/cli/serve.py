@@ -25,7 +25,7 @@ user of the machine reads (``ps``, ``/proc/PID/cmdline``); the environment only 
 def arguments(p: argparse.ArgumentParser) -> None:
     """``rlnb serve``'s options, on its subcommand's parser."""
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s, this machine only)")
-    p.add_argument("--port", default="8000", help="1-65535 (default: %(default)s)")
+    p.add_argument("--port", default="8000", help="1-65535, or 0 for any free port, announced (default: %(default)s)")
     p.add_argument("--token", default=None, help=f"require this bearer token (default: ${TOKEN_ENV}, else no auth; "
                    "the variable, unlike the flag, is not shown to other users by ps)")  # fmt: skip
     device_argument(p)
@@ -62,15 +62,14 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _port(text: str) -> int:
-    """A TCP port to listen on (``ValueError`` naming --port). Port 0 (any free port) is refused: the announced
-    address and presigned URLs need the real port, which is known only once bound; past 65535 the socket layer
-    wraps it silently."""
+    """A TCP port to listen on (``ValueError`` naming --port): 0 is any free port, the one bound announced (and in
+    the presigned URLs); past 65535 the socket layer wraps it silently."""
     try:
         port = int(text)
     except ValueError:
-        raise ValueError(f"--port must be an integer in 1-65535, got {text!r}") from None
-    if not 1 <= port <= 65535:
-        raise ValueError(f"--port must be 1-65535, got {port}")
+        raise ValueError(f"--port must be an integer in 0-65535 (0: any free port), got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port must be 0-65535 (0: any free port), got {port}")
     return port
 
 
@@ -176,6 +175,7 @@ def _serve_app(
     except ValueError as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2, False
+    args.port = sock.getsockname()[1]  # --port 0: the free port bound, for the announced address and presigned URLs
     try:
         app = app_for(
             args.host,
