@@ -21,7 +21,6 @@ SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (["serve", "--model", "rlnb/tiny=tiny"], "--model rlnb/tiny: the name is already served"),
         (["train"], "invalid choice: 'train'"),
         (["demo", "--steps", "1.5"], "argument --steps: invalid int value: '1.5'"),  # no number: argparse's own
     ],
@@ -75,10 +74,9 @@ def test_bad_demo_options_stop_it_with_one_line_and_exit_2(options, words, tmp_p
         (["--offload-results-over=-5"], "--offload-results-over must be >= 0 bytes (leave it out: never), got -5"),
         (["--limit", "no_such_limit=1"], "--limit 'no_such_limit=1': the limits are"),  # argparse's usage, "rlnb:"
         (["--limit", "body_timeout=1e300"], "body_timeout must be an integer in [1, 86400]"),  # was taken
-        (["--port", "70000"], "--port must be 1-65535, got 70000"),  # it listened on 4464
-        (["--port", "0"], "--port must be 1-65535, got 0"),  # it announced :0
-        (["--port=-1"], "--port must be 1-65535, got -1"),
-        (["--port", "http"], "--port must be an integer in 1-65535, got 'http'"),
+        (["--port", "70000"], "--port must be 0-65535 (0: any free port), got 70000"),  # it listened on 4464
+        (["--port=-1"], "--port must be 0-65535 (0: any free port), got -1"),
+        (["--port", "http"], "--port must be an integer in 0-65535 (0: any free port), got 'http'"),
         (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),
         (["--public-url", "http://"], "public_url must name a host, such as"),  # every link read http:///v1/...
         (["--public-url", "http://h:99999"], "public_url 'http://h:99999' is not a valid URL: Port out of range"),
@@ -91,6 +89,9 @@ def test_bad_demo_options_stop_it_with_one_line_and_exit_2(options, words, tmp_p
         (["--checkpoint-dir="], "--checkpoint-dir is empty (an unset variable?)"),  # ignored: a temporary folder
         (["--token", "secret\n"], "token holds whitespace at position 6"),
         (["--token", "k"], "token is 1 character(s) long: an API key has at least 8"),  # no client could send it
+        (["--model", "rlnb/tiny=tiny"], "--model rlnb/tiny: the name is already served"),  # usage, "rlnb: error:"
+        (["--limit", "body_timeout=60", "--limit", "body_timeout=9"],  # the last was taken without a word
+         "--limit body_timeout is given twice ('body_timeout=60', then 'body_timeout=9'): give it once"),
     ],
 )
 def test_bad_serve_options_stop_it_with_one_line_and_exit_2(options, words, tmp_path, capsys):
@@ -100,11 +101,14 @@ def test_bad_serve_options_stop_it_with_one_line_and_exit_2(options, words, tmp_
     assert err.startswith("rlnb serve: ") and words in err and err.count("\n") == 1
 
 
-def test_demo_into_a_file_stops_with_one_line_and_exit_2(tmp_path, capsys):
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_demo_into_a_file_stops_with_one_line_and_exit_2(under, tmp_path, capsys):
+    """The line named a temporary file's name under the file: "Not a directory: '.../file/tmpgdge4jqb'"."""
     (tmp_path / "file").write_text("not a folder")
-    assert main(["demo", "--out", str(tmp_path / "file")]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"rlnb demo: cannot write the demo's files in {tmp_path / 'file'}") and err.count("\n") == 1
+    out = tmp_path / "file" / under
+    assert main(["demo", "--out", str(out)]) == 2
+    said = f"rlnb demo: cannot write the demo's files in {out}: {tmp_path / 'file'} is a file, not a folder\n"
+    assert capsys.readouterr().err == said
 
 
 def test_demo_into_a_folder_that_takes_no_file_stops_before_training(capsys):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -74,7 +75,9 @@ def demo(
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
-        clear_earlier_output(out, force)
+        removed = clear_earlier_output(out, force)
+        if removed:
+            print(f"rlnb demo: replacing the earlier output in {out}: {', '.join(removed)}", file=sys.stderr)
         session = rlnb.Session(backend, runs_dir=out, run_id="run")
     except BaseException:
         backend.close()
@@ -146,25 +149,31 @@ def arguments(p: argparse.ArgumentParser) -> None:
     """``rlnb demo``'s options, on its subcommand's parser."""
     p.add_argument("--task", choices=["first_letter", "addition", "digits"], default="first_letter",
                    help="first_letter: copy the first letter (exact match, held-out accuracy); addition: "
-                   "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1)")
-    p.add_argument("--optimizer", choices=["adam", "muon"], default="adam", help="(default: adam)")
-    p.add_argument("--steps", type=int, default=40, help="RL steps (default: 40)")
-    p.add_argument("--out", default="rlnb-demo", help="folder for history.csv, rewards.csv, demo.png and run/")
+                   "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1) "
+                   "(default: %(default)s)")
+    p.add_argument("--optimizer", choices=["adam", "muon"], default="adam", help="(default: %(default)s)")
+    p.add_argument("--steps", type=int, default=40, help="RL steps, 1-1000003 (default: %(default)s)")
+    p.add_argument("--out", default="rlnb-demo",
+                   help="folder for history.csv, rewards.csv, demo.png and run/ (default: %(default)s)")
     p.add_argument("--force", action="store_true",
                    help="replace files of the demo's names in --out that no earlier demo wrote there")
-    p.add_argument("--seed", type=int, default=0, help="model and sampling seed (default: 0)")
+    p.add_argument("--seed", type=int, default=0, help="model and sampling seed (default: %(default)s)")
     device_argument(p)
     p.add_argument(
-        "--model", default="tiny", help="tiny, small, or a Hugging Face model directory / hub id in the local cache"
+        "--model",
+        default="tiny",
+        help="tiny, small, or a Hugging Face model directory / hub id in the local cache (default: %(default)s)",
     )
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: tuned for the built-ins)")
-    p.add_argument("--lora", type=int, default=0, metavar="RANK", help="train a LoRA adapter of this rank")
+    p.add_argument("--lora", type=int, default=0, metavar="RANK",
+                   help="train a LoRA adapter of this rank (default: %(default)s: all weights)")
     dtype_argument(p)
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``rlnb demo``: its arguments checked, then ``demo``; a bad argument or a failure is one line ``rlnb demo: ...``
     (argparse's usage and "rlnb: error:" were printed for some options, as ``rlnb serve``'s were), exit 2."""
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         _check_arguments(args)
         return demo(
@@ -175,13 +184,41 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (ValueError, ImportError) as exc:
         print(f"rlnb demo: {exc}", file=sys.stderr)
         return 2
+    except Terminated:  # `timeout`, a scheduler, `kill`: it died at once, without a word of what was kept
+        _say(f"rlnb demo: stopped (SIGTERM){_kept(args.out)}")
+        return 143  # 128 + SIGTERM
     except KeyboardInterrupt:  # Ctrl-C: a traceback through torch, and no word of what was kept
-        print(f"rlnb demo: interrupted{_kept(args.out)}", file=sys.stderr)
+        _say(f"rlnb demo: interrupted{_kept(args.out)}")
         return 130
     except BrokenPipeError:  # `rlnb demo | head`: a traceback, and another at exit (flushing into the closed pipe)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        print(f"rlnb demo: stopped, its output was closed{_kept(args.out)}", file=sys.stderr)
+        _quiet(sys.stdout)
+        _say(f"rlnb demo: stopped, its output was closed{_kept(args.out)}")
         return 141  # 128 + SIGPIPE, as a shell reports a process its pipe ended
+    finally:  # an in-process caller (a test, a notebook) keeps its own
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the demo runs so that it stops as at Ctrl-C: the run folder's steps kept and said."""
+
+
+def _terminated(*_: object) -> None:
+    raise Terminated
+
+
+def _quiet(stream: Any) -> None:
+    """Send ``stream`` (a closed pipe) to the null device: what it still holds is flushed there at exit, where the
+    closed pipe's ``BrokenPipeError`` made Python exit 120."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
+def _say(line: str) -> None:
+    """``line`` on stderr, which may be the closed pipe too (``rlnb demo 2>&1 | head``: the line raised in the
+    handler of the first ``BrokenPipeError``, a traceback no one saw, exit status 1)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        _quiet(sys.stderr)
 
 
 def _check_arguments(args: argparse.Namespace) -> None:

@@ -37,10 +37,11 @@ def _earlier_run(run: Path) -> bool:
     return bool(names)
 
 
-def _clear_previous_run(run: Path) -> None:
-    """Delete ``run`` when it is a run folder that rlnb wrote (``_earlier_run``) that no live session holds."""
+def _clear_previous_run(run: Path) -> bool:
+    """Delete ``run`` when it is a run folder that rlnb wrote (``_earlier_run``) that no live session holds: whether
+    there was one."""
     if not _earlier_run(run):
-        return
+        return False
     try:
         held = lock_run(run)
     except RunLocked as exc:
@@ -48,6 +49,7 @@ def _clear_previous_run(run: Path) -> None:
         raise ValueError(busy) from None
     with held:
         shutil.rmtree(run)
+    return True
 
 
 def _digest(path: Path) -> str:
@@ -71,18 +73,22 @@ def note_own_files(out: Path, names: list[str]) -> None:
     tmp.replace(out / MANIFEST)
 
 
-def clear_earlier_output(out: Path, force: bool) -> None:
+def clear_earlier_output(out: Path, force: bool) -> list[str]:
     """Before training: the files an earlier demo wrote in ``out`` (and left unchanged) are replaced; any other file
     of its names (a user's history.csv, overwritten without a word before) only with ``force``; a name there that
-    is no plain file never."""
+    is no plain file never. The names it removed, for the demo to say (an interrupted demo's steps, which it had
+    said were kept, went without a word at the next)."""
     _refuse_others(out, force)
-    _clear_previous_run(out / "run")  # a run id that exists would be continued: start afresh
+    removed = ["run/"] if _clear_previous_run(out / "run") else []  # a run id that exists would be continued
     try:  # none of the earlier demo's files is left beside a new run that stops early
         for name in OUTPUTS:
-            (out / name).unlink(missing_ok=True)
+            if (out / name).exists():
+                (out / name).unlink()
+                removed.append(name)
         note_own_files(out, ["run/"])
     except OSError as exc:
         raise ValueError(f"cannot replace the earlier demo's files in {out}: {exc}") from None
+    return removed
 
 
 def _refuse_others(out: Path, force: bool) -> None:
@@ -104,6 +110,8 @@ def check_out(out: Path, force: bool) -> None:
     folder of it that exists takes no file (a file named as ``--out``; ``/proc/self``, where the run trained in memory,
     then writing history.csv raised), or it holds files no demo wrote (``_refuse_others``)."""
     there = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not there.is_dir():  # the error named a temporary file's name in it: "Not a directory: 'f/tmpgdge4jqb'"
+        raise ValueError(f"cannot write the demo's files in {out}: {there} is a file, not a folder")
     try:
         with tempfile.TemporaryFile(dir=there):
             pass

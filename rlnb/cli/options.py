@@ -6,7 +6,8 @@ import argparse
 
 
 def device_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda")
+    p.add_argument("--device", default="auto",
+                   help="auto (CUDA when available), cpu, cuda, cuda:N (default: %(default)s)")
 
 
 def dtype_argument(p: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ demo's, so a change to serving touches one module. The server (uvicorn, torch) i
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import shutil
 import signal
@@ -16,20 +17,27 @@ from typing import Any
 from rlnb.cli.options import device_argument, dtype_argument
 from rlnb.engine.held import release, scratch_folder
 
+TOKEN_ENV = "RLNB_SERVE_TOKEN"
+"""The environment variable ``--token`` defaults to: a flag's value is in the process's command line, which every
+user of the machine reads (``ps``, ``/proc/PID/cmdline``); the environment only its owner."""
+
 
 def arguments(p: argparse.ArgumentParser) -> None:
     """``rlnb serve``'s options, on its subcommand's parser."""
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    p.add_argument("--port", default="8000", help="1-65535 (default: 8000)")
-    p.add_argument("--token", default=None, help="require this bearer token (default: no auth)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s, this machine only)")
+    p.add_argument("--port", default="8000", help="1-65535, or 0 for any free port, announced (default: %(default)s)")
+    p.add_argument("--token", default=None, help=f"require this bearer token (default: ${TOKEN_ENV}, else no auth; "
+                   "the variable, unlike the flag, is not shown to other users by ps)")  # fmt: skip
     device_argument(p)
-    p.add_argument("--op-delay", type=float, default=0.0, help="simulated compute seconds per operation")
+    p.add_argument("--op-delay", type=float, default=0.0,
+                   help="simulated compute seconds per operation, 0-86400 (default: %(default)s)")
     p.add_argument(
         "--checkpoint-dir",
         default=None,
         help="where checkpoints go (default: a temporary folder, removed at the stop unless --state-dir is given)",
     )
-    p.add_argument("--fail-rate", type=float, default=0.0, help="fault injection: fraction of answers lost")
+    p.add_argument("--fail-rate", type=float, default=0.0,
+                   help="fault injection: fraction of answers lost, in [0, 1) (default: %(default)s)")
     p.add_argument(
         "--model",
         action="append",
@@ -45,7 +53,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="send larger results through the payload side channel, as the service may (default: never)",
     )
-    p.add_argument("--state-dir", default=None, help="keep the registry here: it survives a restart")
+    p.add_argument("--state-dir", default=None,
+                   help="keep the registry here: it survives a restart (default: in memory)")
     p.add_argument("--public-url", default=None, help="the address presigned URLs use (default: host:port)")
     p.add_argument(
         "--limit", action="append", default=[], metavar="NAME=VALUE", help="change a limit, e.g. max_body_bytes=1e8"
@@ -53,31 +62,51 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _port(text: str) -> int:
-    """A TCP port to listen on (``ValueError`` naming --port). Port 0 (any free port) is refused: the announced
-    address and presigned URLs need the real port, which is known only once bound; past 65535 the socket layer
-    wraps it silently."""
+    """A TCP port to listen on (``ValueError`` naming --port): 0 is any free port, the one bound announced (and in
+    the presigned URLs); past 65535 the socket layer wraps it silently."""
     try:
         port = int(text)
     except ValueError:
-        raise ValueError(f"--port must be an integer in 1-65535, got {text!r}") from None
-    if not 1 <= port <= 65535:
-        raise ValueError(f"--port must be 1-65535, got {port}")
+        raise ValueError(f"--port must be an integer in 0-65535 (0: any free port), got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port must be 0-65535 (0: any free port), got {port}")
     return port
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """``rlnb serve``: its options checked (exit 2 with one line), then the server until it is stopped."""
+    """``rlnb serve``: its options checked (exit 2 with one line), then the server until it is stopped. A stop
+    while it starts (torch's import, a model's load: seconds) is as one while it listens: Ctrl-C printed a
+    ``KeyboardInterrupt`` traceback, and SIGTERM killed it before its checkpoints' temporary folder was removed."""
+    # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks, not by the default handler
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # once it listens, _serve_app says it stopped
+        print("rlnb serve: stopped (Ctrl-C) before it listened", file=sys.stderr)
+        return 130
+    finally:  # an in-process caller (a test) keeps its own
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     from rlnb.server.settings import parse_limits
 
     if not args.host.strip():  # an unset variable: "" binds every interface, where the default is this machine only
         print("rlnb serve: --host is empty (an unset variable?): give an address, such as 127.0.0.1 (this machine "
               "only) or 0.0.0.0 (every interface), or leave it out", file=sys.stderr)  # fmt: skip
         return 2
+    if args.token is None and TOKEN_ENV in os.environ:
+        args.token = os.environ[TOKEN_ENV]
+        if not args.token:  # exported empty: "no auth" is said by leaving it unset, as by leaving --token out
+            print(f"rlnb serve: ${TOKEN_ENV} is empty: give a token there, or unset it to turn auth off",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     for option, value in (("--state-dir", args.state_dir), ("--checkpoint-dir", args.checkpoint_dir)):
         if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
             print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
             return 2
     try:  # one line each, as every other option's (argparse printed its usage, or "rlnb: error: ...")
+        _given_once(args.limit)
         args.port, limits = _port(args.port), parse_limits(args.limit)
         if args.offload_results_over is not None and args.offload_results_over < 0:
             raise ValueError(f"--offload-results-over must be >= 0 bytes (leave it out: never), got "
@@ -87,7 +116,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 2
     extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
     try:
-        models = _served_models(args.model, parser)
+        models = _served_models(args.model)
     except (ValueError, ImportError) as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
@@ -108,6 +137,17 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return code
 
 
+def _given_once(limits: list[str]) -> None:
+    """A ``ValueError`` naming a limit given twice: the last was taken without a word (a script's default, then the
+    user's lower value, silently raised back)."""
+    seen: dict[str, str] = {}
+    for item in limits:
+        name = item.partition("=")[0]
+        if name in seen:
+            raise ValueError(f"--limit {name} is given twice ({seen[name]!r}, then {item!r}): give it once")
+        seen[name] = item
+
+
 def _remove_scratch(scratch: str) -> None:
     """Remove the checkpoints' temporary folder at the stop. A failure is said on stderr, naming the folder and
     what could not be removed (it was silent: the checkpoints stayed in the temporary folder unsaid), and not
@@ -125,7 +165,7 @@ def _serve_app(
     limits: dict[str, Any],
 ) -> tuple[int, bool]:
     """The server until it is stopped: its exit code, and whether operations were abandoned still running."""
-    from rlnb.server.app import app_for, bind, url_host
+    from rlnb.server.app import app_for, bind, reachable, url_host
     from rlnb.server.app import run as listen
     from rlnb.server.state import StateDirError
 
@@ -135,6 +175,7 @@ def _serve_app(
     except ValueError as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2, False
+    args.port = sock.getsockname()[1]  # --port 0: the free port bound, for the announced address and presigned URLs
     try:
         app = app_for(
             args.host,
@@ -155,13 +196,18 @@ def _serve_app(
         sock.close()
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2, False
+    except BaseException:  # Ctrl-C or SIGTERM during a model's load: the port is let go at once
+        sock.close()
+        raise
+    if args.token is None and not _loopback(args.host):
+        print(f"rlnb serve: warning: --host {args.host} takes requests from other machines and there is no --token: "
+              "anyone who reaches this port can train, sample and download checkpoints; give --token, or --host "
+              "127.0.0.1 for this machine only", file=sys.stderr)  # fmt: skip
     # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
-    print(f"rlnb serve: http://{url_host(args.host)}:{args.port} (give it to rlnb.connect or Together(base_url=...); "
+    address = f"http://{url_host(reachable(args.host))}:{args.port}"
+    print(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
           "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
     print(f"rlnb serve: models {', '.join(models)}", flush=True)
-    # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks (the checkpoints'
-    # temporary folder), not by the default handler
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     code = 0
     try:
         listen(app, sock)
@@ -177,7 +223,17 @@ def _serve_app(
     return code, bool(abandoned)
 
 
-def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:
+def _loopback(host: str) -> bool:
+    """Whether ``host`` takes connections from this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:  # a wildcard is an address; a name (this machine's, a LAN's) may be reached from elsewhere
+        return False
+
+
+def _served_models(options: list[str]) -> dict[str, str]:
     """The built-in models and each ``--model NAME=PATH_OR_ID``; a model that cannot be found stops here."""
     from rlnb.server.models import model_info, parse_model_option
     from rlnb.server.settings import DEFAULT_MODELS
@@ -186,7 +242,7 @@ def _served_models(options: list[str], parser: argparse.ArgumentParser) -> dict[
     for option in options:
         name, spec = parse_model_option(option)
         if name in models:
-            parser.error(f"--model {name}: the name is already served")
+            raise ValueError(f"--model {name}: the name is already served")  # was argparse's usage and "rlnb:"
         model_info(spec)
         models[name] = spec
     return models

@@ -124,9 +124,14 @@ def app_for(host: str, port: int, **options: Any) -> FastAPI:
     """``create_app(**options)`` as ``serve(host, port)`` builds it. Separate so that ``rlnb serve`` can
     report a bad option (``ValueError``) or state directory (``OSError``, ``StateDirError``) before it
     starts listening."""
-    reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # noqa: S104 - naming it, not binding
-    options.setdefault("public_url", f"http://{url_host(reachable)}:{port}")  # http://::1:8000 is no URL
+    options.setdefault("public_url", f"http://{url_host(reachable(host))}:{port}")  # http://::1:8000 is no URL
     return create_app(**options)
+
+
+def reachable(host: str) -> str:
+    """The address a client on this machine takes to reach a server bound to ``host``: this machine's loopback for a
+    wildcard (every interface)."""
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # noqa: S104 - naming it, not binding
 
 
 def url_host(host: str) -> str:

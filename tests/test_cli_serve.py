@@ -1,0 +1,90 @@
+"""What ``rlnb serve`` says as it starts: the address a client takes, and a warning when anyone may reach it."""
+
+import pytest
+
+from rlnb.cli import main
+from rlnb.testing import free_port
+
+WARNING = "takes requests from other machines and there is no --token"
+
+
+@pytest.mark.parametrize(
+    "options, warned",
+    [
+        (["--host", "0.0.0.0"], True),  # every interface, no auth: it started without a word
+        (["--host", "0.0.0.0", "--token", "a-long-enough-token"], False),
+        (["--host", "127.0.0.1"], False),
+        (["--host", "localhost"], False),
+    ],
+)
+def test_serve_on_every_interface_without_a_token_warns_and_announces_an_address_a_client_takes(
+    options, warned, monkeypatch, capsys
+):
+    """``--host 0.0.0.0`` announced ``http://0.0.0.0:P``, not an address to connect to everywhere (the presigned URLs
+    already took 127.0.0.1), and said nothing of serving every machine that reaches it without a token."""
+    served = []
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: served.append(app) or sock.close())
+    port = free_port()
+    assert main(["serve", "--device", "cpu", "--port", str(port), *options]) == 0
+    captured = capsys.readouterr()
+    assert (WARNING in captured.err) == warned and captured.err.count("\n") == warned
+    announced = captured.out.splitlines()[0].split()[2]
+    host = "localhost" if "localhost" in options else "127.0.0.1"
+    assert announced == f"http://{host}:{port}" == served[0].state.registry.settings.public_url
+
+
+@pytest.mark.parametrize("command", ["demo", "serve"])
+def test_every_option_with_a_default_says_it_in_its_help(command):
+    """``rlnb demo --help`` left out the defaults of --task, --out, --device, --model and --lora; ``rlnb serve
+    --help`` those of --host, --device, --op-delay and --fail-rate (the docs had them)."""
+    import argparse
+
+    from rlnb import cli
+
+    parser = argparse.ArgumentParser(prog=f"rlnb {command}")
+    getattr(cli, command).arguments(parser)
+    for action in parser._actions:
+        if action.default in (None, False, [], argparse.SUPPRESS):
+            continue
+        shown = (action.help or "") % {**vars(action), "prog": parser.prog}  # as argparse expands it
+        assert f"(default: {action.default}" in shown, (action.option_strings, shown)
+
+
+def test_serve_takes_its_token_from_the_environment_and_never_says_it(monkeypatch, capsys):
+    """``--token`` was the only way: its value sat in the command line, which every user of the machine reads."""
+    from rlnb.cli.serve import TOKEN_ENV
+
+    served = []
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: served.append(app) or sock.close())
+    monkeypatch.setenv(TOKEN_ENV, "a-token-from-the-env")
+    assert main(["serve", "--device", "cpu", "--port", str(free_port()), "--host", "0.0.0.0"]) == 0
+    assert served[0].state.registry.settings.token == "a-token-from-the-env"
+    captured = capsys.readouterr()
+    assert "a-token-from-the-env" not in captured.out + captured.err and WARNING not in captured.err
+    assert main(["serve", "--device", "cpu", "--port", str(free_port()), "--token", "the-flag-wins"]) == 0
+    assert served[1].state.registry.settings.token == "the-flag-wins"
+
+
+def test_serve_with_an_empty_token_variable_stops_with_one_line(monkeypatch, capsys):
+    from rlnb.cli.serve import TOKEN_ENV
+
+    monkeypatch.setenv(TOKEN_ENV, "")
+    assert main(["serve", "--device", "cpu", "--port", str(free_port())]) == 2
+    said = f"rlnb serve: ${TOKEN_ENV} is empty: give a token there, or unset it to turn auth off\n"
+    assert capsys.readouterr().err == said
+
+
+def test_serve_on_port_0_listens_on_a_free_port_and_announces_it(monkeypatch, capsys):
+    """``--port 0`` was refused (the address announced and the presigned URLs needed the real port, and the server
+    then bound after they were made); it is bound first now, so the port it got is said."""
+    served = []
+
+    def listen(app, sock):
+        served.append((app, sock.getsockname()[1]))
+        sock.close()
+
+    monkeypatch.setattr("rlnb.server.app.run", listen)
+    assert main(["serve", "--device", "cpu", "--port", "0"]) == 0
+    app, port = served[0]
+    assert port != 0 and app.state.registry.settings.public_url == f"http://127.0.0.1:{port}"
+    assert capsys.readouterr().out.startswith(f"rlnb serve: http://127.0.0.1:{port} (")
