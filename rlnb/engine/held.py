@@ -13,6 +13,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,11 +83,32 @@ def unheld(entry: Path) -> Iterator[bool]:
         os.close(fd)
 
 
+MAKING = ".making-"
+"""A scratch folder's name until its lock is held: no sweep looks at it (two servers started at once: one swept the
+other's new folder between the lock file's creation and its lock, and the other failed with FileNotFoundError)."""
+MAKING_KEPT = 3600.0
+"""Seconds a folder that was never held (its maker killed while making it) is kept before a sweep removes it."""
+
+
 def scratch_folder(prefix: str = SCRATCH_PREFIX) -> tuple[Path, int | None]:
     """A fresh temporary folder (a server's checkpoints, a Ray trial's run), and the descriptor of its lock (held
     for the folder's life). The folders of ``prefix`` whose holders died without their cleanup (killed, out of
-    memory) are removed first: their lock is free."""
-    for old in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+    memory) are removed first: their lock is free. A new folder gets its name only once its lock is held."""
+    _sweep(prefix)
+    making = Path(tempfile.mkdtemp(prefix=f"{MAKING}{prefix}"))
+    fd = hold(making / _SCRATCH_LOCK, folder=False)
+    scratch = making.with_name(making.name.removeprefix(MAKING))
+    os.rename(making, scratch)  # mkdtemp's name was unique: so is this one, without the prefix
+    return scratch, fd
+
+
+def _sweep(prefix: str) -> None:
+    tmp = Path(tempfile.gettempdir())
+    for made in tmp.glob(f"{MAKING}{prefix}*"):  # killed while made: its lock may never have been taken
+        with contextlib.suppress(OSError):
+            if time.time() - made.stat().st_mtime > MAKING_KEPT:
+                shutil.rmtree(made)
+    for old in tmp.glob(f"{prefix}*"):
         try:
             fd = os.open(old / _SCRATCH_LOCK, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except OSError:  # an older rlnb's, another user's: kept
@@ -99,5 +121,3 @@ def scratch_folder(prefix: str = SCRATCH_PREFIX) -> tuple[Path, int | None]:
                           f"{exc.filename or old}: {exc.strerror or exc}", RuntimeWarning, stacklevel=2)  # fmt: skip
         finally:
             os.close(fd)
-    scratch = Path(tempfile.mkdtemp(prefix=prefix))
-    return scratch, hold(scratch / _SCRATCH_LOCK, folder=False)

@@ -7,6 +7,7 @@ import errno
 import os
 import shutil
 import threading
+import time
 import uuid
 import warnings
 from pathlib import Path
@@ -266,6 +267,37 @@ def test_the_scratch_folders_of_killed_servers_are_removed_by_the_next_one_and_n
     assert sorted(tmp_path.iterdir()) == sorted([live, older, third])
     held.release(lock)
     held.release(third_lock)
+
+
+@pytest.mark.skipif(held.fcntl is None, reason="flock is POSIX")
+def test_a_scratch_folder_is_out_of_every_sweeps_sight_until_its_lock_is_held(tmp_path, monkeypatch):
+    """Two servers started at once: one's sweep found the other's new folder between its lock file's creation and
+    its lock, took the free lock, removed the folder, and the other server died with a FileNotFoundError. A folder
+    is made under a name no sweep reads, and renamed once held; one never held (its maker killed) goes after an
+    hour."""
+    monkeypatch.setattr(held.tempfile, "tempdir", str(tmp_path))
+    real_take, other = held._take, []
+
+    def take_after_another_servers_start(fd):
+        if not other:  # the other server starts (and sweeps) between this one's lock file and its lock
+            other.append(None)
+            other[0] = held.scratch_folder()
+        return real_take(fd)
+
+    monkeypatch.setattr(held, "_take", take_after_another_servers_start)
+    folder, lock = held.scratch_folder()
+    (other_folder, other_lock) = other[0]
+    assert folder.is_dir() and other_folder.is_dir() and folder != other_folder
+    monkeypatch.setattr(held, "_take", real_take)
+    abandoned = tmp_path / f"{held.MAKING}{held.SCRATCH_PREFIX}killed"
+    fresh = tmp_path / f"{held.MAKING}{held.SCRATCH_PREFIX}starting"
+    for made in (abandoned, fresh):
+        made.mkdir()
+    os.utime(abandoned, (time.time() - 2 * held.MAKING_KEPT,) * 2)
+    third, third_lock = held.scratch_folder()
+    assert sorted(tmp_path.iterdir()) == sorted([folder, other_folder, fresh, third])
+    for fd in (lock, other_lock, third_lock):
+        held.release(fd)
 
 
 @pytest.mark.skipif(held.fcntl is None, reason="flock is POSIX")
