@@ -14,6 +14,7 @@ from rlnb.history.recording import check_recording
 from rlnb.prompts import tokenizer_spec
 from rlnb.remote.urls import check_base_url
 from rlnb.session.backend import Backend
+from rlnb.session.open_sessions import refuse_shared_history
 from rlnb.session.session import Session
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import validate
@@ -53,6 +54,7 @@ def connect(
     check_target(target)
     kind = wire.optimizer_kind(optimizer) if optimizer is not None else None
     check_recording(history, runs_dir, run_id, record)  # before a model is loaded or a remote session started
+    refuse_shared_history(history)
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
     if target == "local":
         from rlnb.engine.backend import LocalBackend

@@ -19,6 +19,17 @@ OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
 """Every session opened and not yet closed (a ``Session`` adds itself, and ``close`` takes it out)."""
 
 
+def refuse_shared_history(history: object) -> None:
+    """A ``ValueError`` if ``history`` records an open session already: a second session recording into it added
+    each of its operations too, and its steps read 1, 1, 2, 2 without a word."""
+    owner = next((s for s in list(OPEN) if s.history is history and not s.closed), None)
+    if history is not None and owner is not None:
+        raise ValueError(
+            f"history records the open session {owner.id} already: two sessions recording into one History double "
+            "its steps; close that session first, or give this one its own (leave history out, or pass run_id=)"
+        )
+
+
 def _close_open_sessions() -> None:
     """Interpreter exit with operations in flight: stop each session (the running operation finishes or
     stops between tokens, the rest fail SESSION_NOT_ACTIVE), record that, and close its run files. Their

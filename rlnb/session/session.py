@@ -25,7 +25,7 @@ from rlnb.params import OptimizerParams, params_for
 from rlnb.prompts import prompt_list
 from rlnb.session.backend import Backend
 from rlnb.session.bodies import forward_backward_body, optim_step_body, sample_body, sample_mismatch, weights_sync_body
-from rlnb.session.open_sessions import OPEN, close_keeping
+from rlnb.session.open_sessions import OPEN, close_keeping, refuse_shared_history
 from rlnb.session.operation import Operation
 from rlnb.session.submissions import Submissions
 from rlnb.session.tokens import decode_tokens, encode_prompt
@@ -60,6 +60,7 @@ class Session:
         sinks: Sink | Sequence[Sink] = (),
     ):
         check_recording(history, runs_dir, run_id, record)
+        refuse_shared_history(history)
         self.backend = backend
         self.codec: Codec | None = codec or getattr(backend, "codec", None)
         info = backend.session()  # before the run folder is opened (and locked): this may fail

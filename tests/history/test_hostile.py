@@ -16,6 +16,7 @@ import rlnb
 from rlnb import samples, wire
 from rlnb.history import History
 from rlnb.history.locks import LockUnsupportedWarning
+from rlnb.history.runs import RunContinuedWarning
 from rlnb.history.store import RunStoreWarning
 from rlnb.testing import FakeBackend
 
@@ -175,3 +176,22 @@ def test_a_file_system_that_counts_no_links_is_not_taken_for_a_deleted_run_folde
     session.wait()
     session.close()
     assert len(History.load(tmp_path / "fuse")) == 2
+
+
+def test_one_history_is_refused_to_a_second_open_session_and_taken_once_the_first_closes(tmp_path):
+    """``rlnb.Session(backend, history=h)`` with ``h`` already recording an open session: both recorded into it and
+    its steps read 1, 1, 2, 2, without a word. It is refused before anything is submitted (and by ``connect`` before a
+    model loads); once the first session is closed, a new one continues it."""
+    first = rlnb.Session(FakeBackend(), record=False)
+    history = first.history
+    first.forward_backward(BATCH)
+    first.optim_step().result(timeout=30)
+    with pytest.raises(ValueError, match=rf"history records the open session {first.id} already"):
+        rlnb.Session(FakeBackend(), history)
+    with pytest.raises(ValueError, match="two sessions recording into one History double its steps"):
+        rlnb.connect("local", history=history, model=object())  # refused before the model is looked at
+    assert len(history) == 2
+    first.close()
+    with pytest.warns(RunContinuedWarning), rlnb.Session(FakeBackend(), history) as second:
+        second.forward_backward(BATCH).result(timeout=30)
+    assert len(history) == 3
