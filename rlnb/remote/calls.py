@@ -36,7 +36,7 @@ from rlnb._options import check_int
 from rlnb.errors import APIConnectionError, APITimeoutError
 from rlnb.remote import bodies
 from rlnb.remote.retry import RetryPolicy, http_date
-from rlnb.remote.transport import DeadlineTransport, deadline
+from rlnb.remote.transport import DeadlineTransport, Proxies, deadline
 from rlnb.remote.urls import check_base_url
 
 log = logging.getLogger("rlnb")
@@ -146,8 +146,10 @@ class Caller:
         self.max_response_bytes = bodies.MAX_RESPONSE_BYTES if most is None else most
         self.deadline = deadline
         self._owns_http = http_client is None
+        self._proxies = Proxies(http_client is None and transport is None)  # as httpx takes them for its own transport
         if http_client is None:
-            http_client = httpx.Client(transport=transport or DeadlineTransport(), timeout=timeout)
+            transport = transport or DeadlineTransport()
+            http_client = httpx.Client(transport=transport, mounts=self._proxies.mounts, timeout=timeout)
         self._http = http_client
         self.features = ServerFeatures()
         self.server_extensions = server_extensions
@@ -274,6 +276,7 @@ class Caller:
             unsent = isinstance(error, UNSENT)
             retry = not isinstance(error, httpx.LocalProtocolError) and (unsent or call.idempotent)
             what = f"{type(error).__name__}: {self.redact(str(error)) or 'no response'}"
+            what += self._proxies.said(request.url)
             if unsent and call.reconnect_until is not None:
                 delay = min(delay, self.retry.reconnect_max_delay)
                 shut = time.monotonic() + delay >= call.reconnect_until

@@ -1,5 +1,10 @@
 """What a user meets with the remote client: base URLs as they are pasted or read, proxies from the environment."""
 
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
@@ -56,3 +61,67 @@ def test_base_urls_as_users_write_them_reach_the_api_with_the_key(url, sent_to):
         client.supported_models()
     assert [str(r.url) for r in sent] == [sent_to]
     assert sent[0].headers["Authorization"] == f"Bearer {KEY}"
+
+
+@contextlib.contextmanager
+def fake_proxy() -> Iterator[tuple[str, list[bytes]]]:
+    """An HTTP proxy on loopback that answers every request itself with an empty supported-models list, and keeps
+    each request line."""
+    lines: list[bytes] = []
+    body = b'{"data": []}'
+    answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                lines.append(conn.recv(65536).split(b"\r\n")[0])
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", lines
+    finally:
+        listener.close()
+
+
+def test_the_proxy_the_environment_names_is_taken_as_httpx_and_the_sdk_take_it(monkeypatch):
+    """rlnb gave httpx a transport of its own, and httpx then ignores ``HTTP_PROXY`` / ``HTTPS_PROXY``: behind a proxy
+    that every other tool on the machine takes (the SDK too), rlnb went straight for the API and could not reach it.
+    ``NO_PROXY`` still keeps a host off it."""
+    with fake_proxy() as (proxy, lines):
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        with APIClient("http://rl.test:8000", api_key=KEY, max_retries=0) as client:
+            assert client.supported_models().data == []
+        assert lines == [b"GET http://rl.test:8000/v1/rl/supported-models HTTP/1.1"]
+        monkeypatch.setenv("NO_PROXY", "rl.test")
+        client = APIClient("http://rl.test:8000", api_key=KEY, max_retries=0, timeout=2.0)
+        with client, pytest.raises(rlnb.APIConnectionError) as info:  # no such host: straight there, not the proxy
+            client.supported_models()
+        assert len(lines) == 1 and "proxy" not in str(info.value)
+
+
+def test_a_proxy_that_takes_no_connection_is_named_in_the_error_without_its_password(monkeypatch):
+    """``HTTPS_PROXY`` pointing nowhere failed "ConnectError: [Errno 111] Connection refused", read as the API server's
+    refusal; the error names the proxy now, its credentials masked."""
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("HTTPS_PROXY", f"http://proxyuser:proxy-password-1@127.0.0.1:{port}")
+    client = APIClient("https://api.rl.test", api_key=KEY, max_retries=0)
+    with client, pytest.raises(rlnb.APIConnectionError) as info:
+        client.supported_models()
+    said = str(info.value)
+    assert f"through the proxy http://***@127.0.0.1:{port} that the environment names" in said
+    assert "proxy-password-1" not in said and KEY not in said
+
+
+def test_a_proxy_url_httpx_cannot_use_is_a_value_error_naming_where_it_comes_from(monkeypatch):
+    """An ``ftp://`` proxy raised httpx's "Unknown scheme for proxy URL", naming neither the variable nor the fix."""
+    monkeypatch.setenv("ALL_PROXY", "ftp://user:secret-pass@proxy.rl.test:21")
+    with pytest.raises(ValueError, match=r"the proxy the environment names for all:// .*ftp://\*\*\*@proxy") as info:
+        APIClient("https://api.rl.test", api_key=KEY)
+    assert "secret-pass" not in str(info.value)
