@@ -126,6 +126,15 @@ class Scrubber:
             keys.append(self._own)
         return sorted(keys, key=len, reverse=True)
 
+    def cause(self, error: Exception | None) -> Exception | None:
+        """``error`` to chain, unless its text, or its own cause's, quotes a key (then nothing is chained)."""
+        seen: BaseException | None = error
+        while seen is not None:
+            if self.redact(str(seen)) != str(seen):
+                return None
+            seen = seen.__cause__ or seen.__context__
+        return error
+
     def redact(self, text: str) -> str:
         return _secrets.redact_keys(text, self._keys())
 

@@ -33,7 +33,7 @@ from pydantic import BaseModel, SecretStr
 
 from rlnb import _secrets
 from rlnb._options import check_int
-from rlnb.errors import APIConnectionError, APITimeoutError
+from rlnb.errors import APIConnectionError, APIError, APITimeoutError
 from rlnb.remote import bodies
 from rlnb.remote.retry import RetryPolicy, http_date
 from rlnb.remote.transport import DeadlineTransport, Proxies, deadline
@@ -168,6 +168,9 @@ class Caller:
     def _send(self, call: Call) -> httpx.Response:
         """Send with the retry policy, within the call's deadline; a 2xx response, or the mapped exception."""
         request = self._build(call)
+        if self._http.is_closed:  # closed by its owner: httpx's RuntimeError escaped close(), which left all running
+            url = self.redact(str(request.url.copy_with(query=None)))
+            raise APIError("the http_client given to rlnb was closed", method=request.method, url=url)
         end = time.monotonic() + self.deadline + call.wait
         limit = f"the call's deadline ({self.deadline:g} s)"
         if call.until is not None and call.until < end:
@@ -290,18 +293,11 @@ class Caller:
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
             if late or shut:
                 tries += f"; {limit} passed" if late else "; its time to reconnect passed"
-            raise cls(what + tries, method=method, url=url, sent=not isinstance(error, UNSENT)) from self._cause(error)
+            raise cls(what + tries, method=method, url=url, sent=not isinstance(error, UNSENT)) from self._bodies.cause(
+                error
+            )
         log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries, delay)
         return delay
-
-    def _cause(self, error: Exception | None) -> Exception | None:
-        """``error`` to chain, unless its text, or its own cause's, quotes a key (then nothing is chained)."""
-        seen: BaseException | None = error
-        while seen is not None:
-            if self.redact(str(seen)) != str(seen):
-                return None
-            seen = seen.__cause__ or seen.__context__
-        return error
 
     def _parse(self, response: httpx.Response, model: type[M]) -> M:
         return self._bodies.parse(response, model)

@@ -1,4 +1,5 @@
-"""What a user meets with the remote client: base URLs as they are pasted or read, proxies from the environment."""
+"""What a user meets with the remote client: base URLs as they are pasted or read, proxies from the environment, an
+http_client closed before the session."""
 
 import contextlib
 import socket
@@ -9,8 +10,11 @@ import httpx
 import pytest
 
 import rlnb
+from rlnb import samples
 from rlnb.remote.client import APIClient
-from tests.support.fake_api import KEY
+from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI
+
+BATCH = [samples.cross_entropy(list(b"a user's batch"))]
 
 
 @pytest.mark.parametrize(
@@ -125,3 +129,21 @@ def test_a_proxy_url_httpx_cannot_use_is_a_value_error_naming_where_it_comes_fro
     with pytest.raises(ValueError, match=r"the proxy the environment names for all:// .*ftp://\*\*\*@proxy") as info:
         APIClient("https://api.rl.test", api_key=KEY)
     assert "secret-pass" not in str(info.value)
+
+
+def test_a_session_whose_http_client_its_owner_closed_says_so_and_names_what_may_still_run(caplog):
+    """``with httpx.Client() as http: s = rlnb.connect(..., http_client=http)``, then ``s`` used after the block:
+    httpx's "RuntimeError: Cannot send a request, as the client has been closed" escaped ``close()``, which warned of
+    nothing, left the session OPEN (so every later close raised it again) and its resource running."""
+    fake = FakeAPI(ready_after=1)
+    with httpx.Client(transport=httpx.MockTransport(fake)) as http:
+        s = rlnb.connect(BASE, api_key=KEY, base_model="rlnb/tiny", http_client=http, record=False, **FAST_POLL)
+    with pytest.raises(rlnb.OperationFailed, match="the http_client given to rlnb was closed"):
+        s.forward_backward(BATCH).result(10)
+    with pytest.raises(rlnb.APIError, match=r"/stop: the http_client given to rlnb was closed"):
+        s.close()
+    said = caplog.text
+    assert f"could not stop session {s.backend.session_id}" in said
+    assert f"could not stop model resource {s.backend.resource.id}" in said
+    s.close()  # closed: nothing raised a second time
+    assert [x["status"] for x in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_RUNNING"]  # as the warning says
