@@ -288,7 +288,7 @@ class Caller:
             if "Authorization" in request.headers:  # the cause of what we raise keeps this request
                 request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
             if response is not None:
-                raise self._bodies.status_error(request, response, self.base_url)
+                raise self._bodies.status_error(request, response, self.base_url, self.retry.unheeded(response.headers))
             cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
             if late or shut:

@@ -2,8 +2,10 @@
 http_client closed before the session."""
 
 import contextlib
+import email.utils
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -12,7 +14,8 @@ import pytest
 import rlnb
 from rlnb import samples
 from rlnb.remote.client import APIClient
-from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI
+from rlnb.remote.retry import RetryPolicy
+from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, error
 
 BATCH = [samples.cross_entropy(list(b"a user's batch"))]
 
@@ -147,3 +150,32 @@ def test_a_session_whose_http_client_its_owner_closed_says_so_and_names_what_may
     assert f"could not stop model resource {s.backend.resource.id}" in said
     s.close()  # closed: nothing raised a second time
     assert [x["status"] for x in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_RUNNING"]  # as the warning says
+
+
+@pytest.mark.parametrize(
+    "header",
+    [{"retry-after": "3600"}, {"retry-after-ms": "3600000"}, {"retry-after": "an HTTP date an hour from now"}],
+    ids=["seconds", "milliseconds", "http-date"],
+)
+def test_a_retry_after_past_max_retry_after_is_named_in_the_final_error(header):
+    """A 429 asking for an hour was retried on backoff (as the SDK does) and failed "429 rate limited", without a word
+    of the hour: the user retried at once, and was refused again."""
+    if header.get("retry-after", "").startswith("an HTTP date"):
+        header = {"retry-after": email.utils.formatdate(time.time() + 3600, usegmt=True)}
+    sent: list[httpx.Request] = []
+    transport = httpx.MockTransport(lambda request: sent.append(request) or error(429, "rate limited", **header))
+    retry = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.002)
+    client = APIClient(BASE, api_key=KEY, transport=transport, retry=retry)
+    wait = r"\(the server asked to wait 3[56]\d\d s before a retry, past max_retry_after, 60 s\)$"
+    with client, pytest.raises(rlnb.RateLimitError, match=rf": 429 rate limited {wait}"):
+        client.supported_models()
+    assert len(sent) == 3  # on backoff all the same, as before
+
+
+@pytest.mark.parametrize("header", [{"retry-after": "0.01"}, {"retry-after": "-5"}, {}])
+def test_a_retry_after_within_max_retry_after_or_none_is_not_named(header):
+    transport = httpx.MockTransport(lambda request: error(429, "busy", **header))
+    retry = RetryPolicy(max_retries=1, initial_delay=0.001, max_delay=0.002)
+    with APIClient(BASE, transport=transport, retry=retry) as client, pytest.raises(rlnb.RateLimitError) as info:
+        client.supported_models()
+    assert str(info.value).endswith(": 429 busy")
