@@ -12,10 +12,12 @@ import httpx
 import pytest
 
 import rlnb
-from rlnb import samples
+from rlnb import samples, wire
 from rlnb.remote.client import APIClient
 from rlnb.remote.retry import RetryPolicy
+from rlnb.testing import ServerProcess, free_port
 from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, error
+from tests.support.server import START_DEADLINE
 
 BATCH = [samples.cross_entropy(list(b"a user's batch"))]
 
@@ -179,3 +181,32 @@ def test_a_retry_after_within_max_retry_after_or_none_is_not_named(header):
     with APIClient(BASE, transport=transport, retry=retry) as client, pytest.raises(rlnb.RateLimitError) as info:
         client.supported_models()
     assert str(info.value).endswith(": 429 busy")
+
+
+@pytest.mark.slow  # two rlnb serve processes
+def test_a_server_killed_mid_poll_and_restarted_on_its_port_is_said_plainly(caplog):
+    """The network drops mid-poll (the server is killed, then restarted on the same port without its state): what
+    was in flight fails at once once it answers, saying it no longer knows the operations; a new submission fails
+    SESSION_NOT_ACTIVE; ``close()`` ends within its deadlines, warning that the session was already gone."""
+    port = free_port()
+    first = ServerProcess.rlnb_serve("--device", "cpu", "--op-delay", "1.0", port=port, timeout=START_DEADLINE)
+    with first as url:
+        s = rlnb.connect(url, base_model="rlnb/tiny", record=False, poll_failure_window=START_DEADLINE)
+        ops = [s.forward_backward(BATCH), s.optim_step(), s.forward_backward(BATCH)]
+        deadline = time.monotonic() + 30
+        while not all(op.id for op in ops):  # all sent
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    with ServerProcess.rlnb_serve("--device", "cpu", port=port, timeout=START_DEADLINE):
+        unknown = []
+        for op in ops:
+            with contextlib.suppress(rlnb.OperationFailed):
+                op.result(START_DEADLINE)
+            if op.status == wire.OperationStatus.FAILED:
+                unknown.append(op.error.code)
+                assert "no longer knows this operation" in op.error.message
+        assert unknown and set(unknown) == {wire.OperationErrorCode.SESSION_NOT_ACTIVE}
+        with pytest.raises(rlnb.OperationFailed, match="SESSION_NOT_ACTIVE.*not found"):
+            s.optim_step().result(30)
+        s.close()
+    assert f"session {s.backend.session_id} was already gone" in caplog.text
