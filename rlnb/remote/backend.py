@@ -258,8 +258,9 @@ class RemoteBackend:
         """After the stop: one last poll of each operation still in flight (while the server answers, if
         ``ask``); unfinished ones end FAILED (SESSION_NOT_ACTIVE), as on the local backend. The polls share one
         call's ``deadline`` (a server answering each 503 with a ``Retry-After`` held close() one per operation), and go
-        ``SETTLE_POLLS`` at a time: one after another, 30 operations on a server answering in 1 s held close() (and
-        the interpreter's exit) 31 s. Reported in submission order."""
+        ``SETTLE_POLLS`` at a time: one after another, 30 operations on a server answering in 1 s held close() 31 s
+        (at the interpreter's exit, where no future can be scheduled, they still go one after another). Reported in
+        submission order."""
         end, gone = time.monotonic() + self.client.deadline, threading.Event()  # set: the server cannot be reached
 
         def last(op: Any) -> tuple[wire.Operation[Any], bool]:
@@ -277,6 +278,8 @@ class RemoteBackend:
         pool = ThreadPoolExecutor(SETTLE_POLLS, thread_name_prefix=f"rlnb-settle-{self.session_id}")
         try:
             envs = list(pool.map(last, inflight))
+        except RuntimeError:  # the interpreter's exit: no future can be scheduled (none was), so one after another
+            envs = [last(op) for op in inflight]
         finally:  # a Ctrl-C: close() returns now; the polls end by their deadline
             pool.shutdown(wait=False, cancel_futures=True)
         for op, (env, reached) in zip(inflight, envs, strict=True):
