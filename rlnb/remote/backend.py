@@ -13,6 +13,7 @@ import enum
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rlnb import wire
@@ -29,6 +30,8 @@ log = logging.getLogger("rlnb")
 CLOSE_GRACE = 5.0
 """Seconds ``close()`` waits for a POST in flight once the server has answered the stop (it answers it
 at once, ending the operation); past it the operation is recorded FAILED."""
+SETTLE_POLLS = 8
+"""The last polls of ``close()`` that go at once (``RemoteBackend._settle``)."""
 
 
 class Lifecycle(enum.Enum):
@@ -254,20 +257,35 @@ class RemoteBackend:
     def _settle(self, inflight: list[Any], ask: bool) -> None:
         """After the stop: one last poll of each operation still in flight (while the server answers, if
         ``ask``); unfinished ones end FAILED (SESSION_NOT_ACTIVE), as on the local backend. The polls share one
-        call's ``deadline``: a server answering each 503 with a ``Retry-After`` held close() one per operation."""
-        end = time.monotonic() + self.client.deadline
-        for op in inflight:
-            env = op.env
-            if ask:
-                try:
-                    env = self.client.get_operation(self.session_id, op.kind, op.env.id, until=end)
-                except APIConnectionError:
-                    ask = False  # gone: do not spend a deadline on each of the others
-                except APIError:
-                    pass
+        call's ``deadline`` (a server answering each 503 with a ``Retry-After`` held close() one per operation), and go
+        ``SETTLE_POLLS`` at a time: one after another, 30 operations on a server answering in 1 s held close() 31 s
+        (at the interpreter's exit, where no future can be scheduled, they still go one after another). Reported in
+        submission order."""
+        end, gone = time.monotonic() + self.client.deadline, threading.Event()  # set: the server cannot be reached
+
+        def last(op: Any) -> tuple[wire.Operation[Any], bool]:
+            """Its last envelope, and whether the server was reached for it."""
+            if not ask or gone.is_set():
+                return op.env, False
+            try:
+                return self.client.get_operation(self.session_id, op.kind, op.env.id, until=end), True
+            except APIConnectionError:
+                gone.set()  # do not spend a deadline on each of the others
+                return op.env, False
+            except APIError:
+                return op.env, True
+
+        pool = ThreadPoolExecutor(SETTLE_POLLS, thread_name_prefix=f"rlnb-settle-{self.session_id}")
+        try:
+            envs = list(pool.map(last, inflight))
+        except RuntimeError:  # the interpreter's exit: no future can be scheduled (none was), so one after another
+            envs = [last(op) for op in inflight]
+        finally:  # a Ctrl-C: close() returns now; the polls end by their deadline
+            pool.shutdown(wait=False, cancel_futures=True)
+        for op, (env, reached) in zip(inflight, envs, strict=True):
             if env.status not in wire.TERMINAL_STATUSES:
                 reason = "the session was closed before this finished"
-                if not ask:
+                if not reached:
                     reason += " (the server could not be reached, so its outcome is unknown)"
                 env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason)
             report(op, env)

@@ -126,6 +126,15 @@ class Scrubber:
             keys.append(self._own)
         return sorted(keys, key=len, reverse=True)
 
+    def cause(self, error: Exception | None) -> Exception | None:
+        """``error`` to chain, unless its text, or its own cause's, quotes a key (then nothing is chained)."""
+        seen: BaseException | None = error
+        while seen is not None:
+            if self.redact(str(seen)) != str(seen):
+                return None
+            seen = seen.__cause__ or seen.__context__
+        return error
+
     def redact(self, text: str) -> str:
         return _secrets.redact_keys(text, self._keys())
 
@@ -176,9 +185,12 @@ class Scrubber:
             detail = self.redact(str(exc))
         raise invalid(response, model.__name__, detail)
 
-    def status_error(self, request: httpx.Request, response: httpx.Response, base_url: str) -> APIStatusError:
+    def status_error(
+        self, request: httpx.Request, response: httpx.Response, base_url: str, note: str = ""
+    ) -> APIStatusError:
         """The exception for an error status, with the server's message and decoded body, both scrubbed (a
-        redirect: where to, and the ``base_url`` to use instead of ``base_url`` when the API is what moved)."""
+        redirect: where to, and the ``base_url`` to use instead of ``base_url`` when the API is what moved), and
+        ``note`` after the message."""
         body: Any
         try:
             decoded = json.loads(_text(response.content))
@@ -192,7 +204,7 @@ class Scrubber:
             message = self._redirect(request, response, base_url)
         cls = status_error_class(response.status_code)
         url = str(request.url.copy_with(query=None))  # presigned URLs carry a signature in the query
-        return cls(message, method=request.method, url=url, status_code=response.status_code, body=body)
+        return cls(message + note, method=request.method, url=url, status_code=response.status_code, body=body)
 
     def _redirect(self, request: httpx.Request, response: httpx.Response, base_url: str) -> str:
         """Where a redirect points and why it is not followed (it read "301 <html>Moved</html>", though http://

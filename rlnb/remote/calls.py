@@ -33,10 +33,10 @@ from pydantic import BaseModel, SecretStr
 
 from rlnb import _secrets
 from rlnb._options import check_int
-from rlnb.errors import APIConnectionError, APITimeoutError
+from rlnb.errors import APIConnectionError, APIError, APITimeoutError
 from rlnb.remote import bodies
 from rlnb.remote.retry import RetryPolicy, http_date
-from rlnb.remote.transport import DeadlineTransport, deadline
+from rlnb.remote.transport import DeadlineTransport, Proxies, deadline
 from rlnb.remote.urls import check_base_url
 
 log = logging.getLogger("rlnb")
@@ -146,8 +146,10 @@ class Caller:
         self.max_response_bytes = bodies.MAX_RESPONSE_BYTES if most is None else most
         self.deadline = deadline
         self._owns_http = http_client is None
+        self._proxies = Proxies(http_client is None and transport is None)  # as httpx takes them for its own transport
         if http_client is None:
-            http_client = httpx.Client(transport=transport or DeadlineTransport(), timeout=timeout)
+            transport = transport or DeadlineTransport()
+            http_client = httpx.Client(transport=transport, mounts=self._proxies.mounts, timeout=timeout)
         self._http = http_client
         self.features = ServerFeatures()
         self.server_extensions = server_extensions
@@ -166,6 +168,9 @@ class Caller:
     def _send(self, call: Call) -> httpx.Response:
         """Send with the retry policy, within the call's deadline; a 2xx response, or the mapped exception."""
         request = self._build(call)
+        if self._http.is_closed:  # closed by its owner: httpx's RuntimeError escaped close(), which left all running
+            url = self.redact(str(request.url.copy_with(query=None)))
+            raise APIError("the http_client given to rlnb was closed", method=request.method, url=url)
         end = time.monotonic() + self.deadline + call.wait
         limit = f"the call's deadline ({self.deadline:g} s)"
         if call.until is not None and call.until < end:
@@ -274,6 +279,7 @@ class Caller:
             unsent = isinstance(error, UNSENT)
             retry = not isinstance(error, httpx.LocalProtocolError) and (unsent or call.idempotent)
             what = f"{type(error).__name__}: {self.redact(str(error)) or 'no response'}"
+            what += self._proxies.said(request.url)
             if unsent and call.reconnect_until is not None:
                 delay = min(delay, self.retry.reconnect_max_delay)
                 shut = time.monotonic() + delay >= call.reconnect_until
@@ -282,23 +288,16 @@ class Caller:
             if "Authorization" in request.headers:  # the cause of what we raise keeps this request
                 request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
             if response is not None:
-                raise self._bodies.status_error(request, response, self.base_url)
+                raise self._bodies.status_error(request, response, self.base_url, self.retry.unheeded(response.headers))
             cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
             if late or shut:
                 tries += f"; {limit} passed" if late else "; its time to reconnect passed"
-            raise cls(what + tries, method=method, url=url, sent=not isinstance(error, UNSENT)) from self._cause(error)
+            raise cls(what + tries, method=method, url=url, sent=not isinstance(error, UNSENT)) from self._bodies.cause(
+                error
+            )
         log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries, delay)
         return delay
-
-    def _cause(self, error: Exception | None) -> Exception | None:
-        """``error`` to chain, unless its text, or its own cause's, quotes a key (then nothing is chained)."""
-        seen: BaseException | None = error
-        while seen is not None:
-            if self.redact(str(seen)) != str(seen):
-                return None
-            seen = seen.__cause__ or seen.__context__
-        return error
 
     def _parse(self, response: httpx.Response, model: type[M]) -> M:
         return self._bodies.parse(response, model)

@@ -40,9 +40,13 @@ def may_have_acted(error: APIError) -> bool:
     return not (isinstance(error, APIStatusError) and error.status_code < 500)
 
 
-def create_once(create: Callable[[], T], find: Callable[[float], list[T]], client: APIClient, what: str) -> T:
+def create_once(
+    create: Callable[[], T], find: Callable[[float], list[T]], client: APIClient, what: str, lister: str
+) -> T:
     """``create()``; when its answer is lost, the one object ``find(since)`` lists (``since``: when it was
-    sent, on the server's clock), or the original error when there is none."""
+    sent, on the server's clock), or the original error when there is none, with a note that the server may have
+    created it all the same, or may still (a slow server acts after the call's deadline), and how to find it
+    (``lister``: the ``APIClient`` method): the bare timeout left a paid resource running, unnamed."""
     sent = time.time()
     try:
         return create()
@@ -64,6 +68,10 @@ def create_once(create: Callable[[], T], find: Callable[[float], list[T]], clien
             f"the answer to creating {what} was lost ({lost}), and {len(found)} matching ones were created since "
             f"it was sent: {ids}. rlnb cannot tell which is its own: stop those you do not use"
         ) from lost
+    lost.add_note(
+        f"(the server may have created {what} all the same, or may still, and rlnb cannot stop what it cannot name: "
+        f"look for it with rlnb.remote.client.APIClient({client.base_url!r}).{lister}(created_by='me'), and stop it)"
+    )
     raise lost
 
 

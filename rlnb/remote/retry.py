@@ -52,6 +52,15 @@ class RetryPolicy:
             return asked
         return min(self.initial_delay * 2.0**attempt, self.max_delay) * (1 - self.jitter * random.random())
 
+    def unheeded(self, headers: httpx.Headers) -> str:
+        """Words for the final error when the server asked for a longer wait than ``max_retry_after``, else "": its
+        ``Retry-After`` gave way to backoff, and a 429 "come back in an hour" read as a plain failure."""
+        asked = _retry_after(headers)
+        if asked is None or not self.max_retry_after < asked < float("inf"):
+            return ""
+        most = self.max_retry_after
+        return f" (the server asked to wait {asked:.0f} s before a retry, past max_retry_after, {most:g} s)"
+
 
 def _retry_after(headers: httpx.Headers) -> float | None:
     """Seconds the server asked to wait, or None when it did not (or said nothing parsable)."""

@@ -192,7 +192,9 @@ class Start:
                              wire.RESOURCE_ENDED)  # fmt: skip
         request = options.session_request(rid)
         create = lambda: self.client.create_session(request)  # noqa: E731
-        info = recover.create_once(create, recover.sessions_since(self.client, request), self.client, "a session")
+        info = recover.create_once(
+            create, recover.sessions_since(self.client, request), self.client, "a session", "list_sessions"
+        )
         self.created_session = info.id
         log.info("started training session %s on %s", info.id, rid)
         running = self.running(info.id)
@@ -214,7 +216,7 @@ class Start:
         request = options.resource_request(base_model)
         create = lambda: self.client.create_model_resources(request)  # noqa: E731
         find = recover.resources_since(self.client, request)
-        resource = recover.create_once(create, find, self.client, "a model resource")
+        resource = recover.create_once(create, find, self.client, "a model resource", "list_model_resources")
         self.created_resource = resource.id
         log.info("created model resource %s (%s)", resource.id, resource.base_model)
         return resource

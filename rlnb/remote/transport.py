@@ -8,6 +8,9 @@ the socket operation fails with httpcore's ``ReadTimeout`` (or ``WriteTimeout`` 
 which httpx raises as its own timeout and rlnb as ``APITimeoutError``. Connecting (TCP and TLS) may be
 bounded sooner (``deadline(at, connect_by)``): a stop's retries end with its reconnect window
 (``calls.Call.reconnect_until``).
+
+``Proxies`` are those the environment names (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, less ``NO_PROXY``), as
+``DeadlineTransport`` mounts: httpx mounts them only for a client it builds its own transport for.
 """
 
 from __future__ import annotations
@@ -18,9 +21,13 @@ import ssl
 import time
 import typing
 from collections.abc import Iterable, Iterator
+from urllib.parse import urlsplit
 
 import httpcore
 import httpx
+from httpx._utils import URLPattern, get_environment_proxies
+
+from rlnb import _secrets
 
 _DEADLINE: contextvars.ContextVar[tuple[float | None, float | None]] = contextvars.ContextVar(
     "rlnb_request_deadline", default=(None, None)
@@ -107,3 +114,38 @@ class DeadlineTransport(httpx.HTTPTransport):
         super().__init__(**kwargs)
         pool = self._pool  # httpcore's pools take a network_backend; httpx does not pass one through
         pool._network_backend = _Backend(pool._network_backend)
+
+
+class Proxies:
+    """The proxies the environment names, as httpx would take them (``NO_PROXY`` included), or none (``environment``
+    False: a client given a transport or an ``http_client`` of the caller's). Given a transport of its own, httpx
+    ignores them, so rlnb went straight past the proxy every other tool on the machine takes (the SDK too) and could
+    not reach the API from behind one. ``mounts`` for ``httpx.Client``; ``said(url)`` names the proxy a request goes
+    through, for its connection error ("Connection refused" read as the API server's own)."""
+
+    def __init__(self, environment: bool = True) -> None:
+        found = get_environment_proxies() if environment else {}
+        self._urls = dict(sorted((URLPattern(pattern), url) for pattern, url in found.items()))
+        self.mounts: dict[str, httpx.BaseTransport | None] = {}
+        for pattern, url in self._urls.items():
+            try:
+                self.mounts[pattern.pattern] = None if url is None else DeadlineTransport(proxy=url)
+            except (ValueError, httpx.InvalidURL) as exc:  # an ftp:// one, or no URL: httpx says neither where from
+                raise ValueError(
+                    f"the proxy the environment names for {pattern.pattern} (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY), "
+                    f"{shown(str(url))}, cannot be used: {_secrets.redact(str(exc))}; use an http(s):// or socks5:// "
+                    "proxy URL, or list the API's host in NO_PROXY"
+                ) from None
+
+    def said(self, url: httpx.URL) -> str:
+        """Words for an error of a request to ``url`` naming the proxy it went through (credentials masked), or ""."""
+        for pattern, proxy in self._urls.items():
+            if pattern.matches(url):
+                return "" if proxy is None else f" (through the proxy {shown(proxy)} that the environment names)"
+        return ""
+
+
+def shown(url: str) -> str:
+    """A proxy URL as a message may show it: no user or password (a proxy's own credentials)."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=f"{_secrets.MASK}@{parts.netloc.rpartition('@')[2]}").geturl() if "@" in url else url

@@ -13,12 +13,25 @@ from rlnb import _secrets
 def check_base_url(url: str, name: str) -> str:
     """``url`` as a base URL: no credentials (``_secrets.check_url``); no query or fragment, which the API's paths
     would be appended to (``https://host/?api_key=sk-...`` sent every call to ``/`` with the key in its query, and
-    failed "404" naming neither); an http(s) scheme and a host (``"http://"``, an unset variable in an f-string, was
+    failed "404" naming neither); no whitespace or unprintable character (``" http://host"`` went to a relative
+    URL, ``"http://host\\n"`` raised httpx's ``InvalidURL`` naming no field); a port in range and brackets that close;
+    an http(s) scheme and a host (``"http://"``, an unset variable in an f-string, was
     sent 6 times over 14 s, then failed "missing an 'http://' protocol", which it had). The ``ValueError`` names
     ``name`` and never shows the query."""
+    for i, char in enumerate(url):  # urlsplit strips them at the ends, so the checks below passed; httpx does not
+        if char.isspace() or not char.isprintable():  # a zero-width space pasted from a page too
+            what = "whitespace" if char.isspace() else f"an unprintable character (U+{ord(char):04X})"
+            raise ValueError(
+                f"{name} holds {what} at position {i} of its {len(url)} characters (a URL read from a file or pasted "
+                "keeps its newline or spaces: strip it)"
+            )
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port past 65535 or not a number
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535": named, not bare
+        raise ValueError(f"{name} is no URL ({exc}): use an http(s)://host[:port] URL") from None
     _secrets.check_url(url, name)
-    parts = urlsplit(url)
-    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
         shown = parts._replace(query="", fragment="").geturl()
         raise ValueError(
             f"{name} must have no query (?...) or fragment (#...): rlnb appends the API's paths to it (got {shown} "

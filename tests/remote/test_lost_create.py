@@ -2,6 +2,8 @@
 server acted is not sent again (that made a second, orphaned resource, or a 429 for the session slot the
 first one took), and ``connect`` finds what it created by listing. Against the real app, in process."""
 
+import re
+
 import httpx
 import pytest
 from fastapi.testclient import TestClient
@@ -127,3 +129,29 @@ def test_a_create_whose_connection_was_refused_is_not_looked_for_as_lost(caplog)
         rlnb.connect(f"http://127.0.0.1:{port}", base_model="rlnb/tiny", record=False, max_retries=1)
     assert refused.value.sent is False and "Connect" in str(refused.value)
     assert not [r for r in caplog.records if "was lost" in r.getMessage()]
+
+
+def test_a_create_the_server_acts_on_after_the_deadline_is_raised_with_how_to_find_what_it_made(tmp_path):
+    """A server slower than the call's deadline creates the resource after rlnb gave up on the POST and listed
+    nothing: ``connect`` raised a bare ``APITimeoutError``, and the resource (reserved GPUs) ran on, named nowhere. The
+    error now says it may exist, and which call finds it; that call does."""
+    with app_client(tmp_path) as c:
+        late: list[httpx.Request] = []
+
+        def slow(request: httpx.Request) -> httpx.Response:
+            if request.method == "POST" and request.url.path == RESOURCES and not late:
+                late.append(request)  # the server acts on it after the client's deadline
+                raise httpx.ReadTimeout("timed out")
+            answer = c.request(request.method, str(request.url), content=request.read(), headers=request.headers)
+            return httpx.Response(answer.status_code, headers=answer.headers.multi_items(), content=answer.content)
+
+        with httpx.Client(transport=httpx.MockTransport(slow)) as http:
+            with pytest.raises(rlnb.APITimeoutError) as info:
+                rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=http, record=False)
+            c.post("/model-resources", content=late[0].read(), headers={"Content-Type": "application/json"})
+            notes = " ".join(getattr(info.value, "__notes__", []))
+            assert "may have created a model resource all the same, or may still" in notes
+            call = re.search(r"APIClient\('http://testserver'\)\.(\w+)\(created_by='me'\)", notes)
+            assert call is not None
+            found = getattr(APIClient("http://testserver", http_client=http), call[1])(created_by="me").data
+            assert [r.status for r in found] == [wire.ModelResourcesStatus.READY]  # the orphan the note points to
