@@ -116,6 +116,10 @@ class DeadlineTransport(httpx.HTTPTransport):
         pool._network_backend = _Backend(pool._network_backend)
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+"""Hosts never sent through a proxy (a ``NO_PROXY`` of their own)."""
+
+
 class Proxies:
     """The proxies the environment names, as httpx would take them (``NO_PROXY`` included), or none (``environment``
     False: a client given a transport or an ``http_client`` of the caller's). Given a transport of its own, httpx
@@ -125,6 +129,8 @@ class Proxies:
 
     def __init__(self, environment: bool = True) -> None:
         found = get_environment_proxies() if environment else {}
+        if found:  # a proxy's own loopback is not this machine's: `rlnb serve` here is reached directly, as Go does
+            found.update({f"all://{host}": None for host in LOOPBACK})
         self._urls = dict(sorted((URLPattern(pattern), url) for pattern, url in found.items()))
         self.mounts: dict[str, httpx.BaseTransport | None] = {}
         for pattern, url in self._urls.items():

@@ -114,6 +114,17 @@ def test_the_proxy_the_environment_names_is_taken_as_httpx_and_the_sdk_take_it(m
         assert len(lines) == 1 and "proxy" not in str(info.value)
 
 
+def test_a_server_on_loopback_is_reached_directly_whatever_proxy_the_environment_names(monkeypatch):
+    """A proxy's own loopback is not this machine's: with ``HTTP_PROXY`` set and no ``NO_PROXY``, a local ``rlnb serve``
+    (``http://127.0.0.1:PORT``, ``localhost``) went through the proxy, which cannot reach it."""
+    with fake_proxy() as (proxy, through), fake_proxy() as (local, direct):
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        for host in ("127.0.0.1", "localhost"):
+            with APIClient(local.replace("127.0.0.1", host), api_key=KEY, max_retries=0) as client:
+                assert client.supported_models().data == []
+        assert through == [] and direct == [b"GET /v1/rl/supported-models HTTP/1.1"] * 2
+
+
 def test_a_proxy_that_takes_no_connection_is_named_in_the_error_without_its_password(monkeypatch):
     """``HTTPS_PROXY`` pointing nowhere failed "ConnectError: [Errno 111] Connection refused", read as the API server's
     refusal; the error names the proxy now, its credentials masked."""
