@@ -1,0 +1,42 @@
+"""What a hostile user gave the plots and the live view: many runs on one comparison, names matplotlib reads
+its own way, figures that are not finite. Checked on the figure objects (lines, legend, layout)."""
+
+import os
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgba
+
+from rlnb.viz import plots
+
+
+def runs(names, steps=50):
+    return pd.DataFrame([{"run": n, "seed": 0, "step": t, "loss": 1.0 / t + i} for i, n in enumerate(names)
+                         for t in range(1, steps + 1)])  # fmt: skip
+
+
+def test_thirty_runs_are_thirty_distinct_lines_in_a_legend_beside_the_axes():
+    """30 runs were drawn in 10 colours (three lines to a colour, the legend unable to tell them apart) and their
+    legend, inside a 3.5-inch figure, was taller than it: the axes were squashed to a sliver."""
+    names = [f"lr={i}e-4 rank=16 warmup=100 seed-averaged config {i}" for i in range(30)]
+    ax = plots.compare(runs(names))
+    styles = {(to_rgba(ln.get_color()), ln.get_marker()) for ln in ax.lines}
+    assert len(ax.lines) == len(styles) == 30
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == names
+    fig = ax.figure
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    box, frame, page = legend.get_window_extent(renderer), ax.get_window_extent(renderer), fig.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1  # all on the page
+    assert box.x0 >= frame.x1  # beside the lines, not over them
+    assert frame.height >= 0.5 * page.height and frame.width >= 0.4 * page.width
+
+
+def test_a_run_named_with_a_leading_underscore_is_in_the_legend():
+    """matplotlib leaves a label starting with ``_`` out of a legend: the run ``_scratch`` was drawn, unnamed."""
+    ax = plots.compare(runs(["_scratch", "main"]))
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["_scratch", "main"]
