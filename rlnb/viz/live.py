@@ -27,6 +27,7 @@ import ipywidgets as widgets
 from rlnb._options import check_int, check_seconds
 from rlnb.history import History
 from rlnb.history.figures import StepRow
+from rlnb.prompts import check_text
 from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz.draw import check_ema
 from rlnb.viz.livefig import Panel, Series
@@ -77,6 +78,8 @@ class LiveView:
         self.metrics: list[str] = [] if metrics is None else [metrics] if isinstance(metrics, str) else list(metrics)
         if not all(isinstance(m, str) and m.strip() for m in self.metrics):  # [5]: "unsupported operand type(s) for
             raise TypeError(f"metrics must be the names of logged figures, got {self.metrics!r}")  # +: 'int' and 'str'"
+        for m in self.metrics:  # the panel's title failed to draw, in FT2Font.set_text; history.log refuses one too
+            check_text(m, f"LiveView: the metric name {m!r}")
         clash = {"loss", "grad_norm", "learning_rate"} & set(self.metrics)
         if clash:
             raise ValueError(f"metrics may not be named {sorted(clash)}: those panels are built in")

@@ -6,10 +6,13 @@ import os
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import pandas as pd
+import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 
+from rlnb.history import History
 from rlnb.viz import plots
+from rlnb.viz.live import LiveView
 
 
 def runs(names, steps=50):
@@ -40,3 +43,10 @@ def test_a_run_named_with_a_leading_underscore_is_in_the_legend():
     """matplotlib leaves a label starting with ``_`` out of a legend: the run ``_scratch`` was drawn, unnamed."""
     ax = plots.compare(runs(["_scratch", "main"]))
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["_scratch", "main"]
+
+
+def test_a_live_view_refuses_a_metric_named_with_a_lone_surrogate():
+    """``metrics=["acc\\ud800"]`` failed inside matplotlib (``FT2Font.set_text(): incompatible function arguments``)
+    drawing the panel's title; ``history.log`` refuses such a name, so the panel could never have drawn a point."""
+    with pytest.raises(ValueError, match=r"LiveView: the metric name 'acc\\ud800' holds a lone surrogate"):
+        LiveView(History(), metrics=["acc\ud800"])
