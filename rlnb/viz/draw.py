@@ -127,10 +127,11 @@ def check_ema(ema: object) -> None:
 
 
 def smooth(y: ArrayLike, ema: float) -> np.ndarray:
-    """Exponential moving average ``s[0] = y[0]``, ``s[t] = ema·s[t-1] + (1 - ema)·y[t]``; NaNs are
-    skipped and stay gaps."""
+    """Exponential moving average ``s[0] = y[0]``, ``s[t] = ema·s[t-1] + (1 - ema)·y[t]``; NaNs and infinities are
+    skipped and stay gaps (the EMA drew the value before an infinity at its step, as if one had been reported)."""
     check_ema(ema)
     values = pd.Series(np.asarray(y, dtype=float))
+    values = values.where(np.isfinite(values))
     out = values.ewm(alpha=1 - ema, adjust=False, ignore_na=True).mean()
     return out.where(values.notna()).to_numpy()
 
@@ -150,9 +151,25 @@ def series(ax: Axes, x: ArrayLike, y: ArrayLike, ema: float | None, color: str, 
     marker = "o" if len(np.asarray(x)) <= MARKERS_UP_TO else ""
     if ema is None:
         ax.plot(*decimate(x, y), color=color, label=label, marker=marker, ms=3)
-        return
-    ax.plot(*decimate(x, y), color=color, alpha=0.3, lw=1, label=f"{label} (raw)", marker=marker, ms=3)
-    ax.plot(*decimate(x, smooth(y, ema)), color=color, lw=2, label=f"{label} (EMA {ema})")
+    else:
+        ax.plot(*decimate(x, y), color=color, alpha=0.3, lw=1, label=f"{label} (raw)", marker=marker, ms=3)
+        ax.plot(*decimate(x, smooth(y, ema)), color=color, lw=2, label=f"{label} (EMA {ema})")
+    infinite(ax, x, y, color, label)
+
+
+def infinite(ax: Axes, x: ArrayLike, y: ArrayLike, color: str, label: str) -> None:
+    """A triangle on the frame at each step of ``y`` that is +inf (top) or -inf (bottom), named in a legend: a line
+    has no point there, so a diverged step was a gap like a missing one, and a series all inf an empty axes."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    for sign, edge, mark in (("+", 1.0, "^"), ("-", 0.0, "v")):
+        hit = y == float(f"{sign}inf")
+        if hit.any():
+            at = x[hit][extremes(x[hit], x[hit], MAX_POINTS)]  # one per bucket is all a pixel shows
+            n = int(hit.sum())
+            named = f"{label} {sign}inf ({n} step{'s' if n > 1 else ''}, on the frame)"
+            ax.plot(at, np.full(len(at), edge), transform=ax.get_xaxis_transform(), ls="none", marker=mark,
+                    color=color, clip_on=False, label=named)  # fmt: skip
+            ax.legend(loc="best", fontsize="small")
 
 
 def _na_reason(ops: pd.DataFrame) -> str | None:

@@ -5,6 +5,7 @@ import os
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -50,3 +51,22 @@ def test_a_live_view_refuses_a_metric_named_with_a_lone_surrogate():
     drawing the panel's title; ``history.log`` refuses such a name, so the panel could never have drawn a point."""
     with pytest.raises(ValueError, match=r"LiveView: the metric name 'acc\\ud800' holds a lone surrogate"):
         LiveView(History(), metrics=["acc\ud800"])
+
+
+def test_an_infinite_figure_is_marked_on_the_frame_not_left_a_gap_like_a_missing_one():
+    """A step whose loss was +inf (diverged) was a gap, as for a step that reported none, and a run all +inf was
+    an empty axes without a word; its EMA drew the value before the infinity at that step."""
+    inf = float("inf")
+    steps = pd.DataFrame({"step": range(1, 8), "loss": [1.0, 0.8, inf, 0.5, -inf, inf, float("nan")]})
+    ax = plots.loss(steps, ema=0.5)
+    raw, smoothed, top, bottom = ax.lines
+    assert top.get_transform() == bottom.get_transform() == ax.get_xaxis_transform()  # x in steps, y on the frame
+    assert top.get_xydata().tolist() == [[3, 1], [6, 1]] and bottom.get_xydata().tolist() == [[5, 0]]
+    assert (top.get_marker(), bottom.get_marker()) == ("^", "v")
+    assert [t.get_text() for t in ax.get_legend().get_texts()][2:] == [
+        "loss +inf (2 steps, on the frame)", "loss -inf (1 step, on the frame)"]  # fmt: skip
+    ema = smoothed.get_ydata()
+    assert np.isnan(ema[[2, 4, 5, 6]]).all()  # gaps
+    assert ema[3] == 0.5 * 0.9 + 0.5 * 0.5  # the EMA skips the infinity, as the live view's
+    alone = plots.loss(pd.DataFrame({"step": [1, 2], "loss": [inf, inf]}))
+    assert [t.get_text() for t in alone.get_legend().get_texts()] == ["loss", "loss +inf (2 steps, on the frame)"]
