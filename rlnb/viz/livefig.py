@@ -215,7 +215,8 @@ class Panel:
                 return None
             lo = lo if lo > 0 else hi / 10  # points <= 0 are not drawn on a log axis
             lo, hi = math.log10(lo), math.log10(hi)
-        span = hi - lo or max(abs(hi) * 0.1, 0.05)
+        # a flat line: 10% of its value (a constant learning rate of 1e-5 sat on an axis of ±0.006, drawn as 0)
+        span = hi - lo or abs(hi) * 0.1 or 0.05
         if self._ylim_fits is not None:
             cur_lo, cur_hi = self._ylim_fits
             if cur_lo <= lo and hi <= cur_hi and cur_hi - cur_lo <= 2.5 * span:

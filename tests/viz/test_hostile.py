@@ -70,3 +70,18 @@ def test_an_infinite_figure_is_marked_on_the_frame_not_left_a_gap_like_a_missing
     assert ema[3] == 0.5 * 0.9 + 0.5 * 0.5  # the EMA skips the infinity, as the live view's
     alone = plots.loss(pd.DataFrame({"step": [1, 2], "loss": [inf, inf]}))
     assert [t.get_text() for t in alone.get_legend().get_texts()] == ["loss", "loss +inf (2 steps, on the frame)"]
+
+
+def test_a_live_panel_of_a_constant_small_figure_is_scaled_to_it():
+    """A constant learning rate of 1e-5 was drawn on an axis of -0.006 to 0.006 (a flat span of at least 0.05):
+    the line sat on the zero tick, the panel saying the rate was 0 and the axis that it could be negative."""
+    from rlnb.viz.livefig import Panel
+
+    for value in (1e-5, -3e-7, 1e4):
+        panel = Panel("learning rate")
+        panel.set_limits(10, value, value)
+        low, high = panel.ax.get_ylim()
+        assert low < value < high and high - low <= abs(value) and low * high > 0  # the sign of the value, around it
+    panel = Panel("reward")
+    panel.set_limits(10, 0.0, 0.0)
+    assert panel.ax.get_ylim()[0] < 0 < panel.ax.get_ylim()[1]
