@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import numbers
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.textpath import TextToPath
 from numpy.typing import ArrayLike
 
 from rlnb import wire
@@ -39,6 +41,45 @@ def as_written(artist: Artist) -> None:
     ``"price $5 to $10"`` lost its dollars)."""
     for text in artist.findobj(Text):
         text.set_parse_math(False)
+
+
+def shortened(text: str, fits: Callable[[str], bool]) -> str:
+    """``text``, or as much of its start and end as ``fits`` with "…" between (a long name differs at either end)."""
+    if fits(text):
+        return text
+    low, high = 0, len(text)  # characters kept: ``low`` fits, ``high`` does not
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(_cut(text, mid)) else (low, mid)
+    return _cut(text, low)
+
+
+def _cut(text: str, keep: int) -> str:
+    return text[: -(-keep // 2)] + "…" + text[len(text) - keep // 2 :]
+
+
+def fit_title(ax: Axes, room: float) -> None:
+    """Each line of ``ax``'s title cut in the middle ("…") to ``room`` pixels: a long figure name ran off the
+    figure's edges, clipped at both ends with nothing to say so."""
+    title = ax.title
+    font, scale = title.get_fontproperties(), ax.figure.dpi / 72
+
+    def fits(line: str) -> bool:
+        return _TEXT.get_text_width_height_descent(line, font, ismath=False)[0] * scale <= room
+
+    title.set_text("\n".join(shortened(line, fits) for line in title.get_text().split("\n")))
+
+
+_TEXT = TextToPath()
+"""Measures text without a renderer (a figure on no canvas yet has none)."""
+
+
+def fit_titles(drawn: Axes | Figure) -> None:
+    """Every title of ``drawn`` cut to its share of the figure's width (``fit_title``)."""
+    for ax in drawn.axes if isinstance(drawn, Figure) else [drawn]:
+        spec = ax.get_subplotspec()
+        share = 1 / spec.get_gridspec().ncols if spec is not None else ax.get_position().width
+        fit_title(ax, 0.85 * share * ax.figure.bbox.width)
 
 
 Y_SPAN = 1e300

@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from PIL import Image
 
-from rlnb.viz.draw import MARKERS_UP_TO, Y_SPAN, as_written
+from rlnb.viz.draw import MARKERS_UP_TO, Y_SPAN, as_written, fit_title
 
 LIVE_POINTS = 512
 """Points drawn per line, at most: a lowest and a highest point per horizontal pixel of a panel."""
@@ -152,6 +152,8 @@ class Panel:
             0.5, 0.5, "", transform=self.ax.transAxes, ha="center", va="center", wrap=True, color="0.35"
         )
         as_written(self.ax)  # a figure's name is the user's text, not TeX
+        middle = (left + right) / 2
+        fit_title(self.ax, 2 * min(middle, 1 - middle) * self.figure.bbox.width - 4)  # centred over the axes
         self.full_draws = 0
         """How many times the whole figure was drawn (the rest were blits)."""
         self._background = None

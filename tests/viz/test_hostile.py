@@ -85,3 +85,19 @@ def test_a_live_panel_of_a_constant_small_figure_is_scaled_to_it():
     panel = Panel("reward")
     panel.set_limits(10, 0.0, 0.0)
     assert panel.ax.get_ylim()[0] < 0 < panel.ax.get_ylim()[1]
+
+
+def test_a_long_figure_name_is_cut_in_the_middle_to_fit_its_title_not_clipped_at_the_figure_edges():
+    """A 70-character metric name ran off both edges of its panel's title, clipped with nothing to say so."""
+    from rlnb.viz.livefig import Panel
+
+    name = "completions/mean length over the held out set, per group of 8 (tokens)"
+    static = plots.metric(pd.DataFrame({"step": [1, 2], name: [1.0, 2.0]}), name)
+    for ax in (static, Panel(name).ax, Panel(name, legend=True).ax):
+        canvas = FigureCanvasAgg(ax.figure)
+        canvas.draw()
+        shown, box, page = ax.get_title(), ax.title.get_window_extent(canvas.get_renderer()), ax.figure.bbox
+        head, tail = shown.split("…")
+        assert name.startswith(head) and name.endswith(tail) and len(head) >= 10 and len(tail) >= 10
+        assert page.x0 <= box.x0 and box.x1 <= page.x1
+    assert plots.metric(pd.DataFrame({"step": [1], "reward": [1.0]}), "reward").get_title() == "reward"
