@@ -14,6 +14,7 @@ from matplotlib.colors import to_rgba
 from rlnb.history import History
 from rlnb.viz import plots
 from rlnb.viz.live import LiveView
+from tests.viz.test_plots import hand_history, optim_metrics
 
 
 def runs(names, steps=50):
@@ -101,3 +102,21 @@ def test_a_long_figure_name_is_cut_in_the_middle_to_fit_its_title_not_clipped_at
         assert name.startswith(head) and name.endswith(tail) and len(head) >= 10 and len(tail) >= 10
         assert page.x0 <= box.x0 and box.x1 <= page.x1
     assert plots.metric(pd.DataFrame({"step": [1], "reward": [1.0]}), "reward").get_title() == "reward"
+
+
+def test_a_muon_run_without_partial_norms_lists_no_empty_lines_in_the_live_legend():
+    """A Muon run whose backend reports the global norm alone had "Muon matrices" and "AdamW params" in the
+    gradient norm's legend, lines with no point: the legend said there was something to read there."""
+    h = hand_history([1.0, 0.5], norms=[1.0, 0.8], config={"optimizer": "muon"})
+    view = LiveView(h, every=0)
+    panel = view.panels["grad_norm"]
+    assert [t.get_text() for t in panel.ax.get_legend().get_texts()] == ["global", "clip threshold"]
+    view.ema_toggle.value = True
+    assert [t.get_text() for t in panel.ax.get_legend().get_texts()] == ["global (EMA 0.9)", "clip threshold"]
+    parts = {"grad_norm/muon": 0.7, "grad_norm/adam": 0.2}
+    muon = hand_history([1.0], norms=[1.0], config={"optimizer": "muon"}, metrics=lambda gn: optim_metrics(gn, **parts))
+    view.close()
+    view = LiveView(muon, every=0)
+    texts = [t.get_text() for t in view.panels["grad_norm"].ax.get_legend().get_texts()]
+    assert texts == ["global", "Muon matrices", "AdamW params", "clip threshold"]
+    view.close()
