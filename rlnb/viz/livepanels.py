@@ -65,11 +65,11 @@ def draw_panel(
         raw = panel.lines[key]
         smoothed = key + ":ema" in panel.lines  # all but the held-out accuracy: a few points, never smoothed
         # a Muon part in the legend once a norm of it came: a backend that reports none listed two empty lines
-        shown = s.n > 0 if not smoothed else key not in PARTS or math.isfinite(s.hi)
-        panel.set(key, *s.raw.xy(), visible=shown)
+        drawn = s.n > 0 if not smoothed else key not in PARTS or math.isfinite(s.hi)
+        panel.set(key, *s.raw.xy(), visible=drawn)
         if smoothed:
             ex, ey = s.smooth.xy() if smooth else (_NONE, _NONE)  # the EMA is drawn only when shown
-            panel.set(key + ":ema", ex, ey, visible=smooth and shown, markers=False)
+            panel.set(key + ":ema", ex, ey, visible=smooth and drawn, markers=False)
             raw.set_alpha(0.35 if smooth else 1.0)
         lo, hi = min(lo, s.lo), max(hi, s.hi)
         if s.n:
