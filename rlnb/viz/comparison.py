@@ -18,7 +18,17 @@ from matplotlib.figure import Figure
 
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
-from rlnb.viz.draw import MARKERS_UP_TO, MAX_POINTS, STD_BAND_MIN_SEEDS, decimate, extremes, new_axes, note, smooth
+from rlnb.viz.draw import (
+    MARKERS_UP_TO,
+    MAX_POINTS,
+    STD_BAND_MIN_SEEDS,
+    decimate,
+    extremes,
+    infinite,
+    new_axes,
+    note,
+    smooth,
+)
 
 GROUP_MARKERS = ("", "s", "^", "D", "v", "P", "*")
 """Past ten groups the colours come round again: each further ten carries the next of these markers (70 groups
@@ -108,6 +118,9 @@ def compare(
                  "markevery": None if few else 0.1}  # fmt: skip
         handles += ax.plot(*decimate(x[:end], mean[:end]), color=color, label=name, **marks)
         names.append(name)
+        for marked in infinite(ax, x, mean, color, name):  # a seed at inf makes the mean inf: no point on a line
+            handles.append(marked)
+            names.append(str(marked.get_label()))
         if end < len(x):
             ax.plot(*decimate(x[end - 1 :], mean[end - 1 :]), color=color, ls="--", label="_fewer seeds", **marks)
         if len(members) < 2:

@@ -18,6 +18,7 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from matplotlib.textpath import TextToPath
 from numpy.typing import ArrayLike
@@ -198,19 +199,22 @@ def series(ax: Axes, x: ArrayLike, y: ArrayLike, ema: float | None, color: str, 
     infinite(ax, x, y, color, label)
 
 
-def infinite(ax: Axes, x: ArrayLike, y: ArrayLike, color: str, label: str) -> None:
+def infinite(ax: Axes, x: ArrayLike, y: ArrayLike, color: str, label: str) -> list[Line2D]:
     """A triangle on the frame at each step of ``y`` that is +inf (top) or -inf (bottom), named in a legend: a line
-    has no point there, so a diverged step was a gap like a missing one, and a series all inf an empty axes."""
+    has no point there, so a diverged step was a gap like a missing one, and a series all inf an empty axes.
+    Returns what it drew."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    drawn: list[Line2D] = []
     for sign, edge, mark in (("+", 1.0, "^"), ("-", 0.0, "v")):
         hit = y == float(f"{sign}inf")
         if hit.any():
             at = x[hit][extremes(x[hit], x[hit], MAX_POINTS)]  # one per bucket is all a pixel shows
             n = int(hit.sum())
             named = f"{label} {sign}inf ({n} step{'s' if n > 1 else ''}, on the frame)"
-            ax.plot(at, np.full(len(at), edge), transform=ax.get_xaxis_transform(), ls="none", marker=mark,
-                    color=color, clip_on=False, label=named)  # fmt: skip
+            drawn += ax.plot(at, np.full(len(at), edge), transform=ax.get_xaxis_transform(), ls="none", marker=mark,
+                             color=color, clip_on=False, label=named)  # fmt: skip
             ax.legend(loc="best", fontsize="small")
+    return drawn
 
 
 def _na_reason(ops: pd.DataFrame) -> str | None:

@@ -120,3 +120,15 @@ def test_a_muon_run_without_partial_norms_lists_no_empty_lines_in_the_live_legen
     texts = [t.get_text() for t in view.panels["grad_norm"].ax.get_legend().get_texts()]
     assert texts == ["global", "Muon matrices", "AdamW params", "clip threshold"]
     view.close()
+
+
+def test_a_seed_at_inf_is_marked_on_a_comparison():
+    """One seed's loss at +inf made its group's mean +inf at that step: a gap, and the band left it out."""
+    inf = float("inf")
+    rows = [{"run": "a", "seed": s, "step": t, "loss": inf if (s, t) == (1, 3) else 1.0} for s in (0, 1)
+            for t in range(1, 6)]  # fmt: skip
+    ax = plots.compare(pd.DataFrame(rows))
+    marked = ax.lines[-1]
+    assert marked.get_xydata().tolist() == [[3, 1]] and marked.get_transform() == ax.get_xaxis_transform()
+    named = ["a (2 seeds)", "a (2 seeds) +inf (1 step, on the frame)"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == named
