@@ -132,3 +132,47 @@ def test_a_seed_at_inf_is_marked_on_a_comparison():
     assert marked.get_xydata().tolist() == [[3, 1]] and marked.get_transform() == ax.get_xaxis_transform()
     named = ["a (2 seeds)", "a (2 seeds) +inf (1 step, on the frame)"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == named
+
+
+EXIT_SCRIPT = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from tests.viz.test_plots import T0, add, hand_history, optim_metrics
+from rlnb import wire
+from rlnb.viz.live import LiveView
+
+h = hand_history([1.0], norms=[1.0])
+view = LiveView(h, every=0)
+draw, done = view._draw_panel, Path({done!r})
+
+def slow_draw(name):
+    Path({started!r}).touch()
+    time.sleep(1.0)
+    draw(name)
+    done.write_text("drawn")
+
+view._draw_panel = slow_draw
+add(h, "forward-backward", at=T0 + 2, output=wire.ForwardBackwardResult(loss=0.5), step=1)
+add(h, "optim-step", at=T0 + 3, output=wire.OptimStepResult(step=2, metrics=optim_metrics(1.0)), step=1)
+deadline = time.monotonic() + 60
+while not Path({started!r}).exists() and time.monotonic() < deadline:
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.slow  # a Python process
+def test_interpreter_exit_waits_for_an_open_views_redraw(tmp_path):
+    """A view never closed (its cell run again, a script's end) was still drawing on its timer thread while the
+    interpreter exited: the process aborted now and then (``terminate called without an active exception``)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).parents[2])
+    done, started = tmp_path / "done", tmp_path / "started"
+    script = EXIT_SCRIPT.format(root=root, done=str(done), started=str(started))
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "MPLBACKEND": "Agg"})  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert started.exists() and done.read_text() == "drawn"  # exit waited for the redraw to end
