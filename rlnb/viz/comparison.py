@@ -6,15 +6,64 @@ config and seed), where the rest of ``plots`` draws one run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
-from rlnb.viz.draw import MARKERS_UP_TO, MAX_POINTS, STD_BAND_MIN_SEEDS, decimate, extremes, new_axes, note, smooth
+from rlnb.viz.draw import (
+    MARKERS_UP_TO,
+    MAX_POINTS,
+    STD_BAND_MIN_SEEDS,
+    decimate,
+    extremes,
+    infinite,
+    new_axes,
+    note,
+    smooth,
+)
+
+GROUP_MARKERS = ("", "s", "^", "D", "v", "P", "*")
+"""Past ten groups the colours come round again: each further ten carries the next of these markers (70 groups
+told apart); 30 runs were 30 lines in 10 colours, three to a colour and the legend unable to say which."""
+LEGEND_INSIDE_UP_TO = 6
+"""A legend of more entries goes right of the axes, in as many columns as it needs: 30 entries inside a new
+figure were taller than it, and squashed the axes to a sliver."""
+LEGEND_ROW_IN = 0.2
+"""Inches per legend row (``fontsize="small"``)."""
+MAX_HEIGHT_IN = 12.0
+"""A new figure grows this tall at most for its legend; past it the legend takes more columns."""
+
+
+def group_style(i: int) -> tuple[str, str]:
+    """The colour and marker of the ``i``-th group: distinct for the first ``10 * len(GROUP_MARKERS)``."""
+    return f"C{i % 10}", GROUP_MARKERS[i // 10 % len(GROUP_MARKERS)]
+
+
+def _legend(ax: Axes, handles: list[Artist], names: list[str], own: bool) -> None:
+    """Each group named, as given: explicit labels, since matplotlib leaves a line out of the legend when its label
+    starts with ``_`` (a run named ``_scratch`` was unlisted). Many go right of the axes, and a figure this call
+    made grows to list them in one column (up to ``MAX_HEIGHT_IN``)."""
+    if len(names) <= LEGEND_INSIDE_UP_TO:
+        ax.legend(handles, names, loc="best", fontsize="small")
+        return
+    fig = cast(Figure, ax.get_figure(root=True))  # an Axes is always on a figure
+    width, height = fig.get_size_inches()
+    if own:
+        height = min(max(height, (len(names) + 3) * LEGEND_ROW_IN), MAX_HEIGHT_IN)
+    cols = math.ceil(len(names) / max(1, int(height / LEGEND_ROW_IN) - 3))
+    if own:  # room for the legend's columns beside axes of the usual width
+        width += cols * (0.6 + 0.065 * max(len(n) for n in names))
+        fig.set_size_inches(width, height)
+    ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small",
+              ncols=cols)  # fmt: skip
 
 
 def compare(
@@ -38,9 +87,12 @@ def compare(
     if len(frame) and by not in frame:
         raise ValueError(f"by={by!r} is not a column of these runs' table; group by 'run' or one of: "
                          f"{', '.join(c for c in frame.columns if c not in ('seed', 'step'))}")
+    own = ax is None
     ax = new_axes(ax)
     ax.set(xlabel="optimizer step", ylabel=y, title=f"{y} by {by}")
-    missing = []
+    missing: list[str] = []
+    handles: list[Artist] = []
+    names: list[str] = []
     for i, (label, group) in enumerate(frame.groupby(by, sort=False, dropna=False)):
         seeds = group.groupby("seed", sort=False, dropna=False) if "seed" in group else [(None, group)]
         members = [m.sort_values("step") for _, m in seeds]
@@ -54,17 +106,23 @@ def compare(
             continue
         stats = values.groupby("step")[y].agg(["mean", "std", "min", "max", "count"])
         x, mean = stats.index.to_numpy(dtype=float), stats["mean"].to_numpy()
-        color = f"C{i % 10}"
+        color, mark = group_style(i)
         name = f"{label} ({len(members)} seeds)" if len(members) > 1 else str(label)
         # past the last step every seed reached, the mean is of those left: dashed, not "(n seeds)" any more
         every = np.flatnonzero(stats["count"].to_numpy() == len(members))
         end = every[-1] + 1 if len(every) else 1
         # a marker at each point while there are few: a run of one step was a line of one point, drawn as nothing
-        marker = "o" if len(x) <= MARKERS_UP_TO else ""
-        ax.plot(*decimate(x[:end], mean[:end]), color=color, label=name, marker=marker, ms=3)
+        # (in its group's marker, at every point while few, else spaced along the line)
+        few = len(x) <= MARKERS_UP_TO
+        marks: dict[str, Any] = {"marker": mark or ("o" if few else ""), "ms": 3 if few or not mark else 5,
+                 "markevery": None if few else 0.1}  # fmt: skip
+        handles += ax.plot(*decimate(x[:end], mean[:end]), color=color, label=name, **marks)
+        names.append(name)
+        for marked in infinite(ax, x, mean, color, name):  # a seed at inf makes the mean inf: no point on a line
+            handles.append(marked)
+            names.append(str(marked.get_label()))
         if end < len(x):
-            ax.plot(*decimate(x[end - 1 :], mean[end - 1 :]), color=color, ls="--", label="_fewer seeds",
-                    marker=marker, ms=3)
+            ax.plot(*decimate(x[end - 1 :], mean[end - 1 :]), color=color, ls="--", label="_fewer seeds", **marks)
         if len(members) < 2:
             continue
         if band == "seeds":
@@ -85,6 +143,6 @@ def compare(
         note(ax, f"no {y!r} logged in these runs")
     elif missing:
         ax.set_title(f"{y} by {by}\n(none logged: {', '.join(missing)})", fontsize="small")
-    if len(frame) and len(missing) < frame[by].nunique(dropna=False):
-        ax.legend(loc="best", fontsize="small")
+    if handles:
+        _legend(ax, handles, names, own)
     return ax

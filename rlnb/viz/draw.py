@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import numbers
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,9 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.text import Text
+from matplotlib.textpath import TextToPath
 from numpy.typing import ArrayLike
 
 from rlnb import wire
@@ -39,6 +42,45 @@ def as_written(artist: Artist) -> None:
     ``"price $5 to $10"`` lost its dollars)."""
     for text in artist.findobj(Text):
         text.set_parse_math(False)
+
+
+def shortened(text: str, fits: Callable[[str], bool]) -> str:
+    """``text``, or as much of its start and end as ``fits`` with "…" between (a long name differs at either end)."""
+    if fits(text):
+        return text
+    low, high = 0, len(text)  # characters kept: ``low`` fits, ``high`` does not
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(_cut(text, mid)) else (low, mid)
+    return _cut(text, low)
+
+
+def _cut(text: str, keep: int) -> str:
+    return text[: -(-keep // 2)] + "…" + text[len(text) - keep // 2 :]
+
+
+def fit_title(ax: Axes, room: float) -> None:
+    """Each line of ``ax``'s title cut in the middle ("…") to ``room`` pixels: a long figure name ran off the
+    figure's edges, clipped at both ends with nothing to say so."""
+    title = ax.title
+    font, scale = title.get_fontproperties(), ax.figure.dpi / 72
+
+    def fits(line: str) -> bool:
+        return _TEXT.get_text_width_height_descent(line, font, ismath=False)[0] * scale <= room
+
+    title.set_text("\n".join(shortened(line, fits) for line in title.get_text().split("\n")))
+
+
+_TEXT = TextToPath()
+"""Measures text without a renderer (a figure on no canvas yet has none)."""
+
+
+def fit_titles(drawn: Axes | Figure) -> None:
+    """Every title of ``drawn`` cut to its share of the figure's width (``fit_title``)."""
+    for ax in drawn.axes if isinstance(drawn, Figure) else [drawn]:
+        spec = ax.get_subplotspec()
+        share = 1 / spec.get_gridspec().ncols if spec is not None else ax.get_position().width
+        fit_title(ax, 0.85 * share * ax.figure.bbox.width)
 
 
 Y_SPAN = 1e300
@@ -127,10 +169,11 @@ def check_ema(ema: object) -> None:
 
 
 def smooth(y: ArrayLike, ema: float) -> np.ndarray:
-    """Exponential moving average ``s[0] = y[0]``, ``s[t] = ema·s[t-1] + (1 - ema)·y[t]``; NaNs are
-    skipped and stay gaps."""
+    """Exponential moving average ``s[0] = y[0]``, ``s[t] = ema·s[t-1] + (1 - ema)·y[t]``; NaNs and infinities are
+    skipped and stay gaps (the EMA drew the value before an infinity at its step, as if one had been reported)."""
     check_ema(ema)
     values = pd.Series(np.asarray(y, dtype=float))
+    values = values.where(np.isfinite(values))
     out = values.ewm(alpha=1 - ema, adjust=False, ignore_na=True).mean()
     return out.where(values.notna()).to_numpy()
 
@@ -150,9 +193,28 @@ def series(ax: Axes, x: ArrayLike, y: ArrayLike, ema: float | None, color: str, 
     marker = "o" if len(np.asarray(x)) <= MARKERS_UP_TO else ""
     if ema is None:
         ax.plot(*decimate(x, y), color=color, label=label, marker=marker, ms=3)
-        return
-    ax.plot(*decimate(x, y), color=color, alpha=0.3, lw=1, label=f"{label} (raw)", marker=marker, ms=3)
-    ax.plot(*decimate(x, smooth(y, ema)), color=color, lw=2, label=f"{label} (EMA {ema})")
+    else:
+        ax.plot(*decimate(x, y), color=color, alpha=0.3, lw=1, label=f"{label} (raw)", marker=marker, ms=3)
+        ax.plot(*decimate(x, smooth(y, ema)), color=color, lw=2, label=f"{label} (EMA {ema})")
+    infinite(ax, x, y, color, label)
+
+
+def infinite(ax: Axes, x: ArrayLike, y: ArrayLike, color: str, label: str) -> list[Line2D]:
+    """A triangle on the frame at each step of ``y`` that is +inf (top) or -inf (bottom), named in a legend: a line
+    has no point there, so a diverged step was a gap like a missing one, and a series all inf an empty axes.
+    Returns what it drew."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    drawn: list[Line2D] = []
+    for sign, edge, mark in (("+", 1.0, "^"), ("-", 0.0, "v")):
+        hit = y == float(f"{sign}inf")
+        if hit.any():
+            at = x[hit][extremes(x[hit], x[hit], MAX_POINTS)]  # one per bucket is all a pixel shows
+            n = int(hit.sum())
+            named = f"{label} {sign}inf ({n} step{'s' if n > 1 else ''}, on the frame)"
+            drawn += ax.plot(at, np.full(len(at), edge), transform=ax.get_xaxis_transform(), ls="none", marker=mark,
+                             color=color, clip_on=False, label=named)  # fmt: skip
+            ax.legend(loc="best", fontsize="small")
+    return drawn
 
 
 def _na_reason(ops: pd.DataFrame) -> str | None:

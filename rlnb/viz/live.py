@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import html
 import math
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import ipywidgets as widgets
 
+from rlnb import _exit
 from rlnb._options import check_int, check_seconds
 from rlnb.history import History
 from rlnb.history.figures import StepRow
+from rlnb.prompts import check_text
 from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz.draw import check_ema
 from rlnb.viz.livefig import Panel, Series
@@ -37,6 +40,20 @@ from rlnb.viz.throttle import Throttle
 CLOSE_WAIT = 30.0
 """Seconds ``close`` waits for a redraw in progress: a timer thread still drawing when the interpreter exits can
 crash it (matplotlib at shutdown), so a view is closed only once its redraw has ended."""
+
+
+_OPEN: weakref.WeakSet[LiveView] = weakref.WeakSet()
+"""Views not closed yet: closed at interpreter exit, each once its redraw in progress has ended."""
+
+
+def _close_open_views() -> None:
+    """A view left open (its cell run again, the notebook shut down) kept redrawing on its timer thread while the
+    interpreter exited: the process aborted ("terminate called without an active exception") now and then."""
+    for view in list(_OPEN):
+        view.close()
+
+
+_exit.on_exit("panels", _close_open_views)
 
 
 class LiveView:
@@ -77,6 +94,8 @@ class LiveView:
         self.metrics: list[str] = [] if metrics is None else [metrics] if isinstance(metrics, str) else list(metrics)
         if not all(isinstance(m, str) and m.strip() for m in self.metrics):  # [5]: "unsupported operand type(s) for
             raise TypeError(f"metrics must be the names of logged figures, got {self.metrics!r}")  # +: 'int' and 'str'"
+        for m in self.metrics:  # the panel's title failed to draw, in FT2Font.set_text; history.log refuses one too
+            check_text(m, f"LiveView: the metric name {m!r}")
         clash = {"loss", "grad_norm", "learning_rate"} & set(self.metrics)
         if clash:
             raise ValueError(f"metrics may not be named {sorted(clash)}: those panels are built in")
@@ -126,6 +145,7 @@ class LiveView:
         self.tables.observe(lambda _: self._draw_tabs(), names="selected_index")
         self.completions.observe(lambda _: self._draw_completions(force=True), names="selected_index")
         self._unsubscribe = [history.on_record(self._on_change), history.on_log(self._on_change)]
+        _OPEN.add(self)
         self.refresh()
 
     def _add_panel(self, name: str, title: str, color: str) -> None:
@@ -158,6 +178,7 @@ class LiveView:
     def close(self) -> None:
         """Stop following the history (the widgets keep showing the last state), once a redraw in progress
         has ended (at most ``CLOSE_WAIT`` seconds)."""
+        _OPEN.discard(self)
         unsubscribe, self._unsubscribe = self._unsubscribe, []
         for u in unsubscribe:
             u()

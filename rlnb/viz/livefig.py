@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from PIL import Image
 
-from rlnb.viz.draw import MARKERS_UP_TO, Y_SPAN, as_written
+from rlnb.viz.draw import MARKERS_UP_TO, Y_SPAN, as_written, fit_title
 
 LIVE_POINTS = 512
 """Points drawn per line, at most: a lowest and a highest point per horizontal pixel of a panel."""
@@ -152,6 +152,8 @@ class Panel:
             0.5, 0.5, "", transform=self.ax.transAxes, ha="center", va="center", wrap=True, color="0.35"
         )
         as_written(self.ax)  # a figure's name is the user's text, not TeX
+        middle = (left + right) / 2
+        fit_title(self.ax, 2 * min(middle, 1 - middle) * self.figure.bbox.width - 4)  # centred over the axes
         self.full_draws = 0
         """How many times the whole figure was drawn (the rest were blits)."""
         self._background = None
@@ -215,7 +217,8 @@ class Panel:
                 return None
             lo = lo if lo > 0 else hi / 10  # points <= 0 are not drawn on a log axis
             lo, hi = math.log10(lo), math.log10(hi)
-        span = hi - lo or max(abs(hi) * 0.1, 0.05)
+        # a flat line: 10% of its value (a constant learning rate of 1e-5 sat on an axis of ±0.006, drawn as 0)
+        span = hi - lo or abs(hi) * 0.1 or 0.05
         if self._ylim_fits is not None:
             cur_lo, cur_hi = self._ylim_fits
             if cur_lo <= lo and hi <= cur_hi and cur_hi - cur_lo <= 2.5 * span:

@@ -20,6 +20,8 @@ NORMS = {
 }
 
 _NONE = np.empty(0)
+PARTS = ("grad_norm_muon", "grad_norm_adam")
+"""Muon's two partial norms: drawn, and named in the legend, once one is reported."""
 
 
 def new_panel(
@@ -62,10 +64,12 @@ def draw_panel(
         s = series[key]
         raw = panel.lines[key]
         smoothed = key + ":ema" in panel.lines  # all but the held-out accuracy: a few points, never smoothed
-        panel.set(key, *s.raw.xy(), visible=smoothed or s.n > 0)
+        # a Muon part in the legend once a norm of it came: a backend that reports none listed two empty lines
+        drawn = s.n > 0 if not smoothed else key not in PARTS or math.isfinite(s.hi)
+        panel.set(key, *s.raw.xy(), visible=drawn)
         if smoothed:
             ex, ey = s.smooth.xy() if smooth else (_NONE, _NONE)  # the EMA is drawn only when shown
-            panel.set(key + ":ema", ex, ey, visible=smooth, markers=False)
+            panel.set(key + ":ema", ex, ey, visible=smooth and drawn, markers=False)
             raw.set_alpha(0.35 if smooth else 1.0)
         lo, hi = min(lo, s.lo), max(hi, s.hi)
         if s.n:

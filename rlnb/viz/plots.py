@@ -39,6 +39,7 @@ from rlnb.viz.draw import (
     NotebookFigure,
     as_written,
     decimate,
+    fit_titles,
     grad_norm_panel,
     loss_panel,
     metric_panel,
@@ -91,6 +92,7 @@ def _written(draw: Callable[..., _Drawn]) -> Callable[..., _Drawn]:
         out = draw(*args, **kwargs)
         within_span(out)  # a figure of 1.7e308 failed when drawn (the tick locator's arange)
         as_written(out)
+        fit_titles(out)
         return out
 
     return drawn
