@@ -1,0 +1,96 @@
+"""Where a sink's run lands: one store by several spellings (MLflow), W&B's own keys, a run continued in W&B."""
+
+from __future__ import annotations
+
+import pytest
+
+import rlnb
+from rlnb import sinks
+from rlnb.sinks import mlflow as mlflow_sink
+from rlnb.sinks import stream
+from rlnb.testing import FakeBackend
+from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
+    CE,
+    LOADED_MACHINE_TIMEOUT,
+    env,
+    pytestmark,
+)
+from tests.support import sink_readers as read
+
+SPELLINGS = {
+    "a relative path": lambda d: "mlflow.db",
+    "an absolute path": lambda d: d / "mlflow.db",
+    "a path through a link": lambda d: d / "link" / "mlflow.db",
+    "sqlite:/// relative": lambda d: "sqlite:///mlflow.db",
+    "sqlite://// absolute": lambda d: f"sqlite:///{d}/mlflow.db",
+    "sqlite:/// with a query": lambda d: "sqlite:///mlflow.db?timeout=5",
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(SPELLINGS))
+def test_mlflows_default_store_and_its_path_are_one_store(tmp_path, monkeypatch, spelling):
+    """``sinks=[MLflow(), MLflow("mlflow.db")]``: MLflow's default store is ``./mlflow.db``, so both wrote every point
+    of the run, as two MLflow runs of one name in one experiment. Any spelling of that file is refused as one place."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path)
+    other = sinks.MLflow(SPELLINGS[spelling](tmp_path))
+    said = r"sinks\[1\] writes where sinks\[0\] does \(MLflow\(store='sqlite:.*mlflow.db', experiment='rlnb'\)\)"
+    with pytest.raises(ValueError, match=said):
+        rlnb.Session(FakeBackend(), record=False, sinks=[sinks.MLflow(), other])
+    with pytest.raises(ValueError, match=said):
+        up_and_down = sinks.MLflow(tmp_path / "link" / "sub" / ".." / "mlflow.db")
+        rlnb.Session(FakeBackend(), record=False, sinks=[other, up_and_down])
+    assert not (tmp_path / "mlflow.db").exists()  # refused before anything started
+
+
+def test_file_stores_and_the_environments_default_are_one_store_by_any_spelling(tmp_path, monkeypatch):
+    """``file:`` URIs of one folder (relative, absolute, ``localhost``, percent-quoted), and the store that
+    ``$MLFLOW_TRACKING_URI`` names beside the same store given as an argument."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my runs").mkdir()
+    spellings = ["file:my runs", f"file://{tmp_path}/my%20runs", f"file://localhost{tmp_path}/my runs/"]
+    for spelling in spellings[1:]:
+        with pytest.raises(ValueError, match=r"two sinks of one place"):
+            rlnb.Session(FakeBackend(), record=False, sinks=[sinks.MLflow(spellings[0]), sinks.MLflow(spelling)])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", spellings[1])
+    with pytest.raises(ValueError, match=r"two sinks of one place"):
+        rlnb.Session(FakeBackend(), record=False, sinks=[sinks.MLflow(), sinks.MLflow(spellings[2])])
+    apart = [sinks.MLflow(), sinks.MLflow("file:other"), sinks.MLflow("mlflow.db"), sinks.MLflow(experiment="x")]
+    assert len({mlflow_sink.store(s.tracking_uri) for s in apart[:3]}) == 3  # three stores, one sink's experiment
+    assert stream.validate(apart) == apart
+
+
+@pytest.mark.slow  # MLflow itself (imported: 2 s)
+@pytest.mark.parametrize("mlruns", ["none", "empty", "an experiment"])
+def test_mlflows_default_store_is_the_one_mlflow_itself_finds(tmp_path, monkeypatch, mlruns):
+    """rlnb finds MLflow's default store without importing MLflow (``default_uri``); MLflow's own
+    ``get_tracking_uri`` finds the same: ``./mlflow.db``, or ``./mlruns`` where that holds an experiment."""
+    import mlflow
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setattr("mlflow.tracking._tracking_service.utils._tracking_uri", None)
+    if mlruns != "none":
+        (tmp_path / "mlruns" / "0").mkdir(parents=True)
+    if mlruns == "an experiment":
+        (tmp_path / "mlruns" / "0" / "meta.yaml").write_text("name: Default\n")
+    assert mlflow_sink.store(None) == mlflow_sink.store(mlflow.get_tracking_uri())
+    assert mlflow_sink.store(None).startswith("file:" if mlruns == "an experiment" else "sqlite:")
+
+
+@pytest.mark.slow  # MLflow itself (in-process, a SQLite store)
+def test_an_mlflow_store_path_with_url_characters_is_that_file(tmp_path):
+    """``MLflow("50%41 #1?.db")``: the path went into ``sqlite:///`` unquoted, and SQLAlchemy read it as a URI: the
+    file ``50A `` (``%41`` unquoted, ``#`` and ``?`` ending the path). Read back with MLflow from the file named."""
+    (tmp_path / "db").mkdir()
+    path = tmp_path / "db" / "50%41 #1?.db"
+    mlflow = sinks.MLflow(path, interval=0, process=False)
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[mlflow]) as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+    assert [p.name for p in (tmp_path / "db").iterdir()] == [path.name]
+    params, points, _, status = read.mlflow(mlflow.tracking_uri or "", "rlnb", "r")
+    assert status == "FINISHED" and sorted(points) == [1] and params["run_id"] == "r"
+    assert mlflow_sink.local_store(mlflow.tracking_uri or "") == path
