@@ -6,7 +6,8 @@ on their step. The config goes to ``run.config``; a failure is a row with a ``fa
 text. W&B's console capture and system metrics are off (they would wrap the notebook's output and
 cost CPU); pass ``settings=`` to choose. Offline runs land in ``<dir>/wandb/offline-run-*``:
 ``wandb sync <that folder>`` uploads one. A figure named like a key of W&B's own (``_step``, ``_runtime``,
-``_timestamp``: W&B keeps every name that starts with ``_``) or like the failures' is sent as ``logged/<name>``.
+``_timestamp``: W&B keeps every name that starts with ``_``) or like the failures', or one that starts with
+``logged/``, is sent as ``logged/<name>``.
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ LOGGED = "logged/"
 def key(name: str) -> str:
     """``name`` as a key of its own in a W&B row: one that starts with ``_`` (W&B's ``_step``, ``_runtime``,
     ``_timestamp``, ...: its own value replaced the figure, or the figure W&B's, and such keys are hidden) or is
-    ``step`` or ``failed_operation`` (rlnb's) is ``logged/<name>``, in a section of its own."""
-    return LOGGED + name if name.startswith("_") or name in (STEP_KEY, FAILURE_KEY) else name
+    ``step`` or ``failed_operation`` (rlnb's) is ``logged/<name>``, in a section of its own; so is one that starts
+    with ``logged/``, so that no two names share a key (``logged/_step`` was the key of ``_step`` too: one figure
+    overwrote the other at each step)."""
+    escape = name.startswith(("_", LOGGED)) or name in (STEP_KEY, FAILURE_KEY)
+    return LOGGED + name if escape else name
 
 
 class WandB(Sink):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 import rlnb
@@ -94,3 +98,37 @@ def test_an_mlflow_store_path_with_url_characters_is_that_file(tmp_path):
     params, points, _, status = read.mlflow(mlflow.tracking_uri or "", "rlnb", "r")
     assert status == "FINISHED" and sorted(points) == [1] and params["run_id"] == "r"
     assert mlflow_sink.local_store(mlflow.tracking_uri or "") == path
+
+
+def wandb_runs(where: Path) -> list[Path]:
+    """The offline W&B run folders under ``where``, oldest first."""
+    return sorted((where / "wandb").glob("offline-run-*"))
+
+
+def finished(run: Path) -> tuple[dict[str, Any], read.Points, list[tuple[int, str]]]:
+    """An offline run's config, points and failures (``read.wandb``) once its file holds the exit record: W&B's
+    ``finish`` returns before its ``wandb-core`` process has written the file's last records (seen under load)."""
+    deadline = time.monotonic() + LOADED_MACHINE_TIMEOUT
+    while True:
+        config, points, events, exit_code = read.wandb(run)
+        if exit_code is not None or time.monotonic() > deadline:
+            assert exit_code == 0, run
+            return config, points, events
+        time.sleep(0.1)
+
+
+@pytest.mark.slow  # W&B itself (its service, an offline run)
+def test_a_figure_named_like_wandbs_escape_of_another_stays_its_own(tmp_path):
+    """``history.log(step, _step=1, **{"logged/_step": 2})``: ``_step`` is sent as ``logged/_step`` (W&B keeps
+    ``_step``), which was also the other figure's own key, so one value overwrote the other at every step. Names that
+    start with ``logged/`` are escaped too; both figures read back from the offline run's file, each its own."""
+    wandb = sinks.WandB("p", dir=tmp_path / "wb", interval=0)
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[wandb]) as s:
+        s.forward_backward(CE)
+        step = s.optim_step().result().step
+        s.history.log(step, **{"_step": 1.0, "logged/_step": 2.0, "logged/x": 3.0, "failed_operation": 4.0})
+    (run,) = wandb_runs(tmp_path / "wb")
+    _, points, _ = finished(run)
+    logged = {k: v for k, v in points[step].items() if k.startswith("logged/")}
+    assert logged == {"logged/_step": 1.0, "logged/logged/_step": 2.0, "logged/logged/x": 3.0,
+                      "logged/failed_operation": 4.0}
