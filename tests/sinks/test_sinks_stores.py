@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ import rlnb
 from rlnb import sinks
 from rlnb.sinks import mlflow as mlflow_sink
 from rlnb.sinks import stream
+from rlnb.sinks import wandb as wandb_sink
+from rlnb.sinks.base import RunInfo
 from rlnb.testing import FakeBackend
 from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
     CE,
@@ -132,3 +135,47 @@ def test_a_figure_named_like_wandbs_escape_of_another_stays_its_own(tmp_path):
     logged = {k: v for k, v in points[step].items() if k.startswith("logged/")}
     assert logged == {"logged/_step": 1.0, "logged/logged/_step": 2.0, "logged/logged/x": 3.0,
                       "logged/failed_operation": 4.0}
+
+
+@pytest.mark.slow  # W&B's wandb-core process
+def test_a_later_session_of_a_run_writes_on_into_its_wandb_run(tmp_path):
+    """A session continuing a run (``run_id=`` of one streamed before: a kernel restart) made a second W&B run of the
+    same name, where MLflow, TensorBoard and Trackio write on into the first. Each session's offline folder now holds
+    the same W&B run id (``resume="allow"``): ``wandb sync`` uploads them, in order, as one run."""
+    from rlnb.history.runs import RunContinuedWarning
+
+    for steps in (2, 3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", sinks.SinkWarning)
+            warnings.simplefilter("ignore", RunContinuedWarning)  # it starts at step 1 again: FakeBackend has no resume
+            sink = sinks.WandB("again", dir=tmp_path / "wb", interval=0)
+            with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[sink]) as s:
+                for _ in range(steps):
+                    s.forward_backward(CE)
+                    s.history.log(s.optim_step().result().step, reward=float(steps))
+    runs = wandb_runs(tmp_path / "wb")
+    assert len(runs) == 2  # offline, W&B writes a folder per session
+    records = [r.run for run in runs for r in read.wandb_records(next(run.glob("run-*.wandb"))) if r.HasField("run")]
+    assert [(r.display_name, r.project) for r in records] == [("r", "again")] * 2
+    assert records[0].run_id == records[1].run_id and all(run.name.endswith(records[0].run_id) for run in runs)
+    rewards = [{step: p["reward"] for step, p in finished(run)[1].items()} for run in runs]
+    assert rewards == [{1: 2.0, 2: 2.0}, {1: 3.0, 2: 3.0, 3: 3.0}]
+    made = s.history.config["created_at"]
+    other = RunInfo("r", None, {"created_at": made + 1})  # another run of that name: another W&B run
+    assert wandb_sink.run_id(other) != records[0].run_id == wandb_sink.run_id(RunInfo("r", None, {"created_at": made}))
+
+
+def test_two_wandb_sinks_of_one_place_are_refused_however_spelled(tmp_path, monkeypatch):
+    """Each session of a run writes one W&B run id now: two W&B sinks of one place would write every point into it
+    twice. Offline, ``WandB()`` is ``WandB(dir=<$WANDB_DIR>)``; online, the server's project, whatever ``dir`` is."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "w"))
+
+    def wandb(project: str = "p", **kwargs: object) -> sinks.WandB:
+        return sinks.WandB(project, process=True, **kwargs)  # type: ignore[arg-type]  # process: W&B not imported
+
+    for pair in ([wandb(), wandb(dir="w")], [wandb(mode="online"), wandb(mode="online", dir=tmp_path / "x")]):
+        with pytest.raises(ValueError, match=r"sinks\[1\] writes where sinks\[0\] does \(WandB\(project='p'"):
+            stream.validate(pair)
+    apart = [wandb(), wandb(dir="x"), wandb(mode="online"), wandb(mode="online", entity="e"), wandb("q")]
+    assert stream.validate(apart) == apart
