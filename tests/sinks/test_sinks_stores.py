@@ -14,7 +14,7 @@ from rlnb import sinks
 from rlnb.sinks import mlflow as mlflow_sink
 from rlnb.sinks import stream
 from rlnb.sinks import wandb as wandb_sink
-from rlnb.sinks.base import RunInfo
+from rlnb.sinks.base import Point, RunInfo
 from rlnb.testing import FakeBackend
 from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
     CE,
@@ -179,3 +179,17 @@ def test_two_wandb_sinks_of_one_place_are_refused_however_spelled(tmp_path, monk
             stream.validate(pair)
     apart = [wandb(), wandb(dir="x"), wandb(mode="online"), wandb(mode="online", entity="e"), wandb("q")]
     assert stream.validate(apart) == apart
+
+
+@pytest.mark.slow  # W&B's wandb-core process
+def test_wandb_sessions_of_one_run_started_within_a_second_keep_each_their_folder(tmp_path):
+    """One W&B run id per rlnb run: two sessions started within one second name one ``offline-run-<time>-<id>``
+    folder; W&B ends the later one in ``-1``, and no session's points overwrite another's."""
+    sink = sinks.WandB("p", dir=tmp_path / "wb")
+    for step in (1, 2, 3):
+        writer = sink.open(RunInfo("r", None, {"created_at": 1.0}))
+        writer.write([Point(step, {"loss": float(step)}, 0.0)], [])
+        writer.close()
+    runs = wandb_runs(tmp_path / "wb")
+    points = sorted((finished(run)[1] for run in runs), key=min)
+    assert points == [{1: {"loss": 1.0}}, {2: {"loss": 2.0}}, {3: {"loss": 3.0}}]
