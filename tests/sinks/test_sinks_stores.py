@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from pathlib import Path
@@ -19,6 +20,7 @@ from rlnb.testing import FakeBackend
 from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
     CE,
     LOADED_MACHINE_TIMEOUT,
+    ROOT,
     env,
     pytestmark,
 )
@@ -193,3 +195,26 @@ def test_wandb_sessions_of_one_run_started_within_a_second_keep_each_their_folde
     runs = wandb_runs(tmp_path / "wb")
     points = sorted((finished(run)[1] for run in runs), key=min)
     assert points == [{1: {"loss": 1.0}}, {2: {"loss": 2.0}}, {3: {"loss": 3.0}}]
+
+
+@pytest.mark.slow  # a local session, a sweep of two trials and four sink libraries
+def test_the_sinks_page_example_runs_as_printed(tmp_path, monkeypatch):
+    """docs/sinks.md's example, with two steps for its ``...`` and the session's run for ``<run-id>``: its export
+    was of the run the session had just streamed to that MLflow store (``MLflow()`` is ``./mlflow.db``), which
+    ``export`` refuses (``SinkError``: the store holds it already)."""
+    page = (ROOT / "docs" / "sinks.md").read_text()
+    (block,) = re.findall(r"```python\n(.*?)```", page, re.S)[:1]
+    train = "for _ in range(2):\n    session.forward_backward(CE)\n    session.optim_step().result()\n"
+    block = re.sub(r"^\.\.\. .*\n", train, block, flags=re.M).replace('"rlnb-runs/<run-id>"', "session.history.path")
+    assert "<" not in block and "session.forward_backward" in block, block
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLNB_RUNS_DIR", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    namespace: dict[str, Any] = {"CE": CE}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sinks.SinkWarning)
+        exec(compile(block, "docs/sinks.md", "exec"), namespace)
+    name = namespace["session"].history.config["run_id"]
+    _, points, _, status = read.mlflow(f"sqlite:///{tmp_path / 'archive.db'}", "rlnb", name)
+    assert status == "FINISHED" and sorted(points) == [1, 2]
+    assert set(namespace["trials"].status) == {"COMPLETED"} and len(namespace["trials"]) == 2
