@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 from urllib.request import url2pathname
 
-from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, scrub
 from rlnb.sinks.watched import Watched, lost_from
 
 BATCH_METRICS, BATCH_PARAMS, BATCH_TAGS = 1000, 100, 100
@@ -153,8 +153,9 @@ class MLflow(Sink):
         return __name__, "MLflow", kwargs
 
     def where(self) -> dict[str, Any]:
-        """The store (``store``: ``MLflow()`` and ``MLflow("mlflow.db")`` are one) and the experiment."""
-        return {"store": store(self.tracking_uri), "experiment": self.experiment}
+        """The store (``store``: ``MLflow()`` and ``MLflow("mlflow.db")`` are one) and the experiment; a server's
+        password left out (``scrub``): the place is shown in a refusal."""
+        return {"store": scrub(store(self.tracking_uri)), "experiment": self.experiment}
 
     def _load(self) -> None:
         from mlflow import MlflowClient  # noqa: F401

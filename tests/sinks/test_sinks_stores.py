@@ -218,3 +218,12 @@ def test_the_sinks_page_example_runs_as_printed(tmp_path, monkeypatch):
     _, points, _, status = read.mlflow(f"sqlite:///{tmp_path / 'archive.db'}", "rlnb", name)
     assert status == "FINISHED" and sorted(points) == [1, 2]
     assert set(namespace["trials"].status) == {"COMPLETED"} and len(namespace["trials"]) == 2
+
+
+def test_two_mlflow_sinks_of_one_server_are_refused_without_showing_its_password():
+    """The refusal names the place, which held the tracking URI whole: ``http://bob:<password>@host``."""
+    server = "http://bob:s3cret@mlflow.example:5000"
+    pair = [sinks.MLflow(server, process=True), sinks.MLflow(server.replace("s3cret", "other"), process=True)]
+    with pytest.raises(ValueError, match=r"two sinks of one place") as refused:
+        stream.validate(pair)
+    assert "s3cret" not in str(refused.value) and "http://bob:***@mlflow.example:5000" in str(refused.value)
