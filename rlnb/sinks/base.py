@@ -215,6 +215,11 @@ class Sink(ABC):
     def spec(self) -> tuple[str, str, dict[str, Any]]:
         """``(module, class name, keyword arguments)`` that make this sink again in a child process."""
 
+    def where(self) -> dict[str, Any]:
+        """The arguments that say where this sink writes (``rlnb.sinks.process.place``): ``spec``'s but the interval.
+        A sink whose place has several spellings gives one (MLflow's store: its default, a path, a URI)."""
+        return {k: v for k, v in self.spec()[2].items() if k != "interval"}
+
     def fail(self, exc: BaseException, run: str, text: str = "") -> None:
         """Drop this sink after its first error, with one warning (``text``, or one naming the error), kept for
         ``say``: a warning raised on the sink's own thread could land in another thread's ``catch_warnings``

@@ -1,7 +1,8 @@
 """MLflow: one MLflow run per rlnb run in an experiment, through ``MlflowClient``.
 
-The store is MLflow's own default unless given: ``$MLFLOW_TRACKING_URI``, else the SQLite file
-``./mlflow.db`` (MLflow 3 keeps its ``./mlruns`` file store in maintenance mode). A plain path is
+The store is MLflow's own default unless given (``default_uri``): ``$MLFLOW_TRACKING_URI``, else ``./mlruns`` if it
+holds an experiment, else the SQLite file ``./mlflow.db`` (MLflow 3 keeps its ``./mlruns`` file store in maintenance
+mode). A plain path is
 taken as a SQLite file. The config goes in as params, each batch as one ``log_batch``, failures as
 tags ``rlnb.failure.<seq>``; names MLflow refuses are cleaned (``key``: characters, and a length past 250). View with
 ``mlflow ui --backend-store-uri <uri>``.
@@ -9,6 +10,7 @@ tags ``rlnb.failure.<seq>``; names MLflow refuses are cleaned (``key``: characte
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import posixpath
@@ -17,8 +19,10 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+from urllib.request import url2pathname
 
-from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, scrub
 from rlnb.sinks.watched import Watched, lost_from
 
 BATCH_METRICS, BATCH_PARAMS, BATCH_TAGS = 1000, 100, 100
@@ -67,7 +71,8 @@ class Keys:
 
 
 def store_uri(where: str | Path | None) -> str | None:
-    """None stays MLflow's default; ``scheme://...`` is kept; a plain path is a SQLite file."""
+    """None stays MLflow's default; ``scheme://...`` is kept; a plain path is a SQLite file (its ``%``, ``?`` and ``#``
+    quoted, as SQLAlchemy reads the URI's path: ``50%41.db`` was the file ``50A.db``, ``a?b.db`` the file ``a``)."""
     if where is None:
         return None
     if not isinstance(where, str | os.PathLike) or not str(where):
@@ -78,15 +83,42 @@ def store_uri(where: str | Path | None) -> str | None:
     text = str(where)
     if "://" in text or text.startswith(("databricks", "file:")):
         return text
-    return f"sqlite:///{Path(text).expanduser().resolve()}"
+    return f"sqlite:///{quote(str(Path(text).expanduser().resolve()))}"
+
+
+def default_uri() -> str:
+    """MLflow's default store, found as MLflow 3's ``get_tracking_uri`` finds it (``mlflow.tracking._tracking_service
+    .utils``), without importing MLflow (2 s, which a sink writing from its child never pays): ``$MLFLOW_TRACKING_URI``
+    (``mlflow.set_tracking_uri`` sets it too), else ``./mlruns`` if it holds an experiment (a folder named by digits
+    holding a ``meta.yaml``: MLflow keeps an existing file store), else ``./mlflow.db``."""
+    if uri := os.environ.get("MLFLOW_TRACKING_URI"):
+        return uri
+    with contextlib.suppress(OSError), os.scandir("mlruns") as entries:
+        if any(e.is_dir() and e.name.isdigit() and os.path.lexists(Path(e.path, "meta.yaml")) for e in entries):
+            return Path("mlruns").resolve().as_uri()
+    return store_uri("mlflow.db") or ""
+
+
+def store(uri: str | None) -> str:
+    """One spelling of the store that ``MLflow.tracking_uri`` names, to tell two sinks of one store apart from two
+    stores: MLflow's default (None), its path, relative or absolute, and ``sqlite:///`` or ``file:`` URIs of one file
+    are all ``sqlite:`` or ``file:`` and the file's real path; a server's URI stays as given."""
+    uri = default_uri() if uri is None else uri
+    path = local_store(uri)
+    if path is None:
+        return uri
+    return f"{'sqlite' if uri.startswith('sqlite:') else 'file'}:{os.path.realpath(path)}"
 
 
 def local_store(uri: str) -> Path | None:
-    """The file or folder of a store on this machine: a SQLite file, a ``file:`` store's folder; None for a server."""
-    if uri.startswith("sqlite:///"):
-        return Path(uri.removeprefix("sqlite:///").partition("?")[0])  # sqlite:////abs/x.db is /abs/x.db
+    """The file or folder of a store on this machine: a SQLite file (``sqlite:///x.db`` relative, ``sqlite:////x.db``
+    absolute, its path unquoted as SQLAlchemy does), a ``file:`` store's folder (a scheme-less URI is one too, to
+    MLflow); None for a server or an in-memory database."""
+    if uri.startswith("sqlite:"):
+        path = unquote(uri.removeprefix("sqlite:///").partition("?")[0]) if uri.startswith("sqlite:///") else ""
+        return Path(path) if path not in ("", ":memory:") else None
     if uri.startswith("file:"):
-        return Path(uri.removeprefix("file:").removeprefix("//"))
+        return Path(url2pathname(urlsplit(uri).path))  # file:x, file:///abs/x, file://localhost/abs/x
     return Path(uri) if "://" not in uri and not uri.startswith("databricks") else None
 
 
@@ -119,6 +151,11 @@ class MLflow(Sink):
         """How a child process makes this sink again (``process=True``)."""
         kwargs = {"tracking_uri": self.tracking_uri, "experiment": self.experiment, "interval": self.interval}
         return __name__, "MLflow", kwargs
+
+    def where(self) -> dict[str, Any]:
+        """The store (``store``: ``MLflow()`` and ``MLflow("mlflow.db")`` are one) and the experiment; a server's
+        password left out (``scrub``): the place is shown in a refusal."""
+        return {"store": scrub(store(self.tracking_uri)), "experiment": self.experiment}
 
     def _load(self) -> None:
         from mlflow import MlflowClient  # noqa: F401

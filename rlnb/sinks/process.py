@@ -126,14 +126,13 @@ _children_lock = threading.Lock()
 
 
 def place(sink: Sink) -> str | None:
-    """Where ``sink`` writes (its ``spec`` but the interval; a folder as an absolute path), or None for a sink that
-    cannot say."""
+    """Where ``sink`` writes (``Sink.where``; a folder as an absolute path), or None for a sink that cannot say."""
     try:
-        _, name, kwargs = sink.spec()
+        name, kwargs = sink.spec()[1], sink.where()
     except NotImplementedError:
         return None
     kwargs = {k: os.path.abspath(v) if k in ("logdir", "dir") and isinstance(v, str) else v for k, v in kwargs.items()}
-    return f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items() if k != 'interval')})"
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
 
 
 class Lease:

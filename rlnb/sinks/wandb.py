@@ -5,12 +5,15 @@ Rows carry their step in a ``step`` column that every chart uses as its x axis
 on their step. The config goes to ``run.config``; a failure is a row with a ``failed_operation``
 text. W&B's console capture and system metrics are off (they would wrap the notebook's output and
 cost CPU); pass ``settings=`` to choose. Offline runs land in ``<dir>/wandb/offline-run-*``:
-``wandb sync <that folder>`` uploads one. A figure named like a key of W&B's own (``_step``, ``_runtime``,
-``_timestamp``: W&B keeps every name that starts with ``_``) or like the failures' is sent as ``logged/<name>``.
+``wandb sync <that folder>`` uploads one. Each session of an rlnb run writes into one W&B run id (``run_id``,
+with ``resume="allow"``); offline, that is a folder per session, which ``wandb sync`` uploads in order as one run.
+A figure named like a key of W&B's own (``_step``, ``_runtime``, ``_timestamp``: W&B keeps every name that starts
+with ``_``) or like the failures', or one that starts with ``logged/``, is sent as ``logged/<name>``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from collections.abc import Iterator
@@ -32,8 +35,20 @@ LOGGED = "logged/"
 def key(name: str) -> str:
     """``name`` as a key of its own in a W&B row: one that starts with ``_`` (W&B's ``_step``, ``_runtime``,
     ``_timestamp``, ...: its own value replaced the figure, or the figure W&B's, and such keys are hidden) or is
-    ``step`` or ``failed_operation`` (rlnb's) is ``logged/<name>``, in a section of its own."""
-    return LOGGED + name if name.startswith("_") or name in (STEP_KEY, FAILURE_KEY) else name
+    ``step`` or ``failed_operation`` (rlnb's) is ``logged/<name>``, in a section of its own; so is one that starts
+    with ``logged/``, so that no two names share a key (``logged/_step`` was the key of ``_step`` too: one figure
+    overwrote the other at each step)."""
+    escape = name.startswith(("_", LOGGED)) or name in (STEP_KEY, FAILURE_KEY)
+    return LOGGED + name if escape else name
+
+
+def run_id(run: RunInfo) -> str:
+    """The W&B run id of an rlnb run, the same in each of its sessions (a continued run writes on into it, with
+    ``resume="allow"``): a hash of its name and first ``created_at``, so that another run of that name (its folder
+    deleted and the id used again, another machine) never resumes into it on W&B's server. W&B refuses ``/`` in an id,
+    which a sweep's trial name holds."""
+    made = str(run.params.get("created_at", ""))
+    return "rlnb-" + hashlib.sha256(f"{run.name}\0{made}".encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
 class WandB(Sink):
@@ -68,12 +83,23 @@ class WandB(Sink):
         where = {"dir": str(self.dir) if self.dir else None, "entity": self.entity, "settings": self._settings}
         return __name__, "WandB", {"project": self.project, "mode": self.mode, **where, "interval": self.interval}
 
+    def where(self) -> dict[str, Any]:
+        """Offline, the project in W&B's folder (``dir``, else ``$WANDB_DIR``, else the working directory: ``WandB()``
+        and ``WandB(dir=".")`` are one); online, the project on the server, whatever ``dir`` keeps locally (two sinks
+        of one run there wrote into one W&B run id)."""
+        if self.mode == "online":
+            return {"project": self.project, "entity": self.entity, "mode": self.mode}
+        return {"project": self.project, "mode": self.mode, "dir": os.path.realpath(self._root().parent)}
+
+    def _root(self) -> Path:
+        """The folder W&B writes its runs in: ``<dir>/wandb``."""
+        return (self.dir or Path(os.environ.get("WANDB_DIR") or ".")).expanduser() / "wandb"
+
     def holds(self, run: RunInfo) -> str | None:
         """An offline run of that project and name under the sink's folder (W&B's server is not asked)."""
         if self.mode != "offline":
             return None
-        root = (self.dir or Path(os.environ.get("WANDB_DIR") or ".")).expanduser() / "wandb"
-        for file in sorted(root.glob("offline-run-*/run-*.wandb")):
+        for file in sorted(self._root().glob("offline-run-*/run-*.wandb")):
             if _project_and_name(file) == (self.project, run.name):
                 return (
                     f"as the offline run {file.parent}: delete that folder to export it again, or export to another dir"
@@ -96,6 +122,8 @@ class WandB(Sink):
             project=self.project,
             entity=self.entity,
             name=run.name,
+            id=run_id(run),
+            resume="allow",  # a later session of the run: the same W&B run (it made one of its own, of one name)
             group=run.group,
             config=run.params,
             mode=self.mode,  # type: ignore[arg-type]
