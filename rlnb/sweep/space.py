@@ -204,15 +204,20 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
 
 
 def config_list(configs: Any) -> list[dict[str, Any]] | None:
-    """``sweep``'s ``configs`` as a list of dicts, read once: a generator ran its trials and was recorded in
-    ``sweep.json`` as ``[]`` (read again, empty), and one dict, or a list holding a name, was dict()'s "dictionary
-    update sequence element #0 has length 1". Each config as ``_flat`` spells it."""
+    """``sweep``'s ``configs`` as a list of at most ``MAX_CONFIGS`` dicts, read once: a generator ran its trials
+    and was recorded in ``sweep.json`` as ``[]`` (read again, empty), and one dict, or a list holding a name, was
+    dict()'s "dictionary update sequence element #0 has length 1". Each config as ``_flat`` spells it."""
     if configs is None:
         return None
     if isinstance(configs, Mapping | str | bytes) or not isinstance(configs, Iterable):
         raise TypeError(f"configs must be a list of dicts, such as grid(learning_rate=[1e-3, 1e-2]), got "
                         f"{configs!r}{' (one config: put it in a list)' if isinstance(configs, Mapping) else ''}")
-    listed = list(configs)
+    listed = list(itertools.islice(configs, MAX_CONFIGS + 1))  # an endless generator was read until memory ran out
+    if len(listed) > MAX_CONFIGS:
+        raise ValueError(
+            f"configs holds more than {MAX_CONFIGS} configs: at most {MAX_CONFIGS}, each a trial per seed, as grid() "
+            "and random_search() make (a list of 10,001 ran them all)"
+        )
     for i, config in enumerate(listed):
         if not isinstance(config, Mapping):
             raise TypeError(f"configs[{i}] must be a dict of fields, such as {{'learning_rate': 1e-3}}, got {config!r}")

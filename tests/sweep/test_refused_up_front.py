@@ -148,3 +148,18 @@ def test_a_ray_that_does_not_start_is_an_error_naming_executor_ray_and_leaves_no
         patch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False, init=timed_out))
         sweep(BASE, target=NOWHERE, api_key="sk-any-key", steps=1, runs_dir=tmp_path, progress=False, executor="ray")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_more_configs_than_grid_makes_are_refused_and_an_endless_generator_is_not_read_for_ever(tmp_path):
+    """A list of 10,001 configs ran them all (``grid`` and ``random_search`` stop at 10,000), and an endless
+    generator of configs (``itertools.count``'s) was read until memory ran out, before anything ran."""
+    import itertools
+
+    from rlnb.sweep.space import MAX_CONFIGS
+
+    many = [{"learning_rate": 1e-4 * (1 + i / MAX_CONFIGS)} for i in range(MAX_CONFIGS + 1)]
+    endless = ({"learning_rate": 1e-4 * (1 + i / 1e9)} for i in itertools.count())
+    for configs in (many, endless):
+        with pytest.raises(ValueError, match=r"configs holds more than 10000 configs: at most 10000"):
+            sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []
