@@ -177,7 +177,7 @@ def _trials(
 
         import_optuna()  # the extra named, before storage_url's "No module named 'sqlalchemy'" (Optuna brings it)
         dims = parse_space(base, study.space or {})
-        check_search(dims, study.n_trials, study.sampler, study.pruner)
+        check_search(dims, study.n_trials, study.sampler, study.pruner, trial.seeds)
         storage_url(parent / STUDY_FILE)  # before the sweep folder is made
         return dims, []
     if configs is not None and not configs:
