@@ -10,6 +10,7 @@ shorthands ``(lo, hi)``, ``(lo, hi, "log")``, ``(lo, hi, "int")`` and ``[choices
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import numbers
 import random
@@ -269,6 +270,19 @@ def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
         else:
             data[key] = value
     return cls(**data)
+
+
+def check_distinct_params(base: OptimizerParams, configs: Sequence[Mapping[str, Any]]) -> None:
+    """``ValueError`` naming two configs that send the same params: ``{}`` and ``{"learning_rate": 1e-3}`` on a base
+    at 1e-3 ran one trial twice under two labels, which ``check_once`` missed. Compared as sent (``request_body``):
+    an unset field is the target's default, which a remote service may choose otherwise."""
+    seen: dict[str, int] = {}
+    for i, config in enumerate(configs):
+        body = json.dumps(apply(base, config).request_body(), sort_keys=True)
+        j = seen.setdefault(body, i)
+        if j != i:
+            raise ValueError(f"configs[{j}] {dict(configs[j])!r} and configs[{i}] {dict(config)!r} send the same "
+                             f"params ({body}): the same trial would run twice; drop one")  # fmt: skip
 
 
 BASELINE = "baseline"

@@ -163,3 +163,17 @@ def test_more_configs_than_grid_makes_are_refused_and_an_endless_generator_is_no
         with pytest.raises(ValueError, match=r"configs holds more than 10000 configs: at most 10000"):
             sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_two_configs_that_send_the_same_params_are_refused_naming_both(tmp_path):
+    """``{}`` (the base, at 1e-3) and ``{"learning_rate": 1e-3}`` ran one trial twice, "baseline" and
+    "learning_rate=0.001" with the same reward, which the "listed twice" check missed. A field left unset is the
+    target's default, which a remote service may choose otherwise: ``{}`` beside the local default is two trials."""
+    base = rlnb.AdamParams(learning_rate=1e-3, weight_decay=0.0)
+    said = "configs[0] {} and configs[1] {'learning_rate': 0.001} send the same params ({\"adam_params\": {"
+    with pytest.raises(ValueError, match=re.escape(said)):
+        sweep(base, [{}, {"learning_rate": 1e-3}], steps=1, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []
+    unset = rlnb.AdamParams(weight_decay=0.0)
+    trials = sweep(unset, [{}, {"learning_rate": 1e-4}], steps=1, runs_dir=tmp_path, progress=False)
+    assert list(trials.label) == ["baseline", "learning_rate=0.0001"]
