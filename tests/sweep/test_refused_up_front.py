@@ -177,3 +177,26 @@ def test_two_configs_that_send_the_same_params_are_refused_naming_both(tmp_path)
     unset = rlnb.AdamParams(weight_decay=0.0)
     trials = sweep(unset, [{}, {"learning_rate": 1e-4}], steps=1, runs_dir=tmp_path, progress=False)
     assert list(trials.label) == ["baseline", "learning_rate=0.0001"]
+
+
+def test_configs_listed_twice_are_found_by_hash_not_by_comparing_every_pair():
+    """``check_once`` compared each config with every earlier one: 10,000 configs (a grid's most) took 7 s before the
+    first trial. Counted here as ``==`` calls between distinct values: none is needed to find none repeated."""
+    from rlnb.sweep.space import check_once
+
+    calls = []
+
+    class Counted(float):
+        def __eq__(self, other):
+            calls.append(other)
+            return float(self) == float(other)
+
+        __hash__ = float.__hash__
+
+    configs = [{"learning_rate": Counted(1e-4 * (1 + i))} for i in range(300)]
+    check_once("configs", configs)
+    assert len(calls) < 300  # one pass (every pair: 44,850)
+    with pytest.raises(ValueError, match=r"configs lists \{'learning_rate': 0.0001\} more than once"):
+        check_once("configs", [*configs, {"learning_rate": 1e-4}])
+    with pytest.raises(ValueError, match=r"configs lists \{'b': \[1\]\} more than once"):
+        check_once("configs", [{"b": [1]}, {"b": [2]}, {"b": [1]}])  # unhashable values: compared one by one
