@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .batched_executor import MAX_MEMBERS, BatchedExecutor
-from .executors import Executor, ThreadExecutor, route
+from .executors import ABANDONED, Executor, ThreadExecutor, route
 from .folder import append_row
 from .options import ExecutorOptions, SearchOptions
 from .trial import TrialSpec, base_row, identity
@@ -20,6 +21,11 @@ Progress = Callable[[int, int, dict[str, Any]], None]
 """``progress(done, total, row)`` after each finished trial."""
 POLL_S = 0.2
 """How long the driver waits for a finished trial before checking Stop again."""
+STOP_WAIT_S = 60.0
+"""How long a stopped sweep (``stop=``, a first Ctrl-C, an error) waits for a trial on this process's threads still
+in its step — a reward that never returns — before it stops waiting, as a second Ctrl-C does: a Stop button has no
+second press, and such a sweep waited for ever. Ray force-cancels its own trials (``ray_executor.STOP_GRACE``)."""
+GAVE_UP = ABANDONED.replace("by a second interrupt", f"{STOP_WAIT_S:g} s after the stop")
 
 
 class Plan:
@@ -135,13 +141,15 @@ class Run:
     def drive(self) -> None:
         """Run until the source is used up or Stop; an interrupt stops, a second one kills."""
         stopped = exhausted = False
-        interrupts = 0
+        interrupts, since = 0, 0.0
         while True:
             try:
                 if self.stop.is_set() and not stopped:
-                    stopped = True
+                    stopped, since = True, time.monotonic()
                     for rows, where in self.stop_all():
                         self.record(rows, where)
+                if stopped and time.monotonic() - since > STOP_WAIT_S:
+                    self.give_up(self.record)
                 while not stopped and not exhausted and self.running() < self.limit:
                     spec = self.source.next_spec()
                     if spec is None:
@@ -167,6 +175,12 @@ class Run:
     def running(self) -> int:
         return sum(ex.running() for ex in self.executors.values())
 
+    def give_up(self, keep: Callable[[list[dict[str, Any]], str], None]) -> None:
+        """``STOP_WAIT_S`` after a stop: each trial on this process's threads still in its step is a STOPPED row
+        (``GAVE_UP``), as a second Ctrl-C makes it; a trial that already ended keeps its own row."""
+        for ex in [ex for ex in self.executors.values() if ex.name != "ray" and ex.running()]:
+            keep([{**r, "reason": GAVE_UP} if r.get("reason") == ABANDONED else r for r in ex.kill()], ex.name)
+
     def drain(self) -> None:
         """After an error: stop, and store what comes back (running trials end at their next step). An
         interrupt stops waiting, as a second one does in ``drive``: a trial stuck in its step held the error,
@@ -174,10 +188,13 @@ class Run:
         self.stop.set()
         for rows, where in self.stop_all():
             self.store(rows, where)
+        since = time.monotonic()
         try:
             while self.running():
                 for ex in [ex for ex in self.executors.values() if ex.running()]:
                     self.store(ex.poll(POLL_S), ex.name)
+                if time.monotonic() - since > STOP_WAIT_S:
+                    self.give_up(self.store)
         except KeyboardInterrupt:
             for rows, where in self.stop_all(kill=True):
                 self.store(rows, where)

@@ -24,7 +24,15 @@ from rlnb.params import AdamParams, OptimizerParams
 from .dispatch import Plan, Progress, start
 from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
 from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options, check_params
-from .space import Categorical, apply, check_once, check_variants, config_list, parse_space
+from .space import (
+    Categorical,
+    apply,
+    check_distinct_params,
+    check_once,
+    check_variants,
+    config_list,
+    parse_space,
+)
 from .trial import TrialSpec
 
 
@@ -85,6 +93,7 @@ def sweep(
     names = check_variants(variants, configs)
     if configs is not None and names is None:  # a copy ran as a trial that summarize took for an agreeing seed
         check_once("configs", configs)  # (ablate's variants name each config: the same change under two names)
+        check_distinct_params(base, configs)
     if where.executor == "ray" and trial.target == "local":  # a remote target's trials stay on threads
         from .ray_checks import check_picklable
 
@@ -177,7 +186,7 @@ def _trials(
 
         import_optuna()  # the extra named, before storage_url's "No module named 'sqlalchemy'" (Optuna brings it)
         dims = parse_space(base, study.space or {})
-        check_search(dims, study.n_trials, study.sampler, study.pruner)
+        check_search(dims, study.n_trials, study.sampler, study.pruner, trial.seeds)
         storage_url(parent / STUDY_FILE)  # before the sweep folder is made
         return dims, []
     if configs is not None and not configs:

@@ -126,6 +126,10 @@ def lr_find(
             trial.history.log(trial.step, **({LOGGED[objective]: value} if logs else {}), lr_find_lr=lr)
             if progress is not None:
                 progress(i + 1, steps)
+            if not math.isfinite(value) and i == 0:  # measured before any rate had moved the weights
+                ended = (f"the {objective} was {value} at the first step, before any rate had acted: the model or "
+                         "the objective is broken from the start, not diverged by a rate")  # fmt: skip
+                break
             if not math.isfinite(value):
                 ended = f"diverged at lr {lr:.3g} ({objective} {value})"
                 break

@@ -63,7 +63,9 @@ def storage_url(path: Path) -> str:
     return url
 
 
-def check_search(dims: Mapping[str, Dimension], n_trials: int | None, sampler: Any, pruner: Any) -> None:
+def check_search(
+    dims: Mapping[str, Dimension], n_trials: int | None, sampler: Any, pruner: Any, seeds: Sequence[int]
+) -> None:
     """The search's arguments, checked before the sweep folder is made or Optuna imported."""
     if isinstance(sampler, str) and sampler not in SAMPLERS:
         raise ValueError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler, got {sampler!r}")
@@ -77,6 +79,24 @@ def check_search(dims: Mapping[str, Dimension], n_trials: int | None, sampler: A
     if n_trials is not None:  # 10**30 ran trials for ever, its progress bar counting toward 10**30
         why = "each is a trial, as grid() and random_search() make at most that many configs"
         n_trials = check_int("n_trials", n_trials, 1, MAX_CONFIGS, why=why)
+        if sampler != "grid":  # the grid stops after its last point
+            _check_repeats(dims, n_trials, seeds)
+
+
+def _check_repeats(dims: Mapping[str, Dimension], n_trials: int, seeds: Sequence[int]) -> None:
+    """A space of lists and Int ranges alone holds a finite number of points: trials past its points × seeds
+    repeat one already run (``{"learning_rate": [1e-3]}`` with ``n_trials=3`` ran the same trial three times)."""
+    if any(isinstance(dim, Float) for dim in dims.values()):
+        return
+    sizes = {name: len(d.choices) if isinstance(d, Categorical) else d.high - d.low + 1 for name, d in dims.items()}
+    distinct = math.prod(sizes.values()) * len(seeds)
+    if n_trials > distinct:
+        each = " × ".join(f"{name} {size}" for name, size in sizes.items())
+        raise ValueError(
+            f"n_trials={n_trials} is more than the {distinct} distinct trials this space and seeds hold ({each} × "
+            f"{len(seeds)} seeds): the rest would repeat a trial already run; use sampler='grid', which runs each "
+            "point once, or n_trials <= " + str(distinct)
+        )
 
 
 def _check_objects(sampler: Any, pruner: Any) -> None:

@@ -10,6 +10,7 @@ shorthands ``(lo, hi)``, ``(lo, hi, "log")``, ``(lo, hi, "int")`` and ``[choices
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import numbers
 import random
@@ -106,7 +107,17 @@ def check_once(name: str, values: Sequence[Any]) -> None:
     trials (and a grid point twice in Optuna's grid), which ``summarize`` counts as seeds that agree; or a NaN."""
     if any(isinstance(v, numbers.Real) and math.isnan(v) for v in values):  # NaN != NaN: two passed as distinct
         raise ValueError(f"{name} lists NaN, which is no value to try, got {list(values)!r}")
-    twice = [v for i, v in enumerate(values) if v in values[:i]]
+    seen: set[Any] = set()
+    twice = []
+    for i, v in enumerate(values):  # by hash: comparing each with every earlier one took 7 s for 10,000 configs
+        try:
+            key = frozenset(v.items()) if isinstance(v, Mapping) else v
+            if key in seen:
+                twice.append(v)
+            seen.add(key)
+        except TypeError:  # unhashable (a list among a config's values): compared with every earlier one
+            if v in values[:i]:
+                twice.append(v)
     if twice:
         raise ValueError(f"{name} lists {', '.join(map(repr, twice))} more than once, got {list(values)!r}")
 
@@ -204,15 +215,20 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
 
 
 def config_list(configs: Any) -> list[dict[str, Any]] | None:
-    """``sweep``'s ``configs`` as a list of dicts, read once: a generator ran its trials and was recorded in
-    ``sweep.json`` as ``[]`` (read again, empty), and one dict, or a list holding a name, was dict()'s "dictionary
-    update sequence element #0 has length 1". Each config as ``_flat`` spells it."""
+    """``sweep``'s ``configs`` as a list of at most ``MAX_CONFIGS`` dicts, read once: a generator ran its trials
+    and was recorded in ``sweep.json`` as ``[]`` (read again, empty), and one dict, or a list holding a name, was
+    dict()'s "dictionary update sequence element #0 has length 1". Each config as ``_flat`` spells it."""
     if configs is None:
         return None
     if isinstance(configs, Mapping | str | bytes) or not isinstance(configs, Iterable):
         raise TypeError(f"configs must be a list of dicts, such as grid(learning_rate=[1e-3, 1e-2]), got "
                         f"{configs!r}{' (one config: put it in a list)' if isinstance(configs, Mapping) else ''}")
-    listed = list(configs)
+    listed = list(itertools.islice(configs, MAX_CONFIGS + 1))  # an endless generator was read until memory ran out
+    if len(listed) > MAX_CONFIGS:
+        raise ValueError(
+            f"configs holds more than {MAX_CONFIGS} configs: at most {MAX_CONFIGS}, each a trial per seed, as grid() "
+            "and random_search() make (a list of 10,001 ran them all)"
+        )
     for i, config in enumerate(listed):
         if not isinstance(config, Mapping):
             raise TypeError(f"configs[{i}] must be a dict of fields, such as {{'learning_rate': 1e-3}}, got {config!r}")
@@ -264,6 +280,19 @@ def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
         else:
             data[key] = value
     return cls(**data)
+
+
+def check_distinct_params(base: OptimizerParams, configs: Sequence[Mapping[str, Any]]) -> None:
+    """``ValueError`` naming two configs that send the same params: ``{}`` and ``{"learning_rate": 1e-3}`` on a base
+    at 1e-3 ran one trial twice under two labels, which ``check_once`` missed. Compared as sent (``request_body``):
+    an unset field is the target's default, which a remote service may choose otherwise."""
+    seen: dict[str, int] = {}
+    for i, config in enumerate(configs):
+        body = json.dumps(apply(base, config).request_body(), sort_keys=True)
+        j = seen.setdefault(body, i)
+        if j != i:
+            raise ValueError(f"configs[{j}] {dict(configs[j])!r} and configs[{i}] {dict(config)!r} send the same "
+                             f"params ({body}): the same trial would run twice; drop one")  # fmt: skip
 
 
 BASELINE = "baseline"

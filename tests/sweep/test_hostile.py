@@ -215,3 +215,35 @@ def test_a_ray_sweeps_dead_mailbox_neither_raises_from_stop_nor_from_pruning(tmp
     ex._serve()  # the pruner's service: no report came, none is answered
     assert ex.stop() == [] and cancelled == [] and ex.running() == 2  # each comes back as its own STOPPED row
     assert ex._stop_deadline is not None  # and is force-cancelled STOP_GRACE seconds on if it does not
+
+
+@pytest.mark.slow  # trials on threads, one of them stuck in its reward until the sweep gives up on it
+@pytest.mark.parametrize("executor", ["threads", "batched"])
+def test_a_stopped_sweep_stops_waiting_for_a_reward_that_never_returns(tmp_path, monkeypatch, executor):
+    """``stop=`` (a Stop button, which has no second press) while a reward hangs: the sweep waited for the trial's
+    next step, which never came, for ever (a second Ctrl-C was the only way out). It now waits ``STOP_WAIT_S``
+    (here cut short) and returns, the stuck trial a STOPPED row saying so."""
+    from rlnb.sweep import dispatch
+
+    monkeypatch.setattr(dispatch, "STOP_WAIT_S", 0.5, raising=False)
+    entered, release, stop = threading.Event(), threading.Event(), threading.Event()
+
+    def stuck(prompt, completion):
+        if not entered.is_set():
+            entered.set()
+            threading.Timer(60, release.set).start()  # the test's own deadline: without the fix, the trial then ends
+            stop.set()  # Stop is pressed while the reward is stuck
+        release.wait()
+        return 0.0
+
+    try:
+        trials = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, task=Task("stuck", ["a="], stuck), stop=stop,
+                       executor=executor, max_concurrent=1, runs_dir=tmp_path, progress=False)  # fmt: skip
+    finally:
+        release.set()  # the abandoned thread ends on its own
+    assert list(trials.status) == ["STOPPED", "STOPPED"]
+    assert trials.reason.iloc[0].startswith("abandoned 60 s after the stop: it was still in a step")
+    assert trials.reason.iloc[1] in ("stopped before it started", trials.reason.iloc[0])  # batched: one ensemble
+    for thread in threading.enumerate():
+        if thread.name.startswith("rlnb-sweep"):
+            thread.join(120)

@@ -84,12 +84,18 @@ N_TRIALS = r"n_trials must be an integer in \[1, 10000\]"
         ({"learning_rate": (1e-4, 1e-2)}, {"pruner": 5}, TypeError, r"pruner must be .* Optuna pruner.*got 5"),
         ({"learning_rate": [1e-4, 1e-2]}, {"sampler": optuna.samplers.GridSampler({"learning_rate": [1e-4]})},
          ValueError, "use sampler='grid'"),
+        # a space of one point ran the same trial n_trials times; 2 points x 1 seed hold 2 distinct trials
+        ({"learning_rate": [1e-3]}, {"n_trials": 3}, ValueError,
+         r"n_trials=3 is more than the 1 distinct trials .*\(learning_rate 1 × 1 seeds\).*use sampler='grid'"),
+        ({"learning_rate": [1e-3, 1e-2], "newton_schulz_steps": Int(4, 5)}, {"n_trials": 9, "base": MUON,
+         "seeds": [0, 1]}, ValueError, r"n_trials=9 is more than the 8 distinct trials"),
     ],
 )
 def test_bad_spaces_are_refused_naming_the_field(tmp_path, space, kwargs, error, words):
     options = {"n_trials": 2, **kwargs}
+    base = options.pop("base", ADAM)
     with pytest.raises(error, match=words):
-        sweep(ADAM, space=space, search="optuna", steps=1, runs_dir=tmp_path, progress=False, **options)
+        sweep(base, space=space, search="optuna", steps=1, runs_dir=tmp_path, progress=False, **options)
     assert not list(tmp_path.iterdir())  # refused before the sweep folder was made
 
 

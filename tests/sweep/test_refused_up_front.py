@@ -148,3 +148,55 @@ def test_a_ray_that_does_not_start_is_an_error_naming_executor_ray_and_leaves_no
         patch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False, init=timed_out))
         sweep(BASE, target=NOWHERE, api_key="sk-any-key", steps=1, runs_dir=tmp_path, progress=False, executor="ray")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_more_configs_than_grid_makes_are_refused_and_an_endless_generator_is_not_read_for_ever(tmp_path):
+    """A list of 10,001 configs ran them all (``grid`` and ``random_search`` stop at 10,000), and an endless
+    generator of configs (``itertools.count``'s) was read until memory ran out, before anything ran."""
+    import itertools
+
+    from rlnb.sweep.space import MAX_CONFIGS
+
+    many = [{"learning_rate": 1e-4 * (1 + i / MAX_CONFIGS)} for i in range(MAX_CONFIGS + 1)]
+    endless = ({"learning_rate": 1e-4 * (1 + i / 1e9)} for i in itertools.count())
+    for configs in (many, endless):
+        with pytest.raises(ValueError, match=r"configs holds more than 10000 configs: at most 10000"):
+            sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_two_configs_that_send_the_same_params_are_refused_naming_both(tmp_path):
+    """``{}`` (the base, at 1e-3) and ``{"learning_rate": 1e-3}`` ran one trial twice, "baseline" and
+    "learning_rate=0.001" with the same reward, which the "listed twice" check missed. A field left unset is the
+    target's default, which a remote service may choose otherwise: ``{}`` beside the local default is two trials."""
+    base = rlnb.AdamParams(learning_rate=1e-3, weight_decay=0.0)
+    said = "configs[0] {} and configs[1] {'learning_rate': 0.001} send the same params ({\"adam_params\": {"
+    with pytest.raises(ValueError, match=re.escape(said)):
+        sweep(base, [{}, {"learning_rate": 1e-3}], steps=1, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []
+    unset = rlnb.AdamParams(weight_decay=0.0)
+    trials = sweep(unset, [{}, {"learning_rate": 1e-4}], steps=1, runs_dir=tmp_path, progress=False)
+    assert list(trials.label) == ["baseline", "learning_rate=0.0001"]
+
+
+def test_configs_listed_twice_are_found_by_hash_not_by_comparing_every_pair():
+    """``check_once`` compared each config with every earlier one: 10,000 configs (a grid's most) took 7 s before the
+    first trial. Counted here as ``==`` calls between distinct values: none is needed to find none repeated."""
+    from rlnb.sweep.space import check_once
+
+    calls = []
+
+    class Counted(float):
+        def __eq__(self, other):
+            calls.append(other)
+            return float(self) == float(other)
+
+        __hash__ = float.__hash__
+
+    configs = [{"learning_rate": Counted(1e-4 * (1 + i))} for i in range(300)]
+    check_once("configs", configs)
+    assert len(calls) < 300  # one pass (every pair: 44,850)
+    with pytest.raises(ValueError, match=r"configs lists \{'learning_rate': 0.0001\} more than once"):
+        check_once("configs", [*configs, {"learning_rate": 1e-4}])
+    with pytest.raises(ValueError, match=r"configs lists \{'b': \[1\]\} more than once"):
+        check_once("configs", [{"b": [1]}, {"b": [2]}, {"b": [1]}])  # unhashable values: compared one by one
