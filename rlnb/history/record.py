@@ -100,6 +100,10 @@ INT64 = 2**63
 """Integer fields must fit a table's int64 column."""
 FLOAT_MAX = sys.float_info.max
 """The largest figure a float holds; a larger JSON integer is damage."""
+MAX_SEQ = 2**53
+"""Operation numbers a run takes: below 2**53 (a million a second for 285 years; exact in any JSON reader). A larger
+``seq`` is damage (a hand edit): 2**63 - 1 left the next session numbering past int64, its ``df`` failing and its
+lines left out of every later load."""
 LATEST_TIME = 9.2e9
 """Seconds from 1970 that pandas' datetimes hold (about 292 years either side): a time past it is damage."""
 

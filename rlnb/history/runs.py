@@ -18,7 +18,7 @@ from rlnb.errors import user_stacklevel
 from rlnb.history.completion_log import read_completions
 from rlnb.history.paths import new_run_id, run_folder
 from rlnb.history.reading import read_config, read_jsonl, set_aside_config
-from rlnb.history.record import Record, from_row, logged_row, warn_bad
+from rlnb.history.record import MAX_SEQ, Record, _integer, from_row, logged_row, warn_bad
 from rlnb.history.runconfig import EARLIER, changed, continued, environment
 from rlnb.history.store import METRICS_FILE, OPS_FILE, RunStore, RunStoreWarning, holds_run
 
@@ -78,11 +78,18 @@ def read_run(path: str | Path) -> RunFolder:
     config, damaged = read_config(path)
     latest: dict[int, Record] = {}
     bad: list[str] = []
-    for _, line in read_jsonl(path / OPS_FILE):
+    late: list[str] = []
+    for n, line in read_jsonl(path / OPS_FILE):
+        if _integer(line.get("seq")) and line["seq"] >= MAX_SEQ:
+            late.append(f"line {n} (seq {line['seq']})")
+            continue
         rec = from_row(line, bad)
         if rec is not None:
             latest[rec.seq] = rec  # the last line of an operation is its latest state
     warn_bad(path / OPS_FILE, bad)
+    if late:
+        warnings.warn(f"{path / OPS_FILE}: skipped {', '.join(late[:5])}: a seq of {MAX_SEQ} or more leaves no room to "
+                      "number the operations after it; it is damage (a hand edit)", RuntimeWarning, stacklevel=3)
     bad = []
     logged = (logged_row(line, bad) for _, line in read_jsonl(path / METRICS_FILE))
     kept = [row for row in logged if row is not None]
