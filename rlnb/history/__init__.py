@@ -2,10 +2,12 @@
 and their pandas tables; ``runs()`` / ``compare()`` over many runs."""
 
 from rlnb.history.completion_log import completions
+from rlnb.history.export import from_json_text
 from rlnb.history.history import History, RunContinuedWarning
 from rlnb.history.paths import default_runs_dir, new_run_id
 from rlnb.history.record import NA_NO_GRAD_NORM, Record
 
 __all__ = [
-    "NA_NO_GRAD_NORM", "History", "Record", "RunContinuedWarning", "completions", "default_runs_dir", "new_run_id",
+    "NA_NO_GRAD_NORM", "History", "Record", "RunContinuedWarning", "completions", "default_runs_dir",
+    "from_json_text", "new_run_id",
 ]

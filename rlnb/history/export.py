@@ -1,6 +1,7 @@
 """A history written out: ``save`` as a run folder ``History.load`` restores whole (every operation, every logged
 figure, the completions and the config; for a run whose own folder could not be written, or a copy), and the
-operations table as CSV or Parquet, its dict columns (``metrics``, ``params``) as JSON text.
+operations table as CSV or Parquet, its dict columns (``metrics``, ``params``) as standard JSON text (``NON_FINITE``),
+which ``from_json_text`` reads back.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -93,8 +95,43 @@ def _taken(file: Path) -> bool:
     return file.exists() or file.is_symlink()
 
 
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+"""The floats JSON has no number for, as ``to_csv``/``to_parquet`` write them: these strings (as protobuf's JSON
+mapping spells them). Written bare (``NaN``), as Python's json does, jq, JavaScript and DuckDB refused the text."""
+STANDARD = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
+
+
+def _spelled(value: Any) -> Any:
+    """``value`` with each non-finite float in it as its ``NON_FINITE`` string."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: _spelled(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_spelled(v) for v in value]
+    return value
+
+
+def _numbers(value: Any) -> Any:
+    """``_spelled`` undone: each ``NON_FINITE`` string in ``value`` as its float."""
+    if isinstance(value, str):
+        return NON_FINITE.get(value, value)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value
+
+
+def from_json_text(text: str) -> Any:
+    """The dict a ``metrics`` or ``params`` cell of ``history.to_csv``/``to_parquet`` holds, as ``history.df`` had it:
+    ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` read back as those floats (a file of an older rlnb, which wrote them
+    bare, reads too)."""
+    return _numbers(json.loads(text))
+
+
 def with_json(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` (a fresh ``History.df``) with its dict columns as JSON text, which CSV and Parquet hold."""
+    """``frame`` (a fresh ``History.df``) with its dict columns as standard JSON text, which CSV and Parquet hold."""
     for col in DICT_COLUMNS:
-        frame[col] = frame[col].map(lambda d: ENCODER.encode(d))
+        frame[col] = frame[col].map(lambda d: STANDARD.encode(_spelled(d)))
     return frame

@@ -3,11 +3,13 @@ holds only its config, and a later session whose clock is behind. Each must keep
 what it could not."""
 
 import json
+import math
 
+import pandas as pd
 import pytest
 
 import rlnb
-from rlnb import samples
+from rlnb import samples, wire
 from rlnb.history import History
 from rlnb.history.runs import RunContinuedWarning
 from rlnb.testing import FakeBackend
@@ -40,3 +42,31 @@ def test_a_seq_that_leaves_no_room_is_skipped_as_damage_and_the_run_continues(tm
     with pytest.warns(RuntimeWarning, match="leaves no room"):
         loaded = History.load(tmp_path / "r")
     assert list(loaded.df.seq) == [0, 1, 2, 3] and list(loaded.steps.step) == [1, 1]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_exports_write_standard_json_that_reads_back_exactly_and_older_files_still_read(tmp_path, fmt):
+    """``to_csv``/``to_parquet`` wrote ``{"kl":NaN,"clip":Infinity}``: Python reads it, jq, JavaScript and DuckDB's json
+    refuse it. Non-finite floats are the strings ``"NaN"``/``"Infinity"``/``"-Infinity"`` (protobuf's JSON spelling);
+    ``rlnb.history.from_json_text`` gives the dicts back as ``history.df`` has them, and reads the older bare form."""
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+    history = History()
+    figures = {"kl": math.nan, "clip": math.inf, "low": -math.inf, "ok": 0.25}
+    rec = history.new("forward-backward", 0, {"betas": [0.9, math.inf], "name": "adam"}, 1.7e9)
+    done = wire.Operation(id="op-0", status=wire.OperationStatus.COMPLETED,
+                          output=wire.ForwardBackwardResult(loss=1.0, metrics=figures))  # fmt: skip
+    history.update(rec, done, 1.7e9 + 1)
+    path = tmp_path / f"h.{fmt}"
+    getattr(history, f"to_{fmt}")(path)
+    table = pd.read_csv(path) if fmt == "csv" else pd.read_parquet(path)
+
+    def strict(text: str) -> object:  # as jq or JavaScript's JSON.parse: NaN and Infinity are no JSON
+        return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} is not standard JSON: {text}"))
+
+    assert strict(table.metrics[0]) == {"kl": "NaN", "clip": "Infinity", "low": "-Infinity", "ok": 0.25}
+    assert strict(table.params[0]) == {"betas": [0.9, "Infinity"], "name": "adam"}
+    for column in ("metrics", "params"):
+        back, df = rlnb.history.from_json_text(table[column][0]), history.df[column][0]
+        assert json.dumps(back) == json.dumps(df)  # NaN == NaN here: the same numbers, the same order
+    assert json.dumps(rlnb.history.from_json_text('{"kl":NaN,"clip":-Infinity}')) == '{"kl": NaN, "clip": -Infinity}'
