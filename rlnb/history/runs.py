@@ -1,6 +1,6 @@
 """A run folder read back, and opened again by a later session: ``read_run`` (what ``History.load`` restores),
-``open_run`` (a run folder locked for recording, continuing whatever it holds with the same optimizer:
-``same_optimizer``), and the warnings of a session that starts below the step its run reached
+``open_run`` (a run folder locked for recording, continuing whatever it holds, its config alone too, with the same
+optimizer once it holds an operation or figure: ``same_optimizer``), and the warnings of a session that starts below the step its run reached
 (``warn_continued``) or adds to a loaded run in memory (``warn_in_memory``).
 """
 
@@ -108,11 +108,14 @@ def open_run(
     store = RunStore(path)  # the lock first: nobody else writes while the earlier records are read
     try:  # whatever fails here, the lock is released: a retry is not refused as RunLocked
         written = [f for f in (path / OPS_FILE, path / METRICS_FILE) if f.is_file() and f.stat().st_size]
-        earlier = read_run(path) if written else None  # a run that only logged figures is continued too
-        damaged = earlier.config_damaged if earlier is not None else read_config(path, say=False)[1]  # read once
+        kept, damaged = ({}, False) if written else read_config(path, say=False)
+        # a run that only logged figures is continued too, and one that holds only its config (annotated, then ended
+        # before any operation): it was written over, its label and first created_at lost
+        earlier = read_run(path) if written or (kept and (path / OPS_FILE).is_file()) else None
+        damaged = earlier.config_damaged if earlier is not None else damaged
         if damaged:
             set_aside_config(path)
-        if earlier is not None:
+        if written:  # a run of no operation yet labels none otherwise: its earlier setups are kept in EARLIER only
             changes = changed(earlier.config, config)
             same_optimizer(run_id, changes)
             warn_changed(run_id, changes)

@@ -70,3 +70,21 @@ def test_exports_write_standard_json_that_reads_back_exactly_and_older_files_sti
         back, df = rlnb.history.from_json_text(table[column][0]), history.df[column][0]
         assert json.dumps(back) == json.dumps(df)  # NaN == NaN here: the same numbers, the same order
     assert json.dumps(rlnb.history.from_json_text('{"kl":NaN,"clip":-Infinity}')) == '{"kl": NaN, "clip": -Infinity}'
+
+
+def test_a_run_that_holds_only_its_config_is_continued_keeping_its_label_and_first_start(tmp_path):
+    """A session annotated (a sweep's label) and ended before any operation: the next session on that run id took it
+    for a new run and wrote over ``config.json``, its label and first ``created_at`` lost. Such a run is continued;
+    another optimizer (or seed) is neither refused nor warned about: the run holds no step the first one made, that
+    the new one would relabel. The first session's setup is kept in ``earlier_sessions``."""
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r") as first:
+        first.history.annotate(label="lr=1e-3")
+    created = first.history.config["created_at"]
+    again = rlnb.Session(FakeBackend(optimizer="muon"), runs_dir=tmp_path, run_id="r")
+    one_step(again)
+    again.close()
+    config = History.load(tmp_path / "r").config
+    assert config["label"] == "lr=1e-3" and config["created_at"] == created and config["optimizer"] == "muon"
+    assert config["earlier_sessions"][0]["optimizer"] == "adam" and len(config["continued_at"]) == 1
+    with pytest.raises(ValueError, match="recorded with optimizer muon, and this session's is adam"):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")  # it has steps now: one optimizer's
