@@ -30,7 +30,7 @@ from rlnb.history.completion_log import CompletionLog, checked
 from rlnb.history.figures import NO_STEP, logged_figures
 from rlnb.history.listeners import Listeners
 from rlnb.history.record import Record, as_row, fold_envelope
-from rlnb.history.runconfig import check_annotation, continued_at
+from rlnb.history.runconfig import check_annotation, session_starts
 from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run, warn_memory_only
 from rlnb.history.steplog import StepLog
 from rlnb.history.store import RunStore
@@ -101,7 +101,7 @@ class History(HistoryViews):
     def _replay(self, unfinished: bool) -> None:
         """Feed every record and logged row to a fresh step log (each session that continued the run starts a step)."""
         self.step_log.reset()
-        self.step_log.feed(self._records, self._logged, unfinished, continued_at(self.config))
+        self.step_log.feed(self._records, self._logged, unfinished, session_starts(self.config))
 
     def steps_reached(self) -> int:
         """The highest step its completed optim-steps reached or a figure was logged at (0 for a new run)."""

@@ -1,5 +1,5 @@
 """A run's ``config.json`` fields across sessions: what a session that starts or continues a run writes
-(``continued``), when later sessions continued it (``continued_at``): each one starts a step, and what the earlier
+(``continued``), where later sessions continued it (``session_starts``): each one starts a step, and what the earlier
 sessions were set up with where a later one differs (``EARLIER``), what ``annotate`` may add to it
 (``check_annotation``) and the package versions it ran with (``environment``).
 """
@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import json
 import platform
+from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from rlnb.history.reading import loads
-from rlnb.history.record import LATEST_TIME
+from rlnb.history.record import LATEST_TIME, MAX_SEQ, _integer
 from rlnb.prompts import check_text, escaped
 
 EARLIER = "earlier_sessions"
 """The config field that keeps each earlier session's own fields, oldest first, once a later session continued the
 run: the config's top level is the latest session's (its seed, model, ...), and the earlier ones' are not lost."""
 
-RUN_FIELDS = frozenset({"run_id", "created_at", "continued_at", EARLIER})
+RUN_FIELDS = frozenset({"run_id", "created_at", "continued_at", "continued_seq", EARLIER})
 """The config fields this module writes: the run's folder name, when its sessions started, how they were set up."""
 
 PER_SESSION = frozenset({"session_id", "resume_from", "device", "threads", "thread_policy", "malloc", "compile",
@@ -26,31 +27,64 @@ PER_SESSION = frozenset({"session_id", "resume_from", "device", "threads", "thre
 """Fields that differ from session to session of one run without changing what it trains: no warning."""
 
 
-def continued(run_id: str, earlier: dict[str, Any] | None, now: float) -> dict[str, Any]:
-    """The config fields of a run started or continued ``now`` (``earlier``: the config it had): the first
-    ``created_at``, the times it was continued at, each earlier session's own fields (``EARLIER``), and what the
-    earlier config held (``annotate``'s fields: a label; the new session's own values replace the others). A damaged
-    earlier config (a time that is no number, ``continued_at`` or ``EARLIER`` no list) loses only those values."""
+def continued(run_id: str, earlier: dict[str, Any] | None, now: float, seq: int = 0) -> dict[str, Any]:
+    """The config fields of a run started or continued ``now`` at operation ``seq`` (``earlier``: the config it had):
+    the first ``created_at``, where it was continued (``session_starts``), each earlier session's own fields
+    (``EARLIER``), and what the earlier config held (``annotate``'s fields: a label; the new session's own values
+    replace the others). A damaged earlier config (a time that is no number, ``continued_at`` or ``EARLIER`` no list)
+    loses only those values."""
     if earlier is None:
         return {"run_id": run_id, "created_at": now}
     created = earlier.get("created_at")
     first = float(created) if is_time(created) else now
     kept = earlier.get(EARLIER)
     sessions = [*(kept if isinstance(kept, list) else []), {k: v for k, v in earlier.items() if k not in RUN_FIELDS}]
-    return {**earlier, "run_id": run_id, "created_at": first, "continued_at": [*continued_at(earlier), now],
-            EARLIER: sessions}  # fmt: skip
+    starts = session_starts(earlier)
+    return {**earlier, "run_id": run_id, "created_at": first, "continued_at": [*(s.at for s in starts), now],
+            "continued_seq": [*(s.seq for s in starts), seq], EARLIER: sessions}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SessionStart:
+    """Where a later session of a run began: at operation ``seq`` (``continued_seq``), or, in a run an older rlnb
+    continued, at the first operation submitted at ``at`` or later (``continued_at``: a later session whose clock was
+    behind the earlier one's put that boundary inside the earlier session, its unstepped loss in the next's step)."""
+
+    at: float | None
+    seq: int | None
+
+    def begins(self, rec: Any) -> bool:
+        """Whether the operation ``rec`` (read: ``seq``, ``submitted_at``) is this session's or a later one's."""
+        if self.seq is not None:
+            return bool(rec.seq >= self.seq)
+        return self.at is not None and rec.submitted_at >= self.at
+
+
+def session_attrs(config: dict[str, Any]) -> dict[str, list[Any]]:
+    """Where later sessions continued the run, as ``history.df.attrs`` carries it (``session_starts`` reads it back)."""
+    starts = session_starts(config)
+    return {"continued_at": [s.at for s in starts], "continued_seq": [s.seq for s in starts]}
+
+
+def session_starts(config: dict[str, Any]) -> list[SessionStart]:
+    """Where later sessions continued the run, in order, as far as ``config`` (or a ``df.attrs``) says: a value that is
+    neither a time nor an operation number is left out. A run no session numbered (an older rlnb's) goes by time."""
+    times, seqs = config.get("continued_at"), config.get("continued_seq")
+    times, seqs = (v if isinstance(v, list) else [] for v in (times, seqs))
+    starts = []
+    for i, at in enumerate(times):
+        seq = seqs[i] if i < len(seqs) and _integer(seqs[i]) and 0 <= seqs[i] < MAX_SEQ else None
+        if seq is not None or is_time(at):
+            starts.append(SessionStart(float(at) if is_time(at) else None, seq))
+    if any(s.seq is not None for s in starts):
+        return starts
+    return sorted(starts, key=lambda s: s.at or 0.0)  # as the times were read before sessions were numbered
 
 
 def changed(earlier: dict[str, Any], config: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The setup fields a session continuing a run changes (field: (earlier, now)), those of ``PER_SESSION`` apart."""
     return {k: (earlier[k], v) for k, v in config.items()
             if k in earlier and k not in RUN_FIELDS | PER_SESSION and earlier[k] != v}  # fmt: skip
-
-
-def continued_at(config: dict[str, Any]) -> list[float]:
-    """When later sessions continued the run, as far as its config says (a value that is no time is left out)."""
-    times = config.get("continued_at")
-    return [float(t) for t in times if is_time(t)] if isinstance(times, list) else []
 
 
 def is_time(value: Any) -> TypeGuard[float]:

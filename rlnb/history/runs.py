@@ -1,7 +1,7 @@
 """A run folder read back, and opened again by a later session: ``read_run`` (what ``History.load`` restores),
 ``open_run`` (a run folder locked for recording, continuing whatever it holds, its config alone too, with the same
-optimizer once it holds an operation or figure: ``same_optimizer``), and the warnings of a session that starts below the step its run reached
-(``warn_continued``) or adds to a loaded run in memory (``warn_in_memory``).
+optimizer once it holds an operation or figure: ``same_optimizer``), and the warnings of a session that starts below
+the step its run reached (``warn_continued``) or adds to a loaded run in memory (``warn_in_memory``).
 """
 
 from __future__ import annotations
@@ -115,11 +115,14 @@ def open_run(
         damaged = earlier.config_damaged if earlier is not None else damaged
         if damaged:
             set_aside_config(path)
-        if written:  # a run of no operation yet labels none otherwise: its earlier setups are kept in EARLIER only
+        if earlier is not None and written:  # a run of no operation yet has no step to relabel: EARLIER keeps its setup
             changes = changed(earlier.config, config)
             same_optimizer(run_id, changes)
             warn_changed(run_id, changes)
-        first = continued(run_id, earlier.config if earlier is not None else None, time.time())
+        if earlier is None:
+            first = continued(run_id, None, time.time())
+        else:  # where this session begins, by operation number: a clock behind the earlier session's misplaced it
+            first = continued(run_id, earlier.config, time.time(), earlier.next_seq)
         config = {**first, **config, "versions": environment()}
         store.write_config(config)
     except BaseException:

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from rlnb.history.figures import ROW_FLOATS, SHADOWED, STEP_COLUMNS, StepRow
+from rlnb.history.runconfig import SessionStart
 from rlnb.history.timing import Times, op_times, step_times
 from rlnb.wire import TERMINAL_STATUSES, OperationErrorCode, OperationKind, OperationStatus
 
@@ -54,15 +55,19 @@ class StepLog:
             self.generation += 1
 
     def feed(
-        self, records: Iterable[Any], logged: Iterable[dict[str, Any]], unfinished: bool, sessions: Iterable[float] = ()
+        self,
+        records: Iterable[Any],
+        logged: Iterable[dict[str, Any]],
+        unfinished: bool,
+        sessions: Iterable[SessionStart] = (),
     ) -> None:
         """Feed records in order — finished ones as submitted and finished, the others as submitted with
         ``unfinished`` (a live history's) or else as ``skipped`` (a loaded run's) — then ``log()`` rows:
-        the state of a log that followed them as they happened. ``sessions``: when later sessions continued the
-        run (``continued_at``); each one's first record starts a step (``new_session``)."""
-        starts = sorted(sessions)
+        the state of a log that followed them as they happened. ``sessions``: where later sessions continued the
+        run (``runconfig.session_starts``); each one's first record starts a step (``new_session``)."""
+        starts = list(sessions)
         for rec in records:
-            while starts and rec.submitted_at >= starts[0]:
+            while starts and starts[0].begins(rec):
                 starts.pop(0)
                 self.new_session()
             done = rec.status in TERMINAL_STATUSES

@@ -15,7 +15,7 @@ from pandas.api.types import union_categoricals
 
 from rlnb import wire
 from rlnb.history.record import CATEGORIES, COLUMNS, FLOATS, TIMES, Record, as_row, uncount
-from rlnb.history.runconfig import continued_at
+from rlnb.history.runconfig import session_starts
 from rlnb.history.steplog import StepLog
 from rlnb.history.store import RunStore
 
@@ -113,7 +113,7 @@ def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.Dat
     says in ``attrs``."""
     log = StepLog()
     rows = logged.to_dict("records") if logged is not None and "step" in logged else []
-    log.feed(_records(ops), rows, unfinished=False, sessions=continued_at(ops.attrs))
+    log.feed(_records(ops), rows, unfinished=False, sessions=session_starts(ops.attrs))
     return log.frame()
 
 

@@ -15,7 +15,7 @@ from rlnb.history.completion_log import CompletionLog
 from rlnb.history.export import save_run, with_json
 from rlnb.history.listeners import Listeners
 from rlnb.history.record import Record, as_row
-from rlnb.history.runconfig import continued_at
+from rlnb.history.runconfig import session_attrs
 from rlnb.history.steplog import StepLog
 from rlnb.history.tables import OpsTable, summary_html
 
@@ -49,14 +49,14 @@ class HistoryViews:
     def df(self) -> pd.DataFrame:
         """One row per operation, in submission order, with typed columns: categorical ``kind`` /
         ``status`` / ``error_code``, UTC datetimes for the times, ``queue_s`` (waiting) and
-        ``run_s`` (running) in seconds. ``df.attrs["continued_at"]``: when later sessions continued the run (each
-        starts a step of its own: ``tables.steps_table`` reads it).
+        ``run_s`` (running) in seconds. ``df.attrs["continued_at"]`` and ``["continued_seq"]``: when and at which
+        operation later sessions continued the run (each starts a step of its own: ``tables.steps_table`` reads them).
 
         Incremental: the rows of operations that had finished are kept from the previous call, so
         during a run only the newer ones are built again."""
         self._read_listeners.tell(None)
         frame = self._ops_table.frame(self._records)
-        frame.attrs["continued_at"] = continued_at(self.config)
+        frame.attrs.update(session_attrs(self.config))
         return frame
 
     @property

@@ -16,7 +16,7 @@ from typing import Any
 
 from rlnb.history import History, Record
 from rlnb.history.figures import SHADOWED, STEP_COLUMNS
-from rlnb.history.runconfig import continued_at
+from rlnb.history.runconfig import SessionStart, session_starts
 from rlnb.history.steplog import KEPT_GRADIENTS
 from rlnb.history.timing import Times, op_times, step_times
 from rlnb.prompts import escaped
@@ -33,10 +33,10 @@ class Steps:
     submitted before it has finished, so the loss and the step times match ``History.steps`` even
     when a remote backend notices completions out of order."""
 
-    def __init__(self, sessions: Iterable[float] = ()) -> None:
-        """``sessions``: when later sessions continued the run (its config's ``continued_at``): each one's first
-        operation starts a step, as in ``History.steps``."""
-        self._starts = sorted(sessions)
+    def __init__(self, sessions: Iterable[SessionStart] = ()) -> None:
+        """``sessions``: where later sessions continued the run (``runconfig.session_starts`` of its config): each
+        one's first operation starts a step, as in ``History.steps``."""
+        self._starts = list(sessions)
         self._running: set[int] = set()
         self._ready: list[tuple[int, Record]] = []  # a heap by seq
         self._loss = math.nan  # of the training forward-backwards since the last optim-step (a failed one too)
@@ -75,7 +75,7 @@ class Steps:
         return out
 
     def _emit(self, rec: Record) -> list[Item]:
-        while self._starts and rec.submitted_at >= self._starts[0]:  # a session that continued the run
+        while self._starts and self._starts[0].begins(rec):  # a session that continued the run
             self._starts.pop(0)
             self._times, self._loss = [], math.nan
         self._times.append(op_times(rec.kind, rec.submitted_at, rec.started_at, rec.finished_at))
@@ -135,7 +135,7 @@ def merge(items: Iterable[Item]) -> tuple[list[Point], list[Failure]]:
 def replay(history: History, at: float) -> tuple[list[Point], list[Failure]]:
     """Every point and failure of a finished or reloaded run (``history.log`` rows stamped ``at``
     unless their step's point has a later time)."""
-    steps = Steps(continued_at(history.config))
+    steps = Steps(session_starts(history.config))
     items: list[Item] = [i for rec in history.records for i in steps.record(rec)] + steps.drain()
     items += [logged(row, at) for row in history.logged.to_dict("records")]
     return merge(items)

@@ -20,7 +20,7 @@ from typing import Any
 
 from rlnb import _exit
 from rlnb.history import History, Record, new_run_id
-from rlnb.history.runconfig import continued_at
+from rlnb.history.runconfig import session_starts
 from rlnb.sinks import claims
 from rlnb.sinks.base import RunInfo, Sink, SinkWarning, Writer, say_all
 from rlnb.sinks.points import Item, Steps, logged, merge
@@ -138,13 +138,13 @@ class Attachment:
 
     def __init__(self, history: History, sinks: Sequence[Sink]):
         self._history = history
-        self._steps = Steps(continued_at(dict(history.config)))  # its earlier sessions' steps, as History.steps
+        self._steps = Steps(session_starts(dict(history.config)))  # its earlier sessions' steps, as History.steps
         self._lock = threading.Lock()
         self._closed = False
         self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
         if threading.current_thread() is threading.main_thread():  # a sweep's trial thread: another's catch_warnings
             say_all()  # a new run: a sink's failure not said yet (after the last log of a run never closed) is said
-        fresh = not continued_at(dict(history.config)) and history not in _LATEST  # no session streamed it before
+        fresh = not session_starts(dict(history.config)) and history not in _LATEST  # no session streamed it before
         self._channels = [_Channel(s, history, unnamed(history), fresh) for s in sinks if s.error is None]
         with self._lock:  # a record that finishes meanwhile is heard once its state is taken in: seen once
             self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]

@@ -300,9 +300,10 @@ def test_a_continued_run_starts_a_step_of_its_own(tmp_path):
         df = h.df
         for ops in (df, df[df.kind != "sample"], df.copy()):
             assert steps_table(ops)[["step", "loss"]].to_dict("records") == expected
+    from rlnb.history.runconfig import session_starts
     from rlnb.sinks.points import Steps
 
-    steps = Steps(again.history.config["continued_at"])  # what rlnb.export sends a sink
+    steps = Steps(session_starts(again.history.config))  # what rlnb.export sends a sink
     items = [i for rec in History.load(tmp_path / "r").records for i in steps.record(rec)] + steps.drain()
     assert [(p.step, p.values["loss"]) for p in items] == [(1, 10.0), (1, 7.0), (2, 1.0)]
 

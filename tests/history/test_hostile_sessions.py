@@ -88,3 +88,44 @@ def test_a_run_that_holds_only_its_config_is_continued_keeping_its_label_and_fir
     assert config["earlier_sessions"][0]["optimizer"] == "adam" and len(config["continued_at"]) == 1
     with pytest.raises(ValueError, match="recorded with optimizer muon, and this session's is adam"):
         rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")  # it has steps now: one optimizer's
+
+
+def test_a_later_session_whose_clock_is_behind_starts_its_own_step_by_operation_number(tmp_path):
+    """Where a continued session begins was found by clock (``continued_at``): a second session on a node whose clock
+    is behind the first's (a cluster on one shared runs folder, an NTP step back) put the boundary inside the first
+    session on load, and its never-stepped forward-backward's loss (5) was added to the second session's first step
+    (12, where the live history showed 7). ``continued_seq`` records the operation it began at; the loaded run, a plot
+    given ``df`` and the sinks read it. A run an older rlnb continued (no ``continued_seq``) keeps the clock rule."""
+    from rlnb.history.runconfig import session_starts
+    from rlnb.history.tables import steps_table
+    from rlnb.sinks.points import Steps
+
+    losses = iter([10.0, 5.0, 7.0, 1.0])
+    first = rlnb.Session(FakeBackend(loss=lambda step: next(losses)), runs_dir=tmp_path, run_id="r")
+    one_step(first)
+    first.forward_backward(BATCH).result(timeout=30)
+    first.history.close()  # the process dies before its optim-step
+    ops = tmp_path / "r" / "ops.jsonl"
+    honest = ops.read_text()
+    ahead = [{**row, **{t: row[t] + 3600 for t in ("submitted_at", "started_at", "finished_at") if row[t] is not None}}
+             for row in map(json.loads, honest.splitlines())]  # fmt: skip  (its clock an hour ahead of the next's)
+    ops.write_text("".join(json.dumps(row) + "\n" for row in ahead))
+    with pytest.warns(RunContinuedWarning):
+        again = rlnb.Session(FakeBackend(loss=lambda step: next(losses)), runs_dir=tmp_path, run_id="r")
+    one_step(again)
+    one_step(again)
+    again.close()
+    assert again.history.config["continued_seq"] == [3]
+    expected = [{"step": 1, "loss": 10.0}, {"step": 1, "loss": 7.0}, {"step": 2, "loss": 1.0}]
+    loaded = History.load(tmp_path / "r")
+    for history in (again.history, loaded):
+        assert history.steps[["step", "loss"]].to_dict("records") == expected
+        assert steps_table(history.df)[["step", "loss"]].to_dict("records") == expected
+        steps = Steps(session_starts(history.config))  # what rlnb.export sends a sink
+        points = [i for rec in history.records for i in steps.record(rec)] + steps.drain()
+        assert [(p.step, p.values["loss"]) for p in points] == [(1, 10.0), (1, 7.0), (2, 1.0)]
+    config = tmp_path / "r" / "config.json"
+    older = {k: v for k, v in json.loads(config.read_text()).items() if k != "continued_seq"}
+    config.write_text(json.dumps(older))  # as an rlnb before continued_seq wrote it, with honest clocks
+    ops.write_text(honest + "".join(ops.read_text().splitlines(keepends=True)[len(ahead):]))
+    assert History.load(tmp_path / "r").steps[["step", "loss"]].to_dict("records") == expected
