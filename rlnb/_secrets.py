@@ -6,6 +6,11 @@ The client redacts what a server sends after JSON decoding, so a server that ech
 escapes is caught too. ``check_key`` refuses a key that no HTTP header can carry (a newline read from a
 file, a control or a non-ASCII character) before it is sent anywhere, without quoting it.
 
+``hide(key)`` wraps a key in pydantic's ``SecretStr`` where rlnb first receives it (``rlnb.connect``,
+``RemoteBackend.connect``, ``APIClient``): a traceback that shows each frame's locals (pytest ``--showlocals``,
+IPython's verbose mode, rich's ``show_locals``) printed ``api_key='sk-...'`` from those frames. The remote client
+unwraps it only where it writes the ``Authorization`` header.
+
 httpcore's DEBUG log prints every response header, so a server or proxy that echoes the Authorization
 header puts the key in it. ``RedactingFilter`` scrubs log records; ``configure_logging`` installs a handler
 with it for rlnb, httpx and httpcore.
@@ -15,10 +20,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 import threading
-from typing import IO
+from typing import IO, Any
 from urllib.parse import urlsplit
+
+from pydantic import SecretStr
 
 MASK = "***"
 MIN_LENGTH = 8
@@ -36,18 +44,27 @@ def register(key: str) -> None:
             _keys.add(key)
 
 
-def check_key(key: object, name: str) -> str:
-    """``key``, unless it is no str (``TypeError``), holds a character an HTTP header cannot carry as
-    written (``ValueError``): whitespace (a key read from a file keeps its newline), a control or a non-ASCII
-    character, or is shorter than ``MIN_LENGTH`` (a placeholder, which ``redact`` could not mask without garbling
-    every text). The message names ``name`` and the position or length, never the key."""
-    if not isinstance(key, str):
+def hide(key: Any) -> Any:
+    """``key`` as a ``SecretStr`` when it is a str, whose repr and str are masked; anything else as it is (a
+    ``SecretStr`` already, None, or a wrong type that ``check_key`` names)."""
+    return SecretStr(key) if isinstance(key, str) else key
+
+
+def check_key(key: object, name: str) -> None:
+    """Nothing, unless ``key`` (a str or ``SecretStr``) is neither (``TypeError``), holds a character an HTTP header
+    cannot carry as written (``ValueError``): whitespace (a key read from a file keeps its newline), a control or a
+    non-ASCII character, or is shorter than ``MIN_LENGTH`` (a placeholder, which ``redact`` could not mask without
+    garbling every text). The message names ``name`` and the position or length, never the key; nor do this frame's
+    locals (a str is wrapped first)."""
+    key = hide(key)
+    if not isinstance(key, SecretStr):
         raise TypeError(f"{name} must be a str, got {type(key).__name__}")
-    for i, char in enumerate(key):
+    for i, char in enumerate(key.get_secret_value()):
         if not "!" <= char <= "~":
             what = "a non-ASCII character" if ord(char) > 0x7F else "a control character"
             what = "whitespace" if char.isspace() else what
-            hint = " (a key read from a file keeps its newline: strip it)" if key[i:].isspace() else ""
+            rest = key.get_secret_value()[i:].isspace()  # a bool: no local holds the key
+            hint = " (a key read from a file keeps its newline: strip it)" if rest else ""
             raise ValueError(
                 f"{name} holds {what} at position {i} of its {len(key)} characters{hint}: an API key is printable "
                 "ASCII without spaces"
@@ -57,6 +74,20 @@ def check_key(key: object, name: str) -> str:
             f"{name} is {len(key)} character(s) long: an API key has at least {MIN_LENGTH} (Together's have dozens). "
             "A placeholder is not needed: rlnb serve without --token takes requests with no key"
         )
+
+
+def take_key(given: Any, variable: str) -> SecretStr | None:
+    """The key ``given``, else ``$variable``'s, checked (``check_key``: before it is registered or sent, so that no
+    header, message or log line can quote a bad one) and registered; None when there is none."""
+    given = hide(given)  # first: this frame's locals show no key
+    key = given if given is not None else hide(os.environ.get(variable))
+    if key:
+        check_key(key, "api_key" if given is not None else variable)
+    elif given is not None and not isinstance(given, SecretStr):
+        raise TypeError(f"api_key must be a str, got {type(given).__name__}")
+    if not key:
+        return None
+    register(key.get_secret_value())
     return key
 
 

@@ -16,7 +16,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from rlnb import wire
+from pydantic import SecretStr
+
+from rlnb import _secrets, wire
 from rlnb._options import kwargs, refuse_unknown, take
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient, ClientOptions
@@ -79,7 +81,7 @@ class RemoteBackend:
     def connect(
         cls,
         base_url: str | None = None,
-        api_key: str | None = None,
+        api_key: str | SecretStr | None = None,
         *,
         session_id: str | None = None,
         keep_resource: bool = False,
@@ -111,6 +113,7 @@ class RemoteBackend:
         operation fails ``TIMEOUT`` after ``operation_timeout`` seconds, or once the server has answered
         no poll for ``poll_failure_window`` seconds, and at once when the server no longer knows it (404).
         """
+        api_key = _secrets.hide(api_key)  # first: no traceback's locals show it (``rlnb._secrets``)
         new = take(SessionOptions, options, session)
         http = take(ClientOptions, options, client)
         waits = take(PollOptions, options, poll)
@@ -160,10 +163,8 @@ class RemoteBackend:
         return self._info
 
     def config(self) -> dict[str, Any]:
-        """The run's description for ``config.json``: where, which session and resource, model,
-        optimizer, LoRA. No API key."""
-        muon = self.resource.optimizer_config.muon
-        lora = self._info.lora_config
+        """The run's description for ``config.json``: where, which session and resource, model, optimizer, LoRA."""
+        muon, lora = self.resource.optimizer_config.muon, self._info.lora_config
         return {
             "backend": "remote",
             "base_url": self.client.base_url,
@@ -211,9 +212,8 @@ class RemoteBackend:
         try:  # a server that takes no connection is asked for 5 s: close() waited out every retry's backoff (14 s)
             self._info = self.client.stop_session(self.session_id, reconnect_until=time.monotonic() + STOP_RECONNECT)
         except APIError as exc:
-            reachable = not isinstance(exc, APIConnectionError) and not (
-                isinstance(exc, APIStatusError) and exc.status_code >= 500
-            )
+            dead = isinstance(exc, APIConnectionError) or (isinstance(exc, APIStatusError) and exc.status_code >= 500)
+            reachable = not dead
             if not _gone(exc, f"session {self.session_id}"):
                 errors.append(exc)
                 resource = self.stop_resource and not reachable  # then it is not asked either

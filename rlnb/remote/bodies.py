@@ -18,7 +18,7 @@ import zlib
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 
 from rlnb import _secrets, wire
 from rlnb.errors import APIError, APIStatusError, status_error_class
@@ -117,13 +117,13 @@ def _text(content: bytes) -> str:
 class Scrubber:
     """Masks the client's own key (whatever its length) and every key ``rlnb._secrets`` knows."""
 
-    def __init__(self, own_key: str | None):
+    def __init__(self, own_key: SecretStr | None):
         self._own = own_key
 
     def _keys(self) -> list[str]:
         keys = _secrets.known()
-        if self._own and self._own not in keys:
-            keys.append(self._own)
+        if self._own and self._own.get_secret_value() not in keys:
+            keys.append(self._own.get_secret_value())
         return sorted(keys, key=len, reverse=True)
 
     def cause(self, error: Exception | None) -> Exception | None:

@@ -10,10 +10,10 @@ Every call ends by ``deadline`` seconds, all attempts and backoff included: each
 bounded by the time left (``transport.DeadlineTransport``), so a server that drips its answer cannot hold
 a call for ever.
 
-The API key lives in a ``SecretStr`` and is written only into the ``Authorization`` header: it is in no
-repr, log line or exception message (the header of a request inside an exception rlnb raises reads
-``Bearer ***``), and every body a server sends back, successful or not, is read under a size cap and
-scrubbed of it after JSON decoding (``bodies``).
+The API key lives in a ``SecretStr`` from where rlnb first receives it (``_secrets.hide``: no traceback's locals
+show it), unwrapped only into the ``Authorization`` header: it is in no repr, log line or exception message (the
+header of a request inside an exception rlnb raises reads ``Bearer ***``), and every body a server sends back,
+successful or not, is read under a size cap and scrubbed of it after JSON decoding (``bodies``).
 
 Apart from ``client`` so that the endpoints read as the API's list, and the send path as one piece.
 """
@@ -56,8 +56,11 @@ long-poll's wait): a server that drips its answer, or keeps failing, cannot hold
 
 REFUSED = frozenset({408, 409, 429})
 """Statuses that say the server did not act on the request (a create may be sent again after them)."""
-UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
 """Failures before a request's first byte left: a create may be sent again after them."""
+HOPELESS = (httpx.LocalProtocolError, httpx.UnsupportedProtocol)
+"""Failures that the same request meets every time (it cannot be built; a scheme the transport cannot send): never
+retried (an ``UnsupportedProtocol`` was tried 6 times over 14 s, and counted as a create that may have acted)."""
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -109,7 +112,7 @@ class Caller:
     def __init__(
         self,
         base_url: str | None = None,
-        api_key: str | None = None,
+        api_key: str | SecretStr | None = None,
         *,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         deadline: float = DEFAULT_DEADLINE,
@@ -120,6 +123,7 @@ class Caller:
         server_extensions: bool = True,
         max_response_bytes: int | None = None,
     ):
+        api_key = _secrets.hide(api_key)  # first: no traceback's locals show it from here on
         _check_seconds("deadline", deadline)
         if not isinstance(timeout, httpx.Timeout):
             _check_seconds("timeout", timeout)
@@ -133,15 +137,8 @@ class Caller:
         self.base_url = check_base_url(url, "base_url" if base_url else ENV_BASE_URL).rstrip("/")
         own = httpx.URL(self.base_url)
         self._origin = (own.scheme, own.host, own.port)
-        key = api_key if api_key is not None else os.environ.get(ENV_API_KEY)
-        if key:  # refused before it is registered or sent: no header, message or log line can quote it
-            _secrets.check_key(key, "api_key" if api_key is not None else ENV_API_KEY)
-        elif api_key is not None and not isinstance(api_key, str):
-            raise TypeError(f"api_key must be a str, got {type(api_key).__name__}")
-        self._api_key = SecretStr(key) if key else None
-        if key:
-            _secrets.register(key)
-        self._bodies = bodies.Scrubber(key or None)
+        self._api_key = _secrets.take_key(api_key, ENV_API_KEY)
+        self._bodies = bodies.Scrubber(self._api_key)
         most = check_int("max_response_bytes", max_response_bytes, 1, optional=True)  # 2.5 and np.int64 too
         self.max_response_bytes = bodies.MAX_RESPONSE_BYTES if most is None else most
         self.deadline = deadline
@@ -193,10 +190,8 @@ class Caller:
                 said, error = (answered, None) if cut else (None, failure)
                 time.sleep(self._after_failure(request, attempt, said, error, end, limit, call))
             else:
-                log.debug(
-                    "%s %s -> %d in %.0f ms", request.method, request.url, response.status_code,
-                    (time.monotonic() - started) * 1000,
-                )  # fmt: skip
+                ms = (time.monotonic() - started) * 1000
+                log.debug("%s %s -> %d in %.0f ms", request.method, request.url, response.status_code, ms)
                 self._learn(request.url, response)
                 if response.is_success:
                     return response
@@ -207,9 +202,6 @@ class Caller:
     def _build(self, call: Call) -> httpx.Request:
         headers = {"Accept": "application/json", "Accept-Encoding": bodies.ACCEPT_ENCODING, "User-Agent": USER_AGENT}
         url = call.url if call.url.startswith(("http://", "https://")) else f"{self.base_url}{API_PREFIX}{call.url}"
-        target = httpx.URL(url)  # the key goes to base_url's own scheme, host and port, whatever the call says
-        if call.auth and self._api_key is not None and (target.scheme, target.host, target.port) == self._origin:
-            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         if call.idempotency_key is not None:
             headers["Idempotency-Key"] = call.idempotency_key
         if call.content is not None:
@@ -217,9 +209,13 @@ class Caller:
         timeout = self._http.timeout
         if call.wait:  # the server may hold a long-poll that long: the read deadline starts after it
             timeout = httpx.Timeout(timeout.read, connect=timeout.connect, read=(timeout.read or 0) + call.wait)
-        return self._http.build_request(
+        request = self._http.build_request(
             call.method, url, content=call.content, params=call.params, headers=headers, timeout=timeout
         )
+        target = request.url  # the key goes to base_url's own scheme, host and port, whatever the call says
+        if call.auth and self._api_key is not None and (target.scheme, target.host, target.port) == self._origin:
+            request.headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"  # the one unwrapping
+        return request
 
     def server_time(self, local: float) -> float:
         """A ``time.time()`` of this machine on the server's clock (as its last ``Date`` header told)."""
@@ -275,10 +271,12 @@ class Caller:
         if response is not None:
             retry = self.retry.should_retry(response) and (call.idempotent or response.status_code in REFUSED)
             what = f"{response.status_code} {response.reason_phrase}"
-        else:  # a request that could not even be built (LocalProtocolError) fails the same way every time
+        else:
             unsent = isinstance(error, UNSENT)
-            retry = not isinstance(error, httpx.LocalProtocolError) and (unsent or call.idempotent)
+            retry = not isinstance(error, HOPELESS) and (unsent or call.idempotent)
             what = f"{type(error).__name__}: {self.redact(str(error)) or 'no response'}"
+            if isinstance(error, httpx.UnsupportedProtocol):
+                what += f" (the URL's scheme is {request.url.scheme!r}: the transport cannot send it; nothing was sent)"
             what += self._proxies.said(request.url)
             if unsent and call.reconnect_until is not None:
                 delay = min(delay, self.retry.reconnect_max_delay)
@@ -293,9 +291,8 @@ class Caller:
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
             if late or shut:
                 tries += f"; {limit} passed" if late else "; its time to reconnect passed"
-            raise cls(what + tries, method=method, url=url, sent=not isinstance(error, UNSENT)) from self._bodies.cause(
-                error
-            )
+            cause = self._bodies.cause(error)
+            raise cls(what + tries, method=method, url=url, sent=not isinstance(error, UNSENT)) from cause
         log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries, delay)
         return delay
 

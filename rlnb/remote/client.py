@@ -99,6 +99,8 @@ class APIClient(Caller):
     """
 
     def __repr__(self) -> str:
+        if "base_url" not in vars(self):  # a constructor that raised: its traceback's locals crashed the stdlib's
+            return "<APIClient (not built)>"
         return f"<APIClient {self.base_url} max_retries={self.max_retries}>"
 
     def __enter__(self) -> APIClient:

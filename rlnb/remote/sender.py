@@ -7,23 +7,32 @@ a time in submission order — the server sees them in that order — reports ea
 the ``Poller``. A POST that finally fails fails its own operation, with the API error's code and
 message (scrubbed of keys); one that got no answer at all also fails the operations queued behind it,
 unsent: the server cannot be reached, and each would wait a whole deadline in turn.
+
+Nothing bounds the queue (a submission returns at once, whatever the server does), so a loop that submits faster
+than the server takes its POSTs holds every encoded body until it is sent: past ``QUEUE_WARN_BYTES`` queued, a
+session warns once, saying how to let the server catch up.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import warnings
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from rlnb import wire
-from rlnb.errors import APIConnectionError, APIError, APIStatusError, APITimeoutError
+from rlnb.errors import APIConnectionError, APIError, APIStatusError, APITimeoutError, user_stacklevel
 from rlnb.remote.client import APIClient, PreparedOperation
 from rlnb.remote.poller import Poller
 from rlnb.wire import Listener
 
 log = logging.getLogger("rlnb")
+
+QUEUE_WARN_BYTES = 256 * 2**20
+"""Bytes of encoded bodies queued and not sent yet past which a session warns (once): 500 queued batches of 0.5 MB
+held 250 MB, silently."""
 
 Code = wire.OperationErrorCode
 _STATUS_CODES = {
@@ -69,6 +78,8 @@ class Sender:
     def __init__(self, client: APIClient, session_id: str, poller: Poller):
         self.client, self.session_id, self._poller = client, session_id, poller
         self._queue: deque[Queued] = deque()
+        self._queued_bytes = 0
+        self._warned = False
         self._current: Queued | None = None
         self._ids: set[str] = set()
         """The ids the server gave this session's operations (smaller than the history's record of each)."""
@@ -82,19 +93,32 @@ class Sender:
         return threading.current_thread() is self._thread
 
     def put(self, op: PreparedOperation, listener: Listener) -> bool:
-        """Queue ``op``; False when the sender is closed."""
+        """Queue ``op``; False when the sender is closed. Warns, once, when more than ``QUEUE_WARN_BYTES`` wait."""
         with self._cond:
             if self._stopping:
                 return False
             self._queue.append(Queued(op, listener))
+            self._queued_bytes += _size(op)
+            warn = not self._warned and self._queued_bytes > QUEUE_WARN_BYTES
+            self._warned |= warn
+            count, held = len(self._queue), self._queued_bytes
             self._cond.notify()
+        if warn:
+            warnings.warn(
+                f"rlnb: session {self.session_id} has {count} operations ({held / 2**20:.0f} MiB of bodies) queued and "
+                "not sent yet: the server takes them slower than they are submitted, and each is held in memory until "
+                "it is sent. Call session.wait() now and then to let it catch up (warned once per session, past "
+                f"rlnb.remote.sender.QUEUE_WARN_BYTES, {QUEUE_WARN_BYTES / 2**20:.0f} MiB)",
+                RuntimeWarning,
+                stacklevel=user_stacklevel(),
+            )
         return True
 
     def close(self) -> list[Queued]:
         """Take no more operations; the ones queued and not sent yet (the caller settles them)."""
         with self._cond:
             self._stopping = True
-            unsent, self._queue = list(self._queue), deque()
+            unsent, self._queue, self._queued_bytes = list(self._queue), deque(), 0
             self._cond.notify_all()
         return unsent
 
@@ -112,6 +136,7 @@ class Sender:
                 if not self._queue:
                     return
                 item = self._current = self._queue.popleft()
+                self._queued_bytes -= _size(item.op)
             try:
                 env = self.client.send_operation(self.session_id, item.op)
             except APIError as exc:
@@ -144,7 +169,12 @@ class Sender:
         tell(item, wire.Operation.failed("", refusal_code(exc), message))
         if isinstance(exc, APIConnectionError):
             with self._cond:
-                behind, self._queue = list(self._queue), deque()
+                behind, self._queue, self._queued_bytes = list(self._queue), deque(), 0
             for other in behind:
                 why = f"not sent: the POST of an earlier operation got no answer ({message})"
                 tell(other, wire.Operation.failed("", None, why))
+
+
+def _size(op: PreparedOperation) -> int:
+    """The bytes a queued operation holds: its body, and its upload when it has one."""
+    return len(op.content) + len(op.upload or b"")

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlnb import wire
+from rlnb import _secrets, wire
 from rlnb.history import History
 from rlnb.history.recording import check_recording
 from rlnb.prompts import tokenizer_spec
@@ -51,6 +51,8 @@ def connect(
     A Hugging Face folder (``model=`` or ``tokenizer=``) that ships its own Python code (``auto_map``) is
     refused unless ``trust_remote_code=True`` is passed: only for a folder you trust, as that runs its code.
     """
+    if "api_key" in options:  # first: no traceback's locals show it (``rlnb._secrets``)
+        options["api_key"] = _secrets.hide(options["api_key"])
     check_target(target)
     kind = wire.optimizer_kind(optimizer) if optimizer is not None else None
     check_recording(history, runs_dir, run_id, record)  # before a model is loaded or a remote session started

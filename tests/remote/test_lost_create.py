@@ -155,3 +155,26 @@ def test_a_create_the_server_acts_on_after_the_deadline_is_raised_with_how_to_fi
             assert call is not None
             found = getattr(APIClient("http://testserver", http_client=http), call[1])(created_by="me").data
             assert [r.status for r in found] == [wire.ModelResourcesStatus.READY]  # the orphan the note points to
+
+
+def test_a_scheme_the_transport_cannot_send_is_raised_at_once_as_unsent(caplog):
+    """A transport that cannot send the URL's scheme (httpx's ``UnsupportedProtocol``: a transport of your own that
+    takes https only, say) fails the same way every time, before a byte leaves: it was retried 6 times over 14 s,
+    and a create's error said ``sent=True`` (it may have acted), so ``connect`` went looking for a lost one."""
+    calls: list[httpx.Request] = []
+
+    def https_only(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{request.url.scheme}://'.")
+
+    transport = httpx.MockTransport(https_only)
+    with APIClient(BASE, KEY, transport=transport, **quick({"max_retries": 3})) as client:
+        for call in (client.supported_models, lambda: client.create_model_resources(wire.CreateModelResourcesRequest(
+                base_model="m"))):  # fmt: skip
+            calls.clear()
+            with pytest.raises(rlnb.APIConnectionError, match=r"scheme is 'http': the transport cannot") as info:
+                call()
+            assert len(calls) == 1 and info.value.sent is False and type(info.value) is rlnb.APIConnectionError
+    with caplog.at_level("INFO", logger="rlnb"), pytest.raises(rlnb.APIConnectionError) as info:
+        rlnb.connect(BASE, api_key=KEY, transport=transport, base_model="m", record=False)
+    assert info.value.sent is False and not [r for r in caplog.records if "was lost" in r.getMessage()]

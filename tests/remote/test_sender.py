@@ -4,6 +4,7 @@ submission order, outside the session's lock; a refused POST fails its own opera
 import socket
 import threading
 import time
+import warnings
 
 import httpx
 import pytest
@@ -11,7 +12,7 @@ import pytest
 import rlnb
 from rlnb.remote import sender
 from rlnb.remote.client import RetryPolicy
-from tests.support.fake_api import KEY, OPS, FakeAPI, error
+from tests.support.fake_api import BASE, FAST_POLL, KEY, OPS, FakeAPI, error
 from tests.support.hostile import Loopback, write_response
 
 QUICK = RetryPolicy(max_retries=2, initial_delay=0.01, max_delay=0.05)
@@ -122,3 +123,43 @@ def test_close_fails_what_was_never_sent_and_does_not_wait_for_a_stalled_post_pa
 def test_a_refused_post_gets_the_api_errors_code(exc, code):
     expected = None if code is None else rlnb.wire.error_code(code)
     assert sender.refusal_code(exc) == expected
+
+
+def test_a_queue_of_unsent_bodies_past_the_threshold_warns_once_per_session(monkeypatch):
+    """trem 7: a loop that submits faster than the server takes its POSTs held every body, without a word (500
+    batches of 0.5 MB: 250 MB). Submissions still return at once; past ``QUEUE_WARN_BYTES`` queued the session
+    warns, once, naming the count and the bytes and ``session.wait()``; after a ``wait()`` the queue drains."""
+    fake, release, arrived = FakeAPI(), threading.Event(), threading.Event()
+
+    def slow(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and "/operations/" in request.url.path:
+            arrived.set()
+            assert release.wait(30)  # a server that takes each POST only when the test lets it
+        return fake(request)
+
+    monkeypatch.setattr(sender, "QUEUE_WARN_BYTES", 1000)  # an optim-step body: 39 bytes
+    session = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(slow), record=False, **FAST_POLL)
+    warned: list[tuple[int, str]] = []  # (how many were queued, the message)
+    try:
+        for _ in range(2):
+            release.clear()
+            arrived.clear()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                ops = [session.optim_step(rlnb.AdamParams(learning_rate=1e-5))]
+                assert arrived.wait(10)  # its POST is held: the next ones queue behind it
+                for i in range(1, 60):
+                    ops.append(session.optim_step(rlnb.AdamParams(learning_rate=1e-5)))
+                    warned += [(i, str(w.message)) for w in caught if w.filename == __file__]  # the user's line
+                    caught.clear()
+                assert not any(op.done() for op in ops)  # each returned at once, none sent but the first
+            release.set()
+            session.wait(timeout=30)
+    finally:
+        release.set()
+        session.close()
+    assert len(warned) == 1, warned  # once per session, not once per queue that grew again after a wait()
+    at, message = warned[0]
+    assert 1 < at < 59 and f"has {at} operations (" in message and "queued and not sent yet" in message
+    assert "Call session.wait() now and then" in message and "QUEUE_WARN_BYTES" in message
+    assert [int(op.result().step) for op in ops] == list(range(61, 121))

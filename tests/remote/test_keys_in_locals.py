@@ -1,0 +1,127 @@
+"""A traceback that shows every frame's locals (pytest ``--showlocals``, IPython's verbose mode, rich's
+``show_locals``) printed the API key from ``rlnb.connect``'s ``options`` and ``RemoteBackend.connect``'s and
+``APIClient``'s ``api_key``: rlnb wraps it in a ``SecretStr`` where it first receives it, and unwraps it only into
+the ``Authorization`` header. Each failure below is raised from deep inside a real ``connect``, and its traceback
+is rendered from rlnb's first frame on (the caller's own frame holds what the caller wrote)."""
+
+import io
+import os
+import socket
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+import rlnb
+from rlnb.remote.client import APIClient
+from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI
+
+RLNB = str(Path(rlnb.__file__).parent) + os.sep
+
+
+def with_locals(exc: BaseException) -> str:
+    """``exc``'s traceback (its chain too) with every frame's locals, as the stdlib, IPython and rich render it, from
+    rlnb's first frame (the test's own hold the key as it wrote it)."""
+    tb = exc.__traceback__
+    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(RLNB):
+        tb = tb.tb_next
+    texts = ["".join(traceback.TracebackException(type(exc), exc, tb, capture_locals=True).format())]
+    try:
+        from IPython.core.ultratb import VerboseTB
+    except ImportError:
+        pass
+    else:
+        texts.append(VerboseTB(theme_name="nocolor").text(type(exc), exc, tb))
+    try:
+        from rich.console import Console
+        from rich.traceback import Traceback
+    except ImportError:
+        pass
+    else:
+        console = Console(file=io.StringIO(), width=240, color_system=None)
+        console.print(Traceback.from_exception(type(exc), exc, tb, show_locals=True, locals_max_string=400))
+        texts.append(console.file.getvalue())  # type: ignore[attr-defined]
+    return "\n".join(texts)
+
+
+def deep_failure(request: httpx.Request) -> httpx.Response:
+    """The fake API, but the session's create fails inside the transport (after the resource was created)."""
+    if request.method == "POST" and request.url.path.endswith("/training-sessions"):
+        raise RuntimeError("the transport broke")
+    return FAKE(request)
+
+
+FAKE = FakeAPI()
+
+
+def refused_port() -> str:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def raise_in_transport() -> None:
+    rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(deep_failure), record=False, **FAST_POLL)
+
+
+def raise_without_a_server() -> None:
+    rlnb.connect(refused_port(), api_key=KEY, base_model="m", max_retries=0, record=False)
+
+
+def raise_in_the_clients_constructor() -> None:
+    rlnb.connect(BASE, api_key=KEY, deadline=-1.0, record=False)
+
+
+def raise_in_the_backends_connect() -> None:
+    from rlnb.remote.backend import RemoteBackend
+
+    RemoteBackend.connect(BASE, KEY, transport=httpx.MockTransport(deep_failure), **FAST_POLL)
+
+
+def raise_in_the_keys_check() -> None:
+    rlnb.connect(BASE, api_key=KEY + "\n", transport=httpx.MockTransport(deep_failure), record=False)
+
+
+FAILURES: dict[str, tuple[Callable[[], None], type[BaseException], str]] = {
+    "in the transport": (raise_in_transport, RuntimeError, "rlnb/remote/backend.py"),
+    "no server": (raise_without_a_server, rlnb.APIConnectionError, "rlnb/remote/calls.py"),
+    "APIClient()": (raise_in_the_clients_constructor, ValueError, "rlnb/remote/calls.py"),
+    "RemoteBackend.connect": (raise_in_the_backends_connect, RuntimeError, "rlnb/remote/backend.py"),
+    "a key with a newline": (raise_in_the_keys_check, ValueError, "rlnb/_secrets.py"),
+}
+
+
+@pytest.mark.parametrize("fail", FAILURES.values(), ids=FAILURES.keys())
+def test_no_frames_locals_show_the_api_key(fail):
+    raise_it, error, deepest = fail
+    with pytest.raises(error) as info:
+        raise_it()
+    text = with_locals(info.value)
+    assert deepest in text and "api_key = SecretStr('**********')" in text  # rlnb's frames, with their locals
+    assert KEY not in text
+
+
+def test_a_key_from_the_environment_is_in_no_frames_locals(monkeypatch):
+    monkeypatch.setenv("TOGETHER_API_KEY", KEY + "\n")  # read from a file
+    with pytest.raises(ValueError, match="TOGETHER_API_KEY holds whitespace") as info:
+        APIClient(BASE)
+    text = with_locals(info.value)
+    assert "key = SecretStr('**********')" in text and KEY not in text
+
+
+def test_a_secret_str_is_taken_as_the_key_and_sent_in_the_header():
+    """A ``SecretStr`` (pydantic-settings hands keys out so) is taken as a str is; the header carries the key."""
+    from pydantic import SecretStr
+
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("authorization", ""))
+        return httpx.Response(200, json={"data": []})
+
+    with APIClient(BASE, SecretStr(KEY), transport=httpx.MockTransport(handler)) as client:
+        client.supported_models()
+        assert KEY not in repr(vars(client))
+    assert seen == [f"Bearer {KEY}"]
