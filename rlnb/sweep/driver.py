@@ -23,7 +23,14 @@ from rlnb.params import AdamParams, OptimizerParams
 
 from .dispatch import Plan, Progress, start
 from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
-from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options, check_params
+from .options import (
+    ExecutorOptions,
+    SearchOptions,
+    TrialOptions,
+    check_builtin_prompts,
+    check_connect_options,
+    check_params,
+)
 from .space import (
     Categorical,
     apply,
@@ -88,6 +95,7 @@ def sweep(
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
     check_connect_options(options, trial.target)
+    check_builtin_prompts(trial.the_task(), trial.target, options)
     _check_args(runs_dir, resume, stop, progress)
     configs = config_list(configs)
     names = check_variants(variants, configs)
