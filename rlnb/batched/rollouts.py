@@ -22,9 +22,6 @@ from rlnb import wire
 from rlnb.engine import handlers, losses
 from rlnb.engine.sampling import LENGTH, STOP, Drawn
 from rlnb.errors import OperationError
-from rlnb.prompts import check_ids
-from rlnb.tasks import Task
-from rlnb.text import Codec, to_tokens
 
 
 @dataclass
@@ -89,20 +86,6 @@ def member_losses(
             out.append(MemberLoss(error=(exc.code, str(exc))))
             continue
         out.append(MemberLoss(loss, wire.ForwardBackwardResult(loss=value, metrics=metrics)))
-    return out
-
-
-def prompt_tokens(codec: Codec, task: Task, vocab: int) -> list[list[int]]:
-    """The task's prompts as token ids, each checked as ``Session.sample`` checks a prompt, before anything runs
-    (an empty one, or an id past the vocabulary, failed every member's first sample ``INTERNAL_ERROR``)."""
-    out = []
-    for i, prompt in enumerate(task.prompts):
-        name = f"task {task.name!r}: prompts[{i}]"
-        ids = to_tokens(codec, prompt, name)
-        if not ids:
-            raise ValueError(f"{name} encodes to no tokens: a prompt needs at least one")
-        check_ids(ids, name, vocab)
-        out.append(ids)
     return out
 
 

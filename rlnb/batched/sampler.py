@@ -14,12 +14,13 @@ import torch
 
 from rlnb.batched.failures import own_errors
 from rlnb.batched.recorder import Recorder
-from rlnb.batched.rollouts import prompt_tokens, sample_output
+from rlnb.batched.rollouts import sample_output
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.errors import describe
 from rlnb.tasks import Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score, unscored
+from rlnb.tasks.task import task_prompt_ids
 from rlnb.text import Codec
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
@@ -50,14 +51,9 @@ class Sampler:
         device: torch.device,
     ) -> None:
         self.codec, self.task, self.group_size, self.device = codec, task, group_size, device
-        self.prompts = prompt_tokens(codec, task, vocab_size)
+        self.prompts = task_prompt_ids(task, codec, vocab_size, context_length)  # before any member runs
         self.prompt_texts = prompt_texts(task, self.prompts, self.completion_text)
         self.longest = max(len(p) for p in self.prompts) + task.max_tokens
-        if self.longest > context_length:
-            raise ValueError(
-                f"task {task.name!r}: prompt + max_tokens = {self.longest} tokens exceed the model's "
-                f"context of {context_length}"
-            )
         self.settings = Settings(max_tokens=task.max_tokens, temperature=float(temperature), eos=codec.eos_token_ids)
 
     def completion_text(self, tokens: Sequence[int]) -> str:

@@ -21,18 +21,18 @@ from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.history import default_runs_dir
 from rlnb.params import AdamParams, OptimizerParams
 
+from .configs import check_distinct_params, check_variants, config_list
 from .dispatch import Plan, Progress, start
 from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
-from .options import ExecutorOptions, SearchOptions, TrialOptions, check_connect_options, check_params
-from .space import (
-    Categorical,
-    apply,
-    check_distinct_params,
-    check_once,
-    check_variants,
-    config_list,
-    parse_space,
+from .options import (
+    ExecutorOptions,
+    SearchOptions,
+    TrialOptions,
+    check_builtin_prompts,
+    check_connect_options,
+    check_params,
 )
+from .space import Categorical, apply, check_once, parse_space
 from .trial import TrialSpec
 
 
@@ -88,6 +88,7 @@ def sweep(
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
     check_connect_options(options, trial.target)
+    check_builtin_prompts(trial.the_task(), trial.target, options)
     _check_args(runs_dir, resume, stop, progress)
     configs = config_list(configs)
     names = check_variants(variants, configs)

@@ -9,7 +9,8 @@ optimizer; the session itself only saves that checkpoint), or on a fresh session
 On Muon both rates grow together at the ratio ``base`` has (AdamW / Muon): the AdamW part trains the
 embeddings and head, and a sweep of Muon's rate alone measured the AdamW part's progress at a fixed rate
 (on notebook 05 it suggested Muon 0.0026 where 0.05 works). Muon's rate is in the session's scaling
-convention; ``rlnb.sweep.muon_lr`` converts between conventions.
+convention; ``rlnb.sweep.muon_lr`` converts between conventions. The rates (the default range, ``base`` at a
+rate) are ``lr_rates``'s, the curve and its suggestion ``lr_curve``'s, the result ``lr_result``'s ``LRFind``.
 """
 
 from __future__ import annotations
@@ -25,21 +26,18 @@ from rlnb._options import OPERATION_TIMEOUT, take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
 from rlnb.history import new_run_id
-from rlnb.params import DECAY_RULE, AdamParams, MuonHyperparams, MuonParams, OptimizerParams, decay_rule_holds
+from rlnb.params import DECAY_RULE, AdamParams, MuonHyperparams, MuonParams, OptimizerParams
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 
 from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest
+from .lr_rates import DEFAULT_RANGES, SCALING_NAMES, check_lrs, lr_range, range_key, with_lr
 from .lr_result import LRFind
 from .options import RangeTestOptions, StepFn, check_base, check_range_test
 from .trial import Objective
 
 __all__ = ["DEFAULT_RANGES", "FLAT", "SCALING_NAMES", "SMOOTHING", "LRFind", "lr_find", "significant", "with_lr"]
 
-DEFAULT_RANGES = {"adam": (1e-5, 1.0), "original": (1e-3, 10.0), "match_adam": (1e-5, 1.0)}
-"""(start_lr, end_lr) by optimizer / Muon scaling convention: a decade or more either side of the usual
-values (Adam 3e-4..3e-3; Muon 0.02 in "original" units)."""
-SCALING_NAMES = {"MUON_SCALING_STRATEGY_ORIGINAL": "original", "MUON_SCALING_STRATEGY_MATCH_ADAM": "match_adam"}
 LOGGED: dict[str, str] = {"reward": "reward", "loss": "lr_find_loss"}
 """The name each objective is logged under (``loss`` is a column of the steps table already)."""
 
@@ -82,13 +80,13 @@ def lr_find(
     kind = "adam" if isinstance(base, AdamParams) else "muon"
     resolved = base.resolved()
     ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
-    _check_lrs(start_lr, end_lr, _range_key(kind, session, target, options))  # before anything is opened or sent
+    check_lrs(start_lr, end_lr, range_key(kind, session, target, options))  # before anything is opened or sent
     check_range_test(test, session.history.config.get("backend") != "remote" if session else target == "local", options)
     trial = _open(kind, session, target, seed, runs_dir, options)
     scaling = SCALING_NAMES.get(str(trial.history.config.get("muon_scaling")), trial.history.config.get("muon_scaling"))
     scaling = scaling if kind == "muon" else None
     try:  # checked above, unless a default is a new remote Muon session's: its scaling is the service's choice
-        start_lr, end_lr = _lr_range(start_lr, end_lr, scaling or "adam")
+        start_lr, end_lr = lr_range(start_lr, end_lr, scaling or "adam")
     except ValueError:
         trial.close()
         raise
@@ -181,27 +179,6 @@ def wait_deadline(session: Session) -> float:
     return float(getattr(session.backend, "operation_timeout", OPERATION_TIMEOUT))
 
 
-def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> OptimizerParams:
-    """``base`` at learning rate ``lr``; Muon's ``adam`` part moves with it at ``base``'s ratio (when ``rounded``,
-    each rate to two significant figures, the AdamW one from Muon's as rounded; down where to nearest would break
-    ``DECAY_RULE``: a range test ends before the first rate it refuses, and 0.0106 at weight_decay 92 was suggested
-    as 0.011, refused)."""
-    resolved = base.resolved()
-    data = base.model_dump(exclude_unset=True)
-    data["learning_rate"] = _fit(lr, lr, resolved.weight_decay) if rounded else lr
-    if isinstance(resolved, MuonHyperparams):
-        ratio = resolved.adam.learning_rate / resolved.learning_rate
-        adam = _fit(data["learning_rate"] * ratio, lr * ratio, resolved.adam.weight_decay) if rounded else lr * ratio
-        data["adam"] = {**data.get("adam", {}), "learning_rate": adam}
-    return type(base)(**data)
-
-
-def _fit(lr: float, measured: float, weight_decay: float) -> float:
-    """``lr`` to two significant figures; where that breaks ``DECAY_RULE``, ``measured`` (a rate run) rounded down."""
-    near = significant(lr)
-    return near if decay_rule_holds(near, weight_decay) else significant(measured, down=True)
-
-
 def _number(raw: Any, i: int, lr: float) -> float:
     """A step's objective as a float; anything else (None from a ``step_fn`` without ``return``, a dict of
     metrics, a flag) is a ``TypeError`` naming ``step_fn``, not float()'s "must be a string or a real number"."""
@@ -212,34 +189,6 @@ def _number(raw: Any, i: int, lr: float) -> float:
     except (TypeError, ValueError):
         raise TypeError(f"step_fn returned {raw!r} at step {i} (lr {lr:.3g}): it must return the objective, a "
                         "number") from None  # fmt: skip
-
-
-def _check_lrs(start_lr: float | None, end_lr: float | None, key: str | None) -> None:
-    """``ValueError`` unless start < end where the defaults are known (``key`` of ``DEFAULT_RANGES``; None: known
-    only once the session is open)."""
-    if key is not None or (start_lr is not None and end_lr is not None):
-        _lr_range(start_lr, end_lr, key or "adam")
-
-
-def _lr_range(start_lr: float | None, end_lr: float | None, key: str) -> tuple[float, float]:
-    """(start_lr, end_lr), None filled in from ``DEFAULT_RANGES[key]``; ``ValueError`` unless start < end."""
-    lo, hi = DEFAULT_RANGES[key]
-    start, end = float(lo if start_lr is None else start_lr), float(hi if end_lr is None else end_lr)
-    if not start < end:
-        raise ValueError(f"start_lr must be < end_lr, got start_lr={start}, end_lr={end}")
-    return start, end
-
-
-def _range_key(kind: str, session: Session | None, target: str, options: dict[str, Any]) -> str | None:
-    """The ``DEFAULT_RANGES`` key, from the arguments and the session's config before anything is opened;
-    None where only the service knows it (a remote Muon session's scaling when nobody named it)."""
-    if kind == "adam":
-        return "adam"
-    config = session.history.config if session is not None else {}
-    given = options.get("muon_scaling") or config.get("muon_scaling")
-    local = config.get("backend") != "remote" if session is not None else target == "local"
-    name = SCALING_NAMES.get(str(given), given) if given is not None else ("original" if local else None)
-    return name if name in DEFAULT_RANGES else None
 
 
 def _rl_step(task: Task, objective: Objective, seed: int) -> StepFn:

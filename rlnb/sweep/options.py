@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb._options import check_event, check_int, is_integer, set_int
+from rlnb.engine.models.tiny import SIZES
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.session.connect import check_target
 from rlnb.tasks import Task, check_steps, digits_task, seed_range
-from rlnb.tasks.task import check_local_group_size
+from rlnb.tasks.task import check_local_group_size, task_prompt_ids
+from rlnb.text import ByteCodec
 
 from .executors import EXECUTORS
 from .space import check_once
@@ -200,10 +202,27 @@ def check_range_test(test: RangeTestOptions, local: bool, options: Mapping[str, 
 def check_can_sample(options: Mapping[str, Any], refusal: str) -> None:
     """``ValueError(refusal)`` when ``options`` start trainer-only sessions (``num_generator_replicas=0``, by name
     or in an option group given whole), which cannot sample."""
-    grouped = [getattr(g, "num_generator_replicas", None) for g in options.values() if dataclasses.is_dataclass(g)]
-    replicas = options.get("num_generator_replicas", next((r for r in grouped if r is not None), 1))
-    if check_int("num_generator_replicas", replicas, 0) == 0:
+    if check_int("num_generator_replicas", given(options, "num_generator_replicas", 1), 0) == 0:
         raise ValueError(refusal)
+
+
+def given(options: Mapping[str, Any], name: str, default: Any) -> Any:
+    """The connect option ``name`` of ``options``, by name or in an option group given whole (a name wins), else
+    ``default``."""
+    grouped = [getattr(g, name, None) for g in options.values() if dataclasses.is_dataclass(g)]
+    return options.get(name, next((v for v in grouped if v is not None), default))
+
+
+def check_builtin_prompts(task: Task, target: str, options: Mapping[str, Any]) -> None:
+    """The task's prompts as a local built-in model reads them (``task_prompt_ids``, ``run_batched``'s check), before
+    the sweep folder is made: an empty one, a lone surrogate or one past the context failed every trial. Another
+    model's tokenizer and context are known once a trial's session opens (a remote target, a Hugging Face model, a
+    module, ``tokenizer=``): each trial's first step refuses it there, its row FAILED."""
+    model = options.get("model", "tiny")
+    if target != "local" or not (isinstance(model, str) and model in SIZES) or given(options, "tokenizer", None):
+        return
+    config = SIZES[model]  # what a session of it reads: bytes, its vocabulary and block
+    task_prompt_ids(task, ByteCodec(), config.vocab_size, config.block_size)
 
 
 SET_PER_TRIAL = frozenset({"optimizer", "run_id", "seed", "history"})

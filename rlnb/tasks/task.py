@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb._options import set_int
+from rlnb.prompts import check_ids, no_room
 from rlnb.session import Prompt
-from rlnb.text import as_prompt
+from rlnb.text import Codec, as_prompt, to_tokens
 
 
 def digit_fraction(text: str) -> float:
@@ -63,6 +64,25 @@ def check_local_group_size(task: Task, target: str) -> None:
             f"Task.group_size must be in [1, {MAX_NUM_SAMPLES}] for target 'local' (the in-process engine samples "
             f"at most {MAX_NUM_SAMPLES} completions per prompt), got {task.group_size} (task {task.name!r})"
         )
+
+
+def task_prompt_ids(task: Task, codec: Codec, vocab: int, context: int) -> list[list[int]]:
+    """The task's prompts as token ids of a model with ``codec``, ``vocab`` tokens and ``context`` positions, each
+    checked as ``Session.sample`` checks a prompt (a lone surrogate, no tokens, an id past the vocabulary, no room for
+    the task's ``max_tokens``: ``no_room``), naming the task: the one check run before anything runs by
+    ``run_batched`` and ``sweep`` (a local built-in model), where such a prompt failed every step of every trial."""
+    out = []
+    for i, prompt in enumerate(task.prompts):
+        name = f"task {task.name!r}: prompts[{i}]"
+        ids = to_tokens(codec, prompt, name)
+        if not ids:
+            raise ValueError(f"{name} encodes to no tokens: a prompt needs at least one")
+        check_ids(ids, name, vocab)
+        why = no_room(len(ids), task.max_tokens, context)
+        if why is not None:
+            raise ValueError(f"{name}: {why}")
+        out.append(ids)
+    return out
 
 
 def _takes_two(fn: Callable[..., Any]) -> bool:

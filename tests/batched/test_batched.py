@@ -700,6 +700,7 @@ def test_policy_batch_holds_what_samples_policy_builds():
 @pytest.mark.parametrize(("prompt", "match"), [
     ("", r"task 'bad': prompts\[1\] encodes to no tokens"),
     ([300], r"task 'bad': prompts\[1\]: token 300 is outside the vocabulary \[0, 256\)"),
+    ("a" * 300, r"task 'bad': prompts\[1\]: 300 tokens \+ max_tokens 4 exceed the model's context of 256$"),
 ])
 def test_a_task_prompt_the_model_cannot_read_is_refused_before_anything_runs(prompt, match, tmp_path):
     """As ``Session.sample`` refuses it (``rl_step`` alone): it failed every member's first sample

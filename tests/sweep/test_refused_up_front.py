@@ -1,5 +1,6 @@
 """A sweep whose every trial would fail the same way is refused once, before its folder is made: a group larger
-than the in-process engine samples per prompt, and trainer-only sessions, which cannot sample at all."""
+than the in-process engine samples per prompt, a prompt a local built-in model cannot read, and trainer-only
+sessions, which cannot sample at all."""
 
 import re
 import sys
@@ -13,6 +14,7 @@ import rlnb
 from rlnb.engine.options import ModelOptions
 from rlnb.remote.start import SessionOptions
 from rlnb.sweep import TrialOptions, ablate, sweep
+from rlnb.sweep.options import check_builtin_prompts
 from rlnb.tasks import Task
 
 BASE = rlnb.AdamParams(learning_rate=3e-3)
@@ -33,6 +35,38 @@ def test_a_group_larger_than_the_engine_samples_is_refused_before_the_sweep_fold
     assert list(tmp_path.iterdir()) == []
     assert TrialOptions(task=task(256)).the_task().group_size == 256
     assert TrialOptions(task=task(1000), target=NOWHERE).target == NOWHERE  # Together's API publishes no cap
+
+
+UNREADABLE = [
+    ("", r"task 'bad': prompts\[1\] encodes to no tokens: a prompt needs at least one$"),
+    ("a" * 100_000, r"task 'bad': prompts\[1\]: 100000 tokens \+ max_tokens 8 exceed the model's context of 256$"),
+    ("a\ud800=", r"task 'bad': prompts\[1\] holds a lone surrogate, '\\ud800' at position 1: it is not valid Unicode"),
+]
+
+
+@pytest.mark.parametrize("executor", ["auto", "threads", "batched"])
+@pytest.mark.parametrize(("prompt", "match"), UNREADABLE)
+def test_a_prompt_the_builtin_model_cannot_read_is_refused_before_the_sweep_folder(tmp_path, executor, prompt, match):
+    """An empty prompt, one past the model's context or a lone surrogate: every trial was a FAILED row, after the sweep
+    folder was made; now ``run_batched``'s check, in its words, before the folder (``ablate`` too)."""
+    bad = Task("bad", ["n=", prompt], lambda prompt, completion: 0.0)
+    with pytest.raises(ValueError, match=match):
+        sweep(BASE, task=bad, steps=1, runs_dir=tmp_path, progress=False, executor=executor, model="small")
+    with pytest.raises(ValueError, match=match):
+        ablate(BASE, {"hi": {"learning_rate": 1e-2}}, task=bad, steps=1, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_prompt_is_left_to_the_session_where_only_it_knows_the_tokenizer():
+    """A remote target, a Hugging Face model, a module or a ``tokenizer=``: the tokenizer and context are known once a
+    trial's session opens, and its first step refuses the prompt there (its row FAILED), as before."""
+    bad = Task("bad", ["a" * 100_000], lambda prompt, completion: 0.0)
+    check_builtin_prompts(bad, NOWHERE, {})
+    check_builtin_prompts(bad, "local", {"model": "some/hf-model"})
+    check_builtin_prompts(bad, "local", {"model": "tiny", "tokenizer": "some/tokenizer"})
+    check_builtin_prompts(bad, "local", {"model_options": ModelOptions(tokenizer="some/tokenizer")})
+    with pytest.raises(ValueError, match="exceed the model's context of 256"):
+        check_builtin_prompts(bad, "local", {"model_options": ModelOptions()})
 
 
 @pytest.mark.parametrize("call", ["sweep", "ablate"])

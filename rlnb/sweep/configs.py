@@ -1,0 +1,79 @@
+"""The configs a sweep is given (a list of dicts, and ``variants``, one name each): read once, each spelt as flat
+fields, checked before the sweep folder is made — none twice in what it sends."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rlnb.params import OptimizerParams
+from rlnb.prompts import check_text, scalar
+
+from .space import MAX_CONFIGS, apply, check_fields
+
+
+def config_list(configs: Any) -> list[dict[str, Any]] | None:
+    """``sweep``'s ``configs`` as a list of at most ``MAX_CONFIGS`` dicts, read once: a generator ran its trials
+    and was recorded in ``sweep.json`` as ``[]`` (read again, empty), and one dict, or a list holding a name, was
+    dict()'s "dictionary update sequence element #0 has length 1". Each config as ``_flat`` spells it."""
+    if configs is None:
+        return None
+    if isinstance(configs, Mapping | str | bytes) or not isinstance(configs, Iterable):
+        raise TypeError(f"configs must be a list of dicts, such as grid(learning_rate=[1e-3, 1e-2]), got "
+                        f"{configs!r}{' (one config: put it in a list)' if isinstance(configs, Mapping) else ''}")
+    listed = list(itertools.islice(configs, MAX_CONFIGS + 1))  # an endless generator was read until memory ran out
+    if len(listed) > MAX_CONFIGS:
+        raise ValueError(
+            f"configs holds more than {MAX_CONFIGS} configs: at most {MAX_CONFIGS}, each a trial per seed, as grid() "
+            "and random_search() make (a list of 10,001 ran them all)"
+        )
+    for i, config in enumerate(listed):
+        if not isinstance(config, Mapping):
+            raise TypeError(f"configs[{i}] must be a dict of fields, such as {{'learning_rate': 1e-3}}, got {config!r}")
+        check_fields(f"configs[{i}]", [key for key in config if not isinstance(key, str)])  # {5: ...}: AttributeError
+    return [_flat(c) for c in listed]
+
+
+def check_variants(variants: Any, configs: list[dict[str, Any]] | None) -> list[str] | None:
+    """``sweep``'s ``variants``: one distinct name per config of a list (``ablate``'s), or None."""
+    if variants is None:
+        return None
+    if configs is None:
+        raise ValueError("variants names the configs one by one: pass configs (a list of dicts) with it")
+    if isinstance(variants, Mapping | str | bytes) or not isinstance(variants, Iterable):
+        raise TypeError(f"variants must be a list of names, one per config, got {variants!r}"[:300])
+    names = list(variants)
+    if len(names) != len(configs) or len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
+        raise ValueError(f"variants must be {len(configs)} distinct names (non-empty strings), one per config, got "
+                         f"{names!r}"[:300])  # fmt: skip
+    for i, name in enumerate(names):  # the table's text column refused it once the sweep had run, its folder made
+        check_text(name, f"variants[{i}] ({name!r})")
+    return names
+
+
+def _flat(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A config with a nested group spelt as its dotted fields (``{"adam": {"learning_rate": 1e-3}}`` is
+    ``{"adam.learning_rate": 1e-3}``: its dict in a table column was unhashable to ``summarize``), each value a plain
+    number (``np.float32`` went to JSON files as "0.001")."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            out.update({f"{key}.{sub}": scalar(v) for sub, v in value.items()})
+        else:
+            out[key] = scalar(value)
+    return out
+
+
+def check_distinct_params(base: OptimizerParams, configs: Sequence[Mapping[str, Any]]) -> None:
+    """``ValueError`` naming two configs that send the same params: ``{}`` and ``{"learning_rate": 1e-3}`` on a base
+    at 1e-3 ran one trial twice under two labels, which ``check_once`` missed. Compared as sent (``request_body``):
+    an unset field is the target's default, which a remote service may choose otherwise."""
+    seen: dict[str, int] = {}
+    for i, config in enumerate(configs):
+        body = json.dumps(apply(base, config).request_body(), sort_keys=True)
+        j = seen.setdefault(body, i)
+        if j != i:
+            raise ValueError(f"configs[{j}] {dict(configs[j])!r} and configs[{i}] {dict(config)!r} send the same "
+                             f"params ({body}): the same trial would run twice; drop one")  # fmt: skip

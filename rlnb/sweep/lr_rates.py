@@ -1,0 +1,68 @@
+"""The rates of the learning-rate range test (``find_lr``): its default range by optimizer and Muon scaling
+convention, the range checked before anything is opened, and ``base`` at each rate (Muon's ``adam`` part moving
+with it at ``base``'s ratio; a suggestion rounded to two significant figures within ``DECAY_RULE``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlnb.params import MuonHyperparams, OptimizerParams, decay_rule_holds
+from rlnb.session import Session
+
+from .lr_curve import significant
+
+DEFAULT_RANGES = {"adam": (1e-5, 1.0), "original": (1e-3, 10.0), "match_adam": (1e-5, 1.0)}
+"""(start_lr, end_lr) by optimizer / Muon scaling convention: a decade or more either side of the usual
+values (Adam 3e-4..3e-3; Muon 0.02 in "original" units)."""
+SCALING_NAMES = {"MUON_SCALING_STRATEGY_ORIGINAL": "original", "MUON_SCALING_STRATEGY_MATCH_ADAM": "match_adam"}
+"""A session config's ``muon_scaling`` as the wire spells it, by the convention's name (``DEFAULT_RANGES``'s keys,
+``muon_lr``'s conventions)."""
+
+
+def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> OptimizerParams:
+    """``base`` at learning rate ``lr``; Muon's ``adam`` part moves with it at ``base``'s ratio (when ``rounded``,
+    each rate to two significant figures, the AdamW one from Muon's as rounded; down where to nearest would break
+    ``DECAY_RULE``: a range test ends before the first rate it refuses, and 0.0106 at weight_decay 92 was suggested
+    as 0.011, refused)."""
+    resolved = base.resolved()
+    data = base.model_dump(exclude_unset=True)
+    data["learning_rate"] = _fit(lr, lr, resolved.weight_decay) if rounded else lr
+    if isinstance(resolved, MuonHyperparams):
+        ratio = resolved.adam.learning_rate / resolved.learning_rate
+        adam = _fit(data["learning_rate"] * ratio, lr * ratio, resolved.adam.weight_decay) if rounded else lr * ratio
+        data["adam"] = {**data.get("adam", {}), "learning_rate": adam}
+    return type(base)(**data)
+
+
+def _fit(lr: float, measured: float, weight_decay: float) -> float:
+    """``lr`` to two significant figures; where that breaks ``DECAY_RULE``, ``measured`` (a rate run) rounded down."""
+    near = significant(lr)
+    return near if decay_rule_holds(near, weight_decay) else significant(measured, down=True)
+
+
+def check_lrs(start_lr: float | None, end_lr: float | None, key: str | None) -> None:
+    """``ValueError`` unless start < end where the defaults are known (``key`` of ``DEFAULT_RANGES``; None: known
+    only once the session is open)."""
+    if key is not None or (start_lr is not None and end_lr is not None):
+        lr_range(start_lr, end_lr, key or "adam")
+
+
+def lr_range(start_lr: float | None, end_lr: float | None, key: str) -> tuple[float, float]:
+    """(start_lr, end_lr), None filled in from ``DEFAULT_RANGES[key]``; ``ValueError`` unless start < end."""
+    lo, hi = DEFAULT_RANGES[key]
+    start, end = float(lo if start_lr is None else start_lr), float(hi if end_lr is None else end_lr)
+    if not start < end:
+        raise ValueError(f"start_lr must be < end_lr, got start_lr={start}, end_lr={end}")
+    return start, end
+
+
+def range_key(kind: str, session: Session | None, target: str, options: dict[str, Any]) -> str | None:
+    """The ``DEFAULT_RANGES`` key, from the arguments and the session's config before anything is opened;
+    None where only the service knows it (a remote Muon session's scaling when nobody named it)."""
+    if kind == "adam":
+        return "adam"
+    config = session.history.config if session is not None else {}
+    given = options.get("muon_scaling") or config.get("muon_scaling")
+    local = config.get("backend") != "remote" if session is not None else target == "local"
+    name = SCALING_NAMES.get(str(given), given) if given is not None else ("original" if local else None)
+    return name if name in DEFAULT_RANGES else None
