@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from rlnb import _secrets
 from rlnb._options import check_event, take, user_path
 from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.history import default_runs_dir
@@ -83,6 +84,8 @@ def sweep(
     ``trials.attrs["interrupted"]`` (a script sweeping in a loop stops on it, as on ``lr_find``'s ``interrupted``:
     ``if trials.attrs["interrupted"]: raise KeyboardInterrupt``).
     """
+    if "api_key" in options:  # first: no traceback's locals show it (``rlnb._secrets``)
+        options["api_key"] = _secrets.hide(options["api_key"])
     check_params(base)
     trial = take(TrialOptions, options, trial_options)
     study = take(SearchOptions, options, search_options)

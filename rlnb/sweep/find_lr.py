@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlnb import _secrets
 from rlnb._options import OPERATION_TIMEOUT, take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
@@ -72,6 +73,8 @@ def lr_find(
     is open).
     """
     check_base(base, session, stop, progress)
+    if "api_key" in options:  # first: no traceback's locals show it (``rlnb._secrets``)
+        options["api_key"] = _secrets.hide(options["api_key"])
     test = take(RangeTestOptions, options, range_test)
     start_lr, end_lr, steps, objective, seed, step_fn = (
         test.start_lr, test.end_lr, test.steps, test.objective, test.seed, test.step_fn

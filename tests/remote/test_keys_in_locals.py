@@ -125,3 +125,16 @@ def test_a_secret_str_is_taken_as_the_key_and_sent_in_the_header():
         client.supported_models()
         assert KEY not in repr(vars(client))
     assert seen == [f"Bearer {KEY}"]
+
+
+def test_a_sweep_or_find_lr_refused_up_front_shows_no_key_in_its_locals():
+    """``rlnb.sweep`` and ``rlnb.sweep.lr_find`` hold ``connect``'s options for their trials: a refusal before any
+    trial (an unknown option, a bad range) printed the key from their frames' ``options``."""
+    from rlnb.sweep import grid, lr_find, sweep
+
+    with pytest.raises(TypeError, match="unexpected keyword argument") as info:
+        sweep(rlnb.AdamParams(), grid(learning_rate=[1e-3]), steps=1, target=BASE, api_key=KEY, no_such_option=1)
+    assert KEY not in with_locals(info.value)
+    with pytest.raises(ValueError, match="start_lr") as info:
+        lr_find(rlnb.AdamParams(), target=BASE, api_key=KEY, start_lr=-1.0)
+    assert KEY not in with_locals(info.value)
