@@ -27,6 +27,7 @@ from rlnb.viz.draw import (
     infinite,
     new_axes,
     note,
+    printable,
     smooth,
 )
 
@@ -89,7 +90,7 @@ def compare(
                          f"{', '.join(c for c in frame.columns if c not in ('seed', 'step'))}")
     own = ax is None
     ax = new_axes(ax)
-    ax.set(xlabel="optimizer step", ylabel=y, title=f"{y} by {by}")
+    ax.set(xlabel="optimizer step", ylabel=printable(y), title=f"{printable(y)} by {printable(by)}")
     missing: list[str] = []
     handles: list[Artist] = []
     names: list[str] = []
@@ -102,12 +103,12 @@ def compare(
         # run without it was an empty line in the legend
         values = values.dropna(subset=[y])
         if values.empty:
-            missing.append(str(label))
+            missing.append(printable(label))
             continue
         stats = values.groupby("step")[y].agg(["mean", "std", "min", "max", "count"])
         x, mean = stats.index.to_numpy(dtype=float), stats["mean"].to_numpy()
         color, mark = group_style(i)
-        name = f"{label} ({len(members)} seeds)" if len(members) > 1 else str(label)
+        name = f"{printable(label)} ({len(members)} seeds)" if len(members) > 1 else printable(label)
         # past the last step every seed reached, the mean is of those left: dashed, not "(n seeds)" any more
         every = np.flatnonzero(stats["count"].to_numpy() == len(members))
         end = every[-1] + 1 if len(every) else 1
@@ -142,7 +143,7 @@ def compare(
     if missing and len(missing) == frame[by].nunique(dropna=False):
         note(ax, f"no {y!r} logged in these runs")
     elif missing:
-        ax.set_title(f"{y} by {by}\n(none logged: {', '.join(missing)})", fontsize="small")
+        ax.set_title(f"{printable(y)} by {printable(by)}\n(none logged: {', '.join(missing)})", fontsize="small")
     if handles:
         _legend(ax, handles, names, own)
     return ax

@@ -1,0 +1,78 @@
+"""Names drawn as the live tables show them, a log axis over a figure near the largest float, a legend kept on the
+user's own figure, and a live view whose widget was closed: read back from the figures and widgets drawn."""
+
+import io
+import os
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from rlnb.history import History
+from rlnb.viz import plots
+from rlnb.viz.live import LiveView
+from tests.viz.test_plots import hand_history
+
+ODD = "a\x00b\n"
+"""A name with a NUL and a line break: drawn raw, a box and a line break in the legend."""
+SHOWN = "a\\x00b\\n"
+
+
+def runs(names, steps=5):
+    return pd.DataFrame([{"run": n, "seed": 0, "step": t, "loss": 1.0 / t + i} for i, n in enumerate(names)
+                         for t in range(1, steps + 1)])  # fmt: skip
+
+
+def drawn_texts(figure):
+    FigureCanvasAgg(figure).draw()  # drawn, so what is read back is what was rendered
+    return [t.get_text() for t in figure.findobj(lambda a: hasattr(a, "get_text") and a.get_text())]
+
+
+def test_control_characters_in_run_and_metric_names_are_drawn_as_escapes():
+    """A run or a metric named ``"a\\x00b\\n"`` was drawn raw (a box, a line break) in legends and titles, where the
+    live tables showed ``a\\x00b\\n``."""
+    ax = plots.compare(runs([ODD, "main"]))
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [SHOWN, "main"]
+    h = History()
+    for step in (1, 2):
+        h.log(step, **{ODD: 0.5 * step})
+    ax = plots.metric(h, ODD)
+    assert ax.get_title() == SHOWN and ax.get_ylabel() == SHOWN
+    compared = plots.compare(pd.DataFrame({"run": ["r", "r"], "seed": 0, "step": [1, 2], ODD: [1.0, 2.0]}), y=ODD)
+    assert compared.get_title() == f"{SHOWN} by run" and compared.get_ylabel() == SHOWN
+    figure = plots.overview(h, metrics=[ODD])
+    texts = drawn_texts(figure)
+    assert SHOWN in texts and not any("\x00" in t for t in texts)
+    view = LiveView(h, metrics=[ODD], every=0)
+    try:
+        panel = view.panels[ODD]
+        assert panel.ax.get_title() == SHOWN and view.error is None
+        assert f"{SHOWN}</th>" in view.steps_table.value
+    finally:
+        view.close()
+
+
+@pytest.mark.parametrize("huge", [1.7e308, 1e200])
+def test_a_log_axis_over_a_figure_near_the_largest_float_is_drawn(huge):
+    """``ax = plots.loss(h); ax.set_yscale("log")`` with a loss near 1.7e308: the axis kept the top the linear one
+    was given (1e300) and the log locator ticked a decade past it, at inf: ``OverflowError`` when drawn."""
+    h = hand_history([1.0, huge, 0.5])
+    for ax in (plots.loss(h), plots.metric(pd.DataFrame({"step": [1, 2, 3], "x": [2.0, huge, 0.5]}), "x")):
+        ax.set_yscale("log")
+        for size in ((6, 3.5), (3, 1)):  # a small figure ticks fewest decades, the stride the widest
+            ax.figure.set_size_inches(size)
+            ax.figure.savefig(io.BytesIO(), format="png")
+            assert np.isfinite(ax.yaxis.get_majorticklocs()).all()
+    h = History()
+    view = LiveView(h, metrics=("big",), every=0)
+    try:
+        for i, v in enumerate([1.0, huge, 0.5]):
+            h.log(i + 1, big=v)
+        view.log_toggle.value = True  # the live view's "log y"
+        view.refresh()
+        assert view.panels["big"].ax.get_yscale() == "log" and view.error is None
+    finally:
+        view.close()
