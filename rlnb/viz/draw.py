@@ -18,6 +18,7 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from matplotlib.textpath import TextToPath
@@ -72,13 +73,17 @@ def fit_title(ax: Axes, room: float) -> None:
     font, scale = title.get_fontproperties(), ax.figure.dpi / 72
 
     def fits(line: str) -> bool:
-        return _TEXT.get_text_width_height_descent(line, font, ismath=False)[0] * scale <= room
+        return text_width(line, font) * scale <= room
 
     title.set_text("\n".join(shortened(line, fits) for line in title.get_text().split("\n")))
 
 
 _TEXT = TextToPath()
-"""Measures text without a renderer (a figure on no canvas yet has none)."""
+
+
+def text_width(text: str, font: FontProperties) -> float:
+    """``text``'s width in points, measured without a renderer (a figure on no canvas yet has none)."""
+    return float(_TEXT.get_text_width_height_descent(text, font, ismath=False)[0])
 
 
 def fit_titles(drawn: Axes | Figure) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from rlnb.history import History
 from rlnb.viz import plots
@@ -76,3 +77,34 @@ def test_a_log_axis_over_a_figure_near_the_largest_float_is_drawn(huge):
         assert view.panels["big"].ax.get_yscale() == "log" and view.error is None
     finally:
         view.close()
+
+
+def legend_box(ax):
+    canvas = FigureCanvasAgg(ax.figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    return ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer), ax.figure.bbox
+
+
+def within(inner, outer, slack=1.0):
+    return (outer.x0 - slack <= inner.x0 and inner.x1 <= outer.x1 + slack and outer.y0 - slack <= inner.y0
+            and inner.y1 <= outer.y1 + slack)  # fmt: skip
+
+
+@pytest.mark.parametrize("count, length", [(8, 6), (30, 50), (70, 90)])
+def test_a_comparison_on_the_users_own_axes_keeps_its_legend_inside_them(count, length):
+    """``compare(..., ax=my_ax)`` with more than six runs put the legend right of the user's axes, on a figure it
+    may not resize: on the right of two panels it ran off the figure (``savefig(bbox_inches="tight")`` showed it)."""
+    config = "lr=3e-4 rank=16 warmup=100 config "[: length - 3].ljust(length - 3, "x")
+    names = [f"{i:02d} {config}" for i in range(count)]
+    figure = Figure(figsize=(9, 3.5), layout="constrained")
+    left, right = figure.subplots(1, 2)
+    ax = plots.compare(runs(names), ax=right)
+    assert ax is right and tuple(figure.get_size_inches()) == (9, 3.5)
+    box, frame, page = legend_box(ax)
+    assert within(box, frame) and within(box, page)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(texts) == count and len(set(texts)) == count  # every run listed, told apart
+    for name, text in zip(names, texts, strict=True):
+        head, _, tail = text.partition("…")
+        assert text == name if count == 8 else name.startswith(head) and name.endswith(tail) and head[:2] == name[:2]
