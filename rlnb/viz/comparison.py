@@ -15,6 +15,7 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
@@ -27,15 +28,19 @@ from rlnb.viz.draw import (
     infinite,
     new_axes,
     note,
+    printable,
+    shortened,
     smooth,
+    text_width,
 )
 
 GROUP_MARKERS = ("", "s", "^", "D", "v", "P", "*")
 """Past ten groups the colours come round again: each further ten carries the next of these markers (70 groups
 told apart); 30 runs were 30 lines in 10 colours, three to a colour and the legend unable to say which."""
 LEGEND_INSIDE_UP_TO = 6
-"""A legend of more entries goes right of the axes, in as many columns as it needs: 30 entries inside a new
-figure were taller than it, and squashed the axes to a sliver."""
+"""A legend of more entries goes right of the axes of a figure ``compare`` made, in as many columns as it needs (30
+entries inside a new figure were taller than it, and squashed the axes to a sliver); on axes the user gave it stays
+inside them (``_legend_inside``)."""
 LEGEND_ROW_IN = 0.2
 """Inches per legend row (``fontsize="small"``)."""
 MAX_HEIGHT_IN = 12.0
@@ -54,6 +59,9 @@ def _legend(ax: Axes, handles: list[Artist], names: list[str], own: bool) -> Non
     if len(names) <= LEGEND_INSIDE_UP_TO:
         ax.legend(handles, names, loc="best", fontsize="small")
         return
+    if not own:
+        _legend_inside(ax, handles, names)
+        return
     fig = cast(Figure, ax.get_figure(root=True))  # an Axes is always on a figure
     width, height = fig.get_size_inches()
     if own:
@@ -64,6 +72,30 @@ def _legend(ax: Axes, handles: list[Artist], names: list[str], own: bool) -> Non
         fig.set_size_inches(width, height)
     ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small",
               ncols=cols)  # fmt: skip
+
+
+LEGEND_SIZES = ("small", "x-small", "xx-small")
+"""The font sizes a legend on the user's axes tries, in turn, before its names are cut."""
+
+
+def _legend_inside(ax: Axes, handles: list[Artist], names: list[str]) -> None:
+    """On axes the user gave (their figure, never resized): the legend inside the axes, in as many columns as its
+    height needs, its font smaller and then its names cut in the middle ("…") until it fits. Right of the axes, as
+    on a figure of its own, it ran off the user's figure."""
+    fig = cast(Figure, ax.get_figure(root=True))
+    box = ax.get_position()
+    width, height = box.width * fig.get_figwidth() * 72, box.height * fig.get_figheight() * 72  # points
+    for size in LEGEND_SIZES:
+        font = FontProperties(size=size)
+        em = font.get_size_in_points()
+        edge = 2 * (0.4 + 0.5) * em  # borderpad and borderaxespad, both sides
+        rows = max(1, int((height - edge) // (1.75 * em)))  # a line and its labelspacing
+        cols = math.ceil(len(names) / rows)
+        room = (width - edge) / cols - (2.0 + 0.8 + 2.0) * em  # handle, its gap and the column spacing
+        if max(text_width(n, font) for n in names) <= room:
+            break
+    shown = [shortened(n, lambda t: text_width(t, font) <= room) for n in names]
+    ax.legend(handles, shown, loc="best", fontsize=size, ncols=cols)
 
 
 def compare(
@@ -89,7 +121,7 @@ def compare(
                          f"{', '.join(c for c in frame.columns if c not in ('seed', 'step'))}")
     own = ax is None
     ax = new_axes(ax)
-    ax.set(xlabel="optimizer step", ylabel=y, title=f"{y} by {by}")
+    ax.set(xlabel="optimizer step", ylabel=printable(y), title=f"{printable(y)} by {printable(by)}")
     missing: list[str] = []
     handles: list[Artist] = []
     names: list[str] = []
@@ -102,12 +134,12 @@ def compare(
         # run without it was an empty line in the legend
         values = values.dropna(subset=[y])
         if values.empty:
-            missing.append(str(label))
+            missing.append(printable(label))
             continue
         stats = values.groupby("step")[y].agg(["mean", "std", "min", "max", "count"])
         x, mean = stats.index.to_numpy(dtype=float), stats["mean"].to_numpy()
         color, mark = group_style(i)
-        name = f"{label} ({len(members)} seeds)" if len(members) > 1 else str(label)
+        name = f"{printable(label)} ({len(members)} seeds)" if len(members) > 1 else printable(label)
         # past the last step every seed reached, the mean is of those left: dashed, not "(n seeds)" any more
         every = np.flatnonzero(stats["count"].to_numpy() == len(members))
         end = every[-1] + 1 if len(every) else 1
@@ -142,7 +174,7 @@ def compare(
     if missing and len(missing) == frame[by].nunique(dropna=False):
         note(ax, f"no {y!r} logged in these runs")
     elif missing:
-        ax.set_title(f"{y} by {by}\n(none logged: {', '.join(missing)})", fontsize="small")
+        ax.set_title(f"{printable(y)} by {printable(by)}\n(none logged: {', '.join(missing)})", fontsize="small")
     if handles:
         _legend(ax, handles, names, own)
     return ax

@@ -18,6 +18,7 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from matplotlib.textpath import TextToPath
@@ -44,6 +45,12 @@ def as_written(artist: Artist) -> None:
         text.set_parse_math(False)
 
 
+def printable(name: object) -> str:
+    """``name`` as text with each character that is not printable as its escape (``\\n``, ``\\x00``), as the live
+    tables show it: a run or a metric named ``"a\\x00b\\n"`` was drawn raw, a box and a line break in the legend."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(name))
+
+
 def shortened(text: str, fits: Callable[[str], bool]) -> str:
     """``text``, or as much of its start and end as ``fits`` with "…" between (a long name differs at either end)."""
     if fits(text):
@@ -66,13 +73,17 @@ def fit_title(ax: Axes, room: float) -> None:
     font, scale = title.get_fontproperties(), ax.figure.dpi / 72
 
     def fits(line: str) -> bool:
-        return _TEXT.get_text_width_height_descent(line, font, ismath=False)[0] * scale <= room
+        return text_width(line, font) * scale <= room
 
     title.set_text("\n".join(shortened(line, fits) for line in title.get_text().split("\n")))
 
 
 _TEXT = TextToPath()
-"""Measures text without a renderer (a figure on no canvas yet has none)."""
+
+
+def text_width(text: str, font: FontProperties) -> float:
+    """``text``'s width in points, measured without a renderer (a figure on no canvas yet has none)."""
+    return float(_TEXT.get_text_width_height_descent(text, font, ismath=False)[0])
 
 
 def fit_titles(drawn: Axes | Figure) -> None:
@@ -83,9 +94,11 @@ def fit_titles(drawn: Axes | Figure) -> None:
         fit_title(ax, 0.85 * share * ax.figure.bbox.width)
 
 
-Y_SPAN = 1e300
+Y_SPAN = 1e150
 """A y-axis ends at ±this: figures near the largest float (1.7e308) made the limits' margins overflow and the tick
-locator fail (``arange: cannot compute length``) when drawn; larger points run off the frame."""
+locator fail (``arange: cannot compute length``) when drawn; larger points run off the frame. Half the largest
+float's decades, not all of them: a log axis (``ax.set_yscale("log")`` afterwards, the live view's "log y") ticks
+past its top by up to its span in decades, and from 1 to 1e300 that tick was inf (``OverflowError`` when drawn)."""
 
 
 def within_span(drawn: Axes | Figure) -> None:
@@ -281,12 +294,12 @@ def logged_rows(frame: pd.DataFrame, name: str) -> pd.DataFrame:
 
 
 def metric_panel(ax: Axes, frame: pd.DataFrame, name: str, ema: float | None) -> Axes:
-    ax.set(xlabel="optimizer step", ylabel=name, title=name)
+    ax.set(xlabel="optimizer step", ylabel=printable(name), title=printable(name))
     if name not in frame.columns or not frame[name].notna().any():
         note(ax, f"no {name!r} logged yet")
         return ax
     rows = logged_rows(frame, name)
-    series(ax, rows["step"], rows[name], ema, "C2", name)
+    series(ax, rows["step"], rows[name], ema, "C2", printable(name))
     return ax
 
 

@@ -31,6 +31,7 @@ from rlnb.history import History
 from rlnb.history.figures import StepRow
 from rlnb.prompts import check_text
 from rlnb.tasks import EVAL_ACCURACY
+from rlnb.viz.cells import cell_run, same_cell_before
 from rlnb.viz.draw import check_ema
 from rlnb.viz.livefig import Panel, Series
 from rlnb.viz.livepanels import NORMS, draw_panel, new_panel
@@ -68,7 +69,9 @@ class LiveView:
 
     Redraws follow ``history.on_record`` (backend threads) and ``history.on_log``, at most once per
     ``every`` seconds, with a trailing redraw so the last change always shows. ``refresh()`` redraws
-    now; ``close()`` stops following. ``widget`` is the box; ``ema`` the smoothing of the EMA toggle.
+    now; ``close()`` stops following, and so does closing ``widget`` (``widget.close()``, ``Widget.close_all()``)
+    or running its notebook cell again (the new view of the same history replaces it: ``rlnb.viz.cells``).
+    ``widget`` is the box; ``ema`` the smoothing of the EMA toggle.
     """
 
     def __init__(
@@ -145,6 +148,11 @@ class LiveView:
         self.tables.observe(lambda _: self._draw_tabs(), names="selected_index")
         self.completions.observe(lambda _: self._draw_completions(force=True), names="selected_index")
         self._unsubscribe = [history.on_record(self._on_change), history.on_log(self._on_change)]
+        self.widget.observe(self._on_comm, names="comm")
+        self._cell = cell_run()
+        for old in list(_OPEN):  # the same cell's earlier run: its output was cleared, its view left following
+            if old.history is history and same_cell_before(old._cell, self._cell):
+                old.close()
         _OPEN.add(self)
         self.refresh()
 
@@ -162,6 +170,11 @@ class LiveView:
 
     def __repr__(self) -> str:
         return f"<LiveView of {self.history!r}, {self.redraws} redraws>"
+
+    def _on_comm(self, change: Any) -> None:
+        """``widget.close()`` or ``Widget.close_all()`` (the comm set to None): a view nobody sees stops following."""
+        if change["new"] is None:
+            self.close()
 
     def _on_change(self, _change: Any) -> None:
         """On a backend thread (a record) or yours (a ``log``): schedule a redraw, never draw here."""

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from rlnb.tasks import EVAL_ACCURACY
-from rlnb.viz.draw import CLIP_HEADROOM
+from rlnb.viz.draw import CLIP_HEADROOM, printable
 from rlnb.viz.livefig import Panel, Series
 
 NORMS = {
@@ -29,7 +29,7 @@ def new_panel(
 ) -> Panel:
     """The panel of ``name``, its lines' series added to ``series``: the reward's draws the held-out accuracy too
     (unless it is one of ``metrics``), the gradient norm's the clip threshold (and, for Muon, the two partial norms)."""
-    panel = Panel(title, legend=name == "grad_norm")
+    panel = Panel(printable(title), legend=name == "grad_norm")
     if name == "reward" and EVAL_ACCURACY not in metrics:  # the held-out accuracy beside the reward
         _lines(panel, series, ema, name, color, "reward (train)")
         panel.line(EVAL_ACCURACY, color="C3", ms=4, label="eval accuracy (held out)", zorder=3)
@@ -41,7 +41,7 @@ def new_panel(
         panel.line("grad_clip_norm", ls="--", color="0.4", label="clip threshold")
         series["grad_clip_norm"] = Series(ema)
     else:
-        _lines(panel, series, ema, name, color, name)
+        _lines(panel, series, ema, name, color, printable(name))
     return panel
 
 

@@ -14,7 +14,7 @@ from matplotlib.colors import to_hex
 from rlnb.history import Record
 from rlnb.history.figures import StepRow
 from rlnb.tasks import RL_METRICS
-from rlnb.viz.draw import STATUS_COLORS, short
+from rlnb.viz.draw import STATUS_COLORS, printable, short
 
 MAX_COMPLETIONS = 64
 """Completions shown at most (a step's, in prompt order); the run folder keeps them all."""
@@ -58,8 +58,7 @@ def rl_html(latest: list[tuple[StepRow, dict[str, float]]]) -> str:
 def visible(text: str, limit: int = MAX_CHARS) -> str:
     """``text`` safe in HTML and readable: control characters as escapes (``\\n``, ``\\x00``), at most
     ``limit`` characters (then an ellipsis), HTML-escaped."""
-    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
-    return html.escape(shown) + ("…" if len(text) > limit else "")
+    return html.escape(printable(text[:limit])) + ("…" if len(text) > limit else "")
 
 
 def completions_html(rows: list[dict[str, Any]]) -> str:
@@ -112,7 +111,7 @@ def steps_html(latest: list[tuple[StepRow, dict[str, float]]], metrics: list[str
     time, ``wait`` its time queued behind other operations (``rlnb.history.timing``)."""
     cols = ["step", *metrics, *(["loss"] if loss else [])]
     cols += ["grad norm", "clip", "lr", "time", "wait"]
-    head = "".join(f"<th style='{CELL_STYLE}'>{html.escape(c)}</th>" for c in cols)
+    head = "".join(f"<th style='{CELL_STYLE}'>{html.escape(printable(c))}</th>" for c in cols)
     body = []
     for row, user in reversed(latest):
         cells = [

@@ -1,0 +1,190 @@
+"""Names drawn as the live tables show them, a log axis over a figure near the largest float, a legend kept on the
+user's own figure, and a live view whose widget was closed: read back from the figures and widgets drawn."""
+
+import io
+import os
+import time
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from rlnb.history import History
+from rlnb.viz import plots
+from rlnb.viz.live import LiveView
+from tests.viz.test_plots import hand_history
+
+ODD = "a\x00b\n"
+"""A name with a NUL and a line break: drawn raw, a box and a line break in the legend."""
+SHOWN = "a\\x00b\\n"
+
+
+def runs(names, steps=5):
+    return pd.DataFrame([{"run": n, "seed": 0, "step": t, "loss": 1.0 / t + i} for i, n in enumerate(names)
+                         for t in range(1, steps + 1)])  # fmt: skip
+
+
+def drawn_texts(figure):
+    FigureCanvasAgg(figure).draw()  # drawn, so what is read back is what was rendered
+    return [t.get_text() for t in figure.findobj(lambda a: hasattr(a, "get_text") and a.get_text())]
+
+
+def test_control_characters_in_run_and_metric_names_are_drawn_as_escapes():
+    """A run or a metric named ``"a\\x00b\\n"`` was drawn raw (a box, a line break) in legends and titles, where the
+    live tables showed ``a\\x00b\\n``."""
+    ax = plots.compare(runs([ODD, "main"]))
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [SHOWN, "main"]
+    h = History()
+    for step in (1, 2):
+        h.log(step, **{ODD: 0.5 * step})
+    ax = plots.metric(h, ODD)
+    assert ax.get_title() == SHOWN and ax.get_ylabel() == SHOWN
+    compared = plots.compare(pd.DataFrame({"run": ["r", "r"], "seed": 0, "step": [1, 2], ODD: [1.0, 2.0]}), y=ODD)
+    assert compared.get_title() == f"{SHOWN} by run" and compared.get_ylabel() == SHOWN
+    figure = plots.overview(h, metrics=[ODD])
+    texts = drawn_texts(figure)
+    assert SHOWN in texts and not any("\x00" in t for t in texts)
+    view = LiveView(h, metrics=[ODD], every=0)
+    try:
+        panel = view.panels[ODD]
+        assert panel.ax.get_title() == SHOWN and view.error is None
+        assert f"{SHOWN}</th>" in view.steps_table.value
+    finally:
+        view.close()
+
+
+@pytest.mark.parametrize("huge", [1.7e308, 1e200])
+def test_a_log_axis_over_a_figure_near_the_largest_float_is_drawn(huge):
+    """``ax = plots.loss(h); ax.set_yscale("log")`` with a loss near 1.7e308: the axis kept the top the linear one
+    was given (1e300) and the log locator ticked a decade past it, at inf: ``OverflowError`` when drawn."""
+    h = hand_history([1.0, huge, 0.5])
+    for ax in (plots.loss(h), plots.metric(pd.DataFrame({"step": [1, 2, 3], "x": [2.0, huge, 0.5]}), "x")):
+        ax.set_yscale("log")
+        for size in ((6, 3.5), (3, 1)):  # a small figure ticks fewest decades, the stride the widest
+            ax.figure.set_size_inches(size)
+            ax.figure.savefig(io.BytesIO(), format="png")
+            assert np.isfinite(ax.yaxis.get_majorticklocs()).all()
+    h = History()
+    view = LiveView(h, metrics=("big",), every=0)
+    try:
+        for i, v in enumerate([1.0, huge, 0.5]):
+            h.log(i + 1, big=v)
+        view.log_toggle.value = True  # the live view's "log y"
+        view.refresh()
+        assert view.panels["big"].ax.get_yscale() == "log" and view.error is None
+    finally:
+        view.close()
+
+
+def legend_box(ax):
+    canvas = FigureCanvasAgg(ax.figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    return ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer), ax.figure.bbox
+
+
+def within(inner, outer, slack=1.0):
+    return (outer.x0 - slack <= inner.x0 and inner.x1 <= outer.x1 + slack and outer.y0 - slack <= inner.y0
+            and inner.y1 <= outer.y1 + slack)  # fmt: skip
+
+
+@pytest.mark.parametrize("count, length", [(8, 6), (30, 50), (70, 90)])
+def test_a_comparison_on_the_users_own_axes_keeps_its_legend_inside_them(count, length):
+    """``compare(..., ax=my_ax)`` with more than six runs put the legend right of the user's axes, on a figure it
+    may not resize: on the right of two panels it ran off the figure (``savefig(bbox_inches="tight")`` showed it)."""
+    config = "lr=3e-4 rank=16 warmup=100 config "[: length - 3].ljust(length - 3, "x")
+    names = [f"{i:02d} {config}" for i in range(count)]
+    figure = Figure(figsize=(9, 3.5), layout="constrained")
+    left, right = figure.subplots(1, 2)
+    ax = plots.compare(runs(names), ax=right)
+    assert ax is right and tuple(figure.get_size_inches()) == (9, 3.5)
+    box, frame, page = legend_box(ax)
+    assert within(box, frame) and within(box, page)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(texts) == count and len(set(texts)) == count  # every run listed, told apart
+    for name, text in zip(names, texts, strict=True):
+        head, _, tail = text.partition("…")
+        assert text == name if count == 8 else name.startswith(head) and name.endswith(tail) and head[:2] == name[:2]
+
+
+def test_a_live_view_whose_widget_was_closed_stops_following_its_history():
+    """``v = LiveView(h); v.widget.close()``: the view stayed subscribed and redrew at every change for the kernel's
+    life, though nothing could show it."""
+    from rlnb.viz import live
+
+    h = History()
+    closed = LiveView(h, every=0.01)
+    watching = LiveView(h, every=0.01)
+    closed.widget.close()
+    before = closed.redraws, watching.redraws
+    try:
+        h.log(1, reward=0.5)
+        deadline = time.monotonic() + 30
+        while watching.redraws == before[1] and time.monotonic() < deadline:  # the open one's timer has drawn
+            time.sleep(0.01)
+        assert watching.redraws > before[1] and closed.redraws == before[0]
+        assert closed not in live._OPEN and watching in live._OPEN  # nor closed again at exit
+    finally:
+        watching.close()
+
+
+KERNEL_SETUP = """
+from rlnb.history import History
+from rlnb.viz import live
+h = History()
+"""
+
+
+@pytest.mark.slow  # an IPython kernel
+def test_running_a_cell_again_replaces_its_live_view_and_closing_every_widget_closes_every_view(tmp_path):
+    """Running ``view = LiveView(h); view`` five times left five views redrawing at every change: the front end
+    drops the old output's widget view, and ipywidgets says nothing. The cell id the front end sends with each run
+    (JupyterLab, Notebook 7, VS Code) tells a run again of that cell from another cell."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    root = str(Path(__file__).parents[2])
+    spec = tmp_path / "kernels" / "rlnb-test"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]  # this venv's Python
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "rlnb test", "language": "python"}))
+    specs = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")])
+    manager = KernelManager(kernel_name="rlnb-test", kernel_spec_manager=specs)
+    manager.start_kernel(env={**os.environ, "PYTHONPATH": root, "MPLBACKEND": "Agg"})
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+
+        def run(code, cell, ask=None):
+            content = {"code": code, "silent": False, "store_history": True, "allow_stdin": False,
+                       "user_expressions": {"r": ask} if ask else {}, "stop_on_error": True}  # fmt: skip
+            msg = client.session.msg("execute_request", content, metadata={"cellId": cell})
+            client.shell_channel.send(msg)
+            while True:
+                reply = client.get_shell_msg(timeout=120)
+                if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                    break
+            assert reply["content"]["status"] == "ok", reply["content"]
+            return reply["content"]["user_expressions"]["r"]["data"]["text/plain"] if ask else None
+
+        run(KERNEL_SETUP, "setup")
+        run("first = live.LiveView(h)", "A")
+        run("again = live.LiveView(h); twin = live.LiveView(h)", "A")  # two views of one run both stay
+        run("other = live.LiveView(h)", "B")
+        run("other_history = live.LiveView(History())", "A")  # another history: not a replacement
+        ask = "[v in live._OPEN for v in (first, again, twin, other, other_history)]"
+        assert run("", "C", ask) == "[False, True, True, True, True]"
+        run("import ipywidgets; ipywidgets.Widget.close_all()", "D")
+        assert run("", "C", "len(live._OPEN)") == "0"
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
