@@ -41,7 +41,7 @@ def test_each_lazy_name_comes_from_the_module_its_type_checking_import_names():
 
 
 @pytest.mark.slow
-def test_a_bare_import_rlnb_imports_nothing_heavy_and_every_name_resolves_on_first_use():
+def test_every_subpackage_is_an_attribute_of_a_bare_import_rlnb_loaded_on_first_use():
     """``import rlnb`` imported pandas, pydantic and numpy (0.6-2.5 s, ``rlnb --help``'s time too); now each public
     name and subpackage is imported on first use (the README's tour calls ``rlnb.viz.plots.overview``), and a class
     shows as ``rlnb.X`` once reached from ``rlnb``, also one its module raised before."""
