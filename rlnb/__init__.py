@@ -10,50 +10,93 @@ One API for a remote Together training session and an in-process torch backend:
     session.history.df
 """
 
+import sys as _sys
+import typing as _typing
 from importlib import import_module as _import_module
 
-from rlnb import samples, sinks, wire
-from rlnb._secrets import RedactingFilter, configure_logging
-from rlnb.errors import (
-    APIConnectionError,
-    APIError,
-    APIStatusError,
-    APITimeoutError,
-    AuthenticationError,
-    BadRequestError,
-    ConflictError,
-    InternalServerError,
-    InvalidParams,
-    NotFoundError,
-    OperationFailed,
-    OperationTimeout,
-    PermissionDeniedError,
-    RateLimitError,
-    RlnbError,
-    RunLocked,
-    SessionClosed,
-    UnprocessableEntityError,
-)
-from rlnb.history import History, Record
-from rlnb.history.catalog import compare, runs
-from rlnb.params import AdamParams, MuonParams
-from rlnb.session import Session, connect
-from rlnb.session.operation import Operation
-from rlnb.sinks.exporting import export
+if _typing.TYPE_CHECKING:  # for the type checker and the API reference: at run time each name is imported on first use
+    from rlnb import samples, sinks, wire
+    from rlnb._secrets import RedactingFilter, configure_logging
+    from rlnb.errors import (
+        APIConnectionError,
+        APIError,
+        APIStatusError,
+        APITimeoutError,
+        AuthenticationError,
+        BadRequestError,
+        ConflictError,
+        InternalServerError,
+        InvalidParams,
+        NotFoundError,
+        OperationFailed,
+        OperationTimeout,
+        PermissionDeniedError,
+        RateLimitError,
+        RlnbError,
+        RunLocked,
+        SessionClosed,
+        UnprocessableEntityError,
+    )
+    from rlnb.history import History, Record
+    from rlnb.history.catalog import compare, runs
+    from rlnb.params import AdamParams, MuonParams
+    from rlnb.session import Session
+    from rlnb.session.connect import connect
+    from rlnb.session.operation import Operation
+    from rlnb.sinks.exporting import export
 
 __version__ = "0.1.0"
 
-# Reached as attributes (``rlnb.viz.plots.overview``) but imported on first use: they pull in matplotlib,
-# ipywidgets, transformers or FastAPI, which ``import rlnb`` should not pay for.
-_LAZY_SUBPACKAGES = frozenset(
-    {"batched", "cli", "engine", "history", "remote", "server", "session", "sweep", "tasks", "viz", "widgets"}
+_ERRORS = (
+    "APIConnectionError APIError APIStatusError APITimeoutError AuthenticationError BadRequestError ConflictError "
+    "InternalServerError InvalidParams NotFoundError OperationFailed OperationTimeout PermissionDeniedError "
+    "RateLimitError RlnbError RunLocked SessionClosed UnprocessableEntityError"
 )
+_PUBLIC: dict[str, str] = {
+    **dict.fromkeys(_ERRORS.split(), "rlnb.errors"),
+    **dict.fromkeys(["RedactingFilter", "configure_logging"], "rlnb._secrets"),
+    **dict.fromkeys(["History", "Record"], "rlnb.history"),
+    **dict.fromkeys(["compare", "runs"], "rlnb.history.catalog"),
+    **dict.fromkeys(["AdamParams", "MuonParams"], "rlnb.params"),
+    "Session": "rlnb.session",
+    "connect": "rlnb.session.connect",
+    "Operation": "rlnb.session.operation",
+    "export": "rlnb.sinks.exporting",
+}
+"""Each public name of ``__all__`` that is no module → the module it is imported from, on first use: ``import rlnb``
+imported pandas, pydantic and numpy at once (0.6-2.5 s), so ``rlnb --help`` took seconds and a Ctrl-C in them
+printed a traceback."""
+
+_SUBMODULES = frozenset(
+    {"batched", "cli", "engine", "errors", "history", "params", "prompts", "remote", "samples", "schedule",
+     "server", "session", "sinks", "sweep", "tasks", "testing", "text", "viz", "widgets", "wire"}
+)  # fmt: skip
+"""Reached as attributes after a bare ``import rlnb`` (``rlnb.viz.plots.overview``, ``rlnb.errors.OperationFailed``),
+imported on first use: some pull in torch, matplotlib, ipywidgets, transformers or FastAPI."""
 
 
 def __getattr__(name: str) -> object:
-    if name in _LAZY_SUBPACKAGES:
+    if name in _SUBMODULES:
         return _import_module(f"rlnb.{name}")
-    raise AttributeError(f"module 'rlnb' has no attribute {name!r}")
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'rlnb' has no attribute {name!r}")
+    obj = getattr(_import_module(_PUBLIC[name]), name)
+    globals()[name] = obj  # resolved once: later reads are plain attribute reads
+    _publish()
+    return obj
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *_SUBMODULES})
+
+
+def _publish() -> None:
+    """Show every public class as ``rlnb.X`` (in tracebacks, reprs, ``help``), as ``import rlnb`` did when it
+    imported them all: those of the modules loaded so far (the module that raises an error was loaded with it)."""
+    for name, module in _PUBLIC.items():
+        obj = getattr(_sys.modules.get(module), name, None)
+        if isinstance(obj, type):
+            obj.__module__ = "rlnb"
 
 
 __all__ = [
@@ -91,9 +134,3 @@ __all__ = [
     "sinks",
     "wire",
 ]
-
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type):
-        _obj.__module__ = "rlnb"
-del _name, _obj

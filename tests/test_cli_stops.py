@@ -19,6 +19,35 @@ EXIT_DEADLINE = 120.0
 """Seconds a stopped command may take to exit: it imports torch first, slowly on a loaded machine."""
 
 
+@pytest.mark.parametrize("command", ["demo", "serve"])
+def test_ctrl_c_before_the_subcommand_runs_is_one_line_and_130(command, monkeypatch, capsys):
+    """Ctrl-C while the arguments are read (before a subcommand's own handler) was a KeyboardInterrupt traceback."""
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("argparse.ArgumentParser.parse_args", interrupted)
+    assert main([command]) == 130
+    assert capsys.readouterr().err == "rlnb: stopped (Ctrl-C)\n"
+
+
+@pytest.mark.slow  # a Python process
+def test_the_command_line_reads_its_arguments_without_the_heavy_libraries():
+    """``rlnb --help`` took 2.4 s (``import rlnb``: pandas, pydantic, numpy), and a Ctrl-C in them printed a traceback
+    before ``main`` ran: the console script and each ``--help`` import none of them."""
+    code = (
+        "import sys\n"
+        "from rlnb.cli import main\n"
+        "for argv in (['--help'], ['demo', '--help'], ['serve', '--help']):\n"
+        "    try:\n        main(argv)\n    except SystemExit as e:\n        assert e.code == 0, e\n"
+        "heavy = {'torch', 'pandas', 'pydantic', 'numpy', 'uvicorn', 'fastapi', 'transformers', 'matplotlib'}\n"
+        "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": ROOT})  # fmt: skip
+    assert (out.returncode, out.stderr) == (0, "[]\n")
+
+
 def test_serve_stopped_by_ctrl_c_while_it_starts_says_so_and_leaves_no_checkpoints_folder(
     tmp_path, monkeypatch, capsys
 ):

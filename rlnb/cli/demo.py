@@ -2,7 +2,7 @@
 
 Its arguments, their checks and the run itself (``demo``) live here, apart from the server's, so a change to the demo
 touches one module; the files it writes in ``--out``, and the earlier output it replaces, are ``demo_files``'s.
-torch, the tasks and the plots are imported when it runs.
+torch, the tasks, the plots and the run store are imported when it runs (``rlnb --help`` imports none of them).
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlnb.cli.demo_files import OUTPUTS, check_out, clear_earlier_output, note_own_files
 from rlnb.cli.options import device_argument, dtype_argument
-from rlnb.history.store import OPS_FILE
 
 DEMO_PARAMS: dict[str, dict[str, Any]] = {
     # The builder's "Learns in 40 steps" preset (its lesson is measured on seeds 0-9 by bench/bench_lessons.py).
@@ -53,6 +51,7 @@ def demo(
     (other files of those names only with ``force``). ``lr`` replaces the learning rate (Muon's for a Muon run);
     ``lora`` > 0 trains a LoRA adapter of that rank instead of all weights."""
     import rlnb
+    from rlnb.cli.demo_files import OUTPUTS, check_out, clear_earlier_output, note_own_files
     from rlnb.engine.backend import LocalBackend
     from rlnb.tasks import EVAL_EVERY, SEED_STRIDE, TASKS, VerifiedTask, rl_step
     from rlnb.tasks.lesson import log_accuracy
@@ -242,5 +241,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 def _kept(out: str) -> str:
     """Where the steps of a demo that stopped early are, when its run folder was written."""
+    from rlnb.history.store import OPS_FILE
+
     folder = Path(out) / "run"
     return f"; the steps so far are in {folder} (rlnb.History.load)" if (folder / OPS_FILE).exists() else ""

@@ -15,7 +15,6 @@ import sys
 from typing import Any
 
 from rlnb.cli.options import device_argument, dtype_argument
-from rlnb.engine.held import release, scratch_folder
 
 TOKEN_ENV = "RLNB_SERVE_TOKEN"
 """The environment variable ``--token`` defaults to: a flag's value is in the process's command line, which every
@@ -89,6 +88,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from rlnb.engine.held import release, scratch_folder
     from rlnb.server.settings import parse_limits
 
     if not args.host.strip():  # an unset variable: "" binds every interface, where the default is this machine only
