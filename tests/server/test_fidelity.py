@@ -13,7 +13,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from rlnb import samples, wire
-from tests.support.server import Clock, app_client, new_session, submit, wait
+from tests.support.server import Clock, app_client, new_session, running, submit, wait
 
 OPS = "/training-sessions/{sid}/operations"
 
@@ -170,6 +170,7 @@ def test_a_cursor_stays_valid_when_its_object_stops_matching_the_filter(tmp_path
     with app_client(tmp_path, full_session_cap=3) as c:  # three sessions on one resource, without LoRA
         rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
         ids = [c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"] for _ in range(3)]
+        assert all(running(c, sid)["status"] == wire.SessionStatus.RUNNING for sid in ids)
         query = {"model_resources_id": rid, "status": "TRAINING_SESSION_STATUS_RUNNING", "limit": 1}
         first = c.get("/training-sessions", params=query).json()
         assert [s["id"] for s in first["data"]] == [ids[2]] and first["meta"]["next_cursor"] == ids[2]
@@ -330,7 +331,7 @@ def test_a_session_that_fails_to_build_frees_its_slot(c, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(sessions_mod, "make_backend", broken)
-    with pytest.raises(OSError):
-        c.post("/training-sessions", json={"model_resources_id": rid})
+    failed = running(c, c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"])
+    assert failed["status"] == wire.SessionStatus.ERROR and "(OSError): disk full" in failed["error"]["message"]
     monkeypatch.undo()
     assert c.post("/training-sessions", json={"model_resources_id": rid}).status_code == 200

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from rlnb import samples, wire
 from rlnb.server import create_app
-from tests.support.server import app_client, new_session, submit, wait
+from tests.support.server import app_client, new_session, running, submit, wait
 
 
 @pytest.fixture(scope="module")
@@ -263,8 +263,8 @@ def test_training_checkpoint_resume_and_download_rules(c):
     assert r.status_code == 400
     c.post(f"/training-sessions/{sid}/stop")
     resumed = c.post("/training-sessions", json={"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["id"]})
-    assert resumed.status_code == 200 and resumed.json()["step"] == "1"
-    assert resumed.json()["resume_from_checkpoint_id"] == ckpt["id"]
+    assert resumed.status_code == 200 and resumed.json()["resume_from_checkpoint_id"] == ckpt["id"]
+    assert running(c, resumed.json()["id"])["step"] == "1"
 
 
 def test_a_checkpoint_whose_files_are_gone_is_a_409_that_does_not_show_the_servers_folders(tmp_path):
