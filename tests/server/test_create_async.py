@@ -11,7 +11,7 @@ import pytest
 from rlnb import wire
 from rlnb.server import sessions as sessions_module
 from rlnb.server.registry import NEVER_BUILT
-from tests.support.server import DEADLINE, app_client, running, submit, wait
+from tests.support.server import DEADLINE, Clock, app_client, running, submit, wait
 
 CREATING, RUNNING = wire.SessionStatus.CREATING, wire.SessionStatus.RUNNING
 
@@ -140,3 +140,14 @@ def test_a_session_creating_when_the_server_was_killed_is_restored_error(tmp_pat
     with app_client(tmp_path, state_dir=state) as c:
         s = c.get(f"/training-sessions/{sid}").json()
         assert s["status"] == wire.SessionStatus.ERROR and s["error"]["message"] == NEVER_BUILT
+
+
+def test_a_resource_does_not_expire_while_a_session_model_is_built(tmp_path, gate):
+    clock = Clock()
+    with app_client(tmp_path, clock=clock) as c:
+        sid = create(c, resource(c, inactive_timeout=300)).json()["id"]
+        clock.now += 7200
+        assert c.app.state.registry.reap() == 0
+        assert c.get(f"/training-sessions/{sid}").json()["status"] == CREATING
+        gate.set()
+        assert running(c, sid)["status"] == RUNNING
