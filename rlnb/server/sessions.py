@@ -19,7 +19,7 @@ from rlnb import wire
 from rlnb.server import stopping
 from rlnb.server.backends import make_backend
 from rlnb.server.errors import ServerError, not_found
-from rlnb.server.limits import check_labels, check_lora
+from rlnb.server.limits import check_labels, check_lora, check_resume
 from rlnb.server.records import CheckpointRecord, SessionBackend, SessionRecord, page, status_filter
 from rlnb.server.settings import ServerSettings
 
@@ -90,8 +90,8 @@ class SessionsMixin:
             live = sum(s.status in held for s in self.sessions.values())
             if live >= self.settings.max_live_sessions:
                 raise ServerError(429, f"this server already runs {live} sessions (max_live_sessions): stop one first")
-            resume = self._resume_path(req)
             check_lora(self.settings, res, req.lora_config)
+            resume = self._resume_path(req, res)
             check_labels(self.settings, req.display_name, req.metadata)
             lora = req.lora_config
             now = self.now()
@@ -155,7 +155,7 @@ class SessionsMixin:
                 return
         self._close([rec])  # stopped, expired or shut down while it was built: its model is let go here
 
-    def _resume_path(self, req: wire.StartTrainingSessionRequest) -> Path | None:
+    def _resume_path(self, req: wire.StartTrainingSessionRequest, res: wire.ModelResources) -> Path | None:
         cid = req.resume_from_checkpoint_id
         if cid is None:
             if req.load_optimizer is not None:  # it would be ignored: a client that sets it expects a resume
@@ -172,6 +172,7 @@ class SessionsMixin:
             raise ServerError(
                 409, f"checkpoint {cid}'s files are gone from this server", param="resume_from_checkpoint_id"
             )
+        check_resume(res, req.lora_config, ckpt.info)
         return ckpt.path
 
     def list_sessions(

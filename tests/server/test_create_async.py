@@ -151,3 +151,17 @@ def test_a_resource_does_not_expire_while_a_session_model_is_built(tmp_path, gat
         assert c.get(f"/training-sessions/{sid}").json()["status"] == CREATING
         gate.set()
         assert running(c, sid)["status"] == RUNNING
+
+
+@pytest.mark.slow  # LoRA: imports peft
+def test_a_resume_the_checkpoints_record_refuses_is_still_a_400_at_the_post(tmp_path):
+    with app_client(tmp_path) as c:
+        lora = resource(c, lora_enabled=True)
+        sid = running(c, create(c, lora, lora_config={"rank": 4}).json()["id"])["id"]
+        ckpt = wait(c, sid, "training-checkpoint", submit(c, sid, "training-checkpoint")["id"])["output"]["checkpoint"]
+        before = len(c.get("/training-sessions").json()["data"])
+        err = error_of(create(c, lora, resume_from_checkpoint_id=ckpt["id"], lora_config={"rank": 8}), 400)
+        assert err["param"] == "resume_from_checkpoint_id" and "LoRA rank is 4, lora_config.rank is 8" in err["message"]
+        err = error_of(create(c, resource(c), resume_from_checkpoint_id=ckpt["id"]), 400)
+        assert "is a LoRA training checkpoint (rank 4)" in err["message"]
+        assert len(c.get("/training-sessions").json()["data"]) == before  # no session was made
