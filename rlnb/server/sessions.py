@@ -104,10 +104,10 @@ class SessionsMixin:
             self.sessions[rec.id] = rec
             self._touch(res.id)
             self._save("session", rec.view())
-            snapshot = res.model_copy(deep=True)
+            snapshot, view = res.model_copy(deep=True), rec.view()  # CREATING, however fast the build
         build = functools.partial(make_backend, self.settings, snapshot, lora, resume, req.load_optimizer)
         self._build_later(rec, build, resume, req.resume_from_checkpoint_id)
-        return rec.view()
+        return view
 
     def _build_later(self, rec: SessionRecord, build: Callable[[], SessionBackend], resume: Path | None,
                      cid: str | None) -> None:  # fmt: skip
