@@ -200,10 +200,9 @@ def _tensors(files: dict[str, bytes]) -> dict[str, torch.Tensor]:
 
 def test_lora_seed_seeds_only_the_adapters(c, peft):
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
-    sids = [
-        c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"seed": seed}}).json()["id"]
-        for seed in ("1", 2)
-    ]
+    bodies = [{"model_resources_id": rid, "lora_config": {"seed": seed}} for seed in ("1", 2)]
+    made = [c.post("/training-sessions", json=body) for body in bodies]
+    sids = [running(c, r.json()["id"])["id"] for r in made]
     a, b = (_inference_files(c, sid) for sid in sids)
     merged_a, merged_b = _tensors(a["CHECKPOINT_VARIANT_MERGED"]), _tensors(b["CHECKPOINT_VARIANT_MERGED"])
     assert merged_a and merged_a.keys() == merged_b.keys()
@@ -216,7 +215,7 @@ def test_lora_seed_seeds_only_the_adapters(c, peft):
 
 def test_merged_and_adapter_are_different_files(c, peft):
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
-    sid = c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"]
+    sid = running(c, c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"])["id"]
     submit(c, sid, "forward-backward", {"samples": [samples.cross_entropy(list(b"adapter")).to_json_dict()],
                                         "loss": {"type": "LOSS_TYPE_CROSS_ENTROPY"}})  # fmt: skip
     submit(c, sid, "optim-step", {"adam_params": {"learning_rate": 1e-2}})

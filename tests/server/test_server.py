@@ -218,7 +218,8 @@ def test_lists_paginate_and_filter(tmp_path):
 
 def test_lora_resource_trains_only_adapters_and_serves_both_variants(c, peft):
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
-    s = c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"rank": 4, "alpha": 8}}).json()
+    body = {"model_resources_id": rid, "lora_config": {"rank": 4, "alpha": 8}}
+    s = running(c, c.post("/training-sessions", json=body).json()["id"])
     assert s["lora_config"]["rank"] == 4
     sid = s["id"]
     first = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])["output"]["checkpoint"]
