@@ -231,6 +231,22 @@ def check_lora(settings: ServerSettings, res: wire.ModelResources, lora: wire.Lo
         raise ServerError(400, f"lora_config.rank must be <= {settings.max_lora_rank}", param="lora_config.rank")
 
 
+def check_resume(res: wire.ModelResources, lora: wire.LoraConfig | None, ckpt: wire.Checkpoint) -> None:
+    """What a checkpoint's record already says will not resume on ``res``, refused at the POST (400) before the
+    session is made; what only its weights tell ends the session ERROR as it is built."""
+    training = ckpt.type == "CHECKPOINT_TYPE_TRAINING"
+    why = None
+    if res.lora_enabled and not (training and ckpt.lora_rank is not None):
+        kind = "an inference checkpoint" if not training else "a full-weight training checkpoint"
+        why = f"it is {kind}; a LoRA session resumes from a LoRA training checkpoint"
+    elif not res.lora_enabled and training and ckpt.lora_rank is not None:
+        why = f"it is a LoRA training checkpoint (rank {ckpt.lora_rank}); {res.id} trains all weights"
+    elif lora is not None and lora.rank is not None and ckpt.lora_rank not in (None, lora.rank):
+        why = f"its LoRA rank is {ckpt.lora_rank}, lora_config.rank is {lora.rank}: leave rank out or give its own"
+    if why is not None:
+        raise ServerError(400, f"checkpoint {ckpt.id} does not resume here: {why}", param="resume_from_checkpoint_id")
+
+
 def check_known(model: BaseModel, prefix: str = "") -> None:
     """400 naming the first field, at any depth, that the API's schema does not have."""
     for name in model.model_extra or {}:

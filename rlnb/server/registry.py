@@ -45,6 +45,16 @@ RESTARTED = (
     "from one of its training checkpoints (resume_from_checkpoint_id)"
 )
 """Why a session that was active when the server stopped is now ERROR."""
+NEVER_BUILT = (
+    "rlnb serve stopped while this session's model was being built (CREATING): it never ran and has no "
+    "checkpoints; start a new session"
+)
+"""Why a session that was CREATING when the server stopped (or was killed) is now ERROR."""
+
+
+def restarted(status: wire.SessionStatus) -> str:
+    """Why a session active when the server stopped is now ERROR: a CREATING one never ran."""
+    return NEVER_BUILT if status == wire.SessionStatus.CREATING else RESTARTED.format(status=status)
 
 
 class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
@@ -58,7 +68,8 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         self.checkpoints: dict[str, CheckpointRecord] = {}
         self.payloads = PayloadStore(self.lock, settings, clock)
         self._closers: set[threading.Thread] = set()
-        """Threads closing stopped sessions' backends (``_close_later``)."""
+        """Threads closing stopped sessions' backends (``_close_later``) or building sessions' models
+        (``_build_later``): a stop waits for them (``stopping.settle``)."""
         self.abandoned: list[str] | None = None
         """Once closed: the operations the stop gave up on (``close``)."""
         self.journal = Journal(settings.state_dir) if settings.state_dir is not None else None
@@ -82,7 +93,7 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         with self.lock:
             active = [s for s in self.sessions.values() if s.status in wire.SESSION_ACTIVE]
             for s in active:
-                self._end(s, wire.SessionStatus.ERROR, RESTARTED.format(status=s.status))
+                self._end(s, wire.SessionStatus.ERROR, restarted(s.status))
         for s in active:  # each on a thread of its own: one deadline for all
             self._close_later([s])
         if stopping.settle(self, timeout, hurry):
@@ -126,7 +137,7 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
                 res.expires_at, res.updated_at = now + timedelta(seconds=res.inactive_timeout), now
         for s in self.sessions.values():
             if s.status in wire.SESSION_ACTIVE:
-                self._end(s, wire.SessionStatus.ERROR, RESTARTED.format(status=s.status))
+                self._end(s, wire.SessionStatus.ERROR, restarted(s.status))
             elif s.status == wire.SessionStatus.STOPPING:  # stopped before the server did: its model is gone now
                 self._end(s, wire.SessionStatus.STOPPED)
             for op in [op for op in s.ops.values() if op.env.status not in wire.TERMINAL_STATUSES]:

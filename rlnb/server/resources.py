@@ -153,7 +153,7 @@ class ResourcesMixin:
             res.expires_at, res.updated_at = until, self.now()
 
     def reap(self) -> int:
-        """Stop every READY resource idle past its ``expires_at`` with nothing running; its sessions
+        """Stop every READY resource idle past its ``expires_at`` with nothing running or being built; its sessions
         become EXPIRED. Drop uploads unused past their expiry. Returns how many resources stopped."""
         self.payloads.sweep()
         now, expired, stopped = self.now(), [], 0
@@ -162,8 +162,8 @@ class ResourcesMixin:
                 if res.status != wire.ModelResourcesStatus.READY or res.expires_at is None or res.expires_at > now:
                     continue
                 mine = [s for s in self.sessions.values() if s.resource_id == res.id]
-                if any(s.busy() for s in mine):
-                    continue  # never stops while an operation runs; its end counts as activity
+                if any(s.busy() or s.status == wire.SessionStatus.CREATING for s in mine):
+                    continue  # never stops while an operation runs or a model is built; its end counts as activity
                 res.status, res.updated_at, res.expires_at = wire.ModelResourcesStatus.STOPPED, now, None
                 self._save("resource", res)
                 stopped += 1

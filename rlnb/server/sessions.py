@@ -1,4 +1,4 @@
-"""Training sessions of the registry: create (the model built outside the lock), list, rename, stop.
+"""Training sessions of the registry: create (answers CREATING; the model built on a thread), list, rename, stop.
 
 A mixin of ``Registry`` (split off to keep one module per concern, as ``resources`` and ``ops``); it follows
 the registry's one locking rule and uses its records.
@@ -6,18 +6,38 @@ the registry's one locking rule and uses its records.
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlnb import wire
+from rlnb.server import stopping
 from rlnb.server.backends import make_backend
 from rlnb.server.errors import ServerError, not_found
-from rlnb.server.limits import check_labels, check_lora
-from rlnb.server.records import CheckpointRecord, SessionRecord, page, status_filter
+from rlnb.server.limits import check_labels, check_lora, check_resume
+from rlnb.server.records import CheckpointRecord, SessionBackend, SessionRecord, page, status_filter
 from rlnb.server.settings import ServerSettings
+
+log = logging.getLogger("rlnb")
+
+
+def failed_start(exc: Exception, resume: Path | None, cid: str | None) -> str:
+    """Why a session's model could not be built, for its ``error.message`` (was the 400 or 500 of the create).
+    The checkpoint's path on this server is none of the client's: it is named by its id."""
+    from rlnb.engine.checkpoints import CheckpointMismatch
+
+    detail = str(exc) if resume is None else str(exc).replace(str(resume), str(cid))
+    detail = " ".join(detail.split())[:300]
+    if isinstance(exc, CheckpointMismatch) or (isinstance(exc, RuntimeError) and resume is not None):
+        return f"resume_from_checkpoint_id: checkpoint {cid} does not fit this session: {detail}"
+    if isinstance(exc, ValueError):
+        return f"lora_config: {detail}"
+    return f"building the session's model failed ({type(exc).__name__}): {detail}"
 
 
 class SessionsMixin:
@@ -25,6 +45,7 @@ class SessionsMixin:
     settings: ServerSettings
     sessions: dict[str, SessionRecord]
     checkpoints: dict[str, CheckpointRecord]
+    _closers: set[threading.Thread]
 
     if TYPE_CHECKING:  # provided by Registry
 
@@ -40,6 +61,8 @@ class SessionsMixin:
 
         def _close_later(self, sessions: list[SessionRecord]) -> None: ...
 
+        def _close(self, sessions: list[SessionRecord]) -> None: ...
+
     def session(self, sid: str) -> SessionRecord:
         with self.lock:
             if sid not in self.sessions:
@@ -47,7 +70,8 @@ class SessionsMixin:
             return self.sessions[sid]
 
     def create_session(self, req: wire.StartTrainingSessionRequest, user: str) -> wire.Session:
-        """Reserve a slot under the lock, build the model outside it, then mark the session RUNNING."""
+        """Check the request and reserve a slot under the lock (a bad request is still a 4xx here), answer CREATING,
+        and build the model on a thread (``_build``); clients poll GET until RUNNING, as the SDK does."""
         with self.lock:
             res = self._resource(req.model_resources_id)
             if res.status != wire.ModelResourcesStatus.READY:
@@ -66,8 +90,8 @@ class SessionsMixin:
             live = sum(s.status in held for s in self.sessions.values())
             if live >= self.settings.max_live_sessions:
                 raise ServerError(429, f"this server already runs {live} sessions (max_live_sessions): stop one first")
-            resume = self._resume_path(req)
             check_lora(self.settings, res, req.lora_config)
+            resume = self._resume_path(req, res)
             check_labels(self.settings, req.display_name, req.metadata)
             lora = req.lora_config
             now = self.now()
@@ -80,32 +104,58 @@ class SessionsMixin:
             self.sessions[rec.id] = rec
             self._touch(res.id)
             self._save("session", rec.view())
-            snapshot = res.model_copy(deep=True)
-        try:
-            backend = make_backend(self.settings, snapshot, lora, resume, req.load_optimizer)
-        except BaseException as exc:  # never leave a CREATING session holding a slot of the cap
-            with self.lock:
-                del self.sessions[rec.id]
-            from rlnb.engine.checkpoints import CheckpointMismatch
+            snapshot, view = res.model_copy(deep=True), rec.view()  # CREATING, however fast the build
+        build = functools.partial(make_backend, self.settings, snapshot, lora, resume, req.load_optimizer)
+        self._build_later(rec, build, resume, req.resume_from_checkpoint_id)
+        return view
 
-            if isinstance(exc, CheckpointMismatch) or (isinstance(exc, RuntimeError) and resume is not None):
-                # the checkpoint's weights do not fit this session; its path on this server is none of the client's
-                detail = " ".join(str(exc).replace(str(resume), str(req.resume_from_checkpoint_id)).split())[:300]
-                raise ServerError(400, detail, param="resume_from_checkpoint_id") from None
-            if isinstance(exc, ValueError):
-                raise ServerError(400, str(exc), param="lora_config" if snapshot.lora_enabled else None) from None
-            raise
+    def _build_later(self, rec: SessionRecord, build: Callable[[], SessionBackend], resume: Path | None,
+                     cid: str | None) -> None:  # fmt: skip
+        """Build the session's model on a thread of its own (the create answers CREATING at once: loading a real
+        model outlasted the SDK's 60 s HTTP timeout, and its retried POST made a second session). A stop waits
+        for it with ``stopping.settle``'s deadline, as for a closing backend."""
+
+        def run() -> None:
+            try:
+                self._build(rec, build, resume, cid)
+            finally:
+                with self.lock:
+                    self._closers.discard(thread)
+
+        thread = threading.Thread(target=run, name=f"{stopping.BUILD}{rec.id}", daemon=True)
+        with self.lock:
+            self._closers.add(thread)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: build here
+            with self.lock:
+                self._closers.discard(thread)
+            self._build(rec, build, resume, cid)
+
+    def _build(self, rec: SessionRecord, build: Callable[[], SessionBackend], resume: Path | None,
+               cid: str | None) -> None:  # fmt: skip
+        """CREATING -> RUNNING once built; ERROR (SESSION_FAILED, the reason) if building failed, its slot freed.
+        A session stopped meanwhile (STOPPING) is STOPPED once its new model is let go."""
+        try:
+            backend = build()
+        except Exception as exc:  # a damaged checkpoint, a bad LoRA target, out of memory: the session says why
+            why = failed_start(exc, resume, cid)
+            log.warning("rlnb serve: session %s failed to start: %s", rec.id, why)
+            with self.lock:
+                if rec.status == wire.SessionStatus.CREATING:
+                    self._end(rec, wire.SessionStatus.ERROR, why)
+                elif rec.status == wire.SessionStatus.STOPPING:
+                    self._end(rec, wire.SessionStatus.STOPPED)
+            return
         with self.lock:
             rec.backend, rec.lora_config = backend, backend.session().lora_config
             if rec.status == wire.SessionStatus.CREATING:
                 rec.status, rec.updated_at = wire.SessionStatus.RUNNING, self.now()
-            stopped_meanwhile = rec.status not in wire.SESSION_ACTIVE
-            self._save("session", rec.view())
-        if stopped_meanwhile:  # its resource was stopped while the model was built
-            self._close_later([rec])
-        return rec.view()
+                self._save("session", rec.view())
+                return
+        self._close([rec])  # stopped, expired or shut down while it was built: its model is let go here
 
-    def _resume_path(self, req: wire.StartTrainingSessionRequest) -> Path | None:
+    def _resume_path(self, req: wire.StartTrainingSessionRequest, res: wire.ModelResources) -> Path | None:
         cid = req.resume_from_checkpoint_id
         if cid is None:
             if req.load_optimizer is not None:  # it would be ignored: a client that sets it expects a resume
@@ -122,6 +172,7 @@ class SessionsMixin:
             raise ServerError(
                 409, f"checkpoint {cid}'s files are gone from this server", param="resume_from_checkpoint_id"
             )
+        check_resume(res, req.lora_config, ckpt.info)
         return ckpt.path
 
     def list_sessions(
@@ -171,8 +222,9 @@ class SessionsMixin:
         return view
 
     def _stopped(self, s: SessionRecord) -> wire.SessionStatus:
-        """What a stop makes of an active session: STOPPING while an operation of it is queued or running (the
-        running one finishes, and may still change its step; ``_close`` makes it STOPPED once its backend is let
-        go), else STOPPED. A stopped session's step used to change after a stop answered STOPPED."""
-        busy = s.backend is not None and s.busy()
+        """What a stop makes of an active session: STOPPING while its model is being built (CREATING: the build
+        cannot be cut; STOPPED once it ends and the model is let go) or an operation of it is queued or running
+        (the running one finishes, and may still change its step; ``_close`` makes it STOPPED once its backend
+        is let go), else STOPPED. A stopped session's step used to change after a stop answered STOPPED."""
+        busy = s.status == wire.SessionStatus.CREATING or (s.backend is not None and s.busy())
         return wire.SessionStatus.STOPPING if busy else wire.SessionStatus.STOPPED

@@ -25,6 +25,9 @@ STOP_DEADLINE = 30.0
 """Seconds a stopping server waits for its sessions' running operations (after ``app.SHUTDOWN_GRACE`` for the
 requests in flight); then they are abandoned."""
 
+BUILD = "rlnb-build-"
+"""The name of a thread building a session's model, before the session's id (``sessions._build_later``)."""
+
 ABANDONED = (
     "rlnb serve stopped while this operation was {status}; it was abandoned unfinished {why} (a training "
     "checkpoint saved before it resumes the session)"
@@ -61,6 +64,8 @@ def abandon(registry: Registry, timeout: float | None, hurry: threading.Event | 
                 registry._save_op(s, op)
                 s.finish(op.env.id, registry.settings.max_kept_operations)
                 said.append(f"{op.kind} operation {op.env.id} of session {s.id}")
+        said += [f"the build of session {t.name.removeprefix(BUILD)}'s model" for t in registry._closers
+                 if t.is_alive() and t.name.startswith(BUILD)]  # fmt: skip
     return said
 
 

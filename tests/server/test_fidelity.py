@@ -13,7 +13,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from rlnb import samples, wire
-from tests.support.server import Clock, app_client, new_session, submit, wait
+from tests.support.server import Clock, app_client, new_session, running, submit, wait
 
 OPS = "/training-sessions/{sid}/operations"
 
@@ -170,6 +170,7 @@ def test_a_cursor_stays_valid_when_its_object_stops_matching_the_filter(tmp_path
     with app_client(tmp_path, full_session_cap=3) as c:  # three sessions on one resource, without LoRA
         rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
         ids = [c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"] for _ in range(3)]
+        assert all(running(c, sid)["status"] == wire.SessionStatus.RUNNING for sid in ids)
         query = {"model_resources_id": rid, "status": "TRAINING_SESSION_STATUS_RUNNING", "limit": 1}
         first = c.get("/training-sessions", params=query).json()
         assert [s["id"] for s in first["data"]] == [ids[2]] and first["meta"]["next_cursor"] == ids[2]
@@ -199,10 +200,9 @@ def _tensors(files: dict[str, bytes]) -> dict[str, torch.Tensor]:
 
 def test_lora_seed_seeds_only_the_adapters(c, peft):
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
-    sids = [
-        c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"seed": seed}}).json()["id"]
-        for seed in ("1", 2)
-    ]
+    bodies = [{"model_resources_id": rid, "lora_config": {"seed": seed}} for seed in ("1", 2)]
+    made = [c.post("/training-sessions", json=body) for body in bodies]
+    sids = [running(c, r.json()["id"])["id"] for r in made]
     a, b = (_inference_files(c, sid) for sid in sids)
     merged_a, merged_b = _tensors(a["CHECKPOINT_VARIANT_MERGED"]), _tensors(b["CHECKPOINT_VARIANT_MERGED"])
     assert merged_a and merged_a.keys() == merged_b.keys()
@@ -215,7 +215,7 @@ def test_lora_seed_seeds_only_the_adapters(c, peft):
 
 def test_merged_and_adapter_are_different_files(c, peft):
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
-    sid = c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"]
+    sid = running(c, c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"])["id"]
     submit(c, sid, "forward-backward", {"samples": [samples.cross_entropy(list(b"adapter")).to_json_dict()],
                                         "loss": {"type": "LOSS_TYPE_CROSS_ENTROPY"}})  # fmt: skip
     submit(c, sid, "optim-step", {"adam_params": {"learning_rate": 1e-2}})
@@ -330,7 +330,7 @@ def test_a_session_that_fails_to_build_frees_its_slot(c, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(sessions_mod, "make_backend", broken)
-    with pytest.raises(OSError):
-        c.post("/training-sessions", json={"model_resources_id": rid})
+    failed = running(c, c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"])
+    assert failed["status"] == wire.SessionStatus.ERROR and "(OSError): disk full" in failed["error"]["message"]
     monkeypatch.undo()
     assert c.post("/training-sessions", json={"model_resources_id": rid}).status_code == 200

@@ -163,8 +163,13 @@ def world(auth_server: str) -> World:
                 "id"
             ]
 
-        def session(rid: str) -> str:
-            return _check(http.post("/v1/rl/training-sessions", json={"model_resources_id": rid}))["id"]
+        def session(rid: str) -> str:  # once RUNNING: a create answers CREATING and builds the model on a thread
+            sid = _check(http.post("/v1/rl/training-sessions", json={"model_resources_id": rid}))["id"]
+            deadline = time.monotonic() + 60
+            while _check(http.get(f"/v1/rl/training-sessions/{sid}"))["status"] == "TRAINING_SESSION_STATUS_CREATING":
+                assert time.monotonic() < deadline, f"session {sid} still CREATING"
+                time.sleep(0.01)
+            return sid
 
         main = resource(lora=True)
         victim = resource(lora=False)

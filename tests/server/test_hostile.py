@@ -14,7 +14,7 @@ import pytest
 
 from rlnb import samples, wire
 from rlnb.engine import checkpoints
-from tests.support.server import app_client, new_session, running_server, submit, wait
+from tests.support.server import app_client, new_session, running, running_server, submit, wait
 
 CE = samples.cross_entropy(list(b"hostile")).to_json_dict()
 
@@ -170,7 +170,8 @@ def test_45_concurrent_stops_of_busy_sessions_leave_the_server_answering(tmp_pat
     args = ["--op-delay", str(delay), "--limit", f"lora_session_cap={n}"]
     with running_server(*args, tmp_dir=str(tmp_path)) as url, httpx.Client(base_url=url + "/v1/rl", timeout=60) as c:
         rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
-        sids = [c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"] for _ in range(n)]
+        made = [c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"] for _ in range(n)]
+        sids = [running(c, sid)["id"] for sid in made]
         ops = [submit(c, sid, "optim-step", {}) for sid in sids]
         wait_running(c, sids[-1], ops[-1]["id"])
         stops: list[tuple[int, float]] = []

@@ -17,7 +17,7 @@ import pytest
 
 from rlnb import samples, wire
 from rlnb.server.settings import ServerSettings, parse_limits
-from tests.support.server import Clock, app_client, new_session, submit, wait
+from tests.support.server import Clock, app_client, new_session, running, submit, wait
 
 OPS = "/training-sessions/{sid}/operations/{kind}"
 CE = wire.ForwardBackwardBody(
@@ -347,7 +347,7 @@ def test_download_links_are_signed_for_one_file_expire_and_use_the_configured_ad
     clock = Clock()
     with app_client(tmp_path, clock=clock, download_ttl=600, public_url="https://rl.example:9443") as c:
         rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
-        sid = c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"]
+        sid = running(c, c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"])["id"]
         cid = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])["output"][
             "checkpoint"
         ]["id"]

@@ -14,7 +14,7 @@ from rlnb import samples, wire
 from rlnb.remote.client import RetryPolicy
 from rlnb.server.state import StateDirLocked
 from rlnb.testing import ServerProcess
-from tests.support.server import START_DEADLINE, app_client, new_session, submit, wait
+from tests.support.server import START_DEADLINE, app_client, new_session, running, submit, wait
 
 pytestmark = pytest.mark.slow  # kills and restarts rlnb serve processes
 
@@ -61,6 +61,7 @@ def test_a_restarted_server_keeps_its_registry_and_resumes_its_checkpoints(tmp_p
             "/training-sessions",
             json={"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["output"]["checkpoint"]["id"]},
         ).json()
+        resumed = running(c, resumed["id"])
         assert resumed["status"] == wire.SessionStatus.RUNNING and resumed["step"] == "1"
         nxt = wait(c, resumed["id"], "optim-step", submit(c, resumed["id"], "optim-step", {})["id"])
         assert nxt["output"]["step"] == "2"

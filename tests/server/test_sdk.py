@@ -104,6 +104,17 @@ def key() -> str:
     return str(uuid.uuid4())
 
 
+def running(pt: Any, s: Any, timeout: float = 60.0) -> Any:
+    """The session once its model is built: a create answers CREATING, as the API's does; poll until RUNNING."""
+    deadline = time.monotonic() + timeout
+    while s.status == "TRAINING_SESSION_STATUS_CREATING":
+        assert time.monotonic() < deadline, f"session {s.id} still CREATING"
+        time.sleep(POLL)
+        s = pt.sessions.retrieve(s.id)
+    assert s.status == "TRAINING_SESSION_STATUS_RUNNING", s.error
+    return s
+
+
 # -- the low-level generated client ---------------------------------------------------------------
 
 
@@ -145,7 +156,8 @@ def test_low_level_adam_loop(client: Together):
     s = pt.sessions.create(
         model_resources_id=mr.id, display_name="sdk-adam", metadata={"wandb": {"project": "rlnb-tests"}}
     )
-    assert s.status == "TRAINING_SESSION_STATUS_RUNNING"
+    assert s.status == "TRAINING_SESSION_STATUS_CREATING"
+    s = running(pt, s)
     assert s.resources_id == mr.id and s.base_model == "rlnb/tiny"
     assert int(s.step) == 0 and s.display_name == "sdk-adam" and s.metadata.wandb.project == "rlnb-tests"
     assert int(s.policy_state.trainer_step) == 0
@@ -295,7 +307,7 @@ def test_low_level_muon(client: Together):
     )
     assert mr.optimizer_config.muon.scaling_strategy == "MUON_SCALING_STRATEGY_MATCH_ADAM"
     assert mr.optimizer_config.adam is None
-    s = pt.sessions.create(model_resources_id=mr.id)
+    s = running(pt, pt.sessions.create(model_resources_id=mr.id))
     try:
         op = ops.forward_backward(
             s.id,
@@ -339,7 +351,7 @@ def test_idempotency_key_is_honoured(client: Together):
     pt = client.post_training
     ops = pt.operations
     mr = pt.model_resources.create(base_model="rlnb/tiny", lora_enabled=True)
-    s = pt.sessions.create(model_resources_id=mr.id, lora_config={"rank": 2})
+    s = running(pt, pt.sessions.create(model_resources_id=mr.id, lora_config={"rank": 2}))
     try:
         op = ops.forward_backward(
             s.id, loss={"type": "LOSS_TYPE_CROSS_ENTROPY"}, samples=[ce_sample([1, 2, 3])], idempotency_key=key()
@@ -401,15 +413,15 @@ def test_resume_with_a_mismatched_lora_config_is_a_400(client: Together):
     ops = pt.operations
     mr = pt.model_resources.create(base_model="rlnb/tiny", lora_enabled=True)
     try:
-        s = pt.sessions.create(model_resources_id=mr.id, lora_config={"rank": 4})
+        s = running(pt, pt.sessions.create(model_resources_id=mr.id, lora_config={"rank": 4}))
         op = ops.create_training_checkpoint(s.id, idempotency_key=key())
         ckpt = completed(ops.retrieve_training_checkpoint, op, s.id).checkpoint
         with pytest.raises(BadRequestError) as exc:
             pt.sessions.create(model_resources_id=mr.id, resume_from_checkpoint_id=ckpt.id, lora_config={"rank": 8})
         assert exc.value.body["error"]["param"] == "resume_from_checkpoint_id"
-        resumed = pt.sessions.create(
+        resumed = running(pt, pt.sessions.create(
             model_resources_id=mr.id, resume_from_checkpoint_id=ckpt.id, lora_config={"rank": 4}
-        )
+        ))
         assert resumed.resume_from_checkpoint_id == ckpt.id
         # a full-weight resource cannot load a LoRA checkpoint either
         full = pt.model_resources.create(base_model="rlnb/tiny", lora_enabled=False)
@@ -539,7 +551,7 @@ def test_bodies_over_half_a_mebibyte_use_the_payload_side_channel(server: str, m
         sessions = []
         for _ in range(2):
             mr = pt.model_resources.create(base_model="rlnb/tiny", lora_enabled=False)
-            sessions.append(pt.sessions.create(model_resources_id=mr.id).id)
+            sessions.append(running(pt, pt.sessions.create(model_resources_id=mr.id)).id)
         op = pt.operations.forward_backward(
             sessions[0], loss=loss, samples=batch, forward_only=True, idempotency_key=key()
         )  # the generated low-level method always sends the body inline

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from rlnb import samples, wire
 from rlnb.server import create_app
-from tests.support.server import app_client, new_session, submit, wait
+from tests.support.server import app_client, new_session, running, submit, wait
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +218,8 @@ def test_lists_paginate_and_filter(tmp_path):
 
 def test_lora_resource_trains_only_adapters_and_serves_both_variants(c, peft):
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
-    s = c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"rank": 4, "alpha": 8}}).json()
+    body = {"model_resources_id": rid, "lora_config": {"rank": 4, "alpha": 8}}
+    s = running(c, c.post("/training-sessions", json=body).json()["id"])
     assert s["lora_config"]["rank"] == 4
     sid = s["id"]
     first = wait(c, sid, "inference-checkpoint", submit(c, sid, "inference-checkpoint")["id"])["output"]["checkpoint"]
@@ -263,8 +264,8 @@ def test_training_checkpoint_resume_and_download_rules(c):
     assert r.status_code == 400
     c.post(f"/training-sessions/{sid}/stop")
     resumed = c.post("/training-sessions", json={"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["id"]})
-    assert resumed.status_code == 200 and resumed.json()["step"] == "1"
-    assert resumed.json()["resume_from_checkpoint_id"] == ckpt["id"]
+    assert resumed.status_code == 200 and resumed.json()["resume_from_checkpoint_id"] == ckpt["id"]
+    assert running(c, resumed.json()["id"])["step"] == "1"
 
 
 def test_a_checkpoint_whose_files_are_gone_is_a_409_that_does_not_show_the_servers_folders(tmp_path):
@@ -374,7 +375,7 @@ def test_a_resume_takes_the_lora_settings_it_leaves_out_from_the_checkpoints_ses
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
     made = {"rank": 4, "alpha": 8, "dropout": 0.25, "train_unembed": False}
     r = c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": made})
-    sid = r.json()["id"]
+    sid = running(c, r.json()["id"])["id"]
     submit(c, sid, "forward-backward", CE)
     submit(c, sid, "optim-step", {})
     ckpt = wait(c, sid, "training-checkpoint", submit(c, sid, "training-checkpoint")["id"])["output"]["checkpoint"]
@@ -383,8 +384,9 @@ def test_a_resume_takes_the_lora_settings_it_leaves_out_from_the_checkpoints_ses
         body = {"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["id"], "lora_config": given}
         r = c.post("/training-sessions", json={k: v for k, v in body.items() if v is not None})
         assert r.status_code == 200, r.text
-        assert {k: r.json()["lora_config"][k] for k in made} == made and r.json()["step"] == "1"
-        assert c.post(f"/training-sessions/{r.json()['id']}/stop").status_code == 200
+        resumed = running(c, r.json()["id"])
+        assert {k: resumed["lora_config"][k] for k in made} == made and resumed["step"] == "1"
+        assert c.post(f"/training-sessions/{resumed['id']}/stop").status_code == 200
     body = {"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["id"], "lora_config": {"alpha": 16}}
-    r = c.post("/training-sessions", json=body)
-    assert r.status_code == 400 and "checkpoint's LoRA alpha is 8, this session's is 16" in r.json()["error"]["message"]
+    failed = running(c, c.post("/training-sessions", json=body).json()["id"])  # found as its model is built
+    assert "checkpoint's LoRA alpha is 8, this session's is 16" in failed["error"]["message"]

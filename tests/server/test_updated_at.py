@@ -4,7 +4,7 @@ activity), a session's with its status, ``step``, ``policy_state`` and checkpoin
 import pytest
 
 from rlnb import samples, wire
-from tests.support.server import Clock, app_client, new_session, submit, wait
+from tests.support.server import Clock, app_client, new_session, running, submit, wait
 
 CE = wire.ForwardBackwardBody(
     samples=[samples.cross_entropy(list(b"updated at"))], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
@@ -34,7 +34,7 @@ def test_a_resources_updated_at_moves_with_its_expiry(tmp_path):
         same = resource(c.post(extend, json={"seconds": 60}).json())  # expires_at stays: nothing changed
         assert same.updated_at == extended.updated_at and same.expires_at == extended.expires_at
         clock.now += 100
-        sid = c.post("/training-sessions", json={"model_resources_id": made.id}).json()["id"]
+        sid = running(c, c.post("/training-sessions", json={"model_resources_id": made.id}).json()["id"])["id"]
         assert resource(c.get(f"/model-resources/{made.id}").json()) == extended  # activity: 600 s on, still earlier
         c.post(f"/training-sessions/{sid}/stop")
         clock.now += 3000

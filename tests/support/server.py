@@ -41,7 +41,18 @@ def new_session(c: httpx.Client, **resource) -> tuple[str, str]:
     rid = r.json()["id"]
     s = c.post("/training-sessions", json={"model_resources_id": rid})
     assert s.status_code == 200, s.text
-    return rid, s.json()["id"]
+    return rid, running(c, s.json()["id"])["id"]
+
+
+def running(c: httpx.Client, sid: str) -> dict:
+    """The session once it left CREATING (its model is built on a thread), as the SDK polls for RUNNING."""
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        s = c.get(f"/training-sessions/{sid}").json()
+        if s["status"] != wire.SessionStatus.CREATING:
+            return s
+        time.sleep(0.01)
+    raise AssertionError(f"session {sid} still CREATING after {DEADLINE} s")
 
 
 def submit(c: httpx.Client, sid: str, kind: str, body: dict | None = None, key: str | None = None) -> dict:

@@ -64,7 +64,7 @@ class Live:
         self._resources: list[str] = []
         self.model_resources_id = self.fresh_resource_id()
         pt = self.api.post_training
-        self.session_id = pt.sessions.create(model_resources_id=self.model_resources_id, lora_config=LORA).id
+        self.session_id = self.running(pt.sessions.create(model_resources_id=self.model_resources_id, lora_config=LORA).id)
         sample = _ce_sample([1, 2, 3, 4])
         ops = pt.operations
         submitted = {
@@ -119,7 +119,16 @@ class Live:
         return rid
 
     def fresh_session_id(self) -> str:
-        return self.api.post_training.sessions.create(model_resources_id=self.fresh_resource_id()).id
+        return self.running(self.api.post_training.sessions.create(model_resources_id=self.fresh_resource_id()).id)
+
+    def running(self, session_id: str) -> str:
+        """``session_id`` once its model is built: a create answers CREATING, as the API's does."""
+        deadline = time.monotonic() + 60
+        while (s := self.api.post_training.sessions.retrieve(session_id)).status == "TRAINING_SESSION_STATUS_CREATING":
+            assert time.monotonic() < deadline, f"session {session_id} still CREATING"
+            time.sleep(0.01)
+        assert s.status == "TRAINING_SESSION_STATUS_RUNNING", s.error
+        return session_id
 
     def close(self) -> None:
         for rid in self._resources:
