@@ -26,6 +26,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -52,7 +53,7 @@ def cycles(c: TestClient, n: int, model: str, keep: list | None) -> None:
     registry = c.app.state.registry  # type: ignore[attr-defined]
     for _ in range(n):
         rid = c.post("/model-resources", json={"base_model": model}).json()["id"]
-        sid = c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"]
+        sid = running(c, c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"])
         ops = f"/training-sessions/{sid}/operations"
         c.post(f"{ops}/forward-backward", json=CE, headers={"Idempotency-Key": str(uuid.uuid4())})
         step = c.post(f"{ops}/optim-step", json={}, headers={"Idempotency-Key": str(uuid.uuid4())}).json()
@@ -61,6 +62,16 @@ def cycles(c: TestClient, n: int, model: str, keep: list | None) -> None:
         if keep is not None:
             keep.append(registry.session(sid).backend)
         c.post(f"/model-resources/{rid}/stop", params={"force": "true"})
+
+
+def running(c: Any, sid: str) -> str:
+    """``sid`` once its model is built (a create answers CREATING and builds on a thread), within a minute."""
+    deadline = time.monotonic() + 60
+    while c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.CREATING:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"session {sid} still CREATING after 60 s")
+        time.sleep(0.01)
+    return sid
 
 
 def measure(n: int, model: str, keep_backends: bool) -> tuple[float, float, float]:
@@ -83,7 +94,7 @@ def uploads(n: int, mb: int) -> int:
         c.base_url = c.base_url.join("/v1/rl")
         registry = c.app.state.registry  # type: ignore[attr-defined]
         rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
-        sid = c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"]
+        sid = running(c, c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"])
         before = rss_mb()
         codes: dict[int, int] = {}
         for _ in range(n):
