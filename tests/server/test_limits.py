@@ -127,6 +127,7 @@ def test_live_resources_and_sessions_are_capped(tmp_path):
         err = error_of(c.post("/model-resources", json=tiny), 429)
         assert "max_live_resources" in err["message"]
         sids = [c.post("/training-sessions", json={"model_resources_id": rids[0]}).json()["id"] for _ in range(2)]
+        running(c, sids[0])  # stopped while its model is built it would be STOPPING, its slot held until the build ends
         assert "max_live_sessions" in error_of(c.post("/training-sessions", json={"model_resources_id": rids[1]}), 429)[
             "message"
         ]

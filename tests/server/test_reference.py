@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 import rlnb
 from rlnb import samples, wire
-from tests.support.server import DEADLINE, app_client, new_session, submit, wait
+from tests.support.server import DEADLINE, app_client, new_session, running, submit, wait
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_an_empty_string_clears_a_label_at_create_and_in_metadata(c):
         json={"model_resources_id": rid, "display_name": "", "metadata": {"wandb": {"project": "p", "group": ""}}},
     )
     assert made.status_code == 200, made.text
-    session = made.json()
+    session = running(c, made.json()["id"])  # built: its updated_at moves no more but by a change
     assert session["display_name"] is None
     assert session["metadata"]["wandb"]["project"] == "p" and session["metadata"]["wandb"]["group"] is None
     patched = c.patch(f"/training-sessions/{session['id']}", json={"metadata": {"wandb": {"project": "p", "url": ""}}})

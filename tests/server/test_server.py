@@ -182,6 +182,7 @@ def test_session_cap_stop_and_resource_lifecycle(c):
     assert wait(c, sid, "optim-step", late["id"])["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
     second = c.post("/training-sessions", json={"model_resources_id": rid})
     assert second.status_code == 200
+    running(c, second.json()["id"])  # force-stopped while CREATING it would read STOPPING until its build ends
     stopped = c.post(f"/model-resources/{rid}/stop", params={"force": "true"}).json()
     assert stopped["status"] == "MODEL_RESOURCES_STATUS_STOPPED"
     assert c.get(f"/training-sessions/{second.json()['id']}").json()["status"] == "TRAINING_SESSION_STATUS_STOPPED"
@@ -190,7 +191,8 @@ def test_session_cap_stop_and_resource_lifecycle(c):
 def test_lists_paginate_and_filter(tmp_path):
     with app_client(tmp_path, full_session_cap=3) as c:  # three sessions on one resource, without LoRA
         rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
-        ids = [c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"] for _ in range(3)]
+        ids = [running(c, c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"])["id"]
+               for _ in range(3)]  # fmt: skip
         seen, after = [], None
         while True:
             query = {"model_resources_id": rid, "limit": 2, **({"after": after} if after else {})}
@@ -202,10 +204,10 @@ def test_lists_paginate_and_filter(tmp_path):
             after = page["meta"]["next_cursor"]
         assert sorted(seen) == sorted(ids) and len(seen) == 3
         c.post(f"/training-sessions/{ids[0]}/stop")
-        running = c.get(
+        live = c.get(
             "/training-sessions", params={"model_resources_id": rid, "status": "TRAINING_SESSION_STATUS_RUNNING"}
         )
-        assert {s["id"] for s in running.json()["data"]} == set(ids[1:])
+        assert {s["id"] for s in live.json()["data"]} == set(ids[1:])
         either = "TRAINING_SESSION_STATUS_RUNNING,TRAINING_SESSION_STATUS_STOPPED"
         both = c.get("/training-sessions", params={"model_resources_id": rid, "status": either})
         assert len(both.json()["data"]) == 3

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from rlnb import wire
 from rlnb.engine.models.hf import INSTALL_HINT
+from rlnb.engine.models.seeding import seeded
 
 DEFAULT_RANK = 8
 DEFAULT_ALPHA = 16
@@ -72,8 +73,8 @@ def _peft() -> Any:
 def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> nn.Module:
     """Freeze ``model`` and wrap the named layers with LoRA adapters; returns the peft model.
 
-    The adapter init draws from the global RNG inside ``fork_rng``, seeded with ``settings.seed``, so it
-    is reproducible and leaves the caller's RNG as it was."""
+    The adapter init draws from the global RNG inside ``seeding.seeded``, seeded with ``settings.seed``, so it
+    is reproducible, whatever other thread builds a model meanwhile, and leaves the caller's RNG as it was."""
     peft = _peft()
     refuse_adapted(model)
     # nn.MultiheadAttention multiplies by its out_proj's weight itself, never calling the layer: an adapter there
@@ -99,12 +100,11 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
         bias="none",
     )
     devices = [p.device for p in model.parameters() if p.device.type == "cuda"][:1]
-    with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
+    with seeded(settings.seed, devices), warnings.catch_warnings():
         # GPT-2 mixes Conv1D ([in, out]) and Linear layers: peft fixes fan_in_fan_out per layer, and says so.
         warnings.filterwarnings("ignore", message=r"fan_in_fan_out is set to", category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*tie_word_embeddings.*", category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
-        torch.manual_seed(settings.seed)
         adapted = peft.get_peft_model(model, config)
     _ADAPTED[model] = None
     if settings.dropout > 0:

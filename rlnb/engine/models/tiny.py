@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from rlnb.engine.models.seeding import seeded
+
 GPT2_INIT_STD = 0.02
 """Std of the normal init for all weights (GPT-2, Radford et al. 2019; nanoGPT ``_init_weights``)."""
 
@@ -240,12 +242,12 @@ class KVCache:
 def build_model(size: str | TinyConfig, seed: int) -> TinyTransformer:
     """A freshly initialised model; the same ``seed`` always gives bit-identical weights.
 
-    The init runs under ``torch.random.fork_rng`` so seeding it leaves the caller's global RNG as it was.
+    The init runs under ``seeding.seeded``, so seeding it leaves the caller's global RNG as it was, and a model
+    built at once on another thread draws nothing in between.
     """
     if isinstance(size, str):
         if size not in SIZES:
             raise ValueError(f"unknown model size {size!r}; choose one of {sorted(SIZES)}")
         size = SIZES[size]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         return TinyTransformer(size)
