@@ -50,6 +50,13 @@ def hide(key: Any) -> Any:
     return SecretStr(key) if isinstance(key, str) else key
 
 
+def hide_option(options: dict[str, Any]) -> None:
+    """``options["api_key"]``, where given, hidden in place (``hide``): the first thing ``connect``, ``sweep`` and
+    ``lr_find`` do with their options, so that no traceback's locals show the key from their frames."""
+    if "api_key" in options:
+        options["api_key"] = hide(options["api_key"])
+
+
 def check_key(key: object, name: str) -> None:
     """Nothing, unless ``key`` (a str or ``SecretStr``) is neither (``TypeError``), holds a character an HTTP header
     cannot carry as written (``ValueError``): whitespace (a key read from a file keeps its newline), a control or a

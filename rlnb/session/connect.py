@@ -51,8 +51,7 @@ def connect(
     A Hugging Face folder (``model=`` or ``tokenizer=``) that ships its own Python code (``auto_map``) is
     refused unless ``trust_remote_code=True`` is passed: only for a folder you trust, as that runs its code.
     """
-    if "api_key" in options:  # first: no traceback's locals show it (``rlnb._secrets``)
-        options["api_key"] = _secrets.hide(options["api_key"])
+    _secrets.hide_option(options)  # first: no traceback's locals show the key
     check_target(target)
     kind = wire.optimizer_kind(optimizer) if optimizer is not None else None
     check_recording(history, runs_dir, run_id, record)  # before a model is loaded or a remote session started

@@ -84,8 +84,7 @@ def sweep(
     ``trials.attrs["interrupted"]`` (a script sweeping in a loop stops on it, as on ``lr_find``'s ``interrupted``:
     ``if trials.attrs["interrupted"]: raise KeyboardInterrupt``).
     """
-    if "api_key" in options:  # first: no traceback's locals show it (``rlnb._secrets``)
-        options["api_key"] = _secrets.hide(options["api_key"])
+    _secrets.hide_option(options)  # first: no traceback's locals show the key
     check_params(base)
     trial = take(TrialOptions, options, trial_options)
     study = take(SearchOptions, options, search_options)

@@ -73,8 +73,7 @@ def lr_find(
     is open).
     """
     check_base(base, session, stop, progress)
-    if "api_key" in options:  # first: no traceback's locals show it (``rlnb._secrets``)
-        options["api_key"] = _secrets.hide(options["api_key"])
+    _secrets.hide_option(options)  # first: no traceback's locals show the key
     test = take(RangeTestOptions, options, range_test)
     start_lr, end_lr, steps, objective, seed, step_fn = (
         test.start_lr, test.end_lr, test.steps, test.objective, test.seed, test.step_fn
