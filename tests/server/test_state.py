@@ -18,7 +18,7 @@ import pytest
 from rlnb import cli, wire
 from rlnb.server.state import StateDirError
 from rlnb.testing import free_port
-from tests.support.server import app_client, new_session, submit, wait
+from tests.support.server import app_client, new_session, running, submit, wait
 
 
 def serve_exit(capsys, state_dir: Path) -> tuple[int, str]:
@@ -73,9 +73,10 @@ def test_an_empty_key_cannot_forge_a_download(tmp_path):
         auth = {"Authorization": "Bearer t-secret"}
         rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}, headers=auth).json()["id"]
         sid = c.post("/training-sessions", json={"model_resources_id": rid}, headers=auth).json()["id"]
-        key = {"Idempotency-Key": "k", **auth}
-        op = c.post(f"/training-sessions/{sid}/operations/inference-checkpoint", headers=key).json()
         c.headers.update(auth)
+        running(c, sid)  # a create answers CREATING; an operation before RUNNING is a 409
+        op = c.post(f"/training-sessions/{sid}/operations/inference-checkpoint", headers={"Idempotency-Key": "k"})
+        op = op.json()
         cid = wait(c, sid, "inference-checkpoint", op["id"])["output"]["checkpoint"]["id"]
     (state_dir / "signing.key").write_text("")  # what a failed first write used to leave
     expires = "9999999999"
