@@ -63,6 +63,7 @@ def test_an_infinite_or_huge_timeout_waits_without_a_limit(endless):
     s.close()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_wait_that_runs_out_says_how_many_operations_are_unfinished():
     s = rlnb.Session(FakeBackend(delay=0.5), record=False)
     for _ in range(3):

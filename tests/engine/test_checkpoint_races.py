@@ -125,6 +125,7 @@ def test_two_sessions_that_draw_one_checkpoint_id_into_one_folder_never_mix_thei
         assert b.info().training_checkpoints == []
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_two_discards_of_one_checkpoint_at_once_delete_it_once_and_the_second_is_told_it_is_unknown(
     tmp_path, monkeypatch
 ):
@@ -156,6 +157,7 @@ def test_two_discards_of_one_checkpoint_at_once_delete_it_once_and_the_second_is
     assert not (tmp_path / ckpt.id).exists()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_download_listed_during_a_discard_of_its_checkpoint_waits_for_it_and_is_told_the_id_is_unknown(
     tmp_path, monkeypatch
 ):

@@ -514,6 +514,7 @@ def test_inference_checkpoint_is_a_model_transformers_loads(tmp_path, transforme
         resumed.close()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_statuses_are_observed_in_order_and_submission_never_waits():
     seen: dict[int, list[str]] = {}
     with local_session(model="tiny", op_delay=0.5) as s:

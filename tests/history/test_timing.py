@@ -73,6 +73,7 @@ def check(steps, ops, pause, delay, seen=0.9):
     assert first.step_time_s >= 2 * delay * seen and not math.isnan(first.queue_s)
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_pause_is_not_step_time_and_a_queued_step_waits():
     session = rlnb.Session(FakeBackend(delay=0.03), record=False)
     steps = pause_then_queue(session, pause=0.4)

@@ -486,6 +486,7 @@ def test_a_session_in_a_newer_status_with_an_error_ends_the_wait_at_once():
     assert [v["status"] for v in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]  # what it created
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_server_that_advertises_long_polls_but_answers_at_once_is_not_polled_in_a_loop():
     """A server (or a proxy before it) that says ``rlnb-long-poll-max-wait`` but answers each ``?wait=`` GET at once,
     unchanged: every answer was asked again at once, thousands of GETs a second for as long as the operation ran."""
@@ -526,6 +527,7 @@ def test_close_stops_the_resource_connect_created_whatever_resource_the_stops_an
     assert fake.resources[other_rid]["status"] == "MODEL_RESOURCES_STATUS_READY"
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_the_last_polls_of_close_share_one_deadline():
     """A server that takes the stop, then answers every poll 503 with ``Retry-After: 1``: each operation in flight
     was asked for its whole call deadline in turn (120 s each by default: 20 minutes to close 10 operations)."""

@@ -116,6 +116,7 @@ def test_a_create_is_resent_only_when_the_server_surely_did_not_act():
         assert len(calls) == sent, script
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_create_whose_connection_was_refused_is_not_looked_for_as_lost(caplog):
     """A wrong port or a server not started: every attempt's connection was refused, so nothing was sent. rlnb
     still said "the answer to creating a model resource was lost (... Connection refused)" and listed the user's

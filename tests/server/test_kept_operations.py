@@ -79,6 +79,7 @@ def test_the_key_of_a_dropped_operation_is_a_409_never_a_second_run(tmp_path):
         assert submit(c, sid, kind, ROUND[0][1], key=key)["id"] == env["id"]
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_pending_or_running_operation_is_never_dropped(tmp_path):
     with app_client(tmp_path, max_kept_operations=1, op_delay=0.4) as c:
         _, sid = new_session(c)

@@ -300,6 +300,7 @@ def test_a_body_that_is_not_json_is_a_400_that_says_so(tmp_path):
 # -- stopping -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_stop_interrupts_a_running_sample(tmp_path):
     with app_client(tmp_path, max_sample_tokens=10**6) as c:
         _, sid = new_session(c, base_model="rlnb/small")
@@ -316,6 +317,7 @@ def test_a_stop_interrupts_a_running_sample(tmp_path):
         assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.STOPPED
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_stopped_sessions_let_their_models_and_threads_go(tmp_path):
     with app_client(tmp_path) as c:
         registry = c.app.state.registry

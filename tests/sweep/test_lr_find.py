@@ -290,6 +290,7 @@ def test_converting_for_several_shapes_weights_by_size():
         convert_muon_lr(-1.0, "original", "match_adam")
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_find_lr_suggests_and_applies_nothing_until_apply():
     b = OptimizerBuilder("adam")
     before = b.params.learning_rate
@@ -327,6 +328,7 @@ def test_muon_units_switch_converts_the_rate():
     assert b.params.learning_rate == pytest.approx(0.02)
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_run_panel_find_lr_copies_its_session_in_its_units():
     session = rlnb.connect("local", optimizer="muon", muon_scaling="match_adam", record=False, device="cpu")
     panel = RunPanel(session, n_steps=5, every=0.05)
@@ -537,6 +539,7 @@ def test_muon_defaults_are_known_before_a_session_is_opened(tmp_path):
     assert not runs.exists()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_find_lr_in_flight_is_ended_by_the_panels_stop_and_close():
     """Nothing could end a range test: the panel's Stop was disabled during one, and closing the panel left it
     training out of sight for all its steps (on the cores the next run would use)."""
@@ -629,6 +632,7 @@ def test_apply_says_which_tab_it_set_when_another_is_shown():
     assert "on the Adam tab, the optimizer of the test, not the one shown" in finder.status.value
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_range_test_of_rl_steps_logs_each_reward_once(tmp_path):
     """rl_step logs the step's reward, and the range test logged it again: two reward rows per step."""
     result = lr_find(rlnb.AdamParams(learning_rate=1e-3), steps=5, runs_dir=tmp_path)

@@ -129,6 +129,7 @@ def test_a_ctrl_c_in_the_close_of_the_copy_keeps_the_result_and_says_so(tmp_path
     assert found.reason.endswith("; interrupted while the copy closed: it may still be open")
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_the_final_wait_for_a_hung_operation_has_a_deadline(tmp_path, monkeypatch):
     """The last step left an operation running that never ends (a hung engine or service): the final wait had no
     limit. It waits as long as an operation may take (``OPERATION_TIMEOUT``, here 0.5 s), keeps the steps measured
@@ -147,6 +148,7 @@ def test_the_final_wait_for_a_hung_operation_has_a_deadline(tmp_path, monkeypatc
     assert len(found.values) == 5 and not found.interrupted
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_the_checkpoint_of_a_hung_session_has_a_deadline(tmp_path, monkeypatch):
     """The training checkpoint of the session to copy waited with no limit behind its operations (one hung: for
     ever). It waits as long as an operation may take, then an ``OperationTimeout`` says what it waited for."""

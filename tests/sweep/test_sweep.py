@@ -576,6 +576,7 @@ def test_a_hand_edited_trials_file_is_resumed_with_its_bad_lines_skipped(tmp_pat
     assert list(again.run_path) == list(first.run_path)  # nothing ran again
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_resume_with_another_schedule_or_model_option_is_refused(tmp_path):
     """sweep.json did not record the schedule or the connect options: resuming a Muon sweep with
     muon_scaling="match_adam" (or a schedule) ran its other trials in other units, in one table."""

@@ -47,6 +47,7 @@ def test_a_moved_sweep_folder_resumes_and_its_table_reads_the_runs_where_they_ar
     assert list(copied.run_path) == [str(copy / "trial-000-seed0"), str(copy / "trial-001-seed0")]
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_an_optuna_trial_asked_again_after_a_stop_keeps_its_seed(tmp_path):
     """Trial 0 (seed 0), stopped, was asked again as trial 1 with seeds[1]: another run of its config, whose row
     replaced the stopped one as if it were that trial's."""
