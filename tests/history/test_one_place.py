@@ -45,7 +45,9 @@ def _strings(tree: ast.Module) -> set[str]:
 
 def test_the_non_finite_spelling_is_defined_in_one_module_and_the_export_takes_it():
     spelling = {"NaN", "Infinity", "-Infinity"}
-    spelled_in = sorted(path for path, tree in _modules(RLNB).items() if _strings(tree) & spelling)
+    texts = {str(p.relative_to(RLNB.parent)): p.read_text() for p in sorted(RLNB.rglob("*.py"))}
+    maybe = [path for path, text in texts.items() if "Infinity" in text or "NaN" in text]  # parsed: the few
+    spelled_in = sorted(path for path in maybe if _strings(ast.parse(texts[path])) & spelling)
     assert spelled_in == ["rlnb/wire/base.py"]
     assert set(wire.NON_FINITE_JSON) == spelling
     frame = pd.DataFrame({"metrics": [{"a": -math.inf, "b": math.nan, "c": math.inf}], "params": [{}]})
