@@ -155,7 +155,7 @@ class Proxies:
         if not self._urls or _loopback(url.host):
             return None
         if any(urllib.request.proxy_bypass(host) for host in (url.host, url.netloc.decode())):
-            return None  # NO_PROXY: a name (and its subdomains), an address, each with or without its port
+            return None  # NO_PROXY (read by urllib at each request): a name and its subdomains, an address, a :port
         return url.scheme if url.scheme in self._urls else "all" if "all" in self._urls else None
 
     def said(self, url: httpx.URL) -> str:
