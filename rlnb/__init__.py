@@ -47,57 +47,12 @@ if _typing.TYPE_CHECKING:  # for the type checker and the API reference: at run 
 
 __version__ = "0.1.0"
 
-_ERRORS = (
-    "APIConnectionError APIError APIStatusError APITimeoutError AuthenticationError BadRequestError ConflictError "
-    "InternalServerError InvalidParams NotFoundError OperationFailed OperationTimeout PermissionDeniedError "
-    "RateLimitError RlnbError RunLocked SessionClosed UnprocessableEntityError"
-)
-_PUBLIC: dict[str, str] = {
-    **dict.fromkeys(_ERRORS.split(), "rlnb.errors"),
-    **dict.fromkeys(["RedactingFilter", "configure_logging"], "rlnb._secrets"),
-    **dict.fromkeys(["History", "Record"], "rlnb.history"),
-    **dict.fromkeys(["compare", "runs"], "rlnb.history.catalog"),
-    **dict.fromkeys(["AdamParams", "MuonParams"], "rlnb.params"),
-    "Session": "rlnb.session",
-    "connect": "rlnb.session.connect",
-    "Operation": "rlnb.session.operation",
-    "export": "rlnb.sinks.exporting",
-}
-"""Each public name of ``__all__`` that is no module → the module it is imported from, on first use: ``import rlnb``
-imported pandas, pydantic and numpy at once (0.6-2.5 s), so ``rlnb --help`` took seconds and a Ctrl-C in them
-printed a traceback."""
-
 _SUBMODULES = frozenset(
     {"batched", "cli", "engine", "errors", "history", "params", "prompts", "remote", "samples", "schedule",
      "server", "session", "sinks", "sweep", "tasks", "testing", "text", "viz", "widgets", "wire"}
 )  # fmt: skip
 """Reached as attributes after a bare ``import rlnb`` (``rlnb.viz.plots.overview``, ``rlnb.errors.OperationFailed``),
 imported on first use: some pull in torch, matplotlib, ipywidgets, transformers or FastAPI."""
-
-
-def __getattr__(name: str) -> object:
-    if name in _SUBMODULES:
-        return _import_module(f"rlnb.{name}")
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'rlnb' has no attribute {name!r}")
-    obj = getattr(_import_module(_PUBLIC[name]), name)
-    globals()[name] = obj  # resolved once: later reads are plain attribute reads
-    _publish()
-    return obj
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__, *_SUBMODULES})
-
-
-def _publish() -> None:
-    """Show every public class as ``rlnb.X`` (in tracebacks, reprs, ``help``), as ``import rlnb`` did when it
-    imported them all: those of the modules loaded so far (the module that raises an error was loaded with it)."""
-    for name, module in _PUBLIC.items():
-        obj = getattr(_sys.modules.get(module), name, None)
-        if isinstance(obj, type):
-            obj.__module__ = "rlnb"
-
 
 __all__ = [
     "APIConnectionError",
@@ -134,3 +89,46 @@ __all__ = [
     "sinks",
     "wire",
 ]
+"""A literal list: the type checker and the API reference (griffe) read it without running this module."""
+
+_MODULES = {
+    **dict.fromkeys(["RedactingFilter", "configure_logging"], "rlnb._secrets"),
+    **dict.fromkeys(["History", "Record"], "rlnb.history"),
+    **dict.fromkeys(["compare", "runs"], "rlnb.history.catalog"),
+    **dict.fromkeys(["AdamParams", "MuonParams"], "rlnb.params"),
+    "Session": "rlnb.session",
+    "connect": "rlnb.session.connect",
+    "Operation": "rlnb.session.operation",
+    "export": "rlnb.sinks.exporting",
+}
+"""The module of each public name that is no error class; every other one of ``__all__`` that is no submodule is an
+exception of ``rlnb.errors`` (named once, in ``__all__``: a second list of them was kept in step by a test only)."""
+
+_PUBLIC: dict[str, str] = {name: _MODULES.get(name, "rlnb.errors") for name in __all__ if name not in _SUBMODULES}
+"""Each public name of ``__all__`` that is no module → the module it is imported from, on first use: ``import rlnb``
+imported pandas, pydantic and numpy at once (0.6-2.5 s), so ``rlnb --help`` took seconds and a Ctrl-C in them
+printed a traceback."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _SUBMODULES:
+        return _import_module(f"rlnb.{name}")
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'rlnb' has no attribute {name!r}")
+    obj = getattr(_import_module(_PUBLIC[name]), name)
+    globals()[name] = obj  # resolved once: later reads are plain attribute reads
+    _publish()
+    return obj
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *_SUBMODULES})
+
+
+def _publish() -> None:
+    """Show every public class as ``rlnb.X`` (in tracebacks, reprs, ``help``), as ``import rlnb`` did when it
+    imported them all: those of the modules loaded so far (the module that raises an error was loaded with it)."""
+    for name, module in _PUBLIC.items():
+        obj = getattr(_sys.modules.get(module), name, None)
+        if isinstance(obj, type):
+            obj.__module__ = "rlnb"

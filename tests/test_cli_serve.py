@@ -88,3 +88,31 @@ def test_serve_on_port_0_listens_on_a_free_port_and_announces_it(monkeypatch, ca
     app, port = served[0]
     assert port != 0 and app.state.registry.settings.public_url == f"http://127.0.0.1:{port}"
     assert capsys.readouterr().out.startswith(f"rlnb serve: http://127.0.0.1:{port} (")
+
+
+def test_serve_names_what_its_stop_abandoned_and_how_each_ends(monkeypatch, capsys):
+    """The stop's abandoned items are data (``stopping.Abandoned``): a build ends its session ERROR, an operation
+    FAILED. The line's ending was chosen by sniffing the English "the build of" at the start of the words."""
+    from rlnb import wire
+    from rlnb.server.stopping import Abandoned
+
+    gone = [
+        Abandoned("the build of session sess-1's model", wire.SessionStatus.ERROR),
+        Abandoned("forward-backward operation op-2 of session sess-3", wire.OperationStatus.FAILED),
+    ]
+
+    def listen(app, sock):
+        sock.close()
+        app.state.registry.abandoned = gone  # as a stop that gave up on them leaves it
+
+    monkeypatch.setattr("rlnb.server.app.run", listen)
+    exits = []
+    monkeypatch.setattr("rlnb.cli.serve.os._exit", exits.append)  # its workers still run: it exits at once
+    main(["serve", "--device", "cpu", "--port", "0"])
+    assert exits == [0]
+    assert capsys.readouterr().err.splitlines() == [
+        "rlnb serve: abandoned the build of session sess-1's model, unfinished when the stop gave up on it (its "
+        "session ERROR)",
+        "rlnb serve: abandoned forward-backward operation op-2 of session sess-3, unfinished when the stop gave up "
+        "on it (FAILED)",
+    ]

@@ -217,9 +217,8 @@ def _serve_app(
     except SystemExit as exc:  # SIGTERM, re-raised by uvicorn once it has shut down: the handler above
         code = exc.code if isinstance(exc.code, int) else 0
     abandoned = app.state.registry.abandoned or []
-    for what in abandoned:  # an operation ends FAILED; a model's build, its session ERROR
-        ends = "its session ERROR" if what.startswith("the build of") else "FAILED"
-        print(f"rlnb serve: abandoned {what}, unfinished when the stop gave up on it ({ends}"
+    for gone in abandoned:  # an operation ends FAILED; a model's build, its session ERROR
+        print(f"rlnb serve: abandoned {gone.what}, unfinished when the stop gave up on it ({gone.end}"
               f"{' in --state-dir' if args.state_dir else ''})", file=sys.stderr)  # fmt: skip
     return code, bool(abandoned)
 

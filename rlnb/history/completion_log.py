@@ -16,7 +16,7 @@ import pandas as pd
 
 from rlnb._options import user_path
 from rlnb.history.reading import read_jsonl
-from rlnb.history.record import INT64, _integer, _number, warn_bad
+from rlnb.history.record import INT64, fits_float, fits_int64, warn_bad
 from rlnb.history.store import COMPLETIONS_FILE, OPS_FILE
 from rlnb.prompts import escaped, surrogate
 
@@ -105,7 +105,7 @@ def _not_a_row(given: Mapping[Any, Any]) -> list[str]:
     unknown = [name for name in given if name not in COLUMNS]
     length = given.get("length")
     return ([f"{missing[0]} missing"] if missing else [f"{unknown[0]!r} is no column"] if unknown
-            else [f"length = {length!r} (tokens: >= 0)"] if _integer(length) and length < 0 else [])  # fmt: skip
+            else [f"length = {length!r} (tokens: >= 0)"] if fits_int64(length) and length < 0 else [])  # fmt: skip
 
 
 def row(line: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
@@ -115,7 +115,7 @@ def row(line: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
         if kind is float and value is None:  # NaN is written as NaN; a null stands for it too
             line = {**line, name: math.nan}
             continue
-        ok = _integer(value) if kind is int else _number(value) if kind is float else isinstance(value, kind)
+        ok = fits_int64(value) if kind is int else fits_float(value) if kind is float else isinstance(value, kind)
         if not ok:
             bad.append(f"{name} = {value!r}"[:80])
             return None

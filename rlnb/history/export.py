@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from rlnb import wire
 from rlnb._options import user_path
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, ENCODER, METRICS_FILE, OPS_FILE, holds_run
 
@@ -95,16 +95,17 @@ def _taken(file: Path) -> bool:
     return file.exists() or file.is_symlink()
 
 
-NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-"""The floats JSON has no number for, as ``to_csv``/``to_parquet`` write them: these strings (as protobuf's JSON
-mapping spells them). Written bare (``NaN``), as Python's json does, jq, JavaScript and DuckDB refused the text."""
+NON_FINITE = {text: float(text) for text in wire.NON_FINITE_JSON}
+"""The floats JSON has no number for, as ``to_csv``/``to_parquet`` write them: the strings protobuf's JSON mapping
+spells them with (``wire.NON_FINITE_JSON``, as the API sends a log-prob of -inf). Written bare (``NaN``), as Python's
+json does, jq, JavaScript and DuckDB refused the text."""
 STANDARD = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
 
 
 def _spelled(value: Any) -> Any:
     """``value`` with each non-finite float in it as its ``NON_FINITE`` string."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, float):
+        return wire.json_float(value)
     if isinstance(value, dict):
         return {k: _spelled(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -108,29 +108,30 @@ LATEST_TIME = 9.2e9
 """Seconds from 1970 that pandas' datetimes hold (about 292 years either side): a time past it is damage."""
 
 
-def _number(v: Any) -> bool:
+def fits_float(v: Any) -> bool:
     """A JSON number a float holds: JSON integers have no size limit, and ``float(10**400)`` raises."""
     return isinstance(v, float) or isinstance(v, int) and not isinstance(v, bool) and abs(v) <= FLOAT_MAX
 
 
-def _integer(v: Any) -> TypeGuard[int]:
+def fits_int64(v: Any) -> TypeGuard[int]:
+    """An integer an int64 column holds (not a bool): a larger JSON integer is damage (a hand edit)."""
     return isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64
 
 
 def _valid(name: str, v: Any) -> bool:
     """Whether a loaded value fits the ``Record`` field (``None`` stands for NaN in float fields)."""
     if name in TIMES:
-        return v is None or (_number(v) and not abs(v) > LATEST_TIME)  # NaN is a time not yet reached
+        return v is None or (fits_float(v) and not abs(v) > LATEST_TIME)  # NaN is a time not yet reached
     if name in FLOATS:
-        return v is None or _number(v)
+        return v is None or fits_float(v)
     if name in _INTS:  # step counts and versions: never below 0 (``log`` refuses a negative step too)
-        return v is None or (_integer(v) and v >= 0)
+        return v is None or (fits_int64(v) and v >= 0)
     if name in _TEXTS:
         return isinstance(v, str)
     if name in _OPTIONAL_TEXTS:
         return v is None or isinstance(v, str)
     if name == "metrics":
-        return isinstance(v, dict) and all(_number(x) for x in v.values())
+        return isinstance(v, dict) and all(fits_float(x) for x in v.values())
     if name == "params":
         return isinstance(v, dict)
     return True
@@ -145,7 +146,7 @@ def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
     """A Record from a loaded line: ``None`` without a usable ``seq`` and ``kind``; a field of the wrong
     type keeps its default and is named in ``bad``."""
     seq, kind = row.get("seq"), row.get("kind")
-    if not (_integer(seq) and seq >= 0 and isinstance(kind, str)):
+    if not (fits_int64(seq) and seq >= 0 and isinstance(kind, str)):
         bad.append(f"seq, kind = {seq!r}, {kind!r}"[:80])
         return None
     values: dict[str, Any] = {}
@@ -166,7 +167,7 @@ def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
     """A ``log()`` row from ``metrics.jsonl``: an integer ``step`` and numbers; other values are left out, and so is
     a figure whose name is not valid Unicode (written before ``log`` refused it): no table column holds it."""
     step = row.get("step")
-    if not (_integer(step) and step >= 0):
+    if not (fits_int64(step) and step >= 0):
         bad.append(f"step = {step!r}"[:80])
         return None
     kept: dict[str, Any] = {"step": step}
@@ -175,7 +176,7 @@ def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
             continue
         if surrogate(k) is not None:
             bad.append(f"{k!r}: a name that is not valid Unicode text (a lone surrogate)")
-        elif v is None or _number(v):
+        elif v is None or fits_float(v):
             kept[k] = math.nan if v is None else float(v)
         else:
             bad.append(f"{k} = {v!r}"[:80])

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from rlnb.history.reading import loads
-from rlnb.history.record import LATEST_TIME, MAX_SEQ, _integer
+from rlnb.history.record import LATEST_TIME, MAX_SEQ, fits_int64
 from rlnb.prompts import check_text, escaped
 
 EARLIER = "earlier_sessions"
@@ -73,7 +73,7 @@ def session_starts(config: dict[str, Any]) -> list[SessionStart]:
     times, seqs = (v if isinstance(v, list) else [] for v in (times, seqs))
     starts = []
     for i, at in enumerate(times):
-        seq = seqs[i] if i < len(seqs) and _integer(seqs[i]) and 0 <= seqs[i] < MAX_SEQ else None
+        seq = seqs[i] if i < len(seqs) and fits_int64(seqs[i]) and 0 <= seqs[i] < MAX_SEQ else None
         if seq is not None or is_time(at):
             starts.append(SessionStart(float(at) if is_time(at) else None, seq))
     if any(s.seq is not None for s in starts):

@@ -18,7 +18,7 @@ from rlnb.errors import user_stacklevel
 from rlnb.history.completion_log import read_completions
 from rlnb.history.paths import new_run_id, run_folder
 from rlnb.history.reading import read_config, read_jsonl, set_aside_config
-from rlnb.history.record import MAX_SEQ, Record, _integer, from_row, logged_row, warn_bad
+from rlnb.history.record import MAX_SEQ, Record, fits_int64, from_row, logged_row, warn_bad
 from rlnb.history.runconfig import EARLIER, changed, continued, environment
 from rlnb.history.store import METRICS_FILE, OPS_FILE, RunStore, RunStoreWarning, holds_run
 
@@ -80,7 +80,7 @@ def read_run(path: str | Path) -> RunFolder:
     bad: list[str] = []
     late: list[str] = []
     for n, line in read_jsonl(path / OPS_FILE):
-        if _integer(line.get("seq")) and line["seq"] >= MAX_SEQ:
+        if fits_int64(line.get("seq")) and line["seq"] >= MAX_SEQ:
             late.append(f"line {n} (seq {line['seq']})")
             continue
         rec = from_row(line, bad)

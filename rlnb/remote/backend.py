@@ -22,9 +22,10 @@ from rlnb import _secrets, wire
 from rlnb._options import kwargs, refuse_unknown, take
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient, ClientOptions
-from rlnb.remote.poller import Poller, PollOptions, report
+from rlnb.remote.poller import Poller, report
 from rlnb.remote.sender import Sender, tell
 from rlnb.remote.start import STOP_RECONNECT, ModelLimits, SessionOptions, Start
+from rlnb.remote.waiting import PollOptions
 from rlnb.wire import Listener, OptimizerKind
 
 log = logging.getLogger("rlnb")

@@ -15,7 +15,7 @@ from rlnb._options import check_bool, set_int
 from rlnb.errors import APIError, OperationTimeout, RlnbError, SessionClosed
 from rlnb.remote import recover
 from rlnb.remote.client import APIClient
-from rlnb.remote.poller import PollOptions, poll_interval
+from rlnb.remote.waiting import PollOptions, poll_interval
 from rlnb.wire import OptimizerKind
 
 log = logging.getLogger("rlnb")

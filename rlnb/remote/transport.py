@@ -9,23 +9,25 @@ which httpx raises as its own timeout and rlnb as ``APITimeoutError``. Connectin
 bounded sooner (``deadline(at, connect_by)``): a stop's retries end with its reconnect window
 (``calls.Call.reconnect_until``).
 
-``Proxies`` are those the environment names (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, less ``NO_PROXY``), as
-``DeadlineTransport`` mounts: httpx mounts them only for a client it builds its own transport for.
+``Proxies`` are those the environment names (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, less ``NO_PROXY``, read
+with ``urllib.request`` as httpx reads them), as ``DeadlineTransport`` mounts: httpx mounts them only for a client it
+builds its own transport for.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import ipaddress
 import ssl
 import time
 import typing
-from collections.abc import Iterable, Iterator
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
 from urllib.parse import urlsplit
 
 import httpcore
 import httpx
-from httpx._utils import URLPattern, get_environment_proxies
 
 from rlnb import _secrets
 
@@ -116,8 +118,9 @@ class DeadlineTransport(httpx.HTTPTransport):
         pool._network_backend = _Backend(pool._network_backend)
 
 
-LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
-"""Hosts never sent through a proxy (a ``NO_PROXY`` of their own)."""
+SCHEMES = ("http", "https", "all")
+"""The environment's proxy variables (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``) httpx takes: the URL's scheme
+picks its own, else ``all``'s."""
 
 
 class Proxies:
@@ -125,30 +128,71 @@ class Proxies:
     False: a client given a transport or an ``http_client`` of the caller's). Given a transport of its own, httpx
     ignores them, so rlnb went straight past the proxy every other tool on the machine takes (the SDK too) and could
     not reach the API from behind one. ``mounts`` for ``httpx.Client``; ``said(url)`` names the proxy a request goes
-    through, for its connection error ("Connection refused" read as the API server's own)."""
+    through, for its connection error ("Connection refused" read as the API server's own): both ask ``proxy_for``."""
 
     def __init__(self, environment: bool = True) -> None:
-        found = get_environment_proxies() if environment else {}
-        if found:  # a proxy's own loopback is not this machine's: `rlnb serve` here is reached directly, as Go does
-            found.update({f"all://{host}": None for host in LOOPBACK})
-        self._urls = dict(sorted((URLPattern(pattern), url) for pattern, url in found.items()))
+        found = urllib.request.getproxies() if environment else {}
+        no = [host.strip() for host in found.get("no", "").split(",")]
+        urls = {s: found[s] for s in SCHEMES if found.get(s) and "*" not in no}  # "*": for every host
+        self._urls = {s: url if "://" in url else f"http://{url}" for s, url in urls.items()}
         self.mounts: dict[str, httpx.BaseTransport | None] = {}
-        for pattern, url in self._urls.items():
-            try:
-                self.mounts[pattern.pattern] = None if url is None else DeadlineTransport(proxy=url)
-            except (ValueError, httpx.InvalidURL) as exc:  # an ftp:// one, or no URL: httpx says neither where from
-                raise ValueError(
-                    f"the proxy the environment names for {pattern.pattern} (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY), "
-                    f"{shown(str(url))}, cannot be used: {_secrets.redact(str(exc))}; use an http(s):// or socks5:// "
-                    "proxy URL, or list the API's host in NO_PROXY"
-                ) from None
+        if self._urls:
+            proxied: dict[str, httpx.BaseTransport] = {}
+            for scheme, url in self._urls.items():
+                try:
+                    proxied[scheme] = DeadlineTransport(proxy=url)
+                except (ValueError, httpx.InvalidURL) as exc:  # an ftp:// one, or no URL: httpx says neither where from
+                    raise ValueError(
+                        f"the proxy the environment names for {scheme}:// (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY), "
+                        f"{shown(url)}, cannot be used: {_secrets.redact(str(exc))}; use an http(s):// or socks5:// "
+                        "proxy URL, or list the API's host in NO_PROXY"
+                    ) from None
+            self.mounts["all://"] = Route(DeadlineTransport(), proxied, self.proxy_for)
+
+    def proxy_for(self, url: httpx.URL) -> str | None:
+        """The scheme whose proxy a request to ``url`` goes through; None: straight there. A proxy's own loopback is
+        not this machine's: ``rlnb serve`` here is reached directly, as Go does."""
+        if not self._urls or _loopback(url.host):
+            return None
+        if any(urllib.request.proxy_bypass(host) for host in (url.host, url.netloc.decode())):
+            return None  # NO_PROXY (read by urllib at each request): a name and its subdomains, an address, a :port
+        return url.scheme if url.scheme in self._urls else "all" if "all" in self._urls else None
 
     def said(self, url: httpx.URL) -> str:
         """Words for an error of a request to ``url`` naming the proxy it went through (credentials masked), or ""."""
-        for pattern, proxy in self._urls.items():
-            if pattern.matches(url):
-                return "" if proxy is None else f" (through the proxy {shown(proxy)} that the environment names)"
-        return ""
+        scheme = self.proxy_for(url)
+        return "" if scheme is None else f" (through the proxy {shown(self._urls[scheme])} that the environment names)"
+
+
+class Route(httpx.BaseTransport):
+    """Sends each request through the proxy ``choose`` names for its URL (a scheme of ``proxied``), else ``direct``."""
+
+    def __init__(
+        self, direct: httpx.BaseTransport, proxied: dict[str, httpx.BaseTransport],
+        choose: Callable[[httpx.URL], str | None],
+    ) -> None:  # fmt: skip
+        self._direct, self._proxied, self._choose = direct, proxied, choose
+
+    def transport_for(self, url: httpx.URL) -> httpx.BaseTransport:
+        scheme = self._choose(url)
+        return self._direct if scheme is None else self._proxied[scheme]
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self.transport_for(request.url).handle_request(request)
+
+    def close(self) -> None:
+        for transport in (self._direct, *self._proxied.values()):
+            transport.close()
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` is this machine: ``localhost``, ``127.0.0.0/8``, ``::1``."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def shown(url: str) -> str:

@@ -70,7 +70,7 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         self._closers: set[threading.Thread] = set()
         """Threads closing stopped sessions' backends (``_close_later``) or building sessions' models
         (``_build_later``): a stop waits for them (``stopping.settle``)."""
-        self.abandoned: list[str] | None = None
+        self.abandoned: list[stopping.Abandoned] | None = None
         """Once closed: the operations the stop gave up on (``close``)."""
         self.journal = Journal(settings.state_dir) if settings.state_dir is not None else None
         try:
@@ -85,7 +85,7 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
-    def close(self, timeout: float | None = None, hurry: threading.Event | None = None) -> list[str]:
+    def close(self, timeout: float | None = None, hurry: threading.Event | None = None) -> list[stopping.Abandoned]:
         """Shut down: active sessions end ERROR (their queued operations FAILED by their workers), backends close,
         then the journal. What still runs after ``timeout`` s or ``hurry`` is abandoned (``stopping``) and named."""
         if self.abandoned is not None:

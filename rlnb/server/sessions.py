@@ -127,10 +127,11 @@ class SessionsMixin:
             self._closers.add(thread)
         try:
             thread.start()
-        except RuntimeError:  # no thread to be had: build here
+        except RuntimeError as exc:  # no thread to be had: building here was the minutes-long create the SDK retries
             with self.lock:
                 self._closers.discard(thread)
-            self._build(rec, build, resume, cid)
+            why = f"this server could not start a thread to build the session's model ({exc}): it runs too many"
+            self._not_built(rec, f"{why} threads; stop sessions it no longer needs, or restart rlnb serve")
 
     def _build(self, rec: SessionRecord, build: Callable[[], SessionBackend], resume: Path | None,
                cid: str | None) -> None:  # fmt: skip
@@ -139,13 +140,7 @@ class SessionsMixin:
         try:
             backend = build()
         except Exception as exc:  # a damaged checkpoint, a bad LoRA target, out of memory: the session says why
-            why = failed_start(exc, resume, cid)
-            log.warning("rlnb serve: session %s failed to start: %s", rec.id, why)
-            with self.lock:
-                if rec.status == wire.SessionStatus.CREATING:
-                    self._end(rec, wire.SessionStatus.ERROR, why)
-                elif rec.status == wire.SessionStatus.STOPPING:
-                    self._end(rec, wire.SessionStatus.STOPPED)
+            self._not_built(rec, failed_start(exc, resume, cid))
             return
         with self.lock:
             rec.backend, rec.lora_config = backend, backend.session().lora_config
@@ -154,6 +149,16 @@ class SessionsMixin:
                 self._save("session", rec.view())
                 return
         self._close([rec])  # stopped, expired or shut down while it was built: its model is let go here
+
+    def _not_built(self, rec: SessionRecord, why: str) -> None:
+        """A session whose model was not built ends ERROR saying ``why`` (STOPPED if a stop came first): its slot
+        is free."""
+        log.warning("rlnb serve: session %s failed to start: %s", rec.id, why)
+        with self.lock:
+            if rec.status == wire.SessionStatus.CREATING:
+                self._end(rec, wire.SessionStatus.ERROR, why)
+            elif rec.status == wire.SessionStatus.STOPPING:
+                self._end(rec, wire.SessionStatus.STOPPED)
 
     def _resume_path(self, req: wire.StartTrainingSessionRequest, res: wire.ModelResources) -> Path | None:
         cid = req.resume_from_checkpoint_id

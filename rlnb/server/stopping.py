@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from rlnb import wire
 from rlnb.engine.leftovers import remove_leftovers, unknown_checkpoints
@@ -35,6 +35,20 @@ ABANDONED = (
 """Why an operation still running when a stop gave up on it is FAILED."""
 
 
+class Abandoned(NamedTuple):
+    """One thing a stop gave up on: ``what`` it was, in words, and the status it ``ends`` in (an operation FAILED,
+    a model's build its session ERROR), for ``rlnb serve``'s line about it."""
+
+    what: str
+    ends: wire.OperationStatus | wire.SessionStatus
+
+    @property
+    def end(self) -> str:
+        """``ends`` in words: ``FAILED`` (the operation), ``its session ERROR`` (a build)."""
+        status = wire.short_name(self.ends)
+        return f"its session {status}" if isinstance(self.ends, wire.SessionStatus) else status
+
+
 def settle(registry: Registry, timeout: float | None = None, hurry: threading.Event | None = None) -> bool:
     """Wait until every stopped session's backend is closed and let go; False if ``timeout`` passed first or
     ``hurry`` was set (a second Ctrl-C)."""
@@ -49,12 +63,12 @@ def settle(registry: Registry, timeout: float | None = None, hurry: threading.Ev
         closers[0].join(0.1 if deadline is None else min(0.1, max(deadline - time.monotonic(), 0)))
 
 
-def abandon(registry: Registry, timeout: float | None, hurry: threading.Event | None) -> list[str]:
+def abandon(registry: Registry, timeout: float | None, hurry: threading.Event | None) -> list[Abandoned]:
     """Record every unfinished operation FAILED (journaled; its worker's later report is ignored) and say which,
-    one line each."""
+    and which model builds were still running (their sessions ended ERROR with the stop)."""
     hurried = hurry is not None and hurry.is_set()
     why = "at a second Ctrl-C or SIGTERM" if hurried else f"after the stop's deadline ({timeout or 0:g} s)"
-    said = []
+    said: list[Abandoned] = []
     with registry.lock:
         for s in registry.sessions.values():
             for op in [op for op in s.ops.values() if op.env.status not in wire.TERMINAL_STATUSES]:
@@ -63,9 +77,9 @@ def abandon(registry: Registry, timeout: float | None, hurry: threading.Event | 
                 op.abandoned = True
                 registry._save_op(s, op)
                 s.finish(op.env.id, registry.settings.max_kept_operations)
-                said.append(f"{op.kind} operation {op.env.id} of session {s.id}")
-        said += [f"the build of session {t.name.removeprefix(BUILD)}'s model" for t in registry._closers
-                 if t.is_alive() and t.name.startswith(BUILD)]  # fmt: skip
+                said.append(Abandoned(f"{op.kind} operation {op.env.id} of session {s.id}", op.env.status))
+        said += [Abandoned(f"the build of session {t.name.removeprefix(BUILD)}'s model", wire.SessionStatus.ERROR)
+                 for t in registry._closers if t.is_alive() and t.name.startswith(BUILD)]  # fmt: skip
     return said
 
 

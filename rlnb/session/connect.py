@@ -105,8 +105,8 @@ def keywords(target: str) -> frozenset[str]:
     else:
         from rlnb.remote.backend import RemoteBackend
         from rlnb.remote.client import ClientOptions
-        from rlnb.remote.poller import PollOptions
         from rlnb.remote.start import SessionOptions
+        from rlnb.remote.waiting import PollOptions
 
         backend, groups = RemoteBackend.connect, (SessionOptions, ClientOptions, PollOptions)
         popped = ("tokenizer", "trust_remote_code")  # taken by connect itself, above

@@ -31,6 +31,7 @@ __all__ = [
     "INT32_MAX",
     "Int64",
     "LogProb",
+    "NON_FINITE_JSON",
     "StrictBool",
     "StrictFloat",
     "StrictInt",
@@ -39,6 +40,7 @@ __all__ = [
     "_Model",
     "_Request",
     "_finite_list",
+    "json_float",
     "lone_surrogate",
     "non_finite",
 ]
@@ -135,22 +137,24 @@ journal) the list holds."""
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 """A float that is not NaN or ±Inf: JSON has no spelling for them."""
-_NON_FINITE_JSON: Final = ("-Infinity", "Infinity", "NaN")
-"""How protobuf JSON (the service's convention, as ``Int64``'s strings) spells the doubles JSON has no number for."""
+NON_FINITE_JSON: Final = ("-Infinity", "Infinity", "NaN")
+"""How protobuf JSON (the service's convention, as ``Int64``'s strings) spells the doubles JSON has no number for:
+the one spelling in rlnb (a history's CSV and Parquet export writes it too); ``float()`` reads each back."""
 
 
-def _float_json(value: float) -> float | str:
+def json_float(value: float) -> float | str:
+    """``value`` as JSON can carry it: itself if finite, else its ``NON_FINITE_JSON`` string."""
     if math.isfinite(value):
         return value
-    return "NaN" if math.isnan(value) else _NON_FINITE_JSON[value > 0]
+    return NON_FINITE_JSON[2] if math.isnan(value) else NON_FINITE_JSON[value > 0]
 
 
 LogProb = Annotated[
     float,
-    PlainSerializer(_float_json, return_type=float | str, when_used="json"),
+    PlainSerializer(json_float, return_type=float | str, when_used="json"),
     WithJsonSchema(
         {
-            "anyOf": [{"type": "number"}, {"type": "string", "enum": list(_NON_FINITE_JSON)}],
+            "anyOf": [{"type": "number"}, {"type": "string", "enum": list(NON_FINITE_JSON)}],
             "description": "a log-prob: a number, or -Infinity (probability 0) as protobuf JSON spells it",
         }
     ),

@@ -16,7 +16,7 @@ import pytest
 import rlnb
 from rlnb import samples, wire
 from rlnb.history import NA_NO_GRAD_NORM
-from rlnb.remote import poller
+from rlnb.remote import waiting
 from rlnb.remote.backend import RemoteBackend
 from rlnb.remote.client import APIClient, RetryPolicy
 from tests.support.fake_api import BASE, FAST_POLL, KEY, OPS, FakeAPI, error, quick
@@ -347,10 +347,10 @@ def test_listener_sees_pending_running_completed_and_the_interval_grows():
 
 
 def test_poll_interval_is_a_clamped_fraction_of_the_time_waited():
-    assert poller.poll_interval(0.0) == poller.POLL_MIN
-    assert poller.poll_interval(10.0) == pytest.approx(poller.POLL_FRACTION * 10)
-    assert poller.poll_interval(1e6) == poller.POLL_MAX
-    assert poller.poll_interval(5.0, poll_min=1.0, poll_max=3.0) == 1.0
+    assert waiting.poll_interval(0.0) == waiting.POLL_MIN
+    assert waiting.poll_interval(10.0) == pytest.approx(waiting.POLL_FRACTION * 10)
+    assert waiting.poll_interval(1e6) == waiting.POLL_MAX
+    assert waiting.poll_interval(5.0, poll_min=1.0, poll_max=3.0) == 1.0
 
 
 def test_operation_timeout_reports_failed_timeout():

@@ -3,6 +3,7 @@
 
 import importlib
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -11,8 +12,8 @@ import pytest
 import rlnb
 from rlnb.remote.backend import RemoteBackend
 from rlnb.remote.client import ClientOptions
-from rlnb.remote.poller import PollOptions
 from rlnb.remote.start import SessionOptions
+from rlnb.remote.waiting import PollOptions
 from tests.remote.test_client import BASE, KEY, FakeAPI
 
 
@@ -116,3 +117,14 @@ def test_the_operation_timeout_default_is_a_shared_default_lr_find_reads_without
         line for line in Path(find_lr.__file__).read_text().splitlines() if line.startswith(("from ", "import "))
     ]
     assert not [line for line in imports if "rlnb.remote" in line]
+
+
+def test_the_docs_name_the_module_each_option_group_is_defined_in():
+    """``docs/remote.md``'s table says where to import each group from: the module that defines it (``PollOptions``
+    moved to ``rlnb.remote.waiting`` when ``poller`` was split), so the import the docs show works."""
+    table = (Path(__file__).resolve().parents[2] / "docs" / "remote.md").read_text()
+    named = dict(re.findall(r"^\| `(\w+Options)` \(`([\w.]+)`", table, re.M))
+    groups = {group.__name__: group.__module__ for group in (SessionOptions, ClientOptions, PollOptions)}
+    assert named == groups
+    shown = re.findall(r"^from (rlnb[\w.]*) import (\w+Options)$", table, re.M)
+    assert shown and all(getattr(importlib.import_module(m), name).__module__ == m for m, name in shown)

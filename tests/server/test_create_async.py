@@ -10,6 +10,7 @@ import pytest
 
 from rlnb import wire
 from rlnb.server import sessions as sessions_module
+from rlnb.server import stopping
 from rlnb.server.registry import NEVER_BUILT
 from tests.support.server import DEADLINE, Clock, app_client, running, submit, wait
 
@@ -124,7 +125,8 @@ def test_a_server_stop_waits_for_a_build_with_a_deadline_and_names_it(tmp_path, 
         started = time.monotonic()
         abandoned = registry.close(0.2)
         assert time.monotonic() - started < DEADLINE / 2
-        assert abandoned == [f"the build of session {sid}'s model"]
+        assert abandoned == [stopping.Abandoned(f"the build of session {sid}'s model", wire.SessionStatus.ERROR)]
+        assert abandoned[0].end == "its session ERROR"  # as rlnb serve says how it ends
         s = c.get(f"/training-sessions/{sid}").json()
         assert s["status"] == wire.SessionStatus.ERROR and s["error"]["message"] == NEVER_BUILT
         gate.set()
@@ -165,3 +167,29 @@ def test_a_resume_the_checkpoints_record_refuses_is_still_a_400_at_the_post(tmp_
         err = error_of(create(c, resource(c), resume_from_checkpoint_id=ckpt["id"]), 400)
         assert "is a LoRA training checkpoint (rank 4)" in err["message"]
         assert len(c.get("/training-sessions").json()["data"]) == before  # no session was made
+
+
+def test_a_build_with_no_thread_to_be_had_ends_the_session_error_and_frees_its_slot(tmp_path, monkeypatch):
+    """``Thread.start`` raising "can't start new thread" (the process at its thread limit) built the model inside the
+    request, the minutes-long create the SDK's retry turns into a second session: the session ends ERROR saying
+    why, and its slot is free."""
+    real = threading.Thread.start
+
+    def no_thread(thread):
+        if thread.name.startswith(stopping.BUILD):
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    built, make = [], sessions_module.make_backend
+    monkeypatch.setattr(sessions_module, "make_backend", lambda *a, **k: built.append(make(*a, **k)) or built[-1])
+    with app_client(tmp_path, full_session_cap=1) as c:
+        rid = resource(c)
+        monkeypatch.setattr(threading.Thread, "start", no_thread)
+        s = running(c, create(c, rid).json()["id"])
+        assert s["status"] == wire.SessionStatus.ERROR and built == []
+        assert s["error"]["code"] == wire.SessionErrorCode.SESSION_FAILED
+        assert "could not start a thread to build" in s["error"]["message"], s["error"]
+        assert "can't start new thread" in s["error"]["message"]
+        assert not c.app.state.registry._closers
+        monkeypatch.undo()
+        assert running(c, create(c, rid).json()["id"])["status"] == RUNNING  # the slot of the cap is free

@@ -69,7 +69,8 @@ def test_sigterm_abandons_an_operation_still_running_past_the_deadline_and_the_j
     server, sid, op = _serve_running_a_long_operation(state, deadline=1.0)
     code, log = _stopped(server, signal.SIGTERM)
     assert code == 0, log
-    assert f"abandoned forward-backward operation {op} of session {sid}" in log, log
+    said = f"abandoned forward-backward operation {op} of session {sid}, unfinished when the stop gave up on it "
+    assert said + "(FAILED in --state-dir)" in log, log
     assert "Traceback" not in log, log
     env = _after_restart(state, sid, op)
     assert env["status"] == wire.OperationStatus.FAILED, env

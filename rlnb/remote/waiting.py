@@ -1,0 +1,56 @@
+"""How a remote session waits: ``PollOptions`` (``rlnb.connect(url, poll=...)`` or its flat keywords), their
+defaults, and ``poll_interval``, the gap between two polls. Split from ``poller`` (the poll thread) and read by
+``start`` too (a resource, then a session, being started).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlnb._options import OPERATION_TIMEOUT
+
+POLL_MIN = 0.01
+"""Seconds between the first polls of an operation (or of a resource / session being started)."""
+POLL_MAX = 2.0
+"""The longest gap between two polls."""
+POLL_FRACTION = 0.1
+"""Poll again after this fraction of the time already spent in the current status (see poll_interval)."""
+LONG_POLL_WAIT = 10.0
+"""Longest wait asked of a long-polling server per GET (bounded by what it advertises)."""
+POLL_FAILURE_WINDOW = 120.0
+"""Seconds of nothing but failed polls after which an operation fails (``TIMEOUT``): the server is gone."""
+READY_TIMEOUT = 1800.0
+"""Seconds ``RemoteBackend.connect`` waits for the model resource, then the session, to be up."""
+
+
+@dataclass(frozen=True)
+class PollOptions:
+    """How a remote session waits (``rlnb.connect(url, poll_max=5.0, ...)`` sets these by name).
+
+    Polls come ``poll_interval`` apart, from ``poll_min`` up to ``poll_max`` seconds. Starting waits up to
+    ``ready_timeout`` seconds each for the model resource and the session; an operation fails ``TIMEOUT``
+    ``operation_timeout`` seconds after submission, or once every poll has failed for
+    ``poll_failure_window`` seconds (the server is gone)."""
+
+    poll_min: float = POLL_MIN
+    poll_max: float = POLL_MAX
+    ready_timeout: float = READY_TIMEOUT
+    operation_timeout: float = OPERATION_TIMEOUT
+    poll_failure_window: float = POLL_FAILURE_WINDOW
+
+    def __post_init__(self) -> None:
+        if not 0 < self.poll_min <= self.poll_max:
+            raise ValueError(f"need 0 < poll_min <= poll_max, got {self.poll_min}, {self.poll_max}")
+        for name in ("ready_timeout", "operation_timeout", "poll_failure_window"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+
+
+def poll_interval(elapsed: float, poll_min: float = POLL_MIN, poll_max: float = POLL_MAX) -> float:
+    """Seconds until the next poll, after ``elapsed`` seconds in the current status.
+
+    A fixed fraction of the time already waited, clamped to [poll_min, poll_max]: a quick operation is
+    seen within ``poll_min``, a long one costs a logarithmic number of requests, and the report lags
+    the real finish by at most ~``POLL_FRACTION`` of the time spent (or ``poll_max``).
+    """
+    return min(max(POLL_FRACTION * elapsed, poll_min), poll_max)
