@@ -16,6 +16,7 @@ class ResourceCalls(Endpoints):
     same when sent twice."""
 
     def supported_models(self) -> wire.SupportedModels:
+        """The base models the service trains, with their compute options and limits."""
         return self._parse(self._send(Call("GET", "/supported-models")), wire.SupportedModels)
 
     def create_model_resources(self, request: wire.CreateModelResourcesRequest) -> wire.ModelResources:
@@ -40,6 +41,7 @@ class ResourceCalls(Endpoints):
         return self._parse(self._send(Call("GET", "/model-resources", params=params)), wire.ModelResourcesList)
 
     def get_model_resources(self, model_resources_id: str) -> wire.ModelResources:
+        """One model resource by id (``APIError`` when the answer is about another one)."""
         path = f"/model-resources/{seg(model_resources_id, 'model_resources_id')}"
         return self._one(self._send(Call("GET", path)), wire.ModelResources, model_resources_id)
 
