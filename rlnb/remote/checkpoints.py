@@ -9,6 +9,7 @@ without the API key, each within the download's one deadline.
 from __future__ import annotations
 
 import math
+import os
 import time
 from pathlib import Path
 from typing import IO, get_args
@@ -61,8 +62,11 @@ class CheckpointCalls(Endpoints):
     def checkpoint_download_urls(self, checkpoint_id: str, variant: str = MERGED) -> wire.CheckpointDownload:
         """The files of an inference checkpoint's ``variant`` (MERGED: the full model with the trained weights
         applied; ADAPTER: the LoRA weights only), each with its presigned URL and size."""
+        return self._download_urls(checkpoint_id, variant, None)
+
+    def _download_urls(self, checkpoint_id: str, variant: str, until: float | None) -> wire.CheckpointDownload:
         path = f"/checkpoints/{seg(checkpoint_id, 'checkpoint_id')}/download"
-        call = Call("GET", path, params={"variant": _variant(variant)})
+        call = Call("GET", path, params={"variant": _variant(variant)}, until=until)
         return self._parse(self._send(call), wire.CheckpointDownload)
 
     def download_checkpoint(
@@ -77,15 +81,17 @@ class CheckpointCalls(Endpoints):
             math.isfinite(deadline) and deadline > 0
         ):
             raise ValueError(f"deadline must be a finite number of seconds > 0, got {deadline!r}")
-        if not isinstance(folder, str | Path) or not str(folder):
-            raise ValueError(f"folder must be a non-empty path (str or Path), got {folder!r}")
+        path = downloads.check_folder(folder)
         end = time.monotonic() + deadline
-        files = self.checkpoint_download_urls(checkpoint_id, variant).data
+        files = self._download_urls(checkpoint_id, variant, end).data
         urls = [payloads.presigned(f.url, self.base_url, f"url of file {f.filename!r}") for f in files]
-        places = downloads.targets(checkpoint_id, files, Path(folder))
-        with downloads.partials(places) as outs:
-            for f, url, out in zip(files, urls, outs, strict=True):
-                self._fetch_file(checkpoint_id, f, url, out, end)
+        places = downloads.targets(checkpoint_id, files, path)
+        with downloads.partials(places) as partials:
+            for f, url, partial in zip(files, urls, partials, strict=True):
+                with open(partial, "r+b") as out:
+                    self._fetch_file(checkpoint_id, f, url, out, end)
+                    out.flush()
+                    os.fsync(out.fileno())
         return places
 
     def _fetch_file(self, checkpoint_id: str, item: wire.CheckpointFile, url: str, out: IO[bytes], end: float) -> None:

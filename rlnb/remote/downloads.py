@@ -42,6 +42,16 @@ def relative_path(checkpoint_id: str, name: str) -> Path:
     return Path(*parts)
 
 
+def check_folder(folder: object) -> Path:
+    """``folder`` as a path that is, or can become, a folder; else ``ValueError`` naming it (checked before sending)."""
+    if not isinstance(folder, str | os.PathLike) or not str(folder):
+        raise ValueError(f"folder must be a non-empty path (str or Path), got {folder!r}")
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"folder {str(path)!r} is a file, not a folder: the checkpoint's files go into a folder")
+    return path
+
+
 def targets(checkpoint_id: str, files: list[wire.CheckpointFile], folder: Path) -> list[Path]:
     """The place of each file in ``folder`` (made, with the sub-folders the names need), all checked before anything
     is fetched: a bad name, a name twice, a negative size, no file at all, or more bytes than the disk has free."""
@@ -57,11 +67,12 @@ def targets(checkpoint_id: str, files: list[wire.CheckpointFile], folder: Path) 
     folder.mkdir(parents=True, exist_ok=True)
     root = folder.resolve()
     out = []
-    for rel in rels:
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        if not (folder / rel).parent.resolve().is_relative_to(root):
+    for rel in rels:  # each checked before any folder is made: a mkdir through a symlink would make one outside
+        if not (root / rel).parent.resolve().is_relative_to(root):
             raise _refused(checkpoint_id, str(rel), f"leads outside {str(folder)!r} through a symlinked folder")
         out.append(root / rel)
+    for place in out:
+        place.parent.mkdir(parents=True, exist_ok=True)
     need, free = sum(f.size for f in files), shutil.disk_usage(root).free
     if need > free:
         raise APIError(
@@ -72,24 +83,21 @@ def targets(checkpoint_id: str, files: list[wire.CheckpointFile], folder: Path) 
 
 
 @contextlib.contextmanager
-def partials(places: list[Path]) -> Iterator[list[IO[bytes]]]:
-    """A hidden partial file beside each place, open for writing; renamed into its place when the block ends well,
-    removed whatever happens otherwise (an error, Ctrl-C)."""
-    made: list[tuple[IO[bytes], Path]] = []
+def partials(places: list[Path]) -> Iterator[list[Path]]:
+    """A hidden, empty partial file beside each place (opened one at a time by the caller: a list of 10,000 files
+    must not hold 10,000 descriptors); renamed into its place when the block ends well, removed whatever happens
+    otherwise (an error, Ctrl-C)."""
+    made: list[Path] = []
     try:
         for place in places:
             fd, name = tempfile.mkstemp(dir=place.parent, prefix=f".{place.name}.", suffix=".partial")
-            made.append((os.fdopen(fd, "wb"), Path(name)))
-        yield [out for out, _ in made]
-        for out, _ in made:
-            out.flush()
-            os.fsync(out.fileno())
-            out.close()
-        for (_, partial), place in zip(made, places, strict=True):
+            os.close(fd)
+            made.append(Path(name))
+        yield made
+        for partial, place in zip(made, places, strict=True):
             os.replace(partial, place)
     finally:
-        for out, partial in made:
-            out.close()
+        for partial in made:
             partial.unlink(missing_ok=True)
 
 

@@ -89,7 +89,7 @@ def test_a_symlinked_sub_folder_cannot_lead_out(tmp_path):
     outside.mkdir()
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "sub").symlink_to(outside)
-    storage = Storage({"sub/x.bin": b"evil"})
+    storage = Storage({"sub/deeper/x.bin": b"evil"})
     with client(storage) as c, pytest.raises(rlnb.APIError, match="symlinked folder"):
         c.download_checkpoint(CID, tmp_path / "out")
     assert storage.file_gets() == [] and list(outside.iterdir()) == []
@@ -188,8 +188,10 @@ def test_more_than_the_disk_holds_is_refused_before_a_byte_is_fetched(tmp_path):
 
 def test_bad_arguments_are_refused_before_anything_is_sent(tmp_path):
     storage = Storage({"a.bin": b"a"})
+    (tmp_path / "a-file").write_text("x")
     with client(storage) as c:
         for call, said in [
+            (lambda: c.download_checkpoint(CID, tmp_path / "a-file"), "is a file, not a folder"),
             (lambda: c.download_checkpoint(CID, tmp_path, variant="MERGED"), "variant must be one of"),
             (lambda: c.download_checkpoint(CID, tmp_path, deadline=0), "deadline must be a finite number"),
             (lambda: c.download_checkpoint(CID, ""), "folder must be a non-empty path"),
@@ -199,3 +201,18 @@ def test_bad_arguments_are_refused_before_anything_is_sent(tmp_path):
             with pytest.raises(ValueError, match=said):
                 call()
     assert storage.seen == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts this process's descriptors in /proc")
+def test_a_checkpoint_of_many_files_holds_one_file_open_at_a_time(tmp_path):
+    """Every partial file was opened before the first GET: a server listing 10,000 files ran out of descriptors."""
+    storage = Storage({f"shard-{i:03}.bin": bytes([i % 256]) for i in range(120)})
+    held, before = [], len(os.listdir("/proc/self/fd"))
+
+    def counting(request: httpx.Request) -> httpx.Response:
+        held.append(len(os.listdir("/proc/self/fd")))
+        return storage(request)
+
+    with APIClient(BASE, KEY, transport=httpx.MockTransport(counting), **quick({})) as c:
+        paths = c.download_checkpoint(CID, tmp_path)
+    assert len(paths) == 120 and paths[7].read_bytes() == b"\x07" and max(held) < before + 50
