@@ -8,7 +8,6 @@ without the API key, each within the download's one deadline.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from pathlib import Path
@@ -17,10 +16,9 @@ from typing import IO, get_args
 import httpx
 
 from rlnb import wire
-from rlnb.remote import bodies, downloads, payloads
-from rlnb.remote.calls import Call
+from rlnb.remote import bodies, downloads, payloads, transport
+from rlnb.remote.calls import Call, _check_seconds
 from rlnb.remote.endpoints import Endpoints, list_params, seg
-from rlnb.remote.transport import deadline
 
 VARIANTS: tuple[str, ...] = get_args(wire.CheckpointVariant)
 TYPES: tuple[str, ...] = get_args(wire.CheckpointType)
@@ -77,10 +75,7 @@ class CheckpointCalls(Endpoints):
         ``deadline`` seconds. Each file must be the size the API lists; a name that would lead outside ``folder``
         is refused before anything is fetched; nothing partial is left behind (``downloads``)."""
         _variant(variant)
-        if isinstance(deadline, bool) or not isinstance(deadline, int | float) or not (
-            math.isfinite(deadline) and deadline > 0
-        ):
-            raise ValueError(f"deadline must be a finite number of seconds > 0, got {deadline!r}")
+        _check_seconds("deadline", deadline)
         path = downloads.check_folder(folder)
         end = time.monotonic() + deadline
         files = self._download_urls(checkpoint_id, variant, end).data
@@ -105,7 +100,7 @@ class CheckpointCalls(Endpoints):
             answered: httpx.Response | None = None
             failure: httpx.RequestError | None = None
             try:
-                with deadline(end):
+                with transport.deadline(end):
                     response = self._http.send(request, stream=True)
                     try:
                         if response.is_success:
