@@ -1,7 +1,8 @@
 """``APIClient``: the retrying HTTP client of Together's RL training-session API (R-new, SDK 3.1.1).
 
-One method per endpoint, over a swappable httpx transport. Every request goes through the send path of
-``rlnb.remote.calls`` (its base class): one ``RetryPolicy``, a deadline per call, every failure an
+One method per endpoint, over a swappable httpx transport: sessions and operations here, model resources in
+``resources``, checkpoints and their downloads in ``checkpoints`` (its base classes). Every request goes through the
+send path of ``rlnb.remote.calls``: one ``RetryPolicy``, a deadline per call, every failure an
 ``rlnb.errors`` error, and the API key in no repr, log line or message. Each operation POST carries one
 ``Idempotency-Key``, made before the first attempt and reused on every retry, so a retried submission
 never runs twice.
@@ -15,8 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-from urllib.parse import quote
+from typing import Any
 
 import httpx
 
@@ -25,10 +25,11 @@ from rlnb._options import set_int
 from rlnb.errors import APIError, APIStatusError
 from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid
-from rlnb.remote.calls import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call, Caller
+from rlnb.remote.calls import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call
+from rlnb.remote.checkpoints import CheckpointCalls
+from rlnb.remote.endpoints import json_body, list_params, seg
+from rlnb.remote.resources import ResourceCalls
 from rlnb.remote.retry import RetryPolicy
-
-_Object = TypeVar("_Object", wire.ModelResources, wire.Session)
 
 
 @dataclass(frozen=True)
@@ -65,20 +66,13 @@ class PreparedOperation:
     inline: dict[str, Any] | None = None
 
 
-def _seg(value: str, name: str) -> str:
-    """One path segment, escaped; an empty id would silently address a different endpoint."""
-    if not value:
-        raise ValueError(f"expected a non-empty {name}, got {value!r}")
-    return quote(str(value), safe="")
-
-
 def _operations_path(session_id: str, kind: wire.OperationKind) -> str:
     if kind not in wire.ENVELOPES:
         raise ValueError(f"unknown operation kind {kind!r}: one of {', '.join(wire.ENVELOPES)}")
-    return f"/training-sessions/{_seg(session_id, 'session_id')}/operations/{kind}"
+    return f"/training-sessions/{seg(session_id, 'session_id')}/operations/{kind}"
 
 
-class APIClient(Caller):
+class APIClient(ResourceCalls, CheckpointCalls):
     """Synchronous client of the RL training-session API.
 
     Args:
@@ -111,39 +105,9 @@ class APIClient(Caller):
 
     # -- endpoints -------------------------------------------------------------------------------
 
-    def supported_models(self) -> wire.SupportedModels:
-        return self._parse(self._send(Call("GET", "/supported-models")), wire.SupportedModels)
-
-    def create_model_resources(self, request: wire.CreateModelResourcesRequest) -> wire.ModelResources:
-        """Sent once it may have reached the server (no Idempotency-Key: a resend could create two); see
-        ``rlnb.remote.recover`` for finding it when the answer is lost."""
-        call = Call("POST", "/model-resources", _json(request), idempotent=False)
-        return self._parse(self._send(call), wire.ModelResources)
-
-    def list_model_resources(
-        self, *, status: Iterable[str] = (), created_by: str | None = None, after: str | None = None, limit: int = 100
-    ) -> wire.ModelResourcesList:
-        """One page, newest first on rlnb serve; ``status`` any of these (comma-joined, as the SDK sends a list)."""
-        params = _list_params(status=",".join(sorted(status)), created_by=created_by, after=after, limit=str(limit))
-        return self._parse(self._send(Call("GET", "/model-resources", params=params)), wire.ModelResourcesList)
-
-    def get_model_resources(self, model_resources_id: str) -> wire.ModelResources:
-        path = f"/model-resources/{_seg(model_resources_id, 'model_resources_id')}"
-        return self._one(self._send(Call("GET", path)), wire.ModelResources, model_resources_id)
-
-    def stop_model_resources(
-        self, model_resources_id: str, *, force: bool = True, reconnect_until: float | None = None
-    ) -> wire.ModelResources:
-        """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails).
-        ``reconnect_until``: as ``stop_session``'s."""
-        path = f"/model-resources/{_seg(model_resources_id, 'model_resources_id')}/stop"
-        params = {"force": "true" if force else "false"}
-        call = Call("POST", path, params=params, reconnect_until=reconnect_until)
-        return self._one(self._send(call), wire.ModelResources, model_resources_id)
-
     def create_session(self, request: wire.StartTrainingSessionRequest) -> wire.Session:
         """Sent once it may have reached the server, as ``create_model_resources``."""
-        call = Call("POST", "/training-sessions", _json(request), idempotent=False)
+        call = Call("POST", "/training-sessions", json_body(request), idempotent=False)
         return self._parse(self._send(call), wire.Session)
 
     def list_sessions(
@@ -155,21 +119,33 @@ class APIClient(Caller):
         after: str | None = None,
         limit: int = 100,
     ) -> wire.SessionList:
-        """One page of sessions, filtered as ``list_model_resources``."""
-        params = _list_params(
-            model_resources_id=model_resources_id, status=",".join(sorted(status)), created_by=created_by,
-            after=after, limit=str(limit),
+        """One page of sessions, filtered as ``list_model_resources`` (``limit`` 1..100)."""
+        params = list_params(
+            limit, model_resources_id=model_resources_id, status=",".join(sorted(status)), created_by=created_by,
+            after=after,
         )  # fmt: skip
         return self._parse(self._send(Call("GET", "/training-sessions", params=params)), wire.SessionList)
 
     def get_session(self, session_id: str) -> wire.Session:
-        path = f"/training-sessions/{_seg(session_id, 'session_id')}"
+        path = f"/training-sessions/{seg(session_id, 'session_id')}"
         return self._one(self._send(Call("GET", path)), wire.Session, session_id)
+
+    def update_session(
+        self, session_id: str, *, display_name: str | None = None, metadata: wire.SessionMetadata | dict | None = None
+    ) -> wire.Session:
+        """PATCH a session's label or metadata: what is given is set (an empty string clears it), the rest is
+        unchanged. Retried as any call: the same PATCH twice leaves the same session."""
+        given = {k: v for k, v in (("display_name", display_name), ("metadata", metadata)) if v is not None}
+        if not given:
+            raise ValueError("update_session needs display_name or metadata (or both): nothing would change")
+        body = wire.validated(wire.UpdateSessionRequest, given, "update_session")
+        call = Call("PATCH", f"/training-sessions/{seg(session_id, 'session_id')}", json_body(body))
+        return self._one(self._send(call), wire.Session, session_id)
 
     def stop_session(self, session_id: str, *, reconnect_until: float | None = None) -> wire.Session:
         """``reconnect_until`` (a ``time.monotonic()``): a connection that cannot be made is tried again only
         before it, with short backoff (``Call.reconnect_until``); None: as any failure, within the deadline."""
-        path = f"/training-sessions/{_seg(session_id, 'session_id')}/stop"
+        path = f"/training-sessions/{seg(session_id, 'session_id')}/stop"
         call = Call("POST", path, reconnect_until=reconnect_until)
         return self._one(self._send(call), wire.Session, session_id)
 
@@ -217,7 +193,7 @@ class APIClient(Caller):
         """GET one operation. ``wait``/``seen`` use rlnb serve's long-poll (see ``features``): the answer
         comes when the status differs from ``seen``, the operation ends, or ``wait`` seconds pass. ``until``
         (``time.monotonic()``) ends the call, retries included, if that is sooner than its deadline."""
-        path = f"{_operations_path(session_id, kind)}/{_seg(operation_id, 'operation_id')}"
+        path = f"{_operations_path(session_id, kind)}/{seg(operation_id, 'operation_id')}"
         params = {"wait": f"{wait:g}", **({"seen": seen} if seen else {})} if wait else None
         call = Call("GET", path, params=params, wait=wait or 0.0, until=until)
         try:
@@ -227,14 +203,14 @@ class APIClient(Caller):
 
     def upload_payload(self, session_id: str, content: bytes) -> str:
         """The side channel's upload: a presigned URL from the API, then a PUT without the key."""
-        path = f"/training-sessions/{_seg(session_id, 'session_id')}/payloads/upload-url"
+        path = f"/training-sessions/{seg(session_id, 'session_id')}/payloads/upload-url"
         url = self._parse(self._send(Call("POST", path)), wire.PayloadUploadUrl)
         self._send(Call("PUT", payloads.presigned(url.upload_url, self.base_url, "upload_url"), content, auth=False))
         return url.payload_id
 
     def download_payload(self, session_id: str, payload_id: str) -> dict[str, Any]:
         """The side channel's download: a presigned URL from the API, then a GET without the key."""
-        path = f"/training-sessions/{_seg(session_id, 'session_id')}/payloads/{_seg(payload_id, 'payload_id')}"
+        path = f"/training-sessions/{seg(session_id, 'session_id')}/payloads/{seg(payload_id, 'payload_id')}"
         url = self._parse(self._send(Call("POST", path + "/download-url")), wire.PayloadDownloadUrl)
         where = payloads.presigned(url.download_url, self.base_url, "download_url")
         data = self._bodies.decode(self._send(Call("GET", where, auth=False)), "payload")
@@ -243,14 +219,6 @@ class APIClient(Caller):
         return data
 
     # -- request / response ----------------------------------------------------------------------
-
-    def _one(self, response: httpx.Response, model: type[_Object], asked: str) -> _Object:
-        """The object asked for by id, or ``APIError``: an answer about another one (a proxy's cache) made
-        ``connect`` run, and ``close()`` stop, someone else's session, leaving its own running."""
-        obj = self._parse(response, model)
-        if obj.id != asked:
-            raise invalid(response, model.__name__, f"its id is {obj.id!r}, for {asked!r}")
-        return obj
 
     def _operation(
         self, session_id: str, kind: wire.OperationKind, response: httpx.Response, operation_id: str | None
@@ -286,12 +254,3 @@ class APIClient(Caller):
 
 class _PayloadGone(APIError):
     """A result's payload the server would not hand over (``get_operation`` asks for the operation once more)."""
-
-
-def _list_params(**params: str | None) -> dict[str, str]:
-    """Query parameters, without the unset (None or empty) ones."""
-    return {name: value for name, value in params.items() if value}
-
-
-def _json(model: wire._Model) -> bytes:
-    return payloads.compact(model.to_json_dict())

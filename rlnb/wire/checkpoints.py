@@ -19,6 +19,7 @@ __all__ = [
     "InferenceCheckpoint",
     "InferenceCheckpointResult",
     "InferenceRegistration",
+    "LIST_LIMIT_MAX",
     "ListMeta",
     "ModelRegistryArtifact",
     "TrainingCheckpoint",
@@ -84,6 +85,10 @@ class Checkpoint(_Model):
     lora_rank: int | None = None
     """The session's LoRA rank; null for a full-weight session."""
     training_registration: ModelRegistryArtifact | None = None
+
+
+LIST_LIMIT_MAX = 100
+"""The largest ``limit`` of one page of a list (sessions, model resources, checkpoints): 1..100 in the API."""
 
 
 class ListMeta(_Model):

@@ -1,0 +1,48 @@
+"""The parts every endpoint of ``APIClient`` builds a call from (path segments, list queries, JSON bodies), and the
+check that an answer is about the object asked for. Shared by its halves (``client``, ``resources``,
+``checkpoints``)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from rlnb import wire
+from rlnb._options import check_int
+from rlnb.remote import payloads
+from rlnb.remote.bodies import invalid
+from rlnb.remote.calls import Caller
+
+_Object = TypeVar("_Object", wire.ModelResources, wire.Session, wire.Checkpoint)
+
+
+def seg(value: str, name: str) -> str:
+    """One path segment, escaped; an empty id would silently address a different endpoint."""
+    if not value:
+        raise ValueError(f"expected a non-empty {name}, got {value!r}")
+    return quote(str(value), safe="")
+
+
+def list_params(limit: object, **params: str | None) -> dict[str, str]:
+    """One page's query: ``limit`` checked against the API's 1..100 (``limit=500`` was sent, and refused by the
+    server as a 422 naming no field of the call), without the unset (None or empty) filters."""
+    count = check_int("limit", limit, 1, wire.LIST_LIMIT_MAX, why="the API's page size")
+    return {"limit": str(count), **{name: value for name, value in params.items() if value}}
+
+
+def json_body(model: wire._Model) -> bytes:
+    return payloads.compact(model.to_json_dict())
+
+
+class Endpoints(Caller):
+    """The send path, with the check of an answer about one object."""
+
+    def _one(self, response: httpx.Response, model: type[_Object], asked: str) -> _Object:
+        """The object asked for by id, or ``APIError``: an answer about another one (a proxy's cache) made
+        ``connect`` run, and ``close()`` stop, someone else's session, leaving its own running."""
+        obj = self._parse(response, model)
+        if obj.id != asked:
+            raise invalid(response, model.__name__, f"its id is {obj.id!r}, for {asked!r}")
+        return obj

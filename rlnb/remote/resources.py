@@ -1,0 +1,63 @@
+"""``APIClient``'s model-resources half: supported models, and creating, listing, keeping up, pricing and stopping
+the compute that sessions run on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rlnb import wire
+from rlnb.remote.calls import Call
+from rlnb.remote.endpoints import Endpoints, json_body, list_params, seg
+
+
+class ResourceCalls(Endpoints):
+    """The model-resources endpoints (see ``APIClient`` for the client's arguments). Every one but the create is
+    retried as any call: a GET, a stop, an estimate and an extend-expiry (whose expiry never moves earlier) do the
+    same when sent twice."""
+
+    def supported_models(self) -> wire.SupportedModels:
+        """The base models the service trains, with their compute options and limits."""
+        return self._parse(self._send(Call("GET", "/supported-models")), wire.SupportedModels)
+
+    def create_model_resources(self, request: wire.CreateModelResourcesRequest) -> wire.ModelResources:
+        """Sent once it may have reached the server (no Idempotency-Key: a resend could create two); see
+        ``rlnb.remote.recover`` for finding it when the answer is lost."""
+        call = Call("POST", "/model-resources", json_body(request), idempotent=False)
+        return self._parse(self._send(call), wire.ModelResources)
+
+    def estimate_cost(self, request: wire.CreateModelResourcesRequest) -> wire.CostEstimate:
+        """What the resource ``request`` describes would cost per hour (nothing is created; ``rlnb serve``: 0)."""
+        if not isinstance(request, wire.CreateModelResourcesRequest):
+            raise TypeError(f"estimate_cost takes a wire.CreateModelResourcesRequest, got {type(request).__name__}")
+        call = Call("POST", "/model-resources/estimate-cost", json_body(request))
+        return self._parse(self._send(call), wire.CostEstimate)
+
+    def list_model_resources(
+        self, *, status: Iterable[str] = (), created_by: str | None = None, after: str | None = None, limit: int = 100
+    ) -> wire.ModelResourcesList:
+        """One page, newest first on rlnb serve; ``status`` any of these (comma-joined, as the SDK sends a list);
+        ``limit`` 1..100."""
+        params = list_params(limit, status=",".join(sorted(status)), created_by=created_by, after=after)
+        return self._parse(self._send(Call("GET", "/model-resources", params=params)), wire.ModelResourcesList)
+
+    def get_model_resources(self, model_resources_id: str) -> wire.ModelResources:
+        """One model resource by id (``APIError`` when the answer is about another one)."""
+        path = f"/model-resources/{seg(model_resources_id, 'model_resources_id')}"
+        return self._one(self._send(Call("GET", path)), wire.ModelResources, model_resources_id)
+
+    def extend_expiry(self, model_resources_id: str, seconds: int) -> wire.ModelResources:
+        """Keep a READY resource from stopping for inactivity for ``seconds`` (60..86400) from now; its
+        ``expires_at`` never moves earlier. A resource that is not READY is refused (409)."""
+        body = wire.validated(wire.ExtendExpiryRequest, {"seconds": seconds}, "extend_expiry")
+        path = f"/model-resources/{seg(model_resources_id, 'model_resources_id')}/extend-expiry"
+        return self._one(self._send(Call("POST", path, json_body(body))), wire.ModelResources, model_resources_id)
+
+    def stop_model_resources(
+        self, model_resources_id: str, *, force: bool = True, reconnect_until: float | None = None
+    ) -> wire.ModelResources:
+        """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails).
+        ``reconnect_until``: as ``stop_session``'s."""
+        path = f"/model-resources/{seg(model_resources_id, 'model_resources_id')}/stop"
+        params = {"force": "true" if force else "false"}
+        call = Call("POST", path, params=params, reconnect_until=reconnect_until)
+        return self._one(self._send(call), wire.ModelResources, model_resources_id)
