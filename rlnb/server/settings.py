@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 from rlnb import _secrets, wire
 from rlnb._options import A_DAY, check_seconds, set_int
 
-MAX_LIST_LIMIT = 100
-"""Largest ``limit`` of a list request (the API's bound)."""
+MAX_LIST_LIMIT = wire.LIST_LIMIT_MAX
+"""Largest ``limit`` of a list request (the API's bound, as the client checks it)."""
 DEFAULT_LIST_LIMIT = 20
 STATUS_QUERY = "{} values, comma-joined (as the SDK sends a list) or repeated (`?status=A&status=B`)"
 """What a list's ``status`` filter takes (``records.status_filter``)."""
