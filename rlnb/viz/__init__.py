@@ -4,7 +4,21 @@
 from importlib import import_module as _import_module
 
 _SUBMODULES = frozenset(
-    {"comparison", "draw", "live", "livefig", "livepanels", "livetables", "overview", "plots", "throttle", "timeline"}
+    {
+        "cells",
+        "comparison",
+        "draw",
+        "lines",
+        "live",
+        "livefig",
+        "livepanels",
+        "livetables",
+        "overview",
+        "plots",
+        "texts",
+        "throttle",
+        "timeline",
+    }
 )
 
 

@@ -32,7 +32,7 @@ from rlnb.history.figures import StepRow
 from rlnb.prompts import check_text
 from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz.cells import cell_run, same_cell_before
-from rlnb.viz.draw import check_ema
+from rlnb.viz.lines import check_ema
 from rlnb.viz.livefig import Panel, Series
 from rlnb.viz.livepanels import NORMS, draw_panel, new_panel
 from rlnb.viz.livetables import RL_TABLE, completions_html, ops_html, rl_html, steps_html

@@ -23,7 +23,9 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from PIL import Image
 
-from rlnb.viz.draw import MARKERS_UP_TO, Y_SPAN, as_written, fit_title
+from rlnb.viz.draw import Y_SPAN
+from rlnb.viz.lines import MARKERS_UP_TO
+from rlnb.viz.texts import as_written, fit_title
 
 LIVE_POINTS = 512
 """Points drawn per line, at most: a lowest and a highest point per horizontal pixel of a panel."""

@@ -10,8 +10,9 @@ import math
 import numpy as np
 
 from rlnb.tasks import EVAL_ACCURACY
-from rlnb.viz.draw import CLIP_HEADROOM, printable
+from rlnb.viz.draw import CLIP_HEADROOM
 from rlnb.viz.livefig import Panel, Series
+from rlnb.viz.texts import printable
 
 NORMS = {
     "grad_norm": ("C1", "global"),
