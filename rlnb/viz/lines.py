@@ -82,13 +82,23 @@ def infinite(ax: Axes, x: ArrayLike, y: ArrayLike, color: str, label: str) -> li
     Returns what it drew."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     drawn: list[Line2D] = []
-    for sign, edge, mark in (("+", 1.0, "^"), ("-", 0.0, "v")):
+    for sign, edge, style in inf_marks(ax):
         hit = y == float(f"{sign}inf")
         if hit.any():
             at = x[hit][extremes(x[hit], x[hit], MAX_POINTS)]  # one per bucket is all a pixel shows
-            n = int(hit.sum())
-            named = f"{label} {sign}inf ({n} step{'s' if n > 1 else ''}, on the frame)"
-            drawn += ax.plot(at, np.full(len(at), edge), transform=ax.get_xaxis_transform(), ls="none", marker=mark,
-                             color=color, clip_on=False, label=named)  # fmt: skip
+            label_n = inf_label(label, sign, int(hit.sum()))
+            drawn += ax.plot(at, np.full(len(at), edge), color=color, label=label_n, **style)  # type: ignore[arg-type]
             ax.legend(loc="best", fontsize="small")
     return drawn
+
+
+def inf_marks(ax: Axes) -> list[tuple[str, float, dict[str, object]]]:
+    """Each sign of infinity, the edge of ``ax``'s frame it is marked on (in axes units) and the style of its marks:
+    what the static plots (``infinite``) and the live view's panels (``rlnb.viz.livepanels``) both draw."""
+    on_frame = {"transform": ax.get_xaxis_transform(), "ls": "none", "clip_on": False}
+    return [("+", 1.0, {**on_frame, "marker": "^"}), ("-", 0.0, {**on_frame, "marker": "v"})]
+
+
+def inf_label(label: str, sign: str, n: int) -> str:
+    """The legend's name for the ``n`` steps of the line ``label`` at ``sign`` inf."""
+    return f"{label} {sign}inf ({n} step{'s' if n > 1 else ''}, on the frame)"

@@ -104,12 +104,15 @@ class _Buckets:
 
 class Series:
     """A line fed point by point: its decimated points, their EMA (``s = ema·s + (1 − ema)·y``, NaNs and
-    infinities skipped and kept as gaps, as ``plots.smooth``), how many points came, and the finite range."""
+    infinities skipped and kept as gaps, as ``plots.smooth``), how many points came, the finite range, and the
+    steps at +inf and at -inf (``infs``: decimated alike, to be marked on the frame as the static plots do)."""
 
     def __init__(self, ema: float = 0.9, cap: int = LIVE_POINTS) -> None:
         self.ema = ema
         self.raw = _Buckets(cap)
         self.smooth = _Buckets(cap)
+        self.infs = {"+": _Buckets(cap), "-": _Buckets(cap)}
+        self.inf_n = {"+": 0, "-": 0}
         self.n = 0
         self.lo, self.hi = math.inf, -math.inf
         self.last = math.nan
@@ -119,6 +122,10 @@ class Series:
     def add(self, x: float, y: float) -> None:
         self.n += 1
         self.last, self.last_x = y, x
+        if math.isinf(y):
+            sign = "+" if y > 0 else "-"
+            self.infs[sign].add(x, x)
+            self.inf_n[sign] += 1
         y = y if math.isfinite(y) else math.nan  # an inf is a gap, as in the static plots: not the range, not the EMA
         self.raw.add(x, y)
         if math.isnan(y):
@@ -168,11 +175,14 @@ class Panel:
         self.lines[key] = line
         return line
 
-    def set(self, key: str, x: np.ndarray, y: np.ndarray, *, visible: bool = True, markers: bool = True) -> None:
-        """New data for a line; a marker at each point while there are few."""
+    def set(
+        self, key: str, x: np.ndarray, y: np.ndarray, *, visible: bool = True, markers: bool | None = True
+    ) -> None:
+        """New data for a line; a marker at each point while there are few (``markers=None``: its own kept)."""
         line = self.lines[key]
         line.set_data(x, y)
-        line.set_marker("o" if markers and 0 < len(x) <= MARKERS_UP_TO else "")
+        if markers is not None:
+            line.set_marker("o" if markers and 0 < len(x) <= MARKERS_UP_TO else "")
         if line.get_visible() != visible:
             line.set_visible(visible)
             self._stale = True  # the legend lists visible lines only
