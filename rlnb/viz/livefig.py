@@ -24,6 +24,7 @@ from matplotlib.ticker import MaxNLocator
 from PIL import Image
 
 from rlnb.viz.draw import Y_SPAN
+from rlnb.viz.glyphs import drawable
 from rlnb.viz.lines import MARKERS_UP_TO
 from rlnb.viz.texts import as_written, fit_title
 
@@ -157,6 +158,7 @@ class Panel:
         self.ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
         self.ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
         self.lines: dict[str, Line2D] = {}
+        self._note = ""
         self.note = self.ax.text(
             0.5, 0.5, "", transform=self.ax.transAxes, ha="center", va="center", wrap=True, color="0.35"
         )
@@ -189,8 +191,10 @@ class Panel:
 
     def set_note(self, note: str) -> None:
         """Say on the axes why there is nothing to draw ("" when there is)."""
-        if note != self.note.get_text():
+        if note != self._note:
+            self._note = note
             self.note.set_text(note)
+            drawable(self.note)  # a metric's name in it: CJK or emoji drew boxes
             self._stale = True
 
     def set_label(self, key: str, label: str) -> None:

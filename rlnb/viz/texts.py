@@ -1,5 +1,5 @@
-"""Texts as a figure draws them: a person's names written as they are (no TeX, control characters as escapes), cut
-in the middle to the room they have.
+"""Texts as a figure draws them: a person's names written as they are (no TeX, control characters as escapes, each
+character in a font that has it), cut in the middle to the room they have.
 """
 
 from __future__ import annotations
@@ -13,13 +13,17 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.text import Text
 from matplotlib.textpath import TextToPath
 
+from rlnb.viz.glyphs import drawable
+
 
 def as_written(artist: Artist) -> None:
     """Every text of ``artist`` (an Axes, a Figure) drawn as written: matplotlib reads text between two ``$`` as TeX,
     and a figure's, a run's or a loaded status's name is the user's text (``"$\\nope$ cost"`` failed to draw, and
-    ``"price $5 to $10"`` lost its dollars)."""
+    ``"price $5 to $10"`` lost its dollars); each character in a font that has it, or as its escape where no
+    installed font has it (``rlnb.viz.glyphs``: CJK and emoji were empty boxes)."""
     for text in artist.findobj(Text):
         text.set_parse_math(False)
+        drawable(text)
 
 
 def printable(name: object) -> str:

@@ -3,6 +3,7 @@ user's own figure, and a live view whose widget was closed: read back from the f
 
 import io
 import os
+import re
 import time
 
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import findfont, get_font
 
 from rlnb.history import History
 from rlnb.viz import plots
@@ -188,3 +190,37 @@ def test_running_a_cell_again_replaces_its_live_view_and_closing_every_widget_cl
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+CJK, WATCH = "学习率 🚀", "run ⌚"
+"""Names DejaVu Sans (matplotlib's default font) has no glyph for: CJK and an emoji, and U+231A, which matplotlib's
+own STIXGeneral has."""
+
+
+def unescaped(text):
+    return re.sub(r"\\u([0-9a-f]{4})|\\U([0-9a-f]{8})", lambda m: chr(int(m.group(1) or m.group(2), 16)), text)
+
+
+def test_cjk_and_emoji_names_are_drawn_in_a_font_that_has_them_or_as_escapes_never_as_boxes():
+    """A run or a metric named in CJK or with an emoji was drawn as empty boxes (DejaVu Sans has neither), with
+    "Glyph ... missing from font(s)" at each draw (an error here: pytest turns warnings into errors). With only
+    matplotlib's own fonts, U+231A is drawn in STIXGeneral and the CJK and the emoji as their escapes; where a font
+    that has them is installed, in that font. Either way nothing is lost: the escapes read back as the name."""
+    assert 0x231A not in get_font(findfont("DejaVu Sans")).get_charmap()  # else this test proves nothing
+    comparison = plots.compare(runs([CJK, WATCH]))
+    legend = [t.get_text() for t in comparison.get_legend().get_texts()]
+    assert legend[1] == WATCH and [unescaped(t) for t in legend] == [CJK, WATCH]
+    metric = plots.metric(pd.DataFrame({"step": [1, 2], CJK: [0.1, 0.2]}), CJK)
+    assert unescaped(metric.get_title()) == CJK and unescaped(metric.get_ylabel()) == CJK
+    h = History()
+    view = LiveView(h, metrics=(CJK, WATCH), every=0)
+    try:
+        assert unescaped(view.panels[CJK].ax.get_title()) == CJK and view.panels[WATCH].ax.get_title() == WATCH
+        assert unescaped(view.panels[CJK].note.get_text()) == f"no '{CJK}' logged yet"
+        for figure in (comparison.figure, metric.figure):
+            FigureCanvasAgg(figure).print_png(io.BytesIO())  # warned "Glyph 23398 ... missing" before
+        h.log(1, **{CJK: 0.5, WATCH: 0.25})
+        view.refresh()  # every panel drawn again: a missing glyph warns, and the failure is raised here
+        assert view.error is None and view.panels[CJK].note.get_text() == ""
+    finally:
+        view.close()
