@@ -141,16 +141,28 @@ class Series:
             self.add(x, y)
 
 
+PANEL_PX = {False: (320, 208), True: (432, 208)}
+"""A panel's width and height in pixels, without and with a legend beside its axes (the gradient norm's)."""
+ROW_PX = {False: (272, 208), True: (368, 208)}
+"""The same, for a view of three panels or more: three share a row of 920 px, within the ~930 px a notebook's output
+has on a 1366×768 laptop (JupyterLab, its file browser open). At 320 + 432 + 320 px a bare view wrapped onto a second
+row of panels, 727 px tall in all."""
+LEFT_PX, RIGHT_PX, LEGEND_PX = 54, 10, 160
+"""Pixels left of the axes (the y ticks), right of them, and right of them with a legend there."""
+
+
 class Panel:
     """One axes on its own figure. Give lines new data with ``set``; ``render()`` returns PNG bytes,
     drawing the whole figure only when the limits, scale or decorations changed."""
 
-    def __init__(self, title: str, legend: bool = False, dpi: int = 80) -> None:
-        """``legend``: room for a legend right of the axes (the figure is wider)."""
-        self.figure = Figure(figsize=(5.4 if legend else 4.0, 2.6), dpi=dpi)
+    def __init__(self, title: str, legend: bool = False, dpi: int = 80, *, compact: bool = False) -> None:
+        """``legend``: room for a legend right of the axes (the figure is wider); ``compact``: sized to share a row
+        with two others (``ROW_PX``), else ``PANEL_PX``."""
+        width, height = (ROW_PX if compact else PANEL_PX)[legend]
+        self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)
         self.canvas = FigureCanvasAgg(self.figure)
         self.ax = self.figure.add_subplot()
-        left, right = (0.126, 0.63) if legend else (0.17, 0.97)
+        left, right = LEFT_PX / width, 1 - (LEGEND_PX if legend else RIGHT_PX) / width
         self.figure.subplots_adjust(left=left, right=right, bottom=0.18, top=0.87)
         self.ax.set_title(title, fontsize="medium")
         self.ax.set_xlabel("optimizer step", fontsize="small")

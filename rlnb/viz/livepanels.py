@@ -27,11 +27,13 @@ PARTS = ("grad_norm_muon", "grad_norm_adam")
 
 
 def new_panel(
-    name: str, title: str, color: str, series: dict[str, Series], ema: float, metrics: list[str], muon: bool
-) -> Panel:
+    name: str, title: str, color: str, series: dict[str, Series], ema: float, metrics: list[str], *, muon: bool,
+    compact: bool,
+) -> Panel:  # fmt: skip
     """The panel of ``name``, its lines' series added to ``series``: the reward's draws the held-out accuracy too
-    (unless it is one of ``metrics``), the gradient norm's the clip threshold (and, for Muon, the two partial norms)."""
-    panel = Panel(printable(title), legend=name == "grad_norm")
+    (unless it is one of ``metrics``), the gradient norm's the clip threshold (and, for Muon, the two partial norms).
+    ``compact``: sized to share a row with two others (``livefig.ROW_PX``)."""
+    panel = Panel(printable(title), legend=name == "grad_norm", compact=compact)
     if name == "reward" and EVAL_ACCURACY not in metrics:  # the held-out accuracy beside the reward
         _lines(panel, series, ema, name, color, "reward (train)")
         panel.line(EVAL_ACCURACY, color="C3", ms=4, label="eval accuracy (held out)", zorder=3)
