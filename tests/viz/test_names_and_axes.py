@@ -18,6 +18,7 @@ from matplotlib.font_manager import findfont, get_font
 from rlnb.history import History
 from rlnb.viz import plots
 from rlnb.viz.live import LiveView
+from tests.viz.test_live_display import kernel
 from tests.viz.test_plots import hand_history
 
 ODD = "a\x00b\n"
@@ -134,62 +135,20 @@ def test_a_live_view_whose_widget_was_closed_stops_following_its_history():
         watching.close()
 
 
-KERNEL_SETUP = """
-from rlnb.history import History
-from rlnb.viz import live
-h = History()
-"""
-
-
 @pytest.mark.slow  # an IPython kernel
 def test_running_a_cell_again_replaces_its_live_view_and_closing_every_widget_closes_every_view(tmp_path):
     """Running ``view = LiveView(h); view`` five times left five views redrawing at every change: the front end
     drops the old output's widget view, and ipywidgets says nothing. The cell id the front end sends with each run
     (JupyterLab, Notebook 7, VS Code) tells a run again of that cell from another cell."""
-    import json
-    import sys
-    from pathlib import Path
-
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
-
-    root = str(Path(__file__).parents[2])
-    spec = tmp_path / "kernels" / "rlnb-test"
-    spec.mkdir(parents=True)
-    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]  # this venv's Python
-    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "rlnb test", "language": "python"}))
-    specs = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")])
-    manager = KernelManager(kernel_name="rlnb-test", kernel_spec_manager=specs)
-    manager.start_kernel(env={**os.environ, "PYTHONPATH": root, "MPLBACKEND": "Agg"})
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=120)
-
-        def run(code, cell, ask=None):
-            content = {"code": code, "silent": False, "store_history": True, "allow_stdin": False,
-                       "user_expressions": {"r": ask} if ask else {}, "stop_on_error": True}  # fmt: skip
-            msg = client.session.msg("execute_request", content, metadata={"cellId": cell})
-            client.shell_channel.send(msg)
-            while True:
-                reply = client.get_shell_msg(timeout=120)
-                if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
-                    break
-            assert reply["content"]["status"] == "ok", reply["content"]
-            return reply["content"]["user_expressions"]["r"]["data"]["text/plain"] if ask else None
-
-        run(KERNEL_SETUP, "setup")
+    with kernel(tmp_path) as run:
         run("first = live.LiveView(h)", "A")
         run("again = live.LiveView(h); twin = live.LiveView(h)", "A")  # two views of one run both stay
         run("other = live.LiveView(h)", "B")
         run("other_history = live.LiveView(History())", "A")  # another history: not a replacement
         ask = "[v in live._OPEN for v in (first, again, twin, other, other_history)]"
-        assert run("", "C", ask) == "[False, True, True, True, True]"
+        assert run("", "C", ask)[1] == "[False, True, True, True, True]"
         run("import ipywidgets; ipywidgets.Widget.close_all()", "D")
-        assert run("", "C", "len(live._OPEN)") == "0"
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+        assert run("", "C", "len(live._OPEN)")[1] == "0"
 
 
 CJK, WATCH = "学习率 🚀", "run ⌚"
