@@ -5,6 +5,7 @@ its infinities marked on the frame (the static plots here; the live view's panel
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -87,12 +88,12 @@ def infinite(ax: Axes, x: ArrayLike, y: ArrayLike, color: str, label: str) -> li
         if hit.any():
             at = x[hit][extremes(x[hit], x[hit], MAX_POINTS)]  # one per bucket is all a pixel shows
             label_n = inf_label(label, sign, int(hit.sum()))
-            drawn += ax.plot(at, np.full(len(at), edge), color=color, label=label_n, **style)  # type: ignore[arg-type]
+            drawn += ax.plot(at, np.full(len(at), edge), color=color, label=label_n, **style)
             ax.legend(loc="best", fontsize="small")
     return drawn
 
 
-def inf_marks(ax: Axes) -> list[tuple[str, float, dict[str, object]]]:
+def inf_marks(ax: Axes) -> list[tuple[str, float, dict[str, Any]]]:
     """Each sign of infinity, the edge of ``ax``'s frame it is marked on (in axes units) and the style of its marks:
     what the static plots (``infinite``) and the live view's panels (``rlnb.viz.livepanels``) both draw."""
     on_frame = {"transform": ax.get_xaxis_transform(), "ls": "none", "clip_on": False}
