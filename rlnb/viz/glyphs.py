@@ -52,7 +52,12 @@ def _coverage(families: tuple[str, ...]) -> frozenset[int]:
 
 @functools.cache
 def _charmap(path: str) -> frozenset[int]:
-    return frozenset(font_manager.get_font(path).get_charmap())
+    """The characters of the font file at ``path``; none for a file FreeType cannot read (a broken font installed
+    on the system must not stop a plot: it is simply never the fallback)."""
+    try:
+        return frozenset(font_manager.get_font(path).get_charmap())
+    except (OSError, RuntimeError, ValueError):
+        return frozenset()
 
 
 @functools.lru_cache(maxsize=4096)

@@ -183,3 +183,22 @@ def test_cjk_and_emoji_names_are_drawn_in_a_font_that_has_them_or_as_escapes_nev
         assert view.error is None and view.panels[CJK].note.get_text() == ""
     finally:
         view.close()
+
+
+def test_a_font_file_freetype_cannot_read_is_never_the_fallback(tmp_path, monkeypatch):
+    """Looking for a font with a character the default lacks reads every installed font: a broken one (a truncated
+    download in ~/.fonts) raised from FreeType, and the plot of a run named in CJK failed."""
+    from matplotlib import font_manager
+
+    from rlnb.viz import glyphs
+
+    broken = tmp_path / "broken.ttf"
+    broken.write_bytes(b"not a font")
+    entry = font_manager.FontEntry(fname=str(broken), name="Broken CJK")
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", [entry, *font_manager.fontManager.ttflist])
+    glyphs._fallback.cache_clear()  # else a character looked up before is answered from before the broken font
+    try:
+        ax = plots.metric(pd.DataFrame({"step": [1, 2], "语": [0.1, 0.2]}), "语")
+        assert unescaped(ax.get_title()) == "语"
+    finally:
+        glyphs._fallback.cache_clear()
