@@ -4,7 +4,23 @@
 from importlib import import_module as _import_module
 
 _SUBMODULES = frozenset(
-    {"comparison", "draw", "live", "livefig", "livepanels", "livetables", "overview", "plots", "throttle", "timeline"}
+    {
+        "cells",
+        "comparison",
+        "draw",
+        "glyphs",
+        "lines",
+        "live",
+        "livefig",
+        "livepanels",
+        "livetables",
+        "outputs",
+        "overview",
+        "plots",
+        "texts",
+        "throttle",
+        "timeline",
+    }
 )
 
 

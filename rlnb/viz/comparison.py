@@ -19,20 +19,9 @@ from matplotlib.font_manager import FontProperties
 
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
-from rlnb.viz.draw import (
-    MARKERS_UP_TO,
-    MAX_POINTS,
-    STD_BAND_MIN_SEEDS,
-    decimate,
-    extremes,
-    infinite,
-    new_axes,
-    note,
-    printable,
-    shortened,
-    smooth,
-    text_width,
-)
+from rlnb.viz.draw import STD_BAND_MIN_SEEDS, new_axes, note
+from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, extremes, infinite, smooth
+from rlnb.viz.texts import printable, shortened, text_width
 
 GROUP_MARKERS = ("", "s", "^", "D", "v", "P", "*")
 """Past ten groups the colours come round again: each further ten carries the next of these markers (70 groups

@@ -31,11 +31,12 @@ from rlnb.history import History
 from rlnb.history.figures import StepRow
 from rlnb.prompts import check_text
 from rlnb.tasks import EVAL_ACCURACY
-from rlnb.viz.cells import cell_run, same_cell_before
-from rlnb.viz.draw import check_ema
+from rlnb.viz.cells import cell_run, execute_run, same_cell_before
+from rlnb.viz.lines import check_ema
 from rlnb.viz.livefig import Panel, Series
 from rlnb.viz.livepanels import NORMS, draw_panel, new_panel
 from rlnb.viz.livetables import RL_TABLE, completions_html, ops_html, rl_html, steps_html
+from rlnb.viz.outputs import Outputs
 from rlnb.viz.throttle import Throttle
 
 CLOSE_WAIT = 30.0
@@ -136,6 +137,8 @@ class LiveView:
         self.message = widgets.HTML(layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([toggles, self.message, self.plots, self.tables, self.completions])
         self.widget.add_class("rlnb-live")
+        # three panels or more, or panels to come as figures are logged: three to a row of a laptop's notebook
+        self._compact = self.auto or len(self.metrics) + 1 + loss + learning_rate >= 3
         for name in self.metrics:
             self._add_panel(name, name, "C2")
         if loss:
@@ -150,6 +153,7 @@ class LiveView:
         self._unsubscribe = [history.on_record(self._on_change), history.on_log(self._on_change)]
         self.widget.observe(self._on_comm, names="comm")
         self._cell = cell_run()
+        self._outputs = Outputs()
         for old in list(_OPEN):  # the same cell's earlier run: its output was cleared, its view left following
             if old.history is history and same_cell_before(old._cell, self._cell):
                 old.close()
@@ -158,7 +162,7 @@ class LiveView:
 
     def _add_panel(self, name: str, title: str, color: str) -> None:
         muon = self.history.config.get("optimizer") == "muon"
-        panel = new_panel(name, title, color, self.series, self.ema, self.metrics, muon)
+        panel = new_panel(name, title, color, self.series, self.ema, self.metrics, muon=muon, compact=self._compact)
         self.panels[name] = panel
         self.images[name] = widgets.Image(
             format="png", layout=widgets.Layout(width=f"{panel.canvas.get_width_height()[0]}px")
@@ -167,6 +171,18 @@ class LiveView:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
+
+    def _ipython_display_(self) -> None:
+        """``display(view)`` or a cell's value, in outputs with display ids (``rlnb.viz.outputs``): shown again by
+        the same run, in place; where the front end sends no cell id, a newer view of the same History shown by a
+        later run replaces this one's outputs and closes it (with a cell id, ``__init__`` already did)."""
+        run = execute_run()
+        if run is not None and cell_run() is None:
+            for old in list(_OPEN):
+                if old is not self and old.history is self.history and old._outputs.before(run):
+                    old._outputs.replaced()
+                    old.close()
+        self._outputs.show(self.widget)
 
     def __repr__(self) -> str:
         return f"<LiveView of {self.history!r}, {self.redraws} redraws>"

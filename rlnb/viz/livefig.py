@@ -23,7 +23,10 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from PIL import Image
 
-from rlnb.viz.draw import MARKERS_UP_TO, Y_SPAN, as_written, fit_title
+from rlnb.viz.draw import Y_SPAN
+from rlnb.viz.glyphs import drawable
+from rlnb.viz.lines import MARKERS_UP_TO
+from rlnb.viz.texts import as_written, fit_title
 
 LIVE_POINTS = 512
 """Points drawn per line, at most: a lowest and a highest point per horizontal pixel of a panel."""
@@ -102,12 +105,15 @@ class _Buckets:
 
 class Series:
     """A line fed point by point: its decimated points, their EMA (``s = ema·s + (1 − ema)·y``, NaNs and
-    infinities skipped and kept as gaps, as ``plots.smooth``), how many points came, and the finite range."""
+    infinities skipped and kept as gaps, as ``plots.smooth``), how many points came, the finite range, and the
+    steps at +inf and at -inf (``infs``: decimated alike, to be marked on the frame as the static plots do)."""
 
     def __init__(self, ema: float = 0.9, cap: int = LIVE_POINTS) -> None:
         self.ema = ema
         self.raw = _Buckets(cap)
         self.smooth = _Buckets(cap)
+        self.infs = {"+": _Buckets(cap), "-": _Buckets(cap)}
+        self.inf_n = {"+": 0, "-": 0}
         self.n = 0
         self.lo, self.hi = math.inf, -math.inf
         self.last = math.nan
@@ -117,6 +123,10 @@ class Series:
     def add(self, x: float, y: float) -> None:
         self.n += 1
         self.last, self.last_x = y, x
+        if math.isinf(y):
+            sign = "+" if y > 0 else "-"
+            self.infs[sign].add(x, x)
+            self.inf_n[sign] += 1
         y = y if math.isfinite(y) else math.nan  # an inf is a gap, as in the static plots: not the range, not the EMA
         self.raw.add(x, y)
         if math.isnan(y):
@@ -131,16 +141,28 @@ class Series:
             self.add(x, y)
 
 
+PANEL_PX = {False: (320, 208), True: (432, 208)}
+"""A panel's width and height in pixels, without and with a legend beside its axes (the gradient norm's)."""
+ROW_PX = {False: (272, 208), True: (368, 208)}
+"""The same, for a view of three panels or more: three share a row of 920 px, within the ~930 px a notebook's output
+has on a 1366×768 laptop (JupyterLab, its file browser open). At 320 + 432 + 320 px a bare view wrapped onto a second
+row of panels, 727 px tall in all."""
+LEFT_PX, RIGHT_PX, LEGEND_PX = 54, 10, 160
+"""Pixels left of the axes (the y ticks), right of them, and right of them with a legend there."""
+
+
 class Panel:
     """One axes on its own figure. Give lines new data with ``set``; ``render()`` returns PNG bytes,
     drawing the whole figure only when the limits, scale or decorations changed."""
 
-    def __init__(self, title: str, legend: bool = False, dpi: int = 80) -> None:
-        """``legend``: room for a legend right of the axes (the figure is wider)."""
-        self.figure = Figure(figsize=(5.4 if legend else 4.0, 2.6), dpi=dpi)
+    def __init__(self, title: str, legend: bool = False, dpi: int = 80, *, compact: bool = False) -> None:
+        """``legend``: room for a legend right of the axes (the figure is wider); ``compact``: sized to share a row
+        with two others (``ROW_PX``), else ``PANEL_PX``."""
+        width, height = (ROW_PX if compact else PANEL_PX)[legend]
+        self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)
         self.canvas = FigureCanvasAgg(self.figure)
         self.ax = self.figure.add_subplot()
-        left, right = (0.126, 0.63) if legend else (0.17, 0.97)
+        left, right = LEFT_PX / width, 1 - (LEGEND_PX if legend else RIGHT_PX) / width
         self.figure.subplots_adjust(left=left, right=right, bottom=0.18, top=0.87)
         self.ax.set_title(title, fontsize="medium")
         self.ax.set_xlabel("optimizer step", fontsize="small")
@@ -148,6 +170,7 @@ class Panel:
         self.ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
         self.ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
         self.lines: dict[str, Line2D] = {}
+        self._note = ""
         self.note = self.ax.text(
             0.5, 0.5, "", transform=self.ax.transAxes, ha="center", va="center", wrap=True, color="0.35"
         )
@@ -166,19 +189,24 @@ class Panel:
         self.lines[key] = line
         return line
 
-    def set(self, key: str, x: np.ndarray, y: np.ndarray, *, visible: bool = True, markers: bool = True) -> None:
-        """New data for a line; a marker at each point while there are few."""
+    def set(
+        self, key: str, x: np.ndarray, y: np.ndarray, *, visible: bool = True, markers: bool | None = True
+    ) -> None:
+        """New data for a line; a marker at each point while there are few (``markers=None``: its own kept)."""
         line = self.lines[key]
         line.set_data(x, y)
-        line.set_marker("o" if markers and 0 < len(x) <= MARKERS_UP_TO else "")
+        if markers is not None:
+            line.set_marker("o" if markers and 0 < len(x) <= MARKERS_UP_TO else "")
         if line.get_visible() != visible:
             line.set_visible(visible)
             self._stale = True  # the legend lists visible lines only
 
     def set_note(self, note: str) -> None:
         """Say on the axes why there is nothing to draw ("" when there is)."""
-        if note != self.note.get_text():
+        if note != self._note:
+            self._note = note
             self.note.set_text(note)
+            drawable(self.note)  # a metric's name in it: CJK or emoji drew boxes
             self._stale = True
 
     def set_label(self, key: str, label: str) -> None:

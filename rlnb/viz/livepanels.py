@@ -10,8 +10,10 @@ import math
 import numpy as np
 
 from rlnb.tasks import EVAL_ACCURACY
-from rlnb.viz.draw import CLIP_HEADROOM, printable
+from rlnb.viz.draw import CLIP_HEADROOM
+from rlnb.viz.lines import inf_label, inf_marks
 from rlnb.viz.livefig import Panel, Series
+from rlnb.viz.texts import printable
 
 NORMS = {
     "grad_norm": ("C1", "global"),
@@ -25,11 +27,13 @@ PARTS = ("grad_norm_muon", "grad_norm_adam")
 
 
 def new_panel(
-    name: str, title: str, color: str, series: dict[str, Series], ema: float, metrics: list[str], muon: bool
-) -> Panel:
+    name: str, title: str, color: str, series: dict[str, Series], ema: float, metrics: list[str], *, muon: bool,
+    compact: bool,
+) -> Panel:  # fmt: skip
     """The panel of ``name``, its lines' series added to ``series``: the reward's draws the held-out accuracy too
-    (unless it is one of ``metrics``), the gradient norm's the clip threshold (and, for Muon, the two partial norms)."""
-    panel = Panel(printable(title), legend=name == "grad_norm")
+    (unless it is one of ``metrics``), the gradient norm's the clip threshold (and, for Muon, the two partial norms).
+    ``compact``: sized to share a row with two others (``livefig.ROW_PX``)."""
+    panel = Panel(printable(title), legend=name == "grad_norm", compact=compact)
     if name == "reward" and EVAL_ACCURACY not in metrics:  # the held-out accuracy beside the reward
         _lines(panel, series, ema, name, color, "reward (train)")
         panel.line(EVAL_ACCURACY, color="C3", ms=4, label="eval accuracy (held out)", zorder=3)
@@ -50,6 +54,22 @@ def _lines(panel: Panel, series: dict[str, Series], ema: float, col: str, color:
     z = 2.5 if col == "grad_norm" else 2  # the global norm on top of its two parts
     panel.line(col, color=color, label=label, lw=1.5, ms=3, zorder=z)
     panel.line(col + ":ema", color=color, lw=2.2, label=f"{label} (EMA {ema:g})", zorder=z)
+    for sign, _, style in inf_marks(panel.ax):
+        panel.line(f"{col}:{sign}inf", color=color, zorder=z, **style)
+
+
+def _infs(panel: Panel, key: str, s: Series) -> list[str]:
+    """The marks on the frame of ``key``'s steps at +inf and -inf, as the static plots draw them (``inf_marks``,
+    ``inf_label``): the keys of those shown, for the legend. The held-out accuracy has none."""
+    shown = []
+    for sign, edge, _ in inf_marks(panel.ax) if f"{key}:+inf" in panel.lines else ():
+        mark, n = f"{key}:{sign}inf", s.inf_n[sign]
+        at = s.infs[sign].xy()[0]
+        panel.set(mark, at, np.full(len(at), edge), visible=n > 0, markers=None)
+        if n:
+            panel.set_label(mark, inf_label(str(panel.lines[key].get_label()), sign, n))
+            shown.append(mark)
+    return shown
 
 
 def draw_panel(
@@ -58,8 +78,9 @@ def draw_panel(
 ) -> bytes:  # fmt: skip
     """The panel of ``name`` drawn as a PNG (``smooth``: its EMA shown; ``na_reason``: why the latest step has no
     gradient norm; ``logged``: ``name`` is a figure given to ``log``, which says so while none has come)."""
-    keys = [k for k in panel.lines if not k.endswith(":ema") and k != "grad_clip_norm"]
+    keys = [k for k in panel.lines if ":" not in k and k != "grad_clip_norm"]
     lo, hi, x_last = math.inf, -math.inf, 0.0
+    infs: list[str] = []
     for key in keys:
         s = series[key]
         raw = panel.lines[key]
@@ -71,20 +92,22 @@ def draw_panel(
             ex, ey = s.smooth.xy() if smooth else (_NONE, _NONE)  # the EMA is drawn only when shown
             panel.set(key + ":ema", ex, ey, visible=smooth and drawn, markers=False)
             raw.set_alpha(0.35 if smooth else 1.0)
+        infs += _infs(panel, key, s)
         lo, hi = min(lo, s.lo), max(hi, s.hi)
         if s.n:
             x_last = max(x_last, s.last_x)
     note = ""
+    named = [k + ":ema" if smooth else k for k in keys if k != EVAL_ACCURACY]  # the lines, in a legend
     if name == "grad_norm":
-        if not math.isfinite(hi):  # a remote API reports none: say why (the clip threshold may still show)
+        if not math.isfinite(hi) and not infs:  # a remote API reports none: say why (the clip threshold may show)
             note = na_reason or "no gradient norm yet"
         lo, hi = _clip(panel, series["grad_clip_norm"], lo, hi)
-        panel.legend([k + ":ema" if smooth else k for k in keys] + ["grad_clip_norm"])
-    elif not math.isfinite(hi):
+        panel.legend([*named, "grad_clip_norm", *infs])
+    elif not math.isfinite(hi) and not infs:
         note = f"no {name!r} logged yet" if logged else "no completed optimizer step yet"
-    if name == "reward" and EVAL_ACCURACY in panel.lines:  # a legend once the held-out accuracy is there
-        shown = [f"reward{':ema' if smooth else ''}", EVAL_ACCURACY] if series[EVAL_ACCURACY].n else []
-        panel.legend(shown, inside=True)
+    if name != "grad_norm":  # a legend inside once the held-out accuracy or an infinity is there
+        held_out = [EVAL_ACCURACY] if EVAL_ACCURACY in panel.lines and series[EVAL_ACCURACY].n else []
+        panel.legend([*named, *held_out, *infs] if held_out or infs else [], inside=True)
     panel.set_log(log_y and hi > 0)  # a log axis needs a positive point: until one comes, it stays linear
     panel.set_note(note)
     panel.set_limits(x_last, lo, hi)

@@ -14,7 +14,8 @@ from matplotlib.colors import to_hex
 from rlnb.history import Record
 from rlnb.history.figures import StepRow
 from rlnb.tasks import RL_METRICS
-from rlnb.viz.draw import STATUS_COLORS, printable, short
+from rlnb.viz.draw import STATUS_COLORS, short
+from rlnb.viz.texts import printable
 
 MAX_COMPLETIONS = 64
 """Completions shown at most (a step's, in prompt order); the run folder keeps them all."""

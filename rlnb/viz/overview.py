@@ -18,17 +18,8 @@ from matplotlib.figure import Figure
 
 from rlnb.history import History
 from rlnb.tasks import EVAL_ACCURACY
-from rlnb.viz.draw import (
-    MAX_POINTS,
-    NotebookFigure,
-    extremes,
-    grad_norm_panel,
-    logged_rows,
-    loss_panel,
-    metric_panel,
-    series,
-    steps_of,
-)
+from rlnb.viz.draw import NotebookFigure, grad_norm_panel, logged_rows, loss_panel, metric_panel, steps_of
+from rlnb.viz.lines import MAX_POINTS, extremes, series
 
 COLUMNS = 4
 """Panels per row."""

@@ -11,7 +11,7 @@ Lines longer than ``MAX_POINTS`` are min/max-decimated before drawing (see ``dec
 100k-step run plots in a fraction of a second; smoothing (``ema=``) is computed on the full series first.
 
 This module is the public face of every figure; the larger ones are drawn by their own modules
-(``overview``, ``timeline``, ``comparison``), all on ``rlnb.viz.draw``.
+(``overview``, ``timeline``, ``comparison``), all on ``rlnb.viz.draw`` (with its ``lines`` and ``texts``).
 """
 
 from __future__ import annotations
@@ -30,16 +30,11 @@ from rlnb.viz import overview as _overview
 from rlnb.viz import timeline as _timeline
 from rlnb.viz.draw import (
     CLIP_HEADROOM,
-    MARKERS_UP_TO,
     MAX_ERROR_LABELS,
-    MAX_POINTS,
     STATUS_COLORS,
     STD_BAND_MIN_SEEDS,
     STEPS_TABLE,
     NotebookFigure,
-    as_written,
-    decimate,
-    fit_titles,
     grad_norm_panel,
     loss_panel,
     metric_panel,
@@ -48,10 +43,11 @@ from rlnb.viz.draw import (
     note,
     png,
     short,
-    smooth,
     steps_of,
     within_span,
 )
+from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, smooth
+from rlnb.viz.texts import as_written, fit_titles
 
 __all__ = [
     "CLIP_HEADROOM",

@@ -14,7 +14,8 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 
 from rlnb.history import History
-from rlnb.viz.draw import MAX_ERROR_LABELS, MAX_POINTS, STATUS_COLORS, need, new_axes, note, short
+from rlnb.viz.draw import MAX_ERROR_LABELS, STATUS_COLORS, need, new_axes, note, short
+from rlnb.viz.lines import MAX_POINTS
 from rlnb.wire import OperationStatus as Status
 
 

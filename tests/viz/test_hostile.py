@@ -176,3 +176,40 @@ def test_interpreter_exit_waits_for_an_open_views_redraw(tmp_path):
                          env={**os.environ, "MPLBACKEND": "Agg"})  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     assert started.exists() and done.read_text() == "drawn"  # exit waited for the redraw to end
+
+
+def test_a_live_view_marks_an_infinite_figure_on_the_frame_as_the_static_plots_do():
+    """The static plots marked a +inf or -inf step on the frame and counted it in the legend; the live view still
+    left a gap there, as for a step that reported nothing, and a panel all inf said "no 'ppl' logged yet"."""
+    inf = float("inf")
+    values = [10.0, inf, 12.0, -inf, inf, 11.0]
+    h = hand_history([1.0, inf, 0.5])
+    for step, v in enumerate(values, 1):
+        h.log(step, ppl=v)
+    view = LiveView(h, metrics=("ppl",), every=0)
+    try:
+        for name, label, static in (
+            ("ppl", "ppl", plots.metric(h, "ppl")),
+            ("loss", "loss", plots.loss(h)),
+        ):
+            ax = view.panels[name].ax
+            live_texts = [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else []
+            static_texts = [t.get_text() for t in static.get_legend().get_texts()]
+            marked = [t for t in static_texts if "inf (" in t]
+            assert marked and all(t in live_texts for t in marked), (live_texts, static_texts)
+            assert label in live_texts  # the line the marks belong to is named beside them
+        ppl = view.panels["ppl"]
+        up, down = ppl.lines["ppl:+inf"], ppl.lines["ppl:-inf"]
+        assert up.get_visible() and down.get_visible()
+        assert up.get_xydata().tolist() == [[2.0, 1.0], [5.0, 1.0]]  # at the top of the frame, at steps 2 and 5
+        assert down.get_xydata().tolist() == [[4.0, 0.0]] and down.get_marker() == "v" and up.get_marker() == "^"
+        alone = LiveView(History(), metrics=("kl",), every=0)
+        alone.history.log(1, kl=inf)
+        alone.refresh()
+        assert alone.panels["kl"].note.get_text() == ""  # not "no 'kl' logged yet": it was, and it is +inf
+        assert [t.get_text() for t in alone.panels["kl"].ax.get_legend().get_texts()][-1] == (
+            "kl +inf (1 step, on the frame)"
+        )
+        alone.close()
+    finally:
+        view.close()

@@ -3,6 +3,7 @@ user's own figure, and a live view whose widget was closed: read back from the f
 
 import io
 import os
+import re
 import time
 
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -12,10 +13,12 @@ import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import findfont, get_font
 
 from rlnb.history import History
 from rlnb.viz import plots
 from rlnb.viz.live import LiveView
+from tests.viz.test_live_display import kernel
 from tests.viz.test_plots import hand_history
 
 ODD = "a\x00b\n"
@@ -132,59 +135,70 @@ def test_a_live_view_whose_widget_was_closed_stops_following_its_history():
         watching.close()
 
 
-KERNEL_SETUP = """
-from rlnb.history import History
-from rlnb.viz import live
-h = History()
-"""
-
-
 @pytest.mark.slow  # an IPython kernel
 def test_running_a_cell_again_replaces_its_live_view_and_closing_every_widget_closes_every_view(tmp_path):
     """Running ``view = LiveView(h); view`` five times left five views redrawing at every change: the front end
     drops the old output's widget view, and ipywidgets says nothing. The cell id the front end sends with each run
     (JupyterLab, Notebook 7, VS Code) tells a run again of that cell from another cell."""
-    import json
-    import sys
-    from pathlib import Path
-
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
-
-    root = str(Path(__file__).parents[2])
-    spec = tmp_path / "kernels" / "rlnb-test"
-    spec.mkdir(parents=True)
-    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]  # this venv's Python
-    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "rlnb test", "language": "python"}))
-    specs = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")])
-    manager = KernelManager(kernel_name="rlnb-test", kernel_spec_manager=specs)
-    manager.start_kernel(env={**os.environ, "PYTHONPATH": root, "MPLBACKEND": "Agg"})
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=120)
-
-        def run(code, cell, ask=None):
-            content = {"code": code, "silent": False, "store_history": True, "allow_stdin": False,
-                       "user_expressions": {"r": ask} if ask else {}, "stop_on_error": True}  # fmt: skip
-            msg = client.session.msg("execute_request", content, metadata={"cellId": cell})
-            client.shell_channel.send(msg)
-            while True:
-                reply = client.get_shell_msg(timeout=120)
-                if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
-                    break
-            assert reply["content"]["status"] == "ok", reply["content"]
-            return reply["content"]["user_expressions"]["r"]["data"]["text/plain"] if ask else None
-
-        run(KERNEL_SETUP, "setup")
+    with kernel(tmp_path) as run:
         run("first = live.LiveView(h)", "A")
         run("again = live.LiveView(h); twin = live.LiveView(h)", "A")  # two views of one run both stay
         run("other = live.LiveView(h)", "B")
         run("other_history = live.LiveView(History())", "A")  # another history: not a replacement
         ask = "[v in live._OPEN for v in (first, again, twin, other, other_history)]"
-        assert run("", "C", ask) == "[False, True, True, True, True]"
+        assert run("", "C", ask)[1] == "[False, True, True, True, True]"
         run("import ipywidgets; ipywidgets.Widget.close_all()", "D")
-        assert run("", "C", "len(live._OPEN)") == "0"
+        assert run("", "C", "len(live._OPEN)")[1] == "0"
+
+
+CJK, WATCH = "学习率 🚀", "run ⌚"
+"""Names DejaVu Sans (matplotlib's default font) has no glyph for: CJK and an emoji, and U+231A, which matplotlib's
+own STIXGeneral has."""
+
+
+def unescaped(text):
+    return re.sub(r"\\u([0-9a-f]{4})|\\U([0-9a-f]{8})", lambda m: chr(int(m.group(1) or m.group(2), 16)), text)
+
+
+def test_cjk_and_emoji_names_are_drawn_in_a_font_that_has_them_or_as_escapes_never_as_boxes():
+    """A run or a metric named in CJK or with an emoji was drawn as empty boxes (DejaVu Sans has neither), with
+    "Glyph ... missing from font(s)" at each draw (an error here: pytest turns warnings into errors). With only
+    matplotlib's own fonts, U+231A is drawn in STIXGeneral and the CJK and the emoji as their escapes; where a font
+    that has them is installed, in that font. Either way nothing is lost: the escapes read back as the name."""
+    assert 0x231A not in get_font(findfont("DejaVu Sans")).get_charmap()  # else this test proves nothing
+    comparison = plots.compare(runs([CJK, WATCH]))
+    legend = [t.get_text() for t in comparison.get_legend().get_texts()]
+    assert legend[1] == WATCH and [unescaped(t) for t in legend] == [CJK, WATCH]
+    metric = plots.metric(pd.DataFrame({"step": [1, 2], CJK: [0.1, 0.2]}), CJK)
+    assert unescaped(metric.get_title()) == CJK and unescaped(metric.get_ylabel()) == CJK
+    h = History()
+    view = LiveView(h, metrics=(CJK, WATCH), every=0)
+    try:
+        assert unescaped(view.panels[CJK].ax.get_title()) == CJK and view.panels[WATCH].ax.get_title() == WATCH
+        assert unescaped(view.panels[CJK].note.get_text()) == f"no '{CJK}' logged yet"
+        for figure in (comparison.figure, metric.figure):
+            FigureCanvasAgg(figure).print_png(io.BytesIO())  # warned "Glyph 23398 ... missing" before
+        h.log(1, **{CJK: 0.5, WATCH: 0.25})
+        view.refresh()  # every panel drawn again: a missing glyph warns, and the failure is raised here
+        assert view.error is None and view.panels[CJK].note.get_text() == ""
     finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+        view.close()
+
+
+def test_a_font_file_freetype_cannot_read_is_never_the_fallback(tmp_path, monkeypatch):
+    """Looking for a font with a character the default lacks reads every installed font: a broken one (a truncated
+    download in ~/.fonts) raised from FreeType, and the plot of a run named in CJK failed."""
+    from matplotlib import font_manager
+
+    from rlnb.viz import glyphs
+
+    broken = tmp_path / "broken.ttf"
+    broken.write_bytes(b"not a font")
+    entry = font_manager.FontEntry(fname=str(broken), name="Broken CJK")
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", [entry, *font_manager.fontManager.ttflist])
+    glyphs._fallback.cache_clear()  # else a character looked up before is answered from before the broken font
+    try:
+        ax = plots.metric(pd.DataFrame({"step": [1, 2], "语": [0.1, 0.2]}), "语")
+        assert unescaped(ax.get_title()) == "语"
+    finally:
+        glyphs._fallback.cache_clear()

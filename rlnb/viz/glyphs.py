@@ -1,0 +1,70 @@
+"""Which font draws each character of a text: its own fonts, else the first installed font that has the character
+(matplotlib >= 3.6 draws each glyph with the first font of a family list that has it), else the character's escape.
+
+DejaVu Sans, matplotlib's default, has no CJK and no emoji: a run named ``"学习率 🚀"`` was drawn as empty boxes,
+with a ``Glyph ... missing from font(s)`` warning at each draw. Where a font with the characters is installed
+(``fonts-noto-cjk``, ``fonts-symbola``, ...) they are drawn; where none is, each is written as its escape
+(``\\u5b66``), which can be read and searched for.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from matplotlib import font_manager
+from matplotlib.font_manager import FontProperties
+from matplotlib.text import Text
+
+_UNUSABLE = ("Last Resort", "Color Emoji")
+"""Fonts never taken as a fallback: Last Resort draws a box for every character (a box is what this avoids), and a
+colour emoji font's bitmaps are not drawn by matplotlib's Agg."""
+
+
+def drawable(text: Text) -> None:
+    """``text`` drawn with a font for each of its characters: the first installed font that has one its own fonts
+    lack is added after them, and a character that no font has is written as its escape."""
+    written = text.get_text()
+    if written.isascii():
+        return
+    families = tuple(text.get_fontproperties().get_family())
+    have = _coverage(families)
+    lacking = {c for c in written if c.isprintable() and not c.isspace() and ord(c) not in have}
+    if not lacking:
+        return
+    added = [f for f in dict.fromkeys(_fallback(c) for c in sorted(lacking)) if f is not None and f not in families]
+    if added:
+        text.set_fontfamily([*families, *added])
+    shown = "".join(_escape(c) if c in lacking and _fallback(c) is None else c for c in written)
+    if shown != written:
+        text.set_text(shown)
+
+
+def _escape(char: str) -> str:
+    return char.encode("unicode_escape").decode("ascii")
+
+
+@functools.lru_cache(maxsize=64)
+def _coverage(families: tuple[str, ...]) -> frozenset[int]:
+    """The characters the fonts that matplotlib draws ``families`` with have, together."""
+    fonts = font_manager.fontManager._find_fonts_by_props(FontProperties(family=list(families)))
+    return frozenset().union(*(_charmap(str(path)) for path in fonts))
+
+
+@functools.cache
+def _charmap(path: str) -> frozenset[int]:
+    """The characters of the font file at ``path``; none for a file FreeType cannot read (a broken font installed
+    on the system must not stop a plot: it is simply never the fallback)."""
+    try:
+        return frozenset(font_manager.get_font(path).get_charmap())
+    except (OSError, RuntimeError, ValueError):
+        return frozenset()
+
+
+@functools.lru_cache(maxsize=4096)
+def _fallback(char: str) -> str | None:
+    """The family of the first installed font that has ``char`` (regular ones first), or ``None``."""
+    entries = sorted(font_manager.fontManager.ttflist, key=lambda e: (e.style != "normal", e.weight != 400, e.name))
+    for entry in entries:
+        if not any(word in entry.name for word in _UNUSABLE) and ord(char) in _charmap(entry.fname):
+            return str(entry.name)
+    return None

@@ -1,0 +1,75 @@
+"""Texts as a figure draws them: a person's names written as they are (no TeX, control characters as escapes, each
+character in a font that has it), cut in the middle to the room they have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
+from matplotlib.text import Text
+from matplotlib.textpath import TextToPath
+
+from rlnb.viz.glyphs import drawable
+
+
+def as_written(artist: Artist) -> None:
+    """Every text of ``artist`` (an Axes, a Figure) drawn as written: matplotlib reads text between two ``$`` as TeX,
+    and a figure's, a run's or a loaded status's name is the user's text (``"$\\nope$ cost"`` failed to draw, and
+    ``"price $5 to $10"`` lost its dollars); each character in a font that has it, or as its escape where no
+    installed font has it (``rlnb.viz.glyphs``: CJK and emoji were empty boxes)."""
+    for text in artist.findobj(Text):
+        text.set_parse_math(False)
+        drawable(text)
+
+
+def printable(name: object) -> str:
+    """``name`` as text with each character that is not printable as its escape (``\\n``, ``\\x00``), as the live
+    tables show it: a run or a metric named ``"a\\x00b\\n"`` was drawn raw, a box and a line break in the legend."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(name))
+
+
+def shortened(text: str, fits: Callable[[str], bool]) -> str:
+    """``text``, or as much of its start and end as ``fits`` with "…" between (a long name differs at either end)."""
+    if fits(text):
+        return text
+    low, high = 0, len(text)  # characters kept: ``low`` fits, ``high`` does not
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(_cut(text, mid)) else (low, mid)
+    return _cut(text, low)
+
+
+def _cut(text: str, keep: int) -> str:
+    return text[: -(-keep // 2)] + "…" + text[len(text) - keep // 2 :]
+
+
+def fit_title(ax: Axes, room: float) -> None:
+    """Each line of ``ax``'s title cut in the middle ("…") to ``room`` pixels: a long figure name ran off the
+    figure's edges, clipped at both ends with nothing to say so."""
+    title = ax.title
+    font, scale = title.get_fontproperties(), ax.figure.dpi / 72
+
+    def fits(line: str) -> bool:
+        return text_width(line, font) * scale <= room
+
+    title.set_text("\n".join(shortened(line, fits) for line in title.get_text().split("\n")))
+
+
+_TEXT = TextToPath()
+
+
+def text_width(text: str, font: FontProperties) -> float:
+    """``text``'s width in points, measured without a renderer (a figure on no canvas yet has none)."""
+    return float(_TEXT.get_text_width_height_descent(text, font, ismath=False)[0])
+
+
+def fit_titles(drawn: Axes | Figure) -> None:
+    """Every title of ``drawn`` cut to its share of the figure's width (``fit_title``)."""
+    for ax in drawn.axes if isinstance(drawn, Figure) else [drawn]:
+        spec = ax.get_subplotspec()
+        share = 1 / spec.get_gridspec().ncols if spec is not None else ax.get_position().width
+        fit_title(ax, 0.85 * share * ax.figure.bbox.width)

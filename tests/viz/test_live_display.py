@@ -1,0 +1,160 @@
+"""How a live view takes its place in a notebook: its size on a laptop's screen, read from the PNGs it draws, and
+its outputs in a real IPython kernel, with and without the cell id a front end may send."""
+
+import contextlib
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import pytest
+from PIL import Image
+
+from rlnb.history import History
+from rlnb.viz.live import LiveView
+from tests.viz.test_plots import hand_history
+
+COLUMN = 930
+"""Pixels: the width of a JupyterLab 4 notebook's output on a 1366×768 laptop with its file browser open (measured
+in Chromium: 934 px, of which the live view's box takes 930)."""
+GAP = 4
+"""Pixels: the margin ipywidgets puts between two images in a row."""
+
+
+def drawn_sizes(view):
+    return [Image.open(io.BytesIO(view.images[name].value)).size for name in view.panels]
+
+
+def rows_in(widths, column=COLUMN):
+    """How many rows a wrapping row of images of these widths takes in ``column`` pixels, as flex-wrap lays them."""
+    rows, used = 1, -GAP
+    for w in widths:
+        if used + GAP + w > column:
+            rows, used = rows + 1, w
+        else:
+            used += GAP + w
+    return rows
+
+
+def test_a_bare_live_view_draws_its_three_panels_in_one_row_of_a_laptops_notebook():
+    """``LiveView(h)``: loss, gradient norm and learning rate were 320 + 432 + 320 px wide, wrapped onto two rows in
+    JupyterLab on a 1366×768 laptop: the view was 727 px tall there (939 px elsewhere), taller than the ~600 px of
+    notebook a laptop shows. Three panels or more now share a row of the column; fewer keep their size."""
+    view = LiveView(hand_history([1.0, 0.5, 0.25], norms=[0.3, 0.2, 0.1]), every=0)
+    try:
+        sizes = drawn_sizes(view)
+        assert len(sizes) == 3 and {h for _, h in sizes} == {208}
+        assert rows_in([w for w, _ in sizes]) == 1, sizes
+        assert [view.images[n].layout.width for n in view.panels] == [f"{w}px" for w, _ in sizes]
+    finally:
+        view.close()
+    reward = LiveView(hand_history([1.0], norms=[0.3]), metrics=("reward",), loss=False, learning_rate=False)
+    try:
+        assert drawn_sizes(reward) == [(320, 208), (432, 208)]  # two panels: as wide as ever
+    finally:
+        reward.close()
+    auto = LiveView(History(), metrics=None, every=0)  # panels come as figures are logged: sized for three a row
+    try:
+        auto.history.log(1, reward=0.5, acc=0.1)
+        auto.refresh()
+        sizes = drawn_sizes(auto)
+        assert len(sizes) == 5 and rows_in([w for w, _ in sizes]) == 2, sizes
+    finally:
+        auto.close()
+
+
+KERNEL_SETUP = """
+from IPython.display import display
+from rlnb.history import History
+from rlnb.viz import live
+h = History()
+"""
+
+
+@contextlib.contextmanager
+def kernel(tmp_path):
+    """A real IPython kernel of this venv; yields ``run(code, cell=None, ask=None)``, which executes ``code`` as a
+    front end would (``cell``: the cell id sent in the request's metadata, none when ``None``) and returns the
+    outputs it published (``(msg_type, content)``) and the value of the expression ``ask``."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    root = str(Path(__file__).parents[2])
+    spec = tmp_path / "kernels" / "rlnb-test"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]  # this venv's Python
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "rlnb test", "language": "python"}))
+    specs = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")])
+    manager = KernelManager(kernel_name="rlnb-test", kernel_spec_manager=specs)
+    manager.start_kernel(env={**os.environ, "PYTHONPATH": root, "MPLBACKEND": "Agg"})
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+
+        def run(code, cell=None, ask=None):
+            content = {"code": code, "silent": False, "store_history": True, "allow_stdin": False,
+                       "user_expressions": {"r": ask} if ask else {}, "stop_on_error": True}  # fmt: skip
+            msg = client.session.msg("execute_request", content, metadata={"cellId": cell} if cell else {})
+            client.shell_channel.send(msg)
+            mine = msg["header"]["msg_id"]
+            while True:
+                reply = client.get_shell_msg(timeout=120)
+                if reply["parent_header"].get("msg_id") == mine:
+                    break
+            assert reply["content"]["status"] == "ok", reply["content"]
+            outputs = []
+            while True:  # the kernel is idle once it has published every output of this request
+                out = client.get_iopub_msg(timeout=120)
+                if out["parent_header"].get("msg_id") != mine:
+                    continue
+                if out["msg_type"] == "status" and out["content"]["execution_state"] == "idle":
+                    break
+                if out["msg_type"] in ("display_data", "update_display_data", "execute_result"):
+                    outputs.append((out["msg_type"], out["content"]))
+            answer = reply["content"]["user_expressions"]["r"]["data"]["text/plain"] if ask else None
+            return outputs, answer
+
+        run(KERNEL_SETUP)
+        yield run
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def widget_of(content):
+    return content["data"].get("application/vnd.jupyter.widget-view+json", {}).get("model_id")
+
+
+@pytest.mark.slow  # an IPython kernel
+def test_where_no_cell_id_comes_a_live_view_replaces_its_own_display(tmp_path):
+    """A front end that sends no cell id (classic Notebook 6, some VS Code versions, a plain ``IPython.display``):
+    ``display(view)`` at every step piled up one output per call, and ``view = LiveView(h); view`` run again left
+    the earlier view following its history, its output still drawn wherever the front end kept it. A view's
+    outputs now carry a display id: shown again in one run, it updates its output in place; a newer view of the
+    same History shown in a later run takes its place (its outputs say so) and closes it."""
+    with kernel(tmp_path) as run:
+        shown, model = run("first = live.LiveView(h); first", ask="first.widget.model_id")
+        assert [kind for kind, _ in shown] == ["display_data"] and widget_of(shown[0][1]) == model.strip("'")
+        first_id = shown[0][1]["transient"]["display_id"]
+        again, _ = run("for _ in range(3):\n    display(first)")  # one output, updated: not three
+        assert [kind for kind, _ in again] == ["display_data", "update_display_data", "update_display_data"]
+        loop_id = again[0][1]["transient"]["display_id"]
+        assert {c["transient"]["display_id"] for _, c in again} == {loop_id} != {first_id}
+        replaced, model = run("second = live.LiveView(h); second", ask="second.widget.model_id")
+        updates = {c["transient"]["display_id"]: c["data"] for kind, c in replaced if kind == "update_display_data"}
+        assert set(updates) == {first_id, loop_id}  # every output of the earlier view
+        assert all("replaced by a newer LiveView" in d["text/plain"] and not widget_of({"data": d})
+                   for d in updates.values())  # fmt: skip
+        assert [widget_of(c) for kind, c in replaced if kind == "display_data"] == [model.strip("'")]
+        assert run("", ask="[v in live._OPEN for v in (first, second)]")[1] == "[False, True]"
+        run("other = live.LiveView(History()); other")  # another history: not a replacement
+        run("twin = live.LiveView(h); display(twin); triplet = live.LiveView(h); display(triplet)")  # in one run
+        ask = "[v in live._OPEN for v in (second, other, twin, triplet)]"
+        assert run("", ask=ask)[1] == "[False, True, True, True]"  # a later run's views replaced second
+        run("a = live.LiveView(h); a", "A")  # with a cell id: cells tell views apart, as above
+        run("b = live.LiveView(h); b", "B")
+        assert run("", "C", "[v in live._OPEN for v in (a, b)]")[1] == "[True, True]"
