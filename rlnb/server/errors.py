@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rlnb import wire
 
@@ -140,8 +141,6 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and isinstance(exc.__cause__, (ValueError, RecursionError)):  # FastAPI's json.loads
             return _unreadable_body(await request.body(), exc.__cause__)  # (read already: this is the cached copy)
-        if exc.status_code in (404, 405) and (slashed := _encoded_slash(request)) is not None:
-            return error_response(404, slashed[1], ERROR_TYPES[404], slashed[0])
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
 
 
@@ -149,14 +148,28 @@ _SLASH = "\x00"
 """Stands for a ``%2F`` while the raw path is matched against the routes (no path segment holds a NUL)."""
 
 
-def _encoded_slash(request: Request) -> tuple[str | None, str] | None:
-    """``param`` and message for a route miss caused by a ``%2F`` in an id (``/training-sessions/a%2Fb``): the ASGI
-    server decodes it into a ``/``, so no route matched and the answer was a bare "Not Found". None without one."""
-    raw = request.scope.get("raw_path", b"").decode("latin-1")
-    if "%2f" not in raw.lower():
-        return None
+class EncodedSlash:
+    """ASGI middleware: a path holding ``%2F`` (an encoded ``/``) is a 404 naming the id that holds it, before any route
+    is reached. The ASGI server decodes ``%2F`` before routing: ``/training-sessions/ID%2Fstop`` stopped session ID,
+    ``/training-sessions/%2F`` reached the list (a POST: the create) by a redirect; no id has a ``/``."""
+
+    def __init__(self, app: ASGIApp, templates: list[str]):
+        self.app, self.templates = app, templates
+        """The routes' paths, with ``{session_id}`` and the like, in the order they are matched."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and b"%2f" in scope.get("raw_path", b"").lower():
+            param, message = _encoded_slash(scope["raw_path"].decode("latin-1"), self.templates)
+            await error_response(404, message, ERROR_TYPES[404], param)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _encoded_slash(raw: str, templates: list[str]) -> tuple[str | None, str]:
+    """``param`` and message for a raw path holding a ``%2F``: the first of ``templates`` it matches with the ``/``
+    inside an id names that id."""
     path = unquote(raw.replace("%2F", _SLASH).replace("%2f", _SLASH))
-    for template in request.app.openapi()["paths"]:  # the routes' paths, with {session_id} and the like
+    for template in templates:
         parts = re.split(r"\{(\w+)\}", template)  # text, name, text, name, ..., text
         pattern = "".join(f"(?P<{part}>[^/]+)" if i % 2 else re.escape(part) for i, part in enumerate(parts))
         match = re.fullmatch(pattern, path)
