@@ -14,10 +14,12 @@ from urllib.parse import unquote
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rlnb import wire
+from rlnb.server.openapi import declared_range
 
 ERROR_TYPES: dict[int, str] = {
     400: "invalid_request_error",
@@ -135,6 +137,9 @@ def install_error_handlers(app: FastAPI) -> None:
             return error_response(400, said, ERROR_TYPES[400], param)
         why = str(first.get("msg", "invalid")).removeprefix("Value error, ")  # pydantic's prefix of a validator's own
         said = why if param and why.startswith(param) else f"{param or 'request'}: {why}"  # words, which name the field
+        if first.get("type") in _BOUND_BROKEN and (span := _range(request, tuple(first["loc"]))) is not None:
+            got = str(first.get("input"))  # pydantic named the one bound it broke
+            said += f" (allowed: {span}" + (f"; got {got})" if len(got) <= MAX_SHOWN_DIGITS else ")")
         return error_response(400, said, ERROR_TYPES[400], param)
 
     @app.exception_handler(StarletteHTTPException)
@@ -142,6 +147,20 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400 and isinstance(exc.__cause__, (ValueError, RecursionError)):  # FastAPI's json.loads
             return _unreadable_body(await request.body(), exc.__cause__)  # (read already: this is the cached copy)
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
+
+
+MAX_SHOWN_DIGITS = 40
+"""A number out of range longer than this is not echoed in the 400 (a 5,000-digit one filled the message)."""
+_BOUND_BROKEN = frozenset({"greater_than_equal", "less_than_equal", "greater_than", "less_than"})
+"""pydantic's error types for a number past one of its field's bounds."""
+
+
+def _range(request: Request, loc: tuple[Any, ...]) -> str | None:
+    """The range ``/openapi.json`` declares for the field at ``loc`` of the request's route, if it declares one."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return None
+    return declared_range(request.app.openapi(), request.method, route.path_format, loc)
 
 
 _SLASH = "\x00"
