@@ -146,6 +146,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and isinstance(exc.__cause__, (ValueError, RecursionError)):  # FastAPI's json.loads
             return _unreadable_body(await request.body(), exc.__cause__)  # (read already: this is the cached copy)
+        if exc.status_code == 405 and (allowed := _allowed(request) or (exc.headers or {}).get("Allow")):
+            said = f"{request.method} is not a method of this path: it takes {allowed}"  # HTTP requires the header
+            answer = error_response(405, said, ERROR_TYPES[400])
+            answer.headers["Allow"] = allowed
+            return answer
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
 
 
@@ -161,6 +166,17 @@ def _range(request: Request, loc: tuple[Any, ...]) -> str | None:
     if not isinstance(route, APIRoute):
         return None
     return declared_range(request.app.openapi(), request.method, route.path_format, loc)
+
+
+def _allowed(request: Request) -> str:
+    """The methods ``/openapi.json`` declares for the request's path, comma-joined. Starlette's 405 named those of the
+    first route that matched the path alone (``GET`` of ``/training-sessions/{session_id}``, not its ``PATCH``)."""
+    methods: set[str] = set()
+    for template, operations in request.app.openapi()["paths"].items():
+        pattern = re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, request.url.path):
+            methods.update(method.upper() for method in operations)
+    return ", ".join(sorted(methods))
 
 
 _SLASH = "\x00"
