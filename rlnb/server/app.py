@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb.server import stopping
-from rlnb.server.errors import install_error_handlers
+from rlnb.server.errors import EncodedSlash, install_error_handlers
 from rlnb.server.faults import FaultInjector
 from rlnb.server.limits import BodyLimit
 from rlnb.server.openapi import truthful_openapi
@@ -102,11 +103,13 @@ def create_app(
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    for module in (resources, sessions, operations, checkpoints, payloads):
-        app.include_router(module.router)
-    app.include_router(checkpoints.presigned)
-    app.include_router(payloads.presigned)
+    routers = [module.router for module in (resources, sessions, operations, checkpoints, payloads)]
+    routers += [checkpoints.presigned, payloads.presigned]
+    for router in routers:
+        app.include_router(router)
     app.openapi = truthful_openapi(app)  # type: ignore[method-assign]  # FastAPI's documented way to customise the schema
+    paths = [route.path for router in routers for route in router.routes if isinstance(route, APIRoute)]
+    app.add_middleware(EncodedSlash, templates=paths)  # inside Advertise: its 404 says what the server offers too
     app.add_middleware(Advertise)
     if settings.fail_rate:
         app.add_middleware(FaultInjector, rate=settings.fail_rate, seed=settings.fail_seed)

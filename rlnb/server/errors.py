@@ -14,9 +14,12 @@ from urllib.parse import unquote
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rlnb import wire
+from rlnb.server.openapi import declared_range
 
 ERROR_TYPES: dict[int, str] = {
     400: "invalid_request_error",
@@ -134,29 +137,74 @@ def install_error_handlers(app: FastAPI) -> None:
             return error_response(400, said, ERROR_TYPES[400], param)
         why = str(first.get("msg", "invalid")).removeprefix("Value error, ")  # pydantic's prefix of a validator's own
         said = why if param and why.startswith(param) else f"{param or 'request'}: {why}"  # words, which name the field
+        if first.get("type") in _BOUND_BROKEN and (span := _range(request, tuple(first["loc"]))) is not None:
+            got = str(first.get("input"))  # pydantic named the one bound it broke
+            said += f" (allowed: {span}" + (f"; got {got})" if len(got) <= MAX_SHOWN_DIGITS else ")")
         return error_response(400, said, ERROR_TYPES[400], param)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and isinstance(exc.__cause__, (ValueError, RecursionError)):  # FastAPI's json.loads
             return _unreadable_body(await request.body(), exc.__cause__)  # (read already: this is the cached copy)
-        if exc.status_code in (404, 405) and (slashed := _encoded_slash(request)) is not None:
-            return error_response(404, slashed[1], ERROR_TYPES[404], slashed[0])
+        if exc.status_code == 405 and (allowed := _allowed(request) or (exc.headers or {}).get("Allow")):
+            said = f"{request.method} is not a method of this path: it takes {allowed}"  # HTTP requires the header
+            answer = error_response(405, said, ERROR_TYPES[400])
+            answer.headers["Allow"] = allowed
+            return answer
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
+
+
+MAX_SHOWN_DIGITS = 40
+"""A number out of range longer than this is not echoed in the 400 (a 5,000-digit one filled the message)."""
+_BOUND_BROKEN = frozenset({"greater_than_equal", "less_than_equal", "greater_than", "less_than"})
+"""pydantic's error types for a number past one of its field's bounds."""
+
+
+def _range(request: Request, loc: tuple[Any, ...]) -> str | None:
+    """The range ``/openapi.json`` declares for the field at ``loc`` of the request's route, if it declares one."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return None
+    return declared_range(request.app.openapi(), request.method, route.path_format, loc)
+
+
+def _allowed(request: Request) -> str:
+    """The methods ``/openapi.json`` declares for the request's path, comma-joined. Starlette's 405 named those of the
+    first route that matched the path alone (``GET`` of ``/training-sessions/{session_id}``, not its ``PATCH``)."""
+    methods: set[str] = set()
+    for template, operations in request.app.openapi()["paths"].items():
+        pattern = re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, request.url.path):
+            methods.update(method.upper() for method in operations)
+    return ", ".join(sorted(methods))
 
 
 _SLASH = "\x00"
 """Stands for a ``%2F`` while the raw path is matched against the routes (no path segment holds a NUL)."""
 
 
-def _encoded_slash(request: Request) -> tuple[str | None, str] | None:
-    """``param`` and message for a route miss caused by a ``%2F`` in an id (``/training-sessions/a%2Fb``): the ASGI
-    server decodes it into a ``/``, so no route matched and the answer was a bare "Not Found". None without one."""
-    raw = request.scope.get("raw_path", b"").decode("latin-1")
-    if "%2f" not in raw.lower():
-        return None
+class EncodedSlash:
+    """ASGI middleware: a path holding ``%2F`` (an encoded ``/``) is a 404 naming the id that holds it, before any route
+    is reached. The ASGI server decodes ``%2F`` before routing: ``/training-sessions/ID%2Fstop`` stopped session ID,
+    ``/training-sessions/%2F`` reached the list (a POST: the create) by a redirect; no id has a ``/``."""
+
+    def __init__(self, app: ASGIApp, templates: list[str]):
+        self.app, self.templates = app, templates
+        """The routes' paths, with ``{session_id}`` and the like, in the order they are matched."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and b"%2f" in scope.get("raw_path", b"").lower():
+            param, message = _encoded_slash(scope["raw_path"].decode("latin-1"), self.templates)
+            await error_response(404, message, ERROR_TYPES[404], param)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _encoded_slash(raw: str, templates: list[str]) -> tuple[str | None, str]:
+    """``param`` and message for a raw path holding a ``%2F``: the first of ``templates`` it matches with the ``/``
+    inside an id names that id."""
     path = unquote(raw.replace("%2F", _SLASH).replace("%2f", _SLASH))
-    for template in request.app.openapi()["paths"]:  # the routes' paths, with {session_id} and the like
+    for template in templates:
         parts = re.split(r"\{(\w+)\}", template)  # text, name, text, name, ..., text
         pattern = "".join(f"(?P<{part}>[^/]+)" if i % 2 else re.escape(part) for i, part in enumerate(parts))
         match = re.fullmatch(pattern, path)

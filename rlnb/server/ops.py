@@ -138,6 +138,7 @@ class OperationsMixin:
         with self.lock:
             op = s.ops.get(env.id)
             if op is not None and op.abandoned:  # by a stop, which said its end
+                self._discard_late_checkpoint(s, env)
                 return
             new = op is None
             if op is None:
@@ -159,6 +160,17 @@ class OperationsMixin:
                 s.finish(env.id, self.settings.max_kept_operations)
         for loop, fut in waiters:
             loop.call_soon_threadsafe(_wake, fut)
+
+    def _discard_late_checkpoint(self, s: SessionRecord, env: wire.Operation[Any]) -> None:
+        """Remove what an operation abandoned by a stop saved as it ended after all: its checkpoint is never
+        journaled nor listed, and lay whole in the checkpoint folder until the next start cleared it (GBs each)."""
+        out = env.output if env.status == wire.OperationStatus.COMPLETED else None
+        if not isinstance(out, wire.InferenceCheckpointResult | wire.TrainingCheckpointResult) or s.backend is None:
+            return
+        try:
+            s.backend.discard_checkpoint(out.checkpoint.id)
+        except OSError as exc:  # the next start clears it (``stopping.clear_leftovers``)
+            log.warning("rlnb serve: %s", exc)
 
     def _record_checkpoint(
         self, s: SessionRecord, out: wire.InferenceCheckpointResult | wire.TrainingCheckpointResult

@@ -144,6 +144,8 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
                 why = f"rlnb serve restarted while this operation was {op.env.status}; it did not finish"
                 op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, why)
                 s.finish(op.env.id, self.settings.max_kept_operations)
+        for rid in list(self.resources):  # STOPPING at the stop: its sessions have ended now
+            self._stopped_once_idle(rid)
         assert self.journal is not None
         self.journal.rewrite(self._entries())
 
@@ -166,6 +168,7 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         if reason is not None:
             s.error = wire.SessionError(code=wire.SessionErrorCode.SESSION_FAILED, message=reason, occurred_at=now)
         self._save("session", s.view())
+        self._stopped_once_idle(s.resource_id)
 
     def _close(self, sessions: list[SessionRecord]) -> None:
         """Close backends outside the lock (close joins the worker, whose listener takes the lock; a running
@@ -179,6 +182,7 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
                     if s.status == wire.SessionStatus.STOPPING:  # its running operation has finished
                         s.status, s.updated_at = wire.SessionStatus.STOPPED, self.now()
                     self._save("session", s.view())
+                    self._stopped_once_idle(s.resource_id)
 
     def _close_later(self, sessions: list[SessionRecord]) -> None:
         """``_close`` on a thread of its own, so that a stop answers at once: joining a worker whose

@@ -118,6 +118,8 @@ class ResourcesMixin:
             return res.model_copy(deep=True)
 
     def stop_resource(self, rid: str, force: bool) -> wire.ModelResources:
+        """Stop a resource (``force``: and its active sessions). It is STOPPING while a session of it still is (an
+        operation running, a model being built), then STOPPED (``_stopped_once_idle``)."""
         with self.lock:
             res = self._resource(rid)
             active = [s for s in self.sessions.values() if s.resource_id == rid and s.status in wire.SESSION_ACTIVE]
@@ -125,15 +127,26 @@ class ResourcesMixin:
                 raise ServerError(
                     409, f"{len(active)} session(s) are active; stop them or pass force=true", param="force"
                 )
-            now = self.now()
             for s in active:
                 self._end(s, self._stopped(s))
             if res.status in wire.RESOURCE_ACTIVE:
-                res.status, res.updated_at, res.expires_at = wire.ModelResourcesStatus.STOPPED, now, None
+                res.status, res.updated_at, res.expires_at = wire.ModelResourcesStatus.STOPPING, self.now(), None
                 self._save("resource", res)
+                self._stopped_once_idle(rid)
             stopped = res.model_copy(deep=True)
         self._close_later(active)
         return stopped
+
+    def _stopped_once_idle(self, rid: str) -> None:
+        """A STOPPING resource becomes STOPPED once none of its sessions is STOPPING (each still finishes its running
+        operation or its model's build on the resource's compute); called under the lock as its sessions end."""
+        res = self.resources.get(rid)
+        if res is None or res.status != wire.ModelResourcesStatus.STOPPING:
+            return
+        if any(s.resource_id == rid and s.status in wire.SESSION_HOLDS_SLOT for s in self.sessions.values()):
+            return
+        res.status, res.updated_at = wire.ModelResourcesStatus.STOPPED, self.now()
+        self._save("resource", res)
 
     def _resource(self, rid: str) -> wire.ModelResources:
         if rid not in self.resources:
