@@ -157,16 +157,22 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         return entries + [("checkpoint", {"info": c.info.model_dump(mode="json"), "path": str(c.path)})
                           for c in self.checkpoints.values()]  # fmt: skip
 
-    def _end(self, s: SessionRecord, status: wire.SessionStatus, reason: str | None = None) -> None:
+    def _end(
+        self,
+        s: SessionRecord,
+        status: wire.SessionStatus,
+        reason: str | None = None,
+        code: wire.SessionErrorCode = wire.SessionErrorCode.SESSION_FAILED,
+    ) -> None:
         """Mark a session ended (under the lock) and free its payloads (its offloaded results are served whole
-        from now on); its backend is closed and let go by ``_close``."""
+        from now on); its backend is closed and let go by ``_close``. ``reason`` (and ``code``): why it is ERROR."""
         self.payloads.drop_session(s.id)
         for op in s.ops.values():
             op.offloaded = None
         now = self.now()
         s.status, s.updated_at = status, now
         if reason is not None:
-            s.error = wire.SessionError(code=wire.SessionErrorCode.SESSION_FAILED, message=reason, occurred_at=now)
+            s.error = wire.SessionError(code=code, message=reason, occurred_at=now)
         self._save("session", s.view())
         self._stopped_once_idle(s.resource_id)
 

@@ -36,7 +36,13 @@ class ResourcesMixin:
 
         def _save(self, kind: str, data: Any) -> None: ...
 
-        def _end(self, s: SessionRecord, status: wire.SessionStatus, reason: str | None = None) -> None: ...
+        def _end(
+            self,
+            s: SessionRecord,
+            status: wire.SessionStatus,
+            reason: str | None = None,
+            code: wire.SessionErrorCode = wire.SessionErrorCode.SESSION_FAILED,
+        ) -> None: ...
 
         def _close_later(self, sessions: list[SessionRecord]) -> None: ...
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -26,6 +27,18 @@ from rlnb.server.settings import ServerSettings
 log = logging.getLogger("rlnb")
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is the host's (``MemoryError``) or torch's (``torch.OutOfMemoryError``, a ``RuntimeError``)."""
+    torch = sys.modules.get("torch")  # an error torch raised means torch is imported
+    return isinstance(exc, MemoryError) or (torch is not None and isinstance(exc, torch.OutOfMemoryError))
+
+
+def start_error_code(exc: BaseException) -> wire.SessionErrorCode:
+    """The reference's code for a build that failed: out of memory is ``RESOURCE_AT_CAPACITY`` (the resource's
+    compute holds no more: stop a session of it, or use a smaller model); anything else ``SESSION_FAILED``."""
+    return wire.SessionErrorCode.RESOURCE_AT_CAPACITY if out_of_memory(exc) else wire.SessionErrorCode.SESSION_FAILED
+
+
 def failed_start(exc: Exception, resume: Path | None, cid: str | None) -> str:
     """Why a session's model could not be built, for its ``error.message`` (was the 400 or 500 of the create).
     The checkpoint's path on this server is none of the client's: it is named by its id."""
@@ -33,6 +46,8 @@ def failed_start(exc: Exception, resume: Path | None, cid: str | None) -> str:
 
     detail = str(exc) if resume is None else str(exc).replace(str(resume), str(cid))
     detail = " ".join(detail.split())[:300]
+    if out_of_memory(exc):  # a RuntimeError from torch: no fault of a checkpoint it resumes
+        return f"out of memory building the session's model ({type(exc).__name__}): {detail}"
     if isinstance(exc, CheckpointMismatch) or (isinstance(exc, RuntimeError) and resume is not None):
         return f"resume_from_checkpoint_id: checkpoint {cid} does not fit this session: {detail}"
     if isinstance(exc, ValueError):
@@ -57,7 +72,13 @@ class SessionsMixin:
 
         def _save(self, kind: str, data: Any) -> None: ...
 
-        def _end(self, s: SessionRecord, status: wire.SessionStatus, reason: str | None = None) -> None: ...
+        def _end(
+            self,
+            s: SessionRecord,
+            status: wire.SessionStatus,
+            reason: str | None = None,
+            code: wire.SessionErrorCode = wire.SessionErrorCode.SESSION_FAILED,
+        ) -> None: ...
 
         def _close_later(self, sessions: list[SessionRecord]) -> None: ...
 
@@ -140,7 +161,7 @@ class SessionsMixin:
         try:
             backend = build()
         except Exception as exc:  # a damaged checkpoint, a bad LoRA target, out of memory: the session says why
-            self._not_built(rec, failed_start(exc, resume, cid))
+            self._not_built(rec, failed_start(exc, resume, cid), start_error_code(exc))
             return
         with self.lock:
             rec.backend, rec.lora_config = backend, backend.session().lora_config
@@ -150,13 +171,15 @@ class SessionsMixin:
                 return
         self._close([rec])  # stopped, expired or shut down while it was built: its model is let go here
 
-    def _not_built(self, rec: SessionRecord, why: str) -> None:
-        """A session whose model was not built ends ERROR saying ``why`` (STOPPED if a stop came first): its slot
-        is free."""
+    def _not_built(
+        self, rec: SessionRecord, why: str, code: wire.SessionErrorCode = wire.SessionErrorCode.SESSION_FAILED
+    ) -> None:
+        """A session whose model was not built ends ERROR ``code`` saying ``why`` (STOPPED if a stop came first): its
+        slot is free."""
         log.warning("rlnb serve: session %s failed to start: %s", rec.id, why)
         with self.lock:
             if rec.status == wire.SessionStatus.CREATING:
-                self._end(rec, wire.SessionStatus.ERROR, why)
+                self._end(rec, wire.SessionStatus.ERROR, why, code)
             elif rec.status == wire.SessionStatus.STOPPING:
                 self._end(rec, wire.SessionStatus.STOPPED)
 
@@ -204,12 +227,13 @@ class SessionsMixin:
         """Apply a PATCH; ``updated_at`` moves only if a field changed (``{}`` or the same name used to move it)."""
         with self.lock:
             s = self.session(sid)
-            check_labels(self.settings, req.display_name, req.metadata)
+            merged = s.metadata.patched(req.metadata) if req.metadata is not None else None
+            check_labels(self.settings, req.display_name, merged)  # what it leaves: six fields, each up to the limit
             before = (s.display_name, s.metadata)
             if req.display_name is not None:
                 s.display_name = req.display_name or None  # an empty string clears it
-            if req.metadata is not None:
-                s.metadata = s.metadata.patched(req.metadata)
+            if merged is not None:
+                s.metadata = merged
             if (s.display_name, s.metadata) != before:
                 s.updated_at = self.now()
                 self._save("session", s.view())

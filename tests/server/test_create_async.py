@@ -86,7 +86,7 @@ def test_a_build_that_fails_ends_the_session_error_and_frees_its_slot(tmp_path, 
         monkeypatch.setattr(sessions_module, "make_backend", out_of_memory)
         s = running(c, create(c, rid).json()["id"])
         assert s["status"] == wire.SessionStatus.ERROR
-        assert s["error"]["code"] == wire.SessionErrorCode.SESSION_FAILED
+        assert s["error"]["code"] == wire.SessionErrorCode.RESOURCE_AT_CAPACITY
         assert "(MemoryError)" in s["error"]["message"] and "20.00 GiB" in s["error"]["message"]
         monkeypatch.undo()
         assert running(c, create(c, rid).json()["id"])["status"] == RUNNING  # the slot of the cap is free

@@ -1,0 +1,57 @@
+"""A session whose model could not be built ends ERROR with the reference's code where the cause is clear: out of
+memory (the host's ``MemoryError``, torch's ``OutOfMemoryError``) is ``RESOURCE_AT_CAPACITY`` — the resource's compute
+holds no more — where every failed build was ``SESSION_FAILED``; torch's, a ``RuntimeError``, while resuming was
+blamed on the checkpoint ("does not fit this session"). Any other failure stays ``SESSION_FAILED``."""
+
+import pytest
+import torch
+
+from rlnb import wire
+from rlnb.server import sessions as sessions_module
+from tests.support.server import app_client, running, submit, wait
+
+
+def _failing(exc: BaseException):
+    def build(*args, **kwargs):
+        raise exc
+
+    return build
+
+
+def _started(c, **body) -> dict:
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+    made = c.post("/training-sessions", json={"model_resources_id": rid, **body})
+    assert made.status_code == 200, made.text
+    return running(c, made.json()["id"])
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [MemoryError("Unable to allocate 20.0 GiB"), torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")],
+)
+def test_out_of_memory_ends_the_session_resource_at_capacity(tmp_path, monkeypatch, exc):
+    with app_client(tmp_path) as c:
+        monkeypatch.setattr(sessions_module, "make_backend", _failing(exc))
+        s = _started(c)
+        assert s["status"] == wire.SessionStatus.ERROR
+        assert s["error"]["code"] == wire.SessionErrorCode.RESOURCE_AT_CAPACITY
+        assert s["error"]["message"].startswith("out of memory building the session's model")
+        assert str(exc) in s["error"]["message"]
+
+
+def test_out_of_memory_while_resuming_is_not_blamed_on_the_checkpoint(tmp_path, monkeypatch):
+    with app_client(tmp_path) as c:
+        sid = _started(c)["id"]
+        ckpt = wait(c, sid, "training-checkpoint", submit(c, sid, "training-checkpoint")["id"])["output"]["checkpoint"]
+        monkeypatch.setattr(sessions_module, "make_backend", _failing(torch.OutOfMemoryError("CUDA out of memory")))
+        s = _started(c, resume_from_checkpoint_id=ckpt["id"])
+        assert s["error"]["code"] == wire.SessionErrorCode.RESOURCE_AT_CAPACITY
+        assert "does not fit" not in s["error"]["message"] and "out of memory" in s["error"]["message"]
+
+
+def test_any_other_failed_build_stays_session_failed(tmp_path, monkeypatch):
+    with app_client(tmp_path) as c:
+        monkeypatch.setattr(sessions_module, "make_backend", _failing(OSError("the weights file is gone")))
+        s = _started(c)
+        assert s["error"]["code"] == wire.SessionErrorCode.SESSION_FAILED
+        assert "(OSError)" in s["error"]["message"] and "the weights file is gone" in s["error"]["message"]
