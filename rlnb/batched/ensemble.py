@@ -23,6 +23,7 @@ import torch
 from rlnb import wire
 from rlnb.batched.failures import StepParams, fail_optim_step, step_params
 from rlnb.batched.members import Hooks, Member, MemberResult
+from rlnb.batched.memory import check_memory
 from rlnb.batched.optim import StackedOptimizer, plan
 from rlnb.batched.options import EngineOptions, StepOptions
 from rlnb.batched.recorder import Op, Recorder, member_config
@@ -71,16 +72,18 @@ class Ensemble:
         group_size = task.group_size if step.group_size is None else step.group_size
         self.loss, self.loss_params = step.loss_type_and_params()
         device, ns_dtype, muon_scaling = engine.torch_device(), engine.ns(), engine.muon_scaling
-        adapters = [build_adapter(model, seed=m.seed, device=device) for m in members]  # as connect builds them
-        first = adapters[0]
+        first = build_adapter(model, seed=members[0].seed, device=device)  # as connect builds them
+        self.sampler = Sampler(
+            first.codec, task, first.vocab_size, first.context_length, group_size, step.temperature, device
+        )
+        rows, tokens = len(self.sampler.prompts) * group_size, self.sampler.longest
+        check_memory(model, len(members), first.module, rows, tokens, device)  # before the other members are built
+        adapters = [first] + [build_adapter(model, seed=m.seed, device=device) for m in members[1:]]
         adam, groups = plan(first.module, optimizer, first.embedding_params())
         muon_names = [n for g in groups for n in g]
         self.model = StackedModel([a.module for a in adapters], adam + muon_names)
         self.optim = StackedOptimizer(self.model, optimizer, adam, groups, muon_scaling, ns_dtype)
         self.device, self.context_length = device, first.context_length
-        self.sampler = Sampler(
-            first.codec, task, first.vocab_size, first.context_length, group_size, step.temperature, device
-        )
         ensemble = f"ensemble-{time.strftime('%Y%m%d-%H%M%S')}-{id(self):x}"
         shared = (first, optimizer, muon_scaling, ns_dtype, muon_names, adam)  # what every member's run config holds
         size = len(members)

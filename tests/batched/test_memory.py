@@ -1,0 +1,36 @@
+"""An ensemble's memory is checked before its members' models are built (``rlnb.batched.memory``)."""
+
+import pytest
+
+import rlnb
+from rlnb.batched import Member, memory, run_batched
+from rlnb.engine.models.tiny import SIZES
+from rlnb.tasks import Task
+
+TASK = Task("t", ["n="], lambda p, c: 0.0, group_size=2, max_tokens=2)
+
+
+def test_an_ensemble_larger_than_the_free_memory_is_refused_naming_members_and_the_most_that_fit(tmp_path, monkeypatch):
+    """An ensemble far past the memory (10,000 ``tiny`` members: ~130 GiB at once) was not checked up front: it
+    built a model per member, and where Linux overcommits memory the kernel killed it. Here the memory free is set
+    to 50 members' worth: 51 are refused before a run folder is made, naming ``members`` and 50; 3 train."""
+    each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)  # TASK: 1 prompt x 2, "n=" + 2 tokens
+    monkeypatch.setattr(memory, "free_memory", lambda device: 50 * each + each // 2)
+    members = [Member(rlnb.AdamParams(), seed=s, run_id=f"m{s}") for s in range(51)]
+    with pytest.raises(ValueError, match=r"^members: an ensemble of 51 'tiny' members holds ~[\d.]+ GiB at once "
+                                         r"\(~[\d.]+ MiB each: .*\), more than the [\d.]+ GiB free on cpu: "
+                                         r"at most 50 members here; pass fewer"):  # fmt: skip
+        run_batched("tiny", "adam", members, steps=1, task=TASK, runs_dir=tmp_path, device="cpu")
+    assert list(tmp_path.iterdir()) == []
+    results = run_batched("tiny", "adam", members[:3], steps=1, task=TASK, runs_dir=tmp_path, device="cpu")
+    assert [r.status for r in results] == ["COMPLETED"] * 3
+
+
+def test_the_estimate_grows_with_members_rows_and_tokens_and_is_skipped_where_free_memory_is_unknown(monkeypatch):
+    """Where the free memory cannot be read (None) nothing is refused, as a sample's KV-cache check."""
+    small = memory.member_bytes(SIZES["tiny"], 149_248, rows=48, tokens=13)
+    assert 12 * 2**20 < small < 14.4 * 2**20  # under the measured peak growth of a digits-task member (14.4 MiB)
+    assert memory.member_bytes(SIZES["tiny"], 149_248, rows=96, tokens=13) > small
+    monkeypatch.setattr(memory, "free_memory", lambda device: None)
+    (result,) = run_batched("tiny", "adam", [Member(rlnb.AdamParams())], steps=1, task=TASK, device="cpu")
+    assert result.status == "COMPLETED"
