@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb.batched.failures import StepParams, fail_optim_step, step_params
+from rlnb.batched.failures import StepParams, deferred_interrupt, fail_optim_step, step_params
 from rlnb.batched.members import Hooks, Member, MemberResult
 from rlnb.batched.memory import check_memory
 from rlnb.batched.optim import StackedOptimizer, plan
@@ -35,6 +35,7 @@ from rlnb.engine.handlers import optim_metrics
 from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.sampling import Drawn
 from rlnb.engine.worker import failure
+from rlnb.params import Hyperparams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, step_metrics
 from rlnb.wire import OperationErrorCode as Code
@@ -138,7 +139,13 @@ class Ensemble:
         self._end(list(self.live), "FAILED", f"{code}: {message}")
 
     def _end(self, members: list[int], status: str, reason: str | None) -> None:
-        """``members`` leave the ensemble with their final result (their weights as they are now)."""
+        """``members`` leave the ensemble with their final result (their weights as they are now), ``on_done`` told."""
+        self._leave(members, status, reason)
+        for m in members:
+            self._notify(self.hooks.on_done, m, self.results[m])
+
+    def _leave(self, members: list[int], status: str, reason: str | None) -> None:
+        """``_end`` without ``on_done``: the caller's code, which must stay interruptible, is called after."""
         if not members:
             return
         now = time.perf_counter() - self.start
@@ -153,7 +160,6 @@ class Ensemble:
         self.live = [self.live[k] for k in keep]
         for m in members:
             self.records[m].close()
-            self._notify(self.hooks.on_done, m, self.results[m])
 
     @staticmethod
     def _notify(callback: Callable[..., Any] | None, *args: Any) -> Any:
@@ -182,6 +188,36 @@ class Ensemble:
         fb_errors, fb_results = self._forward_backward(rollouts, drawn, {m: o[0] for m, o in ops.items()})
         for m in self.live:
             self.records[m].running(ops[m][1])
+        with deferred_interrupt():  # the update and its records: a Ctrl-C lands after them, as after on_step
+            failed, reports = self._update(params, rollouts, ops, hps, fb_errors, fb_results)
+        for m in failed:
+            self._notify(self.hooks.on_done, m, self.results[m])
+        pruned: dict[int, str] = {}
+        for m, report in reports.items():
+            verdict = self._notify(self.hooks.on_step, m, report)
+            if verdict is not None and not isinstance(verdict, str):  # False pruned it, with the reason 'False'
+                raise _CallbackFailed(
+                    TypeError(
+                        f"on_step returned {verdict!r} for member {m}: return None to go on, "
+                        "or a reason (a str) to prune it"
+                    )
+                )
+            if verdict is not None and len(self.rewards[m]) < self.steps:
+                pruned[m] = verdict
+        for m, reason in pruned.items():
+            self._end([m], "PRUNED", reason)
+
+    def _update(
+        self,
+        params: StepParams,
+        rollouts: dict[int, list[list[Rollout]]],
+        ops: dict[int, tuple[Op, Op, Op]],
+        hps: dict[int, Hyperparams],
+        fb_errors: dict[int, str],
+        fb_results: dict[int, wire.ForwardBackwardResult],
+    ) -> tuple[list[int], dict[int, StepReport]]:
+        """The members that cannot train on this step leave (FAILED: ``fail_optim_step``; ``on_done`` is the caller's
+        to tell), the others are updated and their step recorded as ``rl_step`` records it; their reports."""
         norms = self.optim.norms()
         grad_norms, failed = norms.total.tolist(), {}
         for k, m in enumerate(self.live):
@@ -194,9 +230,8 @@ class Ensemble:
         kept = [k for k, m in enumerate(self.live) if m not in failed]
         norms = norms.select(torch.tensor(kept, dtype=torch.long, device=self.device))
         for m, reason in failed.items():
-            self._end([m], "FAILED", reason)  # before the update: it changes nothing of theirs
+            self._leave([m], "FAILED", reason)  # before the update: it changes nothing of theirs
         stats_of = self.optim.step([hps[m] for m in self.live], norms) if self.live else []
-        pruned: dict[int, str] = {}
         reports: dict[int, StepReport] = {}  # every member's step is recorded before any on_step (Ctrl-C in one)
         for m, stats in zip(list(self.live), stats_of, strict=True):
             rec, (_, opt, sync) = self.records[m], ops[m]
@@ -211,19 +246,7 @@ class Ensemble:
             rewards = [r.reward for g in rollouts[m] for r in g]
             loss, done = fb_results[m].loss, wire.OperationStatus.COMPLETED
             reports[m] = StepReport(rec.step, metrics["reward"], loss, stats.grad_norm, done, rewards, metrics)
-        for m, report in reports.items():
-            verdict = self._notify(self.hooks.on_step, m, report)
-            if verdict is not None and not isinstance(verdict, str):  # False pruned it, with the reason 'False'
-                raise _CallbackFailed(
-                    TypeError(
-                        f"on_step returned {verdict!r} for member {m}: return None to go on, "
-                        "or a reason (a str) to prune it"
-                    )
-                )
-            if verdict is not None and len(self.rewards[m]) < self.steps:
-                pruned[m] = verdict
-        for m, reason in pruned.items():
-            self._end([m], "PRUNED", reason)
+        return list(failed), reports
 
     def _params(self, i: int) -> StepParams:
         """Each live member's params at step ``i`` (``step_params``); those whose params cannot be made leave."""
