@@ -25,6 +25,15 @@ ACTIVATIONS_PER_LAYER = 17
 attention's output and projection, the MLP's 4x-wide input and activation, and the residual stream."""
 
 
+class EnsembleTooLarge(ValueError):
+    """More members than the free memory holds; ``most`` fit (0: not one), so a caller may run them in smaller
+    ensembles (a sweep does)."""
+
+    def __init__(self, message: str, most: int) -> None:
+        super().__init__(message)
+        self.most = most
+
+
 def member_bytes(config: TinyConfig, parameters: int, rows: int, tokens: int, itemsize: int = 4) -> int:
     """Bytes one member holds at the peak of a step: ``parameters`` times ``STATE_COPIES``, and per sampled row and
     token its KV cache (keys and values of every layer), the activations the backward keeps (``n_embd`` wide,
@@ -39,18 +48,19 @@ def member_bytes(config: TinyConfig, parameters: int, rows: int, tokens: int, it
 
 
 def check_memory(model: str, members: int, module: nn.Module, rows: int, tokens: int, device: torch.device) -> None:
-    """``ValueError`` naming ``members`` and the most that fit when ``members`` members of ``module`` (``rows`` sampled
-    rows of ``tokens`` tokens each per step) would need more than the memory free on ``device`` now; nothing where
-    that cannot be read."""
+    """``EnsembleTooLarge`` (a ``ValueError``) naming ``members`` and the most that fit when ``members`` members of
+    ``module`` (``rows`` sampled rows of ``tokens`` tokens each per step) would need more than the memory free on
+    ``device`` now; nothing where that cannot be read."""
     first = next(module.parameters())
     parameters = sum(p.numel() for p in module.parameters())
     each = member_bytes(module.config, parameters, rows, tokens, first.element_size())  # type: ignore[arg-type]
     free = free_memory(device)
     if free is None or members * each <= free:
         return
-    raise ValueError(
+    raise EnsembleTooLarge(
         f"members: an ensemble of {members} {model!r} members holds ~{members * each / 2**30:.2f} GiB at once "
         f"(~{each / 2**20:.1f} MiB each: weights, gradients, optimizer state, KV cache and activations of {rows} rows "
         f"x {tokens} tokens), more than the {free / 2**30:.2f} GiB free on {device}: at most {free // each} members "
-        "here; pass fewer per call (a sweep's ensembles hold up to 32)"
+        "here; pass fewer per call (a sweep's ensembles hold up to 32)",
+        int(free // each),
     )

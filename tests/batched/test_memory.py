@@ -13,7 +13,7 @@ TASK = Task("t", ["n="], lambda p, c: 0.0, group_size=2, max_tokens=2)
 def test_an_ensemble_larger_than_the_free_memory_is_refused_naming_members_and_the_most_that_fit(tmp_path, monkeypatch):
     """An ensemble far past the memory (10,000 ``tiny`` members: ~130 GiB at once) was not checked up front: it
     built a model per member, and where Linux overcommits memory the kernel killed it. Here the memory free is set
-    to 50 members' worth: 51 are refused before a run folder is made, naming ``members`` and 50; 3 train."""
+    to 50 members' worth: 51 are refused before a run folder is made, naming ``members`` and 50; one trains."""
     each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)  # TASK: 1 prompt x 2, "n=" + 2 tokens
     monkeypatch.setattr(memory, "free_memory", lambda device: 50 * each + each // 2)
     members = [Member(rlnb.AdamParams(), seed=s, run_id=f"m{s}") for s in range(51)]
@@ -22,8 +22,8 @@ def test_an_ensemble_larger_than_the_free_memory_is_refused_naming_members_and_t
                                          r"at most 50 members here; pass fewer"):  # fmt: skip
         run_batched("tiny", "adam", members, steps=1, task=TASK, runs_dir=tmp_path, device="cpu")
     assert list(tmp_path.iterdir()) == []
-    results = run_batched("tiny", "adam", members[:3], steps=1, task=TASK, runs_dir=tmp_path, device="cpu")
-    assert [r.status for r in results] == ["COMPLETED"] * 3
+    results = run_batched("tiny", "adam", members[:1], steps=1, task=TASK, runs_dir=tmp_path, device="cpu")
+    assert [r.status for r in results] == ["COMPLETED"]
 
 
 def test_the_estimate_grows_with_members_rows_and_tokens_and_is_skipped_where_free_memory_is_unknown(monkeypatch):
@@ -34,3 +34,19 @@ def test_the_estimate_grows_with_members_rows_and_tokens_and_is_skipped_where_fr
     monkeypatch.setattr(memory, "free_memory", lambda device: None)
     (result,) = run_batched("tiny", "adam", [Member(rlnb.AdamParams())], steps=1, task=TASK, device="cpu")
     assert result.status == "COMPLETED"
+
+
+@pytest.mark.slow  # a sweep trains two ensembles (~2 s)
+def test_a_sweep_runs_trials_that_do_not_fit_one_ensemble_as_smaller_ones_that_do(tmp_path, monkeypatch):
+    """With memory for 2 members and 4 trials, every trial of the sweep was FAILED with the ensemble's refusal; now
+    they train as ensembles of 2, each trial as it would alone."""
+    from rlnb.sweep import grid, histories, sweep
+
+    each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)
+    monkeypatch.setattr(memory, "free_memory", lambda device: 2 * each + each // 2)
+    base = rlnb.AdamParams(weight_decay=0.0)
+    trials = sweep(base, grid(learning_rate=[1e-3, 2e-3]), seeds=[0, 1], steps=2, task=TASK, runs_dir=tmp_path,
+                   progress=False, device="cpu")  # fmt: skip
+    assert list(trials.status) == ["COMPLETED"] * 4 and (trials.executor == "batched").all()
+    sizes = sorted((h.config["batched"]["members"], h.config["batched"]["ensemble"]) for h in histories(trials))
+    assert [n for n, _ in sizes] == [2] * 4 and len({e for _, e in sizes}) == 2
