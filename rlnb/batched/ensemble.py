@@ -145,21 +145,22 @@ class Ensemble:
             self._notify(self.hooks.on_done, m, self.results[m])
 
     def _leave(self, members: list[int], status: str, reason: str | None) -> None:
-        """``_end`` without ``on_done``: the caller's code, which must stay interruptible, is called after."""
+        """``_end`` without ``on_done``: the caller's code, which must stay interruptible, is called after. A Ctrl-C
+        waits for the model and the optimizer to drop the same rows (one between them: an ``IndexError``)."""
         if not members:
             return
         now = time.perf_counter() - self.start
-        for m in members:
-            weights = self.model.state(self.live.index(m)) if self.keep_weights else None
-            self.results[m] = MemberResult(
-                status, reason, self.rewards[m], self.losses[m], self.records[m].history, now, weights
-            )
-        keep = [k for k, m in enumerate(self.live) if m not in members]
-        self.model.keep(keep)
-        self.optim.keep(keep)
-        self.live = [self.live[k] for k in keep]
-        for m in members:
-            self.records[m].close()
+        with deferred_interrupt():
+            for m in members:
+                weights = self.model.state(self.live.index(m)) if self.keep_weights else None
+                history = self.records[m].history
+                self.results[m] = MemberResult(status, reason, self.rewards[m], self.losses[m], history, now, weights)
+            keep = [k for k, m in enumerate(self.live) if m not in members]
+            self.model.keep(keep)
+            self.optim.keep(keep)
+            self.live = [self.live[k] for k in keep]
+            for m in members:
+                self.records[m].close()
 
     @staticmethod
     def _notify(callback: Callable[..., Any] | None, *args: Any) -> Any:

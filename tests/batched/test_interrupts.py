@@ -2,6 +2,8 @@
 
 import signal
 
+import torch
+
 import rlnb
 from rlnb.batched import Member, ensemble, run_batched
 from rlnb.history import History
@@ -33,3 +35,30 @@ def test_a_ctrl_c_while_the_members_step_is_recorded_stops_them_after_it_with_no
         assert sorted(set(back.completions.step)) == [1, 2]
         assert set(back.df.status) == {"TRAINING_OPERATION_STATUS_COMPLETED"}
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's own handler is back
+
+
+def test_a_ctrl_c_while_a_member_leaves_the_stack_stops_the_others_each_with_its_own_weights(monkeypatch):
+    """A real SIGINT between the model dropping a pruned member's row and the optimizer dropping it: the stopping that
+    followed dropped rows again from a model and an optimizer that no longer agreed, and ``run_batched`` raised
+    ``IndexError: index out of range in self``."""
+    from rlnb.batched.stacked import StackedModel
+
+    members = [Member(rlnb.AdamParams(learning_rate=1e-2), seed=s) for s in range(3)]
+    alone = run_batched("tiny", "adam", members, steps=1, task=TASK, device="cpu", keep_weights=True)
+    want = [r.weights for r in alone]  # each member's weights after its one step
+    real = StackedModel.keep
+
+    def keep(self: StackedModel, index: list[int]) -> None:
+        real(self, index)
+        if len(index) == 2:  # member 1 leaves, pruned
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(StackedModel, "keep", keep)
+    results = run_batched("tiny", "adam", members, steps=3, task=TASK, device="cpu", keep_weights=True,
+                          on_step=lambda i, report: "pruned" if i == 1 else None)  # fmt: skip
+    assert [(r.status, r.reason) for r in results] == [
+        ("STOPPED", "stopped after 1 of 3 steps"), ("PRUNED", "pruned"), ("STOPPED", "stopped after 1 of 3 steps")
+    ]  # fmt: skip
+    for got, expected in zip(results, want, strict=True):
+        assert got.weights is not None and expected is not None
+        assert all(torch.equal(got.weights[name], w) for name, w in expected.items())
