@@ -189,20 +189,19 @@ class Ensemble:
         fb_errors, fb_results = self._forward_backward(rollouts, drawn, {m: o[0] for m, o in ops.items()})
         for m in self.live:
             self.records[m].running(ops[m][1])
-        with deferred_interrupt():  # the update and its records: a Ctrl-C lands after them, as after on_step
-            failed, reports = self._update(params, rollouts, ops, hps, fb_errors, fb_results)
-        for m in failed:
-            self._notify(self.hooks.on_done, m, self.results[m])
+        failed: list[int] = []  # members that failed this step, told after it (a Ctrl-C or a crash in it or not)
+        try:
+            with deferred_interrupt():  # the update and its records: a Ctrl-C lands after them, as after on_step
+                reports = self._update(params, rollouts, ops, hps, (fb_errors, fb_results), failed)
+        finally:
+            for m in failed:
+                self._notify(self.hooks.on_done, m, self.results[m])
         pruned: dict[int, str] = {}
         for m, report in reports.items():
             verdict = self._notify(self.hooks.on_step, m, report)
             if verdict is not None and not isinstance(verdict, str):  # False pruned it, with the reason 'False'
-                raise _CallbackFailed(
-                    TypeError(
-                        f"on_step returned {verdict!r} for member {m}: return None to go on, "
-                        "or a reason (a str) to prune it"
-                    )
-                )
+                why = f"on_step returned {verdict!r} for member {m}: return None to go on, or a reason (a str) to "
+                raise _CallbackFailed(TypeError(why + "prune it"))
             if verdict is not None and len(self.rewards[m]) < self.steps:
                 pruned[m] = verdict
         for m, reason in pruned.items():
@@ -214,24 +213,26 @@ class Ensemble:
         rollouts: dict[int, list[list[Rollout]]],
         ops: dict[int, tuple[Op, Op, Op]],
         hps: dict[int, Hyperparams],
-        fb_errors: dict[int, str],
-        fb_results: dict[int, wire.ForwardBackwardResult],
-    ) -> tuple[list[int], dict[int, StepReport]]:
-        """The members that cannot train on this step leave (FAILED: ``fail_optim_step``; ``on_done`` is the caller's
-        to tell), the others are updated and their step recorded as ``rl_step`` records it; their reports."""
+        fb: tuple[dict[int, str], dict[int, wire.ForwardBackwardResult]],
+        failed: list[int],
+    ) -> dict[int, StepReport]:
+        """The members that cannot train on this step leave (FAILED: ``fail_optim_step``), each added to ``failed`` (for
+        the caller to tell ``on_done``); the others are updated, their step recorded as ``rl_step`` records it."""
+        fb_errors, fb_results = fb
         norms = self.optim.norms()
-        grad_norms, failed = norms.total.tolist(), {}
+        grad_norms, reasons = norms.total.tolist(), {}
         for k, m in enumerate(self.live):
             refused, fb_error = params.refused.get(m), fb_errors.get(m)
             bad = [] if math.isfinite(grad_norms[k]) else self.optim.non_finite(k)
             reason = fail_optim_step(self.records[m], ops[m][1:], rollouts[m], hps[m], refused, fb_error,
                                      grad_norms[k], bad)  # fmt: skip
             if reason is not None:
-                failed[m] = reason
-        kept = [k for k, m in enumerate(self.live) if m not in failed]
+                reasons[m] = reason
+        kept = [k for k, m in enumerate(self.live) if m not in reasons]
         norms = norms.select(torch.tensor(kept, dtype=torch.long, device=self.device))
-        for m, reason in failed.items():
+        for m, reason in reasons.items():
             self._leave([m], "FAILED", reason)  # before the update: it changes nothing of theirs
+            failed.append(m)
         stats_of = self.optim.step([hps[m] for m in self.live], norms) if self.live else []
         reports: dict[int, StepReport] = {}  # every member's step is recorded before any on_step (Ctrl-C in one)
         for m, stats in zip(list(self.live), stats_of, strict=True):
@@ -247,7 +248,7 @@ class Ensemble:
             rewards = [r.reward for g in rollouts[m] for r in g]
             loss, done = fb_results[m].loss, wire.OperationStatus.COMPLETED
             reports[m] = StepReport(rec.step, metrics["reward"], loss, stats.grad_norm, done, rewards, metrics)
-        return list(failed), reports
+        return reports
 
     def _params(self, i: int) -> StepParams:
         """Each live member's params at step ``i`` (``step_params``); those whose params cannot be made leave."""

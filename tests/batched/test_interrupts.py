@@ -62,3 +62,25 @@ def test_a_ctrl_c_while_a_member_leaves_the_stack_stops_the_others_each_with_its
     for got, expected in zip(results, want, strict=True):
         assert got.weights is not None and expected is not None
         assert all(torch.equal(got.weights[name], w) for name, w in expected.items())
+
+
+def test_a_ctrl_c_in_the_step_a_member_fails_still_tells_on_done_of_every_member_once(monkeypatch):
+    """Member 1's params at step 2 (eps 1e-50: 0 in float32) are refused as its session's optim-step refuses them,
+    while a SIGINT arrives as member 0's step 2 is recorded: member 1 is FAILED, and ``on_done`` hears of it too."""
+    real, calls = ensemble.completion_rows, []
+
+    def rows(rollouts: object) -> object:
+        calls.append(1)
+        if len(calls) == 4:  # step 1: members 0, 1 and 2; step 2: member 0 (member 1 has failed)
+            signal.raise_signal(signal.SIGINT)
+        return real(rollouts)
+
+    monkeypatch.setattr(ensemble, "completion_rows", rows)
+    members = [Member(rlnb.AdamParams(), seed=s) for s in range(3)]
+    members[1] = Member(lambda i: rlnb.AdamParams(eps=1e-50 if i == 1 else 1e-8), seed=1)
+    done: list[int] = []
+    results = run_batched("tiny", "adam", members, steps=3, task=TASK, device="cpu",
+                          on_done=lambda i, result: done.append(i))  # fmt: skip
+    assert sorted(done) == [0, 1, 2]
+    assert [r.status for r in results] == ["STOPPED", "FAILED", "STOPPED"]
+    assert results[1].reason is not None and results[1].reason.startswith("TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT")
