@@ -1,5 +1,7 @@
 """An ensemble's memory is checked before its members' models are built (``rlnb.batched.memory``)."""
 
+from pathlib import Path
+
 import pytest
 
 import rlnb
@@ -50,3 +52,25 @@ def test_a_sweep_runs_trials_that_do_not_fit_one_ensemble_as_smaller_ones_that_d
     assert list(trials.status) == ["COMPLETED"] * 4 and (trials.executor == "batched").all()
     sizes = sorted((h.config["batched"]["members"], h.config["batched"]["ensemble"]) for h in histories(trials))
     assert [n for n, _ in sizes] == [2] * 4 and len({e for _, e in sizes}) == 2
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's VmSize")
+def test_an_ensemble_past_what_ulimit_v_leaves_the_process_is_refused_naming_the_limit(tmp_path, monkeypatch):
+    """Under ``ulimit -v`` (the address space a process may map) the free memory is no bound: 400 ``tiny`` members
+    under 3 GB all ended FAILED ``RESOURCE_EXHAUSTED`` after 26 s of building and sampling. The limit less what the
+    process maps now is read too: here it leaves room for ~100 members, and 1000 are refused up front."""
+    import resource
+
+    real = resource.getrlimit
+    with open("/proc/self/status") as status:
+        mapped = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+    each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)
+    limit = mapped + 100 * each
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (limit, resource.RLIM_INFINITY)
+                        if which == resource.RLIMIT_AS else real(which))  # fmt: skip
+    monkeypatch.setattr(memory, "free_memory", lambda device: 2**50)  # the host has plenty
+    members = [Member(rlnb.AdamParams(), seed=s) for s in range(1000)]
+    match = r"^members: .* 1000 'tiny' members .* more than the [\d.]+ GiB this process may still map \(ulimit -v\): "
+    with pytest.raises(ValueError, match=match + r"at most \d+ members here"):
+        run_batched("tiny", "adam", members, steps=1, task=TASK, runs_dir=tmp_path, device="cpu")
+    assert list(tmp_path.iterdir()) == []
