@@ -44,8 +44,8 @@ def member_bytes(config: TinyConfig, parameters: int, rows: int, tokens: int, it
     token its KV cache (keys and values of every layer), the activations the backward keeps (``n_embd`` wide,
     ``ACTIVATIONS_PER_LAYER`` per layer, plus attention's scores, mask and weights over ``tokens`` keys per head)
     and its logits with their log-softmax, probabilities and gradient (``vocab_size`` wide, four times). On the digits
-    task it is a little under the process's measured peak growth per member: 13.0 MiB of 14.4 (``tiny``), 50.9 of
-    52.6 (``small``), so an ensemble it refuses would not have fit."""
+    task it is a little under the process's measured peak growth per member: 13.0 MiB of 14.4 (``tiny``, Adam; of
+    13.6 with Muon), 50.9 of 52.6 (``small``), so an ensemble it refuses would not have fit."""
     c = config
     per_token = 2 * c.n_layer * c.n_embd + c.n_layer * (ACTIVATIONS_PER_LAYER * c.n_embd + 3 * c.n_head * tokens)
     per_token += 4 * c.vocab_size
