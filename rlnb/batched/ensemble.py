@@ -21,8 +21,9 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb.batched.failures import StepParams, fail_optim_step, step_params
+from rlnb.batched.failures import StepParams, deferred_interrupt, fail_optim_step, step_params
 from rlnb.batched.members import Hooks, Member, MemberResult
+from rlnb.batched.memory import check_memory
 from rlnb.batched.optim import StackedOptimizer, plan
 from rlnb.batched.options import EngineOptions, StepOptions
 from rlnb.batched.recorder import Op, Recorder, member_config
@@ -34,6 +35,7 @@ from rlnb.engine.handlers import optim_metrics
 from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.sampling import Drawn
 from rlnb.engine.worker import failure
+from rlnb.params import Hyperparams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, step_metrics
 from rlnb.wire import OperationErrorCode as Code
@@ -71,16 +73,18 @@ class Ensemble:
         group_size = task.group_size if step.group_size is None else step.group_size
         self.loss, self.loss_params = step.loss_type_and_params()
         device, ns_dtype, muon_scaling = engine.torch_device(), engine.ns(), engine.muon_scaling
-        adapters = [build_adapter(model, seed=m.seed, device=device) for m in members]  # as connect builds them
-        first = adapters[0]
+        first = build_adapter(model, seed=members[0].seed, device=device)  # as connect builds them
+        self.sampler = Sampler(
+            first.codec, task, first.vocab_size, first.context_length, group_size, step.temperature, device
+        )
+        rows, tokens = len(self.sampler.prompts) * group_size, self.sampler.longest
+        check_memory(model, len(members), first.module, rows, tokens, device)  # before the other members are built
+        adapters = [first] + [build_adapter(model, seed=m.seed, device=device) for m in members[1:]]
         adam, groups = plan(first.module, optimizer, first.embedding_params())
         muon_names = [n for g in groups for n in g]
         self.model = StackedModel([a.module for a in adapters], adam + muon_names)
         self.optim = StackedOptimizer(self.model, optimizer, adam, groups, muon_scaling, ns_dtype)
         self.device, self.context_length = device, first.context_length
-        self.sampler = Sampler(
-            first.codec, task, first.vocab_size, first.context_length, group_size, step.temperature, device
-        )
         ensemble = f"ensemble-{time.strftime('%Y%m%d-%H%M%S')}-{id(self):x}"
         shared = (first, optimizer, muon_scaling, ns_dtype, muon_names, adam)  # what every member's run config holds
         size = len(members)
@@ -135,22 +139,28 @@ class Ensemble:
         self._end(list(self.live), "FAILED", f"{code}: {message}")
 
     def _end(self, members: list[int], status: str, reason: str | None) -> None:
-        """``members`` leave the ensemble with their final result (their weights as they are now)."""
+        """``members`` leave the ensemble with their final result (their weights as they are now), ``on_done`` told."""
+        self._leave(members, status, reason)
+        for m in members:
+            self._notify(self.hooks.on_done, m, self.results[m])
+
+    def _leave(self, members: list[int], status: str, reason: str | None) -> None:
+        """``_end`` without ``on_done``: the caller's code, which must stay interruptible, is called after. A Ctrl-C
+        waits for the model and the optimizer to drop the same rows (one between them: an ``IndexError``)."""
         if not members:
             return
         now = time.perf_counter() - self.start
-        for m in members:
-            weights = self.model.state(self.live.index(m)) if self.keep_weights else None
-            self.results[m] = MemberResult(
-                status, reason, self.rewards[m], self.losses[m], self.records[m].history, now, weights
-            )
-        keep = [k for k, m in enumerate(self.live) if m not in members]
-        self.model.keep(keep)
-        self.optim.keep(keep)
-        self.live = [self.live[k] for k in keep]
-        for m in members:
-            self.records[m].close()
-            self._notify(self.hooks.on_done, m, self.results[m])
+        with deferred_interrupt():
+            for m in members:
+                weights = self.model.state(self.live.index(m)) if self.keep_weights else None
+                history = self.records[m].history
+                self.results[m] = MemberResult(status, reason, self.rewards[m], self.losses[m], history, now, weights)
+            keep = [k for k, m in enumerate(self.live) if m not in members]
+            self.model.keep(keep)
+            self.optim.keep(keep)
+            self.live = [self.live[k] for k in keep]
+            for m in members:
+                self.records[m].close()
 
     @staticmethod
     def _notify(callback: Callable[..., Any] | None, *args: Any) -> Any:
@@ -179,21 +189,51 @@ class Ensemble:
         fb_errors, fb_results = self._forward_backward(rollouts, drawn, {m: o[0] for m, o in ops.items()})
         for m in self.live:
             self.records[m].running(ops[m][1])
+        failed: list[int] = []  # members that failed this step, told after it (a Ctrl-C or a crash in it or not)
+        try:
+            with deferred_interrupt():  # the update and its records: a Ctrl-C lands after them, as after on_step
+                reports = self._update(params, rollouts, ops, hps, (fb_errors, fb_results), failed)
+        finally:
+            for m in failed:
+                self._notify(self.hooks.on_done, m, self.results[m])
+        pruned: dict[int, str] = {}
+        for m, report in reports.items():
+            verdict = self._notify(self.hooks.on_step, m, report)
+            if verdict is not None and not isinstance(verdict, str):  # False pruned it, with the reason 'False'
+                why = f"on_step returned {verdict!r} for member {m}: return None to go on, or a reason (a str) to "
+                raise _CallbackFailed(TypeError(why + "prune it"))
+            if verdict is not None and len(self.rewards[m]) < self.steps:
+                pruned[m] = verdict
+        for m, reason in pruned.items():
+            self._end([m], "PRUNED", reason)
+
+    def _update(
+        self,
+        params: StepParams,
+        rollouts: dict[int, list[list[Rollout]]],
+        ops: dict[int, tuple[Op, Op, Op]],
+        hps: dict[int, Hyperparams],
+        fb: tuple[dict[int, str], dict[int, wire.ForwardBackwardResult]],
+        failed: list[int],
+    ) -> dict[int, StepReport]:
+        """The members that cannot train on this step leave (FAILED: ``fail_optim_step``), each added to ``failed`` (for
+        the caller to tell ``on_done``); the others are updated, their step recorded as ``rl_step`` records it."""
+        fb_errors, fb_results = fb
         norms = self.optim.norms()
-        grad_norms, failed = norms.total.tolist(), {}
+        grad_norms, reasons = norms.total.tolist(), {}
         for k, m in enumerate(self.live):
             refused, fb_error = params.refused.get(m), fb_errors.get(m)
             bad = [] if math.isfinite(grad_norms[k]) else self.optim.non_finite(k)
             reason = fail_optim_step(self.records[m], ops[m][1:], rollouts[m], hps[m], refused, fb_error,
                                      grad_norms[k], bad)  # fmt: skip
             if reason is not None:
-                failed[m] = reason
-        kept = [k for k, m in enumerate(self.live) if m not in failed]
+                reasons[m] = reason
+        kept = [k for k, m in enumerate(self.live) if m not in reasons]
         norms = norms.select(torch.tensor(kept, dtype=torch.long, device=self.device))
-        for m, reason in failed.items():
-            self._end([m], "FAILED", reason)  # before the update: it changes nothing of theirs
+        for m, reason in reasons.items():
+            self._leave([m], "FAILED", reason)  # before the update: it changes nothing of theirs
+            failed.append(m)
         stats_of = self.optim.step([hps[m] for m in self.live], norms) if self.live else []
-        pruned: dict[int, str] = {}
         reports: dict[int, StepReport] = {}  # every member's step is recorded before any on_step (Ctrl-C in one)
         for m, stats in zip(list(self.live), stats_of, strict=True):
             rec, (_, opt, sync) = self.records[m], ops[m]
@@ -208,19 +248,7 @@ class Ensemble:
             rewards = [r.reward for g in rollouts[m] for r in g]
             loss, done = fb_results[m].loss, wire.OperationStatus.COMPLETED
             reports[m] = StepReport(rec.step, metrics["reward"], loss, stats.grad_norm, done, rewards, metrics)
-        for m, report in reports.items():
-            verdict = self._notify(self.hooks.on_step, m, report)
-            if verdict is not None and not isinstance(verdict, str):  # False pruned it, with the reason 'False'
-                raise _CallbackFailed(
-                    TypeError(
-                        f"on_step returned {verdict!r} for member {m}: return None to go on, "
-                        "or a reason (a str) to prune it"
-                    )
-                )
-            if verdict is not None and len(self.rewards[m]) < self.steps:
-                pruned[m] = verdict
-        for m, reason in pruned.items():
-            self._end([m], "PRUNED", reason)
+        return reports
 
     def _params(self, i: int) -> StepParams:
         """Each live member's params at step ``i`` (``step_params``); those whose params cannot be made leave."""

@@ -21,8 +21,10 @@ The last three are ``fail_optim_step``.
 from __future__ import annotations
 
 import math
+import signal
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from rlnb import wire
@@ -46,6 +48,28 @@ def own_errors() -> tuple[type[BaseException], ...]:
     if threading.current_thread() is threading.main_thread():
         return (Exception,)
     return (Exception, KeyboardInterrupt, SystemExit)
+
+
+@contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """A Ctrl-C (SIGINT) that arrives inside the block is raised as ``KeyboardInterrupt`` once it has run: the
+    members' update and its records are one step, whole or not at all (one raised inside it left a member trained
+    with its step half recorded, its reward and completions lost). Only on the main thread under Python's own
+    handler: no Ctrl-C reaches another thread, and another handler is its owner's to keep."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    caught: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if caught:  # the block ran whole: the interrupt stops the run now
+        raise KeyboardInterrupt
 
 
 @dataclass

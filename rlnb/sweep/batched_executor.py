@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb.batched import Member, MemberResult, run_batched
+from rlnb.batched.memory import EnsembleTooLarge
 from rlnb.batched.run import most_members
 from rlnb.errors import describe
 from rlnb.tasks import StepReport
@@ -149,12 +150,21 @@ class BatchedExecutor:
                 first.options.get("model", "tiny"), first.kind, members, steps=first.steps, task=first.task,  # type: ignore[arg-type]
                 runs_dir=self._runs_dir, stop=self._stop, on_step=on_step, on_done=on_done, **options,
             )  # fmt: skip
+        except EnsembleTooLarge as exc:  # refused before any member ran: smaller ensembles that fit, one after another
+            if not 0 < exc.most < len(specs):
+                self._failed(specs, exc, start, sent)
+                return
+            for part in range(0, len(specs), exc.most):
+                self._ensemble(specs[part : part + exc.most], sent)
         except Exception as exc:  # noqa: BLE001 - the ensemble could not run: each trial is a FAILED row
-            for spec in specs:
-                if spec.trial not in sent:
-                    row = base_row(spec, "FAILED", describe(exc))
-                    row["wall_s"] = time.perf_counter() - start
-                    self._put(row, sent)
+            self._failed(specs, exc, start, sent)
+
+    def _failed(self, specs: list[TrialSpec], exc: Exception, start: float, sent: set[int]) -> None:
+        for spec in specs:
+            if spec.trial not in sent:
+                row = base_row(spec, "FAILED", describe(exc))
+                row["wall_s"] = time.perf_counter() - start
+                self._put(row, sent)
 
     def _row(self, spec: TrialSpec, result: MemberResult) -> dict[str, Any]:
         row = base_row(spec, result.status, result.reason)
