@@ -7,6 +7,7 @@ model with its tokenizer (the session's codec turns text into tokens and back).
 from __future__ import annotations
 
 import inspect
+import reprlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +18,20 @@ from rlnb.session import Prompt
 from rlnb.text import Codec, as_prompt, to_tokens
 
 
+def completion_text(completion: object, reward: str) -> str:
+    """``completion`` if it is text, else a ``TypeError`` naming ``reward``: bytes (a completion not decoded) or
+    ``None`` scored 0 silently (every reward of a loop that forgot to decode was 0), or failed inside the reward with
+    "'<=' not supported between instances of 'str' and 'int'"."""
+    if not isinstance(completion, str):
+        raise TypeError(f"{reward} reads the completion's text (a str, as rl_step passes it: session.decode(tokens, "
+                        f"skip_special=True)), got {type(completion).__name__} {reprlib.repr(completion)}")  # fmt: skip
+    return completion
+
+
 def digit_fraction(text: str) -> float:
-    """Fraction of the characters of ``text`` that are the digits 0-9 (0 for empty text)."""
+    """Fraction of the characters of ``text`` that are the ASCII digits 0-9 (0 for empty text). Other digits
+    (full-width ``８``, Arabic-Indic ``٨``, ``²``) count as non-digits: ``str.isdigit`` would reward them."""
+    text = completion_text(text, "digit_fraction")
     return sum("0" <= c <= "9" for c in text) / max(len(text), 1)
 
 
