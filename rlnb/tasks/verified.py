@@ -215,8 +215,9 @@ def _sum(prompt: str) -> str:
 def addition_task(n_eval: int = 11, split_seed: int = 0) -> VerifiedTask:
     """Single-digit addition with a one-digit answer: ``"3+4="`` → ``"7"`` (the 55 pairs with a + b ≤ 9).
 
-    ``n_eval`` pairs are held out. A tiny model learns the training pairs by heart but does not learn to add
-    from ~44 examples: its held-out accuracy is the lesson "reward is not generalisation"."""
+    ``n_eval`` pairs are held out. In 40 steps the tiny model memorises some training sums (training-prompt accuracy
+    0.29, 0.16-0.55 on seeds 0-9) but does not learn to add from 44 examples (held-out accuracy 0.07, 0-0.18): the
+    lesson "reward is not generalisation"."""
     pairs = [(a, b) for a in range(10) for b in range(10) if a + b <= 9]
     if not is_integer(n_eval) or not 1 <= n_eval < len(pairs):  # 2.5: a slice's TypeError; True: 1
         raise ValueError(f"n_eval must be an integer in [1, {len(pairs) - 1}], got {n_eval!r}")
