@@ -6,11 +6,11 @@ the correct answer earns (exact match, no partial credit), (2) a held-out eval s
 (3) ``evaluate``: pass@1 at temperature 0 on that split. The training reward and the eval accuracy are two
 numbers, so learning and gaming can be told apart.
 
-The answers are one token (``max_tokens=1``): the built-in models are byte-level and start uniform over
+The answers are one token (``max_tokens=1``): the built-in models are byte-level and start near uniform over
 256 bytes, so a random policy hits a one-byte answer with p ≈ 1/256, and every further answer byte divides
 that by 256 again; RL from scratch would never see a reward for a two-byte answer. With one token the
-completion *is* the answer: no stop string to learn and nothing to parse. No format credit either: a
-reward of 0.1 for "any letter" made learning slower (the policy first learns a prompt-independent letter).
+completion *is* the answer: no stop string to learn and nothing to parse. No format credit either: with 0.1
+for any letter, a prompt-independent letter would earn 0.325 (0.25 × 1 + 0.75 × 0.1), more than chance.
 """
 
 from __future__ import annotations
