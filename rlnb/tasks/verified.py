@@ -10,7 +10,8 @@ The answers are one token (``max_tokens=1``): the built-in models are byte-level
 256 bytes, so a random policy hits a one-byte answer with p ≈ 1/256, and every further answer byte divides
 that by 256 again; RL from scratch would never see a reward for a two-byte answer. With one token the
 completion *is* the answer: no stop string to learn and nothing to parse. No format credit either: with 0.1
-for any letter, a prompt-independent letter would earn 0.325 (0.25 × 1 + 0.75 × 0.1), more than chance.
+for any letter, a prompt-independent letter earns 0.325 (0.25 × 1 + 0.75 × 0.1), more than chance, and the policy
+learns that first (at step 20 of seeds 0-9 all were at chance; docs/tasks.md has the figures).
 """
 
 from __future__ import annotations
@@ -128,7 +129,8 @@ def first_letter_task(alphabet: str = "abcd", length: int = 4, n_train: int = 64
     held-out words never appear in training (fixed by ``split_seed``, not by the session's seed, so every
     run sees the same split). The model must attend from the last position back to the first and copy it,
     so held-out words test the mechanism, not memory. A four-letter alphabet makes the task learnable by
-    RL from a random init in ~20 steps; a collapsed policy answering one letter everywhere scores 0.25. The letters
+    RL from a random init: held-out accuracy 0.8 by step 20-40 (median 30; tiny, Adam 2e-3, seeds 0-9), 1.0 at 40; a
+    collapsed policy answering one letter everywhere scores 0.25. The letters
     are ASCII: a letter of two bytes is two tokens of the built-in models, an answer ``max_tokens=1`` never gives.
     """
     if not isinstance(alphabet, str):  # b"abcd" (ints) and [1, 2] failed with "'int' object has no attribute 'encode'"
