@@ -7,6 +7,7 @@ model with its tokenizer (the session's codec turns text into tokens and back).
 from __future__ import annotations
 
 import inspect
+import reprlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,14 +18,27 @@ from rlnb.session import Prompt
 from rlnb.text import Codec, as_prompt, to_tokens
 
 
+def completion_text(completion: object, reward: str) -> str:
+    """``completion`` if it is text, else a ``TypeError`` naming ``reward``: bytes (a completion not decoded) or
+    ``None`` scored 0 silently (every reward of a loop that forgot to decode was 0), or failed inside the reward with
+    "'<=' not supported between instances of 'str' and 'int'"."""
+    if not isinstance(completion, str):
+        raise TypeError(f"{reward} reads the completion's text (a str, as rl_step passes it: session.decode(tokens, "
+                        f"skip_special=True)), got {type(completion).__name__} {reprlib.repr(completion)}")  # fmt: skip
+    return completion
+
+
 def digit_fraction(text: str) -> float:
-    """Fraction of the characters of ``text`` that are the digits 0-9 (0 for empty text)."""
+    """Fraction of the characters of ``text`` that are the ASCII digits 0-9 (0 for empty text). Other digits
+    (full-width ``８``, Arabic-Indic ``٨``, ``²``) count as non-digits: ``str.isdigit`` would reward them."""
+    text = completion_text(text, "digit_fraction")
     return sum("0" <= c <= "9" for c in text) / max(len(text), 1)
 
 
 @dataclass
 class Task:
-    """Prompts (text, token ids or chat messages) and a reward in [0, 1] on the decoded completion."""
+    """Prompts (text, token ids or chat messages) and a reward on the decoded completion: a finite number (the
+    built-in tasks' lie in [0, 1])."""
 
     name: str
     prompts: list[Prompt]
@@ -99,8 +113,9 @@ def _takes_two(fn: Callable[..., Any]) -> bool:
 def digits_task() -> Task:
     """Answer in digits: the reward is the fraction of the decoded completion's characters that are digits.
 
-    A fresh byte-level model emits a digit about 4% of the time (10 of 256 bytes), so the reward
-    starts near 0.04 and a working RL loop drives it towards 1.
+    A fresh byte-level model emits a digit about 4% of the time (10 of 256 bytes): the reward starts near 0.05
+    (0.047, 0.035-0.079, at step 0 of seeds 0-9) and a working RL loop drives it towards 1 (0.80 after 40 steps).
+    ``"88888888"`` scores 1.0: nothing is checked, the task shows only that the loop moves the policy.
     """
     prompts: list[Prompt] = ["n=", "x: ", "id ", "pin:", "code ", "num="]
     return Task("digits", prompts, lambda _prompt, completion: digit_fraction(completion))

@@ -42,10 +42,10 @@ def test_the_reward_is_exact_match_only():
     # built, then every reward and accuracy 0: a one-byte completion is never a two-byte letter
     ({"alphabet": "abγδ"}, r"alphabet must be of one-byte \(ASCII\) characters, got 'γδ': .* would need 2 for 'γ'"),
     ({"n_train": 63}, "positive multiples of 4"),
-    ({"n_eval": 0}, "n_eval must be an integer >= 1, got 0"),
+    ({"n_eval": 0}, r"n_eval must be an integer in \[1, 16384\] \(prompts per split; .*\), got 0"),
     ({"length": 2}, "length 2 gives only 4 words per first letter"),
-    ({"length": 2.5}, "length must be an integer >= 1, got 2.5"),  # product()'s TypeError
-    ({"n_train": 64.0}, "n_train must be an integer >= 1, got 64.0"),  # a float slice index
+    ({"length": 2.5}, r"length must be an integer in \[1, 1024\] .*, got 2.5"),  # product()'s TypeError
+    ({"n_train": 64.0}, r"n_train must be an integer in \[1, 16384\] .*, got 64.0"),  # a float slice index
 ])
 def test_first_letter_refuses_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
