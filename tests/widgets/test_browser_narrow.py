@@ -1,0 +1,124 @@
+"""A RunPanel in a narrow column, in Debian's Chromium through Voila: JupyterLab at 125% zoom on a 1366×768 laptop,
+its file browser open, gives a cell's output 661 px. Every field shows whole, a long error wraps inside the panel,
+and a keyboard alone opens the folded optimizer form. Screenshots go to tests/artifacts/.
+"""
+
+import os
+import sys
+
+import pytest
+
+from rlnb.testing import ServerProcess, free_port
+from tests.widgets.test_browser import ARGS, ARTIFACTS, CHROMIUM, HERE
+
+pytestmark = [
+    pytest.mark.slow,  # a browser, a Voila server and its kernel
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed (.ci/run installs it)"),
+]
+NARROW = {"width": 661 + 30, "height": 768}
+"""Voila's page has a 15 px margin each side: the panel is 661 px wide, as in that JupyterLab column."""
+CUT = """panel => {
+    const cut = [];
+    for (const el of panel.querySelectorAll('*')) {
+        if (el.closest('.rlnb-live') || el.closest('.noUi-target') || !el.clientWidth) continue;  // not the form's
+        if (el.scrollWidth > el.clientWidth + 1) {
+            const what = `${el.tagName}.${el.className} ${el.clientWidth} px shows ${el.scrollWidth}`;
+            cut.push(`${what}: ${el.innerText.slice(0, 60)}`);
+        }
+    }
+    return cut;
+}"""
+"""Every box in the panel whose content is wider than the box (the rest is cut off or must be scrolled to),
+apart from the live view (``rlnb.viz``'s) and the slider's inner track."""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def narrow(browser):
+    """narrow_panel.ipynb in Voila at 691 px: a Muon panel whose step function fails with a 260-character path."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "voila", str(HERE / "voila" / "narrow_panel.ipynb"), "--no-browser", f"--port={port}"]
+    cmd.append("--Voila.ip=127.0.0.1")
+    with ServerProcess(cmd, f"http://127.0.0.1:{port}/", health="voila/static/") as url:
+        yield url
+
+
+def open_panel(browser, url):
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport=NARROW)
+    page.goto(url, timeout=120_000)
+    panel = page.locator(".rlnb-run-panel")
+    expect(panel.locator(".rlnb-status")).to_contain_text("step 0 · ready", timeout=120_000)
+    return page, panel
+
+
+def test_in_a_narrow_column_every_field_shows_whole_and_a_long_error_wraps(browser, narrow):
+    from playwright.sync_api import expect
+
+    page, panel = open_panel(browser, narrow)
+    assert panel.bounding_box()["width"] == pytest.approx(661, abs=2)
+    panel.get_by_role("button", name="Step").click()
+    status = panel.locator(".rlnb-status")
+    expect(status).to_contain_text("stopped: FileNotFoundError", timeout=60_000)
+    expect(status).to_contain_text("/train.jsonl")
+    panel.locator(".rlnb-builder").get_by_text("· preset ").click()  # the form open: both groups of Muon's fields
+    expect(panel.get_by_role("button", name="Find LR")).to_be_visible()
+    page.wait_for_timeout(500)  # the form laid out
+    panel.evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.screenshot(path=str(ARTIFACTS / "voila_narrow_661px_form_open.png"))
+    # the two fixed 300 px columns of fields cut the right one's boxes (598 px left for 608), and the error's path
+    # ran out of the panel, its end cut off
+    assert panel.evaluate(CUT) == []
+    edge = panel.bounding_box()
+    fields = panel.locator(".rlnb-builder input:visible, .rlnb-builder select:visible").all()
+    assert len(fields) >= 15  # preset, 2 × (rate, its box), 8 fields, 4 of the schedule, units
+    for field in fields:
+        box = field.bounding_box()
+        assert box["x"] >= edge["x"] and box["x"] + box["width"] <= edge["x"] + edge["width"], field.evaluate(
+            "el => el.closest('.widget-inline-hbox')?.innerText"
+        )
+    last = status.evaluate(
+        "el => { const r = document.createRange(); r.selectNodeContents(el); const b = r.getBoundingClientRect();"
+        " return [b.right, b.height]; }"
+    )
+    assert last[0] <= edge["x"] + edge["width"] and last[1] > 40  # wrapped onto lines within the panel
+    page.close()
+
+
+def test_a_keyboard_alone_opens_the_folded_form_and_runs(browser, narrow):
+    from playwright.sync_api import expect
+
+    page, panel = open_panel(browser, narrow)
+    form = panel.get_by_role("button", name="Find LR")
+    expect(form).to_be_hidden()  # folded
+    panel.get_by_role("button", name="Step").focus()
+    for _ in range(6):  # Step, Run N, N, (Stop is off), then the form's opener: the accordion's title takes no focus
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.title") == "open or fold the optimizer form":
+            break
+    else:
+        raise AssertionError("Tab never reached a control that opens the optimizer form")
+    page.keyboard.press("Enter")
+    expect(form).to_be_visible(timeout=30_000)
+    page.keyboard.press("Tab")  # on into the form: the preset
+    expect(panel.locator(".rlnb-builder select").first).to_be_focused()
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Enter")  # folded again
+    expect(form).to_be_hidden(timeout=30_000)
+    panel.get_by_role("button", name="Step").focus()
+    page.keyboard.press("Enter")  # a button takes Enter
+    expect(panel.locator(".rlnb-status")).to_contain_text("stopped: FileNotFoundError", timeout=60_000)
+    page.close()
