@@ -47,7 +47,8 @@ def browser():
 
 @pytest.fixture(scope="module")
 def narrow(browser):
-    """narrow_panel.ipynb in Voila at 691 px: a Muon panel whose step function fails with a 260-character path."""
+    """narrow_panel.ipynb in Voila: a Muon panel whose step function fails with a 260-character path at its first
+    step, then takes half a second a step."""
     port = free_port()
     cmd = [sys.executable, "-m", "voila", str(HERE / "voila" / "narrow_panel.ipynb"), "--no-browser", f"--port={port}"]
     cmd.append("--Voila.ip=127.0.0.1")
@@ -98,7 +99,7 @@ def test_in_a_narrow_column_every_field_shows_whole_and_a_long_error_wraps(brows
     page.close()
 
 
-def test_a_keyboard_alone_opens_the_folded_form_and_runs(browser, narrow):
+def test_a_keyboard_alone_opens_the_folded_form_runs_and_stops(browser, narrow):
     from playwright.sync_api import expect
 
     page, panel = open_panel(browser, narrow)
@@ -118,7 +119,16 @@ def test_a_keyboard_alone_opens_the_folded_form_and_runs(browser, narrow):
     page.keyboard.press("Shift+Tab")
     page.keyboard.press("Enter")  # folded again
     expect(form).to_be_hidden(timeout=30_000)
+    status = panel.locator(".rlnb-status")
     panel.get_by_role("button", name="Step").focus()
     page.keyboard.press("Enter")  # a button takes Enter
-    expect(panel.locator(".rlnb-status")).to_contain_text("stopped: FileNotFoundError", timeout=60_000)
+    expect(status).to_contain_text("stopped: FileNotFoundError", timeout=60_000)
+    panel.get_by_role("button", name="Run N").focus()
+    page.keyboard.press("Enter")  # 20 steps of half a second
+    stop = panel.get_by_role("button", name="Stop")
+    # Run disables itself: the focus went to the page, Stop a few Tabs away; it goes on to Stop
+    expect(stop).to_be_focused(timeout=30_000)
+    expect(status).to_contain_text("/20 done", timeout=30_000)
+    page.keyboard.press("Enter")
+    expect(status).to_contain_text("stopped early", timeout=60_000)
     page.close()
