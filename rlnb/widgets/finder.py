@@ -53,7 +53,8 @@ class LRFinderControls(MuonUnits):
         self.status.add_class("rlnb-lr-find-status")
         # hidden until a range test has drawn something: an empty Image shows as a broken-image icon
         self.plot = W.Image(format="png", layout=W.Layout(width="360px", display="none"))
-        self.widget = W.VBox([W.HBox([self.button, self.apply_button, self.scaling]), self.status, self.plot])
+        row = W.HBox([self.button, self.apply_button, self.scaling], layout=W.Layout(flex_flow="row wrap"))
+        self.widget = W.VBox([row, self.status, self.plot])  # the units under the buttons in a narrow column
         self._thread: threading.Thread | None = None
         self._going = threading.Event()
         self._halt = threading.Event()  # ends the range test in flight after its step (``stop``)

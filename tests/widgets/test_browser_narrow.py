@@ -80,6 +80,17 @@ def test_in_a_narrow_column_every_field_shows_whole_and_a_long_error_wraps(brows
     page.wait_for_timeout(500)  # the form laid out
     panel.evaluate("el => el.scrollIntoView({block: 'start'})")
     page.screenshot(path=str(ARTIFACTS / "voila_narrow_661px_form_open.png"))
+    shows_whole(panel, status)
+    page.set_viewport_size({"width": 450 + 30, "height": 768})  # Find LR's row squeezed its buttons: "Find L…"
+    page.wait_for_timeout(500)
+    assert panel.bounding_box()["width"] == pytest.approx(450, abs=2)
+    shows_whole(panel, status)
+    page.close()
+
+
+def shows_whole(panel, status):
+    """No box in the panel cuts what it holds, every field of the open form is inside the panel, and the status
+    line's text wraps onto lines within it."""
     # the two fixed 300 px columns of fields cut the right one's boxes (598 px left for 608), and the error's path
     # ran out of the panel, its end cut off
     assert panel.evaluate(CUT) == []
@@ -96,7 +107,6 @@ def test_in_a_narrow_column_every_field_shows_whole_and_a_long_error_wraps(brows
         " return [b.right, b.height]; }"
     )
     assert last[0] <= edge["x"] + edge["width"] and last[1] > 40  # wrapped onto lines within the panel
-    page.close()
 
 
 def test_a_keyboard_alone_opens_the_folded_form_runs_and_stops(browser, narrow):
