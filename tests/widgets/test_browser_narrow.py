@@ -1,6 +1,7 @@
 """A RunPanel in a narrow column, in Debian's Chromium through Voila: JupyterLab at 125% zoom on a 1366×768 laptop,
 its file browser open, gives a cell's output 661 px. Every field shows whole, a long error wraps inside the panel,
-and a keyboard alone opens the folded optimizer form. Screenshots go to tests/artifacts/.
+and a keyboard alone opens the folded optimizer form, runs, stops a run and stops Find LR. Screenshots go to
+tests/artifacts/.
 """
 
 import os
@@ -141,4 +142,32 @@ def test_a_keyboard_alone_opens_the_folded_form_runs_and_stops(browser, narrow):
     expect(status).to_contain_text("/20 done", timeout=30_000)
     page.keyboard.press("Enter")
     expect(status).to_contain_text("stopped early", timeout=60_000)
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def laptop(browser):
+    """laptop_panel.ipynb in Voila: a Muon panel on the first-letter task, Find LR on a copy of its session."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "voila", str(HERE / "voila" / "laptop_panel.ipynb"), "--no-browser", f"--port={port}"]
+    cmd.append("--Voila.ip=127.0.0.1")
+    with ServerProcess(cmd, f"http://127.0.0.1:{port}/", health="voila/static/") as url:
+        yield url
+
+
+def test_a_keyboard_alone_stops_find_lr(browser, laptop):
+    from playwright.sync_api import expect
+
+    page, panel = open_panel(browser, laptop)
+    panel.locator("button[title='open or fold the optimizer form']").press("Enter")
+    find = panel.get_by_role("button", name="Find LR")
+    find.focus()
+    page.keyboard.press("Enter")
+    stop = panel.get_by_role("button", name="Stop")
+    # Find LR disables itself: the focus went to the page; it goes on to the panel's Stop, which ends the test
+    expect(stop).to_be_focused(timeout=30_000)
+    page.keyboard.press("Enter")
+    said = panel.locator(".rlnb-lr-find-status")
+    expect(said).to_contain_text("ended early: stopped after", timeout=120_000)
+    expect(find).to_be_enabled()
     page.close()
