@@ -146,6 +146,18 @@ def pairs(fields: list[Any], **layout: str) -> W.GridBox:
     )
 
 
+def opener(fold: W.Accordion, icon: str, tooltip: str) -> tuple[W.ToggleButton, W.HBox]:
+    """A button beside ``fold``'s title that opens and folds it as a click on the title does, from the keyboard too
+    (Tab to it, Enter): an accordion's title takes no focus. Returns it and the row of both."""
+    button = W.ToggleButton(
+        value=fold.selected_index is not None, icon=icon, tooltip=tooltip, layout=W.Layout(width="36px", padding="0")
+    )
+    button.observe(lambda ch: fold.set_trait("selected_index", 0 if ch["new"] else None), names="value")
+    fold.observe(lambda ch: button.set_trait("value", ch["new"] is not None), names="selected_index")
+    fold.layout = W.Layout(flex="1 1 0%", min_width="0")  # the rest of the row, however narrow
+    return button, W.HBox([button, fold], layout=W.Layout(align_items="flex-start"))
+
+
 def mark(control: Any, invalid: bool) -> None:
     if isinstance(control, LearningRate):
         control.mark(invalid)

@@ -14,7 +14,7 @@ import ipywidgets as W
 
 from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
 from rlnb.schedule import Schedule
-from rlnb.widgets.controls import FIELD, STYLE, TEXT, WIDE, controls, grid, mark, pairs
+from rlnb.widgets.controls import FIELD, STYLE, TEXT, WIDE, controls, grid, mark, opener, pairs
 from rlnb.widgets.presets import PRESETS
 
 LR_RANGES = {"adam": (-6, 2), "muon": (-4, 2), "muon.adam": (-6, 2)}
@@ -55,6 +55,7 @@ class BuilderForm:
         self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=WIDE, layout=FIELD)
         self.preview = W.HTML()
         self.json = W.Accordion(children=[self.preview], titles=("request body (JSON)",), selected_index=None)
+        self.json_opener, json_row = opener(self.json, "code", "show or hide the request body (JSON)")
         self.message = W.HTML()
         self.message.add_class("rlnb-message")
         self.message.add_class(TEXT)
@@ -67,23 +68,14 @@ class BuilderForm:
                 self.message,
                 W.HBox([schedule, self.schedule_plot], layout=W.Layout(flex_flow="row wrap")),
                 finder,
-                self.json,
+                json_row,
             ]
         )
         self.fold = W.Accordion(children=[form], titles=("optimizer",), selected_index=0 if expanded else None)
         """The form under its one-line summary; ``selected_index`` None = folded."""
-        self.opener = W.ToggleButton(
-            value=expanded,
-            icon="sliders",
-            tooltip="open or fold the optimizer form",
-            layout=W.Layout(width="36px", padding="0"),
-        )
-        """Opens and folds the form like a click on its summary, from the keyboard too (Tab to it, Enter): the
-        accordion's title takes no focus, so the form of a panel was out of a keyboard's reach."""
-        self.opener.observe(lambda ch: self.fold.set_trait("selected_index", 0 if ch["new"] else None), names="value")
-        self.fold.observe(lambda ch: self.opener.set_trait("value", ch["new"] is not None), names="selected_index")
-        self.fold.layout = W.Layout(flex="1 1 0%", min_width="0")  # the rest of the row, however narrow
-        beside = W.HBox([self.opener, self.fold], layout=W.Layout(align_items="flex-start"))
+        self.opener, beside = opener(self.fold, "sliders", "open or fold the optimizer form")
+        """Opens and folds the form like a click on its summary, from the keyboard too: the form of a panel was out
+        of a keyboard's reach."""
         self.widget = W.VBox([W.HTML(STYLE), beside])
         self.widget.add_class("rlnb-builder")
 

@@ -127,14 +127,20 @@ def test_a_keyboard_alone_opens_the_folded_form_runs_and_stops(browser, narrow):
     expect(form).to_be_visible(timeout=30_000)
     page.keyboard.press("Tab")  # on into the form: the preset
     expect(panel.locator(".rlnb-builder select").first).to_be_focused()
-    page.keyboard.press("Shift+Tab")
+    body = panel.locator("button[title='show or hide the request body (JSON)']")  # its title takes no focus either
+    body.focus()
+    page.keyboard.press("Enter")
+    expect(panel.locator(".rlnb-builder pre")).to_contain_text('"learning_rate": 0.05', timeout=30_000)
+    panel.locator("button[title='open or fold the optimizer form']").focus()
     page.keyboard.press("Enter")  # folded again
     expect(form).to_be_hidden(timeout=30_000)
     status = panel.locator(".rlnb-status")
     panel.get_by_role("button", name="Step").focus()
     page.keyboard.press("Enter")  # a button takes Enter
     expect(status).to_contain_text("stopped: FileNotFoundError", timeout=60_000)
-    panel.get_by_role("button", name="Run N").focus()
+    run = panel.get_by_role("button", name="Run N")
+    expect(run).to_be_enabled(timeout=30_000)  # the status says the failure before the run's end enables it
+    run.focus()
     page.keyboard.press("Enter")  # 20 steps of half a second
     stop = panel.get_by_role("button", name="Stop")
     # Run disables itself: the focus went to the page, Stop a few Tabs away; it goes on to Stop

@@ -239,6 +239,10 @@ def test_the_opener_beside_the_summary_opens_and_folds_the_form_and_follows_it()
     b.fold.selected_index = None
     assert b.opener.value is False
     assert OptimizerBuilder("adam", expanded=True).opener.value is True
+    b.json_opener.value = True  # the JSON body's fold has one too
+    assert b.json.selected_index == 0
+    b.json.selected_index = None
+    assert b.json_opener.value is False
 
 
 def test_the_panel_shows_the_schedule_and_warns_once_past_its_end(panel_session):
