@@ -11,11 +11,19 @@ import ipywidgets as W
 
 WIDE = {"description_width": "110px"}
 FIELD = W.Layout(width="290px")
+PAIRS = "repeat(auto-fill, 300px)"
+"""Fields two to a row (300 px each, at most ``PAIRS_WIDTH`` wide), one to a row in a narrower column: two fixed
+columns cut the right one's boxes in a column under 608 px (JupyterLab at 125% zoom on a laptop gives 598)."""
+PAIRS_WIDTH = "608px"
 INVALID = "rlnb-invalid"
 """CSS class of a control whose value is refused (styled red by ``STYLE``)."""
+TEXT = "rlnb-text"
+"""CSS class of a line of free text (status, messages): a token longer than the line (a path, an id) breaks instead
+of running out of the box, where the panel cut it off unseen (``STYLE``)."""
 STYLE = (
     "<style>.rlnb-invalid input, .rlnb-invalid select {border: 2px solid #b00020 !important;"
-    " background: #fdecea !important} .rlnb-invalid .widget-label {color: #b00020}</style>"
+    " background: #fdecea !important} .rlnb-invalid .widget-label {color: #b00020}"
+    f" .{TEXT} {{overflow-wrap: anywhere}}</style>"
 )
 
 
@@ -128,8 +136,26 @@ def grid(group: dict[str, Any]) -> W.VBox:
     """The learning rate across the top, the other fields two to a row."""
     rate = [c.box for c in group.values() if isinstance(c, LearningRate)]
     fields = [c for c in group.values() if not isinstance(c, LearningRate)]
-    pairs = W.GridBox(fields, layout=W.Layout(grid_template_columns="repeat(2, 300px)", grid_gap="2px 8px"))
-    return W.VBox([*rate, pairs])
+    return W.VBox([*rate, pairs(fields)])
+
+
+def pairs(fields: list[Any], **layout: str) -> W.GridBox:
+    """``fields`` two to a row where they fit, else one to a row (``PAIRS``)."""
+    return W.GridBox(
+        fields, layout=W.Layout(grid_template_columns=PAIRS, grid_gap="2px 8px", max_width=PAIRS_WIDTH, **layout)
+    )
+
+
+def opener(fold: W.Accordion, icon: str, tooltip: str) -> tuple[W.ToggleButton, W.HBox]:
+    """A button beside ``fold``'s title that opens and folds it as a click on the title does, from the keyboard too
+    (Tab to it, Enter): an accordion's title takes no focus. Returns it and the row of both."""
+    button = W.ToggleButton(
+        value=fold.selected_index is not None, icon=icon, tooltip=tooltip, layout=W.Layout(width="36px", padding="0")
+    )
+    button.observe(lambda ch: fold.set_trait("selected_index", 0 if ch["new"] else None), names="value")
+    fold.observe(lambda ch: button.set_trait("value", ch["new"] is not None), names="selected_index")
+    fold.layout = W.Layout(flex="1 1 0%", min_width="0")  # the rest of the row, however narrow
+    return button, W.HBox([button, fold], layout=W.Layout(align_items="flex-start"))
 
 
 def mark(control: Any, invalid: bool) -> None:

@@ -14,6 +14,7 @@ from rlnb.errors import InvalidParams
 from rlnb.params import MuonHyperparams, OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.viz.draw import png
+from rlnb.widgets.controls import TEXT
 
 PLOT_STEPS = 601
 """Steps the schedule's plot evaluates (evenly spaced, and its corners: the warmup's end and total steps). One
@@ -118,8 +119,10 @@ class ScheduleNote:
     def __init__(self) -> None:
         self.line = W.HTML()
         self.line.add_class("rlnb-schedule")
+        self.line.add_class(TEXT)
         self.warning = W.HTML(layout=W.Layout(display="none"))
         self.warning.add_class("rlnb-warning")
+        self.warning.add_class(TEXT)
         self.warnings: list[str] = []
         self._warned: tuple[Schedule, tuple[float, ...]] | None = None  # what the warning shown is about
 

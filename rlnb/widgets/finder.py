@@ -53,12 +53,13 @@ class LRFinderControls(MuonUnits):
         self.status.add_class("rlnb-lr-find-status")
         # hidden until a range test has drawn something: an empty Image shows as a broken-image icon
         self.plot = W.Image(format="png", layout=W.Layout(width="360px", display="none"))
-        self.widget = W.VBox([W.HBox([self.button, self.apply_button, self.scaling]), self.status, self.plot])
+        row = W.HBox([self.button, self.apply_button, self.scaling], layout=W.Layout(flex_flow="row wrap"))
+        self.widget = W.VBox([row, self.status, self.plot])  # the units under the buttons in a narrow column
         self._thread: threading.Thread | None = None
         self._going = threading.Event()
         self._halt = threading.Event()  # ends the range test in flight after its step (``stop``)
         self._probe = ""  # what the range test in flight runs, for its status line
-        self.button.on_click(lambda _: self.start())
+        self.button.on_click(lambda _: self._clicked())
         self.apply_button.on_click(lambda _: self.apply())
 
     @property
@@ -213,6 +214,14 @@ class LRFinderControls(MuonUnits):
         self._thread = threading.Thread(target=self._run, name="rlnb-lr-find", daemon=True)
         self._thread.start()
         self.on_change()
+
+    def _clicked(self) -> None:
+        """The button disables itself as the test starts: the focus goes on to the RunPanel's Stop, which ends it (a
+        keyboard's was dropped to the page)."""
+        self.start()
+        stop = getattr(getattr(self.builder, "panel", None), "stop_button", None)
+        if self.running and stop is not None:
+            stop.focus()
 
     def _run(self) -> None:
         try:

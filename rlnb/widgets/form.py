@@ -14,7 +14,7 @@ import ipywidgets as W
 
 from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
 from rlnb.schedule import Schedule
-from rlnb.widgets.controls import FIELD, STYLE, WIDE, controls, grid, mark
+from rlnb.widgets.controls import FIELD, STYLE, TEXT, WIDE, controls, grid, mark, opener, pairs
 from rlnb.widgets.presets import PRESETS
 
 LR_RANGES = {"adam": (-6, 2), "muon": (-4, 2), "muon.adam": (-6, 2)}
@@ -46,6 +46,7 @@ class BuilderForm:
         self.tabs.selected_index = 0 if optimizer == "adam" else 1
         self.preset = W.Dropdown(options=list(PRESETS), description="preset", layout=W.Layout(width="290px"))
         self.lesson = W.HTML()
+        self.lesson.add_class(TEXT)
         self.sched_kind = W.Dropdown(
             options=["constant", "linear", "cosine"], description="schedule", style=WIDE, layout=FIELD
         )
@@ -54,13 +55,12 @@ class BuilderForm:
         self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=WIDE, layout=FIELD)
         self.preview = W.HTML()
         self.json = W.Accordion(children=[self.preview], titles=("request body (JSON)",), selected_index=None)
+        self.json_opener, json_row = opener(self.json, "code", "show or hide the request body (JSON)")
         self.message = W.HTML()
         self.message.add_class("rlnb-message")
+        self.message.add_class(TEXT)
         self.schedule_plot = W.Image(format="png", layout=W.Layout(width="300px"))
-        schedule = W.GridBox(
-            [self.sched_kind, self.warmup, self.total, self.min_ratio],
-            layout=W.Layout(grid_template_columns="repeat(2, 300px)", grid_gap="2px 8px", align_content="center"),
-        )
+        schedule = pairs([self.sched_kind, self.warmup, self.total, self.min_ratio], align_content="center")
         form = W.VBox(
             [
                 W.HBox([self.preset, self.lesson], layout=W.Layout(align_items="center")),
@@ -68,12 +68,15 @@ class BuilderForm:
                 self.message,
                 W.HBox([schedule, self.schedule_plot], layout=W.Layout(flex_flow="row wrap")),
                 finder,
-                self.json,
+                json_row,
             ]
         )
         self.fold = W.Accordion(children=[form], titles=("optimizer",), selected_index=0 if expanded else None)
         """The form under its one-line summary; ``selected_index`` None = folded."""
-        self.widget = W.VBox([W.HTML(STYLE), self.fold])
+        self.opener, beside = opener(self.fold, "sliders", "open or fold the optimizer form")
+        """Opens and folds the form like a click on its summary, from the keyboard too: the form of a panel was out
+        of a keyboard's reach."""
+        self.widget = W.VBox([W.HTML(STYLE), beside])
         self.widget.add_class("rlnb-builder")
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:

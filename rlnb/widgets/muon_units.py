@@ -12,7 +12,7 @@ import ipywidgets as W
 
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.widgets.controls import WIDE, convert_units
+from rlnb.widgets.controls import TEXT, WIDE, convert_units
 from rlnb.widgets.form import RED
 
 
@@ -46,6 +46,7 @@ class MuonUnits:
         self._session: Session | None = None
         self.scaling = W.Dropdown(options=["original", "match_adam"], description="Muon lr units", style=WIDE)
         self.status = W.HTML()
+        self.status.add_class(TEXT)
         self._said = ""  # the status line's lasting message, shown again once the form is valid
         self._converting = False
         self._units: str | None = None  # a session's, which the units must stay (set in code, they converted the rate)

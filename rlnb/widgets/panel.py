@@ -129,8 +129,8 @@ class RunPanel:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
-        self.step_button.on_click(lambda _: self.start(1))
-        self.run_button.on_click(lambda _: self.start(int(self.n.value)))
+        self.step_button.on_click(lambda _: self._clicked(1))
+        self.run_button.on_click(lambda _: self._clicked(int(self.n.value)))
         self.stop_button.on_click(lambda _: self.stop())
         self._unfollow = self.builder.on_change(self._builder_changed)
         self.n.observe(self._n_changed, names="value")
@@ -180,6 +180,12 @@ class RunPanel:
         self._thread.start()
         turns.follow(self)
         return True
+
+    def _clicked(self, n: int) -> None:
+        """Step or Run N: the button disables itself as the run starts, so the focus goes on to Stop (a keyboard's
+        was dropped to the page, Stop a few Tabs away)."""
+        if self.start(n):
+            self.stop_button.focus()
 
     def stop(self) -> None:
         """Ask the run, or the Find LR, to stop after the step in progress; also the run of another panel on

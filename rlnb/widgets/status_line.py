@@ -8,6 +8,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from rlnb.widgets.controls import TEXT
 from rlnb.widgets.describe import ORANGE
 
 RED = "#b00020"
@@ -21,6 +22,7 @@ class StatusLine:
 
     def __init__(self) -> None:
         self.widget = W.HTML()
+        self.widget.add_class(TEXT)  # a 200-character path in an error was cut at the panel's edge
         self.run = ""  # the run's own line, without ``held``
         self.held = ""  # why the form's edit is not what the run sends, said after the run's line
         self.waits: str | None = None

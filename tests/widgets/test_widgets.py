@@ -225,6 +225,26 @@ def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
     assert OptimizerBuilder("adam", expanded=True).fold.selected_index == 0
 
 
+def test_the_opener_beside_the_summary_opens_and_folds_the_form_and_follows_it():
+    """The accordion's title takes no keyboard focus: a button beside it (Tab, Enter) does what a click on it does,
+    and shows whether the form is open however it was opened (``test_browser_narrow`` presses it in Chromium)."""
+    b = OptimizerBuilder("muon")
+    assert b.opener in b.widget.children[1].children and b.opener.value is False
+    b.opener.value = True
+    assert b.fold.selected_index == 0
+    b.opener.value = False
+    assert b.fold.selected_index is None
+    b.fold.selected_index = 0  # a click on the summary, or code
+    assert b.opener.value is True
+    b.fold.selected_index = None
+    assert b.opener.value is False
+    assert OptimizerBuilder("adam", expanded=True).opener.value is True
+    b.json_opener.value = True  # the JSON body's fold has one too
+    assert b.json.selected_index == 0
+    b.json.selected_index = None
+    assert b.json_opener.value is False
+
+
 def test_the_panel_shows_the_schedule_and_warns_once_past_its_end(panel_session):
     def ce_step(session, params):
         session.forward_backward([rlnb.samples.cross_entropy(list(b"a step"))])
