@@ -174,9 +174,9 @@ class Panel:
         self.note = self.ax.text(
             0.5, 0.5, "", transform=self.ax.transAxes, ha="center", va="center", wrap=True, color="0.35"
         )
-        as_written(self.ax)  # a figure's name is the user's text, not TeX
         middle = (left + right) / 2
         fit_title(self.ax, 2 * min(middle, 1 - middle) * self.figure.bbox.width - 4)  # centred over the axes
+        as_written(self.ax)  # a figure's name is the user's text, not TeX; after the fit, which measures it as drawn
         self.full_draws = 0
         """How many times the whole figure was drawn (the rest were blits)."""
         self._background = None

@@ -202,3 +202,34 @@ def test_a_font_file_freetype_cannot_read_is_never_the_fallback(tmp_path, monkey
         assert unescaped(ax.get_title()) == "语"
     finally:
         glyphs._fallback.cache_clear()
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_a_comparison_legend_is_fitted_to_its_room_as_drawn_with_its_names_escapes(own):
+    """A legend's names were fitted to their room before the CJK in them became escapes (``\\u5b66``: 6 characters
+    for 1), so a long CJK name was measured at a sixth of its drawn width and ran out of the legend's room: off the
+    user's axes, or off the figure ``compare`` made for it. Names are now measured as they are drawn."""
+    names = [f"{i:02d} " + "学习率" * 12 for i in range(8)]
+    figure = Figure(figsize=(9, 3.5), layout="constrained")
+    ax = plots.compare(runs(names), ax=None if own else figure.subplots(1, 2)[1])
+    box, frame, page = legend_box(ax)
+    assert within(box, page) and (own or within(box, frame))
+    for name, text in zip(names, [t.get_text() for t in ax.get_legend().get_texts()], strict=True):
+        head, _, tail = unescaped(text).partition("…")
+        assert name.startswith(head) and name.endswith(tail) and head[:2] == name[:2]
+
+
+def test_a_long_cjk_title_is_cut_between_characters_and_fits_as_drawn():
+    """A title was cut to its room after its CJK had become escapes: cut in the middle of one (``学习\\…87``), it
+    read back as neither the name's start nor its end. It is now cut as given, measured as drawn."""
+    from rlnb.viz.livefig import Panel
+
+    name = "学习率" * 8
+    static = plots.metric(pd.DataFrame({"step": [1, 2], name: [1.0, 2.0]}), name)
+    for ax in (static, Panel(name).ax, Panel(name, legend=True).ax):
+        canvas = FigureCanvasAgg(ax.figure)
+        canvas.draw()
+        box, page = ax.title.get_window_extent(canvas.get_renderer()), ax.figure.bbox
+        head, tail = unescaped(ax.get_title()).split("…")
+        assert name.startswith(head) and name.endswith(tail) and head and tail, ax.get_title()
+        assert page.x0 <= box.x0 and box.x1 <= page.x1
