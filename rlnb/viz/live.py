@@ -137,8 +137,8 @@ class LiveView:
         self.message = widgets.HTML(layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([toggles, self.message, self.plots, self.tables, self.completions])
         self.widget.add_class("rlnb-live")
-        # three panels or more, or panels to come as figures are logged: three to a row of a laptop's notebook
-        self._compact = self.auto or len(self.metrics) + 1 + loss + learning_rate >= 3
+        # panels sized for as many to a row of a laptop's notebook, up to four (and four where more are to come)
+        self._per_row = 4 if self.auto else len(self.metrics) + 1 + loss + learning_rate
         for name in self.metrics:
             self._add_panel(name, name, "C2")
         if loss:
@@ -162,7 +162,7 @@ class LiveView:
 
     def _add_panel(self, name: str, title: str, color: str) -> None:
         muon = self.history.config.get("optimizer") == "muon"
-        panel = new_panel(name, title, color, self.series, self.ema, self.metrics, muon=muon, compact=self._compact)
+        panel = new_panel(name, title, color, self.series, self.ema, self.metrics, muon=muon, per_row=self._per_row)
         self.panels[name] = panel
         self.images[name] = widgets.Image(
             format="png", layout=widgets.Layout(width=f"{panel.canvas.get_width_height()[0]}px")

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from PIL import Image
@@ -26,7 +27,7 @@ from PIL import Image
 from rlnb.viz.draw import Y_SPAN
 from rlnb.viz.glyphs import drawable
 from rlnb.viz.lines import MARKERS_UP_TO
-from rlnb.viz.texts import as_written, fit_title
+from rlnb.viz.texts import as_written, fit_legend, fit_title
 
 LIVE_POINTS = 512
 """Points drawn per line, at most: a lowest and a highest point per horizontal pixel of a panel."""
@@ -141,34 +142,42 @@ class Series:
             self.add(x, y)
 
 
-PANEL_PX = {False: (320, 208), True: (432, 208)}
-"""A panel's width and height in pixels, without and with a legend beside its axes (the gradient norm's)."""
-ROW_PX = {False: (272, 208), True: (368, 208)}
-"""The same, for a view of three panels or more: three share a row of 920 px, within the ~930 px a notebook's output
-has on a 1366×768 laptop (JupyterLab, its file browser open). At 320 + 432 + 320 px a bare view wrapped onto a second
-row of panels, 727 px tall in all."""
-LEFT_PX, RIGHT_PX, LEGEND_PX = 54, 10, 160
-"""Pixels left of the axes (the y ticks), right of them, and right of them with a legend there."""
+PANEL_PX = {2: (320, 432), 3: (272, 368), 4: (228, 228)}
+"""A panel's width and the gradient norm's in pixels, by the panels a view is made to fit in a row: one or two are
+320 px wide, the gradient norm's legend beside its axes (432 px); three share a row of 920 px (272, 368 px), within
+the ~930 px a notebook's output has on a 1366×768 laptop (JupyterLab, its file browser open); from four on, each is
+228 px wide, the gradient norm's legend inside its axes, so four share that row (924 px). At 320 + 432 + 320 px a
+bare view wrapped onto two rows of panels, 727 px tall in all, and so did an RL view's four panels at 272 and 368."""
+PANEL_HEIGHT = 208
+LEFT_PX, RIGHT_PX, LEGEND_PX = 54, 20, 160
+"""Pixels left of the axes (the y ticks), right of them (half a step number: ``100000`` under the axes' end ran off
+the figure at 10), and right of them with a legend there."""
+TICK_PX = 40
+"""Pixels of axes per x tick: a six-digit step number and a gap (at 5 ticks in 154 px they overlapped)."""
 
 
 class Panel:
     """One axes on its own figure. Give lines new data with ``set``; ``render()`` returns PNG bytes,
     drawing the whole figure only when the limits, scale or decorations changed."""
 
-    def __init__(self, title: str, legend: bool = False, dpi: int = 80, *, compact: bool = False) -> None:
-        """``legend``: room for a legend right of the axes (the figure is wider); ``compact``: sized to share a row
-        with two others (``ROW_PX``), else ``PANEL_PX``."""
-        width, height = (ROW_PX if compact else PANEL_PX)[legend]
+    def __init__(self, title: str, legend: bool = False, dpi: int = 80, *, per_row: int = 2) -> None:
+        """``legend``: a legend of the lines always shown, right of the axes (the figure is wider) while fewer than
+        four panels share a row, else inside them; ``per_row``: sized to share a row with that many (``PANEL_PX``)."""
+        per_row = min(max(per_row, 2), 4)
+        self.beside = legend and per_row < 4
+        """The legend goes right of the axes (else inside them)."""
+        width, height = PANEL_PX[per_row][self.beside], PANEL_HEIGHT
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)
         self.canvas = FigureCanvasAgg(self.figure)
         self.ax = self.figure.add_subplot()
-        left, right = LEFT_PX / width, 1 - (LEGEND_PX if legend else RIGHT_PX) / width
+        left, right = LEFT_PX / width, 1 - (LEGEND_PX if self.beside else RIGHT_PX) / width
         self.figure.subplots_adjust(left=left, right=right, bottom=0.18, top=0.87)
         self.ax.set_title(title, fontsize="medium")
         self.ax.set_xlabel("optimizer step", fontsize="small")
         self.ax.tick_params(labelsize="small")
         self.ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
-        self.ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
+        nbins = min(5, int((right - left) * width // TICK_PX))
+        self.ax.xaxis.set_major_locator(MaxNLocator(nbins=nbins, integer=True))
         self.lines: dict[str, Line2D] = {}
         self._note = ""
         self.note = self.ax.text(
@@ -257,7 +266,8 @@ class Panel:
 
     def legend(self, keys: Sequence[str], inside: bool = False) -> None:
         """Show a legend of the lines ``keys`` (visible ones), redrawn only when the set changes: right of the
-        axes (the figure made with ``legend=True`` has room there), or ``inside`` them where the lines are not."""
+        axes (the figure made with ``legend=True`` has room there), or ``inside`` them where the lines are least,
+        drawn over them (``render``). Each label broken into lines that fit the legend's room (``fit_legend``)."""
         keys = tuple(k for k in keys if self.lines[k].get_visible())
         if keys != self._legend_keys or self.ax.get_legend() is None and keys:
             self._legend_keys = keys
@@ -265,15 +275,29 @@ class Panel:
             if old is not None:
                 old.remove()
             if keys:
+                font = FontProperties(size="x-small")
+                labels = [str(self.lines[k].get_label()) for k in keys]
                 legend = self.ax.legend(
                     [self.lines[k] for k in keys],
-                    [str(self.lines[k].get_label()) for k in keys],
+                    fit_legend(labels, font, self._legend_room(font, inside), self.figure.dpi),
                     **({"loc": "best"} if inside else {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)}),
-                    fontsize="x-small",
-                    frameon=False,
+                    prop=font,
+                    frameon=inside,  # inside, on a pale ground over the lines: a line drawn through a label hid it
+                    framealpha=0.8,
+                    edgecolor="none",
                 )
+                legend.set_animated(inside)
                 as_written(legend)
             self._stale = True
+
+    def _legend_room(self, font: FontProperties, inside: bool) -> float:
+        """Pixels a legend's label may take: the axes' width inside them, else the room right of them, less the
+        legend's pads and a line's sample (matplotlib's default sizes, in ems)."""
+        em = font.get_size_in_points() * self.figure.dpi / 72
+        axes = self.ax.get_position().width * self.figure.bbox.width
+        if inside:
+            return axes - (2 * 0.5 + 2 * 0.4 + 2.0 + 0.8) * em  # borderaxespad, borderpad, handle, its gap
+        return LEGEND_PX - 0.02 * axes - (0.5 + 2 * 0.4 + 2.0 + 0.8) * em
 
     def render(self) -> bytes:
         if self._stale or self._background is None:
@@ -286,6 +310,9 @@ class Panel:
         for line in sorted(self.lines.values(), key=lambda ln: ln.get_zorder()):
             if line.get_visible():
                 self.ax.draw_artist(line)
+        legend = self.ax.get_legend()
+        if legend is not None and legend.get_animated():  # inside the axes: over the lines, where they are least
+            self.ax.draw_artist(legend)
         width, height = self.canvas.get_width_height()
         buf = io.BytesIO()
         Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(

@@ -45,6 +45,25 @@ def shortened(text: str, fits: Callable[[str], bool]) -> str:
     return _cut(text, low)
 
 
+def wrapped(text: str, fits: Callable[[str], bool]) -> str:
+    """``text`` broken at spaces into lines that each ``fits`` (a word too long for a line of its own cut in the
+    middle, as ``shortened``); unchanged where it fits."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and fits(f"{lines[-1]} {word}"):
+            lines[-1] += f" {word}"
+        else:
+            lines.append(shortened(word, fits))
+    return "\n".join(lines)
+
+
+def fit_legend(labels: list[str], font: FontProperties, room: float, dpi: float = 80) -> list[str]:
+    """Each legend label broken into lines of at most ``room`` pixels in ``font`` (``wrapped``): a live panel's
+    ``reward (train) +inf (1 step, on the frame)`` ran out of its legend, off the axes and the figure."""
+    scale = dpi / 72
+    return [wrapped(label, lambda t: text_width(t, font) * scale <= room) for label in labels]
+
+
 def _cut(text: str, keep: int) -> str:
     return text[: -(-keep // 2)] + "…" + text[len(text) - keep // 2 :]
 
