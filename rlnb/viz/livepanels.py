@@ -12,7 +12,8 @@ import numpy as np
 from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz.draw import CLIP_HEADROOM
 from rlnb.viz.lines import inf_label, inf_marks
-from rlnb.viz.livefig import Panel, Series
+from rlnb.viz.livefig import Panel
+from rlnb.viz.series import Series
 from rlnb.viz.texts import printable
 
 NORMS = {

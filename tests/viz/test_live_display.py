@@ -118,7 +118,7 @@ def test_an_rl_live_views_four_panels_share_one_row_of_a_laptops_notebook_each_r
 KERNEL_SETUP = """
 from IPython.display import display
 from rlnb.history import History
-from rlnb.viz import live
+from rlnb.viz import live, openviews
 h = History()
 """
 
@@ -199,11 +199,11 @@ def test_where_no_cell_id_comes_a_live_view_replaces_its_own_display(tmp_path):
         assert all("replaced by a newer LiveView" in d["text/plain"] and not widget_of({"data": d})
                    for d in updates.values())  # fmt: skip
         assert [widget_of(c) for kind, c in replaced if kind == "display_data"] == [model.strip("'")]
-        assert run("", ask="[v in live._OPEN for v in (first, second)]")[1] == "[False, True]"
+        assert run("", ask="[v in openviews.OPEN for v in (first, second)]")[1] == "[False, True]"
         run("other = live.LiveView(History()); other")  # another history: not a replacement
         run("twin = live.LiveView(h); display(twin); triplet = live.LiveView(h); display(triplet)")  # in one run
-        ask = "[v in live._OPEN for v in (second, other, twin, triplet)]"
+        ask = "[v in openviews.OPEN for v in (second, other, twin, triplet)]"
         assert run("", ask=ask)[1] == "[False, True, True, True]"  # a later run's views replaced second
         run("a = live.LiveView(h); a", "A")  # with a cell id: cells tell views apart, as above
         run("b = live.LiveView(h); b", "B")
-        assert run("", "C", "[v in live._OPEN for v in (a, b)]")[1] == "[True, True]"
+        assert run("", "C", "[v in openviews.OPEN for v in (a, b)]")[1] == "[True, True]"

@@ -117,7 +117,7 @@ def test_a_comparison_on_the_users_own_axes_keeps_its_legend_inside_them(count, 
 def test_a_live_view_whose_widget_was_closed_stops_following_its_history():
     """``v = LiveView(h); v.widget.close()``: the view stayed subscribed and redrew at every change for the kernel's
     life, though nothing could show it."""
-    from rlnb.viz import live
+    from rlnb.viz import openviews
 
     h = History()
     closed = LiveView(h, every=0.01)
@@ -130,7 +130,7 @@ def test_a_live_view_whose_widget_was_closed_stops_following_its_history():
         while watching.redraws == before[1] and time.monotonic() < deadline:  # the open one's timer has drawn
             time.sleep(0.01)
         assert watching.redraws > before[1] and closed.redraws == before[0]
-        assert closed not in live._OPEN and watching in live._OPEN  # nor closed again at exit
+        assert closed not in openviews.OPEN and watching in openviews.OPEN  # nor closed again at exit
     finally:
         watching.close()
 
@@ -145,10 +145,10 @@ def test_running_a_cell_again_replaces_its_live_view_and_closing_every_widget_cl
         run("again = live.LiveView(h); twin = live.LiveView(h)", "A")  # two views of one run both stay
         run("other = live.LiveView(h)", "B")
         run("other_history = live.LiveView(History())", "A")  # another history: not a replacement
-        ask = "[v in live._OPEN for v in (first, again, twin, other, other_history)]"
+        ask = "[v in openviews.OPEN for v in (first, again, twin, other, other_history)]"
         assert run("", "C", ask)[1] == "[False, True, True, True, True]"
         run("import ipywidgets; ipywidgets.Widget.close_all()", "D")
-        assert run("", "C", "len(live._OPEN)")[1] == "0"
+        assert run("", "C", "len(openviews.OPEN)")[1] == "0"
 
 
 CJK, WATCH = "学习率 🚀", "run ⌚"
