@@ -57,7 +57,8 @@ def _legend(ax: Axes, handles: list[Artist], names: list[str], own: bool) -> Non
         height = min(max(height, (len(names) + 3) * LEGEND_ROW_IN), MAX_HEIGHT_IN)
     cols = math.ceil(len(names) / max(1, int(height / LEGEND_ROW_IN) - 3))
     if own:  # room for the legend's columns beside axes of the usual width
-        width += cols * (0.6 + 0.065 * max(len(n) for n in names))
+        font = FontProperties(size="small")  # each name measured as drawn: a CJK name's escapes are 6 times as wide
+        width += cols * (0.6 + max(text_width(n, font) for n in names) / 72)
         fig.set_size_inches(width, height)
     ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small",
               ncols=cols)  # fmt: skip

@@ -23,20 +23,26 @@ colour emoji font's bitmaps are not drawn by matplotlib's Agg."""
 def drawable(text: Text) -> None:
     """``text`` drawn with a font for each of its characters: the first installed font that has one its own fonts
     lack is added after them, and a character that no font has is written as its escape."""
-    written = text.get_text()
+    written, families = text.get_text(), tuple(text.get_fontproperties().get_family())
+    shown, drawn_with = as_drawn(written, families)
+    if drawn_with != families:
+        text.set_fontfamily(list(drawn_with))
+    if shown != written:
+        text.set_text(shown)
+
+
+def as_drawn(written: str, families: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """``written`` as ``drawable`` draws it in ``families``: its text (escapes for the characters no font has) and the
+    families it is drawn with, so it can be measured as drawn before it is (``rlnb.viz.texts.text_width``)."""
     if written.isascii():
-        return
-    families = tuple(text.get_fontproperties().get_family())
+        return written, families
     have = _coverage(families)
     lacking = {c for c in written if c.isprintable() and not c.isspace() and ord(c) not in have}
     if not lacking:
-        return
+        return written, families
     added = [f for f in dict.fromkeys(_fallback(c) for c in sorted(lacking)) if f is not None and f not in families]
-    if added:
-        text.set_fontfamily([*families, *added])
     shown = "".join(_escape(c) if c in lacking and _fallback(c) is None else c for c in written)
-    if shown != written:
-        text.set_text(shown)
+    return shown, (*families, *added)
 
 
 def _escape(char: str) -> str:

@@ -19,43 +19,24 @@ from __future__ import annotations
 
 import html
 import math
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import ipywidgets as widgets
 
-from rlnb import _exit
 from rlnb._options import check_int, check_seconds
 from rlnb.history import History
 from rlnb.history.figures import StepRow
 from rlnb.prompts import check_text
 from rlnb.tasks import EVAL_ACCURACY
-from rlnb.viz.cells import cell_run, execute_run, same_cell_before
 from rlnb.viz.lines import check_ema
-from rlnb.viz.livefig import Panel, Series
+from rlnb.viz.livefig import Panel
 from rlnb.viz.livepanels import NORMS, draw_panel, new_panel
 from rlnb.viz.livetables import RL_TABLE, completions_html, ops_html, rl_html, steps_html
+from rlnb.viz.openviews import CLOSE_WAIT, OPEN, opened, shown
 from rlnb.viz.outputs import Outputs
+from rlnb.viz.series import Series
 from rlnb.viz.throttle import Throttle
-
-CLOSE_WAIT = 30.0
-"""Seconds ``close`` waits for a redraw in progress: a timer thread still drawing when the interpreter exits can
-crash it (matplotlib at shutdown), so a view is closed only once its redraw has ended."""
-
-
-_OPEN: weakref.WeakSet[LiveView] = weakref.WeakSet()
-"""Views not closed yet: closed at interpreter exit, each once its redraw in progress has ended."""
-
-
-def _close_open_views() -> None:
-    """A view left open (its cell run again, the notebook shut down) kept redrawing on its timer thread while the
-    interpreter exited: the process aborted ("terminate called without an active exception") now and then."""
-    for view in list(_OPEN):
-        view.close()
-
-
-_exit.on_exit("panels", _close_open_views)
 
 
 class LiveView:
@@ -137,8 +118,8 @@ class LiveView:
         self.message = widgets.HTML(layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([toggles, self.message, self.plots, self.tables, self.completions])
         self.widget.add_class("rlnb-live")
-        # three panels or more, or panels to come as figures are logged: three to a row of a laptop's notebook
-        self._compact = self.auto or len(self.metrics) + 1 + loss + learning_rate >= 3
+        # panels sized for as many to a row of a laptop's notebook, up to four (and four where more are to come)
+        self._per_row = 4 if self.auto else len(self.metrics) + 1 + loss + learning_rate
         for name in self.metrics:
             self._add_panel(name, name, "C2")
         if loss:
@@ -152,17 +133,16 @@ class LiveView:
         self.completions.observe(lambda _: self._draw_completions(force=True), names="selected_index")
         self._unsubscribe = [history.on_record(self._on_change), history.on_log(self._on_change)]
         self.widget.observe(self._on_comm, names="comm")
-        self._cell = cell_run()
-        self._outputs = Outputs()
-        for old in list(_OPEN):  # the same cell's earlier run: its output was cleared, its view left following
-            if old.history is history and same_cell_before(old._cell, self._cell):
-                old.close()
-        _OPEN.add(self)
+        self.cell: tuple[str, str] | None = None
+        """The notebook cell, and its run, that made the view (``rlnb.viz.cells``)."""
+        self.outputs = Outputs()
+        """Where the view was shown."""
+        opened(self)
         self.refresh()
 
     def _add_panel(self, name: str, title: str, color: str) -> None:
         muon = self.history.config.get("optimizer") == "muon"
-        panel = new_panel(name, title, color, self.series, self.ema, self.metrics, muon=muon, compact=self._compact)
+        panel = new_panel(name, title, color, self.series, self.ema, self.metrics, muon=muon, per_row=self._per_row)
         self.panels[name] = panel
         self.images[name] = widgets.Image(
             format="png", layout=widgets.Layout(width=f"{panel.canvas.get_width_height()[0]}px")
@@ -175,14 +155,9 @@ class LiveView:
     def _ipython_display_(self) -> None:
         """``display(view)`` or a cell's value, in outputs with display ids (``rlnb.viz.outputs``): shown again by
         the same run, in place; where the front end sends no cell id, a newer view of the same History shown by a
-        later run replaces this one's outputs and closes it (with a cell id, ``__init__`` already did)."""
-        run = execute_run()
-        if run is not None and cell_run() is None:
-            for old in list(_OPEN):
-                if old is not self and old.history is self.history and old._outputs.before(run):
-                    old._outputs.replaced()
-                    old.close()
-        self._outputs.show(self.widget)
+        later run replaces this one's outputs and closes it (``rlnb.viz.openviews``)."""
+        shown(self)
+        self.outputs.show(self.widget)
 
     def __repr__(self) -> str:
         return f"<LiveView of {self.history!r}, {self.redraws} redraws>"
@@ -207,7 +182,7 @@ class LiveView:
     def close(self) -> None:
         """Stop following the history (the widgets keep showing the last state), once a redraw in progress
         has ended (at most ``CLOSE_WAIT`` seconds)."""
-        _OPEN.discard(self)
+        OPEN.discard(self)
         unsubscribe, self._unsubscribe = self._unsubscribe, []
         for u in unsubscribe:
             u()

@@ -1,8 +1,5 @@
-"""Figures for a live view that cost the same at step 10 and at step 100,000.
-
-``Series`` takes points one at a time and keeps at most ``cap`` of them: min/max buckets whose width
-doubles as the series grows (each bucket keeps its lowest and highest point, so spikes survive), plus
-its exponential moving average kept the same way. Appending is O(1) amortised; nothing is rebuilt.
+"""A live view's panels, drawn at the same cost at step 10 and at step 100,000 (their lines' data is
+``rlnb.viz.series``).
 
 ``Panel`` is one axes on its own small Agg figure, rendered to PNG. Its axis limits move in coarse
 steps, so most redraws only change the lines: then the saved background (frame, ticks, labels, legend)
@@ -12,13 +9,13 @@ is restored and only the lines are drawn on it ("blitting"), about 10x cheaper t
 from __future__ import annotations
 
 import io
-import itertools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from PIL import Image
@@ -26,10 +23,8 @@ from PIL import Image
 from rlnb.viz.draw import Y_SPAN
 from rlnb.viz.glyphs import drawable
 from rlnb.viz.lines import MARKERS_UP_TO
-from rlnb.viz.texts import as_written, fit_title
+from rlnb.viz.texts import as_written, fit_legend, fit_title
 
-LIVE_POINTS = 512
-"""Points drawn per line, at most: a lowest and a highest point per horizontal pixel of a panel."""
 NICE = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 
@@ -45,138 +40,50 @@ def nice_ceiling(value: float) -> float:
     return next(m * scale for m in NICE if m * scale >= value * (1 - 1e-12))
 
 
-def _merge(a: list[float], b: list[float]) -> list[float]:
-    """Two consecutive buckets as one: the first's first point, the lower minimum, the higher maximum."""
-    lo = a[3:5] if a[4] <= b[4] else b[3:5]
-    hi = a[5:7] if a[6] >= b[6] else b[5:7]
-    return [a[0] + b[0], a[1], a[2], *lo, *hi]
-
-
-class _Buckets:
-    """Min/max decimation on the fly: up to ``cap`` buckets of ``width`` consecutive points each (the
-    width doubles when they are full); drawn as exactly ``cap // 2`` groups once there are that many,
-    so a line costs the same to draw at any length."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.width = 1  # points per bucket, a power of two
-        # One bucket: [count, first x, first y, x of min, min y, x of max, max y]; NaNs are skipped
-        # for min/max, and an all-NaN bucket draws its first point: the gap stays a gap.
-        self.buckets: list[list[float]] = []
-
-    def add(self, x: float, y: float) -> None:
-        last = self.buckets[-1] if self.buckets else None
-        if last is None or last[0] >= self.width:
-            if len(self.buckets) >= self.cap:  # full: halve, pairing neighbours
-                pairs = zip(self.buckets[0::2], self.buckets[1::2], strict=False)
-                self.buckets = [_merge(a, b) for a, b in pairs] + self.buckets[len(self.buckets) // 2 * 2 :]
-                self.width *= 2
-            inf = math.inf
-            last = [0, x, y, x, inf, x, -inf]
-            self.buckets.append(last)
-        last[0] += 1
-        if y < last[4]:
-            last[3], last[4] = x, y
-        if y > last[6]:
-            last[5], last[6] = x, y
-
-    def xy(self) -> tuple[np.ndarray, np.ndarray]:
-        buckets, groups = self.buckets, self.cap // 2
-        if len(buckets) > groups:  # 1 or 2 buckets per group
-            edges = [i * len(buckets) // groups for i in range(groups + 1)]
-            buckets = [
-                buckets[a] if b - a == 1 else _merge(buckets[a], buckets[a + 1]) for a, b in itertools.pairwise(edges)
-            ]
-        xs: list[float] = []
-        ys: list[float] = []
-        for _, fx, fy, xlo, ylo, xhi, yhi in buckets:
-            if ylo == math.inf:  # no finite point in the bucket
-                xs.append(fx)
-                ys.append(fy)
-            elif xlo == xhi:
-                xs.append(xlo)
-                ys.append(ylo)
-            else:
-                first, second = ((xlo, ylo), (xhi, yhi)) if xlo < xhi else ((xhi, yhi), (xlo, ylo))
-                xs += [first[0], second[0]]
-                ys += [first[1], second[1]]
-        return np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
-
-
-class Series:
-    """A line fed point by point: its decimated points, their EMA (``s = ema·s + (1 − ema)·y``, NaNs and
-    infinities skipped and kept as gaps, as ``plots.smooth``), how many points came, the finite range, and the
-    steps at +inf and at -inf (``infs``: decimated alike, to be marked on the frame as the static plots do)."""
-
-    def __init__(self, ema: float = 0.9, cap: int = LIVE_POINTS) -> None:
-        self.ema = ema
-        self.raw = _Buckets(cap)
-        self.smooth = _Buckets(cap)
-        self.infs = {"+": _Buckets(cap), "-": _Buckets(cap)}
-        self.inf_n = {"+": 0, "-": 0}
-        self.n = 0
-        self.lo, self.hi = math.inf, -math.inf
-        self.last = math.nan
-        self.last_x = math.nan
-        self._state = math.nan
-
-    def add(self, x: float, y: float) -> None:
-        self.n += 1
-        self.last, self.last_x = y, x
-        if math.isinf(y):
-            sign = "+" if y > 0 else "-"
-            self.infs[sign].add(x, x)
-            self.inf_n[sign] += 1
-        y = y if math.isfinite(y) else math.nan  # an inf is a gap, as in the static plots: not the range, not the EMA
-        self.raw.add(x, y)
-        if math.isnan(y):
-            self.smooth.add(x, y)
-            return
-        self.lo, self.hi = min(self.lo, y), max(self.hi, y)
-        self._state = y if math.isnan(self._state) else self.ema * self._state + (1 - self.ema) * y
-        self.smooth.add(x, self._state)
-
-    def extend(self, xs: Sequence[float], ys: Sequence[float]) -> None:
-        for x, y in zip(xs, ys, strict=True):
-            self.add(x, y)
-
-
-PANEL_PX = {False: (320, 208), True: (432, 208)}
-"""A panel's width and height in pixels, without and with a legend beside its axes (the gradient norm's)."""
-ROW_PX = {False: (272, 208), True: (368, 208)}
-"""The same, for a view of three panels or more: three share a row of 920 px, within the ~930 px a notebook's output
-has on a 1366×768 laptop (JupyterLab, its file browser open). At 320 + 432 + 320 px a bare view wrapped onto a second
-row of panels, 727 px tall in all."""
-LEFT_PX, RIGHT_PX, LEGEND_PX = 54, 10, 160
-"""Pixels left of the axes (the y ticks), right of them, and right of them with a legend there."""
+PANEL_PX = {2: (320, 432), 3: (272, 368), 4: (228, 228)}
+"""A panel's width and the gradient norm's in pixels, by the panels a view is made to fit in a row: one or two are
+320 px wide, the gradient norm's legend beside its axes (432 px); three share a row of 920 px (272, 368 px), within
+the ~930 px a notebook's output has on a 1366×768 laptop (JupyterLab, its file browser open); from four on, each is
+228 px wide, the gradient norm's legend inside its axes, so four share that row (924 px). At 320 + 432 + 320 px a
+bare view wrapped onto two rows of panels, 727 px tall in all, and so did an RL view's four panels at 272 and 368."""
+PANEL_HEIGHT = 208
+LEFT_PX, RIGHT_PX, LEGEND_PX = 54, 20, 160
+"""Pixels left of the axes (the y ticks), right of them (half a step number: ``100000`` under the axes' end ran off
+the figure at 10), and right of them with a legend there."""
+TICK_PX = 40
+"""Pixels of axes per x tick: a six-digit step number and a gap (at 5 ticks in 154 px they overlapped)."""
 
 
 class Panel:
     """One axes on its own figure. Give lines new data with ``set``; ``render()`` returns PNG bytes,
     drawing the whole figure only when the limits, scale or decorations changed."""
 
-    def __init__(self, title: str, legend: bool = False, dpi: int = 80, *, compact: bool = False) -> None:
-        """``legend``: room for a legend right of the axes (the figure is wider); ``compact``: sized to share a row
-        with two others (``ROW_PX``), else ``PANEL_PX``."""
-        width, height = (ROW_PX if compact else PANEL_PX)[legend]
+    def __init__(self, title: str, legend: bool = False, dpi: int = 80, *, per_row: int = 2) -> None:
+        """``legend``: a legend of the lines always shown, right of the axes (the figure is wider) while fewer than
+        four panels share a row, else inside them; ``per_row``: sized to share a row with that many (``PANEL_PX``)."""
+        per_row = min(max(per_row, 2), 4)
+        self.beside = legend and per_row < 4
+        """The legend goes right of the axes (else inside them)."""
+        width, height = PANEL_PX[per_row][self.beside], PANEL_HEIGHT
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)
         self.canvas = FigureCanvasAgg(self.figure)
         self.ax = self.figure.add_subplot()
-        left, right = LEFT_PX / width, 1 - (LEGEND_PX if legend else RIGHT_PX) / width
+        left, right = LEFT_PX / width, 1 - (LEGEND_PX if self.beside else RIGHT_PX) / width
         self.figure.subplots_adjust(left=left, right=right, bottom=0.18, top=0.87)
         self.ax.set_title(title, fontsize="medium")
         self.ax.set_xlabel("optimizer step", fontsize="small")
         self.ax.tick_params(labelsize="small")
         self.ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
-        self.ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
+        nbins = min(5, int((right - left) * width // TICK_PX))
+        self.ax.xaxis.set_major_locator(MaxNLocator(nbins=nbins, integer=True))
         self.lines: dict[str, Line2D] = {}
         self._note = ""
         self.note = self.ax.text(
             0.5, 0.5, "", transform=self.ax.transAxes, ha="center", va="center", wrap=True, color="0.35"
         )
-        as_written(self.ax)  # a figure's name is the user's text, not TeX
         middle = (left + right) / 2
         fit_title(self.ax, 2 * min(middle, 1 - middle) * self.figure.bbox.width - 4)  # centred over the axes
+        as_written(self.ax)  # a figure's name is the user's text, not TeX; after the fit, which measures it as drawn
         self.full_draws = 0
         """How many times the whole figure was drawn (the rest were blits)."""
         self._background = None
@@ -257,7 +164,8 @@ class Panel:
 
     def legend(self, keys: Sequence[str], inside: bool = False) -> None:
         """Show a legend of the lines ``keys`` (visible ones), redrawn only when the set changes: right of the
-        axes (the figure made with ``legend=True`` has room there), or ``inside`` them where the lines are not."""
+        axes (the figure made with ``legend=True`` has room there), or ``inside`` them where the lines are least,
+        drawn over them (``render``). Each label broken into lines that fit the legend's room (``fit_legend``)."""
         keys = tuple(k for k in keys if self.lines[k].get_visible())
         if keys != self._legend_keys or self.ax.get_legend() is None and keys:
             self._legend_keys = keys
@@ -265,15 +173,29 @@ class Panel:
             if old is not None:
                 old.remove()
             if keys:
+                font = FontProperties(size="x-small")
+                labels = [str(self.lines[k].get_label()) for k in keys]
                 legend = self.ax.legend(
                     [self.lines[k] for k in keys],
-                    [str(self.lines[k].get_label()) for k in keys],
+                    fit_legend(labels, font, self._legend_room(font, inside), self.figure.dpi),
                     **({"loc": "best"} if inside else {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)}),
-                    fontsize="x-small",
-                    frameon=False,
+                    prop=font,
+                    frameon=inside,  # inside, on a pale ground over the lines: a line drawn through a label hid it
+                    framealpha=0.8,
+                    edgecolor="none",
                 )
+                legend.set_animated(inside)
                 as_written(legend)
             self._stale = True
+
+    def _legend_room(self, font: FontProperties, inside: bool) -> float:
+        """Pixels a legend's label may take: the axes' width inside them, else the room right of them, less the
+        legend's pads and a line's sample (matplotlib's default sizes, in ems)."""
+        em = font.get_size_in_points() * self.figure.dpi / 72
+        axes = self.ax.get_position().width * self.figure.bbox.width
+        if inside:
+            return axes - (2 * 0.5 + 2 * 0.4 + 2.0 + 0.8) * em  # borderaxespad, borderpad, handle, its gap
+        return LEGEND_PX - 0.02 * axes - (0.5 + 2 * 0.4 + 2.0 + 0.8) * em
 
     def render(self) -> bytes:
         if self._stale or self._background is None:
@@ -286,6 +208,9 @@ class Panel:
         for line in sorted(self.lines.values(), key=lambda ln: ln.get_zorder()):
             if line.get_visible():
                 self.ax.draw_artist(line)
+        legend = self.ax.get_legend()
+        if legend is not None and legend.get_animated():  # inside the axes: over the lines, where they are least
+            self.ax.draw_artist(legend)
         width, height = self.canvas.get_width_height()
         buf = io.BytesIO()
         Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(

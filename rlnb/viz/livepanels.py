@@ -12,7 +12,8 @@ import numpy as np
 from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz.draw import CLIP_HEADROOM
 from rlnb.viz.lines import inf_label, inf_marks
-from rlnb.viz.livefig import Panel, Series
+from rlnb.viz.livefig import Panel
+from rlnb.viz.series import Series
 from rlnb.viz.texts import printable
 
 NORMS = {
@@ -28,12 +29,12 @@ PARTS = ("grad_norm_muon", "grad_norm_adam")
 
 def new_panel(
     name: str, title: str, color: str, series: dict[str, Series], ema: float, metrics: list[str], *, muon: bool,
-    compact: bool,
+    per_row: int,
 ) -> Panel:  # fmt: skip
     """The panel of ``name``, its lines' series added to ``series``: the reward's draws the held-out accuracy too
     (unless it is one of ``metrics``), the gradient norm's the clip threshold (and, for Muon, the two partial norms).
-    ``compact``: sized to share a row with two others (``livefig.ROW_PX``)."""
-    panel = Panel(printable(title), legend=name == "grad_norm", compact=compact)
+    ``per_row``: sized to share a row with that many panels (``livefig.PANEL_PX``)."""
+    panel = Panel(printable(title), legend=name == "grad_norm", per_row=per_row)
     if name == "reward" and EVAL_ACCURACY not in metrics:  # the held-out accuracy beside the reward
         _lines(panel, series, ema, name, color, "reward (train)")
         panel.line(EVAL_ACCURACY, color="C3", ms=4, label="eval accuracy (held out)", zorder=3)
@@ -102,7 +103,7 @@ def draw_panel(
         if not math.isfinite(hi) and not infs:  # a remote API reports none: say why (the clip threshold may show)
             note = na_reason or "no gradient norm yet"
         lo, hi = _clip(panel, series["grad_clip_norm"], lo, hi)
-        panel.legend([*named, "grad_clip_norm", *infs])
+        panel.legend([*named, "grad_clip_norm", *infs], inside=not panel.beside)
     elif not math.isfinite(hi) and not infs:
         note = f"no {name!r} logged yet" if logged else "no completed optimizer step yet"
     if name != "grad_norm":  # a legend inside once the held-out accuracy or an infinity is there

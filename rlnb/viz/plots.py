@@ -87,8 +87,8 @@ def _written(draw: Callable[..., _Drawn]) -> Callable[..., _Drawn]:
             raise TypeError(f"plots.{draw.__name__} takes a History or a DataFrame, got {type(data).__name__}{hint}")
         out = draw(*args, **kwargs)
         within_span(out)  # a figure of 1.7e308 failed when drawn (the tick locator's arange)
+        fit_titles(out)  # on the names as given, each measured as drawn: an escape is never cut in two
         as_written(out)
-        fit_titles(out)
         return out
 
     return drawn

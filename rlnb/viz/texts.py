@@ -1,5 +1,7 @@
 """Texts as a figure draws them: a person's names written as they are (no TeX, control characters as escapes, each
-character in a font that has it), cut in the middle to the room they have.
+character in a font that has it), cut in the middle to the room they have. A text is fitted as given, measured as it
+will be drawn (``text_width``), then drawn (``as_written``): fitted after, an escape was cut in two, and fitted before
+but measured as given, a CJK name drawn as escapes was six times as wide as its room.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.text import Text
 from matplotlib.textpath import TextToPath
 
-from rlnb.viz.glyphs import drawable
+from rlnb.viz.glyphs import as_drawn, drawable
 
 
 def as_written(artist: Artist) -> None:
@@ -43,6 +45,25 @@ def shortened(text: str, fits: Callable[[str], bool]) -> str:
     return _cut(text, low)
 
 
+def wrapped(text: str, fits: Callable[[str], bool]) -> str:
+    """``text`` broken at spaces into lines that each ``fits`` (a word too long for a line of its own cut in the
+    middle, as ``shortened``); unchanged where it fits."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and fits(f"{lines[-1]} {word}"):
+            lines[-1] += f" {word}"
+        else:
+            lines.append(shortened(word, fits))
+    return "\n".join(lines)
+
+
+def fit_legend(labels: list[str], font: FontProperties, room: float, dpi: float = 80) -> list[str]:
+    """Each legend label broken into lines of at most ``room`` pixels in ``font`` (``wrapped``): a live panel's
+    ``reward (train) +inf (1 step, on the frame)`` ran out of its legend, off the axes and the figure."""
+    scale = dpi / 72
+    return [wrapped(label, lambda t: text_width(t, font) * scale <= room) for label in labels]
+
+
 def _cut(text: str, keep: int) -> str:
     return text[: -(-keep // 2)] + "…" + text[len(text) - keep // 2 :]
 
@@ -63,8 +84,13 @@ _TEXT = TextToPath()
 
 
 def text_width(text: str, font: FontProperties) -> float:
-    """``text``'s width in points, measured without a renderer (a figure on no canvas yet has none)."""
-    return float(_TEXT.get_text_width_height_descent(text, font, ismath=False)[0])
+    """``text``'s width in points as it is drawn (``glyphs.as_drawn``: a CJK character no font has is its escape, 6
+    characters wide), measured without a renderer (a figure on no canvas yet has none)."""
+    shown, families = as_drawn(text, tuple(font.get_family()))
+    if families != tuple(font.get_family()):
+        font = font.copy()
+        font.set_family(list(families))
+    return float(_TEXT.get_text_width_height_descent(shown, font, ismath=False)[0])
 
 
 def fit_titles(drawn: Axes | Figure) -> None:

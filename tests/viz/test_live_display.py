@@ -4,6 +4,7 @@ its outputs in a real IPython kernel, with and without the cell id a front end m
 import contextlib
 import io
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from PIL import Image
 
 from rlnb.history import History
 from rlnb.viz.live import LiveView
-from tests.viz.test_plots import hand_history
+from tests.viz.test_plots import hand_history, optim_metrics
 
 COLUMN = 930
 """Pixels: the width of a JupyterLab 4 notebook's output on a 1366×768 laptop with its file browser open (measured
@@ -66,10 +67,58 @@ def test_a_bare_live_view_draws_its_three_panels_in_one_row_of_a_laptops_noteboo
         auto.close()
 
 
+def readable(panel):
+    """Whether every text of a drawn panel can be read: its title and x tick labels (those in view) on the figure, no
+    two tick labels overlapping, and its legend's every label within the axes (inside) or the figure (beside)."""
+    renderer = panel.canvas.get_renderer()
+    page, frame = panel.figure.bbox, panel.ax.bbox
+    low, high = panel.ax.get_xlim()
+    shown = [t for t in panel.ax.xaxis.get_major_ticks() if low <= t.get_loc() <= high]
+    ticks = [t.label1.get_window_extent(renderer) for t in shown]
+    boxes = [panel.ax.title.get_window_extent(renderer), *ticks]
+    legend = panel.ax.get_legend()
+    labels = [t.get_window_extent(renderer) for t in legend.get_texts()] if legend is not None else []
+    room = page if panel.beside else frame
+    return (
+        all(page.x0 <= b.x0 and b.x1 <= page.x1 for b in boxes)
+        and all(a.x1 < b.x0 for a, b in zip(ticks, ticks[1:], strict=False))
+        and all(room.x0 <= b.x0 and b.x1 <= room.x1 and room.y0 <= b.y0 and b.y1 <= room.y1 for b in labels)
+    )
+
+
+def test_an_rl_live_views_four_panels_share_one_row_of_a_laptops_notebook_each_readable():
+    """``LiveView(h, metrics=("reward",))``, the RL case, drew four panels at 272 + 272 + 368 + 272 px: two rows, 727 px
+    tall in JupyterLab on a 1366×768 laptop. From four panels on each is 228 px wide, the gradient norm's legend
+    inside its axes (over the lines, on a pale ground), so four share a row; in them a long legend label is broken
+    into lines (``reward (train) +inf (1 step, on the frame)`` ran off the axes), and the x axis has fewer ticks
+    (``100000`` and ``125000`` overlapped, as they did in the three-panel view's gradient norm)."""
+    parts = {"grad_norm/muon": 0.7, "grad_norm/adam": 0.2}
+    h = hand_history([1.0, 0.5, 0.25], [1.0, 0.8, 0.6], {"optimizer": "muon"}, lambda gn: optim_metrics(gn, **parts))
+    for step, reward in enumerate([0.1, math.inf, 0.3], 1):
+        h.log(step, reward=reward)
+    view = LiveView(h, metrics=("reward",), every=0)
+    three = LiveView(h, metrics=("reward",), every=0, learning_rate=False)
+    try:
+        sizes = drawn_sizes(view)
+        assert sizes == [(228, 208)] * 4 and rows_in([w for w, _ in sizes]) == 1, sizes
+        assert drawn_sizes(three) == [(272, 208), (272, 208), (368, 208)]  # three a row, the legend beside
+        grad = view.panels["grad_norm"]
+        assert not grad.beside and len(grad.ax.get_legend().get_texts()) == 4  # global, Muon, AdamW, clip
+        assert "\n" in view.panels["reward"].ax.get_legend().get_texts()[-1].get_text()  # the +inf label, broken
+        for name, panel in [*view.panels.items(), ("three's grad_norm", three.panels["grad_norm"])]:
+            assert readable(panel), name
+            panel.set_limits(99_000, 0.0, 1.0)  # six-digit steps: the widest tick labels
+            panel.render()
+            assert readable(panel), (name, "at step 99,000")
+    finally:
+        view.close()
+        three.close()
+
+
 KERNEL_SETUP = """
 from IPython.display import display
 from rlnb.history import History
-from rlnb.viz import live
+from rlnb.viz import live, openviews
 h = History()
 """
 
@@ -150,11 +199,11 @@ def test_where_no_cell_id_comes_a_live_view_replaces_its_own_display(tmp_path):
         assert all("replaced by a newer LiveView" in d["text/plain"] and not widget_of({"data": d})
                    for d in updates.values())  # fmt: skip
         assert [widget_of(c) for kind, c in replaced if kind == "display_data"] == [model.strip("'")]
-        assert run("", ask="[v in live._OPEN for v in (first, second)]")[1] == "[False, True]"
+        assert run("", ask="[v in openviews.OPEN for v in (first, second)]")[1] == "[False, True]"
         run("other = live.LiveView(History()); other")  # another history: not a replacement
         run("twin = live.LiveView(h); display(twin); triplet = live.LiveView(h); display(triplet)")  # in one run
-        ask = "[v in live._OPEN for v in (second, other, twin, triplet)]"
+        ask = "[v in openviews.OPEN for v in (second, other, twin, triplet)]"
         assert run("", ask=ask)[1] == "[False, True, True, True]"  # a later run's views replaced second
         run("a = live.LiveView(h); a", "A")  # with a cell id: cells tell views apart, as above
         run("b = live.LiveView(h); b", "B")
-        assert run("", "C", "[v in live._OPEN for v in (a, b)]")[1] == "[True, True]"
+        assert run("", "C", "[v in openviews.OPEN for v in (a, b)]")[1] == "[True, True]"

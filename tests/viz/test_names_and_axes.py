@@ -117,7 +117,7 @@ def test_a_comparison_on_the_users_own_axes_keeps_its_legend_inside_them(count, 
 def test_a_live_view_whose_widget_was_closed_stops_following_its_history():
     """``v = LiveView(h); v.widget.close()``: the view stayed subscribed and redrew at every change for the kernel's
     life, though nothing could show it."""
-    from rlnb.viz import live
+    from rlnb.viz import openviews
 
     h = History()
     closed = LiveView(h, every=0.01)
@@ -130,7 +130,7 @@ def test_a_live_view_whose_widget_was_closed_stops_following_its_history():
         while watching.redraws == before[1] and time.monotonic() < deadline:  # the open one's timer has drawn
             time.sleep(0.01)
         assert watching.redraws > before[1] and closed.redraws == before[0]
-        assert closed not in live._OPEN and watching in live._OPEN  # nor closed again at exit
+        assert closed not in openviews.OPEN and watching in openviews.OPEN  # nor closed again at exit
     finally:
         watching.close()
 
@@ -145,10 +145,10 @@ def test_running_a_cell_again_replaces_its_live_view_and_closing_every_widget_cl
         run("again = live.LiveView(h); twin = live.LiveView(h)", "A")  # two views of one run both stay
         run("other = live.LiveView(h)", "B")
         run("other_history = live.LiveView(History())", "A")  # another history: not a replacement
-        ask = "[v in live._OPEN for v in (first, again, twin, other, other_history)]"
+        ask = "[v in openviews.OPEN for v in (first, again, twin, other, other_history)]"
         assert run("", "C", ask)[1] == "[False, True, True, True, True]"
         run("import ipywidgets; ipywidgets.Widget.close_all()", "D")
-        assert run("", "C", "len(live._OPEN)")[1] == "0"
+        assert run("", "C", "len(openviews.OPEN)")[1] == "0"
 
 
 CJK, WATCH = "学习率 🚀", "run ⌚"
@@ -172,7 +172,7 @@ def test_cjk_and_emoji_names_are_drawn_in_a_font_that_has_them_or_as_escapes_nev
     metric = plots.metric(pd.DataFrame({"step": [1, 2], CJK: [0.1, 0.2]}), CJK)
     assert unescaped(metric.get_title()) == CJK and unescaped(metric.get_ylabel()) == CJK
     h = History()
-    view = LiveView(h, metrics=(CJK, WATCH), every=0)
+    view = LiveView(h, metrics=(CJK, WATCH), every=0, loss=False, learning_rate=False)  # 272 px: the titles fit
     try:
         assert unescaped(view.panels[CJK].ax.get_title()) == CJK and view.panels[WATCH].ax.get_title() == WATCH
         assert unescaped(view.panels[CJK].note.get_text()) == f"no '{CJK}' logged yet"
@@ -202,3 +202,34 @@ def test_a_font_file_freetype_cannot_read_is_never_the_fallback(tmp_path, monkey
         assert unescaped(ax.get_title()) == "语"
     finally:
         glyphs._fallback.cache_clear()
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_a_comparison_legend_is_fitted_to_its_room_as_drawn_with_its_names_escapes(own):
+    """A legend's names were fitted to their room before the CJK in them became escapes (``\\u5b66``: 6 characters
+    for 1), so a long CJK name was measured at a sixth of its drawn width and ran out of the legend's room: off the
+    user's axes, or off the figure ``compare`` made for it. Names are now measured as they are drawn."""
+    names = [f"{i:02d} " + "学习率" * 12 for i in range(8)]
+    figure = Figure(figsize=(9, 3.5), layout="constrained")
+    ax = plots.compare(runs(names), ax=None if own else figure.subplots(1, 2)[1])
+    box, frame, page = legend_box(ax)
+    assert within(box, page) and (own or within(box, frame))
+    for name, text in zip(names, [t.get_text() for t in ax.get_legend().get_texts()], strict=True):
+        head, _, tail = unescaped(text).partition("…")
+        assert name.startswith(head) and name.endswith(tail) and head[:2] == name[:2]
+
+
+def test_a_long_cjk_title_is_cut_between_characters_and_fits_as_drawn():
+    """A title was cut to its room after its CJK had become escapes: cut in the middle of one (``学习\\…87``), it
+    read back as neither the name's start nor its end. It is now cut as given, measured as drawn."""
+    from rlnb.viz.livefig import Panel
+
+    name = "学习率" * 8
+    static = plots.metric(pd.DataFrame({"step": [1, 2], name: [1.0, 2.0]}), name)
+    for ax in (static, Panel(name).ax, Panel(name, per_row=4).ax):
+        canvas = FigureCanvasAgg(ax.figure)
+        canvas.draw()
+        box, page = ax.title.get_window_extent(canvas.get_renderer()), ax.figure.bbox
+        head, tail = unescaped(ax.get_title()).split("…")
+        assert name.startswith(head) and name.endswith(tail) and head and tail, ax.get_title()
+        assert page.x0 <= box.x0 and box.x1 <= page.x1

@@ -476,7 +476,7 @@ def test_live_view_redraws_only_what_changed():
 
 
 def test_live_series_keep_at_most_a_screenful_with_the_spikes():
-    from rlnb.viz.livefig import LIVE_POINTS, Series
+    from rlnb.viz.series import LIVE_POINTS, Series
 
     y = np.linspace(5, 1, 100_000)
     y[77_777], y[33_333], y[50_000] = 50.0, -3.0, np.nan
