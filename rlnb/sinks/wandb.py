@@ -15,19 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-import struct
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rlnb import _exit
 from rlnb._options import user_path
+from rlnb.sinks import wandb_file
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
 
 MODES = ("offline", "online")
 STEP_KEY, FAILURE_KEY = "step", "failed_operation"
-BLOCK = 32768
-"""The block size of a ``.wandb`` file (a LevelDB-style log)."""
 LOGGED = "logged/"
 """The prefix of a figure whose own name W&B or rlnb's rows take (``key``)."""
 
@@ -100,7 +97,7 @@ class WandB(Sink):
         if self.mode != "offline":
             return None
         for file in sorted(self._root().glob("offline-run-*/run-*.wandb")):
-            if _project_and_name(file) == (self.project, run.name):
+            if wandb_file.project_and_name(file) == (self.project, run.name):
                 return (
                     f"as the offline run {file.parent}: delete that folder to export it again, or export to another dir"
                 )
@@ -138,6 +135,7 @@ class _Writer:
     def __init__(self, run: Any, offline: bool = False):
         self.run = run
         self._folder = Path(run.dir).parent if offline else None  # offline-run-*: the run's only copy
+        self._file = Path(run.settings.sync_file) if offline else None
         run.define_metric(STEP_KEY)
         run.define_metric("*", step_metric=STEP_KEY)
 
@@ -156,45 +154,11 @@ class _Writer:
             self.run.log({STEP_KEY: fail.step, FAILURE_KEY: fail.text()})
 
     def close(self) -> None:
+        """Finish the run; offline, return once its last records are in its ``.wandb`` file, within ``close()``'s
+        deadline (``wandb_file.wait_ended``: ``finish`` returned before wandb-core wrote them)."""
+        from rlnb.sinks import stream
+
         self.run.finish()
         self._check()
-
-
-def _project_and_name(file: Path) -> tuple[str, str] | None:
-    """The project and display name in a ``.wandb`` file's run record, among its first records; None for a file that
-    holds none, or none it can read (a run cut short, another program's file): it must not stop the run or export."""
-    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
-    from wandb.proto import wandb_internal_pb2
-
-    try:
-        for i, raw in enumerate(_records(file)):
-            record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
-            record.ParseFromString(raw)
-            if record.WhichOneof("record_type") == "run":
-                return record.run.project, record.run.display_name
-            if i > 100:
-                break
-    except (OSError, struct.error, DecodeError):
-        return None
-    return None
-
-
-def _records(file: Path) -> Iterator[bytes]:
-    """The records of a ``.wandb`` file: a 7-byte header (``:W&B``), then 32 KiB blocks of chunks, each with a
-    ``<crc32, length, type>`` header (1 a whole record; 2, 3, 4 its first, middle and last parts)."""
-    with file.open("rb") as f:
-        data, at, parts = f.read(BLOCK), 7, b""
-        if data[:4] != b":W&B":
-            return
-        while data:
-            while at + 7 <= len(data):
-                _, length, kind = struct.unpack("<IHB", data[at : at + 7])
-                chunk, at = data[at + 7 : at + 7 + length], at + 7 + length
-                if kind in (1, 4):
-                    yield parts + chunk
-                    parts = b""
-                elif kind in (2, 3):
-                    parts += chunk
-                else:
-                    return
-            data, at = f.read(BLOCK), 0
+        if self._file is not None:
+            wandb_file.wait_ended(self._file, stream.CLOSE_TIMEOUT)
