@@ -6,7 +6,8 @@ on their step. The config goes to ``run.config``; a failure is a row with a ``fa
 text. W&B's console capture and system metrics are off (they would wrap the notebook's output and
 cost CPU); pass ``settings=`` to choose. Offline runs land in ``<dir>/wandb/offline-run-*``:
 ``wandb sync <that folder>`` uploads one. Each session of an rlnb run writes into one W&B run id (``run_id``,
-with ``resume="allow"``); offline, that is a folder per session, which ``wandb sync`` uploads in order as one run.
+with ``resume="allow"`` for a later session, ``"never"`` for a new run or an export, which W&B's server then refuses if
+it holds the run already); offline, that is a folder per session, which ``wandb sync`` uploads in order as one run.
 A figure named like a key of W&B's own (``_step``, ``_runtime``, ``_timestamp``: W&B keeps every name that starts
 with ``_``) or like the failures', or one that starts with ``logged/``, is sent as ``logged/<name>``.
 """
@@ -21,10 +22,14 @@ from typing import Any
 from rlnb import _exit
 from rlnb._options import user_path
 from rlnb.sinks import wandb_file
-from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, SinkError
 
 MODES = ("offline", "online")
 STEP_KEY, FAILURE_KEY = "step", "failed_operation"
+RESUME = {True: "allow", False: "never"}
+"""``wandb.init``'s ``resume`` for a run continued (a later session: the same W&B run, as each session made one of its
+own) or not (a new run, an export: W&B's server refuses a run it holds already, where resuming it appended every
+point a second time)."""
 LOGGED = "logged/"
 """The prefix of a figure whose own name W&B or rlnb's rows take (``key``)."""
 
@@ -115,19 +120,27 @@ class WandB(Sink):
         if self.dir is not None:
             self.dir.mkdir(parents=True, exist_ok=True)
         settings = self._settings or wandb.Settings(console="off", x_disable_stats=True, silent=True)
-        handle = wandb.init(
-            project=self.project,
-            entity=self.entity,
-            name=run.name,
-            id=run_id(run),
-            resume="allow",  # a later session of the run: the same W&B run (it made one of its own, of one name)
-            group=run.group,
-            config=run.params,
-            mode=self.mode,  # type: ignore[arg-type]
-            dir=str(self.dir) if self.dir is not None else None,
-            reinit="create_new",  # several runs at once: a sweep's trials
-            settings=settings,
-        )
+        try:
+            handle = wandb.init(
+                project=self.project,
+                entity=self.entity,
+                name=run.name,
+                id=run_id(run),
+                resume=RESUME[run.continued],
+                group=run.group,
+                config=run.params,
+                mode=self.mode,  # type: ignore[arg-type]
+                dir=str(self.dir) if self.dir is not None else None,
+                reinit="create_new",  # several runs at once: a sweep's trials
+                settings=settings,
+            )
+        except Exception as exc:
+            if run.continued or "already exists" not in str(exc):
+                raise
+            where = "/".join(p for p in (self.entity, self.project, run_id(run)) if p)
+            raise SinkError(f"{self!r} holds run {run.name} already, as the W&B run {where} (streamed or exported "
+                            "there before): delete that run in W&B to export it again, or export to another project; "
+                            "nothing was written") from exc  # fmt: skip
         return _Writer(handle, offline=self.mode == "offline")
 
 

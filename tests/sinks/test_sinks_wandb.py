@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import struct
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
 
 import rlnb
 from rlnb import sinks
+from rlnb.history.runs import RunContinuedWarning
 from rlnb.sinks import SinkError
 from rlnb.sinks.base import Point, RunInfo
 from rlnb.testing import FakeBackend
@@ -144,3 +146,45 @@ def test_a_wandb_runs_end_is_found_wherever_it_falls_in_the_files_blocks(tmp_pat
     assert not wandb_file.ended(file)
     file.write_bytes(b"not a log at all" * 5000)
     assert not wandb_file.ended(file)
+
+
+ALREADY = ("Run ({}) already exists, but your `resume` setting does not allow resuming an existing run. Verify the run "
+           "ID is correct. To resume this run, set `resume` in wandb.init() or `WANDB_RESUME` to `allow` or `must`. To "
+           "start a new run, use a different run ID.")  # fmt: skip
+"""wandb-core's refusal (its text in W&B 0.31's binary) of a run id its server holds, asked with ``resume="never"``."""
+
+
+@pytest.mark.slow  # W&B's wandb-core process
+def test_an_export_to_wandb_online_of_a_streamed_run_is_refused_and_a_later_session_writes_on(tmp_path, monkeypatch):
+    """Online, nothing local says which runs W&B's server holds: an export of a run streamed there before resumed that
+    W&B run (``resume="allow"``) and appended every point a second time. A new run and an export ask W&B for a new
+    run (``resume="never"``), which its server refuses for a run id it holds: the export raises ``SinkError`` naming
+    the W&B run; a later session of the run still writes on into it. W&B's server here: a stand-in that holds the ids
+    of the runs made, in front of W&B's offline mode."""
+    import wandb
+
+    real, held, asked = wandb.init, set(), []
+
+    def server(**kwargs: object) -> object:
+        asked.append(kwargs["resume"])
+        if kwargs["resume"] == "never" and kwargs["id"] in held:
+            raise wandb.errors.UsageError(ALREADY.format(kwargs["id"]))
+        held.add(kwargs["id"])
+        return real(**{**kwargs, "mode": "offline"})
+
+    monkeypatch.setattr(wandb, "init", server)
+    online = sinks.WandB("p", mode="online", dir=tmp_path / "wb", interval=0)
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[online]) as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+    with pytest.raises(SinkError, match=r"holds run r already, as the W&B run p/rlnb-[0-9a-f]{20} \(streamed or "
+                                        r"exported there before\): delete that run in W&B .*nothing was written"):
+        rlnb.export(s.history, sinks.WandB("p", mode="online", dir=tmp_path / "wb"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sinks.SinkWarning)
+        warnings.simplefilter("ignore", RunContinuedWarning)  # it starts at step 1 again: FakeBackend has no resume
+        with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[online]) as s:
+            s.forward_backward(CE)
+            s.optim_step().result()
+    assert asked == ["never", "never", "allow"] and len(held) == 1
+    assert len(_runs(tmp_path / "wb")) == 2  # the two sessions'; nothing of the export
