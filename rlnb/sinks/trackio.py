@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+from rlnb.sinks.scrubbing import scrub
 from rlnb.sinks.watched import Watched, lost_from
 
 LOCAL = {"embed": False, "auto_log_cpu": False, "auto_log_gpu": False}
+ELSEWHERE = ("space_id", "server_url", "dataset_id", "bucket_id")
+"""``trackio.init``'s arguments that say where a project is kept, if not in the local database."""
 
 
 class Trackio(Sink):
@@ -37,6 +40,24 @@ class Trackio(Sink):
     def spec(self) -> tuple[str, str, dict[str, Any]]:
         """How a child process makes this sink again (``process=True``)."""
         return __name__, "Trackio", {"project": self.project, "interval": self.interval, **self._init}
+
+    def where(self) -> dict[str, Any]:
+        """The project, and where a Space or server elsewhere keeps it: not the other options of ``init`` (two sinks
+        of one project, one with ``embed=True``, are one place), nor ``webhook_url``, a secret of its own, nor a
+        ``server_url``'s ``write_token`` (``scrub``): the place is shown in a refusal, which showed them whole."""
+        elsewhere = {k: scrub(str(v)) for k, v in self._init.items() if k in ELSEWHERE and v}
+        return {"project": self.project, **elsewhere}
+
+    def folder(self) -> tuple[str, Path] | None:
+        """Trackio's folder, where a run is written on this machine, checked when the sink is made: a file there, or a
+        folder that cannot be written, dropped the sink at the run's first point (``[Errno 17] File exists``)."""
+        if self._remote():
+            return None
+        if not self.process:  # Trackio read $TRACKIO_DIR when first imported (by this sink, or before it)
+            from trackio import utils
+
+            return "$TRACKIO_DIR (as Trackio read it when first imported)", Path(utils.TRACKIO_DIR)
+        return "$TRACKIO_DIR", trackio_dir()
 
     def local_db(self) -> Path | None:
         """The project's local database, or None where the runs go to a Space or server elsewhere."""
@@ -107,3 +128,12 @@ class _Writer:
     def close(self) -> None:
         self._where.check("the run's end was")
         self.run.finish()
+
+
+def trackio_dir() -> Path:
+    """The folder Trackio takes when it is imported (by a sink's child process): ``$TRACKIO_DIR``, else ``trackio`` in
+    Hugging Face's folder (``$HF_HOME``, else ``$XDG_CACHE_HOME/huggingface``, else ``~/.cache/huggingface``)."""
+    if folder := os.environ.get("TRACKIO_DIR"):
+        return Path(folder)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return Path(os.environ.get("HF_HOME") or os.path.join(cache, "huggingface")).expanduser() / "trackio"

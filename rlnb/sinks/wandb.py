@@ -93,6 +93,11 @@ class WandB(Sink):
             return {"project": self.project, "entity": self.entity, "mode": self.mode}
         return {"project": self.project, "mode": self.mode, "dir": os.path.realpath(self._root().parent)}
 
+    def folder(self) -> tuple[str, Path]:
+        """W&B's folder (``<dir>/wandb``; online runs keep their files there too), checked when the sink is made."""
+        field = "WandB.dir" if self.dir is not None else "$WANDB_DIR" if os.environ.get("WANDB_DIR") else "WandB's dir"
+        return field, self._root()
+
     def _root(self) -> Path:
         """The folder W&B writes its runs in: ``<dir>/wandb``."""
         return (self.dir or Path(os.environ.get("WANDB_DIR") or ".")).expanduser() / "wandb"
