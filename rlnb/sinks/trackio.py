@@ -42,11 +42,22 @@ class Trackio(Sink):
         return __name__, "Trackio", {"project": self.project, "interval": self.interval, **self._init}
 
     def where(self) -> dict[str, Any]:
-        """The project, and where a Space or server elsewhere keeps it: not the other options of ``init`` (two sinks
-        of one project, one with ``embed=True``, are one place), nor ``webhook_url``, a secret of its own, nor a
-        ``server_url``'s ``write_token`` (``scrub``): the place is shown in a refusal, which showed them whole."""
+        """The project as Trackio keeps it on disk (``canonical``: ``my.model`` is ``mymodel``, one database, where two
+        sinks wrote one run twice), and where a Space or server elsewhere keeps it: not the other options of ``init``
+        (two sinks of one project, one with ``embed=True``, are one place), nor ``webhook_url``, a secret of its own,
+        nor a ``server_url``'s ``write_token`` (``scrub``): the place is shown in a refusal, which showed them whole."""
         elsewhere = {k: scrub(str(v)) for k, v in self._init.items() if k in ELSEWHERE and v}
-        return {"project": self.project, **elsewhere}
+        return {"project": canonical(self.project), **elsewhere}
+
+    def _load(self) -> None:
+        """Import Trackio, and check the project's name as ``trackio.init`` does at the run's first point (a name
+        beginning ``registry-`` or ending like a table's file: the sink was dropped once training had started)."""
+        from trackio.sqlite_storage import SQLiteStorage
+
+        try:
+            SQLiteStorage.validate_project_name(self.project)
+        except ValueError as exc:
+            raise ValueError(f"Trackio.project = {self.project!r} is invalid: {exc}") from None
 
     def folder(self) -> tuple[str, Path] | None:
         """Trackio's folder, where a run is written on this machine, checked when the sink is made: a file there, or a
@@ -137,3 +148,9 @@ def trackio_dir() -> Path:
         return Path(folder)
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
     return Path(os.environ.get("HF_HOME") or os.path.join(cache, "huggingface")).expanduser() / "trackio"
+
+
+def canonical(project: str) -> str:
+    """The name Trackio keeps a project's files under (``trackio.utils.canonical_project_name``, here without importing
+    Trackio: a sink writing from its child never does): its letters, digits, ``-`` and ``_``, else ``default``."""
+    return "".join(c for c in project if c.isalnum() or c in "-_").rstrip() or "default"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rlnb import _exit
 from rlnb._options import user_path
@@ -26,7 +26,10 @@ from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, SinkE
 
 MODES = ("offline", "online")
 STEP_KEY, FAILURE_KEY = "step", "failed_operation"
-RESUME = {True: "allow", False: "never"}
+MAX_PROJECT, NOT_IN_PROJECT = 128, "/\\#?%:"
+"""W&B's rule for a project's name (``wandb.Settings``): a name that breaks it failed ``wandb.init`` at the run's first
+point, dropping the sink once training had started."""
+RESUME: dict[bool, Literal["allow", "never"]] = {True: "allow", False: "never"}
 """``wandb.init``'s ``resume`` for a run continued (a later session: the same W&B run, as each session made one of its
 own) or not (a new run, an export: W&B's server refuses a run it holds already, where resuming it appended every
 point a second time)."""
@@ -73,8 +76,11 @@ class WandB(Sink):
     ):
         if mode not in MODES:
             raise ValueError(f"WandB.mode = {mode!r} is invalid: must be one of {', '.join(MODES)}")
-        if not isinstance(project, str) or not project:
-            raise ValueError(f"WandB.project = {project!r} is invalid: must be a non-empty name")
+        named = isinstance(project, str) and 0 < len(project) <= MAX_PROJECT
+        if not named or set(project) & set(NOT_IN_PROJECT):
+            shown = repr(project) if len(repr(project)) <= 80 else repr(project)[:76] + "...'"
+            raise ValueError(f"WandB.project = {shown} is invalid: must be a name of 1 to {MAX_PROJECT} characters "
+                             f"without any of {' '.join(NOT_IN_PROJECT)} (W&B refuses it)")  # fmt: skip
         self.project, self.mode, self.entity = project, mode, entity
         self.dir = user_path("WandB.dir", dir) if dir is not None else None
         self._settings = settings

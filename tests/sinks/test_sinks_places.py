@@ -1,5 +1,6 @@
-"""The folder each sink writes in, checked when the sink is made: a file in its place, or a folder that cannot be
-written, is a ``ValueError`` naming the argument (or variable) and the folder, before anything is sent."""
+"""The place each sink writes in, checked when the sink is made: a file where its folder goes, or a folder that cannot
+be written, is a ``ValueError`` naming the argument (or variable) and the folder, before anything is sent; so is a
+project's name that the library refuses. Two spellings of one Trackio project are one place."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rlnb import sinks
+from rlnb.sinks import stream
 from rlnb.sinks.base import Sink
 from tests.sinks.test_sinks import ROOT, env, pytestmark  # noqa: F401 - env: every library's state under a temp folder
 
@@ -84,3 +86,37 @@ def test_a_trackio_dir_that_is_a_file_is_refused_before_a_session_sends_anything
     assert done.returncode == 0, done.stderr[-3000:]
     said = f"REFUSED $TRACKIO_DIR (as Trackio read it when first imported): the folder '{tmp_path / 'file'}' that"
     assert done.stdout.startswith(said), done.stdout + done.stderr[-3000:]
+
+
+def test_a_wandb_project_name_wandb_refuses_is_refused_when_the_sink_is_made():
+    """W&B refuses a project named with ``/ \\ # ? % :`` or past 128 characters, in ``wandb.init``: at the run's first
+    point, which dropped the sink once training had started. It is a ``ValueError`` naming the rule, at once."""
+    for project in ("team/project", "a:b", "50%", "x" * 129, ""):
+        with pytest.raises(ValueError, match=r"^WandB\.project = .* is invalid: must be a name of 1 to 128 characters "
+                                             r"without any of / \\ # \? % : \(W&B refuses it\)$"):  # fmt: skip
+            sinks.WandB(project, process=True)
+    assert sinks.WandB("my project é", process=True).project == "my project é"
+
+
+def test_trackio_projects_trackio_keeps_as_one_are_one_place():
+    """Trackio keeps ``my.model`` and ``mymodel`` in one database (its letters, digits, ``-`` and ``_``): two sinks
+    of those projects wrote a run of one name into it twice. They are refused as one place, as two of one name are."""
+    with pytest.raises(ValueError, match=r"sinks\[1\] writes where sinks\[0\] does \(Trackio\(project='mymodel'\)\)"):
+        stream.validate([sinks.Trackio("my.model", process=True), sinks.Trackio("mymodel", process=True)])
+    apart = [sinks.Trackio("my.model", process=True), sinks.Trackio("my-model", process=True)]
+    assert stream.validate(apart) == apart
+
+
+@pytest.mark.slow  # imports Trackio
+def test_trackio_project_names_are_kept_as_trackio_keeps_them_and_its_reserved_ones_refused():
+    """rlnb's spelling of a project as Trackio keeps it on disk (without importing Trackio, for a sink writing from its
+    child) is Trackio's own; a name Trackio refuses in ``trackio.init`` (``registry-...``, a table file's ending) was
+    refused at the run's first point, dropping the sink: it is a ``ValueError`` when the sink is made."""
+    from trackio.utils import canonical_project_name
+
+    from rlnb.sinks.trackio import canonical
+
+    for project in ("my.model", "a/b c", "!!!", "é-ß_1", "x ", " . ", "日本", "a\u00a0b", "Ⅻ"):
+        assert canonical(project) == canonical_project_name(project), project
+    with pytest.raises(ValueError, match=r"^Trackio\.project = 'registry-x' is invalid: Project name 'registry-x'"):
+        sinks.Trackio("registry-x")
