@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextvars
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
-from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+from rlnb.errors import user_stacklevel
+from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, SinkWarning
 from rlnb.sinks.scrubbing import scrub
 from rlnb.sinks.watched import Watched, lost_from
 
@@ -36,6 +38,19 @@ class Trackio(Sink):
         self.project = project
         self._init = init
         super().__init__(interval=interval, process=process)
+        if not process and self.error is None:
+            self._warn_if_moved()
+
+    def _warn_if_moved(self) -> None:
+        """``$TRACKIO_DIR`` set since Trackio was imported: Trackio writes where it pointed then, and said nothing."""
+        from trackio import utils
+
+        now = os.environ.get("TRACKIO_DIR")
+        if now and not self._remote() and Path(now) != Path(utils.TRACKIO_DIR):
+            warnings.warn(f"Trackio writes project {self.project!r} in {utils.TRACKIO_DIR}, where $TRACKIO_DIR pointed "
+                          f"when Trackio was first imported; it is {now} now, which Trackio never reads again. Set it "
+                          "before the first import (restart the kernel), or pass process=True: the sink's child "
+                          "process imports Trackio anew", SinkWarning, stacklevel=user_stacklevel())  # fmt: skip
 
     def spec(self) -> tuple[str, str, dict[str, Any]]:
         """How a child process makes this sink again (``process=True``)."""

@@ -14,10 +14,13 @@ from pathlib import Path
 
 import pytest
 
+import rlnb
 from rlnb import sinks
 from rlnb.sinks import stream
 from rlnb.sinks.base import Sink
-from tests.sinks.test_sinks import ROOT, env, pytestmark  # noqa: F401 - env: every library's state under a temp folder
+from rlnb.testing import FakeBackend
+from tests.sinks.test_sinks import CE, ROOT, env, pytestmark  # noqa: F401 - env: every library's state in a temp folder
+from tests.support import sink_readers as read
 
 MAKERS: dict[str, tuple[str, Callable[[Path], Sink]]] = {  # the field named, and the sink writing under ``where``
     "tensorboard": ("TensorBoard.logdir", lambda where: sinks.TensorBoard(where)),
@@ -120,3 +123,24 @@ def test_trackio_project_names_are_kept_as_trackio_keeps_them_and_its_reserved_o
         assert canonical(project) == canonical_project_name(project), project
     with pytest.raises(ValueError, match=r"^Trackio\.project = 'registry-x' is invalid: Project name 'registry-x'"):
         sinks.Trackio("registry-x")
+
+
+@pytest.mark.slow  # imports Trackio; a sink's child process
+def test_a_trackio_dir_set_after_trackio_was_imported_is_said_and_a_child_process_writes_there(tmp_path, monkeypatch):
+    """Trackio reads ``$TRACKIO_DIR`` once, when first imported: set later (a notebook's next cell), the sink wrote the
+    run where it pointed before, and said nothing. A ``SinkWarning`` at the sink's line says where Trackio writes and
+    how to write where the variable points now: ``process=True``, whose child imports Trackio anew, writes there."""
+    import trackio.utils
+
+    moved = tmp_path / "moved"
+    monkeypatch.setenv("TRACKIO_DIR", str(moved))
+    said = rf"Trackio writes project 'p' in {re.escape(str(trackio.utils.TRACKIO_DIR))}, where \$TRACKIO_DIR pointed .*"
+    with pytest.warns(sinks.SinkWarning, match=said + "pass process=True") as caught:
+        sinks.Trackio("p")
+    assert caught[0].filename == __file__
+    child = sinks.Trackio("p", process=True, interval=0)
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[child]) as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+    _, points, _ = read.trackio(moved / "p.db", "r")
+    assert sorted(points) == [1]
