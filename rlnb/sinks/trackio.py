@@ -67,6 +67,7 @@ class Trackio(Sink):
     def _load(self) -> None:
         """Import Trackio, and check the project's name as ``trackio.init`` does at the run's first point (a name
         beginning ``registry-`` or ending like a table's file: the sink was dropped once training had started)."""
+        super()._load()  # Trackio itself first: its modules imported before may be there without it (set to None)
         from trackio.sqlite_storage import SQLiteStorage
 
         try:

@@ -72,6 +72,8 @@ def wait_ended(file: Path, timeout: float) -> None:
     the run) missed the last points, or the whole run. ``TimeoutError`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not ended(file):
+        if not file.exists():  # made when the run started: deleted since (``rm -rf wandb``), it never ends
+            raise FileNotFoundError(f"{file} was deleted before W&B wrote the end of the run there")
         if time.monotonic() > deadline:
             raise TimeoutError(f"W&B had not written the end of the run to {file} {timeout:g} s after its finish(): "
                                "its last points may be missing there")  # fmt: skip

@@ -188,3 +188,12 @@ def test_an_export_to_wandb_online_of_a_streamed_run_is_refused_and_a_later_sess
             s.optim_step().result()
     assert asked == ["never", "never", "allow"] and len(held) == 1
     assert len(_runs(tmp_path / "wb")) == 2  # the two sessions'; nothing of the export
+
+
+def test_waiting_for_the_end_of_a_wandb_file_that_was_deleted_says_so_at_once(tmp_path):
+    """The offline run's folder deleted (``rm -rf wandb``) while close waits for W&B to write the run's end there: it
+    waited out the whole deadline (30 s) and then said W&B had not written it. It says the file was deleted, at once."""
+    from rlnb.sinks import wandb_file
+
+    with pytest.raises(FileNotFoundError, match=r"run-x\.wandb was deleted before W&B wrote the end of the run there"):
+        wandb_file.wait_ended(tmp_path / "offline-run-1" / "run-x.wandb", timeout=120)
