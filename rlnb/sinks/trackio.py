@@ -10,6 +10,7 @@ View with ``trackio show --project <project>``.
 from __future__ import annotations
 
 import contextvars
+import inspect
 import os
 import warnings
 from pathlib import Path
@@ -21,6 +22,8 @@ from rlnb.sinks.scrubbing import scrub
 from rlnb.sinks.watched import Watched, lost_from
 
 LOCAL = {"embed": False, "auto_log_cpu": False, "auto_log_gpu": False}
+RLNB_SETS = ("name", "group", "config")
+"""``trackio.init``'s arguments that rlnb gives, not ``init``."""
 ELSEWHERE = ("space_id", "server_url", "dataset_id", "bucket_id")
 """``trackio.init``'s arguments that say where a project is kept, if not in the local database."""
 
@@ -35,6 +38,11 @@ class Trackio(Sink):
     def __init__(self, project: str = "rlnb", *, interval: float = FLUSH_INTERVAL, process: bool = False, **init: Any):
         if not isinstance(project, str) or not project:
             raise ValueError(f"Trackio.project = {project!r} is invalid: must be a non-empty name")
+        taken = sorted(set(init) & set(RLNB_SETS))
+        if taken:
+            raise ValueError(f"Trackio's {', '.join(f'{k}=' for k in taken)} is rlnb's to give: one Trackio run per "
+                             "rlnb run, named by its run id, its sweep as group, its config as config (trackio.init "
+                             "was given it twice at the run's first point, which dropped the sink)")  # fmt: skip
         self.project = project
         self._init = init
         super().__init__(interval=interval, process=process)
@@ -68,7 +76,13 @@ class Trackio(Sink):
         """Import Trackio, and check the project's name as ``trackio.init`` does at the run's first point (a name
         beginning ``registry-`` or ending like a table's file: the sink was dropped once training had started)."""
         super()._load()  # Trackio itself first: its modules imported before may be there without it (set to None)
+        import trackio
         from trackio.sqlite_storage import SQLiteStorage
+
+        unknown = sorted(set(self._init) - set(inspect.signature(trackio.init).parameters))
+        if unknown:
+            raise TypeError(f"Trackio got {', '.join(map(repr, unknown))}, which trackio.init does not take (it failed "
+                            "at the run's first point, dropping the sink)")  # fmt: skip
 
         try:
             SQLiteStorage.validate_project_name(self.project)

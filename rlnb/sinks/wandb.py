@@ -81,6 +81,9 @@ class WandB(Sink):
             shown = repr(project) if len(repr(project)) <= 80 else repr(project)[:76] + "...'"
             raise ValueError(f"WandB.project = {shown} is invalid: must be a name of 1 to {MAX_PROJECT} characters "
                              f"without any of {' '.join(NOT_IN_PROJECT)} (W&B refuses it)")  # fmt: skip
+        if entity is not None and (not isinstance(entity, str) or not entity):
+            raise ValueError(f"WandB.entity = {entity!r} is invalid: must be a W&B user or team name, or None (the "
+                             "account's default entity)"[:300])  # fmt: skip
         self.project, self.mode, self.entity = project, mode, entity
         self.dir = user_path("WandB.dir", dir) if dir is not None else None
         self._settings = settings

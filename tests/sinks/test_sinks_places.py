@@ -144,3 +144,22 @@ def test_a_trackio_dir_set_after_trackio_was_imported_is_said_and_a_child_proces
         s.optim_step().result()
     _, points, _ = read.trackio(moved / "p.db", "r")
     assert sorted(points) == [1]
+
+
+def test_sink_arguments_the_library_would_refuse_at_the_first_point_are_refused_when_the_sink_is_made():
+    """``WandB(entity=5)``, ``Trackio(name=...)`` (rlnb names the run: ``trackio.init`` got it twice) were taken, and
+    the sink dropped at the run's first point, once training had started. Each is an error naming the argument."""
+    with pytest.raises(ValueError, match=r"^WandB\.entity = 5 is invalid: must be a W&B user or team name, or None"):
+        sinks.WandB("p", entity=5, process=True)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^Trackio's config=, name= is rlnb's to give: one Trackio run per rlnb run"):
+        sinks.Trackio("p", name="mine", config={}, process=True)
+    assert sinks.WandB("p", entity="team", process=True).entity == "team"
+
+
+@pytest.mark.slow  # imports Trackio
+def test_an_option_trackio_init_does_not_take_is_refused_when_the_sink_is_made():
+    """``Trackio("p", sapce_id=...)``: ``trackio.init`` raised ``TypeError`` at the run's first point, dropping the
+    sink. It is a ``TypeError`` naming the option when the sink is made (in-process: a child imports Trackio later)."""
+    with pytest.raises(TypeError, match=r"^Trackio got 'sapce_id', which trackio\.init does not take"):
+        sinks.Trackio("p", sapce_id="me/space")
+    assert sinks.Trackio("p", embed=False, webhook_min_level="error").error is None
