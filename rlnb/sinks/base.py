@@ -15,7 +15,6 @@ import importlib
 import importlib.util
 import json
 import math
-import re
 import sys
 import threading
 import warnings
@@ -26,32 +25,15 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from rlnb import _exit
-from rlnb._secrets import redact
 from rlnb.errors import RlnbError, user_stacklevel
 from rlnb.history.paths import check_run_id
 from rlnb.history.runconfig import EARLIER
 from rlnb.prompts import escaped
+from rlnb.sinks.scrubbing import scrub, scrubbed
 
 Scalar = bool | int | float | str
 FLUSH_INTERVAL = 1.0
 """Seconds a sink's thread gathers points before writing them as one batch."""
-
-
-_PASSWORD = re.compile(r"(\b[a-zA-Z][\w+.-]*://[^/\s:@]*:)[^@\s/]*@")
-
-
-def scrub(text: str) -> str:
-    """``text`` without secrets: a URL's password (``http://bob:***@host``: MLflow's errors quote its tracking URI
-    whole) and every key rlnb knows (``rlnb._secrets``)."""
-    return redact(_PASSWORD.sub(r"\1***@", text))
-
-
-def scrubbed(exc: BaseException) -> BaseException:
-    """``exc``, or a stand-in with its text scrubbed when that text held a secret (it is kept, shown and chained)."""
-    text = str(exc)
-    if scrub(text) == text:
-        return exc
-    return RuntimeError(f"{type(exc).__name__}: {scrub(text)}")
 
 
 class SinkWarning(RuntimeWarning):
@@ -162,7 +144,8 @@ class Writer(Protocol):
 
 class Sink(ABC):
     """A destination for runs. Subclasses set ``library`` (import name) and ``extra`` (pip extra),
-    implement ``open`` and ``spec``; ``_load`` imports what they need, when the sink is created.
+    implement ``open`` and ``spec``; ``_load`` imports what they need, when the sink is created, and the folder that
+    ``folder`` names is checked then (a file in its place: a ``ValueError`` before anything is sent).
 
     ``interval`` is how often (seconds) the sink's thread writes what it has gathered; with
     ``process=True`` the library runs in a child process (``rlnb.sinks.process``), where its CPU
@@ -190,6 +173,12 @@ class Sink(ABC):
             hint = f"{self.library} is not installed: pip install 'rlnb[{self.extra}]'"
             self.fail(ImportError(f"{hint} ({exc})"), "")
             self.say()
+            return
+        place = self.folder()
+        if place is not None:
+            from rlnb.sinks.watched import check_folder  # watched imports this module
+
+            check_folder(*place)
 
     def __repr__(self) -> str:
         state = f" dropped: {self.error}" if self.error else ""
@@ -201,6 +190,11 @@ class Sink(ABC):
     @abstractmethod
     def open(self, run: RunInfo) -> Writer:
         """Start a run in the library (may be slow: called on the sink's own thread)."""
+
+    def folder(self) -> tuple[str, Path] | None:
+        """What names the folder this sink writes in on this machine, and that folder (checked when the sink is made:
+        ``watched.check_folder``); None where it writes to a server. The default: none."""
+        return None
 
     def prepare(self) -> None:
         """Slow set-up shared by this sink's runs, done when a run starts (before its first point)."""

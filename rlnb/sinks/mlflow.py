@@ -157,6 +157,16 @@ class MLflow(Sink):
         password left out (``scrub``): the place is shown in a refusal."""
         return {"store": scrub(store(self.tracking_uri)), "experiment": self.experiment}
 
+    def folder(self) -> tuple[str, Path] | None:
+        """The folder of a store on this machine (a SQLite file's, a ``file:`` store), checked when the sink is made;
+        None for a server."""
+        uri = self.tracking_uri or default_uri()
+        path = local_store(uri)
+        if path is None:
+            return None
+        field = "MLflow.tracking_uri" if self.tracking_uri else "MLflow's default store"
+        return field, path.parent if uri.startswith("sqlite:") else path
+
     def _load(self) -> None:
         from mlflow import MlflowClient  # noqa: F401
 

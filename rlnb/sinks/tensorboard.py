@@ -38,6 +38,10 @@ class TensorBoard(Sink):
         """How a child process makes this sink again (``process=True``)."""
         return __name__, "TensorBoard", {"logdir": str(self.logdir), "interval": self.interval}
 
+    def folder(self) -> tuple[str, Path]:
+        """The logdir, checked when the sink is made."""
+        return "TensorBoard.logdir", self.logdir
+
     def _load(self) -> None:
         import tensorboard  # type: ignore[import-untyped]  # noqa: F401 - torch.utils.tensorboard needs it
         from torch.utils.tensorboard import SummaryWriter  # noqa: F401

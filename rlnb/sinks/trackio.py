@@ -10,14 +10,22 @@ View with ``trackio show --project <project>``.
 from __future__ import annotations
 
 import contextvars
+import inspect
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
-from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+from rlnb.errors import user_stacklevel
+from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, SinkWarning
+from rlnb.sinks.scrubbing import scrub
 from rlnb.sinks.watched import Watched, lost_from
 
 LOCAL = {"embed": False, "auto_log_cpu": False, "auto_log_gpu": False}
+RLNB_SETS = ("name", "group", "config")
+"""``trackio.init``'s arguments that rlnb gives, not ``init``."""
+ELSEWHERE = ("space_id", "server_url", "dataset_id", "bucket_id")
+"""``trackio.init``'s arguments that say where a project is kept, if not in the local database."""
 
 
 class Trackio(Sink):
@@ -30,13 +38,67 @@ class Trackio(Sink):
     def __init__(self, project: str = "rlnb", *, interval: float = FLUSH_INTERVAL, process: bool = False, **init: Any):
         if not isinstance(project, str) or not project:
             raise ValueError(f"Trackio.project = {project!r} is invalid: must be a non-empty name")
+        taken = sorted(set(init) & set(RLNB_SETS))
+        if taken:
+            raise ValueError(f"Trackio's {', '.join(f'{k}=' for k in taken)} is rlnb's to give: one Trackio run per "
+                             "rlnb run, named by its run id, its sweep as group, its config as config (trackio.init "
+                             "was given it twice at the run's first point, which dropped the sink)")  # fmt: skip
         self.project = project
         self._init = init
         super().__init__(interval=interval, process=process)
+        if not process and self.error is None:
+            self._warn_if_moved()
+
+    def _warn_if_moved(self) -> None:
+        """``$TRACKIO_DIR`` set since Trackio was imported: Trackio writes where it pointed then, and said nothing."""
+        from trackio import utils
+
+        now = os.environ.get("TRACKIO_DIR")
+        if now and not self._remote() and Path(now) != Path(utils.TRACKIO_DIR):
+            warnings.warn(f"Trackio writes project {self.project!r} in {utils.TRACKIO_DIR}, where $TRACKIO_DIR pointed "
+                          f"when Trackio was first imported; it is {now} now, which Trackio never reads again. Set it "
+                          "before the first import (restart the kernel), or pass process=True: the sink's child "
+                          "process imports Trackio anew", SinkWarning, stacklevel=user_stacklevel())  # fmt: skip
 
     def spec(self) -> tuple[str, str, dict[str, Any]]:
         """How a child process makes this sink again (``process=True``)."""
         return __name__, "Trackio", {"project": self.project, "interval": self.interval, **self._init}
+
+    def where(self) -> dict[str, Any]:
+        """The project as Trackio keeps it on disk (``canonical``: ``my.model`` is ``mymodel``, one database, where two
+        sinks wrote one run twice), and where a Space or server elsewhere keeps it: not the other options of ``init``
+        (two sinks of one project, one with ``embed=True``, are one place), nor ``webhook_url``, a secret of its own,
+        nor a ``server_url``'s ``write_token`` (``scrub``): the place is shown in a refusal, which showed them whole."""
+        elsewhere = {k: scrub(str(v)) for k, v in self._init.items() if k in ELSEWHERE and v}
+        return {"project": canonical(self.project), **elsewhere}
+
+    def _load(self) -> None:
+        """Import Trackio, and check the project's name as ``trackio.init`` does at the run's first point (a name
+        beginning ``registry-`` or ending like a table's file: the sink was dropped once training had started)."""
+        super()._load()  # Trackio itself first: its modules imported before may be there without it (set to None)
+        import trackio
+        from trackio.sqlite_storage import SQLiteStorage
+
+        unknown = sorted(set(self._init) - set(inspect.signature(trackio.init).parameters))
+        if unknown:
+            raise TypeError(f"Trackio got {', '.join(map(repr, unknown))}, which trackio.init does not take (it failed "
+                            "at the run's first point, dropping the sink)")  # fmt: skip
+
+        try:
+            SQLiteStorage.validate_project_name(self.project)
+        except ValueError as exc:
+            raise ValueError(f"Trackio.project = {self.project!r} is invalid: {exc}") from None
+
+    def folder(self) -> tuple[str, Path] | None:
+        """Trackio's folder, where a run is written on this machine, checked when the sink is made: a file there, or a
+        folder that cannot be written, dropped the sink at the run's first point (``[Errno 17] File exists``)."""
+        if self._remote():
+            return None
+        if not self.process:  # Trackio read $TRACKIO_DIR when first imported (by this sink, or before it)
+            from trackio import utils
+
+            return "$TRACKIO_DIR (as Trackio read it when first imported)", Path(utils.TRACKIO_DIR)
+        return "$TRACKIO_DIR", trackio_dir()
 
     def local_db(self) -> Path | None:
         """The project's local database, or None where the runs go to a Space or server elsewhere."""
@@ -107,3 +169,18 @@ class _Writer:
     def close(self) -> None:
         self._where.check("the run's end was")
         self.run.finish()
+
+
+def trackio_dir() -> Path:
+    """The folder Trackio takes when it is imported (by a sink's child process): ``$TRACKIO_DIR``, else ``trackio`` in
+    Hugging Face's folder (``$HF_HOME``, else ``$XDG_CACHE_HOME/huggingface``, else ``~/.cache/huggingface``)."""
+    if folder := os.environ.get("TRACKIO_DIR"):
+        return Path(folder)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return Path(os.environ.get("HF_HOME") or os.path.join(cache, "huggingface")).expanduser() / "trackio"
+
+
+def canonical(project: str) -> str:
+    """The name Trackio keeps a project's files under (``trackio.utils.canonical_project_name``, here without importing
+    Trackio: a sink writing from its child never does): its letters, digits, ``-`` and ``_``, else ``default``."""
+    return "".join(c for c in project if c.isalnum() or c in "-_").rstrip() or "default"

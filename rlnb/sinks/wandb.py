@@ -6,7 +6,8 @@ on their step. The config goes to ``run.config``; a failure is a row with a ``fa
 text. W&B's console capture and system metrics are off (they would wrap the notebook's output and
 cost CPU); pass ``settings=`` to choose. Offline runs land in ``<dir>/wandb/offline-run-*``:
 ``wandb sync <that folder>`` uploads one. Each session of an rlnb run writes into one W&B run id (``run_id``,
-with ``resume="allow"``); offline, that is a folder per session, which ``wandb sync`` uploads in order as one run.
+with ``resume="allow"`` for a later session, ``"never"`` for a new run or an export, which W&B's server then refuses if
+it holds the run already); offline, that is a folder per session, which ``wandb sync`` uploads in order as one run.
 A figure named like a key of W&B's own (``_step``, ``_runtime``, ``_timestamp``: W&B keeps every name that starts
 with ``_``) or like the failures', or one that starts with ``logged/``, is sent as ``logged/<name>``.
 """
@@ -15,19 +16,23 @@ from __future__ import annotations
 
 import hashlib
 import os
-import struct
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rlnb import _exit
 from rlnb._options import user_path
-from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
+from rlnb.sinks import wandb_file
+from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, SinkError
 
 MODES = ("offline", "online")
 STEP_KEY, FAILURE_KEY = "step", "failed_operation"
-BLOCK = 32768
-"""The block size of a ``.wandb`` file (a LevelDB-style log)."""
+MAX_PROJECT, NOT_IN_PROJECT = 128, "/\\#?%:"
+"""W&B's rule for a project's name (``wandb.Settings``): a name that breaks it failed ``wandb.init`` at the run's first
+point, dropping the sink once training had started."""
+RESUME: dict[bool, Literal["allow", "never"]] = {True: "allow", False: "never"}
+"""``wandb.init``'s ``resume`` for a run continued (a later session: the same W&B run, as each session made one of its
+own) or not (a new run, an export: W&B's server refuses a run it holds already, where resuming it appended every
+point a second time)."""
 LOGGED = "logged/"
 """The prefix of a figure whose own name W&B or rlnb's rows take (``key``)."""
 
@@ -71,8 +76,14 @@ class WandB(Sink):
     ):
         if mode not in MODES:
             raise ValueError(f"WandB.mode = {mode!r} is invalid: must be one of {', '.join(MODES)}")
-        if not isinstance(project, str) or not project:
-            raise ValueError(f"WandB.project = {project!r} is invalid: must be a non-empty name")
+        named = isinstance(project, str) and 0 < len(project) <= MAX_PROJECT
+        if not named or set(project) & set(NOT_IN_PROJECT):
+            shown = repr(project) if len(repr(project)) <= 80 else repr(project)[:76] + "...'"
+            raise ValueError(f"WandB.project = {shown} is invalid: must be a name of 1 to {MAX_PROJECT} characters "
+                             f"without any of {' '.join(NOT_IN_PROJECT)} (W&B refuses it)")  # fmt: skip
+        if entity is not None and (not isinstance(entity, str) or not entity):
+            raise ValueError(f"WandB.entity = {entity!r} is invalid: must be a W&B user or team name, or None (the "
+                             "account's default entity)"[:300])  # fmt: skip
         self.project, self.mode, self.entity = project, mode, entity
         self.dir = user_path("WandB.dir", dir) if dir is not None else None
         self._settings = settings
@@ -91,6 +102,11 @@ class WandB(Sink):
             return {"project": self.project, "entity": self.entity, "mode": self.mode}
         return {"project": self.project, "mode": self.mode, "dir": os.path.realpath(self._root().parent)}
 
+    def folder(self) -> tuple[str, Path]:
+        """W&B's folder (``<dir>/wandb``; online runs keep their files there too), checked when the sink is made."""
+        field = "WandB.dir" if self.dir is not None else "$WANDB_DIR" if os.environ.get("WANDB_DIR") else "WandB's dir"
+        return field, self._root()
+
     def _root(self) -> Path:
         """The folder W&B writes its runs in: ``<dir>/wandb``."""
         return (self.dir or Path(os.environ.get("WANDB_DIR") or ".")).expanduser() / "wandb"
@@ -100,7 +116,7 @@ class WandB(Sink):
         if self.mode != "offline":
             return None
         for file in sorted(self._root().glob("offline-run-*/run-*.wandb")):
-            if _project_and_name(file) == (self.project, run.name):
+            if wandb_file.project_and_name(file) == (self.project, run.name):
                 return (
                     f"as the offline run {file.parent}: delete that folder to export it again, or export to another dir"
                 )
@@ -118,19 +134,27 @@ class WandB(Sink):
         if self.dir is not None:
             self.dir.mkdir(parents=True, exist_ok=True)
         settings = self._settings or wandb.Settings(console="off", x_disable_stats=True, silent=True)
-        handle = wandb.init(
-            project=self.project,
-            entity=self.entity,
-            name=run.name,
-            id=run_id(run),
-            resume="allow",  # a later session of the run: the same W&B run (it made one of its own, of one name)
-            group=run.group,
-            config=run.params,
-            mode=self.mode,  # type: ignore[arg-type]
-            dir=str(self.dir) if self.dir is not None else None,
-            reinit="create_new",  # several runs at once: a sweep's trials
-            settings=settings,
-        )
+        try:
+            handle = wandb.init(
+                project=self.project,
+                entity=self.entity,
+                name=run.name,
+                id=run_id(run),
+                resume=RESUME[run.continued],
+                group=run.group,
+                config=run.params,
+                mode=self.mode,  # type: ignore[arg-type]
+                dir=str(self.dir) if self.dir is not None else None,
+                reinit="create_new",  # several runs at once: a sweep's trials
+                settings=settings,
+            )
+        except Exception as exc:
+            if run.continued or "already exists" not in str(exc):
+                raise
+            where = "/".join(p for p in (self.entity, self.project, run_id(run)) if p)
+            raise SinkError(f"{self!r} holds run {run.name} already, as the W&B run {where} (streamed or exported "
+                            "there before): delete that run in W&B to export it again, or export to another project; "
+                            "nothing was written") from exc  # fmt: skip
         return _Writer(handle, offline=self.mode == "offline")
 
 
@@ -138,6 +162,7 @@ class _Writer:
     def __init__(self, run: Any, offline: bool = False):
         self.run = run
         self._folder = Path(run.dir).parent if offline else None  # offline-run-*: the run's only copy
+        self._file = Path(run.settings.sync_file) if offline else None
         run.define_metric(STEP_KEY)
         run.define_metric("*", step_metric=STEP_KEY)
 
@@ -156,45 +181,11 @@ class _Writer:
             self.run.log({STEP_KEY: fail.step, FAILURE_KEY: fail.text()})
 
     def close(self) -> None:
+        """Finish the run; offline, return once its last records are in its ``.wandb`` file, within ``close()``'s
+        deadline (``wandb_file.wait_ended``: ``finish`` returned before wandb-core wrote them)."""
+        from rlnb.sinks import stream
+
         self.run.finish()
         self._check()
-
-
-def _project_and_name(file: Path) -> tuple[str, str] | None:
-    """The project and display name in a ``.wandb`` file's run record, among its first records; None for a file that
-    holds none, or none it can read (a run cut short, another program's file): it must not stop the run or export."""
-    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
-    from wandb.proto import wandb_internal_pb2
-
-    try:
-        for i, raw in enumerate(_records(file)):
-            record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
-            record.ParseFromString(raw)
-            if record.WhichOneof("record_type") == "run":
-                return record.run.project, record.run.display_name
-            if i > 100:
-                break
-    except (OSError, struct.error, DecodeError):
-        return None
-    return None
-
-
-def _records(file: Path) -> Iterator[bytes]:
-    """The records of a ``.wandb`` file: a 7-byte header (``:W&B``), then 32 KiB blocks of chunks, each with a
-    ``<crc32, length, type>`` header (1 a whole record; 2, 3, 4 its first, middle and last parts)."""
-    with file.open("rb") as f:
-        data, at, parts = f.read(BLOCK), 7, b""
-        if data[:4] != b":W&B":
-            return
-        while data:
-            while at + 7 <= len(data):
-                _, length, kind = struct.unpack("<IHB", data[at : at + 7])
-                chunk, at = data[at + 7 : at + 7 + length], at + 7 + length
-                if kind in (1, 4):
-                    yield parts + chunk
-                    parts = b""
-                elif kind in (2, 3):
-                    parts += chunk
-                else:
-                    return
-            data, at = f.read(BLOCK), 0
+        if self._file is not None:
+            wandb_file.wait_ended(self._file, stream.CLOSE_TIMEOUT)

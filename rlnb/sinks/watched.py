@@ -1,7 +1,9 @@
-"""The file or folder a run is written to on this machine, checked before each batch (``Watched``)."""
+"""The file or folder a run is written to on this machine, checked before each batch (``Watched``), and the folder a
+sink writes in, checked when the sink is made (``check_folder``)."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from rlnb.sinks.base import Failure, Point
@@ -44,3 +46,20 @@ def _identity(path: Path | None) -> tuple[int, int] | None:
     except OSError:
         return None
     return (stat.st_dev, stat.st_ino) if stat is not None else None
+
+
+def check_folder(field: str, folder: Path) -> None:
+    """A ``ValueError`` naming ``field`` unless ``folder`` can hold the sink's files: a file there or above it, or a
+    folder that cannot be written, failed at the run's first point instead, dropping the sink with a bare OS error
+    (``[Errno 17] File exists``). Nothing is made: a temporary file without a name is made in the deepest folder of
+    the path that exists, and gone at once."""
+    try:
+        above = next((p for p in (folder, *folder.parents) if p.exists()), None)  # OSError: a name too long
+        if above is not None and not above.is_dir():
+            where = "is a file" if above == folder else f"is under {str(above)!r}, a file"
+            raise ValueError(f"{field}: the folder {str(folder)!r} that the sink writes in {where}; nothing was sent")
+        tempfile.TemporaryFile(dir=above).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ValueError(f"{field}: the folder {str(folder)!r} that the sink writes in cannot be written ({reason}); "
+                         "nothing was sent") from None  # fmt: skip

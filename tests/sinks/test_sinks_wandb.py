@@ -1,0 +1,199 @@
+"""W&B: an offline run whole on disk when its close returns; a run W&B holds already never written into twice."""
+
+from __future__ import annotations
+
+import struct
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+
+import rlnb
+from rlnb import sinks
+from rlnb.history.runs import RunContinuedWarning
+from rlnb.sinks import SinkError
+from rlnb.sinks.base import Point, RunInfo
+from rlnb.testing import FakeBackend
+from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
+    CE,
+    assert_points,
+    env,
+    expected,
+    pytestmark,
+)
+from tests.support import sink_readers as read
+
+BLOCK = 32768
+BUSY = 0.5
+"""Seconds wandb-core takes to hear that a run is finished, in the tests where it is busy."""
+
+
+@pytest.fixture
+def busy_wandb_core(monkeypatch):
+    """wandb-core busy: it hears of a finished run ``BUSY`` seconds after ``run.finish()`` returned. ``finish`` sends
+    that word (``inform_finish``) without waiting for an answer, and wandb-core writes the run's last records to its
+    ``.wandb`` file only then: on a loaded machine, a run read right after its close missed its last points."""
+    from wandb.sdk.lib.service.service_connection import ServiceConnection
+
+    real = ServiceConnection.inform_finish
+    timers: list[threading.Timer] = []
+
+    def later(self: ServiceConnection, run_id: str) -> None:
+        timers.append(threading.Timer(BUSY, real, (self, run_id)))
+        timers[-1].start()
+
+    monkeypatch.setattr(ServiceConnection, "inform_finish", later)
+    yield
+    for timer in timers:
+        timer.join()
+
+
+def _runs(root: Path) -> list[Path]:
+    return sorted((root / "wandb").glob("offline-run-*"))
+
+
+@pytest.mark.slow  # W&B's wandb-core process
+def test_a_wandb_offline_run_is_whole_in_its_file_when_its_close_returns(tmp_path, busy_wandb_core):
+    """A run of many points (its ``.wandb`` file many blocks long), read straight after the writer's close: every
+    point and the run's end are there (the file held its header alone, 7 bytes, when wandb-core was busy)."""
+    sink = sinks.WandB("p", dir=tmp_path / "wb")
+    writer = sink.open(RunInfo("r", None, {"seed": 0}))
+    points = [Point(s, {f"figure_{i}": s + i / 100 for i in range(20)}, 0.0) for s in range(1, 1001)]
+    writer.write(points, [])
+    writer.close()
+    (run,) = _runs(tmp_path / "wb")
+    assert next(run.glob("*.wandb")).stat().st_size > 2 * 32768  # the end is read from the last blocks only
+    _, got, _, exit_code = read.wandb(run)
+    assert exit_code == 0
+    assert got == {p.step: p.values for p in points}
+
+
+@pytest.mark.slow  # W&B's wandb-core process
+def test_an_export_straight_after_the_stream_closed_is_refused_not_written_twice(tmp_path, busy_wandb_core):
+    """A session streamed to W&B offline, then ``rlnb.export`` of its run to the same place right after its close:
+    the export looked in a ``.wandb`` file W&B had not written yet, found no run and wrote every point a second time
+    (two offline runs of one W&B run id: ``wandb sync`` uploads both into one run). It is refused."""
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r",
+                      sinks=[sinks.WandB("p", dir=tmp_path / "wb", interval=0)]) as s:  # fmt: skip
+        for i in range(3):
+            s.forward_backward(CE)
+            s.history.log(s.optim_step().result().step, reward=i / 10)
+    with pytest.raises(SinkError, match=r"holds run r already, as the offline run .*offline-run-.*nothing was written"):
+        rlnb.export(s.history, sinks.WandB("p", dir=tmp_path / "wb"))
+    (run,) = _runs(tmp_path / "wb")
+    _, points, _, exit_code = read.wandb(run)
+    assert exit_code == 0
+    assert_points(points, expected(s.history), "wandb")
+
+
+def _log(records: list[bytes]) -> bytes:
+    """``records`` as W&B writes a ``.wandb`` file: a LevelDB-style log of 32 KiB blocks, a record cut into chunks at
+    each block's end (first, middle, last), a block's tail too short for a chunk's header padded with zeros."""
+    out = bytearray(b":W&B" + struct.pack("<HB", 0xBEE1, 0))
+    for record in records:
+        first, rest = True, record
+        while True:
+            room = BLOCK - len(out) % BLOCK
+            if room < 7:
+                out += b"\0" * room
+                room = BLOCK
+            part, rest = rest[: room - 7], rest[room - 7 :]
+            kind = (1 if not rest else 2) if first else (4 if not rest else 3)
+            out += struct.pack("<IHB", 0, len(part), kind) + part
+            first = False
+            if not rest:
+                break
+    return bytes(out)
+
+
+def _history_of_size(size: int) -> bytes:
+    """A history record of exactly ``size`` bytes."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    for filler in range(size, size - 40, -1):
+        record = pb.Record()
+        record.history.item.add(key="text", value_json='"' + "x" * filler + '"')
+        raw = record.SerializeToString()
+        if len(raw) == size:
+            return raw
+    raise AssertionError(size)
+
+
+@pytest.mark.slow  # imports W&B's protobuf records
+@pytest.mark.parametrize("block", [0, 2])
+@pytest.mark.parametrize("room", [3000, 7 + 3, 3])
+def test_a_wandb_runs_end_is_found_wherever_it_falls_in_the_files_blocks(tmp_path, block, room):
+    """The run's end is looked for in the file's last two blocks only (a long run's file is megabytes): found whether
+    the exit record follows a record that ends in the first block or spans three, ``room`` bytes before a block's end:
+    whole in that block, cut across it and the next, or in the next after a padding; not found while only part of it
+    is written, nor in a file without it."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    from rlnb.sinks import wandb_file
+
+    exit_ = pb.Record()
+    exit_.exit.exit_code = 0
+    exit_.exit.runtime = 12
+    history = _history_of_size((block + 1) * (BLOCK - 7) - 7 - room)  # ends ``room`` bytes before block ``block``'s end
+    whole = _log([history, exit_.SerializeToString()])
+    assert len(whole) > (block + 1) * BLOCK - room + 7
+    file = tmp_path / "run-x.wandb"
+    for cut, ends in ((len(whole), True), (len(whole) - 1, False), (len(whole) - 9, False)):
+        file.write_bytes(whole[:cut])
+        assert wandb_file.ended(file) is ends, cut
+    file.write_bytes(_log([history] * 3))
+    assert not wandb_file.ended(file)
+    file.write_bytes(b"not a log at all" * 5000)
+    assert not wandb_file.ended(file)
+
+
+ALREADY = ("Run ({}) already exists, but your `resume` setting does not allow resuming an existing run. Verify the run "
+           "ID is correct. To resume this run, set `resume` in wandb.init() or `WANDB_RESUME` to `allow` or `must`. To "
+           "start a new run, use a different run ID.")  # fmt: skip
+"""wandb-core's refusal (its text in W&B 0.31's binary) of a run id its server holds, asked with ``resume="never"``."""
+
+
+@pytest.mark.slow  # W&B's wandb-core process
+def test_an_export_to_wandb_online_of_a_streamed_run_is_refused_and_a_later_session_writes_on(tmp_path, monkeypatch):
+    """Online, nothing local says which runs W&B's server holds: an export of a run streamed there before resumed that
+    W&B run (``resume="allow"``) and appended every point a second time. A new run and an export ask W&B for a new
+    run (``resume="never"``), which its server refuses for a run id it holds: the export raises ``SinkError`` naming
+    the W&B run; a later session of the run still writes on into it. W&B's server here: a stand-in that holds the ids
+    of the runs made, in front of W&B's offline mode."""
+    import wandb
+
+    real, held, asked = wandb.init, set(), []
+
+    def server(**kwargs: object) -> object:
+        asked.append(kwargs["resume"])
+        if kwargs["resume"] == "never" and kwargs["id"] in held:
+            raise wandb.errors.UsageError(ALREADY.format(kwargs["id"]))
+        held.add(kwargs["id"])
+        return real(**{**kwargs, "mode": "offline"})
+
+    monkeypatch.setattr(wandb, "init", server)
+    online = sinks.WandB("p", mode="online", dir=tmp_path / "wb", interval=0)
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[online]) as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+    with pytest.raises(SinkError, match=r"holds run r already, as the W&B run p/rlnb-[0-9a-f]{20} \(streamed or "
+                                        r"exported there before\): delete that run in W&B .*nothing was written"):
+        rlnb.export(s.history, sinks.WandB("p", mode="online", dir=tmp_path / "wb"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sinks.SinkWarning)
+        warnings.simplefilter("ignore", RunContinuedWarning)  # it starts at step 1 again: FakeBackend has no resume
+        with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[online]) as s:
+            s.forward_backward(CE)
+            s.optim_step().result()
+    assert asked == ["never", "never", "allow"] and len(held) == 1
+    assert len(_runs(tmp_path / "wb")) == 2  # the two sessions'; nothing of the export
+
+
+def test_waiting_for_the_end_of_a_wandb_file_that_was_deleted_says_so_at_once(tmp_path):
+    """The offline run's folder deleted (``rm -rf wandb``) while close waits for W&B to write the run's end there: it
+    waited out the whole deadline (30 s) and then said W&B had not written it. It says the file was deleted, at once."""
+    from rlnb.sinks import wandb_file
+
+    with pytest.raises(FileNotFoundError, match=r"run-x\.wandb was deleted before W&B wrote the end of the run there"):
+        wandb_file.wait_ended(tmp_path / "offline-run-1" / "run-x.wandb", timeout=120)
