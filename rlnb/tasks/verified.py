@@ -57,8 +57,8 @@ class VerifiedTask(Task):
     """The reference answer of a prompt, computed from its text: required, by keyword (a field without a default
     after ones with defaults)."""
     chance: float = 0.0
-    """The eval accuracy of the best constant answer: what a collapsed policy (one output for every
-    prompt) scores, the floor a lesson compares against."""
+    """The eval accuracy of the best constant answer: what the best collapsed policy (one output for every
+    prompt) scores, the floor a lesson compares against (one collapsed onto another answer scores less)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
