@@ -138,3 +138,42 @@ def test_a_sweep_or_find_lr_refused_up_front_shows_no_key_in_its_locals():
     with pytest.raises(ValueError, match="start_lr") as info:
         lr_find(rlnb.AdamParams(), target=BASE, api_key=KEY, start_lr=-1.0)
     assert KEY not in with_locals(info.value)
+
+
+def test_an_operation_whose_post_fails_outside_httpx_keeps_no_key_in_its_error(tmp_path):
+    """A transport (a proxy library, a custom one) that raises an error of its own quoting the request's headers: the
+    sender failed the operation with that text as written, so the key stood in ``OperationFailed``, the history
+    and the run folder on disk."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path.endswith("/forward-backward"):
+            raise RuntimeError(f"proxy refused the request with headers {dict(request.headers)}")
+        return FAKE(request)
+
+    session = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), runs_dir=tmp_path, **FAST_POLL)
+    op = session.forward_backward([rlnb.samples.cross_entropy([1, 2, 3])])
+    with pytest.raises(rlnb.OperationFailed, match="could not be sent: RuntimeError: proxy refused") as info:
+        op.result(10)
+    session.close()
+    assert "Bearer ***" in str(info.value) and KEY not in str(info.value)
+    on_disk = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+    assert "proxy refused" in on_disk and KEY not in on_disk
+
+
+def test_a_logged_traceback_whose_error_quotes_the_key_is_scrubbed(caplog):
+    """The poller logs an unexpected polling error with its traceback (``log.exception``): a transport's error that
+    quotes the request's headers printed the key on stderr, rlnb's ``RedactingFilter`` being opt-in and the
+    traceback outside the message it scrubbed."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and "/forward-backward/" in request.url.path:
+            raise RuntimeError(f"proxy refused the request with headers {dict(request.headers)}")
+        return FAKE(request)
+
+    session = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), record=False, **FAST_POLL)
+    op = session.forward_backward([rlnb.samples.cross_entropy([1, 2, 3])])
+    with pytest.raises(rlnb.OperationFailed, match="polling failed: RuntimeError: proxy refused"):
+        op.result(10)
+    session.close()
+    assert "Traceback" in caplog.text and "proxy refused the request" in caplog.text
+    assert "Bearer ***" in caplog.text and KEY not in caplog.text
