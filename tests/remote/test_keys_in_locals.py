@@ -7,6 +7,7 @@ is rendered from rlnb's first frame on (the caller's own frame holds what the ca
 import io
 import os
 import socket
+import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -177,3 +178,33 @@ def test_a_logged_traceback_whose_error_quotes_the_key_is_scrubbed(caplog):
     session.close()
     assert "Traceback" in caplog.text and "proxy refused the request" in caplog.text
     assert "Bearer ***" in caplog.text and KEY not in caplog.text
+
+
+def _answering(answer: bytes) -> str:
+    """A real socket server that reads each request and sends ``answer`` (b"": closes at once) then closes."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def serve() -> None:
+        while True:
+            conn, _ = server.accept()
+            with conn:
+                if answer:
+                    conn.recv(65536)
+                    conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+@pytest.mark.slow  # IPython's and rich's renderings of a long chain with every frame's locals: ~2 s
+@pytest.mark.parametrize("answer", [b"garbage\r\n\r\n", b""], ids=["garbage", "closed"])
+def test_an_h11_failure_over_a_real_socket_shows_no_key_in_any_frames_locals(answer):
+    """h11 and httpcore hold the request's headers while they send it (h11's ``Request`` event, whose repr lists
+    them): a server that answers garbage or closes the connection raises through their frames, and the chained
+    errors keep those frames. No frame rlnb's error chains to holds the key, nor does any message."""
+    with pytest.raises(rlnb.APIConnectionError) as info, APIClient(_answering(answer), KEY, max_retries=0) as client:
+        client.supported_models()
+    assert "httpcore" in with_locals(info.value)  # the chained frames, with their locals
+    assert KEY not in with_locals(info.value) and KEY not in "".join(traceback.format_exception(info.value))
