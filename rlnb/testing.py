@@ -247,9 +247,7 @@ class ServerProcess:
         if self.proc is not None:  # a second process on the same port would fail, and the first be lost
             raise RuntimeError(f"this server is already started at {self.url}: stop() it first")
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server; closed by stop()
-        # stdin: a pipe that only this process holds (Popen closes other children's copies). The operating system
-        # closes it when this process ends, even SIGKILLed (a hung kernel restarted, the OOM killer), where no
-        # finalizer runs: ``rlnb serve --exit-with-stdin`` then stops as at SIGTERM, where it kept running for ever.
+        # stdin: a pipe only this process holds, closed by the OS however it ends (see the class's docstring)
         self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr)
         # A notebook that never reaches its stop() cell (an error before it, the cell re-run, the kernel shut down)
         # left the server running after the kernel: it is stopped when this object is collected or Python exits.
@@ -299,6 +297,5 @@ def _end(proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    if proc.stdin is not None:
-        proc.stdin.close()
+    proc.stdin.close()  # type: ignore[union-attr]  # a pipe: start() made it
     stderr.close()
