@@ -46,7 +46,7 @@ class HeldDuringImports:
     def __init__(self) -> None:
         self._lock = _thread.allocate_lock()
         self._presses = 0
-        self._waiting = self._redelivered = self._closed = self._pending = False
+        self._held = self._waiting = self._redelivered = self._closed = False
         self._previous: object = None
 
     def __enter__(self) -> HeldDuringImports:
@@ -57,22 +57,23 @@ class HeldDuringImports:
         with self._lock:  # no redelivery starts after this
             self._closed = True
         signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]  # what signal.signal returned
-        if kind is None and (self._waiting or self._pending):
+        if kind is None and self._held:
             raise KeyboardInterrupt
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        """SIGINT's handler, on the main thread (no lock here: the main thread may hold it)."""
         redelivered, self._redelivered = self._redelivered, False
         if not redelivered:
             self._presses += 1
         elif self._closed:  # the block ended meanwhile: __exit__ raises it
-            self._pending = True
             return
         if not self._closed and self._presses <= HELD_PRESSES and importing(frame):
+            self._held = True
             if not self._waiting:
                 self._waiting = True
                 _thread.start_new_thread(self._redeliver, (_thread.get_ident(),))
             return
-        self._presses = 0
+        self._held, self._presses = False, 0  # raised: nothing is held any more
         raise KeyboardInterrupt
 
     def _redeliver(self, main: int) -> None:
@@ -85,6 +86,6 @@ class HeldDuringImports:
             del frame  # no reference to the main thread's frames while it runs
         with self._lock:
             self._waiting = False
-            if not self._closed:
+            if self._held and not self._closed:  # not raised meanwhile (a third Ctrl-C)
                 self._redelivered = True
                 _thread.interrupt_main(signal.SIGINT)
