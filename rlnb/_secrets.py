@@ -12,8 +12,9 @@ IPython's verbose mode, rich's ``show_locals``) printed ``api_key='sk-...'`` fro
 unwraps it only where it writes the ``Authorization`` header.
 
 httpcore's DEBUG log prints every response header, so a server or proxy that echoes the Authorization
-header puts the key in it. ``RedactingFilter`` scrubs log records; ``configure_logging`` installs a handler
-with it for rlnb, httpx and httpcore.
+header puts the key in it. ``RedactingFilter`` scrubs log records (message, traceback, stack); one sits on the
+``rlnb`` logger from the first key on, and ``configure_logging`` installs a handler with it for rlnb, httpx and
+httpcore.
 """
 
 from __future__ import annotations
@@ -148,14 +149,27 @@ def redact_keys(text: str, keys: list[str]) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """A logging filter that replaces registered keys in each record's message (arguments included)."""
+    """A logging filter that replaces registered keys in each record's message (arguments included) and in its
+    traceback and stack text (an error a transport raised may quote the request's headers)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """Mask every key rlnb has seen in the record's message and arguments; never drops a record."""
+        """Mask every key rlnb has seen in the record's message, arguments, traceback and stack; never drops a record.
+        The traceback is rendered here, as a handler's ``Formatter`` would, and kept as ``exc_text``, which the
+        standard formatters print as it is (a handler that renders ``exc_info`` itself, as rich's does, is not
+        covered)."""
+        keys = known()
+        if not keys:
+            return True
         message = record.getMessage()
-        clean = redact(message)
+        clean = redact_keys(message, keys)
         if clean != message:
             record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact_keys(record.exc_text, keys)
+        if record.stack_info:
+            record.stack_info = redact_keys(record.stack_info, keys)
         return True
 
 
@@ -175,3 +189,8 @@ def configure_logging(
         logger.addHandler(handler)
         logger.propagate = False
     return handler
+
+
+logging.getLogger("rlnb").addFilter(RedactingFilter())
+"""Every record rlnb logs is scrubbed wherever it goes (``configure_logging`` is opt-in; without it, a record went
+to the root logger's handlers, or Python's last-resort stderr, as written)."""

@@ -218,9 +218,11 @@ class ServerProcess:
             session = rlnb.connect(url, base_model="rlnb/tiny")
 
     ``start()`` waits until ``health`` answers (or the process dies: its stderr is in the error);
-    ``stop()`` terminates it, then kills it if it does not exit. The server's stderr goes to a temporary
-    file, never to a pipe that nobody reads (a full pipe would block the server mid-request); ``log()``
-    returns what it has written so far.
+    ``stop()`` terminates it, then kills it if it does not exit. The server's stdin is a pipe held by this process
+    alone: ``rlnb serve`` is started with ``--exit-with-stdin``, so it stops when this process ends, however it
+    ends (a SIGKILLed kernel runs no finalizer); a command of your own can watch its stdin the same way. The
+    server's stderr goes to a temporary file, never to a pipe that nobody reads (a full pipe would block the server
+    mid-request); ``log()`` returns what it has written so far.
     """
 
     def __init__(self, cmd: list[str], url: str, health: str = "/health", timeout: float = 60.0):
@@ -234,7 +236,7 @@ class ServerProcess:
         """``rlnb serve`` with ``args`` (e.g. ``"--token", "t"``) on ``port`` (default: a free one), given
         ``timeout`` seconds to answer its health check (it imports torch: longer on a busy machine)."""
         port = port or free_port()
-        cmd = [sys.executable, "-m", "rlnb.cli", "serve", "--port", str(port), *args]
+        cmd = [sys.executable, "-m", "rlnb.cli", "serve", "--port", str(port), "--exit-with-stdin", *args]
         return cls(cmd, f"http://127.0.0.1:{port}", timeout=timeout)
 
     def start(self) -> str:
@@ -245,7 +247,8 @@ class ServerProcess:
         if self.proc is not None:  # a second process on the same port would fail, and the first be lost
             raise RuntimeError(f"this server is already started at {self.url}: stop() it first")
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server; closed by stop()
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        # stdin: a pipe only this process holds, closed by the OS however it ends (see the class's docstring)
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr)
         # A notebook that never reaches its stop() cell (an error before it, the cell re-run, the kernel shut down)
         # left the server running after the kernel: it is stopped when this object is collected or Python exits.
         self._ender = weakref.finalize(self, _end, self.proc, self._stderr)
@@ -294,4 +297,5 @@ def _end(proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    proc.stdin.close()  # type: ignore[union-attr]  # a pipe: start() made it
     stderr.close()

@@ -17,3 +17,12 @@ def dtype_argument(p: argparse.ArgumentParser) -> None:
         choices=["auto", "float32", "bfloat16"],
         help="weights' dtype; auto: the checkpoint's own, float32 for the built-ins (default: auto)",
     )
+
+
+def exit_with_stdin_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--exit-with-stdin",
+        action="store_true",
+        help="stop, as at SIGTERM, when stdin reaches its end: the process that started the server holds the pipe, "
+        "so the server does not outlive it, even SIGKILLed (rlnb.testing.ServerProcess passes it)",
+    )

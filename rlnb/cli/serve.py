@@ -14,7 +14,8 @@ import signal
 import sys
 from typing import Any
 
-from rlnb.cli.options import device_argument, dtype_argument
+from rlnb.cli.options import device_argument, dtype_argument, exit_with_stdin_argument
+from rlnb.cli.parent import exit_with_stdin
 
 TOKEN_ENV = "RLNB_SERVE_TOKEN"
 """The environment variable ``--token`` defaults to: a flag's value is in the process's command line, which every
@@ -58,6 +59,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--limit", action="append", default=[], metavar="NAME=VALUE", help="change a limit, e.g. max_body_bytes=1e8"
     )
+    exit_with_stdin_argument(p)
 
 
 def _port(text: str) -> int:
@@ -78,6 +80,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     ``KeyboardInterrupt`` traceback, and SIGTERM killed it before its checkpoints' temporary folder was removed."""
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks, not by the default handler
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    exit_with_stdin(args.exit_with_stdin)  # after the handler: a parent gone at once is a SIGTERM's clean stop
     try:
         return _run(args)
     except KeyboardInterrupt:  # once it listens, _serve_app says it stopped

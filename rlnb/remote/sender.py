@@ -142,7 +142,8 @@ class Sender:
             except APIError as exc:
                 self._refused(item, exc)
             except Exception as exc:  # noqa: BLE001 - e.g. the client was closed under a POST close() gave up on
-                why = f"the operation could not be sent: {type(exc).__name__}: {exc}"
+                # scrubbed: a transport's own error may quote the request's headers (the history keeps this text)
+                why = self.client.redact(f"the operation could not be sent: {type(exc).__name__}: {exc}")
                 tell(item, wire.Operation.failed("", None, why))
             else:
                 self._sent(item, env)

@@ -7,6 +7,7 @@ is rendered from rlnb's first frame on (the caller's own frame holds what the ca
 import io
 import os
 import socket
+import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -138,3 +139,72 @@ def test_a_sweep_or_find_lr_refused_up_front_shows_no_key_in_its_locals():
     with pytest.raises(ValueError, match="start_lr") as info:
         lr_find(rlnb.AdamParams(), target=BASE, api_key=KEY, start_lr=-1.0)
     assert KEY not in with_locals(info.value)
+
+
+def test_an_operation_whose_post_fails_outside_httpx_keeps_no_key_in_its_error(tmp_path):
+    """A transport (a proxy library, a custom one) that raises an error of its own quoting the request's headers: the
+    sender failed the operation with that text as written, so the key stood in ``OperationFailed``, the history
+    and the run folder on disk."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path.endswith("/forward-backward"):
+            raise RuntimeError(f"proxy refused the request with headers {dict(request.headers)}")
+        return FAKE(request)
+
+    session = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), runs_dir=tmp_path, **FAST_POLL)
+    op = session.forward_backward([rlnb.samples.cross_entropy([1, 2, 3])])
+    with pytest.raises(rlnb.OperationFailed, match="could not be sent: RuntimeError: proxy refused") as info:
+        op.result(10)
+    session.close()
+    assert "Bearer ***" in str(info.value) and KEY not in str(info.value)
+    on_disk = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+    assert "proxy refused" in on_disk and KEY not in on_disk
+
+
+def test_a_logged_traceback_whose_error_quotes_the_key_is_scrubbed(caplog):
+    """The poller logs an unexpected polling error with its traceback (``log.exception``): a transport's error that
+    quotes the request's headers printed the key on stderr, rlnb's ``RedactingFilter`` being opt-in and the
+    traceback outside the message it scrubbed."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and "/forward-backward/" in request.url.path:
+            raise RuntimeError(f"proxy refused the request with headers {dict(request.headers)}")
+        return FAKE(request)
+
+    session = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), record=False, **FAST_POLL)
+    op = session.forward_backward([rlnb.samples.cross_entropy([1, 2, 3])])
+    with pytest.raises(rlnb.OperationFailed, match="polling failed: RuntimeError: proxy refused"):
+        op.result(10)
+    session.close()
+    assert "Traceback" in caplog.text and "proxy refused the request" in caplog.text
+    assert "Bearer ***" in caplog.text and KEY not in caplog.text
+
+
+def _answering(answer: bytes) -> str:
+    """A real socket server that reads each request and sends ``answer`` (b"": closes at once) then closes."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def serve() -> None:
+        while True:
+            conn, _ = server.accept()
+            with conn:
+                if answer:
+                    conn.recv(65536)
+                    conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+@pytest.mark.slow  # IPython's and rich's renderings of a long chain with every frame's locals: ~2 s
+@pytest.mark.parametrize("answer", [b"garbage\r\n\r\n", b""], ids=["garbage", "closed"])
+def test_an_h11_failure_over_a_real_socket_shows_no_key_in_any_frames_locals(answer):
+    """h11 and httpcore hold the request's headers while they send it (h11's ``Request`` event, whose repr lists
+    them): a server that answers garbage or closes the connection raises through their frames, and the chained
+    errors keep those frames. No frame rlnb's error chains to holds the key, nor does any message."""
+    with pytest.raises(rlnb.APIConnectionError) as info, APIClient(_answering(answer), KEY, max_retries=0) as client:
+        client.supported_models()
+    assert "httpcore" in with_locals(info.value)  # the chained frames, with their locals
+    assert KEY not in with_locals(info.value) and KEY not in "".join(traceback.format_exception(info.value))
