@@ -3,7 +3,6 @@ live view, laid out for a laptop screen (1366×768): buttons, status and the rew
 
 from __future__ import annotations
 
-import contextlib
 import html
 import threading
 import time
@@ -17,22 +16,12 @@ from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.tasks import Task, check_steps, first_letter_task
 from rlnb.viz.live import LiveView
-from rlnb.widgets import turns
+from rlnb.widgets import run_thread, turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
 from rlnb.widgets.describe import ScheduleNote
 from rlnb.widgets.status_line import StatusLine
-from rlnb.widgets.steps import (
-    StepFn,
-    check_given,
-    done_text,
-    failure_text,
-    log_figures,
-    n_problem,
-    rl_figures,
-    sent_schedule,
-    taken_mid_run,
-)
+from rlnb.widgets.steps import StepFn, check_given, n_problem, rl_figures, sent_schedule, taken_mid_run
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
 
@@ -176,7 +165,7 @@ class RunPanel:
         # (not the session's step: a GET on a remote session, on the kernel's thread)
         self.line.show_run(f"running: 0/{n} done …")
         self._busy.set()
-        self._thread = threading.Thread(target=self._run, args=(n,), name="rlnb-run-panel", daemon=True)
+        self._thread = threading.Thread(target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True)
         self._thread.start()
         turns.follow(self)
         return True
@@ -206,46 +195,6 @@ class RunPanel:
             thread.join(timeout)
             return not thread.is_alive()
         return True
-
-    def _run(self, n: int) -> None:
-        # The session's step as last read, for the status line: reading it is a GET on a remote session, which
-        # failed again in the handler of a server that had gone (the error escaped, the status stayed green).
-        done, seen = 0, "?"
-        try:
-            step = self._step = self.session.step
-            seen = str(step)
-            for _ in range(n):
-                if self._stop.is_set():
-                    break
-                base, schedule = self._config
-                params = base.scaled(schedule.multiplier(step))
-                self.session.check_params(params)
-                returned = self.step_fn(self.session, params)
-                done += 1
-                self.progress.value = done
-                step = self._step = self.session.step
-                seen = str(step)  # the step ran: a refused figure stops the run after it, and says so
-                figured = log_figures(self.session, step, returned, self._logs)
-                self.returned = tuple(figured or ())
-                self.line.show_run(done_text(step, done, n, figured))
-                self._sync_schedule(step)
-        # every failure of a step is shown; none is lost. BaseException too: a step's SystemExit (argparse reading the
-        # kernel's argv) ended the thread silently, the status line still green and ``error`` None
-        except BaseException as exc:  # noqa: BLE001
-            self.error = exc
-            self.line.show(f"step {seen} · stopped: {failure_text(exc)}", error=True)
-        else:
-            stopped = done < n
-            self.line.show(f"step {seen} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done"))
-        finally:
-            try:
-                with contextlib.suppress(Exception):  # shown on the live view, kept in live.error
-                    self.live.refresh()
-            finally:
-                self._busy.clear()
-                self.line.held = ""
-                turns.follow(self)  # another panel on the session waited for this run: it is ready now
-                self._sync_schedule()  # the form's schedule again (an invalid form's: none), not the run's
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
         """The default step: one RL step of the panel's task (``steps.rl_figures``)."""
