@@ -67,6 +67,9 @@ class RunPanel:
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)
         self.task = task or first_letter_task()
         self._busy = threading.Event()
+        self._ending = threading.RLock()
+        """Held by a start and by a run's end (``run_thread``): a click as the buttons come back waits for the ended
+        run's last line, which overwrote the new run's "running" line."""
         # The last valid config of the form (params, schedule), taken at a start and at each valid edit: what a run
         # sends. A run read the form at each step, and a half-typed value, or a look at the locked tab, ended it.
         self._config: tuple[OptimizerParams, Schedule]
@@ -147,6 +150,10 @@ class RunPanel:
         A closed panel raises ``RuntimeError``: it has no status line left to say so."""
         if self._closed:
             raise RuntimeError("this RunPanel is closed: make a new one to run more steps")
+        with self._ending:  # a run's end takes it too (``run_thread``)
+            return self._start(n)
+
+    def _start(self, n: Any) -> bool:
         problem = turns.refusal(self, n)
         if problem is not None and self.running:
             return False  # a second click: the line and ``error`` stay the run's (they showed a success as failed)
@@ -215,11 +222,11 @@ class RunPanel:
     def _n_changed(self, _change: Any) -> None:
         problem = n_problem(self.n.value)
         (self.n.remove_class if problem is None else self.n.add_class)(INVALID)
+        self._sync_buttons()  # before the line: it said "ready" while Run was still disabled
         if problem is not None:
             self.line.show(html.escape(str(problem), quote=False), error=True)
         elif not self.running:
             self._show_ready()
-        self._sync_buttons()
 
     def _show_ready(self) -> None:
         self.line.ready(self.session, self._step, turns.taken(self))
@@ -227,12 +234,12 @@ class RunPanel:
     def _sync_buttons(self) -> None:
         busy, finding = self.running, self.builder.lr_finder.running
         waits = None if busy else turns.taken(self)
-        if self.line.stale(waits, busy or finding):
-            self._show_ready()
         off = busy or finding or waits is not None or not self.builder.valid or self.session.closed
         self.step_button.disabled = off
         self.run_button.disabled = off or n_problem(self.n.value) is not None
         self.stop_button.disabled = not (busy or finding) and waits is None
+        if self.line.stale(waits, busy or finding):  # "ready" once Step is: a click on reading it was lost
+            self._show_ready()
         self.builder.lr_finder.sync()
 
     def close(self, timeout: float = 60.0) -> None:

@@ -1,5 +1,6 @@
-"""A RunPanel's run on its background thread: its steps, what ends it, and what the panel shows when it ends (the
-panel keeps starting, stopping and joining it)."""
+"""A RunPanel's run on its background thread: its steps, and its end in the order a person acts on it: the last
+redraw, then Step and Run enabled, then the status line saying how the run ended. The line said "stopped: ..." first,
+while the live view redrew, and a click straight after reading it hit a disabled button."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def run(panel: Any, n: int) -> None:
     """Run ``n`` steps of ``panel`` (the thread's target), until its Stop; every failure of a step is shown, none lost.
     The session's step as last read is the line's: reading it is a GET on a remote session, which failed again in the
     handler of a server that had gone (the error escaped, the status stayed green)."""
-    done, seen = 0, "?"
+    done, seen, said, error = 0, "?", "", False
     try:
         step = panel._step = panel.session.step
         seen = str(step)
@@ -33,20 +34,26 @@ def run(panel: Any, n: int) -> None:
             panel.returned = tuple(figured or ())
             panel.line.show_run(done_text(step, done, n, figured))
             panel._sync_schedule(step)
+        said = f"step {seen} · " + (f"stopped early after {done} of {n}" if done < n else f"{n} done")
     # BaseException too: a step's SystemExit (argparse reading the kernel's argv) ended the thread silently, the
     # status line still green and ``error`` None
     except BaseException as exc:  # noqa: BLE001
-        panel.error = exc
-        panel.line.show(f"step {seen} · stopped: {failure_text(exc)}", error=True)
-    else:
-        stopped = done < n
-        panel.line.show(f"step {seen} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done"))
+        panel.error, error = exc, True
+        said = f"step {seen} · stopped: {failure_text(exc)}"
     finally:
-        try:
-            with contextlib.suppress(Exception):  # shown on the live view, kept in live.error
-                panel.live.refresh()
-        finally:
+        _end(panel, said, error)
+
+
+def _end(panel: Any, said: str, error: bool) -> None:
+    """The run's last redraw, then its buttons back, then ``said``. Under the panel's ``_ending`` lock, which a start
+    takes too: a click as Step came back started a run whose "running" line this run's end then overwrote."""
+    try:
+        with contextlib.suppress(Exception):  # shown on the live view, kept in live.error
+            panel.live.refresh()
+    finally:
+        with panel._ending:
             panel._busy.clear()
             panel.line.held = ""
-            turns.follow(panel)  # another panel on the session waited for this run: it is ready now
+            turns.follow(panel)  # its buttons, and those of another panel that waited for this run
             panel._sync_schedule()  # the form's schedule again (an invalid form's: none), not the run's
+            panel.line.show(said, error=error)
