@@ -123,8 +123,9 @@ class LRFinderControls(MuonUnits):
         self.plot.layout.display = None
         self.result = result
         self._said = html.escape(self.describe(result, probe))
-        self._say(self._said)
         self.apply_button.disabled = result.params is None
+        if threading.current_thread() is not self._thread:  # the button's test says it once its buttons are back
+            self._say(self._said)
         return result
 
     def own_step(self) -> Any:
@@ -224,16 +225,17 @@ class LRFinderControls(MuonUnits):
             stop.focus()
 
     def _run(self) -> None:
+        """The button's range test; how it ended is said once Find LR and the panel's Step and Run are enabled again
+        (it was said first, and a click straight after reading it hit a disabled button)."""
         try:
             self.run()
         except BaseException as exc:  # noqa: BLE001 - shown in the panel, kept in .error (a SystemExit ended it unseen)
             self.error = exc
             self._said = f"<span style='color:{RED}'>✗ {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
-            self._say(self._said)
         finally:
             self._going.clear()
-            self.button.disabled = not self.builder.valid or self.busy() is not None
-            self.on_change()
+            self.on_change()  # a RunPanel's Step and Run back
+            self.sync()  # Find LR back, then how the test ended (or why Find LR must wait now)
 
     def stop(self) -> None:
         """End the range test in flight after its step in progress; it then suggests from the steps it has

@@ -3,7 +3,6 @@ live view, laid out for a laptop screen (1366×768): buttons, status and the rew
 
 from __future__ import annotations
 
-import contextlib
 import html
 import threading
 import time
@@ -17,22 +16,12 @@ from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.tasks import Task, check_steps, first_letter_task
 from rlnb.viz.live import LiveView
-from rlnb.widgets import turns
+from rlnb.widgets import run_thread, turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
 from rlnb.widgets.describe import ScheduleNote
 from rlnb.widgets.status_line import StatusLine
-from rlnb.widgets.steps import (
-    StepFn,
-    check_given,
-    done_text,
-    failure_text,
-    log_figures,
-    n_problem,
-    rl_figures,
-    sent_schedule,
-    taken_mid_run,
-)
+from rlnb.widgets.steps import StepFn, check_given, n_problem, rl_figures, sent_schedule, taken_mid_run
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
 
@@ -78,6 +67,9 @@ class RunPanel:
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)
         self.task = task or first_letter_task()
         self._busy = threading.Event()
+        self._ending = threading.RLock()
+        """Held by a start and by a run's end (``run_thread``): a click as the buttons come back waits for the ended
+        run's last line, which overwrote the new run's "running" line."""
         # The last valid config of the form (params, schedule), taken at a start and at each valid edit: what a run
         # sends. A run read the form at each step, and a half-typed value, or a look at the locked tab, ended it.
         self._config: tuple[OptimizerParams, Schedule]
@@ -158,6 +150,10 @@ class RunPanel:
         A closed panel raises ``RuntimeError``: it has no status line left to say so."""
         if self._closed:
             raise RuntimeError("this RunPanel is closed: make a new one to run more steps")
+        with self._ending:  # a run's end takes it too (``run_thread``)
+            return self._start(n)
+
+    def _start(self, n: Any) -> bool:
         problem = turns.refusal(self, n)
         if problem is not None and self.running:
             return False  # a second click: the line and ``error`` stay the run's (they showed a success as failed)
@@ -176,7 +172,7 @@ class RunPanel:
         # (not the session's step: a GET on a remote session, on the kernel's thread)
         self.line.show_run(f"running: 0/{n} done …")
         self._busy.set()
-        self._thread = threading.Thread(target=self._run, args=(n,), name="rlnb-run-panel", daemon=True)
+        self._thread = threading.Thread(target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True)
         self._thread.start()
         turns.follow(self)
         return True
@@ -207,46 +203,6 @@ class RunPanel:
             return not thread.is_alive()
         return True
 
-    def _run(self, n: int) -> None:
-        # The session's step as last read, for the status line: reading it is a GET on a remote session, which
-        # failed again in the handler of a server that had gone (the error escaped, the status stayed green).
-        done, seen = 0, "?"
-        try:
-            step = self._step = self.session.step
-            seen = str(step)
-            for _ in range(n):
-                if self._stop.is_set():
-                    break
-                base, schedule = self._config
-                params = base.scaled(schedule.multiplier(step))
-                self.session.check_params(params)
-                returned = self.step_fn(self.session, params)
-                done += 1
-                self.progress.value = done
-                step = self._step = self.session.step
-                seen = str(step)  # the step ran: a refused figure stops the run after it, and says so
-                figured = log_figures(self.session, step, returned, self._logs)
-                self.returned = tuple(figured or ())
-                self.line.show_run(done_text(step, done, n, figured))
-                self._sync_schedule(step)
-        # every failure of a step is shown; none is lost. BaseException too: a step's SystemExit (argparse reading the
-        # kernel's argv) ended the thread silently, the status line still green and ``error`` None
-        except BaseException as exc:  # noqa: BLE001
-            self.error = exc
-            self.line.show(f"step {seen} · stopped: {failure_text(exc)}", error=True)
-        else:
-            stopped = done < n
-            self.line.show(f"step {seen} · " + (f"stopped early after {done} of {n}" if stopped else f"{n} done"))
-        finally:
-            try:
-                with contextlib.suppress(Exception):  # shown on the live view, kept in live.error
-                    self.live.refresh()
-            finally:
-                self._busy.clear()
-                self.line.held = ""
-                turns.follow(self)  # another panel on the session waited for this run: it is ready now
-                self._sync_schedule()  # the form's schedule again (an invalid form's: none), not the run's
-
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
         """The default step: one RL step of the panel's task (``steps.rl_figures``)."""
         return rl_figures(session, self.task, params)
@@ -266,11 +222,11 @@ class RunPanel:
     def _n_changed(self, _change: Any) -> None:
         problem = n_problem(self.n.value)
         (self.n.remove_class if problem is None else self.n.add_class)(INVALID)
+        self._sync_buttons()  # before the line: it said "ready" while Run was still disabled
         if problem is not None:
             self.line.show(html.escape(str(problem), quote=False), error=True)
         elif not self.running:
             self._show_ready()
-        self._sync_buttons()
 
     def _show_ready(self) -> None:
         self.line.ready(self.session, self._step, turns.taken(self))
@@ -278,12 +234,12 @@ class RunPanel:
     def _sync_buttons(self) -> None:
         busy, finding = self.running, self.builder.lr_finder.running
         waits = None if busy else turns.taken(self)
-        if self.line.stale(waits, busy or finding):
-            self._show_ready()
         off = busy or finding or waits is not None or not self.builder.valid or self.session.closed
         self.step_button.disabled = off
         self.run_button.disabled = off or n_problem(self.n.value) is not None
         self.stop_button.disabled = not (busy or finding) and waits is None
+        if self.line.stale(waits, busy or finding):  # "ready" once Step is: a click on reading it was lost
+            self._show_ready()
         self.builder.lr_finder.sync()
 
     def close(self, timeout: float = 60.0) -> None:

@@ -139,7 +139,7 @@ def test_a_keyboard_alone_opens_the_folded_form_runs_and_stops(browser, narrow):
     page.keyboard.press("Enter")  # a button takes Enter
     expect(status).to_contain_text("stopped: FileNotFoundError", timeout=60_000)
     run = panel.get_by_role("button", name="Run N")
-    expect(run).to_be_enabled(timeout=30_000)  # the status says the failure before the run's end enables it
+    expect(run).to_be_enabled(timeout=30_000)  # enabled before the status says the failure (test_run_ends.py)
     run.focus()
     page.keyboard.press("Enter")  # 20 steps of half a second
     stop = panel.get_by_role("button", name="Stop")

@@ -1,0 +1,210 @@
+"""However a run or a range test ends, its buttons are back no later than its status line says it ended: the line
+said "stopped: ..." while the run's last redraw went on, Step and Run still disabled, and a click straight after
+reading it hit a disabled button. Widgets driven through ``.value``, ``.disabled`` and ``.click()``; the order seen
+by observers, which run as a value is set, on the thread that sets it (as the front end gets the changes)."""
+
+import re
+import threading
+import time
+
+import pytest
+
+import rlnb
+from rlnb import samples
+from rlnb.testing import FakeBackend
+from rlnb.widgets import RunPanel
+
+DEADLINE = 60.0
+
+
+def wait_for(what) -> None:
+    end = time.monotonic() + DEADLINE
+    while not what():
+        assert time.monotonic() < end, "not reached before the deadline"
+        time.sleep(0.01)
+
+
+def text(value: str) -> str:
+    return re.sub(r"<[^>]+>", "", value)
+
+
+class Said:
+    """Each value ``line`` takes, with which of ``buttons`` could be clicked as it was set."""
+
+    def __init__(self, line, **buttons) -> None:
+        self.seen: list[tuple[str, dict[str, bool]]] = []
+        self._buttons = buttons
+        line.observe(self._changed, names="value")
+
+    def _changed(self, change) -> None:
+        self.seen.append((text(change["new"]), {k: not b.disabled for k, b in self._buttons.items()}))
+
+    def first(self, pattern: str) -> dict[str, bool]:
+        """Which buttons were usable when the line first said ``pattern`` (a regular expression)."""
+        for said, usable in self.seen:
+            if re.search(pattern, said):
+                return usable
+        raise AssertionError(f"never said {pattern!r}: {[s for s, _ in self.seen]}")
+
+
+@pytest.fixture
+def fake():
+    s = rlnb.Session(FakeBackend("adam"), record=False)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def local():
+    s = rlnb.connect("local", model="tiny", optimizer="adam", record=False, device="cpu")
+    yield s
+    s.close()
+
+
+def watched(panel: RunPanel) -> Said:
+    return Said(panel.status, step=panel.step_button, run=panel.run_button, stop=panel.stop_button)
+
+
+def raising(exc: BaseException):
+    def step_fn(_session, _params):
+        raise exc
+
+    return step_fn
+
+
+def after(go: threading.Event, step_fn):
+    """``step_fn``, called once ``go`` is set: the run's start has disabled the buttons by then (a step that ended at
+    once could end the run before the start had)."""
+
+    def gated(session, params):
+        if not go.wait(DEADLINE):
+            raise TimeoutError("the test let no step go")
+        return step_fn(session, params)
+
+    return gated
+
+
+@pytest.mark.parametrize(
+    ("step_fn", "ended"),
+    [
+        (lambda s, p: {"x": 1.0}, r"^step 0 · 2 done$"),
+        (raising(ValueError("my reward function broke")), r"stopped: ValueError — my reward function broke"),
+        (raising(KeyboardInterrupt()), r"stopped: KeyboardInterrupt"),
+        (raising(SystemExit(2)), r"stopped: SystemExit — 2"),
+    ],
+    ids=["done", "failed", "interrupted", "exited"],
+)
+def test_step_and_run_are_back_when_the_line_says_the_run_ended(fake, step_fn, ended):
+    go = threading.Event()
+    panel = RunPanel(fake, step_fn=after(go, step_fn), n_steps=2, every=0.05)
+    said = watched(panel)
+    panel.run_button.click()
+    assert panel.step_button.disabled and panel.run_button.disabled
+    go.set()
+    assert panel.join(DEADLINE) and not panel.running
+    assert said.first(ended) == {"step": True, "run": True, "stop": False}
+    assert re.search(ended, text(panel.status.value))  # and it still says so
+    panel.close()
+
+
+def test_step_and_run_are_back_when_the_line_says_a_stopped_run_ended(fake):
+    go = threading.Event()
+    panel = RunPanel(fake, step_fn=after(go, lambda s, p: panel.stop()), n_steps=3, every=0.05)
+    said = watched(panel)
+    panel.run_button.click()
+    go.set()
+    assert panel.join(DEADLINE)
+    assert said.first(r"stopped early after 1 of 3$") == {"step": True, "run": True, "stop": False}
+    panel.close()
+
+
+def test_the_panel_that_waited_is_usable_when_it_says_ready(fake):
+    """The other panel on the session says "ready" again when the run ends: its Step was enabled after."""
+    go = threading.Event()
+    first = RunPanel(fake, step_fn=lambda s, p: go.wait(DEADLINE) and None, every=0.05)
+    assert first.start(1)
+    second = RunPanel(fake, step_fn=lambda s, p: None, every=0.05)
+    assert "waits" in text(second.status.value) and second.step_button.disabled
+    said = watched(second)
+    go.set()
+    assert first.join(DEADLINE)
+    assert said.first(r"step 0 · ready$") == {"step": True, "run": True, "stop": False}
+    first.close()
+    second.close()
+
+
+def test_n_fixed_says_ready_with_run_enabled(fake):
+    panel = RunPanel(fake, step_fn=lambda s, p: None, every=0.05)
+    panel.n.value = 0
+    assert panel.run_button.disabled
+    said = watched(panel)
+    panel.n.value = 3
+    assert said.first(r"ready$")["run"]
+    panel.close()
+
+
+def test_a_click_as_step_comes_back_starts_a_run_the_line_then_says(fake):
+    """Step clicked the moment it is enabled, before the ended run's end is over: that end then enabled Run during
+    the new run, or (said after the buttons) overwrote the new run's "running" line with its error, for the whole
+    first step of the new run."""
+    started, go, clicked = threading.Event(), threading.Event(), []
+    steps = iter([after(started, raising(ValueError("boom"))), lambda s, p: go.wait(DEADLINE) and None])
+    panel = RunPanel(fake, step_fn=lambda s, p: next(steps)(s, p), every=0.05)
+
+    def click_when_back(change) -> None:
+        if change["new"] is False and not clicked:
+            clicked.append(threading.Thread(target=panel.step_button.click))
+            clicked[0].start()
+            clicked[0].join(0.5)  # a person's click lands while the ended run still draws: here it waits for it
+
+    panel.step_button.observe(click_when_back, names="disabled")
+    assert panel.start(1)
+    started.set()
+    try:
+        wait_for(lambda: clicked)
+        clicked[0].join(DEADLINE)
+        assert panel.running and text(panel.status.value) == "running: 0/1 done …"
+        assert panel.step_button.disabled and panel.run_button.disabled and not panel.stop_button.disabled
+    finally:
+        go.set()
+    assert panel.join(DEADLINE) and "1 done" in text(panel.status.value)
+    panel.close()
+
+
+def finder_watched(panel: RunPanel) -> Said:
+    finder = panel.builder.lr_finder
+    return Said(finder.status, find=finder.button, step=panel.step_button, run=panel.run_button)
+
+
+def test_find_lr_failed_is_said_once_every_button_is_back(fake):
+    panel = RunPanel(fake, step_fn=lambda s, p: {"reward": 0.5}, every=0.05)
+    assert panel.start(1) and panel.join(DEADLINE)
+    said = finder_watched(panel)
+    panel.builder.lr_finder.options["task"] = None  # probes the step_fn; the run before said what it returns
+    panel.builder.lr_finder.button.click()  # a FakeBackend session cannot be copied: the test fails, saying why
+    assert panel.builder.lr_finder.join(DEADLINE)
+    assert said.first(r"✗ ValueError: lr_find copies a session") == {"find": True, "step": True, "run": True}
+    panel.close()
+
+
+def ce_step(session, params):
+    session.forward_backward([samples.cross_entropy(list(b"a step"))])
+    session.optim_step(params).result()
+    return {"reward": 0.0}
+
+
+@pytest.mark.parametrize("stop", [False, True], ids=["done", "stopped"])
+def test_find_lr_result_is_said_once_every_button_is_back(local, stop):
+    panel = RunPanel(local, step_fn=ce_step, every=0.05)
+    assert panel.start(1) and panel.join(DEADLINE)
+    finder = panel.builder.lr_finder
+    finder.options.update(steps=5, start_lr=1e-4, end_lr=1e-2)
+    if stop:
+        finder.options["progress"] = lambda done, total: panel.stop()
+    said = finder_watched(panel)
+    finder.button.click()
+    assert finder.join(DEADLINE) and finder.error is None
+    ended = text(finder.status.value)
+    assert ("ended early: stopped" in ended) is stop
+    assert said.first("^" + re.escape(ended) + "$") == {"find": True, "step": True, "run": True}
+    panel.close()
