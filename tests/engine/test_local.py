@@ -740,6 +740,7 @@ def test_a_refused_submission_does_not_shift_step_numbers():
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "muon"])
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_params_changed_after_a_submission_leave_the_queued_step_as_submitted(optimizer):
     """``p.learning_rate = lr`` in a loop (params validate assignments, so they are meant to change): the steps
     still queued behind the worker took the last rate (all three stepped at 3e-3), while the history recorded

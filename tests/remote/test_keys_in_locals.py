@@ -95,6 +95,7 @@ FAILURES: dict[str, tuple[Callable[[], None], type[BaseException], str]] = {
 
 
 @pytest.mark.parametrize("fail", FAILURES.values(), ids=FAILURES.keys())
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_no_frames_locals_show_the_api_key(fail):
     raise_it, error, deepest = fail
     with pytest.raises(error) as info:

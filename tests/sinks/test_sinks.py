@@ -362,6 +362,7 @@ def test_wandb_online_without_an_account_drops_the_sink(monkeypatch, tmp_path):
     assert len(History.load(session.history.path).steps) == 1
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_close_gives_up_on_a_sink_that_hangs(monkeypatch):
     stuck = Flaky(0, RuntimeError("unused"), interval=0)
     closing, release = threading.Event(), threading.Event()
@@ -839,6 +840,7 @@ def test_a_sink_error_quoting_a_tracking_uris_password_never_shows_it(tmp_path):
     assert all("hunter2secret" not in s and "http://bob:***@127.0.0.1:1/api" in s for s in shown), shown
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_sink_whose_close_missed_its_deadline_is_never_waited_for_again_while_it_runs(monkeypatch):
     """A sink whose close never returns (a tracking server gone silent) held every session's close for
     ``CLOSE_TIMEOUT`` (N x 30 s in a sweep), warning each time. Once a close has missed its deadline, one

@@ -574,6 +574,7 @@ def test_a_suggestion_says_when_its_test_ended_early():
     assert said.startswith("suggested lr 0.01 — steepest ascent of the smoothed reward (ended early: stopped after 2")
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_find_lr_names_the_task_it_probes(monkeypatch):
     """A builder on its own probes lr_find's default, the digits task, which its docstrings called "the demo's" (the
     demo trains first_letter) and its status line never named; a RunPanel's probes the panel's task."""

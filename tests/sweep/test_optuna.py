@@ -151,6 +151,7 @@ def test_grid_sampler_runs_each_point_once(tmp_path):
     assert sorted(trials.learning_rate) == [1e-3, 3e-3] and (trials.status == "COMPLETED").all()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_loss_objective_is_minimised(tmp_path):
     trials = sweep(
         ADAM, space={"learning_rate": (1e-4, 1e-2, "log")}, n_trials=1, search="optuna", objective="loss",

@@ -157,6 +157,7 @@ def test_apply_validates_before_anything_runs():
         sweep(BASE, [{"beta1": 2.0}], steps=1, progress=False)
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_sweep_rows_histories_and_custom_reward(tmp_path):
     seen = []
     trials = sweep(
@@ -221,6 +222,7 @@ def test_stopping_keeps_finished_trials(tmp_path):
     assert list(trials.reason.iloc[1:]) == ["stopped before it started"] * 2
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_ablation_summary(tmp_path):
     trials, summary = ablate(
         BASE,

@@ -67,6 +67,7 @@ def test_an_optuna_trial_asked_again_after_a_stop_keeps_its_seed(tmp_path):
     assert History.load(rerun.run_path.iloc[0]).config["seed"] == 0
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_trial_stopped_again_keeps_its_first_attempts_seed(tmp_path):
     """A rerun stopped again is asked once more with the seed of the first attempt, not of the rerun's number."""
     dims = parse_space(BASE, {"learning_rate": (1e-4, 1e-1, "log")})

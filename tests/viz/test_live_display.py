@@ -86,6 +86,7 @@ def readable(panel):
     )
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_an_rl_live_views_four_panels_share_one_row_of_a_laptops_notebook_each_readable():
     """``LiveView(h, metrics=("reward",))``, the RL case, drew four panels at 272 + 272 + 368 + 272 px: two rows, 727 px
     tall in JupyterLab on a 1366×768 laptop. From four panels on each is 228 px wide, the gradient norm's legend

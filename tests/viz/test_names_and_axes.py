@@ -61,6 +61,7 @@ def test_control_characters_in_run_and_metric_names_are_drawn_as_escapes():
 
 
 @pytest.mark.parametrize("huge", [1.7e308, 1e200])
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_log_axis_over_a_figure_near_the_largest_float_is_drawn(huge):
     """``ax = plots.loss(h); ax.set_yscale("log")`` with a loss near 1.7e308: the axis kept the top the linear one
     was given (1e300) and the log locator ticked a decade past it, at inf: ``OverflowError`` when drawn."""
@@ -96,6 +97,7 @@ def within(inner, outer, slack=1.0):
 
 
 @pytest.mark.parametrize("count, length", [(8, 6), (30, 50), (70, 90)])
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_comparison_on_the_users_own_axes_keeps_its_legend_inside_them(count, length):
     """``compare(..., ax=my_ax)`` with more than six runs put the legend right of the user's axes, on a figure it
     may not resize: on the right of two panels it ran off the figure (``savefig(bbox_inches="tight")`` showed it)."""

@@ -360,6 +360,7 @@ def is_png(data):
     return bytes(data).startswith(b"\x89PNG\r\n\x1a\n")
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_live_view_throttles_and_always_shows_the_last_state():
     """A redraw starts at least ``every`` after the one before, so however slow the machine makes this test,
     the redraws are bounded by the time it took; the trailing one shows the last state."""
@@ -591,6 +592,7 @@ def test_live_view_says_why_a_remote_run_has_no_gradient_norm():
 
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_the_live_x_axis_leaves_room_after_the_newest_step():
     """The newest point and its marker never sit on the frame (the axis ends past the newest step)."""
     for n in (4, 8, 30):
@@ -826,6 +828,7 @@ def test_figures_near_the_largest_float_are_drawn():
     view.close()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_static_plots_of_figures_near_the_largest_float_are_drawn():
     """The live view drew them, but ``plots.metric``, ``plots.overview`` and ``plots.compare`` of a figure of 1.7e308
     (an ``exp(loss)`` that overflowed once) failed when shown: ``ValueError: arange: cannot compute length``."""
@@ -900,6 +903,7 @@ def test_a_redraw_that_fails_on_the_timer_thread_is_shown_on_the_view(monkeypatc
     assert escaped == []
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_figure_or_run_named_with_dollar_signs_is_drawn_as_written():
     """matplotlib reads text between two ``$`` as TeX: a figure logged as ``"$\\nope$ cost"`` (or a run label, a
     status string of a loaded run) made ``plots.metric``, ``plots.overview``, ``plots.compare`` and the live view

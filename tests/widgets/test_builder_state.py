@@ -61,6 +61,7 @@ def test_the_slider_shows_where_a_typed_rate_beyond_its_range_is():
     assert lr.text.value == 0.5 and b.params.learning_rate == 0.5 and lr.slider.tooltip is None
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_the_warning_past_the_schedules_end_follows_every_change(adam_session):
     """Once shown, the warning kept naming the total steps, floor and rate it was first said with, and stayed up
     while the schedule was invalid."""
@@ -149,6 +150,7 @@ def test_presets_follow_the_units_picked_in_the_form():
     assert not b.modified and b.preset.value == "Together docs"
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_the_warnings_hold_the_current_warning_not_every_version_said(adam_session):
     """``panel.warnings`` grew by one stale warning per edit while past the schedule's end (a person typing a
     rate digit by digit left one per digit), without bound."""
@@ -225,6 +227,7 @@ def test_the_units_of_a_sessions_form_stay_the_sessions_when_set_in_code():
     assert b.params.learning_rate == 0.02 and b.summary.endswith("preset Together docs")
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_schedule_whose_smallest_rate_is_zero_in_float_is_refused_by_the_form(adam_session):
     """A min lr ratio of 1e-320 (or a warmup of a million steps on a rate of 1e-320): the form said valid, and the
     run stopped at the first step whose rate underflowed to 0 ("learning_rate = 0.0 is invalid")."""

@@ -63,6 +63,7 @@ def test_find_lr_on_a_step_fn_panel_probes_that_step_fn_on_a_copy(session, retur
     panel.close()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_step_fn_not_stepped_yet_is_probed_by_its_loss_or_told_to_step_for_its_reward(session):
     step_fn, calls = recording(lambda loss: None)
     panel = RunPanel(session, step_fn=step_fn, every=0.05)
@@ -79,6 +80,7 @@ def test_a_step_fn_not_stepped_yet_is_probed_by_its_loss_or_told_to_step_for_its
     panel.close()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_before_the_panels_first_step_the_line_says_the_loss_it_follows_is_a_guess(session):
     """"range test of your step_fn's loss running …" said as known what was only guessed (the panel had never stepped,
     what its step_fn returns unknown): one returning a reward then failed the test at its first step."""

@@ -102,6 +102,7 @@ def test_an_invalid_edit_mid_run_is_not_sent_and_the_run_goes_on_with_the_last_v
     panel.close()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_the_schedule_line_keeps_the_runs_schedule_while_an_edit_is_not_used(adam_local, gate):
     """An invalid edit mid-run (total steps 0, on the way to 20) emptied the schedule line: the run went on with a
     schedule and rate it no longer showed."""
@@ -153,6 +154,7 @@ def test_a_click_on_the_locked_tab_mid_run_is_put_back_and_the_run_goes_on(muon_
     panel.close()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_panel_made_while_another_panels_run_goes_says_it_waits_then_ready(adam_local, gate):
     """The panel cell run again while the old panel's run went: the new panel said "step 0 · ready", Step
     enabled; a click was refused only then."""

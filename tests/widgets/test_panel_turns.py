@@ -163,6 +163,7 @@ def test_join_has_a_deadline_by_default(sessions, blocking):
     panel.close()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_the_waiting_line_says_the_current_reason_when_it_changes(sessions, blocking, found, monkeypatch):
     """``a`` waits for ``b``'s run; that run ends and ``c``'s Find LR starts before ``b``'s end has reached ``a`` (the
     run's thread redraws the other panels after it has ended): ``a`` kept naming the run, which had ended, its Step off

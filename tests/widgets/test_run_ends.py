@@ -143,6 +143,7 @@ def test_n_fixed_says_ready_with_run_enabled(fake):
     panel.close()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_click_as_step_comes_back_starts_a_run_the_line_then_says(fake):
     """Step clicked the moment it is enabled, before the ended run's end is over: that end then enabled Run during
     the new run, or (said after the buttons) overwrote the new run's "running" line with its error, for the whole
@@ -194,6 +195,7 @@ def ce_step(session, params):
 
 
 @pytest.mark.parametrize("stop", [False, True], ids=["done", "stopped"])
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_find_lr_result_is_said_once_every_button_is_back(local, stop):
     panel = RunPanel(local, step_fn=ce_step, every=0.05)
     assert panel.start(1) and panel.join(DEADLINE)

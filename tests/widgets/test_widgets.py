@@ -325,6 +325,7 @@ def test_run_panel_step_sends_the_builder_params(panel_session):
     panel.close()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_run_panel_run_n_then_stop_stops_early(panel_session):
     started = []
 
@@ -453,6 +454,7 @@ def test_run_panel_names_the_step_function_that_returns_no_dict_of_figures(panel
     ("step_fn", "ce", "step_fn must be None or a function step_fn\\(session, params\\), got 'ce'"),
     ("builder", rlnb.AdamParams(), "builder must be an OptimizerBuilder or None, got AdamParams"),  # no 'lock'
 ])
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_run_panel_refuses_bad_options_before_it_touches_the_builder(panel_session, muon_session, option, value, said):
     b = OptimizerBuilder("muon")
     held = RunPanel(muon_session, b, every=0.05)  # the builder is the muon session's panel's
@@ -501,6 +503,7 @@ def test_run_panel_refuses_a_bool_or_non_integer_n_and_a_start_after_close(panel
     assert panel_session.step == 0 and not panel.running
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_join_and_close_wait_for_the_end_of_the_run(panel_session):
     panel = RunPanel(panel_session, step_fn=lambda s, p: {"x": 1.0}, every=0.05)
     refresh, finished = panel.live.refresh, []
@@ -595,6 +598,7 @@ def test_the_panel_is_compact_and_made_for_rl(panel_session):
     custom.close()
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_the_panel_draws_the_held_out_accuracy_its_steps_measure(panel_session):
     """Notebook 05 and docs/tasks.md: the panel measures the held-out accuracy every 10 steps and the live view
     draws it beside the reward. It was drawn nowhere: seen for one step in the status line, then gone."""
@@ -651,6 +655,7 @@ def test_the_bad_field_itself_turns_red():
     assert b.valid and INVALID not in b.muon["momentum"]._dom_classes
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_preset_shows_modified_once_edited():
     b = OptimizerBuilder("adam")
     assert b.preset.value == DEFAULT_PRESET and not b.modified
@@ -819,6 +824,7 @@ def test_apply_preset_of_a_name_that_is_no_preset_names_the_presets():
     assert not b.modified
 
 
+@pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_a_builder_locked_again_to_another_session_unlocks_its_tab(panel_session, muon_session):
     """A builder given to an Adam session's panel, then to a Muon session's: every control stayed disabled and
     both tabs said locked."""
