@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from rlnb.testing import ServerProcess, free_port
-from tests.widgets.test_browser import ARGS, ARTIFACTS, CHROMIUM, HERE
+from tests.widgets.test_browser import ARTIFACTS, CHROMIUM, HERE
 
 pytestmark = [
     pytest.mark.slow,  # a browser, a Voila server and its kernel
@@ -31,19 +31,6 @@ CUT = """panel => {
 }"""
 """Every box in the panel whose content is wider than the box (the rest is cut off or must be scrolled to),
 apart from the live view (``rlnb.viz``'s) and the slider's inner track."""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.fixture(scope="module")
