@@ -13,6 +13,8 @@ from rlnb.remote.retry import RetryPolicy
 from rlnb.server import sessions as sessions_module
 from tests.support.server import DEADLINE, app_client
 
+pytestmark = pytest.mark.slow  # each builds a model, and the second waits out backoff
+
 KIND = wire.OperationKind.OPTIM_STEP
 
 
