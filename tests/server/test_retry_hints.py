@@ -59,3 +59,13 @@ def test_an_operation_sent_while_creating_is_retried_until_the_session_runs(tmp_
         sent.clear()
         op = c.submit_operation(sid, KIND, wire.OptimStepBody())
         assert sent[0] == 409 and sent[-1] == 200 and op.id
+
+
+def test_a_payload_put_while_another_request_uploads_it_may_be_retried(tmp_path):
+    with app_client(tmp_path, public_url="http://testserver") as http:
+        rid = http.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+        sid = http.post("/training-sessions", json={"model_resources_id": rid}).json()["id"]
+        url = wire.PayloadUploadUrl.model_validate(http.post(f"/training-sessions/{sid}/payloads/upload-url").json())
+        http.app.state.registry.payloads.begin_upload(url.payload_id, None)  # another request is reading its body
+        r = http.put(url.upload_url, content=b"{}")
+        assert r.status_code == 409 and r.headers["x-should-retry"] == "true", r.text
