@@ -12,7 +12,8 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from rlnb.server.errors import ERROR_RESPONSES, ServerError
+from rlnb import wire
+from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError
 from rlnb.server.registry import Registry
 
 _bearer = HTTPBearer(auto_error=False)
@@ -69,15 +70,18 @@ def check_request(request: Request) -> None:
     for name, n in counts.items():
         if known is not None and name not in known:
             listed = ", ".join(sorted(known)) or "none"
-            raise ServerError(400, f"unknown query parameter {name!r} (this route reads {listed})", param=name)
+            said = f"unknown query parameter {wire.shown(name, SHOWN)} (this route reads {listed})"
+            raise ServerError(400, said, param=name)
         if n > 1 and name not in REPEATABLE:
-            raise ServerError(400, f"query parameter {name!r} is given {n} times: give it once", param=name)
+            said = f"query parameter {wire.shown(name, SHOWN)} is given {n} times: give it once"
+            raise ServerError(400, said, param=name)
     keys = request.headers.getlist("idempotency-key")
     if len(keys) > 1:
         raise ServerError(400, f"Idempotency-Key is given {len(keys)} times: give one key", param="Idempotency-Key")
     for name, value in request.query_params.multi_items():
         if not value.strip():
-            raise ServerError(400, f"query parameter {name!r} is empty: give a value or leave it out", param=name)
+            said = f"query parameter {wire.shown(name, SHOWN)} is empty: give a value or leave it out"
+            raise ServerError(400, said, param=name)
 
 
 RegistryDep = Annotated[Registry, Depends(get_registry)]

@@ -21,6 +21,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rlnb import wire
 from rlnb.server.openapi import declared_range
 
+SHOWN = 100
+"""The most characters of an id, key, cursor or name a message quotes (``wire.shown``): an id (~45) is quoted whole,
+an 8 KB one came back whole in its 404."""
 ERROR_TYPES: dict[int, str] = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -35,17 +38,24 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": wire.ErrorData, "description": "Missing or wrong API key"},
     403: {"model": wire.ErrorData, "description": "Bad or missing download signature"},
     404: {"model": wire.ErrorData, "description": "No such object"},
-    409: {"model": wire.ErrorData, "description": "Conflicts with the object's state (do not retry)"},
+    409: {
+        "model": wire.ErrorData,
+        "description": "Conflicts with the object's state; `x-should-retry` says whether a retry can cure it",
+    },
     429: {"model": wire.ErrorData, "description": "A model resource's session cap is reached"},
 }
 """What every ``/v1`` route may answer besides 200 (declared in ``/openapi.json``)."""
 
 
 class ServerError(Exception):
-    """A domain error that becomes the API's error body with ``status``."""
+    """A domain error that becomes the API's error body with ``status``. A 409 says ``x-should-retry: false`` (the
+    SDKs retry every 409 for ~15 s of backoff, and most states will not change by it) unless ``retry``: a state that
+    ends by itself (a session still being created)."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = None, type: str | None = None):
-        self.status, self.message, self.param = status, message, param
+    def __init__(
+        self, status: int, message: str, *, param: str | None = None, type: str | None = None, retry: bool = False
+    ):
+        self.status, self.message, self.param, self.retry = status, message, param, retry
         self.type = type or error_type(status)
         super().__init__(message)
 
@@ -55,7 +65,7 @@ def error_type(status: int) -> str:
 
 
 def not_found(what: str, ident: str, param: str) -> ServerError:
-    return ServerError(404, f"{what} {ident!r} not found", param=param)
+    return ServerError(404, f"{what} {wire.shown(ident, SHOWN)} not found", param=param)
 
 
 class _Huge:
@@ -108,11 +118,13 @@ def read_json(data: bytes | bytearray | str, prefix: str = "") -> Any:
     )
 
 
-def error_response(status: int, message: str, type: str, param: str | None = None) -> JSONResponse:
+def error_response(
+    status: int, message: str, type: str, param: str | None = None, retry: bool = False
+) -> JSONResponse:
     body = wire.ErrorData(error=wire.ErrorDetail(message=message, type=type, param=param, code=None))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
-    if status == 409:
-        headers["x-should-retry"] = "false"  # a state conflict: retrying cannot help (SDKs retry 409 by default)
+    if status == 409:  # SDKs retry a 409 unless told: say whether the state it conflicts with can end by itself
+        headers["x-should-retry"] = "true" if retry else "false"
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
 
 
@@ -121,7 +133,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ServerError)
     def _server_error(request: Request, exc: ServerError) -> JSONResponse:
-        return error_response(exc.status, exc.message, exc.type, exc.param)
+        return error_response(exc.status, exc.message, exc.type, exc.param, exc.retry)
 
     @app.exception_handler(RequestValidationError)
     def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -210,8 +222,8 @@ def _encoded_slash(raw: str, templates: list[str]) -> tuple[str | None, str]:
         match = re.fullmatch(pattern, path)
         for name, value in (match.groupdict() if match else {}).items():
             if _SLASH in value:
-                shown = value.replace(_SLASH, "/")
-                return name, f"{name} {shown!r} holds a '/' (sent as %2F): no {name} has one"
+                said = wire.shown(value.replace(_SLASH, "/"), SHOWN)
+                return name, f"{name} {said} holds a '/' (sent as %2F): no {name} has one"
     return None, "the path holds a '/' sent as %2F, and no route of this API matches it: no id has a '/'"
 
 
@@ -252,6 +264,6 @@ def _body_error(request: Request, kind: object) -> str:
     if kind == "missing":
         return "the request has no JSON body: this endpoint takes a JSON object (Content-Type: application/json)"
     if media != "application/json" and not media.endswith("+json"):
-        got = f"got {given!r}" if given else "none was sent"
+        got = f"got {wire.shown(given, SHOWN)}" if given else "none was sent"
         return f"the body must be JSON sent with Content-Type: application/json ({got})"
     return "the body must be a JSON object"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rlnb import wire
 from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, served_files
-from rlnb.server.errors import ServerError, not_found
+from rlnb.server.errors import SHOWN, ServerError, not_found
 from rlnb.server.payloads import PayloadStore
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, page
 from rlnb.server.settings import ServerSettings
@@ -69,8 +69,8 @@ class OperationsMixin:
             if op is None and op_id in s.dropped:
                 raise ServerError(
                     409,
-                    f"Idempotency-Key {key!r} was used for {s.dropped[op_id]} operation {op_id}, which this server "
-                    f"no longer keeps ({gone(self.settings)}); a new request needs a new key",
+                    f"Idempotency-Key {wire.shown(key, SHOWN)} was used for {s.dropped[op_id]} operation {op_id}, "
+                    f"which this server no longer keeps ({gone(self.settings)}); a new request needs a new key",
                     param="Idempotency-Key",
                 )
             if op is None:
@@ -82,8 +82,8 @@ class OperationsMixin:
             if op.fingerprint != fingerprint:
                 raise ServerError(
                     409,
-                    f"Idempotency-Key {key!r} was already used with a different body (operation {op.env.id}); "
-                    "a retry must send the same body, and a new request needs a new key",
+                    f"Idempotency-Key {wire.shown(key, SHOWN)} was already used with a different body (operation "
+                    f"{op.env.id}); a retry must send the same body, and a new request needs a new key",
                     param="Idempotency-Key",
                 )
             return op.env
@@ -104,7 +104,7 @@ class OperationsMixin:
                 return known
             s = self.session(sid)
             if s.backend is None and s.status in wire.SESSION_ACTIVE:
-                raise ServerError(409, f"session {sid} is still being created", param="session_id")
+                raise ServerError(409, f"session {sid} is still being created", param="session_id", retry=True)
             if s.status not in wire.SESSION_ACTIVE:  # ended (its backend may still be closing): fails at once
                 env = wire.Operation.failed(
                     str(uuid.uuid4()), wire.OperationErrorCode.SESSION_NOT_ACTIVE, f"session {sid} is {s.status}"
@@ -115,7 +115,7 @@ class OperationsMixin:
                 s.finish(env.id, self.settings.max_kept_operations)
                 return env
             if s.backend is None:
-                raise ServerError(409, f"session {sid} is still being created", param="session_id")
+                raise ServerError(409, f"session {sid} is still being created", param="session_id", retry=True)
             if payload_id:
                 self.payloads.claim(sid, payload_id)  # its bytes are in the body now
             first: list[str] = []

@@ -104,7 +104,7 @@ class PayloadStore:
             if p.used:
                 raise ServerError(409, f"payload {payload_id} was already used by an operation: get a new upload URL")
             if p.receiving:
-                raise ServerError(409, f"payload {payload_id} is being uploaded by another request")
+                raise ServerError(409, f"payload {payload_id} is being uploaded by another request", retry=True)
             if declared is not None:
                 self._check_room(p, declared)
             p.receiving = True

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from rlnb import wire
-from rlnb.server.errors import ServerError
+from rlnb.server.errors import SHOWN, ServerError
 
 
 class SessionBackend(Protocol):
@@ -167,7 +167,7 @@ def page(
     if after is not None:
         ids = [ident(i) for i in ordered]
         if after not in ids:
-            raise ServerError(400, f"unknown cursor {after!r}", param="after")
+            raise ServerError(400, f"unknown cursor {wire.shown(after, SHOWN)}", param="after")
         ordered = ordered[ids.index(after) + 1 :]
     matching = [i for i in ordered if keep(i)]
     chunk, more = matching[:limit], len(matching) > limit
@@ -183,7 +183,7 @@ def status_filter(status: list[str] | None, catalogue: type[StrEnum]) -> Callabl
     wanted = {value for item in status for value in item.split(",")} if status else None
     unknown = sorted(wanted - set(choices)) if wanted is not None else []
     if unknown:
-        raise ServerError(
-            400, f"status {unknown[0]!r} is not a {catalogue.__name__}: one of {', '.join(choices)}", param="status"
-        )
+        named = wire.shown(unknown[0], SHOWN)
+        said = f"status {named} is not a {catalogue.__name__}: one of {', '.join(choices)}"
+        raise ServerError(400, said, param="status")
     return lambda item: wanted is None or item.status in wanted

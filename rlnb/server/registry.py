@@ -20,6 +20,7 @@ reason, operations that were in flight FAILED (``SESSION_NOT_ACTIVE``), and chec
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -39,6 +40,8 @@ from rlnb.server.restore import restore
 from rlnb.server.sessions import SessionsMixin
 from rlnb.server.settings import ServerSettings
 from rlnb.server.state import Journal
+
+log = logging.getLogger("rlnb")
 
 RESTARTED = (
     "rlnb serve restarted while this session was {status}; its model is gone: start a new session, resuming "
@@ -70,6 +73,8 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         self._closers: set[threading.Thread] = set()
         """Threads closing stopped sessions' backends (``_close_later``) or building sessions' models
         (``_build_later``): a stop waits for them (``stopping.settle``)."""
+        self._unclosed: list[SessionRecord] = []
+        """Stopped sessions whose backends wait for a thread to close them on (``_close_later`` could start none)."""
         self.abandoned: list[stopping.Abandoned] | None = None
         """Once closed: the operations the stop gave up on (``close``)."""
         self.journal = Journal(settings.state_dir) if settings.state_dir is not None else None
@@ -193,7 +198,12 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
     def _close_later(self, sessions: list[SessionRecord]) -> None:
         """``_close`` on a thread of its own, so that a stop answers at once: joining a worker whose
         operation runs for minutes must not hold a request thread (45 such stops used to take the whole
-        thread pool, /health included). At most one thread per active session: ``max_live_sessions``."""
+        thread pool, /health included). At most one thread per active session: ``max_live_sessions``. When no
+        thread can be started they wait in ``_unclosed`` for the next call (the reaper's turn, a stop, ``settle``):
+        closing them here held the request (or a server stop, past its deadline) for as long as a worker ran."""
+        with self.lock:
+            waited, self._unclosed = self._unclosed, []
+        sessions = [*waited, *sessions]
         if not sessions:
             return
 
@@ -209,7 +219,10 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
             self._closers.add(thread)
         try:
             thread.start()
-        except RuntimeError:  # no thread to be had: close here
+        except RuntimeError as exc:
             with self.lock:
                 self._closers.discard(thread)
-            self._close(sessions)
+                self._unclosed[:0] = sessions
+            if not waited:  # said once, not at each retry
+                log.warning("rlnb serve: no thread could be started to close %d stopped session(s)' backends (%s); "
+                            "retried at the next stop or reaper turn", len(sessions), exc)  # fmt: skip

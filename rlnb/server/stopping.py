@@ -51,16 +51,22 @@ class Abandoned(NamedTuple):
 
 def settle(registry: Registry, timeout: float | None = None, hurry: threading.Event | None = None) -> bool:
     """Wait until every stopped session's backend is closed and let go; False if ``timeout`` passed first or
-    ``hurry`` was set (a second Ctrl-C)."""
+    ``hurry`` was set (a second Ctrl-C). Backends that waited for a thread to close on (``_unclosed``) try again."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
+        registry._close_later([])  # those that waited for a thread, if any
         with registry.lock:
             closers = [t for t in registry._closers if t.is_alive()]
-        if not closers:
+            unclosed = bool(registry._unclosed)
+        if not closers and not unclosed:
             return True
         if (hurry is not None and hurry.is_set()) or (deadline is not None and time.monotonic() >= deadline):
             return False
-        closers[0].join(0.1 if deadline is None else min(0.1, max(deadline - time.monotonic(), 0)))
+        step = 0.1 if deadline is None else min(0.1, max(deadline - time.monotonic(), 0))
+        if closers:
+            closers[0].join(step)
+        else:
+            time.sleep(step)
 
 
 def abandon(registry: Registry, timeout: float | None, hurry: threading.Event | None) -> list[Abandoned]:

@@ -43,12 +43,13 @@ __all__ = [
     "json_float",
     "lone_surrogate",
     "non_finite",
+    "shown",
 ]
 
 
-def _shown(text: str, limit: int = 40) -> str:
+def shown(text: str, limit: int = 40) -> str:
     """``text`` quoted for an error message, cut to ``limit`` characters: a 5,000-digit int64 string came back
-    whole in the 400's message (as would a megabyte)."""
+    whole in the 400's message (as would a megabyte), and so did an 8 KB id in a 404's."""
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
@@ -60,7 +61,7 @@ def _int64(value: Any) -> Any:
         try:
             return int(value.strip())
         except ValueError:
-            raise ValueError(f"expected an int64 (integer or decimal string), got {_shown(value)}") from None
+            raise ValueError(f"expected an int64 (integer or decimal string), got {shown(value)}") from None
     if isinstance(value, float):
         if not value.is_integer():
             raise ValueError(f"expected an integer, got {value!r}")

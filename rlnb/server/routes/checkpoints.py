@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse
 
 from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, RegistryDep
-from rlnb.server.errors import ERROR_RESPONSES, ServerError
+from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError
 from rlnb.server.ops import FileKind
 from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 
@@ -72,5 +72,6 @@ def checkpoint_file(
     registry.signer.check_checkpoint_file(checkpoint_id, kind, filename, expires, sig)
     files = {f.name: f for f in registry.checkpoint_files(checkpoint_id, kind)}
     if filename not in files:
-        raise ServerError(404, f"checkpoint {checkpoint_id} has no file {filename!r}", param="filename")
+        said = f"checkpoint {checkpoint_id} has no file {wire.shown(filename, SHOWN)}"
+        raise ServerError(404, said, param="filename")
     return FileResponse(files[filename], filename=filename, media_type="application/octet-stream")

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, RegistryDep
-from rlnb.server.errors import ServerError
+from rlnb.server.errors import SHOWN, ServerError
 from rlnb.server.limits import check_known, check_operation, fingerprint
 from rlnb.server.records import OpRecord
 from rlnb.server.registry import Registry
@@ -144,7 +144,7 @@ def _unknown_kind(kind: str) -> None:
     """A kind this API does not have (``operations/bogus``, a typo) was FastAPI's route miss, 404 "Not Found" naming
     nothing; now it names the kind and the kinds there are. After every kind's routes: only a miss gets here."""
     kinds = ", ".join(wire.OperationKind)
-    raise ServerError(404, f"unknown operation kind {kind!r}: the kinds are {kinds}", param="kind")
+    raise ServerError(404, f"unknown operation kind {wire.shown(kind, SHOWN)}: the kinds are {kinds}", param="kind")
 
 
 router.add_api_route("/{kind}", _unknown_kind, methods=["POST"], include_in_schema=False)
