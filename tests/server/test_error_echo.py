@@ -1,5 +1,6 @@
 """A 4xx message quotes what the request named cut to ``SHOWN`` characters (``wire.shown``): an 8 KB id, cursor, status,
-operation kind or query parameter came back whole in the message (8 KB of error for a typo'd paste)."""
+operation kind or query parameter came back whole in the message (8 KB of error for a typo'd paste); an unknown query
+parameter's name, whole in ``param`` too."""
 
 import pytest
 
@@ -18,7 +19,7 @@ SAID = f"{LONG[:SHOWN]!r}... (80"  # (8000 characters), (8005 with the "/stop" t
         ("GET", f"/checkpoints/{LONG}", {}, 404, "checkpoint_id"),
         ("GET", "/training-sessions", {"after": LONG}, 400, "after"),
         ("GET", "/model-resources", {"status": LONG}, 400, "status"),
-        ("GET", "/training-sessions", {LONG: "1"}, 400, LONG),
+        ("GET", "/training-sessions", {LONG: "1"}, 400, f"{LONG[:SHOWN]!r}... (8000 characters)"),  # was 8 KB
         ("POST", f"/training-sessions/s/operations/{LONG}", {}, 404, "kind"),
         ("GET", f"/training-sessions/{LONG}%2Fstop", {}, 404, "session_id"),
     ],
