@@ -14,6 +14,7 @@ each chunk whole, so a few kilobytes of stacked gzip (``Content-Encoding: gzip, 
 from __future__ import annotations
 
 import json
+import traceback
 import zlib
 from typing import Any, TypeVar
 
@@ -127,12 +128,19 @@ class Scrubber:
         return sorted(keys, key=len, reverse=True)
 
     def cause(self, error: Exception | None) -> Exception | None:
-        """``error`` to chain, unless its text, or its own cause's, quotes a key (then nothing is chained)."""
+        """``error`` to chain, unless its text, or a chained error's, quotes a key (then nothing is chained). The
+        frames they passed through keep their lines but lose their locals (``traceback.clear_frames``; the frame that
+        caught ``error`` still runs and keeps its own): httpcore's hold the request's headers, as h11's ``Request``
+        event and the bytes written, which a traceback with locals (``--showlocals``, IPython, rich) printed."""
+        chain: list[BaseException] = []
         seen: BaseException | None = error
-        while seen is not None:
+        while seen is not None and seen not in chain:
             if self.redact(str(seen)) != str(seen):
                 return None
+            chain.append(seen)
             seen = seen.__cause__ or seen.__context__
+        for each in chain:
+            traceback.clear_frames(each.__traceback__)
         return error
 
     def redact(self, text: str) -> str:

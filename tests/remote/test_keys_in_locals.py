@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+import httpcore
 import httpx
 import pytest
 
@@ -209,3 +210,26 @@ def test_an_h11_failure_over_a_real_socket_shows_no_key_in_any_frames_locals(ans
         client.supported_models()
     assert "httpcore" in with_locals(info.value)  # the chained frames, with their locals
     assert KEY not in with_locals(info.value) and KEY not in "".join(traceback.format_exception(info.value))
+
+
+@pytest.mark.slow  # IPython's and rich's renderings of a long chain with every frame's locals: ~2 s
+def test_an_error_while_httpcore_writes_the_headers_shows_no_key_in_any_frames_locals(monkeypatch):
+    """httpcore's ``_send_request_headers`` frame holds h11's ``Request`` event (whose repr lists the headers) and
+    ``_send_event``'s the bytes it writes: an error raised while they are written (a write timeout on a peer that reads
+    nothing) printed the key from the chained cause's frames. rlnb drops the locals of the frames its chained errors
+    passed through (their lines stay)."""
+    from httpcore._backends.sync import SyncStream
+
+    write = SyncStream.write
+
+    def stalled(self: SyncStream, buffer: bytes, timeout: float | None = None) -> None:
+        if b"authorization" in buffer.lower():
+            raise httpcore.WriteTimeout("timed out writing the request headers")
+        write(self, buffer, timeout)
+
+    monkeypatch.setattr(SyncStream, "write", stalled)
+    with pytest.raises(rlnb.APITimeoutError) as info, APIClient(_answering(b""), KEY, max_retries=0) as client:
+        client.supported_models()
+    text = with_locals(info.value)
+    assert "_send_request_headers" in text and "in stalled" in text  # the chained frames are rendered
+    assert KEY not in text
