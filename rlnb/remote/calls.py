@@ -165,6 +165,7 @@ class Caller:
     def _send(self, call: Call) -> httpx.Response:
         """Send with the retry policy, within the call's deadline; a 2xx response, or the mapped exception."""
         request = self._build(call)
+        auth = httpx.USE_CLIENT_DEFAULT if self._trusted(call, request.url) else None  # no http_client's auth= either
         if self._http.is_closed:  # closed by its owner: httpx's RuntimeError escaped close(), which left all running
             url = self.redact(str(request.url.copy_with(query=None)))
             raise APIError("the http_client given to rlnb was closed", method=request.method, url=url)
@@ -178,7 +179,7 @@ class Caller:
             failure: httpx.RequestError | None = None
             try:
                 with deadline(end, call.reconnect_until if attempt else None):  # the first try connects in full
-                    response = self._http.send(request, stream=True)
+                    response = self._http.send(request, stream=True, auth=auth)
                     try:
                         bodies.read(response, self.max_response_bytes)
                     finally:
@@ -212,10 +213,16 @@ class Caller:
         request = self._http.build_request(
             call.method, url, content=call.content, params=call.params, headers=headers, timeout=timeout
         )
-        target = request.url  # the key goes to base_url's own scheme, host and port, whatever the call says
-        if call.auth and self._api_key is not None and (target.scheme, target.host, target.port) == self._origin:
+        if not self._trusted(call, request.url):  # an http_client's default header too: not to a presigned host
+            request.headers.pop("Authorization", None)
+        elif self._api_key is not None:
             request.headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"  # the one unwrapping
         return request
+
+    def _trusted(self, call: Call, url: httpx.URL) -> bool:
+        """Whether ``call`` gets credentials (rlnb's key, an http_client's): it asks (``auth``) and goes to base_url's
+        scheme, host and port."""
+        return call.auth and (url.scheme, url.host, url.port) == self._origin
 
     def server_time(self, local: float) -> float:
         """A ``time.time()`` of this machine on the server's clock (as its last ``Date`` header told)."""
