@@ -220,8 +220,7 @@ class Caller:
         return request
 
     def _trusted(self, call: Call, url: httpx.URL) -> bool:
-        """Whether ``call`` gets credentials (rlnb's key, an http_client's): it asks (``auth``) and goes to base_url's
-        scheme, host and port."""
+        """Whether ``call`` gets credentials (rlnb's key, an http_client's): it asks (``auth``) of base_url's origin."""
         return call.auth and (url.scheme, url.host, url.port) == self._origin
 
     def server_time(self, local: float) -> float:
