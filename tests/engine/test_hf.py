@@ -51,7 +51,7 @@ def test_rl_loop_on_each_architecture(hf_dirs, arch, optimizer):
             ids = s.encode(prompt)
             group = []
             for seq in result.sequences:
-                assert seq.text == s.decode(seq.tokens)
+                assert seq.text == s.decode(seq.tokens, skip_special=True)
                 group.append(sum(c.isdigit() for c in seq.text) / max(len(seq.text), 1))
             mean = statistics.fmean(group)
             for seq, r in zip(result.sequences, group, strict=True):
@@ -193,6 +193,21 @@ def test_a_stop_string_before_half_a_character_ends_the_sequence_on_that_token()
     assert [m.push(t) for t in tokens] == [False, True]
     m = StopMatcher(_PairCodec(), ["é"])  # not yet whole: no match until its last byte comes
     assert [m.push(t) for t in tokens] == [False, False]
+
+
+def test_a_sampled_sequences_text_leaves_out_its_eos(hf_dirs, transformers):
+    """``.text`` is what a reward reads (``decode(..., skip_special=True)``): an exact-match on "the answer" must
+    not see the tokenizer's "</s>" that ended the sequence; ``.tokens`` keep the EOS id."""
+    model = hf_models.build_model("llama", seed=0)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dirs["llama"])
+    ids = tokenizer("the", return_tensors="pt").input_ids
+    with torch.no_grad():  # the EOS row becomes a multiple of the greedy first token's row: EOS wins at step 1
+        first = int(model(ids).logits[0, -1].argmax())
+        model.lm_head.weight[tokenizer.eos_token_id] = 50 * model.lm_head.weight[first]
+    with local(model, tokenizer=tokenizer) as s:
+        seq = s.sample("the", max_tokens=4, temperature=0).result().results[0].sequences[0]
+        assert seq.tokens == [tokenizer.eos_token_id] and seq.stop_reason == "STOP_REASON_STOP"
+        assert s.decode(seq.tokens) == "</s>" and seq.text == ""
 
 
 def test_chat_messages_and_text_samples(hf_dirs):
