@@ -551,6 +551,22 @@ def test_a_crafted_model_folder_is_a_model_load_error_naming_it(tmp_path, case):
     assert info.value.__context__ is None or info.value.__suppress_context__
 
 
+def test_base_model_dropout_copied_into_its_layers_is_off_and_draws_nothing_from_the_global_rng(transformers):
+    """Llama's layers copy ``attention_dropout`` from the config when built: zeroing the config left it on. It made
+    the trainer disagree with the sampler and drew its masks from torch's global RNG, which another session's
+    forward in the same process (``rlnb serve``, a sweep) moved: the same seed gave other losses."""
+    config = transformers.LlamaConfig(**hf_models.HIDDEN, bos_token_id=1, eos_token_id=2, attention_dropout=0.5)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(config)
+    with local(model) as s:
+        datum = [samples.cross_entropy(list(range(3, 40)))]
+        rng = torch.random.get_rng_state()
+        first = s.forward_backward(datum).result().loss
+        assert s.forward_backward(datum).result().loss == first
+        assert torch.equal(torch.random.get_rng_state(), rng)  # nothing for a concurrent session to move
+
+
 def test_muon_reads_gpt2s_conv1d_layers_by_their_fan_not_their_storage(hf_dirs):
     """GPT-2's attention and MLP layers are transformers' ``Conv1D``, their weights stored [in, out]: Muon's
     "original" scale read the stored shape, so every c_fc moved half as far as the same layer as an nn.Linear,
