@@ -235,7 +235,8 @@ class Session:
         ``prompts`` is one prompt or a list of them; a prompt is text, token ids, or chat messages
         (encoded with the session's tokenizer and chat template). ``top_k`` -1 or 0 is off (so is a k past the
         vocabulary). ``stop`` (one non-empty string or a list of them) and the tokenizer's EOS end a sequence; ``seed``
-        is any int64. Each sequence carries ``.text``, its tokens decoded, with a tokenizer (or byte-level)."""
+        is any int64. Each sequence carries ``.text``, its tokens decoded as a reward reads them (no EOS, no special
+        tokens: ``decode(tokens, skip_special=True)``); ``.tokens`` keep the EOS."""
         tokens = [self._encode(p, f"prompts[{i}]") for i, p in enumerate(prompt_list(prompts))]
         body = sample_body(
             self.backend, self.codec, tokens, num_samples=num_samples, max_tokens=max_tokens, temperature=temperature,
@@ -250,7 +251,7 @@ class Session:
         assert self.codec is not None
         for result in out.results:
             for seq in result.sequences:
-                seq.text = self.codec.decode(seq.tokens)
+                seq.text = self.codec.decode(seq.tokens, skip_special=True)  # an exact match must not see EOS
         return out
 
     def save_training_checkpoint(self) -> Operation[wire.TrainingCheckpointResult]:

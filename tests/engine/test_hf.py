@@ -51,7 +51,7 @@ def test_rl_loop_on_each_architecture(hf_dirs, arch, optimizer):
             ids = s.encode(prompt)
             group = []
             for seq in result.sequences:
-                assert seq.text == s.decode(seq.tokens)
+                assert seq.text == s.decode(seq.tokens, skip_special=True)
                 group.append(sum(c.isdigit() for c in seq.text) / max(len(seq.text), 1))
             mean = statistics.fmean(group)
             for seq, r in zip(result.sequences, group, strict=True):
@@ -193,6 +193,21 @@ def test_a_stop_string_before_half_a_character_ends_the_sequence_on_that_token()
     assert [m.push(t) for t in tokens] == [False, True]
     m = StopMatcher(_PairCodec(), ["é"])  # not yet whole: no match until its last byte comes
     assert [m.push(t) for t in tokens] == [False, False]
+
+
+def test_a_sampled_sequences_text_leaves_out_its_eos(hf_dirs, transformers):
+    """``.text`` is what a reward reads (``decode(..., skip_special=True)``): an exact-match on "the answer" must
+    not see the tokenizer's "</s>" that ended the sequence; ``.tokens`` keep the EOS id."""
+    model = hf_models.build_model("llama", seed=0)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dirs["llama"])
+    ids = tokenizer("the", return_tensors="pt").input_ids
+    with torch.no_grad():  # the EOS row becomes a multiple of the greedy first token's row: EOS wins at step 1
+        first = int(model(ids).logits[0, -1].argmax())
+        model.lm_head.weight[tokenizer.eos_token_id] = 50 * model.lm_head.weight[first]
+    with local(model, tokenizer=tokenizer) as s:
+        seq = s.sample("the", max_tokens=4, temperature=0).result().results[0].sequences[0]
+        assert seq.tokens == [tokenizer.eos_token_id] and seq.stop_reason == "STOP_REASON_STOP"
+        assert s.decode(seq.tokens) == "</s>" and seq.text == ""
 
 
 def test_chat_messages_and_text_samples(hf_dirs):
@@ -534,6 +549,22 @@ def test_a_crafted_model_folder_is_a_model_load_error_naming_it(tmp_path, case):
         local(str(folder))
     assert str(folder) in str(info.value) and isinstance(info.value, ValueError)
     assert info.value.__context__ is None or info.value.__suppress_context__
+
+
+def test_base_model_dropout_copied_into_its_layers_is_off_and_draws_nothing_from_the_global_rng(transformers):
+    """Llama's layers copy ``attention_dropout`` from the config when built: zeroing the config left it on. It made
+    the trainer disagree with the sampler and drew its masks from torch's global RNG, which another session's
+    forward in the same process (``rlnb serve``, a sweep) moved: the same seed gave other losses."""
+    config = transformers.LlamaConfig(**hf_models.HIDDEN, bos_token_id=1, eos_token_id=2, attention_dropout=0.5)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(config)
+    with local(model) as s:
+        datum = [samples.cross_entropy(list(range(3, 40)))]
+        rng = torch.random.get_rng_state()
+        first = s.forward_backward(datum).result().loss
+        assert s.forward_backward(datum).result().loss == first
+        assert torch.equal(torch.random.get_rng_state(), rng)  # nothing for a concurrent session to move
 
 
 def test_muon_reads_gpt2s_conv1d_layers_by_their_fan_not_their_storage(hf_dirs):

@@ -107,6 +107,31 @@ def test_gradients_accumulate_across_forward_backward_calls():
         torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=0)
 
 
+class Dropped(Bigram):
+    """Bigram with a dropout layer of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, idx):
+        return self.head(self.drop(torch.tanh(self.hidden(self.emb(idx)))))
+
+
+def test_a_plain_modules_own_dropout_is_kept_on_the_global_rng():
+    """The documented rule (models.md): a Hugging Face model's dropout is turned off, a plain module's is its own and
+    draws from torch's global RNG, so its losses repeat where that RNG is seeded alike, one session at a time."""
+    seqs, weights = ce_batch(3)
+    batch = [samples.cross_entropy(t, w) for t, w in zip(seqs, weights, strict=True)]
+    with local_session(model=Dropped()) as s, torch.random.fork_rng(devices=[]):
+        assert s.backend.trainer.drop.p == 0.5
+        losses = []
+        for seed in (7, 7, 8):
+            torch.manual_seed(seed)
+            losses.append(s.forward_backward(batch).result().loss)
+    assert losses[0] == losses[1] != losses[2]
+
+
 def test_cross_entropy_loss_is_the_weighted_sum_and_outputs_mask_excluded_positions():
     model = Bigram()
     seqs, weights = ce_batch(3)

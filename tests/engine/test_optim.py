@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import warnings
 
 import pytest
 import torch
@@ -15,7 +16,9 @@ from rlnb.engine.optim.muon import NS_COEFFS, newton_schulz
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import NonFiniteGradient, TrainerOptimizer
 from rlnb.errors import InvalidParams
-from rlnb.params import AdamHyperparams, AdamParams, MuonHyperparams, MuonParams
+from rlnb.params import ADAM_DEFAULTS, AdamHyperparams, AdamParams, MuonHyperparams, MuonParams
+
+DEFAULT_ADAM = AdamHyperparams(**ADAM_DEFAULTS)  # a Muon step's ``adam`` as a user who never set it has it
 
 
 def adam_hp(**over: float) -> AdamHyperparams:
@@ -136,7 +139,7 @@ def test_muon_equals_written_out_update(scaling: str) -> None:
     for _ in range(3):
         G = torch.randn(W.shape, generator=gen)
         model.weight.grad = G.clone()
-        opt.step(muon_hp(learning_rate=lr, momentum=beta, weight_decay=wd, grad_clip_norm=0.0))
+        opt.step(muon_hp(DEFAULT_ADAM, learning_rate=lr, momentum=beta, weight_decay=wd, grad_clip_norm=0.0))
         B = beta * B + (1 - beta) * G
         U = (1 - beta) * G + beta * B  # Nesterov
         W = W * (1 - lr * wd) - lr * scale * ns_reference(U, 5).float()
@@ -165,7 +168,7 @@ def test_muon_matches_torch_muon(scaling: str, adjust_lr_fn: str | None, ns_dtyp
     for _ in range(3):
         G = torch.randn(W0.shape, generator=gen)
         model.weight.grad, ref.weight.grad = G.clone(), G.clone()
-        opt.step(muon_hp(learning_rate=0.02, momentum=0.95, weight_decay=0.1, grad_clip_norm=0.0))
+        opt.step(muon_hp(DEFAULT_ADAM, learning_rate=0.02, momentum=0.95, weight_decay=0.1, grad_clip_norm=0.0))
         ref_opt.step()
     decayed = W0 * (1 - 0.02 * 0.1) ** 3
     ours, theirs = model.weight.detach() - decayed, ref.weight.detach() - decayed
@@ -173,6 +176,28 @@ def test_muon_matches_torch_muon(scaling: str, adjust_lr_fn: str | None, ns_dtyp
         assert ((ours - theirs).norm() / theirs.norm()).item() < 0.05
     else:
         torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0)
+
+
+def test_a_muon_steps_adam_part_with_no_weight_to_move_is_said_once_not_silently_dropped() -> None:
+    """A model whose every trainable weight is a Muon matrix (LoRA factors without train_unembed) has no AdamW
+    group: ``muon_params.adam`` changes nothing, so a value other than the defaults warns, once per session."""
+    model, twin, biased = one_matrix(), one_matrix(), nn.Linear(16, 32)
+    opts = [TrainerOptimizer(m, "muon", ns_dtype=torch.float32) for m in (model, twin, biased)]
+    chosen = muon_hp(adam_hp(learning_rate=3e-3, weight_decay=0.1))
+    for step in range(2):
+        for m in (model, twin, biased):
+            set_grads(m, torch.Generator().manual_seed(step))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the defaults, a later step, and a model with an AdamW group: silent
+            opts[1].step(muon_hp(DEFAULT_ADAM))
+            opts[2].step(chosen)
+            if step:
+                opts[0].step(chosen)
+                continue
+        with pytest.warns(UserWarning, match=r"^muon_params.adam \(learning_rate=0.003\) changes nothing: no "
+                                             r"trainable weight of this model is in the AdamW group"):
+            opts[0].step(chosen)
+    torch.testing.assert_close(model.weight, twin.weight, atol=0, rtol=0)  # what it said: nothing changed
 
 
 class Conv1D(nn.Module):
@@ -207,7 +232,7 @@ def test_muon_moves_a_layer_stored_in_out_as_the_linear_layer_it_is(scaling: str
         for step in grads:
             for layer, g in zip(model, step, strict=True):
                 layer.weight.grad = layout(g)
-            opt.step(muon_hp(weight_decay=0.0, grad_clip_norm=0.0))
+            opt.step(muon_hp(DEFAULT_ADAM, weight_decay=0.0, grad_clip_norm=0.0))
         moved.append([layout(layer.weight.detach()) - w for layer, w in zip(model, weights, strict=True)])
     assert split_params(conv).stored_in_out == {"0.weight", "1.weight"} and not split_params(linear).stored_in_out
     for ours, linears in zip(*moved, strict=True):
