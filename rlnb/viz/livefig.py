@@ -20,6 +20,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from PIL import Image
 
+from rlnb.viz import placing
 from rlnb.viz.draw import Y_SPAN
 from rlnb.viz.glyphs import drawable
 from rlnb.viz.lines import MARKERS_UP_TO
@@ -210,6 +211,7 @@ class Panel:
                 self.ax.draw_artist(line)
         legend = self.ax.get_legend()
         if legend is not None and legend.get_animated():  # inside the axes: over the lines, where they are least
+            placing.place(legend, self.canvas.get_renderer())  # and clear of the marks on the frame
             self.ax.draw_artist(legend)
         width, height = self.canvas.get_width_height()
         buf = io.BytesIO()

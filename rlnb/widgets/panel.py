@@ -168,13 +168,13 @@ class RunPanel:
         # what the run sends until a valid edit (the form is valid: ``refusal`` checked it)
         self._config = (self.session.check_params(self.builder.params), self.builder.get_schedule())
         self.progress.max, self.progress.value = n, 0
+        self._busy.set()
+        turns.follow(self)  # Step and Run off before the line says the run started (as its end: on, then said)
         # said before the first step, which can take minutes: the line showed "ready", or the last run's error
         # (not the session's step: a GET on a remote session, on the kernel's thread)
         self.line.show_run(f"running: 0/{n} done …")
-        self._busy.set()
         self._thread = threading.Thread(target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True)
         self._thread.start()
-        turns.follow(self)
         return True
 
     def _clicked(self, n: int) -> None:
@@ -188,8 +188,9 @@ class RunPanel:
         this session (one whose cell was run again is out of sight, and only this Stop can reach it)."""
         self._stop.set()
         self.builder.lr_finder.stop()
-        if self.running:
-            self.line.show("stopping after this step …")
+        with self._ending:  # a run that ended between the check and the line was left saying "stopping …"
+            if self.running:
+                self.line.show("stopping after this step …")
         if turns.stop_others(self):
             self.line.show("asked the other panel's run on this session to stop after its step in progress")
 

@@ -210,3 +210,68 @@ def test_find_lr_result_is_said_once_every_button_is_back(local, stop):
     assert ("ended early: stopped" in ended) is stop
     assert said.first("^" + re.escape(ended) + "$") == {"find": True, "step": True, "run": True}
     panel.close()
+
+
+@pytest.mark.parametrize("button", ["step_button", "run_button"])
+def test_step_and_run_are_off_when_the_line_says_the_run_started(fake, button):
+    """The reverse of the end's order: the line said "running: 0/N done …" while Step and Run were still enabled."""
+    go = threading.Event()
+    panel = RunPanel(fake, step_fn=after(go, lambda s, p: None), n_steps=2, every=0.05)
+    said = watched(panel)
+    getattr(panel, button).click()
+    go.set()
+    assert panel.join(DEADLINE)
+    assert said.first(r"^running: 0/\d done …$") == {"step": False, "run": False, "stop": True}
+    panel.close()
+
+
+class Ending:
+    """A panel's ``_ending`` lock that knows which threads hold it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.holders: list[threading.Thread] = []
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self.holders.append(threading.current_thread())
+
+    def __exit__(self, *_exc) -> None:
+        self.holders.pop()
+        self._lock.release()
+
+
+class Busy(threading.Event):
+    """A panel's ``_busy``: ``then`` runs once, on the test's thread, right after that thread next reads it."""
+
+    then = None
+
+    def is_set(self) -> bool:
+        value = super().is_set()
+        if self.then is not None and threading.current_thread() is threading.main_thread():
+            then, self.then = self.then, None
+            then()
+        return value
+
+
+def test_stop_as_the_run_ends_leaves_the_line_saying_how_it_ended(fake):
+    """Stop read that a run was going, the run then ended (its line said so), and Stop's "stopping after this step …"
+    stayed, under a run that had ended. Here the run ends right after Stop reads it going, unless Stop holds the
+    panel's ``_ending`` lock then, which the run's end must take to say it ended."""
+    go = threading.Event()
+    panel = RunPanel(fake, step_fn=after(go, lambda s, p: {"x": 1.0}), n_steps=2, every=0.05)
+    panel._busy, panel._ending = Busy(), Ending()
+    assert panel.start(2)
+
+    def the_run_ends() -> None:
+        go.set()
+        if threading.current_thread() not in panel._ending.holders:  # else its end waits for this Stop
+            assert panel.join(DEADLINE)
+            assert text(panel.status.value) == "step 0 · stopped early after 1 of 2"
+
+    panel._busy.then = the_run_ends
+    panel.stop()
+    assert panel._busy.then is None  # Stop read whether the run went
+    assert panel.join(DEADLINE)
+    assert text(panel.status.value) == "step 0 · stopped early after 1 of 2"
+    panel.close()

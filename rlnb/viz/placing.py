@@ -1,0 +1,65 @@
+"""Where a legend inside a live panel's axes goes: matplotlib's "best" (where the lines are least), unless that
+covers a mark drawn alone on the frame (the triangles at +inf and -inf, ``lines.inf_marks``). "Best" counts a marker
+as its centre only, which on the frame's edge is outside every place it tries: the legend's pale ground was drawn over
+the base of the triangles it names."""
+
+from __future__ import annotations
+
+from matplotlib.axes import Axes
+from matplotlib.backend_bases import RendererBase
+from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
+from matplotlib.markers import MarkerStyle
+from matplotlib.transforms import Bbox
+
+CLEAR_PX = 1.0
+"""Pixels kept between a legend and a mark (antialiased, a mark touching the legend's ground read as part of it)."""
+
+PLACES = range(1, 11)
+"""The places tried: matplotlib's codes from "upper right" to "center", in its order for "best" (a tie goes to the
+first)."""
+
+
+def place(legend: Legend, renderer: RendererBase) -> None:
+    """Put ``legend`` (inside its axes) where "best" does, else where it covers the fewest marks, then the fewest
+    points and crossings of the lines (as "best" weighs them). Called at each render: the lines and marks move."""
+    ax = legend.axes
+    legend.set_loc("best")
+    marks = _marks(ax)
+    if not marks or not _covered(legend, renderer, marks):
+        return
+    paths = [ln.get_transform().transform_path(ln.get_path()) for ln in ax.get_lines() if ln.get_visible()]
+
+    def badness(loc: int) -> tuple[int, int]:
+        legend.set_loc(loc)
+        box = legend.get_window_extent(renderer)
+        crossed = sum(box.count_contains(p.vertices) + p.intersects_bbox(box, filled=False) for p in paths)
+        return _covered(legend, renderer, marks), crossed
+
+    best: int = min(PLACES, key=badness)
+    legend.set_loc(best)
+
+
+def _covered(legend: Legend, renderer: RendererBase, marks: list[Bbox]) -> int:
+    box = legend.get_window_extent(renderer).padded(CLEAR_PX)
+    return sum(mark.overlaps(box) for mark in marks)
+
+
+def _marks(ax: Axes) -> list[Bbox]:
+    """The extents in pixels, edge included, of the markers of ``ax``'s visible lines drawn without a line."""
+    boxes = []
+    px = ax.figure.dpi / 72
+    for line in ax.get_lines():
+        if line.get_visible() and line.get_linestyle() == "None" and line.get_marker() not in ("", "None", None):
+            boxes += _extents(line, px)
+    return boxes
+
+
+def _extents(line: Line2D, px: float) -> list[Bbox]:
+    style = MarkerStyle(line.get_marker())
+    shape = style.get_path().transformed(style.get_transform()).get_extents()
+    size, edge = line.get_markersize() * px, line.get_markeredgewidth() / 2 * px
+    grown = Bbox.from_extents(
+        shape.x0 * size - edge, shape.y0 * size - edge, shape.x1 * size + edge, shape.y1 * size + edge
+    )
+    return [grown.translated(x, y) for x, y in line.get_transform().transform(line.get_xydata())]

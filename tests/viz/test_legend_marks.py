@@ -1,0 +1,59 @@
+"""A legend inside a live panel is placed clear of the triangles that mark +inf and -inf on the frame: matplotlib's
+"best" counts a marker as its centre only, which on the frame's edge is outside every place it tries, so the
+legend's pale ground was drawn over the triangles it names (its top edge within a pixel of their base)."""
+
+import pytest
+from matplotlib.markers import MarkerStyle
+from matplotlib.transforms import Bbox
+
+from rlnb.viz.live import LiveView
+from tests.viz.test_plots import hand_history
+
+INF = float("inf")
+CLEAR_PX = 1.0
+
+
+def drawn_marks(panel) -> list[Bbox]:
+    """Each visible infinity mark's extent in pixels as drawn: its marker's path, at its size, and its edge."""
+    boxes = []
+    px = panel.figure.dpi / 72
+    for key, line in panel.lines.items():
+        if not key.endswith("inf") or not line.get_visible():
+            continue
+        style = MarkerStyle(line.get_marker())
+        shape = style.get_path().transformed(style.get_transform()).get_extents()
+        grow = line.get_markeredgewidth() / 2
+        size = line.get_markersize()
+        for x, y in line.get_transform().transform(line.get_xydata()):
+            boxes.append(
+                Bbox.from_extents(
+                    x + (shape.x0 * size - grow) * px,
+                    y + (shape.y0 * size - grow) * px,
+                    x + (shape.x1 * size + grow) * px,
+                    y + (shape.y1 * size + grow) * px,
+                )
+            )
+    return boxes
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[1.0] * 8 + [INF, INF] + [1.0] * 8, [1.0] * 8 + [INF, -INF] + [1.0] * 8],
+    ids=["top", "top and bottom"],
+)
+def test_a_live_legend_is_placed_clear_of_the_infinity_marks_on_the_frame(values):
+    h = hand_history([1.0, 0.5])
+    for step, v in enumerate(values, 1):
+        h.log(step, ppl=v)
+    view = LiveView(h, metrics=("ppl",), every=0)
+    try:
+        panel = view.panels["ppl"]
+        legend = panel.ax.get_legend()
+        assert legend is not None and any("inf (" in t.get_text() for t in legend.get_texts())
+        box = legend.get_window_extent(panel.canvas.get_renderer()).padded(CLEAR_PX)
+        marks = drawn_marks(panel)
+        assert marks and not [m.extents.round(2).tolist() for m in marks if m.overlaps(box)], box
+        axes = panel.ax.get_window_extent()
+        assert axes.y0 < box.y0 and box.y1 < axes.y1  # inside the axes still, above the bottom marks' row
+    finally:
+        view.close()
