@@ -9,6 +9,7 @@ import threading
 import pytest
 from fastapi.testclient import TestClient
 
+from rlnb import wire
 from rlnb.engine import checkpoint_files
 from rlnb.server import stopping
 from rlnb.server.app import create_app
@@ -48,7 +49,8 @@ def test_a_checkpoint_an_abandoned_operation_saved_after_the_stop_is_removed(tmp
         _, sid = new_session(c)
         op = submit(c, sid, kind)["id"]
         assert inside.wait(DEADLINE)
-    assert registry.abandoned == [f"{kind} operation {op} of session {sid}"]
+    said = f"{kind} operation {op} of session {sid}"
+    assert registry.abandoned == [stopping.Abandoned(said, wire.OperationStatus.FAILED)]
     gate.set()
     assert registry.settle(DEADLINE)  # the abandoned save has ended, its session's backend let go
     assert sorted(p.name for p in folder.iterdir()) == []
