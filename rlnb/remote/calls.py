@@ -165,7 +165,9 @@ class Caller:
     def _send(self, call: Call) -> httpx.Response:
         """Send with the retry policy, within the call's deadline; a 2xx response, or the mapped exception."""
         request = self._build(call)
-        auth = httpx.USE_CLIENT_DEFAULT if self._trusted(call, request.url) else None  # no http_client's auth= either
+        # off the API, no http_client's auth= either; to it, the client's own default (not httpx's sentinel, which an
+        # httpx-compatible client such as Starlette's TestClient, built on httpx2, refuses)
+        trusted = self._trusted(call, request.url)
         if self._http.is_closed:  # closed by its owner: httpx's RuntimeError escaped close(), which left all running
             url = self.redact(str(request.url.copy_with(query=None)))
             raise APIError("the http_client given to rlnb was closed", method=request.method, url=url)
@@ -179,7 +181,8 @@ class Caller:
             failure: httpx.RequestError | None = None
             try:
                 with deadline(end, call.reconnect_until if attempt else None):  # the first try connects in full
-                    response = self._http.send(request, stream=True, auth=auth)
+                    send = self._http.send
+                    response = send(request, stream=True) if trusted else send(request, stream=True, auth=None)
                     try:
                         bodies.read(response, self.max_response_bytes)
                     finally:
