@@ -13,7 +13,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from rlnb import wire
-from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError
+from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError, named
 from rlnb.server.registry import Registry
 
 _bearer = HTTPBearer(auto_error=False)
@@ -58,12 +58,6 @@ def _route_params(route: APIRoute) -> frozenset[str]:
     return known
 
 
-def _param(name: str) -> str:
-    """A query parameter's name for an error's ``param``: as given up to ``SHOWN`` characters, else cut as the message
-    quotes it (``wire.shown``): an 8 KB name came back whole in ``param``, beside the message that cut it."""
-    return name if len(name) <= SHOWN else wire.shown(name, SHOWN)
-
-
 def check_request(request: Request) -> None:
     """A query parameter the route does not read, one given twice or one left empty, and two Idempotency-Key headers,
     are each a 400 naming it, as an unknown body field is. FastAPI ignored the first (a misspelt ``model_resource_id``
@@ -77,17 +71,17 @@ def check_request(request: Request) -> None:
         if known is not None and name not in known:
             listed = ", ".join(sorted(known)) or "none"
             said = f"unknown query parameter {wire.shown(name, SHOWN)} (this route reads {listed})"
-            raise ServerError(400, said, param=_param(name))
+            raise ServerError(400, said, param=named(name))
         if n > 1 and name not in REPEATABLE:
             said = f"query parameter {wire.shown(name, SHOWN)} is given {n} times: give it once"
-            raise ServerError(400, said, param=_param(name))
+            raise ServerError(400, said, param=named(name))
     keys = request.headers.getlist("idempotency-key")
     if len(keys) > 1:
         raise ServerError(400, f"Idempotency-Key is given {len(keys)} times: give one key", param="Idempotency-Key")
     for name, value in request.query_params.multi_items():
         if not value.strip():
             said = f"query parameter {wire.shown(name, SHOWN)} is empty: give a value or leave it out"
-            raise ServerError(400, said, param=_param(name))
+            raise ServerError(400, said, param=named(name))
 
 
 RegistryDep = Annotated[Registry, Depends(get_registry)]

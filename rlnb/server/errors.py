@@ -128,6 +128,12 @@ def error_response(
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
 
 
+def named(name: str) -> str:
+    """A field's or query parameter's name for an error's ``param`` and message: as given up to ``SHOWN`` characters,
+    else cut as a quoted value is (``wire.shown``): an 8 KB unknown name came back whole in both."""
+    return name if len(name) <= SHOWN else wire.shown(name, SHOWN)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Every error the app raises leaves as the API's error body."""
 
@@ -143,7 +149,7 @@ def install_error_handlers(app: FastAPI) -> None:
             return error_response(400, "the body is not valid JSON" + (f" ({why})" if why else ""), ERROR_TYPES[400])
         if tuple(first.get("loc", ())) == ("body",):  # the body as a whole: there was none, or it was not read as JSON
             return error_response(400, _body_error(request, first.get("type")), ERROR_TYPES[400])
-        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
+        loc = [named(str(p)) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
         param = ".".join(loc) or None
         if tuple(first.get("loc", ()))[:2] == ("body", "loss") and (said := _loss_said(exc.body)) is not None:
             return error_response(400, said, ERROR_TYPES[400], param)

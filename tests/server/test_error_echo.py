@@ -32,6 +32,15 @@ def test_a_long_value_is_cut_in_the_message(tmp_path, method, path, params, stat
     assert SAID in error["message"] and len(error["message"]) < 1000  # was 8 KB
 
 
+def test_a_long_unknown_body_field_is_cut_in_param_and_the_message(tmp_path):
+    """An unknown body field is a 400 naming it; an 8 KB name came back whole in both ``param`` and the message."""
+    with app_client(tmp_path) as c:
+        r = c.post("/model-resources", json={"base_model": "rlnb/tiny", LONG: 1})
+    error = r.json()["error"]
+    assert r.status_code == 400 and error["param"] == f"{LONG[:SHOWN]!r}... (8000 characters)", r.text[:300]
+    assert len(error["message"]) < 1000
+
+
 def test_an_id_of_a_real_length_is_quoted_whole(tmp_path):
     ident = "ckpt-infer-" + "0123456789abcdef" * 4  # longer than any id this server makes
     with app_client(tmp_path) as c:
