@@ -267,7 +267,8 @@ def test_rewards_read_the_completion_without_eos_and_the_loss_keeps_it(hf_dirs):
         s.optim_step(rlnb.AdamParams(learning_rate=1e-2))
     s.weights_sync().result()
     out = s.sample("n=", max_tokens=6, temperature=0).result().results[0].sequences[0]
-    assert out.tokens[-1] == eos and out.stop_reason == STOP and out.text.endswith("</s>")  # .text keeps it
+    assert out.tokens[-1] == eos and out.stop_reason == STOP and out.text == "7"  # .text leaves the EOS out
+    assert s.decode(out.tokens).endswith("</s>")  # the tokens keep it
     seen, sent = [], []
     task = Task("seven", ["n="], lambda p, c: seen.append(c) or float(c == "7"), max_tokens=6)
     real = s.forward_backward
