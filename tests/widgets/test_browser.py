@@ -39,6 +39,13 @@ LAPTOP = {"width": 1366, "height": 768}
 PANEL_MAX = 700
 """Pixels: the tallest the panel may be with its form folded, on a laptop."""
 
+
+def voila(notebook: Path) -> ServerProcess:
+    """Voila serving ``notebook`` on a free loopback port (enter it for the URL)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "voila", str(notebook), "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1"]
+    return ServerProcess(cmd, f"http://127.0.0.1:{port}/", health="voila/static/")
+
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian chromium is not installed (.ci/run installs it)"
 )
@@ -226,18 +233,12 @@ def test_lab_on_a_laptop_the_panel_fits_and_stop_status_and_reward_show_together
 
 @pytest.fixture(scope="module")
 def voila_url():
-    port = free_port()
-    notebook = str(HERE / "voila" / "run_panel.ipynb")
-    cmd = [sys.executable, "-m", "voila", notebook, "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1"]
-    with ServerProcess(cmd, f"http://127.0.0.1:{port}/", health="voila/static/") as url:
+    with voila(HERE / "voila" / "run_panel.ipynb") as url:
         yield url
 
 
 def test_voila_on_a_laptop_the_panel_fits_and_stop_status_and_reward_show_together(browser):
-    port = free_port()
-    cmd = [sys.executable, "-m", "voila", str(LAPTOP_NOTEBOOK), "--no-browser", f"--port={port}"]
-    cmd.append("--Voila.ip=127.0.0.1")
-    with ServerProcess(cmd, f"http://127.0.0.1:{port}/", health="voila/static/") as url:
+    with voila(LAPTOP_NOTEBOOK) as url:
         page = browser.new_page(viewport=LAPTOP)
         page.goto(url, timeout=120_000)
         check_laptop_run(page, page.locator(".rlnb-run-panel"), "voila_laptop_1366x768_running.png")

@@ -5,12 +5,10 @@ tests/artifacts/.
 """
 
 import os
-import sys
 
 import pytest
 
-from rlnb.testing import ServerProcess, free_port
-from tests.widgets.test_browser import ARTIFACTS, CHROMIUM, HERE
+from tests.widgets.test_browser import ARTIFACTS, CHROMIUM, HERE, voila
 
 pytestmark = [
     pytest.mark.slow,  # a browser, a Voila server and its kernel
@@ -37,10 +35,7 @@ apart from the live view (``rlnb.viz``'s) and the slider's inner track."""
 def narrow(browser):
     """narrow_panel.ipynb in Voila: a Muon panel whose step function fails with a 260-character path at its first
     step, then takes half a second a step."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "voila", str(HERE / "voila" / "narrow_panel.ipynb"), "--no-browser", f"--port={port}"]
-    cmd.append("--Voila.ip=127.0.0.1")
-    with ServerProcess(cmd, f"http://127.0.0.1:{port}/", health="voila/static/") as url:
+    with voila(HERE / "voila" / "narrow_panel.ipynb") as url:
         yield url
 
 
@@ -141,10 +136,7 @@ def test_a_keyboard_alone_opens_the_folded_form_runs_and_stops(browser, narrow):
 @pytest.fixture(scope="module")
 def laptop(browser):
     """laptop_panel.ipynb in Voila: a Muon panel on the first-letter task, Find LR on a copy of its session."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "voila", str(HERE / "voila" / "laptop_panel.ipynb"), "--no-browser", f"--port={port}"]
-    cmd.append("--Voila.ip=127.0.0.1")
-    with ServerProcess(cmd, f"http://127.0.0.1:{port}/", health="voila/static/") as url:
+    with voila(HERE / "voila" / "laptop_panel.ipynb") as url:
         yield url
 
 
