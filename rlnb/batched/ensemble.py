@@ -23,7 +23,7 @@ import torch
 from rlnb import wire
 from rlnb.batched.failures import StepParams, deferred_interrupt, fail_optim_step, step_params
 from rlnb.batched.members import Hooks, Member, MemberResult
-from rlnb.batched.memory import check_memory
+from rlnb.batched.memory import build_members, check_memory
 from rlnb.batched.optim import StackedOptimizer, plan
 from rlnb.batched.options import EngineOptions, StepOptions
 from rlnb.batched.recorder import Op, Recorder, member_config
@@ -79,7 +79,9 @@ class Ensemble:
         )
         rows, tokens = len(self.sampler.prompts) * group_size, self.sampler.longest
         check_memory(model, len(members), first.module, rows, tokens, device)  # before the other members are built
-        adapters = [first] + [build_adapter(model, seed=m.seed, device=device) for m in members[1:]]
+        others, self.unbuilt = build_members(len(members), first.module, rows, tokens, device,
+                                             lambda i: build_adapter(model, seed=members[i].seed, device=device))
+        adapters = [first, *others]  # members past them are not built: FAILED with ``unbuilt`` at the run's start
         adam, groups = plan(first.module, optimizer, first.embedding_params())
         muon_names = [n for g in groups for n in g]
         self.model = StackedModel([a.module for a in adapters], adam + muon_names)
@@ -94,7 +96,7 @@ class Ensemble:
         runs = [({**c, **m.annotations}, m.run_id) for c, m in zip(configs, members, strict=True)]
         self.records = Recorder.open_all(runs, runs_dir)
         self.results: list[MemberResult | None] = [None] * len(members)
-        self.live = list(range(len(members)))
+        self.live = list(range(len(adapters)))
         self.rewards: list[list[float]] = [[] for _ in members]
         self.losses: list[list[float]] = [[] for _ in members]
         self.start = time.perf_counter()
@@ -105,6 +107,7 @@ class Ensemble:
         """Every step, then the results in member order. Histories are closed whatever happens."""
         try:
             try:
+                self._not_built()
                 for i in range(self.steps):
                     if not self.live:
                         break
@@ -130,6 +133,14 @@ class Ensemble:
                 rec.abandon("the session was stopped before this ran")
                 rec.close()
         return [r for r in self.results if r is not None]
+
+    def _not_built(self) -> None:
+        """The members whose models the memory could not hold end FAILED before any step, each told ``on_done``."""
+        for m in range(len(self.live), len(self.members)) if self.unbuilt is not None else ():
+            self.records[m].close()
+            history, now = self.records[m].history, time.perf_counter() - self.start
+            self.results[m] = MemberResult("FAILED", self.unbuilt, [], [], history, now)
+            self._notify(self.hooks.on_done, m, self.results[m])
 
     def _crash(self, code: Code, message: str) -> None:
         if code == Code.RESOURCE_EXHAUSTED and len(self.live) > 1:  # the step holds every member's activations at once
@@ -277,15 +288,8 @@ class Ensemble:
         batch = policy_batch(prompts, [r // n for r in range(B)] * K, drawn, advantages)
         width = batch.ids.shape[1]
         lp, entropy = self.model.logprobs(batch.ids.view(K, B, width), batch.targets.view(K, B, width))
-        losses = member_losses(
-            lp.view(K * B, width),
-            entropy.view(K * B, width),
-            batch,
-            K,
-            self.loss,
-            self.loss_params,
-            self.context_length,
-        )
+        losses = member_losses(lp.view(K * B, width), entropy.view(K * B, width), batch, K, self.loss,
+                               self.loss_params, self.context_length)  # fmt: skip
         results = dict(zip(self.live, losses, strict=True))
         terms = [r.loss for r in results.values() if r.loss is not None]
         self.model.backward(torch.stack(terms).sum() if terms else None)  # each member: its own loss's gradient

@@ -5,18 +5,25 @@ backward for all), so memory grows with the members: ~14 MB per ``tiny`` member 
 it up front: an ensemble far past the memory built a model per member and, where Linux overcommits memory, was
 killed by the kernel, with no error naming the ensemble. ``check_memory`` compares an estimate (``member_bytes``)
 with the memory free now (``rlnb.engine.memory.free_memory``: CUDA's, or the host's and its cgroup's) and refuses an
-ensemble that cannot fit, naming ``members`` and the most that fit.
+ensemble that cannot fit, naming ``members`` and the most that fit. ``build_members`` checks again as each member's
+model is built, and the members the memory no longer holds fail alone (``RESOURCE_EXHAUSTED``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from torch import nn
 
 from rlnb.engine.memory import free_memory
 from rlnb.engine.models.tiny import TinyConfig
+from rlnb.errors import describe
+from rlnb.wire import OperationErrorCode as Code
+
+T = TypeVar("T")
 
 STATUS = Path("/proc/self/status")
 """Linux's account of this process: its mapped size (``VmSize``), which ``ulimit -v`` bounds."""
@@ -56,13 +63,8 @@ def check_memory(model: str, members: int, module: nn.Module, rows: int, tokens:
     """``EnsembleTooLarge`` (a ``ValueError``) naming ``members`` and the most that fit when ``members`` members of
     ``module`` (``rows`` sampled rows of ``tokens`` tokens each per step) would need more than the memory free on
     ``device`` now; nothing where that cannot be read."""
-    first = next(module.parameters())
-    parameters = sum(p.numel() for p in module.parameters())
-    each = member_bytes(module.config, parameters, rows, tokens, first.element_size())  # type: ignore[arg-type]
-    free, where = free_memory(device), f"free on {device}"
-    mappable = address_space_left() if device.type == "cpu" else None
-    if mappable is not None and (free is None or mappable < free):
-        free, where = mappable, "this process may still map (ulimit -v)"
+    each = _each(module, rows, tokens)
+    free, where = room(device)
     if free is None or members * each <= free:
         return
     raise EnsembleTooLarge(
@@ -72,6 +74,52 @@ def check_memory(model: str, members: int, module: nn.Module, rows: int, tokens:
         "here; pass fewer per call (a sweep's ensembles hold up to 32)",
         int(free // each),
     )
+
+
+def build_members(
+    members: int, module: nn.Module, rows: int, tokens: int, device: torch.device, build: Callable[[int], T]
+) -> tuple[list[T], str | None]:
+    """``build(i)`` for members 1 to ``members - 1`` (member 0's ``module`` is built), each only once the memory free
+    now still holds it and those built before it (``check_memory`` at the ensemble's start is one snapshot: what
+    others took since, another ensemble or a trial on a thread, left the last members to exhaust it, and the whole
+    ensemble with them). The members built, and why the others were not (None: all were)."""
+    each, held = _each(module, rows, tokens), _parameter_bytes(module)
+    built: list[T] = []
+    for i in range(1, members):
+        free, where = room(device)
+        need = (i + 1) * each - (i - 1) * held  # as check_memory counts: the i - 1 modules built since are in use now
+        if free is not None and need > free:
+            return built, (
+                f"{Code.RESOURCE_EXHAUSTED}: member {i}'s model was not built: with it the {i + 1} members built so "
+                f"far need ~{need / 2**30:.2f} GiB more (~{each / 2**20:.1f} MiB each), more than the "
+                f"{free / 2**30:.2f} GiB {where} now (the memory shrank since the ensemble's start); members {i} to "
+                f"{members - 1} did not train: run them again, or fewer at once"
+            )
+        try:
+            built.append(build(i))
+        except (torch.OutOfMemoryError, MemoryError) as exc:
+            return built, f"{Code.RESOURCE_EXHAUSTED}: member {i}'s model could not be built ({describe(exc)}); " \
+                          f"members {i} to {members - 1} did not train: run them again, or fewer at once"
+    return built, None
+
+
+def room(device: torch.device) -> tuple[int | None, str]:
+    """The bytes an ensemble may still take on ``device`` (None: unknown) and where they are, in words."""
+    free, where = free_memory(device), f"free on {device}"
+    mappable = address_space_left() if device.type == "cpu" else None
+    if mappable is not None and (free is None or mappable < free):
+        free, where = mappable, "this process may still map (ulimit -v)"
+    return free, where
+
+
+def _each(module: nn.Module, rows: int, tokens: int) -> int:
+    first = next(module.parameters())
+    parameters = sum(p.numel() for p in module.parameters())
+    return member_bytes(module.config, parameters, rows, tokens, first.element_size())  # type: ignore[arg-type]
+
+
+def _parameter_bytes(module: nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in module.parameters())
 
 
 def address_space_left() -> int | None:

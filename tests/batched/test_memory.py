@@ -74,3 +74,78 @@ def test_an_ensemble_past_what_ulimit_v_leaves_the_process_is_refused_naming_the
     with pytest.raises(ValueError, match=match + r"at most \d+ members here"):
         run_batched("tiny", "adam", members, steps=1, task=TASK, runs_dir=tmp_path, device="cpu")
     assert list(tmp_path.iterdir()) == []
+
+
+def shrinking(monkeypatch, first: int, then: int) -> list[int]:
+    """``free_memory`` reads ``first`` bytes at the ensemble's check, ``then`` at every later read; the reads, kept."""
+    reads: list[int] = []
+
+    def free(device: object) -> int:
+        reads.append(first if not reads else then)
+        return reads[-1]
+
+    monkeypatch.setattr(memory, "free_memory", free)
+    return reads
+
+
+def test_members_the_memory_no_longer_holds_when_they_are_built_fail_alone_naming_it(tmp_path, monkeypatch):
+    """The check at the ensemble's start is one snapshot: memory another ensemble or a thread's trial took after it
+    left the last members to exhaust it, failing (or killing) the whole ensemble. Each member is checked again as its
+    model is built: here the memory shrinks to 2.5 members' worth after the start, so members 2 and 3 end FAILED
+    naming it, unbuilt, each told on_done, and members 0 and 1 train."""
+    each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)
+    reads = shrinking(monkeypatch, 10 * each, 5 * each // 2)
+    done: list[tuple[int, str]] = []
+    members = [Member(rlnb.AdamParams(), seed=s, run_id=f"m{s}") for s in range(4)]
+    results = run_batched("tiny", "adam", members, steps=2, task=TASK, runs_dir=tmp_path, device="cpu",
+                          on_done=lambda i, r: done.append((i, r.status)))  # fmt: skip
+    assert len(reads) == 3  # the start, before member 1, before member 2 (which is refused: 3 is not tried)
+    assert [r.status for r in results] == ["COMPLETED", "COMPLETED", "FAILED", "FAILED"]
+    assert sorted(done) == [(0, "COMPLETED"), (1, "COMPLETED"), (2, "FAILED"), (3, "FAILED")]
+    reason = results[2].reason
+    assert reason is not None and reason == results[3].reason
+    assert reason.startswith("TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED: member 2's model was not built: with "
+                             "it the 3 members built so far need ~")
+    assert "GiB free on cpu now (the memory shrank since the ensemble's start); members 2 to 3 did not train" in reason
+    assert [r.steps_done for r in results] == [2, 2, 0, 0]
+    assert results[2].history.config["run_id"] == "m2" and results[2].history.df.empty  # its run: config, no step
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m0", "m1", "m2", "m3"]
+
+
+@pytest.mark.slow  # a sweep (~1 s)
+def test_a_sweep_trial_the_memory_no_longer_holds_is_a_failed_row_naming_it(tmp_path, monkeypatch):
+    """In a sweep the same members are FAILED rows with the reason; the trials that fit are COMPLETED rows."""
+    from rlnb.sweep import grid, sweep
+
+    each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)
+    shrinking(monkeypatch, 10 * each, 5 * each // 2)
+    trials = sweep(rlnb.AdamParams(weight_decay=0.0), grid(learning_rate=[1e-3, 2e-3]), seeds=[0, 1], steps=1,
+                   task=TASK, runs_dir=tmp_path, progress=False, device="cpu")  # fmt: skip
+    assert sorted(trials.status) == ["COMPLETED", "COMPLETED", "FAILED", "FAILED"]
+    failed = trials[trials.status == "FAILED"]
+    assert (failed.executor == "batched").all()
+    assert failed.reason.str.contains("RESOURCE_EXHAUSTED: member 2's model was not built").all()
+
+
+def test_a_member_whose_model_runs_out_of_memory_as_it_is_built_fails_with_those_after_it(monkeypatch):
+    """Building member 1's model raises MemoryError (the check passed: the memory went between): members 1 and 2
+    end FAILED naming it, member 0 trains; the error was run_batched's own, every member lost."""
+    from rlnb.batched import ensemble
+
+    monkeypatch.setattr(memory, "free_memory", lambda device: None)
+    real, built = ensemble.build_adapter, []
+
+    def build(*args: object, **kwargs: object) -> object:
+        built.append(1)
+        if len(built) == 2:
+            raise MemoryError("out of memory")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ensemble, "build_adapter", build)
+    members = [Member(rlnb.AdamParams(), seed=s) for s in range(3)]
+    results = run_batched("tiny", "adam", members, steps=1, task=TASK, device="cpu")
+    assert [r.status for r in results] == ["COMPLETED", "FAILED", "FAILED"]
+    assert results[1].reason == results[2].reason == (
+        "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED: member 1's model could not be built (MemoryError: out of "
+        "memory); members 1 to 2 did not train: run them again, or fewer at once"
+    )
