@@ -118,6 +118,9 @@ class StackedOptimizer:
             stop = _contiguous([cols[n][:2] for n in names], start, f"Muon group {list(names)}")
             self.groups.append((start, stop, len(names), shape[0], shape[1]))
             start = stop
+        left = [n for n, (a, _, _) in cols.items() if a >= start]
+        if left:  # their gradients counted in the norms, and nothing updated them: every step left them as built
+            raise ValueError(f"every weight must be in the AdamW group or a Muon group; in neither: {', '.join(left)}")
         K = model.members
         self.exp_avg = torch.zeros(K, self.adam_end, device=model.device, dtype=model.dtype)
         self.exp_avg_sq = torch.zeros_like(self.exp_avg)

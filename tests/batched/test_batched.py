@@ -136,6 +136,9 @@ def assert_same_records(got: History, want: History) -> None:
         assert list(b[col].astype(object).fillna(-1)) == list(a[col].astype(object).fillna(-1)), col
     opt_a, opt_b = a[a.kind == "optim-step"], b[b.kind == "optim-step"]
     assert [sorted(m) for m in opt_b.metrics] == [sorted(m) for m in opt_a.metrics]
+    for got_m, want_m in zip(opt_b.metrics, opt_a.metrics, strict=True):  # Muon's grad_norm/adam, adam/learning_rate..
+        for key, value in want_m.items():  # ...the engine's values, 0 only where the engine's are (no gradient)
+            np.testing.assert_allclose(got_m[key], value, rtol=1e-4, err_msg=key)
     assert list(opt_b.params) == list(opt_a.params)  # the optimizer params as sent, schedule included
 
 
@@ -301,7 +304,9 @@ def test_a_reward_that_raises_ends_its_member_and_keeps_the_steps_completions_un
     assert list(results[1].history.df.kind) == ["sample"]
 
 
-def test_a_failing_forward_backward_is_recorded_as_a_session_records_it(monkeypatch):
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+def test_a_failing_forward_backward_is_recorded_as_a_session_records_it(kind, monkeypatch):
+    """Muon too: the no-gradient step's metrics (grad_norm/muon and /adam 0, adam/learning_rate) are the engine's."""
     from rlnb.engine import losses
 
     def refuse(*args, **kwargs):  # the engine's loss check refusing the step's samples, in both paths
@@ -309,9 +314,12 @@ def test_a_failing_forward_backward_is_recorded_as_a_session_records_it(monkeypa
 
     monkeypatch.setattr(losses, "validate", refuse)
     members = [Member(rlnb.AdamParams(), seed=0), Member(rlnb.AdamParams(learning_rate=1e-3), seed=3)]
-    results = run_batched("tiny", "adam", members, steps=3, device="cpu", keep_weights=True, **QUICK)
+    if kind == "muon":
+        members = [Member(rlnb.MuonParams(adam={"learning_rate": 2e-3}), seed=0),
+                   Member(rlnb.MuonParams(learning_rate=0.01, grad_clip_norm=0.5), seed=3)]  # fmt: skip
+    results = run_batched("tiny", kind, members, steps=3, device="cpu", keep_weights=True, **QUICK, **ns_float32(kind))
     for member, got in zip(members, results, strict=True):
-        ref = alone("adam", member, steps=3, **QUICK)
+        ref = alone(kind, member, steps=3, **QUICK)
         assert got.status == ref.status == "FAILED" and got.reason == ref.reason
         assert got.reason == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT: sample 0: refused by this test"
         assert_same_records(got.history, ref.history)  # optim-step completes with no gradient, sync publishes 1
@@ -896,3 +904,21 @@ def test_a_soft_open_files_limit_under_the_hard_one_is_raised_for_the_members_as
         assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 304
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+def test_a_stacked_optimizer_refuses_weights_in_neither_group(kind):
+    """Weights left out of both groups (a Muon optimizer given no AdamW group, so nothing for the norms, biases and
+    embeddings) had gradients counted in the norms and were never updated, silently; a session's optimizer steps every
+    trainable weight (``split_params`` gives each one a group)."""
+    a = build_adapter("tiny", seed=0, device=CPU)
+    adam, groups = plan(a.module, kind, a.embedding_params())
+    muon = [n for g in groups for n in g]
+    model = StackedModel([a.module], muon + adam)  # the AdamW group's columns after the Muon ones
+    with pytest.raises(ValueError, match=r"^every weight must be in the AdamW group or a Muon group; in neither: "
+                                         r"wte\.weight, wpe\.weight, blocks\.0\.ln_1\.weight, "):  # fmt: skip
+        StackedOptimizer(model, kind, [] if kind == "muon" else adam[:0], groups)
+    model = StackedModel([a.module], adam + muon)
+    last = r"lm_head\.weight" if kind == "adam" else r"blocks\.0\.mlp\.c_proj\.weight, blocks\.1\.mlp\.c_proj\.weight"
+    with pytest.raises(ValueError, match=f"in neither: {last}$"):  # the last weight of AdamW's, the last Muon group
+        StackedOptimizer(model, kind, adam[:-1] if kind == "adam" else adam, groups[:-1])
