@@ -113,7 +113,7 @@ class StackedOptimizer:
         start = self.adam_end
         for names in muon:
             shape = cols[names[0]][2]
-            if any(cols[n][2] != shape for n in names):
+            if len(shape) != 2 or any(cols[n][2] != shape for n in names):  # a layer norm's vector: an IndexError
                 raise ValueError(f"Muon group {list(names)} must hold matrices of one shape")
             stop = _contiguous([cols[n][:2] for n in names], start, f"Muon group {list(names)}")
             self.groups.append((start, stop, len(names), shape[0], shape[1]))

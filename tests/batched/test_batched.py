@@ -922,3 +922,7 @@ def test_a_stacked_optimizer_refuses_weights_in_neither_group(kind):
     last = r"lm_head\.weight" if kind == "adam" else r"blocks\.0\.mlp\.c_proj\.weight, blocks\.1\.mlp\.c_proj\.weight"
     with pytest.raises(ValueError, match=f"in neither: {last}$"):  # the last weight of AdamW's, the last Muon group
         StackedOptimizer(model, kind, adam[:-1] if kind == "adam" else adam, groups[:-1])
+    vector = [n for n in adam if n != "ln_f.bias"]
+    model = StackedModel([a.module], [*vector, "ln_f.bias", *muon])
+    with pytest.raises(ValueError, match=r"^Muon group \['ln_f\.bias'\] must hold matrices of one shape$"):
+        StackedOptimizer(model, "muon", vector, [["ln_f.bias"], *groups])
