@@ -27,7 +27,8 @@ from .executors import ABANDONED
 from .trial import TrialSpec, base_row, objective_value, run_annotations, step_params, summary
 
 MAX_MEMBERS = 32
-"""Trials in one ensemble at most: a ``tiny`` member takes ~14 MB at peak (activations of all members)."""
+"""Trials in one ensemble at most, and in flight at once (``capacity``), unless ``max_concurrent`` says otherwise.
+Not a memory figure: what fits is decided per ensemble, when its trials are known (``capacity``)."""
 
 
 class BatchedExecutor:
@@ -44,6 +45,12 @@ class BatchedExecutor:
         self._abandoned = False
 
     def capacity(self) -> int:
+        """The trials the driver keeps submitted: ``max_members`` (``max_concurrent``, else ``MAX_MEMBERS``), within
+        the files the process may open. Not what the memory holds, which it cannot say: the driver reads it once,
+        before any trial exists, and a member's bytes depend on the trials' model, task and group size
+        (``member_bytes``). Memory is checked where those are known: an ensemble that does not fit is split into ones
+        that do (``EnsembleTooLarge``), and each member is checked again as its model is built (``build_members``);
+        so a capacity past what fits makes trials wait their turn, never run out of memory."""
         return self._max
 
     def running(self) -> int:

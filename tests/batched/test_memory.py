@@ -149,3 +149,30 @@ def test_a_member_whose_model_runs_out_of_memory_as_it_is_built_fails_with_those
         "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED: member 1's model could not be built (MemoryError: out of "
         "memory); members 1 to 2 did not train: run them again, or fewer at once"
     )
+
+
+@pytest.mark.slow  # two ensembles on the executor's thread (~1.3 s)
+def test_the_executor_s_capacity_is_a_cap_and_its_trials_past_what_fits_wait_their_turn(tmp_path, monkeypatch):
+    """``capacity()`` is read before any trial exists, so it cannot be a memory figure (a member's bytes depend on the
+    trials' model, task and group size): with memory for 2 members it still lets 3 trials in, and they train as
+    ensembles that fit (2, then 1), every row COMPLETED, none out of memory."""
+    import threading
+    import time
+
+    from rlnb.sweep.batched_executor import MAX_MEMBERS, BatchedExecutor
+    from rlnb.sweep.trial import TrialSpec
+
+    each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)
+    monkeypatch.setattr(memory, "free_memory", lambda device: 2 * each + each // 2)
+    executor = BatchedExecutor(tmp_path, threading.Event(), max_members=3)
+    assert executor.capacity() == 3 <= MAX_MEMBERS
+    for i in range(3):
+        executor.submit(TrialSpec(i, {}, rlnb.AdamParams(), i, f"t{i}", 1, TASK, options={"device": "cpu"}))
+    rows: list[dict] = []
+    deadline = time.monotonic() + 120  # the machine is shared: ample room
+    while len(rows) < 3 and time.monotonic() < deadline:
+        rows += executor.poll(0.5)
+    executor.close()
+    assert sorted((r["trial"], r["status"]) for r in rows) == [(0, "COMPLETED"), (1, "COMPLETED"), (2, "COMPLETED")]
+    sizes = [rlnb.History.load(tmp_path / f"t{i}").config["batched"]["members"] for i in range(3)]
+    assert sizes == [2, 2, 1]
