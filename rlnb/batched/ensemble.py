@@ -89,7 +89,7 @@ class Ensemble:
         self.device, self.context_length = device, first.context_length
         ensemble = f"ensemble-{time.strftime('%Y%m%d-%H%M%S')}-{id(self):x}"
         shared = (first, optimizer, muon_scaling, ns_dtype, muon_names, adam)  # what every member's run config holds
-        size = len(members)
+        size = len(adapters)  # the ensemble as built: a member not built has an index past it
         configs = [
             member_config(*shared, seed=m.seed, ensemble=ensemble, index=i, members=size) for i, m in enumerate(members)
         ]

@@ -109,6 +109,7 @@ def test_members_the_memory_no_longer_holds_when_they_are_built_fail_alone_namin
     assert "GiB free on cpu now (the memory shrank since the ensemble's start); members 2 to 3 did not train" in reason
     assert [r.steps_done for r in results] == [2, 2, 0, 0]
     assert results[2].history.config["run_id"] == "m2" and results[2].history.df.empty  # its run: config, no step
+    assert [r.history.config["batched"]["members"] for r in results] == [2] * 4  # the ensemble that trained
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m0", "m1", "m2", "m3"]
 
 
