@@ -2,11 +2,13 @@
 "best" counts a marker as its centre only, which on the frame's edge is outside every place it tries, so the
 legend's pale ground was drawn over the triangles it names (its top edge within a pixel of their base)."""
 
+import numpy as np
 import pytest
 from matplotlib.markers import MarkerStyle
 from matplotlib.transforms import Bbox
 
 from rlnb.viz.live import LiveView
+from rlnb.viz.livefig import Panel
 from tests.viz.test_plots import hand_history
 
 INF = float("inf")
@@ -57,3 +59,24 @@ def test_a_live_legend_is_placed_clear_of_the_infinity_marks_on_the_frame(values
         assert axes.y0 < box.y0 and box.y1 < axes.y1  # inside the axes still, above the bottom marks' row
     finally:
         view.close()
+
+
+WIDE = ["WWW MMM www mmm WWW MMM www mmm WWW", "wmwwwMww  m wMMW   w M MwWWmwMwMWMwmWWmMw m wMwwMmMw  mmm"]
+"""Labels of the widest letters: their outlines (what ``texts.text_width`` measures) are narrower than Agg draws them
+at a panel's small size, hinted, and the first ran 3.6 px past a narrow panel's axes."""
+
+
+@pytest.mark.parametrize("per_row", [4, 2], ids=["narrow: inside the axes", "wide: beside them"])
+@pytest.mark.parametrize("label", WIDE, ids=["words", "letters"])
+def test_a_live_panels_legend_of_wide_letters_fits_inside_its_axes_or_its_figure(per_row, label):
+    panel = Panel("norm", legend=True, per_row=per_row)
+    panel.line("a", color="C0", label=label)
+    panel.set("a", np.array([1.0, 2.0]), np.array([1.0, 2.0]))
+    panel.legend(["a"], inside=not panel.beside)
+    panel.set_limits(2.0, 1.0, 2.0)
+    panel.render()
+    legend = panel.ax.get_legend()
+    box = legend.get_window_extent(panel.canvas.get_renderer())
+    room = panel.figure.bbox if panel.beside else panel.ax.bbox
+    assert "\n" in legend.get_texts()[0].get_text()  # broken into lines, not cut to nothing
+    assert room.x0 <= box.x0 and box.x1 <= room.x1, (box.extents.round(1), room.extents.round(1))
