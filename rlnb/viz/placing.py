@@ -9,7 +9,7 @@ time its axes are drawn (``legend``), after a layout has sized them.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
@@ -22,12 +22,15 @@ from matplotlib.transforms import Bbox
 CLEAR_PX = 1.0
 """Pixels kept between a legend and a mark (antialiased, a mark touching the legend's ground read as part of it)."""
 
+Loc = Literal["best", "upper right"]
+"""Where the plots ask for a legend inside the axes (matplotlib's names)."""
+
 PLACES = range(1, 11)
 """The places tried: matplotlib's codes from "upper right" to "center", in its order for "best" (a tie goes to the
 first)."""
 
 
-def place(legend: Legend, renderer: RendererBase, loc: str = "best") -> None:
+def place(legend: Legend, renderer: RendererBase, loc: Loc = "best") -> None:
     """Put ``legend`` (inside its axes) where ``loc`` does, else where it covers the fewest marks, then the fewest
     points and crossings of the lines (as "best" weighs them). Called at each draw: the lines and marks move."""
     ax = legend.axes
@@ -47,12 +50,19 @@ def place(legend: Legend, renderer: RendererBase, loc: str = "best") -> None:
     legend.set_loc(best)
 
 
-def legend(ax: Axes, *args: Any, loc: str = "best", **kwargs: Any) -> Legend:
-    """``ax.legend(*args, loc=loc, **kwargs)``, placed where ``loc`` puts it unless that covers a mark on the frame
-    (``place``) each time ``ax`` is drawn: a static plot's legend ("best", or the gradient norm's "upper right") was
-    drawn over the triangles of the steps at +inf it names."""
-    made = ax.legend(*args, loc=loc, **kwargs)
-    placer = next((a for a in ax.artists if isinstance(a, Placer)), None) or ax.add_artist(Placer())
+def legend(
+    ax: Axes, handles: list[Artist] | None = None, labels: list[str] | None = None, *, loc: Loc = "best", **kwargs: Any
+) -> Legend:  # fmt: skip
+    """``ax.legend(handles, labels, loc=loc, **kwargs)`` (the lines of ``ax`` where no ``handles``), placed where
+    ``loc`` puts it unless that covers a mark on the frame (``place``) each time ``ax`` is drawn: a static plot's
+    legend ("best", or the gradient norm's "upper right") was drawn over the triangles of the steps at +inf it names."""
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    made = ax.legend(handles, labels or [], loc=loc, **kwargs)
+    placer = next((a for a in ax.artists if isinstance(a, Placer)), None)
+    if placer is None:
+        placer = Placer()
+        ax.add_artist(placer)
     placer.legend, placer.loc = made, loc  # one per axes: a legend made again replaces the one it placed
     return made
 
@@ -64,7 +74,7 @@ class Placer(Artist):
     def __init__(self) -> None:
         super().__init__()
         self.legend: Legend | None = None
-        self.loc = "best"
+        self.loc: Loc = "best"
         self.set_zorder(-math.inf)
 
     def draw(self, renderer: RendererBase) -> None:
