@@ -98,10 +98,12 @@ def diverged(column):
     return steps if column != "runs" else steps[["step", "loss"]].assign(run="a", seed=0)
 
 
-def clear_of_marks(ax) -> None:
-    """``ax``'s figure drawn, its legend inside ``ax``, clear of each mark on the frame by ``CLEAR_PX``."""
-    canvas = FigureCanvasAgg(ax.figure)
-    canvas.draw()
+def clear_of_marks(ax, canvas=None) -> None:
+    """``ax``'s figure drawn (on ``canvas`` where it was), its legend inside ``ax``, clear of each mark on the frame by
+    ``CLEAR_PX``."""
+    if canvas is None:
+        canvas = FigureCanvasAgg(ax.figure)
+        canvas.draw()
     legend = ax.get_legend()
     assert any("+inf (5 steps" in t.get_text() for t in legend.get_texts())
     box = legend.get_window_extent(canvas.get_renderer()).padded(CLEAR_PX)
@@ -136,3 +138,12 @@ def test_a_legend_the_user_makes_in_place_of_a_plots_is_left_where_they_put_it()
     box = legend.get_window_extent(canvas.get_renderer())
     assert any(m.overlaps(box) for m in drawn_marks(ax.get_lines(), ax.figure.dpi))
 
+
+
+def test_each_panel_of_an_overview_places_its_legend_clear_of_the_infinity_marks():
+    figure = plots.overview(diverged("steps"))
+    assert [ax.get_title() for ax in figure.axes] == ["loss", "gradient norm (pre-clip)"]
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    for ax in figure.axes:
+        clear_of_marks(ax, canvas)
