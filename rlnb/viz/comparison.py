@@ -19,6 +19,7 @@ from matplotlib.font_manager import FontProperties
 
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
+from rlnb.viz import placing
 from rlnb.viz.draw import STD_BAND_MIN_SEEDS, new_axes, note
 from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, extremes, infinite, smooth
 from rlnb.viz.texts import printable, shortened, text_width
@@ -46,7 +47,7 @@ def _legend(ax: Axes, handles: list[Artist], names: list[str], own: bool) -> Non
     starts with ``_`` (a run named ``_scratch`` was unlisted). Many go right of the axes, and a figure this call
     made grows to list them in one column (up to ``MAX_HEIGHT_IN``)."""
     if len(names) <= LEGEND_INSIDE_UP_TO:
-        ax.legend(handles, names, loc="best", fontsize="small")
+        placing.legend(ax, handles, names, loc="best", fontsize="small")
         return
     if not own:
         _legend_inside(ax, handles, names)
@@ -85,7 +86,7 @@ def _legend_inside(ax: Axes, handles: list[Artist], names: list[str]) -> None:
         if max(text_width(n, font) for n in names) <= room:
             break
     shown = [shortened(n, lambda t: text_width(t, font) <= room) for n in names]
-    ax.legend(handles, shown, loc="best", fontsize=size, ncols=cols)
+    placing.legend(ax, handles, shown, loc="best", fontsize=size, ncols=cols)
 
 
 def compare(

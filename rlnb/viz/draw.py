@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from rlnb import wire
 from rlnb.history import History
 from rlnb.history.tables import steps_table
+from rlnb.viz import placing
 from rlnb.viz.lines import decimate, series
 from rlnb.viz.texts import printable
 from rlnb.wire import OperationStatus as Status
@@ -140,7 +141,7 @@ def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: floa
         ax.plot(*decimate(steps["step"], clip), ls="--", color="0.4", label="clip threshold")
     elif clip.notna().any():  # far above the norms: in the legend only, the y-range stays theirs
         ax.plot([], [], ls="--", color="0.4", label=f"clip threshold {clip.max():g} (off the top)")
-    ax.legend(loc="upper right", fontsize="small")
+    placing.legend(ax, loc="upper right", fontsize="small")
     return ax
 
 

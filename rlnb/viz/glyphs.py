@@ -51,9 +51,21 @@ def _escape(char: str) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _coverage(families: tuple[str, ...]) -> frozenset[int]:
-    """The characters the fonts that matplotlib draws ``families`` with have, together."""
-    fonts = font_manager.fontManager._find_fonts_by_props(FontProperties(family=list(families)))
+    """The characters the fonts that matplotlib draws ``families`` with have, together: the installed font of each
+    family (one not installed is passed over), or the default font (DejaVu Sans) where none is."""
+    fonts = [path for path in map(_installed, families) if path is not None]
+    if not fonts:
+        default = font_manager.fontManager.defaultFamily["ttf"]
+        fonts = [font_manager.findfont(FontProperties(family=default))]
     return frozenset().union(*(_charmap(str(path)) for path in fonts))
+
+
+def _installed(family: str) -> str | None:
+    """The file of the font matplotlib draws ``family`` with, or ``None`` where it has none (and falls back)."""
+    try:
+        return str(font_manager.findfont(FontProperties(family=family), fallback_to_default=False))
+    except ValueError:
+        return None
 
 
 @functools.cache

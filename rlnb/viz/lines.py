@@ -13,6 +13,8 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from numpy.typing import ArrayLike
 
+from rlnb.viz import placing
+
 MAX_POINTS = 2000
 """Lines with more points are decimated to at most this many before drawing."""
 MARKERS_UP_TO = 30
@@ -89,7 +91,7 @@ def infinite(ax: Axes, x: ArrayLike, y: ArrayLike, color: str, label: str) -> li
             at = x[hit][extremes(x[hit], x[hit], MAX_POINTS)]  # one per bucket is all a pixel shows
             label_n = inf_label(label, sign, int(hit.sum()))
             drawn += ax.plot(at, np.full(len(at), edge), color=color, label=label_n, **style)
-            ax.legend(loc="best", fontsize="small")
+            placing.legend(ax, loc="best", fontsize="small")
     return drawn
 
 

@@ -178,7 +178,7 @@ class Panel:
                 labels = [str(self.lines[k].get_label()) for k in keys]
                 legend = self.ax.legend(
                     [self.lines[k] for k in keys],
-                    fit_legend(labels, font, self._legend_room(font, inside), self.figure.dpi),
+                    fit_legend(labels, font, self._legend_room(font, inside), self.canvas.get_renderer()),
                     **({"loc": "best"} if inside else {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)}),
                     prop=font,
                     frameon=inside,  # inside, on a pale ground over the lines: a line drawn through a label hid it

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 
 from rlnb.history import History
 from rlnb.tasks import EVAL_ACCURACY
+from rlnb.viz import placing
 from rlnb.viz.draw import NotebookFigure, grad_norm_panel, logged_rows, loss_panel, metric_panel, steps_of
 from rlnb.viz.lines import MAX_POINTS, extremes, series
 
@@ -82,7 +83,7 @@ def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None) -> Axes:
         acc = logged_rows(frame, EVAL)
         ax.plot(acc["step"], acc[EVAL], color="C3", marker="s", ms=4, label="eval accuracy (held out)")
         title = "reward and eval accuracy"
-        ax.legend(loc="best", fontsize="small")
+        placing.legend(ax, loc="best", fontsize="small")
     ax.set(xlabel="optimizer step", ylabel="reward", title=title)
     return ax
 
@@ -102,5 +103,5 @@ def _lines(
         ax.fill_between(rows["step"].to_numpy()[keep], low[keep], high[keep], color="C4", alpha=0.2, lw=0,
                         label="min-max")
     if len(ax.get_legend_handles_labels()[0]) > 1:
-        ax.legend(loc="best", fontsize="small")
+        placing.legend(ax, loc="best", fontsize="small")
     return ax

@@ -1,10 +1,17 @@
-"""Where a legend inside a live panel's axes goes: matplotlib's "best" (where the lines are least), unless that
-covers a mark drawn alone on the frame (the triangles at +inf and -inf, ``lines.inf_marks``). "Best" counts a marker
-as its centre only, which on the frame's edge is outside every place it tries: the legend's pale ground was drawn over
-the base of the triangles it names."""
+"""Where a legend inside its axes goes: where its ``loc`` puts it (matplotlib's "best", where the lines are least,
+unless told), unless that covers a mark drawn alone on the frame (the triangles at +inf and -inf,
+``lines.inf_marks``). "Best" counts a marker as its centre only, which on the frame's edge is outside every place it
+tries: the legend's pale ground was drawn over the base of the triangles it names, in the live view's panels and the
+static plots alike. The live view places its legend at each render (``place``); a static plot's legend is placed each
+time its axes are drawn (``legend``), after a layout has sized them.
+"""
 
 from __future__ import annotations
 
+import math
+from typing import Any, Literal
+
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backend_bases import RendererBase
 from matplotlib.legend import Legend
@@ -15,16 +22,19 @@ from matplotlib.transforms import Bbox
 CLEAR_PX = 1.0
 """Pixels kept between a legend and a mark (antialiased, a mark touching the legend's ground read as part of it)."""
 
+Loc = Literal["best", "upper right"]
+"""Where the plots ask for a legend inside the axes (matplotlib's names)."""
+
 PLACES = range(1, 11)
 """The places tried: matplotlib's codes from "upper right" to "center", in its order for "best" (a tie goes to the
 first)."""
 
 
-def place(legend: Legend, renderer: RendererBase) -> None:
-    """Put ``legend`` (inside its axes) where "best" does, else where it covers the fewest marks, then the fewest
-    points and crossings of the lines (as "best" weighs them). Called at each render: the lines and marks move."""
+def place(legend: Legend, renderer: RendererBase, loc: Loc = "best") -> None:
+    """Put ``legend`` (inside its axes) where ``loc`` does, else where it covers the fewest marks, then the fewest
+    points and crossings of the lines (as "best" weighs them). Called at each draw: the lines and marks move."""
     ax = legend.axes
-    legend.set_loc("best")
+    legend.set_loc(loc)
     marks = _marks(ax)
     if not marks or not _covered(legend, renderer, marks):
         return
@@ -38,6 +48,38 @@ def place(legend: Legend, renderer: RendererBase) -> None:
 
     best: int = min(PLACES, key=badness)
     legend.set_loc(best)
+
+
+def legend(
+    ax: Axes, handles: list[Artist] | None = None, labels: list[str] | None = None, *, loc: Loc = "best", **kwargs: Any
+) -> Legend:  # fmt: skip
+    """``ax.legend(handles, labels, loc=loc, **kwargs)`` (the lines of ``ax`` where no ``handles``), placed where
+    ``loc`` puts it unless that covers a mark on the frame (``place``) each time ``ax`` is drawn: a static plot's
+    legend ("best", or the gradient norm's "upper right") was drawn over the triangles of the steps at +inf it names."""
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    made = ax.legend(handles, labels or [], loc=loc, **kwargs)
+    placer = next((a for a in ax.artists if isinstance(a, Placer)), None)
+    if placer is None:
+        placer = Placer()
+        ax.add_artist(placer)
+    placer.legend, placer.loc = made, loc  # one per axes: a legend made again replaces the one it placed
+    return made
+
+
+class Placer(Artist):
+    """Draws nothing: drawn first of its axes' artists, it places their legend (``place``) before it is drawn, once
+    a layout has sized the axes. A legend the user made in its stead is left where they put it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.legend: Legend | None = None
+        self.loc: Loc = "best"
+        self.set_zorder(-math.inf)
+
+    def draw(self, renderer: RendererBase) -> None:
+        if self.legend is not None and self.axes is not None and self.axes.get_legend() is self.legend:
+            place(self.legend, renderer, self.loc)
 
 
 def _covered(legend: Legend, renderer: RendererBase, marks: list[Bbox]) -> int:

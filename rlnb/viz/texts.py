@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.backend_bases import RendererBase
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.text import Text
@@ -57,11 +58,17 @@ def wrapped(text: str, fits: Callable[[str], bool]) -> str:
     return "\n".join(lines)
 
 
-def fit_legend(labels: list[str], font: FontProperties, room: float, dpi: float = 80) -> list[str]:
+def fit_legend(labels: list[str], font: FontProperties, room: float, renderer: RendererBase) -> list[str]:
     """Each legend label broken into lines of at most ``room`` pixels in ``font`` (``wrapped``): a live panel's
-    ``reward (train) +inf (1 step, on the frame)`` ran out of its legend, off the axes and the figure."""
-    scale = dpi / 72
-    return [wrapped(label, lambda t: text_width(t, font) * scale <= room) for label in labels]
+    ``reward (train) +inf (1 step, on the frame)`` ran out of its legend, off the axes and the figure. Measured as
+    ``renderer`` draws them: Agg's hinted glyphs at a panel's size are up to a tenth wider than their outlines
+    (``text_width``), and a label of ``W`` and ``m`` fitted to those ran 3.6 px past a narrow panel's axes."""
+
+    def fits(line: str) -> bool:
+        shown, drawn_in = _drawn(line, font)
+        return float(renderer.get_text_width_height_descent(shown, drawn_in, ismath=False)[0]) <= room
+
+    return [wrapped(label, fits) for label in labels]
 
 
 def _cut(text: str, keep: int) -> str:
@@ -86,11 +93,17 @@ _TEXT = TextToPath()
 def text_width(text: str, font: FontProperties) -> float:
     """``text``'s width in points as it is drawn (``glyphs.as_drawn``: a CJK character no font has is its escape, 6
     characters wide), measured without a renderer (a figure on no canvas yet has none)."""
+    shown, drawn_in = _drawn(text, font)
+    return float(_TEXT.get_text_width_height_descent(shown, drawn_in, ismath=False)[0])
+
+
+def _drawn(text: str, font: FontProperties) -> tuple[str, FontProperties]:
+    """``text`` as it is drawn in ``font`` (``glyphs.as_drawn``) and the font it is drawn in."""
     shown, families = as_drawn(text, tuple(font.get_family()))
     if families != tuple(font.get_family()):
         font = font.copy()
         font.set_family(list(families))
-    return float(_TEXT.get_text_width_height_descent(shown, font, ismath=False)[0])
+    return shown, font
 
 
 def fit_titles(drawn: Axes | Figure) -> None:

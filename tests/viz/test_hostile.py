@@ -208,9 +208,8 @@ def test_a_live_view_marks_an_infinite_figure_on_the_frame_as_the_static_plots_d
         alone.history.log(1, kl=inf)
         alone.refresh()
         assert alone.panels["kl"].note.get_text() == ""  # not "no 'kl' logged yet": it was, and it is +inf
-        assert [t.get_text() for t in alone.panels["kl"].ax.get_legend().get_texts()][-1] == (
-            "kl +inf (1 step, on the frame)"
-        )
+        last = alone.panels["kl"].ax.get_legend().get_texts()[-1].get_text()
+        assert last.replace("\n", " ") == "kl +inf (1 step, on the frame)"  # broken to fit a narrow panel
         alone.close()
     finally:
         view.close()

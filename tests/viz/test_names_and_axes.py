@@ -206,6 +206,29 @@ def test_a_font_file_freetype_cannot_read_is_never_the_fallback(tmp_path, monkey
         glyphs._fallback.cache_clear()
 
 
+@pytest.mark.parametrize(
+    ("families", "drawn_in"),
+    [
+        (("no such family",), ("no such family", "STIXGeneral")),
+        (("no such family", "DejaVu Sans"), ("no such family", "DejaVu Sans", "STIXGeneral")),
+        (("DejaVu Sans", "no such family", "STIXGeneral"), ("DejaVu Sans", "no such family", "STIXGeneral")),
+    ],
+    ids=["only it", "before DejaVu", "between two"],
+)
+def test_a_family_that_is_not_installed_is_passed_over_as_matplotlib_draws_it(families, drawn_in):
+    """A text's families are looked up one by one, as matplotlib draws them: one not installed is passed over, and
+    where none is, the text is drawn in the default font (DejaVu Sans), which has ``é`` but not U+231A (drawn in
+    STIXGeneral). Without that default, ``é`` in a missing family took a fallback font of its own."""
+    from rlnb.viz import glyphs
+
+    assert glyphs.as_drawn("é", families[:1]) == ("é", families[:1])
+    assert glyphs.as_drawn("é\u231a", families) == ("é\u231a", drawn_in)
+    figure = Figure(figsize=(2, 1))
+    text = figure.text(0.1, 0.5, "é\u231a", family=list(families))
+    glyphs.drawable(text)
+    FigureCanvasAgg(figure).print_png(io.BytesIO())  # a glyph missing from the fonts drawn in warns: an error here
+
+
 @pytest.mark.parametrize("own", [False, True])
 def test_a_comparison_legend_is_fitted_to_its_room_as_drawn_with_its_names_escapes(own):
     """A legend's names were fitted to their room before the CJK in them became escapes (``\\u5b66``: 6 characters
