@@ -189,6 +189,9 @@ class Caller:
                         response.close()
             except httpx.RequestError as exc:
                 failure = exc  # judged outside ``except``: an error raised there would keep it as __context__
+            except BaseException as exc:  # a transport's own error, Ctrl-C: raised as it is, without httpcore's locals
+                bodies.forget_locals(exc)
+                raise
             if failure is not None:  # a retry cut short by the end: the error answer before it says more
                 cut = answered is not None and time.monotonic() >= end
                 said, error = (answered, None) if cut else (None, failure)
