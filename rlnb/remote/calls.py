@@ -165,8 +165,6 @@ class Caller:
     def _send(self, call: Call) -> httpx.Response:
         """Send with the retry policy, within the call's deadline; a 2xx response, or the mapped exception."""
         request = self._build(call)
-        # off the API, no http_client's auth= either; to it, the client's own default (not httpx's sentinel, which an
-        # httpx-compatible client such as Starlette's TestClient, built on httpx2, refuses)
         trusted = self._trusted(call, request.url)
         if self._http.is_closed:  # closed by its owner: httpx's RuntimeError escaped close(), which left all running
             url = self.redact(str(request.url.copy_with(query=None)))
@@ -181,8 +179,7 @@ class Caller:
             failure: httpx.RequestError | None = None
             try:
                 with deadline(end, call.reconnect_until if attempt else None):  # the first try connects in full
-                    send = self._http.send
-                    response = send(request, stream=True) if trusted else send(request, stream=True, auth=None)
+                    response = self._open(request, trusted)
                     try:
                         bodies.read(response, self.max_response_bytes)
                     finally:
@@ -219,11 +216,19 @@ class Caller:
         request = self._http.build_request(
             call.method, url, content=call.content, params=call.params, headers=headers, timeout=timeout
         )
-        if not self._trusted(call, request.url):  # an http_client's default header too: not to a presigned host
-            request.headers.pop("Authorization", None)
-        elif self._api_key is not None:
+        if not self._trusted(call, request.url):  # as rlnb built it: none of an http_client's default headers,
+            # cookies or query parameters (credentials for the API, maybe) goes to a presigned host
+            return type(request)(call.method, url, params=call.params, content=call.content, headers=headers,
+                                 extensions=request.extensions)  # fmt: skip
+        if self._api_key is not None:
             request.headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"  # the one unwrapping
         return request
+
+    def _open(self, request: httpx.Request, trusted: bool) -> httpx.Response:
+        """``request`` sent, its answer streamed; off the API, without an http_client's ``auth=`` either. To it, the
+        client's own default (not httpx's sentinel, which an httpx-compatible client such as Starlette's TestClient,
+        built on httpx2, refuses)."""
+        return self._http.send(request, stream=True) if trusted else self._http.send(request, stream=True, auth=None)
 
     def _trusted(self, call: Call, url: httpx.URL) -> bool:
         """Whether ``call`` gets credentials (rlnb's key, an http_client's): it asks (``auth``) of base_url's origin."""
