@@ -145,8 +145,8 @@ class Caller:
         self._owns_http = http_client is None
         self._proxies = Proxies(http_client is None and transport is None)  # as httpx takes them for its own transport
         if http_client is None:
-            transport = transport or DeadlineTransport()
-            http_client = httpx.Client(transport=transport, mounts=self._proxies.mounts, timeout=timeout)
+            transport = self._proxies.route(transport or DeadlineTransport())
+            http_client = httpx.Client(transport=transport, timeout=timeout)
         self._http = http_client
         self.features = ServerFeatures()
         self.server_extensions = server_extensions
