@@ -12,7 +12,8 @@ IPython's verbose mode, rich's ``show_locals``) printed ``api_key='sk-...'`` fro
 unwraps it only where it writes the ``Authorization`` header.
 
 httpcore's DEBUG log prints every response header, so a server or proxy that echoes the Authorization
-header puts the key in it. ``RedactingFilter`` scrubs log records (message, traceback, stack); one sits on the
+header puts the key in it. ``RedactingFilter`` scrubs log records (message, traceback, stack; a traceback that quotes
+a key is left as scrubbed text only, for handlers that render one themselves, as rich's does); one sits on the
 ``rlnb`` logger from the first key on, and ``configure_logging`` installs a handler with it for rlnb, httpx and
 httpcore.
 """
@@ -24,6 +25,7 @@ import logging
 import os
 import sys
 import threading
+import traceback
 from typing import IO, Any
 from urllib.parse import urlsplit
 
@@ -155,8 +157,9 @@ class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         """Mask every key rlnb has seen in the record's message, arguments, traceback and stack; never drops a record.
         The traceback is rendered here, as a handler's ``Formatter`` would, and kept as ``exc_text``, which the
-        standard formatters print as it is (a handler that renders ``exc_info`` itself, as rich's does, is not
-        covered)."""
+        standard formatters print as it is. A handler that renders ``exc_info`` itself (rich's ``RichHandler`` with
+        ``rich_tracebacks``, locals and all) would print the key: a traceback that quotes one, in a message or a
+        frame's locals, is left as that masked text only (``exc_info`` None), which such a handler prints instead."""
         keys = known()
         if not keys:
             return True
@@ -166,11 +169,21 @@ class RedactingFilter(logging.Filter):
             record.msg, record.args = clean, None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_info and _quoted(record.exc_info[1], keys):
+            record.exc_info = None
         if record.exc_text:
             record.exc_text = redact_keys(record.exc_text, keys)
         if record.stack_info:
             record.stack_info = redact_keys(record.stack_info, keys)
         return True
+
+
+def _quoted(error: BaseException | None, keys: list[str]) -> bool:
+    """Whether ``error``'s traceback, rendered with every frame's locals (its chain's too), holds one of ``keys``."""
+    if error is None:
+        return False
+    shown = traceback.TracebackException(type(error), error, error.__traceback__, capture_locals=True)
+    return holds("".join(shown.format()), keys)
 
 
 def configure_logging(

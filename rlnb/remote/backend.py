@@ -3,8 +3,8 @@
 ``RemoteBackend.connect`` attaches to a session, or creates one (and its model resource) and waits until
 it runs (``start``). ``submit`` encodes an operation and returns at once; one ``Sender`` thread POSTs
 operations in submission order (``sender``), and one ``Poller`` thread follows everything in flight,
-reporting each status change (``poller``). HTTP and the payload side channel live in
-``rlnb.remote.client`` (retries: ``retry``).
+reporting each status change (``poller``); ``close`` stops them, then settles what was in flight (``closing``).
+HTTP and the payload side channel live in ``rlnb.remote.client`` (retries: ``retry``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import enum
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import SecretStr
@@ -22,7 +21,8 @@ from rlnb import _secrets, wire
 from rlnb._options import kwargs, refuse_unknown, take
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient, ClientOptions
-from rlnb.remote.poller import Poller, report
+from rlnb.remote.closing import SETTLE_POLLS, gone, settle, warn_running
+from rlnb.remote.poller import Poller
 from rlnb.remote.sender import Sender, tell
 from rlnb.remote.start import STOP_RECONNECT, ModelLimits, SessionOptions, Start
 from rlnb.remote.waiting import PollOptions
@@ -33,8 +33,7 @@ log = logging.getLogger("rlnb")
 CLOSE_GRACE = 5.0
 """Seconds ``close()`` waits for a POST in flight once the server has answered the stop (it answers it
 at once, ending the operation); past it the operation is recorded FAILED."""
-SETTLE_POLLS = 8
-"""The last polls of ``close()`` that go at once (``RemoteBackend._settle``)."""
+__all__ = ["CLOSE_GRACE", "SETTLE_POLLS", "Lifecycle", "RemoteBackend"]
 
 
 class Lifecycle(enum.Enum):
@@ -215,35 +214,28 @@ class RemoteBackend:
         except APIError as exc:
             dead = isinstance(exc, APIConnectionError) or (isinstance(exc, APIStatusError) and exc.status_code >= 500)
             reachable = not dead
-            if not _gone(exc, f"session {self.session_id}"):
+            if not gone(exc, f"session {self.session_id}"):
                 errors.append(exc)
                 resource = self.stop_resource and not reachable  # then it is not asked either
                 what = f"session {self.session_id}" + (f" and model resource {self.resource.id}" if resource else "")
-                self._warn_running(exc, what, f"stop_session({self.session_id!r})")
+                warn_running(self.client, exc, what, f"stop_session({self.session_id!r})")
         sending = self._sender.join(CLOSE_GRACE if reachable else 0.0)
         if sending is not None:
             why = "the session was closed while this operation was being sent; its outcome is unknown"
             tell(sending, wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
-        self._settle(self._poller.stop(wait=reachable), ask=reachable)
+        settle(self.client, self.session_id, self._poller.stop(wait=reachable), ask=reachable)
         if self.stop_resource and reachable:
             rid = self.resource.id  # the one connect created: the stop's answer may name another (it stopped that)
             try:
                 self.client.stop_model_resources(rid, reconnect_until=time.monotonic() + STOP_RECONNECT)
             except APIError as exc:
-                if not _gone(exc, f"model resource {rid}"):
+                if not gone(exc, f"model resource {rid}"):
                     errors.append(exc)
-                    self._warn_running(exc, f"model resource {rid}", f"stop_model_resources({rid!r})")
+                    warn_running(self.client, exc, f"model resource {rid}", f"stop_model_resources({rid!r})")
         self.client.close()
         self.state = Lifecycle.CLOSED
         if errors:
             raise errors[0]
-
-    def _warn_running(self, exc: APIError, what: str, how: str) -> None:
-        """Say what may still run (and cost) remotely when its stop failed, and how to stop it later (``how``: the
-        ``APIClient`` call)."""
-        log.warning("rlnb: could not stop %s at %s (%s): it may still be running remotely; stop it once the server "
-                    "answers, e.g. rlnb.remote.client.APIClient(%r).%s", what, self.client.base_url, exc,
-                    self.client.base_url, how)  # fmt: skip
 
     def runs_here(self) -> bool:
         """Whether the caller is this backend's poll or send thread (``Operation.result`` refuses to wait there)."""
@@ -254,48 +246,3 @@ class RemoteBackend:
             self.close()
         except APIError as exc:  # nobody to raise it to: the listener that asked has returned
             log.warning("rlnb: closing session %s from a callback: %s", self.session_id, exc)
-
-    def _settle(self, inflight: list[Any], ask: bool) -> None:
-        """After the stop: one last poll of each operation still in flight (while the server answers, if
-        ``ask``); unfinished ones end FAILED (SESSION_NOT_ACTIVE), as on the local backend. The polls share one
-        call's ``deadline`` (a server answering each 503 with a ``Retry-After`` held close() one per operation), and go
-        ``SETTLE_POLLS`` at a time: one after another, 30 operations on a server answering in 1 s held close() 31 s
-        (at the interpreter's exit, where no future can be scheduled, they still go one after another). Reported in
-        submission order."""
-        end, gone = time.monotonic() + self.client.deadline, threading.Event()  # set: the server cannot be reached
-
-        def last(op: Any) -> tuple[wire.Operation[Any], bool]:
-            """Its last envelope, and whether the server was reached for it."""
-            if not ask or gone.is_set():
-                return op.env, False
-            try:
-                return self.client.get_operation(self.session_id, op.kind, op.env.id, until=end), True
-            except APIConnectionError:
-                gone.set()  # do not spend a deadline on each of the others
-                return op.env, False
-            except APIError:
-                return op.env, True
-
-        pool = ThreadPoolExecutor(SETTLE_POLLS, thread_name_prefix=f"rlnb-settle-{self.session_id}")
-        try:
-            envs = list(pool.map(last, inflight))
-        except RuntimeError:  # the interpreter's exit: no future can be scheduled (none was), so one after another
-            envs = [last(op) for op in inflight]
-        finally:  # a Ctrl-C: close() returns now; the polls end by their deadline
-            pool.shutdown(wait=False, cancel_futures=True)
-        for op, (env, reached) in zip(inflight, envs, strict=True):
-            if env.status not in wire.TERMINAL_STATUSES:
-                reason = "the session was closed before this finished"
-                if not reached:
-                    reason += " (the server could not be reached, so its outcome is unknown)"
-                env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason)
-            report(op, env)
-
-
-def _gone(exc: APIError, what: str) -> bool:
-    """Whether a stop's error says ``what`` is gone already (404: the server forgot it, e.g. it expired): stopped,
-    so closing succeeds, with a warning. Raised, it hid the error of the ``with`` block that was closing it."""
-    if not (isinstance(exc, APIStatusError) and exc.status_code == 404):
-        return False
-    log.warning("rlnb: %s was already gone when rlnb stopped it (%s)", what, exc)
-    return True

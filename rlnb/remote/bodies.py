@@ -115,6 +115,22 @@ def _text(content: bytes) -> str:
     return content.decode(json.detect_encoding(content), "surrogatepass")
 
 
+def chain(error: BaseException | None) -> list[BaseException]:
+    """``error`` and the errors it chains to (``__cause__``, else ``__context__``), each once."""
+    found: list[BaseException] = []
+    while error is not None and error not in found:
+        found.append(error)
+        error = error.__cause__ or error.__context__
+    return found
+
+
+def forget_locals(error: BaseException | None) -> None:
+    """The frames ``error`` and its chain passed through keep their lines but lose their locals
+    (``traceback.clear_frames``; a frame still running keeps its own): httpcore's hold the request's headers."""
+    for each in chain(error):
+        traceback.clear_frames(each.__traceback__)
+
+
 class Scrubber:
     """Masks the client's own key (whatever its length) and every key ``rlnb._secrets`` knows."""
 
@@ -132,15 +148,9 @@ class Scrubber:
         frames they passed through keep their lines but lose their locals (``traceback.clear_frames``; the frame that
         caught ``error`` still runs and keeps its own): httpcore's hold the request's headers, as h11's ``Request``
         event and the bytes written, which a traceback with locals (``--showlocals``, IPython, rich) printed."""
-        chain: list[BaseException] = []
-        seen: BaseException | None = error
-        while seen is not None and seen not in chain:
-            if self.redact(str(seen)) != str(seen):
-                return None
-            chain.append(seen)
-            seen = seen.__cause__ or seen.__context__
-        for each in chain:
-            traceback.clear_frames(each.__traceback__)
+        if any(self.redact(str(each)) != str(each) for each in chain(error)):
+            return None
+        forget_locals(error)
         return error
 
     def redact(self, text: str) -> str:

@@ -3,8 +3,8 @@
 Every request goes through ``_send``, which applies the one ``RetryPolicy`` (no response, 408, 409, 429,
 >= 500, or whatever ``x-should-retry`` says; jittered exponential backoff honouring ``Retry-After``) and
 turns every failure into an ``rlnb.errors`` error (``_after_failure``, the one place failures are
-judged). It learns what the server offers beyond the API (rlnb serve's long-poll and in-order execution,
-from its ``rlnb-*`` response headers) in ``features``.
+judged). What the server offers beyond the API (rlnb serve's long-poll and in-order execution, from its
+``rlnb-*`` response headers) and its clock are learned from its answers (``features``).
 
 Every call ends by ``deadline`` seconds, all attempts and backoff included: each socket operation is
 bounded by the time left (``transport.DeadlineTransport``), so a server that drips its answer cannot hold
@@ -20,12 +20,10 @@ Apart from ``client`` so that the endpoints read as the API's list, and the send
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
 import time
-from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
 import httpx
@@ -35,7 +33,9 @@ from rlnb import _secrets
 from rlnb._options import check_int
 from rlnb.errors import APIConnectionError, APIError, APITimeoutError
 from rlnb.remote import bodies
-from rlnb.remote.retry import RetryPolicy, http_date
+from rlnb.remote.features import ServerFeatures as ServerFeatures  # where it was first
+from rlnb.remote.features import ServerInfo
+from rlnb.remote.retry import RetryPolicy
 from rlnb.remote.transport import DeadlineTransport, Proxies, deadline
 from rlnb.remote.urls import check_base_url
 
@@ -63,17 +63,6 @@ HOPELESS = (httpx.LocalProtocolError, httpx.UnsupportedProtocol)
 retried (an ``UnsupportedProtocol`` was tried 6 times over 14 s, and counted as a create that may have acted)."""
 
 M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass
-class ServerFeatures:
-    """What the server offers beyond Together's API, learned from its ``rlnb-*`` response headers."""
-
-    long_poll_max_wait: float | None = None
-    """``GET .../operations/{kind}/{id}?wait=S`` is served, for S up to this (rlnb serve)."""
-    in_order: bool = False
-    """A session's operations run one at a time in submission order (rlnb serve)."""
-
 
 def _check_seconds(name: str, value: object) -> None:
     """``ValueError`` naming ``name`` unless ``value`` is a finite number of seconds > 0."""
@@ -145,14 +134,11 @@ class Caller:
         self._owns_http = http_client is None
         self._proxies = Proxies(http_client is None and transport is None)  # as httpx takes them for its own transport
         if http_client is None:
-            transport = transport or DeadlineTransport()
-            http_client = httpx.Client(transport=transport, mounts=self._proxies.mounts, timeout=timeout)
+            transport = self._proxies.route(transport or DeadlineTransport())
+            http_client = httpx.Client(transport=transport, timeout=timeout)
         self._http = http_client
-        self.features = ServerFeatures()
-        self.server_extensions = server_extensions
-        self._date: tuple[str, float] | None = None
-        """The latest ``Date`` header and our ``time.time()`` when it came; parsed only when asked
-        (``server_time``), not on every answer."""
+        self._server = ServerInfo(self._origin, server_extensions)
+        self.features = self._server.features
 
     @property
     def max_retries(self) -> int:
@@ -165,8 +151,6 @@ class Caller:
     def _send(self, call: Call) -> httpx.Response:
         """Send with the retry policy, within the call's deadline; a 2xx response, or the mapped exception."""
         request = self._build(call)
-        # off the API, no http_client's auth= either; to it, the client's own default (not httpx's sentinel, which an
-        # httpx-compatible client such as Starlette's TestClient, built on httpx2, refuses)
         trusted = self._trusted(call, request.url)
         if self._http.is_closed:  # closed by its owner: httpx's RuntimeError escaped close(), which left all running
             url = self.redact(str(request.url.copy_with(query=None)))
@@ -181,14 +165,16 @@ class Caller:
             failure: httpx.RequestError | None = None
             try:
                 with deadline(end, call.reconnect_until if attempt else None):  # the first try connects in full
-                    send = self._http.send
-                    response = send(request, stream=True) if trusted else send(request, stream=True, auth=None)
+                    response = self._open(request, trusted)
                     try:
                         bodies.read(response, self.max_response_bytes)
                     finally:
                         response.close()
             except httpx.RequestError as exc:
                 failure = exc  # judged outside ``except``: an error raised there would keep it as __context__
+            except BaseException as exc:  # a transport's own error, Ctrl-C: raised as it is, without httpcore's locals
+                bodies.forget_locals(exc)
+                raise
             if failure is not None:  # a retry cut short by the end: the error answer before it says more
                 cut = answered is not None and time.monotonic() >= end
                 said, error = (answered, None) if cut else (None, failure)
@@ -196,7 +182,7 @@ class Caller:
             else:
                 ms = (time.monotonic() - started) * 1000
                 log.debug("%s %s -> %d in %.0f ms", request.method, request.url, response.status_code, ms)
-                self._learn(request.url, response)
+                self._server.learn(request.url, response)
                 if response.is_success:
                     return response
                 answered = response
@@ -216,11 +202,19 @@ class Caller:
         request = self._http.build_request(
             call.method, url, content=call.content, params=call.params, headers=headers, timeout=timeout
         )
-        if not self._trusted(call, request.url):  # an http_client's default header too: not to a presigned host
-            request.headers.pop("Authorization", None)
-        elif self._api_key is not None:
+        if not self._trusted(call, request.url):  # as rlnb built it: none of an http_client's default headers,
+            # cookies or query parameters (credentials for the API, maybe) goes to a presigned host
+            return type(request)(call.method, url, params=call.params, content=call.content, headers=headers,
+                                 extensions=request.extensions)  # fmt: skip
+        if self._api_key is not None:
             request.headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"  # the one unwrapping
         return request
+
+    def _open(self, request: httpx.Request, trusted: bool) -> httpx.Response:
+        """``request`` sent, its answer streamed; off the API, without an http_client's ``auth=`` either. To it, the
+        client's own default (not httpx's sentinel, which an httpx-compatible client such as Starlette's TestClient,
+        built on httpx2, refuses)."""
+        return self._http.send(request, stream=True) if trusted else self._http.send(request, stream=True, auth=None)
 
     def _trusted(self, call: Call, url: httpx.URL) -> bool:
         """Whether ``call`` gets credentials (rlnb's key, an http_client's): it asks (``auth``) of base_url's origin."""
@@ -228,28 +222,7 @@ class Caller:
 
     def server_time(self, local: float) -> float:
         """A ``time.time()`` of this machine on the server's clock (as its last ``Date`` header told)."""
-        if self._date is None:
-            return local
-        date, when = self._date
-        server = http_date(date)
-        return local if server is None else local + server + 0.5 - when  # Date has whole seconds: its middle
-
-    def _learn(self, url: httpx.URL, response: httpx.Response) -> None:
-        """The server's clock and features, from an answer of base_url's own host only: a presigned storage host
-        (payloads, checkpoints) is another server, whose headers said the API server long-polled, or did not."""
-        if (url.scheme, url.host, url.port) != self._origin:
-            return
-        date = response.headers.get("date")
-        if date is not None:
-            self._date = (date, time.time())
-        if not self.server_extensions:
-            return
-        wait = response.headers.get("rlnb-long-poll-max-wait")
-        if wait is not None:
-            with contextlib.suppress(ValueError):  # an unparsable header: no long-poll
-                self.features.long_poll_max_wait = float(wait)
-        if response.headers.get("rlnb-in-order") == "session":
-            self.features.in_order = True
+        return self._server.server_time(local)
 
     def redact(self, text: str) -> str:
         """``text`` without any API key (a server or proxy may echo the header back)."""

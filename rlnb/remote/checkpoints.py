@@ -101,7 +101,7 @@ class CheckpointCalls(Endpoints):
             failure: httpx.RequestError | None = None
             try:
                 with transport.deadline(end):
-                    response = self._http.send(request, stream=True)
+                    response = self._open(request, trusted=False)
                     try:
                         if response.is_success:
                             downloads.copy(response, out, checkpoint_id, item, end)

@@ -10,8 +10,10 @@ bounded sooner (``deadline(at, connect_by)``): a stop's retries end with its rec
 (``calls.Call.reconnect_until``).
 
 ``Proxies`` are those the environment names (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, less ``NO_PROXY``, read
-with ``urllib.request`` as httpx reads them), as ``DeadlineTransport`` mounts: httpx mounts them only for a client it
-builds its own transport for.
+with ``urllib.request`` as httpx reads them), each a ``DeadlineTransport`` beside the client's own, which takes the
+requests that go straight there (``route``): httpx mounts them only for a client it builds its own transport for.
+A ``NO_PROXY`` network (``10.0.0.0/8``, ``fd00::/8``) keeps the addresses in it off the proxy, as curl, requests and
+Go read one (neither urllib nor httpx does: httpx matches its first address only).
 """
 
 from __future__ import annotations
@@ -127,32 +129,38 @@ class Proxies:
     """The proxies the environment names, as httpx would take them (``NO_PROXY`` included), or none (``environment``
     False: a client given a transport or an ``http_client`` of the caller's). Given a transport of its own, httpx
     ignores them, so rlnb went straight past the proxy every other tool on the machine takes (the SDK too) and could
-    not reach the API from behind one. ``mounts`` for ``httpx.Client``; ``said(url)`` names the proxy a request goes
-    through, for its connection error ("Connection refused" read as the API server's own): both ask ``proxy_for``."""
+    not reach the API from behind one. ``route(direct)`` is the client's transport; ``said(url)`` names the proxy a
+    request goes through, for its connection error ("Connection refused" read as the API server's own): both ask
+    ``proxy_for``."""
 
     def __init__(self, environment: bool = True) -> None:
         found = urllib.request.getproxies() if environment else {}
         no = [host.strip() for host in found.get("no", "").split(",")]
         urls = {s: found[s] for s in SCHEMES if found.get(s) and "*" not in no}  # "*": for every host
         self._urls = {s: url if "://" in url else f"http://{url}" for s, url in urls.items()}
-        self.mounts: dict[str, httpx.BaseTransport | None] = {}
-        if self._urls:
-            proxied: dict[str, httpx.BaseTransport] = {}
-            for scheme, url in self._urls.items():
-                try:
-                    proxied[scheme] = DeadlineTransport(proxy=url)
-                except (ValueError, httpx.InvalidURL) as exc:  # an ftp:// one, or no URL: httpx says neither where from
-                    raise ValueError(
-                        f"the proxy the environment names for {scheme}:// (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY), "
-                        f"{shown(url)}, cannot be used: {_secrets.redact(str(exc))}; use an http(s):// or socks5:// "
-                        "proxy URL, or list the API's host in NO_PROXY"
-                    ) from None
-            self.mounts["all://"] = Route(DeadlineTransport(), proxied, self.proxy_for)
+        self._networks = _networks(no)
+
+    def route(self, direct: httpx.BaseTransport) -> httpx.BaseTransport:
+        """``direct`` for every request when the environment names no proxy; else a ``Route`` that sends a request
+        through its proxy (a ``DeadlineTransport``: the same deadlines) or, as ``proxy_for`` says, by ``direct``."""
+        if not self._urls:
+            return direct
+        proxied: dict[str, httpx.BaseTransport] = {}
+        for scheme, url in self._urls.items():
+            try:
+                proxied[scheme] = DeadlineTransport(proxy=url)
+            except (ValueError, httpx.InvalidURL) as exc:  # an ftp:// one, or no URL: httpx says neither where from
+                raise ValueError(
+                    f"the proxy the environment names for {scheme}:// (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY), "
+                    f"{shown(url)}, cannot be used: {_secrets.redact(str(exc))}; use an http(s):// or socks5:// "
+                    "proxy URL, or list the API's host in NO_PROXY"
+                ) from None
+        return Route(direct, proxied, self.proxy_for)
 
     def proxy_for(self, url: httpx.URL) -> str | None:
         """The scheme whose proxy a request to ``url`` goes through; None: straight there. A proxy's own loopback is
         not this machine's: ``rlnb serve`` here is reached directly, as Go does."""
-        if not self._urls or _loopback(url.host):
+        if not self._urls or _loopback(url.host) or _within(url.host, self._networks):
             return None
         if any(urllib.request.proxy_bypass(host) for host in (url.host, url.netloc.decode())):
             return None  # NO_PROXY (read by urllib at each request): a name and its subdomains, an address, a :port
@@ -183,6 +191,26 @@ class Route(httpx.BaseTransport):
     def close(self) -> None:
         for transport in (self._direct, *self._proxied.values()):
             transport.close()
+
+
+def _networks(entries: list[str]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """The ``NO_PROXY`` entries that are networks (``10.0.0.0/8``); one that is not (``10.0.0.0/33``) matches nothing,
+    as any name that names no host."""
+    found = []
+    for entry in entries:
+        if "/" in entry:
+            with contextlib.suppress(ValueError):
+                found.append(ipaddress.ip_network(entry, strict=False))
+    return found
+
+
+def _within(host: str, networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
+    """Whether ``host`` is an address in one of ``networks`` (a name is not resolved, as curl does not)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return any(address in network for network in networks)
 
 
 def _loopback(host: str) -> bool:

@@ -233,3 +233,26 @@ def test_an_error_while_httpcore_writes_the_headers_shows_no_key_in_any_frames_l
     text = with_locals(info.value)
     assert "_send_request_headers" in text and "in stalled" in text  # the chained frames are rendered
     assert KEY not in text
+
+
+@pytest.mark.slow  # IPython's and rich's renderings of a long chain with every frame's locals: ~2 s
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_a_non_httpx_error_while_httpcore_writes_the_headers_shows_no_key_in_any_frames_locals(monkeypatch, error):
+    """An error that is not httpx's (a network stream's own bug, Ctrl-C) raised while httpcore writes the headers
+    escapes as it is, past the retries: it left h11's ``Request`` event and the bytes written in the locals of the
+    frames it passed through, as a ``WriteTimeout`` did before rlnb dropped them."""
+    from httpcore._backends.sync import SyncStream
+
+    write = SyncStream.write
+
+    def broken(self: SyncStream, buffer: bytes, timeout: float | None = None) -> None:
+        if b"authorization" in buffer.lower():
+            raise error("the stream broke writing the request headers")
+        write(self, buffer, timeout)
+
+    monkeypatch.setattr(SyncStream, "write", broken)
+    with pytest.raises(error, match="the stream broke") as info, APIClient(_answering(b""), KEY) as client:
+        client.supported_models()
+    text = with_locals(info.value)
+    assert "_send_request_headers" in text and "in broken" in text  # the frames are rendered, locals and all
+    assert KEY not in text

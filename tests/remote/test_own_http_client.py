@@ -1,6 +1,7 @@
 """An ``http_client`` of the user's own may carry credentials for the API by default (``headers={"Authorization":
-...}``, or ``auth=``): httpx adds them to every request it sends, so they went to the presigned storage hosts of
-payloads and checkpoint files too. rlnb sends them to ``base_url``'s origin only, as it does its own key."""
+...}`` or any other header, ``auth=``, ``cookies=``, ``params=``): httpx adds them to every request it sends, so they
+went to the presigned storage hosts of payloads and checkpoint files too. rlnb sends them to ``base_url``'s origin
+only, as it does its own key: a presigned request carries rlnb's own headers and the URL the API gave, nothing else."""
 
 import httpx
 import pytest
@@ -34,7 +35,20 @@ def api_and_storage(seen: list[httpx.Request]) -> httpx.MockTransport:
 DEFAULTS = {
     "a default header": {"headers": {"Authorization": f"Bearer {USER_KEY}"}},
     "basic auth": {"auth": httpx.BasicAuth("user", USER_KEY)},
+    "another header": {"headers": {"X-Api-Key": USER_KEY}},
+    "a proxy's header": {"headers": {"Proxy-Authorization": f"Basic {USER_KEY}"}},
+    "a cookie": {"cookies": {"session": USER_KEY}},
+    "a query parameter": {"params": {"key": USER_KEY}},
 }
+
+
+def carries(request: httpx.Request) -> bool:
+    """Whether the user's credential is anywhere in ``request``'s URL or headers (Basic auth: base64 of it)."""
+    import base64
+
+    basic = base64.b64encode(f"user:{USER_KEY}".encode()).decode()
+    text = f"{request.url} {request.headers.raw}"
+    return USER_KEY in text or basic in text
 
 
 @pytest.mark.parametrize("defaults", DEFAULTS.values(), ids=DEFAULTS.keys())
@@ -45,6 +59,28 @@ def test_the_clients_own_credentials_go_to_the_api_only(monkeypatch, defaults):
         assert c.download_payload("s1", c.upload_payload("s1", b'{"x": [1, 2]}')) == {"x": [1, 2]}
     api = [r for r in seen if r.url.host != "storage.test"]
     storage = [r for r in seen if r.url.host == "storage.test"]
-    assert len(api) == 2 and all("Authorization" in r.headers for r in api)  # the API still gets them
+    assert len(api) == 2 and all(carries(r) for r in api)  # the API still gets them
     assert [r.method for r in storage] == ["PUT", "GET"]
-    assert all("Authorization" not in r.headers for r in storage), [dict(r.headers) for r in storage]
+    assert not any(carries(r) for r in storage), [(str(r.url), dict(r.headers)) for r in storage]
+    assert all(r.url.params["sig"] == "s" for r in storage)  # the presigned URL as the API gave it
+
+
+@pytest.mark.parametrize("defaults", DEFAULTS.values(), ids=DEFAULTS.keys())
+def test_the_clients_own_credentials_go_to_no_checkpoint_files_host(monkeypatch, tmp_path, defaults):
+    monkeypatch.delenv("TOGETHER_API_KEY", raising=False)
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.host == "storage.test":
+            return httpx.Response(200, content=b"{}")
+        file = {"filename": "config.json", "size": "2", "url": f"{STORAGE}/f/config.json?sig=s"}
+        return httpx.Response(200, json={"data": [file]})
+
+    transport = httpx.MockTransport(handler)
+    with httpx.Client(transport=transport, **defaults) as http, APIClient(BASE, http_client=http) as client:
+        [path] = client.download_checkpoint("ckpt-1", tmp_path)
+    assert path.read_bytes() == b"{}"
+    api, storage = seen
+    assert carries(api) and storage.url.host == "storage.test" and storage.url.params["sig"] == "s"
+    assert not carries(storage), (str(storage.url), dict(storage.headers))

@@ -4,12 +4,18 @@ what ``NO_PROXY`` lists, and never a loopback host (a proxy's loopback is not th
 library's public ``urllib.request`` (it was httpx's private ``httpx._utils``, which any httpx release may change)."""
 
 import re
+import socket
+import threading
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from rlnb.remote.transport import Proxies
+from rlnb.errors import APITimeoutError
+from rlnb.remote.client import APIClient
+from rlnb.remote.transport import DeadlineTransport, Proxies, Route
+from tests.support.fake_api import KEY
 
 RLNB = Path(__file__).resolve().parents[2] / "rlnb"
 PROXY = "http://proxy.rl.test:3128"
@@ -66,6 +72,13 @@ def test_a_loopback_host_is_never_proxied(environment, host):
         ("10.1.2.3", "http://10.1.2.3/v1", True),
         ("fd00::1", "http://[fd00::1]:8000/v1", True),
         ("other.test, *", "http://api.rl.test/v1", True),  # "*" anywhere: no proxy at all
+        ("10.0.0.0/8", "http://10.1.2.3/v1", True),  # a network, as curl, requests and Go read it
+        ("other.test,192.168.0.0/16", "http://192.168.5.6:8000/v1", True),
+        ("10.0.0.0/8", "http://11.1.2.3/v1", False),
+        ("10.0.0.0/8", "http://api.rl.test/v1", False),  # a name is not resolved to match a network
+        ("fd00::/8", "http://[fd12::1]:8000/v1", True),
+        ("fd00::/8", "http://10.1.2.3/v1", False),
+        ("10.0.0.0/33", "http://10.1.2.3/v1", False),  # not a network: as any name that matches nothing
         ("", "http://api.rl.test/v1", False),
     ],
 )
@@ -76,23 +89,76 @@ def test_no_proxy_keeps_the_hosts_it_lists_off_the_proxy(environment, no_proxy, 
 
 
 def test_the_route_a_request_takes_is_the_one_its_error_names(environment):
-    """The mounted transport sends each request as ``said`` says: through the proxy or straight there."""
+    """The route sends each request as ``said`` says: through the proxy or straight there, by the transport given."""
     environment.setenv("HTTP_PROXY", PROXY)
-    environment.setenv("NO_PROXY", "direct.rl.test")
-    proxies = Proxies()
-    assert list(proxies.mounts) == ["all://"]
-    route = proxies.mounts["all://"]
-    assert route.transport_for(httpx.URL("http://api.rl.test/")) is not route.transport_for(
-        httpx.URL("http://direct.rl.test/")
-    )
-    assert route.transport_for(httpx.URL("http://localhost/")) is route.transport_for(
-        httpx.URL("http://direct.rl.test/")
-    )
+    environment.setenv("NO_PROXY", "direct.rl.test,10.0.0.0/8")
+    direct = DeadlineTransport()
+    route = Proxies().route(direct)
+    assert isinstance(route, Route)
+    assert route.transport_for(httpx.URL("http://api.rl.test/")) is not direct
+    for url in ("http://direct.rl.test/", "http://localhost/", "http://10.9.8.7/"):
+        assert route.transport_for(httpx.URL(url)) is direct
     route.close()
 
 
-def test_no_environment_no_proxy_and_nothing_mounted(environment):
+def test_no_environment_no_proxy_and_no_route(environment):
     environment.setenv("HTTP_PROXY", PROXY)
-    assert Proxies(environment=False).mounts == {} and not through(Proxies(environment=False), "http://a.test/")
+    direct = DeadlineTransport()
+    assert Proxies(environment=False).route(direct) is direct and not through(Proxies(environment=False), "http://a.")
     environment.delenv("HTTP_PROXY")
-    assert Proxies().mounts == {}
+    assert Proxies().route(direct) is direct
+    direct.close()
+
+
+def test_behind_a_proxy_the_client_builds_only_the_transports_its_requests_take(environment, monkeypatch):
+    """The client's own ``DeadlineTransport`` is the direct route: one was built for the client, another for the
+    route's direct requests, and the client's never sent a request (its pool held for nothing)."""
+    built: list[DeadlineTransport] = []
+    init = DeadlineTransport.__init__
+
+    def counted(self: DeadlineTransport, **kwargs: object) -> None:
+        built.append(self)
+        init(self, **kwargs)
+
+    monkeypatch.setattr(DeadlineTransport, "__init__", counted)
+    environment.setenv("HTTP_PROXY", PROXY)
+    with APIClient("http://api.rl.test", KEY) as client:
+        assert len(built) == 2  # straight there, and through the one proxy
+        assert "through the proxy" in client._proxies.said(httpx.URL("http://api.rl.test/"))
+
+
+def _dripping_proxy() -> str:
+    """A loopback "proxy" that answers every request with a status line, then one header byte every 0.1 s (for 30 s
+    at most, then it closes: a request that its deadline does not end fails then, rather than hang)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def drip(conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\n")
+            for _ in range(300):
+                time.sleep(0.1)
+                try:
+                    conn.sendall(b"X")
+                except OSError:
+                    return
+
+    def serve() -> None:
+        while True:
+            conn, _ = server.accept()
+            threading.Thread(target=drip, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+def test_a_request_through_the_proxy_ends_by_its_deadline(environment):
+    """httpx's timeouts are per socket operation: a proxy that drips its answer never trips them. The proxied route
+    is a ``DeadlineTransport`` too, so the call's deadline ends it, and its error names the proxy."""
+    environment.setenv("HTTP_PROXY", _dripping_proxy())
+    client = APIClient("http://api.rl.test", KEY, deadline=0.3, max_retries=0)
+    with pytest.raises(APITimeoutError, match="through the proxy http://127.0.0.1") as info, client:
+        client.supported_models()
+    assert "deadline" in str(info.value)

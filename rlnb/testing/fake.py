@@ -1,36 +1,20 @@
-"""Tools for testing code that uses rlnb (and rlnb itself): no model, no network beyond loopback.
-
-* ``FakeBackend``: a ``Backend`` without torch: the in-process engine's own worker (submission order, the
-  API's PENDING → RUNNING → COMPLETED / FAILED transitions, closing and failure rules) running fake
-  operations with plausible outputs, so a ``Session``, its history, widgets and sweeps can be tested in
-  milliseconds: ``rlnb.Session(FakeBackend(), record=False)``.
-* ``ServerProcess`` / ``free_port``: a server (``rlnb serve`` or any command) in a child process on
-  127.0.0.1, started and stopped with deadlines.
-"""
+"""``FakeBackend``: a ``Backend`` without torch, for testing code that drives a ``Session`` in milliseconds."""
 
 from __future__ import annotations
 
 import random
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import Any
 
 from rlnb import wire
 from rlnb.engine.worker import Worker
 from rlnb.errors import OperationError
 from rlnb.text import ByteCodec
 from rlnb.wire import Listener
-
-# ---------------------------------------------------------------------------------------------
-# FakeBackend
 
 Failure = Callable[[str, Any, int], str | None]
 """``fail(kind, body, step) -> short error code or None``: which operations end FAILED."""
@@ -198,104 +182,3 @@ def _failing(fail: dict[str, str]) -> Failure:
 
 def _never(kind: str, body: Any, step: int) -> str | None:
     return None
-
-
-# ---------------------------------------------------------------------------------------------
-# Servers in child processes
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ServerProcess:
-    """A server in a child process on loopback, for notebooks, tests and benchmarks:
-
-        with ServerProcess.rlnb_serve("--op-delay", "0.05") as url:
-            session = rlnb.connect(url, base_model="rlnb/tiny")
-
-    ``start()`` waits until ``health`` answers (or the process dies: its stderr is in the error);
-    ``stop()`` terminates it, then kills it if it does not exit. The server's stdin is a pipe held by this process
-    alone: ``rlnb serve`` is started with ``--exit-with-stdin``, so it stops when this process ends, however it
-    ends (a SIGKILLed kernel runs no finalizer); a command of your own can watch its stdin the same way. The
-    server's stderr goes to a temporary file, never to a pipe that nobody reads (a full pipe would block the server
-    mid-request); ``log()`` returns what it has written so far.
-    """
-
-    def __init__(self, cmd: list[str], url: str, health: str = "/health", timeout: float = 60.0):
-        self.cmd, self.url, self.health, self.timeout = cmd, url, health, timeout
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._stderr: IO[bytes] | None = None
-        self._ender: weakref.finalize[Any, Any] | None = None
-
-    @classmethod
-    def rlnb_serve(cls, *args: str, port: int | None = None, timeout: float = 60.0) -> ServerProcess:
-        """``rlnb serve`` with ``args`` (e.g. ``"--token", "t"``) on ``port`` (default: a free one), given
-        ``timeout`` seconds to answer its health check (it imports torch: longer on a busy machine)."""
-        port = port or free_port()
-        cmd = [sys.executable, "-m", "rlnb.cli", "serve", "--port", str(port), "--exit-with-stdin", *args]
-        return cls(cmd, f"http://127.0.0.1:{port}", timeout=timeout)
-
-    def start(self) -> str:
-        """Start the server and wait until ``health`` answers; returns its URL. Raises RuntimeError, with
-        its stderr, if it dies or misses the deadline."""
-        import httpx
-
-        if self.proc is not None:  # a second process on the same port would fail, and the first be lost
-            raise RuntimeError(f"this server is already started at {self.url}: stop() it first")
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server; closed by stop()
-        # stdin: a pipe only this process holds, closed by the OS however it ends (see the class's docstring)
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr)
-        # A notebook that never reaches its stop() cell (an error before it, the cell re-run, the kernel shut down)
-        # left the server running after the kernel: it is stopped when this object is collected or Python exits.
-        self._ender = weakref.finalize(self, _end, self.proc, self._stderr)
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                if httpx.get(self.url + self.health, timeout=1).status_code < 500:
-                    return self.url
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                err = self.log()[-2000:]
-                self.stop()
-                raise RuntimeError(f"{' '.join(self.cmd[:4])} did not start: {err}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        """Terminate the server, then kill it if it has not exited within 15 s."""
-        if self._ender is not None:
-            self._ender()  # runs _end once
-        self.proc, self._stderr, self._ender = None, None, None
-
-    def log(self) -> str:
-        """The server's stderr so far (its log and any traceback); empty once stopped."""
-        if self._stderr is None:
-            return ""
-        self._stderr.flush()
-        self._stderr.seek(0)
-        return self._stderr.read().decode(errors="replace")
-
-    def __enter__(self) -> str:
-        """``with ServerProcess.rlnb_serve() as url:`` starts the server and gives its URL."""
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        """Stop the server (see ``stop``), whether or not the block raised."""
-        self.stop()
-
-
-def _end(proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
-    """Terminate ``proc``, then kill it if it has not exited within 15 s, and close its stderr file. A function of
-    its own, so that the finalizer holds no reference to the ``ServerProcess``."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    proc.stdin.close()  # type: ignore[union-attr]  # a pipe: start() made it
-    stderr.close()

@@ -1,0 +1,75 @@
+"""What ``RemoteBackend.close`` does once the session's stop was asked: the last polls of what is still in flight
+(``settle``), a stop that found its target gone already (``gone``), and the warning that names what may still run,
+and cost, remotely when a stop failed (``warn_running``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from rlnb import wire
+from rlnb.errors import APIConnectionError, APIError, APIStatusError
+from rlnb.remote.client import APIClient
+from rlnb.remote.poller import report
+
+log = logging.getLogger("rlnb")
+
+SETTLE_POLLS = 8
+"""The last polls of ``close()`` that go at once (``settle``)."""
+
+
+def settle(client: APIClient, session_id: str, inflight: list[Any], ask: bool) -> None:
+    """After the stop: one last poll of each operation still in flight (while the server answers, if
+    ``ask``); unfinished ones end FAILED (SESSION_NOT_ACTIVE), as on the local backend. The polls share one
+    call's ``deadline`` (a server answering each 503 with a ``Retry-After`` held close() one per operation), and go
+    ``SETTLE_POLLS`` at a time: one after another, 30 operations on a server answering in 1 s held close() 31 s
+    (at the interpreter's exit, where no future can be scheduled, they still go one after another). Reported in
+    submission order."""
+    end, unreachable = time.monotonic() + client.deadline, threading.Event()
+
+    def last(op: Any) -> tuple[wire.Operation[Any], bool]:
+        """Its last envelope, and whether the server was reached for it."""
+        if not ask or unreachable.is_set():
+            return op.env, False
+        try:
+            return client.get_operation(session_id, op.kind, op.env.id, until=end), True
+        except APIConnectionError:
+            unreachable.set()  # do not spend a deadline on each of the others
+            return op.env, False
+        except APIError:
+            return op.env, True
+
+    pool = ThreadPoolExecutor(SETTLE_POLLS, thread_name_prefix=f"rlnb-settle-{session_id}")
+    try:
+        envs = list(pool.map(last, inflight))
+    except RuntimeError:  # the interpreter's exit: no future can be scheduled (none was), so one after another
+        envs = [last(op) for op in inflight]
+    finally:  # a Ctrl-C: close() returns now; the polls end by their deadline
+        pool.shutdown(wait=False, cancel_futures=True)
+    for op, (env, reached) in zip(inflight, envs, strict=True):
+        if env.status not in wire.TERMINAL_STATUSES:
+            reason = "the session was closed before this finished"
+            if not reached:
+                reason += " (the server could not be reached, so its outcome is unknown)"
+            env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason)
+        report(op, env)
+
+
+def gone(exc: APIError, what: str) -> bool:
+    """Whether a stop's error says ``what`` is gone already (404: the server forgot it, e.g. it expired): stopped,
+    so closing succeeds, with a warning. Raised, it hid the error of the ``with`` block that was closing it."""
+    if not (isinstance(exc, APIStatusError) and exc.status_code == 404):
+        return False
+    log.warning("rlnb: %s was already gone when rlnb stopped it (%s)", what, exc)
+    return True
+
+
+def warn_running(client: APIClient, exc: APIError, what: str, how: str) -> None:
+    """Say what may still run (and cost) remotely when its stop failed, and how to stop it later (``how``: the
+    ``APIClient`` call)."""
+    log.warning("rlnb: could not stop %s at %s (%s): it may still be running remotely; stop it once the server "
+                "answers, e.g. rlnb.remote.client.APIClient(%r).%s", what, client.base_url, exc,
+                client.base_url, how)  # fmt: skip
