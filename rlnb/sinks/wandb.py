@@ -56,6 +56,16 @@ def run_id(run: RunInfo) -> str:
     return "rlnb-" + hashlib.sha256(f"{run.name}\0{made}".encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
+def refused(exc: BaseException, run: str) -> bool:
+    """Whether ``exc`` is W&B's refusal of ``run``'s id as a new run (``resume="never"``) because its server holds it:
+    a ``UsageError`` (wandb-core's ``ErrorInfo`` code ``USAGE``) saying that the run ``(<id>)`` already exists. Any
+    other error (a ``CommError`` quoting such a text, W&B's "artifact ... already exists") is no refusal."""
+    from wandb.errors import UsageError
+
+    text = str(exc)
+    return type(exc) is UsageError and f"({run})" in text and "already exists" in text
+
+
 class WandB(Sink):
     """``WandB(project="rlnb", mode="offline" | "online", dir=None, entity=None, settings=None)``;
     ``dir`` defaults to W&B's own (``$WANDB_DIR`` or the working directory)."""
@@ -149,7 +159,7 @@ class WandB(Sink):
                 settings=settings,
             )
         except Exception as exc:
-            if run.continued or "already exists" not in str(exc):
+            if run.continued or not refused(exc, run_id(run)):
                 raise
             where = "/".join(p for p in (self.entity, self.project, run_id(run)) if p)
             raise SinkError(f"{self!r} holds run {run.name} already, as the W&B run {where} (streamed or exported "

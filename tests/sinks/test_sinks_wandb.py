@@ -197,3 +197,30 @@ def test_waiting_for_the_end_of_a_wandb_file_that_was_deleted_says_so_at_once(tm
 
     with pytest.raises(FileNotFoundError, match=r"run-x\.wandb was deleted before W&B wrote the end of the run there"):
         wandb_file.wait_ended(tmp_path / "offline-run-1" / "run-x.wandb", timeout=120)
+
+
+@pytest.mark.slow  # imports W&B
+def test_only_wandbs_own_refusal_of_the_run_id_is_taken_for_a_run_it_holds(tmp_path, monkeypatch):
+    """The refusal was any error whose text held "already exists": a ``CommError`` quoting such a text (a proxy's
+    page), W&B's "artifact ... already exists" or another run's refusal was said as "holds run r already, delete that
+    run in W&B", hiding the real error. It is a ``UsageError`` (wandb-core's code ``USAGE``) naming this run's id
+    (W&B 0.31's text, or the older "resuming a run (<id>) that already exists"); anything else is raised as it is."""
+    import wandb
+    from wandb.errors import CommError, UnsupportedError, UsageError
+
+    from rlnb.sinks.wandb import refused, run_id
+
+    info = RunInfo("r", None, {})
+    rid = run_id(info)
+    older = f"The value 'never' is not a valid option for resuming a run ({rid}) that already exists."
+    assert refused(UsageError(ALREADY.format(rid)), rid) and refused(UsageError(older), rid)
+    others = [CommError(ALREADY.format(rid)), UnsupportedError(ALREADY.format(rid)), RuntimeError(ALREADY.format(rid)),
+              UsageError(ALREADY.format("rlnb-another-run")), UsageError("Artifact 'x' already exists")]  # fmt: skip
+    assert [refused(exc, rid) for exc in others] == [False] * len(others)
+    sink = sinks.WandB("p", mode="online", dir=tmp_path / "wb")
+    expected = [(UsageError(ALREADY.format(rid)), SinkError)] + [(exc, type(exc)) for exc in others]
+    for exc, raised in expected:
+        monkeypatch.setattr(wandb, "init", lambda exc=exc, **kwargs: (_ for _ in ()).throw(exc))
+        with pytest.raises(raised) as got:
+            sink.open(info)
+        assert got.type is raised, exc  # CommError and UnsupportedError are no SinkError, nor it theirs
