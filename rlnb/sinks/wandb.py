@@ -97,6 +97,7 @@ class WandB(Sink):
         self.project, self.mode, self.entity = project, mode, entity
         self.dir = user_path("WandB.dir", dir) if dir is not None else None
         self._settings = settings
+        self._runs = wandb_file.Index()
         super().__init__(interval=interval, process=process)
 
     def spec(self) -> tuple[str, str, dict[str, Any]]:
@@ -125,8 +126,8 @@ class WandB(Sink):
         """An offline run of that project and name under the sink's folder (W&B's server is not asked)."""
         if self.mode != "offline":
             return None
-        for file in sorted(self._root().glob("offline-run-*/run-*.wandb")):
-            if wandb_file.project_and_name(file) == (self.project, run.name):
+        for file, project_and_name in self._runs.look(self._root()):
+            if project_and_name == (self.project, run.name):
                 return (
                     f"as the offline run {file.parent}: delete that folder to export it again, or export to another dir"
                 )

@@ -48,6 +48,31 @@ def project_and_name(file: Path) -> tuple[str, str] | None:
     return None
 
 
+class Index:
+    """The project and name of each offline run under a W&B folder (``WandB.holds``), each file read once: a sweep's
+    every trial looked in every other's file (a sweep of N trials read N² files). A file is read again only when it
+    is another file (deleted and made again) or, while it held no run record yet, when it has grown since."""
+
+    def __init__(self) -> None:
+        self._known: dict[Path, tuple[int, int, tuple[str, str] | None]] = {}  # inode, size, what it held
+
+    def look(self, root: Path) -> list[tuple[Path, tuple[str, str] | None]]:
+        """Each ``offline-run-*/run-*.wandb`` file under ``root`` (sorted) and its project and name, or None."""
+        known, self._known = self._known, {}
+        found = []
+        for file in sorted(root.glob("offline-run-*/run-*.wandb")):
+            try:
+                stat = file.stat()
+            except OSError:  # deleted since the glob
+                continue
+            seen = known.get(file)
+            fresh = seen is not None and seen[0] == stat.st_ino and (seen[2] is not None or seen[1] == stat.st_size)
+            held = seen[2] if fresh and seen is not None else project_and_name(file)
+            self._known[file] = (stat.st_ino, stat.st_size, held)
+            found.append((file, held))
+        return found
+
+
 def ended(file: Path) -> bool:
     """Whether the run's exit record, the last one W&B writes, is in the file: read from the start of the block
     before the last, as the record is small (a few bytes past one block's end at most)."""

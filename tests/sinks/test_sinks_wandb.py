@@ -224,3 +224,46 @@ def test_only_wandbs_own_refusal_of_the_run_id_is_taken_for_a_run_it_holds(tmp_p
         with pytest.raises(raised) as got:
             sink.open(info)
         assert got.type is raised, exc  # CommError and UnsupportedError are no SinkError, nor it theirs
+
+
+def _run_record(project: str, name: str) -> bytes:
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    record = pb.Record()
+    record.run.project, record.run.display_name = project, name
+    return record.SerializeToString()
+
+
+@pytest.mark.slow  # imports W&B's protobuf records
+def test_wandb_looks_in_each_offline_run_file_once_however_many_runs_ask(tmp_path, monkeypatch):
+    """``WandB.holds`` read every offline run's file at each new run: a sweep of N trials streamed to one W&B sink read
+    N² files. It reads each file once: again only when it is another file (deleted and made anew) or, while it held no
+    run record yet (wandb-core still writing its start), once it has grown."""
+    from rlnb.sinks import wandb_file
+
+    reads: list[str] = []
+    real = wandb_file.project_and_name
+    monkeypatch.setattr(wandb_file, "project_and_name", lambda file: reads.append(file.parent.name) or real(file))
+    sink = sinks.WandB("p", dir=tmp_path)
+    root = tmp_path / "wandb"
+
+    def run(folder: str, records: list[bytes]) -> Path:
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / "run-x.wandb").write_bytes(_log(records))
+        return root / folder / "run-x.wandb"
+
+    for i in range(30):
+        run(f"offline-run-{i:02}", [_run_record("p", f"trial-{i}")])
+    held = [sink.holds(RunInfo(f"trial-{i}", None, {})) for i in range(40)]
+    assert [h is not None and f"offline-run-{i:02}" in h for i, h in enumerate(held)] == [True] * 30 + [False] * 10
+    assert sorted(reads) == [f"offline-run-{i:02}" for i in range(30)]  # each once, not 40 times
+    reads.clear()
+    starting = run("offline-run-98", [])  # its header alone so far
+    run("offline-run-00", [_run_record("p", "another")]).unlink()  # deleted: no longer held
+    assert sink.holds(RunInfo("trial-0", None, {})) is None and sink.holds(RunInfo("late", None, {})) is None
+    assert reads == ["offline-run-98"]
+    starting.write_bytes(_log([_run_record("p", "late")]))  # wandb-core wrote the run record since
+    assert "offline-run-98" in (sink.holds(RunInfo("late", None, {})) or "")
+    run("new", [_run_record("p", "renamed")]).replace(root / "offline-run-01" / "run-x.wandb")  # another file there
+    assert sink.holds(RunInfo("renamed", None, {})) is not None
+    assert reads == ["offline-run-98", "offline-run-98", "offline-run-01"]
