@@ -196,7 +196,16 @@ class _Writer:
         deadline (``wandb_file.wait_ended``: ``finish`` returned before wandb-core wrote them)."""
         from rlnb.sinks import stream
 
+        before = _size(self._file)
         self.run.finish()
         self._check()
-        if self._file is not None:
-            wandb_file.wait_ended(self._file, stream.CLOSE_TIMEOUT)
+        if self._file is not None:  # the exit record is written after finish(): it lies past ``before``
+            wandb_file.wait_ended(self._file, stream.CLOSE_TIMEOUT, start=before)
+
+
+def _size(file: Path | None) -> int:
+    """The size of ``file``; 0 for none, or one deleted (``_check`` says so)."""
+    try:
+        return file.stat().st_size if file is not None else 0
+    except OSError:
+        return 0

@@ -87,10 +87,11 @@ def test_an_export_straight_after_the_stream_closed_is_refused_not_written_twice
     assert_points(points, expected(s.history), "wandb")
 
 
-def _log(records: list[bytes]) -> bytes:
-    """``records`` as W&B writes a ``.wandb`` file: a LevelDB-style log of 32 KiB blocks, a record cut into chunks at
-    each block's end (first, middle, last), a block's tail too short for a chunk's header padded with zeros."""
-    out = bytearray(b":W&B" + struct.pack("<HB", 0xBEE1, 0))
+def _log(records: list[bytes], after: bytes = b":W&B" + struct.pack("<HB", 0xBEE1, 0)) -> bytes:
+    """``records`` as W&B writes a ``.wandb`` file (appended to the file ``after``, by default its header alone): a
+    LevelDB-style log of 32 KiB blocks, a record cut into chunks at each block's end (first, middle, last), a block's
+    tail too short for a chunk's header padded with zeros."""
+    out = bytearray(after)
     for record in records:
         first, rest = True, record
         while True:
@@ -124,10 +125,9 @@ def _history_of_size(size: int) -> bytes:
 @pytest.mark.parametrize("block", [0, 2])
 @pytest.mark.parametrize("room", [3000, 7 + 3, 3])
 def test_a_wandb_runs_end_is_found_wherever_it_falls_in_the_files_blocks(tmp_path, block, room):
-    """The run's end is looked for in the file's last two blocks only (a long run's file is megabytes): found whether
-    the exit record follows a record that ends in the first block or spans three, ``room`` bytes before a block's end:
-    whole in that block, cut across it and the next, or in the next after a padding; not found while only part of it
-    is written, nor in a file without it."""
+    """The run's end is found whether the exit record follows a record that ends in the first block or spans three,
+    ``room`` bytes before a block's end: whole in that block, cut across it and the next, or in the next after a
+    padding; not found while only part of it is written, nor in a file without it."""
     from wandb.proto import wandb_internal_pb2 as pb
 
     from rlnb.sinks import wandb_file
@@ -267,3 +267,38 @@ def test_wandb_looks_in_each_offline_run_file_once_however_many_runs_ask(tmp_pat
     run("new", [_run_record("p", "renamed")]).replace(root / "offline-run-01" / "run-x.wandb")  # another file there
     assert sink.holds(RunInfo("renamed", None, {})) is not None
     assert reads == ["offline-run-98", "offline-run-98", "offline-run-01"]
+
+
+@pytest.mark.slow  # W&B's wandb-core process
+def test_a_wandb_runs_end_is_found_however_much_follows_it_and_read_as_it_is_appended(tmp_path):
+    """The end was looked for in the file's last two blocks only: an exit record followed by more than 64 KiB of
+    records (W&B 0.31 writes none after it; a version that writes its summary, files or console output there would)
+    was never found, and each close waited out its 30 s deadline and warned that the last points may be missing. A real
+    offline run's file, its own history records appended after its exit: the end is found. Read as the file grows,
+    in pieces cut anywhere, ``Reader`` gives each record once, whole, in order; from any offset, the records from that
+    offset's block on."""
+    from rlnb.sinks import wandb_file
+
+    writer = sinks.WandB("p", dir=tmp_path / "wb").open(RunInfo("r", None, {"seed": 0}))
+    writer.write([Point(s, {f"figure_{i}": s + i / 100 for i in range(20)}, 0.0) for s in range(1, 301)], [])
+    writer.close()
+    (file,) = (tmp_path / "wb" / "wandb").glob("offline-run-*/*.wandb")
+    whole = list(wandb_file.records(file))
+    kinds = [wandb_file._record(raw).WhichOneof("record_type") for raw in whole]
+    assert kinds[-1] == "exit" and kinds.count("history") == 300
+    history = [raw for raw, kind in zip(whole, kinds, strict=True) if kind == "history"]
+    run = file.read_bytes()
+    file.write_bytes(_log(history, after=run))
+    assert file.stat().st_size - len(run) > 3 * BLOCK
+    assert wandb_file.ended(file) and wandb_file.ended(file, start=len(run) - 40)
+    assert not wandb_file.ended(file, start=len(run) + BLOCK)  # past the exit record's block: not there
+    grown = file.read_bytes()
+    growing, reader, got = tmp_path / "growing.wandb", None, []
+    for cut in [*range(1, len(grown), 4093), len(grown)]:
+        growing.write_bytes(grown[:cut])
+        reader = reader or wandb_file.Reader(growing)
+        got += list(reader.new())
+    assert got == whole + history
+    for start in range(0, len(grown), 9001):
+        tail = list(wandb_file.Reader(file, start).new())
+        assert tail == (whole + history)[len(whole) + len(history) - len(tail) :] and len(tail) > 0, start
