@@ -241,6 +241,14 @@ class Sink(ABC):
             self._unsaid.append(text)
             _UNSAID.add(self)
 
+    def unsaid(self) -> list[str]:
+        """Take the warnings not said yet, to be said elsewhere: a sink in a child process hands them to its parent's
+        sink (``rlnb.sinks.process``), as nothing there says them to the user."""
+        with self._lock:
+            unsaid, self._unsaid = self._unsaid, []
+            _UNSAID.discard(self)
+        return unsaid
+
     def is_stalled(self) -> bool:
         """Whether a run's writer that missed a close's deadline is still writing (``stall``)."""
         writer = self.stalled

@@ -1,8 +1,8 @@
 """MLflow: one MLflow run per rlnb run in an experiment, through ``MlflowClient``.
 
 The store is MLflow's own default unless given (``default_uri``): ``$MLFLOW_TRACKING_URI``, else ``./mlruns`` if it
-holds an experiment, else the SQLite file ``./mlflow.db`` (MLflow 3 keeps its ``./mlruns`` file store in maintenance
-mode). A plain path is
+holds an experiment, else the SQLite file ``./mlflow.db`` (MLflow 3.7 on; it keeps its ``./mlruns`` file store in
+maintenance mode), as MLflow itself finds it where imported. A plain path is
 taken as a SQLite file. The config goes in as params, each batch as one ``log_batch``, failures as
 tags ``rlnb.failure.<seq>``; names MLflow refuses are cleaned (``key``: characters, and a length past 250). View with
 ``mlflow ui --backend-store-uri <uri>``.
@@ -15,6 +15,7 @@ import hashlib
 import os
 import posixpath
 import re
+import sys
 import threading
 import time
 from pathlib import Path
@@ -87,10 +88,19 @@ def store_uri(where: str | Path | None) -> str | None:
 
 
 def default_uri() -> str:
-    """MLflow's default store, found as MLflow 3's ``get_tracking_uri`` finds it (``mlflow.tracking._tracking_service
-    .utils``), without importing MLflow (2 s, which a sink writing from its child never pays): ``$MLFLOW_TRACKING_URI``
-    (``mlflow.set_tracking_uri`` sets it too), else ``./mlruns`` if it holds an experiment (a folder named by digits
-    holding a ``meta.yaml``: MLflow keeps an existing file store), else ``./mlflow.db``."""
+    """MLflow's default store: MLflow's own answer (``mlflow.get_tracking_uri``) where MLflow is imported already (an
+    in-process sink imports it when made), whatever its version; else ``as_mlflow_finds``, without importing MLflow
+    (2 s, which a sink writing from its child never pays in the parent)."""
+    mlflow = sys.modules.get("mlflow")
+    get = getattr(mlflow, "get_tracking_uri", None)
+    return str(get()) if callable(get) else as_mlflow_finds()
+
+
+def as_mlflow_finds() -> str:
+    """MLflow's default store as MLflow 3.7 and later find it (``get_tracking_uri``; before 3.7 it was ``./mlruns``
+    always): ``$MLFLOW_TRACKING_URI`` (``mlflow.set_tracking_uri`` sets it too), else ``./mlruns`` if it holds an
+    experiment (a folder named by digits holding a ``meta.yaml``: MLflow keeps an existing file store), else
+    ``./mlflow.db``. The one copy of MLflow's rule in rlnb, tested against MLflow's own."""
     if uri := os.environ.get("MLFLOW_TRACKING_URI"):
         return uri
     with contextlib.suppress(OSError), os.scandir("mlruns") as entries:
@@ -148,14 +158,17 @@ class MLflow(Sink):
         super().__init__(interval=interval, process=not remote if process is None else process)
 
     def spec(self) -> tuple[str, str, dict[str, Any]]:
-        """How a child process makes this sink again (``process=True``)."""
-        kwargs = {"tracking_uri": self.tracking_uri, "experiment": self.experiment, "interval": self.interval}
-        return __name__, "MLflow", kwargs
+        """How a child process makes this sink again (``process=True``): with MLflow's default store as this process
+        found it (``default_uri``), so that the child writes where this sink's place says, whatever its MLflow's own
+        default (``./mlruns`` before MLflow 3.7)."""
+        uri = self.tracking_uri or default_uri()
+        return __name__, "MLflow", {"tracking_uri": uri, "experiment": self.experiment, "interval": self.interval}
 
     def where(self) -> dict[str, Any]:
         """The store (``store``: ``MLflow()`` and ``MLflow("mlflow.db")`` are one) and the experiment; a server's
         password left out (``scrub``): the place is shown in a refusal."""
         return {"store": scrub(store(self.tracking_uri)), "experiment": self.experiment}
+
 
     def folder(self) -> tuple[str, Path] | None:
         """The folder of a store on this machine (a SQLite file's, a ``file:`` store), checked when the sink is made;

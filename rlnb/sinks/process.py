@@ -64,6 +64,7 @@ class Child:
         self._proc, self._requests, self._replies = proc, proc.stdin, proc.stdout
         self._lock = threading.Lock()
         self._spec = sink.spec()
+        self._note = sink.note  # the child's sink's warnings (a name Trackio renamed), said by this one
         self._made = False
         self.runs = 0
 
@@ -82,9 +83,11 @@ class Child:
     def _exchange(self, message: tuple[Any, ...]) -> Any:
         try:
             _send(self._requests, message)
-            status, value = _receive(self._replies)
+            status, value, notes = _receive(self._replies)
         except (OSError, EOFError, ValueError) as exc:  # ValueError: the pipe was closed by stop()
             raise RuntimeError(f"the sink's child process ended (exit code {self._proc.poll()})") from exc
+        for text in notes:
+            self._note(text)
         if status == "error":
             raise RuntimeError(value)
         return value
@@ -264,9 +267,9 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
                 value = None
             else:
                 raise ValueError(f"unknown request {op!r}")
-            _send(replies, ("ok", value))
+            _send(replies, ("ok", value, sink.unsaid() if sink is not None else []))
         except Exception as exc:  # noqa: BLE001 - every error goes back to the parent
-            _send(replies, ("error", f"{type(exc).__name__}: {exc}"))
+            _send(replies, ("error", f"{type(exc).__name__}: {exc}", sink.unsaid() if sink is not None else []))
     for writer in writers.values():  # the parent went away: finish what is open
         try:
             writer.close()

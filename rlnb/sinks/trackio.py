@@ -13,6 +13,7 @@ import contextvars
 import inspect
 import os
 import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from rlnb.sinks.watched import Watched, lost_from
 LOCAL = {"embed": False, "auto_log_cpu": False, "auto_log_gpu": False}
 RLNB_SETS = ("name", "group", "config")
 """``trackio.init``'s arguments that rlnb gives, not ``init``."""
+RENAMED = "__"
+"""What Trackio puts before a figure's name that it keeps for itself, or that starts with it (``Run.log``)."""
 ELSEWHERE = ("space_id", "server_url", "dataset_id", "bucket_id")
 """``trackio.init``'s arguments that say where a project is kept, if not in the local database."""
 
@@ -148,19 +151,45 @@ class Trackio(Sink):
         init = LOCAL | self._init
         kwargs = dict(project=self.project, name=run.name, group=run.group, config=run.params, **init)
         where = self.written_to()
-        return _Writer(contextvars.Context().run(trackio.init, **kwargs), where)
+        return _Writer(contextvars.Context().run(trackio.init, **kwargs), where, Renamed(self.note, run.name))
+
+
+class Renamed:
+    """Says once per name, through the sink's ``note``, that Trackio stores a figure under another name: one it keeps
+    for its own columns (``trackio.utils.RESERVED_KEYS``: ``project``, ``run``, ``timestamp``, ``step``, ``time``,
+    ``metrics``) or one that starts with ``__``, stored as ``__<name>``. Trackio's own ``UserWarning`` came on the
+    sink's thread, or in its child process, at each batch: in a notebook, never seen."""
+
+    def __init__(self, note: Callable[[str], None], run: str):
+        from trackio import utils
+
+        self._note, self._run = note, run
+        self._reserved = frozenset(utils.RESERVED_KEYS)
+        self._said: set[str] = set()
+
+    def __call__(self, names: Iterable[str]) -> None:
+        new = [n for n in names if (n in self._reserved or n.startswith(RENAMED)) and n not in self._said]
+        if new:
+            self._said.update(new)
+            shown = ", ".join(f"{n!r} as {RENAMED + n!r}" for n in new)
+            self._note(
+                f"rlnb.sinks.Trackio: run {self._run} has {shown} in Trackio, which keeps such names for itself "
+                "(its columns, names that start with '__'): look for them there by that name"
+            )
 
 
 class _Writer:
-    def __init__(self, run: Any, where: Path | None = None):
+    def __init__(self, run: Any, where: Path | None, renamed: Renamed):
         from trackio import AlertLevel
 
         self.run, self._error = run, AlertLevel.ERROR
         self._where = Watched(where)  # deleted, Trackio made it anew and wrote the rest of the run there in silence
+        self._renamed = renamed
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
         self._where.check(lost_from(points, failures))
         for point in points:
+            self._renamed(point.values)
             self.run.log(point.values, step=point.step)
         for fail in failures:
             title = f"{fail.kind} failed: {fail.code}"

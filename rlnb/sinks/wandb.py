@@ -56,6 +56,16 @@ def run_id(run: RunInfo) -> str:
     return "rlnb-" + hashlib.sha256(f"{run.name}\0{made}".encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
+def refused(exc: BaseException, run: str) -> bool:
+    """Whether ``exc`` is W&B's refusal of ``run``'s id as a new run (``resume="never"``) because its server holds it:
+    a ``UsageError`` (wandb-core's ``ErrorInfo`` code ``USAGE``) saying that the run ``(<id>)`` already exists. Any
+    other error (a ``CommError`` quoting such a text, W&B's "artifact ... already exists") is no refusal."""
+    from wandb.errors import UsageError
+
+    text = str(exc)
+    return type(exc) is UsageError and f"({run})" in text and "already exists" in text
+
+
 class WandB(Sink):
     """``WandB(project="rlnb", mode="offline" | "online", dir=None, entity=None, settings=None)``;
     ``dir`` defaults to W&B's own (``$WANDB_DIR`` or the working directory)."""
@@ -87,6 +97,7 @@ class WandB(Sink):
         self.project, self.mode, self.entity = project, mode, entity
         self.dir = user_path("WandB.dir", dir) if dir is not None else None
         self._settings = settings
+        self._runs = wandb_file.Index()
         super().__init__(interval=interval, process=process)
 
     def spec(self) -> tuple[str, str, dict[str, Any]]:
@@ -115,8 +126,8 @@ class WandB(Sink):
         """An offline run of that project and name under the sink's folder (W&B's server is not asked)."""
         if self.mode != "offline":
             return None
-        for file in sorted(self._root().glob("offline-run-*/run-*.wandb")):
-            if wandb_file.project_and_name(file) == (self.project, run.name):
+        for file, project_and_name in self._runs.look(self._root()):
+            if project_and_name == (self.project, run.name):
                 return (
                     f"as the offline run {file.parent}: delete that folder to export it again, or export to another dir"
                 )
@@ -149,7 +160,7 @@ class WandB(Sink):
                 settings=settings,
             )
         except Exception as exc:
-            if run.continued or "already exists" not in str(exc):
+            if run.continued or not refused(exc, run_id(run)):
                 raise
             where = "/".join(p for p in (self.entity, self.project, run_id(run)) if p)
             raise SinkError(f"{self!r} holds run {run.name} already, as the W&B run {where} (streamed or exported "
@@ -185,7 +196,16 @@ class _Writer:
         deadline (``wandb_file.wait_ended``: ``finish`` returned before wandb-core wrote them)."""
         from rlnb.sinks import stream
 
+        before = _size(self._file)
         self.run.finish()
         self._check()
-        if self._file is not None:
-            wandb_file.wait_ended(self._file, stream.CLOSE_TIMEOUT)
+        if self._file is not None:  # the exit record is written after finish(): it lies past ``before``
+            wandb_file.wait_ended(self._file, stream.CLOSE_TIMEOUT, start=before)
+
+
+def _size(file: Path | None) -> int:
+    """The size of ``file``; 0 for none, or one deleted (``_check`` says so)."""
+    try:
+        return file.stat().st_size if file is not None else 0
+    except OSError:
+        return 0

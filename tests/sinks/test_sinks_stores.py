@@ -16,6 +16,7 @@ from rlnb.sinks import claims, process, stream
 from rlnb.sinks import mlflow as mlflow_sink
 from rlnb.sinks import wandb as wandb_sink
 from rlnb.sinks.base import Point, RunInfo
+from rlnb.sinks.mlflow import store_uri
 from rlnb.testing import FakeBackend
 from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
     CE,
@@ -74,22 +75,73 @@ def test_file_stores_and_the_environments_default_are_one_store_by_any_spelling(
     assert stream.validate(apart) == apart
 
 
+MLRUNS = {  # what ./mlruns holds, and whether MLflow keeps it as its store
+    "nothing": ({}, False),
+    "an empty experiment folder": ({"mlruns/0/": ""}, False),
+    "an experiment": ({"mlruns/0/meta.yaml": "name: Default\n"}, True),
+    "a folder not named by digits": ({"mlruns/models/meta.yaml": "name: m\n"}, False),
+    "a meta.yaml that is a dangling link": ({"mlruns/3/meta.yaml": "->gone"}, True),
+    "a file, not a folder": ({"mlruns": "x"}, False),
+}
+
+
 @pytest.mark.slow  # MLflow itself (imported: 2 s)
-@pytest.mark.parametrize("mlruns", ["none", "empty", "an experiment"])
-def test_mlflows_default_store_is_the_one_mlflow_itself_finds(tmp_path, monkeypatch, mlruns):
-    """rlnb finds MLflow's default store without importing MLflow (``default_uri``); MLflow's own
-    ``get_tracking_uri`` finds the same: ``./mlflow.db``, or ``./mlruns`` where that holds an experiment."""
+@pytest.mark.parametrize("environment", [False, True])
+@pytest.mark.parametrize("layout", sorted(MLRUNS))
+def test_rlnbs_copy_of_mlflows_default_store_rule_finds_what_mlflow_finds(tmp_path, monkeypatch, layout, environment):
+    """rlnb finds MLflow's default store without importing MLflow (``as_mlflow_finds``: a sink writing from its child
+    never imports it in the parent), the one copy of MLflow's rule in rlnb; MLflow's own ``get_tracking_uri`` finds
+    the same: ``$MLFLOW_TRACKING_URI``, else ``./mlruns`` where that holds an experiment, else ``./mlflow.db``."""
     import mlflow
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    if environment:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/elsewhere.db")
     monkeypatch.setattr("mlflow.tracking._tracking_service.utils._tracking_uri", None)
-    if mlruns != "none":
-        (tmp_path / "mlruns" / "0").mkdir(parents=True)
-    if mlruns == "an experiment":
-        (tmp_path / "mlruns" / "0" / "meta.yaml").write_text("name: Default\n")
-    assert mlflow_sink.store(None) == mlflow_sink.store(mlflow.get_tracking_uri())
-    assert mlflow_sink.store(None).startswith("file:" if mlruns == "an experiment" else "sqlite:")
+    files, kept = MLRUNS[layout]
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        if text.startswith("->"):
+            (tmp_path / name).symlink_to(tmp_path / text[2:])
+        elif not name.endswith("/"):
+            (tmp_path / name).write_text(text)
+    copy = mlflow_sink.as_mlflow_finds()
+    assert mlflow_sink.store(copy) == mlflow_sink.store(mlflow.get_tracking_uri())
+    assert mlflow_sink.store(copy) == ("sqlite:" + str(tmp_path / "elsewhere.db") if environment else
+                                       "file:" + str(tmp_path / "mlruns") if kept else
+                                       "sqlite:" + str(tmp_path / "mlflow.db"))  # fmt: skip
+
+
+@pytest.mark.slow  # MLflow itself (imported: 2 s), and the sink's child process
+def test_mlflows_default_store_is_mlflows_own_answer_where_it_is_imported_and_the_child_writes_there(
+    tmp_path, monkeypatch
+):
+    """MLflow before 3.7 kept ``./mlruns`` as its default store, with or without an experiment there; rlnb's rule,
+    MLflow 3.7's, said ``./mlflow.db``: ``[MLflow(), MLflow("file:mlruns")]`` wrote one run twice into one store, and
+    a sink writing from its child wrote into MLflow's default while its place said ``mlflow.db``. Where MLflow is
+    imported, its own ``get_tracking_uri`` says where the default store is (here, as MLflow 3.6 finds it); a child is
+    given the store its parent found, so it writes into the file its place names whatever its MLflow's default."""
+    import mlflow  # noqa: F401 - imported: its own answer is taken
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setattr("mlflow.tracking._tracking_service.utils._tracking_uri", None)
+    monkeypatch.setattr("mlflow.tracking._tracking_service.utils._get_default_tracking_uri", lambda: "./mlruns")
+    assert mlflow_sink.store(None) == "file:" + str(tmp_path / "mlruns")
+    with pytest.raises(ValueError, match=r"two sinks of one place"):
+        rlnb.Session(FakeBackend(), record=False, sinks=[sinks.MLflow(), sinks.MLflow("file:mlruns")])
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")  # MLflow's own default in the child: ./mlflow.db
+    monkeypatch.setattr(mlflow_sink, "default_uri", lambda: store_uri(tmp_path / "found.db"))  # what the parent found
+    child = sinks.MLflow(interval=0, process=True)
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[child]) as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+    assert child.error is None and not (tmp_path / "mlflow.db").exists()
+    _, points, _, status = read.mlflow(store_uri(tmp_path / "found.db") or "", "rlnb", "r")
+    assert status == "FINISHED" and sorted(points) == [1]
 
 
 @pytest.mark.slow  # MLflow itself (in-process, a SQLite store)

@@ -151,3 +151,30 @@ def test_a_later_session_of_a_run_writes_on_into_its_mlflow_run(tmp_path):
     rewards = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "reward"))
     assert rewards == [(1, 2.0), (1, 3.0), (2, 2.0), (2, 3.0), (3, 3.0)]  # as history.logged holds them
     assert run.data.params["model"] == "fake"
+
+
+@pytest.mark.slow  # Trackio itself (and, with process=True, the sink's child process)
+@pytest.mark.parametrize("process", [False, True])
+def test_a_figure_trackio_stores_under_another_name_is_said_once_naming_it(process):
+    """Trackio keeps some names for itself (``time``, ``metrics``, ... and any that starts with ``__``) and stores
+    such a figure as ``__<name>``, saying so only in a ``UserWarning`` of its own on the sink's thread, at each batch,
+    or in the sink's child process: in a notebook, nothing said where ``time`` had gone. A ``SinkWarning`` says it on
+    the user's thread, once per name, naming the stored name; in-process and from a child alike."""
+    project = f"names-{process}"  # Trackio's folder is the module's
+    sink = sinks.Trackio(project, interval=0, process=process)
+    history = History(config={"run_id": "renamed", "model": "rlnb/tiny"})
+    attached = sinks.attach(history, [sink])
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        history.log(1, time=1.0, reward=0.5)
+        history.log(2, time=2.0, __x=3.0)
+        history.log(3, time=3.0, metrics=4.0, reward=0.7)
+        attached.close(timeout=LOADED_MACHINE_TIMEOUT)
+    assert sink.error is None
+    texts = [str(w.message) for w in said if w.category is sinks.SinkWarning]
+    for name, stored in (("time", "__time"), ("__x", "____x"), ("metrics", "__metrics")):
+        assert sum(f"{name!r} as {stored!r}" in text for text in texts) == 1, (name, texts)
+    assert not any("reward" in text for text in texts) and all("run renamed has" in text for text in texts)
+    _, points, _ = read.trackio(trackio_db(project), "renamed")
+    assert points[1] == {"__time": 1.0, "reward": 0.5} and points[2] == {"__time": 2.0, "____x": 3.0}
+    assert points[3] == {"__time": 3.0, "__metrics": 4.0, "reward": 0.7}

@@ -87,10 +87,11 @@ def test_an_export_straight_after_the_stream_closed_is_refused_not_written_twice
     assert_points(points, expected(s.history), "wandb")
 
 
-def _log(records: list[bytes]) -> bytes:
-    """``records`` as W&B writes a ``.wandb`` file: a LevelDB-style log of 32 KiB blocks, a record cut into chunks at
-    each block's end (first, middle, last), a block's tail too short for a chunk's header padded with zeros."""
-    out = bytearray(b":W&B" + struct.pack("<HB", 0xBEE1, 0))
+def _log(records: list[bytes], after: bytes = b":W&B" + struct.pack("<HB", 0xBEE1, 0)) -> bytes:
+    """``records`` as W&B writes a ``.wandb`` file (appended to the file ``after``, by default its header alone): a
+    LevelDB-style log of 32 KiB blocks, a record cut into chunks at each block's end (first, middle, last), a block's
+    tail too short for a chunk's header padded with zeros."""
+    out = bytearray(after)
     for record in records:
         first, rest = True, record
         while True:
@@ -124,10 +125,9 @@ def _history_of_size(size: int) -> bytes:
 @pytest.mark.parametrize("block", [0, 2])
 @pytest.mark.parametrize("room", [3000, 7 + 3, 3])
 def test_a_wandb_runs_end_is_found_wherever_it_falls_in_the_files_blocks(tmp_path, block, room):
-    """The run's end is looked for in the file's last two blocks only (a long run's file is megabytes): found whether
-    the exit record follows a record that ends in the first block or spans three, ``room`` bytes before a block's end:
-    whole in that block, cut across it and the next, or in the next after a padding; not found while only part of it
-    is written, nor in a file without it."""
+    """The run's end is found whether the exit record follows a record that ends in the first block or spans three,
+    ``room`` bytes before a block's end: whole in that block, cut across it and the next, or in the next after a
+    padding; not found while only part of it is written, nor in a file without it."""
     from wandb.proto import wandb_internal_pb2 as pb
 
     from rlnb.sinks import wandb_file
@@ -197,3 +197,108 @@ def test_waiting_for_the_end_of_a_wandb_file_that_was_deleted_says_so_at_once(tm
 
     with pytest.raises(FileNotFoundError, match=r"run-x\.wandb was deleted before W&B wrote the end of the run there"):
         wandb_file.wait_ended(tmp_path / "offline-run-1" / "run-x.wandb", timeout=120)
+
+
+@pytest.mark.slow  # imports W&B
+def test_only_wandbs_own_refusal_of_the_run_id_is_taken_for_a_run_it_holds(tmp_path, monkeypatch):
+    """The refusal was any error whose text held "already exists": a ``CommError`` quoting such a text (a proxy's
+    page), W&B's "artifact ... already exists" or another run's refusal was said as "holds run r already, delete that
+    run in W&B", hiding the real error. It is a ``UsageError`` (wandb-core's code ``USAGE``) naming this run's id
+    (W&B 0.31's text, or the older "resuming a run (<id>) that already exists"); anything else is raised as it is."""
+    import wandb
+    from wandb.errors import CommError, UnsupportedError, UsageError
+
+    from rlnb.sinks.wandb import refused, run_id
+
+    info = RunInfo("r", None, {})
+    rid = run_id(info)
+    older = f"The value 'never' is not a valid option for resuming a run ({rid}) that already exists."
+    assert refused(UsageError(ALREADY.format(rid)), rid) and refused(UsageError(older), rid)
+    others = [CommError(ALREADY.format(rid)), UnsupportedError(ALREADY.format(rid)), RuntimeError(ALREADY.format(rid)),
+              UsageError(ALREADY.format("rlnb-another-run")), UsageError("Artifact 'x' already exists")]  # fmt: skip
+    assert [refused(exc, rid) for exc in others] == [False] * len(others)
+    sink = sinks.WandB("p", mode="online", dir=tmp_path / "wb")
+    expected = [(UsageError(ALREADY.format(rid)), SinkError)] + [(exc, type(exc)) for exc in others]
+    for exc, raised in expected:
+        monkeypatch.setattr(wandb, "init", lambda exc=exc, **kwargs: (_ for _ in ()).throw(exc))
+        with pytest.raises(raised) as got:
+            sink.open(info)
+        assert got.type is raised, exc  # CommError and UnsupportedError are no SinkError, nor it theirs
+
+
+def _run_record(project: str, name: str) -> bytes:
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    record = pb.Record()
+    record.run.project, record.run.display_name = project, name
+    return record.SerializeToString()
+
+
+@pytest.mark.slow  # imports W&B's protobuf records
+def test_wandb_looks_in_each_offline_run_file_once_however_many_runs_ask(tmp_path, monkeypatch):
+    """``WandB.holds`` read every offline run's file at each new run: a sweep of N trials streamed to one W&B sink read
+    N² files. It reads each file once: again only when it is another file (deleted and made anew) or, while it held no
+    run record yet (wandb-core still writing its start), once it has grown."""
+    from rlnb.sinks import wandb_file
+
+    reads: list[str] = []
+    real = wandb_file.project_and_name
+    monkeypatch.setattr(wandb_file, "project_and_name", lambda file: reads.append(file.parent.name) or real(file))
+    sink = sinks.WandB("p", dir=tmp_path)
+    root = tmp_path / "wandb"
+
+    def run(folder: str, records: list[bytes]) -> Path:
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / "run-x.wandb").write_bytes(_log(records))
+        return root / folder / "run-x.wandb"
+
+    for i in range(30):
+        run(f"offline-run-{i:02}", [_run_record("p", f"trial-{i}")])
+    held = [sink.holds(RunInfo(f"trial-{i}", None, {})) for i in range(40)]
+    assert [h is not None and f"offline-run-{i:02}" in h for i, h in enumerate(held)] == [True] * 30 + [False] * 10
+    assert sorted(reads) == [f"offline-run-{i:02}" for i in range(30)]  # each once, not 40 times
+    reads.clear()
+    starting = run("offline-run-98", [])  # its header alone so far
+    run("offline-run-00", [_run_record("p", "another")]).unlink()  # deleted: no longer held
+    assert sink.holds(RunInfo("trial-0", None, {})) is None and sink.holds(RunInfo("late", None, {})) is None
+    assert reads == ["offline-run-98"]
+    starting.write_bytes(_log([_run_record("p", "late")]))  # wandb-core wrote the run record since
+    assert "offline-run-98" in (sink.holds(RunInfo("late", None, {})) or "")
+    run("new", [_run_record("p", "renamed")]).replace(root / "offline-run-01" / "run-x.wandb")  # another file there
+    assert sink.holds(RunInfo("renamed", None, {})) is not None
+    assert reads == ["offline-run-98", "offline-run-98", "offline-run-01"]
+
+
+@pytest.mark.slow  # W&B's wandb-core process
+def test_a_wandb_runs_end_is_found_however_much_follows_it_and_read_as_it_is_appended(tmp_path):
+    """The end was looked for in the file's last two blocks only: an exit record followed by more than 64 KiB of
+    records (W&B 0.31 writes none after it; a version that writes its summary, files or console output there would)
+    was never found, and each close waited out its 30 s deadline and warned that the last points may be missing. A real
+    offline run's file, its own history records appended after its exit: the end is found. Read as the file grows,
+    in pieces cut anywhere, ``Reader`` gives each record once, whole, in order; from any offset, the records from that
+    offset's block on."""
+    from rlnb.sinks import wandb_file
+
+    writer = sinks.WandB("p", dir=tmp_path / "wb").open(RunInfo("r", None, {"seed": 0}))
+    writer.write([Point(s, {f"figure_{i}": s + i / 100 for i in range(20)}, 0.0) for s in range(1, 301)], [])
+    writer.close()
+    (file,) = (tmp_path / "wb" / "wandb").glob("offline-run-*/*.wandb")
+    whole = list(wandb_file.records(file))
+    kinds = [wandb_file._record(raw).WhichOneof("record_type") for raw in whole]
+    assert kinds[-1] == "exit" and kinds.count("history") == 300
+    history = [raw for raw, kind in zip(whole, kinds, strict=True) if kind == "history"]
+    run = file.read_bytes()
+    file.write_bytes(_log(history, after=run))
+    assert file.stat().st_size - len(run) > 3 * BLOCK
+    assert wandb_file.ended(file) and wandb_file.ended(file, start=len(run) - 40)
+    assert not wandb_file.ended(file, start=len(run) + BLOCK)  # past the exit record's block: not there
+    grown = file.read_bytes()
+    growing, reader, got = tmp_path / "growing.wandb", None, []
+    for cut in [*range(1, len(grown), 4093), len(grown)]:
+        growing.write_bytes(grown[:cut])
+        reader = reader or wandb_file.Reader(growing)
+        got += list(reader.new())
+    assert got == whole + history
+    for start in range(0, len(grown), 9001):
+        tail = list(wandb_file.Reader(file, start).new())
+        assert tail == (whole + history)[len(whole) + len(history) - len(tail) :] and len(tail) > 0, start
