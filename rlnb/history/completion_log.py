@@ -15,8 +15,9 @@ from typing import Any
 import pandas as pd
 
 from rlnb._options import user_path
+from rlnb.history.figures import checked_step
 from rlnb.history.reading import read_jsonl
-from rlnb.history.record import INT64, fits_float, fits_int64, warn_bad
+from rlnb.history.record import fits_float, fits_int64, warn_bad
 from rlnb.history.store import COMPLETIONS_FILE, OPS_FILE
 from rlnb.prompts import escaped, surrogate
 
@@ -81,8 +82,7 @@ def checked(step: Any, rows: Iterable[Any]) -> list[dict[str, Any]]:
     """``History.log_completions(step, rows)``'s rows with ``step``, or ``ValueError`` naming the first value the
     table cannot hold (``COLUMNS``' types, each one given and no other; a float may be None, for NaN; ``length`` >= 0):
     before anything is kept. A row's own ``step`` is the one given."""
-    if isinstance(step, bool) or not hasattr(step, "__index__") or not 0 <= int(step) < INT64:
-        raise ValueError(f"history.log_completions: step must be an integer >= 0 and < 2**63, got {step!r}"[:300])
+    step = checked_step("history.log_completions", step)
     batch = []
     for i, given in enumerate(rows):
         bad: list[str] = _not_a_row(given) if isinstance(given, Mapping) else [f"{given!r} is not a dict"]

@@ -4,7 +4,9 @@ recorded, or refuse it naming the field before anything is kept."""
 
 import math
 
+import numpy as np
 import pytest
+import torch
 
 import rlnb
 from rlnb import samples
@@ -12,6 +14,8 @@ from rlnb.history import History
 from rlnb.testing import FakeBackend
 
 BATCH = [samples.cross_entropy(list(b"values"))]
+ROW = {"group": 0, "prompt": "2+2=", "completion": "4", "reward": 1.0, "advantage": 0.5, "length": 2,
+       "truncated": False}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -35,3 +39,24 @@ def test_losses_whose_sum_passes_the_largest_float_are_recorded_and_summed(tmp_p
         assert list(history.df.loss[: len(losses)]) == list(losses)
         step_loss = history.steps.loss.iloc[0]
         assert step_loss == total or math.isnan(total) and math.isnan(step_loss)
+
+
+NOT_STEPS = [torch.tensor(1.7), np.array(2.5), torch.tensor(True), torch.tensor([3]), np.float64(4.0)]
+
+
+@pytest.mark.parametrize("step", NOT_STEPS)
+def test_a_step_that_is_no_integer_is_refused_whatever_holds_it(tmp_path, step):
+    """``log(1.7, ...)`` was refused, yet ``log(torch.tensor(1.7), ...)`` was recorded at step 1 (and ``np.array(2.5)``
+    at 2, ``torch.tensor(True)`` at 1, a one-element array at its value): ``int()`` cut what ``__index__`` would have
+    refused. ``log_completions`` the same."""
+    history = History.create({"optimizer": "adam"}, tmp_path, "steps")
+    with pytest.raises(ValueError, match=r"history\.log: step must be an integer >= 0 and < 2\*\*63, got "):
+        history.log(step, reward=0.5)
+    with pytest.raises(ValueError, match=r"history\.log_completions: step must be an integer >= 0 and < 2\*\*63"):
+        history.log_completions(step, [ROW])
+    history.log(torch.tensor(3), reward=0.5)  # integers, numpy's and torch's, are steps
+    history.log_completions(np.int64(3), [ROW])
+    history.close()
+    loaded = History.load(tmp_path / "steps")
+    assert loaded.logged.to_dict("records") == [{"step": 3, "reward": 0.5}]
+    assert list(loaded.completions.step) == [3]
