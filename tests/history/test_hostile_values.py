@@ -60,3 +60,26 @@ def test_a_step_that_is_no_integer_is_refused_whatever_holds_it(tmp_path, step):
     loaded = History.load(tmp_path / "steps")
     assert loaded.logged.to_dict("records") == [{"step": 3, "reward": 0.5}]
     assert list(loaded.completions.step) == [3]
+
+
+def test_completions_of_numpy_and_torch_scalars_are_kept_as_the_numbers_they_hold(tmp_path):
+    """A reward computed with numpy (``np.float32``), a length from ``len`` of a tensor's row (``np.int64``), a
+    ``truncated`` from a comparison of arrays (``np.True_``), a reward as a 0-d tensor: each was refused
+    ("rows[0]: reward = np.float32(0.5)"), where ``history.log`` takes them as the numbers they hold."""
+    history = History.create({"optimizer": "adam"}, tmp_path, "rl")
+    given = {"group": np.int64(1), "prompt": np.str_("1+1="), "completion": "2", "reward": np.float32(0.5),
+             "advantage": torch.tensor(-0.25), "length": np.int32(3), "truncated": np.True_}  # fmt: skip
+    history.log_completions(1, [given])
+    with pytest.raises(ValueError, match=r"rows\[0\]: group = True"):  # a bool is still no group
+        history.log_completions(2, [{**given, "group": np.True_}])
+    with pytest.raises(ValueError, match=r"rows\[0\]: length = 2\.0"):  # nor a float a length
+        history.log_completions(2, [{**given, "length": np.float64(2.0)}])
+    with pytest.raises(ValueError, match=r"rows\[0\]: length = -1 \(tokens: >= 0\)"):
+        history.log_completions(2, [{**given, "length": np.int64(-1)}])
+    history.close()
+    want = {"step": 1, "group": 1, "prompt": "1+1=", "completion": "2", "reward": 0.5, "advantage": -0.25,
+            "length": 3, "truncated": True}  # fmt: skip
+    for table in (history.completions, History.load(tmp_path / "rl").completions):
+        assert table.to_dict("records") == [want]
+    kept = history.latest_completions()[0]  # plain Python values, as JSON and the table take them
+    assert {k: type(v) for k, v in kept.items()} == {k: type(v) for k, v in want.items()}
