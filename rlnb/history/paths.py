@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 from rlnb._options import user_path
+from rlnb.history.store import WRITTEN
 
 RUNS_DIR_ENV = "RLNB_RUNS_DIR"
 """Overrides the default run folder ``./rlnb-runs``."""
@@ -73,7 +74,8 @@ def runs_root(runs_dir: str | Path | None) -> Path:
 
 def run_folder(runs_dir: str | Path | None, run_id: str) -> Path:
     """``<runs_dir>/<run_id>``, checked: a runs folder that is a file, a run id that is a file there or a symbolic
-    link there (writing through it would put the run wherever the link points) is refused."""
+    link there (writing through it would put the run wherever the link points), or a run folder holding a link where
+    a session writes (``store.WRITTEN``) is refused."""
     path = runs_root(runs_dir) / check_run_id(run_id)
     if path.is_symlink():
         raise ValueError(
@@ -82,4 +84,10 @@ def run_folder(runs_dir: str | Path | None, run_id: str) -> Path:
         )
     if path.exists() and not path.is_dir():
         raise ValueError(f"run_id {run_id!r}: {path} is a file, not a run folder: pick another run_id")
+    for file in (path / name for name in WRITTEN):  # a run folder from elsewhere: its run.lock a link to your notes
+        if file.is_symlink():
+            raise ValueError(
+                f"run_id {run_id!r}: {file} is a symbolic link (to {os.readlink(file)!r}); rlnb writes a run's files "
+                "only inside its folder, never through a link: remove the link, or pick another run_id"
+            )
     return path

@@ -24,10 +24,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb.errors import RunLocked
-from rlnb.history.locks import hold_lock
+from rlnb.history.locks import hold_lock, no_follow, refuse_link
 
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
 COMPLETIONS_FILE = "completions.jsonl"
+CONFIG_TMP = CONFIG_FILE + ".tmp"
+WRITTEN = (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_TMP, LOCK_FILE)
+"""The files a session writes into (``config.json`` itself is replaced by a rename, never written through): none may
+be a symbolic link, whose target would be written."""
 
 
 def holds_run(folder: Path, unreadable: bool) -> bool:
@@ -89,8 +93,10 @@ class RunStore:
                 with self._held_again():
                     if not self.closed:  # a closed store's lock is taken afresh for this write
                         _lock_still_there(self._held, self.path)
-                    tmp = self.path / (CONFIG_FILE + ".tmp")
-                    tmp.write_text(json.dumps(config, indent=2, default=str))
+                    tmp = self.path / CONFIG_TMP
+                    refuse_link(tmp)
+                    with open(tmp, "w", encoding="utf-8", opener=no_follow) as fh:
+                        fh.write(json.dumps(config, indent=2, default=str))
                     tmp.replace(self.path / CONFIG_FILE)
             except (OSError, RunLocked) as exc:
                 self._fail(exc)
@@ -166,7 +172,8 @@ def _append_to(path: Path) -> IO[bytes]:
     half-written line: it is ended first, so that the first new line is not glued to it and lost with it."""
     if path.is_fifo():  # opening it would wait for a reader forever
         raise OSError(f"{path} is a named pipe, not a file")
-    fh = open(path, "ab", buffering=0)  # noqa: SIM115 - kept open by the store
+    refuse_link(path)  # its lines went into the target (a ~/.bashrc)
+    fh = open(path, "ab", buffering=0, opener=no_follow)  # noqa: SIM115 - kept open by the store
     try:
         if fh.tell():
             with open(path, "rb") as tail:

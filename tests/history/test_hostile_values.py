@@ -11,6 +11,8 @@ import torch
 import rlnb
 from rlnb import samples
 from rlnb.history import History
+from rlnb.history.locks import hold_lock
+from rlnb.history.store import RunStore, RunStoreWarning
 from rlnb.testing import FakeBackend
 
 BATCH = [samples.cross_entropy(list(b"values"))]
@@ -83,3 +85,42 @@ def test_completions_of_numpy_and_torch_scalars_are_kept_as_the_numbers_they_hol
         assert table.to_dict("records") == [want]
     kept = history.latest_completions()[0]  # plain Python values, as JSON and the table take them
     assert {k: type(v) for k, v in kept.items()} == {k: type(v) for k, v in want.items()}
+
+
+@pytest.mark.parametrize("name", ["run.lock", "ops.jsonl", "metrics.jsonl", "completions.jsonl", "config.json.tmp"])
+def test_a_run_folder_whose_files_are_links_is_never_written_through(tmp_path, name):
+    """A run folder from elsewhere (a tarball, ``cp -a``) whose ``run.lock`` links to the user's notes: continuing it
+    (``connect(..., run_id=...)``) wrote the session's pid over them, already in the check before the model loaded;
+    an ``ops.jsonl`` / ``metrics.jsonl`` link had every line appended to its target (``~/.bashrc``), a
+    ``config.json.tmp`` link the config written over it."""
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r") as first:
+        first.forward_backward(BATCH)
+        first.history.log_completions(0, [ROW])
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    link = tmp_path / "runs" / "r" / name
+    link.unlink(missing_ok=True)
+    link.symlink_to(notes)
+    with pytest.raises(ValueError, match=rf"run_id 'r': .*r/{name} is a symbolic link \(to '.*notes\.txt'\)"):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r")
+    with pytest.raises(ValueError, match=rf"{name} is a symbolic link"):
+        History.create({"optimizer": "adam"}, tmp_path / "runs", "r")
+    # a link made after the check (between two sessions' starts): the store writes nothing through it either
+    with pytest.warns(RunStoreWarning, match=rf"cannot write the run folder .*: .*{name}.* is a symbolic link"):
+        store = RunStore(tmp_path / "runs" / "r")
+        store.write_op({"seq": 9, "kind": "sample"})
+        store.write_metrics({"step": 9, "x": 1.0})
+        store.write_completions([{**ROW, "step": 9}])
+        store.write_config({"run_id": "r"})
+    store.close()
+    assert notes.read_text() == "my notes\n"
+
+
+def test_a_lock_file_that_is_a_link_is_refused_not_written_over(tmp_path):
+    """``hold_lock`` (a run's, a sweep's, a server's lock) wrote its pid over what a link of that name led to."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    (tmp_path / "sweep.lock").symlink_to(notes)
+    with pytest.raises(OSError, match=r"sweep\.lock is a symbolic link \(to '.*notes\.txt'\): .*remove the link"):
+        hold_lock(tmp_path / "sweep.lock", "busy (pid {holder})")
+    assert notes.read_text() == "my notes\n"
