@@ -124,3 +124,19 @@ def test_a_lock_file_that_is_a_link_is_refused_not_written_over(tmp_path):
     with pytest.raises(OSError, match=r"sweep\.lock is a symbolic link \(to '.*notes\.txt'\): .*remove the link"):
         hold_lock(tmp_path / "sweep.lock", "busy (pid {holder})")
     assert notes.read_text() == "my notes\n"
+
+
+def test_numbers_annotated_from_numpy_or_torch_stay_numbers_on_disk(tmp_path):
+    """``annotate(lr=np.float32(1e-3), n=np.int64(5))`` (a grid made with numpy, a sweep's ``sweep_config``) kept the
+    numpy values in memory and wrote their ``str()`` to ``config.json``: the reloaded run (``rlnb.runs``, ``compare``)
+    said ``"0.001"`` and ``"5"``, text, and an array was ``"[0 1 2]"``."""
+    history = History.create({"optimizer": "adam"}, tmp_path, "notes")
+    history.annotate(lr=np.float32(1e-3), n=np.int64(5), arr=np.arange(3), t=torch.tensor(0.5), half=np.float16(2),
+                     nested={"k": [np.int64(1), (np.True_, None)]}, ok=np.bool_(False))  # fmt: skip
+    history.close()
+    want = {"lr": float(np.float32(1e-3)), "n": 5, "arr": [0, 1, 2], "t": 0.5, "half": 2.0,
+            "nested": {"k": [1, [True, None]]}, "ok": False}  # fmt: skip
+    for config in (history.config, History.load(tmp_path / "notes").config):
+        got = {k: config[k] for k in want}
+        assert got == want
+        assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in want.items()}
