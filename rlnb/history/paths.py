@@ -57,12 +57,16 @@ def check_run_id(run_id: object) -> str:
 
 def runs_root(runs_dir: str | Path | None) -> Path:
     """The runs folder ``runs_dir`` (default ``$RLNB_RUNS_DIR`` or ``./rlnb-runs``), checked: an error naming it
-    when it is no path, ``''``, a file or a path through one — no run could be written there."""
+    when it is no path, ``''``, a file or a path through one, or a link to nothing (or a path through one) — no run
+    could be written there."""
     if runs_dir == "":  # Path("") is the working folder
         raise ValueError("runs_dir must be a folder's path or None, got ''")
     root = user_path("runs_dir", runs_dir) if runs_dir is not None else default_runs_dir()
     field = "runs_dir" if runs_dir is not None or RUNS_DIR_ENV not in os.environ else f"${RUNS_DIR_ENV}"
     for folder in (root, *root.parents):
+        if folder.is_symlink() and not folder.exists():  # mkdir failed "File exists" after the model loaded
+            raise ValueError(f"{field} {str(root)!r}: {folder} is a link to {os.readlink(folder)!r}, which does not "
+                             "exist: mount or make its target, or pass another folder")  # fmt: skip
         if folder.exists():
             if not folder.is_dir():
                 raise ValueError(

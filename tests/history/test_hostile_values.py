@@ -3,6 +3,7 @@ torch scalars, a run folder whose files are links, annotations JSON has no type 
 recorded, or refuse it naming the field before anything is kept."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -140,3 +141,20 @@ def test_numbers_annotated_from_numpy_or_torch_stay_numbers_on_disk(tmp_path):
         got = {k: config[k] for k in want}
         assert got == want
         assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in want.items()}
+
+
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_a_runs_folder_that_is_a_dangling_link_is_refused_up_front(tmp_path, monkeypatch, under):
+    """``runs_dir`` a link to a folder that is gone (an unmounted scratch disk, a deleted project): the model loaded,
+    then "RunStoreWarning: cannot write the run folder (FileExistsError: [Errno 17] File exists: ...)" and the whole
+    run in memory only."""
+    (tmp_path / "runs").symlink_to(tmp_path / "unmounted")
+    runs = tmp_path / "runs" / under
+    said = re.escape(f"runs_dir '{runs}': {tmp_path / 'runs'} is a link to '{tmp_path / 'unmounted'}', which does not")
+    for run_id in (None, "r"):
+        with pytest.raises(ValueError, match=said):
+            rlnb.Session(FakeBackend(), runs_dir=runs, run_id=run_id)
+    monkeypatch.setenv("RLNB_RUNS_DIR", str(runs))
+    with pytest.raises(ValueError, match=r"\$RLNB_RUNS_DIR .* is a link to .*, which does not exist"):
+        rlnb.Session(FakeBackend())
+    assert not (tmp_path / "unmounted").exists()
