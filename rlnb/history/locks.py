@@ -71,6 +71,21 @@ def refuse_link(file: Path) -> None:
                       "only there, never through a link; remove the link")  # fmt: skip
 
 
+def release(fh: IO[str] | None) -> None:
+    """Unlock ``fh``, then close it. A process forked while it was held (a DataLoader's workers, a ``multiprocessing``
+    pool) shares the lock, and closing alone left it held until that child exited: the run stayed locked against its
+    own notebook (``RunLocked`` naming the notebook's pid). A close that fails (a full disk) is said elsewhere."""
+    if fh is None or fh.closed:
+        return
+    if sys.platform != "win32":  # Windows forks no process: its close releases the lock
+        import fcntl
+
+        with contextlib.suppress(OSError):
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with contextlib.suppress(OSError):
+        fh.close()
+
+
 def try_lock(fh: IO[str]) -> None:
     """Lock ``fh`` exclusively without waiting (``OSError`` if another file holds it, or the file system cannot
     lock: ``TAKEN`` tells them apart)."""

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb.errors import RunLocked
-from rlnb.history.locks import hold_lock, no_follow, refuse_link
+from rlnb.history.locks import hold_lock, no_follow, refuse_link, release
 
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
 COMPLETIONS_FILE = "completions.jsonl"
@@ -142,7 +142,7 @@ class RunStore:
         try:
             yield
         finally:
-            held.close()
+            release(held)
 
     def _fail(self, exc: OSError | RunLocked) -> None:
         """Stop writing, warn once; the History goes on in memory."""
@@ -164,7 +164,7 @@ class RunStore:
             self.closed = True
             for fh in (self._ops, self._metrics, self._completions):
                 _close_quietly(fh)
-            _close_quietly(self._held)  # releases run.lock
+            release(self._held)  # run.lock: unlocked, then closed
 
 
 def _append_to(path: Path) -> IO[bytes]:

@@ -3,7 +3,9 @@ torch scalars, a run folder whose files are links, annotations JSON has no type 
 recorded, or refuse it naming the field before anything is kept."""
 
 import math
+import os
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -158,3 +160,30 @@ def test_a_runs_folder_that_is_a_dangling_link_is_refused_up_front(tmp_path, mon
     with pytest.raises(ValueError, match=r"\$RLNB_RUNS_DIR .* is a link to .*, which does not exist"):
         rlnb.Session(FakeBackend())
     assert not (tmp_path / "unmounted").exists()
+
+
+@pytest.mark.slow  # forks a process
+def test_a_child_forked_while_a_run_is_recorded_does_not_keep_it_locked_after_close(tmp_path):
+    """A process forked while a session records (a DataLoader's workers, a ``multiprocessing`` pool on Linux) shares
+    the run's lock: after ``close()`` it stayed held until the child exited. A figure logged after the session ended
+    then went to memory only ("another session may be writing the run"), and a new session on the run id was
+    ``RunLocked`` "by another session (pid N)", N being the notebook's own pid."""
+    history = History.create({"optimizer": "adam"}, tmp_path, "r")
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the worker: alive until the test ends (the pipe closes)
+        os.close(write)
+        os.read(read, 1)
+        os._exit(0)
+    try:
+        os.close(read)
+        history.close()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RunStoreWarning)
+            history.log(1, accuracy=0.5)  # after close: takes the lock for this write
+        again = History.create({"optimizer": "adam"}, tmp_path, "r")
+        again.close()
+    finally:
+        os.close(write)
+        os.waitpid(child, 0)
+    assert History.load(tmp_path / "r").logged.accuracy.tolist() == [0.5]
