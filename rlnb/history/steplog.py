@@ -47,8 +47,8 @@ def total(losses: list[float]) -> float:
             return math.nan
         if math.inf in losses or -math.inf in losses:
             return next(x for x in losses if math.isinf(x))
-        exact = sum(map(Fraction, losses))  # finite: the overflow is the sum's, or only a partial sum's
-        return float(exact) if abs(exact) <= sys.float_info.max else math.inf if exact > 0 else -math.inf
+        exact = sum(map(Fraction, losses), Fraction(0))  # finite: the overflow is the sum's, or a partial sum's
+        return float(exact) if abs(exact) <= Fraction(sys.float_info.max) else math.inf if exact > 0 else -math.inf
 
 
 _Row = tuple[int, int, float, float, float, float, float, float, int]
