@@ -128,6 +128,7 @@ class RunStore:
                 if getattr(self, which) is None:  # completions.jsonl: made by the first rows written
                     setattr(self, which, _append_to(self.path / name))
                 _lock_still_there(self._held, self.path)  # its folder removed, or its lock deleted as stale
+                _file_still_there(getattr(self, which), self.path / name)
                 _write_all(getattr(self, which), data)
             except (OSError, RunLocked) as exc:
                 self._fail(exc)
@@ -208,21 +209,30 @@ def _write_all(fh: IO[bytes], data: bytes) -> None:
 def _lock_still_there(held: IO[str] | None, folder: Path) -> None:
     """``OSError`` if the held ``run.lock`` in ``folder`` was deleted: the run folder removed (its lines went into
     deleted files without a word), or the lock deleted as a stale one (a second session started on the run as if none
-    wrote it, and both appended). One ``fstat`` per line written; a file system that says no link where the path is
-    still the file (a FUSE one may) is taken at its path."""
-    if held is None:
-        return
-    seen = os.fstat(held.fileno())
+    wrote it, and both appended)."""
+    if held is not None and not _still_there(held, folder / LOCK_FILE):
+        raise OSError(f"{folder / LOCK_FILE} was deleted while the run was recorded (its run folder removed, or the "
+                      "lock deleted as a stale one): another session may be writing the run now")  # fmt: skip
+
+
+def _file_still_there(fh: IO[bytes], path: Path) -> None:
+    """``OSError`` if the file ``fh`` writes, ``path``, was deleted or replaced (``rm``, a sync tool's or ``git
+    stash``'s copy put in its place): its lines went into a file no folder held, without a word."""
+    if not _still_there(fh, path):
+        raise OSError(f"{path} was deleted or replaced while the run was recorded (by hand, a sync tool, git): the "
+                      "lines written since would reach no file")  # fmt: skip
+
+
+def _still_there(fh: IO[Any], path: Path) -> bool:
+    """Whether the open file ``fh`` is still the file at ``path``. One ``fstat`` per line written; a file system that
+    says no link where the path is still the file (a FUSE one may) is taken at its path."""
+    seen = os.fstat(fh.fileno())
     if seen.st_nlink:
-        return
-    path = folder / LOCK_FILE
+        return True
     try:
-        there = os.path.samestat(seen, os.stat(path))
+        return os.path.samestat(seen, os.stat(path))
     except OSError:
-        there = False
-    if not there:
-        raise OSError(f"{path} was deleted while the run was recorded (its run folder removed, or the lock deleted as "
-                      "a stale one): another session may be writing the run now")  # fmt: skip
+        return False
 
 
 def _close_quietly(fh: IO[Any] | None) -> None:

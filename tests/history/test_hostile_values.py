@@ -187,3 +187,28 @@ def test_a_child_forked_while_a_run_is_recorded_does_not_keep_it_locked_after_cl
         os.close(write)
         os.waitpid(child, 0)
     assert History.load(tmp_path / "r").logged.accuracy.tolist() == [0.5]
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+@pytest.mark.parametrize("name", ["ops.jsonl", "metrics.jsonl"])
+def test_a_run_file_deleted_or_replaced_while_recording_is_said_and_nothing_is_lost(tmp_path, name, how):
+    """``rm rlnb-runs/r/metrics.jsonl`` while the session records, or a sync tool (Dropbox, OneDrive) or ``git stash``
+    putting a copy in its place: every later line went into the file no folder held any more, without a word."""
+    session = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    session.forward_backward(BATCH)
+    session.history.log(0, accuracy=0.25)
+    session.wait()
+    file = tmp_path / "r" / name
+    if how == "deleted":
+        file.unlink()
+    else:
+        copy = tmp_path / "copy"
+        copy.write_bytes(file.read_bytes())
+        os.replace(copy, file)
+    with pytest.warns(RunStoreWarning, match=rf"{name} was deleted or replaced while the run was recorded"):
+        session.optim_step()
+        session.history.log(1, accuracy=0.5)
+        session.wait()
+    session.close()
+    assert session.history.logged.accuracy.tolist() == [0.25, 0.5]  # in memory: history.save(folder) keeps it all
+    assert len(session.history) == 2

@@ -408,10 +408,12 @@ def test_one_bad_run_is_a_row_with_its_error(tmp_path):
 
 
 class Trickle:
-    """A raw file that takes at most ``n`` bytes per write, as write(2) may; 0 bytes: it takes nothing."""
+    """A raw file that takes at most ``n`` bytes per write, as write(2) may; 0 bytes: it takes nothing. ``fileno``: the
+    real file's it stands for (the store checks that file is still in its folder before each line)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, fileno: int) -> None:
         self.n, self.data, self.closed, self.name = n, b"", False, "trickle"
+        self.fileno = lambda: fileno
 
     def write(self, data) -> int:
         taken = bytes(data[: self.n])
@@ -428,15 +430,16 @@ def test_a_line_the_os_takes_in_pieces_is_written_whole_and_one_it_refuses_stops
     from rlnb.history.store import RunStore
 
     store = RunStore(tmp_path / "r")
-    store._ops.close()
-    store._ops = Trickle(3)
+    real = store._ops
+    store._ops = Trickle(3, real.fileno())
     store.write_op({"seq": 0, "kind": "sample", "note": "ünïcode"})
     assert json.loads(store._ops.data.decode("utf-8")) == {"seq": 0, "kind": "sample", "note": "ünïcode"}
-    store._ops = Trickle(0)
+    store._ops = Trickle(0, real.fileno())
     with pytest.warns(RunStoreWarning, match="could not write"):
         store.write_op({"seq": 1, "kind": "sample"})
     assert store.failed is not None
     store.close()
+    real.close()
 
 
 def test_an_integer_past_any_float_in_a_figure_is_left_out_and_the_run_loads(tmp_path):
