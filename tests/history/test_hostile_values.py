@@ -212,3 +212,15 @@ def test_a_run_file_deleted_or_replaced_while_recording_is_said_and_nothing_is_l
     session.close()
     assert session.history.logged.accuracy.tolist() == [0.25, 0.5]  # in memory: history.save(folder) keeps it all
     assert len(session.history) == 2
+
+
+def test_a_save_under_a_link_to_nothing_names_the_link(tmp_path):
+    """``history.save("scratch/saved")`` with ``scratch`` a link to a folder that is gone: a bare ``FileExistsError:
+    [Errno 17] File exists: 'scratch'`` (the folder itself a dangling link was already named)."""
+    history = History()
+    history.log(1, accuracy=0.5)
+    (tmp_path / "scratch").symlink_to(tmp_path / "gone")
+    said = re.escape(f"history.save: {tmp_path / 'scratch'} is a link to {tmp_path / 'gone'}, which does not exist")
+    with pytest.raises(ValueError, match=said + r" \(nothing was written\)"):
+        history.save(tmp_path / "scratch" / "saved")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch"]
