@@ -436,3 +436,18 @@ def test_a_muon_adam_clip_the_step_would_not_use_is_refused_naming_it():
     body = wire.OptimStepBody(muon_params=wire.MuonParams(grad_clip_norm=2.0, adam=adam))
     with pytest.raises(rlnb.InvalidParams, match=r"^muon_params" + said.format(r"3\.0", 2)):
         resolve("muon", body)
+
+
+def test_deleting_a_field_unsets_it():
+    """``del p.learning_rate`` (to go back to the default) left params without the attribute: reading it raised
+    ``AttributeError`` and the repr lost the field, while the body and ``resolved()`` went on without it."""
+    p = rlnb.AdamParams(learning_rate=1e-3, weight_decay=0.0)
+    del p.learning_rate
+    assert p.learning_rate is None and p.request_body() == {"adam_params": {"weight_decay": 0.0}}
+    assert "learning_rate=None" in repr(p) and p.resolved().learning_rate == ADAM_DEFAULTS["learning_rate"]
+    m = rlnb.MuonParams(learning_rate=0.01, adam={"learning_rate": 1e-3})
+    del m.adam
+    assert m.adam is None and m.request_body() == {"muon_params": {"learning_rate": 0.01}}
+    assert params_for("muon", m).request_body() == m.request_body()  # a session's copy, as checked
+    with pytest.raises(AttributeError):
+        del p.lr

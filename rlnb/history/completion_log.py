@@ -15,10 +15,11 @@ from typing import Any
 import pandas as pd
 
 from rlnb._options import user_path
+from rlnb.history.figures import checked_step
 from rlnb.history.reading import read_jsonl
-from rlnb.history.record import INT64, fits_float, fits_int64, warn_bad
+from rlnb.history.record import fits_float, fits_int64, warn_bad
 from rlnb.history.store import COMPLETIONS_FILE, OPS_FILE
-from rlnb.prompts import escaped, surrogate
+from rlnb.prompts import escaped, scalar, surrogate
 
 COLUMNS: dict[str, type] = {
     "step": int,
@@ -80,13 +81,14 @@ def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 def checked(step: Any, rows: Iterable[Any]) -> list[dict[str, Any]]:
     """``History.log_completions(step, rows)``'s rows with ``step``, or ``ValueError`` naming the first value the
     table cannot hold (``COLUMNS``' types, each one given and no other; a float may be None, for NaN; ``length`` >= 0):
-    before anything is kept. A row's own ``step`` is the one given."""
-    if isinstance(step, bool) or not hasattr(step, "__index__") or not 0 <= int(step) < INT64:
-        raise ValueError(f"history.log_completions: step must be an integer >= 0 and < 2**63, got {step!r}"[:300])
+    before anything is kept. A row's own ``step`` is the one given; a numpy or torch scalar is the value it holds."""
+    step = checked_step("history.log_completions", step)
     batch = []
     for i, given in enumerate(rows):
+        if isinstance(given, Mapping):  # numpy and torch scalars as what they hold (np.float32 rewards were refused)
+            given = {k: scalar(v) for k, v in given.items()}
         bad: list[str] = _not_a_row(given) if isinstance(given, Mapping) else [f"{given!r} is not a dict"]
-        line = None if bad else row({"step": int(step), **given} | {"step": int(step)}, bad)
+        line = None if bad else row({"step": step, **given} | {"step": step}, bad)
         if line is not None and (name := next((n for n in TEXTS if surrogate(line[n]) is not None), None)):
             bad.append(f"{name} holds a lone surrogate at position {surrogate(line[name])}: it is not valid Unicode")
             line = None

@@ -38,8 +38,8 @@ def save_run(
     folder = user_path("path", path)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"history.save: {folder} is a file, not a folder (nothing was written)")
-    if folder.is_symlink() and not folder.exists():  # mkdir's bare "[Errno 17] File exists"
-        raise ValueError(f"history.save: {folder} is a link to {os.readlink(folder)}, which does not exist "
+    for link in (f for f in (folder, *folder.parents) if f.is_symlink() and not f.exists()):  # mkdir: "File exists"
+        raise ValueError(f"history.save: {link} is a link to {os.readlink(link)}, which does not exist "
                          "(nothing was written)")  # fmt: skip
     # config.json too: a Hugging Face model folder has one (it was overwritten); a link counts, dangling or not
     # (a write through it lands wherever it points)

@@ -9,7 +9,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb.prompts import check_text
+from rlnb._options import is_integer
+from rlnb.prompts import check_text, scalar
 
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 """Figures of a completed optim-step, copied into its row."""
@@ -41,6 +42,16 @@ class StepRow:
     queue_s: float = math.nan
 
 
+def checked_step(where: str, step: Any) -> int:
+    """``step`` as a plain int, or ``ValueError`` unless it is an integer in [0, 2**63): a Python, numpy or torch one
+    (a one-element tensor of an integer dtype), never a bool. ``hasattr(step, "__index__")`` let float tensors and
+    arrays through, and ``int()`` cut them: ``torch.tensor(1.7)`` was recorded at step 1, ``tensor(True)`` at 1."""
+    value = scalar(step)
+    if not is_integer(value) or not 0 <= value <= MAX_STEP:
+        raise ValueError(f"{where}: step must be an integer >= 0 and < 2**63, got {step!r}"[:300])
+    return int(value)
+
+
 def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
     """The row ``History.log(step, **figures)`` records, or ``ValueError`` naming what cannot be one: a step
     that is not an integer in [0, 2**63), a figure that is not a real number, one with an empty name or a name that is
@@ -50,9 +61,7 @@ def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
     elif "step" in figures:  # History.log(1, step=...): it raised Python's "multiple values for argument 'step'"
         raise ValueError(f"history.log: 'step' is a column of the steps table ({', '.join(STEP_COLUMNS)}); log "
                          "it under another name (e.g. 'my_step')")  # fmt: skip
-    if isinstance(step, bool) or not hasattr(step, "__index__") or not 0 <= int(step) <= MAX_STEP:
-        raise ValueError(f"history.log: step must be an integer >= 0 and < 2**63, got {step!r}")
-    row: dict[str, Any] = {"step": int(step)}
+    row: dict[str, Any] = {"step": checked_step("history.log", step)}
     for name, value in figures.items():
         if not name.strip():  # a column named "" (or " "): no plot or table can name it back
             raise ValueError(f"history.log: a figure needs a name, got {name!r}")

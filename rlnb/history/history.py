@@ -113,8 +113,7 @@ class History(HistoryViews):
     def annotate(self, **fields: Any) -> None:
         """Add fields to the run's config (e.g. a sweep's label), on disk too. The run's own fields (its id and
         when it was created and continued) name its folder and order its sessions: they cannot be annotated."""
-        check_annotation(fields)
-        self.config.update(fields)
+        self.config.update(check_annotation(fields))
         if self.store:
             self.store.write_config(self.config)
 

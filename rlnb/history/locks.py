@@ -33,7 +33,8 @@ def hold_lock(file: Path, busy: str) -> IO[str]:
     """Hold ``file`` exclusively until the returned handle is closed (the OS releases it if the process dies),
     writing this process's pid in it; else ``RunLocked`` with ``busy`` (its ``{holder}``: the holder's pid). On a
     file system that cannot lock, the handle is returned unlocked, with a ``LockUnsupportedWarning``."""
-    fh = open(file, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the lock's life
+    refuse_link(file)  # its pid would be written over the target: a user's notes, in a run folder from elsewhere
+    fh = open(file, "a+", encoding="utf-8", opener=no_follow)  # noqa: SIM115 - held open for the lock's life
     try:
         try_lock(fh)
     except OSError as exc:
@@ -50,6 +51,39 @@ def hold_lock(file: Path, busy: str) -> IO[str]:
         fh.write(f"{os.getpid()}\n")
         fh.flush()
     return fh
+
+
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+"""Opening a link fails (``ELOOP``) rather than going through it (POSIX; Windows has no such flag)."""
+
+
+def no_follow(path: str, flags: int) -> int:
+    """``open``'s opener for a file rlnb writes in a folder of its own: never through a symbolic link (a link made
+    after ``refuse_link`` looked, too)."""
+    return os.open(path, flags | NO_FOLLOW, 0o666)
+
+
+def refuse_link(file: Path) -> None:
+    """``OSError`` naming ``file`` and its target when it is a symbolic link: rlnb writes its folders' files (a run's,
+    a sweep's, a server's) only there, never through a link (a run folder copied from elsewhere with its links)."""
+    if file.is_symlink():
+        raise OSError(f"{file} is a symbolic link (to {os.readlink(file)!r}): rlnb writes the files of its folders "
+                      "only there, never through a link; remove the link")  # fmt: skip
+
+
+def release(fh: IO[str] | None) -> None:
+    """Unlock ``fh``, then close it. A process forked while it was held (a DataLoader's workers, a ``multiprocessing``
+    pool) shares the lock, and closing alone left it held until that child exited: the run stayed locked against its
+    own notebook (``RunLocked`` naming the notebook's pid). A close that fails (a full disk) is said elsewhere."""
+    if fh is None or fh.closed:
+        return
+    if sys.platform != "win32":  # Windows forks no process: its close releases the lock
+        import fcntl
+
+        with contextlib.suppress(OSError):
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with contextlib.suppress(OSError):
+        fh.close()
 
 
 def try_lock(fh: IO[str]) -> None:

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 from rlnb._options import user_path
+from rlnb.history.store import WRITTEN
 
 RUNS_DIR_ENV = "RLNB_RUNS_DIR"
 """Overrides the default run folder ``./rlnb-runs``."""
@@ -56,12 +57,16 @@ def check_run_id(run_id: object) -> str:
 
 def runs_root(runs_dir: str | Path | None) -> Path:
     """The runs folder ``runs_dir`` (default ``$RLNB_RUNS_DIR`` or ``./rlnb-runs``), checked: an error naming it
-    when it is no path, ``''``, a file or a path through one — no run could be written there."""
+    when it is no path, ``''``, a file or a path through one, or a link to nothing (or a path through one) — no run
+    could be written there."""
     if runs_dir == "":  # Path("") is the working folder
         raise ValueError("runs_dir must be a folder's path or None, got ''")
     root = user_path("runs_dir", runs_dir) if runs_dir is not None else default_runs_dir()
     field = "runs_dir" if runs_dir is not None or RUNS_DIR_ENV not in os.environ else f"${RUNS_DIR_ENV}"
     for folder in (root, *root.parents):
+        if folder.is_symlink() and not folder.exists():  # mkdir failed "File exists" after the model loaded
+            raise ValueError(f"{field} {str(root)!r}: {folder} is a link to {os.readlink(folder)!r}, which does not "
+                             "exist: mount or make its target, or pass another folder")  # fmt: skip
         if folder.exists():
             if not folder.is_dir():
                 raise ValueError(
@@ -73,7 +78,8 @@ def runs_root(runs_dir: str | Path | None) -> Path:
 
 def run_folder(runs_dir: str | Path | None, run_id: str) -> Path:
     """``<runs_dir>/<run_id>``, checked: a runs folder that is a file, a run id that is a file there or a symbolic
-    link there (writing through it would put the run wherever the link points) is refused."""
+    link there (writing through it would put the run wherever the link points), or a run folder holding a link where
+    a session writes (``store.WRITTEN``) is refused."""
     path = runs_root(runs_dir) / check_run_id(run_id)
     if path.is_symlink():
         raise ValueError(
@@ -82,4 +88,10 @@ def run_folder(runs_dir: str | Path | None, run_id: str) -> Path:
         )
     if path.exists() and not path.is_dir():
         raise ValueError(f"run_id {run_id!r}: {path} is a file, not a run folder: pick another run_id")
+    for file in (path / name for name in WRITTEN):  # a run folder from elsewhere: its run.lock a link to your notes
+        if file.is_symlink():
+            raise ValueError(
+                f"run_id {run_id!r}: {file} is a symbolic link (to {os.readlink(file)!r}); rlnb writes a run's files "
+                "only inside its folder, never through a link: remove the link, or pick another run_id"
+            )
     return path

@@ -13,7 +13,7 @@ from typing import Any, TypeGuard
 
 from rlnb.history.reading import loads
 from rlnb.history.record import LATEST_TIME, MAX_SEQ, fits_int64
-from rlnb.prompts import check_text, escaped
+from rlnb.prompts import check_text, escaped, scalar
 
 EARLIER = "earlier_sessions"
 """The config field that keeps each earlier session's own fields, oldest first, once a later session continued the
@@ -92,9 +92,10 @@ def is_time(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) <= LATEST_TIME
 
 
-def check_annotation(fields: dict[str, Any]) -> None:
-    """``History.annotate``'s fields, refused before any is added: one of the run's own (``RUN_FIELDS``: they name
-    its folder and order its sessions), or one that ``config.json`` cannot hold and give back."""
+def check_annotation(fields: dict[str, Any]) -> dict[str, Any]:
+    """``History.annotate``'s fields as ``config.json`` holds them (``plain``), refused before any is added: one of the
+    run's own (``RUN_FIELDS``: they name its folder and order its sessions), or one that ``config.json`` cannot hold
+    and give back."""
     own = sorted(RUN_FIELDS & fields.keys())
     if own:
         raise ValueError(f"annotate: {', '.join(own)} is the run's own field (its folder and sessions); "
@@ -109,6 +110,21 @@ def check_annotation(fields: dict[str, Any]) -> None:
             raise ValueError(f"annotate: {shown} cannot be written to config.json and read back ({exc}); give "
                              "JSON-like values: str keys, valid Unicode text, at most 31 levels deep (nothing was "
                              "annotated)") from None
+    return {name: plain(value) for name, value in fields.items()}
+
+
+def plain(value: Any) -> Any:
+    """``value`` with numpy's and torch's numbers as Python's, as JSON writes and reads them: a scalar as its number
+    (``np.float32``, ``np.int64``: their ``str()`` went to ``config.json``, read back as text), an array or tensor as
+    a list, a tuple as a list; anything else as it is."""
+    value = scalar(value)
+    if hasattr(value, "shape") and callable(getattr(value, "tolist", None)):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
 
 
 def environment() -> dict[str, str]:

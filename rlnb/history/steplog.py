@@ -17,8 +17,10 @@ the gradient-norm fields, the three times, ``na_reason``, ``weights_version``).
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from collections.abc import Callable, Iterable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -32,6 +34,21 @@ from rlnb.wire import TERMINAL_STATUSES, OperationErrorCode, OperationKind, Oper
 KEPT_GRADIENTS = frozenset({OperationErrorCode.INVALID_INPUT})
 """A failed optim-step's codes that changed nothing and kept the gradients: the next completed one applies them, so
 its row sums their loss (a ``NON_FINITE_LOSS`` one dropped them)."""
+
+
+def total(losses: list[float]) -> float:
+    """The exact sum of ``losses`` as the float nearest it: inf past the largest float, NaN for inf and -inf together.
+    ``math.fsum`` raised there (``OverflowError`` for two losses of 1e308) while a forward-backward was recorded: its
+    line never reached the run folder, and the step's loss read 1e308."""
+    try:
+        return math.fsum(losses)
+    except (OverflowError, ValueError):
+        if any(math.isnan(x) for x in losses) or {math.inf, -math.inf} <= set(losses):
+            return math.nan
+        if math.inf in losses or -math.inf in losses:
+            return next(x for x in losses if math.isinf(x))
+        exact = sum(map(Fraction, losses), Fraction(0))  # finite: the overflow is the sum's, or a partial sum's
+        return float(exact) if abs(exact) <= Fraction(sys.float_info.max) else math.inf if exact > 0 else -math.inf
 
 
 _Row = tuple[int, int, float, float, float, float, float, float, int]
@@ -147,7 +164,7 @@ class StepLog:
         if done and not math.isnan(rec.step_loss):
             losses = self._losses.setdefault(segment, [])
             losses.append(rec.step_loss)
-            self._loss[segment] = math.fsum(losses)
+            self._loss[segment] = total(losses)
 
     def _optim_step_finished(self, rec: Any, done: bool, segment: int) -> None:
         self._open_opt.pop(rec.seq, None)
@@ -157,7 +174,7 @@ class StepLog:
             self._into[segment] = later = segment + 1
             self._times.setdefault(later, []).extend(self._times.pop(segment, ()))
             if losses := self._losses.pop(segment, []) + self._losses.get(later, []):
-                self._losses[later], self._loss[later] = losses, math.fsum(losses)
+                self._losses[later], self._loss[later] = losses, total(losses)
             if open_fb := self._open_fb.pop(segment, 0) + self._open_fb.get(later, 0):
                 self._open_fb[later] = open_fb
 

@@ -24,10 +24,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb.errors import RunLocked
-from rlnb.history.locks import hold_lock
+from rlnb.history.locks import hold_lock, no_follow, refuse_link, release
 
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
 COMPLETIONS_FILE = "completions.jsonl"
+CONFIG_TMP = CONFIG_FILE + ".tmp"
+WRITTEN = (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_TMP, LOCK_FILE)
+"""The files a session writes into (``config.json`` itself is replaced by a rename, never written through): none may
+be a symbolic link, whose target would be written."""
 
 
 def holds_run(folder: Path, unreadable: bool) -> bool:
@@ -89,8 +93,10 @@ class RunStore:
                 with self._held_again():
                     if not self.closed:  # a closed store's lock is taken afresh for this write
                         _lock_still_there(self._held, self.path)
-                    tmp = self.path / (CONFIG_FILE + ".tmp")
-                    tmp.write_text(json.dumps(config, indent=2, default=str))
+                    tmp = self.path / CONFIG_TMP
+                    refuse_link(tmp)
+                    with open(tmp, "w", encoding="utf-8", opener=no_follow) as fh:
+                        fh.write(json.dumps(config, indent=2, default=str))
                     tmp.replace(self.path / CONFIG_FILE)
             except (OSError, RunLocked) as exc:
                 self._fail(exc)
@@ -122,6 +128,7 @@ class RunStore:
                 if getattr(self, which) is None:  # completions.jsonl: made by the first rows written
                     setattr(self, which, _append_to(self.path / name))
                 _lock_still_there(self._held, self.path)  # its folder removed, or its lock deleted as stale
+                _file_still_there(getattr(self, which), self.path / name)
                 _write_all(getattr(self, which), data)
             except (OSError, RunLocked) as exc:
                 self._fail(exc)
@@ -136,7 +143,7 @@ class RunStore:
         try:
             yield
         finally:
-            held.close()
+            release(held)
 
     def _fail(self, exc: OSError | RunLocked) -> None:
         """Stop writing, warn once; the History goes on in memory."""
@@ -158,7 +165,7 @@ class RunStore:
             self.closed = True
             for fh in (self._ops, self._metrics, self._completions):
                 _close_quietly(fh)
-            _close_quietly(self._held)  # releases run.lock
+            release(self._held)  # run.lock: unlocked, then closed
 
 
 def _append_to(path: Path) -> IO[bytes]:
@@ -166,7 +173,8 @@ def _append_to(path: Path) -> IO[bytes]:
     half-written line: it is ended first, so that the first new line is not glued to it and lost with it."""
     if path.is_fifo():  # opening it would wait for a reader forever
         raise OSError(f"{path} is a named pipe, not a file")
-    fh = open(path, "ab", buffering=0)  # noqa: SIM115 - kept open by the store
+    refuse_link(path)  # its lines went into the target (a ~/.bashrc)
+    fh = open(path, "ab", buffering=0, opener=no_follow)  # noqa: SIM115 - kept open by the store
     try:
         if fh.tell():
             with open(path, "rb") as tail:
@@ -201,21 +209,30 @@ def _write_all(fh: IO[bytes], data: bytes) -> None:
 def _lock_still_there(held: IO[str] | None, folder: Path) -> None:
     """``OSError`` if the held ``run.lock`` in ``folder`` was deleted: the run folder removed (its lines went into
     deleted files without a word), or the lock deleted as a stale one (a second session started on the run as if none
-    wrote it, and both appended). One ``fstat`` per line written; a file system that says no link where the path is
-    still the file (a FUSE one may) is taken at its path."""
-    if held is None:
-        return
-    seen = os.fstat(held.fileno())
+    wrote it, and both appended)."""
+    if held is not None and not _still_there(held, folder / LOCK_FILE):
+        raise OSError(f"{folder / LOCK_FILE} was deleted while the run was recorded (its run folder removed, or the "
+                      "lock deleted as a stale one): another session may be writing the run now")  # fmt: skip
+
+
+def _file_still_there(fh: IO[bytes], path: Path) -> None:
+    """``OSError`` if the file ``fh`` writes, ``path``, was deleted or replaced (``rm``, a sync tool's or ``git
+    stash``'s copy put in its place): its lines went into a file no folder held, without a word."""
+    if not _still_there(fh, path):
+        raise OSError(f"{path} was deleted or replaced while the run was recorded (by hand, a sync tool, git): the "
+                      "lines written since would reach no file")  # fmt: skip
+
+
+def _still_there(fh: IO[Any], path: Path) -> bool:
+    """Whether the open file ``fh`` is still the file at ``path``. One ``fstat`` per line written; a file system that
+    says no link where the path is still the file (a FUSE one may) is taken at its path."""
+    seen = os.fstat(fh.fileno())
     if seen.st_nlink:
-        return
-    path = folder / LOCK_FILE
+        return True
     try:
-        there = os.path.samestat(seen, os.stat(path))
+        return os.path.samestat(seen, os.stat(path))
     except OSError:
-        there = False
-    if not there:
-        raise OSError(f"{path} was deleted while the run was recorded (its run folder removed, or the lock deleted as "
-                      "a stale one): another session may be writing the run now")  # fmt: skip
+        return False
 
 
 def _close_quietly(fh: IO[Any] | None) -> None:

@@ -63,6 +63,14 @@ class _Params:
             (fields_set.add if was_set else fields_set.discard)(name)
             raise
 
+    def __delattr__(self, name: str) -> None:
+        """``del p.learning_rate`` unsets the field, as ``p.learning_rate = None`` does: pydantic's own removed the
+        attribute, and reading it raised ``AttributeError``."""
+        if name in cast(Any, type(self)).model_fields:
+            setattr(self, name, None)
+        else:
+            super().__delattr__(name)
+
     def _check(self) -> None:
         """The rules that tie fields together (each field's own range is pydantic's): ``check_decay``."""
         check_decay(cast(Any, self).resolved(), type(self).__name__)

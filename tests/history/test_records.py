@@ -1,10 +1,10 @@
 """Records are never lost and never stop a run: a full disk under the run store, one
 writer per run id, continuing a run, loading damaged runs, listing a folder with a bad run in it."""
 
+import errno
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import textwrap
@@ -17,7 +17,7 @@ import pytest
 
 import rlnb
 from rlnb import samples
-from rlnb.history import History, RunContinuedWarning
+from rlnb.history import History, RunContinuedWarning, store
 from rlnb.history.store import RunStoreWarning
 from rlnb.testing import FakeBackend
 from tests.support.fake_api import BASE, KEY, FakeAPI
@@ -27,18 +27,21 @@ PENDING = "TRAINING_OPERATION_STATUS_PENDING"
 BATCH = [samples.cross_entropy(list(b"hello records"))]
 
 
-def full_disk(run: Path) -> None:
-    """Point a run folder's two logs at /dev/full: every write fails with ENOSPC, as on a full disk."""
-    if not Path("/dev/full").exists():
-        pytest.skip("needs /dev/full")
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode), "/dev/full is no longer the full device: something replaced it"
-    run.mkdir(parents=True)
-    for name in ("ops.jsonl", "metrics.jsonl"):
-        (run / name).symlink_to("/dev/full")
+def full_disk(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every line written to a run folder's two logs fail with ENOSPC, as on a full disk. (They were links to
+    /dev/full; a session refuses a run folder whose files are links, which it would write through.)"""
+    write_all = store._write_all
+
+    def full(fh, data):
+        if Path(fh.name).parent == run and Path(fh.name).name in ("ops.jsonl", "metrics.jsonl"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write_all(fh, data)
+
+    monkeypatch.setattr(store, "_write_all", full)
 
 
-def test_a_full_disk_warns_once_and_the_local_session_carries_on_in_memory(tmp_path):
-    full_disk(tmp_path / "runs" / "r")
+def test_a_full_disk_warns_once_and_the_local_session_carries_on_in_memory(tmp_path, monkeypatch):
+    full_disk(tmp_path / "runs" / "r", monkeypatch)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         s = rlnb.connect(
@@ -59,9 +62,9 @@ def test_a_full_disk_warns_once_and_the_local_session_carries_on_in_memory(tmp_p
     assert s.history.store is not None and "No space left" in (s.history.store.failed or "")
 
 
-def test_a_full_disk_under_a_remote_session_never_hides_a_result(tmp_path):
+def test_a_full_disk_under_a_remote_session_never_hides_a_result(tmp_path, monkeypatch):
     """The remote case showed COMPLETED while result() timed out."""
-    full_disk(tmp_path / "r")
+    full_disk(tmp_path / "r", monkeypatch)
     with pytest.warns(RunStoreWarning, match="in memory"):
         s = rlnb.connect(
             BASE, api_key=KEY, transport=httpx.MockTransport(FakeAPI()), ready_timeout=5, poll_min=0.002,
@@ -405,10 +408,12 @@ def test_one_bad_run_is_a_row_with_its_error(tmp_path):
 
 
 class Trickle:
-    """A raw file that takes at most ``n`` bytes per write, as write(2) may; 0 bytes: it takes nothing."""
+    """A raw file that takes at most ``n`` bytes per write, as write(2) may; 0 bytes: it takes nothing. ``fileno``: the
+    real file's it stands for (the store checks that file is still in its folder before each line)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, fileno: int) -> None:
         self.n, self.data, self.closed, self.name = n, b"", False, "trickle"
+        self.fileno = lambda: fileno
 
     def write(self, data) -> int:
         taken = bytes(data[: self.n])
@@ -425,15 +430,16 @@ def test_a_line_the_os_takes_in_pieces_is_written_whole_and_one_it_refuses_stops
     from rlnb.history.store import RunStore
 
     store = RunStore(tmp_path / "r")
-    store._ops.close()
-    store._ops = Trickle(3)
+    real = store._ops
+    store._ops = Trickle(3, real.fileno())
     store.write_op({"seq": 0, "kind": "sample", "note": "ünïcode"})
     assert json.loads(store._ops.data.decode("utf-8")) == {"seq": 0, "kind": "sample", "note": "ünïcode"}
-    store._ops = Trickle(0)
+    store._ops = Trickle(0, real.fileno())
     with pytest.warns(RunStoreWarning, match="could not write"):
         store.write_op({"seq": 1, "kind": "sample"})
     assert store.failed is not None
     store.close()
+    real.close()
 
 
 def test_an_integer_past_any_float_in_a_figure_is_left_out_and_the_run_loads(tmp_path):
@@ -546,11 +552,11 @@ def test_a_figure_logged_on_a_closed_history_while_another_session_writes_its_ru
     assert History.load(tmp_path / "r").logged.reward.tolist() == [0.5]
 
 
-def test_a_run_whose_folder_could_not_be_written_is_saved_whole_elsewhere(tmp_path):
+def test_a_run_whose_folder_could_not_be_written_is_saved_whole_elsewhere(tmp_path, monkeypatch):
     """The full-disk warning said to save the history "elsewhere with history.to_csv or to_parquet": both write the
     operations alone, so the logged figures, the completions and the config were lost even then, and neither
     can be loaded back. ``history.save(folder)`` writes a run folder that ``History.load`` restores whole."""
-    full_disk(tmp_path / "runs" / "r")
+    full_disk(tmp_path / "runs" / "r", monkeypatch)
     with pytest.warns(RunStoreWarning, match=r"save it elsewhere with history.save\(folder\)"):
         s = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r")
         for i in range(2):

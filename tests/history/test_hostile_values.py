@@ -1,0 +1,226 @@
+"""A hostile user's values and folders: losses past the largest float, steps and completions handed in as numpy or
+torch scalars, a run folder whose files are links, annotations JSON has no type for. Each must keep what was
+recorded, or refuse it naming the field before anything is kept."""
+
+import math
+import os
+import re
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import rlnb
+from rlnb import samples
+from rlnb.history import History
+from rlnb.history.locks import hold_lock
+from rlnb.history.store import RunStore, RunStoreWarning
+from rlnb.testing import FakeBackend
+
+BATCH = [samples.cross_entropy(list(b"values"))]
+ROW = {"group": 0, "prompt": "2+2=", "completion": "4", "reward": 1.0, "advantage": 0.5, "length": 2,
+       "truncated": False}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("losses", "total"),
+    [((1e308, 1e308), math.inf), ((math.inf, -math.inf), math.nan), ((1e308, 1e308, -1e308), 1e308)],
+)
+def test_losses_whose_sum_passes_the_largest_float_are_recorded_and_summed(tmp_path, losses, total):
+    """Two forward-backwards of loss 1e308 in one step (a hostile server's answer, a custom loss): ``math.fsum``
+    raised ``OverflowError`` while the second was recorded (on the backend's thread: "recording forward-backward ...
+    failed"), so its line never reached the run folder (PENDING for ever there) and the step's loss read 1e308."""
+    given = iter(losses)
+    session = rlnb.Session(FakeBackend(loss=lambda step: next(given)), runs_dir=tmp_path, run_id="big")
+    for _ in losses:
+        session.forward_backward(BATCH)
+    session.optim_step()
+    session.wait()
+    session.close()
+    loaded = History.load(tmp_path / "big")
+    for history in (session.history, loaded):
+        assert list(history.df.status.map(str)) == ["TRAINING_OPERATION_STATUS_COMPLETED"] * (len(losses) + 1)
+        assert list(history.df.loss[: len(losses)]) == list(losses)
+        step_loss = history.steps.loss.iloc[0]
+        assert step_loss == total or math.isnan(total) and math.isnan(step_loss)
+
+
+NOT_STEPS = [torch.tensor(1.7), np.array(2.5), torch.tensor(True), torch.tensor([3]), np.float64(4.0)]
+
+
+@pytest.mark.parametrize("step", NOT_STEPS)
+def test_a_step_that_is_no_integer_is_refused_whatever_holds_it(tmp_path, step):
+    """``log(1.7, ...)`` was refused, yet ``log(torch.tensor(1.7), ...)`` was recorded at step 1 (and ``np.array(2.5)``
+    at 2, ``torch.tensor(True)`` at 1, a one-element array at its value): ``int()`` cut what ``__index__`` would have
+    refused. ``log_completions`` the same."""
+    history = History.create({"optimizer": "adam"}, tmp_path, "steps")
+    with pytest.raises(ValueError, match=r"history\.log: step must be an integer >= 0 and < 2\*\*63, got "):
+        history.log(step, reward=0.5)
+    with pytest.raises(ValueError, match=r"history\.log_completions: step must be an integer >= 0 and < 2\*\*63"):
+        history.log_completions(step, [ROW])
+    history.log(torch.tensor(3), reward=0.5)  # integers, numpy's and torch's, are steps
+    history.log_completions(np.int64(3), [ROW])
+    history.close()
+    loaded = History.load(tmp_path / "steps")
+    assert loaded.logged.to_dict("records") == [{"step": 3, "reward": 0.5}]
+    assert list(loaded.completions.step) == [3]
+
+
+def test_completions_of_numpy_and_torch_scalars_are_kept_as_the_numbers_they_hold(tmp_path):
+    """A reward computed with numpy (``np.float32``), a length from ``len`` of a tensor's row (``np.int64``), a
+    ``truncated`` from a comparison of arrays (``np.True_``), a reward as a 0-d tensor: each was refused
+    ("rows[0]: reward = np.float32(0.5)"), where ``history.log`` takes them as the numbers they hold."""
+    history = History.create({"optimizer": "adam"}, tmp_path, "rl")
+    given = {"group": np.int64(1), "prompt": np.str_("1+1="), "completion": "2", "reward": np.float32(0.5),
+             "advantage": torch.tensor(-0.25), "length": np.int32(3), "truncated": np.True_}  # fmt: skip
+    history.log_completions(1, [given])
+    with pytest.raises(ValueError, match=r"rows\[0\]: group = True"):  # a bool is still no group
+        history.log_completions(2, [{**given, "group": np.True_}])
+    with pytest.raises(ValueError, match=r"rows\[0\]: length = 2\.0"):  # nor a float a length
+        history.log_completions(2, [{**given, "length": np.float64(2.0)}])
+    with pytest.raises(ValueError, match=r"rows\[0\]: length = -1 \(tokens: >= 0\)"):
+        history.log_completions(2, [{**given, "length": np.int64(-1)}])
+    history.close()
+    want = {"step": 1, "group": 1, "prompt": "1+1=", "completion": "2", "reward": 0.5, "advantage": -0.25,
+            "length": 3, "truncated": True}  # fmt: skip
+    for table in (history.completions, History.load(tmp_path / "rl").completions):
+        assert table.to_dict("records") == [want]
+    kept = history.latest_completions()[0]  # plain Python values, as JSON and the table take them
+    assert {k: type(v) for k, v in kept.items()} == {k: type(v) for k, v in want.items()}
+
+
+@pytest.mark.parametrize("name", ["run.lock", "ops.jsonl", "metrics.jsonl", "completions.jsonl", "config.json.tmp"])
+def test_a_run_folder_whose_files_are_links_is_never_written_through(tmp_path, name):
+    """A run folder from elsewhere (a tarball, ``cp -a``) whose ``run.lock`` links to the user's notes: continuing it
+    (``connect(..., run_id=...)``) wrote the session's pid over them, already in the check before the model loaded;
+    an ``ops.jsonl`` / ``metrics.jsonl`` link had every line appended to its target (``~/.bashrc``), a
+    ``config.json.tmp`` link the config written over it."""
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r") as first:
+        first.forward_backward(BATCH)
+        first.history.log_completions(0, [ROW])
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    link = tmp_path / "runs" / "r" / name
+    link.unlink(missing_ok=True)
+    link.symlink_to(notes)
+    with pytest.raises(ValueError, match=rf"run_id 'r': .*r/{name} is a symbolic link \(to '.*notes\.txt'\)"):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r")
+    with pytest.raises(ValueError, match=rf"{name} is a symbolic link"):
+        History.create({"optimizer": "adam"}, tmp_path / "runs", "r")
+    # a link made after the check (between two sessions' starts): the store writes nothing through it either
+    with pytest.warns(RunStoreWarning, match=rf"cannot write the run folder .*: .*{name}.* is a symbolic link"):
+        store = RunStore(tmp_path / "runs" / "r")
+        store.write_op({"seq": 9, "kind": "sample"})
+        store.write_metrics({"step": 9, "x": 1.0})
+        store.write_completions([{**ROW, "step": 9}])
+        store.write_config({"run_id": "r"})
+    store.close()
+    assert notes.read_text() == "my notes\n"
+
+
+def test_a_lock_file_that_is_a_link_is_refused_not_written_over(tmp_path):
+    """``hold_lock`` (a run's, a sweep's, a server's lock) wrote its pid over what a link of that name led to."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    (tmp_path / "sweep.lock").symlink_to(notes)
+    with pytest.raises(OSError, match=r"sweep\.lock is a symbolic link \(to '.*notes\.txt'\): .*remove the link"):
+        hold_lock(tmp_path / "sweep.lock", "busy (pid {holder})")
+    assert notes.read_text() == "my notes\n"
+
+
+def test_numbers_annotated_from_numpy_or_torch_stay_numbers_on_disk(tmp_path):
+    """``annotate(lr=np.float32(1e-3), n=np.int64(5))`` (a grid made with numpy, a sweep's ``sweep_config``) kept the
+    numpy values in memory and wrote their ``str()`` to ``config.json``: the reloaded run (``rlnb.runs``, ``compare``)
+    said ``"0.001"`` and ``"5"``, text, and an array was ``"[0 1 2]"``."""
+    history = History.create({"optimizer": "adam"}, tmp_path, "notes")
+    history.annotate(lr=np.float32(1e-3), n=np.int64(5), arr=np.arange(3), t=torch.tensor(0.5), half=np.float16(2),
+                     nested={"k": [np.int64(1), (np.True_, None)]}, ok=np.bool_(False))  # fmt: skip
+    history.close()
+    want = {"lr": float(np.float32(1e-3)), "n": 5, "arr": [0, 1, 2], "t": 0.5, "half": 2.0,
+            "nested": {"k": [1, [True, None]]}, "ok": False}  # fmt: skip
+    for config in (history.config, History.load(tmp_path / "notes").config):
+        got = {k: config[k] for k in want}
+        assert got == want
+        assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in want.items()}
+
+
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_a_runs_folder_that_is_a_dangling_link_is_refused_up_front(tmp_path, monkeypatch, under):
+    """``runs_dir`` a link to a folder that is gone (an unmounted scratch disk, a deleted project): the model loaded,
+    then "RunStoreWarning: cannot write the run folder (FileExistsError: [Errno 17] File exists: ...)" and the whole
+    run in memory only."""
+    (tmp_path / "runs").symlink_to(tmp_path / "unmounted")
+    runs = tmp_path / "runs" / under
+    said = re.escape(f"runs_dir '{runs}': {tmp_path / 'runs'} is a link to '{tmp_path / 'unmounted'}', which does not")
+    for run_id in (None, "r"):
+        with pytest.raises(ValueError, match=said):
+            rlnb.Session(FakeBackend(), runs_dir=runs, run_id=run_id)
+    monkeypatch.setenv("RLNB_RUNS_DIR", str(runs))
+    with pytest.raises(ValueError, match=r"\$RLNB_RUNS_DIR .* is a link to .*, which does not exist"):
+        rlnb.Session(FakeBackend())
+    assert not (tmp_path / "unmounted").exists()
+
+
+@pytest.mark.slow  # forks a process
+def test_a_child_forked_while_a_run_is_recorded_does_not_keep_it_locked_after_close(tmp_path):
+    """A process forked while a session records (a DataLoader's workers, a ``multiprocessing`` pool on Linux) shares
+    the run's lock: after ``close()`` it stayed held until the child exited. A figure logged after the session ended
+    then went to memory only ("another session may be writing the run"), and a new session on the run id was
+    ``RunLocked`` "by another session (pid N)", N being the notebook's own pid."""
+    history = History.create({"optimizer": "adam"}, tmp_path, "r")
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the worker: alive until the test ends (the pipe closes)
+        os.close(write)
+        os.read(read, 1)
+        os._exit(0)
+    try:
+        os.close(read)
+        history.close()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RunStoreWarning)
+            history.log(1, accuracy=0.5)  # after close: takes the lock for this write
+        again = History.create({"optimizer": "adam"}, tmp_path, "r")
+        again.close()
+    finally:
+        os.close(write)
+        os.waitpid(child, 0)
+    assert History.load(tmp_path / "r").logged.accuracy.tolist() == [0.5]
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+@pytest.mark.parametrize("name", ["ops.jsonl", "metrics.jsonl"])
+def test_a_run_file_deleted_or_replaced_while_recording_is_said_and_nothing_is_lost(tmp_path, name, how):
+    """``rm rlnb-runs/r/metrics.jsonl`` while the session records, or a sync tool (Dropbox, OneDrive) or ``git stash``
+    putting a copy in its place: every later line went into the file no folder held any more, without a word."""
+    session = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    session.forward_backward(BATCH)
+    session.history.log(0, accuracy=0.25)
+    session.wait()
+    file = tmp_path / "r" / name
+    if how == "deleted":
+        file.unlink()
+    else:
+        copy = tmp_path / "copy"
+        copy.write_bytes(file.read_bytes())
+        os.replace(copy, file)
+    with pytest.warns(RunStoreWarning, match=rf"{name} was deleted or replaced while the run was recorded"):
+        session.optim_step()
+        session.history.log(1, accuracy=0.5)
+        session.wait()
+    session.close()
+    assert session.history.logged.accuracy.tolist() == [0.25, 0.5]  # in memory: history.save(folder) keeps it all
+    assert len(session.history) == 2
+
+
+def test_a_save_under_a_link_to_nothing_names_the_link(tmp_path):
+    """``history.save("scratch/saved")`` with ``scratch`` a link to a folder that is gone: a bare ``FileExistsError:
+    [Errno 17] File exists: 'scratch'`` (the folder itself a dangling link was already named)."""
+    history = History()
+    history.log(1, accuracy=0.5)
+    (tmp_path / "scratch").symlink_to(tmp_path / "gone")
+    said = re.escape(f"history.save: {tmp_path / 'scratch'} is a link to {tmp_path / 'gone'}, which does not exist")
+    with pytest.raises(ValueError, match=said + r" \(nothing was written\)"):
+        history.save(tmp_path / "scratch" / "saved")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch"]
