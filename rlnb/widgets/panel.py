@@ -21,7 +21,7 @@ from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
 from rlnb.widgets.describe import ScheduleNote
 from rlnb.widgets.status_line import StatusLine
-from rlnb.widgets.steps import StepFn, check_given, n_problem, rl_figures, sent_schedule, taken_mid_run
+from rlnb.widgets.steps import StepFn, check_given, failure_text, n_problem, rl_figures, sent_schedule, taken_mid_run
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
 
@@ -120,9 +120,11 @@ class RunPanel:
         """The exception that stopped the last run (or refused a start), if any."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.focus_after: W.Button | None = None
+        """The button the keyboard's focus goes back to when the run ends: the one clicked to start it, if any."""
         self._closed = False
-        self.step_button.on_click(lambda _: self._clicked(1))
-        self.run_button.on_click(lambda _: self._clicked(int(self.n.value)))
+        self.step_button.on_click(lambda b: self._clicked(b, 1))
+        self.run_button.on_click(lambda b: self._clicked(b, int(self.n.value)))
         self.stop_button.on_click(lambda _: self.stop())
         self._unfollow = self.builder.on_change(self._builder_changed)
         self.n.observe(self._n_changed, names="value")
@@ -169,18 +171,26 @@ class RunPanel:
         self._config = (self.session.check_params(self.builder.params), self.builder.get_schedule())
         self.progress.max, self.progress.value = n, 0
         self._busy.set()
-        turns.follow(self)  # Step and Run off before the line says the run started (as its end: on, then said)
-        # said before the first step, which can take minutes: the line showed "ready", or the last run's error
-        # (not the session's step: a GET on a remote session, on the kernel's thread)
-        self.line.show_run(f"running: 0/{n} done …")
-        self._thread = threading.Thread(target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True)
-        self._thread.start()
+        try:
+            turns.follow(self)  # Step and Run off before the line says the run started (as its end: on, then said)
+            # said before the first step, which can take minutes: the line showed "ready", or the last run's error
+            # (not the session's step: a GET on a remote session, on the kernel's thread)
+            self.line.show_run(f"running: 0/{n} done …")
+            self._thread = threading.Thread(target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True)
+            self._thread.start()
+        except Exception as exc:  # noqa: BLE001  said: it left the panel marked running with no thread, for good
+            self._busy.clear()
+            self.error, self._thread = exc, None
+            run_thread.buttons_back(self)
+            self.line.show(f"not started: {failure_text(exc)}", error=True)
+            return False
         return True
 
-    def _clicked(self, n: int) -> None:
+    def _clicked(self, button: W.Button, n: int) -> None:
         """Step or Run N: the button disables itself as the run starts, so the focus goes on to Stop (a keyboard's
-        was dropped to the page, Stop a few Tabs away)."""
+        was dropped to the page, Stop a few Tabs away), and back to ``button`` when the run ends (``run_thread``)."""
         if self.start(n):
+            self.focus_after = button
             self.stop_button.focus()
 
     def stop(self) -> None:
