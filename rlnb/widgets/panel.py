@@ -16,7 +16,7 @@ from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.tasks import Task, check_steps, first_letter_task
 from rlnb.viz.live import LiveView
-from rlnb.widgets import run_thread, turns
+from rlnb.widgets import fit, run_thread, turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
 from rlnb.widgets.describe import ScheduleNote
@@ -86,7 +86,7 @@ class RunPanel:
             value=n_steps, description="N", style={"description_width": "16px"}, layout=W.Layout(width="110px")
         )
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", disabled=True)
-        self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="220px"))
+        self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(flex="1 1 120px", max_width="220px"))
         self.line = StatusLine()
         self.status = self.line.widget
         self._note = ScheduleNote()
@@ -105,10 +105,7 @@ class RunPanel:
         )
         self.widget = W.VBox(
             [
-                W.HBox(
-                    [self.step_button, self.run_button, self.n, self.stop_button, self.progress],
-                    layout=W.Layout(align_items="center"),
-                ),
+                fit.button_row([self.step_button, self.run_button, self.n, self.stop_button, self.progress]),
                 W.HBox([self.status, self.schedule_line], layout=W.Layout(flex_flow="row wrap", grid_gap="0 24px")),
                 self.warning,
                 self.builder.widget,
@@ -116,6 +113,7 @@ class RunPanel:
             ]
         )
         self.widget.add_class("rlnb-run-panel")
+        fit.plots_share_a_row(self.live.plots)
         self.error: BaseException | None = None
         """The exception that stopped the last run (or refused a start), if any."""
         self._stop = threading.Event()

@@ -10,6 +10,7 @@ import time
 import pytest
 
 import rlnb
+import rlnb.sweep
 from rlnb import samples
 from rlnb.testing import FakeBackend
 from rlnb.widgets import RunPanel, turns
@@ -332,4 +333,47 @@ def test_a_run_whose_end_fails_to_bring_the_buttons_back_says_so_with_them_back(
     first = panel.error  # the step's error, else the end's
     assert str(first) == ("boom" if "boom" in ended else "follow broke")
     assert panel.start(2) and panel.join(DEADLINE) and text(panel.status.value) == ended  # follow works again
+    panel.close()
+
+
+@pytest.mark.parametrize("button", ["step_button", "run_button"])
+def test_the_focus_goes_back_to_the_button_that_started_the_run_as_it_ends(fake, monkeypatch, button):
+    """The click moved the focus to Stop; the run ended by itself, Stop was disabled and a keyboard's focus fell to
+    the page (the browser's side: tests/widgets/test_browser_narrow.py). Only a click's run: ``start()`` from code
+    moves no focus, at its start or its end."""
+    go = threading.Event()
+    panel = RunPanel(fake, step_fn=after(go, lambda s, p: None), n_steps=2, every=0.05)
+    focused = []
+    for name in ("step_button", "run_button", "stop_button"):
+        b = getattr(panel, name)
+        monkeypatch.setattr(b, "focus", lambda name=name, b=b: focused.append((name, b.disabled)))
+    getattr(panel, button).click()
+    assert focused == [("stop_button", False)]
+    go.set()
+    assert panel.join(DEADLINE)
+    assert focused == [("stop_button", False), (button, False)]  # once it is enabled
+    assert panel.start(1) and panel.join(DEADLINE)
+    assert len(focused) == 2
+    panel.close()
+
+
+def test_the_focus_goes_back_to_find_lr_as_its_range_test_ends(fake, monkeypatch):
+    """A click on Find LR moved the focus to the panel's Stop, disabled again when the test ended: it fell to the
+    page."""
+    go = threading.Event()
+
+    def lr_find(*_args, **_kwargs):
+        go.wait(DEADLINE)
+        raise ValueError("no range test here")
+
+    monkeypatch.setattr(rlnb.sweep, "lr_find", lr_find)
+    panel = RunPanel(fake, every=0.05)
+    finder, focused = panel.builder.lr_finder, []
+    for name, b in (("find", finder.button), ("stop", panel.stop_button)):
+        monkeypatch.setattr(b, "focus", lambda name=name, b=b: focused.append((name, b.disabled)))
+    finder.button.click()
+    assert focused == [("stop", False)]
+    go.set()
+    assert finder.join(DEADLINE) and "no range test here" in finder.status.value
+    assert focused == [("stop", False), ("find", False)]
     panel.close()
