@@ -46,6 +46,7 @@ def voila(notebook: Path) -> ServerProcess:
     cmd = [sys.executable, "-m", "voila", str(notebook), "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1"]
     return ServerProcess(cmd, f"http://127.0.0.1:{port}/", health="voila/static/")
 
+
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian chromium is not installed (.ci/run installs it)"
 )
