@@ -10,10 +10,13 @@ from typing import Any
 import ipywidgets as W
 
 WIDE = {"description_width": "110px"}
-FIELD = W.Layout(width="290px")
-PAIRS = "repeat(auto-fill, 300px)"
+IN_ROW = "calc(100% - 4px)"
+"""The widest a control may be: its row less its margins (``--jp-widgets-margin``), which ran past the row."""
+FIELD = W.Layout(width="290px", max_width=IN_ROW)
+PAIRS = "repeat(auto-fill, min(300px, 100%))"
 """Fields two to a row (300 px each, at most ``PAIRS_WIDTH`` wide), one to a row in a narrower column: two fixed
-columns cut the right one's boxes in a column under 608 px (JupyterLab at 125% zoom on a laptop gives 598)."""
+columns cut the right one's boxes in a column under 608 px (JupyterLab at 125% zoom on a laptop gives 598); and
+narrower than one field, the field narrows (a 400 px panel's 288 px column cut its fields' boxes)."""
 PAIRS_WIDTH = "608px"
 INVALID = "rlnb-invalid"
 """CSS class of a control whose value is refused (styled red by ``STYLE``)."""
@@ -46,10 +49,11 @@ class LearningRate:
             continuous_update=False,
             readout=False,
             style=WIDE,
-            layout=W.Layout(width="480px"),
+            layout=W.Layout(flex="1 1 240px", max_width="480px"),
         )
         self.text = W.FloatText(layout=W.Layout(width="110px"))
-        self.box = W.HBox([self.slider, self.text])
+        # the box under the slider in a column too narrow for both (the slider's label was cut)
+        self.box = W.HBox([self.slider, self.text], layout=W.Layout(flex_flow="row wrap"))
         self._busy = False
         self.units: dict[str, float] = {}
         """Muon's rate in the units it was last converted from and to (``convert_units``), while it holds one."""

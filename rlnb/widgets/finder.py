@@ -19,6 +19,7 @@ from typing import Any
 import ipywidgets as W
 
 from rlnb.viz.draw import png
+from rlnb.widgets.controls import IN_ROW
 from rlnb.widgets.muon_units import RED, Form, MuonUnits
 
 __all__ = ["RED", "Form", "LRFinderControls"]
@@ -52,13 +53,14 @@ class LRFinderControls(MuonUnits):
         )
         self.status.add_class("rlnb-lr-find-status")
         # hidden until a range test has drawn something: an empty Image shows as a broken-image icon
-        self.plot = W.Image(format="png", layout=W.Layout(width="360px", display="none"))
+        self.plot = W.Image(format="png", layout=W.Layout(width="360px", max_width=IN_ROW, display="none"))
         row = W.HBox([self.button, self.apply_button, self.scaling], layout=W.Layout(flex_flow="row wrap"))
         self.widget = W.VBox([row, self.status, self.plot])  # the units under the buttons in a narrow column
         self._thread: threading.Thread | None = None
         self._going = threading.Event()
         self._halt = threading.Event()  # ends the range test in flight after its step (``stop``)
         self._probe = ""  # what the range test in flight runs, for its status line
+        self._refocus = False  # the focus goes back to Find LR at the test's end: a click moved it to Stop
         self.button.on_click(lambda _: self._clicked())
         self.apply_button.on_click(lambda _: self.apply())
 
@@ -218,11 +220,17 @@ class LRFinderControls(MuonUnits):
 
     def _clicked(self) -> None:
         """The button disables itself as the test starts: the focus goes on to the RunPanel's Stop, which ends it (a
-        keyboard's was dropped to the page)."""
-        self.start()
+        keyboard's was dropped to the page), and back to Find LR when the test ends (``_run``)."""
         stop = getattr(getattr(self.builder, "panel", None), "stop_button", None)
-        if self.running and stop is not None:
+        if stop is None or self.running:  # on its own, or a second click: the focus stays
+            self.start()
+            return
+        self._refocus = True
+        self.start()
+        if self.running:
             stop.focus()
+        else:  # refused (or over already, the flag then used)
+            self._refocus = False
 
     def _run(self) -> None:
         """The button's range test; how it ended is said once Find LR and the panel's Step and Run are enabled again
@@ -236,6 +244,9 @@ class LRFinderControls(MuonUnits):
             self._going.clear()
             self.on_change()  # a RunPanel's Step and Run back
             self.sync()  # Find LR back, then how the test ended (or why Find LR must wait now)
+            if self._refocus and not self.button.disabled:  # Stop, disabled again, dropped it to the page
+                self.button.focus()
+            self._refocus = False
 
     def stop(self) -> None:
         """End the range test in flight after its step in progress; it then suggests from the steps it has

@@ -14,7 +14,7 @@ import ipywidgets as W
 
 from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
 from rlnb.schedule import Schedule
-from rlnb.widgets.controls import FIELD, STYLE, TEXT, WIDE, controls, grid, mark, opener, pairs
+from rlnb.widgets.controls import FIELD, IN_ROW, STYLE, TEXT, WIDE, controls, grid, mark, opener, pairs
 from rlnb.widgets.presets import PRESETS
 
 LR_RANGES = {"adam": (-6, 2), "muon": (-4, 2), "muon.adam": (-6, 2)}
@@ -44,8 +44,8 @@ class BuilderForm:
             titles=("Adam", "Muon"),
         )
         self.tabs.selected_index = 0 if optimizer == "adam" else 1
-        self.preset = W.Dropdown(options=list(PRESETS), description="preset", layout=W.Layout(width="290px"))
-        self.lesson = W.HTML()
+        self.preset = W.Dropdown(options=list(PRESETS), description="preset", layout=FIELD)
+        self.lesson = W.HTML(layout=W.Layout(flex="1 1 200px"))
         self.lesson.add_class(TEXT)
         self.sched_kind = W.Dropdown(
             options=["constant", "linear", "cosine"], description="schedule", style=WIDE, layout=FIELD
@@ -59,11 +59,12 @@ class BuilderForm:
         self.message = W.HTML()
         self.message.add_class("rlnb-message")
         self.message.add_class(TEXT)
-        self.schedule_plot = W.Image(format="png", layout=W.Layout(width="300px"))
+        self.schedule_plot = W.Image(format="png", layout=W.Layout(width="300px", max_width=IN_ROW))
         schedule = pairs([self.sched_kind, self.warmup, self.total, self.min_ratio], align_content="center")
         form = W.VBox(
             [
-                W.HBox([self.preset, self.lesson], layout=W.Layout(align_items="center")),
+                # the lesson under the preset in a narrow column (squeezed beside it, a word to a line)
+                W.HBox([self.preset, self.lesson], layout=W.Layout(align_items="center", flex_flow="row wrap")),
                 self.tabs,
                 self.message,
                 W.HBox([schedule, self.schedule_plot], layout=W.Layout(flex_flow="row wrap")),

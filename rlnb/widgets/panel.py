@@ -16,12 +16,12 @@ from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.tasks import Task, check_steps, first_letter_task
 from rlnb.viz.live import LiveView
-from rlnb.widgets import run_thread, turns
+from rlnb.widgets import fit, run_thread, turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
 from rlnb.widgets.describe import ScheduleNote
 from rlnb.widgets.status_line import StatusLine
-from rlnb.widgets.steps import StepFn, check_given, n_problem, rl_figures, sent_schedule, taken_mid_run
+from rlnb.widgets.steps import StepFn, check_given, failure_text, n_problem, rl_figures, sent_schedule, taken_mid_run
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
 
@@ -86,7 +86,7 @@ class RunPanel:
             value=n_steps, description="N", style={"description_width": "16px"}, layout=W.Layout(width="110px")
         )
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", disabled=True)
-        self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="220px"))
+        self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(flex="1 1 120px", max_width="220px"))
         self.line = StatusLine()
         self.status = self.line.widget
         self._note = ScheduleNote()
@@ -105,10 +105,7 @@ class RunPanel:
         )
         self.widget = W.VBox(
             [
-                W.HBox(
-                    [self.step_button, self.run_button, self.n, self.stop_button, self.progress],
-                    layout=W.Layout(align_items="center"),
-                ),
+                fit.button_row([self.step_button, self.run_button, self.n, self.stop_button, self.progress]),
                 W.HBox([self.status, self.schedule_line], layout=W.Layout(flex_flow="row wrap", grid_gap="0 24px")),
                 self.warning,
                 self.builder.widget,
@@ -116,13 +113,16 @@ class RunPanel:
             ]
         )
         self.widget.add_class("rlnb-run-panel")
+        fit.plots_share_a_row(self.live.plots)
         self.error: BaseException | None = None
         """The exception that stopped the last run (or refused a start), if any."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.focus_after: W.Button | None = None
+        """The button the keyboard's focus goes back to when the run ends: the one clicked to start it, if any."""
         self._closed = False
-        self.step_button.on_click(lambda _: self._clicked(1))
-        self.run_button.on_click(lambda _: self._clicked(int(self.n.value)))
+        self.step_button.on_click(lambda b: self._clicked(b, 1))
+        self.run_button.on_click(lambda b: self._clicked(b, int(self.n.value)))
         self.stop_button.on_click(lambda _: self.stop())
         self._unfollow = self.builder.on_change(self._builder_changed)
         self.n.observe(self._n_changed, names="value")
@@ -169,18 +169,26 @@ class RunPanel:
         self._config = (self.session.check_params(self.builder.params), self.builder.get_schedule())
         self.progress.max, self.progress.value = n, 0
         self._busy.set()
-        turns.follow(self)  # Step and Run off before the line says the run started (as its end: on, then said)
-        # said before the first step, which can take minutes: the line showed "ready", or the last run's error
-        # (not the session's step: a GET on a remote session, on the kernel's thread)
-        self.line.show_run(f"running: 0/{n} done …")
-        self._thread = threading.Thread(target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True)
-        self._thread.start()
+        try:
+            turns.follow(self)  # Step and Run off before the line says the run started (as its end: on, then said)
+            # said before the first step, which can take minutes: the line showed "ready", or the last run's error
+            # (not the session's step: a GET on a remote session, on the kernel's thread)
+            self.line.show_run(f"running: 0/{n} done …")
+            self._thread = threading.Thread(target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True)
+            self._thread.start()
+        except Exception as exc:  # noqa: BLE001  said: it left the panel marked running with no thread, for good
+            self._busy.clear()
+            self.error, self._thread = exc, None
+            run_thread.buttons_back(self)
+            self.line.show(f"not started: {failure_text(exc)}", error=True)
+            return False
         return True
 
-    def _clicked(self, n: int) -> None:
+    def _clicked(self, button: W.Button, n: int) -> None:
         """Step or Run N: the button disables itself as the run starts, so the focus goes on to Stop (a keyboard's
-        was dropped to the page, Stop a few Tabs away)."""
+        was dropped to the page, Stop a few Tabs away), and back to ``button`` when the run ends (``run_thread``)."""
         if self.start(n):
+            self.focus_after = button
             self.stop_button.focus()
 
     def stop(self) -> None:

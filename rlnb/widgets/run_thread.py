@@ -1,6 +1,7 @@
 """A RunPanel's run on its background thread: its steps, and its end in the order a person acts on it: the last
-redraw, then Step and Run enabled, then the status line saying how the run ended. The line said "stopped: ..." first,
-while the live view redrew, and a click straight after reading it hit a disabled button."""
+redraw, then Step and Run enabled (and the keyboard's focus on the button that started the run), then the status line
+saying how the run ended. The line said "stopped: ..." first, while the live view redrew, and a click straight after
+reading it hit a disabled button."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ def run(panel: Any, n: int) -> None:
 
 def _end(panel: Any, said: str, error: bool) -> None:
     """The run's last redraw, then its buttons back, then ``said``. Under the panel's ``_ending`` lock, which a start
-    takes too: a click as Step came back started a run whose "running" line this run's end then overwrote."""
+    takes too: a click as Step came back started a run whose "running" line this run's end then overwrote. A failure
+    to bring the buttons back is said after how the run ended (it left Step and Run off and the line at the last
+    step's progress, the error in the thread's excepthook only), and is the panel's ``error`` if the run had none."""
     try:
         with contextlib.suppress(Exception):  # shown on the live view, kept in live.error
             panel.live.refresh()
@@ -54,6 +57,37 @@ def _end(panel: Any, said: str, error: bool) -> None:
         with panel._ending:
             panel._busy.clear()
             panel.line.held = ""
-            turns.follow(panel)  # its buttons, and those of another panel that waited for this run
-            panel._sync_schedule()  # the form's schedule again (an invalid form's: none), not the run's
+            failed = buttons_back(panel)  # its buttons, and those of another panel that waited for this run
+            try:
+                panel._sync_schedule()  # the form's schedule again (an invalid form's: none), not the run's
+            except Exception as exc:  # noqa: BLE001  said below
+                failed = failed or exc
+            refocus(panel)
+            if failed is not None:
+                panel.error = panel.error if error else failed
+                said, error = f"{said} · then its buttons failed: {failure_text(failed)}", True
             panel.line.show(said, error=error)
+
+
+def buttons_back(panel: Any) -> Exception | None:
+    """Step, Run N and Stop as they must be now that ``panel`` runs no more (``turns.follow``: on every panel it shares
+    a session or builder with), and the failure if that failed. Then this panel's own are set anyway, and if even that
+    fails, Step and Run on and Stop off: a click that cannot start a run is refused, saying why (``turns.refusal``)."""
+    try:
+        turns.follow(panel)
+        return None
+    except Exception as exc:  # noqa: BLE001  returned, for the line to say
+        try:
+            panel._sync_buttons()
+        except Exception:  # noqa: BLE001  the failure returned is the first one
+            panel.step_button.disabled = panel.run_button.disabled = False
+            panel.stop_button.disabled = True
+        return exc
+
+
+def refocus(panel: Any) -> None:
+    """The keyboard's focus back on the button (Step or Run N) whose click started the run and moved it to Stop
+    (``RunPanel._clicked``): disabled as the run ended, Stop dropped it to the page, a keyboard's next Enter lost."""
+    button, panel.focus_after = panel.focus_after, None
+    if button is not None and not button.disabled:
+        button.focus()

@@ -1,14 +1,15 @@
 """A RunPanel in a narrow column, in Debian's Chromium through Voila: JupyterLab at 125% zoom on a 1366×768 laptop,
-its file browser open, gives a cell's output 661 px. Every field shows whole, a long error wraps inside the panel,
-and a keyboard alone opens the folded optimizer form, runs, stops a run and stops Find LR. Screenshots go to
-tests/artifacts/.
+its file browser open, gives a cell's output 661 px. The panel fits the laptop's height there, every field shows
+whole (down to a 400 px column), a long error wraps inside the panel, and a keyboard alone opens the folded optimizer
+form, runs, stops a run and stops Find LR, its focus back on the button that started a run once the run has ended.
+Screenshots go to tests/artifacts/.
 """
 
 import os
 
 import pytest
 
-from tests.widgets.test_browser import ARTIFACTS, CHROMIUM, HERE, voila
+from tests.widgets.test_browser import ARTIFACTS, CHROMIUM, HERE, check_laptop_run, voila
 
 pytestmark = [
     pytest.mark.slow,  # a browser, a Voila server and its kernel
@@ -29,6 +30,15 @@ CUT = """panel => {
 }"""
 """Every box in the panel whose content is wider than the box (the rest is cut off or must be scrolled to),
 apart from the live view (``rlnb.viz``'s) and the slider's inner track."""
+PAST_EDGE = """panel => {
+    const edge = panel.getBoundingClientRect().right, past = [];
+    for (const el of panel.querySelectorAll('*')) {
+        const box = el.getBoundingClientRect();
+        if (box.width && box.right > edge + 0.5) past.push(`${el.tagName}.${el.className} ${box.right - edge} px`);
+    }
+    return past;
+}"""
+"""Every box of the panel, the live view's included, that reaches past its right edge."""
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +78,13 @@ def test_in_a_narrow_column_every_field_shows_whole_and_a_long_error_wraps(brows
     page.wait_for_timeout(500)
     assert panel.bounding_box()["width"] == pytest.approx(450, abs=2)
     shows_whole(panel, status)
+    # a split screen's column: the button row squeezed Run N ("R…"), the fields' 300 px columns cut their boxes
+    page.set_viewport_size({"width": 400 + 30, "height": 768})
+    page.wait_for_timeout(500)
+    assert panel.bounding_box()["width"] == pytest.approx(400, abs=2)
+    page.screenshot(path=str(ARTIFACTS / "voila_narrow_400px_form_open.png"))
+    shows_whole(panel, status)
+    assert panel.evaluate(PAST_EDGE) == []
     page.close()
 
 
@@ -116,13 +133,16 @@ def test_a_keyboard_alone_opens_the_folded_form_runs_and_stops(browser, narrow):
     panel.locator("button[title='open or fold the optimizer form']").focus()
     page.keyboard.press("Enter")  # folded again
     expect(form).to_be_hidden(timeout=30_000)
-    status = panel.locator(".rlnb-status")
-    panel.get_by_role("button", name="Step").focus()
+    status, step = panel.locator(".rlnb-status"), panel.get_by_role("button", name="Step")
+    step.focus()
     page.keyboard.press("Enter")  # a button takes Enter
     expect(status).to_contain_text("stopped: FileNotFoundError", timeout=60_000)
+    # the run ended by itself: Stop, disabled, dropped the focus to the page; it is back on Step
+    expect(step).to_be_focused(timeout=30_000)
+    page.keyboard.press("Tab")
     run = panel.get_by_role("button", name="Run N")
+    expect(run).to_be_focused()
     expect(run).to_be_enabled(timeout=30_000)  # enabled before the status says the failure (test_run_ends.py)
-    run.focus()
     page.keyboard.press("Enter")  # 20 steps of half a second
     stop = panel.get_by_role("button", name="Stop")
     # Run disables itself: the focus went to the page, Stop a few Tabs away; it goes on to Stop
@@ -130,6 +150,7 @@ def test_a_keyboard_alone_opens_the_folded_form_runs_and_stops(browser, narrow):
     expect(status).to_contain_text("/20 done", timeout=30_000)
     page.keyboard.press("Enter")
     expect(status).to_contain_text("stopped early", timeout=60_000)
+    expect(run).to_be_focused(timeout=30_000)  # back where the run started: Enter runs again
     page.close()
 
 
@@ -138,6 +159,19 @@ def laptop(browser):
     """laptop_panel.ipynb in Voila: a Muon panel on the first-letter task, Find LR on a copy of its session."""
     with voila(HERE / "voila" / "laptop_panel.ipynb") as url:
         yield url
+
+
+def test_in_a_narrow_column_the_panel_fits_a_laptops_height_and_its_plots_share_a_row(browser, laptop):
+    """At 661 px the reward and gradient-norm plots (320 + 432 px) stacked: the panel was 725 px tall, 848 px during a
+    run. They share a row, scaled alike, and the panel fits as it does on the laptop's whole width."""
+    page, panel = open_panel(browser, laptop)
+    plots = [img.bounding_box() for img in panel.locator(".rlnb-live img").all()]
+    assert len(plots) == 2 and plots[0]["y"] == pytest.approx(plots[1]["y"], abs=1)  # side by side
+    assert plots[0]["height"] == pytest.approx(plots[1]["height"], abs=1)
+    assert plots[1]["x"] + plots[1]["width"] <= panel.bounding_box()["x"] + 661
+    assert plots[0]["width"] >= 0.85 * 320 - 1  # readable: scaled no further
+    check_laptop_run(page, panel, "voila_narrow_661px_running.png")
+    page.close()
 
 
 def test_a_keyboard_alone_stops_find_lr(browser, laptop):
@@ -155,4 +189,5 @@ def test_a_keyboard_alone_stops_find_lr(browser, laptop):
     said = panel.locator(".rlnb-lr-find-status")
     expect(said).to_contain_text("ended early: stopped after", timeout=120_000)
     expect(find).to_be_enabled()
+    expect(find).to_be_focused(timeout=30_000)  # Stop, disabled again, dropped the focus to the page
     page.close()

@@ -10,9 +10,10 @@ import time
 import pytest
 
 import rlnb
+import rlnb.sweep
 from rlnb import samples
 from rlnb.testing import FakeBackend
-from rlnb.widgets import RunPanel
+from rlnb.widgets import RunPanel, turns
 
 DEADLINE = 60.0
 
@@ -274,4 +275,105 @@ def test_stop_as_the_run_ends_leaves_the_line_saying_how_it_ended(fake):
     assert panel._busy.then is None  # Stop read whether the run went
     assert panel.join(DEADLINE)
     assert text(panel.status.value) == "step 0 · stopped early after 1 of 2"
+    panel.close()
+
+
+class Follow:
+    """``turns.follow`` that raises at its ``fail``-th call from now (1: the next one), as a bug in it or in a panel's
+    ``_sync_buttons`` would."""
+
+    def __init__(self, monkeypatch, fail: int) -> None:
+        self.calls, self.fail = 0, fail
+        self._follow = turns.follow
+        monkeypatch.setattr(turns, "follow", self)
+
+    def __call__(self, panel) -> None:
+        self.calls += 1
+        if self.calls == self.fail:
+            raise RuntimeError("follow broke")
+        self._follow(panel)
+
+
+def test_a_start_whose_buttons_fail_says_why_and_leaves_the_panel_usable(fake, monkeypatch):
+    """The start marked the panel running, then ``follow`` raised: no thread, the panel said "running" for ever (or
+    its last line), Step and Run off and every later start refused ("a run is going; Stop it first")."""
+    panel = RunPanel(fake, step_fn=lambda s, p: {"x": 1.0}, n_steps=2, every=0.05)
+    Follow(monkeypatch, fail=1)
+    panel.run_button.click()  # the error goes to the line and ``error``, not to the front end's log
+    assert not panel.running and panel._thread is None
+    assert isinstance(panel.error, RuntimeError) and str(panel.error) == "follow broke"
+    assert text(panel.status.value) == "not started: RuntimeError — follow broke"
+    assert not panel.step_button.disabled and not panel.run_button.disabled and panel.stop_button.disabled
+    assert panel.start(2) and panel.join(DEADLINE)  # follow works again: the panel runs
+    assert text(panel.status.value) == "step 0 · 2 done" and panel.error is None
+    panel.close()
+
+
+@pytest.mark.parametrize(
+    ("step_fn", "ended"),
+    [
+        (lambda s, p: {"x": 1.0}, "step 0 · 2 done"),
+        (raising(ValueError("boom")), "step 0 · stopped: ValueError — boom"),
+    ],
+    ids=["done", "failed"],
+)
+def test_a_run_whose_end_fails_to_bring_the_buttons_back_says_so_with_them_back(fake, monkeypatch, step_fn, ended):
+    """The run's end raised in ``follow``: the line kept saying the last step's progress, Step and Run stayed off, and
+    the error went to the thread's excepthook only."""
+    go = threading.Event()
+    panel = RunPanel(fake, step_fn=after(go, step_fn), n_steps=2, every=0.05)
+    assert panel.start(2)
+    Follow(monkeypatch, fail=1)  # the end's
+    said = watched(panel)
+    go.set()
+    assert panel.join(DEADLINE) and not panel.running
+    line = f"{ended} · then its buttons failed: RuntimeError — follow broke"
+    assert said.first("^" + re.escape(line) + "$") == {"step": True, "run": True, "stop": False}
+    assert text(panel.status.value) == line
+    first = panel.error  # the step's error, else the end's
+    assert str(first) == ("boom" if "boom" in ended else "follow broke")
+    assert panel.start(2) and panel.join(DEADLINE) and text(panel.status.value) == ended  # follow works again
+    panel.close()
+
+
+@pytest.mark.parametrize("button", ["step_button", "run_button"])
+def test_the_focus_goes_back_to_the_button_that_started_the_run_as_it_ends(fake, monkeypatch, button):
+    """The click moved the focus to Stop; the run ended by itself, Stop was disabled and a keyboard's focus fell to
+    the page (the browser's side: tests/widgets/test_browser_narrow.py). Only a click's run: ``start()`` from code
+    moves no focus, at its start or its end."""
+    go = threading.Event()
+    panel = RunPanel(fake, step_fn=after(go, lambda s, p: None), n_steps=2, every=0.05)
+    focused = []
+    for name in ("step_button", "run_button", "stop_button"):
+        b = getattr(panel, name)
+        monkeypatch.setattr(b, "focus", lambda name=name, b=b: focused.append((name, b.disabled)))
+    getattr(panel, button).click()
+    assert focused == [("stop_button", False)]
+    go.set()
+    assert panel.join(DEADLINE)
+    assert focused == [("stop_button", False), (button, False)]  # once it is enabled
+    assert panel.start(1) and panel.join(DEADLINE)
+    assert len(focused) == 2
+    panel.close()
+
+
+def test_the_focus_goes_back_to_find_lr_as_its_range_test_ends(fake, monkeypatch):
+    """A click on Find LR moved the focus to the panel's Stop, disabled again when the test ended: it fell to the
+    page."""
+    go = threading.Event()
+
+    def lr_find(*_args, **_kwargs):
+        go.wait(DEADLINE)
+        raise ValueError("no range test here")
+
+    monkeypatch.setattr(rlnb.sweep, "lr_find", lr_find)
+    panel = RunPanel(fake, every=0.05)
+    finder, focused = panel.builder.lr_finder, []
+    for name, b in (("find", finder.button), ("stop", panel.stop_button)):
+        monkeypatch.setattr(b, "focus", lambda name=name, b=b: focused.append((name, b.disabled)))
+    finder.button.click()
+    assert focused == [("stop", False)]
+    go.set()
+    assert finder.join(DEADLINE) and "no range test here" in finder.status.value
+    assert focused == [("stop", False), ("find", False)]
     panel.close()
