@@ -86,8 +86,10 @@ def buttons_back(panel: Any) -> Exception | None:
 
 
 def refocus(panel: Any) -> None:
-    """The keyboard's focus back on the button (Step or Run N) whose click started the run and moved it to Stop
-    (``RunPanel._clicked``): disabled as the run ended, Stop dropped it to the page, a keyboard's next Enter lost."""
+    """The keyboard's focus back on the button whose click started the run and moved it to Stop
+    (``RunPanel._clicked``): disabled as the run ended, Stop dropped it to the page, a keyboard's next Enter lost.
+    Only after a Step or a click on Stop, when the person is at the panel: a Run N that ends by itself minutes later
+    would take the focus from the cell they are typing in, and their next Enter would start a run."""
     button, panel.focus_after = panel.focus_after, None
-    if button is not None and not button.disabled:
+    if button is not None and not button.disabled and (button is panel.step_button or panel._stop.is_set()):
         button.focus()

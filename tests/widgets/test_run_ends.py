@@ -336,10 +336,13 @@ def test_a_run_whose_end_fails_to_bring_the_buttons_back_says_so_with_them_back(
     panel.close()
 
 
-@pytest.mark.parametrize("button", ["step_button", "run_button"])
-def test_the_focus_goes_back_to_the_button_that_started_the_run_as_it_ends(fake, monkeypatch, button):
-    """The click moved the focus to Stop; the run ended by itself, Stop was disabled and a keyboard's focus fell to
-    the page (the browser's side: tests/widgets/test_browser_narrow.py). Only a click's run: ``start()`` from code
+@pytest.mark.parametrize(("button", "stopped", "back"), [("step_button", False, True), ("run_button", True, True),
+                                                       ("run_button", False, False)])
+def test_the_focus_goes_back_to_the_button_that_started_the_run_after_a_step_or_a_stop(fake, monkeypatch, button,
+                                                                                       stopped, back):
+    """The click moved the focus to Stop; as the run ended Stop was disabled and a keyboard's focus fell to the page
+    (the browser's side: tests/widgets/test_browser_narrow.py). It goes back after a Step or a Stop, not when a Run N
+    ends by itself (the person may be typing in another cell by then). Only a click's run: ``start()`` from code
     moves no focus, at its start or its end."""
     go = threading.Event()
     panel = RunPanel(fake, step_fn=after(go, lambda s, p: None), n_steps=2, every=0.05)
@@ -349,11 +352,13 @@ def test_the_focus_goes_back_to_the_button_that_started_the_run_as_it_ends(fake,
         monkeypatch.setattr(b, "focus", lambda name=name, b=b: focused.append((name, b.disabled)))
     getattr(panel, button).click()
     assert focused == [("stop_button", False)]
+    if stopped:
+        panel.stop_button.click()
     go.set()
     assert panel.join(DEADLINE)
-    assert focused == [("stop_button", False), (button, False)]  # once it is enabled
+    assert focused == [("stop_button", False)] + ([(button, False)] if back else [])  # once it is enabled
     assert panel.start(1) and panel.join(DEADLINE)
-    assert len(focused) == 2
+    assert len(focused) == 1 + back
     panel.close()
 
 
