@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -118,6 +119,9 @@ def exact_match(answer: Callable[[str], str]) -> Callable[[str, str], float]:
 
 
 def _first(prompt: str) -> str:
+    if not prompt:  # an IndexError from inside the reward, naming nothing
+        raise ValueError("first_letter: the prompt '' has no first letter to answer (its prompts are a word and '>', "
+                         "such as 'cadb>')")  # fmt: skip
     return prompt[0]
 
 
@@ -209,9 +213,17 @@ def _letters(i: int, alphabet: str, n: int) -> str:
     return "".join(out)
 
 
+SUM_PROMPT = re.compile(r"([0-9])\+([0-9])=")
+"""An addition prompt: two ASCII digits (int() also read " 3 + 4 ", "٣" and "-3", and a prompt of any other form
+raised "not enough values to unpack" from inside the reward)."""
+
+
 def _sum(prompt: str) -> str:
-    a, b = prompt.rstrip("=").split("+")
-    return str(int(a) + int(b))
+    match = SUM_PROMPT.fullmatch(prompt) if isinstance(prompt, str) else None
+    if match is None:
+        raise ValueError(f"addition: the prompt {prompt!r} is not 'a+b=' where a and b are single digits 0-9 (such as "
+                         "'3+4='): it has no sum to answer")  # fmt: skip
+    return str(int(match[1]) + int(match[2]))
 
 
 def _spread(pairs: list[tuple[int, int]], n: int, rng: random.Random) -> list[tuple[int, int]]:
