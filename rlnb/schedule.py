@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 from dataclasses import dataclass
 from typing import Literal
 
 from rlnb._options import is_integer
 
 ScheduleKind = Literal["constant", "linear", "cosine"]
+
+MAX_STEPS = 1_000_003
+"""The longest schedule (``total_steps``, and the warmup within it): the most steps one run takes,
+``rlnb.tasks.MAX_STEPS`` (a layer above; a test keeps the two equal). A longer one never reached its floor in any
+run, and the builder took ``10**300`` as valid and raised an ``OverflowError`` at ``10**400`` (its plot)."""
 
 
 @dataclass(frozen=True)
@@ -32,8 +38,9 @@ class Schedule:
             raise ValueError(f"Schedule.kind must be 'constant', 'linear' or 'cosine', got {self.kind!r}")
         for name, low in (("warmup_steps", 0), ("total_steps", 1)):  # an int: NaN passes every comparison
             value = getattr(self, name)
-            if not is_integer(value) or value < low:
-                raise ValueError(f"Schedule.{name} = {value!r} is invalid: must be an integer >= {low}")
+            if not is_integer(value) or not low <= value <= MAX_STEPS:
+                raise ValueError(f"Schedule.{name} = {reprlib.repr(value)} is invalid: must be an integer >= {low} "
+                                 f"and <= {MAX_STEPS} (the most steps a run takes)")  # fmt: skip
             object.__setattr__(self, name, int(value))  # a numpy integer kept as one: JSON refuses it
         if self.warmup_steps > self.total_steps:  # the run would end before its warmup
             raise ValueError(

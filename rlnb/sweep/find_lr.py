@@ -30,11 +30,12 @@ from rlnb.history import new_run_id
 from rlnb.params import DECAY_RULE, AdamParams, MuonHyperparams, MuonParams, OptimizerParams
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
+from rlnb.tasks.task import session_prompt_ids
 
 from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest
 from .lr_rates import DEFAULT_RANGES, SCALING_NAMES, check_lrs, lr_range, range_key, with_lr
 from .lr_result import LRFind
-from .options import RangeTestOptions, StepFn, check_base, check_range_test
+from .options import RangeTestOptions, StepFn, check_base, check_builtin_prompts, check_range_test, given
 from .trial import Objective
 
 __all__ = ["DEFAULT_RANGES", "FLAT", "SCALING_NAMES", "SMOOTHING", "LRFind", "lr_find", "significant", "with_lr"]
@@ -84,6 +85,8 @@ def lr_find(
     ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
     check_lrs(start_lr, end_lr, range_key(kind, session, target, options))  # before anything is opened or sent
     check_range_test(test, session.history.config.get("backend") != "remote" if session else target == "local", options)
+    if step_fn is None:  # a bad prompt failed the first step, the session copied (or a new one opened) by then
+        _check_prompts(test.task or digits_task(), session, target, options)
     trial = _open(kind, session, target, seed, runs_dir, options)
     scaling = SCALING_NAMES.get(str(trial.history.config.get("muon_scaling")), trial.history.config.get("muon_scaling"))
     scaling = scaling if kind == "muon" else None
@@ -191,6 +194,17 @@ def _number(raw: Any, i: int, lr: float) -> float:
     except (TypeError, ValueError):
         raise TypeError(f"step_fn returned {raw!r} at step {i} (lr {lr:.3g}): it must return the objective, a "
                         "number") from None  # fmt: skip
+
+
+def _check_prompts(task: Task, session: Session | None, target: str, options: dict[str, Any]) -> None:
+    """The task's prompts as the test's session will read them, each refused naming it (``task 'x': prompts[i]``)
+    where that reading is known before anything opens: a session's own codec, vocabulary and context (its copy's
+    unless ``options`` give another tokenizer), or a new local built-in model's (``check_builtin_prompts``); other
+    models' first step refuses them."""
+    if session is None:
+        check_builtin_prompts(task, target, options)
+    elif session.codec is not None and given(options, "tokenizer", None) is None:
+        session_prompt_ids(task, session)
 
 
 def _rl_step(task: Task, objective: Objective, seed: int) -> StepFn:

@@ -14,7 +14,8 @@ from typing import Any
 
 from rlnb._options import set_int
 from rlnb.prompts import check_ids, no_room
-from rlnb.session import Prompt
+from rlnb.session import Prompt, Session
+from rlnb.session.tokens import encode_prompt
 from rlnb.text import Codec, as_prompt, to_tokens
 
 
@@ -85,14 +86,29 @@ def task_prompt_ids(task: Task, codec: Codec, vocab: int, context: int) -> list[
     checked as ``Session.sample`` checks a prompt (a lone surrogate, no tokens, an id past the vocabulary, no room for
     the task's ``max_tokens``: ``no_room``), naming the task: the one check run before anything runs by
     ``run_batched`` and ``sweep`` (a local built-in model), where such a prompt failed every step of every trial."""
+    return _checked_ids(task, lambda prompt, name: to_tokens(codec, prompt, name), vocab, context)
+
+
+def session_prompt_ids(task: Task, session: Session) -> list[list[int]]:
+    """The task's prompts as ``session`` reads them (its codec; its vocabulary and context where it knows them),
+    checked as ``task_prompt_ids`` checks them: ``lr_find``'s check before it copies the session, where such a prompt
+    failed the first step, the copy already made."""
+    backend = session.backend
+    return _checked_ids(task, lambda prompt, name: encode_prompt(session.codec, prompt, name, session.id),
+                        getattr(backend, "vocab_size", None), getattr(backend, "context_length", None))  # fmt: skip
+
+
+def _checked_ids(
+    task: Task, encode: Callable[[Prompt, str], list[int]], vocab: int | None, context: int | None
+) -> list[list[int]]:
     out = []
     for i, prompt in enumerate(task.prompts):
         name = f"task {task.name!r}: prompts[{i}]"
-        ids = to_tokens(codec, prompt, name)
+        ids = encode(prompt, name)
         if not ids:
             raise ValueError(f"{name} encodes to no tokens: a prompt needs at least one")
         check_ids(ids, name, vocab)
-        why = no_room(len(ids), task.max_tokens, context)
+        why = no_room(len(ids), task.max_tokens, context) if context is not None else None
         if why is not None:
             raise ValueError(f"{name}: {why}")
         out.append(ids)

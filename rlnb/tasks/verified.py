@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -118,6 +119,9 @@ def exact_match(answer: Callable[[str], str]) -> Callable[[str, str], float]:
 
 
 def _first(prompt: str) -> str:
+    if not prompt:  # an IndexError from inside the reward, naming nothing
+        raise ValueError("first_letter: the prompt '' has no first letter to answer (its prompts are a word and '>', "
+                         "such as 'cadb>')")  # fmt: skip
     return prompt[0]
 
 
@@ -209,22 +213,42 @@ def _letters(i: int, alphabet: str, n: int) -> str:
     return "".join(out)
 
 
+SUM_PROMPT = re.compile(r"([0-9])\+([0-9])=")
+"""An addition prompt: two ASCII digits (int() also read " 3 + 4 ", "٣" and "-3", and a prompt of any other form
+raised "not enough values to unpack" from inside the reward)."""
+
+
 def _sum(prompt: str) -> str:
-    a, b = prompt.rstrip("=").split("+")
-    return str(int(a) + int(b))
+    match = SUM_PROMPT.fullmatch(prompt) if isinstance(prompt, str) else None
+    if match is None:
+        raise ValueError(f"addition: the prompt {prompt!r} is not 'a+b=' where a and b are single digits 0-9 (such as "
+                         "'3+4='): it has no sum to answer")  # fmt: skip
+    return str(int(match[1]) + int(match[2]))
+
+
+def _spread(pairs: list[tuple[int, int]], n: int, rng: random.Random) -> list[tuple[int, int]]:
+    """``n`` of ``pairs`` drawn systematically along their sums (random within a sum, a random start), so every sum is
+    held out in proportion to its share, within one pair: a plain shuffle held out "5" for 4 of 11 sums (seed 0)
+    where 1.2 is its share, and the held-out accuracy measured mostly one answer."""
+    ordered = sorted(rng.sample(pairs, len(pairs)), key=sum)  # stable: a random order within each sum
+    start = rng.random()
+    picked = [ordered[int((i + start) * len(pairs) / n)] for i in range(n)]  # one per stride of len/n >= 1
+    rng.shuffle(picked)
+    return picked
 
 
 def addition_task(n_eval: int = 11, split_seed: int = 0) -> VerifiedTask:
     """Single-digit addition with a one-digit answer: ``"3+4="`` → ``"7"`` (the 55 pairs with a + b ≤ 9).
 
-    ``n_eval`` pairs are held out. In 40 steps the tiny model memorises some training sums (training-prompt accuracy
-    0.29, 0.16-0.55 on seeds 0-9) but does not learn to add from 44 examples (held-out accuracy 0.07, 0-0.18): the
-    lesson "reward is not generalisation"."""
+    ``n_eval`` pairs are held out, each sum in proportion to its share (``_spread``). In 40 steps the tiny model
+    memorises some training sums (training-prompt accuracy 0.24, 0.14-0.36 on seeds 0-9) but does not learn to add
+    from 44 examples (held-out accuracy 0.11, 0-0.18, never above chance, 0.18): the lesson "reward is not
+    generalisation"."""
     pairs = [(a, b) for a in range(10) for b in range(10) if a + b <= 9]
     if not is_integer(n_eval) or not 1 <= n_eval < len(pairs):  # 2.5: a slice's TypeError; True: 1
         raise ValueError(f"n_eval must be an integer in [1, {len(pairs) - 1}], got {n_eval!r}")
-    random.Random(_split_seed(split_seed)).shuffle(pairs)
-    held_out, train = pairs[:n_eval], pairs[n_eval:]
+    held_out = _spread(pairs, n_eval, random.Random(_split_seed(split_seed)))
+    train = [p for p in pairs if p not in held_out]
     answers = [str(a + b) for a, b in held_out]
     return VerifiedTask("addition", [f"{a}+{b}=" for a, b in train], exact_match(_sum), max_tokens=1,
                         group_size=16, eval_prompts=[f"{a}+{b}=" for a, b in held_out], answer=_sum,

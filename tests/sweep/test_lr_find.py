@@ -663,6 +663,31 @@ def test_what_its_rl_steps_cannot_sample_is_refused_before_a_session_is_copied(t
     assert len(found.values) == 5
 
 
+@pytest.mark.slow  # a 5-step range test with a step_fn after the refusals
+@pytest.mark.parametrize(("prompt", "match"), [
+    ("", r"task 'bad': prompts\[1\] encodes to no tokens: a prompt needs at least one$"),
+    ("a" * 300, r"task 'bad': prompts\[1\]: 300 tokens \+ max_tokens 8 exceed the model's context of 256$"),
+    ("a\ud800=", r"task 'bad': prompts\[1\] holds a lone surrogate, '\\ud800' at position 1"),
+])
+def test_a_prompt_the_model_cannot_read_is_refused_before_a_session_is_copied_or_opened(tmp_path, prompt, match):
+    """An empty prompt, one past the context or a lone surrogate failed only the first step, once the session had
+    been copied (a checkpoint saved, a session and a run folder opened) or a new one opened. A ``step_fn`` may not
+    read the task at all: its prompts are its business."""
+    from rlnb.tasks import Task
+
+    bad = Task("bad", ["n=", prompt], lambda prompt, completion: 0.0)
+    session = rlnb.connect("local", optimizer="adam", device="cpu", runs_dir=tmp_path, run_id="user")
+    runs = tmp_path / "lr-find"
+    with pytest.raises(ValueError, match=match):
+        lr_find(rlnb.AdamParams(), session, steps=5, task=bad, runs_dir=runs)
+    with pytest.raises(ValueError, match=match):
+        lr_find(rlnb.AdamParams(), steps=5, task=bad, runs_dir=runs)
+    assert len(session.history) == 0 and not runs.exists()
+    session.close()
+    found = lr_find(rlnb.AdamParams(), steps=5, task=bad, step_fn=lambda s, p, i: ce_step(s, p), runs_dir=runs)
+    assert len(found.values) == 5
+
+
 def test_no_suggestion_when_the_objective_improves_fastest_at_the_bottom_of_the_range(tmp_path):
     """A reward already rising fastest at start_lr and slower ever after (a parabola in log10(lr) peaking at 0.1):
     the steepest point is below the range, and one of the first rates read (lr 4.4e-05) was suggested as the answer."""

@@ -247,7 +247,7 @@ def test_a_schedule_whose_smallest_rate_is_zero_in_float_is_refused_by_the_form(
     builder.sched_kind.value = "constant"  # no floor: the ratio is not used
     builder.min_ratio.value = 1e-320
     assert builder.valid
-    builder.adam["learning_rate"].value, builder.total.value, builder.warmup.value = 1e-320, 10**7, 10**6
+    builder.adam["learning_rate"].value, builder.total.value, builder.warmup.value = 1e-320, 10**6, 10**6
     assert not builder.valid and "Schedule.warmup_steps = 1000000 is invalid" in builder.errors[0]
     assert "rlnb-invalid" in builder.warmup._dom_classes
     panel.close()

@@ -1,0 +1,44 @@
+"""A schedule's step counts are bounded by the steps a run takes, refused naming the field and its range."""
+
+import numpy as np
+import pytest
+
+import rlnb.tasks
+from rlnb.schedule import MAX_STEPS, Schedule
+from rlnb.widgets import OptimizerBuilder
+
+RANGE = r"must be an integer >= {} and <= 1000003 \(the most steps a run takes\)"
+
+
+@pytest.mark.parametrize(("kwargs", "field", "low"), [
+    ({"total_steps": 1_000_004}, "total_steps", 1),
+    ({"total_steps": 10**400}, "total_steps", 1),  # the builder's plot raised OverflowError
+    ({"total_steps": np.int64(2**40)}, "total_steps", 1),
+    ({"warmup_steps": 10**7, "total_steps": 10**7}, "warmup_steps", 0),
+    ({"warmup_steps": -1}, "warmup_steps", 0),
+])
+def test_total_and_warmup_steps_past_any_run_are_refused_naming_the_field_and_range(kwargs, field, low):
+    """``total_steps=10**300`` was a valid schedule whose floor no run could reach (a run takes at most
+    ``rlnb.tasks.MAX_STEPS`` steps); the message names the field and the range, and a huge value is abbreviated."""
+    with pytest.raises(ValueError, match=rf"^Schedule\.{field} = \S+ is invalid: {RANGE.format(low)}$") as caught:
+        Schedule("cosine", **kwargs)
+    assert len(str(caught.value)) < 200
+
+
+def test_the_longest_schedule_is_a_runs_longest():
+    assert MAX_STEPS == rlnb.tasks.MAX_STEPS  # rlnb.tasks is a layer above: the number is written twice
+    edge = Schedule("linear", warmup_steps=MAX_STEPS, total_steps=MAX_STEPS)
+    assert edge.total_steps == MAX_STEPS and edge.multiplier(MAX_STEPS - 1) == 1.0
+
+
+@pytest.mark.slow  # imports the widgets and builds a form (several seconds on a loaded machine)
+def test_the_builder_marks_a_schedule_past_any_run_invalid():
+    """The form took ``10**300`` total steps as valid, and raised OverflowError from its plot at ``10**400``."""
+    builder = OptimizerBuilder("adam", total_steps=100)
+    builder.sched_kind.value = "cosine"
+    for total in (1_000_004, 10**400):
+        builder.total.value = total
+        assert not builder.valid and "rlnb-invalid" in builder.total._dom_classes
+        assert builder.errors[0].startswith("Schedule.total_steps = ") and "<= 1000003" in builder.errors[0]
+    builder.total.value = MAX_STEPS
+    assert builder.valid and builder.errors == []
