@@ -17,6 +17,7 @@ from rlnb import wire
 from rlnb._options import check_int
 from rlnb.errors import InvalidParams
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.schedule import MAX_STEPS
 from rlnb.widgets.controls import LearningRate, close_tree, values
 from rlnb.widgets.describe import check_rates, schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
@@ -49,7 +50,8 @@ class OptimizerBuilder(BuilderForm):
         wire.optimizer_kind(optimizer)
         if not isinstance(expanded, bool):  # "no" opened the form: any truthy value did
             raise TypeError(f"expanded must be True or False, got {expanded!r}")
-        total_steps = check_int("total_steps", total_steps, 1)  # 2.5 was taken as 2, "10" as 10, NaN a TraitError
+        # 2.5 was taken as 2, "10" as 10, NaN a TraitError; past MAX_STEPS the form opened marked invalid
+        total_steps = check_int("total_steps", total_steps, 1, MAX_STEPS, why="the most steps a run takes")
         if not isinstance(preset, str) or preset not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {preset!r}")
         self.lr_finder = LRFinderControls(self, model)  # "Find LR", and Muon's lr units for ``model``'s shapes

@@ -926,9 +926,12 @@ def test_the_schedule_plot_of_the_largest_total_steps_plots_no_negative_step(mon
     for total in (2**63 - 1, 10**30, 10**400):  # numpy's linspace raised UFuncTypeError from the observer at 10**30
         b.total.value = total
         assert not b.valid and f"<= {MAX_STEPS} (the most steps a run takes)" in b.errors[0]
-    for total in (2.5, "10", math.nan, 0):  # 2.5 was taken as 2, "10" as 10; NaN was a TraitError
-        with pytest.raises(ValueError, match=f"total_steps must be an integer >= 1, got {re.escape(repr(total))}"):
+    for total in (2.5, "10", math.nan, 0, MAX_STEPS + 1):  # 2.5 was taken as 2, "10" as 10; NaN was a TraitError
+        # past MAX_STEPS the form opened marked invalid
+        rule = f"total_steps must be an integer in [1, {MAX_STEPS}] (the most steps a run takes), got "
+        with pytest.raises(ValueError, match=re.escape(rule + repr(total))):
             OptimizerBuilder("adam", total_steps=total)
+    assert OptimizerBuilder("adam", total_steps=MAX_STEPS).valid
 
 
 def test_a_remote_server_that_goes_away_mid_run_is_said_in_the_status(monkeypatch):
