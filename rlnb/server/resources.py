@@ -1,53 +1,24 @@
 """Model resources of the registry: create, list, extend, stop, and expiry of idle ones.
 
-A mixin of ``Registry`` (split off to keep one module per concern); it follows the registry's one locking
-rule and uses its records.
+A mixin of ``Registry`` (split off to keep one module per concern); what it needs of the registry is
+``core.RegistryCore``. It follows the registry's one locking rule and uses its records.
 """
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
 
 from rlnb import wire
+from rlnb.server.core import RegistryCore
 from rlnb.server.errors import ServerError, not_found
-from rlnb.server.payloads import PayloadStore
-from rlnb.server.records import SessionRecord, page, status_filter
-from rlnb.server.settings import ServerSettings
+from rlnb.server.records import page, status_filter
 
 PRICE_PER_GPU_HOUR = 0.0
 """``estimate-cost`` answers 0: local compute is free."""
 
 
-class ResourcesMixin:
-    lock: threading.RLock
-    settings: ServerSettings
-    clock: Callable[[], float]
-    resources: dict[str, wire.ModelResources]
-    sessions: dict[str, SessionRecord]
-    payloads: PayloadStore
-
-    if TYPE_CHECKING:  # provided by Registry
-
-        def now(self) -> datetime: ...
-
-        def _save(self, kind: str, data: Any) -> None: ...
-
-        def _end(
-            self,
-            s: SessionRecord,
-            status: wire.SessionStatus,
-            reason: str | None = None,
-            code: wire.SessionErrorCode = wire.SessionErrorCode.SESSION_FAILED,
-        ) -> None: ...
-
-        def _close_later(self, sessions: list[SessionRecord]) -> None: ...
-
-        def _stopped(self, s: SessionRecord) -> wire.SessionStatus: ...
-
+class ResourcesMixin(RegistryCore):
     def check_base_model(self, name: str) -> None:
         if name not in self.settings.models:
             raise ServerError(400, f"base_model must be one of {sorted(self.settings.models)}", param="base_model")
