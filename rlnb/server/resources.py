@@ -96,9 +96,15 @@ class ResourcesMixin(RegistryCore):
 
     def stop_resource(self, rid: str, force: bool) -> wire.ModelResources:
         """Stop a resource (``force``: and its active sessions). It is STOPPING while a session of it still is (an
-        operation running, a model being built), then STOPPED (``_stopped_once_idle``)."""
+        operation running, a model being built), then STOPPED (``_stopped_once_idle``). One already STOPPED (or
+        ERROR) is a 400, as Together's API answers it (the SDK's ``stop`` catches that 400 and reads the resource);
+        a second stop of a STOPPING one changes nothing."""
         with self.lock:
             res = self._resource(rid)
+            if res.status in (wire.ModelResourcesStatus.STOPPED, wire.ModelResourcesStatus.ERROR):
+                raise ServerError(
+                    400, f"model resource {rid} is already {res.status}: it needs no stop", param="model_resources_id"
+                )
             active = [s for s in self.sessions.values() if s.resource_id == rid and s.status in wire.SESSION_ACTIVE]
             if active and not force:
                 raise ServerError(
