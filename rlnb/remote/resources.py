@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rlnb import wire
+from rlnb.errors import BadRequestError
 from rlnb.remote.calls import Call
 from rlnb.remote.endpoints import Endpoints, json_body, list_params, seg
 
@@ -56,8 +57,16 @@ class ResourceCalls(Endpoints):
         self, model_resources_id: str, *, force: bool = True, reconnect_until: float | None = None
     ) -> wire.ModelResources:
         """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails).
-        ``reconnect_until``: as ``stop_session``'s."""
+        ``reconnect_until``: as ``stop_session``'s. One that has already stopped (or failed) is answered as it is:
+        the API refuses its stop with a 400, as the SDK reads it (it expired, or this stop's answer was lost and
+        its retry found it stopped)."""
         path = f"/model-resources/{seg(model_resources_id, 'model_resources_id')}/stop"
         params = {"force": "true" if force else "false"}
         call = Call("POST", path, params=params, reconnect_until=reconnect_until)
-        return self._one(self._send(call), wire.ModelResources, model_resources_id)
+        try:
+            return self._one(self._send(call), wire.ModelResources, model_resources_id)
+        except BadRequestError:
+            res = self.get_model_resources(model_resources_id)
+            if res.status not in wire.RESOURCE_ENDED:
+                raise
+            return res

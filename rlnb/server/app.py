@@ -99,7 +99,7 @@ def create_app(
     app.state.registry, app.state.hurry = registry, threading.Event()
     install_error_handlers(app)
 
-    @app.get("/health", include_in_schema=False)
+    @app.api_route("/health", methods=["GET", "HEAD"], include_in_schema=False)  # HEAD: `wget --spider`, monitors
     def health() -> dict[str, str]:
         return {"status": "ok"}
 

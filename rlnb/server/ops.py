@@ -1,23 +1,21 @@
 """Operations and checkpoints of the registry's sessions: submit, status changes, long-polls, checkpoint files.
 
-A mixin of ``Registry`` (its second half, split off to keep one module per concern); it follows the
-registry's one locking rule and uses its records.
+A mixin of ``Registry`` (its second half, split off to keep one module per concern); what it needs of the registry
+is ``core.RegistryCore``. It follows the registry's one locking rule and uses its records.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import uuid
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from rlnb import wire
 from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, served_files
+from rlnb.server.core import RegistryCore
 from rlnb.server.errors import SHOWN, ServerError, not_found
-from rlnb.server.payloads import PayloadStore
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, page
 from rlnb.server.settings import ServerSettings
 
@@ -38,24 +36,7 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-class OperationsMixin:
-    lock: threading.RLock
-    settings: ServerSettings
-    checkpoints: dict[str, CheckpointRecord]
-    payloads: PayloadStore
-
-    if TYPE_CHECKING:  # provided by Registry
-
-        def now(self) -> datetime: ...
-
-        def session(self, sid: str) -> SessionRecord: ...
-
-        def _touch(self, rid: str) -> None: ...
-
-        def _save(self, kind: str, data: Any) -> None: ...
-
-        def _save_op(self, s: SessionRecord, op: OpRecord) -> None: ...
-
+class OperationsMixin(RegistryCore):
     # -- operations ------------------------------------------------------------------------------
 
     def replay(self, sid: str, kind: wire.OperationKind, key: str, fingerprint: str) -> wire.Operation[Any] | None:

@@ -1,6 +1,7 @@
 """The server's state: model resources, sessions, their operations, checkpoints and payloads. ``Registry`` holds
 the tables, the journal and the closing of sessions' backends; its mixins ``resources``, ``sessions`` and ``ops``
-act on one kind of record each.
+act on one kind of record each, and ``core.RegistryCore``, the base class they share with it, states once what they
+need of the registry and of each other.
 
 **Locking rule.** One re-entrant lock, ``Registry.lock``, guards every record (and the payload store).
 Hold it only to read or change records — never across a call that waits for a session's worker

@@ -1,53 +1,24 @@
 """Model resources of the registry: create, list, extend, stop, and expiry of idle ones.
 
-A mixin of ``Registry`` (split off to keep one module per concern); it follows the registry's one locking
-rule and uses its records.
+A mixin of ``Registry`` (split off to keep one module per concern); what it needs of the registry is
+``core.RegistryCore``. It follows the registry's one locking rule and uses its records.
 """
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
 
 from rlnb import wire
+from rlnb.server.core import RegistryCore
 from rlnb.server.errors import ServerError, not_found
-from rlnb.server.payloads import PayloadStore
-from rlnb.server.records import SessionRecord, page, status_filter
-from rlnb.server.settings import ServerSettings
+from rlnb.server.records import page, status_filter
 
 PRICE_PER_GPU_HOUR = 0.0
 """``estimate-cost`` answers 0: local compute is free."""
 
 
-class ResourcesMixin:
-    lock: threading.RLock
-    settings: ServerSettings
-    clock: Callable[[], float]
-    resources: dict[str, wire.ModelResources]
-    sessions: dict[str, SessionRecord]
-    payloads: PayloadStore
-
-    if TYPE_CHECKING:  # provided by Registry
-
-        def now(self) -> datetime: ...
-
-        def _save(self, kind: str, data: Any) -> None: ...
-
-        def _end(
-            self,
-            s: SessionRecord,
-            status: wire.SessionStatus,
-            reason: str | None = None,
-            code: wire.SessionErrorCode = wire.SessionErrorCode.SESSION_FAILED,
-        ) -> None: ...
-
-        def _close_later(self, sessions: list[SessionRecord]) -> None: ...
-
-        def _stopped(self, s: SessionRecord) -> wire.SessionStatus: ...
-
+class ResourcesMixin(RegistryCore):
     def check_base_model(self, name: str) -> None:
         if name not in self.settings.models:
             raise ServerError(400, f"base_model must be one of {sorted(self.settings.models)}", param="base_model")
@@ -125,9 +96,15 @@ class ResourcesMixin:
 
     def stop_resource(self, rid: str, force: bool) -> wire.ModelResources:
         """Stop a resource (``force``: and its active sessions). It is STOPPING while a session of it still is (an
-        operation running, a model being built), then STOPPED (``_stopped_once_idle``)."""
+        operation running, a model being built), then STOPPED (``_stopped_once_idle``). One already STOPPED (or
+        ERROR) is a 400, as Together's API answers it (the SDK's ``stop`` catches that 400 and reads the resource);
+        a second stop of a STOPPING one changes nothing."""
         with self.lock:
             res = self._resource(rid)
+            if res.status in (wire.ModelResourcesStatus.STOPPED, wire.ModelResourcesStatus.ERROR):
+                raise ServerError(
+                    400, f"model resource {rid} is already {res.status}: it needs no stop", param="model_resources_id"
+                )
             active = [s for s in self.sessions.values() if s.resource_id == rid and s.status in wire.SESSION_ACTIVE]
             if active and not force:
                 raise ServerError(

@@ -1,7 +1,7 @@
 """Training sessions of the registry: create (answers CREATING; the model built on a thread), list, rename, stop.
 
-A mixin of ``Registry`` (split off to keep one module per concern, as ``resources`` and ``ops``); it follows
-the registry's one locking rule and uses its records.
+A mixin of ``Registry`` (split off to keep one module per concern, as ``resources`` and ``ops``); what it needs of
+the registry is ``core.RegistryCore``. It follows the registry's one locking rule and uses its records.
 """
 
 from __future__ import annotations
@@ -12,17 +12,15 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from rlnb import wire
 from rlnb.server import stopping
 from rlnb.server.backends import make_backend
+from rlnb.server.core import RegistryCore
 from rlnb.server.errors import ServerError, not_found
 from rlnb.server.limits import check_labels, check_lora, check_resume
-from rlnb.server.records import CheckpointRecord, SessionBackend, SessionRecord, page, status_filter
-from rlnb.server.settings import ServerSettings
+from rlnb.server.records import SessionBackend, SessionRecord, page, status_filter
 
 log = logging.getLogger("rlnb")
 
@@ -55,35 +53,7 @@ def failed_start(exc: Exception, resume: Path | None, cid: str | None) -> str:
     return f"building the session's model failed ({type(exc).__name__}): {detail}"
 
 
-class SessionsMixin:
-    lock: threading.RLock
-    settings: ServerSettings
-    sessions: dict[str, SessionRecord]
-    checkpoints: dict[str, CheckpointRecord]
-    _closers: set[threading.Thread]
-
-    if TYPE_CHECKING:  # provided by Registry
-
-        def now(self) -> datetime: ...
-
-        def _resource(self, rid: str) -> wire.ModelResources: ...
-
-        def _touch(self, rid: str) -> None: ...
-
-        def _save(self, kind: str, data: Any) -> None: ...
-
-        def _end(
-            self,
-            s: SessionRecord,
-            status: wire.SessionStatus,
-            reason: str | None = None,
-            code: wire.SessionErrorCode = wire.SessionErrorCode.SESSION_FAILED,
-        ) -> None: ...
-
-        def _close_later(self, sessions: list[SessionRecord]) -> None: ...
-
-        def _close(self, sessions: list[SessionRecord]) -> None: ...
-
+class SessionsMixin(RegistryCore):
     def session(self, sid: str) -> SessionRecord:
         with self.lock:
             if sid not in self.sessions:

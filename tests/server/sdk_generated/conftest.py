@@ -34,6 +34,7 @@ together = pytest.importorskip("together")
 
 from together import AsyncTogether, Together  # noqa: E402
 
+from rlnb import wire  # noqa: E402
 from tests.support.server import running_server  # noqa: E402
 
 TERMINAL = ("TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED")
@@ -131,8 +132,9 @@ class Live:
         return session_id
 
     def close(self) -> None:
-        for rid in self._resources:
-            self.api.post_training.model_resources.stop(rid, force=True)
+        for rid in self._resources:  # a stop of one a test stopped is a 400, as on the API
+            if self.api.post_training.model_resources.retrieve(rid).status not in wire.RESOURCE_ENDED:
+                self.api.post_training.model_resources.stop(rid, force=True)
         self.api.close()
 
 
