@@ -132,6 +132,9 @@ class FakeAPI:
             res = self.resources.get(m[1])
             if res is None:
                 return error(404, f"model resource {m[1]} not found")
+            if m[2] and res["status"] in ("MODEL_RESOURCES_STATUS_STOPPED", "MODEL_RESOURCES_STATUS_ERROR"):
+                # SDK 3.1.1 says the API refuses to stop a resource that has ended
+                return error(400, f"model resource {m[1]} is already {res['status']}", "model_resources_id")
             if m[2]:
                 res["status"] = "MODEL_RESOURCES_STATUS_STOPPED"
             elif res["status"] != "MODEL_RESOURCES_STATUS_STOPPED":
