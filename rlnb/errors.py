@@ -37,6 +37,11 @@ class RlnbError(Exception):
     """Base of every error rlnb raises on purpose."""
 
 
+SHOWN_VALUE = 300
+"""The most characters of a refused value an ``InvalidParams`` shows (``wire.shown``; ``errors`` keeps it whole): a
+list of 10,000 learning rates gave a 70 KB message, its rule at the very end."""
+
+
 class InvalidParams(RlnbError, ValueError):
     """An optimizer field is out of range, of the wrong type, or unknown.
 
@@ -45,7 +50,8 @@ class InvalidParams(RlnbError, ValueError):
 
     def __init__(self, owner: str, errors: list[tuple[str, Any, str]]):
         self.errors = errors
-        lines = [f"{owner}.{field} = {value!r} is invalid: {allowed}" for field, value, allowed in errors]
+        lines = [f"{owner}.{field} = {wire.shown(value, SHOWN_VALUE)} is invalid: {allowed}"
+                 for field, value, allowed in errors]  # fmt: skip
         super().__init__("\n".join(lines))
 
 

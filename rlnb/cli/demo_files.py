@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from rlnb.errors import RunLocked
+from rlnb.history.locks import release
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, lock_run
 
 RUN_FILES = {OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE, CONFIG_FILE + ".tmp", LOCK_FILE}
@@ -47,8 +48,10 @@ def _clear_previous_run(run: Path) -> bool:
     except RunLocked as exc:
         busy = f"{run} is being written by another rlnb session (pid {exc.holder}); wait for it or pick another --out"
         raise ValueError(busy) from None
-    with held:
+    try:
         shutil.rmtree(run)
+    finally:
+        release(held)  # unlocked first: a child forked meanwhile kept a closed lock held
     return True
 
 

@@ -1,7 +1,7 @@
 """A history written out: ``save`` as a run folder ``History.load`` restores whole (every operation, every logged
 figure, the completions and the config; for a run whose own folder could not be written, or a copy), and the
-operations table as CSV or Parquet, its dict columns (``metrics``, ``params``) as standard JSON text (``NON_FINITE``),
-which ``from_json_text`` reads back.
+operations table as CSV or Parquet, its dict columns (``metrics``, ``params``) as standard JSON text
+(``rlnb.history.jsontext``), which ``from_json_text`` reads back.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb import wire
 from rlnb._options import user_path
+from rlnb.history.jsontext import config_text, numbers, spelled
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, ENCODER, METRICS_FILE, OPS_FILE, holds_run
 
 DICT_COLUMNS = ("metrics", "params")
@@ -57,7 +57,7 @@ def save_run(
     written: list[Path] = []
     try:
         folder.mkdir(parents=True, exist_ok=True)  # in the try: a parent made before it fails is removed too
-        texts = [(CONFIG_FILE, json.dumps(config, indent=2, default=str))]
+        texts = [(CONFIG_FILE, config_text(config))]
         for name, rows in ((METRICS_FILE, logged), (COMPLETIONS_FILE, completions), (OPS_FILE, ops)):
             lines = "".join(ENCODER.encode(row) + "\n" for row in rows)
             if lines or name != COMPLETIONS_FILE:  # a run without RL steps has no completions.jsonl
@@ -95,44 +95,18 @@ def _taken(file: Path) -> bool:
     return file.exists() or file.is_symlink()
 
 
-NON_FINITE = {text: float(text) for text in wire.NON_FINITE_JSON}
-"""The floats JSON has no number for, as ``to_csv``/``to_parquet`` write them: the strings protobuf's JSON mapping
-spells them with (``wire.NON_FINITE_JSON``, as the API sends a log-prob of -inf). Written bare (``NaN``), as Python's
-json does, jq, JavaScript and DuckDB refused the text."""
 STANDARD = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
-
-
-def _spelled(value: Any) -> Any:
-    """``value`` with each non-finite float in it as its ``NON_FINITE`` string."""
-    if isinstance(value, float):
-        return wire.json_float(value)
-    if isinstance(value, dict):
-        return {k: _spelled(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_spelled(v) for v in value]
-    return value
-
-
-def _numbers(value: Any) -> Any:
-    """``_spelled`` undone: each ``NON_FINITE`` string in ``value`` as its float."""
-    if isinstance(value, str):
-        return NON_FINITE.get(value, value)
-    if isinstance(value, dict):
-        return {k: _numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    return value
 
 
 def from_json_text(text: str) -> Any:
     """The dict a ``metrics`` or ``params`` cell of ``history.to_csv``/``to_parquet`` holds, as ``history.df`` had it:
     ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` read back as those floats (a file of an older rlnb, which wrote them
     bare, reads too)."""
-    return _numbers(json.loads(text))
+    return numbers(json.loads(text))
 
 
 def with_json(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` (a fresh ``History.df``) with its dict columns as standard JSON text, which CSV and Parquet hold."""
     for col in DICT_COLUMNS:
-        frame[col] = frame[col].map(lambda d: STANDARD.encode(_spelled(d)))
+        frame[col] = frame[col].map(lambda d: STANDARD.encode(spelled(d)))
     return frame

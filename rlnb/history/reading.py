@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from rlnb.history.jsontext import config_values
 from rlnb.history.store import CONFIG_FILE
 
 MAX_DEPTH = 32
@@ -85,7 +86,7 @@ def read_config(path: Path, say: bool = True) -> tuple[dict[str, Any], bool]:
             warnings.warn(f"{file} is not a JSON object; loading the run without its config", RuntimeWarning,
                           stacklevel=3)  # fmt: skip
         return {}, True
-    return config, False
+    return config_values(config), False  # "NaN" as written since; a bare NaN (an older rlnb's) was read as one
 
 
 def set_aside_config(path: Path) -> None:

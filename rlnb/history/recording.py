@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rlnb._options import check_bool
 from rlnb.history.history import History
+from rlnb.history.locks import release
 from rlnb.history.paths import run_folder, runs_root
 from rlnb.history.store import LOCK_FILE, lock_run
 
@@ -25,4 +26,4 @@ def check_recording(history: object, runs_dir: str | Path | None, run_id: str | 
         return
     path = run_folder(runs_dir, run_id)
     if (path / LOCK_FILE).is_file():  # an open session holds it: RunLocked before a model loads or a session starts
-        lock_run(path).close()
+        release(lock_run(path))  # unlocked, then closed (as every rlnb lock is)

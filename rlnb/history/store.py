@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb.errors import RunLocked
+from rlnb.history.jsontext import config_text
 from rlnb.history.locks import hold_lock, no_follow, refuse_link, release
 
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
@@ -96,7 +97,7 @@ class RunStore:
                     tmp = self.path / CONFIG_TMP
                     refuse_link(tmp)
                     with open(tmp, "w", encoding="utf-8", opener=no_follow) as fh:
-                        fh.write(json.dumps(config, indent=2, default=str))
+                        fh.write(config_text(config))  # standard JSON: NaN as "NaN"
                     tmp.replace(self.path / CONFIG_FILE)
             except (OSError, RunLocked) as exc:
                 self._fail(exc)

@@ -116,10 +116,17 @@ class _Params:
             raise ValueError(rule)
         data = cast(wire._Model, self).model_dump(exclude_unset=True)
         resolved = cast(Any, self).resolved()
+        rates = {"learning_rate": resolved.learning_rate}
         data["learning_rate"] = resolved.learning_rate * factor
         if isinstance(resolved, MuonHyperparams):
+            rates["adam.learning_rate"] = resolved.adam.learning_rate
             data["adam"] = {**(data.get("adam") or {}), "learning_rate": resolved.adam.learning_rate * factor}
-        return type(self)(**data)
+        try:
+            return type(self)(**data)
+        except InvalidParams as exc:  # 1e-320 underflowed a rate to 0.0: the error named a rate the user never gave
+            gives = ", ".join(f"{name} {rate!r} * {factor!r} = {rate * factor!r}" for name, rate in rates.items())
+            said = f"it gives {gives}, out of range ({'; '.join(str(exc).splitlines())})"
+            raise InvalidParams(f"{type(self).__name__}.scaled", [("factor", factor, said)]) from None
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
         """A copy, with ``update``'s fields checked as the constructor checks them (pydantic's own copy took

@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from rlnb import wire
 from rlnb.errors import RunLocked
-from rlnb.history.locks import hold_lock
+from rlnb.history.locks import hold_lock, release
 
 log = logging.getLogger("rlnb")
 
@@ -152,10 +152,10 @@ class Journal:
 
     def close(self) -> None:
         with self._lock:
-            for fh in (self._fh, self._lock_file):
-                if fh is not None:
-                    with contextlib.suppress(OSError):
-                        fh.close()
+            if self._fh is not None:
+                with contextlib.suppress(OSError):
+                    self._fh.close()
+            release(self._lock_file)  # unlocked first: a process forked by the server held it on after a close
             self._fh = None  # a line after the close (an abandoned operation's worker, at last) is not written
 
 

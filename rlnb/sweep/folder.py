@@ -19,7 +19,7 @@ from typing import IO, Any
 import pandas as pd
 
 from rlnb.history import default_runs_dir, new_run_id
-from rlnb.history.locks import hold_lock
+from rlnb.history.locks import hold_lock, release
 from rlnb.params import OptimizerParams
 from rlnb.tasks import Task
 
@@ -90,7 +90,7 @@ def held(folder: Path, resume: bool) -> Iterator[dict[str, bool]]:
     try:
         yield state
     finally:
-        fh.close()
+        release(fh)  # unlocked first: a DataLoader worker forked meanwhile held it on after a close
         if not state["started"]:  # nothing ran: sweep.json and the lock only
             shutil.rmtree(folder, ignore_errors=True)
 

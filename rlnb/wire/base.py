@@ -47,9 +47,13 @@ __all__ = [
 ]
 
 
-def shown(text: str, limit: int = 40) -> str:
+def shown(text: object, limit: int = 40) -> str:
     """``text`` quoted for an error message, cut to ``limit`` characters: a 5,000-digit int64 string came back
-    whole in the 400's message (as would a megabyte), and so did an 8 KB id in a 404's."""
+    whole in the 400's message (as would a megabyte), and so did an 8 KB id in a 404's. Any other value is shown as
+    its repr, cut alike (a list of 10,000 learning rates made a 70 KB ``InvalidParams``)."""
+    if not isinstance(text, str):
+        said = repr(text)
+        return said if len(said) <= limit else f"{said[:limit]}... ({len(said)} characters)"
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 

@@ -1,0 +1,52 @@
+"""Standard JSON for what a run writes for other tools (``config.json``, the exports' dict cells): the floats JSON has
+no number for (NaN, ±Infinity) as the strings protobuf's JSON mapping spells them with (``wire.NON_FINITE_JSON``, as
+the API sends a log-prob of -inf), read back as those floats. Written bare (``NaN``), as Python's json does, jq,
+JavaScript's ``JSON.parse`` and DuckDB refused the text. A text value spelled so (a label ``"NaN"``) reads back as the
+float too: JSON cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rlnb import wire
+
+NON_FINITE = {text: float(text) for text in wire.NON_FINITE_JSON}
+"""Each spelling of ``wire.NON_FINITE_JSON``, and the float it stands for."""
+
+
+def spelled(value: Any) -> Any:
+    """``value`` with each non-finite float in it as its ``NON_FINITE`` string."""
+    if isinstance(value, float):
+        return wire.json_float(value)
+    if isinstance(value, dict):
+        return {k: spelled(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [spelled(v) for v in value]
+    return value
+
+
+def numbers(value: Any) -> Any:
+    """``spelled`` undone: each ``NON_FINITE`` string in ``value`` as its float."""
+    if isinstance(value, str):
+        return NON_FINITE.get(value, value)
+    if isinstance(value, dict):
+        return {k: numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [numbers(v) for v in value]
+    return value
+
+
+def config_text(config: dict[str, Any]) -> str:
+    """A run's ``config.json``: standard JSON (``spelled``); what JSON has no type for as its ``str()``."""
+    return json.dumps(spelled(config), indent=2, default=str)
+
+
+NAMES = frozenset({"run_id", "label"})
+"""The config fields that name a run (its folder, its line in ``compare``): text, whatever they spell."""
+
+
+def config_values(config: dict[str, Any]) -> dict[str, Any]:
+    """A ``config.json`` as read, its ``NON_FINITE`` strings as floats (``numbers``), ``NAMES`` as written."""
+    return {k: v if k in NAMES else numbers(v) for k, v in config.items()}

@@ -1,0 +1,57 @@
+"""``config.json`` is standard JSON, whatever was annotated: ``NaN`` and ``Infinity`` written bare (Python's json
+default) were refused by jq, JavaScript's ``JSON.parse`` and DuckDB. The floats JSON has no number for are written as
+the exports write them (``"NaN"``, ``"Infinity"``, ``"-Infinity"``) and read back as floats; a file an older rlnb wrote
+bare reads as before."""
+
+import json
+import math
+
+import pytest
+
+from rlnb.history import History
+
+ODD = {"x": math.nan, "grid": [math.inf, -math.inf, 1.5], "nested": {"k": (math.nan, "text")}}
+
+
+def reject(constant: str) -> None:
+    raise ValueError(f"{constant} is not standard JSON")
+
+
+def check_read_back(config: dict) -> None:
+    assert math.isnan(config["x"]) and math.isnan(config["nested"]["k"][0])
+    assert config["grid"] == [math.inf, -math.inf, 1.5] and config["nested"]["k"][1] == "text"
+
+
+def test_a_config_annotated_with_nan_and_infinity_is_standard_json_and_reads_back(tmp_path):
+    history = History.create({"optimizer": "adam"}, tmp_path, "r")
+    history.annotate(**ODD)
+    history.close()
+    text = (tmp_path / "r" / "config.json").read_text()
+    written = json.loads(text, parse_constant=reject)
+    assert written["x"] == "NaN" and written["grid"][:2] == ["Infinity", "-Infinity"]
+    check_read_back(History.load(tmp_path / "r").config)
+    again = History.create({"optimizer": "adam"}, tmp_path, "r")  # a later session keeps the earlier's fields
+    again.close()
+    json.loads((tmp_path / "r" / "config.json").read_text(), parse_constant=reject)
+    check_read_back(History.load(tmp_path / "r").config)
+
+
+def test_a_saved_history_writes_a_standard_config_json(tmp_path):
+    history = History.create({"optimizer": "adam"}, tmp_path, "r")
+    history.annotate(**ODD)
+    saved = history.save(tmp_path / "saved")
+    history.close()
+    json.loads((saved / "config.json").read_text(), parse_constant=reject)
+    check_read_back(History.load(saved).config)
+
+
+@pytest.mark.parametrize("run_id", ["NaN", "Infinity"])
+def test_a_config_written_bare_by_an_older_rlnb_still_reads_and_a_runs_names_stay_text(tmp_path, run_id):
+    """A run id or label spelled as a non-finite float stays the run's name (text), not a float."""
+    History.create({"optimizer": "adam"}, tmp_path, run_id).close()
+    file = tmp_path / run_id / "config.json"
+    config = json.loads(file.read_text())
+    file.write_text(json.dumps({**config, **ODD, "label": "-Infinity"}, indent=2))  # bare NaN, as an older rlnb wrote
+    loaded = History.load(tmp_path / run_id).config
+    check_read_back(loaded)
+    assert loaded["run_id"] == run_id and loaded["label"] == "-Infinity"

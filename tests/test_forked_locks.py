@@ -1,0 +1,79 @@
+"""A process forked while rlnb holds one of its folder locks (a DataLoader's workers, a ``multiprocessing`` pool on
+Linux) shares the lock: closed without unlocking, it stayed held until that child exited, and rlnb's next use of the
+folder was refused naming its own pid. Each lock is released with ``rlnb.history.locks.release`` now."""
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rlnb.cli import demo_files
+from rlnb.history.locks import release
+from rlnb.history.store import RunStore, lock_run
+from rlnb.server.state import Journal
+from rlnb.sweep import folder as sweep_folder
+
+pytestmark = pytest.mark.slow  # each forks a process
+
+
+@contextlib.contextmanager
+def forked_child() -> Iterator[None]:
+    """A child forked now that lives on (as a DataLoader worker does) until the block ends."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child: waits for the pipe to close, then leaves at once
+        try:
+            os.close(write)
+            os.read(read, 1)
+        finally:
+            os._exit(0)
+    os.close(read)
+    try:
+        yield
+    finally:
+        os.close(write)
+        os.waitpid(child, 0)
+
+
+def test_a_sweep_folder_is_not_kept_locked_by_a_child_forked_while_the_sweep_ran(tmp_path):
+    """The sweep's workers forked while it ran: resuming it in the same notebook was ``RunLocked`` "by another sweep
+    (pid N)", N the notebook's own."""
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    (folder / sweep_folder.SETTINGS_FILE).write_text("{}")
+    with contextlib.ExitStack() as children:
+        with sweep_folder.held(folder, resume=True):
+            children.enter_context(forked_child())  # lives on past the sweep's end
+        release(sweep_folder.lock(folder, resume=True))
+
+
+def test_a_servers_state_dir_is_not_kept_locked_by_a_child_forked_while_it_served(tmp_path):
+    """A server stopped in-process (a notebook's, a test's) and started again on its state dir was refused as "in use
+    by another rlnb serve" naming its own pid, while a process it forked lived."""
+    with contextlib.ExitStack() as children:
+        journal = Journal(tmp_path / "state")
+        children.enter_context(forked_child())
+        journal.close()
+        Journal(tmp_path / "state").close()
+
+
+def test_an_earlier_demo_run_is_not_kept_locked_by_a_child_forked_while_it_was_cleared(tmp_path, monkeypatch):
+    """A run folder the demo could not remove whole (a file it may not delete) stayed locked while a child forked
+    meanwhile lived: the next session on it was ``RunLocked`` naming this process."""
+    run = tmp_path / "run"
+    store = RunStore(run)
+    store.write_op({"kind": "sample"})
+    store.close()
+    children = contextlib.ExitStack()
+
+    def rmtree_forking(path: Path) -> None:
+        children.enter_context(forked_child())
+        raise PermissionError(f"[Errno 13] Permission denied: {path / 'ops.jsonl'}")
+
+    monkeypatch.setattr(demo_files.shutil, "rmtree", rmtree_forking)
+    with children:
+        with pytest.raises(PermissionError):
+            demo_files._clear_previous_run(run)
+        release(lock_run(run))
