@@ -13,6 +13,7 @@ from rlnb.cli import demo_files
 from rlnb.history.locks import release
 from rlnb.history.store import RunStore, lock_run
 from rlnb.server.state import Journal
+from rlnb.sinks import claims
 from rlnb.sweep import folder as sweep_folder
 
 pytestmark = pytest.mark.slow  # each forks a process
@@ -77,3 +78,18 @@ def test_an_earlier_demo_run_is_not_kept_locked_by_a_child_forked_while_it_was_c
         with pytest.raises(PermissionError):
             demo_files._clear_previous_run(run)
         release(lock_run(run))
+
+
+def test_a_sinks_run_claim_is_not_kept_by_a_child_forked_while_the_run_was_written(tmp_path, monkeypatch):
+    """A sink's claim on its (place, run name) pair is an ``flock`` across processes: closed without unlocking, a
+    child forked while the run was written kept it, and the next run of that name was refused as "being written
+    there now by another session"."""
+    monkeypatch.setattr(claims.tempfile, "gettempdir", lambda: str(tmp_path))
+    with contextlib.ExitStack() as children:
+        claim = claims.take("place", "run")
+        assert claim is not None and claim.fd is not None
+        children.enter_context(forked_child())
+        claims.drop(claim)
+        again = claims.take("place", "run")
+        assert again is not None
+        claims.drop(again)

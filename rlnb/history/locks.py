@@ -71,19 +71,24 @@ def refuse_link(file: Path) -> None:
                       "only there, never through a link; remove the link")  # fmt: skip
 
 
-def release(fh: IO[str] | None) -> None:
-    """Unlock ``fh``, then close it. A process forked while it was held (a DataLoader's workers, a ``multiprocessing``
-    pool) shares the lock, and closing alone left it held until that child exited: the run stayed locked against its
-    own notebook (``RunLocked`` naming the notebook's pid). A close that fails (a full disk) is said elsewhere."""
-    if fh is None or fh.closed:
+def release(fh: IO[str] | int | None) -> None:
+    """Unlock ``fh`` (a file, or a descriptor), then close it. A process forked while it was held (a DataLoader's
+    workers, a ``multiprocessing`` pool) shares the lock, and closing alone left it held until that child exited: the
+    run stayed locked against its own notebook (``RunLocked`` naming the notebook's pid). A close that fails (a full
+    disk) is said elsewhere."""
+    if fh is None or (not isinstance(fh, int) and fh.closed):
         return
+    fd = fh if isinstance(fh, int) else fh.fileno()
     if sys.platform != "win32":  # Windows forks no process: its close releases the lock
         import fcntl
 
         with contextlib.suppress(OSError):
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
     with contextlib.suppress(OSError):
-        fh.close()
+        if isinstance(fh, int):
+            os.close(fh)
+        else:
+            fh.close()
 
 
 def try_lock(fh: IO[str]) -> None:

@@ -11,7 +11,6 @@ processes hold "the" lock at once.
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import hashlib
 import os
@@ -19,6 +18,8 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+from rlnb.history.locks import release
 
 try:
     import fcntl
@@ -62,9 +63,7 @@ def take(where: str, name: str) -> Claim | None:
 def drop(claim: Claim) -> None:
     with _lock:
         _writing.discard(claim.key)
-        if claim.fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(claim.fd)  # the lock goes with the descriptor
+        release(claim.fd)  # unlocked first: a process forked while it was held kept it
 
 
 def _hold(key: tuple[str, str]) -> int | None | bool:
