@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import torch
 
 from rlnb import wire
 from rlnb.batched.failures import StepParams, deferred_interrupt, fail_optim_step, step_params
-from rlnb.batched.members import Hooks, Member, MemberResult
+from rlnb.batched.members import CallbackFailed, Hooks, Member, MemberResult
 from rlnb.batched.memory import build_members, check_memory
 from rlnb.batched.optim import StackedOptimizer, plan
 from rlnb.batched.options import EngineOptions, StepOptions
@@ -41,14 +40,6 @@ from rlnb.tasks.rollouts import Rollout, completion_rows, step_metrics
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
 from rlnb.wire import OptimizerKind
-
-
-class _CallbackFailed(Exception):
-    """The caller's ``on_step`` / ``on_done`` raised: that is the caller's error, not the members'."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 class Ensemble:
@@ -94,7 +85,7 @@ class Ensemble:
             member_config(*shared, seed=m.seed, ensemble=ensemble, index=i, members=size) for i, m in enumerate(members)
         ]
         runs = [({**c, **m.annotations}, m.run_id) for c, m in zip(configs, members, strict=True)]
-        self.records = Recorder.open_all(runs, runs_dir)
+        self.records = Recorder.open_all(runs[:size], runs_dir) + [Recorder.unbuilt(*run) for run in runs[size:]]
         self.results: list[MemberResult | None] = [None] * len(members)
         self.live = list(range(len(adapters)))
         self.rewards: list[list[float]] = [[] for _ in members]
@@ -116,7 +107,7 @@ class Ensemble:
                         break
                     try:
                         self._step(i)
-                    except _CallbackFailed:
+                    except CallbackFailed:
                         raise
                     except Exception as exc:  # noqa: BLE001 - the shared step broke: so did every live member's trial
                         self._crash(*failure(exc, handlers.classify))
@@ -126,7 +117,7 @@ class Ensemble:
                 for m in list(self.live):
                     self.records[m].abandon("the session was stopped while this operation ran")
                     self._end([m], "STOPPED", f"stopped after {len(self.rewards[m])} of {self.steps} steps")
-        except _CallbackFailed as exc:  # on_step / on_done raised (in the Ctrl-C handler too): the caller's error
+        except CallbackFailed as exc:  # on_step / on_done raised (in the Ctrl-C handler too): the caller's error
             raise exc.error from None
         finally:
             for rec in self.records:
@@ -137,10 +128,9 @@ class Ensemble:
     def _not_built(self) -> None:
         """The members whose models the memory could not hold end FAILED before any step, each told ``on_done``."""
         for m in range(len(self.live), len(self.members)) if self.unbuilt is not None else ():
-            self.records[m].close()
             history, now = self.records[m].history, time.perf_counter() - self.start
-            self.results[m] = MemberResult("FAILED", self.unbuilt, [], [], history, now)
-            self._notify(self.hooks.on_done, m, self.results[m])
+            self.results[m] = MemberResult("FAILED", self.unbuilt, [], [], history, now, built=False)
+            self._done(m)
 
     def _crash(self, code: Code, message: str) -> None:
         if code == Code.RESOURCE_EXHAUSTED and len(self.live) > 1:  # the step holds every member's activations at once
@@ -153,7 +143,11 @@ class Ensemble:
         """``members`` leave the ensemble with their final result (their weights as they are now), ``on_done`` told."""
         self._leave(members, status, reason)
         for m in members:
-            self._notify(self.hooks.on_done, m, self.results[m])
+            self._done(m)
+
+    def _done(self, m: int) -> None:
+        """Tell ``on_done`` member ``m``'s result (set as it left: ``_leave``, ``_not_built``)."""
+        self.hooks.done(m, cast(MemberResult, self.results[m]))
 
     def _leave(self, members: list[int], status: str, reason: str | None) -> None:
         """``_end`` without ``on_done``: the caller's code, which must stay interruptible, is called after. A Ctrl-C
@@ -172,13 +166,6 @@ class Ensemble:
             self.live = [self.live[k] for k in keep]
             for m in members:
                 self.records[m].close()
-
-    @staticmethod
-    def _notify(callback: Callable[..., Any] | None, *args: Any) -> Any:
-        try:
-            return callback(*args) if callback is not None else None
-        except Exception as exc:
-            raise _CallbackFailed(exc) from exc
 
     # -- one step -----------------------------------------------------------------------------------
 
@@ -206,13 +193,10 @@ class Ensemble:
                 reports = self._update(params, rollouts, ops, hps, (fb_errors, fb_results), failed)
         finally:
             for m in failed:
-                self._notify(self.hooks.on_done, m, self.results[m])
+                self._done(m)
         pruned: dict[int, str] = {}
         for m, report in reports.items():
-            verdict = self._notify(self.hooks.on_step, m, report)
-            if verdict is not None and not isinstance(verdict, str):  # False pruned it, with the reason 'False'
-                why = f"on_step returned {verdict!r} for member {m}: return None to go on, or a reason (a str) to "
-                raise _CallbackFailed(TypeError(why + "prune it"))
+            verdict = self.hooks.step(m, report)
             if verdict is not None and len(self.rewards[m]) < self.steps:
                 pruned[m] = verdict
         for m, reason in pruned.items():

@@ -49,10 +49,22 @@ class MemberResult:
     wall_s: float
     weights: dict[str, Tensor] | None = None
     """With ``keep_weights``: its weights when it ended (a failed step left them untouched)."""
+    built: bool = True
+    """False for a member whose model the memory no longer held as the ensemble was built (FAILED
+    ``RESOURCE_EXHAUSTED``): it never trained and made no run folder, so it can run again, with its run id, in a
+    later ensemble (a sweep does so)."""
 
     @property
     def steps_done(self) -> int:
         return len(self.rewards)
+
+
+class CallbackFailed(Exception):
+    """The caller's ``on_step`` / ``on_done`` raised (``error``): that is the caller's error, not the members'."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 @dataclass
@@ -63,6 +75,26 @@ class Hooks:
     stop: threading.Event = field(default_factory=threading.Event)
     on_step: OnStep | None = None
     on_done: Callable[[int, MemberResult], None] | None = None
+
+    def step(self, i: int, report: StepReport) -> str | None:
+        """``on_step``'s answer for member ``i``: None (go on) or a reason to prune it. ``CallbackFailed`` where it
+        raises, or answers neither (False pruned the member, with the reason 'False')."""
+        verdict = _call(self.on_step, i, report)
+        if verdict is not None and not isinstance(verdict, str):
+            why = f"on_step returned {verdict!r} for member {i}: return None to go on, or a reason (a str) to prune it"
+            raise CallbackFailed(TypeError(why))
+        return verdict
+
+    def done(self, i: int, result: MemberResult) -> None:
+        """Tell ``on_done`` that member ``i`` ended; ``CallbackFailed`` where it raises."""
+        _call(self.on_done, i, result)
+
+
+def _call(callback: Callable[..., Any] | None, *args: Any) -> Any:
+    try:
+        return callback(*args) if callback is not None else None
+    except Exception as exc:
+        raise CallbackFailed(exc) from exc
 
 
 def params_at(member: Member, i: int, kind: OptimizerKind) -> OptimizerParams:

@@ -6,7 +6,8 @@ it up front: an ensemble far past the memory built a model per member and, where
 killed by the kernel, with no error naming the ensemble. ``check_memory`` compares an estimate (``member_bytes``)
 with the memory free now (``rlnb.engine.memory.free_memory``: CUDA's, or the host's and its cgroup's) and refuses an
 ensemble that cannot fit, naming ``members`` and the most that fit. ``build_members`` checks again as each member's
-model is built, and the members the memory no longer holds fail alone (``RESOURCE_EXHAUSTED``).
+model is built, and the members the memory no longer holds fail alone (``RESOURCE_EXHAUSTED``, ``MemberResult.built``
+False, no run folder), to be run again (a sweep does so).
 """
 
 from __future__ import annotations

@@ -92,6 +92,12 @@ class Recorder:
         return cls(history)
 
     @classmethod
+    def unbuilt(cls, config: dict[str, Any], run_id: str | None) -> Recorder:
+        """A member whose model was not built: its run in memory, no folder made, so that running it again with
+        ``run_id`` starts a new run (the folder left behind was continued: a second session in one run)."""
+        return cls(History(config=config if run_id is None else {**config, "run_id": run_id}))
+
+    @classmethod
     def open_all(cls, runs: list[tuple[dict[str, Any], str | None]], runs_dir: str | Path | None) -> list[Recorder]:
         """``open`` for each ``(config, run_id)``; if one cannot be opened (``RunLocked``, a file in its place),
         those already open are closed, not left locked until garbage collection."""

@@ -4,7 +4,8 @@ The driver submits trials one at a time; this executor only collects them. At th
 starts what it has collected on one background thread: the trials are grouped by what an ensemble must
 share (model, optimizer kind, step count, task, options) and each group of up to ``MAX_MEMBERS`` trains
 as one ensemble, group after group. Rows come back as members end, in the sweep's usual format; the
-``executor`` column says ``batched``. Each member's run folder is a normal run.
+``executor`` column says ``batched``. Each member's run folder is a normal run. Trials whose models the memory
+no longer held as their ensemble was built wait for it to end, then train as the next one (``_defer``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class BatchedExecutor:
         self._pending: dict[int, TrialSpec] = {}  # submitted and not yet returned as a row, by trial
         self._thread: threading.Thread | None = None
         self._abandoned = False
+        self._deferred: dict[int, str] = {}  # by trial: why it waited for a later ensemble (its row says so)
 
     def capacity(self) -> int:
         """The trials the driver keeps submitted: ``max_members`` (``max_concurrent``, else ``MAX_MEMBERS``), within
@@ -119,6 +121,9 @@ class BatchedExecutor:
 
     def _put(self, row: dict[str, Any], sent: set[int]) -> None:
         sent.add(row["trial"])
+        note = self._deferred.pop(row["trial"], None)
+        if note is not None:
+            row["reason"] = note if row["reason"] is None else f"{row['reason']}; {note}"
         self._rows.put(row)
 
     def _ensemble(self, specs: list[TrialSpec], sent: set[int]) -> None:
@@ -130,6 +135,7 @@ class BatchedExecutor:
         rewards: list[list[float]] = [[] for _ in specs]
         losses: list[list[float]] = [[] for _ in specs]
         start = time.perf_counter()
+        deferred: list[int] = []  # members whose models the memory no longer held: a later ensemble runs them
 
         def on_step(i: int, report: StepReport) -> str | None:
             rewards[i].append(report.reward)
@@ -142,6 +148,9 @@ class BatchedExecutor:
             return verdict
 
         def on_done(i: int, result: MemberResult) -> None:
+            if not result.built:
+                deferred.append(i)
+                return
             try:
                 row = self._row(specs[i], result)
             except Exception as exc:  # noqa: BLE001 - the member ended; its row must still come back
@@ -165,6 +174,19 @@ class BatchedExecutor:
                 self._ensemble(specs[part : part + exc.most], sent)
         except Exception as exc:  # noqa: BLE001 - the ensemble could not run: each trial is a FAILED row
             self._failed(specs, exc, start, sent)
+            return
+        if deferred:
+            self._defer(specs, deferred, sent)
+
+    def _defer(self, specs: list[TrialSpec], deferred: list[int], sent: set[int]) -> None:
+        """The trials whose models the memory no longer held as their ensemble was built (``MemberResult.built``)
+        run as a later ensemble, now that this one has freed its memory (they were FAILED rows, to be run again by
+        hand). Each ensemble builds its first member or is refused (its trials FAILED), so this ends."""
+        beside = ", ".join(str(spec.trial) for i, spec in enumerate(specs) if i not in deferred)
+        note = f"deferred: the memory no longer held its model beside trial(s) {beside} as their ensemble was built; "
+        for i in deferred:
+            self._deferred.setdefault(specs[i].trial, note + "it waited for a later one")
+        self._ensemble([specs[i] for i in deferred], sent)
 
     def _failed(self, specs: list[TrialSpec], exc: Exception, start: float, sent: set[int]) -> None:
         for spec in specs:

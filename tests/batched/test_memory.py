@@ -1,5 +1,6 @@
 """An ensemble's memory is checked before its members' models are built (``rlnb.batched.memory``)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -108,24 +109,76 @@ def test_members_the_memory_no_longer_holds_when_they_are_built_fail_alone_namin
                              "it the 3 members built so far need ~")
     assert "GiB free on cpu now (the memory shrank since the ensemble's start); members 2 to 3 did not train" in reason
     assert [r.steps_done for r in results] == [2, 2, 0, 0]
-    assert results[2].history.config["run_id"] == "m2" and results[2].history.df.empty  # its run: config, no step
+    assert [r.built for r in results] == [True, True, False, False]
+    assert results[2].history.config["run_id"] == "m2" and results[2].history.df.empty  # in memory: config, no step
     assert [r.history.config["batched"]["members"] for r in results] == [2] * 4  # the ensemble that trained
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m0", "m1", "m2", "m3"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m0", "m1"]  # the unbuilt made no folder
 
 
-@pytest.mark.slow  # a sweep (~1 s)
-def test_a_sweep_trial_the_memory_no_longer_holds_is_a_failed_row_naming_it(tmp_path, monkeypatch):
-    """In a sweep the same members are FAILED rows with the reason; the trials that fit are COMPLETED rows."""
-    from rlnb.sweep import grid, sweep
+def test_members_not_built_run_again_with_their_run_ids_as_new_runs(tmp_path, monkeypatch):
+    """Run again as their reason says, the members not built start their runs afresh: their folders, made with only
+    a config, were continued (``continued_at``: two sessions in one run, the first of no operation)."""
+    each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)
+    shrinking(monkeypatch, 10 * each, 3 * each // 2)
+    members = [Member(rlnb.AdamParams(), seed=s, run_id=f"m{s}") for s in range(2)]
+    first = run_batched("tiny", "adam", members, steps=1, task=TASK, runs_dir=tmp_path, device="cpu")
+    assert [(r.status, r.built) for r in first] == [("COMPLETED", True), ("FAILED", False)]
+    (again,) = run_batched("tiny", "adam", members[1:], steps=1, task=TASK, runs_dir=tmp_path, device="cpu")
+    assert again.status == "COMPLETED" and again.built
+    config = rlnb.History.load(tmp_path / "m1").config
+    assert "continued_at" not in config and config["batched"]["members"] == 1
+
+
+@pytest.mark.slow  # a sweep of two ensembles (~1.5 s)
+def test_sweep_trials_the_memory_no_longer_holds_run_in_a_later_ensemble_and_say_so(tmp_path, monkeypatch):
+    """The members the memory no longer held were FAILED rows naming "member 2" (an index in an ensemble the trials
+    table does not show), to be run again by hand. Now they wait until their ensemble has freed its memory and train
+    as the next one: every row COMPLETED, the deferred two saying so and naming the trials they did not fit beside,
+    their runs those of the second ensemble, each a run of one session."""
+    from rlnb.sweep import grid, histories, sweep
 
     each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)
     shrinking(monkeypatch, 10 * each, 5 * each // 2)
-    trials = sweep(rlnb.AdamParams(weight_decay=0.0), grid(learning_rate=[1e-3, 2e-3]), seeds=[0, 1], steps=1,
+    trials = sweep(rlnb.AdamParams(weight_decay=0.0), grid(learning_rate=[1e-3, 2e-3]), seeds=[0, 1], steps=2,
                    task=TASK, runs_dir=tmp_path, progress=False, device="cpu")  # fmt: skip
-    assert sorted(trials.status) == ["COMPLETED", "COMPLETED", "FAILED", "FAILED"]
-    failed = trials[trials.status == "FAILED"]
-    assert (failed.executor == "batched").all()
-    assert failed.reason.str.contains("RESOURCE_EXHAUSTED: member 2's model was not built").all()
+    assert list(trials.status) == ["COMPLETED"] * 4 and list(trials.steps_done) == [2] * 4
+    deferred = trials[trials.reason.notna()]
+    assert sorted(deferred.trial) == [2, 3] and (deferred.executor == "batched").all()
+    assert set(deferred.reason) == {"deferred: the memory no longer held its model beside trial(s) 0, 1 as their "
+                                    "ensemble was built; it waited for a later one"}  # fmt: skip
+    configs = {h.config["trial"]: h.config for h in histories(trials)}
+    assert all("continued_at" not in c for c in configs.values())
+    ensembles = [(c["batched"]["ensemble"], c["batched"]["members"]) for _, c in sorted(configs.items())]
+    assert ensembles[0] == ensembles[1] != ensembles[2] == ensembles[3] and ensembles[2][1] == 2
+
+
+def test_deferred_trials_the_memory_never_holds_end_failed_rows_naming_the_memory_and_the_trials(tmp_path, monkeypatch):
+    """Where the memory holds not one more member, the deferred trials' later ensemble is refused: FAILED rows with
+    the refusal and why they waited, not deferred again and again (each ensemble builds a member or is refused)."""
+    import threading
+    import time
+
+    from rlnb.sweep.batched_executor import BatchedExecutor
+    from rlnb.sweep.trial import TrialSpec
+
+    each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)
+    shrinking(monkeypatch, 10 * each, each // 2)
+    executor = BatchedExecutor(tmp_path, threading.Event())
+    for i in range(3):
+        executor.submit(TrialSpec(i, {}, rlnb.AdamParams(), i, f"t{i}", 1, TASK, options={"device": "cpu"}))
+    rows: list[dict] = []
+    deadline = time.monotonic() + 120  # the machine is shared: ample room
+    while len(rows) < 3 and time.monotonic() < deadline:
+        rows += executor.poll(0.5)
+    executor.close()
+    by_trial = {r["trial"]: r for r in rows}
+    assert sorted(by_trial) == [0, 1, 2] and by_trial[0]["status"] == "COMPLETED" and by_trial[0]["reason"] is None
+    for trial in (1, 2):
+        assert by_trial[trial]["status"] == "FAILED"
+        assert re.fullmatch(r"EnsembleTooLarge: members: an ensemble of 2 'tiny' members .* at most 0 members here; "
+                            r".*; deferred: the memory no longer held its model beside trial\(s\) 0 as their ensemble "
+                            r"was built; it waited for a later one", by_trial[trial]["reason"])  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t0"]
 
 
 def test_a_member_whose_model_runs_out_of_memory_as_it_is_built_fails_with_those_after_it(monkeypatch):
@@ -145,7 +198,7 @@ def test_a_member_whose_model_runs_out_of_memory_as_it_is_built_fails_with_those
     monkeypatch.setattr(ensemble, "build_adapter", build)
     members = [Member(rlnb.AdamParams(), seed=s) for s in range(3)]
     results = run_batched("tiny", "adam", members, steps=1, task=TASK, device="cpu")
-    assert [r.status for r in results] == ["COMPLETED", "FAILED", "FAILED"]
+    assert [(r.status, r.built) for r in results] == [("COMPLETED", True), ("FAILED", False), ("FAILED", False)]
     assert results[1].reason == results[2].reason == (
         "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED: member 1's model could not be built (MemoryError: out of "
         "memory); members 1 to 2 did not train: run them again, or fewer at once"
