@@ -230,3 +230,15 @@ def test_every_test_the_docs_name_exists():
         or not re.search(rf"^\s*(async )?def {name}\(", (ROOT / path).read_text(encoding="utf-8"), re.M)
     ]
     assert missing == []
+
+
+def test_every_test_the_docs_name_by_its_file_or_name_alone_exists():
+    """Rows also name a test by its file alone (``test_memory.py::test_x``) or, after a first one, by ``::test_x``:
+    those escaped the check above, and a renamed test left a row naming none."""
+    tests = [p.read_text(encoding="utf-8") for p in sorted((ROOT / "tests").rglob("*.py"))]
+    defined = {name for text in tests for name in re.findall(r"^\s*(?:async )?def (test_\w+)\(", text, re.M)}
+    named = [(page.name, name) for page in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md",
+                                            ROOT / "bench" / "README.md"]
+             for name in re.findall(r"(?<![\w/])(?:test_\w+\.py)?::(test_\w+)", page.read_text("utf-8"))]  # fmt: skip
+    assert len(named) > 100  # those with their path are checked above
+    assert [f"{page}: ::{name}" for page, name in named if name not in defined] == []
