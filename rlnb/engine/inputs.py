@@ -6,6 +6,8 @@ the request's field: a bad request fails whole, before it can leave half-accumul
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import Tensor, nn
 
@@ -22,12 +24,22 @@ from rlnb.wire.loss_params import FLOAT32_MAX
 MAX_NUM_SAMPLES = 256
 """Completions per prompt in one sample operation."""
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_ID_TYPES = {int}
+"""What token ids are once the wire has checked them. A sample changed after it was built (a list item set later)
+or made by ``model_construct`` is not checked: a float reached the embedding (``INTERNAL_ERROR``), a bool or 2.0 was
+read as an id in silence."""
 
 
 def check_tokens(adapter: ModelAdapter, tokens: list[int], where: str) -> list[int]:
     """``tokens`` if they are a model input the model can read, else ``INVALID_INPUT`` naming ``where``."""
     if not tokens:
         raise OperationError(Code.INVALID_INPUT, f"{where}: model_input has no tokens")
+    if not set(map(type, tokens)) <= _ID_TYPES:  # C loops: the common case costs little; else the slow path names it
+        odd = ((i, t) for i, t in enumerate(tokens) if not isinstance(t, numbers.Integral) or isinstance(t, bool))
+        at, bad = next(odd, (None, None))  # a numpy integer is an id
+        if at is not None:
+            said = f"token {bad!r} at position {at} is {type(bad).__name__}, expected an integer id"
+            raise OperationError(Code.INVALID_INPUT, f"{where}: {said}")
     limit = adapter.context_length
     if len(tokens) > limit:
         raise OperationError(Code.INVALID_INPUT, f"{where}: {len(tokens)} tokens exceed the model's context of {limit}")

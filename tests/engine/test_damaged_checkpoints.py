@@ -14,6 +14,8 @@ import torch
 import rlnb
 from rlnb import samples
 
+pytestmark = pytest.mark.slow  # six sessions built, five of them refused
+
 
 def local_session(**kw):
     return rlnb.connect("local", model="tiny", device="cpu", record=False, **kw)

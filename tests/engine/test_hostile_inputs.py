@@ -1,0 +1,53 @@
+"""Hostile inputs that reach the in-process engine past the wire's validation: a sample changed after it was built
+(pydantic checks a model once, not a list item set later) or made by ``model_construct``, and what ``rlnb serve``
+hands on as valid JSON. Each fails its operation ``INVALID_INPUT`` naming the field, never ``INTERNAL_ERROR`` nor a
+silently other computation."""
+
+from __future__ import annotations
+
+import pytest
+
+import rlnb
+from rlnb import samples, wire
+
+
+@pytest.fixture(scope="module")
+def session():
+    with rlnb.connect("local", model="tiny", device="cpu", record=False) as s:
+        yield s
+
+
+def failed(op) -> wire.OperationError:
+    with pytest.raises(rlnb.OperationFailed) as info:
+        op.result(timeout=60)
+    return info.value
+
+
+@pytest.mark.parametrize("bad", [1.5, 2.0, True])
+def test_a_token_id_that_is_no_integer_fails_invalid_input_naming_it(session, bad):
+    """1.5 reached the embedding (``INTERNAL_ERROR``: "Expected tensor for argument #1 'indices' to have one of the
+    following scalar types"); True and 2.0 were read as the ids 1 and 2 in silence."""
+    sample = samples.cross_entropy([1, 2, 3])
+    sample.model_input.chunks[0].encoded_text.tokens[1] = bad
+    err = failed(session.forward_backward([sample]))
+    assert err.code == wire.OperationErrorCode.INVALID_INPUT
+    assert f"samples[0]: token {bad!r} at position 1 is {type(bad).__name__}, expected an integer id" in str(err)
+    assert all(p.grad is None for p in session.backend.trainer.parameters())
+
+
+def test_a_float_after_numpy_ids_or_in_a_prompt_fails_invalid_input(session):
+    """numpy integers are ids (a ``model_construct`` sample may hold them); a float after them is still named, and a
+    sample's prompts are checked as a forward-backward's model inputs are."""
+    np = pytest.importorskip("numpy")
+    sample = samples.cross_entropy([1, 2, 3])
+    sample.model_input.chunks[0].encoded_text.tokens[:] = [np.int64(1), 2.5]
+    assert "token 2.5 at position 1 is float" in str(failed(session.forward_backward([sample])))
+    sample.model_input.chunks[0].encoded_text.tokens[:] = [np.int64(1), 2]
+    assert session.forward_backward([sample]).result(timeout=60).loss > 0
+    body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([1, 2])])
+    body.model_inputs[0].chunks[0].encoded_text.tokens[0] = 1.5
+    got: list[wire.Operation] = []
+    session.backend.submit("sample", body, got.append)
+    session.backend.wait_idle(60)
+    assert got[-1].error is not None and got[-1].error.code == wire.OperationErrorCode.INVALID_INPUT, got[-1]
+    assert "model_inputs[0]: token 1.5 at position 0 is float, expected an integer id" in got[-1].error.message
