@@ -43,7 +43,7 @@ def test_a_float_after_numpy_ids_or_in_a_prompt_fails_invalid_input(session):
     sample.model_input.chunks[0].encoded_text.tokens[:] = [np.int64(1), 2.5]
     assert "token 2.5 at position 1 is float" in str(failed(session.forward_backward([sample])))
     sample.model_input.chunks[0].encoded_text.tokens[:] = [np.int64(1), 2]
-    assert session.forward_backward([sample]).result(timeout=60).loss > 0
+    assert session.forward_backward([sample], forward_only=True).result(timeout=60).loss > 0
     body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([1, 2])])
     body.model_inputs[0].chunks[0].encoded_text.tokens[0] = 1.5
     got: list[wire.Operation] = []
@@ -51,3 +51,31 @@ def test_a_float_after_numpy_ids_or_in_a_prompt_fails_invalid_input(session):
     session.backend.wait_idle(60)
     assert got[-1].error is not None and got[-1].error.code == wire.OperationErrorCode.INVALID_INPUT, got[-1]
     assert "model_inputs[0]: token 1.5 at position 0 is float, expected an integer id" in got[-1].error.message
+
+
+def policy_sample(**inputs: list[float]) -> wire.Sample:
+    """A two-token completion after a one-token prompt, with these float32 inputs over the defaults."""
+    given = {"logprobs": [-1.0, -1.0], "advantages": [1.0, 1.0], **inputs}
+    tensors = {k: wire.TensorData(data=v, dtype="float32") for k, v in given.items()}
+    tensors["target_tokens"] = wire.TensorData(data=[2, 3], dtype="int64")
+    return wire.Sample(model_input=wire.ModelInput.from_tokens([1, 2]), loss_fn_inputs=tensors)
+
+
+@pytest.mark.parametrize("loss", ["ppo", "importance_sampling", "cispo"])
+def test_sampler_log_probs_above_zero_fail_invalid_input_naming_the_position(session, loss):
+    """Probabilities sent as log-probs (0.9), or 1e30: the ratio e^(lp - q) was ~0 and the step trained on nothing
+    (PPO's loss -0.0, COMPLETED); ``rlnb.samples.policy`` refused them, a sample written by hand or
+    sent to ``rlnb serve`` did not."""
+    err = failed(session.forward_backward([policy_sample(logprobs=[-0.5, 0.9])], loss))
+    assert err.code == wire.OperationErrorCode.INVALID_INPUT
+    assert "sample 0: input 'logprobs' is 0.9 at position 1: log-probabilities are <= 0" in str(err)
+    assert all(p.grad is None for p in session.backend.trainer.parameters())
+
+
+def test_a_log_prob_above_zero_where_it_is_not_read_is_taken(session):
+    """A masked position is never read (a prompt's slot may hold anything), nor are reference log-probs with beta 0;
+    a log-softmax that rounds a hair above 0 is a log-prob."""
+    ok = policy_sample(logprobs=[5.0, 1e-5], reference_logprobs=[0.5, 0.5], mask=[0.0, 1.0])
+    assert session.forward_backward([ok], "grpo", forward_only=True).result(timeout=60).metrics["loss/tokens"] == 1
+    err = failed(session.forward_backward([ok], "grpo", {"beta": 0.1}, forward_only=True))
+    assert "sample 0: input 'reference_logprobs' is 0.5 at position 1: log-probabilities are <= 0" in str(err)
