@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from rlnb import wire
 from rlnb.samples import LOGPROB_SLACK
+from rlnb.wire.loss_params import FLOAT32_MAX
 
 _CROSS_ENTROPY = wire.LOSS_NAMES["cross_entropy"]
 _GRPO = wire.LOSS_NAMES["grpo"]
@@ -116,7 +117,9 @@ def check_input(where: str, key: str, t: Any, n: int) -> None:
     if t.dim() != 1 or len(t) != n:
         raise InvalidLossInput(f"{where} must be 1-D of length {n} (the model input's), got {tuple(t.shape)}")
     if t.is_floating_point() and not math.isfinite(t.sum(dtype=torch.float64)):  # one op: no finite sum overflows
-        raise InvalidLossInput(f"{where} has non-finite values")
+        # 1e39 is a finite JSON number: the range says why it is refused
+        said = f"NaN, inf or past float32's range (+-{FLOAT32_MAX:.4g}), which the engine reads them in"
+        raise InvalidLossInput(f"{where} has non-finite values: {said}")
 
 
 def loss_mask(loss_type: str, inputs_i: dict[str, torch.Tensor]) -> torch.Tensor:

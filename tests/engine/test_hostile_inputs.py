@@ -79,3 +79,12 @@ def test_a_log_prob_above_zero_where_it_is_not_read_is_taken(session):
     assert session.forward_backward([ok], "grpo", forward_only=True).result(timeout=60).metrics["loss/tokens"] == 1
     err = failed(session.forward_backward([ok], "grpo", {"beta": 0.1}, forward_only=True))
     assert "sample 0: input 'reference_logprobs' is 0.5 at position 1: log-probabilities are <= 0" in str(err)
+
+
+def test_an_input_past_float32s_range_is_refused_naming_the_range(session):
+    """1e39 is a finite JSON number (the wire takes it) and inf as the float32 the engine reads: the error said "has
+    non-finite values" of a value that was finite as sent, naming no range."""
+    err = failed(session.forward_backward([policy_sample(advantages=[1.0, 1e39])], "ppo"))
+    assert err.code == wire.OperationErrorCode.INVALID_INPUT
+    said = "sample 0: input 'advantages' has non-finite values: NaN, inf or past float32's range (+-3.403e+38)"
+    assert said in str(err)
