@@ -35,8 +35,11 @@ def check_records(path: Path) -> None:
                 except zipfile.BadZipFile:
                     raise damaged(path, f"its record {info.filename} fails its CRC-32 check (the file was changed or "
                                         "damaged after torch.save wrote it)") from None  # fmt: skip
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+    except (zipfile.BadZipFile, EOFError) as exc:
         raise damaged(path, f"it is a torch file, damaged or cut short ({type(exc).__name__}: {exc})") from None
+    except OSError as exc:  # deleted or made unreadable since torch.load read it
+        raise damaged(path, f"it could not be read again to check it ({type(exc).__name__}: {exc})") from None
+
 
 def check_tensors(path: Path, field: str, tensors: dict[str, Any], model: dict[str, torch.Tensor]) -> None:
     """Each of ``tensors`` (a checkpoint's ``weights`` or ``grads``) finite, and floating-point where the model's tensor

@@ -72,3 +72,19 @@ def test_weights_or_gradients_that_are_not_finite_floats_are_refused_naming_them
     path = crafted(saved, tmp_path, key, change)
     with pytest.raises(ValueError, match=rf"{path.name}.*not a usable rlnb checkpoint: {says}"):
         local_session(resume_from=path, load_optimizer=True)
+
+
+def test_a_checkpoint_saved_without_crcs_still_resumes(saved, tmp_path):
+    """``torch.serialization.set_crc32_options(False)`` writes 0 as every record's CRC-32, and torch loads such a
+    file: the check leaves those records alone rather than refusing every one."""
+    state = torch.load(saved, weights_only=True)
+    path = tmp_path / "no-crc.pt"
+    torch.serialization.set_crc32_options(False)
+    try:
+        torch.save(state, path)
+    finally:
+        torch.serialization.set_crc32_options(True)
+    with zipfile.ZipFile(path) as z:
+        assert {i.CRC for i in z.infolist()} == {0}
+    with local_session(resume_from=path, load_optimizer=True) as s:
+        assert s.info().step == state["step"]
