@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from rlnb import wire
 from rlnb.engine import losses as losses_mod
 from rlnb.engine import sampling
+from rlnb.engine.memory import free_memory
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.errors import OperationError
 from rlnb.prompts import EMPTY_STOP, no_room
@@ -119,6 +120,7 @@ def logprobs(
     change its positions."""
     lens = [len(s) for s in seqs]
     width = max(lens)
+    check_logits(len(seqs), width, adapter.vocab_size, adapter.device)
     idx = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=adapter.device)
     tgt = targets[0][None] if len(targets) == 1 else torch.nn.utils.rnn.pad_sequence(targets, batch_first=True)
     tgt = tgt.to(adapter.device)
@@ -127,6 +129,25 @@ def logprobs(
     if len(lens) == 1:
         return [lp[0].cpu()], [entropy[0].cpu()]
     return [lp[b, :n].cpu() for b, n in enumerate(lens)], [entropy[b, :n].cpu() for b, n in enumerate(lens)]
+
+
+LOGIT_BYTES = 8
+"""Bytes per logit a forward-backward holds at least: float32 logits (or their float32 copy) and their log-softmax."""
+
+
+def check_logits(rows: int, width: int, vocab: int, device: torch.device) -> None:
+    """``RESOURCE_EXHAUSTED`` before the forward when the batch's logits alone (a lower bound of what it takes) would
+    not fit the memory free now (``free_memory``): they took what there was and failed once allocated, or, where Linux
+    overcommits, the process was killed. The sample's KV cache has the same check (``sampling.check_cache``)."""
+    need = rows * width * vocab * LOGIT_BYTES
+    free = free_memory(device)
+    if free is not None and need > free:
+        raise OperationError(
+            Code.RESOURCE_EXHAUSTED,
+            f"this batch's logits would take {need / 2**30:.2f} GiB ({rows} samples x {width} tokens (the longest) x "
+            f"{vocab} logits x {LOGIT_BYTES} bytes: float32 logits and log-softmax), more than the {free / 2**30:.2f} "
+            f"GiB free on {device}: send fewer or shorter samples at once",
+        )
 
 
 def sample_request(
