@@ -7,6 +7,7 @@ silence). Each problem is a ``ValueError`` naming the file and the record or ten
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ def check_records(path: Path) -> None:
         raise damaged(path, f"it could not be read again to check it ({type(exc).__name__}: {exc})") from None
 
 
-def check_tensors(path: Path, field: str, tensors: dict[str, Any], model: dict[str, torch.Tensor]) -> None:
+def check_tensors(path: Path, field: str, tensors: dict[str, Any], model: Mapping[str, torch.Tensor]) -> None:
     """Each of ``tensors`` (a checkpoint's ``weights`` or ``grads``) finite, and floating-point where the model's tensor
     of that name is (``model``: its state dict or trainable weights; an integer buffer may stay an integer)."""
     for name, t in tensors.items():
