@@ -88,3 +88,18 @@ def test_a_checkpoint_saved_without_crcs_still_resumes(saved, tmp_path):
         assert {i.CRC for i in z.infolist()} == {0}
     with local_session(resume_from=path, load_optimizer=True) as s:
         assert s.info().step == state["step"]
+
+
+def test_merged_weights_that_are_not_finite_are_refused_naming_them(tmp_path):
+    """An inference checkpoint's merged weights go through the same check as a training checkpoint's."""
+    from safetensors.torch import load_file, save_file
+
+    with local_session(checkpoint_dir=tmp_path) as s:
+        folder = s.backend.checkpoint_path(s.save_inference_checkpoint().result(timeout=60).checkpoint.id)
+    weights = load_file(str(folder / "merged" / "model.safetensors"))
+    name = next(k for k in weights if weights[k].is_floating_point())
+    weights[name] = torch.full_like(weights[name], float("inf"))
+    save_file(weights, str(folder / "merged" / "model.safetensors"))
+    says = "not a usable rlnb checkpoint: its weights' '.+' is not finite"
+    with pytest.raises(ValueError, match=rf"{folder.name}.*{says}"):
+        local_session(resume_from=folder)
