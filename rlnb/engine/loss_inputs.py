@@ -15,6 +15,9 @@ from rlnb.wire.loss_params import FLOAT32_MAX
 _CROSS_ENTROPY = wire.LOSS_NAMES["cross_entropy"]
 _GRPO = wire.LOSS_NAMES["grpo"]
 _UNSPECIFIED_AGG = "GRPO_LOSS_AGGREGATION_TYPE_UNSPECIFIED"
+_MASKED = ("logprobs", "advantages", "reference_logprobs")
+"""A policy loss's inputs it reads at unmasked positions only (``losses.compute`` puts neutral values at the others):
+finite there, whatever a masked one holds (a sentinel past float32's range, -1.7e308, was refused)."""
 _DTYPES = {"int64": torch.int64, "float32": torch.float32}
 
 
@@ -44,9 +47,14 @@ def validate(
             raise InvalidLossInput(f"sample {i}: give either 'weights' or 'mask', not both")
         if loss_type == _GRPO and params["beta"] > 0 and "reference_logprobs" not in x:
             raise InvalidLossInput(f"sample {i}: missing input 'reference_logprobs', required when beta > 0")
+        masked = _MASKED if loss_type != _CROSS_ENTROPY else ()  # the mask first: it says which positions are read
         for key in spec.required + spec.optional:
-            if key in x:
+            if key in x and key not in masked:
                 check_input(f"sample {i}: input {key!r}", key, x[key], n)
+        on = loss_mask(loss_type, x) != 0
+        for key in masked:
+            if key in x:
+                check_input(f"sample {i}: input {key!r}", key, x[key], n, read=on)
         _check_logprobs(i, loss_type, params, x)
     return params
 
@@ -104,10 +112,11 @@ def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[st
     return {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in out.items()}
 
 
-def check_input(where: str, key: str, t: Any, n: int) -> None:
+def check_input(where: str, key: str, t: Any, n: int, read: torch.Tensor | None = None) -> None:
     """The one check of a loss input tensor, ``validate``'s and a custom forward-backward's alike, so a bad
     tensor reads the same wherever it comes from: a tensor of a dtype ``wire.LOSS_INPUT_DTYPES`` allows for
-    ``key``, 1-D of the model input's length ``n``, finite. ``where`` names it as its caller names fields.
+    ``key``, 1-D of the model input's length ``n``, finite (at the positions ``read`` marks, when given). ``where``
+    names it as its caller names fields.
     Raise InvalidLossInput."""
     dtypes = tuple(_DTYPES[d] for d in wire.LOSS_INPUT_DTYPES[key])
     if not isinstance(t, torch.Tensor):
@@ -116,7 +125,7 @@ def check_input(where: str, key: str, t: Any, n: int) -> None:
         raise InvalidLossInput(f"{where} must be {' or '.join(map(str, dtypes))}, got {t.dtype}")
     if t.dim() != 1 or len(t) != n:
         raise InvalidLossInput(f"{where} must be 1-D of length {n} (the model input's), got {tuple(t.shape)}")
-    if t.is_floating_point() and not math.isfinite(t.sum(dtype=torch.float64)):  # one op: no finite sum overflows
+    if t.is_floating_point() and not math.isfinite((t if read is None else t[read]).sum(dtype=torch.float64)):
         # 1e39 is a finite JSON number: the range says why it is refused
         said = f"NaN, inf or past float32's range (+-{FLOAT32_MAX:.4g}), which the engine reads them in"
         raise InvalidLossInput(f"{where} has non-finite values: {said}")

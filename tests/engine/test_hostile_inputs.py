@@ -108,3 +108,18 @@ def test_a_batch_whose_logits_would_not_fit_the_free_memory_is_refused_before_th
     assert all(p.grad is None for p in session.backend.trainer.parameters())
     monkeypatch.setattr(inputs, "free_memory", lambda device: need)
     assert session.forward_backward(batch, forward_only=True).result(timeout=60).metrics["loss/tokens"] == 3 * 99
+
+
+def test_a_sentinel_past_float32_at_a_masked_position_is_not_read(session):
+    """Masked positions are never read (docs/reliability.md: a -1e30 sentinel there changes nothing), but one past
+    float32's range (-1.7e308, float64's lowest, a common stand-in for -inf) was refused as "non-finite"; where the
+    loss reads it, it still is."""
+    sentinel = policy_sample(logprobs=[-1.7e308, -1.0], advantages=[1e300, 1.0], reference_logprobs=[-1e39, -1.0],
+                             mask=[0.0, 1.0])  # fmt: skip
+    neutral = policy_sample(logprobs=[0.0, -1.0], advantages=[0.0, 1.0], reference_logprobs=[0.0, -1.0],
+                            mask=[0.0, 1.0])  # fmt: skip
+    got, want = (session.forward_backward([s], "grpo", {"beta": 0.1}, forward_only=True).result(timeout=60)
+                 for s in (sentinel, neutral))  # fmt: skip
+    assert (got.loss, got.metrics) == (want.loss, want.metrics)
+    read = policy_sample(logprobs=[-1.0, -1.7e308], mask=[0.0, 1.0])
+    assert "input 'logprobs' has non-finite values" in str(failed(session.forward_backward([read], "ppo")))
