@@ -26,6 +26,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlnb.engine.checkpoint_checks import check_records, check_tensors
+from rlnb.engine.checkpoint_checks import damaged as _damaged
 from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, regular, writing
 from rlnb.engine.inputs import INT64_MAX
 from rlnb.engine.models.adapter import ModelAdapter
@@ -81,7 +83,9 @@ def load(path: Path, device: torch.device) -> dict[str, Any]:
         weights = state["weights"]
         if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()):
             raise _damaged(path, "its weights are not named tensors")
-        return dict(state)
+        if _zip_start(path):  # torch.load checks no CRC-32: a changed byte in a tensor loaded as another number
+            check_records(path)
+        return {**state, "path": path}
     kind, _, detail = problem.partition(": ")  # outside ``except``: no torch error in the context chain
     said = f"(torch.load: {kind}){': ' + detail if detail else ''}"
     if _zip_start(path):  # torch.save's own format: a copy cut short reads as "[Errno 22] Invalid argument" or so
@@ -148,10 +152,6 @@ def _check_fields(file: Path, state: dict[str, Any], fields: dict[str, type]) ->
         raise _damaged(file, f"its ns_dtype {state['ns_dtype']!r} is not one of {sorted(DTYPES)}")
 
 
-def _damaged(file: Path, problem: str) -> ValueError:
-    return ValueError(f"resume_from {str(file)!r} is not a usable rlnb checkpoint: {problem}")
-
-
 def model_dir(adapter: ModelAdapter) -> str | None:
     """The resolved folder a Hugging Face model was loaded from (None for hub ids, built-ins, modules):
     resume compares folders by where they are, not by how their path was spelled."""
@@ -182,6 +182,7 @@ def restore_weights(
         if lora is not None:
             _check_lora(state, adapter, lora, seed)
         weights = state["weights"]
+    check_tensors(state["path"], "weights", weights, trainer.state_dict())
     if lora is None and adapter.kind == "hf":
         untie_head(adapter.module, weights)  # a merged head LoRA trained apart from a tied embedding stays apart
     try:
@@ -262,6 +263,7 @@ def restore_optimizer(state: dict[str, Any], optim: TrainerOptimizer, trainer: n
                                  f"{optim.kind} optimizer ({failure_text(exc)}); load_optimizer=False loads its "
                                  "weights alone") from None  # fmt: skip
     params = {n: p for n, p in trainer.named_parameters() if p.requires_grad}
+    check_tensors(path, "grads", state.get("grads") or {}, params)
     for name, grad in (state.get("grads") or {}).items():
         if name not in params or not isinstance(grad, torch.Tensor) or grad.shape != params[name].shape:
             raise CheckpointMismatch(f"resume_from {str(path)!r}: its gradient {name!r} (for the next optim-step) "

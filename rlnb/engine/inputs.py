@@ -6,12 +6,15 @@ the request's field: a bad request fails whole, before it can leave half-accumul
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import Tensor, nn
 
 from rlnb import wire
 from rlnb.engine import losses as losses_mod
 from rlnb.engine import sampling
+from rlnb.engine.memory import free_memory
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.errors import OperationError
 from rlnb.prompts import EMPTY_STOP, no_room
@@ -22,12 +25,22 @@ from rlnb.wire.loss_params import FLOAT32_MAX
 MAX_NUM_SAMPLES = 256
 """Completions per prompt in one sample operation."""
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_ID_TYPES = {int}
+"""What token ids are once the wire has checked them. A sample changed after it was built (a list item set later)
+or made by ``model_construct`` is not checked: a float reached the embedding (``INTERNAL_ERROR``), a bool or 2.0 was
+read as an id in silence."""
 
 
 def check_tokens(adapter: ModelAdapter, tokens: list[int], where: str) -> list[int]:
     """``tokens`` if they are a model input the model can read, else ``INVALID_INPUT`` naming ``where``."""
     if not tokens:
         raise OperationError(Code.INVALID_INPUT, f"{where}: model_input has no tokens")
+    if not set(map(type, tokens)) <= _ID_TYPES:  # C loops: the common case costs little; else the slow path names it
+        odd = ((i, t) for i, t in enumerate(tokens) if not isinstance(t, numbers.Integral) or isinstance(t, bool))
+        at, bad = next(odd, (None, None))  # a numpy integer is an id
+        if at is not None:
+            said = f"token {bad!r} at position {at} is {type(bad).__name__}, expected an integer id"
+            raise OperationError(Code.INVALID_INPUT, f"{where}: {said}")
     limit = adapter.context_length
     if len(tokens) > limit:
         raise OperationError(Code.INVALID_INPUT, f"{where}: {len(tokens)} tokens exceed the model's context of {limit}")
@@ -107,6 +120,7 @@ def logprobs(
     change its positions."""
     lens = [len(s) for s in seqs]
     width = max(lens)
+    check_logits(len(seqs), width, adapter.vocab_size, adapter.device)
     idx = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=adapter.device)
     tgt = targets[0][None] if len(targets) == 1 else torch.nn.utils.rnn.pad_sequence(targets, batch_first=True)
     tgt = tgt.to(adapter.device)
@@ -115,6 +129,25 @@ def logprobs(
     if len(lens) == 1:
         return [lp[0].cpu()], [entropy[0].cpu()]
     return [lp[b, :n].cpu() for b, n in enumerate(lens)], [entropy[b, :n].cpu() for b, n in enumerate(lens)]
+
+
+LOGIT_BYTES = 8
+"""Bytes per logit a forward-backward holds at least: float32 logits (or their float32 copy) and their log-softmax."""
+
+
+def check_logits(rows: int, width: int, vocab: int, device: torch.device) -> None:
+    """``RESOURCE_EXHAUSTED`` before the forward when the batch's logits alone (a lower bound of what it takes) would
+    not fit the memory free now (``free_memory``): they took what there was and failed once allocated, or, where Linux
+    overcommits, the process was killed. The sample's KV cache has the same check (``sampling.check_cache``)."""
+    need = rows * width * vocab * LOGIT_BYTES
+    free = free_memory(device)
+    if free is not None and need > free:
+        raise OperationError(
+            Code.RESOURCE_EXHAUSTED,
+            f"this batch's logits would take {need / 2**30:.2f} GiB ({rows} samples x {width} tokens (the longest) x "
+            f"{vocab} logits x {LOGIT_BYTES} bytes: float32 logits and log-softmax), more than the {free / 2**30:.2f} "
+            f"GiB free on {device}: send fewer or shorter samples at once",
+        )
 
 
 def sample_request(

@@ -7,7 +7,8 @@ all tokens of the batch. Policy losses (all but cross-entropy) use a 0/1 mask: o
 fractional weights; policy losses treat any non-zero weight as 1.
 
 Which losses exist, their params (with bounds and rlnb's defaults) and their inputs come from the one
-catalogue, ``rlnb.wire.LOSSES``; this module holds only the maths and the input checks.
+catalogue, ``rlnb.wire.LOSSES``; this module holds only the maths (the input checks
+are ``rlnb.engine.loss_inputs``'s, re-exported here).
 
 Accumulation: every loss is a function of one forward-backward's batch. Gradients of several
 forward-backward calls before an optim-step add up, so a mean-aggregated loss (GRPO's TOKEN_MEAN or
@@ -15,13 +16,11 @@ SEQUENCE_MEAN) over two half batches gives *twice* the gradient of one mean over
 the learning rate, or the advantages, if you split a batch.
 """
 
-import math
 from typing import Any
 
 import torch
-from pydantic import ValidationError
 
-from rlnb import wire
+from rlnb.engine.loss_inputs import InvalidLossInput, check_input, check_read, loss_mask, validate
 
 _CROSS_ENTROPY = "LOSS_TYPE_CROSS_ENTROPY"
 _GRPO = "LOSS_TYPE_GRPO"
@@ -32,103 +31,8 @@ _DRO = "LOSS_TYPE_DRO"
 _IMPORTANCE_SAMPLING = "LOSS_TYPE_IMPORTANCE_SAMPLING"
 _TOKEN_MEAN = "GRPO_LOSS_AGGREGATION_TYPE_TOKEN_MEAN"
 _SEQUENCE_MEAN = "GRPO_LOSS_AGGREGATION_TYPE_SEQUENCE_MEAN"
-_UNSPECIFIED_AGG = "GRPO_LOSS_AGGREGATION_TYPE_UNSPECIFIED"
 _RATIO_SEQUENCE = "GRPO_LOSS_RATIO_TYPE_SEQUENCE"
-_DTYPES = {"int64": torch.int64, "float32": torch.float32}
-
-
-class InvalidLossInput(ValueError):
-    """Bad loss inputs; the backend turns it into a FAILED op with
-    TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT. Message names the sample index and the key."""
-
-
-def validate(
-    loss_type: str, params: dict[str, Any] | None, inputs: list[dict[str, torch.Tensor]], seq_lens: list[int]
-) -> dict[str, Any]:
-    """Check the input contract before any compute; return the params dict with defaults filled in.
-    A param given as None takes its default. Raise InvalidLossInput."""
-    spec = wire.LOSSES.get(loss_type)
-    if spec is None:
-        raise InvalidLossInput(f"unknown loss type {loss_type!r}; expected one of {', '.join(wire.LOSSES)}")
-    params = _check_params(spec, params)
-    if not inputs:
-        raise InvalidLossInput("empty batch: at least one sample is required")
-    if len(inputs) != len(seq_lens):
-        raise InvalidLossInput(f"got loss inputs for {len(inputs)} samples but {len(seq_lens)} model inputs")
-    for i, (x, n) in enumerate(zip(inputs, seq_lens, strict=True)):
-        for key in spec.required:
-            if key not in x:
-                raise InvalidLossInput(f"sample {i}: missing required input {key!r} for {loss_type}")
-        if "mask" in spec.optional and "weights" in x and "mask" in x:
-            raise InvalidLossInput(f"sample {i}: give either 'weights' or 'mask', not both")
-        if loss_type == _GRPO and params["beta"] > 0 and "reference_logprobs" not in x:
-            raise InvalidLossInput(f"sample {i}: missing input 'reference_logprobs', required when beta > 0")
-        for key in spec.required + spec.optional:
-            if key in x:
-                check_input(f"sample {i}: input {key!r}", key, x[key], n)
-    return params
-
-
-def check_read(loss_type: str | None, inputs: list[dict[str, torch.Tensor]]) -> None:
-    """Refuse a ``loss_fn_inputs`` key the operation would silently ignore (``wire.unread_inputs``), as
-    ``rlnb serve`` does with a 400: a forward-backward of ``loss_type``, or a custom-forward-backward
-    (None). Apart from ``validate``, which checks a loss's own inputs."""
-    spec = wire.LOSSES.get(loss_type) if loss_type is not None else None
-    for i, x in enumerate(inputs):
-        for key in wire.unread_inputs(loss_type, x):
-            if key in wire.LOSS_INPUT_DTYPES and spec is not None:
-                reads = ", ".join((*spec.required, *spec.optional))
-                raise InvalidLossInput(f"sample {i}: {spec.type} does not read input {key!r} (it reads {reads})")
-            raise InvalidLossInput(
-                f"sample {i}: no loss reads input {key!r} (the inputs are {', '.join(wire.LOSS_INPUT_DTYPES)})"
-            )
-
-
-def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[str, Any]:
-    """The params by the rules of ``spec.params`` (the wire model's bounds), defaults filled in. A bad value is said
-    as rlnb's client says it (``wire.one_line``: the body's field, its value and its rule), every bad field at once."""
-    given = {k: v for k, v in (params or {}).items() if v is not None}
-    fields: dict[str, Any] = dict(spec.params.model_fields) if spec.params is not None else {}
-    for key in given:
-        if key not in fields:
-            raise InvalidLossInput(f"unknown param {key!r} for {spec.type} (allowed: {', '.join(fields) or 'none'})")
-    if spec.params is not None:
-        try:
-            spec.params.model_validate(given)
-        except ValidationError as exc:
-            missing = [str(e["loc"][0]) for e in exc.errors() if e["type"] == "missing"]
-            if missing:
-                raise InvalidLossInput(f"param {missing[0]!r} is required for {spec.type}") from None
-            raise InvalidLossInput(wire.one_line(f"loss.{spec.params_field}", spec.params, exc)) from None
-    out = {**spec.defaults, **given}
-    if out.get("agg_type") == _UNSPECIFIED_AGG:  # protobuf's "unset": the default aggregation
-        out["agg_type"] = spec.defaults["agg_type"]
-    return {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in out.items()}
-
-
-def check_input(where: str, key: str, t: Any, n: int) -> None:
-    """The one check of a loss input tensor, ``validate``'s and a custom forward-backward's alike, so a bad
-    tensor reads the same wherever it comes from: a tensor of a dtype ``wire.LOSS_INPUT_DTYPES`` allows for
-    ``key``, 1-D of the model input's length ``n``, finite. ``where`` names it as its caller names fields.
-    Raise InvalidLossInput."""
-    dtypes = tuple(_DTYPES[d] for d in wire.LOSS_INPUT_DTYPES[key])
-    if not isinstance(t, torch.Tensor):
-        raise InvalidLossInput(f"{where} must be a tensor, got {type(t).__name__}")
-    if t.dtype not in dtypes:
-        raise InvalidLossInput(f"{where} must be {' or '.join(map(str, dtypes))}, got {t.dtype}")
-    if t.dim() != 1 or len(t) != n:
-        raise InvalidLossInput(f"{where} must be 1-D of length {n} (the model input's), got {tuple(t.shape)}")
-    if t.is_floating_point() and not math.isfinite(t.sum(dtype=torch.float64)):  # one op: no finite sum overflows
-        raise InvalidLossInput(f"{where} has non-finite values")
-
-
-def loss_mask(loss_type: str, inputs_i: dict[str, torch.Tensor]) -> torch.Tensor:
-    """1-D float 0/1 mask of the positions that count in the loss for one sample:
-    m = (weights != 0), or for policy losses (mask != 0), or 1 everywhere when neither is given."""
-    for key in ("weights",) if loss_type == _CROSS_ENTROPY else ("weights", "mask"):
-        if key in inputs_i:
-            return (inputs_i[key] != 0).float()
-    return torch.ones(len(inputs_i["target_tokens"]), device=inputs_i["target_tokens"].device)
+__all__ = ["InvalidLossInput", "check_input", "check_read", "compute", "logprobs_and_entropy", "loss_mask", "validate"]
 
 
 def compute(

@@ -1,0 +1,125 @@
+"""Hostile inputs that reach the in-process engine past the wire's validation: a sample changed after it was built
+(pydantic checks a model once, not a list item set later) or made by ``model_construct``, and what ``rlnb serve``
+hands on as valid JSON. Each fails its operation ``INVALID_INPUT`` naming the field, never ``INTERNAL_ERROR`` nor a
+silently other computation."""
+
+from __future__ import annotations
+
+import pytest
+
+import rlnb
+from rlnb import samples, wire
+
+
+@pytest.fixture(scope="module")
+def session():
+    with rlnb.connect("local", model="tiny", device="cpu", record=False) as s:
+        yield s
+
+
+def failed(op) -> wire.OperationError:
+    with pytest.raises(rlnb.OperationFailed) as info:
+        op.result(timeout=60)
+    return info.value
+
+
+@pytest.mark.parametrize("bad", [1.5, 2.0, True])
+def test_a_token_id_that_is_no_integer_fails_invalid_input_naming_it(session, bad):
+    """1.5 reached the embedding (``INTERNAL_ERROR``: "Expected tensor for argument #1 'indices' to have one of the
+    following scalar types"); True and 2.0 were read as the ids 1 and 2 in silence."""
+    sample = samples.cross_entropy([1, 2, 3])
+    sample.model_input.chunks[0].encoded_text.tokens[1] = bad
+    err = failed(session.forward_backward([sample]))
+    assert err.code == wire.OperationErrorCode.INVALID_INPUT
+    assert f"samples[0]: token {bad!r} at position 1 is {type(bad).__name__}, expected an integer id" in str(err)
+    assert all(p.grad is None for p in session.backend.trainer.parameters())
+
+
+def test_a_float_after_numpy_ids_or_in_a_prompt_fails_invalid_input(session):
+    """numpy integers are ids (a ``model_construct`` sample may hold them); a float after them is still named, and a
+    sample's prompts are checked as a forward-backward's model inputs are."""
+    np = pytest.importorskip("numpy")
+    sample = samples.cross_entropy([1, 2, 3])
+    sample.model_input.chunks[0].encoded_text.tokens[:] = [np.int64(1), 2.5]
+    assert "token 2.5 at position 1 is float" in str(failed(session.forward_backward([sample])))
+    sample.model_input.chunks[0].encoded_text.tokens[:] = [np.int64(1), 2]
+    assert session.forward_backward([sample], forward_only=True).result(timeout=60).loss > 0
+    body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([1, 2])])
+    body.model_inputs[0].chunks[0].encoded_text.tokens[0] = 1.5
+    got: list[wire.Operation] = []
+    session.backend.submit("sample", body, got.append)
+    session.backend.wait_idle(60)
+    assert got[-1].error is not None and got[-1].error.code == wire.OperationErrorCode.INVALID_INPUT, got[-1]
+    assert "model_inputs[0]: token 1.5 at position 0 is float, expected an integer id" in got[-1].error.message
+
+
+def policy_sample(**inputs: list[float]) -> wire.Sample:
+    """A two-token completion after a one-token prompt, with these float32 inputs over the defaults."""
+    given = {"logprobs": [-1.0, -1.0], "advantages": [1.0, 1.0], **inputs}
+    tensors = {k: wire.TensorData(data=v, dtype="float32") for k, v in given.items()}
+    tensors["target_tokens"] = wire.TensorData(data=[2, 3], dtype="int64")
+    return wire.Sample(model_input=wire.ModelInput.from_tokens([1, 2]), loss_fn_inputs=tensors)
+
+
+@pytest.mark.parametrize("loss", ["ppo", "importance_sampling", "cispo"])
+def test_sampler_log_probs_above_zero_fail_invalid_input_naming_the_position(session, loss):
+    """Probabilities sent as log-probs (0.9), or 1e30: the ratio e^(lp - q) was ~0 and the step trained on nothing
+    (PPO's loss -0.0, COMPLETED); ``rlnb.samples.policy`` refused them, a sample written by hand or
+    sent to ``rlnb serve`` did not."""
+    err = failed(session.forward_backward([policy_sample(logprobs=[-0.5, 0.9])], loss))
+    assert err.code == wire.OperationErrorCode.INVALID_INPUT
+    assert "sample 0: input 'logprobs' is 0.9 at position 1: log-probabilities are <= 0" in str(err)
+    assert all(p.grad is None for p in session.backend.trainer.parameters())
+
+
+def test_a_log_prob_above_zero_where_it_is_not_read_is_taken(session):
+    """A masked position is never read (a prompt's slot may hold anything), nor are reference log-probs with beta 0;
+    a log-softmax that rounds a hair above 0 is a log-prob."""
+    ok = policy_sample(logprobs=[5.0, 1e-5], reference_logprobs=[0.5, 0.5], mask=[0.0, 1.0])
+    assert session.forward_backward([ok], "grpo", forward_only=True).result(timeout=60).metrics["loss/tokens"] == 1
+    err = failed(session.forward_backward([ok], "grpo", {"beta": 0.1}, forward_only=True))
+    assert "sample 0: input 'reference_logprobs' is 0.5 at position 1: log-probabilities are <= 0" in str(err)
+
+
+def test_an_input_past_float32s_range_is_refused_naming_the_range(session):
+    """1e39 is a finite JSON number (the wire takes it) and inf as the float32 the engine reads: the error said "has
+    non-finite values" of a value that was finite as sent, naming no range."""
+    err = failed(session.forward_backward([policy_sample(advantages=[1.0, 1e39])], "ppo"))
+    assert err.code == wire.OperationErrorCode.INVALID_INPUT
+    said = "sample 0: input 'advantages' has non-finite values: NaN, inf or past float32's range (+-3.403e+38)"
+    assert said in str(err)
+
+
+def test_a_batch_whose_logits_would_not_fit_the_free_memory_is_refused_before_the_forward(session, monkeypatch):
+    """A forward-backward had no bound: samples x tokens x vocabulary logits (and their float32 log-softmax) took what
+    memory there was, and failed only once allocated — or, where Linux overcommits, the process was killed (64
+    samples of 4,096 tokens over Qwen3's 151,936-token vocabulary are 318 GB). The sample's KV cache was checked."""
+    from rlnb.engine import inputs
+
+    batch = [samples.cross_entropy(list(range(1, 101)))] * 3  # 3 rows x 99 tokens x 256 logits x 8 bytes
+    need = 3 * 99 * 256 * 8
+    monkeypatch.setattr(inputs, "free_memory", lambda device: need - 1, raising=False)
+    for op in (session.forward_backward(batch), session.forward_backward(batch, forward_only=True)):
+        err = failed(op)
+        assert err.code == wire.OperationErrorCode.RESOURCE_EXHAUSTED
+        said = "(3 samples x 99 tokens (the longest) x 256 logits x 8 bytes: float32 logits and log-softmax)"
+        assert said in str(err)
+        assert "GiB free on cpu: send fewer or shorter samples at once" in str(err)
+    assert all(p.grad is None for p in session.backend.trainer.parameters())
+    monkeypatch.setattr(inputs, "free_memory", lambda device: need)
+    assert session.forward_backward(batch, forward_only=True).result(timeout=60).metrics["loss/tokens"] == 3 * 99
+
+
+def test_a_sentinel_past_float32_at_a_masked_position_is_not_read(session):
+    """Masked positions are never read (docs/reliability.md: a -1e30 sentinel there changes nothing), but one past
+    float32's range (-1.7e308, float64's lowest, a common stand-in for -inf) was refused as "non-finite"; where the
+    loss reads it, it still is."""
+    sentinel = policy_sample(logprobs=[-1.7e308, -1.0], advantages=[1e300, 1.0], reference_logprobs=[-1e39, -1.0],
+                             mask=[0.0, 1.0])  # fmt: skip
+    neutral = policy_sample(logprobs=[0.0, -1.0], advantages=[0.0, 1.0], reference_logprobs=[0.0, -1.0],
+                            mask=[0.0, 1.0])  # fmt: skip
+    got, want = (session.forward_backward([s], "grpo", {"beta": 0.1}, forward_only=True).result(timeout=60)
+                 for s in (sentinel, neutral))  # fmt: skip
+    assert (got.loss, got.metrics) == (want.loss, want.metrics)
+    read = policy_sample(logprobs=[-1.0, -1.7e308], mask=[0.0, 1.0])
+    assert "input 'logprobs' has non-finite values" in str(failed(session.forward_backward([read], "ppo")))
