@@ -32,7 +32,7 @@ from pydantic import BaseModel, SecretStr
 from rlnb import _secrets
 from rlnb._options import check_int
 from rlnb.errors import APIConnectionError, APIError, APITimeoutError
-from rlnb.remote import bodies, masking
+from rlnb.remote import bodies, cookies, masking
 from rlnb.remote.features import ServerFeatures as ServerFeatures  # where it was first
 from rlnb.remote.features import ServerInfo
 from rlnb.remote.retry import RetryPolicy
@@ -218,10 +218,10 @@ class Caller:
         return request
 
     def _open(self, request: httpx.Request, trusted: bool) -> httpx.Response:
-        """``request`` sent, its answer streamed; off the API, without an http_client's ``auth=`` either. To it, the
-        client's own default (not httpx's sentinel, which an httpx-compatible client such as Starlette's TestClient,
-        built on httpx2, refuses)."""
-        return self._http.send(request, stream=True) if trusted else self._http.send(request, stream=True, auth=None)
+        """``request`` sent, its answer streamed; off the API, without an http_client's ``auth=`` and leaving its
+        cookie jar as it was (``cookies.send_apart``); to it, with the client's own default (httpx's sentinel for it
+        is refused by an httpx-compatible client such as Starlette's TestClient, built on httpx2)."""
+        return self._http.send(request, stream=True) if trusted else cookies.send_apart(self._http, request)
 
     def _trusted(self, call: Call, url: httpx.URL) -> bool:
         """Whether ``call`` gets credentials (rlnb's key, an http_client's): it asks (``auth``) of base_url's origin."""
