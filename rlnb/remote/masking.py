@@ -54,17 +54,18 @@ def said(error: BaseException, how: Callable[[object], str] = str) -> str:
 def mask(error: BaseException, keys: list[str]) -> bool:
     """Each of ``keys`` masked, in place, in the text of ``error`` and of each error it chains to or groups (their
     args, ``OSError``'s ``strerror`` and file names, ``__notes__``), their types kept. False when a text still quotes
-    one (a class whose ``__str__`` reads attributes of its own, an exception group's message)."""
-    clean = True
-    for each in family(error):
-        each.args = tuple(_masked(arg, keys) for arg in each.args)
+    one (a class whose ``__str__`` reads attributes of its own, an exception group's message, which its args do not
+    make)."""
+    every = family(error)
+    for each in every:
+        if not isinstance(each, BaseExceptionGroup):  # a group prints its own message; its members are masked as they
+            each.args = tuple(_masked(arg, keys) for arg in each.args)
         for name in ("strerror", "filename", "filename2"):  # OSError's text is made of these, not of its args
             if isinstance(text := getattr(each, name, None), str):
                 setattr(each, name, _secrets.redact_keys(text, keys))
         if isinstance(notes := getattr(each, "__notes__", None), list):
             each.__notes__ = [_secrets.redact_keys(str(note), keys) for note in notes]
-        clean = clean and not _secrets.holds(said(each) + said(each, repr), keys)
-    return clean
+    return not any(_secrets.holds(said(each) + said(each, repr), keys) for each in every)  # a group's repr: its members
 
 
 def _masked(arg: Any, keys: list[str]) -> Any:

@@ -48,6 +48,7 @@ ERRORS: dict[str, tuple[Callable[[dict[str, str]], BaseException], type[BaseExce
     "a chained cause": (chained, RuntimeError),
     "a note": (noted, RuntimeError),
     "Ctrl-C": (lambda h: KeyboardInterrupt(f"interrupted sending {h}"), KeyboardInterrupt),
+    "a group's member": (lambda h: ExceptionGroup("two failed", [RuntimeError(h), ValueError("x")]), ExceptionGroup),
 }
 
 
@@ -71,10 +72,18 @@ def test_a_transports_own_error_quoting_the_key_keeps_its_type_and_shows_no_key(
     assert "***" in printed(info.value) and KEY not in printed(info.value)
 
 
-def test_an_error_whose_own_str_quotes_the_key_becomes_an_api_error_naming_it():
-    with pytest.raises(rlnb.APIError) as info, APIClient(BASE, KEY, transport=raising(OwnText)) as client:
+UNMASKABLE = {
+    "its own __str__": (OwnText, "OwnText: refused with"),
+    "a group's message": (lambda h: ExceptionGroup(f"refused {h}", [RuntimeError("x")]), "ExceptionGroup: refused"),
+}
+
+
+@pytest.mark.parametrize("error", UNMASKABLE.values(), ids=UNMASKABLE.keys())
+def test_an_error_whose_own_str_quotes_the_key_becomes_an_api_error_naming_it(error):
+    make, shown = error
+    with pytest.raises(rlnb.APIError) as info, APIClient(BASE, KEY, transport=raising(make)) as client:
         client.supported_models()
-    assert "OwnText: refused with" in str(info.value) and "could not mask" in str(info.value)
+    assert shown in str(info.value) and "could not mask" in str(info.value)
     assert info.value.__context__ is None and info.value.__cause__ is None
     assert "***" in printed(info.value) and KEY not in printed(info.value)
 
