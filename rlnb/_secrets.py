@@ -14,8 +14,8 @@ unwraps it only where it writes the ``Authorization`` header.
 httpcore's DEBUG log prints every response header, so a server or proxy that echoes the Authorization
 header puts the key in it. ``RedactingFilter`` scrubs log records (message, traceback, stack; a traceback that quotes
 a key is left as scrubbed text only, for handlers that render one themselves, as rich's does); one sits on the
-``rlnb`` logger from the first key on, and ``configure_logging`` installs a handler with it for rlnb, httpx and
-httpcore.
+``rlnb`` logger and on httpx's and httpcore's own (``HTTP_LOGGERS``), masking the keys rlnb has registered, and
+``configure_logging`` installs a handler with it for rlnb, httpx and httpcore.
 """
 
 from __future__ import annotations
@@ -204,6 +204,17 @@ def configure_logging(
     return handler
 
 
-logging.getLogger("rlnb").addFilter(RedactingFilter())
-"""Every record rlnb logs is scrubbed wherever it goes (``configure_logging`` is opt-in; without it, a record went
-to the root logger's handlers, or Python's last-resort stderr, as written)."""
+HTTP_LOGGERS = tuple(
+    f"{package}.{module}"
+    for package in ("httpcore", "httpcore2")
+    for module in ("connection", "http11", "http2", "proxy", "socks")
+) + ("httpx", "httpx2")
+"""The loggers of httpx and httpcore (and of httpx2, which Starlette's TestClient uses): each httpcore module logs to
+its own, and a logger's filter sees only the records made on it, not those its children pass up."""
+
+_FILTER = RedactingFilter()
+for _name in ("rlnb", *HTTP_LOGGERS):
+    logging.getLogger(_name).addFilter(_FILTER)
+"""Every record rlnb, httpx and httpcore log is scrubbed wherever it goes, without touching anyone's levels, handlers
+or propagation (``configure_logging`` is opt-in; without it, a record went to the root logger's handlers, or Python's
+last-resort stderr, as written: httpcore's DEBUG lines list the response headers, one echoing the key included)."""

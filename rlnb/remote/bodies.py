@@ -14,7 +14,6 @@ each chunk whole, so a few kilobytes of stacked gzip (``Content-Encoding: gzip, 
 from __future__ import annotations
 
 import json
-import traceback
 import zlib
 from typing import Any, TypeVar
 
@@ -23,6 +22,8 @@ from pydantic import BaseModel, SecretStr, ValidationError
 
 from rlnb import _secrets, wire
 from rlnb.errors import APIError, APIStatusError, status_error_class
+from rlnb.remote import masking
+from rlnb.remote.masking import chain, forget_locals
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -115,22 +116,6 @@ def _text(content: bytes) -> str:
     return content.decode(json.detect_encoding(content), "surrogatepass")
 
 
-def chain(error: BaseException | None) -> list[BaseException]:
-    """``error`` and the errors it chains to (``__cause__``, else ``__context__``), each once."""
-    found: list[BaseException] = []
-    while error is not None and error not in found:
-        found.append(error)
-        error = error.__cause__ or error.__context__
-    return found
-
-
-def forget_locals(error: BaseException | None) -> None:
-    """The frames ``error`` and its chain passed through keep their lines but lose their locals
-    (``traceback.clear_frames``; a frame still running keeps its own): httpcore's hold the request's headers."""
-    for each in chain(error):
-        traceback.clear_frames(each.__traceback__)
-
-
 class Scrubber:
     """Masks the client's own key (whatever its length) and every key ``rlnb._secrets`` knows."""
 
@@ -152,6 +137,10 @@ class Scrubber:
             return None
         forget_locals(error)
         return error
+
+    def mask(self, error: BaseException) -> bool:
+        """``masking.mask`` with the client's key and every key rlnb knows."""
+        return masking.mask(error, self._keys())
 
     def redact(self, text: str) -> str:
         return _secrets.redact_keys(text, self._keys())

@@ -32,7 +32,7 @@ from pydantic import BaseModel, SecretStr
 from rlnb import _secrets
 from rlnb._options import check_int
 from rlnb.errors import APIConnectionError, APIError, APITimeoutError
-from rlnb.remote import bodies
+from rlnb.remote import bodies, cookies, masking
 from rlnb.remote.features import ServerFeatures as ServerFeatures  # where it was first
 from rlnb.remote.features import ServerInfo
 from rlnb.remote.retry import RetryPolicy
@@ -163,6 +163,7 @@ class Caller:
         while True:
             started = time.monotonic()
             failure: httpx.RequestError | None = None
+            unmasked = ""  # the text of a transport's own error whose key could not be masked in it
             try:
                 with deadline(end, call.reconnect_until if attempt else None):  # the first try connects in full
                     response = self._open(request, trusted)
@@ -172,9 +173,15 @@ class Caller:
                         response.close()
             except httpx.RequestError as exc:
                 failure = exc  # judged outside ``except``: an error raised there would keep it as __context__
-            except BaseException as exc:  # a transport's own error, Ctrl-C: raised as it is, without httpcore's locals
-                bodies.forget_locals(exc)
-                raise
+            except BaseException as exc:  # a transport's own error, Ctrl-C: raised as it is, without httpcore's locals,
+                masking.forget_locals(exc)  # its text quoting no key (a custom transport's listing the headers)
+                if self._bodies.mask(exc) or not isinstance(exc, Exception):  # Ctrl-C stays Ctrl-C
+                    raise
+                unmasked = f"{type(exc).__name__}: {self.redact(masking.said(exc))}"
+            if unmasked:  # raised outside ``except``: no __context__ keeps the error
+                url = self.redact(str(request.url.copy_with(query=None)))
+                raise APIError(f"{unmasked} (the transport's error quoted the API key, which rlnb could not mask in "
+                               "it)", method=request.method, url=url)  # fmt: skip
             if failure is not None:  # a retry cut short by the end: the error answer before it says more
                 cut = answered is not None and time.monotonic() >= end
                 said, error = (answered, None) if cut else (None, failure)
@@ -211,10 +218,10 @@ class Caller:
         return request
 
     def _open(self, request: httpx.Request, trusted: bool) -> httpx.Response:
-        """``request`` sent, its answer streamed; off the API, without an http_client's ``auth=`` either. To it, the
-        client's own default (not httpx's sentinel, which an httpx-compatible client such as Starlette's TestClient,
-        built on httpx2, refuses)."""
-        return self._http.send(request, stream=True) if trusted else self._http.send(request, stream=True, auth=None)
+        """``request`` sent, its answer streamed; off the API, without an http_client's ``auth=`` and leaving its
+        cookie jar as it was (``cookies.send_apart``); to it, with the client's own default (httpx's sentinel for it
+        is refused by an httpx-compatible client such as Starlette's TestClient, built on httpx2)."""
+        return self._http.send(request, stream=True) if trusted else cookies.send_apart(self._http, request)
 
     def _trusted(self, call: Call, url: httpx.URL) -> bool:
         """Whether ``call`` gets credentials (rlnb's key, an http_client's): it asks (``auth``) of base_url's origin."""

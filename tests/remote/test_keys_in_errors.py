@@ -1,0 +1,108 @@
+"""A transport of the user's own (a proxy library, a custom one) may raise an error of its own whose text lists the
+request's headers: rlnb raised it past ``connect`` and ``APIClient``'s calls as it was, so ``str``, ``repr`` and the
+printed traceback quoted the API key. rlnb now masks the key in its text in place, keeping its type (the poller and
+sender judge such an error by it)."""
+
+import traceback
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+import rlnb
+from rlnb.remote.client import APIClient
+from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI
+
+
+class OwnText(Exception):
+    """An error whose ``__str__`` reads an attribute of its own: nothing rlnb can mask in place."""
+
+    def __init__(self, headers: dict[str, str]):
+        super().__init__("refused")
+        self.headers = headers
+
+    def __str__(self) -> str:
+        return f"refused with {self.headers}"
+
+
+def chained(headers: dict[str, str]) -> Exception:
+    try:
+        raise ValueError(f"bad header {headers['authorization']}")
+    except ValueError as cause:
+        error = RuntimeError("the proxy broke")
+        error.__cause__ = cause
+        return error
+
+
+def noted(headers: dict[str, str]) -> Exception:
+    error = RuntimeError("the proxy broke")
+    error.add_note(f"sent {headers}")
+    return error
+
+
+ERRORS: dict[str, tuple[Callable[[dict[str, str]], BaseException], type[BaseException]]] = {
+    "message": (lambda h: RuntimeError(f"proxy refused the request with headers {h}"), RuntimeError),
+    "a dict argument": (lambda h: RuntimeError(h), RuntimeError),
+    "two arguments": (lambda h: RuntimeError("refused", h["authorization"]), RuntimeError),
+    "OSError": (lambda h: ConnectionRefusedError(111, f"refused {h['authorization']}", h["authorization"]), OSError),
+    "a chained cause": (chained, RuntimeError),
+    "a note": (noted, RuntimeError),
+    "Ctrl-C": (lambda h: KeyboardInterrupt(f"interrupted sending {h}"), KeyboardInterrupt),
+    "a group's member": (lambda h: ExceptionGroup("two failed", [RuntimeError(h), ValueError("x")]), ExceptionGroup),
+}
+
+
+def raising(make: Callable[[dict[str, str]], BaseException]) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise make(dict(request.headers))
+
+    return httpx.MockTransport(handler)
+
+
+def printed(error: BaseException) -> str:
+    return f"{error}\n{error!r}\n{''.join(traceback.format_exception(error))}"
+
+
+@pytest.mark.parametrize("error", ERRORS.values(), ids=ERRORS.keys())
+def test_a_transports_own_error_quoting_the_key_keeps_its_type_and_shows_no_key(error):
+    make, kind = error
+    with pytest.raises(kind) as info, APIClient(BASE, KEY, transport=raising(make)) as client:
+        client.supported_models()
+    assert type(info.value) is type(make({"authorization": "x"}))  # the same class, not a wrapper
+    assert "***" in printed(info.value) and KEY not in printed(info.value)
+
+
+UNMASKABLE = {
+    "its own __str__": (OwnText, "OwnText: refused with"),
+    "a group's message": (lambda h: ExceptionGroup(f"refused {h}", [RuntimeError("x")]), "ExceptionGroup: refused"),
+}
+
+
+@pytest.mark.parametrize("error", UNMASKABLE.values(), ids=UNMASKABLE.keys())
+def test_an_error_whose_own_str_quotes_the_key_becomes_an_api_error_naming_it(error):
+    make, shown = error
+    with pytest.raises(rlnb.APIError) as info, APIClient(BASE, KEY, transport=raising(make)) as client:
+        client.supported_models()
+    assert shown in str(info.value) and "could not mask" in str(info.value)
+    assert info.value.__context__ is None and info.value.__cause__ is None
+    assert "***" in printed(info.value) and KEY not in printed(info.value)
+
+
+def test_an_error_without_a_key_is_raised_untouched():
+    error = RuntimeError("the proxy broke", {"n": 1})
+    with pytest.raises(RuntimeError) as info, APIClient(BASE, KEY, transport=raising(lambda h: error)) as client:
+        client.supported_models()
+    assert info.value is error and error.args == ("the proxy broke", {"n": 1})
+
+
+def test_connect_raises_a_transports_error_from_the_create_without_the_key():
+    fake = FakeAPI()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path.endswith("/training-sessions"):
+            raise RuntimeError(f"proxy refused the request with headers {dict(request.headers)}")
+        return fake(request)
+
+    with pytest.raises(RuntimeError, match="proxy refused") as info:
+        rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), record=False, **FAST_POLL)
+    assert "Bearer ***" in printed(info.value) and KEY not in printed(info.value)

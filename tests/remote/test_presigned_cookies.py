@@ -1,0 +1,85 @@
+"""httpx keeps every ``Set-Cookie`` in the client's jar and sends each cookie to any host its domain matches: a
+presigned (storage) host on the API's host name (another port, as rlnb serve on loopback with its storage) or under
+its parent domain (``Domain=``) set cookies that then went to the API, replaced the API's own, or deleted them. rlnb
+keeps a presigned answer's cookies out of the jar, the user's ``http_client=`` and its own; and sends none of the
+jar's cookies to a presigned host."""
+
+import httpx
+import pytest
+
+from rlnb.remote.client import APIClient
+from tests.support.fake_api import BASE, KEY
+
+API_COOKIE = "api=from-the-api; Path=/"
+STORAGES = {
+    "the API's host on another port": ("http://rl.test:9000", ""),
+    "a sibling host under Domain=": ("http://files.rl.test", "; Domain=rl.test"),
+}
+SET = {
+    "a new cookie": "planted=from-storage",
+    "the API's cookie replaced": "api=from-storage",
+    "the API's cookie deleted": "api=gone; Max-Age=0",
+}
+
+
+def api_and_storage(seen: list[httpx.Request], storage: str, set_cookie: str) -> httpx.MockTransport:
+    """The API (which sets its own cookie) and a storage host that answers with ``set_cookie``."""
+    kept: dict[str, bytes] = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.host != "rl.test" or request.url.port == 9000:
+            if request.method == "PUT":
+                kept[request.url.path] = request.read()
+            return httpx.Response(200, content=kept.get(request.url.path, b""), headers={"Set-Cookie": set_cookie})
+        cookie = {"Set-Cookie": API_COOKIE}
+        if request.url.path.endswith("/upload-url"):
+            return httpx.Response(200, json={"payload_id": "p1", "upload_url": f"{storage}/p1?sig=s"}, headers=cookie)
+        if request.url.path.endswith("/download-url"):
+            return httpx.Response(200, json={"download_url": f"{storage}/p1?sig=s"}, headers=cookie)
+        return httpx.Response(200, json={"data": []}, headers=cookie)
+
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize("set_cookie", SET.values(), ids=SET.keys())
+@pytest.mark.parametrize("storage", STORAGES.values(), ids=STORAGES.keys())
+@pytest.mark.parametrize("own_client", [True, False], ids=["http_client=", "rlnb's client"])
+def test_a_presigned_hosts_cookies_never_reach_the_api(storage, set_cookie, own_client):
+    url, domain = storage
+    seen: list[httpx.Request] = []
+    transport = api_and_storage(seen, url, set_cookie + domain)
+    http = httpx.Client(transport=transport) if own_client else None
+    with APIClient(BASE, KEY, http_client=http, transport=None if own_client else transport) as client:
+        client.supported_models()  # the API sets its cookie
+        assert client.download_payload("s1", client.upload_payload("s1", b'{"x": 1}')) == {"x": 1}
+        client.supported_models()
+        jar = client._http.cookies
+        assert dict(jar.items()) == {"api": "from-the-api"}
+    if http is not None:
+        http.close()
+    api = [r for r in seen if r.url.host == "rl.test" and r.url.port is None]
+    storage_requests = [r for r in seen if r not in api]
+    assert [r.method for r in storage_requests] == ["PUT", "GET"]
+    assert [r.headers.get("cookie") for r in api] == [None] + ["api=from-the-api"] * 3
+    assert all("cookie" not in r.headers for r in storage_requests)  # the API's cookie goes to the API only
+
+
+
+def test_a_response_hook_that_raises_on_a_presigned_answer_leaves_the_jar_as_it_was():
+    """httpx keeps the cookies before the client's response hooks run: one that raises leaves rlnb no response to read
+    the cookies' names from, and every change to the jar is undone."""
+    seen: list[httpx.Request] = []
+
+    def hook(response: httpx.Response) -> None:
+        if response.request.url.port == 9000:
+            raise RuntimeError("the hook refused the storage answer")
+
+    transport = api_and_storage(seen, "http://rl.test:9000", "planted=from-storage")
+    with httpx.Client(transport=transport, event_hooks={"response": [hook]}) as http:
+        with APIClient(BASE, KEY, http_client=http) as client:
+            client.supported_models()
+            with pytest.raises(RuntimeError, match="the hook refused"):
+                client.upload_payload("s1", b'{"x": 1}')
+        assert dict(http.cookies.items()) == {"api": "from-the-api"}
+    assert seen[-1].url.port == 9000
