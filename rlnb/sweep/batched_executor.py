@@ -148,10 +148,10 @@ class BatchedExecutor:
             return verdict
 
         def on_done(i: int, result: MemberResult) -> None:
-            if not result.built:
-                deferred.append(i)
-                return
             try:
+                if not result.built:
+                    deferred.append(i)
+                    return
                 row = self._row(specs[i], result)
             except Exception as exc:  # noqa: BLE001 - the member ended; its row must still come back
                 row = base_row(specs[i], "FAILED", f"its row could not be made: {describe(exc)}")
