@@ -58,13 +58,16 @@ def mask(error: BaseException, keys: list[str]) -> bool:
     make)."""
     every = family(error)
     for each in every:
-        if not isinstance(each, BaseExceptionGroup):  # a group prints its own message; its members are masked as they
-            each.args = tuple(_masked(arg, keys) for arg in each.args)
-        for name in ("strerror", "filename", "filename2"):  # OSError's text is made of these, not of its args
-            if isinstance(text := getattr(each, name, None), str):
-                setattr(each, name, _secrets.redact_keys(text, keys))
-        if isinstance(notes := getattr(each, "__notes__", None), list):
-            each.__notes__ = [_secrets.redact_keys(str(note), keys) for note in notes]
+        try:  # a class whose args or attributes are read-only properties: the check below then says so
+            if not isinstance(each, BaseExceptionGroup):  # a group prints its own message; its members are masked
+                each.args = tuple(_masked(arg, keys) for arg in each.args)
+            for name in ("strerror", "filename", "filename2"):  # OSError's text is made of these, not of its args
+                if isinstance(text := getattr(each, name, None), str):
+                    setattr(each, name, _secrets.redact_keys(text, keys))
+            if isinstance(notes := getattr(each, "__notes__", None), list):
+                each.__notes__ = [_secrets.redact_keys(str(note), keys) for note in notes]
+        except (AttributeError, TypeError):
+            continue
     return not any(_secrets.holds(said(each) + said(each, repr), keys) for each in every)  # a group's repr: its members
 
 

@@ -72,8 +72,24 @@ def test_a_transports_own_error_quoting_the_key_keeps_its_type_and_shows_no_key(
     assert "***" in printed(info.value) and KEY not in printed(info.value)
 
 
+class FixedArgs(Exception):
+    """An error whose ``args`` is a read-only property: assigning it raised AttributeError inside rlnb's handler."""
+
+    def __init__(self, headers: dict[str, str]):
+        super().__init__()
+        self._text = f"refused with {headers}"
+
+    @property
+    def args(self) -> tuple[str, ...]:  # type: ignore[override]
+        return (self._text,)
+
+    def __str__(self) -> str:
+        return self._text
+
+
 UNMASKABLE = {
     "its own __str__": (OwnText, "OwnText: refused with"),
+    "read-only args": (FixedArgs, "FixedArgs: refused with"),
     "a group's message": (lambda h: ExceptionGroup(f"refused {h}", [RuntimeError("x")]), "ExceptionGroup: refused"),
 }
 
