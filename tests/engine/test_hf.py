@@ -580,3 +580,28 @@ def test_muon_reads_gpt2s_conv1d_layers_by_their_fan_not_their_storage(hf_dirs):
         shapes = dict(zip([n for n, _ in split.muon], muon_shapes(s), strict=True))
         fc = next(n for n in conv1d if ".mlp.c_fc." in n)
         assert shapes[fc] == tuple(reversed(dict(split.muon)[fc].shape))  # [4d, d]: it widens
+
+
+class _KeepDropout(torch.nn.Module):
+    """A layer's rate under a name no rule can find, passed to ``F.dropout``."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.keep = inner, 0.5
+
+    def forward(self, x):
+        return torch.nn.functional.dropout(self.inner(x), 1 - self.keep, self.training)
+
+
+def test_a_model_still_random_in_train_mode_is_refused_at_connect_naming_the_module(transformers):
+    """Dropout whose rate no name gives away trained with log-probs that disagreed with the sampler's, masks drawn
+    from the global RNG; now ``connect`` runs the model twice in train mode and names the module."""
+    config = transformers.LlamaConfig(**hf_models.HIDDEN, bos_token_id=1, eos_token_id=2)
+    model = transformers.LlamaForCausalLM(config)
+    model.model.layers[1].mlp = _KeepDropout(model.model.layers[1].mlp)
+    with pytest.raises(ModelLoadError, match=r"is random in train mode .*: model\.layers\.1\.mlp \(_KeepDropout\)"):
+        local(model)
+    model.model.layers[1].mlp.keep = 1.0
+    with local(model) as s:
+        datum = [samples.cross_entropy(list(range(3, 40)))]
+        assert s.forward_backward(datum).result().loss == s.forward_backward(datum).result().loss

@@ -213,23 +213,6 @@ def check_vocab(rows: int, tokenizer: Any, name: str) -> None:
         )
 
 
-def disable_dropout(model: nn.Module) -> None:
-    """RL compares the sampler's log-probs with the trainer's: base-model dropout would make the same
-    weights disagree with themselves, and its masks come from torch's global RNG, which concurrent sessions in one
-    process share. Layers copy their rate from the config when built (Llama's ``attention_dropout``, OPT's
-    ``dropout``): a float attribute named ``*dropout*`` is zeroed too. Adapters added later (LoRA) are not affected."""
-    for module in model.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = 0.0
-        for name, value in vars(module).items():
-            if "dropout" in name and isinstance(value, float):
-                setattr(module, name, 0.0)
-    config = getattr(model, "config", None)
-    for attr in ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout"):
-        if isinstance(getattr(config, attr, None), float):
-            setattr(config, attr, 0.0)
-
-
 def context_length(model: nn.Module) -> int | None:
     return config_context_length(getattr(model, "config", None))
 
