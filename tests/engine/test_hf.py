@@ -266,6 +266,16 @@ def test_unknown_model_id_names_it_and_the_fetch_command(tmp_path, monkeypatch):
         local(str(tmp_path / "empty"))
 
 
+def test_a_file_given_as_the_model_or_tokenizer_folder_names_its_folder(hf_dirs, tmp_path):
+    """``model=".../config.json"`` (or the weights file) was "neither a local directory nor a Hugging Face model id"."""
+    config = Path(hf_dirs["llama"]) / "config.json"
+    with pytest.raises(ModelLoadError, match=rf"^model '{config}' is a file, not a folder: give the folder that "
+                                             rf"holds it, '{config.parent}'"):  # fmt: skip
+        local(str(config))
+    with pytest.raises(ModelLoadError, match=rf"^tokenizer '{config.parent / 'tokenizer.json'}' is a file, not a "):
+        local("tiny", tokenizer=str(config.parent / "tokenizer.json"))
+
+
 def test_a_mistyped_built_in_name_names_the_built_ins_too(tmp_path, monkeypatch):
     """``model="medium"`` advised only ``hf download medium``."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
@@ -537,7 +547,29 @@ CRAFTED = {
     "damaged-weights": (lambda f: (f / "model.safetensors").write_bytes(b"\x08" + b"\x00" * 7 + b"{damaged"),
                         r"the weights in .* cannot be loaded \(SafetensorError"),
     "damaged-tokenizer": (lambda f: (f / "tokenizer.json").write_text("{oops"), r"tokenizer .* cannot be loaded"),
+    "layer-missing": (lambda f: drop_weights(f, ".h.1."),  # trained as random weights, without a word
+                      r"lacks 12 of the model's weights \(transformer\.h\.1\.attn\.c_attn\.bias, .*\): they would be "
+                      r"random"),
+    "vocab-differs": (config_with(vocab_size=1000),  # "look at the above report!", a report never shown
+                      r"config\.json does not match its weights: transformer\.wte\.weight is \[320, 64\] in the "
+                      r"checkpoint but \[1000, 64\] by the config"),
+    "unknown-type": (config_with(model_type="zorblax"), r"config\.json is not a config transformers can load .*zorblax"),
+    "shard-missing": (lambda f: sharded(f, lambda shards: shards[1].unlink()),
+                      r"cannot be loaded \(FileNotFoundError: .*model-00002-of-"),
 }  # fmt: skip
+
+
+def drop_weights(folder, part):
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(folder / "model.safetensors")
+    save_file({k: v for k, v in state.items() if part not in k}, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+def sharded(folder, change):
+    (folder / "model.safetensors").unlink()
+    hf_models.build_model("gpt2").save_pretrained(folder, max_shard_size="100KB")
+    change(sorted(folder.glob("model-*.safetensors")))
 
 
 @pytest.mark.slow
@@ -548,6 +580,7 @@ def test_a_crafted_model_folder_is_a_model_load_error_naming_it(tmp_path, case):
     with pytest.raises(ModelLoadError, match=problem) as info:
         local(str(folder))
     assert str(folder) in str(info.value) and isinstance(info.value, ValueError)
+    assert "above report" not in str(info.value)
     assert info.value.__context__ is None or info.value.__suppress_context__
 
 
