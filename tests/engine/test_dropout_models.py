@@ -96,6 +96,8 @@ KINDS = {
     "attention_dropout": lambda: Functional(attention_dropout=0.5),
     "resid_pdrop": lambda: Functional(resid_pdrop=0.5),
     "drop_rate": lambda: Functional(drop_rate=0.5),
+    "drop_connect_rate": lambda: Functional(drop_connect_rate=0.5),
+    "stochastic_depth_prob": lambda: Functional(stochastic_depth_prob=0.5),
     "layerdrop": lambda: LayerDrop(0.5),
 }
 

@@ -553,7 +553,8 @@ CRAFTED = {
     "vocab-differs": (config_with(vocab_size=1000),  # "look at the above report!", a report never shown
                       r"config\.json does not match its weights: transformer\.wte\.weight is \[320, 64\] in the "
                       r"checkpoint but \[1000, 64\] by the config"),
-    "unknown-type": (config_with(model_type="zorblax"), r"config\.json is not a config transformers can load .*zorblax"),
+    "unknown-type": (config_with(model_type="zorblax"),
+                     r"config\.json is not a config transformers can load .*zorblax"),
     "shard-missing": (lambda f: sharded(f, lambda shards: shards[1].unlink()),
                       r"cannot be loaded \(FileNotFoundError: .*model-00002-of-"),
 }  # fmt: skip
@@ -563,7 +564,8 @@ def drop_weights(folder, part):
     from safetensors.torch import load_file, save_file
 
     state = load_file(folder / "model.safetensors")
-    save_file({k: v for k, v in state.items() if part not in k}, folder / "model.safetensors", metadata={"format": "pt"})
+    kept = {k: v for k, v in state.items() if part not in k}
+    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
 
 
 def sharded(folder, change):

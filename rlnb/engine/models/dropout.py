@@ -19,10 +19,12 @@ from torch.nn.modules.dropout import _DropoutNd
 
 from rlnb.engine.models.hf import ModelLoadError
 
-RATE_NAMES = ("dropout", "drop_prob", "drop_path", "drop_rate", "pdrop", "layerdrop", "jitter")
+RATE_NAMES = ("dropout", "drop_prob", "drop_path", "drop_rate", "drop_connect", "stochastic_depth", "pdrop",
+              "layerdrop", "jitter")  # fmt: skip
 """A float attribute whose name holds one of these is a rate of something random in training (Llama's
-``attention_dropout``, GPT-2's ``resid_pdrop``, timm's ``DropPath.drop_prob``, OPT's ``layerdrop``, Mixtral's
-router ``jitter_noise``): zeroed on every module and on the config."""
+``attention_dropout``, GPT-2's ``resid_pdrop``, timm's ``DropPath.drop_prob``, EfficientNet's ``drop_connect_rate``,
+torchvision's ``stochastic_depth_prob``, OPT's ``layerdrop``, Mixtral's router ``jitter_noise``): zeroed on every
+module and on the config."""
 DEPTH_CLASSES = ("DropPath", "StochasticDepth")
 """Stochastic-depth modules whose rate is a float ``p`` (torchvision's ``StochasticDepth``)."""
 

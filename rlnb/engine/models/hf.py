@@ -98,7 +98,8 @@ def resolve(spec: str, what: str = "model") -> Path:
     (a folder needs its config.json) or "tokenizer" (a folder needs a tokenizer file), the name messages give it."""
     path = Path(spec).expanduser()
     if path.is_file():
-        raise ModelLoadError(f"{what} {spec!r} is a file, not a folder: give the folder that holds it, {str(path.parent)!r}")
+        folder = str(path.parent)
+        raise ModelLoadError(f"{what} {spec!r} is a file, not a folder: give the folder that holds it, {folder!r}")
     if path.is_dir():
         if what == "model" and not (path / "config.json").is_file():
             raise ModelLoadError(f"{spec!r} is a directory but holds no config.json: not a Hugging Face model")
