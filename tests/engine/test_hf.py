@@ -640,3 +640,26 @@ def test_a_model_still_random_in_train_mode_is_refused_at_connect_naming_the_mod
     with local(model) as s:
         datum = [samples.cross_entropy(list(range(3, 40)))]
         assert s.forward_backward(datum).result().loss == s.forward_backward(datum).result().loss
+
+
+TRAIN_RANDOM = {  # randomness of real architectures that no nn.Dropout and no *dropout* name held
+    "mixtral-router-jitter": lambda tf: tf.MixtralForCausalLM(tf.MixtralConfig(
+        **hf_models.HIDDEN, num_local_experts=4, num_experts_per_tok=2, router_jitter_noise=0.5)),
+    "opt-layerdrop": lambda tf: tf.OPTForCausalLM(tf.OPTConfig(
+        vocab_size=hf_models.VOCAB, hidden_size=64, ffn_dim=128, num_hidden_layers=4, num_attention_heads=4,
+        max_position_embeddings=256, word_embed_proj_dim=64, layerdrop=0.5)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", TRAIN_RANDOM)
+def test_mixtral_router_jitter_and_opt_layerdrop_are_off(transformers, case):
+    """Mixtral's ``router_jitter_noise`` and OPT's ``layerdrop`` stayed on: two equal forward-backwards gave other
+    losses (207.20 and 207.15), from masks of the process-global RNG."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = TRAIN_RANDOM[case](transformers)
+    with local(model) as s:
+        datum = [samples.cross_entropy(list(range(3, 40)))]
+        rng = torch.random.get_rng_state()
+        assert s.forward_backward(datum).result().loss == s.forward_backward(datum).result().loss
+        assert torch.equal(torch.random.get_rng_state(), rng)
