@@ -146,6 +146,33 @@ def test_integer_and_boolean_attributes_named_like_rates_are_left_alone():
     assert (model[1].dropout_layers, model[1].use_dropout, model[1].dropout) == (3, True, 0.0)
 
 
+class TextConfig:
+    def __init__(self, **fields: float) -> None:
+        self.__dict__.update(fields)
+
+
+class ReadsItsConfig(nn.Module):
+    """A layer that reads its rate from a sub-config when it runs (a multimodal model's ``text_config``)."""
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        self.config = config
+
+    def forward(self, x):
+        return F.dropout(x, self.config.text_config.attention_dropout, self.training)
+
+
+def test_rates_read_from_a_config_or_its_sub_configs_when_a_layer_runs_are_zeroed():
+    """Only the model's own ``config`` was zeroed, and only six names on it."""
+    torch.manual_seed(0)
+    config = TextConfig(text_config=TextConfig(attention_dropout=0.5, hidden_size=8.0))
+    model = lm(*(ReadsItsConfig(config) for _ in range(4)))
+    assert not torch.equal(train_logprobs(model, IDS, 1), train_logprobs(model, IDS, 2))
+    assert disable_dropout(model) == ["1.config.text_config.attention_dropout"]  # one config, shared: zeroed once
+    assert torch.equal(train_logprobs(model, IDS, 1), train_logprobs(model, IDS, 2))
+    assert config.text_config.hidden_size == 8.0
+
+
 class HiddenRate(nn.Module):
     """A rate under a name no one could guess, passed to ``F.dropout``."""
 

@@ -41,16 +41,21 @@ def disable_dropout(model: nn.Module) -> list[str]:
             module.p = 0.0
             zeroed.append(f"{path or type(module).__name__}.p")
         zeroed += [f"{path}.{name}" if path else name for name in _zero_rates(module)]
-    config = getattr(model, "config", None)
-    if config is not None:
-        zeroed += [f"config.{name}" for name in _zero_rates(config)]
     return zeroed
 
 
-def _zero_rates(obj: Any) -> list[str]:
+def _zero_rates(obj: Any, seen: set[int] | None = None) -> list[str]:
+    """``obj``'s rates, and those of its ``config`` and of that config's sub-configs (a ``text_config``: modules
+    read them when they run)."""
+    seen = set() if seen is None else seen
+    seen.add(id(obj))
     names = [n for n, v in vars(obj).items() if type(v) is float and v and any(r in n.lower() for r in RATE_NAMES)]
     for name in names:
         setattr(obj, name, 0.0)
+    for key, value in vars(obj).items():
+        is_config = key == "config" or type(value).__name__.endswith("Config")
+        if is_config and hasattr(value, "__dict__") and id(value) not in seen and not isinstance(value, nn.Module):
+            names += [f"{key}.{name}" for name in _zero_rates(value, seen)]
     return names
 
 
