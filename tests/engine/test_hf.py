@@ -276,6 +276,15 @@ def test_a_file_given_as_the_model_or_tokenizer_folder_names_its_folder(hf_dirs,
         local("tiny", tokenizer=str(config.parent / "tokenizer.json"))
 
 
+def test_a_folder_under_home_with_spaces_and_unicode_in_its_path_loads(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    hf_models.save("llama", tmp_path / "my models" / "ü 模型")
+    with local("~/my models/ü 模型", tokenizer="~/my models/ü 模型") as s:
+        assert s.decode(s.encode("n=42")) == "n=42"
+    with pytest.raises(ModelLoadError, match=r"'~/my models/ü 模型x' is neither a local directory"):
+        local("~/my models/ü 模型x")
+
+
 def test_a_mistyped_built_in_name_names_the_built_ins_too(tmp_path, monkeypatch):
     """``model="medium"`` advised only ``hf download medium``."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
