@@ -266,6 +266,25 @@ def test_unknown_model_id_names_it_and_the_fetch_command(tmp_path, monkeypatch):
         local(str(tmp_path / "empty"))
 
 
+def test_a_file_given_as_the_model_or_tokenizer_folder_names_its_folder(hf_dirs, tmp_path):
+    """``model=".../config.json"`` (or the weights file) was "neither a local directory nor a Hugging Face model id"."""
+    config = Path(hf_dirs["llama"]) / "config.json"
+    with pytest.raises(ModelLoadError, match=rf"^model '{config}' is a file, not a folder: give the folder that "
+                                             rf"holds it, '{config.parent}'"):  # fmt: skip
+        local(str(config))
+    with pytest.raises(ModelLoadError, match=rf"^tokenizer '{config.parent / 'tokenizer.json'}' is a file, not a "):
+        local("tiny", tokenizer=str(config.parent / "tokenizer.json"))
+
+
+def test_a_folder_under_home_with_spaces_and_unicode_in_its_path_loads(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    hf_models.save("llama", tmp_path / "my models" / "ü 模型")
+    with local("~/my models/ü 模型", tokenizer="~/my models/ü 模型") as s:
+        assert s.decode(s.encode("n=42")) == "n=42"
+    with pytest.raises(ModelLoadError, match=r"'~/my models/ü 模型x' is neither a local directory"):
+        local("~/my models/ü 模型x")
+
+
 def test_a_mistyped_built_in_name_names_the_built_ins_too(tmp_path, monkeypatch):
     """``model="medium"`` advised only ``hf download medium``."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
@@ -537,7 +556,31 @@ CRAFTED = {
     "damaged-weights": (lambda f: (f / "model.safetensors").write_bytes(b"\x08" + b"\x00" * 7 + b"{damaged"),
                         r"the weights in .* cannot be loaded \(SafetensorError"),
     "damaged-tokenizer": (lambda f: (f / "tokenizer.json").write_text("{oops"), r"tokenizer .* cannot be loaded"),
+    "layer-missing": (lambda f: drop_weights(f, ".h.1."),  # trained as random weights, without a word
+                      r"lacks 12 of the model's weights \(transformer\.h\.1\.attn\.c_attn\.bias, .*\): they would be "
+                      r"random"),
+    "vocab-differs": (config_with(vocab_size=1000),  # "look at the above report!", a report never shown
+                      r"config\.json does not match its weights: transformer\.wte\.weight is \[320, 64\] in the "
+                      r"checkpoint but \[1000, 64\] by the config"),
+    "unknown-type": (config_with(model_type="zorblax"),
+                     r"config\.json is not a config transformers can load .*zorblax"),
+    "shard-missing": (lambda f: sharded(f, lambda shards: shards[1].unlink()),
+                      r"cannot be loaded \(FileNotFoundError: .*model-00002-of-"),
 }  # fmt: skip
+
+
+def drop_weights(folder, part):
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(folder / "model.safetensors")
+    kept = {k: v for k, v in state.items() if part not in k}
+    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+def sharded(folder, change):
+    (folder / "model.safetensors").unlink()
+    hf_models.build_model("gpt2").save_pretrained(folder, max_shard_size="100KB")
+    change(sorted(folder.glob("model-*.safetensors")))
 
 
 @pytest.mark.slow
@@ -548,6 +591,7 @@ def test_a_crafted_model_folder_is_a_model_load_error_naming_it(tmp_path, case):
     with pytest.raises(ModelLoadError, match=problem) as info:
         local(str(folder))
     assert str(folder) in str(info.value) and isinstance(info.value, ValueError)
+    assert "above report" not in str(info.value)
     assert info.value.__context__ is None or info.value.__suppress_context__
 
 
@@ -580,3 +624,51 @@ def test_muon_reads_gpt2s_conv1d_layers_by_their_fan_not_their_storage(hf_dirs):
         shapes = dict(zip([n for n, _ in split.muon], muon_shapes(s), strict=True))
         fc = next(n for n in conv1d if ".mlp.c_fc." in n)
         assert shapes[fc] == tuple(reversed(dict(split.muon)[fc].shape))  # [4d, d]: it widens
+
+
+class _KeepDropout(torch.nn.Module):
+    """A layer's rate under a name no rule can find, passed to ``F.dropout``."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.keep = inner, 0.5
+
+    def forward(self, x):
+        return torch.nn.functional.dropout(self.inner(x), 1 - self.keep, self.training)
+
+
+def test_a_model_still_random_in_train_mode_is_refused_at_connect_naming_the_module(transformers):
+    """Dropout whose rate no name gives away trained with log-probs that disagreed with the sampler's, masks drawn
+    from the global RNG; now ``connect`` runs the model twice in train mode and names the module."""
+    config = transformers.LlamaConfig(**hf_models.HIDDEN, bos_token_id=1, eos_token_id=2)
+    model = transformers.LlamaForCausalLM(config)
+    model.model.layers[1].mlp = _KeepDropout(model.model.layers[1].mlp)
+    with pytest.raises(ModelLoadError, match=r"is random in train mode .*: model\.layers\.1\.mlp \(_KeepDropout\)"):
+        local(model)
+    model.model.layers[1].mlp.keep = 1.0
+    with local(model) as s:
+        datum = [samples.cross_entropy(list(range(3, 40)))]
+        assert s.forward_backward(datum).result().loss == s.forward_backward(datum).result().loss
+
+
+TRAIN_RANDOM = {  # randomness of real architectures that no nn.Dropout and no *dropout* name held
+    "mixtral-router-jitter": lambda tf: tf.MixtralForCausalLM(tf.MixtralConfig(
+        **hf_models.HIDDEN, num_local_experts=4, num_experts_per_tok=2, router_jitter_noise=0.5)),
+    "opt-layerdrop": lambda tf: tf.OPTForCausalLM(tf.OPTConfig(
+        vocab_size=hf_models.VOCAB, hidden_size=64, ffn_dim=128, num_hidden_layers=4, num_attention_heads=4,
+        max_position_embeddings=256, word_embed_proj_dim=64, layerdrop=0.5)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", TRAIN_RANDOM)
+def test_mixtral_router_jitter_and_opt_layerdrop_are_off(transformers, case):
+    """Mixtral's ``router_jitter_noise`` and OPT's ``layerdrop`` stayed on: two equal forward-backwards gave other
+    losses (207.20 and 207.15), from masks of the process-global RNG."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = TRAIN_RANDOM[case](transformers)
+    with local(model) as s:
+        datum = [samples.cross_entropy(list(range(3, 40)))]
+        rng = torch.random.get_rng_state()
+        assert s.forward_backward(datum).result().loss == s.forward_backward(datum).result().loss
+        assert torch.equal(torch.random.get_rng_state(), rng)

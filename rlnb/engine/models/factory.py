@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlnb.engine.models import hf
+from rlnb.engine.models import dropout, hf
 from rlnb.engine.models.adapter import BuiltinAdapter, ModelAdapter
 from rlnb.engine.models.hf_adapter import HFAdapter
 from rlnb.engine.models.tiny import SIZES, TinyTransformer, build_model
@@ -53,7 +53,7 @@ def build_adapter(
             cls = BuiltinAdapter if isinstance(model, TinyTransformer) else ModelAdapter
     if cls is HFAdapter:
         hf.check_vocab(module.get_input_embeddings().weight.shape[0], tokenizer, name)  # type: ignore[operator]
-        hf.disable_dropout(module)
+        dropout.disable_dropout(module)
         gen = getattr(module, "generation_config", None)
         ids = getattr(gen, "eos_token_id", None)
         extra_eos += [ids] if isinstance(ids, int) else list(ids or [])
@@ -71,6 +71,8 @@ def build_adapter(
         hf.check_vocab(adapter.vocab_size, tokenizer, name)
     if isinstance(adapter, HFAdapter):
         adapter.trust_remote_code = trust_remote_code
+        probe = torch.arange(1, 9, device=device)[None] % adapter.vocab_size  # what dropout's names could not find
+        dropout.check_deterministic(adapter.module, adapter.forward, probe[:, : adapter.context_length or 8], name)
     return adapter
 
 

@@ -97,6 +97,9 @@ def resolve(spec: str, what: str = "model") -> Path:
     """The local directory holding ``spec``: the directory itself, or a hub id's cached snapshot. ``what``: "model"
     (a folder needs its config.json) or "tokenizer" (a folder needs a tokenizer file), the name messages give it."""
     path = Path(spec).expanduser()
+    if path.is_file():
+        folder = str(path.parent)
+        raise ModelLoadError(f"{what} {spec!r} is a file, not a folder: give the folder that holds it, {folder!r}")
     if path.is_dir():
         if what == "model" and not (path / "config.json").is_file():
             raise ModelLoadError(f"{spec!r} is a directory but holds no config.json: not a Hugging Face model")
@@ -188,6 +191,8 @@ def load(spec: str, dtype: str = "auto", trust_remote_code: bool = False) -> tup
         raise ModelLoadError(
             f"model {spec!r} ({', '.join(arch)}) has no causal-LM head: rlnb trains AutoModelForCausalLM models"
         )
+    if "ignore_mismatched_sizes" in problem:  # transformers points to a report its logging level hid: say it here
+        _refuse_mismatch(transformers, path, spec, trust_remote_code)
     if problem:
         raise ModelLoadError(f"model {spec!r}: the weights in {path} cannot be loaded ({problem})")
     head = model.get_output_embeddings()
@@ -197,10 +202,33 @@ def load(spec: str, dtype: str = "auto", trust_remote_code: bool = False) -> tup
             f"model {spec!r} has no trained causal-LM head: the checkpoint ({', '.join(arch)}) lacks "
             f"{', '.join(sorted(head_names)) or 'an output layer'}, so its logits would come from random weights"
         )
+    missing = sorted(set(info.get("missing_keys", ())))
+    if missing:
+        raise ModelLoadError(
+            f"model {spec!r}: the checkpoint in {path} lacks {len(missing)} of the model's weights "
+            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): they would be random, trained as if "
+            "they were the model's. A shard or file of the weights may be missing"
+        )
     tokenizer = None
     if any((path / f).is_file() for f in TOKENIZER_FILES):
         tokenizer = load_tokenizer(path, spec, trust_remote_code)
     return model, tokenizer
+
+
+def _refuse_mismatch(transformers: Any, path: Path, spec: str, trust_remote_code: bool) -> None:
+    """A ``ModelLoadError`` naming the weights whose shapes differ from the config's (a second load, that
+    allows them, lists them); nothing if that load fails too or finds none (the caller's error stands)."""
+    try:
+        with _quiet(transformers):
+            _, info = transformers.AutoModelForCausalLM.from_pretrained(
+                path, ignore_mismatched_sizes=True, output_loading_info=True, trust_remote_code=trust_remote_code
+            )
+    except Exception:  # noqa: BLE001
+        return
+    keys = sorted(info.get("mismatched_keys", ()), key=lambda k: k[0])
+    if keys:
+        shapes = [f"{k} is {list(ckpt)} in the checkpoint but {list(want)} by the config" for k, ckpt, want in keys[:3]]
+        raise ModelLoadError(f"model {spec!r}: {path / 'config.json'} does not match its weights: {'; '.join(shapes)}")
 
 
 def check_vocab(rows: int, tokenizer: Any, name: str) -> None:
@@ -211,23 +239,6 @@ def check_vocab(rows: int, tokenizer: Any, name: str) -> None:
             f"tokenizer of {name!r} has {size} tokens but the model's embedding table has {rows} rows: "
             "they do not belong together (ids past the table would crash training)"
         )
-
-
-def disable_dropout(model: nn.Module) -> None:
-    """RL compares the sampler's log-probs with the trainer's: base-model dropout would make the same
-    weights disagree with themselves, and its masks come from torch's global RNG, which concurrent sessions in one
-    process share. Layers copy their rate from the config when built (Llama's ``attention_dropout``, OPT's
-    ``dropout``): a float attribute named ``*dropout*`` is zeroed too. Adapters added later (LoRA) are not affected."""
-    for module in model.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = 0.0
-        for name, value in vars(module).items():
-            if "dropout" in name and isinstance(value, float):
-                setattr(module, name, 0.0)
-    config = getattr(model, "config", None)
-    for attr in ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout"):
-        if isinstance(getattr(config, attr, None), float):
-            setattr(config, attr, 0.0)
 
 
 def context_length(model: nn.Module) -> int | None:

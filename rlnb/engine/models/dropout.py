@@ -1,0 +1,132 @@
+"""Base-model randomness off: RL compares the sampler's log-probs with the trainer's, so a train-mode forward must
+give the same logits as an eval-mode one.
+
+Dropout would make the same weights disagree with themselves, and its masks come from torch's global RNG, which
+concurrent sessions in one process share. ``disable_dropout`` turns off what it can find by type and by name;
+``check_deterministic`` then runs the model twice in train mode and refuses it, naming the module, if anything
+random is left (a rate held under a name no one could guess, passed to ``F.dropout``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn.modules.dropout import _DropoutNd
+
+from rlnb.engine.models.hf import ModelLoadError
+
+RATE_NAMES = ("dropout", "drop_prob", "drop_path", "drop_rate", "drop_connect", "stochastic_depth", "pdrop",
+              "layerdrop", "jitter")  # fmt: skip
+"""A float attribute whose name holds one of these is a rate of something random in training (Llama's
+``attention_dropout``, GPT-2's ``resid_pdrop``, timm's ``DropPath.drop_prob``, EfficientNet's ``drop_connect_rate``,
+torchvision's ``stochastic_depth_prob``, OPT's ``layerdrop``, Mixtral's router ``jitter_noise``): zeroed on every
+module and on the config."""
+DEPTH_CLASSES = ("DropPath", "StochasticDepth")
+"""Stochastic-depth modules whose rate is a float ``p`` (torchvision's ``StochasticDepth``)."""
+
+
+def disable_dropout(model: nn.Module) -> list[str]:
+    """Zero every rate of randomness ``model`` has in train mode: torch's dropout layers by type (``nn.Dropout``,
+    ``Dropout1d/2d/3d``, ``AlphaDropout``, ``FeatureAlphaDropout``), stochastic-depth modules, and float attributes
+    named like a rate (layers copy them from the config when built). Adapters added later (LoRA) keep theirs.
+    The names of what was zeroed."""
+    zeroed = []
+    for path, module in model.named_modules():
+        is_depth = any(c in type(module).__name__ for c in DEPTH_CLASSES)
+        if isinstance(module, _DropoutNd) or is_depth and isinstance(getattr(module, "p", None), float):
+            module.p = 0.0
+            zeroed.append(f"{path or type(module).__name__}.p")
+        zeroed += [f"{path}.{name}" if path else name for name in _zero_rates(module)]
+    return zeroed
+
+
+def _zero_rates(obj: Any, seen: set[int] | None = None) -> list[str]:
+    """``obj``'s rates, and those of its ``config`` and of that config's sub-configs (a ``text_config``: modules
+    read them when they run)."""
+    seen = set() if seen is None else seen
+    seen.add(id(obj))
+    names = [n for n, v in vars(obj).items() if type(v) is float and v and any(r in n.lower() for r in RATE_NAMES)]
+    for name in names:
+        setattr(obj, name, 0.0)
+    for key, value in vars(obj).items():
+        is_config = key == "config" or type(value).__name__.endswith("Config")
+        if is_config and hasattr(value, "__dict__") and id(value) not in seen and not isinstance(value, nn.Module):
+            names += [f"{key}.{name}" for name in _zero_rates(value, seen)]
+    return names
+
+
+def check_deterministic(
+    model: nn.Module, forward: Callable[[nn.Module, Tensor], Tensor], ids: Tensor, name: str
+) -> None:
+    """Run ``forward(model, ids)`` twice in train mode under two seeds of every RNG it may draw from: different
+    logits are a ``ModelLoadError`` naming the innermost modules whose output changed on the same input."""
+    runs: list[dict[str, tuple[list[Tensor], list[Tensor]]]] = []
+    devices = [ids.device] if ids.device.type == "cuda" else []
+    was_training = model.training
+    model.train()
+    try:
+        for seed in (1, 2):
+            seen: dict[str, tuple[list[Tensor], list[Tensor]]] = {}
+            with torch.random.fork_rng(devices=devices), torch.no_grad(), _recording(model, seen):
+                torch.manual_seed(seed)
+                seen[""] = ([ids], [forward(model, ids)])
+            runs.append(seen)
+    finally:
+        model.train(was_training)
+    first, second = runs
+    if _same(first[""][1], second[""][1]):
+        return
+    changed = {p for p in first if p and p in second and _same(*(r[p][0] for r in runs))
+               and not _same(*(r[p][1] for r in runs))}  # fmt: skip
+    innermost = sorted(p for p in changed if not any(q.startswith(p + ".") for q in changed))
+    modules = dict(model.named_modules())
+    where = ", ".join(f"{p} ({type(modules[p]).__name__})" for p in innermost[:5]) or "its forward"
+    raise ModelLoadError(
+        f"model {name!r} is random in train mode after rlnb turned off its dropout (torch's dropout layers, "
+        f"{' / '.join(DEPTH_CLASSES)}, float attributes named *{'*, *'.join(RATE_NAMES)}*): {where} gave other "
+        "outputs for the same input. RL needs the trainer's log-probs to equal the sampler's: set that rate to 0 "
+        "in the model before passing it to rlnb"
+    )
+
+
+@torch.no_grad()
+def _same(a: list[Tensor], b: list[Tensor]) -> bool:
+    """Equal up to float noise (a dropped activation is far off it)."""
+    return len(a) == len(b) and all(
+        x.shape == y.shape and (not x.is_floating_point() and torch.equal(x, y)
+                                or x.is_floating_point() and torch.allclose(x.float(), y.float(), rtol=1e-3, atol=1e-4))
+        for x, y in zip(a, b, strict=True)
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _recording(model: nn.Module, seen: dict[str, tuple[list[Tensor], list[Tensor]]]) -> Iterator[None]:
+    """Record each module's tensors in and out of its first call, by its path."""
+
+    def hook(path: str) -> Callable[..., None]:
+        def record(module: nn.Module, args: Any, kwargs: Any, out: Any) -> None:  # None: the output is kept
+            seen.setdefault(path, (list(_tensors((args, kwargs))), list(_tensors(out))))
+
+        return record
+
+    handles = [m.register_forward_hook(hook(p), with_kwargs=True) for p, m in model.named_modules() if p]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _tensors(obj: Any) -> Iterator[Tensor]:
+    if isinstance(obj, Tensor):
+        yield obj.detach().clone()
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            yield from _tensors(value)
+    elif isinstance(obj, list | tuple):
+        for value in obj:
+            yield from _tensors(value)
