@@ -199,3 +199,24 @@ def test_randomness_no_name_gives_away_is_refused_naming_its_module():
     assert not model.training
     model[2].branch.keep = 1.0
     check_deterministic(model.train(), forward, IDS, "custom")
+
+
+class UnseededNoise(nn.Module):
+    """A kernel that is not deterministic (atomics on a GPU): its output changes from call to call, under any seed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj, self.calls = nn.Linear(D, D), 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.proj(x) * (1 + 1e-2 * self.calls)
+
+
+def test_a_model_whose_outputs_change_under_one_seed_too_is_not_refused():
+    """Randomness of the model's own draws repeats under the same seed; a kernel's that are not deterministic do not,
+    and refusing them left a user's model, on a GPU, with no way to be used."""
+    model = lm(UnseededNoise())
+    disable_dropout(model)
+    check_deterministic(model, forward, IDS, "custom")
+    assert model[1].calls == 3  # seed 1, seed 2, and seed 1 again, which did not repeat its first answer
