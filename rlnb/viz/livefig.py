@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from matplotlib import rcParams
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
@@ -105,7 +106,7 @@ class Panel:
         offset.set_horizontalalignment("left")
         offset.set_x(-(LEFT_PX - 2) / (self.ax.get_position().width * width))  # in the axes' widths
         title = self.ax.title.get_window_extent(self.canvas.get_renderer()).height
-        pad = self.ax.titleOffsetTrans.get_matrix()[1, 2] + 4  # the title's pad above the axes, and a margin
+        pad = rcParams["axes.titlepad"] * self.figure.dpi / 72 + 4  # the title's pad above the axes, and a margin
         self.figure.subplots_adjust(top=min(TOP, 1 - (title + pad) / PANEL_HEIGHT))
 
     def line(self, key: str, **style: object) -> Line2D:
