@@ -22,7 +22,7 @@ from rlnb.history.catalog import compare as compare_runs
 from rlnb.viz import placing
 from rlnb.viz.draw import STD_BAND_MIN_SEEDS, new_axes, note
 from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, extremes, infinite, smooth
-from rlnb.viz.texts import printable, shortened, text_width
+from rlnb.viz.texts import agg, drawn_width, printable, shortened
 
 GROUP_MARKERS = ("", "s", "^", "D", "v", "P", "*")
 """Past ten groups the colours come round again: each further ten carries the next of these markers (70 groups
@@ -59,7 +59,7 @@ def _legend(ax: Axes, handles: list[Artist], names: list[str], own: bool) -> Non
     cols = math.ceil(len(names) / max(1, int(height / LEGEND_ROW_IN) - 3))
     if own:  # room for the legend's columns beside axes of the usual width
         font = FontProperties(size="small")  # each name measured as drawn: a CJK name's escapes are 6 times as wide
-        width += cols * (0.6 + max(text_width(n, font) for n in names) / 72)
+        width += cols * (0.6 + max(drawn_width(n, font, agg(fig)) for n in names) / fig.dpi)
         fig.set_size_inches(width, height)
     ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small",
               ncols=cols)  # fmt: skip
@@ -74,18 +74,18 @@ def _legend_inside(ax: Axes, handles: list[Artist], names: list[str]) -> None:
     height needs, its font smaller and then its names cut in the middle ("…") until it fits. Right of the axes, as
     on a figure of its own, it ran off the user's figure."""
     fig = cast(Figure, ax.get_figure(root=True))
-    box = ax.get_position()
-    width, height = box.width * fig.get_figwidth() * 72, box.height * fig.get_figheight() * 72  # points
+    box, renderer = ax.get_position(), agg(fig)
+    width, height = box.width * fig.bbox.width, box.height * fig.bbox.height  # pixels
     for size in LEGEND_SIZES:
         font = FontProperties(size=size)
-        em = font.get_size_in_points()
+        em = font.get_size_in_points() * fig.dpi / 72
         edge = 2 * (0.4 + 0.5) * em  # borderpad and borderaxespad, both sides
         rows = max(1, int((height - edge) // (1.75 * em)))  # a line and its labelspacing
         cols = math.ceil(len(names) / rows)
         room = (width - edge) / cols - (2.0 + 0.8 + 2.0) * em  # handle, its gap and the column spacing
-        if max(text_width(n, font) for n in names) <= room:
+        if max(drawn_width(n, font, renderer) for n in names) <= room:
             break
-    shown = [shortened(n, lambda t: text_width(t, font) <= room) for n in names]
+    shown = [shortened(n, lambda t: drawn_width(t, font, renderer) <= room) for n in names]
     placing.legend(ax, handles, shown, loc="best", fontsize=size, ncols=cols)
 
 

@@ -33,7 +33,7 @@ def drawable(text: Text) -> None:
 
 def as_drawn(written: str, families: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
     """``written`` as ``drawable`` draws it in ``families``: its text (escapes for the characters no font has) and the
-    families it is drawn with, so it can be measured as drawn before it is (``rlnb.viz.texts.text_width``)."""
+    families it is drawn with, so it can be measured as drawn before it is (``rlnb.viz.texts.drawn_width``)."""
     if written.isascii():
         return written, families
     have = _coverage(families)

@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from matplotlib import rcParams
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
@@ -48,9 +49,13 @@ the ~930 px a notebook's output has on a 1366×768 laptop (JupyterLab, its file 
 228 px wide, the gradient norm's legend inside its axes, so four share that row (924 px). At 320 + 432 + 320 px a
 bare view wrapped onto two rows of panels, 727 px tall in all, and so did an RL view's four panels at 272 and 368."""
 PANEL_HEIGHT = 208
+TOP = 0.87
+"""The axes' top, in the figure's height, under a title of one line."""
 LEFT_PX, RIGHT_PX, LEGEND_PX = 54, 20, 160
 """Pixels left of the axes (the y ticks), right of them (half a step number: ``100000`` under the axes' end ran off
 the figure at 10), and right of them with a legend there."""
+OFFSET_PX = 2 + 36
+"""Pixels from the figure's left edge to the end of the y axis' offset text, up to ``1e−10`` (``_make_room``)."""
 TICK_PX = 40
 """Pixels of axes per x tick: a six-digit step number and a gap (at 5 ticks in 154 px they overlapped)."""
 
@@ -70,7 +75,7 @@ class Panel:
         self.canvas = FigureCanvasAgg(self.figure)
         self.ax = self.figure.add_subplot()
         left, right = LEFT_PX / width, 1 - (LEGEND_PX if self.beside else RIGHT_PX) / width
-        self.figure.subplots_adjust(left=left, right=right, bottom=0.18, top=0.87)
+        self.figure.subplots_adjust(left=left, right=right, bottom=0.18, top=TOP)
         self.ax.set_title(title, fontsize="medium")
         self.ax.set_xlabel("optimizer step", fontsize="small")
         self.ax.tick_params(labelsize="small")
@@ -82,15 +87,27 @@ class Panel:
         self.note = self.ax.text(
             0.5, 0.5, "", transform=self.ax.transAxes, ha="center", va="center", wrap=True, color="0.35"
         )
-        middle = (left + right) / 2
-        fit_title(self.ax, 2 * min(middle, 1 - middle) * self.figure.bbox.width - 4)  # centred over the axes
+        middle = (left + right) / 2 * width  # the title is centred over the axes, clear of the offset text
+        fit_title(self.ax, 2 * min(middle - OFFSET_PX, width - middle) - 4, self.canvas.get_renderer())
         as_written(self.ax)  # a figure's name is the user's text, not TeX; after the fit, which measures it as drawn
+        self._make_room(width)
         self.full_draws = 0
         """How many times the whole figure was drawn (the rest were blits)."""
         self._background = None
         self._stale = True
         self._legend_keys: tuple[str, ...] = ()
         self._ylim_fits: tuple[float, float] | None = None  # the y-limits set, in log10 units on a log axis
+
+    def _make_room(self, width: int) -> None:
+        """The y axis' offset text (``1e−3``) over its tick labels, from the figure's left edge, and the axes' top
+        lowered for a title of more than one line. Over the axes' left end, a title wider than ~110 px overlapped it
+        and matplotlib lifted the title above it, to the figure's top edge (a two-line one half off the figure)."""
+        offset = self.ax.yaxis.offsetText
+        offset.set_horizontalalignment("left")
+        offset.set_x(-(LEFT_PX - 2) / (self.ax.get_position().width * width))  # in the axes' widths
+        title = self.ax.title.get_window_extent(self.canvas.get_renderer()).height
+        pad = rcParams["axes.titlepad"] * self.figure.dpi / 72 + 4  # the title's pad above the axes, and a margin
+        self.figure.subplots_adjust(top=min(TOP, 1 - (title + pad) / PANEL_HEIGHT))
 
     def line(self, key: str, **style: object) -> Line2D:
         (line,) = self.ax.plot([], [], animated=True, **style)  # type: ignore[arg-type]

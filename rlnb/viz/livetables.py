@@ -26,7 +26,16 @@ RL_TABLE = tuple(m for m in RL_METRICS if m != "reward")
 live view's automatic mode (``metrics=None``) unless named."""
 TABLE_STYLE = "font-size:small;line-height:1.25;border-collapse:collapse"
 """The style of every table of the live view."""
-CELL_STYLE = "text-align:right;padding:1px 8px"
+CELL_STYLE = "text-align:right;padding:1px 4px"
+"""A cell's style: 4 px each side (at 8, seven columns took 335 px, past the 320 px a 352 px panel's tab has)."""
+VALUE_STYLE = f"{CELL_STYLE};white-space:nowrap"
+"""A figure's cell: never broken (``12.35 s`` was broken over two lines, the table twice as tall), its header may be."""
+NARROW_PX = 360
+"""Below this width, a steps table's text is ``x-small`` (a CSS container query on its box)."""
+NARROW = (
+    f"<style>@container rlnb-table (max-width: {NARROW_PX}px) "
+    "{ table.rlnb-steps { font-size: x-small !important } }</style>"
+)
 OP_HEADERS = ("seq", "kind", "status", "error", "step", "wait", "time")
 """Columns of the table of raw operations: ``wait`` is submitted → started, ``time`` started → finished."""
 
@@ -109,7 +118,8 @@ def ops_html(records: list[Record]) -> str:
 
 def steps_html(latest: list[tuple[StepRow, dict[str, float]]], metrics: list[str], loss: bool) -> str:
     """The latest steps, newest first, with the figures ``metrics`` logged at each: ``time`` is the step's compute
-    time, ``wait`` its time queued behind other operations (``rlnb.history.timing``)."""
+    time, ``wait`` its time queued behind other operations (``rlnb.history.timing``). Below ``NARROW_PX`` its text is
+    smaller, so that seven columns fit a 264 px box and eight a 320 px one."""
     cols = ["step", *metrics, *(["loss"] if loss else [])]
     cols += ["grad norm", "clip", "lr", "time", "wait"]
     head = "".join(f"<th style='{CELL_STYLE}'>{html.escape(printable(c))}</th>" for c in cols)
@@ -125,7 +135,8 @@ def steps_html(latest: list[tuple[StepRow, dict[str, float]]], metrics: list[str
             seconds(row.run_s),
             seconds(row.queue_s),
         ]
-        body.append("<tr>" + "".join(f"<td style='{CELL_STYLE}'>{c}</td>" for c in cells) + "</tr>")
+        body.append("<tr>" + "".join(f"<td style='{VALUE_STYLE}'>{c}</td>" for c in cells) + "</tr>")
     if not body:
         body.append(f"<tr><td colspan='{len(cols)}'><i>no completed optimizer step yet</i></td></tr>")
-    return f"<table class='rlnb-steps' style='{TABLE_STYLE}'><tr>{head}</tr>{''.join(body)}</table>"
+    table = f"<table class='rlnb-steps' style='{TABLE_STYLE}'><tr>{head}</tr>{''.join(body)}</table>"
+    return f"<div style='container:rlnb-table / inline-size'>{NARROW}{table}</div>"

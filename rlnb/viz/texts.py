@@ -1,20 +1,22 @@
 """Texts as a figure draws them: a person's names written as they are (no TeX, control characters as escapes, each
 character in a font that has it), cut in the middle to the room they have. A text is fitted as given, measured as it
-will be drawn (``text_width``), then drawn (``as_written``): fitted after, an escape was cut in two, and fitted before
+will be drawn (``drawn_width``), then drawn (``as_written``): fitted after, an escape was cut in two, and fitted before
 but measured as given, a CJK name drawn as escapes was six times as wide as its room.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
+from typing import cast
 
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backend_bases import RendererBase
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.text import Text
-from matplotlib.textpath import TextToPath
 
 from rlnb.viz.glyphs import as_drawn, drawable
 
@@ -46,55 +48,78 @@ def shortened(text: str, fits: Callable[[str], bool]) -> str:
     return _cut(text, low)
 
 
-def wrapped(text: str, fits: Callable[[str], bool]) -> str:
-    """``text`` broken at spaces into lines that each ``fits`` (a word too long for a line of its own cut in the
-    middle, as ``shortened``); unchanged where it fits."""
-    lines: list[str] = []
-    for word in text.split(" "):
-        if lines and fits(f"{lines[-1]} {word}"):
-            lines[-1] += f" {word}"
-        else:
-            lines.append(shortened(word, fits))
+def wrapped(text: str, width: Callable[[str], float], room: float) -> str:
+    """``text`` broken at spaces into lines at most ``room`` wide (a word too long for a line of its own cut in the
+    middle, as ``shortened``), unchanged where it fits; balanced: as few lines as breaking greedily gives, each as
+    narrow as that allows (greedy, "reward (train) +inf (1 step, on the" left "frame)" alone on its last line)."""
+    width = cache(width)
+    words = [shortened(w, lambda t: width(t) <= room) for w in text.split(" ")]
+    lines = _greedy(words, width, room)
+    rooms = _line_widths(words, width, room) if len(lines) > 1 else []
+    if rooms:  # the narrowest of the lines' possible widths that still gives as many lines
+        low, high = 0, len(rooms) - 1  # rooms[high] gives as many lines; search for the first that does
+        while low < high:
+            mid = (low + high) // 2
+            low, high = (low, mid) if len(_greedy(words, width, rooms[mid])) <= len(lines) else (mid + 1, high)
+        lines = _greedy(words, width, rooms[low])
     return "\n".join(lines)
 
 
+def _line_widths(words: list[str], width: Callable[[str], float], room: float) -> list[float]:
+    """The widths a line of whole ``words`` may have, from the widest word's to ``room``, in order."""
+    spans = {" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)}
+    least = max(width(w) for w in words)
+    return sorted({w for w in map(width, spans) if least <= w <= room})
+
+
+def _greedy(words: list[str], width: Callable[[str], float], room: float) -> list[str]:
+    lines: list[str] = []
+    for word in words:
+        if lines and width(f"{lines[-1]} {word}") <= room:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
 def fit_legend(labels: list[str], font: FontProperties, room: float, renderer: RendererBase) -> list[str]:
-    """Each legend label broken into lines of at most ``room`` pixels in ``font`` (``wrapped``): a live panel's
-    ``reward (train) +inf (1 step, on the frame)`` ran out of its legend, off the axes and the figure. Measured as
-    ``renderer`` draws them: Agg's hinted glyphs at a panel's size are up to a tenth wider than their outlines
-    (``text_width``), and a label of ``W`` and ``m`` fitted to those ran 3.6 px past a narrow panel's axes."""
-
-    def fits(line: str) -> bool:
-        shown, drawn_in = _drawn(line, font)
-        return float(renderer.get_text_width_height_descent(shown, drawn_in, ismath=False)[0]) <= room
-
-    return [wrapped(label, fits) for label in labels]
+    """Each legend label broken into lines of at most ``room`` pixels in ``font`` (``wrapped``), measured as
+    ``renderer`` draws them (``drawn_width``): a live panel's ``reward (train) +inf (1 step, on the frame)`` ran out
+    of its legend, off the axes and the figure."""
+    return [wrapped(label, lambda line: drawn_width(line, font, renderer), room) for label in labels]
 
 
 def _cut(text: str, keep: int) -> str:
     return text[: -(-keep // 2)] + "…" + text[len(text) - keep // 2 :]
 
 
-def fit_title(ax: Axes, room: float) -> None:
-    """Each line of ``ax``'s title cut in the middle ("…") to ``room`` pixels: a long figure name ran off the
-    figure's edges, clipped at both ends with nothing to say so."""
+def fit_title(ax: Axes, room: float, renderer: RendererBase | None = None) -> None:
+    """Each line of ``ax``'s title cut in the middle ("…") to ``room`` pixels, as ``renderer`` (else ``agg``) draws
+    it: a long figure name ran off the figure's edges, clipped at both ends with nothing to say so."""
     title = ax.title
-    font, scale = title.get_fontproperties(), ax.figure.dpi / 72
+    font, renderer = title.get_fontproperties(), renderer or agg(cast(Figure, ax.get_figure(root=True)))
 
     def fits(line: str) -> bool:
-        return text_width(line, font) * scale <= room
+        return drawn_width(line, font, renderer) <= room
 
     title.set_text("\n".join(shortened(line, fits) for line in title.get_text().split("\n")))
 
 
-_TEXT = TextToPath()
+def agg(figure: Figure) -> RendererBase:
+    """The renderer that draws ``figure`` where it is Agg's (a live panel, a notebook's inline figure), else an Agg
+    renderer at its dpi: fitted to their outlines, which Agg's hinted glyphs outgrow by up to a tenth at these
+    sizes, a compare legend and a cut title ran a few pixels past their room."""
+    canvas = figure.canvas
+    if isinstance(canvas, FigureCanvasAgg):
+        return canvas.get_renderer()
+    return RendererAgg(1, 1, figure.dpi)
 
 
-def text_width(text: str, font: FontProperties) -> float:
-    """``text``'s width in points as it is drawn (``glyphs.as_drawn``: a CJK character no font has is its escape, 6
-    characters wide), measured without a renderer (a figure on no canvas yet has none)."""
+def drawn_width(text: str, font: FontProperties, renderer: RendererBase) -> float:
+    """``text``'s width in pixels as ``renderer`` draws it (``glyphs.as_drawn``: a CJK character no font has is its
+    escape, 6 characters wide)."""
     shown, drawn_in = _drawn(text, font)
-    return float(_TEXT.get_text_width_height_descent(shown, drawn_in, ismath=False)[0])
+    return float(renderer.get_text_width_height_descent(shown, drawn_in, ismath=False)[0])
 
 
 def _drawn(text: str, font: FontProperties) -> tuple[str, FontProperties]:

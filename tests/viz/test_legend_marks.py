@@ -67,7 +67,7 @@ def test_a_live_legend_is_placed_clear_of_the_infinity_marks_on_the_frame(values
 
 
 WIDE = ["WWW MMM www mmm WWW MMM www mmm WWW", "wmwwwMww  m wMMW   w M MwWWmwMwMWMwmWWmMw m wMwwMmMw  mmm"]
-"""Labels of the widest letters: their outlines (what ``texts.text_width`` measures) are narrower than Agg draws them
+"""Labels of the widest letters: their outlines (what ``TextToPath`` measures) are narrower than Agg draws them
 at a panel's small size, hinted, and the first ran 3.6 px past a narrow panel's axes."""
 
 
