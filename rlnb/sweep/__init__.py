@@ -27,7 +27,7 @@ from rlnb.history import History
 from rlnb.params import OptimizerParams
 
 from .driver import sweep
-from .figures import check_column, search_plot
+from .figures import check_column, check_trials, search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions, check_params
@@ -115,6 +115,7 @@ def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFram
     """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text; led by its variant
     where the trials name one, as ``ablate``'s do): mean, std, min and max of ``metric`` over the COMPLETED trials,
     and how many trials ended otherwise."""
+    check_trials(trials, "summarize")
     check_column(trials, "metric", metric, numeric=True)
     keys = [c for c in trials.columns if c not in RESULT_COLUMNS] or ["label"]
     if "variant" in trials and trials["variant"].notna().any():  # two variants of one config (a {} control) merged
@@ -125,7 +126,10 @@ def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFram
     table["count"] = table["count"].fillna(0).astype(int)  # completed keeps its row
     table["not_completed"] = groups["status"].apply(lambda s: int((s != "COMPLETED").sum()))
     table.attrs["metric"] = metric
-    return table.sort_index()
+    try:
+        return table.sort_index()
+    except TypeError:  # a config column mixing text and numbers (an edited table): pandas' bare '<' error
+        return table  # in the order the configs first appear
 
 
 def histories(trials: pd.DataFrame) -> list[History]:
