@@ -159,6 +159,9 @@ def sample(dims: Mapping[str, Dimension], rng: random.Random) -> dict[str, Any]:
 MAX_CONFIGS = 10_000
 """The most configs ``grid`` and ``random_search`` make (as ``sampler='grid'`` runs at most 10,000 points): each is
 a trial, and a list far longer is a mistake that fills memory (a grid) or draws for ever (each draw is compared)."""
+MAX_TRIALS = 100_000
+"""The most trials (configs × seeds) one sweep plans: each is a training run, and a plan of millions took minutes and
+gigabytes to build before the first trial ran."""
 
 
 def check_fields(where: str, names: Iterable[str]) -> None:
