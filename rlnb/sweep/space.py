@@ -206,9 +206,16 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
     dims = {name: dimension(name, spec) for name, spec in space.items()}
     rng = random.Random(int(seed))
     configs: list[dict[str, Any]] = []
+    seen: set[Any] = set()  # by hash: each draw compared with every config kept took minutes for 10,000
     for _ in range(n * REDRAWS):
         config = sample(dims, rng)
-        configs += [config] if config not in configs else []
+        try:
+            key: Any = frozenset(config.items())
+        except TypeError:  # a choice that is a list: by its text
+            key = repr(config)
+        if key not in seen:
+            seen.add(key)
+            configs.append(config)
         if len(configs) == n:
             return configs
     drawn_from = dict(space) or "an empty space"
