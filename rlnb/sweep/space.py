@@ -188,11 +188,12 @@ def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
         each = " x ".join(f"{name} {len(values)}" for name, values in axes.items())
         raise ValueError(f"grid has {size} configs ({each}): at most {MAX_CONFIGS}, each a trial; use fewer values "
                          "or random_search(n, ...)")  # fmt: skip
-    for name, values in axes.items():
-        check_once(f"grid: {name}", list(values))
-    names = list(axes)
-    plain = ([scalar(v) for v in axes[n]] for n in names)  # np.arange's np.int64: plain ints for sweep.json
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*plain)]
+    # np.arange's np.int64, a tensor's 0-d tensors: plain numbers for sweep.json, checked as such (a tensor's NaN is
+    # no numbers.Real, and its values hash by identity: both were let through)
+    plain = {name: [scalar(v) for v in values] for name, values in axes.items()}
+    for name, values in plain.items():
+        check_once(f"grid: {name}", values)
+    return [dict(zip(plain, combo, strict=True)) for combo in itertools.product(*plain.values())]
 
 
 def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
