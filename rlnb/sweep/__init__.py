@@ -11,9 +11,9 @@ Modules: ``options`` (the groups of ``sweep``'s options: ``TrialOptions``, ``Sea
 ``lr_find``'s ``RangeTestOptions``), ``space`` (configs, search spaces, params), ``configs`` (a list of configs as
 given, checked), ``trial`` (one run → one row), ``executors`` (threads, and the per-trial routing), ``ray_executor``
 (Ray's driver side) and ``ray_task`` (a trial on a Ray worker), ``optuna_search`` (and ``study_file``, its
-``study.db``), ``driver`` (``sweep``), ``dispatch`` (its plan of trials and the loop that runs them), ``folder``, ``find_lr`` (``lr_find``, the LR range
-test; ``lr_rates``, its rates; ``lr_curve``, its curve; ``lr_result``, its ``LRFind``), ``muon_lr`` (Muon rates
-between scaling conventions), ``figures``.
+``study.db``), ``driver`` (``sweep``), ``dispatch`` (its plan of trials and the loop that runs them), ``folder``,
+``find_lr`` (``lr_find``, the LR range test; ``lr_rates``, its rates; ``lr_curve``, its curve; ``lr_result``, its
+``LRFind``), ``muon_lr`` (Muon rates between scaling conventions), ``figures``.
 """
 
 from __future__ import annotations
@@ -101,6 +101,8 @@ def _check_ablation(changes: Mapping[str, Mapping[str, Any]], metric: str) -> No
         raise TypeError(f"changes must be a dict of variant name -> changed fields, such as "
                         f"{{'higher lr': {{'learning_rate': 1e-2}}}}, got {type(changes).__name__}")  # fmt: skip
     for name, change in changes.items():
+        if not (isinstance(name, str) and name):  # it was named "variants", which the caller never passed
+            raise ValueError(f"changes: each variant's name must be a non-empty string, got {name!r}")
         if not isinstance(change, Mapping):
             raise TypeError(f"changes[{name!r}] must be a dict of changed fields, such as {{'learning_rate': 1e-2}}, "
                             f"got {change!r}")  # fmt: skip
