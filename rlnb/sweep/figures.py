@@ -20,6 +20,9 @@ MARKERS = {"COMPLETED": ("o", "C0"), "PRUNED": ("x", "C3"), "FAILED": ("s", "0.3
 
 
 def _axes(ax: Axes | None) -> Axes:
+    """``ax``, or new axes; anything else (``ax=5``, a Figure) was an ``AttributeError`` from the first draw."""
+    if ax is not None and not isinstance(ax, Axes):
+        raise TypeError(f"ax must be a matplotlib Axes (such as fig.add_subplot()) or None, got {ax!r}"[:300])
     return ax if ax is not None else NotebookFigure(figsize=(5, 3), layout="constrained").add_subplot()
 
 

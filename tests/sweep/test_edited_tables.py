@@ -76,3 +76,14 @@ def test_summarize_of_a_config_column_mixing_text_and_numbers_keeps_every_config
     assert summary["count"].to_dict() == {"fast": 1, 0.01: 2}
     assert summary.loc[0.01, "mean"] == pytest.approx(0.6)
     assert np.isnan(summary.loc["fast", "std"])
+
+
+@pytest.mark.parametrize("ax", [5, "left", "a figure"])
+def test_search_plot_on_what_is_no_axes_names_ax(ax):
+    """``ax=5`` (a subplot's number), or a Figure, was ``AttributeError: 'int' object has no attribute 'scatter'``."""
+    import matplotlib.pyplot as plt
+
+    given = plt.figure() if ax == "a figure" else ax  # a Figure is no Axes either: fig.add_subplot() is
+    with pytest.raises(TypeError, match=r"ax must be a matplotlib Axes \(such as fig.add_subplot\(\)\) or None, got "):
+        search_plot(trials([1e-3, 1e-2], [0.2, 0.5]), ax=given)
+    plt.close("all")
