@@ -131,6 +131,10 @@ def parse_space(base: OptimizerParams, space: Mapping[str, Any]) -> dict[str, Di
         )
     check_fields("space", [name for name in space if not isinstance(name, str)])  # 5: str.partition's AttributeError
     dims = {name: dimension(name, spec) for name, spec in space.items()}
+    for name, dim in dims.items():  # each choice is validated below, and Optuna stores them all with every trial
+        if isinstance(dim, Categorical) and len(dim.choices) > MAX_CONFIGS:
+            raise ValueError(f"space[{name!r}] lists {len(dim.choices)} choices: at most {MAX_CONFIGS}, as many as a "
+                             "search runs trials; use a range such as (lo, hi, 'log')")  # fmt: skip
     kinds = dims.pop("optimizer", Categorical(("adam" if isinstance(base, AdamParams) else "muon",)))
     if not isinstance(kinds, Categorical):
         raise ValueError(f"space['optimizer'] must be a list of 'adam' / 'muon', got {kinds}")
