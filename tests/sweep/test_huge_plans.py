@@ -5,7 +5,9 @@ million seeds took seconds to check and minutes, and gigabytes, to plan), and be
 import threading
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
+import torch
 
 import rlnb
 from rlnb.sweep import TrialOptions, ablate, sweep
@@ -50,3 +52,10 @@ def test_more_trials_than_a_sweep_runs_are_refused_before_the_folder(tmp_path):
     with pytest.raises(ValueError, match=said):
         ablate(BASE, changes, seeds=range(251), steps=1, runs_dir=tmp_path, progress=False, stop=stop)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("seeds", [np.int64(5), torch.tensor(5), np.array(5)])
+def test_one_seed_as_a_numpy_or_torch_scalar_is_refused_as_an_int_is(seeds):
+    """``seeds=rng.integers(10)`` (one seed, not a list): ``TypeError: object of type 'numpy.int64' has no len()``."""
+    with pytest.raises(ValueError, match=r"seeds must be a non-empty sequence of integers, such as \(0, 1\), got "):
+        TrialOptions(seeds=seeds)
