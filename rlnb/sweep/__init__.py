@@ -10,10 +10,10 @@ over seeds per config; ``lr_find`` runs a learning-rate range test.
 Modules: ``options`` (the groups of ``sweep``'s options: ``TrialOptions``, ``SearchOptions``, ``ExecutorOptions``;
 ``lr_find``'s ``RangeTestOptions``), ``space`` (configs, search spaces, params), ``configs`` (a list of configs as
 given, checked), ``trial`` (one run → one row), ``executors`` (threads, and the per-trial routing), ``ray_executor``
-(Ray's driver side) and ``ray_task`` (a trial on a Ray worker), ``optuna_search``, ``driver`` (``sweep``),
-``dispatch`` (its plan of trials and the loop that runs them), ``folder``, ``find_lr`` (``lr_find``, the LR range
-test; ``lr_rates``, its rates; ``lr_curve``, its curve; ``lr_result``, its ``LRFind``), ``muon_lr`` (Muon rates
-between scaling conventions), ``figures``.
+(Ray's driver side) and ``ray_task`` (a trial on a Ray worker), ``optuna_search`` (and ``study_file``, its
+``study.db``), ``driver`` (``sweep``), ``dispatch`` (its plan of trials and the loop that runs them), ``folder``,
+``find_lr`` (``lr_find``, the LR range test; ``lr_rates``, its rates; ``lr_curve``, its curve; ``lr_result``, its
+``LRFind``), ``muon_lr`` (Muon rates between scaling conventions), ``figures``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from rlnb.history import History
 from rlnb.params import OptimizerParams
 
 from .driver import sweep
-from .figures import check_column, search_plot
+from .figures import check_column, check_trials, search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions, check_params
@@ -101,6 +101,8 @@ def _check_ablation(changes: Mapping[str, Mapping[str, Any]], metric: str) -> No
         raise TypeError(f"changes must be a dict of variant name -> changed fields, such as "
                         f"{{'higher lr': {{'learning_rate': 1e-2}}}}, got {type(changes).__name__}")  # fmt: skip
     for name, change in changes.items():
+        if not (isinstance(name, str) and name):  # it was named "variants", which the caller never passed
+            raise ValueError(f"changes: each variant's name must be a non-empty string, got {name!r}")
         if not isinstance(change, Mapping):
             raise TypeError(f"changes[{name!r}] must be a dict of changed fields, such as {{'learning_rate': 1e-2}}, "
                             f"got {change!r}")  # fmt: skip
@@ -115,6 +117,7 @@ def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFram
     """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text; led by its variant
     where the trials name one, as ``ablate``'s do): mean, std, min and max of ``metric`` over the COMPLETED trials,
     and how many trials ended otherwise."""
+    check_trials(trials, "summarize")
     check_column(trials, "metric", metric, numeric=True)
     keys = [c for c in trials.columns if c not in RESULT_COLUMNS] or ["label"]
     if "variant" in trials and trials["variant"].notna().any():  # two variants of one config (a {} control) merged
@@ -125,7 +128,10 @@ def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFram
     table["count"] = table["count"].fillna(0).astype(int)  # completed keeps its row
     table["not_completed"] = groups["status"].apply(lambda s: int((s != "COMPLETED").sum()))
     table.attrs["metric"] = metric
-    return table.sort_index()
+    try:
+        return table.sort_index()
+    except TypeError:  # a config column mixing text and numbers (an edited table): pandas' bare '<' error
+        return table  # in the order the configs first appear
 
 
 def histories(trials: pd.DataFrame) -> list[History]:

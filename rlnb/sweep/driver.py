@@ -33,7 +33,7 @@ from .options import (
     check_connect_options,
     check_params,
 )
-from .space import Categorical, apply, check_once, parse_space
+from .space import MAX_TRIALS, Categorical, apply, check_once, parse_space
 from .trial import TrialSpec
 
 
@@ -125,7 +125,7 @@ def sweep(
             from .optuna_search import OptunaSource
 
             source = OptunaSource(folder, dims, study.n_trials, make_spec, sampler=study.sampler, pruner=study.pruner,
-                                  objective=trial.objective, steps=trial.steps)  # fmt: skip
+                                  objective=trial.objective, steps=trial.steps, recorded=len(previous))  # fmt: skip
             reporter = source.report
         else:
             source = Plan([make_spec(i, c) for i, (c, _) in enumerate(plan)], finished)  # configs × seeds
@@ -194,7 +194,11 @@ def _trials(
         return dims, []
     if configs is not None and not configs:
         raise ValueError("configs is empty: there is no trial to run (None runs the base config alone)")
-    plan = list(itertools.product([dict(c) for c in (configs if configs is not None else [{}])], trial.seeds))
+    listed = configs if configs is not None else [{}]
+    if len(listed) * len(trial.seeds) > MAX_TRIALS:  # each is planned (a spec) before the first runs
+        raise ValueError(f"sweep has {len(listed) * len(trial.seeds)} trials ({len(listed)} configs × "
+                         f"{len(trial.seeds)} seeds): at most {MAX_TRIALS}; use fewer configs or seeds")  # fmt: skip
+    plan = list(itertools.product([dict(c) for c in listed], trial.seeds))
     for config, _ in plan:
         apply(base, config)  # every config is validated before anything runs
     return {}, plan

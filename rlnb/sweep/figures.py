@@ -3,6 +3,8 @@ value they had when stopped."""
 
 from __future__ import annotations
 
+import numbers
+
 import pandas as pd
 from matplotlib.axes import Axes
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
@@ -18,6 +20,9 @@ MARKERS = {"COMPLETED": ("o", "C0"), "PRUNED": ("x", "C3"), "FAILED": ("s", "0.3
 
 
 def _axes(ax: Axes | None) -> Axes:
+    """``ax``, or new axes; anything else (``ax=5``, a Figure) was an ``AttributeError`` from the first draw."""
+    if ax is not None and not isinstance(ax, Axes):
+        raise TypeError(f"ax must be a matplotlib Axes (such as fig.add_subplot()) or None, got {ax!r}"[:300])
     return ax if ax is not None else NotebookFigure(figsize=(5, 3), layout="constrained").add_subplot()
 
 
@@ -34,20 +39,25 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
         ax = _axes(ax)
         ax.set(title=EMPTY, xlabel=x or LR, ylabel=ylabel)
         return ax
+    check_trials(trials, "search_plot")
     chosen, x = x is None, x or searched(trials)
     check_column(trials, "x", x)
-    check_column(trials, "y", y)
+    check_column(trials, "y", y, numeric=True)  # text drew as categories, and the star went to the last in order
+    _check_x(trials, x)
     ax = _axes(ax)
     for status, group in trials.groupby("status", sort=False):
         marker, color = MARKERS.get(str(status), ("o", "C1"))
         label = f"{str(status).lower()} ({len(group)})"
         ax.scatter(group[x], group[y], marker=marker, color=color, label=label, zorder=2)
-    done = trials[trials.status == "COMPLETED"]
+    # by position: two sweeps' tables concatenated share index labels, and .loc gave rows, not a row
+    done = trials[(trials.status == "COMPLETED") & trials[y].notna()].reset_index(drop=True)
     if len(done):
         best = done.loc[done[y].idxmax() if _maximise(trials, y) else done[y].idxmin()]
+        at = f"{best[x]:.2g}" if isinstance(best[x], numbers.Real) else str(best[x])  # x="optimizer": text
         ax.scatter([best[x]], [best[y]], marker="*", s=220, color="gold", edgecolor="k", zorder=3,
-                   label=f"best {x} {best[x]:.2g}")  # fmt: skip
-    if x in (LR, "adam.learning_rate", "eps", "weight_decay") and (trials[x] > 0).all():
+                   label=f"best {x} {at}")  # fmt: skip
+    logs = (LR, "adam.learning_rate", "eps", "weight_decay")
+    if x in logs and is_numeric_dtype(trials[x]) and (trials[x] > 0).all():
         ax.set_xscale("log")
     ax.set(xlabel=x, ylabel=ylabel)
     if trials[y].isna().all():
@@ -79,6 +89,26 @@ def check_column(trials: pd.DataFrame, name: str, column: str, numeric: bool = F
         columns = ", ".join(str(c) for c in trials.select_dtypes("number").columns)
         kind = "a numeric column" if column in trials.columns else "a column"
         raise ValueError(f"{name}={column!r} is not {kind} of these trials; numeric columns: {columns}")
+
+
+def check_trials(trials: pd.DataFrame, who: str) -> None:
+    """``ValueError`` naming ``trials`` unless it is a table of trials with their ``status`` (a column the user
+    dropped was pandas' bare ``KeyError: 'status'`` or ``AttributeError``)."""
+    if not isinstance(trials, pd.DataFrame) or "status" not in trials.columns:
+        got = f"a table of {', '.join(map(str, trials.columns))}" if isinstance(trials, pd.DataFrame) else repr(trials)
+        raise ValueError(f"{who}: trials must be a sweep's table of trials (with its status column), such as "
+                         f"sweep(...) or ablate(...)[0] return, got {got:.200}")  # fmt: skip
+
+
+def _check_x(trials: pd.DataFrame, x: str) -> None:
+    """``x`` is drawn as numbers or as text categories (``"optimizer"``); a column mixing them (a number typed over
+    as ``"1e-3"``) was matplotlib's bare ``TypeError`` from deep in its unit conversion."""
+    values = trials[x].dropna()
+    if not is_numeric_dtype(trials[x]) and not all(isinstance(v, str) for v in values):
+        text = next((v for v in values if isinstance(v, str)), None)
+        other = next(v for v in values if not isinstance(v, str))
+        raise ValueError(f"x={x!r} mixes text ({text!r}) with other values ({other!r}): it must be numbers, or text "
+                         "categories")  # fmt: skip
 
 
 def _maximise(trials: pd.DataFrame, y: str) -> bool:

@@ -27,7 +27,7 @@ from rlnb.tasks.task import check_local_group_size, task_prompt_ids
 from rlnb.text import ByteCodec
 
 from .executors import EXECUTORS
-from .space import check_once
+from .space import MAX_CONFIGS, check_once
 from .trial import Objective
 
 SEARCHES = (None, "optuna")
@@ -69,7 +69,10 @@ class TrialOptions:
             raise TypeError(f"schedule must be None or a Schedule, such as Schedule('cosine', total_steps="
                             f"{self.steps}), got {self.schedule!r}")  # fmt: skip
         seeds = self.seeds  # a str is a sequence too: seeds="ab" ran seeds 'a' and 'b'
-        listed = isinstance(seeds, Sequence) and not isinstance(seeds, str | bytes) or hasattr(seeds, "tolist")
+        arrayed = hasattr(seeds, "tolist") and getattr(seeds, "shape", None) != ()  # np.int64(5) has tolist, no len
+        listed = isinstance(seeds, Sequence) and not isinstance(seeds, str | bytes) or arrayed
+        if listed and len(seeds) > MAX_CONFIGS:  # range(10**7) was read, checked and planned for minutes
+            raise ValueError(f"seeds holds {len(seeds)} seeds: at most {MAX_CONFIGS}, each a trial of every config")
         if not listed or not len(seeds) or not all(is_integer(s) for s in seeds):
             raise ValueError(f"seeds must be a non-empty sequence of integers, such as (0, 1), got {seeds!r}")
         seeds = tuple(int(s) for s in seeds)  # np.arange(3) too; plain ints, which sweep.json's JSON takes

@@ -20,6 +20,7 @@ from urllib.parse import quote
 from rlnb._options import check_int
 
 from .space import MAX_CONFIGS, Categorical, Dimension, Float, Int
+from .study_file import open_study
 from .trial import Objective, TrialSpec, identity
 
 STUDY_NAME = "rlnb-sweep"
@@ -192,6 +193,7 @@ class OptunaSource:
         pruner: Any,
         objective: Objective,
         steps: int,
+        recorded: int = 0,  # the trials' rows the sweep folder has (a resume's)
     ):
         optuna = self._optuna = import_optuna()
         self._lock = threading.Lock()
@@ -200,7 +202,8 @@ class OptunaSource:
         level = optuna.logging.get_verbosity()
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line in the notebook
         try:
-            self.study = optuna.create_study(
+            self.study = open_study(
+                optuna, folder / STUDY_FILE, recorded,
                 storage=storage_url(folder / STUDY_FILE),
                 study_name=STUDY_NAME,
                 direction="maximize" if objective == "reward" else "minimize",

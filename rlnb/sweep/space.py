@@ -131,6 +131,10 @@ def parse_space(base: OptimizerParams, space: Mapping[str, Any]) -> dict[str, Di
         )
     check_fields("space", [name for name in space if not isinstance(name, str)])  # 5: str.partition's AttributeError
     dims = {name: dimension(name, spec) for name, spec in space.items()}
+    for name, dim in dims.items():  # each choice is validated below, and Optuna stores them all with every trial
+        if isinstance(dim, Categorical) and len(dim.choices) > MAX_CONFIGS:
+            raise ValueError(f"space[{name!r}] lists {len(dim.choices)} choices: at most {MAX_CONFIGS}, as many as a "
+                             "search runs trials; use a range such as (lo, hi, 'log')")  # fmt: skip
     kinds = dims.pop("optimizer", Categorical(("adam" if isinstance(base, AdamParams) else "muon",)))
     if not isinstance(kinds, Categorical):
         raise ValueError(f"space['optimizer'] must be a list of 'adam' / 'muon', got {kinds}")
@@ -159,6 +163,9 @@ def sample(dims: Mapping[str, Dimension], rng: random.Random) -> dict[str, Any]:
 MAX_CONFIGS = 10_000
 """The most configs ``grid`` and ``random_search`` make (as ``sampler='grid'`` runs at most 10,000 points): each is
 a trial, and a list far longer is a mistake that fills memory (a grid) or draws for ever (each draw is compared)."""
+MAX_TRIALS = 100_000
+"""The most trials (configs × seeds) one sweep plans: each is a training run, and a plan of millions took minutes and
+gigabytes to build before the first trial ran."""
 
 
 def check_fields(where: str, names: Iterable[str]) -> None:
@@ -185,11 +192,12 @@ def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
         each = " x ".join(f"{name} {len(values)}" for name, values in axes.items())
         raise ValueError(f"grid has {size} configs ({each}): at most {MAX_CONFIGS}, each a trial; use fewer values "
                          "or random_search(n, ...)")  # fmt: skip
-    for name, values in axes.items():
-        check_once(f"grid: {name}", list(values))
-    names = list(axes)
-    plain = ([scalar(v) for v in axes[n]] for n in names)  # np.arange's np.int64: plain ints for sweep.json
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*plain)]
+    # np.arange's np.int64, a tensor's 0-d tensors: plain numbers for sweep.json, checked as such (a tensor's NaN is
+    # no numbers.Real, and its values hash by identity: both were let through)
+    plain = {name: [scalar(v) for v in values] for name, values in axes.items()}
+    for name, values in plain.items():
+        check_once(f"grid: {name}", values)
+    return [dict(zip(plain, combo, strict=True)) for combo in itertools.product(*plain.values())]
 
 
 def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
@@ -203,9 +211,16 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
     dims = {name: dimension(name, spec) for name, spec in space.items()}
     rng = random.Random(int(seed))
     configs: list[dict[str, Any]] = []
+    seen: set[Any] = set()  # by hash: each draw compared with every config kept took minutes for 10,000
     for _ in range(n * REDRAWS):
         config = sample(dims, rng)
-        configs += [config] if config not in configs else []
+        try:
+            key: Any = frozenset(config.items())
+        except TypeError:  # a choice that is a list: by its text
+            key = repr(config)
+        if key not in seen:
+            seen.add(key)
+            configs.append(config)
         if len(configs) == n:
             return configs
     drawn_from = dict(space) or "an empty space"

@@ -145,10 +145,11 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
         row.update(status="FAILED", reason=f"{exc.code}: {exc.message}")
     except _Stopped:
         row.update(status="STOPPED", reason="stopped while waiting for a session")
-    except (Exception, KeyboardInterrupt, SystemExit) as exc:  # noqa: BLE001 - a failed trial is a row
-        # a trial runs on a thread or in a Ray task, never on the thread a Ctrl-C reaches: a KeyboardInterrupt or
-        # sys.exit() here is the trial's own code (a reward). On a thread it dropped the trial's row and stopped
-        # (or ended) the sweep; in a Ray task it was a STOPPED "cancelled" row, or a crashed worker
+    except BaseException as exc:  # noqa: BLE001 - a failed trial is a row
+        # a trial runs on a thread or in a Ray task, never on the thread a Ctrl-C reaches: a KeyboardInterrupt,
+        # sys.exit() or another BaseException (a library's own, a GeneratorExit) here is the trial's own code (a
+        # reward). On a thread it dropped the trial's row and stopped (or ended) the sweep, or (another) lost the
+        # row's history; in a Ray task it was a STOPPED "cancelled" row, or a crashed worker
         row.update(status="FAILED", reason=describe(exc))  # an exception whose str() raised lost the row
     finally:
         if session is not None:
