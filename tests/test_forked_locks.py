@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlnb.cli import demo_files
+from rlnb.engine import held
 from rlnb.history.locks import release
 from rlnb.history.store import RunStore, lock_run
 from rlnb.server.state import Journal
@@ -93,3 +94,19 @@ def test_a_sinks_run_claim_is_not_kept_by_a_child_forked_while_the_run_was_writt
         again = claims.take("place", "run")
         assert again is not None
         claims.drop(again)
+
+
+@pytest.mark.parametrize("folder", [False, True], ids=["training", "inference"])
+def test_a_partial_checkpoint_is_not_kept_locked_by_a_child_forked_while_it_was_written(tmp_path, folder):
+    """A checkpoint's partial was closed without unlocking: a child forked while it was written (a DataLoader's
+    worker) kept its lock, and a partial left behind (a save whose cleanup failed) was kept by every sweep of the
+    folder as a live writer's while that child lived."""
+    partial = tmp_path / (".ckpt.partial" if folder else ".ckpt.pt.partial")
+    with contextlib.ExitStack() as children:
+        lock = held.hold(partial, folder=folder)
+        children.enter_context(forked_child())  # lives on past the save's end
+        with held.unheld(partial) as dead:
+            assert not dead  # held while written: the sweep would keep it
+        held.release(lock)
+        with held.unheld(partial) as dead:
+            assert dead

@@ -2,10 +2,13 @@
 ``torch.save`` writes for each record of its zip (a byte changed inside a tensor loaded as another number), and
 that the weights and gradients it holds are finite floating-point tensors (NaN weights opened a session whose every
 forward-backward then failed ``NON_FINITE_LOSS`` naming nothing; integer ones were cast to the model's dtype in
-silence). Each problem is a ``ValueError`` naming the file and the record or tensor."""
+silence); and an inference checkpoint's merged weight files against the SHA-256 its ``rlnb.json`` holds for each
+(safetensors checks no checksum). Each problem is a ``ValueError`` naming the file and the record or tensor."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -55,3 +58,50 @@ def check_tensors(path: Path, field: str, tensors: dict[str, Any], model: Mappin
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             raise damaged(path, f"its {field}' {name!r} is not finite (NaN or inf): the run had diverged when it was "
                                 "saved, or the file was changed")  # fmt: skip
+
+
+WEIGHT_FILES = (".safetensors", ".bin", ".pt")
+"""The suffixes of the weight files ``save_merged`` writes (safetensors, shards included, or torch's formats)."""
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def file_digests(folder: Path) -> dict[str, str]:
+    """The SHA-256 of each weight file of ``folder`` (an inference checkpoint's ``merged/``), by file name."""
+    return {f.name: _sha256(f) for f in sorted(folder.iterdir()) if f.suffix in WEIGHT_FILES and f.is_file()}
+
+
+def check_digests(path: Path, digests: dict[str, Any] | None) -> None:
+    """``path``'s ``merged/`` weight files are those ``digests`` lists, each with its SHA-256 (None: an older
+    checkpoint, saved without digests, is not checked). Only plain names of ``merged/`` are read: a crafted
+    ``../`` or a device would be read whole."""
+    merged = path / "merged"
+    if digests is None or not merged.is_dir():  # a folder that is gone is said so by the loader
+        return
+    for name, digest in digests.items():
+        if not isinstance(name, str) or Path(name).name != name or name.startswith(".") or "\\" in name:
+            raise damaged(path, f"its merged_sha256 names {name!r}, not a file of merged/")
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise damaged(path, f"its merged_sha256[{name!r}] is {digest!r}, not a SHA-256 (64 hex digits)")
+    on_disk = {f.name for f in merged.iterdir() if f.suffix in WEIGHT_FILES} if merged.is_dir() else set()
+    for name in sorted(on_disk - digests.keys()):
+        raise damaged(path, f"its merged/{name} has no digest in merged_sha256 (added after it was saved?)")
+    for name in digests:  # all there before any is read
+        if not (merged / name).is_file():
+            raise damaged(path, f"its merged/{name} is missing (merged_sha256 lists it)")
+    for name, digest in digests.items():
+        file = merged / name
+        try:
+            got = _sha256(file)
+        except OSError as exc:
+            raise damaged(path, f"its merged/{name} could not be read ({type(exc).__name__}: {exc})") from None
+        if got != digest:
+            raise damaged(path, f"its merged/{name} fails its SHA-256 check (the file was changed or damaged after "
+                                "it was saved)")  # fmt: skip
+
+
+def _sha256(file: Path) -> str:
+    sha = hashlib.sha256()
+    with file.open("rb") as fh:
+        while chunk := fh.read(CHUNK):
+            sha.update(chunk)
+    return sha.hexdigest()

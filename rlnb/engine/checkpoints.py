@@ -9,7 +9,7 @@
 * An **inference checkpoint** is a folder ``<id>/``: ``merged/`` holds the full model with the trained
   weights applied, in a format ``transformers.AutoModelForCausalLM.from_pretrained`` loads (a GPT-2
   checkpoint for the built-in models); a LoRA session adds ``adapter/``, the adapter alone in peft's
-  format. ``rlnb.json`` says what it is.
+  format. ``rlnb.json`` says what it is, with the SHA-256 of each ``merged/`` weight file (checked at resume).
 
 A file given as ``resume_from`` may be anything. Whatever is wrong with it — not a checkpoint, a field
 missing or of the wrong type, weights or an optimizer state that do not fit, a damaged weights file — is
@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlnb.engine.checkpoint_checks import check_records, check_tensors
+from rlnb.engine.checkpoint_checks import check_digests, check_records, check_tensors, file_digests
 from rlnb.engine.checkpoint_checks import damaged as _damaged
 from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, regular, writing
 from rlnb.engine.inputs import INT64_MAX
@@ -58,7 +58,10 @@ def save_inference(path: Path, adapter: ModelAdapter, trainer: nn.Module, step: 
         adapter.save_merged(merged_state_dict(trainer), target / "merged")
         if meta.get("lora") is not None:
             save_adapter(trainer, target / "adapter")
-        (target / "rlnb.json").write_text(json.dumps({"type": "inference", "step": step, **meta}, indent=2))
+        digests = file_digests(target / "merged")  # checked at resume: safetensors checks no checksum
+        (target / "rlnb.json").write_text(
+            json.dumps({"type": "inference", "step": step, **meta, "merged_sha256": digests}, indent=2)
+        )
 
 
 EXPECTED = "a training checkpoint (<id>.pt) or an inference checkpoint folder (<id>/ with rlnb.json)"
@@ -130,7 +133,8 @@ def _inference_meta(path: Path) -> dict[str, Any]:
 
 
 _OPTIONAL: dict[str, type] = {
-    "base_model_dir": str, "base_fingerprint": str, "lora": dict, "ns_dtype": str, "seed": int, "grads": dict
+    "base_model_dir": str, "base_fingerprint": str, "lora": dict, "ns_dtype": str, "seed": int, "grads": dict,
+    "merged_sha256": dict,  # an inference checkpoint's: absent in an older rlnb's
 }  # fmt: skip
 _INFERENCE: dict[str, type] = {"base_model": str, "step": int, **_OPTIONAL}
 _TRAINING: dict[str, type] = {**_INFERENCE, "weights": dict, "optimizer": dict}
@@ -173,6 +177,7 @@ def restore_weights(
     if state["type"] == "inference":
         if lora is not None:
             raise CheckpointMismatch("a LoRA session resumes from a training checkpoint, not an inference checkpoint")
+        check_digests(state["path"], state.get("merged_sha256"))
         weights = _merged_weights(adapter, state["path"] / "merged")
     else:
         if (state.get("lora") is None) != (lora is None):

@@ -18,6 +18,8 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+from rlnb.history import locks
+
 try:
     import fcntl
 except ImportError:  # Windows
@@ -63,8 +65,9 @@ def hold(partial: Path, folder: bool) -> int | None:
 
 
 def release(fd: int | None) -> None:
-    if fd is not None:
-        os.close(fd)
+    """Unlock, then close, ``fd`` (``rlnb.history.locks.release``): closed alone, its lock stayed held by any child
+    forked while it was (a DataLoader's workers), and a partial left behind counted as a live writer's."""
+    locks.release(fd)
 
 
 @contextlib.contextmanager

@@ -48,7 +48,7 @@ def forward_backward_body(
 def sample_list(samples: Any) -> list[wire.Sample]:
     """``samples`` as ``wire.Sample``s; a ``ValueError`` naming ``samples`` or ``samples[i]`` where one is not a
     sample (pydantic's "Input should be a valid dictionary or instance of Sample" named neither: one ``Sample``
-    passed alone was read as a list of its fields)."""
+    passed alone was read as a list of its fields). A ``Sample`` is copied (``_own``): the operation runs later."""
     if isinstance(samples, wire.Sample | Mapping | str | bytes) or not isinstance(samples, Iterable):
         one = isinstance(samples, wire.Sample | Mapping)
         raise ValueError(f"samples must be a list of samples, such as [rlnb.samples.cross_entropy(...)], got "
@@ -59,12 +59,24 @@ def sample_list(samples: Any) -> list[wire.Sample]:
             raise ValueError(f"samples[{i}] must be a Sample (rlnb.samples.cross_entropy(...), .policy(...)) or its "
                              f"dict, got {reprlib.repr(sample)}")  # fmt: skip
         try:
-            batch.append(sample if isinstance(sample, wire.Sample) else wire.Sample.model_validate(sample))
+            batch.append(_own(sample) if isinstance(sample, wire.Sample) else wire.Sample.model_validate(sample))
         except ValidationError as exc:
             err = exc.errors()[0]
             where = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in err["loc"])
             raise ValueError(f"samples[{i}]{where}: {err['msg']}, got {reprlib.repr(err.get('input'))}") from None
     return batch
+
+
+def _own(sample: wire.Sample) -> wire.Sample:
+    """A copy of the caller's ``sample`` that its later edits leave alone: an edit made after ``forward_backward()``
+    returned, before the worker ran it, was trained on. Its lists are copied as lists (a deep copy would walk every
+    number); a dict sample needs none, pydantic builds new lists as it validates."""
+    chunks = [c.model_copy(update={"encoded_text": text.model_copy(update={"tokens": list(text.tokens)})})
+              for c in sample.model_input.chunks for text in [c.encoded_text]]  # fmt: skip
+    inputs = {k: t.model_copy(update={"data": list(t.data)} | ({} if t.shape is None else {"shape": list(t.shape)}))
+              for k, t in sample.loss_fn_inputs.items()}  # fmt: skip
+    return sample.model_copy(update={"model_input": sample.model_input.model_copy(update={"chunks": chunks}),
+                                     "loss_fn_inputs": inputs})  # fmt: skip
 
 
 def optim_step_body(params: OptimizerParams) -> wire.OptimStepBody:

@@ -96,6 +96,16 @@ def rlnb_json(**changes):
     return mutate
 
 
+def undigested(change):
+    """``change``, in a checkpoint saved without ``merged_sha256`` (an older rlnb's): its loader sees the files."""
+
+    def mutate(path: Path) -> None:
+        change(path)
+        rlnb_json(merged_sha256="DROP")(path)
+
+    return mutate
+
+
 INFERENCE = {
     "deep-rlnb-json": (inference(deep_json), r"rlnb\.json: RecursionError"),
     "no-base-model": (inference(rlnb_json(base_model="DROP")), "it has no base_model"),
@@ -104,14 +114,21 @@ INFERENCE = {
         inference(lambda p: shutil.rmtree(p / "merged")), r"merged weights folder .*merged is gone"
     ),
     "damaged-safetensors": (
-        inference(lambda p: (p / "merged" / "model.safetensors").write_bytes(b"\x08" + b"\x00" * 7 + b"{damaged")),
+        inference(undigested(lambda p: (p / "merged" / "model.safetensors").write_bytes(b"\x08" + b"\x00" * 7 +
+                                                                                          b"{damaged"))),
         r"cannot be loaded \(SafetensorError",
     ),
     "other-model": (
+        inference(undigested(lambda p: __import__("safetensors.torch").torch.save_file(
+            {"x": torch.zeros(1)}, str(p / "merged" / "model.safetensors")
+        ))),  # fmt: skip
+        r"cannot be loaded \(ValueError: not a checkpoint of this model: missing",
+    ),
+    "other-model-digested": (
         inference(lambda p: __import__("safetensors.torch").torch.save_file(
             {"x": torch.zeros(1)}, str(p / "merged" / "model.safetensors")
         )),  # fmt: skip
-        r"cannot be loaded \(ValueError: not a checkpoint of this model: missing",
+        r"its merged/model\.safetensors fails its SHA-256 check",
     ),
 }
 

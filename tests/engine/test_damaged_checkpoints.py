@@ -4,6 +4,7 @@ record (torch reads no CRC-32), weights or accumulated gradients that are not fi
 
 from __future__ import annotations
 
+import json
 import struct
 import zipfile
 from pathlib import Path
@@ -13,6 +14,7 @@ import torch
 
 import rlnb
 from rlnb import samples
+from rlnb.engine.checkpoint_checks import file_digests
 
 pytestmark = pytest.mark.slow  # six sessions built, five of them refused
 
@@ -100,6 +102,9 @@ def test_merged_weights_that_are_not_finite_are_refused_naming_them(tmp_path):
     name = next(k for k in weights if weights[k].is_floating_point())
     weights[name] = torch.full_like(weights[name], float("inf"))
     save_file(weights, str(folder / "merged" / "model.safetensors"))
+    meta = json.loads((folder / "rlnb.json").read_text())  # crafted with its digest: the values are checked too
+    meta["merged_sha256"] = file_digests(folder / "merged")
+    (folder / "rlnb.json").write_text(json.dumps(meta))
     says = "not a usable rlnb checkpoint: its weights' '.+' is not finite"
     with pytest.raises(ValueError, match=rf"{folder.name}.*{says}"):
         local_session(resume_from=folder)

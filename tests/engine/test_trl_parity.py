@@ -58,15 +58,26 @@ CASES = [
 ]
 
 
+VOCAB = 6
+
+
 def batch(seed: int = 0):
-    """Five completions of lengths 12, 7, 3, 9, 1 (right-padded), off-policy enough that every clip is hit."""
+    """Five completions of lengths 12, 7, 3, 9, 1 (right-padded), off-policy enough that every clip is hit. Each
+    log-prob is a real one, ``log_softmax`` of a policy's logits at the token drawn: sampler, trainer and reference
+    policies are the same random logits perturbed, so every value is <= 0 as the engine insists (a reference
+    ``old + noise`` went above 0 on some seeds and was refused)."""
     g = torch.Generator().manual_seed(seed)
     lengths = [12, 7, 3, 9, 1]
     B, T = len(lengths), max(lengths)
     mask = (torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]).double()
-    old = -torch.rand(B, T, generator=g, dtype=torch.float64) * 3 - 0.1
-    lp = old + torch.randn(B, T, generator=g, dtype=torch.float64) * 0.4
-    ref = old + torch.randn(B, T, generator=g, dtype=torch.float64) * 0.3
+    tokens = torch.randint(VOCAB, (B, T, 1), generator=g)
+    logits = torch.randn(B, T, VOCAB, generator=g, dtype=torch.float64) * 1.5
+
+    def logprobs(noise: float) -> torch.Tensor:
+        policy = logits + torch.randn(B, T, VOCAB, generator=g, dtype=torch.float64) * noise
+        return torch.log_softmax(policy, -1).gather(-1, tokens).squeeze(-1)
+
+    old, lp, ref = logprobs(0.0), logprobs(0.5), logprobs(0.4)
     adv = torch.randn(B, generator=g, dtype=torch.float64)
     return lengths, mask, old, lp, ref, adv
 
@@ -165,9 +176,10 @@ def relative_gap(got: torch.Tensor, want: torch.Tensor) -> float:
     return float((got - want).abs().max() / want.abs().max())
 
 
+@pytest.mark.parametrize("seed", [0, 3, 4])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_gradients_match_trls_formulas(case):
-    lengths, mask, old, lp, ref, adv = batch()
+def test_gradients_match_trls_formulas(case, seed):
+    lengths, mask, old, lp, ref, adv = batch(seed)
     old, ref, adv = float32_inputs(old, ref, adv)
     grad, _ = rlnb_grads(case, lengths, lp, old, ref, adv)
     leaf = lp.detach().requires_grad_(True)
@@ -192,7 +204,7 @@ def test_the_kl_bias_correction_option_changes_the_gradient():
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_gradients_and_clip_metrics_match_trls_own_code(case, trl):
-    lengths, mask, old, lp, ref, adv = batch(seed=1)
+    lengths, mask, old, lp, ref, adv = batch(seed=2)
     old, ref, adv = float32_inputs(old, ref, adv)
     grad, metrics = rlnb_grads(case, lengths, lp, old, ref, adv)
     leaf = lp.detach().requires_grad_(True)
@@ -204,6 +216,7 @@ def test_gradients_and_clip_metrics_match_trls_own_code(case, trl):
     if case.loss == GRPO and not sequence:
         assert metrics["loss/clip/low_fraction"] == pytest.approx(trl_metrics["clip_ratio/low_mean"][0], abs=1e-6)
         assert metrics["loss/clip/high_fraction"] == pytest.approx(trl_metrics["clip_ratio/high_mean"][0], abs=1e-6)
+        assert metrics["loss/clip/low_fraction"] > 0 and metrics["loss/clip/high_fraction"] > 0  # both clips hit
     elif case.loss == GRPO:  # GSPO: TRL counts clipped sequences, rlnb their tokens (docs/losses.md)
         n = mask.sum(-1)
         ratio = (((lp - old) * mask).sum(-1) / n).exp()
@@ -222,7 +235,7 @@ def main() -> None:
     except ImportError:
         trl = None
     for case in CASES:
-        lengths, mask, old, lp, ref, adv = batch(seed=1)
+        lengths, mask, old, lp, ref, adv = batch(seed=2)
         old, ref, adv = float32_inputs(old, ref, adv)
         grad, _ = rlnb_grads(case, lengths, lp, old, ref, adv)
         gaps = []

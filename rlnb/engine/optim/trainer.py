@@ -253,8 +253,9 @@ class TrainerOptimizer:
 
     def _check_adamw(self) -> None:
         """A ``ValueError`` naming the weight whose loaded AdamW state would fail or corrupt the next step: moments
-        missing or of another shape (torch's step raised), not finite, or a step count that is not a whole number
-        >= 0 (a negative one makes the bias correction negative, its square root NaN, and the weights NaN)."""
+        missing or of another shape (torch's step raised), not finite, a negative second moment (its square root is
+        NaN), or a step count that is not a whole number >= 0 (a negative one makes the bias correction negative, its
+        square root NaN, and the weights NaN)."""
         assert self._adamw is not None
         for name, p in self.split.adam:
             state = self._adamw.state.get(p)
@@ -266,6 +267,9 @@ class TrainerOptimizer:
                     got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
                     raise ValueError(f"AdamW's {key} for {name} is {got}, expected a tensor of its shape")
                 _check_finite(f"AdamW's {key} for {name}", value)
+            negative = int((state["exp_avg_sq"] < 0).sum())
+            if negative:
+                raise ValueError(f"AdamW's exp_avg_sq for {name} has {negative} negative value(s), expected >= 0")
             step = float(state["step"])
             if step < 0 or not step.is_integer():
                 raise ValueError(f"AdamW's step for {name} is {step:g}, expected a whole number >= 0")
