@@ -43,11 +43,11 @@ from rlnb.wire import OptimizerKind
 def own_errors() -> tuple[type[BaseException], ...]:
     """What a member's own code (its reward, its params function) may raise and fail that member alone. A Ctrl-C
     reaches only the main thread: there a ``KeyboardInterrupt`` is the user's and stops the ensemble; on another
-    thread (a sweep's ensembles run on one) it and ``SystemExit`` are that code's own, as a sweep's threads take them
-    (they stopped the whole sweep, or failed every member of the group)."""
+    thread (a sweep's ensembles run on one) anything is that code's own, as a sweep's threads take it
+    (``KeyboardInterrupt``, ``SystemExit`` or a ``BaseException`` of its own failed every member of the group)."""
     if threading.current_thread() is threading.main_thread():
         return (Exception,)
-    return (Exception, KeyboardInterrupt, SystemExit)
+    return (BaseException,)
 
 
 @contextmanager

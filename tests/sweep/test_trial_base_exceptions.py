@@ -27,3 +27,13 @@ def test_a_reward_raising_another_base_exception_on_a_thread_is_its_trials_row_w
     assert list(trials.status) == ["FAILED", "COMPLETED"] and list(trials.steps_done) == [0, 2]
     assert trials.reason[0].startswith(reason)
     assert Path(trials.run_path[0]).is_dir() and len(histories(trials)) == 2
+
+
+@pytest.mark.parametrize("exc", [Abort("verifier gone"), GeneratorExit()], ids=["Abort", "GeneratorExit"])
+def test_a_reward_raising_another_base_exception_in_a_batched_sweep_fails_its_member_alone(tmp_path, exc):
+    """In a batched ensemble (on the sweep's thread) it was no member's own error: it failed every member of the
+    ensemble, its trials' rows naming the ensemble's error."""
+    trials = sweep(BASE, grid(learning_rate=[1e-3, 2e-3]), steps=2, task=raising_once_task(exc), executor="batched",
+                   runs_dir=tmp_path, progress=False)  # fmt: skip
+    assert sorted(trials.status) == ["COMPLETED", "FAILED"]
+    assert trials.reason[list(trials.status).index("FAILED")].startswith(type(exc).__name__)
