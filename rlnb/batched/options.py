@@ -59,7 +59,7 @@ class EngineOptions:
 
     device: str | torch.device = "auto"
     ns_dtype: str | torch.dtype | None = None
-    muon_scaling: Literal["original", "match_adam"] = "original"
+    muon_scaling: Literal["original", "match_adam"] | None = None
     threads: int | None = None
 
     def __post_init__(self) -> None:

@@ -143,7 +143,8 @@ class LocalBackend:
     ) -> Engine:
         """What the handlers work on: the two copies of the model, the optimizer, the checkpoint store."""
         split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if self.optimizer == "muon" else None
-        optim = TrainerOptimizer(trainer, self.optimizer, split, muon_scaling=muon.muon_scaling, ns_dtype=ns)
+        scaling = muon.muon_scaling or "original"
+        optim = TrainerOptimizer(trainer, self.optimizer, split, muon_scaling=scaling, ns_dtype=ns)
         return Engine(
             adapter=adapter,
             trainer=trainer,

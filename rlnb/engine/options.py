@@ -114,13 +114,14 @@ class MuonOptions:
     compute dtype (default: chosen from the device and CPU features); ``muon_split`` overrides the Muon/AdamW split
     (``rlnb.engine.optim.split.SplitOverride``)."""
 
-    muon_scaling: Literal["original", "match_adam"] = "original"
+    muon_scaling: Literal["original", "match_adam"] | None = None
+    """None: ``"original"``, and not given (an Adam session took ``muon_scaling="original"`` in silence)."""
     ns_dtype: str | torch.dtype | None = None
     muon_split: SplitOverride | None = None
 
     def __post_init__(self) -> None:
-        if self.muon_scaling not in wire.MUON_SCALING:
-            raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {self.muon_scaling!r}")
+        if self.muon_scaling is not None and self.muon_scaling not in wire.MUON_SCALING:
+            raise ValueError(f"muon_scaling must be None, 'original' or 'match_adam', got {self.muon_scaling!r}")
         ns = self.ns_dtype  # checked before the model loads (minutes for a large one), not at the first step
         if ns is not None and not (isinstance(ns, str) and ns in DTYPES or isinstance(ns, torch.dtype) and ns in
                                    DTYPES.values()):  # fmt: skip

@@ -49,9 +49,7 @@ def make_backend(
         seed=settings.base_seed,
         sampling_seed=secrets.randbits(62),  # sessions share base weights, not their unseeded samples
         device=settings.device,
-        muon_scaling="match_adam"
-        if muon and muon.scaling_strategy == "MUON_SCALING_STRATEGY_MATCH_ADAM"
-        else "original",
+        muon_scaling="match_adam" if muon and muon.scaling_strategy == wire.MUON_SCALING["match_adam"] else None,
         num_generator_replicas=resource.compute_config.num_generator_replicas,
         checkpoint_dir=checkpoint_dir(settings),
         resume_from=resume,

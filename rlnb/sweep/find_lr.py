@@ -254,7 +254,7 @@ def _open(
         return connect(str(config["base_url"]), optimizer=kind, **record, **fresh)
     copy = {
         "model": model if model in SIZES else config.get("model"),
-        "muon_scaling": config.get("muon_scaling") or "original",
+        "muon_scaling": config.get("muon_scaling") if kind == "muon" else None,  # an Adam session refuses one
         "lora": config.get("lora"),
         "device": config.get("device", "auto"),
         "seed": seed,

@@ -17,7 +17,7 @@ from rlnb.text import ByteCodec
 @pytest.mark.parametrize(
     "options, error, match",
     [
-        ({"muon_scaling": "spectral"}, ValueError, "muon_scaling must be 'original' or 'match_adam'"),
+        ({"muon_scaling": "spectral"}, ValueError, "muon_scaling must be None, 'original' or 'match_adam'"),
         ({"lora": "yes"}, ValueError, "lora"),
         ({"seeed": 1}, TypeError, "unexpected keyword argument.*seeed"),
         ({"threads": 0}, ValueError, "threads must be None .* or an integer >= 1 and <= 1024, got 0"),
@@ -218,6 +218,10 @@ def test_muon_options_on_an_adam_session_are_refused_naming_them():
         LocalBackend("adam", device="cpu", threads=1, muon_scaling="match_adam", muon_split={"*": "adam"})
     with pytest.raises(ValueError, match=r"^muon_split=\{'\*': 'adam'\}: " + MUON_ONLY_SAID):
         rlnb.connect("local", optimizer="adam", device="cpu", record=False, muon_split={"*": "adam"})
+    for given in ({"muon_scaling": "original"}, {"muon_options": MuonOptions(muon_scaling="original")}):
+        # "original" is the default: it was taken in silence, where the docs say any Muon setting given is refused
+        with pytest.raises(ValueError, match=r"^muon_scaling='original': " + MUON_ONLY_SAID):
+            rlnb.connect("local", optimizer="adam", device="cpu", record=False, **given)
 
 
 @pytest.mark.parametrize("ns_dtype", ["float32", torch.bfloat16])
