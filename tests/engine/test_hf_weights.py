@@ -3,9 +3,12 @@ checkpoint's ``merged/`` folder checked as a model folder is, an end-of-sequence
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.engine.test_hf import config_with, drop_weights, local
+from rlnb.engine.models.hf import ModelLoadError
+from tests.engine.test_hf import config_with, crafted, drop_weights, local
 from tests.support import hf_models
 
 pytestmark = pytest.mark.usefixtures("transformers")  # Hugging Face: slow, skipped without transformers
@@ -32,3 +35,31 @@ def test_a_merged_folder_lacking_or_mismatching_weights_is_refused_at_resume_nam
     with pytest.raises(ValueError, match=problem) as info:
         local(model, resume_from=str(folder))
     assert str(folder) in str(info.value) and "above report" not in str(info.value)
+
+
+def generation_eos(eos):
+    def change(folder):
+        config = json.loads((folder / "generation_config.json").read_text())
+        (folder / "generation_config.json").write_text(json.dumps({**config, "eos_token_id": eos}))
+
+    return change
+
+
+@pytest.mark.parametrize("eos", [5000, [2, 320], -1])
+def test_a_generation_config_eos_past_the_vocabulary_is_refused_naming_it(tmp_path, eos):
+    """``generation_config.json`` naming an end-of-sequence id the model cannot sample (5000 of 320 tokens) was taken
+    silently: the samples it should have ended ran to max_tokens. ``eos_token_id=`` passed by hand is refused so."""
+    folder = crafted(tmp_path / "m", generation_eos(eos))
+    bad = eos[-1] if isinstance(eos, list) else eos
+    with pytest.raises(ModelLoadError, match=rf"generation_config\.json ends samples on token id {bad}, .*320 tokens"):
+        local(str(folder))
+
+
+def test_a_loaded_models_generation_config_eos_past_the_vocabulary_is_refused_naming_it():
+    model = hf_models.build_model("llama")
+    model.generation_config.eos_token_id = 400
+    with pytest.raises(ModelLoadError, match=r"generation config .* ends samples on token id 400, .*320 tokens"):
+        local(model)
+    model.generation_config.eos_token_id = 319  # the last id of the vocabulary is one
+    with local(model) as s:
+        assert 319 in s.backend.adapter.codec.eos_token_ids
