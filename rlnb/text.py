@@ -8,6 +8,7 @@ it asks which kind of model it is talking to.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -117,6 +118,14 @@ class TokenizerCodec:
                 "tokenizer.chat_template)"
             )
         check_messages(messages)
+        missing = missing_printed(self.tokenizer, [dict(m) for m in messages], add_generation_prompt)
+        if missing:
+            name = getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__
+            raise TemplateRefused(
+                f"the chat template of {name!r} prints a value these messages do not give ({missing}), which "
+                "transformers would print as nothing: give it, or make the template test it first ({% if ... is "
+                "defined %})"[:500]
+            )
         try:
             out = self.tokenizer.apply_chat_template(
                 [dict(m) for m in messages], add_generation_prompt=add_generation_prompt, tokenize=True
@@ -125,6 +134,38 @@ class TokenizerCodec:
             raise TemplateRefused(f"the chat template refused these messages: {exc}"[:500]) from exc
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(t) for t in ids]
+
+
+def missing_printed(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool) -> str | None:
+    """What the chat template prints that ``messages`` do not give (jinja's words), or None: transformers prints it
+    as nothing. A render in transformers' environment whose undefined values fail only printed (``{% if m.name %}``,
+    ``is defined``, ``| default`` still work); any other failure is left to transformers' render, which says why."""
+    import jinja2
+
+    try:
+        _strict_template(tokenizer.get_chat_template()).render(
+            messages=messages, tools=None, documents=None, add_generation_prompt=add_generation_prompt,
+            **tokenizer.special_tokens_map,
+        )  # fmt: skip
+    except jinja2.UndefinedError as exc:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - raise_exception(...), a tokenizer not of transformers: apply_chat_template
+        return None  # runs next and raises what it raises
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _strict_template(source: str) -> Any:
+    import jinja2
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    class PrintedUndefined(jinja2.Undefined):
+        """Missing (false, empty, not defined) as jinja's default is, but an ``UndefinedError`` once printed."""
+
+        __slots__ = ()
+        __str__ = jinja2.Undefined._fail_with_undefined_error
+
+    return _compile_jinja_template(source).environment.overlay(undefined=PrintedUndefined).from_string(source)
 
 
 def _known_runs(tokens: Sequence[int], size: int | None) -> list[list[int] | None]:

@@ -11,6 +11,7 @@ from torch import nn
 
 from rlnb.engine.models import dropout, hf
 from rlnb.engine.models.adapter import BuiltinAdapter, ModelAdapter
+from rlnb.engine.models.hf import ModelLoadError
 from rlnb.engine.models.hf_adapter import HFAdapter
 from rlnb.engine.models.tiny import SIZES, TinyTransformer, build_model
 from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
@@ -32,6 +33,7 @@ def build_adapter(
     if dtype != "auto" and dtype not in hf.DTYPES:
         raise ValueError(f"dtype must be 'auto' or one of {sorted(hf.DTYPES)}, got {dtype!r}")
     extra_eos = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id or [])
+    generation_eos: list[Any] = []  # a Hugging Face model's own, from its generation config
     cls: type[ModelAdapter]
     if not isinstance(model, str | nn.Module) or isinstance(model, str) and not model.strip():
         raise ValueError(  # "" loaded the working folder, and was refused as "a directory but holds no config.json"
@@ -54,9 +56,9 @@ def build_adapter(
     if cls is HFAdapter:
         hf.check_vocab(module.get_input_embeddings().weight.shape[0], tokenizer, name)  # type: ignore[operator]
         dropout.disable_dropout(module)
-        gen = getattr(module, "generation_config", None)
-        ids = getattr(gen, "eos_token_id", None)
-        extra_eos += [ids] if isinstance(ids, int) else list(ids or [])
+        ids = getattr(getattr(module, "generation_config", None), "eos_token_id", None)
+        generation_eos = [ids] if isinstance(ids, int) else list(ids or [])
+        extra_eos += generation_eos
     if dtype != "auto":
         module = module.to(hf.DTYPES[dtype])
     codec: Codec
@@ -70,10 +72,23 @@ def build_adapter(
     if cls is not HFAdapter:  # its vocabulary is known once probed: a larger tokenizer's text fails prompt by prompt
         hf.check_vocab(adapter.vocab_size, tokenizer, name)
     if isinstance(adapter, HFAdapter):
+        check_generation_eos(generation_eos, adapter.vocab_size, name, isinstance(model, str))
         adapter.trust_remote_code = trust_remote_code
         probe = torch.arange(1, 9, device=device)[None] % adapter.vocab_size  # what dropout's names could not find
         dropout.check_deterministic(adapter.module, adapter.forward, probe[:, : adapter.context_length or 8], name)
     return adapter
+
+
+def check_generation_eos(ids: list[Any], vocab: int, name: str, from_folder: bool) -> None:
+    """A ``ModelLoadError`` naming an end-of-sequence id of the model's generation config that is no token of its
+    vocabulary: samples would never end on it (``eos_token_id=`` given by hand is refused the same way)."""
+    bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab]
+    if bad:
+        where = "generation_config.json" if from_folder else "generation config (model.generation_config)"
+        raise ModelLoadError(
+            f"model {name!r}: its {where} ends samples on token id {bad[0]!r}, which is not a token of its vocabulary "
+            f"of {vocab} tokens (ids 0 to {vocab - 1}): samples would never end on it. Correct its eos_token_id"
+        )
 
 
 def roles(model: nn.Module) -> list[nn.Parameter]:

@@ -40,7 +40,9 @@ CODE_FILES = ("config.json", "tokenizer_config.json")
 def failure_text(exc: BaseException) -> str:
     """A library's error as one short line for a message of ours. Torch's advice to load with
     ``weights_only=False`` is never passed on (that would run whatever code the file holds): only the
-    lines that say what torch found are kept."""
+    lines that say what torch found are kept. A ``ModelLoadError`` is ours, written to be read whole: never cut."""
+    if isinstance(exc, ModelLoadError):
+        return f"{type(exc).__name__}: {exc}"
     lines = str(exc).splitlines()
     if any("weights_only" in line for line in lines):
         lines = [line for line in lines if not any(w in line for w in ("weights_only", "Check the documentation"))]
@@ -173,17 +175,28 @@ def load_tokenizer(path: Path, spec: str, trust_remote_code: bool = False) -> An
 
 def load(spec: str, dtype: str = "auto", trust_remote_code: bool = False) -> tuple[nn.Module, Any]:
     """(model, tokenizer or None) for a directory or cached hub id; ``dtype`` "auto" = the checkpoint's."""
-    transformers = require_transformers()
     if dtype != "auto" and dtype not in DTYPES:
         raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES)}, got {dtype!r}")
     path = resolve(spec)
+    model = load_weights(path, spec, DTYPES.get(dtype, "auto"), trust_remote_code)
+    tokenizer = None
+    if any((path / f).is_file() for f in TOKENIZER_FILES):
+        tokenizer = load_tokenizer(path, spec, trust_remote_code)
+    return model, tokenizer
+
+
+def load_weights(path: Path, spec: str, dtype: torch.dtype | str, trust_remote_code: bool) -> nn.Module:
+    """The causal LM saved in the folder ``path`` (named ``spec`` in messages), in ``dtype`` ("auto": the
+    checkpoint's), every weight of it read from the folder: one it lacks (transformers would make it up, random)
+    or whose shape differs from the config's is a ``ModelLoadError`` naming it. Also reloads a merged checkpoint."""
+    transformers = require_transformers()
     config = _config(path, spec, trust_remote_code)
     arch = getattr(config, "architectures", None) or [type(config).__name__]
     problem, headless = "", False
     with _quiet(transformers):
         try:
             model, info = transformers.AutoModelForCausalLM.from_pretrained(
-                path, dtype=DTYPES.get(dtype, "auto"), output_loading_info=True, trust_remote_code=trust_remote_code
+                path, dtype=dtype, output_loading_info=True, trust_remote_code=trust_remote_code
             )
         except Exception as exc:  # noqa: BLE001 - OSError, SafetensorError, TypeError, ...: ours, naming the folder
             problem, headless = failure_text(exc), "Unrecognized configuration class" in str(exc)
@@ -209,20 +222,19 @@ def load(spec: str, dtype: str = "auto", trust_remote_code: bool = False) -> tup
             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): they would be random, trained as if "
             "they were the model's. A shard or file of the weights may be missing"
         )
-    tokenizer = None
-    if any((path / f).is_file() for f in TOKENIZER_FILES):
-        tokenizer = load_tokenizer(path, spec, trust_remote_code)
-    return model, tokenizer
+    return model
 
 
 def _refuse_mismatch(transformers: Any, path: Path, spec: str, trust_remote_code: bool) -> None:
     """A ``ModelLoadError`` naming the weights whose shapes differ from the config's (a second load, that
-    allows them, lists them); nothing if that load fails too or finds none (the caller's error stands)."""
+    allows them, lists them); nothing if that load fails too or finds none (the caller's error stands). It unties
+    the head: a folder holding both tied weights (a merged checkpoint) failed it comparing them as meta tensors."""
     try:
         with _quiet(transformers):
             _, info = transformers.AutoModelForCausalLM.from_pretrained(
-                path, ignore_mismatched_sizes=True, output_loading_info=True, trust_remote_code=trust_remote_code
-            )
+                path, ignore_mismatched_sizes=True, output_loading_info=True, trust_remote_code=trust_remote_code,
+                tie_word_embeddings=False,
+            )  # fmt: skip
     except Exception:  # noqa: BLE001
         return
     keys = sorted(info.get("mismatched_keys", ()), key=lambda k: k[0])

@@ -86,10 +86,7 @@ class HFAdapter(ModelAdapter):
             self.codec.tokenizer.save_pretrained(directory)  # decode only) failed the whole save: the weights are kept
 
     def load_merged(self, directory: Path) -> dict[str, Tensor]:
-        transformers = hf.require_transformers()
-        hf.check_code(directory, str(directory), self.trust_remote_code)
-        with hf._quiet(transformers):
-            loaded = transformers.AutoModelForCausalLM.from_pretrained(
-                directory, dtype=model_dtype(self.module), trust_remote_code=self.trust_remote_code
-            )
-        return dict(loaded.state_dict())
+        """The weights of a merged checkpoint's folder, checked as a model folder is (none missing, none of
+        another shape): a weight it lacked would come back random, and the session resume on it."""
+        model = hf.load_weights(directory, directory.name, model_dtype(self.module), self.trust_remote_code)
+        return dict(model.state_dict())

@@ -1,0 +1,55 @@
+"""A real Hugging Face tokenizer's chat template printing a field the messages do not give: an error naming the
+field and the tokenizer, where transformers prints nothing (a prompt no one wrote)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlnb import samples
+from rlnb.text import TokenizerCodec, to_tokens
+from tests.support import hf_models
+
+pytestmark = pytest.mark.usefixtures("transformers")  # Hugging Face: slow, skipped without transformers
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    folder = tmp_path_factory.mktemp("tok")
+    hf_models.build_tokenizer(folder)
+    return AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.mark.parametrize(
+    "printed, field",
+    [("m['name']", "'name'"), ("m.name", "'name'"), ("m.name ~ ':'", "'name'"), ("m.name | upper", "'name'"),
+     ("date_string", "'date_string' is undefined")],
+)  # fmt: skip
+def test_a_template_printing_a_field_the_messages_lack_names_it_and_the_tokenizer(tokenizer, printed, field):
+    """``{{ m['name'] }}`` with no ``name`` in the messages rendered as nothing: ``"<s>: hi</s>"``, a prompt
+    no one wrote, sampled and trained on without a word."""
+    tokenizer.chat_template = "{% for m in messages %}<s>{{ " + printed + " }}: {{ m['content'] }}</s>{% endfor %}"
+    codec = TokenizerCodec(tokenizer)
+    with pytest.raises(ValueError, match=rf"^prompts\[1\]: the chat template of '{tokenizer.name_or_path}' prints "
+                                         rf".*{field}") as info:  # fmt: skip
+        to_tokens(codec, HI, "prompts[1]")
+    assert "is defined" in str(info.value)
+    with pytest.raises(ValueError, match=field):
+        samples.from_chat(codec, [*HI, {"role": "assistant", "content": "4"}])
+
+
+@pytest.mark.parametrize(
+    "guarded",
+    ["{% if m.name %}{{ m.name }}{% endif %}", "{% if m.name is defined %}{{ m['name'] }}{% endif %}",
+     "{{ m.name | default('') }}", "{{ m.name or '' }}", "{{ bos_token }}",
+     "{% for t in m.tool_calls %}{{ t }}{% endfor %}", "{% if tools %}{{ tools }}{% endif %}"],
+)  # fmt: skip
+def test_a_template_that_tests_a_missing_field_before_printing_it_renders_as_transformers_does(tokenizer, guarded):
+    """Real templates test optional fields (``tool_calls``, ``name``, ``tools``) before they print them: a missing
+    one is still false, empty and not defined, and the tokens are transformers' own."""
+    tokenizer.chat_template = "{% for m in messages %}" + guarded + "{{ m['content'] }}{% endfor %}"
+    expected = tokenizer.apply_chat_template(HI, add_generation_prompt=True, tokenize=True)
+    expected = expected["input_ids"] if isinstance(expected, dict) or hasattr(expected, "keys") else expected
+    assert TokenizerCodec(tokenizer).chat(HI) == list(expected)
