@@ -48,8 +48,8 @@ if _typing.TYPE_CHECKING:  # for the type checker and the API reference: at run 
 __version__ = "0.1.0"
 
 _SUBMODULES = frozenset(
-    {"batched", "cli", "engine", "errors", "history", "params", "prompts", "remote", "samples", "schedule",
-     "server", "session", "sinks", "sweep", "tasks", "testing", "text", "viz", "widgets", "wire"}
+    {"batched", "chat_fields", "cli", "engine", "errors", "history", "params", "prompts", "remote", "samples",
+     "schedule", "server", "session", "sinks", "sweep", "tasks", "testing", "text", "viz", "widgets", "wire"}
 )  # fmt: skip
 """Reached as attributes after a bare ``import rlnb`` (``rlnb.viz.plots.overview``, ``rlnb.errors.OperationFailed``),
 imported on first use: some pull in torch, matplotlib, ipywidgets, transformers or FastAPI."""

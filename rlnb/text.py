@@ -8,11 +8,11 @@ it asks which kind of model it is talking to.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
 from rlnb._options import is_integer
+from rlnb.chat_fields import missing_printed
 from rlnb.prompts import a_type, check_messages, check_text
 
 Message = Mapping[str, str]
@@ -134,38 +134,6 @@ class TokenizerCodec:
             raise TemplateRefused(f"the chat template refused these messages: {exc}"[:500]) from exc
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(t) for t in ids]
-
-
-def missing_printed(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool) -> str | None:
-    """What the chat template prints that ``messages`` do not give (jinja's words), or None: transformers prints it
-    as nothing. A render in transformers' environment whose undefined values fail only printed (``{% if m.name %}``,
-    ``is defined``, ``| default`` still work); any other failure is left to transformers' render, which says why."""
-    import jinja2
-
-    try:
-        _strict_template(tokenizer.get_chat_template()).render(
-            messages=messages, tools=None, documents=None, add_generation_prompt=add_generation_prompt,
-            **tokenizer.special_tokens_map,
-        )  # fmt: skip
-    except jinja2.UndefinedError as exc:
-        return str(exc)
-    except Exception:  # noqa: BLE001 - raise_exception(...), a tokenizer not of transformers: apply_chat_template
-        return None  # runs next and raises what it raises
-    return None
-
-
-@functools.lru_cache(maxsize=16)
-def _strict_template(source: str) -> Any:
-    import jinja2
-    from transformers.utils.chat_template_utils import _compile_jinja_template
-
-    class PrintedUndefined(jinja2.Undefined):
-        """Missing (false, empty, not defined) as jinja's default is, but an ``UndefinedError`` once printed."""
-
-        __slots__ = ()
-        __str__ = jinja2.Undefined._fail_with_undefined_error
-
-    return _compile_jinja_template(source).environment.overlay(undefined=PrintedUndefined).from_string(source)
 
 
 def _known_runs(tokens: Sequence[int], size: int | None) -> list[list[int] | None]:

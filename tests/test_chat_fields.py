@@ -53,3 +53,17 @@ def test_a_template_that_tests_a_missing_field_before_printing_it_renders_as_tra
     expected = tokenizer.apply_chat_template(HI, add_generation_prompt=True, tokenize=True)
     expected = expected["input_ids"] if isinstance(expected, dict) or hasattr(expected, "keys") else expected
     assert TokenizerCodec(tokenizer).chat(HI) == list(expected)
+
+
+def test_a_special_token_the_tokenizer_lacks_prints_as_nothing_as_in_transformers(tokenizer):
+    """``{{ bos_token }}`` in the template of a tokenizer without one (Qwen's have no BOS) is the tokenizer's design,
+    not a field the messages forgot: refusing it would refuse the model."""
+    bos = tokenizer.bos_token
+    tokenizer.bos_token = None
+    try:
+        tokenizer.chat_template = "{% for m in messages %}{{ bos_token }}{{ m['content'] }}{% endfor %}"
+        expected = tokenizer.apply_chat_template(HI, add_generation_prompt=True, tokenize=True)
+        expected = expected["input_ids"] if isinstance(expected, dict) or hasattr(expected, "keys") else expected
+        assert TokenizerCodec(tokenizer).chat(HI) == list(expected)
+    finally:
+        tokenizer.bos_token = bos

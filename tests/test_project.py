@@ -93,7 +93,7 @@ def test_environment_yml_mirrors_the_pip_install():
 LAYERS = [
     ["wire"],
     ["errors", "_secrets", "_exit", "_options"],
-    ["prompts"],
+    ["prompts", "chat_fields"],
     ["text"],
     ["params", "schedule", "samples", "history"],
     ["sinks"],
