@@ -156,16 +156,20 @@ def arguments(p: argparse.ArgumentParser) -> None:
                    help="folder for history.csv, rewards.csv, demo.png and run/ (default: %(default)s)")
     p.add_argument("--force", action="store_true",
                    help="replace files of the demo's names in --out that no earlier demo wrote there")
-    p.add_argument("--seed", type=int, default=0, help="model and sampling seed (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="model and sampling seed, about -9.2e12 to 9.2e12 (step i samples with seed * 1000003 + i, "
+                   "an int64; the exact range for --steps is said when one is out) (default: %(default)s)")
     device_argument(p)
     p.add_argument(
         "--model",
         default="tiny",
         help="tiny, small, or a Hugging Face model directory / hub id in the local cache (default: %(default)s)",
     )
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default: tuned for the built-ins)")
+    p.add_argument("--lr", type=float, default=None,
+                   help="learning rate, a finite number > 0 (default: tuned for the built-ins)")
     p.add_argument("--lora", type=int, default=0, metavar="RANK",
-                   help="train a LoRA adapter of this rank (default: %(default)s: all weights)")
+                   help="train a LoRA adapter of this rank, 0 or more, up to what the model's layers can use "
+                   "(default: %(default)s: all weights)")
     dtype_argument(p)
 
 

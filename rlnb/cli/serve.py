@@ -28,7 +28,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
     """``rlnb serve``'s options, on its subcommand's parser."""
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s, this machine only)")
     p.add_argument("--port", default="8000", help="1-65535, or 0 for any free port, announced (default: %(default)s)")
-    p.add_argument("--token", default=None, help=f"require this bearer token (default: ${TOKEN_ENV}, else no auth; "
+    p.add_argument("--token", default=None, help="require this bearer token, 8 characters or more, no whitespace or "
+                   f"control characters (default: ${TOKEN_ENV}, else no auth; "
                    "the variable, unlike the flag, is not shown to other users by ps)")  # fmt: skip
     device_argument(p)
     p.add_argument("--op-delay", type=float, default=0.0,
@@ -53,13 +54,16 @@ def arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="BYTES",
-        help="send larger results through the payload side channel, as the service may (default: never)",
+        help="send results larger than this, 0 or more, through the payload side channel, as the service may "
+        "(default: never)",
     )
     p.add_argument("--state-dir", default=None,
                    help="keep the registry here: it survives a restart (default: in memory)")
     p.add_argument("--public-url", default=None, help="the address presigned URLs use (default: host:port)")
     p.add_argument(
-        "--limit", action="append", default=[], metavar="NAME=VALUE", help="change a limit, e.g. max_body_bytes=1e8"
+        "--limit", action="append", default=[], metavar="NAME=VALUE",
+        help="change a limit, e.g. max_body_bytes=1e8; the names and ranges: docs/server.md#limits (a name or value "
+        "out of range is refused, naming them); repeatable"
     )
     exit_with_stdin_argument(p)
 

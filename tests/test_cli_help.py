@@ -1,0 +1,31 @@
+"""``rlnb demo --help`` and ``rlnb serve --help`` name the range each option is checked against: a user learnt
+``--seed``'s, ``--lr``'s or ``--token``'s only from the error that refused a value."""
+
+import argparse
+
+import pytest
+
+from rlnb.cli import demo, serve
+
+
+@pytest.mark.parametrize(
+    "command, option, words",
+    [
+        ("demo", "--steps", "1-1000003"),
+        ("demo", "--seed", "about -9.2e12 to 9.2e12"),  # "--seed must be in [-9223344366821, 9223344366821] ..."
+        ("demo", "--lr", "a finite number > 0"),  # "--lr must be a finite number > 0"
+        ("demo", "--lora", "0 or more"),  # "--lora must be >= 0 (0 = train all weights)"
+        ("serve", "--port", "1-65535, or 0"),
+        ("serve", "--op-delay", "0-86400"),
+        ("serve", "--fail-rate", "in [0, 1)"),
+        ("serve", "--token", "8 characters or more, no whitespace"),  # "token is 1 character(s) long: ... at least 8"
+        ("serve", "--offload-results-over", "0 or more"),  # "--offload-results-over must be >= 0 bytes"
+        ("serve", "--limit", "docs/server.md#limits"),  # a name or value out of range lists them
+    ],
+)
+def test_every_checked_option_names_its_range_in_its_help(command, option, words):
+    parser = argparse.ArgumentParser(prog=f"rlnb {command}")
+    {"demo": demo, "serve": serve}[command].arguments(parser)
+    action = next(a for a in parser._actions if option in a.option_strings)
+    shown = (action.help or "") % {**vars(action), "prog": parser.prog}  # as argparse expands it
+    assert words in shown, (option, shown)
