@@ -129,6 +129,10 @@ def _run(args: argparse.Namespace) -> int:
         if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
             print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
             return 2
+        if value is not None and os.path.islink(value) and not os.path.exists(value):  # was "File exists"
+            print(f"rlnb serve: {option} {value} is a symbolic link to {os.readlink(value)}, which is not a folder (it "
+                  "does not exist, or the links loop): make the folder it names, or give another", file=sys.stderr)
+            return 2
     try:  # one line each, as every other option's (argparse printed its usage, or "rlnb: error: ...")
         _given_once(args.limit)
         args.port, limits = _port(args.port), parse_limits(args.limit)
