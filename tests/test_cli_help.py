@@ -29,3 +29,23 @@ def test_every_checked_option_names_its_range_in_its_help(command, option, words
     action = next(a for a in parser._actions if option in a.option_strings)
     shown = (action.help or "") % {**vars(action), "prog": parser.prog}  # as argparse expands it
     assert words in shown, (option, shown)
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["serve", "--prot", "8000"], "rlnb serve: error: unrecognized arguments: --prot 8000 (did you mean --port?)"),
+        (["demo", "--stesp", "3"], "rlnb demo: error: unrecognized arguments: --stesp 3 (did you mean --steps?)"),
+        (["serve", "--xyzzy"], "rlnb serve: error: unrecognized arguments: --xyzzy\n"),
+    ],
+)
+def test_an_unknown_option_is_named_with_its_subcommand_and_the_nearest_option(argv, said, capsys):
+    """A misspelt option was answered by the top level, ``usage: rlnb [-h] {demo,serve} ...`` and ``rlnb: error:
+    unrecognized arguments``: neither the subcommand's options nor the one meant."""
+    from rlnb.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and said in err, err
+    assert err.startswith(f"usage: rlnb {argv[0]} "), err
