@@ -26,7 +26,7 @@ def test_ctrl_c_before_the_subcommand_runs_is_one_line_and_130(command, monkeypa
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("argparse.ArgumentParser.parse_args", interrupted)
+    monkeypatch.setattr("argparse.ArgumentParser.parse_known_args", interrupted)
     assert main([command]) == 130
     assert capsys.readouterr().err == "rlnb: stopped (Ctrl-C)\n"
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,11 +31,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             about = "rlnb command line: a thin layer over the public API."
             parser = argparse.ArgumentParser(prog="rlnb", description=about)
             sub = parser.add_subparsers(dest="command", required=True)
-            demo.arguments(sub.add_parser("demo", help="run the RL loop on the in-process torch backend"))
-            serve.arguments(sub.add_parser("serve", help="serve the Together RL API on the in-process backend"))
-            args = parser.parse_args(argv)
+            commands = {
+                "demo": sub.add_parser("demo", help="run the RL loop on the in-process torch backend"),
+                "serve": sub.add_parser("serve", help="serve the Together RL API on the in-process backend"),
+            }
+            demo.arguments(commands["demo"])
+            serve.arguments(commands["serve"])
+            args, unknown = parser.parse_known_args(argv)
+            if unknown:  # said by the subcommand's parser: the top level's usage listed no option of it
+                commands[args.command].error(_unrecognized(unknown, commands[args.command]))
             status: int = {"demo": demo.run, "serve": serve.run}[args.command](args, parser)
             return status
     except KeyboardInterrupt:
         print("rlnb: stopped (Ctrl-C)", file=sys.stderr)
         return 130
+
+
+def _unrecognized(unknown: list[str], parser: Any) -> str:
+    """argparse's words for options ``parser`` does not take, with the nearest one it does for each misspelt one."""
+    import difflib
+
+    known = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    near = [m for u in unknown if u.startswith("--") for m in difflib.get_close_matches(u.split("=")[0], known, 1)]
+    meant = f" (did you mean {' or '.join(near)}?)" if near else ""
+    return f"unrecognized arguments: {' '.join(unknown)}{meant}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import signal
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb.cli.options import device_argument, dtype_argument
+from rlnb.cli.output import quiet, say
 
 DEMO_PARAMS: dict[str, dict[str, Any]] = {
     # The builder's "Learns in 40 steps" preset (its lesson is measured on seeds 0-9 by bench/bench_lessons.py).
@@ -156,23 +156,28 @@ def arguments(p: argparse.ArgumentParser) -> None:
                    help="folder for history.csv, rewards.csv, demo.png and run/ (default: %(default)s)")
     p.add_argument("--force", action="store_true",
                    help="replace files of the demo's names in --out that no earlier demo wrote there")
-    p.add_argument("--seed", type=int, default=0, help="model and sampling seed (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="model and sampling seed, about -9.2e12 to 9.2e12 (step i samples with seed * 1000003 + i, "
+                   "an int64; the exact range for --steps is said when one is out) (default: %(default)s)")
     device_argument(p)
     p.add_argument(
         "--model",
         default="tiny",
         help="tiny, small, or a Hugging Face model directory / hub id in the local cache (default: %(default)s)",
     )
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default: tuned for the built-ins)")
+    p.add_argument("--lr", type=float, default=None,
+                   help="learning rate, a finite number > 0 (default: tuned for the built-ins)")
     p.add_argument("--lora", type=int, default=0, metavar="RANK",
-                   help="train a LoRA adapter of this rank (default: %(default)s: all weights)")
+                   help="train a LoRA adapter of this rank, 0 or more, up to what the model's layers can use "
+                   "(default: %(default)s: all weights)")
     dtype_argument(p)
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``rlnb demo``: its arguments checked, then ``demo``; a bad argument or a failure is one line ``rlnb demo: ...``
     (argparse's usage and "rlnb: error:" were printed for some options, as ``rlnb serve``'s were), exit 2."""
-    previous = signal.signal(signal.SIGTERM, _terminated)
+    stops = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]  # SIGHUP: POSIX only
+    previous = {signum: signal.signal(signum, _terminated) for signum in stops}
     try:
         _check_arguments(args)
         return demo(
@@ -183,41 +188,29 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (ValueError, ImportError) as exc:
         print(f"rlnb demo: {exc}", file=sys.stderr)
         return 2
-    except Terminated:  # `timeout`, a scheduler, `kill`: it died at once, without a word of what was kept
-        _say(f"rlnb demo: stopped (SIGTERM){_kept(args.out)}")
-        return 143  # 128 + SIGTERM
+    except Terminated as stop:  # `timeout`, a scheduler, `kill`, a closed terminal: it died at once, without a word
+        signum = stop.args[0]
+        say(f"rlnb demo: stopped ({signal.Signals(signum).name}){_kept(args.out)}")
+        return 128 + signum  # 143 for SIGTERM, 129 for SIGHUP, as a shell reports a process they ended
     except KeyboardInterrupt:  # Ctrl-C: a traceback through torch, and no word of what was kept
-        _say(f"rlnb demo: interrupted{_kept(args.out)}")
+        say(f"rlnb demo: interrupted{_kept(args.out)}")
         return 130
     except BrokenPipeError:  # `rlnb demo | head`: a traceback, and another at exit (flushing into the closed pipe)
-        _quiet(sys.stdout)
-        _say(f"rlnb demo: stopped, its output was closed{_kept(args.out)}")
+        quiet(sys.stdout)
+        say(f"rlnb demo: stopped, its output was closed{_kept(args.out)}")
         return 141  # 128 + SIGPIPE, as a shell reports a process its pipe ended
     finally:  # an in-process caller (a test, a notebook) keeps its own
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the demo runs so that it stops as at Ctrl-C: the run folder's steps kept and said."""
+    """SIGTERM or SIGHUP (its number the argument), raised where the demo runs so that it stops as at Ctrl-C: the run
+    folder's steps kept and said."""
 
 
-def _terminated(*_: object) -> None:
-    raise Terminated
-
-
-def _quiet(stream: Any) -> None:
-    """Send ``stream`` (a closed pipe) to the null device: what it still holds is flushed there at exit, where the
-    closed pipe's ``BrokenPipeError`` made Python exit 120."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-
-
-def _say(line: str) -> None:
-    """``line`` on stderr, which may be the closed pipe too (``rlnb demo 2>&1 | head``: the line raised in the
-    handler of the first ``BrokenPipeError``, a traceback no one saw, exit status 1)."""
-    try:
-        print(line, file=sys.stderr, flush=True)
-    except OSError:
-        _quiet(sys.stderr)
+def _terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
 
 
 def _check_arguments(args: argparse.Namespace) -> None:

@@ -7,6 +7,7 @@ demo's, so a change to serving touches one module. The server (uvicorn, torch) i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import os
 import shutil
@@ -15,6 +16,7 @@ import sys
 from typing import Any
 
 from rlnb.cli.options import device_argument, dtype_argument, exit_with_stdin_argument
+from rlnb.cli.output import quiet, say
 from rlnb.cli.parent import exit_with_stdin
 
 TOKEN_ENV = "RLNB_SERVE_TOKEN"
@@ -26,7 +28,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
     """``rlnb serve``'s options, on its subcommand's parser."""
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s, this machine only)")
     p.add_argument("--port", default="8000", help="1-65535, or 0 for any free port, announced (default: %(default)s)")
-    p.add_argument("--token", default=None, help=f"require this bearer token (default: ${TOKEN_ENV}, else no auth; "
+    p.add_argument("--token", default=None, help="require this bearer token, 8 characters or more, no whitespace or "
+                   f"control characters (default: ${TOKEN_ENV}, else no auth; "
                    "the variable, unlike the flag, is not shown to other users by ps)")  # fmt: skip
     device_argument(p)
     p.add_argument("--op-delay", type=float, default=0.0,
@@ -51,13 +54,16 @@ def arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="BYTES",
-        help="send larger results through the payload side channel, as the service may (default: never)",
+        help="send results larger than this, 0 or more, through the payload side channel, as the service may "
+        "(default: never)",
     )
     p.add_argument("--state-dir", default=None,
                    help="keep the registry here: it survives a restart (default: in memory)")
     p.add_argument("--public-url", default=None, help="the address presigned URLs use (default: host:port)")
     p.add_argument(
-        "--limit", action="append", default=[], metavar="NAME=VALUE", help="change a limit, e.g. max_body_bytes=1e8"
+        "--limit", action="append", default=[], metavar="NAME=VALUE",
+        help="change a limit, e.g. max_body_bytes=1e8; the names and ranges: docs/server.md#limits (a name or value "
+        "out of range is refused, naming them); repeatable"
     )
     exit_with_stdin_argument(p)
 
@@ -77,17 +83,32 @@ def _port(text: str) -> int:
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``rlnb serve``: its options checked (exit 2 with one line), then the server until it is stopped. A stop
     while it starts (torch's import, a model's load: seconds) is as one while it listens: Ctrl-C printed a
-    ``KeyboardInterrupt`` traceback, and SIGTERM killed it before its checkpoints' temporary folder was removed."""
+    ``KeyboardInterrupt`` traceback, and SIGTERM killed it before its checkpoints' temporary folder was removed.
+    A hang-up (the terminal closed) is a SIGTERM: its default action killed the server, leaving that folder."""
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks, not by the default handler
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    hangup = getattr(signal, "SIGHUP", None)  # POSIX only
+    before = signal.signal(hangup, _as_sigterm) if hangup is not None else None
     exit_with_stdin(args.exit_with_stdin)  # after the handler: a parent gone at once is a SIGTERM's clean stop
     try:
         return _run(args)
     except KeyboardInterrupt:  # once it listens, _serve_app says it stopped
-        print("rlnb serve: stopped (Ctrl-C) before it listened", file=sys.stderr)
+        say("rlnb serve: stopped (Ctrl-C) before it listened")
         return 130
+    except BrokenPipeError:  # `rlnb serve | head -1`: a traceback from the announcement, exit status 1
+        quiet(sys.stdout)
+        say("rlnb serve: stopped, its output was closed")
+        return 141  # 128 + SIGPIPE, as a shell reports a process its pipe ended
     finally:  # an in-process caller (a test) keeps its own
         signal.signal(signal.SIGTERM, previous)
+        if hangup is not None:
+            signal.signal(hangup, before)
+
+
+def _as_sigterm(*_: object) -> None:
+    """SIGHUP's handler: the stop SIGTERM makes, by whichever handler SIGTERM has now (uvicorn's while it listens:
+    requests in flight are finished, operations stopped or abandoned)."""
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -107,6 +128,10 @@ def _run(args: argparse.Namespace) -> int:
     for option, value in (("--state-dir", args.state_dir), ("--checkpoint-dir", args.checkpoint_dir)):
         if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
             print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
+            return 2
+        if value is not None and os.path.islink(value) and not os.path.exists(value):  # was "File exists"
+            print(f"rlnb serve: {option} {value} is a symbolic link to {os.readlink(value)}, which is not a folder (it "
+                  "does not exist, or the links loop): make the folder it names, or give another", file=sys.stderr)
             return 2
     try:  # one line each, as every other option's (argparse printed its usage, or "rlnb: error: ...")
         _given_once(args.limit)
@@ -134,8 +159,9 @@ def _run(args: argparse.Namespace) -> int:
             _remove_scratch(scratch)
             release(lock)
     if abandoned:  # their torch work still runs on worker threads: interpreter exit would wait for it
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError):  # a closed pipe: os._exit all the same
+                stream.flush()
         os._exit(code)
     return code
 
@@ -159,8 +185,8 @@ def _remove_scratch(scratch: str) -> None:
         shutil.rmtree(scratch)
     except OSError as exc:
         shutil.rmtree(scratch, ignore_errors=True)  # whatever else can go
-        print(f"rlnb serve: could not remove the checkpoints' temporary folder {scratch} ({exc.filename or scratch}: "
-              f"{exc.strerror or exc}); remove it by hand", file=sys.stderr)  # fmt: skip
+        say(f"rlnb serve: could not remove the checkpoints' temporary folder {scratch} ({exc.filename or scratch}: "
+            f"{exc.strerror or exc}); remove it by hand")
 
 
 def _serve_app(
@@ -208,21 +234,26 @@ def _serve_app(
               "127.0.0.1 for this machine only", file=sys.stderr)  # fmt: skip
     # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
     address = f"http://{url_host(reachable(args.host))}:{args.port}"
-    print(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
-          "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
-    print(f"rlnb serve: models {', '.join(models)}", flush=True)
+    try:
+        print(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
+              "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
+        print(f"rlnb serve: models {', '.join(models)}", flush=True)
+    except BaseException:  # its output closed (`| head -1`), or a stop: the port and the state are let go
+        sock.close()
+        app.state.registry.close(0)
+        raise
     code = 0
     try:
         listen(app, sock)
     except KeyboardInterrupt:  # Ctrl-C: uvicorn shuts down, then re-raises it (a traceback through asyncio's runner)
-        print("rlnb serve: stopped (Ctrl-C)", file=sys.stderr)
+        say("rlnb serve: stopped (Ctrl-C)")
         code = 130
     except SystemExit as exc:  # SIGTERM, re-raised by uvicorn once it has shut down: the handler above
         code = exc.code if isinstance(exc.code, int) else 0
     abandoned = app.state.registry.abandoned or []
     for gone in abandoned:  # an operation ends FAILED; a model's build, its session ERROR
-        print(f"rlnb serve: abandoned {gone.what}, unfinished when the stop gave up on it ({gone.end}"
-              f"{' in --state-dir' if args.state_dir else ''})", file=sys.stderr)  # fmt: skip
+        say(f"rlnb serve: abandoned {gone.what}, unfinished when the stop gave up on it ({gone.end}"
+            f"{' in --state-dir' if args.state_dir else ''})")
     return code, bool(abandoned)
 
 

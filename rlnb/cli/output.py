@@ -1,0 +1,26 @@
+"""Writing to a terminal or pipe that may be gone: both subcommands stop with one line, never a traceback into it.
+
+``rlnb demo | head`` or ``rlnb serve 2>&1 | ...`` whose reader has exited: a print raises ``BrokenPipeError``, and
+what the stream still holds raises again when Python flushes it at exit (exit status 120).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def quiet(stream: Any) -> None:
+    """Send ``stream`` (a closed pipe) to the null device: what it still holds is flushed there at exit, where the
+    closed pipe's ``BrokenPipeError`` made Python exit 120."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
+def say(line: str) -> None:
+    """``line`` on stderr, which may be the closed pipe too (``rlnb demo 2>&1 | head``: the line raised in the
+    handler of the first ``BrokenPipeError``, a traceback no one saw, exit status 1)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        quiet(sys.stderr)

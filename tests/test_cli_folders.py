@@ -1,0 +1,31 @@
+"""``rlnb serve --state-dir`` / ``--checkpoint-dir`` naming a symbolic link whose target is not there: refused with
+one line that says so, not "File exists" (the link is there, the folder it names is not)."""
+
+import os
+import sys
+
+import pytest
+
+from rlnb.cli import main
+
+
+@pytest.fixture(autouse=True)
+def never_serve(monkeypatch):
+    """A bad folder must stop ``rlnb serve`` before it listens: a test that reached uvicorn would hang."""
+    monkeypatch.setattr("rlnb.server.app.run", lambda *a, **k: pytest.fail("rlnb serve started listening"))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links need privileges")
+@pytest.mark.parametrize("option", ["--state-dir", "--checkpoint-dir"])
+@pytest.mark.parametrize("target", ["missing/folder", "loop"])
+def test_a_folder_option_on_a_link_to_nothing_names_the_link_and_its_target(option, target, tmp_path, capsys):
+    """A link whose target was removed (a mount not there yet, a folder renamed) or that points at itself: the
+    state dir said "cannot keep the server's state in L: [Errno 17] File exists", the checkpoint dir "cannot hold
+    checkpoints: File exists", though nothing but the link was there."""
+    link = tmp_path / "link"
+    os.symlink(tmp_path / ("link" if target == "loop" else target), link)
+    assert main(["serve", "--device", "cpu", "--port", "0", option, str(link)]) == 2
+    err = capsys.readouterr().err
+    said = f"rlnb serve: {option} {link} is a symbolic link to {os.readlink(link)}, which is not a folder"
+    assert err.startswith(said) and err.count("\n") == 1, err
+    assert not (tmp_path / "missing").exists()

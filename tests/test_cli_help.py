@@ -1,0 +1,51 @@
+"""``rlnb demo --help`` and ``rlnb serve --help`` name the range each option is checked against: a user learnt
+``--seed``'s, ``--lr``'s or ``--token``'s only from the error that refused a value."""
+
+import argparse
+
+import pytest
+
+from rlnb.cli import demo, serve
+
+
+@pytest.mark.parametrize(
+    "command, option, words",
+    [
+        ("demo", "--steps", "1-1000003"),
+        ("demo", "--seed", "about -9.2e12 to 9.2e12"),  # "--seed must be in [-9223344366821, 9223344366821] ..."
+        ("demo", "--lr", "a finite number > 0"),  # "--lr must be a finite number > 0"
+        ("demo", "--lora", "0 or more"),  # "--lora must be >= 0 (0 = train all weights)"
+        ("serve", "--port", "1-65535, or 0"),
+        ("serve", "--op-delay", "0-86400"),
+        ("serve", "--fail-rate", "in [0, 1)"),
+        ("serve", "--token", "8 characters or more, no whitespace"),  # "token is 1 character(s) long: ... at least 8"
+        ("serve", "--offload-results-over", "0 or more"),  # "--offload-results-over must be >= 0 bytes"
+        ("serve", "--limit", "docs/server.md#limits"),  # a name or value out of range lists them
+    ],
+)
+def test_every_checked_option_names_its_range_in_its_help(command, option, words):
+    parser = argparse.ArgumentParser(prog=f"rlnb {command}")
+    {"demo": demo, "serve": serve}[command].arguments(parser)
+    action = next(a for a in parser._actions if option in a.option_strings)
+    shown = (action.help or "") % {**vars(action), "prog": parser.prog}  # as argparse expands it
+    assert words in shown, (option, shown)
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["serve", "--prot", "8000"], "rlnb serve: error: unrecognized arguments: --prot 8000 (did you mean --port?)"),
+        (["demo", "--stesp", "3"], "rlnb demo: error: unrecognized arguments: --stesp 3 (did you mean --steps?)"),
+        (["serve", "--xyzzy"], "rlnb serve: error: unrecognized arguments: --xyzzy\n"),
+    ],
+)
+def test_an_unknown_option_is_named_with_its_subcommand_and_the_nearest_option(argv, said, capsys):
+    """A misspelt option was answered by the top level, ``usage: rlnb [-h] {demo,serve} ...`` and ``rlnb: error:
+    unrecognized arguments``: neither the subcommand's options nor the one meant."""
+    from rlnb.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and said in err, err
+    assert err.startswith(f"usage: rlnb {argv[0]} "), err
