@@ -52,8 +52,9 @@ THREADS: int | None = None  # --threads; None: the thread policy decides
 
 
 def alone(lr: float, runs_dir: str) -> None:
-    session = rlnb.connect("local", optimizer="adam", model="tiny", seed=0, device="cpu", runs_dir=runs_dir,
-                           threads=THREADS)
+    session = rlnb.connect(
+        "local", optimizer="adam", model="tiny", seed=0, device="cpu", runs_dir=runs_dir, threads=THREADS
+    )
     task, params = digits_task(), rlnb.AdamParams(learning_rate=lr)
     for i in range(STEPS):
         report = rl_step(session, task, params, seed=0 * SEED_STRIDE + i)
@@ -64,8 +65,10 @@ def alone(lr: float, runs_dir: str) -> None:
 
 def batched(runs_dir: str, k: int = 16) -> list[float]:
     """The first ``k`` of the 16 trials as one ensemble; each member's mean reward over the last 5 steps."""
-    members = [Member(rlnb.AdamParams(learning_rate=lr), seed=0, run_id=f"lr-{i:02d}") for i, lr in
-               enumerate(LEARNING_RATES[:k])]
+    members = [
+        Member(rlnb.AdamParams(learning_rate=lr), seed=0, run_id=f"lr-{i:02d}")
+        for i, lr in enumerate(LEARNING_RATES[:k])
+    ]
     results = run_batched("tiny", "adam", members, steps=STEPS, device="cpu", runs_dir=runs_dir, threads=THREADS)
     bad = [r.reason for r in results if r.status != "COMPLETED"]
     if bad:
@@ -123,16 +126,24 @@ def floor(alone_s: float, batched_s: float) -> tuple[float, float]:
     mm = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm", "aten::bmm")) / 1e6
     total = sum(e.self_cpu_time_total for e in events) / 1e6
     achieved = flops[16] / STEPS * 3 / mm
-    print(f"    floor: one trial {flops[1] / 1e9:.1f} GFLOP of matmuls ({flops[1] / STEPS / 1e6:.0f} MFLOP per step), "
-          f"16 trials {flops[16] / 1e9:.1f} GFLOP; best matmul rate at {threads} thread(s) {rate / 1e9:.1f} GFLOP/s")
-    print(f"    floor: 16 trials need >= {least:.2f} s of matmuls alone; 3x one trial is {3 * alone_s:.2f} s; "
-          f"batched took {batched_s:.2f} s = {least / batched_s:.0%} of its time at the floor rate")
-    print(f"    floor: one trial alone: {flops[1] / rate:.2f} s of its {alone_s:.2f} s are matmuls at that rate "
-          f"({flops[1] / rate / alone_s:.0%}); the rest is overhead batching can share")
-    print(f"    floor: the ensemble's own matmuls run at {achieved / 1e9:.1f} GFLOP/s (profiler, 3 steps: {mm:.2f} s "
-          f"of "
-          f"{total:.2f} s of op time, {mm / total:.0%}); at that rate 16 trials' matmuls alone take "
-          f"{flops[16] / achieved:.2f} s")
+    print(
+        f"    floor: one trial {flops[1] / 1e9:.1f} GFLOP of matmuls ({flops[1] / STEPS / 1e6:.0f} MFLOP per step), "
+        f"16 trials {flops[16] / 1e9:.1f} GFLOP; best matmul rate at {threads} thread(s) {rate / 1e9:.1f} GFLOP/s"
+    )
+    print(
+        f"    floor: 16 trials need >= {least:.2f} s of matmuls alone; 3x one trial is {3 * alone_s:.2f} s; "
+        f"batched took {batched_s:.2f} s = {least / batched_s:.0%} of its time at the floor rate"
+    )
+    print(
+        f"    floor: one trial alone: {flops[1] / rate:.2f} s of its {alone_s:.2f} s are matmuls at that rate "
+        f"({flops[1] / rate / alone_s:.0%}); the rest is overhead batching can share"
+    )
+    print(
+        f"    floor: the ensemble's own matmuls run at {achieved / 1e9:.1f} GFLOP/s (profiler, 3 steps: {mm:.2f} s "
+        f"of "
+        f"{total:.2f} s of op time, {mm / total:.0%}); at that rate 16 trials' matmuls alone take "
+        f"{flops[16] / achieved:.2f} s"
+    )
     return flops[16] / 16 / rate, flops[16] / 16 / achieved
 
 
@@ -141,18 +152,24 @@ def marginal(alone_s: float, one_s: float, batched_s: float, matmul_s: tuple[flo
     each: 3x one trial alone, less the ensemble's fixed cost (the one-member run), over the 15 members added."""
     added = (batched_s - one_s) / 15
     budget = (TARGET * alone_s - one_s) / 15
-    print(f"    members: an ensemble of 1 took {one_s:.2f} s, of 16 {batched_s:.2f} s: each member added "
-          f"{added:.3f} s; the target leaves {budget:.3f} s a member ({TARGET:g}x one trial alone, less the "
-          f"one-member ensemble, over 15)")
+    print(
+        f"    members: an ensemble of 1 took {one_s:.2f} s, of 16 {batched_s:.2f} s: each member added "
+        f"{added:.3f} s; the target leaves {budget:.3f} s a member ({TARGET:g}x one trial alone, less the "
+        f"one-member ensemble, over 15)"
+    )
     if matmul_s is not None:
         best, own = matmul_s
         least = one_s + 15 * best
-        print(f"    members: a member's matmuls alone take {best:.3f} s at the best matmul rate "
-              f"({best / budget:.0%} of that budget), {own:.3f} s at the rate the ensemble runs them "
-              f"({own / budget:.0%})")
-        print(f"    members: so 16 trials take at least {least:.2f} s here (the one-member ensemble + 15 members' "
-              f"matmuls at the best rate) = {least / alone_s:.2f}x one trial alone: target <= {TARGET:g}x "
-              f"{'within reach' if least / alone_s <= TARGET else 'below the floor'}")
+        print(
+            f"    members: a member's matmuls alone take {best:.3f} s at the best matmul rate "
+            f"({best / budget:.0%} of that budget), {own:.3f} s at the rate the ensemble runs them "
+            f"({own / budget:.0%})"
+        )
+        print(
+            f"    members: so 16 trials take at least {least:.2f} s here (the one-member ensemble + 15 members' "
+            f"matmuls at the best rate) = {least / alone_s:.2f}x one trial alone: target <= {TARGET:g}x "
+            f"{'within reach' if least / alone_s <= TARGET else 'below the floor'}"
+        )
 
 
 def main() -> None:
@@ -161,16 +178,21 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the thread policy's)")
     parser.add_argument("--no-sequential", action="store_true", help="skip the 16 trials one after another")
     parser.add_argument("--floor", action="store_true", help="also measure the FLOPs floor")
-    parser.add_argument("--members", action="store_true",
-                        help="also time an ensemble of one member: what each added member costs")
+    parser.add_argument(
+        "--members", action="store_true", help="also time an ensemble of one member: what each added member costs"
+    )
     args = parser.parse_args()
     global THREADS
     THREADS = args.threads
     print("command: python " + " ".join(sys.argv))
-    print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__}, threads "
-          f"{args.threads or 'as the policy picks'}, load average {os.getloadavg()[0]:.2f} at the start")
-    print(f"16 trials of the demo task (tiny, Adam, {STEPS} steps, learning rates {LEARNING_RATES[0]:.0e} .. "
-          f"{LEARNING_RATES[-1]:.0e}) batched vs one trial alone (lr {LEARNING_RATES[8]:.2g})")
+    print(
+        f"machine: {os.cpu_count()} CPUs, torch {torch.__version__}, threads "
+        f"{args.threads or 'as the policy picks'}, load average {os.getloadavg()[0]:.2f} at the start"
+    )
+    print(
+        f"16 trials of the demo task (tiny, Adam, {STEPS} steps, learning rates {LEARNING_RATES[0]:.0e} .. "
+        f"{LEARNING_RATES[-1]:.0e}) batched vs one trial alone (lr {LEARNING_RATES[8]:.2g})"
+    )
     settings: dict[str, Callable[[str], object]] = {"alone": lambda d: alone(LEARNING_RATES[8], d), "batched": batched}
     if args.members:
         settings["batched 1"] = lambda d: batched(d, 1)
@@ -187,21 +209,27 @@ def main() -> None:
     for name, rs in runs.items():
         walls = ", ".join(f"{w:.2f}" for w, _ in rs)
         cpu = statistics.median(c for _, c in rs)
-        print(f"    {name:10s} median {med[name]:7.2f} s wall (runs {walls}), CPU {cpu:.2f} s "
-              f"= {cpu / med[name]:.2f} cores busy")
+        print(
+            f"    {name:10s} median {med[name]:7.2f} s wall (runs {walls}), CPU {cpu:.2f} s "
+            f"= {cpu / med[name]:.2f} cores busy"
+        )
     ratio = med["batched"] / med["alone"]
     verdict = "PASS" if ratio <= TARGET else "FAIL"
     print(f"    batched 16 / alone 1: {ratio:.2f}x one trial's wall time   target <= {TARGET:g}x: {verdict}")
     if "sequential" in med:
-        print(f"    info: sequential 16 / alone 1: {med['sequential'] / med['alone']:.2f}x; "
-              f"batched is {med['sequential'] / med['batched']:.2f}x faster than one after another")
+        print(
+            f"    info: sequential 16 / alone 1: {med['sequential'] / med['alone']:.2f}x; "
+            f"batched is {med['sequential'] / med['batched']:.2f}x faster than one after another"
+        )
     matmul_s = floor(med["alone"], med["batched"]) if args.floor else None
     if args.members:
         marginal(med["alone"], med["batched 1"], med["batched"], matmul_s)
     with tempfile.TemporaryDirectory() as tmp:
         rewards = batched(tmp)
-    print("    final reward (mean of the last 5 steps) by learning rate: "
-          + ", ".join(f"{lr:.1e}: {r:.2f}" for lr, r in zip(LEARNING_RATES, rewards, strict=True)))
+    print(
+        "    final reward (mean of the last 5 steps) by learning rate: "
+        + ", ".join(f"{lr:.1e}: {r:.2f}" for lr, r in zip(LEARNING_RATES, rewards, strict=True))
+    )
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 

@@ -30,10 +30,23 @@ from rlnb.sweep import lr_find
 from rlnb.sweep.lr_curve import FLAT, rise
 from rlnb.tasks import digits_task, rl_step
 
-DIGITS_PRESET = {"adam": {"learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.0,
-                          "grad_clip_norm": 1.0},
-                 "muon": {"learning_rate": 0.05, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.0,
-                          "grad_clip_norm": 1.0}}
+DIGITS_PRESET = {
+    "adam": {
+        "learning_rate": 1e-2,
+        "beta1": 0.9,
+        "beta2": 0.95,
+        "eps": 1e-8,
+        "weight_decay": 0.0,
+        "grad_clip_norm": 1.0,
+    },
+    "muon": {
+        "learning_rate": 0.05,
+        "momentum": 0.95,
+        "newton_schulz_steps": 5,
+        "weight_decay": 0.0,
+        "grad_clip_norm": 1.0,
+    },
+}
 """The values this bench's figures (bench/README.md) were measured with."""
 
 

@@ -41,10 +41,19 @@ from rlnb.tasks import corpus, first_letter_task  # noqa: E402
 from rlnb.tasks.lesson import LessonRun, train  # noqa: E402
 from rlnb.widgets.presets import DEFAULT_PRESET, LESSON_STEPS, LESSONS, PRESETS  # noqa: E402
 
-CE = {"model": "small", "batch": 16, "window": 64, "steps": 150, "every": 25,
-      "adam": {"learning_rate": 1e-3, "weight_decay": 0.0, "grad_clip_norm": 0.0},
-      "muon": {"learning_rate": 0.02, "grad_clip_norm": 0.0,
-               "adam": {"learning_rate": 1e-3, "weight_decay": 0.0, "grad_clip_norm": 0.0}}}
+CE = {
+    "model": "small",
+    "batch": 16,
+    "window": 64,
+    "steps": 150,
+    "every": 25,
+    "adam": {"learning_rate": 1e-3, "weight_decay": 0.0, "grad_clip_norm": 0.0},
+    "muon": {
+        "learning_rate": 0.02,
+        "grad_clip_norm": 0.0,
+        "adam": {"learning_rate": 1e-3, "weight_decay": 0.0, "grad_clip_norm": 0.0},
+    },
+}
 """Notebook 02's run: Adam's best rate on this corpus (1e-3 of 3e-4..1e-2) and Muon 0.02 with that AdamW."""
 CE_GAP = 0.5
 """Muon's training loss must be at least this far (nats/token) below Adam's after ``CE["steps"]`` steps."""
@@ -84,8 +93,13 @@ def ce_run(kind: str, seed: int) -> dict[str, Any]:
             s.forward_backward(corpus.cross_entropy(corpus.batch(corpus.TRAIN_TEXT, CE["batch"], CE["window"], rng)))
             s.optim_step(p)
             if (i + 1) % CE["every"] == 0:
-                curve.append((i + 1, s.forward_backward(train_eval, forward_only=True).result().loss,
-                              s.forward_backward(held_eval, forward_only=True).result().loss))
+                curve.append(
+                    (
+                        i + 1,
+                        s.forward_backward(train_eval, forward_only=True).result().loss,
+                        s.forward_backward(held_eval, forward_only=True).result().loss,
+                    )
+                )
     return {"curve": curve, "train": curve[-1][1], "heldout": curve[-1][2]}
 
 
@@ -94,8 +108,15 @@ def sweep_runs(seeds: list[int]) -> list[dict[str, Any]]:
     from rlnb.sweep import grid, sweep
 
     with tempfile.TemporaryDirectory() as tmp:
-        trials = sweep(rlnb.AdamParams(weight_decay=0.0), grid(learning_rate=SWEEP["rates"]), seeds=seeds,
-                       steps=SWEEP["steps"], task=first_letter_task(), runs_dir=tmp, progress=False)
+        trials = sweep(
+            rlnb.AdamParams(weight_decay=0.0),
+            grid(learning_rate=SWEEP["rates"]),
+            seeds=seeds,
+            steps=SWEEP["steps"],
+            task=first_letter_task(),
+            runs_dir=tmp,
+            progress=False,
+        )
         return sweep_rows(trials)
 
 
@@ -111,9 +132,16 @@ def sweep_rows(trials: Any) -> list[dict[str, Any]]:
         h = runs.get((int(row.trial), int(row.seed)))
         logged = h.logged.dropna(subset=["reward"]) if h is not None else None
         distinct = float(logged["completions/distinct_mean"].iloc[-1]) if logged is not None and len(logged) else None
-        out.append({"lr": float(row.learning_rate), "seed": int(row.seed), "status": row.status,
-                    "final_reward": float(row.final_reward), "distinct": math.nan if distinct is None else distinct,
-                    "executor": row.executor})
+        out.append(
+            {
+                "lr": float(row.learning_rate),
+                "seed": int(row.seed),
+                "status": row.status,
+                "final_reward": float(row.final_reward),
+                "distinct": math.nan if distinct is None else distinct,
+                "executor": row.executor,
+            }
+        )
     return out
 
 
@@ -138,8 +166,10 @@ def task_run(name: str, seed: int) -> dict[str, Any]:
             return {"reward": run.final_reward, "eval": run.final_accuracy, "train": task.evaluate(s, split="train")}
         from rlnb.tasks import rl_step
 
-        rewards = [rl_step(s, task, params("adam", DEMO_PARAMS["adam"]), seed=seed * 1_000_003 + i).reward
-                   for i in range(LESSON_STEPS)]
+        rewards = [
+            rl_step(s, task, params("adam", DEMO_PARAMS["adam"]), seed=seed * 1_000_003 + i).reward
+            for i in range(LESSON_STEPS)
+        ]
         return {"reward": statistics.fmean(rewards[-5:])}
 
 
@@ -148,9 +178,18 @@ def optuna_run(seed: int) -> dict[str, Any]:
     from rlnb.sweep import sweep
 
     with tempfile.TemporaryDirectory() as tmp:
-        found = sweep(rlnb.AdamParams(weight_decay=0.0), space={"learning_rate": (1e-5, 1.0, "log")}, n_trials=8,
-                      search="optuna", pruner="median", steps=10, seeds=[seed], task=first_letter_task(),
-                      runs_dir=tmp, progress=False)
+        found = sweep(
+            rlnb.AdamParams(weight_decay=0.0),
+            space={"learning_rate": (1e-5, 1.0, "log")},
+            n_trials=8,
+            search="optuna",
+            pruner="median",
+            steps=10,
+            seeds=[seed],
+            task=first_letter_task(),
+            runs_dir=tmp,
+            progress=False,
+        )
         done = found[found.status == "COMPLETED"].sort_values("final_reward")
         return {"best": float(done.learning_rate.iloc[-1]), "reward": float(done.final_reward.iloc[-1])}
 
@@ -159,8 +198,9 @@ def lrfind_run(seed: int) -> dict[str, Any]:
     from rlnb.sweep import lr_find
 
     with tempfile.TemporaryDirectory() as tmp:
-        found = lr_find(rlnb.AdamParams(weight_decay=0.0), task=first_letter_task(), steps=30, seed=seed,
-                        runs_dir=tmp, device="cpu")
+        found = lr_find(
+            rlnb.AdamParams(weight_decay=0.0), task=first_letter_task(), steps=30, seed=seed, runs_dir=tmp, device="cpu"
+        )
     if found.interrupted:  # lr_find keeps a Ctrl-C's result and goes on: stop the bench, and record no cut run
         raise KeyboardInterrupt
     return {"suggestion": found.suggestion, "reason": found.reason}
@@ -219,91 +259,148 @@ def main() -> None:
     if "presets" in only:
         for name, lesson in LESSONS.items():
             for kind in ("adam", "muon"):
-                rs = [as_run(runs.get(f"preset/{name}/{kind}/{sd}", functools.partial(preset_run, name, kind, sd)))
-                      for sd in seeds]
-                print(f"{verdict(sum(lesson.holds(r, chance) for r in rs), len(rs))}  [{name} / {kind}] "
-                      f"{lesson.text(kind)}\n      accuracy@{LESSON_STEPS} {span([r.final_accuracy for r in rs])}; "
-                      f"reward (last 5) {span([r.final_reward for r in rs])}; distinct "
-                      f"{span([r.distinct for r in rs])}; failed {sum(bool(r.failed) for r in rs)}", flush=True)
+                rs = [
+                    as_run(runs.get(f"preset/{name}/{kind}/{sd}", functools.partial(preset_run, name, kind, sd)))
+                    for sd in seeds
+                ]
+                print(
+                    f"{verdict(sum(lesson.holds(r, chance) for r in rs), len(rs))}  [{name} / {kind}] "
+                    f"{lesson.text(kind)}\n      accuracy@{LESSON_STEPS} {span([r.final_accuracy for r in rs])}; "
+                    f"reward (last 5) {span([r.final_reward for r in rs])}; distinct "
+                    f"{span([r.distinct for r in rs])}; failed {sum(bool(r.failed) for r in rs)}",
+                    flush=True,
+                )
     if "ce" in only:
-        res = {k: [runs.get(f"ce/{k}/{sd}", functools.partial(ce_run, k, sd)) for sd in seeds]
-               for k in ("adam", "muon")}
+        res = {
+            k: [runs.get(f"ce/{k}/{sd}", functools.partial(ce_run, k, sd)) for sd in seeds] for k in ("adam", "muon")
+        }
         gaps = [a["train"] - m["train"] for a, m in zip(res["adam"], res["muon"], strict=True)]
         held = [a["heldout"] - m["heldout"] for a, m in zip(res["adam"], res["muon"], strict=True)]
-        print(f"{verdict(sum(g >= CE_GAP for g in gaps), len(gaps))}  [notebook 02] after {CE['steps']} steps "
-              f"Muon's training loss is >= {CE_GAP} nats/token below Adam's\n      Adam "
-              f"{span([r['train'] for r in res['adam']])}, Muon {span([r['train'] for r in res['muon']])}, "
-              f"gap {span(gaps)}", flush=True)
+        print(
+            f"{verdict(sum(g >= CE_GAP for g in gaps), len(gaps))}  [notebook 02] after {CE['steps']} steps "
+            f"Muon's training loss is >= {CE_GAP} nats/token below Adam's\n      Adam "
+            f"{span([r['train'] for r in res['adam']])}, Muon {span([r['train'] for r in res['muon']])}, "
+            f"gap {span(gaps)}",
+            flush=True,
+        )
         for i, (step, _, _) in enumerate(res["adam"][0]["curve"]):
             a = [r["curve"][i] for r in res["adam"]]
             m = [r["curve"][i] for r in res["muon"]]
-            print(f"      step {step:>3}: train Adam {span([x[1] for x in a])} Muon {span([x[1] for x in m])}; "
-                  f"held-out Adam {span([x[2] for x in a])} Muon {span([x[2] for x in m])}")
-        print(f"info   [notebook 02] held-out loss after {CE['steps']} steps, Adam minus Muon: {span(held)} "
-              f"(Muon lower on {sum(h > 0 for h in held)}/{len(held)} seeds)", flush=True)
+            print(
+                f"      step {step:>3}: train Adam {span([x[1] for x in a])} Muon {span([x[1] for x in m])}; "
+                f"held-out Adam {span([x[2] for x in a])} Muon {span([x[2] for x in m])}"
+            )
+        print(
+            f"info   [notebook 02] held-out loss after {CE['steps']} steps, Adam minus Muon: {span(held)} "
+            f"(Muon lower on {sum(h > 0 for h in held)}/{len(held)} seeds)",
+            flush=True,
+        )
         best = {k: [min(c[2] for c in r["curve"]) for r in rs] for k, rs in res.items()}
         at = [min(r["curve"], key=lambda c: c[2])[0] for r in res["muon"]]
         pairs = list(zip(res["adam"], res["muon"], strict=True))
-        ahead = {step: sum(m["curve"][i][2] < a["curve"][i][2] for a, m in pairs)
-                 for i, (step, _, _) in enumerate(res["adam"][0]["curve"])}
+        ahead = {
+            step: sum(m["curve"][i][2] < a["curve"][i][2] for a, m in pairs)
+            for i, (step, _, _) in enumerate(res["adam"][0]["curve"])
+        }
         print(f"info   [notebook 02] seeds on which Muon's held-out loss is below Adam's, by step: {ahead}", flush=True)
         early = sum(all(m["curve"][i][2] < a["curve"][i][2] for i in (0, 1)) for a, m in pairs)
-        print(f"{verdict(early, len(seeds))}  [notebook 02] at steps 25 and 50 Muon's held-out loss is below Adam's",
-              flush=True)
-        print(f"info   [notebook 02] best held-out loss over the steps measured: Adam {span(best['adam'])}, Muon "
-              f"{span(best['muon'])} (Muon's at step {span(at)}); Muon lower on "
-              f"{sum(m < a for a, m in zip(best['adam'], best['muon'], strict=True))}/{len(seeds)} seeds", flush=True)
+        print(
+            f"{verdict(early, len(seeds))}  [notebook 02] at steps 25 and 50 Muon's held-out loss is below Adam's",
+            flush=True,
+        )
+        print(
+            f"info   [notebook 02] best held-out loss over the steps measured: Adam {span(best['adam'])}, Muon "
+            f"{span(best['muon'])} (Muon's at step {span(at)}); Muon lower on "
+            f"{sum(m < a for a, m in zip(best['adam'], best['muon'], strict=True))}/{len(seeds)} seeds",
+            flush=True,
+        )
         over = [r["heldout"] - b for r, b in zip(res["muon"], best["muon"], strict=True)]
-        print(f"{verdict(sum(o >= 0.2 for o in over), len(seeds))}  [notebook 02] Muon overfits: its held-out loss "
-              f"at step {CE['steps']} is >= 0.2 above its best\n      rise {span(over)}", flush=True)
+        print(
+            f"{verdict(sum(o >= 0.2 for o in over), len(seeds))}  [notebook 02] Muon overfits: its held-out loss "
+            f"at step {CE['steps']} is >= 0.2 above its best\n      rise {span(over)}",
+            flush=True,
+        )
     if "sweep" in only:
         trials = runs.get(f"sweep/{SWEEP['rates']}/{seeds}", functools.partial(sweep_runs, seeds))
         by = {lr: [t for t in trials if t["lr"] == lr] for lr in SWEEP["rates"]}
         small, right, large = SWEEP["rates"]
         checks = {
-            small: (f"too small: at step {SWEEP['steps']} the training reward (mean of the last 5 steps) is still "
-                    "below 0.05", lambda t: t["final_reward"] < 0.05),
+            small: (
+                f"too small: at step {SWEEP['steps']} the training reward (mean of the last 5 steps) is still "
+                "below 0.05",
+                lambda t: t["final_reward"] < 0.05,
+            ),
             right: ("right: the training reward reaches >= 0.4", lambda t: t["final_reward"] >= 0.4),
-            large: (f"too large: the training reward ends at or below {chance + 0.1:.2f} (a constant letter scores "
-                    f"{chance:.2f}), or the run fails", lambda t: t["status"] != "COMPLETED"
-                    or t["final_reward"] <= chance + 0.1),
+            large: (
+                f"too large: the training reward ends at or below {chance + 0.1:.2f} (a constant letter scores "
+                f"{chance:.2f}), or the run fails",
+                lambda t: t["status"] != "COMPLETED" or t["final_reward"] <= chance + 0.1,
+            ),
         }
         for lr, (text, holds) in checks.items():
             ts = by[lr]
-            print(f"{verdict(sum(holds(t) for t in ts), len(ts))}  [notebook 03] lr {lr:g} is {text}\n      reward "
-                  f"{span([t['final_reward'] for t in ts])}; distinct {span([t['distinct'] for t in ts])}; "
-                  f"executor {sorted({t['executor'] for t in ts})}; collapsed onto one answer per prompt (<= 1.5 "
-                  f"distinct) on {sum(t['distinct'] <= 1.5 for t in ts)}/{len(ts)}", flush=True)
+            print(
+                f"{verdict(sum(holds(t) for t in ts), len(ts))}  [notebook 03] lr {lr:g} is {text}\n      reward "
+                f"{span([t['final_reward'] for t in ts])}; distinct {span([t['distinct'] for t in ts])}; "
+                f"executor {sorted({t['executor'] for t in ts})}; collapsed onto one answer per prompt (<= 1.5 "
+                f"distinct) on {sum(t['distinct'] <= 1.5 for t in ts)}/{len(ts)}",
+                flush=True,
+            )
     if "lrfind" in only:
         found = [runs.get(f"lrfind/{sd}", functools.partial(lrfind_run, sd)) for sd in seeds]
         sugg = [f["suggestion"] for f in found if f["suggestion"] is not None]
-        print(f"info   [notebook 03] Find LR suggestions: {', '.join(f'{x:.2g}' for x in sugg)} "
-              f"({len(sugg)}/{len(found)} suggested; geometric mean "
-              f"{math.exp(statistics.fmean(math.log(x) for x in sugg)) if sugg else math.nan:.2g})", flush=True)
+        print(
+            f"info   [notebook 03] Find LR suggestions: {', '.join(f'{x:.2g}' for x in sugg)} "
+            f"({len(sugg)}/{len(found)} suggested; geometric mean "
+            f"{math.exp(statistics.fmean(math.log(x) for x in sugg)) if sugg else math.nan:.2g})",
+            flush=True,
+        )
     if "tasks" in only:
         for name in ("addition", "digits"):  # first_letter: the presets above
             rs = [runs.get(f"task/{name}/{sd}", functools.partial(task_run, name, sd)) for sd in seeds]
-            print(f"info   [README] rlnb demo --task {name} ({LESSON_STEPS} steps, Adam): training reward (last 5) "
-                  f"{span([r['reward'] for r in rs])}" + (f"; held-out accuracy {span([r['eval'] for r in rs])}; "
-                  f"training-prompt accuracy {span([r['train'] for r in rs])}" if "eval" in rs[0] else ""), flush=True)
+            print(
+                f"info   [README] rlnb demo --task {name} ({LESSON_STEPS} steps, Adam): training reward (last 5) "
+                f"{span([r['reward'] for r in rs])}"
+                + (
+                    f"; held-out accuracy {span([r['eval'] for r in rs])}; "
+                    f"training-prompt accuracy {span([r['train'] for r in rs])}"
+                    if "eval" in rs[0]
+                    else ""
+                ),
+                flush=True,
+            )
     if "reconcile" in only:
         found = [runs.get(f"lrfind/{sd}", functools.partial(lrfind_run, sd)) for sd in seeds]
         best = [runs.get(f"optuna/{sd}", functools.partial(optuna_run, sd)) for sd in seeds]
-        print(f"info   [notebook 03] Optuna's best rate (8 trials of 10 steps): "
-              f"{', '.join(format(b['best'], '.2g') for b in best)}", flush=True)
+        print(
+            f"info   [notebook 03] Optuna's best rate (8 trials of 10 steps): "
+            f"{', '.join(format(b['best'], '.2g') for b in best)}",
+            flush=True,
+        )
         learns = LESSONS[DEFAULT_PRESET].holds
-        for label, rates, claim in (("Find LR's suggestion", [f["suggestion"] for f in found], False),
-                                    ("Optuna's best", [b["best"] for b in best], False),
-                                    ("a tenth of Find LR's suggestion", [f["suggestion"] / 10 for f in found], None)):
-            rs = [as_run(runs.get(f"constant/{lr:.2g}/{sd}", functools.partial(constant_run, float(f"{lr:.2g}"), sd)))
-                  for lr, sd in zip(rates, seeds, strict=True) if lr is not None]
+        for label, rates, claim in (
+            ("Find LR's suggestion", [f["suggestion"] for f in found], False),
+            ("Optuna's best", [b["best"] for b in best], False),
+            ("a tenth of Find LR's suggestion", [f["suggestion"] / 10 for f in found], None),
+        ):
+            rs = [
+                as_run(runs.get(f"constant/{lr:.2g}/{sd}", functools.partial(constant_run, float(f"{lr:.2g}"), sd)))
+                for lr, sd in zip(rates, seeds, strict=True)
+                if lr is not None
+            ]
             hits = sum(learns(r, chance) for r in rs)
-            head = (f"info   learns on {hits}/{len(rs)}:" if claim is None else
-                    f"{verdict(len(rs) - hits, len(rs))}  does not learn:")
-            print(f"{head} [notebook 03] {LESSON_STEPS} steps at {label} (constant); learning = "
-                  f"{LESSONS[DEFAULT_PRESET].claim}\n      accuracy "
-                  f"{span([r.final_accuracy for r in rs])}; reward {span([r.final_reward for r in rs])}; distinct "
-                  f"{span([r.distinct for r in rs])}", flush=True)
+            head = (
+                f"info   learns on {hits}/{len(rs)}:"
+                if claim is None
+                else f"{verdict(len(rs) - hits, len(rs))}  does not learn:"
+            )
+            print(
+                f"{head} [notebook 03] {LESSON_STEPS} steps at {label} (constant); learning = "
+                f"{LESSONS[DEFAULT_PRESET].claim}\n      accuracy "
+                f"{span([r.final_accuracy for r in rs])}; reward {span([r.final_reward for r in rs])}; distinct "
+                f"{span([r.distinct for r in rs])}",
+                flush=True,
+            )
     print(f"bench wall time {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 

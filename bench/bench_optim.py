@@ -46,10 +46,10 @@ from rlnb.params import AdamHyperparams, MuonHyperparams
 
 BENCH_SIZE = TinyConfig(vocab_size=4096, n_layer=4, n_head=4, n_embd=256)  # ~5.3M params: a step takes milliseconds
 MAX_NORM = 1.0  # clipping on: every contender pays for it
-ADAM = AdamHyperparams(learning_rate=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1,
-                       grad_clip_norm=MAX_NORM)
-MUON = MuonHyperparams(learning_rate=0.02, momentum=0.95, newton_schulz_steps=5, weight_decay=0.1,
-                       grad_clip_norm=MAX_NORM, adam=ADAM)
+ADAM = AdamHyperparams(learning_rate=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, grad_clip_norm=MAX_NORM)
+MUON = MuonHyperparams(
+    learning_rate=0.02, momentum=0.95, newton_schulz_steps=5, weight_decay=0.1, grad_clip_norm=MAX_NORM, adam=ADAM
+)
 
 
 def contenders(model: nn.Module, vocab_size: int) -> dict[str, tuple[nn.Module, Callable[[], None]]]:
@@ -166,8 +166,9 @@ class BareLoop:
     def __init__(self, threads: int, model: str = "tiny") -> None:
         torch.set_num_threads(threads)
         self.model = build_model(model, 0)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8,
-                                     weight_decay=0.1, foreach=True)
+        self.opt = torch.optim.AdamW(
+            self.model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=True
+        )
         self.idx, self.tgt = torch.tensor([TEXT[:-1]]), torch.tensor([TEXT[1:]])
         self.run(20)
 
@@ -209,25 +210,33 @@ def overhead(pairs: int, steps: int, fixed: int | None, model: str) -> None:
             session.close()
         rows.append((*(x / steps for x in totals), session.threads))
     for s_wall, s_cpu, s_flt, e_wall, e_cpu, e_flt, b_wall, b_cpu, b_flt, threads in rows:
-        print(f"    {threads} thread(s): Session {s_wall * 1e3:6.2f} ms/step wall, {s_cpu * 1e3:6.2f} CPU;  engine "
-              f"alone {e_wall * 1e3:6.2f} wall, {e_cpu * 1e3:6.2f} CPU;  bare {b_wall * 1e3:6.2f} wall, "
-              f"{b_cpu * 1e3:6.2f} CPU;  wall {s_wall / b_wall:.2f}x (engine alone {e_wall / b_wall:.2f}x)  "
-              f"CPU {s_cpu / b_cpu:.2f}x;  page faults/step {s_flt:.0f} / {e_flt:.0f} / {b_flt:.0f}")
+        print(
+            f"    {threads} thread(s): Session {s_wall * 1e3:6.2f} ms/step wall, {s_cpu * 1e3:6.2f} CPU;  engine "
+            f"alone {e_wall * 1e3:6.2f} wall, {e_cpu * 1e3:6.2f} CPU;  bare {b_wall * 1e3:6.2f} wall, "
+            f"{b_cpu * 1e3:6.2f} CPU;  wall {s_wall / b_wall:.2f}x (engine alone {e_wall / b_wall:.2f}x)  "
+            f"CPU {s_cpu / b_cpu:.2f}x;  page faults/step {s_flt:.0f} / {e_flt:.0f} / {b_flt:.0f}"
+        )
     best = [min(r[i] for r in rows) for i in range(9)]
     best_wall, best_cpu, engine_wall = best[0] / best[6], best[1] / best[7], best[3] / best[6]
     med_wall = statistics.median(r[0] / r[6] for r in rows)
     med_cpu = statistics.median(r[1] / r[7] for r in rows)
     med_engine = statistics.median(r[3] / r[6] for r in rows)
-    print(f"(c) engine overhead on {model}, {steps} steps pipelined {BLOCK} at a time, {pairs} pairs, threads "
-          f"{'as the policy picked' if fixed is None else 'fixed by --threads'} "
-          f"({sorted({r[9] for r in rows})}): best/best wall {best_wall:.2f}x, CPU {best_cpu:.2f}x; median of pairs "
-          f"wall {med_wall:.2f}x, CPU {med_cpu:.2f}x (target <= 1.1: wall {'PASS' if best_wall <= 1.1 else 'FAIL'}, "
-          f"CPU {'PASS' if best_cpu <= 1.1 else 'FAIL'})")
-    print(f"(c) of which the operations' own work (the engine called on this thread, no worker, envelopes, history "
-          f"or run store): best/best wall {engine_wall:.2f}x, median of pairs {med_engine:.2f}x")
-    print(f"(c) minor page faults a step (the process, every thread), median of pairs: Session "
-          f"{statistics.median(r[2] for r in rows):.0f}, engine alone {statistics.median(r[5] for r in rows):.0f}, "
-          f"bare {statistics.median(r[8] for r in rows):.0f}")
+    print(
+        f"(c) engine overhead on {model}, {steps} steps pipelined {BLOCK} at a time, {pairs} pairs, threads "
+        f"{'as the policy picked' if fixed is None else 'fixed by --threads'} "
+        f"({sorted({r[9] for r in rows})}): best/best wall {best_wall:.2f}x, CPU {best_cpu:.2f}x; median of pairs "
+        f"wall {med_wall:.2f}x, CPU {med_cpu:.2f}x (target <= 1.1: wall {'PASS' if best_wall <= 1.1 else 'FAIL'}, "
+        f"CPU {'PASS' if best_cpu <= 1.1 else 'FAIL'})"
+    )
+    print(
+        f"(c) of which the operations' own work (the engine called on this thread, no worker, envelopes, history "
+        f"or run store): best/best wall {engine_wall:.2f}x, median of pairs {med_engine:.2f}x"
+    )
+    print(
+        f"(c) minor page faults a step (the process, every thread), median of pairs: Session "
+        f"{statistics.median(r[2] for r in rows):.0f}, engine alone {statistics.median(r[5] for r in rows):.0f}, "
+        f"bare {statistics.median(r[8] for r in rows):.0f}"
+    )
     print(f"(c) load average {os.getloadavg()[0]:.2f} at the end")
 
 
@@ -240,8 +249,12 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=5, help="(c): Session / bare pairs")
     ap.add_argument("--steps", type=int, default=300, help="(c): timed steps per side and pair")
     ap.add_argument("--model", choices=["tiny", "small"], default="tiny", help="(c): the built-in model")
-    ap.add_argument("--threads", type=int, default=None, help="(c): a fixed torch thread count for both loops "
-                    "(default: the count the engine's policy picks)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="(c): a fixed torch thread count for both loops (default: the count the engine's policy picks)",
+    )
     args = ap.parse_args()
     if args.overhead:
         overhead(args.pairs, args.steps, args.threads, args.model)
@@ -252,9 +265,11 @@ def main() -> None:
     config = BENCH_SIZE if args.size == "bench" else SIZES[args.size]
     model = build_model(config, seed=0)
     print(f"size {args.size}: {config}")
-    print(f"{sum(p.numel() for p in model.parameters()):,} params; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, CPU {torch.backends.cpu.get_cpu_capability()}, "
-          f"bf16/fp32 matmul time {matmul_ms(torch.bfloat16) / matmul_ms(torch.float32):.2f}")
+    print(
+        f"{sum(p.numel() for p in model.parameters()):,} params; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, CPU {torch.backends.cpu.get_cpu_capability()}, "
+        f"bf16/fp32 matmul time {matmul_ms(torch.bfloat16) / matmul_ms(torch.float32):.2f}"
+    )
 
     runs = contenders(model, config.vocab_size)
     times: dict[str, list[float]] = {name: [] for name in runs}
@@ -272,8 +287,10 @@ def main() -> None:
     for name, ts in times.items():
         print(f"{name:<18} {median[name]:>10.2f} {min(ts) * 1e3:>10.2f}")
     print()
-    for label, ours, theirs, target in (("(a) adam", "ours adam", "torch adamw", 1.05),
-                                         ("(b) muon", "ours muon", "torch muon+adamw", 0.1)):
+    for label, ours, theirs, target in (
+        ("(a) adam", "ours adam", "torch adamw", 1.05),
+        ("(b) muon", "ours muon", "torch muon+adamw", 0.1),
+    ):
         ratio = median[ours] / median[theirs]
         print(f"{label}: {ours} / {theirs} = {ratio:.3f}  target <= {target}  {'PASS' if ratio <= target else 'FAIL'}")
 

@@ -104,8 +104,13 @@ def local_decode(
 
 
 def decode(
-    adapter: ModelAdapter, module: torch.nn.Module, prompts: list[list[int]], n: int, new: int,
-    compiler: Compiler | None, seed: int = 0,
+    adapter: ModelAdapter,
+    module: torch.nn.Module,
+    prompts: list[list[int]],
+    n: int,
+    new: int,
+    compiler: Compiler | None,
+    seed: int = 0,
 ) -> Callable[[], object]:
     """One sample of ``n`` completions per prompt by ``module`` (its weights already as the sampler holds them),
     as the sample handler runs it: eager, or compiled by ``compiler`` (the static cache's length bucketed)."""
@@ -120,6 +125,7 @@ def decode(
         with torch.no_grad():
             dec = adapter.decoder(module, rows, longest, compiler)
             return sampling.generate(dec, prompts, n, settings, seed, adapter.codec, adapter.device, chooser)
+
     return run
 
 
@@ -152,8 +158,10 @@ def bench_profile(size: str) -> float:
         group = next((g for g, keys in GROUPS.items() if any(e.key.startswith(k) for k in keys)), "other")
         times[group] += e.self_cpu_time_total / 1e6
     total = sum(times.values())
-    print(f"(f) {load()}; Qwen3 {size}, {BATCH} x {NEW} tokens compiled: {wall:.2f} s unprofiled, {total:.2f} s of "
-          f"self CPU time profiled ({total / NEW * 1e3:.1f} ms a step)")
+    print(
+        f"(f) {load()}; Qwen3 {size}, {BATCH} x {NEW} tokens compiled: {wall:.2f} s unprofiled, {total:.2f} s of "
+        f"self CPU time profiled ({total / NEW * 1e3:.1f} ms a step)"
+    )
     for name, t in times.items():
         print(f"(f)     {name:17s} {t:6.2f} s  {t / total:4.0%}")
     return (times["packed products"] + times["plain matmuls"]) / total
@@ -165,10 +173,26 @@ def timed_first(label: str, fn: Callable[[], object]) -> None:
     print(f"    warm-up {label}: {time.perf_counter() - start:.1f} s (includes any compile)")
 
 
-SIZES = {"21m": dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
-                     num_attention_heads=8, num_key_value_heads=4, head_dim=64),
-         "3m": dict(vocab_size=4096, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
-                    num_attention_heads=4, num_key_value_heads=2, head_dim=64)}
+SIZES = {
+    "21m": dict(
+        vocab_size=8192,
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        head_dim=64,
+    ),
+    "3m": dict(
+        vocab_size=4096,
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+    ),
+}
 """Qwen3 shapes: ~21 M parameters (fp32 84 MB: more than this CPU's caches) and ~3 M (fits in them)."""
 
 
@@ -176,8 +200,14 @@ def qwen3(size: str = "21m", seed: int = 0):
     import transformers as tf
 
     torch.manual_seed(seed)
-    cfg = tf.Qwen3Config(**SIZES[size], max_position_embeddings=1024, tie_word_embeddings=False, eos_token_id=None,
-                         bos_token_id=None, pad_token_id=0)
+    cfg = tf.Qwen3Config(
+        **SIZES[size],
+        max_position_embeddings=1024,
+        tie_word_embeddings=False,
+        eos_token_id=None,
+        bos_token_id=None,
+        pad_token_id=0,
+    )
     model = tf.Qwen3ForCausalLM(cfg).eval()
     model.generation_config.eos_token_id = None  # fixed-length samples for every contender
     return model
@@ -231,8 +261,19 @@ def bench_vs_generate(reps: int, threads: int, size: str) -> float:
     def generate(**extra: object) -> Callable[[], object]:
         def run() -> object:
             with torch.no_grad():
-                return model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
-                                      top_p=1.0, max_new_tokens=NEW, min_new_tokens=NEW, pad_token_id=0, **extra)
+                return model.generate(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    do_sample=True,
+                    temperature=1.0,
+                    top_k=0,
+                    top_p=1.0,
+                    max_new_tokens=NEW,
+                    min_new_tokens=NEW,
+                    pad_token_id=0,
+                    **extra,
+                )
+
         return run
 
     def ours(s: rlnb.Session) -> Callable[[], object]:
@@ -248,8 +289,10 @@ def bench_vs_generate(reps: int, threads: int, size: str) -> float:
         timed_first(name, fn)
     best = take_turns(contenders, reps)
     tokens = BATCH * NEW
-    print(f"(a) Qwen3-shaped {size}, {params / 1e6:.1f} M params, fp32, {BATCH} prompts (4-16 tokens) x {NEW} new "
-          f"tokens, {threads} thread(s), best of {reps}:")
+    print(
+        f"(a) Qwen3-shaped {size}, {params / 1e6:.1f} M params, fp32, {BATCH} prompts (4-16 tokens) x {NEW} new "
+        f"tokens, {threads} thread(s), best of {reps}:"
+    )
     for name, t in best.items():
         print(f"    {name:42s} {t * 1e3:8.0f} ms  {tokens / t:8,.0f} tok/s")
     mode = min(("rlnb (eager)", "rlnb (compile=True)"), key=lambda k: best[k])  # rlnb's faster setting
@@ -258,12 +301,16 @@ def bench_vs_generate(reps: int, threads: int, size: str) -> float:
     print(f"(a) {mode} / generate default cache: {r_default:.2f}x (target >= 2: {verdict(r_default >= 2)})")
     print(f"(a) {mode} / generate static + compile: {r_static:.2f}x (target >= 1.0: {verdict(r_static >= 1.0)})")
     other = "rlnb (compile=True)" if mode == "rlnb (eager)" else "rlnb (eager)"
-    print(f"(a) info: {other} / generate default cache: {best['generate (default cache)'] / best[other]:.2f}x; "
-          f"compiles paid by the session: {compiled.backend.engine.compiler.compiles}")
+    print(
+        f"(a) info: {other} / generate default cache: {best['generate (default cache)'] / best[other]:.2f}x; "
+        f"compiles paid by the session: {compiled.backend.engine.compiler.compiles}"
+    )
     mm, total = matmul_time(local_decode(qwen3(size), prompts, NEW))
-    print(f"(a) floor: matmuls are {mm / total:.0%} of rlnb eager's op time ({mm:.2f} of {total:.2f} s, profiler); "
-          f"removing every other cost would make it at most {total / mm:.2f}x faster, "
-          f"{total / mm * best['generate (default cache)'] / best['rlnb (eager)']:.2f}x generate (default cache)")
+    print(
+        f"(a) floor: matmuls are {mm / total:.0%} of rlnb eager's op time ({mm:.2f} of {total:.2f} s, profiler); "
+        f"removing every other cost would make it at most {total / mm:.2f}x faster, "
+        f"{total / mm * best['generate (default cache)'] / best['rlnb (eager)']:.2f}x generate (default cache)"
+    )
     bench_bandwidth(model, eager if mode == "rlnb (eager)" else compiled, reps)
     eager.close()
     compiled.close()
@@ -272,8 +319,10 @@ def bench_vs_generate(reps: int, threads: int, size: str) -> float:
 
 def bench_bandwidth(model: torch.nn.Module, s: rlnb.Session, reps: int) -> None:
     rate = copy_rate()
-    print(f"(b) {load()}; memory copy rate {rate / 1e9:.1f} GB/s (256 MiB, best of 5, {torch.get_num_threads()} "
-          f"thread(s) on the main thread)")
+    print(
+        f"(b) {load()}; memory copy rate {rate / 1e9:.1f} GB/s (256 MiB, best of 5, {torch.get_num_threads()} "
+        f"thread(s) on the main thread)"
+    )
     for batch in (1, BATCH):
         prompts = prompts_for(model.config.vocab_size, batch)
 
@@ -285,8 +334,10 @@ def bench_bandwidth(model: torch.nn.Module, s: rlnb.Session, reps: int) -> None:
         achieved = batch * NEW / t
         bound = batch * rate / weight_bytes(model, batch)
         how = "compiled" if s.backend.config()["compile"] else "eager"
-        print(f"(b) batch {batch:2d}: {achieved:8,.0f} tok/s {how}; bound {bound:9,.0f} tok/s "
-              f"({weight_bytes(model, batch) / 2**20:.1f} MiB read per step); fraction {achieved / bound:.2f}")
+        print(
+            f"(b) batch {batch:2d}: {achieved:8,.0f} tok/s {how}; bound {bound:9,.0f} tok/s "
+            f"({weight_bytes(model, batch) / 2**20:.1f} MiB read per step); fraction {achieved / bound:.2f}"
+        )
 
 
 def bench_small(reps: int, threads: int) -> None:
@@ -319,16 +370,21 @@ def bench_small(reps: int, threads: int) -> None:
     best = take_turns(contenders, reps)
     t_unc = take_turns({"uncached": uncached}, 1)["uncached"]
     fwd = best["forward"]
-    print(f"(c) small, {rows} x 200 tokens, {threads} thread(s), best of {reps}: one forward {fwd * 1e3:.1f} ms; "
-          f"uncached sample {t_unc * 1e3:.0f} ms ({t_unc / fwd:.1f}x)")
+    print(
+        f"(c) small, {rows} x 200 tokens, {threads} thread(s), best of {reps}: one forward {fwd * 1e3:.1f} ms; "
+        f"uncached sample {t_unc * 1e3:.0f} ms ({t_unc / fwd:.1f}x)"
+    )
     for name in ("sample (eager)", "sample (compiled)"):
         ratio = best[name] / fwd
-        print(f"(c) {name:18s} {best[name] * 1e3:7.0f} ms = {ratio:5.2f}x a forward "
-              f"(target <= 5: {verdict(ratio <= 5)})")
+        print(
+            f"(c) {name:18s} {best[name] * 1e3:7.0f} ms = {ratio:5.2f}x a forward (target <= 5: {verdict(ratio <= 5)})"
+        )
     print(f"(c) compiles: {compiler.compiles}")
     mm, total = matmul_time(sample(False))
-    print(f"(c) floor: the eager sample spends {mm * 1e3:.0f} ms of {total * 1e3:.0f} ms in matmuls (profiler) = "
-          f"{mm / fwd:.2f}x a forward before any other cost")
+    print(
+        f"(c) floor: the eager sample spends {mm * 1e3:.0f} ms of {total * 1e3:.0f} ms in matmuls (profiler) = "
+        f"{mm / fwd:.2f}x a forward before any other cost"
+    )
     s.close()
 
 
@@ -342,8 +398,10 @@ def bench_demo(steps: int = 15) -> None:
     for i in range(steps):
         rl_step(s, task, params, seed=i + 1)
     took = time.perf_counter() - start
-    print(f"(d) demo RL step on small ({rlnb.__file__}), threads {s.history.config['threads']}: "
-          f"{steps / took:.2f} steps/s ({took / steps * 1e3:.0f} ms/step)")
+    print(
+        f"(d) demo RL step on small ({rlnb.__file__}), threads {s.history.config['threads']}: "
+        f"{steps / took:.2f} steps/s ({took / steps * 1e3:.0f} ms/step)"
+    )
     s.close()
 
 
@@ -393,8 +451,15 @@ def llama(hidden: int, layers: int, vocab: int):
     import transformers as tf
 
     torch.manual_seed(0)
-    cfg = tf.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    cfg = tf.LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
     return tf.LlamaForCausalLM(cfg).eval()
 
 
@@ -437,8 +502,10 @@ def bench_packed(reps: int) -> None:
                             module(x)
                         best = min(best, (time.perf_counter() - start) / 100)
                     times[name] = best * 1e6
-            print(f"(p) {rows:2d} rows, {k:4d} x {n:4d}: plain {times['plain']:8.1f}  packed {times['packed']:8.1f}  "
-                  f"plain / packed {times['plain'] / times['packed']:.2f}  (rlnb packs it: {was_packed})")
+            print(
+                f"(p) {rows:2d} rows, {k:4d} x {n:4d}: plain {times['plain']:8.1f}  packed {times['packed']:8.1f}  "
+                f"plain / packed {times['plain'] / times['packed']:.2f}  (rlnb packs it: {was_packed})"
+            )
 
 
 def packed_copy(layer: torch.nn.Linear) -> torch.nn.Module:
@@ -458,8 +525,10 @@ def bench_memory() -> None:
         res = subprocess.run([sys.executable, "-c", MEMORY, kind], capture_output=True, text=True, env=env, check=True)
         weights, rss = map(int, res.stdout.split())
         out[kind] = (weights, rss)
-        print(f"(e) {kind:4}: trainer + sampler weights {weights / 2**20:.0f} MiB, peak RSS after a step "
-              f"{rss / 2**20:.0f} MiB (Llama hidden 512, 8 layers, vocab 32000, fp32)")
+        print(
+            f"(e) {kind:4}: trainer + sampler weights {weights / 2**20:.0f} MiB, peak RSS after a step "
+            f"{rss / 2**20:.0f} MiB (Llama hidden 512, 8 layers, vocab 32000, fp32)"
+        )
     (w_full, rss_full), (w_lora, rss_lora) = out["full"], out["lora"]
     print(f"(e) LoRA / full: weights {w_lora / w_full:.2f}, peak RSS {rss_lora / rss_full:.2f}")
 
@@ -493,9 +562,11 @@ def main() -> None:
     if "f" in args.parts:
         products = {size: bench_profile(size) for size in sizes}
         for size in ratios:  # (a) and (f) in one run
-            print(f"(a+f) {size}: the products are {products[size]:.0%} of a compiled sample's profiled time; with no "
-                  f"other cost, compile=True would be at most {ratios[size] / products[size]:.2f}x generate "
-                  f"(default cache), against {ratios[size]:.2f}x now")
+            print(
+                f"(a+f) {size}: the products are {products[size]:.0%} of a compiled sample's profiled time; with no "
+                f"other cost, compile=True would be at most {ratios[size] / products[size]:.2f}x generate "
+                f"(default cache), against {ratios[size]:.2f}x now"
+            )
     print(f"{load()} at the end")
 
 

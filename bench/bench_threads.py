@@ -108,14 +108,18 @@ def main() -> None:
             spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
             time.sleep(1.0)
         try:
-            print(f"\n{condition}: other processes' load {other_load():.2f} cores (measured over 1 s), "
-                  f"load average {os.getloadavg()[0]:.2f}")
+            print(
+                f"\n{condition}: other processes' load {other_load():.2f} cores (measured over 1 s), "
+                f"load average {os.getloadavg()[0]:.2f}"
+            )
             for name in names:
                 best = measure(name, args.reps)
                 t1, t2 = best["1 thread"][0], best["2 threads"][0]
                 ta, used = best["auto"]
-                print(f"    {name:8s} 1 thread {t1:6.2f} s   2 threads {t2:6.2f} s   auto {ta:6.2f} s ({used})   "
-                      f"2/1 = {t2 / t1:.2f}   auto / best = {ta / min(t1, t2):.2f}")
+                print(
+                    f"    {name:8s} 1 thread {t1:6.2f} s   2 threads {t2:6.2f} s   auto {ta:6.2f} s ({used})   "
+                    f"2/1 = {t2 / t1:.2f}   auto / best = {ta / min(t1, t2):.2f}"
+                )
         finally:
             if spinner is not None:
                 spinner.kill()

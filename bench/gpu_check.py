@@ -43,11 +43,29 @@ from rlnb.engine.optim.muon import newton_schulz
 from rlnb.errors import describe
 from rlnb.tasks import group_advantages
 
-QWEN3_0_6B = dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-                  num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
-                  tie_word_embeddings=True, rope_theta=1_000_000.0, rms_norm_eps=1e-6)
-TINY = dict(QWEN3_0_6B, vocab_size=2048, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=32)
+QWEN3_0_6B = dict(
+    vocab_size=151936,
+    hidden_size=1024,
+    intermediate_size=3072,
+    num_hidden_layers=28,
+    num_attention_heads=16,
+    num_key_value_heads=8,
+    head_dim=128,
+    max_position_embeddings=40960,
+    tie_word_embeddings=True,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-6,
+)
+TINY = dict(
+    QWEN3_0_6B,
+    vocab_size=2048,
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=32,
+)
 
 
 def model(config: dict, device: str, dtype: torch.dtype) -> torch.nn.Module:
@@ -70,8 +88,9 @@ def rl_loop(optimizer: str, args, device: str, dtype: torch.dtype) -> dict:
         torch.cuda.reset_peak_memory_stats()
     config = TINY if args.tiny else QWEN3_0_6B
     lora = {"rank": 16, "alpha": 32}
-    s = rlnb.connect("local", model=model(config, device, dtype), optimizer=optimizer, lora=lora, device=device,
-                     record=False)
+    s = rlnb.connect(
+        "local", model=model(config, device, dtype), optimizer=optimizer, lora=lora, device=device, record=False
+    )
     params = rlnb.AdamParams(learning_rate=1e-4) if optimizer == "adam" else rlnb.MuonParams(learning_rate=0.02)
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(10, config["vocab_size"], (32,), generator=g).tolist() for _ in range(args.prompts)]
@@ -116,8 +135,12 @@ def decode(args, device: str, dtype: torch.dtype) -> dict:
     prompts = [torch.randint(10, config["vocab_size"], (32,), generator=g).tolist() for _ in range(args.prompts)]
     hf = model(config, device, dtype).eval()
     ids = torch.tensor(prompts, device=device).repeat_interleave(per_prompt, dim=0)
-    sessions = {name: rlnb.connect("local", model=model(config, device, dtype), device=device, record=False,
-                                   compile=name == "compiled") for name in ("eager", "compiled")}
+    sessions = {
+        name: rlnb.connect(
+            "local", model=model(config, device, dtype), device=device, record=False, compile=name == "compiled"
+        )
+        for name in ("eager", "compiled")
+    }
     threads_before = torch.get_num_threads()
 
     def ours(s: rlnb.Session):
@@ -125,23 +148,36 @@ def decode(args, device: str, dtype: torch.dtype) -> dict:
             result = s.sample(prompts, num_samples=per_prompt, max_tokens=new, seed=3).result()
             sync(device)
             return result
+
         return run
 
     def generate(**extra):
         def run():
             with torch.no_grad():
-                out = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True, top_k=0,
-                                  top_p=1.0, temperature=1.0, max_new_tokens=new, min_new_tokens=new, **extra)
+                out = hf.generate(
+                    input_ids=ids,
+                    attention_mask=torch.ones_like(ids),
+                    do_sample=True,
+                    top_k=0,
+                    top_p=1.0,
+                    temperature=1.0,
+                    max_new_tokens=new,
+                    min_new_tokens=new,
+                    **extra,
+                )
             sync(device)
             return out
+
         return run
 
     static = CompileConfig(mode="reduce-overhead") if device == "cuda" else CompileConfig(mode="default")
     static._compile_all_devices = True  # transformers compiles on GPUs only unless told (the --tiny CPU run)
-    contenders = {"rlnb eager": ours(sessions["eager"]), "rlnb compile=True": ours(sessions["compiled"]),
-                  "generate (default cache)": generate(),
-                  "generate (static cache + compile)": generate(cache_implementation="static",
-                                                                compile_config=static)}
+    contenders = {
+        "rlnb eager": ours(sessions["eager"]),
+        "rlnb compile=True": ours(sessions["compiled"]),
+        "generate (default cache)": generate(),
+        "generate (static cache + compile)": generate(cache_implementation="static", compile_config=static),
+    }
     out: dict = {"completions": 64, "max_tokens": new, "first_call_s": {}, "errors": {}}
     firsts = {}
     for name, fn in list(contenders.items()):
@@ -156,11 +192,15 @@ def decode(args, device: str, dtype: torch.dtype) -> dict:
     tokens = 64 * new
     out["tokens_per_s"] = {name: tokens / t for name, t in best.items()}
     for name, s in sessions.items():
-        out[name] = {"compiles": s.backend.engine.compiler.compiles if name == "compiled" else [],
-                     "thread_policy": s.backend.config()["thread_policy"]}
+        out[name] = {
+            "compiles": s.backend.engine.compiler.compiles if name == "compiled" else [],
+            "thread_policy": s.backend.config()["thread_policy"],
+        }
     out["threads_unchanged"] = torch.get_num_threads() == threads_before
-    mine = {name: [q.tokens for r in firsts[f"rlnb {how}"].results for q in r.sequences]
-            for name, how in (("eager", "eager"), ("compiled", "compile=True"))}
+    mine = {
+        name: [q.tokens for r in firsts[f"rlnb {how}"].results for q in r.sequences]
+        for name, how in (("eager", "eager"), ("compiled", "compile=True"))
+    }
     pairs = [(a, b) for x, y in zip(mine["eager"], mine["compiled"], strict=True) for a, b in zip(x, y, strict=False)]
     out["matching_tokens"] = sum(a == b for a, b in pairs) / max(len(pairs), 1)  # bf16: fused kernels round less
     fastest = min(("rlnb eager", "rlnb compile=True"), key=best.get)
@@ -172,8 +212,12 @@ def decode(args, device: str, dtype: torch.dtype) -> dict:
     rate = copy_rate(1024, device=device)
     step_bytes = sum(p.numel() * p.element_size() for p in hf.parameters())  # tied: the unembedding reads it all
     bound = 64 * rate / step_bytes
-    out["bandwidth"] = {"copy_rate_gb_s": rate / 1e9, "weight_bytes_per_step": step_bytes,
-                        "bound_tokens_per_s": bound, "fraction": out["tokens_per_s"][fastest] / bound}
+    out["bandwidth"] = {
+        "copy_rate_gb_s": rate / 1e9,
+        "weight_bytes_per_step": step_bytes,
+        "bound_tokens_per_s": bound,
+        "fraction": out["tokens_per_s"][fastest] / bound,
+    }
     for s in sessions.values():
         s.close()
     return out
@@ -208,8 +252,13 @@ def ns_vs_torch_muon(args, device: str) -> dict:
     t_ours = time_it(lambda: ours._muon_step(hp))
     t_theirs = time_it(theirs.step)
     t_ns = time_it(lambda: [newton_schulz(p.grad, 5, torch.bfloat16) for p in mats])
-    return {"matrices": len(mats), "rlnb_muon_s": t_ours, "torch_muon_s": t_theirs, "ns_alone_s": t_ns,
-            "rlnb_over_torch": t_ours / t_theirs}
+    return {
+        "matrices": len(mats),
+        "rlnb_muon_s": t_ours,
+        "torch_muon_s": t_theirs,
+        "ns_alone_s": t_ns,
+        "rlnb_over_torch": t_ours / t_theirs,
+    }
 
 
 SECTIONS = ("adam_loop", "muon_loop", "muon_step", "decode")
@@ -225,13 +274,21 @@ def main() -> None:
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16
-    report = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
-              "model": "tiny Qwen3" if args.tiny else "Qwen3-0.6B shape, random init", "dtype": "bfloat16",
-              "lora_rank": 16, "completions": 64, "max_tokens": 128}
-    sections = {"adam_loop": lambda: rl_loop("adam", args, device, dtype),
-                "muon_loop": lambda: rl_loop("muon", args, device, dtype),
-                "muon_step": lambda: ns_vs_torch_muon(args, device),
-                "decode": lambda: decode(args, device, dtype)}
+    report = {
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "model": "tiny Qwen3" if args.tiny else "Qwen3-0.6B shape, random init",
+        "dtype": "bfloat16",
+        "lora_rank": 16,
+        "completions": 64,
+        "max_tokens": 128,
+    }
+    sections = {
+        "adam_loop": lambda: rl_loop("adam", args, device, dtype),
+        "muon_loop": lambda: rl_loop("muon", args, device, dtype),
+        "muon_step": lambda: ns_vs_torch_muon(args, device),
+        "decode": lambda: decode(args, device, dtype),
+    }
     failed = []
     for name in args.only.split(","):
         start = time.perf_counter()

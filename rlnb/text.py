@@ -218,9 +218,7 @@ def as_prompt(prompt: Any, name: str = "prompt", codec: Codec | None = None) -> 
             f"{name} must be a string, a list of token ids, or a list of chat messages ({{'role', 'content'}}); "
             f"it holds {shown!r}"[:300]
         )
-    raise TypeError(
-        f"{name} must be a string, a list of token ids, or a list of chat messages, got {a_type(prompt)}"
-    )
+    raise TypeError(f"{name} must be a string, a list of token ids, or a list of chat messages, got {a_type(prompt)}")
 
 
 def to_tokens(codec: Codec, prompt: str | Sequence[int] | Sequence[Message], name: str = "prompt") -> list[int]:

@@ -18,8 +18,14 @@ def test_the_gpu_check_runs_on_cpu(tmp_path):
     """``gpu_check.py --tiny`` on the CPU: the same code a GPU machine runs, with its report complete."""
     pytest.importorskip("transformers")
     env = {**os.environ, "OUT": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "bench/gpu_check.py", "--tiny", "--steps", "1"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=1700)
+    run = subprocess.run(
+        [sys.executable, "bench/gpu_check.py", "--tiny", "--steps", "1"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1700,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     loops = [report["adam_loop"], report["muon_loop"]]
@@ -27,8 +33,12 @@ def test_the_gpu_check_runs_on_cpu(tmp_path):
     assert report["muon_step"]["matrices"] > 0
     decode = report["decode"]
     assert 0.5 <= decode["matching_tokens"] <= 1.0  # bf16: most tokens agree (fp32 agreement: test_compiled.py)
-    assert set(decode["tokens_per_s"]) == {"rlnb eager", "rlnb compile=True", "generate (default cache)",
-                                           "generate (static cache + compile)"}
+    assert set(decode["tokens_per_s"]) == {
+        "rlnb eager",
+        "rlnb compile=True",
+        "generate (default cache)",
+        "generate (static cache + compile)",
+    }
     assert all(v > 0 for v in decode["tokens_per_s"].values()) and 0 < decode["bandwidth"]["fraction"] < 1
     assert sorted(c["what"] for c in decode["compiled"]["compiles"]) == ["decode step", "token choice"]
     assert decode["eager"]["thread_policy"] == decode["compiled"]["thread_policy"] == "auto"  # CPU: the policy
@@ -40,9 +50,24 @@ def test_a_failing_gpu_check_section_is_recorded_and_the_others_still_run(tmp_pa
     """A GPU lease is minutes long: one section raising must not lose the figures of the others."""
     pytest.importorskip("transformers")
     env = {**os.environ, "OUT": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "bench/gpu_check.py", "--tiny", "--steps", "1", "--prompts", "0",
-                          "--only", "adam_loop,muon_step"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "bench/gpu_check.py",
+            "--tiny",
+            "--steps",
+            "1",
+            "--prompts",
+            "0",
+            "--only",
+            "adam_loop,muon_step",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 1
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     assert report["adam_loop"]["error"].startswith("ZeroDivisionError")  # 64 completions over 0 prompts

@@ -31,8 +31,10 @@ def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
     assert stopped.value.code == 2 and words in capsys.readouterr().err
 
 
-STEPS = ("--steps must be an integer in [1, 1000003] (step i of seed s samples with seed s * SEED_STRIDE + i: more "
-         "steps would sample with the next seed's seeds), got")
+STEPS = (
+    "--steps must be an integer in [1, 1000003] (step i of seed s samples with seed s * SEED_STRIDE + i: more "
+    "steps would sample with the next seed's seeds), got"
+)
 
 
 @pytest.mark.parametrize(
@@ -90,8 +92,10 @@ def test_bad_demo_options_stop_it_with_one_line_and_exit_2(options, words, tmp_p
         (["--token", "secret\n"], "token holds whitespace at position 6"),
         (["--token", "k"], "token is 1 character(s) long: an API key has at least 8"),  # no client could send it
         (["--model", "rlnb/tiny=tiny"], "--model rlnb/tiny: the name is already served"),  # usage, "rlnb: error:"
-        (["--limit", "body_timeout=60", "--limit", "body_timeout=9"],  # the last was taken without a word
-         "--limit body_timeout is given twice ('body_timeout=60', then 'body_timeout=9'): give it once"),
+        (
+            ["--limit", "body_timeout=60", "--limit", "body_timeout=9"],  # the last was taken without a word
+            "--limit body_timeout is given twice ('body_timeout=60', then 'body_timeout=9'): give it once",
+        ),
     ],
 )
 def test_bad_serve_options_stop_it_with_one_line_and_exit_2(options, words, tmp_path, capsys):

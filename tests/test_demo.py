@@ -15,8 +15,20 @@ pytestmark = pytest.mark.slow  # runs rlnb demo in a subprocess
 def test_demo_runs_and_writes_history_and_plot(tmp_path):
     out = tmp_path / "demo"
     proc = subprocess.run(
-        [sys.executable, "-m", "rlnb.cli", "demo", "--task", "digits", "--steps", "4", "--optimizer", "muon",
-         "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "rlnb.cli",
+            "demo",
+            "--task",
+            "digits",
+            "--steps",
+            "4",
+            "--optimizer",
+            "muon",
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -41,8 +53,12 @@ def test_demo_runs_and_writes_history_and_plot(tmp_path):
 
 def test_demo_on_a_verified_task_prints_held_out_accuracy_before_and_after(tmp_path):
     out = tmp_path / "demo"
-    proc = subprocess.run([sys.executable, "-m", "rlnb.cli", "demo", "--steps", "10", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlnb.cli", "demo", "--steps", "10", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "task=first_letter" in lines[0]  # the default: a task that needs the right answer
@@ -59,8 +75,9 @@ def test_demo_on_a_verified_task_prints_held_out_accuracy_before_and_after(tmp_p
 def test_demo_lists_its_tasks():
     proc = subprocess.run([sys.executable, "-m", "rlnb.cli", "demo", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "{first_letter,addition,digits}" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "rlnb.cli", "demo", "--task", "reverse"], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlnb.cli", "demo", "--task", "reverse"], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "invalid choice: 'reverse'" in proc.stderr
 
 
@@ -71,8 +88,22 @@ def test_demo_rejects_bad_arguments():
 
 def test_demo_on_a_hugging_face_model_with_lora(hf_dirs, tmp_path):
     out = tmp_path / "demo"
-    cmd = [sys.executable, "-m", "rlnb.cli", "demo", "--steps", "3", "--model", hf_dirs["qwen3"], "--lora", "4",
-           "--optimizer", "muon", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlnb.cli",
+        "demo",
+        "--steps",
+        "3",
+        "--model",
+        hf_dirs["qwen3"],
+        "--lora",
+        "4",
+        "--optimizer",
+        "muon",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert f"model={hf_dirs['qwen3']}" in proc.stdout and "lora rank 4" in proc.stdout
@@ -84,7 +115,8 @@ def test_demo_on_a_hugging_face_model_with_lora(hf_dirs, tmp_path):
 
 def test_demo_names_a_model_it_cannot_find(tmp_path):
     cmd = [sys.executable, "-m", "rlnb.cli", "demo", "--model", "nobody/no-such-model", "--out", str(tmp_path)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "HF_HUB_CACHE": str(tmp_path / "cache")})
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_CACHE": str(tmp_path / "cache")}
+    )
     assert proc.returncode == 2
     assert "'nobody/no-such-model'" in proc.stderr and "hf download nobody/no-such-model" in proc.stderr

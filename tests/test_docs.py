@@ -127,7 +127,10 @@ def test_the_readme_site_build_fails_on_a_broken_link(tmp_path, broken):
     (tmp_path / "docs" / "index.md").write_text("# Check\n\n" + ("[gone](missing.md)\n" if broken else "Fine.\n"))
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", *args, "-d", str(tmp_path / "site")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert (done.returncode != 0) == broken, done.stderr
 

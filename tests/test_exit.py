@@ -58,8 +58,9 @@ def test_a_listener_that_raises_does_not_kill_the_worker():
         seen.append(env)
         raise OSError(28, "No space left on device")
 
-    body = wire.ForwardBackwardBody(samples=[samples.cross_entropy([1, 2, 3])], loss=wire.LossConfig(
-        type="LOSS_TYPE_CROSS_ENTROPY"))
+    body = wire.ForwardBackwardBody(
+        samples=[samples.cross_entropy([1, 2, 3])], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
+    )
     backend.submit("forward-backward", body, disk_full)
     backend.submit("forward-backward", body, disk_full)
     assert backend.wait_idle(timeout=30)

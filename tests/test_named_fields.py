@@ -63,8 +63,10 @@ def test_resolved_hyperparams_are_not_called_the_other_optimizer(optimizer):
     optimizer is fixed when the session is created)": an optimizer mismatch that was not there."""
     params = rlnb.AdamParams() if optimizer == "adam" else rlnb.MuonParams()
     name = type(params).__name__
-    words = (rf"^params must be {name} \(or a dict of its fields\), not {name[:-6]}Hyperparams, which \.resolved\(\) "
-             rf"gives for reading: pass the {name} it came from$")
+    words = (
+        rf"^params must be {name} \(or a dict of its fields\), not {name[:-6]}Hyperparams, which \.resolved\(\) "
+        rf"gives for reading: pass the {name} it came from$"
+    )
     with rlnb.Session(FakeBackend(optimizer), record=False) as s:
         with pytest.raises(TypeError, match=words):
             s.optim_step(params.resolved())
@@ -89,8 +91,10 @@ def test_the_wires_params_class_is_named_apart_from_rlnbs(optimizer):
 def test_an_option_group_given_as_a_dict_is_named(extra):
     """``connect(model_options={"device": "cpu"})`` was "'dict' object has no attribute 'device'", or with a flat
     keyword beside it "replace() should be called on dataclass instances"."""
-    words = (r"^model_options must be a ModelOptions or None, got \{'device': 'cpu'\}; give ModelOptions\(...\) or its "
-             r"fields as keywords \(tokenizer, seed, ")
+    words = (
+        r"^model_options must be a ModelOptions or None, got \{'device': 'cpu'\}; give ModelOptions\(...\) or its "
+        r"fields as keywords \(tokenizer, seed, "
+    )
     with pytest.raises(TypeError, match=words):
         LocalBackend("adam", "/no/such/model/folder", model_options={"device": "cpu"}, **extra)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^compute_options must be a ComputeOptions or None, got 2; "):

@@ -63,8 +63,11 @@ def test_an_adam_that_is_no_params_says_what_it_takes_and_numpy_integers_are_int
     everywhere else."""
     np = pytest.importorskip("numpy")
     for bad in (5, "fast", rlnb.MuonParams()):
-        with pytest.raises(rlnb.InvalidParams, match=r"MuonParams.adam = .* is invalid: must be AdamParams or a "
-                                                     r"dict of its fields \(learning_rate, beta1, "):
+        with pytest.raises(
+            rlnb.InvalidParams,
+            match=r"MuonParams.adam = .* is invalid: must be AdamParams or a "
+            r"dict of its fields \(learning_rate, beta1, ",
+        ):
             rlnb.MuonParams(adam=bad)
     given = rlnb.MuonParams(adam=wire.AdamParams(learning_rate=1e-3))
     assert given.adam == rlnb.AdamParams(learning_rate=1e-3) and type(given.adam) is rlnb.AdamParams
@@ -195,8 +198,11 @@ def test_a_dict_holds_its_own_optimizers_params_and_nothing_beside_them():
     with both optimizers' params the other's (``rlnb serve`` fails such a step naming both); a Muon session
     given ``{"adam_params": ...}`` called it an unknown Muon field; ``{"adam_params": None}`` (null: unset on
     the wire) was ``TypeError: argument after ** must be a mapping``."""
-    with pytest.raises(rlnb.InvalidParams, match="learning_rate = 0.001 is invalid: an optim-step body holds "
-                                                 "adam_params only; put its fields inside adam_params"):
+    with pytest.raises(
+        rlnb.InvalidParams,
+        match="learning_rate = 0.001 is invalid: an optim-step body holds "
+        "adam_params only; put its fields inside adam_params",
+    ):
         params_for("adam", {"adam_params": {"beta1": 0.8}, "learning_rate": 1e-3})
     with pytest.raises(TypeError, match="this session's optimizer is adam: send adam_params only, not muon_params"):
         params_for("adam", {"adam_params": {}, "muon_params": {"learning_rate": 0.02}})

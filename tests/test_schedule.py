@@ -10,13 +10,16 @@ from rlnb.widgets import OptimizerBuilder
 RANGE = r"must be an integer >= {} and <= 1000003 \(the most steps a run takes\)"
 
 
-@pytest.mark.parametrize(("kwargs", "field", "low"), [
-    ({"total_steps": 1_000_004}, "total_steps", 1),
-    ({"total_steps": 10**400}, "total_steps", 1),  # the builder's plot raised OverflowError
-    ({"total_steps": np.int64(2**40)}, "total_steps", 1),
-    ({"warmup_steps": 10**7, "total_steps": 10**7}, "warmup_steps", 0),
-    ({"warmup_steps": -1}, "warmup_steps", 0),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field", "low"),
+    [
+        ({"total_steps": 1_000_004}, "total_steps", 1),
+        ({"total_steps": 10**400}, "total_steps", 1),  # the builder's plot raised OverflowError
+        ({"total_steps": np.int64(2**40)}, "total_steps", 1),
+        ({"warmup_steps": 10**7, "total_steps": 10**7}, "warmup_steps", 0),
+        ({"warmup_steps": -1}, "warmup_steps", 0),
+    ],
+)
 def test_total_and_warmup_steps_past_any_run_are_refused_naming_the_field_and_range(kwargs, field, low):
     """``total_steps=10**300`` was a valid schedule whose floor no run could reach (a run takes at most
     ``rlnb.tasks.MAX_STEPS`` steps); the message names the field and the range, and a huge value is abbreviated."""

@@ -70,8 +70,14 @@ class Ensemble:
         )
         rows, tokens = len(self.sampler.prompts) * group_size, self.sampler.longest
         check_memory(model, len(members), first.module, rows, tokens, device)  # before the other members are built
-        others, self.unbuilt = build_members(len(members), first.module, rows, tokens, device,
-                                             lambda i: build_adapter(model, seed=members[i].seed, device=device))
+        others, self.unbuilt = build_members(
+            len(members),
+            first.module,
+            rows,
+            tokens,
+            device,
+            lambda i: build_adapter(model, seed=members[i].seed, device=device),
+        )
         adapters = [first, *others]  # members past them are not built: FAILED with ``unbuilt`` at the run's start
         adam, groups = plan(first.module, optimizer, first.embedding_params())
         muon_names = [n for g in groups for n in g]

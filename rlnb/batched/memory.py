@@ -99,8 +99,11 @@ def build_members(
         try:
             built.append(build(i))
         except (torch.OutOfMemoryError, MemoryError) as exc:
-            return built, f"{Code.RESOURCE_EXHAUSTED}: member {i}'s model could not be built ({describe(exc)}); " \
-                          f"members {i} to {members - 1} did not train: run them again, or fewer at once"
+            return (
+                built,
+                f"{Code.RESOURCE_EXHAUSTED}: member {i}'s model could not be built ({describe(exc)}); "
+                f"members {i} to {members - 1} did not train: run them again, or fewer at once",
+            )
     return built, None
 
 

@@ -42,8 +42,12 @@ class PolicyBatch:
 
     def inputs(self, start: int, stop: int) -> list[dict[str, Tensor]]:
         """Rows ``[start, stop)`` as the per-sample inputs of a policy loss (``losses.compute``)."""
-        named = {"target_tokens": self.targets, "logprobs": self.logprobs, "advantages": self.advantages,
-                 "mask": self.mask}
+        named = {
+            "target_tokens": self.targets,
+            "logprobs": self.logprobs,
+            "advantages": self.advantages,
+            "mask": self.mask,
+        }
         cols = {key: self.cut(t, start, stop) for key, t in named.items()}
         return [dict(zip(cols, x, strict=True)) for x in zip(*cols.values(), strict=True)]
 
@@ -59,7 +63,12 @@ class MemberLoss:
 
 
 def member_losses(
-    lp: Tensor, entropy: Tensor, batch: PolicyBatch, members: int, loss_type: str, loss_params: dict[str, Any] | None,
+    lp: Tensor,
+    entropy: Tensor,
+    batch: PolicyBatch,
+    members: int,
+    loss_type: str,
+    loss_params: dict[str, Any] | None,
     horizon: int,
 ) -> list[MemberLoss]:
     """Each member's loss over its ``rows / members`` rows of ``batch``, from its rows of the policy's log-probs

@@ -49,9 +49,7 @@ from rlnb.params import AdamParams, MuonParams
 from rlnb.tasks import SEED_STRIDE, Task, check_steps, digits_task, seed_range
 from rlnb.wire import OptimizerKind
 
-__all__ = [
-    "BATCHABLE_OPTIONS", "SEED_STRIDE", "Member", "MemberResult", "OnStep", "run_batched", "why_not_batched"
-]
+__all__ = ["BATCHABLE_OPTIONS", "SEED_STRIDE", "Member", "MemberResult", "OnStep", "run_batched", "why_not_batched"]
 
 BATCHABLE_OPTIONS = frozenset({"model"} | ENGINE_OPTIONS)
 """The ``rlnb.connect`` options a batched trial honours; a trial with any other cannot be batched."""
@@ -163,8 +161,10 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
     checked = []
     for i, m in enumerate(members):
         if not callable(m.params) and not isinstance(m.params, expected):
-            raise ValueError(f"members[{i}].params must be {expected.__name__} (optimizer={optimizer!r}), "
-                             f"or a function of the step returning one; got {type(m.params).__name__}")
+            raise ValueError(
+                f"members[{i}].params must be {expected.__name__} (optimizer={optimizer!r}), "
+                f"or a function of the step returning one; got {type(m.params).__name__}"
+            )
         first = _first(m.params) if callable(m.params) else None  # the other kind failed it at step 0, models built
         if first is not None and not isinstance(first, expected):
             raise ValueError(f"members[{i}].params(0) returned {type(first).__name__}: optimizer={optimizer!r} takes "

@@ -179,4 +179,3 @@ class StackedDecoder:
     def step(self, tokens: Tensor) -> Tensor:
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
         return self._run(tokens[:, None], self.mask)
-

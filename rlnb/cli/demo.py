@@ -22,12 +22,29 @@ DEMO_PARAMS: dict[str, dict[str, Any]] = {
     # The builder's "Learns in 40 steps" preset (its lesson is measured on seeds 0-9 by bench/bench_lessons.py).
     # Together's documented Adam default (1e-4) is meant for large pretrained models: it barely moves a
     # 100k-parameter model.
-    "adam": {"learning_rate": 2e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.0,
-             "grad_clip_norm": 1.0},
-    "muon": {"learning_rate": 0.05, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.0,
-             "grad_clip_norm": 1.0,
-             "adam": {"learning_rate": 2e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.0,
-                      "grad_clip_norm": 1.0}},
+    "adam": {
+        "learning_rate": 2e-3,
+        "beta1": 0.9,
+        "beta2": 0.95,
+        "eps": 1e-8,
+        "weight_decay": 0.0,
+        "grad_clip_norm": 1.0,
+    },
+    "muon": {
+        "learning_rate": 0.05,
+        "momentum": 0.95,
+        "newton_schulz_steps": 5,
+        "weight_decay": 0.0,
+        "grad_clip_norm": 1.0,
+        "adam": {
+            "learning_rate": 2e-3,
+            "beta1": 0.9,
+            "beta2": 0.95,
+            "eps": 1e-8,
+            "weight_decay": 0.0,
+            "grad_clip_norm": 1.0,
+        },
+    },
 }
 
 
@@ -111,8 +128,10 @@ def demo(
                 after = log_accuracy(session, verified)
                 print(f"      held-out accuracy at step {r.step}: {after:.3f}", flush=True)
         if verified:
-            print(f"held-out accuracy: before {before:.3f} -> after {after:.3f}"
-                  f" (a constant answer scores {verified.chance:.2f})")
+            print(
+                f"held-out accuracy: before {before:.3f} -> after {after:.3f}"
+                f" (a constant answer scores {verified.chance:.2f})"
+            )
         history = session.history
     history.to_csv(out / "history.csv")
     logged = history.logged
@@ -146,30 +165,50 @@ def _check_fits(backend: Any, params: Any, lr: float | None) -> None:
 
 def arguments(p: argparse.ArgumentParser) -> None:
     """``rlnb demo``'s options, on its subcommand's parser."""
-    p.add_argument("--task", choices=["first_letter", "addition", "digits"], default="first_letter",
-                   help="first_letter: copy the first letter (exact match, held-out accuracy); addition: "
-                   "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1) "
-                   "(default: %(default)s)")
+    p.add_argument(
+        "--task",
+        choices=["first_letter", "addition", "digits"],
+        default="first_letter",
+        help="first_letter: copy the first letter (exact match, held-out accuracy); addition: "
+        "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1) "
+        "(default: %(default)s)",
+    )
     p.add_argument("--optimizer", choices=["adam", "muon"], default="adam", help="(default: %(default)s)")
     p.add_argument("--steps", type=int, default=40, help="RL steps, 1-1000003 (default: %(default)s)")
-    p.add_argument("--out", default="rlnb-demo",
-                   help="folder for history.csv, rewards.csv, demo.png and run/ (default: %(default)s)")
-    p.add_argument("--force", action="store_true",
-                   help="replace files of the demo's names in --out that no earlier demo wrote there")
-    p.add_argument("--seed", type=int, default=0,
-                   help="model and sampling seed, about -9.2e12 to 9.2e12 (step i samples with seed * 1000003 + i, "
-                   "an int64; the exact range for --steps is said when one is out) (default: %(default)s)")
+    p.add_argument(
+        "--out",
+        default="rlnb-demo",
+        help="folder for history.csv, rewards.csv, demo.png and run/ (default: %(default)s)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace files of the demo's names in --out that no earlier demo wrote there",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="model and sampling seed, about -9.2e12 to 9.2e12 (step i samples with seed * 1000003 + i, "
+        "an int64; the exact range for --steps is said when one is out) (default: %(default)s)",
+    )
     device_argument(p)
     p.add_argument(
         "--model",
         default="tiny",
         help="tiny, small, or a Hugging Face model directory / hub id in the local cache (default: %(default)s)",
     )
-    p.add_argument("--lr", type=float, default=None,
-                   help="learning rate, a finite number > 0 (default: tuned for the built-ins)")
-    p.add_argument("--lora", type=int, default=0, metavar="RANK",
-                   help="train a LoRA adapter of this rank, 0 or more, up to what the model's layers can use "
-                   "(default: %(default)s: all weights)")
+    p.add_argument(
+        "--lr", type=float, default=None, help="learning rate, a finite number > 0 (default: tuned for the built-ins)"
+    )
+    p.add_argument(
+        "--lora",
+        type=int,
+        default=0,
+        metavar="RANK",
+        help="train a LoRA adapter of this rank, 0 or more, up to what the model's layers can use "
+        "(default: %(default)s: all weights)",
+    )
     dtype_argument(p)
 
 
@@ -181,8 +220,17 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         _check_arguments(args)
         return demo(
-            args.optimizer, args.steps, args.out, args.seed, args.device, args.model, args.lr, args.lora, args.dtype,
-            args.task, args.force,
+            args.optimizer,
+            args.steps,
+            args.out,
+            args.seed,
+            args.device,
+            args.model,
+            args.lr,
+            args.lora,
+            args.dtype,
+            args.task,
+            args.force,
         )
     # A model that cannot load, a device that is not there, an --out that cannot take the run.
     except (ValueError, ImportError) as exc:

@@ -6,8 +6,9 @@ import argparse
 
 
 def device_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="auto",
-                   help="auto (CUDA when available), cpu, cuda, cuda:N (default: %(default)s)")
+    p.add_argument(
+        "--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:N (default: %(default)s)"
+    )
 
 
 def dtype_argument(p: argparse.ArgumentParser) -> None:

@@ -32,15 +32,23 @@ def arguments(p: argparse.ArgumentParser) -> None:
                    f"control characters (default: ${TOKEN_ENV}, else no auth; "
                    "the variable, unlike the flag, is not shown to other users by ps)")  # fmt: skip
     device_argument(p)
-    p.add_argument("--op-delay", type=float, default=0.0,
-                   help="simulated compute seconds per operation, 0-86400 (default: %(default)s)")
+    p.add_argument(
+        "--op-delay",
+        type=float,
+        default=0.0,
+        help="simulated compute seconds per operation, 0-86400 (default: %(default)s)",
+    )
     p.add_argument(
         "--checkpoint-dir",
         default=None,
         help="where checkpoints go (default: a temporary folder, removed at the stop unless --state-dir is given)",
     )
-    p.add_argument("--fail-rate", type=float, default=0.0,
-                   help="fault injection: fraction of answers lost, in [0, 1) (default: %(default)s)")
+    p.add_argument(
+        "--fail-rate",
+        type=float,
+        default=0.0,
+        help="fault injection: fraction of answers lost, in [0, 1) (default: %(default)s)",
+    )
     p.add_argument(
         "--model",
         action="append",
@@ -57,13 +65,17 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="send results larger than this, 0 or more, through the payload side channel, as the service may "
         "(default: never)",
     )
-    p.add_argument("--state-dir", default=None,
-                   help="keep the registry here: it survives a restart (default: in memory)")
+    p.add_argument(
+        "--state-dir", default=None, help="keep the registry here: it survives a restart (default: in memory)"
+    )
     p.add_argument("--public-url", default=None, help="the address presigned URLs use (default: host:port)")
     p.add_argument(
-        "--limit", action="append", default=[], metavar="NAME=VALUE",
+        "--limit",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
         help="change a limit, e.g. max_body_bytes=1e8; the names and ranges: docs/server.md#limits (a name or value "
-        "out of range is refused, naming them); repeatable"
+        "out of range is refused, naming them); repeatable",
     )
     exit_with_stdin_argument(p)
 
@@ -130,8 +142,11 @@ def _run(args: argparse.Namespace) -> int:
             print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
             return 2
         if value is not None and os.path.islink(value) and not os.path.exists(value):  # was "File exists"
-            print(f"rlnb serve: {option} {value} is a symbolic link to {os.readlink(value)}, which is not a folder (it "
-                  "does not exist, or the links loop): make the folder it names, or give another", file=sys.stderr)
+            print(
+                f"rlnb serve: {option} {value} is a symbolic link to {os.readlink(value)}, which is not a folder (it "
+                "does not exist, or the links loop): make the folder it names, or give another",
+                file=sys.stderr,
+            )
             return 2
     try:  # one line each, as every other option's (argparse printed its usage, or "rlnb: error: ...")
         _given_once(args.limit)
@@ -185,12 +200,17 @@ def _remove_scratch(scratch: str) -> None:
         shutil.rmtree(scratch)
     except OSError as exc:
         shutil.rmtree(scratch, ignore_errors=True)  # whatever else can go
-        say(f"rlnb serve: could not remove the checkpoints' temporary folder {scratch} ({exc.filename or scratch}: "
-            f"{exc.strerror or exc}); remove it by hand")
+        say(
+            f"rlnb serve: could not remove the checkpoints' temporary folder {scratch} ({exc.filename or scratch}: "
+            f"{exc.strerror or exc}); remove it by hand"
+        )
 
 
 def _serve_app(
-    args: argparse.Namespace, models: dict[str, str], scratch: str | None, extra: dict[str, Any],
+    args: argparse.Namespace,
+    models: dict[str, str],
+    scratch: str | None,
+    extra: dict[str, Any],
     limits: dict[str, Any],
 ) -> tuple[int, bool]:
     """The server until it is stopped: its exit code, and whether operations were abandoned still running."""
@@ -252,8 +272,10 @@ def _serve_app(
         code = exc.code if isinstance(exc.code, int) else 0
     abandoned = app.state.registry.abandoned or []
     for gone in abandoned:  # an operation ends FAILED; a model's build, its session ERROR
-        say(f"rlnb serve: abandoned {gone.what}, unfinished when the stop gave up on it ({gone.end}"
-            f"{' in --state-dir' if args.state_dir else ''})")
+        say(
+            f"rlnb serve: abandoned {gone.what}, unfinished when the stop gave up on it ({gone.end}"
+            f"{' in --state-dir' if args.state_dir else ''})"
+        )
     return code, bool(abandoned)
 
 

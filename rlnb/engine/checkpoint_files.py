@@ -25,7 +25,6 @@ Variant = Literal["merged", "adapter"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
 
 
-
 class UnsafeCheckpointFile(ValueError):
     """A checkpoint's files hold a symlink (a download would serve a file outside the checkpoint) or something
     that is not a regular file (a pipe, a device, a socket: reading it would wait for ever). ``file``: which."""

@@ -204,8 +204,9 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
         packed.refresh(engine.sampler)  # weights written since the last sample: a compiled step cannot re-pack
         longest = bucket(longest, engine.adapter.context_length)
         dtype = next(engine.sampler.parameters()).dtype  # of the logits the choice reads
-        chooser = sampling.compiled_pick(engine.compiler, settings, dtype, rows, engine.adapter.vocab_size,
-                                         engine.device)
+        chooser = sampling.compiled_pick(
+            engine.compiler, settings, dtype, rows, engine.adapter.vocab_size, engine.device
+        )
     sampling.check_cache(rows, longest, engine.adapter.kv_bytes_per_token(), engine.device)  # before any is allocated
     decoder = _Cancellable(engine.adapter.decoder(engine.sampler, rows, longest, engine.compiler), cancelled)
     groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device, chooser)

@@ -127,8 +127,13 @@ class MuonOptions:
                                    DTYPES.values()):  # fmt: skip
             raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)} or None (chosen from the hardware), got {ns!r}")
         split = self.muon_split  # a Mapping's groups are checked here too: a misspelt one failed once the model loaded
-        if split is not None and not callable(split) and not (
-            isinstance(split, Mapping) and all(isinstance(k, str) and v in ("muon", "adam") for k, v in split.items())
+        if (
+            split is not None
+            and not callable(split)
+            and not (
+                isinstance(split, Mapping)
+                and all(isinstance(k, str) and v in ("muon", "adam") for k, v in split.items())
+            )
         ):
             raise ValueError(
                 "muon_split must be None, {name pattern: 'muon' | 'adam'} or a function (name, param) -> 'muon' | "
@@ -169,8 +174,10 @@ class CheckpointOptions:
         be made or written, is refused here, not at the first save."""
         object.__setattr__(self, "load_optimizer", check_bool("load_optimizer", self.load_optimizer, optional=True))
         if self.load_optimizer is not None and self.resume_from is None:  # would be ignored without a word
-            raise ValueError("load_optimizer applies only with resume_from (a training checkpoint to resume); "
-                             f"got load_optimizer={self.load_optimizer} and no resume_from")
+            raise ValueError(
+                "load_optimizer applies only with resume_from (a training checkpoint to resume); "
+                f"got load_optimizer={self.load_optimizer} and no resume_from"
+            )
         if self.checkpoint_dir is not None:
             object.__setattr__(self, "checkpoint_dir", checkpoint_folder(self.checkpoint_dir))
         if self.resume_from is not None:

@@ -43,6 +43,8 @@ DIVERGED = "the sampled log-probs are not finite (NaN or Inf): the weights have 
 
 class Diverged(ValueError):
     """``generate`` drew tokens whose log-probs are not finite."""
+
+
 STOP: wire.StopReason = "STOP_REASON_STOP"
 LENGTH: wire.StopReason = "STOP_REASON_LENGTH"
 
@@ -98,13 +100,19 @@ def uniforms(seed: int, prompts: int, n: int, steps: int, device: torch.device) 
     seeds = torch.randint(2**62, (prompts,), generator=torch.Generator().manual_seed(low)).tolist()
     mix = high * _HIGH % 2**62  # odd: its low 32 bits differ for each high half, and are 0 only for 0
     seeds = [s ^ mix for s in seeds]
-    blocks = [torch.rand(steps, n, generator=torch.Generator(device=device).manual_seed(s), device=device)
-              for s in seeds]
+    blocks = [
+        torch.rand(steps, n, generator=torch.Generator(device=device).manual_seed(s), device=device) for s in seeds
+    ]
     return torch.cat(blocks, dim=1)
 
 
 def choose(
-    logits: Tensor, temperature: float | Tensor, top_p: float | Tensor, top_k: int, u: Tensor, greedy: bool,
+    logits: Tensor,
+    temperature: float | Tensor,
+    top_p: float | Tensor,
+    top_k: int,
+    u: Tensor,
+    greedy: bool,
     nucleus: bool,
 ) -> Tensor:
     """Next token per row: greedy, else top-k / top-p (``nucleus``) filtered sampling at the row's uniform ``u``
@@ -129,7 +137,12 @@ def choose(
 
 
 def choice(
-    logits: Tensor, u: Tensor, temperature: float | Tensor, top_p: float | Tensor, top_k: int, greedy: bool,
+    logits: Tensor,
+    u: Tensor,
+    temperature: float | Tensor,
+    top_p: float | Tensor,
+    top_k: int,
+    greedy: bool,
     nucleus: bool,
 ) -> tuple[Tensor, Tensor]:
     """One step's choice: each row's next token (``choose``) and its untempered log-prob."""

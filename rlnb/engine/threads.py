@@ -58,8 +58,10 @@ def check_threads(threads: object) -> int | None:
     if threads is None:
         return None
     if not is_integer(threads) or not 1 <= threads <= MAX_THREADS:  # type: ignore[operator]
-        raise ValueError(f"threads must be None (the engine's thread policy decides) or an integer >= 1 and "
-                         f"<= {MAX_THREADS}, got {threads!r}")
+        raise ValueError(
+            f"threads must be None (the engine's thread policy decides) or an integer >= 1 and "
+            f"<= {MAX_THREADS}, got {threads!r}"
+        )
     return int(threads)  # type: ignore[call-overload]
 
 

@@ -8,6 +8,12 @@ from rlnb.history.paths import default_runs_dir, new_run_id
 from rlnb.history.record import NA_NO_GRAD_NORM, Record
 
 __all__ = [
-    "NA_NO_GRAD_NORM", "History", "Record", "RunContinuedWarning", "completions", "default_runs_dir",
-    "from_json_text", "new_run_id",
+    "NA_NO_GRAD_NORM",
+    "History",
+    "Record",
+    "RunContinuedWarning",
+    "completions",
+    "default_runs_dir",
+    "from_json_text",
+    "new_run_id",
 ]

@@ -81,8 +81,10 @@ def runs(path: str | Path | None = None) -> pd.DataFrame:
     if root.exists() and not root.is_dir():  # a bare NotADirectoryError from iterdir()
         raise ValueError(f"runs: path {str(root)!r} is a file, not a runs folder")
     if (root / OPS_FILE).exists():  # a run folder itself listed no runs
-        raise ValueError(f"runs: {str(root)!r} is a run folder, not a folder of runs: History.load({str(root)!r}) "
-                         f"reads it, rlnb.runs({str(root.parent)!r}) lists it with its neighbours")
+        raise ValueError(
+            f"runs: {str(root)!r} is a run folder, not a folder of runs: History.load({str(root)!r}) "
+            f"reads it, rlnb.runs({str(root.parent)!r}) lists it with its neighbours"
+        )
     found = sorted(p for p in root.iterdir() if holds_run(p, unreadable=p.name != LOST_FOUND)) if root.exists() else []
     frame = pd.DataFrame([_shown(_row(run)) for run in found], columns=COLUMNS)
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
@@ -129,8 +131,10 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
     clash = {k for k in keys if keys.count(k) > 1}
     if clash and labels is not None:
         label, seed = sorted(clash, key=str)[0]
-        raise ValueError(f"runs {[i for i, k in enumerate(keys) if k == (label, seed)]} share label {label!r} and "
-                         f"seed {seed}: they would be one line; give them different labels")
+        raise ValueError(
+            f"runs {[i for i, k in enumerate(keys) if k == (label, seed)]} share label {label!r} and "
+            f"seed {seed}: they would be one line; give them different labels"
+        )
     for i, path in enumerate(where):
         if keys[i] in clash:  # the same run_id in two runs folders: say which folder
             names[i] = f"{path.parent.name}/{names[i]}" if path is not None else f"{names[i]} ({i})"
@@ -200,6 +204,7 @@ def _seed(h: History, path: Path | None) -> int | None:
     if seed is None or isinstance(seed, int) and not isinstance(seed, bool):
         return seed
     where = path / CONFIG_FILE if path is not None else "the run's config"
-    warnings.warn(f"{where}: its seed {seed!r} is not an integer; compared without a seed"[:300], RuntimeWarning,
-                  stacklevel=3)
+    warnings.warn(
+        f"{where}: its seed {seed!r} is not an integer; compared without a seed"[:300], RuntimeWarning, stacklevel=3
+    )
     return None

@@ -106,8 +106,13 @@ class History(HistoryViews):
     def steps_reached(self) -> int:
         """The highest step its completed optim-steps reached or a figure was logged at (0 for a new run)."""
         with self._lock:
-            done = (r.step for r in self._records if r.kind == wire.OperationKind.OPTIM_STEP
-                    and r.status == wire.OperationStatus.COMPLETED and r.step is not None)
+            done = (
+                r.step
+                for r in self._records
+                if r.kind == wire.OperationKind.OPTIM_STEP
+                and r.status == wire.OperationStatus.COMPLETED
+                and r.step is not None
+            )
             return max(max(done, default=0), max((row["step"] for row in self._logged), default=0))
 
     def annotate(self, **fields: Any) -> None:

@@ -37,19 +37,17 @@ MAX_RUN_ID_BYTES = 255
 def check_run_id(run_id: object) -> str:
     """``run_id`` names one folder inside the runs folder: a single plain path component that a file system
     takes, so that no run is written (or continued) outside it, or only in memory."""
-    if (
-        not isinstance(run_id, str)
-        or run_id in ("", ".", "..")
-        or any(c in run_id for c in ("/", "\\", "\0"))
-    ):
+    if not isinstance(run_id, str) or run_id in ("", ".", "..") or any(c in run_id for c in ("/", "\\", "\0")):
         raise ValueError(
             f"run_id must be a folder name inside the runs folder (no '/', '\\', '..', not empty), got {run_id!r}"
         )
     try:  # surrogateescape: a folder named in another encoding ("r\udcff", byte 0xff) is one run_id can name
         size = len(run_id.encode("utf-8", "surrogateescape"))
     except UnicodeEncodeError as exc:  # a lone surrogate no file name's bytes give ("\ud800")
-        raise ValueError(f"run_id holds a lone surrogate, {run_id[exc.start]!r} at position {exc.start}: it is not "
-                         "valid Unicode text, nor a folder name") from None
+        raise ValueError(
+            f"run_id holds a lone surrogate, {run_id[exc.start]!r} at position {exc.start}: it is not "
+            "valid Unicode text, nor a folder name"
+        ) from None
     if size > MAX_RUN_ID_BYTES:
         raise ValueError(f"run_id must be at most {MAX_RUN_ID_BYTES} bytes (a folder name), got {size} bytes")
     return run_id

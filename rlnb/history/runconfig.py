@@ -22,8 +22,9 @@ run: the config's top level is the latest session's (its seed, model, ...), and 
 RUN_FIELDS = frozenset({"run_id", "created_at", "continued_at", "continued_seq", EARLIER})
 """The config fields this module writes: the run's folder name, when its sessions started, how they were set up."""
 
-PER_SESSION = frozenset({"session_id", "resume_from", "device", "threads", "thread_policy", "malloc", "compile",
-                         "versions", "batched"})  # fmt: skip  (batched: its ensemble's id, size, the member's index)
+PER_SESSION = frozenset(
+    {"session_id", "resume_from", "device", "threads", "thread_policy", "malloc", "compile", "versions", "batched"}
+)  # fmt: skip  (batched: its ensemble's id, size, the member's index)
 """Fields that differ from session to session of one run without changing what it trains: no warning."""
 
 
@@ -107,9 +108,11 @@ def check_annotation(fields: dict[str, Any]) -> dict[str, Any]:
             check_text(json.dumps(value, default=str, ensure_ascii=False), "its value (as JSON)")
         except (TypeError, ValueError, RecursionError) as exc:
             shown = escaped(name)  # printing a lone surrogate fails
-            raise ValueError(f"annotate: {shown} cannot be written to config.json and read back ({exc}); give "
-                             "JSON-like values: str keys, valid Unicode text, at most 31 levels deep (nothing was "
-                             "annotated)") from None
+            raise ValueError(
+                f"annotate: {shown} cannot be written to config.json and read back ({exc}); give "
+                "JSON-like values: str keys, valid Unicode text, at most 31 levels deep (nothing was "
+                "annotated)"
+            ) from None
     return {name: plain(value) for name, value in fields.items()}
 
 

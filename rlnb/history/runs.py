@@ -62,8 +62,10 @@ def _near_miss(path: Path) -> str:
         if path.is_dir():
             inside = sorted(p.name for p in path.iterdir() if holds_run(p, unreadable=False))
             if inside:
-                return (f": it is a folder of {len(inside)} run(s); load one, such as {path / inside[0]}, or list "
-                        f"them with rlnb.runs({str(path)!r})")
+                return (
+                    f": it is a folder of {len(inside)} run(s); load one, such as {path / inside[0]}, or list "
+                    f"them with rlnb.runs({str(path)!r})"
+                )
     return ""
 
 
@@ -88,8 +90,12 @@ def read_run(path: str | Path) -> RunFolder:
             latest[rec.seq] = rec  # the last line of an operation is its latest state
     warn_bad(path / OPS_FILE, bad)
     if late:
-        warnings.warn(f"{path / OPS_FILE}: skipped {', '.join(late[:5])}: a seq of {MAX_SEQ} or more leaves no room to "
-                      "number the operations after it; it is damage (a hand edit)", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{path / OPS_FILE}: skipped {', '.join(late[:5])}: a seq of {MAX_SEQ} or more leaves no room to "
+            "number the operations after it; it is damage (a hand edit)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     bad = []
     logged = (logged_row(line, bad) for _, line in read_jsonl(path / METRICS_FILE))
     kept = [row for row in logged if row is not None]

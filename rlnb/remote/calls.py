@@ -64,6 +64,7 @@ retried (an ``UnsupportedProtocol`` was tried 6 times over 14 s, and counted as 
 
 M = TypeVar("M", bound=BaseModel)
 
+
 def _check_seconds(name: str, value: object) -> None:
     """``ValueError`` naming ``name`` unless ``value`` is a finite number of seconds > 0."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):

@@ -39,6 +39,7 @@ from rlnb.wire import Listener
 
 log = logging.getLogger("rlnb")
 
+
 @dataclass
 class InFlight:
     kind: wire.OperationKind

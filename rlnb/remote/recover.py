@@ -117,8 +117,7 @@ def sessions_since(
 
     def matches(s: wire.Session) -> bool:
         return (
-            s.display_name == request.display_name
-            and s.resume_from_checkpoint_id == request.resume_from_checkpoint_id
+            s.display_name == request.display_name and s.resume_from_checkpoint_id == request.resume_from_checkpoint_id
         )
 
     def find(since: float) -> list[wire.Session]:

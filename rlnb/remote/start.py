@@ -93,8 +93,10 @@ class SessionOptions:
             raise ValueError(found)
         object.__setattr__(self, "load_optimizer", check_bool("load_optimizer", self.load_optimizer, optional=True))
         if self.load_optimizer is not None and self.resume_from_checkpoint_id is None:  # the server refuses it
-            raise ValueError("load_optimizer applies only with resume_from_checkpoint_id (a training checkpoint); "
-                             f"got load_optimizer={self.load_optimizer} and no resume_from_checkpoint_id")
+            raise ValueError(
+                "load_optimizer applies only with resume_from_checkpoint_id (a training checkpoint); "
+                f"got load_optimizer={self.load_optimizer} and no resume_from_checkpoint_id"
+            )
         set_int(self, "num_generator_replicas", 0, wire.INT32_MAX)
         wire.lora_config(self.lora)  # a ValueError naming lora
         wire.optimizer_config(self.optimizer or "adam", self.muon_scaling)  # optimizer and muon_scaling

@@ -118,9 +118,7 @@ def read_json(data: bytes | bytearray | str, prefix: str = "") -> Any:
     )
 
 
-def error_response(
-    status: int, message: str, type: str, param: str | None = None, retry: bool = False
-) -> JSONResponse:
+def error_response(status: int, message: str, type: str, param: str | None = None, retry: bool = False) -> JSONResponse:
     body = wire.ErrorData(error=wire.ErrorDetail(message=message, type=type, param=param, code=None))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
     if status == 409:  # SDKs retry a 409 unless told: say whether the state it conflicts with can end by itself

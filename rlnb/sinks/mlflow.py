@@ -169,7 +169,6 @@ class MLflow(Sink):
         password left out (``scrub``): the place is shown in a refusal."""
         return {"store": scrub(store(self.tracking_uri)), "experiment": self.experiment}
 
-
     def folder(self) -> tuple[str, Path] | None:
         """The folder of a store on this machine (a SQLite file's, a ``file:`` store), checked when the sink is made;
         None for a server."""

@@ -141,6 +141,8 @@ def histories(trials: pd.DataFrame) -> list[History]:
     ``summarize``'s) is a ``ValueError`` naming ``trials``: it was a bare ``KeyError: 'run_path'``."""
     if not isinstance(trials, pd.DataFrame) or "run_path" not in trials.columns:
         got = f"a table of {', '.join(map(str, trials.columns))}" if isinstance(trials, pd.DataFrame) else repr(trials)
-        raise ValueError(f"histories: trials must be a sweep's table of trials (with its run_path column), such as "
-                         f"sweep(...) or ablate(...)[0] return, got {got:.200}")
+        raise ValueError(
+            f"histories: trials must be a sweep's table of trials (with its run_path column), such as "
+            f"sweep(...) or ablate(...)[0] return, got {got:.200}"
+        )
     return [History.load(p) for p in trials["run_path"].dropna()]

@@ -21,8 +21,10 @@ def config_list(configs: Any) -> list[dict[str, Any]] | None:
     if configs is None:
         return None
     if isinstance(configs, Mapping | str | bytes) or not isinstance(configs, Iterable):
-        raise TypeError(f"configs must be a list of dicts, such as grid(learning_rate=[1e-3, 1e-2]), got "
-                        f"{configs!r}{' (one config: put it in a list)' if isinstance(configs, Mapping) else ''}")
+        raise TypeError(
+            f"configs must be a list of dicts, such as grid(learning_rate=[1e-3, 1e-2]), got "
+            f"{configs!r}{' (one config: put it in a list)' if isinstance(configs, Mapping) else ''}"
+        )
     listed = list(itertools.islice(configs, MAX_CONFIGS + 1))  # an endless generator was read until memory ran out
     if len(listed) > MAX_CONFIGS:
         raise ValueError(

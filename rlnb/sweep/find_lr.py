@@ -77,7 +77,12 @@ def lr_find(
     _secrets.hide_option(options)  # first: no traceback's locals show the key
     test = take(RangeTestOptions, options, range_test)
     start_lr, end_lr, steps, objective, seed, step_fn = (
-        test.start_lr, test.end_lr, test.steps, test.objective, test.seed, test.step_fn
+        test.start_lr,
+        test.end_lr,
+        test.steps,
+        test.objective,
+        test.seed,
+        test.step_fn,
     )
     target, runs_dir = options.pop("target", "local"), options.pop("runs_dir", None)
     kind = "adam" if isinstance(base, AdamParams) else "muon"
@@ -219,6 +224,7 @@ def _open(
     kind: str, session: Session | None, target: str, seed: int, runs_dir: str | Path | None, options: dict[str, Any]
 ) -> Session:
     from .trial import own_modules  # each model= module is copied: the test never trains the caller's
+
     record: dict[str, Any] = {"runs_dir": runs_dir, "run_id": new_run_id("lr-find")}
     if session is not None and runs_dir is None:  # where the session records, not ./rlnb-runs wherever Python runs
         if session.history.path is not None:

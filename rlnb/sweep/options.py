@@ -252,6 +252,7 @@ def check_connect_options(options: Mapping[str, Any], target: str) -> None:
         raise ValueError(f"record={options['record']!r}: a sweep records each trial's history in its folder (its "
                          "run_path, histories(), resume=); leave record out")  # fmt: skip
     check_can_sample(  # each trial FAILED INVALID_INPUT at its first sample
-        options, "num_generator_replicas=0 starts trainer-only sessions, which cannot sample, and every trial's RL "
-        "step samples its group: leave it out (1) or pass num_generator_replicas >= 1"
+        options,
+        "num_generator_replicas=0 starts trainer-only sessions, which cannot sample, and every trial's RL "
+        "step samples its group: leave it out (1) or pass num_generator_replicas >= 1",
     )

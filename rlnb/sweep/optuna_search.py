@@ -203,7 +203,9 @@ class OptunaSource:
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line in the notebook
         try:
             self.study = open_study(
-                optuna, folder / STUDY_FILE, recorded,
+                optuna,
+                folder / STUDY_FILE,
+                recorded,
                 storage=storage_url(folder / STUDY_FILE),
                 study_name=STUDY_NAME,
                 direction="maximize" if objective == "reward" else "minimize",

@@ -61,7 +61,7 @@ def batch(text: str, n: int, window: int, rng: random.Random) -> list[list[int]]
     """``n`` random windows of ``window + 1`` bytes of ``text`` (a window predicts its last ``window``)."""
     n = check_int("n", n, 1)
     data, window = _windows_of(text, window)
-    return [list(data[o: o + window + 1]) for o in (rng.randrange(len(data) - window) for _ in range(n))]
+    return [list(data[o : o + window + 1]) for o in (rng.randrange(len(data) - window) for _ in range(n))]
 
 
 def tiles(text: str, window: int) -> list[list[int]]:
@@ -71,7 +71,7 @@ def tiles(text: str, window: int) -> list[list[int]]:
     data, window = _windows_of(text, window)
     last = len(data) - window - 1  # the offset of the window that ends at the end
     starts = list(range(0, last + 1, max(window // 2, 1)))
-    return [list(data[o: o + window + 1]) for o in starts + ([last] if starts[-1] != last else [])]
+    return [list(data[o : o + window + 1]) for o in starts + ([last] if starts[-1] != last else [])]
 
 
 def _windows_of(text: str, window: int) -> tuple[bytes, int]:

@@ -41,16 +41,29 @@ class LessonRun:
         return finite_mean(self.rewards[-5:]) if self.rewards else math.nan
 
 
-def train(session: Session, task: VerifiedTask, params: OptimizerParams, steps: int, *, eval_every: int = EVAL_EVERY,
-          seed: int = 0) -> LessonRun:
+def train(
+    session: Session,
+    task: VerifiedTask,
+    params: OptimizerParams,
+    steps: int,
+    *,
+    eval_every: int = EVAL_EVERY,
+    seed: int = 0,
+) -> LessonRun:
     """``steps`` RL steps of ``task`` (``rl_step``, sampling seeds from ``seed`` as a sweep trial does), the
     held-out accuracy before, every ``eval_every`` steps and at the end. A failed step ends the run and is
     recorded (``failed``), not raised: a lesson may be that the run fails. The accuracy is also logged to
     the history as ``eval/accuracy``."""
     steps = check_steps(steps, 0)
     # one above ``steps`` is taken (the default 10 in a 5-step lesson): the accuracy before and at the end only
-    eval_every = check_int("eval_every", eval_every, 1, MAX_STEPS, why="the most steps one run takes, MAX_STEPS; one "
-                           "above the lesson's steps evaluates before its first step and after its last only")
+    eval_every = check_int(
+        "eval_every",
+        eval_every,
+        1,
+        MAX_STEPS,
+        why="the most steps one run takes, MAX_STEPS; one "
+        "above the lesson's steps evaluates before its first step and after its last only",
+    )
     seed = check_int("seed", seed, *seed_range(steps))  # checked by rl_step as seed * SEED_STRIDE + i, after an eval
     if not isinstance(task, VerifiedTask):  # it has no held-out split: a bare AttributeError for 'evaluate'
         raise TypeError(f"task must be a VerifiedTask, such as first_letter_task(), got {type(task).__name__} "

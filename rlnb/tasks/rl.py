@@ -106,6 +106,7 @@ def rl_step(
     sampled = session.sample(
         prompts, num_samples=group_size, max_tokens=task.max_tokens, temperature=temperature, seed=seed
     ).result()
+
     def plain(tokens: Sequence[int]) -> str:  # what a reward reads: no EOS, no special tokens
         return session.decode(tokens, skip_special=True)
 
@@ -163,8 +164,10 @@ def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:
     spec = wire.LOSSES[config.type]
     if "advantages" not in spec.required:  # cross_entropy: every forward-backward failed INVALID_INPUT after sampling
         policy = ", ".join(s.name for s in wire.LOSSES.values() if "advantages" in s.required)
-        raise ValueError(f"loss {spec.name!r} is not a policy loss (it reads {', '.join(spec.required)}, not the "
-                         f"samples' advantages): rl_step trains with one of {policy}")
+        raise ValueError(
+            f"loss {spec.name!r} is not a policy loss (it reads {', '.join(spec.required)}, not the "
+            f"samples' advantages): rl_step trains with one of {policy}"
+        )
     if wire.needs_reference(config):
         beta = config.grpo_params.beta if config.grpo_params is not None else None
         raise ValueError(

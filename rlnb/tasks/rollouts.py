@@ -136,8 +136,18 @@ def unscored(
     it (``decode``, which drops EOS and special tokens), not yet scored: rewards and advantages are NaN. A step
     whose reward raises keeps these rows."""
     return [
-        [Rollout(i, prompt, decode(s.tokens), tuple(s.tokens), s.stop_reason == wire.STOP_REASON_LENGTH, math.nan,
-                 math.nan) for s in result.sequences]  # fmt: skip
+        [
+            Rollout(
+                i,
+                prompt,
+                decode(s.tokens),
+                tuple(s.tokens),
+                s.stop_reason == wire.STOP_REASON_LENGTH,
+                math.nan,
+                math.nan,
+            )
+            for s in result.sequences
+        ]  # fmt: skip
         for i, (prompt, result) in enumerate(zip(prompts, results, strict=True))
     ]
 
@@ -156,9 +166,7 @@ def score(task: Task, groups: Sequence[Sequence[Rollout]], scale: AdvantageScale
     return scored
 
 
-def prompt_texts(
-    task: Task, tokens: Sequence[Sequence[int]], decode: Callable[[Sequence[int]], str]
-) -> list[str]:
+def prompt_texts(task: Task, tokens: Sequence[Sequence[int]], decode: Callable[[Sequence[int]], str]) -> list[str]:
     """What a reward reads as each of ``task``'s prompts: its own text, or its tokens (``tokens[i]``) decoded
     by ``decode``, which drops special tokens: a tokenizer's BOS is no part of the prompt a reward parses."""
     return [p if isinstance(p, str) else decode(ids) for p, ids in zip(task.prompts, tokens, strict=True)]

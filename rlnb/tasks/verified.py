@@ -43,8 +43,10 @@ def expected(answer: Callable[[str], str], prompt: str) -> str:
         raise TypeError(f"answer({prompt!r}) returned {value!r} ({type(value).__name__}): it must return the answer's "
                         f"text, which the completion is compared to (such as str({value!r}))")  # fmt: skip
     if not value:
-        raise ValueError(f"answer({prompt!r}) returned '': a completion of EOS alone reads as '' (the reward reads no "
-                         "EOS), so a policy that stops at once would earn it; give every prompt a non-empty answer")
+        raise ValueError(
+            f"answer({prompt!r}) returned '': a completion of EOS alone reads as '' (the reward reads no "
+            "EOS), so a policy that stops at once would earn it; give every prompt a non-empty answer"
+        )
     return value
 
 
@@ -67,8 +69,10 @@ class VerifiedTask(Task):
             raise TypeError(f"VerifiedTask.answer must be a function answer(prompt) -> str, the text that evaluate "
                             f"compares a completion to, got {self.answer!r}")  # fmt: skip
         prompts = self.eval_prompts  # a string was evaluated one character a prompt
-        if isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence) or not all(
-            isinstance(p, str) for p in prompts
+        if (
+            isinstance(prompts, str | bytes)
+            or not isinstance(prompts, Sequence)
+            or not all(isinstance(p, str) for p in prompts)
         ):
             raise TypeError(f"VerifiedTask.eval_prompts must be a list of text prompts, such as ['cadb>'], "
                             f"got {prompts!r}")  # fmt: skip
@@ -125,8 +129,9 @@ def _first(prompt: str) -> str:
     return prompt[0]
 
 
-def first_letter_task(alphabet: str = "abcd", length: int = 4, n_train: int = 64, n_eval: int = 64,
-                      split_seed: int = 0) -> VerifiedTask:
+def first_letter_task(
+    alphabet: str = "abcd", length: int = 4, n_train: int = 64, n_eval: int = 64, split_seed: int = 0
+) -> VerifiedTask:
     """Copy the first letter: ``"cadb>"`` → ``"c"`` (one token, exact match).
 
     The words are strings over ``alphabet``, each letter first in an equal share of both splits; the
@@ -160,11 +165,19 @@ def first_letter_task(alphabet: str = "abcd", length: int = 4, n_train: int = 64
     for c in alphabet:
         words = _words(c, alphabet, length, (n_train + n_eval) // k, rng)
         train += words[: n_train // k]
-        held_out += words[n_train // k: (n_train + n_eval) // k]
+        held_out += words[n_train // k : (n_train + n_eval) // k]
     rng.shuffle(train)
     rng.shuffle(held_out)
-    return VerifiedTask("first_letter", [w + ">" for w in train], exact_match(_first), max_tokens=1,
-                        group_size=16, eval_prompts=[w + ">" for w in held_out], answer=_first, chance=1 / k)
+    return VerifiedTask(
+        "first_letter",
+        [w + ">" for w in train],
+        exact_match(_first),
+        max_tokens=1,
+        group_size=16,
+        eval_prompts=[w + ">" for w in held_out],
+        answer=_first,
+        chance=1 / k,
+    )
 
 
 def _split_seed(seed: object) -> int:
@@ -191,8 +204,7 @@ def _words(first: str, alphabet: str, length: int, needed: int, rng: random.Rand
     """``needed`` distinct words of ``length`` letters starting with ``first``, in ``rng``'s order."""
     count = len(alphabet) ** (length - 1)
     if needed > count:
-        raise ValueError(f"length {length} gives only {count} words per first letter; "
-                         f"n_train + n_eval needs {needed}")
+        raise ValueError(f"length {length} gives only {count} words per first letter; n_train + n_eval needs {needed}")
     if count <= ENUMERATED:
         words = [first + "".join(w) for w in product(alphabet, repeat=length - 1)]
         rng.shuffle(words)
@@ -250,12 +262,21 @@ def addition_task(n_eval: int = 11, split_seed: int = 0) -> VerifiedTask:
     held_out = _spread(pairs, n_eval, random.Random(_split_seed(split_seed)))
     train = [p for p in pairs if p not in held_out]
     answers = [str(a + b) for a, b in held_out]
-    return VerifiedTask("addition", [f"{a}+{b}=" for a, b in train], exact_match(_sum), max_tokens=1,
-                        group_size=16, eval_prompts=[f"{a}+{b}=" for a, b in held_out], answer=_sum,
-                        chance=max(answers.count(x) for x in set(answers)) / len(answers))
+    return VerifiedTask(
+        "addition",
+        [f"{a}+{b}=" for a, b in train],
+        exact_match(_sum),
+        max_tokens=1,
+        group_size=16,
+        eval_prompts=[f"{a}+{b}=" for a, b in held_out],
+        answer=_sum,
+        chance=max(answers.count(x) for x in set(answers)) / len(answers),
+    )
 
 
 TASKS: dict[str, Callable[[], Task]] = {
-    "first_letter": first_letter_task, "addition": addition_task, "digits": digits_task,
+    "first_letter": first_letter_task,
+    "addition": addition_task,
+    "digits": digits_task,
 }
 """The built-in tasks by name (``rlnb demo --task NAME``)."""

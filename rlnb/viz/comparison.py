@@ -108,8 +108,10 @@ def compare(
         shown = ", ".join(c for c in frame.columns if c not in ("run", "seed", "step"))
         raise ValueError(f"y={y!r} is not a column of these runs' steps tables; they have: {shown}")
     if len(frame) and by not in frame:
-        raise ValueError(f"by={by!r} is not a column of these runs' table; group by 'run' or one of: "
-                         f"{', '.join(c for c in frame.columns if c not in ('seed', 'step'))}")
+        raise ValueError(
+            f"by={by!r} is not a column of these runs' table; group by 'run' or one of: "
+            f"{', '.join(c for c in frame.columns if c not in ('seed', 'step'))}"
+        )
     own = ax is None
     ax = new_axes(ax)
     ax.set(xlabel="optimizer step", ylabel=printable(y), title=f"{printable(y)} by {printable(by)}")

@@ -114,9 +114,7 @@ class Panel:
         self.lines[key] = line
         return line
 
-    def set(
-        self, key: str, x: np.ndarray, y: np.ndarray, *, visible: bool = True, markers: bool | None = True
-    ) -> None:
+    def set(self, key: str, x: np.ndarray, y: np.ndarray, *, visible: bool = True, markers: bool | None = True) -> None:
         """New data for a line; a marker at each point while there are few (``markers=None``: its own kept)."""
         line = self.lines[key]
         line.set_data(x, y)

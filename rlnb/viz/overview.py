@@ -33,10 +33,19 @@ RL_PANELS: tuple[tuple[str, tuple[Line, ...], tuple[str, str] | None], ...] = (
     ("entropy (nats per token)", (("entropy", "entropy"),), None),
     ("reward spread", (("reward_std", "reward std"), ("frac_reward_zero_std", "groups with zero std")), None),
     ("distinct completions per group", (("completions/distinct_mean", "distinct (mean)"),), None),
-    ("completion length (tokens)", (("completions/mean_length", "mean"),),
-     ("completions/min_length", "completions/max_length")),
-    ("clip fractions", (("completions/clipped_ratio", "completions cut at max_tokens"),
-                        ("clip_ratio/region_mean", "tokens whose ratio was clipped")), None),
+    (
+        "completion length (tokens)",
+        (("completions/mean_length", "mean"),),
+        ("completions/min_length", "completions/max_length"),
+    ),
+    (
+        "clip fractions",
+        (
+            ("completions/clipped_ratio", "completions cut at max_tokens"),
+            ("clip_ratio/region_mean", "tokens whose ratio was clipped"),
+        ),
+        None,
+    ),
     ("KL to the reference", (("kl", "kl"),), None),
 )
 """The RL metrics' panels, in order: title, (column, label) per line, and columns drawn as a band around
@@ -100,8 +109,9 @@ def _lines(
         rows = frame[["step", *band]].dropna()
         low, high = rows[band[0]].to_numpy(dtype=float), rows[band[1]].to_numpy(dtype=float)
         keep = extremes(low, high, MAX_POINTS)  # decimated as the lines are: 100k steps drew 100k vertices
-        ax.fill_between(rows["step"].to_numpy()[keep], low[keep], high[keep], color="C4", alpha=0.2, lw=0,
-                        label="min-max")
+        ax.fill_between(
+            rows["step"].to_numpy()[keep], low[keep], high[keep], color="C4", alpha=0.2, lw=0, label="min-max"
+        )
     if len(ax.get_legend_handles_labels()[0]) > 1:
         placing.legend(ax, loc="best", fontsize="small")
     return ax

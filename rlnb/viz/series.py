@@ -15,6 +15,8 @@ import numpy as np
 
 LIVE_POINTS = 512
 """Points drawn per line, at most: a lowest and a highest point per horizontal pixel of a panel."""
+
+
 def _merge(a: list[float], b: list[float]) -> list[float]:
     """Two consecutive buckets as one: the first's first point, the lower minimum, the higher maximum."""
     lo = a[3:5] if a[4] <= b[4] else b[3:5]

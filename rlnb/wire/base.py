@@ -225,6 +225,7 @@ class _Request(_Model):
 
 class ErrorDetail(_Model):
     """The inside of an API error body: ``message``, ``type``, and ``param`` / ``code`` when known."""
+
     message: str
     type: str
     param: str | None = None

@@ -37,18 +37,21 @@ CheckpointType: TypeAlias = Literal["CHECKPOINT_TYPE_TRAINING", "CHECKPOINT_TYPE
 
 class ModelRegistryArtifact(_Model):
     """A model-registry entry (id and revision) a checkpoint was registered as."""
+
     id: str
     revision_id: str
 
 
 class InferenceRegistration(_Model):
     """Where an inference checkpoint was registered: its adapter and / or merged model."""
+
     adapter: ModelRegistryArtifact | None = None
     model: ModelRegistryArtifact | None = None
 
 
 class InferenceCheckpoint(_Model):
     """An inference checkpoint as a session lists it: id, optimizer step, time, registration."""
+
     id: str
     step: Int64
     created_at: datetime
@@ -57,6 +60,7 @@ class InferenceCheckpoint(_Model):
 
 class TrainingCheckpoint(_Model):
     """A training checkpoint as a session lists it; ``resume_from_checkpoint_id`` takes its id."""
+
     id: str
     step: Int64
     created_at: datetime
@@ -65,16 +69,19 @@ class TrainingCheckpoint(_Model):
 
 class InferenceCheckpointResult(_Model):
     """The output of an inference-checkpoint operation."""
+
     checkpoint: InferenceCheckpoint
 
 
 class TrainingCheckpointResult(_Model):
     """The output of a training-checkpoint operation."""
+
     checkpoint: TrainingCheckpoint
 
 
 class Checkpoint(_Model):
     """A checkpoint in the checkpoints collection; it outlives its session and resource."""
+
     id: str
     base_model: str
     created_at: datetime
@@ -93,6 +100,7 @@ LIST_LIMIT_MAX = 100
 
 class ListMeta(_Model):
     """Pagination of a list response: pass ``next_cursor`` as ``after`` while ``has_more``."""
+
     limit: int | None = None
     has_more: bool = False
     next_cursor: str = ""
@@ -101,12 +109,14 @@ class ListMeta(_Model):
 
 class CheckpointList(_Model):
     """One page of the checkpoints collection."""
+
     data: list[Checkpoint]
     meta: ListMeta
 
 
 class CheckpointFile(_Model):
     """One file of a checkpoint download, with its presigned URL."""
+
     filename: str
     url: str
     """Presigned: fetch it without the Authorization header."""
@@ -115,4 +125,5 @@ class CheckpointFile(_Model):
 
 class CheckpointDownload(_Model):
     """The files of one checkpoint variant, one presigned URL each."""
+
     data: list[CheckpointFile] = Field(default_factory=list)

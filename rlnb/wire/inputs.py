@@ -17,6 +17,7 @@ __all__ = ["EncodedText", "ModelInput", "ModelInputChunk", "Sample", "TensorDTyp
 TensorDType: TypeAlias = Literal["int64", "float32"]
 """A loss input tensor's dtype: ``int64`` for token ids, ``float32`` for the rest."""
 
+
 class TensorData(_Model):
     """A flat 1-D tensor. ``shape``, if given, must equal ``[len(data)]``; sparse fields are rejected."""
 
@@ -45,16 +46,19 @@ class TensorData(_Model):
 
 class EncodedText(_Model):
     """A chunk of token ids (int64, sent as JSON integers by clients)."""
+
     tokens: list[Int64]
 
 
 class ModelInputChunk(_Model):
     """One chunk of a model input; the API has only encoded text today."""
+
     encoded_text: EncodedText
 
 
 class ModelInput(_Model):
     """A prompt or a training sequence as the API sends it: a list of token chunks."""
+
     chunks: list[ModelInputChunk]
 
     @classmethod

@@ -54,11 +54,13 @@ Probability = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
 
 class CrossEntropyLossParams(_Model):
     """Cross-entropy takes no params."""
+
     pass
 
 
 class GrpoLossParams(_Model):
     """GRPO / GSPO params; unset fields take rlnb's defaults (clip 0.8 / 1.28, β 0, FIXED_HORIZON, TOKEN)."""
+
     clip_low_threshold: ClipLow | None = None
     """Lower bound on the importance ratio (absolute, <= 1)."""
     clip_high_threshold: ClipHigh | None = None
@@ -76,18 +78,21 @@ class GrpoLossParams(_Model):
 
 class PpoLossParams(_Model):
     """PPO's clip range on the importance ratio (rlnb's defaults: 0.8 / 1.2)."""
+
     clip_low_threshold: ClipLow | None = None
     clip_high_threshold: ClipHigh | None = None
 
 
 class CispoLossParams(_Model):
     """CISPO's clamp on its stop-gradient coefficient (rlnb's defaults: 0 / 4)."""
+
     clip_low_threshold: ClipLow | None = None
     clip_high_threshold: ClipHigh | None = None
 
 
 class DppoLossParams(_Model):
     """DPPO's trust region in probability space (rlnb's defaults: δ 0.15 / 0.15)."""
+
     delta_low: Probability | None = None
     """Probability-space limit in [0, 1]."""
     delta_high: Probability | None = None
@@ -95,6 +100,7 @@ class DppoLossParams(_Model):
 
 class DroLossParams(_Model):
     """DRO's penalty on the squared log-ratio; ``beta`` has no default."""
+
     beta: Penalty
     """Quadratic log-ratio penalty (>= 0); required."""
 

@@ -181,8 +181,10 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
         params = _wire_names(params)  # only GRPO has these fields: the unknown ones were refused above
     missing = [f for f in spec.required_params if f not in (params or {})]  # pydantic's bare "Field required"
     if missing:
-        raise ValueError(f"loss.{spec.params_field} is required for {spec.type} ({', '.join(missing)}: no default); "
-                         f"give loss_params={{{missing[0]!r}: ...}}")
+        raise ValueError(
+            f"loss.{spec.params_field} is required for {spec.type} ({', '.join(missing)}: no default); "
+            f"give loss_params={{{missing[0]!r}: ...}}"
+        )
     config: dict[str, Any] = {"type": spec.type}
     if spec.params_field is not None and (params or spec.required_params):
         config[spec.params_field] = params or {}

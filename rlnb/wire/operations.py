@@ -105,6 +105,7 @@ Output = TypeVar("Output")
 
 class OperationError(_Model):
     """Why an operation FAILED: an ``OperationErrorCode`` and the server's message."""
+
     code: OperationErrorCode | None = None
     """Why the operation failed; ``None`` when the server gave no code."""
     message: str | None = None
@@ -144,6 +145,7 @@ Listener: TypeAlias = Callable[[Operation[Any]], None]
 
 class ForwardBackwardBody(_Request):
     """The forward-backward request: samples and the loss, with or without gradients."""
+
     samples: list[Sample]
     loss: LossConfig
     forward_only: StrictBool | None = None
@@ -156,11 +158,13 @@ class ForwardBackwardBody(_Request):
 
 class LossFnOutput(_Model):
     """Per-sample output tensors of a loss (e.g. ``logprobs``), when asked for."""
+
     tensors: dict[str, TensorData]
 
 
 class ForwardBackwardResult(_Model):
     """The output of a forward-backward: the loss, its metrics, and per-sample outputs if asked."""
+
     loss: float
     """Summed over the batch for cross-entropy; for a mean-aggregated loss the batch's mean. Gradients of
     several forward-backward calls add up before an optim-step, and so do their losses."""
@@ -171,6 +175,7 @@ class ForwardBackwardResult(_Model):
 
 class GradientTensor(_Model):
     """d loss / d logprob for one sample's target tokens, in a custom forward-backward."""
+
     data: list[StrictFloat]
     dtype: DType | None = None
     """Optional, as in the API: the values are used as float32 whatever it says, but ``D_TYPE_INT64`` data must be
@@ -187,6 +192,7 @@ class GradientTensor(_Model):
 
 class CustomForwardBackwardBody(_Request):
     """Backpropagate your own per-token gradients of the log-probs: the loss is computed client-side."""
+
     samples: list[Sample]
     gradients: list[GradientTensor]
     """One per sample: d loss / d logprob for each target token."""
@@ -196,6 +202,7 @@ class CustomForwardBackwardBody(_Request):
 
 class CustomForwardBackwardResult(_Model):
     """The (empty) output of a custom forward-backward: the gradients have accumulated."""
+
     pass
 
 
@@ -205,11 +212,13 @@ class CustomForwardBackwardResult(_Model):
 
 class WeightsSyncBody(_Request):
     """The weights-sync request: how to publish the trainer's weights to the sampler."""
+
     weight_sync_type: WeightSyncType
 
 
 class WeightsSyncResult(_Model):
     """The output of a weights-sync: the policy version the sampler now serves."""
+
     weights_version: Int64
     """Policy version now live (0 = initial model, +1 per optim-step)."""
 
@@ -220,6 +229,7 @@ class WeightsSyncResult(_Model):
 
 class PayloadUploadUrl(_Model):
     """Where to PUT a large request body; the operation then carries ``payload_id``."""
+
     payload_id: str
     upload_url: str
     """Absolute and presigned: PUT the compact JSON body there without the Authorization header."""
@@ -227,12 +237,14 @@ class PayloadUploadUrl(_Model):
 
 class PayloadDownloadUrl(_Model):
     """Where to GET the large members of a result that carries ``payload_id``."""
+
     download_url: str
     """Absolute and presigned: GET it without the Authorization header; the body is a JSON object."""
 
 
 # ---------------------------------------------------------------------------------------------
 # Per-kind request and result types, in one table (client and server both read it).
+
 
 class NoBody(_Request):
     """The body of a kind that takes none (the checkpoints): absent or ``{}``; a field is a 400 naming it."""
@@ -259,8 +271,12 @@ RESULT_TYPES: dict[OperationKind, type[_Model]] = {
 }
 """Each operation kind's result model, which the envelope's ``output`` parses to."""
 CHANGES_SESSION: Final = frozenset(
-    {OperationKind.OPTIM_STEP, OperationKind.WEIGHTS_SYNC, OperationKind.TRAINING_CHECKPOINT,
-     OperationKind.INFERENCE_CHECKPOINT}
+    {
+        OperationKind.OPTIM_STEP,
+        OperationKind.WEIGHTS_SYNC,
+        OperationKind.TRAINING_CHECKPOINT,
+        OperationKind.INFERENCE_CHECKPOINT,
+    }
 )
 """The kinds whose completion changes the session's own fields (``step``, ``policy_state``, its checkpoint lists):
 its ``updated_at`` moves then."""

@@ -43,6 +43,7 @@ def optimizer_kind(value: object, name: str = "optimizer") -> OptimizerKind:
             return kind
     raise ValueError(f"{name} must be one of {', '.join(OPTIMIZERS)}, got {value!r}")
 
+
 MuonScalingStrategy: TypeAlias = Literal[
     "MUON_SCALING_STRATEGY_UNSPECIFIED", "MUON_SCALING_STRATEGY_MATCH_ADAM", "MUON_SCALING_STRATEGY_ORIGINAL"
 ]
@@ -97,12 +98,14 @@ class MuonParams(_Model):
 
 class OptimStepBody(_Request):
     """The optim-step request: ``adam_params`` or ``muon_params``, matching the session's optimizer."""
+
     adam_params: AdamParams | None = None
     muon_params: MuonParams | None = None
 
 
 class OptimStepResult(_Model):
     """The output of an optim-step: the new step count (and rlnb's metrics extension)."""
+
     step: Int64
     """The session's optimizer-step count after this update (1 after the first step)."""
     metrics: dict[str, float] | None = None
@@ -112,11 +115,13 @@ class OptimStepResult(_Model):
 
 class MuonOptimizerConfig(_Model):
     """A Muon resource's optimizer config: the scaling strategy of its learning rate."""
+
     scaling_strategy: MuonScalingStrategy | None = None
 
 
 class AdamOptimizerConfig(_Model):
     """An AdamW resource's optimizer config (no fields in the API)."""
+
     pass
 
 

@@ -43,6 +43,7 @@ RequestGpuType: TypeAlias = Literal["B200-SXM"]
 
 class ComputeConfigRequest(_Model):
     """The compute a model resource asks for: GPU type and sampler replicas."""
+
     gpu_type: RequestGpuType | None = None
     num_generator_replicas: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] | None = None
     """0 = trainer only: sampling is rejected."""
@@ -50,12 +51,14 @@ class ComputeConfigRequest(_Model):
 
 class ComputeConfig(_Model):
     """The compute a model resource got."""
+
     num_generator_replicas: int
     gpu_type: Annotated[GpuType, Newer] | None = None
 
 
 class CreateModelResourcesRequest(_Request):
     """Create a model resource: base model, optimizer (fixed for its life), LoRA or full weights, compute."""
+
     base_model: str
     base_weights_ref: str | None = None
     compute_config: ComputeConfigRequest | None = None
@@ -67,11 +70,13 @@ class CreateModelResourcesRequest(_Request):
 
 class ModelResourcesStatusDetails(_Model):
     """Extra status of a model resource: its place in the capacity queue."""
+
     queue_position: int | None = None
 
 
 class ModelResourcesError(_Model):
     """Why a model resource is in ERROR: a ``ModelResourcesErrorCode``, a message, and when."""
+
     code: ModelResourcesErrorCode
     message: str
     occurred_at: datetime
@@ -85,6 +90,7 @@ class ModelResourcesError(_Model):
 
 class ModelResources(_Model):
     """A model resource as the API returns it: the compute and optimizer that sessions run on."""
+
     id: str
     base_model: str
     compute_config: ComputeConfig
@@ -105,24 +111,28 @@ class ModelResources(_Model):
 
 class ModelResourcesList(_Model):
     """One page of model resources."""
+
     data: list[ModelResources] = Field(default_factory=list)
     meta: ListMeta = Field(default_factory=ListMeta)
 
 
 class ExtendExpiryRequest(_Request):
     """Keep a resource from stopping for inactivity for ``seconds`` from now."""
+
     seconds: Annotated[StrictInt, Field(ge=60, le=86400)]
     """Seconds *from now* the resource must not stop for inactivity, 60..86400."""
 
 
 class CostEstimate(_Model):
     """A resource's estimated price per hour."""
+
     currency: str
     price_per_hour: float
 
 
 class SamplingDefaults(_Model):
     """The sampling settings a generator uses when a request leaves them unset."""
+
     logprobs: int
     """Number of logprobs returned per sampled token (an integer in the spec, not a flag)."""
     max_tokens: int
@@ -132,18 +142,21 @@ class SamplingDefaults(_Model):
 
 class GeneratorConfig(_Model):
     """What a supported model's sampler offers: context length and sampling defaults."""
+
     context_length: int
     sampling_defaults: SamplingDefaults
 
 
 class FullTrainerConfig(_Model):
     """Limits of full-weight training of a supported model."""
+
     max_batch_size: int
     max_seq_length: int
 
 
 class LoraTrainerConfig(_Model):
     """Limits of LoRA training of a supported model, including the largest rank."""
+
     max_batch_size: int
     max_rank: int
     max_seq_length: int
@@ -151,12 +164,14 @@ class LoraTrainerConfig(_Model):
 
 class TrainerConfig(_Model):
     """A supported model's trainer limits, for full weights and for LoRA."""
+
     full: FullTrainerConfig | None = None
     lora: LoraTrainerConfig | None = None
 
 
 class SupportedComputeConfig(_Model):
     """One compute option of a supported model, with its sampler and trainer limits."""
+
     gpu_type: Annotated[RequestGpuType, Newer]
     generator_config: GeneratorConfig | None = None
     trainer_config: TrainerConfig | None = None
@@ -164,6 +179,7 @@ class SupportedComputeConfig(_Model):
 
 class SupportedModel(_Model):
     """A base model the service can train, with its compute options."""
+
     base_model: str
     default_gpu_type: Annotated[RequestGpuType, Newer]
     compute_configs: list[SupportedComputeConfig] = Field(default_factory=list)
@@ -171,4 +187,5 @@ class SupportedModel(_Model):
 
 class SupportedModels(_Model):
     """The supported-models listing."""
+
     data: list[SupportedModel]

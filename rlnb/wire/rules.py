@@ -42,8 +42,12 @@ def field_rule(model: type[_Model], loc: tuple[Any, ...], err_type: str, msg: st
         return msg or err_type
     lo, hi = (bound_text(b) for b in bounds(field))
     text = str(field.annotation)
-    kind = "True or False" if "bool" in text else "an integer (not a bool or float)" if "int" in text else (
-        "a finite number"
+    kind = (
+        "True or False"
+        if "bool" in text
+        else "an integer (not a bool or float)"
+        if "int" in text
+        else ("a finite number")
     )
     rng = " and ".join(b for b in (lo, hi) if b)
     unset = "" if field.is_required() else "; or unset for the default"  # DRO's beta has no default

@@ -42,6 +42,7 @@ MAX_STOP_CHARS = 256
 class SamplingParams(_Model):
     """Sampling settings of one sample request; unset fields take the session's defaults. The integers other than
     ``seed`` are the API's plain (int32) ones: a larger one was sent, for a server to refuse or wrap."""
+
     max_tokens: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
     temperature: Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)] | None = None
     top_p: Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
@@ -54,6 +55,7 @@ class SamplingParams(_Model):
 
 class SampleBody(_Request):
     """The sample request: prompts, samples per prompt, sampling settings, prompt log-probs."""
+
     model_inputs: list[ModelInput]
     num_samples: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
     sampling_params: SamplingParams | None = None
@@ -67,12 +69,14 @@ class SampleBody(_Request):
 
 class PolicyVersionSegment(_Model):
     """From ``start_token`` on, the tokens came from policy ``version`` (weights may change mid-sample)."""
+
     start_token: int
     version: int
 
 
 class SampledSequence(_Model):
     """One completion: its tokens, log-probs and stop reason (``text`` is decoded client-side)."""
+
     tokens: list[Int64]
     stop_reason: Annotated[StopReason, Newer]
     prompt_cache_hit_tokens: int = 0
@@ -84,12 +88,14 @@ class SampledSequence(_Model):
 
 class PromptTopLogprobs(_Model):
     """The top-k candidate tokens and their log-probs at one prompt position."""
+
     token_ids: list[int] = Field(default_factory=list)
     logprobs: list[LogProb] = Field(default_factory=list)
 
 
 class SampleResult(_Model):
     """The completions of one prompt, with its prompt log-probs when asked for."""
+
     policy_segments: list[PolicyVersionSegment]
     sequences: list[SampledSequence]
     prompt_logprobs: list[LogProb] | None = None
@@ -99,4 +105,5 @@ class SampleResult(_Model):
 
 class SampleOutput(_Model):
     """The output of a sample operation: one ``SampleResult`` per prompt, in request order."""
+
     results: list[SampleResult]

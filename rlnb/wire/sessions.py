@@ -38,6 +38,7 @@ __all__ = [
 
 class LoraConfig(_Model):
     """LoRA adapters for a training session; unset fields take the service's defaults."""
+
     rank: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
     """int32 on the wire (a JSON number, unlike the int64 ``seed``)."""
     alpha: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
@@ -71,6 +72,7 @@ def lora_config(lora: object) -> LoraConfig | bool:
 
 class WandbMetadata(_Model):
     """The W&B run a session reports to, as the service records it."""
+
     entity: str | None = None
     group: str | None = None
     project: str | None = None
@@ -87,6 +89,7 @@ class WandbMetadata(_Model):
 
 class SessionMetadata(_Model):
     """Free-form metadata of a session (today: its W&B run)."""
+
     wandb: WandbMetadata | None = None
 
     def patched(self, change: SessionMetadata) -> SessionMetadata:
@@ -101,6 +104,7 @@ class SessionMetadata(_Model):
 
 class PolicyState(_Model):
     """Which weights version the trainer made, weights-sync promised, and the sampler serves."""
+
     applied_weights_version: Int64 = 0
     """Version actually live on the generator."""
     pending_publish: bool = False
@@ -112,6 +116,7 @@ class PolicyState(_Model):
 
 class SessionError(_Model):
     """Why a session is in ERROR: a ``SessionErrorCode``, a message, and when."""
+
     code: SessionErrorCode
     message: str
     occurred_at: datetime
@@ -125,6 +130,7 @@ class SessionError(_Model):
 
 class Session(_Model):
     """A training session as the API returns it: status, step, policy state, checkpoints."""
+
     id: str
     status: Annotated[SessionStatus, Newer]
     base_model: str
@@ -154,6 +160,7 @@ def _unicode(value: Any, info: Any) -> Any:
 
 class StartTrainingSessionRequest(_Request):
     """Start a session on a READY model resource, optionally resuming from a training checkpoint."""
+
     model_resources_id: str
     display_name: str | None = None
     load_optimizer: StrictBool | None = None
@@ -176,6 +183,7 @@ class StartTrainingSessionRequest(_Request):
 
 class UpdateSessionRequest(_Request):
     """Change a session's display name or metadata (PATCH)."""
+
     display_name: str | None = None
     """Omitted: unchanged; empty string: cleared."""
     metadata: SessionMetadata | None = None
@@ -185,5 +193,6 @@ class UpdateSessionRequest(_Request):
 
 class SessionList(_Model):
     """One page of training sessions."""
+
     data: list[Session] = Field(default_factory=list)
     meta: ListMeta = Field(default_factory=ListMeta)

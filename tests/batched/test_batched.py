@@ -44,14 +44,28 @@ COSINE = Schedule("cosine", warmup_steps=2, total_steps=STEPS)
 ADAM = [
     Member(rlnb.AdamParams(learning_rate=3e-3, grad_clip_norm=0.01), seed=0),
     Member(lambda i: rlnb.AdamParams(learning_rate=8e-3, grad_clip_norm=0.01).scaled(COSINE.multiplier(i)), seed=1),
-    Member(rlnb.AdamParams(learning_rate=4e-3, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.0, grad_clip_norm=0),
-           seed=0),  # clipping off; member 0's seed
+    Member(
+        rlnb.AdamParams(learning_rate=4e-3, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.0, grad_clip_norm=0), seed=0
+    ),  # clipping off; member 0's seed
 ]
 MUON = [
-    Member(rlnb.MuonParams(learning_rate=0.05, momentum=0.9, newton_schulz_steps=3, weight_decay=0.01,
-                           grad_clip_norm=0.01, adam={"learning_rate": 1e-3, "beta1": 0.8}), seed=1),
-    Member(lambda i: rlnb.MuonParams(learning_rate=0.03, grad_clip_norm=0.01, adam={"learning_rate": 2e-3})
-           .scaled(COSINE.multiplier(i)), seed=2),
+    Member(
+        rlnb.MuonParams(
+            learning_rate=0.05,
+            momentum=0.9,
+            newton_schulz_steps=3,
+            weight_decay=0.01,
+            grad_clip_norm=0.01,
+            adam={"learning_rate": 1e-3, "beta1": 0.8},
+        ),
+        seed=1,
+    ),
+    Member(
+        lambda i: rlnb.MuonParams(learning_rate=0.03, grad_clip_norm=0.01, adam={"learning_rate": 2e-3}).scaled(
+            COSINE.multiplier(i)
+        ),
+        seed=2,
+    ),
 ]
 # Identical tokens need no near tie: the vmapped forward rounds differently from a session's (~1e-6 in
 # the logits), and inverse-CDF sampling over 256 tokens flips a token whose uniform lands that close to a
@@ -80,8 +94,9 @@ def ns_float32(kind: str) -> dict[str, Any]:
 
 def alone(kind: str, member: Member, steps: int = STEPS, **rl: Any) -> Alone:
     """The trial run as ``rlnb.sweep`` runs it today: a local session and ``rl_step`` per step."""
-    s = rlnb.connect("local", optimizer=kind, model="tiny", seed=member.seed, device="cpu", record=False,
-                     **ns_float32(kind))
+    s = rlnb.connect(
+        "local", optimizer=kind, model="tiny", seed=member.seed, device="cpu", record=False, **ns_float32(kind)
+    )
     sampled: list[Any] = []
     real = s.sample
     s.sample = lambda *a, **k: sampled.append(real(*a, **k)) or sampled[-1]  # type: ignore[method-assign]
@@ -144,8 +159,9 @@ def assert_same_records(got: History, want: History) -> None:
 
 @pytest.mark.parametrize(("kind", "members"), [("adam", ADAM), ("muon", MUON)], ids=["adam", "muon"])
 def test_every_member_equals_its_trial_run_alone(kind, members, sampled_tokens, tmp_path):
-    results = run_batched("tiny", kind, members, steps=STEPS, device="cpu", keep_weights=True, runs_dir=tmp_path,
-                          **ns_float32(kind))
+    results = run_batched(
+        "tiny", kind, members, steps=STEPS, device="cpu", keep_weights=True, runs_dir=tmp_path, **ns_float32(kind)
+    )
     clipped = 0
     for m, (member, got) in enumerate(zip(members, results, strict=True)):
         ref = alone(kind, member)
@@ -172,8 +188,20 @@ def test_every_member_equals_its_trial_run_alone(kind, members, sampled_tokens, 
         assert_same_records(got.history, ref.history)
         assert_weights_close(got.weights, ref.weights)
         want = ref.history.config
-        for key in ("backend", "model", "model_kind", "optimizer", "muon_scaling", "ns_dtype", "param_split", "seed",
-                    "device", "dtype", "lora", "resume_from"):
+        for key in (
+            "backend",
+            "model",
+            "model_kind",
+            "optimizer",
+            "muon_scaling",
+            "ns_dtype",
+            "param_split",
+            "seed",
+            "device",
+            "dtype",
+            "lora",
+            "resume_from",
+        ):
             assert got.history.config[key] == want[key], key
     assert clipped > 5  # clipping was active
 
@@ -189,11 +217,13 @@ def test_a_member_whose_gradient_turns_non_finite_stops_alone(sampled_tokens, mo
         return out
 
     monkeypatch.setattr(Ensemble, "_forward_backward", poisoned)
-    results = run_batched("tiny", "muon", MUON + [MUON[0]], steps=5, device="cpu", ns_dtype="float32",
-                          keep_weights=True, **QUICK)
+    results = run_batched(
+        "tiny", "muon", MUON + [MUON[0]], steps=5, device="cpu", ns_dtype="float32", keep_weights=True, **QUICK
+    )
     refs = [alone("muon", m, steps=5, **QUICK) for m in (MUON[0], MUON[1])]
-    s = rlnb.connect("local", optimizer="muon", model="tiny", seed=MUON[1].seed, device="cpu", ns_dtype="float32",
-                     record=False)
+    s = rlnb.connect(
+        "local", optimizer="muon", model="tiny", seed=MUON[1].seed, device="cpu", ns_dtype="float32", record=False
+    )
     step, calls = s.backend.optim.step, []
 
     def poison_then_step(hp: Any) -> Any:
@@ -210,9 +240,11 @@ def test_a_member_whose_gradient_turns_non_finite_stops_alone(sampled_tokens, mo
     bad = results[1]
     assert bad.status == "FAILED" and bad.steps_done == 3
     assert bad.reason == f"{failure.value.code}: {failure.value.message}"
-    assert bad.reason == ("TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS: gradient norm is nan; non-finite gradients "
-                          "in: wte.weight; parameters and optimizer state unchanged, the accumulated gradients dropped "
-                          "(run a forward-backward to train on)")
+    assert bad.reason == (
+        "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS: gradient norm is nan; non-finite gradients "
+        "in: wte.weight; parameters and optimizer state unchanged, the accumulated gradients dropped "
+        "(run a forward-backward to train on)"
+    )
     assert_same_records(bad.history, s.history)  # optim-step FAILED, weights-sync publishes the unchanged step
     pd.testing.assert_frame_equal(bad.history.completions, s.history.completions)
     assert sorted(set(s.history.completions.step)) == [1, 2, 3, 4]  # the failed step's completions are kept
@@ -408,8 +440,10 @@ def test_a_params_function_raising_anything_off_the_main_thread_ends_that_member
 
 
 def test_member_runs_read_as_any_run(tmp_path):
-    members = [Member(rlnb.AdamParams(learning_rate=lr), seed=s, run_id=f"trial-{i}", annotations={"label": f"lr={lr}"})
-               for i, (lr, s) in enumerate([(1e-3, 0), (3e-3, 1)])]
+    members = [
+        Member(rlnb.AdamParams(learning_rate=lr), seed=s, run_id=f"trial-{i}", annotations={"label": f"lr={lr}"})
+        for i, (lr, s) in enumerate([(1e-3, 0), (3e-3, 1)])
+    ]
     results = run_batched("tiny", "adam", members, steps=3, device="cpu", runs_dir=tmp_path, **QUICK)
     loaded = [History.load(tmp_path / f"trial-{i}") for i in range(2)]
     for i, (got, back) in enumerate(zip(results, loaded, strict=True)):
@@ -432,8 +466,17 @@ def test_stop_ends_every_member_before_its_next_step():
         if report.step == 2:
             stop.set()
 
-    results = run_batched("tiny", "adam", ADAM[:2], steps=5, device="cpu", stop=stop, on_step=on_step,
-                          on_done=lambda m, r: done.append(m), **QUICK)
+    results = run_batched(
+        "tiny",
+        "adam",
+        ADAM[:2],
+        steps=5,
+        device="cpu",
+        stop=stop,
+        on_step=on_step,
+        on_done=lambda m, r: done.append(m),
+        **QUICK,
+    )
     assert [r.status for r in results] == ["STOPPED"] * 2 and sorted(done) == [0, 1]
     assert {r.reason for r in results} == {"stopped after 2 of 5 steps"}
     for r in results:
@@ -459,8 +502,16 @@ def test_a_callback_error_is_the_callers_and_the_runs_stay_readable(tmp_path):
         raise KeyError("my bug")
 
     with pytest.raises(KeyError, match="my bug"):
-        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r")], steps=3, device="cpu", on_step=on_step,
-                    runs_dir=tmp_path, **QUICK)
+        run_batched(
+            "tiny",
+            "adam",
+            [Member(rlnb.AdamParams(), run_id="r")],
+            steps=3,
+            device="cpu",
+            on_step=on_step,
+            runs_dir=tmp_path,
+            **QUICK,
+        )
     back = History.load(tmp_path / "r")
     assert set(back.df.status) <= {"TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"}
 
@@ -504,8 +555,11 @@ def test_which_trials_can_be_batched_and_bad_input():
                 run_batched("tiny", "adam", members, steps=1, device="cpu")
     with pytest.raises(TypeError, match=r"run_batched\(\) .* got unexpected keyword argument\(s\): temprature"):
         run_batched("tiny", "adam", one, steps=1, temprature=0.5)  # a misspelt option is not ignored
-    with pytest.raises(TypeError, match=r"options: group_size, temperature, loss, loss_params, device, ns_dtype, "
-                       r"muon_scaling, threads; LoRA, resume_from .* run alone\) got unexpected .*: lora"):
+    with pytest.raises(
+        TypeError,
+        match=r"options: group_size, temperature, loss, loss_params, device, ns_dtype, "
+        r"muon_scaling, threads; LoRA, resume_from .* run alone\) got unexpected .*: lora",
+    ):
         run_batched("tiny", "adam", one, steps=1, lora=True)  # named no option it takes
 
 
@@ -520,19 +574,39 @@ def test_stacked_optimizer_equals_one_trainer_optimizer_per_member(kind):
     model = StackedModel([a.module for a in adapters], adam + [n for g in groups for n in g])
     stacked = StackedOptimizer(model, kind, adam, groups, ns_dtype=torch.float32)
     ones = [
-        TrainerOptimizer(a.module, kind, split_params(a.module, a.embedding_params()) if kind == "muon" else None,
-                         ns_dtype=torch.float32)
+        TrainerOptimizer(
+            a.module,
+            kind,
+            split_params(a.module, a.embedding_params()) if kind == "muon" else None,
+            ns_dtype=torch.float32,
+        )
         for a in adapters
     ]
     clip = [0, 0.5, 1.0, 100.0]
     if kind == "adam":
-        hps = [rlnb.AdamParams(learning_rate=10.0 ** -(k + 1), beta1=0.8 + 0.03 * k, beta2=0.9 + 0.02 * k,
-                               eps=10.0 ** -(6 + k), weight_decay=0.1 * k, grad_clip_norm=clip[k]).resolved()
-               for k in range(K)]
+        hps = [
+            rlnb.AdamParams(
+                learning_rate=10.0 ** -(k + 1),
+                beta1=0.8 + 0.03 * k,
+                beta2=0.9 + 0.02 * k,
+                eps=10.0 ** -(6 + k),
+                weight_decay=0.1 * k,
+                grad_clip_norm=clip[k],
+            ).resolved()
+            for k in range(K)
+        ]
     else:
-        hps = [rlnb.MuonParams(learning_rate=0.01 * (k + 1), momentum=0.8 + 0.05 * k, weight_decay=0.05 * k,
-                               newton_schulz_steps=[5, 5, 3, 5][k], grad_clip_norm=clip[k],
-                               adam={"learning_rate": 1e-3 * (k + 1), "beta1": 0.85}).resolved() for k in range(K)]
+        hps = [
+            rlnb.MuonParams(
+                learning_rate=0.01 * (k + 1),
+                momentum=0.8 + 0.05 * k,
+                weight_decay=0.05 * k,
+                newton_schulz_steps=[5, 5, 3, 5][k],
+                grad_clip_norm=clip[k],
+                adam={"learning_rate": 1e-3 * (k + 1), "beta1": 0.85},
+            ).resolved()
+            for k in range(K)
+        ]
     g = torch.Generator().manual_seed(0)
     for _ in range(4):
         grads = {n: torch.randn(K, *p.shape, generator=g) for n, p in adapters[0].module.named_parameters()}
@@ -635,8 +709,9 @@ def test_dropping_members_keeps_the_others_state():
     model.keep([0, 2])
     optim.keep([0, 2])
     assert torch.equal(model.grad, grads[[0, 2]])
-    assert model.members == 2 and all(torch.equal(model.state(i)["wte.weight"], before[0][k]["wte.weight"])
-                                      for i, k in enumerate([0, 2]))
+    assert model.members == 2 and all(
+        torch.equal(model.state(i)["wte.weight"], before[0][k]["wte.weight"]) for i, k in enumerate([0, 2])
+    )
     assert torch.equal(optim.exp_avg, before[1][[0, 2]])
     for buf, old, (*_, n, r, c) in zip(optim.momentum, before[2], optim.groups, strict=True):
         assert torch.equal(buf, old.view(3, n, r, c)[[0, 2]].reshape(-1, r, c))
@@ -664,15 +739,21 @@ def test_stacked_logprobs_and_gradients_equal_each_model_alone():
 def test_batched_attention_equals_scaled_dot_product_attention():
     g = torch.Generator().manual_seed(2)
     q, k, v = torch.randn(3, 2, 4, 5, 8, generator=g)
-    torch.testing.assert_close(batched_attention(q, k, v, is_causal=True),
-                               torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
+    torch.testing.assert_close(
+        batched_attention(q, k, v, is_causal=True),
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+    )
     mask = torch.rand(2, 1, 5, 5, generator=g) > 0.3
     mask[..., 0] = True
-    torch.testing.assert_close(batched_attention(q, k, v, attn_mask=mask),
-                               torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    torch.testing.assert_close(
+        batched_attention(q, k, v, attn_mask=mask),
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+    )
     kk, vv = torch.randn(2, 2, 4, 7, 8, generator=g)  # more keys than queries
-    torch.testing.assert_close(batched_attention(q, kk, vv, is_causal=True),
-                               torch.nn.functional.scaled_dot_product_attention(q, kk, vv, is_causal=True))
+    torch.testing.assert_close(
+        batched_attention(q, kk, vv, is_causal=True),
+        torch.nn.functional.scaled_dot_product_attention(q, kk, vv, is_causal=True),
+    )
 
 
 def test_side_by_side_noise_samples_each_block_with_its_own_seed():
@@ -705,26 +786,32 @@ def test_policy_batch_holds_what_samples_policy_builds():
             assert got[key].tolist() == pytest.approx(td.data), key
 
 
-@pytest.mark.parametrize(("prompt", "match"), [
-    ("", r"task 'bad': prompts\[1\] encodes to no tokens"),
-    ([300], r"task 'bad': prompts\[1\]: token 300 is outside the vocabulary \[0, 256\)"),
-    ("a" * 300, r"task 'bad': prompts\[1\]: 300 tokens \+ max_tokens 4 exceed the model's context of 256$"),
-])
+@pytest.mark.parametrize(
+    ("prompt", "match"),
+    [
+        ("", r"task 'bad': prompts\[1\] encodes to no tokens"),
+        ([300], r"task 'bad': prompts\[1\]: token 300 is outside the vocabulary \[0, 256\)"),
+        ("a" * 300, r"task 'bad': prompts\[1\]: 300 tokens \+ max_tokens 4 exceed the model's context of 256$"),
+    ],
+)
 def test_a_task_prompt_the_model_cannot_read_is_refused_before_anything_runs(prompt, match, tmp_path):
     """As ``Session.sample`` refuses it (``rl_step`` alone): it failed every member's first sample
     ``INTERNAL_ERROR`` after their run folders were made."""
     task = Task("bad", ["n=", prompt], lambda p, c: 0.5, max_tokens=4, group_size=2)
     with pytest.raises(ValueError, match=match):
-        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r")], steps=1, task=task, device="cpu",
-                    runs_dir=tmp_path)
+        run_batched(
+            "tiny", "adam", [Member(rlnb.AdamParams(), run_id="r")], steps=1, task=task, device="cpu", runs_dir=tmp_path
+        )
     assert not (tmp_path / "r").exists()
 
 
 def test_a_run_id_already_in_runs_dir_is_continued_with_the_warning_a_session_gives(tmp_path):
     members = [Member(rlnb.AdamParams(), run_id="again")]
     run_batched("tiny", "adam", members, steps=2, device="cpu", runs_dir=tmp_path, **QUICK)
-    with pytest.warns(rlnb.history.RunContinuedWarning, match="run again continues an earlier session that reached "
-                      "step 2, and this one starts at step 0"):
+    with pytest.warns(
+        rlnb.history.RunContinuedWarning,
+        match="run again continues an earlier session that reached step 2, and this one starts at step 0",
+    ):
         second = run_batched("tiny", "adam", members, steps=2, device="cpu", runs_dir=tmp_path, **QUICK)[0]
     assert second.status == "COMPLETED" and list(History.load(tmp_path / "again").steps.step) == [1, 2, 1, 2]
 
@@ -745,8 +832,9 @@ def test_a_run_folder_that_cannot_be_opened_is_refused_before_any_is_made(tmp_pa
 def test_a_run_that_cannot_be_continued_lets_go_of_those_opened_before_it(tmp_path, monkeypatch):
     """With warnings as errors, member b's RunContinuedWarning raises: run a, opened before it, was left locked until
     the garbage collector freed its History."""
-    run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="b")], steps=1, device="cpu", runs_dir=tmp_path,
-                **QUICK)
+    run_batched(
+        "tiny", "adam", [Member(rlnb.AdamParams(), run_id="b")], steps=1, device="cpu", runs_dir=tmp_path, **QUICK
+    )
     closed: list[Any] = []
     real = History.close
     monkeypatch.setattr(History, "close", lambda self: closed.append(self.config["run_id"]) or real(self))
@@ -784,8 +872,9 @@ def test_ctrl_c_in_on_step_leaves_every_members_trained_step_recorded(tmp_path):
             raise KeyboardInterrupt
 
     members = [Member(rlnb.AdamParams(), seed=s, run_id=f"m{s}") for s in range(3)]
-    results = run_batched("tiny", "adam", members, steps=4, device="cpu", runs_dir=tmp_path, on_step=on_step,
-                          keep_weights=True, **QUICK)
+    results = run_batched(
+        "tiny", "adam", members, steps=4, device="cpu", runs_dir=tmp_path, on_step=on_step, keep_weights=True, **QUICK
+    )
     ref = alone("adam", members[1], steps=2, **QUICK)
     for m, got in enumerate(results):
         assert (got.status, got.reason, got.steps_done) == ("STOPPED", "stopped after 2 of 4 steps", 2), m
@@ -799,12 +888,20 @@ def test_ctrl_c_in_on_step_leaves_every_members_trained_step_recorded(tmp_path):
 def test_annotations_cannot_relabel_the_runs_own_fields(tmp_path):
     """``annotations={"run_id": "x"}`` wrote run_id "x" into run folder "r"'s config (``created_at``: its sessions'
     order); ``History.annotate`` refuses those, as a sweep's solo trial annotates its run."""
-    for fields, match in [({"run_id": "x"}, "run_id is the run's own field"),
-                          ({"created_at": 0, "label": "a"}, "created_at is the run's own field"),
-                          ({5: "x"}, "key 5 is not a str")]:
+    for fields, match in [
+        ({"run_id": "x"}, "run_id is the run's own field"),
+        ({"created_at": 0, "label": "a"}, "created_at is the run's own field"),
+        ({5: "x"}, "key 5 is not a str"),
+    ]:
         with pytest.raises(ValueError, match=rf"members\[0\].annotations: {match}; pick another name"):
-            run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r", annotations=fields)], steps=1,
-                        device="cpu", runs_dir=tmp_path)
+            run_batched(
+                "tiny",
+                "adam",
+                [Member(rlnb.AdamParams(), run_id="r", annotations=fields)],
+                steps=1,
+                device="cpu",
+                runs_dir=tmp_path,
+            )
     assert not (tmp_path / "r").exists()
 
 
@@ -814,9 +911,14 @@ def test_engine_options_are_checked_as_connect_checks_them():
     ``TypeError``, naming neither option."""
     got = run_batched("tiny", "muon", [Member(rlnb.MuonParams())], steps=0, device="cpu", ns_dtype=torch.float32)[0]
     assert got.status == "COMPLETED" and got.history.config["ns_dtype"] == "float32"
-    for kwargs, match in [({"ns_dtype": ["float32"]}, r"ns_dtype must be one of \['bfloat16', 'float16', 'float32'\] "
-                                                      r"or None \(chosen from the hardware\), got \['float32'\]"),
-                          ({"device": None}, r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got None")]:
+    for kwargs, match in [
+        (
+            {"ns_dtype": ["float32"]},
+            r"ns_dtype must be one of \['bfloat16', 'float16', 'float32'\] "
+            r"or None \(chosen from the hardware\), got \['float32'\]",
+        ),
+        ({"device": None}, r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got None"),
+    ]:
         with pytest.raises(ValueError, match=match):
             run_batched("tiny", "muon", [Member(rlnb.MuonParams())], steps=1, **{"device": "cpu", **kwargs})
         with pytest.raises(ValueError, match=match):
@@ -845,8 +947,15 @@ def test_a_loss_that_reads_no_advantages_is_refused_before_anything_is_sampled(t
     alone (``rl_step``), whose first step failed too."""
     match = r"loss 'cross_entropy' is not a policy loss \(it reads target_tokens, weights, .*\): rl_step trains with"
     with pytest.raises(ValueError, match=match):
-        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), run_id="r")], steps=1, device="cpu", runs_dir=tmp_path,
-                    loss="cross_entropy")
+        run_batched(
+            "tiny",
+            "adam",
+            [Member(rlnb.AdamParams(), run_id="r")],
+            steps=1,
+            device="cpu",
+            runs_dir=tmp_path,
+            loss="cross_entropy",
+        )
     assert not (tmp_path / "r").exists()
     s = rlnb.connect("local", model="tiny", device="cpu", record=False)
     with pytest.raises(ValueError, match=match):

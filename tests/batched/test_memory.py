@@ -105,8 +105,10 @@ def test_members_the_memory_no_longer_holds_when_they_are_built_fail_alone_namin
     assert sorted(done) == [(0, "COMPLETED"), (1, "COMPLETED"), (2, "FAILED"), (3, "FAILED")]
     reason = results[2].reason
     assert reason is not None and reason == results[3].reason
-    assert reason.startswith("TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED: member 2's model was not built: with "
-                             "it the 3 members built so far need ~")
+    assert reason.startswith(
+        "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED: member 2's model was not built: with "
+        "it the 3 members built so far need ~"
+    )
     assert "GiB free on cpu now (the memory shrank since the ensemble's start); members 2 to 3 did not train" in reason
     assert [r.steps_done for r in results] == [2, 2, 0, 0]
     assert [r.built for r in results] == [True, True, False, False]
@@ -199,10 +201,11 @@ def test_a_member_whose_model_runs_out_of_memory_as_it_is_built_fails_with_those
     members = [Member(rlnb.AdamParams(), seed=s) for s in range(3)]
     results = run_batched("tiny", "adam", members, steps=1, task=TASK, device="cpu")
     assert [(r.status, r.built) for r in results] == [("COMPLETED", True), ("FAILED", False), ("FAILED", False)]
-    assert results[1].reason == results[2].reason == (
-        "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED: member 1's model could not be built (MemoryError: out of "
-        "memory); members 1 to 2 did not train: run them again, or fewer at once"
+    said = (
+        "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED: member 1's model could not be built (MemoryError: out "
+        "of memory); members 1 to 2 did not train: run them again, or fewer at once"
     )
+    assert results[1].reason == results[2].reason == said
 
 
 @pytest.mark.slow  # two ensembles on the executor's thread (~1.3 s)

@@ -29,8 +29,10 @@ def test_a_penalty_past_float32_is_refused_naming_it_not_a_nan_loss(loss):
     params = wire.LOSSES[wire.LOSS_NAMES[loss]].params.model_construct(beta=1e39)  # as a crafted body would carry
     config = wire.LossConfig.model_construct(type=wire.LOSS_NAMES[loss], **{field: params})
     with local_session(model="tiny") as s:
-        says = (rf"loss\.{field}\.beta = 1e\+39 is invalid: must be a finite number, >= 0 and <= 3\.4028234663852886e"
-                r"\+38")
+        says = (
+            rf"loss\.{field}\.beta = 1e\+39 is invalid: must be a finite number, >= 0 and <= 3\.4028234663852886e"
+            r"\+38"
+        )
         with pytest.raises(rlnb.OperationFailed, match=says):
             s.forward_backward([sample], config).result(timeout=30)
         assert all(p.grad is None for p in s.backend.trainer.parameters())
@@ -131,9 +133,10 @@ def test_a_step_size_past_the_weights_dtype_fails_invalid_input_before_anything_
     """lr 1e39 (the API takes any finite double) failed the optim-step ``INTERNAL_ERROR`` ("value cannot be converted
     to type float without overflow") half-way: AdamW's moments and step count had moved, the weights had not, and
     the next step counted as AdamW's second."""
-    with local_session(model="tiny", optimizer=optimizer, threads=1) as s, local_session(
-        model="tiny", optimizer=optimizer, threads=1
-    ) as twin:
+    with (
+        local_session(model="tiny", optimizer=optimizer, threads=1) as s,
+        local_session(model="tiny", optimizer=optimizer, threads=1) as twin,
+    ):
         s.forward_backward([samples.cross_entropy(s.encode("n=1"))])
         with pytest.raises(rlnb.OperationFailed, match=rf"{field} is too large: .*past the 3.4e\+38") as info:
             s.optim_step(params).result(timeout=30)
@@ -221,8 +224,9 @@ def test_a_muon_adam_clip_sent_as_it_is_fails_invalid_input_and_a_corrected_step
     with local_session(model="tiny", optimizer="muon", threads=1) as s:
         before = _weights(s)
         message = _refused_as_sent(s, body)
-        assert message.startswith("muon_params.adam.grad_clip_norm = 0.001 is invalid: must be unset or equal to "
-                                  "grad_clip_norm (1)"), message
+        assert message.startswith(
+            "muon_params.adam.grad_clip_norm = 0.001 is invalid: must be unset or equal to grad_clip_norm (1)"
+        ), message
         assert any(p.grad is not None for p in s.backend.trainer.parameters())
         metrics = s.optim_step(rlnb.MuonParams(grad_clip_norm=1e-3)).result(timeout=30).metrics
         assert metrics["grad_clip_norm"] == 1e-3 and metrics["clip_coef"] < 1 and not _same(_weights(s), before)

@@ -72,8 +72,9 @@ def test_a_reused_cache_is_emptied():
     assert all(bool((t == 0).all()) for t in [*again.k, *again.v])
 
 
-@pytest.mark.parametrize(("length", "limit", "want"), [(1, 256, BUCKET), (64, 256, 64), (65, 256, 128),
-                                                        (250, 256, 256), (300, 256, 300)])
+@pytest.mark.parametrize(
+    ("length", "limit", "want"), [(1, 256, BUCKET), (64, 256, 64), (65, 256, 128), (250, 256, 256), (300, 256, 300)]
+)
 def test_lengths_are_rounded_up_to_buckets_within_the_context(length, limit, want):
     assert bucket(length, limit) == want
 

@@ -18,6 +18,7 @@ from rlnb.engine.backend import LocalBackend
 
 pytestmark = pytest.mark.slow  # ~20 sessions built and refused
 
+
 class RunsCode:
     """Pickles as a call of ``os.getcwd``: a file holding it runs code when unpickled without weights_only."""
 
@@ -110,24 +111,29 @@ INFERENCE = {
     "deep-rlnb-json": (inference(deep_json), r"rlnb\.json: RecursionError"),
     "no-base-model": (inference(rlnb_json(base_model="DROP")), "it has no base_model"),
     "step-list": (inference(rlnb_json(step=[1])), "its step is list, expected int"),
-    "no-merged": (
-        inference(lambda p: shutil.rmtree(p / "merged")), r"merged weights folder .*merged is gone"
-    ),
+    "no-merged": (inference(lambda p: shutil.rmtree(p / "merged")), r"merged weights folder .*merged is gone"),
     "damaged-safetensors": (
-        inference(undigested(lambda p: (p / "merged" / "model.safetensors").write_bytes(b"\x08" + b"\x00" * 7 +
-                                                                                          b"{damaged"))),
+        inference(
+            undigested(lambda p: (p / "merged" / "model.safetensors").write_bytes(b"\x08" + b"\x00" * 7 + b"{damaged"))
+        ),
         r"cannot be loaded \(SafetensorError",
     ),
     "other-model": (
-        inference(undigested(lambda p: __import__("safetensors.torch").torch.save_file(
-            {"x": torch.zeros(1)}, str(p / "merged" / "model.safetensors")
-        ))),  # fmt: skip
+        inference(
+            undigested(
+                lambda p: __import__("safetensors.torch").torch.save_file(
+                    {"x": torch.zeros(1)}, str(p / "merged" / "model.safetensors")
+                )
+            )
+        ),  # fmt: skip
         r"cannot be loaded \(ValueError: not a checkpoint of this model: missing",
     ),
     "other-model-digested": (
-        inference(lambda p: __import__("safetensors.torch").torch.save_file(
-            {"x": torch.zeros(1)}, str(p / "merged" / "model.safetensors")
-        )),  # fmt: skip
+        inference(
+            lambda p: __import__("safetensors.torch").torch.save_file(
+                {"x": torch.zeros(1)}, str(p / "merged" / "model.safetensors")
+            )
+        ),  # fmt: skip
         r"its merged/model\.safetensors fails its SHA-256 check",
     ),
 }

@@ -13,8 +13,10 @@ import rlnb
 from rlnb import samples
 from rlnb.tasks import digits_task, rl_step
 
-pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-              pytest.mark.slow]  # Hugging Face, peft, compiles
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    pytest.mark.slow,
+]  # Hugging Face, peft, compiles
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "muon"])
@@ -54,8 +56,9 @@ def test_cached_sampling_matches_uncached_on_cuda(hf_dirs):
         cfg = sampling.Settings(max_tokens=16)
         with torch.no_grad():
             cached = sampling.generate(a.decoder(m, 8, 40), prompts, 4, cfg, 3, a.codec, a.device)
-            plain = sampling.generate(RecomputeDecoder(lambda i, k: a.forward(m, i, k)), prompts, 4, cfg, 3, a.codec,
-                                      a.device)
+            plain = sampling.generate(
+                RecomputeDecoder(lambda i, k: a.forward(m, i, k)), prompts, 4, cfg, 3, a.codec, a.device
+            )
     assert [[q.tokens for q in r] for r in cached] == [[q.tokens for q in r] for r in plain]
 
 
@@ -71,8 +74,10 @@ def test_compiled_sampling_on_cuda_gives_the_eager_tokens(hf_dirs, model):
         got = s.sample(prompts, num_samples=4, max_tokens=24, seed=7, top_k=50).result()
         assert s.backend.engine.compiler.compiles  # it did compile (and timed it)
     assert [q.tokens for r in got.results for q in r.sequences] == [q.tokens for r in want.results for q in r.sequences]
-    lp = [torch.tensor([x for r in o.results for q in r.sequences for x in q.logprobs], dtype=torch.float64)
-          for o in (got, want)]
+    lp = [
+        torch.tensor([x for r in o.results for q in r.sequences for x in q.logprobs], dtype=torch.float64)
+        for o in (got, want)
+    ]
     torch.testing.assert_close(lp[0], lp[1], atol=1e-5, rtol=0)
 
 

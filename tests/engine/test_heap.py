@@ -94,9 +94,14 @@ def test_rlnb_malloc_default_leaves_malloc_alone(monkeypatch):
         assert s.backend.config()["malloc"] == "default"
 
 
-@pytest.mark.parametrize(("name", "value"), [("MALLOC_MMAP_THRESHOLD_", "67108864"),
-                                             ("MALLOC_TRIM_THRESHOLD_", "0"),
-                                             ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1024")])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("MALLOC_MMAP_THRESHOLD_", "67108864"),
+        ("MALLOC_TRIM_THRESHOLD_", "0"),
+        ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1024"),
+    ],
+)
 def test_thresholds_the_environment_sets_are_left_alone(monkeypatch, name, value):
     """The user's own values: rlnb could neither read them back nor restore them, so it changes nothing."""
     monkeypatch.setattr(heap, "_is_glibc", lambda: True)

@@ -76,7 +76,12 @@ def _decode_both(adapter, model, prompts, n, max_tokens, seed, **settings):
         )
         plain = sampling.generate(
             RecomputeDecoder(lambda ids, mask: adapter.forward(model, ids, mask)),
-            prompts, n, cfg, seed, adapter.codec, adapter.device,
+            prompts,
+            n,
+            cfg,
+            seed,
+            adapter.codec,
+            adapter.device,
         )
     return cached, plain
 
@@ -125,8 +130,9 @@ def test_prompt_logprobs_in_chunks_equal_one_forward(hf_dirs, arch, monkeypatch)
     torch.testing.assert_close(torch.tensor(got.prompt_logprobs[1:]), want, atol=1e-5, rtol=0)
     top = logp[:-1].topk(4, dim=-1)
     assert [t.token_ids for t in got.topk_prompt_logprobs[1:]] == top.indices.tolist()
-    torch.testing.assert_close(torch.tensor([t.logprobs for t in got.topk_prompt_logprobs[1:]]), top.values,
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        torch.tensor([t.logprobs for t in got.topk_prompt_logprobs[1:]]), top.values, atol=1e-5, rtol=0
+    )
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -138,7 +144,11 @@ def test_greedy_tokens_match_transformers_generate(hf_dirs, arch):
         enc = tok(prompts, padding=True, return_tensors="pt")
         with torch.no_grad():
             ref = s.backend.sampler.generate(
-                **enc, max_new_tokens=10, do_sample=False, eos_token_id=None, pad_token_id=tok.pad_token_id,
+                **enc,
+                max_new_tokens=10,
+                do_sample=False,
+                eos_token_id=None,
+                pad_token_id=tok.pad_token_id,
                 min_new_tokens=10,
             )
     for i, result in enumerate(ours.results):
@@ -172,7 +182,6 @@ def test_stop_strings_match_incrementally_across_multibyte_characters():
     m = StopMatcher(ByteCodec(), ["é!"])
     hits = [m.push(b) for b in "café!".encode()]
     assert hits == [False] * 5 + [True] and m.text == "café!"
-
 
 
 class _PairCodec:
@@ -316,16 +325,23 @@ def test_a_model_folder_without_a_tokenizer_takes_token_ids_and_refuses_text(hf_
     no_tokenizer = rf"model '{folder}' has no tokenizer: pass tokenizer= to rlnb.connect"
     with local(folder) as s:
         assert s.tokenizer is None
-        for use_text in (lambda: s.encode("hello"), lambda: s.decode([300]), lambda: s.sample("hello"),
-                         lambda: s.sample([5, 6], stop="\n"), lambda: samples.from_text(s, "7 x 6 =", " 42")):
+        for use_text in (
+            lambda: s.encode("hello"),
+            lambda: s.decode([300]),
+            lambda: s.sample("hello"),
+            lambda: s.sample([5, 6], stop="\n"),
+            lambda: samples.from_text(s, "7 x 6 =", " 42"),
+        ):
             with pytest.raises(ValueError, match=no_tokenizer):  # never raw bytes into a BPE vocabulary
                 use_text()
         assert len(s.history) == 0  # refused before anything was submitted
         seq = s.sample([5, 6, 7], max_tokens=4, seed=0).result().results[0].sequences[0]
         assert len(seq.tokens) == 4 and seq.text is None  # token ids work; no made-up text
         assert s.forward_backward([samples.cross_entropy([5, 6, 7, 8])]).result().loss > 0
-        body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([5, 6])],
-                               sampling_params=wire.SamplingParams(max_tokens=2, stop=["\n"]))
+        body = wire.SampleBody(
+            model_inputs=[wire.ModelInput.from_tokens([5, 6])],
+            sampling_params=wire.SamplingParams(max_tokens=2, stop=["\n"]),
+        )
         with pytest.raises(rlnb.OperationFailed, match="sampling_params.stop: model .* has no tokenizer") as info:
             s._submit("sample", body).result(timeout=30)  # as a server's client sends it: refused, not INTERNAL_ERROR
         assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
@@ -477,7 +493,7 @@ def test_dtype_choice(hf_dirs):
         local("tiny", dtype="float8")
 
 
-CUSTOM_CODE = '''
+CUSTOM_CODE = """
 import os
 from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -490,15 +506,17 @@ class CustomConfig(GPT2Config):
 
 class CustomLM(GPT2LMHeadModel):
     config_class = CustomConfig
-'''
+"""
 
 
 def with_own_code(folder):
     """A tiny GPT-2 folder whose config maps its classes to a module in the folder (auto_map)."""
     hf_models.save("gpt2", folder)
     config = json.loads((folder / "config.json").read_text())
-    config.update(model_type="rlnb-custom-gpt2", auto_map={"AutoConfig": "custom.CustomConfig",
-                                                          "AutoModelForCausalLM": "custom.CustomLM"})
+    config.update(
+        model_type="rlnb-custom-gpt2",
+        auto_map={"AutoConfig": "custom.CustomConfig", "AutoModelForCausalLM": "custom.CustomLM"},
+    )
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "custom.py").write_text(CUSTOM_CODE)
     return folder

@@ -253,6 +253,7 @@ def test_running_statistics_reach_the_sampler_only_through_weights_sync():
     """The sampler shared every buffer with the trainer: a forward-backward's new running statistics changed what
     sampling returned before any weights-sync."""
     with local_session(model=Normed()) as s:
+
         def logprobs():
             return s.sample([[1, 2, 3]], num_samples=2, max_tokens=4, seed=3).result().results[0].sequences[0].logprobs
 

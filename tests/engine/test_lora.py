@@ -51,16 +51,18 @@ def test_the_sampler_shares_the_frozen_base():
         trainer, sampler = s.backend.trainer, s.backend.sampler
         shared = [p for p, q in zip(trainer.parameters(), sampler.parameters(), strict=True) if p is q]
         copied = [p for p, q in zip(trainer.parameters(), sampler.parameters(), strict=True) if p is not q]
-        assert all(not p.requires_grad for p in shared) and all("lora" in n for n, p in trainer.named_parameters()
-                                                                if any(p is c for c in copied))
+        assert all(not p.requires_grad for p in shared) and all(
+            "lora" in n for n, p in trainer.named_parameters() if any(p is c for c in copied)
+        )
         assert sum(p.numel() for p in shared) > 5 * sum(p.numel() for p in copied)
         before = s.sample("n=", max_tokens=6, seed=1).result().results[0].sequences[0]
         train(s, steps=1)
         after = s.sample("n=", max_tokens=6, seed=1).result().results[0].sequences[0]
         assert before.logprobs != after.logprobs  # the sampler's adapter moved at weights-sync
     with lora_session("tiny") as full:  # full-weight sessions keep a separate sampler copy
-        assert not any(p is q for p, q in zip(full.backend.trainer.parameters(), full.backend.sampler.parameters(),
-                                              strict=True))
+        assert not any(
+            p is q for p, q in zip(full.backend.trainer.parameters(), full.backend.sampler.parameters(), strict=True)
+        )
 
 
 def test_lora_seed_seeds_only_the_adapter():

@@ -329,8 +329,9 @@ def test_grpo_kl_bias_correction_is_the_default_and_changes_only_the_gradient_on
     beta = 0.5
     out = {}
     for correction in (None, True, False):
-        params = validate(GRPO, {"beta": beta, "agg_type": TOKEN_MEAN, "use_bias_correction_kl": correction},
-                          inputs, SEQ_LENS)
+        params = validate(
+            GRPO, {"beta": beta, "agg_type": TOKEN_MEAN, "use_bias_correction_kl": correction}, inputs, SEQ_LENS
+        )
         lps = [torch.tensor(row, dtype=torch.float32, requires_grad=True) for row in LP]
         loss, _ = compute(GRPO, params, lps, inputs, horizon=HORIZON)
         loss.backward()
@@ -563,11 +564,18 @@ def test_validate_rejects(loss_type, params, mutate, needles):
         assert needle in str(err.value)
 
 
-@pytest.mark.parametrize(("loss_type", "params"), [
-    (GRPO, {"beta": -0.1}), (PPO, {"clip_low_threshold": 1.5}), (DRO, {"beta": 1e39}), (DPPO, {"delta_high": -0.1}),
-    (GRPO, {"use_bias_correction_kl": "yes"}), (GRPO, {"agg_type": "MEAN"}),
-    (GRPO, {"beta": -1.0, "clip_high_threshold": 0.5}),  # every bad field, not the first alone
-])
+@pytest.mark.parametrize(
+    ("loss_type", "params"),
+    [
+        (GRPO, {"beta": -0.1}),
+        (PPO, {"clip_low_threshold": 1.5}),
+        (DRO, {"beta": 1e39}),
+        (DPPO, {"delta_high": -0.1}),
+        (GRPO, {"use_bias_correction_kl": "yes"}),
+        (GRPO, {"agg_type": "MEAN"}),
+        (GRPO, {"beta": -1.0, "clip_high_threshold": 0.5}),  # every bad field, not the first alone
+    ],
+)
 def test_the_engine_refuses_a_bad_param_in_the_clients_words(loss_type, params):
     """A body that reaches the engine with a param out of its bounds (a crafted body, a batched run) is refused in the
     words rlnb's client uses for the same ``LossConfig`` (``wire.one_line``, one rule per field read from the wire

@@ -22,13 +22,24 @@ DEFAULT_ADAM = AdamHyperparams(**ADAM_DEFAULTS)  # a Muon step's ``adam`` as a u
 
 
 def adam_hp(**over: float) -> AdamHyperparams:
-    return AdamHyperparams(**{"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
-                              "grad_clip_norm": 1.0} | over)
+    return AdamHyperparams(
+        **{"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "grad_clip_norm": 1.0}
+        | over
+    )
 
 
 def muon_hp(adam: AdamHyperparams | None = None, **over: float) -> MuonHyperparams:
-    return MuonHyperparams(**{"learning_rate": 0.02, "momentum": 0.95, "newton_schulz_steps": 5, "weight_decay": 0.1,
-                              "grad_clip_norm": 1.0, "adam": adam or adam_hp()} | over)
+    return MuonHyperparams(
+        **{
+            "learning_rate": 0.02,
+            "momentum": 0.95,
+            "newton_schulz_steps": 5,
+            "weight_decay": 0.1,
+            "grad_clip_norm": 1.0,
+            "adam": adam or adam_hp(),
+        }
+        | over
+    )
 
 
 def hp_for(kind: str, **over: float) -> AdamHyperparams | MuonHyperparams:
@@ -81,14 +92,21 @@ def test_adam_kind_equals_torch_adamw(clip: float) -> None:
         grads = set_grads(model, gen, scale=[1e-4, 1e-2][i % 2])  # norms ~0.04 and ~4: both sides of clip=1
         for p, g in zip(ref.parameters(), grads, strict=True):
             p.grad = g.clone()
-        hp = adam_hp(learning_rate=1e-3 * (1 + i % 3), beta1=[0.9, 0.8][i % 2], beta2=0.95 + 0.001 * i,
-                     eps=[1e-8, 1e-6][i % 2], weight_decay=[0.0, 0.1][i % 2], grad_clip_norm=clip)
+        hp = adam_hp(
+            learning_rate=1e-3 * (1 + i % 3),
+            beta1=[0.9, 0.8][i % 2],
+            beta2=0.95 + 0.001 * i,
+            eps=[1e-8, 1e-6][i % 2],
+            weight_decay=[0.0, 0.1][i % 2],
+            grad_clip_norm=clip,
+        )
         stats = opt.step(hp)
         clipped.add(stats.clipped)
         if clip:
             torch.nn.utils.clip_grad_norm_(ref.parameters(), clip)
-        ref_opt.param_groups[0].update(lr=hp.learning_rate, betas=(hp.beta1, hp.beta2), eps=hp.eps,
-                                       weight_decay=hp.weight_decay)
+        ref_opt.param_groups[0].update(
+            lr=hp.learning_rate, betas=(hp.beta1, hp.beta2), eps=hp.eps, weight_decay=hp.weight_decay
+        )
         ref_opt.step()
     assert clipped == ({False, True} if clip else {False})
     start = build_model("tiny", seed=0)
@@ -162,8 +180,16 @@ def test_muon_matches_torch_muon(scaling: str, adjust_lr_fn: str | None, ns_dtyp
     ref = copy.deepcopy(model)
     W0 = model.weight.detach().clone()
     opt = TrainerOptimizer(model, "muon", muon_scaling=scaling, ns_dtype=ns_dtype or torch.float32)
-    ref_opt = torch.optim.Muon(ref.parameters(), lr=0.02, weight_decay=0.1, momentum=0.95, nesterov=True,
-                               ns_coefficients=NS_COEFFS, ns_steps=5, adjust_lr_fn=adjust_lr_fn)
+    ref_opt = torch.optim.Muon(
+        ref.parameters(),
+        lr=0.02,
+        weight_decay=0.1,
+        momentum=0.95,
+        nesterov=True,
+        ns_coefficients=NS_COEFFS,
+        ns_steps=5,
+        adjust_lr_fn=adjust_lr_fn,
+    )
     gen = torch.Generator().manual_seed(1)
     for _ in range(3):
         G = torch.randn(W0.shape, generator=gen)
@@ -194,8 +220,11 @@ def test_a_muon_steps_adam_part_with_no_weight_to_move_is_said_once_not_silently
             if step:
                 opts[0].step(chosen)
                 continue
-        with pytest.warns(UserWarning, match=r"^muon_params.adam \(learning_rate=0.003\) changes nothing: no "
-                                             r"trainable weight of this model is in the AdamW group"):
+        with pytest.warns(
+            UserWarning,
+            match=r"^muon_params.adam \(learning_rate=0.003\) changes nothing: no "
+            r"trainable weight of this model is in the AdamW group",
+        ):
             opts[0].step(chosen)
     torch.testing.assert_close(model.weight, twin.weight, atol=0, rtol=0)  # what it said: nothing changed
 
@@ -245,10 +274,19 @@ def test_split_params_tiny_transformer() -> None:
     split = split_params(model)
     muon = {n for n, _ in split.muon}
     adam = {n for n, _ in split.adam}
-    assert muon == {f"blocks.{i}.{m}.weight" for i in range(2)
-                    for m in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")}
-    assert {"wte.weight", "wpe.weight", "lm_head.weight", "ln_f.weight", "ln_f.bias",
-            "blocks.0.ln_1.weight", "blocks.0.attn.c_attn.bias", "blocks.1.mlp.c_proj.bias"} <= adam
+    assert muon == {
+        f"blocks.{i}.{m}.weight" for i in range(2) for m in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+    }
+    assert {
+        "wte.weight",
+        "wpe.weight",
+        "lm_head.weight",
+        "ln_f.weight",
+        "ln_f.bias",
+        "blocks.0.ln_1.weight",
+        "blocks.0.attn.c_attn.bias",
+        "blocks.1.mlp.c_proj.bias",
+    } <= adam
     assert muon | adam == {n for n, _ in model.named_parameters()} and not muon & adam
     assert split_params(model, reversed(list(model.parameters()))).adam  # roles may come in any order
     table = split.describe()

@@ -99,6 +99,7 @@ def test_eos_token_id_is_a_token_of_the_vocabulary_checked_once_the_model_is_loa
 
 def test_an_eos_list_ends_samples_and_leaves_the_reward_text_as_one_id_does():
     """Generation configs write eos_token_id as a list: sampling and the text a reward reads treat [t] as t."""
+
     def greedy(eos):
         with rlnb.connect("local", model="tiny", device="cpu", threads=1, record=False, eos_token_id=eos) as s:
             seq = s.sample("n=", max_tokens=12, temperature=0.0).result().results[0].sequences[0]
@@ -129,8 +130,11 @@ def test_user_paths_expand_home_and_a_checkpoint_dir_under_a_file_is_refused(tmp
     assert len(rlnb.History.load("~/runs/r")) == 3 and list(rlnb.runs("~/runs")["run_id"]) == ["r"]
     with rlnb.connect("local", resume_from=f"~/ck/{path.name}", record=False, **options) as r:
         assert r.step == 1
-    with pytest.raises(TypeError, match=r"resume_from must be a checkpoint's path, not the result of a save "
-                                        r"\(TrainingCheckpointResult\): pass session.backend.checkpoint_path"):
+    with pytest.raises(
+        TypeError,
+        match=r"resume_from must be a checkpoint's path, not the result of a save "
+        r"\(TrainingCheckpointResult\): pass session.backend.checkpoint_path",
+    ):
         rlnb.connect("local", resume_from=result, **options)
     file = tmp_path / "file"
     file.write_text("not a folder")

@@ -98,8 +98,10 @@ def test_override_by_pattern_or_predicate():
 def test_a_pattern_that_matches_no_trainable_parameter_is_refused_naming_it():
     """``muon_split={"zzz*": "adam"}`` was taken, and a misspelt pattern changed nothing, in silence."""
     model = HeadFirst()
-    words = (r"^muon_split pattern 'hiden\.\*' matches no trainable parameter of the model; its names are like "
-             r"table, head\.weight, hidden\.weight, hidden\.bias, \.\.\. \(6 in all\)$")
+    words = (
+        r"^muon_split pattern 'hiden\.\*' matches no trainable parameter of the model; its names are like "
+        r"table, head\.weight, hidden\.weight, hidden\.bias, \.\.\. \(6 in all\)$"
+    )
     with pytest.raises(ValueError, match=words):
         split_params(model, [model.head.weight, model.table], {"hidden.*": "adam", "hiden.*": "adam"})
     model.hidden.requires_grad_(False)  # frozen: in neither group, so a pattern for it alone does nothing
@@ -124,11 +126,16 @@ def test_lora_factors_share_their_layers_group(peft):
 @pytest.mark.slow  # seven Python processes that import torch
 def test_ns_dtype_is_the_same_in_every_process_and_follows_the_cpu_capability():
     probe = "import torch; from rlnb.engine.optim.muon import ns_dtype_for; print(ns_dtype_for(torch.device('cpu')))"
-    seen = {subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-            for _ in range(6)}
+    seen = {
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+        for _ in range(6)
+    }
     assert seen == {f"{muon.ns_dtype_for(torch.device('cpu'))}\n"}
     capped = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
         env={**__import__("os").environ, "ATEN_CPU_CAPABILITY": "avx2"},
     ).stdout
     assert capped == "torch.float32\n"

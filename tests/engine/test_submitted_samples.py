@@ -27,7 +27,8 @@ def test_editing_a_sample_after_forward_backward_returns_does_not_change_what_it
         tokens[:] = [t + 1 for t in tokens]
         sample.loss_fn_inputs["weights"].data[0::2] = [0.0] * len(sample.loss_fn_inputs["weights"].data[0::2])
         sample.loss_fn_inputs["target_tokens"] = samples.cross_entropy([1] * (len(tokens) + 1)).loss_fn_inputs[
-            "target_tokens"]
+            "target_tokens"
+        ]
         gate.set()
         assert op.result(timeout=60).loss == as_submitted
         edited = s.forward_backward([sample], forward_only=True).result(timeout=30).loss

@@ -134,7 +134,7 @@ def test_a_session_times_both_counts_keeps_the_faster_and_records_it(policy, tmp
         s.forward_backward(batch).result()
     s.close()
     fast = 3 - slow
-    timed = model.seen[-(1 + 2 * tuner.TRIALS + 3):]
+    timed = model.seen[-(1 + 2 * tuner.TRIALS + 3) :]
     assert timed[:3] == [2, 2, 1]  # the first, untimed, at the rule's guess (one session, idle machine); then both
     assert timed[3:] == [fast] * (len(timed) - 3)  # 200 ms on a 1 ms operation is clearly slower: the faster only
     written = json.loads((tmp_path / "r" / "config.json").read_text())

@@ -45,16 +45,33 @@ CASES = [
     Case("bnpo", {"loss_type": "bnpo"}, GRPO, {**CLIP, "agg_type": TOKEN_MEAN}),
     Case("dapo", {"loss_type": "dapo"}, GRPO, {**CLIP, "agg_type": TOKEN_MEAN}),
     Case("dr_grpo", {"loss_type": "dr_grpo"}, GRPO, {**CLIP, "agg_type": FIXED_HORIZON}),
-    Case("gspo", {"loss_type": "grpo", "importance_sampling_level": "sequence"}, GRPO,
-         {**CLIP, "agg_type": SEQUENCE_MEAN, "ratio_type": SEQUENCE}),
+    Case(
+        "gspo",
+        {"loss_type": "grpo", "importance_sampling_level": "sequence"},
+        GRPO,
+        {**CLIP, "agg_type": SEQUENCE_MEAN, "ratio_type": SEQUENCE},
+    ),
     Case("grpo kl", {"loss_type": "grpo", "beta": 0.04}, GRPO, {**CLIP, "agg_type": SEQUENCE_MEAN, "beta": 0.04}),
     Case("dapo kl", {"loss_type": "dapo", "beta": 0.04}, GRPO, {**CLIP, "agg_type": TOKEN_MEAN, "beta": 0.04}),
-    Case("dr_grpo kl, no bias correction", {"loss_type": "dr_grpo", "beta": 0.1, "use_bias_correction_kl": False},
-         GRPO, {**CLIP, "agg_type": FIXED_HORIZON, "beta": 0.1, "use_bias_correction_kl": False}),
-    Case("gspo kl", {"loss_type": "grpo", "importance_sampling_level": "sequence", "beta": 0.04}, GRPO,
-         {**CLIP, "agg_type": SEQUENCE_MEAN, "ratio_type": SEQUENCE, "beta": 0.04}),
-    Case("cispo", {"loss_type": "cispo", "epsilon_high": 5.0}, CISPO,
-         {"clip_low_threshold": 0.0, "clip_high_threshold": 5.0}, scale="tokens"),
+    Case(
+        "dr_grpo kl, no bias correction",
+        {"loss_type": "dr_grpo", "beta": 0.1, "use_bias_correction_kl": False},
+        GRPO,
+        {**CLIP, "agg_type": FIXED_HORIZON, "beta": 0.1, "use_bias_correction_kl": False},
+    ),
+    Case(
+        "gspo kl",
+        {"loss_type": "grpo", "importance_sampling_level": "sequence", "beta": 0.04},
+        GRPO,
+        {**CLIP, "agg_type": SEQUENCE_MEAN, "ratio_type": SEQUENCE, "beta": 0.04},
+    ),
+    Case(
+        "cispo",
+        {"loss_type": "cispo", "epsilon_high": 5.0},
+        CISPO,
+        {"clip_low_threshold": 0.0, "clip_high_threshold": 5.0},
+        scale="tokens",
+    ),
 ]
 
 
@@ -122,23 +139,38 @@ def trl_own_loss(cfg: dict[str, Any], lp, old, ref, adv, mask) -> tuple[torch.Te
     accelerator = SimpleNamespace(
         num_processes=1, reduce=lambda t, reduction: t, gather=lambda t: t, gather_for_metrics=lambda t: t
     )
-    args = SimpleNamespace(use_bias_correction_kl=cfg.get("use_bias_correction_kl", True), delta=None,
-                           steps_per_generation=1)
+    args = SimpleNamespace(
+        use_bias_correction_kl=cfg.get("use_bias_correction_kl", True), delta=None, steps_per_generation=1
+    )
     metrics: dict[str, list[float]] = defaultdict(list)
     trainer = SimpleNamespace(
         _get_per_token_logps_and_entropies=lambda *a, **k: (lp, torch.zeros_like(lp), None),
-        aux_loss_enabled=False, top_entropy_quantile=1.0, off_policy_mask_threshold=None,
-        importance_sampling_level=cfg.get("importance_sampling_level", "token"), beta=cfg.get("beta", 0.0),
-        args=args, loss_type=cfg["loss_type"], epsilon_low=cfg.get("epsilon", EPS_LOW),
-        epsilon_high=cfg.get("epsilon_high", EPS_HIGH), use_vllm=False, model=SimpleNamespace(training=True),
-        current_gradient_accumulation_steps=1, max_completion_length=MAX_COMPLETION, accelerator=accelerator,
-        _entropy_bonus_enabled=False, _metrics={"train": metrics},
+        aux_loss_enabled=False,
+        top_entropy_quantile=1.0,
+        off_policy_mask_threshold=None,
+        importance_sampling_level=cfg.get("importance_sampling_level", "token"),
+        beta=cfg.get("beta", 0.0),
+        args=args,
+        loss_type=cfg["loss_type"],
+        epsilon_low=cfg.get("epsilon", EPS_LOW),
+        epsilon_high=cfg.get("epsilon_high", EPS_HIGH),
+        use_vllm=False,
+        model=SimpleNamespace(training=True),
+        current_gradient_accumulation_steps=1,
+        max_completion_length=MAX_COMPLETION,
+        accelerator=accelerator,
+        _entropy_bonus_enabled=False,
+        _metrics={"train": metrics},
     )
     B, T = lp.shape
     inputs = {
-        "prompt_ids": torch.zeros(B, 1, dtype=torch.long), "prompt_mask": torch.ones(B, 1, dtype=torch.long),
-        "completion_ids": torch.zeros(B, T, dtype=torch.long), "completion_mask": mask.long(),
-        "advantages": adv, "old_per_token_logps": old, "ref_per_token_logps": ref,
+        "prompt_ids": torch.zeros(B, 1, dtype=torch.long),
+        "prompt_mask": torch.ones(B, 1, dtype=torch.long),
+        "completion_ids": torch.zeros(B, T, dtype=torch.long),
+        "completion_mask": mask.long(),
+        "advantages": adv,
+        "old_per_token_logps": old,
+        "ref_per_token_logps": ref,
         "num_items_in_batch": mask.sum(),
     }
     return GRPOTrainer._compute_loss(trainer, None, inputs), metrics
@@ -150,13 +182,15 @@ def rlnb_grads(case: Case, lengths, lp, old, ref, adv) -> tuple[torch.Tensor, di
     for i, n in enumerate(lengths):
         pad = torch.zeros(PROMPT, dtype=torch.float64)
         leaves.append(torch.cat([pad - 1.0, lp[i, :n]]).detach().requires_grad_(True))
-        inputs.append({
-            "target_tokens": torch.zeros(PROMPT + n, dtype=torch.long),
-            "logprobs": torch.cat([pad, old[i, :n]]).float(),
-            "advantages": torch.cat([pad, adv[i].expand(n)]).float(),
-            "reference_logprobs": torch.cat([pad, ref[i, :n]]).float(),
-            "mask": torch.tensor([0] * PROMPT + [1] * n),
-        })
+        inputs.append(
+            {
+                "target_tokens": torch.zeros(PROMPT + n, dtype=torch.long),
+                "logprobs": torch.cat([pad, old[i, :n]]).float(),
+                "advantages": torch.cat([pad, adv[i].expand(n)]).float(),
+                "reference_logprobs": torch.cat([pad, ref[i, :n]]).float(),
+                "mask": torch.tensor([0] * PROMPT + [1] * n),
+            }
+        )
     params = validate(case.loss, case.params, inputs, [PROMPT + n for n in lengths])
     loss, metrics = compute(case.loss, params, leaves, inputs, horizon=MAX_COMPLETION)
     loss.backward()
@@ -197,8 +231,9 @@ def test_the_kl_bias_correction_option_changes_the_gradient():
     on = CASES[6]
     off = Case("off", {**on.trl, "use_bias_correction_kl": False}, GRPO, {**on.params, "use_bias_correction_kl": False})
     for sampler in (old, lp.float().double()):  # off-policy, then on-policy (q = lp)
-        gap = relative_gap(rlnb_grads(on, lengths, lp, sampler, ref, adv)[0],
-                           rlnb_grads(off, lengths, lp, sampler, ref, adv)[0])
+        gap = relative_gap(
+            rlnb_grads(on, lengths, lp, sampler, ref, adv)[0], rlnb_grads(off, lengths, lp, sampler, ref, adv)[0]
+        )
         assert gap > 1e-4
 
 

@@ -34,8 +34,8 @@ def run(t: Tuner, seconds: dict[int, float], n: int, key=KEY, guess: int = 2, ca
 def test_the_first_is_untimed_then_both_in_turns_then_the_faster(seconds, fast):
     used = run(Tuner(), seconds, 1 + 2 * tuner.TRIALS + 4)
     assert used[0] == 2  # the guess, untimed
-    assert used[1:1 + 2 * tuner.TRIALS] == [2, 1] * tuner.TRIALS
-    assert used[1 + 2 * tuner.TRIALS:] == [fast] * 4
+    assert used[1 : 1 + 2 * tuner.TRIALS] == [2, 1] * tuner.TRIALS
+    assert used[1 + 2 * tuner.TRIALS :] == [fast] * 4
 
 
 @pytest.mark.parametrize(("seconds", "fast"), [({1: 0.010, 2: 0.016}, 1), ({1: 0.016, 2: 0.010}, 2)])
@@ -75,11 +75,15 @@ def test_keys_and_caps():
 
 
 def test_work_keys_operations_by_kind_and_size():
-    fb = wire.ForwardBackwardBody(samples=[samples.cross_entropy(list(range(41)))] * 2,
-                                  loss=wire.loss_config("cross_entropy"))
+    fb = wire.ForwardBackwardBody(
+        samples=[samples.cross_entropy(list(range(41)))] * 2, loss=wire.loss_config("cross_entropy")
+    )
     assert work(wire.OperationKind.FORWARD_BACKWARD, fb) == (("forward-backward", 128), 80.0)
-    sp = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([1, 2])] * 3, num_samples=4,
-                         sampling_params=wire.SamplingParams(max_tokens=10))
+    sp = wire.SampleBody(
+        model_inputs=[wire.ModelInput.from_tokens([1, 2])] * 3,
+        num_samples=4,
+        sampling_params=wire.SamplingParams(max_tokens=10),
+    )
     assert work(wire.OperationKind.SAMPLE, sp) == (("sample", 128), 120.0)
     unset = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([1])])
     assert work(wire.OperationKind.SAMPLE, unset)[1] == wire.DEFAULT_MAX_TOKENS
@@ -93,8 +97,7 @@ class Load:
 
 def test_a_failed_operation_is_not_timed_and_a_fixed_count_is_never_timed():
     use = ThreadUse(torch.device("cpu"), None, ThreadPolicy(cpus=2, meter=Load()))
-    body = wire.ForwardBackwardBody(samples=[samples.cross_entropy([1, 2, 3])],
-                                    loss=wire.loss_config("cross_entropy"))
+    body = wire.ForwardBackwardBody(samples=[samples.cross_entropy([1, 2, 3])], loss=wire.loss_config("cross_entropy"))
     for _ in range(1 + 2 * tuner.TRIALS):
         use.before(0, wire.OperationKind.FORWARD_BACKWARD, body)
         use.after(ok=False)

@@ -142,12 +142,12 @@ def test_runs_and_compare(tmp_path):
     assert rlnb.runs is runs and rlnb.compare is compare
 
 
-
 def test_compare_keeps_two_runs_of_one_run_id_apart(tmp_path):
     """The same run_id in two runs folders (and the same seed) used to merge into one averaged line."""
     for folder, seed_steps in (("adam-lo", 3), ("adam-hi", 2)):
-        run_session(tmp_path / folder, "trial", backend=LocalBackend("adam", "tiny", device="cpu", seed=1),
-                    steps=seed_steps)
+        run_session(
+            tmp_path / folder, "trial", backend=LocalBackend("adam", "tiny", device="cpu", seed=1), steps=seed_steps
+        )
     both = compare([tmp_path / "adam-lo" / "trial", tmp_path / "adam-hi" / "trial"])
     assert list(both.run) == ["adam-lo/trial"] * 3 + ["adam-hi/trial"] * 2
     assert both.pivot(index="step", columns="run", values="loss").shape == (3, 2)
@@ -155,8 +155,10 @@ def test_compare_keeps_two_runs_of_one_run_id_apart(tmp_path):
         compare([tmp_path / "adam-lo" / "trial", tmp_path / "adam-hi" / "trial"], labels=["x", "x"])
     with pytest.raises(ValueError, match="labels has 1 entries for 2 runs"):
         compare([tmp_path / "adam-lo" / "trial", tmp_path / "adam-hi" / "trial"], labels=["x"])
-    seeds = [run_session(tmp_path / "seeds", f"s{k}", backend=LocalBackend("adam", "tiny", device="cpu", seed=k))
-             for k in (1, 2)]
+    seeds = [
+        run_session(tmp_path / "seeds", f"s{k}", backend=LocalBackend("adam", "tiny", device="cpu", seed=k))
+        for k in (1, 2)
+    ]
     assert set(compare(seeds, labels=["adam", "adam"]).run) == {"adam"}  # one config's seeds stay one label
 
 
@@ -360,7 +362,6 @@ def test_compare_keeps_two_runs_of_one_folder_label_and_seed_apart(tmp_path):
     assert compare([tmp_path / "a", tmp_path / "a"]).run.nunique() == 2
 
 
-
 def test_compare_keeps_a_baseline_logged_before_the_first_optim_step(tmp_path):
     """``history.log(0, **{"eval/accuracy": 0.25})`` before training (the baseline a teacher wants on the plot):
     ``rlnb.compare`` stacked the steps tables, one row per optim-step, and dropped it, from its table and from
@@ -421,6 +422,7 @@ def test_runs_of_an_empty_path_is_refused_not_the_working_folder(tmp_path, monke
     with pytest.raises(ValueError, match=r"runs: path must be a runs folder's path or None \(./rlnb-runs\), got ''"):
         rlnb.runs("")
     assert list(rlnb.runs(".").run_id) == ["a"]  # the working folder, asked for
+
 
 def test_compare_keeps_a_figure_logged_as_run_or_seed(tmp_path):
     """``compare`` adds ``run`` and ``seed`` columns: a figure logged under either name stopped it (and
@@ -583,8 +585,13 @@ def test_log_refuses_what_a_table_cannot_hold_before_recording_it(tmp_path):
     s.optim_step().result(30)
     refused = {
         "is a column of the steps table": [dict(loss=0.5), dict(grad_norm=1.0), dict(queue_s=0.1)],
-        "reward must be a real number": [dict(reward="0.5"), dict(reward=None), dict(reward=[1]),
-                                          dict(reward=True), dict(reward=10**400)],
+        "reward must be a real number": [
+            dict(reward="0.5"),
+            dict(reward=None),
+            dict(reward=[1]),
+            dict(reward=True),
+            dict(reward=10**400),
+        ],
     }
     for message, cases in refused.items():
         for figures in cases:
@@ -610,8 +617,15 @@ def test_log_refuses_numpy_and_torch_bools_and_complex_numbers_as_it_refuses_pyt
     import torch
 
     h = History()
-    for value in (np.True_, torch.tensor(True), torch.tensor([False]), np.complex128(1 + 2j), 1 + 2j,
-                  torch.tensor(1 + 2j), np.array(1 + 0j)):
+    for value in (
+        np.True_,
+        torch.tensor(True),
+        torch.tensor([False]),
+        np.complex128(1 + 2j),
+        1 + 2j,
+        torch.tensor(1 + 2j),
+        np.array(1 + 0j),
+    ):
         with pytest.raises(ValueError, match="history.log: reward must be a real number, got"):
             h.log(1, reward=value)
     h.log(1, a=np.float16(0.5), b=torch.tensor(2.0, dtype=torch.bfloat16), c=np.int64(3), d=torch.tensor([4]))
@@ -690,8 +704,11 @@ def test_a_figure_name_that_is_not_valid_unicode_is_refused_and_an_old_run_holdi
     with open(tmp_path / "r" / "metrics.jsonl", "a") as fh:  # as json.dumps wrote it before log refused it
         for step in (2, 3):
             fh.write(json.dumps({"step": step, "a\ud800": 1.0, "reward": 0.25}) + "\n")
-    with pytest.warns(RuntimeWarning, match=r"metrics.jsonl: left out 2 value\(s\) .*'a\\ud800': a name that is not "
-                                            r"valid Unicode text") as caught:
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"metrics.jsonl: left out 2 value\(s\) .*'a\\ud800': a name that is not "
+        r"valid Unicode text",
+    ) as caught:
         h = History.load(tmp_path / "r")
     assert len([w for w in caught if "a\\ud800" in str(w.message)]) == 1
     assert h.logged.to_dict("records") == [{"step": n, "reward": r} for n, r in ((1, 0.5), (2, 0.25), (3, 0.25))]

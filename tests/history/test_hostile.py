@@ -56,8 +56,10 @@ def test_a_completion_that_is_not_valid_unicode_is_refused_and_one_written_befor
     assert list(history.completions.step) == [1]  # nothing of the refused step kept
     history.close()
     with (tmp_path / "rl" / "completions.jsonl").open("a") as fh:  # as an rlnb before this check wrote it
-        fh.write('{"step": 2, "group": 0, "prompt": "a\\udcffb", "completion": "a\\ud800b", "reward": 1.0, '
-                 '"advantage": 0.5, "length": 2, "truncated": false}\n')
+        fh.write(
+            '{"step": 2, "group": 0, "prompt": "a\\udcffb", "completion": "a\\ud800b", "reward": 1.0, '
+            '"advantage": 0.5, "length": 2, "truncated": false}\n'
+        )
     with pytest.warns(RuntimeWarning, match=r"1 completion\(s\) hold text that is not valid Unicode"):
         table = History.load(tmp_path / "rl").completions
     assert list(table.prompt) == ["2+2=", "a\\udcffb"] and list(table.completion) == ["4", "a\\ud800b"]

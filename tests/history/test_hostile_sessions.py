@@ -107,8 +107,10 @@ def test_a_later_session_whose_clock_is_behind_starts_its_own_step_by_operation_
     first.history.close()  # the process dies before its optim-step
     ops = tmp_path / "r" / "ops.jsonl"
     honest = ops.read_text()
-    ahead = [{**row, **{t: row[t] + 3600 for t in ("submitted_at", "started_at", "finished_at") if row[t] is not None}}
-             for row in map(json.loads, honest.splitlines())]  # fmt: skip  (its clock an hour ahead of the next's)
+    ahead = [
+        {**row, **{t: row[t] + 3600 for t in ("submitted_at", "started_at", "finished_at") if row[t] is not None}}
+        for row in map(json.loads, honest.splitlines())
+    ]  # fmt: skip  (its clock an hour ahead of the next's)
     ops.write_text("".join(json.dumps(row) + "\n" for row in ahead))
     with pytest.warns(RunContinuedWarning):
         again = rlnb.Session(FakeBackend(loss=lambda step: next(losses)), runs_dir=tmp_path, run_id="r")
@@ -127,5 +129,5 @@ def test_a_later_session_whose_clock_is_behind_starts_its_own_step_by_operation_
     config = tmp_path / "r" / "config.json"
     older = {k: v for k, v in json.loads(config.read_text()).items() if k != "continued_seq"}
     config.write_text(json.dumps(older))  # as an rlnb before continued_seq wrote it, with honest clocks
-    ops.write_text(honest + "".join(ops.read_text().splitlines(keepends=True)[len(ahead):]))
+    ops.write_text(honest + "".join(ops.read_text().splitlines(keepends=True)[len(ahead) :]))
     assert History.load(tmp_path / "r").steps[["step", "loss"]].to_dict("records") == expected

@@ -301,7 +301,10 @@ def test_a_config_that_cannot_be_read_is_kept_aside_when_a_session_continues_the
         warnings.simplefilter("ignore", RunContinuedWarning)
         rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
     assert sorted(p.name for p in run.glob("config.json*")) == [
-        "config.json", "config.json.damaged", "config.json.damaged.1", "config.json.damaged.2"
+        "config.json",
+        "config.json.damaged",
+        "config.json.damaged.1",
+        "config.json.damaged.2",
     ]
 
 
@@ -374,8 +377,10 @@ def test_well_formed_lines_with_wrong_types_load_what_is_readable(tmp_path):
         fh.write(json.dumps({"seq": 8, "kind": "optim-step", "status": DONE, "step": True, "metrics": [1]}) + "\n")
         fh.write(json.dumps({"seq": 9, "kind": 5}) + "\n")
         fh.write(json.dumps({"seq": 2**70, "kind": "optim-step"}) + "\n")  # past int64: skipped
-        fh.write(json.dumps({"seq": 10, "kind": "sample", "status": DONE, "weights_version": 2**70,
-                             "finished_at": 1e300}) + "\n")  # past int64 / any datetime: left out
+        fh.write(
+            json.dumps({"seq": 10, "kind": "sample", "status": DONE, "weights_version": 2**70, "finished_at": 1e300})
+            + "\n"
+        )  # past int64 / any datetime: left out
     with open(run / "metrics.jsonl", "a") as fh:
         fh.write(json.dumps({"step": 4, "reward": "high", "kl": 0.1}) + "\n")
         fh.write(json.dumps({"step": "5", "reward": 1.0}) + "\n")
@@ -448,8 +453,10 @@ def test_an_integer_past_any_float_in_a_figure_is_left_out_and_the_run_loads(tmp
     run = good_run(tmp_path, "r")
     huge = "1" + "0" * 400
     with open(run / "ops.jsonl", "a") as fh:
-        fh.write(f'{{"seq": 6, "kind": "forward-backward", "status": "{DONE}", "step": 3, "loss": {huge}, '
-                 f'"metrics": {{"kl": {huge}}}}}\n')
+        fh.write(
+            f'{{"seq": 6, "kind": "forward-backward", "status": "{DONE}", "step": 3, "loss": {huge}, '
+            f'"metrics": {{"kl": {huge}}}}}\n'
+        )
         fh.write(f'{{"seq": 7, "kind": "optim-step", "status": "{DONE}", "step": 4, "grad_norm": {huge}}}\n')
     with open(run / "metrics.jsonl", "a") as fh:
         fh.write(f'{{"step": 4, "reward": {huge}, "kl": 12}}\n')
@@ -464,8 +471,14 @@ def test_an_integer_past_any_float_in_a_figure_is_left_out_and_the_run_loads(tmp
     h.to_parquet(tmp_path / "h.parquet")
 
 
-@pytest.mark.parametrize("config", [{"continued_at": 5, "created_at": "yesterday"}, {"continued_at": "abc"},
-                                    {"continued_at": [1.0, "x", None, True], "created_at": [1]}])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"continued_at": 5, "created_at": "yesterday"},
+        {"continued_at": "abc"},
+        {"continued_at": [1.0, "x", None, True], "created_at": [1]},
+    ],
+)
 def test_a_run_whose_config_has_wrong_types_is_continued_and_its_lock_never_leaks(tmp_path, config):
     """A config.json whose ``continued_at`` is no list (edited by hand, damage) stopped the next session on that
     run id with ``TypeError: Value after * must be an iterable``, after the run's lock was taken: the lock stayed
@@ -704,8 +717,13 @@ def test_a_completion_with_a_number_no_table_column_holds_is_left_out(tmp_path):
     run = tmp_path / "r"
     run.mkdir()
     (run / "ops.jsonl").write_text("")
-    lines = [{"step": 1, **ROW}, {"step": 1, **ROW, "reward": 10**400}, {"step": 2**70, **ROW},
-             {"step": 1, **ROW, "length": 2**70}, {"step": 1, **ROW, "group": -(2**64)}]
+    lines = [
+        {"step": 1, **ROW},
+        {"step": 1, **ROW, "reward": 10**400},
+        {"step": 2**70, **ROW},
+        {"step": 1, **ROW, "length": 2**70},
+        {"step": 1, **ROW, "group": -(2**64)},
+    ]
     (run / "completions.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     with pytest.warns(RuntimeWarning, match="left out 4 value"):
         table = History.load(run).completions
@@ -734,12 +752,15 @@ def test_a_runs_dir_or_run_id_that_is_a_file_is_refused_up_front(tmp_path, monke
     assert notes.read_text() == "mine"
 
 
-@pytest.mark.parametrize(("kw", "error", "text"), [
-    ({"runs_dir": 5}, TypeError, "runs_dir must be a path .*got int: 5"),
-    ({"runs_dir": ""}, ValueError, "runs_dir must be a folder's path or None, got ''"),
-    ({"record": "no"}, ValueError, "record must be True or False, got 'no'"),
-    ({"history": "mine.csv"}, TypeError, "history must be an rlnb.History or None, got str"),
-])
+@pytest.mark.parametrize(
+    ("kw", "error", "text"),
+    [
+        ({"runs_dir": 5}, TypeError, "runs_dir must be a path .*got int: 5"),
+        ({"runs_dir": ""}, ValueError, "runs_dir must be a folder's path or None, got ''"),
+        ({"record": "no"}, ValueError, "record must be True or False, got 'no'"),
+        ({"history": "mine.csv"}, TypeError, "history must be an rlnb.History or None, got str"),
+    ],
+)
 def test_recording_options_of_the_wrong_kind_are_refused_naming_them(tmp_path, monkeypatch, kw, error, text):
     """``runs_dir=5`` was Path's TypeError naming no field; ``runs_dir=""`` wrote runs into the working folder;
     ``record="no"`` (truthy) recorded; ``history="mine.csv"`` was an AttributeError (``steps_reached``)."""
@@ -789,30 +810,36 @@ def test_a_named_pipe_in_a_run_folder_never_hangs_a_load_or_a_session(tmp_path):
     assert len(h) == 6 and h.config == {} and len(caught) == 3
     with pytest.warns(RuntimeWarning, match="not a regular file"):
         assert in_thread(lambda: rlnb.runs(tmp_path)).operations.tolist() == [6]
-    with (pytest.warns(RunStoreWarning, match="metrics.jsonl is a named pipe"), pytest.warns(RunContinuedWarning),
-          pytest.warns(RuntimeWarning, match="not a regular file")):
+    with (
+        pytest.warns(RunStoreWarning, match="metrics.jsonl is a named pipe"),
+        pytest.warns(RunContinuedWarning),
+        pytest.warns(RuntimeWarning, match="not a regular file"),
+    ):
         s = in_thread(lambda: rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r"))
     s.history.log(1, reward=1.0)
     assert s.history.logged.reward.tolist() == [1.0]  # in memory
     s.close()
 
 
-@pytest.mark.parametrize(("step", "change", "problem"), [
-    (1, {"reward": "high"}, "reward = 'high'"),
-    (1, {"group": None}, "group = None"),
-    (1, {"length": 2.5}, "length = 2.5"),
-    (1, {"truncated": "no"}, "truncated = 'no'"),
-    (1, {"prompt": 5}, "prompt = 5"),
-    (1, {"completion": None}, "completion = None"),
-    # these three were kept: as NaN, as a column of its own, as a length of -1
-    (1, {"advantage": ...}, r"rows\[1\]: advantage missing"),
-    (1, {"advantage_": 0.5}, "'advantage_' is no column"),
-    (1, {"length": -1}, r"length = -1 \(tokens: >= 0\)"),
-    (-1, {}, "step must be an integer >= 0 and < 2\\*\\*63, got -1"),
-    (True, {}, "step must be an integer >= 0 and < 2\\*\\*63, got True"),
-    (2**70, {}, "step must be an integer >= 0 and < 2\\*\\*63"),
-    ("1", {}, "step must be an integer >= 0 and < 2\\*\\*63, got '1'"),
-])
+@pytest.mark.parametrize(
+    ("step", "change", "problem"),
+    [
+        (1, {"reward": "high"}, "reward = 'high'"),
+        (1, {"group": None}, "group = None"),
+        (1, {"length": 2.5}, "length = 2.5"),
+        (1, {"truncated": "no"}, "truncated = 'no'"),
+        (1, {"prompt": 5}, "prompt = 5"),
+        (1, {"completion": None}, "completion = None"),
+        # these three were kept: as NaN, as a column of its own, as a length of -1
+        (1, {"advantage": ...}, r"rows\[1\]: advantage missing"),
+        (1, {"advantage_": 0.5}, "'advantage_' is no column"),
+        (1, {"length": -1}, r"length = -1 \(tokens: >= 0\)"),
+        (-1, {}, "step must be an integer >= 0 and < 2\\*\\*63, got -1"),
+        (True, {}, "step must be an integer >= 0 and < 2\\*\\*63, got True"),
+        (2**70, {}, "step must be an integer >= 0 and < 2\\*\\*63"),
+        ("1", {}, "step must be an integer >= 0 and < 2\\*\\*63, got '1'"),
+    ],
+)
 def test_log_completions_refuses_a_row_no_table_can_hold_before_keeping_it(tmp_path, step, change, problem):
     """A row the completions table cannot hold was kept in memory and on disk: from then on ``history.completions``
     failed (ValueError, TypeError, OverflowError) at every call, or quietly held ``length`` 2 for 2.5 and
@@ -907,8 +934,12 @@ def test_annotate_refuses_a_field_that_is_not_valid_unicode_naming_it(tmp_path):
     field; nothing kept, on disk or in memory."""
     with rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r") as s:
         before = (tmp_path / "r" / "config.json").read_text()
-        for fields, named in (({"label": "a\ud800"}, "label"), ({"l\ud800": 1}, r"l\\ud800"),
-                              ({"grid": {"k\udcff": [1]}}, "grid"), ({"tags": ["ok", "b\udfff"]}, "tags")):
+        for fields, named in (
+            ({"label": "a\ud800"}, "label"),
+            ({"l\ud800": 1}, r"l\\ud800"),
+            ({"grid": {"k\udcff": [1]}}, "grid"),
+            ({"tags": ["ok", "b\udfff"]}, "tags"),
+        ):
             with pytest.raises(ValueError, match=f"annotate: {named} cannot be written .*lone surrogate"):
                 s.history.annotate(note="kept?", **fields)
         assert "note" not in s.history.config and (tmp_path / "r" / "config.json").read_text() == before
@@ -1021,8 +1052,10 @@ def test_runs_lists_a_run_folder_named_in_another_encoding_escaped_with_its_erro
     assert len(table) == 2 and table.operations.tolist() == [1, 1]  # both read
     good, odd = (table[table.path.str.endswith(end)].iloc[0] for end in ("good", "r\\udcff"))
     assert good.error is None
-    assert odd.error == ("path not valid Unicode text (a folder name in another encoding?): shown with escapes; "
-                         "rename the folder to load it by this path")
+    assert odd.error == (
+        "path not valid Unicode text (a folder name in another encoding?): shown with escapes; "
+        "rename the folder to load it by this path"
+    )
     assert History.load(os.fsdecode(os.fsencode(tmp_path) + b"/r\xff")).df.seq.tolist() == [0]
 
 

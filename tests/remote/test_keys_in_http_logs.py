@@ -39,6 +39,7 @@ def test_httpcore_debug_records_on_the_root_logger_never_show_the_key(caplog):
     assert "HTTP Request: GET" in text  # httpx's own line passes through
     assert "Bearer ***" in text and KEY not in text and KEY not in caplog.text
 
+
 def test_the_filter_changes_no_level_handler_or_propagation_of_the_http_loggers():
     for name in _secrets.HTTP_LOGGERS:
         logger = logging.getLogger(name)

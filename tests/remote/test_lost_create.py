@@ -57,9 +57,7 @@ def test_a_lost_answer_to_a_create_is_not_resent_and_connect_finds_what_it_made(
     with app_client(tmp_path) as c:
         lossy = LoseAnswer(c, path, failure)
         with lossy.client() as http:
-            s = rlnb.connect(
-                "http://testserver", base_model="rlnb/tiny", http_client=http, record=False, max_retries=3
-            )
+            s = rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=http, record=False, max_retries=3)
             with s:
                 assert s.info().status == wire.SessionStatus.RUNNING
                 resource = s.info().model_resources_id

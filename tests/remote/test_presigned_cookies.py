@@ -65,7 +65,6 @@ def test_a_presigned_hosts_cookies_never_reach_the_api(storage, set_cookie, own_
     assert all("cookie" not in r.headers for r in storage_requests)  # the API's cookie goes to the API only
 
 
-
 def test_a_response_hook_that_raises_on_a_presigned_answer_leaves_the_jar_as_it_was():
     """httpx keeps the cookies before the client's response hooks run: one that raises leaves rlnb no response to read
     the cookies' names from, and every change to the jar is undone."""

@@ -113,7 +113,6 @@ def test_large_results_come_back_through_download_url(tmp_path):
         assert "payload_id" not in small["output"] and small["output"]["loss"] > 0  # small results stay inline
 
 
-
 def test_a_stopped_sessions_large_results_are_served_whole_and_make_no_payload(tmp_path):
     with app_client(tmp_path, result_offload_bytes=200) as c:
         _, sid = new_session(c)
@@ -136,6 +135,7 @@ def test_a_stopped_sessions_large_results_are_served_whole_and_make_no_payload(t
         assert payloads.held(sid) == 0 and not [p for p in payloads._payloads.values() if p.session_id == sid]
         gone = c.post(f"/training-sessions/{sid}/payloads/{before['payload_id']}/download-url")
         assert gone.status_code == 404
+
 
 # -- requests the SDK may send --------------------------------------------------------------------
 

@@ -47,8 +47,10 @@ def test_a_loss_input_that_would_be_ignored_is_a_400_naming_it(tmp_path):
 def test_nan_custom_gradients_fail_non_finite_loss(tmp_path):
     with app_client(tmp_path) as c:
         _, sid = new_session(c)
-        body = b'{"samples": [%s], "gradients": [{"data": [0.1, NaN, 0.1, 0.1, 0.1, 0.1]}]}' % httpx.Request(
-            "POST", "http://x", json=CE).content  # NaN as Python's json writes it
+        body = (
+            b'{"samples": [%s], "gradients": [{"data": [0.1, NaN, 0.1, 0.1, 0.1, 0.1]}]}'
+            % httpx.Request("POST", "http://x", json=CE).content
+        )  # NaN as Python's json writes it
         r = c.post(f"/training-sessions/{sid}/operations/custom-forward-backward", content=body,
                    headers={"Idempotency-Key": "nan", "content-type": "application/json"})  # fmt: skip
         env = wait(c, sid, "custom-forward-backward", r.json()["id"])
@@ -214,4 +216,3 @@ def wait_running(c: httpx.Client, sid: str, op_id: str) -> None:
     while c.get(url).json()["status"] != wire.OperationStatus.RUNNING:
         assert time.monotonic() < deadline
         time.sleep(0.05)
-

@@ -128,9 +128,10 @@ def test_live_resources_and_sessions_are_capped(tmp_path):
         assert "max_live_resources" in err["message"]
         sids = [c.post("/training-sessions", json={"model_resources_id": rids[0]}).json()["id"] for _ in range(2)]
         running(c, sids[0])  # stopped while its model is built it would be STOPPING, its slot held until the build ends
-        assert "max_live_sessions" in error_of(c.post("/training-sessions", json={"model_resources_id": rids[1]}), 429)[
-            "message"
-        ]
+        assert (
+            "max_live_sessions"
+            in error_of(c.post("/training-sessions", json={"model_resources_id": rids[1]}), 429)["message"]
+        )
         c.post(f"/training-sessions/{sids[0]}/stop")
         assert c.post("/training-sessions", json={"model_resources_id": rids[1]}).status_code == 200
         c.post(f"/model-resources/{rids[0]}/stop", params={"force": "true"})
@@ -270,8 +271,10 @@ def test_bad_input_is_a_400_naming_the_field_or_invalid_input(c, case):
     env = wait(c, sid, kind, r.json()["id"])
     assert env["status"] == wire.OperationStatus.FAILED
     assert env["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
-    assert "samples[0]" in env["error"]["message"] or "model_inputs[0]" in env["error"]["message"] or (
-        "gradients[0]" in env["error"]["message"]
+    assert (
+        "samples[0]" in env["error"]["message"]
+        or "model_inputs[0]" in env["error"]["message"]
+        or ("gradients[0]" in env["error"]["message"])
     )
     c.post(f"/training-sessions/{sid}/stop")
 
@@ -391,7 +394,6 @@ def test_limits_are_settings_and_command_line_flags():
         ServerSettings(public_url="rl.example")
 
 
-
 @pytest.mark.parametrize(
     "name, value, high",
     [
@@ -415,6 +417,7 @@ def test_every_limit_has_an_upper_bound_named_with_its_range(name, value, high):
     assert parse_limits([f"{name}={high}"]) == {name: high} and getattr(ServerSettings(**{name: high}), name) == high
     with pytest.raises(ValueError, match=r"reap_interval must be a finite number of seconds in \(0, 86400\]"):
         ServerSettings(reap_interval=1e300)
+
 
 @pytest.mark.parametrize(
     "field, value, says",

@@ -66,9 +66,10 @@ def test_uploads_are_capped_per_session_and_in_total_and_freed_when_used(tmp_pat
             yield body[:2_000]
             yield body[2_000:]
 
-        assert "max_session_payload_bytes" in error_of(c.put(upload_url(c, a).upload_url, content=chunked()), 429)[
-            "message"
-        ]
+        assert (
+            "max_session_payload_bytes"
+            in error_of(c.put(upload_url(c, a).upload_url, content=chunked()), 429)["message"]
+        )
         assert store.held(a) == 3 * len(body)  # the refused uploads hold nothing
         assert c.put(upload_url(c, b).upload_url, content=body).status_code == 200
         err = error_of(c.put(upload_url(c, b).upload_url, content=body), 429)  # 5 x 3 kB would pass 14 kB

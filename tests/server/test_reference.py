@@ -34,7 +34,7 @@ def test_a_status_filter_of_unspecified_is_a_400_not_an_empty_list(c):
 
 
 def test_an_empty_string_clears_a_label_at_create_and_in_metadata(c):
-    """"Empty strings clear": a PATCH of ``metadata.wandb.url: ""`` kept ``"url": ""``, and a session created
+    """ "Empty strings clear": a PATCH of ``metadata.wandb.url: ""`` kept ``"url": ""``, and a session created
     with ``display_name: ""`` showed ``""`` where a PATCH of the same cleared it (proto3 has no empty string
     apart from unset)."""
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
@@ -55,7 +55,7 @@ def test_an_empty_string_clears_a_label_at_create_and_in_metadata(c):
 
 
 def test_a_metadata_patch_changes_the_fields_it_names_and_keeps_the_others(c):
-    """"Omitted fields remain unchanged": a PATCH of ``metadata.wandb.url`` alone replaced the whole metadata, so the
+    """ "Omitted fields remain unchanged": a PATCH of ``metadata.wandb.url`` alone replaced the whole metadata, so the
     W&B project and entity set at create were lost without a word."""
     rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
     wandb = {"project": "p", "entity": "team", "url": "http://u"}

@@ -419,9 +419,9 @@ def test_resume_with_a_mismatched_lora_config_is_a_400(client: Together):
         with pytest.raises(BadRequestError) as exc:
             pt.sessions.create(model_resources_id=mr.id, resume_from_checkpoint_id=ckpt.id, lora_config={"rank": 8})
         assert exc.value.body["error"]["param"] == "resume_from_checkpoint_id"
-        resumed = running(pt, pt.sessions.create(
-            model_resources_id=mr.id, resume_from_checkpoint_id=ckpt.id, lora_config={"rank": 4}
-        ))
+        resumed = running(
+            pt, pt.sessions.create(model_resources_id=mr.id, resume_from_checkpoint_id=ckpt.id, lora_config={"rank": 4})
+        )
         assert resumed.resume_from_checkpoint_id == ckpt.id
         # a full-weight resource cannot load a LoRA checkpoint either
         full = pt.model_resources.create(base_model="rlnb/tiny", lora_enabled=False)

@@ -540,7 +540,6 @@ def test_bad_sinks_are_refused_before_anything_starts():
         sinks.TensorBoard("")  # an unset variable: the run folders went into the working folder
 
 
-
 def test_the_same_sink_twice_is_refused_before_anything_starts(tmp_path):
     """``sinks=[tb, tb]`` (a list built in two places) gave the run two writers into one library: every point
     written twice (two TensorBoard event files of one run, each point doubled in the dashboard)."""
@@ -556,6 +555,7 @@ def test_the_same_sink_twice_is_refused_before_anything_starts(tmp_path):
         rlnb.Session(FakeBackend(), record=False, sinks=[tb, sinks.TensorBoard(tmp_path / "tb", interval=0)])
     with rlnb.Session(FakeBackend(), record=False, sinks=[tb, sinks.TensorBoard(tmp_path / "other")]) as s:
         s.forward_backward(CE)
+
 
 def test_sink_folders_expand_home(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -611,7 +611,6 @@ def test_points_match_history_steps_when_completions_arrive_out_of_order():
         ("optim-step", "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"),
         ("sample", INVALID),
     ]
-
 
 
 def test_a_forward_only_evaluation_is_no_part_of_its_steps_loss(tmp_path):
@@ -923,7 +922,6 @@ def test_export_to_a_sink_whose_set_up_never_answers_gives_up_at_the_deadline(mo
     assert [[p.step for p in w] for w in done.writes] == [[1, 2], [3, 4], [5]] and done.closed
 
 
-
 EXPORT_HANGING_SCRIPT = """
 import sys, threading
 import rlnb
@@ -959,9 +957,12 @@ def test_an_export_given_up_on_says_the_library_may_still_write_and_never_keeps_
         capture_output=True, text=True, timeout=300, env=os.environ,  # exiting at all is the behaviour
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "no answer within 0.5 s (rlnb.sinks.stream.CLOSE_TIMEOUT) while setting up the sink; the library may " \
-        "still be writing this run there, on a daemon thread left behind" in proc.stdout, proc.stdout
+    assert (
+        "no answer within 0.5 s (rlnb.sinks.stream.CLOSE_TIMEOUT) while setting up the sink; the library may "
+        "still be writing this run there, on a daemon thread left behind" in proc.stdout
+    ), proc.stdout
     assert "daemons: True" in proc.stdout
+
 
 def test_wandb_figures_named_like_its_own_keys_are_sent_under_logged(tmp_path):
     """``history.log(step, _step=..., _runtime=...)``: W&B keeps every key that starts with ``_`` for itself
@@ -1055,7 +1056,6 @@ def test_a_sink_failure_reaches_the_user_past_another_threads_catch_warnings():
         assert len(said) == 1
         session.close()
     assert [w for w in swallowed if issubclass(w.category, sinks.SinkWarning)] == [] and len(said) == 1
-
 
 
 def test_a_sink_failure_after_the_last_log_is_said_at_the_next_read_or_new_run():
@@ -1158,6 +1158,7 @@ def test_a_sink_failure_no_call_said_is_said_at_interpreter_exit(tmp_path):
     assert proc.returncode == 0 and "ready" in proc.stdout, proc.stderr[-3000:]
     assert re.search(r"SinkWarning: rlnb.sinks.Late dropped while writing run \S+: OSError: disk gone at close",
                      proc.stderr), proc.stderr[-3000:]  # fmt: skip
+
 
 def test_an_export_of_a_run_without_an_id_keeps_the_name_its_stream_used(tmp_path):
     """A session with ``record=False`` streamed to a sink under a fresh name; ``rlnb.export`` of its history made

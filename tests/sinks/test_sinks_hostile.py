@@ -387,8 +387,10 @@ def test_two_sessions_streaming_runs_of_one_name_to_one_place_at_once_write_one_
         _steps(a, 2)
         assert first.entered.wait(LOADED_MACHINE_TIMEOUT)  # a's run is being written: nothing there yet
         kept = re.escape(str(tmp_path / "b" / "r"))
-        said = (rf"{plain.__name__} left run r out: it holds another run of that name, being written there now by "
-                rf"another session \(of this process or another on this machine\); .* {kept} has everything")
+        said = (
+            rf"{plain.__name__} left run r out: it holds another run of that name, being written there now by "
+            rf"another session \(of this process or another on this machine\); .* {kept} has everything"
+        )
         second = rlnb.Session(FakeBackend(), runs_dir=tmp_path / "b", run_id="r", sinks=[make(plain)])
         with pytest.warns(SinkWarning, match=said), second as b:
             _steps(b, 3)
@@ -429,14 +431,21 @@ def test_a_run_of_one_name_being_written_by_another_process_of_this_machine_is_l
         print(lease.claim(RunInfo("r", None, {{}})), flush=True)
         sys.stdin.read()  # holds the claim until the test closes its stdin
     """)
-    child = subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
+    child = subprocess.Popen(
+        [sys.executable, "-c", holder],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
+    )
     try:
         assert child.stdout.readline().strip() == "True"
         said = r"left run r out: it holds another run of that name, being written there now by another session"
         tb = sinks.TensorBoard(tmp_path / "tb", interval=0)
-        with pytest.warns(SinkWarning, match=said), rlnb.Session(FakeBackend(), runs_dir=tmp_path / "a", run_id="r",
-                                                                 sinks=[tb]) as s:
+        with (
+            pytest.warns(SinkWarning, match=said),
+            rlnb.Session(FakeBackend(), runs_dir=tmp_path / "a", run_id="r", sinks=[tb]) as s,
+        ):
             _steps(s, 2)
         assert not (tmp_path / "tb" / "r").exists()  # nothing written into the other process's run
     finally:

@@ -190,8 +190,12 @@ def test_a_figure_named_like_wandbs_escape_of_another_stays_its_own(tmp_path):
     (run,) = wandb_runs(tmp_path / "wb")
     _, points, _ = finished(run)
     logged = {k: v for k, v in points[step].items() if k.startswith("logged/")}
-    assert logged == {"logged/_step": 1.0, "logged/logged/_step": 2.0, "logged/logged/x": 3.0,
-                      "logged/failed_operation": 4.0}
+    assert logged == {
+        "logged/_step": 1.0,
+        "logged/logged/_step": 2.0,
+        "logged/logged/x": 3.0,
+        "logged/failed_operation": 4.0,
+    }
 
 
 @pytest.mark.slow  # W&B's wandb-core process

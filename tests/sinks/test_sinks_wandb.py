@@ -177,8 +177,11 @@ def test_an_export_to_wandb_online_of_a_streamed_run_is_refused_and_a_later_sess
     with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r", sinks=[online]) as s:
         s.forward_backward(CE)
         s.optim_step().result()
-    with pytest.raises(SinkError, match=r"holds run r already, as the W&B run p/rlnb-[0-9a-f]{20} \(streamed or "
-                                        r"exported there before\): delete that run in W&B .*nothing was written"):
+    with pytest.raises(
+        SinkError,
+        match=r"holds run r already, as the W&B run p/rlnb-[0-9a-f]{20} \(streamed or "
+        r"exported there before\): delete that run in W&B .*nothing was written",
+    ):
         rlnb.export(s.history, sinks.WandB("p", mode="online", dir=tmp_path / "wb"))
     with warnings.catch_warnings():
         warnings.simplefilter("error", sinks.SinkWarning)

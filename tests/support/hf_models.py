@@ -11,8 +11,15 @@ from pathlib import Path
 import torch
 
 VOCAB = 320  # model rows; the tokenizer below has fewer tokens (padded vocabularies are normal)
-HIDDEN = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-              num_key_value_heads=2, max_position_embeddings=256)
+HIDDEN = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+)
 CHAT_TEMPLATE = (
     "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"
     "{% if add_generation_prompt %}<s>assistant:{% endif %}"
@@ -62,8 +69,9 @@ def build_model(arch: str, seed: int = 0):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if arch == "gpt2":
-            config = tf.GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=256,
-                                   bos_token_id=1, eos_token_id=2)
+            config = tf.GPT2Config(
+                vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=256, bos_token_id=1, eos_token_id=2
+            )
             model = tf.GPT2LMHeadModel(config)
         elif arch == "llama":
             model = tf.LlamaForCausalLM(tf.LlamaConfig(**HIDDEN, bos_token_id=1, eos_token_id=2))

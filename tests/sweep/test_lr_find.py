@@ -55,11 +55,14 @@ def sigmoid_reward(center: float = 1e-2):
 def test_no_suggestion_when_the_objective_improves_fastest_at_the_top_of_the_range(tmp_path):
     """A reward still rising fastest at end_lr (its sigmoid centred past the range): where it would stop is not
     measured, and the last rate is no upper edge of anything (a 5-step test suggested end_lr itself)."""
-    result = lr_find(rlnb.AdamParams(), start_lr=1e-4, end_lr=1e-2, steps=9, step_fn=sigmoid_reward(1.0),
-                     runs_dir=tmp_path)
+    result = lr_find(
+        rlnb.AdamParams(), start_lr=1e-4, end_lr=1e-2, steps=9, step_fn=sigmoid_reward(1.0), runs_dir=tmp_path
+    )
     assert result.suggestion is None and result.params is None
-    assert result.reason == ("no clear suggestion: the smoothed reward improved fastest at the end of the range "
-                             "(lr 0.01): try a larger end_lr or more steps")
+    assert result.reason == (
+        "no clear suggestion: the smoothed reward improved fastest at the end of the range "
+        "(lr 0.01): try a larger end_lr or more steps"
+    )
 
 
 def forward_loss(session) -> float:
@@ -137,9 +140,10 @@ def test_a_step_fn_that_returns_no_number_is_named(tmp_path, answer):
 
     with pytest.raises(TypeError, match=r"step_fn returned .* at step 0 \(lr 1e-05\): it must return the objective"):
         lr_find(rlnb.AdamParams(), steps=5, step_fn=step, objective="loss", runs_dir=tmp_path)
-    assert lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: torch.tensor(2.0), runs_dir=tmp_path).values == [
-        2.0
-    ] * 5  # a one-element tensor is a number
+    assert (
+        lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: torch.tensor(2.0), runs_dir=tmp_path).values
+        == [2.0] * 5
+    )  # a one-element tensor is a number
 
 
 def test_a_local_session_is_copied_and_left_untouched(tmp_path):
@@ -658,17 +662,21 @@ def test_what_its_rl_steps_cannot_sample_is_refused_before_a_session_is_copied(t
         lr_find(rlnb.AdamParams(), steps=5, num_generator_replicas=0, runs_dir=runs)
     assert len(session.history) == 0 and not runs.exists()
     session.close()
-    found = lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: ce_step(s, p), num_generator_replicas=0,
-                    runs_dir=runs)
+    found = lr_find(
+        rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: ce_step(s, p), num_generator_replicas=0, runs_dir=runs
+    )
     assert len(found.values) == 5
 
 
 @pytest.mark.slow  # a 5-step range test with a step_fn after the refusals
-@pytest.mark.parametrize(("prompt", "match"), [
-    ("", r"task 'bad': prompts\[1\] encodes to no tokens: a prompt needs at least one$"),
-    ("a" * 300, r"task 'bad': prompts\[1\]: 300 tokens \+ max_tokens 8 exceed the model's context of 256$"),
-    ("a\ud800=", r"task 'bad': prompts\[1\] holds a lone surrogate, '\\ud800' at position 1"),
-])
+@pytest.mark.parametrize(
+    ("prompt", "match"),
+    [
+        ("", r"task 'bad': prompts\[1\] encodes to no tokens: a prompt needs at least one$"),
+        ("a" * 300, r"task 'bad': prompts\[1\]: 300 tokens \+ max_tokens 8 exceed the model's context of 256$"),
+        ("a\ud800=", r"task 'bad': prompts\[1\] holds a lone surrogate, '\\ud800' at position 1"),
+    ],
+)
 def test_a_prompt_the_model_cannot_read_is_refused_before_a_session_is_copied_or_opened(tmp_path, prompt, match):
     """An empty prompt, one past the context or a lone surrogate failed only the first step, once the session had
     been copied (a checkpoint saved, a session and a run folder opened) or a new one opened. A ``step_fn`` may not
@@ -691,14 +699,17 @@ def test_a_prompt_the_model_cannot_read_is_refused_before_a_session_is_copied_or
 def test_no_suggestion_when_the_objective_improves_fastest_at_the_bottom_of_the_range(tmp_path):
     """A reward already rising fastest at start_lr and slower ever after (a parabola in log10(lr) peaking at 0.1):
     the steepest point is below the range, and one of the first rates read (lr 4.4e-05) was suggested as the answer."""
+
     def step(session, params, i):
         ce_step(session, params)
         return -((math.log10(params.learning_rate) + 1) ** 2)
 
     result = lr_find(rlnb.AdamParams(), start_lr=1e-5, end_lr=1.0, steps=40, step_fn=step, runs_dir=tmp_path)
     assert result.suggestion is None and result.params is None
-    assert result.reason == ("no clear suggestion: the smoothed reward already improved near its fastest at the start "
-                             "of the range (lr 3.26e-05): try a smaller start_lr or more steps")
+    assert result.reason == (
+        "no clear suggestion: the smoothed reward already improved near its fastest at the start "
+        "of the range (lr 3.26e-05): try a smaller start_lr or more steps"
+    )
     lrs = [10 ** (-5 + i * 5 / 19) for i in range(20)]  # a rise 0.8 decades above start_lr is still read
     rising = [1 / (1 + math.exp(-3 * (math.log10(lr) + 4))) for lr in lrs]
     assert suggest(lrs, smooth(smooth(rising)[::-1])[::-1], "reward")[0] == lrs[4]  # as measured: lr_find rounds it
@@ -772,8 +783,10 @@ def test_a_loss_that_rises_from_the_first_rate_is_not_called_flat(tmp_path):
     smoothed loss is flat ... nothing here learns faster at one rate than another" beside a plot rising 6x."""
     found = lr_find(rlnb.AdamParams(), steps=10, step_fn=lambda s, p, i: 1.0 + i, objective="loss", runs_dir=tmp_path)
     assert found.suggestion is None and "flat" not in found.reason
-    assert found.reason.startswith("no clear suggestion: the smoothed loss only gets worse after its best point, at "
-                                   "the start of the range (lr 1e-05): try a smaller start_lr; ended early: diverged")
+    assert found.reason.startswith(
+        "no clear suggestion: the smoothed loss only gets worse after its best point, at "
+        "the start of the range (lr 1e-05): try a smaller start_lr; ended early: diverged"
+    )
 
 
 @pytest.mark.parametrize("shapes", [[(4, 0)], [(0, 0)], [(-4, 4)], [(4.5, 4)], [(4,)], 5, [(4, 4), (0, 8)]])
@@ -785,7 +798,7 @@ def test_converting_for_shapes_that_are_no_matrices_names_shapes(shapes):
 
 @pytest.mark.parametrize("lr", ["0.02", True, None])
 def test_converting_a_rate_that_is_no_number_names_it(lr):
-    """"0.02" raised "'>' not supported between instances of 'str' and 'int'"; True converted as 1."""
+    """ "0.02" raised "'>' not supported between instances of 'str' and 'int'"; True converted as 1."""
     with pytest.raises(ValueError, match=f"learning_rate = {re.escape(repr(lr))} is invalid: must be a finite number"):
         convert_muon_lr(lr, "original", "match_adam")
     assert convert_muon_lr(np.float32(0.02), "original", "match_adam", [(np.int64(8), 8)]) == pytest.approx(
@@ -819,6 +832,7 @@ def test_a_session_closed_mid_test_keeps_the_steps_measured(tmp_path):
 def test_an_operation_that_times_out_ends_the_test_without_waiting_for_it(tmp_path):
     """A step_fn whose wait times out (a hung service): the test ended early, then waited for that very operation
     with no limit before closing. It closes at once (the close stops it), with the steps measured."""
+
     def step(session, params, i):
         if i < 6:
             return sigmoid_reward(1e-3)(session, params, i)
@@ -837,6 +851,7 @@ def test_a_long_test_does_not_smooth_every_value_again_at_each_step(tmp_path):
     (quadratic: ~27 s of the test's own time). The divergence check keeps its EMA as it goes, and stops as before."""
     calls = []
     real = lr_curve.smooth
+
     def lr_curve_smooth(values, *a):
         calls.append(len(values))
         return real(values, *a)

@@ -172,8 +172,10 @@ def test_an_objective_not_finite_at_the_first_step_is_not_called_a_rate_that_div
                     runs_dir=tmp_path)  # fmt: skip
     assert found.suggestion is None and len(found.values) == 1
     assert "diverged" not in found.reason.replace("not diverged by a rate", "")
-    assert found.reason.endswith(f"ended early: the {objective} was nan at the first step, before any rate had "
-                                 "acted: the model or the objective is broken from the start, not diverged by a rate")
+    assert found.reason.endswith(
+        f"ended early: the {objective} was nan at the first step, before any rate had "
+        "acted: the model or the objective is broken from the start, not diverged by a rate"
+    )
     later = lr_find(rlnb.AdamParams(), steps=10, step_fn=lambda s, p, i: 0.5 if i < 3 else float("inf"),
                     runs_dir=tmp_path)  # fmt: skip
     assert later.reason.endswith(f"ended early: diverged at lr {later.lrs[3]:.3g} (reward inf)")

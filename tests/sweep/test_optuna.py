@@ -77,18 +77,34 @@ N_TRIALS = r"n_trials must be an integer in \[1, 10000\]"
         # 10**30 ran trials for ever (1 s each here), its progress bar counting toward 10**30
         ({"learning_rate": (1e-4, 1e-2)}, {"n_trials": 10**30}, ValueError, N_TRIALS + r" \(each is a trial"),
         ({"learning_rate": Int(1, 10**9)}, {"sampler": "grid"}, ValueError, r"1000000000 points .*at most 10000"),
-        ({"learning_rate": [1e-3, 0.001]}, {"sampler": "grid"}, ValueError,
-         r"space\['learning_rate'\] lists 0.001 more than once"),  # the grid ran that point twice
+        (
+            {"learning_rate": [1e-3, 0.001]},
+            {"sampler": "grid"},
+            ValueError,
+            r"space\['learning_rate'\] lists 0.001 more than once",
+        ),  # the grid ran that point twice
         # an object not Optuna's: AttributeError after the folder was made / every trial FAILED
         ({"learning_rate": (1e-4, 1e-2)}, {"sampler": 5}, TypeError, r"sampler must be .* Optuna sampler.*got 5"),
         ({"learning_rate": (1e-4, 1e-2)}, {"pruner": 5}, TypeError, r"pruner must be .* Optuna pruner.*got 5"),
-        ({"learning_rate": [1e-4, 1e-2]}, {"sampler": optuna.samplers.GridSampler({"learning_rate": [1e-4]})},
-         ValueError, "use sampler='grid'"),
+        (
+            {"learning_rate": [1e-4, 1e-2]},
+            {"sampler": optuna.samplers.GridSampler({"learning_rate": [1e-4]})},
+            ValueError,
+            "use sampler='grid'",
+        ),
         # a space of one point ran the same trial n_trials times; 2 points x 1 seed hold 2 distinct trials
-        ({"learning_rate": [1e-3]}, {"n_trials": 3}, ValueError,
-         r"n_trials=3 is more than the 1 distinct trials .*\(learning_rate 1 × 1 seeds\).*use sampler='grid'"),
-        ({"learning_rate": [1e-3, 1e-2], "newton_schulz_steps": Int(4, 5)}, {"n_trials": 9, "base": MUON,
-         "seeds": [0, 1]}, ValueError, r"n_trials=9 is more than the 8 distinct trials"),
+        (
+            {"learning_rate": [1e-3]},
+            {"n_trials": 3},
+            ValueError,
+            r"n_trials=3 is more than the 1 distinct trials .*\(learning_rate 1 × 1 seeds\).*use sampler='grid'",
+        ),
+        (
+            {"learning_rate": [1e-3, 1e-2], "newton_schulz_steps": Int(4, 5)},
+            {"n_trials": 9, "base": MUON, "seeds": [0, 1]},
+            ValueError,
+            r"n_trials=9 is more than the 8 distinct trials",
+        ),
     ],
 )
 def test_bad_spaces_are_refused_naming_the_field(tmp_path, space, kwargs, error, words):

@@ -132,8 +132,11 @@ def test_random_search_draws_distinct_configs_and_takes_a_numpy_seed():
     assert sorted(c["newton_schulz_steps"] for c in configs) == [3, 4, 5, 6]
     log_lr = (1e-5, 1e-1, "log")
     assert random_search(2, seed=1, learning_rate=log_lr) == random_search(2, seed=np.int64(1), learning_rate=log_lr)
-    with pytest.raises(ValueError, match=r"random_search: 3 distinct configs asked, but 60 draws from \{'optimizer'"
-                                         r": \['adam', 'muon'\]\} gave 2: draw fewer, or use grid"):
+    with pytest.raises(
+        ValueError,
+        match=r"random_search: 3 distinct configs asked, but 60 draws from \{'optimizer'"
+        r": \['adam', 'muon'\]\} gave 2: draw fewer, or use grid",
+    ):
         random_search(3, optimizer=["adam", "muon"])
     with pytest.raises(ValueError, match="2 distinct configs asked, but 40 draws from an empty space gave 1"):
         random_search(2)
@@ -184,8 +187,11 @@ def test_sweep_rows_histories_and_custom_reward(tmp_path):
 @pytest.mark.parametrize("table", [pd.DataFrame({"mean": [0.5], "delta": [0.0]}, index=["baseline"]), ["a/run"]])
 def test_histories_of_a_table_that_is_no_sweeps_names_trials(table):
     """``trials, summary = ablate(...)``, then ``histories(summary)``: a bare ``KeyError: 'run_path'``."""
-    with pytest.raises(ValueError, match=r"histories: trials must be a sweep's table of trials \(with its run_path "
-                                         r"column\).*got (a table of mean, delta|\['a/run'\])"):
+    with pytest.raises(
+        ValueError,
+        match=r"histories: trials must be a sweep's table of trials \(with its run_path "
+        r"column\).*got (a table of mean, delta|\['a/run'\])",
+    ):
         histories(table)
 
 
@@ -242,12 +248,12 @@ def test_ablation_summary(tmp_path):
     assert set(trials.variant) == {"baseline", "higher lr", "muon"}
 
 
-
 def test_ablation_takes_the_seeds_of_a_trial_options_group(tmp_path):
     """ablate's own default seeds (0, 1, 2) won over the group's, as a field by name does: three seeds ran."""
     trials, summary = ablate(BASE, {"wd": {"weight_decay": 0.1}}, trial_options=TrialOptions(steps=1, seeds=(4,)),
                              runs_dir=tmp_path, progress=False)  # fmt: skip
     assert list(trials.seed) == [4, 4] and list(summary["count"]) == [1, 1]
+
 
 def test_ablation_variants_that_share_a_label_stay_apart(tmp_path):
     """Variants were matched to trials by label: a change that sets the base's own value took the baseline's rows
@@ -862,17 +868,23 @@ def test_a_task_that_is_neither_a_task_nor_a_reward_is_refused_before_a_folder_i
 @pytest.mark.parametrize("schedule", ["cosine", {"kind": "cosine"}])
 def test_a_schedule_that_is_no_schedule_is_refused_before_a_folder_is_made(tmp_path, schedule):
     """``schedule="cosine"`` made every trial FAILED "AttributeError: 'str' object has no attribute 'multiplier'"."""
-    with pytest.raises(TypeError, match=r"schedule must be None or a Schedule, such as Schedule\('cosine', "
-                                        r"total_steps=3\), got"):
+    with pytest.raises(
+        TypeError,
+        match=r"schedule must be None or a Schedule, such as Schedule\('cosine', "
+        r"total_steps=3\), got",
+    ):
         sweep(BASE, steps=3, schedule=schedule, runs_dir=tmp_path, progress=False)
     assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(
     ("target", "error", "words"),
-    [(None, TypeError, "target must be 'local' or an http"), (5, TypeError, "got int 5"),
-     ("locl", ValueError, "unknown target 'locl': use 'local' or an http"),
-     ("http://", ValueError, r"the target \(the base_url\) 'http://' names no host")],
+    [
+        (None, TypeError, "target must be 'local' or an http"),
+        (5, TypeError, "got int 5"),
+        ("locl", ValueError, "unknown target 'locl': use 'local' or an http"),
+        ("http://", ValueError, r"the target \(the base_url\) 'http://' names no host"),
+    ],
 )
 def test_a_target_no_session_can_connect_to_is_refused_before_a_folder_is_made(tmp_path, target, error, words):
     """``target="locl"`` (or None) made every trial FAILED with connect's error, in a sweep folder."""
@@ -1038,14 +1050,17 @@ def test_a_damaged_sweep_json_is_refused_naming_the_file(tmp_path, text):
     assert not (folder / "trials.jsonl").exists()
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"runs_dir": 5}, r"runs_dir must be a path \(str or os.PathLike\), got int: 5"),  # a TypeError naming nothing
-    ({"resume": 5}, r"resume must be a path"),
-    # stop: an AttributeError after the folder was made
-    ({"stop": "yes"}, r"stop must be None or a threading.Event \(set it to stop the sweep\), got 'yes'"),
-    ({"progress": 5}, r"progress must be True, False or a function .*got 5"),  # a progress bar
-    ({"progress": "no"}, r"progress must be True, False or a function .*got 'no'"),  # a progress bar too
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"runs_dir": 5}, r"runs_dir must be a path \(str or os.PathLike\), got int: 5"),  # a TypeError naming nothing
+        ({"resume": 5}, r"resume must be a path"),
+        # stop: an AttributeError after the folder was made
+        ({"stop": "yes"}, r"stop must be None or a threading.Event \(set it to stop the sweep\), got 'yes'"),
+        ({"progress": 5}, r"progress must be True, False or a function .*got 5"),  # a progress bar
+        ({"progress": "no"}, r"progress must be True, False or a function .*got 'no'"),  # a progress bar too
+    ],
+)
 def test_a_bad_runs_dir_resume_or_stop_is_refused_before_the_folder(tmp_path, monkeypatch, kwargs, match):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(TypeError, match=match):

@@ -27,4 +27,4 @@ def test_the_held_out_cover_of_notebook_02_reaches_the_texts_end():
     text = corpus.HELDOUT_TEXT.encode()
     tiles = corpus.tiles(corpus.HELDOUT_TEXT, 64)
     assert len(text) == 497 and bytes(tiles[-1]) == text[-65:] and bytes(tiles[0]) == text[:65]
-    assert [bytes(t) for t in tiles[:-1]] == [text[o: o + 65] for o in range(0, 433, 32)]
+    assert [bytes(t) for t in tiles[:-1]] == [text[o : o + 65] for o in range(0, 433, 32)]

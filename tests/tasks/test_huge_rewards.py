@@ -41,8 +41,11 @@ def test_the_scaling_changes_no_bit_of_the_advantages_of_ordinary_or_huge_reward
 
 
 def test_unscaled_advantages_no_float_holds_are_refused_naming_the_rewards_and_the_range():
-    with pytest.raises(ValueError, match=r"scale='none' .* rewards \[1\.7e\+308, -1\.7e\+308, -1\.7e\+308\] .*"
-                                         r"below 8\.988e\+307, or use scale='sample_std'"):
+    with pytest.raises(
+        ValueError,
+        match=r"scale='none' .* rewards \[1\.7e\+308, -1\.7e\+308, -1\.7e\+308\] .*"
+        r"below 8\.988e\+307, or use scale='sample_std'",
+    ):
         group_advantages([1.7e308, -1.7e308, -1.7e308], "none")
     root3 = math.sqrt(3)
     assert group_advantages([1.7e308, -1.7e308, -1.7e308]) == pytest.approx([2 / root3, -1 / root3, -1 / root3])

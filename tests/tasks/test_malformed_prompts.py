@@ -10,10 +10,20 @@ from rlnb.tasks import Rollout, Task, addition_task, first_letter_task, score
 ADDITION = r"addition: the prompt {} is not 'a\+b=' where a and b are single digits 0-9 \(such as '3\+4='\)"
 
 
-@pytest.mark.parametrize("prompt", [
-    "hello", "", "3+x=", "3+4=5+1=",  # ValueErrors from unpacking and int(), naming nothing
-    "3+4", " 3 + 4 =", "-3+4=", "10+20=", "٣+٤=",  # int() read them: scored as if well formed
-])
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "hello",
+        "",
+        "3+x=",
+        "3+4=5+1=",  # ValueErrors from unpacking and int(), naming nothing
+        "3+4",
+        " 3 + 4 =",
+        "-3+4=",
+        "10+20=",
+        "٣+٤=",  # int() read them: scored as if well formed
+    ],
+)
 def test_addition_names_a_malformed_prompt_in_its_reward_and_its_answer(prompt):
     task = addition_task()
     message = ADDITION.format(re.escape(repr(prompt)))

@@ -8,11 +8,45 @@ from rlnb.tasks import TASKS, digit_fraction, digits_task, exact_match, first_le
 from rlnb.tasks.verified import MAX_LENGTH, MAX_PROMPTS
 
 ADDITION_GAMES = [
-    "3+4=", "3+4=7", "34", "0123456789", "0 1 2 3 4 5 6 7 8 9", " ".join(str(i) for i in range(1, 100)),
-    "７", "٧", "۷", "07", "+7", "7.0", "7e0", "7" * 1000, "", "junk 7", "7 8", "78", "7\n", " 7", "seven", "\ufffd7",
+    "3+4=",
+    "3+4=7",
+    "34",
+    "0123456789",
+    "0 1 2 3 4 5 6 7 8 9",
+    " ".join(str(i) for i in range(1, 100)),
+    "７",
+    "٧",
+    "۷",
+    "07",
+    "+7",
+    "7.0",
+    "7e0",
+    "7" * 1000,
+    "",
+    "junk 7",
+    "7 8",
+    "78",
+    "7\n",
+    " 7",
+    "seven",
+    "\ufffd7",
 ]
-FIRST_LETTER_GAMES = ["cabd>", "cabd", "abcd", "a b c d", "C", "ｃ", "с", "cc", "c" * 1000, "", ">c", "c>", "\x00c",
-                      "c\x00"]  # "с" is Cyrillic
+FIRST_LETTER_GAMES = [
+    "cabd>",
+    "cabd",
+    "abcd",
+    "a b c d",
+    "C",
+    "ｃ",
+    "с",
+    "cc",
+    "c" * 1000,
+    "",
+    ">c",
+    "c>",
+    "\x00c",
+    "c\x00",
+]  # "с" is Cyrillic
 
 
 @pytest.mark.parametrize("completion", ADDITION_GAMES)
@@ -69,15 +103,27 @@ def test_a_surrogate_in_a_completion_scores_instead_of_failing():
 @pytest.mark.parametrize(
     ("kwargs", "error", "words"),
     [
-        ({"alphabet": b"abcd"}, TypeError, r"alphabet must be a str of distinct one-byte letters, such as 'abcd', "
-                                           r"got bytes b'abcd'"),
+        (
+            {"alphabet": b"abcd"},
+            TypeError,
+            r"alphabet must be a str of distinct one-byte letters, such as 'abcd', "
+            r"got bytes b'abcd'",
+        ),
         ({"alphabet": [1, 2]}, TypeError, r"alphabet must be a str .*got list \[1, 2\]"),
         ({"alphabet": None}, TypeError, r"alphabet must be a str .*got NoneType None"),
-        ({"length": MAX_LENGTH + 1}, ValueError, rf"length must be an integer in \[1, {MAX_LENGTH}\] \(letters per "
-                                                 r"word; the built-in models' context holds 254\), got 1025"),
+        (
+            {"length": MAX_LENGTH + 1},
+            ValueError,
+            rf"length must be an integer in \[1, {MAX_LENGTH}\] \(letters per "
+            r"word; the built-in models' context holds 254\), got 1025",
+        ),
         ({"length": 10**9}, ValueError, rf"length must be an integer in \[1, {MAX_LENGTH}\]"),
-        ({"n_train": MAX_PROMPTS + 4, "length": 40}, ValueError, rf"n_train must be an integer in \[1, {MAX_PROMPTS}\] "
-                                                                 r"\(prompts per split; .*\), got 16388"),
+        (
+            {"n_train": MAX_PROMPTS + 4, "length": 40},
+            ValueError,
+            rf"n_train must be an integer in \[1, {MAX_PROMPTS}\] "
+            r"\(prompts per split; .*\), got 16388",
+        ),
         ({"n_eval": 10**9, "length": 40}, ValueError, rf"n_eval must be an integer in \[1, {MAX_PROMPTS}\]"),
     ],
 )
@@ -92,8 +138,10 @@ def test_first_letter_refuses_an_option_out_of_range_naming_it(kwargs, error, wo
 def test_long_words_are_drawn_as_before_and_the_longest_in_seconds():
     """The words of a long alphabet string are the base-k digits of a drawn number: now in linear time, the same
     words (the splits of ``length`` 10 and up did not change)."""
-    assert first_letter_task(length=40).prompts[:2] == ["dccabdccbbadabdcbaabddcbdcdccbcaaabcccbc>",
-                                                        "caddcbdaadabdabbacbdcccccdbbcbbaabccadac>"]
+    assert first_letter_task(length=40).prompts[:2] == [
+        "dccabdccbbadabdcbaabddcbdcdccbcaaabcccbc>",
+        "caddcbdaadabdabbacbdcccccdbbcbbaabccadac>",
+    ]
     assert first_letter_task(length=12).prompts[:2] == ["bcacdabdbacb>", "bbabadbbbbcd>"]
     longest = first_letter_task(length=MAX_LENGTH)
     assert {len(p) for p in longest.prompts + longest.eval_prompts} == {MAX_LENGTH + 1}

@@ -82,8 +82,9 @@ def test_score_gives_the_reward_the_completion_text_and_keeps_the_tokens():
 
     task = Task("t", ["a", "b"], reward)
     decode = rlnb.text.ByteCodec(eos_token_ids=[300]).decode
-    sampled = unscored(["a", "b"], [result(seq([49, 50, 300], STOP), seq([49, 50, 51])), result(seq([50]))],
-                       lambda t: decode(t, True))
+    sampled = unscored(
+        ["a", "b"], [result(seq([49, 50, 300], STOP), seq([49, 50, 51])), result(seq([50]))], lambda t: decode(t, True)
+    )
     assert not seen and [r.completion for g in sampled for r in g] == ["12", "123", "2"]
     assert all(math.isnan(r.reward) and math.isnan(r.advantage) for g in sampled for r in g)
     groups = score(task, sampled)
@@ -114,25 +115,32 @@ def test_step_metrics_are_trls_definitions():
         [[(1, 2), (1, 2, 3, 4), (1, 2)], [(5,), (5,), (6, 7, 8)]],
         [[False, True, False], [False, False, True]],
     )
-    loss_metrics = {"loss/entropy/mean": 2.5, "loss/kl_ref/mean": 0.01, "loss/clip/low_fraction": 0.125,
-                    "loss/clip/high_fraction": 0.25, "loss/tokens": 13.0}
+    loss_metrics = {
+        "loss/entropy/mean": 2.5,
+        "loss/kl_ref/mean": 0.01,
+        "loss/clip/low_fraction": 0.125,
+        "loss/clip/high_fraction": 0.25,
+        "loss/tokens": 13.0,
+    }
     got = step_metrics(groups, loss_metrics)
     rewards = [1.0, 0.0, 1.0, 0.5, 0.5, 0.5]
-    assert got == pytest.approx({
-        "reward": statistics.fmean(rewards),
-        "reward_std": statistics.stdev(rewards),  # the sample std over the step's rewards, as TRL's nanstd
-        "frac_reward_zero_std": 0.5,  # the second group does not vary
-        "completions/mean_length": 13 / 6,
-        "completions/min_length": 1.0,
-        "completions/max_length": 4.0,
-        "completions/clipped_ratio": 2 / 6,
-        "completions/distinct_mean": (2 + 2) / 2,
-        "entropy": 2.5,
-        "kl": 0.01,
-        "clip_ratio/low_mean": 0.125,
-        "clip_ratio/high_mean": 0.25,
-        "clip_ratio/region_mean": 0.375,
-    })
+    assert got == pytest.approx(
+        {
+            "reward": statistics.fmean(rewards),
+            "reward_std": statistics.stdev(rewards),  # the sample std over the step's rewards, as TRL's nanstd
+            "frac_reward_zero_std": 0.5,  # the second group does not vary
+            "completions/mean_length": 13 / 6,
+            "completions/min_length": 1.0,
+            "completions/max_length": 4.0,
+            "completions/clipped_ratio": 2 / 6,
+            "completions/distinct_mean": (2 + 2) / 2,
+            "entropy": 2.5,
+            "kl": 0.01,
+            "clip_ratio/low_mean": 0.125,
+            "clip_ratio/high_mean": 0.25,
+            "clip_ratio/region_mean": 0.375,
+        }
+    )
     assert list(got) == list(RL_METRICS)
     bare = step_metrics(groups, {"loss/tokens": 13.0})  # a backend that reports none of them (Together)
     assert list(bare) == list(RL_METRICS[:8])
@@ -143,8 +151,9 @@ def test_step_metrics_are_trls_definitions():
 
 def test_rl_step_logs_the_metrics_and_keeps_the_completions(tmp_path):
     with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
-        reports = [rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=4, seed=i)
-                   for i in range(3)]
+        reports = [
+            rl_step(s, digits_task(), rlnb.AdamParams(learning_rate=3e-3), group_size=4, seed=i) for i in range(3)
+        ]
         fb = s.history.df.query("kind == 'forward-backward'").metrics.tolist()
     steps = s.history.steps
     logged = [m for m in RL_METRICS if m != "kl"]  # no reference log-probs, so no KL
@@ -155,8 +164,16 @@ def test_rl_step_logs_the_metrics_and_keeps_the_completions(tmp_path):
         assert row["clip_ratio/high_mean"] == metrics["loss/clip/high_fraction"]
         assert row["completions/max_length"] <= 8 and 1 <= row["completions/distinct_mean"] <= 4
     table = s.history.completions
-    assert list(table.columns) == ["step", "group", "prompt", "completion", "reward", "advantage", "length",
-                                   "truncated"]
+    assert list(table.columns) == [
+        "step",
+        "group",
+        "prompt",
+        "completion",
+        "reward",
+        "advantage",
+        "length",
+        "truncated",
+    ]
     assert len(table) == 3 * 6 * 4 and list(table.step.unique()) == [1, 2, 3]
     last = table[table.step == 3]
     assert list(last.reward) == reports[-1].rewards
@@ -248,7 +265,7 @@ def test_a_completions_table_with_damaged_lines_loads_the_rest(tmp_path):
     file = tmp_path / "r" / "completions.jsonl"
     lines = file.read_text().splitlines()
     lines[1] = lines[1].replace('"reward":', '"reward":"high","x":')
-    file.write_text("\n".join([*lines, '{"step": 1, "prom'] ) + "\n")
+    file.write_text("\n".join([*lines, '{"step": 1, "prom']) + "\n")
     with pytest.warns(RuntimeWarning) as caught:
         table = History.load(tmp_path / "r").completions
     assert len(table) == len(lines) - 1
@@ -331,8 +348,14 @@ def test_a_reward_that_does_not_return_a_number_is_named(answer):
 
 @pytest.mark.parametrize(
     ("answer", "taken"),
-    [(True, 1.0), (np.bool_(True), 1.0), (np.float32(0.5), 0.5), (torch.tensor(0.25), 0.25),
-     (torch.tensor([0.75]), 0.75), (np.int64(1), 1.0)],
+    [
+        (True, 1.0),
+        (np.bool_(True), 1.0),
+        (np.float32(0.5), 0.5),
+        (torch.tensor(0.25), 0.25),
+        (torch.tensor([0.75]), 0.75),
+        (np.int64(1), 1.0),
+    ],
 )
 def test_a_reward_of_numpy_or_torch_numbers_and_bools_is_taken_as_a_float(answer, taken):
     """A reward model's ``torch.tensor(0.25)`` and ``np.bool_`` were refused as "not a number" where a bool and
@@ -343,10 +366,13 @@ def test_a_reward_of_numpy_or_torch_numbers_and_bools_is_taken_as_a_float(answer
 
 @pytest.mark.parametrize(
     ("answer", "error", "words"),
-    [(math.inf, ValueError, "returned inf; it must be finite"), (np.float64("nan"), ValueError, "returned nan;"),
-     (10**400, TypeError, r"returned 1000.*000; it must return a number a float holds"),
-     (1 + 2j, TypeError, r"returned \(1\+2j\); it must return a number"),
-     (torch.tensor([0.5, 0.25]), TypeError, "returned tensor.*; it must return a number")],
+    [
+        (math.inf, ValueError, "returned inf; it must be finite"),
+        (np.float64("nan"), ValueError, "returned nan;"),
+        (10**400, TypeError, r"returned 1000.*000; it must return a number a float holds"),
+        (1 + 2j, TypeError, r"returned \(1\+2j\); it must return a number"),
+        (torch.tensor([0.5, 0.25]), TypeError, "returned tensor.*; it must return a number"),
+    ],
     ids=["inf", "nan", "10**400", "complex", "two-element tensor"],
 )
 def test_a_reward_that_is_not_finite_or_no_float_names_the_task_and_texts(answer, error, words):

@@ -20,8 +20,10 @@ STOPPED.set()  # a run that is not refused stops before its first step (not a mi
 
 
 def said(low: int, steps: int) -> str:
-    return (f"^steps must be an integer in \\[{low}, {MAX_STEPS}\\] \\(step i of seed s samples with seed s \\* "
-            f"SEED_STRIDE \\+ i: more steps would sample with the next seed's seeds\\), got {steps}$")
+    return (
+        f"^steps must be an integer in \\[{low}, {MAX_STEPS}\\] \\(step i of seed s samples with seed s \\* "
+        f"SEED_STRIDE \\+ i: more steps would sample with the next seed's seeds\\), got {steps}$"
+    )
 
 
 def test_the_bound_keeps_each_seeds_step_seeds_apart():
@@ -48,8 +50,10 @@ def test_a_lessons_eval_every_past_the_bound_is_refused_naming_it_and_its_range(
     """``eval_every`` had no upper bound (10**20 was taken); one above the lesson's steps is taken, and says what it
     does: the accuracy before the first step and after the last only."""
     monkeypatch.setattr("rlnb.tasks.lesson.log_accuracy", lambda *a: pytest.fail("the lesson ran"))
-    words = (rf"^eval_every must be an integer in \[1, {MAX_STEPS}\] \(the most steps one run takes, MAX_STEPS; one "
-             rf"above the lesson's steps evaluates before its first step and after its last only\), got {every}$")
+    words = (
+        rf"^eval_every must be an integer in \[1, {MAX_STEPS}\] \(the most steps one run takes, MAX_STEPS; one "
+        rf"above the lesson's steps evaluates before its first step and after its last only\), got {every}$"
+    )
     with rlnb.connect("local", device="cpu", record=False) as s:
         with pytest.raises(ValueError, match=words):
             train(s, first_letter_task(), rlnb.AdamParams(), 3, eval_every=every)
@@ -59,8 +63,7 @@ def test_a_lessons_eval_every_past_the_bound_is_refused_naming_it_and_its_range(
 @pytest.mark.parametrize("steps", PAST)
 def test_a_batched_run_past_the_bound_is_refused_naming_steps_before_a_model_is_built(steps, tmp_path):
     with pytest.raises(ValueError, match=said(0, steps)):
-        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), 10**12)], steps=steps, runs_dir=tmp_path,
-                    stop=STOPPED)
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), 10**12)], steps=steps, runs_dir=tmp_path, stop=STOPPED)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -70,8 +73,14 @@ def test_a_sweep_or_ablation_past_the_bound_is_refused_naming_steps_before_its_f
     with pytest.raises(ValueError, match=said(1, steps)):
         sweep(rlnb.AdamParams(), steps=steps, seeds=(10**12,), runs_dir=tmp_path, progress=False, stop=STOPPED)
     with pytest.raises(ValueError, match=said(1, steps)):
-        ablate(rlnb.AdamParams(), {"lr": {"learning_rate": 1e-3}}, steps=steps, runs_dir=tmp_path, progress=False,
-               stop=STOPPED)
+        ablate(
+            rlnb.AdamParams(),
+            {"lr": {"learning_rate": 1e-3}},
+            steps=steps,
+            runs_dir=tmp_path,
+            progress=False,
+            stop=STOPPED,
+        )
     with pytest.raises(ValueError, match=said(1, steps)):
         TrialOptions(steps=steps)
     assert list(tmp_path.iterdir()) == []

@@ -36,17 +36,20 @@ def test_the_reward_is_exact_match_only():
     assert all(add.answer(p) == str(eval(p[:-1])) for p in add.prompts + add.eval_prompts)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"alphabet": "a"}, "alphabet must have at least 2 distinct"),
-    ({"alphabet": "aab"}, "alphabet must have at least 2 distinct"),
-    # built, then every reward and accuracy 0: a one-byte completion is never a two-byte letter
-    ({"alphabet": "abγδ"}, r"alphabet must be of one-byte \(ASCII\) characters, got 'γδ': .* would need 2 for 'γ'"),
-    ({"n_train": 63}, "positive multiples of 4"),
-    ({"n_eval": 0}, r"n_eval must be an integer in \[1, 16384\] \(prompts per split; .*\), got 0"),
-    ({"length": 2}, "length 2 gives only 4 words per first letter"),
-    ({"length": 2.5}, r"length must be an integer in \[1, 1024\] .*, got 2.5"),  # product()'s TypeError
-    ({"n_train": 64.0}, r"n_train must be an integer in \[1, 16384\] .*, got 64.0"),  # a float slice index
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"alphabet": "a"}, "alphabet must have at least 2 distinct"),
+        ({"alphabet": "aab"}, "alphabet must have at least 2 distinct"),
+        # built, then every reward and accuracy 0: a one-byte completion is never a two-byte letter
+        ({"alphabet": "abγδ"}, r"alphabet must be of one-byte \(ASCII\) characters, got 'γδ': .* would need 2 for 'γ'"),
+        ({"n_train": 63}, "positive multiples of 4"),
+        ({"n_eval": 0}, r"n_eval must be an integer in \[1, 16384\] \(prompts per split; .*\), got 0"),
+        ({"length": 2}, "length 2 gives only 4 words per first letter"),
+        ({"length": 2.5}, r"length must be an integer in \[1, 1024\] .*, got 2.5"),  # product()'s TypeError
+        ({"n_train": 64.0}, r"n_train must be an integer in \[1, 16384\] .*, got 64.0"),  # a float slice index
+    ],
+)
 def test_first_letter_refuses_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         first_letter_task(**kwargs)
@@ -59,8 +62,10 @@ def test_first_letter_of_long_words_draws_them_instead_of_listing_every_word():
     task = first_letter_task(length=40)
     words = task.prompts + task.eval_prompts
     assert len(set(words)) == 128 and all(len(w) == 41 and set(w[:-1]) <= set("abcd") for w in words)
-    assert sorted(p[0] for p in task.eval_prompts) == sorted("abcd" * 16) and task.prompts == first_letter_task(
-        length=40).prompts
+    assert (
+        sorted(p[0] for p in task.eval_prompts) == sorted("abcd" * 16)
+        and task.prompts == first_letter_task(length=40).prompts
+    )
     assert first_letter_task().prompts[:3] == ["acca>", "bcdc>", "adda>"]  # the lessons' split, as measured
 
 
@@ -86,8 +91,11 @@ def test_an_n_past_the_prompts_there_are_is_refused_naming_both():
     """``evaluate(session, n=1000)`` scored the 64 held-out prompts there are, as if it had scored 1000."""
     task = first_letter_task()
     with rlnb.Session(FakeBackend(), record=False) as s:
-        with pytest.raises(ValueError, match=r"n must be at most the 64 eval prompts of task 'first_letter' \(or None"
-                                             r": all of them\), got 65"):
+        with pytest.raises(
+            ValueError,
+            match=r"n must be at most the 64 eval prompts of task 'first_letter' \(or None"
+            r": all of them\), got 65",
+        ):
             task.evaluate(s, 65)
         with pytest.raises(ValueError, match=r"at most the 64 train prompts .*got 1000$"):
             task.evaluate(s, 1000, split="train")
@@ -98,8 +106,10 @@ def test_evaluate_scores_greedy_answers_on_the_held_out_split():
     task = first_letter_task()
     with rlnb.connect("local", seed=0, device="cpu", record=False) as s:
         greedy = s.sample([s.encode(p) for p in task.eval_prompts], max_tokens=1, temperature=0.0).result()
-        said = {p: s.decode(r.sequences[0].tokens, skip_special=True)
-                for p, r in zip(task.eval_prompts, greedy.results, strict=True)}
+        said = {
+            p: s.decode(r.sequences[0].tokens, skip_special=True)
+            for p, r in zip(task.eval_prompts, greedy.results, strict=True)
+        }
         oracle = dataclasses.replace(task, answer=said.__getitem__)
         assert oracle.evaluate(s) == 1.0  # the greedy answer is what evaluate reads
         half = set(random.Random(0).sample(task.eval_prompts, 32))
@@ -170,8 +180,14 @@ def test_an_answer_that_is_no_text_is_refused_not_scored_zero_for_ever():
 def test_an_empty_answer_is_refused_not_earned_by_stopping_at_once():
     """A completion of EOS alone reads as '' (the reward reads no EOS): an ``answer`` that returned '' for a prompt gave
     that completion the full reward, a policy that learns to stop at once, and counted it correct in ``evaluate``."""
-    blank = VerifiedTask("blank", ["ab>", "x>"], exact_match(lambda p: p[:-2]), eval_prompts=["ba>"],
-                         answer=lambda p: p[:-2], max_tokens=1)  # "x>" has no answer before its ">"
+    blank = VerifiedTask(
+        "blank",
+        ["ab>", "x>"],
+        exact_match(lambda p: p[:-2]),
+        eval_prompts=["ba>"],
+        answer=lambda p: p[:-2],
+        max_tokens=1,
+    )  # "x>" has no answer before its ">"
     assert blank.reward("ab>", "a") == 1.0
     with pytest.raises(ValueError, match=r"answer\('x>'\) returned '': a completion of EOS alone reads as ''"):
         blank.reward("x>", "")

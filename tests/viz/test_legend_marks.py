@@ -139,7 +139,6 @@ def test_a_legend_the_user_makes_in_place_of_a_plots_is_left_where_they_put_it()
     assert any(m.overlaps(box) for m in drawn_marks(ax.get_lines(), ax.figure.dpi))
 
 
-
 def test_each_panel_of_an_overview_places_its_legend_clear_of_the_infinity_marks():
     figure = plots.overview(diverged("steps"))
     assert [ax.get_title() for ax in figure.axes] == ["loss", "gradient norm (pre-clip)"]

@@ -110,10 +110,23 @@ def rl_history():
     h = hand_history([1e-9, -2e-9, 5e-10], norms=[1.0, 0.5, 0.25])
     h.log(0, **{"eval/accuracy": 0.1})
     for step in (1, 2, 3):
-        h.log(step, reward=0.2 * step, reward_std=0.1, frac_reward_zero_std=0.5 / step, entropy=5.0 - step,
-              **{"completions/mean_length": 6.0 + step, "completions/min_length": 2.0, "completions/max_length": 8.0,
-                 "completions/clipped_ratio": 0.25, "completions/distinct_mean": 8.0 - step,
-                 "clip_ratio/low_mean": 0.0, "clip_ratio/high_mean": 0.0, "clip_ratio/region_mean": 0.0})
+        h.log(
+            step,
+            reward=0.2 * step,
+            reward_std=0.1,
+            frac_reward_zero_std=0.5 / step,
+            entropy=5.0 - step,
+            **{
+                "completions/mean_length": 6.0 + step,
+                "completions/min_length": 2.0,
+                "completions/max_length": 8.0,
+                "completions/clipped_ratio": 0.25,
+                "completions/distinct_mean": 8.0 - step,
+                "clip_ratio/low_mean": 0.0,
+                "clip_ratio/high_mean": 0.0,
+                "clip_ratio/region_mean": 0.0,
+            },
+        )
     h.log(3, **{"eval/accuracy": 0.6})
     return h
 
@@ -122,9 +135,17 @@ def test_an_rl_overview_leads_with_reward_and_eval_accuracy_and_puts_the_grpo_lo
     h = rl_history()
     fig = plots.overview(h, metrics=("reward", "entropy", "mine"))
     titles = [ax.get_title() for ax in fig.axes]
-    assert titles == ["reward and eval accuracy", "entropy (nats per token)", "reward spread",
-                      "distinct completions per group", "completion length (tokens)", "clip fractions", "mine",
-                      "gradient norm (pre-clip)", "GRPO loss (secondary)"]  # no KL panel: no kl logged
+    assert titles == [
+        "reward and eval accuracy",
+        "entropy (nats per token)",
+        "reward spread",
+        "distinct completions per group",
+        "completion length (tokens)",
+        "clip fractions",
+        "mine",
+        "gradient norm (pre-clip)",
+        "GRPO loss (secondary)",
+    ]  # no KL panel: no kl logged
     lines = {ln.get_label(): xy(ln) for ln in fig.axes[0].lines}
     np.testing.assert_allclose(lines["reward (train)"], [[1, 0.2], [2, 0.4], [3, 0.6]])
     np.testing.assert_allclose(lines["eval accuracy (held out)"], [[0, 0.1], [3, 0.6]])  # its own steps, no gaps
@@ -269,7 +290,6 @@ def test_compare_draws_a_metric_logged_every_few_steps_and_leaves_out_runs_witho
     assert [t.get_text() for t in nothing.texts] == ["no 'acc' logged in these runs"] and nothing.get_legend() is None
 
 
-
 def test_compare_dashes_the_mean_past_the_last_step_every_seed_reached():
     """A seed that ended at step 3 (failed, or stopped): the mean went on as the other seed alone, solid, under
     the legend's "(2 seeds)"."""
@@ -282,6 +302,7 @@ def test_compare_dashes_the_mean_past_the_last_step_every_seed_reached():
     assert dashed.get_linestyle() == "--" and dashed.get_label().startswith("_")  # not in the legend
     np.testing.assert_allclose(xy(dashed), [[3, 8], [4, 4], [5, 5], [6, 6]])
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a (2 seeds)"]
+
 
 def test_large_histories_are_decimated_keeping_spikes():
     n = 100_000
@@ -513,7 +534,6 @@ def test_markers_ema_and_log_y_toggles():
     view.close()
 
 
-
 def test_log_y_before_a_run_or_on_values_that_are_not_positive_stays_linear_until_one_is():
     """Ticking *log y* on an empty view (before a run), or with a panel of zero rewards, raised from the
     checkbox (matplotlib cannot log-scale limits that include 0) and left panels in mixed scales."""
@@ -591,7 +611,6 @@ def test_live_view_says_why_a_remote_run_has_no_gradient_norm():
     view.close()
 
 
-
 @pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_the_live_x_axis_leaves_room_after_the_newest_step():
     """The newest point and its marker never sit on the frame (the axis ends past the newest step)."""
@@ -610,10 +629,26 @@ def test_live_view_shows_the_latest_completions_collapsed_and_escaped():
     view = LiveView(h, metrics=("reward",), every=0)
     assert view.completions.selected_index is None and view.completions.get_title(0) == "completions: none yet"
     hostile = "<script>alert(1)</script>\x00\r\n&amp;" + "9" * 300
-    rows = [{"group": 0, "prompt": "n=<b>", "completion": hostile, "reward": 0.5, "advantage": 1.25,
-             "length": 8, "truncated": True},
-            {"group": 0, "prompt": "n=<b>", "completion": "42", "reward": 1.0, "advantage": -0.5, "length": 3,
-             "truncated": False}]
+    rows = [
+        {
+            "group": 0,
+            "prompt": "n=<b>",
+            "completion": hostile,
+            "reward": 0.5,
+            "advantage": 1.25,
+            "length": 8,
+            "truncated": True,
+        },
+        {
+            "group": 0,
+            "prompt": "n=<b>",
+            "completion": "42",
+            "reward": 1.0,
+            "advantage": -0.5,
+            "length": 3,
+            "truncated": False,
+        },
+    ]
     h.log_completions(2, rows)
     h.log(2, reward=0.75)
     view.refresh()
@@ -698,8 +733,15 @@ def test_the_overviews_min_max_band_is_decimated_like_its_lines():
     h = History()
     n = 3 * plots.MAX_POINTS
     for i in range(n):
-        h.log(i + 1, reward=0.5, **{"completions/mean_length": 4.0, "completions/min_length": 1.0 + i % 7,
-                                    "completions/max_length": 8.0 + (i == n // 2)})
+        h.log(
+            i + 1,
+            reward=0.5,
+            **{
+                "completions/mean_length": 4.0,
+                "completions/min_length": 1.0 + i % 7,
+                "completions/max_length": 8.0 + (i == n // 2),
+            },
+        )
     ax = next(ax for ax in plots.overview(h).axes if ax.get_title() == "completion length (tokens)")
     (band,) = ax.collections
     vertices = band.get_paths()[0].vertices
@@ -919,8 +961,13 @@ def test_a_figure_or_run_named_with_dollar_signs_is_drawn_as_written():
         s.wait()
         h.log(i + 1, **{name: float(i), "price $5 to $10": 1.0})
     s.close()
-    for drawn in (plots.metric(h, name), plots.metric(h, "price $5 to $10"), plots.overview(h, metrics=[name]),
-                  plots.compare([h]), plots.timeline(h)):
+    for drawn in (
+        plots.metric(h, name),
+        plots.metric(h, "price $5 to $10"),
+        plots.overview(h, metrics=[name]),
+        plots.compare([h]),
+        plots.timeline(h),
+    ):
         figure = drawn if isinstance(drawn, Figure) else drawn.figure
         figure.savefig(io.BytesIO(), format="png")
     assert not plots.metric(h, "price $5 to $10").title.get_parse_math()  # shown as written

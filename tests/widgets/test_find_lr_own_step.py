@@ -82,7 +82,7 @@ def test_a_step_fn_not_stepped_yet_is_probed_by_its_loss_or_told_to_step_for_its
 
 @pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_before_the_panels_first_step_the_line_says_the_loss_it_follows_is_a_guess(session):
-    """"range test of your step_fn's loss running …" said as known what was only guessed (the panel had never stepped,
+    """ "range test of your step_fn's loss running …" said as known what was only guessed (the panel had never stepped,
     what its step_fn returns unknown): one returning a reward then failed the test at its first step."""
     step_fn, calls = recording(lambda loss: None)
     first, go = threading.Event(), threading.Event()

@@ -184,10 +184,16 @@ def test_a_panel_made_while_another_panels_run_goes_says_it_waits_then_ready(ada
     old.close()
 
 
-@pytest.mark.parametrize("returned, said", [
-    ({"acc": "high"}, "ValueError — step_fn's figures of step 1 were not logged (the step ran): acc must be a real"),
-    (0.5, "TypeError — step_fn must return None or a dict of figures to log"),
-])
+@pytest.mark.parametrize(
+    "returned, said",
+    [
+        (
+            {"acc": "high"},
+            "ValueError — step_fn's figures of step 1 were not logged (the step ran): acc must be a real",
+        ),
+        (0.5, "TypeError — step_fn must return None or a dict of figures to log"),
+    ],
+)
 def test_a_figure_that_cannot_be_logged_names_the_step_function_and_the_step_that_ran(adam_local, gate, returned, said):
     """``{"acc": "high"}`` stopped the run with "history.log: acc must be a real number", naming a function the
     person never called; a bare number was said at the step before, as if the step that returned it had not run."""

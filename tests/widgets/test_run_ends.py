@@ -336,10 +336,13 @@ def test_a_run_whose_end_fails_to_bring_the_buttons_back_says_so_with_them_back(
     panel.close()
 
 
-@pytest.mark.parametrize(("button", "stopped", "back"), [("step_button", False, True), ("run_button", True, True),
-                                                       ("run_button", False, False)])
-def test_the_focus_goes_back_to_the_button_that_started_the_run_after_a_step_or_a_stop(fake, monkeypatch, button,
-                                                                                       stopped, back):
+@pytest.mark.parametrize(
+    ("button", "stopped", "back"),
+    [("step_button", False, True), ("run_button", True, True), ("run_button", False, False)],
+)
+def test_the_focus_goes_back_to_the_button_that_started_the_run_after_a_step_or_a_stop(
+    fake, monkeypatch, button, stopped, back
+):
     """The click moved the focus to Stop; as the run ended Stop was disabled and a keyboard's focus fell to the page
     (the browser's side: tests/widgets/test_browser_narrow.py). It goes back after a Step or a Stop, not when a Run N
     ends by itself (the person may be typing in another cell by then). Only a click's run: ``start()`` from code

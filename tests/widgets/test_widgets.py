@@ -429,8 +429,9 @@ def test_run_panel_stops_on_a_figure_named_like_a_steps_column(panel_session):
     panel.close()
 
 
-@pytest.mark.parametrize("returned, said", [(0.5, "float 0.5"), ([("acc", 1.0)], "list [('acc', 1.0)]"),
-                                            ({5: 1.0}, "dict {5: 1.0}")])
+@pytest.mark.parametrize(
+    "returned, said", [(0.5, "float 0.5"), ([("acc", 1.0)], "list [('acc', 1.0)]"), ({5: 1.0}, "dict {5: 1.0}")]
+)
 def test_run_panel_names_the_step_function_that_returns_no_dict_of_figures(panel_session, returned, said):
     """A ``step_fn`` returning the loss as a bare number: "History.log() argument after ** must be a mapping, not
     float" (or "keywords must be strings" for a number as a name), naming neither ``step_fn`` nor the fix."""
@@ -443,17 +444,28 @@ def test_run_panel_names_the_step_function_that_returns_no_dict_of_figures(panel
     panel.close()
 
 
-@pytest.mark.parametrize("option, value, said", [
-    ("n_steps", 2.5, rf"n_steps must be an integer in \[1, {MAX_STEPS}\] \(step i of seed s .*, got 2.5"),  # taken as 2
-    ("n_steps", 0, rf"n_steps must be an integer in \[1, {MAX_STEPS}\] .*, got 0"),  # total steps 0 and no Run
-    ("n_steps", MAX_STEPS + 1, rf"n_steps must be an integer in \[1, {MAX_STEPS}\] .*, got {MAX_STEPS + 1}"),  # taken
-    ("every", math.inf, r"every must be a finite number of seconds in \[0, 86400\], got inf"),  # a frozen view
-    # accepted; Run then failed "'str' object has no attribute 'group_size'" / "'str' object is not callable"
-    ("task", "first_letter", r"task must be a Task, such as first_letter_task\(\), or None .*got 'first_letter'"),
-    ("task", lambda prompt, completion: 1.0, "task must be a Task"),
-    ("step_fn", "ce", "step_fn must be None or a function step_fn\\(session, params\\), got 'ce'"),
-    ("builder", rlnb.AdamParams(), "builder must be an OptimizerBuilder or None, got AdamParams"),  # no 'lock'
-])
+@pytest.mark.parametrize(
+    "option, value, said",
+    [
+        (
+            "n_steps",
+            2.5,
+            rf"n_steps must be an integer in \[1, {MAX_STEPS}\] \(step i of seed s .*, got 2.5",
+        ),  # taken as 2
+        ("n_steps", 0, rf"n_steps must be an integer in \[1, {MAX_STEPS}\] .*, got 0"),  # total steps 0 and no Run
+        (
+            "n_steps",
+            MAX_STEPS + 1,
+            rf"n_steps must be an integer in \[1, {MAX_STEPS}\] .*, got {MAX_STEPS + 1}",
+        ),  # taken
+        ("every", math.inf, r"every must be a finite number of seconds in \[0, 86400\], got inf"),  # a frozen view
+        # accepted; Run then failed "'str' object has no attribute 'group_size'" / "'str' object is not callable"
+        ("task", "first_letter", r"task must be a Task, such as first_letter_task\(\), or None .*got 'first_letter'"),
+        ("task", lambda prompt, completion: 1.0, "task must be a Task"),
+        ("step_fn", "ce", "step_fn must be None or a function step_fn\\(session, params\\), got 'ce'"),
+        ("builder", rlnb.AdamParams(), "builder must be an OptimizerBuilder or None, got AdamParams"),  # no 'lock'
+    ],
+)
 @pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
 def test_run_panel_refuses_bad_options_before_it_touches_the_builder(panel_session, muon_session, option, value, said):
     b = OptimizerBuilder("muon")
@@ -937,6 +949,7 @@ def test_the_schedule_plot_of_the_largest_total_steps_plots_no_negative_step(mon
 def test_a_remote_server_that_goes_away_mid_run_is_said_in_the_status(monkeypatch):
     """The run's error handler read the session's step, a GET to the server that had just gone: that failed too,
     escaped the run's thread (to the kernel's log) and the status line still said the last step went well."""
+
     class Dying(FakeAPI):
         dead = False
 
@@ -965,7 +978,6 @@ def test_a_remote_server_that_goes_away_mid_run_is_said_in_the_status(monkeypatc
     panel.close()
     fake.dead = False  # back, to stop the session
     session.close()
-
 
 
 @pytest.mark.slow  # a remote session's run, then a stop against retries (~1-2 s)
@@ -1018,6 +1030,7 @@ def test_a_closed_session_is_refused_at_start():
     assert s.closed and not panel.start(3)  # accepted before, then failed at its first step
     assert isinstance(panel.error, rlnb.SessionClosed) and "is closed: connect a new one" in panel.status.value
     panel.close()
+
 
 def test_a_rate_near_the_largest_float_leaves_the_form_up_to_date(panel_session):
     """lr 1e308 (valid for the API): drawing its schedule raised from the field's observer, before the summary,

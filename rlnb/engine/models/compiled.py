@@ -117,16 +117,27 @@ class Compiler:
 
         return call
 
-    def _eager(self, fn: Callable[..., Any], key: tuple[Any, ...], what: str, shape: dict[str, Any],
-               exc: Exception, seconds: float) -> Callable[..., Any]:
+    def _eager(
+        self,
+        fn: Callable[..., Any],
+        key: tuple[Any, ...],
+        what: str,
+        shape: dict[str, Any],
+        exc: Exception,
+        seconds: float,
+    ) -> Callable[..., Any]:
         """``fn`` itself, from now on for ``key``, after its compile failed: said, recorded, and not tried again."""
         inner = getattr(exc, "inner_exception", None)  # what the backend raised, under dynamo's wrapper
         error = (f"{type(exc).__name__}: {describe(inner)}" if inner is not None else describe(exc)).splitlines()[0]
         with _LOCK:
             _EAGER.add(key)
         self.compiles.append({"what": what, **shape, "seconds": round(seconds, 2), "error": error})
-        warnings.warn(f"rlnb: compiling the {what} for {shape} failed ({error}); it runs eager in this process "
-                      "(the same tokens, without that speed-up)", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"rlnb: compiling the {what} for {shape} failed ({error}); it runs eager in this process "
+            "(the same tokens, without that speed-up)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return fn
 
 

@@ -92,7 +92,11 @@ class HFDecoder:
         else:
             self.mask = mask
         out = self.model(
-            input_ids=ids, attention_mask=self.mask, position_ids=positions(mask), cache=self.cache, use_cache=True,
+            input_ids=ids,
+            attention_mask=self.mask,
+            position_ids=positions(mask),
+            cache=self.cache,
+            use_cache=True,
             logits_to_keep=1,
         )
         return out.logits[:, -1]
@@ -144,8 +148,16 @@ def use_decode_attention(model: nn.Module) -> None:
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    def attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
-                  dropout: float = 0.0, scaling: float | None = None, **kwargs: Any) -> tuple[Tensor, None]:
+    def attention(
+        module: nn.Module,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        attention_mask: Tensor | None,
+        dropout: float = 0.0,
+        scaling: float | None = None,
+        **kwargs: Any,
+    ) -> tuple[Tensor, None]:
         groups = getattr(module, "num_key_value_groups", 1)
         if query.shape[2] != 1 or groups == 1 or kwargs.get("softcap") is not None or dropout:
             return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,

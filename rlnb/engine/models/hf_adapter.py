@@ -40,9 +40,7 @@ class HFAdapter(ModelAdapter):
     def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         if mask is None:  # no left padding: plain causal attention (the fast path)
             return model(input_ids=ids, use_cache=False).logits
-        return model(
-            input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=False
-        ).logits
+        return model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=False).logits
 
     def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
         if compiler is None:

@@ -204,7 +204,12 @@ class KVCache:
     the eager step on ``small``."""
 
     def __init__(
-        self, config: TinyConfig, batch: int, max_len: int, device: torch.device, dtype: torch.dtype,
+        self,
+        config: TinyConfig,
+        batch: int,
+        max_len: int,
+        device: torch.device,
+        dtype: torch.dtype,
         compiled: bool = False,
     ) -> None:
         hs = config.n_embd // config.n_head

@@ -41,8 +41,10 @@ class NonFiniteGradient(Exception):
 
     def dropped(self) -> str:
         """A NON_FINITE_LOSS optim-step's message, a session's and a batched trial's: the gradients are gone too."""
-        return f"{self}; parameters and optimizer state unchanged, the accumulated gradients dropped (run a " \
-               "forward-backward to train on)"
+        return (
+            f"{self}; parameters and optimizer state unchanged, the accumulated gradients dropped (run a "
+            "forward-backward to train on)"
+        )
 
 
 @dataclass
@@ -182,9 +184,13 @@ class TrainerOptimizer:
         chosen = {k: v for k, v in values.items() if v != ADAM_DEFAULTS[k]}
         if self._adamw is None and chosen and not self._told_no_adam:
             self._told_no_adam = True
-            warnings.warn(f"muon_params.adam ({', '.join(f'{k}={v:g}' for k, v in chosen.items())}) changes nothing: "
-                          "no trainable weight of this model is in the AdamW group, every one is a Muon matrix "
-                          "(see session.backend.optim.split.describe())", UserWarning, stacklevel=3)
+            warnings.warn(
+                f"muon_params.adam ({', '.join(f'{k}={v:g}' for k, v in chosen.items())}) changes nothing: "
+                "no trainable weight of this model is in the AdamW group, every one is a Muon matrix "
+                "(see session.backend.optim.split.describe())",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def _muon_step(self, hp: MuonHyperparams) -> None:
         lr, wd = hp.learning_rate, hp.weight_decay

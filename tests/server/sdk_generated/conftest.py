@@ -65,7 +65,9 @@ class Live:
         self._resources: list[str] = []
         self.model_resources_id = self.fresh_resource_id()
         pt = self.api.post_training
-        self.session_id = self.running(pt.sessions.create(model_resources_id=self.model_resources_id, lora_config=LORA).id)
+        self.session_id = self.running(
+            pt.sessions.create(model_resources_id=self.model_resources_id, lora_config=LORA).id
+        )
         sample = _ce_sample([1, 2, 3, 4])
         ops = pt.operations
         submitted = {

@@ -139,9 +139,7 @@ class TestCheckpoints:
 
 
 class TestAsyncCheckpoints:
-    parametrize = pytest.mark.parametrize(
-        "async_client", [False, True], indirect=True, ids=["loose", "strict"]
-    )
+    parametrize = pytest.mark.parametrize("async_client", [False, True], indirect=True, ids=["loose", "strict"])
 
     @parametrize
     async def test_method_retrieve(self, async_client: AsyncTogether, live: Live) -> None:

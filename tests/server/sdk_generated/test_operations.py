@@ -846,9 +846,7 @@ class TestOperations:
 
 
 class TestAsyncOperations:
-    parametrize = pytest.mark.parametrize(
-        "async_client", [False, True], indirect=True, ids=["loose", "strict"]
-    )
+    parametrize = pytest.mark.parametrize("async_client", [False, True], indirect=True, ids=["loose", "strict"])
 
     @parametrize
     async def test_method_create_inference_checkpoint(self, async_client: AsyncTogether, live: Live) -> None:
@@ -871,7 +869,9 @@ class TestAsyncOperations:
         assert_matches_type(InferenceCheckpointOperation, operation, path=["response"])
 
     @parametrize
-    async def test_streaming_response_create_inference_checkpoint(self, async_client: AsyncTogether, live: Live) -> None:
+    async def test_streaming_response_create_inference_checkpoint(
+        self, async_client: AsyncTogether, live: Live
+    ) -> None:
         async with async_client.post_training.operations.with_streaming_response.create_inference_checkpoint(
             session_id=live.session_id,
             idempotency_key=live.key(),
@@ -1241,7 +1241,9 @@ class TestAsyncOperations:
         assert_matches_type(CustomForwardBackwardOperation, operation, path=["response"])
 
     @parametrize
-    async def test_streaming_response_retrieve_custom_forward_backward(self, async_client: AsyncTogether, live: Live) -> None:
+    async def test_streaming_response_retrieve_custom_forward_backward(
+        self, async_client: AsyncTogether, live: Live
+    ) -> None:
         async with async_client.post_training.operations.with_streaming_response.retrieve_custom_forward_backward(
             operation_id=live.op("custom_forward_backward"),
             session_id=live.session_id,
@@ -1337,7 +1339,9 @@ class TestAsyncOperations:
         assert_matches_type(InferenceCheckpointOperation, operation, path=["response"])
 
     @parametrize
-    async def test_streaming_response_retrieve_inference_checkpoint(self, async_client: AsyncTogether, live: Live) -> None:
+    async def test_streaming_response_retrieve_inference_checkpoint(
+        self, async_client: AsyncTogether, live: Live
+    ) -> None:
         async with async_client.post_training.operations.with_streaming_response.retrieve_inference_checkpoint(
             operation_id=live.op("inference_checkpoint"),
             session_id=live.session_id,
@@ -1481,7 +1485,9 @@ class TestAsyncOperations:
         assert_matches_type(TrainingCheckpointOperation, operation, path=["response"])
 
     @parametrize
-    async def test_streaming_response_retrieve_training_checkpoint(self, async_client: AsyncTogether, live: Live) -> None:
+    async def test_streaming_response_retrieve_training_checkpoint(
+        self, async_client: AsyncTogether, live: Live
+    ) -> None:
         async with async_client.post_training.operations.with_streaming_response.retrieve_training_checkpoint(
             operation_id=live.op("training_checkpoint"),
             session_id=live.session_id,

@@ -44,9 +44,7 @@ class TestSupportedModels:
 
 
 class TestAsyncSupportedModels:
-    parametrize = pytest.mark.parametrize(
-        "async_client", [False, True], indirect=True, ids=["loose", "strict"]
-    )
+    parametrize = pytest.mark.parametrize("async_client", [False, True], indirect=True, ids=["loose", "strict"])
 
     @parametrize
     async def test_method_get(self, async_client: AsyncTogether, live: Live) -> None:
