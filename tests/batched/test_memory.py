@@ -13,6 +13,23 @@ from rlnb.tasks import Task
 TASK = Task("t", ["n="], lambda p, c: 0.0, group_size=2, max_tokens=2)
 
 
+def three_trials(executor) -> list[dict]:
+    """Three one-step Adam trials through a ``BatchedExecutor``, their rows once all three came back (or the deadline
+    passed)."""
+    import time
+
+    from rlnb.sweep.trial import TrialSpec
+
+    for i in range(3):
+        executor.submit(TrialSpec(i, {}, rlnb.AdamParams(), i, f"t{i}", 1, TASK, options={"device": "cpu"}))
+    rows: list[dict] = []
+    deadline = time.monotonic() + 120  # the machine is shared: ample room
+    while len(rows) < 3 and time.monotonic() < deadline:
+        rows += executor.poll(0.5)
+    executor.close()
+    return rows
+
+
 def test_an_ensemble_larger_than_the_free_memory_is_refused_naming_members_and_the_most_that_fit(tmp_path, monkeypatch):
     """An ensemble far past the memory (10,000 ``tiny`` members: ~130 GiB at once) was not checked up front: it
     built a model per member, and where Linux overcommits memory the kernel killed it. Here the memory free is set
@@ -158,21 +175,13 @@ def test_deferred_trials_the_memory_never_holds_end_failed_rows_naming_the_memor
     """Where the memory holds not one more member, the deferred trials' later ensemble is refused: FAILED rows with
     the refusal and why they waited, not deferred again and again (each ensemble builds a member or is refused)."""
     import threading
-    import time
 
     from rlnb.sweep.batched_executor import BatchedExecutor
-    from rlnb.sweep.trial import TrialSpec
 
     each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)
     shrinking(monkeypatch, 10 * each, each // 2)
     executor = BatchedExecutor(tmp_path, threading.Event())
-    for i in range(3):
-        executor.submit(TrialSpec(i, {}, rlnb.AdamParams(), i, f"t{i}", 1, TASK, options={"device": "cpu"}))
-    rows: list[dict] = []
-    deadline = time.monotonic() + 120  # the machine is shared: ample room
-    while len(rows) < 3 and time.monotonic() < deadline:
-        rows += executor.poll(0.5)
-    executor.close()
+    rows = three_trials(executor)
     by_trial = {r["trial"]: r for r in rows}
     assert sorted(by_trial) == [0, 1, 2] and by_trial[0]["status"] == "COMPLETED" and by_trial[0]["reason"] is None
     for trial in (1, 2):
@@ -214,22 +223,14 @@ def test_the_executor_s_capacity_is_a_cap_and_its_trials_past_what_fits_wait_the
     trials' model, task and group size): with memory for 2 members it still lets 3 trials in, and they train as
     ensembles that fit (2, then 1), every row COMPLETED, none out of memory."""
     import threading
-    import time
 
     from rlnb.sweep.batched_executor import MAX_MEMBERS, BatchedExecutor
-    from rlnb.sweep.trial import TrialSpec
 
     each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)
     monkeypatch.setattr(memory, "free_memory", lambda device: 2 * each + each // 2)
     executor = BatchedExecutor(tmp_path, threading.Event(), max_members=3)
     assert executor.capacity() == 3 <= MAX_MEMBERS
-    for i in range(3):
-        executor.submit(TrialSpec(i, {}, rlnb.AdamParams(), i, f"t{i}", 1, TASK, options={"device": "cpu"}))
-    rows: list[dict] = []
-    deadline = time.monotonic() + 120  # the machine is shared: ample room
-    while len(rows) < 3 and time.monotonic() < deadline:
-        rows += executor.poll(0.5)
-    executor.close()
+    rows = three_trials(executor)
     assert sorted((r["trial"], r["status"]) for r in rows) == [(0, "COMPLETED"), (1, "COMPLETED"), (2, "COMPLETED")]
     sizes = [rlnb.History.load(tmp_path / f"t{i}").config["batched"]["members"] for i in range(3)]
     assert sizes == [2, 2, 1]
