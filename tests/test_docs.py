@@ -245,3 +245,25 @@ def test_every_test_the_docs_name_by_its_file_or_name_alone_exists():
              for name in re.findall(r"(?<![\w/])(?:test_\w+\.py)?::(test_\w+)", page.read_text("utf-8"))]  # fmt: skip
     assert len(named) > 100  # those with their path are checked above
     assert [f"{page}: ::{name}" for page, name in named if name not in defined] == []
+
+
+def test_connect_and_concepts_name_every_option_group_connect_takes():
+    """``connect.__doc__`` named three of the four in-process groups (``ComputeOptions`` was left out): each group a
+    backend's entry point takes (a keyword typed ``XOptions | None``) must be named by connect's docstring and by the
+    options table in docs/concepts.md (rlnb read from its source, as for the API reference: no torch import)."""
+    package = _package()
+    entries = (
+        package["engine.backend"]["LocalBackend"]["__init__"],
+        package["remote.backend"]["RemoteBackend"]["connect"],
+    )
+    groups = {
+        match.group(1)
+        for entry in entries
+        for p in entry.parameters
+        if (match := re.fullmatch(r"(\w+Options) \| None", str(p.annotation)))
+    }
+    assert len(groups) == 7, groups  # four in process, three remote: update this test if one is added
+    docstring = package["session.connect"]["connect"].docstring
+    concepts = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8")
+    for text in (docstring.value if docstring else "", concepts):
+        assert sorted(g for g in groups if not re.search(rf"\b{g}\b", text)) == []

@@ -35,8 +35,9 @@ def connect(
     """Open a training session.
 
     ``connect("local", optimizer="adam" | "muon", model="tiny" | nn.Module, seed=0, device="auto")``
-    runs it in this process on torch; its options are the fields of ``rlnb.engine.options``' groups, by
-    name or as a group (``ModelOptions``, ``MuonOptions``, ``CheckpointOptions``; see ``LocalBackend``).
+    runs it in this process on torch; its options are the fields of ``rlnb.engine.options``' four groups, by
+    name or as a group (``ModelOptions``, ``MuonOptions``, ``CheckpointOptions``, ``ComputeOptions`` for
+    ``threads`` and ``compile``; see ``LocalBackend``).
 
     ``connect("https://api.together.ai", api_key=..., base_model=..., optimizer=..., lora=...)`` starts
     a session of Together's RL API (or of ``rlnb serve`` at ``http://...``); ``session_id=...``
