@@ -123,6 +123,18 @@ def user_path(name: str, value: object) -> Path:
     return Path(value).expanduser()
 
 
+def refuse_dangling_link(name: str, path: Path) -> None:
+    """A ``ValueError`` naming ``name``, the link and its target where ``path`` or a folder above it is a symbolic
+    link to nothing (its target removed or not mounted yet, or links that loop): ``mkdir(exist_ok=True)`` there failed
+    with a bare "[Errno 17] File exists", naming neither the option nor the link."""
+    for folder in (path, *path.parents):
+        if folder.is_symlink() and not folder.exists():  # exists() is False for a loop too (ELOOP)
+            raise ValueError(f"{name} {str(path)!r}: {folder} is a link to {os.readlink(folder)!r}, which does not "
+                             "exist (or the links loop): mount or make its target, or give another folder")  # fmt: skip
+        if folder.exists():  # no folder above one that exists can be a link to nothing
+            return
+
+
 OPERATION_TIMEOUT = 3600.0
 """Seconds after submission at which a remote session gives an operation up (FAILED, TIMEOUT); what lr_find waits
 for a local session's operations too."""

@@ -18,14 +18,16 @@ def never_serve(monkeypatch):
 @pytest.mark.skipif(sys.platform == "win32", reason="symbolic links need privileges")
 @pytest.mark.parametrize("option", ["--state-dir", "--checkpoint-dir"])
 @pytest.mark.parametrize("target", ["missing/folder", "loop"])
-def test_a_folder_option_on_a_link_to_nothing_names_the_link_and_its_target(option, target, tmp_path, capsys):
-    """A link whose target was removed (a mount not there yet, a folder renamed) or that points at itself: the
-    state dir said "cannot keep the server's state in L: [Errno 17] File exists", the checkpoint dir "cannot hold
-    checkpoints: File exists", though nothing but the link was there."""
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_a_folder_option_on_a_link_to_nothing_names_the_link_and_its_target(option, target, under, tmp_path, capsys):
+    """A link whose target was removed (a mount not there yet, a folder renamed) or that points at itself, or a
+    folder under one: the state dir said "cannot keep the server's state in L: [Errno 17] File exists", the
+    checkpoint dir "cannot hold checkpoints: File exists", though nothing but the link was there."""
     link = tmp_path / "link"
     os.symlink(tmp_path / ("link" if target == "loop" else target), link)
-    assert main(["serve", "--device", "cpu", "--port", "0", option, str(link)]) == 2
+    path = link / under if under else link
+    assert main(["serve", "--device", "cpu", "--port", "0", option, str(path)]) == 2
     err = capsys.readouterr().err
-    said = f"rlnb serve: {option} {link} is a symbolic link to {os.readlink(link)}, which is not a folder"
+    said = f"rlnb serve: {option} {str(path)!r}: {link} is a link to {os.readlink(link)!r}, which does not exist"
     assert err.startswith(said) and err.count("\n") == 1, err
     assert not (tmp_path / "missing").exists()

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from rlnb._options import refuse_dangling_link
 from rlnb.errors import RunLocked
 from rlnb.history.locks import release
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, lock_run
@@ -112,6 +113,7 @@ def check_out(out: Path, force: bool) -> None:
     """A ``ValueError`` when ``out`` cannot take the demo's files, before anything is made or loaded: the nearest
     folder of it that exists takes no file (a file named as ``--out``; ``/proc/self``, where the run trained in memory,
     then writing history.csv raised), or it holds files no demo wrote (``_refuse_others``)."""
+    refuse_dangling_link("--out", out)  # mkdir said "File exists" once the model had loaded
     there = next((p for p in (out, *out.parents) if p.exists()), Path("."))
     if not there.is_dir():  # the error named a temporary file's name in it: "Not a directory: 'f/tmpgdge4jqb'"
         raise ValueError(f"cannot write the demo's files in {out}: {there} is a file, not a folder")

@@ -13,8 +13,10 @@ import os
 import shutil
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
+from rlnb._options import refuse_dangling_link
 from rlnb.cli.options import device_argument, dtype_argument, exit_with_stdin_argument
 from rlnb.cli.output import quiet, say
 from rlnb.cli.parent import exit_with_stdin
@@ -141,12 +143,11 @@ def _run(args: argparse.Namespace) -> int:
         if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
             print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
             return 2
-        if value is not None and os.path.islink(value) and not os.path.exists(value):  # was "File exists"
-            print(
-                f"rlnb serve: {option} {value} is a symbolic link to {os.readlink(value)}, which is not a folder (it "
-                "does not exist, or the links loop): make the folder it names, or give another",
-                file=sys.stderr,
-            )
+        try:  # a link to nothing (or a path through one) was "File exists"
+            if value is not None:
+                refuse_dangling_link(option, Path(value))
+        except ValueError as exc:
+            print(f"rlnb serve: {exc}", file=sys.stderr)
             return 2
     try:  # one line each, as every other option's (argparse printed its usage, or "rlnb: error: ...")
         _given_once(args.limit)

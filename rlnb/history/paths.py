@@ -11,7 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
-from rlnb._options import user_path
+from rlnb._options import refuse_dangling_link, user_path
 from rlnb.history.store import WRITTEN
 
 RUNS_DIR_ENV = "RLNB_RUNS_DIR"
@@ -61,10 +61,8 @@ def runs_root(runs_dir: str | Path | None) -> Path:
         raise ValueError("runs_dir must be a folder's path or None, got ''")
     root = user_path("runs_dir", runs_dir) if runs_dir is not None else default_runs_dir()
     field = "runs_dir" if runs_dir is not None or RUNS_DIR_ENV not in os.environ else f"${RUNS_DIR_ENV}"
+    refuse_dangling_link(field, root)  # mkdir failed "File exists" after the model loaded
     for folder in (root, *root.parents):
-        if folder.is_symlink() and not folder.exists():  # mkdir failed "File exists" after the model loaded
-            raise ValueError(f"{field} {str(root)!r}: {folder} is a link to {os.readlink(folder)!r}, which does not "
-                             "exist: mount or make its target, or pass another folder")  # fmt: skip
         if folder.exists():
             if not folder.is_dir():
                 raise ValueError(

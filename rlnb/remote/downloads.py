@@ -23,6 +23,7 @@ from typing import IO
 import httpx
 
 from rlnb import wire
+from rlnb._options import refuse_dangling_link
 from rlnb.errors import APIError, APITimeoutError
 
 
@@ -47,6 +48,7 @@ def check_folder(folder: object) -> Path:
     if not isinstance(folder, str | os.PathLike) or not str(folder):
         raise ValueError(f"folder must be a non-empty path (str or Path), got {folder!r}")
     path = Path(folder)
+    refuse_dangling_link("folder", path)  # mkdir said "File exists" once the URLs were fetched
     if path.exists() and not path.is_dir():
         raise ValueError(f"folder {str(path)!r} is a file, not a folder: the checkpoint's files go into a folder")
     return path

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rlnb import _secrets, wire
-from rlnb._options import A_DAY, check_seconds, set_int
+from rlnb._options import A_DAY, check_seconds, refuse_dangling_link, set_int
 
 MAX_LIST_LIMIT = wire.LIST_LIMIT_MAX
 """Largest ``limit`` of a list request (the API's bound, as the client checks it)."""
@@ -133,6 +133,8 @@ class ServerSettings:
             if self.token == "":
                 raise ValueError("token is empty (an unset variable?): give one, or leave --token out to turn auth off")
             _secrets.check_key(self.token, "token")
+        if self.state_dir is not None:  # a link to nothing was "cannot keep the server's state in L: File exists"
+            refuse_dangling_link("state_dir", Path(self.state_dir))
         from rlnb.engine.model_setup import resolve_device  # torch: imported only when settings are made
         from rlnb.engine.options import checkpoint_folder
 

@@ -24,7 +24,7 @@ from urllib.parse import quote, unquote, urlsplit
 from urllib.request import url2pathname
 
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, scrub
-from rlnb.sinks.watched import Watched, lost_from
+from rlnb.sinks.watched import Watched, lost_from, refuse_link
 
 BATCH_METRICS, BATCH_PARAMS, BATCH_TAGS = 1000, 100, 100
 """MLflow's limits per ``log_batch`` call."""
@@ -84,7 +84,9 @@ def store_uri(where: str | Path | None) -> str | None:
     text = str(where)
     if "://" in text or text.startswith(("databricks", "file:")):
         return text
-    return f"sqlite:///{quote(str(Path(text).expanduser().resolve()))}"
+    path = Path(text).expanduser()  # resolve() followed a link to nothing to its target, or raised "Symlink loop"
+    refuse_link("MLflow.tracking_uri", path.parent)
+    return f"sqlite:///{quote(str(path.resolve()))}"
 
 
 def default_uri() -> str:

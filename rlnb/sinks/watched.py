@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from rlnb._options import refuse_dangling_link
 from rlnb.sinks.base import Failure, Point
 
 
@@ -48,11 +49,21 @@ def _identity(path: Path | None) -> tuple[int, int] | None:
     return (stat.st_dev, stat.st_ino) if stat is not None else None
 
 
+def refuse_link(field: str, folder: Path) -> None:
+    """``refuse_dangling_link`` for a sink's folder: a link to nothing on its path made the first point's mkdir fail
+    with "[Errno 17] File exists", naming no link, and dropped the sink."""
+    try:
+        refuse_dangling_link(field, folder)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; nothing was sent") from None
+
+
 def check_folder(field: str, folder: Path) -> None:
     """A ``ValueError`` naming ``field`` unless ``folder`` can hold the sink's files: a file there or above it, or a
     folder that cannot be written, failed at the run's first point instead, dropping the sink with a bare OS error
     (``[Errno 17] File exists``). Nothing is made: a temporary file without a name is made in the deepest folder of
     the path that exists, and gone at once."""
+    refuse_link(field, folder)
     try:
         above = next((p for p in (folder, *folder.parents) if p.exists()), None)  # OSError: a name too long
         if above is not None and not above.is_dir():

@@ -18,6 +18,7 @@ from typing import IO, Any
 
 import pandas as pd
 
+from rlnb._options import refuse_dangling_link
 from rlnb.history import default_runs_dir, new_run_id
 from rlnb.history.locks import hold_lock, release
 from rlnb.params import OptimizerParams
@@ -61,6 +62,7 @@ def run_path(folder: Path, recorded: Any) -> str | None:
 
 def new_folder(runs_dir: str | Path | None) -> Path:
     root = Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()
+    refuse_dangling_link("runs_dir", root)  # mkdir said "[Errno 17] File exists", naming no argument
     folder = root.absolute() / new_run_id("sweep")
     try:
         folder.mkdir(parents=True)
