@@ -9,14 +9,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from rlnb._options import user_path
+from rlnb._options import refuse_dangling_link, user_path
 from rlnb.history.jsontext import config_text, numbers, spelled
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, ENCODER, METRICS_FILE, OPS_FILE, holds_run
 
@@ -38,9 +37,10 @@ def save_run(
     folder = user_path("path", path)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"history.save: {folder} is a file, not a folder (nothing was written)")
-    for link in (f for f in (folder, *folder.parents) if f.is_symlink() and not f.exists()):  # mkdir: "File exists"
-        raise ValueError(f"history.save: {link} is a link to {os.readlink(link)}, which does not exist "
-                         "(nothing was written)")  # fmt: skip
+    try:
+        refuse_dangling_link("history.save: path", folder)  # mkdir said "File exists"
+    except ValueError as exc:
+        raise ValueError(f"{exc} (nothing was written)") from None
     # config.json too: a Hugging Face model folder has one (it was overwritten); a link counts, dangling or not
     # (a write through it lands wherever it points)
     taken = [n for n in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE) if _taken(folder / n)]

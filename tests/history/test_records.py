@@ -618,7 +618,7 @@ def test_save_never_writes_over_a_models_config_or_through_a_link(tmp_path):
         s.history.save(linked)
     assert not (tmp_path / "elsewhere.txt").exists()
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")  # mkdir's bare "[Errno 17] File exists"
-    with pytest.raises(ValueError, match=r"history.save: .*dangling is a link to .*nowhere, which does not exist"):
+    with pytest.raises(ValueError, match=r"history.save: .*dangling is a link to .*nowhere', which does not exist"):
         s.history.save(tmp_path / "dangling")
     s.close()
 
