@@ -8,12 +8,13 @@ its history on disk; stopping keeps every finished trial, and ``resume=`` contin
 over seeds per config; ``lr_find`` runs a learning-rate range test.
 
 Modules: ``options`` (the groups of ``sweep``'s options: ``TrialOptions``, ``SearchOptions``, ``ExecutorOptions``;
-``lr_find``'s ``RangeTestOptions``), ``space`` (configs, search spaces, params), ``configs`` (a list of configs as
-given, checked), ``trial`` (one run → one row), ``executors`` (threads, and the per-trial routing), ``ray_executor``
-(Ray's driver side) and ``ray_task`` (a trial on a Ray worker), ``optuna_search`` (and ``study_file``, its
-``study.db``), ``driver`` (``sweep``), ``dispatch`` (its plan of trials and the loop that runs them), ``folder``,
-``find_lr`` (``lr_find``, the LR range test; ``lr_rates``, its rates; ``lr_curve``, its curve; ``lr_result``, its
-``LRFind``), ``muon_lr`` (Muon rates between scaling conventions), ``figures``.
+``lr_find``'s ``RangeTestOptions``), ``space`` (configs, search spaces, params; ``space_text``, a space as
+``sweep.json`` records it), ``configs`` (a list of configs as given, checked), ``trial`` (one run → one row),
+``executors`` (threads, and the per-trial routing), ``ray_executor`` (Ray's driver side) and ``ray_task`` (a trial
+on a Ray worker), ``optuna_search`` (and ``study_file``, its ``study.db``), ``driver`` (``sweep``), ``dispatch``
+(its plan of trials and the loop that runs them), ``folder``, ``find_lr`` (``lr_find``, the LR range test;
+``lr_rates``, its rates; ``lr_curve``, its curve; ``lr_result``, its ``LRFind``), ``muon_lr`` (Muon rates between
+scaling conventions), ``figures``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from rlnb.history import History
 from rlnb.params import OptimizerParams
 
 from .driver import sweep
-from .figures import check_column, check_trials, search_plot
+from .figures import check_column, check_trials, keyed, search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions, check_params
@@ -122,8 +123,9 @@ def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFram
     keys = [c for c in trials.columns if c not in RESULT_COLUMNS] or ["label"]
     if "variant" in trials and trials["variant"].notna().any():  # two variants of one config (a {} control) merged
         keys = ["variant", *keys]
-    groups = trials.groupby(keys, dropna=False)
-    ok = trials[trials.status == "COMPLETED"].groupby(keys, dropna=False)[metric]
+    trials = keyed(trials, keys)  # a list typed into a config column: grouped by its values
+    groups = trials.groupby(keys, dropna=False, sort=False)
+    ok = trials[trials.status == "COMPLETED"].groupby(keys, dropna=False, sort=False)[metric]
     table = ok.agg(["mean", "std", "min", "max", "count"]).reindex(groups.size().index)  # a config with none
     table["count"] = table["count"].fillna(0).astype(int)  # completed keeps its row
     table["not_completed"] = groups["status"].apply(lambda s: int((s != "COMPLETED").sum()))

@@ -3,7 +3,10 @@ value they had when stopped."""
 
 from __future__ import annotations
 
+import json
 import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -107,8 +110,46 @@ def _check_x(trials: pd.DataFrame, x: str) -> None:
     if not is_numeric_dtype(trials[x]) and not all(isinstance(v, str) for v in values):
         text = next((v for v in values if isinstance(v, str)), None)
         other = next(v for v in values if not isinstance(v, str))
+        if text is None or not isinstance(other, numbers.Real):  # a list typed in: it "mixed text (None)"
+            bad = next(v for v in values if not isinstance(v, str | numbers.Real))
+            raise ValueError(f"x={x!r} holds {bad!r}, which is neither a number nor text: pass x= a column of numbers, "
+                             "or of text categories"[:300])  # fmt: skip
         raise ValueError(f"x={x!r} mixes text ({text!r}) with other values ({other!r}): it must be numbers, or text "
                          "categories")  # fmt: skip
+
+
+def keyed(trials: pd.DataFrame, keys: Sequence[Any]) -> pd.DataFrame:
+    """``trials`` with each of its ``keys`` columns that holds an unhashable value (a list, dict or array typed in by
+    hand) as ``hashable`` values, which pandas can group by (it raised ``unhashable type: 'list'``); the caller's
+    table is left as it was."""
+    mapped = trials
+    for key in keys:
+        if trials[key].dtype == object and not all(_can_hash(v) for v in trials[key]):
+            mapped = mapped.copy() if mapped is trials else mapped
+            mapped[key] = trials[key].map(hashable)
+    return mapped
+
+
+def hashable(value: Any) -> Any:
+    """``value`` as a key that is equal where the values are: a list or array as a tuple (of such keys), a dict as
+    its JSON text with sorted keys, any other unhashable value as its repr."""
+    if isinstance(value, list | tuple):
+        return tuple(hashable(v) for v in value)
+    if _can_hash(value):
+        return value
+    if isinstance(value, Mapping):
+        return json.dumps(value, sort_keys=True, default=str)
+    if hasattr(value, "tolist"):  # a numpy array, a tensor
+        return hashable(value.tolist())
+    return repr(value)
+
+
+def _can_hash(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _maximise(trials: pd.DataFrame, y: str) -> bool:

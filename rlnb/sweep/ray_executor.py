@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,28 @@ def _start(ray: Any, address: str | None) -> None:
                            "before the sweep, or use executor='threads'") from exc  # fmt: skip
 
 
+def warn_unused_address(ray: Any, address: str | None) -> None:
+    """Warn, naming both, when ``address`` is not the Ray this process is already connected to: the trials run on
+    that one (``ray.init`` ran before the sweep), and ``address="ray://cluster:10001"`` was ignored without a word.
+    ``"auto"`` is the Ray already running. Connected through Ray Client, the address it was given is compared."""
+    if address is None or address == "auto":
+        return
+    try:
+        client = ray.util.client.ray
+        if client.is_connected():  # ray.init("ray://head:10001"): the GCS's address is the cluster's inner one
+            here = "ray://" + client.get_context().client_worker._conn_str
+        else:
+            here = ray.get_runtime_context().gcs_address
+    except Exception:  # noqa: BLE001 - a Ray that does not say: the warning names no address then
+        here = None
+    if here is not None and here.removeprefix("ray://") == address.removeprefix("ray://"):
+        return
+    where = f"the Ray at {here}" if here else "the Ray that ray.init(...) connected it to"
+    warnings.warn(f"executor='ray': address={address!r} is not used: this process is already connected to {where} "
+                  "(ray.init ran before the sweep), and the trials run there; call ray.shutdown() before the sweep to "
+                  "run them at address", stacklevel=5)  # fmt: skip
+
+
 def post_office(ray: Any) -> Any:
     """The driver's one ``PostOffice`` actor (made on first use, again if it died)."""
     key = ray.get_runtime_context().get_job_id()
@@ -113,7 +136,9 @@ class RayExecutor:
     ):
         cpu, gpu = check_resources(resources_per_trial)
         ray = self._ray = import_ray()
-        if not ray.is_initialized():
+        if ray.is_initialized():
+            warn_unused_address(ray, address)
+        else:
             at = None if address is None and not os.environ.get("RAY_ADDRESS") else address or os.environ["RAY_ADDRESS"]
             if at is not None:
                 check_reachable(at)
