@@ -179,11 +179,31 @@ class RedactingFilter(logging.Filter):
 
 
 def _quoted(error: BaseException | None, keys: list[str]) -> bool:
-    """Whether ``error``'s traceback, rendered with every frame's locals (its chain's too), holds one of ``keys``."""
+    """Whether ``error``'s traceback (its chain's too) or a local of one of its frames holds one of ``keys``. Each
+    local's ``repr`` is taken on its own: ``capture_locals=True`` let one that raises escape the filter, so the
+    ``log.exception`` of a handler that keeps going raised instead of logging."""
     if error is None:
         return False
-    shown = traceback.TracebackException(type(error), error, error.__traceback__, capture_locals=True)
-    return holds("".join(shown.format()), keys)
+    if holds("".join(traceback.format_exception(error)), keys):
+        return True
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [error]
+    while todo:
+        each = todo.pop()
+        if each is None or id(each) in seen:
+            continue
+        seen.add(id(each))
+        todo += [each.__cause__, each.__context__]
+        tb = each.__traceback__
+        while tb is not None:
+            for value in tb.tb_frame.f_locals.values():
+                try:
+                    if holds(repr(value), keys):
+                        return True
+                except Exception:  # noqa: BLE001 - a local whose repr raises is printed by no handler either
+                    continue
+            tb = tb.tb_next
+    return False
 
 
 def configure_logging(

@@ -76,3 +76,32 @@ def test_a_polling_error_quoting_the_key_is_masked_by_a_rich_handler_on_the_root
     printed = rich_root.getvalue()
     assert "Traceback" in printed and "proxy refused the request" in printed and "Bearer ***" in printed
     assert KEY not in printed
+
+
+class Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def fail_with_an_unprintable_local(key: str) -> None:
+    odd = Unprintable()  # noqa: F841 - a local whose repr raises
+    header = f"Bearer {key}"  # noqa: F841
+    raise RuntimeError("the listener broke")
+
+
+def test_a_local_whose_repr_raises_neither_breaks_the_log_nor_hides_the_key(caplog):
+    """The filter rendered every frame's locals with ``capture_locals=True``: one whose ``repr`` raises made
+    ``log.exception`` raise out of the handler that meant to log and keep going."""
+    _secrets.register(KEY)
+    logger = logging.getLogger("rlnb.test_unprintable")
+    logger.addFilter(_secrets.RedactingFilter())
+    try:
+        try:
+            fail_with_an_unprintable_local(KEY)
+        except RuntimeError:
+            logger.exception("listener raised")
+    finally:
+        logger.filters.clear()
+    (record,) = [r for r in caplog.records if r.name == "rlnb.test_unprintable"]
+    assert record.exc_info is None and "RuntimeError: the listener broke" in record.exc_text
+    assert KEY not in caplog.text
