@@ -37,8 +37,13 @@ def _cookies(jar: CookieJar) -> dict[Key, Cookie]:
 
 
 def _names(response: httpx.Response) -> set[str]:
-    """The names of the cookies ``response`` sets or deletes (as ``http.cookiejar`` reads a ``Set-Cookie``)."""
-    return {header.split(";", 1)[0].partition("=")[0].strip() for header in response.headers.get_list("set-cookie")}
+    """The names of the cookies ``response`` sets or deletes (as ``http.cookiejar`` reads a ``Set-Cookie``), and the
+    redirects before it (a client that follows them kept a 307's cookies too)."""
+    return {
+        header.split(";", 1)[0].partition("=")[0].strip()
+        for each in (*response.history, response)
+        for header in each.headers.get_list("set-cookie")
+    }
 
 
 def _undo(jar: CookieJar, before: dict[Key, Cookie], names: set[str] | None) -> None:

@@ -82,3 +82,27 @@ def test_a_response_hook_that_raises_on_a_presigned_answer_leaves_the_jar_as_it_
                 client.upload_payload("s1", b'{"x": 1}')
         assert dict(http.cookies.items()) == {"api": "from-the-api"}
     assert seen[-1].url.port == 9000
+
+
+def test_a_cookie_a_presigned_hosts_redirect_sets_never_reaches_the_api():
+    """An ``http_client=`` that follows redirects kept the cookies of each answer on the way: only the last answer's
+    were undone, so a storage host's 307 replaced the API's cookie."""
+    seen: list[httpx.Request] = []
+    inner = api_and_storage(seen, "http://rl.test:9000", "planted=from-storage")
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.port == 9000 and request.method == "GET" and "moved" not in request.url.path:
+            seen.append(request)
+            moved = request.url.copy_with(path="/moved" + request.url.path)
+            return httpx.Response(307, headers={"Location": str(moved), "Set-Cookie": "api=from-a-redirect; Path=/"})
+        if "moved" in request.url.path:
+            request = httpx.Request(request.method, request.url.copy_with(path=request.url.path[len("/moved") :]))
+        return inner.handle_request(request)
+
+    with httpx.Client(transport=httpx.MockTransport(handler), follow_redirects=True) as http:
+        with APIClient(BASE, KEY, http_client=http) as client:
+            client.supported_models()
+            assert client.download_payload("s1", client.upload_payload("s1", b'{"x": 1}')) == {"x": 1}
+            client.supported_models()
+        assert dict(http.cookies.items()) == {"api": "from-the-api"}
+    assert [r.headers.get("cookie") for r in seen if r.url.port is None][-1] == "api=from-the-api"
