@@ -128,10 +128,15 @@ def refuse_dangling_link(name: str, path: Path) -> None:
     link to nothing (its target removed or not mounted yet, or links that loop): ``mkdir(exist_ok=True)`` there failed
     with a bare "[Errno 17] File exists", naming neither the option nor the link."""
     for folder in (path, *path.parents):
-        if folder.is_symlink() and not folder.exists():  # exists() is False for a loop too (ELOOP)
+        try:
+            exists = folder.exists()  # False for a loop too (ELOOP)
+            dangling = not exists and folder.is_symlink()
+        except OSError:  # a folder above it that cannot be searched (Python 3.11 raises): mkdir will say so
+            return
+        if dangling:
             raise ValueError(f"{name} {str(path)!r}: {folder} is a link to {os.readlink(folder)!r}, which does not "
                              "exist (or the links loop): mount or make its target, or give another folder")  # fmt: skip
-        if folder.exists():  # no folder above one that exists can be a link to nothing
+        if exists:  # no folder above one that exists can be a link to nothing
             return
 
 

@@ -14,7 +14,9 @@ from typing import Any
 def quiet(stream: Any) -> None:
     """Send ``stream`` (a closed pipe) to the null device: what it still holds is flushed there at exit, where the
     closed pipe's ``BrokenPipeError`` made Python exit 120."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, stream.fileno())
+    os.close(null)
 
 
 def say(line: str) -> None:

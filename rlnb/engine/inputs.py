@@ -135,11 +135,17 @@ LOGIT_BYTES = 8
 """Bytes per logit a forward-backward holds at least: float32 logits (or their float32 copy) and their log-softmax."""
 
 
+LOGITS_CHECKED = 64 * 2**20
+"""Logits under this many bytes are not checked against the free memory: no session runs with less free."""
+
+
 def check_logits(rows: int, width: int, vocab: int, device: torch.device) -> None:
     """``RESOURCE_EXHAUSTED`` before the forward when the batch's logits alone (a lower bound of what it takes) would
     not fit the memory free now (``free_memory``): they took what there was and failed once allocated, or, where Linux
     overcommits, the process was killed. The sample's KV cache has the same check (``sampling.check_cache``)."""
     need = rows * width * vocab * LOGIT_BYTES
+    if need < LOGITS_CHECKED:  # reading free memory (/proc, the cgroup) on every step cost ~0.2 ms
+        return
     free = free_memory(device)
     if free is not None and need > free:
         raise OperationError(
