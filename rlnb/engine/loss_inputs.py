@@ -3,18 +3,18 @@ catalogue's bounds, each ``loss_fn_inputs`` tensor's dtype, length and finitenes
 the log-probs a policy loss reads. Apart from the maths so that each stays one concept; ``losses`` re-exports them."""
 
 import math
-from typing import Any
+from typing import Any, get_args
 
 import torch
 from pydantic import ValidationError
 
 from rlnb import wire
 from rlnb.samples import LOGPROB_SLACK
-from rlnb.wire.loss_params import FLOAT32_MAX
+from rlnb.wire.loss_params import FLOAT32_MAX, GrpoLossAggregationType
 
 _CROSS_ENTROPY = wire.LOSS_NAMES["cross_entropy"]
 _GRPO = wire.LOSS_NAMES["grpo"]
-_UNSPECIFIED_AGG = "GRPO_LOSS_AGGREGATION_TYPE_UNSPECIFIED"
+_UNSPECIFIED_AGG = next(v for v in get_args(GrpoLossAggregationType) if v.endswith("_UNSPECIFIED"))  # protobuf's unset
 _MASKED = ("logprobs", "advantages", "reference_logprobs")
 """A policy loss's inputs it reads at unmasked positions only (``losses.compute`` puts neutral values at the others):
 finite there, whatever a masked one holds (a sentinel past float32's range, -1.7e308, was refused)."""
@@ -55,18 +55,19 @@ def validate(
         for key in masked:
             if key in x:
                 check_input(f"sample {i}: input {key!r}", key, x[key], n, read=on)
-        _check_logprobs(i, loss_type, params, x)
+        _check_logprobs(i, loss_type, params, x, on)
     return params
 
 
-def _check_logprobs(i: int, loss_type: str, params: dict[str, Any], x: dict[str, torch.Tensor]) -> None:
+def _check_logprobs(
+    i: int, loss_type: str, params: dict[str, Any], x: dict[str, torch.Tensor], on: torch.Tensor
+) -> None:
     """The log-probs a policy loss reads (the sampler's; the reference's when GRPO's beta > 0) are <= 0, up to
     ``LOGPROB_SLACK``, at the positions it reads (a masked one may hold anything): probabilities sent by mistake made
     the ratio e^(lp - q) ~0, and the step trained on nothing, in silence. ``rlnb.samples.policy``'s own rule."""
     if loss_type == _CROSS_ENTROPY:
         return
     read = ("logprobs", "reference_logprobs") if loss_type == _GRPO and params["beta"] > 0 else ("logprobs",)
-    on = loss_mask(loss_type, x) != 0
     for key in read:
         above = (x[key] > LOGPROB_SLACK) & on
         if bool(above.any()):
