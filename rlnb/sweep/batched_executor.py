@@ -52,7 +52,8 @@ class BatchedExecutor:
         before any trial exists, and a member's bytes depend on the trials' model, task and group size
         (``member_bytes``). Memory is checked where those are known: an ensemble that does not fit is split into ones
         that do (``EnsembleTooLarge``), and each member is checked again as its model is built (``build_members``);
-        so a capacity past what fits makes trials wait their turn, never run out of memory."""
+        so a capacity past what fits makes trials wait their turn (the estimate is a lower bound: a step can still
+        fail ``RESOURCE_EXHAUSTED``)."""
         return self._max
 
     def running(self) -> int:
