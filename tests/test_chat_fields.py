@@ -25,7 +25,7 @@ def tokenizer(tmp_path_factory):
 @pytest.mark.parametrize(
     "printed, field",
     [("m['name']", "'name'"), ("m.name", "'name'"), ("m.name ~ ':'", "'name'"), ("m.name | upper", "'name'"),
-     ("date_string", "'date_string' is undefined")],
+     ("date_string", "'date_string' is undefined"), ("(m.nick ~ '')[:0] ~ m.name", "attribute 'name'")],
 )  # fmt: skip
 def test_a_template_printing_a_field_the_messages_lack_names_it_and_the_tokenizer(tokenizer, printed, field):
     """``{{ m['name'] }}`` with no ``name`` in the messages rendered as nothing: ``"<s>: hi</s>"``, a prompt
@@ -44,11 +44,14 @@ def test_a_template_printing_a_field_the_messages_lack_names_it_and_the_tokenize
     "guarded",
     ["{% if m.name %}{{ m.name }}{% endif %}", "{% if m.name is defined %}{{ m['name'] }}{% endif %}",
      "{{ m.name | default('') }}", "{{ m.name or '' }}", "{{ bos_token }}",
-     "{% for t in m.tool_calls %}{{ t }}{% endfor %}", "{% if tools %}{{ tools }}{% endif %}"],
+     "{% for t in m.tool_calls %}{{ t }}{% endfor %}", "{% if tools %}{{ tools }}{% endif %}",
+     '{% if (m.name|string) != "" %}named: {% endif %}', '{% if ("a" ~ m.name) == "a" %}anonymous: {% endif %}',
+     "{% set n = m.name|lower %}"],
 )  # fmt: skip
 def test_a_template_that_tests_a_missing_field_before_printing_it_renders_as_transformers_does(tokenizer, guarded):
     """Real templates test optional fields (``tool_calls``, ``name``, ``tools``) before they print them: a missing
-    one is still false, empty and not defined, and the tokens are transformers' own."""
+    one is still false, empty and not defined, and the tokens are transformers' own. Its text (``|string``, ``~``,
+    ``|lower``) kept or compared but not printed was refused: any string conversion failed."""
     tokenizer.chat_template = "{% for m in messages %}" + guarded + "{{ m['content'] }}{% endfor %}"
     expected = tokenizer.apply_chat_template(HI, add_generation_prompt=True, tokenize=True)
     expected = expected["input_ids"] if isinstance(expected, dict) or hasattr(expected, "keys") else expected
@@ -67,3 +70,27 @@ def test_a_special_token_the_tokenizer_lacks_prints_as_nothing_as_in_transformer
         assert TokenizerCodec(tokenizer).chat(HI) == list(expected)
     finally:
         tokenizer.bos_token = bos
+
+
+def test_a_transformers_without_the_private_compiler_warns_once_that_templates_go_unchecked(tokenizer, monkeypatch):
+    """The check builds on transformers' private ``_compile_jinja_template``: gone in another version, the check was
+    skipped without a word."""
+    import sys
+    import types
+
+    from rlnb import chat_fields
+
+    name = "transformers.utils.chat_template_utils"  # a version without it: transformers' own renders still work
+    monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    caches = [f for f in vars(chat_fields).values() if hasattr(f, "cache_clear")]  # templates, warned once
+    for cache in caches:
+        cache.cache_clear()
+    tokenizer.chat_template = "{% for m in messages %}{{ m.name }}{{ m['content'] }}{% endfor %}"
+    try:
+        with pytest.warns(UserWarning, match="_compile_jinja_template is not importable") as warned:
+            TokenizerCodec(tokenizer).chat(HI)
+            TokenizerCodec(tokenizer).chat(HI)  # unchecked, as transformers renders it
+        assert len([w for w in warned if "_compile_jinja_template" in str(w.message)]) == 1
+    finally:
+        for cache in caches:
+            cache.cache_clear()

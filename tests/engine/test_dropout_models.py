@@ -202,7 +202,8 @@ def test_randomness_no_name_gives_away_is_refused_naming_its_module():
 
 
 class UnseededNoise(nn.Module):
-    """A kernel that is not deterministic (atomics on a GPU): its output changes from call to call, under any seed."""
+    """A kernel that is not deterministic (atomics on a GPU): its output changes from call to call by float noise
+    (past ``allclose``'s tolerance, far under a dropped activation), under any seed."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -210,7 +211,7 @@ class UnseededNoise(nn.Module):
 
     def forward(self, x):
         self.calls += 1
-        return self.proj(x) * (1 + 1e-2 * self.calls)
+        return self.proj(x) * (1 + 1e-3 * self.calls)
 
 
 def test_a_model_whose_outputs_change_under_one_seed_too_is_not_refused():
@@ -220,3 +221,51 @@ def test_a_model_whose_outputs_change_under_one_seed_too_is_not_refused():
     disable_dropout(model)
     check_deterministic(model, forward, IDS, "custom")
     assert model[1].calls == 3  # seed 1, seed 2, and seed 1 again, which did not repeat its first answer
+
+
+class OwnGenerator(nn.Module):
+    """Dropout drawn from a ``torch.Generator`` of the module's own: seeding torch's global RNGs does not repeat it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj, self.generator = nn.Linear(D, D), torch.Generator().manual_seed(0)
+
+    def forward(self, x):
+        keep = torch.rand(x.shape, generator=self.generator) > 0.5
+        return self.proj(x) * keep * 2
+
+
+def test_a_model_drawing_from_a_generator_of_its_own_is_refused_naming_the_module():
+    """Seed 1 run again did not repeat its answer, which was taken for a kernel's float noise: the model was
+    accepted, its dropout on."""
+    model = lm(nn.Linear(D, D), OwnGenerator())
+    disable_dropout(model)
+    with pytest.raises(ModelLoadError, match=r"2 \(OwnGenerator\) gave other outputs for the same input"):
+        check_deterministic(model, forward, IDS, "custom")
+
+
+def test_seeded_dropout_beside_a_kernels_float_noise_is_refused():
+    """A hidden rate on torch's RNG in a model whose kernels are not deterministic: seed 1 did not repeat (by float
+    noise), and the seeds' far larger difference was accepted with it."""
+    model = lm(UnseededNoise(), Residual(HiddenRate()))
+    disable_dropout(model)
+    with pytest.raises(ModelLoadError, match=r"random in train mode .*: 2\.branch\b"):  # the noise blurs which
+        check_deterministic(model, forward, IDS, "custom")  # module inside it
+
+
+class Normed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.BatchNorm1d(D)
+
+    def forward(self, x):
+        return self.norm(x.reshape(-1, D)).reshape(x.shape)
+
+
+def test_the_probe_leaves_batch_norm_running_statistics_as_they_were():
+    """Each train-mode probe forward moved the running mean and variance the eval-mode sampler normalizes with."""
+    model = lm(Normed())
+    before = {k: v.clone() for k, v in model[1].norm.named_buffers()}
+    check_deterministic(model, forward, IDS, "custom")
+    for key, value in model[1].norm.named_buffers():
+        assert torch.equal(value, before[key]), key
