@@ -26,7 +26,10 @@ def missing_printed(tokenizer: Any, messages: Sequence[dict[str, Any]], add_gene
     render, which says why."""
     import jinja2
 
-    template = _strict_template(tokenizer.get_chat_template())
+    try:
+        template = _strict_template(tokenizer.get_chat_template())
+    except Exception:  # noqa: BLE001 - a tokenizer not of transformers, a template that does not compile: its own
+        return None  # apply_chat_template runs next and raises what it raises
     if template is None:
         return None
     token = _stringified.set([])
