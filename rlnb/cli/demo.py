@@ -18,32 +18,26 @@ from typing import Any
 from rlnb.cli.options import device_argument, dtype_argument
 from rlnb.cli.output import quiet, say
 
+_ADAM: dict[str, Any] = {
+    "learning_rate": 2e-3,
+    "beta1": 0.9,
+    "beta2": 0.95,
+    "eps": 1e-8,
+    "weight_decay": 0.0,
+    "grad_clip_norm": 1.0,
+}
 DEMO_PARAMS: dict[str, dict[str, Any]] = {
     # The builder's "Learns in 40 steps" preset (its lesson is measured on seeds 0-9 by bench/bench_lessons.py).
     # Together's documented Adam default (1e-4) is meant for large pretrained models: it barely moves a
-    # 100k-parameter model.
-    "adam": {
-        "learning_rate": 2e-3,
-        "beta1": 0.9,
-        "beta2": 0.95,
-        "eps": 1e-8,
-        "weight_decay": 0.0,
-        "grad_clip_norm": 1.0,
-    },
+    # ~150k-parameter model. Muon's AdamW half (embeddings, head, norms, biases) is Adam's.
+    "adam": _ADAM,
     "muon": {
         "learning_rate": 0.05,
         "momentum": 0.95,
         "newton_schulz_steps": 5,
         "weight_decay": 0.0,
         "grad_clip_norm": 1.0,
-        "adam": {
-            "learning_rate": 2e-3,
-            "beta1": 0.9,
-            "beta2": 0.95,
-            "eps": 1e-8,
-            "weight_decay": 0.0,
-            "grad_clip_norm": 1.0,
-        },
+        "adam": _ADAM,
     },
 }
 
