@@ -83,7 +83,7 @@ def unheld(entry: Path) -> Iterator[bool]:
     try:
         yield _take(fd) is not False
     finally:
-        os.close(fd)
+        release(fd)
 
 
 MAKING = ".making-"
@@ -123,4 +123,4 @@ def _sweep(prefix: str) -> None:
             warnings.warn(f"a scratch folder that a stopped process left could not be removed: "
                           f"{exc.filename or old}: {exc.strerror or exc}", RuntimeWarning, stacklevel=2)  # fmt: skip
         finally:
-            os.close(fd)
+            release(fd)
