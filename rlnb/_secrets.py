@@ -25,7 +25,6 @@ import logging
 import os
 import sys
 import threading
-import traceback
 from typing import IO, Any
 from urllib.parse import urlsplit
 
@@ -169,7 +168,7 @@ class RedactingFilter(logging.Filter):
             record.msg, record.args = clean, None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_info and _quoted(record.exc_info[1], keys):
+        if record.exc_info and (holds(record.exc_text or "", keys) or _in_locals(record.exc_info[1], keys)):
             record.exc_info = None
         if record.exc_text:
             record.exc_text = redact_keys(record.exc_text, keys)
@@ -178,14 +177,11 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def _quoted(error: BaseException | None, keys: list[str]) -> bool:
-    """Whether ``error``'s traceback (its chain's too) or a local of one of its frames holds one of ``keys``. Each
-    local's ``repr`` is taken on its own: ``capture_locals=True`` let one that raises escape the filter, so the
-    ``log.exception`` of a handler that keeps going raised instead of logging."""
-    if error is None:
-        return False
-    if holds("".join(traceback.format_exception(error)), keys):
-        return True
+def _in_locals(error: BaseException | None, keys: list[str]) -> bool:
+    """Whether a local of a frame ``error`` (or an error of its chain) passed through holds one of ``keys`` (its
+    traceback's text is the record's ``exc_text``). Each local's ``repr`` is taken on its own: ``capture_locals=True``
+    let one that raises escape the filter, so the ``log.exception`` of a handler that keeps going raised instead of
+    logging."""
     seen: set[int] = set()
     todo: list[BaseException | None] = [error]
     while todo:
