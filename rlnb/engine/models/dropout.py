@@ -73,24 +73,27 @@ def check_deterministic(
     Seed 1 is then run a third time: kernels that are not deterministic (some on a GPU) are no random draw of the
     model's, and refusing a user's model for them would leave no way to use it, so a difference between the seeds
     no larger than ten times that float noise is accepted; a larger one, or noise far past a float's, is refused.
-    BatchNorm running statistics are as they were before the probe."""
+    Each module's tensors are recorded (two runs more) only to name the modules of a model that is refused. BatchNorm
+    running statistics are as they were before the probe."""
     devices = [ids.device] if ids.device.type == "cuda" else []
 
-    def run(seed: int) -> dict[str, tuple[list[Tensor], list[Tensor]]]:
-        seen: dict[str, tuple[list[Tensor], list[Tensor]]] = {}
-        with torch.random.fork_rng(devices=devices), torch.no_grad(), _recording(model, seen):
+    def run(seed: int, seen: dict[str, tuple[list[Tensor], list[Tensor]]] | None = None) -> Tensor:
+        recording = _recording(model, seen) if seen is not None else contextlib.nullcontext()
+        with torch.random.fork_rng(devices=devices), torch.no_grad(), recording:
             torch.manual_seed(seed)
-            seen[""] = ([ids], [forward(model, ids)])
-        return seen
+            return forward(model, ids)
 
+    first: dict[str, tuple[list[Tensor], list[Tensor]]] = {}
+    second: dict[str, tuple[list[Tensor], list[Tensor]]] = {}
     was_training = model.training
     model.train()
     try:
         with _batch_norm_kept(model):
-            first, second = run(1), run(2)
-            logits = first[""][1][0], second[""][1][0]
-            if _same(first[""][1], second[""][1]) or _kernel_noise(*logits, run(1)[""][1][0]):
+            logits = run(1), run(2)
+            if _same([logits[0]], [logits[1]]) or _kernel_noise(*logits, run(1)):
                 return
+            run(1, first)  # again, each module's tensors recorded, to name those that changed
+            run(2, second)
     finally:
         model.train(was_training)
     changed = {p for p in first if p and p in second and _same(first[p][0], second[p][0])
