@@ -100,8 +100,5 @@ def check_digests(path: Path, digests: dict[str, Any] | None) -> None:
 
 
 def _sha256(file: Path) -> str:
-    sha = hashlib.sha256()
     with file.open("rb") as fh:
-        while chunk := fh.read(CHUNK):
-            sha.update(chunk)
-    return sha.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
