@@ -123,10 +123,10 @@ def user_path(name: str, value: object) -> Path:
     return Path(value).expanduser()
 
 
-def refuse_dangling_link(name: str, path: Path) -> None:
+def refuse_dangling_link(name: str, path: Path, after: str = "") -> None:
     """A ``ValueError`` naming ``name``, the link and its target where ``path`` or a folder above it is a symbolic
     link to nothing (its target removed or not mounted yet, or links that loop): ``mkdir(exist_ok=True)`` there failed
-    with a bare "[Errno 17] File exists", naming neither the option nor the link."""
+    with a bare "[Errno 17] File exists", naming neither the option nor the link. ``after`` ends the message."""
     for folder in (path, *path.parents):
         try:
             exists = folder.exists()  # False for a loop too (ELOOP)
@@ -134,8 +134,10 @@ def refuse_dangling_link(name: str, path: Path) -> None:
         except OSError:  # a folder above it that cannot be searched (Python 3.11 raises): mkdir will say so
             return
         if dangling:
-            raise ValueError(f"{name} {str(path)!r}: {folder} is a link to {os.readlink(folder)!r}, which does not "
-                             "exist (or the links loop): mount or make its target, or give another folder")  # fmt: skip
+            raise ValueError(
+                f"{name} {str(path)!r}: {folder} is a link to {os.readlink(folder)!r}, which does not exist (or the "
+                f"links loop): mount or make its target, or give another folder{after}"
+            )
         if exists:  # no folder above one that exists can be a link to nothing
             return
 

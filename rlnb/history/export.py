@@ -37,10 +37,7 @@ def save_run(
     folder = user_path("path", path)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"history.save: {folder} is a file, not a folder (nothing was written)")
-    try:
-        refuse_dangling_link("history.save: path", folder)  # mkdir said "File exists"
-    except ValueError as exc:
-        raise ValueError(f"{exc} (nothing was written)") from None
+    refuse_dangling_link("history.save: path", folder, after=" (nothing was written)")  # mkdir said "File exists"
     # config.json too: a Hugging Face model folder has one (it was overwritten); a link counts, dangling or not
     # (a write through it lands wherever it points)
     taken = [n for n in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE) if _taken(folder / n)]

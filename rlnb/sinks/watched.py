@@ -52,10 +52,7 @@ def _identity(path: Path | None) -> tuple[int, int] | None:
 def refuse_link(field: str, folder: Path) -> None:
     """``refuse_dangling_link`` for a sink's folder: a link to nothing on its path made the first point's mkdir fail
     with "[Errno 17] File exists", naming no link, and dropped the sink."""
-    try:
-        refuse_dangling_link(field, folder)
-    except ValueError as exc:
-        raise ValueError(f"{exc}; nothing was sent") from None
+    refuse_dangling_link(field, folder, after="; nothing was sent")
 
 
 def check_folder(field: str, folder: Path) -> None:
