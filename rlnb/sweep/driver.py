@@ -24,7 +24,7 @@ from rlnb.params import AdamParams, OptimizerParams
 
 from .configs import check_distinct_params, check_variants, config_list
 from .dispatch import Plan, Progress, start
-from .folder import SETTINGS_FILE, begin, held, new_folder, planned_rows, settings, table, trial_run_id
+from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
 from .options import (
     ExecutorOptions,
     SearchOptions,
@@ -34,7 +34,7 @@ from .options import (
     check_params,
 )
 from .space import MAX_TRIALS, Categorical, apply, check_once, parse_space
-from .space_text import recorded_space
+from .space_text import recorded_space, same_space
 from .trial import TrialSpec
 
 
@@ -110,8 +110,8 @@ def sweep(
         the_task = trial.the_task()
         recorded = {**settings(base, configs, trial, study, the_task, options), "variants": names}
         # what the space means: (1e-4, 1e-2, "log") on resume of Float(1e-4, 1e-2, log=True) was refused
-        recorded["space"] = recorded_space(dims, folder / SETTINGS_FILE if resume is not None else None)
-        previous = begin(folder, recorded, resume is not None)
+        recorded["space"] = recorded_space(dims)
+        previous = begin(folder, recorded, resume is not None, same={"space": lambda stored: same_space(dims, stored)})
 
         def make_spec(n: int, config: dict[str, Any], seed_of: int | None = None) -> TrialSpec:
             """Trial ``n``, with the seed of trial ``seed_of`` (default ``n``): an Optuna trial asked again after a

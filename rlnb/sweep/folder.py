@@ -197,8 +197,11 @@ def _plain(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
-def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str, Any]]:
-    """Write the settings of a new sweep, or check a resumed one's; return the rows recorded so far."""
+def begin(
+    folder: Path, settings: dict[str, Any], resume: bool, same: Mapping[str, Callable[[Any], bool]] | None = None
+) -> list[dict[str, Any]]:
+    """Write the settings of a new sweep, or check a resumed one's; return the rows recorded so far. ``same``: for a
+    setting compared by what it means, not its text (the space), whether the stored one is the same."""
     path = folder / SETTINGS_FILE
     if not resume:
         path.write_text(json.dumps(settings, indent=2, default=str))
@@ -212,7 +215,10 @@ def begin(folder: Path, settings: dict[str, Any], resume: bool) -> list[dict[str
         raise ValueError(f"resume: {path} is not a sweep's settings (a JSON object), got {type(stored).__name__}")
     now = json.loads(json.dumps(settings, default=str))
     # a key the stored settings lack was not recorded by the rlnb that made the folder: nothing to compare
-    changed = [f"{k}: {now[k]!r} (the sweep used {stored[k]!r})" for k in now if k in stored and now[k] != stored[k]]
+    differs = {
+        k for k in now if k in stored and now[k] != stored[k] and not (same and k in same and same[k](stored[k]))
+    }
+    changed = [f"{k}: {now[k]!r} (the sweep used {stored[k]!r})" for k in now if k in differs]
     if changed:
         raise ValueError("resume: run it with the same arguments; changed: " + "; ".join(changed))
     rows_path = folder / ROWS_FILE

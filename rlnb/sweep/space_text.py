@@ -5,9 +5,7 @@ high=0.01, log=True)``), so that a resume compares spaces, not spellings: ``(1e-
 from __future__ import annotations
 
 import ast
-import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from .space import Categorical, Dimension, Float, Int, dimension
@@ -15,27 +13,23 @@ from .space import Categorical, Dimension, Float, Int, dimension
 CLASSES: dict[str, type] = {"Float": Float, "Int": Int, "Categorical": Categorical}
 
 
-def recorded_space(dims: Mapping[str, Dimension], settings_path: Path | None) -> dict[str, str]:
-    """The space as ``sweep.json`` records it. Resuming (``settings_path``, the folder's ``sweep.json``), a
-    dimension an older rlnb recorded as typed (``"(0.0001, 0.01, 'log')"``) keeps that text where it means the same
-    dimension, so the folder resumes with the space written either way; where it means another, it differs and the
-    resume is refused, naming both."""
-    texts = {name: repr(dim) for name, dim in dims.items()}
-    stored = _stored_space(settings_path) if settings_path is not None else {}
-    for name, text in stored.items():
-        if name in texts and isinstance(text, str) and text != texts[name] and _typed(name, text) == dims[name]:
-            texts[name] = text
-    return texts
+def recorded_space(dims: Mapping[str, Dimension]) -> dict[str, str]:
+    """The space as ``sweep.json`` records it: each dimension's ``repr``."""
+    return {name: repr(dim) for name, dim in dims.items()}
 
 
-def _stored_space(path: Path) -> dict[str, Any]:
-    """The space a ``sweep.json`` records; nothing where it has none or cannot be read (``begin`` then refuses the
-    resume, naming what is wrong with it)."""
-    try:
-        space = json.loads(path.read_text(encoding="utf-8")).get("space")
-    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
-        return {}
-    return space if isinstance(space, dict) else {}
+def same_space(dims: Mapping[str, Dimension], stored: Any) -> bool:
+    """Whether the space a ``sweep.json`` recorded means ``dims``: its own text, or a dimension an older rlnb recorded
+    as typed (``"(0.0001, 0.01, 'log')"``), so a folder resumes with the space written either way; another space
+    differs, and the resume is refused naming both."""
+    return (
+        isinstance(stored, dict)
+        and stored.keys() == dims.keys()
+        and all(
+            text == repr(dims[n]) or (isinstance(text, str) and _typed(n, text) == dims[n])
+            for n, text in stored.items()
+        )
+    )
 
 
 def _typed(name: str, text: str) -> Dimension | None:
