@@ -44,7 +44,9 @@ class BatchedExecutor:
         self._pending: dict[int, TrialSpec] = {}  # submitted and not yet returned as a row, by trial
         self._thread: threading.Thread | None = None
         self._abandoned = False
-        self._deferred: dict[int, str] = {}  # by trial: why it waited for a later ensemble (its row says so)
+        self._deferred: dict[
+            int, list[str]
+        ] = {}  # by trial: the trials it did not fit beside, each time (its row says)
 
     def capacity(self) -> int:
         """The trials the driver keeps submitted: ``max_members`` (``max_concurrent``, else ``MAX_MEMBERS``), within
@@ -122,8 +124,13 @@ class BatchedExecutor:
 
     def _put(self, row: dict[str, Any], sent: set[int]) -> None:
         sent.add(row["trial"])
-        note = self._deferred.pop(row["trial"], None)
-        if note is not None:
+        besides = self._deferred.pop(row["trial"], None)
+        if besides is not None:
+            where = ", then beside trial(s) ".join(besides)
+            note = (
+                f"deferred: the memory no longer held its model beside trial(s) {where} as their ensemble was built; "
+            )
+            note += "it waited for a later one"
             row["reason"] = note if row["reason"] is None else f"{row['reason']}; {note}"
         self._rows.put(row)
 
@@ -182,11 +189,11 @@ class BatchedExecutor:
     def _defer(self, specs: list[TrialSpec], deferred: list[int], sent: set[int]) -> None:
         """The trials whose models the memory no longer held as their ensemble was built (``MemberResult.built``)
         run as a later ensemble, now that this one has freed its memory (they were FAILED rows, to be run again by
-        hand). Each ensemble builds its first member or is refused (its trials FAILED), so this ends."""
+        hand). Each ensemble builds its first member or is refused (its trials FAILED), so this ends; a trial deferred
+        again names each ensemble it did not fit in."""
         beside = ", ".join(str(spec.trial) for i, spec in enumerate(specs) if i not in deferred)
-        note = f"deferred: the memory no longer held its model beside trial(s) {beside} as their ensemble was built; "
         for i in deferred:
-            self._deferred.setdefault(specs[i].trial, note + "it waited for a later one")
+            self._deferred.setdefault(specs[i].trial, []).append(beside)
         self._ensemble([specs[i] for i in deferred], sent)
 
     def _failed(self, specs: list[TrialSpec], exc: Exception, start: float, sent: set[int]) -> None:

@@ -192,6 +192,30 @@ def test_deferred_trials_the_memory_never_holds_end_failed_rows_naming_the_memor
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t0"]
 
 
+def test_a_trial_deferred_twice_names_both_ensembles_it_did_not_fit_beside(tmp_path, monkeypatch):
+    """Trial 2 does not fit beside trial 0, then (in the next ensemble) beside trial 1: its row kept only the first
+    note. It now names both, and trial 1's names the one."""
+    import threading
+
+    from rlnb.sweep.batched_executor import BatchedExecutor
+
+    each = memory.member_bytes(SIZES["tiny"], 149_248, rows=2, tokens=4)
+    script = [10 * each, 3 * each // 2, 10 * each, 3 * each // 2]  # each ensemble's start, then its second member
+    reads: list[int] = []
+
+    def free(device: object) -> int:
+        reads.append(script[len(reads)] if len(reads) < len(script) else 10 * each)
+        return reads[-1]
+
+    monkeypatch.setattr(memory, "free_memory", free)
+    by_trial = {r["trial"]: r for r in three_trials(BatchedExecutor(tmp_path, threading.Event()))}
+    assert [by_trial[t]["status"] for t in range(3)] == ["COMPLETED"] * 3 and by_trial[0]["reason"] is None
+    assert by_trial[1]["reason"] == ("deferred: the memory no longer held its model beside trial(s) 0 as their "
+                                     "ensemble was built; it waited for a later one")  # fmt: skip
+    assert by_trial[2]["reason"] == ("deferred: the memory no longer held its model beside trial(s) 0, then beside "
+                                     "trial(s) 1 as their ensemble was built; it waited for a later one")  # fmt: skip
+
+
 def test_a_member_whose_model_runs_out_of_memory_as_it_is_built_fails_with_those_after_it(monkeypatch):
     """Building member 1's model raises MemoryError (the check passed: the memory went between): members 1 and 2
     end FAILED naming it, member 0 trains; the error was run_batched's own, every member lost."""
