@@ -13,8 +13,11 @@
 * reconcile: notebook 03's Optuna search per seed, and 40 steps at a constant rate of Find LR's suggestion,
   Optuna's best and a tenth of the suggestion: do they learn?
 
-Every process runs torch on one thread (the thread policy's choice for one busy worker on a loaded
-two-core machine); times are CPU seconds per run, which is what an unloaded core takes.
+Every session runs torch on ``THREADS`` thread(s), fixed (``rlnb.connect(..., threads=THREADS)``, a sweep's and
+Find LR's sessions too), and the bench prints it first: a seeded run's figures depend on the count (Muon's bf16
+Newton-Schulz: the demo's step-10 accuracy 0.61 on one thread, 0.78 on two), and the engine's thread policy picks
+it from the machine's load unless it is fixed (``torch.set_num_threads`` alone did not: each session's policy
+set its own). Times are CPU seconds per run, which is what an unloaded core takes.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ from typing import Any
 
 import torch
 
-torch.set_num_threads(1)
+THREADS = 1
+"""The intra-op thread count every session of the bench runs at (the policy's choice for one busy worker on a
+loaded two-core machine), fixed so that two runs of the bench measure the same thing."""
+torch.set_num_threads(THREADS)  # the process's own torch work (the corpus's tensors), outside the sessions
 
 import rlnb  # noqa: E402
 from rlnb.tasks import corpus, first_letter_task  # noqa: E402
@@ -72,7 +78,7 @@ def preset_params(name: str, kind: str) -> rlnb.AdamParams | rlnb.MuonParams:
 
 def preset_run(name: str, kind: str, seed: int) -> dict[str, Any]:
     task = first_letter_task()
-    with rlnb.connect("local", optimizer=kind, seed=seed, device="cpu", record=False) as s:
+    with rlnb.connect("local", optimizer=kind, seed=seed, device="cpu", record=False, threads=THREADS) as s:
         run = train(s, task, preset_params(name, kind), LESSON_STEPS, seed=seed)
     return {"accuracy": run.accuracy, "rewards": run.rewards, "distinct": run.distinct, "failed": run.failed}
 
@@ -88,7 +94,9 @@ def ce_run(kind: str, seed: int) -> dict[str, Any]:
     train_eval = corpus.cross_entropy(corpus.tiles(corpus.TRAIN_TEXT[:4000], CE["window"]))
     held_eval = corpus.cross_entropy(corpus.tiles(corpus.HELDOUT_TEXT, CE["window"]))
     p, curve = params(kind, CE[kind]), []
-    with rlnb.connect("local", optimizer=kind, model=CE["model"], seed=seed, device="cpu", record=False) as s:
+    with rlnb.connect(
+        "local", optimizer=kind, model=CE["model"], seed=seed, device="cpu", record=False, threads=THREADS
+    ) as s:
         for i in range(CE["steps"]):
             s.forward_backward(corpus.cross_entropy(corpus.batch(corpus.TRAIN_TEXT, CE["batch"], CE["window"], rng)))
             s.optim_step(p)
@@ -116,6 +124,7 @@ def sweep_runs(seeds: list[int]) -> list[dict[str, Any]]:
             task=first_letter_task(),
             runs_dir=tmp,
             progress=False,
+            threads=THREADS,
         )
         return sweep_rows(trials)
 
@@ -148,7 +157,7 @@ def sweep_rows(trials: Any) -> list[dict[str, Any]]:
 def constant_run(lr: float, seed: int) -> dict[str, Any]:
     """``train`` at a constant AdamW rate (weight decay 0, clip 1), as ``preset_run``."""
     task = first_letter_task()
-    with rlnb.connect("local", optimizer="adam", seed=seed, device="cpu", record=False) as s:
+    with rlnb.connect("local", optimizer="adam", seed=seed, device="cpu", record=False, threads=THREADS) as s:
         run = train(s, task, rlnb.AdamParams(learning_rate=lr, weight_decay=0.0), LESSON_STEPS, seed=seed)
     return {"accuracy": run.accuracy, "rewards": run.rewards, "distinct": run.distinct, "failed": run.failed}
 
@@ -156,11 +165,11 @@ def constant_run(lr: float, seed: int) -> dict[str, Any]:
 def task_run(name: str, seed: int) -> dict[str, Any]:
     """The demo's run (``rlnb demo --task NAME``, Adam, ``LESSON_STEPS`` steps): its last rewards and, for a
     verifiable task, held-out and training accuracy at the end."""
-    from rlnb.cli.demo import DEMO_PARAMS
+    from rlnb.cli.demo_options import DEMO_PARAMS
     from rlnb.tasks import TASKS, VerifiedTask
 
     task = TASKS[name]()
-    with rlnb.connect("local", optimizer="adam", seed=seed, device="cpu", record=False) as s:
+    with rlnb.connect("local", optimizer="adam", seed=seed, device="cpu", record=False, threads=THREADS) as s:
         if isinstance(task, VerifiedTask):
             run = train(s, task, params("adam", DEMO_PARAMS["adam"]), LESSON_STEPS, seed=seed)
             return {"reward": run.final_reward, "eval": run.final_accuracy, "train": task.evaluate(s, split="train")}
@@ -189,6 +198,7 @@ def optuna_run(seed: int) -> dict[str, Any]:
             task=first_letter_task(),
             runs_dir=tmp,
             progress=False,
+            threads=THREADS,
         )
         done = found[found.status == "COMPLETED"].sort_values("final_reward")
         return {"best": float(done.learning_rate.iloc[-1]), "reward": float(done.final_reward.iloc[-1])}
@@ -199,7 +209,13 @@ def lrfind_run(seed: int) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp:
         found = lr_find(
-            rlnb.AdamParams(weight_decay=0.0), task=first_letter_task(), steps=30, seed=seed, runs_dir=tmp, device="cpu"
+            rlnb.AdamParams(weight_decay=0.0),
+            task=first_letter_task(),
+            steps=30,
+            seed=seed,
+            runs_dir=tmp,
+            device="cpu",
+            threads=THREADS,
         )
     if found.interrupted:  # lr_find keeps a Ctrl-C's result and goes on: stop the bench, and record no cut run
         raise KeyboardInterrupt
@@ -255,6 +271,7 @@ def main() -> None:
     args = ap.parse_args()
     only, seeds, runs = set(args.only.split(",")), args.seeds, Runs(args.json, args.resume)
     chance = first_letter_task().chance
+    print(f"every session at threads={THREADS} (fixed; torch {torch.__version__})", flush=True)
     start = time.perf_counter()
     if "presets" in only:
         for name, lesson in LESSONS.items():

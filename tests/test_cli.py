@@ -5,7 +5,7 @@ import os
 import pytest
 
 from rlnb.cli import main
-from rlnb.cli.demo_files import _clear_previous_run
+from rlnb.cli.demo_files import _set_aside_run
 from rlnb.history.store import RunStore
 
 
@@ -55,6 +55,8 @@ STEPS = (
         (["--device", "meta"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'meta'"),  # then a traceback
         (["--device", "mps"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'mps'"),
         (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
+        (["--threads", "0"], "--threads must be an integer in [1, 1024] (leave it out: the engine's thread policy"),
+        (["--threads", "1025"], "decides), got 1025"),  # rlnb.connect(threads=N)'s range: torch starts them all
     ],
 )
 def test_bad_demo_options_stop_it_with_one_line_and_exit_2(options, words, tmp_path, capsys):
@@ -145,8 +147,8 @@ def test_demo_replaces_a_run_folder_only_when_no_session_writes_it(tmp_path, cap
     assert f"is being written by another rlnb session (pid {os.getpid()})" in capsys.readouterr().err
     assert (tmp_path / "run" / "ops.jsonl").read_text()
     store.close()
-    _clear_previous_run(tmp_path / "run")
-    assert not (tmp_path / "run").exists()
+    assert _set_aside_run(tmp_path / "run", tmp_path / "aside")
+    assert not (tmp_path / "run").exists() and (tmp_path / "aside" / "run" / "ops.jsonl").read_text()
 
 
 @pytest.mark.parametrize("name", ["history.csv", "rewards.csv", "demo.png"])

@@ -62,7 +62,7 @@ def test_a_servers_state_dir_is_not_kept_locked_by_a_child_forked_while_it_serve
 
 
 def test_an_earlier_demo_run_is_not_kept_locked_by_a_child_forked_while_it_was_cleared(tmp_path, monkeypatch):
-    """A run folder the demo could not remove whole (a file it may not delete) stayed locked while a child forked
+    """A run folder the demo could not move aside (a folder it may not write) stayed locked while a child forked
     meanwhile lived: the next session on it was ``RunLocked`` naming this process."""
     run = tmp_path / "run"
     store = RunStore(run)
@@ -70,14 +70,14 @@ def test_an_earlier_demo_run_is_not_kept_locked_by_a_child_forked_while_it_was_c
     store.close()
     children = contextlib.ExitStack()
 
-    def rmtree_forking(path: Path) -> None:
+    def rename_forking(path: Path, target: Path) -> None:
         children.enter_context(forked_child())
-        raise PermissionError(f"[Errno 13] Permission denied: {path / 'ops.jsonl'}")
+        raise PermissionError(f"[Errno 13] Permission denied: {path!s} -> {target!s}")
 
-    monkeypatch.setattr(demo_files.shutil, "rmtree", rmtree_forking)
+    monkeypatch.setattr(demo_files.Path, "rename", rename_forking)
     with children:
         with pytest.raises(PermissionError):
-            demo_files._clear_previous_run(run)
+            demo_files._set_aside_run(run, tmp_path / "aside")
         release(lock_run(run))
 
 

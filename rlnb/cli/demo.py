@@ -1,7 +1,8 @@
 """``rlnb demo``: the RL loop end to end on the in-process torch backend, in one command.
 
-Its arguments, their checks and the run itself (``demo``) live here, apart from the server's, so a change to the demo
-touches one module; the files it writes in ``--out``, and the earlier output it replaces, are ``demo_files``'s.
+Its arguments and the run itself (``demo``) live here, apart from the server's; what a run takes and its checks are
+``demo_options``'s (``DemoOptions``), the files it writes in ``--out``, and the earlier output it replaces,
+``demo_files``'s.
 torch, the tasks, the plots and the run store are imported when it runs (``rlnb --help`` imports none of them).
 """
 
@@ -15,88 +16,94 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlnb.cli.demo_options import DEMO_PARAMS, DemoOptions
 from rlnb.cli.options import device_argument, dtype_argument
 from rlnb.cli.output import quiet, say
 
-_ADAM: dict[str, Any] = {
-    "learning_rate": 2e-3,
-    "beta1": 0.9,
-    "beta2": 0.95,
-    "eps": 1e-8,
-    "weight_decay": 0.0,
-    "grad_clip_norm": 1.0,
-}
-DEMO_PARAMS: dict[str, dict[str, Any]] = {
-    # The builder's "Learns in 40 steps" preset (its lesson is measured on seeds 0-9 by bench/bench_lessons.py).
-    # Together's documented Adam default (1e-4) is meant for large pretrained models: it barely moves a
-    # ~150k-parameter model. Muon's AdamW half (embeddings, head, norms, biases) is Adam's.
-    "adam": _ADAM,
-    "muon": {
-        "learning_rate": 0.05,
-        "momentum": 0.95,
-        "newton_schulz_steps": 5,
-        "weight_decay": 0.0,
-        "grad_clip_norm": 1.0,
-        "adam": _ADAM,
-    },
-}
+RESTORED = "rlnb demo: the run recorded nothing; the earlier output is back in place"
+"""The note on an exception that stopped a demo after ``restore_earlier_output`` put the earlier output back."""
 
 
-def demo(
-    optimizer: str = "adam",
-    steps: int = 40,
-    out: str | Path = "rlnb-demo",
-    seed: int = 0,
-    device: str = "auto",
-    model: str = "tiny",
-    lr: float | None = None,
-    lora: int = 0,
-    dtype: str = "auto",
-    task_name: str = "first_letter",
-    force: bool = False,
-) -> int:
-    """Train ``model`` (built-in, or a Hugging Face directory / cached hub id) on the task ``task_name``
-    (``rlnb.tasks.TASKS``) with GRPO; print a table and, for a verifiable task, the held-out accuracy
-    before and after; write CSV + PNG, and keep the run folder (``out/run``, loadable with
-    ``rlnb.History.load``, its completions in ``completions.jsonl``), replacing what an earlier demo wrote there
-    (other files of those names only with ``force``). ``lr`` replaces the learning rate (Muon's for a Muon run);
-    ``lora`` > 0 trains a LoRA adapter of that rank instead of all weights."""
+def demo(options: DemoOptions | None = None) -> int:
+    """Train ``options.model`` (built-in, or a Hugging Face directory / cached hub id) on the task ``options.task``
+    (``rlnb.tasks.TASKS``) with GRPO; print a table and, for a verifiable task, the held-out accuracy before and
+    after; write CSV + PNG, and keep the run folder (``out/run``, loadable with ``rlnb.History.load``, its
+    completions in ``completions.jsonl``). What an earlier demo wrote in ``out`` (other files of those names only
+    with ``force``) is set aside while it trains and deleted once a step completed; a run that stops before it
+    recorded anything puts it back, one that stops later keeps it aside (``demo_files``). One options object, not a
+    parameter list: the demo takes a dozen."""
     import rlnb
-    from rlnb.cli.demo_files import OUTPUTS, check_out, clear_earlier_output, note_own_files
+    from rlnb.cli.demo_files import (
+        EARLIER,
+        OUTPUTS,
+        check_out,
+        drop_earlier_output,
+        note_own_files,
+        restore_earlier_output,
+        set_aside_earlier_output,
+    )
     from rlnb.engine.backend import LocalBackend
-    from rlnb.tasks import EVAL_EVERY, SEED_STRIDE, TASKS, VerifiedTask, rl_step
-    from rlnb.tasks.lesson import log_accuracy
-    from rlnb.viz import plots
 
-    task = TASKS[task_name]()
-    verified = task if isinstance(task, VerifiedTask) else None
-    values = dict(DEMO_PARAMS[optimizer])
-    if lr is not None:
-        values["learning_rate"] = lr
-    params = (rlnb.AdamParams if optimizer == "adam" else rlnb.MuonParams).from_dict(values)
-    out = Path(out)
-    check_out(out, force)
-    adapter = {"rank": lora, "alpha": 2 * lora} if lora else None
-    kind = rlnb.wire.optimizer_kind(optimizer)
-    backend = LocalBackend(kind, seed=seed, device=device, model=model, dtype=dtype, lora=adapter)
+    o = options if options is not None else DemoOptions()
+    values = dict(DEMO_PARAMS[o.optimizer])
+    if o.lr is not None:
+        values["learning_rate"] = o.lr
+    params = (rlnb.AdamParams if o.optimizer == "adam" else rlnb.MuonParams).from_dict(values)
+    out = Path(o.out)
+    check_out(out, o.force)
+    adapter = {"rank": o.lora, "alpha": 2 * o.lora} if o.lora else None
+    kind = rlnb.wire.optimizer_kind(o.optimizer)
+    backend = LocalBackend(
+        kind, seed=o.seed, device=o.device, model=o.model, dtype=o.dtype, lora=adapter, threads=o.threads
+    )
+    set_aside = False
     try:  # out and run/ are made once the params fit: --lr 1e308 was refused with an empty run/ left behind
-        _check_fits(backend, params, lr)
+        _check_fits(backend, params, o.lr)
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
-        removed = clear_earlier_output(out, force)
-        if removed:
-            print(f"rlnb demo: replacing the earlier output in {out}: {', '.join(removed)}", file=sys.stderr)
+        removed = set_aside_earlier_output(out, o.force)
+        set_aside = True
         session = rlnb.Session(backend, runs_dir=out, run_id="run")
-    except BaseException:
+    except BaseException as exc:
         backend.close()
+        if set_aside and restore_earlier_output(out):
+            exc.add_note(RESTORED)
         raise
+    if removed:
+        print(f"rlnb demo: replacing the earlier output in {out}: {', '.join(removed)}", file=sys.stderr)
+    try:  # the earlier output comes back when the run stops before it recorded anything (a Ctrl-C)
+        completed, failure = _train(session, o, params, out)
+        note_own_files(out, ["run/", *OUTPUTS])
+    except BaseException as exc:
+        if restore_earlier_output(out):
+            exc.add_note(RESTORED)  # run() says so: OUT/run is the earlier run again, not this one's steps
+        raise
+    if not completed:  # nothing trained: say so and fail, so a script does not take the run for a success
+        restore_earlier_output(out)
+        kept = f"; the earlier demo's output is kept in {out / EARLIER}" if (out / EARLIER).exists() else ""
+        print(f"rlnb demo: none of the {o.steps} steps completed; the first failed {failure}{kept}", file=sys.stderr)
+        return 1
+    drop_earlier_output(out)
+    return 0
+
+
+def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, str | None]:
+    """The run itself, its table and its files: (how many steps completed, the first failure's reason)."""
+    import rlnb
+    from rlnb.tasks import EVAL_EVERY, SEED_STRIDE, TASKS, VerifiedTask, rl_step
+    from rlnb.tasks.lesson import log_accuracy
+    from rlnb.viz import plots
+
+    task = TASKS[o.task]()
+    verified = task if isinstance(task, VerifiedTask) else None
     start = time.perf_counter()
     with session:
         print(
-            f"rlnb demo: task={task.name} model={model} optimizer={optimizer} steps={steps} "
-            f"params={params.request_body()}{f' lora rank {lora}' if lora else ''}"
+            f"rlnb demo: task={task.name} model={o.model} optimizer={o.optimizer} steps={o.steps} "
+            f"threads={_threads(session.history.config)} "
+            f"params={params.request_body()}{f' lora rank {o.lora}' if o.lora else ''}"
         )
         before = after = log_accuracy(session, verified) if verified else math.nan
         if verified:
@@ -104,9 +111,9 @@ def demo(
         print(f"{'step':>4}  {'loss':>8}  {'reward':>6}  {'grad norm':>9}  {'time':>6}  status")
         failure = None  # the first failure's reason, said once: a step that failed says why, not only its code
         completed = 0
-        for i in range(steps):
+        for i in range(o.steps):
             try:
-                r = rl_step(session, task, params, seed=seed * SEED_STRIDE + i)
+                r = rl_step(session, task, params, seed=o.seed * SEED_STRIDE + i)
             except rlnb.OperationFailed as exc:
                 said = "" if failure else f": {exc.message}"
                 failure = failure or f"{exc.code}: {exc.message}"
@@ -118,7 +125,7 @@ def demo(
             gn = f"{r.grad_norm:9.3f}" if not math.isnan(r.grad_norm) else f"{'n/a':>9}"
             elapsed = time.perf_counter() - start
             print(f"{r.step:>4}  {r.loss:8.4f}  {r.reward:6.3f}  {gn}  {elapsed:5.1f}s  {status}", flush=True)
-            if verified and (r.step % EVAL_EVERY == 0 or i + 1 == steps):
+            if verified and (r.step % EVAL_EVERY == 0 or i + 1 == o.steps):
                 after = log_accuracy(session, verified)
                 print(f"      held-out accuracy at step {r.step}: {after:.3f}", flush=True)
         if verified:
@@ -131,7 +138,6 @@ def demo(
     logged = history.logged
     logged.to_csv(out / "rewards.csv", index=False)
     plots.overview(history).savefig(out / "demo.png", dpi=110)  # reward first; rl_step logged the RL metrics
-    note_own_files(out, ["run/", *OUTPUTS])
     if "reward" in logged:
         rewards = logged["reward"].dropna()  # the eval/accuracy rows have no reward
         k = max(1, min(5, len(rewards) // 4))
@@ -141,10 +147,17 @@ def demo(
         f"wrote {out / 'history.csv'}, {out / 'rewards.csv'}, {out / 'demo.png'} in {time.perf_counter() - start:.0f}s;"
         f" the completions are in {out / 'run' / 'completions.jsonl'}"
     )
-    if not completed:  # nothing trained: say so and fail, so a script does not take the run for a success
-        print(f"rlnb demo: none of the {steps} steps completed; the first failed {failure}", file=sys.stderr)
-        return 1
-    return 0
+    return completed, failure
+
+
+def _threads(config: dict[str, Any]) -> str:
+    """The intra-op thread count the run's operations started with, as its ``config.json`` records it: a fixed
+    ``--threads`` repeats a seeded run bit for bit; the policy's count may change with the machine's load."""
+    if config.get("thread_policy") == "fixed":
+        return str(config["threads"])
+    if config.get("thread_policy") == "auto":
+        return f"{config['threads']} (auto: the policy may change it with the load; --threads N fixes it)"
+    return "n/a (on the GPU)"
 
 
 def _check_fits(backend: Any, params: Any, lr: float | None) -> None:
@@ -204,6 +217,14 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "(default: %(default)s: all weights)",
     )
     dtype_argument(p)
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="torch's intra-op threads on the CPU, 1-1024, as rlnb.connect(threads=N): a seeded run repeats bit for "
+        "bit only at a fixed count (default: the engine's thread policy picks them from the machine's load)",
+    )
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -212,34 +233,35 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     stops = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]  # SIGHUP: POSIX only
     previous = {signum: signal.signal(signum, _terminated) for signum in stops}
     try:
-        _check_arguments(args)
-        return demo(
-            args.optimizer,
-            args.steps,
-            args.out,
-            args.seed,
-            args.device,
-            args.model,
-            args.lr,
-            args.lora,
-            args.dtype,
-            args.task,
-            args.force,
+        options = DemoOptions(
+            task=args.task,
+            optimizer=args.optimizer,
+            steps=args.steps,
+            out=args.out,
+            force=args.force,
+            seed=args.seed,
+            device=args.device,
+            model=args.model,
+            lr=args.lr,
+            lora=args.lora,
+            dtype=args.dtype,
+            threads=args.threads,
         )
+        return demo(options)
     # A model that cannot load, a device that is not there, an --out that cannot take the run.
     except (ValueError, ImportError) as exc:
-        print(f"rlnb demo: {exc}", file=sys.stderr)
+        print(f"rlnb demo: {exc}{_restored(args.out, exc)}", file=sys.stderr)
         return 2
     except Terminated as stop:  # `timeout`, a scheduler, `kill`, a closed terminal: it died at once, without a word
         signum = stop.args[0]
-        say(f"rlnb demo: stopped ({signal.Signals(signum).name}){_kept(args.out)}")
+        say(f"rlnb demo: stopped ({signal.Signals(signum).name}){_kept(args.out, stop)}")
         return 128 + signum  # 143 for SIGTERM, 129 for SIGHUP, as a shell reports a process they ended
-    except KeyboardInterrupt:  # Ctrl-C: a traceback through torch, and no word of what was kept
-        say(f"rlnb demo: interrupted{_kept(args.out)}")
+    except KeyboardInterrupt as stop:  # Ctrl-C: a traceback through torch, and no word of what was kept
+        say(f"rlnb demo: interrupted{_kept(args.out, stop)}")
         return 130
-    except BrokenPipeError:  # `rlnb demo | head`: a traceback, and another at exit (flushing into the closed pipe)
+    except BrokenPipeError as stop:  # `rlnb demo | head`: a traceback, and another at exit (flushing into the pipe)
         quiet(sys.stdout)
-        say(f"rlnb demo: stopped, its output was closed{_kept(args.out)}")
+        say(f"rlnb demo: stopped, its output was closed{_kept(args.out, stop)}")
         return 141  # 128 + SIGPIPE, as a shell reports a process its pipe ended
     finally:  # an in-process caller (a test, a notebook) keeps its own
         for signum, handler in previous.items():
@@ -255,28 +277,23 @@ def _terminated(signum: int, _frame: object) -> None:
     raise Terminated(signum)
 
 
-def _check_arguments(args: argparse.Namespace) -> None:
-    """A ``ValueError`` naming the first option out of its range, before anything is written or a model loads."""
-    for option, value, what in (("--out", args.out, "a folder"), ("--model", args.model, "a folder or a model")):
-        if not value.strip():  # an unset variable: '' is the working folder (its files overwritten) for either
-            raise ValueError(f"{option} is empty (an unset variable?): give {what}")
-    from rlnb.engine.options import check_device
-    from rlnb.tasks import check_steps, seed_range
-
-    check_steps(args.steps, name="--steps")  # past 2**63, seed_range turned over: "--seed must be in [-9e12, -9e13]"
-    if args.lora < 0:
-        raise ValueError(f"--lora must be >= 0 (0 = train all weights), got {args.lora}")
-    if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
-        raise ValueError(f"--lr must be a finite number > 0, got {args.lr}")
-    lowest, highest = seed_range(args.steps)
-    if not lowest <= args.seed <= highest:
-        raise ValueError(f"--seed must be in [{lowest}, {highest}] for {args.steps} steps, got {args.seed}")
-    check_device(args.device)  # "meta" trained a session whose every operation failed, then a traceback
-
-
-def _kept(out: str) -> str:
-    """Where the steps of a demo that stopped early are, when its run folder was written."""
+def _kept(out: str, stop: BaseException) -> str:
+    """Where the steps of a demo that stopped early are, when its run folder was written, and where the earlier output
+    it replaced is: back in place, or set aside."""
+    from rlnb.cli.demo_files import EARLIER
     from rlnb.history.store import OPS_FILE
 
-    folder = Path(out) / "run"
-    return f"; the steps so far are in {folder} (rlnb.History.load)" if (folder / OPS_FILE).exists() else ""
+    if said := _restored(out, stop):
+        return said
+    folder, aside = Path(out) / "run", Path(out) / EARLIER
+    kept = f"; the steps so far are in {folder} (rlnb.History.load)" if (folder / OPS_FILE).exists() else ""
+    return kept + (f"; the earlier demo's output is kept in {aside}" if aside.exists() else "")
+
+
+def _restored(out: str, stop: BaseException) -> str:
+    """The words for a demo that stopped before it recorded anything and put the earlier output back."""
+    return (
+        f"; it recorded nothing: the earlier output in {out} is back"
+        if RESTORED in getattr(stop, "__notes__", ())
+        else ""
+    )

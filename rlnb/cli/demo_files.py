@@ -1,6 +1,10 @@
 """The files ``rlnb demo`` writes in ``--out``, and which of them a later demo may replace: its own (named in
 ``MANIFEST``, unchanged since) and a run folder rlnb wrote that no live session holds; any other file of its names only
-with ``--force``, and a name there that is no plain file never. Checked before a model loads."""
+with ``--force``, and a name there that is no plain file never. Checked before a model loads.
+
+Replaced means set aside in ``EARLIER`` while the new run trains, and deleted only once it has completed a step: a
+run that stops before it recorded anything puts them back, and one that stops later leaves them there, said.
+``--force`` deleted them before training, so a demo that then failed (a Ctrl-C) had lost the user's files."""
 
 from __future__ import annotations
 
@@ -24,6 +28,9 @@ OUTPUTS = ("history.csv", "rewards.csv", "demo.png")
 MANIFEST = ".rlnb-demo.json"
 """In ``--out``: what the demo wrote there, so a later demo replaces its own files and no one else's."""
 
+EARLIER = ".rlnb-demo-earlier"
+"""In ``--out``: the earlier output (its files, ``run/`` and ``MANIFEST``) while a new demo trains over it."""
+
 
 def _earlier_run(run: Path) -> bool:
     """Whether ``run`` holds a run folder that rlnb wrote (rlnb's run files and nothing else); anything else there
@@ -39,9 +46,9 @@ def _earlier_run(run: Path) -> bool:
     return bool(names)
 
 
-def _clear_previous_run(run: Path) -> bool:
-    """Delete ``run`` when it is a run folder that rlnb wrote (``_earlier_run``) that no live session holds: whether
-    there was one."""
+def _set_aside_run(run: Path, aside: Path) -> bool:
+    """Move ``run`` into ``aside`` when it is a run folder that rlnb wrote (``_earlier_run``) that no live session
+    holds: whether there was one."""
     if not _earlier_run(run):
         return False
     try:
@@ -50,7 +57,8 @@ def _clear_previous_run(run: Path) -> bool:
         busy = f"{run} is being written by another rlnb session (pid {exc.holder}); wait for it or pick another --out"
         raise ValueError(busy) from None
     try:
-        shutil.rmtree(run)
+        aside.mkdir(exist_ok=True)
+        run.rename(aside / run.name)
     finally:
         release(held)  # unlocked first: a child forked meanwhile kept a closed lock held
     return True
@@ -77,27 +85,62 @@ def note_own_files(out: Path, names: list[str]) -> None:
     tmp.replace(out / MANIFEST)
 
 
-def clear_earlier_output(out: Path, force: bool) -> list[str]:
-    """Before training: the files an earlier demo wrote in ``out`` (and left unchanged) are replaced; any other file
-    of its names (a user's history.csv, overwritten without a word before) only with ``force``; a name there that
-    is no plain file never. The names it removed, for the demo to say (an interrupted demo's steps, which it had
-    said were kept, went without a word at the next)."""
+def set_aside_earlier_output(out: Path, force: bool) -> list[str]:
+    """Before training: the files an earlier demo wrote in ``out`` (and left unchanged) are moved into ``EARLIER``; any
+    other file of its names (a user's history.csv, overwritten without a word before) only with ``force``; a name
+    there that is no plain file never. The names it moved, for the demo to say (an interrupted demo's steps, which it
+    had said were kept, went without a word at the next)."""
     _refuse_others(out, force)
-    removed = ["run/"] if _clear_previous_run(out / "run") else []  # a run id that exists would be continued
+    aside, moved = out / EARLIER, []
     try:  # none of the earlier demo's files is left beside a new run that stops early
-        for name in OUTPUTS:
-            if (out / name).exists():
-                (out / name).unlink()
-                removed.append(name)
+        for name in [MANIFEST, "run", *OUTPUTS]:  # the manifest first: restore_earlier_output reads it there
+            if name == "run" and _set_aside_run(out / "run", aside):  # a run id that exists would be continued
+                moved.append("run/")
+            elif name != "run" and (out / name).exists():
+                aside.mkdir(exist_ok=True)
+                (out / name).rename(aside / name)
+                moved += [name] if name != MANIFEST else []
         note_own_files(out, ["run/"])
     except OSError as exc:
-        raise ValueError(f"cannot replace the earlier demo's files in {out}: {exc}") from None
-    return removed
+        restore_earlier_output(out)
+        raise ValueError(f"cannot set the earlier demo's files in {out} aside: {exc}") from None
+    return moved
+
+
+def restore_earlier_output(out: Path) -> bool:
+    """A run that stopped: the output it set aside goes back in place when the run recorded no operation (its run
+    folder is deleted); otherwise both are kept, the earlier in ``EARLIER``, as also when a move fails. Whether it
+    went back."""
+    aside = out / EARLIER
+    ops = out / "run" / OPS_FILE
+    if not aside.is_dir() or ops.exists() and ops.stat().st_size > 0:
+        return False
+    run, own = out / "run", (aside / MANIFEST).exists()
+    try:
+        if run.is_dir() and not run.is_symlink() and {p.name for p in run.iterdir()} <= RUN_FILES:
+            shutil.rmtree(run)  # the new session's, empty
+        if not own:  # the new run's, naming as the demo's a run/ it set aside that was no demo's (--force)
+            (out / MANIFEST).unlink(missing_ok=True)
+        for earlier in aside.iterdir():
+            earlier.replace(out / earlier.name)
+        aside.rmdir()
+    except OSError:
+        return False  # what is left in EARLIER stays there, and the demo's last line says where
+    return True
+
+
+def drop_earlier_output(out: Path) -> None:
+    """The new run completed: the output it replaced is deleted."""
+    if (out / EARLIER).is_dir():
+        shutil.rmtree(out / EARLIER)
 
 
 def _refuse_others(out: Path, force: bool) -> None:
-    """``clear_earlier_output``'s refusals, which change nothing: a name of the demo's that is no plain file, or other
-    files of its names without ``force``."""
+    """``set_aside_earlier_output``'s refusals, which change nothing: an ``EARLIER`` that a stopped demo left, a name of
+    the demo's that is no plain file, or other files of its names without ``force``."""
+    if (out / EARLIER).exists() or (out / EARLIER).is_symlink():
+        raise ValueError(f"{out / EARLIER} holds an earlier demo's output that a stopped demo set aside: move it "
+                         "away (or delete it) to run the demo here, or pick another --out")  # fmt: skip
     for name in OUTPUTS:
         if (out / name).is_symlink() or (out / name).exists() and not (out / name).is_file():
             raise ValueError(f"{out / name} is not a file an rlnb demo wrote; move it away or pick another --out")

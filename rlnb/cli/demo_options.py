@@ -1,0 +1,108 @@
+"""``DemoOptions``: what one ``rlnb demo`` run takes, checked field by field before anything is written or a model
+loads, and ``DEMO_PARAMS``, the optimizers' presets it trains with. Each field is the ``rlnb demo`` option of that
+name (``task`` is ``--task``), so an error names the option as a user typed it; ``demo(DemoOptions(...))`` runs the
+same checks from Python."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_ADAM: dict[str, Any] = {
+    "learning_rate": 2e-3,
+    "beta1": 0.9,
+    "beta2": 0.95,
+    "eps": 1e-8,
+    "weight_decay": 0.0,
+    "grad_clip_norm": 1.0,
+}
+DEMO_PARAMS: dict[str, dict[str, Any]] = {
+    # The builder's "Learns in 40 steps" preset (its lesson is measured on seeds 0-9 by bench/bench_lessons.py).
+    # Together's documented Adam default (1e-4) is meant for large pretrained models: it barely moves a
+    # ~150k-parameter model. Muon's AdamW half (embeddings, head, norms, biases) is Adam's.
+    "adam": _ADAM,
+    "muon": {
+        "learning_rate": 0.05,
+        "momentum": 0.95,
+        "newton_schulz_steps": 5,
+        "weight_decay": 0.0,
+        "grad_clip_norm": 1.0,
+        "adam": _ADAM,
+    },
+}
+
+OPTIMIZERS = tuple(DEMO_PARAMS)
+DTYPES = ("auto", "float32", "bfloat16")
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """One demo run: the task and optimizer, ``steps`` RL steps, the files in ``out`` (``force``: replace files of
+    the demo's names that no earlier demo wrote there), ``seed``, ``device``, ``model``, ``lr`` (None: the preset's),
+    ``lora`` (rank; 0: all weights), ``dtype`` and ``threads`` (torch's intra-op threads on the CPU, as
+    ``rlnb.connect(..., threads=N)``; None: the engine's thread policy picks them from the machine's load, so a seeded
+    run can differ between a busy and an idle machine)."""
+
+    task: str = "first_letter"
+    optimizer: str = "adam"
+    steps: int = 40
+    out: str | Path = "rlnb-demo"
+    force: bool = False
+    seed: int = 0
+    device: str = "auto"
+    model: str = "tiny"
+    lr: float | None = None
+    lora: int = 0
+    dtype: str = "auto"
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        from rlnb.tasks import TASKS
+
+        _one_of("--task", self.task, tuple(TASKS))
+        _one_of("--optimizer", self.optimizer, OPTIMIZERS)
+        _one_of("--dtype", self.dtype, DTYPES)
+        for option, value, what in (("--out", self.out, "a folder"), ("--model", self.model, "a folder or a model")):
+            if not str(value).strip():  # an unset variable: '' is the working folder (its files overwritten) for either
+                raise ValueError(f"{option} is empty (an unset variable?): give {what}")
+        if not isinstance(self.force, bool):
+            raise ValueError(f"--force must be True or False, got {self.force!r}")
+        self._check_numbers()
+
+    def _check_numbers(self) -> None:
+        from rlnb.engine.options import check_device
+        from rlnb.engine.threads import MAX_THREADS, check_threads
+        from rlnb.tasks import check_steps, seed_range
+
+        check_steps(
+            self.steps, name="--steps"
+        )  # past 2**63, seed_range turned over: "--seed must be in [-9e12, -9e13]"
+        if not _integer(self.lora) or self.lora < 0:
+            raise ValueError(f"--lora must be >= 0 (0 = train all weights), got {self.lora!r}")
+        lr = self.lr
+        if lr is not None and (
+            isinstance(lr, bool) or not isinstance(lr, int | float) or not (lr > 0 and math.isfinite(lr))
+        ):
+            raise ValueError(f"--lr must be a finite number > 0, got {lr!r}")
+        lowest, highest = seed_range(self.steps)
+        if not _integer(self.seed) or not lowest <= self.seed <= highest:
+            raise ValueError(f"--seed must be in [{lowest}, {highest}] for {self.steps} steps, got {self.seed!r}")
+        check_device(self.device)  # "meta" trained a session whose every operation failed, then a traceback
+        try:
+            object.__setattr__(self, "threads", check_threads(self.threads))
+        except ValueError:
+            raise ValueError(
+                f"--threads must be an integer in [1, {MAX_THREADS}] (leave it out: the engine's thread policy "
+                f"decides), got {self.threads!r}"
+            ) from None
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _one_of(option: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{option} must be one of {', '.join(allowed)}, got {value!r}")
