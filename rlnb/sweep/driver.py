@@ -60,7 +60,8 @@ def sweep(
     * ``TrialOptions`` (``trial_options``): ``seeds`` (default ``(0,)``), ``steps`` (20), ``task`` (a
       ``Task`` or a reward function; default the digits task, ``digits_task()``), ``target`` (``"local"`` or a URL),
       ``schedule``, ``objective`` (``"reward"``, maximised, or ``"loss"``, minimised; the mean of the last
-      5 steps).
+      5 steps), ``slot_timeout`` (seconds a trial waits for a session slot while the provider answers 429;
+      an hour).
     * ``SearchOptions`` (``search_options``): ``search="optuna"`` runs ``n_trials`` trials whose configs
       Optuna picks from ``space`` (``sampler`` ``"tpe"`` | ``"random"`` | ``"grid"``); each trial reports
       ``objective`` after every step, and ``pruner`` (``"median"`` | ``"asha"`` | None) stops bad ones early
@@ -120,7 +121,7 @@ def sweep(
             run_id = trial_run_id(folder, n, seed)
             variant = names[n // len(trial.seeds)] if names is not None else None  # the plan: configs × seeds
             return TrialSpec(n, config, apply(base, config), seed, run_id, trial.steps, the_task, trial.target, options,
-                             trial.schedule, trial.objective, variant)  # fmt: skip
+                             trial.schedule, trial.objective, variant, trial.slot_timeout)  # fmt: skip
 
         finished = {r["trial"] for r in previous if r["status"] in ("COMPLETED", "FAILED", "PRUNED")}
         source: Any
