@@ -71,8 +71,8 @@ def sweep(
       and update for all; see ``rlnb.batched``) and the others on threads (Optuna trials too, asked one at
       a time); ``"threads"`` (this process, one session per trial) or ``"ray"`` (Ray tasks of
       ``resources_per_trial`` ``{"cpu": 1, "gpu": 0}``, on the Ray this process is connected to, else at
-      ``address``, else a new local one). Up to ``max_concurrent`` trials at once (default: 1 on threads,
-      up to 32 per ensemble, the cluster's CPUs on Ray).
+      ``address``, else a new local one; local trials only: a remote target's run on threads). Up to
+      ``max_concurrent`` trials at once (default: 1 on threads, up to 32 per ensemble, the cluster's CPUs on Ray).
 
     *What runs.* ``configs`` from ``grid(...)``, ``random_search(...)`` or a list of dicts (default: just
     ``base``), each with every seed; or the Optuna search. ``sinks=[rlnb.sinks.TensorBoard(...), ...]`` sends
@@ -99,9 +99,10 @@ def sweep(
     if configs is not None and names is None:  # a copy ran as a trial that summarize took for an agreeing seed
         check_once("configs", configs)  # (ablate's variants name each config: the same change under two names)
         check_distinct_params(base, configs)
-    if where.executor == "ray" and trial.target == "local":  # a remote target's trials stay on threads
-        from .ray_checks import check_picklable
+    if where.executor == "ray":
+        from .ray_checks import check_picklable, refuse_remote
 
+        refuse_remote(trial.target)  # its trials ran on threads beside a local Ray started for nothing
         check_picklable(trial.the_task(), options)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
     _refuse_unused_muon_options(base, dims, plan, options)
