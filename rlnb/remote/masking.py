@@ -82,7 +82,8 @@ def mask(error: BaseException, keys: list[str]) -> bool:
                 each.__notes__ = [_secrets.redact_keys(str(note), keys) for note in notes]
         except (AttributeError, TypeError):
             continue
-    for headers in [each for each in _objects(error) if isinstance(each, httpx.Headers)]:  # exc.request, .response
+    held = [each.headers for each in _objects(error) if isinstance(each, httpx.Request | httpx.Response)]
+    for headers in held:  # exc.request's, .response's: sent already (a live client's own defaults are left as they are)
         for name in {name for name, value in headers.multi_items() if _secrets.holds(value, keys)}:
             headers[name] = _secrets.redact_keys(", ".join(headers.get_list(name)), keys)
     shown = any(_secrets.holds(said(each) + said(each, repr), keys) for each in every)  # a group's repr: its members
