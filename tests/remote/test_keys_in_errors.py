@@ -219,3 +219,20 @@ def test_an_error_whose_attribute_holds_a_copy_of_the_key_is_chained_to_nothing(
     assert key_paths(info.value) == [], key_paths(info.value)
     assert info.value.__cause__ is None and info.value.__context__ is None
     assert f"{make.__name__}: refused" in str(info.value)
+
+
+class KeepsTheClient(Exception):
+    def __init__(self, client: httpx.Client):
+        super().__init__("refused")
+        self.client = client
+
+
+def test_masking_an_error_leaves_the_own_headers_of_a_live_client_it_holds_as_they_are():
+    """An error holding the user's ``http_client``, whose own default headers carry the key: masking them in place
+    would break every later request of that client. They are left as they are, and the error, from which the key can
+    still be read, is raised as an ``APIError`` with nothing chained."""
+    own = httpx.Client(headers={"x-api-key": KEY}, transport=failing(lambda request: KeepsTheClient(own)))
+    with own, pytest.raises(rlnb.APIError) as info, APIClient(BASE, KEY, http_client=own) as client:
+        client.supported_models()
+    assert own.headers["x-api-key"] == KEY
+    assert key_paths(info.value) == [] and info.value.__context__ is None
