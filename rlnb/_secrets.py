@@ -14,8 +14,8 @@ unwraps it only where it writes the ``Authorization`` header.
 httpcore's DEBUG log prints every response header, so a server or proxy that echoes the Authorization
 header puts the key in it. ``RedactingFilter`` scrubs log records (message, traceback, stack; a traceback that quotes
 a key is left as scrubbed text only, for handlers that render one themselves, as rich's does); one sits on the
-``rlnb`` logger and on httpx's and httpcore's own (``HTTP_LOGGERS``), masking the keys rlnb has registered, and
-``configure_logging`` installs a handler with it for rlnb, httpx and httpcore.
+``rlnb`` logger and on httpx's, httpcore's and HTTP/2's (hpack, h2) own (``HTTP_LOGGERS``), masking the keys rlnb
+has registered, and ``configure_logging`` installs a handler with it for rlnb, httpx and httpcore.
 """
 
 from __future__ import annotations
@@ -220,13 +220,21 @@ def configure_logging(
     return handler
 
 
-HTTP_LOGGERS = tuple(
-    f"{package}.{module}"
-    for package in ("httpcore", "httpcore2")
-    for module in ("connection", "http11", "http2", "proxy", "socks")
-) + ("httpx", "httpx2")
-"""The loggers of httpx and httpcore (and of httpx2, which Starlette's TestClient uses): each httpcore module logs to
-its own, and a logger's filter sees only the records made on it, not those its children pass up."""
+HTTP2_LOGGERS = ("hpack", "hpack.hpack", "hpack.table", "h2", "h2.connection")
+"""The loggers of HTTP/2's header codec and stack (``httpx[http2]``, ``http2=True``): hpack's DEBUG lines list every
+header it encodes or decodes, the Authorization header with the key included."""
+HTTP_LOGGERS = (
+    tuple(
+        f"{package}.{module}"
+        for package in ("httpcore", "httpcore2")
+        for module in ("connection", "http11", "http2", "proxy", "socks")
+    )
+    + ("httpx", "httpx2")
+    + HTTP2_LOGGERS
+)
+"""The loggers of httpx and httpcore (and of httpx2, which Starlette's TestClient uses), and of HTTP/2's ``hpack`` and
+``h2``: each module logs to its own, and a logger's filter sees only the records made on it, not those its children
+pass up."""
 
 _FILTER = RedactingFilter()
 for _name in ("rlnb", *HTTP_LOGGERS):

@@ -23,7 +23,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from rlnb import _secrets, wire
 from rlnb.errors import APIError, APIStatusError, status_error_class
 from rlnb.remote import masking
-from rlnb.remote.masking import chain, forget_locals
+from rlnb.remote.masking import chain, forget_locals, reachable
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -133,8 +133,8 @@ class Scrubber:
         frames they passed through keep their lines but lose their locals (``traceback.clear_frames``; the frame that
         caught ``error`` still runs and keeps its own): httpcore's hold the request's headers, as h11's ``Request``
         event and the bytes written, which a traceback with locals (``--showlocals``, IPython, rich) printed."""
-        if any(self.redact(str(each)) != str(each) for each in chain(error)):
-            return None
+        if any(self.redact(str(each)) != str(each) for each in chain(error)) or reachable(error, self._keys()):
+            return None  # reachable: an attribute of a transport's own httpx error (a copy of the headers)
         forget_locals(error)
         return error
 

@@ -181,8 +181,8 @@ class Caller:
                 unmasked = f"{type(exc).__name__}: {self.redact(masking.said(exc))}"
             if unmasked:  # raised outside ``except``: no __context__ keeps the error
                 url = self.redact(str(request.url.copy_with(query=None)))
-                raise APIError(f"{unmasked} (the transport's error quoted the API key, which rlnb could not mask in "
-                               "it)", method=request.method, url=url)  # fmt: skip
+                raise APIError(f"{unmasked} (the transport's error holds the API key, in its text or an attribute, "
+                               "where rlnb could not mask it)", method=request.method, url=url)  # fmt: skip
             if failure is not None:  # a retry cut short by the end: the error answer before it says more
                 cut = answered is not None and time.monotonic() >= end
                 said, error = (answered, None) if cut else (None, failure)

@@ -108,7 +108,7 @@ class Run:
         """Whether a Ctrl-C stopped it (the table's ``attrs["interrupted"]``)."""
 
     def executor_for(self, name: str) -> Executor:
-        if name not in self.executors:  # only "threads" is made on demand (remote-target trials under "ray")
+        if name not in self.executors:  # only "threads" is made on demand, when a trial is first routed there
             self.executors[name] = self.make_threads()
         return self.executors[name]
 

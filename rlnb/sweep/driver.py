@@ -60,7 +60,8 @@ def sweep(
     * ``TrialOptions`` (``trial_options``): ``seeds`` (default ``(0,)``), ``steps`` (20), ``task`` (a
       ``Task`` or a reward function; default the digits task, ``digits_task()``), ``target`` (``"local"`` or a URL),
       ``schedule``, ``objective`` (``"reward"``, maximised, or ``"loss"``, minimised; the mean of the last
-      5 steps).
+      5 steps), ``slot_timeout`` (seconds a trial waits for a session slot while the provider answers 429;
+      an hour).
     * ``SearchOptions`` (``search_options``): ``search="optuna"`` runs ``n_trials`` trials whose configs
       Optuna picks from ``space`` (``sampler`` ``"tpe"`` | ``"random"`` | ``"grid"``); each trial reports
       ``objective`` after every step, and ``pruner`` (``"median"`` | ``"asha"`` | None) stops bad ones early
@@ -70,8 +71,8 @@ def sweep(
       and update for all; see ``rlnb.batched``) and the others on threads (Optuna trials too, asked one at
       a time); ``"threads"`` (this process, one session per trial) or ``"ray"`` (Ray tasks of
       ``resources_per_trial`` ``{"cpu": 1, "gpu": 0}``, on the Ray this process is connected to, else at
-      ``address``, else a new local one). Up to ``max_concurrent`` trials at once (default: 1 on threads,
-      up to 32 per ensemble, the cluster's CPUs on Ray).
+      ``address``, else a new local one; local trials only: a remote target's run on threads). Up to
+      ``max_concurrent`` trials at once (default: 1 on threads, up to 32 per ensemble, the cluster's CPUs on Ray).
 
     *What runs.* ``configs`` from ``grid(...)``, ``random_search(...)`` or a list of dicts (default: just
     ``base``), each with every seed; or the Optuna search. ``sinks=[rlnb.sinks.TensorBoard(...), ...]`` sends
@@ -98,9 +99,10 @@ def sweep(
     if configs is not None and names is None:  # a copy ran as a trial that summarize took for an agreeing seed
         check_once("configs", configs)  # (ablate's variants name each config: the same change under two names)
         check_distinct_params(base, configs)
-    if where.executor == "ray" and trial.target == "local":  # a remote target's trials stay on threads
-        from .ray_checks import check_picklable
+    if where.executor == "ray":
+        from .ray_checks import check_picklable, refuse_remote
 
+        refuse_remote(trial.target)  # its trials ran on threads beside a local Ray started for nothing
         check_picklable(trial.the_task(), options)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
     _refuse_unused_muon_options(base, dims, plan, options)
@@ -120,7 +122,7 @@ def sweep(
             run_id = trial_run_id(folder, n, seed)
             variant = names[n // len(trial.seeds)] if names is not None else None  # the plan: configs × seeds
             return TrialSpec(n, config, apply(base, config), seed, run_id, trial.steps, the_task, trial.target, options,
-                             trial.schedule, trial.objective, variant)  # fmt: skip
+                             trial.schedule, trial.objective, variant, trial.slot_timeout)  # fmt: skip
 
         finished = {r["trial"] for r in previous if r["status"] in ("COMPLETED", "FAILED", "PRUNED")}
         source: Any

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb._options import check_event, check_int, is_integer, set_int
+from rlnb._options import check_event, check_int, check_seconds, is_integer, set_int
 from rlnb.engine.models.tiny import SIZES
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
@@ -28,7 +28,7 @@ from rlnb.text import ByteCodec
 
 from .executors import EXECUTORS
 from .space import MAX_CONFIGS, check_once
-from .trial import Objective
+from .trial import SLOT_TIMEOUT, Objective
 
 SEARCHES = (None, "optuna")
 RANGE_TEST_STEPS = (5, 10_000)
@@ -46,7 +46,8 @@ class TrialOptions:
     task's prompts (default: the digits task, ``digits_task()``). ``target`` is ``"local"`` or a URL (Together,
     ``rlnb serve``).
     ``schedule`` scales each step's learning rate. ``objective`` is what a trial reports and is judged by:
-    ``"reward"`` (maximised) or ``"loss"`` (minimised), the mean of the last 5 steps."""
+    ``"reward"`` (maximised) or ``"loss"`` (minimised), the mean of the last 5 steps. A trial whose provider answers
+    429 (its session cap reached) waits for a slot up to ``slot_timeout`` seconds (default an hour), then FAILS."""
 
     seeds: Sequence[int] = (0,)
     steps: int = 20
@@ -54,11 +55,13 @@ class TrialOptions:
     target: str = "local"
     schedule: Schedule | None = None
     objective: Objective = "reward"
+    slot_timeout: float = SLOT_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.objective not in ("reward", "loss"):
             raise ValueError(f"objective must be 'reward' or 'loss', got {self.objective!r}")
         object.__setattr__(self, "steps", check_steps(self.steps))
+        object.__setattr__(self, "slot_timeout", check_seconds("slot_timeout", self.slot_timeout))
         if not (self.task is None or isinstance(self.task, Task) or callable(self.task)):  # every trial FAILED
             raise TypeError(f"task must be a Task, a reward function reward(prompt, completion) -> float or None "
                             f"(the digits task), such as first_letter_task(), got {self.task!r}")  # fmt: skip

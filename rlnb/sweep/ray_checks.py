@@ -1,5 +1,6 @@
-"""What ``executor="ray"`` checks before it starts anything: that Ray is installed, ``resources_per_trial``, that a
-trial can travel to a worker, and that a Ray answers at ``address``. Each failure names the option."""
+"""What ``executor="ray"`` checks before it starts anything: that the trials are local, that Ray is installed,
+``resources_per_trial``, that a trial can travel to a worker, and that a Ray answers at ``address``. Each failure names
+the option."""
 
 from __future__ import annotations
 
@@ -18,6 +19,15 @@ def import_ray() -> Any:
         return importlib.import_module("ray")
     except ImportError:
         raise ImportError("executor='ray' needs Ray: pip install 'rlnb[ray]'") from None
+
+
+def refuse_remote(target: str) -> None:
+    """``ValueError`` naming both options for a remote ``target``: its trials' compute is the provider's, so they run
+    on threads in this process, and ``executor="ray"`` started (or joined) a Ray that ran none of them."""
+    if target != "local":
+        raise ValueError(f"executor='ray' runs local trials as Ray tasks; the trials of target={target!r} train on the "
+                         "provider and run on threads in this process, so no Ray would run any: use "
+                         "executor='threads' (max_concurrent= trials at once)")  # fmt: skip
 
 
 def check_picklable(task: Any, options: dict[str, Any]) -> None:

@@ -82,9 +82,13 @@ def _start(ray: Any, address: str | None) -> None:
 
 
 def warn_unused_address(ray: Any, address: str | None) -> None:
-    """Warn, naming both, when ``address`` is not the Ray this process is already connected to: the trials run on
-    that one (``ray.init`` ran before the sweep), and ``address="ray://cluster:10001"`` was ignored without a word.
-    ``"auto"`` is the Ray already running. Connected through Ray Client, the address it was given is compared."""
+    """Warn, naming both, when ``address`` (else ``$RAY_ADDRESS``) is not the Ray this process is already connected
+    to: the trials run on that one (``ray.init`` ran before the sweep), and ``address="ray://cluster:10001"`` (or a
+    ``RAY_ADDRESS`` set for the sweep) was ignored without a word. ``"auto"`` is the Ray already running. Connected
+    through Ray Client, the address it was given is compared (Ray names it in no public API: its client worker's)."""
+    name = "address"
+    if address is None and os.environ.get("RAY_ADDRESS"):
+        name, address = "RAY_ADDRESS", os.environ["RAY_ADDRESS"]
     if address is None or address == "auto":
         return
     try:
@@ -98,9 +102,9 @@ def warn_unused_address(ray: Any, address: str | None) -> None:
     if here is not None and here.removeprefix("ray://") == address.removeprefix("ray://"):
         return
     where = f"the Ray at {here}" if here else "the Ray that ray.init(...) connected it to"
-    warnings.warn(f"executor='ray': address={address!r} is not used: this process is already connected to {where} "
+    warnings.warn(f"executor='ray': {name}={address!r} is not used: this process is already connected to {where} "
                   "(ray.init ran before the sweep), and the trials run there; call ray.shutdown() before the sweep to "
-                  "run them at address", stacklevel=5)  # fmt: skip
+                  f"run them at {name}", stacklevel=5)  # fmt: skip
 
 
 def post_office(ray: Any) -> Any:

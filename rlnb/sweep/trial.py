@@ -31,6 +31,9 @@ from .space import label
 
 RATE_LIMIT_WAIT = (0.2, 5.0)
 """Seconds to wait before retrying a session the provider refused with 429 (doubling, capped)."""
+SLOT_TIMEOUT = 3600.0
+"""Seconds a trial waits for a session slot (the provider answering 429) before it fails, by default: a provider that
+refused for ever (a resource whose one slot stayed taken) held the trial, and the sweep, without end."""
 REWARD_WINDOW = 5
 """``final_reward`` is the mean over the last this-many steps (one step's reward is noisy)."""
 Objective = Literal["reward", "loss"]
@@ -64,6 +67,8 @@ class TrialSpec:
     objective: Objective = "reward"
     variant: str | None = None
     """The config's name (``ablate``'s variants): a ``variant`` column of the row and a field of its run."""
+    slot_timeout: float = SLOT_TIMEOUT
+    """Seconds to wait for a session slot (``TrialOptions.slot_timeout``)."""
 
     @property
     def kind(self) -> str:
@@ -186,8 +191,9 @@ def own_modules(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
-    """A session for one trial. A remote provider at its session cap answers 429: wait for a slot."""
-    delay = RATE_LIMIT_WAIT[0]
+    """A session for one trial. A remote provider at its session cap answers 429: wait for a slot, up to
+    ``spec.slot_timeout`` seconds, then fail naming that option."""
+    delay, end, tries = RATE_LIMIT_WAIT[0], time.monotonic() + spec.slot_timeout, 0
     common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id,
                               **own_modules(spec.session_options)}  # fmt: skip
     opener: Callable[[], Session] = (
@@ -198,7 +204,14 @@ def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
     while True:
         try:
             return opener()
-        except RateLimitError:
-            if control.wait(delay):
+        except RateLimitError as exc:
+            tries, left = tries + 1, end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(
+                    f"no session slot within slot_timeout={spec.slot_timeout:g} s: the target answered 429 to each of "
+                    f"{tries} tries (the last: {exc}); raise slot_timeout, or lower max_concurrent to the provider's "
+                    "session cap"
+                ) from exc
+            if control.wait(min(delay, left)):
                 raise _Stopped() from None
             delay = min(delay * 2, RATE_LIMIT_WAIT[1])

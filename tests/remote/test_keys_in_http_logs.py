@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 import rlnb
+from rlnb import _secrets
 from rlnb.remote.client import APIClient
 from tests.support.fake_api import KEY
 from tests.support.hostile import Loopback, write_response
@@ -61,3 +62,13 @@ def test_a_text_without_a_registered_key_is_logged_as_it_is(caplog):
     caplog.set_level(logging.DEBUG, logger="httpcore")
     logging.getLogger("httpcore.http11").debug("header %s", "Bearer not-a-registered-key-123")
     assert caplog.records[-1].getMessage() == "header Bearer not-a-registered-key-123"
+
+
+@pytest.mark.parametrize("name", ["hpack", "hpack.hpack", "hpack.table", "h2", "h2.connection"])
+def test_the_http2_loggers_mask_the_key_in_what_they_log(caplog, name):
+    """hpack's DEBUG log lists every header it encodes, the Authorization header included (``http2=True``), and its
+    records went out as written: h2 and hpack are not installed here, so each is logged to by its logger's name."""
+    _secrets.register(KEY)
+    caplog.set_level(logging.DEBUG, logger=name)
+    logging.getLogger(name).debug("Encoding %s", [("authorization", f"Bearer {KEY}")])
+    assert caplog.records[-1].getMessage() == "Encoding [('authorization', 'Bearer ***')]"

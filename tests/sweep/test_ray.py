@@ -182,14 +182,6 @@ def test_pruning_reaches_trials_in_other_processes(local_ray, tmp_path):
     assert (trials.executor == "ray").all() and [len(h.steps) for h in histories(trials)] == [2, 2]
 
 
-def test_remote_target_trials_stay_on_threads(local_ray, server, tmp_path):
-    """The per-trial routing: a trial whose compute is a remote provider's is not shipped to Ray."""
-    trials = sweep(
-        BASE, [{}], steps=1, target=server, base_model="rlnb/tiny", executor="ray", runs_dir=tmp_path, progress=False
-    )
-    assert list(trials.executor) == ["threads"] and list(trials.status) == ["COMPLETED"]
-
-
 @pytest.mark.parametrize(
     ("resources", "words"),
     [

@@ -53,6 +53,23 @@ def test_the_connected_rays_own_address_or_auto_is_no_warning(ray_at, tmp_path, 
             RayExecutor(tmp_path, None, address=address)
 
 
+def test_a_ray_address_variable_other_than_the_connected_rays_is_warned_about(ray_at, tmp_path, monkeypatch):
+    """``$RAY_ADDRESS`` set for the sweep, in a process already connected to another Ray: it was not compared, and
+    the trials ran on the connected Ray without a word."""
+    ray_at("127.0.0.1:6379")
+    monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
+    with (
+        pytest.warns(UserWarning, match=r"RAY_ADDRESS='ray://head:10001' is not used.*127\.0\.0\.1:6379"),
+        pytest.raises(Connected),
+    ):
+        RayExecutor(tmp_path, None)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")  # the connected Ray's own
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(Connected):
+            RayExecutor(tmp_path, None)
+
+
 @pytest.fixture
 def ray_client_at(ray_at, monkeypatch):
     """Ray, as if ``ray.init("ray://...")`` had connected this process through Ray Client (whose runtime context

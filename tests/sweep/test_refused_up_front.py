@@ -120,17 +120,27 @@ def test_trainer_only_sessions_are_refused_before_the_sweep_folder(tmp_path, tar
 
 
 def test_a_sweep_whose_ray_is_refused_leaves_no_folder(tmp_path, monkeypatch):
-    """``executor="ray"`` without Ray installed (a remote target's sweep: its trials' task is not pickled up front):
-    the error named the cause, and an empty sweep folder (sweep.json, the lock) stayed behind in runs_dir at each
-    try (as at an address no Ray answers, or on a cluster too small: tests/sweep/test_ray.py). A resumed sweep keeps
-    its folder."""
+    """``executor="ray"`` without Ray installed: the error named the cause, and an empty sweep folder (sweep.json, the
+    lock) stayed behind in runs_dir at each try (as at an address no Ray answers, or on a cluster too small:
+    tests/sweep/test_ray.py). A resumed sweep keeps its folder."""
     resumed = sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, executor="threads").attrs["path"]
     monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
     with pytest.raises(ImportError, match=r"executor='ray' needs Ray: pip install 'rlnb\[ray\]'"):
-        sweep(BASE, target=NOWHERE, api_key="sk-any-key", steps=1, runs_dir=tmp_path, progress=False, executor="ray")
+        sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, executor="ray")
     with pytest.raises(ImportError, match=r"executor='ray' needs Ray"):
         sweep(BASE, steps=1, resume=resumed, progress=False, executor="ray", max_concurrent=1)
     assert list(tmp_path.iterdir()) == [Path(resumed)]
+
+
+def test_ray_for_a_remote_targets_trials_is_refused_before_ray_or_a_folder(tmp_path, monkeypatch):
+    """A remote target's trials train on the provider and run on threads here: ``executor="ray"`` started a local Ray
+    (or joined one) that ran none of them, and took its CPUs. It is refused, naming both options, before Ray is
+    imported or the sweep folder made."""
+    monkeypatch.setitem(sys.modules, "ray", None)  # it is not imported: the refusal comes first
+    with pytest.raises(ValueError, match=r"executor='ray' runs local trials.*target='http://127\.0\.0\.1:9'.*use "
+                       r"executor='threads'"):  # fmt: skip
+        sweep(BASE, target=NOWHERE, api_key="sk-any-key", steps=1, runs_dir=tmp_path, progress=False, executor="ray")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -179,8 +189,10 @@ def test_a_ray_that_does_not_start_is_an_error_naming_executor_ray_and_leaves_no
     words = r"^executor=.ray.: a local Ray did not start \(Exception: The current node timed out during startup\.\);"
     with monkeypatch.context() as patch, pytest.raises(RuntimeError, match=words + r" call ray\.init"):
         # a stand-in, gone when the test ends: importing Ray takes seconds (the fast tier does not)
-        patch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False, init=timed_out))
-        sweep(BASE, target=NOWHERE, api_key="sk-any-key", steps=1, runs_dir=tmp_path, progress=False, executor="ray")
+        pickles = types.SimpleNamespace(dumps=lambda value: b"")  # cloudpickle takes the default task's lambdas
+        stand_in = types.SimpleNamespace(is_initialized=lambda: False, init=timed_out, cloudpickle=pickles)
+        patch.setitem(sys.modules, "ray", stand_in)
+        sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, executor="ray")
     assert list(tmp_path.iterdir()) == []
 
 

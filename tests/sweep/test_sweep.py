@@ -3,6 +3,7 @@
 import _thread
 import functools
 import json
+import math
 import re
 import subprocess
 import sys
@@ -348,6 +349,38 @@ def test_remote_pool_waits_at_the_session_cap(server, tmp_path):
     sessions = httpx.get(server + "/v1/rl/training-sessions", params={"model_resources_id": resource}).json()["data"]
     assert len(sessions) == 4 and all(s["step"] == "2" for s in sessions)
     assert httpx.get(f"{server}/v1/rl/model-resources/{resource}").json()["status"] == "MODEL_RESOURCES_STATUS_READY"
+
+
+def test_a_trial_refused_with_429_for_ever_fails_once_its_slot_timeout_has_passed(tmp_path):
+    """A provider that answers 429 for ever (a resource whose one session slot stays taken) held the trial, and the
+    sweep, without end: the trial now FAILS after ``slot_timeout`` seconds, its reason naming the option."""
+    asked: list[httpx.Request] = []
+
+    def session_cap(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        return httpx.Response(429, json={"error": {"message": "the resource's session cap is reached"}})
+
+    trials = sweep(
+        BASE,
+        steps=1,
+        target="http://rl.test",
+        transport=httpx.MockTransport(session_cap),
+        max_retries=0,
+        slot_timeout=0.3,
+        runs_dir=tmp_path,
+        progress=False,
+    )
+    assert list(trials.status) == ["FAILED"] and list(trials.steps_done) == [0]
+    reason = trials.reason[0]
+    assert "TimeoutError: no session slot within slot_timeout=0.3 s" in reason, reason
+    assert "session cap is reached" in reason and "raise slot_timeout" in reason
+    assert len(asked) >= 2  # it waited for a slot and asked again before it gave up
+
+
+@pytest.mark.parametrize("bad", [-1, math.nan, math.inf, "60", True])
+def test_a_slot_timeout_that_is_no_number_of_seconds_is_refused_naming_it(bad):
+    with pytest.raises(ValueError, match=r"slot_timeout must be a finite number of seconds in \[0, 86400\]"):
+        TrialOptions(slot_timeout=bad)
 
 
 def test_sweep_sends_the_scheduled_learning_rate(tmp_path):
