@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from rlnb._options import refuse_dangling_link, user_path
-from rlnb.history.jsontext import config_text, numbers, spelled
-from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, ENCODER, METRICS_FILE, OPS_FILE, holds_run
+from rlnb.history.jsontext import config_text, line, numbers, spelled
+from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, METRICS_FILE, OPS_FILE, holds_run
 
 DICT_COLUMNS = ("metrics", "params")
 SAVING = ".saving"
@@ -56,7 +56,7 @@ def save_run(
         folder.mkdir(parents=True, exist_ok=True)  # in the try: a parent made before it fails is removed too
         texts = [(CONFIG_FILE, config_text(config))]
         for name, rows in ((METRICS_FILE, logged), (COMPLETIONS_FILE, completions), (OPS_FILE, ops)):
-            lines = "".join(ENCODER.encode(row) + "\n" for row in rows)
+            lines = "".join(map(line, rows))
             if lines or name != COMPLETIONS_FILE:  # a run without RL steps has no completions.jsonl
                 texts.append((name, lines))
         for name, text in texts:  # under names no reader takes, then renamed: a save killed part way made a folder

@@ -15,7 +15,6 @@ Where the folder is (the runs folder, the run id) is ``rlnb.history.paths``; rea
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import warnings
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb.errors import RunLocked
-from rlnb.history.jsontext import config_text
+from rlnb.history.jsontext import config_text, line
 from rlnb.history.locks import hold_lock, no_follow, refuse_link, release
 
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
@@ -42,10 +41,6 @@ def holds_run(folder: Path, unreadable: bool) -> bool:
         return (folder / OPS_FILE).exists()
     except OSError:
         return unreadable
-
-
-ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
-"""One encoder for every line. NaN is written as ``NaN``, which Python's json (and pandas) read back."""
 
 
 class RunStoreWarning(RuntimeWarning):
@@ -103,15 +98,16 @@ class RunStore:
                 self._fail(exc)
 
     def write_op(self, row: dict[str, Any]) -> None:
-        """Append an operation's current state (at submission and at the end), flushed at once."""
-        self._append("_ops", OPS_FILE, ENCODER.encode(row) + "\n")
+        """Append an operation's current state (at submission and at the end), flushed at once. Every line is
+        standard JSON (``jsontext.line``: NaN as ``"NaN"``)."""
+        self._append("_ops", OPS_FILE, line(row))
 
     def write_metrics(self, row: dict[str, Any]) -> None:
-        self._append("_metrics", METRICS_FILE, ENCODER.encode(row) + "\n")
+        self._append("_metrics", METRICS_FILE, line(row))
 
     def write_completions(self, rows: list[dict[str, Any]]) -> None:
         """Append one line per completion, flushed once; the file is created by the first rows written."""
-        self._append("_completions", COMPLETIONS_FILE, "".join(ENCODER.encode(row) + "\n" for row in rows))
+        self._append("_completions", COMPLETIONS_FILE, "".join(map(line, rows)))
 
     def _append(self, which: str, name: str, text: str) -> None:
         """Append ``text`` to the file ``name``, held open as attribute ``which`` while the store is open. After
