@@ -5,7 +5,10 @@ recorded, or refuse it naming the field before anything is kept."""
 import math
 import os
 import re
+import sys
 import warnings
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -225,3 +228,28 @@ def test_a_save_under_a_link_to_nothing_names_the_link(tmp_path):
     with pytest.raises(ValueError, match=re.escape(said) + r"not exist .*give another folder \(nothing was written\)$"):
         history.save(folder)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch"]
+
+
+HUGE = 10**400
+
+
+@pytest.mark.parametrize(
+    "value",
+    [HUGE, -HUGE, Fraction(HUGE), Decimal("1e400"), "longdouble", "-longdouble"],
+)
+def test_a_figure_past_the_largest_float_is_refused_whatever_holds_it(value):
+    """``np.longdouble("1e4000")`` and ``Decimal("1e400")`` were logged as inf, while the int ``10**400`` was refused:
+    each is refused, naming the figure, before anything is kept; infinity itself, however held, is logged as inf."""
+    if isinstance(value, str):
+        if np.finfo(np.longdouble).max <= sys.float_info.max:
+            pytest.skip("this platform's long double is a double")
+        value = np.longdouble(value.replace("longdouble", "1e4000"))
+    h = History()
+    with pytest.raises(
+        ValueError, match=r"history.log: reward must be a real number a float holds \(at most 1.8e\+308"
+    ):
+        h.log(1, reward=value)
+    assert h.logged.empty
+    h.log(1, a=np.longdouble("inf"), b=Decimal("-Infinity"), c=math.inf, d=torch.tensor(math.inf), e=np.float64(1e308))
+    assert h.logged.to_dict("records") == [{"step": 1, "a": math.inf, "b": -math.inf, "c": math.inf, "d": math.inf,
+                                            "e": 1e308}]  # fmt: skip
