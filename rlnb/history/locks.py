@@ -71,6 +71,23 @@ def refuse_link(file: Path) -> None:
                       "only there, never through a link; remove the link")  # fmt: skip
 
 
+def write_new(file: Path, data: bytes) -> None:
+    """Write ``data`` as a new file at ``file`` (a temporary name, renamed into place after), never through what is
+    there: a symbolic link is refused (``refuse_link``), a file left there (a killed write's) is removed first, not
+    written over (a hard link's other names kept the new text), and the file is created exclusively (``O_EXCL``,
+    ``O_NOFOLLOW``): a link or file put there in between fails the write instead of taking it. A write that fails
+    part way (a full disk) removes the file it made."""
+    refuse_link(file)
+    with contextlib.suppress(FileNotFoundError):
+        file.unlink()
+    with open(file, "xb", opener=no_follow) as fh:  # x: O_CREAT | O_EXCL
+        try:
+            fh.write(data)
+        except BaseException:
+            file.unlink(missing_ok=True)
+            raise
+
+
 def release(fh: IO[str] | int | None) -> None:
     """Unlock ``fh`` (a file, or a descriptor), then close it. A process forked while it was held (a DataLoader's
     workers, a ``multiprocessing`` pool) shares the lock, and closing alone left it held until that child exited: the

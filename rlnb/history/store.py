@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from rlnb.errors import RunLocked
 from rlnb.history.jsontext import config_text, line
-from rlnb.history.locks import hold_lock, no_follow, refuse_link, release
+from rlnb.history.locks import hold_lock, no_follow, refuse_link, release, write_new
 
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
 COMPLETIONS_FILE = "completions.jsonl"
@@ -90,9 +90,7 @@ class RunStore:
                     if not self.closed:  # a closed store's lock is taken afresh for this write
                         _lock_still_there(self._held, self.path)
                     tmp = self.path / CONFIG_TMP
-                    refuse_link(tmp)
-                    with open(tmp, "w", encoding="utf-8", opener=no_follow) as fh:
-                        fh.write(config_text(config))  # standard JSON: NaN as "NaN"
+                    write_new(tmp, config_text(config).encode("utf-8"))  # standard JSON: NaN as "NaN"
                     tmp.replace(self.path / CONFIG_FILE)
             except (OSError, RunLocked) as exc:
                 self._fail(exc)

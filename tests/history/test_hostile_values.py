@@ -9,6 +9,7 @@ import sys
 import warnings
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ import torch
 import rlnb
 from rlnb import samples
 from rlnb.history import History
-from rlnb.history.locks import hold_lock
+from rlnb.history.locks import hold_lock, write_new
 from rlnb.history.store import RunStore, RunStoreWarning
 from rlnb.testing import FakeBackend
 
@@ -253,3 +254,57 @@ def test_a_figure_past_the_largest_float_is_refused_whatever_holds_it(value):
     h.log(1, a=np.longdouble("inf"), b=Decimal("-Infinity"), c=math.inf, d=torch.tensor(math.inf), e=np.float64(1e308))
     assert h.logged.to_dict("records") == [{"step": 1, "a": math.inf, "b": -math.inf, "c": math.inf, "d": math.inf,
                                             "e": 1e308}]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["config.json", "metrics.jsonl", "ops.jsonl"])
+def test_a_save_never_writes_through_what_is_left_under_its_temporary_names(tmp_path, name):
+    """``save`` writes each file as ``<name>.saving``, then renames it: a symbolic link of that name (planted, or
+    copied with a folder) was written through, the run going into its target, and so was a hard link. A link is
+    refused naming it, nothing written, its target untouched; a file left there (a killed save's) is replaced."""
+    h = History()
+    h.log(1, reward=0.5)
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    (folder / f"{name}.saving").symlink_to(target)
+    with pytest.raises(OSError, match=rf"{re.escape(name)}\.saving is a symbolic link .*nothing was written"):
+        h.save(folder)
+    assert target.read_text() == "mine" and [p.name for p in folder.iterdir()] == [f"{name}.saving"]
+    (folder / f"{name}.saving").unlink()
+    os.link(target, folder / f"{name}.saving")  # the same file under the temporary name
+    loaded = History.load(h.save(folder))
+    assert target.read_text() == "mine" and loaded.logged.to_dict("records") == [{"step": 1, "reward": 0.5}]
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "metrics.jsonl", "ops.jsonl"]
+
+
+def test_a_config_tmp_left_as_a_hard_link_is_never_written_through(tmp_path):
+    """A run folder whose ``config.json.tmp`` is a hard link (a copy made with ``cp -al``, a killed write's leftover
+    linked elsewhere): the config was written into it, over the other file's text. It is replaced, not written."""
+    folder = tmp_path / "r"
+    folder.mkdir()
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    os.link(target, folder / "config.json.tmp")
+    History.create({"optimizer": "adam"}, tmp_path, "r").close()
+    assert target.read_text() == "mine" and History.load(folder).config["optimizer"] == "adam"
+
+
+def test_a_link_made_between_the_check_and_the_write_fails_the_write_not_its_target(tmp_path, monkeypatch):
+    """The file is created exclusively and never through a link: one put in place after the leftover was removed
+    (another process racing the save) fails the write; its target keeps its text."""
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    file = tmp_path / "ops.jsonl.saving"
+    file.write_text("a killed save's")
+    unlink = Path.unlink
+
+    def then_a_link(self, missing_ok=False):
+        unlink(self, missing_ok=missing_ok)
+        if self == file:
+            file.symlink_to(target)
+
+    monkeypatch.setattr(Path, "unlink", then_a_link)
+    with pytest.raises(FileExistsError):
+        write_new(file, b"the run")
+    assert target.read_text() == "mine" and file.is_symlink()
