@@ -308,3 +308,27 @@ def test_a_link_made_between_the_check_and_the_write_fails_the_write_not_its_tar
     with pytest.raises(FileExistsError):
         write_new(file, b"the run")
     assert target.read_text() == "mine" and file.is_symlink()
+
+
+@pytest.mark.parametrize("name", ["run.lock", "ops.jsonl", "metrics.jsonl", "completions.jsonl"])
+def test_a_run_folder_whose_files_are_hard_links_is_never_written_into(tmp_path, name):
+    """A run whose files another name shares (a snapshot made with ``cp -al``, a file linked in with ``ln``):
+    continuing it appended every line to the snapshot's file too, and wrote the session's pid over its ``run.lock``.
+    Refused up front as a symbolic link is; a hard link made later stops the store with a ``RunStoreWarning``."""
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r") as first:
+        first.forward_backward(BATCH)
+        first.history.log(0, reward=0.5)
+        first.history.log_completions(0, [ROW])
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    os.link(tmp_path / "runs" / "r" / name, snapshot / name)
+    before = (snapshot / name).read_bytes()
+    with pytest.raises(ValueError, match=rf"run_id 'r': .*r/{name} is a hard link \(2 names for one file"):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r")
+    with pytest.warns(RunStoreWarning, match=rf"cannot write the run folder .*{name} is a hard link"):
+        store = RunStore(tmp_path / "runs" / "r")
+        store.write_op({"seq": 9, "kind": "sample"})
+        store.write_metrics({"step": 9, "x": 1.0})
+        store.write_completions([{**ROW, "step": 9}])
+    store.close()
+    assert (snapshot / name).read_bytes() == before
