@@ -16,6 +16,7 @@ import pandas as pd
 
 from rlnb._options import user_path
 from rlnb.history.figures import checked_step
+from rlnb.history.jsontext import number
 from rlnb.history.reading import read_jsonl
 from rlnb.history.record import fits_float, fits_int64, warn_bad
 from rlnb.history.store import COMPLETIONS_FILE, OPS_FILE
@@ -114,7 +115,7 @@ def row(line: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
     """A completion from ``completions.jsonl``; one with a missing or mistyped column is left out."""
     for name, kind in COLUMNS.items():
         value = line.get(name)
-        if kind is float and value is None:  # NaN is written as NaN; a null stands for it too
+        if kind is float and value is None:  # a null stands for NaN
             line = {**line, name: math.nan}
             continue
         ok = fits_int64(value) if kind is int else fits_float(value) if kind is float else isinstance(value, kind)
@@ -124,11 +125,19 @@ def row(line: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
     return line
 
 
+def _as_read(line: dict[str, Any]) -> dict[str, Any]:
+    """A line of ``completions.jsonl`` with its float columns' ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` as the
+    floats (``jsontext``; an older rlnb wrote them bare); its texts as written. Given rows are not read so: a reward
+    of ``"NaN"`` passed to ``log_completions`` is refused as text."""
+    return {k: number(v) if COLUMNS.get(k) is float else v for k, v in line.items()}
+
+
 def read_completions(path: Path) -> list[dict[str, Any]]:
     """The completions of the run folder ``path`` (none when it has no ``completions.jsonl``); what cannot
     be read is left out with a warning."""
     bad: list[str] = []
-    rows = [r for r in (row(line, bad) for _, line in read_jsonl(path / COMPLETIONS_FILE)) if r is not None]
+    lines = (_as_read(line) for _, line in read_jsonl(path / COMPLETIONS_FILE))
+    rows = [r for r in (row(line, bad) for line in lines) if r is not None]
     warn_bad(path / COMPLETIONS_FILE, bad)
     mended = [i for i, r in enumerate(rows) if any(surrogate(r[name]) is not None for name in TEXTS)]
     for i in mended:  # written before log_completions refused them: kept, with escapes

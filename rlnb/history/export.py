@@ -16,8 +16,9 @@ from typing import Any
 import pandas as pd
 
 from rlnb._options import refuse_dangling_link, user_path
-from rlnb.history.jsontext import config_text, numbers, spelled
-from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, ENCODER, METRICS_FILE, OPS_FILE, holds_run
+from rlnb.history.jsontext import config_text, line, numbers, spelled
+from rlnb.history.locks import refuse_link, write_new
+from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, METRICS_FILE, OPS_FILE, holds_run
 
 DICT_COLUMNS = ("metrics", "params")
 SAVING = ".saving"
@@ -50,18 +51,23 @@ def save_run(
     if runs:  # its files beside its runs: rlnb.runs(folder) then refused it as "a run folder, not a folder of runs"
         raise ValueError(f"history.save: {folder} is a folder of runs ({runs[0]}, ...): save to a new folder in it, "
                          f"such as {folder / 'saved'} (nothing was written)")  # fmt: skip
+    try:  # a link left under a name the save writes first (a copied folder's, a planted one): its target was written
+        for name in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE):
+            refuse_link(folder / (name + SAVING))
+    except OSError as exc:
+        raise OSError(f"history.save: {exc} (nothing was written)") from None
     made = list(itertools.takewhile(lambda f: not f.exists(), (folder, *folder.parents)))  # the leaf first
     written: list[Path] = []
     try:
         folder.mkdir(parents=True, exist_ok=True)  # in the try: a parent made before it fails is removed too
         texts = [(CONFIG_FILE, config_text(config))]
         for name, rows in ((METRICS_FILE, logged), (COMPLETIONS_FILE, completions), (OPS_FILE, ops)):
-            lines = "".join(ENCODER.encode(row) + "\n" for row in rows)
+            lines = "".join(map(line, rows))
             if lines or name != COMPLETIONS_FILE:  # a run without RL steps has no completions.jsonl
                 texts.append((name, lines))
         for name, text in texts:  # under names no reader takes, then renamed: a save killed part way made a folder
-            written.append(folder / (name + SAVING))  # that loaded as a run without its figures, and refused a retry
-            written[-1].write_text(text, encoding="utf-8")
+            write_new(folder / (name + SAVING), text.encode("utf-8"))  # that loaded as a run without its figures, and
+            written.append(folder / (name + SAVING))  # refused a retry; never through a link left there (refused)
         for name, _ in texts:  # ops.jsonl last: the folder is a run once every file is in place
             (folder / (name + SAVING)).replace(folder / name)
             written.append(folder / name)

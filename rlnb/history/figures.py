@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb._options import is_integer
+from rlnb.history.record import FLOAT_MAX
 from rlnb.prompts import check_text, scalar
 
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
@@ -71,13 +72,26 @@ def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
                 f"history.log: {name!r} is a column of the steps table ({', '.join(STEP_COLUMNS)}); log it under "
                 f"another name (e.g. 'my_{name}')"
             )
-        try:
-            if isinstance(value, bool | str | bytes | complex) or _bool_or_complex(getattr(value, "dtype", None)):
-                raise TypeError  # float() would take numpy's and torch's (as 1.0, or the real part)
-            row[name] = float(value)
-        except (TypeError, ValueError, OverflowError, RuntimeError):  # RuntimeError: torch's
-            raise ValueError(f"history.log: {name} must be a real number, got {value!r}"[:300]) from None
+        row[name] = _figure(name, value)
     return row
+
+
+def _figure(name: str, value: Any) -> float:
+    """A logged figure as the float it is, or ``ValueError`` naming it: no real number, or a finite one past the
+    largest float. ``float()`` raised for the int ``10**400`` and gave inf for ``np.longdouble("1e4000")`` or
+    ``Decimal("1e400")``, which were logged as infinite; infinity itself (``math.inf``, numpy's) is a figure."""
+    try:
+        if isinstance(value, bool | str | bytes | complex) or _bool_or_complex(getattr(value, "dtype", None)):
+            raise TypeError  # float() would take numpy's and torch's (as 1.0, or the real part)
+        number = float(value)
+        if math.isinf(number) and not bool(value == number):  # finite, and past the largest float
+            raise OverflowError
+    except OverflowError:
+        raise ValueError(f"history.log: {name} must be a real number a float holds (at most {FLOAT_MAX:.1e} in "
+                         f"size; math.inf for an infinite one), got {value!r}"[:300]) from None  # fmt: skip
+    except (TypeError, ValueError, RuntimeError):  # RuntimeError: torch's
+        raise ValueError(f"history.log: {name} must be a real number, got {value!r}"[:300]) from None
+    return number
 
 
 def _bool_or_complex(dtype: Any) -> bool:

@@ -1,8 +1,10 @@
-"""Standard JSON for what a run writes for other tools (``config.json``, the exports' dict cells): the floats JSON has
-no number for (NaN, ±Infinity) as the strings protobuf's JSON mapping spells them with (``wire.NON_FINITE_JSON``, as
-the API sends a log-prob of -inf), read back as those floats. Written bare (``NaN``), as Python's json does, jq,
-JavaScript's ``JSON.parse`` and DuckDB refused the text. A text value spelled so (a label ``"NaN"``) reads back as the
-float too: JSON cannot tell them apart.
+"""Standard JSON for every file a run writes (``config.json``, the ``.jsonl`` lines, the exports' dict cells): the
+floats JSON has no number for (NaN, ±Infinity) as the strings protobuf's JSON mapping spells them with
+(``wire.NON_FINITE_JSON``, as the API sends a log-prob of -inf), read back as those floats. Written bare (``NaN``), as
+Python's json does, jq, JavaScript's ``JSON.parse`` and DuckDB refused the text. Where a field holds a number (a
+record's loss, a logged figure) its string reads back as the float (``number``), and a text field's stays text; in
+a free-form dict (the config, ``params``) a text value spelled so (a note ``"NaN"``) reads back as the float too
+(``numbers``): JSON cannot tell them apart.
 """
 
 from __future__ import annotations
@@ -14,6 +16,21 @@ from rlnb import wire
 
 NON_FINITE = {text: float(text) for text in wire.NON_FINITE_JSON}
 """Each spelling of ``wire.NON_FINITE_JSON``, and the float it stands for."""
+
+
+LINE = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
+"""The encoder of a ``.jsonl`` line: compact, and never a bare ``NaN`` (``spelled`` comes first)."""
+
+
+def line(row: dict[str, Any]) -> str:
+    """One line of a run folder's ``.jsonl`` file, its non-finite floats ``spelled``."""
+    return LINE.encode(spelled(row)) + "\n"
+
+
+def number(value: Any) -> Any:
+    """A value read from a field that holds a number: a ``NON_FINITE`` string as its float, anything else as read
+    (a bare ``NaN`` of an older rlnb's file was read as the float already)."""
+    return NON_FINITE.get(value, value) if isinstance(value, str) else value
 
 
 def spelled(value: Any) -> Any:

@@ -15,7 +15,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from rlnb.errors import RunLocked, user_stacklevel
 
@@ -35,6 +35,7 @@ def hold_lock(file: Path, busy: str) -> IO[str]:
     file system that cannot lock, the handle is returned unlocked, with a ``LockUnsupportedWarning``."""
     refuse_link(file)  # its pid would be written over the target: a user's notes, in a run folder from elsewhere
     fh = open(file, "a+", encoding="utf-8", opener=no_follow)  # noqa: SIM115 - held open for the lock's life
+    refuse_shared(fh, file)  # its pid would be written over another name's file (a cp -al copy's lock)
     try:
         try_lock(fh)
     except OSError as exc:
@@ -69,6 +70,40 @@ def refuse_link(file: Path) -> None:
     if file.is_symlink():
         raise OSError(f"{file} is a symbolic link (to {os.readlink(file)!r}): rlnb writes the files of its folders "
                       "only there, never through a link; remove the link")  # fmt: skip
+
+
+def refuse_shared(fh: IO[Any], file: Path) -> None:
+    """Close ``fh``, opened at ``file``, and raise ``OSError`` naming it when the file has other names (a hard link: a
+    snapshot made with ``cp -al``, ``ln``): what rlnb appends or writes there would change the other copy too."""
+    names = os.fstat(fh.fileno()).st_nlink
+    if names > 1:
+        fh.close()
+        raise OSError(shared(file, names))
+
+
+def shared(file: Path, names: int) -> str:
+    """Why a hard link is not written into (``refuse_shared``, and a run folder's check up front)."""
+    return (
+        f"{file} is a hard link ({names} names for one file: a copy made with cp -al, or ln): rlnb writes the files "
+        "of its folders only where no other name would change with them; copy the folder with cp -a"
+    )
+
+
+def write_new(file: Path, data: bytes) -> None:
+    """Write ``data`` as a new file at ``file`` (a temporary name, renamed into place after), never through what is
+    there: a symbolic link is refused (``refuse_link``), a file left there (a killed write's) is removed first, not
+    written over (a hard link's other names kept the new text), and the file is created exclusively (``O_EXCL``,
+    ``O_NOFOLLOW``): a link or file put there in between fails the write instead of taking it. A write that fails
+    part way (a full disk) removes the file it made."""
+    refuse_link(file)
+    with contextlib.suppress(FileNotFoundError):
+        file.unlink()
+    with open(file, "xb", opener=no_follow) as fh:  # x: O_CREAT | O_EXCL
+        try:
+            fh.write(data)
+        except BaseException:
+            file.unlink(missing_ok=True)
+            raise
 
 
 def release(fh: IO[str] | int | None) -> None:

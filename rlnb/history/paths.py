@@ -12,7 +12,8 @@ import uuid
 from pathlib import Path
 
 from rlnb._options import refuse_dangling_link, user_path
-from rlnb.history.store import WRITTEN
+from rlnb.history.locks import shared
+from rlnb.history.store import CONFIG_TMP, WRITTEN
 
 RUNS_DIR_ENV = "RLNB_RUNS_DIR"
 """Overrides the default run folder ``./rlnb-runs``."""
@@ -90,4 +91,7 @@ def run_folder(runs_dir: str | Path | None, run_id: str) -> Path:
                 f"run_id {run_id!r}: {file} is a symbolic link (to {os.readlink(file)!r}); rlnb writes a run's files "
                 "only inside its folder, never through a link: remove the link, or pick another run_id"
             )
+        names = file.stat().st_nlink if file.name != CONFIG_TMP and file.is_file() else 1  # the tmp is made afresh
+        if names > 1:  # a snapshot made with cp -al: every line appended went into it too
+            raise ValueError(f"run_id {run_id!r}: {shared(file, names)}, or pick another run_id")
     return path

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from rlnb import wire
+from rlnb.history.jsontext import number, numbers
 from rlnb.prompts import escaped, surrogate
 
 FORWARD_ONLY = "forward_only"
@@ -142,6 +143,16 @@ def _text(value: str) -> str:
     return value if value.isascii() else escaped(value)
 
 
+def _numbers(name: str, v: Any) -> Any:
+    """A loaded field's value with its ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` as the floats (``jsontext``)
+    where it holds numbers; a text field's as written."""
+    if name in FLOATS or name in TIMES:
+        return number(v)
+    if name == "metrics" and isinstance(v, dict):
+        return {k: number(x) for k, x in v.items()}
+    return numbers(v) if name == "params" else v
+
+
 def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
     """A Record from a loaded line: ``None`` without a usable ``seq`` and ``kind``; a field of the wrong
     type keeps its default and is named in ``bad``."""
@@ -153,7 +164,7 @@ def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
     for name in COLUMNS:
         if name not in row:
             continue
-        v = row[name]
+        v = _numbers(name, row[name])
         if not _valid(name, v):
             bad.append(f"{name} = {v!r}"[:80])
             continue
@@ -174,6 +185,7 @@ def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
     for k, v in row.items():
         if k == "step":
             continue
+        v = number(v)
         if surrogate(k) is not None:
             bad.append(f"{k!r}: a name that is not valid Unicode text (a lone surrogate)")
         elif v is None or fits_float(v):

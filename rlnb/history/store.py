@@ -15,7 +15,6 @@ Where the folder is (the runs folder, the run id) is ``rlnb.history.paths``; rea
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import warnings
@@ -24,8 +23,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb.errors import RunLocked
-from rlnb.history.jsontext import config_text
-from rlnb.history.locks import hold_lock, no_follow, refuse_link, release
+from rlnb.history.jsontext import config_text, line
+from rlnb.history.locks import hold_lock, no_follow, refuse_link, refuse_shared, release, write_new
 
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
 COMPLETIONS_FILE = "completions.jsonl"
@@ -42,10 +41,6 @@ def holds_run(folder: Path, unreadable: bool) -> bool:
         return (folder / OPS_FILE).exists()
     except OSError:
         return unreadable
-
-
-ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
-"""One encoder for every line. NaN is written as ``NaN``, which Python's json (and pandas) read back."""
 
 
 class RunStoreWarning(RuntimeWarning):
@@ -95,23 +90,22 @@ class RunStore:
                     if not self.closed:  # a closed store's lock is taken afresh for this write
                         _lock_still_there(self._held, self.path)
                     tmp = self.path / CONFIG_TMP
-                    refuse_link(tmp)
-                    with open(tmp, "w", encoding="utf-8", opener=no_follow) as fh:
-                        fh.write(config_text(config))  # standard JSON: NaN as "NaN"
+                    write_new(tmp, config_text(config).encode("utf-8"))  # standard JSON: NaN as "NaN"
                     tmp.replace(self.path / CONFIG_FILE)
             except (OSError, RunLocked) as exc:
                 self._fail(exc)
 
     def write_op(self, row: dict[str, Any]) -> None:
-        """Append an operation's current state (at submission and at the end), flushed at once."""
-        self._append("_ops", OPS_FILE, ENCODER.encode(row) + "\n")
+        """Append an operation's current state (at submission and at the end), flushed at once. Every line is
+        standard JSON (``jsontext.line``: NaN as ``"NaN"``)."""
+        self._append("_ops", OPS_FILE, line(row))
 
     def write_metrics(self, row: dict[str, Any]) -> None:
-        self._append("_metrics", METRICS_FILE, ENCODER.encode(row) + "\n")
+        self._append("_metrics", METRICS_FILE, line(row))
 
     def write_completions(self, rows: list[dict[str, Any]]) -> None:
         """Append one line per completion, flushed once; the file is created by the first rows written."""
-        self._append("_completions", COMPLETIONS_FILE, "".join(ENCODER.encode(row) + "\n" for row in rows))
+        self._append("_completions", COMPLETIONS_FILE, "".join(map(line, rows)))
 
     def _append(self, which: str, name: str, text: str) -> None:
         """Append ``text`` to the file ``name``, held open as attribute ``which`` while the store is open. After
@@ -176,6 +170,7 @@ def _append_to(path: Path) -> IO[bytes]:
         raise OSError(f"{path} is a named pipe, not a file")
     refuse_link(path)  # its lines went into the target (a ~/.bashrc)
     fh = open(path, "ab", buffering=0, opener=no_follow)  # noqa: SIM115 - kept open by the store
+    refuse_shared(fh, path)  # its lines went into another name's file too (a cp -al snapshot of the run)
     try:
         if fh.tell():
             with open(path, "rb") as tail:

@@ -104,9 +104,8 @@ def test_a_run_folder_deleted_while_recording_is_said_at_the_next_write_and_the_
 
 SAVER = """
 import sys
-from pathlib import Path
 from rlnb import wire
-from rlnb.history import History
+from rlnb.history import History, export
 
 history = History()
 for i in range(50):
@@ -114,15 +113,15 @@ for i in range(50):
     history.update(rec, wire.Operation(id=str(i), status="TRAINING_OPERATION_STATUS_COMPLETED",
                                        output=wire.ForwardBackwardResult(loss=1.0)), 1.7e9 + i)
     history.log(i, reward=0.5)
-write_text = Path.write_text
+write_new = export.write_new
 
-def write_then_stop(self, *args, **kwargs):  # the kill lands right after the operations are written
-    write_text(self, *args, **kwargs)
-    if self.name.startswith("ops.jsonl"):
+def write_then_stop(file, data):  # the kill lands right after the operations are written
+    write_new(file, data)
+    if file.name.startswith("ops.jsonl"):
         print("wrote", flush=True)
         sys.stdin.read()
 
-Path.write_text = write_then_stop
+export.write_new = write_then_stop
 history.save(sys.argv[1])
 """
 

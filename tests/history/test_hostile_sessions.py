@@ -108,7 +108,10 @@ def test_a_later_session_whose_clock_is_behind_starts_its_own_step_by_operation_
     ops = tmp_path / "r" / "ops.jsonl"
     honest = ops.read_text()
     ahead = [
-        {**row, **{t: row[t] + 3600 for t in ("submitted_at", "started_at", "finished_at") if row[t] is not None}}
+        {
+            **row,
+            **{t: row[t] + 3600 for t in ("submitted_at", "started_at", "finished_at") if isinstance(row[t], float)},
+        }
         for row in map(json.loads, honest.splitlines())
     ]  # fmt: skip  (its clock an hour ahead of the next's)
     ops.write_text("".join(json.dumps(row) + "\n" for row in ahead))

@@ -5,7 +5,11 @@ recorded, or refuse it naming the field before anything is kept."""
 import math
 import os
 import re
+import sys
 import warnings
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +18,7 @@ import torch
 import rlnb
 from rlnb import samples
 from rlnb.history import History
-from rlnb.history.locks import hold_lock
+from rlnb.history.locks import hold_lock, write_new
 from rlnb.history.store import RunStore, RunStoreWarning
 from rlnb.testing import FakeBackend
 
@@ -225,3 +229,106 @@ def test_a_save_under_a_link_to_nothing_names_the_link(tmp_path):
     with pytest.raises(ValueError, match=re.escape(said) + r"not exist .*give another folder \(nothing was written\)$"):
         history.save(folder)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch"]
+
+
+HUGE = 10**400
+
+
+@pytest.mark.parametrize(
+    "value",
+    [HUGE, -HUGE, Fraction(HUGE), Decimal("1e400"), "longdouble", "-longdouble"],
+)
+def test_a_figure_past_the_largest_float_is_refused_whatever_holds_it(value):
+    """``np.longdouble("1e4000")`` and ``Decimal("1e400")`` were logged as inf, while the int ``10**400`` was refused:
+    each is refused, naming the figure, before anything is kept; infinity itself, however held, is logged as inf."""
+    if isinstance(value, str):
+        if np.finfo(np.longdouble).max <= sys.float_info.max:
+            pytest.skip("this platform's long double is a double")
+        value = np.longdouble(value.replace("longdouble", "1e4000"))
+    h = History()
+    with pytest.raises(
+        ValueError, match=r"history.log: reward must be a real number a float holds \(at most 1.8e\+308"
+    ):
+        h.log(1, reward=value)
+    assert h.logged.empty
+    h.log(1, a=np.longdouble("inf"), b=Decimal("-Infinity"), c=math.inf, d=torch.tensor(math.inf), e=np.float64(1e308))
+    assert h.logged.to_dict("records") == [{"step": 1, "a": math.inf, "b": -math.inf, "c": math.inf, "d": math.inf,
+                                            "e": 1e308}]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["config.json", "metrics.jsonl", "ops.jsonl"])
+def test_a_save_never_writes_through_what_is_left_under_its_temporary_names(tmp_path, name):
+    """``save`` writes each file as ``<name>.saving``, then renames it: a symbolic link of that name (planted, or
+    copied with a folder) was written through, the run going into its target, and so was a hard link. A link is
+    refused naming it, nothing written, its target untouched; a file left there (a killed save's) is replaced."""
+    h = History()
+    h.log(1, reward=0.5)
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    (folder / f"{name}.saving").symlink_to(target)
+    with pytest.raises(OSError, match=rf"{re.escape(name)}\.saving is a symbolic link .*nothing was written"):
+        h.save(folder)
+    assert target.read_text() == "mine" and [p.name for p in folder.iterdir()] == [f"{name}.saving"]
+    (folder / f"{name}.saving").unlink()
+    os.link(target, folder / f"{name}.saving")  # the same file under the temporary name
+    loaded = History.load(h.save(folder))
+    assert target.read_text() == "mine" and loaded.logged.to_dict("records") == [{"step": 1, "reward": 0.5}]
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "metrics.jsonl", "ops.jsonl"]
+
+
+def test_a_config_tmp_left_as_a_hard_link_is_never_written_through(tmp_path):
+    """A run folder whose ``config.json.tmp`` is a hard link (a copy made with ``cp -al``, a killed write's leftover
+    linked elsewhere): the config was written into it, over the other file's text. It is replaced, not written."""
+    folder = tmp_path / "r"
+    folder.mkdir()
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    os.link(target, folder / "config.json.tmp")
+    History.create({"optimizer": "adam"}, tmp_path, "r").close()
+    assert target.read_text() == "mine" and History.load(folder).config["optimizer"] == "adam"
+
+
+def test_a_link_made_between_the_check_and_the_write_fails_the_write_not_its_target(tmp_path, monkeypatch):
+    """The file is created exclusively and never through a link: one put in place after the leftover was removed
+    (another process racing the save) fails the write; its target keeps its text."""
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    file = tmp_path / "ops.jsonl.saving"
+    file.write_text("a killed save's")
+    unlink = Path.unlink
+
+    def then_a_link(self, missing_ok=False):
+        unlink(self, missing_ok=missing_ok)
+        if self == file:
+            file.symlink_to(target)
+
+    monkeypatch.setattr(Path, "unlink", then_a_link)
+    with pytest.raises(FileExistsError):
+        write_new(file, b"the run")
+    assert target.read_text() == "mine" and file.is_symlink()
+
+
+@pytest.mark.parametrize("name", ["run.lock", "ops.jsonl", "metrics.jsonl", "completions.jsonl"])
+def test_a_run_folder_whose_files_are_hard_links_is_never_written_into(tmp_path, name):
+    """A run whose files another name shares (a snapshot made with ``cp -al``, a file linked in with ``ln``):
+    continuing it appended every line to the snapshot's file too, and wrote the session's pid over its ``run.lock``.
+    Refused up front as a symbolic link is; a hard link made later stops the store with a ``RunStoreWarning``."""
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r") as first:
+        first.forward_backward(BATCH)
+        first.history.log(0, reward=0.5)
+        first.history.log_completions(0, [ROW])
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    os.link(tmp_path / "runs" / "r" / name, snapshot / name)
+    before = (snapshot / name).read_bytes()
+    with pytest.raises(ValueError, match=rf"run_id 'r': .*r/{name} is a hard link \(2 names for one file"):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path / "runs", run_id="r")
+    with pytest.warns(RunStoreWarning, match=rf"cannot write the run folder .*{name} is a hard link"):
+        store = RunStore(tmp_path / "runs" / "r")
+        store.write_op({"seq": 9, "kind": "sample"})
+        store.write_metrics({"step": 9, "x": 1.0})
+        store.write_completions([{**ROW, "step": 9}])
+    store.close()
+    assert (snapshot / name).read_bytes() == before

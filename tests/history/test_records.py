@@ -17,7 +17,7 @@ import pytest
 
 import rlnb
 from rlnb import samples
-from rlnb.history import History, RunContinuedWarning, store
+from rlnb.history import History, RunContinuedWarning, export, store
 from rlnb.history.store import RunStoreWarning
 from rlnb.testing import FakeBackend
 from tests.support.fake_api import BASE, KEY, FakeAPI
@@ -624,17 +624,17 @@ def test_save_never_writes_over_a_models_config_or_through_a_link(tmp_path):
 
 
 def _disk_full_at_ops(monkeypatch):
-    """Make ``Path.write_text`` fail "No space left on device" at ``ops.jsonl`` (``save`` writes it under a name of its
-    own, then renames it); returns the real one."""
-    write_text = Path.write_text
+    """Make ``save``'s file writes fail "No space left on device" at ``ops.jsonl`` (it writes it under a name of its
+    own, then renames it); returns the real write."""
+    write_new = export.write_new
 
-    def full(self, *args, **kwargs):
-        if self.name.startswith("ops.jsonl"):
+    def full(file, data):
+        if file.name.startswith("ops.jsonl"):
             raise OSError(28, "No space left on device")
-        return write_text(self, *args, **kwargs)
+        return write_new(file, data)
 
-    monkeypatch.setattr(Path, "write_text", full)
-    return write_text
+    monkeypatch.setattr(export, "write_new", full)
+    return write_new
 
 
 def test_a_save_that_fails_part_way_leaves_nothing_and_can_be_retried(tmp_path, monkeypatch):
@@ -646,13 +646,13 @@ def test_a_save_that_fails_part_way_leaves_nothing_and_can_be_retried(tmp_path, 
     s.optim_step()
     s.wait()
     s.history.log(1, reward=0.5)
-    write_text = _disk_full_at_ops(monkeypatch)
+    write_new = _disk_full_at_ops(monkeypatch)
     for folder in (tmp_path / "new", tmp_path / "empty"):
         (tmp_path / "empty").mkdir(exist_ok=True)
         with pytest.raises(OSError, match="No space left"):
             s.history.save(folder)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"] and not any((tmp_path / "empty").iterdir())
-    monkeypatch.setattr(Path, "write_text", write_text)
+    monkeypatch.setattr(export, "write_new", write_new)
     for folder in (tmp_path / "new", tmp_path / "empty"):
         pd.testing.assert_frame_equal(History.load(s.history.save(folder)).logged, s.history.logged)
     s.close()
