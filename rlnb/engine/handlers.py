@@ -197,6 +197,7 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
             Code.INVALID_INPUT, "this session is trainer-only (0 generator replicas): sample is rejected"
         )
     sp, n, settings, prompts = inputs_mod.sample_request(engine.adapter, body)
+    sampling.check_stop(settings.stop, engine.max_stop_strings, engine.max_stop_chars)
     seed = sp.seed if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))
     longest, rows = max(len(p) for p in prompts) + settings.max_tokens, len(prompts) * n
     chooser: sampling.Pick = sampling.pick
