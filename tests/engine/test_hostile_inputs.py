@@ -1,7 +1,8 @@
 """Hostile inputs that reach the in-process engine past the wire's validation: a sample changed after it was built
-(pydantic checks a model once, not a list item set later) or made by ``model_construct``, and what ``rlnb serve``
-hands on as valid JSON. Each fails its operation ``INVALID_INPUT`` naming the field, never ``INTERNAL_ERROR`` nor a
-silently other computation."""
+(pydantic checks a model once, not a list item set later; a ``Session`` validates its copy, a caller of
+``LocalBackend.submit`` does not) or made by ``model_construct``, and what ``rlnb serve`` hands on as valid JSON.
+Each fails its operation ``INVALID_INPUT`` naming the field, never ``INTERNAL_ERROR`` nor a silently other
+computation."""
 
 from __future__ import annotations
 
