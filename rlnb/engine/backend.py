@@ -204,9 +204,16 @@ class LocalBackend:
 
     max_num_samples = inputs.MAX_NUM_SAMPLES
     """The most completions per prompt a sample may ask for (``rlnb.engine.inputs``)."""
-    max_stop_strings, max_stop_chars = wire.MAX_STOP_STRINGS, wire.MAX_STOP_CHARS
-    """The most stop strings a sample may give, and characters each: ``rlnb serve``'s default limits. Past them
-    the sampler slowed to a crawl without a word (every new token is searched for every stop string)."""
+
+    @property
+    def max_stop_strings(self) -> int:
+        """The most stop strings a sample may give (the engine's bound, ``wire.MAX_STOP_STRINGS`` unless set)."""
+        return self.engine.max_stop_strings
+
+    @property
+    def max_stop_chars(self) -> int:
+        """The most characters of each stop string (``wire.MAX_STOP_CHARS`` unless set)."""
+        return self.engine.max_stop_chars
 
     def checkpoint_path(self, ckpt_id: str) -> Path:
         """The ``.pt`` file (training) or folder (inference) a checkpoint of this session was written to."""

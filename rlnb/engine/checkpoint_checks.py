@@ -36,7 +36,10 @@ def check_records(path: Path) -> None:
                     with archive.open(info) as record:
                         while record.read(CHUNK):  # zipfile compares the CRC-32 once the record is read whole
                             pass
-                except zipfile.BadZipFile:
+                except zipfile.BadZipFile as exc:  # zipfile's word for a bad CRC-32 and for a bad header alike
+                    if not str(exc).startswith("Bad CRC-32"):
+                        raise damaged(path, f"its record {info.filename}'s zip header is damaged ({exc}): the file "
+                                            "was changed or damaged after torch.save wrote it") from None  # fmt: skip
                     raise damaged(path, f"its record {info.filename} fails its CRC-32 check (the file was changed or "
                                         "damaged after torch.save wrote it)") from None  # fmt: skip
     except (zipfile.BadZipFile, EOFError) as exc:
@@ -66,14 +69,17 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def file_digests(folder: Path) -> dict[str, str]:
-    """The SHA-256 of each weight file of ``folder`` (an inference checkpoint's ``merged/``), by file name."""
-    return {f.name: _sha256(f) for f in sorted(folder.iterdir()) if f.suffix in WEIGHT_FILES and f.is_file()}
+    """The SHA-256 of each file of ``folder`` (an inference checkpoint's ``merged/``: its weights and what a loader
+    reads with them, a config, a shard index, tokenizer files; small beside the weights), by file name."""
+    return {f.name: _sha256(f) for f in sorted(folder.iterdir()) if f.is_file()}
 
 
 def check_digests(path: Path, digests: dict[str, Any] | None) -> None:
-    """``path``'s ``merged/`` weight files are those ``digests`` lists, each with its SHA-256 (None: an older
-    checkpoint, saved without digests, is not checked). Only plain names of ``merged/`` are read: a crafted
-    ``../`` or a device would be read whole."""
+    """``path``'s ``merged/`` files that ``digests`` lists are there, each with its SHA-256 (None: an older checkpoint,
+    saved without digests, is not checked; an older rlnb listed the weight files alone). A weight file it does not
+    list is refused: it corrupts no saved file, but a loader picks its files by name and could read it in their
+    place, unchecked; any other file is left alone. Only plain names of ``merged/`` are read: a crafted ``../`` or a
+    device would be read whole."""
     merged = path / "merged"
     if digests is None or not merged.is_dir():  # a folder that is gone is said so by the loader
         return
@@ -84,7 +90,9 @@ def check_digests(path: Path, digests: dict[str, Any] | None) -> None:
             raise damaged(path, f"its merged_sha256[{name!r}] is {digest!r}, not a SHA-256 (64 hex digits)")
     on_disk = {f.name for f in merged.iterdir() if f.suffix in WEIGHT_FILES} if merged.is_dir() else set()
     for name in sorted(on_disk - digests.keys()):
-        raise damaged(path, f"its merged/{name} has no digest in merged_sha256 (added after it was saved?)")
+        raise damaged(path, f"its merged/{name} is a weight file that was not in merged/ when it was saved "
+                            "(merged_sha256 does not list it): a loader could read it in place of the saved weights, "
+                            "unchecked; move it out of merged/ to resume")  # fmt: skip
     for name in digests:  # all there before any is read
         if not (merged / name).is_file():
             raise damaged(path, f"its merged/{name} is missing (merged_sha256 lists it)")

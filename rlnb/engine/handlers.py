@@ -132,7 +132,9 @@ def custom_forward_backward(
 ) -> wire.CustomForwardBackwardResult:
     seqs, inputs = inputs_mod.read_samples(engine.adapter, body.samples)
     losses_mod.check_read(None, inputs)
-    grads = inputs_mod.custom_gradients(seqs, inputs, body.gradients)
+    grads = inputs_mod.custom_gradients(seqs, inputs, body.gradients)  # zero where the weights or the mask are
+    # a weight multiplies its token's loss, as cross-entropy's: d(Σ w·ℓ)/d lp = w·g (fractional weights were a mask)
+    grads = [g * x["weights"] if "weights" in x else g for g, x in zip(grads, inputs, strict=True)]
     lps, _ = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, [x["target_tokens"] for x in inputs])
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
     surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly
@@ -197,6 +199,7 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
             Code.INVALID_INPUT, "this session is trainer-only (0 generator replicas): sample is rejected"
         )
     sp, n, settings, prompts = inputs_mod.sample_request(engine.adapter, body)
+    sampling.check_stop(settings.stop, engine.max_stop_strings, engine.max_stop_chars)
     seed = sp.seed if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))
     longest, rows = max(len(p) for p in prompts) + settings.max_tokens, len(prompts) * n
     chooser: sampling.Pick = sampling.pick

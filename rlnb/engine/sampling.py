@@ -59,6 +59,17 @@ class Settings:
     eos: tuple[int, ...] = ()
 
 
+def check_stop(stop: Sequence[str], most: int, chars: int) -> None:
+    """``INVALID_INPUT`` for more than ``most`` stop strings or one longer than ``chars``: every new token is searched
+    for every stop string in every row, and past such bounds the sampler slowed to a crawl without a word."""
+    if len(stop) > most:
+        raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop has {len(stop)} strings; the limit is {most}")
+    at = max(range(len(stop)), key=lambda i: len(stop[i]), default=None)
+    if at is not None and len(stop[at]) > chars:
+        raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop[{at}] has {len(stop[at])} characters; the "
+                             f"limit is {chars} per stop string")  # fmt: skip
+
+
 def check_cache(rows: int, length: int, per_token: int, device: torch.device) -> None:
     """``RESOURCE_EXHAUSTED`` before anything is allocated when the KV cache of ``rows`` x ``length`` tokens would not
     fit the memory free now (``free_memory``, the bound): the engine has no token budget (``rlnb serve`` has), and a

@@ -39,6 +39,10 @@ class Engine:
     op_delay: float = 0.0
     compiler: Compiler | None = None
     """Compiles the sampler's decode step (``compile=True``); None: eager."""
+    max_stop_strings: int = wire.MAX_STOP_STRINGS
+    """The most stop strings a sample may give (``rlnb serve`` sets its ``--limit max_stop_strings``)."""
+    max_stop_chars: int = wire.MAX_STOP_CHARS
+    """The most characters of each (``--limit max_stop_chars``)."""
     step: int = 0
     weights_version: int = 0
     sample_rng: torch.Generator = field(default_factory=torch.Generator)

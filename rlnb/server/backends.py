@@ -43,7 +43,7 @@ def make_backend(
     adapters: dict[str, Any] | bool | None = None
     if resource.lora_enabled:
         adapters = (lora or wire.LoraConfig()).model_dump(exclude_none=True) or True
-    return LocalBackend(
+    backend = LocalBackend(
         wire.optimizer_of(resource.optimizer_config),
         model,
         seed=settings.base_seed,
@@ -58,3 +58,6 @@ def make_backend(
         lora=adapters,
         dtype=settings.dtype,
     )
+    # the server checked its own stop limits (a 400 past them): its engine takes what it took
+    backend.engine.max_stop_strings, backend.engine.max_stop_chars = settings.max_stop_strings, settings.max_stop_chars
+    return backend

@@ -68,15 +68,12 @@ def sample_list(samples: Any) -> list[wire.Sample]:
 
 
 def _own(sample: wire.Sample) -> wire.Sample:
-    """A copy of the caller's ``sample`` that its later edits leave alone: an edit made after ``forward_backward()``
-    returned, before the worker ran it, was trained on. Its lists are copied as lists (a deep copy would walk every
-    number); a dict sample needs none, pydantic builds new lists as it validates."""
-    chunks = [c.model_copy(update={"encoded_text": text.model_copy(update={"tokens": list(text.tokens)})})
-              for c in sample.model_input.chunks for text in [c.encoded_text]]  # fmt: skip
-    inputs = {k: t.model_copy(update={"data": list(t.data)} | ({} if t.shape is None else {"shape": list(t.shape)}))
-              for k, t in sample.loss_fn_inputs.items()}  # fmt: skip
-    return sample.model_copy(update={"model_input": sample.model_input.model_copy(update={"chunks": chunks}),
-                                     "loss_fn_inputs": inputs})  # fmt: skip
+    """A validated copy of the caller's ``sample`` as a plain ``wire.Sample``. A copy: an edit made after
+    ``forward_backward()`` returned, before the worker ran it, was trained on. Validated by the constructor's rules:
+    a field set after construction (text or a bool in ``data``, ``shape``, ``dtype``, ``data=None``) was never checked,
+    and reached the engine. ``model_dump`` builds new lists, and ``warnings=False`` lets a bad value through to the
+    validation that names it (a subclass's class is left behind)."""
+    return wire.Sample.model_validate(sample.model_dump(warnings=False))
 
 
 def optim_step_body(params: OptimizerParams) -> wire.OptimStepBody:

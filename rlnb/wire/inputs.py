@@ -29,10 +29,13 @@ class TensorData(_Model):
 
     @field_serializer("data")
     def _int64_as_integers(self, data: list[float]) -> list[float | int]:
-        """int64 data goes out as JSON integers (``215``, not ``215.0``), as the SDK insists."""
+        """int64 data goes out as JSON integers (``215``, not ``215.0``), as the SDK insists. Whatever else ``data``
+        was set to after validation is returned as it is, for the validation of a copy to name it."""
+        if not isinstance(data, list):
+            return data
         if self.dtype != "int64":
             return list(data)
-        return [int(v) if float(v).is_integer() else v for v in data]
+        return [int(v) if isinstance(v, float) and v.is_integer() else v for v in data]
 
     @model_validator(mode="after")
     def _check(self) -> TensorData:

@@ -50,6 +50,22 @@ def test_bytes_changed_inside_a_tensor_record_are_refused_naming_the_record(save
         assert s.forward_backward([samples.cross_entropy(list(b"ok"))]).result(timeout=60).loss > 0
 
 
+def test_a_record_whose_zip_header_is_damaged_is_refused_saying_so_not_as_a_crc_failure(saved, tmp_path):
+    """A changed byte in a record's local header (its file name), which ``torch.load`` reads past: zipfile's
+    ``BadZipFile`` was worded as a CRC-32 failure of the record's data, which was intact."""
+    with zipfile.ZipFile(saved) as z:
+        info = max((i for i in z.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    data = bytearray(saved.read_bytes())
+    data[info.header_offset + 30] ^= 0x01  # the first character of the header's copy of the record's name
+    damaged = tmp_path / "header.pt"
+    damaged.write_bytes(bytes(data))
+    assert torch.load(damaged, weights_only=True)["step"] >= 0  # torch reads it: only the check can see it
+    says = rf"header\.pt.* not a usable rlnb checkpoint: its record {info.filename}'s zip header is damaged \(File name"
+    with pytest.raises(ValueError, match=says) as err:
+        local_session(resume_from=damaged, load_optimizer=True)
+    assert "CRC" not in str(err.value)
+
+
 def crafted(saved: Path, tmp_path: Path, key: str, change) -> Path:
     state = torch.load(saved, weights_only=True)
     name = next(iter(state[key]))

@@ -1,7 +1,8 @@
 """Hostile inputs that reach the in-process engine past the wire's validation: a sample changed after it was built
-(pydantic checks a model once, not a list item set later) or made by ``model_construct``, and what ``rlnb serve``
-hands on as valid JSON. Each fails its operation ``INVALID_INPUT`` naming the field, never ``INTERNAL_ERROR`` nor a
-silently other computation."""
+(pydantic checks a model once, not a list item set later; a ``Session`` validates its copy, a caller of
+``LocalBackend.submit`` does not) or made by ``model_construct``, and what ``rlnb serve`` hands on as valid JSON.
+Each fails its operation ``INVALID_INPUT`` naming the field, never ``INTERNAL_ERROR`` nor a silently other
+computation."""
 
 from __future__ import annotations
 
@@ -23,15 +24,27 @@ def failed(op) -> wire.OperationError:
     return info.value
 
 
+def on_engine(session, batch: list[wire.Sample], *, forward_only: bool = False) -> wire.Operation:
+    """A forward-backward of ``batch`` submitted to the engine as it is: past ``Session``'s checks (it validates a
+    copy of each sample), as an in-process caller of the backend sends it. Its last envelope."""
+    body = wire.ForwardBackwardBody.model_construct(
+        samples=batch, loss=wire.loss_config("cross_entropy", None), forward_only=forward_only or None
+    )
+    got: list[wire.Operation] = []
+    session.backend.submit(wire.OperationKind.FORWARD_BACKWARD, body, got.append)
+    assert session.backend.wait_idle(60)
+    return got[-1]
+
+
 @pytest.mark.parametrize("bad", [1.5, 2.0, True])
 def test_a_token_id_that_is_no_integer_fails_invalid_input_naming_it(session, bad):
     """1.5 reached the embedding (``INTERNAL_ERROR``: "Expected tensor for argument #1 'indices' to have one of the
     following scalar types"); True and 2.0 were read as the ids 1 and 2 in silence."""
     sample = samples.cross_entropy([1, 2, 3])
     sample.model_input.chunks[0].encoded_text.tokens[1] = bad
-    err = failed(session.forward_backward([sample]))
-    assert err.code == wire.OperationErrorCode.INVALID_INPUT
-    assert f"samples[0]: token {bad!r} at position 1 is {type(bad).__name__}, expected an integer id" in str(err)
+    err = on_engine(session, [sample]).error
+    assert err is not None and err.code == wire.OperationErrorCode.INVALID_INPUT
+    assert f"samples[0]: token {bad!r} at position 1 is {type(bad).__name__}, expected an integer id" in err.message
     assert all(p.grad is None for p in session.backend.trainer.parameters())
 
 
@@ -41,9 +54,11 @@ def test_a_float_after_numpy_ids_or_in_a_prompt_fails_invalid_input(session):
     np = pytest.importorskip("numpy")
     sample = samples.cross_entropy([1, 2, 3])
     sample.model_input.chunks[0].encoded_text.tokens[:] = [np.int64(1), 2.5]
-    assert "token 2.5 at position 1 is float" in str(failed(session.forward_backward([sample])))
+    err = on_engine(session, [sample]).error
+    assert err is not None and "token 2.5 at position 1 is float" in err.message
     sample.model_input.chunks[0].encoded_text.tokens[:] = [np.int64(1), 2]
-    assert session.forward_backward([sample], forward_only=True).result(timeout=60).loss > 0
+    done = on_engine(session, [sample], forward_only=True)
+    assert done.status == wire.OperationStatus.COMPLETED and done.output.loss > 0, done
     body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([1, 2])])
     body.model_inputs[0].chunks[0].encoded_text.tokens[0] = 1.5
     got: list[wire.Operation] = []

@@ -722,6 +722,33 @@ def test_custom_forward_backward_backpropagates_the_given_gradients():
         torch.testing.assert_close(model.hidden.weight.grad, ref.hidden.weight.grad)
 
 
+def test_custom_forward_backward_weights_multiply_each_tokens_gradient():
+    """Fractional ``weights`` acted as a 0/1 mask (any non-zero weight counted 1), which the API does not say: a
+    weight multiplies its token's loss, as cross-entropy's does, so d(Σ w·ℓ)/d lp = w·g. Against a hand-computed
+    reference, and against the built-in cross-entropy of the same weights (its loss is ℓ = -lp: g = -1)."""
+    seq, grads, weights = [3, 4, 5, 6], [0.5, -1.0, 2.0], [0.0, 0.25, 0.0, 3.0]  # weights[0] is never predicted
+    model = Bigram()
+    ref = copy.deepcopy(model)
+    lp = torch.log_softmax(ref(torch.tensor(seq[:-1])), -1).gather(-1, torch.tensor(seq[1:])[:, None])[:, 0]
+    (lp * torch.tensor(grads) * torch.tensor(weights[1:])).sum().backward()  # 0.25·0.5, 0·(-1), 3·2 per token
+    with local_session(model=model) as s:
+        for g in (grads, [-1.0] * 3):
+            body = wire.CustomForwardBackwardBody(
+                samples=[samples.cross_entropy(seq, weights)], gradients=[wire.GradientTensor(data=g)]
+            )
+            got: list[wire.Operation] = []
+            s.backend.submit("custom-forward-backward", body, got.append)
+            assert s.backend.wait_idle(60)
+            assert got[-1].status == "TRAINING_OPERATION_STATUS_COMPLETED", got[-1]
+            if g is grads:
+                torch.testing.assert_close(model.hidden.weight.grad, ref.hidden.weight.grad)
+                model.zero_grad()
+        custom = model.hidden.weight.grad.clone()
+        model.zero_grad()
+        s.forward_backward([samples.cross_entropy(seq, weights)]).result(timeout=60)
+        torch.testing.assert_close(model.hidden.weight.grad, custom)
+
+
 def test_user_module_with_batched_input_and_tiny_transformer_config():
     model = TinyTransformer(TinyConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16))
     with local_session(model=model) as s:

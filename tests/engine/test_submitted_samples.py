@@ -7,6 +7,7 @@ import pytest
 
 import rlnb
 from rlnb import samples
+from rlnb.session.bodies import sample_list
 
 
 def test_editing_a_sample_after_forward_backward_returns_does_not_change_what_it_trains_on(monkeypatch):
@@ -33,3 +34,68 @@ def test_editing_a_sample_after_forward_backward_returns_does_not_change_what_it
         assert op.result(timeout=60).loss == as_submitted
         edited = s.forward_backward([sample], forward_only=True).result(timeout=30).loss
         assert edited != pytest.approx(as_submitted)  # the edits change the loss: the check above could fail
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (
+            lambda x: x.loss_fn_inputs["weights"].data.__setitem__(1, "a"),
+            r"samples\[0\]\.loss_fn_inputs\.weights\.data\[1\]",
+        ),
+        (
+            lambda x: x.loss_fn_inputs["weights"].data.__setitem__(1, True),
+            r"samples\[0\]\.loss_fn_inputs\.weights\.data\[1\]",
+        ),
+        (lambda x: setattr(x.loss_fn_inputs["weights"], "shape", [99]), r"samples\[0\]\.loss_fn_inputs\.weights"),
+        (
+            lambda x: setattr(x.loss_fn_inputs["weights"], "dtype", "float64"),
+            r"samples\[0\]\.loss_fn_inputs\.weights\.dtype",
+        ),
+        (
+            lambda x: setattr(x.loss_fn_inputs["weights"], "sparse_col_indices", [1]),
+            r"samples\[0\]\.loss_fn_inputs\.weights",
+        ),
+        (lambda x: setattr(x.loss_fn_inputs["weights"], "data", None), r"samples\[0\]\.loss_fn_inputs\.weights\.data"),
+        (
+            lambda x: x.loss_fn_inputs["target_tokens"].data.__setitem__(0, "a"),
+            r"samples\[0\]\.loss_fn_inputs\.target_tokens\.data\[0\]",
+        ),
+        (lambda x: x.loss_fn_inputs.__setitem__("weights", 3), r"samples\[0\]\.loss_fn_inputs\.weights"),
+        (lambda x: x.model_input.chunks[0].encoded_text.tokens.__setitem__(0, 1.5), r"samples\[0\]\.model_input"),
+    ],
+    ids=[
+        "text weight",
+        "bool weight",
+        "shape",
+        "dtype",
+        "sparse",
+        "no data",
+        "text id",
+        "not a tensor",
+        "fractional token",
+    ],
+)
+def test_a_sample_edited_to_bad_values_after_it_was_built_is_refused_naming_the_field(edit, named):
+    """A ``Sample``'s fields can be set to anything after pydantic built it: the copy taken at submission was not
+    validated, so text reached the engine as an INTERNAL_ERROR, a bool weight, a wrong shape or dtype or sparse
+    indices were trained on, and ``data=None`` raised a bare ``TypeError``. The copy is validated by the rules the
+    constructor applies, and the error names the field, before anything is sent."""
+    with rlnb.connect("local", model="tiny", device="cpu", record=False, threads=1) as s:
+        sample = samples.cross_entropy([1, 2, 3, 4])
+        edit(sample)
+        with pytest.raises(ValueError, match=named):
+            s.forward_backward([sample], forward_only=True)
+
+
+def test_a_sample_subclass_is_sent_as_a_plain_sample():
+    """A subclass of ``Sample`` (its own validators, methods or fields) is copied into a plain ``Sample``: the
+    operation reads the wire type, never the caller's class."""
+
+    class Mine(rlnb.wire.Sample):
+        note: str = "mine"
+
+    base = samples.cross_entropy([1, 2, 3, 4])
+    sent = sample_list([Mine(model_input=base.model_input, loss_fn_inputs=base.loss_fn_inputs)])[0]
+    assert type(sent) is rlnb.wire.Sample
+    assert sent.model_input.tokens == [1, 2, 3] and sent.loss_fn_inputs == base.loss_fn_inputs
