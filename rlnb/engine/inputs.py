@@ -86,8 +86,8 @@ def custom_gradients(
     """A custom forward-backward's gradients as float32 tensors, zero where the sample's mask is, once its inputs
     are checked: one gradient per sample with one value per token; ``target_tokens`` and the mask checked by
     ``losses.check_input``, a forward-backward's own check (int64 ids of the sample's length: float ids would
-    reach the log-prob gather, an ``INTERNAL_ERROR``); at most one of ``weights`` and ``mask`` (a
-    forward-backward refuses both; here ``mask`` was ignored). ``INVALID_INPUT`` naming the field,
+    reach the log-prob gather, an ``INTERNAL_ERROR``); at most one of ``weights`` and ``mask`` (``losses.mask_key``,
+    a forward-backward's own rule: here ``mask`` was ignored). ``INVALID_INPUT`` naming the field,
     ``NON_FINITE_LOSS`` for a gradient that is not finite."""
     if len(gradients) != len(seqs):
         raise OperationError(Code.INVALID_INPUT, f"gradients has {len(gradients)} entries for {len(seqs)} samples")
@@ -99,10 +99,8 @@ def custom_gradients(
         losses_mod.check_input(f"{where}.target_tokens", "target_tokens", x["target_tokens"], len(s))
         if len(g.data) != len(s):
             raise OperationError(Code.INVALID_INPUT, f"gradients[{i}] has {len(g.data)} values for {len(s)} tokens")
-        if "weights" in x and "mask" in x:
-            raise OperationError(Code.INVALID_INPUT, f"{where}: give either weights or mask, not both")
-        key = "weights" if "weights" in x else "mask"
-        mask = x.get(key)
+        key = losses_mod.mask_key(where, x)
+        mask = x[key] if key is not None else None
         if mask is not None:
             losses_mod.check_input(f"{where}.{key}", key, mask, len(s))
         grad = torch.tensor(g.data, dtype=torch.float32)
