@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from rlnb import wire
 from rlnb.engine import losses as losses_mod
 from rlnb.engine import sampling
-from rlnb.engine.memory import free_memory
+from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.errors import OperationError
 from rlnb.prompts import EMPTY_STOP, no_room
@@ -140,18 +140,13 @@ LOGITS_CHECKED = 64 * 2**20
 def check_logits(rows: int, width: int, vocab: int, device: torch.device) -> None:
     """``RESOURCE_EXHAUSTED`` before the forward when the batch's logits alone (a lower bound of what it takes) would
     not fit the memory free now (``free_memory``): they took what there was and failed once allocated, or, where Linux
-    overcommits, the process was killed. The sample's KV cache has the same check (``sampling.check_cache``)."""
+    overcommits, the process was killed. A sample's KV cache has the same check (``memory.refuse_past_free``)."""
     need = rows * width * vocab * LOGIT_BYTES
     if need < LOGITS_CHECKED:  # reading free memory (/proc, the cgroup) on every step cost ~0.2 ms
         return
-    free = free_memory(device)
-    if free is not None and need > free:
-        raise OperationError(
-            Code.RESOURCE_EXHAUSTED,
-            f"this batch's logits would take {need / 2**30:.2f} GiB ({rows} samples x {width} tokens (the longest) x "
-            f"{vocab} logits x {LOGIT_BYTES} bytes: float32 logits and log-softmax), more than the {free / 2**30:.2f} "
-            f"GiB free on {device}: send fewer or shorter samples at once",
-        )
+    how = (f"{rows} samples x {width} tokens (the longest) x {vocab} logits x {LOGIT_BYTES} bytes: float32 logits and "
+           "log-softmax")  # fmt: skip
+    refuse_past_free(need, device, "this batch's logits", how, "send fewer or shorter samples at once")
 
 
 def sample_request(
