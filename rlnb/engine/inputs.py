@@ -101,7 +101,7 @@ def custom_gradients(
             raise OperationError(Code.INVALID_INPUT, f"gradients[{i}] has {len(g.data)} values for {len(s)} tokens")
         key = losses_mod.mask_key(where, x)
         mask = x[key] if key is not None else None
-        if mask is not None:
+        if key is not None:
             losses_mod.check_input(f"{where}.{key}", key, mask, len(s))
         grad = torch.tensor(g.data, dtype=torch.float32)
         if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
