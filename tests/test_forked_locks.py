@@ -107,6 +107,6 @@ def test_a_partial_checkpoint_is_not_kept_locked_by_a_child_forked_while_it_was_
         children.enter_context(forked_child())  # lives on past the save's end
         with held.unheld(partial) as dead:
             assert not dead  # held while written: the sweep would keep it
-        held.release(lock)
+        release(lock)
         with held.unheld(partial) as dead:
             assert dead

@@ -28,8 +28,9 @@ from torch import Tensor, nn
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine.optim.limits import StepLimits
 from rlnb.engine.optim.muon import muon_update, shape_scale
+from rlnb.engine.optim.norms import clip_coefficient, norm_dtype, total_norm
 from rlnb.engine.optim.split import split_params
-from rlnb.engine.optim.trainer import StepStats, clip_coefficient, norm_dtype, total_norm
+from rlnb.engine.optim.trainer import StepStats
 from rlnb.params import AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
 
 

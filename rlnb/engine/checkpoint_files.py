@@ -20,6 +20,7 @@ from typing import Literal, get_args
 
 from rlnb.engine import held
 from rlnb.engine.leftovers import _HOST, remove_leftovers
+from rlnb.history import locks
 
 Variant = Literal["merged", "adapter"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
@@ -219,7 +220,7 @@ def writing(path: Path) -> Iterator[Path]:
                             "a read-only folder?); nothing of it was kept") from None  # fmt: skip
         raise
     finally:
-        held.release(lock)
+        locks.release(lock)
     try:  # the checkpoint is whole under its name: a save that failed now would leave it unlisted, yet on disk
         _fsync(path.parent)
     except OSError as exc:

@@ -66,7 +66,8 @@ def hold(partial: Path, folder: bool) -> int | None:
 
 def release(fd: int | None) -> None:
     """Unlock, then close, ``fd`` (``rlnb.history.locks.release``): closed alone, its lock stayed held by any child
-    forked while it was (a DataLoader's workers), and a partial left behind counted as a live writer's."""
+    forked while it was (a DataLoader's workers), and a partial left behind counted as a live writer's. Its one
+    caller left is ``rlnb.cli.serve``: everything else calls ``locks.release`` itself."""
     locks.release(fd)
 
 
@@ -83,7 +84,7 @@ def unheld(entry: Path) -> Iterator[bool]:
     try:
         yield _take(fd) is not False
     finally:
-        release(fd)
+        locks.release(fd)
 
 
 MAKING = ".making-"
@@ -123,4 +124,4 @@ def _sweep(prefix: str) -> None:
             warnings.warn(f"a scratch folder that a stopped process left could not be removed: "
                           f"{exc.filename or old}: {exc.strerror or exc}", RuntimeWarning, stacklevel=2)  # fmt: skip
         finally:
-            release(fd)
+            locks.release(fd)

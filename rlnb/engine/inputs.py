@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from rlnb import wire
 from rlnb.engine import losses as losses_mod
 from rlnb.engine import sampling
-from rlnb.engine.memory import free_memory
+from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.errors import OperationError
 from rlnb.prompts import EMPTY_STOP, no_room
@@ -86,8 +86,8 @@ def custom_gradients(
     """A custom forward-backward's gradients as float32 tensors, zero where the sample's mask is, once its inputs
     are checked: one gradient per sample with one value per token; ``target_tokens`` and the mask checked by
     ``losses.check_input``, a forward-backward's own check (int64 ids of the sample's length: float ids would
-    reach the log-prob gather, an ``INTERNAL_ERROR``); at most one of ``weights`` and ``mask`` (a
-    forward-backward refuses both; here ``mask`` was ignored). ``INVALID_INPUT`` naming the field,
+    reach the log-prob gather, an ``INTERNAL_ERROR``); at most one of ``weights`` and ``mask`` (``losses.mask_key``,
+    a forward-backward's own rule: here ``mask`` was ignored). ``INVALID_INPUT`` naming the field,
     ``NON_FINITE_LOSS`` for a gradient that is not finite."""
     if len(gradients) != len(seqs):
         raise OperationError(Code.INVALID_INPUT, f"gradients has {len(gradients)} entries for {len(seqs)} samples")
@@ -99,11 +99,9 @@ def custom_gradients(
         losses_mod.check_input(f"{where}.target_tokens", "target_tokens", x["target_tokens"], len(s))
         if len(g.data) != len(s):
             raise OperationError(Code.INVALID_INPUT, f"gradients[{i}] has {len(g.data)} values for {len(s)} tokens")
-        if "weights" in x and "mask" in x:
-            raise OperationError(Code.INVALID_INPUT, f"{where}: give either weights or mask, not both")
-        key = "weights" if "weights" in x else "mask"
-        mask = x.get(key)
-        if mask is not None:
+        key = losses_mod.mask_key(where, x)
+        mask = x[key] if key is not None else None
+        if key is not None:
             losses_mod.check_input(f"{where}.{key}", key, mask, len(s))
         grad = torch.tensor(g.data, dtype=torch.float32)
         if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
@@ -142,18 +140,13 @@ LOGITS_CHECKED = 64 * 2**20
 def check_logits(rows: int, width: int, vocab: int, device: torch.device) -> None:
     """``RESOURCE_EXHAUSTED`` before the forward when the batch's logits alone (a lower bound of what it takes) would
     not fit the memory free now (``free_memory``): they took what there was and failed once allocated, or, where Linux
-    overcommits, the process was killed. The sample's KV cache has the same check (``sampling.check_cache``)."""
+    overcommits, the process was killed. A sample's KV cache has the same check (``memory.refuse_past_free``)."""
     need = rows * width * vocab * LOGIT_BYTES
     if need < LOGITS_CHECKED:  # reading free memory (/proc, the cgroup) on every step cost ~0.2 ms
         return
-    free = free_memory(device)
-    if free is not None and need > free:
-        raise OperationError(
-            Code.RESOURCE_EXHAUSTED,
-            f"this batch's logits would take {need / 2**30:.2f} GiB ({rows} samples x {width} tokens (the longest) x "
-            f"{vocab} logits x {LOGIT_BYTES} bytes: float32 logits and log-softmax), more than the {free / 2**30:.2f} "
-            f"GiB free on {device}: send fewer or shorter samples at once",
-        )
+    how = (f"{rows} samples x {width} tokens (the longest) x {vocab} logits x {LOGIT_BYTES} bytes: float32 logits and "
+           "log-softmax")  # fmt: skip
+    refuse_past_free(need, device, "this batch's logits", how, "send fewer or shorter samples at once")
 
 
 def sample_request(

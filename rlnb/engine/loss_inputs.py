@@ -3,6 +3,7 @@ catalogue's bounds, each ``loss_fn_inputs`` tensor's dtype, length and finitenes
 the log-probs a policy loss reads. Apart from the maths so that each stays one concept; ``losses`` re-exports them."""
 
 import math
+from collections.abc import Mapping
 from typing import Any, get_args
 
 import torch
@@ -43,8 +44,8 @@ def validate(
         for key in spec.required:
             if key not in x:
                 raise InvalidLossInput(f"sample {i}: missing required input {key!r} for {loss_type}")
-        if "mask" in spec.optional and "weights" in x and "mask" in x:
-            raise InvalidLossInput(f"sample {i}: give either 'weights' or 'mask', not both")
+        if "mask" in spec.optional:
+            mask_key(f"sample {i}", x)
         if loss_type == _GRPO and params["beta"] > 0 and "reference_logprobs" not in x:
             raise InvalidLossInput(f"sample {i}: missing input 'reference_logprobs', required when beta > 0")
         masked = _MASKED if loss_type != _CROSS_ENTROPY else ()  # the mask first: it says which positions are read
@@ -130,6 +131,16 @@ def check_input(where: str, key: str, t: Any, n: int, read: torch.Tensor | None 
         # 1e39 is a finite JSON number: the range says why it is refused
         said = f"NaN, inf or past float32's range (+-{FLOAT32_MAX:.4g}), which the engine reads them in"
         raise InvalidLossInput(f"{where} has non-finite values: {said}")
+
+
+def mask_key(where: str, x: Mapping[str, Any]) -> str | None:
+    """Which of a sample's inputs says the positions that count, ``"weights"`` or ``"mask"`` (None: neither), for a
+    policy loss and a custom forward-backward alike; both given is refused (one of them would be ignored).
+    Raise InvalidLossInput naming ``where``."""
+    if "weights" in x and "mask" in x:
+        raise InvalidLossInput(f"{where}: give either weights or mask, not both (inputs 'weights' and 'mask' each "
+                               "say which positions count: one would be ignored)")  # fmt: skip
+    return "weights" if "weights" in x else "mask" if "mask" in x else None
 
 
 def loss_mask(loss_type: str, inputs_i: dict[str, torch.Tensor]) -> torch.Tensor:

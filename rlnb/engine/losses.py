@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from rlnb.engine.loss_inputs import InvalidLossInput, check_input, check_read, loss_mask, validate
+from rlnb.engine.loss_inputs import InvalidLossInput, check_input, check_read, loss_mask, mask_key, validate
 
 _CROSS_ENTROPY = "LOSS_TYPE_CROSS_ENTROPY"
 _GRPO = "LOSS_TYPE_GRPO"
@@ -32,7 +32,16 @@ _IMPORTANCE_SAMPLING = "LOSS_TYPE_IMPORTANCE_SAMPLING"
 _TOKEN_MEAN = "GRPO_LOSS_AGGREGATION_TYPE_TOKEN_MEAN"
 _SEQUENCE_MEAN = "GRPO_LOSS_AGGREGATION_TYPE_SEQUENCE_MEAN"
 _RATIO_SEQUENCE = "GRPO_LOSS_RATIO_TYPE_SEQUENCE"
-__all__ = ["InvalidLossInput", "check_input", "check_read", "compute", "logprobs_and_entropy", "loss_mask", "validate"]
+__all__ = [
+    "InvalidLossInput",
+    "check_input",
+    "check_read",
+    "compute",
+    "logprobs_and_entropy",
+    "loss_mask",
+    "mask_key",
+    "validate",
+]
 
 
 def compute(

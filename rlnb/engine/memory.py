@@ -9,6 +9,9 @@ from pathlib import Path
 
 import torch
 
+from rlnb.errors import OperationError
+from rlnb.wire import OperationErrorCode as Code
+
 MEMINFO = Path("/proc/meminfo")
 PROC_CGROUP = Path("/proc/self/cgroup")
 """Which cgroup the process is in, per hierarchy (``0::/path`` for v2, ``N:memory:/path`` for v1)."""
@@ -30,6 +33,20 @@ def free_memory(device: torch.device) -> int | None:
         free = torch.cuda.mem_get_info(device)[0]
         return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
     return host_available()
+
+
+def refuse_past_free(need: int, device: torch.device, what: str, how: str, advice: str) -> None:
+    """``RESOURCE_EXHAUSTED`` before anything is allocated when ``need`` bytes (of ``what``, counted as ``how`` says)
+    would not fit the memory free now (``free_memory``; nothing where it cannot be read): a sample's KV cache and a
+    batch's logits alike, which took what there was and failed once allocated, or got the process killed where Linux
+    overcommits memory. ``advice`` says what to send instead."""
+    free = free_memory(device) if need else None
+    if free is not None and need > free:
+        raise OperationError(
+            Code.RESOURCE_EXHAUSTED,
+            f"{what} would take {need / 2**30:.2f} GiB ({how}), more than the {free / 2**30:.2f} GiB free on "
+            f"{device}: {advice}",
+        )
 
 
 def host_available() -> int | None:

@@ -26,12 +26,10 @@ import torch
 from torch import Tensor
 
 from rlnb import wire
-from rlnb.engine.memory import free_memory
+from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.decoders import Decoder
-from rlnb.errors import OperationError
 from rlnb.text import Codec, StopMatcher
-from rlnb.wire import OperationErrorCode as Code
 
 MIN_TEMPERATURE = 1e-5
 """Below this, sampling is greedy (dividing logits by a tinier temperature overflows)."""
@@ -74,15 +72,9 @@ def check_cache(rows: int, length: int, per_token: int, device: torch.device) ->
     """``RESOURCE_EXHAUSTED`` before anything is allocated when the KV cache of ``rows`` x ``length`` tokens would not
     fit the memory free now (``free_memory``, the bound): the engine has no token budget (``rlnb serve`` has), and a
     cache past it failed only once allocated or filled — or, where Linux overcommits memory, got the process killed."""
-    need = rows * length * per_token
-    free = free_memory(device) if need else None
-    if free is not None and need > free:
-        raise OperationError(
-            Code.RESOURCE_EXHAUSTED,
-            f"this sample's KV cache would take {need / 2**30:.2f} GiB ({rows} rows (prompts x num_samples) x {length} "
-            f"tokens (longest prompt + max_tokens) x {per_token} bytes), more than the {free / 2**30:.2f} GiB free on "
-            f"{device}: sample fewer prompts, num_samples or max_tokens at once",
-        )
+    how = f"{rows} rows (prompts x num_samples) x {length} tokens (longest prompt + max_tokens) x {per_token} bytes"
+    advice = "sample fewer prompts, num_samples or max_tokens at once"
+    refuse_past_free(rows * length * per_token, device, "this sample's KV cache", how, advice)
 
 
 def left_pad(prompts: Sequence[Sequence[int]], n: int, device: torch.device) -> tuple[Tensor, Tensor]:

@@ -9,10 +9,11 @@ over seeds per config; ``lr_find`` runs a learning-rate range test.
 
 Modules: ``options`` (the groups of ``sweep``'s options: ``TrialOptions``, ``SearchOptions``, ``ExecutorOptions``;
 ``lr_find``'s ``RangeTestOptions``), ``space`` (configs, search spaces, params; ``space_text``, a space as
-``sweep.json`` records it), ``configs`` (a list of configs as given, checked), ``trial`` (one run → one row),
-``executors`` (threads, and the per-trial routing), ``ray_executor`` (Ray's driver side) and ``ray_task`` (a trial
-on a Ray worker), ``optuna_search`` (and ``study_file``, its ``study.db``), ``driver`` (``sweep``), ``dispatch``
-(its plan of trials and the loop that runs them), ``folder``, ``find_lr`` (``lr_find``, the LR range test;
+``sweep.json`` records it), ``configs`` (a list of configs as given, checked), ``keys`` (a config or value as a key),
+``trial`` (one run → one row), ``executors`` (threads, and the per-trial routing), ``ray_executor`` (Ray's driver
+side) and ``ray_task`` (a trial on a Ray worker), ``optuna_search`` (and ``samplers``, its sampler and pruner;
+``study_file``, its ``study.db``), ``driver`` (``sweep``), ``dispatch`` (its plan of trials and the loop that runs
+them), ``folder`` (and ``fingerprint``, what a reward computes), ``find_lr`` (``lr_find``, the LR range test;
 ``lr_rates``, its rates; ``lr_curve``, its curve; ``lr_result``, its ``LRFind``), ``muon_lr`` (Muon rates between
 scaling conventions), ``figures``.
 """

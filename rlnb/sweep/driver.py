@@ -190,7 +190,8 @@ def _trials(
     if study.search == "optuna":
         if configs is not None:
             raise ValueError("search='optuna' takes a space={...}, not configs")
-        from .optuna_search import STUDY_FILE, check_search, import_optuna, storage_url
+        from .optuna_search import STUDY_FILE, import_optuna, storage_url
+        from .samplers import check_search
 
         import_optuna()  # the extra named, before storage_url's "No module named 'sqlalchemy'" (Optuna brings it)
         dims = parse_space(base, study.space or {})

@@ -3,9 +3,8 @@ value they had when stopped."""
 
 from __future__ import annotations
 
-import json
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -14,6 +13,7 @@ from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
 from rlnb.viz.plots import NotebookFigure
 
+from .keys import can_hash, hashable
 from .trial import RESULT_COLUMNS
 
 LR = "learning_rate"
@@ -124,32 +124,10 @@ def keyed(trials: pd.DataFrame, keys: Sequence[Any]) -> pd.DataFrame:
     table is left as it was."""
     mapped = trials
     for key in keys:
-        if trials[key].dtype == object and not all(_can_hash(v) for v in trials[key]):
+        if trials[key].dtype == object and not all(can_hash(v) for v in trials[key]):
             mapped = mapped.copy() if mapped is trials else mapped
             mapped[key] = trials[key].map(hashable)
     return mapped
-
-
-def hashable(value: Any) -> Any:
-    """``value`` as a key that is equal where the values are: a list or array as a tuple (of such keys), a dict as
-    its JSON text with sorted keys, any other unhashable value as its repr."""
-    if isinstance(value, list | tuple):
-        return tuple(hashable(v) for v in value)
-    if _can_hash(value):
-        return value
-    if isinstance(value, Mapping):
-        return json.dumps(value, sort_keys=True, default=str)
-    if hasattr(value, "tolist"):  # a numpy array, a tensor
-        return hashable(value.tolist())
-    return repr(value)
-
-
-def _can_hash(value: Any) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 def _maximise(trials: pd.DataFrame, y: str) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb.engine import held
+from rlnb.history import locks
 
 from .ray_checks import import_ray
 from .trial import TrialSpec, base_row, run_trial
@@ -88,4 +89,4 @@ def trial_folder() -> Iterator[Path]:
         except OSError as exc:
             warnings.warn(f"a Ray trial's temporary folder could not be removed: {exc.filename or folder}: "
                           f"{exc.strerror or exc}", RuntimeWarning, stacklevel=3)  # fmt: skip
-        held.release(lock)
+        locks.release(lock)

@@ -22,6 +22,8 @@ from rlnb._options import check_bool, check_int, is_integer
 from rlnb.params import MUON_ADAM_FIELDS, PARAMS, AdamParams, OptimizerParams
 from rlnb.prompts import scalar
 
+from .keys import config_key
+
 
 @dataclass(frozen=True)
 class Float:
@@ -214,10 +216,7 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
     seen: set[Any] = set()  # by hash: each draw compared with every config kept took minutes for 10,000
     for _ in range(n * REDRAWS):
         config = sample(dims, rng)
-        try:
-            key: Any = frozenset(config.items())
-        except TypeError:  # a choice that is a list: by its text
-            key = repr(config)
+        key = config_key(config)  # a choice that is a list: by its values
         if key not in seen:
             seen.add(key)
             configs.append(config)

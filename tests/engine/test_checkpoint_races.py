@@ -17,6 +17,7 @@ import pytest
 import rlnb
 from rlnb.engine import checkpoint_files, handlers, held
 from rlnb.engine.checkpoint_files import writing
+from rlnb.history.locks import release
 
 
 def local_session(**kw):
@@ -237,7 +238,7 @@ def test_a_partial_whose_writer_holds_its_lock_is_kept_even_if_its_pid_is_dead_h
         with local_session(checkpoint_dir=tmp_path):
             assert partial.exists()
     finally:
-        held.release(writer)
+        release(writer)
     with local_session(checkpoint_dir=tmp_path):  # its writer ended: the lock is free
         assert not partial.exists()
 
@@ -258,7 +259,7 @@ def test_the_scratch_folders_of_killed_servers_are_removed_by_the_next_one_and_n
     monkeypatch.setattr(held.tempfile, "tempdir", str(tmp_path))
     killed, live_folder = held.scratch_folder()
     (killed / "ckpt-train-0123456789ab.pt").write_bytes(b"GBs")
-    held.release(live_folder)  # the killed server's lock went with it
+    release(live_folder)  # the killed server's lock went with it
     live, lock = held.scratch_folder()
     older = tmp_path / f"{held.SCRATCH_PREFIX}older"  # an older rlnb's: no lock file, never removed
     older.mkdir()
@@ -267,8 +268,8 @@ def test_the_scratch_folders_of_killed_servers_are_removed_by_the_next_one_and_n
         third, third_lock = held.scratch_folder()
     assert not killed.exists()
     assert sorted(tmp_path.iterdir()) == sorted([live, older, third])
-    held.release(lock)
-    held.release(third_lock)
+    release(lock)
+    release(third_lock)
 
 
 @pytest.mark.skipif(held.fcntl is None, reason="flock is POSIX")
@@ -299,7 +300,7 @@ def test_a_scratch_folder_is_out_of_every_sweeps_sight_until_its_lock_is_held(tm
     third, third_lock = held.scratch_folder()
     assert sorted(tmp_path.iterdir()) == sorted([folder, other_folder, fresh, third])
     for fd in (lock, other_lock, third_lock):
-        held.release(fd)
+        release(fd)
 
 
 @pytest.mark.skipif(held.fcntl is None, reason="flock is POSIX")

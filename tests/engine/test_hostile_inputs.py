@@ -109,12 +109,12 @@ def test_a_batch_whose_logits_would_not_fit_the_free_memory_is_refused_before_th
     """A forward-backward had no bound: samples x tokens x vocabulary logits (and their float32 log-softmax) took what
     memory there was, and failed only once allocated — or, where Linux overcommits, the process was killed (64
     samples of 4,096 tokens over Qwen3's 151,936-token vocabulary are 318 GB). The sample's KV cache was checked."""
-    from rlnb.engine import inputs
+    from rlnb.engine import inputs, memory
 
     batch = [samples.cross_entropy(list(range(1, 101)))] * 3  # 3 rows x 99 tokens x 256 logits x 8 bytes
     need = 3 * 99 * 256 * 8
     monkeypatch.setattr(inputs, "LOGITS_CHECKED", 0)  # this small batch is checked too
-    monkeypatch.setattr(inputs, "free_memory", lambda device: need - 1, raising=False)
+    monkeypatch.setattr(memory, "free_memory", lambda device: need - 1, raising=False)
     for op in (session.forward_backward(batch), session.forward_backward(batch, forward_only=True)):
         err = failed(op)
         assert err.code == wire.OperationErrorCode.RESOURCE_EXHAUSTED
@@ -122,10 +122,10 @@ def test_a_batch_whose_logits_would_not_fit_the_free_memory_is_refused_before_th
         assert said in str(err)
         assert "GiB free on cpu: send fewer or shorter samples at once" in str(err)
     assert all(p.grad is None for p in session.backend.trainer.parameters())
-    monkeypatch.setattr(inputs, "free_memory", lambda device: need)
+    monkeypatch.setattr(memory, "free_memory", lambda device: need)
     assert session.forward_backward(batch, forward_only=True).result(timeout=60).metrics["loss/tokens"] == 3 * 99
     monkeypatch.undo()  # logits under LOGITS_CHECKED: free memory is not read (it cost ~0.2 ms a step)
-    monkeypatch.setattr(inputs, "free_memory", lambda device: pytest.fail("free memory read for 0.6 MB of logits"))
+    monkeypatch.setattr(memory, "free_memory", lambda device: pytest.fail("free memory read for 0.6 MB of logits"))
     assert session.forward_backward(batch, forward_only=True).result(timeout=60).metrics["loss/tokens"] == 3 * 99
 
 

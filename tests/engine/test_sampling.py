@@ -198,12 +198,12 @@ def test_top_k_zero_or_past_the_vocabulary_is_off_and_below_minus_one_is_refused
 def test_a_sample_whose_kv_cache_would_not_fit_the_free_memory_is_refused_before_it_is_allocated(monkeypatch):
     """The engine had no bound: prompts x num_samples x (prompt + max_tokens) took what memory there was, and failed
     only once allocated or filled (or, where Linux overcommits, the process was killed)."""
-    from rlnb.engine import sampling
+    from rlnb.engine import memory
 
     with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as t:
         per_token = t.backend.engine.adapter.kv_bytes_per_token()
         assert per_token > 0
-        monkeypatch.setattr(sampling, "free_memory", lambda device: 100 * 20 * per_token)  # room for 100 rows x 20
+        monkeypatch.setattr(memory, "free_memory", lambda device: 100 * 20 * per_token)  # room for 100 rows x 20
         with pytest.raises(rlnb.OperationFailed) as failed:
             t.sample(["n=", "ab"], num_samples=64, max_tokens=18).result()
         assert failed.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"

@@ -1,0 +1,31 @@
+"""The pre-clip gradient norm and the clip factor, a session's step (``TrainerOptimizer``) and a batched run's
+(``rlnb.batched.optim``) alike: one place, so that both clip and report as ``torch.nn.utils.clip_grad_norm_`` does."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+CLIP_EPS = 1e-6  # torch.nn.utils.clip_grads_with_norm_: coef = max_norm / (total_norm + 1e-6)
+
+
+def norm_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a norm of ``dtype`` gradients is taken in, a session's (``total_norm``) and a batched run's alike:
+    float32 for float16 ones (past 65504 their norm was inf though each was finite, and the step failed instead of
+    clipping them), else their own, as ``get_total_norm`` takes it."""
+    return torch.float32 if dtype == torch.float16 else dtype
+
+
+def total_norm(grads: list[Tensor]) -> Tensor:
+    """The global 2-norm of ``grads``, ``get_total_norm``'s (``clip_grad_norm_``'s, bit for bit), in ``norm_dtype``."""
+    if any(norm_dtype(g.dtype) != g.dtype for g in grads):
+        norms = [torch.linalg.vector_norm(g, dtype=norm_dtype(g.dtype)) for g in grads]
+        return torch.linalg.vector_norm(torch.stack(norms))
+    return torch.nn.utils.get_total_norm(grads)
+
+
+def clip_coefficient(max_norm: float | Tensor, total: Tensor) -> Tensor:
+    """The factor ``clip_grads_with_norm_`` multiplies the gradients by, min(1, max_norm / (total + 1e-6)), computed as
+    it computes it, in ``total``'s dtype: what a step reports is what it applied. Worked in Python's float64,
+    grad_clip_norm 1e-300 was reported as 5e-302 while the gradients became exactly 0 (1e-300 is 0 in float32)."""
+    return (max_norm / (total + CLIP_EPS)).clamp(max=1.0)

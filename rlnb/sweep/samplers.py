@@ -1,0 +1,126 @@
+"""A search's sampler and pruner, as the sweep's arguments name them: checked before the sweep folder is made or
+Optuna imported (``check_search``), then built (``make_sampler``, ``make_pruner``). Optuna stores neither, so a resumed
+sweep builds them again from its arguments; apart from ``optuna_search``, which runs the study they drive."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rlnb._options import check_int
+
+from .space import MAX_CONFIGS, Categorical, Dimension, Float
+
+SAMPLER_SEED = 0
+"""Samplers named by string are seeded with this plus the trials the study already has (0 for a new sweep):
+a resumed sweep draws new points, not the ones it drew before. Pass an Optuna sampler object for another seed."""
+MAX_GRID_POINTS = 10_000
+"""The most points ``sampler='grid'`` runs: each is a trial, and far more is a search, not a grid."""
+SAMPLERS, PRUNERS = ("tpe", "random", "grid"), ("median", "asha")
+
+
+def check_search(
+    dims: Mapping[str, Dimension], n_trials: int | None, sampler: Any, pruner: Any, seeds: Sequence[int]
+) -> None:
+    """The search's arguments, checked before the sweep folder is made or Optuna imported."""
+    if isinstance(sampler, str) and sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler, got {sampler!r}")
+    if isinstance(pruner, str) and pruner not in PRUNERS:
+        raise ValueError(f"pruner must be 'median', 'asha', None or an Optuna pruner, got {pruner!r}")
+    _check_objects(sampler, pruner)
+    if sampler == "grid":
+        grid_values(dims)  # raises for a Float range
+    elif n_trials is None:
+        raise ValueError("search='optuna' needs n_trials (only sampler='grid' knows its own size)")
+    if n_trials is not None:  # 10**30 ran trials for ever, its progress bar counting toward 10**30
+        why = "each is a trial, as grid() and random_search() make at most that many configs"
+        n_trials = check_int("n_trials", n_trials, 1, MAX_CONFIGS, why=why)
+        if sampler != "grid":  # the grid stops after its last point
+            _check_repeats(dims, n_trials, seeds)
+
+
+def _check_repeats(dims: Mapping[str, Dimension], n_trials: int, seeds: Sequence[int]) -> None:
+    """A space of lists and Int ranges alone holds a finite number of points: trials past its points × seeds
+    repeat one already run (``{"learning_rate": [1e-3]}`` with ``n_trials=3`` ran the same trial three times)."""
+    if any(isinstance(dim, Float) for dim in dims.values()):
+        return
+    sizes = {name: len(d.choices) if isinstance(d, Categorical) else d.high - d.low + 1 for name, d in dims.items()}
+    distinct = math.prod(sizes.values()) * len(seeds)
+    if n_trials > distinct:
+        each = " × ".join(f"{name} {size}" for name, size in sizes.items())
+        raise ValueError(
+            f"n_trials={n_trials} is more than the {distinct} distinct trials this space and seeds hold ({each} × "
+            f"{len(seeds)} seeds): the rest would repeat a trial already run; use sampler='grid', which runs each "
+            "point once, or n_trials <= " + str(distinct)
+        )
+
+
+def _check_objects(sampler: Any, pruner: Any) -> None:
+    """A sampler or pruner given as an object is Optuna's: ``sampler=5`` raised an ``AttributeError`` after the sweep
+    folder was made, ``pruner=5`` FAILED every trial (``'int' object has no attribute 'prune'``)."""
+    if isinstance(sampler, str) and (pruner is None or isinstance(pruner, str)):
+        return
+    import optuna
+
+    if not isinstance(sampler, str | optuna.samplers.BaseSampler):
+        raise TypeError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler (optuna.samplers.*), "
+                        f"got {sampler!r}")  # fmt: skip
+    if isinstance(sampler, optuna.samplers.GridSampler):
+        raise ValueError("use sampler='grid' (a GridSampler object stops the study from tell(), outside optimize())")
+    if not (pruner is None or isinstance(pruner, str | optuna.pruners.BasePruner)):
+        raise TypeError(f"pruner must be 'median', 'asha', None or an Optuna pruner (optuna.pruners.*), got {pruner!r}")
+
+
+def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension], seed: int = SAMPLER_SEED) -> Any:
+    if isinstance(sampler, optuna.samplers.GridSampler):
+        raise ValueError("use sampler='grid' (a GridSampler object stops the study from tell(), outside optimize())")
+    if not isinstance(sampler, str):
+        return sampler
+    if sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    if sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if sampler == "grid":
+
+        class AskTellGridSampler(optuna.samplers.GridSampler):
+            """GridSampler calls ``study.stop()`` after the last point, which only works inside
+            ``study.optimize``; with ask/tell the sweep checks ``is_exhausted`` itself."""
+
+            def after_trial(self, *args: Any) -> None:
+                return None
+
+        return AskTellGridSampler(grid_values(dims), seed=seed)
+    raise ValueError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler, got {sampler!r}")
+
+
+def grid_values(dims: Mapping[str, Dimension]) -> dict[str, list[Any]]:
+    """The points of ``sampler='grid'``: every choice of each dimension (a Float range has none), at most
+    ``MAX_GRID_POINTS`` combinations (sized before any list is built: ``Int(1, 10**9)`` would fill memory)."""
+    axes: dict[str, Sequence[Any]] = {}
+    for name, dim in dims.items():
+        if isinstance(dim, Float):
+            raise ValueError(f"sampler='grid' needs a list of values for {name!r} (or an Int range), not {dim}")
+        axes[name] = dim.choices if isinstance(dim, Categorical) else range(dim.low, dim.high + 1)
+    points = math.prod(len(values) for values in axes.values())
+    if points > MAX_GRID_POINTS:
+        each = " × ".join(f"{name} {len(values)}" for name, values in axes.items())
+        raise ValueError(
+            f"sampler='grid' has {points} points ({each}): at most {MAX_GRID_POINTS}; "
+            "use sampler='tpe' or 'random' with n_trials"
+        )
+    return {name: list(values) for name, values in axes.items()}
+
+
+def make_pruner(optuna: Any, pruner: Any, steps: int) -> Any:
+    """``"median"``: MedianPruner after 4 finished trials, judging from a quarter of the steps on;
+    ``"asha"``: SuccessiveHalvingPruner with rungs at steps/9, steps/3, steps (reduction factor 3)."""
+    if pruner is None:
+        return optuna.pruners.NopPruner()
+    if not isinstance(pruner, str):
+        return pruner
+    if pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=max(1, steps // 4))
+    if pruner == "asha":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, steps // 9), reduction_factor=3)
+    raise ValueError(f"pruner must be 'median', 'asha', None or an Optuna pruner, got {pruner!r}")
