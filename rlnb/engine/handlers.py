@@ -132,9 +132,7 @@ def custom_forward_backward(
 ) -> wire.CustomForwardBackwardResult:
     seqs, inputs = inputs_mod.read_samples(engine.adapter, body.samples)
     losses_mod.check_read(None, inputs)
-    grads = inputs_mod.custom_gradients(seqs, inputs, body.gradients)  # zero where the weights or the mask are
-    # a weight multiplies its token's loss, as cross-entropy's: d(Σ w·ℓ)/d lp = w·g (fractional weights were a mask)
-    grads = [g * x["weights"] if "weights" in x else g for g, x in zip(grads, inputs, strict=True)]
+    grads = inputs_mod.custom_gradients(seqs, inputs, body.gradients)  # w·g, or zero where the mask is
     lps, _ = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, [x["target_tokens"] for x in inputs])
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
     surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly

@@ -83,9 +83,9 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
 def custom_gradients(
     seqs: list[list[int]], inputs: list[dict[str, Tensor]], gradients: list[wire.GradientTensor]
 ) -> list[Tensor]:
-    """A custom forward-backward's gradients as float32 tensors, zero where the sample's mask is, once its inputs
-    are checked: one gradient per sample with one value per token; ``target_tokens`` and the mask checked by
-    ``losses.check_input``, a forward-backward's own check (int64 ids of the sample's length: float ids would
+    """A custom forward-backward's gradients as float32 tensors, times the sample's weights (zero where its mask is),
+    once its inputs are checked: one gradient per sample with one value per token; ``target_tokens`` and the mask
+    checked by ``losses.check_input``, a forward-backward's own check (int64 ids of the sample's length: float ids would
     reach the log-prob gather, an ``INTERNAL_ERROR``); at most one of ``weights`` and ``mask`` (``losses.mask_key``,
     a forward-backward's own rule: here ``mask`` was ignored). ``INVALID_INPUT`` naming the field,
     ``NON_FINITE_LOSS`` for a gradient that is not finite."""
@@ -106,7 +106,8 @@ def custom_gradients(
         grad = torch.tensor(g.data, dtype=torch.float32)
         if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
             raise OperationError(Code.NON_FINITE_LOSS, f"gradients[{i}] is not finite; no gradients were accumulated")
-        grads.append(grad * ((mask != 0).float() if mask is not None else 1.0))
+        # a weight multiplies its token's loss, as cross-entropy's: d(Σ w·ℓ)/d lp = w·g; a mask keeps or drops it
+        grads.append(grad * (1.0 if mask is None else mask.float() if key == "weights" else (mask != 0).float()))
     return grads
 
 

@@ -29,7 +29,9 @@ from rlnb import wire
 from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.decoders import Decoder
+from rlnb.errors import OperationError
 from rlnb.text import Codec, StopMatcher
+from rlnb.wire import OperationErrorCode as Code
 
 MIN_TEMPERATURE = 1e-5
 """Below this, sampling is greedy (dividing logits by a tinier temperature overflows)."""
