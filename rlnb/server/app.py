@@ -175,17 +175,19 @@ def run(app: FastAPI, sock: socket.socket) -> None:
     import uvicorn
 
     hurry: threading.Event = app.state.hurry
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
     class Server(uvicorn.Server):
         @contextmanager
         def capture_signals(self) -> Iterator[None]:
-            ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
             with super().capture_signals():
                 if ignored and threading.current_thread() is threading.main_thread():  # only it sets handlers
                     signal.signal(signal.SIGINT, signal.SIG_IGN)
                 yield
 
         def handle_exit(self, sig: int, frame: Any) -> None:
+            if ignored and sig == signal.SIGINT:  # one between uvicorn's handler and SIG_IGN going in
+                return
             if self.should_exit:
                 hurry.set()
             super().handle_exit(sig, frame)
