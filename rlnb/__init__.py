@@ -11,10 +11,12 @@ One API for a remote Together training session and an in-process torch backend:
 """
 
 import sys as _sys
-import typing as _typing
 from importlib import import_module as _import_module
 
-if _typing.TYPE_CHECKING:  # for the type checker and the API reference: at run time each name is imported on first use
+# True for the type checker only (any name TYPE_CHECKING is, to it); deleted below. ``typing.TYPE_CHECKING`` was the
+# one library the console script imported before ``rlnb.cli.main`` holds a Ctrl-C: a traceback in its first ~2 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # for the type checker and the API reference: at run time each name is imported on first use
     from rlnb import samples, sinks, wire
     from rlnb._secrets import RedactingFilter, configure_logging
     from rlnb.errors import (
@@ -44,6 +46,7 @@ if _typing.TYPE_CHECKING:  # for the type checker and the API reference: at run 
     from rlnb.session.connect import connect
     from rlnb.session.operation import Operation
     from rlnb.sinks.exporting import export
+del TYPE_CHECKING  # not a name of rlnb's
 
 __version__ = "0.1.0"
 

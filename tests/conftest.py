@@ -24,6 +24,17 @@ def auth_server(tmp_path_factory) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _ctrl_c_raises() -> None:
+    """Ctrl-C raises in the tests and in the commands they start, also where pytest runs as a background job: a shell
+    starts it with SIGINT ignored, which the commands it starts inherit and keep (docs/server.md), so a test that stops
+    one with SIGINT waited for it to its deadline."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(autouse=True)
 def _runs_in_tmp(tmp_path, monkeypatch):
     """Sessions record their runs under a temporary folder, not ./rlnb-runs."""

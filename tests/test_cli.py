@@ -15,6 +15,7 @@ def never_serve(monkeypatch):
     monkeypatch.setattr("uvicorn.Server.run", lambda *a, **k: pytest.fail("rlnb serve started listening"))
 
 
+ASCII_INTEGER = "must be an integer in ASCII digits 0-9, got"
 SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003 + i) must be an int64
 
 
@@ -22,7 +23,16 @@ SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003
     "argv, words",
     [
         (["train"], "invalid choice: 'train'"),
-        (["demo", "--steps", "1.5"], "argument --steps: invalid int value: '1.5'"),  # no number: argparse's own
+        (["demo", "--steps", "1.5"], f"argument --steps: {ASCII_INTEGER} '1.5'"),  # no number: argparse's usage
+        # int() and float() read other scripts' digits: each was taken as the number they write
+        (["demo", "--steps", "\uff14\uff10"], f"argument --steps: {ASCII_INTEGER} '\uff14\uff10'"),  # fullwidth 40
+        (["demo", "--seed", "\u0663"], f"argument --seed: {ASCII_INTEGER} '\u0663'"),  # Arabic-Indic 3
+        (["demo", "--lora", "\u0968"], f"argument --lora: {ASCII_INTEGER} '\u0968'"),  # Devanagari 2
+        (["demo", "--steps", "4_0"], f"argument --steps: {ASCII_INTEGER} '4_0'"),
+        (["demo", "--lr", "\uff11e-3"], "argument --lr: must be a number in ASCII digits 0-9, got '\uff11e-3'"),
+        (["serve", "--offload-results-over", "\uff11"], f"argument --offload-results-over: {ASCII_INTEGER} '\uff11'"),
+        (["serve", "--op-delay", "\uff11"], "argument --op-delay: must be a number in ASCII digits 0-9, got '\uff11'"),
+        (["serve", "--fail-rate", "\uff10.5"], "argument --fail-rate: must be a number in ASCII digits 0-9, got"),
     ],
 )
 def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
@@ -67,6 +77,9 @@ def test_bad_demo_options_stop_it_with_one_line_and_exit_2(options, words, tmp_p
     assert not captured.out and not (tmp_path / "out").exists()
 
 
+PORT = "--port must be an integer in 0-65535 (0: any free port), got"
+
+
 @pytest.mark.parametrize(
     "options, words",
     [
@@ -81,6 +94,10 @@ def test_bad_demo_options_stop_it_with_one_line_and_exit_2(options, words, tmp_p
         (["--port", "70000"], "--port must be 0-65535 (0: any free port), got 70000"),  # it listened on 4464
         (["--port=-1"], "--port must be 0-65535 (0: any free port), got -1"),
         (["--port", "http"], "--port must be an integer in 0-65535 (0: any free port), got 'http'"),
+        (["--port", "\uff18\uff10\uff10\uff10"], f"{PORT} '\uff18\uff10\uff10\uff10'"),  # fullwidth: listened on 8000
+        (["--port", "\u0668\u0660\u0660\u0660"], f"{PORT} '\u0668\u0660\u0660\u0660'"),  # Arabic-Indic 8000
+        (["--port", " 8000"], f"{PORT} ' 8000'"),
+        (["--limit", "max_live_sessions=\uff18"], "max_live_sessions must be an integer in [1, "),  # taken as 8
         (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),
         (["--public-url", "http://"], "public_url must name a host, such as"),  # every link read http:///v1/...
         (["--public-url", "http://h:99999"], "public_url 'http://h:99999' is not a valid URL: Port out of range"),

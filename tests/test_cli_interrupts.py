@@ -118,3 +118,14 @@ def test_ctrl_c_while_the_command_line_imports_its_own_modules_is_one_line_and_1
     assert done.returncode == 130, done.stderr
     # the held Ctrl-C is raised at the first moment out of every import: before serve's own handler, or in it
     assert re.fullmatch(r"rlnb( serve)?: stopped \(Ctrl-C\)( before it listened)?\n", done.stderr), done.stderr
+
+
+@pytest.mark.slow  # a Python process
+def test_the_console_script_imports_no_library_before_main_holds_a_ctrl_c():
+    """The console script's ``from rlnb.cli import main`` runs before ``main`` installs its handler: a Ctrl-C there is
+    a traceback. It imported ``typing`` (for ``TYPE_CHECKING``) and ``collections.abc``: ~2 ms of it. What is left is
+    rlnb's own two short modules (``re`` and ``sys``, the script's others, are loaded by Python's start-up)."""
+    code = "import sys\nbefore = set(sys.modules)\nfrom rlnb.cli import main\nprint(sorted(set(sys.modules) - before))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=EXIT_DEADLINE,
+                         env={**os.environ, "PYTHONPATH": ROOT})  # fmt: skip
+    assert (out.returncode, out.stdout) == (0, "['rlnb', 'rlnb.cli']\n"), out.stderr

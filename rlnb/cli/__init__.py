@@ -12,8 +12,11 @@ them, and argparse, inside ``main``: a Ctrl-C while they were imported (the firs
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import Any
+
+TYPE_CHECKING = False  # as in ``rlnb/__init__``: ``typing`` and ``collections.abc`` were imported before main's handler
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 
 def main(argv: Sequence[str] | None = None) -> int:

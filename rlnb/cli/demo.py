@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rlnb.cli.demo_options import DEMO_PARAMS, DemoOptions
-from rlnb.cli.options import device_argument, dtype_argument
+from rlnb.cli.interrupts import ignored
+from rlnb.cli.options import device_argument, dtype_argument, integer, number
 from rlnb.cli.output import quiet, say
 
 RESTORED = "rlnb demo: the run recorded nothing; the earlier output is back in place"
@@ -181,7 +182,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "(default: %(default)s)",
     )
     p.add_argument("--optimizer", choices=["adam", "muon"], default="adam", help="(default: %(default)s)")
-    p.add_argument("--steps", type=int, default=40, help="RL steps, 1-1000003 (default: %(default)s)")
+    p.add_argument("--steps", type=integer, default=40, help="RL steps, 1-1000003 (default: %(default)s)")
     p.add_argument(
         "--out",
         default="rlnb-demo",
@@ -194,7 +195,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--seed",
-        type=int,
+        type=integer,
         default=0,
         help="model and sampling seed, about -9.2e12 to 9.2e12 (step i samples with seed * 1000003 + i, "
         "an int64; the exact range for --steps is said when one is out) (default: %(default)s)",
@@ -206,11 +207,11 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="tiny, small, or a Hugging Face model directory / hub id in the local cache (default: %(default)s)",
     )
     p.add_argument(
-        "--lr", type=float, default=None, help="learning rate, a finite number > 0 (default: tuned for the built-ins)"
+        "--lr", type=number, default=None, help="learning rate, a finite number > 0 (default: tuned for the built-ins)"
     )
     p.add_argument(
         "--lora",
-        type=int,
+        type=integer,
         default=0,
         metavar="RANK",
         help="train a LoRA adapter of this rank, 0 or more, up to what the model's layers can use "
@@ -219,7 +220,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     dtype_argument(p)
     p.add_argument(
         "--threads",
-        type=int,
+        type=integer,
         default=None,
         metavar="N",
         help="torch's intra-op threads on the CPU, 1-1024, as rlnb.connect(threads=N): a seeded run repeats bit for "
@@ -230,7 +231,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``rlnb demo``: its arguments checked, then ``demo``; a bad argument or a failure is one line ``rlnb demo: ...``
     (argparse's usage and "rlnb: error:" were printed for some options, as ``rlnb serve``'s were), exit 2."""
-    stops = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]  # SIGHUP: POSIX only
+    hangup = [signal.SIGHUP] if hasattr(signal, "SIGHUP") and not ignored(signal.SIGHUP) else []  # POSIX; nohup
+    stops = [signal.SIGTERM, *hangup]
     previous = {signum: signal.signal(signum, _terminated) for signum in stops}
     try:
         options = DemoOptions(

@@ -8,6 +8,9 @@ traceback from pandas). So while the command line runs, a Ctrl-C that arrives in
 outermost import returns, then raised as usual (one line, exit status 130). A third Ctrl-C while still importing is
 raised at once, so that an import that hangs can still be interrupted.
 
+A Ctrl-C the process was started to ignore stays ignored: a shell starts a background job (``rlnb serve &``) with
+SIGINT ignored, and Python keeps that; the handler that went in ~40 ms later honoured it from then on (``ignored``).
+
 This module imports nothing slow (``signal`` and what Python has loaded already): the handler goes in before the
 command line imports anything else.
 """
@@ -29,6 +32,13 @@ POLL_S = 0.01
 _IMPORT_MACHINERY = "<frozen importlib."
 
 
+def ignored(signum: int) -> bool:
+    """Whether ``signum`` is ignored, as the process that started this one left it (a shell's background job: SIGINT;
+    ``nohup``: SIGHUP): the command line's handlers leave it so, so that it is ignored throughout, not only until a
+    handler goes in. SIGTERM, the way to stop a background server, is handled either way."""
+    return signal.getsignal(signum) is signal.SIG_IGN
+
+
 def importing(frame: FrameType | None) -> bool:
     """Whether ``frame`` or a frame that called it is Python's import machinery (a module is being imported)."""
     while frame is not None:
@@ -41,22 +51,24 @@ def importing(frame: FrameType | None) -> bool:
 class HeldDuringImports:
     """``with HeldDuringImports(): ...``: SIGINT raises ``KeyboardInterrupt``, as Python's own handler does, except
     inside an import (see the module). The previous handler is back at the end of the block; a Ctrl-C still held
-    then is raised there."""
+    then is raised there. An ignored SIGINT stays ignored (``ignored``): nothing is installed."""
 
     def __init__(self) -> None:
         self._lock = _thread.allocate_lock()
         self._presses = 0
-        self._held = self._waiting = self._redelivered = self._closed = False
+        self._held = self._waiting = self._redelivered = self._closed = self._installed = False
         self._previous: object = None
 
     def __enter__(self) -> HeldDuringImports:
-        self._previous = signal.signal(signal.SIGINT, self._handle)
+        if not ignored(signal.SIGINT):
+            self._previous, self._installed = signal.signal(signal.SIGINT, self._handle), True
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         with self._lock:  # no redelivery starts after this
             self._closed = True
-        signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]  # what signal.signal returned
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]  # what signal.signal returned
         if kind is None and self._held:
             raise KeyboardInterrupt
 

@@ -1,8 +1,47 @@
-"""The options both subcommands take (``--device``, ``--dtype``), written once so they read and check alike."""
+"""The options both subcommands take (``--device``, ``--dtype``), and the reading of an integer option, written once
+so they read and check alike."""
 
 from __future__ import annotations
 
 import argparse
+import re
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def ascii_integer(text: str) -> int:
+    """``text`` as an integer: ASCII digits 0-9 and a sign only (``ValueError`` otherwise). ``int`` also reads other
+    scripts' digits ('８０００', '٨٠٠٠'), underscores and spaces around it: ``--port ８０００`` listened on 8000."""
+    if not _INTEGER.fullmatch(text):
+        raise ValueError(f"not an integer in ASCII digits 0-9: {text!r}")
+    return int(text)  # past 4300 digits int refuses: a ValueError too
+
+
+def ascii_number(text: str) -> float:
+    """``text`` as a float, in ASCII only (``ValueError`` otherwise): ``float`` reads other scripts' digits too
+    ('１.５' was 1.5). Its other forms (``1e-3``, ``nan``: each option's range check refuses it) are taken."""
+    if not text.isascii():
+        raise ValueError(f"not a number in ASCII digits 0-9: {text!r}")
+    return float(text)
+
+
+def integer(text: str) -> int:
+    """argparse's ``type=`` for an integer option: ``ascii_integer``, refused naming the option (argparse's
+    ``argument --steps: ...``, exit 2). Its range is each option's own check."""
+    try:
+        return ascii_integer(text)
+    except ValueError:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise argparse.ArgumentTypeError(f"must be an integer in ASCII digits 0-9, got {shown!r}") from None
+
+
+def number(text: str) -> float:
+    """argparse's ``type=`` for a number option: ``ascii_number``, refused naming the option, as ``integer``."""
+    try:
+        return ascii_number(text)
+    except ValueError:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise argparse.ArgumentTypeError(f"must be a number in ASCII digits 0-9, got {shown!r}") from None
 
 
 def device_argument(p: argparse.ArgumentParser) -> None:

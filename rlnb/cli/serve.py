@@ -1,7 +1,8 @@
 """``rlnb serve``: the Together RL API served over HTTP by the in-process torch backend.
 
-Its options, their checks, the models it serves and the server's start and stop live here, apart from the
-demo's, so a change to serving touches one module. The server (uvicorn, torch) is imported when it runs.
+Its options and the server's start and stop live here, apart from the demo's, so a change to serving touches one
+module; its options' checks and the models it serves are ``serve_checks``'s. The server (uvicorn, torch) is imported
+when it runs.
 """
 
 from __future__ import annotations
@@ -13,17 +14,13 @@ import os
 import shutil
 import signal
 import sys
-from pathlib import Path
 from typing import Any
 
-from rlnb._options import refuse_dangling_link
-from rlnb.cli.options import device_argument, dtype_argument, exit_with_stdin_argument
+from rlnb.cli.interrupts import ignored
+from rlnb.cli.options import device_argument, dtype_argument, exit_with_stdin_argument, integer, number
 from rlnb.cli.output import quiet, say
 from rlnb.cli.parent import exit_with_stdin
-
-TOKEN_ENV = "RLNB_SERVE_TOKEN"
-"""The environment variable ``--token`` defaults to: a flag's value is in the process's command line, which every
-user of the machine reads (``ps``, ``/proc/PID/cmdline``); the environment only its owner."""
+from rlnb.cli.serve_checks import TOKEN_ENV, checked
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
@@ -36,7 +33,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     device_argument(p)
     p.add_argument(
         "--op-delay",
-        type=float,
+        type=number,
         default=0.0,
         help="simulated compute seconds per operation, 0-86400 (default: %(default)s)",
     )
@@ -47,7 +44,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--fail-rate",
-        type=float,
+        type=number,
         default=0.0,
         help="fault injection: fraction of answers lost, in [0, 1) (default: %(default)s)",
     )
@@ -61,7 +58,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     dtype_argument(p)
     p.add_argument(
         "--offload-results-over",
-        type=int,
+        type=integer,
         default=None,
         metavar="BYTES",
         help="send results larger than this, 0 or more, through the payload side channel, as the service may "
@@ -82,26 +79,16 @@ def arguments(p: argparse.ArgumentParser) -> None:
     exit_with_stdin_argument(p)
 
 
-def _port(text: str) -> int:
-    """A TCP port to listen on (``ValueError`` naming --port): 0 is any free port, the one bound announced (and in
-    the presigned URLs); past 65535 the socket layer wraps it silently."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise ValueError(f"--port must be an integer in 0-65535 (0: any free port), got {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"--port must be 0-65535 (0: any free port), got {port}")
-    return port
-
-
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``rlnb serve``: its options checked (exit 2 with one line), then the server until it is stopped. A stop
     while it starts (torch's import, a model's load: seconds) is as one while it listens: Ctrl-C printed a
     ``KeyboardInterrupt`` traceback, and SIGTERM killed it before its checkpoints' temporary folder was removed.
-    A hang-up (the terminal closed) is a SIGTERM: its default action killed the server, leaving that folder."""
+    A hang-up (the terminal closed) is a SIGTERM: its default action killed the server, leaving that folder; under
+    ``nohup`` (SIGHUP ignored) a hang-up stays ignored, as a Ctrl-C does in a background job (``ignored``)."""
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks, not by the default handler
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     hangup = getattr(signal, "SIGHUP", None)  # POSIX only
+    hangup = None if hangup is None or ignored(hangup) else hangup
     before = signal.signal(hangup, _as_sigterm) if hangup is not None else None
     exit_with_stdin(args.exit_with_stdin)  # after the handler: a parent gone at once is a SIGTERM's clean stop
     try:
@@ -126,44 +113,15 @@ def _as_sigterm(*_: object) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from rlnb.engine.held import release, scratch_folder
-    from rlnb.server.settings import parse_limits
+    from rlnb.engine.held import scratch_folder
+    from rlnb.history.locks import release
 
-    if not args.host.strip():  # an unset variable: "" binds every interface, where the default is this machine only
-        print("rlnb serve: --host is empty (an unset variable?): give an address, such as 127.0.0.1 (this machine "
-              "only) or 0.0.0.0 (every interface), or leave it out", file=sys.stderr)  # fmt: skip
-        return 2
-    if args.token is None and TOKEN_ENV in os.environ:
-        args.token = os.environ[TOKEN_ENV]
-        if not args.token:  # exported empty: "no auth" is said by leaving it unset, as by leaving --token out
-            print(f"rlnb serve: ${TOKEN_ENV} is empty: give a token there, or unset it to turn auth off",
-                  file=sys.stderr)  # fmt: skip
-            return 2
-    for option, value in (("--state-dir", args.state_dir), ("--checkpoint-dir", args.checkpoint_dir)):
-        if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
-            print(f"rlnb serve: {option} is empty (an unset variable?): give a folder or leave it out", file=sys.stderr)
-            return 2
-        try:  # a link to nothing (or a path through one) was "File exists"
-            if value is not None:
-                refuse_dangling_link(option, Path(value))
-        except ValueError as exc:
-            print(f"rlnb serve: {exc}", file=sys.stderr)
-            return 2
-    try:  # one line each, as every other option's (argparse printed its usage, or "rlnb: error: ...")
-        _given_once(args.limit)
-        args.port, limits = _port(args.port), parse_limits(args.limit)
-        if args.offload_results_over is not None and args.offload_results_over < 0:
-            raise ValueError(f"--offload-results-over must be >= 0 bytes (leave it out: never), got "
-                             f"{args.offload_results_over}")  # fmt: skip
-    except ValueError as exc:
-        print(f"rlnb serve: {exc}", file=sys.stderr)
-        return 2
-    extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
     try:
-        models = _served_models(args.model)
+        limits, models = checked(args)
     except (ValueError, ImportError) as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
+    extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
     scratch, lock = None, None  # no --checkpoint-dir or --state-dir: checkpoints live as long as the server
     if args.checkpoint_dir is None and args.state_dir is None:  # a killed server's are removed by the next one
         scratch_path, lock = scratch_folder()
@@ -180,17 +138,6 @@ def _run(args: argparse.Namespace) -> int:
                 stream.flush()
         os._exit(code)
     return code
-
-
-def _given_once(limits: list[str]) -> None:
-    """A ``ValueError`` naming a limit given twice: the last was taken without a word (a script's default, then the
-    user's lower value, silently raised back)."""
-    seen: dict[str, str] = {}
-    for item in limits:
-        name = item.partition("=")[0]
-        if name in seen:
-            raise ValueError(f"--limit {name} is given twice ({seen[name]!r}, then {item!r}): give it once")
-        seen[name] = item
 
 
 def _remove_scratch(scratch: str) -> None:
@@ -255,7 +202,8 @@ def _serve_app(
               "127.0.0.1 for this machine only", file=sys.stderr)  # fmt: skip
     # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
     address = f"http://{url_host(reachable(args.host))}:{args.port}"
-    try:
+    try:  # connections made once it is announced wait for uvicorn's accept: they were refused until uvicorn listened
+        sock.listen()
         print(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
               "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
         print(f"rlnb serve: models {', '.join(models)}", flush=True)
@@ -288,18 +236,3 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host.split("%")[0]).is_loopback
     except ValueError:  # a wildcard is an address; a name (this machine's, a LAN's) may be reached from elsewhere
         return False
-
-
-def _served_models(options: list[str]) -> dict[str, str]:
-    """The built-in models and each ``--model NAME=PATH_OR_ID``; a model that cannot be found stops here."""
-    from rlnb.server.models import model_info, parse_model_option
-    from rlnb.server.settings import DEFAULT_MODELS
-
-    models = dict(DEFAULT_MODELS)
-    for option in options:
-        name, spec = parse_model_option(option)
-        if name in models:
-            raise ValueError(f"--model {name}: the name is already served")  # was argparse's usage and "rlnb:"
-        model_info(spec)
-        models[name] = spec
-    return models

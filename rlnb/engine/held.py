@@ -64,13 +64,6 @@ def hold(partial: Path, folder: bool) -> int | None:
     return fd
 
 
-def release(fd: int | None) -> None:
-    """Unlock, then close, ``fd`` (``rlnb.history.locks.release``): closed alone, its lock stayed held by any child
-    forked while it was (a DataLoader's workers), and a partial left behind counted as a live writer's. Its one
-    caller left is ``rlnb.cli.serve``: everything else calls ``locks.release`` itself."""
-    locks.release(fd)
-
-
 @contextlib.contextmanager
 def unheld(entry: Path) -> Iterator[bool]:
     """Whether no live process holds ``entry``'s lock; if so it is taken until the block ends (while ``entry`` is

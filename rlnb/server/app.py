@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import errno
+import signal
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -169,13 +170,24 @@ def bind(host: str, port: int) -> socket.socket:
 def run(app: FastAPI, sock: socket.socket) -> None:
     """Serve ``app`` with uvicorn on ``sock`` (from ``bind``) until interrupted. A second signal while it stops
     abandons the running operations at once (``app.state.hurry``); a stop that skipped the app's shutdown (uvicorn
-    does on a second Ctrl-C during ``SHUTDOWN_GRACE``) closes the registry here, abandoning them too."""
+    does on a second Ctrl-C during ``SHUTDOWN_GRACE``) closes the registry here, abandoning them too. A SIGINT
+    ignored when it starts (a background job's, ``rlnb serve &``) stays ignored: uvicorn's handler honoured it."""
     import uvicorn
 
     hurry: threading.Event = app.state.hurry
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
     class Server(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                if ignored and threading.current_thread() is threading.main_thread():  # only it sets handlers
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)
+                yield
+
         def handle_exit(self, sig: int, frame: Any) -> None:
+            if ignored and sig == signal.SIGINT:  # one between uvicorn's handler and SIG_IGN going in
+                return
             if self.should_exit:
                 hurry.set()
             super().handle_exit(sig, frame)

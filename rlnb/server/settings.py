@@ -169,6 +169,8 @@ def parse_limits(items: list[str]) -> dict[str, int]:
         item = item if len(item) <= 100 else item[:97] + "..."  # as said: 500 digits would fill the terminal
         if name not in LIMITS:
             raise ValueError(f"--limit {item!r}: the limits are {', '.join(LIMITS)}")
+        if not value.isascii():  # int and float read other scripts' digits too: '１e8' was 1e8
+            raise ValueError(f"--limit {item!r}: {name} must be an integer in [1, {LIMITS[name]}], in ASCII digits 0-9")
         try:
             number: float = int(value)  # exactly, past a float's 53 bits
         except ValueError:

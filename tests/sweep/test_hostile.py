@@ -160,19 +160,20 @@ def test_a_killed_ray_trials_temporary_folder_is_removed_by_the_next_trial_on_it
     the folder, its run and checkpoints in, in the node's /tmp for ever. A trial's folder is now held while it runs,
     and the next trial on the node removes those whose holder is gone; a live trial's is kept."""
     from rlnb.engine import held
+    from rlnb.history.locks import release
     from rlnb.sweep.ray_task import TRIAL_PREFIX, trial_folder
 
     monkeypatch.setattr(held.tempfile, "tempdir", str(tmp_path))
     killed, lock = held.scratch_folder(TRIAL_PREFIX)
     (killed / "run").mkdir()
-    held.release(lock)  # the killed worker's lock went with it
+    release(lock)  # the killed worker's lock went with it
     alive, alive_lock = held.scratch_folder(TRIAL_PREFIX)
     with trial_folder() as folder:
         assert folder.is_dir() and not killed.exists() and alive.exists()
         (folder / "run").mkdir()
     assert not folder.exists()
     assert sorted(tmp_path.iterdir()) == [alive]
-    held.release(alive_lock)
+    release(alive_lock)
 
 
 @pytest.mark.parametrize("executor", ["threads", "batched"])

@@ -1,0 +1,80 @@
+"""``rlnb serve``'s options checked before anything starts: each one out of range is a ``ValueError`` naming it,
+said by ``serve`` as one line ``rlnb serve: ...`` and exit status 2 (argparse's usage and "rlnb: error: ..." for
+some, before), before a port is bound, a folder made or a model loaded."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from rlnb._options import refuse_dangling_link
+from rlnb.cli.options import ascii_integer
+
+TOKEN_ENV = "RLNB_SERVE_TOKEN"
+"""The environment variable ``--token`` defaults to: a flag's value is in the process's command line, which every
+user of the machine reads (``ps``, ``/proc/PID/cmdline``); the environment only its owner."""
+
+
+def checked(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
+    """``args`` checked (``ValueError``; ``ImportError`` for a model whose libraries are missing), ``args.port`` and
+    ``args.token`` as served: the ``--limit`` settings and the models served (name → path or hub id)."""
+    if not args.host.strip():  # an unset variable: "" binds every interface, where the default is this machine only
+        raise ValueError("--host is empty (an unset variable?): give an address, such as 127.0.0.1 (this machine "
+                         "only) or 0.0.0.0 (every interface), or leave it out")  # fmt: skip
+    if args.token is None and TOKEN_ENV in os.environ:
+        args.token = os.environ[TOKEN_ENV]
+        if not args.token:  # exported empty: "no auth" is said by leaving it unset, as by leaving --token out
+            raise ValueError(f"${TOKEN_ENV} is empty: give a token there, or unset it to turn auth off")
+    for option, value in (("--state-dir", args.state_dir), ("--checkpoint-dir", args.checkpoint_dir)):
+        if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
+            raise ValueError(f"{option} is empty (an unset variable?): give a folder or leave it out")
+        if value is not None:  # a link to nothing (or a path through one) was "File exists"
+            refuse_dangling_link(option, Path(value))
+    from rlnb.server.settings import parse_limits
+
+    _given_once(args.limit)
+    args.port, limits = _port(args.port), parse_limits(args.limit)
+    if args.offload_results_over is not None and args.offload_results_over < 0:
+        raise ValueError(f"--offload-results-over must be >= 0 bytes (leave it out: never), got "
+                         f"{args.offload_results_over}")  # fmt: skip
+    return limits, _served_models(args.model)
+
+
+def _port(text: str) -> int:
+    """A TCP port to listen on (``ValueError`` naming --port): 0 is any free port, the one bound announced (and in
+    the presigned URLs); past 65535 the socket layer wraps it silently."""
+    try:
+        port = ascii_integer(text)
+    except ValueError:
+        raise ValueError(f"--port must be an integer in 0-65535 (0: any free port), got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port must be 0-65535 (0: any free port), got {port}")
+    return port
+
+
+def _given_once(limits: list[str]) -> None:
+    """A ``ValueError`` naming a limit given twice: the last was taken without a word (a script's default, then the
+    user's lower value, silently raised back)."""
+    seen: dict[str, str] = {}
+    for item in limits:
+        name = item.partition("=")[0]
+        if name in seen:
+            raise ValueError(f"--limit {name} is given twice ({seen[name]!r}, then {item!r}): give it once")
+        seen[name] = item
+
+
+def _served_models(options: list[str]) -> dict[str, str]:
+    """The built-in models and each ``--model NAME=PATH_OR_ID``; a model that cannot be found stops here."""
+    from rlnb.server.models import model_info, parse_model_option
+    from rlnb.server.settings import DEFAULT_MODELS
+
+    models = dict(DEFAULT_MODELS)
+    for option in options:
+        name, spec = parse_model_option(option)
+        if name in models:
+            raise ValueError(f"--model {name}: the name is already served")  # was argparse's usage and "rlnb:"
+        model_info(spec)
+        models[name] = spec
+    return models
