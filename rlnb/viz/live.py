@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import math
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -102,6 +103,8 @@ class LiveView:
         self.log_toggle = widgets.Checkbox(value=False, description="log y", indent=False, layout=auto)
         self.plots = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
         self.steps_table = widgets.HTML()
+        self._scope = f"rlnb-steps-{uuid.uuid4().hex}"
+        """The steps table's own class: its style reaches no other table of the page (saved outputs' included)."""
         self.ops_table = widgets.HTML()
         self.rl_table = widgets.HTML()
         self.tables = widgets.Tab(
@@ -144,6 +147,9 @@ class LiveView:
         muon = self.history.config.get("optimizer") == "muon"
         panel = new_panel(name, title, color, self.series, self.ema, self.metrics, muon=muon, per_row=self._per_row)
         self.panels[name] = panel
+        top = min(p.top for p in self.panels.values())  # every axes as tall, under the tallest title
+        for each in self.panels.values():
+            each.align_top(top)
         self.images[name] = widgets.Image(
             format="png", layout=widgets.Layout(width=f"{panel.canvas.get_width_height()[0]}px")
         )
@@ -224,7 +230,8 @@ class LiveView:
         except Exception:
             self._restyle = True  # the next redraw draws every panel again, in one style
             raise
-        self.steps_table.value = steps_html(log.latest(self.rows), self.metrics, loss="loss" in self.panels)
+        latest = log.latest(self.rows)
+        self.steps_table.value = steps_html(latest, self.metrics, "loss" in self.panels, self._scope)
         self._draw_tabs()
         self._draw_completions()
         self.redraws += 1

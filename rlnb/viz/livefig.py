@@ -55,7 +55,8 @@ LEFT_PX, RIGHT_PX, LEGEND_PX = 54, 20, 160
 """Pixels left of the axes (the y ticks), right of them (half a step number: ``100000`` under the axes' end ran off
 the figure at 10), and right of them with a legend there."""
 OFFSET_PX = 2 + 36
-"""Pixels from the figure's left edge to the end of the y axis' offset text, up to ``1e−10`` (``_make_room``)."""
+"""Pixels from the figure's left edge to the end of the y axis' offset text, up to ``1e−10`` (``_make_room``); a
+wider one, as drawn, cuts the title further (``_clear_offset``)."""
 TICK_PX = 40
 """Pixels of axes per x tick: a six-digit step number and a gap (at 5 ticks in 154 px they overlapped)."""
 
@@ -87,8 +88,10 @@ class Panel:
         self.note = self.ax.text(
             0.5, 0.5, "", transform=self.ax.transAxes, ha="center", va="center", wrap=True, color="0.35"
         )
-        middle = (left + right) / 2 * width  # the title is centred over the axes, clear of the offset text
-        fit_title(self.ax, 2 * min(middle - OFFSET_PX, width - middle) - 4, self.canvas.get_renderer())
+        self._title = title
+        self._middle = (left + right) / 2 * width  # the title is centred over the axes, clear of the offset text
+        self._offset_end = OFFSET_PX  # where the offset text ends, as last drawn (``_clear_offset``)
+        self._fit_title()
         as_written(self.ax)  # a figure's name is the user's text, not TeX; after the fit, which measures it as drawn
         self._make_room(width)
         self.full_draws = 0
@@ -107,7 +110,38 @@ class Panel:
         offset.set_x(-(LEFT_PX - 2) / (self.ax.get_position().width * width))  # in the axes' widths
         title = self.ax.title.get_window_extent(self.canvas.get_renderer()).height
         pad = rcParams["axes.titlepad"] * self.figure.dpi / 72 + 4  # the title's pad above the axes, and a margin
-        self.figure.subplots_adjust(top=min(TOP, 1 - (title + pad) / PANEL_HEIGHT))
+        self.top = min(TOP, 1 - (title + pad) / PANEL_HEIGHT)
+        """The axes' top this panel's title needs, in the figure's height (``align_top`` may lower it further)."""
+        self.figure.subplots_adjust(top=self.top)
+
+    def align_top(self, top: float) -> None:
+        """The axes' top at ``top`` (at most ``self.top``): a live view gives each of its panels the lowest any needs,
+        so that every axes is as tall (under a two-line title, one was 12 px shorter than those beside it)."""
+        top = min(top, self.top)
+        if top != self.figure.subplotpars.top:
+            self.figure.subplots_adjust(top=top)
+            self._stale = True
+
+    def _fit_title(self) -> None:
+        """The title cut to the room it has, centred over the axes, clear of the offset text's end."""
+        width = self.figure.bbox.width
+        self.ax.title.set_text(self._title)
+        room = 2 * min(self._middle - self._offset_end, width - self._middle) - 4
+        fit_title(self.ax, room, self.canvas.get_renderer())
+
+    def _clear_offset(self) -> bool:
+        """Whether the title was fitted again, drawn: the offset text as drawn ends past ``OFFSET_PX`` (``1e−200``,
+        ``1e−6+1e3``) and the title made room for it, or no more and the title has its room back."""
+        offset, renderer = self.ax.yaxis.offsetText, self.canvas.get_renderer()
+        end = OFFSET_PX
+        if offset.get_visible() and offset.get_text():
+            end = max(end, math.ceil(offset.get_window_extent(renderer).x1 - self.figure.bbox.x0) + 2)
+        if end == self._offset_end:
+            return False
+        self._offset_end = end
+        self._fit_title()
+        as_written(self.ax.title)
+        return True
 
     def line(self, key: str, **style: object) -> Line2D:
         (line,) = self.ax.plot([], [], animated=True, **style)  # type: ignore[arg-type]
@@ -216,6 +250,8 @@ class Panel:
     def render(self) -> bytes:
         if self._stale or self._background is None:
             self.canvas.draw()  # everything but the (animated) lines
+            if self._clear_offset():  # the offset text is known once drawn
+                self.canvas.draw()
             self._background = self.canvas.copy_from_bbox(self.figure.bbox)
             self._stale = False
             self.full_draws += 1

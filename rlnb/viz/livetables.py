@@ -32,10 +32,9 @@ VALUE_STYLE = f"{CELL_STYLE};white-space:nowrap"
 """A figure's cell: never broken (``12.35 s`` was broken over two lines, the table twice as tall), its header may be."""
 NARROW_PX = 360
 """Below this width, a steps table's text is ``x-small`` (a CSS container query on its box)."""
-NARROW = (
-    f"<style>@container rlnb-table (max-width: {NARROW_PX}px) "
-    "{ table.rlnb-steps { font-size: x-small !important } }</style>"
-)
+NARROW = "<style>@container rlnb-table (max-width: %dpx) { table.%s { font-size: x-small !important } }</style>"
+"""A steps table's own style, for its own class alone (``steps_html``'s ``scope``): a page's ``<style>`` is global,
+and ``table.rlnb-steps`` shrank every steps table of the page in a narrow box (another version's saved output's too)."""
 OP_HEADERS = ("seq", "kind", "status", "error", "step", "wait", "time")
 """Columns of the table of raw operations: ``wait`` is submitted → started, ``time`` started → finished."""
 
@@ -116,10 +115,11 @@ def ops_html(records: list[Record]) -> str:
     return f"<table class='rlnb-ops' style='{TABLE_STYLE}'><tr>{cells}</tr>{''.join(body)}</table>"
 
 
-def steps_html(latest: list[tuple[StepRow, dict[str, float]]], metrics: list[str], loss: bool) -> str:
+def steps_html(latest: list[tuple[StepRow, dict[str, float]]], metrics: list[str], loss: bool, scope: str) -> str:
     """The latest steps, newest first, with the figures ``metrics`` logged at each: ``time`` is the step's compute
     time, ``wait`` its time queued behind other operations (``rlnb.history.timing``). Below ``NARROW_PX`` its text is
-    smaller, so that seven columns fit a 264 px box and eight a 320 px one."""
+    smaller, so that seven columns fit a 264 px box and eight a 320 px one: a rule for the class ``scope`` alone (a
+    view's own, unique on the page)."""
     cols = ["step", *metrics, *(["loss"] if loss else [])]
     cols += ["grad norm", "clip", "lr", "time", "wait"]
     head = "".join(f"<th style='{CELL_STYLE}'>{html.escape(printable(c))}</th>" for c in cols)
@@ -138,5 +138,5 @@ def steps_html(latest: list[tuple[StepRow, dict[str, float]]], metrics: list[str
         body.append("<tr>" + "".join(f"<td style='{VALUE_STYLE}'>{c}</td>" for c in cells) + "</tr>")
     if not body:
         body.append(f"<tr><td colspan='{len(cols)}'><i>no completed optimizer step yet</i></td></tr>")
-    table = f"<table class='rlnb-steps' style='{TABLE_STYLE}'><tr>{head}</tr>{''.join(body)}</table>"
-    return f"<div style='container:rlnb-table / inline-size'>{NARROW}{table}</div>"
+    table = f"<table class='rlnb-steps {scope}' style='{TABLE_STYLE}'><tr>{head}</tr>{''.join(body)}</table>"
+    return f"<div style='container:rlnb-table / inline-size'>{NARROW % (NARROW_PX, scope)}{table}</div>"

@@ -20,6 +20,7 @@ import ipywidgets as W
 
 from rlnb.viz.draw import png
 from rlnb.widgets.controls import IN_ROW
+from rlnb.widgets.focus_back import FocusBack
 from rlnb.widgets.muon_units import RED, Form, MuonUnits
 
 __all__ = ["RED", "Form", "LRFinderControls"]
@@ -55,12 +56,15 @@ class LRFinderControls(MuonUnits):
         # hidden until a range test has drawn something: an empty Image shows as a broken-image icon
         self.plot = W.Image(format="png", layout=W.Layout(width="360px", max_width=IN_ROW, display="none"))
         row = W.HBox([self.button, self.apply_button, self.scaling], layout=W.Layout(flex_flow="row wrap"))
-        self.widget = W.VBox([row, self.status, self.plot])  # the units under the buttons in a narrow column
+        self.focus_back = FocusBack(self.button)
+        """Gives the focus back to Find LR as the test ends, if the person is still at the panel."""
+        # the units under the buttons in a narrow column
+        self.widget = W.VBox([row, self.status, self.plot, self.focus_back.widget])
         self._thread: threading.Thread | None = None
         self._going = threading.Event()
         self._halt = threading.Event()  # ends the range test in flight after its step (``stop``)
         self._probe = ""  # what the range test in flight runs, for its status line
-        self._refocus = False  # the focus goes back to Find LR at the test's end: a click moved it to Stop
+        self._refocus = False  # the focus may go back to Find LR at the test's end: a click moved it to Stop
         self.button.on_click(lambda _: self._clicked())
         self.apply_button.on_click(lambda _: self.apply())
 
@@ -220,7 +224,8 @@ class LRFinderControls(MuonUnits):
 
     def _clicked(self) -> None:
         """The button disables itself as the test starts: the focus goes on to the RunPanel's Stop, which ends it (a
-        keyboard's was dropped to the page), and back to Find LR when the test ends (``_run``)."""
+        keyboard's was dropped to the page), and back to Find LR when the test ends if the focus is still in the panel
+        or on nothing (``_run``)."""
         stop = getattr(getattr(self.builder, "panel", None), "stop_button", None)
         if stop is None or self.running:  # on its own, or a second click: the focus stays
             self.start()
@@ -245,7 +250,7 @@ class LRFinderControls(MuonUnits):
             self.on_change()  # a RunPanel's Step and Run back
             self.sync()  # Find LR back, then how the test ended (or why Find LR must wait now)
             if self._refocus and not self.button.disabled:  # Stop, disabled again, dropped it to the page
-                self.button.focus()
+                self.focus_back.offer()  # not from a cell the person moved on to as the test went on
             self._refocus = False
 
     def stop(self) -> None:

@@ -124,3 +124,34 @@ def test_a_cut_title_of_wide_letters_is_within_its_share_of_the_figure():
     box, page = ax.title.get_window_extent(canvas.get_renderer()), figure.bbox
     assert "…" in ax.title.get_text()
     assert box.width <= 0.85 * page.width and page.x0 <= box.x0 and box.x1 <= page.x1, box.extents.round(1)
+
+
+def drawn_with(panel, y):
+    """``panel`` drawn with one line of the values ``y``, and its renderer."""
+    panel.set("a", np.arange(float(len(y))), y)
+    panel.set_limits(len(y) - 1.0, float(y.min()), float(y.max()))
+    panel.render()
+    return panel.canvas.get_renderer()
+
+
+@pytest.mark.parametrize("per_row, legend", [(4, False), (2, True), (3, False)])
+@pytest.mark.parametrize("title", [TITLES[0], TITLES[3]], ids=["long", "cut"])
+def test_an_offset_text_wider_than_its_room_is_clear_of_the_title_which_gets_its_room_back_after(
+    title, per_row, legend
+):
+    """The title was cut clear of an offset text up to ``1e−10`` (36 px): ``1e−200`` (44 px) ran into a title as wide as
+    its room. The title makes room for the offset text as drawn, and takes it back when the offset narrows."""
+    panel = Panel(title, legend=legend, per_row=per_row)
+    panel.line("a", color="C0")
+    fitted = panel.ax.title.get_text()  # fitted to 1e−10's room
+    renderer = drawn_with(panel, 1e-200 * (1 + np.arange(10) / 10))
+    offset, page = panel.ax.yaxis.offsetText, panel.figure.bbox
+    assert offset.get_text() == "1e−200"
+    text, box = offset.get_window_extent(renderer), panel.ax.title.get_window_extent(renderer)
+    assert not box.overlaps(text), (box.extents.round(1), text.extents.round(1))
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and box.y1 <= page.y1 - 1  # in the figure
+    assert panel.ax.bbox.y1 <= box.y0 <= panel.ax.bbox.y1 + 8  # on the axes, not lifted over the offset text
+    shown = panel.ax.title.get_text()
+    assert shown[:2] == title[:2] and shown[-2:] == title[-2:]  # cut in the middle, if at all
+    renderer = drawn_with(panel, 1e-3 * (1 + np.arange(10) / 10))
+    assert offset.get_text() == "1e−3" and panel.ax.title.get_text() == fitted

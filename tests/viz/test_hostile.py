@@ -213,3 +213,29 @@ def test_a_live_view_marks_an_infinite_figure_on_the_frame_as_the_static_plots_d
         alone.close()
     finally:
         view.close()
+
+
+STACKED = "a" + "\u0308" * 6 + "\u0323" * 6 + " gain"
+"""A metric named with marks stacked above and below its first letter: its title is 26 px tall, two lines' worth."""
+
+
+def test_a_title_of_stacked_marks_leaves_every_axes_of_the_live_view_as_tall_as_the_others():
+    """A title taller than a line lowered its own axes' top: that panel's axes were 9 px shorter than those beside
+    it (a metric that appears later, in the automatic mode, too). Each axes is lowered as far as the tallest title
+    needs, and each title is drawn above its axes, inside its figure."""
+    h = hand_history([1.0, 0.5], norms=[1.0, 0.5])
+    view = LiveView(h, metrics=None, every=0)  # automatic: the panel of STACKED is added as it is logged
+    try:
+        h.log(1, reward=0.5, **{STACKED: 0.25})
+        view.refresh()
+        assert {"reward", STACKED} <= set(view.panels) and view.error is None
+        axes = {name: panel.ax.get_window_extent() for name, panel in view.panels.items()}
+        assert len({(round(a.y0, 6), round(a.y1, 6)) for a in axes.values()}) == 1, {
+            n: a.extents.round(1) for n, a in axes.items()
+        }
+        for name, panel in view.panels.items():
+            title = panel.ax.title.get_window_extent(panel.canvas.get_renderer())
+            assert axes[name].y1 <= title.y0 and title.y1 <= panel.figure.bbox.y1, name
+        assert axes["loss"].y1 < 0.87 * 208 - 9  # lowered under STACKED's title, the loss panel drawn before it
+    finally:
+        view.close()

@@ -6,6 +6,7 @@ import os
 import pytest
 
 from rlnb.viz.live import LiveView
+from rlnb.viz.livetables import NARROW_PX
 from tests.viz.test_plots import hand_history
 
 CHROMIUM = "/usr/bin/chromium"  # as tests/widgets/test_browser.py
@@ -57,3 +58,21 @@ def test_a_steps_table_fits_a_narrow_box_each_figure_on_one_line(page, metrics, 
     assert width <= box and not tall, (width, tall)
     page.set_content(f"<div style='width:900px;{FONT}'>{html}</div>")
     assert page.evaluate(MEASURE)[1:] == [13, []]  # wide, its text as large as ever
+
+
+SIZES = "() => [...document.querySelectorAll('table.rlnb-steps')].map(t => parseFloat(getComputedStyle(t).fontSize))"
+
+
+def test_a_steps_tables_narrow_rule_reaches_no_other_table_of_the_page(page):
+    """Its ``<style>`` was the page's, for every ``table.rlnb-steps``: beside a notebook's saved output of another
+    version (its text smaller below 200 px, say), the newer rule (360 px) shrank the older table in a 300 px box too.
+    Each table's rule is for its own class: each follows its own."""
+    newer = steps_table(())
+    older = steps_table(()).replace(f"max-width: {NARROW_PX}px", "max-width: 200px")
+    assert older != newer  # else this test proves nothing
+    page.set_content(f"<div style='width:900px;{FONT}'>{newer}</div><div style='width:300px;{FONT}'>{older}</div>")
+    assert page.evaluate(SIZES) == [13, 13]  # the newer wide, the older over its own 200 px
+    page.set_content(
+        f"<div style='width:300px;{FONT}'>{newer}</div><div style='width:300px;{FONT}'>{steps_table(())}</div>"
+    )
+    assert page.evaluate(SIZES) == [10, 10]  # two views of this version, each narrow: each its own rule

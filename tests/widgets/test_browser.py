@@ -229,6 +229,32 @@ def test_lab_on_a_laptop_the_panel_fits_and_stop_status_and_reward_show_together
     page.close()
 
 
+def test_lab_find_lr_gives_the_focus_back_after_a_stop_and_never_takes_it_from_another_cell(lab):
+    """In JupyterLab, Find LR's focus goes back by a script (``rlnb.widgets.focus_back``): it runs there, and moves the
+    focus only from the page or the panel, not from the editor of a cell the person moved on to."""
+    from playwright.sync_api import expect
+
+    panel = lab.locator(".rlnb-run-panel")
+    find, stop = panel.get_by_role("button", name="Find LR"), panel.get_by_role("button", name="Stop")
+    if not find.is_visible():
+        unfold(panel)
+    said, scripts = panel.locator(".rlnb-lr-find-status"), panel.locator(".rlnb-focus-back .jp-OutputArea-output")
+    find.click()
+    expect(stop).to_be_focused(timeout=30_000)
+    stop.click()
+    expect(said).to_contain_text("ended early: stopped after", timeout=120_000)
+    expect(find).to_be_focused(timeout=30_000)  # Stop, disabled again, dropped it to the page
+    scripts.evaluate_all("outputs => outputs.forEach(output => { output.dataset.seen = 'yes' })")
+    find.click()
+    expect(stop).to_be_focused(timeout=30_000)
+    editor = lab.locator(".jp-CodeCell .cm-content").first  # the person goes on typing in the first cell
+    editor.click()
+    expect(find).to_be_enabled(timeout=300_000)  # the test ended by itself
+    expect(scripts.and_(lab.locator(":not([data-seen])"))).to_have_count(1, timeout=30_000)  # its script, run
+    expect(editor).to_be_focused(timeout=1)
+    lab.keyboard.press("Escape")  # the cell to command mode, as it was
+
+
 # -- Voila -----------------------------------------------------------------------------------------
 
 

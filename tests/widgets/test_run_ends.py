@@ -367,7 +367,9 @@ def test_the_focus_goes_back_to_the_button_that_started_the_run_after_a_step_or_
 
 def test_the_focus_goes_back_to_find_lr_as_its_range_test_ends(fake, monkeypatch):
     """A click on Find LR moved the focus to the panel's Stop, disabled again when the test ended: it fell to the
-    page."""
+    page. Find LR's ``focus()`` took it back from wherever it was, a cell the person had moved on to included: the
+    browser is asked to move it only from nothing or the panel (``focus_back``: its side in
+    tests/widgets/test_browser_focus.py), once per test a click started; a test started from code asks nothing."""
     go = threading.Event()
 
     def lr_find(*_args, **_kwargs):
@@ -376,12 +378,19 @@ def test_the_focus_goes_back_to_find_lr_as_its_range_test_ends(fake, monkeypatch
 
     monkeypatch.setattr(rlnb.sweep, "lr_find", lr_find)
     panel = RunPanel(fake, every=0.05)
-    finder, focused = panel.builder.lr_finder, []
+    finder, focused, sent = panel.builder.lr_finder, [], []
     for name, b in (("find", finder.button), ("stop", panel.stop_button)):
         monkeypatch.setattr(b, "focus", lambda name=name, b=b: focused.append((name, b.disabled)))
+    finder.focus_back.widget.observe(lambda change: sent.append(change["new"]), names="outputs")
     finder.button.click()
-    assert focused == [("stop", False)]
+    assert focused == [("stop", False)] and sent == []
     go.set()
     assert finder.join(DEADLINE) and "no range test here" in finder.status.value
-    assert focused == [("stop", False), ("find", False)]
+    assert focused == [("stop", False)]  # not moved from the kernel: it cannot see where the focus is
+    assert len(sent) == 1
+    (output,) = sent[0]
+    assert f"button.{finder.focus_back.mark}" in output["data"]["application/javascript"]
+    assert finder.focus_back.mark in finder.button._dom_classes and not finder.button.disabled
+    finder.start()
+    assert finder.join(DEADLINE) and len(sent) == 1 and focused == [("stop", False)]
     panel.close()
