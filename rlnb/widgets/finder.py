@@ -65,6 +65,7 @@ class LRFinderControls(MuonUnits):
         self._halt = threading.Event()  # ends the range test in flight after its step (``stop``)
         self._probe = ""  # what the range test in flight runs, for its status line
         self._refocus = False  # the focus may go back to Find LR at the test's end: a click moved it to Stop
+        self._stopped = False  # the test a click started was ended by a click on Stop: the person is at the panel
         self.button.on_click(lambda _: self._clicked())
         self.apply_button.on_click(lambda _: self.apply())
 
@@ -234,8 +235,12 @@ class LRFinderControls(MuonUnits):
         self.start()
         if self.running:
             stop.focus()
+            stop.on_click(self._stop_clicked)  # not another panel's start or close, which stop it too
         else:  # refused (or over already, the flag then used)
             self._refocus = False
+
+    def _stop_clicked(self, _stop: W.Button) -> None:
+        self._stopped = True
 
     def _run(self) -> None:
         """The button's range test; how it ended is said once Find LR and the panel's Step and Run are enabled again
@@ -250,8 +255,14 @@ class LRFinderControls(MuonUnits):
             self.on_change()  # a RunPanel's Step and Run back
             self.sync()  # Find LR back, then how the test ended (or why Find LR must wait now)
             if self._refocus and not self.button.disabled:  # Stop, disabled again, dropped it to the page
-                self.focus_back.offer()  # not from a cell the person moved on to as the test went on
-            self._refocus = False
+                if self._stopped:  # ended by a click on Stop: the person is at the panel (as RunPanel's refocus)
+                    self.button.focus()
+                else:  # ended by itself: only if no cell the person moved on to holds it (the browser can tell)
+                    self.focus_back.offer()
+            self._refocus = self._stopped = False
+            stop = getattr(getattr(self.builder, "panel", None), "stop_button", None)
+            if stop is not None:
+                stop.on_click(self._stop_clicked, remove=True)
 
     def stop(self) -> None:
         """End the range test in flight after its step in progress; it then suggests from the steps it has

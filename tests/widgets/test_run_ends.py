@@ -394,3 +394,36 @@ def test_the_focus_goes_back_to_find_lr_as_its_range_test_ends(fake, monkeypatch
     finder.start()
     assert finder.join(DEADLINE) and len(sent) == 1 and focused == [("stop", False)]
     panel.close()
+
+
+def test_a_range_test_ended_by_stop_gives_find_lr_the_focus_from_the_kernel(fake, monkeypatch):
+    """A click on Stop says the person is at the panel: Find LR takes the focus back from the kernel, as a RunPanel's
+    Step and Run do after a Stop, also in a front end that runs no script output (no ``focus_back`` is sent). A stop
+    from code (another panel's start) is not a person at this panel: the browser decides then."""
+    started, go = threading.Event(), threading.Event()
+
+    def lr_find(*_args, **kwargs):
+        started.set()
+        go.wait(DEADLINE)
+        raise ValueError("no range test here")
+
+    monkeypatch.setattr(rlnb.sweep, "lr_find", lr_find)
+    panel = RunPanel(fake, every=0.05)
+    finder, focused, sent = panel.builder.lr_finder, [], []
+    for name, b in (("find", finder.button), ("stop", panel.stop_button)):
+        monkeypatch.setattr(b, "focus", lambda name=name, b=b: focused.append((name, b.disabled)))
+    finder.focus_back.widget.observe(lambda change: sent.append(change["new"]), names="outputs")
+    finder.button.click()
+    assert started.wait(DEADLINE)
+    panel.stop_button.click()
+    go.set()
+    assert finder.join(DEADLINE)
+    assert focused == [("stop", False), ("find", False)] and sent == []
+    started.clear(), go.clear(), focused.clear()
+    finder.button.click()
+    assert started.wait(DEADLINE)
+    panel.stop()  # what another panel's start does (``turns.stop_others``): the person is at that one
+    go.set()
+    assert finder.join(DEADLINE)
+    assert focused == [("stop", False)] and len(sent) == 1  # the browser decides, as for a test that ended itself
+    panel.close()
