@@ -58,6 +58,9 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
     seqs, inputs = [], []
     vocab = adapter.vocab_size
     for i, s in enumerate(samples):
+        _must_be(s, wire.Sample, f"samples[{i}]")  # a crafted body's dict: else AttributeError, INTERNAL_ERROR
+        _must_be(s.model_input, wire.ModelInput, f"samples[{i}].model_input")
+        _must_be(s.loss_fn_inputs, dict, f"samples[{i}].loss_fn_inputs")
         seqs.append(check_tokens(adapter, s.model_input.tokens, f"samples[{i}]"))
         tensors = {}
         for key, td in s.loss_fn_inputs.items():
@@ -71,6 +74,12 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
     return seqs, inputs
 
 
+def _must_be(value: object, kind: type, where: str) -> None:
+    """``INVALID_INPUT`` naming ``where`` unless ``value`` is a ``kind``."""
+    if not isinstance(value, kind):
+        raise OperationError(Code.INVALID_INPUT, f"{where} must be a {kind.__name__}, got {type(value).__name__}")
+
+
 _NUMBER_TYPES = {int, float}
 """What a tensor's elements are once the wire has checked them (``StrictFloat``: a number, no bool, no text)."""
 
@@ -81,8 +90,7 @@ def read_tensor(td: wire.TensorData, where: str) -> Tensor:
     A tensor that skipped the wire's validation (``model_construct``, a field set later) was read loosely: text was
     ``INTERNAL_ERROR``, a bool a number, another dtype float32, ``shape`` and the sparse fields ignored.
     ``INVALID_INPUT`` naming ``where``."""
-    if not isinstance(td, wire.TensorData):
-        raise OperationError(Code.INVALID_INPUT, f"{where} must be a TensorData, got {type(td).__name__}")
+    _must_be(td, wire.TensorData, where)
     problem = td.layout_problem()
     if problem is not None:
         raise OperationError(Code.INVALID_INPUT, f"{where}: {problem}")

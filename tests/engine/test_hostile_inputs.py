@@ -201,6 +201,27 @@ def test_ids_as_the_wire_holds_them_python_integers_or_numpy_numbers_read_the_sa
     assert losses[0] > 0 and losses == [losses[0]] * 3
 
 
+def test_a_crafted_sample_of_dicts_fails_invalid_input_naming_the_part(session):
+    """A body made with ``model_construct`` holds what it is given: a dict where a sample, its model input or a tensor
+    belongs was ``INTERNAL_ERROR`` ("'dict' object has no attribute 'model_input'")."""
+    good = samples.cross_entropy([1, 2, 3])
+    crafted = {
+        "samples[0] must be a Sample, got dict": good.model_dump(),
+        "samples[0].model_input must be a ModelInput, got dict": good.model_copy(
+            update={"model_input": good.model_input.model_dump()}
+        ),
+        "samples[0].loss_fn_inputs must be a dict, got list": good.model_copy(update={"loss_fn_inputs": []}),
+        "samples[0].loss_fn_inputs.target_tokens must be a TensorData, got dict": good.model_copy(
+            update={"loss_fn_inputs": {"target_tokens": {"data": [2, 3], "dtype": "int64"}}}
+        ),
+    }
+    for said, sample in crafted.items():
+        err = on_engine(session, [sample]).error
+        assert err is not None and err.code == wire.OperationErrorCode.INVALID_INPUT, err
+        assert said in err.message
+    assert all(p.grad is None for p in session.backend.trainer.parameters())
+
+
 BAD_GRADIENTS = [
     (["x", 0.1], "'x' at position 0 is str"),
     ([0.1, None], "None at position 1 is NoneType"),
