@@ -58,26 +58,84 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
     seqs, inputs = [], []
     vocab = adapter.vocab_size
     for i, s in enumerate(samples):
+        _must_be(s, wire.Sample, f"samples[{i}]")  # a crafted body's dict: else AttributeError, INTERNAL_ERROR
+        _must_be(s.model_input, wire.ModelInput, f"samples[{i}].model_input")
+        _must_be(s.loss_fn_inputs, dict, f"samples[{i}].loss_fn_inputs")
         seqs.append(check_tokens(adapter, s.model_input.tokens, f"samples[{i}]"))
         tensors = {}
         for key, td in s.loss_fn_inputs.items():
-            if td.dtype == "int64":
-                ids = [int(v) for v in td.data]
-                low, high = (min(ids), max(ids)) if ids else (0, 0)
-                if ids != td.data or low < INT64_MIN or high > INT64_MAX:
-                    raise OperationError(
-                        Code.INVALID_INPUT,
-                        f"samples[{i}].loss_fn_inputs.{key}: int64 data must be integers in int64 range",
-                    )
-                if key == "target_tokens" and not (low >= 0 and high < vocab):
-                    raise OperationError(
-                        Code.INVALID_INPUT, f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {vocab})"
-                    )
-                tensors[key] = torch.tensor(ids, dtype=torch.int64)
-            else:
-                tensors[key] = torch.tensor(td.data, dtype=torch.float32)
+            where = f"samples[{i}].loss_fn_inputs.{key}"
+            tensors[key] = read_tensor(td, where)
+            if key == "target_tokens" and tensors[key].dtype == torch.int64 and len(tensors[key]):
+                low, high = int(tensors[key].min()), int(tensors[key].max())
+                if low < 0 or high >= vocab:
+                    raise OperationError(Code.INVALID_INPUT, f"{where}: ids must be in [0, {vocab})")
         inputs.append(tensors)
     return seqs, inputs
+
+
+def _must_be(value: object, kind: type, where: str) -> None:
+    """``INVALID_INPUT`` naming ``where`` unless ``value`` is a ``kind``."""
+    if not isinstance(value, kind):
+        raise OperationError(Code.INVALID_INPUT, f"{where} must be a {kind.__name__}, got {type(value).__name__}")
+
+
+_NUMBER_TYPES = {int, float}
+"""What a tensor's elements are once the wire has checked them (``StrictFloat``: a number, no bool, no text)."""
+
+
+def read_tensor(td: wire.TensorData, where: str) -> Tensor:
+    """``td`` as a 1-D tensor of its dtype, once its layout (``wire.TensorData.layout_problem``, the wire's own rules)
+    and its elements are checked: numbers (no text, bool or ``None``), whole ones in int64's range for ``int64``.
+    A tensor that skipped the wire's validation (``model_construct``, a field set later) was read loosely: text was
+    ``INTERNAL_ERROR``, a bool a number, another dtype float32, ``shape`` and the sparse fields ignored.
+    ``INVALID_INPUT`` naming ``where``."""
+    _must_be(td, wire.TensorData, where)
+    problem = td.layout_problem()
+    if problem is not None:
+        raise OperationError(Code.INVALID_INPUT, f"{where}: {problem}")
+    return float32_tensor(td.data, where) if td.dtype == "float32" else _int64_tensor(td.data, where)
+
+
+def _number_types(data: object, where: str) -> set[type]:
+    """The types of ``data``'s elements, once it is a list of numbers (a numpy number is one; a bool is not), else
+    ``INVALID_INPUT`` naming ``where`` and the first element that is no number."""
+    if not isinstance(data, list):
+        raise OperationError(Code.INVALID_INPUT, f"{where}: data must be a list of numbers, got {type(data).__name__}")
+    types = set(map(type, data))  # C loops: the common case costs little; else the slow path names the element
+    if not types <= _NUMBER_TYPES:
+        odd = ((i, v) for i, v in enumerate(data) if not isinstance(v, numbers.Real) or isinstance(v, bool))
+        at, bad = next(odd, (None, None))
+        if at is not None:
+            said = f"{bad!r} at position {at} is {type(bad).__name__}, expected a number"
+            raise OperationError(Code.INVALID_INPUT, f"{where}: {said}")
+    return types
+
+
+def float32_tensor(data: list[float], where: str) -> Tensor:
+    """``data`` as float32, once each element is a number (``_number_types``); one past float32's range is inf there,
+    which the finiteness checks name. ``INVALID_INPUT`` naming ``where``."""
+    _number_types(data, where)
+    try:
+        return torch.tensor(data, dtype=torch.float32)
+    except (OverflowError, RuntimeError, ValueError):  # an integer past any float's range (10**400)
+        said = f"float32 data holds a number past float32's range (+-{FLOAT32_MAX:.4g})"
+        raise OperationError(Code.INVALID_INPUT, f"{where}: {said}") from None
+
+
+def _int64_tensor(data: list[float], where: str) -> Tensor:
+    """``data`` as int64, once each element is a whole number in int64's range: tensor ops, not a loop per id."""
+    types = _number_types(data, where)
+    bad = OperationError(Code.INVALID_INPUT, f"{where}: int64 data must be integers in int64 range")
+    try:
+        if types <= {int}:
+            return torch.tensor(data, dtype=torch.int64)  # exact; past int64's range raises
+        wide = torch.tensor(data, dtype=torch.float64)  # the wire's ids: floats, whole ones
+    except (OverflowError, RuntimeError, ValueError):  # an integer past int64's range
+        raise bad from None
+    if not bool(((wide == wide.trunc()) & (wide >= INT64_MIN) & (wide < INT64_MAX)).all()):  # NaN and inf too
+        raise bad
+    return wide.to(torch.int64)
 
 
 def custom_gradients(
@@ -97,13 +155,13 @@ def custom_gradients(
         if "target_tokens" not in x:
             raise OperationError(Code.INVALID_INPUT, f"{where}.target_tokens is required")
         losses_mod.check_input(f"{where}.target_tokens", "target_tokens", x["target_tokens"], len(s))
-        if len(g.data) != len(s):
-            raise OperationError(Code.INVALID_INPUT, f"gradients[{i}] has {len(g.data)} values for {len(s)} tokens")
+        grad = float32_tensor(g.data, f"gradients[{i}]")
+        if len(grad) != len(s):
+            raise OperationError(Code.INVALID_INPUT, f"gradients[{i}] has {len(grad)} values for {len(s)} tokens")
         key = losses_mod.mask_key(where, x)
         mask = x[key] if key is not None else None
         if key is not None:
             losses_mod.check_input(f"{where}.{key}", key, mask, len(s))
-        grad = torch.tensor(g.data, dtype=torch.float32)
         if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
             raise OperationError(Code.NON_FINITE_LOSS, f"gradients[{i}] is not finite; no gradients were accumulated")
         # a weight multiplies its token's loss, as cross-entropy's: d(Σ w·ℓ)/d lp = w·g; a mask keeps or drops it

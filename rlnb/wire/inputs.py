@@ -6,7 +6,7 @@ Forward-backward and custom forward-backward bodies carry ``Sample``s; a sample 
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, get_args
 
 from pydantic import field_serializer, model_validator
 
@@ -40,11 +40,24 @@ class TensorData(_Model):
     @model_validator(mode="after")
     def _check(self) -> TensorData:
         _finite_list(self.data)
-        if self.shape is not None and self.shape != [len(self.data)]:
-            raise ValueError(f"shape {self.shape} must be 1-D and equal to the data length {len(self.data)}")
-        if self.sparse_crow_indices is not None or self.sparse_col_indices is not None:
-            raise ValueError("sparse tensors are reserved and rejected")
+        problem = self.layout_problem()
+        if problem is not None:
+            raise ValueError(problem)
         return self
+
+    def layout_problem(self) -> str | None:
+        """The rule this tensor's layout breaks (``data`` a list, ``dtype``, ``shape``, the sparse fields), None when
+        none: the validator's rules, which the engine applies again to a tensor that skipped them (``model_construct``,
+        a field set after it was built). Its elements are the reader's to check, each as it converts them."""
+        if not isinstance(self.data, list):
+            return f"data must be a list of numbers, got {type(self.data).__name__}"
+        if self.dtype not in get_args(TensorDType):
+            return f"dtype {self.dtype!r} is not one of {', '.join(get_args(TensorDType))}"
+        if self.shape is not None and self.shape != [len(self.data)]:
+            return f"shape {self.shape} must be 1-D and equal to the data length {len(self.data)}"
+        if self.sparse_crow_indices is not None or self.sparse_col_indices is not None:
+            return "sparse tensors are reserved and rejected: sparse_crow_indices and sparse_col_indices must be null"
+        return None
 
 
 class EncodedText(_Model):

@@ -142,3 +142,104 @@ def test_a_sentinel_past_float32_at_a_masked_position_is_not_read(session):
     assert (got.loss, got.metrics) == (want.loss, want.metrics)
     read = policy_sample(logprobs=[-1.0, -1.7e308], mask=[0.0, 1.0])
     assert "input 'logprobs' has non-finite values" in str(failed(session.forward_backward([read], "ppo")))
+
+
+def weights_set(**fields: object) -> wire.Sample:
+    """A cross-entropy sample whose weights tensor has ``fields`` set after it was built (pydantic checks it once)."""
+    sample = samples.cross_entropy([1, 2, 3], weights=[1.0, 1.0, 1.0])
+    for name, value in fields.items():
+        setattr(sample.loss_fn_inputs["weights"], name, value)
+    return sample
+
+
+BAD_TENSORS = {
+    "text": ({"data": ["x", 1.0]}, "'x' at position 0 is str, expected a number"),
+    "bool": ({"data": [1.0, True]}, "True at position 1 is bool, expected a number"),
+    "None": ({"data": None}, "data must be a list of numbers, got NoneType"),
+    "dtype": ({"dtype": "float16"}, "dtype 'float16' is not one of int64, float32"),
+    "shape": ({"shape": [2, 1]}, "shape [2, 1] must be 1-D and equal to the data length 2"),
+    "sparse": ({"sparse_col_indices": [0]}, "sparse tensors are reserved and rejected: sparse_crow_indices and "
+               "sparse_col_indices must be null"),
+    "past floats": ({"data": [1.0, 10**400]}, "float32 data holds a number past float32's range (+-3.403e+38)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(BAD_TENSORS))
+def test_a_loss_input_that_breaks_the_wires_rules_fails_invalid_input_naming_it(session, case):
+    """Text was ``INTERNAL_ERROR`` ("too many dimensions 'str'", "must be real number"), a bool the number 1, a float16
+    or int32 dtype read as float32, ``shape`` and the sparse fields ignored: the run went on with a tensor the wire
+    refuses (``rlnb serve`` answers each with a 400)."""
+    fields, said = BAD_TENSORS[case]
+    err = on_engine(session, [weights_set(**fields)]).error
+    assert err is not None and err.code == wire.OperationErrorCode.INVALID_INPUT, err
+    assert f"samples[0].loss_fn_inputs.weights: {said}" in err.message
+    assert all(p.grad is None for p in session.backend.trainer.parameters())
+
+
+@pytest.mark.parametrize("ids", [[1, 2**63], [1.0, 2.0**63], [1.0, float("nan")], [2, 10**400], [1, 2.5]])
+def test_target_ids_past_int64_or_not_whole_fail_invalid_input(session, ids):
+    """NaN was ``INTERNAL_ERROR`` ("cannot convert float NaN to integer"); the rest guard the ids' check, now tensor
+    ops where it was a Python loop per id."""
+    sample = samples.cross_entropy([1, 2, 3])
+    sample.loss_fn_inputs["target_tokens"].data = ids
+    err = on_engine(session, [sample]).error
+    assert err is not None and err.code == wire.OperationErrorCode.INVALID_INPUT, err
+    assert "samples[0].loss_fn_inputs.target_tokens: int64 data must be integers in int64 range" in err.message
+
+
+def test_ids_as_the_wire_holds_them_python_integers_or_numpy_numbers_read_the_same(session):
+    """The wire holds int64 data as whole floats; a sample built past it may hold ints or numpy numbers: one loss."""
+    np = pytest.importorskip("numpy")
+    losses = []
+    for ids, weights in (([2.0, 3.0], [1.0, 0.5]), ([2, 3], [1, 0.5]), ([np.int64(2), 3], [np.float32(1), 0.5])):
+        sample = samples.cross_entropy([1, 2, 3], weights=[0.0, 1.0, 0.5])
+        sample.loss_fn_inputs["target_tokens"].data = ids
+        sample.loss_fn_inputs["weights"].data = weights
+        done = on_engine(session, [sample], forward_only=True)
+        assert done.status == wire.OperationStatus.COMPLETED, done
+        losses.append(done.output.loss)
+    assert losses[0] > 0 and losses == [losses[0]] * 3
+
+
+def test_a_crafted_sample_of_dicts_fails_invalid_input_naming_the_part(session):
+    """A body made with ``model_construct`` holds what it is given: a dict where a sample, its model input or a tensor
+    belongs was ``INTERNAL_ERROR`` ("'dict' object has no attribute 'model_input'")."""
+    good = samples.cross_entropy([1, 2, 3])
+    crafted = {
+        "samples[0] must be a Sample, got dict": good.model_dump(),
+        "samples[0].model_input must be a ModelInput, got dict": good.model_copy(
+            update={"model_input": good.model_input.model_dump()}
+        ),
+        "samples[0].loss_fn_inputs must be a dict, got list": good.model_copy(update={"loss_fn_inputs": []}),
+        "samples[0].loss_fn_inputs.target_tokens must be a TensorData, got dict": good.model_copy(
+            update={"loss_fn_inputs": {"target_tokens": {"data": [2, 3], "dtype": "int64"}}}
+        ),
+    }
+    for said, sample in crafted.items():
+        err = on_engine(session, [sample]).error
+        assert err is not None and err.code == wire.OperationErrorCode.INVALID_INPUT, err
+        assert said in err.message
+    assert all(p.grad is None for p in session.backend.trainer.parameters())
+
+
+BAD_GRADIENTS = [
+    (["x", 0.1], "'x' at position 0 is str"),
+    ([0.1, None], "None at position 1 is NoneType"),
+    ((0.1, 0.2), "data must be a list of numbers, got tuple"),
+]
+
+
+@pytest.mark.parametrize(("data", "said"), BAD_GRADIENTS)
+def test_a_custom_gradient_that_is_no_list_of_numbers_fails_invalid_input_naming_it(session, data, said):
+    """Text or None in a custom forward-backward's gradients was ``INTERNAL_ERROR`` ("must be real number")."""
+    gradient = wire.GradientTensor(data=[0.1, 0.2])
+    gradient.data = data
+    body = wire.CustomForwardBackwardBody.model_construct(samples=[samples.cross_entropy([1, 2, 3])],
+                                                          gradients=[gradient])  # fmt: skip
+    got: list[wire.Operation] = []
+    session.backend.submit(wire.OperationKind.CUSTOM_FORWARD_BACKWARD, body, got.append)
+    assert session.backend.wait_idle(60)
+    err = got[-1].error
+    assert err is not None and err.code == wire.OperationErrorCode.INVALID_INPUT, err
+    assert f"gradients[0]: {said}" in err.message
+    assert all(p.grad is None for p in session.backend.trainer.parameters())

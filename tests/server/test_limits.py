@@ -213,6 +213,13 @@ def cfb(tokens: list, targets: list, grads: list) -> dict:
     return {**body, "gradients": [{"data": grads, "dtype": "D_TYPE_FLOAT32"}]}
 
 
+def weights_with(**fields: object) -> dict:
+    """A cross-entropy body over two tokens whose float32 weights have ``fields`` over the valid ones."""
+    body = fb([1, 2])
+    body["samples"][0]["loss_fn_inputs"]["weights"].update(fields)
+    return body
+
+
 BAD_INPUT = {
     "misspelt optimizer field": ("optim-step", {"adam_params": {"learning_rat": 0.1}}, "adam_params.learning_rat"),
     "misspelt sampling field": ("sample", {**sample_body(1, 1, 2), "sampling_params": {"temperatur": 1.0}},
@@ -250,6 +257,15 @@ BAD_INPUT = {
     "bool weight": ("forward-backward", {**fb([1, 2]), "samples": [{**fb([1, 2])["samples"][0], "loss_fn_inputs": {
         "target_tokens": {"data": [1, 1], "dtype": "int64"}, "weights": {"data": [True, 1.0], "dtype": "float32"}}}]},
         "samples.0.loss_fn_inputs.weights.data.0"),
+    # the engine reads a tensor past the wire's rules again (tests/engine/test_hostile_inputs.py): these never reach it
+    "text weight": ("forward-backward", weights_with(data=["x", 1.0]), "samples.0.loss_fn_inputs.weights.data.0"),
+    "float16 weights": ("forward-backward", weights_with(dtype="float16"), "samples.0.loss_fn_inputs.weights.dtype"),
+    "2-D weights": ("forward-backward", weights_with(shape=[2, 1]), "samples.0.loss_fn_inputs.weights"),
+    "sparse weights": ("forward-backward", weights_with(sparse_crow_indices=[0, 2]),
+                       "samples.0.loss_fn_inputs.weights"),
+    "null weights": ("forward-backward", weights_with(data=None), "samples.0.loss_fn_inputs.weights.data"),
+    "cfb text gradient": ("custom-forward-backward", cfb([1, 2], [1, 2], [0.1, "x"]), "gradients.0.data.1"),
+    "target 1.5": ("forward-backward", fb([1, 2], [1.5, 1]), None),
 }  # fmt: skip
 
 
