@@ -89,17 +89,17 @@ def shared(file: Path, names: int) -> str:
     )
 
 
-def write_new(file: Path, data: bytes, sync: bool = False) -> None:
+def write_new(file: Path, data: bytes, sync: bool = False, mode: int = 0o666) -> None:
     """Write ``data`` as a new file at ``file`` (a temporary name, renamed into place after), never through what is
     there: a symbolic link is refused (``refuse_link``), a file left there (a killed write's) is removed first, not
     written over (a hard link's other names kept the new text), and the file is created exclusively (``O_EXCL``,
     ``O_NOFOLLOW``): a link or file put there in between fails the write instead of taking it. A write that fails
     part way (a full disk) removes the file it made. ``sync``: on the disk before it returns (``fsync``), for a file
-    whose rename must not outrun its text (a server's journal)."""
+    whose rename must not outrun its text (a server's journal); ``mode``: its permissions (less the umask)."""
     refuse_link(file)
     with contextlib.suppress(FileNotFoundError):
         file.unlink()
-    with open(file, "xb", opener=no_follow) as fh:  # x: O_CREAT | O_EXCL
+    with open(file, "xb", opener=lambda path, flags: os.open(path, flags | NO_FOLLOW, mode)) as fh:  # x: O_EXCL
         try:
             fh.write(data)
             if sync:

@@ -79,16 +79,13 @@ class Journal:
             return _read_key(path)
         key = secrets.token_bytes(MIN_KEY_BYTES)
         tmp = path.with_name(KEY_FILE + ".tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(key.hex())
-                fh.flush()
-                os.fsync(fh.fileno())
+        try:  # never through a link planted at the temporary name: the key went into its target, readable by others
+            write_new(tmp, key.hex().encode("ascii"), sync=True, mode=0o600)
             os.replace(tmp, path)
             _fsync_dir(self.dir)  # the rename itself survives a crash
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
+            if not tmp.is_symlink():  # a link planted there is not ours to remove: it is named in the error
+                tmp.unlink(missing_ok=True)
             raise StateDirError(f"rlnb serve cannot write its signing key {path}: {exc}") from None
         return key
 

@@ -12,7 +12,7 @@ import pytest
 
 from rlnb import wire
 from rlnb.server.restore import restore
-from rlnb.server.state import KINDS, Journal
+from rlnb.server.state import KINDS, Journal, StateDirError
 from tests.support.server import app_client, new_session, running
 
 INF, NAN = math.inf, math.nan
@@ -106,3 +106,24 @@ def test_the_journal_rewrite_never_writes_through_a_link_at_its_temporary_name(t
         assert said == [] and not tmp.exists()
         with app_client(tmp_path / "ckpt", state_dir=state_dir) as c:
             assert c.get(f"/training-sessions/{sid}").status_code == 200
+
+
+@pytest.mark.parametrize("how", ["symlink", "hardlink"])
+def test_the_signing_key_is_never_written_through_a_link_at_its_temporary_name(tmp_path, how):
+    """It was opened with ``O_CREAT | O_TRUNC``, following links: the new key went into the link's target (a user's
+    notes, or a file others may read)."""
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    tmp = state_dir / "signing.key.tmp"
+    tmp.symlink_to(notes) if how == "symlink" else os.link(notes, tmp)
+    if how == "symlink":
+        with pytest.raises(StateDirError, match=r"signing\.key\.tmp is a symbolic link"):
+            app_client(tmp_path / "ckpt", state_dir=state_dir).__enter__()
+        assert tmp.is_symlink()  # the user's link, left where it is
+    else:
+        with app_client(tmp_path / "ckpt", state_dir=state_dir) as c:
+            assert c.get("/model-resources").status_code == 200
+        assert (state_dir / "signing.key").stat().st_mode & 0o777 == 0o600
+    assert notes.read_text() == "mine\n"
