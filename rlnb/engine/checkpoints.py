@@ -60,7 +60,7 @@ def save_inference(path: Path, adapter: ModelAdapter, trainer: nn.Module, step: 
             save_adapter(trainer, target / "adapter")
         digests = file_digests(target / "merged")  # checked at resume: safetensors checks no checksum
         (target / "rlnb.json").write_text(
-            json.dumps({"type": "inference", "step": step, **meta, "merged_sha256": digests}, indent=2)
+            json.dumps({"type": "inference", "step": step, **meta, "merged_sha256": digests}, indent=2, allow_nan=False)
         )
 
 

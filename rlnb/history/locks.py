@@ -89,21 +89,35 @@ def shared(file: Path, names: int) -> str:
     )
 
 
-def write_new(file: Path, data: bytes) -> None:
+def write_new(file: Path, data: bytes, sync: bool = False, mode: int = 0o666) -> None:
     """Write ``data`` as a new file at ``file`` (a temporary name, renamed into place after), never through what is
     there: a symbolic link is refused (``refuse_link``), a file left there (a killed write's) is removed first, not
     written over (a hard link's other names kept the new text), and the file is created exclusively (``O_EXCL``,
     ``O_NOFOLLOW``): a link or file put there in between fails the write instead of taking it. A write that fails
-    part way (a full disk) removes the file it made."""
+    part way (a full disk) removes the file it made. ``sync``: on the disk before it returns (``fsync``), for a file
+    whose rename must not outrun its text (a server's journal); ``mode``: its permissions (less the umask)."""
     refuse_link(file)
     with contextlib.suppress(FileNotFoundError):
         file.unlink()
-    with open(file, "xb", opener=no_follow) as fh:  # x: O_CREAT | O_EXCL
+    with open(file, "xb", opener=lambda path, flags: os.open(path, flags | NO_FOLLOW, mode)) as fh:  # x: O_EXCL
         try:
             fh.write(data)
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
         except BaseException:
             file.unlink(missing_ok=True)
             raise
+
+
+def appending(file: Path) -> IO[str]:
+    """``file`` opened to append text lines to, never through a link: a symbolic link is refused (``refuse_link``,
+    and ``O_NOFOLLOW`` for one made after it looked), a hard link too (``refuse_shared``): the lines went into the
+    link's target (a user's notes) or another copy's file. A run folder's files follow the same rule."""
+    refuse_link(file)
+    fh = open(file, "a", encoding="utf-8", opener=no_follow)  # noqa: SIM115 - the caller closes it
+    refuse_shared(fh, file)
+    return fh
 
 
 def release(fh: IO[str] | int | None) -> None:

@@ -6,6 +6,7 @@ exhaust Python's stack later on.
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,8 @@ def set_aside_config(path: Path) -> None:
     session's, which lost what it held (a label, a note, the first ``created_at``) for good: it is renamed
     ``config.json.damaged`` (``.damaged.1``, ... if taken) first, with a warning naming it, so it can be mended."""
     file = path / CONFIG_FILE
-    kept = next(k for n in range(10**6) if not (k := path / f"{CONFIG_FILE}.damaged{f'.{n}' if n else ''}").exists())
+    names = (path / f"{CONFIG_FILE}.damaged{f'.{n}' if n else ''}" for n in range(10**6))
+    kept = next(k for k in names if not os.path.lexists(k))  # exists() is false for a link to nothing: it was replaced
     try:
         file.rename(kept)
     except OSError:  # a folder that cannot be written: the store says so when it writes the config

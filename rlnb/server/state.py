@@ -11,6 +11,10 @@ owner. A running server rewrites the journal the same way once it has grown past
 (``COMPACT_AFTER`` lines at least): every operation's two lines made it grow without bound, and a restart read every
 line ever written. Checkpoint files go to ``DIR/checkpoints`` unless ``checkpoint_dir`` says otherwise.
 
+Every line is standard JSON (``history.jsontext``: an optim-step's infinite gradient norm is ``"Infinity"``, read back
+as the float by the wire's models; an older rlnb's bare ``Infinity`` still reads), and the journal is written as a run
+folder's files are: never through a link (``locks.write_new``, ``locks.appending``).
+
 A journal that cannot be written (a full disk) is logged once; the server goes on in memory.
 """
 
@@ -27,13 +31,13 @@ from typing import IO, Any
 
 from rlnb import wire
 from rlnb.errors import RunLocked
-from rlnb.history.locks import hold_lock, release
+from rlnb.history.jsontext import line
+from rlnb.history.locks import appending, hold_lock, release, write_new
 
 log = logging.getLogger("rlnb")
 
 JOURNAL, KEY_FILE, LOCK_FILE = "registry.jsonl", "signing.key", "state.lock"
 KINDS = ("resource", "session", "op", "checkpoint", "dropped")
-_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
 COMPACT_AFTER = 100_000
@@ -75,16 +79,13 @@ class Journal:
             return _read_key(path)
         key = secrets.token_bytes(MIN_KEY_BYTES)
         tmp = path.with_name(KEY_FILE + ".tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(key.hex())
-                fh.flush()
-                os.fsync(fh.fileno())
+        try:  # never through a link planted at the temporary name: the key went into its target, readable by others
+            write_new(tmp, key.hex().encode("ascii"), sync=True, mode=0o600)
             os.replace(tmp, path)
             _fsync_dir(self.dir)  # the rename itself survives a crash
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
+            if not tmp.is_symlink():  # a link planted there is not ours to remove: it is named in the error
+                tmp.unlink(missing_ok=True)
             raise StateDirError(f"rlnb serve cannot write its signing key {path}: {exc}") from None
         return key
 
@@ -117,15 +118,12 @@ class Journal:
             if self.failed:
                 return
             try:
-                with open(tmp, "w", encoding="utf-8") as fh:
-                    for kind, data in entries:
-                        fh.write(_ENCODER.encode({kind: data}) + "\n")
-                    fh.flush()
-                    os.fsync(fh.fileno())  # whole before it replaces the journal: a crash keeps one or the other
-                if self._fh is not None:
+                text = "".join(line({kind: data}) for kind, data in entries)
+                write_new(tmp, text.encode("utf-8"), sync=True)  # whole before it replaces the journal: a crash keeps
+                if self._fh is not None:  # one or the other; never through a link planted at the temporary name
                     self._fh.close()
                 tmp.replace(path)
-                self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+                self._fh = appending(path)
                 self.compact_lines, self.appended = len(entries), 0
             except OSError as exc:
                 self._fail(exc)
@@ -135,12 +133,12 @@ class Journal:
         return self.appended > max(COMPACT_AFTER, self.compact_lines) and not self.failed
 
     def append(self, kind: str, data: Any) -> None:
-        line = _ENCODER.encode({kind: data}) + "\n"
+        text = line({kind: data})  # a NaN as "NaN": the wire's models read it back as the float
         with self._lock:
             if self._fh is None or self.failed:
                 return
             try:
-                self._fh.write(line)
+                self._fh.write(text)
                 self._fh.flush()
                 self.appended += 1
             except OSError as exc:

@@ -1,5 +1,8 @@
 """The sweep folder: ``sweep.json`` (the arguments), ``trials.jsonl`` (one line per finished trial,
-flushed at once), one run folder per trial, and for Optuna ``study.db``. What makes a sweep resumable."""
+flushed at once), one run folder per trial, and for Optuna ``study.db``. What makes a sweep resumable.
+
+Both files are standard JSON, as a run folder's are (``history.jsontext``: a NaN loss is ``"NaN"``; an older
+rlnb's bare ``NaN`` still reads), and are written as a run folder's files are: never through a link (``locks``)."""
 
 from __future__ import annotations
 
@@ -17,13 +20,14 @@ import pandas as pd
 
 from rlnb._options import refuse_dangling_link
 from rlnb.history import default_runs_dir, new_run_id
-from rlnb.history.locks import hold_lock, release
+from rlnb.history.jsontext import config_text, number, spelled
+from rlnb.history.locks import appending, hold_lock, refuse_link, release, shared, write_new
 from rlnb.params import OptimizerParams
 from rlnb.tasks import Task
 
 from .fingerprint import task_detail
 from .options import SearchOptions, TrialOptions
-from .trial import RESULT_COLUMNS, TERMINAL, Objective
+from .trial import METRIC_COLUMNS, RESULT_COLUMNS, TERMINAL, Objective
 
 SETTINGS_FILE, ROWS_FILE, LOCK_FILE = "sweep.json", "trials.jsonl", "sweep.lock"
 RESULT_OPTIONS = frozenset(
@@ -33,6 +37,8 @@ RESULT_OPTIONS = frozenset(
 """The ``rlnb.connect`` options that change what a trial computes, recorded in ``sweep.json`` so that a resume
 with others is refused (``muon_scaling="match_adam"`` on resume ran the rest of an "original" sweep in other
 units, in one table). Keys, sinks, timeouts, threads and the like may differ on resume."""
+ROW_TEXT = json.JSONEncoder(default=str, allow_nan=False)
+"""The encoder of a ``trials.jsonl`` line: never a bare ``NaN`` (``spelled`` comes first)."""
 
 
 def append_row(folder: Path, row: dict[str, Any]) -> None:
@@ -42,8 +48,8 @@ def append_row(folder: Path, row: dict[str, Any]) -> None:
     path = row.get("run_path")
     if path and Path(path).is_relative_to(folder):
         row = {**row, "run_path": Path(path).relative_to(folder).as_posix()}
-    with open(folder / ROWS_FILE, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(row, default=str) + "\n")
+    with appending(folder / ROWS_FILE) as fh:  # its rows went into a link's target (a sweep folder from elsewhere)
+        fh.write(ROW_TEXT.encode(spelled(row)) + "\n")  # a FAILED trial's NaN loss as "NaN": jq, DuckDB refused NaN
 
 
 def run_path(folder: Path, recorded: Any) -> str | None:
@@ -143,17 +149,18 @@ def begin(
     """Write the settings of a new sweep, or check a resumed one's; return the rows recorded so far. ``same``: for a
     setting compared by what it means, not its text (the space), whether the stored one is the same."""
     path = folder / SETTINGS_FILE
-    if not resume:
-        path.write_text(json.dumps(settings, indent=2, default=str))
+    if not resume:  # written then renamed: never through a link planted at either name
+        write_new(folder / (SETTINGS_FILE + ".tmp"), config_text(settings).encode("utf-8"))
+        (folder / (SETTINGS_FILE + ".tmp")).replace(path)
         return []
     try:  # a sweep killed while writing it left it empty or cut short: a bare JSONDecodeError named no file
-        stored = json.loads(path.read_text(encoding="utf-8"))
+        stored = spelled(json.loads(path.read_text(encoding="utf-8")))  # an older rlnb's bare NaN as it is written now
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"resume: {path} is damaged ({exc}); it records the sweep's arguments, so this folder "
                          "cannot be resumed: start a new sweep") from exc  # fmt: skip
     if not isinstance(stored, dict):  # a list or null: `k in stored` compared nothing, or raised a TypeError
         raise ValueError(f"resume: {path} is not a sweep's settings (a JSON object), got {type(stored).__name__}")
-    now = json.loads(json.dumps(settings, default=str))
+    now = json.loads(config_text(settings))  # as written: a NaN setting is "NaN" on both sides (NaN != NaN)
     # a key the stored settings lack was not recorded by the rlnb that made the folder: nothing to compare
     differs = {
         k for k in now if k in stored and now[k] != stored[k] and not (same and k in same and same[k](stored[k]))
@@ -162,8 +169,11 @@ def begin(
     if changed:
         raise ValueError("resume: run it with the same arguments; changed: " + "; ".join(changed))
     rows_path = folder / ROWS_FILE
+    refuse_link(rows_path)  # before any trial runs: each row would be appended through it
     if not rows_path.exists():
         return []
+    if (names := rows_path.stat().st_nlink) > 1:
+        raise OSError(shared(rows_path, names))
     rows = []
     for n, raw in enumerate(rows_path.read_bytes().splitlines(), 1):
         try:  # a line edited by hand in another encoding ended the resume with a bare UnicodeDecodeError
@@ -177,8 +187,8 @@ def begin(
             warnings.warn(f"{rows_path} line {n} is not JSON (a row cut short by a killed sweep, or edited); skipped, "
                           f"so its trial runs again: {line[:80]!r}", stacklevel=3)  # fmt: skip
             continue
-        if _is_row(row):
-            rows.append(row)
+        if _is_row(row):  # its numbers' "NaN" / "Infinity" as the floats; text (a label "NaN") as written
+            rows.append({k: number(v) if k in METRIC_COLUMNS else v for k, v in row.items()})
         else:  # a line edited by hand: a KeyError ('status') ended the resume
             warnings.warn(f"{rows_path} line {n} is not a trial's row (an object with an integer 'trial' and a "
                           f"'status' of {', '.join(TERMINAL)}); skipped: {line[:80]!r}", stacklevel=3)  # fmt: skip

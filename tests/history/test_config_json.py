@@ -55,3 +55,18 @@ def test_a_config_written_bare_by_an_older_rlnb_still_reads_and_a_runs_names_sta
     loaded = History.load(tmp_path / run_id).config
     check_read_back(loaded)
     assert loaded["run_id"] == run_id and loaded["label"] == "-Infinity"
+
+
+def test_a_damaged_config_is_set_aside_past_a_dangling_link_of_the_name_it_would_take(tmp_path):
+    """The name was picked with ``exists()``, false for a link to nothing: the rename replaced the user's link."""
+    import rlnb
+    from rlnb.testing import FakeBackend
+
+    rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    run = tmp_path / "r"
+    (run / "config.json").write_text("{not json")
+    (run / "config.json.damaged").symlink_to(tmp_path / "gone")
+    with pytest.warns(RuntimeWarning, match=r"kept as config\.json\.damaged\.1 "):
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
+    assert (run / "config.json.damaged").is_symlink() and not (tmp_path / "gone").exists()
+    assert (run / "config.json.damaged.1").read_text() == "{not json"
