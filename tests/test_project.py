@@ -109,9 +109,17 @@ LAYERS = [
 lower layers, and never a neighbour of its own layer (so ``engine`` and ``remote`` never import each other)."""
 
 
-def _rlnb_imports(path: Path) -> set[str]:
+@pytest.fixture(scope="module")
+def rlnb_nodes() -> dict[Path, tuple[ast.AST, ...]]:
+    """Every node of each module of rlnb, parsed once for the two checks that walk them all (each parse of the
+    package costs about a second of CPU); dropped with this module's tests, not kept for the garbage collector
+    to walk through the rest of the session."""
+    return {path: tuple(ast.walk(ast.parse(path.read_text()))) for path in sorted((ROOT / "rlnb").rglob("*.py"))}
+
+
+def _rlnb_imports(nodes: tuple[ast.AST, ...]) -> set[str]:
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rlnb"):
             parts = node.module.split(".")
             if len(parts) > 1:
@@ -129,16 +137,16 @@ def test_every_module_has_a_layer():
     assert units == {u for layer in LAYERS for u in layer}
 
 
-def test_imports_only_go_down():
+def test_imports_only_go_down(rlnb_nodes):
     """Data flows one way: wire → params → session → engine | remote → history → viz (style.md)."""
     rank = {name: i for i, layer in enumerate(LAYERS) for name in layer}
     upward = []
-    for path in sorted((ROOT / "rlnb").rglob("*.py")):
+    for path, nodes in rlnb_nodes.items():
         rel = path.relative_to(ROOT / "rlnb")
         me = rel.parts[0].removesuffix(".py")
         if me == "__init__":
             continue
-        upward += [f"{rel} imports rlnb.{dep}" for dep in _rlnb_imports(path) - {me} if rank[dep] >= rank[me]]
+        upward += [f"{rel} imports rlnb.{dep}" for dep in _rlnb_imports(nodes) - {me} if rank[dep] >= rank[me]]
     assert not upward, "imports that do not go down a layer:\n" + "\n".join(upward)
 
 
@@ -167,26 +175,26 @@ def _wire_strings() -> dict[str, str]:
     return found
 
 
-def _wire_literals(tree: ast.AST, strings: dict[str, str]) -> list[ast.Constant]:
-    """The string constants of ``tree`` that spell a catalogue member, docstrings left out (prose may
-    name a kind)."""
+def _wire_literals(nodes: tuple[ast.AST, ...], strings: dict[str, str]) -> list[ast.Constant]:
+    """The string constants among a module's ``nodes`` that spell a catalogue member, docstrings left out (prose
+    may name a kind)."""
     docs = {
         id(node.value)
-        for node in ast.walk(tree)
+        for node in nodes
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
     }
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in strings and id(n) not in docs]
+    return [n for n in nodes if isinstance(n, ast.Constant) and n.value in strings and id(n) not in docs]
 
 
-def test_kinds_statuses_and_error_codes_are_named_from_wire_only():
+def test_kinds_statuses_and_error_codes_are_named_from_wire_only(rlnb_nodes):
     """One catalogue per idea: outside ``rlnb/wire`` a kind, status or error code is a wire member
     (``wire.OperationKind.OPTIM_STEP``), never its string, so a change touches one place."""
     strings = _wire_strings()
     found = []
-    for path in sorted((ROOT / "rlnb").rglob("*.py")):
+    for path, nodes in rlnb_nodes.items():
         rel = path.relative_to(ROOT)
         if rel.parts[1] != "wire":
-            for node in _wire_literals(ast.parse(path.read_text()), strings):
+            for node in _wire_literals(nodes, strings):
                 found.append(f"{rel}:{node.lineno}: {node.value!r} (use {strings[node.value]})")
     assert not found, "kind / status / error-code strings outside rlnb/wire:\n" + "\n".join(found)
 
@@ -199,7 +207,7 @@ def f(code="INVALID_INPUT"):
     """TRAINING_OPERATION_STATUS_FAILED in a docstring is fine."""
     return code == "TRAINING_OPERATION_STATUS_FAILED"
 '''
-    hits = sorted(node.value for node in _wire_literals(ast.parse(source), _wire_strings()))
+    hits = sorted(node.value for node in _wire_literals(tuple(ast.walk(ast.parse(source))), _wire_strings()))
     assert hits == ["INVALID_INPUT", "TRAINING_OPERATION_STATUS_FAILED", "optim-step", "sample"]
 
 

@@ -142,6 +142,7 @@ def test_runs_and_compare(tmp_path):
     assert rlnb.runs is runs and rlnb.compare is compare
 
 
+@pytest.mark.slow  # trains four sessions of the tiny model (~1 s); test_runs_and_compare keeps compare in the fast tier
 def test_compare_keeps_two_runs_of_one_run_id_apart(tmp_path):
     """The same run_id in two runs folders (and the same seed) used to merge into one averaged line."""
     for folder, seed_steps in (("adam-lo", 3), ("adam-hi", 2)):

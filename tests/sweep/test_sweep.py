@@ -544,6 +544,7 @@ def test_an_interrupt_ends_the_wait_after_an_error_for_a_trial_that_never_return
     assert sorted((r["status"], (r["reason"] or "")[:9]) for r in rows) == [("COMPLETED", ""), ("STOPPED", "abandoned")]
 
 
+@pytest.mark.slow  # three sweeps of four trials (~1 s); test_configs_given_as_a_generator_... resumes one fast
 def test_resume_runs_what_was_stopped_and_keeps_what_finished(tmp_path):
     stop = threading.Event()
     configs = grid(learning_rate=[1e-3, 2e-3])
