@@ -49,12 +49,9 @@ def _ids(tokens: Any, name: str) -> list[int]:
     if isinstance(tokens, str):
         raise TypeError(f"{name} must be token ids, not text: use samples.from_text(session, prompt, completion)")
     listed = tokens.tolist() if hasattr(tokens, "tolist") else tokens  # an array's or tensor's are plain ints
-    if (
-        type(listed) in (list, tuple)
-        and only(listed, int)
-        and (not listed or 0 <= min(listed) <= max(listed) <= ID_MAX)
-    ):
-        return list(listed)  # the common case, without a Python step per id; anything else is named below
+    plain = type(listed) in (list, tuple) and only(listed, int)  # the common case: no Python step per id
+    if plain and (not listed or 0 <= min(listed) <= max(listed) <= ID_MAX):
+        return list(listed)  # anything else is converted or named below
     ids = token_ids(tokens, name)
     bad = next((i for i, t in enumerate(ids) if not 0 <= t <= ID_MAX), None)
     if bad is not None:  # else sent and refused by the engine, or past int64 a raw pydantic error on EncodedText
@@ -68,9 +65,7 @@ def _logprobs(values: Any, name: str, n: int) -> list[float]:
     lps = _numbers(values, name)
     if len(lps) != n:
         raise ValueError(f"{name} has {len(lps)} entries for {n} completion tokens")
-    if (
-        max(lps, default=0.0) <= LOGPROB_SLACK
-    ):  # the common case, at C speed (a NaN is never above; one first makes max NaN)
+    if max(lps, default=0.0) <= LOGPROB_SLACK:  # at C speed; a NaN is never above, one first makes max() NaN
         return lps
     above = next((i for i, lp in enumerate(lps) if LOGPROB_SLACK < lp < math.inf), None)  # inf: _tensor's error
     if above is not None:

@@ -110,21 +110,20 @@ def test_a_submitted_sample_is_copied_and_checked_whatever_its_parts_are():
         pass
 
     base = samples.cross_entropy([1, 2, 3, 4], [0.0, 0.0, 1.0, 1.0])
-    mine = base.model_copy(deep=True)
-    mine.loss_fn_inputs["weights"] = MyTensor(data=[0.0, 1.0, 1.0], dtype="float32")
-    mine.loss_fn_inputs["target_tokens"] = {"data": [2, 3, 4], "dtype": "int64"}
-    mine.model_input.chunks[0].encoded_text.note = [1]  # an extra field
-    sent = sample_list([base, mine])
-    assert sent[0] == base and sent[1].model_input.tokens == [1, 2, 3]
+    subclass, as_dict, extra = (base.model_copy(deep=True) for _ in range(3))
+    subclass.loss_fn_inputs["weights"] = MyTensor(data=[0.0, 1.0, 1.0], dtype="float32")
+    as_dict.loss_fn_inputs["target_tokens"] = {"data": [2, 3, 4], "dtype": "int64"}
+    extra.model_input.chunks[0].encoded_text.note = [1]
+    sent = sample_list([base, subclass, as_dict, extra])
+    assert sent[:3] == [base] * 3 and sent[3].model_input.tokens == [1, 2, 3]
     assert all(type(t) is rlnb.wire.TensorData for s in sent for t in s.loss_fn_inputs.values())
-    assert sent[1].loss_fn_inputs == base.loss_fn_inputs
-    mine.model_input.chunks[0].encoded_text.note.append(2)
+    extra.model_input.chunks[0].encoded_text.note.append(2)
     base.loss_fn_inputs["weights"].data[0] = 5.0
     base.model_input.chunks[0].encoded_text.tokens[0] = 7
-    assert sent[1].model_input.chunks[0].encoded_text.note == [1]
+    assert sent[3].model_input.chunks[0].encoded_text.note == [1]
     assert sent[0].loss_fn_inputs["weights"].data[0] == 0.0 and sent[0].model_input.tokens == [1, 2, 3]
     base.loss_fn_inputs["weights"].data[1] = 1  # an int set after validation: the copy holds the float
     assert sample_list([base])[0].loss_fn_inputs["weights"].data == [5.0, 1.0, 1.0]
-    mine.loss_fn_inputs["weights"].data[1] = math.nan
+    subclass.loss_fn_inputs["weights"].data[1] = math.nan
     with pytest.raises(ValueError, match=r"samples\[0\]\.loss_fn_inputs\.weights: .*finite"):
-        sample_list([mine])
+        sample_list([subclass])
