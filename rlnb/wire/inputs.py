@@ -60,7 +60,8 @@ class TensorData(_Model):
             return data
         if self.dtype != "int64":
             return list(data)
-        if only(data, float):  # whole floats (what validation leaves) in C passes: int() refuses NaN and inf
+        if only(data, float):  # whole floats, in C passes; a fraction makes the lists differ, NaN or inf int() raise
+            ints: list[float | int]
             try:
                 ints = list(map(int, data))
             except (ValueError, OverflowError):
