@@ -76,10 +76,10 @@ def _own(sample: wire.Sample) -> wire.Sample:
 
 
 def _fields(sample: wire.Sample) -> dict[str, Any] | None:
-    """``sample`` as the dicts of its models' fields, values as they are now (lists not copied, int64 data not turned
-    into ints and back: the dump was most of a submission's cost), or None where a part is not the plain wire type
-    (a subclass, a value set to something else) or has extra fields: the dump takes those, so that nothing reaches
-    the validation as a model instance it would keep unchecked, and extra values are copied as before."""
+    """``sample`` as the dicts of its models' fields, values as they are now (the validation copies the lists;
+    int64 data is not turned into ints and back: the dump was most of a submission's cost), or None where a part is
+    not the plain wire type (a subclass, a value set to something else) or has extra fields: the dump takes those, so
+    that nothing reaches the validation as a model instance it would keep unchecked, and extra values are copied."""
     given, inputs = sample.model_input, sample.loss_fn_inputs
     chunks = getattr(given, "chunks", None)
     if type(inputs) is not dict or type(chunks) is not list:

@@ -72,7 +72,7 @@ class TensorData(_Model):
 
     @model_validator(mode="after")
     def _check(self) -> TensorData:
-        if not math.isfinite(sum(self.data)):  # NaN and inf make the sum one; finite values summing past a float too
+        if not math.isfinite(sum(self.data)):  # one NaN or inf makes the sum one (so may big finite values): search
             _finite_list(self.data)
         if self.shape is not None and self.shape != [len(self.data)]:
             raise ValueError(f"shape {self.shape} must be 1-D and equal to the data length {len(self.data)}")
