@@ -16,6 +16,7 @@ from rlnb import wire
 from rlnb._options import check_bool
 from rlnb.prompts import a_type, check_messages, check_text, token_ids
 from rlnb.text import Message, as_codec, to_tokens
+from rlnb.wire.inputs import only
 from rlnb.wire.loss_params import FLOAT32_MAX  # the engine reads loss inputs as float32: past it, inf
 
 LOGPROB_SLACK = 1e-4
@@ -27,19 +28,30 @@ ID_MAX = 2**63 - 1
 def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> wire.TensorData:
     """``data`` as wire tensor data; a value it cannot hold (NaN, inf; past float32's range, inf on the engine, which
     failed the forward-backward as "non-finite") is refused naming the argument ``name``."""
-    if dtype == "float32":  # an int64 tensor holds ids ``_ids`` checked, or rlnb's own mask
+    data = list(data)
+    if dtype == "float32" and not _within(data, -FLOAT32_MAX, FLOAT32_MAX):  # int64: ids ``_ids`` checked, a mask
         bad = next((v for v in data if not -FLOAT32_MAX <= v <= FLOAT32_MAX), None)  # one pass: NaN fails it too
         if bad is not None and not math.isfinite(bad):
             raise ValueError(f"{name} must be finite numbers, got {bad}")
         if bad is not None:
             raise ValueError(f"{name} must be numbers a float32 holds (at most {FLOAT32_MAX:.4g} in size), got {bad:g}")
-    return wire.TensorData(data=list(data), dtype=dtype)
+    return wire.TensorData(data=data, dtype=dtype)
+
+
+def _within(values: list[float], low: float, high: float) -> bool:
+    """Whether every float of ``values`` is in [``low``, ``high``], in C passes (a NaN or inf anywhere makes the sum
+    one); False sends the caller to its item-by-item search, which finds the one to name."""
+    return not values or (math.isfinite(sum(values)) and low <= min(values) and max(values) <= high)
 
 
 def _ids(tokens: Any, name: str) -> list[int]:
     """``tokens`` as a list of ints >= 0 (``rlnb.prompts.token_ids``); text is refused pointing to ``from_text``."""
     if isinstance(tokens, str):
         raise TypeError(f"{name} must be token ids, not text: use samples.from_text(session, prompt, completion)")
+    listed = tokens.tolist() if hasattr(tokens, "tolist") else tokens  # an array's or tensor's are plain ints
+    plain = type(listed) in (list, tuple) and only(listed, int)  # the common case: no Python step per id
+    if plain and (not listed or 0 <= min(listed) <= max(listed) <= ID_MAX):
+        return list(listed)  # anything else is converted or named below
     ids = token_ids(tokens, name)
     bad = next((i for i, t in enumerate(ids) if not 0 <= t <= ID_MAX), None)
     if bad is not None:  # else sent and refused by the engine, or past int64 a raw pydantic error on EncodedText
@@ -53,6 +65,8 @@ def _logprobs(values: Any, name: str, n: int) -> list[float]:
     lps = _numbers(values, name)
     if len(lps) != n:
         raise ValueError(f"{name} has {len(lps)} entries for {n} completion tokens")
+    if max(lps, default=0.0) <= LOGPROB_SLACK:  # at C speed; a NaN is never above, one first makes max() NaN
+        return lps
     above = next((i for i, lp in enumerate(lps) if LOGPROB_SLACK < lp < math.inf), None)  # inf: _tensor's error
     if above is not None:
         raise ValueError(f"{name} are log-probabilities (<= 0), got {lps[above]} at index {above}: pass log-probs, "
@@ -67,11 +81,12 @@ def _numbers(values: Any, name: str) -> list[float]:
     if isinstance(listed, str | bytes) or not isinstance(listed, Sequence | Iterator):
         raise TypeError(f"{name} must be a list of numbers, got {a_type(listed)}")
     listed = list(listed)
-    bad = next((v for v in listed if isinstance(v, bool) or not isinstance(v, numbers.Real)), None)
-    if bad is not None:
-        raise TypeError(f"{name} must be numbers, got {bad!r}")
+    if not set(map(type, listed)) <= {float, int}:  # else plain numbers (an array's tolist() too): no step per item
+        bad = next((v for v in listed if isinstance(v, bool) or not isinstance(v, numbers.Real)), None)
+        if bad is not None:
+            raise TypeError(f"{name} must be numbers, got {bad!r}")
     try:
-        return [float(v) for v in listed]
+        return list(map(float, listed))
     except OverflowError:  # an int no float holds (10**400): Python's message named no argument
         raise ValueError(f"{name} must be numbers a float32 holds (at most {FLOAT32_MAX:.4g} in size), got an "
                          "integer past any float") from None  # fmt: skip

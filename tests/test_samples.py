@@ -147,3 +147,37 @@ def test_whole_floats_are_token_ids_in_samples_and_decode_but_not_in_prompts():
         assert s.decode([104.0, 105]) == "hi"
         with pytest.raises(TypeError, match=r"prompts\[0\] must be a string, a list of token ids, .* it holds 1\.0"):
             s.sample([[1.0]], max_tokens=1)
+
+
+def test_the_plain_list_fast_paths_keep_every_refusal_and_conversion():
+    """Plain lists of ints or floats skip the item-by-item checks; a bool, an id out of range, an int no float holds,
+    a NaN among log-probs and numpy or torch values still meet the same rules and messages."""
+    with pytest.raises(TypeError, match="tokens must be integer token ids, got True"):
+        samples.cross_entropy([1, True, 3])
+    with pytest.raises(
+        ValueError, match=r"tokens must be token ids < 2\*\*63 \(the wire's int64\), got 9223372036854775808 at index 1"
+    ):
+        samples.cross_entropy([1, 2**63, 3])
+    with pytest.raises(ValueError, match="tokens must be token ids >= 0, got -1 at index 2"):
+        samples.cross_entropy((1, 2, -1))
+    with pytest.raises(TypeError, match="weights must be numbers, got True"):
+        samples.cross_entropy([1, 2, 3], [1.0, True, 1.0])
+    with pytest.raises(ValueError, match="weights must be numbers a float32 holds .* an integer past any float"):
+        samples.cross_entropy([1, 2, 3], [1, 10**400, 1])
+    with pytest.raises(ValueError, match="weights must be numbers a float32 holds .* got 1e\\+308"):
+        samples.cross_entropy([1, 2, 3], [1.0, 1e308, 1e308])  # each past float32; their sum past any float
+    with pytest.raises(ValueError, match="sampler_logprobs are log-probabilities .* got 0.5 at index 1"):
+        samples.policy([1, 2], [3, 4], [math.nan, 0.5], 1.0)  # a NaN first makes max() NaN: the search still runs
+    with pytest.raises(ValueError, match="sampler_logprobs must be finite numbers, got nan"):
+        samples.policy([1, 2], [3, 4], [math.nan, -0.5], 1.0)
+    plain = samples.cross_entropy([1, 2, 3], [0, 1, 1])
+    forms = [(np.array([1, 2, 3]), np.array([0.0, 1.0, 1.0], dtype=np.float32)), ((1, 2, 3), (0.0, 1, 1.0))]
+    for tokens, weights in [*forms, (torch.tensor([1, 2, 3]), torch.tensor([0.0, 1.0, 1.0]))]:
+        got = samples.cross_entropy(tokens, weights)
+        assert got == plain
+        assert {type(t) for t in got.model_input.tokens} == {int}
+        assert {type(w) for w in got.loss_fn_inputs["weights"].data} == {float}
+    given = [1, 2, 3]
+    got = samples.cross_entropy(given)
+    given[0] = 99  # the sample holds its own lists
+    assert got.model_input.tokens == [1, 2]

@@ -33,10 +33,9 @@ def forward_backward_body(
         raise ValueError("samples is empty: pass at least one (rlnb.samples.cross_entropy(...) or .policy(...))")
     context = getattr(backend, "max_seq_length", getattr(backend, "context_length", None))
     for i, s in enumerate(batch):
-        if context is not None and len(s.model_input.tokens) > context:
-            raise ValueError(
-                f"samples[{i}] has {len(s.model_input.tokens)} tokens, more than the model's context of {context}"
-            )
+        n = sum(len(c.encoded_text.tokens) for c in s.model_input.chunks)  # ``.tokens`` would join every chunk
+        if context is not None and n > context:
+            raise ValueError(f"samples[{i}] has {n} tokens, more than the model's context of {context}")
     return wire.ForwardBackwardBody(
         samples=batch,
         loss=wire.loss_config(loss, loss_params),
@@ -71,9 +70,32 @@ def _own(sample: wire.Sample) -> wire.Sample:
     """A validated copy of the caller's ``sample`` as a plain ``wire.Sample``. A copy: an edit made after
     ``forward_backward()`` returned, before the worker ran it, was trained on. Validated by the constructor's rules:
     a field set after construction (text or a bool in ``data``, ``shape``, ``dtype``, ``data=None``) was never checked,
-    and reached the engine. ``model_dump`` builds new lists, and ``warnings=False`` lets a bad value through to the
-    validation that names it (a subclass's class is left behind)."""
-    return wire.Sample.model_validate(sample.model_dump(warnings=False))
+    and reached the engine. The validation builds new lists; ``warnings=False`` lets a bad value through the dump to
+    the validation that names it (a subclass's class is left behind)."""
+    return wire.Sample.model_validate(_fields(sample) or sample.model_dump(warnings=False))
+
+
+def _fields(sample: wire.Sample) -> dict[str, Any] | None:
+    """``sample`` as the dicts of its models' fields, values as they are now (the validation copies the lists;
+    int64 data is not turned into ints and back: the dump was most of a submission's cost), or None where a part is
+    not the plain wire type (a subclass, a value set to something else) or has extra fields: the dump takes those, so
+    that nothing reaches the validation as a model instance it would keep unchecked, and extra values are copied."""
+    given, inputs = sample.model_input, sample.loss_fn_inputs
+    chunks = getattr(given, "chunks", None)
+    if type(inputs) is not dict or type(chunks) is not list:
+        return None
+    texts = [getattr(c, "encoded_text", None) for c in chunks]
+    parts = [(sample, wire.Sample), (given, wire.ModelInput), *((c, wire.ModelInputChunk) for c in chunks)]
+    parts += [*((t, wire.EncodedText) for t in texts), *((t, wire.TensorData) for t in inputs.values())]
+    if any(type(part) is not kind or part.__pydantic_extra__ for part, kind in parts):
+        return None
+    model_input = {**given.__dict__, "chunks": [{**c.__dict__, "encoded_text": dict(t.__dict__)}
+                                                for c, t in zip(chunks, texts, strict=True)]}  # fmt: skip
+    return {
+        **sample.__dict__,
+        "model_input": model_input,
+        "loss_fn_inputs": {k: dict(t.__dict__) for k, t in inputs.items()},
+    }
 
 
 def optim_step_body(params: OptimizerParams) -> wire.OptimStepBody:

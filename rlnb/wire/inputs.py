@@ -6,13 +6,38 @@ Forward-backward and custom forward-backward bodies carry ``Sample``s; a sample 
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias, get_args
+import math
+from itertools import chain
+from typing import Annotated, Any, Literal, TypeAlias, get_args
 
-from pydantic import field_serializer, model_validator
+from pydantic import ValidatorFunctionWrapHandler, WrapValidator, field_serializer, model_validator
 
-from rlnb.wire.base import Int64, StrictFloat, StrictInt, _finite_list, _Model
+from rlnb.wire.base import _INT64_MAX, _INT64_MIN, Int64, StrictFloat, StrictInt, _finite_list, _Model
 
 __all__ = ["EncodedText", "ModelInput", "ModelInputChunk", "Sample", "TensorDType", "TensorData"]
+
+
+def only(values: list[Any], kind: type) -> bool:
+    """Whether every item of ``values`` is exactly a ``kind`` (a bool is no int, a subclass is not the class), in
+    passes at C speed: the fast paths' test, a Python loop per token was most of a big batch's cost."""
+    return list(map(type, values)).count(kind) == len(values)  # count() compares by identity first: faster than a set
+
+
+def _plain_ids(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A list of plain ints in int64's range, copied as it is; anything else (strings, floats, numpy ints, a value
+    out of range) through ``Int64``'s rules item by item, which convert or name it as before."""
+    if type(value) is list and only(value, int) and (not value or _INT64_MIN <= min(value) <= max(value) <= _INT64_MAX):
+        return value[:]
+    return handler(value)
+
+
+def _plain_floats(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A list of plain floats, copied as it is; anything else through the item rules (ints become floats, a bool
+    or text is named)."""
+    if type(value) is list and only(value, float):
+        return value[:]
+    return handler(value)
+
 
 TensorDType: TypeAlias = Literal["int64", "float32"]
 """A loss input tensor's dtype: ``int64`` for token ids, ``float32`` for the rest."""
@@ -21,7 +46,7 @@ TensorDType: TypeAlias = Literal["int64", "float32"]
 class TensorData(_Model):
     """A flat 1-D tensor. ``shape``, if given, must equal ``[len(data)]``; sparse fields are rejected."""
 
-    data: list[StrictFloat]
+    data: Annotated[list[StrictFloat], WrapValidator(_plain_floats)]
     dtype: TensorDType
     shape: list[StrictInt] | None = None
     sparse_crow_indices: list[int] | None = None
@@ -35,11 +60,20 @@ class TensorData(_Model):
             return data
         if self.dtype != "int64":
             return list(data)
+        if only(data, float):  # whole floats, in C passes; a fraction makes the lists differ, NaN or inf int() raise
+            ints: list[float | int]
+            try:
+                ints = list(map(int, data))
+            except (ValueError, OverflowError):
+                ints = []
+            if ints == data:
+                return ints
         return [int(v) if isinstance(v, float) and v.is_integer() else v for v in data]
 
     @model_validator(mode="after")
     def _check(self) -> TensorData:
-        _finite_list(self.data)
+        if not math.isfinite(sum(self.data)):  # one NaN or inf makes the sum one (so may big finite values): search
+            _finite_list(self.data)
         problem = self.layout_problem()
         if problem is not None:
             raise ValueError(problem)
@@ -63,7 +97,7 @@ class TensorData(_Model):
 class EncodedText(_Model):
     """A chunk of token ids (int64, sent as JSON integers by clients)."""
 
-    tokens: list[Int64]
+    tokens: Annotated[list[Int64], WrapValidator(_plain_ids)]
 
 
 class ModelInputChunk(_Model):
@@ -85,7 +119,7 @@ class ModelInput(_Model):
     @property
     def tokens(self) -> list[int]:
         """All chunks' tokens, concatenated."""
-        return [t for c in self.chunks for t in c.encoded_text.tokens]
+        return list(chain.from_iterable(c.encoded_text.tokens for c in self.chunks))
 
 
 class Sample(_Model):

@@ -1,6 +1,7 @@
 """A forward-backward trains on its samples as they were when it was submitted: the operation runs later, on the
 worker, and a caller's ``Sample`` is mutable (a loop reusing one, editing its weights in place)."""
 
+import math
 import threading
 
 import pytest
@@ -99,3 +100,30 @@ def test_a_sample_subclass_is_sent_as_a_plain_sample():
     sent = sample_list([Mine(model_input=base.model_input, loss_fn_inputs=base.loss_fn_inputs)])[0]
     assert type(sent) is rlnb.wire.Sample
     assert sent.model_input.tokens == [1, 2, 3] and sent.loss_fn_inputs == base.loss_fn_inputs
+
+
+def test_a_submitted_sample_is_copied_and_checked_whatever_its_parts_are():
+    """The copy at submission reads a plain sample's fields as they are (no dump): a part that is a subclass, a dict,
+    or a model with extra fields goes through the dump, and every part comes out plain, validated and not shared."""
+
+    class MyTensor(rlnb.wire.TensorData):
+        pass
+
+    base = samples.cross_entropy([1, 2, 3, 4], [0.0, 0.0, 1.0, 1.0])
+    subclass, as_dict, extra = (base.model_copy(deep=True) for _ in range(3))
+    subclass.loss_fn_inputs["weights"] = MyTensor(data=[0.0, 1.0, 1.0], dtype="float32")
+    as_dict.loss_fn_inputs["target_tokens"] = {"data": [2, 3, 4], "dtype": "int64"}
+    extra.model_input.chunks[0].encoded_text.note = [1]
+    sent = sample_list([base, subclass, as_dict, extra])
+    assert sent[:3] == [base] * 3 and sent[3].model_input.tokens == [1, 2, 3]
+    assert all(type(t) is rlnb.wire.TensorData for s in sent for t in s.loss_fn_inputs.values())
+    extra.model_input.chunks[0].encoded_text.note.append(2)
+    base.loss_fn_inputs["weights"].data[0] = 5.0
+    base.model_input.chunks[0].encoded_text.tokens[0] = 7
+    assert sent[3].model_input.chunks[0].encoded_text.note == [1]
+    assert sent[0].loss_fn_inputs["weights"].data[0] == 0.0 and sent[0].model_input.tokens == [1, 2, 3]
+    base.loss_fn_inputs["weights"].data[1] = 1  # an int set after validation: the copy holds the float
+    assert sample_list([base])[0].loss_fn_inputs["weights"].data == [5.0, 1.0, 1.0]
+    subclass.loss_fn_inputs["weights"].data[1] = math.nan
+    with pytest.raises(ValueError, match=r"samples\[0\]\.loss_fn_inputs\.weights: .*finite"):
+        sample_list([subclass])

@@ -1,0 +1,94 @@
+"""``TensorData`` and ``EncodedText`` take a list of plain numbers without a Python step per item (a big batch spent
+most of its building and submitting there), and keep every rule of the item-by-item validation for the rest."""
+
+import enum
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from rlnb import samples, wire
+from rlnb.session.bodies import sample_list
+
+
+def python_calls(fn):
+    """How many Python function calls (generator steps included) ``fn()`` made."""
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        calls += event == "call"
+
+    sys.setprofile(count)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_building_and_submitting_a_sample_makes_no_python_call_per_token():
+    """A Python validator, serialiser or search ran once per token (``_int64``, ``_finite_list``'s generator, the
+    int64 dump and more): the calls made building and submitting 4,000 tokens must be those made for 40."""
+    short, long = [list(range(1, n + 1)) for n in (40, 4000)]
+
+    def work(tokens):
+        return lambda: sample_list([samples.cross_entropy(tokens, [0.0] * 10 + [1.0] * (len(tokens) - 10))])
+
+    work(short)()  # the first run fills caches (abc's subclass checks) the others find
+    assert python_calls(work(long)) == python_calls(work(short))
+
+
+class Token(enum.IntEnum):
+    EOS = 2
+
+
+@pytest.mark.parametrize(("tokens", "message"), [
+    ([1, True], "expected an integer, got a bool"),
+    ([1, 2**63], "less than or equal to 9223372036854775807"),
+    ([-(2**63) - 1, 1], "greater than or equal to -9223372036854775808"),
+    ([1, 1.5], "expected an integer, got 1.5"),
+    ([1, "x"], "expected an int64"),
+])  # fmt: skip
+def test_token_ids_a_plain_int_list_does_not_hold_are_still_refused(tokens, message):
+    with pytest.raises(ValueError, match=message):
+        wire.EncodedText(tokens=tokens)
+
+
+def test_token_ids_in_other_forms_become_plain_ints_in_a_list_of_their_own():
+    given = [2**63 - 1, -(2**63), 0]
+    text = wire.EncodedText(tokens=given)
+    assert text.tokens == given and text.tokens is not given
+    for tokens in ([np.int64(5), 6], [Token.EOS, 6], ["5", 6.0], (5, 6)):
+        got = wire.EncodedText(tokens=tokens).tokens
+        assert got == [int(tokens[0]), 6] and {type(t) for t in got} == {int}, tokens
+
+
+class Weight(float):
+    pass
+
+
+def test_tensor_data_keeps_its_rules_for_what_is_not_a_list_of_plain_floats():
+    with pytest.raises(ValueError, match=r"data\.1\n.*valid number"):
+        wire.TensorData(data=[1.0, True], dtype="float32")
+    for bad in (math.nan, math.inf, -math.inf):
+        with pytest.raises(ValueError, match="tensor data must be finite"):
+            wire.TensorData(data=[1.0, bad, 2.0], dtype="float32")
+    big = wire.TensorData(data=[1e308, 1e308], dtype="float32")  # finite: only their sum is not
+    assert big.data == [1e308, 1e308]
+    given = [1.0, 2.5]
+    for data in (given, [1, 2.5], [Weight(1.0), 2.5], [np.float64(1.0), 2.5], np.array([1.0, 2.5])):
+        got = wire.TensorData(data=data, dtype="float32").data
+        assert got == given and got is not given and {type(v) for v in got} == {float}, data
+
+
+def test_int64_data_goes_out_as_integers_and_anything_else_as_it_is():
+    tensor = wire.TensorData(data=[1, 2.5, 1e20, -3], dtype="int64")
+    out = tensor.model_dump()["data"]
+    assert out == [1, 2.5, 10**20, -3] and [type(v) for v in out] == [int, float, int, int]
+    assert tensor.to_json_dict()["data"] == [1, 2.5, 10**20, -3]
+    tensor.data[1:2] = [math.nan]  # set after validation: not turned into a number for the copy's validation
+    assert math.isnan(tensor.model_dump(warnings=False)["data"][1])
+    tensor.data[1:2] = [True]
+    assert tensor.model_dump(warnings=False)["data"][1] is True
