@@ -46,12 +46,14 @@ def test_a_template_printing_a_field_the_messages_lack_names_it_and_the_tokenize
      "{{ m.name | default('') }}", "{{ m.name or '' }}", "{{ bos_token }}",
      "{% for t in m.tool_calls %}{{ t }}{% endfor %}", "{% if tools %}{{ tools }}{% endif %}",
      '{% if (m.name|string) != "" %}named: {% endif %}', '{% if ("a" ~ m.name) == "a" %}anonymous: {% endif %}',
-     "{% set n = m.name|lower %}"],
+     "{% set n = m.name|lower %}", '{% if m.name|string == "" %}{% else %}{{ m.name }}{% endif %}',
+     "{% if m.name|string %}{{ m.name }}{% endif %}", "{% if (m.name|string|length) > 0 %}({{ m.name }}){% endif %}"],
 )  # fmt: skip
 def test_a_template_that_tests_a_missing_field_before_printing_it_renders_as_transformers_does(tokenizer, guarded):
     """Real templates test optional fields (``tool_calls``, ``name``, ``tools``) before they print them: a missing
     one is still false, empty and not defined, and the tokens are transformers' own. Its text (``|string``, ``~``,
-    ``|lower``) kept or compared but not printed was refused: any string conversion failed."""
+    ``|lower``) kept or compared but not printed was refused: any string conversion failed; and where its text was
+    compared, the check's marker (not empty) took a branch that prints it, one transformers never takes."""
     tokenizer.chat_template = "{% for m in messages %}" + guarded + "{{ m['content'] }}{% endfor %}"
     expected = tokenizer.apply_chat_template(HI, add_generation_prompt=True, tokenize=True)
     expected = expected["input_ids"] if isinstance(expected, dict) or hasattr(expected, "keys") else expected
@@ -85,6 +87,7 @@ def test_a_transformers_without_the_private_compiler_warns_once_that_templates_g
     caches = [f for f in vars(chat_fields).values() if hasattr(f, "cache_clear")]  # templates, warned once
     for cache in caches:
         cache.cache_clear()
+    chat_fields._checked.clear()  # checks kept: this one is to run
     tokenizer.chat_template = "{% for m in messages %}{{ m.name }}{{ m['content'] }}{% endfor %}"
     try:
         with pytest.warns(UserWarning, match="_compile_jinja_template is not importable") as warned:
@@ -94,3 +97,58 @@ def test_a_transformers_without_the_private_compiler_warns_once_that_templates_g
     finally:
         for cache in caches:
             cache.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "template",
+    ['{% if m.name|string == "" %}anonymous {% endif %}{{ m.name }}',
+     '{% if m.name|string %}{{ m.name ~ ":" }}{% else %}{{ m.name }}{% endif %}'],
+)  # fmt: skip
+def test_a_missing_field_compared_and_then_printed_as_it_is_is_still_named(tokenizer, template):
+    """Where a missing value's text is compared, the check's marker takes another path than transformers' empty
+    text: transformers' own path is what is checked, and a value it prints as it is there is named."""
+    tokenizer.chat_template = "{% for m in messages %}" + template + "{{ m['content'] }}{% endfor %}"
+    with pytest.raises(ValueError, match="'name'"):
+        TokenizerCodec(tokenizer).chat(HI)
+
+
+@pytest.mark.parametrize("content", [chr(0xF0000), chr(0xF0000) + chr(0xF0001) + "hi", chr(0x10FFFD) + chr(0xE000)])
+def test_private_use_characters_in_a_message_are_not_taken_for_a_missing_field(tokenizer, content):
+    """The check marks a missing value's text with a private-use character: the same character in a message (plane
+    15's first, as the marker was) read as that value printed, and a template that only kept the text was refused."""
+    tokenizer.chat_template = "{% for m in messages %}{% set n = m.name|string %}{{ m['content'] }}{% endfor %}"
+    messages = [{"role": "user", "content": content}]
+    expected = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    expected = expected["input_ids"] if isinstance(expected, dict) or hasattr(expected, "keys") else expected
+    assert TokenizerCodec(tokenizer).chat(messages) == list(expected)
+    tokenizer.chat_template = "{% for m in messages %}{{ m.name }}{{ m['content'] }}{% endfor %}"
+    with pytest.raises(ValueError, match="'name'"):  # and a missing value printed beside them is still named
+        TokenizerCodec(tokenizer).chat(messages)
+
+
+def test_a_chat_prompt_seen_before_renders_once_transformers_render(tokenizer, monkeypatch):
+    """Each chat prompt rendered twice (the check, then transformers' own render) every time it was sampled: a
+    prompt seen before (RL samples the same prompts each step) renders only in transformers, with the same tokens
+    and the same refusal."""
+    import jinja2
+
+    renders = []
+    render = jinja2.Template.render
+    monkeypatch.setattr(jinja2.Template, "render", lambda self, *a, **k: renders.append(1) or render(self, *a, **k))
+    tokenizer.chat_template = hf_models.CHAT_TEMPLATE
+    codec = TokenizerCodec(tokenizer)
+    chat = [*HI, {"role": "assistant", "content": "4"}, {"role": "user", "content": "again"}]
+    first = codec.chat(chat)
+    assert len(renders) == 2  # the check, then transformers
+    renders.clear()
+    assert codec.chat(chat) == first
+    assert TokenizerCodec(tokenizer).chat([dict(m) for m in chat]) == first
+    assert len(renders) == 2  # transformers' own, once each
+    renders.clear()
+    assert codec.chat(chat, add_generation_prompt=False) != first  # another prompt: checked
+    assert codec.chat([*chat[:2], {"role": "user", "content": "once more"}]) != first
+    assert len(renders) == 4
+    tokenizer.chat_template = "{% for m in messages %}{{ m.name }}{{ m['content'] }}{% endfor %}"
+    for _ in range(2):  # a refusal is the same the second time, and the template changed is checked again
+        with pytest.raises(ValueError, match="'name'"):
+            codec.chat(chat)
