@@ -93,3 +93,30 @@ def test_a_demo_whose_steps_all_fail_keeps_the_earlier_demos_output(tmp_path, mo
     assert main(demo) == 1
     assert capsys.readouterr().err.endswith(f"; the earlier demo's output is kept in {out / EARLIER}\n")
     assert _files(out / EARLIER) == before
+
+
+def test_a_completed_demo_whose_earlier_output_cannot_be_deleted_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    """The run completed and wrote its files; deleting what it set aside failed (a file held open on Windows, a
+    read-only mount): an ``OSError`` traceback, exit 1, as if the run had failed."""
+    import shutil
+
+    out = tmp_path / "out"
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]
+    assert main(demo) == 0
+    real = shutil.rmtree
+
+    def refused(path, *args, **kwargs):
+        if str(path).endswith(EARLIER):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", refused)
+    capsys.readouterr()
+    assert main(demo) == 0
+    err = capsys.readouterr().err
+    assert err.endswith(
+        f"rlnb demo: the run completed, but the earlier output set aside in {out / EARLIER} could not be deleted "
+        f"([Errno 13] Permission denied: '{out / EARLIER}'): delete it, or the next demo in {out} stops before "
+        "training\n"
+    ), err
+    assert len(rlnb.History.load(out / "run").steps) == 1 and (out / EARLIER / "run").is_dir()

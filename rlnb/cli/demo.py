@@ -86,7 +86,14 @@ def demo(options: DemoOptions | None = None) -> int:
         kept = f"; the earlier demo's output is kept in {out / EARLIER}" if (out / EARLIER).exists() else ""
         print(f"rlnb demo: none of the {o.steps} steps completed; the first failed {failure}{kept}", file=sys.stderr)
         return 1
-    drop_earlier_output(out)
+    try:
+        drop_earlier_output(out)
+    except OSError as exc:  # a traceback and exit 1 after a run that completed and wrote its files
+        print(
+            f"rlnb demo: the run completed, but the earlier output set aside in {out / EARLIER} could not be deleted "
+            f"({exc}): delete it, or the next demo in {out} stops before training",
+            file=sys.stderr,
+        )
     return 0
 
 
