@@ -13,6 +13,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import IO
 
 from rlnb._options import refuse_dangling_link
 from rlnb.errors import RunLocked
@@ -51,17 +52,34 @@ def _set_aside_run(run: Path, aside: Path) -> bool:
     holds: whether there was one."""
     if not _earlier_run(run):
         return False
-    try:
-        held = lock_run(run)
-    except RunLocked as exc:
-        busy = f"{run} is being written by another rlnb session (pid {exc.holder}); wait for it or pick another --out"
-        raise ValueError(busy) from None
+    held = _lock(run)
     try:
         aside.mkdir(exist_ok=True)
         run.rename(aside / run.name)
     finally:
         release(held)  # unlocked first: a child forked meanwhile kept a closed lock held
     return True
+
+
+def _lock(run: Path) -> IO[str]:
+    """``run``'s lock, or a ``ValueError`` naming the session that holds it: most likely a demo running in ``--out``."""
+    try:
+        return lock_run(run)
+    except RunLocked as exc:
+        raise ValueError(f"{run} is being written by another rlnb session (pid {exc.holder}): is a demo running in "
+                         f"{run.parent}? wait for it or pick another --out") from None  # fmt: skip
+
+
+def _refuse_running(run: Path) -> None:
+    """A ``ValueError`` when a live session holds ``run`` (``_lock``), checked before anything moves: a second demo in
+    one ``--out`` moved the first's manifest aside, then was refused by the lock and left it there; with the first's
+    earlier output set aside, it was told a stopped demo had left that. A lock that cannot be tried stops nothing."""
+    if run.is_symlink() or not (run / LOCK_FILE).is_file():
+        return
+    try:
+        release(_lock(run))
+    except OSError:
+        return  # a run/ this process cannot open: moving it fails next, and says why
 
 
 def _digest(path: Path) -> str:
@@ -137,7 +155,8 @@ def drop_earlier_output(out: Path) -> None:
 
 def _refuse_others(out: Path, force: bool) -> None:
     """``set_aside_earlier_output``'s refusals, which change nothing: an ``EARLIER`` that a stopped demo left, a name of
-    the demo's that is no plain file, or other files of its names without ``force``."""
+    the demo's that is no plain file, or other files of its names without ``force``; first a demo running there."""
+    _refuse_running(out / "run")
     if (out / EARLIER).exists() or (out / EARLIER).is_symlink():
         raise ValueError(f"{out / EARLIER} holds an earlier demo's output that a stopped demo set aside: move it "
                          "away (or delete it) to run the demo here, or pick another --out")  # fmt: skip
