@@ -8,6 +8,7 @@ run that stops before it recorded anything puts them back, and one that stops la
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -119,10 +120,25 @@ def set_aside_earlier_output(out: Path, force: bool) -> list[str]:
                 (out / name).rename(aside / name)
                 moved += [name] if name != MANIFEST else []
         note_own_files(out, ["run/"])
-    except OSError as exc:
-        restore_earlier_output(out)
-        raise ValueError(f"cannot set the earlier demo's files in {out} aside: {exc}") from None
+    except BaseException as exc:  # a Ctrl-C too: the manifest went aside and the rest stayed, the folder refused
+        if aside.is_dir():  # restore_earlier_output took the earlier run/ still there for the new run's: kept aside
+            with contextlib.suppress(OSError):  # what is left in EARLIER stays there, and the demo's last line says
+                _put_back(out, aside)
+        if isinstance(exc, OSError):
+            raise ValueError(f"cannot set the earlier demo's files in {out} aside: {exc}") from None
+        raise
     return moved
+
+
+def _put_back(out: Path, aside: Path) -> None:
+    """Each file of ``aside`` back in ``out`` (an ``OSError`` where one cannot go), the folder deleted; a manifest the
+    new run wrote is deleted when none was set aside: it named as the demo's a ``run/`` that was no demo's
+    (``--force``)."""
+    if not (aside / MANIFEST).exists():
+        (out / MANIFEST).unlink(missing_ok=True)
+    for earlier in aside.iterdir():
+        earlier.replace(out / earlier.name)
+    aside.rmdir()
 
 
 def restore_earlier_output(out: Path) -> bool:
@@ -133,15 +149,11 @@ def restore_earlier_output(out: Path) -> bool:
     ops = out / "run" / OPS_FILE
     if not aside.is_dir() or ops.exists() and ops.stat().st_size > 0:
         return False
-    run, own = out / "run", (aside / MANIFEST).exists()
+    run = out / "run"
     try:
         if run.is_dir() and not run.is_symlink() and {p.name for p in run.iterdir()} <= RUN_FILES:
             shutil.rmtree(run)  # the new session's, empty
-        if not own:  # the new run's, naming as the demo's a run/ it set aside that was no demo's (--force)
-            (out / MANIFEST).unlink(missing_ok=True)
-        for earlier in aside.iterdir():
-            earlier.replace(out / earlier.name)
-        aside.rmdir()
+        _put_back(out, aside)
     except OSError:
         return False  # what is left in EARLIER stays there, and the demo's last line says where
     return True
