@@ -120,3 +120,25 @@ def test_a_completed_demo_whose_earlier_output_cannot_be_deleted_says_so_in_one_
         "training\n"
     ), err
     assert len(rlnb.History.load(out / "run").steps) == 1 and (out / EARLIER / "run").is_dir()
+
+
+def test_a_demo_that_cannot_write_its_files_after_training_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    """A full disk once the steps are recorded: an ``OSError`` traceback, and no word of where the steps and the
+    earlier output are."""
+    out = tmp_path / "out"
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]
+    assert main(demo) == 0
+    before = _files(out)
+
+    def full(self, path, *args, **kwargs):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(rlnb.History, "to_csv", full)
+    capsys.readouterr()
+    assert main(demo) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        f"rlnb demo: [Errno 28] No space left on device: '{out / 'history.csv'}'; the steps so far are in "
+        f"{out / 'run'} (rlnb.History.load); the earlier demo's output is kept in {out / EARLIER}"
+    ), err
+    assert _files(out / EARLIER) == before and len(rlnb.History.load(out / "run").steps) == 1

@@ -237,7 +237,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``rlnb demo``: its arguments checked, then ``demo``; a bad argument or a failure is one line ``rlnb demo: ...``
-    (argparse's usage and "rlnb: error:" were printed for some options, as ``rlnb serve``'s were), exit 2."""
+    (argparse's usage and "rlnb: error:" were printed for some options, as ``rlnb serve``'s were), exit 2; a file it
+    cannot write once it trains (a full disk), one line saying where the steps are, exit 1."""
     hangup = [signal.SIGHUP] if hasattr(signal, "SIGHUP") and not ignored(signal.SIGHUP) else []  # POSIX; nohup
     stops = [signal.SIGTERM, *hangup]
     previous = {signum: signal.signal(signum, _terminated) for signum in stops}
@@ -272,6 +273,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         quiet(sys.stdout)
         say(f"rlnb demo: stopped, its output was closed{_kept(args.out, stop)}")
         return 141  # 128 + SIGPIPE, as a shell reports a process its pipe ended
+    except OSError as exc:  # a full disk once steps were recorded: a traceback, no word of where they were kept
+        print(f"rlnb demo: {exc}{_kept(args.out, exc)}", file=sys.stderr)
+        return 1
     finally:  # an in-process caller (a test, a notebook) keeps its own
         for signum, handler in previous.items():
             signal.signal(signum, handler)
