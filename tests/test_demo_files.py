@@ -39,3 +39,14 @@ def test_a_stop_while_the_earlier_output_is_set_aside_leaves_it_in_place(tmp_pat
         set_aside_earlier_output(out, force=False)
     assert {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
     assert not (out / EARLIER).exists() and (out / MANIFEST).exists()
+
+
+def test_the_manifest_is_never_written_through_a_link_left_under_its_temporary_name(tmp_path):
+    """A link planted (or copied) as ``.rlnb-demo.json.tmp``: the demo wrote its manifest into the file it named."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "precious").write_text("the user's")
+    (out / (MANIFEST + ".tmp")).symlink_to(tmp_path / "precious")
+    with pytest.raises(ValueError, match="cannot set the earlier demo's files in .* aside: .* is a symbolic link"):
+        set_aside_earlier_output(out, force=False)
+    assert (tmp_path / "precious").read_text() == "the user's" and not (out / MANIFEST).exists()

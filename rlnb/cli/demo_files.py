@@ -18,7 +18,7 @@ from typing import IO
 
 from rlnb._options import refuse_dangling_link
 from rlnb.errors import RunLocked
-from rlnb.history.locks import release
+from rlnb.history.locks import release, write_new
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, lock_run
 
 RUN_FILES = {OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE, CONFIG_FILE + ".tmp", LOCK_FILE}
@@ -97,10 +97,11 @@ def _own_files(out: Path) -> dict[str, str]:
 
 
 def note_own_files(out: Path, names: list[str]) -> None:
-    """Remember ``names`` as the demo's own (``run/`` before training, the rest once written), replaced atomically."""
+    """Remember ``names`` as the demo's own (``run/`` before training, the rest once written), replaced atomically;
+    never written through a link left under the temporary name (``write_new``: it wrote into the link's target)."""
     own = {name: ("" if name == "run/" else _digest(out / name)) for name in names}
     tmp = out / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(own))
+    write_new(tmp, json.dumps(own).encode())
     tmp.replace(out / MANIFEST)
 
 
