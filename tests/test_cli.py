@@ -34,6 +34,9 @@ SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003
         (["demo", "--steps", "9" * 4301], f"argument --steps: {LONG} 4301 digits: '{'9' * 37}...'"),
         (["demo", "--seed", "-" + "9" * 4000], f"argument --seed: {LONG} 4000 digits: '-{'9' * 36}...'"),
         (["demo", "--lr", "\uff11e-3"], "argument --lr: must be a number in ASCII digits 0-9, got '\uff11e-3'"),
+        # float() reads "_" between digits and spaces around, as int() does: --lr 1_0e-3 trained at 0.01
+        (["demo", "--lr", "1_0e-3"], "argument --lr: must be a number in ASCII digits 0-9, got '1_0e-3'"),
+        (["serve", "--op-delay", " 5"], "argument --op-delay: must be a number in ASCII digits 0-9, got ' 5'"),
         (["serve", "--offload-results-over", "\uff11"], f"argument --offload-results-over: {ASCII_INTEGER} '\uff11'"),
         (["serve", "--op-delay", "\uff11"], "argument --op-delay: must be a number in ASCII digits 0-9, got '\uff11'"),
         (["serve", "--fail-rate", "\uff10.5"], "argument --fail-rate: must be a number in ASCII digits 0-9, got"),

@@ -7,6 +7,7 @@ import argparse
 import re
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
 MAX_DIGITS = 40
 """The most digits an integer option takes: each option's range fits in 20. Past 4300 ``int`` refused the text, said
 as "not in ASCII digits"; below that each range's error echoed all of them, a line of thousands of characters."""
@@ -34,10 +35,11 @@ def shown(text: str) -> str:
 
 
 def ascii_number(text: str) -> float:
-    """``text`` as a float, in ASCII only (``ValueError`` otherwise): ``float`` reads other scripts' digits too
-    ('１.５' was 1.5). Its other forms (``1e-3``, ``nan``: each option's range check refuses it) are taken."""
-    if not text.isascii():
-        raise ValueError(f"not a number in ASCII digits 0-9: {text!r}")
+    """``text`` as a float, in ASCII digits, a point, an exponent and a sign only (``ValueError`` otherwise):
+    ``float`` reads other scripts' digits too ('１.５' was 1.5), and "_" between digits and spaces around, as ``int``
+    does (``--lr 1_0e-3`` trained at 0.01). ``inf`` and ``nan`` are taken: each option's range check refuses them."""
+    if not _NUMBER.fullmatch(text):
+        raise ValueError(f"not a number in ASCII digits 0-9: {shown(text)!r}")
     return float(text)
 
 
