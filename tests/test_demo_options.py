@@ -29,6 +29,7 @@ from rlnb.cli.demo_options import DemoOptions
         # passed, then Path(123) raised a TypeError naming no option, or the model's loader failed on it
         ("out", 123, "--out must be a folder's path (a str or a Path), got 123"),
         ("model", 7, "--model must be tiny, small, a folder or a hub id (a str or a Path), got 7"),
+        ("out", "a\0b", "--out holds a NUL character, which no path can"),  # os's "embedded null byte", no option
     ],
 )
 def test_each_demo_option_is_checked_naming_it_and_what_it_takes(field, value, words):
@@ -83,3 +84,10 @@ def test_numpy_numbers_are_taken_as_every_other_entry_takes_them_and_kept_plain(
         DemoOptions(lora=np.int64(-1))
     with pytest.raises(ValueError, match="--lr must be a finite number > 0, got True"):
         DemoOptions(lr=True)
+
+
+def test_out_expands_a_tilde_as_every_other_folder_option_does(monkeypatch, tmp_path):
+    """``--out=~/demo`` (no shell expands a ``~`` after ``=``) and ``DemoOptions(out="~/demo")`` wrote into a folder
+    named ``~`` in the working folder, where ``runs_dir``, ``checkpoint_dir`` and ``History.save`` expand it."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert DemoOptions(out="~/demo").out == tmp_path / "demo"

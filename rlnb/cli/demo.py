@@ -242,6 +242,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     hangup = [signal.SIGHUP] if hasattr(signal, "SIGHUP") and not ignored(signal.SIGHUP) else []  # POSIX; nohup
     stops = [signal.SIGTERM, *hangup]
     previous = {signum: signal.signal(signum, _terminated) for signum in stops}
+    out: str | Path = args.out  # the checked options' (its ~ expanded) once they are made: where the steps are
     try:
         options = DemoOptions(
             task=args.task,
@@ -257,24 +258,25 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             dtype=args.dtype,
             threads=args.threads,
         )
+        out = options.out
         return demo(options)
     # A model that cannot load, a device that is not there, an --out that cannot take the run.
     except (ValueError, ImportError) as exc:
-        print(f"rlnb demo: {exc}{_restored(args.out, exc)}", file=sys.stderr)
+        print(f"rlnb demo: {exc}{_restored(out, exc)}", file=sys.stderr)
         return 2
     except Terminated as stop:  # `timeout`, a scheduler, `kill`, a closed terminal: it died at once, without a word
         signum = stop.args[0]
-        say(f"rlnb demo: stopped ({signal.Signals(signum).name}){_kept(args.out, stop)}")
+        say(f"rlnb demo: stopped ({signal.Signals(signum).name}){_kept(out, stop)}")
         return 128 + signum  # 143 for SIGTERM, 129 for SIGHUP, as a shell reports a process they ended
     except KeyboardInterrupt as stop:  # Ctrl-C: a traceback through torch, and no word of what was kept
-        say(f"rlnb demo: interrupted{_kept(args.out, stop)}")
+        say(f"rlnb demo: interrupted{_kept(out, stop)}")
         return 130
     except BrokenPipeError as stop:  # `rlnb demo | head`: a traceback, and another at exit (flushing into the pipe)
         quiet(sys.stdout)
-        say(f"rlnb demo: stopped, its output was closed{_kept(args.out, stop)}")
+        say(f"rlnb demo: stopped, its output was closed{_kept(out, stop)}")
         return 141  # 128 + SIGPIPE, as a shell reports a process its pipe ended
     except OSError as exc:  # a full disk once steps were recorded: a traceback, no word of where they were kept
-        print(f"rlnb demo: {exc}{_kept(args.out, exc)}", file=sys.stderr)
+        print(f"rlnb demo: {exc}{_kept(out, exc)}", file=sys.stderr)
         return 1
     finally:  # an in-process caller (a test, a notebook) keeps its own
         for signum, handler in previous.items():
@@ -290,7 +292,7 @@ def _terminated(signum: int, _frame: object) -> None:
     raise Terminated(signum)
 
 
-def _kept(out: str, stop: BaseException) -> str:
+def _kept(out: str | Path, stop: BaseException) -> str:
     """Where the steps of a demo that stopped early are, when its run folder was written, and where the earlier output
     it replaced is: back in place, or set aside."""
     from rlnb.cli.demo_files import EARLIER
@@ -303,7 +305,7 @@ def _kept(out: str, stop: BaseException) -> str:
     return kept + (f"; the earlier demo's output is kept in {aside}" if aside.exists() else "")
 
 
-def _restored(out: str, stop: BaseException) -> str:
+def _restored(out: str | Path, stop: BaseException) -> str:
     """The words for a demo that stopped before it recorded anything and put the earlier output back."""
     return (
         f"; it recorded nothing: the earlier output in {out} is back"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlnb._options import is_integer
+from rlnb._options import is_integer, user_path
 from rlnb.cli.options import shown
 
 _ADAM: dict[str, Any] = {
@@ -54,6 +54,7 @@ class DemoOptions:
     optimizer: str = "adam"
     steps: int = 40
     out: str | Path = "rlnb-demo"
+    """Kept as a ``Path``, ``~`` expanded."""
     force: bool = False
     seed: int = 0
     device: str = "auto"
@@ -76,6 +77,8 @@ class DemoOptions:
                 raise ValueError(f"{option} must be {takes} (a str or a Path), got {value!r}")
             if not str(value).strip():  # an unset variable: '' is the working folder (its files overwritten) for either
                 raise ValueError(f"{option} is empty (an unset variable?): give {what}")
+        # "~/demo" was a folder named "~" in the working folder (a shell expands no "~" after --out=)
+        self._keep("out", user_path("--out", self.out))
         if not isinstance(self.force, bool):
             raise ValueError(f"--force must be True or False, got {self.force!r}")
         self._check_numbers()
