@@ -142,3 +142,37 @@ def test_a_demo_that_cannot_write_its_files_after_training_says_so_in_one_line(t
         f"{out / 'run'} (rlnb.History.load); the earlier demo's output is kept in {out / EARLIER}"
     ), err
     assert _files(out / EARLIER) == before and len(rlnb.History.load(out / "run").steps) == 1
+
+
+def test_a_ctrl_c_while_the_demo_says_what_it_replaces_puts_the_earlier_output_back(tmp_path, monkeypatch, capsys):
+    """Its "replacing the earlier output" line was written outside both blocks that put the output back: a Ctrl-C
+    there (stderr piped into a pager that waits) left it set aside beside an empty run, and the session open."""
+    import sys
+
+    out = tmp_path / "out"
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]
+    assert main(demo) == 0
+    before = _files(out)
+    capsys.readouterr()
+    opened = []
+    real_session = rlnb.Session
+
+    def session(*args, **kwargs):
+        opened.append(real_session(*args, **kwargs))
+        return opened[-1]
+
+    class Stderr:
+        def write(self, text):
+            if "replacing the earlier output" in text:
+                raise KeyboardInterrupt
+            return sys.__stderr__.write(text)
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(rlnb, "Session", session)
+    monkeypatch.setattr(sys, "stderr", Stderr())
+    assert main(demo) == 130
+    monkeypatch.undo()
+    assert _files(out) == before and not (out / EARLIER).exists()
+    assert opened[0].closed  # its run folder's lock let go, the backend's threads stopped
