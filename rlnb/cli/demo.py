@@ -276,7 +276,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         say(f"rlnb demo: stopped, its output was closed{kept(out, stop)}")
         return 141  # 128 + SIGPIPE, as a shell reports a process its pipe ended
     except OSError as exc:  # a full disk once steps were recorded: a traceback, no word of where they were kept
-        print(f"rlnb demo: {exc}{kept(out, exc)}", file=sys.stderr)
+        say(f"rlnb demo: {exc}{kept(out, exc)}")
         return 1
     finally:  # an in-process caller (a test, a notebook) keeps its own
         for signum, handler in previous.items():
